@@ -13,3 +13,26 @@ def shared_data() -> Path:
     if not (SHARED_DATA / 'crosstask').is_dir():
         pytest.skip(f'real annotations not found at {SHARED_DATA} (set VPN_SHARED_DATA)')
     return SHARED_DATA
+
+
+@pytest.fixture(scope='session')
+def tiny_crosstask(shared_data, tmp_path_factory) -> dict:
+    """Synthetic features for a small subset of the REAL CrossTask annotations (~2 s to build).
+
+    Tasks 0-2 of the 133-action taxonomy (23521 Make Jello Shots, 59684 Build Simple Floating
+    Shelves, 71781 Make Taco Salad); the first 20 train / 8 test videos of each in the official
+    split lists (60 train / 24 test videos; with horizon 3 about 300 train and 110 test windows).
+    Features: ``.npz``, 512-d per second, seed 0, difficulty 0.5. Skips without ../shared/data.
+
+    Returns a dict of absolute paths and ready configs::
+
+        data_root, feature_dir, cache_dir, taxonomy, annotation_dir,
+        train_video_list, test_video_list, num_tasks (3), num_actions (133), frame_dim (512),
+        train_dataset, val_dataset, test_dataset   # dict(type='PlanningDataset', horizon=3, ...)
+
+    Copy a ``*_dataset`` dict before changing it, e.g.
+    ``DATASETS.build(dict(tiny_crosstask['train_dataset'], horizon=4))``. Validation holds out
+    10% of the train videos (seeded); observations are 'concat3' (1536-d).
+    """
+    from vpn_plugin.datasets.synthetic import make_tiny_crosstask
+    return make_tiny_crosstask(shared_data, tmp_path_factory.mktemp('tiny_crosstask'))

@@ -1,5 +1,300 @@
-"""Placeholder: replaced by the compatibility module (issue 2)."""
+"""Workarounds that make mmaction2 1.2.0 + mmengine 0.10.7 work with torch 2.13.
+
+Each ``fix_*`` function covers one upstream bug (named in its first docstring
+line), is idempotent and is applied by :func:`apply`, which ``import
+vpn_plugin`` calls. Nothing here switches a safety check off globally: the
+checkpoint fix only allow-lists the exact types mmengine checkpoints hold.
+"""
+import functools
+import importlib.metadata
+import importlib.util
+import os
+import pickle
+import re
+import sys
+import types
+import warnings
+
+import numpy as np
+import torch
+
+CPU_DDP_WRAPPER = 'CPUCompatibleDDP'
+
+
+# --- mmaction2: wheel without models/localizers/drn ------------------------
+
+class MissingDRN:
+    """Stands in for mmaction2's DRN, whose source the 1.2.0 wheel lacks."""
+
+    def __init__(self, *args, **kwargs):
+        raise ImportError(
+            'mmaction.models.localizers.drn is missing from the mmaction2 1.2.0 '
+            'wheel, so the DRN localizer cannot be built; install mmaction2 from '
+            'source if you need it (vpn_plugin does not use DRN).')
+
+
+def _mmaction_dir():
+    spec = importlib.util.find_spec('mmaction')
+    if spec is None or not spec.submodule_search_locations:
+        raise ImportError('mmaction2 is not installed; run `pip install -e .` '
+                          '(setup.cfg pins mmaction2==1.2.0)')
+    return list(spec.submodule_search_locations)[0]
+
+
+def fix_missing_drn_module():
+    """mmaction2 1.2.0 wheel omits models/localizers/drn (`import mmaction.models` fails)."""
+    name = 'mmaction.models.localizers.drn'
+    drn_dir = os.path.join(_mmaction_dir(), 'models', 'localizers', 'drn')
+    if name in sys.modules or os.path.isdir(drn_dir):
+        return
+    package = types.ModuleType(name, 'Placeholder for the DRN package missing from the wheel.')
+    package.__path__ = []
+    module = types.ModuleType(f'{name}.drn', 'Placeholder: building DRN raises ImportError.')
+    module.DRN = MissingDRN
+    package.drn = module
+    sys.modules[name] = package
+    sys.modules[f'{name}.drn'] = module
+    from mmaction.registry import MODELS
+    # Registered like mmaction's own placeholders: a config naming DRN gets the clear error.
+    MODELS.register_module(name='DRN', module=MissingDRN, force=True)
+
+
+# --- mmaction2: undeclared importlib-metadata -------------------------------
+
+def fix_undeclared_importlib_metadata():
+    """mmaction2 1.2.0 imports `importlib_metadata` (mmaction.utils) without declaring it."""
+    if importlib.util.find_spec('importlib_metadata') is None:
+        raise ImportError(
+            "mmaction2 1.2.0 needs the package 'importlib-metadata' but does not "
+            "declare it; install it with `pip install importlib-metadata` "
+            '(vpn_plugin declares it in setup.cfg)')
+
+
+# --- mmaction2: VindLU imported whenever transformers is installed ---------
+
+def fix_multimodal_autoimport():
+    """mmaction2 1.2.0 imports VindLU (needs timm and transformers<5) whenever transformers>=4.28 is installed."""
+    import mmaction.utils.dependency as dependency
+    # Too late once mmaction.models.multimodal ran; its VindLU then imported fine.
+    if 'mmaction.models.multimodal' not in sys.modules:
+        # VindLU names stay registered as placeholders that explain what to install.
+        dependency.WITH_MULTIMODAL = False
+
+
+def fix_mmcv_lite_ops_warning():
+    """mmcv-lite 2.1.0 warns on every `import mmaction.models` that its CUDA ops are absent (mmaction never needs them here)."""
+    warnings.filterwarnings('ignore', message='Fail to import ``MultiScaleDeformableAttention``',
+                            category=UserWarning, module='mmcv')
+
+
+# --- mmengine: pkg_resources removed from setuptools >= 81 ------------------
+
+def _distribution(package):
+    try:
+        return importlib.metadata.distribution(package)
+    except importlib.metadata.PackageNotFoundError:
+        return None
+
+
+def is_installed(package: str) -> bool:
+    """Whether `package` is an installed distribution or an importable module."""
+    if _distribution(package) is not None:
+        return True
+    spec = importlib.util.find_spec(package)
+    return spec is not None and spec.origin is not None
+
+
+def package2module(package: str) -> str:
+    """Top-level module name of the installed distribution `package`."""
+    dist = _distribution(package)
+    top_level = dist.read_text('top_level.txt') if dist is not None else None
+    if not top_level:
+        raise ValueError(f'can not infer the module name of {package}')
+    return top_level.split()[0]
+
+
+def get_installed_path(package: str) -> str:
+    """Directory of the installed package `package` (distribution or module name)."""
+    spec = importlib.util.find_spec(package.replace('-', '_'))
+    if spec is None and _distribution(package) is not None:
+        spec = importlib.util.find_spec(package2module(package))
+    if spec is None:
+        raise importlib.metadata.PackageNotFoundError(package)
+    if spec.origin is None:
+        raise RuntimeError(f'{package} is a namespace package, which is invalid '
+                           'for `get_installed_path`')
+    return os.path.dirname(spec.origin)
+
+
+def fix_pkg_resources_lookups():
+    """mmengine 0.10.7 package_utils import pkg_resources, gone in setuptools >= 81 (`mmaction::` configs fail)."""
+    import mmengine.config.config
+    import mmengine.hub.hub
+    import mmengine.utils
+    import mmengine.utils.package_utils
+    replacements = dict(is_installed=is_installed, get_installed_path=get_installed_path,
+                        package2module=package2module)
+    for module in (mmengine.utils.package_utils, mmengine.utils, mmengine.config.config,
+                   mmengine.hub.hub):
+        for name, function in replacements.items():
+            if hasattr(module, name):
+                setattr(module, name, function)
+
+
+# --- mmengine + torch >= 2.6: torch.load(weights_only=True) -----------------
+
+class ForbiddenCheckpointGlobalError(pickle.UnpicklingError):
+    """A checkpoint pickles a global outside the mmengine allow-list."""
+
+
+HISTORY_BUFFER_STATISTICS = ('min', 'max', 'current', 'mean')
+
+
+def _history_buffer_statistic(owner, name):
+    """Restricted `builtins.getattr`: HistoryBuffer pickles its statistics methods by name."""
+    from mmengine.logging.history_buffer import HistoryBuffer
+    allowed = set(HISTORY_BUFFER_STATISTICS) | set(HistoryBuffer._statistics_methods)
+    if owner is HistoryBuffer and name in allowed:
+        return getattr(owner, name)
+    raise pickle.UnpicklingError(
+        f'getattr({owner!r}, {name!r}) is not allowed: only the HistoryBuffer '
+        f'statistics methods {sorted(allowed)} may be unpickled by name')
+
+
+def numeric_dtype_classes():
+    """numpy.dtypes.*DType classes of bool/int/float/complex (never object) arrays."""
+    codes = '?' + np.typecodes['AllInteger'] + np.typecodes['AllFloat']
+    return sorted({type(np.dtype(code)) for code in codes}, key=lambda cls: cls.__name__)
+
+
+def mmengine_checkpoint_globals():
+    """Exactly the globals an mmengine Runner checkpoint pickles beyond torch's defaults.
+
+    Found with `torch.serialization.get_unsafe_globals_in_checkpoint` on a Runner
+    checkpoint (message hub: HistoryBuffer of numpy arrays, numpy scalars). The
+    numpy 1 names (`numpy.core.*`) keep checkpoints written under numpy 1 loadable.
+    """
+    from mmengine.logging.history_buffer import HistoryBuffer
+    reconstruct = np._core.multiarray._reconstruct
+    scalar = np._core.multiarray.scalar
+    return [HistoryBuffer, np.ndarray, np.dtype, *numeric_dtype_classes(),
+            (reconstruct, 'numpy._core.multiarray._reconstruct'),
+            (reconstruct, 'numpy.core.multiarray._reconstruct'),
+            (scalar, 'numpy._core.multiarray.scalar'),
+            (scalar, 'numpy.core.multiarray.scalar'),
+            (_history_buffer_statistic, 'builtins.getattr')]
+
+
+def _forbidden_globals(filename, error):
+    if isinstance(filename, str) and os.path.isfile(filename):
+        try:
+            return torch.serialization.get_unsafe_globals_in_checkpoint(filename)
+        except Exception:  # not a zip checkpoint: fall back to torch's message
+            pass
+    return re.findall(r'GLOBAL ([\w.]+)', str(error))
+
+
+def _raise_forbidden(filename, error):
+    names = _forbidden_globals(filename, error)
+    if not names:
+        raise pickle.UnpicklingError(f'cannot load checkpoint {filename}: {error}') from error
+    raise ForbiddenCheckpointGlobalError(
+        f'checkpoint {filename} pickles the global(s) {", ".join(names)}, which are '
+        "not among the types mmengine checkpoints hold (vpn_plugin.compat's "
+        'allow-list); refusing to unpickle them because that could run arbitrary '
+        'code. If you trust this file, allow-list these types yourself with '
+        'torch.serialization.add_safe_globals before loading it.') from None
+
+
+def _with_checkpoint_allow_list(loader):
+    @functools.wraps(loader)
+    def load(filename, *args, **kwargs):
+        with torch.serialization.safe_globals(mmengine_checkpoint_globals()):
+            try:
+                return loader(filename, *args, **kwargs)
+            except pickle.UnpicklingError as error:
+                _raise_forbidden(filename, error)
+
+    load.vpn_allow_list = True
+    return load
+
+
+def fix_checkpoint_weights_only():
+    """mmengine 0.10.7 torch.load()s checkpoints without an allow-list; torch >= 2.6 (weights_only) rejects them on resume/test."""
+    from mmengine.runner.checkpoint import CheckpointLoader
+    for prefix, loader in CheckpointLoader._schemes.items():
+        if not getattr(loader, 'vpn_allow_list', False):
+            CheckpointLoader._schemes[prefix] = _with_checkpoint_allow_list(loader)
+
+
+# --- mmengine: CPU multi-process (gloo, DDP without device_ids) -------------
+
+def _has_accelerator():
+    from mmengine.device import get_device
+    return get_device() not in ('cpu', 'mps')
+
+
+def _cpu_aware_init_dist_pytorch(original):
+    @functools.wraps(original)
+    def init(backend, init_backend='torch', **kwargs):
+        if _has_accelerator():
+            return original(backend, init_backend=init_backend, **kwargs)
+        if init_backend != 'torch':
+            raise ValueError(f"dist_cfg.init_backend={init_backend!r} needs a GPU; "
+                             "on CPU only 'torch' is supported")
+        torch.distributed.init_process_group(
+            backend='gloo' if backend == 'nccl' else backend, **kwargs)
+
+    init.vpn_cpu_aware = True
+    return init
+
+
+def fix_cpu_init_dist():
+    """mmengine 0.10.7 _init_dist_pytorch calls torch.cuda.set_device and keeps nccl without CUDA."""
+    import mmengine.dist.utils as dist_utils
+    if not getattr(dist_utils._init_dist_pytorch, 'vpn_cpu_aware', False):
+        dist_utils._init_dist_pytorch = _cpu_aware_init_dist_pytorch(dist_utils._init_dist_pytorch)
+
+
+def _cpu_compatible_ddp_class():
+    from mmengine.model import MMDistributedDataParallel
+
+    class CPUCompatibleDDP(MMDistributedDataParallel):
+        """MMDistributedDataParallel that drops `device_ids` for a CPU module."""
+
+        def __init__(self, module, device_ids=None, **kwargs):
+            first = next(module.parameters(), None)
+            if first is None or first.device.type == 'cpu':
+                device_ids = None
+            super().__init__(module=module, device_ids=device_ids, **kwargs)
+
+    return CPUCompatibleDDP
+
+
+def fix_cpu_ddp_wrapper():
+    """mmengine 0.10.7 Runner.wrap_model passes device_ids=[LOCAL_RANK], which DDP rejects for CPU modules."""
+    # The root registry: Runner.wrap_model looks the type up there without a scope.
+    from mmengine.registry import MODEL_WRAPPERS
+    if CPU_DDP_WRAPPER not in MODEL_WRAPPERS.module_dict:
+        MODEL_WRAPPERS.register_module(name=CPU_DDP_WRAPPER, module=_cpu_compatible_ddp_class())
+
+
+def shutdown_distributed():
+    """mmengine 0.10.7 never destroys the process group; gloo ranks exiting apart can abort (SIGABRT).
+
+    Called by tools/train.py and tools/test.py after the run; a no-op without one.
+    """
+    if torch.distributed.is_available() and torch.distributed.is_initialized():
+        torch.distributed.barrier()
+        torch.distributed.destroy_process_group()
+
+
+FIXES = (fix_undeclared_importlib_metadata, fix_missing_drn_module, fix_multimodal_autoimport,
+         fix_mmcv_lite_ops_warning, fix_pkg_resources_lookups, fix_checkpoint_weights_only,
+         fix_cpu_init_dist, fix_cpu_ddp_wrapper)
 
 
 def apply():
-    pass
+    """Apply every workaround in :data:`FIXES` (safe to call repeatedly)."""
+    for fix in FIXES:
+        fix()

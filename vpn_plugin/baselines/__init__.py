@@ -1,1 +1,8 @@
-"""See docs/design.md."""
+"""Baselines next to ViterbiPlanNet: PKG beam search and uniform-emission PKG decoding.
+
+The Base Model is ``ViterbiPlanNet(use_dvl=False)``; LLM/VLM planners live in ``llm/``.
+"""
+from .planners import PKGBeamSearchPlanner, UniformEmissionPlanner
+from . import llm  # noqa: F401  (registers LLMPlanner)
+
+__all__ = ['PKGBeamSearchPlanner', 'UniformEmissionPlanner']

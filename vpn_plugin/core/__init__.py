@@ -1,1 +1,18 @@
-"""See docs/design.md."""
+"""Core math of ViterbiPlanNet in plain torch/numpy (no MMAction2 import); see docs/design.md."""
+from .dvl import differentiable_viterbi
+from .metrics import METRIC_NAMES, per_sample_scores, planning_metrics
+from .pkg import (build_pkg, check_pkg, edge_dropout, label_noise, pkg_coverage,
+                  pkg_log_transitions, subsample_sequences, union_pkg, weight_noise)
+from .stats import bootstrap_ci, bootstrap_difference
+from .viterbi import viterbi_decode
+
+# --- other engineers' modules (beam_search.py: baselines issue, diversity.py: protocol issue);
+# --- the lead adds their imports and __all__ names here.
+
+__all__ = [
+    'differentiable_viterbi', 'viterbi_decode',
+    'build_pkg', 'check_pkg', 'union_pkg', 'pkg_coverage', 'pkg_log_transitions',
+    'edge_dropout', 'weight_noise', 'subsample_sequences', 'label_noise',
+    'planning_metrics', 'per_sample_scores', 'METRIC_NAMES',
+    'bootstrap_ci', 'bootstrap_difference',
+]

@@ -1,1 +1,4 @@
-"""See docs/design.md."""
+"""Evaluation metrics registered in ``mmaction.registry.METRICS``; see docs/design.md."""
+from .planning_metric import PlanningMetric
+
+__all__ = ['PlanningMetric']

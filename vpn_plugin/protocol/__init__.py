@@ -1,1 +1,7 @@
-"""See docs/design.md."""
+"""Unified evaluation protocol (library code behind tools/run_protocol.py, report.py, plots.py).
+
+* :mod:`.results`: the results-file format (one row per run x test horizon), readers/writers;
+* :mod:`.runner`: protocol configs x seeds x horizons through the mmengine Runner, resumable;
+* :mod:`.report`: mean ± 90% bootstrap CI tables, paired-bootstrap improvements, Markdown/LaTeX;
+* :mod:`.plots`: study curves, parameters vs SR, the qualitative heatmap figure.
+"""

@@ -1,0 +1,38 @@
+# Runtime defaults shared by every vpn_plugin config (mmengine Runner keys).
+default_scope = 'mmaction'
+custom_imports = dict(imports=['vpn_plugin'], allow_failed_imports=False)
+
+default_hooks = dict(
+    runtime_info=dict(type='RuntimeInfoHook'),
+    timer=dict(type='IterTimerHook'),
+    # LoggerHook prints progress lines such as "Epoch(train) [3][20/50] eta: ...".
+    logger=dict(type='LoggerHook', interval=10, ignore_last=False),
+    param_scheduler=dict(type='ParamSchedulerHook'),
+    # Model configs may add save_best='<metric key>', rule='greater'.
+    checkpoint=dict(type='CheckpointHook', interval=1, max_keep_ckpts=3),
+    sampler_seed=dict(type='DistSamplerSeedHook'))
+
+# 'nccl' is the GPU default; vpn_plugin.compat switches to 'gloo' when CUDA is
+# absent, so the same config trains multi-process on CPU.
+env_cfg = dict(
+    cudnn_benchmark=False,
+    mp_cfg=dict(mp_start_method='fork', opencv_num_threads=0),
+    dist_cfg=dict(backend='nccl'))
+
+# Used only in distributed runs: DDP that omits device_ids for CPU modules.
+model_wrapper_cfg = dict(
+    type='CPUCompatibleDDP',
+    broadcast_buffers=False,
+    find_unused_parameters=False)
+
+log_processor = dict(type='LogProcessor', window_size=10, by_epoch=True)
+
+# TensorBoard: `tools/train.py --tensorboard` appends TensorboardVisBackend.
+vis_backends = [dict(type='LocalVisBackend')]
+visualizer = dict(type='Visualizer', vis_backends=vis_backends)
+
+randomness = dict(seed=0, diff_rank_seed=False, deterministic=False)
+
+log_level = 'INFO'
+load_from = None
+resume = False

@@ -1,0 +1,5 @@
+# Paper ablation (8 rows = 2 trainings x 4 decodings), CrossTask T=3: network trained WITH the DVL (ViterbiPlanNet),
+# decoded by 'emission_argmax'. The 4 decodings of one training share its checkpoint:
+#   tools/test.py configs/ablation/crosstask_t3_train-dvl_decode-emission_argmax.py CKPT
+_base_ = ['../vpn_crosstask_t3.py']
+model = dict(decode='emission_argmax')

@@ -1,0 +1,17 @@
+# Sample efficiency: train on 5..100% of the training windows (seeded subset) with the visual
+# encoder frozen, ViterbiPlanNet vs Base Model, CrossTask T=3. Plot with
+#   .venv/bin/python tools/plots.py curve work_dirs/protocol/sample_efficiency/results.jsonl \
+#       --x train_fraction --out docs/figures/sample_efficiency
+protocol = 'sample_efficiency'
+dataset = 'crosstask'
+seeds = [0, 1, 2, 3, 4]
+fractions = [0.05, 0.1, 0.25, 0.5, 1.0]
+runs = [
+    dict(method=name, config='configs/vpn_crosstask_t3.py', variant=dict(train_fraction=f),
+         cfg_options={'train_dataloader.dataset.subset_fraction': f,
+                      'model.freeze_visual': True, **extra})
+    for name, extra in (('ViterbiPlanNet', {}),
+                        ('Base Model', {'model.use_dvl': False,
+                                        'model.decode': 'emission_argmax'}))
+    for f in fractions
+]

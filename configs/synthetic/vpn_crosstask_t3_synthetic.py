@@ -1,0 +1,6 @@
+# ViterbiPlanNet vs Base Model study on synthetic CrossTask T=3 (short schedule, 30 epochs).
+_base_ = [
+    '../_base_/datasets/crosstask.py',
+    '../_base_/models/vpn_crosstask.py', '../_base_/schedules/short_30e.py'
+]
+model = dict(horizon=3)  # the dataset base's horizon

@@ -1,0 +1,87 @@
+"""Baseline planners: PKG beam search planner and uniform-emission PKG decoding."""
+import itertools
+import math
+
+import pytest
+import torch
+
+from vpn_plugin.baselines import PKGBeamSearchPlanner, UniformEmissionPlanner
+from mmaction.registry import MODELS
+
+
+def chain_pkg(num_actions=6):
+    """A random dense PKG (N, N) of log probabilities, fixed seed."""
+    generator = torch.Generator().manual_seed(0)
+    probs = torch.rand(num_actions, num_actions, generator=generator) ** 4
+    return torch.log(probs / probs.sum(1, keepdim=True))
+
+
+def best_path(log_a, horizon, first=None, last=None):
+    """Exhaustive oracle: the highest-scoring path with optional fixed endpoints."""
+    best, best_score = None, -math.inf
+    for path in itertools.product(range(log_a.shape[0]), repeat=horizon):
+        if (first is not None and path[0] != first) or (last is not None and path[-1] != last):
+            continue
+        score = sum(float(log_a[a, b]) for a, b in zip(path, path[1:]))
+        if score > best_score:
+            best, best_score = path, score
+    return list(best)
+
+
+def toy_batch(num_actions=6, horizon=4, feature_dim=8):
+    """Four samples whose first/last actions are a function of one-hot start/goal features."""
+    firsts, lasts = torch.tensor([0, 1, 2, 3]), torch.tensor([5, 4, 3, 2])
+    start = torch.nn.functional.one_hot(firsts, feature_dim).float()
+    goal = torch.nn.functional.one_hot(lasts, feature_dim).float()
+    plan = torch.stack([firsts, (firsts + 1) % num_actions, (lasts + 2) % num_actions, lasts], 1)
+    return dict(start=start, goal=goal), dict(plan=plan[:, :horizon], task=torch.zeros(4).long(),
+                                              index=torch.arange(4))
+
+
+def test_beam_planner_learns_endpoints_and_decodes_the_best_pkg_path():
+    torch.manual_seed(0)
+    model = MODELS.build(dict(type='PKGBeamSearchPlanner', feature_dim=8, num_actions=6,
+                              horizon=4, hidden_dim=32, dropout=0.0, beam_width=36))
+    log_a = chain_pkg()
+    model.set_transitions(log_a)
+    inputs, samples = toy_batch()
+    optimizer = torch.optim.Adam(model.parameters(), lr=0.05)
+    for _ in range(100):
+        losses = model(inputs, samples, mode='loss')
+        assert set(losses) == {'loss_first', 'loss_last'}
+        optimizer.zero_grad()
+        sum(losses.values()).backward()
+        optimizer.step()
+    model.eval()
+    outputs = model(inputs, samples, mode='predict')
+    for out, gt in zip(outputs, samples['plan']):
+        pred = out.pred_plan.tolist()
+        assert pred == best_path(log_a, 4, first=int(gt[0]), last=int(gt[-1]))
+        assert out.gt_plan.tolist() == gt.tolist()
+
+
+def test_beam_planner_follows_data_horizon():
+    model = PKGBeamSearchPlanner(feature_dim=8, num_actions=6, horizon=4)
+    model.set_transitions(chain_pkg())
+    inputs, samples = toy_batch(horizon=3)
+    samples['plan'] = samples['plan'][:, :3]
+    assert [len(o.pred_plan) for o in model(inputs, samples, mode='predict')] == [3] * 4
+
+
+def test_uniform_emissions_decode_the_graphs_favourite_path():
+    model = UniformEmissionPlanner(num_actions=5, horizon=3)
+    log_a = chain_pkg(5)
+    model.set_transitions(log_a)
+    inputs, samples = toy_batch(num_actions=5, horizon=3)
+    outputs = model(inputs, samples, mode='predict')
+    expected = best_path(log_a, 3)
+    assert all(o.pred_plan.tolist() == expected for o in outputs)
+    assert len(list(model.parameters())) == 0
+    with pytest.raises(ValueError, match='no parameters to train'):
+        model(inputs, samples, mode='loss')
+
+
+def test_pkg_shape_is_checked():
+    model = UniformEmissionPlanner(num_actions=5, horizon=3)
+    with pytest.raises(ValueError, match='num_actions=5'):
+        model.set_transitions(torch.zeros(4, 4))

@@ -1,0 +1,363 @@
+"""Tests of vpn_plugin.compat, tools/train.py, tools/test.py and tools/dist_train.sh.
+
+Runner-level tests use the toy dataset/model of tests/toy_plugin.py and run the
+CLIs in subprocesses (fresh mmengine global state, like a user's shell).
+"""
+import json
+import os
+import pickle
+import socket
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from vpn_plugin import compat
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+TESTS_DIR = Path(__file__).resolve().parent
+DEFAULT_RUNTIME = REPO_ROOT / 'configs' / '_base_' / 'default_runtime.py'
+
+TOY_CONFIG = """
+_base_ = [{base!r}]
+custom_imports = dict(imports=['vpn_plugin', 'toy_plugin'], allow_failed_imports=False)
+model = dict(type='ToyCompatModel', dim=4)
+_loader = dict(batch_size=8, num_workers=0, collate_fn=dict(type='default_collate'))
+train_dataloader = dict(**_loader, sampler=dict(type='DefaultSampler', shuffle=True),
+                        dataset=dict(type='ToyCompatDataset', num_samples=32))
+val_dataloader = dict(**_loader, sampler=dict(type='DefaultSampler', shuffle=False),
+                      dataset=dict(type='ToyCompatDataset', num_samples=16, seed=1))
+test_dataloader = val_dataloader
+val_evaluator = dict(type='ToyCompatAccuracy')
+test_evaluator = val_evaluator
+train_cfg = dict(type='EpochBasedTrainLoop', max_epochs=2, val_interval=1)
+val_cfg = dict(type='ValLoop')
+test_cfg = dict(type='TestLoop')
+optim_wrapper = dict(optimizer=dict(type='SGD', lr=0.1))
+param_scheduler = [dict(type='MultiStepLR', milestones=[1], by_epoch=True)]
+default_hooks = dict(logger=dict(interval=1))
+"""
+
+
+def subprocess_env():
+    env = dict(os.environ)
+    env['PYTHONPATH'] = os.pathsep.join(
+        [str(TESTS_DIR), str(REPO_ROOT), env.get('PYTHONPATH', '')]).rstrip(os.pathsep)
+    env['OMP_NUM_THREADS'] = '1'
+    return env
+
+
+def run_python(args, cwd, timeout=240):
+    return subprocess.run([sys.executable, *args], cwd=cwd, env=subprocess_env(),
+                          capture_output=True, text=True, timeout=timeout)
+
+
+def assert_ok(result):
+    assert result.returncode == 0, f'stdout:\n{result.stdout[-3000:]}\nstderr:\n{result.stderr[-8000:]}'
+
+
+@pytest.fixture
+def toy_config(tmp_path):
+    path = tmp_path / 'toy_config.py'
+    path.write_text(TOY_CONFIG.format(base=str(DEFAULT_RUNTIME)))
+    return path
+
+
+def load_checkpoint(path):
+    from mmengine.runner.checkpoint import _load_checkpoint
+    return _load_checkpoint(str(path), map_location='cpu')
+
+
+# --- import-time behaviour ---------------------------------------------------
+
+def test_import_vpn_plugin_prints_nothing(tmp_path):
+    result = run_python(['-c', 'import vpn_plugin'], cwd=tmp_path)
+    assert_ok(result)
+    assert result.stderr.strip() == '' and result.stdout.strip() == ''
+
+
+def test_import_vpn_plugin_raises_no_warning_from_our_files(tmp_path):
+    # -W default also shows DeprecationWarnings, e.g. torch's own torch.jit ones.
+    result = run_python(['-W', 'default', '-c', 'import vpn_plugin'], cwd=tmp_path)
+    assert_ok(result)
+    package_dir = str(REPO_ROOT / 'vpn_plugin')
+    ours = [line for line in result.stderr.splitlines()
+            if line.startswith(package_dir) and 'Warning' in line]
+    assert ours == []
+
+
+def test_apply_is_idempotent():
+    from mmengine.dist import utils as dist_utils
+    from mmengine.runner.checkpoint import CheckpointLoader
+    compat.apply()
+    compat.apply()
+    local_loader = CheckpointLoader._schemes['']
+    assert local_loader.vpn_allow_list
+    assert not getattr(local_loader.__wrapped__, 'vpn_allow_list', False)
+    assert not getattr(dist_utils._init_dist_pytorch.__wrapped__, 'vpn_cpu_aware', False)
+
+
+WITH_FIX = """
+import warnings
+warnings.simplefilter('error', UserWarning)  # e.g. mmcv-lite's missing-ops warning
+import vpn_plugin
+import mmaction.models
+from mmaction.registry import MODELS
+for name in ('DRN', 'VindLURetrieval'):
+    try:
+        MODELS.build(dict(type=name))
+    except ImportError as error:
+        print('BUILD', name, error)
+"""
+
+
+def test_mmaction_models_imports_only_with_fix(tmp_path):
+    without_fix = run_python(['-c', 'import mmaction.models'], cwd=tmp_path)
+    assert without_fix.returncode != 0  # the 1.2.0 wheel is broken on its own
+    assert "No module named 'mmaction.models.localizers.drn'" in without_fix.stderr
+    result = run_python(['-c', WITH_FIX], cwd=tmp_path)
+    assert_ok(result)
+    assert 'BUILD DRN mmaction.models.localizers.drn is missing' in result.stdout
+    assert 'BUILD VindLURetrieval' in result.stdout and 'multi-modal' in result.stdout
+
+
+def test_missing_importlib_metadata_is_reported(monkeypatch):
+    monkeypatch.setitem(sys.modules, 'importlib_metadata', None)
+    with pytest.raises(ImportError, match="pip install importlib-metadata"):
+        compat.fix_undeclared_importlib_metadata()
+
+
+# --- pkg_resources-free package lookups ---------------------------------------
+
+def test_package_lookups_without_pkg_resources():
+    import mmaction
+    assert compat.is_installed('mmaction2') and compat.is_installed('mmengine')
+    assert not compat.is_installed('no-such-package-vpn')
+    assert compat.get_installed_path('mmaction2') == os.path.dirname(mmaction.__file__)
+    assert compat.get_installed_path('mmaction') == os.path.dirname(mmaction.__file__)
+    assert compat.package2module('mmcv-lite') == 'mmcv'
+    with pytest.raises(Exception, match='no-such-package-vpn'):
+        compat.get_installed_path('no-such-package-vpn')
+
+
+MMACTION_BASE_CONFIG = """
+import sys
+from mmengine.config import Config
+try:
+    Config.fromfile(sys.argv[1])
+except ModuleNotFoundError as error:
+    print('WITHOUT_FIX', error)
+import vpn_plugin
+cfg = Config.fromfile(sys.argv[1])
+print('WITH_FIX', cfg.default_scope, cfg.log_level)
+"""
+
+
+def test_mmaction_scheme_base_config(tmp_path):
+    config = tmp_path / 'uses_mmaction_base.py'
+    config.write_text("_base_ = ['mmaction::_base_/default_runtime.py']\n")
+    result = run_python(['-c', MMACTION_BASE_CONFIG, str(config)], cwd=tmp_path)
+    assert_ok(result)
+    assert 'WITH_FIX mmaction INFO' in result.stdout
+    import importlib.util
+    if importlib.util.find_spec('pkg_resources') is None:  # setuptools >= 81
+        assert "WITHOUT_FIX No module named 'pkg_resources'" in result.stdout
+
+
+# --- checkpoints under weights_only=True ------------------------------------------
+
+def test_allow_list_is_exact():
+    names = {entry[1] if isinstance(entry, tuple) else f'{entry.__module__}.{entry.__qualname__}'
+             for entry in compat.mmengine_checkpoint_globals()}
+    assert 'mmengine.logging.history_buffer.HistoryBuffer' in names
+    assert 'numpy.dtypes.ObjectDType' not in names
+    assert not any(name.startswith(('os.', 'posix.', 'subprocess.')) for name in names)
+
+
+class _MakesDirectory:
+    """Pickles as `os.mkdir(path)`: what a malicious checkpoint would run."""
+
+    def __init__(self, path):
+        self.path = path
+
+    def __reduce__(self):
+        return os.mkdir, (self.path,)
+
+
+def test_forbidden_global_is_refused_with_clear_error(tmp_path):
+    victim = tmp_path / 'created_by_pickle'
+    checkpoint = tmp_path / 'evil.pth'
+    torch.save({'state_dict': {'w': torch.ones(2)}, 'meta': {'x': _MakesDirectory(str(victim))}},
+               checkpoint)
+    with pytest.raises(compat.ForbiddenCheckpointGlobalError) as error:
+        load_checkpoint(checkpoint)
+    assert str(checkpoint) in str(error.value)
+    assert f'{os.mkdir.__module__}.mkdir' in str(error.value)
+    assert not victim.exists()
+
+
+def test_getattr_is_restricted_to_history_buffer_statistics(tmp_path):
+    from mmengine.logging.history_buffer import HistoryBuffer
+
+    class StatisticsReference:
+        def __init__(self, name):
+            self.name = name
+
+        def __reduce__(self):
+            return getattr, (HistoryBuffer, self.name)
+
+    allowed, forbidden = tmp_path / 'allowed.pth', tmp_path / 'forbidden.pth'
+    torch.save({'meta': StatisticsReference('mean')}, allowed)
+    torch.save({'meta': StatisticsReference('register_statistics')}, forbidden)
+    assert load_checkpoint(allowed)['meta'] == HistoryBuffer.mean
+    with pytest.raises(pickle.UnpicklingError, match='register_statistics'):
+        load_checkpoint(forbidden)
+
+
+def test_numpy_checkpoint_values_load(tmp_path):
+    from mmengine.logging.history_buffer import HistoryBuffer
+    buffer = HistoryBuffer()
+    buffer.update(np.float64(0.5))
+    path = tmp_path / 'numpy.pth'
+    torch.save({'meta': {'hub': buffer, 'best': np.float32(1.5), 'ids': np.arange(3)}}, path)
+    loaded = load_checkpoint(path)['meta']
+    assert loaded['hub'].mean() == 0.5 and loaded['best'] == np.float32(1.5)
+    assert loaded['ids'].tolist() == [0, 1, 2]
+
+
+def test_train_resume_and_test_with_weights_only(toy_config, tmp_path):
+    major, minor = (int(part) for part in torch.__version__.split('.')[:2])
+    assert (major, minor) >= (2, 6), 'weights_only=True is the torch.load default from 2.6'
+    assert os.environ.get('TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD') is None
+    work_dir = tmp_path / 'work'
+    train = ['tools/train.py', str(toy_config), '--work-dir', str(work_dir)]
+    assert_ok(run_python(train, cwd=REPO_ROOT))
+    assert load_checkpoint(work_dir / 'epoch_2.pth')['meta']['epoch'] == 2
+
+    resumed = run_python([*train, '--resume', '--cfg-options', 'train_cfg.max_epochs=3'],
+                         cwd=REPO_ROOT)
+    assert_ok(resumed)
+    assert 'resumed epoch: 2' in resumed.stdout + resumed.stderr
+    assert load_checkpoint(work_dir / 'epoch_3.pth')['meta']['epoch'] == 3
+
+    metrics_file, dump_file = tmp_path / 'metrics.json', tmp_path / 'predictions.pkl'
+    tested = run_python(['tools/test.py', str(toy_config), str(work_dir / 'epoch_3.pth'),
+                         '--work-dir', str(work_dir), '--out', str(metrics_file),
+                         '--dump', str(dump_file)], cwd=REPO_ROOT)
+    assert_ok(tested)
+    accuracy = json.loads(metrics_file.read_text())['toy/accuracy']
+    with open(dump_file, 'rb') as file:
+        predictions = pickle.load(file)  # written by this test's own run
+    assert len(predictions) == 16
+    assert accuracy == pytest.approx(100.0 * sum(p == t for p, t in predictions) / 16)
+
+
+def test_unpatched_mmengine_loader_fails_on_runner_checkpoint(tmp_path):
+    """Shows the bug the checkpoint fix covers (mmengine's own loader, weights_only on)."""
+    from mmengine.runner.checkpoint import CheckpointLoader
+    from mmengine.logging.history_buffer import HistoryBuffer
+    buffer = HistoryBuffer()
+    buffer.update(1.0)
+    path = tmp_path / 'hub.pth'
+    torch.save({'message_hub': {'log_scalars': {'loss': buffer}}}, path)
+    with pytest.raises(pickle.UnpicklingError):
+        CheckpointLoader._schemes[''].__wrapped__(str(path), 'cpu')
+    assert load_checkpoint(path)['message_hub']['log_scalars']['loss'].current() == 1.0
+
+
+# --- tools/train.py command-line handling --------------------------------------------
+
+def load_tool(name):
+    import importlib.util
+    spec = importlib.util.spec_from_file_location(f'vpn_tool_{name}', REPO_ROOT / 'tools' / f'{name}.py')
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_train_cli_switches_reach_the_config(toy_config):
+    train = load_tool('train')
+    args = train.parse_args([str(toy_config), '--seed', '7', '--deterministic', '--tensorboard',
+                             '--resume', '--cfg-options', 'train_cfg.max_epochs=5'])
+    cfg = train.load_config(args)
+    assert cfg.work_dir == os.path.join('work_dirs', 'toy_config')
+    assert cfg.randomness.seed == 7 and cfg.randomness.deterministic
+    assert cfg.resume and cfg.load_from is None and cfg.train_cfg.max_epochs == 5
+    assert cfg.visualizer.vis_backends[-1]['type'] == 'TensorboardVisBackend'
+    checkpoint = train.load_config(train.parse_args([str(toy_config), '--resume', 'a.pth']))
+    assert checkpoint.resume and checkpoint.load_from == 'a.pth'
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason='checks the CPU-only message')
+def test_amp_without_gpu_is_a_clear_error(toy_config):
+    train = load_tool('train')
+    with pytest.raises(SystemExit, match='--amp needs a CUDA GPU'):
+        train.load_config(train.parse_args([str(toy_config), '--amp']))
+
+
+# --- CPU multi-process ---------------------------------------------------------------
+
+def free_port():
+    with socket.socket() as sock:
+        sock.bind(('127.0.0.1', 0))
+        return sock.getsockname()[1]
+
+
+CPU_DIST = """
+import os, torch
+import vpn_plugin
+from mmengine.dist import init_dist, utils
+from mmengine.model import MMDistributedDataParallel
+from mmengine.registry import MODEL_WRAPPERS
+try:
+    utils._init_dist_pytorch.__wrapped__('nccl')
+except Exception as error:
+    print('WITHOUT_FIX', type(error).__name__)
+init_dist('pytorch', backend='nccl')
+print('BACKEND', torch.distributed.get_backend())
+module = torch.nn.Linear(2, 2)
+try:
+    MMDistributedDataParallel(module=module, device_ids=[0])
+except Exception as error:
+    print('PLAIN_DDP', type(error).__name__)
+wrapped = MODEL_WRAPPERS.build(dict(type='CPUCompatibleDDP'),
+                               default_args=dict(module=module, device_ids=[0]))
+print('WRAPPED', type(wrapped).__name__, wrapped.device_ids)
+vpn_plugin.compat.shutdown_distributed()
+vpn_plugin.compat.shutdown_distributed()  # a no-op once the group is gone
+print('SHUT_DOWN', not torch.distributed.is_initialized())
+"""
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason='checks the CPU-only code path')
+def test_cpu_process_group_and_ddp(tmp_path):
+    env = dict(RANK='0', LOCAL_RANK='0', WORLD_SIZE='1', MASTER_ADDR='127.0.0.1',
+               MASTER_PORT=str(free_port()))
+    result = subprocess.run([sys.executable, '-c', CPU_DIST], cwd=tmp_path,
+                            env={**subprocess_env(), **env}, capture_output=True,
+                            text=True, timeout=120)
+    assert_ok(result)
+    assert 'WITHOUT_FIX' in result.stdout
+    assert 'BACKEND gloo' in result.stdout
+    assert 'PLAIN_DDP ValueError' in result.stdout
+    assert 'WRAPPED CPUCompatibleDDP None' in result.stdout
+    assert 'SHUT_DOWN True' in result.stdout
+
+
+def test_torchrun_two_cpu_processes_train_to_the_end(toy_config, tmp_path):
+    work_dir = tmp_path / 'dist_work'
+    env = {**subprocess_env(), 'PORT': str(free_port()), 'PYTHON': sys.executable,
+           'CUDA_VISIBLE_DEVICES': ''}
+    result = subprocess.run(
+        ['bash', str(REPO_ROOT / 'tools' / 'dist_train.sh'), str(toy_config), '2',
+         '--work-dir', str(work_dir)],
+        cwd=REPO_ROOT, env=env, capture_output=True, text=True, timeout=300)
+    assert_ok(result)
+    log = result.stdout + result.stderr
+    assert 'Distributed training: True' in log
+    assert 'Epoch(train) [2][2/2]' in log  # 32 samples / (2 ranks x batch 8) = 2 iterations
+    assert load_checkpoint(work_dir / 'epoch_2.pth')['meta']['epoch'] == 2

@@ -1,0 +1,289 @@
+"""DVL and Viterbi decoding against brute-force enumeration of all N^T paths."""
+import functools
+import itertools
+import math
+
+import numpy as np
+import pytest
+import torch
+
+from vpn_plugin.core import differentiable_viterbi, pkg_log_transitions, viterbi_decode
+
+NEG_INF = -math.inf
+
+
+@pytest.fixture(params=[True, False], ids=['levels', 'dense'])
+def dvl(request):
+    """The DVL with its matrix-product (levels) or dense log-space evaluation of Q_t."""
+    return functools.partial(differentiable_viterbi, use_levels=request.param)
+
+
+def random_chain(batch=2, horizon=3, num_actions=4, seed=0, zeros=(), dtype=torch.float64):
+    """Random log emissions (B, T, N) and a row-stochastic log transition matrix (N, N)."""
+    gen = torch.Generator().manual_seed(seed)
+    emissions = torch.randn(batch, horizon, num_actions, generator=gen, dtype=dtype)
+    probs = torch.rand(num_actions, num_actions, generator=gen, dtype=torch.float64) + 0.1
+    for i, j in zeros:
+        probs[i, j] = 0
+    probs = probs / probs.sum(1, keepdim=True).clamp(min=1e-300)
+    return emissions, probs.log().to(dtype)
+
+
+def path_scores(emissions, transitions, prior):
+    """All N^T paths and their log scores (B, N^T), by plain Python enumeration."""
+    batch, horizon, num_actions = emissions.shape
+    paths = list(itertools.product(range(num_actions), repeat=horizon))
+    scores = torch.empty(batch, len(paths), dtype=torch.float64)
+    for b in range(batch):
+        for k, path in enumerate(paths):
+            total = float(prior[path[0]])
+            total += sum(float(emissions[b, t, path[t]]) for t in range(horizon))
+            total += sum(float(transitions[path[t - 1], path[t]]) for t in range(1, horizon))
+            scores[b, k] = total
+    return paths, scores
+
+
+def brute_marginals(emissions, transitions, prior):
+    """Exact posterior marginals (B, T, N) and log partition (B,) by enumeration."""
+    paths, scores = path_scores(emissions, transitions, prior)
+    weights = torch.softmax(scores, 1)
+    marginals = torch.zeros(emissions.shape, dtype=torch.float64)
+    for k, path in enumerate(paths):
+        for t, state in enumerate(path):
+            marginals[:, t, state] += weights[:, k]
+    return marginals, torch.logsumexp(scores, 1)
+
+
+def uniform_prior(num_actions):
+    return torch.full((num_actions,), -math.log(num_actions), dtype=torch.float64)
+
+
+@pytest.mark.parametrize('horizon', [1, 2, 4])
+def test_gamma_one_gives_exact_posteriors_and_log_partition(horizon, dvl):
+    emissions, transitions = random_chain(horizon=horizon, zeros=[(0, 1), (2, 3)])
+    soft, log_z = dvl(emissions, transitions)
+    marginals, expected_z = brute_marginals(emissions, transitions, uniform_prior(4))
+    torch.testing.assert_close(soft, marginals)
+    torch.testing.assert_close(log_z, expected_z)
+
+
+def test_gamma_one_soft_plan_is_gradient_of_log_partition(dvl):
+    emissions, transitions = random_chain(batch=3, horizon=3, num_actions=5, seed=1)
+    emissions.requires_grad_(True)
+    soft, log_z = dvl(emissions, transitions)
+    (grad,) = torch.autograd.grad(log_z.sum(), emissions)
+    torch.testing.assert_close(grad, soft.detach())
+
+
+def test_custom_prior_matches_brute_force(dvl):
+    emissions, transitions = random_chain(seed=2)
+    prior = torch.tensor([0.7, 0.1, 0.2, 0.0], dtype=torch.float64).log()
+    soft, log_z = dvl(emissions, transitions, prior)
+    marginals, expected_z = brute_marginals(emissions, transitions, prior)
+    torch.testing.assert_close(soft, marginals)
+    torch.testing.assert_close(log_z, expected_z)
+    assert (soft[:, 0, 3] == 0).all()
+
+
+def test_small_temperature_gives_one_hot_viterbi_path(dvl):
+    emissions, transitions = random_chain(batch=4, horizon=4, num_actions=4, seed=3)
+    paths, scores = path_scores(emissions, transitions, uniform_prior(4))
+    best = torch.tensor([paths[k] for k in scores.argmax(1)])
+    soft, log_z = dvl(emissions, transitions, temperature=1e-3)
+    expected = torch.nn.functional.one_hot(best, 4).double()
+    torch.testing.assert_close(soft, expected, atol=1e-4, rtol=0)
+    torch.testing.assert_close(log_z, scores.max(1).values, atol=1e-2, rtol=0)
+
+
+@pytest.mark.parametrize('temperature', [1.0, 0.5, 2.0])
+def test_gradcheck_float64(temperature, dvl):
+    emissions, transitions = random_chain(batch=2, horizon=3, num_actions=3, seed=4)
+    prior = torch.tensor([0.5, 0.3, 0.2], dtype=torch.float64).log()
+    inputs = tuple(x.clone().requires_grad_(True) for x in (emissions, transitions, prior))
+
+    def run(e, t, p):
+        return dvl(e, t, p, temperature=temperature)
+    assert torch.autograd.gradcheck(run, inputs)
+
+
+def test_gradient_matches_plain_autograd_oracle(dvl):
+    """Hand-written backward == autograd through a direct (N^T-free) implementation."""
+    emissions, transitions = random_chain(batch=3, horizon=4, num_actions=5, seed=5,
+                                          zeros=[(1, 2), (3, 0)])
+    target = torch.rand(3, 4, 5, dtype=torch.float64, generator=torch.Generator().manual_seed(0))
+    grads = []
+    for implementation in (dvl, naive_dvl):
+        e = emissions.clone().requires_grad_(True)
+        soft, log_z = implementation(e, transitions, temperature=0.8)
+        ((soft - target) ** 2).sum().add(0.3 * log_z.sum()).backward()
+        grads.append(e.grad)
+    torch.testing.assert_close(grads[0], grads[1])
+
+
+def test_levels_as_accurate_as_dense_on_wide_dynamic_range(monkeypatch):
+    """float32 emissions spanning hundreds of nats (several levels; too deep -> dense):
+    the level evaluation is as close to a float64 oracle as the dense float32 one."""
+    from vpn_plugin.core import dvl as dvl_module
+    calls = []
+    original = dvl_module._LevelStep.log_normaliser
+    monkeypatch.setattr(dvl_module._LevelStep, 'log_normaliser',
+                        staticmethod(lambda levels, split: calls.append(len(split))
+                                     or original(levels, split)))
+    gen = torch.Generator().manual_seed(11)
+    zeros = [(i, j) for i in range(12) for j in range(12) if (i * 7 + j * 3) % 5 == 0]
+    _, transitions = random_chain(num_actions=12, zeros=zeros)
+    for spread in (5.0, 30.0, 400.0):
+        emissions = torch.randn(6, 5, 12, generator=gen, dtype=torch.float64) * spread
+        target = torch.rand(6, 5, 12, generator=gen, dtype=torch.float64)
+        results = {}
+        for name, use_levels, dtype in (('levels', True, torch.float32),
+                                        ('dense', False, torch.float32),
+                                        ('oracle', False, torch.float64)):
+            e = emissions.to(dtype).clone().requires_grad_(True)
+            t = transitions.to(dtype).clone().requires_grad_(True)
+            soft, log_z = differentiable_viterbi(e, t, use_levels=use_levels)
+            ((soft - target.to(dtype)) ** 2).sum().add(log_z.sum() * 1e-3).backward()
+            results[name] = [x.double() for x in (soft, log_z, e.grad, t.grad)]
+        for levels, dense, oracle in zip(results['levels'], results['dense'], results['oracle']):
+            error, reference = (levels - oracle).abs().max(), (dense - oracle).abs().max()
+            assert error <= 2 * reference + 1e-6, (spread, error, reference)
+    assert max(calls) > 1  # several levels were used
+
+
+def naive_dvl(emissions, transitions, temperature=1.0):
+    """Straightforward autograd DVL with dense Q_t, finite transitions only (test oracle)."""
+    gamma, num_actions = temperature, emissions.shape[-1]
+    alpha = [emissions[:, 0] - math.log(num_actions)]
+    safe = transitions.clamp(min=-1e4)
+    backpointers = []
+    for t in range(1, emissions.shape[1]):
+        scores = (alpha[-1].unsqueeze(1) + safe.t()) / gamma
+        backpointers.append(torch.softmax(scores, -1))
+        alpha.append(emissions[:, t] + gamma * torch.logsumexp(scores, -1))
+    soft = [torch.softmax(alpha[-1] / gamma, -1)]
+    for q in reversed(backpointers):
+        soft.append(torch.einsum('bj,bji->bi', soft[-1], q))
+    return torch.stack(soft[::-1], 1), gamma * torch.logsumexp(alpha[-1] / gamma, -1)
+
+
+def test_forbidden_rows_and_unreachable_states_have_no_nan(dvl):
+    # action 2 has no way in, action 1 no way out, action 0 only goes to 1
+    zeros = [(i, 2) for i in range(4)] + [(1, j) for j in range(4)] + [(0, 0), (0, 3)]
+    emissions, transitions = random_chain(batch=2, horizon=4, num_actions=4, seed=6,
+                                          zeros=zeros)
+    assert (transitions[1] == NEG_INF).all() and transitions[0, 1] == 0
+    for dtype in (torch.float32, torch.float64):
+        e = emissions.to(dtype).requires_grad_(True)
+        t = transitions.to(dtype).requires_grad_(True)
+        soft, log_z = dvl(e, t)
+        (soft.square().sum() + log_z.sum()).backward()
+        for tensor in (soft, log_z, e.grad, t.grad):
+            assert torch.isfinite(tensor).all()
+        assert (soft[:, 1:, 2] == 0).all()
+        assert (soft[:, :-1, 1] == 0).all()
+    marginals, expected_z = brute_marginals(emissions, transitions, uniform_prior(4))
+    soft, log_z = dvl(emissions, transitions)
+    torch.testing.assert_close(soft, marginals)
+    torch.testing.assert_close(log_z, expected_z)
+
+
+def test_no_feasible_path_gives_zero_plan_and_zero_gradient(dvl):
+    transitions = torch.full((3, 3), NEG_INF, dtype=torch.float64)  # no edge at all
+    emissions = torch.randn(2, 3, 3, dtype=torch.float64, requires_grad=True)
+    soft, log_z = dvl(emissions, transitions)
+    (soft.sum() + log_z.clamp(min=-1e3).sum()).backward()
+    assert (soft == 0).all() and (log_z == NEG_INF).all()
+    assert (emissions.grad == 0).all()
+
+
+def test_clamp_probs_reproduces_clamped_probabilities(dvl):
+    emissions, transitions = random_chain(seed=7, zeros=[(0, 0), (0, 1), (2, 3)])
+    soft, log_z = dvl(emissions, transitions, clamp_probs=1e-10)
+    clamped = transitions.clamp(min=math.log(1e-10))
+    marginals, expected_z = brute_marginals(emissions, clamped, uniform_prior(4))
+    torch.testing.assert_close(soft, marginals)
+    torch.testing.assert_close(log_z, expected_z)
+    assert (soft[:, 1:, 1] > 0).all()  # edges into 1 from 0 only forbidden without clamp
+
+
+def test_two_layers_feed_log_soft_plan_to_second_layer(dvl):
+    emissions, transitions = random_chain(seed=8)
+    first, _ = dvl(emissions, transitions)
+    expected = dvl(first.log(), transitions)
+    stacked = dvl(emissions, transitions, num_layers=2)
+    torch.testing.assert_close(stacked[0], expected[0])
+    torch.testing.assert_close(stacked[1], expected[1])
+
+
+@pytest.mark.parametrize('kwargs, message', [
+    (dict(emissions=torch.zeros(2, 3)), 'expected a non-empty'),
+    (dict(transitions=torch.zeros(3, 4).log_softmax(1)), 'expected \\(4, 4\\)'),
+    (dict(transitions=torch.zeros(4, 4)), 'row 0 has probabilities summing to 4'),
+    (dict(emissions=torch.full((1, 2, 4), math.nan)), 'NaN'),
+    (dict(prior=torch.zeros(3)), 'log_prior has shape'),
+    (dict(temperature=0.0), 'temperature'),
+])
+def test_bad_inputs_get_clear_errors(kwargs, message):
+    emissions = kwargs.get('emissions', torch.zeros(1, 2, 4))
+    transitions = kwargs.get('transitions', torch.full((4, 4), 0.25).log())
+    with pytest.raises(ValueError, match=message):
+        differentiable_viterbi(emissions, transitions, kwargs.get('prior'),
+                               kwargs.get('temperature', 1.0))
+    if 'temperature' not in kwargs:
+        with pytest.raises(ValueError, match=message):
+            viterbi_decode(emissions, transitions, kwargs.get('prior'))
+
+
+def test_pkg_log_transitions_feeds_the_dvl(dvl):
+    pkg = np.array([[0.0, 1.0, 0.0], [0.5, 0.0, 0.5], [0.0, 0.0, 0.0]])
+    log_t = pkg_log_transitions(pkg)
+    assert log_t.dtype == torch.float32 and log_t[0, 0] == NEG_INF
+    soft, _ = dvl(torch.zeros(1, 3, 3), log_t)
+    assert torch.isfinite(soft).all()
+
+
+# ----------------------------------------------------------------------------- viterbi
+def classical_viterbi(emissions, transitions, prior):
+    """Textbook numpy Viterbi with explicit loops (independent oracle)."""
+    horizon, num_actions = emissions.shape
+    delta = prior + emissions[0]
+    pointers = np.zeros((horizon, num_actions), dtype=int)
+    for t in range(1, horizon):
+        new = np.empty(num_actions)
+        for j in range(num_actions):
+            candidates = [delta[i] + transitions[i, j] for i in range(num_actions)]
+            pointers[t, j] = int(np.argmax(candidates))
+            new[j] = candidates[pointers[t, j]] + emissions[t, j]
+        delta = new
+    path = [int(np.argmax(delta))]
+    for t in range(horizon - 1, 0, -1):
+        path.append(pointers[t, path[-1]])
+    return path[::-1], float(delta.max())
+
+
+def test_viterbi_matches_brute_force_and_classical_loop():
+    emissions, transitions = random_chain(batch=5, horizon=4, num_actions=4, seed=9,
+                                          zeros=[(0, 2), (1, 1), (3, 0)])
+    prior = torch.tensor([0.1, 0.2, 0.3, 0.4], dtype=torch.float64).log()
+    paths, scores = viterbi_decode(emissions, transitions, prior)
+    assert paths.dtype == torch.long and paths.shape == (5, 4)
+    all_paths, all_scores = path_scores(emissions, transitions, prior)
+    torch.testing.assert_close(scores, all_scores.max(1).values)
+    for b in range(5):
+        assert tuple(paths[b].tolist()) == all_paths[int(all_scores[b].argmax())]
+        path, score = classical_viterbi(emissions[b].numpy(), transitions.numpy(),
+                                        prior.numpy())
+        assert paths[b].tolist() == path and scores[b].item() == pytest.approx(score)
+
+
+def test_viterbi_ties_go_to_lowest_id():
+    paths, scores = viterbi_decode(torch.zeros(2, 3, 4), torch.full((4, 4), 0.25).log())
+    assert paths.tolist() == [[0, 0, 0], [0, 0, 0]]
+    assert torch.allclose(scores, torch.full((2,), -3 * math.log(4)))  # prior + 2 edges
+
+
+def test_viterbi_avoids_forbidden_edges():
+    transitions = torch.tensor([[0.0, 1.0], [1.0, 0.0]]).log()  # must alternate
+    emissions = torch.tensor([[[0.0, -1.0], [0.0, -1.0], [0.0, -1.0]]])
+    paths, _ = viterbi_decode(emissions, transitions)
+    assert paths.tolist() == [[0, 1, 0]]

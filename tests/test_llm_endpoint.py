@@ -1,0 +1,185 @@
+"""LLM/VLM baselines against a scripted OpenAI-compatible server on 127.0.0.1."""
+import re
+
+import cv2
+import numpy as np
+import pytest
+
+from fake_openai_server import FakeOpenAIServer
+from test_llm_prompting import TRAIN_PLANS, TRAIN_TASKS, make_pkg, make_taxonomy
+from vpn_plugin.baselines.llm.backends import OpenAIChatBackend
+from vpn_plugin.baselines.llm.evaluate import attach_frames, build_queries, run_planner, summarize
+from vpn_plugin.baselines.llm.planner import PromptPlanner
+from vpn_plugin.baselines.llm.prompting import PromptBuilder
+from vpn_plugin.datasets.annotations import Window
+
+MAX_RETRIES = 2
+INVALID_ACTION = 9  # = num_actions of the test taxonomy: the plan of a rejected reply
+TIMEOUT_S = 0.5
+# One window per scripted behaviour; the server recognises a window by its incomplete sequence.
+GT_PLANS = np.array([[0, 1, 2], [1, 2, 3], [2, 3, 4], [3, 4, 5], [0, 2, 5], [1, 3, 5]])
+SCRIPT = {
+    '[0, -1, 2]': [{'text': 'Sure:\n```json\n{"plan": ["Grind Beans", " boil  water", 2]}\n```'}],
+    '[1, -1, 3]': [{'text': '{"plan": [1, 2,'}],                        # malformed JSON
+    '[2, -1, 4]': [{'text': '{"plan": [2, 7, 4]}'}],                    # 7: another task's action
+    '[3, -1, 5]': [{'status': 429}, {'text': '{"plan": [3, 4, 5]}'}],   # 429 then success
+    '[0, -1, 5]': [{'sleep': 2 * TIMEOUT_S, 'text': '{"plan": [0, 2, 5]}'},  # timeout, then
+                   {'text': '{"plan": [0, 1, 5]}'}],                         # a wrong middle
+    '[1, -1, 5]': [{'status': 500}],                                    # 500 every time
+}
+
+
+def scripted(prompt, attempt):
+    marker = re.search(r'Incomplete sequence \(ids\): (\[[^\]]*\])', prompt).group(1)
+    replies = SCRIPT[marker]
+    return replies[min(attempt, len(replies) - 1)]
+
+
+def make_backend(server, cache_dir):
+    return OpenAIChatBackend(server.base_url, 'fake-model', api_key='test', timeout=TIMEOUT_S,
+                             max_retries=MAX_RETRIES, backoff=0.01, cache_dir=cache_dir,
+                             params={'temperature': 0.0})
+
+
+def run_once(server, cache_dir, with_pkg=False):
+    builder = PromptBuilder(make_taxonomy(), TRAIN_PLANS, TRAIN_TASKS, pkg=make_pkg(),
+                            with_pkg=with_pkg, num_examples=2)
+    backend = make_backend(server, cache_dir)
+    queries = build_queries(GT_PLANS, np.zeros(len(GT_PLANS)), anchors='oracle')
+    outcomes = run_planner(PromptPlanner(backend, builder), queries, concurrency=3,
+                           progress=False)
+    return queries, outcomes, backend.usage.counts
+
+
+def test_scripted_replies_statuses_retries_and_tokens(tmp_path):
+    with FakeOpenAIServer(scripted) as server:
+        _, outcomes, usage = run_once(server, tmp_path / 'cache')
+    assert [o.status for o in outcomes] == ['ok', 'unparseable', 'out_of_taxonomy', 'ok', 'ok',
+                                            'request_failed']
+    assert [o.plan for o in outcomes] == [[0, 1, 2], [INVALID_ACTION] * 3, [INVALID_ACTION] * 3,
+                                          [3, 4, 5], [0, 1, 5], [INVALID_ACTION] * 3]
+    # 6 first requests + 1 retry after the 429 + 1 after the timeout + MAX_RETRIES after 500s
+    assert usage['requests'] == 8 + MAX_RETRIES == len(server.requests)
+    assert usage['retries'] == 2 + MAX_RETRIES and usage['failed'] == 1
+    assert usage['cache_hits'] == 0 and usage['prompt_tokens'] > 0
+
+
+def test_cache_means_a_second_run_pays_only_for_failures(tmp_path):
+    with FakeOpenAIServer(scripted) as server:
+        run_once(server, tmp_path / 'cache')
+        sent_first = len(server.requests)
+        _, outcomes, usage = run_once(server, tmp_path / 'cache')
+        resent = server.requests[sent_first:]
+    # only the window whose requests all failed is asked again; nothing else is paid twice
+    assert len(resent) == 1 + MAX_RETRIES and all('[1, -1, 5]' in text for text, _ in resent)
+    assert usage['cache_hits'] == 5 and usage['prompt_tokens'] == 0
+    assert usage['cached_prompt_tokens'] > 0
+    assert [o.plan for o in outcomes][:5] == [[0, 1, 2], [INVALID_ACTION] * 3,
+                                              [INVALID_ACTION] * 3, [3, 4, 5], [0, 1, 5]]
+
+
+def test_cache_key_includes_prompt_and_model(tmp_path):
+    always_valid = lambda prompt, attempt: {'text': '{"plan": [0, 1, 2]}'}  # noqa: E731
+    with FakeOpenAIServer(always_valid) as server:
+        run_once(server, tmp_path / 'cache')
+        assert len(server.requests) == 6
+        run_once(server, tmp_path / 'cache')
+        assert len(server.requests) == 6  # second run: no request at all
+        run_once(server, tmp_path / 'cache', with_pkg=True)
+        assert len(server.requests) == 12  # another prompt is another request
+        assert all('0 -> 1: 0.75' in text for text, _ in server.requests[6:])
+
+
+def test_metrics_and_counts_of_the_scripted_run(tmp_path):
+    with FakeOpenAIServer(scripted) as server:
+        queries, outcomes, _ = run_once(server, tmp_path / 'cache')
+    summary = summarize(queries, outcomes)
+    assert summary['counts'] == {'ok': 3, 'unparseable': 1, 'out_of_taxonomy': 1,
+                                 'request_failed': 1}
+    metrics = summary['metrics']
+    assert metrics['success_rate'] == pytest.approx(100 * 2 / 6)
+    assert metrics['mean_accuracy'] == pytest.approx(100 * (3 + 3 + 2) / 18)
+    assert metrics['first_accuracy'] == pytest.approx(100 * 3 / 6)
+
+
+def write_video(path, num_seconds, fps=4):
+    writer = cv2.VideoWriter(str(path), cv2.VideoWriter_fourcc(*'mp4v'), fps, (32, 24))
+    assert writer.isOpened(), 'OpenCV cannot write mp4v here'
+    for frame in range(num_seconds * fps):
+        writer.write(np.full((24, 32, 3), (frame * 7) % 255, np.uint8))
+    writer.release()
+
+
+def write_frames_folder(folder, num_seconds):
+    folder.mkdir()
+    for second in range(num_seconds):
+        cv2.imwrite(str(folder / f'{second:05d}.jpg'), np.full((24, 32, 3), second * 9, np.uint8))
+
+
+def vlm_script(prompt, attempt):
+    if 'Which single action' in prompt:
+        return {'text': '{"action_id": 0, "action_name": "grind beans"}' if 'start' in prompt
+                else '{"action_id": 99, "action_name": "fly"}' if 'vid_bad' in prompt
+                else '{"action_name": "Pour Water"}'}
+    return {'text': '{"plan": [0, 1, 2]}'}
+
+
+@pytest.mark.parametrize('layout', ['video', 'folder'])
+def test_vlm_two_stages_send_frames(tmp_path, layout):
+    if layout == 'video':
+        write_video(tmp_path / 'vid0.mp4', 12)
+    else:
+        write_frames_folder(tmp_path / 'vid0', 12)
+    window = Window(vid='vid0', task=0, feature='coffee_vid0', steps=(0, 1, 2),
+                    times=((0, 3), (4, 7), (8, 11)), video_num_steps=3)
+    queries = build_queries(np.array([[0, 1, 2]]), np.array([0]))
+    attach_frames(queries, [window], tmp_path, num_frames=2)
+    assert len(queries[0].start_frames) == 2 and queries[0].start_frames[0][:2] == b'\xff\xd8'
+    builder = PromptBuilder(make_taxonomy(), TRAIN_PLANS, TRAIN_TASKS, num_examples=1)
+    with FakeOpenAIServer(vlm_script) as server:
+        backend = make_backend(server, None)
+        outcome = PromptPlanner(backend, builder, vlm=True).plan(queries[0])
+    assert (outcome.status, outcome.plan, outcome.first, outcome.last) == ('ok', [0, 1, 2], 0, 2)
+    images = [count for _, count in server.requests]
+    assert images == [2, 2, 4]  # start clip, goal clip, then both clips with the completion
+    assert '[0, -1, 2]' in server.requests[2][0]
+
+
+def test_vlm_missing_video_names_the_path(tmp_path):
+    window = Window(vid='absent', task=0, feature='coffee_absent', steps=(0, 1, 2),
+                    times=((0, 1), (1, 2), (2, 3)), video_num_steps=3)
+    queries = build_queries(np.array([[0, 1, 2]]), np.array([0]))
+    with pytest.raises(FileNotFoundError, match='coffee_absent'):
+        attach_frames(queries, [window], tmp_path)
+
+
+def client_error(prompt, attempt):
+    return {'status': 401} if 'hello' in prompt else {'raw': '<html>not json</html>'}
+
+
+def test_client_errors_are_not_retried_and_corrupt_cache_is_named(tmp_path):
+    from vpn_plugin.baselines.llm.backends import RequestFailedError, ResponseCache
+    with FakeOpenAIServer(client_error) as server:
+        backend = make_backend(server, tmp_path / 'cache')
+        for text in ('hello', 'broken body'):
+            with pytest.raises(RequestFailedError, match='after 1 attempt'):
+                backend.complete([{'role': 'user', 'content': text}])
+        assert len(server.requests) == 2 and backend.usage.counts['failed'] == 2
+    key = ResponseCache.key('fake-model', [{'role': 'user', 'content': 'x'}], {'temperature': 0.0})
+    cache = ResponseCache(tmp_path / 'cache')
+    cache._path(key).parent.mkdir(parents=True)
+    cache._path(key).write_text('{"text": ')
+    with pytest.raises(ValueError, match=f'{key}.json is corrupt'):
+        backend.complete([{'role': 'user', 'content': 'x'}])
+
+
+def test_identical_requests_in_flight_are_paid_once(tmp_path):
+    slow = lambda prompt, attempt: {'sleep': 0.2, 'text': '{"plan": [0, 1, 2]}'}  # noqa: E731
+    builder = PromptBuilder(make_taxonomy(), TRAIN_PLANS, TRAIN_TASKS, num_examples=0)
+    same_window = build_queries(np.array([[0, 1, 2]] * 4), np.zeros(4))  # 4 equal prompts
+    with FakeOpenAIServer(slow) as server:
+        backend = make_backend(server, tmp_path / 'cache')
+        outcomes = run_planner(PromptPlanner(backend, builder), same_window, concurrency=4,
+                               progress=False)
+    assert len(server.requests) == 1 and backend.usage.counts['cache_hits'] == 3
+    assert [o.plan for o in outcomes] == [[0, 1, 2]] * 4

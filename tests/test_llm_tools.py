@@ -1,0 +1,195 @@
+"""tools/llm_eval.py and the LLMPlanner model on the tiny CrossTask fixture, against the
+scripted server on 127.0.0.1 (skipped without ../shared/data)."""
+import importlib.util
+import json
+import re
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from fake_openai_server import FakeOpenAIServer
+from mmaction.registry import DATASETS, MODELS
+from mmengine.dataset import default_collate
+from vpn_plugin.protocol.results import read_results
+
+REPO = Path(__file__).resolve().parents[1]
+LIMIT = 12
+
+
+def load_tool():
+    spec = importlib.util.spec_from_file_location('llm_eval', REPO / 'tools' / 'llm_eval.py')
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def echo_anchors(prompt, attempt):
+    """Reply [first, first, ..., last] from the prompt's incomplete sequence."""
+    ids = re.search(r'Incomplete sequence \(ids\): \[([^\]]*)\]', prompt).group(1).split(', ')
+    plan = [ids[0]] * (len(ids) - 1) + [ids[-1]]
+    return {'text': json.dumps({'plan': [int(a) for a in plan]})}
+
+
+def expected_echo_metrics(plans, first, last):
+    pred = np.repeat(first[:, None], plans.shape[1], 1)
+    pred[:, -1] = last
+    correct = pred == plans
+    return {'success_rate': 100 * correct.all(1).mean(),
+            'first_accuracy': 100 * correct[:, 0].mean(),
+            'last_accuracy': 100 * correct[:, -1].mean()}
+
+
+@pytest.fixture(scope='module')
+def tiny_config(tiny_crosstask, tmp_path_factory):
+    path = tmp_path_factory.mktemp('llm_cfg') / 'tiny_llm.py'
+    path.write_text(f"train_dataloader = dict(dataset={tiny_crosstask['train_dataset']!r})\n"
+                    f"test_dataloader = dict(dataset={tiny_crosstask['test_dataset']!r})\n")
+    return path
+
+
+def run_tool(tool, server, config, tmp_path, *extra):
+    return tool.main(['--config', str(config), '--base-url', server.base_url, '--model', 'fake',
+                      '--limit', str(LIMIT), '--concurrency', '3', '--no-progress',
+                      '--timeout', '2', '--backoff', '0.01', '--cache-dir', str(tmp_path / 'cache'),
+                      '--out', str(tmp_path / 'results.jsonl'), *extra])
+
+
+def test_llm_eval_oracle_with_pkg_writes_results(tiny_crosstask, tiny_config, tmp_path, capsys):
+    tool = load_tool()
+    with FakeOpenAIServer(echo_anchors) as server:
+        summary = run_tool(tool, server, tiny_config, tmp_path, '--with-pkg')
+        assert len(server.requests) == LIMIT
+        assert all(' -> ' in text and 'probability' in text for text, _ in server.requests)
+        run_tool(tool, server, tiny_config, tmp_path, '--with-pkg')
+        assert len(server.requests) == LIMIT  # the rerun is served from the cache
+    test_set = DATASETS.build(tiny_crosstask['test_dataset'])
+    plans = test_set.plans[:LIMIT]
+    for name, value in expected_echo_metrics(plans, plans[:, 0], plans[:, -1]).items():
+        assert summary['metrics'][name] == pytest.approx(value)
+    assert summary['counts'] == {'ok': LIMIT, 'unparseable': 0, 'out_of_taxonomy': 0,
+                                 'request_failed': 0}
+    rows = read_results(tmp_path / 'results.jsonl')
+    assert len(rows) == 2 and rows[0].variant['anchors'] == 'oracle'
+    assert 'oracle' in rows[0].method and rows[0].horizon == 3 and rows[0].protocol == 'llm'
+    dump = json.loads(Path(rows[0].per_sample_file).read_text())  # PlanningMetric's format
+    assert dump['sample_idx'] == list(range(LIMIT)) and dump['gt_plan'] == plans.tolist()
+    assert dump['metrics'] == pytest.approx(summary['metrics'])
+    outcomes = Path(rows[0].per_sample_file.replace('per_sample.json', 'outcomes.jsonl'))
+    assert len(outcomes.read_text().splitlines()) == 1 + LIMIT
+    assert f'cache hits {LIMIT}' in capsys.readouterr().out
+
+
+def test_llm_eval_with_step_model_checkpoint(tiny_crosstask, tiny_config, tmp_path):
+    test_set = DATASETS.build(tiny_crosstask['test_dataset'])
+    step_cfg = dict(type='PKGBeamSearchPlanner', feature_dim=test_set.feature_dim,
+                    num_actions=test_set.taxonomy.num_actions, horizon=3)
+    torch.manual_seed(0)
+    step_model = MODELS.build(step_cfg).eval()
+    torch.save({'state_dict': step_model.state_dict()}, tmp_path / 'step.pth')
+    (tmp_path / 'step_cfg.py').write_text(f'model = {step_cfg!r}\n')
+    with torch.no_grad():
+        logits = step_model.step_logits({'start': torch.from_numpy(test_set.start),
+                                         'goal': torch.from_numpy(test_set.goal)})
+    first, last = logits.argmax(-1).numpy().T
+    tool = load_tool()
+    with FakeOpenAIServer(echo_anchors) as server:
+        summary = run_tool(tool, server, tiny_config, tmp_path, '--step-config',
+                           str(tmp_path / 'step_cfg.py'), '--step-checkpoint',
+                           str(tmp_path / 'step.pth'), '--save-anchors', str(tmp_path / 'a.json'))
+    saved = json.loads((tmp_path / 'a.json').read_text())
+    assert saved == {'first': first.tolist(), 'last': last.tolist()}
+    expected = expected_echo_metrics(test_set.plans[:LIMIT], first[:LIMIT], last[:LIMIT])
+    for name, value in expected.items():
+        assert summary['metrics'][name] == pytest.approx(value)
+    # a step model may predict actions of another task: they stay legal in the reply
+    assert summary['counts']['ok'] == LIMIT
+    row = read_results(tmp_path / 'results.jsonl')[0]
+    assert row.variant['anchors'] == 'step_model' and 'oracle' not in row.method
+
+
+def test_llm_eval_rejects_bad_anchor_file(tiny_config, tmp_path):
+    (tmp_path / 'a.json').write_text(json.dumps({'first': [1, 2], 'last': [3, 4]}))
+    tool = load_tool()
+    with pytest.raises(ValueError, match=r'a.json: field "first" has shape \(2,\)'):
+        tool.main(['--config', str(tiny_config), '--base-url', 'http://127.0.0.1:9/v1',
+                   '--model', 'fake', '--anchors-file', str(tmp_path / 'a.json')])
+
+
+def test_llm_planner_model_predicts_packed_samples(tiny_crosstask, tmp_path):
+    test_set = DATASETS.build(tiny_crosstask['test_dataset'])
+    batch = default_collate([test_set[i] for i in range(4)])
+    with FakeOpenAIServer(echo_anchors) as server:
+        model = MODELS.build(dict(
+            type='LLMPlanner', train_dataset=tiny_crosstask['train_dataset'], with_pkg=True,
+            backend=dict(type='openai', base_url=server.base_url, model='fake', timeout=2,
+                         cache_dir=str(tmp_path / 'cache'))))
+        samples = model.test_step(batch)
+    assert len(server.requests) == 4
+    for i, sample in enumerate(samples):
+        gt = test_set.plans[i]
+        assert sample.pred_plan.tolist() == [gt[0]] * 2 + [gt[-1]]
+        assert sample.gt_plan.tolist() == gt.tolist() and int(sample.sample_idx) == i
+        assert sample.llm_status == 'ok'
+    with pytest.raises(ValueError, match='no trainable parameters'):
+        model(batch['inputs'], batch['data_samples'], mode='loss')
+
+
+def first_listed_action(prompt, attempt):
+    """Identification: the first action of the prompt's list; completion: echo the anchors."""
+    if 'Which single action' in prompt:
+        return {'text': json.dumps({'action_id': int(re.search(r'\n(\d+): ', prompt).group(1))})}
+    return echo_anchors(prompt, attempt)
+
+
+def test_llm_eval_vlm_mode_from_frames_folders(tiny_crosstask, tiny_config, tmp_path):
+    import cv2
+    test_set = DATASETS.build(tiny_crosstask['test_dataset'])
+    rng = np.random.default_rng(0)
+    for window in test_set.windows[:3]:  # distinct frames, so that no two requests are equal
+        folder = tmp_path / 'videos' / window.vid
+        folder.mkdir(parents=True, exist_ok=True)
+        for second in range(window.times[-1][1] + 1):
+            image = rng.integers(0, 255, (16, 16, 3), dtype=np.uint8)
+            cv2.imwrite(str(folder / f'{second:04d}.png'), image)
+    tool = load_tool()
+    with FakeOpenAIServer(first_listed_action) as server:
+        summary = tool.main(['--config', str(tiny_config), '--base-url', server.base_url,
+                             '--model', 'fake-vlm', '--vlm',
+                             '--video-root', str(tmp_path / 'videos'),
+                             '--num-frames', '2', '--limit', '3', '--no-progress',
+                             '--cache-dir', str(tmp_path / 'cache'),
+                             '--out', str(tmp_path / 'results.jsonl')])
+    assert sorted(count for _, count in server.requests) == [2] * 6 + [4] * 3
+    assert summary['counts']['ok'] == 3
+    task_first = [test_set.taxonomy.task_actions[t][0] for t in test_set.tasks[:3]]
+    first_correct = np.mean(np.array(task_first) == test_set.plans[:3, 0])
+    assert summary['metrics']['first_accuracy'] == pytest.approx(100 * first_correct)
+    row = read_results(tmp_path / 'results.jsonl')[0]
+    assert row.variant['vlm'] and row.variant['anchors'] == 'vlm' and '(VLM)' in row.method
+
+
+def test_runner_with_planning_metric_matches_llm_eval(tiny_crosstask, tiny_config, tmp_path):
+    """tools/test.py's path (Runner + PlanningMetric) and tools/llm_eval.py agree."""
+    from mmengine.config import Config
+    from mmengine.runner import Runner
+    tool = load_tool()
+    with FakeOpenAIServer(echo_anchors) as server:
+        summary = run_tool(tool, server, tiny_config, tmp_path, '--limit', '100000')
+        sent = len(server.requests)
+        runner = Runner.from_cfg(Config(dict(
+            default_scope='mmaction', work_dir=str(tmp_path / 'work'),
+            model=dict(type='LLMPlanner', train_dataset=tiny_crosstask['train_dataset'],
+                       backend=dict(type='openai', base_url=server.base_url, model='fake',
+                                    params={'temperature': 0.0},
+                                    cache_dir=str(tmp_path / 'cache'))),
+            test_dataloader=dict(batch_size=16, num_workers=0,
+                                 dataset=dict(tiny_crosstask['test_dataset']),
+                                 sampler=dict(type='DefaultSampler', shuffle=False),
+                                 collate_fn=dict(type='default_collate')),
+            test_evaluator=dict(type='PlanningMetric'), test_cfg=dict(type='TestLoop'))))
+        metrics = runner.test()
+        assert len(server.requests) == sent  # same prompts: every reply comes from the cache
+    for name, value in summary['metrics'].items():
+        assert metrics[name] == pytest.approx(value)

@@ -1,0 +1,185 @@
+"""ViterbiPlanNet in the mmengine Runner on the tiny synthetic CrossTask subset."""
+import copy
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+import vpn_plugin  # noqa: F401  (compat + registration)
+from mmaction.registry import DATASETS, HOOKS, MODELS
+from mmengine.config import Config
+from mmengine.runner import Runner
+from vpn_plugin.core import planning_metrics
+from vpn_plugin.models import DECODE_MODES
+from vpn_plugin.models.plan_display import format_plan, predict_indices
+
+ROOT = Path(__file__).resolve().parents[1]
+BASE_CONFIG = ROOT / 'configs/synthetic/vpn_crosstask_t3_synthetic.py'
+EPOCHS, BATCH = 30, 32
+
+
+def metric(metrics: dict, key: str) -> float:
+    """A PlanningMetric value whatever prefix the evaluator adds."""
+    return next(v for k, v in metrics.items() if k.split('/')[-1] == key)
+
+
+@pytest.fixture(scope='module', autouse=True)
+def single_thread():
+    """One intra-op thread: on a shared 2-core machine two threads run ~10x slower."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
+@pytest.fixture(scope='module')
+def text_cache(tmp_path_factory):
+    return str(tmp_path_factory.mktemp('text_cache'))
+
+
+@pytest.fixture(scope='module')
+def tiny_cfg(tiny_crosstask, shared_data, text_cache):
+    """The synthetic-data config with the tiny datasets, small batch, no dropout."""
+    cfg = Config.fromfile(str(BASE_CONFIG))
+    for split in ('train', 'val', 'test'):
+        loader = cfg[f'{split}_dataloader']
+        loader.batch_size = BATCH
+        loader.dataset = copy.deepcopy(tiny_crosstask[f'{split}_dataset'])
+    text = cfg.model.text_embeddings
+    text.taxonomy = str(shared_data / 'crosstask/taxonomy_133.json')
+    text.state_descriptions = str(shared_data / 'crosstask/state_descriptions.json')
+    text.cache_dir = text_cache
+    cfg.model.dropout = 0.0
+    cfg.train_cfg.max_epochs = EPOCHS
+    cfg.train_cfg.val_interval = EPOCHS
+    cfg.default_hooks.logger.interval = 50
+    cfg.randomness = dict(seed=0, diff_rank_seed=False, deterministic=False)
+    return cfg
+
+
+def make_runner(cfg, work_dir, **changes):
+    cfg = copy.deepcopy(cfg)
+    cfg.work_dir = str(work_dir)
+    cfg.merge_from_dict(changes)
+    return Runner.from_cfg(cfg)
+
+
+@pytest.fixture(scope='module')
+def trained(tiny_cfg, tmp_path_factory):
+    """(runner, test metrics) after EPOCHS epochs of training."""
+    runner = make_runner(tiny_cfg, tmp_path_factory.mktemp('train'))
+    runner.train()
+    return runner, runner.test()
+
+
+def untrained_metrics(cfg) -> dict:
+    """Test metrics of a freshly initialised model that already has the training PKG."""
+    torch.manual_seed(0)
+    model = MODELS.build(cfg.model)
+    train_set = DATASETS.build(cfg.train_dataloader.dataset)
+    test_set = DATASETS.build(cfg.test_dataloader.dataset)
+    pkg = HOOKS.build(dict(type='PKGHook')).build(train_set, model.num_actions)
+    model.set_transitions(vpn_plugin.core.pkg_log_transitions(pkg))
+    samples = predict_indices(model, test_set, list(range(len(test_set))))
+    pred = np.stack([s.pred_plan.numpy() for s in samples])
+    return planning_metrics(pred, test_set.plans)
+
+
+def test_training_beats_chance_and_untrained_model(trained, tiny_cfg):
+    runner, metrics = trained
+    chance_sr = 100.0 / 6 ** 3  # one task known, 6 actions per step: far above real chance
+    untrained = untrained_metrics(tiny_cfg)
+    sr = metric(metrics, 'success_rate')
+    print(f'tiny CrossTask T=3 after {EPOCHS} epochs: {metrics}; untrained: {untrained}')
+    assert sr > 10 * chance_sr
+    assert sr > 3 * untrained['success_rate'] + 2.0
+    assert metric(metrics, 'mean_accuracy') > untrained['mean_accuracy'] + 20.0
+    assert metric(metrics, 'miou_set') > untrained['miou_set'] + 20.0
+
+
+def test_every_decode_mode_runs_in_the_test_loop(trained):
+    runner, _ = trained
+    model = runner.model
+    results = {}
+    try:
+        for mode in DECODE_MODES:
+            model.decode = mode
+            results[mode] = metric(runner.test(), 'success_rate')
+    finally:
+        model.decode = 'dvl_viterbi'
+    assert all(0.0 <= v <= 100.0 for v in results.values())
+    assert len(set(results.values())) > 1, f'all decode modes gave the same SR: {results}'
+
+
+def test_plans_print_with_action_names(trained):
+    runner, _ = trained
+    dataset = runner.test_dataloader.dataset
+    sample = predict_indices(runner.model, dataset, [0])[0]
+    text = '\n'.join(format_plan(sample, dataset.taxonomy))
+    truth = [dataset.taxonomy.action_names[a] for a in dataset.plans[0]]
+    assert all(name in text for name in truth)
+    assert dataset.taxonomy.task_names[int(dataset.tasks[0])] in text
+
+
+def test_resume_then_test_from_checkpoint(tiny_cfg, tmp_path):
+    work_dir = tmp_path / 'resume'
+    first = make_runner(tiny_cfg, work_dir, **{'train_cfg.max_epochs': 2,
+                                               'train_cfg.val_interval': 2})
+    first.train()
+    checkpoint = work_dir / 'epoch_2.pth'
+    assert checkpoint.is_file()
+    assert torch.load(checkpoint, map_location='cpu', weights_only=True)['meta']['epoch'] == 2
+    resumed = make_runner(tiny_cfg, work_dir, **{'train_cfg.max_epochs': 3,
+                                                 'train_cfg.val_interval': 3},
+                          resume=True, load_from=str(checkpoint))
+    resumed.train()
+    assert resumed.epoch == 3 and (work_dir / 'epoch_3.pth').is_file()
+    expected = resumed.test()
+    tester = make_runner(tiny_cfg, tmp_path / 'test', load_from=str(work_dir / 'epoch_3.pth'))
+    tested = tester.test()
+    assert torch.equal(tester.model.log_transitions, resumed.model.log_transitions)
+    assert metric(tested, 'success_rate') == pytest.approx(metric(expected, 'success_rate'))
+
+
+def test_horizon_mismatch_between_data_and_model_is_a_clear_error(tiny_cfg, tmp_path):
+    runner = make_runner(tiny_cfg, tmp_path, **{'model.horizon': 4})
+    with pytest.raises(ValueError, match='horizon mismatch.*horizon=3.*model.horizon=4'):
+        runner.train()
+
+
+def _write_config(cfg, path: Path) -> str:
+    cfg.dump(str(path))
+    return str(path)
+
+
+def _train_and_test(args, config: str, work_dir: Path, env) -> dict:
+    """Run a training command line, then tools/test.py on its last checkpoint."""
+    subprocess.run(args + ['--work-dir', str(work_dir)], check=True, cwd=ROOT, env=env,
+                   stdout=subprocess.DEVNULL, timeout=300)
+    checkpoint = work_dir / f'epoch_{EPOCHS // 2}.pth'
+    out = work_dir / 'metrics.json'
+    subprocess.run([sys.executable, 'tools/test.py', config,
+                    str(checkpoint), '--work-dir', str(work_dir / 'test'), '--out', str(out)],
+                   check=True, cwd=ROOT, env=env, stdout=subprocess.DEVNULL, timeout=300)
+    return json.loads(out.read_text())
+
+
+def test_two_process_torchrun_matches_one_process(tiny_cfg, tmp_path):
+    cfg = copy.deepcopy(tiny_cfg)
+    cfg.train_cfg.max_epochs = cfg.train_cfg.val_interval = EPOCHS // 2
+    cfg.train_dataloader.sampler.shuffle = False  # same global batches in both runs
+    config = _write_config(cfg, tmp_path / 'config.py')
+    env = dict(os.environ, OMP_NUM_THREADS='1')
+    train = [sys.executable, 'tools/train.py', config]
+    single = _train_and_test(train, config, tmp_path / 'one', env)
+    torchrun = [sys.executable, '-m', 'torch.distributed.run', '--nproc_per_node=2',
+                '--master_port=29731', 'tools/train.py', config, '--launcher', 'pytorch',
+                '--cfg-options', f'train_dataloader.batch_size={BATCH // 2}']
+    double = _train_and_test(torchrun, config, tmp_path / 'two', env)
+    for key in ('success_rate', 'mean_accuracy', 'miou_set'):
+        assert metric(double, key) == pytest.approx(metric(single, key), abs=1.0), key

@@ -1,0 +1,21 @@
+#!/usr/bin/env bash
+# Multi-process training with torchrun, on GPUs or (gloo) on CPU.
+#   tools/dist_train.sh CONFIG NPROC [tools/train.py args...]
+# NNODES, NODE_RANK, MASTER_ADDR, PORT select a multi-node run.
+set -euo pipefail
+if [ $# -lt 2 ]; then
+    echo "usage: $0 CONFIG NPROC [train.py args...]" >&2
+    exit 2
+fi
+CONFIG=$1
+NPROC=$2
+shift 2
+ROOT=$(cd "$(dirname "$0")/.." && pwd)
+PYTHON=${PYTHON:-"$ROOT/.venv/bin/python"}
+exec "$PYTHON" -m torch.distributed.run \
+    --nnodes="${NNODES:-1}" \
+    --node_rank="${NODE_RANK:-0}" \
+    --master_addr="${MASTER_ADDR:-127.0.0.1}" \
+    --master_port="${PORT:-29500}" \
+    --nproc_per_node="$NPROC" \
+    "$ROOT/tools/train.py" "$CONFIG" --launcher pytorch "$@"

@@ -1,0 +1,204 @@
+"""Evaluate an LLM or VLM prompting baseline on a config's test windows.
+
+    .venv/bin/python tools/llm_eval.py --config configs/vpn_crosstask_t3.py \
+        --base-url https://api.openai.com/v1 --model gpt-4o-mini --api-key-env OPENAI_API_KEY \
+        [--with-pkg] [--vlm --video-root videos/] [--limit 100] [--concurrency 8] \
+        [--step-config CFG --step-checkpoint CKPT | --anchors-file preds.json]
+
+Without a step model the first/last actions are the ground truth: the ORACLE setting, labelled
+so in the results (variant ``anchors=oracle``). Replies are cached under ``--cache-dir``: a
+repeated or interrupted run never pays twice for a request that succeeded.
+Writes a protocol results row (``--out``, JSON Lines), per-window outcomes and a summary.
+"""
+import argparse
+import json
+import re
+import sys
+from pathlib import Path
+
+import vpn_plugin  # noqa: F401  (compat + registries)
+from mmengine.config import Config, DictAction
+
+from mmaction.registry import DATASETS
+from vpn_plugin.baselines.llm import (ORACLE, PromptPlanner, attach_frames, build_backend,
+                                      build_queries, load_anchor_predictions,
+                                      prompt_builder_from_dataset, run_planner,
+                                      save_anchor_predictions, step_model_anchors, summarize,
+                                      token_summary)
+from vpn_plugin.baselines.llm.evaluate import write_outcomes
+from vpn_plugin.protocol.results import ResultRow, append_result
+
+
+def parse_args(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.split('\n')[0])
+    parser.add_argument('--config', required=True, help='config with train/test dataloaders')
+    parser.add_argument('--base-url',
+                        help='OpenAI-compatible endpoint, e.g. http://localhost:8000/v1')
+    parser.add_argument('--model', required=True, help='model name (a local path with '
+                        '--backend transformers)')
+    parser.add_argument('--api-key-env', help='environment variable holding the API key '
+                        '(default OPENAI_API_KEY, or "EMPTY" for local servers)')
+    parser.add_argument('--backend', choices=['openai', 'transformers'], default='openai')
+    parser.add_argument('--with-pkg', action='store_true', help='put the PKG in the prompt')
+    parser.add_argument('--vlm', action='store_true', help='two-stage VLM mode from video clips')
+    parser.add_argument('--video-root', help='VLM: folder of <vid>.mp4 files or <vid>/ frames')
+    parser.add_argument('--num-frames', type=int, default=4, help='VLM: frames per clip')
+    parser.add_argument('--frames-fps', type=float, default=1.0,
+                        help='VLM: frame rate of frames folders')
+    parser.add_argument('--limit', type=int, help='plan only the first N test windows')
+    parser.add_argument('--concurrency', type=int, default=4, help='requests in flight')
+    parser.add_argument('--anchors-file', help='step-model first/last predictions (JSON/npz)')
+    parser.add_argument('--step-config', help='config whose model is the step model '
+                        '(e.g. PKGBeamSearchPlanner)')
+    parser.add_argument('--step-checkpoint', help='checkpoint of --step-config')
+    parser.add_argument('--save-anchors', help='write the step-model anchors to this JSON file')
+    parser.add_argument('--scope', choices=['task', 'dataset'], default='task',
+                        help="taxonomy in the prompt: the window's task or the whole dataset")
+    parser.add_argument('--num-examples', type=int, default=5)
+    parser.add_argument('--seed', type=int, default=0, help='example sampling seed')
+    parser.add_argument('--temperature', type=float, default=0.0)
+    parser.add_argument('--max-tokens', type=int, help='reply length limit')
+    parser.add_argument('--timeout', type=float, default=60.0, help='seconds per request')
+    parser.add_argument('--max-retries', type=int, default=5)
+    parser.add_argument('--backoff', type=float, default=1.0, help='first retry wait (s)')
+    parser.add_argument('--cache-dir', default='work_dirs/llm_cache')
+    parser.add_argument('--out', default='work_dirs/llm_eval/results.jsonl',
+                        help='protocol results file (.jsonl) to append the row to')
+    parser.add_argument('--method', help='method name in the results (default: from the model)')
+    parser.add_argument('--no-progress', action='store_true')
+    parser.add_argument('--cfg-options', nargs='+', action=DictAction)
+    args = parser.parse_args(argv)
+    check_args(parser, args)
+    return args
+
+
+def check_args(parser, args):
+    if args.backend == 'openai' and not args.base_url:
+        parser.error('--base-url is required with the openai backend')
+    if args.vlm and not args.video_root:
+        parser.error('--vlm needs --video-root (videos or frames folders of the test windows)')
+    if bool(args.step_config) != bool(args.step_checkpoint):
+        parser.error('--step-config and --step-checkpoint go together')
+    if args.anchors_file and args.step_config:
+        parser.error('give either --anchors-file or --step-config/--step-checkpoint')
+    if args.vlm and (args.anchors_file or args.step_config):
+        parser.error('--vlm identifies the first/last actions itself; drop the step model')
+
+
+def load_datasets(args):
+    cfg = Config.fromfile(args.config)
+    if args.cfg_options:
+        cfg.merge_from_dict(args.cfg_options)
+    for key in ('train_dataloader', 'test_dataloader'):
+        if 'dataset' not in cfg.get(key, {}):
+            raise SystemExit(f'{args.config}: needs {key}.dataset (training windows give the '
+                             'examples and the PKG, test windows are planned)')
+    print('loading the training and test windows ...', file=sys.stderr)
+    train_set = DATASETS.build(cfg.train_dataloader.dataset)
+    return cfg, train_set, DATASETS.build(cfg.test_dataloader.dataset)
+
+
+def anchor_setting(args, test_set):
+    """('oracle' | 'step_model' | 'vlm', anchors for build_queries)."""
+    if args.vlm:
+        return 'vlm', None  # the VLM identifies them from the clips (stage 1)
+    if args.anchors_file:
+        return 'step_model', load_anchor_predictions(args.anchors_file, len(test_set))
+    if args.step_config:
+        model_cfg = Config.fromfile(args.step_config).model
+        anchors = step_model_anchors(model_cfg, args.step_checkpoint, test_set)
+        if args.save_anchors:
+            save_anchor_predictions(args.save_anchors, *anchors)
+        return 'step_model', anchors
+    print('ORACLE setting: first/last actions are the ground truth (no step model given)',
+          file=sys.stderr)
+    return ORACLE, ORACLE
+
+
+def make_backend(args):
+    params = {'temperature': args.temperature}
+    if args.max_tokens:
+        params['max_tokens'] = args.max_tokens
+    if args.backend == 'transformers':
+        return build_backend(dict(type='transformers', model=args.model, params=params,
+                                  cache_dir=args.cache_dir))
+    return build_backend(dict(type='openai', base_url=args.base_url, model=args.model,
+                              api_key_env=args.api_key_env, params=params, timeout=args.timeout,
+                              max_retries=args.max_retries, backoff=args.backoff,
+                              cache_dir=args.cache_dir))
+
+
+def method_name(args, anchors: str) -> str:
+    if args.method:
+        return args.method
+    name = f'{args.model} (VLM)' if args.vlm else args.model
+    name += ' + PKG' if args.with_pkg else ''
+    return name + (' [oracle first/last]' if anchors == ORACLE else '')
+
+
+def output_files(args, anchors: str) -> dict:
+    """Files next to ``--out``, named by the method: per-window outcomes, PlanningMetric's
+    per-sample dump (the results row's ``per_sample_file``) and a summary."""
+    out = Path(args.out)
+    stem = f'{out.stem}.{method_slug(args, anchors)}'
+    return {'outcomes': out.with_name(f'{stem}.outcomes.jsonl'),
+            'per_sample': out.with_name(f'{stem}.per_sample.json'),
+            'summary': out.with_name(f'{stem}.summary.json')}
+
+
+def setting(args, anchors: str, num_windows: int, num_test_windows: int) -> dict:
+    return {'model': args.model, 'anchors': anchors, 'with_pkg': args.with_pkg,
+            'vlm': args.vlm, 'scope': args.scope, 'num_examples': args.num_examples,
+            'num_windows': num_windows, 'limited': num_windows < num_test_windows}
+
+
+def write_results(args, cfg, test_set, queries, outcomes, summary, usage, anchors, files):
+    variant = setting(args, anchors, len(queries), len(test_set))
+    write_outcomes(files['outcomes'], queries, outcomes, variant)
+    files['summary'].write_text(json.dumps(dict(summary, usage=usage, setting=variant), indent=2))
+    data_root = Path(cfg.test_dataloader.dataset.get('data_root', '')).name
+    append_result(args.out, ResultRow(
+        method=method_name(args, anchors), seed=args.seed, horizon=test_set.horizon,
+        metrics=summary['metrics'], params=None, dataset=data_root, config=args.config,
+        protocol='llm', variant=variant, per_sample_file=str(files['per_sample'])))
+
+
+def method_slug(args, anchors: str) -> str:
+    return re.sub(r'[^a-z0-9.]+', '-', method_name(args, anchors).lower()).strip('-')
+
+
+def main(argv=None):
+    args = parse_args(argv)
+    cfg, train_set, test_set = load_datasets(args)
+    anchors_label, anchors = anchor_setting(args, test_set)
+    prompts = prompt_builder_from_dataset(train_set, with_pkg=args.with_pkg,
+                                          num_examples=args.num_examples, scope=args.scope,
+                                          seed=args.seed)
+    backend = make_backend(args)
+    queries = build_queries(test_set.plans, test_set.tasks, anchors=anchors, limit=args.limit,
+                            action_task=test_set.taxonomy.action_task)
+    if args.vlm:
+        attach_frames(queries, test_set.windows, args.video_root, num_frames=args.num_frames,
+                      folder_fps=args.frames_fps)
+    outcomes = run_planner(PromptPlanner(backend, prompts, vlm=args.vlm), queries,
+                           concurrency=args.concurrency, progress=not args.no_progress)
+    files = output_files(args, anchors_label)
+    files['per_sample'].parent.mkdir(parents=True, exist_ok=True)
+    summary = summarize(queries, outcomes, per_sample_file=files['per_sample'])
+    usage = dict(backend.usage.counts)
+    write_results(args, cfg, test_set, queries, outcomes, summary, usage, anchors_label, files)
+    report(summary, usage, anchors_label, args.out, files)
+    return summary
+
+
+def report(summary, usage, anchors, out, files):
+    counts = summary['counts']
+    print(f"windows {summary['num_windows']} ({anchors} first/last actions): "
+          + ', '.join(f'{k} {v}' for k, v in counts.items()))
+    print('metrics: ' + ', '.join(f'{k} {v:.2f}' for k, v in summary['metrics'].items()))
+    print(token_summary(usage))
+    print(f'results row appended to {out}; ' + '; '.join(f'{k} {v}' for k, v in files.items()))
+
+
+if __name__ == '__main__':
+    main()

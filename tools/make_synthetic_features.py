@@ -1,0 +1,45 @@
+"""Write synthetic S3D-like features for every annotated video of CrossTask or NIV.
+
+    python tools/make_synthetic_features.py --dataset crosstask --data-root ../shared/data \
+        --out data/synthetic/crosstask [--seed 0] [--difficulty 0.5] [--format npz|npy]
+
+Writes ``<out>/features/<task>_<vid>.{npz,npy}`` (one 512-d vector per second; npy = the
+public pickled-dict layout, npz = our safe layout) and ``<out>/synthetic_manifest.json``.
+The generator is documented in vpn_plugin/datasets/synthetic.py.
+"""
+import argparse
+import json
+from pathlib import Path
+
+from vpn_plugin.datasets.synthetic import (SyntheticFeatureGenerator, dataset_videos,
+                                           difficulty_params, write_manifest,
+                                           write_synthetic_features)
+
+
+def parse_args(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.split('\n')[0])
+    parser.add_argument('--dataset', choices=('crosstask', 'niv'), required=True)
+    parser.add_argument('--data-root', default='../shared/data',
+                        help='folder holding crosstask/ and niv/ annotations')
+    parser.add_argument('--out', required=True, help='output folder (features/ is created in it)')
+    parser.add_argument('--seed', type=int, default=0)
+    parser.add_argument('--difficulty', type=float, default=0.5,
+                        help='0 (easy: clear action signal) .. 1 (hard: weak signal, more noise)')
+    parser.add_argument('--format', choices=('npz', 'npy'), default='npz')
+    parser.add_argument('--frame-dim', type=int, default=512)
+    return parser.parse_args(argv)
+
+
+def main(argv=None):
+    args = parse_args(argv)
+    taxonomy, videos = dataset_videos(args.dataset, args.data_root)
+    generator = SyntheticFeatureGenerator(taxonomy, args.frame_dim, args.difficulty, args.seed)
+    out = Path(args.out)
+    print(f'{args.dataset}: {len(videos)} videos -> {out / "features"} ({args.format})')
+    info = write_synthetic_features(videos, generator, out / 'features', args.format)
+    write_manifest(out, dict(vars(args), **info, params=difficulty_params(args.difficulty)))
+    print(json.dumps(info))
+
+
+if __name__ == '__main__':
+    main()

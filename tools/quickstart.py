@@ -1,0 +1,130 @@
+"""The main job: ViterbiPlanNet on synthetic features for the real CrossTask annotations.
+
+1. generates synthetic S3D-like features for every CrossTask video (once; reused afterwards),
+2. trains ViterbiPlanNet at T=3 with a short schedule (model = last epoch; the validation
+   split is held-out TRAINING videos, the test windows are never used for selection),
+3. evaluates on the official CrossTask T=3 test windows and prints the metrics table,
+4. prints three example plans with action names next to the ground truth.
+
+    .venv/bin/python tools/quickstart.py [--epochs 30] [--work-dir work_dirs/quickstart]
+"""
+import argparse
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+CONFIG = 'configs/synthetic/vpn_crosstask_t3_quickstart.py'
+METRICS = (('success_rate', 'Success rate (SR)'), ('mean_accuracy', 'Mean accuracy (mAcc)'),
+           ('miou_set', 'mIoU (set)'), ('miou_legacy', 'mIoU (legacy formula)'),
+           ('first_accuracy', 'First-step accuracy'), ('last_accuracy', 'Last-step accuracy'))
+
+
+def parse_args(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument('--config', default=CONFIG)
+    parser.add_argument('--data-root', default='../shared/data')
+    parser.add_argument('--features', default='data/synthetic/crosstask',
+                        help='synthetic feature folder (generated when missing)')
+    parser.add_argument('--work-dir', default='work_dirs/quickstart')
+    parser.add_argument('--epochs', type=int, help='override the schedule length')
+    parser.add_argument('--seed', type=int, default=0)
+    parser.add_argument('--threads', type=int, default=1,
+                        help='torch intra-op threads (1 is fastest for this small model on a '
+                        'busy 2-core CPU)')
+    return parser.parse_args(argv)
+
+
+class Progress:
+    def __init__(self, total_steps: int):
+        self.begin, self.total = time.time(), total_steps
+
+    def step(self, number: int, text: str):
+        print(f'\n[{number}/{self.total}] {text}  (t={time.time() - self.begin:.0f}s)',
+              flush=True)
+
+
+def ensure_features(data_root: str, out: str):
+    """Generate the synthetic features unless the folder already holds them."""
+    feature_dir = Path(out) / 'features'
+    if feature_dir.is_dir() and any(feature_dir.iterdir()):
+        print(f'synthetic features found in {feature_dir}, reusing them')
+        return
+    command = [sys.executable, str(ROOT / 'tools/make_synthetic_features.py'), '--dataset',
+               'crosstask', '--data-root', data_root, '--out', out]
+    print(' '.join(command), flush=True)
+    subprocess.run(command, check=True, cwd=ROOT)
+
+
+def build_config(args):
+    from mmengine.config import Config
+    cfg = Config.fromfile(str(ROOT / args.config))
+    cfg.work_dir = args.work_dir
+    cfg.randomness = dict(seed=args.seed, deterministic=False)
+    if args.epochs:
+        cfg.train_cfg.max_epochs = args.epochs
+    return cfg
+
+
+def print_table(metrics: dict, epochs: int):
+    print(f'\nViterbiPlanNet, CrossTask T=3, synthetic features, {epochs} epochs, '
+          'official test windows')
+    print(f'{"metric":<26}{"value (%)":>10}')
+    print('-' * 36)
+    for key, label in METRICS:
+        value = next((v for k, v in metrics.items() if k.split('/')[-1] == key), None)
+        print(f'{label:<26}{"n/a" if value is None else f"{value:10.2f}":>10}')
+
+
+def example_indices(dataset, count: int = 3):
+    """``count`` test samples of different tasks, spread over the test set."""
+    picked, tasks = [], set()
+    step = max(1, len(dataset) // (4 * count))
+    for i in range(0, len(dataset), step):
+        if int(dataset.tasks[i]) not in tasks:
+            picked.append(i)
+            tasks.add(int(dataset.tasks[i]))
+        if len(picked) == count:
+            break
+    return picked
+
+
+def main(argv=None):
+    args = parse_args(argv)
+    os.chdir(ROOT)
+    progress = Progress(4)
+    progress.step(1, 'synthetic features for the real CrossTask annotations')
+    if not (Path(args.data_root) / 'crosstask').is_dir():
+        raise SystemExit(f'CrossTask annotations not found in {args.data_root}/crosstask; '
+                         'pass --data-root (the shared data folder)')
+    ensure_features(args.data_root, args.features)
+
+    progress.step(2, 'training ViterbiPlanNet (T=3) with the mmengine Runner')
+    import torch
+    import vpn_plugin  # noqa: F401  (compat + registration)
+    from mmengine.model import is_model_wrapper
+    from mmengine.runner import Runner
+    torch.set_num_threads(args.threads)
+    from vpn_plugin.models.plan_display import format_plan, predict_indices
+    cfg = build_config(args)
+    runner = Runner.from_cfg(cfg)
+    runner.train()
+
+    progress.step(3, 'evaluating the last-epoch model on the official test windows')
+    metrics = runner.test()
+    print_table(metrics, cfg.train_cfg.max_epochs)
+
+    progress.step(4, 'example plans (predicted | ground truth)')
+    dataset = runner.test_dataloader.dataset
+    model = runner.model.module if is_model_wrapper(runner.model) else runner.model
+    for sample in predict_indices(model, dataset, example_indices(dataset)):
+        print('\n'.join(format_plan(sample, dataset.taxonomy)))
+        print()
+    print(f'done in {time.time() - progress.begin:.0f}s; checkpoints and logs in '
+          f'{args.work_dir}')
+
+
+if __name__ == '__main__':
+    main()

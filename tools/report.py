@@ -1,0 +1,62 @@
+"""Paper tables (Markdown + LaTeX) from protocol results files.
+
+Example::
+
+    python tools/report.py work_dirs/protocol/standard/results.jsonl \
+        --metrics success_rate mean_accuracy miou_set --out docs/results_standard
+
+writes ``docs/results_standard.md`` and ``docs/results_standard.tex`` and prints the Markdown.
+The results-file format is documented in ``vpn_plugin/protocol/results.py``.
+"""
+import argparse
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from vpn_plugin.protocol.report import DEFAULT_METRICS, build_table, to_latex, to_markdown  # noqa: E402
+from vpn_plugin.protocol.results import filter_rows, read_results, rename_methods  # noqa: E402
+
+
+def parse_args(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument('results', nargs='+', help='.jsonl/.json/.csv results files')
+    parser.add_argument('--metrics', nargs='+', default=list(DEFAULT_METRICS))
+    parser.add_argument('--protocol', help='keep only rows of this protocol')
+    parser.add_argument('--dataset', help='keep only rows of this dataset')
+    parser.add_argument('--horizons', nargs='+', type=int, help='keep only these test horizons')
+    parser.add_argument('--variant', nargs='*', default=[], metavar='KEY=VALUE',
+                        help='keep only rows whose variant has these settings')
+    parser.add_argument('--methods', nargs='+', help='methods to show, in this order')
+    parser.add_argument('--rename', nargs='+', default=[], metavar='OLD=NEW',
+                        help='display names (applied after --methods selects rows)')
+    parser.add_argument('--ours', help='method whose improvement is reported (default: best)')
+    parser.add_argument('--reference', help='method to compare against (default: second best)')
+    parser.add_argument('--title', default='')
+    parser.add_argument('--label', default='', help='LaTeX \\label')
+    parser.add_argument('--digits', type=int, default=2)
+    parser.add_argument('--out', help='output stem: writes <out>.md and <out>.tex')
+    return parser.parse_args(argv)
+
+
+def main(argv=None):
+    args = parse_args(argv)
+    rows = filter_rows(read_results(args.results), protocol=args.protocol, dataset=args.dataset,
+                       horizons=args.horizons, variant=args.variant, methods=args.methods)
+    rows = rename_methods(rows, args.rename)
+    order = [dict(i.split('=', 1) for i in args.rename).get(m, m) for m in args.methods or []]
+    table = build_table(rows, args.metrics, methods=order or None, ours=args.ours,
+                        reference=args.reference)
+    markdown = to_markdown(table, title=args.title, digits=args.digits)
+    latex = to_latex(table, title=args.title, label=args.label, digits=args.digits)
+    if args.out:
+        out = Path(args.out)
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.with_suffix('.md').write_text(markdown)
+        out.with_suffix('.tex').write_text(latex)
+        print(f'wrote {out.with_suffix(".md")} and {out.with_suffix(".tex")}', file=sys.stderr)
+    print(markdown)
+
+
+if __name__ == '__main__':
+    main()

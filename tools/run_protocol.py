@@ -1,0 +1,55 @@
+"""Run an evaluation protocol (configs x seeds x horizons) and collect one results file.
+
+    .venv/bin/python tools/run_protocol.py configs/protocol/standard_crosstask.py \
+        --seeds 0 1 2 --max-epochs 30 --out work_dirs/protocol
+    .venv/bin/python tools/report.py work_dirs/protocol/standard/results.jsonl
+
+Resumable: rerunning the same command skips finished trainings and tests. The protocol
+config format is documented in ``vpn_plugin/protocol/runner.py``; the results format in
+``vpn_plugin/protocol/results.py``.
+"""
+import argparse
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+import vpn_plugin  # noqa: E402,F401  (compat fixes + registration before configs are read)
+from vpn_plugin.protocol.runner import ProtocolRunner, expand_units, load_protocol  # noqa: E402
+
+
+def parse_args(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument('protocol', help='protocol config, e.g. configs/protocol/ablation_crosstask.py')
+    parser.add_argument('--out', default='work_dirs/protocol', help='root of work dirs and results')
+    parser.add_argument('--seeds', nargs='+', type=int, help='override the protocol seeds')
+    parser.add_argument('--horizons', nargs='+', type=int, help='run only these training horizons')
+    parser.add_argument('--methods', nargs='+', help='run only these methods (test names)')
+    parser.add_argument('--max-epochs', type=int, help='override train_cfg.max_epochs')
+    parser.add_argument('--val-interval', type=int, help='with --max-epochs (default: at the end)')
+    parser.add_argument('--batch-size', type=int, help='override every dataloader batch size')
+    parser.add_argument('--log-level', default='WARNING', help='mmengine log level of each run')
+    parser.add_argument('--dry-run', action='store_true', help='list the runs and exit')
+    return parser.parse_args(argv)
+
+
+def main(argv=None):
+    args = parse_args(argv)
+    protocol = load_protocol(args.protocol)
+    units = expand_units(protocol, seeds=args.seeds, methods=args.methods,
+                         horizons=args.horizons)
+    if args.dry_run:
+        for unit in units:
+            tests = ', '.join(f'{t.method} (T={t.horizon})' for t in unit.tests)
+            print(f'{unit.slug} T={unit.horizon} seed={unit.seed} train={unit.train}: {tests}')
+        return None
+    runner = ProtocolRunner(protocol, args.out, max_epochs=args.max_epochs,
+                            val_interval=args.val_interval, batch_size=args.batch_size,
+                            log_level=args.log_level)
+    results = runner.run(units)
+    print(results)
+    return results
+
+
+if __name__ == '__main__':
+    main()

@@ -1,0 +1,248 @@
+"""Chat backends behind one interface: ``backend.complete(messages) -> ChatReply``.
+
+``OpenAIChatBackend`` talks to any OpenAI-compatible endpoint (OpenAI, Gemini's
+compatible endpoint, vLLM, Ollama) with bounded retries and an on-disk cache;
+``TransformersChatBackend`` runs a local chat model.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+RETRYABLE_STATUS = frozenset({408, 409, 429}) | frozenset(range(500, 600))
+
+
+@dataclass
+class ChatReply:
+    text: str
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    cached: bool = False
+
+
+class RequestFailedError(RuntimeError):
+    """The endpoint did not answer successfully within the retry budget."""
+
+
+class ResponseCache:
+    """One JSON file per request under ``root``, keyed by a hash of (model, messages, params).
+
+    Entries are written atomically (temp file + rename), so an interrupted run leaves
+    only complete entries and a rerun pays only for the requests that are missing.
+    """
+
+    def __init__(self, root: str | Path):
+        self.root = Path(root)
+        self.root.mkdir(parents=True, exist_ok=True)
+
+    @staticmethod
+    def key(model: str, messages: list, params: dict) -> str:
+        blob = json.dumps({'model': model, 'messages': messages, 'params': params},
+                          sort_keys=True, ensure_ascii=False)
+        return hashlib.sha256(blob.encode('utf-8')).hexdigest()
+
+    def _path(self, key: str) -> Path:
+        return self.root / key[:2] / f'{key}.json'
+
+    def get(self, key: str) -> ChatReply | None:
+        path = self._path(key)
+        if not path.is_file():
+            return None
+        try:
+            entry = json.loads(path.read_text(encoding='utf-8'))
+            return ChatReply(entry['text'], entry['prompt_tokens'], entry['completion_tokens'],
+                             cached=True)
+        except (json.JSONDecodeError, KeyError) as err:
+            raise ValueError(f'response cache entry {path} is corrupt ({err}); delete it') from None
+
+    def put(self, key: str, reply: ChatReply) -> None:
+        path = self._path(key)
+        path.parent.mkdir(exist_ok=True)
+        tmp = path.with_suffix(f'.tmp{os.getpid()}.{threading.get_ident()}')
+        tmp.write_text(json.dumps({'text': reply.text, 'prompt_tokens': reply.prompt_tokens,
+                                   'completion_tokens': reply.completion_tokens}),
+                       encoding='utf-8')
+        os.replace(tmp, path)
+
+
+class UsageCounter:
+    """Thread-safe counts of requests, retries and tokens (fresh vs from the cache)."""
+
+    FIELDS = ('requests', 'retries', 'failed', 'cache_hits', 'prompt_tokens',
+              'completion_tokens', 'cached_prompt_tokens', 'cached_completion_tokens')
+
+    def __init__(self):
+        self._lock = threading.Lock()
+        self.counts = dict.fromkeys(self.FIELDS, 0)
+
+    def add(self, **deltas):
+        with self._lock:
+            for name, delta in deltas.items():
+                self.counts[name] += delta
+
+    def record_reply(self, reply: ChatReply):
+        if reply.cached:
+            self.add(cache_hits=1, cached_prompt_tokens=reply.prompt_tokens,
+                     cached_completion_tokens=reply.completion_tokens)
+        else:
+            self.add(prompt_tokens=reply.prompt_tokens,
+                     completion_tokens=reply.completion_tokens)
+
+
+class CachedChatBackend:
+    """Cache lookup and usage accounting around ``_request(messages) -> ChatReply``."""
+
+    model: str = ''
+    params: dict = {}
+
+    def __init__(self, cache_dir=None):
+        self.cache = ResponseCache(cache_dir) if cache_dir else None
+        self.usage = UsageCounter()
+        self._key_locks: dict = {}
+        self._locks_guard = threading.Lock()
+
+    def complete(self, messages: list) -> ChatReply:
+        if self.cache is None:
+            reply = self._request(messages)
+        else:
+            reply = self._cached_request(messages)
+        self.usage.record_reply(reply)
+        return reply
+
+    def _cached_request(self, messages: list) -> ChatReply:
+        """One lock per key: identical requests in flight at once are paid for only once."""
+        key = ResponseCache.key(self.model, messages, self.params)
+        with self._locks_guard:
+            lock = self._key_locks.setdefault(key, threading.Lock())
+        with lock:
+            reply = self.cache.get(key)
+            if reply is None:
+                reply = self._request(messages)
+                self.cache.put(key, reply)
+        return reply
+
+    def _request(self, messages: list) -> ChatReply:
+        raise NotImplementedError
+
+
+class OpenAIChatBackend(CachedChatBackend):
+    """Chat completions through the ``openai`` client with bounded exponential backoff.
+
+    Retries (at most ``max_retries``) on 408/409/429/5xx, timeouts and connection
+    errors; waits ``backoff * 2**attempt`` seconds (capped at ``max_backoff``), or the
+    server's ``Retry-After`` (capped too). Other errors (400, 401, 404, a malformed
+    response, ...) fail at once: retrying cannot fix them. A failure raises
+    ``RequestFailedError``, which the planner counts as ``request_failed``.
+    """
+
+    def __init__(self, base_url: str, model: str, *, api_key: str | None = None,
+                 api_key_env: str | None = None, params: dict | None = None,
+                 timeout: float = 60.0, max_retries: int = 5, backoff: float = 1.0,
+                 max_backoff: float = 60.0, cache_dir=None):
+        import openai
+        super().__init__(cache_dir)
+        self.openai = openai
+        self.model, self.params = model, dict(params or {})
+        self.max_retries, self.backoff, self.max_backoff = max_retries, backoff, max_backoff
+        api_key = api_key or resolve_api_key(api_key_env)
+        self.client = openai.OpenAI(base_url=base_url, api_key=api_key, timeout=timeout,
+                                    max_retries=0)
+
+    def _request(self, messages: list) -> ChatReply:
+        for attempt in range(self.max_retries + 1):
+            self.usage.add(requests=1, retries=int(attempt > 0))
+            try:
+                response = self.client.chat.completions.create(
+                    model=self.model, messages=messages, **self.params)
+                return self._to_reply(response)
+            except self.openai.APIError as err:
+                if not self._retryable(err) or attempt == self.max_retries:
+                    self.usage.add(failed=1)
+                    raise RequestFailedError(f'{self.model}: request failed after '
+                                             f'{attempt + 1} attempt(s): {err}') from err
+                time.sleep(self._wait(err, attempt))
+            except ValueError as err:  # a 200 whose body is not JSON (a proxy's error page)
+                self.usage.add(failed=1)
+                raise RequestFailedError(f'{self.model}: the response is not a chat completion '
+                                         f'after {attempt + 1} attempt(s): {err}') from err
+        raise AssertionError('unreachable')
+
+    def _retryable(self, err) -> bool:
+        if isinstance(err, self.openai.APIStatusError):
+            return err.status_code in RETRYABLE_STATUS
+        return isinstance(err, self.openai.APIConnectionError)  # includes timeouts
+
+    def _wait(self, err, attempt: int) -> float:
+        wait = min(self.backoff * 2 ** attempt, self.max_backoff)
+        response = getattr(err, 'response', None)
+        retry_after = response.headers.get('retry-after') if response is not None else None
+        try:
+            return min(float(retry_after), self.max_backoff) if retry_after else wait
+        except ValueError:
+            return wait
+
+    @staticmethod
+    def _to_reply(response) -> ChatReply:
+        if not response.choices:
+            raise ValueError(f'response without choices: {response!r:.200}')
+        usage = response.usage
+        return ChatReply(text=response.choices[0].message.content or '',
+                         prompt_tokens=getattr(usage, 'prompt_tokens', 0) or 0,
+                         completion_tokens=getattr(usage, 'completion_tokens', 0) or 0)
+
+
+def resolve_api_key(env_name: str | None) -> str:
+    """The key from ``env_name``; local servers (vLLM, Ollama) accept any key, hence 'EMPTY'."""
+    if env_name is None:
+        return os.environ.get('OPENAI_API_KEY', 'EMPTY')
+    if env_name not in os.environ:
+        raise KeyError(f'--api-key-env {env_name}: environment variable is not set')
+    return os.environ[env_name]
+
+
+class TransformersChatBackend(CachedChatBackend):
+    """A local ``transformers`` chat model (text only); images in messages are rejected.
+
+    ``model`` is a local path or hub id of a model with a chat template.
+    """
+
+    def __init__(self, model: str, *, params: dict | None = None, cache_dir=None,
+                 device: str = 'cpu'):
+        from transformers import pipeline
+        super().__init__(cache_dir)
+        self.model, self.params = model, dict(params or {})
+        self.pipe = pipeline('text-generation', model=model, device=device)
+        self._lock = threading.Lock()
+
+    def _request(self, messages: list) -> ChatReply:
+        for message in messages:
+            if not isinstance(message['content'], str):
+                raise ValueError('TransformersChatBackend is text-only: messages with images '
+                                 '(VLM mode) need an OpenAI-compatible VLM endpoint')
+        generate = {'max_new_tokens': self.params.get('max_tokens', 256),
+                    'do_sample': self.params.get('temperature', 0) > 0}
+        if generate['do_sample']:
+            generate['temperature'] = self.params['temperature']
+        with self._lock:
+            output = self.pipe(messages, **generate)
+        text = output[0]['generated_text'][-1]['content']
+        tokenizer = self.pipe.tokenizer
+        prompt = tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
+        return ChatReply(text, len(tokenizer(prompt)['input_ids']),
+                         len(tokenizer(text)['input_ids']))
+
+
+def build_backend(cfg: dict):
+    """``dict(type='openai'|'transformers', ...)`` -> backend."""
+    cfg = dict(cfg)
+    kind = cfg.pop('type', 'openai')
+    if kind == 'openai':
+        return OpenAIChatBackend(**cfg)
+    if kind == 'transformers':
+        return TransformersChatBackend(**cfg)
+    raise ValueError(f"backend type {kind!r}: expected 'openai' or 'transformers'")

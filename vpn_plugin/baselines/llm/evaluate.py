@@ -1,0 +1,119 @@
+"""Running a prompted planner over a set of windows: queries, concurrency, counts, metrics."""
+from __future__ import annotations
+
+import json
+import sys
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import numpy as np
+
+from .anchors import ORACLE, oracle_anchors
+from .frames import find_video_source, read_clip_frames
+from .planner import STATUSES, PlanOutcome, PromptPlanner
+from .prompting import PlanningQuery
+
+
+def build_queries(plans, tasks, *, anchors=ORACLE, limit=None,
+                  action_task=None) -> list[PlanningQuery]:
+    """Queries for the first ``limit`` windows.
+
+    ``anchors`` = 'oracle' (ground-truth first and last actions), a ``(first (M,), last (M,))``
+    pair from a step model, or None (VLM mode: the planner identifies them from the clips).
+    With step-model anchors and ``action_task`` (the taxonomy's task of each action), the
+    prompt's task is the task of the predicted first action, not the ground truth.
+    """
+    plans, tasks = np.asarray(plans, dtype=np.int64), np.asarray(tasks, dtype=np.int64)
+    if anchors is None:
+        first = last = [None] * len(plans)
+    elif isinstance(anchors, str):
+        if anchors != ORACLE:
+            raise ValueError(f"anchors {anchors!r}: expected 'oracle' or (first, last) arrays")
+        first, last = oracle_anchors(plans)
+    else:
+        first, last = anchors
+        if action_task is not None:
+            tasks = np.asarray(action_task, dtype=np.int64)[np.asarray(first, dtype=np.int64)]
+    count = len(plans) if limit is None else min(limit, len(plans))
+    return [PlanningQuery(index=i, task=int(tasks[i]), horizon=plans.shape[1],
+                          gt_plan=plans[i].tolist(), first=_as_action(first[i]),
+                          last=_as_action(last[i]))
+            for i in range(count)]
+
+
+def _as_action(value):
+    return None if value is None else int(value)
+
+
+def attach_frames(queries, windows, video_root, *, num_frames=4, folder_fps=1.0) -> None:
+    """Fill start/goal frames from the first and last step segments of each window.
+
+    ``windows[i]`` needs ``vid``, ``feature`` (file stem) and ``times`` ((start, end) per step);
+    the video is ``<video_root>/<vid or stem>.<ext>`` or a frames folder of that name.
+    """
+    for query in queries:
+        window = windows[query.index]
+        source = _window_video(video_root, window)
+        (s0, e0), (s1, e1) = window.times[0], window.times[-1]
+        query.start_frames = read_clip_frames(source, s0, e0, num_frames, folder_fps=folder_fps)
+        query.goal_frames = read_clip_frames(source, s1, e1, num_frames, folder_fps=folder_fps)
+
+
+def _window_video(video_root, window):
+    try:
+        return find_video_source(video_root, window.vid)
+    except FileNotFoundError as by_vid:
+        try:
+            return find_video_source(video_root, window.feature)
+        except FileNotFoundError as by_stem:
+            raise FileNotFoundError(f'{by_vid}; {by_stem}') from None
+
+
+def run_planner(planner: PromptPlanner, queries, *, concurrency=4,
+                progress=True) -> list[PlanOutcome]:
+    """Outcomes in query order; ``concurrency`` requests in flight; tqdm bar on stderr."""
+    from tqdm import tqdm
+    if concurrency < 1:
+        raise ValueError(f'concurrency {concurrency}: expected at least 1')
+    with ThreadPoolExecutor(max_workers=concurrency) as pool:
+        results = pool.map(planner.plan, queries)
+        bar = tqdm(results, total=len(queries), desc='planning', unit='window',
+                   disable=not progress, file=sys.stderr)
+        return list(bar)
+
+
+def summarize(queries, outcomes: list[PlanOutcome], per_sample_file=None) -> dict:
+    """Metrics (percent) through ``PlanningMetric``, as ``tools/test.py`` computes them, and
+    counts of reply statuses; ``per_sample_file`` receives PlanningMetric's per-sample dump."""
+    from vpn_plugin.evaluation import PlanningMetric
+    if not outcomes:
+        raise ValueError('no windows were planned (empty test set or --limit 0)')
+    metric = PlanningMetric(out_file=None if per_sample_file is None else str(per_sample_file))
+    metric.process(None, [dict(pred_plan=o.plan, gt_plan=q.gt_plan, sample_idx=q.index)
+                          for q, o in zip(queries, outcomes)])
+    counts = {status: 0 for status in STATUSES}
+    for outcome in outcomes:
+        counts[outcome.status] += 1
+    return {'metrics': metric.compute_metrics(metric.results), 'counts': counts,
+            'num_windows': len(outcomes)}
+
+
+def token_summary(usage: dict) -> str:
+    return (f"requests sent {usage['requests']} (retries {usage['retries']}, failed "
+            f"{usage['failed']}), cache hits {usage['cache_hits']}; tokens paid: prompt "
+            f"{usage['prompt_tokens']}, completion {usage['completion_tokens']}; from cache: "
+            f"prompt {usage['cached_prompt_tokens']}, completion "
+            f"{usage['cached_completion_tokens']}")
+
+
+def write_outcomes(path: str | Path, queries, outcomes: list[PlanOutcome], setting: dict) -> None:
+    """Per-window JSON Lines: plan, ground truth, status; the first line is the setting."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.open('w') as handle:
+        handle.write(json.dumps({'setting': setting}) + '\n')
+        for query, outcome in zip(queries, outcomes):
+            handle.write(json.dumps({'index': query.index, 'task': query.task,
+                                     'gt_plan': query.gt_plan, 'pred_plan': outcome.plan,
+                                     'first': outcome.first, 'last': outcome.last,
+                                     'status': outcome.status, 'detail': outcome.detail}) + '\n')

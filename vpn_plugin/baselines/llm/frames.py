@@ -1,0 +1,99 @@
+"""Frames of the start and goal clips for the VLM baseline, as base64 image content."""
+from __future__ import annotations
+
+import base64
+from pathlib import Path
+
+import numpy as np
+
+IMAGE_SUFFIXES = ('.jpg', '.jpeg', '.png', '.bmp')
+VIDEO_SUFFIXES = ('.mp4', '.avi', '.mkv', '.webm', '.mov')
+
+
+def clip_frame_times(start_s: float, end_s: float, num_frames: int) -> np.ndarray:
+    """``num_frames`` times evenly inside [start_s, end_s] (segment centres)."""
+    if end_s < start_s or num_frames < 1:
+        raise ValueError(f'clip [{start_s}, {end_s}] s with {num_frames} frames: expected '
+                         'end >= start and at least one frame')
+    return start_s + (np.arange(num_frames) + 0.5) * (end_s - start_s) / num_frames
+
+
+def find_video_source(video_root: str | Path, vid: str) -> Path:
+    """``<root>/<vid>.<video ext>`` or a frames folder ``<root>/<vid>/``."""
+    root = Path(video_root)
+    if (root / vid).is_dir():
+        return root / vid
+    for suffix in VIDEO_SUFFIXES:
+        if (root / f'{vid}{suffix}').is_file():
+            return root / f'{vid}{suffix}'
+    raise FileNotFoundError(f'video {vid!r}: neither a folder {root / vid} nor a file '
+                            f'{root / vid}{{{",".join(VIDEO_SUFFIXES)}}}')
+
+
+def read_clip_frames(source: str | Path, start_s: float, end_s: float, num_frames: int,
+                     *, folder_fps: float = 1.0, max_side: int = 512) -> list[bytes]:
+    """JPEG bytes of ``num_frames`` frames of [start_s, end_s] from a video file or a folder.
+
+    A folder holds one image per frame in name order, at ``folder_fps`` frames per second.
+    Times past the end of the video are clamped to the last frame.
+    """
+    source = Path(source)
+    times = clip_frame_times(start_s, end_s, num_frames)
+    frames = (_read_folder(source, times, folder_fps) if source.is_dir()
+              else _read_video(source, times))
+    return [_encode_jpeg(frame, max_side, source) for frame in frames]
+
+
+def _read_folder(folder: Path, times: np.ndarray, fps: float) -> list[np.ndarray]:
+    import cv2
+    files = sorted(p for p in folder.iterdir() if p.suffix.lower() in IMAGE_SUFFIXES)
+    if not files:
+        raise FileNotFoundError(f'frames folder {folder}: no images ({", ".join(IMAGE_SUFFIXES)})')
+    frames = []
+    for t in times:
+        path = files[min(int(t * fps), len(files) - 1)]
+        image = cv2.imread(str(path))
+        if image is None:
+            raise ValueError(f'frame {path}: cannot be read as an image')
+        frames.append(image)
+    return frames
+
+
+def _read_video(path: Path, times: np.ndarray) -> list[np.ndarray]:
+    import cv2
+    capture = cv2.VideoCapture(str(path))
+    try:
+        if not capture.isOpened():
+            raise FileNotFoundError(f'video {path}: OpenCV cannot open it')
+        fps = capture.get(cv2.CAP_PROP_FPS) or 0.0
+        count = int(capture.get(cv2.CAP_PROP_FRAME_COUNT))
+        if fps <= 0 or count <= 0:
+            raise ValueError(f'video {path}: unknown frame rate ({fps}) or frame count ({count})')
+        frames = []
+        for t in times:
+            capture.set(cv2.CAP_PROP_POS_FRAMES, min(int(t * fps), count - 1))
+            ok, image = capture.read()
+            if not ok:
+                raise ValueError(f'video {path}: cannot decode the frame at {t:.2f} s')
+            frames.append(image)
+        return frames
+    finally:
+        capture.release()
+
+
+def _encode_jpeg(image: np.ndarray, max_side: int, source: Path) -> bytes:
+    import cv2
+    scale = max_side / max(image.shape[:2])
+    if scale < 1:
+        image = cv2.resize(image, None, fx=scale, fy=scale, interpolation=cv2.INTER_AREA)
+    ok, buffer = cv2.imencode('.jpg', image)
+    if not ok:
+        raise ValueError(f'{source}: a frame could not be encoded as JPEG')
+    return buffer.tobytes()
+
+
+def image_parts(jpegs: list[bytes]) -> list[dict]:
+    """Chat-completions ``image_url`` content parts holding base64 data URLs."""
+    return [{'type': 'image_url',
+             'image_url': {'url': 'data:image/jpeg;base64,' + base64.b64encode(j).decode('ascii')}}
+            for j in jpegs]

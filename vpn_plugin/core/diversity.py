@@ -1,0 +1,78 @@
+"""Decoding diversity: entropy of predicted plans and their Jensen-Shannon divergence from the
+ground-truth plan distribution, on windows that share start and goal actions.
+
+Plain numpy; no mmaction/mmengine import. Logarithms are base 2 (bits), so the JS divergence
+lies in [0, 1].
+"""
+from collections import Counter, defaultdict
+
+import numpy as np
+
+
+def plan_distribution(plans) -> dict:
+    """Empirical distribution {plan tuple: probability} of plans (M, T)."""
+    plans = _as_plans(plans, 'plans')
+    if len(plans) == 0:
+        raise ValueError('plan_distribution needs at least one plan, got an empty (0, T) array')
+    counts = Counter(map(tuple, plans.tolist()))
+    return {plan: count / len(plans) for plan, count in counts.items()}
+
+
+def entropy_bits(distribution: dict) -> float:
+    """Shannon entropy (bits) of a {outcome: probability} distribution."""
+    probs = np.array([p for p in distribution.values() if p > 0], dtype=np.float64)
+    return float(-(probs * np.log2(probs)).sum())
+
+
+def js_divergence(p: dict, q: dict) -> float:
+    """Jensen-Shannon divergence (bits) between two {outcome: probability} distributions."""
+    support = sorted(set(p) | set(q))
+    p_vec = np.array([p.get(x, 0.0) for x in support])
+    q_vec = np.array([q.get(x, 0.0) for x in support])
+    mixture = (p_vec + q_vec) / 2
+    return float((_kl_bits(p_vec, mixture) + _kl_bits(q_vec, mixture)) / 2)
+
+
+def _kl_bits(p, q):
+    mask = p > 0
+    return (p[mask] * np.log2(p[mask] / q[mask])).sum()
+
+
+def decoding_diversity(pred, gt, min_group_size: int = 2) -> dict:
+    """Diversity of predicted plans within groups of windows sharing GT start and goal actions.
+
+    Args:
+        pred: (M, T) predicted plans.
+        gt: (M, T) ground-truth plans; a group is the windows with equal ``gt[:, 0]`` and
+            ``gt[:, -1]``; groups smaller than ``min_group_size`` are skipped.
+    Returns:
+        dict with the mean over groups of ``pred_entropy``, ``gt_entropy`` (bits) and
+        ``js_divergence`` (bits, pred vs GT), plus ``num_groups`` and ``num_windows`` used.
+    """
+    pred, gt = _as_plans(pred, 'pred'), _as_plans(gt, 'gt')
+    if pred.shape != gt.shape:
+        raise ValueError(f'pred {pred.shape} and gt {gt.shape} must have the same (M, T) shape')
+    groups = defaultdict(list)
+    for index, (first, last) in enumerate(zip(gt[:, 0].tolist(), gt[:, -1].tolist())):
+        groups[(first, last)].append(index)
+    kept = [rows for rows in groups.values() if len(rows) >= min_group_size]
+    if not kept:
+        raise ValueError(f'no group of windows sharing start and goal actions has at least '
+                         f'min_group_size={min_group_size} windows (M={len(gt)})')
+    stats = np.array([_group_stats(pred[rows], gt[rows]) for rows in kept])
+    pred_entropy, gt_entropy, jsd = stats.mean(0)
+    return dict(pred_entropy=float(pred_entropy), gt_entropy=float(gt_entropy),
+                js_divergence=float(jsd), num_groups=len(kept),
+                num_windows=int(sum(map(len, kept))))
+
+
+def _group_stats(pred, gt):
+    p, q = plan_distribution(pred), plan_distribution(gt)
+    return entropy_bits(p), entropy_bits(q), js_divergence(p, q)
+
+
+def _as_plans(plans, name):
+    plans = np.asarray(plans)
+    if plans.ndim != 2:
+        raise ValueError(f'{name} must be an (M, T) array of action ids, got shape {plans.shape}')
+    return plans.astype(np.int64)

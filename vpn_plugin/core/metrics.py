@@ -1,0 +1,79 @@
+"""Procedure-planning metrics, per sample first, so that averages never depend on batching.
+
+All values are in percent. For predicted and ground-truth plans ``(M, T)`` of integer ids:
+
+* ``success_rate``: the whole plan is right.
+* ``mean_accuracy``: fraction of right steps (position-wise).
+* ``miou_set``: IoU of the *sets* of actions of the two plans, per sample, then averaged.
+* ``miou_legacy``: the formula of the SCHEMA / ViterbiPlanNet evaluation code, per sample
+  ``sum_t(pred_t & gt_t) / sum_t(pred_t | gt_t)`` with ``&``/``|`` the *bitwise* AND/OR of the
+  integer action ids, then averaged. It reproduces published numbers but is not a set IoU: it
+  depends on the binary encoding of the label ids (relabelling the taxonomy changes it). A
+  sample whose plans are both all-zero ids (0/0) counts as 100.
+* ``first_accuracy`` / ``last_accuracy``: the first / last step is right.
+"""
+from __future__ import annotations
+
+from typing import Dict
+
+import numpy as np
+import torch
+
+METRIC_NAMES = ('success_rate', 'mean_accuracy', 'miou_set', 'miou_legacy',
+                'first_accuracy', 'last_accuracy')
+
+
+def _as_plans(plans, name: str) -> np.ndarray:
+    if isinstance(plans, torch.Tensor):
+        plans = plans.detach().cpu().numpy()
+    array = np.asarray(plans)
+    if array.ndim == 1:
+        array = array[None]
+    if array.ndim != 2 or array.shape[1] == 0:
+        raise ValueError(f'{name} has shape {array.shape}; expected plans (M, T) with T >= 1')
+    if array.size and not np.issubdtype(array.dtype, np.integer):
+        raise TypeError(f'{name} has dtype {array.dtype}; expected integer action ids')
+    if (array < 0).any():
+        raise ValueError(f'{name} holds negative action id {int(array.min())}; expected ids >= 0')
+    return array.astype(np.int64)
+
+
+def _set_iou(pred: np.ndarray, gt: np.ndarray) -> float:
+    a, b = set(pred.tolist()), set(gt.tolist())
+    return len(a & b) / len(a | b)
+
+
+def _legacy_iou(pred: np.ndarray, gt: np.ndarray) -> np.ndarray:
+    """(M,) bitwise-formula IoU of plans (M, T)."""
+    intersection = np.bitwise_and(pred, gt).sum(1).astype(np.float64)
+    union = np.bitwise_or(pred, gt).sum(1).astype(np.float64)
+    return np.divide(intersection, union, out=np.ones_like(union), where=union > 0)
+
+
+def per_sample_scores(pred, gt) -> Dict[str, np.ndarray]:
+    """Dict of (M,) float64 per-sample scores in percent, keys ``METRIC_NAMES``.
+
+    ``pred`` and ``gt`` are integer plans (M, T) (numpy or torch); the mean of each array is the
+    corresponding :func:`planning_metrics` value.
+    """
+    pred, gt = _as_plans(pred, 'pred'), _as_plans(gt, 'gt')
+    if pred.shape != gt.shape:
+        raise ValueError(f'pred has shape {pred.shape} but gt {gt.shape}; expected equal (M, T)')
+    correct = pred == gt  # (M, T)
+    scores = {
+        'success_rate': correct.all(1),
+        'mean_accuracy': correct.mean(1),
+        'miou_set': np.array([_set_iou(p, g) for p, g in zip(pred, gt)]),
+        'miou_legacy': _legacy_iou(pred, gt),
+        'first_accuracy': correct[:, 0],
+        'last_accuracy': correct[:, -1],
+    }
+    return {name: 100.0 * np.asarray(scores[name], dtype=np.float64) for name in METRIC_NAMES}
+
+
+def planning_metrics(pred, gt) -> Dict[str, float]:
+    """Dict of metric name -> percent over the M plans (M, T); see the module docstring."""
+    scores = per_sample_scores(pred, gt)
+    if len(scores['success_rate']) == 0:
+        raise ValueError('planning_metrics got no samples (M = 0); expected at least one plan')
+    return {name: float(values.mean()) for name, values in scores.items()}

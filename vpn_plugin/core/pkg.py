@@ -1,0 +1,262 @@
+"""Procedural Knowledge Graph (PKG): action-transition probabilities counted on training data.
+
+A PKG is an ``(N, N)`` float64 matrix ``P[from, to]``: each row with at least one observed
+transition sums to 1; a row of an action that was never followed by another stays all-zero
+(no outgoing edge), never NaN.
+
+Counting modes of the literature (``build_pkg(count_mode=...)``):
+
+* ``'video'``: every consecutive pair of a video's step sequence is counted once.
+* ``'window'`` (SCHEMA / PDPP / ViterbiPlanNet code): the graph is counted on the training
+  *windows* of ``horizon`` consecutive steps, so a pair inside a long video is counted once per
+  sliding window that contains it (inner pairs weigh more than pairs near the ends of a video,
+  and videos shorter than ``horizon`` contribute nothing, as no window of that length fits).
+  With ``horizon=None`` each given sequence is taken to be one window already.
+
+The perturbations studied in the paper (edge dropout, weight noise, a fraction of the training
+videos, label noise) are seeded with a ``numpy.random.Generator``.
+"""
+from __future__ import annotations
+
+from typing import Iterable, List, Optional, Sequence
+
+import numpy as np
+import torch
+
+COUNT_MODES = ('window', 'video')
+ROW_SUM_TOLERANCE = 1e-6
+
+
+# ----------------------------------------------------------------------------- validation
+def _as_sequences(sequences: Iterable[Sequence[int]], num_actions: int) -> List[np.ndarray]:
+    """Integer arrays of the sequences; raises on ids outside ``0..num_actions-1``."""
+    result = []
+    for index, sequence in enumerate(sequences):
+        array = np.asarray(list(sequence))
+        if array.size and not np.issubdtype(array.dtype, np.integer):
+            raise TypeError(f'sequence {index} holds {array.dtype} values {array.tolist()}; '
+                            'expected integer action ids')
+        array = array.astype(np.int64).reshape(-1)
+        bad = (array < 0) | (array >= num_actions)
+        if bad.any():
+            raise ValueError(f'sequence {index} has action id {int(array[bad][0])}; expected '
+                             f'0..{num_actions - 1} (num_actions={num_actions})')
+        result.append(array)
+    return result
+
+
+def check_pkg(pkg, name: str = 'pkg') -> np.ndarray:
+    """``pkg`` as a float64 (N, N) array after checking it is a valid PKG.
+
+    Valid: square, finite, non-negative, every row sums to 1 or is all-zero.
+    """
+    array = np.asarray(pkg.detach().cpu() if isinstance(pkg, torch.Tensor) else pkg,
+                       dtype=np.float64)
+    if array.ndim != 2 or array.shape[0] != array.shape[1]:
+        raise ValueError(f'{name} has shape {array.shape}; expected a square (N, N) matrix')
+    if not np.isfinite(array).all():
+        raise ValueError(f'{name} holds NaN or infinite values; expected probabilities')
+    if (array < 0).any():
+        row, col = np.argwhere(array < 0)[0]
+        raise ValueError(f'{name}[{row}, {col}] = {array[row, col]} is negative; expected '
+                         'probabilities >= 0')
+    sums = array.sum(1)
+    bad = (np.abs(sums - 1) > ROW_SUM_TOLERANCE) & (sums != 0)
+    if bad.any():
+        row = int(np.flatnonzero(bad)[0])
+        raise ValueError(f'{name} row {row} sums to {sums[row]}; expected each row to sum to 1 '
+                         '(or be all-zero for an action with no outgoing edge)')
+    return array
+
+
+def _normalise_rows(counts: np.ndarray) -> np.ndarray:
+    """Row-stochastic matrix of non-negative ``counts``; all-zero rows stay zero."""
+    sums = counts.sum(1, keepdims=True)
+    return np.divide(counts, sums, out=np.zeros_like(counts, dtype=np.float64), where=sums > 0)
+
+
+# ----------------------------------------------------------------------------- building
+def pair_weights(length: int, horizon: Optional[int]) -> np.ndarray:
+    """(length - 1,) number of sliding windows of ``horizon`` steps containing each pair.
+
+    Pair ``i`` joins steps ``i`` and ``i + 1``; it lies in windows starting at
+    ``max(0, i + 2 - horizon) .. min(i, length - horizon)``.
+    """
+    if length < 2:
+        return np.zeros(0)
+    if horizon is None or length == horizon:
+        return np.ones(length - 1)
+    if length < horizon:
+        return np.zeros(length - 1)
+    pairs = np.arange(length - 1)
+    first = np.maximum(0, pairs + 2 - horizon)
+    last = np.minimum(pairs, length - horizon)
+    return np.maximum(last - first + 1, 0).astype(np.float64)
+
+
+def transition_counts(sequences: Iterable[Sequence[int]], num_actions: int, *,
+                      count_mode: str = 'window', horizon: Optional[int] = None) -> np.ndarray:
+    """(N, N) float64 weighted counts of consecutive pairs (see module docstring)."""
+    if count_mode not in COUNT_MODES:
+        raise ValueError(f'count_mode={count_mode!r} is unknown; expected one of {COUNT_MODES}')
+    if horizon is not None and horizon < 2:
+        raise ValueError(f'horizon={horizon}; expected at least 2 steps (or None)')
+    counts = np.zeros((num_actions, num_actions))
+    for array in _as_sequences(sequences, num_actions):
+        weights = pair_weights(len(array), horizon if count_mode == 'window' else None)
+        np.add.at(counts, (array[:-1], array[1:]), weights)
+    return counts
+
+
+def build_pkg(sequences: Iterable[Sequence[int]], num_actions: int, *, smoothing: float = 0.0,
+              count_mode: str = 'window', horizon: Optional[int] = None) -> np.ndarray:
+    """(N, N) float64 row-stochastic PKG ``P[from, to]`` counted on action-id sequences.
+
+    ``smoothing`` (additive / Laplace) is added to every entry of the rows that have at least
+    one observed transition; unobserved rows stay all-zero (no outgoing edge).
+    """
+    if num_actions < 1:
+        raise ValueError(f'num_actions={num_actions}; expected a positive number of actions')
+    if smoothing < 0:
+        raise ValueError(f'smoothing={smoothing}; expected >= 0')
+    counts = transition_counts(sequences, num_actions, count_mode=count_mode, horizon=horizon)
+    observed = counts.sum(1, keepdims=True) > 0
+    counts = counts + smoothing * observed
+    return _normalise_rows(counts)
+
+
+def pkg_log_transitions(pkg, clamp: Optional[float] = None,
+                        dtype: torch.dtype = torch.float32) -> torch.Tensor:
+    """(N, N) log transition probabilities of a PKG for the DVL / Viterbi.
+
+    Zero probabilities become ``-inf`` (forbidden edges), or ``log(clamp)`` when ``clamp`` is
+    given (the authors clamp at 1e-10, which keeps every edge marginally possible).
+    """
+    array = check_pkg(pkg)
+    if clamp is not None:
+        if not 0 < clamp < 1:
+            raise ValueError(f'clamp={clamp}; expected a probability in (0, 1)')
+        array = np.maximum(array, clamp)
+    with np.errstate(divide='ignore'):
+        return torch.from_numpy(np.log(array)).to(dtype)
+
+
+def pkg_coverage(sequences: Iterable[Sequence[int]], pkg) -> float:
+    """Percent of ``sequences`` all of whose consecutive transitions are PKG edges (P > 0).
+
+    A sequence of fewer than two steps has no transition and counts as covered.
+    """
+    edges = check_pkg(pkg) > 0
+    arrays = _as_sequences(sequences, len(edges))
+    if not arrays:
+        raise ValueError('pkg_coverage got no sequences; expected at least one')
+    covered = [bool(edges[a[:-1], a[1:]].all()) for a in arrays]
+    return 100.0 * float(np.mean(covered))
+
+
+def union_pkg(*sources, num_actions: Optional[int] = None, count_mode: str = 'video',
+              horizon: Optional[int] = None, smoothing: float = 0.0) -> np.ndarray:
+    """Dataset-independent PKG (N, N) from several PKGs and/or sequence collections.
+
+    Each source is either an (N, N) PKG or an iterable of action-id sequences (counted with
+    :func:`build_pkg` and the given options, ``num_actions`` required then). Edges are the
+    union of the sources' edges; each row is the mean of the rows of the sources that observed
+    that action, so every dataset weighs the same whatever its size (to pool raw counts
+    instead, concatenate the sequences and call :func:`build_pkg`).
+    """
+    if not sources:
+        raise ValueError('union_pkg got no sources; expected PKGs or sequence collections')
+    pkgs = [_source_pkg(s, i, num_actions, count_mode, horizon, smoothing)
+            for i, s in enumerate(sources)]
+    shapes = {p.shape for p in pkgs}
+    if len(shapes) != 1:
+        raise ValueError(f'union_pkg sources have shapes {sorted(shapes)}; expected one (N, N) '
+                         'action space')
+    stacked = np.stack(pkgs)  # (S, N, N)
+    observed = stacked.sum(2) > 0  # (S, N)
+    total = stacked.sum(0)
+    count = observed.sum(0)[:, None]
+    return np.divide(total, count, out=np.zeros_like(total), where=count > 0)
+
+
+def _source_pkg(source, index, num_actions, count_mode, horizon, smoothing) -> np.ndarray:
+    if isinstance(source, (np.ndarray, torch.Tensor)) and np.ndim(source) == 2 \
+            and np.issubdtype(np.asarray(source).dtype, np.floating):
+        return check_pkg(source, name=f'union_pkg source {index}')
+    if num_actions is None:
+        raise ValueError(f'union_pkg source {index} is a sequence collection; pass '
+                         'num_actions to count it')
+    return build_pkg(source, num_actions, smoothing=smoothing, count_mode=count_mode,
+                     horizon=horizon)
+
+
+# ----------------------------------------------------------------------------- perturbations
+def _check_fraction(name: str, value: float) -> None:
+    if not 0 <= value <= 1:
+        raise ValueError(f'{name}={value}; expected a fraction in [0, 1]')
+
+
+def edge_dropout(pkg, fraction: float, seed: int = 0) -> np.ndarray:
+    """PKG with ``round(fraction * edges)`` random edges removed, rows renormalised.
+
+    A row that loses all its edges becomes all-zero (no outgoing edge).
+    """
+    _check_fraction('edge_dropout fraction', fraction)
+    array = check_pkg(pkg).copy()
+    rows, cols = np.nonzero(array)
+    drop = np.random.default_rng(seed).choice(len(rows), int(round(fraction * len(rows))),
+                                              replace=False)
+    array[rows[drop], cols[drop]] = 0.0
+    return _normalise_rows(array)
+
+
+def weight_noise(pkg, sigma: float, seed: int = 0) -> np.ndarray:
+    """PKG with N(0, sigma^2) noise added to the existing edge weights, clipped at 0 and rows
+    renormalised. Only existing edges are perturbed (no new edge appears); an edge whose noisy
+    weight falls to 0 is removed, and a row that loses all edges becomes all-zero."""
+    if sigma < 0:
+        raise ValueError(f'weight_noise sigma={sigma}; expected >= 0')
+    array = check_pkg(pkg)
+    noise = np.random.default_rng(seed).normal(0.0, sigma, size=array.shape)
+    noisy = np.where(array > 0, np.maximum(array + noise, 0.0), 0.0)
+    return _normalise_rows(noisy)
+
+
+def subsample_sequences(sequences: Sequence[Sequence[int]], fraction: float,
+                        seed: int = 0) -> List[List[int]]:
+    """A random ``fraction`` of the sequences (at least one), original order kept."""
+    _check_fraction('subsample fraction', fraction)
+    sequences = [list(map(int, s)) for s in sequences]
+    if not sequences:
+        return []
+    keep = max(1, int(round(fraction * len(sequences))))
+    chosen = np.sort(np.random.default_rng(seed).choice(len(sequences), keep, replace=False))
+    return [sequences[i] for i in chosen]
+
+
+def label_noise(sequences: Sequence[Sequence[int]], fraction: float,
+                task_actions: Sequence[Sequence[int]], seed: int = 0) -> List[List[int]]:
+    """Sequences with ``round(fraction * labels)`` step labels replaced by a random *other*
+    action of the sequence's task (the task whose action set holds most of the sequence's
+    labels, lowest task index on ties). Labels of single-action tasks cannot change."""
+    _check_fraction('label_noise fraction', fraction)
+    sequences = [list(map(int, s)) for s in sequences]
+    task_sets = [set(map(int, actions)) for actions in task_actions]
+    positions = [(i, t) for i, s in enumerate(sequences) for t in range(len(s))]
+    rng = np.random.default_rng(seed)
+    chosen = rng.choice(len(positions), int(round(fraction * len(positions))), replace=False)
+    tasks = [_sequence_task(s, task_sets, i) if s else -1 for i, s in enumerate(sequences)]
+    for index in np.sort(chosen):
+        i, t = positions[index]
+        candidates = sorted(task_sets[tasks[i]] - {sequences[i][t]})
+        if candidates:
+            sequences[i][t] = int(candidates[rng.integers(len(candidates))])
+    return sequences
+
+
+def _sequence_task(sequence: List[int], task_sets: List[set], index: int) -> int:
+    hits = [sum(a in actions for a in sequence) for actions in task_sets]
+    if not hits or max(hits) == 0:
+        raise ValueError(f'label_noise: sequence {index} {sequence} has no action of any task '
+                         'in task_actions; expected the taxonomy of the sequences')
+    return int(np.argmax(hits))

@@ -1,0 +1,93 @@
+"""Exact max-product Viterbi decoding of a linear chain, batched, in log space.
+
+Also holds the input checks shared with the Differentiable Viterbi Layer (:mod:`.dvl`).
+"""
+from __future__ import annotations
+
+import math
+from typing import Optional, Tuple
+
+import torch
+
+ROW_SUM_TOLERANCE = 1e-3
+
+
+def _require_float(tensor, name: str) -> torch.Tensor:
+    if not isinstance(tensor, torch.Tensor):
+        raise TypeError(f'{name} is a {type(tensor).__name__}; expected a torch.Tensor')
+    if not tensor.is_floating_point():
+        raise TypeError(f'{name} has dtype {tensor.dtype}; expected a floating-point tensor')
+    if torch.isnan(tensor).any() or (tensor == math.inf).any():
+        raise ValueError(f'{name} holds NaN or +inf values; expected finite log values '
+                         '(-inf allowed for impossible states / forbidden edges)')
+    return tensor
+
+
+def check_chain_inputs(log_emissions: torch.Tensor, log_transitions: torch.Tensor,
+                       log_prior: Optional[torch.Tensor]
+                       ) -> Tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Checked ``(log_emissions (B, T, N), log_transitions (N, N), log_prior (N,))``.
+
+    Transitions and prior are moved to the emissions' device and dtype; a missing prior
+    becomes uniform ``-log N``. The transitions must be log probabilities whose rows sum to 1
+    (or are all ``-inf``: an action with no outgoing edge).
+    """
+    _require_float(log_emissions, 'log_emissions')
+    if log_emissions.dim() != 3 or 0 in log_emissions.shape:
+        raise ValueError(f'log_emissions has shape {tuple(log_emissions.shape)}; expected a '
+                         'non-empty (B, T, N)')
+    num_actions = log_emissions.shape[-1]
+    _require_float(log_transitions, 'log_transitions')
+    if tuple(log_transitions.shape) != (num_actions, num_actions):
+        raise ValueError(f'log_transitions has shape {tuple(log_transitions.shape)}; expected '
+                         f'({num_actions}, {num_actions}) to match log_emissions (B, T, N)')
+    _check_rows_normalised(log_transitions)
+    like = dict(device=log_emissions.device, dtype=log_emissions.dtype)
+    if log_prior is None:
+        log_prior = torch.full((num_actions,), -math.log(num_actions), **like)
+    else:
+        _require_float(log_prior, 'log_prior')
+        if tuple(log_prior.shape) != (num_actions,):
+            raise ValueError(f'log_prior has shape {tuple(log_prior.shape)}; expected '
+                             f'({num_actions},)')
+    return log_emissions, log_transitions.to(**like), log_prior.to(**like)
+
+
+def _check_rows_normalised(log_transitions: torch.Tensor) -> None:
+    sums = log_transitions.detach().double().exp().sum(1)
+    bad = ((sums - 1).abs() > ROW_SUM_TOLERANCE) & (sums != 0)
+    if bad.any():
+        row = int(bad.nonzero()[0])
+        raise ValueError(f'log_transitions row {row} has probabilities summing to '
+                         f'{float(sums[row]):.6g}; expected log probabilities whose rows sum '
+                         'to 1 (or all -inf for no outgoing edge), e.g. from '
+                         'pkg_log_transitions')
+
+
+@torch.no_grad()
+def viterbi_decode(log_emissions: torch.Tensor, log_transitions: torch.Tensor,
+                   log_prior: Optional[torch.Tensor] = None
+                   ) -> Tuple[torch.Tensor, torch.Tensor]:
+    """Most likely paths ``(B, T)`` long and their scores ``(B,)``.
+
+    Score of a path x: ``log_prior[x_1] + sum_t log_emissions[t, x_t]
+    + sum_t log_transitions[x_{t-1}, x_t]`` (uniform ``-log N`` prior when None).
+    Ties go to the lowest action id (predecessor and final state). When no path is feasible
+    (every path crosses a forbidden edge) the score is ``-inf`` and the path is the
+    lowest-id tie.
+    """
+    emissions, transitions, prior = check_chain_inputs(log_emissions, log_transitions,
+                                                       log_prior)
+    batch, horizon, _ = emissions.shape
+    to_from = transitions.t()  # (N_to, N_from)
+    delta = prior + emissions[:, 0]  # (B, N)
+    backpointers = []
+    for t in range(1, horizon):
+        best, argbest = (delta.unsqueeze(1) + to_from).max(-1)  # (B, N_to)
+        backpointers.append(argbest)
+        delta = emissions[:, t] + best
+    scores, last = delta.max(-1)
+    path = [last]
+    for argbest in reversed(backpointers):
+        path.append(argbest.gather(1, path[-1].unsqueeze(1)).squeeze(1))
+    return torch.stack(path[::-1], 1), scores

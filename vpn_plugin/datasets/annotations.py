@@ -1,0 +1,284 @@
+"""Readers for the annotation formats and the sliding-window builder.
+
+Formats (see ../shared/data/README.md and the README section of this package):
+
+* CrossTask ``tasks_primary.txt`` and ``annotations/<task>_<vid>.csv`` rows
+  ``<step number (1-based within task)>,<start s>,<end s>``;
+* video lists ``splits/{train,test}_videos.json``: CrossTask ``[{"vid", "task", "length"}]``,
+  NIV ``[{"feature": "<task>_<NNNN>.npy", "task_id"}]``;
+* window files of the unified protocol (``test_T3_133.json``, NIV ``train_T3.json``);
+* our per-video JSON for new datasets: ``[{"vid", "task", "steps": [[start_s, end_s,
+  action_id], ...], "feature": optional file stem (default "<task>_<vid>")}]`` where ``task``
+  is a task key of the taxonomy or a task index and steps are in temporal order.
+"""
+import csv
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import List, Optional, Sequence, Tuple
+
+from .taxonomy import Taxonomy
+
+
+class BadVideoError(ValueError):
+    """An error confined to one video; ``PlanningDataset(skip_bad_videos=True)`` skips it."""
+
+    def __init__(self, vid: str, reason: str, message: str):
+        super().__init__(message)
+        self.vid = vid
+        self.reason = reason
+
+
+@dataclass
+class VideoAnnotation:
+    """All annotated steps of one video, in annotation order."""
+    vid: str
+    task: int
+    feature: str  # feature file stem, e.g. '23521_GNJfDOoVORM'
+    steps: List[Tuple[float, float, int]]  # (start s, end s, global action id)
+    source: str = ''
+
+
+@dataclass(frozen=True)
+class Window:
+    """T consecutive steps of a video; times are whole seconds (frame indices)."""
+    vid: str
+    task: int
+    feature: str
+    steps: Tuple[int, ...]
+    times: Tuple[Tuple[int, int], ...]
+    video_num_steps: int
+    position: int = 0  # index of the first step within the video
+
+
+def round_time(seconds: float) -> int:
+    """Annotation time -> whole second, as in the unified protocol's window files."""
+    return int(round(float(seconds)))
+
+
+def read_crosstask_tasks(path) -> dict:
+    """``tasks_primary.txt`` -> {task id: (name, [ordered step names])}."""
+    path = Path(path)
+    lines = [ln.strip() for ln in _read_text(path).splitlines()]
+    tasks, i = {}, 0
+    while i < len(lines):
+        if not lines[i]:
+            i += 1
+            continue
+        block = lines[i:i + 5]
+        if len(block) < 5 or not block[0].isdigit() or not block[3].isdigit():
+            raise ValueError(f'{path}: line {i + 1}: expected a 5-line task block '
+                             '(id, name, URL, number of steps, steps), got {block!r}')
+        steps = block[4].split(',')
+        if len(steps) != int(block[3]):
+            raise ValueError(f'{path}: task {block[0]}: {block[3]} steps announced, '
+                             f'{len(steps)} listed')
+        tasks[block[0]] = (block[1], steps)
+        i += 5
+    return tasks
+
+
+def read_crosstask_csv(path, taxonomy: Taxonomy, task: int, vid: str = '') -> list:
+    """One CrossTask annotation CSV -> [(start, end, global action id)] in file order."""
+    path = Path(path)
+    actions = taxonomy.task_actions[task]
+    steps = []
+    for lineno, row in enumerate(csv.reader(_read_text(path, vid).splitlines()), 1):
+        if not row:
+            continue
+        try:
+            number, start, end = int(row[0]), float(row[1]), float(row[2])
+            if len(row) != 3:
+                raise ValueError
+        except (ValueError, IndexError):
+            raise BadVideoError(vid, 'annotation row does not parse',
+                                f'{path}: line {lineno}: row {row!r} does not parse; expected '
+                                '"<step number>,<start s>,<end s>"') from None
+        if not 1 <= number <= len(actions):
+            raise BadVideoError(vid, 'action id outside the taxonomy',
+                                f'{path}: line {lineno}: step number {number} is outside task '
+                                f'{taxonomy.task_keys[task]} (1..{len(actions)} in {taxonomy.path})')
+        if end < start or start < 0:
+            raise BadVideoError(vid, 'step time outside the video',
+                                f'{path}: line {lineno}: step times start={start}, end={end} '
+                                'are not 0 <= start <= end')
+        steps.append((start, end, actions[number - 1]))
+    return steps
+
+
+def check_crosstask_taxonomy(taxonomy: Taxonomy, tasks_primary: dict) -> None:
+    """CSV step numbers index the task's actions: the taxonomy must list every step."""
+    for k, key in enumerate(taxonomy.task_keys):
+        if key in tasks_primary and len(tasks_primary[key][1]) != len(taxonomy.task_actions[k]):
+            raise ValueError(
+                f'{taxonomy.path}: task {key} has {len(taxonomy.task_actions[k])} actions but '
+                f'tasks_primary.txt lists {len(tasks_primary[key][1])} steps; CrossTask CSV '
+                'step numbers need the full (133-action) taxonomy')
+
+
+def read_video_list(path, taxonomy: Taxonomy) -> List[dict]:
+    """Video list JSON -> [{'vid', 'task' (index), 'feature' (file stem)}].
+
+    Accepts the CrossTask ``{"vid", "task"}`` and the NIV ``{"feature", "task_id"}`` entries.
+    """
+    path = Path(path)
+    entries = _read_json(path)
+    if not isinstance(entries, list):
+        raise ValueError(f'{path}: expected a JSON list of videos, got {type(entries).__name__}')
+    videos = []
+    for i, entry in enumerate(entries):
+        if isinstance(entry, dict) and 'vid' in entry and 'task' in entry:
+            task = taxonomy.task_index(entry['task'])
+            stem = f"{entry['task']}_{entry['vid']}"
+            videos.append(dict(vid=str(entry['vid']), task=task, feature=stem))
+        elif isinstance(entry, dict) and 'feature' in entry and 'task_id' in entry:
+            stem = Path(str(entry['feature'])).stem
+            videos.append(dict(vid=stem, task=taxonomy.task_index(int(entry['task_id'])),
+                               feature=stem))
+        else:
+            raise ValueError(f'{path}: entry {i} = {entry!r}: expected {{"vid", "task"}} or '
+                             '{"feature", "task_id"}')
+    return videos
+
+
+def crosstask_videos(video_list, annotation_dir, taxonomy: Taxonomy,
+                     tasks_primary=None) -> Tuple[List[VideoAnnotation], List[BadVideoError]]:
+    """Videos of a CrossTask video list with their CSV steps; returns (videos, bad videos)."""
+    if tasks_primary is not None:
+        check_crosstask_taxonomy(taxonomy, read_crosstask_tasks(tasks_primary))
+    videos, bad = [], []
+    for entry in read_video_list(video_list, taxonomy):
+        csv_path = Path(annotation_dir) / f"{entry['feature']}.csv"
+        try:
+            steps = read_crosstask_csv(csv_path, taxonomy, entry['task'], entry['vid'])
+        except BadVideoError as err:
+            bad.append(err)
+            continue
+        videos.append(VideoAnnotation(entry['vid'], entry['task'], entry['feature'], steps,
+                                      str(csv_path)))
+    return videos, bad
+
+
+def read_json_annotations(path, taxonomy: Taxonomy
+                          ) -> Tuple[List[VideoAnnotation], List[BadVideoError]]:
+    """Our per-video JSON (module docstring) -> (videos, bad videos)."""
+    path = Path(path)
+    entries = _read_json(path)
+    if not isinstance(entries, list):
+        raise ValueError(f'{path}: expected a JSON list of videos')
+    videos, bad = [], []
+    for i, entry in enumerate(entries):
+        if not isinstance(entry, dict) or not {'vid', 'task', 'steps'} <= set(entry):
+            raise ValueError(f'{path}: entry {i}: expected an object with "vid", "task", "steps"')
+        try:
+            videos.append(_json_video(path, i, entry, taxonomy))
+        except BadVideoError as err:
+            bad.append(err)
+    return videos, bad
+
+
+def _json_video(path, i, entry, taxonomy) -> VideoAnnotation:
+    vid, task = str(entry['vid']), taxonomy.task_index(entry['task'])
+    steps = []
+    for j, step in enumerate(entry['steps']):
+        try:
+            start, end, action = float(step[0]), float(step[1]), int(step[2])
+            if len(step) != 3:
+                raise ValueError
+        except (ValueError, TypeError, IndexError):
+            raise BadVideoError(vid, 'annotation row does not parse',
+                                f'{path}: entry {i} (vid {vid}): steps[{j}] = {step!r}; expected '
+                                '[start_s, end_s, action_id]') from None
+        _check_step(path, vid, f'entry {i}: steps[{j}]', start, end, action, taxonomy)
+        steps.append((start, end, action))
+    feature = str(entry.get('feature', f"{entry['task']}_{vid}"))
+    return VideoAnnotation(vid, task, feature, steps, str(path))
+
+
+def _check_step(path, vid, where, start, end, action, taxonomy) -> None:
+    if not 0 <= action < taxonomy.num_actions:
+        raise BadVideoError(vid, 'action id outside the taxonomy',
+                            f'{path}: {where} (vid {vid}): action id {action} is outside the '
+                            f'taxonomy {taxonomy.path} (0..{taxonomy.num_actions - 1})')
+    if start < 0 or end < start:
+        raise BadVideoError(vid, 'step time outside the video',
+                            f'{path}: {where} (vid {vid}): step times start={start}, end={end} '
+                            'are not 0 <= start <= end')
+
+
+def build_windows(videos: Sequence[VideoAnnotation], horizon: int) -> List[Window]:
+    """Slide a length-``horizon`` window over each video's steps (annotation order)."""
+    windows = []
+    for video in videos:
+        n = len(video.steps)
+        times = tuple((round_time(s), round_time(e)) for s, e, _ in video.steps)
+        actions = tuple(a for _, _, a in video.steps)
+        for p in range(n - horizon + 1):
+            windows.append(Window(video.vid, video.task, video.feature, actions[p:p + horizon],
+                                  times[p:p + horizon], n, p))
+    return windows
+
+
+def read_window_file(path, taxonomy: Taxonomy, horizon: int
+                     ) -> Tuple[List[Window], List[BadVideoError]]:
+    """A unified-protocol window file -> (windows, bad-video errors).
+
+    A wrong shape (not a list, missing ``id``/``legal_range``, rows not ``[start, end,
+    action]``, not ``horizon`` rows) raises ValueError naming the file, sample and field.
+    """
+    path = Path(path)
+    samples = _read_json(path)
+    if not isinstance(samples, list):
+        raise ValueError(f'{path}: expected a JSON list of window samples')
+    windows, bad, seen = [], [], {}
+    for i, sample in enumerate(samples):
+        meta = sample.get('id') if isinstance(sample, dict) else None
+        if not isinstance(meta, dict) or 'legal_range' not in meta or 'feature' not in meta:
+            raise ValueError(f'{path}: sample {i}: expected {{"id": {{"feature", "legal_range", '
+                             '...}}, "instruction_len"}}')
+        rows = meta['legal_range']
+        if (not isinstance(rows, list) or len(rows) != horizon
+                or not all(isinstance(r, list) and len(r) == 3 for r in rows)):
+            raise ValueError(f'{path}: sample {i}: field "legal_range" must be {horizon} rows of '
+                             f'[start_s, end_s, action_id] (horizon {horizon}), got {rows!r}')
+        try:
+            windows.append(_window_from_sample(path, i, sample, meta, taxonomy, seen))
+        except BadVideoError as err:
+            bad.append(err)
+    return windows, bad
+
+
+def _window_from_sample(path, i, sample, meta, taxonomy, seen) -> Window:
+    stem = Path(str(meta['feature'])).stem
+    vid = str(meta.get('vid', stem))
+    try:
+        rows = [(float(s), float(e), int(a)) for s, e, a in meta['legal_range']]
+        task = int(meta['task_id']) if 'task_id' in meta else taxonomy.task_index(meta['task'])
+    except (ValueError, TypeError, KeyError) as err:
+        raise BadVideoError(vid, 'annotation row does not parse',
+                            f'{path}: sample {i} (vid {vid}): field "legal_range"/"task_id" does '
+                            f'not parse: {err}') from None
+    for j, (s, e, a) in enumerate(rows):
+        _check_step(path, vid, f'sample {i}: legal_range[{j}]', s, e, a, taxonomy)
+    position = seen.get(stem, 0)
+    seen[stem] = position + 1
+    return Window(vid, task, stem, tuple(a for _, _, a in rows),
+                  tuple((round_time(s), round_time(e)) for s, e, _ in rows),
+                  int(sample.get('instruction_len', 0)), position)
+
+
+def _read_text(path: Path, vid: Optional[str] = None) -> str:
+    try:
+        return path.read_text()
+    except (OSError, UnicodeDecodeError) as err:
+        if vid is not None:
+            raise BadVideoError(vid, 'annotation file missing or unreadable',
+                                f'cannot read annotation file {path}: {err}') from err
+        raise ValueError(f'cannot read {path}: {err}') from err
+
+
+def _read_json(path: Path):
+    try:
+        return json.loads(path.read_text())
+    except (OSError, json.JSONDecodeError) as err:
+        raise ValueError(f'cannot read JSON file {path}: {err}') from err

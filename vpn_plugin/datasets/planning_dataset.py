@@ -1,0 +1,254 @@
+"""PlanningDataset: planning windows with start/goal observations (docs/design.md, Data)."""
+import hashlib
+import json
+from collections import Counter
+from pathlib import Path
+from typing import List, Optional
+
+import numpy as np
+import torch
+from mmaction.registry import DATASETS
+from mmengine.logging import print_log
+from torch.utils.data import Dataset
+
+from .annotations import (BadVideoError, Window, build_windows, crosstask_videos,
+                          read_json_annotations, read_window_file)
+from .features import (check_recipe, check_times, find_feature_file, load_features,
+                       observation_dim, window_observations)
+from .taxonomy import load_taxonomy
+
+SPLITS = ('train', 'val', 'test')
+
+
+@DATASETS.register_module()
+class PlanningDataset(Dataset):
+    """Windows of ``horizon`` steps with observations, from ONE annotation source.
+
+    Sources (paths relative to ``data_root`` unless absolute; ``{horizon}`` is formatted):
+    ``window_file`` (unified-protocol windows), or ``video_list`` + ``annotation_dir``
+    (CrossTask CSVs; ``tasks_primary`` optional check), or ``annotation_file`` (our per-video
+    JSON). ``feature_dir`` and ``cache_dir`` are relative to the working directory.
+
+    Splits: ``'test'`` = every window of the source; ``'val'`` = windows of a seeded held-out
+    ``val_fraction`` of the source's videos (use it with the TRAINING source); ``'train'`` = the
+    other videos, optionally a seeded ``subset_fraction`` of their windows.
+    ``observed_steps=k`` adds the goal observations of steps 1..k (``inputs['observed']``).
+    Bad videos raise a ValueError naming file and field, or with ``skip_bad_videos=True`` are
+    skipped, counted by reason in ``self.skipped`` and logged.
+    """
+
+    def __init__(self, data_root, horizon: int, taxonomy: str, feature_dir: str,
+                 split: str = 'train', window_file: Optional[str] = None,
+                 video_list: Optional[str] = None, annotation_dir: Optional[str] = None,
+                 tasks_primary: Optional[str] = None, annotation_file: Optional[str] = None,
+                 frame_dim: int = 512, observation: str = 'concat3', allow_pickle: bool = False,
+                 val_fraction: float = 0.1, split_seed: int = 0,
+                 subset_fraction: Optional[float] = None, subset_seed: int = 0,
+                 observed_steps: int = 0, skip_bad_videos: bool = False,
+                 cache_dir: Optional[str] = None):
+        if split not in SPLITS:
+            raise ValueError(f'split={split!r}; expected one of {SPLITS}')
+        if not 0 <= observed_steps < horizon:
+            raise ValueError(f'observed_steps={observed_steps}; expected 0 <= k < horizon={horizon}')
+        check_recipe(observation)
+        self.data_root, self.horizon, self.split = Path(data_root), int(horizon), split
+        self.taxonomy = load_taxonomy(self._path(taxonomy))
+        self.feature_dir, self.frame_dim, self.recipe = Path(feature_dir), frame_dim, observation
+        self.allow_pickle, self.observed_steps = allow_pickle, observed_steps
+        self.skip_bad_videos, self.cache_dir = skip_bad_videos, cache_dir
+        self.feature_dim = observation_dim(observation, frame_dim)
+        self.skipped: Counter = Counter()
+        windows, videos = self._load_source(window_file, video_list, annotation_dir,
+                                            tasks_primary, annotation_file)
+        windows, self._videos = self._select_split(windows, videos, val_fraction, split_seed)
+        windows = self._subset(windows, subset_fraction, subset_seed)
+        self._extract(windows)
+        self._log_skips()
+        if not self.windows:
+            raise ValueError(f'PlanningDataset: split {split!r} (horizon {horizon}) has no windows '
+                             f'from {window_file or video_list or annotation_file} (val_fraction='
+                             f'{val_fraction}, skipped: {dict(self.skipped) or "none"})')
+
+    # ------------------------------------------------------------------ sources
+    def _path(self, path) -> Path:
+        path = Path(str(path).format(horizon=getattr(self, 'horizon', '')))
+        return path if path.is_absolute() else self.data_root / path
+
+    def _load_source(self, window_file, video_list, annotation_dir, tasks_primary,
+                     annotation_file):
+        given = [n for n, v in (('window_file', window_file), ('video_list', video_list),
+                                ('annotation_file', annotation_file)) if v]
+        if len(given) != 1:
+            raise ValueError(f'PlanningDataset needs exactly one of window_file, video_list '
+                             f'(+annotation_dir) or annotation_file; got {given or "none"}')
+        if window_file:
+            windows, bad = read_window_file(self._path(window_file), self.taxonomy, self.horizon)
+            self._record_bad(bad)
+            return windows, None
+        if video_list:
+            if not annotation_dir:
+                raise ValueError('video_list needs annotation_dir (the CrossTask CSV folder)')
+            primary = self._path(tasks_primary) if tasks_primary else None
+            videos, bad = crosstask_videos(self._path(video_list), self._path(annotation_dir),
+                                           self.taxonomy, primary)
+        else:
+            videos, bad = read_json_annotations(self._path(annotation_file), self.taxonomy)
+        self._record_bad(bad)
+        return build_windows(videos, self.horizon), videos
+
+    def _record_bad(self, errors: List[BadVideoError]) -> None:
+        if errors and not self.skip_bad_videos:
+            raise errors[0]
+        for err in errors:
+            self.skipped[err.reason] += 1
+            self._skip_messages.append(str(err))
+
+    @property
+    def _skip_messages(self) -> list:
+        if not hasattr(self, '_skip_log'):
+            self._skip_log = []
+        return self._skip_log
+
+    # ------------------------------------------------------------------ splits
+    @staticmethod
+    def held_out(stem: str, val_fraction: float, seed: int) -> bool:
+        """Seeded, order-independent choice of validation videos (same for every horizon)."""
+        digest = hashlib.sha1(f'{seed}:{stem}'.encode()).digest()
+        return int.from_bytes(digest[:8], 'big') / 2 ** 64 < val_fraction
+
+    def _select_split(self, windows, videos, val_fraction, seed):
+        if self.split == 'test':
+            return windows, videos
+        want_val = self.split == 'val'
+        keep = [w for w in windows if self.held_out(w.feature, val_fraction, seed) == want_val]
+        if videos is not None:
+            videos = [v for v in videos if self.held_out(v.feature, val_fraction, seed) == want_val]
+        return keep, videos
+
+    def _subset(self, windows, fraction, seed):
+        if fraction is None or self.split != 'train':
+            return windows
+        if not 0 < fraction <= 1:
+            raise ValueError(f'subset_fraction={fraction}; expected 0 < fraction <= 1')
+        count = max(1, int(round(fraction * len(windows))))
+        pick = np.sort(np.random.default_rng(seed).permutation(len(windows))[:count])
+        return [windows[i] for i in pick]
+
+    # ------------------------------------------------------------------ features
+    def _extract(self, windows: List[Window]) -> None:
+        """Observations of every window, from the cache file when the inputs are unchanged."""
+        cached = self._read_cache(windows)
+        if cached is None:
+            cached = self._extract_from_files(windows)
+            self._write_cache(windows, cached)
+        keep, start, goal, observed, messages = cached
+        for message in messages:
+            reason = message.split('\t', 1)[0]
+            self.skipped[reason] += 1
+            self._skip_messages.append(message.split('\t', 1)[1])
+        self.windows = [w for w, k in zip(windows, keep) if k]
+        self.start, self.goal, self.observed = start, goal, observed
+        self.plans = np.array([w.steps for w in self.windows], np.int64).reshape(-1, self.horizon)
+        self.tasks = np.array([w.task for w in self.windows], np.int64)
+
+    def _extract_from_files(self, windows):
+        by_video = {}
+        for i, w in enumerate(windows):
+            by_video.setdefault(w.feature, []).append(i)
+        dim, k = self.feature_dim, self.observed_steps
+        start = np.zeros((len(windows), dim), np.float32)
+        goal = np.zeros((len(windows), dim), np.float32)
+        observed = np.zeros((len(windows), k, dim), np.float32)
+        keep, messages = np.ones(len(windows), bool), []
+        for n, (stem, idx) in enumerate(by_video.items()):
+            self._progress(n, len(by_video))
+            try:
+                self._extract_video(stem, [windows[i] for i in idx], idx, start, goal, observed)
+            except BadVideoError as err:
+                if not self.skip_bad_videos:
+                    raise
+                keep[idx] = False
+                messages.append(f'{err.reason}\t{err}')
+        return keep, start[keep], goal[keep], observed[keep], messages
+
+    def _extract_video(self, stem, video_windows, idx, start, goal, observed):
+        path = find_feature_file(self.feature_dir, stem)
+        frames = load_features(path, self.frame_dim, self.allow_pickle, video_windows[0].vid)
+        for i, w in zip(idx, video_windows):
+            check_times(path, w.vid, w.times, len(frames))
+            start[i], goal[i], observed[i] = window_observations(
+                frames, w.times, self.recipe, self.observed_steps)
+
+    @staticmethod
+    def _progress(done, total):
+        if total >= 500 and done % 500 == 0:
+            print_log(f'PlanningDataset: reading features, video {done}/{total}', 'current')
+
+    def _cache_file(self, windows) -> Optional[Path]:
+        if not self.cache_dir:
+            return None
+        stems = sorted({w.feature for w in windows})
+        files = []
+        for stem in stems:
+            path = find_feature_file(self.feature_dir, stem)
+            st = path.stat() if path.exists() else None
+            files.append((str(path), st.st_size if st else -1, st.st_mtime_ns if st else -1))
+        key = json.dumps([self.recipe, self.frame_dim, self.observed_steps, self.allow_pickle,
+                          self.skip_bad_videos, files,
+                          [(w.feature, w.times) for w in windows]])
+        return Path(self.cache_dir) / f'obs_{hashlib.sha1(key.encode()).hexdigest()[:20]}.npz'
+
+    def _read_cache(self, windows):
+        path = self._cache_file(windows)
+        if path is None or not path.exists():
+            return None
+        with np.load(path, allow_pickle=False) as data:
+            return (data['keep'], data['start'], data['goal'], data['observed'],
+                    [str(m) for m in data['messages']])
+
+    def _write_cache(self, windows, cached) -> None:
+        path = self._cache_file(windows)
+        if path is None:
+            return
+        path.parent.mkdir(parents=True, exist_ok=True)
+        keep, start, goal, observed, messages = cached
+        tmp = path.with_suffix('.tmp.npz')
+        np.savez(tmp, keep=keep, start=start, goal=goal, observed=observed,
+                 messages=np.array(messages, dtype=str))
+        tmp.replace(path)
+
+    def _log_skips(self) -> None:
+        if not self.skipped:
+            return
+        summary = ', '.join(f'{n} {reason}' for reason, n in sorted(self.skipped.items()))
+        print_log(f'PlanningDataset ({self.split}, T={self.horizon}): skipped bad videos: '
+                  f'{summary}; first: {self._skip_messages[0]}', 'current')
+
+    # ------------------------------------------------------------------ API
+    def __len__(self) -> int:
+        return len(self.windows)
+
+    def __getitem__(self, i: int) -> dict:
+        inputs = {'start': torch.from_numpy(self.start[i]), 'goal': torch.from_numpy(self.goal[i])}
+        if self.observed_steps:
+            inputs['observed'] = torch.from_numpy(self.observed[i])
+        samples = {'plan': torch.from_numpy(self.plans[i]),
+                   'task': torch.tensor(self.tasks[i], dtype=torch.long),
+                   'index': torch.tensor(i, dtype=torch.long)}
+        return {'inputs': inputs, 'data_samples': samples}
+
+    def pkg_sequences(self, count_mode: str = 'window') -> List[List[int]]:
+        """Action sequences to count the PKG on: per-video steps ('video', when the source has
+        per-video annotations) or the window plans ('window', and 'video' otherwise)."""
+        if count_mode not in ('window', 'video'):
+            raise ValueError(f"count_mode={count_mode!r}; expected 'window' or 'video'")
+        if count_mode == 'video' and self._videos is not None:
+            return [[a for _, _, a in v.steps] for v in self._videos]
+        return self.plans.tolist()
+
+    @property
+    def metainfo(self) -> dict:
+        tx = self.taxonomy
+        return dict(num_actions=tx.num_actions, num_tasks=tx.num_tasks, horizon=self.horizon,
+                    feature_dim=self.feature_dim, action_names=list(tx.action_names),
+                    task_names=list(tx.task_names))

@@ -1,0 +1,91 @@
+"""Action taxonomies of CrossTask, NIV and COIN (``taxonomy*.json`` of the unified protocol)."""
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import List
+
+
+@dataclass
+class Taxonomy:
+    """Global action ids and the tasks they belong to.
+
+    ``task_actions[k]`` lists the action ids of task ``k`` in file order; for CrossTask the
+    i-th entry is step number i+1 of the task (the 133-action taxonomy).
+    """
+    action_names: List[str]
+    task_names: List[str]
+    task_keys: List[str]
+    action_task: List[int]
+    task_actions: List[List[int]]
+    path: str = field(default='', compare=False)
+
+    @property
+    def num_actions(self) -> int:
+        return len(self.action_names)
+
+    @property
+    def num_tasks(self) -> int:
+        return len(self.task_names)
+
+    def task_index(self, key) -> int:
+        """Task index of a task key ('23521', 'Changing a car tire') or an index (int / '3')."""
+        lookup = {k: i for i, k in enumerate(self.task_keys)}
+        if str(key) in lookup:
+            return lookup[str(key)]
+        if isinstance(key, int) or str(key).isdigit():
+            if 0 <= int(key) < self.num_tasks:
+                return int(key)
+        raise ValueError(f'task {key!r} is not a task of taxonomy {self.path} '
+                         f'(expected one of {self.task_keys[:5]}... or an index < {self.num_tasks})')
+
+
+def _parse_task_key(raw: str, path) -> tuple:
+    """'<idx>_<numeric task id>_<name>' (CrossTask) or '<idx>_<name>' -> (idx, key, name)."""
+    parts = raw.split('_', 2)
+    if len(parts) < 2 or not parts[0].isdigit():
+        raise ValueError(f'{path}: task key {raw!r} does not parse; expected '
+                         '"<idx>_<task id>_<name>" or "<idx>_<name>"')
+    if len(parts) == 3 and parts[1].isdigit():
+        return int(parts[0]), parts[1], parts[2]
+    name = raw.split('_', 1)[1]
+    return int(parts[0]), name, name
+
+
+def load_taxonomy(path) -> Taxonomy:
+    """Read a taxonomy JSON ``{"<idx>_[<task id>_]<name>": {"<action id>": "<name>"}}``.
+
+    Raises ValueError naming the file and key when task indices are not 0..K-1 in order or
+    action ids are not exactly 0..N-1.
+    """
+    path = Path(path)
+    try:
+        raw = json.loads(path.read_text())
+    except (OSError, json.JSONDecodeError) as err:
+        raise ValueError(f'cannot read taxonomy {path}: {err}') from err
+    if not isinstance(raw, dict) or not raw:
+        raise ValueError(f'{path}: expected a non-empty JSON object of tasks')
+    names, keys, task_actions, action_names = [], [], [], {}
+    action_task = {}
+    for expected_idx, (task_raw, actions) in enumerate(raw.items()):
+        idx, key, name = _parse_task_key(task_raw, path)
+        if idx != expected_idx:
+            raise ValueError(f'{path}: task {task_raw!r} has index {idx}, expected {expected_idx}')
+        if not isinstance(actions, dict) or not actions:
+            raise ValueError(f'{path}: task {task_raw!r} must map action ids to names')
+        ids = []
+        for aid, aname in actions.items():
+            if not str(aid).isdigit():
+                raise ValueError(f'{path}: task {task_raw!r}: action id {aid!r} is not an integer')
+            ids.append(int(aid))
+            action_names.setdefault(int(aid), str(aname))
+            action_task.setdefault(int(aid), idx)
+        names.append(name)
+        keys.append(key)
+        task_actions.append(ids)
+    num = len(action_names)
+    if sorted(action_names) != list(range(num)):
+        missing = sorted(set(range(max(action_names) + 1)) - set(action_names))
+        raise ValueError(f'{path}: action ids must be 0..{num - 1}; missing {missing[:10]}')
+    return Taxonomy(action_names=[action_names[i] for i in range(num)], task_names=names,
+                    task_keys=keys, action_task=[action_task[i] for i in range(num)],
+                    task_actions=task_actions, path=str(path))

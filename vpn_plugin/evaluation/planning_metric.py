@@ -1,0 +1,90 @@
+"""``PlanningMetric``: the planning metrics of :mod:`vpn_plugin.core.metrics` as an mmengine metric.
+
+Scores are computed per sample and averaged once over the whole (collected) dataset, so the
+result does not depend on batch size, order or the number of processes.
+
+``out_file`` (optional) receives a JSON dump for the protocol tools::
+
+    {"metrics": {name: percent},              # same as the returned dict (without prefix)
+     "sample_idx": [int, ...],                # sorted dataset indices, one per sample
+     "pred_plan": [[int] * T, ...], "gt_plan": [[int] * T, ...],
+     "scores": {name: [percent per sample, ...]}}   # aligned with sample_idx
+"""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Dict, List, Optional, Sequence
+
+import numpy as np
+import torch
+from mmengine.evaluator import BaseMetric
+from mmaction.registry import METRICS
+
+from ..core.metrics import per_sample_scores
+
+
+def _plan_list(value, field: str, index: int) -> List[int]:
+    if isinstance(value, torch.Tensor):
+        value = value.detach().cpu().tolist()
+    array = np.asarray(value)
+    if array.ndim != 1 or not np.issubdtype(array.dtype, np.integer):
+        raise ValueError(f'PlanningMetric: data sample {index} field {field!r} is {value!r}; '
+                         'expected a (T,) integer plan')
+    return array.tolist()
+
+
+@METRICS.register_module()
+class PlanningMetric(BaseMetric):
+    """Success rate, mean accuracy, mIoU (set and legacy), first/last accuracy, in percent.
+
+    Args:
+        out_file: optional JSON path for the per-sample scores (see module docstring).
+        collect_device, prefix: as in :class:`mmengine.evaluator.BaseMetric`.
+    """
+    default_prefix = None
+
+    def __init__(self, out_file: Optional[str] = None, collect_device: str = 'cpu',
+                 prefix: Optional[str] = None) -> None:
+        super().__init__(collect_device=collect_device, prefix=prefix)
+        self.out_file = out_file
+
+    def process(self, data_batch, data_samples: Sequence[dict]) -> None:
+        """Stores (sample_idx, pred_plan, gt_plan) of each predicted data-sample dict."""
+        for position, sample in enumerate(data_samples):
+            if hasattr(sample, 'to_dict'):
+                sample = sample.to_dict()
+            missing = [k for k in ('pred_plan', 'gt_plan') if k not in sample]
+            if missing:
+                raise KeyError(f'PlanningMetric: data sample {position} lacks {missing}; '
+                               f'it has {sorted(sample)}')
+            index = sample.get('sample_idx', -1)
+            index = int(index.item() if isinstance(index, torch.Tensor) else index)
+            self.results.append(dict(sample_idx=index,
+                                     pred_plan=_plan_list(sample['pred_plan'], 'pred_plan', position),
+                                     gt_plan=_plan_list(sample['gt_plan'], 'gt_plan', position)))
+
+    def compute_metrics(self, results: List[dict]) -> Dict[str, float]:
+        """Mean of the per-sample scores over all collected results."""
+        if not results:
+            raise ValueError('PlanningMetric got no results to evaluate')
+        results = sorted(results, key=lambda r: (r['sample_idx'], r['gt_plan'], r['pred_plan']))
+        horizons = {len(r['gt_plan']) for r in results} | {len(r['pred_plan']) for r in results}
+        if len(horizons) != 1:
+            raise ValueError(f'PlanningMetric got plans of lengths {sorted(horizons)}; expected '
+                             'one horizon T per evaluation')
+        pred = np.array([r['pred_plan'] for r in results], dtype=np.int64)
+        gt = np.array([r['gt_plan'] for r in results], dtype=np.int64)
+        scores = per_sample_scores(pred, gt)
+        metrics = {name: float(values.mean()) for name, values in scores.items()}
+        if self.out_file:
+            self._dump(results, pred, gt, scores, metrics)
+        return metrics
+
+    def _dump(self, results, pred, gt, scores, metrics) -> None:
+        path = Path(self.out_file)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        payload = dict(metrics=metrics, sample_idx=[r['sample_idx'] for r in results],
+                       pred_plan=pred.tolist(), gt_plan=gt.tolist(),
+                       scores={name: values.tolist() for name, values in scores.items()})
+        path.write_text(json.dumps(payload))

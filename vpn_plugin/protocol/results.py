@@ -1,0 +1,239 @@
+"""The results-file format shared by the protocol runner, the LLM planners and the report.
+
+A results file holds one row per (run, test setting): one trained model (or one prompted
+planner) with one seed, evaluated at one test horizon. Two encodings are accepted:
+
+* **JSON Lines** (``.jsonl``, preferred: append-only, so interrupted protocols resume):
+  one JSON object per line, exactly the fields below.
+* **CSV** (``.csv``): the same fields; ``metrics`` become columns ``metric/<name>``,
+  ``variant`` entries become ``variant/<name>``; ``params`` may be empty.
+
+Fields of a row:
+
+=============== ======== ===============================================================
+field           type     meaning
+=============== ======== ===============================================================
+method          str      display name of the method (table row), e.g. ``ViterbiPlanNet``
+seed            int      random seed of the run
+horizon         int      test horizon T (number of planned steps)
+metrics         dict     metric name -> value in percent; the keys of
+                         ``vpn_plugin.core.planning_metrics``: ``success_rate``,
+                         ``mean_accuracy``, ``miou_set``, ``miou_legacy``,
+                         ``first_accuracy``, ``last_accuracy`` (a subset is allowed);
+                         the protocol adds ``plan_entropy`` and ``plan_jsd`` (decoding
+                         diversity in bits, ``vpn_plugin.core.diversity``)
+params          int|None number of model parameters (``None`` when not applicable)
+dataset         str      ``crosstask`` | ``niv`` | ``coin`` | anything (default ``''``)
+config          str      config file (or model name for prompted planners; default ``''``)
+train_horizon   int|None horizon the model was trained at (``None`` = same as ``horizon``)
+protocol        str      protocol name, e.g. ``standard``, ``ablation`` (default ``''``)
+variant         dict     study settings, e.g. ``{"train_fraction": 0.1}`` (default ``{}``)
+per_sample_file str      optional path to the ``PlanningMetric`` per-sample dump
+work_dir        str      optional run directory
+=============== ======== ===============================================================
+"""
+from __future__ import annotations
+
+import csv
+import json
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Iterable
+
+METRIC_KEYS = ('success_rate', 'mean_accuracy', 'miou_set', 'miou_legacy',
+               'first_accuracy', 'last_accuracy')
+METRIC_LABELS = {'success_rate': 'SR', 'mean_accuracy': 'mAcc', 'miou_set': 'mIoU',
+                 'miou_legacy': 'mIoU (legacy)', 'first_accuracy': 'First acc.',
+                 'last_accuracy': 'Last acc.', 'plan_entropy': 'H(plans) [bits]',
+                 'plan_jsd': 'JSD to GT [bits]'}
+REQUIRED_FIELDS = ('method', 'seed', 'horizon', 'metrics')
+
+
+@dataclass
+class ResultRow:
+    """One evaluated run; see the module docstring for the meaning of each field."""
+    method: str
+    seed: int
+    horizon: int
+    metrics: dict
+    params: int | None = None
+    dataset: str = ''
+    config: str = ''
+    train_horizon: int | None = None
+    protocol: str = ''
+    variant: dict = field(default_factory=dict)
+    per_sample_file: str = ''
+    work_dir: str = ''
+
+    def key(self) -> tuple:
+        """Identity of a run used for resuming: everything except metrics and paths."""
+        return (self.protocol, self.dataset, self.method, self.config, self.seed,
+                self.horizon, self.train_horizon, json.dumps(self.variant, sort_keys=True))
+
+
+def row_from_dict(record: dict, source: str = '<dict>') -> ResultRow:
+    """Validate one record and build a :class:`ResultRow`; errors name ``source``."""
+    missing = [name for name in REQUIRED_FIELDS if name not in record]
+    if missing:
+        raise ValueError(f'{source}: results row lacks required field(s) {missing}; '
+                         f'got fields {sorted(record)}')
+    known = set(ResultRow.__dataclass_fields__)
+    unknown = sorted(set(record) - known)
+    if unknown:
+        raise ValueError(f'{source}: unknown results field(s) {unknown}; expected a subset of '
+                         f'{sorted(known)}')
+    if not isinstance(record['metrics'], dict) or not record['metrics']:
+        raise ValueError(f'{source}: field "metrics" must be a non-empty dict of name -> percent, '
+                         f'got {record["metrics"]!r}')
+    values = dict(record)
+    values['seed'] = _as_int(record['seed'], 'seed', source)
+    values['horizon'] = _as_int(record['horizon'], 'horizon', source)
+    values['metrics'] = {k: _as_float(v, f'metrics.{k}', source)
+                         for k, v in record['metrics'].items()}
+    for name in ('params', 'train_horizon'):
+        if record.get(name) not in (None, ''):
+            values[name] = _as_int(record[name], name, source)
+        else:
+            values[name] = None
+    return ResultRow(**values)
+
+
+def _as_int(value, name, source):
+    try:
+        as_float = float(value)
+    except (TypeError, ValueError):
+        raise ValueError(f'{source}: field "{name}" must be an integer, got {value!r}') from None
+    if as_float != int(as_float):
+        raise ValueError(f'{source}: field "{name}" must be an integer, got {value!r}')
+    return int(as_float)
+
+
+def _as_float(value, name, source):
+    try:
+        return float(value)
+    except (TypeError, ValueError):
+        raise ValueError(f'{source}: field "{name}" must be a number, got {value!r}') from None
+
+
+def read_results(paths: str | Path | Iterable[str | Path]) -> list[ResultRow]:
+    """Read rows from one or more ``.jsonl``/``.json``/``.csv`` results files."""
+    if isinstance(paths, (str, Path)):
+        paths = [paths]
+    rows = []
+    for path in map(Path, paths):
+        if not path.is_file():
+            raise FileNotFoundError(f'results file not found: {path}')
+        if path.suffix == '.csv':
+            rows.extend(_read_csv(path))
+        elif path.suffix in ('.jsonl', '.json'):
+            rows.extend(_read_json(path))
+        else:
+            raise ValueError(f'{path}: unknown results format "{path.suffix}"; '
+                             'expected .jsonl, .json or .csv')
+    return rows
+
+
+def _read_json(path: Path) -> list[ResultRow]:
+    text = path.read_text()
+    if path.suffix == '.json' and text.lstrip().startswith('['):
+        return [row_from_dict(r, f'{path}[{i}]') for i, r in enumerate(json.loads(text))]
+    rows = []
+    for number, line in enumerate(text.splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            record = json.loads(line)
+        except json.JSONDecodeError as error:
+            raise ValueError(f'{path}:{number}: not valid JSON ({error})') from None
+        rows.append(row_from_dict(record, f'{path}:{number}'))
+    return rows
+
+
+def _read_csv(path: Path) -> list[ResultRow]:
+    rows = []
+    with path.open(newline='') as handle:
+        for number, record in enumerate(csv.DictReader(handle), 2):
+            rows.append(row_from_dict(_unflatten(record), f'{path}:{number}'))
+    return rows
+
+
+def _unflatten(record: dict) -> dict:
+    out = {'metrics': {}, 'variant': {}}
+    for name, value in record.items():
+        if name.startswith('metric/'):
+            if value != '':
+                out['metrics'][name[len('metric/'):]] = value
+        elif name.startswith('variant/'):
+            if value != '':
+                out['variant'][name[len('variant/'):]] = _parse_scalar(value)
+        elif value != '' or name in REQUIRED_FIELDS:
+            out[name] = value
+    return out
+
+
+def _parse_scalar(text: str):
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError:
+        return text
+
+
+def append_result(path: str | Path, row: ResultRow) -> None:
+    """Append one row to a ``.jsonl`` results file (created with its folders if absent)."""
+    path = Path(path)
+    if path.suffix != '.jsonl':
+        raise ValueError(f'{path}: the protocol appends to JSON Lines files; use a .jsonl name')
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.open('a') as handle:
+        handle.write(json.dumps(asdict(row), sort_keys=True) + '\n')
+
+
+def write_results_csv(path: str | Path, rows: list[ResultRow]) -> None:
+    """Write rows as CSV (``metric/<name>`` and ``variant/<name>`` columns)."""
+    metric_names = sorted({k for r in rows for k in r.metrics})
+    variant_names = sorted({k for r in rows for k in r.variant})
+    base = [f for f in ResultRow.__dataclass_fields__ if f not in ('metrics', 'variant')]
+    header = base + [f'metric/{m}' for m in metric_names] + [f'variant/{v}' for v in variant_names]
+    with Path(path).open('w', newline='') as handle:
+        writer = csv.DictWriter(handle, fieldnames=header)
+        writer.writeheader()
+        for row in rows:
+            record = {name: getattr(row, name) for name in base}
+            record = {k: ('' if v is None else v) for k, v in record.items()}
+            record.update({f'metric/{m}': row.metrics.get(m, '') for m in metric_names})
+            record.update({f'variant/{v}': json.dumps(row.variant[v]) if v in row.variant else ''
+                           for v in variant_names})
+            writer.writerow(record)
+
+
+def filter_rows(rows: list[ResultRow], *, protocol=None, dataset=None, horizons=None,
+                variant=(), methods=None) -> list[ResultRow]:
+    """Keep rows matching every given filter; ``variant`` is a list of ``'key=value'``."""
+    wanted = {}
+    for item in variant or ():
+        if '=' not in item:
+            raise ValueError(f'variant filter {item!r} must look like key=value')
+        key, value = item.split('=', 1)
+        wanted[key] = _parse_scalar(value)
+    kept = [r for r in rows
+            if (protocol is None or r.protocol == protocol)
+            and (dataset is None or r.dataset == dataset)
+            and (horizons is None or r.horizon in horizons)
+            and (methods is None or r.method in methods)
+            and all(r.variant.get(k) == v for k, v in wanted.items())]
+    if not kept:
+        raise ValueError(f'no results rows match protocol={protocol!r} dataset={dataset!r} '
+                         f'horizons={horizons} variant={list(variant or ())} methods={methods}')
+    return kept
+
+
+def rename_methods(rows: list[ResultRow], renames: list[str]) -> list[ResultRow]:
+    """Copies of rows with methods renamed by ``'OLD=NEW'`` items (display names in tables)."""
+    from dataclasses import replace
+    mapping = {}
+    for item in renames or ():
+        if '=' not in item:
+            raise ValueError(f'rename {item!r} must look like OLD=NEW')
+        old, new = item.split('=', 1)
+        mapping[old] = new
+    return [replace(r, method=mapping.get(r.method, r.method)) for r in rows]

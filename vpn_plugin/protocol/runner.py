@@ -1,0 +1,293 @@
+"""Run a protocol: configs x seeds x horizons through the mmengine Runner, resumably.
+
+A protocol config (``configs/protocol/*.py``) defines::
+
+    protocol = 'standard'            # name written into every results row
+    dataset = 'crosstask'
+    seeds = [0, 1, 2, 3, 4]
+    runs = [                         # one entry = one training per (horizon, seed)
+        dict(method='ViterbiPlanNet', config='configs/vpn_crosstask_t{T}.py',
+             horizons=[3, 4],        # fills {T}; default: the config's own `horizon`
+             cfg_options={},         # dotted overrides, e.g. {'model.loss_weights.task': 0}
+             variant={},             # study settings recorded in the results rows
+             train=True,             # False: evaluate without training (parameter-free planners)
+             tests=[dict()]),        # evaluations of the trained model, one results row each
+    ]
+
+A test entry may set ``method`` (row name; default the run's), ``config`` (test config, default
+the run's; may use {T}), ``cfg_options`` and ``horizon`` (the test horizon recorded; default the
+run's). Several tests share one training (ablation decodings, cross-horizon evaluation).
+
+Each (run, horizon, seed) trains in its own work dir ``<out>/<protocol>/<slug>/T<T>/seed<s>``;
+a finished training leaves ``train_done.json`` and is never repeated, a finished test is a row
+of ``<out>/<protocol>/results.jsonl`` and is skipped on the next call (resumable).
+"""
+from __future__ import annotations
+
+import copy
+import json
+import re
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from .results import ResultRow, append_result, read_results
+
+PKG_HOOK = 'PKGHook'
+
+
+@dataclass
+class TestSpec:
+    method: str
+    config: str
+    horizon: int
+    cfg_options: dict = field(default_factory=dict)
+
+
+@dataclass
+class TrainUnit:
+    """One training (run x horizon x seed) and the tests that use it."""
+    slug: str
+    config: str
+    horizon: int
+    seed: int
+    cfg_options: dict
+    variant: dict
+    train: bool
+    tests: list
+
+
+def load_protocol(path: str):
+    """The protocol config (mmengine ``Config``) with its required fields checked."""
+    from mmengine.config import Config
+    cfg = Config.fromfile(path)
+    for name in ('protocol', 'runs'):
+        if name not in cfg:
+            raise ValueError(f'{path}: protocol config lacks "{name}"; see '
+                             'vpn_plugin/protocol/runner.py for the format')
+    return cfg
+
+
+def expand_units(protocol_cfg, seeds=None, methods=None, horizons=None) -> list[TrainUnit]:
+    """All training units of a protocol, in order (seeds x runs x horizons).
+
+    ``seeds`` overrides the protocol's seeds; ``methods`` keeps only tests of these names;
+    ``horizons`` keeps only trainings at these horizons.
+    """
+    seeds = list(seeds if seeds is not None else protocol_cfg.get('seeds', [0, 1, 2, 3, 4]))
+    per_run = []
+    for index, run in enumerate(protocol_cfg.runs):
+        run = dict(run)
+        if 'config' not in run:
+            raise ValueError(f'protocol {protocol_cfg.protocol!r}: runs[{index}] has no "config"')
+        name = run.get('method') or Path(run['config']).stem
+        tests = run.get('tests') or [dict()]
+        for horizon in run.get('horizons') or [None]:
+            config = run['config'].format(T=horizon) if horizon else run['config']
+            horizon = horizon or _config_horizon(config)
+            if horizons and horizon not in horizons:
+                continue
+            specs = [_test_spec(t, name, config, horizon) for t in tests]
+            if methods:
+                specs = [s for s in specs if s.method in methods]
+            if specs:
+                per_run.append((run, name, config, horizon, specs))
+    # seeds outermost: an interrupted protocol has every method for its first seeds
+    units = []
+    for seed in seeds:
+        for run, name, config, horizon, specs in per_run:
+            units.append(TrainUnit(_slug(run.get('slug') or name, run.get('variant', {})),
+                                   config, horizon, seed, dict(run.get('cfg_options', {})),
+                                   dict(run.get('variant', {})), bool(run.get('train', True)),
+                                   specs))
+    return units
+
+
+def _test_spec(test: dict, method: str, config: str, horizon: int) -> TestSpec:
+    test_horizon = test.get('horizon', horizon)
+    test_config = test.get('config', config).format(T=test_horizon)
+    return TestSpec(test.get('method', method), test_config, test_horizon,
+                    dict(test.get('cfg_options', {})))
+
+
+def _config_horizon(config: str) -> int:
+    from mmengine.config import Config
+    cfg = Config.fromfile(config)
+    if 'horizon' not in cfg:
+        raise ValueError(f'{config}: no top-level "horizon"; give the run "horizons"')
+    return int(cfg.horizon)
+
+
+def _slug(name: str, variant: dict) -> str:
+    text = name + ''.join(f'_{k}-{v}' for k, v in sorted(variant.items()))
+    return re.sub(r'[^A-Za-z0-9.=-]+', '_', text).strip('_')
+
+
+# ----------------------------------------------------------------------------- running
+class ProtocolRunner:
+    """Executes training units and appends one results row per finished test."""
+
+    def __init__(self, protocol_cfg, out_dir='work_dirs/protocol', *, max_epochs=None,
+                 val_interval=None, batch_size=None, log_level='WARNING', dataset=None):
+        self.cfg = protocol_cfg
+        self.protocol = protocol_cfg.protocol
+        self.dataset = dataset or protocol_cfg.get('dataset', '')
+        self.root = Path(out_dir) / self.protocol
+        self.results_file = self.root / 'results.jsonl'
+        self.max_epochs = max_epochs if max_epochs is not None else protocol_cfg.get('max_epochs')
+        self.val_interval = val_interval
+        self.batch_size = batch_size
+        self.log_level = log_level
+        self._counter = 0
+
+    def done_keys(self) -> set:
+        if not self.results_file.is_file():
+            return set()
+        return {row.key() for row in read_results(self.results_file)}
+
+    def row_for(self, unit: TrainUnit, spec: TestSpec, metrics=None, params=None,
+                work_dir='') -> ResultRow:
+        return ResultRow(method=spec.method, seed=unit.seed, horizon=spec.horizon,
+                         metrics=metrics or {'pending': 0.0}, params=params,
+                         dataset=self.dataset, config=spec.config,
+                         train_horizon=unit.horizon if unit.train else None,
+                         protocol=self.protocol, variant=unit.variant,
+                         per_sample_file='', work_dir=str(work_dir))
+
+    def run(self, units: list[TrainUnit]) -> Path:
+        """Run every unfinished unit; returns the results file."""
+        done = self.done_keys()
+        todo = [u for u in units if any(self.row_for(u, s).key() not in done for s in u.tests)]
+        _log(f'protocol {self.protocol}: {len(units)} trainings, {len(units) - len(todo)} '
+             f'already finished, {len(todo)} to run -> {self.results_file}')
+        started = time.time()
+        for number, unit in enumerate(todo, 1):
+            _log(f'[{number}/{len(todo)}] {unit.slug} T={unit.horizon} seed={unit.seed}'
+                 + _eta(started, number - 1, len(todo)))
+            self.run_unit(unit, done)
+        _log(f'protocol {self.protocol}: done in {time.time() - started:.0f}s')
+        return self.results_file
+
+    def run_unit(self, unit: TrainUnit, done: set) -> None:
+        work_dir = self.root / unit.slug / f'T{unit.horizon}' / f'seed{unit.seed}'
+        checkpoint, params = self.train(unit, work_dir) if unit.train else (None, None)
+        for spec in unit.tests:
+            if self.row_for(unit, spec).key() in done:
+                continue
+            test_dir = work_dir / f'test_{_slug(spec.method, {})}_T{spec.horizon}'
+            metrics, test_params = self.test(unit, spec, checkpoint, test_dir)
+            row = self.row_for(unit, spec, metrics, params or test_params, test_dir)
+            per_sample = test_dir / 'per_sample.json'
+            if per_sample.is_file():
+                row.per_sample_file = str(per_sample)
+                row.metrics.update(diversity_metrics(per_sample))
+            append_result(self.results_file, row)
+            done.add(row.key())
+            _log('    ' + spec.method + ': ' + ', '.join(
+                f'{k}={v:.2f}' for k, v in metrics.items() if k in
+                ('success_rate', 'mean_accuracy', 'miou_set')))
+
+    # ------------------------------------------------------------------ mmengine glue
+    def build_cfg(self, config: str, cfg_options: dict, seed: int, work_dir: Path):
+        from mmengine.config import Config
+        cfg = Config.fromfile(config)
+        if cfg_options:
+            cfg.merge_from_dict(copy.deepcopy(cfg_options))
+        cfg.work_dir = str(work_dir)
+        cfg.randomness = dict(cfg.get('randomness', {}), seed=seed)
+        cfg.log_level = self.log_level
+        self._counter += 1
+        cfg.experiment_name = f'{work_dir.name}_{self._counter}_{time.strftime("%H%M%S")}'
+        cfg.launcher = 'none'
+        for hook in cfg.get('custom_hooks', []):
+            if hook.get('type') == PKG_HOOK:
+                hook['seed'] = seed  # PKG perturbations differ across seeds
+        if self.batch_size:
+            for name in ('train_dataloader', 'val_dataloader', 'test_dataloader'):
+                if cfg.get(name):
+                    cfg[name]['batch_size'] = self.batch_size
+        return cfg
+
+    def train(self, unit: TrainUnit, work_dir: Path):
+        """Train once; returns (checkpoint path, parameter count). Reuses a finished training."""
+        marker = work_dir / 'train_done.json'
+        if marker.is_file():
+            info = json.loads(marker.read_text())
+            return info['checkpoint'], info['params']
+        from mmengine.runner import Runner
+        cfg = self.build_cfg(unit.config, unit.cfg_options, unit.seed, work_dir)
+        if self.max_epochs:
+            cfg.train_cfg.max_epochs = self.max_epochs
+            cfg.train_cfg.val_interval = self.val_interval or self.max_epochs
+            cfg.default_hooks.checkpoint = dict(type='CheckpointHook', interval=self.max_epochs,
+                                                max_keep_ckpts=1)
+        runner = Runner.from_cfg(cfg)
+        runner.train()
+        checkpoint = (work_dir / 'last_checkpoint').read_text().strip()
+        params = count_parameters(runner.model)
+        marker.write_text(json.dumps(dict(checkpoint=checkpoint, params=params)))
+        return checkpoint, params
+
+    def test(self, unit: TrainUnit, spec: TestSpec, checkpoint, test_dir: Path):
+        """Test a checkpoint (or an untrained planner) under a test spec; returns (metrics, params)."""
+        from mmengine.runner import Runner
+        options = {**unit.cfg_options, **spec.cfg_options}
+        cfg = self.build_cfg(spec.config, options, unit.seed, test_dir)
+        cfg.load_from = checkpoint
+        evaluator = cfg.test_evaluator
+        if isinstance(evaluator, dict) and evaluator.get('type') == 'PlanningMetric':
+            evaluator['out_file'] = str(test_dir / 'per_sample.json')
+        runner = Runner.from_cfg(cfg)
+        if checkpoint is None:
+            install_pkg(runner, cfg)
+        metrics = runner.test()
+        return clean_metrics(metrics), count_parameters(runner.model)
+
+
+def install_pkg(runner, cfg) -> None:
+    """Fill an untrained planner's PKG as ``PKGHook`` would before training."""
+    from mmaction.registry import DATASETS, HOOKS
+    from vpn_plugin import core
+    hooks = [h for h in cfg.get('custom_hooks', []) if h.get('type') == PKG_HOOK]
+    if not hooks:
+        raise ValueError(f'{cfg.filename}: train=False needs a PKGHook in custom_hooks to '
+                         'build the PKG from the training set')
+    hook = HOOKS.build(copy.deepcopy(hooks[0]))
+    dataset = DATASETS.build(copy.deepcopy(cfg.train_dataloader.dataset))
+    model = runner.model
+    pkg = hook.build(dataset, model.num_actions)
+    model.set_transitions(core.pkg_log_transitions(pkg, clamp=hook.clamp))
+
+
+def diversity_metrics(per_sample_file: Path) -> dict:
+    """``plan_entropy`` / ``plan_jsd`` (bits) from a ``PlanningMetric`` per-sample dump."""
+    from vpn_plugin.core.diversity import decoding_diversity
+    dump = json.loads(Path(per_sample_file).read_text())
+    try:
+        diversity = decoding_diversity(dump['pred_plan'], dump['gt_plan'])
+    except ValueError:  # no two windows share start and goal actions
+        return {}
+    return dict(plan_entropy=diversity['pred_entropy'], plan_jsd=diversity['js_divergence'])
+
+
+def count_parameters(model) -> int:
+    """Number of parameters (trainable or frozen) of a model; buffers excluded."""
+    model = getattr(model, 'module', model)
+    return int(sum(p.numel() for p in model.parameters()))
+
+
+def clean_metrics(metrics: dict) -> dict:
+    """``{'prefix/success_rate': x}`` -> ``{'success_rate': float(x)}``."""
+    return {key.rsplit('/', 1)[-1]: float(value) for key, value in metrics.items()}
+
+
+def _eta(started: float, finished: int, total: int) -> str:
+    if finished == 0:
+        return ''
+    elapsed = time.time() - started
+    return f' (elapsed {elapsed:.0f}s, eta {elapsed / finished * (total - finished):.0f}s)'
+
+
+def _log(message: str) -> None:
+    print(f'[run_protocol {time.strftime("%H:%M:%S")}] {message}', file=sys.stderr, flush=True)
