@@ -17,11 +17,11 @@ def shared_data() -> Path:
 
 @pytest.fixture(scope='session')
 def tiny_crosstask(shared_data, tmp_path_factory) -> dict:
-    """Synthetic features for a small subset of the REAL CrossTask annotations (~2 s to build).
+    """Synthetic features for a small subset of the REAL CrossTask annotations (< 1 s to build).
 
     Tasks 0-2 of the 133-action taxonomy (23521 Make Jello Shots, 59684 Build Simple Floating
     Shelves, 71781 Make Taco Salad); the first 20 train / 8 test videos of each in the official
-    split lists (60 train / 24 test videos; with horizon 3 about 300 train and 110 test windows).
+    split lists (60 train / 24 test videos; horizon 3: 262 train, 28 val, 105 test windows).
     Features: ``.npz``, 512-d per second, seed 0, difficulty 0.5. Skips without ../shared/data.
 
     Returns a dict of absolute paths and ready configs::

@@ -279,7 +279,8 @@ def load_tool(name):
     return module
 
 
-def test_train_cli_switches_reach_the_config(toy_config):
+def test_train_cli_switches_reach_the_config(toy_config, monkeypatch):
+    monkeypatch.setenv('LOCAL_RANK', '0')  # parse_args sets it when missing
     train = load_tool('train')
     args = train.parse_args([str(toy_config), '--seed', '7', '--deterministic', '--tensorboard',
                              '--resume', '--cfg-options', 'train_cfg.max_epochs=5'])
@@ -293,7 +294,8 @@ def test_train_cli_switches_reach_the_config(toy_config):
 
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason='checks the CPU-only message')
-def test_amp_without_gpu_is_a_clear_error(toy_config):
+def test_amp_without_gpu_is_a_clear_error(toy_config, monkeypatch):
+    monkeypatch.setenv('LOCAL_RANK', '0')
     train = load_tool('train')
     with pytest.raises(SystemExit, match='--amp needs a CUDA GPU'):
         train.load_config(train.parse_args([str(toy_config), '--amp']))

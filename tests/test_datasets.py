@@ -1,6 +1,7 @@
 """Data layer: taxonomies, annotation readers, windows, observations, splits, cache, errors."""
 import json
 import os
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -358,7 +359,8 @@ def test_subset_fraction_and_pkg_sequences(tiny_crosstask):
 def test_base_configs_build(tiny_crosstask):
     from mmengine.config import Config
     from mmaction.registry import DATASETS
-    cfg = Config.fromfile('configs/_base_/datasets/crosstask.py')
+    configs = Path(__file__).resolve().parents[1] / 'configs/_base_/datasets'
+    cfg = Config.fromfile(configs / 'crosstask.py')
     assert cfg.test_dataloader.dataset.window_file == 'splits/test_T{horizon}_133.json'
     assert cfg.train_dataloader.collate_fn == dict(type='default_collate')
     dataset_cfg = dict(cfg.train_dataloader.dataset, feature_dir=tiny_crosstask['feature_dir'],
@@ -366,7 +368,7 @@ def test_base_configs_build(tiny_crosstask):
                        data_root=tiny_crosstask['data_root'], cache_dir=None)
     assert len(DATASETS.build(dataset_cfg)) > 100
     for name in ('niv', 'coin'):
-        assert Config.fromfile(f'configs/_base_/datasets/{name}.py').horizon == 3
+        assert Config.fromfile(configs / f'{name}.py').horizon == 3
 
 
 def test_official_test_windows_through_the_dataset(tiny_crosstask, shared_data):
@@ -396,3 +398,43 @@ def test_empty_split_and_unknown_arguments_are_errors(tmp_path):
         toy_dataset(tmp_path, featur_dir='x')
     with pytest.raises(ValueError, match='exactly one of'):
         toy_dataset(tmp_path, window_file='w.json')
+
+
+def test_pkg_sequences_video_mode_sources(tmp_path, shared_data):
+    write_toy(tmp_path)
+    os.remove(tmp_path / 'feat/22_b1.npz')
+    dataset = toy_dataset(tmp_path, skip_bad_videos=True)
+    # b1 skipped (no features); b2 has 2 steps: no window but its steps count
+    assert dataset.pkg_sequences('video') == [[0, 1, 2, 0], [1, 2, 0], [4, 3]]
+    half = toy_dataset(tmp_path, skip_bad_videos=True, split='train', val_fraction=0.0,
+                       subset_fraction=0.5)
+    assert half.pkg_sequences('video') == half.plans.tolist()
+    # NIV: per-video sequences chained from the window file equal the T=3 file's steps
+    from vpn_plugin.datasets.annotations import chain_windows
+    taxonomy = load_taxonomy(shared_data / 'niv/taxonomy.json')
+    raw = json.loads((shared_data / 'niv/splits/test_T5.json').read_text())
+    windows, _ = read_window_file(shared_data / 'niv/splits/test_T5.json', taxonomy, 5)
+    chained = chain_windows(windows)
+    first = Path(raw[0]['id']['feature']).stem
+    rows = [s['id']['legal_range'] for s in raw if Path(s['id']['feature']).stem == first]
+    expected = [r[2] for r in rows[0]] + [r[-1][2] for r in rows[1:]]
+    assert [a for _, _, a in chained[0].steps] == expected
+    assert len(chained[0].steps) == raw[0]['instruction_len']
+
+
+def test_window_file_bad_video_skipped_whole(tmp_path):
+    write_toy(tmp_path)
+    rows = {'a1': [[1, 4, 0], [6, 9, 1], [10, 13, 2], [13, 15, 0]], 'b1': [[2, 3, 3], [4, 6, 9],
+                                                                          [7, 9, 3], [9, 10, 4]]}
+    samples = [{'id': {'vid': vid, 'feature': f'{task}_{vid}.npy', 'task_id': k,
+                       'legal_range': r[p:p + 3]}, 'instruction_len': 4}
+               for (vid, r), task, k in zip(rows.items(), ('11', '22'), (0, 1)) for p in (0, 1)]
+    (tmp_path / 'w.json').write_text(json.dumps(samples))
+    with pytest.raises(BadVideoError, match=r'w\.json: sample 2: legal_range\[1\] \(vid b1\): '
+                                            r'action id 9 is outside'):
+        toy_dataset(tmp_path, video_list=None, annotation_dir=None, window_file='w.json')
+    dataset = toy_dataset(tmp_path, video_list=None, annotation_dir=None, window_file='w.json',
+                          skip_bad_videos=True)
+    assert dataset.skipped == {'action id outside the taxonomy': 1}
+    assert dataset.plans.tolist() == [[0, 1, 2], [1, 2, 0]]
+    assert dataset.pkg_sequences('video') == [[0, 1, 2, 0]]

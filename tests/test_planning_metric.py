@@ -6,7 +6,7 @@ import pytest
 import torch
 from mmaction.registry import METRICS
 
-import vpn_plugin.evaluation  # noqa: F401  (registration)
+from vpn_plugin import evaluation  # noqa: F401  (registers PlanningMetric)
 from vpn_plugin.core import planning_metrics
 
 

@@ -71,7 +71,8 @@ def test_tiny_protocol_end_to_end_and_resume(tiny_crosstask, tmp_path):
     assert by_method['PKG + uniform emissions'].params == 0
     assert by_method['ViterbiPlanNet'].params == by_method['ViterbiPlanNet (argmax)'].params > 0
     # the two decodings of one training share its checkpoint: one training per seed
-    assert len(list(Path(tmp_path, 'tiny', 'ViterbiPlanNet', 'T3').glob('seed*/train_done.json'))) == 2
+    trainings = Path(tmp_path, 'tiny', 'ViterbiPlanNet', 'T3').glob('seed*/train_done.json')
+    assert len(list(trainings)) == 2
     # resuming runs nothing new
     runner.run(expand_units(protocol))
     assert len(read_results(results)) == len(rows)

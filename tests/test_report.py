@@ -154,8 +154,9 @@ def test_cli_writes_markdown_and_latex(tmp_path, three_methods, capsys):
     results = tmp_path / 'results.jsonl'
     for row in three_methods:
         append_result(results, row)
-    load_tool('report').main([str(results), '--metrics', 'success_rate', '--out', str(tmp_path / 'tab'),
-                     '--title', 'Standard T=3'])
+    load_tool('report').main([str(results), '--metrics', 'success_rate',
+                              '--out', str(tmp_path / 'tab'),
+                              '--title', 'Standard T=3'])
     markdown = (tmp_path / 'tab.md').read_text()
     assert markdown in capsys.readouterr().out
     assert '**60.00 ± 0.00**' in markdown
@@ -171,3 +172,15 @@ def test_cli_selects_orders_and_renames(tmp_path, three_methods, capsys):
     lines = [l for l in capsys.readouterr().out.splitlines() if l.startswith('| ')]
     assert [l.split(' | ')[0] for l in lines[1:]] == ['| Third', '| VPN (ours)', '| Δ']
     assert '+20.00*' in lines[-1]
+
+
+def test_lower_is_better_and_descriptive_metrics():
+    rows = []
+    for method, jsd in (('A', 0.2), ('B', 0.5), ('C', 0.9)):
+        rows += [ResultRow(method, s, 3, {'plan_jsd': jsd + 0.01 * s, 'plan_entropy': jsd})
+                 for s in SEEDS]
+    table = build_table(rows, ['plan_jsd', 'plan_entropy'])
+    jsd, entropy = ('', 3, 'plan_jsd'), ('', 3, 'plan_entropy')
+    assert table.best[jsd] == {'A'} and table.second[jsd] == {'B'}
+    assert table.improvements[jsd].delta == pytest.approx(0.2 - 0.5)
+    assert table.best[entropy] == set() and table.improvements[entropy] is None

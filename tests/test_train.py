@@ -21,6 +21,7 @@ from vpn_plugin.models.plan_display import format_plan, predict_indices
 ROOT = Path(__file__).resolve().parents[1]
 BASE_CONFIG = ROOT / 'configs/synthetic/vpn_crosstask_t3_synthetic.py'
 EPOCHS, BATCH = 30, 32
+DIST_EPOCHS = 4
 
 
 def metric(metrics: dict, key: str) -> float:
@@ -133,7 +134,9 @@ def test_resume_then_test_from_checkpoint(tiny_cfg, tmp_path):
     first.train()
     checkpoint = work_dir / 'epoch_2.pth'
     assert checkpoint.is_file()
-    assert torch.load(checkpoint, map_location='cpu', weights_only=True)['meta']['epoch'] == 2
+    with torch.serialization.safe_globals(vpn_plugin.compat.mmengine_checkpoint_globals()):
+        saved = torch.load(checkpoint, map_location='cpu', weights_only=True)
+    assert saved['meta']['epoch'] == 2 and 'log_transitions' in saved['state_dict']
     resumed = make_runner(tiny_cfg, work_dir, **{'train_cfg.max_epochs': 3,
                                                  'train_cfg.val_interval': 3},
                           resume=True, load_from=str(checkpoint))
@@ -161,7 +164,7 @@ def _train_and_test(args, config: str, work_dir: Path, env) -> dict:
     """Run a training command line, then tools/test.py on its last checkpoint."""
     subprocess.run(args + ['--work-dir', str(work_dir)], check=True, cwd=ROOT, env=env,
                    stdout=subprocess.DEVNULL, timeout=300)
-    checkpoint = work_dir / f'epoch_{EPOCHS // 2}.pth'
+    checkpoint = work_dir / f'epoch_{DIST_EPOCHS}.pth'
     out = work_dir / 'metrics.json'
     subprocess.run([sys.executable, 'tools/test.py', config,
                     str(checkpoint), '--work-dir', str(work_dir / 'test'), '--out', str(out)],
@@ -171,7 +174,7 @@ def _train_and_test(args, config: str, work_dir: Path, env) -> dict:
 
 def test_two_process_torchrun_matches_one_process(tiny_cfg, tmp_path):
     cfg = copy.deepcopy(tiny_cfg)
-    cfg.train_cfg.max_epochs = cfg.train_cfg.val_interval = EPOCHS // 2
+    cfg.train_cfg.max_epochs = cfg.train_cfg.val_interval = DIST_EPOCHS
     cfg.train_dataloader.sampler.shuffle = False  # same global batches in both runs
     config = _write_config(cfg, tmp_path / 'config.py')
     env = dict(os.environ, OMP_NUM_THREADS='1')
@@ -181,5 +184,24 @@ def test_two_process_torchrun_matches_one_process(tiny_cfg, tmp_path):
                 '--master_port=29731', 'tools/train.py', config, '--launcher', 'pytorch',
                 '--cfg-options', f'train_dataloader.batch_size={BATCH // 2}']
     double = _train_and_test(torchrun, config, tmp_path / 'two', env)
+    print(f'one process: {single}\ntwo processes: {double}')
     for key in ('success_rate', 'mean_accuracy', 'miou_set'):
         assert metric(double, key) == pytest.approx(metric(single, key), abs=1.0), key
+
+
+def test_plan_tool_prints_named_plans(trained, tiny_cfg, tmp_path, capsys):
+    sys.path.insert(0, str(ROOT / 'tools'))
+    try:
+        import plan as plan_tool
+    finally:
+        sys.path.pop(0)
+    runner, _ = trained
+    config = _write_config(copy.deepcopy(tiny_cfg), tmp_path / 'config.py')
+    checkpoint = Path(runner.work_dir) / f'epoch_{EPOCHS}.pth'
+    plan_tool.main([config, str(checkpoint), '--indices', '0', '3'])
+    printed = capsys.readouterr().out
+    dataset = runner.test_dataloader.dataset
+    assert 'sample 0 |' in printed and 'sample 3 |' in printed
+    assert dataset.taxonomy.action_names[int(dataset.plans[3][-1])] in printed
+    with pytest.raises(IndexError, match='out of range'):
+        plan_tool.main([config, str(checkpoint), '--indices', str(len(dataset))])

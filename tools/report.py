@@ -14,7 +14,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from vpn_plugin.protocol.report import DEFAULT_METRICS, build_table, to_latex, to_markdown  # noqa: E402
+from vpn_plugin.protocol.report import (DEFAULT_METRICS, build_table, to_latex,  # noqa: E402
+                                         to_markdown)
 from vpn_plugin.protocol.results import filter_rows, read_results, rename_methods  # noqa: E402
 
 

@@ -20,7 +20,8 @@ from vpn_plugin.protocol.runner import ProtocolRunner, expand_units, load_protoc
 
 def parse_args(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument('protocol', help='protocol config, e.g. configs/protocol/ablation_crosstask.py')
+    parser.add_argument('protocol', help='protocol config, e.g. '
+                        'configs/protocol/ablation_crosstask.py')
     parser.add_argument('--out', default='work_dirs/protocol', help='root of work dirs and results')
     parser.add_argument('--seeds', nargs='+', type=int, help='override the protocol seeds')
     parser.add_argument('--horizons', nargs='+', type=int, help='run only these training horizons')

@@ -3,9 +3,11 @@
 With emissions theta (B, T, N), log transitions L (N, N) ``[from, to]``, log prior p (N,) and
 temperature gamma:
 
-* alpha_1 = p + theta_1;  alpha_t(j) = theta_t(j) + gamma * logsumexp_i((alpha_{t-1}(i) + L(i, j)) / gamma)
+* alpha_1 = p + theta_1;
+  alpha_t(j) = theta_t(j) + gamma * logsumexp_i((alpha_{t-1}(i) + L(i, j)) / gamma)
 * soft backpointers Q_t(j, i) = softmax_i((alpha_{t-1}(i) + L(i, j)) / gamma)
-* soft plan u_T = softmax(alpha_T / gamma), u_{t-1} = u_t Q_t;  log Z = gamma * logsumexp(alpha_T / gamma)
+* soft plan u_T = softmax(alpha_T / gamma), u_{t-1} = u_t Q_t;
+  log Z = gamma * logsumexp(alpha_T / gamma)
 
 Dividing everything by gamma gives an ordinary chain (theta/gamma, L/gamma, p/gamma), whose
 forward variables a_t = alpha_t / gamma are computed below; u are its posterior marginals. At
@@ -105,6 +107,8 @@ class _LevelStep:
     def __init__(self, levels: _Levels, split, lse):
         self.edges, self.split = levels.edges, split
         finite = torch.isfinite(lse)
+        # an exponent above WIDTH + EDGE_RANGE means level k has no edge into j (its terms
+        # are all exactly 0), so clamping it only avoids inf * 0 and changes no value
         self.scales = [torch.where(finite, torch.exp(torch.clamp(
             shift + levels.shift - _finite_or_zero(lse), max=levels.limit)),
             torch.zeros_like(lse)) for _, shift in split]  # rho_k (B, N_to)
@@ -240,9 +244,11 @@ def differentiable_viterbi(log_emissions: torch.Tensor, log_transitions: torch.T
     transitions = _clamp_log(transitions, clamp_probs) / gamma
     prior = _clamp_log(prior, clamp_probs) / gamma
     floor = clamp_probs or torch.finfo(emissions.dtype).tiny
-    for layer in range(num_layers):
-        if layer > 0:
-            emissions = torch.log(soft_plan.clamp(min=floor))
-        soft_plan, log_partition = _ViterbiChain.apply(
-            _clamp_log(emissions, clamp_probs) / gamma, transitions, prior, gamma, use_levels)
+
+    def layer(log_emissions):
+        return _ViterbiChain.apply(_clamp_log(log_emissions, clamp_probs) / gamma, transitions,
+                                   prior, gamma, use_levels)
+    soft_plan, log_partition = layer(emissions)
+    for _ in range(num_layers - 1):
+        soft_plan, log_partition = layer(torch.log(soft_plan.clamp(min=floor)))
     return soft_plan, log_partition

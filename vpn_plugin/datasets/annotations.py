@@ -97,7 +97,8 @@ def read_crosstask_csv(path, taxonomy: Taxonomy, task: int, vid: str = '') -> li
         if not 1 <= number <= len(actions):
             raise BadVideoError(vid, 'action id outside the taxonomy',
                                 f'{path}: line {lineno}: step number {number} is outside task '
-                                f'{taxonomy.task_keys[task]} (1..{len(actions)} in {taxonomy.path})')
+                                f'{taxonomy.task_keys[task]} (1..{len(actions)} in '
+                                f'{taxonomy.path})')
         if end < start or start < 0:
             raise BadVideoError(vid, 'step time outside the video',
                                 f'{path}: line {lineno}: step times start={start}, end={end} '
@@ -217,6 +218,23 @@ def build_windows(videos: Sequence[VideoAnnotation], horizon: int) -> List[Windo
             windows.append(Window(video.vid, video.task, video.feature, actions[p:p + horizon],
                                   times[p:p + horizon], n, p))
     return windows
+
+
+def chain_windows(windows: Sequence[Window]) -> List[VideoAnnotation]:
+    """Per-video step lists from ALL sliding windows of each video (window p+1 = window p
+    shifted by one step, in file order); ValueError when a video's windows do not chain."""
+    videos: dict = {}
+    for w in windows:
+        rows = [(float(s), float(e), a) for (s, e), a in zip(w.times, w.steps)]
+        video = videos.get(w.feature)
+        if video is None:
+            videos[w.feature] = VideoAnnotation(w.vid, w.task, w.feature, rows, 'windows')
+        elif len(rows) > 1 and video.steps[-(len(rows) - 1):] == rows[:-1]:
+            video.steps.append(rows[-1])
+        else:
+            raise ValueError(f'windows of {w.feature} do not chain: {rows} does not continue '
+                             f'{video.steps[-(len(rows) - 1):]}')
+    return list(videos.values())
 
 
 def read_window_file(path, taxonomy: Taxonomy, horizon: int

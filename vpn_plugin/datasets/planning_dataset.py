@@ -1,6 +1,7 @@
 """PlanningDataset: planning windows with start/goal observations (docs/design.md, Data)."""
 import hashlib
 import json
+import os
 from collections import Counter
 from pathlib import Path
 from typing import List, Optional
@@ -11,8 +12,8 @@ from mmaction.registry import DATASETS
 from mmengine.logging import print_log
 from torch.utils.data import Dataset
 
-from .annotations import (BadVideoError, Window, build_windows, crosstask_videos,
-                          read_json_annotations, read_window_file)
+from .annotations import (BadVideoError, Window, build_windows, chain_windows,
+                          crosstask_videos, read_json_annotations, read_window_file)
 from .features import (check_recipe, check_times, find_feature_file, load_features,
                        observation_dim, window_observations)
 from .taxonomy import load_taxonomy
@@ -29,9 +30,11 @@ class PlanningDataset(Dataset):
     (CrossTask CSVs; ``tasks_primary`` optional check), or ``annotation_file`` (our per-video
     JSON). ``feature_dir`` and ``cache_dir`` are relative to the working directory.
 
-    Splits: ``'test'`` = every window of the source; ``'val'`` = windows of a seeded held-out
-    ``val_fraction`` of the source's videos (use it with the TRAINING source); ``'train'`` = the
-    other videos, optionally a seeded ``subset_fraction`` of their windows.
+    Splits: ``'test'`` = every window of the source; ``'val'`` = windows of the held-out videos
+    of the source (use it with the TRAINING source): each video is held out with probability
+    ``val_fraction`` by a hash of ``split_seed`` and its feature file stem, so the same videos
+    for every horizon; ``'train'`` = the other videos, optionally a seeded
+    ``subset_fraction`` of their windows.
     ``observed_steps=k`` adds the goal observations of steps 1..k (``inputs['observed']``).
     Bad videos raise a ValueError naming file and field, or with ``skip_bad_videos=True`` are
     skipped, counted by reason in ``self.skipped`` and logged.
@@ -49,7 +52,8 @@ class PlanningDataset(Dataset):
         if split not in SPLITS:
             raise ValueError(f'split={split!r}; expected one of {SPLITS}')
         if not 0 <= observed_steps < horizon:
-            raise ValueError(f'observed_steps={observed_steps}; expected 0 <= k < horizon={horizon}')
+            raise ValueError(f'observed_steps={observed_steps}; expected 0 <= k < '
+                             f'horizon={horizon}')
         check_recipe(observation)
         self.data_root, self.horizon, self.split = Path(data_root), int(horizon), split
         self.taxonomy = load_taxonomy(self._path(taxonomy))
@@ -57,11 +61,14 @@ class PlanningDataset(Dataset):
         self.allow_pickle, self.observed_steps = allow_pickle, observed_steps
         self.skip_bad_videos, self.cache_dir = skip_bad_videos, cache_dir
         self.feature_dim = observation_dim(observation, frame_dim)
-        self.skipped: Counter = Counter()
+        self.skipped: Counter = Counter()  # reason -> number of videos skipped
+        self._skip_messages: List[str] = []
         windows, videos = self._load_source(window_file, video_list, annotation_dir,
                                             tasks_primary, annotation_file)
         windows, self._videos = self._select_split(windows, videos, val_fraction, split_seed)
         windows = self._subset(windows, subset_fraction, subset_seed)
+        if subset_fraction is not None and split == 'train':
+            self._videos = None  # only the kept windows may feed the PKG
         self._extract(windows)
         self._log_skips()
         if not self.windows:
@@ -83,8 +90,9 @@ class PlanningDataset(Dataset):
                              f'(+annotation_dir) or annotation_file; got {given or "none"}')
         if window_file:
             windows, bad = read_window_file(self._path(window_file), self.taxonomy, self.horizon)
-            self._record_bad(bad)
-            return windows, None
+            bad_vids = self._record_bad(bad)
+            windows = [w for w in windows if w.vid not in bad_vids]
+            return windows, self._chained(windows)
         if video_list:
             if not annotation_dir:
                 raise ValueError('video_list needs annotation_dir (the CrossTask CSV folder)')
@@ -96,18 +104,26 @@ class PlanningDataset(Dataset):
         self._record_bad(bad)
         return build_windows(videos, self.horizon), videos
 
-    def _record_bad(self, errors: List[BadVideoError]) -> None:
+    def _chained(self, windows):
+        """Per-video steps of a window file for pkg_sequences('video'), None if not chainable."""
+        try:
+            return chain_windows(windows)
+        except ValueError as err:
+            print_log(f'PlanningDataset: pkg_sequences("video") falls back to windows: {err}',
+                      'current')
+            return None
+
+    def _record_bad(self, errors: List[BadVideoError]) -> set:
+        """Count bad videos once per (reason, video); returns their vids."""
         if errors and not self.skip_bad_videos:
             raise errors[0]
+        seen = set()
         for err in errors:
-            self.skipped[err.reason] += 1
-            self._skip_messages.append(str(err))
-
-    @property
-    def _skip_messages(self) -> list:
-        if not hasattr(self, '_skip_log'):
-            self._skip_log = []
-        return self._skip_log
+            if (err.reason, err.vid) not in seen:
+                seen.add((err.reason, err.vid))
+                self.skipped[err.reason] += 1
+                self._skip_messages.append(str(err))
+        return {vid for _, vid in seen}
 
     # ------------------------------------------------------------------ splits
     @staticmethod
@@ -147,6 +163,9 @@ class PlanningDataset(Dataset):
             self.skipped[reason] += 1
             self._skip_messages.append(message.split('\t', 1)[1])
         self.windows = [w for w, k in zip(windows, keep) if k]
+        bad_features = {w.feature for w, k in zip(windows, keep) if not k}
+        if self._videos is not None and bad_features:
+            self._videos = [v for v in self._videos if v.feature not in bad_features]
         self.start, self.goal, self.observed = start, goal, observed
         self.plans = np.array([w.steps for w in self.windows], np.int64).reshape(-1, self.horizon)
         self.tasks = np.array([w.task for w in self.windows], np.int64)
@@ -212,7 +231,7 @@ class PlanningDataset(Dataset):
             return
         path.parent.mkdir(parents=True, exist_ok=True)
         keep, start, goal, observed, messages = cached
-        tmp = path.with_suffix('.tmp.npz')
+        tmp = path.with_suffix(f'.{os.getpid()}.tmp.npz')  # atomic for concurrent runs
         np.savez(tmp, keep=keep, start=start, goal=goal, observed=observed,
                  messages=np.array(messages, dtype=str))
         tmp.replace(path)
@@ -238,8 +257,10 @@ class PlanningDataset(Dataset):
         return {'inputs': inputs, 'data_samples': samples}
 
     def pkg_sequences(self, count_mode: str = 'window') -> List[List[int]]:
-        """Action sequences to count the PKG on: per-video steps ('video', when the source has
-        per-video annotations) or the window plans ('window', and 'video' otherwise)."""
+        """Action sequences to count the PKG on: per-video steps ('video'; from the annotations
+        or chained from a window file) or the window plans ('window', and 'video' when the
+        windows are a ``subset_fraction`` or do not chain). Videos skipped for bad features
+        are left out; videos with fewer than ``horizon`` steps count in 'video'."""
         if count_mode not in ('window', 'video'):
             raise ValueError(f"count_mode={count_mode!r}; expected 'window' or 'video'")
         if count_mode == 'video' and self._videos is not None:

@@ -33,7 +33,8 @@ from typing import Dict, List, Sequence
 
 import numpy as np
 
-from .annotations import (VideoAnnotation, crosstask_videos, read_window_file, round_time)
+from .annotations import (VideoAnnotation, chain_windows, crosstask_videos, read_window_file,
+                          round_time)
 from .features import FEATURE_KEY
 from .taxonomy import Taxonomy, load_taxonomy
 
@@ -148,24 +149,14 @@ def dataset_videos(dataset: str, data_root) -> tuple:
 
 
 def _videos_from_windows(root: Path, taxonomy: Taxonomy) -> List[VideoAnnotation]:
-    """Chain each video's T=3 windows (window p holds steps p..p+2) into its step list."""
-    videos: Dict[str, VideoAnnotation] = {}
+    """Every video of the T=3 window files with its steps chained from its windows."""
+    windows = []
     for split in ('train', 'test'):
-        path = root / f'splits/{split}_T3.json'
-        windows, bad = read_window_file(path, taxonomy, 3)
+        found, bad = read_window_file(root / f'splits/{split}_T3.json', taxonomy, 3)
         if bad:
             raise bad[0]
-        for w in windows:
-            rows = [(s, e, a) for (s, e), a in zip(w.times, w.steps)]
-            video = videos.get(w.feature)
-            if video is None:
-                videos[w.feature] = VideoAnnotation(w.feature, w.task, w.feature, rows, str(path))
-            elif video.steps[-2:] == rows[:2]:
-                video.steps.append(rows[2])
-            else:
-                raise ValueError(f'{path}: windows of {w.feature} do not chain: {rows} does not '
-                                 f'continue {video.steps[-2:]}')
-    return list(videos.values())
+        windows += found
+    return chain_windows(windows)
 
 
 def write_synthetic_features(videos: Sequence[VideoAnnotation], generator, out_dir,

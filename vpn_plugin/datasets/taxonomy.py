@@ -36,7 +36,8 @@ class Taxonomy:
             if 0 <= int(key) < self.num_tasks:
                 return int(key)
         raise ValueError(f'task {key!r} is not a task of taxonomy {self.path} '
-                         f'(expected one of {self.task_keys[:5]}... or an index < {self.num_tasks})')
+                         f'(expected one of {self.task_keys[:5]}... or an index < '
+                         f'{self.num_tasks})')
 
 
 def _parse_task_key(raw: str, path) -> tuple:

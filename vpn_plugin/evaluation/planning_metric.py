@@ -60,9 +60,10 @@ class PlanningMetric(BaseMetric):
                                f'it has {sorted(sample)}')
             index = sample.get('sample_idx', -1)
             index = int(index.item() if isinstance(index, torch.Tensor) else index)
-            self.results.append(dict(sample_idx=index,
-                                     pred_plan=_plan_list(sample['pred_plan'], 'pred_plan', position),
-                                     gt_plan=_plan_list(sample['gt_plan'], 'gt_plan', position)))
+            self.results.append(dict(
+                sample_idx=index,
+                pred_plan=_plan_list(sample['pred_plan'], 'pred_plan', position),
+                gt_plan=_plan_list(sample['gt_plan'], 'gt_plan', position)))
 
     def compute_metrics(self, results: List[dict]) -> Dict[str, float]:
         """Mean of the per-sample scores over all collected results."""

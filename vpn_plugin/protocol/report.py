@@ -3,10 +3,11 @@
 A table has one row per method and one column per (dataset, horizon, metric). Each cell is
 the mean over seeds with a 90% bootstrap CI over the per-seed values (K=100 resamples,
 ``vpn_plugin.core.bootstrap_ci``), shown as ``mean ± half-width``. Per column the best
-method is bold and the second best underlined (higher is better for every metric; ties share
-the mark). An extra row gives the improvement of ``ours`` over ``reference`` (by default the
-best over the second best) with a paired bootstrap CI over seeds (K=1000,
-``vpn_plugin.core.bootstrap_difference``); a ``*`` marks a CI that excludes zero.
+method is bold and the second best underlined (higher is better, except ``plan_jsd``: lower;
+``plan_entropy`` is descriptive and not ranked; ties share the mark). An extra row gives the
+improvement of ``ours`` over ``reference`` (by default the best over the second best) with a
+paired bootstrap CI over seeds (K=1000, ``vpn_plugin.core.bootstrap_difference``); a ``*``
+marks a CI that excludes zero.
 """
 from __future__ import annotations
 
@@ -18,6 +19,8 @@ from vpn_plugin.core.stats import bootstrap_ci, bootstrap_difference
 from .results import METRIC_LABELS, ResultRow
 
 DEFAULT_METRICS = ('success_rate', 'mean_accuracy', 'miou_set')
+# +1: higher is better (default), -1: lower is better, 0: descriptive (no marks, no delta)
+METRIC_DIRECTION = {'plan_jsd': -1, 'plan_entropy': 0}
 DATASET_LABELS = {'crosstask': 'CrossTask', 'niv': 'NIV', 'coin': 'COIN'}
 
 
@@ -123,7 +126,9 @@ def _params(rows, methods) -> dict:
 
 
 def _rank(table: Table, column) -> None:
-    means = {m: table.cells[(m, column)].mean for m in table.methods if (m, column) in table.cells}
+    direction = METRIC_DIRECTION.get(column[2], 1)
+    means = {m: direction * table.cells[(m, column)].mean for m in table.methods
+             if (m, column) in table.cells and direction != 0}
     distinct = sorted({round(v, 10) for v in means.values()}, reverse=True)
     table.best[column] = {m for m, v in means.items() if round(v, 10) == distinct[0]} \
         if distinct else set()
@@ -132,8 +137,11 @@ def _rank(table: Table, column) -> None:
 
 
 def _improvement(table, column, ours, reference, num_resamples, level, seed):
+    direction = METRIC_DIRECTION.get(column[2], 1)
+    if direction == 0:
+        return None
     ranked = sorted((m for m in table.methods if (m, column) in table.cells),
-                    key=lambda m: -table.cells[(m, column)].mean)
+                    key=lambda m: -direction * table.cells[(m, column)].mean)
     ours = ours or (ranked[0] if ranked else None)
     reference = reference or next((m for m in ranked if m != ours), None)
     if ours is None or reference is None or ours == reference:
@@ -266,6 +274,11 @@ def _legend(table: Table, latex: bool) -> str:
     text = (f'Mean over seeds (n={",".join(map(str, seeds))}) {pm} half-width of the {level}% '
             f'bootstrap CI over seeds; best in bold, second underlined. {delta}: {who}, '
             f'with its paired bootstrap {level}% CI; * = CI excludes 0.')
+    shown = {c[2] for c in table.columns}
+    if 'plan_jsd' in shown or 'plan_entropy' in shown:
+        text += (' Decoding diversity on windows sharing start and goal actions: entropy of the '
+                 'predicted plans (descriptive, not ranked) and their JS divergence from the '
+                 'ground-truth plans (lower is better), in bits.')
     return _latex_escape(text, keep_math=True) if latex else text
 
 

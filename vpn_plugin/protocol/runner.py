@@ -230,7 +230,7 @@ class ProtocolRunner:
         return checkpoint, params
 
     def test(self, unit: TrainUnit, spec: TestSpec, checkpoint, test_dir: Path):
-        """Test a checkpoint (or an untrained planner) under a test spec; returns (metrics, params)."""
+        """Test a checkpoint (or an untrained planner) under a spec; returns (metrics, params)."""
         from mmengine.runner import Runner
         options = {**unit.cfg_options, **spec.cfg_options}
         cfg = self.build_cfg(spec.config, options, unit.seed, test_dir)
