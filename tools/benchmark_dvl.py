@@ -216,7 +216,8 @@ def main(argv=None) -> None:
     args = parser.parse_args(argv)
     if args.worker:
         return worker_main(args)
-    print(f'device={args.device} threads={args.threads} repeats={args.repeats} '
+    cap = f' address-space cap {args.max_gb:g} GB per worker' if args.device == 'cpu' else ''
+    print(f'device={args.device} threads={args.threads} repeats={args.repeats}{cap} '
           f'(best time of forward+backward over the repeats; peak memory above the inputs)')
     print(agreement(args.device))
     header = f'{"B x T x N":>12} | ' + ' | '.join(f'{m:^24}' for m in args.methods)
