@@ -150,6 +150,19 @@ def test_levels_as_accurate_as_dense_on_wide_dynamic_range(monkeypatch):
     assert max(calls) > 1  # several levels were used
 
 
+@pytest.mark.parametrize('deep, boost', [(100.0, 200.0), (500.0, 900.0)])
+@pytest.mark.parametrize('dtype', [torch.float32, torch.float64])
+def test_branch_deep_below_the_best_can_still_win(deep, boost, dtype, dvl):
+    """State 1 is ``deep`` nats below state 0 at t=1 but wins at t=2 (identity transitions):
+    its backpointer mass must come from the deep level, not be lost to underflow."""
+    transitions = torch.tensor([[1.0, 0.0], [0.0, 1.0]], dtype=dtype).log()
+    emissions = torch.tensor([[[0.0, -deep], [0.0, boost]]], dtype=dtype)
+    soft, log_z = dvl(emissions, transitions)
+    expected = torch.tensor([[[0.0, 1.0], [0.0, 1.0]]], dtype=dtype)
+    torch.testing.assert_close(soft, expected)
+    torch.testing.assert_close(log_z, torch.tensor([boost - deep - math.log(2)], dtype=dtype))
+
+
 def naive_dvl(emissions, transitions, temperature=1.0):
     """Straightforward autograd DVL with dense Q_t, finite transitions only (test oracle)."""
     gamma, num_actions = temperature, emissions.shape[-1]

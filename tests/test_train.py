@@ -164,17 +164,28 @@ def _train_and_test(args, config: str, work_dir: Path, env) -> dict:
     """Run a training command line, then tools/test.py on its last checkpoint."""
     subprocess.run(args + ['--work-dir', str(work_dir)], check=True, cwd=ROOT, env=env,
                    stdout=subprocess.DEVNULL, timeout=300)
-    checkpoint = work_dir / f'epoch_{DIST_EPOCHS}.pth'
     out = work_dir / 'metrics.json'
     subprocess.run([sys.executable, 'tools/test.py', config,
-                    str(checkpoint), '--work-dir', str(work_dir / 'test'), '--out', str(out)],
+                    str(work_dir / f'epoch_{DIST_EPOCHS}.pth'), '--work-dir',
+                    str(work_dir / 'test'), '--out', str(out)],
                    check=True, cwd=ROOT, env=env, stdout=subprocess.DEVNULL, timeout=300)
     return json.loads(out.read_text())
+
+
+def _weights(path: Path) -> dict:
+    with torch.serialization.safe_globals(vpn_plugin.compat.mmengine_checkpoint_globals()):
+        return torch.load(path, map_location='cpu', weights_only=True)['state_dict']
+
+
+def _max_difference(a: dict, b: dict) -> float:
+    return max(float((a[k] - b[k]).abs().max()) for k in a if a[k].is_floating_point()
+               and torch.isfinite(a[k]).all())
 
 
 def test_two_process_torchrun_matches_one_process(tiny_cfg, tmp_path):
     cfg = copy.deepcopy(tiny_cfg)
     cfg.train_cfg.max_epochs = cfg.train_cfg.val_interval = DIST_EPOCHS
+    cfg.default_hooks.checkpoint.interval = 1
     cfg.train_dataloader.sampler.shuffle = False  # same global batches in both runs
     config = _write_config(cfg, tmp_path / 'config.py')
     env = dict(os.environ, OMP_NUM_THREADS='1')
@@ -187,6 +198,15 @@ def test_two_process_torchrun_matches_one_process(tiny_cfg, tmp_path):
     print(f'one process: {single}\ntwo processes: {double}')
     for key in ('success_rate', 'mean_accuracy', 'miou_set'):
         assert metric(double, key) == pytest.approx(metric(single, key), abs=1.0), key
+    # the weights agree far more closely than one epoch of training moves them
+    last = _weights(tmp_path / 'one' / f'epoch_{DIST_EPOCHS}.pth')
+    previous = _weights(tmp_path / 'one' / f'epoch_{DIST_EPOCHS - 1}.pth')
+    two = _weights(tmp_path / 'two' / f'epoch_{DIST_EPOCHS}.pth')
+    one_epoch_change = _max_difference(last, previous)
+    print(f'max weight gap 1 vs 2 processes: {_max_difference(last, two):.2e}; '
+          f'last-epoch change: {one_epoch_change:.2e}')
+    assert one_epoch_change > 1e-4
+    assert _max_difference(last, two) < 0.05 * one_epoch_change
 
 
 def test_plan_tool_prints_named_plans(trained, tiny_cfg, tmp_path, capsys):

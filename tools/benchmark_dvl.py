@@ -6,6 +6,7 @@ one-hot plan is back-propagated to the emissions, with:
 * ``ours``: ``vpn_plugin.core.differentiable_viterbi`` (recomputing backward, O(B N^2) memory);
 * ``autograd``: a straightforward implementation whose (B, N, N) backpointers of every step
   stay alive for autograd (written below);
+* ``ours_dense`` (on request): ours forced onto its dense log-space evaluation of Q_t;
 * ``torch_struct``: torch-struct's ``LinearChainCRF(...).marginals`` (node marginals summed
   from the edge marginals; the loss backward is a double backward).
 
@@ -41,7 +42,8 @@ import torch  # noqa: E402
 from vpn_plugin.core import differentiable_viterbi, pkg_log_transitions  # noqa: E402
 
 warnings.filterwarnings('ignore', message='.*arg_constraints')  # torch-struct's noise
-METHODS = ('ours', 'autograd', 'torch_struct')
+METHODS = ('ours', 'autograd', 'torch_struct', 'ours_dense')
+DEFAULT_METHODS = ['ours', 'autograd', 'torch_struct']
 DEFAULT_SIZES = [f'256x{t}x{n}' for t in (3, 6) for n in (48, 133, 778)]
 
 
@@ -77,7 +79,13 @@ def ours_dvl(log_emissions, log_transitions):
     return differentiable_viterbi(log_emissions, log_transitions)[0]
 
 
-IMPLEMENTATIONS = dict(ours=ours_dvl, autograd=autograd_dvl, torch_struct=torch_struct_dvl)
+def ours_dense_dvl(log_emissions, log_transitions):
+    """Ours forced onto its dense log-space fallback (the worst case of ``ours``)."""
+    return differentiable_viterbi(log_emissions, log_transitions, use_levels=False)[0]
+
+
+IMPLEMENTATIONS = dict(ours=ours_dvl, autograd=autograd_dvl, torch_struct=torch_struct_dvl,
+                       ours_dense=ours_dense_dvl)
 
 
 # ----------------------------------------------------------------------------- inputs
@@ -206,7 +214,8 @@ def main(argv=None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split('\n')[0])
     parser.add_argument('--device', default='cuda' if torch.cuda.is_available() else 'cpu')
     parser.add_argument('--sizes', nargs='+', default=DEFAULT_SIZES, help='BxTxN entries')
-    parser.add_argument('--methods', nargs='+', default=list(METHODS), choices=METHODS)
+    parser.add_argument('--methods', nargs='+', default=DEFAULT_METHODS, choices=METHODS,
+                        help='ours_dense: ours forced onto its dense log-space fallback')
     parser.add_argument('--repeats', type=int, default=3, help='timed runs after one warm-up')
     parser.add_argument('--max-gb', type=float, default=12.0,
                         help='CPU only: address-space limit of a worker above its start')

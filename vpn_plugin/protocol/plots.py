@@ -14,6 +14,7 @@ from pathlib import Path
 
 import numpy as np
 
+from vpn_plugin.core.metrics import METRIC_NAMES
 from vpn_plugin.core.stats import bootstrap_ci
 from .results import METRIC_LABELS, ResultRow
 
@@ -77,16 +78,12 @@ def plot_curves(rows, x_key, metric, out_stem, *, group_key=None, log_x=False, x
     if log_x:
         ax.set_xscale('log')
     ax.set_xlabel(xlabel or x_key.replace('_', ' '))
-    ax.set_ylabel(METRIC_LABELS.get(metric, metric) + (' (%)' if metric in _PERCENT else ''))
+    ax.set_ylabel(METRIC_LABELS.get(metric, metric) + (' (%)' if metric in METRIC_NAMES else ''))
     ax.grid(alpha=0.3)
     ax.legend(fontsize=8)
     if title:
         ax.set_title(title, fontsize=10)
     return save_figure(fig, out_stem)
-
-
-_PERCENT = ('success_rate', 'mean_accuracy', 'miou_set', 'miou_legacy', 'first_accuracy',
-            'last_accuracy')
 
 
 def params_points(rows: list[ResultRow], metric: str, horizon: int | None = None) -> dict:

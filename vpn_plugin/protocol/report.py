@@ -21,6 +21,7 @@ from .results import METRIC_LABELS, ResultRow
 DEFAULT_METRICS = ('success_rate', 'mean_accuracy', 'miou_set')
 # +1: higher is better (default), -1: lower is better, 0: descriptive (no marks, no delta)
 METRIC_DIRECTION = {'plan_jsd': -1, 'plan_entropy': 0}
+EXTRA_DIGITS = {'plan_jsd': 1}  # values in [0, 1] bits need one more decimal than percents
 DATASET_LABELS = {'crosstask': 'CrossTask', 'niv': 'NIV', 'coin': 'COIN'}
 
 
@@ -216,7 +217,8 @@ def to_latex(table: Table, *, title: str = '', label: str = '', digits: int = 2)
         lines.append(' & '.join(cells) + r' \\')
     lines += [r'\midrule', ' & '.join(_improvement_cells(table, digits, latex=True)) + r' \\',
               r'\bottomrule', r'\end{tabular}']
-    caption = (_latex_escape(title) + ' ' if title else '') + _legend(table, latex=True)
+    caption = (_latex_escape(title.rstrip('.')) + '. ' if title else '') + \
+        _legend(table, latex=True)
     lines.append(rf'\caption{{{caption}}}')
     if label:
         lines.append(rf'\label{{{label}}}')
@@ -228,6 +230,7 @@ def _cell_text(table, method, column, digits, latex) -> str:
     stats = table.cells.get((method, column))
     if stats is None:
         return '-'
+    digits += EXTRA_DIGITS.get(column[2], 0)
     if latex:
         text = rf'{stats.mean:.{digits}f}{{\scriptsize$\pm${stats.half_width:.{digits}f}}}'
         if method in table.best[column]:
@@ -243,13 +246,14 @@ def _cell_text(table, method, column, digits, latex) -> str:
     return text
 
 
-def _improvement_cells(table, digits, latex) -> list:
+def _improvement_cells(table, base_digits, latex) -> list:
     cells = ['$\\Delta$' if latex else 'Δ'] + ([''] if _show_params(table) else [])
     for column in table.columns:
         imp = table.improvements.get(column)
         if imp is None:
             cells.append('-')
             continue
+        digits = base_digits + EXTRA_DIGITS.get(column[2], 0)
         mark = '*' if imp.significant else ''
         if latex:
             cells.append(rf'{imp.delta:+.{digits}f}$^{{{mark}}}$ '
@@ -264,13 +268,19 @@ def _improvement_cells(table, digits, latex) -> list:
 
 
 def _legend(table: Table, latex: bool) -> str:
-    pairs = sorted({(i.ours, i.reference, i.num_seeds)
-                    for i in table.improvements.values() if i is not None})
+    pairs = {}  # (ours, reference, seeds) -> column labels, in column order
+    for column in table.columns:
+        imp = table.improvements.get(column)
+        if imp is not None:
+            pairs.setdefault((imp.ours, imp.reference, imp.num_seeds), []).append(
+                _column_label(table, column))
     level = int(round(table.level * 100))
     seeds = sorted({len(c.values) for c in table.cells.values()})
     pm = r'$\pm$' if latex else '±'
     delta = r'$\Delta$' if latex else 'Δ'
-    who = '; '.join(f'{o} - {r} ({n} paired seeds)' for o, r, n in pairs) or 'none'
+    who = '; '.join((f'{", ".join(cols)}: ' if len(pairs) > 1 else '')
+                    + f'{o} minus {r} ({n} paired seeds)'
+                    for (o, r, n), cols in pairs.items()) or 'none'
     text = (f'Mean over seeds (n={",".join(map(str, seeds))}) {pm} half-width of the {level}% '
             f'bootstrap CI over seeds; best in bold, second underlined. {delta}: {who}, '
             f'with its paired bootstrap {level}% CI; * = CI excludes 0.')

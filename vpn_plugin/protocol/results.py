@@ -40,8 +40,6 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Iterable
 
-METRIC_KEYS = ('success_rate', 'mean_accuracy', 'miou_set', 'miou_legacy',
-               'first_accuracy', 'last_accuracy')
 METRIC_LABELS = {'success_rate': 'SR', 'mean_accuracy': 'mAcc', 'miou_set': 'mIoU',
                  'miou_legacy': 'mIoU (legacy)', 'first_accuracy': 'First acc.',
                  'last_accuracy': 'Last acc.', 'plan_entropy': 'H(plans) [bits]',
