@@ -193,3 +193,34 @@ def test_runner_with_planning_metric_matches_llm_eval(tiny_crosstask, tiny_confi
         assert len(server.requests) == sent  # same prompts: every reply comes from the cache
     for name, value in summary['metrics'].items():
         assert metrics[name] == pytest.approx(value)
+
+
+def test_tools_test_runs_llm_config_without_checkpoint(tiny_crosstask, tmp_path, monkeypatch):
+    """The shipped configs/llm config runs through tools/test.py with no checkpoint file."""
+    monkeypatch.setenv('VPN_FAKE_KEY', 'not-a-real-key')
+    spec = importlib.util.spec_from_file_location('vpn_test_tool', REPO / 'tools' / 'test.py')
+    test_tool = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(test_tool)
+    config = tmp_path / 'llm_tiny.py'
+    config.write_text(
+        f"_base_ = [{str(REPO / 'configs/llm/llm_crosstask_t3.py')!r}]\n"
+        f"test_dataloader = dict(dataset=dict(_delete_=True, **{tiny_crosstask['test_dataset']!r}))\n"
+        f"model = dict(train_dataset={tiny_crosstask['train_dataset']!r})\n")
+    with FakeOpenAIServer(echo_anchors) as server:
+        metrics = test_tool.main([str(config), '--work-dir', str(tmp_path / 'work'), '--cfg-options',
+                                  f'model.backend.base_url={server.base_url}',
+                                  'model.backend.api_key_env=VPN_FAKE_KEY',
+                                  f'model.backend.cache_dir={tmp_path / "cache"}'])
+    test_set = DATASETS.build(tiny_crosstask['test_dataset'])
+    expected = expected_echo_metrics(test_set.plans, test_set.plans[:, 0], test_set.plans[:, -1])
+    for name, value in expected.items():
+        assert metrics[name] == pytest.approx(value)
+
+
+def test_tools_test_requires_checkpoint_for_trainable_models():
+    spec = importlib.util.spec_from_file_location('vpn_test_tool', REPO / 'tools' / 'test.py')
+    test_tool = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(test_tool)
+    with pytest.raises(SystemExit, match='trainable parameters'):
+        test_tool.require_parameter_free(torch.nn.Linear(2, 2), 'cfg.py')
+    test_tool.require_parameter_free(torch.nn.Identity(), 'cfg.py')

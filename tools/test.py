@@ -17,7 +17,9 @@ from mmengine.runner import Runner
 def parse_args(argv=None):
     parser = argparse.ArgumentParser(description='Test a vpn_plugin checkpoint')
     parser.add_argument('config', help='config file path')
-    parser.add_argument('checkpoint', help='checkpoint file (.pth)')
+    parser.add_argument('checkpoint', nargs='?',
+                        help='checkpoint file (.pth); may be omitted only for models without '
+                        'trainable parameters (e.g. LLMPlanner, UniformEmissionPlanner)')
     parser.add_argument('--work-dir', help='where logs go (default: work_dirs/<config name>)')
     parser.add_argument('--out', help='write the test metrics to this JSON file')
     parser.add_argument('--dump', help='pickle the raw predictions to this .pkl file')
@@ -41,7 +43,7 @@ def add_dump(cfg, dump_path):
 
 
 def load_config(args):
-    if not osp.isfile(args.checkpoint):
+    if args.checkpoint is not None and not osp.isfile(args.checkpoint):
         raise SystemExit(f'checkpoint {args.checkpoint} does not exist')
     cfg = Config.fromfile(args.config)
     if args.cfg_options:
@@ -56,6 +58,13 @@ def load_config(args):
     return cfg
 
 
+def require_parameter_free(model, config):
+    trainable = sum(p.numel() for p in model.parameters() if p.requires_grad)
+    if trainable:
+        raise SystemExit(f'{config}: the model has {trainable} trainable parameters; '
+                         'pass the checkpoint to test')
+
+
 def write_metrics(metrics, path):
     os.makedirs(osp.dirname(osp.abspath(path)), exist_ok=True)
     with open(path, 'w') as file:
@@ -65,6 +74,8 @@ def write_metrics(metrics, path):
 def main(argv=None):
     args = parse_args(argv)
     runner = Runner.from_cfg(load_config(args))
+    if args.checkpoint is None:
+        require_parameter_free(runner.model, args.config)
     metrics = runner.test()
     if args.out and runner.rank == 0:
         write_metrics(metrics, args.out)

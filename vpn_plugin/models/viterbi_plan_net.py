@@ -4,7 +4,7 @@ Shapes: B batch, D feature dim, E embed dim, T horizon, N actions, K tasks,
 S state sentences per action, Dt text-embedding dim.
 """
 import math
-from typing import Dict, List, Optional, Sequence
+from typing import Dict, List, Optional
 
 import torch
 import torch.nn.functional as F
@@ -280,6 +280,3 @@ def load_state_embeddings(taxonomy: str, state_descriptions: str, encoder: Optio
     return state_embeddings(tax.action_names, task_of_action, state_descriptions, encoder,
                             cache_dir, allow_encode)
 
-
-def action_names_of(plan: Sequence[int], action_names: Sequence[str]) -> List[str]:
-    return [action_names[int(a)] for a in plan]

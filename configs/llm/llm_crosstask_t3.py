@@ -1,0 +1,16 @@
+# An LLM completes each CrossTask T=3 plan from its first and last actions (oracle anchors
+# by default), with the PKG in the prompt. Evaluate without a checkpoint:
+#   OPENAI_API_KEY=... .venv/bin/python tools/test.py configs/llm/llm_crosstask_t3.py
+# Any OpenAI-compatible server works (vLLM, Ollama, Gemini's endpoint): change base_url/model.
+_base_ = ['../_base_/datasets/crosstask.py', '../_base_/default_runtime.py']
+model = dict(
+    type='LLMPlanner',
+    train_dataset={{_base_.train_dataloader.dataset}},
+    with_pkg=True,
+    backend=dict(type='openai', base_url='https://api.openai.com/v1', model='gpt-4o-mini',
+                 api_key_env='OPENAI_API_KEY', cache_dir='work_dirs/llm_cache'))
+test_cfg = dict(type='TestLoop')
+# Nothing to train: the training split only feeds the prompts (examples, PKG, taxonomy).
+train_dataloader = None
+val_dataloader = None
+val_evaluator = None
