@@ -98,6 +98,11 @@ class ViterbiPlanNet(BaseModel):
                                            activation='gelu', batch_first=True)
         self.transformer = nn.TransformerEncoder(layer, num_layers, enable_nested_tensor=False)
         self.emission_head = mlp(embed_dim, 2 * embed_dim, num_actions, dropout)
+        # Start the sigmoid emissions at the prior 1/N. From 0.5, the squared error of the N-1
+        # negatives swamps the one positive and drives every logit into saturation, where the
+        # positive's gradient (prop. to b(1-b)) vanishes: the Base Model (MSE on emissions)
+        # collapsed to b ~ 0. The DVL sees log b, so for it this is ~ a constant shift.
+        nn.init.constant_(self.emission_head[-1].bias, -math.log(max(num_actions - 1, 1)))
         self.task_head = mlp(2 * embed_dim, embed_dim, num_tasks, dropout)
         self.register_buffer('log_transitions',
                              torch.full((num_actions, num_actions), -math.log(num_actions)))

@@ -159,7 +159,7 @@ class ProtocolRunner:
         """Run every unfinished unit; returns the results file."""
         done = self.done_keys()
         todo = [u for u in units if any(self.row_for(u, s).key() not in done for s in u.tests)]
-        _log(f'protocol {self.protocol}: {len(units)} trainings, {len(units) - len(todo)} '
+        _log(f'protocol {self.protocol}: {len(units)} runs, {len(units) - len(todo)} '
              f'already finished, {len(todo)} to run -> {self.results_file}')
         started = time.time()
         for number, unit in enumerate(todo, 1):
