@@ -9,6 +9,7 @@ import torch
 import torch.nn.functional as F
 
 import vpn_plugin  # noqa: F401  (registration)
+from vpn_plugin import core
 from mmaction.registry import HOOKS, MODELS
 from vpn_plugin.models import DECODE_MODES, horizon_queries, state_embeddings, state_texts
 
@@ -245,3 +246,15 @@ def test_pkg_hook_rejects_bad_options():
         HOOKS.build(dict(type='PKGHook', count_mode='pairs'))
     with pytest.raises(ValueError, match='edge_dropout=1.5'):
         HOOKS.build(dict(type='PKGHook', edge_dropout=1.5))
+
+
+def test_stacked_dvl_layers_decode_the_first_layers_soft_plan():
+    """dvl_layers=2 = a second DVL on log(soft plan of the first), through the same PKG."""
+    model = build(dvl_layers=2).eval()
+    model.log_transitions.copy_(torch.randn(NUM_ACTIONS, NUM_ACTIONS).log_softmax(-1))
+    emissions = torch.rand(3, HORIZON, NUM_ACTIONS) + 0.01
+    first = core.differentiable_viterbi(emissions.log(), model.log_transitions)[0]
+    second = core.differentiable_viterbi(first.clamp(min=torch.finfo(first.dtype).tiny).log(),
+                                         model.log_transitions)[0]
+    torch.testing.assert_close(model.soft_plan(emissions), second, atol=1e-5, rtol=1e-4)
+    assert not torch.allclose(model.soft_plan(emissions), first, atol=1e-3)

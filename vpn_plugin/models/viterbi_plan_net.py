@@ -63,6 +63,8 @@ class ViterbiPlanNet(BaseModel):
         use_dvl: plan loss on the DVL soft plan (ViterbiPlanNet) or on the emissions (Base Model).
         decode: inference decoding, one of ``DECODE_MODES``.
         dvl_temperature: temperature of the DVL's soft max.
+        dvl_layers: stacked DVL layers (the paper uses 2 for COIN T=6); layer k+1 decodes
+            log(soft plan of layer k) through the same PKG.
         loss_weights: weight of 'plan', 'align', 'task'; 0 switches a term off.
         text_embeddings: ``dict(taxonomy, state_descriptions, encoder=None,
             cache_dir='data/text_cache', allow_encode=True)``; required when the align weight > 0.
@@ -76,7 +78,7 @@ class ViterbiPlanNet(BaseModel):
     def __init__(self, feature_dim: int, num_actions: int, num_tasks: int, horizon: int,
                  embed_dim: int = 128, num_layers: int = 2, num_heads: int = 4,
                  dropout: float = 0.2, use_dvl: bool = True, decode: str = 'dvl_viterbi',
-                 dvl_temperature: float = 1.0, loss_weights: Optional[Dict[str, float]] = None,
+                 dvl_temperature: float = 1.0, dvl_layers: int = 1, loss_weights: Optional[Dict[str, float]] = None,
                  text_embeddings: Optional[dict] = None, align_temperature: float = 0.1,
                  freeze_visual: bool = False, cross_horizon: Optional[str] = None,
                  max_observed: int = 8, data_preprocessor: Optional[dict] = None):
@@ -86,6 +88,7 @@ class ViterbiPlanNet(BaseModel):
         self.feature_dim = feature_dim
         self.use_dvl, self.decode, self.cross_horizon = use_dvl, decode, cross_horizon
         self.dvl_temperature, self.align_temperature = dvl_temperature, align_temperature
+        self.dvl_layers = dvl_layers
         self.loss_weights = {**dict(plan=1.0, align=1.0, task=1.0), **(loss_weights or {})}
         self.visual_encoder = nn.Sequential(nn.Linear(feature_dim, embed_dim), nn.GELU(),
                                             nn.Dropout(dropout), nn.Linear(embed_dim, embed_dim))
@@ -168,7 +171,9 @@ class ViterbiPlanNet(BaseModel):
     def soft_plan(self, emissions: torch.Tensor) -> torch.Tensor:
         """DVL soft plan (B, T, N) of emissions (B, T, N) through the PKG."""
         soft, _ = core.differentiable_viterbi(torch.log(emissions.clamp(min=EPS)),
-                                         self.log_transitions, temperature=self.dvl_temperature)
+                                              self.log_transitions,
+                                              temperature=self.dvl_temperature,
+                                              num_layers=self.dvl_layers)
         return soft
 
     # ------------------------------------------------------------------ forward

@@ -23,6 +23,8 @@ DEFAULT_METRICS = ('success_rate', 'mean_accuracy', 'miou_set')
 METRIC_DIRECTION = {'plan_jsd': -1, 'plan_entropy': 0}
 EXTRA_DIGITS = {'plan_jsd': 1}  # values in [0, 1] bits need one more decimal than percents
 DATASET_LABELS = {'crosstask': 'CrossTask', 'niv': 'NIV', 'coin': 'COIN'}
+# (best, second best) markup: Markdown, LaTeX
+RANK_MARKS = {False: ('**{}**', '<u>{}</u>'), True: (r'\textbf{{{}}}', r'\underline{{{}}}')}
 
 
 @dataclass
@@ -233,16 +235,13 @@ def _cell_text(table, method, column, digits, latex) -> str:
     digits += EXTRA_DIGITS.get(column[2], 0)
     if latex:
         text = rf'{stats.mean:.{digits}f}{{\scriptsize$\pm${stats.half_width:.{digits}f}}}'
-        if method in table.best[column]:
-            return rf'\textbf{{{text}}}'
-        if method in table.second[column]:
-            return rf'\underline{{{text}}}'
-        return text
-    text = f'{stats.mean:.{digits}f} ± {stats.half_width:.{digits}f}'
+    else:
+        text = f'{stats.mean:.{digits}f} ± {stats.half_width:.{digits}f}'
+    best_mark, second_mark = RANK_MARKS[latex]
     if method in table.best[column]:
-        return f'**{text}**'
+        return best_mark.format(text)
     if method in table.second[column]:
-        return f'<u>{text}</u>'
+        return second_mark.format(text)
     return text
 
 

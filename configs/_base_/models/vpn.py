@@ -11,6 +11,7 @@ model = dict(
     # 'emission_argmax' | 'emission_viterbi' | 'dvl_argmax' | 'dvl_viterbi' (paper default)
     decode='dvl_viterbi',
     dvl_temperature=1.0,
+    dvl_layers=1,  # stacked DVL layers; 2 for COIN T=6 as in the paper
     loss_weights=dict(plan=1.0, align=1.0, task=1.0),  # 0 switches a term off
     align_temperature=0.1,
     freeze_visual=False,
