@@ -175,6 +175,25 @@ def test_horizon_mismatch_between_data_and_model_is_a_clear_error(tiny_cfg, tmp_
         runner.train()
 
 
+def test_cross_horizon_model_trained_longer_tests_on_shorter_windows(tiny_cfg, tmp_path):
+    """Train at T=4, then test the checkpoint on T=3 windows with cross_horizon='ends'."""
+    long_cfg = copy.deepcopy(tiny_cfg)
+    long_cfg.model.horizon = 4
+    for split in ('train', 'val', 'test'):
+        long_cfg[f'{split}_dataloader'].dataset.horizon = 4
+    trainer = make_runner(long_cfg, tmp_path / 't4', **{'train_cfg.max_epochs': 2,
+                                                       'train_cfg.val_interval': 2})
+    trainer.train()
+    tester = make_runner(long_cfg, tmp_path / 't3', load_from=str(tmp_path / 't4/epoch_2.pth'),
+                         **{'model.cross_horizon': 'ends',
+                            'test_dataloader.dataset.horizon': 3})
+    metrics = tester.test()
+    assert tester.model.horizon == 4 and tester.test_dataloader.dataset.horizon == 3
+    assert 0 <= metric(metrics, 'success_rate') <= 100
+    samples = tester.model.test_step(next(iter(tester.test_dataloader)))
+    assert samples[0].pred_plan.shape == (3,) and samples[0].emissions.shape[0] == 3
+
+
 def _write_config(cfg, path: Path) -> str:
     cfg.dump(str(path))
     return str(path)
