@@ -148,6 +148,14 @@ def test_rebuilt_crosstask_test_windows_equal_official(shared_data):
                     [(s, e, a) for (s, e), a in zip(w.times, w.steps)])
                    for w in build_windows(videos, horizon) if w.vid in with_features]
         assert rebuilt == official, f'T={horizon}'
+        lengths = [w.video_num_steps for w in build_windows(videos, horizon)
+                   if w.vid in with_features]
+        assert lengths == [s['instruction_len'] for s in raw]
+    # the official file leaves out only whole videos (those without features), never a window
+    official_vids = {s['id']['vid'] for s in json.loads(
+        (root / 'splits/test_T3_133.json').read_text())}
+    with_three_steps = {v.vid for v in videos if len(v.steps) >= 3}
+    assert official_vids < with_three_steps and len(with_three_steps - official_vids) < 100
 
 
 def test_window_file_reader_and_bad_shapes(tmp_path):
@@ -192,6 +200,55 @@ def test_json_annotation_format(tmp_path):
                           annotation_file='ours.json', skip_bad_videos=True)
     assert dataset.plans.tolist() == [[0, 1, 2]] and dataset.skipped == {
         'action id outside the taxonomy': 1}
+
+
+def test_json_annotation_bad_input(tmp_path):
+    write_toy(tmp_path)
+    taxonomy = load_taxonomy(tmp_path / 'taxonomy.json')
+    path = tmp_path / 'ours.json'
+    path.write_text(json.dumps([
+        {'vid': 'p', 'task': '11', 'steps': [[0, 1, 0], [2, 'x', 1]]},
+        {'vid': 'q', 'task': '11', 'steps': [[0, 1, 0], [3, 2, 1]]},
+        {'vid': 'r', 'task': '11', 'steps': 5}]))
+    videos, bad = read_json_annotations(path, taxonomy)
+    assert videos == [] and [b.vid for b in bad] == ['p', 'q', 'r']
+    assert bad[0].reason == 'annotation row does not parse'
+    assert r"entry 0 (vid p): steps[1] = [2, 'x', 1]" in str(bad[0]) and 'ours.json' in str(bad[0])
+    assert bad[1].reason == 'step time outside the video' and 'start=3.0, end=2.0' in str(bad[1])
+    assert bad[2].reason == 'annotation row does not parse' and 'field "steps"' in str(bad[2])
+    path.write_text(json.dumps([{'vid': 'p', 'task': 'Task Z', 'steps': [[0, 1, 0]]}]))
+    with pytest.raises(ValueError, match=r'ours\.json: entry 0 \(vid p\): field "task": task '
+                                         r"'Task Z' is not a task of taxonomy"):
+        read_json_annotations(path, taxonomy)
+
+
+def test_video_list_unknown_task_names_file_and_field(tmp_path):
+    write_toy(tmp_path)
+    (tmp_path / 'videos.json').write_text(json.dumps([{'vid': 'a1', 'task': '99'}]))
+    with pytest.raises(ValueError, match=r'videos\.json: entry 0: field "task": task \'99\''):
+        toy_dataset(tmp_path)
+    (tmp_path / 'videos.json').write_text(json.dumps([{'feature': 'x_1.npy', 'task_id': 7}]))
+    with pytest.raises(ValueError, match=r'videos\.json: entry 0: field "task_id"'):
+        toy_dataset(tmp_path)
+    (tmp_path / 'videos.json').write_text(json.dumps([{'video': 'a1'}]))
+    with pytest.raises(ValueError, match=r'videos\.json: entry 0 = .*expected'):
+        toy_dataset(tmp_path)
+
+
+def test_window_file_bad_task_id_and_instruction_len(tmp_path):
+    write_toy(tmp_path)
+    taxonomy = load_taxonomy(tmp_path / 'taxonomy.json')
+    sample = {'id': {'vid': 'a1', 'feature': '11_a1.npy', 'task_id': 5,
+                     'legal_range': [[1, 4, 0], [6, 9, 1], [10, 13, 2]]}, 'instruction_len': 4}
+    path = tmp_path / 'w.json'
+    path.write_text(json.dumps([sample]))
+    _, bad = read_window_file(path, taxonomy, 3)
+    assert bad[0].reason == 'task id outside the taxonomy'
+    assert 'w.json: sample 0 (vid a1): field "task_id" = 5' in str(bad[0])
+    sample['id']['task_id'], sample['instruction_len'] = 0, 'four'
+    path.write_text(json.dumps([sample]))
+    _, bad = read_window_file(path, taxonomy, 3)
+    assert bad[0].reason == 'annotation row does not parse' and 'instruction_len' in str(bad[0])
 
 
 # --------------------------------------------------------------------------- observations
@@ -265,6 +322,13 @@ def test_unreadable_feature_file(tmp_path):
     with pytest.raises(BadVideoError, match=r'22_b1\.npz') as err:
         toy_dataset(tmp_path)
     assert err.value.reason == 'unreadable feature file'
+    os.remove(tmp_path / 'feat/22_b1.npz')
+    (tmp_path / 'feat/22_b1.npy').write_bytes(b'garbage')
+    with pytest.raises(BadVideoError, match=r'cannot read .*22_b1\.npy: not a NumPy') as err:
+        toy_dataset(tmp_path, allow_pickle=True)
+    np.save(tmp_path / 'feat/22_b1.npy', {'features': frames_for(20)}, allow_pickle=True)
+    with pytest.raises(BadVideoError, match=r'field "frames_features" of .*22_b1\.npy'):
+        toy_dataset(tmp_path, allow_pickle=True)
 
 
 def test_step_time_outside_video(tmp_path):
@@ -317,6 +381,8 @@ def test_cache_file_avoids_rereading_and_tracks_changes(tmp_path, monkeypatch):
     monkeypatch.setattr(module, 'load_features', no_reading)
     cached = toy_dataset(tmp_path, cache_dir=tmp_path / 'cache')
     np.testing.assert_array_equal(cached.start, first.start)
+    epoch = list(torch.utils.data.DataLoader(cached, batch_size=2))  # epochs read no file
+    assert sum(len(b['data_samples']['plan']) for b in epoch) == len(first)
     np.savez(tmp_path / 'feat/22_b1.npz', frames_features=frames_for(21))  # size changes
     with pytest.raises(AssertionError, match='cache is valid'):
         toy_dataset(tmp_path, cache_dir=tmp_path / 'cache')
@@ -369,6 +435,29 @@ def test_base_configs_build(tiny_crosstask):
     assert len(DATASETS.build(dataset_cfg)) > 100
     for name in ('niv', 'coin'):
         assert Config.fromfile(configs / f'{name}.py').horizon == 3
+
+
+def test_custom_json_config_template_builds(tmp_path):
+    """A new dataset in our per-video JSON works with the template config unchanged."""
+    from mmengine.config import Config
+    from mmaction.registry import DATASETS
+    write_toy(tmp_path)
+    steps = [[1.2, 4.4, 0], [6, 9, 1], [10, 12.6, 2], [13, 15, 0]]
+    for i in range(30):
+        np.savez(tmp_path / f'feat/my_{i}.npz', frames_features=frames_for(20))
+    (tmp_path / 'train.json').write_text(json.dumps(
+        [{'vid': f'a{i}', 'task': '11', 'feature': f'my_{i}', 'steps': steps} for i in range(30)]))
+    (tmp_path / 'test.json').write_text(json.dumps([{
+        'vid': 'b1', 'task': 1, 'feature': '22_b1', 'steps': [[2, 3, 3], [4, 6, 4], [7, 9, 3]]}]))
+    cfg = Config.fromfile(Path(__file__).resolve().parents[1] /
+                          'configs/_base_/datasets/custom_json.py')
+    paths = dict(data_root=str(tmp_path), feature_dir=str(tmp_path / 'feat'), frame_dim=DIM,
+                 cache_dir=str(tmp_path / 'cache'))
+    train = DATASETS.build(dict(cfg.train_dataloader.dataset, **paths))
+    val = DATASETS.build(dict(cfg.val_dataloader.dataset, **paths))
+    test = DATASETS.build(dict(cfg.test_dataloader.dataset, **paths))
+    assert len(train) + len(val) == 60 and len(val) > 0
+    assert test.plans.tolist() == [[3, 4, 3]] and test.tasks.tolist() == [1]
 
 
 def test_official_test_windows_through_the_dataset(tiny_crosstask, shared_data):

@@ -178,3 +178,47 @@ def test_dataset_stats_tool(shared_data, capsys):
         assert (row['actions'], row['tasks']) == (48, 5)
     assert stats(['--dataset', 'coin', '--data-root', str(shared_data)]) == 2
     assert 'coin: annotations not available' in capsys.readouterr().err
+
+
+def test_dataset_stats_crosstask_against_raw_files(shared_data):
+    """T=3 row recomputed straight from the CSVs, the video list and the official test file."""
+    from vpn_plugin.datasets.stats import format_table, window_statistics
+    row = window_statistics('crosstask', shared_data, horizons=(3,))[0]
+    root = shared_data / 'crosstask'
+    taxonomy = json.loads((root / 'taxonomy_133.json').read_text())
+    task_ids = {key.split('_')[1]: [int(a) for a in actions] for key, actions in taxonomy.items()}
+    train_windows = []
+    for entry in json.loads((root / 'splits/train_videos.json').read_text()):
+        csv = root / f"crosstask_release/annotations/{entry['task']}_{entry['vid']}.csv"
+        steps = [task_ids[entry['task']][int(line.split(',')[0]) - 1]
+                 for line in csv.read_text().splitlines() if line.strip()]
+        train_windows += [steps[p:p + 3] for p in range(len(steps) - 2)]
+    test = [[r[2] for r in s['id']['legal_range']]
+            for s in json.loads((root / 'splits/test_T3_133.json').read_text())]
+    edges = {(a, b) for w in train_windows for a, b in zip(w, w[1:])}
+    coverage = 100 * np.mean([all((a, b) in edges for a, b in zip(w, w[1:])) for w in test])
+    assert (row['train_windows'], row['test_windows']) == (len(train_windows), len(test))
+    assert row['pkg_coverage'] == pytest.approx(coverage, abs=0.01)
+    assert (row['actions'], row['tasks']) == (133, 18)
+    table = format_table('crosstask', [row]).splitlines()
+    assert table[0] == 'crosstask' and 'PKG coverage %' in table[1]
+    assert table[2].split('|')[1].strip() == str(len(train_windows))
+
+
+def test_crosstask_generation_fits_the_budget(crosstask_videos_all, tmp_path):
+    """All CrossTask videos: < 2 GB of .npz and < 3 min, extrapolated from 60 written videos
+    (exact frame counts; the full run measured ~35 s / 1.3 GB on the 2-core machine)."""
+    import time
+    from vpn_plugin.datasets.synthetic import write_synthetic_features
+    taxonomy, videos = crosstask_videos_all
+    assert len(videos) == 2748  # every video of train_videos.json + test_videos.json
+    generator = SyntheticFeatureGenerator(taxonomy)
+    total_frames = sum(generator.video_length(v, generator._rng(v.feature)) for v in videos)
+    sample = videos[::len(videos) // 60][:60]
+    began = time.time()
+    info = write_synthetic_features(sample, generator, tmp_path, 'npz', progress=False)
+    per_frame_seconds = (time.time() - began) / info['frames']
+    per_frame_bytes = info['bytes'] / info['frames']
+    assert per_frame_bytes < 512 * 4 * 1.05
+    assert total_frames * per_frame_bytes < 2e9
+    assert total_frames * per_frame_seconds < 180

@@ -129,13 +129,13 @@ def read_video_list(path, taxonomy: Taxonomy) -> List[dict]:
     videos = []
     for i, entry in enumerate(entries):
         if isinstance(entry, dict) and 'vid' in entry and 'task' in entry:
-            task = taxonomy.task_index(entry['task'])
+            task = _task_of(path, f'entry {i}: field "task"', entry['task'], taxonomy)
             stem = f"{entry['task']}_{entry['vid']}"
             videos.append(dict(vid=str(entry['vid']), task=task, feature=stem))
         elif isinstance(entry, dict) and 'feature' in entry and 'task_id' in entry:
             stem = Path(str(entry['feature'])).stem
-            videos.append(dict(vid=stem, task=taxonomy.task_index(int(entry['task_id'])),
-                               feature=stem))
+            task = _task_of(path, f'entry {i}: field "task_id"', entry['task_id'], taxonomy)
+            videos.append(dict(vid=stem, task=task, feature=stem))
         else:
             raise ValueError(f'{path}: entry {i} = {entry!r}: expected {{"vid", "task"}} or '
                              '{"feature", "task_id"}')
@@ -178,8 +178,21 @@ def read_json_annotations(path, taxonomy: Taxonomy
     return videos, bad
 
 
+def _task_of(path, where: str, key, taxonomy: Taxonomy) -> int:
+    """Task index of a task key or index; ValueError naming the file and field otherwise."""
+    try:
+        return taxonomy.task_index(key)
+    except ValueError as err:
+        raise ValueError(f'{path}: {where}: {err}') from None
+
+
 def _json_video(path, i, entry, taxonomy) -> VideoAnnotation:
-    vid, task = str(entry['vid']), taxonomy.task_index(entry['task'])
+    vid = str(entry['vid'])
+    task = _task_of(path, f'entry {i} (vid {vid}): field "task"', entry['task'], taxonomy)
+    if not isinstance(entry['steps'], list):
+        raise BadVideoError(vid, 'annotation row does not parse',
+                            f'{path}: entry {i} (vid {vid}): field "steps" must be a list of '
+                            f'[start_s, end_s, action_id], got {entry["steps"]!r}')
     steps = []
     for j, step in enumerate(entry['steps']):
         try:
@@ -272,17 +285,22 @@ def _window_from_sample(path, i, sample, meta, taxonomy, seen) -> Window:
     try:
         rows = [(float(s), float(e), int(a)) for s, e, a in meta['legal_range']]
         task = int(meta['task_id']) if 'task_id' in meta else taxonomy.task_index(meta['task'])
+        video_num_steps = int(sample.get('instruction_len', 0))
     except (ValueError, TypeError, KeyError) as err:
         raise BadVideoError(vid, 'annotation row does not parse',
-                            f'{path}: sample {i} (vid {vid}): field "legal_range"/"task_id" does '
-                            f'not parse: {err}') from None
+                            f'{path}: sample {i} (vid {vid}): field "legal_range"/"task_id"/'
+                            f'"instruction_len" does not parse: {err}') from None
+    if not 0 <= task < taxonomy.num_tasks:
+        raise BadVideoError(vid, 'task id outside the taxonomy',
+                            f'{path}: sample {i} (vid {vid}): field "task_id" = {task} is outside '
+                            f'the taxonomy {taxonomy.path} (0..{taxonomy.num_tasks - 1})')
     for j, (s, e, a) in enumerate(rows):
         _check_step(path, vid, f'sample {i}: legal_range[{j}]', s, e, a, taxonomy)
     position = seen.get(stem, 0)
     seen[stem] = position + 1
     return Window(vid, task, stem, tuple(a for _, _, a in rows),
                   tuple((round_time(s), round_time(e)) for s, e, _ in rows),
-                  int(sample.get('instruction_len', 0)), position)
+                  video_num_steps, position)
 
 
 def _read_text(path: Path, vid: Optional[str] = None) -> str:
