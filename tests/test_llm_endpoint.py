@@ -143,6 +143,30 @@ def test_vlm_two_stages_send_frames(tmp_path, layout):
     images = [count for _, count in server.requests]
     assert images == [2, 2, 4]  # start clip, goal clip, then both clips with the completion
     assert '[0, -1, 2]' in server.requests[2][0]
+    start, goal = queries[0].start_frames, queries[0].goal_frames
+    assert server.images == [start, goal, start + goal]  # base64 data URLs of the JPEGs
+    # frames at the centres of 2 equal parts of [0, 3] s and [8, 11] s: 0.75, 2.25, 8.75, 10.25 s
+    expected = ([21, 63, 245, 32] if layout == 'video'    # frames 3, 9, 35, 41 at 4 fps
+                else [0, 18, 72, 90])                     # images 0, 2, 8, 10 at 1 fps
+    grey = [cv2.imdecode(np.frombuffer(jpeg, np.uint8), cv2.IMREAD_GRAYSCALE).mean()
+            for jpeg in start + goal]
+    assert grey == pytest.approx(expected, abs=3)
+
+
+def test_backoff_doubles_and_honours_capped_retry_after(tmp_path):
+    script = {'doubling': [{'status': 500}, {'status': 503}, {'text': 'ok'}],
+              'retry-after': [{'status': 429, 'headers': {'retry-after': '0.4'}}, {'text': 'ok'}],
+              'capped': [{'status': 429, 'headers': {'retry-after': '100'}}, {'text': 'ok'}]}
+    with FakeOpenAIServer(lambda prompt, attempt: script[prompt][attempt]) as server:
+        backend = OpenAIChatBackend(server.base_url, 'fake-model', api_key='test', timeout=2,
+                                    max_retries=2, backoff=0.15, max_backoff=0.5)
+        for prompt in script:
+            assert backend.complete([{'role': 'user', 'content': prompt}]).text == 'ok'
+    gaps = np.diff(server.times)
+    assert gaps[0] >= 0.15 and gaps[1] >= 0.3  # backoff * 2**attempt: 0.15 s, then 0.3 s
+    assert 0.4 <= gaps[3] < 0.5 + 0.4          # the server's Retry-After wins over 0.15 s
+    assert 0.5 <= gaps[5] < 0.5 + 0.4          # ... but never beyond max_backoff
+    assert backend.usage.counts['retries'] == 4 and backend.usage.counts['failed'] == 0
 
 
 def test_vlm_missing_video_names_the_path(tmp_path):
@@ -183,3 +207,56 @@ def test_identical_requests_in_flight_are_paid_once(tmp_path):
                                progress=False)
     assert len(server.requests) == 1 and backend.usage.counts['cache_hits'] == 3
     assert [o.plan for o in outcomes] == [[0, 1, 2]] * 4
+
+
+CHILD = r'''
+import importlib.util, json, sys, time
+from pathlib import Path
+base_url, cache_dir, ready, go, source = sys.argv[1:6]
+spec = importlib.util.spec_from_file_location('backends', source)  # stdlib + openai only:
+backends = sys.modules['backends'] = importlib.util.module_from_spec(spec)  # no mmaction
+spec.loader.exec_module(backends)
+backend = backends.OpenAIChatBackend(base_url, 'fake-model', api_key='test', timeout=5,
+                                     max_retries=0, cache_dir=cache_dir)
+Path(ready).touch()
+deadline = time.monotonic() + 30
+while not Path(go).exists():
+    if time.monotonic() > deadline:
+        sys.exit('the test never said go')
+    time.sleep(0.01)
+reply = backend.complete([{'role': 'user', 'content': 'same prompt'}])
+print(json.dumps({'text': reply.text, 'cached': reply.cached}))
+'''
+
+
+def test_two_processes_sharing_the_cache_pay_once(tmp_path):
+    """Two runs started at once on one cache (e.g. an eval restarted while the first still
+    runs): the second waits for the first's reply instead of sending the request again."""
+    import json
+    import subprocess
+    import sys
+    import time
+
+    from vpn_plugin.baselines.llm import backends as backends_module
+    slow = lambda prompt, attempt: {'sleep': 0.5, 'text': '{"plan": [0, 1, 2]}'}  # noqa: E731
+    with FakeOpenAIServer(slow) as server:
+        children = [subprocess.Popen(
+            [sys.executable, '-c', CHILD, server.base_url, str(tmp_path / 'cache'),
+             str(tmp_path / f'ready{i}'), str(tmp_path / 'go'), backends_module.__file__],
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for i in range(2)]
+        try:
+            deadline = time.monotonic() + 60
+            while not all((tmp_path / f'ready{i}').exists() for i in range(2)):
+                assert time.monotonic() < deadline and all(c.poll() is None for c in children), \
+                    [c.communicate(timeout=5) for c in children if c.poll() is not None]
+                time.sleep(0.01)
+            (tmp_path / 'go').touch()
+            outputs = [c.communicate(timeout=30) for c in children]
+        finally:
+            for child in children:
+                child.kill()
+    assert all(child.returncode == 0 for child in children), outputs
+    replies = [json.loads(out) for out, _ in outputs]
+    assert len(server.requests) == 1
+    assert sorted(r['cached'] for r in replies) == [False, True]
+    assert {r['text'] for r in replies} == {'{"plan": [0, 1, 2]}'}

@@ -3,7 +3,8 @@ import numpy as np
 import pytest
 
 from vpn_plugin.baselines.llm.parsing import (ActionMatcher, OutOfTaxonomyError, ReplyParseError,
-                                              extract_json, parse_action, parse_plan)
+                                              extract_json, json_values, parse_action,
+                                              parse_plan)
 from vpn_plugin.baselines.llm.prompting import (PlanningQuery, PromptBuilder, format_pkg,
                                                 load_template, render_template)
 from vpn_plugin.datasets.taxonomy import Taxonomy
@@ -85,6 +86,10 @@ def test_template_missing_placeholder_names_file(tmp_path):
     'Here it is:\n```json\n{"plan": [0, 1, 2]}\n```\nHope it helps {not json}.',
     'The plan {is} below. [0, "Boil   WATER", {"action_id": 2, "action_name": "pour water"}]',
     '{"sequence": ["0", 1, "pour water "]}',
+    # the prompt's incomplete sequence echoed before the answer object is not the plan
+    'Given [0, -1, 2], the answer is {"plan": [0, 1, 2]}.',
+    # actions written as the prompt lists them, "<id>: <name>"
+    '{"plan": ["0: grind beans", "1 - Boil water", "2. pour  water"]}',
 ])
 def test_parse_plan_accepts_ids_names_and_wrappers(reply):
     matcher = ActionMatcher(make_taxonomy().action_names, range(6))
@@ -99,6 +104,10 @@ def test_parse_plan_accepts_ids_names_and_wrappers(reply):
     ('{"plan": [0, true, 2]}', ReplyParseError),
     ('{"plan": [0, 7, 2]}', OutOfTaxonomyError),
     ('{"plan": [0, "make tea", 2]}', OutOfTaxonomyError),
+    ('{"plan": [0, 1, 2]', ReplyParseError),              # truncated object: no nested list
+    ('{"plan": [0, 1, 2] extra}', ReplyParseError),       # malformed object
+    ('{"plan": ["0: grind beans", "1: stir", 2]}', ReplyParseError),  # id and name disagree
+    ('{"plan": [0, "7: jack up car", 2]}', OutOfTaxonomyError),
 ])
 def test_parse_plan_rejects(reply, error):
     matcher = ActionMatcher(make_taxonomy().action_names, range(6))
@@ -112,7 +121,11 @@ def test_parse_action():
     assert parse_action('{"action_name": "ADD MILK"}', matcher) == 4
     with pytest.raises(OutOfTaxonomyError):
         parse_action('{"action_id": 8}', matcher)
+    assert parse_action('I see [1, 2] frames. {"action_id": "3: stir"}', matcher) == 3
+    with pytest.raises(ReplyParseError, match='no JSON object'):
+        parse_action('[1, 2]', matcher)
     assert extract_json('x [1, 2] y') == [1, 2]
+    assert json_values('{"a": [1} {"b": 2} ```\n[3]\n```') == [[3], {'b': 2}, [3]]
 
 
 def test_anchors_outside_the_task_stay_legal():

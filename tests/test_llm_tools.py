@@ -16,6 +16,7 @@ from vpn_plugin.protocol.results import read_results
 
 REPO = Path(__file__).resolve().parents[1]
 LIMIT = 12
+BOUNDED = dict(timeout=2, max_retries=1, backoff=0.01)  # no test waits long on a stuck server
 
 
 def load_tool():
@@ -52,7 +53,8 @@ def tiny_config(tiny_crosstask, tmp_path_factory):
 def run_tool(tool, server, config, tmp_path, *extra):
     return tool.main(['--config', str(config), '--base-url', server.base_url, '--model', 'fake',
                       '--limit', str(LIMIT), '--concurrency', '3', '--no-progress',
-                      '--timeout', '2', '--backoff', '0.01', '--cache-dir', str(tmp_path / 'cache'),
+                      '--timeout', '2', '--max-retries', '1', '--backoff', '0.01',
+                      '--cache-dir', str(tmp_path / 'cache'),
                       '--out', str(tmp_path / 'results.jsonl'), *extra])
 
 
@@ -72,6 +74,7 @@ def test_llm_eval_oracle_with_pkg_writes_results(tiny_crosstask, tiny_config, tm
                                  'request_failed': 0}
     rows = read_results(tmp_path / 'results.jsonl')
     assert len(rows) == 2 and rows[0].variant['anchors'] == 'oracle'
+    assert rows[0].variant['task_source'] == 'ground_truth'
     assert 'oracle' in rows[0].method and rows[0].horizon == 3 and rows[0].protocol == 'llm'
     dump = json.loads(Path(rows[0].per_sample_file).read_text())  # PlanningMetric's format
     assert dump['sample_idx'] == list(range(LIMIT)) and dump['gt_plan'] == plans.tolist()
@@ -107,6 +110,7 @@ def test_llm_eval_with_step_model_checkpoint(tiny_crosstask, tiny_config, tmp_pa
     assert summary['counts']['ok'] == LIMIT
     row = read_results(tmp_path / 'results.jsonl')[0]
     assert row.variant['anchors'] == 'step_model' and 'oracle' not in row.method
+    assert row.variant['task_source'] == 'step_model'
 
 
 def test_llm_eval_rejects_bad_anchor_file(tiny_config, tmp_path):
@@ -123,7 +127,7 @@ def test_llm_planner_model_predicts_packed_samples(tiny_crosstask, tmp_path):
     with FakeOpenAIServer(echo_anchors) as server:
         model = MODELS.build(dict(
             type='LLMPlanner', train_dataset=tiny_crosstask['train_dataset'], with_pkg=True,
-            backend=dict(type='openai', base_url=server.base_url, model='fake', timeout=2,
+            backend=dict(type='openai', base_url=server.base_url, model='fake', **BOUNDED,
                          cache_dir=str(tmp_path / 'cache'))))
         samples = model.test_step(batch)
     assert len(server.requests) == 4
@@ -132,6 +136,7 @@ def test_llm_planner_model_predicts_packed_samples(tiny_crosstask, tmp_path):
         assert sample.pred_plan.tolist() == [gt[0]] * 2 + [gt[-1]]
         assert sample.gt_plan.tolist() == gt.tolist() and int(sample.sample_idx) == i
         assert sample.llm_status == 'ok'
+    assert model.status_counts == {'ok': 4}
     with pytest.raises(ValueError, match='no trainable parameters'):
         model(batch['inputs'], batch['data_samples'], mode='loss')
 
@@ -159,6 +164,7 @@ def test_llm_eval_vlm_mode_from_frames_folders(tiny_crosstask, tiny_config, tmp_
                              '--model', 'fake-vlm', '--vlm',
                              '--video-root', str(tmp_path / 'videos'),
                              '--num-frames', '2', '--limit', '3', '--no-progress',
+                             '--timeout', '2', '--max-retries', '1', '--backoff', '0.01',
                              '--cache-dir', str(tmp_path / 'cache'),
                              '--out', str(tmp_path / 'results.jsonl')])
     assert sorted(count for _, count in server.requests) == [2] * 6 + [4] * 3
@@ -168,6 +174,7 @@ def test_llm_eval_vlm_mode_from_frames_folders(tiny_crosstask, tiny_config, tmp_
     assert summary['metrics']['first_accuracy'] == pytest.approx(100 * first_correct)
     row = read_results(tmp_path / 'results.jsonl')[0]
     assert row.variant['vlm'] and row.variant['anchors'] == 'vlm' and '(VLM)' in row.method
+    assert row.variant['task_source'] == 'ground_truth'  # the prompt names the true task
 
 
 def test_runner_with_planning_metric_matches_llm_eval(tiny_crosstask, tiny_config, tmp_path):
@@ -182,7 +189,7 @@ def test_runner_with_planning_metric_matches_llm_eval(tiny_crosstask, tiny_confi
             default_scope='mmaction', work_dir=str(tmp_path / 'work'),
             model=dict(type='LLMPlanner', train_dataset=tiny_crosstask['train_dataset'],
                        backend=dict(type='openai', base_url=server.base_url, model='fake',
-                                    params={'temperature': 0.0},
+                                    params={'temperature': 0.0}, **BOUNDED,
                                     cache_dir=str(tmp_path / 'cache'))),
             test_dataloader=dict(batch_size=16, num_workers=0,
                                  dataset=dict(tiny_crosstask['test_dataset']),
@@ -204,12 +211,15 @@ def test_tools_test_runs_llm_config_without_checkpoint(tiny_crosstask, tmp_path,
     config = tmp_path / 'llm_tiny.py'
     config.write_text(
         f"_base_ = [{str(REPO / 'configs/llm/llm_crosstask_t3.py')!r}]\n"
-        f"test_dataloader = dict(dataset=dict(_delete_=True, **{tiny_crosstask['test_dataset']!r}))\n"
+        "test_dataloader = dict(dataset=dict(_delete_=True, "
+        f"**{tiny_crosstask['test_dataset']!r}))\n"
         f"model = dict(train_dataset={tiny_crosstask['train_dataset']!r})\n")
     with FakeOpenAIServer(echo_anchors) as server:
-        metrics = test_tool.main([str(config), '--work-dir', str(tmp_path / 'work'), '--cfg-options',
+        metrics = test_tool.main([str(config), '--work-dir', str(tmp_path / 'work'),
+                                  '--cfg-options',
                                   f'model.backend.base_url={server.base_url}',
                                   'model.backend.api_key_env=VPN_FAKE_KEY',
+                                  'model.backend.timeout=2', 'model.backend.max_retries=1',
                                   f'model.backend.cache_dir={tmp_path / "cache"}'])
     test_set = DATASETS.build(tiny_crosstask['test_dataset'])
     expected = expected_echo_metrics(test_set.plans, test_set.plans[:, 0], test_set.plans[:, -1])
@@ -224,3 +234,30 @@ def test_tools_test_requires_checkpoint_for_trainable_models():
     with pytest.raises(SystemExit, match='trainable parameters'):
         test_tool.require_parameter_free(torch.nn.Linear(2, 2), 'cfg.py')
     test_tool.require_parameter_free(torch.nn.Identity(), 'cfg.py')
+
+
+def test_llm_planner_model_with_step_model_anchor_file(tiny_crosstask, tmp_path):
+    """LLMPlanner(anchors=<file>): the prompt's first/last actions are the file's, indexed by
+    the sample index, and the prompt names the task of the predicted first action."""
+    test_set = DATASETS.build(tiny_crosstask['test_dataset'])
+    taxonomy = test_set.taxonomy
+    count = len(test_set)
+    # predictions of "another task": the first action of the next task in the taxonomy
+    other = [taxonomy.task_actions[(t + 1) % len(taxonomy.task_actions)] for t in test_set.tasks]
+    first = np.array([actions[0] for actions in other])
+    last = np.array([actions[-1] for actions in other])
+    (tmp_path / 'a.json').write_text(json.dumps({'first': first.tolist(), 'last': last.tolist()}))
+    batch = default_collate([test_set[i] for i in (5, 2)])
+    with FakeOpenAIServer(echo_anchors) as server:
+        model = MODELS.build(dict(
+            type='LLMPlanner', train_dataset=tiny_crosstask['train_dataset'],
+            anchors=str(tmp_path / 'a.json'),
+            backend=dict(type='openai', base_url=server.base_url, model='fake', **BOUNDED)))
+        samples = model.test_step(batch)
+    assert count > 5
+    for sample, index in zip(samples, (5, 2)):
+        assert sample.pred_plan.tolist() == [first[index]] * 2 + [last[index]]
+        assert int(sample.sample_idx) == index
+    prompts = sorted(text for text, _ in server.requests)
+    names = sorted(taxonomy.task_names[taxonomy.action_task[first[i]]] for i in (5, 2))
+    assert [f'procedure "{name}"' in text for name, text in zip(names, prompts)] == [True] * 2

@@ -147,8 +147,12 @@ def output_files(args, anchors: str) -> dict:
 
 
 def setting(args, anchors: str, num_windows: int, num_test_windows: int) -> dict:
-    return {'model': args.model, 'anchors': anchors, 'with_pkg': args.with_pkg,
-            'vlm': args.vlm, 'scope': args.scope, 'num_examples': args.num_examples,
+    # the task named in the prompt: the ground truth, except with a step model (the task of
+    # its predicted first action)
+    task_source = 'step_model' if anchors == 'step_model' else 'ground_truth'
+    return {'model': args.model, 'anchors': anchors, 'task_source': task_source,
+            'with_pkg': args.with_pkg, 'vlm': args.vlm, 'scope': args.scope,
+            'num_examples': args.num_examples,
             'num_windows': num_windows, 'limited': num_windows < num_test_windows}
 
 

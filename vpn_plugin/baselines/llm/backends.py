@@ -6,6 +6,7 @@ compatible endpoint, vLLM, Ollama) with bounded retries and an on-disk cache;
 """
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
@@ -13,6 +14,11 @@ import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
+
+try:
+    import fcntl
+except ImportError:  # Windows: runs sharing a cache may then pay twice for a request
+    fcntl = None
 
 RETRYABLE_STATUS = frozenset({408, 409, 429}) | frozenset(range(500, 600))
 
@@ -34,6 +40,8 @@ class ResponseCache:
 
     Entries are written atomically (temp file + rename), so an interrupted run leaves
     only complete entries and a rerun pays only for the requests that are missing.
+    ``locked(key)`` serialises the runs (processes) that share the cache on one key
+    (an empty ``<key>.lock`` file beside the entry, ``flock``-ed on POSIX).
     """
 
     def __init__(self, root: str | Path):
@@ -59,6 +67,19 @@ class ResponseCache:
                              cached=True)
         except (json.JSONDecodeError, KeyError) as err:
             raise ValueError(f'response cache entry {path} is corrupt ({err}); delete it') from None
+
+    @contextlib.contextmanager
+    def locked(self, key: str):
+        path = self._path(key)
+        path.parent.mkdir(exist_ok=True)
+        with open(path.with_suffix('.lock'), 'a') as handle:
+            if fcntl is not None:
+                fcntl.flock(handle, fcntl.LOCK_EX)
+            try:
+                yield
+            finally:
+                if fcntl is not None:
+                    fcntl.flock(handle, fcntl.LOCK_UN)
 
     def put(self, key: str, reply: ChatReply) -> None:
         path = self._path(key)
@@ -115,11 +136,12 @@ class CachedChatBackend:
         return reply
 
     def _cached_request(self, messages: list) -> ChatReply:
-        """One lock per key: identical requests in flight at once are paid for only once."""
+        """One lock per key (threads, then processes sharing the cache): identical requests
+        in flight at once are paid for only once."""
         key = ResponseCache.key(self.model, messages, self.params)
         with self._locks_guard:
             lock = self._key_locks.setdefault(key, threading.Lock())
-        with lock:
+        with lock, self.cache.locked(key):
             reply = self.cache.get(key)
             if reply is None:
                 reply = self._request(messages)

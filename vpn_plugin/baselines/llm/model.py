@@ -6,6 +6,7 @@ from collections import Counter
 from typing import Optional
 
 import torch
+from mmengine.logging import print_log
 from mmengine.model import BaseModel
 
 from mmaction.registry import DATASETS, MODELS
@@ -13,9 +14,9 @@ from mmaction.structures import ActionDataSample
 
 from .anchors import ORACLE, load_anchor_predictions
 from .backends import build_backend
-from .evaluate import run_planner
+from .evaluate import run_planner, token_summary
 from .factory import prompt_builder_from_dataset
-from .planner import PromptPlanner
+from .planner import STATUSES, PromptPlanner
 from .prompting import PlanningQuery
 
 
@@ -60,6 +61,9 @@ class LLMPlanner(BaseModel):
         outcomes = run_planner(self.planner, self._queries(data_samples),
                                concurrency=self.concurrency, progress=False)
         self.status_counts.update(o.status for o in outcomes)
+        print_log('LLMPlanner replies so far: ' + ', '.join(
+            f'{status} {self.status_counts[status]}' for status in STATUSES) + '; '
+            + token_summary(self.planner.backend.usage.counts), logger='current')
         return [self._pack(outcome, data_samples, i) for i, outcome in enumerate(outcomes)]
 
     def _query(self, plan: list, task: int, index: int) -> PlanningQuery:

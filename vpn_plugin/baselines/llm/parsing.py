@@ -22,21 +22,41 @@ def _normalise(name: str) -> str:
     return ' '.join(name.lower().split())
 
 
-def extract_json(text: str):
-    """The first JSON object or array in ``text`` (bare, fenced, or with prose around it)."""
+def json_values(text: str) -> list:
+    """Top-level JSON objects and arrays in ``text``: those of fenced blocks first, then those
+    of the whole text (bare, or with prose around it).
+
+    A value nested in a malformed one is not top-level: ``{"plan": [0, 1, 2]`` (truncated)
+    or ``{"plan": [0, 1, 2] extra}`` yield nothing, so they are unparseable, not plans.
+    """
     fenced = re.findall(r'```(?:json)?\s*(.*?)```', text, flags=re.DOTALL | re.IGNORECASE)
-    decoder = json.JSONDecoder()
+    values = []
     for candidate in fenced + [text]:
-        for start, char in enumerate(candidate):
-            if char not in '{[':
-                continue
-            try:
-                value, _ = decoder.raw_decode(candidate, start)
-            except json.JSONDecodeError:
-                continue
-            if isinstance(value, (dict, list)):
-                return value
-    raise ReplyParseError(f'no JSON object or array in reply: {text[:200]!r}')
+        values.extend(_scan_values(candidate))
+    return values
+
+
+def _scan_values(text: str) -> list:
+    decoder = json.JSONDecoder()
+    values, position = [], 0
+    while position < len(text):
+        if text[position] not in '{[':
+            position += 1
+            continue
+        try:
+            value, position = decoder.raw_decode(text, position)
+            values.append(value)
+        except json.JSONDecodeError as err:
+            position = max(position + 1, err.pos)  # resume where the malformed value broke
+    return values
+
+
+def extract_json(text: str):
+    """The first top-level JSON object or array in ``text`` (see ``json_values``)."""
+    values = json_values(text)
+    if not values:
+        raise ReplyParseError(f'no JSON object or array in reply: {text[:200]!r}')
+    return values[0]
 
 
 class ActionMatcher:
@@ -57,11 +77,22 @@ class ActionMatcher:
             text = item.strip()
             if re.fullmatch(r'-?\d+', text):
                 return self._match_id(int(text))
-            name = _normalise(text)
-            if name not in self.by_name:
-                raise OutOfTaxonomyError(f'action name {item!r} is not in the taxonomy')
-            return self.by_name[name]
+            return self._match_name(text)
         raise ReplyParseError(f'action {item!r}: expected an id or a name')
+
+    def _match_name(self, text: str) -> int:
+        """A name, or ``"<id>: <name>"`` as the taxonomy is listed in the prompt (the id and
+        the name must then agree)."""
+        name = _normalise(text)
+        if name in self.by_name:
+            return self.by_name[name]
+        labelled = re.fullmatch(r'(-?\d+)\s*[:.)-]\s*(\S.*)', name)
+        if labelled is None:
+            raise OutOfTaxonomyError(f'action name {text!r} is not in the taxonomy')
+        action_id = self._match_id(int(labelled.group(1)))
+        if self.by_name.get(labelled.group(2)) != action_id:
+            raise ReplyParseError(f'action {text!r}: the id {action_id} and the name disagree')
+        return action_id
 
     def _match_id(self, action_id: int) -> int:
         if action_id not in self.allowed:
@@ -80,24 +111,29 @@ class ActionMatcher:
 
 
 def parse_plan(text: str, matcher: ActionMatcher, horizon: int) -> list[int]:
-    """``{"plan": [...]}`` or a bare list of ``horizon`` actions -> list of ids."""
-    value = extract_json(text)
-    if isinstance(value, dict):
-        key = next((k for k in PLAN_KEYS if isinstance(value.get(k), list)), None)
-        if key is None:
-            raise ReplyParseError(f'reply JSON has no list under any of {PLAN_KEYS}: '
-                                  f'{value!r:.200}')
-        value = value[key]
-    if len(value) != horizon:
-        raise ReplyParseError(f'reply plan has {len(value)} actions, expected {horizon}')
-    return [matcher.match(item) for item in value]
+    """``{"plan": [...]}`` or a bare list of ``horizon`` actions -> list of ids.
+
+    An object with a plan key (see PLAN_KEYS) wins over bare lists (which may be the prompt's
+    incomplete sequence echoed in the prose); without one, the first top-level list is the plan.
+    """
+    values = json_values(text)
+    keyed = [v[k] for v in values if isinstance(v, dict) for k in PLAN_KEYS
+             if isinstance(v.get(k), list)]
+    plans = keyed or [v for v in values if isinstance(v, list)]
+    if not plans:
+        raise ReplyParseError(f'reply holds no object with a list under any of {PLAN_KEYS} '
+                              f'nor a JSON list: {text[:200]!r}')
+    plan = plans[0]
+    if len(plan) != horizon:
+        raise ReplyParseError(f'reply plan has {len(plan)} actions, expected {horizon}')
+    return [matcher.match(item) for item in plan]
 
 
 def parse_action(text: str, matcher: ActionMatcher) -> int:
-    """``{"action_id", "action_name"}`` -> the action id."""
-    value = extract_json(text)
-    if isinstance(value, list) and len(value) == 1:
-        value = value[0]
-    if not isinstance(value, dict):
-        raise ReplyParseError(f'reply JSON is not an object with action_id: {value!r:.200}')
-    return matcher.match(value)
+    """``{"action_id", "action_name"}`` (the first top-level object, or a list holding only
+    it) -> the action id."""
+    values = [v[0] if isinstance(v, list) and len(v) == 1 else v for v in json_values(text)]
+    objects = [v for v in values if isinstance(v, dict)]
+    if not objects:
+        raise ReplyParseError(f'reply holds no JSON object with action_id: {text[:200]!r}')
+    return matcher.match(objects[0])
