@@ -1,5 +1,8 @@
-"""Tiny end-to-end protocol: 2 seeds x 3 methods (2 trained for 1 epoch) on tiny_crosstask."""
+"""Protocol expansion of every configs/protocol/*.py, config checks, and a tiny end-to-end
+protocol: 2 seeds x 3 methods (2 trained for 1 epoch) on tiny_crosstask, resumed."""
+import importlib.util
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -8,9 +11,18 @@ from mmengine.config import Config
 from vpn_plugin.protocol.plots import plot_qualitative, qualitative_from_checkpoint
 from vpn_plugin.protocol.report import build_table, to_markdown
 from vpn_plugin.protocol.results import read_results
-from vpn_plugin.protocol.runner import ProtocolRunner, clean_metrics, expand_units
+from vpn_plugin.protocol.runner import (ProtocolRunner, check_config, clean_metrics,
+                                        expand_units)
 
 REPO = Path(__file__).resolve().parents[1]
+
+
+def run_protocol_tool():
+    spec = importlib.util.spec_from_file_location('tool_run_protocol',
+                                                  REPO / 'tools' / 'run_protocol.py')
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
 
 def tiny_options(tiny, model_extra=None):
@@ -53,11 +65,15 @@ def test_expand_units_fills_horizons_and_filters_methods():
     assert clean_metrics({'planning/success_rate': 1}) == {'success_rate': 1.0}
 
 
-def test_tiny_protocol_end_to_end_and_resume(tiny_crosstask, tmp_path):
+def test_tiny_protocol_end_to_end_and_resume(tiny_crosstask, tmp_path, capsys):
     protocol = tiny_protocol(tiny_crosstask)
     units = expand_units(protocol)
     runner = ProtocolRunner(protocol, tmp_path, max_epochs=1, batch_size=64)
     results = runner.run(units)
+    progress = capsys.readouterr().err
+    assert '6 runs, 0 already finished, 6 to run' in progress
+    assert '[1/6] ViterbiPlanNet T=3 seed=0' in progress and '[6/6]' in progress
+    assert 'eta' in progress
     rows = read_results(results)
     assert sorted((r.method, r.seed) for r in rows) == sorted(
         (m, s) for m in ('ViterbiPlanNet', 'ViterbiPlanNet (argmax)', 'PKG beam search',
@@ -67,6 +83,8 @@ def test_tiny_protocol_end_to_end_and_resume(tiny_crosstask, tmp_path):
         assert Path(row.per_sample_file).is_file()
         dump = json.loads(Path(row.per_sample_file).read_text())
         assert dump['metrics']['success_rate'] == pytest.approx(row.metrics['success_rate'])
+        assert 0 <= row.metrics['plan_jsd'] <= 1 and row.metrics['plan_entropy'] >= 0
+        assert row.config.endswith('_t3.py') and row.protocol == 'tiny'
     by_method = {r.method: r for r in rows}
     assert by_method['PKG + uniform emissions'].params == 0
     assert by_method['ViterbiPlanNet'].params == by_method['ViterbiPlanNet (argmax)'].params > 0
@@ -76,6 +94,21 @@ def test_tiny_protocol_end_to_end_and_resume(tiny_crosstask, tmp_path):
     # resuming runs nothing new
     runner.run(expand_units(protocol))
     assert len(read_results(results)) == len(rows)
+    assert '6 already finished, 0 to run' in capsys.readouterr().err
+    # a lost test row is re-evaluated from the finished training, which is not repeated
+    lines = results.read_text().splitlines()
+    lost = next(i for i, line in enumerate(lines)
+                if json.loads(line)['method'] == 'ViterbiPlanNet (argmax)'
+                and json.loads(line)['seed'] == 1)
+    results.write_text('\n'.join(lines[:lost] + lines[lost + 1:]) + '\n')
+    seed1 = Path(tmp_path, 'tiny', 'ViterbiPlanNet', 'T3', 'seed1')
+    stamps = {p: p.stat().st_mtime_ns for p in seed1.iterdir() if p.is_file()}
+    runner.run(expand_units(protocol))
+    assert '1 to run' in capsys.readouterr().err
+    again = read_results(results)
+    assert sorted(r.key() for r in again) == sorted(r.key() for r in rows)
+    assert {p: p.stat().st_mtime_ns for p in stamps} == stamps  # no retraining, same checkpoint
+    assert not list(seed1.glob('epoch_2.pth'))
     table = build_table(rows, ['success_rate', 'mean_accuracy'])
     assert 'PKG beam search' in to_markdown(table)
 
@@ -88,3 +121,126 @@ def test_tiny_protocol_end_to_end_and_resume(tiny_crosstask, tmp_path):
     assert data['emissions'].shape == data['soft_plan'].shape == (3, num_columns)
     assert data['transitions'].shape == (num_columns, num_columns)
     assert all(p.is_file() for p in plot_qualitative(**data, out_stem=tmp_path / 'quali'))
+
+
+# ------------------------------------------------ every protocol of the issue, as a dry run
+def dry_run(name, monkeypatch):
+    """Units of ``configs/protocol/<name>.py`` from the CLI's --dry-run (configs checked)."""
+    monkeypatch.chdir(REPO)
+    return run_protocol_tool().main([f'configs/protocol/{name}.py', '--dry-run'])
+
+
+def methods_of(units):
+    """{test method: [(train horizon, test horizon, merged cfg_options, variant)]} over seed 0."""
+    out = {}
+    for unit in units:
+        if unit.seed == 0:
+            for spec in unit.tests:
+                out.setdefault(spec.method, []).append(
+                    (unit.horizon, spec.horizon, {**unit.cfg_options, **spec.cfg_options},
+                     unit.variant))
+    return out
+
+
+def test_dry_run_standard(monkeypatch, capsys):
+    units = dry_run('standard_crosstask', monkeypatch)
+    assert sorted({u.seed for u in units}) == [0, 1, 2, 3, 4]  # default: 5 seeds
+    tests = methods_of(units)
+    assert set(tests) == {'ViterbiPlanNet', 'Base Model', 'PKG beam search',
+                          'PKG + uniform emissions'}
+    assert all(sorted(t[:2] for t in runs) == [(3, 3), (4, 4)] for runs in tests.values())
+    assert tests['Base Model'][0][2]['model.use_dvl'] is False
+    assert [u.train for u in units if u.slug.startswith('PKG_uniform')] == [False] * 10
+    assert f'{len(units)} runs; 8 configs checked' in capsys.readouterr().out
+
+
+def test_dry_run_cross_horizon(monkeypatch):
+    tests = methods_of(dry_run('cross_horizon_crosstask', monkeypatch))
+    assert sorted(t[:2] for t in tests['ViterbiPlanNet (train T=6)']) == [(6, 3), (6, 4), (6, 5)]
+    assert sorted(t[:2] for t in tests['ViterbiPlanNet (train T=test T)']) == [
+        (3, 3), (4, 4), (5, 5)]
+
+
+@pytest.mark.parametrize('name, extra', [('ablation_crosstask', 0),
+                                         ('main_and_ablation_t3_crosstask', 2)])
+def test_dry_run_ablation_has_eight_combinations(name, extra, monkeypatch):
+    units = dry_run(name, monkeypatch)
+    assert len([u for u in units if u.seed == 0]) == 2 + extra  # 2 trainings give 8 rows
+    combos = {(opts.get('model.use_dvl', True), opts['model.decode'])
+              for runs in methods_of(units).values() for _, _, opts, _ in runs
+              if 'model.decode' in opts}
+    assert combos == {(dvl, mode) for dvl in (True, False) for mode in
+                      ('emission_argmax', 'emission_viterbi', 'dvl_argmax', 'dvl_viterbi')}
+
+
+def test_dry_run_pkg_and_task_supervision(monkeypatch):
+    tests = methods_of(dry_run('pkg_crosstask', monkeypatch))
+    assert tests['w/o PKG (uniform graph)'][0][2] == {'custom_hooks.0.no_pkg': True}
+    assert tests['w/o task supervision'][0][2] == {'model.loss_weights.task': 0.0}
+    assert tests['ViterbiPlanNet'][0][2] == {}
+
+
+def test_dry_run_sample_efficiency(monkeypatch):
+    tests = methods_of(dry_run('sample_efficiency_crosstask', monkeypatch))
+    assert set(tests) == {'ViterbiPlanNet', 'Base Model'}
+    for runs in tests.values():
+        fractions = sorted(opts['train_dataloader.dataset.subset_fraction']
+                           for _, _, opts, _ in runs)
+        assert fractions[0] == 0.05 and fractions[-1] == 1.0 and len(fractions) >= 4
+        assert all(opts['model.freeze_visual'] is True for _, _, opts, _ in runs)
+        assert sorted(v['train_fraction'] for *_, v in runs) == fractions
+
+
+def test_dry_run_pkg_quality(monkeypatch):
+    runs = methods_of(dry_run('pkg_quality_crosstask', monkeypatch))['ViterbiPlanNet']
+    kinds = {v['perturbation'] for *_, v in runs}
+    assert kinds == {'none', 'edge_dropout', 'weight_noise', 'data_fraction', 'label_noise'}
+    for *_, opts, variant in runs:
+        if variant['perturbation'] != 'none':
+            assert opts == {f'custom_hooks.0.{variant["perturbation"]}': variant['level']}
+
+
+def test_dry_run_union_pkg_and_observations(monkeypatch):
+    union = methods_of(dry_run('union_pkg_crosstask', monkeypatch))
+    extra = [len(opts.get('custom_hooks.0.extra_datasets', []))
+             for runs in union.values() for _, _, opts, _ in runs]
+    assert sorted(extra) == [0, 1, 2]
+    observed = methods_of(dry_run('observations_crosstask', monkeypatch))
+    ks = sorted(v['observed_steps'] for runs in observed.values() for *_, v in runs)
+    assert ks == [0, 1, 2]
+    for runs in observed.values():
+        (_, _, opts, variant), = runs
+        assert {opts[f'{s}_dataloader.dataset.observed_steps'] for s in
+                ('train', 'val', 'test')} == {variant['observed_steps']}
+
+
+def test_every_protocol_config_is_covered():
+    names = {p.stem for p in (REPO / 'configs' / 'protocol').glob('*.py')}
+    tested = set(re.findall(r"dry_run\('(\w+)'", Path(__file__).read_text()))
+    tested |= {'ablation_crosstask', 'main_and_ablation_t3_crosstask'}  # parametrized
+    assert names <= tested, f'protocol configs without a dry-run test: {names - tested}'
+
+
+def test_config_check_names_bad_options(monkeypatch):
+    monkeypatch.chdir(REPO)
+    config = 'configs/vpn_crosstask_t3.py'
+    check_config(config, {'model.freeze_visual': True})
+    with pytest.raises(ValueError, match=r"vpn_crosstask_t3.py: model: ViterbiPlanNet has no "
+                                         r"option\(s\) \['freeze_visul'\]"):
+        check_config(config, {'model.freeze_visul': True})
+    with pytest.raises(ValueError, match=r"test_dataloader.dataset: PlanningDataset has no "
+                                         r"option\(s\) \['subset_frac'\]"):
+        check_config(config, {'test_dataloader.dataset.subset_frac': 0.5})
+    with pytest.raises(ValueError, match='edge_dropout=1.5 is out of range'):
+        check_config(config, {'custom_hooks.0.edge_dropout': 1.5})
+
+
+def test_run_seed_reaches_pkg_hook_and_training_subset(monkeypatch, tmp_path):
+    monkeypatch.chdir(REPO)
+    runner = ProtocolRunner(Config(dict(protocol='p', runs=[])), tmp_path)
+    cfg = runner.build_cfg('configs/vpn_crosstask_t3.py',
+                           {'train_dataloader.dataset.subset_fraction': 0.1}, 3, tmp_path)
+    assert cfg.randomness['seed'] == 3 and cfg.custom_hooks[0]['seed'] == 3
+    assert cfg.train_dataloader.dataset.subset_seed == 3
+    plain = runner.build_cfg('configs/vpn_crosstask_t3.py', {}, 3, tmp_path)
+    assert 'subset_seed' not in plain.train_dataloader.dataset

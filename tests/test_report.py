@@ -1,17 +1,18 @@
 """Report tables on synthetic results files with known answers."""
 import importlib.util
 import json
+import shlex
 from pathlib import Path
 
 import numpy as np
 import pytest
 
-from vpn_plugin.core.stats import bootstrap_ci
 from vpn_plugin.protocol.report import build_table, format_params, to_latex, to_markdown
 from vpn_plugin.protocol.results import (ResultRow, append_result, filter_rows, read_results,
                                          write_results_csv)
 
 SEEDS = [0, 1, 2, 3, 4]
+REPO = Path(__file__).resolve().parents[1]
 
 
 def load_tool(name):
@@ -46,15 +47,55 @@ def test_constant_seeds_give_zero_width_ci(three_methods):
     assert (cell.mean, cell.low, cell.high) == (60.0, 60.0, 60.0)
 
 
-def test_cell_ci_is_the_core_bootstrap_over_seeds():
+def percentile_bootstrap_by_hand(values, num_resamples, seed=0):
+    """Oracle: K resamples of the n values (numpy Generator, seed 0), 5th/95th percentiles."""
+    values = np.asarray(values, dtype=float)
+    index = np.random.default_rng(seed).integers(0, len(values), (num_resamples, len(values)))
+    means = np.sort(values[index].mean(1))
+    # numpy's default 'linear' percentile, written out: position q/100 * (K - 1)
+    def percentile(q):
+        position = q / 100 * (num_resamples - 1)
+        below = int(np.floor(position))
+        above = min(below + 1, num_resamples - 1)
+        return means[below] + (position - below) * (means[above] - means[below])
+    return percentile(5), percentile(95)
+
+
+def test_cell_ci_is_a_90_percent_bootstrap_with_100_resamples():
     values = [31.0, 35.5, 29.0, 40.25, 33.0]
     table = build_table(make_rows('A', values) + make_rows('B', [1.0] * 5), ['success_rate'])
     cell = table.cells[('A', ('crosstask', 3, 'success_rate'))]
-    assert cell.mean == pytest.approx(np.mean(values))
-    expected = bootstrap_ci(np.array(values), num_resamples=100, level=0.90, seed=0)
-    assert (cell.mean, cell.low, cell.high) == pytest.approx(tuple(map(float, expected)))
-    assert min(values) <= cell.low <= cell.mean <= cell.high <= max(values)
-    assert cell.low < cell.high
+    assert cell.mean == pytest.approx(sum(values) / 5)
+    low, high = percentile_bootstrap_by_hand(values, 100)
+    assert (cell.low, cell.high) == pytest.approx((low, high))
+    assert (cell.low, cell.high) != pytest.approx(percentile_bootstrap_by_hand(values, 1000))
+    assert min(values) <= cell.low < cell.mean < cell.high <= max(values)
+    assert f'{cell.mean:.2f} ± {(high - low) / 2:.2f}' in to_markdown(table)
+
+
+@pytest.mark.parametrize('diffs', [[3.0, -1.0, 2.0, 0.5, 1.5], [4.0, -3.0, 2.0, -2.5, 1.5]])
+def test_improvement_is_a_paired_bootstrap_with_1000_resamples(diffs):
+    base = np.array([40.0, 45.0, 38.0, 50.0, 42.0])  # per-seed differences matter, not levels
+    rows = make_rows('Ours', base + np.array(diffs)) + make_rows('Ref', base)
+    table = build_table(rows, ['success_rate'])
+    imp = table.improvements[('crosstask', 3, 'success_rate')]
+    low, high = percentile_bootstrap_by_hand(diffs, 1000)
+    assert imp.delta == pytest.approx(np.mean(diffs))
+    assert (imp.low, imp.high) == pytest.approx((low, high))
+    significant = not low <= 0 <= high
+    assert imp.significant == significant
+    delta_cell = to_markdown(table).split('| Δ |')[1].split('|')[0].strip()
+    assert delta_cell == (f'{np.mean(diffs):+.2f}{"*" if significant else ""} '
+                          f'[{low:+.2f}, {high:+.2f}]')
+
+
+def test_the_two_improvement_cases_differ_in_significance():
+    """Guards the parametrized test above: one case must be significant, the other not."""
+    verdicts = []
+    for diffs in ([3.0, -1.0, 2.0, 0.5, 1.5], [4.0, -3.0, 2.0, -2.5, 1.5]):
+        low, high = percentile_bootstrap_by_hand(diffs, 1000)
+        verdicts.append(not low <= 0 <= high)
+    assert verdicts == [True, False]
 
 
 def test_best_bold_second_underlined(three_methods):
@@ -87,6 +128,8 @@ def test_constant_improvement_is_significant(three_methods):
     assert imp.low == pytest.approx(10.0) and imp.high == pytest.approx(10.0)
     assert imp.significant
     assert '+10.00* [+10.00, +10.00]' in to_markdown(build_table(rows, ['success_rate']))
+    assert r'+10.00$^{*}$ {\scriptsize[+10.00, +10.00]}' in to_latex(
+        build_table(rows, ['success_rate']))
 
 
 def test_noisy_tie_is_not_significant():
@@ -184,3 +227,68 @@ def test_lower_is_better_and_descriptive_metrics():
     assert table.best[jsd] == {'A'} and table.second[jsd] == {'B'}
     assert table.improvements[jsd].delta == pytest.approx(0.2 - 0.5)
     assert table.best[entropy] == set() and table.improvements[entropy] is None
+
+
+def docs_commands(tool):
+    """The ``tools/<tool>.py`` commands of docs/results.md's bash block, continuation lines
+    joined, as argument lists (``$R`` kept as a token)."""
+    text = (REPO / 'docs' / 'results.md').read_text()
+    block = text.split('```bash', 1)[1].split('```', 1)[0].replace('\\\n', ' ')
+    return [shlex.split(line)[2:] for line in block.splitlines()
+            if line.strip().startswith(f'.venv/bin/python tools/{tool}.py')]
+
+
+def protocol_results(tmp_path, seeds=(0, 1, 2, 3)):
+    """A results file with every test of the protocol docs/results.md ran (random metrics)."""
+    import os
+    from vpn_plugin.protocol.runner import expand_units, load_protocol
+    cwd = os.getcwd()
+    os.chdir(REPO)
+    try:
+        protocol = load_protocol('configs/protocol/main_and_ablation_t3_crosstask.py')
+    finally:
+        os.chdir(cwd)
+    rng = np.random.default_rng(0)
+    path = tmp_path / 'results.jsonl'
+    for unit in expand_units(protocol, seeds=list(seeds)):
+        for spec in unit.tests:
+            metrics = {m: float(rng.uniform(0, 100)) for m in
+                       ('success_rate', 'mean_accuracy', 'miou_set')}
+            metrics.update(plan_entropy=float(rng.uniform(1, 2)), plan_jsd=float(rng.random()))
+            append_result(path, ResultRow(spec.method, unit.seed, spec.horizon, metrics,
+                                          params=None if not unit.train else 1000,
+                                          dataset='crosstask', protocol=protocol.protocol))
+    return path
+
+
+def first_column(markdown):
+    return [line.split(' | ')[0][2:] for line in markdown.splitlines()
+            if line.startswith('| ')][1:]
+
+
+def test_docs_results_commands_match_the_cli_and_the_protocol(tmp_path, capsys):
+    """The commands in docs/results.md run on the protocol's method names and give tables with
+    the rows of the committed docs/results_synthetic_*.md."""
+    results = str(protocol_results(tmp_path))
+    commands = docs_commands('report')
+    assert len(commands) == 2
+    for argv in commands:
+        argv = [results if a == '$R' else a for a in argv]
+        stem = argv[argv.index('--out') + 1]
+        argv[argv.index('--out') + 1] = str(tmp_path / Path(stem).name)
+        load_tool('report').main(argv)
+        made = (tmp_path / Path(stem).name).with_suffix('.md').read_text()
+        committed = (REPO / stem).with_suffix('.md').read_text()
+        assert first_column(made) == first_column(committed)
+        assert made.splitlines()[2] == committed.splitlines()[2]  # same header
+    plots = load_tool('plots')
+    assert [argv[0] for argv in docs_commands('plots')] == ['params', 'qualitative']
+    for argv in docs_commands('plots'):
+        argv = [results if a == '$R' else a for a in argv]
+        argv[argv.index('--out') + 1] = str(tmp_path / 'figure')
+        if argv[0] == 'qualitative':  # needs a checkpoint: check the arguments only
+            assert plots.parse_args(argv).index >= 0
+            continue
+        plots.main(argv)
+        assert (tmp_path / 'figure.png').is_file() and (tmp_path / 'figure.pdf').is_file()
+    capsys.readouterr()

@@ -62,3 +62,29 @@ def test_qualitative_figure_and_shape_check(tmp_path):
     assert all(p.is_file() for p in paths)
     with pytest.raises(ValueError, match=r'\(T, 5\)'):
         plot_qualitative(emissions[:, :4], soft, pkg, names, tmp_path / 'bad')
+
+
+def test_curve_cli_groups_perturbations(tmp_path, capsys):
+    """tools/plots.py curve on a results file, lines per PKG perturbation (PNG + PDF)."""
+    import importlib.util
+    from pathlib import Path
+    from vpn_plugin.protocol.results import append_result
+    results = tmp_path / 'pkg_quality.jsonl'
+    for seed in range(2):
+        append_result(results, ResultRow('VPN', seed, 3, {'success_rate': 40.0 + seed},
+                                         protocol='pkg_quality',
+                                         variant=dict(perturbation='none', level=0.0)))
+        for kind in ('edge_dropout', 'weight_noise'):
+            for level in (0.1, 0.5):
+                append_result(results, ResultRow(
+                    'VPN', seed, 3, {'success_rate': 40.0 - 20 * level}, protocol='pkg_quality',
+                    variant=dict(perturbation=kind, level=level)))
+    path = Path(__file__).resolve().parents[1] / 'tools' / 'plots.py'
+    spec = importlib.util.spec_from_file_location('tool_plots', path)
+    tool = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(tool)
+    tool.main(['curve', str(results), '--x', 'level', '--group', 'perturbation',
+               '--protocol', 'pkg_quality', '--out', str(tmp_path / 'robustness')])
+    printed = capsys.readouterr().out.split()
+    assert printed == [str(tmp_path / 'robustness.png'), str(tmp_path / 'robustness.pdf')]
+    assert all(Path(p).stat().st_size > 1000 for p in printed)

@@ -15,7 +15,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import vpn_plugin  # noqa: E402,F401  (compat fixes + registration before configs are read)
-from vpn_plugin.protocol.runner import ProtocolRunner, expand_units, load_protocol  # noqa: E402
+from vpn_plugin.protocol.runner import (ProtocolRunner, check_units, expand_units,  # noqa: E402
+                                         load_protocol)
 
 
 def parse_args(argv=None):
@@ -30,7 +31,8 @@ def parse_args(argv=None):
     parser.add_argument('--val-interval', type=int, help='with --max-epochs (default: at the end)')
     parser.add_argument('--batch-size', type=int, help='override every dataloader batch size')
     parser.add_argument('--log-level', default='WARNING', help='mmengine log level of each run')
-    parser.add_argument('--dry-run', action='store_true', help='list the runs and exit')
+    parser.add_argument('--dry-run', action='store_true',
+                        help='list the runs, check their configs and options, and exit')
     return parser.parse_args(argv)
 
 
@@ -43,7 +45,8 @@ def main(argv=None):
         for unit in units:
             tests = ', '.join(f'{t.method} (T={t.horizon})' for t in unit.tests)
             print(f'{unit.slug} T={unit.horizon} seed={unit.seed} train={unit.train}: {tests}')
-        return None
+        print(f'{len(units)} runs; {check_units(units)} configs checked')
+        return units
     runner = ProtocolRunner(protocol, args.out, max_epochs=args.max_epochs,
                             val_interval=args.val_interval, batch_size=args.batch_size,
                             log_level=args.log_level)

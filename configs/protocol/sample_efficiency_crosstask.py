@@ -1,5 +1,6 @@
-# Sample efficiency: train on 5..100% of the training windows (seeded subset) with the visual
-# encoder frozen, ViterbiPlanNet vs Base Model, CrossTask T=3. Plot with
+# Sample efficiency: train on 5..100% of the training windows (a subset drawn with the run
+# seed: run_protocol sets subset_seed) with the visual encoder frozen, ViterbiPlanNet vs
+# Base Model, CrossTask T=3. Plot with
 #   .venv/bin/python tools/plots.py curve work_dirs/protocol/sample_efficiency/results.jsonl \
 #       --x train_fraction --out docs/figures/sample_efficiency
 protocol = 'sample_efficiency'

@@ -20,11 +20,14 @@ run's). Several tests share one training (ablation decodings, cross-horizon eval
 
 Each (run, horizon, seed) trains in its own work dir ``<out>/<protocol>/<slug>/T<T>/seed<s>``;
 a finished training leaves ``train_done.json`` and is never repeated, a finished test is a row
-of ``<out>/<protocol>/results.jsonl`` and is skipped on the next call (resumable).
+of ``<out>/<protocol>/results.jsonl`` and is skipped on the next call (resumable). Before
+anything runs, the configs of the unfinished runs are checked with their overrides
+(:func:`check_units`; also what ``tools/run_protocol.py --dry-run`` does).
 """
 from __future__ import annotations
 
 import copy
+import inspect
 import json
 import re
 import sys
@@ -124,6 +127,58 @@ def _slug(name: str, variant: dict) -> str:
     return re.sub(r'[^A-Za-z0-9.=-]+', '_', text).strip('_')
 
 
+# ----------------------------------------------------------------------------- checking
+def check_units(units: list[TrainUnit]) -> int:
+    """Check every training and test config of ``units`` with its overrides; returns how many.
+
+    Each model, dataset and hook entry must name a registered type, and every option it sets
+    must be an argument of that class (``PKGHook`` entries are also built, which checks their
+    ranges): a mistyped study option fails here, not after hours of training.
+    """
+    checked = set()
+    for unit in units:
+        jobs = [(unit.config, unit.cfg_options)] if unit.train else []
+        jobs += [(s.config, {**unit.cfg_options, **s.cfg_options}) for s in unit.tests]
+        for config, options in jobs:
+            key = (config, json.dumps(options, sort_keys=True, default=str))
+            if key not in checked:
+                check_config(config, options)
+                checked.add(key)
+    return len(checked)
+
+
+def check_config(config: str, cfg_options: dict) -> None:
+    """Raise ``ValueError`` naming the config and entry for an unknown type or option."""
+    from mmengine.config import Config
+    from mmaction.registry import DATASETS, HOOKS, MODELS
+    cfg = Config.fromfile(config)
+    if cfg_options:
+        cfg.merge_from_dict(copy.deepcopy(cfg_options))
+    entries = [('model', MODELS, cfg.model)]
+    entries += [(f'{split}_dataloader.dataset', DATASETS, cfg[f'{split}_dataloader'].dataset)
+                for split in ('train', 'val', 'test') if cfg.get(f'{split}_dataloader')]
+    entries += [(f'custom_hooks.{i}', HOOKS, hook)
+                for i, hook in enumerate(cfg.get('custom_hooks', []))]
+    for where, registry, entry in entries:
+        _check_arguments(f'{config}: {where}', registry, entry)
+        if entry.get('type') == PKG_HOOK:
+            HOOKS.build(copy.deepcopy(entry))
+
+
+def _check_arguments(where: str, registry, entry: dict) -> None:
+    cls = registry.get(entry.get('type'))
+    if cls is None:
+        raise ValueError(f'{where}: type {entry.get("type")!r} is not registered in '
+                         f'{registry.name}')
+    params = inspect.signature(cls.__init__).parameters
+    if any(p.kind == p.VAR_KEYWORD for p in params.values()):
+        return
+    unknown = sorted(set(entry) - set(params) - {'type'})
+    if unknown:
+        raise ValueError(f'{where}: {entry["type"]} has no option(s) {unknown}; expected some '
+                         f'of {sorted(set(params) - {"self"})}')
+
+
 # ----------------------------------------------------------------------------- running
 class ProtocolRunner:
     """Executes training units and appends one results row per finished test."""
@@ -159,6 +214,7 @@ class ProtocolRunner:
         """Run every unfinished unit; returns the results file."""
         done = self.done_keys()
         todo = [u for u in units if any(self.row_for(u, s).key() not in done for s in u.tests)]
+        check_units(todo)
         _log(f'protocol {self.protocol}: {len(units)} runs, {len(units) - len(todo)} '
              f'already finished, {len(todo)} to run -> {self.results_file}')
         started = time.time()
@@ -203,6 +259,9 @@ class ProtocolRunner:
         for hook in cfg.get('custom_hooks', []):
             if hook.get('type') == PKG_HOOK:
                 hook['seed'] = seed  # PKG perturbations differ across seeds
+        train_set = cfg.get('train_dataloader', {}).get('dataset', {})
+        if train_set.get('subset_fraction') is not None:
+            train_set['subset_seed'] = seed  # so do the training subsets (sample efficiency)
         if self.batch_size:
             for name in ('train_dataloader', 'val_dataloader', 'test_dataloader'):
                 if cfg.get(name):
@@ -261,12 +320,16 @@ def install_pkg(runner, cfg) -> None:
 
 
 def diversity_metrics(per_sample_file: Path) -> dict:
-    """``plan_entropy`` / ``plan_jsd`` (bits) from a ``PlanningMetric`` per-sample dump."""
+    """``plan_entropy`` / ``plan_jsd`` (bits) from a ``PlanningMetric`` per-sample dump.
+
+    Empty (with a logged reason) when the dump has no group of windows sharing start and goal.
+    """
     from vpn_plugin.core.diversity import decoding_diversity
     dump = json.loads(Path(per_sample_file).read_text())
     try:
         diversity = decoding_diversity(dump['pred_plan'], dump['gt_plan'])
-    except ValueError:  # no two windows share start and goal actions
+    except ValueError as error:
+        _log(f'    no decoding diversity for {per_sample_file}: {error}')
         return {}
     return dict(plan_entropy=diversity['pred_entropy'], plan_jsd=diversity['js_divergence'])
 
