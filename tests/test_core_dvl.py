@@ -106,6 +106,54 @@ def test_gradcheck_float64(temperature, dvl):
     assert torch.autograd.gradcheck(run, inputs)
 
 
+@pytest.mark.parametrize('temperature', [0.5, 2.0])
+def test_temperature_matches_brute_force_of_scaled_path_scores(temperature, dvl):
+    """gamma placement: u = marginals of the path scores / gamma (prior included) and
+    log Z = gamma * logsumexp(scores / gamma), by enumeration of all N^T paths."""
+    emissions, transitions = random_chain(batch=3, horizon=3, num_actions=4, seed=12,
+                                          zeros=[(0, 1), (3, 2)])
+    prior = torch.tensor([0.6, 0.25, 0.15, 0.0], dtype=torch.float64).log()
+    soft, log_z = dvl(emissions, transitions, prior, temperature=temperature)
+    _, scores = path_scores(emissions, transitions, prior)
+    marginals, _ = brute_marginals(emissions / temperature, transitions / temperature,
+                                   prior / temperature)
+    torch.testing.assert_close(soft, marginals)
+    torch.testing.assert_close(log_z, temperature * torch.logsumexp(scores / temperature, 1))
+
+
+@pytest.mark.parametrize('temperature', [0.8, 2.0])
+def test_forward_matches_literal_recursion_of_the_issue(temperature, dvl):
+    """Soft plan and log Z == the recursion written out literally (naive_dvl below)."""
+    emissions, transitions = random_chain(batch=3, horizon=5, num_actions=6, seed=13)
+    soft, log_z = dvl(emissions, transitions, temperature=temperature)
+    expected_soft, expected_z = naive_dvl(emissions, transitions, temperature=temperature)
+    torch.testing.assert_close(soft, expected_soft)
+    torch.testing.assert_close(log_z, expected_z)
+
+
+@pytest.mark.parametrize('num_layers', [1, 2])
+def test_autograd_keeps_no_pairwise_tensor_alive(num_layers, dvl):
+    """Tensors saved for backward: O(B T N), never a (B, N, N) backpointer per step."""
+    batch, horizon, num_actions = 4, 5, 60
+    emissions, transitions = random_chain(batch, horizon, num_actions, seed=14)
+    sizes = {}
+    for name, implementation in (('ours', functools.partial(dvl, num_layers=num_layers)),
+                                 ('naive', naive_dvl)):
+        saved = []
+
+        def pack(tensor, saved=saved):
+            saved.append(tensor.numel())
+            return tensor
+        with torch.autograd.graph.saved_tensors_hooks(pack, lambda tensor: tensor):
+            implementation(emissions.clone().requires_grad_(True), transitions)
+        sizes[name] = saved
+    pairwise, per_step = batch * num_actions * num_actions, batch * horizon * num_actions
+    assert max(sizes['ours']) <= max(per_step, num_actions ** 2)
+    assert sum(sizes['ours']) <= num_layers * (8 * per_step + num_actions ** 2)
+    # the literal oracle keeps one per step: the checks above can fail
+    assert max(sizes['naive']) >= pairwise and sum(sizes['naive']) >= (horizon - 1) * pairwise
+
+
 def test_gradient_matches_plain_autograd_oracle(dvl):
     """Hand-written backward == autograd through a direct (N^T-free) implementation."""
     emissions, transitions = random_chain(batch=3, horizon=4, num_actions=5, seed=5,
@@ -179,7 +227,8 @@ def naive_dvl(emissions, transitions, temperature=1.0):
     return torch.stack(soft[::-1], 1), gamma * torch.logsumexp(alpha[-1] / gamma, -1)
 
 
-def test_forbidden_rows_and_unreachable_states_have_no_nan(dvl):
+@pytest.mark.parametrize('temperature', [1.0, 1e-3, 5.0])
+def test_forbidden_rows_and_unreachable_states_have_no_nan(temperature, dvl):
     # action 2 has no way in, action 1 no way out, action 0 only goes to 1
     zeros = [(i, 2) for i in range(4)] + [(1, j) for j in range(4)] + [(0, 0), (0, 3)]
     emissions, transitions = random_chain(batch=2, horizon=4, num_actions=4, seed=6,
@@ -188,16 +237,17 @@ def test_forbidden_rows_and_unreachable_states_have_no_nan(dvl):
     for dtype in (torch.float32, torch.float64):
         e = emissions.to(dtype).requires_grad_(True)
         t = transitions.to(dtype).requires_grad_(True)
-        soft, log_z = dvl(e, t)
+        soft, log_z = dvl(e, t, temperature=temperature)
         (soft.square().sum() + log_z.sum()).backward()
         for tensor in (soft, log_z, e.grad, t.grad):
             assert torch.isfinite(tensor).all()
         assert (soft[:, 1:, 2] == 0).all()
         assert (soft[:, :-1, 1] == 0).all()
-    marginals, expected_z = brute_marginals(emissions, transitions, uniform_prior(4))
-    soft, log_z = dvl(emissions, transitions)
-    torch.testing.assert_close(soft, marginals)
-    torch.testing.assert_close(log_z, expected_z)
+    if temperature == 1.0:
+        marginals, expected_z = brute_marginals(emissions, transitions, uniform_prior(4))
+        soft, log_z = dvl(emissions, transitions)
+        torch.testing.assert_close(soft, marginals)
+        torch.testing.assert_close(log_z, expected_z)
 
 
 def test_no_feasible_path_gives_zero_plan_and_zero_gradient(dvl):
@@ -300,3 +350,48 @@ def test_viterbi_avoids_forbidden_edges():
     emissions = torch.tensor([[[0.0, -1.0], [0.0, -1.0], [0.0, -1.0]]])
     paths, _ = viterbi_decode(emissions, transitions)
     assert paths.tolist() == [[0, 1, 0]]
+
+
+def test_viterbi_exact_ties_follow_the_classical_first_argmax_rule():
+    """Integer emissions, sparse rows uniform over 2 successors: many exact ties; the path
+    must be the one of the textbook loop (first argmax for predecessor and final state)."""
+    gen = torch.Generator().manual_seed(10)
+    num_actions = 5
+    probs = torch.zeros(num_actions, num_actions, dtype=torch.float64)
+    for i in range(num_actions):
+        probs[i, [(i + 1) % num_actions, (i + 3) % num_actions]] = 0.5
+    transitions = probs.log()
+    emissions = torch.randint(0, 2, (40, 4, num_actions), generator=gen).double()
+    paths, scores = viterbi_decode(emissions, transitions)
+    prior = uniform_prior(num_actions).numpy()
+    for b in range(len(emissions)):
+        path, score = classical_viterbi(emissions[b].numpy(), transitions.numpy(), prior)
+        assert paths[b].tolist() == path and scores[b].item() == score
+    assert paths.tolist() == viterbi_decode(emissions, transitions)[0].tolist()
+
+
+@pytest.mark.parametrize('dtype', [torch.float32, torch.float64])
+def test_viterbi_without_feasible_path_scores_minus_inf(dtype):
+    transitions = torch.tensor([[0.0, 1.0], [0.0, 0.0]], dtype=dtype).log()  # 1 is a dead end
+    emissions = torch.zeros(2, 3, 2, dtype=dtype)
+    paths, scores = viterbi_decode(emissions, transitions)
+    assert (scores == NEG_INF).all() and paths.tolist() == [[0, 0, 0], [0, 0, 0]]
+    two_steps, finite = viterbi_decode(emissions[:, :2], transitions)
+    assert two_steps.tolist() == [[0, 1], [0, 1]] and torch.isfinite(finite).all()
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason='needs CUDA')
+@pytest.mark.parametrize('dtype', [torch.float32, torch.float64])
+def test_cuda_matches_cpu(dtype, dvl):
+    emissions, transitions = random_chain(batch=3, horizon=4, num_actions=6, seed=15,
+                                          zeros=[(0, 1), (2, 2)], dtype=dtype)
+    results = []
+    for device in ('cpu', 'cuda'):
+        e = emissions.to(device).requires_grad_(True)
+        soft, log_z = dvl(e, transitions.to(device))
+        (soft.square().sum() + log_z.sum()).backward()
+        paths, scores = viterbi_decode(e.detach(), transitions.to(device))
+        assert soft.device.type == paths.device.type == device
+        results.append([x.cpu() for x in (soft, log_z, e.grad, paths, scores)])
+    for cpu, cuda in zip(*results):
+        torch.testing.assert_close(cuda, cpu)

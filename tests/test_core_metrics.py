@@ -49,6 +49,21 @@ def test_per_sample_mean_equals_metric_and_accepts_torch():
     assert planning_metrics(pred[order], gt[order]) == pytest.approx(metrics)
 
 
+@pytest.mark.parametrize('chunk', [1, 7, 50])
+def test_per_sample_scores_do_not_depend_on_batching(chunk):
+    """Chunks scored separately (as batches / processes would) and pooled == one call; the
+    set IoU is checked against plain Python sets."""
+    rng = np.random.default_rng(1)
+    gt = rng.integers(0, 9, size=(50, 3))
+    pred = np.where(rng.random((50, 3)) < 0.5, gt, rng.integers(0, 9, size=(50, 3)))
+    whole = per_sample_scores(pred, gt)
+    parts = [per_sample_scores(pred[i:i + chunk], gt[i:i + chunk]) for i in range(0, 50, chunk)]
+    for name in METRIC_NAMES:
+        np.testing.assert_array_equal(np.concatenate([p[name] for p in parts]), whole[name])
+    expected = [100 * len(set(p) & set(g)) / len(set(p) | set(g)) for p, g in zip(pred, gt)]
+    np.testing.assert_allclose(whole['miou_set'], expected)
+
+
 @pytest.mark.parametrize('pred, gt, message', [
     (np.zeros((2, 3), int), np.zeros((2, 4), int), 'expected equal'),
     (np.zeros((2, 3)), np.zeros((2, 3), int), 'integer action ids'),
@@ -96,3 +111,18 @@ def test_bootstrap_bad_input():
         bootstrap_difference([1.0, 2.0], [1.0])
     with pytest.raises(ValueError, match='level'):
         bootstrap_ci([1.0], level=1.5)
+
+
+def test_paired_difference_matches_exact_bootstrap_distribution():
+    """Oracle: all 4^4 equally likely resamples of the paired differences, enumerated."""
+    a = np.array([50.0, 52.0, 47.0, 58.0])
+    b = np.array([49.0, 48.0, 48.0, 50.0])  # differences 1, 4, -1, 8
+    delta, low, high, significant = bootstrap_difference(a, b, num_resamples=4000,
+                                                         level=0.9, seed=5)
+    grid = np.array(np.meshgrid(*[a - b] * 4)).reshape(4, -1).mean(0)
+    exact_low, exact_high = np.percentile(grid, [5, 95])
+    assert delta == pytest.approx(3.0)
+    assert low == pytest.approx(exact_low, abs=0.3) and high == pytest.approx(exact_high, abs=0.3)
+    assert significant == (not exact_low <= 0 <= exact_high)
+    symmetric = bootstrap_difference([1.0, 3.0, 1.0, 3.0], [3.0, 1.0, 3.0, 1.0])
+    assert symmetric[0] == 0.0 and symmetric[1] < 0 < symmetric[2] and not symmetric[3]

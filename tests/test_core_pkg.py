@@ -123,3 +123,39 @@ def test_label_noise_replaces_fraction_within_task():
     assert set(noisy[0]) <= {0, 1, 2} and set(noisy[1]) <= {3, 4, 5, 6}
     assert noisy == label_noise(sequences, 0.5, task_actions, seed=0)
     assert label_noise(sequences, 0.0, task_actions) == sequences
+
+
+def test_label_noise_uses_given_tasks_for_shared_actions():
+    # action 0 belongs to both tasks; sequence 1 is of task 1 although it only shows action 0
+    task_actions = [[0, 1], [0, 2, 3]]
+    sequences = [[0, 0, 0], [0, 0, 0, 0]]
+    noisy = label_noise(sequences, 1.0, task_actions, seed=0, tasks=[0, 1])
+    assert noisy[0] == [1, 1, 1] and set(noisy[1]) <= {2, 3}
+    inferred = label_noise(sequences, 1.0, task_actions, seed=0)
+    assert inferred[1] == [1, 1, 1, 1]  # majority rule picks task 0 on the tie
+    with pytest.raises(ValueError, match='one task index per sequence'):
+        label_noise(sequences, 0.5, task_actions, tasks=[0])
+    with pytest.raises(ValueError, match='task index 2'):
+        label_noise(sequences, 0.5, task_actions, tasks=[0, 2])
+
+
+@pytest.mark.parametrize('horizon', [2, 3, 5])
+def test_window_mode_equals_counting_every_sliding_window_explicitly(horizon):
+    """Oracle: enumerate the windows, count their pairs with a Counter, normalise by hand."""
+    from collections import Counter
+    rng = np.random.default_rng(horizon)
+    videos = [rng.integers(0, 6, size=rng.integers(1, 9)).tolist() for _ in range(30)]
+    counts = Counter()
+    for video in videos:
+        for start in range(len(video) - horizon + 1):
+            window = video[start:start + horizon]
+            counts.update(zip(window[:-1], window[1:]))
+    expected = np.zeros((6, 6))
+    for (i, j), count in counts.items():
+        expected[i, j] = count
+    sums = expected.sum(1, keepdims=True)
+    expected = np.where(sums > 0, expected / np.where(sums > 0, sums, 1), 0)
+    pkg = build_pkg(videos, 6, count_mode='window', horizon=horizon)
+    np.testing.assert_allclose(pkg, expected, rtol=0, atol=1e-12)
+    sums = pkg.sum(1)
+    assert np.all(np.isclose(sums, 1) | (sums == 0)) and not np.isnan(pkg).any()

@@ -122,7 +122,13 @@ def _memory_now(device) -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024.0
 
 
-def run_worker(method, batch, horizon, num_actions, device, repeats) -> dict:
+def run_worker(method, batch, horizon, num_actions, device, repeats,
+               time_budget: float = math.inf) -> dict:
+    """Best time over ``repeats`` runs after a warm-up, and the peak memory above the inputs.
+
+    Repeats stop once ``time_budget`` seconds are spent (at least one timed run); a warm-up
+    alone longer than the budget is reported itself (``cold``: a single run, no warm-up).
+    """
     function = IMPLEMENTATIONS[method]
     emissions, transitions, target = make_inputs(batch, horizon, num_actions, device)
     if device.startswith('cuda'):
@@ -130,6 +136,8 @@ def run_worker(method, batch, horizon, num_actions, device, repeats) -> dict:
     baseline = _memory_now(device)
     times = []
     for _ in range(repeats + 1):  # the first run is a warm-up
+        if (len(times) > 1 and sum(times) > time_budget) or (times and times[0] > time_budget):
+            break
         leaf = emissions.clone().requires_grad_(True)
         _sync(device)
         start = time.perf_counter()
@@ -141,6 +149,8 @@ def run_worker(method, batch, horizon, num_actions, device, repeats) -> dict:
             raise FloatingPointError('non-finite gradient')
         del loss, leaf
     peak_mb = (_memory_now(device) - baseline) / 2**20
+    if len(times) == 1:
+        return dict(time_s=times[0], peak_mb=peak_mb, cold=True)
     return dict(time_s=min(times[1:]), peak_mb=peak_mb)  # best run: least disturbed by load
 
 
@@ -157,7 +167,8 @@ def worker_main(args) -> None:
         torch.set_num_threads(args.threads)
         _limit_address_space(args.max_gb)
     try:
-        result = run_worker(args.worker, batch, horizon, num_actions, args.device, args.repeats)
+        result = run_worker(args.worker, batch, horizon, num_actions, args.device, args.repeats,
+                            args.time_budget)
     except (MemoryError, torch.OutOfMemoryError) as error:
         result = dict(error=f'out of memory ({type(error).__name__})')
     except ImportError as error:
@@ -181,7 +192,8 @@ def parse_size(text: str):
 def run_case(method, size, args) -> dict:
     command = [sys.executable, str(Path(__file__).resolve()), '--worker', method,
                '--worker-size', size, '--device', args.device, '--repeats', str(args.repeats),
-               '--max-gb', str(args.max_gb), '--threads', str(args.threads)]
+               '--max-gb', str(args.max_gb), '--threads', str(args.threads),
+               '--time-budget', str(args.time_budget)]
     done = subprocess.run(command, capture_output=True, text=True)
     lines = [line for line in done.stdout.splitlines() if line.startswith('{')]
     if done.returncode != 0 or not lines:
@@ -207,7 +219,8 @@ def agreement(device) -> str:
 def format_cell(result) -> str:
     if 'error' in result:
         return result['error']
-    return f'{result["time_s"]:8.3f} s {result["peak_mb"]:9.1f} MB'
+    cold = '*' if result.get('cold') else ' '
+    return f'{result["time_s"]:8.3f} s{cold}{result["peak_mb"]:9.1f} MB'
 
 
 def main(argv=None) -> None:
@@ -216,7 +229,11 @@ def main(argv=None) -> None:
     parser.add_argument('--sizes', nargs='+', default=DEFAULT_SIZES, help='BxTxN entries')
     parser.add_argument('--methods', nargs='+', default=DEFAULT_METHODS, choices=METHODS,
                         help='ours_dense: ours forced onto its dense log-space fallback')
-    parser.add_argument('--repeats', type=int, default=3, help='timed runs after one warm-up')
+    parser.add_argument('--repeats', type=int, default=10,
+                        help='timed runs after one warm-up (within --time-budget)')
+    parser.add_argument('--time-budget', type=float, default=30.0,
+                        help='seconds per (size, method) after which repeats stop; a warm-up '
+                             'alone longer than this is reported as a single cold run (*)')
     parser.add_argument('--max-gb', type=float, default=12.0,
                         help='CPU only: address-space limit of a worker above its start')
     parser.add_argument('--threads', type=int, default=torch.get_num_threads())
@@ -227,7 +244,8 @@ def main(argv=None) -> None:
         return worker_main(args)
     cap = f' address-space cap {args.max_gb:g} GB per worker' if args.device == 'cpu' else ''
     print(f'device={args.device} threads={args.threads} repeats={args.repeats}{cap} '
-          f'(best time of forward+backward over the repeats; peak memory above the inputs)')
+          f'(best time of forward+backward over the repeats, within {args.time_budget:g} s; '
+          '* = one cold run longer than that; peak memory above the inputs)')
     print(agreement(args.device))
     header = f'{"B x T x N":>12} | ' + ' | '.join(f'{m:^24}' for m in args.methods)
     print(header + ' | ours mem / autograd | ours time / fastest')

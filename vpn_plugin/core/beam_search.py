@@ -6,7 +6,8 @@ import torch
 
 
 def reachable_in(log_transitions: torch.Tensor, target: int, max_steps: int) -> torch.Tensor:
-    """Boolean (max_steps + 1, N): row k marks the actions reaching ``target`` in exactly k steps."""
+    """Boolean (max_steps + 1, N): row k marks the actions reaching ``target`` in exactly k
+    steps."""
     edges = torch.isfinite(log_transitions).float()
     rows = [torch.zeros(edges.shape[0], dtype=torch.bool, device=edges.device)]
     rows[0][target] = True

@@ -8,10 +8,12 @@ from collections import Counter, defaultdict
 
 import numpy as np
 
+from .metrics import as_plans
+
 
 def plan_distribution(plans) -> dict:
     """Empirical distribution {plan tuple: probability} of plans (M, T)."""
-    plans = _as_plans(plans, 'plans')
+    plans = as_plans(plans, 'plans')
     if len(plans) == 0:
         raise ValueError('plan_distribution needs at least one plan, got an empty (0, T) array')
     counts = Counter(map(tuple, plans.tolist()))
@@ -49,7 +51,7 @@ def decoding_diversity(pred, gt, min_group_size: int = 2) -> dict:
         dict with the mean over groups of ``pred_entropy``, ``gt_entropy`` (bits) and
         ``js_divergence`` (bits, pred vs GT), plus ``num_groups`` and ``num_windows`` used.
     """
-    pred, gt = _as_plans(pred, 'pred'), _as_plans(gt, 'gt')
+    pred, gt = as_plans(pred, 'pred'), as_plans(gt, 'gt')
     if pred.shape != gt.shape:
         raise ValueError(f'pred {pred.shape} and gt {gt.shape} must have the same (M, T) shape')
     groups = defaultdict(list)
@@ -69,10 +71,3 @@ def decoding_diversity(pred, gt, min_group_size: int = 2) -> dict:
 def _group_stats(pred, gt):
     p, q = plan_distribution(pred), plan_distribution(gt)
     return entropy_bits(p), entropy_bits(q), js_divergence(p, q)
-
-
-def _as_plans(plans, name):
-    plans = np.asarray(plans)
-    if plans.ndim != 2:
-        raise ValueError(f'{name} must be an (M, T) array of action ids, got shape {plans.shape}')
-    return plans.astype(np.int64)

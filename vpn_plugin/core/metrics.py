@@ -23,7 +23,8 @@ METRIC_NAMES = ('success_rate', 'mean_accuracy', 'miou_set', 'miou_legacy',
                 'first_accuracy', 'last_accuracy')
 
 
-def _as_plans(plans, name: str) -> np.ndarray:
+def as_plans(plans, name: str) -> np.ndarray:
+    """Checked int64 plans (M, T) from numpy / torch / lists; a single plan (T,) -> (1, T)."""
     if isinstance(plans, torch.Tensor):
         plans = plans.detach().cpu().numpy()
     array = np.asarray(plans)
@@ -56,7 +57,7 @@ def per_sample_scores(pred, gt) -> Dict[str, np.ndarray]:
     ``pred`` and ``gt`` are integer plans (M, T) (numpy or torch); the mean of each array is the
     corresponding :func:`planning_metrics` value.
     """
-    pred, gt = _as_plans(pred, 'pred'), _as_plans(gt, 'gt')
+    pred, gt = as_plans(pred, 'pred'), as_plans(gt, 'gt')
     if pred.shape != gt.shape:
         raise ValueError(f'pred has shape {pred.shape} but gt {gt.shape}; expected equal (M, T)')
     correct = pred == gt  # (M, T)

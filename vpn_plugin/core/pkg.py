@@ -235,23 +235,41 @@ def subsample_sequences(sequences: Sequence[Sequence[int]], fraction: float,
 
 
 def label_noise(sequences: Sequence[Sequence[int]], fraction: float,
-                task_actions: Sequence[Sequence[int]], seed: int = 0) -> List[List[int]]:
+                task_actions: Sequence[Sequence[int]], seed: int = 0, *,
+                tasks: Optional[Sequence[int]] = None) -> List[List[int]]:
     """Sequences with ``round(fraction * labels)`` step labels replaced by a random *other*
-    action of the sequence's task (the task whose action set holds most of the sequence's
-    labels, lowest task index on ties). Labels of single-action tasks cannot change."""
+    action of the sequence's task. ``tasks`` gives each sequence's task index into
+    ``task_actions``; when None, the task is inferred as the one whose action set holds most
+    of the sequence's labels (lowest task index on ties). Labels of single-action tasks
+    cannot change."""
     _check_fraction('label_noise fraction', fraction)
     sequences = [list(map(int, s)) for s in sequences]
     task_sets = [set(map(int, actions)) for actions in task_actions]
     positions = [(i, t) for i, s in enumerate(sequences) for t in range(len(s))]
     rng = np.random.default_rng(seed)
     chosen = rng.choice(len(positions), int(round(fraction * len(positions))), replace=False)
-    tasks = [_sequence_task(s, task_sets, i) if s else -1 for i, s in enumerate(sequences)]
+    if tasks is None:
+        tasks = [_sequence_task(s, task_sets, i) if s else -1 for i, s in enumerate(sequences)]
+    else:
+        tasks = _check_tasks(tasks, len(sequences), len(task_sets))
     for index in np.sort(chosen):
         i, t = positions[index]
         candidates = sorted(task_sets[tasks[i]] - {sequences[i][t]})
         if candidates:
             sequences[i][t] = int(candidates[rng.integers(len(candidates))])
     return sequences
+
+
+def _check_tasks(tasks: Sequence[int], num_sequences: int, num_tasks: int) -> List[int]:
+    tasks = [int(task) for task in tasks]
+    if len(tasks) != num_sequences:
+        raise ValueError(f'label_noise got {len(tasks)} tasks for {num_sequences} sequences; '
+                         'expected one task index per sequence')
+    bad = [task for task in tasks if not 0 <= task < num_tasks]
+    if bad:
+        raise ValueError(f'label_noise task index {bad[0]}; expected 0..{num_tasks - 1} '
+                         '(indices into task_actions)')
+    return tasks
 
 
 def _sequence_task(sequence: List[int], task_sets: List[set], index: int) -> int:
