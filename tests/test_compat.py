@@ -235,8 +235,9 @@ def test_train_resume_and_test_with_weights_only(toy_config, tmp_path):
     assert os.environ.get('TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD') is None
     work_dir = tmp_path / 'work'
     train = ['tools/train.py', str(toy_config), '--work-dir', str(work_dir)]
-    assert_ok(run_python(train, cwd=REPO_ROOT))
+    assert_ok(run_python([*train, '--tensorboard'], cwd=REPO_ROOT))
     assert load_checkpoint(work_dir / 'epoch_2.pth')['meta']['epoch'] == 2
+    assert list(work_dir.glob('*/vis_data/events.out.tfevents.*')), 'no TensorBoard log written'
 
     resumed = run_python([*train, '--resume', '--cfg-options', 'train_cfg.max_epochs=3'],
                          cwd=REPO_ROOT)

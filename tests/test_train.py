@@ -264,3 +264,18 @@ def test_plan_tool_prints_named_plans(trained, tiny_cfg, tmp_path, capsys):
     assert dataset.taxonomy.action_names[int(dataset.plans[3][-1])] in printed
     with pytest.raises(IndexError, match='out of range'):
         plan_tool.main([config, str(checkpoint), '--indices', str(len(dataset))])
+
+
+def test_epoch_benchmark_reports_each_epoch_and_data_share(tiny_cfg, tmp_path, capsys):
+    sys.path.insert(0, str(ROOT / 'tools'))
+    try:
+        import benchmark_epoch
+    finally:
+        sys.path.pop(0)
+    config = _write_config(copy.deepcopy(tiny_cfg), tmp_path / 'config.py')
+    rows = benchmark_epoch.main([config, '--epochs', '2'])
+    batches = -(-len(DATASETS.build(tiny_cfg.train_dataloader.dataset)) // BATCH)
+    assert [row['epoch'] for row in rows] == [1, 2]
+    assert all(row['iters'] == batches and row['seconds'] > 0 for row in rows)
+    assert all(0 < row['data_share'] < 1 for row in rows)
+    assert 'data share' in capsys.readouterr().out

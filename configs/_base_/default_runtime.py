@@ -27,7 +27,8 @@ model_wrapper_cfg = dict(
 
 log_processor = dict(type='LogProcessor', window_size=10, by_epoch=True)
 
-# TensorBoard: `tools/train.py --tensorboard` appends TensorboardVisBackend.
+# TensorBoard: `tools/train.py --tensorboard` appends TensorboardVisBackend; in a config, set
+#   visualizer = dict(vis_backends=[dict(type='LocalVisBackend'), dict(type='TensorboardVisBackend')])
 vis_backends = [dict(type='LocalVisBackend')]
 visualizer = dict(type='Visualizer', vis_backends=vis_backends)
 
