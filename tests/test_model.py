@@ -10,7 +10,7 @@ import torch.nn.functional as F
 
 import vpn_plugin  # noqa: F401  (registration)
 from vpn_plugin import core
-from mmaction.registry import HOOKS, MODELS
+from mmaction.registry import DATASETS, HOOKS, MODELS
 from vpn_plugin.models import DECODE_MODES, horizon_queries, state_embeddings, state_texts
 
 NUM_ACTIONS, NUM_TASKS, FEATURE_DIM, HORIZON = 6, 2, 10, 3
@@ -239,6 +239,35 @@ def test_pkg_hook_perturbations_are_seeded():
     full = HOOKS.build(dict(type='PKGHook')).build(fake_dataset(sequences), NUM_ACTIONS)
     np.testing.assert_array_equal(first, second)
     assert (first > 0).sum() < (full > 0).sum()
+
+
+@DATASETS.register_module(force=True)
+class ExtraPKGSequences:
+    """A dataset config for PKGHook.extra_datasets: only its sequences matter."""
+
+    def __init__(self, sequences):
+        self.sequences = sequences
+        self.taxonomy = SimpleNamespace(num_actions=NUM_ACTIONS)
+
+    def pkg_sequences(self, mode):
+        return self.sequences
+
+
+def test_pkg_hook_union_pools_counts_or_averages_sources():
+    train = [[0, 1, 2]] * 9  # 9 x (0 -> 1)
+    extra = [[0, 2, 1]]      # 1 x (0 -> 2)
+    extra_cfg = dict(type='ExtraPKGSequences', sequences=extra)
+    pooled = HOOKS.build(dict(type='PKGHook', extra_datasets=[extra_cfg])).build(
+        fake_dataset(train), NUM_ACTIONS)
+    mean = HOOKS.build(dict(type='PKGHook', extra_datasets=[extra_cfg], union='mean')).build(
+        fake_dataset(train), NUM_ACTIONS)
+    # row 0 by hand: pooled counts 9:1; the mean of the per-source rows (1, 0) and (0, 1)
+    assert pooled[0, 1] == pytest.approx(0.9) and pooled[0, 2] == pytest.approx(0.1)
+    assert mean[0, 1] == pytest.approx(0.5) and mean[0, 2] == pytest.approx(0.5)
+    # row 1 (1 -> 2 only in train, 2 -> 1 only in extra): each source alone decides its row
+    assert mean[1, 2] == pytest.approx(1.0) and mean[2, 1] == pytest.approx(1.0)
+    with pytest.raises(ValueError, match="union='sum'"):
+        HOOKS.build(dict(type='PKGHook', union='sum'))
 
 
 def test_pkg_hook_rejects_bad_options():

@@ -204,7 +204,10 @@ def test_dry_run_union_pkg_and_observations(monkeypatch):
     union = methods_of(dry_run('union_pkg_crosstask', monkeypatch))
     extra = [len(opts.get('custom_hooks.0.extra_datasets', []))
              for runs in union.values() for _, _, opts, _ in runs]
-    assert sorted(extra) == [0, 1, 2]
+    assert sorted(extra) == [0, 1, 1, 2]
+    unions = sorted(opts.get('custom_hooks.0.union', 'pool')
+                    for runs in union.values() for _, _, opts, _ in runs)
+    assert unions == ['mean', 'pool', 'pool', 'pool']
     observed = methods_of(dry_run('observations_crosstask', monkeypatch))
     ks = sorted(v['observed_steps'] for runs in observed.values() for *_, v in runs)
     assert ks == [0, 1, 2]

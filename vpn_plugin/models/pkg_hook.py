@@ -1,4 +1,5 @@
 """PKGHook: count the Procedural Knowledge Graph on the training set before training."""
+import itertools
 from typing import List, Optional, Sequence
 
 import numpy as np
@@ -10,6 +11,7 @@ from mmaction.registry import DATASETS, HOOKS
 from .. import core
 
 COUNT_MODES = ('window', 'video')
+UNION_MODES = ('pool', 'mean')
 
 
 @HOOKS.register_module()
@@ -30,10 +32,12 @@ class PKGHook(Hook):
     def __init__(self, count_mode: str = 'window', smoothing: float = 0.0, no_pkg: bool = False,
                  edge_dropout: float = 0.0, weight_noise: float = 0.0, data_fraction: float = 1.0,
                  label_noise: float = 0.0, extra_datasets: Sequence[dict] = (),
-                 clamp: Optional[float] = None, seed: int = 0):
+                 union: str = 'pool', clamp: Optional[float] = None, seed: int = 0):
         if count_mode not in COUNT_MODES:
             raise ValueError(f'PKGHook.count_mode={count_mode!r} is unknown; expected one of '
                              f'{COUNT_MODES}')
+        if union not in UNION_MODES:
+            raise ValueError(f'PKGHook.union={union!r} is unknown; expected one of {UNION_MODES}')
         for name, value in (('edge_dropout', edge_dropout), ('data_fraction', data_fraction),
                             ('label_noise', label_noise)):
             if not 0.0 <= value <= 1.0:
@@ -42,6 +46,7 @@ class PKGHook(Hook):
         self.edge_dropout, self.weight_noise = edge_dropout, weight_noise
         self.data_fraction, self.label_noise = data_fraction, label_noise
         self.extra_datasets, self.clamp, self.seed = list(extra_datasets), clamp, seed
+        self.union = union
 
     def before_train(self, runner) -> None:
         model = runner.model.module if is_model_wrapper(runner.model) else runner.model
@@ -61,28 +66,34 @@ class PKGHook(Hook):
         """The (perturbed) PKG (N, N) of a training dataset."""
         if self.no_pkg:
             return np.full((num_actions, num_actions), 1.0 / num_actions)
-        sequences = self.sequences(dataset, num_actions)
-        pkg = core.build_pkg(sequences, num_actions, smoothing=self.smoothing,
-                             count_mode=self.count_mode, horizon=dataset.horizon)
+        sources = self.sequence_sources(dataset, num_actions)
+        options = dict(smoothing=self.smoothing, count_mode=self.count_mode,
+                       horizon=dataset.horizon)
+        if self.union == 'mean' and len(sources) > 1:
+            pkg = core.union_pkg(*sources, num_actions=num_actions, **options)
+        else:
+            pkg = core.build_pkg(itertools.chain(*sources), num_actions, **options)
         if self.edge_dropout > 0:
             pkg = core.edge_dropout(pkg, self.edge_dropout, seed=self.seed)
         if self.weight_noise > 0:
             pkg = core.weight_noise(pkg, self.weight_noise, seed=self.seed)
         return pkg
 
-    def sequences(self, dataset, num_actions: int) -> List[List[int]]:
+    def sequence_sources(self, dataset, num_actions: int) -> List[List[List[int]]]:
+        """Action sequences of the training set (perturbed), then of each extra dataset."""
         sequences = [list(map(int, s)) for s in dataset.pkg_sequences(self.count_mode)]
         if self.data_fraction < 1.0:
             sequences = core.subsample_sequences(sequences, self.data_fraction, seed=self.seed)
         if self.label_noise > 0:
             sequences = core.label_noise(sequences, self.label_noise,
                                          dataset.taxonomy.task_actions, seed=self.seed)
+        sources = [sequences]
         for cfg in self.extra_datasets:
             extra = DATASETS.build(cfg)
             if extra.taxonomy.num_actions != num_actions:
                 raise ValueError(f'PKGHook.extra_datasets: {cfg.get("type")} has '
                                  f'{extra.taxonomy.num_actions} actions, the model '
                                  f'{num_actions}; a union graph needs one action space')
-            sequences += [list(map(int, s)) for s in extra.pkg_sequences(self.count_mode)]
-        return sequences
+            sources.append([list(map(int, s)) for s in extra.pkg_sequences(self.count_mode)])
+        return sources
 
