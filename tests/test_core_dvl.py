@@ -32,6 +32,7 @@ def random_chain(batch=2, horizon=3, num_actions=4, seed=0, zeros=(), dtype=torc
 def path_scores(emissions, transitions, prior):
     """All N^T paths and their log scores (B, N^T), by plain Python enumeration."""
     batch, horizon, num_actions = emissions.shape
+    emissions, transitions, prior = (x.detach() for x in (emissions, transitions, prior))
     paths = list(itertools.product(range(num_actions), repeat=horizon))
     scores = torch.empty(batch, len(paths), dtype=torch.float64)
     for b in range(batch):
