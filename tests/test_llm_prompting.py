@@ -3,7 +3,7 @@ import numpy as np
 import pytest
 
 from vpn_plugin.baselines.llm.parsing import (ActionMatcher, OutOfTaxonomyError, ReplyParseError,
-                                              extract_json, json_values, parse_action,
+                                              json_values, parse_action,
                                               parse_plan)
 from vpn_plugin.baselines.llm.prompting import (PlanningQuery, PromptBuilder, format_pkg,
                                                 load_template, render_template)
@@ -124,7 +124,7 @@ def test_parse_action():
     assert parse_action('I see [1, 2] frames. {"action_id": "3: stir"}', matcher) == 3
     with pytest.raises(ReplyParseError, match='no JSON object'):
         parse_action('[1, 2]', matcher)
-    assert extract_json('x [1, 2] y') == [1, 2]
+    assert json_values('x [1, 2] y') == [[1, 2]]
     assert json_values('{"a": [1} {"b": 2} ```\n[3]\n```') == [[3], {'b': 2}, [3]]
 
 

@@ -51,14 +51,6 @@ def _scan_values(text: str) -> list:
     return values
 
 
-def extract_json(text: str):
-    """The first top-level JSON object or array in ``text`` (see ``json_values``)."""
-    values = json_values(text)
-    if not values:
-        raise ReplyParseError(f'no JSON object or array in reply: {text[:200]!r}')
-    return values[0]
-
-
 class ActionMatcher:
     """Maps an id (int or numeric string) or a name (case/whitespace-insensitive) to an id."""
 
