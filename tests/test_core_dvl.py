@@ -388,7 +388,7 @@ def test_cuda_matches_cpu(dtype, dvl):
                                           zeros=[(0, 1), (2, 2)], dtype=dtype)
     results = []
     for device in ('cpu', 'cuda'):
-        e = emissions.to(device).requires_grad_(True)
+        e = emissions.detach().clone().to(device).requires_grad_(True)
         soft, log_z = dvl(e, transitions.to(device))
         (soft.square().sum() + log_z.sum()).backward()
         paths, scores = viterbi_decode(e.detach(), transitions.to(device))
