@@ -82,7 +82,7 @@ def tiny_niv_root(shared_data: Path, root: Path, features: Path) -> None:
     (niv / 'splits').mkdir(parents=True)
     for name in ('taxonomy.json', 'state_descriptions.json'):
         (niv / name).write_bytes((shared_data / 'niv' / name).read_bytes())
-    for split, count in (('train', 240), ('test', 40)):
+    for split, count in (('train', 80), ('test', 12)):
         windows = json.loads((shared_data / f'niv/splits/{split}_T3.json').read_text())[:count]
         (niv / f'splits/{split}_T3.json').write_text(json.dumps(windows))
     taxonomy = load_taxonomy(niv / 'taxonomy.json')
