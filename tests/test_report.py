@@ -203,6 +203,8 @@ def test_fewer_than_three_seeds_show_no_ci_and_no_mark():
     assert '| **65.00** |' in markdown and '| +54.00 |' in markdown and '±' not in \
         markdown.split('\n\n')[0]
     assert 'n=2: no CI and no significance mark' in markdown
+    assert 'Mean over seeds (n=2); best in bold' in markdown and 'full width' not in markdown
+    assert 'Δ: A minus B (2 and 2 seeds).' in markdown
     assert r'A & \textbf{65.00} \\' in to_latex(table)
 
 

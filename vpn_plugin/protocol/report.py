@@ -355,10 +355,11 @@ def _spread_words(table: Table) -> str:
 
 
 def _cell_legend(table: Table, pm: str) -> str:
-    seeds = sorted({len(c.values) for c in table.cells.values()})
-    level = int(round(table.level * 100))
-    return (f'Mean over seeds (n={",".join(map(str, seeds))}) {pm} {_spread_words(table)} of '
-            f'the {level}% percentile-bootstrap interval of the seed mean '
+    seeds = ",".join(map(str, sorted({len(c.values) for c in table.cells.values()})))
+    if all(c.low is None for c in table.cells.values()):
+        return f'Mean over seeds (n={seeds}); best in bold, second underlined.'
+    return (f'Mean over seeds (n={seeds}) {pm} {_spread_words(table)} of the '
+            f'{int(round(table.level * 100))}% percentile-bootstrap interval of the seed mean '
             f'(K={table.num_resamples} resamples of the seeds); best in bold, second '
             f'underlined.')
 
@@ -372,11 +373,12 @@ def _improvement_legend(table: Table, delta: str, pm: str) -> str:
                 _column_label(table, column))
     if not pairs:
         return f'{delta}: none.'
-    counted = 'common seeds' if table.paired else 'and'
     who = '; '.join((f'{", ".join(cols)}: ' if len(pairs) > 1 else '')
-                    + (f'{o} minus {r} ({n[0]} {counted})' if table.paired
-                       else f'{o} minus {r} ({n[0]} {counted} {n[1]} seeds)')
+                    + (f'{o} minus {r} ({n[0]} common seeds)' if table.paired
+                       else f'{o} minus {r} ({n[0]} and {n[1]} seeds)')
                     for (o, r, n), cols in pairs.items())
+    if all(table.improvements[c].low is None for c in table.columns if table.improvements[c]):
+        return f'{delta}: {who}.'
     if table.paired:
         how = 'paired bootstrap over the common seeds, not the paper\'s test'
     else:
