@@ -103,7 +103,8 @@ def authors_bootstrap(data, n_iterations=1000, seed=42):
     return np.percentile(means, 5), np.percentile(means, 95)
 
 
-@pytest.mark.parametrize('values', [[31.2, 35.9, 29.4, 40.3, 33.0], [12.5, 80.0, 47.1, 33.3, 61.7, 20.9]])
+@pytest.mark.parametrize('values', [[31.2, 35.9, 29.4, 40.3, 33.0],
+                                    [12.5, 80.0, 47.1, 33.3, 61.7, 20.9]])
 def test_bootstrap_ci_reproduces_the_authors_script(values):
     mean, low, high = bootstrap_ci(values)
     lower, upper = authors_bootstrap(list(values))

@@ -63,11 +63,13 @@ def test_a_config_without_locations_rejects_the_flag(tmp_path):
 
 @pytest.mark.parametrize('tool', TOOLS)
 def test_every_tool_takes_the_data_flags(tool):
-    spec = importlib.util.spec_from_file_location(f'tool_{tool}', REPO_ROOT / 'tools' / f'{tool}.py')
+    path = REPO_ROOT / 'tools' / f'{tool}.py'
+    spec = importlib.util.spec_from_file_location(f'tool_{tool}', path)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     positional = {'train': ['c.py'], 'test': ['c.py', 'w.pth'], 'plan': ['c.py', 'w.pth'],
-                  'run_protocol': ['p.py'], 'llm_eval': ['--config', 'c.py', '--model', 'm', '--base-url', 'http://x']}
+                  'run_protocol': ['p.py'],
+                  'llm_eval': ['--config', 'c.py', '--model', 'm', '--base-url', 'http://x']}
     args = module.parse_args(positional[tool] + ['--data-root', 'R', '--feature-dir', 'F'])
     assert (args.data_root, args.feature_dir) == ('R', 'F')
 
