@@ -91,15 +91,82 @@ def test_bootstrap_ci_matches_percentiles_of_resampled_means():
     assert bootstrap_ci(scores, seed=3) == bootstrap_ci(scores, seed=3)
 
 
+def authors_bootstrap(data, n_iterations=1000, seed=42):
+    """Oracle: the authors' calculate_results.py ``bootstrap`` after ``random.seed(42)``,
+    transcribed (module-level ``random``, ``random.choice`` on the values, ``np.mean``,
+    ``np.percentile`` 5 and 95); returns (lower, upper)."""
+    import random
+    random.seed(seed)
+    means = []
+    for _ in range(n_iterations):
+        means.append(np.mean([random.choice(data) for _ in range(len(data))]))
+    return np.percentile(means, 5), np.percentile(means, 95)
+
+
+@pytest.mark.parametrize('values', [[31.2, 35.9, 29.4, 40.3, 33.0],
+                                    [12.5, 80.0, 47.1, 33.3, 61.7, 20.9]])
+def test_bootstrap_ci_reproduces_the_authors_script(values):
+    mean, low, high = bootstrap_ci(values)
+    lower, upper = authors_bootstrap(list(values))
+    assert mean == pytest.approx(np.mean(values))
+    assert (low, high) == pytest.approx((lower, upper), abs=1e-9)
+    assert (low, high) != pytest.approx(authors_bootstrap(list(values), seed=0), abs=1e-9)
+
+
+def exact_mean_distribution(values):
+    """Every one of the n^n equally likely bootstrap resamples of ``values``, its mean."""
+    n = len(values)
+    return np.array(np.meshgrid(*[np.asarray(values, float)] * n)).reshape(n, -1).mean(0)
+
+
+def test_width_is_the_percentile_spread_of_resampled_means():
+    """Oracle: the exact bootstrap distribution, enumerated; Monte-Carlo tolerance."""
+    values = [40.0, 55.0, 47.0, 62.0, 51.0]
+    mean, low, high = bootstrap_ci(values, num_resamples=20000, seed=1)
+    exact_low, exact_high = np.percentile(exact_mean_distribution(values), [5, 95])
+    assert high - low == pytest.approx(exact_high - exact_low, abs=0.5)
+    assert (high - low) / 2 != pytest.approx(exact_high - exact_low, abs=0.5)
+
+
+def test_unpaired_difference_matches_the_exact_independent_distribution():
+    """Oracle: delta* = mean(A*) - mean(B*) over all (4^4)^2 equally likely resample pairs."""
+    a, b = [50.0, 52.0, 47.0, 58.0], [49.0, 48.0, 44.0, 50.0]
+    deltas = np.subtract.outer(exact_mean_distribution(a), exact_mean_distribution(b))
+    exact_low, exact_high = np.percentile(deltas, [5, 95])
+    delta, low, high, significant = bootstrap_difference(a, b, num_resamples=20000, seed=2)
+    assert delta == pytest.approx(np.mean(a) - np.mean(b))
+    assert (low, high) == pytest.approx((exact_low, exact_high), abs=0.25)
+    assert significant == (not exact_low <= 0 <= exact_high)
+
+
+def test_correlated_seeds_wide_unpaired_narrow_paired():
+    """Seed i of A is seed i of B plus ~1: the seeds spread far more than the gap. The paper's
+    independent resampling sees the spread (not significant); pairing removes it."""
+    b = np.array([30.0, 45.0, 60.0, 38.0, 52.0])
+    a = b + np.array([1.2, 0.8, 1.0, 1.1, 0.9])
+    delta, low, high, significant = bootstrap_difference(a, b)
+    exact = np.subtract.outer(exact_mean_distribution(a), exact_mean_distribution(b))
+    exact_low, exact_high = np.percentile(exact, [5, 95])
+    assert (low, high) == pytest.approx((exact_low, exact_high), abs=1.5)
+    assert high - low > 15 and not significant
+    _, paired_low, paired_high, paired_significant = bootstrap_difference(a, b, paired=True)
+    paired_exact = np.percentile(exact_mean_distribution(a - b), [5, 95])
+    assert (paired_low, paired_high) == pytest.approx(tuple(paired_exact), abs=0.05)
+    assert paired_high - paired_low < 0.5 and paired_significant
+
+
 def test_large_difference_is_significant_identical_is_not():
     rng = np.random.default_rng(0)
     b = rng.normal(50, 1, size=5)
-    delta, low, high, significant = bootstrap_difference(b + 10, b)
+    delta, low, high, significant = bootstrap_difference(b + 10, b, paired=True)
     assert delta == pytest.approx(10.0) and low == pytest.approx(10) and significant
-    delta, low, high, significant = bootstrap_difference(b, b)
+    assert bootstrap_difference(b + 10, b)[3]
+    delta, low, high, significant = bootstrap_difference(b, b, paired=True)
     assert (delta, low, high, significant) == (0.0, 0.0, 0.0, False)
+    delta, low, high, significant = bootstrap_difference(b, b)
+    assert delta == 0.0 and low < 0 < high and not significant
     noisy = rng.normal(50, 5, size=5)
-    assert not bootstrap_difference(noisy, noisy[::-1], paired=False)[3]
+    assert not bootstrap_difference(noisy, noisy[::-1])[3]
 
 
 def test_bootstrap_bad_input():
@@ -108,7 +175,8 @@ def test_bootstrap_bad_input():
     with pytest.raises(ValueError, match='NaN'):
         bootstrap_ci([1.0, np.nan])
     with pytest.raises(ValueError, match='paired'):
-        bootstrap_difference([1.0, 2.0], [1.0])
+        bootstrap_difference([1.0, 2.0], [1.0], paired=True)
+    assert bootstrap_difference([1.0, 2.0], [1.0])[0] == pytest.approx(0.5)
     with pytest.raises(ValueError, match='level'):
         bootstrap_ci([1.0], level=1.5)
 
@@ -118,11 +186,11 @@ def test_paired_difference_matches_exact_bootstrap_distribution():
     a = np.array([50.0, 52.0, 47.0, 58.0])
     b = np.array([49.0, 48.0, 48.0, 50.0])  # differences 1, 4, -1, 8
     delta, low, high, significant = bootstrap_difference(a, b, num_resamples=4000,
-                                                         level=0.9, seed=5)
+                                                         level=0.9, seed=5, paired=True)
     grid = np.array(np.meshgrid(*[a - b] * 4)).reshape(4, -1).mean(0)
     exact_low, exact_high = np.percentile(grid, [5, 95])
     assert delta == pytest.approx(3.0)
     assert low == pytest.approx(exact_low, abs=0.3) and high == pytest.approx(exact_high, abs=0.3)
     assert significant == (not exact_low <= 0 <= exact_high)
-    symmetric = bootstrap_difference([1.0, 3.0, 1.0, 3.0], [3.0, 1.0, 3.0, 1.0])
+    symmetric = bootstrap_difference([1.0, 3.0, 1.0, 3.0], [3.0, 1.0, 3.0, 1.0], paired=True)
     assert symmetric[0] == 0.0 and symmetric[1] < 0 < symmetric[2] and not symmetric[3]

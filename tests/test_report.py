@@ -2,6 +2,7 @@
 import importlib.util
 import json
 import shlex
+from dataclasses import asdict
 from pathlib import Path
 
 import numpy as np
@@ -47,12 +48,14 @@ def test_constant_seeds_give_zero_width_ci(three_methods):
     assert (cell.mean, cell.low, cell.high) == (60.0, 60.0, 60.0)
 
 
-def percentile_bootstrap_by_hand(values, num_resamples, seed=0):
-    """Oracle: K resamples of the n values (numpy Generator, seed 0), 5th/95th percentiles."""
-    values = np.asarray(values, dtype=float)
-    index = np.random.default_rng(seed).integers(0, len(values), (num_resamples, len(values)))
-    means = np.sort(values[index].mean(1))
-    # numpy's default 'linear' percentile, written out: position q/100 * (K - 1)
+def authors_interval(values, num_resamples=1000, seed=42):
+    """Oracle: the authors' calculate_results.py bootstrap, transcribed: ``random.seed(42)``,
+    ``random.choice`` per drawn seed, ``np.mean``, then numpy's default ('linear') 5th/95th
+    percentile, written out: position q/100 * (K - 1) in the sorted means."""
+    import random
+    random.seed(seed)
+    means = np.sort([np.mean([random.choice(list(values)) for _ in values])
+                     for _ in range(num_resamples)])
     def percentile(q):
         position = q / 100 * (num_resamples - 1)
         below = int(np.floor(position))
@@ -61,41 +64,70 @@ def percentile_bootstrap_by_hand(values, num_resamples, seed=0):
     return percentile(5), percentile(95)
 
 
-def test_cell_ci_is_a_90_percent_bootstrap_with_100_resamples():
+def exact_interval(deltas):
+    """5th/95th percentiles of an enumerated, equally likely bootstrap distribution."""
+    return tuple(np.percentile(deltas, [5, 95]))
+
+
+def exact_means(values):
+    """Means of all n^n equally likely resamples of ``values``."""
+    n = len(values)
+    return np.array(np.meshgrid(*[np.asarray(values, float)] * n)).reshape(n, -1).mean(0)
+
+
+def test_cell_is_mean_plus_minus_the_full_width_of_the_authors_interval():
     values = [31.0, 35.5, 29.0, 40.25, 33.0]
-    table = build_table(make_rows('A', values) + make_rows('B', [1.0] * 5), ['success_rate'])
+    rows = make_rows('A', values) + make_rows('B', [1.0] * 5)
+    table = build_table(rows, ['success_rate'])
     cell = table.cells[('A', ('crosstask', 3, 'success_rate'))]
     assert cell.mean == pytest.approx(sum(values) / 5)
-    low, high = percentile_bootstrap_by_hand(values, 100)
+    low, high = authors_interval(values)
     assert (cell.low, cell.high) == pytest.approx((low, high))
-    assert (cell.low, cell.high) != pytest.approx(percentile_bootstrap_by_hand(values, 1000))
+    assert (cell.low, cell.high) != pytest.approx(authors_interval(values, 100))
     assert min(values) <= cell.low < cell.mean < cell.high <= max(values)
-    assert f'{cell.mean:.2f} ± {(high - low) / 2:.2f}' in to_markdown(table)
+    assert f'| **{cell.mean:.2f} ± {high - low:.2f}** |' in to_markdown(table)
+    half = to_markdown(build_table(rows, ['success_rate'], ci_style='half-width'))
+    assert f'| **{cell.mean:.2f} ± {(high - low) / 2:.2f}** |' in half
+    assert 'half-width (p95 - p5)/2' in half
+    with pytest.raises(ValueError, match='ci_style'):
+        build_table(rows, ['success_rate'], ci_style='sd')
 
 
-@pytest.mark.parametrize('diffs', [[3.0, -1.0, 2.0, 0.5, 1.5], [4.0, -3.0, 2.0, -2.5, 1.5]])
-def test_improvement_is_a_paired_bootstrap_with_1000_resamples(diffs):
+@pytest.mark.parametrize('diffs, significant', [([3.0, -1.0, 2.0, 0.5, 1.5], True),
+                                                ([4.0, -3.0, 2.0, -2.5, 1.5], False)])
+def test_paired_improvement_resamples_the_common_seeds_jointly(diffs, significant):
     base = np.array([40.0, 45.0, 38.0, 50.0, 42.0])  # per-seed differences matter, not levels
     rows = make_rows('Ours', base + np.array(diffs)) + make_rows('Ref', base)
-    table = build_table(rows, ['success_rate'])
+    table = build_table(rows, ['success_rate'], paired=True)
     imp = table.improvements[('crosstask', 3, 'success_rate')]
-    low, high = percentile_bootstrap_by_hand(diffs, 1000)
+    low, high = exact_interval(exact_means(diffs))
     assert imp.delta == pytest.approx(np.mean(diffs))
-    assert (imp.low, imp.high) == pytest.approx((low, high))
-    significant = not low <= 0 <= high
-    assert imp.significant == significant
+    assert (imp.low, imp.high) == pytest.approx((low, high), abs=0.15)
+    assert (not low <= 0 <= high) == imp.significant == significant
     delta_cell = to_markdown(table).split('| Δ |')[1].split('|')[0].strip()
-    assert delta_cell == (f'{np.mean(diffs):+.2f}{"*" if significant else ""} '
-                          f'[{low:+.2f}, {high:+.2f}]')
+    assert delta_cell == (f'{np.mean(diffs):+.2f}{"*" if significant else ""} ± '
+                          f'{imp.high - imp.low:.2f}')
+    assert 'paired bootstrap over the common seeds' in to_markdown(table)
 
 
-def test_the_two_improvement_cases_differ_in_significance():
-    """Guards the parametrized test above: one case must be significant, the other not."""
-    verdicts = []
-    for diffs in ([3.0, -1.0, 2.0, 0.5, 1.5], [4.0, -3.0, 2.0, -2.5, 1.5]):
-        low, high = percentile_bootstrap_by_hand(diffs, 1000)
-        verdicts.append(not low <= 0 <= high)
-    assert verdicts == [True, False]
+def test_improvement_resamples_each_method_independently_by_default():
+    """The paper's Δ: seed i of two models is no pair. A tracks B seed by seed (+1.5), the
+    seeds spread widely: independent resampling is wide and not significant."""
+    ref = np.array([30.0, 45.0, 60.0, 38.0, 52.0])
+    ours = ref + 1.5
+    table = build_table(make_rows('Ours', ours) + make_rows('Ref', ref), ['success_rate'])
+    imp = table.improvements[('crosstask', 3, 'success_rate')]
+    low, high = exact_interval(np.subtract.outer(exact_means(ours), exact_means(ref)))
+    assert imp.num_seeds == (5, 5) and imp.delta == pytest.approx(1.5)
+    assert (imp.low, imp.high) == pytest.approx((low, high), abs=1.5)
+    assert not imp.significant and imp.high - imp.low > 15
+    paired = build_table(make_rows('Ours', ours) + make_rows('Ref', ref), ['success_rate'],
+                         paired=True).improvements[('crosstask', 3, 'success_rate')]
+    assert paired.significant and paired.high - paired.low == pytest.approx(0.0)
+    markdown = to_markdown(table)
+    assert f'| +1.50 ± {imp.high - imp.low:.2f} |' in markdown
+    assert 'Ours minus Ref (5 and 5 seeds)' in markdown
+    assert "resamples each method's seeds independently" in markdown
 
 
 def test_best_bold_second_underlined(three_methods):
@@ -119,16 +151,15 @@ def test_ties_share_the_mark():
 
 
 def test_constant_improvement_is_significant(three_methods):
-    rng = np.random.default_rng(1)
-    base = rng.uniform(30, 50, size=5)
+    base = np.full(5, 42.0)
     rows = make_rows('Ours', base + 10.0) + make_rows('Other', base)
     imp = build_table(rows, ['success_rate']).improvements[('crosstask', 3, 'success_rate')]
-    assert (imp.ours, imp.reference, imp.num_seeds) == ('Ours', 'Other', 5)
+    assert (imp.ours, imp.reference, imp.num_seeds) == ('Ours', 'Other', (5, 5))
     assert imp.delta == pytest.approx(10.0)
     assert imp.low == pytest.approx(10.0) and imp.high == pytest.approx(10.0)
     assert imp.significant
-    assert '+10.00* [+10.00, +10.00]' in to_markdown(build_table(rows, ['success_rate']))
-    assert r'+10.00$^{*}$ {\scriptsize[+10.00, +10.00]}' in to_latex(
+    assert '+10.00* ± 0.00' in to_markdown(build_table(rows, ['success_rate']))
+    assert r'+10.00$^{*}${\scriptsize$\pm$0.00}' in to_latex(
         build_table(rows, ['success_rate']))
 
 
@@ -152,9 +183,53 @@ def test_named_reference(three_methods):
 
 def test_pairing_uses_common_seeds_only():
     a = make_rows('A', [60, 61, 62, 63, 64])
-    b = [r for r in make_rows('B', [50, 50, 50, 50, 50]) if r.seed in (1, 3)]
-    imp = build_table(a + b, ['success_rate']).improvements[('crosstask', 3, 'success_rate')]
-    assert imp.num_seeds == 2 and imp.delta == pytest.approx(((61 - 50) + (63 - 50)) / 2)
+    b = [r for r in make_rows('B', [50, 52, 49, 51, 50]) if r.seed in (1, 2, 3)]
+    imp = build_table(a + b, ['success_rate'], paired=True).improvements[
+        ('crosstask', 3, 'success_rate')]
+    assert imp.num_seeds == (3, 3)
+    assert imp.delta == pytest.approx(((61 - 52) + (62 - 49) + (63 - 51)) / 3)
+    unpaired = build_table(a + b, ['success_rate']).improvements[('crosstask', 3, 'success_rate')]
+    assert unpaired.num_seeds == (5, 3) and unpaired.delta == pytest.approx(62 - (52 + 49 + 51) / 3)
+
+
+def test_fewer_than_three_seeds_show_no_ci_and_no_mark():
+    rows = [r for r in make_rows('A', [60, 70, 65, 61, 62]) if r.seed < 2] + \
+        [r for r in make_rows('B', [10, 12, 11, 10, 12]) if r.seed < 2]
+    table = build_table(rows, ['success_rate'])
+    cell = table.cells[('A', ('crosstask', 3, 'success_rate'))]
+    imp = table.improvements[('crosstask', 3, 'success_rate')]
+    assert cell.low is None and imp.low is None and not imp.significant
+    markdown = to_markdown(table)
+    assert '| **65.00** |' in markdown and '| +54.00 |' in markdown and '±' not in \
+        markdown.split('\n\n')[0]
+    assert 'n=2: no CI and no significance mark' in markdown
+    assert 'Mean over seeds (n=2); best in bold' in markdown and 'full width' not in markdown
+    assert 'Δ: A minus B (2 and 2 seeds).' in markdown
+    assert r'A & \textbf{65.00} \\' in to_latex(table)
+
+
+def test_shortened_runs_are_marked_in_table_and_caption(tmp_path):
+    rows = make_rows('Full', [50.0] * 5) + make_rows('Quick', [40.0] * 5)
+    results = tmp_path / 'r.jsonl'
+    for row in rows:
+        record = asdict(row)
+        if row.method == 'Quick':
+            record['shortened'] = 'max_epochs=3' if row.seed else True
+        results.write_text((results.read_text() if results.exists() else '')
+                           + json.dumps(record) + '\n')
+    table = build_table(read_results(results), ['success_rate'])
+    assert table.shortened == {'Quick': ['max_epochs=3', 'shortened']}
+    markdown = to_markdown(table)
+    assert '| Quick† |' in markdown and '| Full |' in markdown
+    assert '† shortened runs (Quick: max_epochs=3, shortened)' in markdown
+    assert r'Quick\textsuperscript{\dag}' in to_latex(table)
+    csv_path = tmp_path / 'r.csv'
+    write_results_csv(csv_path, read_results(results))
+    assert build_table(read_results(csv_path), ['success_rate']).shortened == table.shortened
+    bad = tmp_path / 'bad.jsonl'
+    bad.write_text(json.dumps({**asdict(rows[0]), 'shortened': 3}) + '\n')
+    with pytest.raises(ValueError, match=r'bad.jsonl:1.*"shortened"'):
+        read_results(bad)
 
 
 def test_columns_per_horizon_and_params(three_methods):
@@ -204,6 +279,32 @@ def test_cli_writes_markdown_and_latex(tmp_path, three_methods, capsys):
     assert markdown in capsys.readouterr().out
     assert '**60.00 ± 0.00**' in markdown
     assert r'\begin{tabular}' in (tmp_path / 'tab.tex').read_text()
+
+
+def test_cli_two_methods_five_seeds_paper_conventions(tmp_path, capsys):
+    """Done-when of issue 17: the default table has the paper's "±" and Δ semantics."""
+    ours_values, ref_values = [52.1, 55.3, 49.8, 58.0, 54.4], [47.5, 50.2, 51.1, 46.3, 48.9]
+    results = tmp_path / 'results.jsonl'
+    for row in make_rows('Ours', ours_values) + make_rows('Ref', ref_values):
+        append_result(results, row)
+    load_tool('report').main([str(results), '--metrics', 'success_rate'])
+    markdown = capsys.readouterr().out
+    low, high = authors_interval(ours_values)
+    assert f'**{np.mean(ours_values):.2f} ± {high - low:.2f}**' in markdown
+    d_low, d_high = exact_interval(np.subtract.outer(exact_means(ours_values),
+                                                     exact_means(ref_values)))
+    delta_cell = markdown.split('| Δ |')[1].split('|')[0].strip()
+    delta_text, width_text = delta_cell.split(' ± ')
+    assert delta_text == f'{np.mean(ours_values) - np.mean(ref_values):+.2f}*'
+    assert float(width_text) == pytest.approx(d_high - d_low, abs=0.4)
+    assert 'full width p95 - p5 of the 90% percentile-bootstrap interval' in markdown
+    assert "each replicate resamples each method's seeds independently" in markdown
+    load_tool('report').main([str(results), '--metrics', 'success_rate', '--paired',
+                              '--ci-style', 'half-width', '--num-resamples', '100'])
+    other = capsys.readouterr().out
+    low, high = authors_interval(ours_values, 100)
+    assert f'**{np.mean(ours_values):.2f} ± {(high - low) / 2:.2f}**' in other
+    assert 'paired bootstrap over the common seeds' in other and '(K=100 resamples' in other
 
 
 def test_cli_selects_orders_and_renames(tmp_path, three_methods, capsys):

@@ -17,7 +17,7 @@ import sys
 from pathlib import Path
 
 import vpn_plugin  # noqa: F401  (compat + registries)
-from mmengine.config import Config, DictAction
+from mmengine.config import DictAction
 
 from mmaction.registry import DATASETS
 from vpn_plugin.baselines.llm import (ORACLE, PromptPlanner, attach_frames, build_backend,
@@ -27,6 +27,7 @@ from vpn_plugin.baselines.llm import (ORACLE, PromptPlanner, attach_frames, buil
                                       token_summary)
 from vpn_plugin.baselines.llm.evaluate import write_outcomes
 from vpn_plugin.protocol.results import ResultRow, append_result
+from vpn_plugin.data_paths import add_data_arguments, data_path_args, load_config
 
 
 def parse_args(argv=None):
@@ -67,6 +68,7 @@ def parse_args(argv=None):
     parser.add_argument('--method', help='method name in the results (default: from the model)')
     parser.add_argument('--no-progress', action='store_true')
     parser.add_argument('--cfg-options', nargs='+', action=DictAction)
+    add_data_arguments(parser)
     args = parser.parse_args(argv)
     check_args(parser, args)
     return args
@@ -86,9 +88,7 @@ def check_args(parser, args):
 
 
 def load_datasets(args):
-    cfg = Config.fromfile(args.config)
-    if args.cfg_options:
-        cfg.merge_from_dict(args.cfg_options)
+    cfg = load_config(args.config, args.cfg_options, **data_path_args(args))
     for key in ('train_dataloader', 'test_dataloader'):
         if 'dataset' not in cfg.get(key, {}):
             raise SystemExit(f'{args.config}: needs {key}.dataset (training windows give the '
@@ -105,7 +105,7 @@ def anchor_setting(args, test_set):
     if args.anchors_file:
         return 'step_model', load_anchor_predictions(args.anchors_file, len(test_set))
     if args.step_config:
-        model_cfg = Config.fromfile(args.step_config).model
+        model_cfg = load_config(args.step_config, **data_path_args(args)).model
         anchors = step_model_anchors(model_cfg, args.step_checkpoint, test_set)
         if args.save_anchors:
             save_anchor_predictions(args.save_anchors, *anchors)

@@ -5,7 +5,9 @@
 import argparse
 import sys
 
-from mmengine.config import Config, DictAction
+from mmengine.config import DictAction
+
+from vpn_plugin.data_paths import add_data_arguments, data_path_args, load_config
 
 
 def parse_args(argv=None):
@@ -19,6 +21,7 @@ def parse_args(argv=None):
     parser.add_argument('--decode', help='override model.decode (e.g. emission_argmax)')
     parser.add_argument('--cfg-options', nargs='+', action=DictAction, default={},
                         help='override config keys, e.g. model.cross_horizon=ends')
+    add_data_arguments(parser)
     return parser.parse_args(argv)
 
 
@@ -30,8 +33,7 @@ def main(argv=None):
     from mmengine.runner import load_checkpoint
     from vpn_plugin.models.plan_display import format_plan, predict_indices
 
-    cfg = Config.fromfile(args.config)
-    cfg.merge_from_dict(args.cfg_options)
+    cfg = load_config(args.config, args.cfg_options, **data_path_args(args))
     if args.decode:
         cfg.model.decode = args.decode
     init_default_scope(cfg.get('default_scope', 'mmaction'))

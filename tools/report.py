@@ -6,6 +6,9 @@ Example::
         --metrics success_rate mean_accuracy miou_set --out docs/results_standard
 
 writes ``docs/results_standard.md`` and ``docs/results_standard.tex`` and prints the Markdown.
+Statistics follow the paper by default: ``mean ± (p95 - p5)`` of K=1000 bootstrap resamples
+of the seeds, improvements resample each method's seeds independently; ``--ci-style
+half-width`` and ``--paired`` switch to the other conventions (the caption says which).
 The results-file format is documented in ``vpn_plugin/protocol/results.py``.
 """
 import argparse
@@ -14,8 +17,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from vpn_plugin.protocol.report import (DEFAULT_METRICS, build_table, to_latex,  # noqa: E402
-                                         to_markdown)
+from vpn_plugin.core.stats import AUTHORS_RESAMPLES  # noqa: E402
+from vpn_plugin.protocol.report import (CI_STYLES, DEFAULT_METRICS, build_table,  # noqa: E402
+                                         to_latex, to_markdown)
 from vpn_plugin.protocol.results import filter_rows, read_results, rename_methods  # noqa: E402
 
 
@@ -33,6 +37,16 @@ def parse_args(argv=None):
                         help='display names (applied after --methods selects rows)')
     parser.add_argument('--ours', help='method whose improvement is reported (default: best)')
     parser.add_argument('--reference', help='method to compare against (default: second best)')
+    parser.add_argument('--ci-style', choices=CI_STYLES, default='width',
+                        help="number after ±: 'width' = p95 - p5 (the paper's), "
+                             "'half-width' = (p95 - p5) / 2")
+    parser.add_argument('--paired', action='store_true',
+                        help='improvements: paired bootstrap over the common seeds instead of '
+                             "the paper's independent resampling of each method's seeds")
+    parser.add_argument('--num-resamples', type=int, default=AUTHORS_RESAMPLES,
+                        help='bootstrap resamples K of each cell (the authors: 1000)')
+    parser.add_argument('--num-diff-resamples', type=int, default=AUTHORS_RESAMPLES,
+                        help='bootstrap resamples K of each improvement')
     parser.add_argument('--title', default='')
     parser.add_argument('--label', default='', help='LaTeX \\label')
     parser.add_argument('--digits', type=int, default=2)
@@ -47,7 +61,9 @@ def main(argv=None):
     rows = rename_methods(rows, args.rename)
     order = [dict(i.split('=', 1) for i in args.rename).get(m, m) for m in args.methods or []]
     table = build_table(rows, args.metrics, methods=order or None, ours=args.ours,
-                        reference=args.reference)
+                        reference=args.reference, ci_style=args.ci_style, paired=args.paired,
+                        num_resamples=args.num_resamples,
+                        num_diff_resamples=args.num_diff_resamples)
     markdown = to_markdown(table, title=args.title, digits=args.digits)
     latex = to_latex(table, title=args.title, label=args.label, digits=args.digits)
     if args.out:

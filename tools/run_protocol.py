@@ -15,6 +15,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import vpn_plugin  # noqa: E402,F401  (compat fixes + registration before configs are read)
+from vpn_plugin.data_paths import add_data_arguments, data_path_args  # noqa: E402
 from vpn_plugin.protocol.runner import (ProtocolRunner, check_units, expand_units,  # noqa: E402
                                          load_protocol)
 
@@ -33,6 +34,7 @@ def parse_args(argv=None):
     parser.add_argument('--log-level', default='WARNING', help='mmengine log level of each run')
     parser.add_argument('--dry-run', action='store_true',
                         help='list the runs, check their configs and options, and exit')
+    add_data_arguments(parser)
     return parser.parse_args(argv)
 
 
@@ -49,7 +51,7 @@ def main(argv=None):
         return units
     runner = ProtocolRunner(protocol, args.out, max_epochs=args.max_epochs,
                             val_interval=args.val_interval, batch_size=args.batch_size,
-                            log_level=args.log_level)
+                            log_level=args.log_level, data_paths=data_path_args(args))
     results = runner.run(units)
     print(results)
     return results

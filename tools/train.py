@@ -11,7 +11,8 @@ import torch
 
 import vpn_plugin  # noqa: F401  (applies vpn_plugin.compat before configs are parsed)
 from vpn_plugin.compat import shutdown_distributed
-from mmengine.config import Config, DictAction
+from vpn_plugin.data_paths import add_data_arguments, data_path_args, load_config as read_config
+from mmengine.config import DictAction
 from mmengine.runner import Runner
 
 
@@ -35,6 +36,7 @@ def parse_args(argv=None):
                         default='none', help='job launcher')
     # torch.distributed.launch passes --local-rank; torchrun sets LOCAL_RANK.
     parser.add_argument('--local-rank', '--local_rank', type=int, default=0)
+    add_data_arguments(parser)
     args = parser.parse_args(argv)
     os.environ.setdefault('LOCAL_RANK', str(args.local_rank))
     return args
@@ -76,9 +78,7 @@ def apply_args(cfg, args):
 
 
 def load_config(args):
-    cfg = Config.fromfile(args.config)
-    if args.cfg_options:
-        cfg.merge_from_dict(args.cfg_options)
+    cfg = read_config(args.config, args.cfg_options, **data_path_args(args))
     return apply_args(cfg, args)
 
 

@@ -1,13 +1,23 @@
-"""Percentile bootstrap confidence intervals (over seeds), as in the paper's supplementary.
+"""Percentile bootstrap over seeds, as the authors compute it (``calculate_results.py``).
 
-Resampling uses a seeded ``numpy.random.Generator``, so the same inputs and seed always give
-the same interval.
+The paper reports a metric as ``mean ± width`` where width = p95 - p5 of the means of
+``num_resamples`` resamples (with replacement) of the per-seed values: the FULL width of the
+90% percentile interval, not its half. Resampling mirrors the authors' script: a
+``random.Random(seed)`` stream (their ``random.seed(42)``), one ``choice`` per drawn seed, and
+numpy's default ('linear') percentiles; K = 1000 resamples (their ``n_iterations=1000``).
+With the same per-seed values in the same order, ``bootstrap_ci(values)`` gives the authors'
+numbers for the first metric their script bootstraps (SR); later metrics use a fresh stream
+here, where their script continues one stream.
 """
 from __future__ import annotations
 
+import random
 from typing import Tuple
 
 import numpy as np
+
+AUTHORS_SEED = 42          # calculate_results.py: random.seed(42)
+AUTHORS_RESAMPLES = 1000   # calculate_results.py: bootstrap(..., n_iterations=1000)
 
 
 def _as_scores(values, name: str) -> np.ndarray:
@@ -32,41 +42,49 @@ def _percentiles(statistics: np.ndarray, level: float) -> Tuple[float, float]:
     return float(low), float(high)
 
 
-def bootstrap_ci(scores, num_resamples: int = 100, level: float = 0.90,
-                 seed: int = 0) -> Tuple[float, float, float]:
-    """(mean, low, high): the mean of ``scores`` (n,) and its percentile-bootstrap CI.
+def _resample_indices(rng: random.Random, size: int, num_resamples: int) -> np.ndarray:
+    """(K, size) indices drawn with replacement, one ``rng.choice`` each (the authors' draw)."""
+    choices = range(size)
+    return np.array([[rng.choice(choices) for _ in range(size)]
+                     for _ in range(num_resamples)], dtype=np.int64)
 
-    ``num_resamples`` resamples of n scores with replacement; [low, high] are the
-    ``(1 - level) / 2`` and ``(1 + level) / 2`` percentiles of the resampled means.
+
+def bootstrap_ci(scores, num_resamples: int = AUTHORS_RESAMPLES, level: float = 0.90,
+                 seed: int = AUTHORS_SEED) -> Tuple[float, float, float]:
+    """(mean, low, high): the mean of ``scores`` (n,) and its percentile-bootstrap interval.
+
+    ``num_resamples`` resamples of the n scores with replacement; [low, high] are the
+    ``(1 - level) / 2`` and ``(1 + level) / 2`` percentiles of the resampled means. The
+    paper's "±" is ``high - low``.
     """
     _check_options(num_resamples, level)
     scores = _as_scores(scores, 'scores')
-    rng = np.random.default_rng(seed)
-    index = rng.integers(0, len(scores), size=(num_resamples, len(scores)))
+    index = _resample_indices(random.Random(seed), len(scores), num_resamples)
     low, high = _percentiles(scores[index].mean(1), level)
     return float(scores.mean()), low, high
 
 
-def bootstrap_difference(a, b, num_resamples: int = 1000, level: float = 0.90, seed: int = 0,
-                         *, paired: bool = True) -> Tuple[float, float, float, bool]:
-    """(delta, low, high, significant) for ``mean(a) - mean(b)``.
+def bootstrap_difference(a, b, num_resamples: int = AUTHORS_RESAMPLES, level: float = 0.90,
+                         seed: int = AUTHORS_SEED, *, paired: bool = False
+                         ) -> Tuple[float, float, float, bool]:
+    """(delta, low, high, significant) for ``mean(a) - mean(b)``; a (n_a,), b (n_b,).
 
-    ``paired=True`` (default; ``a[i]`` and ``b[i]`` share seed i) resamples the indices of the
-    pairs jointly; ``paired=False`` resamples ``a`` and ``b`` independently. ``significant`` is
-    True iff 0 lies outside the percentile CI [low, high].
+    ``paired=False`` (default, the paper): each replicate draws A* from ``a`` and B* from
+    ``b`` independently (seed i of two models is not a matched pair), delta* = mean(A*) -
+    mean(B*). ``paired=True`` (``a[i]``, ``b[i]`` share seed i) resamples pair indices jointly.
+    [low, high] is the percentile interval of delta*; ``significant`` iff 0 lies outside it.
     """
     _check_options(num_resamples, level)
     a, b = _as_scores(a, 'a'), _as_scores(b, 'b')
-    rng = np.random.default_rng(seed)
+    rng = random.Random(seed)
     if paired:
         if len(a) != len(b):
             raise ValueError(f'paired bootstrap got {len(a)} scores in a and {len(b)} in b; '
                              'expected one pair per seed (or pass paired=False)')
-        index = rng.integers(0, len(a), size=(num_resamples, len(a)))
+        index = _resample_indices(rng, len(a), num_resamples)
         deltas = (a[index] - b[index]).mean(1)
     else:
-        index_a = rng.integers(0, len(a), size=(num_resamples, len(a)))
-        index_b = rng.integers(0, len(b), size=(num_resamples, len(b)))
-        deltas = a[index_a].mean(1) - b[index_b].mean(1)
+        deltas = (a[_resample_indices(rng, len(a), num_resamples)].mean(1)
+                  - b[_resample_indices(rng, len(b), num_resamples)].mean(1))
     low, high = _percentiles(deltas, level)
     return float(a.mean() - b.mean()), low, high, not (low <= 0.0 <= high)

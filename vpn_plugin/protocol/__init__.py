@@ -2,6 +2,6 @@
 
 * :mod:`.results`: the results-file format (one row per run x test horizon), readers/writers;
 * :mod:`.runner`: protocol configs x seeds x horizons through the mmengine Runner, resumable;
-* :mod:`.report`: mean ± 90% bootstrap CI tables, paired-bootstrap improvements, Markdown/LaTeX;
+* :mod:`.report`: the paper's mean ± 90% bootstrap CI width tables and improvements, Markdown/LaTeX;
 * :mod:`.plots`: study curves, parameters vs SR, the qualitative heatmap figure.
 """

@@ -1,24 +1,39 @@
 """Paper tables from results files (format: :mod:`vpn_plugin.protocol.results`).
 
-A table has one row per method and one column per (dataset, horizon, metric). Each cell is
-the mean over seeds with a 90% bootstrap CI over the per-seed values (K=100 resamples,
-``vpn_plugin.core.bootstrap_ci``), shown as ``mean ± half-width``. Per column the best
-method is bold and the second best underlined (higher is better, except ``plan_jsd``: lower;
-``plan_entropy`` is descriptive and not ranked; ties share the mark). An extra row gives the
-improvement of ``ours`` over ``reference`` (by default the best over the second best) with a
-paired bootstrap CI over seeds (K=1000, ``vpn_plugin.core.bootstrap_difference``); a ``*``
-marks a CI that excludes zero.
+A table has one row per method and one column per (dataset, horizon, metric). Conventions
+(default = the paper's, as the authors' ``calculate_results.py`` computes them, see
+:mod:`vpn_plugin.core.stats`):
+
+* a cell is ``mean ± width``: the mean over seeds and the FULL width p95 - p5 of the 90%
+  percentile-bootstrap interval of the seed mean (K=1000 resamples of the seeds);
+  ``ci_style='half-width'`` shows (p95 - p5) / 2 instead;
+* the improvement row gives ``ours - reference`` (default: best minus second best) as
+  ``+Δ ± width``, width = p95 - p5 of Δ* = mean(A*) - mean(B*) where A* and B* resample each
+  model's seeds independently (K=1000); ``*`` marks an interval that excludes 0;
+  ``paired=True`` resamples the seeds both models share jointly instead;
+* with fewer than :data:`MIN_SEEDS_FOR_CI` seeds a cell shows the mean only and the
+  improvement no interval and no mark ("n=2: no CI");
+* methods with rows from shortened runs (field ``shortened``: ``--max-epochs``, ``--limit``)
+  carry a ``†`` and the caption names the reasons.
+
+Per column the best method is bold and the second best underlined (higher is better, except
+``plan_jsd``: lower; ``plan_entropy`` is descriptive and not ranked; ties share the mark).
 """
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Optional
 
 import numpy as np
 
-from vpn_plugin.core.stats import bootstrap_ci, bootstrap_difference
-from .results import METRIC_LABELS, ResultRow
+from vpn_plugin.core.stats import AUTHORS_RESAMPLES, AUTHORS_SEED, bootstrap_ci, \
+    bootstrap_difference
+from .results import METRIC_LABELS, ResultRow, shortened_reason
 
 DEFAULT_METRICS = ('success_rate', 'mean_accuracy', 'miou_set')
+CI_STYLES = ('width', 'half-width')  # width: the paper's p95 - p5; half-width: (p95 - p5) / 2
+MIN_SEEDS_FOR_CI = 3  # fewer seeds: mean only, no CI, no significance mark
+SHORTENED_MARK = '†'
 # +1: higher is better (default), -1: lower is better, 0: descriptive (no marks, no delta)
 METRIC_DIRECTION = {'plan_jsd': -1, 'plan_entropy': 0}
 EXTRA_DIGITS = {'plan_jsd': 1}  # values in [0, 1] bits need one more decimal than percents
@@ -29,27 +44,25 @@ RANK_MARKS = {False: ('**{}**', '<u>{}</u>'), True: (r'\textbf{{{}}}', r'\underl
 
 @dataclass
 class CellStats:
-    """Mean and bootstrap CI over the per-seed values ``values`` (keyed by seed)."""
+    """Mean over the per-seed values ``values`` (keyed by seed) and its bootstrap interval
+    [low, high] (``None`` with fewer than ``MIN_SEEDS_FOR_CI`` seeds)."""
     values: dict
     mean: float
-    low: float
-    high: float
-
-    @property
-    def half_width(self) -> float:
-        return (self.high - self.low) / 2
+    low: Optional[float]
+    high: Optional[float]
 
 
 @dataclass
 class Improvement:
-    """``ours - reference`` on seeds both have, with its paired bootstrap CI."""
+    """``ours - reference`` with the bootstrap interval of Δ* ([low, high] ``None`` when
+    either side has fewer than ``MIN_SEEDS_FOR_CI`` seeds)."""
     ours: str
     reference: str
     delta: float
-    low: float
-    high: float
+    low: Optional[float]
+    high: Optional[float]
     significant: bool
-    num_seeds: int
+    num_seeds: tuple   # (seeds of ours, seeds of reference); paired: both the common seeds
 
 
 @dataclass
@@ -62,18 +75,35 @@ class Table:
     second: dict = field(default_factory=dict)    # column -> set of methods
     improvements: dict = field(default_factory=dict)  # column -> Improvement | None
     level: float = 0.90
+    ci_style: str = 'width'
+    paired: bool = False
+    num_resamples: int = AUTHORS_RESAMPLES
+    num_diff_resamples: int = AUTHORS_RESAMPLES
+    shortened: dict = field(default_factory=dict)  # method -> sorted reasons (shortened runs)
+
+
+def ci_spread(stats, ci_style: str) -> Optional[float]:
+    """The number after "±" of a cell or improvement: p95 - p5 ('width', the paper's) or its
+    half ('half-width'); ``None`` without an interval."""
+    if stats.low is None:
+        return None
+    width = stats.high - stats.low
+    return width if ci_style == 'width' else width / 2
 
 
 def build_table(rows: list[ResultRow], metrics=DEFAULT_METRICS, *, methods=None,
-                ours=None, reference=None, num_resamples=100, num_diff_resamples=1000,
-                level=0.90, seed=0) -> Table:
-    """Aggregate rows into a :class:`Table`.
+                ours=None, reference=None, num_resamples=AUTHORS_RESAMPLES,
+                num_diff_resamples=AUTHORS_RESAMPLES, level=0.90, seed=AUTHORS_SEED,
+                ci_style='width', paired=False) -> Table:
+    """Aggregate rows into a :class:`Table` (conventions: module docstring).
 
     ``methods`` fixes the row order (default: order of first appearance). Several rows of the
     same (method, dataset, horizon, seed) are an error: the protocol must give each run once.
     """
     if not rows:
         raise ValueError('no results rows to report')
+    if ci_style not in CI_STYLES:
+        raise ValueError(f'ci_style={ci_style!r}; expected one of {CI_STYLES}')
     per_seed = _collect(rows, metrics)
     methods = list(methods) if methods else list(dict.fromkeys(r.method for r in rows))
     _check_named(methods, ours, reference, rows)
@@ -84,16 +114,31 @@ def build_table(rows: list[ResultRow], metrics=DEFAULT_METRICS, *, methods=None,
         for column in columns:
             values = per_seed.get((method,) + column)
             if values:
-                mean, low, high = bootstrap_ci(np.array(list(values.values())),
-                                               num_resamples=num_resamples, level=level,
-                                               seed=seed)
-                cells[(method, column)] = CellStats(values, float(mean), float(low), float(high))
-    table = Table(methods, columns, cells, _params(rows, methods), level=level)
+                cells[(method, column)] = _cell(values, num_resamples, level, seed)
+    table = Table(methods, columns, cells, _params(rows, methods), level=level,
+                  ci_style=ci_style, paired=paired, num_resamples=num_resamples,
+                  num_diff_resamples=num_diff_resamples, shortened=_shortened(rows, methods))
     for column in columns:
         _rank(table, column)
-        table.improvements[column] = _improvement(table, column, ours, reference,
-                                                  num_diff_resamples, level, seed)
+        table.improvements[column] = _improvement(table, column, ours, reference, seed)
     return table
+
+
+def _cell(values: dict, num_resamples, level, seed) -> CellStats:
+    scores = np.array(list(values.values()))
+    if len(scores) < MIN_SEEDS_FOR_CI:
+        return CellStats(values, float(scores.mean()), None, None)
+    mean, low, high = bootstrap_ci(scores, num_resamples=num_resamples, level=level, seed=seed)
+    return CellStats(values, mean, low, high)
+
+
+def _shortened(rows, methods) -> dict:
+    reasons = {}
+    for row in rows:
+        reason = shortened_reason(row)
+        if reason and row.method in methods:
+            reasons.setdefault(row.method, set()).add(reason)
+    return {method: sorted(found) for method, found in reasons.items()}
 
 
 def _collect(rows, metrics) -> dict:
@@ -139,7 +184,7 @@ def _rank(table: Table, column) -> None:
         if len(distinct) > 1 else set()
 
 
-def _improvement(table, column, ours, reference, num_resamples, level, seed):
+def _improvement(table, column, ours, reference, seed):
     direction = METRIC_DIRECTION.get(column[2], 1)
     if direction == 0:
         return None
@@ -151,17 +196,28 @@ def _improvement(table, column, ours, reference, num_resamples, level, seed):
         return None
     if (ours, column) not in table.cells or (reference, column) not in table.cells:
         return None
-    a_values = table.cells[(ours, column)].values
-    b_values = table.cells[(reference, column)].values
-    seeds = sorted(set(a_values) & set(b_values))
-    if len(seeds) < 2:
+    a, b = _compared_values(table.cells[(ours, column)].values,
+                            table.cells[(reference, column)].values, table.paired)
+    if a is None:
         return None
-    a = np.array([a_values[s] for s in seeds])
-    b = np.array([b_values[s] for s in seeds])
-    delta, low, high, significant = bootstrap_difference(a, b, num_resamples=num_resamples,
-                                                         level=level, seed=seed)
-    return Improvement(ours, reference, float(delta), float(low), float(high),
-                       bool(significant), len(seeds))
+    if min(len(a), len(b)) < MIN_SEEDS_FOR_CI:
+        return Improvement(ours, reference, float(a.mean() - b.mean()), None, None, False,
+                           (len(a), len(b)))
+    delta, low, high, significant = bootstrap_difference(
+        a, b, num_resamples=table.num_diff_resamples, level=table.level, seed=seed,
+        paired=table.paired)
+    return Improvement(ours, reference, delta, low, high, bool(significant), (len(a), len(b)))
+
+
+def _compared_values(a_values: dict, b_values: dict, paired: bool):
+    """(a, b) arrays: every seed of each model, or (paired) the seeds both have, in order;
+    (None, None) when pairing finds no common seed."""
+    if not paired:
+        return np.array(list(a_values.values())), np.array(list(b_values.values()))
+    seeds = sorted(set(a_values) & set(b_values))
+    if not seeds:
+        return None, None
+    return np.array([a_values[s] for s in seeds]), np.array([b_values[s] for s in seeds])
 
 
 # ----------------------------------------------------------------------------- formatting
@@ -188,13 +244,14 @@ def _show_params(table: Table) -> bool:
 
 
 def to_markdown(table: Table, *, title: str = '', digits: int = 2) -> str:
-    """Markdown: bold best, ``<u>`` second, ``±`` half-width of the CI, ``*`` significant."""
+    """Markdown: bold best, ``<u>`` second, ``±`` the CI spread, ``*`` significant."""
     header = ['Method'] + (['Params'] if _show_params(table) else []) + \
         [_column_label(table, c) for c in table.columns]
     lines = ([f'**{title}**', ''] if title else []) + \
         ['| ' + ' | '.join(header) + ' |', '|' + '---|' * len(header)]
     for method in table.methods:
-        cells = [method] + ([format_params(table.params[method])] if _show_params(table) else [])
+        cells = [_method_label(table, method)] + \
+            ([format_params(table.params[method])] if _show_params(table) else [])
         for column in table.columns:
             cells.append(_cell_text(table, method, column, digits, latex=False))
         lines.append('| ' + ' | '.join(cells) + ' |')
@@ -213,7 +270,7 @@ def to_latex(table: Table, *, title: str = '', label: str = '', digits: int = 2)
              rf'\begin{{tabular}}{{{spec}}}', r'\toprule', ' & '.join(header) + r' \\',
              r'\midrule']
     for method in table.methods:
-        cells = [_latex_escape(method)] + \
+        cells = [_latex_escape(_method_label(table, method))] + \
             ([format_params(table.params[method])] if show_params else [])
         cells += [_cell_text(table, method, c, digits, latex=True) for c in table.columns]
         lines.append(' & '.join(cells) + r' \\')
@@ -228,15 +285,29 @@ def to_latex(table: Table, *, title: str = '', label: str = '', digits: int = 2)
     return '\n'.join(lines) + '\n'
 
 
+def _method_label(table: Table, method: str) -> str:
+    return method + (SHORTENED_MARK if method in table.shortened else '')
+
+
+def _plus_minus(value: float, spread, digits: int, latex: bool, mark: str = '') -> str:
+    """``'v'``, ``'v ± s'`` (Markdown) or ``'v{\\scriptsize$\\pm$s}'`` (LaTeX); ``mark``
+    (significance) follows the value; ``value`` signed when ``mark`` is not None."""
+    text = f'{value:+.{digits}f}' if mark is not None else f'{value:.{digits}f}'
+    if mark:
+        text += f'$^{{{mark}}}$' if latex else mark
+    if spread is None:
+        return text
+    if latex:
+        return rf'{text}{{\scriptsize$\pm${spread:.{digits}f}}}'
+    return f'{text} ± {spread:.{digits}f}'
+
+
 def _cell_text(table, method, column, digits, latex) -> str:
     stats = table.cells.get((method, column))
     if stats is None:
         return '-'
     digits += EXTRA_DIGITS.get(column[2], 0)
-    if latex:
-        text = rf'{stats.mean:.{digits}f}{{\scriptsize$\pm${stats.half_width:.{digits}f}}}'
-    else:
-        text = f'{stats.mean:.{digits}f} ± {stats.half_width:.{digits}f}'
+    text = _plus_minus(stats.mean, ci_spread(stats, table.ci_style), digits, latex, mark=None)
     best_mark, second_mark = RANK_MARKS[latex]
     if method in table.best[column]:
         return best_mark.format(text)
@@ -253,36 +324,16 @@ def _improvement_cells(table, base_digits, latex) -> list:
             cells.append('-')
             continue
         digits = base_digits + EXTRA_DIGITS.get(column[2], 0)
-        mark = '*' if imp.significant else ''
-        if latex:
-            cells.append(rf'{imp.delta:+.{digits}f}$^{{{mark}}}$ '
-                         rf'{{\scriptsize[{imp.low:+.{digits}f}, {imp.high:+.{digits}f}]}}'
-                         if mark else
-                         rf'{imp.delta:+.{digits}f} '
-                         rf'{{\scriptsize[{imp.low:+.{digits}f}, {imp.high:+.{digits}f}]}}')
-        else:
-            cells.append(f'{imp.delta:+.{digits}f}{mark} [{imp.low:+.{digits}f}, '
-                         f'{imp.high:+.{digits}f}]')
+        cells.append(_plus_minus(imp.delta, ci_spread(imp, table.ci_style), digits, latex,
+                                 mark='*' if imp.significant else ''))
     return cells
 
 
 def _legend(table: Table, latex: bool) -> str:
-    pairs = {}  # (ours, reference, seeds) -> column labels, in column order
-    for column in table.columns:
-        imp = table.improvements.get(column)
-        if imp is not None:
-            pairs.setdefault((imp.ours, imp.reference, imp.num_seeds), []).append(
-                _column_label(table, column))
-    level = int(round(table.level * 100))
-    seeds = sorted({len(c.values) for c in table.cells.values()})
     pm = r'$\pm$' if latex else '±'
     delta = r'$\Delta$' if latex else 'Δ'
-    who = '; '.join((f'{", ".join(cols)}: ' if len(pairs) > 1 else '')
-                    + f'{o} minus {r} ({n} paired seeds)'
-                    for (o, r, n), cols in pairs.items()) or 'none'
-    text = (f'Mean over seeds (n={",".join(map(str, seeds))}) {pm} half-width of the {level}% '
-            f'bootstrap CI over seeds; best in bold, second underlined. {delta}: {who}, '
-            f'with its paired bootstrap {level}% CI; * = CI excludes 0.')
+    text = ' '.join(filter(None, [_cell_legend(table, pm), _improvement_legend(table, delta, pm),
+                                  _few_seeds_legend(table), _shortened_legend(table)]))
     shown = {c[2] for c in table.columns}
     if 'plan_jsd' in shown or 'plan_entropy' in shown:
         text += (' Decoding diversity on windows sharing start and goal actions: entropy of the '
@@ -291,8 +342,72 @@ def _legend(table: Table, latex: bool) -> str:
     return _latex_escape(text, keep_math=True) if latex else text
 
 
+def _percentile_names(level: float) -> tuple:
+    tail = 100.0 * (1.0 - level) / 2.0
+    return f'p{100 - tail:g}', f'p{tail:g}'
+
+
+def _spread_words(table: Table) -> str:
+    high, low = _percentile_names(table.level)
+    if table.ci_style == 'width':
+        return f'full width {high} - {low}'
+    return f'half-width ({high} - {low})/2 (not the paper\'s full width)'
+
+
+def _cell_legend(table: Table, pm: str) -> str:
+    seeds = ",".join(map(str, sorted({len(c.values) for c in table.cells.values()})))
+    if all(c.low is None for c in table.cells.values()):
+        return f'Mean over seeds (n={seeds}); best in bold, second underlined.'
+    return (f'Mean over seeds (n={seeds}) {pm} {_spread_words(table)} of the '
+            f'{int(round(table.level * 100))}% percentile-bootstrap interval of the seed mean '
+            f'(K={table.num_resamples} resamples of the seeds); best in bold, second '
+            f'underlined.')
+
+
+def _improvement_legend(table: Table, delta: str, pm: str) -> str:
+    pairs = {}  # (ours, reference, seeds) -> column labels, in column order
+    for column in table.columns:
+        imp = table.improvements.get(column)
+        if imp is not None:
+            pairs.setdefault((imp.ours, imp.reference, imp.num_seeds), []).append(
+                _column_label(table, column))
+    if not pairs:
+        return f'{delta}: none.'
+    who = '; '.join((f'{", ".join(cols)}: ' if len(pairs) > 1 else '')
+                    + (f'{o} minus {r} ({n[0]} common seeds)' if table.paired
+                       else f'{o} minus {r} ({n[0]} and {n[1]} seeds)')
+                    for (o, r, n), cols in pairs.items())
+    if all(table.improvements[c].low is None for c in table.columns if table.improvements[c]):
+        return f'{delta}: {who}.'
+    if table.paired:
+        how = 'paired bootstrap over the common seeds, not the paper\'s test'
+    else:
+        how = (f'each replicate resamples each method\'s seeds independently, '
+               f'{delta}* = mean(A*) - mean(B*)')
+    return (f'{delta}: {who}, {pm} {_spread_words(table)} of the '
+            f'{int(round(table.level * 100))}% percentile interval of {delta}* over '
+            f'K={table.num_diff_resamples} replicates ({how}); * = interval excludes 0.')
+
+
+def _few_seeds_legend(table: Table) -> str:
+    few = sorted({len(c.values) for c in table.cells.values() if c.low is None})
+    if not few:
+        return ''
+    return (f'{", ".join(f"n={n}" for n in few)}: no CI and no significance mark (fewer than '
+            f'{MIN_SEEDS_FOR_CI} seeds).')
+
+
+def _shortened_legend(table: Table) -> str:
+    if not table.shortened:
+        return ''
+    runs = '; '.join(f'{m}: {", ".join(r)}' for m, r in table.shortened.items())
+    return (f'{SHORTENED_MARK} shortened runs ({runs}), not the full schedule or test set: '
+            f'not comparable to the paper.')
+
+
 def _latex_escape(text: str, keep_math: bool = False) -> str:
-    replacements = {'&': r'\&', '%': r'\%', '_': r'\_', '#': r'\#'}
+    replacements = {'&': r'\&', '%': r'\%', '_': r'\_', '#': r'\#',
+                    SHORTENED_MARK: r'\textsuperscript{\dag}'}
     if not keep_math:
         replacements['$'] = r'\$'
     return ''.join(replacements.get(ch, ch) for ch in text)

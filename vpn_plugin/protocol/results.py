@@ -30,6 +30,9 @@ protocol        str      protocol name, e.g. ``standard``, ``ablation`` (default
 variant         dict     study settings, e.g. ``{"train_fraction": 0.1}`` (default ``{}``)
 per_sample_file str      optional path to the ``PlanningMetric`` per-sample dump
 work_dir        str      optional run directory
+shortened       str      why the run is not the full one, e.g. ``max_epochs=3``,
+                         ``limit=100`` (``true`` is read as ``shortened``); empty or absent
+                         = a full run. ``tools/report.py`` marks such rows (``†``).
 =============== ======== ===============================================================
 """
 from __future__ import annotations
@@ -62,6 +65,7 @@ class ResultRow:
     variant: dict = field(default_factory=dict)
     per_sample_file: str = ''
     work_dir: str = ''
+    shortened: str = ''
 
     def key(self) -> tuple:
         """Identity of a run used for resuming: everything except metrics and paths."""
@@ -93,7 +97,25 @@ def row_from_dict(record: dict, source: str = '<dict>') -> ResultRow:
             values[name] = _as_int(record[name], name, source)
         else:
             values[name] = None
+    values['shortened'] = _as_shortened(record.get('shortened'), source)
     return ResultRow(**values)
+
+
+def _as_shortened(value, source) -> str:
+    """The ``shortened`` field as a reason string ('' = full run)."""
+    if value in (None, '', False, 'false', 'False'):
+        return ''
+    if value in (True, 'true', 'True'):
+        return 'shortened'
+    if not isinstance(value, str):
+        raise ValueError(f'{source}: field "shortened" must be a reason string or a bool, '
+                         f'got {value!r}')
+    return value
+
+
+def shortened_reason(row: ResultRow) -> str:
+    """Why ``row`` comes from a shortened run ('' = a full run): the one reader of the field."""
+    return _as_shortened(getattr(row, 'shortened', ''), f'row of {row.method!r}')
 
 
 def _as_int(value, name, source):

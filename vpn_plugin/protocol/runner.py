@@ -184,7 +184,8 @@ class ProtocolRunner:
     """Executes training units and appends one results row per finished test."""
 
     def __init__(self, protocol_cfg, out_dir='work_dirs/protocol', *, max_epochs=None,
-                 val_interval=None, batch_size=None, log_level='WARNING', dataset=None):
+                 val_interval=None, batch_size=None, log_level='WARNING', dataset=None,
+                 data_paths=None):
         self.cfg = protocol_cfg
         self.protocol = protocol_cfg.protocol
         self.dataset = dataset or protocol_cfg.get('dataset', '')
@@ -194,6 +195,7 @@ class ProtocolRunner:
         self.val_interval = val_interval
         self.batch_size = batch_size
         self.log_level = log_level
+        self.data_paths = data_paths or {}  # --data-root / --feature-dir (vpn_plugin.data_paths)
         self._counter = 0
 
     def done_keys(self) -> set:
@@ -246,10 +248,8 @@ class ProtocolRunner:
 
     # ------------------------------------------------------------------ mmengine glue
     def build_cfg(self, config: str, cfg_options: dict, seed: int, work_dir: Path):
-        from mmengine.config import Config
-        cfg = Config.fromfile(config)
-        if cfg_options:
-            cfg.merge_from_dict(copy.deepcopy(cfg_options))
+        from vpn_plugin.data_paths import load_config
+        cfg = load_config(config, copy.deepcopy(cfg_options), **self.data_paths)
         cfg.work_dir = str(work_dir)
         cfg.randomness = dict(cfg.get('randomness', {}), seed=seed)
         cfg.log_level = self.log_level

@@ -8,8 +8,13 @@
 # A child config changing the horizon must also set it in the three datasets, e.g.
 #   train_dataloader = dict(dataset=dict(horizon=4)) (and val/test).
 _base_ = ['./planning_dataset.py']
-paths = dict(data_root='../shared/data/crosstask', taxonomy='taxonomy_133.json',
-             feature_dir='data/synthetic/crosstask/features', cache_dir='data/cache/crosstask')
+# Locations (relative paths: from the repository root; tools: --data-root, --feature-dir,
+# --cfg-options data_root=...): data_root holds <dataset>/... laid out as ../shared/data.
+data_root = '../shared/data'
+feature_dir = 'data/synthetic/crosstask/features'
+cache_dir = 'data/cache/crosstask'
+paths = dict(data_root=data_root + '/crosstask', taxonomy='taxonomy_133.json',
+             feature_dir=feature_dir, cache_dir=cache_dir)
 train_source = dict(
     video_list='splits/train_videos.json', annotation_dir='crosstask_release/annotations',
     tasks_primary='crosstask_release/tasks_primary.txt')

@@ -5,8 +5,13 @@
 # --out data/synthetic/niv). A child config changing the horizon must also set it in the
 # three datasets.
 _base_ = ['./planning_dataset.py']
-paths = dict(data_root='../shared/data/niv', taxonomy='taxonomy.json',
-             feature_dir='data/synthetic/niv/features', cache_dir='data/cache/niv')
+# Locations (relative paths: from the repository root; tools: --data-root, --feature-dir,
+# --cfg-options data_root=...): data_root holds <dataset>/... laid out as ../shared/data.
+data_root = '../shared/data'
+feature_dir = 'data/synthetic/niv/features'
+cache_dir = 'data/cache/niv'
+paths = dict(data_root=data_root + '/niv', taxonomy='taxonomy.json',
+             feature_dir=feature_dir, cache_dir=cache_dir)
 
 train_dataloader = dict(dataset=dict(**paths, window_file='splits/train_T{horizon}.json'))
 val_dataloader = dict(dataset=dict(**paths, window_file='splits/train_T{horizon}.json'))

@@ -1,0 +1,114 @@
+"""One data root: configs resolve their locations from the repository root, tools move them
+with --data-root / --feature-dir, --cfg-options can too (vpn_plugin.data_paths)."""
+import importlib.util
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from vpn_plugin.data_paths import REPO_ROOT, load_config
+
+NIV_T3 = str(REPO_ROOT / 'configs' / 'vpn_niv_t3.py')
+TOOLS = ('train', 'test', 'plan', 'run_protocol', 'llm_eval')
+
+
+def dataset_paths(cfg):
+    return [cfg[f'{split}_dataloader'].dataset for split in ('train', 'val', 'test')]
+
+
+def test_file_locations_resolve_from_the_repo_root_in_any_directory(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    cfg = load_config(NIV_T3)
+    shared = (REPO_ROOT / '../shared/data').resolve()
+    assert cfg.data_root == str(shared)
+    for dataset in dataset_paths(cfg):
+        assert dataset.data_root == str(shared / 'niv')
+        assert dataset.feature_dir == str(REPO_ROOT / 'data/synthetic/niv/features')
+        assert dataset.cache_dir == str(REPO_ROOT / 'data/cache/niv')
+    assert cfg.model.text_embeddings.taxonomy == str(shared / 'niv/taxonomy.json')
+
+
+def test_flags_and_cfg_options_move_every_path(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    cfg = load_config(NIV_T3, {'cache_dir': 'my_cache', 'model.dropout': 0.0},
+                      data_root='my_root', feature_dir='/abs/features')
+    for dataset in dataset_paths(cfg):
+        assert dataset.data_root == str(tmp_path / 'my_root' / 'niv')
+        assert (dataset.feature_dir, dataset.cache_dir) == ('/abs/features',
+                                                            str(tmp_path / 'my_cache'))
+        assert dataset.taxonomy == 'taxonomy.json'  # relative to the dataset's data_root
+    assert cfg.model.text_embeddings.state_descriptions == \
+        str(tmp_path / 'my_root/niv/state_descriptions.json')
+    assert cfg.model.dropout == 0.0
+    by_option = load_config(NIV_T3, {'data_root': 'other'})
+    assert by_option.test_dataloader.dataset.data_root == str(tmp_path / 'other' / 'niv')
+    flag_wins = load_config(NIV_T3, {'data_root': 'other'}, data_root='mine')
+    assert flag_wins.test_dataloader.dataset.data_root == str(tmp_path / 'mine' / 'niv')
+    explicit = load_config(NIV_T3, {'test_dataloader.dataset.data_root': '/elsewhere/niv'},
+                           data_root='mine')
+    assert explicit.test_dataloader.dataset.data_root == '/elsewhere/niv'
+    assert explicit.train_dataloader.dataset.data_root == str(tmp_path / 'mine' / 'niv')
+
+
+def test_a_config_without_locations_rejects_the_flag(tmp_path):
+    config = tmp_path / 'bare.py'
+    config.write_text("model = dict(type='X')\n")
+    with pytest.raises(ValueError, match=r"bare.py: --data-root needs a config that defines"):
+        load_config(config, data_root='somewhere')
+    assert load_config(config).model.type == 'X'
+
+
+@pytest.mark.parametrize('tool', TOOLS)
+def test_every_tool_takes_the_data_flags(tool):
+    path = REPO_ROOT / 'tools' / f'{tool}.py'
+    spec = importlib.util.spec_from_file_location(f'tool_{tool}', path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    positional = {'train': ['c.py'], 'test': ['c.py', 'w.pth'], 'plan': ['c.py', 'w.pth'],
+                  'run_protocol': ['p.py'],
+                  'llm_eval': ['--config', 'c.py', '--model', 'm', '--base-url', 'http://x']}
+    args = module.parse_args(positional[tool] + ['--data-root', 'R', '--feature-dir', 'F'])
+    assert (args.data_root, args.feature_dir) == ('R', 'F')
+
+
+def tiny_niv_root(shared_data: Path, root: Path, features: Path) -> None:
+    """A public-layout data root holding a small NIV (first windows of each split) and
+    synthetic features for its videos."""
+    from vpn_plugin.datasets import load_taxonomy
+    from vpn_plugin.datasets.annotations import chain_windows, read_window_file
+    from vpn_plugin.datasets.synthetic import SyntheticFeatureGenerator, write_synthetic_features
+    niv = root / 'niv'
+    (niv / 'splits').mkdir(parents=True)
+    for name in ('taxonomy.json', 'state_descriptions.json'):
+        (niv / name).write_bytes((shared_data / 'niv' / name).read_bytes())
+    for split, count in (('train', 80), ('test', 12)):
+        windows = json.loads((shared_data / f'niv/splits/{split}_T3.json').read_text())[:count]
+        (niv / f'splits/{split}_T3.json').write_text(json.dumps(windows))
+    taxonomy = load_taxonomy(niv / 'taxonomy.json')
+    windows = []
+    for split in ('train', 'test'):
+        windows += read_window_file(niv / f'splits/{split}_T3.json', taxonomy, 3)[0]
+    write_synthetic_features(chain_windows(windows), SyntheticFeatureGenerator(taxonomy, seed=0),
+                             features, 'npz', progress=False)
+
+
+def test_train_one_epoch_from_another_directory_with_data_root(shared_data, tmp_path):
+    tiny_niv_root(shared_data, tmp_path / 'root', tmp_path / 'features')
+    run_dir = tmp_path / 'elsewhere'
+    run_dir.mkdir()
+    env = dict(os.environ, PYTHONPATH=str(REPO_ROOT), OMP_NUM_THREADS='1')
+    command = [sys.executable, str(REPO_ROOT / 'tools/train.py'), NIV_T3,
+               '--data-root', '../root', '--feature-dir', '../features', '--work-dir', 'wd',
+               '--cfg-options', 'train_cfg.max_epochs=1', 'train_cfg.val_interval=1',
+               'default_hooks.checkpoint.interval=1', 'cache_dir=../cache',
+               'model.text_embeddings.cache_dir=../text_cache', 'train_dataloader.batch_size=64']
+    done = subprocess.run(command, cwd=run_dir, env=env, capture_output=True, text=True,
+                          timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert (run_dir / 'wd' / 'epoch_1.pth').is_file()
+    dumped = (run_dir / 'wd' / 'vpn_niv_t3.py').read_text()
+    assert str(tmp_path / 'root' / 'niv') in dumped and '../shared/data' not in dumped
+    assert str(tmp_path / 'features') in dumped and any((tmp_path / 'cache').iterdir())
