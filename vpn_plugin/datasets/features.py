@@ -59,7 +59,11 @@ def load_features(path, frame_dim: int, vid: str = '', fix_hint: str = '') -> np
     if not path.exists():
         raise BadVideoError(vid, 'missing feature file', f'feature file {path} does not exist '
                             f'(video {vid}). {fix_hint}'.rstrip())
-    record = read_feature_record(path, vid)
+    return checked_frames(read_feature_record(path, vid), path, frame_dim, vid)
+
+
+def checked_frames(record: dict, path, frame_dim: int, vid: str = '') -> np.ndarray:
+    """A record's ``frames_features`` (L, D) float32, checked: 2-D, D = frame_dim, finite."""
     frames = frames_of(record, path, vid)
     if frames.ndim != 2 or frames.shape[0] < 1 or frames.shape[1] != frame_dim:
         raise BadVideoError(vid, 'wrong feature dimension',

@@ -6,7 +6,7 @@
 #     "feature": "<feature file stem>" (optional, default "<task>_<vid>")}, ...]
 #   steps in temporal order; windows of `horizon` steps are slid over each video.
 # <feature_dir>/<stem>.npz with array frames_features (seconds, frame_dim), one vector per
-# second (or the public pickled .npy with allow_pickle=True).
+# second (or any public layout, e.g. a pickled dict named .npy; they load as they are).
 _base_ = ['./planning_dataset.py']
 paths = dict(data_root='data/my_dataset', taxonomy='taxonomy.json',
              feature_dir='data/my_dataset/features', cache_dir='data/cache/my_dataset')
