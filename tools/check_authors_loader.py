@@ -20,12 +20,12 @@ from vpn_plugin.datasets import PlanningDataset
 FIELDS = ('window_index', 'start', 'goal', 'observed', 'actions', 'tasks')
 
 
-def build_dataset(fixture: Path, horizon: int) -> PlanningDataset:
+def build_dataset(fixture: Path, horizon: int, frame_dim: int) -> PlanningDataset:
     """The plugin's dataset over a fixture with the authors' recipe and window policy."""
     return PlanningDataset(data_root=fixture, horizon=horizon, taxonomy='taxonomy.json',
                            feature_dir=fixture / 'features', window_file='windows.json',
                            split='test', observation='authors', window_policy='authors',
-                           observed_steps=horizon - 1)
+                           observed_steps=horizon - 1, frame_dim=frame_dim)
 
 
 def ours(dataset: PlanningDataset) -> dict:
@@ -58,7 +58,7 @@ def compare(fixture) -> dict:
     fixture = Path(fixture)
     with np.load(fixture / 'expected.npz', allow_pickle=False) as data:
         want = expected(data)
-    dataset = build_dataset(fixture, want['actions'].shape[1])
+    dataset = build_dataset(fixture, want['actions'].shape[1], want['start'].shape[1] // 3)
     got = ours(dataset)
     return {field: mismatches(np.asarray(got[field]), np.asarray(want[field]))
             for field in FIELDS}
