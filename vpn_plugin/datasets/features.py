@@ -15,7 +15,6 @@ Pickled payloads (raw pickles, object ``.npy`` files and object npz members) are
 ``safe_pickle.SafeUnpickler``: numpy arrays, numbers and strings only, no code from the file
 runs; any other global is refused with an error naming the file and the global.
 """
-import io
 import zipfile
 from pathlib import Path
 
@@ -74,7 +73,7 @@ def checked_frames(record: dict, path, frame_dim: int, vid: str = '') -> np.ndar
         raise BadVideoError(vid, 'NaN/inf frames',
                             f'{path}: field "{FEATURE_KEY}" has NaN/inf values in frames '
                             f'{bad[:10].tolist()} ({len(bad)} frames)')
-    return frames.astype(np.float32, copy=False)
+    return np.require(frames, np.float32, ['C', 'W'])  # a writable copy only when needed
 
 
 def frames_of(record: dict, path, vid: str = '') -> np.ndarray:
@@ -112,7 +111,10 @@ def read_feature_record(path, vid: str = '') -> dict:
 def _read_npz(f) -> dict:
     with zipfile.ZipFile(f) as archive:
         members = [n for n in archive.namelist() if n.endswith('.npy')]
-        record = {n[:-len('.npy')]: _read_npy(io.BytesIO(archive.read(n))) for n in members}
+        record = {}
+        for name in members:
+            with archive.open(name) as member:
+                record[name[:-len('.npy')]] = _read_npy(member)
     if FEATURE_KEY not in record and len(record) == 1:  # np.savez(path, frames): 'arr_0'
         record = {FEATURE_KEY: next(iter(record.values()))}
     return record
@@ -125,8 +127,9 @@ def _read_npy(f):
                    else np.lib.format.read_array_header_2_0)
     shape, fortran, dtype = read_header(f)
     if not dtype.hasobject:
-        f.seek(0)
-        return np.lib.format.read_array(f, allow_pickle=False)
+        count = int(np.prod(shape))
+        array = np.frombuffer(f.read(count * dtype.itemsize), dtype, count=count)
+        return array.reshape(shape, order='F' if fortran else 'C')
     array = safe_load(f)
     if not isinstance(array, np.ndarray) or array.shape != shape:
         raise ValueError(f'object array payload is {type(array).__name__}, expected an array '
