@@ -102,7 +102,7 @@ def read_feature_record(path, vid: str = '') -> dict:
             content = _read_npy(f) if head == NPY_MAGIC else safe_load(f)
     except RefusedGlobalError as err:
         raise BadVideoError(vid, 'unsafe feature file',
-                            f'{path}: {err} (global {err.global_name}); not read') from err
+                            f'{path}: {err}; the file was not read') from err
     except Exception as err:  # zip, pickle, numpy format and OS errors of a damaged file
         raise BadVideoError(vid, 'unreadable feature file', f'cannot read {path}: {err!r}') from err
     return _as_record(content, path, vid)
