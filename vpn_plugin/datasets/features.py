@@ -58,7 +58,8 @@ def load_features(path, frame_dim: int, vid: str = '', fix_hint: str = '') -> np
     if not path.exists():
         raise BadVideoError(vid, 'missing feature file', f'feature file {path} does not exist '
                             f'(video {vid}). {fix_hint}'.rstrip())
-    return checked_frames(read_feature_record(path, vid), path, frame_dim, vid)
+    record = read_feature_record(path, vid, frames_only=True)
+    return checked_frames(record, path, frame_dim, vid)
 
 
 def checked_frames(record: dict, path, frame_dim: int, vid: str = '') -> np.ndarray:
@@ -89,16 +90,17 @@ def frames_of(record: dict, path, vid: str = '') -> np.ndarray:
                             f'{path}: field "{FEATURE_KEY}" is not a numeric array: {err}') from err
 
 
-def read_feature_record(path, vid: str = '') -> dict:
+def read_feature_record(path, vid: str = '', frames_only: bool = False) -> dict:
     """Every field of a feature file in any layout (module docstring) as a dict; a plain array
-    comes back as ``{'frames_features': array}``. Runs no code from the file."""
+    comes back as ``{'frames_features': array}``. Runs no code from the file.
+    ``frames_only``: an npz archive's other members are not read (faster)."""
     path = Path(path)
     try:
         with open(path, 'rb') as f:
             head = f.read(len(NPY_MAGIC))
             f.seek(0)
             if head.startswith(ZIP_MAGIC):
-                return _read_npz(f)
+                return _read_npz(f, frames_only)
             content = _read_npy(f) if head == NPY_MAGIC else safe_load(f)
     except RefusedGlobalError as err:
         raise BadVideoError(vid, 'unsafe feature file',
@@ -108,9 +110,11 @@ def read_feature_record(path, vid: str = '') -> dict:
     return _as_record(content, path, vid)
 
 
-def _read_npz(f) -> dict:
+def _read_npz(f, frames_only: bool) -> dict:
     with zipfile.ZipFile(f) as archive:
         members = [n for n in archive.namelist() if n.endswith('.npy')]
+        if frames_only and f'{FEATURE_KEY}.npy' in members:
+            members = [f'{FEATURE_KEY}.npy']
         record = {}
         for name in members:
             with archive.open(name) as member:
@@ -127,9 +131,8 @@ def _read_npy(f):
                    else np.lib.format.read_array_header_2_0)
     shape, fortran, dtype = read_header(f)
     if not dtype.hasobject:
-        count = int(np.prod(shape))
-        array = np.frombuffer(f.read(count * dtype.itemsize), dtype, count=count)
-        return array.reshape(shape, order='F' if fortran else 'C')
+        f.seek(0)
+        return np.lib.format.read_array(f, allow_pickle=False)
     array = safe_load(f)
     if not isinstance(array, np.ndarray) or array.shape != shape:
         raise ValueError(f'object array payload is {type(array).__name__}, expected an array '
