@@ -116,10 +116,7 @@ def payload_files(tmp_path, payload) -> dict:
     member = io.BytesIO()
     np.save(member, np.array([payload, 1], dtype=object), allow_pickle=True)
     with zipfile.ZipFile(tmp_path / 'member.npz', 'w') as archive:
-        buffer = io.BytesIO()
-        np.save(buffer, record['frames_features'])
-        archive.writestr('frames_features.npy', buffer.getvalue())
-        archive.writestr('extra.npy', member.getvalue())
+        archive.writestr('frames_features.npy', member.getvalue())
     files['npz_member'] = tmp_path / 'member.npz'
     return files
 
@@ -134,6 +131,20 @@ def test_payload_is_refused_and_never_runs(tmp_path, layout):
                                             r"'pathlib\.\w*Path\.write_text'") as err:
         load_features(path, 4, vid='v1')
     assert err.value.reason == 'unsafe feature file' and err.value.vid == 'v1'
+    assert not marker.exists()
+
+
+def test_payload_in_another_npz_member_is_refused_or_never_read(tmp_path, frames):
+    marker = tmp_path / 'marker.txt'
+    member, plain = io.BytesIO(), io.BytesIO()
+    np.save(member, np.array([WritesMarker(marker), 1], dtype=object), allow_pickle=True)
+    np.save(plain, frames)
+    with zipfile.ZipFile(tmp_path / 'v.npz', 'w') as archive:
+        archive.writestr('frames_features.npy', plain.getvalue())
+        archive.writestr('extra.npy', member.getvalue())
+    np.testing.assert_array_equal(load_features(tmp_path / 'v.npz', 4), frames)  # not read
+    with pytest.raises(BadVideoError, match=r"v\.npz: refused to unpickle global 'pathlib"):
+        read_feature_record(tmp_path / 'v.npz')  # every member, as convert_features reads
     assert not marker.exists()
 
 
