@@ -258,12 +258,19 @@ def test_frame_indices_and_clamping():
     assert [i.tolist() for i in frame_indices('concat3', 18, 20, 20)] == [[18, 19, 19],
                                                                           [18, 19, 19]]
     assert [i.tolist() for i in frame_indices('mean3', 0, 1, 20)] == [[0, 0, 1], [0, 1, 2]]
+    # the authors': [max(0, t-1), min(t+2, L)) with the last frame replayed to 3 frames
+    assert [i.tolist() for i in frame_indices('authors', 5, 9, 20)] == [[4, 5, 6], [8, 9, 10]]
+    assert [i.tolist() for i in frame_indices('authors', 0, 19, 20)] == [[0, 1, 1],
+                                                                         [18, 19, 19]]
+    assert [i.tolist() for i in frame_indices('authors', 0, 25, 20)][1] == [18, 19, 19]
+    assert [i.tolist() for i in frame_indices('authors', 0, 0, 1)] == [[0, 0, 0], [0, 0, 0]]
 
 
 def test_sample_dict_and_observations(tmp_path):
     write_toy(tmp_path)
-    concat = toy_dataset(tmp_path, observed_steps=2)
+    concat = toy_dataset(tmp_path, observed_steps=2, observation='concat3')
     mean = toy_dataset(tmp_path, observation='mean3')
+    authors = toy_dataset(tmp_path, observed_steps=2)  # the default recipe
     assert concat.feature_dim == 3 * DIM and mean.feature_dim == DIM
     assert concat.plans.tolist() == [[0, 1, 2], [1, 2, 0], [1, 2, 0], [3, 4, 3]]
     frames = frames_for(20)
@@ -277,6 +284,10 @@ def test_sample_dict_and_observations(tmp_path):
     assert sample['inputs']['observed'].shape == (2, 3 * DIM)
     np.testing.assert_array_equal(sample['inputs']['observed'][1], frames[11:14].reshape(-1))
     np.testing.assert_array_equal(mean[1]['inputs']['goal'], frames[14:17].mean(0))
+    assert authors.recipe == 'authors' and authors.feature_dim == 3 * DIM
+    np.testing.assert_array_equal(authors[1]['inputs']['start'], frames[5:8].reshape(-1))
+    np.testing.assert_array_equal(authors[1]['inputs']['goal'], frames[14:17].reshape(-1))
+    np.testing.assert_array_equal(authors[1]['inputs']['observed'][1], frames[12:15].reshape(-1))
     assert 'observed' not in mean[1]['inputs']
     assert mean.metainfo['num_actions'] == 5 and mean.metainfo['task_names'][1] == 'Task B'
 
@@ -296,6 +307,8 @@ def test_missing_feature_file_error_and_skip(tmp_path):
     os.remove(tmp_path / 'feat/11_a2.npz')
     with pytest.raises(BadVideoError, match=r'feature file .*11_a2\.npy does not exist'):
         toy_dataset(tmp_path)
+    with pytest.raises(FileNotFoundError, match=r'feature_dir .*nowhere does not exist'):
+        toy_dataset(tmp_path, feature_dir=tmp_path / 'nowhere')
     dataset = toy_dataset(tmp_path, skip_bad_videos=True)
     assert dataset.skipped == {'missing feature file': 1}
     assert {w.vid for w in dataset.windows} == {'a1', 'b1'}
@@ -324,20 +337,43 @@ def test_unreadable_feature_file(tmp_path):
     assert err.value.reason == 'unreadable feature file'
     os.remove(tmp_path / 'feat/22_b1.npz')
     (tmp_path / 'feat/22_b1.npy').write_bytes(b'garbage')
-    with pytest.raises(BadVideoError, match=r'cannot read .*22_b1\.npy: not a NumPy') as err:
-        toy_dataset(tmp_path, allow_pickle=True)
+    with pytest.raises(BadVideoError, match=r'cannot read .*22_b1\.npy: Unpickling') as err:
+        toy_dataset(tmp_path)
     np.save(tmp_path / 'feat/22_b1.npy', {'features': frames_for(20)}, allow_pickle=True)
-    with pytest.raises(BadVideoError, match=r'field "frames_features" of .*22_b1\.npy'):
-        toy_dataset(tmp_path, allow_pickle=True)
+    with pytest.raises(BadVideoError, match=r'22_b1\.npy: no field "frames_features"; found '
+                                            r"\['features'\]"):
+        toy_dataset(tmp_path)
 
 
 def test_step_time_outside_video(tmp_path):
-    write_toy(tmp_path, lengths={'a1': 12})  # a1 has a step ending at 15 s
-    with pytest.raises(BadVideoError, match=r'11_a1\.npz: step times start=10, end=13 s are '
-                                            r'outside the video of 12 frames'):
+    write_toy(tmp_path, lengths={'a1': 12})  # a1 has a step (13, 15) starting past 12 frames
+    with pytest.raises(BadVideoError, match=r'11_a1\.npz: step times start=13, end=15 s: the '
+                                            r'start is past the video of 12 frames'):
         toy_dataset(tmp_path)
     dataset = toy_dataset(tmp_path, skip_bad_videos=True)
     assert dataset.skipped == {'step time outside the video': 1} and len(dataset) == 2
+
+
+def test_window_policies_on_a_step_past_the_video(tmp_path, monkeypatch):
+    import vpn_plugin.datasets.planning_dataset as module
+    logged = []
+    monkeypatch.setattr(module, 'print_log', lambda msg, logger=None: logged.append(msg))
+    write_toy(tmp_path, lengths={'a1': 14})  # a1's last step (13, 15) ends past 14 frames
+    keep = toy_dataset(tmp_path)
+    authors = toy_dataset(tmp_path, window_policy='authors')
+    frames = frames_for(14)
+    assert keep.window_counts == {'clamped': 1} and len(keep) == 4
+    assert keep.plans[1].tolist() == [1, 2, 0]  # annotated labels, end read at the last frame
+    np.testing.assert_array_equal(keep.goal[1], frames[[12, 13, 13]].reshape(-1))
+    # authors: step 3 takes step 2's observations and action
+    assert authors.window_counts == {'relabelled': 1} and len(authors) == 4
+    assert authors.plans[1].tolist() == [1, 2, 2] and authors.windows[1].steps == (1, 2, 0)
+    np.testing.assert_array_equal(authors.goal[1], frames[[12, 13, 13]].reshape(-1))
+    assert authors.pkg_sequences('window')[1] == [1, 2, 0]  # the PKG counts annotations
+    assert "1 clamped of 4 windows" in logged[0] and "1 relabelled of 4 windows" in logged[1]
+    with pytest.raises(ValueError, match=r"window_policy='drop' is unknown; expected one of "
+                                         r"\('keep', 'authors'\)"):
+        toy_dataset(tmp_path, window_policy='drop')
 
 
 def test_bad_annotation_rows_skipped_with_counts(tmp_path, monkeypatch):
@@ -356,17 +392,15 @@ def test_bad_annotation_rows_skipped_with_counts(tmp_path, monkeypatch):
         '1 annotation row does not parse' in logged[0]
 
 
-def test_pickled_npy_needs_allow_pickle(tmp_path):
+def test_public_pickled_files_load_without_flags(tmp_path):
+    import pickle
     write_toy(tmp_path)
     os.remove(tmp_path / 'feat/22_b1.npz')
-    np.save(tmp_path / 'feat/22_b1.npy', {'frames_features': frames_for(20)}, allow_pickle=True)
-    with pytest.raises(ValueError, match=r'22_b1\.npy is a pickled .npy.*allow_pickle=True'
-                                         r'.*tools/convert_features\.py'):
-        toy_dataset(tmp_path)
+    with open(tmp_path / 'feat/22_b1.npy', 'wb') as f:  # the public layout: a raw pickle
+        pickle.dump({'frames_features': frames_for(20), 'cls': 1}, f, protocol=2)
     (tmp_path / 'ref').mkdir()
     reference = toy_dataset(write_toy(tmp_path / 'ref'))
-    dataset = toy_dataset(tmp_path, allow_pickle=True)
-    np.testing.assert_array_equal(dataset.goal, reference.goal)
+    np.testing.assert_array_equal(toy_dataset(tmp_path).goal, reference.goal)
 
 
 # --------------------------------------------------------------------------- cache
@@ -389,6 +423,8 @@ def test_cache_file_avoids_rereading_and_tracks_changes(tmp_path, monkeypatch):
     monkeypatch.undo()
     assert len(toy_dataset(tmp_path, cache_dir=tmp_path / 'cache', observation='mean3')) == 4
     assert len(list((tmp_path / 'cache').glob('obs_*.npz'))) == 2  # first + mean3
+    toy_dataset(tmp_path, cache_dir=tmp_path / 'cache', window_policy='authors')
+    assert len(list((tmp_path / 'cache').glob('obs_*.npz'))) == 3  # + the window policy
 
 
 # --------------------------------------------------------------------------- splits

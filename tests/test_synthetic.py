@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from vpn_plugin.datasets import build_windows, load_features
-from vpn_plugin.datasets.features import window_observations
+from vpn_plugin.datasets.observations import window_observations
 from vpn_plugin.datasets.synthetic import (SyntheticFeatureGenerator, dataset_videos,
                                            save_video_features)
 
@@ -128,13 +128,15 @@ def test_no_label_leak_and_difficulty(crosstask_videos_all):
 def test_both_layouts_and_convert_tool(crosstask_videos_all, tmp_path):
     taxonomy, videos = crosstask_videos_all
     frames = SyntheticFeatureGenerator(taxonomy).video_frames(videos[0])
-    save_video_features(tmp_path / 'v.npy', frames, videos[0], 'npy')
+    save_video_features(tmp_path / 'v.npy', frames, videos[0], 'public')
     save_video_features(tmp_path / 'v.npz', frames, videos[0], 'npz')
-    record = np.load(tmp_path / 'v.npy', allow_pickle=True).item()
-    assert {'frames_features', 'steps_ids', 'start', 'end'} <= set(record)
+    record = np.load(tmp_path / 'v.npy', allow_pickle=True)  # the public loaders' idiom
+    assert set(record) == {'frames_features', 'steps_ids', 'cls', 'start', 'end'}
+    np.testing.assert_array_equal(record['frames_features'], frames)
+    assert record['cls'] == videos[0].task
+    np.testing.assert_array_equal(record['steps_ids'], [a for _, _, a in videos[0].steps])
     np.testing.assert_array_equal(load_features(tmp_path / 'v.npz', 512), frames)
-    np.testing.assert_array_equal(load_features(tmp_path / 'v.npy', 512, allow_pickle=True),
-                                  frames)
+    np.testing.assert_array_equal(load_features(tmp_path / 'v.npy', 512), frames)
     src, dst = tmp_path / 'src', tmp_path / 'dst'
     src.mkdir()
     (tmp_path / 'v.npy').rename(src / '1_abc.npy')
@@ -142,6 +144,29 @@ def test_both_layouts_and_convert_tool(crosstask_videos_all, tmp_path):
     converted = np.load(dst / '1_abc.npz', allow_pickle=False)
     np.testing.assert_array_equal(converted['frames_features'], frames)
     np.testing.assert_array_equal(converted['steps_ids'], record['steps_ids'])
+    assert int(converted['cls']) == videos[0].task
+
+
+def test_generator_cli_public_format_niv(shared_data, tmp_path):
+    tool_main('make_synthetic_features')(['--dataset', 'niv', '--data-root', str(shared_data),
+                                          '--out', str(tmp_path), '--format', 'public'])
+    files = sorted((tmp_path / 'features').glob('*.npy'))
+    assert files and not list((tmp_path / 'features').glob('*.npz'))
+    record = np.load(files[0], allow_pickle=True)  # the public loaders' idiom
+    assert set(record) == {'frames_features', 'num_steps', 'steps_ids', 'steps_starts',
+                           'steps_ends'}
+    assert record['num_steps'] == len(record['steps_ids']) == len(record['steps_ends'])
+    np.testing.assert_array_equal(load_features(files[0], 512), record['frames_features'])
+    # the paper config reads the public files as they are, with the authors' recipe
+    from mmengine.config import Config
+
+    from vpn_plugin.datasets import PlanningDataset
+    cfg = Config.fromfile(str(Path(__file__).parents[1] / 'configs/vpn_niv_t3.py'))
+    args = dict(cfg.test_dataloader.dataset, data_root=str(shared_data / 'niv'),
+                feature_dir=str(tmp_path / 'features'), cache_dir=None)
+    args.pop('type')
+    dataset = PlanningDataset(**args)
+    assert dataset.recipe == 'authors' and dataset.feature_dim == 1536 and len(dataset) > 0
 
 
 def test_generator_cli_niv(shared_data, tmp_path):

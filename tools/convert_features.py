@@ -1,59 +1,94 @@
-"""Convert public pickled-dict ``.npy`` feature files to our safe ``.npz`` layout, once.
+"""Convert per-video feature files of any public layout to our ``.npz`` layout, once.
 
     python tools/convert_features.py --src /path/to/processed_data --dst data/crosstask/features
 
-Each ``<task>_<vid>.npy`` (a pickled dict with ``frames_features`` (seconds, 512)) becomes
-``<dst>/<task>_<vid>.npz`` holding ``frames_features`` and every other numeric array field of
-the dict. Unpickling runs code from the files: convert only files you trust. Afterwards set
-``feature_dir=<dst>`` and keep ``allow_pickle=False`` in the dataset config.
+Every file in ``--src`` (raw pickled dicts named ``.npy``, ``np.savez`` archives, ``.npy``
+object or plain arrays; see vpn_plugin/datasets/features.py) becomes ``<dst>/<stem>.npz``
+holding ``frames_features`` (seconds, D) and every other non-object field of the file. The
+files are read without running any code from them: a pickle naming anything but numpy
+arrays, numbers and strings is refused. The public files also load as they are; converting
+saves the unpickling at every cache rebuild. Prints a summary (converted, kept, refused with
+reasons) and exits 1 when a file was refused.
 """
 import argparse
 import sys
+from collections import Counter
 from pathlib import Path
 
 import numpy as np
+from mmengine.utils import ProgressBar
 
-from vpn_plugin.datasets.features import FEATURE_KEY, load_features
+from vpn_plugin.datasets.annotations import BadVideoError
+from vpn_plugin.datasets.features import FEATURE_KEY, checked_frames, read_feature_record
 
 
-def convert_file(src: Path, dst: Path, frame_dim: int) -> None:
-    """One pickled .npy -> .npz; the frames are validated (shape, NaN/inf) first."""
-    frames = load_features(src, frame_dim, allow_pickle=True, vid=src.stem)
-    record = np.load(src, allow_pickle=True)
-    extra = {}
-    if record.dtype == object:
-        for key, value in record.item().items():
-            array = np.asarray(value)
-            if key != FEATURE_KEY and array.dtype != object:
-                extra[str(key)] = array
+def convert_file(src: Path, dst: Path, frame_dim: int) -> int:
+    """One file -> ``dst`` (.npz); the frames are validated (shape, NaN/inf) first.
+    Returns the number of object fields left out."""
+    record = read_feature_record(src, src.stem)
+    frames = checked_frames(record, src, frame_dim, src.stem)
+    extra, left_out = {}, 0
+    for key, value in record.items():
+        array = np.asarray(value)
+        if key == FEATURE_KEY:
+            continue
+        if array.dtype == object:
+            left_out += 1
+        else:
+            extra[key] = array
     np.savez(dst, **{FEATURE_KEY: frames}, **extra)
+    return left_out
+
+
+def source_files(src: Path) -> list:
+    return sorted(p for p in src.iterdir() if p.is_file() and not p.name.startswith('.'))
+
+
+def convert_all(files, dst: Path, frame_dim: int, overwrite: bool) -> dict:
+    """Convert every file; returns counts and the refusal messages by reason."""
+    dst.mkdir(parents=True, exist_ok=True)
+    counts, refused, bar = Counter(), {}, ProgressBar(len(files), file=sys.stderr)
+    for src in files:
+        out = dst / f'{src.stem}.npz'
+        if out.exists() and not overwrite:
+            counts['kept'] += 1
+        else:
+            try:
+                counts['object fields left out'] += convert_file(src, out, frame_dim)
+                counts['converted'] += 1
+            except BadVideoError as err:
+                counts['refused'] += 1
+                refused.setdefault(err.reason, []).append(str(err))
+        bar.update()
+    print(file=sys.stderr)
+    return dict(counts=counts, refused=refused)
+
+
+def print_summary(result: dict, dst: Path) -> None:
+    counts = result['counts']
+    print(f'converted {counts["converted"]} files, kept {counts["kept"]} existing .npz (use '
+          f'--overwrite), refused {counts["refused"]} -> {dst}')
+    if counts['object fields left out']:
+        print(f'left out {counts["object fields left out"]} object fields (not arrays)')
+    for reason, messages in sorted(result['refused'].items()):
+        print(f'  refused ({reason}): {len(messages)} files, e.g. {messages[0]}')
 
 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split('\n')[0])
-    parser.add_argument('--src', required=True, help='folder of public .npy feature files')
+    parser.add_argument('--src', required=True, help='folder of feature files (any layout)')
     parser.add_argument('--dst', required=True, help='output folder for .npz files')
     parser.add_argument('--frame-dim', type=int, default=512)
     parser.add_argument('--overwrite', action='store_true')
     args = parser.parse_args(argv)
-    files = sorted(Path(args.src).glob('*.npy'))
+    src, dst = Path(args.src), Path(args.dst)
+    files = source_files(src) if src.is_dir() else []
     if not files:
-        print(f'error: no .npy files in {args.src}', file=sys.stderr)
+        print(f'error: no feature files in {src}', file=sys.stderr)
         return 2
-    dst = Path(args.dst)
-    dst.mkdir(parents=True, exist_ok=True)
-    done = kept = 0
-    for i, src in enumerate(files, 1):
-        out = dst / f'{src.stem}.npz'
-        if out.exists() and not args.overwrite:
-            kept += 1
-        else:
-            convert_file(src, out, args.frame_dim)
-            done += 1
-        if i % 100 == 0 or i == len(files):
-            print(f'\r  {i}/{len(files)} files', end='', file=sys.stderr, flush=True)
-    print(f'\nconverted {done} files, kept {kept} existing .npz (use --overwrite) in {dst}')
-    return 0
+    result = convert_all(files, dst, args.frame_dim, args.overwrite)
+    print_summary(result, dst)
+    return 1 if result['counts']['refused'] else 0
 
 
 if __name__ == '__main__':

@@ -1,17 +1,20 @@
 """Write synthetic S3D-like features for every annotated video of CrossTask or NIV.
 
     python tools/make_synthetic_features.py --dataset crosstask --data-root ../shared/data \
-        --out data/synthetic/crosstask [--seed 0] [--difficulty 0.5] [--format npz|npy]
+        --out data/synthetic/crosstask [--seed 0] [--difficulty 0.5] [--format npz|public]
 
-Writes ``<out>/features/<task>_<vid>.{npz,npy}`` (one 512-d vector per second; npy = the
-public pickled-dict layout, npz = our safe layout) and ``<out>/synthetic_manifest.json``.
+Writes ``<out>/features/<task>_<vid>.npz`` (our layout, the default) or, with ``--format
+public``, ``<task>_<vid>.npy`` = a raw pickle of the dict as the public S3D files are
+(CrossTask: frames_features, steps_ids, cls, start, end; NIV: frames_features, num_steps,
+steps_ids, steps_starts, steps_ends), one 512-d vector per second; and
+``<out>/synthetic_manifest.json``.
 The generator is documented in vpn_plugin/datasets/synthetic.py.
 """
 import argparse
 import json
 from pathlib import Path
 
-from vpn_plugin.datasets.synthetic import (SyntheticFeatureGenerator, dataset_videos,
+from vpn_plugin.datasets.synthetic import (FORMATS, SyntheticFeatureGenerator, dataset_videos,
                                            difficulty_params, write_manifest,
                                            write_synthetic_features)
 
@@ -25,7 +28,9 @@ def parse_args(argv=None):
     parser.add_argument('--seed', type=int, default=0)
     parser.add_argument('--difficulty', type=float, default=0.5,
                         help='0 (easy: clear action signal) .. 1 (hard: weak signal, more noise)')
-    parser.add_argument('--format', choices=('npz', 'npy'), default='npz')
+    parser.add_argument('--format', choices=tuple(FORMATS), default='npz',
+                        help='npz: our layout; public: raw pickled dict named .npy, as the '
+                        'real feature files')
     parser.add_argument('--frame-dim', type=int, default=512)
     return parser.parse_args(argv)
 
@@ -36,7 +41,8 @@ def main(argv=None):
     generator = SyntheticFeatureGenerator(taxonomy, args.frame_dim, args.difficulty, args.seed)
     out = Path(args.out)
     print(f'{args.dataset}: {len(videos)} videos -> {out / "features"} ({args.format})')
-    info = write_synthetic_features(videos, generator, out / 'features', args.format)
+    info = write_synthetic_features(videos, generator, out / 'features', args.format,
+                                    dataset=args.dataset)
     write_manifest(out, dict(vars(args), **info, params=difficulty_params(args.difficulty)))
     print(json.dumps(info))
 

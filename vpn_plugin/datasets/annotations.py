@@ -49,6 +49,7 @@ class Window:
     times: Tuple[Tuple[int, int], ...]
     video_num_steps: int
     position: int = 0  # index of the first step within the video
+    sample: int = -1  # index of the window in its window file (-1: slid over annotations)
 
 
 def round_time(seconds: float) -> int:
@@ -300,7 +301,7 @@ def _window_from_sample(path, i, sample, meta, taxonomy, seen) -> Window:
     seen[stem] = position + 1
     return Window(vid, task, stem, tuple(a for _, _, a in rows),
                   tuple((round_time(s), round_time(e)) for s, e, _ in rows),
-                  video_num_steps, position)
+                  video_num_steps, position, i)
 
 
 def _read_text(path: Path, vid: Optional[str] = None) -> str:

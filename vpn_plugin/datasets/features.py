@@ -1,41 +1,31 @@
-"""Per-video feature files and the start/goal observation recipes.
+"""Per-video feature files: the one reader for every public layout, safely.
 
-Layouts (one feature vector per second, shape (L, D), D = 512 for S3D):
+A feature file holds one vector per second, ``frames_features`` of shape (L, D) (D = 512 for
+S3D). Every public planning loader reads it with
+``np.load(path, allow_pickle=True)["frames_features"]``; ``read_feature_record`` reads the
+same files, and more, whatever their extension:
 
-* public: ``<task>_<vid>.npy`` holding a pickled dict with key ``frames_features``; read only
-  when ``allow_pickle=True`` (unpickling runs code from the file);
-* ours (safe): ``<task>_<vid>.npz`` with array ``frames_features`` (no pickle); written by
-  ``tools/make_synthetic_features.py --format npz`` and ``tools/convert_features.py``.
+* a raw pickle of a dict (protocols 0-5; the public CrossTask/NIV/COIN files);
+* an ``np.savez`` archive (our safe layout ``<stem>.npz``, or one named ``.npy``), keyed
+  ``frames_features`` or holding a single array;
+* a ``.npy`` holding a 0-d object array with the dict (``np.save(path, dict)``);
+* a plain ``.npy`` array (L, D).
 
-Observation recipes, for a step with whole-second times (s, e) in a video of L frames, every
-frame index clamped to [0, L-1]:
-
-* ``'concat3'`` (PDPP / ViterbiPlanNet, 3D): start = frames s, s+1, s+2 concatenated;
-  goal = frames e-2, e-1, e concatenated;
-* ``'mean3'`` (SCHEMA, D): start = mean of frames s-1, s, s+1; goal = mean of e-1, e, e+1.
-
-The start state of a window is taken at its first step's start, the goal state at its last
-step's end.
+Pickled payloads (raw pickles, object ``.npy`` files and object npz members) are read with
+``safe_pickle.SafeUnpickler``: numpy arrays, numbers and strings only, no code from the file
+runs; any other global is refused with an error naming the file and the global.
 """
+import zipfile
 from pathlib import Path
 
 import numpy as np
 
 from .annotations import BadVideoError
+from .safe_pickle import RefusedGlobalError, safe_load
 
-RECIPES = ('concat3', 'mean3')
 FEATURE_KEY = 'frames_features'
-
-
-def observation_dim(recipe: str, frame_dim: int) -> int:
-    """Size of one observation vector for a recipe."""
-    check_recipe(recipe)
-    return 3 * frame_dim if recipe == 'concat3' else frame_dim
-
-
-def check_recipe(recipe: str) -> None:
-    if recipe not in RECIPES:
-        raise ValueError(f'observation recipe {recipe!r} is unknown; expected one of {RECIPES}')
+NPY_MAGIC, ZIP_MAGIC = b'\x93NUMPY', b'PK\x03\x04'
+SYNTHETIC_DATASETS = ('crosstask', 'niv')
 
 
 def find_feature_file(feature_dir, stem: str) -> Path:
@@ -44,13 +34,37 @@ def find_feature_file(feature_dir, stem: str) -> Path:
     return npz if npz.exists() else Path(feature_dir) / f'{stem}.npy'
 
 
-def load_features(path, frame_dim: int, allow_pickle: bool = False, vid: str = '') -> np.ndarray:
+def feature_fix_hint(feature_dir, data_root) -> str:
+    """The commands that fill ``feature_dir``: synthetic features (CrossTask, NIV) or a
+    conversion of real ones, with this config's paths."""
+    feature_dir, data_root = Path(feature_dir), Path(data_root)
+    dataset = data_root.name
+    convert = f'python tools/convert_features.py --src /path/to/real/features --dst {feature_dir}'
+    if dataset not in SYNTHETIC_DATASETS:
+        return (f'Dataset {dataset!r}: put its feature files in {feature_dir} (public files load '
+                f'as they are), or convert them: {convert}')
+    out = feature_dir.parent if feature_dir.name == 'features' else Path('OUT')
+    generate = (f'python tools/make_synthetic_features.py --dataset {dataset} --data-root '
+                f'{data_root.parent} --out {out}')
+    then = '' if out != Path('OUT') else ' (then set feature_dir=OUT/features)'
+    return (f'Dataset {dataset!r}: generate synthetic features with: {generate}{then}; or use '
+            f'the real ones: point feature_dir at their folder (public files load as they are) '
+            f'or convert them: {convert}')
+
+
+def load_features(path, frame_dim: int, vid: str = '', fix_hint: str = '') -> np.ndarray:
     """Read one video's frames -> (L, D) float32; BadVideoError names the file and problem."""
     path = Path(path)
     if not path.exists():
         raise BadVideoError(vid, 'missing feature file', f'feature file {path} does not exist '
-                            f'(video {vid})')
-    frames = _read_frames(path, allow_pickle, vid)
+                            f'(video {vid}). {fix_hint}'.rstrip())
+    record = read_feature_record(path, vid, frames_only=True)
+    return checked_frames(record, path, frame_dim, vid)
+
+
+def checked_frames(record: dict, path, frame_dim: int, vid: str = '') -> np.ndarray:
+    """A record's ``frames_features`` (L, D) float32, checked: 2-D, D = frame_dim, finite."""
+    frames = frames_of(record, path, vid)
     if frames.ndim != 2 or frames.shape[0] < 1 or frames.shape[1] != frame_dim:
         raise BadVideoError(vid, 'wrong feature dimension',
                             f'{path}: field "{FEATURE_KEY}" has shape {frames.shape}; expected '
@@ -60,65 +74,79 @@ def load_features(path, frame_dim: int, allow_pickle: bool = False, vid: str = '
         raise BadVideoError(vid, 'NaN/inf frames',
                             f'{path}: field "{FEATURE_KEY}" has NaN/inf values in frames '
                             f'{bad[:10].tolist()} ({len(bad)} frames)')
-    return frames.astype(np.float32, copy=False)
+    return np.require(frames, np.float32, ['C', 'W'])  # a writable copy only when needed
 
 
-def _read_frames(path: Path, allow_pickle: bool, vid: str) -> np.ndarray:
-    try:
-        if path.suffix == '.npz':
-            with np.load(path, allow_pickle=False) as data:
-                return np.asarray(data[FEATURE_KEY])
-        with open(path, 'rb') as f:
-            if f.read(6) != b'\x93NUMPY':
-                raise ValueError('not a NumPy .npy file')
-        data = np.load(path, allow_pickle=allow_pickle)
-        if data.dtype == object:
-            return np.asarray(data.item()[FEATURE_KEY], dtype=np.float32)
-        return data
-    except ValueError as err:
-        if path.suffix == '.npy' and 'allow_pickle' in str(err):
-            raise ValueError(
-                f'{path} is a pickled .npy (the public feature layout); unpickling can run '
-                'arbitrary code, so it is read only with allow_pickle=True in the dataset config. '
-                'Either set allow_pickle=True if you trust the file, or convert the features once '
-                'with tools/convert_features.py to the safe .npz layout.') from err
-        raise BadVideoError(vid, 'unreadable feature file', f'cannot read {path}: {err}') from err
-    except Exception as err:  # zip, pickle and OS errors of a damaged file
+def frames_of(record: dict, path, vid: str = '') -> np.ndarray:
+    """The ``frames_features`` array (L, D) of a record from ``read_feature_record``."""
+    if FEATURE_KEY not in record:
         raise BadVideoError(vid, 'unreadable feature file',
-                            f'cannot read field "{FEATURE_KEY}" of {path}: {err!r}') from err
+                            f'{path}: no field "{FEATURE_KEY}"; found {sorted(record)[:10]}')
+    try:
+        frames = np.asarray(record[FEATURE_KEY])
+        return frames.astype(np.float32, copy=False)
+    except (TypeError, ValueError) as err:
+        raise BadVideoError(vid, 'unreadable feature file',
+                            f'{path}: field "{FEATURE_KEY}" is not a numeric array: {err}') from err
 
 
-def frame_indices(recipe: str, start: int, end: int, length: int) -> tuple:
-    """Frame indices (3,) of the start and goal observation of a step, clamped to the video."""
-    if recipe == 'concat3':
-        first, last = [start, start + 1, start + 2], [end - 2, end - 1, end]
-    else:
-        first, last = [start - 1, start, start + 1], [end - 1, end, end + 1]
-    return np.clip(first, 0, length - 1), np.clip(last, 0, length - 1)
+def read_feature_record(path, vid: str = '', frames_only: bool = False) -> dict:
+    """Every field of a feature file in any layout (module docstring) as a dict; a plain array
+    comes back as ``{'frames_features': array}``. Runs no code from the file.
+    ``frames_only``: an npz archive's other members are not read (faster)."""
+    path = Path(path)
+    try:
+        with open(path, 'rb') as f:
+            head = f.read(len(NPY_MAGIC))
+            f.seek(0)
+            if head.startswith(ZIP_MAGIC):
+                return _read_npz(f, frames_only)
+            content = _read_npy(f) if head == NPY_MAGIC else safe_load(f)
+    except RefusedGlobalError as err:
+        raise BadVideoError(vid, 'unsafe feature file',
+                            f'{path}: {err}; the file was not read') from err
+    except Exception as err:  # zip, pickle, numpy format and OS errors of a damaged file
+        raise BadVideoError(vid, 'unreadable feature file', f'cannot read {path}: {err!r}') from err
+    return _as_record(content, path, vid)
 
 
-def observe(frames: np.ndarray, indices: np.ndarray, recipe: str) -> np.ndarray:
-    """frames (L, D), indices (3,) -> observation (3D,) for concat3 or (D,) for mean3."""
-    picked = frames[indices]
-    return picked.reshape(-1) if recipe == 'concat3' else picked.mean(axis=0)
+def _read_npz(f, frames_only: bool) -> dict:
+    with zipfile.ZipFile(f) as archive:
+        members = [n for n in archive.namelist() if n.endswith('.npy')]
+        if frames_only and f'{FEATURE_KEY}.npy' in members:
+            members = [f'{FEATURE_KEY}.npy']
+        record = {}
+        for name in members:
+            with archive.open(name) as member:
+                record[name[:-len('.npy')]] = _read_npy(member)
+    if FEATURE_KEY not in record and len(record) == 1:  # np.savez(path, frames): 'arr_0'
+        record = {FEATURE_KEY: next(iter(record.values()))}
+    return record
 
 
-def check_times(path, vid: str, times, length: int) -> None:
-    """Every step must lie in the video; the end may equal L (annotation rounded up)."""
-    for start, end in times:
-        if start < 0 or start > length - 1 or end < start or end > length:
-            raise BadVideoError(vid, 'step time outside the video',
-                                f'{path}: step times start={start}, end={end} s are outside the '
-                                f'video of {length} frames (field "{FEATURE_KEY}")')
+def _read_npy(f):
+    """One ``.npy`` stream; an object array's pickle goes through ``safe_load``."""
+    version = np.lib.format.read_magic(f)
+    read_header = (np.lib.format.read_array_header_1_0 if version == (1, 0)
+                   else np.lib.format.read_array_header_2_0)
+    shape, fortran, dtype = read_header(f)
+    if not dtype.hasobject:
+        f.seek(0)
+        return np.lib.format.read_array(f, allow_pickle=False)
+    array = safe_load(f)
+    if not isinstance(array, np.ndarray) or array.shape != shape:
+        raise ValueError(f'object array payload is {type(array).__name__}, expected an array '
+                         f'of shape {shape}')
+    return array
 
 
-def window_observations(frames: np.ndarray, times, recipe: str, observed_steps: int) -> tuple:
-    """One window's (start (D',), goal (D',), observed (k, D')) from frames (L, D)."""
-    length = len(frames)
-    start_idx, _ = frame_indices(recipe, times[0][0], times[0][1], length)
-    goal_idx = [frame_indices(recipe, s, e, length)[1] for s, e in times]
-    start = observe(frames, start_idx, recipe)
-    goal = observe(frames, goal_idx[-1], recipe)
-    observed = np.stack([observe(frames, goal_idx[j], recipe) for j in range(observed_steps)]) \
-        if observed_steps else np.zeros((0, start.shape[0]), np.float32)
-    return start, goal, observed
+def _as_record(content, path, vid) -> dict:
+    if isinstance(content, np.ndarray) and content.dtype == object and content.ndim == 0:
+        content = content.item()
+    if isinstance(content, dict):
+        return {str(k): v for k, v in content.items()}
+    if isinstance(content, np.ndarray):
+        return {FEATURE_KEY: content}
+    raise BadVideoError(vid, 'unreadable feature file',
+                        f'{path}: holds a {type(content).__name__}; expected a dict with '
+                        f'"{FEATURE_KEY}" or an array (seconds, D)')

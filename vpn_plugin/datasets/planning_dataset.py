@@ -14,11 +14,13 @@ from torch.utils.data import Dataset
 
 from .annotations import (BadVideoError, Window, build_windows, chain_windows,
                           crosstask_videos, read_json_annotations, read_window_file)
-from .features import (check_recipe, check_times, find_feature_file, load_features,
-                       observation_dim, window_observations)
+from .features import feature_fix_hint, find_feature_file, load_features
+from .observations import (RECIPES, WINDOW_POLICIES, check_choice, observation_dim,
+                           outside_video, step_map, window_observations)
 from .taxonomy import load_taxonomy
 
 SPLITS = ('train', 'val', 'test')
+CACHE_VERSION = 2  # bump when the cached arrays or their meaning change
 
 
 @DATASETS.register_module()
@@ -29,6 +31,14 @@ class PlanningDataset(Dataset):
     ``window_file`` (unified-protocol windows), or ``video_list`` + ``annotation_dir``
     (CrossTask CSVs; ``tasks_primary`` optional check), or ``annotation_file`` (our per-video
     JSON). ``feature_dir`` and ``cache_dir`` are relative to the working directory.
+    Feature files in any public layout load as they are (``features.py``, no code runs).
+
+    Observations: ``observation`` recipe and ``window_policy`` (``observations.py``): the
+    default ``'authors'`` recipe is the authors' frames; ``window_policy='keep'`` scores every
+    window with its annotated labels, ``'authors'`` relabels / drops windows with a step at or
+    past the video's end as the authors' loader does. ``self.window_counts`` counts the
+    windows ``'clamped'`` / ``'relabelled'`` / ``'dropped'``; they are logged. ``self.plans``
+    are the labels the policy scores; ``self.windows[i].steps`` the annotated ones.
 
     Splits: ``'test'`` = every window of the source; ``'val'`` = windows of the held-out videos
     of the source (use it with the TRAINING source): each video is held out with probability
@@ -44,7 +54,7 @@ class PlanningDataset(Dataset):
                  split: str = 'train', window_file: Optional[str] = None,
                  video_list: Optional[str] = None, annotation_dir: Optional[str] = None,
                  tasks_primary: Optional[str] = None, annotation_file: Optional[str] = None,
-                 frame_dim: int = 512, observation: str = 'concat3', allow_pickle: bool = False,
+                 frame_dim: int = 512, observation: str = 'authors', window_policy: str = 'keep',
                  val_fraction: float = 0.1, split_seed: int = 0,
                  subset_fraction: Optional[float] = None, subset_seed: int = 0,
                  observed_steps: int = 0, skip_bad_videos: bool = False,
@@ -54,11 +64,13 @@ class PlanningDataset(Dataset):
         if not 0 <= observed_steps < horizon:
             raise ValueError(f'observed_steps={observed_steps}; expected 0 <= k < '
                              f'horizon={horizon}')
-        check_recipe(observation)
+        check_choice('observation', observation, RECIPES)
+        check_choice('window_policy', window_policy, WINDOW_POLICIES)
         self.data_root, self.horizon, self.split = Path(data_root), int(horizon), split
         self.taxonomy = load_taxonomy(self._path(taxonomy))
         self.feature_dir, self.frame_dim, self.recipe = Path(feature_dir), frame_dim, observation
-        self.allow_pickle, self.observed_steps = allow_pickle, observed_steps
+        self.window_policy, self.observed_steps = window_policy, observed_steps
+        self.window_counts: Counter = Counter()  # 'clamped' / 'relabelled' / 'dropped' windows
         self.skip_bad_videos, self.cache_dir = skip_bad_videos, cache_dir
         self.feature_dim = observation_dim(observation, frame_dim)
         self.skipped: Counter = Counter()  # reason -> number of videos skipped
@@ -71,6 +83,7 @@ class PlanningDataset(Dataset):
             self._videos = None  # only the kept windows may feed the PKG
         self._extract(windows)
         self._log_skips()
+        self._log_window_counts()
         if not self.windows:
             raise ValueError(f'PlanningDataset: split {split!r} (horizon {horizon}) has no windows '
                              f'from {window_file or video_list or annotation_file} (val_fraction='
@@ -88,6 +101,7 @@ class PlanningDataset(Dataset):
         if len(given) != 1:
             raise ValueError(f'PlanningDataset needs exactly one of window_file, video_list '
                              f'(+annotation_dir) or annotation_file; got {given or "none"}')
+        self._check_source(window_file or video_list or annotation_file)
         if window_file:
             windows, bad = read_window_file(self._path(window_file), self.taxonomy, self.horizon)
             bad_vids = self._record_bad(bad)
@@ -103,6 +117,18 @@ class PlanningDataset(Dataset):
             videos, bad = read_json_annotations(self._path(annotation_file), self.taxonomy)
         self._record_bad(bad)
         return build_windows(videos, self.horizon), videos
+
+    def _check_source(self, source) -> None:
+        """A missing annotation source says what the file must hold (e.g. COIN's, which are
+        not in ../shared/data)."""
+        path = self._path(source)
+        if not path.exists():
+            raise FileNotFoundError(
+                f'PlanningDataset: annotation source {path} does not exist (data_root '
+                f'{self.data_root}). A window file is the unified protocol\'s JSON list '
+                '[{"id": {"feature": "<task>_<vid>.npy", "task_id": <task index>, "legal_range": '
+                '[[start_s, end_s, action_id], ...horizon rows]}, "instruction_len": <steps in '
+                'the video>}]; the other sources are described in configs/_base_/datasets/.')
 
     def _chained(self, windows):
         """Per-video steps of a window file for pkg_sequences('video'), None if not chainable."""
@@ -153,50 +179,99 @@ class PlanningDataset(Dataset):
     # ------------------------------------------------------------------ features
     def _extract(self, windows: List[Window]) -> None:
         """Observations of every window, from the cache file when the inputs are unchanged."""
-        cached = self._read_cache(windows)
-        if cached is None:
-            cached = self._extract_from_files(windows)
-            self._write_cache(windows, cached)
-        keep, start, goal, observed, messages = cached
-        for message in messages:
-            reason = message.split('\t', 1)[0]
+        arrays = self._read_cache(windows)
+        if arrays is None:
+            arrays = self._extract_from_files(windows)
+            self._write_cache(windows, arrays)
+        for message in arrays['messages']:
+            reason, text = str(message).split('\t', 1)
             self.skipped[reason] += 1
-            self._skip_messages.append(message.split('\t', 1)[1])
-        self.windows = [w for w, k in zip(windows, keep) if k]
-        bad_features = {w.feature for w, k in zip(windows, keep) if not k}
+            self._skip_messages.append(text)
+        readable = arrays['readable']
+        bad_features = {w.feature for w, k in zip(windows, readable) if not k}
         if self._videos is not None and bad_features:
             self._videos = [v for v in self._videos if v.feature not in bad_features]
-        self.start, self.goal, self.observed = start, goal, observed
-        self.plans = np.array([w.steps for w in self.windows], np.int64).reshape(-1, self.horizon)
+        self._pkg_windows = [w for w, k in zip(windows, readable) if k]
+        maps, outside = arrays['maps'][readable], arrays['outside'][readable]
+        self._count_windows(maps, outside)
+        kept = maps[:, 0] >= 0
+        self.windows = [w for w, k in zip(self._pkg_windows, kept) if k]
+        self.start, self.goal, self.observed = arrays['start'], arrays['goal'], arrays['observed']
+        self.plans = np.array([[w.steps[j] for j in m] for w, m in zip(self.windows, maps[kept])],
+                              np.int64).reshape(-1, self.horizon)
         self.tasks = np.array([w.task for w in self.windows], np.int64)
 
-    def _extract_from_files(self, windows):
+    def _extract_from_files(self, windows) -> dict:
+        """Per window (M): ``readable`` (its feature file), ``maps`` (M, T) step maps (-1: dropped
+        by the window policy), ``outside`` (a step at/past the video's end); per kept window:
+        ``start``, ``goal`` (M', D'), ``observed`` (M', k, D'); ``messages`` of skipped videos."""
         by_video = {}
         for i, w in enumerate(windows):
             by_video.setdefault(w.feature, []).append(i)
-        dim, k = self.feature_dim, self.observed_steps
-        start = np.zeros((len(windows), dim), np.float32)
-        goal = np.zeros((len(windows), dim), np.float32)
-        observed = np.zeros((len(windows), k, dim), np.float32)
-        keep, messages = np.ones(len(windows), bool), []
+        dim, count = self.feature_dim, len(windows)
+        arrays = dict(readable=np.ones(count, bool), outside=np.zeros(count, bool),
+                      maps=np.full((count, self.horizon), -1, np.int64),
+                      start=np.zeros((count, dim), np.float32),
+                      goal=np.zeros((count, dim), np.float32),
+                      observed=np.zeros((count, self.observed_steps, dim), np.float32))
+        messages = []
+        self._check_feature_dir()
         for n, (stem, idx) in enumerate(by_video.items()):
             self._progress(n, len(by_video))
             try:
-                self._extract_video(stem, [windows[i] for i in idx], idx, start, goal, observed)
+                self._extract_video(stem, [windows[i] for i in idx], idx, arrays)
             except BadVideoError as err:
                 if not self.skip_bad_videos:
                     raise
-                keep[idx] = False
+                arrays['readable'][idx] = False
                 messages.append(f'{err.reason}\t{err}')
-        return keep, start[keep], goal[keep], observed[keep], messages
+        kept = arrays['readable'] & (arrays['maps'][:, 0] >= 0)
+        for key in ('start', 'goal', 'observed'):
+            arrays[key] = arrays[key][kept]
+        arrays['messages'] = np.array(messages, dtype=str)
+        return arrays
 
-    def _extract_video(self, stem, video_windows, idx, start, goal, observed):
+    def _check_feature_dir(self) -> None:
+        if not self.feature_dir.is_dir():
+            raise FileNotFoundError(f'PlanningDataset: feature_dir {self.feature_dir} does not '
+                                    f'exist. {feature_fix_hint(self.feature_dir, self.data_root)}')
+
+    def _extract_video(self, stem, video_windows, idx, arrays) -> None:
         path = find_feature_file(self.feature_dir, stem)
-        frames = load_features(path, self.frame_dim, self.allow_pickle, video_windows[0].vid)
+        frames = load_features(path, self.frame_dim, video_windows[0].vid,
+                               feature_fix_hint(self.feature_dir, self.data_root))
+        length = len(frames)
         for i, w in zip(idx, video_windows):
-            check_times(path, w.vid, w.times, len(frames))
-            start[i], goal[i], observed[i] = window_observations(
-                frames, w.times, self.recipe, self.observed_steps)
+            if self.window_policy == 'keep':
+                self._check_starts(path, w, length)
+            arrays['outside'][i] = any(outside_video(s, e, length) for s, e in w.times)
+            steps = step_map(w.times, length, self.window_policy)
+            if steps is None:
+                continue
+            arrays['maps'][i] = steps
+            observations = window_observations(frames, w.times, self.recipe,
+                                               self.observed_steps, steps)
+            arrays['start'][i], arrays['goal'][i], arrays['observed'][i] = observations
+
+    @staticmethod
+    def _check_starts(path, window: Window, length: int) -> None:
+        """Policy 'keep' reads an end past the video at its last frame, but a step that starts
+        past the video has no frame at all: a wrong feature file or annotation."""
+        for start, end in window.times:
+            if start > length - 1:
+                raise BadVideoError(window.vid, 'step time outside the video',
+                                    f'{path}: step times start={start}, end={end} s: the start '
+                                    f'is past the video of {length} frames (field '
+                                    f'"frames_features")')
+
+    def _count_windows(self, maps, outside) -> None:
+        """Count the 'clamped' ('keep') or 'relabelled' / 'dropped' ('authors') windows."""
+        identity = np.arange(self.horizon)
+        dropped = maps[:, 0] < 0
+        self.window_counts['dropped'] = int(dropped.sum())
+        self.window_counts['relabelled'] = int((~dropped & (maps != identity).any(1)).sum())
+        self.window_counts['clamped'] = int(outside.sum()) if self.window_policy == 'keep' else 0
+        self.window_counts = Counter({k: n for k, n in self.window_counts.items() if n})
 
     @staticmethod
     def _progress(done, total):
@@ -212,29 +287,39 @@ class PlanningDataset(Dataset):
             path = find_feature_file(self.feature_dir, stem)
             st = path.stat() if path.exists() else None
             files.append((str(path), st.st_size if st else -1, st.st_mtime_ns if st else -1))
-        key = json.dumps([self.recipe, self.frame_dim, self.observed_steps, self.allow_pickle,
-                          self.skip_bad_videos, files,
+        key = json.dumps([CACHE_VERSION, self.recipe, self.window_policy, self.frame_dim,
+                          self.observed_steps, self.skip_bad_videos, files,
                           [(w.feature, w.times) for w in windows]])
         return Path(self.cache_dir) / f'obs_{hashlib.sha1(key.encode()).hexdigest()[:20]}.npz'
 
-    def _read_cache(self, windows):
+    def _read_cache(self, windows) -> Optional[dict]:
         path = self._cache_file(windows)
         if path is None or not path.exists():
             return None
         with np.load(path, allow_pickle=False) as data:
-            return (data['keep'], data['start'], data['goal'], data['observed'],
-                    [str(m) for m in data['messages']])
+            return {key: data[key] for key in data.files}
 
-    def _write_cache(self, windows, cached) -> None:
+    def _write_cache(self, windows, arrays: dict) -> None:
         path = self._cache_file(windows)
         if path is None:
             return
         path.parent.mkdir(parents=True, exist_ok=True)
-        keep, start, goal, observed, messages = cached
         tmp = path.with_suffix(f'.{os.getpid()}.tmp.npz')  # atomic for concurrent runs
-        np.savez(tmp, keep=keep, start=start, goal=goal, observed=observed,
-                 messages=np.array(messages, dtype=str))
+        np.savez(tmp, **arrays)
         tmp.replace(path)
+
+    def _log_window_counts(self) -> None:
+        if not self.window_counts:
+            return
+        summary = ', '.join(f'{n} {what}' for what, n in sorted(self.window_counts.items()))
+        why = ('a step ends at or past the video\'s last frame: clamped windows are observed '
+               'at its last frames with their annotated labels' if self.window_policy == 'keep'
+               else 'a step ends at or past the video\'s last frame: it takes the previous '
+               'step\'s observations and action (relabelled), or the window has no step inside '
+               'the video (dropped), as in the authors\' loader')
+        print_log(f'PlanningDataset ({self.split}, T={self.horizon}, window_policy='
+                  f'{self.window_policy!r}): {summary} of {len(self._pkg_windows)} windows; '
+                  f'{why}', 'current')
 
     def _log_skips(self) -> None:
         if not self.skipped:
@@ -260,12 +345,14 @@ class PlanningDataset(Dataset):
         """Action sequences to count the PKG on: per-video steps ('video'; from the annotations
         or chained from a window file) or the window plans ('window', and 'video' when the
         windows are a ``subset_fraction`` or do not chain). Videos skipped for bad features
-        are left out; videos with fewer than ``horizon`` steps count in 'video'."""
+        are left out; videos with fewer than ``horizon`` steps count in 'video'. Like the
+        authors' transition matrix, 'window' counts the ANNOTATED steps of every window,
+        including those the window policy relabels or drops."""
         if count_mode not in ('window', 'video'):
             raise ValueError(f"count_mode={count_mode!r}; expected 'window' or 'video'")
         if count_mode == 'video' and self._videos is not None:
             return [[a for _, _, a in v.steps] for v in self._videos]
-        return self.plans.tolist()
+        return [list(w.steps) for w in self._pkg_windows]
 
     @property
     def metainfo(self) -> dict:

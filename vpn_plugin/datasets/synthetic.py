@@ -26,6 +26,7 @@ predicts it (tests/test_synthetic.py). Every video is generated from its own see
 import hashlib
 import json
 import math
+import pickle
 import sys
 import time
 from pathlib import Path
@@ -108,19 +109,36 @@ class SyntheticFeatureGenerator:
         cover[frames] += 1
 
 
-def save_video_features(path: Path, frames: np.ndarray, video: VideoAnnotation, fmt: str) -> None:
-    """Write one video in the public pickled-dict ``.npy`` or our safe ``.npz`` layout."""
+FORMATS = {'npz': '.npz', 'public': '.npy'}  # --format -> file extension
+
+
+def public_record(frames: np.ndarray, video: VideoAnnotation, dataset: str) -> dict:
+    """The dict of a public feature file: CrossTask ``frames_features, steps_ids, cls, start,
+    end``; NIV ``frames_features, num_steps, steps_ids, steps_starts, steps_ends``
+    (steps_ids = global action ids, times in seconds)."""
     steps = np.array([a for _, _, a in video.steps], np.int64)
     starts = np.array([s for s, _, _ in video.steps], np.float64)
     ends = np.array([e for _, e, _ in video.steps], np.float64)
+    if dataset == 'niv':
+        return {FEATURE_KEY: frames, 'num_steps': len(steps), 'steps_ids': steps,
+                'steps_starts': starts, 'steps_ends': ends}
+    return {FEATURE_KEY: frames, 'steps_ids': steps, 'cls': int(video.task), 'start': starts,
+            'end': ends}
+
+
+def save_video_features(path: Path, frames: np.ndarray, video: VideoAnnotation, fmt: str,
+                        dataset: str = 'crosstask') -> None:
+    """Write one video in our safe ``npz`` layout or the ``public`` one: a raw pickle of the
+    dict named ``.npy``, exactly what ``np.load(p, allow_pickle=True)["frames_features"]``
+    of the public loaders reads."""
+    record = public_record(frames, video, dataset)
     if fmt == 'npz':
-        np.savez(path, **{FEATURE_KEY: frames}, steps_ids=steps, start=starts, end=ends)
-    elif fmt == 'npy':
-        record = {FEATURE_KEY: frames, 'steps_ids': steps, 'start': starts, 'end': ends,
-                  'cls': video.task}
-        np.save(path, record, allow_pickle=True)
+        np.savez(path, **{k: v for k, v in record.items() if k != 'cls'})
+    elif fmt == 'public':
+        with open(path, 'wb') as f:
+            pickle.dump(record, f, protocol=4)
     else:
-        raise ValueError(f'format {fmt!r}; expected "npy" or "npz"')
+        raise ValueError(f'format {fmt!r}; expected one of {tuple(FORMATS)}')
 
 
 def dataset_videos(dataset: str, data_root) -> tuple:
@@ -160,15 +178,17 @@ def _videos_from_windows(root: Path, taxonomy: Taxonomy) -> List[VideoAnnotation
 
 
 def write_synthetic_features(videos: Sequence[VideoAnnotation], generator, out_dir,
-                             fmt: str = 'npz', progress: bool = True) -> dict:
-    """Write ``<out_dir>/<stem>.<fmt>`` for every video; returns counts, bytes and seconds."""
+                             fmt: str = 'npz', progress: bool = True,
+                             dataset: str = 'crosstask') -> dict:
+    """Write ``<out_dir>/<stem>.npz`` (fmt 'npz') or ``.npy`` ('public') for every video;
+    returns counts, bytes and seconds."""
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     began, total_bytes, seconds = time.time(), 0, 0
     for i, video in enumerate(videos):
         frames = generator.video_frames(video)
-        path = out_dir / f'{video.feature}.{fmt}'
-        save_video_features(path, frames, video, fmt)
+        path = out_dir / f'{video.feature}{FORMATS[fmt]}'
+        save_video_features(path, frames, video, fmt, dataset)
         total_bytes += path.stat().st_size
         seconds += len(frames)
         if progress and (i + 1) % 50 == 0 or progress and i + 1 == len(videos):

@@ -1,8 +1,11 @@
-# COIN (180 tasks, 778 actions). Only the taxonomy is in ../shared/data/coin: the COIN
-# train/test windows are NOT available here. Put the unified-protocol window files at
-# <data_root>/coin/splits/{train,test}_T{horizon}.json and the S3D features in feature_dir
-# (public pickled .npy: allow_pickle=True, or convert with tools/convert_features.py).
-# Building a dataset without them fails with an error naming the missing file.
+# COIN (180 tasks, 778 actions). NOTE: only the taxonomy is in ../shared/data/coin; COIN's
+# train/test windows are NOT there. Needed layout:
+#   <data_root>/coin/splits/{train,test}_T{horizon}.json: unified-protocol window files, a JSON
+#     list [{"id": {"feature": "<task>_<vid>.npy", "task_id": <task index>, "legal_range":
+#       [[start_s, end_s, action_id], ...horizon rows]}, "instruction_len": <steps in video>}]
+#   <feature_dir>/<task>_<vid>.npy (public S3D files, load as they are) or .npz (converted
+#     with tools/convert_features.py): frames_features (seconds, 512).
+# Building a dataset without them fails with one error naming the missing file and its layout.
 _base_ = ['./planning_dataset.py']
 # Locations (relative paths: from the repository root; tools: --data-root, --feature-dir,
 # --cfg-options data_root=...): data_root holds <dataset>/... laid out as ../shared/data.

@@ -3,8 +3,8 @@
 # 10% of the TRAIN videos. test: the official windows splits/test_T{horizon}_133.json.
 # Features: synthetic by default (tools/make_synthetic_features.py --dataset crosstask
 # --data-root ../shared/data --out data/synthetic/crosstask); for the real S3D features set
-# feature_dir to their folder and allow_pickle=True (public .npy), or convert them once with
-# tools/convert_features.py and keep allow_pickle=False.
+# feature_dir to their folder (the public files load as they are, no code runs), or convert
+# them once with tools/convert_features.py.
 # A child config changing the horizon must also set it in the three datasets, e.g.
 #   train_dataloader = dict(dataset=dict(horizon=4)) (and val/test).
 _base_ = ['./planning_dataset.py']

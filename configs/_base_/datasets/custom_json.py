@@ -6,7 +6,7 @@
 #     "feature": "<feature file stem>" (optional, default "<task>_<vid>")}, ...]
 #   steps in temporal order; windows of `horizon` steps are slid over each video.
 # <feature_dir>/<stem>.npz with array frames_features (seconds, frame_dim), one vector per
-# second (or the public pickled .npy with allow_pickle=True).
+# second (or any public layout, e.g. a pickled dict named .npy; they load as they are).
 _base_ = ['./planning_dataset.py']
 # Locations (relative paths: from the repository root; tools: --data-root, --feature-dir,
 # --cfg-options data_root=...): data_root holds <dataset>/... laid out as ../shared/data.

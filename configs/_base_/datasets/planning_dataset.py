@@ -2,12 +2,16 @@
 # sets only its paths and annotation sources (crosstask.py, niv.py, coin.py, custom_json.py).
 # train/val: the same training source; val = a seeded 10% of its videos (never the test split).
 horizon = 3
-observation = 'concat3'  # 'concat3' (1536-d, PDPP/ViterbiPlanNet) or 'mean3' (512-d, SCHEMA)
-allow_pickle = False  # True reads the public pickled .npy features (runs code: trusted files only)
+# 'authors' (the paper's: frames t-1..t+1, 1536-d), 'concat3' (PDPP, 1536-d), 'mean3' (SCHEMA,
+# 512-d); vpn_plugin/datasets/observations.py
+observation = 'authors'
+# 'authors' (the paper's): relabel/drop windows with a step at or past the video's end, as the
+# authors' loader; 'keep': every window scored with its annotated labels (README, Data)
+window_policy = 'authors'
 batch_size = 256
 
 dataset = dict(type='PlanningDataset', horizon=horizon, observation=observation,
-               allow_pickle=allow_pickle, frame_dim=512)
+               window_policy=window_policy, frame_dim=512)
 loader = dict(batch_size=batch_size, num_workers=0, persistent_workers=False,
               collate_fn=dict(type='default_collate'))
 train_dataloader = dict(**loader, sampler=dict(type='DefaultSampler', shuffle=True),

@@ -1,0 +1,82 @@
+"""Check that PlanningDataset reproduces the authors' data loader on a fixture.
+
+    python tools/check_authors_loader.py ../shared/reference/authors_loader_small
+
+FIXTURE_DIR holds ``windows.json`` (unified-protocol windows), ``features/`` (one file per
+video), ``taxonomy.json`` and ``expected.npz`` (what the authors' ``dataset/dataloader.py``
+built: ``window_index``, ``states`` (W, T, 2, 3, D), ``start``, ``goal``, ``actions``,
+``tasks``; see ../shared/reference/authors_loader_small/README.md). Builds this plugin's
+dataset over the same files with ``observation='authors', window_policy='authors'``, prints
+the number of mismatching windows per field and exits 1 on any mismatch.
+"""
+import argparse
+import sys
+from pathlib import Path
+
+import numpy as np
+
+from vpn_plugin.datasets import PlanningDataset
+
+FIELDS = ('window_index', 'start', 'goal', 'observed', 'actions', 'tasks')
+
+
+def build_dataset(fixture: Path, horizon: int, frame_dim: int) -> PlanningDataset:
+    """The plugin's dataset over a fixture with the authors' recipe and window policy."""
+    return PlanningDataset(data_root=fixture, horizon=horizon, taxonomy='taxonomy.json',
+                           feature_dir=fixture / 'features', window_file='windows.json',
+                           split='test', observation='authors', window_policy='authors',
+                           observed_steps=horizon - 1, frame_dim=frame_dim)
+
+
+def ours(dataset: PlanningDataset) -> dict:
+    """The dataset's kept windows as the fixture's fields (observed = end observations of
+    steps 0..T-2, i.e. ``states[:, :-1, 1]``)."""
+    return dict(window_index=np.array([w.sample for w in dataset.windows]),
+                start=dataset.start, goal=dataset.goal, observed=dataset.observed,
+                actions=dataset.plans, tasks=dataset.tasks)
+
+
+def expected(data) -> dict:
+    states = data['states']
+    count = len(states)
+    return dict(window_index=data['window_index'], start=data['start'], goal=data['goal'],
+                observed=states[:, :-1, 1].reshape(count, states.shape[1] - 1, -1),
+                actions=data['actions'], tasks=data['tasks'])
+
+
+def mismatches(got: np.ndarray, want: np.ndarray) -> int:
+    """Windows whose field differs (exactly: observations are copies of frames); a different
+    number of windows counts every window of the longer side."""
+    if got.shape != want.shape:
+        return max(len(got), len(want))
+    differ = got.reshape(len(got), -1) != want.reshape(len(want), -1)
+    return int(differ.any(axis=1).sum())
+
+
+def compare(fixture) -> dict:
+    """Field -> number of mismatching windows."""
+    fixture = Path(fixture)
+    with np.load(fixture / 'expected.npz', allow_pickle=False) as data:
+        want = expected(data)
+    dataset = build_dataset(fixture, want['actions'].shape[1], want['start'].shape[1] // 3)
+    got = ours(dataset)
+    return {field: mismatches(np.asarray(got[field]), np.asarray(want[field]))
+            for field in FIELDS}
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split('\n')[0])
+    parser.add_argument('fixture_dir', help='folder with windows.json, features/, '
+                        'taxonomy.json, expected.npz')
+    args = parser.parse_args(argv)
+    counts = compare(args.fixture_dir)
+    for field, count in counts.items():
+        print(f'{field:>13}: {count} mismatching windows')
+    failed = sum(counts.values())
+    print('FAIL: the dataset differs from the authors\' loader' if failed
+          else 'OK: the dataset reproduces the authors\' loader')
+    return 1 if failed else 0
+
+
+if __name__ == '__main__':
+    sys.exit(main())
