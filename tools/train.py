@@ -9,7 +9,7 @@ import os.path as osp
 
 import torch
 
-import vpn_plugin  # noqa: F401  (applies vpn_plugin.compat before configs are parsed)
+import vpn_plugin.compat_applied  # noqa: F401  (compat fixes before configs are parsed)
 from vpn_plugin.compat import shutdown_distributed
 from mmengine.config import Config, DictAction
 from mmengine.runner import Runner
