@@ -26,7 +26,8 @@ normalisers, and applies each Q_t when needed without keeping it. Two exact ways
   with E = exp(L' - c) (column-shifted transitions), split into K "levels" of states whose
   a(i) lies within WIDTH of a shift s_k, so every factor is a normal float; each level is a
   matrix product. Used when every finite transition is within EDGE_RANGE of its column's best
-  and the states span at most MAX_LEVELS levels; otherwise the dense step (same result).
+  and the states span at most MAX_LEVELS levels; otherwise the dense step (same result;
+  the first such fallback of a process is logged with its reason).
 """
 from __future__ import annotations
 
