@@ -107,7 +107,7 @@ def benchmark_pkg(num_actions: int, out_degree: int = 8, seed: int = 0) -> np.nd
 
 
 def benchmark_log_transitions(num_actions: int, graph: str, seed: int = 0) -> torch.Tensor:
-    """(N, N) log transitions of :func:`benchmark_pkg`: -inf edges, or a ``log(p + 1e-30)`` floor."""
+    """(N, N) log transitions of :func:`benchmark_pkg`: -inf edges or a ``log(p + 1e-30)`` floor."""
     pkg = benchmark_pkg(num_actions, seed=seed)
     if graph == 'floor':
         return torch.log(torch.as_tensor(pkg, dtype=torch.float32) + LOG_FLOOR)
@@ -206,7 +206,8 @@ def parse_size(text: str):
 
 def run_case(method, size, graph, args) -> dict:
     command = [sys.executable, str(Path(__file__).resolve()), '--worker', method,
-               '--worker-size', size, '--worker-graph', graph, '--device', args.device, '--repeats', str(args.repeats),
+               '--worker-size', size, '--worker-graph', graph, '--device', args.device,
+               '--repeats', str(args.repeats),
                '--max-gb', str(args.max_gb), '--threads', str(args.threads),
                '--time-budget', str(args.time_budget)]
     done = subprocess.run(command, capture_output=True, text=True)
@@ -256,7 +257,8 @@ def main(argv=None) -> None:
     parser.add_argument('--threads', type=int, default=torch.get_num_threads())
     parser.add_argument('--worker', choices=METHODS, help=argparse.SUPPRESS)
     parser.add_argument('--worker-size', help=argparse.SUPPRESS)
-    parser.add_argument('--worker-graph', default='sparse', choices=GRAPHS, help=argparse.SUPPRESS)
+    parser.add_argument('--worker-graph', default='sparse', choices=GRAPHS,
+                        help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.worker:
         return worker_main(args)
