@@ -24,7 +24,7 @@ DEFAULT_RUNTIME = REPO_ROOT / 'configs' / '_base_' / 'default_runtime.py'
 
 TOY_CONFIG = """
 _base_ = [{base!r}]
-custom_imports = dict(imports=['vpn_plugin', 'toy_plugin'], allow_failed_imports=False)
+custom_imports = dict(imports=['vpn_plugin.mm', 'toy_plugin'], allow_failed_imports=False)
 model = dict(type='ToyCompatModel', dim=4)
 _loader = dict(batch_size=8, num_workers=0, collate_fn=dict(type='default_collate'))
 train_dataloader = dict(**_loader, sampler=dict(type='DefaultSampler', shuffle=True),
@@ -74,15 +74,15 @@ def load_checkpoint(path):
 
 # --- import-time behaviour ---------------------------------------------------
 
-def test_import_vpn_plugin_prints_nothing(tmp_path):
-    result = run_python(['-c', 'import vpn_plugin'], cwd=tmp_path)
+def test_import_vpn_plugin_mm_prints_nothing(tmp_path):
+    result = run_python(['-c', 'import vpn_plugin.mm'], cwd=tmp_path)
     assert_ok(result)
     assert result.stderr.strip() == '' and result.stdout.strip() == ''
 
 
-def test_import_vpn_plugin_raises_no_warning_from_our_files(tmp_path):
+def test_import_vpn_plugin_mm_raises_no_warning_from_our_files(tmp_path):
     # -W default also shows DeprecationWarnings, e.g. torch's own torch.jit ones.
-    result = run_python(['-W', 'default', '-c', 'import vpn_plugin'], cwd=tmp_path)
+    result = run_python(['-W', 'default', '-c', 'import vpn_plugin.mm'], cwd=tmp_path)
     assert_ok(result)
     package_dir = str(REPO_ROOT / 'vpn_plugin')
     ours = [line for line in result.stderr.splitlines()
@@ -104,7 +104,7 @@ def test_apply_is_idempotent():
 WITH_FIX = """
 import warnings
 warnings.simplefilter('error', UserWarning)  # e.g. mmcv-lite's missing-ops warning
-import vpn_plugin
+import vpn_plugin.mm
 import mmaction.models
 from mmaction.registry import MODELS
 for name in ('DRN', 'VindLURetrieval'):
@@ -151,7 +151,7 @@ try:
     Config.fromfile(sys.argv[1])
 except ModuleNotFoundError as error:
     print('WITHOUT_FIX', error)
-import vpn_plugin
+import vpn_plugin.mm
 cfg = Config.fromfile(sys.argv[1])
 print('WITH_FIX', cfg.default_scope, cfg.log_level)
 """
@@ -312,7 +312,7 @@ def free_port():
 
 CPU_DIST = """
 import os, torch
-import vpn_plugin
+import vpn_plugin.mm
 from mmengine.dist import init_dist, utils
 from mmengine.model import MMDistributedDataParallel
 from mmengine.registry import MODEL_WRAPPERS

@@ -212,6 +212,53 @@ def test_branch_deep_below_the_best_can_still_win(deep, boost, dtype, dvl):
     torch.testing.assert_close(log_z, torch.tensor([boost - deep - math.log(2)], dtype=dtype))
 
 
+def floor_chain(dtype):
+    """Log transitions ``log(p + 1e-30)`` of a sparse p (3, 3) and emissions (2, 4, 3) whose
+    best path of sample 1 takes two floor edges (-69 nats), paid back by an 80-nat boost."""
+    probs = torch.tensor([[0.7, 0.3, 0.0], [0.0, 0.6, 0.4], [0.5, 0.0, 0.5]],
+                         dtype=torch.float64)
+    emissions = torch.randn(2, 4, 3, generator=torch.Generator().manual_seed(7),
+                            dtype=torch.float64)
+    emissions[1, 1, 2] += 80.0  # 0 -> 2 is a floor edge (p = 0)
+    emissions[1, 2, 1] += 80.0  # 2 -> 1 too
+    return emissions.to(dtype), torch.log(probs + 1e-30).to(dtype)
+
+
+@pytest.mark.parametrize('dtype, tolerance', [(torch.float32, 1e-4), (torch.float64, 1e-10)])
+def test_log_floor_transitions_match_brute_force(dtype, tolerance, dvl):
+    """A floor 69 nats below the best edge (dense fallback under use_levels=True): the soft
+    plan, log Z and d log Z / d emissions (= the marginals) equal float64 enumeration."""
+    emissions, transitions = floor_chain(dtype)
+    prior = uniform_prior(3)
+    expected_plan, expected_log_z = brute_marginals(emissions.double(), transitions.double(),
+                                                    prior)
+    assert expected_plan[1, 1, 2] > 0.5 and expected_plan[1, 2, 1] > 0.5  # floor edges win
+    leaf = emissions.clone().requires_grad_(True)
+    soft, log_z = dvl(leaf, transitions)
+    log_z.sum().backward()
+    for value, expected in ((soft, expected_plan), (log_z, expected_log_z),
+                            (leaf.grad, expected_plan)):
+        torch.testing.assert_close(value.double(), expected, rtol=tolerance, atol=tolerance)
+
+
+def test_dense_fallback_is_logged_once_with_its_reason(monkeypatch, caplog):
+    from vpn_plugin.core import dvl as dvl_module
+    monkeypatch.setattr(dvl_module, '_fallback_logged', False)
+    emissions, transitions = floor_chain(torch.float32)
+    sparse = transitions.masked_fill(transitions < -60, NEG_INF)
+    with caplog.at_level('WARNING', logger=dvl_module.__name__):
+        differentiable_viterbi(emissions, transitions, use_levels=False)  # asked for: silent
+        differentiable_viterbi(emissions, sparse)  # -inf edges: level evaluation, silent
+        assert caplog.records == []
+        for _ in range(2):
+            differentiable_viterbi(emissions, transitions)
+    assert len(caplog.records) == 1
+    message = caplog.records[0].getMessage()
+    deepest = math.log(0.7 / 1e-30)  # column 0: best edge 0.7, floor 1e-30
+    assert 'dense evaluation' in message and f"{deepest:.1f} nats below their column's best" \
+        in message
+
+
 def naive_dvl(emissions, transitions, temperature=1.0):
     """Straightforward autograd DVL with dense Q_t, finite transitions only (test oracle)."""
     gamma, num_actions = temperature, emissions.shape[-1]

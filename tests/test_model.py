@@ -8,7 +8,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-import vpn_plugin  # noqa: F401  (registration)
+import vpn_plugin.mm  # noqa: F401  (registration)
 from vpn_plugin import core
 from mmaction.registry import DATASETS, HOOKS, MODELS
 from vpn_plugin.models import DECODE_MODES, horizon_queries, state_embeddings, state_texts

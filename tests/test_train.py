@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 import torch
 
-import vpn_plugin  # noqa: F401  (compat + registration)
+import vpn_plugin.mm  # noqa: F401  (compat + registration)
 from mmaction.registry import DATASETS, HOOKS, MODELS
 from mmengine.config import Config
 from mmengine.runner import Runner

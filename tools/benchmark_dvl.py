@@ -1,7 +1,10 @@
 """Time and peak memory of the Differentiable Viterbi Layer, forward + backward.
 
-For each size B x T x N, an MSE loss between the soft plan (temperature 1) and a random
-one-hot plan is back-propagated to the emissions, with:
+For each size B x T x N and graph, an MSE loss between the soft plan (temperature 1) and a
+random one-hot plan is back-propagated to the emissions. Graphs (``--graphs``): ``sparse`` log
+transitions with -inf for missing edges, and ``floor``: ``log(p + 1e-30)`` of the same graph,
+whose finite entries 69 nats below their column's best send ours onto its dense fallback.
+Methods:
 
 * ``ours``: ``vpn_plugin.core.differentiable_viterbi`` (recomputing backward, O(B N^2) memory);
 * ``autograd``: a straightforward implementation whose (B, N, N) backpointers of every step
@@ -18,6 +21,7 @@ out-of-memory error shown in the table instead of exhausting a shared machine.
 
     .venv/bin/python tools/benchmark_dvl.py                      # B=256, T 3/6, N 48/133/778
     .venv/bin/python tools/benchmark_dvl.py --sizes 64x3x48 64x6x778 --repeats 1
+    .venv/bin/python tools/benchmark_dvl.py --graphs floor --methods ours ours_dense autograd
 """
 from __future__ import annotations
 
@@ -45,6 +49,8 @@ warnings.filterwarnings('ignore', message='.*arg_constraints')  # torch-struct's
 METHODS = ('ours', 'autograd', 'torch_struct', 'ours_dense')
 DEFAULT_METHODS = ['ours', 'autograd', 'torch_struct']
 DEFAULT_SIZES = [f'256x{t}x{n}' for t in (3, 6) for n in (48, 133, 778)]
+GRAPHS = ('sparse', 'floor')
+LOG_FLOOR = 1e-30
 
 
 # ----------------------------------------------------------------------------- methods
@@ -100,12 +106,20 @@ def benchmark_pkg(num_actions: int, out_degree: int = 8, seed: int = 0) -> np.nd
     return weights / weights.sum(1, keepdims=True)
 
 
-def make_inputs(batch, horizon, num_actions, device, seed=0):
+def benchmark_log_transitions(num_actions: int, graph: str, seed: int = 0) -> torch.Tensor:
+    """(N, N) log transitions of :func:`benchmark_pkg`: -inf edges or a ``log(p + 1e-30)`` floor."""
+    pkg = benchmark_pkg(num_actions, seed=seed)
+    if graph == 'floor':
+        return torch.log(torch.as_tensor(pkg, dtype=torch.float32) + LOG_FLOOR)
+    return pkg_log_transitions(pkg)
+
+
+def make_inputs(batch, horizon, num_actions, device, seed=0, graph='sparse'):
     gen = torch.Generator().manual_seed(seed)
     emissions = torch.randn(batch, horizon, num_actions, generator=gen).log_softmax(-1)
     target = torch.randint(num_actions, (batch, horizon), generator=gen)
     target = torch.nn.functional.one_hot(target, num_actions).float()
-    transitions = pkg_log_transitions(benchmark_pkg(num_actions, seed=seed))
+    transitions = benchmark_log_transitions(num_actions, graph, seed)
     return emissions.to(device), transitions.to(device), target.to(device)
 
 
@@ -123,14 +137,15 @@ def _memory_now(device) -> float:
 
 
 def run_worker(method, batch, horizon, num_actions, device, repeats,
-               time_budget: float = math.inf) -> dict:
+               time_budget: float = math.inf, graph: str = 'sparse') -> dict:
     """Best time over ``repeats`` runs after a warm-up, and the peak memory above the inputs.
 
     Repeats stop once ``time_budget`` seconds are spent (at least one timed run); a warm-up
     alone longer than the budget is reported itself (``cold``: a single run, no warm-up).
     """
     function = IMPLEMENTATIONS[method]
-    emissions, transitions, target = make_inputs(batch, horizon, num_actions, device)
+    emissions, transitions, target = make_inputs(batch, horizon, num_actions, device,
+                                                 graph=graph)
     if device.startswith('cuda'):
         torch.cuda.reset_peak_memory_stats()
     baseline = _memory_now(device)
@@ -168,7 +183,7 @@ def worker_main(args) -> None:
         _limit_address_space(args.max_gb)
     try:
         result = run_worker(args.worker, batch, horizon, num_actions, args.device, args.repeats,
-                            args.time_budget)
+                            args.time_budget, args.worker_graph)
     except (MemoryError, torch.OutOfMemoryError) as error:
         result = dict(error=f'out of memory ({type(error).__name__})')
     except ImportError as error:
@@ -189,9 +204,10 @@ def parse_size(text: str):
     return batch, horizon, num_actions
 
 
-def run_case(method, size, args) -> dict:
+def run_case(method, size, graph, args) -> dict:
     command = [sys.executable, str(Path(__file__).resolve()), '--worker', method,
-               '--worker-size', size, '--device', args.device, '--repeats', str(args.repeats),
+               '--worker-size', size, '--worker-graph', graph, '--device', args.device,
+               '--repeats', str(args.repeats),
                '--max-gb', str(args.max_gb), '--threads', str(args.threads),
                '--time-budget', str(args.time_budget)]
     done = subprocess.run(command, capture_output=True, text=True)
@@ -202,9 +218,9 @@ def run_case(method, size, args) -> dict:
     return json.loads(lines[-1])
 
 
-def agreement(device) -> str:
+def agreement(device, graph) -> str:
     """Max |soft plan difference| of each method to ours on a small case (sanity check)."""
-    emissions, transitions, _ = make_inputs(4, 4, 7, device)
+    emissions, transitions, _ = make_inputs(4, 4, 7, device, graph=graph)
     reference = ours_dvl(emissions, transitions)
     parts = []
     for method in METHODS[1:]:
@@ -213,7 +229,7 @@ def agreement(device) -> str:
             parts.append(f'{method} {diff.item():.1e}')
         except ImportError as error:
             parts.append(f'{method} not installed ({error.name})')
-    return 'max |soft plan - ours| on 4x4x7: ' + ', '.join(parts)
+    return f'max |soft plan - ours| on 4x4x7, {graph}: ' + ', '.join(parts)
 
 
 def format_cell(result) -> str:
@@ -227,6 +243,8 @@ def main(argv=None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split('\n')[0])
     parser.add_argument('--device', default='cuda' if torch.cuda.is_available() else 'cpu')
     parser.add_argument('--sizes', nargs='+', default=DEFAULT_SIZES, help='BxTxN entries')
+    parser.add_argument('--graphs', nargs='+', default=list(GRAPHS), choices=GRAPHS,
+                        help='sparse: -inf for missing edges; floor: log(p + 1e-30)')
     parser.add_argument('--methods', nargs='+', default=DEFAULT_METHODS, choices=METHODS,
                         help='ours_dense: ours forced onto its dense log-space fallback')
     parser.add_argument('--repeats', type=int, default=10,
@@ -239,6 +257,8 @@ def main(argv=None) -> None:
     parser.add_argument('--threads', type=int, default=torch.get_num_threads())
     parser.add_argument('--worker', choices=METHODS, help=argparse.SUPPRESS)
     parser.add_argument('--worker-size', help=argparse.SUPPRESS)
+    parser.add_argument('--worker-graph', default='sparse', choices=GRAPHS,
+                        help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.worker:
         return worker_main(args)
@@ -246,19 +266,25 @@ def main(argv=None) -> None:
     print(f'device={args.device} threads={args.threads} repeats={args.repeats}{cap} '
           f'(best time of forward+backward over the repeats, within {args.time_budget:g} s; '
           '* = one cold run longer than that; peak memory above the inputs)')
-    print(agreement(args.device))
-    header = f'{"B x T x N":>12} | ' + ' | '.join(f'{m:^24}' for m in args.methods)
+    header = f'{"graph B x T x N":>18} | ' + ' | '.join(f'{m:^24}' for m in args.methods)
+    for graph in args.graphs:
+        print(agreement(args.device, graph))
     print(header + ' | ours mem / autograd | ours time / fastest')
     print('-' * len(header) + '-' * 45)
-    for size in args.sizes:
-        results = {}
-        for method in args.methods:
-            results[method] = run_case(method, size, args)
-            print(f'  ... {size} {method}: {format_cell(results[method])}', file=sys.stderr,
-                  flush=True)
-        print(f'{size:>12} | ' + ' | '.join(f'{format_cell(results[m]):>24}'
-                                            for m in args.methods) + ' | ' + ratios(results),
-              flush=True)
+    for graph in args.graphs:
+        for size in args.sizes:
+            print(f'{graph + " " + size:>18} | ' + table_row(graph, size, args), flush=True)
+
+
+def table_row(graph, size, args) -> str:
+    """The cells of every method on one (graph, size) case, then the ratios."""
+    results = {}
+    for method in args.methods:
+        results[method] = run_case(method, size, graph, args)
+        print(f'  ... {graph} {size} {method}: {format_cell(results[method])}',
+              file=sys.stderr, flush=True)
+    return ' | '.join(f'{format_cell(results[m]):>24}' for m in args.methods) + ' | ' + \
+        ratios(results)
 
 
 def ratios(results) -> str:

@@ -15,7 +15,7 @@ import time
 
 import torch
 
-import vpn_plugin  # noqa: F401  (compat + registration)
+import vpn_plugin.mm  # noqa: F401  (compat + registration)
 from mmengine.config import Config, DictAction
 from mmengine.hooks import Hook
 from mmengine.runner import Runner

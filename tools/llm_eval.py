@@ -16,7 +16,7 @@ import re
 import sys
 from pathlib import Path
 
-import vpn_plugin  # noqa: F401  (compat + registries)
+import vpn_plugin.mm  # noqa: F401  (compat + registries)
 from mmengine.config import DictAction
 
 from mmaction.registry import DATASETS

@@ -27,7 +27,7 @@ def parse_args(argv=None):
 
 def main(argv=None):
     args = parse_args(argv)
-    import vpn_plugin  # noqa: F401  (compat + registration)
+    import vpn_plugin.mm  # noqa: F401  (compat + registration)
     from mmaction.registry import DATASETS, MODELS
     from mmengine.registry import init_default_scope
     from mmengine.runner import load_checkpoint

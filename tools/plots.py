@@ -51,7 +51,7 @@ def parse_args(argv=None):
 def main(argv=None):
     args = parse_args(argv)
     if args.kind == 'qualitative':
-        import vpn_plugin  # noqa: F401  (registration)
+        import vpn_plugin.mm  # noqa: F401  (registration)
         options = dict(item.split('=', 1) for item in args.cfg_options)
         data = plots.qualitative_from_checkpoint(args.config, args.checkpoint, args.index,
                                                  {k: _literal(v) for k, v in options.items()})

@@ -103,7 +103,7 @@ def main(argv=None):
 
     progress.step(2, 'training ViterbiPlanNet (T=3) with the mmengine Runner')
     import torch
-    import vpn_plugin  # noqa: F401  (compat + registration)
+    import vpn_plugin.mm  # noqa: F401  (compat + registration)
     from mmengine.model import is_model_wrapper
     from mmengine.runner import Runner
     torch.set_num_threads(args.threads)

@@ -14,7 +14,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-import vpn_plugin  # noqa: E402,F401  (compat fixes + registration before configs are read)
+import vpn_plugin.mm  # noqa: E402,F401  (compat fixes + registration before configs are read)
 from vpn_plugin.data_paths import add_data_arguments, data_path_args  # noqa: E402
 from vpn_plugin.protocol.runner import (ProtocolRunner, check_units, expand_units,  # noqa: E402
                                          load_protocol)

@@ -8,7 +8,7 @@ import json
 import os
 import os.path as osp
 
-import vpn_plugin  # noqa: F401  (applies vpn_plugin.compat before configs are parsed)
+import vpn_plugin.compat_applied  # noqa: F401  (compat fixes before configs are parsed)
 from vpn_plugin.compat import shutdown_distributed
 from vpn_plugin.data_paths import add_data_arguments, data_path_args, load_config as read_config
 from mmengine.config import DictAction

@@ -1,14 +1,11 @@
 """ViterbiPlanNet as an MMAction2 plugin.
 
-Importing the package first applies the OpenMMLab compatibility fixes
-(:mod:`vpn_plugin.compat`), then registers every dataset, model, metric and
-hook in MMAction2's registries. The math in :mod:`vpn_plugin.core` is plain
-torch/numpy and does not depend on MMAction2.
+Importing this package imports nothing else, so ``import vpn_plugin.core`` (the math, plain
+torch/numpy) loads neither MMAction2 nor the compatibility patches. The MMAction2 side loads
+through :mod:`vpn_plugin.mm`, which configs name in
+``custom_imports = dict(imports=['vpn_plugin.mm'])``: it applies :mod:`vpn_plugin.compat`
+and registers every dataset, model, metric and hook. Each OpenMMLab-dependent subpackage
+(``baselines``, ``datasets``, ``evaluation``, ``models``, ``protocol``) applies the compat
+fixes itself before importing OpenMMLab, so importing one of them directly works too.
 """
-from . import compat
-
-compat.apply()
-
-from . import baselines, datasets, evaluation, models  # noqa: E402,F401  (registration)
-
 __version__ = '0.1.0'

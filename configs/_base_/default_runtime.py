@@ -1,6 +1,6 @@
 # Runtime defaults shared by every vpn_plugin config (mmengine Runner keys).
 default_scope = 'mmaction'
-custom_imports = dict(imports=['vpn_plugin'], allow_failed_imports=False)
+custom_imports = dict(imports=['vpn_plugin.mm'], allow_failed_imports=False)
 
 default_hooks = dict(
     runtime_info=dict(type='RuntimeInfoHook'),

@@ -26,10 +26,12 @@ normalisers, and applies each Q_t when needed without keeping it. Two exact ways
   with E = exp(L' - c) (column-shifted transitions), split into K "levels" of states whose
   a(i) lies within WIDTH of a shift s_k, so every factor is a normal float; each level is a
   matrix product. Used when every finite transition is within EDGE_RANGE of its column's best
-  and the states span at most MAX_LEVELS levels; otherwise the dense step (same result).
+  and the states span at most MAX_LEVELS levels; otherwise the dense step (same result;
+  the first such fallback of a process is logged with its reason).
 """
 from __future__ import annotations
 
+import logging
 import math
 from typing import Optional, Tuple
 
@@ -41,10 +43,35 @@ from .viterbi import check_chain_inputs
 LEVEL_LIMITS = {torch.float32: (40.0, 30.0), torch.float64: (300.0, 300.0),
                 torch.float16: (4.0, 4.0), torch.bfloat16: (40.0, 30.0)}
 MAX_LEVELS = 6
+_LOGGER = logging.getLogger(__name__)
+_fallback_logged = False  # the first dense fallback of the process is logged, with its reason
+
+
+def _log_fallback_once(reason: str) -> None:
+    global _fallback_logged
+    if not _fallback_logged:
+        _fallback_logged = True
+        _LOGGER.warning('differentiable_viterbi falls back to the dense evaluation of Q_t '
+                        '(same values, more time and memory than the level one): %s', reason)
 
 
 def _finite_or_zero(values: torch.Tensor) -> torch.Tensor:
     return torch.where(torch.isfinite(values), values, torch.zeros_like(values))
+
+
+def _exp_flushed_(values: torch.Tensor) -> torch.Tensor:
+    """exp of ``values`` in place, results below e^2 x the dtype's smallest normal set to 0.
+
+    CPU exp is 10-80x slower where its result underflows (-inf, a ``log(p + 1e-30)`` floor
+    far below the best edge), so such entries are clamped to a normal result first and then
+    flushed; each entry changes by less than e^2 x tiny (float32: 1e-37). float16, whose
+    normal range ends at 6e-5, is not flushed.
+    """
+    if values.dtype == torch.float16:
+        return values.exp_()
+    normal_floor = math.log(torch.finfo(values.dtype).tiny) + 1.0
+    flushed = torch.exp_(values.clamp_(min=normal_floor))
+    return torch.nn.functional.threshold_(flushed, math.exp(normal_floor + 1.0), 0.0)
 
 
 class _DenseStep:
@@ -52,11 +79,14 @@ class _DenseStep:
 
     def __init__(self, a_prev, to_from, lse):
         scores = a_prev.unsqueeze(1) + to_from
-        self.q = scores.sub_(_finite_or_zero(lse).unsqueeze(-1)).exp_()
+        self.q = _exp_flushed_(scores.sub_(_finite_or_zero(lse).unsqueeze(-1)))
 
     @staticmethod
     def log_normaliser(a_prev, to_from):
-        return torch.logsumexp(a_prev.unsqueeze(1) + to_from, -1)
+        """(B, N_to) logsumexp_i (a_prev(i) + L'(i, j)), as torch.logsumexp with flushed exp."""
+        scores = a_prev.unsqueeze(1) + to_from
+        top = _finite_or_zero(scores.amax(-1, keepdim=True))
+        return (_exp_flushed_(scores.sub_(top)).sum(-1).log_() + top.squeeze(-1))
 
     def left(self, v):
         """(B, N_from) sum_j v(j) Q(j, i) of v (B, N_to)."""
@@ -83,6 +113,13 @@ class _Levels:
         self.edges = torch.exp(transitions - self.shift)  # E (N_from, N_to)
         spread = self.shift - torch.where(torch.isfinite(transitions), transitions, self.shift)
         self.usable = width is not None and bool(spread.max() <= edge_range)
+        if width is None:
+            _log_fallback_once(f'no level limits for dtype {transitions.dtype}')
+        elif not self.usable:
+            _log_fallback_once(
+                f'finite transitions reach {float(spread.max()):.1f} nats below their '
+                f"column's best (level limit {edge_range:g} for {transitions.dtype}), e.g. "
+                'a log(p + eps) floor; forbidden edges as -inf keep the level evaluation')
 
     def split(self, a_prev):
         """Level weights [(w_k (B, N), s_k (B, 1))], or None when too many levels."""
@@ -91,6 +128,8 @@ class _Levels:
         finite = torch.isfinite(depth)
         count = int(depth[finite].max()) + 1 if finite.any() else 1
         if count > MAX_LEVELS:
+            _log_fallback_once(f'forward variables span {count} levels of {self.width:g} nats '
+                               f'(more than MAX_LEVELS={MAX_LEVELS})')
             return None
         levels = []
         for k in range(count):
@@ -135,7 +174,7 @@ class _Chain:
     """Forward variables of the scaled chain and the Q_t operators built from them."""
 
     def __init__(self, transitions, use_levels: bool):
-        self.to_from = transitions.t()
+        self.to_from = transitions.t().contiguous()  # dense steps reduce over its last dim
         self.levels = _Levels(transitions) if use_levels else None
         if self.levels is not None and not self.levels.usable:
             self.levels = None

@@ -1,5 +1,6 @@
 """Data layer: taxonomies, annotation readers, windows, features, PlanningDataset, synthetic
 features (docs/design.md, Data)."""
+from .. import compat_applied  # noqa: F401  (compat fixes before any OpenMMLab import)
 from .annotations import (BadVideoError, VideoAnnotation, Window, build_windows,
                           crosstask_videos, read_crosstask_csv, read_crosstask_tasks,
                           read_json_annotations, read_video_list, read_window_file)

@@ -1,4 +1,5 @@
 """Evaluation metrics registered in ``mmaction.registry.METRICS``; see docs/design.md."""
+from .. import compat_applied  # noqa: F401  (compat fixes before any OpenMMLab import)
 from .planning_metric import PlanningMetric
 
 __all__ = ['PlanningMetric']

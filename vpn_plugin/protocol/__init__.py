@@ -5,3 +5,4 @@
 * :mod:`.report`: the paper's mean ± 90% bootstrap CI width tables and improvements, Markdown/LaTeX;
 * :mod:`.plots`: study curves, parameters vs SR, the qualitative heatmap figure.
 """
+from .. import compat_applied  # noqa: F401  (compat fixes before any OpenMMLab import)

@@ -1,0 +1,52 @@
+"""`import vpn_plugin.core` loads only torch/numpy; `vpn_plugin.mm` loads the MMAction2 side."""
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+OPENMMLAB_SIDE = ('mmaction', 'mmengine', 'mmcv', 'transformers', 'vpn_plugin.compat',
+                  'vpn_plugin.compat_applied', 'vpn_plugin.mm', 'vpn_plugin.models',
+                  'vpn_plugin.datasets', 'vpn_plugin.evaluation', 'vpn_plugin.baselines',
+                  'vpn_plugin.protocol')
+LIST_MODULES = ('import json, sys; import {module}; '
+                'print(json.dumps(sorted(sys.modules)))')
+
+
+def modules_after_import(module: str) -> set:
+    """Names in ``sys.modules`` after importing ``module`` in a fresh interpreter."""
+    done = subprocess.run([sys.executable, '-c', LIST_MODULES.format(module=module)],
+                          cwd=REPO_ROOT, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
+    return set(json.loads(done.stdout.strip().splitlines()[-1]))
+
+
+def loaded_from(modules: set, prefixes) -> list:
+    return sorted(name for name in modules
+                  if any(name == p or name.startswith(p + '.') for p in prefixes))
+
+
+def test_import_core_loads_no_openmmlab_compat_or_registration():
+    modules = modules_after_import('vpn_plugin.core')
+    assert 'vpn_plugin.core.dvl' in modules and 'torch' in modules
+    assert loaded_from(modules, OPENMMLAB_SIDE) == []
+
+
+REGISTERED = """
+import json, vpn_plugin.mm
+from mmaction.registry import DATASETS, HOOKS, METRICS, MODELS
+print(json.dumps({name: sorted(registry.module_dict) for name, registry in
+                  dict(DATASETS=DATASETS, HOOKS=HOOKS, METRICS=METRICS, MODELS=MODELS).items()}))
+"""
+
+
+def test_import_mm_registers_every_module_with_compat_applied():
+    done = subprocess.run([sys.executable, '-c', REGISTERED], cwd=REPO_ROOT,
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
+    registered = json.loads(done.stdout.strip().splitlines()[-1])
+    assert 'PlanningDataset' in registered['DATASETS']
+    assert 'PKGHook' in registered['HOOKS']
+    assert 'PlanningMetric' in registered['METRICS']
+    assert {'ViterbiPlanNet', 'UniformEmissionPlanner', 'PKGBeamSearchPlanner',
+            'DRN'} <= set(registered['MODELS'])  # DRN: compat's placeholder
