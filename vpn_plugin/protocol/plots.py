@@ -186,7 +186,8 @@ def plot_sample_efficiency(rows, out_stem, *, metric='success_rate', dashed=(),
                    for i, h in enumerate(horizons)]
         handles += [Line2D([], [], color='0.3', linestyle='--' if m in dashed else '-', label=m)
                     for m in methods]
-        ax.legend(handles=handles, ncol=2, loc='lower right')
+        ax.legend(handles=handles, ncol=3, loc='upper center', bbox_to_anchor=(0.5, -0.25),
+                  columnspacing=1.0, handlelength=2.2)
         return save_figure(fig, out_stem)
 
 
@@ -416,23 +417,24 @@ def plot_error_overlap(overlaps: list[Overlap], out_stem) -> list[Path]:
     from matplotlib.patches import Circle
     width = ONE_COLUMN if len(overlaps) == 1 else TWO_COLUMNS
     with paper_style() as plt:
-        fig, axes = plt.subplots(1, len(overlaps), figsize=(width, 1.9), squeeze=False)
+        fig, axes = plt.subplots(1, len(overlaps), figsize=(width, 2.0), squeeze=False,
+                                 layout='constrained')
         for ax, o in zip(axes[0], overlaps):
-            for x, colour in ((-0.45, OKABE_ITO[1]), (0.45, OKABE_ITO[0])):
+            for x, colour in ((-0.6, OKABE_ITO[1]), (0.6, OKABE_ITO[0])):
                 ax.add_patch(Circle((x, 0), 1.0, facecolor=colour, alpha=0.25,
                                     edgecolor=colour, linewidth=1.2))
-            ax.text(-0.95, 0, f'{o.fixed}\nfixed\n{o.fixed_pct[0]:.1f}%', ha='center',
+            ax.text(-1.05, 0, f'{o.fixed}\nfixed\n{o.fixed_pct[0]:.1f}%', ha='center',
                     va='center', fontsize=7)
             ax.text(0, 0, f'{o.both_fail}\nboth\nfail', ha='center', va='center', fontsize=7)
-            ax.text(0.95, 0, f'{o.introduced}\nintroduced\n{o.introduced_pct[0]:.1f}%',
+            ax.text(1.05, 0, f'{o.introduced}\nintro-\nduced\n{o.introduced_pct[0]:.1f}%',
                     ha='center', va='center', fontsize=7)
-            ax.text(-0.45, 1.08, f'{o.reference} fails', ha='center', va='bottom', fontsize=7,
+            ax.text(-0.6, 1.08, f'{o.reference} fails', ha='center', va='bottom', fontsize=7,
                     color=OKABE_ITO[1])
-            ax.text(0.45, -1.08, f'{o.method} fails', ha='center', va='top', fontsize=7,
+            ax.text(0.6, -1.08, f'{o.method} fails', ha='center', va='top', fontsize=7,
                     color=OKABE_ITO[0])
-            ax.text(1.5, 0.95, f'both solve\n{o.both_solve}', ha='right', va='top', fontsize=7)
-            ax.set_xlim(-1.6, 1.6)
-            ax.set_ylim(-1.35, 1.35)
+            ax.text(1.75, 1.0, f'both solve\n{o.both_solve}', ha='right', va='top', fontsize=7)
+            ax.set_xlim(-1.75, 1.75)
+            ax.set_ylim(-1.4, 1.4)
             ax.set_aspect('equal')
             ax.axis('off')
         paths = save_figure(fig, out_stem)
@@ -491,11 +493,12 @@ def plot_qualitative(emissions, soft_plan, action_names, out_stem, *, gt_plan, p
             ax.scatter(range(steps), [row_of[int(a)] for a in pred_plan], marker='o', s=10,
                        c='black', path_effects=outline, label='prediction')
             ax.set_xticks(range(steps), [str(t + 1) for t in range(steps)])
-            ax.set_xlabel(f'{name}: step')
+            ax.set_xlabel('Step t')
+            ax.set_title(name, fontsize=7, pad=3)  # panel label, not a caption
         axes[0].set_yticks(range(len(rows)), [_short(action_names[a]) for a in rows])
         fig.colorbar(image, ax=axes, label='Probability', fraction=0.08, pad=0.02)
-        axes[0].legend(loc='upper center', bbox_to_anchor=(1.0, -0.35 * 8 / len(rows)),
-                       ncol=2, handletextpad=0.2)
+        handles, labels = axes[0].get_legend_handles_labels()
+        fig.legend(handles, labels, loc='outside lower center', ncol=2, handletextpad=0.2)
         return save_figure(fig, out_stem)
 
 
