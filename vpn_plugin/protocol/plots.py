@@ -207,7 +207,7 @@ PKG_PERTURBATIONS = {
     'label_noise': Perturbation(2, 'label noise', lambda level: 100.0 * level),
 }
 PKG_PANEL_XLABELS = ('PKG edges dropped (%)', 'Weight noise s.d. (probability)',
-                     'Training windows missing or relabelled (%)')
+                     'Windows missing or relabelled (%)')
 REFERENCE = 'none'
 
 
