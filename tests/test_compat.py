@@ -247,8 +247,8 @@ def test_train_resume_and_test_with_weights_only(toy_config, tmp_path):
 
     metrics_file, dump_file = tmp_path / 'metrics.json', tmp_path / 'predictions.pkl'
     tested = run_python(['tools/test.py', str(toy_config), str(work_dir / 'epoch_3.pth'),
-                         '--work-dir', str(work_dir), '--out', str(metrics_file),
-                         '--dump', str(dump_file)], cwd=REPO_ROOT)
+                         '--work-dir', str(work_dir), '--out-metrics', str(metrics_file),
+                         '--out', str(dump_file)], cwd=REPO_ROOT)
     assert_ok(tested)
     accuracy = json.loads(metrics_file.read_text())['toy/accuracy']
     with open(dump_file, 'rb') as file:

@@ -199,7 +199,7 @@ def test_runner_with_planning_metric_matches_llm_eval(tiny_crosstask, tiny_confi
         metrics = runner.test()
         assert len(server.requests) == sent  # same prompts: every reply comes from the cache
     for name, value in summary['metrics'].items():
-        assert metrics[name] == pytest.approx(value)
+        assert metrics[f'plan/{name}'] == pytest.approx(value)
 
 
 def test_tools_test_runs_llm_config_without_checkpoint(tiny_crosstask, tmp_path, monkeypatch):
@@ -224,7 +224,7 @@ def test_tools_test_runs_llm_config_without_checkpoint(tiny_crosstask, tmp_path,
     test_set = DATASETS.build(tiny_crosstask['test_dataset'])
     expected = expected_echo_metrics(test_set.plans, test_set.plans[:, 0], test_set.plans[:, -1])
     for name, value in expected.items():
-        assert metrics[name] == pytest.approx(value)
+        assert metrics[f'plan/{name}'] == pytest.approx(value)
 
 
 def test_tools_test_requires_checkpoint_for_trainable_models():

@@ -334,8 +334,9 @@ def docs_commands(tool):
     """The ``tools/<tool>.py`` commands of docs/results.md's bash block, continuation lines
     joined, as argument lists (``$R`` kept as a token)."""
     text = (REPO / 'docs' / 'results.md').read_text()
-    block = text.split('```bash', 1)[1].split('```', 1)[0].replace('\\\n', ' ')
-    return [shlex.split(line)[2:] for line in block.splitlines()
+    blocks = [part.split('```', 1)[0] for part in text.split('```bash')[1:]]
+    lines = '\n'.join(blocks).replace('\\\n', ' ').splitlines()
+    return [shlex.split(line)[2:] for line in lines
             if line.strip().startswith(f'.venv/bin/python tools/{tool}.py')]
 
 
@@ -383,12 +384,12 @@ def test_docs_results_commands_match_the_cli_and_the_protocol(tmp_path, capsys):
         assert first_column(made) == first_column(committed)
         assert made.splitlines()[2] == committed.splitlines()[2]  # same header
     plots = load_tool('plots')
-    assert [argv[0] for argv in docs_commands('plots')] == ['params', 'qualitative']
+    assert [argv[0] for argv in docs_commands('plots')] == ['params', 'overlap', 'qualitative']
     for argv in docs_commands('plots'):
         argv = [results if a == '$R' else a for a in argv]
         argv[argv.index('--out') + 1] = str(tmp_path / 'figure')
-        if argv[0] == 'qualitative':  # needs a checkpoint: check the arguments only
-            assert plots.parse_args(argv).index >= 0
+        if argv[0] in ('qualitative', 'overlap'):  # need a checkpoint / per-sample dumps
+            assert plots.parse_args(argv).out
             continue
         plots.main(argv)
         assert (tmp_path / 'figure.png').is_file() and (tmp_path / 'figure.pdf').is_file()

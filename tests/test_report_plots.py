@@ -1,10 +1,37 @@
-"""Protocol figures: the plotted points are the seed means, files are PNG + PDF."""
+"""Protocol figures: the plotted data (seed means, CIs, counts), files are PNG + PDF."""
+import importlib.util
+import json
+from pathlib import Path
+
 import numpy as np
 import pytest
 
-from vpn_plugin.protocol.plots import (curve_points, params_points, plot_curves,
-                                       plot_params_vs_metric, plot_qualitative)
-from vpn_plugin.protocol.results import ResultRow
+from vpn_plugin.protocol.plots import (ONE_COLUMN, curve_points, efficiency_points,
+                                       error_overlap, log_ticks, overlap_table, params_points,
+                                       pkg_quality_panels, plot_curves, plot_error_overlap,
+                                       plot_params_vs_metric, plot_pkg_quality, plot_qualitative,
+                                       plot_sample_efficiency, top_actions)
+from vpn_plugin.protocol.results import ResultRow, append_result
+
+TOOL = Path(__file__).resolve().parents[1] / 'tools' / 'plots.py'
+
+
+def plots_tool():
+    spec = importlib.util.spec_from_file_location('tool_plots', TOOL)
+    tool = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(tool)
+    return tool
+
+
+def assert_publication_files(paths, max_width=ONE_COLUMN):
+    """PNG + PDF; the PDF embeds TrueType fonts (editable text, pdf.fonttype 42); the PNG is
+    at most ``max_width`` inches wide at 300 dpi."""
+    from PIL import Image
+    png, pdf = paths[:2]
+    assert (png.suffix, pdf.suffix) == ('.png', '.pdf')
+    assert b'/FontFile2' in pdf.read_bytes() and b'/Type3' not in pdf.read_bytes()
+    with Image.open(png) as image:
+        assert image.size[0] <= max_width * 300 + 1
 
 
 def study_rows():
@@ -47,28 +74,41 @@ def test_params_plot(tmp_path):
     points = params_points(study_rows(), 'success_rate')
     assert points['VPN'][0] == 1000 and points['VPN'][1] == pytest.approx(np.mean(
         [20 + s for s in range(3)] + [30 + s for s in range(3)] + [35 + s for s in range(3)]))
-    assert plot_params_vs_metric(study_rows(), 'success_rate', tmp_path / 'p')[0].is_file()
+    assert points['Base'][:2] == (10, pytest.approx((10.0 + 20.0 + 25.0) / 3))
+    assert_publication_files(plot_params_vs_metric(study_rows(), 'success_rate', tmp_path / 'p'))
+
+
+def test_log_ticks_are_round_and_enough_on_a_narrow_range():
+    ticks = log_ticks(0.63e6 / 1.15, 0.86e6 * 1.15)
+    assert len(ticks) >= 3 and ticks == sorted(ticks)
+    assert all(t % 50_000 == 0 for t in ticks)
+    assert ticks[0] >= 0.63e6 / 1.15 and ticks[-1] <= 0.86e6 * 1.15
 
 
 def test_qualitative_figure_and_shape_check(tmp_path):
     rng = np.random.default_rng(0)
-    names = [f'action {i}' for i in range(5)]
-    emissions = rng.random((3, 5))
+    names = [f'action {i}' for i in range(12)]
+    emissions = rng.random((3, 12))
     soft = emissions / emissions.sum(1, keepdims=True)
-    pkg = rng.random((5, 5))
-    pkg /= pkg.sum(1, keepdims=True)
-    paths = plot_qualitative(emissions, soft, pkg, names, tmp_path / 'q', gt_plan=[0, 1, 2],
-                             pred_plan=[0, 3, 2], title='sample')
-    assert all(p.is_file() for p in paths)
-    with pytest.raises(ValueError, match=r'\(T, 5\)'):
-        plot_qualitative(emissions[:, :4], soft, pkg, names, tmp_path / 'bad')
+    paths = plot_qualitative(emissions, soft, names, tmp_path / 'q', gt_plan=[0, 1, 2],
+                             pred_plan=[0, 3, 2])
+    assert_publication_files(paths)
+    with pytest.raises(ValueError, match=r'\(T, 12\)'):
+        plot_qualitative(emissions[:, :4], soft, names, tmp_path / 'bad', gt_plan=[0, 1, 2],
+                         pred_plan=[0, 1, 2])
+
+
+def test_top_actions_keep_plans_then_highest_peaks():
+    emissions = np.zeros((2, 10))
+    soft = np.zeros((2, 10))
+    emissions[0, 7], soft[1, 4], soft[0, 9] = 0.9, 0.8, 0.1
+    # ground truth 2, 3; prediction 3, 5; then by peak: 7 (0.9), 4 (0.8), 9 (0.1)
+    assert top_actions(emissions, soft, [2, 3], [3, 5], k=5) == [2, 3, 4, 5, 7]
+    assert top_actions(emissions, soft, [2, 3], [3, 5], k=2) == [2, 3, 5]  # plans always shown
 
 
 def test_curve_cli_groups_perturbations(tmp_path, capsys):
     """tools/plots.py curve on a results file, lines per PKG perturbation (PNG + PDF)."""
-    import importlib.util
-    from pathlib import Path
-    from vpn_plugin.protocol.results import append_result
     results = tmp_path / 'pkg_quality.jsonl'
     for seed in range(2):
         append_result(results, ResultRow('VPN', seed, 3, {'success_rate': 40.0 + seed},
@@ -79,12 +119,134 @@ def test_curve_cli_groups_perturbations(tmp_path, capsys):
                 append_result(results, ResultRow(
                     'VPN', seed, 3, {'success_rate': 40.0 - 20 * level}, protocol='pkg_quality',
                     variant=dict(perturbation=kind, level=level)))
-    path = Path(__file__).resolve().parents[1] / 'tools' / 'plots.py'
-    spec = importlib.util.spec_from_file_location('tool_plots', path)
-    tool = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(tool)
-    tool.main(['curve', str(results), '--x', 'level', '--group', 'perturbation',
+    plots_tool().main(['curve', str(results), '--x', 'level', '--group', 'perturbation',
                '--protocol', 'pkg_quality', '--out', str(tmp_path / 'robustness')])
     printed = capsys.readouterr().out.split()
     assert printed == [str(tmp_path / 'robustness.png'), str(tmp_path / 'robustness.pdf')]
     assert all(Path(p).stat().st_size > 1000 for p in printed)
+
+
+def efficiency_rows():
+    """SR = 10 * T + 20 * fraction + seed (ViterbiPlanNet), 5 less without the PKG."""
+    return [ResultRow(method, seed, horizon,
+                      {'success_rate': 10 * horizon + 20 * fraction + seed - drop},
+                      variant=dict(train_fraction=fraction))
+            for seed in range(3) for horizon in (3, 4, 5, 6) for fraction in (0.1, 0.5, 1.0)
+            for method, drop in (('ViterbiPlanNet', 0), ('w/o PKG', 5))]
+
+
+def test_sample_efficiency_points_per_method_and_horizon(tmp_path):
+    points = efficiency_points(efficiency_rows())
+    assert list(points)[:2] == [('ViterbiPlanNet', 3), ('w/o PKG', 3)]  # ordered by T
+    assert len(points) == 8
+    line = points[('w/o PKG', 5)]
+    assert [p[0] for p in line] == [10.0, 50.0, 100.0]  # percent of the training windows
+    assert [p[1] for p in line] == pytest.approx([50 + 20 * f + 1 - 5 for f in (0.1, 0.5, 1.0)])
+    assert all(low <= mean <= high and high > low for _, mean, low, high in line)
+    with pytest.raises(ValueError, match="variant 'train_fraction'"):
+        efficiency_points([ResultRow('A', 0, 3, {'success_rate': 1.0})])
+    assert_publication_files(plot_sample_efficiency(efficiency_rows(), tmp_path / 'eff',
+                                                    dashed=['w/o PKG']))
+
+
+def pkg_rows():
+    rows = [ResultRow('VPN', seed, 3, {'success_rate': 40.0 + seed},
+                      variant=dict(perturbation='none', level=0.0)) for seed in range(2)]
+    for kind, levels in (('edge_dropout', (0.1, 0.5)), ('weight_noise', (0.5, 1.0)),
+                         ('data_fraction', (0.5, 0.25)), ('label_noise', (0.25,))):
+        rows += [ResultRow('VPN', seed, 3, {'success_rate': 30.0 + seed - level},
+                           variant=dict(perturbation=kind, level=level))
+                 for seed in range(2) for level in levels]
+    return rows
+
+
+def test_pkg_quality_panels(tmp_path):
+    dropout, noise, data = pkg_quality_panels(pkg_rows())
+    assert list(dropout) == ['edge dropout'] and list(noise) == ['weight noise']
+    assert list(data) == ['partial data', 'label noise']
+    assert [c for x, m, _, _ in dropout['edge dropout'] for c in (x, m)] == pytest.approx(
+        [0.0, 40.5, 10.0, 30.4, 50.0, 30.0])  # x in percent; reference at 0
+    assert [x for x, *_ in noise['weight noise']] == [0.0, 0.5, 1.0]  # sigma as is
+    # partial data: level = fraction kept, x = percent missing
+    assert [c for x, m, _, _ in data['partial data'] for c in (x, m)] == pytest.approx(
+        [0.0, 40.5, 50.0, 30.0, 75.0, 30.25])
+    with pytest.raises(ValueError, match="perturbation 'blur'"):
+        pkg_quality_panels([ResultRow('VPN', 0, 3, {'success_rate': 1.0},
+                                      variant=dict(perturbation='blur', level=0.1))])
+    assert_publication_files(plot_pkg_quality(pkg_rows(), tmp_path / 'pkg'), max_width=6.9)
+
+
+def write_dump(path, solved, gt):
+    path.write_text(json.dumps(dict(sample_idx=list(range(len(solved))), gt_plan=gt.tolist(),
+                                    pred_plan=gt.tolist(),
+                                    scores=dict(success_rate=[100.0 * s for s in solved]))))
+    return str(path)
+
+
+def overlap_rows(tmp_path, num_windows=40, seeds=(0, 1, 2)):
+    """Random per-window successes of two methods; returns (rows, {(method, seed): solved})."""
+    rng = np.random.default_rng(0)
+    gt = rng.integers(0, 9, size=(num_windows, 3))
+    rows, solved = [], {}
+    for seed in seeds:
+        for method in ('VPN', 'Base'):
+            solved[method, seed] = rng.random(num_windows) < 0.4
+            dump = write_dump(tmp_path / f'{method}_{seed}.json', solved[method, seed], gt)
+            rows.append(ResultRow(method, seed, 6, {'success_rate': 0.0}, per_sample_file=dump))
+    return rows, solved
+
+
+def test_error_overlap_counts_match_set_arithmetic(tmp_path):
+    rows, solved = overlap_rows(tmp_path)
+    overlap = error_overlap(rows, 'VPN', 'Base', horizon=6)
+    fixed = introduced = both_fail = both_solve = 0
+    fixed_pct = []
+    for seed in range(3):
+        ours = {i for i, s in enumerate(solved['VPN', seed]) if s}
+        theirs = {i for i, s in enumerate(solved['Base', seed]) if s}
+        every = set(range(40))
+        fixed += len(ours - theirs)
+        introduced += len(theirs - ours)
+        both_solve += len(ours & theirs)
+        both_fail += len(every - ours - theirs)
+        fixed_pct.append(100 * len(ours - theirs) / len(every - theirs))
+    assert (overlap.fixed, overlap.introduced, overlap.both_solve, overlap.both_fail) == (
+        fixed, introduced, both_solve, both_fail)
+    assert overlap.total == 120 and overlap.seeds == [0, 1, 2]
+    assert overlap.fixed_pct[0] == pytest.approx(np.mean(fixed_pct))
+    assert f'| VPN | Base | 3 | 120 | {both_fail} | {fixed} | {introduced} |' in overlap_table(
+        [overlap])
+    paths = plot_error_overlap([overlap], tmp_path / 'venn')
+    assert_publication_files(paths)
+    assert paths[2].read_text() == overlap_table([overlap])
+
+
+def test_error_overlap_refuses_mismatched_dumps(tmp_path):
+    rows, _ = overlap_rows(tmp_path, seeds=(0,))
+    other = np.zeros((40, 3), dtype=int)
+    rows[1].per_sample_file = write_dump(tmp_path / 'other.json', [True] * 40, other)
+    with pytest.raises(ValueError, match='sample 0: ground truth'):
+        error_overlap(rows, 'VPN', 'Base')
+    with pytest.raises(ValueError, match="no results row of 'LLM'"):
+        error_overlap(rows, 'LLM', 'Base')
+    rows[1].per_sample_file = str(tmp_path / 'missing.json')
+    with pytest.raises(FileNotFoundError, match='missing.json'):
+        error_overlap(rows, 'VPN', 'Base')
+
+
+def test_cli_efficiency_pkg_quality_and_overlap(tmp_path, capsys):
+    rows, _ = overlap_rows(tmp_path)
+    for name, made in (('eff', efficiency_rows()), ('pkg', pkg_rows()), ('ovl', rows)):
+        for row in made:
+            append_result(tmp_path / f'{name}.jsonl', row)
+    tool = plots_tool()
+    tool.main(['efficiency', str(tmp_path / 'eff.jsonl'), '--dashed', 'w/o PKG',
+               '--out', str(tmp_path / 'f1')])
+    tool.main(['pkg-quality', str(tmp_path / 'pkg.jsonl'), '--out', str(tmp_path / 'f2')])
+    tool.main(['overlap', str(tmp_path / 'ovl.jsonl'), '--pair', 'VPN', 'Base', '--pair',
+               'Base', 'VPN', '--out', str(tmp_path / 'f3')])
+    printed = capsys.readouterr().out.split()
+    assert printed == [str(tmp_path / name) for name in (
+        'f1.png', 'f1.pdf', 'f2.png', 'f2.pdf', 'f3.png', 'f3.pdf', 'f3.md')]
+    table = (tmp_path / 'f3.md').read_text().splitlines()
+    assert table[2].startswith('| VPN | Base |') and table[3].startswith('| Base | VPN |')

@@ -2,6 +2,7 @@
 import copy
 import json
 import os
+import pickle
 import subprocess
 import sys
 from pathlib import Path
@@ -206,7 +207,7 @@ def _train_and_test(args, config: str, work_dir: Path, env) -> dict:
     out = work_dir / 'metrics.json'
     subprocess.run([sys.executable, 'tools/test.py', config,
                     str(work_dir / f'epoch_{DIST_EPOCHS}.pth'), '--work-dir',
-                    str(work_dir / 'test'), '--out', str(out)],
+                    str(work_dir / 'test'), '--out-metrics', str(out)],
                    check=True, cwd=ROOT, env=env, stdout=subprocess.DEVNULL, timeout=300)
     return json.loads(out.read_text())
 
@@ -246,6 +247,41 @@ def test_two_process_torchrun_matches_one_process(tiny_cfg, tmp_path):
           f'last-epoch change: {one_epoch_change:.2e}')
     assert one_epoch_change > 1e-4
     assert _max_difference(last, two) < 0.05 * one_epoch_change
+
+
+def load_tool(name):
+    """tools/<name>.py as a module (by path: ``test`` is also a stdlib package)."""
+    import importlib.util
+    spec = importlib.util.spec_from_file_location(f'vpn_tool_{name}', ROOT / 'tools' / f'{name}.py')
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_test_tool_out_pickles_predictions_and_metrics_go_to_json(trained, tiny_cfg, tmp_path):
+    """tools/test.py --out FILE.pkl: MMAction2's prediction dump; --out-metrics: the metrics."""
+    runner, _ = trained
+    config = _write_config(copy.deepcopy(tiny_cfg), tmp_path / 'config.py')
+    checkpoint = str(Path(runner.work_dir) / f'epoch_{EPOCHS}.pth')
+    predictions, metrics_file = tmp_path / 'preds.pkl', tmp_path / 'metrics.json'
+    returned = load_tool('test').main([config, checkpoint, '--work-dir', str(tmp_path / 'w'),
+                                       '--out', str(predictions),
+                                       '--out-metrics', str(metrics_file)])
+    written = json.loads(metrics_file.read_text())
+    assert set(written) == {f'plan/{name}' for name in vpn_plugin.core.METRIC_NAMES}
+    assert written == pytest.approx({k: float(v) for k, v in returned.items()})
+    with open(predictions, 'rb') as file:
+        samples = pickle.load(file)  # written by this test's own run
+    dataset = runner.test_dataloader.dataset
+    assert isinstance(samples, list) and len(samples) == len(dataset)
+    samples = sorted(samples, key=lambda s: int(s['sample_idx']))
+    gt = np.stack([np.asarray(s['gt_plan']) for s in samples])
+    np.testing.assert_array_equal(gt, dataset.plans)
+    recomputed = planning_metrics(np.stack([np.asarray(s['pred_plan']) for s in samples]), gt)
+    for name, value in recomputed.items():
+        assert written[f'plan/{name}'] == pytest.approx(value)
+    with pytest.raises(SystemExit, match='expected a .pkl'):
+        load_tool('test').main([config, checkpoint, '--out', str(tmp_path / 'metrics.json')])
 
 
 def test_plan_tool_prints_named_plans(trained, tiny_cfg, tmp_path, capsys):

@@ -2,6 +2,7 @@
 # Multi-process training with torchrun, on GPUs or (gloo) on CPU.
 #   tools/dist_train.sh CONFIG NPROC [tools/train.py args...]
 # NNODES, NODE_RANK, MASTER_ADDR, PORT select a multi-node run.
+# VPN_TOOL=test.py runs tools/test.py instead (tools/dist_test.sh).
 set -euo pipefail
 if [ $# -lt 2 ]; then
     echo "usage: $0 CONFIG NPROC [train.py args...]" >&2
@@ -18,4 +19,4 @@ exec "$PYTHON" -m torch.distributed.run \
     --master_addr="${MASTER_ADDR:-127.0.0.1}" \
     --master_port="${PORT:-29500}" \
     --nproc_per_node="$NPROC" \
-    "$ROOT/tools/train.py" "$CONFIG" --launcher pytorch "$@"
+    "$ROOT/tools/${VPN_TOOL:-train.py}" "$CONFIG" "$@" --launcher pytorch

@@ -1,16 +1,23 @@
-"""Protocol figures (PNG + PDF): study curves, parameters vs SR, the qualitative figure.
+"""Protocol figures (PNG + PDF, publication grade) from results files and per-sample dumps.
 
-    # metric vs a study setting (one line per method, or per variant group)
-    .venv/bin/python tools/plots.py curve work_dirs/protocol/sample_efficiency/results.jsonl \
-        --x train_fraction --out docs/figures/sample_efficiency
-    .venv/bin/python tools/plots.py curve work_dirs/protocol/pkg_quality/results.jsonl \
-        --x level --group perturbation --out docs/figures/pkg_quality
-    # parameters vs success rate, one point per method
-    .venv/bin/python tools/plots.py params work_dirs/protocol/standard/results.jsonl --horizon 3 \
+    R=work_dirs/protocol
+    # parameters vs success rate, one marker per method (90% CI over seeds)
+    .venv/bin/python tools/plots.py params $R/standard/results.jsonl --horizon 3 \
         --out docs/figures/params_vs_sr
-    # emissions / soft plan heatmaps of one test sample + the PKG
+    # sample efficiency: colour = T, dashed = without the PKG
+    .venv/bin/python tools/plots.py efficiency $R/sample_efficiency/results.jsonl \
+        --dashed 'w/o PKG (uniform graph)' 'Base Model' --out docs/figures/sample_efficiency
+    # PKG quality: edge dropout | weight noise | partial / noisy data
+    .venv/bin/python tools/plots.py pkg-quality $R/pkg_quality/results.jsonl \
+        --out docs/figures/pkg_quality
+    # windows fixed / introduced (Venn of failures + table .md), from the per-sample dumps
+    .venv/bin/python tools/plots.py overlap $R/pkg_and_task/results.jsonl --horizon 3 \
+        --pair ViterbiPlanNet 'Base Model' --out docs/figures/error_overlap
+    # emissions / soft plan of one test window over the top-k actions of its task
     .venv/bin/python tools/plots.py qualitative configs/vpn_crosstask_t3.py CKPT --index 0 \
         --out docs/figures/qualitative
+    # any metric vs any variant setting
+    .venv/bin/python tools/plots.py curve RESULTS --x level --group perturbation --out FIG
 """
 import argparse
 import sys
@@ -25,50 +32,74 @@ from vpn_plugin.protocol.results import filter_rows, read_results  # noqa: E402
 def parse_args(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest='kind', required=True)
-    curve = sub.add_parser('curve', help='metric vs a variant setting')
-    curve.add_argument('results', nargs='+')
-    curve.add_argument('--x', required=True, help='variant key on the x axis')
-    curve.add_argument('--group', help='variant key naming the lines (default: method)')
-    curve.add_argument('--log-x', action='store_true')
-    params = sub.add_parser('params', help='parameters vs a metric')
-    params.add_argument('results', nargs='+')
-    params.add_argument('--horizon', type=int)
-    for p in (curve, params):
-        p.add_argument('--metric', default='success_rate')
-        p.add_argument('--protocol')
-        p.add_argument('--methods', nargs='+')
-    quali = sub.add_parser('qualitative', help='heatmaps of one test sample')
+    kinds = {name: sub.add_parser(name, help=text) for name, text in (
+        ('curve', 'metric vs a variant setting'), ('params', 'parameters vs a metric'),
+        ('efficiency', 'sample efficiency curves (T=3..6, dashed = without PKG)'),
+        ('pkg-quality', 'three panels: edge dropout, weight noise, partial / noisy data'),
+        ('overlap', 'test windows fixed / introduced between methods (Venn + table)'),
+        ('qualitative', 'heatmaps of one test window'))}
+    for name, p in kinds.items():
+        if name != 'qualitative':
+            p.add_argument('results', nargs='+', help='results files (.jsonl / .csv)')
+            p.add_argument('--protocol')
+            p.add_argument('--methods', nargs='+')
+        if name not in ('qualitative', 'overlap'):
+            p.add_argument('--metric', default='success_rate')
+        p.add_argument('--out', required=True, help='output stem (writes .png and .pdf)')
+    kinds['curve'].add_argument('--x', required=True, help='variant key on the x axis')
+    kinds['curve'].add_argument('--group', help='variant key naming the lines (default: method)')
+    kinds['curve'].add_argument('--log-x', action='store_true')
+    kinds['params'].add_argument('--horizon', type=int)
+    kinds['efficiency'].add_argument('--dashed', nargs='+', default=[],
+                                     help='methods without the PKG (drawn dashed)')
+    kinds['overlap'].add_argument('--pair', nargs=2, action='append', required=True,
+                                  metavar=('METHOD', 'REFERENCE'), help='one Venn per pair')
+    kinds['overlap'].add_argument('--horizon', type=int)
+    quali = kinds['qualitative']
     quali.add_argument('config')
     quali.add_argument('checkpoint')
     quali.add_argument('--index', type=int, default=0, help='test sample index')
+    quali.add_argument('--top-k', type=int, default=8, help='actions shown')
     quali.add_argument('--cfg-options', nargs='+', default=[], metavar='KEY=VALUE')
-    for p in (curve, params, quali):
-        p.add_argument('--title', default='')
-        p.add_argument('--out', required=True, help='output stem (writes .png and .pdf)')
     return parser.parse_args(argv)
+
+
+def figure_from_results(args, rows):
+    if args.kind == 'curve':
+        return plots.plot_curves(rows, args.x, args.metric, args.out, group_key=args.group,
+                                 log_x=args.log_x)
+    if args.kind == 'params':
+        return plots.plot_params_vs_metric(rows, args.metric, args.out, horizon=args.horizon)
+    if args.kind == 'efficiency':
+        return plots.plot_sample_efficiency(rows, args.out, metric=args.metric,
+                                            dashed=args.dashed)
+    if args.kind == 'pkg-quality':
+        return plots.plot_pkg_quality(rows, args.out, metric=args.metric)
+    overlaps = [plots.error_overlap(rows, method, reference, args.horizon)
+                for method, reference in args.pair]
+    return plots.plot_error_overlap(overlaps, args.out)
+
+
+def qualitative_figure(args):
+    import vpn_plugin.mm  # noqa: F401  (registration)
+    options = {key: _literal(value) for key, value in
+               (item.split('=', 1) for item in args.cfg_options)}
+    data = plots.qualitative_from_checkpoint(args.config, args.checkpoint, args.index, options)
+    print(f'caption: {data.pop("caption")}', file=sys.stderr)
+    return plots.plot_qualitative(**data, out_stem=args.out, k=args.top_k)
 
 
 def main(argv=None):
     args = parse_args(argv)
     if args.kind == 'qualitative':
-        import vpn_plugin.mm  # noqa: F401  (registration)
-        options = dict(item.split('=', 1) for item in args.cfg_options)
-        data = plots.qualitative_from_checkpoint(args.config, args.checkpoint, args.index,
-                                                 {k: _literal(v) for k, v in options.items()})
-        title = args.title or data.pop('title')
-        data.pop('title', None)
-        paths = plots.plot_qualitative(**data, out_stem=args.out, title=title)
+        paths = qualitative_figure(args)
     else:
         rows = filter_rows(read_results(args.results), protocol=args.protocol,
                            methods=args.methods)
-        if args.kind == 'curve':
-            paths = plots.plot_curves(rows, args.x, args.metric, args.out, group_key=args.group,
-                                      log_x=args.log_x, title=args.title)
-        else:
-            paths = plots.plot_params_vs_metric(rows, args.metric, args.out,
-                                                horizon=args.horizon, title=args.title)
+        paths = figure_from_results(args, rows)
     for path in paths:
         print(path)
+    return paths
 
 
 def _literal(text):

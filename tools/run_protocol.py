@@ -2,6 +2,8 @@
 
     .venv/bin/python tools/run_protocol.py configs/protocol/standard_crosstask.py \
         --seeds 0 1 2 --max-epochs 30 --out work_dirs/protocol
+    # every run with its config, seed, horizons, epochs, folder and estimated time; no training
+    .venv/bin/python tools/run_protocol.py configs/protocol/standard_crosstask.py --dry-run
     .venv/bin/python tools/report.py work_dirs/protocol/standard/results.jsonl
 
 Resumable: rerunning the same command skips finished trainings and tests. The protocol
@@ -16,6 +18,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import vpn_plugin.mm  # noqa: E402,F401  (compat fixes + registration before configs are read)
 from vpn_plugin.data_paths import add_data_arguments, data_path_args  # noqa: E402
+from vpn_plugin.protocol.dry_run import CPU_EPOCH_SECONDS, format_plan, plan_runs  # noqa: E402
 from vpn_plugin.protocol.runner import (ProtocolRunner, check_units, expand_units,  # noqa: E402
                                          load_protocol)
 
@@ -33,7 +36,12 @@ def parse_args(argv=None):
     parser.add_argument('--batch-size', type=int, help='override every dataloader batch size')
     parser.add_argument('--log-level', default='WARNING', help='mmengine log level of each run')
     parser.add_argument('--dry-run', action='store_true',
-                        help='list the runs, check their configs and options, and exit')
+                        help='list the runs (config, seed, horizons, epochs, folder, estimated '
+                        'time), check their configs and options, and exit')
+    parser.add_argument('--epoch-seconds', type=float, default=CPU_EPOCH_SECONDS,
+                        help='seconds per training epoch for the --dry-run estimate (default: '
+                        'measured on one CPU thread, CrossTask T=3; tools/benchmark_epoch.py '
+                        'measures yours)')
     add_data_arguments(parser)
     return parser.parse_args(argv)
 
@@ -43,15 +51,14 @@ def main(argv=None):
     protocol = load_protocol(args.protocol)
     units = expand_units(protocol, seeds=args.seeds, methods=args.methods,
                          horizons=args.horizons)
-    if args.dry_run:
-        for unit in units:
-            tests = ', '.join(f'{t.method} (T={t.horizon})' for t in unit.tests)
-            print(f'{unit.slug} T={unit.horizon} seed={unit.seed} train={unit.train}: {tests}')
-        print(f'{len(units)} runs; {check_units(units)} configs checked')
-        return units
     runner = ProtocolRunner(protocol, args.out, max_epochs=args.max_epochs,
                             val_interval=args.val_interval, batch_size=args.batch_size,
                             log_level=args.log_level, data_paths=data_path_args(args))
+    if args.dry_run:
+        planned = plan_runs(units, runner.unit_dir, runner.max_epochs, args.epoch_seconds)
+        print('\n'.join(format_plan(planned, args.epoch_seconds)))
+        print(f'{len(units)} runs; {check_units(units)} configs checked')
+        return units
     results = runner.run(units)
     print(results)
     return results

@@ -2,6 +2,7 @@
 # Training on a slurm cluster, one task per GPU.
 #   tools/slurm_train.sh PARTITION JOB_NAME CONFIG [tools/train.py args...]
 # GPUS (default 8), GPUS_PER_NODE (8), CPUS_PER_TASK (4), SRUN_ARGS tune the job.
+# VPN_TOOL=test.py runs tools/test.py instead (tools/slurm_test.sh).
 set -euo pipefail
 if [ $# -lt 3 ]; then
     echo "usage: $0 PARTITION JOB_NAME CONFIG [train.py args...]" >&2
@@ -25,4 +26,4 @@ srun -p "$PARTITION" \
     --cpus-per-task="$CPUS_PER_TASK" \
     --kill-on-bad-exit=1 \
     ${SRUN_ARGS:-} \
-    "$PYTHON" -u "$ROOT/tools/train.py" "$CONFIG" --launcher slurm "$@"
+    "$PYTHON" -u "$ROOT/tools/${VPN_TOOL:-train.py}" "$CONFIG" "$@" --launcher slurm

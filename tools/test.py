@@ -1,7 +1,12 @@
 """Evaluate a checkpoint on a config's test split with the mmengine Runner.
 
     .venv/bin/python tools/test.py configs/vpn_crosstask_t3.py work_dirs/.../epoch_50.pth \
-        [--out metrics.json] [--dump predictions.pkl]
+        [--out predictions.pkl] [--out-metrics metrics.json]
+    tools/dist_test.sh CONFIG CHECKPOINT NPROC [test.py args...]      # torchrun, CPU or GPU
+
+As in MMAction2/mmdet, ``--out`` (alias ``--dump``) pickles the predictions (one dict per test
+sample: ``pred_plan``, ``gt_plan``, ``soft_plan``, ``emissions``, ...) through mmengine's
+``DumpResults``; the metrics go to ``--out-metrics``, by default ``<log dir>/test_metrics.json``.
 """
 import argparse
 import json
@@ -11,8 +16,8 @@ import os.path as osp
 import vpn_plugin.compat_applied  # noqa: F401  (compat fixes before configs are parsed)
 from vpn_plugin.compat import shutdown_distributed
 from vpn_plugin.data_paths import add_data_arguments, data_path_args, load_config as read_config
+from vpn_plugin.runner import build_runner
 from mmengine.config import DictAction
-from mmengine.runner import Runner
 
 
 def parse_args(argv=None):
@@ -22,8 +27,10 @@ def parse_args(argv=None):
                         help='checkpoint file (.pth); may be omitted only for models without '
                         'trainable parameters (e.g. LLMPlanner, UniformEmissionPlanner)')
     parser.add_argument('--work-dir', help='where logs go (default: work_dirs/<config name>)')
-    parser.add_argument('--out', help='write the test metrics to this JSON file')
-    parser.add_argument('--dump', help='pickle the raw predictions to this .pkl file')
+    parser.add_argument('--out', '--dump', dest='out', metavar='FILE.pkl',
+                        help='pickle the predictions (list of per-sample dicts) to this file')
+    parser.add_argument('--out-metrics', metavar='FILE.json',
+                        help='write the test metrics here (default: <log dir>/test_metrics.json)')
     parser.add_argument('--cfg-options', nargs='+', action=DictAction,
                         help='override config keys, e.g. test_dataloader.batch_size=64')
     parser.add_argument('--launcher', choices=['none', 'pytorch', 'slurm', 'mpi'],
@@ -37,7 +44,8 @@ def parse_args(argv=None):
 
 def add_dump(cfg, dump_path):
     if not dump_path.endswith(('.pkl', '.pickle')):
-        raise SystemExit(f'--dump {dump_path}: expected a .pkl or .pickle file name')
+        raise SystemExit(f'--out {dump_path}: expected a .pkl or .pickle file name '
+                         '(the predictions; metrics go to --out-metrics)')
     evaluators = cfg.test_evaluator
     if not isinstance(evaluators, (list, tuple)):
         evaluators = [evaluators]
@@ -53,8 +61,8 @@ def load_config(args):
                     or osp.join('work_dirs', osp.splitext(osp.basename(args.config))[0]))
     cfg.load_from = args.checkpoint
     cfg.resume = False
-    if args.dump:
-        add_dump(cfg, args.dump)
+    if args.out:
+        add_dump(cfg, args.out)
     return cfg
 
 
@@ -73,12 +81,14 @@ def write_metrics(metrics, path):
 
 def main(argv=None):
     args = parse_args(argv)
-    runner = Runner.from_cfg(load_config(args))
+    runner = build_runner(load_config(args))
     if args.checkpoint is None:
         require_parameter_free(runner.model, args.config)
     metrics = runner.test()
-    if args.out and runner.rank == 0:
-        write_metrics(metrics, args.out)
+    if runner.rank == 0:
+        path = args.out_metrics or osp.join(runner.log_dir, 'test_metrics.json')
+        write_metrics(metrics, path)
+        runner.logger.info(f'test metrics written to {path}')
     shutdown_distributed()
     return metrics
 

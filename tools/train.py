@@ -2,6 +2,9 @@
 
     .venv/bin/python tools/train.py configs/vpn_crosstask_t3.py [--resume] [--amp]
     tools/dist_train.sh configs/vpn_crosstask_t3.py 2       # torchrun, CPU or GPU
+
+Same flags as MMAction2's ``tools/train.py`` (``--no-validate``, ``--auto-scale-lr``,
+``--diff-rank-seed``, ``--launcher``, ...); the config is written to the work dir, not logged.
 """
 import argparse
 import os
@@ -12,8 +15,8 @@ import torch
 import vpn_plugin.compat_applied  # noqa: F401  (compat fixes before configs are parsed)
 from vpn_plugin.compat import shutdown_distributed
 from vpn_plugin.data_paths import add_data_arguments, data_path_args, load_config as read_config
+from vpn_plugin.runner import build_runner
 from mmengine.config import DictAction
-from mmengine.runner import Runner
 
 
 def parse_args(argv=None):
@@ -37,9 +40,36 @@ def parse_args(argv=None):
     # torch.distributed.launch passes --local-rank; torchrun sets LOCAL_RANK.
     parser.add_argument('--local-rank', '--local_rank', type=int, default=0)
     add_data_arguments(parser)
+    add_mmaction_flags(parser)
     args = parser.parse_args(argv)
     os.environ.setdefault('LOCAL_RANK', str(args.local_rank))
     return args
+
+
+def add_mmaction_flags(parser):
+    """MMAction2 ``tools/train.py`` switches not covered above."""
+    parser.add_argument('--no-validate', action='store_true',
+                        help='no validation during training (drops val_cfg/loader/evaluator)')
+    parser.add_argument('--auto-scale-lr', action='store_true',
+                        help='scale the learning rate by (total batch size) / '
+                        'auto_scale_lr.base_batch_size')
+    parser.add_argument('--diff-rank-seed', action='store_true',
+                        help='a different seed on each distributed rank')
+
+
+def apply_mmaction_flags(cfg, args):
+    """Fold ``--no-validate``, ``--auto-scale-lr``, ``--diff-rank-seed`` into the config."""
+    if args.no_validate:
+        cfg.val_cfg = cfg.val_dataloader = cfg.val_evaluator = None
+        checkpoint = cfg.get('default_hooks', {}).get('checkpoint', {})
+        checkpoint.pop('save_best', None)  # nothing to select on without validation
+    if args.auto_scale_lr:
+        if 'base_batch_size' not in cfg.get('auto_scale_lr', {}):
+            raise SystemExit(f'--auto-scale-lr: {args.config} has no '
+                             'auto_scale_lr.base_batch_size (the batch size its lr is for)')
+        cfg.auto_scale_lr.enable = True
+    if args.diff_rank_seed:
+        cfg.setdefault('randomness', dict(seed=None))['diff_rank_seed'] = True
 
 
 def default_work_dir(config_path):
@@ -74,6 +104,7 @@ def apply_args(cfg, args):
         randomness['deterministic'] = True
     if args.tensorboard:
         cfg.visualizer.vis_backends.append(dict(type='TensorboardVisBackend'))
+    apply_mmaction_flags(cfg, args)
     return cfg
 
 
@@ -84,7 +115,7 @@ def load_config(args):
 
 def main(argv=None):
     args = parse_args(argv)
-    runner = Runner.from_cfg(load_config(args))
+    runner = build_runner(load_config(args))
     runner.train()
     shutdown_distributed()
 

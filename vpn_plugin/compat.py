@@ -229,7 +229,7 @@ def fix_checkpoint_weights_only():
 
 # --- mmengine: CPU multi-process (gloo, DDP without device_ids) -------------
 
-def _has_accelerator():
+def has_accelerator():
     from mmengine.device import get_device
     return get_device() not in ('cpu', 'mps')
 
@@ -237,7 +237,7 @@ def _has_accelerator():
 def _cpu_aware_init_dist_pytorch(original):
     @functools.wraps(original)
     def init(backend, init_backend='torch', **kwargs):
-        if _has_accelerator():
+        if has_accelerator():
             return original(backend, init_backend=init_backend, **kwargs)
         if init_backend != 'torch':
             raise ValueError(f"dist_cfg.init_backend={init_backend!r} needs a GPU; "

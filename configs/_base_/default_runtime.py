@@ -1,6 +1,8 @@
 # Runtime defaults shared by every vpn_plugin config (mmengine Runner keys).
 default_scope = 'mmaction'
 custom_imports = dict(imports=['vpn_plugin.mm'], allow_failed_imports=False)
+# mmengine Runner that logs the distributed backend it uses and writes (not logs) the config
+runner_type = 'PlanningRunner'
 
 default_hooks = dict(
     runtime_info=dict(type='RuntimeInfoHook'),
@@ -12,8 +14,8 @@ default_hooks = dict(
     checkpoint=dict(type='CheckpointHook', interval=1, max_keep_ckpts=3),
     sampler_seed=dict(type='DistSamplerSeedHook'))
 
-# 'nccl' is the GPU default; vpn_plugin.compat switches to 'gloo' when CUDA is
-# absent, so the same config trains multi-process on CPU.
+# 'nccl' is the GPU default; PlanningRunner switches to 'gloo' when CUDA is absent
+# (and logs it), so the same config trains multi-process on CPU.
 env_cfg = dict(
     cudnn_benchmark=False,
     mp_cfg=dict(mp_start_method='fork', opencv_num_threads=0),

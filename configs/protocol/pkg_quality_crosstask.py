@@ -1,6 +1,6 @@
 # PKG quality: ViterbiPlanNet trained and tested with a perturbed PKG (PKGHook options, seeded
 # by the run seed): edge dropout, weight noise, PKG from part of the data, label noise.
-# Plot with tools/plots.py curve ... --x level --group perturbation
+# Plot (three panels) with tools/plots.py pkg-quality RESULTS --out docs/figures/pkg_quality
 protocol = 'pkg_quality'
 dataset = 'crosstask'
 seeds = [0, 1, 2, 3, 4]

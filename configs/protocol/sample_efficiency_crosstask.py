@@ -1,8 +1,8 @@
 # Sample efficiency: train on 5..100% of the training windows (a subset drawn with the run
 # seed: run_protocol sets subset_seed) with the visual encoder frozen, ViterbiPlanNet vs
 # Base Model, CrossTask T=3. Plot with
-#   .venv/bin/python tools/plots.py curve work_dirs/protocol/sample_efficiency/results.jsonl \
-#       --x train_fraction --out docs/figures/sample_efficiency
+#   .venv/bin/python tools/plots.py efficiency work_dirs/protocol/sample_efficiency/results.jsonl \
+#       --dashed 'Base Model' --out docs/figures/sample_efficiency
 protocol = 'sample_efficiency'
 dataset = 'crosstask'
 seeds = [0, 1, 2, 3, 4]

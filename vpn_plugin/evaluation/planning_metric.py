@@ -3,6 +3,9 @@
 Scores are computed per sample and averaged once over the whole (collected) dataset, so the
 result does not depend on batch size, order or the number of processes.
 
+Metric keys carry the prefix ``plan/`` (``plan/success_rate``, ...) so that loggers and
+TensorBoard keep them apart from the training scalars; ``save_best`` names the prefixed key.
+
 ``out_file`` (optional) receives a JSON dump for the protocol tools::
 
     {"metrics": {name: percent},              # same as the returned dict (without prefix)
@@ -40,9 +43,10 @@ class PlanningMetric(BaseMetric):
 
     Args:
         out_file: optional JSON path for the per-sample scores (see module docstring).
-        collect_device, prefix: as in :class:`mmengine.evaluator.BaseMetric`.
+        collect_device, prefix: as in :class:`mmengine.evaluator.BaseMetric`
+            (``prefix=None`` keeps :attr:`default_prefix`).
     """
-    default_prefix = None
+    default_prefix = 'plan'
 
     def __init__(self, out_file: Optional[str] = None, collect_device: str = 'cpu',
                  prefix: Optional[str] = None) -> None:

@@ -1,15 +1,26 @@
-"""Figures of the protocol (matplotlib, each saved as PNG and PDF).
+"""Figures of the protocol, publication grade: PNG + PDF (TrueType fonts, ``pdf.fonttype`` 42),
+one column (3.3 in) or two (6.9 in) wide, >= 7 pt text, the Okabe-Ito colour-blind-safe palette,
+axis labels with units, 90% bootstrap CIs over seeds, no titles (captions belong to the paper).
 
-* :func:`plot_curves`: a metric against a study setting (``variant`` key, e.g. the training
-  fraction or the PKG perturbation level), one line per method or per ``variant`` group, with
-  the 90% bootstrap CI over seeds as a band.
-* :func:`plot_params_vs_metric`: parameters (log scale) against a metric, one point per method.
-* :func:`plot_qualitative`: emissions and soft plan of one sample as (T, actions) heatmaps,
-  next to the PKG transition probabilities among the same actions.
+Each figure has a data function (tested) and a drawing function:
+
+* :func:`curve_points` / :func:`plot_curves`: a metric against a study setting.
+* :func:`efficiency_points` / :func:`plot_sample_efficiency`: SR vs share of training windows,
+  one colour per horizon T, dashed = the method(s) without the PKG.
+* :func:`pkg_quality_panels` / :func:`plot_pkg_quality`: three panels, edge dropout, weight noise,
+  partial / noisy data.
+* :func:`params_points` / :func:`plot_params_vs_metric`: parameters (log axis) vs a metric.
+* :func:`error_overlap` / :func:`plot_error_overlap`: which test windows a method fixes or
+  introduces against a reference, from PlanningMetric's per-sample dumps (Venn + table).
+* :func:`top_actions` / :func:`plot_qualitative`: emissions and soft plan of one window over the
+  top-k actions of its task, ground truth and prediction marked.
 """
 from __future__ import annotations
 
+import contextlib
 import copy
+import json
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -17,6 +28,28 @@ import numpy as np
 from vpn_plugin.core.metrics import METRIC_NAMES
 from vpn_plugin.core.stats import bootstrap_ci
 from .results import METRIC_LABELS, ResultRow
+
+ONE_COLUMN, TWO_COLUMNS = 3.3, 6.9  # inches
+OKABE_ITO = ('#0072B2', '#D55E00', '#009E73', '#CC79A7', '#E69F00', '#56B4E9', '#000000',
+             '#F0E442')
+MARKERS = ('o', 's', '^', 'D', 'v', 'P', 'X', '*')
+STYLE = {'pdf.fonttype': 42, 'ps.fonttype': 42, 'font.size': 8, 'axes.labelsize': 8,
+         'xtick.labelsize': 7, 'ytick.labelsize': 7, 'legend.fontsize': 7,
+         'legend.frameon': False, 'lines.linewidth': 1.2, 'lines.markersize': 4,
+         'axes.spines.top': False, 'axes.spines.right': False, 'axes.linewidth': 0.6,
+         'grid.linewidth': 0.4, 'savefig.dpi': 300}
+AXIS_LABELS = {'success_rate': 'Success rate (%)', 'mean_accuracy': 'Mean accuracy (%)',
+               'miou_set': 'mIoU (%)', 'miou_legacy': 'mIoU, legacy (%)',
+               'first_accuracy': 'First-step accuracy (%)',
+               'last_accuracy': 'Last-step accuracy (%)',
+               'plan_entropy': 'Plan entropy (bits)', 'plan_jsd': 'JSD to ground truth (bits)'}
+
+
+def axis_label(metric: str) -> str:
+    """Axis label with unit of a metric key."""
+    if metric in AXIS_LABELS:
+        return AXIS_LABELS[metric]
+    return METRIC_LABELS.get(metric, metric) + (' (%)' if metric in METRIC_NAMES else '')
 
 
 def _pyplot():
@@ -26,15 +59,31 @@ def _pyplot():
     return plt
 
 
+@contextlib.contextmanager
+def paper_style():
+    """matplotlib settings of every figure (:data:`STYLE`, Okabe-Ito colour cycle)."""
+    plt = _pyplot()
+    from cycler import cycler
+    with plt.rc_context({**STYLE, 'axes.prop_cycle': cycler(color=OKABE_ITO)}):
+        yield plt
+
+
 def save_figure(fig, out_stem) -> list[Path]:
     """Write ``<out_stem>.png`` and ``<out_stem>.pdf``; returns both paths."""
     out_stem = Path(out_stem)
     out_stem.parent.mkdir(parents=True, exist_ok=True)
     paths = [out_stem.with_suffix('.png'), out_stem.with_suffix('.pdf')]
     for path in paths:
-        fig.savefig(path, bbox_inches='tight', dpi=200)
+        fig.savefig(path, bbox_inches='tight', pad_inches=0.02)
     _pyplot().close(fig)
     return paths
+
+
+def ci_lines(values: dict, num_resamples: int = 100) -> dict:
+    """``{line: {x: [value per seed]}}`` -> ``{line: [(x, mean, low, high), ...]}`` sorted by x
+    (mean and 90% bootstrap CI over the seeds)."""
+    return {line: [(x, *bootstrap_ci(np.array(v), num_resamples=num_resamples))
+                   for x, v in sorted(by_x.items())] for line, by_x in values.items()}
 
 
 def curve_points(rows: list[ResultRow], x_key: str, metric: str, group_key: str | None = None,
@@ -56,36 +105,164 @@ def curve_points(rows: list[ResultRow], x_key: str, metric: str, group_key: str 
         values.setdefault(line, {}).setdefault(float(row.variant[x_key]), []).append(
             row.metrics[metric])
     shared = values.pop('none', {}) if group_key is not None else {}
-    curves = {}
-    for line, by_x in values.items():
-        merged = {**shared, **by_x}
-        curves[line] = [(x, *bootstrap_ci(np.array(v), num_resamples=num_resamples))
-                        for x, v in sorted(merged.items())]
+    curves = ci_lines({line: {**shared, **by_x} for line, by_x in values.items()},
+                      num_resamples)
     if not curves:
         raise ValueError(f'no lines to plot for x={x_key!r} group={group_key!r}')
     return curves
 
 
-def plot_curves(rows, x_key, metric, out_stem, *, group_key=None, log_x=False, xlabel=None,
-                title='') -> list[Path]:
-    """Metric vs a study setting with CI bands; saves PNG and PDF."""
-    plt = _pyplot()
-    fig, ax = plt.subplots(figsize=(4.5, 3.2))
-    for line, points in curve_points(rows, x_key, metric, group_key).items():
-        x, mean, low, high = map(np.array, zip(*points))
-        ax.plot(x, mean, marker='o', label=line)
-        ax.fill_between(x, low, high, alpha=0.2)
-    if log_x:
+def _draw_line(ax, points, **style):
+    """Mean line with markers and a CI band of ``[(x, mean, low, high), ...]``."""
+    x, mean, low, high = map(np.array, zip(*points))
+    line, = ax.plot(x, mean, **style)
+    ax.fill_between(x, low, high, color=line.get_color(), alpha=0.2, linewidth=0)
+    return line
+
+
+def plot_curves(rows, x_key, metric, out_stem, *, group_key=None, log_x=False,
+                xlabel=None) -> list[Path]:
+    """Metric vs a study setting with CI bands, one column wide; saves PNG and PDF."""
+    with paper_style() as plt:
+        fig, ax = plt.subplots(figsize=(ONE_COLUMN, 2.3))
+        for number, (line, points) in enumerate(
+                curve_points(rows, x_key, metric, group_key).items()):
+            _draw_line(ax, points, marker=MARKERS[number % len(MARKERS)], label=line)
+        if log_x:
+            ax.set_xscale('log')
+        ax.set_xlabel(xlabel or x_key.replace('_', ' '))
+        ax.set_ylabel(axis_label(metric))
+        ax.grid(alpha=0.3)
+        ax.legend()
+        return save_figure(fig, out_stem)
+
+
+# ----------------------------------------------------------------- sample efficiency
+def efficiency_points(rows: list[ResultRow], metric: str = 'success_rate',
+                      x_key: str = 'train_fraction', num_resamples: int = 100) -> dict:
+    """``{(method, horizon): [(percent of training windows, mean, low, high), ...]}``.
+
+    x is ``variant[x_key]`` in percent, the CI is over seeds.
+    """
+    values = {}
+    for row in rows:
+        if x_key not in row.variant or metric not in row.metrics:
+            raise ValueError(f'results row of {row.method!r} (seed {row.seed}, T={row.horizon}) '
+                             f'needs variant {x_key!r} and metric {metric!r}; it has variant '
+                             f'{row.variant} and metrics {sorted(row.metrics)}')
+        x = 100.0 * float(row.variant[x_key])
+        values.setdefault((row.method, row.horizon), {}).setdefault(x, []).append(
+            row.metrics[metric])
+    if not values:
+        raise ValueError('no results rows to plot')
+    ordered = dict(sorted(values.items(), key=lambda item: (item[0][1], item[0][0])))
+    return ci_lines(ordered, num_resamples)
+
+
+def plot_sample_efficiency(rows, out_stem, *, metric='success_rate', dashed=(),
+                           x_key='train_fraction') -> list[Path]:
+    """Metric vs % of training windows: colour = horizon T, dashed = methods in ``dashed``
+    (without the PKG), solid = the others; one column wide, log x axis."""
+    from matplotlib.lines import Line2D
+    from matplotlib.ticker import FixedLocator, NullLocator
+    points = efficiency_points(rows, metric, x_key)
+    horizons = sorted({h for _, h in points})
+    methods = list(dict.fromkeys(m for m, _ in points))
+    colour = {h: OKABE_ITO[i % len(OKABE_ITO)] for i, h in enumerate(horizons)}
+    with paper_style() as plt:
+        fig, ax = plt.subplots(figsize=(ONE_COLUMN, 2.4))
+        for (method, horizon), line in points.items():
+            _draw_line(ax, line, color=colour[horizon], marker=MARKERS[horizons.index(horizon)],
+                       linestyle='--' if method in dashed else '-')
         ax.set_xscale('log')
-    ax.set_xlabel(xlabel or x_key.replace('_', ' '))
-    ax.set_ylabel(METRIC_LABELS.get(metric, metric) + (' (%)' if metric in METRIC_NAMES else ''))
-    ax.grid(alpha=0.3)
-    ax.legend(fontsize=8)
-    if title:
-        ax.set_title(title, fontsize=10)
-    return save_figure(fig, out_stem)
+        xs = sorted({p[0] for line in points.values() for p in line})
+        ax.xaxis.set_major_locator(FixedLocator(xs))
+        ax.xaxis.set_minor_locator(NullLocator())
+        ax.set_xticklabels([f'{x:g}' for x in xs])
+        ax.set_xlabel('Training windows used (%)')
+        ax.set_ylabel(axis_label(metric))
+        ax.grid(alpha=0.3)
+        handles = [Line2D([], [], color=colour[h], marker=MARKERS[i], label=f'T={h}')
+                   for i, h in enumerate(horizons)]
+        handles += [Line2D([], [], color='0.3', linestyle='--' if m in dashed else '-', label=m)
+                    for m in methods]
+        ax.legend(handles=handles, ncol=3, loc='upper center', bbox_to_anchor=(0.5, -0.25),
+                  columnspacing=1.0, handlelength=2.2)
+        return save_figure(fig, out_stem)
 
 
+# ----------------------------------------------------------------------- PKG quality
+@dataclass(frozen=True)
+class Perturbation:
+    """How a PKG perturbation of the pkg_quality protocol is drawn."""
+    panel: int
+    label: str
+    to_x: object  # level -> x value of the panel's axis
+
+
+PKG_PERTURBATIONS = {
+    'edge_dropout': Perturbation(0, 'edge dropout', lambda level: 100.0 * level),
+    'weight_noise': Perturbation(1, 'weight noise', lambda level: level),
+    'data_fraction': Perturbation(2, 'partial data', lambda level: 100.0 * (1.0 - level)),
+    'label_noise': Perturbation(2, 'label noise', lambda level: 100.0 * level),
+}
+PKG_PANEL_XLABELS = ('PKG edges dropped (%)', 'Weight noise s.d. (probability)',
+                     'Windows missing or relabelled (%)')
+REFERENCE = 'none'
+
+
+def pkg_quality_panels(rows: list[ResultRow], metric: str = 'success_rate',
+                       num_resamples: int = 100) -> list[dict]:
+    """Three panels ``[{line label: [(x, mean, low, high), ...]}, ...]`` (see
+    :data:`PKG_PERTURBATIONS`); the unperturbed rows (``perturbation='none'``) are x=0 of
+    every line."""
+    reference, values = [], {}
+    for row in rows:
+        kind = row.variant.get('perturbation')
+        if metric not in row.metrics:
+            raise ValueError(f'results row of {row.method!r} (seed {row.seed}) has no metric '
+                             f'{metric!r}; it has {sorted(row.metrics)}')
+        if kind == REFERENCE:
+            reference.append(row.metrics[metric])
+        elif kind in PKG_PERTURBATIONS:
+            x = PKG_PERTURBATIONS[kind].to_x(float(row.variant['level']))
+            values.setdefault(kind, {}).setdefault(x, []).append(row.metrics[metric])
+        else:
+            raise ValueError(f'results row of {row.method!r} (seed {row.seed}) has perturbation '
+                             f'{kind!r}; expected {REFERENCE!r} or one of '
+                             f'{sorted(PKG_PERTURBATIONS)}')
+    panels = [{} for _ in PKG_PANEL_XLABELS]
+    for kind, spec in PKG_PERTURBATIONS.items():  # fixed order: fixed colours
+        if kind in values:
+            panels[spec.panel][spec.label] = {**({0.0: reference} if reference else {}),
+                                              **values[kind]}
+    panels = [ci_lines(panel, num_resamples) for panel in panels]
+    if not any(panels):
+        raise ValueError('no perturbed PKG rows to plot (variant "perturbation" and "level")')
+    return panels
+
+
+def plot_pkg_quality(rows, out_stem, *, metric='success_rate') -> list[Path]:
+    """Three panels (edge dropout, weight noise, partial / noisy data), two columns wide."""
+    panels = pkg_quality_panels(rows, metric)
+    with paper_style() as plt:
+        fig, axes = plt.subplots(1, 3, figsize=(TWO_COLUMNS, 2.0), sharey=True,
+                                 layout='constrained')
+        for ax, lines, xlabel, letter in zip(axes, panels, PKG_PANEL_XLABELS, 'abc'):
+            for number, (label, points) in enumerate(lines.items()):
+                _draw_line(ax, points, marker=MARKERS[number], label=label,
+                           color=OKABE_ITO[number], linestyle='-' if number == 0 else '--')
+            ax.set_xlabel(xlabel)
+            ax.grid(alpha=0.3)
+            ax.text(0.02, 0.02, f'({letter})', transform=ax.transAxes, fontsize=8,
+                    fontweight='bold')
+            if len(lines) > 1:
+                ax.legend(loc='upper right')
+        axes[0].set_ylabel(axis_label(metric))
+        return save_figure(fig, out_stem)
+
+
+# -------------------------------------------------------------------- params vs metric
 def params_points(rows: list[ResultRow], metric: str, horizon: int | None = None) -> dict:
     """``{method: (params, mean, low, high)}`` for methods with a parameter count."""
     points = {}
@@ -102,81 +279,237 @@ def params_points(rows: list[ResultRow], metric: str, horizon: int | None = None
     return points
 
 
-def plot_params_vs_metric(rows, metric, out_stem, *, horizon=None, title='') -> list[Path]:
-    """Parameters (log x) vs a metric, one point per method with its CI; PNG and PDF."""
-    plt = _pyplot()
-    fig, ax = plt.subplots(figsize=(4.5, 3.2))
-    for method, (params, mean, low, high) in params_points(rows, metric, horizon).items():
-        ax.errorbar([params], [mean], yerr=[[mean - low], [high - mean]], marker='o',
-                    capsize=3, label=method)
-    ax.set_xscale('log')
-    ax.set_xlabel('parameters')
-    ax.set_ylabel(METRIC_LABELS.get(metric, metric) + ' (%)')
-    ax.grid(alpha=0.3)
-    ax.legend(fontsize=7)
-    if title:
-        ax.set_title(title, fontsize=10)
-    return save_figure(fig, out_stem)
+def log_ticks(low: float, high: float, count: int = 5) -> list[float]:
+    """About ``count`` round values spanning [low, high], for a log axis over a narrow range."""
+    from matplotlib.ticker import MaxNLocator
+    ticks = MaxNLocator(nbins=count, steps=[1, 2, 2.5, 5, 10]).tick_values(low, high)
+    return [float(t) for t in ticks if low <= t <= high]
 
 
-def plot_qualitative(emissions, soft_plan, transitions, action_names, out_stem, *,
-                     gt_plan=None, pred_plan=None, title='') -> list[Path]:
-    """Emissions and soft plan (T, A) heatmaps and the PKG (A, A) among the same A actions.
+def format_count(value: float) -> str:
+    """``850000 -> '0.85M'``, ``12000 -> '12K'``."""
+    if value >= 1e6:
+        return f'{value / 1e6:g}M'
+    if value >= 1e3:
+        return f'{value / 1e3:g}K'
+    return f'{value:g}'
+
+
+def plot_params_vs_metric(rows, metric, out_stem, *, horizon=None) -> list[Path]:
+    """Parameters (log x, round ticks) vs a metric, one marker per method with its 90% CI."""
+    from matplotlib.ticker import FixedLocator, NullLocator
+    points = params_points(rows, metric, horizon)
+    counts = [p[0] for p in points.values()]
+    low, high = min(counts) / 1.15, max(counts) * 1.15
+    with paper_style() as plt:
+        fig, ax = plt.subplots(figsize=(ONE_COLUMN, 2.3))
+        for number, (method, (params, mean, lo, hi)) in enumerate(points.items()):
+            ax.errorbar([params], [mean], yerr=[[mean - lo], [hi - mean]], linestyle='none',
+                        marker=MARKERS[number % len(MARKERS)], markersize=5, capsize=3,
+                        elinewidth=1.2, capthick=1.2, color=OKABE_ITO[number % 8], label=method)
+        ax.set_xscale('log')
+        ax.set_xlim(low, high)
+        ticks = log_ticks(low, high)
+        ax.xaxis.set_major_locator(FixedLocator(ticks))
+        ax.xaxis.set_minor_locator(NullLocator())
+        ax.set_xticklabels([format_count(t) for t in ticks])
+        ax.set_xlabel('Parameters (count, log scale)')
+        ax.set_ylabel(axis_label(metric))
+        ax.grid(alpha=0.3)
+        ax.legend(loc='best')
+        return save_figure(fig, out_stem)
+
+
+# ---------------------------------------------------------------------- error overlap
+def read_success(per_sample_file) -> dict:
+    """``{sample_idx: (solved, gt_plan tuple)}`` from a PlanningMetric per-sample dump."""
+    path = Path(per_sample_file)
+    if not path.is_file():
+        raise FileNotFoundError(f'per-sample dump {path} does not exist (PlanningMetric out_file)')
+    dump = json.loads(path.read_text())
+    for key in ('sample_idx', 'gt_plan', 'scores'):
+        if key not in dump:
+            raise ValueError(f'{path}: no field {key!r}; expected a PlanningMetric out_file dump')
+    solved = dump['scores']['success_rate']
+    return {int(i): (score >= 50.0, tuple(gt))
+            for i, score, gt in zip(dump['sample_idx'], solved, dump['gt_plan'])}
+
+
+@dataclass
+class Overlap:
+    """Test windows of ``method`` vs ``reference`` (counts summed over the paired seeds)."""
+    method: str
+    reference: str
+    both_fail: int
+    fixed: int        # reference fails, method solves
+    introduced: int   # reference solves, method fails
+    both_solve: int
+    seeds: list
+    fixed_pct: tuple = ()       # (mean, low, high) over seeds, % of the reference's failures
+    introduced_pct: tuple = ()  # (mean, low, high) over seeds, % of the reference's successes
+
+    @property
+    def total(self) -> int:
+        return self.both_fail + self.fixed + self.introduced + self.both_solve
+
+
+def _overlap_counts(method_file, reference_file) -> np.ndarray:
+    """(both fail, fixed, introduced, both solve) of two dumps of the same test windows."""
+    method, reference = read_success(method_file), read_success(reference_file)
+    if method.keys() != reference.keys():
+        raise ValueError(f'{method_file} and {reference_file} cover different test windows '
+                         f'({len(method)} vs {len(reference)} sample indices)')
+    counts = np.zeros(4, dtype=np.int64)
+    for index, (solved, gt) in method.items():
+        ref_solved, ref_gt = reference[index]
+        if gt != ref_gt:
+            raise ValueError(f'sample {index}: ground truth {list(gt)} in {method_file} but '
+                             f'{list(ref_gt)} in {reference_file}')
+        counts[2 * int(ref_solved) + int(solved)] += 1  # the order of the docstring
+    return counts
+
+
+def error_overlap(rows: list[ResultRow], method: str, reference: str,
+                  horizon: int | None = None) -> Overlap:
+    """Windows fixed / introduced by ``method`` against ``reference`` over the seeds both ran
+    (rows with a ``per_sample_file``); percentages are per-seed means with a 90% CI."""
+    def dumps(name):
+        found = {r.seed: r.per_sample_file for r in rows if r.method == name
+                 and (horizon is None or r.horizon == horizon) and r.per_sample_file}
+        if not found:
+            raise ValueError(f'no results row of {name!r}' + (f' at T={horizon}' if horizon
+                             else '') + ' has a per_sample_file')
+        return found
+    ours, theirs = dumps(method), dumps(reference)
+    seeds = sorted(set(ours) & set(theirs))
+    if not seeds:
+        raise ValueError(f'{method!r} (seeds {sorted(ours)}) and {reference!r} (seeds '
+                         f'{sorted(theirs)}) share no seed')
+    per_seed = np.stack([_overlap_counts(ours[s], theirs[s]) for s in seeds])
+    fails, solves = per_seed[:, 0] + per_seed[:, 1], per_seed[:, 2] + per_seed[:, 3]
+    fixed = 100.0 * per_seed[:, 1] / np.maximum(fails, 1)
+    introduced = 100.0 * per_seed[:, 2] / np.maximum(solves, 1)
+    return Overlap(method, reference, *(int(c) for c in per_seed.sum(0)), seeds,
+                   bootstrap_ci(fixed), bootstrap_ci(introduced))
+
+
+def overlap_table(overlaps: list[Overlap]) -> str:
+    """Markdown table of :func:`error_overlap` results."""
+    def pct(values):
+        mean, low, high = values
+        return f'{mean:.1f} [{low:.1f}, {high:.1f}]'
+    lines = ['| Method | Reference | Seeds | Windows | Both fail | Fixed | Introduced | '
+             'Both solve | Fixed (% of ref. failures) | Introduced (% of ref. successes) |',
+             '|---|---|---|---|---|---|---|---|---|---|']
+    for o in overlaps:
+        lines.append(f'| {o.method} | {o.reference} | {len(o.seeds)} | {o.total} | '
+                     f'{o.both_fail} | {o.fixed} | {o.introduced} | {o.both_solve} | '
+                     f'{pct(o.fixed_pct)} | {pct(o.introduced_pct)} |')
+    lines.append('\nCounts summed over the seeds; percentages: mean over seeds [90% bootstrap CI]. '
+                 'Fixed: the reference fails, the method solves; introduced: the reverse.')
+    return '\n'.join(lines) + '\n'
+
+
+def plot_error_overlap(overlaps: list[Overlap], out_stem) -> list[Path]:
+    """One two-circle Venn diagram of the failures per comparison (left: reference, right:
+    method); one column wide for one comparison, two columns for more. Also writes
+    ``<out_stem>.md`` (:func:`overlap_table`); returns PNG, PDF and table paths."""
+    from matplotlib.patches import Circle
+    width = ONE_COLUMN if len(overlaps) == 1 else TWO_COLUMNS
+    with paper_style() as plt:
+        fig, axes = plt.subplots(1, len(overlaps), figsize=(width, 2.0), squeeze=False,
+                                 layout='constrained')
+        for ax, o in zip(axes[0], overlaps):
+            for x, colour in ((-0.6, OKABE_ITO[1]), (0.6, OKABE_ITO[0])):
+                ax.add_patch(Circle((x, 0), 1.0, facecolor=colour, alpha=0.25,
+                                    edgecolor=colour, linewidth=1.2))
+            ax.text(-1.05, 0, f'{o.fixed}\nfixed\n{o.fixed_pct[0]:.1f}%', ha='center',
+                    va='center', fontsize=7)
+            ax.text(0, 0, f'{o.both_fail}\nboth\nfail', ha='center', va='center', fontsize=7)
+            ax.text(1.05, 0, f'{o.introduced}\nintro-\nduced\n{o.introduced_pct[0]:.1f}%',
+                    ha='center', va='center', fontsize=7)
+            ax.text(-0.6, 1.08, f'{o.reference} fails', ha='center', va='bottom', fontsize=7,
+                    color=OKABE_ITO[1])
+            ax.text(0.6, -1.08, f'{o.method} fails', ha='center', va='top', fontsize=7,
+                    color=OKABE_ITO[0])
+            ax.text(1.75, 1.0, f'both solve\n{o.both_solve}', ha='right', va='top', fontsize=7)
+            ax.set_xlim(-1.75, 1.75)
+            ax.set_ylim(-1.4, 1.4)
+            ax.set_aspect('equal')
+            ax.axis('off')
+        paths = save_figure(fig, out_stem)
+    table = Path(out_stem).with_suffix('.md')
+    table.write_text(overlap_table(overlaps))
+    return paths + [table]
+
+
+# ------------------------------------------------------------------------ qualitative
+def top_actions(emissions, soft_plan, gt_plan, pred_plan, k: int = 8) -> list[int]:
+    """Column indices to show: the ground-truth and predicted actions, then the actions with
+    the highest probability at any step (emissions or soft plan) up to ``k`` (more only when
+    ground truth and prediction alone need it), in their original column order.
 
     Args:
-        emissions: (T, A) emission probabilities of one sample.
-        soft_plan: (T, A) DVL soft plan of the sample.
-        transitions: (A, A) PKG transition probabilities [from, to].
-        action_names: (A,) labels of the columns.
-        gt_plan, pred_plan: optional (T,) column indices (0..A-1) marked on the heatmaps.
+        emissions, soft_plan: (T, A); gt_plan, pred_plan: (T,) column indices.
     """
+    chosen = list(dict.fromkeys([int(a) for a in gt_plan] + [int(a) for a in pred_plan]))
+    peak = np.maximum(np.asarray(emissions).max(0), np.asarray(soft_plan).max(0))
+    for column in np.argsort(-peak, kind='stable'):
+        if len(chosen) >= k:
+            break
+        if int(column) not in chosen:
+            chosen.append(int(column))
+    return sorted(chosen)
+
+
+def plot_qualitative(emissions, soft_plan, action_names, out_stem, *, gt_plan, pred_plan,
+                     k: int = 8) -> list[Path]:
+    """Emissions and DVL soft plan of one window as (action x step) heatmaps over the
+    :func:`top_actions` of its task; ground truth = square, prediction = dot (one column wide).
+
+    Args:
+        emissions: (T, A) emission probabilities; soft_plan: (T, A) DVL soft plan.
+        action_names: (A,) column labels; gt_plan, pred_plan: (T,) column indices (0..A-1).
+    """
+    import matplotlib.patheffects as effects
     emissions, soft_plan = np.asarray(emissions), np.asarray(soft_plan)
-    transitions = np.asarray(transitions)
     num_actions = len(action_names)
-    if emissions.shape != soft_plan.shape or emissions.shape[1] != num_actions \
-            or transitions.shape != (num_actions, num_actions):
-        raise ValueError(f'emissions {emissions.shape}, soft_plan {soft_plan.shape} must be '
-                         f'(T, {num_actions}) and transitions {transitions.shape} '
-                         f'({num_actions}, {num_actions})')
-    plt = _pyplot()
-    fig, axes = plt.subplots(1, 3, figsize=(15, 4.2), layout='constrained',
-                             gridspec_kw=dict(width_ratios=[1, 1, 0.8]))
-    for ax, matrix, name in ((axes[0], emissions, 'emissions'),
-                             (axes[1], soft_plan, 'soft plan (DVL)')):
-        image = ax.imshow(matrix, aspect='auto', cmap='viridis', vmin=0)
-        _mark(ax, gt_plan, 'o', 'white', 'ground truth')
-        _mark(ax, pred_plan, 'x', 'red', 'prediction')
-        ax.set_title(name, fontsize=10)
-        ax.set_ylabel('step t')
-        ax.set_yticks(range(matrix.shape[0]), [str(t + 1) for t in range(matrix.shape[0])])
-        ax.set_xticks(range(num_actions), action_names, rotation=75, ha='right', fontsize=6)
-        fig.colorbar(image, ax=ax, fraction=0.046)
-    axes[0].legend(fontsize=7, loc='upper right')
-    image = axes[2].imshow(transitions, cmap='magma', vmin=0, vmax=1)
-    axes[2].set_title('PKG transitions', fontsize=10)
-    axes[2].set_xticks(range(num_actions), action_names, rotation=75, ha='right', fontsize=6)
-    axes[2].set_yticks(range(num_actions), action_names, fontsize=6)
-    axes[2].set_xlabel('to')
-    axes[2].set_ylabel('from')
-    fig.colorbar(image, ax=axes[2], fraction=0.046)
-    if title:
-        fig.suptitle(title, fontsize=11)
-    return save_figure(fig, out_stem)
+    if emissions.shape != soft_plan.shape or emissions.shape[1] != num_actions:
+        raise ValueError(f'emissions {emissions.shape} and soft_plan {soft_plan.shape} must be '
+                         f'(T, {num_actions}) for {num_actions} action names')
+    rows = top_actions(emissions, soft_plan, gt_plan, pred_plan, k)
+    row_of = {a: i for i, a in enumerate(rows)}
+    steps = emissions.shape[0]
+    outline = [effects.withStroke(linewidth=2.2, foreground='white')]
+    with paper_style() as plt:
+        fig, axes = plt.subplots(1, 2, figsize=(ONE_COLUMN, 0.35 + 0.2 * len(rows)),
+                                 sharey=True, layout='constrained')
+        for ax, matrix, name in ((axes[0], emissions, 'Emissions'),
+                                 (axes[1], soft_plan, 'Soft plan (DVL)')):
+            image = ax.imshow(matrix[:, rows].T, aspect='auto', cmap='cividis', vmin=0, vmax=1)
+            ax.scatter(range(steps), [row_of[int(a)] for a in gt_plan], marker='s', s=55,
+                       facecolors='none', edgecolors='black', linewidths=1.2,
+                       path_effects=outline, label='ground truth')
+            ax.scatter(range(steps), [row_of[int(a)] for a in pred_plan], marker='o', s=10,
+                       c='black', path_effects=outline, label='prediction')
+            ax.set_xticks(range(steps), [str(t + 1) for t in range(steps)])
+            ax.set_xlabel('Step t')
+            ax.set_title(name, fontsize=7, pad=3)  # panel label, not a caption
+        axes[0].set_yticks(range(len(rows)), [_short(action_names[a]) for a in rows])
+        fig.colorbar(image, ax=axes, label='Probability', fraction=0.08, pad=0.02)
+        handles, labels = axes[0].get_legend_handles_labels()
+        fig.legend(handles, labels, loc='outside lower center', ncol=2, handletextpad=0.2)
+        return save_figure(fig, out_stem)
 
 
-def _mark(ax, plan, marker, color, label):
-    if plan is None:
-        return
-    if marker == 'o':  # hollow circle so the prediction cross stays visible inside it
-        ax.scatter(list(plan), range(len(plan)), marker=marker, s=60, facecolors='none',
-                   edgecolors=color, label=label)
-    else:
-        ax.scatter(list(plan), range(len(plan)), marker=marker, s=40, c=color, label=label)
+def _short(name: str, width: int = 22) -> str:
+    return name if len(name) <= width else name[:width - 1] + '…'
 
 
 def qualitative_from_checkpoint(config: str, checkpoint: str, index: int = 0,
                                 cfg_options: dict | None = None) -> dict:
-    """Inputs of :func:`plot_qualitative` for test sample ``index`` of a trained model.
+    """Inputs of :func:`plot_qualitative` for test sample ``index`` of a trained model, plus
+    ``caption`` (task and sample, for the paper's caption).
 
     The columns are the actions of the sample's task (plus any predicted action outside it).
     """
@@ -201,12 +534,10 @@ def qualitative_from_checkpoint(config: str, checkpoint: str, index: int = 0,
     task_actions = list(dataset.taxonomy.task_actions[int(samples['task'][0])])
     columns = task_actions + [int(a) for a in out.pred_plan if int(a) not in task_actions]
     position = {a: i for i, a in enumerate(columns)}
-    transitions = model.log_transitions.exp()[columns][:, columns]
     return dict(emissions=out.emissions[:, columns].numpy(),
                 soft_plan=out.soft_plan[:, columns].numpy(),
-                transitions=transitions.numpy(),
                 action_names=[dataset.taxonomy.action_names[a] for a in columns],
                 gt_plan=[position[int(a)] for a in samples['plan'][0]],
                 pred_plan=[position[int(a)] for a in out.pred_plan],
-                title=f'{dataset.taxonomy.task_names[int(samples["task"][0])]} (test sample '
-                      f'{index})')
+                caption=f'{dataset.taxonomy.task_names[int(samples["task"][0])]} (test sample '
+                        f'{index})')

@@ -227,8 +227,12 @@ class ProtocolRunner:
         _log(f'protocol {self.protocol}: done in {time.time() - started:.0f}s')
         return self.results_file
 
+    def unit_dir(self, unit: TrainUnit) -> Path:
+        """Work dir of a training unit (also listed by ``--dry-run``)."""
+        return self.root / unit.slug / f'T{unit.horizon}' / f'seed{unit.seed}'
+
     def run_unit(self, unit: TrainUnit, done: set) -> None:
-        work_dir = self.root / unit.slug / f'T{unit.horizon}' / f'seed{unit.seed}'
+        work_dir = self.unit_dir(unit)
         checkpoint, params = self.train(unit, work_dir) if unit.train else (None, None)
         for spec in unit.tests:
             if self.row_for(unit, spec).key() in done:

@@ -17,6 +17,6 @@ val_cfg = dict(type='ValLoop')
 test_cfg = dict(type='TestLoop')
 auto_scale_lr = dict(enable=False, base_batch_size=256)
 # Model selection: best validation success rate (held-out training videos), kept as
-# best_success_rate_epoch_*.pth next to the last checkpoints.
+# best_plan_success_rate_epoch_*.pth next to the last checkpoints.
 default_hooks = dict(
-    checkpoint=dict(interval=10, max_keep_ckpts=2, save_best='success_rate', rule='greater'))
+    checkpoint=dict(interval=10, max_keep_ckpts=2, save_best='plan/success_rate', rule='greater'))

@@ -1,0 +1,61 @@
+"""tools/run_protocol.py --dry-run: epochs, folders and the wall-time estimate of each run."""
+import importlib.util
+from pathlib import Path
+
+import pytest
+
+from vpn_plugin.protocol.dry_run import format_duration, plan_runs
+from vpn_plugin.protocol.runner import ProtocolRunner, expand_units, load_protocol
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def run_protocol_tool():
+    spec = importlib.util.spec_from_file_location('vpn_run_protocol', REPO / 'tools/run_protocol.py')
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_estimate_is_epochs_times_share_times_epoch_seconds(monkeypatch, tmp_path):
+    monkeypatch.chdir(REPO)
+    protocol = load_protocol('configs/protocol/sample_efficiency_crosstask.py')
+    units = expand_units(protocol, seeds=[1], methods=['ViterbiPlanNet'])
+    runner = ProtocolRunner(protocol, tmp_path, max_epochs=20)
+    planned = plan_runs(units, runner.unit_dir, runner.max_epochs, epoch_seconds=3.0)
+    shares = [u.cfg_options['train_dataloader.dataset.subset_fraction'] for u in units]
+    assert [p.train_share for p in planned] == shares and 1.0 in shares
+    assert [p.seconds for p in planned] == pytest.approx([20 * 3.0 * s for s in shares])
+    assert all(p.epochs == 20 and p.seed == 1 for p in planned)
+    assert [p.work_dir for p in planned] == [runner.unit_dir(u) for u in units]
+    assert planned[0].work_dir.parent.parent.parent == tmp_path / 'sample_efficiency'
+    # without --max-epochs: the config's own schedule (the paper's 500 epochs)
+    assert {p.epochs for p in plan_runs(units, runner.unit_dir)} == {500}
+
+
+def test_untrained_planner_costs_nothing(monkeypatch, tmp_path):
+    monkeypatch.chdir(REPO)
+    protocol = load_protocol('configs/protocol/standard_crosstask.py')
+    units = expand_units(protocol, seeds=[0], methods=['PKG + uniform emissions'])
+    planned = plan_runs(units, ProtocolRunner(protocol, tmp_path).unit_dir)
+    assert [(p.epochs, p.seconds, p.test_horizons) for p in planned] == [(0, 0.0, [3]),
+                                                                         (0, 0.0, [4])]
+
+
+def test_duration_format():
+    assert [format_duration(s) for s in (42, 750, 3 * 3600)] == ['42 s', '12.5 min', '3.0 h']
+
+
+def test_cli_prints_every_run_and_the_total(monkeypatch, capsys, tmp_path):
+    monkeypatch.chdir(REPO)
+    units = run_protocol_tool().main(['configs/protocol/standard_crosstask.py', '--dry-run',
+                                      '--seeds', '0', '--max-epochs', '30', '--epoch-seconds',
+                                      '2', '--out', str(tmp_path)])
+    lines = capsys.readouterr().out.splitlines()
+    trained = [u for u in units if u.train]
+    assert len(lines) == len(units) + 2
+    first = lines[0]
+    assert first.startswith(f'{units[0].slug} seed=0 T=3 test T=3 | {units[0].config} |')
+    assert '30 epochs, ~1.0 min' in first and str(tmp_path / 'standard') in first
+    total_minutes = len(trained) * 30 * 2 / 60
+    assert f'estimated training time: ~{total_minutes:.1f} min' in lines[-2]

@@ -1,0 +1,97 @@
+"""MMAction2 habits: train.py flags, PlanningRunner's log, tools/dist_test.sh.
+
+Uses the toy dataset/model/config of tests/test_compat.py (tests/toy_plugin.py).
+"""
+import json
+import subprocess
+import sys
+
+import pytest
+import torch
+
+from test_compat import (REPO_ROOT, assert_ok, free_port, load_tool, run_python,
+                         subprocess_env, toy_config)  # noqa: F401  (toy_config is a fixture)
+from vpn_plugin.runner import cpu_backend
+
+
+def train_config(toy_config, *flags):
+    train = load_tool('train')
+    return train.load_config(train.parse_args([str(toy_config), *flags]))
+
+
+def test_no_validate_drops_validation_and_best_checkpoint(toy_config, monkeypatch):
+    monkeypatch.setenv('LOCAL_RANK', '0')
+    plain = train_config(toy_config, '--cfg-options',
+                         'default_hooks.checkpoint.save_best=toy/accuracy')
+    assert plain.val_dataloader is not None and plain.default_hooks.checkpoint.save_best
+    cfg = train_config(toy_config, '--no-validate', '--cfg-options',
+                       'default_hooks.checkpoint.save_best=toy/accuracy')
+    assert cfg.val_cfg is None and cfg.val_dataloader is None and cfg.val_evaluator is None
+    assert 'save_best' not in cfg.default_hooks.checkpoint
+
+
+def test_auto_scale_lr_and_diff_rank_seed(toy_config, monkeypatch):
+    monkeypatch.setenv('LOCAL_RANK', '0')
+    with pytest.raises(SystemExit, match='auto_scale_lr.base_batch_size'):
+        train_config(toy_config, '--auto-scale-lr')
+    cfg = train_config(toy_config, '--auto-scale-lr', '--diff-rank-seed', '--cfg-options',
+                       'auto_scale_lr.base_batch_size=16')
+    assert cfg.auto_scale_lr == dict(base_batch_size=16, enable=True)
+    assert cfg.randomness.diff_rank_seed
+    assert not train_config(toy_config).randomness.diff_rank_seed
+
+
+def test_cpu_backend_only_replaces_nccl_without_gpu():
+    env = dict(cudnn_benchmark=False, dist_cfg=dict(backend='nccl', timeout=60))
+    assert cpu_backend(env, has_accelerator=False)['dist_cfg'] == dict(backend='gloo', timeout=60)
+    assert cpu_backend(env, has_accelerator=True) == env
+    assert cpu_backend(dict(dist_cfg=dict(backend='mpi')), False)['dist_cfg']['backend'] == 'mpi'
+    assert env['dist_cfg']['backend'] == 'nccl'  # the input is not changed
+
+
+def test_training_log_is_true_short_and_free_of_our_warnings(toy_config, tmp_path):
+    """The log names the backend used, points to the dumped config instead of printing it, and
+    no warning comes from vpn_plugin files (-W default shows DeprecationWarnings too)."""
+    work_dir = tmp_path / 'work'
+    result = run_python(['-W', 'default', 'tools/train.py', str(toy_config), '--work-dir',
+                         str(work_dir)], cwd=REPO_ROOT)
+    assert_ok(result)
+    log = result.stdout + result.stderr
+    expected_backend = 'nccl' if torch.cuda.is_available() else 'gloo'
+    assert f"dist_cfg: {{'backend': '{expected_backend}'}}" in log
+    assert f'Config: written to {work_dir / "toy_config.py"}' in log
+    assert (work_dir / 'toy_config.py').is_file()
+    assert 'custom_imports' not in log and 'optim_wrapper' not in log  # no config dump
+    package_dir = str(REPO_ROOT / 'vpn_plugin')
+    ours = [line for line in log.splitlines() if line.startswith(package_dir) and 'Warning' in line]
+    assert ours == [] and 'prefix is not set' not in log
+
+
+def toy_checkpoint(path):
+    """A toy model with fixed weights saved as a checkpoint; returns its test accuracy (%)."""
+    from toy_plugin import ToyCompatDataset, ToyCompatModel
+    torch.manual_seed(3)
+    model = ToyCompatModel(dim=4)
+    torch.save({'state_dict': model.state_dict()}, path)
+    test_set = ToyCompatDataset(num_samples=16, seed=1)  # TOY_CONFIG's test_dataloader
+    with torch.no_grad():
+        predicted = model.linear(test_set.points).argmax(-1)
+    return 100.0 * float((predicted == test_set.labels).float().mean())
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason='two CPU processes (gloo)')
+def test_dist_test_two_processes_score_every_sample_once(toy_config, tmp_path):
+    checkpoint = tmp_path / 'toy.pth'
+    expected = toy_checkpoint(checkpoint)
+    assert 0 < expected < 100  # a chance-level toy model: a dropped or doubled sample shows
+    metrics = tmp_path / 'metrics.json'
+    env = {**subprocess_env(), 'PORT': str(free_port()), 'PYTHON': sys.executable,
+           'CUDA_VISIBLE_DEVICES': ''}
+    result = subprocess.run(
+        ['bash', str(REPO_ROOT / 'tools' / 'dist_test.sh'), str(toy_config), str(checkpoint),
+         '2', '--work-dir', str(tmp_path / 'work'), '--out-metrics', str(metrics)],
+        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)  # .dist_test/ there
+    assert_ok(result)
+    log = result.stdout + result.stderr
+    assert 'Distributed training: True' in log and "'backend': 'gloo'" in log
+    assert json.loads(metrics.read_text()) == {'toy/accuracy': pytest.approx(expected)}

@@ -1,0 +1,65 @@
+"""``PlanningRunner``: the mmengine ``Runner`` with a true and short start-up log.
+
+Configs select it with ``runner_type = 'PlanningRunner'`` (``configs/_base_/default_runtime.py``),
+so ``tools/train.py``, ``tools/test.py`` and MMAction2's own tools build it from ``RUNNERS``.
+Two differences from mmengine's ``Runner``:
+
+* without a GPU the distributed backend is ``gloo`` in the config that is used *and* logged
+  (mmengine would log ``nccl``; :func:`vpn_plugin.compat.fix_cpu_init_dist` only swaps it at
+  ``init_process_group``);
+* the ~250-line config dump is not logged: the config is written to the work dir (as mmengine
+  always does) and one log line says where.
+"""
+from __future__ import annotations
+
+import os.path as osp
+
+from . import compat_applied  # noqa: F401  (compat fixes before OpenMMLab)
+from mmengine.config import ConfigDict
+from mmengine.runner import Runner
+from mmaction.registry import RUNNERS
+
+GPU_ONLY_BACKENDS = ('nccl',)
+
+
+def cpu_backend(env_cfg: dict, has_accelerator: bool) -> dict:
+    """``env_cfg`` with ``dist_cfg.backend`` ``nccl`` replaced by ``gloo`` when there is no GPU."""
+    dist_cfg = dict(env_cfg.get('dist_cfg') or {})
+    if not has_accelerator and dist_cfg.get('backend', 'nccl') in GPU_ONLY_BACKENDS:
+        dist_cfg['backend'] = 'gloo'
+    return dict(env_cfg, dist_cfg=dist_cfg)
+
+
+@RUNNERS.register_module()
+class PlanningRunner(Runner):
+    """mmengine ``Runner`` that logs the backend it uses and writes (not logs) its config."""
+
+    def setup_env(self, env_cfg: dict) -> None:
+        from vpn_plugin.compat import has_accelerator
+        # mutate in place: Runner.__init__ logs this same dict afterwards
+        env_cfg.update(cpu_backend(env_cfg, has_accelerator()))
+        super().setup_env(env_cfg)
+
+    def _log_env(self, env_cfg: dict) -> None:
+        config = self.cfg._cfg_dict
+        # Runner._log_env logs the whole config when it is non-empty; Config.__setattr__
+        # would store a key, hence object.__setattr__
+        object.__setattr__(self.cfg, '_cfg_dict', ConfigDict())
+        try:
+            super()._log_env(env_cfg)
+        finally:
+            object.__setattr__(self.cfg, '_cfg_dict', config)
+        if config:
+            self.logger.info(f'Config: written to {self.config_path()}')
+
+    def config_path(self) -> str:
+        """Where :meth:`dump_config` writes the config (mmengine's naming)."""
+        name = osp.basename(self.cfg.filename) if self.cfg.filename else f'{self.timestamp}.py'
+        return osp.join(self.work_dir, name)
+
+
+def build_runner(cfg) -> Runner:
+    """The config's ``runner_type`` from ``RUNNERS`` (as MMAction2's tools do), else ``Runner``."""
+    if 'runner_type' in cfg:
+        return RUNNERS.build(cfg)
+    return Runner.from_cfg(cfg)
