@@ -9,6 +9,6 @@ from . import compat
 
 compat.apply()
 
-from . import baselines, datasets, evaluation, models  # noqa: E402,F401  (registration)
+from . import baselines, datasets, engine, evaluation, models  # noqa: E402,F401  (registration)
 
 __version__ = '0.1.0'

@@ -1,0 +1,125 @@
+"""Bit-exact resume: the random-number streams travel in the checkpoints.
+
+mmengine checkpoints hold the weights, optimizer, schedulers and the seed, but not the RNG
+states: a resumed run reseeds and replays the dropout stream of its first epochs, so it ends
+with other weights than the uninterrupted run. ``RNGStateHook`` (in ``default_hooks`` of
+``configs/_base_/default_runtime.py``) saves the python, numpy and torch (CPU and every CUDA
+device) states in each checkpoint (key ``rng_states``) and restores them when training starts
+after ``--resume``. Validation runs between the checkpoint and the next epoch, so it draws from
+a forked stream (states saved before it, restored after it): training sees the same numbers
+whether or not, and however often, it is validated.
+
+The sampler position: ``DefaultSampler`` shuffles each epoch from ``seed + epoch``, so an
+epoch-end checkpoint resumes at the right batch; a checkpoint taken in the middle of an epoch
+(``CheckpointHook(by_epoch=False)`` with an epoch loop) cannot resume bit-exactly because the
+epoch loop restarts the epoch, and is refused with the reason.
+"""
+from __future__ import annotations
+
+import random
+
+import numpy as np
+import torch
+from mmengine.hooks import Hook
+
+from mmaction.registry import HOOKS
+from vpn_plugin.compat import is_resuming
+
+CHECKPOINT_KEY = 'rng_states'
+
+
+def get_rng_states() -> dict:
+    """Python, numpy, torch CPU and CUDA (one per device) states, as checkpoint-safe values."""
+    kind, keys, position, has_gauss, gauss = np.random.get_state()
+    states = {'python': _to_lists(random.getstate()),
+              'numpy': {'kind': kind, 'keys': torch.from_numpy(keys.astype(np.int64)),
+                        'position': int(position), 'has_gauss': int(has_gauss),
+                        'gauss': float(gauss)},
+              'torch': torch.get_rng_state(), 'cuda': []}
+    if torch.cuda.is_available() and torch.cuda.is_initialized():
+        states['cuda'] = torch.cuda.get_rng_state_all()
+    return states
+
+
+def set_rng_states(states: dict) -> None:
+    """Restore what :func:`get_rng_states` returned."""
+    version, internal, gauss = states['python']
+    random.setstate((version, tuple(internal), gauss))
+    numpy = states['numpy']
+    np.random.set_state((numpy['kind'], numpy['keys'].numpy().astype(np.uint32),
+                         numpy['position'], numpy['has_gauss'], numpy['gauss']))
+    torch.set_rng_state(states['torch'].cpu())
+    if states['cuda']:
+        if not torch.cuda.is_available() or torch.cuda.device_count() < len(states['cuda']):
+            raise RuntimeError(f'the checkpoint holds the RNG states of {len(states["cuda"])} '
+                               'CUDA device(s), which this machine does not have; a resume on '
+                               'other devices cannot be bit-exact')
+        torch.cuda.set_rng_state_all([s.cpu() for s in states['cuda']])
+
+
+def _to_lists(value):
+    return [_to_lists(v) for v in value] if isinstance(value, tuple) else value
+
+
+@HOOKS.register_module()
+class RNGStateHook(Hook):
+    """Save the RNG states in every checkpoint and restore them on resume (module docstring).
+
+    Priority LOWEST: the states are restored after every other ``before_train`` hook ran, and
+    the validation fork closes after every other ``after_val`` hook.
+    """
+
+    priority = 'LOWEST'
+
+    def __init__(self):
+        self._resumed = None  # RNG states from the resumed checkpoint, until training starts
+        self._before_val = None  # training's states while validation runs
+        self._batches_in_epoch = 0
+
+    def before_save_checkpoint(self, runner, checkpoint: dict) -> None:
+        states = self._before_val if self._before_val is not None else get_rng_states()
+        checkpoint[CHECKPOINT_KEY] = dict(states, batches_in_epoch=self._position(runner))
+
+    def after_load_checkpoint(self, runner, checkpoint: dict) -> None:
+        if not is_resuming(runner) or CHECKPOINT_KEY not in checkpoint:
+            return  # loading weights only (load_from, tests): nothing to continue
+        states = dict(checkpoint[CHECKPOINT_KEY])
+        batches = states.pop('batches_in_epoch', 0)
+        if batches and _is_epoch_loop(runner):
+            raise RuntimeError(
+                f'the checkpoint was saved after batch {batches} of epoch '
+                f'{checkpoint["meta"].get("epoch")}: the epoch loop would restart that epoch, '
+                'so the resumed run cannot match the uninterrupted one; resume from an '
+                'epoch-end checkpoint (CheckpointHook by_epoch=True)')
+        self._resumed = states
+
+    def before_train(self, runner) -> None:
+        if self._resumed is not None:
+            set_rng_states(self._resumed)
+            self._resumed = None
+
+    def before_train_epoch(self, runner) -> None:
+        self._batches_in_epoch = 0
+
+    def after_train_iter(self, runner, batch_idx, data_batch=None, outputs=None) -> None:
+        self._batches_in_epoch = batch_idx + 1
+
+    def before_val(self, runner) -> None:
+        self._before_val = get_rng_states()
+
+    def after_val(self, runner) -> None:
+        if self._before_val is not None:
+            set_rng_states(self._before_val)
+            self._before_val = None
+
+    def _position(self, runner) -> int:
+        """Batches of the current epoch already trained; 0 at an epoch's end."""
+        if not _is_epoch_loop(runner):
+            return 0
+        length = len(runner.train_loop.dataloader)
+        return 0 if self._batches_in_epoch >= length else self._batches_in_epoch
+
+
+def _is_epoch_loop(runner) -> bool:
+    from mmengine.runner import EpochBasedTrainLoop
+    return isinstance(runner.train_loop, EpochBasedTrainLoop)
