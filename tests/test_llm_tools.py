@@ -12,6 +12,7 @@ import torch
 from fake_openai_server import FakeOpenAIServer
 from mmaction.registry import DATASETS, MODELS
 from mmengine.dataset import default_collate
+from vpn_plugin.baselines.llm import stratified_sample
 from vpn_plugin.protocol.results import read_results
 
 REPO = Path(__file__).resolve().parents[1]
@@ -67,17 +68,21 @@ def test_llm_eval_oracle_with_pkg_writes_results(tiny_crosstask, tiny_config, tm
         run_tool(tool, server, tiny_config, tmp_path, '--with-pkg')
         assert len(server.requests) == LIMIT  # the rerun is served from the cache
     test_set = DATASETS.build(tiny_crosstask['test_dataset'])
-    plans = test_set.plans[:LIMIT]
+    picked = stratified_sample(test_set.tasks, LIMIT, seed=0)
+    plans = test_set.plans[picked]
     for name, value in expected_echo_metrics(plans, plans[:, 0], plans[:, -1]).items():
         assert summary['metrics'][name] == pytest.approx(value)
     assert summary['counts'] == {'ok': LIMIT, 'unparseable': 0, 'out_of_taxonomy': 0,
                                  'request_failed': 0}
     rows = read_results(tmp_path / 'results.jsonl')
-    assert len(rows) == 2 and rows[0].variant['anchors'] == 'oracle'
+    assert len(rows) == 1, 'the rerun replaces its own row'
+    assert rows[0].variant['anchors'] == 'oracle'
     assert rows[0].variant['task_source'] == 'ground_truth'
     assert 'oracle' in rows[0].method and rows[0].horizon == 3 and rows[0].protocol == 'llm'
+    assert rows[0].shortened == f'limit={LIMIT} of {len(test_set)} windows'
+    assert rows[0].settings['base_url'] == server.base_url and rows[0].failures == {}
     dump = json.loads(Path(rows[0].per_sample_file).read_text())  # PlanningMetric's format
-    assert dump['sample_idx'] == list(range(LIMIT)) and dump['gt_plan'] == plans.tolist()
+    assert dump['sample_idx'] == picked.tolist() and dump['gt_plan'] == plans.tolist()
     assert dump['metrics'] == pytest.approx(summary['metrics'])
     outcomes = Path(rows[0].per_sample_file.replace('per_sample.json', 'outcomes.jsonl'))
     assert len(outcomes.read_text().splitlines()) == 1 + LIMIT
@@ -103,7 +108,8 @@ def test_llm_eval_with_step_model_checkpoint(tiny_crosstask, tiny_config, tmp_pa
                            str(tmp_path / 'step.pth'), '--save-anchors', str(tmp_path / 'a.json'))
     saved = json.loads((tmp_path / 'a.json').read_text())
     assert saved == {'first': first.tolist(), 'last': last.tolist()}
-    expected = expected_echo_metrics(test_set.plans[:LIMIT], first[:LIMIT], last[:LIMIT])
+    picked = stratified_sample(test_set.tasks, LIMIT, seed=0)
+    expected = expected_echo_metrics(test_set.plans[picked], first[picked], last[picked])
     for name, value in expected.items():
         assert summary['metrics'][name] == pytest.approx(value)
     # a step model may predict actions of another task: they stay legal in the reply
@@ -152,7 +158,8 @@ def test_llm_eval_vlm_mode_from_frames_folders(tiny_crosstask, tiny_config, tmp_
     import cv2
     test_set = DATASETS.build(tiny_crosstask['test_dataset'])
     rng = np.random.default_rng(0)
-    for window in test_set.windows[:3]:  # distinct frames, so that no two requests are equal
+    picked = stratified_sample(test_set.tasks, 3, seed=0)
+    for window in (test_set.windows[i] for i in picked):  # distinct frames: no two requests equal
         folder = tmp_path / 'videos' / window.vid
         folder.mkdir(parents=True, exist_ok=True)
         for second in range(window.times[-1][1] + 1):
@@ -169,8 +176,8 @@ def test_llm_eval_vlm_mode_from_frames_folders(tiny_crosstask, tiny_config, tmp_
                              '--out', str(tmp_path / 'results.jsonl')])
     assert sorted(count for _, count in server.requests) == [2] * 6 + [4] * 3
     assert summary['counts']['ok'] == 3
-    task_first = [test_set.taxonomy.task_actions[t][0] for t in test_set.tasks[:3]]
-    first_correct = np.mean(np.array(task_first) == test_set.plans[:3, 0])
+    task_first = [test_set.taxonomy.task_actions[t][0] for t in test_set.tasks[picked]]
+    first_correct = np.mean(np.array(task_first) == test_set.plans[picked, 0])
     assert summary['metrics']['first_accuracy'] == pytest.approx(100 * first_correct)
     row = read_results(tmp_path / 'results.jsonl')[0]
     assert row.variant['vlm'] and row.variant['anchors'] == 'vlm' and '(VLM)' in row.method
