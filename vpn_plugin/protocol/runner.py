@@ -18,11 +18,19 @@ A test entry may set ``method`` (row name; default the run's), ``config`` (test 
 the run's; may use {T}), ``cfg_options`` and ``horizon`` (the test horizon recorded; default the
 run's). Several tests share one training (ablation decodings, cross-horizon evaluation).
 
-Each (run, horizon, seed) trains in its own work dir ``<out>/<protocol>/<slug>/T<T>/seed<s>``;
+Each (run, horizon, seed) trains in its own work dir ``<out>/<protocol>/<slug>/T<T>/seed<s>``
+(``seed<s>_max_epochs-3_batch_size-64`` etc. when ``--max-epochs``/``--val-interval``/
+``--batch-size`` override the configs, so a smoke run and the full run live side by side);
 a finished training leaves ``train_done.json`` and is never repeated, a finished test is a row
 of ``<out>/<protocol>/results.jsonl`` and is skipped on the next call (resumable). Before
 anything runs, the configs of the unfinished runs are checked with their overrides
 (:func:`check_units`; also what ``tools/run_protocol.py --dry-run`` does).
+
+Run identity: everything that changes a result (config, seed, ``cfg_options``, schedule and
+batch-size overrides) is in the rows' ``settings`` (``results.py``) and in the work dir's
+``run.json``; a row counts as done only for the same settings, and a work dir whose
+``run.json`` names other settings is refused, never reused. Rows of runs trained for fewer
+epochs than their config say so in ``shortened``.
 """
 from __future__ import annotations
 
@@ -202,13 +210,34 @@ class ProtocolRunner:
         return {row.key() for row in read_results(self.results_file)}
 
     def row_for(self, unit: TrainUnit, spec: TestSpec, metrics=None, params=None,
-                work_dir='') -> ResultRow:
+                work_dir='', shortened='') -> ResultRow:
         return ResultRow(method=spec.method, seed=unit.seed, horizon=spec.horizon,
                          metrics=metrics or {'pending': 0.0}, params=params,
                          dataset=self.dataset, config=spec.config,
                          train_horizon=unit.horizon if unit.train else None,
                          protocol=self.protocol, variant=unit.variant,
-                         per_sample_file='', work_dir=str(work_dir))
+                         per_sample_file='', work_dir=str(work_dir), shortened=shortened,
+                         settings=self.settings(unit, spec))
+
+    def overrides(self, unit: TrainUnit) -> dict:
+        """The command line's schedule and batch-size overrides that apply to ``unit``
+        (``None`` = the config's value)."""
+        schedule = ({'max_epochs': self.max_epochs, 'val_interval': self.val_interval}
+                    if unit.train else {})
+        return dict(schedule, batch_size=self.batch_size)
+
+    def settings(self, unit: TrainUnit, spec: TestSpec) -> dict:
+        """A row's ``settings``: the overrides and the test's merged ``cfg_options``."""
+        return dict(self.overrides(unit), cfg_options={**unit.cfg_options, **spec.cfg_options})
+
+    def work_dir(self, unit: TrainUnit) -> Path:
+        given = {k: v for k, v in self.overrides(unit).items() if v is not None}
+        return self.root / unit.slug / f'T{unit.horizon}' / _slug(f'seed{unit.seed}', given)
+
+    def identity(self, unit: TrainUnit) -> dict:
+        """What ``run.json`` records: everything that changes the training's result."""
+        return dict(config=unit.config, seed=unit.seed, cfg_options=unit.cfg_options,
+                    train=unit.train, **self.overrides(unit))
 
     def run(self, units: list[TrainUnit]) -> Path:
         """Run every unfinished unit; returns the results file."""
@@ -226,14 +255,16 @@ class ProtocolRunner:
         return self.results_file
 
     def run_unit(self, unit: TrainUnit, done: set) -> None:
-        work_dir = self.root / unit.slug / f'T{unit.horizon}' / f'seed{unit.seed}'
-        checkpoint, params = self.train(unit, work_dir) if unit.train else (None, None)
+        work_dir = self.work_dir(unit)
+        claim_work_dir(work_dir, self.identity(unit))
+        checkpoint, params, shortened = (self.train(unit, work_dir) if unit.train
+                                         else (None, None, ''))
         for spec in unit.tests:
             if self.row_for(unit, spec).key() in done:
                 continue
             test_dir = work_dir / f'test_{_slug(spec.method, {})}_T{spec.horizon}'
             metrics, test_params = self.test(unit, spec, checkpoint, test_dir)
-            row = self.row_for(unit, spec, metrics, params or test_params, test_dir)
+            row = self.row_for(unit, spec, metrics, params or test_params, test_dir, shortened)
             per_sample = test_dir / 'per_sample.json'
             if per_sample.is_file():
                 row.per_sample_file = str(per_sample)
@@ -269,13 +300,17 @@ class ProtocolRunner:
         return cfg
 
     def train(self, unit: TrainUnit, work_dir: Path):
-        """Train once; returns (checkpoint path, parameter count). Reuses a finished training."""
+        """Train once; returns (checkpoint path, parameter count, ``shortened``). Reuses a
+        finished training (of the same identity: :func:`claim_work_dir`)."""
         marker = work_dir / 'train_done.json'
         if marker.is_file():
             info = json.loads(marker.read_text())
-            return info['checkpoint'], info['params']
+            return info['checkpoint'], info['params'], info.get('shortened', '')
         from mmengine.runner import Runner
         cfg = self.build_cfg(unit.config, unit.cfg_options, unit.seed, work_dir)
+        shortened = ''
+        if self.max_epochs and self.max_epochs < cfg.train_cfg.max_epochs:
+            shortened = f'max_epochs={self.max_epochs} (config: {cfg.train_cfg.max_epochs})'
         if self.max_epochs:
             cfg.train_cfg.max_epochs = self.max_epochs
             cfg.train_cfg.val_interval = self.val_interval or self.max_epochs
@@ -285,8 +320,9 @@ class ProtocolRunner:
         runner.train()
         checkpoint = (work_dir / 'last_checkpoint').read_text().strip()
         params = count_parameters(runner.model)
-        marker.write_text(json.dumps(dict(checkpoint=checkpoint, params=params)))
-        return checkpoint, params
+        marker.write_text(json.dumps(dict(checkpoint=checkpoint, params=params,
+                                          shortened=shortened)))
+        return checkpoint, params, shortened
 
     def test(self, unit: TrainUnit, spec: TestSpec, checkpoint, test_dir: Path):
         """Test a checkpoint (or an untrained planner) under a spec; returns (metrics, params)."""
@@ -302,6 +338,27 @@ class ProtocolRunner:
             install_pkg(runner, cfg)
         metrics = runner.test()
         return clean_metrics(metrics), count_parameters(runner.model)
+
+
+def claim_work_dir(work_dir: Path, identity: dict) -> None:
+    """Record ``identity`` in ``<work_dir>/run.json``, or check it against the one there: a
+    work dir made with other settings (or by a version that recorded none) is refused."""
+    record = work_dir / 'run.json'
+    wanted = json.loads(json.dumps(identity, sort_keys=True, default=str))
+    if record.is_file():
+        found = json.loads(record.read_text())
+        if found != wanted:
+            changed = '; '.join(f'{k}: {found.get(k)!r} there, {wanted.get(k)!r} now'
+                                for k in sorted(set(found) | set(wanted))
+                                if found.get(k) != wanted.get(k))
+            raise ValueError(f'{work_dir} holds a run made with other settings ({changed}); it '
+                             'is never reused for another run: delete it or give another --out')
+        return
+    if work_dir.is_dir() and any(work_dir.iterdir()):
+        raise ValueError(f'{work_dir} holds files but no run.json (a run of unknown settings); '
+                         'delete it or give another --out')
+    work_dir.mkdir(parents=True, exist_ok=True)
+    record.write_text(json.dumps(wanted, sort_keys=True, indent=1))
 
 
 def install_pkg(runner, cfg) -> None:
