@@ -372,3 +372,16 @@ def test_limit_draws_a_seeded_sample_stratified_over_tasks(shared_data):
     assert np.array_equal(stratified_sample(tasks, 100, seed=0), picked)
     assert not np.array_equal(stratified_sample(tasks, 100, seed=1), picked)
     assert np.array_equal(stratified_sample(tasks, 10 ** 6, seed=0), np.arange(len(tasks)))
+
+
+def test_llm_planner_model_stops_on_failed_requests(tiny_crosstask, tmp_path):
+    test_set = DATASETS.build(tiny_crosstask['test_dataset'])
+    batch = default_collate([test_set[i] for i in range(2)])
+    planner = dict(type='LLMPlanner', train_dataset=tiny_crosstask['train_dataset'],
+                   backend=dict(type='openai', base_url=DeadServer.base_url, model='fake',
+                                **BOUNDED))
+    with pytest.raises(RuntimeError, match=r'2 request\(s\) of this batch failed after the '
+                                           r'retries \(connection x2, e.g. fake at'):
+        MODELS.build(planner).test_step(batch)
+    samples = MODELS.build(dict(planner, allow_failures=True)).test_step(batch)
+    assert [s.llm_status for s in samples] == ['request_failed'] * 2
