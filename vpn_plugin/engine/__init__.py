@@ -1,4 +1,5 @@
 """Runner hooks that are not part of a model: bit-exact resume (``RNGStateHook``)."""
-from .rng_state import RNGStateHook, get_rng_states, set_rng_states
+from .random_states import get_rng_states, set_rng_states
+from .rng_state_hook import RNGStateHook
 
 __all__ = ['RNGStateHook', 'get_rng_states', 'set_rng_states']
