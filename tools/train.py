@@ -80,7 +80,8 @@ def set_resume(cfg, resume):
         raise SystemExit(f'--resume: the work dir {cfg.work_dir} holds no checkpoint to resume '
                          'from; give a CKPT, "--resume auto" to start afresh when there is none, '
                          'or no --resume')
-    cfg.resume, cfg.load_from = latest is not None, latest
+    if latest is not None:
+        cfg.resume, cfg.load_from = True, latest
 
 
 def check_fresh_work_dir(cfg, overwrite: bool) -> None:

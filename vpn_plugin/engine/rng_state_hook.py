@@ -13,10 +13,17 @@ The sampler position: ``DefaultSampler`` shuffles each epoch from ``seed + epoch
 epoch-end checkpoint resumes at the right batch; a checkpoint taken in the middle of an epoch
 (``CheckpointHook(by_epoch=False)`` with an epoch loop) cannot resume bit-exactly because the
 epoch loop restarts the epoch, and is refused with the reason.
+
+Distributed runs: rank 0 writes the checkpoint, so every rank resumes with rank 0's states;
+that is exact with ``randomness.diff_rank_seed=False`` (the default here: the ranks' streams
+are the same), not with ``diff_rank_seed=True``.
 """
 from __future__ import annotations
 
+import logging
+
 from mmengine.hooks import Hook
+from mmengine.logging import print_log
 
 from mmaction.registry import HOOKS
 from vpn_plugin.compat import is_resuming
@@ -46,8 +53,13 @@ class RNGStateHook(Hook):
         checkpoint[CHECKPOINT_KEY] = dict(states, batches_in_epoch=self._position(runner))
 
     def after_load_checkpoint(self, runner, checkpoint: dict) -> None:
-        if not is_resuming(runner) or CHECKPOINT_KEY not in checkpoint:
+        if not is_resuming(runner):
             return  # loading weights only (load_from, tests): nothing to continue
+        if CHECKPOINT_KEY not in checkpoint:
+            print_log('RNGStateHook: the resumed checkpoint holds no RNG states (written without '
+                      'this hook): the run continues from freshly seeded streams, so it will not '
+                      'match an uninterrupted run bit for bit', 'current', logging.WARNING)
+            return
         states = dict(checkpoint[CHECKPOINT_KEY])
         batches = states.pop('batches_in_epoch', 0)
         if batches and _is_epoch_loop(runner):
