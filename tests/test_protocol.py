@@ -266,7 +266,9 @@ def test_runs_with_other_settings_are_never_reused(tiny_crosstask, tmp_path, cap
     longer = ProtocolRunner(protocol, tmp_path, max_epochs=2, batch_size=64)
     results = longer.run(expand_units(protocol))
     assert '1 runs, 0 already finished, 1 to run' in capsys.readouterr().err
-    rows = read_results(results)
+    assert [p.name for p in (smoke.results_file, results)] == [
+        'results_batch_size-64_max_epochs-1.jsonl', 'results_batch_size-64_max_epochs-2.jsonl']
+    rows = read_results([smoke.results_file, results])
     assert [r.settings['max_epochs'] for r in rows] == [1, 2]
     assert all(r.settings['batch_size'] == 64 and r.settings['cfg_options'] for r in rows)
     config_epochs = Config.fromfile(protocol.runs[0]['config']).train_cfg.max_epochs
@@ -283,4 +285,4 @@ def test_runs_with_other_settings_are_never_reused(tiny_crosstask, tmp_path, cap
                                          r"with other settings \(cfg_options: .*beam_width.*"
                                          r"delete it or give another --out"):
         ProtocolRunner(edited, tmp_path, max_epochs=1, batch_size=64).run(expand_units(edited))
-    assert len(read_results(results)) == 2
+    assert len(read_results(smoke.results_file)) == 1

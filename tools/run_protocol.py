@@ -2,9 +2,11 @@
 
     .venv/bin/python tools/run_protocol.py configs/protocol/standard_crosstask.py \
         --seeds 0 1 2 --max-epochs 30 --out work_dirs/protocol
-    .venv/bin/python tools/report.py work_dirs/protocol/standard/results.jsonl
+    .venv/bin/python tools/report.py work_dirs/protocol/standard/results_max_epochs-30.jsonl
 
-Resumable: rerunning the same command skips finished trainings and tests. The protocol
+Resumable: rerunning the same command skips finished trainings and tests. Overrides
+(``--max-epochs``, ``--val-interval``, ``--batch-size``) name the work dirs and the results
+file (``results_max_epochs-30.jsonl`` above), so they never mix with runs of other settings. The protocol
 config format is documented in ``vpn_plugin/protocol/runner.py``; the results format in
 ``vpn_plugin/protocol/results.py``.
 """

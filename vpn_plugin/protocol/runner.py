@@ -19,10 +19,11 @@ the run's; may use {T}), ``cfg_options`` and ``horizon`` (the test horizon recor
 run's). Several tests share one training (ablation decodings, cross-horizon evaluation).
 
 Each (run, horizon, seed) trains in its own work dir ``<out>/<protocol>/<slug>/T<T>/seed<s>``
-(``seed<s>_max_epochs-3_batch_size-64`` etc. when ``--max-epochs``/``--val-interval``/
+(``seed<s>_batch_size-64_max_epochs-3`` etc. when ``--max-epochs``/``--val-interval``/
 ``--batch-size`` override the configs, so a smoke run and the full run live side by side);
 a finished training leaves ``train_done.json`` and is never repeated, a finished test is a row
-of ``<out>/<protocol>/results.jsonl`` and is skipped on the next call (resumable). Before
+of ``<out>/<protocol>/results.jsonl`` (``results_batch_size-64_max_epochs-3.jsonl`` etc. with
+overrides) and is skipped on the next call (resumable). Before
 anything runs, the configs of the unfinished runs are checked with their overrides
 (:func:`check_units`; also what ``tools/run_protocol.py --dry-run`` does).
 
@@ -197,12 +198,16 @@ class ProtocolRunner:
         self.protocol = protocol_cfg.protocol
         self.dataset = dataset or protocol_cfg.get('dataset', '')
         self.root = Path(out_dir) / self.protocol
-        self.results_file = self.root / 'results.jsonl'
         self.max_epochs = max_epochs if max_epochs is not None else protocol_cfg.get('max_epochs')
         self.val_interval = val_interval
         self.batch_size = batch_size
         self.log_level = log_level
         self._counter = 0
+        given = {k: v for k, v in (('max_epochs', self.max_epochs),
+                                   ('val_interval', val_interval),
+                                   ('batch_size', batch_size)) if v is not None}
+        # runs with overrides have their own table: a smoke run never mixes with the full one
+        self.results_file = self.root / f'{_slug("results", given)}.jsonl'
 
     def done_keys(self) -> set:
         if not self.results_file.is_file():
