@@ -75,9 +75,13 @@ def wait_for(path: Path, process, timeout=240):
         time.sleep(0.05)
 
 
-def weights(path: Path) -> dict:
+def checkpoint(path: Path) -> dict:
     with torch.serialization.safe_globals(vpn_plugin.compat.mmengine_checkpoint_globals()):
-        return torch.load(path, map_location='cpu', weights_only=True)['state_dict']
+        return torch.load(path, map_location='cpu', weights_only=True)
+
+
+def weights(path: Path) -> dict:
+    return checkpoint(path)['state_dict']
 
 
 def last_val_metrics(work_dir: Path) -> dict:
@@ -164,7 +168,7 @@ def test_resume_without_a_checkpoint_is_an_error_unless_auto(train_tool, config_
     with pytest.raises(SystemExit, match=r'--resume: the work dir .*empty holds no checkpoint'):
         configure(train_tool, config_file, tmp_path / 'empty', '--resume')
     fresh = configure(train_tool, config_file, tmp_path / 'empty', '--resume', 'auto')
-    assert not fresh.resume and fresh.load_from is None
+    assert not fresh.resume and fresh.get('load_from') is None
     with pytest.raises(SystemExit, match='--resume .*missing.pth: no such checkpoint file'):
         configure(train_tool, config_file, tmp_path, '--resume', str(tmp_path / 'missing.pth'))
     checkpoint = with_checkpoint(tmp_path / 'work')
@@ -185,3 +189,31 @@ def test_work_dir_with_another_runs_checkpoints_needs_resume_or_overwrite(
     assert checkpoint.exists() and best.exists()
     cfg = configure(train_tool, config_file, tmp_path / 'work', '--overwrite')
     assert not cfg.get('resume') and not list((tmp_path / 'work').iterdir())
+
+
+def toy_runner(work_dir, **changes):
+    """The toy model of tests/toy_plugin.py with the project's runtime (RNGStateHook on)."""
+    from mmengine.runner import Runner
+    import toy_plugin  # noqa: F401  (registers the toy dataset, model and metric)
+    loader = dict(batch_size=8, num_workers=0, collate_fn=dict(type='default_collate'),
+                  sampler=dict(type='DefaultSampler', shuffle=True),
+                  dataset=dict(type='ToyCompatDataset', num_samples=32))
+    cfg = Config.fromfile(str(ROOT / 'configs/_base_/default_runtime.py'))
+    cfg.merge_from_dict(dict(
+        work_dir=str(work_dir), model=dict(type='ToyCompatModel', dim=4),
+        train_dataloader=loader, train_cfg=dict(type='EpochBasedTrainLoop', max_epochs=2),
+        optim_wrapper=dict(optimizer=dict(type='SGD', lr=0.1)), log_level='WARNING'))
+    cfg.merge_from_dict(changes)
+    return Runner.from_cfg(cfg)
+
+
+def test_mid_epoch_checkpoint_is_refused_for_resuming(tmp_path):
+    """4 batches per epoch, a checkpoint every 3 iterations: iter_3.pth is mid-epoch."""
+    toy_runner(tmp_path, **{'default_hooks.checkpoint': dict(
+        type='CheckpointHook', interval=3, by_epoch=False)}).train()
+    assert checkpoint(tmp_path / 'iter_3.pth')['rng_states']['batches_in_epoch'] == 3
+    assert checkpoint(tmp_path / 'iter_6.pth')['rng_states']['batches_in_epoch'] == 2
+    resumed = toy_runner(tmp_path / 'again', resume=True, load_from=str(tmp_path / 'iter_3.pth'))
+    with pytest.raises(RuntimeError, match=r'saved after batch 3 of epoch 0: the epoch loop '
+                                           r'would restart that epoch.*epoch-end checkpoint'):
+        resumed.train()

@@ -80,8 +80,9 @@ def set_resume(cfg, resume):
         raise SystemExit(f'--resume: the work dir {cfg.work_dir} holds no checkpoint to resume '
                          'from; give a CKPT, "--resume auto" to start afresh when there is none, '
                          'or no --resume')
+    cfg.resume = latest is not None  # auto with nothing to resume: a fresh start
     if latest is not None:
-        cfg.resume, cfg.load_from = True, latest
+        cfg.load_from = latest
 
 
 def check_fresh_work_dir(cfg, overwrite: bool) -> None:

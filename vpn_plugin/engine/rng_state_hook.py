@@ -78,7 +78,8 @@ class RNGStateHook(Hook):
     def before_train_epoch(self, runner) -> None:
         self._batches_in_epoch = 0
 
-    def after_train_iter(self, runner, batch_idx, data_batch=None, outputs=None) -> None:
+    def before_train_iter(self, runner, batch_idx, data_batch=None) -> None:
+        # counted before the batch: CheckpointHook saves in after_train_iter, before this hook
         self._batches_in_epoch = batch_idx + 1
 
     def before_val(self, runner) -> None:
