@@ -6,9 +6,9 @@
 
 Resumable: rerunning the same command skips finished trainings and tests. Overrides
 (``--max-epochs``, ``--val-interval``, ``--batch-size``) name the work dirs and the results
-file (``results_max_epochs-30.jsonl`` above), so they never mix with runs of other settings. The protocol
-config format is documented in ``vpn_plugin/protocol/runner.py``; the results format in
-``vpn_plugin/protocol/results.py``.
+file (``results_max_epochs-30.jsonl`` above), so they never mix with runs of other settings.
+The protocol config format is documented in ``vpn_plugin/protocol/runner.py``; the results
+format in ``vpn_plugin/protocol/results.py``.
 """
 import argparse
 import sys
