@@ -280,16 +280,18 @@ def load_tool(name):
     return module
 
 
-def test_train_cli_switches_reach_the_config(toy_config, monkeypatch):
+def test_train_cli_switches_reach_the_config(toy_config, monkeypatch, tmp_path):
     monkeypatch.setenv('LOCAL_RANK', '0')  # parse_args sets it when missing
+    monkeypatch.chdir(tmp_path)
     train = load_tool('train')
     args = train.parse_args([str(toy_config), '--seed', '7', '--deterministic', '--tensorboard',
-                             '--resume', '--cfg-options', 'train_cfg.max_epochs=5'])
+                             '--resume', 'auto', '--cfg-options', 'train_cfg.max_epochs=5'])
     cfg = train.load_config(args)
     assert cfg.work_dir == os.path.join('work_dirs', 'toy_config')
     assert cfg.randomness.seed == 7 and cfg.randomness.deterministic
-    assert cfg.resume and cfg.load_from is None and cfg.train_cfg.max_epochs == 5
+    assert not cfg.resume and cfg.load_from is None and cfg.train_cfg.max_epochs == 5
     assert cfg.visualizer.vis_backends[-1]['type'] == 'TensorboardVisBackend'
+    (tmp_path / 'a.pth').write_bytes(b'')  # --resume rules: tests/test_resume.py
     checkpoint = train.load_config(train.parse_args([str(toy_config), '--resume', 'a.pth']))
     assert checkpoint.resume and checkpoint.load_from == 'a.pth'
 

@@ -22,22 +22,22 @@ def test_estimate_is_epochs_times_share_times_epoch_seconds(monkeypatch, tmp_pat
     protocol = load_protocol('configs/protocol/sample_efficiency_crosstask.py')
     units = expand_units(protocol, seeds=[1], methods=['ViterbiPlanNet'])
     runner = ProtocolRunner(protocol, tmp_path, max_epochs=20)
-    planned = plan_runs(units, runner.unit_dir, runner.max_epochs, epoch_seconds=3.0)
+    planned = plan_runs(units, runner.work_dir, runner.max_epochs, epoch_seconds=3.0)
     shares = [u.cfg_options['train_dataloader.dataset.subset_fraction'] for u in units]
     assert [p.train_share for p in planned] == shares and 1.0 in shares
     assert [p.seconds for p in planned] == pytest.approx([20 * 3.0 * s for s in shares])
     assert all(p.epochs == 20 and p.seed == 1 for p in planned)
-    assert [p.work_dir for p in planned] == [runner.unit_dir(u) for u in units]
+    assert [p.work_dir for p in planned] == [runner.work_dir(u) for u in units]
     assert planned[0].work_dir.parent.parent.parent == tmp_path / 'sample_efficiency'
     # without --max-epochs: the config's own schedule (the paper's 500 epochs)
-    assert {p.epochs for p in plan_runs(units, runner.unit_dir)} == {500}
+    assert {p.epochs for p in plan_runs(units, runner.work_dir)} == {500}
 
 
 def test_untrained_planner_costs_nothing(monkeypatch, tmp_path):
     monkeypatch.chdir(REPO)
     protocol = load_protocol('configs/protocol/standard_crosstask.py')
     units = expand_units(protocol, seeds=[0], methods=['PKG + uniform emissions'])
-    planned = plan_runs(units, ProtocolRunner(protocol, tmp_path).unit_dir)
+    planned = plan_runs(units, ProtocolRunner(protocol, tmp_path).work_dir)
     assert [(p.epochs, p.seconds, p.test_horizons) for p in planned] == [(0, 0.0, [3]),
                                                                          (0, 0.0, [4])]
 

@@ -189,7 +189,8 @@ def test_client_errors_are_not_retried_and_corrupt_cache_is_named(tmp_path):
             with pytest.raises(RequestFailedError, match='after 1 attempt'):
                 backend.complete([{'role': 'user', 'content': text}])
         assert len(server.requests) == 2 and backend.usage.counts['failed'] == 2
-    key = ResponseCache.key('fake-model', [{'role': 'user', 'content': 'x'}], {'temperature': 0.0})
+    key = ResponseCache.key(server.base_url, 'fake-model', [{'role': 'user', 'content': 'x'}],
+                            {'temperature': 0.0})
     cache = ResponseCache(tmp_path / 'cache')
     cache._path(key).parent.mkdir(parents=True)
     cache._path(key).write_text('{"text": ')

@@ -142,6 +142,6 @@ def test_step_model_queries_name_the_task_of_the_first_action():
     oracle = build_queries(plans, tasks)
     assert [(q.first, q.last, q.task) for q in oracle] == [(0, 2, 0), (6, 8, 1)]
     predicted = build_queries(plans, tasks, anchors=(np.array([7, 3]), np.array([8, 5])),
-                              action_task=taxonomy.action_task, limit=1)
+                              action_task=taxonomy.action_task, indices=[0])
     assert [(q.first, q.last, q.task, q.gt_plan) for q in predicted] == [(7, 8, 1, [0, 1, 2])]
     assert [q.first for q in build_queries(plans, tasks, anchors=None)] == [None, None]

@@ -12,6 +12,7 @@ import torch
 from fake_openai_server import FakeOpenAIServer
 from mmaction.registry import DATASETS, MODELS
 from mmengine.dataset import default_collate
+from vpn_plugin.baselines.llm import stratified_sample
 from vpn_plugin.protocol.results import read_results
 
 REPO = Path(__file__).resolve().parents[1]
@@ -67,17 +68,21 @@ def test_llm_eval_oracle_with_pkg_writes_results(tiny_crosstask, tiny_config, tm
         run_tool(tool, server, tiny_config, tmp_path, '--with-pkg')
         assert len(server.requests) == LIMIT  # the rerun is served from the cache
     test_set = DATASETS.build(tiny_crosstask['test_dataset'])
-    plans = test_set.plans[:LIMIT]
+    picked = stratified_sample(test_set.tasks, LIMIT, seed=0)
+    plans = test_set.plans[picked]
     for name, value in expected_echo_metrics(plans, plans[:, 0], plans[:, -1]).items():
         assert summary['metrics'][name] == pytest.approx(value)
     assert summary['counts'] == {'ok': LIMIT, 'unparseable': 0, 'out_of_taxonomy': 0,
                                  'request_failed': 0}
     rows = read_results(tmp_path / 'results.jsonl')
-    assert len(rows) == 2 and rows[0].variant['anchors'] == 'oracle'
+    assert len(rows) == 1, 'the rerun replaces its own row'
+    assert rows[0].variant['anchors'] == 'oracle'
     assert rows[0].variant['task_source'] == 'ground_truth'
     assert 'oracle' in rows[0].method and rows[0].horizon == 3 and rows[0].protocol == 'llm'
+    assert rows[0].shortened == f'limit={LIMIT} of {len(test_set)} windows'
+    assert rows[0].settings['base_url'] == server.base_url and rows[0].failures == {}
     dump = json.loads(Path(rows[0].per_sample_file).read_text())  # PlanningMetric's format
-    assert dump['sample_idx'] == list(range(LIMIT)) and dump['gt_plan'] == plans.tolist()
+    assert dump['sample_idx'] == picked.tolist() and dump['gt_plan'] == plans.tolist()
     assert dump['metrics'] == pytest.approx(summary['metrics'])
     outcomes = Path(rows[0].per_sample_file.replace('per_sample.json', 'outcomes.jsonl'))
     assert len(outcomes.read_text().splitlines()) == 1 + LIMIT
@@ -103,7 +108,8 @@ def test_llm_eval_with_step_model_checkpoint(tiny_crosstask, tiny_config, tmp_pa
                            str(tmp_path / 'step.pth'), '--save-anchors', str(tmp_path / 'a.json'))
     saved = json.loads((tmp_path / 'a.json').read_text())
     assert saved == {'first': first.tolist(), 'last': last.tolist()}
-    expected = expected_echo_metrics(test_set.plans[:LIMIT], first[:LIMIT], last[:LIMIT])
+    picked = stratified_sample(test_set.tasks, LIMIT, seed=0)
+    expected = expected_echo_metrics(test_set.plans[picked], first[picked], last[picked])
     for name, value in expected.items():
         assert summary['metrics'][name] == pytest.approx(value)
     # a step model may predict actions of another task: they stay legal in the reply
@@ -152,7 +158,8 @@ def test_llm_eval_vlm_mode_from_frames_folders(tiny_crosstask, tiny_config, tmp_
     import cv2
     test_set = DATASETS.build(tiny_crosstask['test_dataset'])
     rng = np.random.default_rng(0)
-    for window in test_set.windows[:3]:  # distinct frames, so that no two requests are equal
+    picked = stratified_sample(test_set.tasks, 3, seed=0)
+    for window in (test_set.windows[i] for i in picked):  # distinct frames: no two requests equal
         folder = tmp_path / 'videos' / window.vid
         folder.mkdir(parents=True, exist_ok=True)
         for second in range(window.times[-1][1] + 1):
@@ -169,8 +176,8 @@ def test_llm_eval_vlm_mode_from_frames_folders(tiny_crosstask, tiny_config, tmp_
                              '--out', str(tmp_path / 'results.jsonl')])
     assert sorted(count for _, count in server.requests) == [2] * 6 + [4] * 3
     assert summary['counts']['ok'] == 3
-    task_first = [test_set.taxonomy.task_actions[t][0] for t in test_set.tasks[:3]]
-    first_correct = np.mean(np.array(task_first) == test_set.plans[:3, 0])
+    task_first = [test_set.taxonomy.task_actions[t][0] for t in test_set.tasks[picked]]
+    first_correct = np.mean(np.array(task_first) == test_set.plans[picked, 0])
     assert summary['metrics']['first_accuracy'] == pytest.approx(100 * first_correct)
     row = read_results(tmp_path / 'results.jsonl')[0]
     assert row.variant['vlm'] and row.variant['anchors'] == 'vlm' and '(VLM)' in row.method
@@ -261,3 +268,120 @@ def test_llm_planner_model_with_step_model_anchor_file(tiny_crosstask, tmp_path)
     prompts = sorted(text for text, _ in server.requests)
     names = sorted(taxonomy.task_names[taxonomy.action_task[first[i]]] for i in (5, 2))
     assert [f'procedure "{name}"' in text for name, text in zip(names, prompts)] == [True] * 2
+
+
+# ------------------------------------------- results that cannot lie (issue 13: 1 and 5)
+def closed_port_url():
+    import socket
+    with socket.socket() as sock:
+        sock.bind(('127.0.0.1', 0))
+        port = sock.getsockname()[1]
+    return f'http://127.0.0.1:{port}/v1'  # nothing listens there any more
+
+
+class DeadServer:
+    base_url = closed_port_url()
+
+
+def test_dead_endpoint_exits_non_zero_and_writes_no_row(tiny_config, tmp_path, capsys):
+    tool = load_tool()
+    with pytest.raises(SystemExit) as stop:
+        run_tool(tool, DeadServer, tiny_config, tmp_path)
+    assert stop.value.code not in (0, None) and 'no results row written' in str(stop.value)
+    err = capsys.readouterr().err
+    assert f'{LIMIT} of {LIMIT} requests failed after the retries' in err
+    assert f'connection: {LIMIT} window(s), e.g. fake at {DeadServer.base_url}' in err
+    assert not list(tmp_path.glob('results*'))
+
+
+def fail_one_first_action(action):
+    """HTTP 500 for every window whose plan starts with ``action``; echo the others."""
+    def script(prompt, attempt):
+        ids = re.search(r'Incomplete sequence \(ids\): \[([^\]]*)\]', prompt).group(1)
+        return {'status': 500} if int(ids.split(', ')[0]) == action else echo_anchors(prompt,
+                                                                                       attempt)
+    return script
+
+
+def test_failed_requests_are_counted_in_the_row_only_with_allow_failures(
+        tiny_crosstask, tiny_config, tmp_path, capsys):
+    test_set = DATASETS.build(tiny_crosstask['test_dataset'])
+    firsts = test_set.plans[stratified_sample(test_set.tasks, LIMIT, seed=0), 0]
+    failing = int(firsts[0])
+    expected_failures = int((firsts == failing).sum())
+    assert 0 < expected_failures < LIMIT
+    tool = load_tool()
+    with FakeOpenAIServer(fail_one_first_action(failing)) as server:
+        with pytest.raises(SystemExit):
+            run_tool(tool, server, tiny_config, tmp_path)
+        assert not (tmp_path / 'results.jsonl').exists()
+        assert f'http_500: {expected_failures} window(s)' in capsys.readouterr().err
+        summary = run_tool(tool, server, tiny_config, tmp_path, '--allow-failures')
+    assert summary['counts']['request_failed'] == expected_failures
+    row = read_results(tmp_path / 'results.jsonl')[0]
+    assert row.failures == {'http_500': expected_failures}
+    assert row.metrics['first_accuracy'] == pytest.approx(
+        100 * (LIMIT - expected_failures) / LIMIT)
+
+
+def test_cache_key_covers_the_base_url(tiny_config, tmp_path):
+    tool = load_tool()
+    with FakeOpenAIServer(echo_anchors) as first:
+        run_tool(tool, first, tiny_config, tmp_path)
+    always_first = lambda prompt, attempt: {'text': json.dumps(  # noqa: E731
+        {'plan': [int(re.search(r'\(ids\): \[(\d+)', prompt).group(1))] * 3})}
+    with FakeOpenAIServer(always_first) as second:
+        summary = run_tool(tool, second, tiny_config, tmp_path)
+        assert len(second.requests) == LIMIT  # another server: no reply from the cache
+    rows = read_results(tmp_path / 'results.jsonl')
+    assert [r.settings['base_url'] for r in rows] == [first.base_url, second.base_url]
+    assert rows[1].metrics == pytest.approx(summary['metrics']) != rows[0].metrics
+
+
+def test_text_only_llm_eval_needs_no_feature_files(tiny_crosstask, tmp_path):
+    no_features = {**tiny_crosstask['test_dataset'], 'feature_dir': str(tmp_path / 'none'),
+                   'cache_dir': None}
+    train = {**tiny_crosstask['train_dataset'], 'feature_dir': str(tmp_path / 'none'),
+             'cache_dir': None}
+    config = tmp_path / 'no_features.py'
+    config.write_text(f'train_dataloader = dict(dataset={train!r})\n'
+                      f'test_dataloader = dict(dataset={no_features!r})\n')
+    tool = load_tool()
+    with FakeOpenAIServer(echo_anchors) as server:
+        summary = run_tool(tool, server, config, tmp_path, '--with-pkg')
+    assert summary['counts']['ok'] == LIMIT
+    with_features = DATASETS.build(tiny_crosstask['test_dataset'])  # the same windows
+    plans = with_features.plans[stratified_sample(with_features.tasks, LIMIT, seed=0)]
+    for name, value in expected_echo_metrics(plans, plans[:, 0], plans[:, -1]).items():
+        assert summary['metrics'][name] == pytest.approx(value)
+
+
+def test_limit_draws_a_seeded_sample_stratified_over_tasks(shared_data):
+    from vpn_plugin.baselines.llm.windows import annotation_windows
+    test_set = annotation_windows(dict(  # the official CrossTask T=3 test windows, no features
+        data_root=str(shared_data / 'crosstask'), taxonomy='taxonomy_133.json',
+        feature_dir='/nonexistent', horizon=3, split='test',
+        window_file='splits/test_T3_133.json'))
+    tasks = test_set.tasks
+    assert len(tasks) == 4531 and len(set(tasks[:100].tolist())) == 1  # the first 100: one task
+    picked = stratified_sample(tasks, 100, seed=0)
+    assert len(picked) == len(set(picked.tolist())) == 100
+    names, counts = np.unique(tasks, return_counts=True)
+    shares = np.array([(tasks[picked] == name).sum() for name in names])
+    assert len(names) == 18 and np.abs(shares - 100 * counts / len(tasks)).max() < 1
+    assert np.array_equal(stratified_sample(tasks, 100, seed=0), picked)
+    assert not np.array_equal(stratified_sample(tasks, 100, seed=1), picked)
+    assert np.array_equal(stratified_sample(tasks, 10 ** 6, seed=0), np.arange(len(tasks)))
+
+
+def test_llm_planner_model_stops_on_failed_requests(tiny_crosstask, tmp_path):
+    test_set = DATASETS.build(tiny_crosstask['test_dataset'])
+    batch = default_collate([test_set[i] for i in range(2)])
+    planner = dict(type='LLMPlanner', train_dataset=tiny_crosstask['train_dataset'],
+                   backend=dict(type='openai', base_url=DeadServer.base_url, model='fake',
+                                **BOUNDED))
+    with pytest.raises(RuntimeError, match=r'2 request\(s\) of this batch failed after the '
+                                           r'retries \(connection x2, e.g. fake at'):
+        MODELS.build(planner).test_step(batch)
+    samples = MODELS.build(dict(planner, allow_failures=True)).test_step(batch)
+    assert [s.llm_status for s in samples] == ['request_failed'] * 2

@@ -15,6 +15,7 @@ from vpn_plugin.protocol.runner import (ProtocolRunner, check_config, clean_metr
                                         expand_units)
 
 REPO = Path(__file__).resolve().parents[1]
+SMOKE_DIR = 'seed{seed}_batch_size-64_max_epochs-1'  # work dir of max_epochs=1, batch_size=64
 
 
 def run_protocol_tool():
@@ -101,7 +102,7 @@ def test_tiny_protocol_end_to_end_and_resume(tiny_crosstask, tmp_path, capsys):
                 if json.loads(line)['method'] == 'ViterbiPlanNet (argmax)'
                 and json.loads(line)['seed'] == 1)
     results.write_text('\n'.join(lines[:lost] + lines[lost + 1:]) + '\n')
-    seed1 = Path(tmp_path, 'tiny', 'ViterbiPlanNet', 'T3', 'seed1')
+    seed1 = Path(tmp_path, 'tiny', 'ViterbiPlanNet', 'T3', SMOKE_DIR.format(seed=1))
     stamps = {p: p.stat().st_mtime_ns for p in seed1.iterdir() if p.is_file()}
     runner.run(expand_units(protocol))
     assert '1 to run' in capsys.readouterr().err
@@ -113,7 +114,8 @@ def test_tiny_protocol_end_to_end_and_resume(tiny_crosstask, tmp_path, capsys):
     assert 'PKG beam search' in to_markdown(table)
 
     # qualitative figure from a trained checkpoint of the protocol
-    marker = Path(tmp_path, 'tiny', 'ViterbiPlanNet', 'T3', 'seed0', 'train_done.json')
+    marker = Path(tmp_path, 'tiny', 'ViterbiPlanNet', 'T3', SMOKE_DIR.format(seed=0),
+                  'train_done.json')
     data = qualitative_from_checkpoint(protocol.runs[0]['config'],
                                        json.loads(marker.read_text())['checkpoint'], 0,
                                        protocol.runs[0]['cfg_options'])
@@ -247,3 +249,40 @@ def test_run_seed_reaches_pkg_hook_and_training_subset(monkeypatch, tmp_path):
     assert cfg.train_dataloader.dataset.subset_seed == 3
     plain = runner.build_cfg('configs/vpn_crosstask_t3.py', {}, 3, tmp_path)
     assert 'subset_seed' not in plain.train_dataloader.dataset
+
+
+# ------------------------------------------------------------ run identity (issue 13, item 3)
+def beam_search_protocol(tiny, **extra_options):
+    return Config(dict(protocol='identity', dataset='crosstask', seeds=[0], runs=[
+        dict(method='PKG beam search', cfg_options=dict(tiny_options(tiny), **extra_options),
+             config=str(REPO / 'configs/baselines/pkg_beam_search_crosstask_t3.py'))]))
+
+
+def test_runs_with_other_settings_are_never_reused(tiny_crosstask, tmp_path, capsys):
+    protocol = beam_search_protocol(tiny_crosstask)
+    smoke = ProtocolRunner(protocol, tmp_path, max_epochs=1, batch_size=64)
+    smoke.run(expand_units(protocol))
+    capsys.readouterr()
+    longer = ProtocolRunner(protocol, tmp_path, max_epochs=2, batch_size=64)
+    results = longer.run(expand_units(protocol))
+    assert '1 runs, 0 already finished, 1 to run' in capsys.readouterr().err
+    assert [p.name for p in (smoke.results_file, results)] == [
+        'results_batch_size-64_max_epochs-1.jsonl', 'results_batch_size-64_max_epochs-2.jsonl']
+    rows = read_results([smoke.results_file, results])
+    assert [r.settings['max_epochs'] for r in rows] == [1, 2]
+    assert all(r.settings['batch_size'] == 64 and r.settings['cfg_options'] for r in rows)
+    config_epochs = Config.fromfile(protocol.runs[0]['config']).train_cfg.max_epochs
+    assert [r.shortened for r in rows] == [f'max_epochs={n} (config: {config_epochs})'
+                                           for n in (1, 2)]
+    runs = Path(tmp_path, 'identity', 'PKG_beam_search', 'T3')
+    assert sorted(p.name for p in runs.iterdir()) == [
+        'seed0_batch_size-64_max_epochs-1', 'seed0_batch_size-64_max_epochs-2']
+    assert json.loads((runs / 'seed0_batch_size-64_max_epochs-2' / 'run.json').read_text())[
+        'max_epochs'] == 2
+    # the same work dir, other overrides: refused, not silently reused
+    edited = beam_search_protocol(tiny_crosstask, **{'model.beam_width': 3})
+    with pytest.raises(ValueError, match=r"seed0_batch_size-64_max_epochs-1 holds a run made "
+                                         r"with other settings \(cfg_options: .*beam_width.*"
+                                         r"delete it or give another --out"):
+        ProtocolRunner(edited, tmp_path, max_epochs=1, batch_size=64).run(expand_units(edited))
+    assert len(read_results(smoke.results_file)) == 1

@@ -6,9 +6,14 @@
         [--step-config CFG --step-checkpoint CKPT | --anchors-file preds.json]
 
 Without a step model the first/last actions are the ground truth: the ORACLE setting, labelled
-so in the results (variant ``anchors=oracle``). Replies are cached under ``--cache-dir``: a
-repeated or interrupted run never pays twice for a request that succeeded.
-Writes a protocol results row (``--out``, JSON Lines), per-window outcomes and a summary.
+so in the results (variant ``anchors=oracle``). Replies are cached under ``--cache-dir`` (keyed
+by base URL, model, prompt and sampling parameters): a repeated or interrupted run never pays
+twice for a request that succeeded.
+Writes a protocol results row (``--out``, JSON Lines; a rerun replaces its own row), per-window
+outcomes and a summary. A request that still fails after the retries is printed with its cause
+and the run exits with status 1 writing nothing, unless ``--allow-failures`` (the row then
+counts the failures by kind). The windows come from the annotations alone: no feature file is
+read, except by a ``--step-config`` step model.
 """
 import argparse
 import json
@@ -21,12 +26,13 @@ from mmengine.config import DictAction
 
 from mmaction.registry import DATASETS
 from vpn_plugin.baselines.llm import (ORACLE, PromptPlanner, attach_frames, build_backend,
-                                      build_queries, load_anchor_predictions,
+                                      build_queries, failure_counts, load_anchor_predictions,
                                       prompt_builder_from_dataset, run_planner,
-                                      save_anchor_predictions, step_model_anchors, summarize,
-                                      token_summary)
+                                      save_anchor_predictions, step_model_anchors,
+                                      stratified_sample, summarize, token_summary)
 from vpn_plugin.baselines.llm.evaluate import write_outcomes
-from vpn_plugin.protocol.results import ResultRow, append_result
+from vpn_plugin.baselines.llm.windows import annotation_windows
+from vpn_plugin.protocol.results import ResultRow, replace_result
 from vpn_plugin.data_paths import add_data_arguments, data_path_args, load_config
 
 
@@ -46,7 +52,8 @@ def parse_args(argv=None):
     parser.add_argument('--num-frames', type=int, default=4, help='VLM: frames per clip')
     parser.add_argument('--frames-fps', type=float, default=1.0,
                         help='VLM: frame rate of frames folders')
-    parser.add_argument('--limit', type=int, help='plan only the first N test windows')
+    parser.add_argument('--limit', type=int, help='plan N test windows drawn with --seed, '
+                        'stratified over tasks (the results row is marked shortened)')
     parser.add_argument('--concurrency', type=int, default=4, help='requests in flight')
     parser.add_argument('--anchors-file', help='step-model first/last predictions (JSON/npz)')
     parser.add_argument('--step-config', help='config whose model is the step model '
@@ -62,9 +69,12 @@ def parse_args(argv=None):
     parser.add_argument('--timeout', type=float, default=60.0, help='seconds per request')
     parser.add_argument('--max-retries', type=int, default=5)
     parser.add_argument('--backoff', type=float, default=1.0, help='first retry wait (s)')
+    parser.add_argument('--allow-failures', action='store_true',
+                        help='write the results row even when requests failed after the '
+                        'retries (scored as wrong plans; the row counts them by kind)')
     parser.add_argument('--cache-dir', default='work_dirs/llm_cache')
     parser.add_argument('--out', default='work_dirs/llm_eval/results.jsonl',
-                        help='protocol results file (.jsonl) to append the row to')
+                        help='protocol results file (.jsonl); a rerun replaces its own row')
     parser.add_argument('--method', help='method name in the results (default: from the model)')
     parser.add_argument('--no-progress', action='store_true')
     parser.add_argument('--cfg-options', nargs='+', action=DictAction)
@@ -88,14 +98,18 @@ def check_args(parser, args):
 
 
 def load_datasets(args):
+    """(config, training windows, test windows), from the annotations alone; the test set
+    has its observations (feature files) only when a ``--step-config`` model reads them."""
     cfg = load_config(args.config, args.cfg_options, **data_path_args(args))
     for key in ('train_dataloader', 'test_dataloader'):
         if 'dataset' not in cfg.get(key, {}):
             raise SystemExit(f'{args.config}: needs {key}.dataset (training windows give the '
                              'examples and the PKG, test windows are planned)')
     print('loading the training and test windows ...', file=sys.stderr)
-    train_set = DATASETS.build(cfg.train_dataloader.dataset)
-    return cfg, train_set, DATASETS.build(cfg.test_dataloader.dataset)
+    train_set = annotation_windows(cfg.train_dataloader.dataset)
+    if args.step_config:
+        return cfg, train_set, DATASETS.build(cfg.test_dataloader.dataset)
+    return cfg, train_set, annotation_windows(cfg.test_dataloader.dataset)
 
 
 def anchor_setting(args, test_set):
@@ -146,25 +160,43 @@ def output_files(args, anchors: str) -> dict:
             'summary': out.with_name(f'{stem}.summary.json')}
 
 
-def setting(args, anchors: str, num_windows: int, num_test_windows: int) -> dict:
+def setting(args, anchors: str) -> dict:
+    """The study settings (the row's ``variant``)."""
     # the task named in the prompt: the ground truth, except with a step model (the task of
     # its predicted first action)
     task_source = 'step_model' if anchors == 'step_model' else 'ground_truth'
     return {'model': args.model, 'anchors': anchors, 'task_source': task_source,
             'with_pkg': args.with_pkg, 'vlm': args.vlm, 'scope': args.scope,
-            'num_examples': args.num_examples,
-            'num_windows': num_windows, 'limited': num_windows < num_test_windows}
+            'num_examples': args.num_examples}
+
+
+def run_settings(args, num_windows: int, num_test_windows: int) -> dict:
+    """Everything else that changes the replies or the score (the row's ``settings``)."""
+    settings = {'backend': args.backend, 'base_url': args.base_url,
+                'temperature': args.temperature, 'max_tokens': args.max_tokens,
+                'limit': args.limit if num_windows < num_test_windows else None,
+                'sample_seed': args.seed, 'num_windows': num_windows,
+                'anchors_file': args.anchors_file, 'step_checkpoint': args.step_checkpoint,
+                'cfg_options': args.cfg_options or {}}
+    if args.vlm:
+        settings.update(num_frames=args.num_frames, frames_fps=args.frames_fps)
+    return settings
 
 
 def write_results(args, cfg, test_set, queries, outcomes, summary, usage, anchors, files):
-    variant = setting(args, anchors, len(queries), len(test_set))
+    variant = setting(args, anchors)
+    settings = run_settings(args, len(queries), len(test_set))
     write_outcomes(files['outcomes'], queries, outcomes, variant)
-    files['summary'].write_text(json.dumps(dict(summary, usage=usage, setting=variant), indent=2))
+    files['summary'].write_text(json.dumps(dict(summary, usage=usage, setting=variant,
+                                                settings=settings), indent=2))
     data_root = Path(cfg.test_dataloader.dataset.get('data_root', '')).name
-    append_result(args.out, ResultRow(
+    shortened = (f"limit={args.limit} of {len(test_set)} windows"
+                 if settings['limit'] is not None else '')
+    return replace_result(args.out, ResultRow(
         method=method_name(args, anchors), seed=args.seed, horizon=test_set.horizon,
         metrics=summary['metrics'], params=None, dataset=data_root, config=args.config,
-        protocol='llm', variant=variant, per_sample_file=str(files['per_sample'])))
+        protocol='llm', variant=variant, per_sample_file=str(files['per_sample']),
+        shortened=shortened, settings=settings, failures=summary['failures']))
 
 
 def method_slug(args, anchors: str) -> str:
@@ -179,29 +211,54 @@ def main(argv=None):
                                           num_examples=args.num_examples, scope=args.scope,
                                           seed=args.seed)
     backend = make_backend(args)
-    queries = build_queries(test_set.plans, test_set.tasks, anchors=anchors, limit=args.limit,
+    queries = build_queries(test_set.plans, test_set.tasks, anchors=anchors,
+                            indices=stratified_sample(test_set.tasks, args.limit, args.seed),
                             action_task=test_set.taxonomy.action_task)
     if args.vlm:
         attach_frames(queries, test_set.windows, args.video_root, num_frames=args.num_frames,
                       folder_fps=args.frames_fps)
     outcomes = run_planner(PromptPlanner(backend, prompts, vlm=args.vlm), queries,
                            concurrency=args.concurrency, progress=not args.no_progress)
+    check_failures(outcomes, args.allow_failures, backend.usage.counts)
     files = output_files(args, anchors_label)
     files['per_sample'].parent.mkdir(parents=True, exist_ok=True)
     summary = summarize(queries, outcomes, per_sample_file=files['per_sample'])
     usage = dict(backend.usage.counts)
-    write_results(args, cfg, test_set, queries, outcomes, summary, usage, anchors_label, files)
-    report(summary, usage, anchors_label, args.out, files)
+    replaced = write_results(args, cfg, test_set, queries, outcomes, summary, usage,
+                             anchors_label, files)
+    report(summary, usage, anchors_label, args.out, files, replaced)
     return summary
 
 
-def report(summary, usage, anchors, out, files):
+def check_failures(outcomes, allow: bool, usage: dict) -> None:
+    """Print every kind of request failure with its first cause; without ``allow`` stop with
+    exit status 1 before any file is written."""
+    failures = failure_counts(outcomes)
+    if not failures:
+        return
+    print(f'{sum(failures.values())} of {len(outcomes)} requests failed after the retries:',
+          file=sys.stderr)
+    for kind, count in failures.items():
+        cause = next(o.detail for o in outcomes if o.failure == kind)
+        print(f'  {kind}: {count} window(s), e.g. {cause}', file=sys.stderr)
+    if not allow:
+        print(token_summary(usage), file=sys.stderr)
+        raise SystemExit('llm_eval: no results row written (failed requests would score as wrong '
+                         'plans); fix the endpoint and rerun (replies that succeeded are cached), '
+                         'or pass --allow-failures to record the row with its failure counts')
+
+
+def report(summary, usage, anchors, out, files, replaced: int):
     counts = summary['counts']
     print(f"windows {summary['num_windows']} ({anchors} first/last actions): "
           + ', '.join(f'{k} {v}' for k, v in counts.items()))
+    if summary['failures']:
+        print('request failures by kind (--allow-failures): '
+              + ', '.join(f'{k} {v}' for k, v in summary['failures'].items()))
     print('metrics: ' + ', '.join(f'{k} {v:.2f}' for k, v in summary['metrics'].items()))
     print(token_summary(usage))
-    print(f'results row appended to {out}; ' + '; '.join(f'{k} {v}' for k, v in files.items()))
+    action = f'replaced {replaced} earlier row(s) of this run in' if replaced else 'appended to'
+    print(f'results row {action} {out}; ' + '; '.join(f'{k} {v}' for k, v in files.items()))
 
 
 if __name__ == '__main__':

@@ -4,11 +4,13 @@
         --seeds 0 1 2 --max-epochs 30 --out work_dirs/protocol
     # every run with its config, seed, horizons, epochs, folder and estimated time; no training
     .venv/bin/python tools/run_protocol.py configs/protocol/standard_crosstask.py --dry-run
-    .venv/bin/python tools/report.py work_dirs/protocol/standard/results.jsonl
+    .venv/bin/python tools/report.py work_dirs/protocol/standard/results_max_epochs-30.jsonl
 
-Resumable: rerunning the same command skips finished trainings and tests. The protocol
-config format is documented in ``vpn_plugin/protocol/runner.py``; the results format in
-``vpn_plugin/protocol/results.py``.
+Resumable: rerunning the same command skips finished trainings and tests. Overrides
+(``--max-epochs``, ``--val-interval``, ``--batch-size``) name the work dirs and the results
+file (``results_max_epochs-30.jsonl`` above), so they never mix with runs of other settings.
+The protocol config format is documented in ``vpn_plugin/protocol/runner.py``; the results
+format in ``vpn_plugin/protocol/results.py``.
 """
 import argparse
 import sys
@@ -55,7 +57,7 @@ def main(argv=None):
                             val_interval=args.val_interval, batch_size=args.batch_size,
                             log_level=args.log_level, data_paths=data_path_args(args))
     if args.dry_run:
-        planned = plan_runs(units, runner.unit_dir, runner.max_epochs, args.epoch_seconds)
+        planned = plan_runs(units, runner.work_dir, runner.max_epochs, args.epoch_seconds)
         print('\n'.join(format_plan(planned, args.epoch_seconds)))
         print(f'{len(units)} runs; {check_units(units)} configs checked')
         return units

@@ -1,6 +1,6 @@
 """Train a vpn_plugin config with the mmengine Runner (mmaction2-style CLI).
 
-    .venv/bin/python tools/train.py configs/vpn_crosstask_t3.py [--resume] [--amp]
+    .venv/bin/python tools/train.py configs/vpn_crosstask_t3.py [--resume [CKPT|auto]] [--amp]
     tools/dist_train.sh configs/vpn_crosstask_t3.py 2       # torchrun, CPU or GPU
 
 Same flags as MMAction2's ``tools/train.py`` (``--no-validate``, ``--auto-scale-lr``,
@@ -9,6 +9,7 @@ Same flags as MMAction2's ``tools/train.py`` (``--no-validate``, ``--auto-scale-
 import argparse
 import os
 import os.path as osp
+from pathlib import Path
 
 import torch
 
@@ -17,6 +18,7 @@ from vpn_plugin.compat import shutdown_distributed
 from vpn_plugin.data_paths import add_data_arguments, data_path_args, load_config as read_config
 from vpn_plugin.runner import build_runner
 from mmengine.config import DictAction
+from mmengine.runner import find_latest_checkpoint
 
 
 def parse_args(argv=None):
@@ -24,9 +26,13 @@ def parse_args(argv=None):
     parser.add_argument('config', help='config file path')
     parser.add_argument('--work-dir', help='where logs and checkpoints go '
                         '(default: work_dirs/<config name>)')
-    parser.add_argument('--resume', nargs='?', const='auto', metavar='CKPT',
-                        help='resume from CKPT, or from the latest checkpoint of '
-                        'the work dir when no CKPT is given')
+    parser.add_argument('--resume', nargs='?', const=LATEST, metavar='CKPT',
+                        help='resume from CKPT, or from the latest checkpoint of the work dir '
+                        'when no CKPT is given (an error if it has none); "--resume auto": '
+                        'resume if the work dir has a checkpoint, else start afresh')
+    parser.add_argument('--overwrite', action='store_true',
+                        help="start afresh in a work dir that holds another run's checkpoints "
+                        '(they are deleted first)')
     parser.add_argument('--amp', action='store_true', help='mixed precision (needs a GPU)')
     parser.add_argument('--tensorboard', action='store_true',
                         help='also log to TensorBoard (<work-dir>/<timestamp>/vis_data)')
@@ -84,9 +90,45 @@ def enable_amp(cfg):
     cfg.optim_wrapper.setdefault('loss_scale', 'dynamic')
 
 
+LATEST = '<latest>'  # --resume without CKPT
+CHECKPOINT_PATTERNS = ('*.pth', 'last_checkpoint')
+
+
+def existing_checkpoints(work_dir) -> list:
+    """Checkpoint files (and mmengine's ``last_checkpoint`` pointer) directly in ``work_dir``."""
+    folder = Path(work_dir)
+    return sorted(p for pattern in CHECKPOINT_PATTERNS for p in folder.glob(pattern))
+
+
 def set_resume(cfg, resume):
-    cfg.resume = True
-    cfg.load_from = None if resume == 'auto' else resume
+    """``--resume CKPT`` / ``--resume`` (latest, must exist) / ``--resume auto`` (latest if
+    any, else a fresh start)."""
+    if resume not in (LATEST, 'auto'):
+        if not osp.isfile(resume):
+            raise SystemExit(f'--resume {resume}: no such checkpoint file')
+        cfg.resume, cfg.load_from = True, resume
+        return
+    latest = find_latest_checkpoint(cfg.work_dir)
+    if latest is None and resume == LATEST:
+        raise SystemExit(f'--resume: the work dir {cfg.work_dir} holds no checkpoint to resume '
+                         'from; give a CKPT, "--resume auto" to start afresh when there is none, '
+                         'or no --resume')
+    cfg.resume = latest is not None  # auto with nothing to resume: a fresh start
+    if latest is not None:
+        cfg.load_from = latest
+
+
+def check_fresh_work_dir(cfg, overwrite: bool) -> None:
+    """A fresh run never mixes its checkpoints with another run's: refuse a work dir that
+    holds some unless ``--overwrite`` (which deletes them)."""
+    found = existing_checkpoints(cfg.work_dir)
+    if found and not overwrite:
+        raise SystemExit(f'the work dir {cfg.work_dir} already holds checkpoints of another run '
+                         f'({", ".join(p.name for p in found[:4])}{" ..." * (len(found) > 4)}); '
+                         'continue it with --resume, or start afresh with --overwrite (deletes '
+                         'them), or pick another --work-dir')
+    for path in found:
+        path.unlink()
 
 
 def apply_args(cfg, args):
@@ -97,6 +139,8 @@ def apply_args(cfg, args):
         enable_amp(cfg)
     if args.resume is not None:
         set_resume(cfg, args.resume)
+    elif not cfg.get('resume'):
+        check_fresh_work_dir(cfg, args.overwrite)
     randomness = cfg.setdefault('randomness', dict(seed=None))
     if args.seed is not None:
         randomness['seed'] = args.seed

@@ -289,6 +289,13 @@ def shutdown_distributed():
         torch.distributed.destroy_process_group()
 
 
+def is_resuming(runner) -> bool:
+    """mmengine 0.10.7 tells hooks' ``after_load_checkpoint`` nothing about why a checkpoint is
+    loaded: ``--resume`` (continue the run) and ``load_from`` (start from its weights) look the
+    same; only the private ``Runner._resume`` knows."""
+    return bool(getattr(runner, '_resume', False))
+
+
 FIXES = (fix_undeclared_importlib_metadata, fix_missing_drn_module, fix_multimodal_autoimport,
          fix_mmcv_lite_ops_warning, fix_pkg_resources_lookups, fix_checkpoint_weights_only,
          fix_cpu_init_dist, fix_cpu_ddp_wrapper)

@@ -4,4 +4,4 @@ Configs name it in ``custom_imports = dict(imports=['vpn_plugin.mm'])``; tools a
 that build from the registries without such a config do ``import vpn_plugin.mm``.
 """
 from . import compat_applied  # noqa: F401  (first: compat fixes)
-from . import baselines, datasets, evaluation, models, runner  # noqa: F401  (registration)
+from . import baselines, datasets, engine, evaluation, models, runner  # noqa: F401  (registration)

@@ -12,7 +12,9 @@ default_hooks = dict(
     param_scheduler=dict(type='ParamSchedulerHook'),
     # Model configs may add save_best='<metric key>', rule='greater'.
     checkpoint=dict(type='CheckpointHook', interval=1, max_keep_ckpts=3),
-    sampler_seed=dict(type='DistSamplerSeedHook'))
+    sampler_seed=dict(type='DistSamplerSeedHook'),
+    # RNG states in every checkpoint, restored on --resume: bit-exact resume (vpn_plugin.engine)
+    rng_state=dict(type='RNGStateHook'))
 
 # 'nccl' is the GPU default; PlanningRunner switches to 'gloo' when CUDA is absent
 # (and logs it), so the same config trains multi-process on CPU.

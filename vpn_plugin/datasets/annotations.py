@@ -13,6 +13,7 @@ Formats (see ../shared/data/README.md and the README section of this package):
 """
 import csv
 import json
+import math
 from dataclasses import dataclass
 from pathlib import Path
 from typing import List, Optional, Sequence, Tuple
@@ -100,10 +101,7 @@ def read_crosstask_csv(path, taxonomy: Taxonomy, task: int, vid: str = '') -> li
                                 f'{path}: line {lineno}: step number {number} is outside task '
                                 f'{taxonomy.task_keys[task]} (1..{len(actions)} in '
                                 f'{taxonomy.path})')
-        if end < start or start < 0:
-            raise BadVideoError(vid, 'step time outside the video',
-                                f'{path}: line {lineno}: step times start={start}, end={end} '
-                                'are not 0 <= start <= end')
+        _check_times(path, vid, f'line {lineno}', start, end)
         steps.append((start, end, actions[number - 1]))
     return steps
 
@@ -205,6 +203,7 @@ def _json_video(path, i, entry, taxonomy) -> VideoAnnotation:
                                 f'{path}: entry {i} (vid {vid}): steps[{j}] = {step!r}; expected '
                                 '[start_s, end_s, action_id]') from None
         _check_step(path, vid, f'entry {i}: steps[{j}]', start, end, action, taxonomy)
+        _check_action_task(path, vid, f'entry {i}: steps[{j}]', action, task, taxonomy)
         steps.append((start, end, action))
     feature = str(entry.get('feature', f"{entry['task']}_{vid}"))
     return VideoAnnotation(vid, task, feature, steps, str(path))
@@ -215,10 +214,29 @@ def _check_step(path, vid, where, start, end, action, taxonomy) -> None:
         raise BadVideoError(vid, 'action id outside the taxonomy',
                             f'{path}: {where} (vid {vid}): action id {action} is outside the '
                             f'taxonomy {taxonomy.path} (0..{taxonomy.num_actions - 1})')
+    _check_times(path, vid, f'{where} (vid {vid})', start, end)
+
+
+def _check_times(path, vid, where, start, end) -> None:
+    """Finite ``0 <= start <= end``; BadVideoError naming the file, place and values."""
+    for name, value in (('start', start), ('end', end)):
+        if not math.isfinite(value):
+            raise BadVideoError(vid, 'step time not a finite number',
+                                f'{path}: {where}: step {name} time is {value}; expected a '
+                                'finite number of seconds')
     if start < 0 or end < start:
         raise BadVideoError(vid, 'step time outside the video',
-                            f'{path}: {where} (vid {vid}): step times start={start}, end={end} '
+                            f'{path}: {where}: step times start={start}, end={end} '
                             'are not 0 <= start <= end')
+
+
+def _check_action_task(path, vid, where, action, task, taxonomy) -> None:
+    if action not in taxonomy.task_actions[task]:
+        raise BadVideoError(vid, 'action of another task',
+                            f'{path}: {where} (vid {vid}): action id {action} '
+                            f'({taxonomy.action_names[action]!r}) belongs to task '
+                            f'{taxonomy.task_keys[taxonomy.action_task[action]]!r}, not to the '
+                            f"sample's task {taxonomy.task_keys[task]!r} (task_id {task})")
 
 
 def build_windows(videos: Sequence[VideoAnnotation], horizon: int) -> List[Window]:
@@ -297,6 +315,7 @@ def _window_from_sample(path, i, sample, meta, taxonomy, seen) -> Window:
                             f'the taxonomy {taxonomy.path} (0..{taxonomy.num_tasks - 1})')
     for j, (s, e, a) in enumerate(rows):
         _check_step(path, vid, f'sample {i}: legal_range[{j}]', s, e, a, taxonomy)
+        _check_action_task(path, vid, f'sample {i}: legal_range[{j}]', a, task, taxonomy)
     position = seen.get(stem, 0)
     seen[stem] = position + 1
     return Window(vid, task, stem, tuple(a for _, _, a in rows),

@@ -52,34 +52,43 @@ def _parse_task_key(raw: str, path) -> tuple:
     return int(parts[0]), name, name
 
 
+class _Pairs(list):
+    """A JSON object as its (key, value) pairs in file order: duplicate keys stay visible."""
+
+
 def load_taxonomy(path) -> Taxonomy:
     """Read a taxonomy JSON ``{"<idx>_[<task id>_]<name>": {"<action id>": "<name>"}}``.
 
-    Raises ValueError naming the file and key when task indices are not 0..K-1 in order or
-    action ids are not exactly 0..N-1.
+    Raises ValueError naming the file and key when task indices are not 0..K-1 in order,
+    action ids are not exactly 0..N-1, or an action id appears twice (in one task or in two).
     """
     path = Path(path)
     try:
-        raw = json.loads(path.read_text())
+        raw = json.loads(path.read_text(), object_pairs_hook=_Pairs)
     except (OSError, json.JSONDecodeError) as err:
         raise ValueError(f'cannot read taxonomy {path}: {err}') from err
-    if not isinstance(raw, dict) or not raw:
+    if not isinstance(raw, _Pairs) or not raw:
         raise ValueError(f'{path}: expected a non-empty JSON object of tasks')
     names, keys, task_actions, action_names = [], [], [], {}
     action_task = {}
-    for expected_idx, (task_raw, actions) in enumerate(raw.items()):
+    for expected_idx, (task_raw, actions) in enumerate(raw):
         idx, key, name = _parse_task_key(task_raw, path)
         if idx != expected_idx:
             raise ValueError(f'{path}: task {task_raw!r} has index {idx}, expected {expected_idx}')
-        if not isinstance(actions, dict) or not actions:
+        if not isinstance(actions, _Pairs) or not actions:
             raise ValueError(f'{path}: task {task_raw!r} must map action ids to names')
         ids = []
-        for aid, aname in actions.items():
+        for aid, aname in actions:
             if not str(aid).isdigit():
                 raise ValueError(f'{path}: task {task_raw!r}: action id {aid!r} is not an integer')
+            if int(aid) in action_names:
+                first = raw[action_task[int(aid)]][0]
+                raise ValueError(f'{path}: task {task_raw!r}: action id {aid} ({aname!r}) is '
+                                 f'already used by task {first!r} '
+                                 f'({action_names[int(aid)]!r}); expected every action id once')
             ids.append(int(aid))
-            action_names.setdefault(int(aid), str(aname))
-            action_task.setdefault(int(aid), idx)
+            action_names[int(aid)] = str(aname)
+            action_task[int(aid)] = idx
         names.append(name)
         keys.append(key)
         task_actions.append(ids)

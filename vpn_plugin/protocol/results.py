@@ -6,7 +6,8 @@ planner) with one seed, evaluated at one test horizon. Two encodings are accepte
 * **JSON Lines** (``.jsonl``, preferred: append-only, so interrupted protocols resume):
   one JSON object per line, exactly the fields below.
 * **CSV** (``.csv``): the same fields; ``metrics`` become columns ``metric/<name>``,
-  ``variant`` entries become ``variant/<name>``; ``params`` may be empty.
+  ``variant`` entries become ``variant/<name>``; ``params`` may be empty; ``settings`` and
+  ``failures`` are JSON texts.
 
 Fields of a row:
 
@@ -33,12 +34,26 @@ work_dir        str      optional run directory
 shortened       str      why the run is not the full one, e.g. ``max_epochs=3``,
                          ``limit=100`` (``true`` is read as ``shortened``); empty or absent
                          = a full run. ``tools/report.py`` marks such rows (``†``).
+settings        dict     everything else that changes the result, part of the run's
+                         identity (default ``{}``): protocol runs ``max_epochs``,
+                         ``val_interval``, ``batch_size`` (``None`` = the config's),
+                         ``cfg_options``; LLM runs ``base_url``, ``temperature``,
+                         ``max_tokens``, ``limit``, ``sample_seed``, ...
+failures        dict     failure kind -> number of windows that got no answer (request
+                         failed after the retries; ``connection``, ``timeout``,
+                         ``http_<status>``, ``malformed_response``); only rows written with
+                         ``llm_eval.py --allow-failures`` have any (default ``{}``)
 =============== ======== ===============================================================
+
+Identity (:meth:`ResultRow.key`): every field except ``metrics``, ``params``, the paths,
+``shortened`` (derived from ``settings``) and ``failures``. A results file holds one row per
+identity: :func:`replace_result` swaps a rerun's row in.
 """
 from __future__ import annotations
 
 import csv
 import json
+import os
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Iterable
@@ -66,11 +81,14 @@ class ResultRow:
     per_sample_file: str = ''
     work_dir: str = ''
     shortened: str = ''
+    settings: dict = field(default_factory=dict)
+    failures: dict = field(default_factory=dict)
 
     def key(self) -> tuple:
-        """Identity of a run used for resuming: everything except metrics and paths."""
+        """Identity of a run (module docstring): resuming and replacing rows compare it."""
         return (self.protocol, self.dataset, self.method, self.config, self.seed,
-                self.horizon, self.train_horizon, json.dumps(self.variant, sort_keys=True))
+                self.horizon, self.train_horizon, json.dumps(self.variant, sort_keys=True),
+                json.dumps(self.settings, sort_keys=True, default=str))
 
 
 def row_from_dict(record: dict, source: str = '<dict>') -> ResultRow:
@@ -98,6 +116,10 @@ def row_from_dict(record: dict, source: str = '<dict>') -> ResultRow:
         else:
             values[name] = None
     values['shortened'] = _as_shortened(record.get('shortened'), source)
+    for name in ('settings', 'failures'):
+        values[name] = _as_dict(record.get(name), name, source)
+    values['failures'] = {k: _as_int(v, f'failures.{k}', source)
+                          for k, v in values['failures'].items()}
     return ResultRow(**values)
 
 
@@ -116,6 +138,20 @@ def _as_shortened(value, source) -> str:
 def shortened_reason(row: ResultRow) -> str:
     """Why ``row`` comes from a shortened run ('' = a full run): the one reader of the field."""
     return _as_shortened(getattr(row, 'shortened', ''), f'row of {row.method!r}')
+
+
+def _as_dict(value, name, source) -> dict:
+    """A dict field; CSV cells hold it as JSON text; absent or empty = ``{}``."""
+    if value in (None, ''):
+        return {}
+    if isinstance(value, str):
+        try:
+            value = json.loads(value)
+        except json.JSONDecodeError:
+            pass
+    if not isinstance(value, dict):
+        raise ValueError(f'{source}: field "{name}" must be a dict (JSON object), got {value!r}')
+    return value
 
 
 def _as_int(value, name, source):
@@ -157,16 +193,16 @@ def _read_json(path: Path) -> list[ResultRow]:
     text = path.read_text()
     if path.suffix == '.json' and text.lstrip().startswith('['):
         return [row_from_dict(r, f'{path}[{i}]') for i, r in enumerate(json.loads(text))]
-    rows = []
-    for number, line in enumerate(text.splitlines(), 1):
-        if not line.strip():
-            continue
-        try:
-            record = json.loads(line)
-        except json.JSONDecodeError as error:
-            raise ValueError(f'{path}:{number}: not valid JSON ({error})') from None
-        rows.append(row_from_dict(record, f'{path}:{number}'))
-    return rows
+    return [_read_json_line(line, f'{path}:{number}')
+            for number, line in enumerate(text.splitlines(), 1) if line.strip()]
+
+
+def _read_json_line(line: str, source: str) -> ResultRow:
+    try:
+        record = json.loads(line)
+    except json.JSONDecodeError as error:
+        raise ValueError(f'{source}: not valid JSON ({error})') from None
+    return row_from_dict(record, source)
 
 
 def _read_csv(path: Path) -> list[ResultRow]:
@@ -208,6 +244,28 @@ def append_result(path: str | Path, row: ResultRow) -> None:
         handle.write(json.dumps(asdict(row), sort_keys=True) + '\n')
 
 
+def replace_result(path: str | Path, row: ResultRow) -> int:
+    """Write ``row`` to a ``.jsonl`` results file in place of the rows of the same run
+    (:meth:`ResultRow.key`), so that rerunning a command never duplicates its row; returns
+    how many rows were replaced. The file is rewritten atomically (temp file + rename)."""
+    path = Path(path)
+    if path.suffix != '.jsonl':
+        raise ValueError(f'{path}: results rows go to JSON Lines files; use a .jsonl name')
+    kept, replaced = [], 0
+    if path.is_file():
+        lines = [line for line in path.read_text().splitlines() if line.strip()]
+        for number, line in enumerate(lines, 1):
+            same = _read_json_line(line, f'{path}:{number}').key() == row.key()
+            replaced += same
+            kept += [] if same else [line]
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f'.{path.name}.{os.getpid()}.tmp')
+    tmp.write_text(''.join(line + '\n' for line in kept) + json.dumps(asdict(row), sort_keys=True)
+                   + '\n')
+    os.replace(tmp, path)
+    return replaced
+
+
 def write_results_csv(path: str | Path, rows: list[ResultRow]) -> None:
     """Write rows as CSV (``metric/<name>`` and ``variant/<name>`` columns)."""
     metric_names = sorted({k for r in rows for k in r.metrics})
@@ -219,7 +277,8 @@ def write_results_csv(path: str | Path, rows: list[ResultRow]) -> None:
         writer.writeheader()
         for row in rows:
             record = {name: getattr(row, name) for name in base}
-            record = {k: ('' if v is None else v) for k, v in record.items()}
+            record = {k: ('' if v is None else json.dumps(v, sort_keys=True)
+                          if isinstance(v, dict) else v) for k, v in record.items()}
             record.update({f'metric/{m}': row.metrics.get(m, '') for m in metric_names})
             record.update({f'variant/{v}': json.dumps(row.variant[v]) if v in row.variant else ''
                            for v in variant_names})

@@ -18,11 +18,20 @@ A test entry may set ``method`` (row name; default the run's), ``config`` (test 
 the run's; may use {T}), ``cfg_options`` and ``horizon`` (the test horizon recorded; default the
 run's). Several tests share one training (ablation decodings, cross-horizon evaluation).
 
-Each (run, horizon, seed) trains in its own work dir ``<out>/<protocol>/<slug>/T<T>/seed<s>``;
+Each (run, horizon, seed) trains in its own work dir ``<out>/<protocol>/<slug>/T<T>/seed<s>``
+(``seed<s>_batch_size-64_max_epochs-3`` etc. when ``--max-epochs``/``--val-interval``/
+``--batch-size`` override the configs, so a smoke run and the full run live side by side);
 a finished training leaves ``train_done.json`` and is never repeated, a finished test is a row
-of ``<out>/<protocol>/results.jsonl`` and is skipped on the next call (resumable). Before
+of ``<out>/<protocol>/results.jsonl`` (``results_batch_size-64_max_epochs-3.jsonl`` etc. with
+overrides) and is skipped on the next call (resumable). Before
 anything runs, the configs of the unfinished runs are checked with their overrides
 (:func:`check_units`; also what ``tools/run_protocol.py --dry-run`` does).
+
+Run identity: everything that changes a result (config, seed, ``cfg_options``, schedule and
+batch-size overrides) is in the rows' ``settings`` (``results.py``) and in the work dir's
+``run.json``; a row counts as done only for the same settings, and a work dir whose
+``run.json`` names other settings is refused, never reused. Rows of runs trained for fewer
+epochs than their config say so in ``shortened``.
 """
 from __future__ import annotations
 
@@ -190,13 +199,17 @@ class ProtocolRunner:
         self.protocol = protocol_cfg.protocol
         self.dataset = dataset or protocol_cfg.get('dataset', '')
         self.root = Path(out_dir) / self.protocol
-        self.results_file = self.root / 'results.jsonl'
         self.max_epochs = max_epochs if max_epochs is not None else protocol_cfg.get('max_epochs')
         self.val_interval = val_interval
         self.batch_size = batch_size
         self.log_level = log_level
         self.data_paths = data_paths or {}  # --data-root / --feature-dir (vpn_plugin.data_paths)
         self._counter = 0
+        given = {k: v for k, v in (('max_epochs', self.max_epochs),
+                                   ('val_interval', val_interval),
+                                   ('batch_size', batch_size)) if v is not None}
+        # runs with overrides have their own table: a smoke run never mixes with the full one
+        self.results_file = self.root / f'{_slug("results", given)}.jsonl'
 
     def done_keys(self) -> set:
         if not self.results_file.is_file():
@@ -204,13 +217,35 @@ class ProtocolRunner:
         return {row.key() for row in read_results(self.results_file)}
 
     def row_for(self, unit: TrainUnit, spec: TestSpec, metrics=None, params=None,
-                work_dir='') -> ResultRow:
+                work_dir='', shortened='') -> ResultRow:
         return ResultRow(method=spec.method, seed=unit.seed, horizon=spec.horizon,
                          metrics=metrics or {'pending': 0.0}, params=params,
                          dataset=self.dataset, config=spec.config,
                          train_horizon=unit.horizon if unit.train else None,
                          protocol=self.protocol, variant=unit.variant,
-                         per_sample_file='', work_dir=str(work_dir))
+                         per_sample_file='', work_dir=str(work_dir), shortened=shortened,
+                         settings=self.settings(unit, spec))
+
+    def overrides(self, unit: TrainUnit) -> dict:
+        """The command line's schedule and batch-size overrides that apply to ``unit``
+        (``None`` = the config's value)."""
+        schedule = ({'max_epochs': self.max_epochs, 'val_interval': self.val_interval}
+                    if unit.train else {})
+        return dict(schedule, batch_size=self.batch_size)
+
+    def settings(self, unit: TrainUnit, spec: TestSpec) -> dict:
+        """A row's ``settings``: the overrides and the test's merged ``cfg_options``."""
+        return dict(self.overrides(unit), cfg_options={**unit.cfg_options, **spec.cfg_options})
+
+    def work_dir(self, unit: TrainUnit) -> Path:
+        """Work dir of a training unit (also listed by ``--dry-run``)."""
+        given = {k: v for k, v in self.overrides(unit).items() if v is not None}
+        return self.root / unit.slug / f'T{unit.horizon}' / _slug(f'seed{unit.seed}', given)
+
+    def identity(self, unit: TrainUnit) -> dict:
+        """What ``run.json`` records: everything that changes the training's result."""
+        return dict(config=unit.config, seed=unit.seed, cfg_options=unit.cfg_options,
+                    train=unit.train, **self.overrides(unit))
 
     def run(self, units: list[TrainUnit]) -> Path:
         """Run every unfinished unit; returns the results file."""
@@ -227,19 +262,17 @@ class ProtocolRunner:
         _log(f'protocol {self.protocol}: done in {time.time() - started:.0f}s')
         return self.results_file
 
-    def unit_dir(self, unit: TrainUnit) -> Path:
-        """Work dir of a training unit (also listed by ``--dry-run``)."""
-        return self.root / unit.slug / f'T{unit.horizon}' / f'seed{unit.seed}'
-
     def run_unit(self, unit: TrainUnit, done: set) -> None:
-        work_dir = self.unit_dir(unit)
-        checkpoint, params = self.train(unit, work_dir) if unit.train else (None, None)
+        work_dir = self.work_dir(unit)
+        claim_work_dir(work_dir, self.identity(unit))
+        checkpoint, params, shortened = (self.train(unit, work_dir) if unit.train
+                                         else (None, None, ''))
         for spec in unit.tests:
             if self.row_for(unit, spec).key() in done:
                 continue
             test_dir = work_dir / f'test_{_slug(spec.method, {})}_T{spec.horizon}'
             metrics, test_params = self.test(unit, spec, checkpoint, test_dir)
-            row = self.row_for(unit, spec, metrics, params or test_params, test_dir)
+            row = self.row_for(unit, spec, metrics, params or test_params, test_dir, shortened)
             per_sample = test_dir / 'per_sample.json'
             if per_sample.is_file():
                 row.per_sample_file = str(per_sample)
@@ -273,13 +306,17 @@ class ProtocolRunner:
         return cfg
 
     def train(self, unit: TrainUnit, work_dir: Path):
-        """Train once; returns (checkpoint path, parameter count). Reuses a finished training."""
+        """Train once; returns (checkpoint path, parameter count, ``shortened``). Reuses a
+        finished training (of the same identity: :func:`claim_work_dir`)."""
         marker = work_dir / 'train_done.json'
         if marker.is_file():
             info = json.loads(marker.read_text())
-            return info['checkpoint'], info['params']
+            return info['checkpoint'], info['params'], info.get('shortened', '')
         from mmengine.runner import Runner
         cfg = self.build_cfg(unit.config, unit.cfg_options, unit.seed, work_dir)
+        shortened = ''
+        if self.max_epochs and self.max_epochs < cfg.train_cfg.max_epochs:
+            shortened = f'max_epochs={self.max_epochs} (config: {cfg.train_cfg.max_epochs})'
         if self.max_epochs:
             cfg.train_cfg.max_epochs = self.max_epochs
             cfg.train_cfg.val_interval = self.val_interval or self.max_epochs
@@ -289,8 +326,9 @@ class ProtocolRunner:
         runner.train()
         checkpoint = (work_dir / 'last_checkpoint').read_text().strip()
         params = count_parameters(runner.model)
-        marker.write_text(json.dumps(dict(checkpoint=checkpoint, params=params)))
-        return checkpoint, params
+        marker.write_text(json.dumps(dict(checkpoint=checkpoint, params=params,
+                                          shortened=shortened)))
+        return checkpoint, params, shortened
 
     def test(self, unit: TrainUnit, spec: TestSpec, checkpoint, test_dir: Path):
         """Test a checkpoint (or an untrained planner) under a spec; returns (metrics, params)."""
@@ -306,6 +344,27 @@ class ProtocolRunner:
             install_pkg(runner, cfg)
         metrics = runner.test()
         return clean_metrics(metrics), count_parameters(runner.model)
+
+
+def claim_work_dir(work_dir: Path, identity: dict) -> None:
+    """Record ``identity`` in ``<work_dir>/run.json``, or check it against the one there: a
+    work dir made with other settings (or by a version that recorded none) is refused."""
+    record = work_dir / 'run.json'
+    wanted = json.loads(json.dumps(identity, sort_keys=True, default=str))
+    if record.is_file():
+        found = json.loads(record.read_text())
+        if found != wanted:
+            changed = '; '.join(f'{k}: {found.get(k)!r} there, {wanted.get(k)!r} now'
+                                for k in sorted(set(found) | set(wanted))
+                                if found.get(k) != wanted.get(k))
+            raise ValueError(f'{work_dir} holds a run made with other settings ({changed}); it '
+                             'is never reused for another run: delete it or give another --out')
+        return
+    if work_dir.is_dir() and any(work_dir.iterdir()):
+        raise ValueError(f'{work_dir} holds files but no run.json (a run of unknown settings); '
+                         'delete it or give another --out')
+    work_dir.mkdir(parents=True, exist_ok=True)
+    record.write_text(json.dumps(wanted, sort_keys=True, indent=1))
 
 
 def install_pkg(runner, cfg) -> None:

@@ -7,7 +7,8 @@ is the command line. Templates are the files in ``prompts/``.
 from .anchors import ORACLE, load_anchor_predictions, save_anchor_predictions, step_model_anchors
 from .backends import (ChatReply, OpenAIChatBackend, RequestFailedError, ResponseCache,
                        TransformersChatBackend, build_backend)
-from .evaluate import attach_frames, build_queries, run_planner, summarize, token_summary
+from .evaluate import (attach_frames, build_queries, failure_counts, run_planner,
+                       stratified_sample, summarize, token_summary)
 from .factory import pkg_from_dataset, prompt_builder_from_dataset
 from .model import LLMPlanner
 from .planner import STATUSES, PlanOutcome, PromptPlanner
@@ -16,6 +17,7 @@ from .prompting import PlanningQuery, PromptBuilder
 __all__ = ['ORACLE', 'load_anchor_predictions', 'save_anchor_predictions', 'step_model_anchors',
            'ChatReply', 'OpenAIChatBackend', 'RequestFailedError', 'ResponseCache',
            'TransformersChatBackend', 'build_backend', 'attach_frames', 'build_queries',
+           'failure_counts', 'stratified_sample',
            'run_planner', 'summarize', 'token_summary', 'pkg_from_dataset',
            'prompt_builder_from_dataset', 'LLMPlanner', 'STATUSES',
            'PlanOutcome', 'PromptPlanner', 'PlanningQuery', 'PromptBuilder']

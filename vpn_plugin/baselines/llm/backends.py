@@ -32,11 +32,20 @@ class ChatReply:
 
 
 class RequestFailedError(RuntimeError):
-    """The endpoint did not answer successfully within the retry budget."""
+    """The endpoint did not answer successfully within the retry budget.
+
+    ``kind`` names the cause for the failure counts of a run: ``connection`` (refused, DNS,
+    reset), ``timeout``, ``http_<status>`` or ``malformed_response``.
+    """
+
+    def __init__(self, message: str, kind: str):
+        super().__init__(message)
+        self.kind = kind
 
 
 class ResponseCache:
-    """One JSON file per request under ``root``, keyed by a hash of (model, messages, params).
+    """One JSON file per request under ``root``, keyed by a hash of everything that changes a
+    reply: the endpoint (base URL or local model path), model, messages and sampling params.
 
     Entries are written atomically (temp file + rename), so an interrupted run leaves
     only complete entries and a rerun pays only for the requests that are missing.
@@ -49,9 +58,9 @@ class ResponseCache:
         self.root.mkdir(parents=True, exist_ok=True)
 
     @staticmethod
-    def key(model: str, messages: list, params: dict) -> str:
-        blob = json.dumps({'model': model, 'messages': messages, 'params': params},
-                          sort_keys=True, ensure_ascii=False)
+    def key(endpoint: str, model: str, messages: list, params: dict) -> str:
+        blob = json.dumps({'endpoint': endpoint, 'model': model, 'messages': messages,
+                           'params': params}, sort_keys=True, ensure_ascii=False)
         return hashlib.sha256(blob.encode('utf-8')).hexdigest()
 
     def _path(self, key: str) -> Path:
@@ -118,6 +127,7 @@ class UsageCounter:
 class CachedChatBackend:
     """Cache lookup and usage accounting around ``_request(messages) -> ChatReply``."""
 
+    endpoint: str = ''  # who answers: the base URL, or the backend and its local model
     model: str = ''
     params: dict = {}
 
@@ -138,7 +148,7 @@ class CachedChatBackend:
     def _cached_request(self, messages: list) -> ChatReply:
         """One lock per key (threads, then processes sharing the cache): identical requests
         in flight at once are paid for only once."""
-        key = ResponseCache.key(self.model, messages, self.params)
+        key = ResponseCache.key(self.endpoint, self.model, messages, self.params)
         with self._locks_guard:
             lock = self._key_locks.setdefault(key, threading.Lock())
         with lock, self.cache.locked(key):
@@ -170,6 +180,7 @@ class OpenAIChatBackend(CachedChatBackend):
         super().__init__(cache_dir)
         self.openai = openai
         self.model, self.params = model, dict(params or {})
+        self.endpoint = str(base_url).rstrip('/')
         self.max_retries, self.backoff, self.max_backoff = max_retries, backoff, max_backoff
         api_key = api_key or resolve_api_key(api_key_env)
         self.client = openai.OpenAI(base_url=base_url, api_key=api_key, timeout=timeout,
@@ -185,19 +196,30 @@ class OpenAIChatBackend(CachedChatBackend):
             except self.openai.APIError as err:
                 if not self._retryable(err) or attempt == self.max_retries:
                     self.usage.add(failed=1)
-                    raise RequestFailedError(f'{self.model}: request failed after '
-                                             f'{attempt + 1} attempt(s): {err}') from err
+                    raise RequestFailedError(f'{self.model} at {self.endpoint}: request failed '
+                                             f'after {attempt + 1} attempt(s): {err}',
+                                             self._failure_kind(err)) from err
                 time.sleep(self._wait(err, attempt))
             except ValueError as err:  # a 200 whose body is not JSON (a proxy's error page)
                 self.usage.add(failed=1)
-                raise RequestFailedError(f'{self.model}: the response is not a chat completion '
-                                         f'after {attempt + 1} attempt(s): {err}') from err
+                raise RequestFailedError(f'{self.model} at {self.endpoint}: the response is not '
+                                         f'a chat completion after {attempt + 1} attempt(s): '
+                                         f'{err}', 'malformed_response') from err
         raise AssertionError('unreachable')
 
     def _retryable(self, err) -> bool:
         if isinstance(err, self.openai.APIStatusError):
             return err.status_code in RETRYABLE_STATUS
         return isinstance(err, self.openai.APIConnectionError)  # includes timeouts
+
+    def _failure_kind(self, err) -> str:
+        if isinstance(err, self.openai.APIStatusError):
+            return f'http_{err.status_code}'
+        if isinstance(err, self.openai.APITimeoutError):
+            return 'timeout'
+        if isinstance(err, self.openai.APIConnectionError):
+            return 'connection'
+        return 'malformed_response'  # an APIError without a status: a body the client rejects
 
     def _wait(self, err, attempt: int) -> float:
         wait = min(self.backoff * 2 ** attempt, self.max_backoff)
@@ -238,6 +260,7 @@ class TransformersChatBackend(CachedChatBackend):
         from transformers import pipeline
         super().__init__(cache_dir)
         self.model, self.params = model, dict(params or {})
+        self.endpoint = f'transformers:{device}'
         self.pipe = pipeline('text-generation', model=model, device=device)
         self._lock = threading.Lock()
 

@@ -14,9 +14,33 @@ from .planner import STATUSES, PlanOutcome, PromptPlanner
 from .prompting import PlanningQuery
 
 
-def build_queries(plans, tasks, *, anchors=ORACLE, limit=None,
+def stratified_sample(tasks, limit: int | None, seed: int = 0) -> np.ndarray:
+    """Indices (sorted) of ``limit`` windows drawn without replacement, stratified over tasks.
+
+    Each task gets its share of ``limit`` in proportion to its windows (largest remainders
+    round), drawn uniformly within the task with ``numpy.random.default_rng(seed)``: the
+    sample has the test set's task mix, not the first task's windows. ``limit`` None or at
+    least the number of windows: every window.
+    """
+    tasks = np.asarray(tasks, dtype=np.int64)
+    if limit is None or limit >= len(tasks):
+        return np.arange(len(tasks))
+    if limit < 1:
+        raise ValueError(f'--limit {limit}: expected at least 1 window')
+    names, counts = np.unique(tasks, return_counts=True)
+    quotas = limit * counts / len(tasks)
+    shares = np.floor(quotas).astype(np.int64)
+    by_remainder = np.argsort(-(quotas - shares), kind='stable')
+    shares[by_remainder[:limit - shares.sum()]] += 1
+    rng = np.random.default_rng(seed)
+    picked = [rng.choice(np.flatnonzero(tasks == task), share, replace=False)
+              for task, share in zip(names, shares)]
+    return np.sort(np.concatenate(picked))
+
+
+def build_queries(plans, tasks, *, anchors=ORACLE, indices=None,
                   action_task=None) -> list[PlanningQuery]:
-    """Queries for the first ``limit`` windows.
+    """Queries for the windows ``indices`` (default: all), e.g. from :func:`stratified_sample`.
 
     ``anchors`` = 'oracle' (ground-truth first and last actions), a ``(first (M,), last (M,))``
     pair from a step model, or None (VLM mode: the planner identifies them from the clips).
@@ -34,11 +58,11 @@ def build_queries(plans, tasks, *, anchors=ORACLE, limit=None,
         first, last = anchors
         if action_task is not None:
             tasks = np.asarray(action_task, dtype=np.int64)[np.asarray(first, dtype=np.int64)]
-    count = len(plans) if limit is None else min(limit, len(plans))
+    indices = range(len(plans)) if indices is None else [int(i) for i in indices]
     return [PlanningQuery(index=i, task=int(tasks[i]), horizon=plans.shape[1],
                           gt_plan=plans[i].tolist(), first=_as_action(first[i]),
                           last=_as_action(last[i]))
-            for i in range(count)]
+            for i in indices]
 
 
 def _as_action(value):
@@ -83,8 +107,9 @@ def run_planner(planner: PromptPlanner, queries, *, concurrency=4,
 
 
 def summarize(queries, outcomes: list[PlanOutcome], per_sample_file=None) -> dict:
-    """Metrics (percent) through ``PlanningMetric``, as ``tools/test.py`` computes them, and
-    counts of reply statuses; ``per_sample_file`` receives PlanningMetric's per-sample dump."""
+    """Metrics (percent) through ``PlanningMetric``, as ``tools/test.py`` computes them,
+    counts of reply statuses and of request failures by kind; ``per_sample_file`` receives
+    PlanningMetric's per-sample dump."""
     from vpn_plugin.evaluation import PlanningMetric
     if not outcomes:
         raise ValueError('no windows were planned (empty test set or --limit 0)')
@@ -95,7 +120,16 @@ def summarize(queries, outcomes: list[PlanOutcome], per_sample_file=None) -> dic
     for outcome in outcomes:
         counts[outcome.status] += 1
     return {'metrics': metric.compute_metrics(metric.results), 'counts': counts,
-            'num_windows': len(outcomes)}
+            'failures': failure_counts(outcomes), 'num_windows': len(outcomes)}
+
+
+def failure_counts(outcomes: list[PlanOutcome]) -> dict:
+    """{failure kind: windows whose request failed after the retries}, e.g. {'connection': 30}."""
+    counts: dict = {}
+    for outcome in outcomes:
+        if outcome.status == 'request_failed':
+            counts[outcome.failure] = counts.get(outcome.failure, 0) + 1
+    return dict(sorted(counts.items()))
 
 
 def token_summary(usage: dict) -> str:
@@ -116,4 +150,5 @@ def write_outcomes(path: str | Path, queries, outcomes: list[PlanOutcome], setti
             handle.write(json.dumps({'index': query.index, 'task': query.task,
                                      'gt_plan': query.gt_plan, 'pred_plan': outcome.plan,
                                      'first': outcome.first, 'last': outcome.last,
-                                     'status': outcome.status, 'detail': outcome.detail}) + '\n')
+                                     'status': outcome.status, 'detail': outcome.detail,
+                                     'failure': outcome.failure}) + '\n')

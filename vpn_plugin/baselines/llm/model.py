@@ -14,7 +14,7 @@ from mmaction.structures import ActionDataSample
 
 from .anchors import ORACLE, load_anchor_predictions
 from .backends import build_backend
-from .evaluate import run_planner, token_summary
+from .evaluate import failure_counts, run_planner, token_summary
 from .factory import prompt_builder_from_dataset
 from .planner import STATUSES, PromptPlanner
 from .prompting import PlanningQuery
@@ -34,13 +34,16 @@ class LLMPlanner(BaseModel):
         with_pkg: put the PKG (edges with probabilities) in the prompt.
         num_examples, scope, seed, templates: see ``PromptBuilder``.
         concurrency: requests in flight per batch.
+        allow_failures: score a request that failed after the retries as a wrong plan; by
+            default such a batch raises ``RuntimeError`` naming the causes (no metrics).
     VLM mode needs the clips of each window: use ``tools/llm_eval.py --vlm``.
     """
 
     def __init__(self, backend: dict, train_dataset: dict, anchors: str = ORACLE,
                  with_pkg: bool = False, num_examples: int = 5, scope: str = 'task',
                  seed: int = 0, pkg_count_mode: str = 'window', templates: Optional[dict] = None,
-                 concurrency: int = 4, data_preprocessor: Optional[dict] = None):
+                 concurrency: int = 4, allow_failures: bool = False,
+                 data_preprocessor: Optional[dict] = None):
         super().__init__(data_preprocessor=data_preprocessor)
         train = DATASETS.build(train_dataset)
         prompts = prompt_builder_from_dataset(
@@ -48,7 +51,7 @@ class LLMPlanner(BaseModel):
             scope=scope, seed=seed, templates=templates)
         self.planner = PromptPlanner(build_backend(backend), prompts)
         self.anchors = anchors if anchors == ORACLE else load_anchor_predictions(anchors, None)
-        self.concurrency = concurrency
+        self.concurrency, self.allow_failures = concurrency, allow_failures
         self.status_counts = Counter()
 
     def forward(self, inputs, data_samples=None, mode: str = 'predict'):
@@ -61,10 +64,22 @@ class LLMPlanner(BaseModel):
         outcomes = run_planner(self.planner, self._queries(data_samples),
                                concurrency=self.concurrency, progress=False)
         self.status_counts.update(o.status for o in outcomes)
+        self._check_failures(outcomes)
         print_log('LLMPlanner replies so far: ' + ', '.join(
             f'{status} {self.status_counts[status]}' for status in STATUSES) + '; '
             + token_summary(self.planner.backend.usage.counts), logger='current')
         return [self._pack(outcome, data_samples, i) for i, outcome in enumerate(outcomes)]
+
+    def _check_failures(self, outcomes) -> None:
+        failures = failure_counts(outcomes)
+        if failures and not self.allow_failures:
+            causes = '; '.join(f'{kind} x{count}, e.g. '
+                               + next(o.detail for o in outcomes if o.failure == kind)
+                               for kind, count in failures.items())
+            raise RuntimeError(f'LLMPlanner: {sum(failures.values())} request(s) of this batch '
+                               f'failed after the retries ({causes}); no metrics are computed '
+                               'from unanswered requests: fix the endpoint and rerun (answered '
+                               'ones are cached), or set model.allow_failures=True')
 
     def _query(self, plan: list, task: int, index: int) -> PlanningQuery:
         """Oracle: ground-truth first/last and task; step model: its predictions and the task

@@ -14,19 +14,21 @@ STATUSES = ('ok', 'unparseable', 'out_of_taxonomy', 'request_failed')
 
 @dataclass
 class PlanOutcome:
-    """The plan of one query and how the reply was judged (``status`` in STATUSES)."""
+    """The plan of one query and how the reply was judged (``status`` in STATUSES);
+    ``failure`` is the ``RequestFailedError.kind`` of a ``request_failed`` outcome."""
     index: int
     plan: list[int]
     status: str
     detail: str = ''
     first: int | None = None
     last: int | None = None
+    failure: str = ''
 
 
 class _Rejected(Exception):
-    def __init__(self, status: str, detail: str):
+    def __init__(self, status: str, detail: str, failure: str = ''):
         super().__init__(detail)
-        self.status, self.detail = status, detail
+        self.status, self.detail, self.failure = status, detail, failure
 
 
 class PromptPlanner:
@@ -54,7 +56,8 @@ class PromptPlanner:
             # ground-truth step, so every position/set metric scores it 0 (the id-dependent
             # miou_legacy may not), and the core metrics accept it (ids >= 0).
             invalid = [self.prompts.taxonomy.num_actions] * query.horizon
-            return PlanOutcome(query.index, invalid, rejected.status, rejected.detail, first, last)
+            return PlanOutcome(query.index, invalid, rejected.status, rejected.detail, first, last,
+                               rejected.failure)
         return PlanOutcome(query.index, plan, 'ok', '', first, last)
 
     def _matcher(self, query: PlanningQuery) -> ActionMatcher:
@@ -65,7 +68,7 @@ class PromptPlanner:
             reply = self.backend.complete([{'role': 'user', 'content': content}])
             return parse(reply.text)
         except RequestFailedError as err:
-            raise _Rejected('request_failed', str(err)) from err
+            raise _Rejected('request_failed', str(err), err.kind) from err
         except OutOfTaxonomyError as err:
             raise _Rejected('out_of_taxonomy', str(err)) from err
         except ReplyParseError as err:

@@ -1,0 +1,6 @@
+"""Runner hooks that are not part of a model: bit-exact resume (``RNGStateHook``)."""
+from .. import compat_applied  # noqa: F401  (compat fixes before OpenMMLab)
+from .random_states import get_rng_states, set_rng_states
+from .rng_state_hook import RNGStateHook
+
+__all__ = ['RNGStateHook', 'get_rng_states', 'set_rng_states']

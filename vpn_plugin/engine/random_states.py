@@ -1,0 +1,41 @@
+"""The process's random-number states as checkpoint-safe values (plain torch/numpy, no
+mmengine: ``RNGStateHook`` puts them in checkpoints)."""
+from __future__ import annotations
+
+import random
+
+import numpy as np
+import torch
+
+
+def get_rng_states() -> dict:
+    """Python, numpy, torch CPU and CUDA (one per device) states, as checkpoint-safe values."""
+    kind, keys, position, has_gauss, gauss = np.random.get_state()
+    states = {'python': _to_lists(random.getstate()),
+              'numpy': {'kind': kind, 'keys': torch.from_numpy(keys.astype(np.int64)),
+                        'position': int(position), 'has_gauss': int(has_gauss),
+                        'gauss': float(gauss)},
+              'torch': torch.get_rng_state(), 'cuda': []}
+    if torch.cuda.is_available() and torch.cuda.is_initialized():
+        states['cuda'] = torch.cuda.get_rng_state_all()
+    return states
+
+
+def set_rng_states(states: dict) -> None:
+    """Restore what :func:`get_rng_states` returned."""
+    version, internal, gauss = states['python']
+    random.setstate((version, tuple(internal), gauss))
+    numpy = states['numpy']
+    np.random.set_state((numpy['kind'], numpy['keys'].numpy().astype(np.uint32),
+                         numpy['position'], numpy['has_gauss'], numpy['gauss']))
+    torch.set_rng_state(states['torch'].cpu())
+    if states['cuda']:
+        if not torch.cuda.is_available() or torch.cuda.device_count() < len(states['cuda']):
+            raise RuntimeError(f'the checkpoint holds the RNG states of {len(states["cuda"])} '
+                               'CUDA device(s), which this machine does not have; a resume on '
+                               'other devices cannot be bit-exact')
+        torch.cuda.set_rng_state_all([s.cpu() for s in states['cuda']])
+
+
+def _to_lists(value):
+    return [_to_lists(v) for v in value] if isinstance(value, tuple) else value
