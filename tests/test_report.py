@@ -394,3 +394,21 @@ def test_docs_results_commands_match_the_cli_and_the_protocol(tmp_path, capsys):
         plots.main(argv)
         assert (tmp_path / 'figure.png').is_file() and (tmp_path / 'figure.pdf').is_file()
     capsys.readouterr()
+
+
+def test_failed_windows_of_llm_rows_are_shown_next_to_the_method(tmp_path):
+    rows = make_rows('Ours', [50.0] * 5) + make_rows('LLM', [20.0] * 5)
+    results = tmp_path / 'r.jsonl'
+    lines = []
+    for row in rows:
+        record = asdict(row)
+        if row.method == 'LLM' and row.seed in (0, 3):
+            record['failures'] = {'timeout': 2, 'connection': 1} if row.seed else {'timeout': 4}
+        lines.append(json.dumps(record))
+    results.write_text('\n'.join(lines) + '\n')
+    table = build_table(read_results(results), ['success_rate'])
+    assert table.failures == {'LLM': {'timeout': 6, 'connection': 1}}
+    markdown = to_markdown(table)
+    assert '| LLM (failed: 7 windows: connection 1, timeout 6) |' in markdown
+    assert '| Ours |' in markdown
+    assert 'LLM (failed: 7 windows' in to_latex(table)

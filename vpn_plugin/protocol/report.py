@@ -80,6 +80,7 @@ class Table:
     num_resamples: int = AUTHORS_RESAMPLES
     num_diff_resamples: int = AUTHORS_RESAMPLES
     shortened: dict = field(default_factory=dict)  # method -> sorted reasons (shortened runs)
+    failures: dict = field(default_factory=dict)   # method -> {kind: windows}, summed over rows
 
 
 def ci_spread(stats, ci_style: str) -> Optional[float]:
@@ -117,7 +118,8 @@ def build_table(rows: list[ResultRow], metrics=DEFAULT_METRICS, *, methods=None,
                 cells[(method, column)] = _cell(values, num_resamples, level, seed)
     table = Table(methods, columns, cells, _params(rows, methods), level=level,
                   ci_style=ci_style, paired=paired, num_resamples=num_resamples,
-                  num_diff_resamples=num_diff_resamples, shortened=_shortened(rows, methods))
+                  num_diff_resamples=num_diff_resamples, shortened=_shortened(rows, methods),
+                  failures=_failures(rows, methods))
     for column in columns:
         _rank(table, column)
         table.improvements[column] = _improvement(table, column, ours, reference, seed)
@@ -139,6 +141,17 @@ def _shortened(rows, methods) -> dict:
         if reason and row.method in methods:
             reasons.setdefault(row.method, set()).add(reason)
     return {method: sorted(found) for method, found in reasons.items()}
+
+
+def _failures(rows, methods) -> dict:
+    """Windows without an answer (``llm_eval.py --allow-failures`` rows), per method and kind."""
+    counts = {}
+    for row in rows:
+        if row.method in methods:
+            for kind, number in row.failures.items():
+                per_kind = counts.setdefault(row.method, {})
+                per_kind[kind] = per_kind.get(kind, 0) + number
+    return counts
 
 
 def _collect(rows, metrics) -> dict:
@@ -286,7 +299,13 @@ def to_latex(table: Table, *, title: str = '', label: str = '', digits: int = 2)
 
 
 def _method_label(table: Table, method: str) -> str:
-    return method + (SHORTENED_MARK if method in table.shortened else '')
+    """The method's name, ``†`` for a shortened run, and its failed windows by kind."""
+    label = method + (SHORTENED_MARK if method in table.shortened else '')
+    failed = table.failures.get(method)
+    if failed:
+        kinds = ', '.join(f'{kind} {number}' for kind, number in sorted(failed.items()))
+        label += f' (failed: {sum(failed.values())} windows: {kinds})'
+    return label
 
 
 def _plus_minus(value: float, spread, digits: int, latex: bool, mark: str = '') -> str:
