@@ -77,6 +77,8 @@ def main(argv=None):
     if args.checkpoint is None:
         require_parameter_free(runner.model, args.config)
     metrics = runner.test()
+    runner.logger.info(f"model selection: {runner.cfg.get('selection', 'unified')} "
+                       '(unified: held-out training videos; authors: best test-window SR)')
     if args.out and runner.rank == 0:
         write_metrics(metrics, args.out)
     shutdown_distributed()
