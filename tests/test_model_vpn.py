@@ -255,3 +255,27 @@ def test_clip_features_computed_with_transformers(tmp_path):
                 torch.testing.assert_close(features[action, slot], alone, atol=1e-5, rtol=1e-5)
     cached = load_state_features(**{**options, 'allow_encode': False})
     assert torch.equal(cached, features)
+
+
+@pytest.mark.parametrize('dataset', ['crosstask', 'niv', 'coin'])
+def test_selection_presets(dataset):
+    """'authors': all training videos, validation = the official test windows every epoch;
+    the default 'unified': validation on held-out training videos."""
+    authors = Config.fromfile(str(REPO / f'configs/selection/vpn_{dataset}_t4_authors.py'))
+    unified = Config.fromfile(str(REPO / f'configs/vpn_{dataset}_t4.py'))
+    assert authors.selection == 'authors' and unified.get('selection', 'unified') == 'unified'
+    val, test = authors.val_dataloader.dataset, authors.test_dataloader.dataset
+    assert val.split == 'test' and val.window_file == test.window_file
+    assert not val.get('video_list') and val.horizon == test.horizon == 4
+    assert authors.train_dataloader.dataset.val_fraction == 0.0
+    assert authors.train_cfg.val_interval == 1
+    assert unified.val_dataloader.dataset.split == 'val'
+    assert authors.model == unified.model
+
+
+def test_authors_selection_trains_on_every_training_video(tiny_crosstask):
+    from mmaction.registry import DATASETS
+    train = DATASETS.build(tiny_crosstask['train_dataset'])
+    val = DATASETS.build(tiny_crosstask['val_dataset'])
+    everything = DATASETS.build(dict(tiny_crosstask['train_dataset'], val_fraction=0.0))
+    assert len(val) > 0 and len(everything) == len(train) + len(val)
