@@ -20,7 +20,7 @@ from mmaction.structures import ActionDataSample
 
 from .. import core
 from .text_embeddings import taxonomy_state_embeddings
-from .viterbi_plan_net import DECODE_MODES, ViterbiPlanNet, pack_samples
+from .viterbi_plan_net import DECODE_MODES, ViterbiPlanNet, data_horizon, pack_samples
 
 CROSS_HORIZON_MODES = (None, 'ends', 'spread')
 LOSS_TERMS = ('plan', 'align', 'task')
@@ -183,7 +183,7 @@ class CompactPlanNet(BaseModel):
     # ------------------------------------------------------------------ forward
     def forward(self, inputs: Dict[str, torch.Tensor], data_samples=None, mode: str = 'tensor'):
         start, goal, observed = self.encode(inputs)
-        horizon = self._data_horizon(data_samples, training=(mode == 'loss'))
+        horizon = data_horizon(data_samples, self.horizon, training=(mode == 'loss'))
         emissions = self.emissions(start, goal, observed, horizon)
         if mode == 'tensor':
             return emissions
@@ -193,16 +193,6 @@ class CompactPlanNet(BaseModel):
             return self.predict(start, goal, emissions, data_samples)
         raise ValueError(f"forward mode={mode!r} is unknown; expected 'loss', 'predict' or "
                          "'tensor'")
-
-    def _data_horizon(self, data_samples, training: bool) -> int:
-        if not data_samples or 'plan' not in data_samples:
-            return self.horizon
-        horizon = data_samples['plan'].shape[-1]
-        if training and horizon != self.horizon:
-            raise ValueError(f'horizon mismatch: training data has T={horizon} but the model '
-                             f'was built with horizon={self.horizon}; set model.horizon to the '
-                             "dataset's horizon")
-        return horizon
 
     def loss(self, start, goal, emissions, data_samples) -> Dict[str, torch.Tensor]:
         """Weighted losses; a term with weight 0 is not computed."""

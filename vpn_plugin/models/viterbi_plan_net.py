@@ -231,14 +231,8 @@ class ViterbiPlanNet(BaseModel):
                          "'tensor'")
 
     def _data_horizon(self, data_samples, training: bool) -> int:
-        """T' of the batch's plans (T when there are none); checks it against the model."""
-        if not data_samples or 'plan' not in data_samples:
-            return self.horizon
-        horizon = data_samples['plan'].shape[-1]
-        if training and horizon != self.horizon:
-            raise ValueError(f'horizon mismatch: training data has T={horizon} but the model '
-                             f'was built with horizon={self.horizon}; set model.horizon to the '
-                             "dataset's horizon")
+        """T' of the batch's plans (T when there are none), checked against the model."""
+        horizon = data_horizon(data_samples, self.horizon, training)
         if horizon > self.horizon or (horizon < self.horizon and self.cross_horizon is None):
             raise ValueError(
                 f'horizon mismatch: the data has T={horizon} but the model was built for '
@@ -303,6 +297,19 @@ class ViterbiPlanNet(BaseModel):
             raise ValueError(f'PKG has shape {tuple(log_transitions.shape)} but the model has '
                              f'num_actions={self.num_actions}; expected {expected}')
         self.log_transitions.copy_(log_transitions.to(self.log_transitions))
+
+
+def data_horizon(data_samples, model_horizon: int, training: bool) -> int:
+    """T of the batch's plans (B, T), ``model_horizon`` without plans; training data must
+    have the model's horizon."""
+    if not data_samples or 'plan' not in data_samples:
+        return model_horizon
+    horizon = data_samples['plan'].shape[-1]
+    if training and horizon != model_horizon:
+        raise ValueError(f'horizon mismatch: training data has T={horizon} but the model '
+                         f'was built with horizon={model_horizon}; set model.horizon to the '
+                         "dataset's horizon")
+    return horizon
 
 
 def pack_samples(plans, soft, emissions, task, data_samples) -> List[ActionDataSample]:
