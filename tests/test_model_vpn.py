@@ -279,3 +279,20 @@ def test_authors_selection_trains_on_every_training_video(tiny_crosstask):
     val = DATASETS.build(tiny_crosstask['val_dataset'])
     everything = DATASETS.build(dict(tiny_crosstask['train_dataset'], val_fraction=0.0))
     assert len(val) > 0 and len(everything) == len(train) + len(val)
+
+
+@pytest.mark.parametrize('rows', [3, 40])
+def test_linear_pair_equals_the_two_layers(rows):
+    """LinearPair (one affine map when rows > E) = Linear -> Linear, values and gradients."""
+    from vpn_plugin.models.viterbi_plan_net import LinearPair
+    torch.manual_seed(0)
+    pair = LinearPair(12, 24, 8).double()
+    plain = torch.nn.Sequential(torch.nn.Linear(12, 24), torch.nn.Linear(24, 8)).double()
+    plain.load_state_dict(pair.state_dict())
+    x = torch.randn(rows, 12, dtype=torch.double)
+    target = torch.randn(rows, 8, dtype=torch.double)
+    for module in (pair, plain):
+        ((module(x) - target) ** 3).sum().backward()
+    torch.testing.assert_close(pair(x), plain(x))
+    for (name, a), (_, b) in zip(pair.named_parameters(), plain.named_parameters()):
+        torch.testing.assert_close(a.grad, b.grad, msg=name)

@@ -79,6 +79,27 @@ def num_parameters(module: nn.Module) -> int:
     return sum(p.numel() for p in module.parameters())
 
 
+class LinearPair(nn.Sequential):
+    """``Linear(D, H) -> Linear(H, E)`` with no activation between (the authors' visual
+    encoder; parameters ``0.weight``, ``0.bias``, ``1.weight``, ``1.bias``).
+
+    The pair is one affine map, ``W2 (W1 x + b1) + b2``. For more than E input rows it is
+    applied as ``x (W2 W1)^T + (W2 b1 + b2)``: forming ``W2 W1`` (E, D) and its gradients costs
+    E*H*D whatever the batch, against rows*H*(D+E) for the two products (at B=256, 512 rows:
+    ~4x fewer operations, forward and backward). Same map, same gradients, float rounding aside.
+    """
+
+    def __init__(self, in_dim: int, hidden_dim: int, out_dim: int):
+        super().__init__(nn.Linear(in_dim, hidden_dim), nn.Linear(hidden_dim, out_dim))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        first, second = self[0], self[1]
+        if x.numel() // x.shape[-1] <= second.out_features:
+            return second(first(x))
+        return F.linear(x, second.weight @ first.weight,
+                        torch.addmv(second.bias, second.weight, first.bias))
+
+
 @MODELS.register_module()
 class ViterbiPlanNet(BaseModel):
     """The paper's procedure planner (module docstring).
@@ -117,8 +138,7 @@ class ViterbiPlanNet(BaseModel):
         self.feature_dim, self.embed_dim = feature_dim, embed_dim
         self.use_dvl, self.decode, self.cross_horizon = use_dvl, decode, cross_horizon
         self.input_dropout = nn.Dropout(input_dropout)
-        self.visual_encoder = nn.Sequential(nn.Linear(feature_dim, 2 * feature_dim),
-                                            nn.Linear(2 * feature_dim, embed_dim))
+        self.visual_encoder = LinearPair(feature_dim, 2 * feature_dim, embed_dim)
         self.visual_encoder.requires_grad_(not freeze_visual)
         self.text_encoder = nn.Linear(text_dim, embed_dim, bias=False)
         self.logit_scale = nn.Parameter(torch.tensor(INIT_LOGIT_SCALE))
