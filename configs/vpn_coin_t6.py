@@ -4,7 +4,7 @@ _base_ = [
     '_base_/schedules/paper_500e.py'
 ]
 horizon = 6
-model = dict(horizon=horizon, dvl_layers=2)  # the paper stacks two DVL layers here
+model = dict(horizon=horizon)
 train_dataloader = dict(dataset=dict(horizon=horizon))
 val_dataloader = dict(dataset=dict(horizon=horizon))
 test_dataloader = dict(dataset=dict(horizon=horizon))

@@ -1,4 +1,4 @@
-"""Unit tests of ViterbiPlanNet, its text embeddings and PKGHook on small random tensors."""
+"""Unit tests of CompactPlanNet, the text embeddings and PKGHook on small random tensors."""
 import json
 import math
 from types import SimpleNamespace
@@ -44,7 +44,7 @@ def text_cfg(text_files):
 
 
 def build(text_cfg=None, **overrides):
-    cfg = dict(type='ViterbiPlanNet', feature_dim=FEATURE_DIM, num_actions=NUM_ACTIONS,
+    cfg = dict(type='CompactPlanNet', feature_dim=FEATURE_DIM, num_actions=NUM_ACTIONS,
                num_tasks=NUM_TASKS, horizon=HORIZON, embed_dim=16, num_heads=2, dropout=0.0,
                text_embeddings=text_cfg)
     if text_cfg is None:

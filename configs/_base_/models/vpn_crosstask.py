@@ -2,8 +2,5 @@ _base_ = ['./vpn.py']
 model = dict(
     num_actions=133,
     num_tasks=18,
-    text_embeddings=dict(
-        taxonomy='../shared/data/crosstask/taxonomy_133.json',
-        state_descriptions='../shared/data/crosstask/state_descriptions.json',
-        encoder=None,  # None = offline all-MiniLM-L6-v2; or a local transformers model dir
-        cache_dir='data/text_cache'))
+    # the authors' CLIP features (N, 6, 768); 105-action taxonomy: state_features_clip_105.npy
+    text_embeddings=dict(file='../shared/data/crosstask/state_features_clip_133.npy'))

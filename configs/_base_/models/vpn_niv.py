@@ -2,8 +2,4 @@ _base_ = ['./vpn.py']
 model = dict(
     num_actions=48,
     num_tasks=5,
-    text_embeddings=dict(
-        taxonomy='../shared/data/niv/taxonomy.json',
-        state_descriptions='../shared/data/niv/state_descriptions.json',
-        encoder=None,
-        cache_dir='data/text_cache'))
+    text_embeddings=dict(file='../shared/data/niv/state_features_clip.npy'))

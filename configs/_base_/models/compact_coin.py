@@ -1,0 +1,9 @@
+_base_ = ['./compact.py']
+model = dict(
+    num_actions=778,
+    num_tasks=180,
+    text_embeddings=dict(
+        taxonomy='../shared/data/coin/taxonomy.json',
+        state_descriptions='../shared/data/coin/state_descriptions.json',
+        encoder=None,
+        cache_dir='data/text_cache'))

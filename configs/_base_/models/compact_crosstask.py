@@ -1,0 +1,9 @@
+_base_ = ['./compact.py']
+model = dict(
+    num_actions=133,
+    num_tasks=18,
+    text_embeddings=dict(
+        taxonomy='../shared/data/crosstask/taxonomy_133.json',
+        state_descriptions='../shared/data/crosstask/state_descriptions.json',
+        encoder=None,  # None = offline all-MiniLM-L6-v2; or a local transformers model dir
+        cache_dir='data/text_cache'))

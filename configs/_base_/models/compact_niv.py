@@ -1,0 +1,9 @@
+_base_ = ['./compact.py']
+model = dict(
+    num_actions=48,
+    num_tasks=5,
+    text_embeddings=dict(
+        taxonomy='../shared/data/niv/taxonomy.json',
+        state_descriptions='../shared/data/niv/state_descriptions.json',
+        encoder=None,
+        cache_dir='data/text_cache'))

@@ -1,0 +1,100 @@
+"""ViterbiPlanNet against the authors' recorded outputs (../shared/reference/authors_*)."""
+import importlib.util
+import json
+import os
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+import vpn_plugin.mm  # noqa: F401  (registration)
+from mmaction.registry import MODELS
+from mmengine.config import Config
+from mmengine.runner import load_checkpoint
+
+REPO = Path(__file__).resolve().parents[1]
+REFERENCE = Path(os.environ.get('VPN_SHARED_REFERENCE', REPO.parent / 'shared' / 'reference'))
+FIXTURE = REFERENCE / 'authors_crosstask_t3'
+
+
+def load_tool(name):
+    spec = importlib.util.spec_from_file_location(name, REPO / 'tools' / f'{name}.py')
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.fixture(scope='module')
+def fixture_dir() -> Path:
+    if not (FIXTURE / 'meta.json').is_file():
+        pytest.skip(f'authors reference fixture not found at {FIXTURE} (set VPN_SHARED_REFERENCE)')
+    return FIXTURE
+
+
+@pytest.fixture(autouse=True)
+def single_thread():
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
+def copy_fixture(fixture_dir, tmp_path) -> Path:
+    copy = tmp_path / fixture_dir.name
+    shutil.copytree(fixture_dir, copy)
+    for path in copy.iterdir():
+        path.chmod(0o644)
+    return copy
+
+
+def test_reference_fixture_passes(fixture_dir, capsys):
+    assert load_tool('check_authors_reference').main([str(fixture_dir)]) == 0
+    report = capsys.readouterr().out
+    assert 'parameters: 5,549,602 (authors: 5,549,602) ok' in report
+    assert 'outputs.npz:soft_plan_second_dvl' in report and 'grads.npz:task_decoder.3.bias' in report
+    assert report.rstrip().endswith('PASS')
+
+
+def test_one_perturbed_weight_fails(fixture_dir, tmp_path, capsys):
+    copy = copy_fixture(fixture_dir, tmp_path)
+    with np.load(copy / 'authors_state_dict.npz') as loaded:
+        weights = {k: loaded[k].copy() for k in loaded.files}
+    weights['viterbi_plan.projection_mlp.3.bias'][5] += np.float16(0.5)
+    np.savez(copy / 'authors_state_dict.npz', **weights)
+    assert load_tool('check_authors_reference').main([str(copy)]) == 1
+    failed = [line for line in capsys.readouterr().out.splitlines() if line.endswith('FAIL')]
+    assert any('dvl_log_emissions' in line for line in failed)
+    assert not any('task_logits' in line for line in failed)  # the task head is untouched
+
+
+def test_unknown_meta_field_is_a_clear_error(fixture_dir, tmp_path):
+    copy = copy_fixture(fixture_dir, tmp_path)
+    meta = json.loads((copy / 'meta.json').read_text())
+    (copy / 'meta.json').write_text(json.dumps({**meta, 'temperature': 0.5}))
+    with pytest.raises(ValueError, match="unknown fields \\['temperature'\\]"):
+        load_tool('check_authors_reference').main([str(copy)])
+
+
+def test_converted_checkpoint_predicts_the_authors_plans(fixture_dir, tmp_path):
+    """convert_authors_checkpoint -> a checkpoint that the config's model loads and that
+    predicts the fixture's soft plan and hard-Viterbi plan."""
+    config = REPO / 'configs/vpn_crosstask_t3.py'
+    dst = tmp_path / 'converted.pth'
+    assert load_tool('convert_authors_checkpoint').main([
+        str(fixture_dir / 'authors_state_dict.npz'), str(dst), '--config', str(config),
+        '--pkg', str(fixture_dir / 'inputs.npz')]) == 0
+    model_cfg = Config.fromfile(str(config)).model
+    model_cfg.text_embeddings, model_cfg.loss_weights = None, dict(state=0.0)
+    model = MODELS.build(model_cfg)
+    load_checkpoint(model, str(dst), map_location='cpu', strict=True)
+    model.eval()
+    with np.load(fixture_dir / 'inputs.npz') as inputs, \
+            np.load(fixture_dir / 'outputs.npz') as outputs:
+        batch = {k: torch.from_numpy(inputs[k]) for k in ('start', 'goal')}
+        samples = model(batch, dict(plan=torch.from_numpy(inputs['actions'])), mode='predict')
+        soft = torch.stack([s.soft_plan for s in samples]).numpy()
+        np.testing.assert_allclose(soft, outputs['soft_plan'], rtol=0, atol=1e-6)
+        plans = torch.stack([s.pred_plan for s in samples]).numpy()
+        np.testing.assert_array_equal(plans, outputs['viterbi_plan'])

@@ -1,0 +1,59 @@
+"""Parameter counts of the model a config builds (total and per top-level module).
+
+    .venv/bin/python tools/model_stats.py configs/vpn_crosstask_t3.py [CONFIG ...] \
+        [--cfg-options model.horizon=4]
+
+The text features are not needed: when the config's are absent here (e.g. COIN's CLIP
+features), the model is built without them; ViterbiPlanNet's count does not depend on them
+(its text projection is always built), CompactPlanNet's then lacks its text projection
+(said in the output).
+"""
+import argparse
+import sys
+
+import vpn_plugin.mm  # noqa: F401  (compat + registration)
+from mmaction.registry import MODELS
+from mmengine.config import Config, DictAction
+from vpn_plugin.models.viterbi_plan_net import num_parameters
+
+# the loss term that needs the text features, per model type
+TEXT_LOSS = {'ViterbiPlanNet': 'state', 'CompactPlanNet': 'align'}
+
+
+def build_model(model_cfg):
+    """(model, note): the config's model, or without text features when they are absent."""
+    try:
+        return MODELS.build(model_cfg), ''
+    except (FileNotFoundError, ImportError) as err:
+        if model_cfg.type not in TEXT_LOSS:
+            raise
+        model_cfg.text_embeddings = None
+        model_cfg.setdefault('loss_weights', {})[TEXT_LOSS[model_cfg.type]] = 0.0
+        return MODELS.build(model_cfg), f' (built without text features: {err})'
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split('\n')[0])
+    parser.add_argument('configs', nargs='+', help='config files')
+    parser.add_argument('--cfg-options', nargs='+', action=DictAction,
+                        help='override config keys, e.g. model.horizon=4')
+    args = parser.parse_args(argv)
+    for path in args.configs:
+        cfg = Config.fromfile(path)
+        if args.cfg_options:
+            cfg.merge_from_dict(args.cfg_options)
+        model, note = build_model(cfg.model)
+        trainable = sum(p.numel() for p in model.parameters() if p.requires_grad)
+        print(f'{path}: {cfg.model.type}, {num_parameters(model):,} parameters '
+              f'({num_parameters(model) / 1e6:.2f}M), {trainable:,} trainable{note}')
+        for name, child in model.named_children():
+            if num_parameters(child):
+                print(f'  {name:<20}{num_parameters(child):>12,}')
+        own = [n for n, _ in model.named_parameters(recurse=False)]
+        for name in own:
+            print(f'  {name:<20}{getattr(model, name).numel():>12,}')
+    return 0
+
+
+if __name__ == '__main__':
+    sys.exit(main())
