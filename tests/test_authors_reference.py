@@ -53,7 +53,8 @@ def test_reference_fixture_passes(fixture_dir, capsys):
     assert load_tool('check_authors_reference').main([str(fixture_dir)]) == 0
     report = capsys.readouterr().out
     assert 'parameters: 5,549,602 (authors: 5,549,602) ok' in report
-    assert 'outputs.npz:soft_plan_second_dvl' in report and 'grads.npz:task_decoder.3.bias' in report
+    assert 'outputs.npz:soft_plan_second_dvl' in report
+    assert 'grads.npz:task_decoder.3.bias' in report
     assert report.rstrip().endswith('PASS')
 
 
