@@ -53,7 +53,8 @@ def test_reference_fixture_passes(fixture_dir, capsys):
     assert load_tool('check_authors_reference').main([str(fixture_dir)]) == 0
     report = capsys.readouterr().out
     assert 'parameters: 5,549,602 (authors: 5,549,602) ok' in report
-    assert 'outputs.npz:soft_plan_second_dvl' in report and 'grads.npz:task_decoder.3.bias' in report
+    assert 'outputs.npz:soft_plan_second_dvl' in report
+    assert 'grads.npz:task_decoder.3.bias' in report
     assert report.rstrip().endswith('PASS')
 
 
@@ -98,3 +99,17 @@ def test_converted_checkpoint_predicts_the_authors_plans(fixture_dir, tmp_path):
         np.testing.assert_allclose(soft, outputs['soft_plan'], rtol=0, atol=1e-6)
         plans = torch.stack([s.pred_plan for s in samples]).numpy()
         np.testing.assert_array_equal(plans, outputs['viterbi_plan'])
+
+
+def test_authors_pth_reads_like_the_npz(fixture_dir, tmp_path):
+    """A state dict saved by their code (torch.save(model.state_dict())) reads with
+    weights_only=True into the same tensors as the fixture's .npz; pickled code is refused."""
+    from vpn_plugin.models.authors import read_authors_state_dict
+    from_npz = read_authors_state_dict(fixture_dir / 'authors_state_dict.npz')
+    torch.save({k: v.half() for k, v in from_npz.items()}, tmp_path / 'theirs.pth')
+    from_pth = read_authors_state_dict(tmp_path / 'theirs.pth')
+    assert from_pth.keys() == from_npz.keys()
+    assert all(torch.equal(from_pth[k], from_npz[k]) for k in from_npz)
+    torch.save({'weights': SystemExit}, tmp_path / 'code.pth')
+    with pytest.raises(Exception, match='[Ww]eights only load failed|Unsupported global'):
+        read_authors_state_dict(tmp_path / 'code.pth')

@@ -296,3 +296,15 @@ def test_linear_pair_equals_the_two_layers(rows):
     torch.testing.assert_close(pair(x), plain(x))
     for (name, a), (_, b) in zip(pair.named_parameters(), plain.named_parameters()):
         torch.testing.assert_close(a.grad, b.grad, msg=name)
+
+
+def test_model_stats_prints_the_count(capsys):
+    import importlib.util
+    spec = importlib.util.spec_from_file_location('model_stats', REPO / 'tools/model_stats.py')
+    tool = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(tool)
+    tool.main([str(REPO / 'configs/vpn_niv_t4.py'),
+               '--cfg-options', 'model.text_embeddings.file=/no/such.npy'])
+    out = capsys.readouterr().out
+    assert 'ViterbiPlanNet, 5,494,726 parameters (5.49M)' in out
+    assert 'built without text features' in out and 'visual_encoder' in out

@@ -9,19 +9,24 @@ weights, runs the fixture's batch in eval mode (at ``eval_horizon`` when it is s
 ``horizon``: the authors' cross-horizon rule) and prints, for every array of ``outputs.npz``
 (losses included) and every gradient summary of ``grads.npz``, the max abs difference and the
 max relative difference (max abs difference / max abs reference). Exits 1 when any relative
-difference exceeds 1e-4 (outputs, losses) or 1e-3 (gradients), or the parameter count differs.
+difference exceeds 1e-4 (outputs, losses) or 1e-3 (gradients), the parameter count differs, or
+(``text_features: authors_clip``) the config's text-feature file is not the fixture's array.
 """
 import argparse
 import sys
 from pathlib import Path
 
+import numpy as np
+
 import vpn_plugin.mm  # noqa: F401  (compat + registration)
 from mmaction.registry import MODELS
 from mmengine.config import Config
-from vpn_plugin.models.authors import check_reference, read_meta
+from vpn_plugin.models import load_state_features
+from vpn_plugin.models.authors import check_reference, compare, read_meta
 from vpn_plugin.models.viterbi_plan_net import num_parameters
 
 REPO = Path(__file__).resolve().parents[1]
+TEXT_TOLERANCE = 1e-3  # the shipped arrays are float16
 # fixture dataset name -> the config family of this plugin
 CONFIG_DATASETS = {'crosstask': 'crosstask', 'crosstask_133': 'crosstask',
                    'crosstask_105': 'crosstask', 'niv': 'niv', 'coin': 'coin'}
@@ -46,10 +51,32 @@ def model_config(meta: dict):
         if model.get(key) != meta[field]:
             print(f'  {key}: config {model.get(key)!r} -> fixture {meta[field]!r}')
             model[key] = meta[field]
+    text_file = (model.get('text_embeddings') or {}).get('file')
+    if text_file and meta['dataset'] == 'crosstask_105':  # the merged taxonomy's features
+        text_file = text_file.replace('clip_133', 'clip_105')
     # the fixture brings its own text features (text_features kind in meta.json)
     model.text_embeddings = None
     model.loss_weights = dict(state=0.0)
-    return model
+    return model, text_file
+
+
+def check_text_file(fixture: Path, meta: dict, text_file) -> bool:
+    """With ``text_features: authors_clip``, the config's shipped array must be the fixture's
+    (the authors' CLIP features of this dataset); other kinds are only reported."""
+    if meta['text_features'] != 'authors_clip' or not text_file:
+        print(f'text features: {meta["text_features"]} (the fixture\'s own are used)')
+        return True
+    path = Path(text_file) if Path(text_file).is_absolute() else REPO / text_file
+    if not path.is_file():
+        print(f'text features: config file {text_file} not found here; not compared')
+        return True
+    with np.load(fixture / 'inputs.npz', allow_pickle=False) as inputs:
+        reference = inputs['state_prompt_features']
+    diff, rel = compare(reference, load_state_features(file=str(path)).numpy())
+    ok = rel <= TEXT_TOLERANCE
+    print(f'text features: config {text_file} vs fixture: max abs {diff:.3e}, max rel '
+          f'{rel:.3e} {"ok" if ok else "MISMATCH"}')
+    return ok
 
 
 def main(argv=None) -> int:
@@ -63,10 +90,11 @@ def main(argv=None) -> int:
           f'N={meta["num_actions"]} K={meta["num_tasks"]} T={meta["horizon"]} '
           f'eval T={meta["eval_horizon"]} B={meta["batch"]} text={meta["text_features"]} '
           f'seed={meta.get("seed")}')
-    model = MODELS.build(model_config(meta))
+    model_cfg, text_file = model_config(meta)
+    model = MODELS.build(model_cfg)
     model.loss_weights['state'] = 1.0  # the fixture's text features are installed below
     count = num_parameters(model)
-    ok = count == meta['num_parameters']
+    ok = check_text_file(fixture, meta, text_file) and count == meta['num_parameters']
     print(f'parameters: {count:,} (authors: {meta["num_parameters"]:,}) '
           f'{"ok" if ok else "MISMATCH"}')
     rows, _ = check_reference(fixture, model)

@@ -82,7 +82,8 @@ class CompactPlanNet(BaseModel):
     def __init__(self, feature_dim: int, num_actions: int, num_tasks: int, horizon: int,
                  embed_dim: int = 128, num_layers: int = 2, num_heads: int = 4,
                  dropout: float = 0.2, use_dvl: bool = True, decode: str = 'dvl_viterbi',
-                 dvl_temperature: float = 1.0, dvl_layers: int = 1, loss_weights: Optional[Dict[str, float]] = None,
+                 dvl_temperature: float = 1.0, dvl_layers: int = 1,
+                 loss_weights: Optional[Dict[str, float]] = None,
                  text_embeddings: Optional[dict] = None, align_temperature: float = 0.1,
                  freeze_visual: bool = False, cross_horizon: Optional[str] = None,
                  max_observed: int = 8, data_preprocessor: Optional[dict] = None):

@@ -7,4 +7,6 @@
 _base_ = ['../datasets/crosstask.py']
 selection = 'authors'
 train_dataloader = dict(dataset=dict(val_fraction=0.0))
-val_dataloader = dict(dataset=dict(split='test', window_file='splits/test_T{horizon}_133.json', video_list=None, annotation_dir=None, tasks_primary=None))
+val_dataloader = dict(dataset=dict(
+    split='test', window_file='splits/test_T{horizon}_133.json',
+    video_list=None, annotation_dir=None, tasks_primary=None))
