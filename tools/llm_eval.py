@@ -119,8 +119,8 @@ def anchor_setting(args, test_set):
     if args.anchors_file:
         return 'step_model', load_anchor_predictions(args.anchors_file, len(test_set))
     if args.step_config:
-        model_cfg = load_config(args.step_config, **data_path_args(args)).model
-        anchors = step_model_anchors(model_cfg, args.step_checkpoint, test_set)
+        anchors = step_model_anchors(args.step_config, args.step_checkpoint, test_set,
+                                     data_path_args(args))
         if args.save_anchors:
             save_anchor_predictions(args.save_anchors, *anchors)
         return 'step_model', anchors
