@@ -77,7 +77,7 @@ def test_uniform_emissions_decode_the_graphs_favourite_path():
     expected = best_path(log_a, 3)
     assert all(o.pred_plan.tolist() == expected for o in outputs)
     assert len(list(model.parameters())) == 0
-    with pytest.raises(ValueError, match='no parameters to train'):
+    with pytest.raises(ValueError, match='no trainable parameters'):
         model(inputs, samples, mode='loss')
 
 

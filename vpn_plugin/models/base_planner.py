@@ -39,11 +39,13 @@ class BasePlanner(BaseModel):
         pkg: ``PKGBuilder`` config (None: its defaults).
         data_preprocessor: mmengine data preprocessor config.
     Class attributes: ``follows_data_horizon`` (True: any evaluated horizon T' is planned as
-    is; False: T' must be T unless ``self.cross_horizon`` names a rule for T' < T).
+    is; False: T' must be T unless ``self.cross_horizon`` names one of the subclass's
+    ``cross_horizon_modes``, a rule for T' < T).
     """
 
     follows_data_horizon = False
     cross_horizon: Optional[str] = None
+    cross_horizon_modes: tuple = (None,)  # the rules a subclass offers for T' < T
 
     def __init__(self, num_actions: int, horizon: int, pkg: Optional[dict] = None,
                  data_preprocessor: Optional[dict] = None):
@@ -130,15 +132,16 @@ class BasePlanner(BaseModel):
         if self.follows_data_horizon or horizon == self.horizon:
             return horizon
         if horizon > self.horizon or self.cross_horizon is None:
+            rules = ' or '.join(f'model.cross_horizon={mode!r}'
+                                for mode in self.cross_horizon_modes if mode is not None)
+            shorter = f'a model is evaluated at a shorter T with {rules}, or ' if rules else ''
             raise ValueError(
                 f'horizon mismatch: the data has T={horizon} but the model was built for '
-                f'horizon={self.horizon}; evaluate a model at a shorter T with '
-                'model.cross_horizon (see the model\'s docstring), or build it with '
-                f'horizon={horizon}')
+                f'horizon={self.horizon}; {shorter}build it with horizon={horizon}')
         return horizon
 
     def loss(self, inputs, data_samples) -> Dict[str, torch.Tensor]:
-        raise ValueError(f"{type(self).__name__} has no parameters to train (mode='loss'); "
+        raise ValueError(f"{type(self).__name__} has no trainable parameters (mode='loss'); "
                          "evaluate it with mode='predict' (tools/test.py without a "
                          'checkpoint; run_protocol: train=False)')
 

@@ -79,6 +79,8 @@ class CompactPlanNet(BasePlanner):
         data_preprocessor: mmengine data preprocessor config.
     """
 
+    cross_horizon_modes = CROSS_HORIZON_MODES
+
     def __init__(self, feature_dim: int, num_actions: int, num_tasks: int, horizon: int,
                  embed_dim: int = 128, num_layers: int = 2, num_heads: int = 4,
                  dropout: float = 0.2, use_dvl: bool = True, decode: str = 'dvl_viterbi',

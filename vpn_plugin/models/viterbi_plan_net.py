@@ -124,6 +124,8 @@ class ViterbiPlanNet(BasePlanner):
         pkg: ``PKGBuilder`` config of the graph (``BasePlanner``).
     """
 
+    cross_horizon_modes = CROSS_HORIZON_MODES
+
     def __init__(self, num_actions: int, num_tasks: int, horizon: int, feature_dim: int = 1536,
                  text_dim: int = 768, embed_dim: int = 128, mlp_ratio: int = 2,
                  dropout: float = 0.2, input_dropout: float = 0.4,

@@ -10,11 +10,6 @@ import numpy as np
 ORACLE = 'oracle'
 
 
-def oracle_anchors(plans) -> tuple[np.ndarray, np.ndarray]:
-    plans = np.asarray(plans, dtype=np.int64)
-    return plans[:, 0].copy(), plans[:, -1].copy()
-
-
 def load_anchor_predictions(path: str | Path,
                             num_samples: int | None) -> tuple[np.ndarray, np.ndarray]:
     """First/last actions predicted by a step model, in dataset order.
