@@ -124,6 +124,12 @@ def test_pkg_hook_fills_an_empty_graph_and_keeps_a_loaded_one():
     assert torch.allclose(model.log_transitions.exp(), torch.full((6, 6), 1 / 6))
 
 
+def test_pkg_hook_leaves_models_without_a_graph_alone():
+    model = torch.nn.Linear(2, 2)
+    HOOKS.build(dict(type='PKGHook')).before_test(fake_runner(model, None))
+    assert not hasattr(model, 'pkg_ready')
+
+
 def test_pkg_hook_without_training_split_or_checkpoint_is_a_clear_error():
     with pytest.raises(ValueError, match='no train_dataloader.dataset and no checkpoint'):
         HOOKS.build(dict(type='PKGHook')).before_test(fake_runner(planner(), None))

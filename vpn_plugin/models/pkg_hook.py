@@ -10,10 +10,13 @@ from mmengine.model import is_model_wrapper
 
 from mmaction.registry import DATASETS, HOOKS
 
+from .base_planner import BasePlanner
+
 
 @HOOKS.register_module()
 class PKGHook(Hook):
-    """Call ``model.build_pkg(train dataset)`` unless ``model.pkg_ready``."""
+    """Call ``model.build_pkg(train dataset)`` unless ``model.pkg_ready``; a model that is not
+    a ``BasePlanner`` has no graph to fill and is left alone (the runtime is shared)."""
 
     priority = 'VERY_HIGH'
 
@@ -29,7 +32,7 @@ class PKGHook(Hook):
     @staticmethod
     def fill(runner) -> None:
         model = runner.model.module if is_model_wrapper(runner.model) else runner.model
-        if bool(model.pkg_ready):
+        if not isinstance(model, BasePlanner) or bool(model.pkg_ready):
             return
         model.build_pkg(training_dataset(runner))
 

@@ -2,7 +2,8 @@
 
 ``PromptPlanner`` completes a plan from its first/last actions (LLM) or from the start/goal
 clips (VLM); ``LLMPlanner`` (MODELS, a ``BasePlanner``) wraps it: ``tools/test.py`` runs it
-from ``configs/llm/*``, ``tools/llm_eval.py`` is a command line over the same model. Templates are the files in ``prompts/``.
+from ``configs/llm/*``, ``tools/llm_eval.py`` is a command line over the same model.
+Templates are the files in ``prompts/``.
 """
 from .anchors import ORACLE, load_anchor_predictions, save_anchor_predictions, step_model_anchors
 from .backends import (ChatReply, OpenAIChatBackend, RequestFailedError, ResponseCache,

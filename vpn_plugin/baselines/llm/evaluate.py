@@ -62,7 +62,7 @@ def make_query(index: int, plan: list, task: int, anchors=ORACLE,
     """
     first = last = None
     if isinstance(anchors, str):
-        first, last = plan[0], plan[-1]
+        first, last = int(plan[0]), int(plan[-1])
     elif anchors is not None:
         if index >= len(anchors[0]):
             raise IndexError(f'step-model predictions hold {len(anchors[0])} windows; the test '
@@ -71,8 +71,7 @@ def make_query(index: int, plan: list, task: int, anchors=ORACLE,
         if action_task is not None:
             task = int(action_task[first])
     return PlanningQuery(index=int(index), task=int(task), horizon=len(plan),
-                         gt_plan=[int(a) for a in plan], first=_as_action(first),
-                         last=_as_action(last))
+                         gt_plan=[int(a) for a in plan], first=first, last=last)
 
 
 def attach_frames(queries, windows, video_root, *, num_frames=4, folder_fps=1.0) -> None:
