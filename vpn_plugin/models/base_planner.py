@@ -152,6 +152,20 @@ class BasePlanner(BaseModel):
         raise NotImplementedError
 
 
+def check_choice(name: str, value, choices) -> None:
+    """A config option ``name`` (e.g. 'model.decode') must be one of ``choices``."""
+    if value not in choices:
+        raise ValueError(f'{name}={value!r} is unknown; expected one of {tuple(choices)}')
+
+
+def check_loss_terms(loss_weights: Optional[dict], terms) -> None:
+    """``model.loss_weights`` may only name the model's loss ``terms``."""
+    unknown = set(loss_weights or {}) - set(terms)
+    if unknown:
+        raise ValueError(f'model.loss_weights has unknown terms {sorted(unknown)}; '
+                         f'expected keys among {tuple(terms)}')
+
+
 def pack_samples(fields: dict, data_samples) -> List[ActionDataSample]:
     """One ``ActionDataSample`` per row of ``fields`` (tensors with a leading batch axis B;
     ``metainfo``: a list of B dicts) plus the batch's ground truth; every tensor is a

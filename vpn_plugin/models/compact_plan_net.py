@@ -17,7 +17,7 @@ from torch import nn
 from mmaction.registry import MODELS
 
 from .. import core
-from .base_planner import BasePlanner
+from .base_planner import BasePlanner, check_choice, check_loss_terms
 from .text_embeddings import taxonomy_state_embeddings
 from .viterbi_plan_net import DECODE_MODES
 
@@ -118,15 +118,9 @@ class CompactPlanNet(BasePlanner):
 
     @staticmethod
     def _check_options(decode, cross_horizon, loss_weights, text_embeddings):
-        if decode not in DECODE_MODES:
-            raise ValueError(f'model.decode={decode!r} is unknown; expected one of {DECODE_MODES}')
-        if cross_horizon not in CROSS_HORIZON_MODES:
-            raise ValueError(f'model.cross_horizon={cross_horizon!r} is unknown; expected one '
-                             f'of {CROSS_HORIZON_MODES}')
-        unknown = set(loss_weights or {}) - set(LOSS_TERMS)
-        if unknown:
-            raise ValueError(f'model.loss_weights has unknown terms {sorted(unknown)}; '
-                             f'expected keys among {LOSS_TERMS}')
+        check_choice('model.decode', decode, DECODE_MODES)
+        check_choice('model.cross_horizon', cross_horizon, CROSS_HORIZON_MODES)
+        check_loss_terms(loss_weights, LOSS_TERMS)
         if (loss_weights or {}).get('align', 1.0) > 0 and text_embeddings is None:
             raise ValueError('model.text_embeddings is missing but the alignment loss is on '
                              "(loss_weights['align'] > 0): give text_embeddings=dict(taxonomy=..., "
@@ -224,8 +218,7 @@ class CompactPlanNet(BasePlanner):
                     mode: Optional[str] = None) -> torch.Tensor:
         """Plans (B, T) long from emissions (B, T, N) by ``mode`` (default: ``self.decode``)."""
         mode = mode or self.decode
-        if mode not in DECODE_MODES:
-            raise ValueError(f'decode mode {mode!r} is unknown; expected one of {DECODE_MODES}')
+        check_choice('decode mode', mode, DECODE_MODES)
         scores = emissions
         if mode.startswith('dvl'):
             scores = self.soft_plan(emissions) if soft_plan is None else soft_plan

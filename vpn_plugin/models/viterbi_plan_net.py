@@ -30,7 +30,7 @@ from torch import nn
 from mmaction.registry import MODELS
 
 from .. import core
-from .base_planner import BasePlanner
+from .base_planner import BasePlanner, check_choice, check_loss_terms
 from .text_embeddings import load_state_features
 
 # Decoding of a plan, each with the authors' name of the same output (README "Decoding"):
@@ -158,15 +158,9 @@ class ViterbiPlanNet(BasePlanner):
                   f' K={num_tasks}, T={horizon}, E={embed_dim})', logger='current')
 
     def _check_options(self, decode, cross_horizon, loss_weights, text_embeddings):
-        if decode not in DECODE_MODES:
-            raise ValueError(f'model.decode={decode!r} is unknown; expected one of {DECODE_MODES}')
-        if cross_horizon not in CROSS_HORIZON_MODES:
-            raise ValueError(f'model.cross_horizon={cross_horizon!r} is unknown; expected one '
-                             f'of {CROSS_HORIZON_MODES}')
-        unknown = set(loss_weights or {}) - set(LOSS_TERMS)
-        if unknown:
-            raise ValueError(f'model.loss_weights has unknown terms {sorted(unknown)}; '
-                             f'expected keys among {LOSS_TERMS}')
+        check_choice('model.decode', decode, DECODE_MODES)
+        check_choice('model.cross_horizon', cross_horizon, CROSS_HORIZON_MODES)
+        check_loss_terms(loss_weights, LOSS_TERMS)
         if self.loss_weights['state'] > 0 and text_embeddings is None:
             raise ValueError('model.text_embeddings is missing but the state loss is on '
                              "(loss_weights['state'] > 0): give text_embeddings=dict(file="
@@ -270,8 +264,7 @@ class ViterbiPlanNet(BasePlanner):
                     mode: Optional[str] = None) -> torch.Tensor:
         """Plans (B, T) long from log emissions (B, T, N) by ``mode`` (default ``self.decode``)."""
         mode = mode or self.decode
-        if mode not in DECODE_MODES:
-            raise ValueError(f'decode mode {mode!r} is unknown; expected one of {DECODE_MODES}')
+        check_choice('decode mode', mode, DECODE_MODES)
         if mode == 'emission_argmax':
             return log_emissions.argmax(-1)
         if mode == 'emission_viterbi':
