@@ -20,6 +20,11 @@ class PKGHook(Hook):
 
     priority = 'VERY_HIGH'
 
+    def __init__(self):
+        """No options: the graph's options are the model's ``pkg`` (a study option given to
+        the hook is an unknown-option error, e.g. in ``run_protocol --dry-run``)."""
+        super().__init__()
+
     def before_train(self, runner) -> None:
         self.fill(runner)
 
