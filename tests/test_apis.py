@@ -37,9 +37,12 @@ def test_plan_tool_prints_the_checkpoints_plans(tiny_crosstask, tmp_path, capsys
     tool.main([str(tiny_uniform_config(tiny_crosstask, tmp_path)), str(tmp_path / 'chain.pth'),
                '--indices', '1', '4'])
     names = DATASETS.build(tiny_crosstask['test_dataset']).taxonomy.action_names
-    action_of = {name[:31]: a for a, name in enumerate(names)}  # format_plan's column: 31
+    ids_of = {}  # format_plan's column: 31 characters of a name (names repeat across tasks)
+    for action, name in enumerate(names):
+        ids_of.setdefault(name[:31], set()).add(action)
     blocks = capsys.readouterr().out.strip().split('\n\n')
     assert [b.splitlines()[0].split(' |')[0] for b in blocks] == ['sample 1', 'sample 4']
     for block in blocks:
-        plan = [action_of[line[7:39].rstrip()] for line in block.splitlines()[2:]]
-        assert plan == [plan[0], (plan[0] + 1) % 133, (plan[0] + 2) % 133]
+        steps = [ids_of[line[7:39].rstrip()] for line in block.splitlines()[2:]]
+        assert len(steps) == 3
+        assert any((a + 1) % 133 in steps[1] and (a + 2) % 133 in steps[2] for a in steps[0])
