@@ -187,5 +187,6 @@ class PKGBuilder:
 
 
 def build_pkg_builder(cfg: Optional[dict]) -> PKGBuilder:
-    """A ``PKGBuilder`` from its config (None: the defaults)."""
-    return TASK_UTILS.build(dict(cfg or dict(type='PKGBuilder')))
+    """A ``PKGBuilder`` from its config (None: the defaults; no ``type``: 'PKGBuilder', so an
+    override such as ``model.pkg.perturbations=[...]`` works on a config without ``pkg``)."""
+    return TASK_UTILS.build({'type': 'PKGBuilder', **(cfg or {})})

@@ -159,6 +159,7 @@ def check_config(config: str, cfg_options: dict) -> None:
     """Raise ``ValueError`` naming the config and entry for an unknown type or option."""
     from mmengine.config import Config
     from mmaction.registry import DATASETS, HOOKS, MODELS, TASK_UTILS
+    from vpn_plugin.models.pkg_builder import build_pkg_builder
     cfg = Config.fromfile(config)
     if cfg_options:
         cfg.merge_from_dict(copy.deepcopy(cfg_options))
@@ -167,13 +168,14 @@ def check_config(config: str, cfg_options: dict) -> None:
                 for split in ('train', 'val', 'test') if cfg.get(f'{split}_dataloader')]
     entries += [(f'custom_hooks.{i}', HOOKS, hook)
                 for i, hook in enumerate(cfg.get('custom_hooks', []))]
-    if cfg.model.get('pkg') is not None:
-        entries.append(('model.pkg', TASK_UTILS, cfg.model.pkg))
+    pkg = cfg.model.get('pkg')
+    if pkg is not None:
+        entries.append(('model.pkg', TASK_UTILS, {'type': 'PKGBuilder', **pkg}))
     for where, registry, entry in entries:
         _check_arguments(f'{config}: {where}', registry, entry)
-    if cfg.model.get('pkg') is not None:
+    if pkg is not None:
         try:
-            TASK_UTILS.build(copy.deepcopy(cfg.model.pkg))
+            build_pkg_builder(copy.deepcopy(pkg))
         except (ValueError, KeyError, TypeError) as error:
             raise ValueError(f'{config}: model.pkg: {error}') from None
 
