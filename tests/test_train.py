@@ -12,7 +12,7 @@ import pytest
 import torch
 
 import vpn_plugin.mm  # noqa: F401  (compat + registration)
-from mmaction.registry import DATASETS, HOOKS, MODELS
+from mmaction.registry import DATASETS, MODELS
 from mmengine.config import Config
 from mmengine.runner import Runner
 from vpn_plugin.core import planning_metrics
