@@ -243,6 +243,10 @@ def test_config_check_names_bad_options(monkeypatch):
     with pytest.raises(ValueError, match=r"model.pkg: PKGBuilder has no option\(s\) "
                                          r"\['edge_dropout'\]"):
         check_config(config, {'model.pkg.edge_dropout': 0.1})
+    with pytest.raises(ValueError, match=r"custom_hooks.0: PKGHook has no option\(s\) "
+                                         r"\['no_pkg'\]; it takes no options; the PKG's "
+                                         'options are the model'):
+        check_config(config, {'custom_hooks.0.no_pkg': True})
 
 
 def test_run_seed_reaches_the_pkg_builder_and_training_subset(monkeypatch, tmp_path):

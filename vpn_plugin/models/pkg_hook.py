@@ -19,6 +19,9 @@ class PKGHook(Hook):
     a ``BasePlanner`` has no graph to fill and is left alone (the runtime is shared)."""
 
     priority = 'VERY_HIGH'
+    options_hint = ("; the PKG's options are the model's: model.pkg=dict(type='PKGBuilder', "
+                    "count_mode=..., perturbations=[dict(type='EdgeDropout', fraction=0.1)], "
+                    '...)')
 
     def __init__(self):
         """No options: the graph's options are the model's ``pkg`` (a study option given to

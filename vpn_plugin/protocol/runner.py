@@ -189,9 +189,11 @@ def _check_arguments(where: str, registry, entry: dict) -> None:
     if any(p.kind == p.VAR_KEYWORD for p in params.values()):
         return
     unknown = sorted(set(entry) - set(params) - {'type'})
+    options = sorted(set(params) - {'self'})
     if unknown:
-        raise ValueError(f'{where}: {entry["type"]} has no option(s) {unknown}; expected some '
-                         f'of {sorted(set(params) - {"self"})}')
+        expected = f'expected some of {options}' if options else 'it takes no options'
+        raise ValueError(f'{where}: {entry["type"]} has no option(s) {unknown}; {expected}'
+                         + getattr(cls, 'options_hint', ''))
 
 
 # ----------------------------------------------------------------------------- running
