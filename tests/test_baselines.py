@@ -43,7 +43,7 @@ def test_beam_planner_learns_endpoints_and_decodes_the_best_pkg_path():
     model = MODELS.build(dict(type='PKGBeamSearchPlanner', feature_dim=8, num_actions=6,
                               horizon=4, hidden_dim=32, dropout=0.0, beam_width=36))
     log_a = chain_pkg()
-    model.set_transitions(log_a)
+    model.set_pkg(log_a.double().exp())
     inputs, samples = toy_batch()
     optimizer = torch.optim.Adam(model.parameters(), lr=0.05)
     for _ in range(100):
@@ -62,7 +62,7 @@ def test_beam_planner_learns_endpoints_and_decodes_the_best_pkg_path():
 
 def test_beam_planner_follows_data_horizon():
     model = PKGBeamSearchPlanner(feature_dim=8, num_actions=6, horizon=4)
-    model.set_transitions(chain_pkg())
+    model.set_pkg(chain_pkg().double().exp())
     inputs, samples = toy_batch(horizon=3)
     samples['plan'] = samples['plan'][:, :3]
     assert [len(o.pred_plan) for o in model(inputs, samples, mode='predict')] == [3] * 4
@@ -71,17 +71,40 @@ def test_beam_planner_follows_data_horizon():
 def test_uniform_emissions_decode_the_graphs_favourite_path():
     model = UniformEmissionPlanner(num_actions=5, horizon=3)
     log_a = chain_pkg(5)
-    model.set_transitions(log_a)
+    model.set_pkg(log_a.double().exp())
     inputs, samples = toy_batch(num_actions=5, horizon=3)
     outputs = model(inputs, samples, mode='predict')
     expected = best_path(log_a, 3)
     assert all(o.pred_plan.tolist() == expected for o in outputs)
     assert len(list(model.parameters())) == 0
-    with pytest.raises(ValueError, match='no parameters to train'):
+    with pytest.raises(ValueError, match='no trainable parameters'):
         model(inputs, samples, mode='loss')
 
 
 def test_pkg_shape_is_checked():
     model = UniformEmissionPlanner(num_actions=5, horizon=3)
     with pytest.raises(ValueError, match='num_actions=5'):
-        model.set_transitions(torch.zeros(4, 4))
+        model.set_pkg(torch.zeros(4, 4))
+
+
+def test_predict_without_a_pkg_is_a_clear_error():
+    model = UniformEmissionPlanner(num_actions=6, horizon=4)
+    inputs, samples = toy_batch()
+    with pytest.raises(RuntimeError, match='PKG was never filled'):
+        model(inputs, samples, mode='predict')
+    model.set_pkg(chain_pkg().double().exp())
+    assert bool(model.pkg_ready) and len(model(inputs, samples, mode='predict')) == 4
+
+
+def test_pkg_ready_travels_with_the_state_dict():
+    model = UniformEmissionPlanner(num_actions=6, horizon=4)
+    model.set_pkg(chain_pkg().double().exp())
+    fresh = UniformEmissionPlanner(num_actions=6, horizon=4)
+    fresh.load_state_dict(model.state_dict())
+    assert bool(fresh.pkg_ready)
+    assert torch.equal(fresh.log_transitions, model.log_transitions)
+    # a checkpoint written before the flag existed carried a filled PKG
+    old = {k: v for k, v in model.state_dict().items() if k != 'pkg_ready'}
+    older = UniformEmissionPlanner(num_actions=6, horizon=4)
+    older.load_state_dict(old, strict=True)
+    assert bool(older.pkg_ready)

@@ -1,7 +1,5 @@
-"""Unit tests of CompactPlanNet, the text embeddings and PKGHook on small random tensors."""
+"""Unit tests of CompactPlanNet and the text embeddings on small random tensors."""
 import json
-import math
-from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -10,7 +8,7 @@ import torch.nn.functional as F
 
 import vpn_plugin.mm  # noqa: F401  (registration)
 from vpn_plugin import core
-from mmaction.registry import DATASETS, HOOKS, MODELS
+from mmaction.registry import MODELS
 from vpn_plugin.models import DECODE_MODES, horizon_queries, state_embeddings, state_texts
 
 NUM_ACTIONS, NUM_TASKS, FEATURE_DIM, HORIZON = 6, 2, 10, 3
@@ -112,7 +110,7 @@ def test_unknown_decode_mode_is_a_clear_error():
 
 def test_losses_are_finite_and_switchable(text_cfg):
     model = build(text_cfg)
-    model.set_transitions(chain_log_transitions())
+    model.set_pkg(chain_log_transitions().exp())
     losses = model(*batch(), mode='loss')
     assert set(losses) == {'loss_plan', 'loss_task', 'loss_align'}
     total = sum(losses.values())
@@ -147,7 +145,7 @@ def test_alignment_loss_matches_multi_positive_cross_entropy(text_cfg):
 @pytest.mark.parametrize('mode', DECODE_MODES)
 def test_every_decode_mode_gives_plans(mode):
     model = build(decode=mode).eval()
-    model.set_transitions(chain_log_transitions())
+    model.set_pkg(chain_log_transitions().exp())
     inputs, samples = batch(size=5)
     results = model(inputs, samples, mode='predict')
     assert len(results) == 5
@@ -190,6 +188,7 @@ def test_horizon_mismatch_errors_and_cross_horizon():
     with pytest.raises(ValueError, match='horizon mismatch'):
         model.train()(inputs, samples, mode='loss')
     cross = build(horizon=6, cross_horizon='ends').eval()
+    cross.set_pkg(np.full((NUM_ACTIONS, NUM_ACTIONS), 1 / NUM_ACTIONS))
     results = cross(inputs, samples, mode='predict')
     assert results[0].pred_plan.shape == (3,)
     with pytest.raises(ValueError, match='horizon mismatch'):  # training stays strict
@@ -209,72 +208,6 @@ def test_frozen_visual_encoder_gets_no_gradient():
     sum(model(*batch(), mode='loss').values()).backward()
     assert all(p.grad is None for p in model.visual_encoder.parameters())
     assert model.emission_head[0].weight.grad is not None
-
-
-def fake_dataset(sequences):
-    return SimpleNamespace(pkg_sequences=lambda mode: sequences, horizon=HORIZON,
-                           taxonomy=SimpleNamespace(num_actions=NUM_ACTIONS,
-                                                    task_actions=TASK_ACTIONS))
-
-
-def test_pkg_hook_fills_log_transitions():
-    model = build()
-    runner = SimpleNamespace(model=model, train_dataloader=SimpleNamespace(
-        dataset=fake_dataset([[0, 1, 2], [3, 4, 5], [0, 1, 1]])),
-        logger=SimpleNamespace(info=lambda msg: None))
-    HOOKS.build(dict(type='PKGHook')).before_train(runner)
-    probs = model.log_transitions.exp()
-    assert math.isclose(float(probs[0, 1]), 1.0, rel_tol=1e-6)
-    assert math.isclose(float(probs[1, 2]), 0.5, rel_tol=1e-6)
-    assert float(probs[2].sum()) == 0.0  # action 2 never has a successor
-    HOOKS.build(dict(type='PKGHook', no_pkg=True)).before_train(runner)
-    assert torch.allclose(model.log_transitions.exp(), torch.full((6, 6), 1 / 6))
-
-
-def test_pkg_hook_perturbations_are_seeded():
-    sequences = [[a, b, c] for a in range(3) for b in range(3) for c in range(3)]
-    hook = HOOKS.build(dict(type='PKGHook', edge_dropout=0.5, data_fraction=0.5, seed=3))
-    first = hook.build(fake_dataset(sequences), NUM_ACTIONS)
-    second = hook.build(fake_dataset(sequences), NUM_ACTIONS)
-    full = HOOKS.build(dict(type='PKGHook')).build(fake_dataset(sequences), NUM_ACTIONS)
-    np.testing.assert_array_equal(first, second)
-    assert (first > 0).sum() < (full > 0).sum()
-
-
-@DATASETS.register_module(force=True)
-class ExtraPKGSequences:
-    """A dataset config for PKGHook.extra_datasets: only its sequences matter."""
-
-    def __init__(self, sequences):
-        self.sequences = sequences
-        self.taxonomy = SimpleNamespace(num_actions=NUM_ACTIONS)
-
-    def pkg_sequences(self, mode):
-        return self.sequences
-
-
-def test_pkg_hook_union_pools_counts_or_averages_sources():
-    train = [[0, 1, 2]] * 9  # 9 x (0 -> 1)
-    extra = [[0, 2, 1]]      # 1 x (0 -> 2)
-    extra_cfg = dict(type='ExtraPKGSequences', sequences=extra)
-    pooled = HOOKS.build(dict(type='PKGHook', extra_datasets=[extra_cfg])).build(
-        fake_dataset(train), NUM_ACTIONS)
-    mean = HOOKS.build(dict(type='PKGHook', extra_datasets=[extra_cfg], union='mean')).build(
-        fake_dataset(train), NUM_ACTIONS)
-    # row 0 by hand: pooled counts 9:1; the mean of the per-source rows (1, 0) and (0, 1)
-    assert pooled[0, 1] == pytest.approx(0.9) and pooled[0, 2] == pytest.approx(0.1)
-    assert mean[0, 1] == pytest.approx(0.5) and mean[0, 2] == pytest.approx(0.5)
-    # row 1 (1 -> 2 only in train, 2 -> 1 only in extra): each source alone decides its row
-    assert mean[1, 2] == pytest.approx(1.0) and mean[2, 1] == pytest.approx(1.0)
-    with pytest.raises(ValueError, match="union='sum'"):
-        HOOKS.build(dict(type='PKGHook', union='sum'))
-
-
-def test_pkg_hook_rejects_bad_options():
-    with pytest.raises(ValueError, match='count_mode'):
-        HOOKS.build(dict(type='PKGHook', count_mode='pairs'))
-    with pytest.raises(ValueError, match='edge_dropout=1.5'):
-        HOOKS.build(dict(type='PKGHook', edge_dropout=1.5))
 
 
 def test_stacked_dvl_layers_decode_the_first_layers_soft_plan():

@@ -49,7 +49,7 @@ def random_pkg(seed=0, zero_row=2) -> np.ndarray:
 
 
 def install(model, pkg):
-    model.set_transitions(vpn_plugin.core.pkg_log_transitions(pkg))
+    model.set_pkg(pkg)
     return model
 
 

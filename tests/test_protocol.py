@@ -236,16 +236,25 @@ def test_config_check_names_bad_options(monkeypatch):
     with pytest.raises(ValueError, match=r"test_dataloader.dataset: PlanningDataset has no "
                                          r"option\(s\) \['subset_frac'\]"):
         check_config(config, {'test_dataloader.dataset.subset_frac': 0.5})
-    with pytest.raises(ValueError, match='edge_dropout=1.5 is out of range'):
-        check_config(config, {'custom_hooks.0.edge_dropout': 1.5})
+    with pytest.raises(ValueError, match=r'model.pkg: .*EdgeDropout: fraction=1.5 is out of '
+                                         'range'):
+        check_config(config, {'model.pkg.perturbations': [dict(type='EdgeDropout',
+                                                               fraction=1.5)]})
+    with pytest.raises(ValueError, match=r"model.pkg: PKGBuilder has no option\(s\) "
+                                         r"\['edge_dropout'\]"):
+        check_config(config, {'model.pkg.edge_dropout': 0.1})
+    with pytest.raises(ValueError, match=r"custom_hooks.0: PKGHook has no option\(s\) "
+                                         r"\['no_pkg'\]; it takes no options; the PKG's "
+                                         'options are the model'):
+        check_config(config, {'custom_hooks.0.no_pkg': True})
 
 
-def test_run_seed_reaches_pkg_hook_and_training_subset(monkeypatch, tmp_path):
+def test_run_seed_reaches_the_pkg_builder_and_training_subset(monkeypatch, tmp_path):
     monkeypatch.chdir(REPO)
     runner = ProtocolRunner(Config(dict(protocol='p', runs=[])), tmp_path)
     cfg = runner.build_cfg('configs/vpn_crosstask_t3.py',
                            {'train_dataloader.dataset.subset_fraction': 0.1}, 3, tmp_path)
-    assert cfg.randomness['seed'] == 3 and cfg.custom_hooks[0]['seed'] == 3
+    assert cfg.randomness['seed'] == 3 and cfg.model.pkg['seed'] == 3
     assert cfg.train_dataloader.dataset.subset_seed == 3
     plain = runner.build_cfg('configs/vpn_crosstask_t3.py', {}, 3, tmp_path)
     assert 'subset_seed' not in plain.train_dataloader.dataset

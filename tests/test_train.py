@@ -12,12 +12,13 @@ import pytest
 import torch
 
 import vpn_plugin.mm  # noqa: F401  (compat + registration)
-from mmaction.registry import DATASETS, HOOKS, MODELS
+from mmaction.registry import DATASETS, MODELS
 from mmengine.config import Config
 from mmengine.runner import Runner
 from vpn_plugin.core import planning_metrics
 from vpn_plugin.models import DECODE_MODES
-from vpn_plugin.models.plan_display import format_plan, predict_indices
+from vpn_plugin.apis import inference_planner
+from vpn_plugin.models.plan_display import format_plan
 
 ROOT = Path(__file__).resolve().parents[1]
 BASE_CONFIG = ROOT / 'configs/synthetic/vpn_crosstask_t3_synthetic.py'
@@ -83,9 +84,8 @@ def untrained_metrics(cfg) -> dict:
     model = MODELS.build(cfg.model)
     train_set = DATASETS.build(cfg.train_dataloader.dataset)
     test_set = DATASETS.build(cfg.test_dataloader.dataset)
-    pkg = HOOKS.build(dict(type='PKGHook')).build(train_set, model.num_actions)
-    model.set_transitions(vpn_plugin.core.pkg_log_transitions(pkg))
-    samples = predict_indices(model, test_set, list(range(len(test_set))))
+    model.build_pkg(train_set)
+    samples = inference_planner(model, test_set, list(range(len(test_set))))
     pred = np.stack([s.pred_plan.numpy() for s in samples])
     return planning_metrics(pred, test_set.plans)
 
@@ -113,7 +113,7 @@ def test_base_model_training_beats_untrained_model(tiny_cfg, tmp_path):
     cfg.merge_from_dict(base_model)
     untrained = untrained_metrics(cfg)
     dataset = runner.test_dataloader.dataset
-    samples = predict_indices(runner.model, dataset, list(range(len(dataset))))
+    samples = inference_planner(runner.model, dataset, list(range(len(dataset))))
     emissions = torch.stack([s.emissions for s in samples])  # (M, T, N)
     truth = emissions.gather(-1, torch.as_tensor(dataset.plans)[..., None])
     print(f'Base Model, tiny CrossTask T=3 after {EPOCHS} epochs: {metrics}; '
@@ -141,7 +141,7 @@ def test_every_decode_mode_runs_in_the_test_loop(trained):
 def test_plans_print_with_action_names(trained):
     runner, _ = trained
     dataset = runner.test_dataloader.dataset
-    sample = predict_indices(runner.model, dataset, [0])[0]
+    sample = inference_planner(runner.model, dataset, [0])[0]
     text = '\n'.join(format_plan(sample, dataset.taxonomy))
     truth = [dataset.taxonomy.action_names[a] for a in dataset.plans[0]]
     assert all(name in text for name in truth)

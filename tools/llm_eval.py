@@ -1,5 +1,9 @@
 """Evaluate an LLM or VLM prompting baseline on a config's test windows.
 
+A command line over ``LLMPlanner``, the model that ``configs/llm/*`` run through
+``tools/test.py``: this tool adds stratified ``--limit`` samples, step-model anchors, the VLM
+mode's clips and protocol results rows.
+
     .venv/bin/python tools/llm_eval.py --config configs/vpn_crosstask_t3.py \
         --base-url https://api.openai.com/v1 --model gpt-4o-mini --api-key-env OPENAI_API_KEY \
         [--with-pkg] [--vlm --video-root videos/] [--limit 100] [--concurrency 8] \
@@ -24,12 +28,11 @@ from pathlib import Path
 import vpn_plugin.mm  # noqa: F401  (compat + registries)
 from mmengine.config import DictAction
 
-from mmaction.registry import DATASETS
-from vpn_plugin.baselines.llm import (ORACLE, PromptPlanner, attach_frames, build_backend,
-                                      build_queries, failure_counts, load_anchor_predictions,
-                                      prompt_builder_from_dataset, run_planner,
-                                      save_anchor_predictions, step_model_anchors,
-                                      stratified_sample, summarize, token_summary)
+from mmaction.registry import DATASETS, MODELS
+from vpn_plugin.baselines.llm import (ORACLE, attach_frames, build_queries, failure_causes,
+                                      load_anchor_predictions, save_anchor_predictions,
+                                      step_model_anchors, stratified_sample, summarize,
+                                      token_summary)
 from vpn_plugin.baselines.llm.evaluate import write_outcomes
 from vpn_plugin.baselines.llm.windows import annotation_windows
 from vpn_plugin.protocol.results import ResultRow, replace_result
@@ -98,18 +101,17 @@ def check_args(parser, args):
 
 
 def load_datasets(args):
-    """(config, training windows, test windows), from the annotations alone; the test set
-    has its observations (feature files) only when a ``--step-config`` model reads them."""
+    """(config, test windows), from the annotations alone; the test set has its observations
+    (feature files) only when a ``--step-config`` model reads them."""
     cfg = load_config(args.config, args.cfg_options, **data_path_args(args))
     for key in ('train_dataloader', 'test_dataloader'):
         if 'dataset' not in cfg.get(key, {}):
             raise SystemExit(f'{args.config}: needs {key}.dataset (training windows give the '
                              'examples and the PKG, test windows are planned)')
-    print('loading the training and test windows ...', file=sys.stderr)
-    train_set = annotation_windows(cfg.train_dataloader.dataset)
+    print('loading the test windows ...', file=sys.stderr)
     if args.step_config:
-        return cfg, train_set, DATASETS.build(cfg.test_dataloader.dataset)
-    return cfg, train_set, annotation_windows(cfg.test_dataloader.dataset)
+        return cfg, DATASETS.build(cfg.test_dataloader.dataset)
+    return cfg, annotation_windows(cfg.test_dataloader.dataset)
 
 
 def anchor_setting(args, test_set):
@@ -119,8 +121,8 @@ def anchor_setting(args, test_set):
     if args.anchors_file:
         return 'step_model', load_anchor_predictions(args.anchors_file, len(test_set))
     if args.step_config:
-        model_cfg = load_config(args.step_config, **data_path_args(args)).model
-        anchors = step_model_anchors(model_cfg, args.step_checkpoint, test_set)
+        anchors = step_model_anchors(args.step_config, args.step_checkpoint, test_set,
+                                     data_path_args(args))
         if args.save_anchors:
             save_anchor_predictions(args.save_anchors, *anchors)
         return 'step_model', anchors
@@ -129,17 +131,27 @@ def anchor_setting(args, test_set):
     return ORACLE, ORACLE
 
 
-def make_backend(args):
+def backend_config(args) -> dict:
     params = {'temperature': args.temperature}
     if args.max_tokens:
         params['max_tokens'] = args.max_tokens
     if args.backend == 'transformers':
-        return build_backend(dict(type='transformers', model=args.model, params=params,
-                                  cache_dir=args.cache_dir))
-    return build_backend(dict(type='openai', base_url=args.base_url, model=args.model,
-                              api_key_env=args.api_key_env, params=params, timeout=args.timeout,
-                              max_retries=args.max_retries, backoff=args.backoff,
-                              cache_dir=args.cache_dir))
+        return dict(type='transformers', model=args.model, params=params,
+                    cache_dir=args.cache_dir)
+    return dict(type='openai', base_url=args.base_url, model=args.model,
+                api_key_env=args.api_key_env, params=params, timeout=args.timeout,
+                max_retries=args.max_retries, backoff=args.backoff, cache_dir=args.cache_dir)
+
+
+def build_planner(args, cfg):
+    """The ``LLMPlanner`` that ``configs/llm/*`` run through tools/test.py, with this command
+    line's settings; failures are reported here (:func:`check_failures`), not raised."""
+    return MODELS.build(dict(
+        type='LLMPlanner', backend=backend_config(args),
+        train_dataset=cfg.train_dataloader.dataset, with_pkg=args.with_pkg,
+        num_examples=args.num_examples, scope=args.scope, seed=args.seed,
+        concurrency=args.concurrency, allow_failures=True, vlm=args.vlm,
+        **({'pkg': cfg.model.pkg} if cfg.get('model', {}).get('pkg') else {})))
 
 
 def method_name(args, anchors: str) -> str:
@@ -205,25 +217,21 @@ def method_slug(args, anchors: str) -> str:
 
 def main(argv=None):
     args = parse_args(argv)
-    cfg, train_set, test_set = load_datasets(args)
+    cfg, test_set = load_datasets(args)
     anchors_label, anchors = anchor_setting(args, test_set)
-    prompts = prompt_builder_from_dataset(train_set, with_pkg=args.with_pkg,
-                                          num_examples=args.num_examples, scope=args.scope,
-                                          seed=args.seed)
-    backend = make_backend(args)
+    model = build_planner(args, cfg)
     queries = build_queries(test_set.plans, test_set.tasks, anchors=anchors,
                             indices=stratified_sample(test_set.tasks, args.limit, args.seed),
                             action_task=test_set.taxonomy.action_task)
     if args.vlm:
         attach_frames(queries, test_set.windows, args.video_root, num_frames=args.num_frames,
                       folder_fps=args.frames_fps)
-    outcomes = run_planner(PromptPlanner(backend, prompts, vlm=args.vlm), queries,
-                           concurrency=args.concurrency, progress=not args.no_progress)
-    check_failures(outcomes, args.allow_failures, backend.usage.counts)
+    outcomes = model.plan_queries(queries, progress=not args.no_progress)
+    check_failures(outcomes, args.allow_failures, model.usage)
     files = output_files(args, anchors_label)
     files['per_sample'].parent.mkdir(parents=True, exist_ok=True)
     summary = summarize(queries, outcomes, per_sample_file=files['per_sample'])
-    usage = dict(backend.usage.counts)
+    usage = dict(model.usage)
     replaced = write_results(args, cfg, test_set, queries, outcomes, summary, usage,
                              anchors_label, files)
     report(summary, usage, anchors_label, args.out, files, replaced)
@@ -233,13 +241,12 @@ def main(argv=None):
 def check_failures(outcomes, allow: bool, usage: dict) -> None:
     """Print every kind of request failure with its first cause; without ``allow`` stop with
     exit status 1 before any file is written."""
-    failures = failure_counts(outcomes)
-    if not failures:
+    causes = failure_causes(outcomes)
+    if not causes:
         return
-    print(f'{sum(failures.values())} of {len(outcomes)} requests failed after the retries:',
+    print(f'{sum(c[1] for c in causes)} of {len(outcomes)} requests failed after the retries:',
           file=sys.stderr)
-    for kind, count in failures.items():
-        cause = next(o.detail for o in outcomes if o.failure == kind)
+    for kind, count, cause in causes:
         print(f'  {kind}: {count} window(s), e.g. {cause}', file=sys.stderr)
     if not allow:
         print(token_summary(usage), file=sys.stderr)

@@ -27,20 +27,15 @@ def parse_args(argv=None):
 
 def main(argv=None):
     args = parse_args(argv)
-    import vpn_plugin.mm  # noqa: F401  (compat + registration)
-    from mmaction.registry import DATASETS, MODELS
-    from mmengine.registry import init_default_scope
-    from mmengine.runner import load_checkpoint
-    from vpn_plugin.models.plan_display import format_plan, predict_indices
+    from vpn_plugin.apis import build_split_dataset, inference_planner, init_planner
+    from vpn_plugin.models.plan_display import format_plan
 
     cfg = load_config(args.config, args.cfg_options, **data_path_args(args))
     if args.decode:
         cfg.model.decode = args.decode
-    init_default_scope(cfg.get('default_scope', 'mmaction'))
-    dataset = DATASETS.build(cfg[f'{args.split}_dataloader'].dataset)
-    model = MODELS.build(cfg.model)
-    load_checkpoint(model, args.checkpoint, map_location='cpu', strict=True)
-    for sample in predict_indices(model, dataset, args.indices):
+    model = init_planner(cfg, args.checkpoint)
+    dataset = build_split_dataset(cfg, args.split)
+    for sample in inference_planner(model, dataset, args.indices):
         print('\n'.join(format_plan(sample, dataset.taxonomy)))
         print()
 

@@ -107,7 +107,8 @@ def main(argv=None):
     from mmengine.model import is_model_wrapper
     from mmengine.runner import Runner
     torch.set_num_threads(args.threads)
-    from vpn_plugin.models.plan_display import format_plan, predict_indices
+    from vpn_plugin.apis import inference_planner
+    from vpn_plugin.models.plan_display import format_plan
     cfg = build_config(args)
     runner = Runner.from_cfg(cfg)
     runner.train()
@@ -119,7 +120,7 @@ def main(argv=None):
     progress.step(4, 'example plans (predicted | ground truth)')
     dataset = runner.test_dataloader.dataset
     model = runner.model.module if is_model_wrapper(runner.model) else runner.model
-    for sample in predict_indices(model, dataset, example_indices(dataset)):
+    for sample in inference_planner(model, dataset, example_indices(dataset)):
         print('\n'.join(format_plan(sample, dataset.taxonomy)))
         print()
     print(f'done in {time.time() - progress.begin:.0f}s; checkpoints and logs in '

@@ -16,6 +16,10 @@ default_hooks = dict(
     # RNG states in every checkpoint, restored on --resume: bit-exact resume (vpn_plugin.engine)
     rng_state=dict(type='RNGStateHook'))
 
+# Fills the planner's PKG (model.pkg) from the training split before train, val or test,
+# unless a loaded checkpoint carried it.
+custom_hooks = [dict(type='PKGHook')]
+
 # 'nccl' is the GPU default; PlanningRunner switches to 'gloo' when CUDA is absent
 # (and logs it), so the same config trains multi-process on CPU.
 env_cfg = dict(

@@ -5,8 +5,9 @@
 _base_ = ['../_base_/datasets/crosstask.py', '../_base_/schedules/paper_500e.py']
 horizon = 3
 model = dict(type='PKGBeamSearchPlanner', feature_dim=1536, num_actions=133, horizon=horizon,
-             hidden_dim=256, dropout=0.2, beam_width=10)
-custom_hooks = [dict(type='PKGHook', count_mode='window', smoothing=0.0, seed=0)]
+             hidden_dim=256, dropout=0.2, beam_width=10,
+             pkg=dict(type='PKGBuilder', count_mode='window', smoothing=0.0, union='pool',
+                      extra_datasets=[], perturbations=[], seed=0))
 train_dataloader = dict(dataset=dict(horizon=horizon))
 val_dataloader = dict(dataset=dict(horizon=horizon))
 test_dataloader = dict(dataset=dict(horizon=horizon))

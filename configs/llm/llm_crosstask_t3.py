@@ -7,6 +7,9 @@ model = dict(
     type='LLMPlanner',
     train_dataset={{_base_.train_dataloader.dataset}},
     with_pkg=True,
+    # the PKG of the prompt, counted on the training windows when the model is built
+    pkg=dict(type='PKGBuilder', count_mode='window', smoothing=0.0, union='pool',
+             extra_datasets=[], perturbations=[], seed=0),
     backend=dict(type='openai', base_url='https://api.openai.com/v1', model='gpt-4o-mini',
                  api_key_env='OPENAI_API_KEY', cache_dir='work_dirs/llm_cache'))
 test_cfg = dict(type='TestLoop')

@@ -1,15 +1,23 @@
-"""ViterbiPlanNet (the paper's network, exactly; Base Model via ``use_dvl=False``),
-CompactPlanNet (this plugin's smaller alternative), state-text features and PKGHook.
+"""Planners: the ``BasePlanner`` they share (PKG, forward dispatch, horizon checks, result
+packing), ViterbiPlanNet (the paper's network, exactly; Base Model via ``use_dvl=False``),
+CompactPlanNet (this plugin's smaller alternative), the PKG builder and its hook, and the
+state-text features.
 
 Importing this package registers ``ViterbiPlanNet`` and ``CompactPlanNet`` in
-``mmaction.registry.MODELS`` and ``PKGHook`` in ``mmaction.registry.HOOKS``.
+``mmaction.registry.MODELS``, ``PKGBuilder`` and the PKG perturbations in ``TASK_UTILS`` and
+``PKGHook`` in ``HOOKS``.
 """
 from .. import compat_applied  # noqa: F401  (compat fixes before any OpenMMLab import)
+from .base_planner import BasePlanner, pack_samples
 from .compact_plan_net import CompactPlanNet, horizon_queries
+from .pkg_builder import (DataFraction, EdgeDropout, LabelNoise, PKGBuilder, UniformGraph,
+                          WeightNoise)
 from .pkg_hook import PKGHook
 from .text_embeddings import (encode_texts, load_state_features, state_embeddings,
                               state_texts)
 from .viterbi_plan_net import DECODE_MODES, ViterbiPlanNet
 
-__all__ = ['ViterbiPlanNet', 'CompactPlanNet', 'PKGHook', 'DECODE_MODES', 'horizon_queries',
-           'encode_texts', 'load_state_features', 'state_embeddings', 'state_texts']
+__all__ = ['BasePlanner', 'pack_samples', 'ViterbiPlanNet', 'CompactPlanNet', 'PKGBuilder',
+           'DataFraction', 'LabelNoise', 'EdgeDropout', 'WeightNoise', 'UniformGraph', 'PKGHook',
+           'DECODE_MODES', 'horizon_queries', 'encode_texts', 'load_state_features',
+           'state_embeddings', 'state_texts']

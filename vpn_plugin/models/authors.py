@@ -70,7 +70,7 @@ def convert_state_dict(authors: Dict[str, torch.Tensor], model) -> Dict[str, tor
 def install_authors_weights(model, authors: Dict[str, torch.Tensor], pkg: np.ndarray):
     """Load the authors' parameters and their raw PKG (N, N) into ``model`` in place."""
     model.load_state_dict(convert_state_dict(authors, model), strict=False)
-    model.set_transitions(core.pkg_log_transitions(pkg))
+    model.set_pkg(pkg)
 
 
 # ---------------------------------------------------------------- reference check

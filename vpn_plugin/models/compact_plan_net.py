@@ -12,15 +12,14 @@ from typing import Dict, List, Optional
 
 import torch
 import torch.nn.functional as F
-from mmengine.model import BaseModel
 from torch import nn
 
 from mmaction.registry import MODELS
-from mmaction.structures import ActionDataSample
 
 from .. import core
+from .base_planner import BasePlanner, check_choice, check_loss_terms
 from .text_embeddings import taxonomy_state_embeddings
-from .viterbi_plan_net import DECODE_MODES, ViterbiPlanNet, data_horizon, pack_samples
+from .viterbi_plan_net import DECODE_MODES
 
 CROSS_HORIZON_MODES = (None, 'ends', 'spread')
 LOSS_TERMS = ('plan', 'align', 'task')
@@ -53,7 +52,7 @@ def mlp(in_dim: int, hidden_dim: int, out_dim: int, dropout: float) -> nn.Sequen
 
 
 @MODELS.register_module()
-class CompactPlanNet(BaseModel):
+class CompactPlanNet(BasePlanner):
     """Procedure planner: per-step emissions decoded through the PKG (module docstring).
 
     Args:
@@ -76,8 +75,11 @@ class CompactPlanNet(BaseModel):
         freeze_visual: freeze the visual encoder (sample-efficiency study).
         cross_horizon: how a shorter evaluation horizon selects step queries (see
             ``horizon_queries``); None makes a horizon mismatch an error.
+        pkg: ``PKGBuilder`` config of the graph (``BasePlanner``).
         data_preprocessor: mmengine data preprocessor config.
     """
+
+    cross_horizon_modes = CROSS_HORIZON_MODES
 
     def __init__(self, feature_dim: int, num_actions: int, num_tasks: int, horizon: int,
                  embed_dim: int = 128, num_layers: int = 2, num_heads: int = 4,
@@ -86,10 +88,11 @@ class CompactPlanNet(BaseModel):
                  loss_weights: Optional[Dict[str, float]] = None,
                  text_embeddings: Optional[dict] = None, align_temperature: float = 0.1,
                  freeze_visual: bool = False, cross_horizon: Optional[str] = None,
-                 max_observed: int = 8, data_preprocessor: Optional[dict] = None):
-        super().__init__(data_preprocessor=data_preprocessor)
+                 max_observed: int = 8, pkg: Optional[dict] = None,
+                 data_preprocessor: Optional[dict] = None):
+        super().__init__(num_actions, horizon, pkg, data_preprocessor)
         self._check_options(decode, cross_horizon, loss_weights, text_embeddings)
-        self.horizon, self.num_actions, self.num_tasks = horizon, num_actions, num_tasks
+        self.num_tasks = num_tasks
         self.feature_dim = feature_dim
         self.use_dvl, self.decode, self.cross_horizon = use_dvl, decode, cross_horizon
         self.dvl_temperature, self.align_temperature = dvl_temperature, align_temperature
@@ -112,21 +115,13 @@ class CompactPlanNet(BaseModel):
         # collapsed to b ~ 0. The DVL sees log b, so for it this is ~ a constant shift.
         nn.init.constant_(self.emission_head[-1].bias, -math.log(max(num_actions - 1, 1)))
         self.task_head = mlp(2 * embed_dim, embed_dim, num_tasks, dropout)
-        self.register_buffer('log_transitions',
-                             torch.full((num_actions, num_actions), -math.log(num_actions)))
         self._init_alignment(text_embeddings, embed_dim, num_actions)
 
     @staticmethod
     def _check_options(decode, cross_horizon, loss_weights, text_embeddings):
-        if decode not in DECODE_MODES:
-            raise ValueError(f'model.decode={decode!r} is unknown; expected one of {DECODE_MODES}')
-        if cross_horizon not in CROSS_HORIZON_MODES:
-            raise ValueError(f'model.cross_horizon={cross_horizon!r} is unknown; expected one '
-                             f'of {CROSS_HORIZON_MODES}')
-        unknown = set(loss_weights or {}) - set(LOSS_TERMS)
-        if unknown:
-            raise ValueError(f'model.loss_weights has unknown terms {sorted(unknown)}; '
-                             f'expected keys among {LOSS_TERMS}')
+        check_choice('model.decode', decode, DECODE_MODES)
+        check_choice('model.cross_horizon', cross_horizon, CROSS_HORIZON_MODES)
+        check_loss_terms(loss_weights, LOSS_TERMS)
         if (loss_weights or {}).get('align', 1.0) > 0 and text_embeddings is None:
             raise ValueError('model.text_embeddings is missing but the alignment loss is on '
                              "(loss_weights['align'] > 0): give text_embeddings=dict(taxonomy=..., "
@@ -182,21 +177,14 @@ class CompactPlanNet(BaseModel):
         return soft
 
     # ------------------------------------------------------------------ forward
-    def forward(self, inputs: Dict[str, torch.Tensor], data_samples=None, mode: str = 'tensor'):
-        start, goal, observed = self.encode(inputs)
-        horizon = data_horizon(data_samples, self.horizon, training=(mode == 'loss'))
-        emissions = self.emissions(start, goal, observed, horizon)
-        if mode == 'tensor':
-            return emissions
-        if mode == 'loss':
-            return self.loss(start, goal, emissions, data_samples)
-        if mode == 'predict':
-            return self.predict(start, goal, emissions, data_samples)
-        raise ValueError(f"forward mode={mode!r} is unknown; expected 'loss', 'predict' or "
-                         "'tensor'")
+    def tensor(self, inputs, horizon: int) -> torch.Tensor:
+        """Emission probabilities (B, T', N)."""
+        return self.emissions(*self.encode(inputs), horizon)
 
-    def loss(self, start, goal, emissions, data_samples) -> Dict[str, torch.Tensor]:
+    def loss(self, inputs, data_samples) -> Dict[str, torch.Tensor]:
         """Weighted losses; a term with weight 0 is not computed."""
+        start, goal, observed = self.encode(inputs)
+        emissions = self.emissions(start, goal, observed)
         plan, task = data_samples['plan'], data_samples['task']
         losses = {}
         if self.loss_weights['plan'] > 0:
@@ -231,8 +219,7 @@ class CompactPlanNet(BaseModel):
                     mode: Optional[str] = None) -> torch.Tensor:
         """Plans (B, T) long from emissions (B, T, N) by ``mode`` (default: ``self.decode``)."""
         mode = mode or self.decode
-        if mode not in DECODE_MODES:
-            raise ValueError(f'decode mode {mode!r} is unknown; expected one of {DECODE_MODES}')
+        check_choice('decode mode', mode, DECODE_MODES)
         scores = emissions
         if mode.startswith('dvl'):
             scores = self.soft_plan(emissions) if soft_plan is None else soft_plan
@@ -241,14 +228,14 @@ class CompactPlanNet(BaseModel):
         paths, _ = core.viterbi_decode(torch.log(scores.clamp(min=EPS)), self.log_transitions)
         return paths
 
-    @torch.no_grad()
-    def predict(self, start, goal, emissions, data_samples) -> List[ActionDataSample]:
+    def predict_fields(self, inputs, data_samples, horizon: int) -> dict:
+        """Plans, soft plans and emissions (B, T', N), tasks (B,)."""
+        start, goal, observed = self.encode(inputs)
+        emissions = self.emissions(start, goal, observed, horizon)
         soft = self.soft_plan(emissions)
-        plans = self.decode_plan(emissions, soft)
-        task = self.task_head(torch.cat([start, goal], -1)).argmax(-1)
-        return pack_samples(plans, soft, emissions, task, data_samples)
-
-    set_transitions = ViterbiPlanNet.set_transitions  # one way to install a PKG
+        return dict(pred_plan=self.decode_plan(emissions, soft), soft_plan=soft,
+                    emissions=emissions,
+                    pred_task=self.task_head(torch.cat([start, goal], -1)).argmax(-1))
 
 
 def squared_error(predicted: torch.Tensor, target: torch.Tensor) -> torch.Tensor:

@@ -1,21 +1,6 @@
-"""Predict plans for chosen dataset samples and print them with action names."""
-from typing import List, Sequence
-
-import torch
-from mmengine.dataset import default_collate
-
-
-@torch.no_grad()
-def predict_indices(model, dataset, indices: Sequence[int]) -> list:
-    """``ActionDataSample`` predictions of ``model`` for ``dataset[i]``, i in ``indices``."""
-    for i in indices:
-        if not 0 <= i < len(dataset):
-            raise IndexError(f'sample index {i} is out of range; the dataset has '
-                             f'{len(dataset)} samples (0..{len(dataset) - 1})')
-    model.eval()
-    batch = default_collate([dataset[i] for i in indices])
-    batch = model.data_preprocessor(batch, False)
-    return model(batch['inputs'], batch['data_samples'], mode='predict')
+"""Predicted plans printed with action names next to the ground truth (predictions come
+from ``vpn_plugin.apis.inference_planner``)."""
+from typing import List
 
 
 def format_plan(sample, taxonomy, width: int = 32) -> List[str]:

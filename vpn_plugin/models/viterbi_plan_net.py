@@ -20,18 +20,17 @@ Network (names of the authors' modules in brackets, see ``AUTHORS_PREFIXES``):
   over the soft plan with the raw PKG gives their "viterbi-DVL+VD" decoding.
 """
 import math
-from typing import Dict, List, Optional
+from typing import Dict, Optional
 
 import torch
 import torch.nn.functional as F
 from mmengine.logging import print_log
-from mmengine.model import BaseModel
 from torch import nn
 
 from mmaction.registry import MODELS
-from mmaction.structures import ActionDataSample
 
 from .. import core
+from .base_planner import BasePlanner, check_choice, check_loss_terms
 from .text_embeddings import load_state_features
 
 # Decoding of a plan, each with the authors' name of the same output (README "Decoding"):
@@ -101,7 +100,7 @@ class LinearPair(nn.Sequential):
 
 
 @MODELS.register_module()
-class ViterbiPlanNet(BaseModel):
+class ViterbiPlanNet(BasePlanner):
     """The paper's procedure planner (module docstring).
 
     Args:
@@ -122,7 +121,10 @@ class ViterbiPlanNet(BaseModel):
         cross_horizon: None (a data horizon != T is an error) or 'repeat_last' (the authors'
             rule for evaluating at T' < T, see ``repeat_last_emission``).
         freeze_visual: freeze the visual encoder (sample-efficiency study).
+        pkg: ``PKGBuilder`` config of the graph (``BasePlanner``).
     """
+
+    cross_horizon_modes = CROSS_HORIZON_MODES
 
     def __init__(self, num_actions: int, num_tasks: int, horizon: int, feature_dim: int = 1536,
                  text_dim: int = 768, embed_dim: int = 128, mlp_ratio: int = 2,
@@ -130,11 +132,11 @@ class ViterbiPlanNet(BaseModel):
                  text_embeddings: Optional[dict] = None, use_dvl: bool = True,
                  decode: str = 'dvl_viterbi', loss_weights: Optional[Dict[str, float]] = None,
                  cross_horizon: Optional[str] = None, freeze_visual: bool = False,
-                 data_preprocessor: Optional[dict] = None):
-        super().__init__(data_preprocessor=data_preprocessor)
+                 pkg: Optional[dict] = None, data_preprocessor: Optional[dict] = None):
+        super().__init__(num_actions, horizon, pkg, data_preprocessor)
         self.loss_weights = {**dict(state=1.0, plan=1.0, task=1.0), **(loss_weights or {})}
         self._check_options(decode, cross_horizon, loss_weights, text_embeddings)
-        self.num_actions, self.num_tasks, self.horizon = num_actions, num_tasks, horizon
+        self.num_tasks = num_tasks
         self.feature_dim, self.embed_dim = feature_dim, embed_dim
         self.use_dvl, self.decode, self.cross_horizon = use_dvl, decode, cross_horizon
         self.input_dropout = nn.Dropout(input_dropout)
@@ -151,22 +153,14 @@ class ViterbiPlanNet(BaseModel):
         self.emission_head = nn.Sequential(
             nn.Linear(2 * embed_dim, mlp_ratio * embed_dim), nn.Sigmoid(), nn.Dropout(dropout),
             nn.Linear(mlp_ratio * embed_dim, horizon * num_actions))
-        self.register_buffer('log_transitions',
-                             torch.full((num_actions, num_actions), -math.log(num_actions)))
         self._init_text(text_embeddings, text_dim)
         print_log(f'{type(self).__name__}: {num_parameters(self):,} parameters (N={num_actions},'
                   f' K={num_tasks}, T={horizon}, E={embed_dim})', logger='current')
 
     def _check_options(self, decode, cross_horizon, loss_weights, text_embeddings):
-        if decode not in DECODE_MODES:
-            raise ValueError(f'model.decode={decode!r} is unknown; expected one of {DECODE_MODES}')
-        if cross_horizon not in CROSS_HORIZON_MODES:
-            raise ValueError(f'model.cross_horizon={cross_horizon!r} is unknown; expected one '
-                             f'of {CROSS_HORIZON_MODES}')
-        unknown = set(loss_weights or {}) - set(LOSS_TERMS)
-        if unknown:
-            raise ValueError(f'model.loss_weights has unknown terms {sorted(unknown)}; '
-                             f'expected keys among {LOSS_TERMS}')
+        check_choice('model.decode', decode, DECODE_MODES)
+        check_choice('model.cross_horizon', cross_horizon, CROSS_HORIZON_MODES)
+        check_loss_terms(loss_weights, LOSS_TERMS)
         if self.loss_weights['state'] > 0 and text_embeddings is None:
             raise ValueError('model.text_embeddings is missing but the state loss is on '
                              "(loss_weights['state'] > 0): give text_embeddings=dict(file="
@@ -237,32 +231,14 @@ class ViterbiPlanNet(BaseModel):
         return self.task_head(states.flatten(1))
 
     # ------------------------------------------------------------------ forward
-    def forward(self, inputs: Dict[str, torch.Tensor], data_samples=None, mode: str = 'tensor'):
-        states = self.encode(inputs)
-        eval_horizon = self._data_horizon(data_samples, training=(mode == 'loss'))
-        log_emissions = self.log_emissions(states, eval_horizon)
-        if mode == 'tensor':
-            return log_emissions.exp()[:, :eval_horizon]
-        if mode == 'loss':
-            return self.loss(states, log_emissions, data_samples)
-        if mode == 'predict':
-            return self.predict(states, log_emissions, eval_horizon, data_samples)
-        raise ValueError(f"forward mode={mode!r} is unknown; expected 'loss', 'predict' or "
-                         "'tensor'")
+    def tensor(self, inputs, horizon: int) -> torch.Tensor:
+        """Emission probabilities (B, T', N) of the first T' steps."""
+        return self.log_emissions(self.encode(inputs), horizon).exp()[:, :horizon]
 
-    def _data_horizon(self, data_samples, training: bool) -> int:
-        """T' of the batch's plans (T when there are none), checked against the model."""
-        horizon = data_horizon(data_samples, self.horizon, training)
-        if horizon > self.horizon or (horizon < self.horizon and self.cross_horizon is None):
-            raise ValueError(
-                f'horizon mismatch: the data has T={horizon} but the model was built for '
-                f'horizon={self.horizon}; a model is evaluated at a shorter T with '
-                "model.cross_horizon='repeat_last', or build it with horizon=" + str(horizon))
-        return horizon
-
-    def loss(self, states, log_emissions, data_samples) -> Dict[str, torch.Tensor]:
+    def loss(self, inputs, data_samples) -> Dict[str, torch.Tensor]:
         """Weighted losses over (B, T) plans; a term with weight 0 is not computed."""
-        return self.loss_terms(states, log_emissions, data_samples['plan'],
+        states = self.encode(inputs)
+        return self.loss_terms(states, self.log_emissions(states), data_samples['plan'],
                                data_samples['task'])
 
     def loss_terms(self, states, log_emissions, plan, task) -> Dict[str, torch.Tensor]:
@@ -288,8 +264,7 @@ class ViterbiPlanNet(BaseModel):
                     mode: Optional[str] = None) -> torch.Tensor:
         """Plans (B, T) long from log emissions (B, T, N) by ``mode`` (default ``self.decode``)."""
         mode = mode or self.decode
-        if mode not in DECODE_MODES:
-            raise ValueError(f'decode mode {mode!r} is unknown; expected one of {DECODE_MODES}')
+        check_choice('decode mode', mode, DECODE_MODES)
         if mode == 'emission_argmax':
             return log_emissions.argmax(-1)
         if mode == 'emission_viterbi':
@@ -299,50 +274,12 @@ class ViterbiPlanNet(BaseModel):
             return self.second_dvl(soft_plan).argmax(-1)
         return self.hard_viterbi(soft_plan)
 
-    @torch.no_grad()
-    def predict(self, states, log_emissions, eval_horizon: int,
-                data_samples) -> List[ActionDataSample]:
-        """One ``ActionDataSample`` per window; fields hold compact copies of the first
-        ``eval_horizon`` steps (a pickled sample holds its own data, not the batch)."""
+    def predict_fields(self, inputs, data_samples, horizon: int) -> dict:
+        """Plans, soft plans and emissions of the first T' = ``horizon`` steps, tasks."""
+        states = self.encode(inputs)
+        log_emissions = self.log_emissions(states, horizon)
         soft = self.soft_plan(log_emissions)
-        plans = self.decode_plan(log_emissions, soft)[:, :eval_horizon]
-        soft, emissions = soft[:, :eval_horizon], log_emissions[:, :eval_horizon].exp()
-        task = self.task_logits(states).argmax(-1)
-        return pack_samples(plans, soft, emissions, task, data_samples)
-
-    def set_transitions(self, log_transitions: torch.Tensor):
-        """Install a PKG given as log transition probabilities (N, N) [from, to]."""
-        expected = (self.num_actions, self.num_actions)
-        if tuple(log_transitions.shape) != expected:
-            raise ValueError(f'PKG has shape {tuple(log_transitions.shape)} but the model has '
-                             f'num_actions={self.num_actions}; expected {expected}')
-        self.log_transitions.copy_(log_transitions.to(self.log_transitions))
-
-
-def data_horizon(data_samples, model_horizon: int, training: bool) -> int:
-    """T of the batch's plans (B, T), ``model_horizon`` without plans; training data must
-    have the model's horizon."""
-    if not data_samples or 'plan' not in data_samples:
-        return model_horizon
-    horizon = data_samples['plan'].shape[-1]
-    if training and horizon != model_horizon:
-        raise ValueError(f'horizon mismatch: training data has T={horizon} but the model '
-                         f'was built with horizon={model_horizon}; set model.horizon to the '
-                         "dataset's horizon")
-    return horizon
-
-
-def pack_samples(plans, soft, emissions, task, data_samples) -> List[ActionDataSample]:
-    """``ActionDataSample`` per row of plans (B, T), soft plans and emissions (B, T, N),
-    tasks (B,); every tensor is a contiguous copy (never a view of the batch)."""
-    data_samples = data_samples or {}
-    results = []
-    for i in range(len(plans)):
-        sample = ActionDataSample()
-        sample.pred_plan, sample.soft_plan = plans[i].clone(), soft[i].clone()
-        sample.emissions, sample.pred_task = emissions[i].clone(), task[i].clone()
-        for field, key in (('gt_plan', 'plan'), ('gt_task', 'task'), ('sample_idx', 'index')):
-            if key in data_samples:
-                setattr(sample, field, data_samples[key][i].clone())
-        results.append(sample)
-    return results
+        plans = self.decode_plan(log_emissions, soft)
+        return dict(pred_plan=plans[:, :horizon], soft_plan=soft[:, :horizon],
+                    emissions=log_emissions[:, :horizon].exp(),
+                    pred_task=self.task_logits(states).argmax(-1))

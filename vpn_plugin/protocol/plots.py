@@ -18,7 +18,6 @@ Each figure has a data function (tested) and a drawing function:
 from __future__ import annotations
 
 import contextlib
-import copy
 import json
 from dataclasses import dataclass
 from pathlib import Path
@@ -513,31 +512,17 @@ def qualitative_from_checkpoint(config: str, checkpoint: str, index: int = 0,
 
     The columns are the actions of the sample's task (plus any predicted action outside it).
     """
-    import torch
-    from mmengine.config import Config
-    from mmengine.runner import load_checkpoint
-    from mmaction.registry import DATASETS, MODELS
-    cfg = Config.fromfile(config)
-    if cfg_options:
-        cfg.merge_from_dict(copy.deepcopy(cfg_options))
-    dataset = DATASETS.build(cfg.test_dataloader.dataset)
-    if not 0 <= index < len(dataset):
-        raise IndexError(f'sample index {index} out of range: the test set has {len(dataset)}')
-    model = MODELS.build(cfg.model)
-    load_checkpoint(model, checkpoint, map_location='cpu')
-    model.eval()
-    item = dataset[index]
-    inputs = {k: v[None] for k, v in item['inputs'].items()}
-    samples = {k: v[None] for k, v in item['data_samples'].items()}
-    with torch.no_grad():
-        out = model(inputs, samples, mode='predict')[0]
-    task_actions = list(dataset.taxonomy.task_actions[int(samples['task'][0])])
+    from vpn_plugin.apis import build_split_dataset, inference_planner, init_planner
+    model = init_planner(config, checkpoint, cfg_options=cfg_options)
+    dataset = build_split_dataset(model.cfg, 'test')
+    out = inference_planner(model, dataset, [index])[0]
+    task = int(out.gt_task)
+    task_actions = list(dataset.taxonomy.task_actions[task])
     columns = task_actions + [int(a) for a in out.pred_plan if int(a) not in task_actions]
     position = {a: i for i, a in enumerate(columns)}
     return dict(emissions=out.emissions[:, columns].numpy(),
                 soft_plan=out.soft_plan[:, columns].numpy(),
                 action_names=[dataset.taxonomy.action_names[a] for a in columns],
-                gt_plan=[position[int(a)] for a in samples['plan'][0]],
+                gt_plan=[position[int(a)] for a in out.gt_plan],
                 pred_plan=[position[int(a)] for a in out.pred_plan],
-                caption=f'{dataset.taxonomy.task_names[int(samples["task"][0])]} (test sample '
-                        f'{index})')
+                caption=f'{dataset.taxonomy.task_names[task]} (test sample {index})')

@@ -46,8 +46,6 @@ from pathlib import Path
 
 from .results import ResultRow, append_result, read_results
 
-PKG_HOOK = 'PKGHook'
-
 
 @dataclass
 class TestSpec:
@@ -141,8 +139,9 @@ def check_units(units: list[TrainUnit]) -> int:
     """Check every training and test config of ``units`` with its overrides; returns how many.
 
     Each model, dataset and hook entry must name a registered type, and every option it sets
-    must be an argument of that class (``PKGHook`` entries are also built, which checks their
-    ranges): a mistyped study option fails here, not after hours of training.
+    must be an argument of that class (the model's ``pkg`` is also built, which checks its
+    perturbations and their ranges): a mistyped study option fails here, not after hours of
+    training.
     """
     checked = set()
     for unit in units:
@@ -159,7 +158,8 @@ def check_units(units: list[TrainUnit]) -> int:
 def check_config(config: str, cfg_options: dict) -> None:
     """Raise ``ValueError`` naming the config and entry for an unknown type or option."""
     from mmengine.config import Config
-    from mmaction.registry import DATASETS, HOOKS, MODELS
+    from mmaction.registry import DATASETS, HOOKS, MODELS, TASK_UTILS
+    from vpn_plugin.models.pkg_builder import build_pkg_builder
     cfg = Config.fromfile(config)
     if cfg_options:
         cfg.merge_from_dict(copy.deepcopy(cfg_options))
@@ -168,10 +168,16 @@ def check_config(config: str, cfg_options: dict) -> None:
                 for split in ('train', 'val', 'test') if cfg.get(f'{split}_dataloader')]
     entries += [(f'custom_hooks.{i}', HOOKS, hook)
                 for i, hook in enumerate(cfg.get('custom_hooks', []))]
+    pkg = cfg.model.get('pkg')
+    if pkg is not None:
+        entries.append(('model.pkg', TASK_UTILS, {'type': 'PKGBuilder', **pkg}))
     for where, registry, entry in entries:
         _check_arguments(f'{config}: {where}', registry, entry)
-        if entry.get('type') == PKG_HOOK:
-            HOOKS.build(copy.deepcopy(entry))
+    if pkg is not None:
+        try:
+            build_pkg_builder(copy.deepcopy(pkg))
+        except (ValueError, KeyError, TypeError) as error:
+            raise ValueError(f'{config}: model.pkg: {error}') from None
 
 
 def _check_arguments(where: str, registry, entry: dict) -> None:
@@ -183,9 +189,11 @@ def _check_arguments(where: str, registry, entry: dict) -> None:
     if any(p.kind == p.VAR_KEYWORD for p in params.values()):
         return
     unknown = sorted(set(entry) - set(params) - {'type'})
+    options = sorted(set(params) - {'self'})
     if unknown:
-        raise ValueError(f'{where}: {entry["type"]} has no option(s) {unknown}; expected some '
-                         f'of {sorted(set(params) - {"self"})}')
+        expected = f'expected some of {options}' if options else 'it takes no options'
+        raise ValueError(f'{where}: {entry["type"]} has no option(s) {unknown}; {expected}'
+                         + getattr(cls, 'options_hint', ''))
 
 
 # ----------------------------------------------------------------------------- running
@@ -293,9 +301,8 @@ class ProtocolRunner:
         self._counter += 1
         cfg.experiment_name = f'{work_dir.name}_{self._counter}_{time.strftime("%H%M%S")}'
         cfg.launcher = 'none'
-        for hook in cfg.get('custom_hooks', []):
-            if hook.get('type') == PKG_HOOK:
-                hook['seed'] = seed  # PKG perturbations differ across seeds
+        if cfg.model.get('pkg') is not None:
+            cfg.model.pkg['seed'] = seed  # PKG perturbations differ across seeds
         train_set = cfg.get('train_dataloader', {}).get('dataset', {})
         if train_set.get('subset_fraction') is not None:
             train_set['subset_seed'] = seed  # so do the training subsets (sample efficiency)
@@ -339,9 +346,7 @@ class ProtocolRunner:
         evaluator = cfg.test_evaluator
         if isinstance(evaluator, dict) and evaluator.get('type') == 'PlanningMetric':
             evaluator['out_file'] = str(test_dir / 'per_sample.json')
-        runner = Runner.from_cfg(cfg)
-        if checkpoint is None:
-            install_pkg(runner, cfg)
+        runner = Runner.from_cfg(cfg)  # PKGHook fills the PKG when no checkpoint carries it
         metrics = runner.test()
         return clean_metrics(metrics), count_parameters(runner.model)
 
@@ -365,21 +370,6 @@ def claim_work_dir(work_dir: Path, identity: dict) -> None:
                          'delete it or give another --out')
     work_dir.mkdir(parents=True, exist_ok=True)
     record.write_text(json.dumps(wanted, sort_keys=True, indent=1))
-
-
-def install_pkg(runner, cfg) -> None:
-    """Fill an untrained planner's PKG as ``PKGHook`` would before training."""
-    from mmaction.registry import DATASETS, HOOKS
-    from vpn_plugin import core
-    hooks = [h for h in cfg.get('custom_hooks', []) if h.get('type') == PKG_HOOK]
-    if not hooks:
-        raise ValueError(f'{cfg.filename}: train=False needs a PKGHook in custom_hooks to '
-                         'build the PKG from the training set')
-    hook = HOOKS.build(copy.deepcopy(hooks[0]))
-    dataset = DATASETS.build(copy.deepcopy(cfg.train_dataloader.dataset))
-    model = runner.model
-    pkg = hook.build(dataset, model.num_actions)
-    model.set_transitions(core.pkg_log_transitions(pkg, clamp=hook.clamp))
 
 
 def diversity_metrics(per_sample_file: Path) -> dict:

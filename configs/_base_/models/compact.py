@@ -18,7 +18,9 @@ model = dict(
     freeze_visual=False,
     # None: a test horizon different from `horizon` is an error; 'ends' / 'spread' pick the
     # step queries of a longer-horizon model (see vpn_plugin.models.horizon_queries).
-    cross_horizon=None)
-
-# PKG counted on the training split before training (stored in the checkpoint).
-custom_hooks = [dict(type='PKGHook', count_mode='window', smoothing=0.0, seed=0)]
+    cross_horizon=None,
+    # the PKG, counted on the training split by PKGHook (default_runtime.py) before train, val
+    # or test and stored in the checkpoint; perturbations: DataFraction, LabelNoise,
+    # EdgeDropout, WeightNoise, UniformGraph (the "no PKG" ablation), applied in order
+    pkg=dict(type='PKGBuilder', count_mode='window', smoothing=0.0, union='pool',
+             extra_datasets=[], perturbations=[], seed=0))

@@ -10,11 +10,6 @@ import numpy as np
 ORACLE = 'oracle'
 
 
-def oracle_anchors(plans) -> tuple[np.ndarray, np.ndarray]:
-    plans = np.asarray(plans, dtype=np.int64)
-    return plans[:, 0].copy(), plans[:, -1].copy()
-
-
 def load_anchor_predictions(path: str | Path,
                             num_samples: int | None) -> tuple[np.ndarray, np.ndarray]:
     """First/last actions predicted by a step model, in dataset order.
@@ -51,27 +46,18 @@ def save_anchor_predictions(path: str | Path, first, last) -> None:
     path.write_text(json.dumps({'first': [int(a) for a in first], 'last': [int(a) for a in last]}))
 
 
-def step_model_anchors(model_cfg: dict, checkpoint: str | Path, dataset,
-                       batch_size: int = 256) -> tuple[np.ndarray, np.ndarray]:
-    """Run a step model (a MODELS config with ``step_logits(inputs) -> (B, 2, N)``, e.g.
-    ``PKGBeamSearchPlanner``) from ``checkpoint`` on every window of ``dataset``."""
-    import torch
-    from mmengine.runner import load_checkpoint
-
-    from mmaction.registry import MODELS
-    model = MODELS.build(model_cfg)
+def step_model_anchors(config, checkpoint: str | Path, dataset,
+                       data_paths: dict | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """First and last actions (M,) each of a step model (a planner whose ``tensor`` output is
+    first/last action logits (B, 2, N), e.g. ``PKGBeamSearchPlanner``) on every window of
+    ``dataset``; ``config`` (path or Config) and ``checkpoint`` as ``init_planner`` takes
+    them."""
+    from vpn_plugin.apis import inference_planner, init_planner
+    from vpn_plugin.data_paths import load_config
+    cfg = load_config(config, **(data_paths or {})) if isinstance(config, (str, Path)) else config
+    model = init_planner(cfg, checkpoint)
     if not hasattr(model, 'step_logits'):
-        raise TypeError(f'step model {model_cfg.get("type")!r} has no step_logits(inputs); use '
-                        'PKGBeamSearchPlanner or a model with first/last action logits')
-    load_checkpoint(model, str(checkpoint), map_location='cpu', strict=True, logger='silent')
-    model.eval()
-    first, last = [], []
-    with torch.no_grad():
-        for begin in range(0, len(dataset), batch_size):
-            stop = min(begin + batch_size, len(dataset))
-            items = [dataset[i]['inputs'] for i in range(begin, stop)]
-            inputs = {key: torch.stack([item[key] for item in items]) for key in items[0]}
-            predicted = model.step_logits(inputs).argmax(-1)
-            first.append(predicted[:, 0].numpy())
-            last.append(predicted[:, 1].numpy())
-    return np.concatenate(first).astype(np.int64), np.concatenate(last).astype(np.int64)
+        raise TypeError(f'step model {cfg.model.get("type")!r} has no first/last action logits '
+                        '(step_logits); use PKGBeamSearchPlanner')
+    predicted = inference_planner(model, dataset, range(len(dataset)), mode='tensor').argmax(-1)
+    return predicted[:, 0].numpy().astype(np.int64), predicted[:, 1].numpy().astype(np.int64)

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .anchors import ORACLE, oracle_anchors
+from .anchors import ORACLE
 from .frames import find_video_source, read_clip_frames
 from .planner import STATUSES, PlanOutcome, PromptPlanner
 from .prompting import PlanningQuery
@@ -40,33 +40,38 @@ def stratified_sample(tasks, limit: int | None, seed: int = 0) -> np.ndarray:
 
 def build_queries(plans, tasks, *, anchors=ORACLE, indices=None,
                   action_task=None) -> list[PlanningQuery]:
-    """Queries for the windows ``indices`` (default: all), e.g. from :func:`stratified_sample`.
-
-    ``anchors`` = 'oracle' (ground-truth first and last actions), a ``(first (M,), last (M,))``
-    pair from a step model, or None (VLM mode: the planner identifies them from the clips).
-    With step-model anchors and ``action_task`` (the taxonomy's task of each action), the
-    prompt's task is the task of the predicted first action, not the ground truth.
-    """
+    """Queries for the windows ``indices`` (default: all) of ``plans`` (M, T) and ``tasks``
+    (M,), e.g. from :func:`stratified_sample`; ``anchors`` and ``action_task`` as in
+    :func:`make_query`."""
     plans, tasks = np.asarray(plans, dtype=np.int64), np.asarray(tasks, dtype=np.int64)
-    if anchors is None:
-        first = last = [None] * len(plans)
-    elif isinstance(anchors, str):
-        if anchors != ORACLE:
-            raise ValueError(f"anchors {anchors!r}: expected 'oracle' or (first, last) arrays")
-        first, last = oracle_anchors(plans)
-    else:
-        first, last = anchors
-        if action_task is not None:
-            tasks = np.asarray(action_task, dtype=np.int64)[np.asarray(first, dtype=np.int64)]
+    if isinstance(anchors, str) and anchors != ORACLE:
+        raise ValueError(f"anchors {anchors!r}: expected 'oracle' or (first, last) arrays")
     indices = range(len(plans)) if indices is None else [int(i) for i in indices]
-    return [PlanningQuery(index=i, task=int(tasks[i]), horizon=plans.shape[1],
-                          gt_plan=plans[i].tolist(), first=_as_action(first[i]),
-                          last=_as_action(last[i]))
+    return [make_query(i, plans[i].tolist(), int(tasks[i]), anchors, action_task)
             for i in indices]
 
 
-def _as_action(value):
-    return None if value is None else int(value)
+def make_query(index: int, plan: list, task: int, anchors=ORACLE,
+               action_task=None) -> PlanningQuery:
+    """The query of window ``index`` (ground-truth ``plan`` (T,) and ``task``).
+
+    ``anchors`` = 'oracle' (ground-truth first and last actions), a ``(first (M,), last (M,))``
+    pair from a step model indexed by window, or None (VLM mode: the planner identifies them
+    from the clips). With step-model anchors and ``action_task`` (the taxonomy's task of each
+    action), the prompt's task is the task of the predicted first action, not the ground truth.
+    """
+    first = last = None
+    if isinstance(anchors, str):
+        first, last = int(plan[0]), int(plan[-1])
+    elif anchors is not None:
+        if index >= len(anchors[0]):
+            raise IndexError(f'step-model predictions hold {len(anchors[0])} windows; the test '
+                             f'set has sample index {index}')
+        first, last = int(anchors[0][index]), int(anchors[1][index])
+        if action_task is not None:
+            task = int(action_task[first])
+    return PlanningQuery(index=int(index), task=int(task), horizon=len(plan),
+                         gt_plan=[int(a) for a in plan], first=first, last=last)
 
 
 def attach_frames(queries, windows, video_root, *, num_frames=4, folder_fps=1.0) -> None:
@@ -125,11 +130,17 @@ def summarize(queries, outcomes: list[PlanOutcome], per_sample_file=None) -> dic
 
 def failure_counts(outcomes: list[PlanOutcome]) -> dict:
     """{failure kind: windows whose request failed after the retries}, e.g. {'connection': 30}."""
-    counts: dict = {}
+    return {kind: count for kind, count, _ in failure_causes(outcomes)}
+
+
+def failure_causes(outcomes: list[PlanOutcome]) -> list:
+    """``(kind, windows, first cause)`` of each kind of request failure, kinds sorted."""
+    causes: dict = {}
     for outcome in outcomes:
         if outcome.status == 'request_failed':
-            counts[outcome.failure] = counts.get(outcome.failure, 0) + 1
-    return dict(sorted(counts.items()))
+            count, example = causes.get(outcome.failure, (0, outcome.detail))
+            causes[outcome.failure] = (count + 1, example)
+    return [(kind, count, example) for kind, (count, example) in sorted(causes.items())]
 
 
 def token_summary(usage: dict) -> str:

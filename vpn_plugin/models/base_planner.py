@@ -1,0 +1,187 @@
+"""``BasePlanner``: what every procedure planner shares.
+
+* the PKG: buffer ``log_transitions`` (N, N) [from, to] and the persistent flag ``pkg_ready``
+  (both saved in checkpoints), filled by :meth:`build_pkg` from a training dataset through the
+  model's ``pkg`` config (``PKGBuilder``) or by :meth:`set_pkg`; ``PKGHook`` calls
+  ``build_pkg`` before train/val/test unless a loaded checkpoint carried the graph;
+* the forward dispatch (``mode`` 'loss' / 'predict' / 'tensor') and the horizon checks;
+* the result packing: one ``ActionDataSample`` per window with compact copies.
+
+A subclass implements ``loss(inputs, data_samples) -> dict``,
+``predict_fields(inputs, data_samples, horizon) -> dict`` (``pred_plan`` (B, T') and optional
+``soft_plan``/``emissions`` (B, T', N), ``pred_task`` (B,), ``metainfo`` (list of B dicts)) and
+``tensor(inputs, horizon)``.
+"""
+import math
+from typing import Dict, List, Optional
+
+import numpy as np
+import torch
+from mmengine.logging import print_log
+from mmengine.model import BaseModel
+
+from mmaction.structures import ActionDataSample
+
+from .. import core
+from .pkg_builder import build_pkg_builder
+
+FORWARD_MODES = ('loss', 'predict', 'tensor')
+# data_samples key -> ActionDataSample field of the ground truth copied into each result
+TRUTH_FIELDS = (('plan', 'gt_plan'), ('task', 'gt_task'), ('index', 'sample_idx'))
+
+
+class BasePlanner(BaseModel):
+    """A planner over N actions with a training horizon T and a PKG (module docstring).
+
+    Args:
+        num_actions: N.
+        horizon: T the planner is built for (and the default without ground-truth plans).
+        pkg: ``PKGBuilder`` config (None: its defaults).
+        data_preprocessor: mmengine data preprocessor config.
+    Class attributes: ``follows_data_horizon`` (True: any evaluated horizon T' is planned as
+    is; False: T' must be T unless ``self.cross_horizon`` names one of the subclass's
+    ``cross_horizon_modes``, a rule for T' < T).
+    """
+
+    follows_data_horizon = False
+    cross_horizon: Optional[str] = None
+    cross_horizon_modes: tuple = (None,)  # the rules a subclass offers for T' < T
+
+    def __init__(self, num_actions: int, horizon: int, pkg: Optional[dict] = None,
+                 data_preprocessor: Optional[dict] = None):
+        super().__init__(data_preprocessor=data_preprocessor)
+        if num_actions < 1 or horizon < 1:
+            raise ValueError(f'num_actions={num_actions} and horizon={horizon} must be >= 1')
+        self.num_actions, self.horizon = num_actions, horizon
+        self.pkg_builder = build_pkg_builder(pkg)
+        self.register_buffer('log_transitions',
+                             torch.full((num_actions, num_actions), -math.log(num_actions)))
+        self.register_buffer('pkg_ready', torch.tensor(False))
+
+    # ------------------------------------------------------------------ the PKG
+    def build_pkg(self, dataset) -> np.ndarray:
+        """Count the PKG (N, N) on a training ``dataset`` with the ``pkg`` config, install
+        it and return it."""
+        if getattr(dataset, 'horizon', self.horizon) != self.horizon:
+            raise ValueError(f'horizon mismatch: the training dataset has horizon='
+                             f'{dataset.horizon} but model.horizon={self.horizon}; the PKG is '
+                             'counted on training windows of the model\'s horizon: set both '
+                             'to the same T')
+        pkg = self.pkg_builder.build(dataset, self.num_actions)
+        self.set_pkg(pkg)
+        print_log(f'{type(self).__name__}: PKG with {int((pkg > 0).sum())} edges over '
+                  f'{self.num_actions} actions ({self.pkg_builder.describe()})',
+                  logger='current')
+        return pkg
+
+    def set_pkg(self, pkg) -> None:
+        """Install a PKG given as transition probabilities (N, N) [from, to]."""
+        expected = (self.num_actions, self.num_actions)
+        if tuple(np.shape(pkg)) != expected:
+            raise ValueError(f'PKG has shape {tuple(np.shape(pkg))} but the model has '
+                             f'num_actions={self.num_actions}; expected {expected}')
+        log_transitions = core.pkg_log_transitions(pkg)  # checks it is a PKG
+        self.log_transitions.copy_(log_transitions.to(self.log_transitions))
+        self.pkg_ready.fill_(True)
+
+    def pkg_probabilities(self) -> np.ndarray:
+        """The installed PKG (N, N) as float64 probabilities."""
+        self.require_pkg()
+        return self.log_transitions.detach().double().exp().cpu().numpy()
+
+    def require_pkg(self) -> None:
+        if not bool(self.pkg_ready):
+            raise RuntimeError(
+                f'{type(self).__name__}: the PKG was never filled (log_transitions is the '
+                'placeholder); load a checkpoint that carries it, run through a Runner whose '
+                "custom_hooks hold dict(type='PKGHook') with a train_dataloader, or call "
+                'model.build_pkg(train_dataset)')
+
+    def _load_from_state_dict(self, state_dict, prefix, local_metadata, strict,
+                              missing_keys, unexpected_keys, error_msgs):
+        # checkpoints written before the flag existed always carried a filled PKG
+        if prefix + 'log_transitions' in state_dict and prefix + 'pkg_ready' not in state_dict:
+            state_dict[prefix + 'pkg_ready'] = torch.tensor(True)
+        super()._load_from_state_dict(state_dict, prefix, local_metadata, strict,
+                                      missing_keys, unexpected_keys, error_msgs)
+
+    # ------------------------------------------------------------------ forward
+    def forward(self, inputs: Dict[str, torch.Tensor], data_samples=None, mode: str = 'tensor'):
+        if mode not in FORWARD_MODES:
+            raise ValueError(f'forward mode={mode!r} is unknown; expected one of '
+                             f'{FORWARD_MODES}')
+        horizon = self.eval_horizon(data_samples, training=(mode == 'loss'))
+        if mode == 'loss':
+            return self.loss(inputs, data_samples)
+        if mode == 'tensor':
+            return self.tensor(inputs, horizon)
+        self.require_pkg()
+        with torch.no_grad():
+            return pack_samples(self.predict_fields(inputs, data_samples, horizon),
+                                data_samples)
+
+    def eval_horizon(self, data_samples, training: bool) -> int:
+        """T' of the batch's plans (B, T') (T without plans), checked against the model."""
+        if not data_samples or 'plan' not in data_samples:
+            return self.horizon
+        horizon = data_samples['plan'].shape[-1]
+        if training and horizon != self.horizon:
+            raise ValueError(f'horizon mismatch: training data has T={horizon} but the model '
+                             f'was built with horizon={self.horizon}; set model.horizon to the '
+                             "dataset's horizon")
+        if self.follows_data_horizon or horizon == self.horizon:
+            return horizon
+        if horizon > self.horizon or self.cross_horizon is None:
+            rules = ' or '.join(f'model.cross_horizon={mode!r}'
+                                for mode in self.cross_horizon_modes if mode is not None)
+            shorter = f'a model is evaluated at a shorter T with {rules}, or ' if rules else ''
+            raise ValueError(
+                f'horizon mismatch: the data has T={horizon} but the model was built for '
+                f'horizon={self.horizon}; {shorter}build it with horizon={horizon}')
+        return horizon
+
+    def loss(self, inputs, data_samples) -> Dict[str, torch.Tensor]:
+        raise ValueError(f"{type(self).__name__} has no trainable parameters (mode='loss'); "
+                         "evaluate it with mode='predict' (tools/test.py without a "
+                         'checkpoint; run_protocol: train=False)')
+
+    def tensor(self, inputs, horizon: int) -> torch.Tensor:
+        raise NotImplementedError
+
+    def predict_fields(self, inputs, data_samples, horizon: int) -> dict:
+        raise NotImplementedError
+
+
+def check_choice(name: str, value, choices) -> None:
+    """A config option ``name`` (e.g. 'model.decode') must be one of ``choices``."""
+    if value not in choices:
+        raise ValueError(f'{name}={value!r} is unknown; expected one of {tuple(choices)}')
+
+
+def check_loss_terms(loss_weights: Optional[dict], terms) -> None:
+    """``model.loss_weights`` may only name the model's loss ``terms``."""
+    unknown = set(loss_weights or {}) - set(terms)
+    if unknown:
+        raise ValueError(f'model.loss_weights has unknown terms {sorted(unknown)}; '
+                         f'expected keys among {tuple(terms)}')
+
+
+def pack_samples(fields: dict, data_samples) -> List[ActionDataSample]:
+    """One ``ActionDataSample`` per row of ``fields`` (tensors with a leading batch axis B;
+    ``metainfo``: a list of B dicts) plus the batch's ground truth; every tensor is a
+    contiguous copy (a pickled sample holds its own data, never a view of the batch)."""
+    data_samples = data_samples or {}
+    fields = dict(fields)
+    metainfo = fields.pop('metainfo', None)
+    results = []
+    for i in range(len(fields['pred_plan'])):
+        sample = ActionDataSample()
+        for name, values in fields.items():
+            setattr(sample, name, values[i].clone())
+        for key, name in TRUTH_FIELDS:
+            if key in data_samples:
+                setattr(sample, name, data_samples[key][i].clone())
+        if metainfo is not None:
+            sample.set_metainfo(metainfo[i])
+        results.append(sample)
+    return results

@@ -1,0 +1,192 @@
+"""The PKG as a config-built component: ``PKGBuilder`` and its perturbations.
+
+Every planner config carries ``model.pkg = dict(type='PKGBuilder', count_mode='window',
+smoothing=0.0, union='pool', extra_datasets=[], perturbations=[], seed=0)``; the planner
+(``BasePlanner.build_pkg``) builds it and counts its graph on the training split. The math is
+in :mod:`vpn_plugin.core.pkg`; this module only orders it.
+
+Perturbations (``mmaction.registry.TASK_UTILS``) are applied in the order given, each seeded
+with the builder's ``seed``: a sequence perturbation (``DataFraction``, ``LabelNoise``) changes
+the training sequences before counting, a graph perturbation (``EdgeDropout``,
+``WeightNoise``, ``UniformGraph``) the counted graph; a sequence perturbation after a graph
+perturbation is refused (it would have nothing to act on).
+"""
+import itertools
+from typing import List, Optional, Sequence
+
+import numpy as np
+
+from mmaction.registry import DATASETS, TASK_UTILS
+
+from .. import core
+
+COUNT_MODES = ('window', 'video')
+UNION_MODES = ('pool', 'mean')
+
+
+def _check_fraction(owner: str, value: float, low_open: bool = False) -> None:
+    if not (0.0 < value <= 1.0 if low_open else 0.0 <= value <= 1.0):
+        bounds = '(0, 1]' if low_open else '[0, 1]'
+        raise ValueError(f'{owner}: fraction={value} is out of range; expected {bounds}')
+
+
+class SequencePerturbation:
+    """Changes the training action sequences before the graph is counted."""
+    stage = 'sequences'
+
+    def __call__(self, sequences: List[List[int]], taxonomy, seed: int) -> List[List[int]]:
+        raise NotImplementedError
+
+
+class GraphPerturbation:
+    """Changes the counted graph (N, N)."""
+    stage = 'graph'
+
+    def __call__(self, pkg: np.ndarray, seed: int) -> np.ndarray:
+        raise NotImplementedError
+
+
+@TASK_UTILS.register_module()
+class DataFraction(SequencePerturbation):
+    """Keep a seeded ``fraction`` of the training sequences (sample-efficiency study)."""
+
+    def __init__(self, fraction: float):
+        _check_fraction('DataFraction', fraction, low_open=True)
+        self.fraction = fraction
+
+    def __call__(self, sequences, taxonomy, seed):
+        return core.subsample_sequences(sequences, self.fraction, seed=seed)
+
+
+@TASK_UTILS.register_module()
+class LabelNoise(SequencePerturbation):
+    """Replace a seeded ``fraction`` of the steps by another action of the same task."""
+
+    def __init__(self, fraction: float):
+        _check_fraction('LabelNoise', fraction)
+        self.fraction = fraction
+
+    def __call__(self, sequences, taxonomy, seed):
+        return core.label_noise(sequences, self.fraction, taxonomy.task_actions, seed=seed)
+
+
+@TASK_UTILS.register_module()
+class EdgeDropout(GraphPerturbation):
+    """Remove a seeded ``fraction`` of the graph's edges (rows renormalised)."""
+
+    def __init__(self, fraction: float):
+        _check_fraction('EdgeDropout', fraction)
+        self.fraction = fraction
+
+    def __call__(self, pkg, seed):
+        return core.edge_dropout(pkg, self.fraction, seed=seed)
+
+
+@TASK_UTILS.register_module()
+class WeightNoise(GraphPerturbation):
+    """Seeded noise of scale ``sigma`` on the edge weights (rows renormalised)."""
+
+    def __init__(self, sigma: float):
+        if sigma < 0:
+            raise ValueError(f'WeightNoise: sigma={sigma} is negative; expected >= 0')
+        self.sigma = sigma
+
+    def __call__(self, pkg, seed):
+        return core.weight_noise(pkg, self.sigma, seed=seed)
+
+
+@TASK_UTILS.register_module()
+class UniformGraph(GraphPerturbation):
+    """The "no PKG" ablation: every transition 1/N."""
+
+    def __call__(self, pkg, seed):
+        return np.full(pkg.shape, 1.0 / pkg.shape[0])
+
+
+@TASK_UTILS.register_module()
+class PKGBuilder:
+    """Counts the (perturbed) PKG (N, N) of a training dataset (module docstring).
+
+    Args:
+        count_mode: 'window' or 'video' (``core.build_pkg``).
+        smoothing: additive smoothing of the counts.
+        union: how ``extra_datasets`` join the training sequences: 'pool' (one count over all
+            sequences) or 'mean' (mean of the per-dataset graphs, ``core.union_pkg``).
+        extra_datasets: dataset configs in the same action space whose sequences are added.
+        perturbations: configs of registered perturbations, applied in order.
+        seed: of every perturbation (the protocol runner sets the run's seed).
+    """
+
+    def __init__(self, count_mode: str = 'window', smoothing: float = 0.0, union: str = 'pool',
+                 extra_datasets: Sequence[dict] = (), perturbations: Sequence[dict] = (),
+                 seed: int = 0):
+        if count_mode not in COUNT_MODES:
+            raise ValueError(f'PKGBuilder.count_mode={count_mode!r} is unknown; expected one '
+                             f'of {COUNT_MODES}')
+        if union not in UNION_MODES:
+            raise ValueError(f'PKGBuilder.union={union!r} is unknown; expected one of '
+                             f'{UNION_MODES}')
+        if smoothing < 0:
+            raise ValueError(f'PKGBuilder.smoothing={smoothing} is negative; expected >= 0')
+        self.count_mode, self.smoothing, self.union = count_mode, smoothing, union
+        self.extra_datasets, self.seed = list(extra_datasets), seed
+        self.perturbations = [p if callable(p) else TASK_UTILS.build(dict(p))
+                              for p in perturbations]
+        self._check_order()
+
+    def _check_order(self) -> None:
+        stages = [p.stage for p in self.perturbations]
+        if 'graph' in stages and 'sequences' in stages[stages.index('graph'):]:
+            names = [type(p).__name__ for p in self.perturbations]
+            raise ValueError(f'PKGBuilder.perturbations {names}: a sequence perturbation '
+                             '(DataFraction, LabelNoise) must come before every graph '
+                             'perturbation (EdgeDropout, WeightNoise, UniformGraph)')
+
+    def describe(self) -> str:
+        """One line for logs: the options and perturbations."""
+        names = ', '.join(type(p).__name__ for p in self.perturbations) or 'none'
+        return (f'count_mode={self.count_mode}, smoothing={self.smoothing}, extra datasets '
+                f'{len(self.extra_datasets)} ({self.union}), perturbations: {names}, '
+                f'seed={self.seed}')
+
+    def build(self, dataset, num_actions: int) -> np.ndarray:
+        """The (perturbed) PKG (N, N) of a training ``dataset`` (``pkg_sequences``,
+        ``taxonomy``, ``horizon``)."""
+        if dataset.taxonomy.num_actions != num_actions:
+            raise ValueError(f'PKGBuilder: the training dataset has '
+                             f'{dataset.taxonomy.num_actions} actions, the planner '
+                             f'{num_actions}; set the model\'s num_actions to the taxonomy\'s')
+        sources = self.sequence_sources(dataset, num_actions)
+        options = dict(smoothing=self.smoothing, count_mode=self.count_mode,
+                       horizon=dataset.horizon)
+        if self.union == 'mean' and len(sources) > 1:
+            pkg = core.union_pkg(*sources, num_actions=num_actions, **options)
+        else:
+            pkg = core.build_pkg(itertools.chain(*sources), num_actions, **options)
+        for perturbation in self.perturbations:
+            if perturbation.stage == 'graph':
+                pkg = perturbation(pkg, self.seed)
+        return pkg
+
+    def sequence_sources(self, dataset, num_actions: int) -> List[List[List[int]]]:
+        """Action sequences of the training set (perturbed), then of each extra dataset."""
+        sequences = [list(map(int, s)) for s in dataset.pkg_sequences(self.count_mode)]
+        for perturbation in self.perturbations:
+            if perturbation.stage == 'sequences':
+                sequences = perturbation(sequences, dataset.taxonomy, self.seed)
+        return [sequences] + [self._extra_sequences(cfg, num_actions)
+                              for cfg in self.extra_datasets]
+
+    def _extra_sequences(self, cfg: dict, num_actions: int) -> List[List[int]]:
+        extra = DATASETS.build(dict(cfg))
+        if extra.taxonomy.num_actions != num_actions:
+            raise ValueError(f'PKGBuilder.extra_datasets: {cfg.get("type")} has '
+                             f'{extra.taxonomy.num_actions} actions, the model {num_actions}; '
+                             'a union graph needs one action space')
+        return [list(map(int, s)) for s in extra.pkg_sequences(self.count_mode)]
+
+
+def build_pkg_builder(cfg: Optional[dict]) -> PKGBuilder:
+    """A ``PKGBuilder`` from its config (None: the defaults; no ``type``: 'PKGBuilder', so an
+    override such as ``model.pkg.perturbations=[...]`` works on a config without ``pkg``)."""
+    return TASK_UTILS.build({'type': 'PKGBuilder', **(cfg or {})})
