@@ -514,12 +514,10 @@ def qualitative_from_checkpoint(config: str, checkpoint: str, index: int = 0,
     The columns are the actions of the sample's task (plus any predicted action outside it).
     """
     import torch
-    from mmengine.config import Config
+    from vpn_plugin.data_paths import load_config
     from mmengine.runner import load_checkpoint
     from mmaction.registry import DATASETS, MODELS
-    cfg = Config.fromfile(config)
-    if cfg_options:
-        cfg.merge_from_dict(copy.deepcopy(cfg_options))
+    cfg = load_config(config, copy.deepcopy(cfg_options))
     dataset = DATASETS.build(cfg.test_dataloader.dataset)
     if not 0 <= index < len(dataset):
         raise IndexError(f'sample index {index} out of range: the test set has {len(dataset)}')
