@@ -169,7 +169,7 @@ def check_units(units: list[TrainUnit]) -> int:
                  for s in unit.tests]
         for config, options, test_horizon in jobs:
             key = (config, json.dumps(options, sort_keys=True, default=str), unit.horizon,
-                   test_horizon)
+                   test_horizon or unit.horizon)
             if key not in checked:
                 check_config(config, options, unit.horizon, test_horizon)
                 checked.add(key)
