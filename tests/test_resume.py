@@ -43,9 +43,9 @@ def dropout_config(tiny_crosstask, tmp_path_factory):
     for split in ('train', 'val', 'test'):
         cfg[f'{split}_dataloader'].batch_size = 64
         cfg[f'{split}_dataloader'].dataset = copy.deepcopy(tiny_crosstask[f'{split}_dataset'])
-    # no alignment loss: no text encoder to start in each process (seconds saved)
+    # no state loss: no text features to load in each process (seconds saved)
     cfg.model.update(dropout=0.3, embed_dim=32, text_embeddings=None)
-    cfg.model.loss_weights.align = 0.0
+    cfg.model.loss_weights.state = 0.0
     cfg.train_cfg.update(max_epochs=EPOCHS, val_interval=1)
     cfg.default_hooks.checkpoint.update(interval=1, max_keep_ckpts=EPOCHS)
     cfg.default_hooks.logger.interval = 50
