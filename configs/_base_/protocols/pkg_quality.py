@@ -4,7 +4,8 @@
 protocol = 'pkg_quality'
 seeds = [0, 1, 2, 3, 4]
 # variant name: (perturbation type, its argument), levels
-perturbations = dict(edge_dropout=('EdgeDropout', 'fraction'), weight_noise=('WeightNoise', 'sigma'),
+perturbations = dict(edge_dropout=('EdgeDropout', 'fraction'),
+                     weight_noise=('WeightNoise', 'sigma'),
                      data_fraction=('DataFraction', 'fraction'),
                      label_noise=('LabelNoise', 'fraction'))
 levels = dict(edge_dropout=[0.1, 0.25, 0.5], weight_noise=[0.1, 0.5, 1.0],
