@@ -138,6 +138,18 @@ def test_coin_protocol_dry_runs_and_names_what_is_missing(monkeypatch, capsys):
     assert 'needs: COIN annotations' in err and 'coin/splits/' in err
 
 
+def test_coin_protocol_run_stops_before_training_naming_the_missing_file(tmp_path,
+                                                                         monkeypatch):
+    from vpn_plugin.protocol.runner import ProtocolRunner
+    monkeypatch.chdir(REPO)
+    protocol = load_protocol('configs/protocol/observations_coin.py')
+    runner = ProtocolRunner(protocol, tmp_path, max_epochs=1)
+    with pytest.raises(SystemExit, match=r'needs COIN annotations.*vpn_coin_t4.py \(T=4, train\)'
+                                         r'.*coin/splits/train_T4.json does not exist'):
+        runner.run(expand_units(protocol, seeds=[0]))
+    assert not list(tmp_path.rglob('*.jsonl')) and not list(tmp_path.rglob('run.json'))
+
+
 def shape_of(units, dataset='crosstask') -> list:
     """What a protocol runs, with the dataset name taken out of the config paths."""
     def generic(path):

@@ -288,8 +288,7 @@ class ProtocolRunner:
         done = self.done_keys()
         todo = [u for u in units if any(self.row_for(u, s).key() not in done for s in u.tests)]
         check_units(todo)
-        if self.cfg.get('requires'):
-            _log(f'protocol {self.protocol} needs: {self.cfg.requires}')
+        self.check_requirements(todo)
         _log(f'protocol {self.protocol}: {len(units)} runs, {len(units) - len(todo)} '
              f'already finished, {len(todo)} to run -> {self.results_file}')
         started = time.time()
@@ -299,6 +298,24 @@ class ProtocolRunner:
             self.run_unit(unit, done)
         _log(f'protocol {self.protocol}: done in {time.time() - started:.0f}s')
         return self.results_file
+
+    def check_requirements(self, units: list[TrainUnit]) -> None:
+        """For a protocol with ``requires`` (data beyond ../shared/data, e.g. COIN's
+        annotations): build every dataset of ``units`` first, and stop with what is missing."""
+        requires = self.cfg.get('requires')
+        if not requires:
+            return
+        from mmaction.registry import DATASETS
+        from vpn_plugin.data_paths import load_config
+        _log(f'protocol {self.protocol} needs: {requires}')
+        for config, horizon in sorted({(u.config, u.horizon) for u in units}):
+            cfg = load_config(config, horizon=horizon, **self.data_paths)
+            for split in ('train', 'test'):
+                try:
+                    DATASETS.build(copy.deepcopy(cfg[f'{split}_dataloader'].dataset))
+                except (FileNotFoundError, ValueError) as error:
+                    raise SystemExit(f'protocol {self.protocol} needs {requires}; {config} '
+                                     f'(T={horizon}, {split}): {error}') from error
 
     def run_unit(self, unit: TrainUnit, done: set) -> None:
         work_dir = self.work_dir(unit)
