@@ -85,6 +85,21 @@ def test_cross_horizon_config_builds_model_t6_and_test_windows_t3(tiny_crosstask
     assert runner.build_dataloader(runner._test_dataloader).dataset.plans.shape[1] == 3
 
 
+def test_test_py_takes_the_horizon_from_one_option(tmp_path, monkeypatch):
+    from test_compat import load_tool
+    monkeypatch.chdir(tmp_path)
+    test = load_tool('test')
+    eval_t3 = str(REPO / 'configs/vpn_crosstask_t6_eval_t3.py')
+    assert horizons_of(test.load_config(test.parse_args([eval_t3]))) == dict(
+        model=6, train=6, val=6, test=3)
+    moved = test.load_config(test.parse_args([eval_t3, '--cfg-options', 'test_horizon=4']))
+    assert horizons_of(moved) == dict(model=6, train=6, val=6, test=4)
+    plain = test.load_config(test.parse_args([str(REPO / 'configs/vpn_niv_t3.py'),
+                                              '--horizon', '6']))
+    assert horizons_of(plain) == dict(model=6, train=6, val=6, test=6)
+    assert plain.test_dataloader.dataset.window_file == 'splits/test_T{horizon}.json'
+
+
 def test_apply_horizon_is_idempotent_and_reaches_the_models_datasets():
     cfg = Config(dict(horizon=4, model=dict(type='LLMPlanner', train_dataset=dict(
         type='PlanningDataset', horizon=3), pkg=dict(extra_datasets=[dict(
