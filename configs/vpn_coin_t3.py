@@ -1,10 +1,3 @@
 # ViterbiPlanNet on COIN at horizon T=3 with the paper's 500-epoch schedule.
-_base_ = [
-    '_base_/datasets/coin.py', '_base_/models/vpn_coin.py',
-    '_base_/schedules/paper_500e.py'
-]
+_base_ = ['_base_/planners/vpn_coin.py']
 horizon = 3
-model = dict(horizon=horizon)
-train_dataloader = dict(dataset=dict(horizon=horizon))
-val_dataloader = dict(dataset=dict(horizon=horizon))
-test_dataloader = dict(dataset=dict(horizon=horizon))

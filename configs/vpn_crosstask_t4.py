@@ -1,10 +1,3 @@
 # ViterbiPlanNet on CrossTask at horizon T=4 with the paper's 500-epoch schedule.
-_base_ = [
-    '_base_/datasets/crosstask.py', '_base_/models/vpn_crosstask.py',
-    '_base_/schedules/paper_500e.py'
-]
+_base_ = ['_base_/planners/vpn_crosstask.py']
 horizon = 4
-model = dict(horizon=horizon)
-train_dataloader = dict(dataset=dict(horizon=horizon))
-val_dataloader = dict(dataset=dict(horizon=horizon))
-test_dataloader = dict(dataset=dict(horizon=horizon))

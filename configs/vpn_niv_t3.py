@@ -1,10 +1,3 @@
 # ViterbiPlanNet on NIV at horizon T=3 with the paper's 500-epoch schedule.
-_base_ = [
-    '_base_/datasets/niv.py', '_base_/models/vpn_niv.py',
-    '_base_/schedules/paper_500e.py'
-]
+_base_ = ['_base_/planners/vpn_niv.py']
 horizon = 3
-model = dict(horizon=horizon)
-train_dataloader = dict(dataset=dict(horizon=horizon))
-val_dataloader = dict(dataset=dict(horizon=horizon))
-test_dataloader = dict(dataset=dict(horizon=horizon))

@@ -11,7 +11,7 @@ import torch
 
 import vpn_plugin.mm  # noqa: F401  (registration)
 from mmaction.registry import MODELS
-from mmengine.config import Config
+from vpn_plugin.data_paths import load_config
 from mmengine.runner import load_checkpoint
 
 REPO = Path(__file__).resolve().parents[1]
@@ -86,7 +86,7 @@ def test_converted_checkpoint_predicts_the_authors_plans(fixture_dir, tmp_path):
     assert load_tool('convert_authors_checkpoint').main([
         str(fixture_dir / 'authors_state_dict.npz'), str(dst), '--config', str(config),
         '--pkg', str(fixture_dir / 'inputs.npz')]) == 0
-    model_cfg = Config.fromfile(str(config)).model
+    model_cfg = load_config(str(config)).model
     model_cfg.text_embeddings, model_cfg.loss_weights = None, dict(state=0.0)
     model = MODELS.build(model_cfg)
     load_checkpoint(model, str(dst), map_location='cpu', strict=True)

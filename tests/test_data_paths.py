@@ -28,7 +28,7 @@ def test_file_locations_resolve_from_the_repo_root_in_any_directory(tmp_path, mo
         assert dataset.data_root == str(shared / 'niv')
         assert dataset.feature_dir == str(REPO_ROOT / 'data/synthetic/niv/features')
         assert dataset.cache_dir == str(REPO_ROOT / 'data/cache/niv')
-    assert cfg.model.text_embeddings.taxonomy == str(shared / 'niv/taxonomy.json')
+    assert cfg.model.text_embeddings.file == str(shared / 'niv/state_features_clip.npy')
 
 
 def test_flags_and_cfg_options_move_every_path(tmp_path, monkeypatch):
@@ -40,8 +40,7 @@ def test_flags_and_cfg_options_move_every_path(tmp_path, monkeypatch):
         assert (dataset.feature_dir, dataset.cache_dir) == ('/abs/features',
                                                             str(tmp_path / 'my_cache'))
         assert dataset.taxonomy == 'taxonomy.json'  # relative to the dataset's data_root
-    assert cfg.model.text_embeddings.state_descriptions == \
-        str(tmp_path / 'my_root/niv/state_descriptions.json')
+    assert cfg.model.text_embeddings.file == str(tmp_path / 'my_root/niv/state_features_clip.npy')
     assert cfg.model.dropout == 0.0
     by_option = load_config(NIV_T3, {'data_root': 'other'})
     assert by_option.test_dataloader.dataset.data_root == str(tmp_path / 'other' / 'niv')
@@ -82,7 +81,7 @@ def tiny_niv_root(shared_data: Path, root: Path, features: Path) -> None:
     from vpn_plugin.datasets.synthetic import SyntheticFeatureGenerator, write_synthetic_features
     niv = root / 'niv'
     (niv / 'splits').mkdir(parents=True)
-    for name in ('taxonomy.json', 'state_descriptions.json'):
+    for name in ('taxonomy.json', 'state_descriptions.json', 'state_features_clip.npy'):
         (niv / name).write_bytes((shared_data / 'niv' / name).read_bytes())
     for split, count in (('train', 80), ('test', 12)):
         windows = json.loads((shared_data / f'niv/splits/{split}_T3.json').read_text())[:count]
@@ -104,7 +103,7 @@ def test_train_one_epoch_from_another_directory_with_data_root(shared_data, tmp_
                '--data-root', '../root', '--feature-dir', '../features', '--work-dir', 'wd',
                '--cfg-options', 'train_cfg.max_epochs=1', 'train_cfg.val_interval=1',
                'default_hooks.checkpoint.interval=1', 'cache_dir=../cache',
-               'model.text_embeddings.cache_dir=../text_cache', 'train_dataloader.batch_size=64']
+               'train_dataloader.batch_size=64']
     done = subprocess.run(command, cwd=run_dir, env=env, capture_output=True, text=True,
                           timeout=300)
     assert done.returncode == 0, done.stderr[-3000:]

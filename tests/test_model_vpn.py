@@ -11,7 +11,7 @@ import torch
 
 import vpn_plugin.mm  # noqa: F401  (registration)
 from mmaction.registry import MODELS
-from mmengine.config import Config
+from vpn_plugin.data_paths import load_config
 from vpn_plugin.models import load_state_features
 from vpn_plugin.models.viterbi_plan_net import num_parameters, repeat_last_emission
 
@@ -81,7 +81,7 @@ def authors_dvl_transitions(pkg: np.ndarray) -> np.ndarray:
 @pytest.mark.parametrize('dataset', sorted(AUTHORS_COUNTS))
 def test_default_configs_have_the_authors_parameter_counts(dataset):
     for horizon, expected in zip((3, 4, 5, 6), AUTHORS_COUNTS[dataset]):
-        cfg = Config.fromfile(str(REPO / f'configs/vpn_{dataset}_t{horizon}.py')).model
+        cfg = load_config(str(REPO / f'configs/vpn_{dataset}_t{horizon}.py')).model
         assert cfg.type == 'ViterbiPlanNet'
         cfg.text_embeddings, cfg.loss_weights = None, dict(state=0.0)
         assert num_parameters(MODELS.build(cfg)) == expected, (dataset, horizon)
@@ -204,7 +204,7 @@ def test_text_features_file_is_a_plain_float_array(tmp_path):
 
 def test_shipped_clip_features_match_the_configs(shared_data):
     for config, n in (('vpn_crosstask_t3.py', 133), ('vpn_niv_t3.py', 48)):
-        text = Config.fromfile(str(REPO / 'configs' / config)).model.text_embeddings
+        text = load_config(str(REPO / 'configs' / config)).model.text_embeddings
         path = Path(text.file)
         path = path if path.is_absolute() else REPO / path
         assert load_state_features(file=str(path)).shape == (n, 6, 768)
@@ -261,8 +261,8 @@ def test_clip_features_computed_with_transformers(tmp_path):
 def test_selection_presets(dataset):
     """'authors': all training videos, validation = the official test windows every epoch;
     the default 'unified': validation on held-out training videos."""
-    authors = Config.fromfile(str(REPO / f'configs/selection/vpn_{dataset}_t4_authors.py'))
-    unified = Config.fromfile(str(REPO / f'configs/vpn_{dataset}_t4.py'))
+    authors = load_config(str(REPO / f'configs/selection/vpn_{dataset}_t4_authors.py'))
+    unified = load_config(str(REPO / f'configs/vpn_{dataset}_t4.py'))
     assert authors.selection == 'authors' and unified.get('selection', 'unified') == 'unified'
     val, test = authors.val_dataloader.dataset, authors.test_dataloader.dataset
     assert val.split == 'test' and val.window_file == test.window_file

@@ -177,7 +177,8 @@ def test_dry_run_ablation_has_eight_combinations(name, extra, monkeypatch):
 
 def test_dry_run_pkg_and_task_supervision(monkeypatch):
     tests = methods_of(dry_run('pkg_crosstask', monkeypatch))
-    assert tests['w/o PKG (uniform graph)'][0][2] == {'custom_hooks.0.no_pkg': True}
+    assert tests['w/o PKG (uniform graph)'][0][2] == {
+        'model.pkg.perturbations': [dict(type='UniformGraph')]}
     assert tests['w/o task supervision'][0][2] == {'model.loss_weights.task': 0.0}
     assert tests['ViterbiPlanNet'][0][2] == {}
 
@@ -193,21 +194,28 @@ def test_dry_run_sample_efficiency(monkeypatch):
         assert sorted(v['train_fraction'] for *_, v in runs) == fractions
 
 
+KINDS = dict(edge_dropout='EdgeDropout', weight_noise='WeightNoise',
+             data_fraction='DataFraction', label_noise='LabelNoise')
+
+
 def test_dry_run_pkg_quality(monkeypatch):
     runs = methods_of(dry_run('pkg_quality_crosstask', monkeypatch))['ViterbiPlanNet']
     kinds = {v['perturbation'] for *_, v in runs}
     assert kinds == {'none', 'edge_dropout', 'weight_noise', 'data_fraction', 'label_noise'}
     for *_, opts, variant in runs:
         if variant['perturbation'] != 'none':
-            assert opts == {f'custom_hooks.0.{variant["perturbation"]}': variant['level']}
+            (perturbation,), = opts.values()
+            assert set(opts) == {'model.pkg.perturbations'}
+            assert perturbation['type'] == KINDS[variant['perturbation']]
+            assert variant['level'] in perturbation.values()
 
 
 def test_dry_run_union_pkg_and_observations(monkeypatch):
     union = methods_of(dry_run('union_pkg_crosstask', monkeypatch))
-    extra = [len(opts.get('custom_hooks.0.extra_datasets', []))
+    extra = [len(opts.get('model.pkg.extra_datasets', []))
              for runs in union.values() for _, _, opts, _ in runs]
     assert sorted(extra) == [0, 1, 1, 2]
-    unions = sorted(opts.get('custom_hooks.0.union', 'pool')
+    unions = sorted(opts.get('model.pkg.union', 'pool')
                     for runs in union.values() for _, _, opts, _ in runs)
     assert unions == ['mean', 'pool', 'pool', 'pool']
     observed = methods_of(dry_run('observations_crosstask', monkeypatch))
@@ -220,7 +228,8 @@ def test_dry_run_union_pkg_and_observations(monkeypatch):
 
 
 def test_every_protocol_config_is_covered():
-    names = {p.stem for p in (REPO / 'configs' / 'protocol').glob('*.py')}
+    # niv/coin protocols: tests/test_configs.py (same runs as the CrossTask ones)
+    names = {p.stem for p in (REPO / 'configs' / 'protocol').glob('*_crosstask.py')}
     tested = set(re.findall(r"dry_run\('(\w+)'", Path(__file__).read_text()))
     tested |= {'ablation_crosstask', 'main_and_ablation_t3_crosstask'}  # parametrized
     assert names <= tested, f'protocol configs without a dry-run test: {names - tested}'

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from mmengine.config import Config
+from vpn_plugin.data_paths import load_config
 
 import vpn_plugin
 from vpn_plugin.engine import get_rng_states, set_rng_states
@@ -39,13 +39,13 @@ def subprocess_env():
 def dropout_config(tiny_crosstask, tmp_path_factory):
     """A tiny ViterbiPlanNet training with dropout, validated and checkpointed every epoch."""
     folder = tmp_path_factory.mktemp('resume_cfg')
-    cfg = Config.fromfile(str(ROOT / 'configs/synthetic/vpn_crosstask_t3_synthetic.py'))
+    cfg = load_config(str(ROOT / 'configs/synthetic/vpn_crosstask_t3_synthetic.py'))
     for split in ('train', 'val', 'test'):
         cfg[f'{split}_dataloader'].batch_size = 64
         cfg[f'{split}_dataloader'].dataset = copy.deepcopy(tiny_crosstask[f'{split}_dataset'])
-    # no alignment loss: no text encoder to start in each process (seconds saved)
+    # no state loss: no text features to load in each process (seconds saved)
     cfg.model.update(dropout=0.3, embed_dim=32, text_embeddings=None)
-    cfg.model.loss_weights.align = 0.0
+    cfg.model.loss_weights.state = 0.0
     cfg.train_cfg.update(max_epochs=EPOCHS, val_interval=1)
     cfg.default_hooks.checkpoint.update(interval=1, max_keep_ckpts=EPOCHS)
     cfg.default_hooks.logger.interval = 50
@@ -198,7 +198,7 @@ def toy_runner(work_dir, **changes):
     loader = dict(batch_size=8, num_workers=0, collate_fn=dict(type='default_collate'),
                   sampler=dict(type='DefaultSampler', shuffle=True),
                   dataset=dict(type='ToyCompatDataset', num_samples=32))
-    cfg = Config.fromfile(str(ROOT / 'configs/_base_/default_runtime.py'))
+    cfg = load_config(str(ROOT / 'configs/_base_/default_runtime.py'))
     cfg.merge_from_dict(dict(
         work_dir=str(work_dir), model=dict(type='ToyCompatModel', dim=4),
         train_dataloader=loader, train_cfg=dict(type='EpochBasedTrainLoop', max_epochs=2),

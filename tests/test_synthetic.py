@@ -158,10 +158,10 @@ def test_generator_cli_public_format_niv(shared_data, tmp_path):
     assert record['num_steps'] == len(record['steps_ids']) == len(record['steps_ends'])
     np.testing.assert_array_equal(load_features(files[0], 512), record['frames_features'])
     # the paper config reads the public files as they are, with the authors' recipe
-    from mmengine.config import Config
+    from vpn_plugin.data_paths import load_config
 
     from vpn_plugin.datasets import PlanningDataset
-    cfg = Config.fromfile(str(Path(__file__).parents[1] / 'configs/vpn_niv_t3.py'))
+    cfg = load_config(str(Path(__file__).parents[1] / 'configs/vpn_niv_t3.py'))
     args = dict(cfg.test_dataloader.dataset, data_root=str(shared_data / 'niv'),
                 feature_dir=str(tmp_path / 'features'), cache_dir=None)
     args.pop('type')

@@ -13,7 +13,7 @@ import torch
 
 import vpn_plugin.mm  # noqa: F401  (compat + registration)
 from mmaction.registry import DATASETS, MODELS
-from mmengine.config import Config
+from vpn_plugin.data_paths import load_config
 from mmengine.runner import Runner
 from vpn_plugin.core import planning_metrics
 from vpn_plugin.models import DECODE_MODES
@@ -47,7 +47,7 @@ def tiny_cfg(tiny_crosstask, shared_data):
     Observations are the 512-d mean of the 3 frames ('mean3'), not their 1536-d
     concatenation: the same network with a 9x cheaper visual encoder keeps these tests fast.
     """
-    cfg = Config.fromfile(str(BASE_CONFIG))
+    cfg = load_config(str(BASE_CONFIG))
     for split in ('train', 'val', 'test'):
         loader = cfg[f'{split}_dataloader']
         loader.batch_size = BATCH

@@ -16,9 +16,10 @@ import time
 import torch
 
 import vpn_plugin.mm  # noqa: F401  (compat + registration)
-from mmengine.config import Config, DictAction
+from mmengine.config import DictAction
 from mmengine.hooks import Hook
 from mmengine.runner import Runner
+from vpn_plugin.data_paths import load_config
 
 
 class EpochClock(Hook):
@@ -51,9 +52,7 @@ def parse_args(argv=None):
 
 
 def build_runner(args, work_dir):
-    cfg = Config.fromfile(args.config)
-    if args.cfg_options:
-        cfg.merge_from_dict(args.cfg_options)
+    cfg = load_config(args.config, args.cfg_options)
     cfg.work_dir = work_dir
     cfg.train_cfg.max_epochs = args.epochs
     cfg.train_cfg.val_interval = args.epochs + 1  # no validation inside the measurement

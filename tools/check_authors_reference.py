@@ -20,7 +20,7 @@ import numpy as np
 
 import vpn_plugin.mm  # noqa: F401  (compat + registration)
 from mmaction.registry import MODELS
-from mmengine.config import Config
+from vpn_plugin.data_paths import load_config
 from vpn_plugin.models import load_state_features
 from vpn_plugin.models.authors import check_reference, compare, read_meta
 from vpn_plugin.models.viterbi_plan_net import num_parameters
@@ -45,7 +45,7 @@ def model_config(meta: dict):
     family = CONFIG_DATASETS[meta['dataset']]
     leaf = REPO / f'configs/vpn_{family}_t{meta["horizon"]}.py'
     path = leaf if leaf.is_file() else REPO / f'configs/_base_/models/vpn_{family}.py'
-    model = Config.fromfile(str(path)).model
+    model = load_config(path).model
     print(f'config: {path.relative_to(REPO)} (type={model.type})')
     for field, key in SIZE_FIELDS.items():
         if model.get(key) != meta[field]:

@@ -16,7 +16,7 @@ import torch
 
 import vpn_plugin.mm  # noqa: F401  (compat + registration)
 from mmaction.registry import MODELS
-from mmengine.config import Config
+from vpn_plugin.data_paths import load_config
 from vpn_plugin.models.authors import install_authors_weights, read_authors_state_dict, read_pkg
 
 
@@ -32,7 +32,7 @@ def parse_args(argv=None):
 
 def main(argv=None) -> int:
     args = parse_args(argv)
-    model_cfg = Config.fromfile(args.config).model
+    model_cfg = load_config(args.config).model
     model_cfg.text_embeddings = None  # not stored in checkpoints; the config brings them
     model_cfg.loss_weights = dict(state=0.0)
     model = MODELS.build(model_cfg)

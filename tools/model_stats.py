@@ -13,7 +13,8 @@ import sys
 
 import vpn_plugin.mm  # noqa: F401  (compat + registration)
 from mmaction.registry import MODELS
-from mmengine.config import Config, DictAction
+from mmengine.config import DictAction
+from vpn_plugin.data_paths import load_config
 from vpn_plugin.models.viterbi_plan_net import num_parameters
 
 # the loss term that needs the text features, per model type
@@ -36,12 +37,10 @@ def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split('\n')[0])
     parser.add_argument('configs', nargs='+', help='config files')
     parser.add_argument('--cfg-options', nargs='+', action=DictAction,
-                        help='override config keys, e.g. model.horizon=4')
+                        help='override config keys, e.g. horizon=4')
     args = parser.parse_args(argv)
     for path in args.configs:
-        cfg = Config.fromfile(path)
-        if args.cfg_options:
-            cfg.merge_from_dict(args.cfg_options)
+        cfg = load_config(path, args.cfg_options)
         model, note = build_model(cfg.model)
         trainable = sum(p.numel() for p in model.parameters() if p.requires_grad)
         print(f'{path}: {cfg.model.type}, {num_parameters(model):,} parameters '

@@ -59,8 +59,8 @@ def ensure_features(data_root: str, out: str):
 
 
 def build_config(args):
-    from mmengine.config import Config
-    cfg = Config.fromfile(str(ROOT / args.config))
+    from vpn_plugin.data_paths import load_config
+    cfg = load_config(ROOT / args.config)
     cfg.work_dir = args.work_dir
     cfg.randomness = dict(seed=args.seed, deterministic=False)
     if args.epochs:

@@ -57,6 +57,8 @@ def main(argv=None):
                             val_interval=args.val_interval, batch_size=args.batch_size,
                             log_level=args.log_level, data_paths=data_path_args(args))
     if args.dry_run:
+        if protocol.get('requires'):
+            print(f'protocol {protocol.protocol} needs: {protocol.requires}', file=sys.stderr)
         planned = plan_runs(units, runner.work_dir, runner.max_epochs, args.epoch_seconds)
         print('\n'.join(format_plan(planned, args.epoch_seconds)))
         print(f'{len(units)} runs; {check_units(units)} configs checked')

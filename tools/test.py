@@ -15,7 +15,8 @@ import os.path as osp
 
 import vpn_plugin.compat_applied  # noqa: F401  (compat fixes before configs are parsed)
 from vpn_plugin.compat import shutdown_distributed
-from vpn_plugin.data_paths import add_data_arguments, data_path_args, load_config as read_config
+from vpn_plugin.data_paths import (add_data_arguments, add_horizon_argument, data_path_args,
+                                  load_config as read_config)
 from vpn_plugin.runner import build_runner
 from mmengine.config import DictAction
 
@@ -36,6 +37,7 @@ def parse_args(argv=None):
     parser.add_argument('--launcher', choices=['none', 'pytorch', 'slurm', 'mpi'],
                         default='none', help='job launcher')
     parser.add_argument('--local-rank', '--local_rank', type=int, default=0)
+    add_horizon_argument(parser)
     add_data_arguments(parser)
     args = parser.parse_args(argv)
     os.environ.setdefault('LOCAL_RANK', str(args.local_rank))
@@ -55,7 +57,8 @@ def add_dump(cfg, dump_path):
 def load_config(args):
     if args.checkpoint is not None and not osp.isfile(args.checkpoint):
         raise SystemExit(f'checkpoint {args.checkpoint} does not exist')
-    cfg = read_config(args.config, args.cfg_options, **data_path_args(args))
+    cfg = read_config(args.config, args.cfg_options, horizon=args.horizon,
+                      **data_path_args(args))
     cfg.launcher = args.launcher
     cfg.work_dir = (args.work_dir or cfg.get('work_dir')
                     or osp.join('work_dirs', osp.splitext(osp.basename(args.config))[0]))

@@ -1,6 +1,7 @@
 """Train a vpn_plugin config with the mmengine Runner (mmaction2-style CLI).
 
     .venv/bin/python tools/train.py configs/vpn_crosstask_t3.py [--resume [CKPT|auto]] [--amp]
+    .venv/bin/python tools/train.py configs/vpn_crosstask_t3.py --horizon 4   # = vpn_crosstask_t4.py
     tools/dist_train.sh configs/vpn_crosstask_t3.py 2       # torchrun, CPU or GPU
 
 Same flags as MMAction2's ``tools/train.py`` (``--no-validate``, ``--auto-scale-lr``,
@@ -15,7 +16,8 @@ import torch
 
 import vpn_plugin.compat_applied  # noqa: F401  (compat fixes before configs are parsed)
 from vpn_plugin.compat import shutdown_distributed
-from vpn_plugin.data_paths import add_data_arguments, data_path_args, load_config as read_config
+from vpn_plugin.data_paths import (add_data_arguments, add_horizon_argument, data_path_args,
+                                  load_config as read_config)
 from vpn_plugin.runner import build_runner
 from mmengine.config import DictAction
 from mmengine.runner import find_latest_checkpoint
@@ -45,6 +47,7 @@ def parse_args(argv=None):
                         default='none', help='job launcher')
     # torch.distributed.launch passes --local-rank; torchrun sets LOCAL_RANK.
     parser.add_argument('--local-rank', '--local_rank', type=int, default=0)
+    add_horizon_argument(parser)
     add_data_arguments(parser)
     add_mmaction_flags(parser)
     args = parser.parse_args(argv)
@@ -153,7 +156,8 @@ def apply_args(cfg, args):
 
 
 def load_config(args):
-    cfg = read_config(args.config, args.cfg_options, **data_path_args(args))
+    cfg = read_config(args.config, args.cfg_options, horizon=args.horizon,
+                      **data_path_args(args))
     return apply_args(cfg, args)
 
 

@@ -13,6 +13,11 @@ that lies under a declared location to its final value: the ``--data-root`` /
 working directory), else the file's value, which is relative to the REPOSITORY ROOT (so a
 config works from any working directory). Model configs that read the taxonomy or the state
 descriptions under ``data_root`` follow it the same way.
+
+The planning horizon is set in one place as well: a config's top-level ``horizon = T`` (and
+``test_horizon = T'`` for cross-horizon configs; default ``horizon``), or the tools'
+``--horizon T``. :func:`apply_horizon` writes it into the model and the datasets; it runs in
+:func:`load_config` and in ``PlanningRunner.from_cfg`` (so MMAction2's own tools agree).
 """
 from __future__ import annotations
 
@@ -40,14 +45,82 @@ def data_path_args(args: argparse.Namespace) -> dict:
                 feature_dir=getattr(args, 'feature_dir', None))
 
 
-def load_config(path, cfg_options=None, *, data_root=None, feature_dir=None):
-    """The mmengine ``Config`` of ``path`` with ``cfg_options`` merged and the data locations
-    resolved to absolute paths (rules: module docstring)."""
+def add_horizon_argument(parser: argparse.ArgumentParser) -> None:
+    """The ``--horizon`` flag of ``tools/train.py`` / ``tools/test.py``."""
+    parser.add_argument('--horizon', type=int, metavar='T',
+                        help="planning horizon (overrides the config's `horizon`: model, "
+                        "train/val and test datasets; a config's `test_horizon` still sets "
+                        'the test windows, --cfg-options test_horizon=T changes it)')
+
+
+def apply_horizon(cfg, horizon=None, test_horizon=None):
+    """Write the horizon into ``model.horizon``, the train/val datasets and the model's own
+    datasets (``model.train_dataset``, ``model.pkg.extra_datasets``), and ``test_horizon``
+    into the test dataset; returns ``cfg``.
+
+    ``horizon`` / ``test_horizon`` (if given) replace the config's top-level variables first;
+    ``test_horizon`` defaults to ``horizon``. A config without ``horizon`` is left unchanged.
+    Applying it twice is the same as once.
+    """
+    if horizon is not None:
+        cfg['horizon'] = horizon
+    if test_horizon is not None:
+        cfg['test_horizon'] = test_horizon
+    if cfg.get('horizon') is None:
+        return cfg
+    horizon = _positive_horizon(cfg, 'horizon')
+    test_horizon = _positive_horizon(cfg, 'test_horizon') if cfg.get('test_horizon') else horizon
+    model = cfg.get('model')
+    if model is not None:
+        if _accepts_horizon(model):
+            model['horizon'] = horizon
+        model_datasets = [model.get('train_dataset')]
+        model_datasets += list((model.get('pkg') or {}).get('extra_datasets') or [])
+        for dataset in model_datasets:
+            _set_dataset_horizon(dataset, horizon)
+    for split, value in (('train', horizon), ('val', horizon), ('test', test_horizon)):
+        loader = cfg.get(f'{split}_dataloader')
+        if loader is not None:
+            _set_dataset_horizon(loader.get('dataset'), value)
+    return cfg
+
+
+def _positive_horizon(cfg, name: str) -> int:
+    value = cfg[name]
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ValueError(f'{cfg.filename}: {name} = {value!r}; expected an integer >= 1 '
+                         '(the number of planned steps)')
+    return value
+
+
+def _set_dataset_horizon(dataset, horizon: int) -> None:
+    if hasattr(dataset, 'items') and 'type' in dataset:
+        dataset['horizon'] = horizon
+
+
+def _accepts_horizon(model) -> bool:
+    """Whether the model's registered class takes a ``horizon`` argument (unknown types: yes,
+    so that building them reports the real problem)."""
+    import inspect
+    from mmaction.registry import MODELS
+    cls = MODELS.get(model.get('type')) if model.get('type') else None
+    if cls is None:
+        return True
+    params = inspect.signature(cls.__init__).parameters
+    return 'horizon' in params or any(p.kind == p.VAR_KEYWORD for p in params.values())
+
+
+def load_config(path, cfg_options=None, *, data_root=None, feature_dir=None, horizon=None,
+                test_horizon=None):
+    """The mmengine ``Config`` of ``path`` with ``cfg_options`` merged, the data locations
+    resolved to absolute paths and the horizon applied (rules: module docstring)."""
     from mmengine.config import Config
     cfg = Config.fromfile(str(path))
     declared = {name: cfg.get(name) for name in PATH_VARIABLES}
     if cfg_options:
+        _refuse_derived_horizons(path, cfg_options)
         cfg.merge_from_dict(cfg_options)
+    apply_horizon(cfg, horizon, test_horizon)
     flags = dict(data_root=data_root, feature_dir=feature_dir)
     for name, flag in flags.items():
         if flag is not None and declared[name] is None:
@@ -61,6 +134,15 @@ def load_config(path, cfg_options=None, *, data_root=None, feature_dir=None):
         _rebase(cfg._cfg_dict, str(declared[name]), target)
         cfg[name] = target
     return cfg
+
+
+def _refuse_derived_horizons(path, cfg_options: dict) -> None:
+    """``model.horizon=4`` etc. would be overwritten by :func:`apply_horizon`: refuse it."""
+    derived = sorted(key for key in cfg_options if key.endswith('.horizon'))
+    if derived:
+        raise ValueError(f'{path}: --cfg-options {", ".join(derived)}: the horizon is set in '
+                         'one place; give horizon=T (--horizon T), and test_horizon=T for a '
+                         'different test horizon')
 
 
 def _final_location(declared: str, flag, current) -> str:

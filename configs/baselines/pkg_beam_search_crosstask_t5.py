@@ -1,7 +1,3 @@
-# pkg beam search baseline on CrossTask at horizon T=5 (see pkg_beam_search_crosstask.py).
-_base_ = ['./pkg_beam_search_crosstask.py']
+# PKG beam search baseline on CrossTask at horizon T=5 (../_base_/planners/pkg_beam_search_crosstask.py).
+_base_ = ['../_base_/planners/pkg_beam_search_crosstask.py']
 horizon = 5
-model = dict(horizon=horizon)
-train_dataloader = dict(dataset=dict(horizon=horizon))
-val_dataloader = dict(dataset=dict(horizon=horizon))
-test_dataloader = dict(dataset=dict(horizon=horizon))

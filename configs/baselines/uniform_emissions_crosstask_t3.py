@@ -1,7 +1,3 @@
-# uniform emissions baseline on CrossTask at horizon T=3 (see uniform_emissions_crosstask.py).
-_base_ = ['./uniform_emissions_crosstask.py']
+# PKG + uniform emissions baseline on CrossTask at horizon T=3 (../_base_/planners/uniform_emissions_crosstask.py).
+_base_ = ['../_base_/planners/uniform_emissions_crosstask.py']
 horizon = 3
-model = dict(horizon=horizon)
-train_dataloader = dict(dataset=dict(horizon=horizon))
-val_dataloader = dict(dataset=dict(horizon=horizon))
-test_dataloader = dict(dataset=dict(horizon=horizon))

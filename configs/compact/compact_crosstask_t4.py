@@ -1,11 +1,3 @@
-# CompactPlanNet (this plugin's smaller alternative to the paper's ViterbiPlanNet) on crosstask
-# at horizon T=4 with the paper's 500-epoch schedule.
-_base_ = [
-    '../_base_/datasets/crosstask.py', '../_base_/models/compact_crosstask.py',
-    '../_base_/schedules/paper_500e.py'
-]
+# CompactPlanNet on CrossTask at horizon T=4 (see ../_base_/planners/compact_crosstask.py).
+_base_ = ['../_base_/planners/compact_crosstask.py']
 horizon = 4
-model = dict(horizon=horizon)
-train_dataloader = dict(dataset=dict(horizon=horizon))
-val_dataloader = dict(dataset=dict(horizon=horizon))
-test_dataloader = dict(dataset=dict(horizon=horizon))

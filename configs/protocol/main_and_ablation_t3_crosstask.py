@@ -1,24 +1,3 @@
-# The standard table at T=3 and the 8-row DVL/Viterbi ablation from ONE set of trainings
-# (the ablation's "train DVL / infer DVL+Viterbi" row IS ViterbiPlanNet, "train base / infer
-# argmax" IS the Base Model), plus the PKG baselines. CrossTask, T=3.
-#   .venv/bin/python tools/run_protocol.py configs/protocol/main_and_ablation_t3_crosstask.py
-#   standard table: tools/report.py RESULTS --methods ViterbiPlanNet 'Base Model' \
-#       'PKG beam search' 'PKG + uniform emissions'
-#   ablation table: tools/report.py RESULTS --methods 'train DVL / infer argmax' ... (8 names)
-protocol = 'main_t3'
+# main and ablation t3 protocol on crosstask (../_base_/protocols/main_and_ablation_t3.py).
+_base_ = ['../_base_/protocols/main_and_ablation_t3.py']
 dataset = 'crosstask'
-seeds = [0, 1, 2, 3, 4]
-decodes = [('emission_argmax', 'argmax'), ('emission_viterbi', 'Viterbi'),
-           ('dvl_argmax', 'DVL'), ('dvl_viterbi', 'DVL+Viterbi')]
-aliases = {('DVL', 'dvl_viterbi'): 'ViterbiPlanNet', ('base', 'emission_argmax'): 'Base Model'}
-runs = [
-    dict(method=f'train {train}', config='configs/vpn_crosstask_t3.py',
-         cfg_options=options,
-         tests=[dict(method=aliases.get((train, mode), f'train {train} / infer {name}'),
-                     cfg_options={'model.decode': mode}) for mode, name in decodes])
-    for train, options in (('DVL', {}), ('base', {'model.use_dvl': False}))
-] + [
-    dict(method='PKG beam search', config='configs/baselines/pkg_beam_search_crosstask_t3.py'),
-    dict(method='PKG + uniform emissions', train=False,
-         config='configs/baselines/uniform_emissions_crosstask_t3.py'),
-]

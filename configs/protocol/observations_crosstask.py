@@ -1,12 +1,3 @@
-# Intermediate observations (plan revision): the goal-state observations of the first k steps
-# are given to the model (dataset observed_steps=k), CrossTask T=4, k = 0, 1, 2.
-protocol = 'observations'
+# observations protocol on crosstask (../_base_/protocols/observations.py).
+_base_ = ['../_base_/protocols/observations.py']
 dataset = 'crosstask'
-seeds = [0, 1, 2, 3, 4]
-runs = [
-    dict(method=f'ViterbiPlanNet ({k} observed)', config='configs/vpn_crosstask_t4.py',
-         variant=dict(observed_steps=k),
-         cfg_options={f'{split}_dataloader.dataset.observed_steps': k
-                      for split in ('train', 'val', 'test')})
-    for k in (0, 1, 2)
-]

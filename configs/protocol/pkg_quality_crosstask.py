@@ -1,15 +1,3 @@
-# PKG quality: ViterbiPlanNet trained and tested with a perturbed PKG (PKGHook options, seeded
-# by the run seed): edge dropout, weight noise, PKG from part of the data, label noise.
-# Plot (three panels) with tools/plots.py pkg-quality RESULTS --out docs/figures/pkg_quality
-protocol = 'pkg_quality'
+# pkg quality protocol on crosstask (../_base_/protocols/pkg_quality.py).
+_base_ = ['../_base_/protocols/pkg_quality.py']
 dataset = 'crosstask'
-seeds = [0, 1, 2, 3, 4]
-levels = dict(edge_dropout=[0.1, 0.25, 0.5], weight_noise=[0.1, 0.5, 1.0],
-              data_fraction=[0.5, 0.25, 0.1], label_noise=[0.1, 0.25, 0.5])
-runs = [dict(method='ViterbiPlanNet', config='configs/vpn_crosstask_t3.py',
-             variant=dict(perturbation='none', level=0.0))] + [
-    dict(method='ViterbiPlanNet', config='configs/vpn_crosstask_t3.py',
-         variant=dict(perturbation=kind, level=level),
-         cfg_options={f'custom_hooks.0.{kind}': level})
-    for kind, values in levels.items() for level in values
-]

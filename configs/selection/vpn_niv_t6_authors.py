@@ -1,12 +1,3 @@
-# ViterbiPlanNet on niv T=6 with the authors' selection (configs/_base_/selection/authors_niv.py):
-# all training videos, best test-window SR checked every epoch.
-_base_ = [
-    '../_base_/selection/authors_niv.py', '../_base_/models/vpn_niv.py',
-    '../_base_/schedules/paper_500e.py'
-]
+# ViterbiPlanNet on NIV T=6 with the authors' selection (../_base_/planners/vpn_niv_authors.py).
+_base_ = ['../_base_/planners/vpn_niv_authors.py']
 horizon = 6
-model = dict(horizon=horizon)
-train_dataloader = dict(dataset=dict(horizon=horizon))
-val_dataloader = dict(dataset=dict(horizon=horizon))
-test_dataloader = dict(dataset=dict(horizon=horizon))
-train_cfg = dict(val_interval=1)

@@ -3,4 +3,4 @@ _base_ = [
     '../_base_/datasets/crosstask.py',
     '../_base_/models/compact_crosstask.py', '../_base_/schedules/short_30e.py'
 ]
-model = dict(horizon=3)  # the dataset base's horizon
+horizon = 3

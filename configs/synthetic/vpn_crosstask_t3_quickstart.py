@@ -4,6 +4,6 @@ _base_ = [
     '../_base_/datasets/crosstask.py',
     '../_base_/models/vpn_crosstask.py', '../_base_/schedules/short_30e.py'
 ]
-model = dict(horizon=3)  # the dataset base's horizon
+horizon = 3
 train_cfg = dict(max_epochs=30, val_interval=10)
 default_hooks = dict(checkpoint=dict(interval=10), logger=dict(interval=20))

@@ -5,9 +5,10 @@ A protocol config (``configs/protocol/*.py``) defines::
     protocol = 'standard'            # name written into every results row
     dataset = 'crosstask'
     seeds = [0, 1, 2, 3, 4]
+    requires = ''                    # optional: data the protocol needs beyond ../shared/data
     runs = [                         # one entry = one training per (horizon, seed)
-        dict(method='ViterbiPlanNet', config='configs/vpn_crosstask_t{T}.py',
-             horizons=[3, 4],        # fills {T}; default: the config's own `horizon`
+        dict(method='ViterbiPlanNet', config='configs/vpn_{dataset}_t{T}.py',
+             horizons=[3, 4],        # fills {T}, sets `horizon`; default: the config's own
              cfg_options={},         # dotted overrides, e.g. {'model.loss_weights.task': 0}
              variant={},             # study settings recorded in the results rows
              train=True,             # False: evaluate without training (parameter-free planners)
@@ -15,8 +16,12 @@ A protocol config (``configs/protocol/*.py``) defines::
     ]
 
 A test entry may set ``method`` (row name; default the run's), ``config`` (test config, default
-the run's; may use {T}), ``cfg_options`` and ``horizon`` (the test horizon recorded; default the
-run's). Several tests share one training (ablation decodings, cross-horizon evaluation).
+the run's; may use {T}), ``cfg_options`` and ``horizon`` (the test horizon; default the test
+config's ``test_horizon``, else the run's). Several tests share one training (ablation
+decodings, cross-horizon evaluation). ``{dataset}`` in a config path is the protocol's
+``dataset``. Every training and test sets the horizon through
+:func:`vpn_plugin.data_paths.apply_horizon` (``horizon`` = the training's, ``test_horizon`` =
+the test's), as ``tools/train.py --horizon`` does.
 
 Each (run, horizon, seed) trains in its own work dir ``<out>/<protocol>/<slug>/T<T>/seed<s>``
 (``seed<s>_batch_size-64_max_epochs-3`` etc. when ``--max-epochs``/``--val-interval``/
@@ -86,6 +91,7 @@ def expand_units(protocol_cfg, seeds=None, methods=None, horizons=None) -> list[
     ``horizons`` keeps only trainings at these horizons.
     """
     seeds = list(seeds if seeds is not None else protocol_cfg.get('seeds', [0, 1, 2, 3, 4]))
+    dataset = protocol_cfg.get('dataset', '')
     per_run = []
     for index, run in enumerate(protocol_cfg.runs):
         run = dict(run)
@@ -94,11 +100,11 @@ def expand_units(protocol_cfg, seeds=None, methods=None, horizons=None) -> list[
         name = run.get('method') or Path(run['config']).stem
         tests = run.get('tests') or [dict()]
         for horizon in run.get('horizons') or [None]:
-            config = run['config'].format(T=horizon) if horizon else run['config']
+            config = _config_path(run['config'], horizon, dataset)
             horizon = horizon or _config_horizon(config)
             if horizons and horizon not in horizons:
                 continue
-            specs = [_test_spec(t, name, config, horizon) for t in tests]
+            specs = [_test_spec(t, name, config, horizon, dataset) for t in tests]
             if methods:
                 specs = [s for s in specs if s.method in methods]
             if specs:
@@ -114,16 +120,28 @@ def expand_units(protocol_cfg, seeds=None, methods=None, horizons=None) -> list[
     return units
 
 
-def _test_spec(test: dict, method: str, config: str, horizon: int) -> TestSpec:
-    test_horizon = test.get('horizon', horizon)
-    test_config = test.get('config', config).format(T=test_horizon)
+def _test_spec(test: dict, method: str, config: str, horizon: int, dataset: str) -> TestSpec:
+    test_horizon = test.get('horizon')
+    test_config = _config_path(test.get('config', config), test_horizon, dataset)
+    if test_horizon is None:
+        test_horizon = _config_horizon(test_config, 'test_horizon') if 'config' in test \
+            else horizon
     return TestSpec(test.get('method', method), test_config, test_horizon,
                     dict(test.get('cfg_options', {})))
 
 
-def _config_horizon(config: str) -> int:
+def _config_path(template: str, horizon, dataset: str) -> str:
+    """``template`` with ``{T}`` (when a horizon is given) and ``{dataset}`` filled."""
+    path = template.replace('{dataset}', dataset)
+    return path.replace('{T}', str(horizon)) if horizon else path
+
+
+def _config_horizon(config: str, name: str = 'horizon') -> int:
+    """A config's ``horizon`` (or ``test_horizon``, which defaults to its ``horizon``)."""
     from mmengine.config import Config
     cfg = Config.fromfile(config)
+    if cfg.get(name) is not None:
+        return int(cfg[name])
     if 'horizon' not in cfg:
         raise ValueError(f'{config}: no top-level "horizon"; give the run "horizons"')
     return int(cfg.horizon)
@@ -145,24 +163,25 @@ def check_units(units: list[TrainUnit]) -> int:
     """
     checked = set()
     for unit in units:
-        jobs = [(unit.config, unit.cfg_options)] if unit.train else []
-        jobs += [(s.config, {**unit.cfg_options, **s.cfg_options}) for s in unit.tests]
-        for config, options in jobs:
-            key = (config, json.dumps(options, sort_keys=True, default=str))
+        jobs = [(unit.config, unit.cfg_options, None)] if unit.train else []
+        jobs += [(s.config, {**unit.cfg_options, **s.cfg_options}, s.horizon)
+                 for s in unit.tests]
+        for config, options, test_horizon in jobs:
+            key = (config, json.dumps(options, sort_keys=True, default=str), unit.horizon,
+                   test_horizon or unit.horizon)
             if key not in checked:
-                check_config(config, options)
+                check_config(config, options, unit.horizon, test_horizon)
                 checked.add(key)
     return len(checked)
 
 
-def check_config(config: str, cfg_options: dict) -> None:
+def check_config(config: str, cfg_options: dict, horizon=None, test_horizon=None) -> None:
     """Raise ``ValueError`` naming the config and entry for an unknown type or option."""
-    from mmengine.config import Config
     from mmaction.registry import DATASETS, HOOKS, MODELS, TASK_UTILS
+    from vpn_plugin.data_paths import load_config
     from vpn_plugin.models.pkg_builder import build_pkg_builder
-    cfg = Config.fromfile(config)
-    if cfg_options:
-        cfg.merge_from_dict(copy.deepcopy(cfg_options))
+    cfg = resolve_dataset_references(load_config(
+        config, copy.deepcopy(cfg_options), horizon=horizon, test_horizon=test_horizon))
     entries = [('model', MODELS, cfg.model)]
     entries += [(f'{split}_dataloader.dataset', DATASETS, cfg[f'{split}_dataloader'].dataset)
                 for split in ('train', 'val', 'test') if cfg.get(f'{split}_dataloader')]
@@ -178,6 +197,23 @@ def check_config(config: str, cfg_options: dict) -> None:
             build_pkg_builder(copy.deepcopy(pkg))
         except (ValueError, KeyError, TypeError) as error:
             raise ValueError(f'{config}: model.pkg: {error}') from None
+
+
+def resolve_dataset_references(cfg):
+    """Replace each string of ``model.pkg.extra_datasets`` (a key such as
+    ``'val_dataloader.dataset'``) by that dataset config of ``cfg``; returns ``cfg``."""
+    extra = ((cfg.get('model') or {}).get('pkg') or {}).get('extra_datasets') or []
+    for index, item in enumerate(extra):
+        if isinstance(item, str):
+            value = cfg
+            for key in item.split('.'):
+                value = value.get(key) if hasattr(value, 'get') else None
+            if not hasattr(value, 'get') or 'type' not in value:
+                raise ValueError(f'{cfg.filename}: model.pkg.extra_datasets[{index}] = {item!r} '
+                                 'names no dataset config; expected a key such as '
+                                 "'val_dataloader.dataset'")
+            extra[index] = copy.deepcopy(value)
+    return cfg
 
 
 def _check_arguments(where: str, registry, entry: dict) -> None:
@@ -260,6 +296,7 @@ class ProtocolRunner:
         done = self.done_keys()
         todo = [u for u in units if any(self.row_for(u, s).key() not in done for s in u.tests)]
         check_units(todo)
+        self.check_requirements(todo)
         _log(f'protocol {self.protocol}: {len(units)} runs, {len(units) - len(todo)} '
              f'already finished, {len(todo)} to run -> {self.results_file}')
         started = time.time()
@@ -269,6 +306,24 @@ class ProtocolRunner:
             self.run_unit(unit, done)
         _log(f'protocol {self.protocol}: done in {time.time() - started:.0f}s')
         return self.results_file
+
+    def check_requirements(self, units: list[TrainUnit]) -> None:
+        """For a protocol with ``requires`` (data beyond ../shared/data, e.g. COIN's
+        annotations): build every dataset of ``units`` first, and stop with what is missing."""
+        requires = self.cfg.get('requires')
+        if not requires:
+            return
+        from mmaction.registry import DATASETS
+        from vpn_plugin.data_paths import load_config
+        _log(f'protocol {self.protocol} needs: {requires}')
+        for config, horizon in sorted({(u.config, u.horizon) for u in units}):
+            cfg = load_config(config, horizon=horizon, **self.data_paths)
+            for split in ('train', 'test'):
+                try:
+                    DATASETS.build(copy.deepcopy(cfg[f'{split}_dataloader'].dataset))
+                except (FileNotFoundError, ValueError) as error:
+                    raise SystemExit(f'protocol {self.protocol} needs {requires}; {config} '
+                                     f'(T={horizon}, {split}): {error}') from error
 
     def run_unit(self, unit: TrainUnit, done: set) -> None:
         work_dir = self.work_dir(unit)
@@ -292,9 +347,12 @@ class ProtocolRunner:
                 ('success_rate', 'mean_accuracy', 'miou_set')))
 
     # ------------------------------------------------------------------ mmengine glue
-    def build_cfg(self, config: str, cfg_options: dict, seed: int, work_dir: Path):
+    def build_cfg(self, config: str, cfg_options: dict, seed: int, work_dir: Path,
+                  horizon=None, test_horizon=None):
         from vpn_plugin.data_paths import load_config
-        cfg = load_config(config, copy.deepcopy(cfg_options), **self.data_paths)
+        cfg = resolve_dataset_references(load_config(
+            config, copy.deepcopy(cfg_options), **self.data_paths, horizon=horizon,
+            test_horizon=test_horizon))
         cfg.work_dir = str(work_dir)
         cfg.randomness = dict(cfg.get('randomness', {}), seed=seed)
         cfg.log_level = self.log_level
@@ -319,8 +377,8 @@ class ProtocolRunner:
         if marker.is_file():
             info = json.loads(marker.read_text())
             return info['checkpoint'], info['params'], info.get('shortened', '')
-        from mmengine.runner import Runner
-        cfg = self.build_cfg(unit.config, unit.cfg_options, unit.seed, work_dir)
+        from vpn_plugin.runner import build_runner
+        cfg = self.build_cfg(unit.config, unit.cfg_options, unit.seed, work_dir, unit.horizon)
         shortened = ''
         if self.max_epochs and self.max_epochs < cfg.train_cfg.max_epochs:
             shortened = f'max_epochs={self.max_epochs} (config: {cfg.train_cfg.max_epochs})'
@@ -329,7 +387,7 @@ class ProtocolRunner:
             cfg.train_cfg.val_interval = self.val_interval or self.max_epochs
             cfg.default_hooks.checkpoint = dict(type='CheckpointHook', interval=self.max_epochs,
                                                 max_keep_ckpts=1)
-        runner = Runner.from_cfg(cfg)
+        runner = build_runner(cfg)
         runner.train()
         checkpoint = (work_dir / 'last_checkpoint').read_text().strip()
         params = count_parameters(runner.model)
@@ -339,14 +397,15 @@ class ProtocolRunner:
 
     def test(self, unit: TrainUnit, spec: TestSpec, checkpoint, test_dir: Path):
         """Test a checkpoint (or an untrained planner) under a spec; returns (metrics, params)."""
-        from mmengine.runner import Runner
+        from vpn_plugin.runner import build_runner
         options = {**unit.cfg_options, **spec.cfg_options}
-        cfg = self.build_cfg(spec.config, options, unit.seed, test_dir)
+        cfg = self.build_cfg(spec.config, options, unit.seed, test_dir, unit.horizon,
+                             spec.horizon)
         cfg.load_from = checkpoint
         evaluator = cfg.test_evaluator
         if isinstance(evaluator, dict) and evaluator.get('type') == 'PlanningMetric':
             evaluator['out_file'] = str(test_dir / 'per_sample.json')
-        runner = Runner.from_cfg(cfg)  # PKGHook fills the PKG when no checkpoint carries it
+        runner = build_runner(cfg)  # PKGHook fills the PKG when no checkpoint carries it
         metrics = runner.test()
         return clean_metrics(metrics), count_parameters(runner.model)
 

@@ -5,8 +5,8 @@
 # --data-root ../shared/data --out data/synthetic/crosstask); for the real S3D features set
 # feature_dir to their folder (the public files load as they are, no code runs), or convert
 # them once with tools/convert_features.py.
-# A child config changing the horizon must also set it in the three datasets, e.g.
-#   train_dataloader = dict(dataset=dict(horizon=4)) (and val/test).
+# A child config sets only `horizon = T` (vpn_plugin.data_paths.apply_horizon writes it into
+# the model and the datasets; `test_horizon` for the test windows, default `horizon`).
 _base_ = ['./planning_dataset.py']
 # Locations (relative paths: from the repository root; tools: --data-root, --feature-dir,
 # --cfg-options data_root=...): data_root holds <dataset>/... laid out as ../shared/data.

@@ -2,8 +2,7 @@
 # train/val: splits/train_T{horizon}.json (val = a seeded 10% of its videos);
 # test: splits/test_T{horizon}.json. Features: synthetic by default
 # (tools/make_synthetic_features.py --dataset niv --data-root ../shared/data
-# --out data/synthetic/niv). A child config changing the horizon must also set it in the
-# three datasets.
+# --out data/synthetic/niv). A child config sets only `horizon = T` (crosstask.py).
 _base_ = ['./planning_dataset.py']
 # Locations (relative paths: from the repository root; tools: --data-root, --feature-dir,
 # --cfg-options data_root=...): data_root holds <dataset>/... laid out as ../shared/data.

@@ -1,6 +1,8 @@
 # Loaders and evaluators shared by every dataset base: a dataset base inherits this file and
 # sets only its paths and annotation sources (crosstask.py, niv.py, coin.py, custom_json.py).
 # train/val: the same training source; val = a seeded 10% of its videos (never the test split).
+# The planning horizon T; children set `horizon = T` (and `test_horizon` for cross-horizon
+# tests): vpn_plugin.data_paths.apply_horizon writes them into the model and the datasets.
 horizon = 3
 # 'authors' (the paper's: frames t-1..t+1, 1536-d), 'concat3' (PDPP, 1536-d), 'mean3' (SCHEMA,
 # 512-d); vpn_plugin/datasets/observations.py

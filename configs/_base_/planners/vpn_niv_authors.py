@@ -1,0 +1,8 @@
+# ViterbiPlanNet on NIV with the authors' selection (../selection/authors_niv.py): all
+# training videos, best test-window SR checked every epoch; everything but the horizon
+# (configs/selection/vpn_niv_t{T}_authors.py).
+_base_ = [
+    '../selection/authors_niv.py', '../models/vpn_niv.py',
+    '../schedules/paper_500e.py'
+]
+train_cfg = dict(val_interval=1)

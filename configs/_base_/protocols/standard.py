@@ -1,0 +1,16 @@
+# Standard protocol (paper main table): train and test at the same horizon T, 5 seeds.
+#   .venv/bin/python tools/run_protocol.py configs/protocol/standard_crosstask.py
+#   .venv/bin/python tools/report.py work_dirs/protocol/standard/results.jsonl \
+#       --reference 'Base Model' --ours ViterbiPlanNet
+protocol = 'standard'
+seeds = [0, 1, 2, 3, 4]
+horizons = [3, 4]
+runs = [
+    dict(method='ViterbiPlanNet', config='configs/vpn_{dataset}_t{T}.py', horizons=horizons),
+    dict(method='Base Model', config='configs/vpn_{dataset}_t{T}.py', horizons=horizons,
+         cfg_options={'model.use_dvl': False, 'model.decode': 'emission_argmax'}),
+    dict(method='PKG beam search', config='configs/baselines/pkg_beam_search_{dataset}_t{T}.py',
+         horizons=horizons),
+    dict(method='PKG + uniform emissions', horizons=horizons, train=False,
+         config='configs/baselines/uniform_emissions_{dataset}_t{T}.py'),
+]
