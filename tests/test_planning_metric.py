@@ -7,6 +7,7 @@ import torch
 from mmaction.registry import METRICS
 
 from vpn_plugin import evaluation  # noqa: F401  (registers PlanningMetric)
+from vpn_plugin.evaluation.planning_metric import PlanningMetric
 from vpn_plugin.core import planning_metrics
 
 
@@ -66,3 +67,21 @@ def test_missing_field_gets_clear_error():
     metric = METRICS.build(dict(type='PlanningMetric'))
     with pytest.raises(KeyError, match="lacks \\['gt_plan'\\]"):
         metric.process({}, [dict(pred_plan=torch.zeros(3, dtype=torch.long))])
+
+
+def test_authors_selection_orders_by_sr_then_mean_of_macc_and_legacy_miou():
+    from vpn_plugin.evaluation.planning_metric import authors_selection_score
+    one_window = dict(success_rate=100 / 99_999, mean_accuracy=0.0, miou_legacy=0.0)
+    best_ties = dict(success_rate=0.0, mean_accuracy=100.0, miou_legacy=100.0)
+    assert authors_selection_score(one_window) > authors_selection_score(best_ties)
+    tie_a = dict(success_rate=30.0, mean_accuracy=60.0, miou_legacy=80.0)
+    tie_b = dict(success_rate=30.0, mean_accuracy=61.0, miou_legacy=78.0)
+    assert authors_selection_score(tie_a) > authors_selection_score(tie_b)  # 70 > 69.5
+    metric = PlanningMetric(authors_selection=True)
+    samples = [dict(pred_plan=[1, 2, 3], gt_plan=[1, 2, 3], sample_idx=0),
+               dict(pred_plan=[1, 2, 0], gt_plan=[1, 2, 3], sample_idx=1)]
+    metric.process({}, samples)
+    metrics = metric.compute_metrics(metric.results)
+    assert metrics['authors_selection'] == pytest.approx(
+        50.0 + 1e-5 * (metrics['mean_accuracy'] + metrics['miou_legacy']) / 2)
+    assert 'authors_selection' not in PlanningMetric().compute_metrics(metric.results)

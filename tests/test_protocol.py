@@ -227,6 +227,35 @@ def test_dry_run_union_pkg_and_observations(monkeypatch):
                 ('train', 'val', 'test')} == {variant['observed_steps']}
 
 
+def test_dry_run_error_overlap_t6(monkeypatch):
+    methods = methods_of(dry_run('main_and_ablation_t6_crosstask', monkeypatch))
+    assert {'ViterbiPlanNet', 'Base Model', 'Base Model + PKG Viterbi',
+            'ViterbiPlanNet w/o PKG'} <= set(methods)
+    assert len(methods) == 9 and all(tuple(t) == (6, 6) for runs in methods.values()
+                                     for *t, _, _ in runs)
+    (*_, no_pkg, _), = methods['ViterbiPlanNet w/o PKG']
+    assert no_pkg == {'model.pkg.perturbations': [{'type': 'UniformGraph'}]}
+    assert methods['Base Model + PKG Viterbi'][0][2] == {'model.use_dvl': False,
+                                                         'model.decode': 'emission_viterbi'}
+
+
+def test_dry_run_sample_efficiency_with_and_without_pkg(monkeypatch):
+    methods = methods_of(dry_run('sample_efficiency_pkg_crosstask', monkeypatch))
+    assert set(methods) == {'ViterbiPlanNet', 'ViterbiPlanNet w/o PKG'}
+    for name, runs in methods.items():
+        assert sorted({(t, v['train_fraction']) for t, _, _, v in runs}) == [
+            (t, f) for t in (3, 4, 5, 6) for f in (0.1, 0.25, 0.5, 1.0)]
+        graphs = {str(o.get('model.pkg.perturbations')) for *_, o, _ in runs}
+        assert graphs == ({'None'} if name == 'ViterbiPlanNet' else {"[{'type': 'UniformGraph'}]"})
+
+
+def test_dry_run_networks_side_by_side(monkeypatch):
+    units = dry_run('networks_crosstask', monkeypatch)
+    assert {(u.config, u.seed) for u in units} == {
+        (c, s) for c in ('configs/vpn_crosstask_t3.py', 'configs/compact/compact_crosstask_t3.py')
+        for s in range(5)}
+
+
 def test_every_protocol_config_is_covered():
     # niv/coin protocols: tests/test_configs.py (same runs as the CrossTask ones)
     names = {p.stem for p in (REPO / 'configs' / 'protocol').glob('*_crosstask.py')}
@@ -304,3 +333,18 @@ def test_runs_with_other_settings_are_never_reused(tiny_crosstask, tmp_path, cap
                                          r"delete it or give another --out"):
         ProtocolRunner(edited, tmp_path, max_epochs=1, batch_size=64).run(expand_units(edited))
     assert len(read_results(smoke.results_file)) == 1
+
+
+def test_runner_tests_the_config_selected_checkpoint(tmp_path):
+    from mmengine.config import Config
+    from vpn_plugin.protocol.runner import selected_checkpoint
+    (tmp_path / 'last_checkpoint').write_text(str(tmp_path / 'epoch_40.pth'))
+    (tmp_path / 'best_plan_authors_selection_epoch_12.pth').write_bytes(b'')
+    authors = Config(dict(selection='authors', default_hooks=dict(
+        checkpoint=dict(save_best='plan/authors_selection'))))
+    assert selected_checkpoint(authors, tmp_path) == (
+        str(tmp_path / 'best_plan_authors_selection_epoch_12.pth'),
+        'authors: best plan/authors_selection')
+    shortened = Config(dict(default_hooks=dict(checkpoint=dict(interval=40))))
+    assert selected_checkpoint(shortened, tmp_path) == (str(tmp_path / 'epoch_40.pth'),
+                                                        'unified: last epoch')

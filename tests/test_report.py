@@ -1,6 +1,7 @@
 """Report tables on synthetic results files with known answers."""
 import importlib.util
 import json
+import re
 import shlex
 from dataclasses import asdict
 from pathlib import Path
@@ -330,52 +331,76 @@ def test_lower_is_better_and_descriptive_metrics():
     assert table.best[entropy] == set() and table.improvements[entropy] is None
 
 
-def docs_commands(tool):
-    """The ``tools/<tool>.py`` commands of docs/results.md's bash block, continuation lines
-    joined, as argument lists (``$R`` kept as a token)."""
+def docs_lines():
+    """The lines of docs/results.md's bash blocks, continuation lines joined."""
     text = (REPO / 'docs' / 'results.md').read_text()
     blocks = [part.split('```', 1)[0] for part in text.split('```bash')[1:]]
-    lines = '\n'.join(blocks).replace('\\\n', ' ').splitlines()
-    return [shlex.split(line)[2:] for line in lines
+    return '\n'.join(blocks).replace('\\\n', ' ').splitlines()
+
+
+def docs_commands(tool):
+    """The ``tools/<tool>.py`` commands of docs/results.md, as argument lists (``$X`` kept)."""
+    return [shlex.split(line)[2:] for line in docs_lines()
             if line.strip().startswith(f'.venv/bin/python tools/{tool}.py')]
 
 
-def protocol_results(tmp_path, seeds=(0, 1, 2, 3)):
-    """A results file with every test of the protocol docs/results.md ran (random metrics)."""
-    import os
+def docs_results_protocols():
+    """``{variable: protocol config}`` of docs/results.md: each ``X=$(ls <out>*/<protocol>/..)``
+    is traced to the ``run_protocol.py CONFIG ... --out <out>$s`` line that writes there, and
+    the folder must be the protocol's name."""
+    from vpn_plugin.protocol.runner import load_protocol
+    outs = {}
+    for line in docs_lines():
+        if line.strip().startswith('$P ') or 'tools/run_protocol.py configs/' in line:
+            argv = shlex.split(line.replace('$P', 'python3 tools/run_protocol.py'))
+            config = next(a for a in argv if a.startswith('configs/protocol/'))
+            out = argv[argv.index('--out') + 1]
+            outs[out.split('$')[0]] = config
+    found = {}
+    for variable, prefix, folder in re.findall(r'^(\w)=\$\(ls (\S+?)\*/(\w+)/', '\n'.join(
+            docs_lines()), flags=re.M):
+        config = outs[prefix]
+        assert load_protocol(str(REPO / config)).protocol == folder, (variable, config)
+        found[variable] = config
+    return found
+
+
+def protocol_results(tmp_path, config='configs/protocol/main_and_ablation_t3_crosstask.py',
+                     seeds=(0, 1, 2, 3)):
+    """A results file with every test of a protocol config (random metrics)."""
     from vpn_plugin.protocol.runner import expand_units, load_protocol
-    cwd = os.getcwd()
-    os.chdir(REPO)
-    try:
-        protocol = load_protocol('configs/protocol/main_and_ablation_t3_crosstask.py')
-    finally:
-        os.chdir(cwd)
+    protocol = load_protocol(str(REPO / config))
     rng = np.random.default_rng(0)
-    path = tmp_path / 'results.jsonl'
+    path = tmp_path / f'{Path(config).stem}.jsonl'
     for unit in expand_units(protocol, seeds=list(seeds)):
         for spec in unit.tests:
             metrics = {m: float(rng.uniform(0, 100)) for m in
-                       ('success_rate', 'mean_accuracy', 'miou_set')}
+                       ('success_rate', 'mean_accuracy', 'miou_set', 'miou_legacy')}
             metrics.update(plan_entropy=float(rng.uniform(1, 2)), plan_jsd=float(rng.random()))
             append_result(path, ResultRow(spec.method, unit.seed, spec.horizon, metrics,
                                           params=None if not unit.train else 1000,
-                                          dataset='crosstask', protocol=protocol.protocol))
+                                          dataset=protocol.dataset, protocol=protocol.protocol,
+                                          variant=dict(unit.variant)))
     return path
 
 
 def first_column(markdown):
-    return [line.split(' | ')[0][2:] for line in markdown.splitlines()
+    """Row names of a Markdown table (without the shortened-run mark)."""
+    return [line.split(' | ')[0][2:].replace('\u2020', '') for line in markdown.splitlines()
             if line.startswith('| ')][1:]
 
 
-def test_docs_results_commands_match_the_cli_and_the_protocol(tmp_path, capsys):
-    """The commands in docs/results.md run on the protocol's method names and give tables with
-    the rows of the committed docs/results_synthetic_*.md."""
-    results = str(protocol_results(tmp_path))
+def test_docs_results_commands_match_the_cli_and_the_protocol(tmp_path, capsys, monkeypatch):
+    """Every report/plots command of docs/results.md runs on the method names of the protocol
+    that made its results and gives the tables committed in docs/results_synthetic_*.md."""
+    monkeypatch.chdir(REPO)
+    protocols = docs_results_protocols()
+    assert set(protocols) == {'R', 'N', 'V', 'E', 'Q'}
+    results = {f'${v}': str(protocol_results(tmp_path, c)) for v, c in protocols.items()}
     commands = docs_commands('report')
-    assert len(commands) == 2
+    assert len(commands) == 4
     for argv in commands:
-        argv = [results if a == '$R' else a for a in argv]
+        argv = [results.get(a, a) for a in argv]
         stem = argv[argv.index('--out') + 1]
         argv[argv.index('--out') + 1] = str(tmp_path / Path(stem).name)
         load_tool('report').main(argv)
@@ -384,9 +409,10 @@ def test_docs_results_commands_match_the_cli_and_the_protocol(tmp_path, capsys):
         assert first_column(made) == first_column(committed)
         assert made.splitlines()[2] == committed.splitlines()[2]  # same header
     plots = load_tool('plots')
-    assert [argv[0] for argv in docs_commands('plots')] == ['params', 'overlap', 'qualitative']
+    assert [argv[0] for argv in docs_commands('plots')] == [
+        'params', 'overlap', 'efficiency', 'pkg-quality', 'qualitative']
     for argv in docs_commands('plots'):
-        argv = [results if a == '$R' else a for a in argv]
+        argv = [results.get(a, a) for a in argv]
         argv[argv.index('--out') + 1] = str(tmp_path / 'figure')
         if argv[0] in ('qualitative', 'overlap'):  # need a checkpoint / per-sample dumps
             assert plots.parse_args(argv).out
@@ -412,3 +438,15 @@ def test_failed_windows_of_llm_rows_are_shown_next_to_the_method(tmp_path):
     assert '| LLM (failed: 7 windows: connection 1, timeout 6) |' in markdown
     assert '| Ours |' in markdown
     assert 'LLM (failed: 7 windows' in to_latex(table)
+
+
+def test_caption_names_how_the_tested_checkpoints_were_selected(tmp_path):
+    rows = make_rows('Ours', [50.0] * 5) + make_rows('Base', [40.0] * 5)
+    for row in rows:
+        row.selection = ('authors: best plan/authors_selection' if row.method == 'Ours'
+                         else 'unified: last epoch')
+    markdown = to_markdown(build_table(rows, ['success_rate']))
+    assert ('Tested checkpoints: authors: best plan/authors_selection; unified: last epoch.'
+            in markdown)
+    assert 'Tested checkpoints' not in to_markdown(build_table(make_rows('A', [1.0] * 3),
+                                                               ['success_rate']))

@@ -250,3 +250,8 @@ def test_cli_efficiency_pkg_quality_and_overlap(tmp_path, capsys):
         'f1.png', 'f1.pdf', 'f2.png', 'f2.pdf', 'f3.png', 'f3.pdf', 'f3.md')]
     table = (tmp_path / 'f3.md').read_text().splitlines()
     assert table[2].startswith('| VPN | Base |') and table[3].startswith('| Base | VPN |')
+
+
+def test_log_ticks_on_a_wide_range_follow_the_1_2_5_series():
+    ticks = log_ticks(0.855e6 / 1.15, 5.55e6 * 1.15)
+    assert ticks == [1e6, 2e6, 5e6]

@@ -17,6 +17,8 @@ Each figure has a data function (tested) and a drawing function:
 """
 from __future__ import annotations
 
+import math
+
 import contextlib
 import json
 from dataclasses import dataclass
@@ -256,7 +258,7 @@ def plot_pkg_quality(rows, out_stem, *, metric='success_rate') -> list[Path]:
             ax.text(0.02, 0.02, f'({letter})', transform=ax.transAxes, fontsize=8,
                     fontweight='bold')
             if len(lines) > 1:
-                ax.legend(loc='upper right')
+                ax.legend(loc='lower right')
         axes[0].set_ylabel(axis_label(metric))
         return save_figure(fig, out_stem)
 
@@ -279,8 +281,13 @@ def params_points(rows: list[ResultRow], metric: str, horizon: int | None = None
 
 
 def log_ticks(low: float, high: float, count: int = 5) -> list[float]:
-    """About ``count`` round values spanning [low, high], for a log axis over a narrow range."""
+    """Round values in [low, high] for a log axis: the 1-2-5 series when it gives at least 3
+    ticks (a wide range), else about ``count`` evenly spaced round values (a narrow range)."""
     from matplotlib.ticker import MaxNLocator
+    decades = range(math.floor(math.log10(low)), math.ceil(math.log10(high)) + 1)
+    series = [m * 10.0 ** k for k in decades for m in (1, 2, 5) if low <= m * 10.0 ** k <= high]
+    if len(series) >= 3:
+        return series
     ticks = MaxNLocator(nbins=count, steps=[1, 2, 2.5, 5, 10]).tick_values(low, high)
     return [float(t) for t in ticks if low <= t <= high]
 

@@ -81,6 +81,7 @@ class Table:
     num_diff_resamples: int = AUTHORS_RESAMPLES
     shortened: dict = field(default_factory=dict)  # method -> sorted reasons (shortened runs)
     failures: dict = field(default_factory=dict)   # method -> {kind: windows}, summed over rows
+    selections: list = field(default_factory=list)  # distinct checkpoint selections of the rows
 
 
 def ci_spread(stats, ci_style: str) -> Optional[float]:
@@ -119,7 +120,9 @@ def build_table(rows: list[ResultRow], metrics=DEFAULT_METRICS, *, methods=None,
     table = Table(methods, columns, cells, _params(rows, methods), level=level,
                   ci_style=ci_style, paired=paired, num_resamples=num_resamples,
                   num_diff_resamples=num_diff_resamples, shortened=_shortened(rows, methods),
-                  failures=_failures(rows, methods))
+                  failures=_failures(rows, methods),
+                  selections=sorted({r.selection for r in rows
+                                     if r.method in methods and r.selection}))
     for column in columns:
         _rank(table, column)
         table.improvements[column] = _improvement(table, column, ours, reference, seed)
@@ -352,7 +355,8 @@ def _legend(table: Table, latex: bool) -> str:
     pm = r'$\pm$' if latex else '±'
     delta = r'$\Delta$' if latex else 'Δ'
     text = ' '.join(filter(None, [_cell_legend(table, pm), _improvement_legend(table, delta, pm),
-                                  _few_seeds_legend(table), _shortened_legend(table)]))
+                                  _few_seeds_legend(table), _shortened_legend(table),
+                                  _selection_legend(table)]))
     shown = {c[2] for c in table.columns}
     if 'plan_jsd' in shown or 'plan_entropy' in shown:
         text += (' Decoding diversity on windows sharing start and goal actions: entropy of the '
@@ -422,6 +426,14 @@ def _shortened_legend(table: Table) -> str:
     runs = '; '.join(f'{m}: {", ".join(r)}' for m, r in table.shortened.items())
     return (f'{SHORTENED_MARK} shortened runs ({runs}), not the full schedule or test set: '
             f'not comparable to the paper.')
+
+
+def _selection_legend(table: Table) -> str:
+    """Which checkpoints were tested ('unified': selected on held-out training videos;
+    'authors': on the test windows, as the authors' scripts)."""
+    if not table.selections:
+        return ''
+    return f'Tested checkpoints: {"; ".join(table.selections)}.'
 
 
 def _latex_escape(text: str, keep_math: bool = False) -> str:

@@ -39,6 +39,10 @@ settings        dict     everything else that changes the result, part of the ru
                          ``val_interval``, ``batch_size`` (``None`` = the config's),
                          ``cfg_options``; LLM runs ``base_url``, ``temperature``,
                          ``max_tokens``, ``limit``, ``sample_seed``, ...
+selection       str      which checkpoint was tested (default ``''``: not recorded), e.g.
+                         ``unified: best plan/success_rate`` (held-out training videos),
+                         ``authors: best plan/authors_selection`` (the test windows, as the
+                         authors' scripts) or ``unified: last epoch``
 failures        dict     failure kind -> number of windows that got no answer (request
                          failed after the retries; ``connection``, ``timeout``,
                          ``http_<status>``, ``malformed_response``); only rows written with
@@ -46,7 +50,8 @@ failures        dict     failure kind -> number of windows that got no answer (r
 =============== ======== ===============================================================
 
 Identity (:meth:`ResultRow.key`): every field except ``metrics``, ``params``, the paths,
-``shortened`` (derived from ``settings``) and ``failures``. A results file holds one row per
+``shortened`` (derived from ``settings``), ``selection`` (derived from the config) and
+``failures``. A results file holds one row per
 identity: :func:`replace_result` swaps a rerun's row in.
 """
 from __future__ import annotations
@@ -81,6 +86,7 @@ class ResultRow:
     per_sample_file: str = ''
     work_dir: str = ''
     shortened: str = ''
+    selection: str = ''
     settings: dict = field(default_factory=dict)
     failures: dict = field(default_factory=dict)
 

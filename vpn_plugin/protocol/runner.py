@@ -328,14 +328,15 @@ class ProtocolRunner:
     def run_unit(self, unit: TrainUnit, done: set) -> None:
         work_dir = self.work_dir(unit)
         claim_work_dir(work_dir, self.identity(unit))
-        checkpoint, params, shortened = (self.train(unit, work_dir) if unit.train
-                                         else (None, None, ''))
+        checkpoint, params, shortened, selection = (self.train(unit, work_dir) if unit.train
+                                                    else (None, None, '', ''))
         for spec in unit.tests:
             if self.row_for(unit, spec).key() in done:
                 continue
             test_dir = work_dir / f'test_{_slug(spec.method, {})}_T{spec.horizon}'
             metrics, test_params = self.test(unit, spec, checkpoint, test_dir)
             row = self.row_for(unit, spec, metrics, params or test_params, test_dir, shortened)
+            row.selection = selection
             per_sample = test_dir / 'per_sample.json'
             if per_sample.is_file():
                 row.per_sample_file = str(per_sample)
@@ -376,7 +377,8 @@ class ProtocolRunner:
         marker = work_dir / 'train_done.json'
         if marker.is_file():
             info = json.loads(marker.read_text())
-            return info['checkpoint'], info['params'], info.get('shortened', '')
+            return info['checkpoint'], info['params'], info.get('shortened', ''), \
+                info.get('selection', '')
         from vpn_plugin.runner import build_runner
         cfg = self.build_cfg(unit.config, unit.cfg_options, unit.seed, work_dir, unit.horizon)
         shortened = ''
@@ -389,11 +391,11 @@ class ProtocolRunner:
                                                 max_keep_ckpts=1)
         runner = build_runner(cfg)
         runner.train()
-        checkpoint = (work_dir / 'last_checkpoint').read_text().strip()
+        checkpoint, selection = selected_checkpoint(cfg, work_dir)
         params = count_parameters(runner.model)
         marker.write_text(json.dumps(dict(checkpoint=checkpoint, params=params,
-                                          shortened=shortened)))
-        return checkpoint, params, shortened
+                                          shortened=shortened, selection=selection)))
+        return checkpoint, params, shortened, selection
 
     def test(self, unit: TrainUnit, spec: TestSpec, checkpoint, test_dir: Path):
         """Test a checkpoint (or an untrained planner) under a spec; returns (metrics, params)."""
@@ -408,6 +410,18 @@ class ProtocolRunner:
         runner = build_runner(cfg)  # PKGHook fills the PKG when no checkpoint carries it
         metrics = runner.test()
         return clean_metrics(metrics), count_parameters(runner.model)
+
+
+def selected_checkpoint(cfg, work_dir: Path) -> tuple:
+    """(checkpoint to test, how it was selected) after training: the config's ``save_best``
+    checkpoint when one was kept, else the last one. ``cfg.selection`` names the validation
+    split ('unified': held-out training videos; 'authors': the test windows)."""
+    split = cfg.get('selection', 'unified')
+    save_best = (cfg.get('default_hooks', {}).get('checkpoint') or {}).get('save_best')
+    best = sorted(Path(work_dir).glob('best_*.pth'))
+    if save_best and best:
+        return str(best[-1]), f'{split}: best {save_best}'
+    return (Path(work_dir) / 'last_checkpoint').read_text().strip(), f'{split}: last epoch'
 
 
 def claim_work_dir(work_dir: Path, identity: dict) -> None:

@@ -6,3 +6,6 @@ _base_ = [
     '../schedules/paper_500e.py'
 ]
 train_cfg = dict(val_interval=1)
+# the authors' order of checkpoints: best SR, ties broken by (mAcc + mIoU) / 2
+val_evaluator = dict(authors_selection=True)
+default_hooks = dict(checkpoint=dict(save_best='plan/authors_selection'))

@@ -1,0 +1,21 @@
+# T=6: ViterbiPlanNet, the Base Model (argmax, and Viterbi-decoded through the PKG), the 8-row
+# DVL/Viterbi ablation and ViterbiPlanNet with a uniform graph (w/o PKG), with per-sample dumps
+# for the error-overlap analysis (the paper's Venn diagram on NIV T=6: which windows each
+# method fixes or introduces).
+#   .venv/bin/python tools/run_protocol.py configs/protocol/main_and_ablation_t6_niv.py
+#   .venv/bin/python tools/plots.py overlap RESULTS --pair 'Base Model' ViterbiPlanNet \
+#       --pair 'Base Model + PKG Viterbi' ViterbiPlanNet --out docs/figures/error_overlap_niv_t6
+protocol = 'main_t6'
+seeds = [0, 1, 2, 3, 4]
+decodings = dict(emission_argmax='argmax', emission_viterbi='Viterbi', dvl_argmax='DVL',
+                 dvl_viterbi='DVL+Viterbi')
+names = {('DVL', 'dvl_viterbi'): 'ViterbiPlanNet', ('base', 'emission_argmax'): 'Base Model',
+         ('base', 'emission_viterbi'): 'Base Model + PKG Viterbi'}
+trainings = dict(DVL={}, base={'model.use_dvl': False})
+runs = [dict(method=f'train {train}', config='configs/vpn_{dataset}_t6.py', cfg_options=options,
+             tests=[dict(method=names.get((train, mode), f'train {train} / infer {label}'),
+                         cfg_options={'model.decode': mode})
+                    for mode, label in decodings.items()])
+        for train, options in trainings.items()]
+runs.append(dict(method='ViterbiPlanNet w/o PKG', config='configs/vpn_{dataset}_t6.py',
+                 cfg_options={'model.pkg.perturbations': [dict(type='UniformGraph')]}))

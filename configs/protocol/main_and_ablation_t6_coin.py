@@ -1,0 +1,7 @@
+# main and ablation t6 protocol on coin (../_base_/protocols/main_and_ablation_t6.py).
+_base_ = ['../_base_/protocols/main_and_ablation_t6.py']
+dataset = 'coin'
+protocol = 'main_t6_coin'  # its own results folder
+requires = ('COIN annotations, not in ../shared/data: <data_root>/coin/splits/'
+            '{train,test}_T{T}.json window files and the COIN features (layout: '
+            'configs/_base_/datasets/coin.py); --dry-run works without them')
