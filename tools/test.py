@@ -15,10 +15,9 @@ import os.path as osp
 
 import vpn_plugin.compat_applied  # noqa: F401  (compat fixes before configs are parsed)
 from vpn_plugin.compat import shutdown_distributed
-from vpn_plugin.data_paths import (add_data_arguments, add_horizon_argument, data_path_args,
+from vpn_plugin.data_paths import (add_runner_arguments, data_path_args,
                                   load_config as read_config)
 from vpn_plugin.runner import build_runner
-from mmengine.config import DictAction
 
 
 def parse_args(argv=None):
@@ -32,13 +31,7 @@ def parse_args(argv=None):
                         help='pickle the predictions (list of per-sample dicts) to this file')
     parser.add_argument('--out-metrics', metavar='FILE.json',
                         help='write the test metrics here (default: <log dir>/test_metrics.json)')
-    parser.add_argument('--cfg-options', nargs='+', action=DictAction,
-                        help='override config keys, e.g. test_dataloader.batch_size=64')
-    parser.add_argument('--launcher', choices=['none', 'pytorch', 'slurm', 'mpi'],
-                        default='none', help='job launcher')
-    parser.add_argument('--local-rank', '--local_rank', type=int, default=0)
-    add_horizon_argument(parser)
-    add_data_arguments(parser)
+    add_runner_arguments(parser, 'test_dataloader.batch_size=64')
     args = parser.parse_args(argv)
     os.environ.setdefault('LOCAL_RANK', str(args.local_rank))
     return args

@@ -16,10 +16,9 @@ import torch
 
 import vpn_plugin.compat_applied  # noqa: F401  (compat fixes before configs are parsed)
 from vpn_plugin.compat import shutdown_distributed
-from vpn_plugin.data_paths import (add_data_arguments, add_horizon_argument, data_path_args,
+from vpn_plugin.data_paths import (add_runner_arguments, data_path_args,
                                   load_config as read_config)
 from vpn_plugin.runner import build_runner
-from mmengine.config import DictAction
 from mmengine.runner import find_latest_checkpoint
 
 
@@ -41,14 +40,7 @@ def parse_args(argv=None):
     parser.add_argument('--seed', type=int, help='random seed (overrides randomness.seed)')
     parser.add_argument('--deterministic', action='store_true',
                         help='deterministic cuDNN / torch algorithms')
-    parser.add_argument('--cfg-options', nargs='+', action=DictAction,
-                        help='override config keys, e.g. train_cfg.max_epochs=5')
-    parser.add_argument('--launcher', choices=['none', 'pytorch', 'slurm', 'mpi'],
-                        default='none', help='job launcher')
-    # torch.distributed.launch passes --local-rank; torchrun sets LOCAL_RANK.
-    parser.add_argument('--local-rank', '--local_rank', type=int, default=0)
-    add_horizon_argument(parser)
-    add_data_arguments(parser)
+    add_runner_arguments(parser, 'train_cfg.max_epochs=5')
     add_mmaction_flags(parser)
     args = parser.parse_args(argv)
     os.environ.setdefault('LOCAL_RANK', str(args.local_rank))

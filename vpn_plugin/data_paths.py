@@ -45,6 +45,21 @@ def data_path_args(args: argparse.Namespace) -> dict:
                 feature_dir=getattr(args, 'feature_dir', None))
 
 
+def add_runner_arguments(parser: argparse.ArgumentParser, example: str) -> None:
+    """The flags ``tools/train.py`` and ``tools/test.py`` share with MMAction2's tools:
+    ``--cfg-options`` (``example``: a sample override for the help), ``--launcher``,
+    ``--local-rank``, then ``--horizon`` and the data locations."""
+    from mmengine.config import DictAction
+    parser.add_argument('--cfg-options', nargs='+', action=DictAction,
+                        help=f'override config keys, e.g. {example}')
+    parser.add_argument('--launcher', choices=['none', 'pytorch', 'slurm', 'mpi'],
+                        default='none', help='job launcher')
+    # torch.distributed.launch passes --local-rank; torchrun sets LOCAL_RANK.
+    parser.add_argument('--local-rank', '--local_rank', type=int, default=0)
+    add_horizon_argument(parser)
+    add_data_arguments(parser)
+
+
 def add_horizon_argument(parser: argparse.ArgumentParser) -> None:
     """The ``--horizon`` flag of ``tools/train.py`` / ``tools/test.py``."""
     parser.add_argument('--horizon', type=int, metavar='T',
