@@ -68,8 +68,7 @@ def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split('\n')[0])
     parser.add_argument('fixture_dir', help='folder with windows.json, features/, '
                         'taxonomy.json, expected.npz')
-    args = parser.parse_args(argv)
-    counts = compare(args.fixture_dir)
+    counts = compare(parser.parse_args(argv).fixture_dir)
     for field, count in counts.items():
         print(f'{field:>13}: {count} mismatching windows')
     failed = sum(counts.values())

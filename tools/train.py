@@ -16,7 +16,7 @@ import torch
 
 import vpn_plugin.compat_applied  # noqa: F401  (compat fixes before configs are parsed)
 from vpn_plugin.compat import shutdown_distributed
-from vpn_plugin.data_paths import (add_runner_arguments, data_path_args,
+from vpn_plugin.data_paths import (add_runner_arguments, data_path_args, explained_input_errors,
                                   load_config as read_config)
 from vpn_plugin.runner import build_runner
 from mmengine.runner import find_latest_checkpoint
@@ -155,8 +155,9 @@ def load_config(args):
 
 def main(argv=None):
     args = parse_args(argv)
-    runner = build_runner(load_config(args))
-    runner.train()
+    with explained_input_errors():
+        runner = build_runner(load_config(args))
+        runner.train()
     shutdown_distributed()
 
 

@@ -22,6 +22,8 @@ The planning horizon is set in one place as well: a config's top-level ``horizon
 from __future__ import annotations
 
 import argparse
+import contextlib
+import os
 from pathlib import Path
 
 PATH_VARIABLES = ('data_root', 'feature_dir', 'cache_dir')
@@ -43,6 +45,20 @@ def data_path_args(args: argparse.Namespace) -> dict:
     """``{'data_root': ..., 'feature_dir': ...}`` from parsed flags (``None`` = not given)."""
     return dict(data_root=getattr(args, 'data_root', None),
                 feature_dir=getattr(args, 'feature_dir', None))
+
+
+@contextlib.contextmanager
+def explained_input_errors():
+    """Missing or bad input files end a tool with their message (which names the file, the
+    dataset and the command that fixes it) instead of a traceback; ``VPN_TRACEBACK=1`` keeps
+    the traceback."""
+    from vpn_plugin.datasets.annotations import BadVideoError
+    try:
+        yield
+    except (FileNotFoundError, BadVideoError) as error:
+        if os.environ.get('VPN_TRACEBACK'):
+            raise
+        raise SystemExit(f'error: {error}\n(set VPN_TRACEBACK=1 for the traceback)') from None
 
 
 def add_runner_arguments(parser: argparse.ArgumentParser, example: str) -> None:
