@@ -36,3 +36,13 @@ def tiny_crosstask(shared_data, tmp_path_factory) -> dict:
     """
     from vpn_plugin.datasets.synthetic import make_tiny_crosstask
     return make_tiny_crosstask(shared_data, tmp_path_factory.mktemp('tiny_crosstask'))
+
+
+@pytest.fixture
+def single_thread():
+    """One torch thread for the test (float results then do not depend on the thread count)."""
+    import torch
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)

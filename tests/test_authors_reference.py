@@ -33,12 +33,7 @@ def fixture_dir() -> Path:
     return FIXTURE
 
 
-@pytest.fixture(autouse=True)
-def single_thread():
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+pytestmark = pytest.mark.usefixtures('single_thread')
 
 
 def copy_fixture(fixture_dir, tmp_path) -> Path:

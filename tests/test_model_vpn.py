@@ -24,12 +24,7 @@ AUTHORS_COUNTS = {
     'coin': (6_067_795, 6_267_741, 6_467_687, 6_667_633)}
 
 
-@pytest.fixture(autouse=True)
-def single_thread():
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+pytestmark = pytest.mark.usefixtures('single_thread')
 
 
 def build(**overrides):
