@@ -60,7 +60,8 @@ def ensure_features(data_root: str, out: str):
 
 def build_config(args):
     from vpn_plugin.data_paths import load_config
-    cfg = load_config(ROOT / args.config)
+    cfg = load_config(ROOT / args.config, data_root=args.data_root,
+                      feature_dir=str(Path(args.features) / 'features'))
     cfg.work_dir = args.work_dir
     cfg.randomness = dict(seed=args.seed, deterministic=False)
     if args.epochs:
@@ -105,12 +106,12 @@ def main(argv=None):
     import torch
     import vpn_plugin.mm  # noqa: F401  (compat + registration)
     from mmengine.model import is_model_wrapper
-    from mmengine.runner import Runner
+    from vpn_plugin.runner import build_runner
     torch.set_num_threads(args.threads)
     from vpn_plugin.apis import inference_planner
     from vpn_plugin.models.plan_display import format_plan
     cfg = build_config(args)
-    runner = Runner.from_cfg(cfg)
+    runner = build_runner(cfg)
     runner.train()
 
     progress.step(3, 'evaluating the last-epoch model on the official test windows')
