@@ -8,6 +8,7 @@ from mmaction.registry import DATASETS, MODELS
 from test_pkg_builder import REPO, tiny_uniform_config
 from vpn_plugin import core
 from vpn_plugin.apis import build_split_dataset, inference_planner, init_planner
+from tool_modules import load_tool
 
 
 def test_init_planner_without_checkpoint_counts_the_training_pkg(tiny_crosstask, tmp_path):
@@ -27,14 +28,10 @@ def test_init_planner_without_checkpoint_counts_the_training_pkg(tiny_crosstask,
 
 
 def test_plan_tool_prints_the_checkpoints_plans(tiny_crosstask, tmp_path, capsys):
-    import importlib.util
     model = MODELS.build(dict(type='UniformEmissionPlanner', num_actions=133, horizon=3))
     model.set_pkg(np.roll(np.eye(133), 1, axis=1))  # only a -> a + 1
     torch.save({'state_dict': model.state_dict(), 'meta': {}}, tmp_path / 'chain.pth')
-    spec = importlib.util.spec_from_file_location('vpn_plan_tool', REPO / 'tools' / 'plan.py')
-    tool = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(tool)
-    tool.main([str(tiny_uniform_config(tiny_crosstask, tmp_path)), str(tmp_path / 'chain.pth'),
+    load_tool('plan').main([str(tiny_uniform_config(tiny_crosstask, tmp_path)), str(tmp_path / 'chain.pth'),
                '--indices', '1', '4'])
     names = DATASETS.build(tiny_crosstask['test_dataset']).taxonomy.action_names
     ids_of = {}  # format_plan's column: 31 characters of a name (names repeat across tasks)

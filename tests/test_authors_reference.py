@@ -1,5 +1,4 @@
 """ViterbiPlanNet against the authors' recorded outputs (../shared/reference/authors_*)."""
-import importlib.util
 import json
 import os
 import shutil
@@ -13,17 +12,11 @@ import vpn_plugin.mm  # noqa: F401  (registration)
 from mmaction.registry import MODELS
 from vpn_plugin.data_paths import load_config
 from mmengine.runner import load_checkpoint
+from tool_modules import load_tool
 
 REPO = Path(__file__).resolve().parents[1]
 REFERENCE = Path(os.environ.get('VPN_SHARED_REFERENCE', REPO.parent / 'shared' / 'reference'))
 FIXTURE = REFERENCE / 'authors_crosstask_t3'
-
-
-def load_tool(name):
-    spec = importlib.util.spec_from_file_location(name, REPO / 'tools' / f'{name}.py')
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 @pytest.fixture(scope='module')

@@ -16,6 +16,7 @@ import numpy as np
 import pytest
 import torch
 
+from tool_modules import load_tool
 from vpn_plugin import compat
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
@@ -271,14 +272,6 @@ def test_unpatched_mmengine_loader_fails_on_runner_checkpoint(tmp_path):
 
 
 # --- tools/train.py command-line handling --------------------------------------------
-
-def load_tool(name):
-    import importlib.util
-    spec = importlib.util.spec_from_file_location(f'vpn_tool_{name}', REPO_ROOT / 'tools' / f'{name}.py')
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
 
 def test_train_cli_switches_reach_the_config(toy_config, monkeypatch, tmp_path):
     monkeypatch.setenv('LOCAL_RANK', '0')  # parse_args sets it when missing

@@ -1,6 +1,5 @@
 """One data root: configs resolve their locations from the repository root, tools move them
 with --data-root / --feature-dir, --cfg-options can too (vpn_plugin.data_paths)."""
-import importlib.util
 import json
 import os
 import subprocess
@@ -10,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from vpn_plugin.data_paths import REPO_ROOT, load_config
+from tool_modules import load_tool
 
 NIV_T3 = str(REPO_ROOT / 'configs' / 'vpn_niv_t3.py')
 TOOLS = ('train', 'test', 'plan', 'run_protocol', 'llm_eval')
@@ -62,10 +62,7 @@ def test_a_config_without_locations_rejects_the_flag(tmp_path):
 
 @pytest.mark.parametrize('tool', TOOLS)
 def test_every_tool_takes_the_data_flags(tool):
-    path = REPO_ROOT / 'tools' / f'{tool}.py'
-    spec = importlib.util.spec_from_file_location(f'tool_{tool}', path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
+    module = load_tool(tool)
     positional = {'train': ['c.py'], 'test': ['c.py', 'w.pth'], 'plan': ['c.py', 'w.pth'],
                   'run_protocol': ['p.py'],
                   'llm_eval': ['--config', 'c.py', '--model', 'm', '--base-url', 'http://x']}

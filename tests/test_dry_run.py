@@ -1,20 +1,13 @@
 """tools/run_protocol.py --dry-run: epochs, folders and the wall-time estimate of each run."""
-import importlib.util
 from pathlib import Path
 
 import pytest
 
 from vpn_plugin.protocol.dry_run import format_duration, plan_runs
 from vpn_plugin.protocol.runner import ProtocolRunner, expand_units, load_protocol
+from tool_modules import load_tool
 
 REPO = Path(__file__).resolve().parents[1]
-
-
-def run_protocol_tool():
-    spec = importlib.util.spec_from_file_location('vpn_run_protocol', REPO / 'tools/run_protocol.py')
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 def test_estimate_is_epochs_times_share_times_epoch_seconds(monkeypatch, tmp_path):
@@ -48,7 +41,7 @@ def test_duration_format():
 
 def test_cli_prints_every_run_and_the_total(monkeypatch, capsys, tmp_path):
     monkeypatch.chdir(REPO)
-    units = run_protocol_tool().main(['configs/protocol/standard_crosstask.py', '--dry-run',
+    units = load_tool('run_protocol').main(['configs/protocol/standard_crosstask.py', '--dry-run',
                                       '--seeds', '0', '--max-epochs', '30', '--epoch-seconds',
                                       '2', '--out', str(tmp_path)])
     lines = capsys.readouterr().out.splitlines()

@@ -1,6 +1,5 @@
 """tools/llm_eval.py and the LLMPlanner model on the tiny CrossTask fixture, against the
 scripted server on 127.0.0.1 (skipped without ../shared/data)."""
-import importlib.util
 import json
 import re
 from pathlib import Path
@@ -14,17 +13,11 @@ from mmaction.registry import DATASETS, MODELS
 from mmengine.dataset import default_collate
 from vpn_plugin.baselines.llm import stratified_sample
 from vpn_plugin.protocol.results import read_results
+from tool_modules import load_tool
 
 REPO = Path(__file__).resolve().parents[1]
 LIMIT = 12
 BOUNDED = dict(timeout=2, max_retries=1, backoff=0.01)  # no test waits long on a stuck server
-
-
-def load_tool():
-    spec = importlib.util.spec_from_file_location('llm_eval', REPO / 'tools' / 'llm_eval.py')
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 def echo_anchors(prompt, attempt):
@@ -60,7 +53,7 @@ def run_tool(tool, server, config, tmp_path, *extra):
 
 
 def test_llm_eval_oracle_with_pkg_writes_results(tiny_crosstask, tiny_config, tmp_path, capsys):
-    tool = load_tool()
+    tool = load_tool('llm_eval')
     with FakeOpenAIServer(echo_anchors) as server:
         summary = run_tool(tool, server, tiny_config, tmp_path, '--with-pkg')
         assert len(server.requests) == LIMIT
@@ -101,7 +94,7 @@ def test_llm_eval_with_step_model_checkpoint(tiny_crosstask, tiny_config, tmp_pa
         logits = step_model.step_logits({'start': torch.from_numpy(test_set.start),
                                          'goal': torch.from_numpy(test_set.goal)})
     first, last = logits.argmax(-1).numpy().T
-    tool = load_tool()
+    tool = load_tool('llm_eval')
     with FakeOpenAIServer(echo_anchors) as server:
         summary = run_tool(tool, server, tiny_config, tmp_path, '--step-config',
                            str(tmp_path / 'step_cfg.py'), '--step-checkpoint',
@@ -121,7 +114,7 @@ def test_llm_eval_with_step_model_checkpoint(tiny_crosstask, tiny_config, tmp_pa
 
 def test_llm_eval_rejects_bad_anchor_file(tiny_config, tmp_path):
     (tmp_path / 'a.json').write_text(json.dumps({'first': [1, 2], 'last': [3, 4]}))
-    tool = load_tool()
+    tool = load_tool('llm_eval')
     with pytest.raises(ValueError, match=r'a.json: field "first" has shape \(2,\)'):
         tool.main(['--config', str(tiny_config), '--base-url', 'http://127.0.0.1:9/v1',
                    '--model', 'fake', '--anchors-file', str(tmp_path / 'a.json')])
@@ -165,7 +158,7 @@ def test_llm_eval_vlm_mode_from_frames_folders(tiny_crosstask, tiny_config, tmp_
         for second in range(window.times[-1][1] + 1):
             image = rng.integers(0, 255, (16, 16, 3), dtype=np.uint8)
             cv2.imwrite(str(folder / f'{second:04d}.png'), image)
-    tool = load_tool()
+    tool = load_tool('llm_eval')
     with FakeOpenAIServer(first_listed_action) as server:
         summary = tool.main(['--config', str(tiny_config), '--base-url', server.base_url,
                              '--model', 'fake-vlm', '--vlm',
@@ -188,7 +181,7 @@ def test_runner_with_planning_metric_matches_llm_eval(tiny_crosstask, tiny_confi
     """tools/test.py's path (Runner + PlanningMetric) and tools/llm_eval.py agree."""
     from mmengine.config import Config
     from mmengine.runner import Runner
-    tool = load_tool()
+    tool = load_tool('llm_eval')
     with FakeOpenAIServer(echo_anchors) as server:
         summary = run_tool(tool, server, tiny_config, tmp_path, '--limit', '100000')
         sent = len(server.requests)
@@ -212,9 +205,7 @@ def test_runner_with_planning_metric_matches_llm_eval(tiny_crosstask, tiny_confi
 def test_tools_test_runs_llm_config_without_checkpoint(tiny_crosstask, tmp_path, monkeypatch):
     """The shipped configs/llm config runs through tools/test.py with no checkpoint file."""
     monkeypatch.setenv('VPN_FAKE_KEY', 'not-a-real-key')
-    spec = importlib.util.spec_from_file_location('vpn_test_tool', REPO / 'tools' / 'test.py')
-    test_tool = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(test_tool)
+    test_tool = load_tool('test')
     config = tmp_path / 'llm_tiny.py'
     config.write_text(
         f"_base_ = [{str(REPO / 'configs/llm/llm_crosstask_t3.py')!r}]\n"
@@ -235,9 +226,7 @@ def test_tools_test_runs_llm_config_without_checkpoint(tiny_crosstask, tmp_path,
 
 
 def test_tools_test_requires_checkpoint_for_trainable_models():
-    spec = importlib.util.spec_from_file_location('vpn_test_tool', REPO / 'tools' / 'test.py')
-    test_tool = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(test_tool)
+    test_tool = load_tool('test')
     with pytest.raises(SystemExit, match='trainable parameters'):
         test_tool.require_parameter_free(torch.nn.Linear(2, 2), 'cfg.py')
     test_tool.require_parameter_free(torch.nn.Identity(), 'cfg.py')
@@ -284,7 +273,7 @@ class DeadServer:
 
 
 def test_dead_endpoint_exits_non_zero_and_writes_no_row(tiny_config, tmp_path, capsys):
-    tool = load_tool()
+    tool = load_tool('llm_eval')
     with pytest.raises(SystemExit) as stop:
         run_tool(tool, DeadServer, tiny_config, tmp_path)
     assert stop.value.code not in (0, None) and 'no results row written' in str(stop.value)
@@ -310,7 +299,7 @@ def test_failed_requests_are_counted_in_the_row_only_with_allow_failures(
     failing = int(firsts[0])
     expected_failures = int((firsts == failing).sum())
     assert 0 < expected_failures < LIMIT
-    tool = load_tool()
+    tool = load_tool('llm_eval')
     with FakeOpenAIServer(fail_one_first_action(failing)) as server:
         with pytest.raises(SystemExit):
             run_tool(tool, server, tiny_config, tmp_path)
@@ -325,7 +314,7 @@ def test_failed_requests_are_counted_in_the_row_only_with_allow_failures(
 
 
 def test_cache_key_covers_the_base_url(tiny_config, tmp_path):
-    tool = load_tool()
+    tool = load_tool('llm_eval')
     with FakeOpenAIServer(echo_anchors) as first:
         run_tool(tool, first, tiny_config, tmp_path)
     always_first = lambda prompt, attempt: {'text': json.dumps(  # noqa: E731
@@ -346,7 +335,7 @@ def test_text_only_llm_eval_needs_no_feature_files(tiny_crosstask, tmp_path):
     config = tmp_path / 'no_features.py'
     config.write_text(f'train_dataloader = dict(dataset={train!r})\n'
                       f'test_dataloader = dict(dataset={no_features!r})\n')
-    tool = load_tool()
+    tool = load_tool('llm_eval')
     with FakeOpenAIServer(echo_anchors) as server:
         summary = run_tool(tool, server, config, tmp_path, '--with-pkg')
     assert summary['counts']['ok'] == LIMIT

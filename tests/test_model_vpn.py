@@ -14,6 +14,7 @@ from mmaction.registry import MODELS
 from vpn_plugin.data_paths import load_config
 from vpn_plugin.models import load_state_features
 from vpn_plugin.models.viterbi_plan_net import num_parameters, repeat_last_emission
+from tool_modules import load_tool
 
 REPO = Path(__file__).resolve().parents[1]
 N, K, D, T = 5, 2, 12, 4
@@ -294,11 +295,7 @@ def test_linear_pair_equals_the_two_layers(rows):
 
 
 def test_model_stats_prints_the_count(capsys):
-    import importlib.util
-    spec = importlib.util.spec_from_file_location('model_stats', REPO / 'tools/model_stats.py')
-    tool = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(tool)
-    tool.main([str(REPO / 'configs/vpn_niv_t4.py'),
+    load_tool('model_stats').main([str(REPO / 'configs/vpn_niv_t4.py'),
                '--cfg-options', 'model.text_embeddings.file=/no/such.npy'])
     out = capsys.readouterr().out
     assert 'ViterbiPlanNet, 5,494,726 parameters (5.49M)' in out

@@ -1,6 +1,5 @@
 """The PKG as a config-built component: PKGBuilder, its perturbations, PKGHook, and a
 parameter-free planner tested without a checkpoint through tools/test.py."""
-import importlib.util
 import math
 import pickle
 from pathlib import Path
@@ -13,6 +12,7 @@ import torch
 import vpn_plugin.mm  # noqa: F401  (registration)
 from mmaction.registry import DATASETS, HOOKS, MODELS, TASK_UTILS
 from vpn_plugin import core
+from tool_modules import load_tool
 
 REPO = Path(__file__).resolve().parents[1]
 NUM_ACTIONS, HORIZON = 6, 3
@@ -136,13 +136,6 @@ def test_pkg_hook_without_training_split_or_checkpoint_is_a_clear_error():
 
 
 # ------------------------------------------------ tools/test.py without a checkpoint
-def load_test_tool():
-    spec = importlib.util.spec_from_file_location('vpn_test_tool', REPO / 'tools' / 'test.py')
-    tool = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(tool)
-    return tool
-
-
 def tiny_uniform_config(tiny_crosstask, tmp_path) -> Path:
     """configs/baselines/uniform_emissions_crosstask_t3.py on the tiny CrossTask subset."""
     config = tmp_path / 'uniform_tiny.py'
@@ -166,7 +159,7 @@ def test_uniform_emissions_without_checkpoint_decode_through_the_counted_pkg(
         tiny_crosstask, tmp_path):
     config = tiny_uniform_config(tiny_crosstask, tmp_path)
     out = tmp_path / 'predictions.pkl'
-    metrics = load_test_tool().main([str(config), '--work-dir', str(tmp_path / 'work'),
+    metrics = load_tool('test').main([str(config), '--work-dir', str(tmp_path / 'work'),
                                      '--out', str(out)])
     plans = np.array([sample['pred_plan'].tolist() for sample in pickle.loads(out.read_bytes())])
     train = DATASETS.build(tiny_crosstask['train_dataset'])
@@ -191,7 +184,7 @@ def test_a_checkpoints_pkg_is_kept_by_tools_test(tiny_crosstask, tmp_path):
     model.set_pkg(chain)
     torch.save({'state_dict': model.state_dict(), 'meta': {}}, tmp_path / 'chain.pth')
     out = tmp_path / 'predictions.pkl'
-    load_test_tool().main([str(tiny_uniform_config(tiny_crosstask, tmp_path)),
+    load_tool('test').main([str(tiny_uniform_config(tiny_crosstask, tmp_path)),
                            str(tmp_path / 'chain.pth'), '--work-dir', str(tmp_path / 'work'),
                            '--out', str(out)])
     for sample in pickle.loads(out.read_bytes()):

@@ -1,6 +1,5 @@
 """Protocol expansion of every configs/protocol/*.py, config checks, and a tiny end-to-end
 protocol: 2 seeds x 3 methods (2 trained for 1 epoch) on tiny_crosstask, resumed."""
-import importlib.util
 import json
 import re
 from pathlib import Path
@@ -13,17 +12,10 @@ from vpn_plugin.protocol.report import build_table, to_markdown
 from vpn_plugin.protocol.results import read_results
 from vpn_plugin.protocol.runner import (ProtocolRunner, check_config, clean_metrics,
                                         expand_units)
+from tool_modules import load_tool
 
 REPO = Path(__file__).resolve().parents[1]
 SMOKE_DIR = 'seed{seed}_batch_size-64_max_epochs-1'  # work dir of max_epochs=1, batch_size=64
-
-
-def run_protocol_tool():
-    spec = importlib.util.spec_from_file_location('tool_run_protocol',
-                                                  REPO / 'tools' / 'run_protocol.py')
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 def tiny_options(tiny, model_extra=None):
@@ -129,7 +121,7 @@ def test_tiny_protocol_end_to_end_and_resume(tiny_crosstask, tmp_path, capsys):
 def dry_run(name, monkeypatch):
     """Units of ``configs/protocol/<name>.py`` from the CLI's --dry-run (configs checked)."""
     monkeypatch.chdir(REPO)
-    return run_protocol_tool().main([f'configs/protocol/{name}.py', '--dry-run'])
+    return load_tool('run_protocol').main([f'configs/protocol/{name}.py', '--dry-run'])
 
 
 def methods_of(units):

@@ -1,5 +1,4 @@
 """Report tables on synthetic results files with known answers."""
-import importlib.util
 import json
 import re
 import shlex
@@ -12,17 +11,10 @@ import pytest
 from vpn_plugin.protocol.report import build_table, format_params, to_latex, to_markdown
 from vpn_plugin.protocol.results import (ResultRow, append_result, filter_rows, read_results,
                                          write_results_csv)
+from tool_modules import load_tool
 
 SEEDS = [0, 1, 2, 3, 4]
 REPO = Path(__file__).resolve().parents[1]
-
-
-def load_tool(name):
-    path = Path(__file__).resolve().parents[1] / 'tools' / f'{name}.py'
-    spec = importlib.util.spec_from_file_location(f'tool_{name}', path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 def make_rows(method, sr_per_seed, horizon=3, params=None, miou=None):

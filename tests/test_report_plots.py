@@ -1,5 +1,4 @@
 """Protocol figures: the plotted data (seed means, CIs, counts), files are PNG + PDF."""
-import importlib.util
 import json
 from pathlib import Path
 
@@ -12,15 +11,8 @@ from vpn_plugin.protocol.plots import (ONE_COLUMN, curve_points, efficiency_poin
                                        plot_params_vs_metric, plot_pkg_quality, plot_qualitative,
                                        plot_sample_efficiency, top_actions)
 from vpn_plugin.protocol.results import ResultRow, append_result
+from tool_modules import load_tool
 
-TOOL = Path(__file__).resolve().parents[1] / 'tools' / 'plots.py'
-
-
-def plots_tool():
-    spec = importlib.util.spec_from_file_location('tool_plots', TOOL)
-    tool = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(tool)
-    return tool
 
 
 def assert_publication_files(paths, max_width=ONE_COLUMN):
@@ -119,7 +111,7 @@ def test_curve_cli_groups_perturbations(tmp_path, capsys):
                 append_result(results, ResultRow(
                     'VPN', seed, 3, {'success_rate': 40.0 - 20 * level}, protocol='pkg_quality',
                     variant=dict(perturbation=kind, level=level)))
-    plots_tool().main(['curve', str(results), '--x', 'level', '--group', 'perturbation',
+    load_tool('plots').main(['curve', str(results), '--x', 'level', '--group', 'perturbation',
                '--protocol', 'pkg_quality', '--out', str(tmp_path / 'robustness')])
     printed = capsys.readouterr().out.split()
     assert printed == [str(tmp_path / 'robustness.png'), str(tmp_path / 'robustness.pdf')]
@@ -239,7 +231,7 @@ def test_cli_efficiency_pkg_quality_and_overlap(tmp_path, capsys):
     for name, made in (('eff', efficiency_rows()), ('pkg', pkg_rows()), ('ovl', rows)):
         for row in made:
             append_result(tmp_path / f'{name}.jsonl', row)
-    tool = plots_tool()
+    tool = load_tool('plots')
     tool.main(['efficiency', str(tmp_path / 'eff.jsonl'), '--dashed', 'w/o PKG',
                '--out', str(tmp_path / 'f1')])
     tool.main(['pkg-quality', str(tmp_path / 'pkg.jsonl'), '--out', str(tmp_path / 'f2')])

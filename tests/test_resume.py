@@ -1,7 +1,6 @@
 """Bit-exact resume (a real kill -9 of a training) and tools/train.py's --resume/--overwrite
 rules (issue 13, item 2)."""
 import copy
-import importlib.util
 import json
 import os
 import signal
@@ -16,17 +15,11 @@ from vpn_plugin.data_paths import load_config
 
 import vpn_plugin
 from vpn_plugin.engine import get_rng_states, set_rng_states
+from tool_modules import load_tool
 
 ROOT = Path(__file__).resolve().parents[1]
 TESTS = Path(__file__).resolve().parent
 EPOCHS, KILL_AFTER = 3, 1
-
-
-def load_train_tool():
-    spec = importlib.util.spec_from_file_location('vpn_tool_train_resume', ROOT / 'tools/train.py')
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 def subprocess_env():
@@ -142,7 +135,7 @@ def test_rng_states_round_trip_through_a_checkpoint(tmp_path):
 @pytest.fixture
 def train_tool(monkeypatch):
     monkeypatch.setenv('LOCAL_RANK', '0')
-    return load_train_tool()
+    return load_tool('train')
 
 
 @pytest.fixture

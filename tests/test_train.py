@@ -19,6 +19,7 @@ from vpn_plugin.core import planning_metrics
 from vpn_plugin.models import DECODE_MODES
 from vpn_plugin.apis import inference_planner
 from vpn_plugin.models.plan_display import format_plan
+from tool_modules import load_tool
 
 ROOT = Path(__file__).resolve().parents[1]
 BASE_CONFIG = ROOT / 'configs/synthetic/vpn_crosstask_t3_synthetic.py'
@@ -247,15 +248,6 @@ def test_two_process_torchrun_matches_one_process(tiny_cfg, tmp_path):
           f'last-epoch change: {one_epoch_change:.2e}')
     assert one_epoch_change > 1e-4
     assert _max_difference(last, two) < 0.05 * one_epoch_change
-
-
-def load_tool(name):
-    """tools/<name>.py as a module (by path: ``test`` is also a stdlib package)."""
-    import importlib.util
-    spec = importlib.util.spec_from_file_location(f'vpn_tool_{name}', ROOT / 'tools' / f'{name}.py')
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 def test_test_tool_out_pickles_predictions_and_metrics_go_to_json(trained, tiny_cfg, tmp_path):
