@@ -23,7 +23,7 @@ from mmaction.registry import MODELS
 from vpn_plugin.data_paths import load_config
 from vpn_plugin.models import load_state_features
 from vpn_plugin.models.authors import check_reference, compare, read_meta
-from vpn_plugin.models.viterbi_plan_net import num_parameters
+from vpn_plugin.models.base_planner import num_parameters
 
 REPO = Path(__file__).resolve().parents[1]
 TEXT_TOLERANCE = 1e-3  # the shipped arrays are float16

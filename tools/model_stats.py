@@ -15,7 +15,7 @@ import vpn_plugin.mm  # noqa: F401  (compat + registration)
 from mmaction.registry import MODELS
 from mmengine.config import DictAction
 from vpn_plugin.data_paths import load_config
-from vpn_plugin.models.viterbi_plan_net import num_parameters
+from vpn_plugin.models.base_planner import num_parameters
 
 # the loss term that needs the text features, per model type
 TEXT_LOSS = {'ViterbiPlanNet': 'state', 'CompactPlanNet': 'align'}

@@ -152,6 +152,13 @@ class BasePlanner(BaseModel):
         raise NotImplementedError
 
 
+def num_parameters(model) -> int:
+    """Parameters (trainable or frozen) of a model, or of a wrapper's ``module``; buffers
+    excluded."""
+    model = getattr(model, 'module', model)
+    return int(sum(p.numel() for p in model.parameters()))
+
+
 def check_choice(name: str, value, choices) -> None:
     """A config option ``name`` (e.g. 'model.decode') must be one of ``choices``."""
     if value not in choices:

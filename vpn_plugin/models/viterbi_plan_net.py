@@ -30,7 +30,7 @@ from torch import nn
 from mmaction.registry import MODELS
 
 from .. import core
-from .base_planner import BasePlanner, check_choice, check_loss_terms
+from .base_planner import BasePlanner, check_choice, check_loss_terms, num_parameters
 from .text_embeddings import load_state_features
 
 # Decoding of a plan, each with the authors' name of the same output (README "Decoding"):
@@ -72,10 +72,6 @@ def repeat_last_emission(log_emissions: torch.Tensor, eval_horizon: int) -> torc
         return log_emissions
     last = log_emissions[:, -1:].expand(-1, horizon - eval_horizon + 1, -1)
     return torch.cat([log_emissions[:, :eval_horizon - 1], last], 1)
-
-
-def num_parameters(module: nn.Module) -> int:
-    return sum(p.numel() for p in module.parameters())
 
 
 class LinearPair(nn.Sequential):

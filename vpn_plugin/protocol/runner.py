@@ -379,6 +379,7 @@ class ProtocolRunner:
             info = json.loads(marker.read_text())
             return info['checkpoint'], info['params'], info.get('shortened', ''), \
                 info.get('selection', '')
+        from vpn_plugin.models.base_planner import num_parameters
         from vpn_plugin.runner import build_runner
         cfg = self.build_cfg(unit.config, unit.cfg_options, unit.seed, work_dir, unit.horizon)
         shortened = ''
@@ -392,13 +393,14 @@ class ProtocolRunner:
         runner = build_runner(cfg)
         runner.train()
         checkpoint, selection = selected_checkpoint(cfg, work_dir)
-        params = count_parameters(runner.model)
+        params = num_parameters(runner.model)
         marker.write_text(json.dumps(dict(checkpoint=checkpoint, params=params,
                                           shortened=shortened, selection=selection)))
         return checkpoint, params, shortened, selection
 
     def test(self, unit: TrainUnit, spec: TestSpec, checkpoint, test_dir: Path):
         """Test a checkpoint (or an untrained planner) under a spec; returns (metrics, params)."""
+        from vpn_plugin.models.base_planner import num_parameters
         from vpn_plugin.runner import build_runner
         options = {**unit.cfg_options, **spec.cfg_options}
         cfg = self.build_cfg(spec.config, options, unit.seed, test_dir, unit.horizon,
@@ -409,7 +411,7 @@ class ProtocolRunner:
             evaluator['out_file'] = str(test_dir / 'per_sample.json')
         runner = build_runner(cfg)  # PKGHook fills the PKG when no checkpoint carries it
         metrics = runner.test()
-        return clean_metrics(metrics), count_parameters(runner.model)
+        return clean_metrics(metrics), num_parameters(runner.model)
 
 
 def selected_checkpoint(cfg, work_dir: Path) -> tuple:
@@ -458,12 +460,6 @@ def diversity_metrics(per_sample_file: Path) -> dict:
         _log(f'    no decoding diversity for {per_sample_file}: {error}')
         return {}
     return dict(plan_entropy=diversity['pred_entropy'], plan_jsd=diversity['js_divergence'])
-
-
-def count_parameters(model) -> int:
-    """Number of parameters (trainable or frozen) of a model; buffers excluded."""
-    model = getattr(model, 'module', model)
-    return int(sum(p.numel() for p in model.parameters()))
 
 
 def clean_metrics(metrics: dict) -> dict:
