@@ -101,3 +101,15 @@ def test_authors_pth_reads_like_the_npz(fixture_dir, tmp_path):
     torch.save({'weights': SystemExit}, tmp_path / 'code.pth')
     with pytest.raises(Exception, match='[Ww]eights only load failed|Unsupported global'):
         read_authors_state_dict(tmp_path / 'code.pth')
+
+
+def test_check_reference_dispatches_to_the_authors_checker(fixture_dir, tmp_path, capsys):
+    """tools/check_reference.py: a fixture without ``method`` is the authors'; an unknown
+    method is a clear error (exit 2) naming the known ones."""
+    assert load_tool('check_reference').main([str(fixture_dir)]) == 0
+    assert capsys.readouterr().out.rstrip().endswith('PASS')
+    copy = copy_fixture(fixture_dir, tmp_path)
+    meta = json.loads((copy / 'meta.json').read_text())
+    (copy / 'meta.json').write_text(json.dumps({**meta, 'method': 'P3IV'}))
+    assert load_tool('check_reference').main([str(copy)]) == 2
+    assert "method='P3IV' has no checker" in capsys.readouterr().err

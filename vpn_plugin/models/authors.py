@@ -5,11 +5,11 @@
 * ``read_pkg``: their raw transition matrix (N, N) from ``.npy`` or an ``.npz`` field;
 * ``convert_state_dict``: their names -> this plugin's, with a check that every parameter of
   the model is filled and the shapes agree;
-* ``check_reference``: rebuild a fixture (``../shared/reference/README.md``) and compare
-  every output, loss and gradient summary.
+* ``check_fixture``: rebuild a fixture (``../shared/reference/README.md``) with the model of
+  this plugin's config and compare every output, loss and gradient summary (the
+  ``ViterbiPlanNet`` checker of ``models.oracle``, run by ``tools/check_reference.py``).
 """
 import json
-import math
 from pathlib import Path
 from typing import Dict, List, Tuple
 
@@ -17,12 +17,13 @@ import numpy as np
 import torch
 
 from .. import core
+from .oracle import (GRAD_TOLERANCE, OUTPUT_TOLERANCE, compare, compare_file, grad_summary,
+                     read_npz)
 from .viterbi_plan_net import AUTHORS_PREFIXES, plugin_name
 
 META_FIELDS = ('case', 'dataset', 'num_actions', 'num_tasks', 'horizon', 'eval_horizon',
                'batch', 'feature_dim', 'text_dim', 'embed_dim', 'mlp_ratio', 'dropout',
-               'text_features', 'num_parameters', 'seed')
-OUTPUT_TOLERANCE, GRAD_TOLERANCE = 1e-4, 1e-3
+               'text_features', 'num_parameters', 'seed', 'method')
 LOSS_NAMES = ('loss_state', 'loss_plan', 'loss_task')
 
 
@@ -77,7 +78,7 @@ def install_authors_weights(model, authors: Dict[str, torch.Tensor], pkg: np.nda
 def read_meta(fixture: Path) -> dict:
     meta = json.loads((fixture / 'meta.json').read_text())
     unknown = sorted(set(meta) - set(META_FIELDS))
-    missing = sorted(set(META_FIELDS) - set(meta) - {'case', 'seed'})
+    missing = sorted(set(META_FIELDS) - set(meta) - {'case', 'seed', 'method'})
     if unknown or missing:
         raise ValueError(f'{fixture / "meta.json"}: unknown fields {unknown}, missing fields '
                          f'{missing}; expected the fields {META_FIELDS}')
@@ -85,16 +86,6 @@ def read_meta(fixture: Path) -> dict:
         raise ValueError(f'{fixture / "meta.json"}: eval_horizon={meta["eval_horizon"]} '
                          f'with horizon={meta["horizon"]}; expected 1 <= eval_horizon <= horizon')
     return meta
-
-
-def compare(reference: np.ndarray, value: np.ndarray) -> Tuple[float, float]:
-    """(max abs difference, max abs difference / max abs reference)."""
-    reference, value = np.asarray(reference, np.float64), np.asarray(value, np.float64)
-    if reference.shape != value.shape:
-        return math.inf, math.inf
-    diff = float(np.abs(reference - value).max()) if reference.size else 0.0
-    scale = float(np.abs(reference).max()) if reference.size else 0.0
-    return diff, diff / scale if scale > 0 else (0.0 if diff == 0 else math.inf)
 
 
 def reference_outputs(model, inputs, eval_horizon: int):
@@ -116,8 +107,7 @@ def reference_outputs(model, inputs, eval_horizon: int):
     parameters = dict(model.named_parameters())
     grads = {}
     for authors_name in authors_names(model):
-        flat = parameters[plugin_name(authors_name)].grad.double().flatten().numpy()
-        grads[authors_name] = np.concatenate([[np.linalg.norm(flat), flat.sum()], flat[:64]])
+        grads[authors_name] = grad_summary(parameters[plugin_name(authors_name)].grad)
     return outputs, grads
 
 
@@ -136,24 +126,14 @@ def check_reference(fixture, model) -> Tuple[List[Tuple[str, float, float, float
     from this plugin's config with the fixture's sizes), and the fixture's meta."""
     fixture = Path(fixture)
     meta = read_meta(fixture)
-    with np.load(fixture / 'inputs.npz', allow_pickle=False) as loaded:
-        inputs = {k: loaded[k] for k in loaded.files}
+    inputs = read_npz(fixture / 'inputs.npz')
     check_inputs(fixture, meta, inputs)
     model.state_features = torch.from_numpy(inputs['state_prompt_features']).float()
     install_authors_weights(model, read_authors_state_dict(fixture / 'authors_state_dict.npz'),
                             inputs['transition_matrix'])
     outputs, grads = reference_outputs(model, inputs, meta['eval_horizon'])
-    rows = []
-    for file, values, tolerance in (('outputs.npz', outputs, OUTPUT_TOLERANCE),
-                                    ('grads.npz', grads, GRAD_TOLERANCE)):
-        with np.load(fixture / file, allow_pickle=False) as reference:
-            names = sorted(set(reference.files) | set(values))
-            for name in names:
-                if name not in reference.files or name not in values:
-                    rows.append((f'{file}:{name} (missing)', math.inf, math.inf, tolerance, False))
-                    continue
-                diff, rel = compare(reference[name], values[name])
-                rows.append((f'{file}:{name}', diff, rel, tolerance, rel <= tolerance))
+    rows = (compare_file(fixture / 'outputs.npz', outputs, OUTPUT_TOLERANCE)
+            + compare_file(fixture / 'grads.npz', grads, GRAD_TOLERANCE))
     return rows, meta
 
 
@@ -176,3 +156,80 @@ def check_inputs(fixture: Path, meta: dict, inputs: dict) -> None:
             and np.array_equal(visual[:, -1, 1], inputs['goal'])):
         raise ValueError(f'{fixture / "inputs.npz"}: start/goal are not visual_features[:, 0, 0]'
                          ' / visual_features[:, -1, 1]')
+
+
+# ---------------------------------------------------------------- the oracle checker
+REPO = Path(__file__).resolve().parents[2]
+TEXT_TOLERANCE = 1e-3  # the shipped arrays are float16
+# fixture dataset name -> the config family of this plugin
+CONFIG_DATASETS = {'crosstask': 'crosstask', 'crosstask_133': 'crosstask',
+                   'crosstask_105': 'crosstask', 'niv': 'niv', 'coin': 'coin'}
+# meta.json field -> model config key it must equal
+SIZE_FIELDS = {'num_actions': 'num_actions', 'num_tasks': 'num_tasks', 'horizon': 'horizon',
+               'feature_dim': 'feature_dim', 'text_dim': 'text_dim', 'embed_dim': 'embed_dim',
+               'mlp_ratio': 'mlp_ratio', 'dropout': 'dropout'}
+
+
+def model_config(meta: dict):
+    """This plugin's model config for the fixture, with the fixture's sizes set; prints each
+    size that differs from the config (e.g. the 105-action CrossTask taxonomy)."""
+    from ..data_paths import load_config
+    if meta['dataset'] not in CONFIG_DATASETS:
+        raise ValueError(f'meta.json dataset={meta["dataset"]!r} is unknown; expected one of '
+                         f'{sorted(CONFIG_DATASETS)}')
+    family = CONFIG_DATASETS[meta['dataset']]
+    leaf = REPO / f'configs/vpn_{family}_t{meta["horizon"]}.py'
+    path = leaf if leaf.is_file() else REPO / f'configs/_base_/models/vpn_{family}.py'
+    model = load_config(path).model
+    print(f'config: {path.relative_to(REPO)} (type={model.type})')
+    for field, key in SIZE_FIELDS.items():
+        if model.get(key) != meta[field]:
+            print(f'  {key}: config {model.get(key)!r} -> fixture {meta[field]!r}')
+            model[key] = meta[field]
+    text_file = (model.get('text_embeddings') or {}).get('file')
+    if text_file and meta['dataset'] == 'crosstask_105':  # the merged taxonomy's features
+        text_file = text_file.replace('clip_133', 'clip_105')
+    # the fixture brings its own text features (text_features kind in meta.json)
+    model.text_embeddings = None
+    model.loss_weights = dict(state=0.0)
+    return model, text_file
+
+
+def check_text_file(fixture: Path, meta: dict, text_file) -> bool:
+    """With ``text_features: authors_clip``, the config's shipped array must be the fixture's
+    (the authors' CLIP features of this dataset); other kinds are only reported."""
+    from .text_embeddings import load_state_features
+    if meta['text_features'] != 'authors_clip' or not text_file:
+        print(f'text features: {meta["text_features"]} (the fixture\'s own are used)')
+        return True
+    path = Path(text_file) if Path(text_file).is_absolute() else REPO / text_file
+    if not path.is_file():
+        print(f'text features: config file {text_file} not found here; not compared')
+        return True
+    reference = read_npz(fixture / 'inputs.npz')['state_prompt_features']
+    diff, rel = compare(reference, load_state_features(file=str(path)).numpy())
+    ok = rel <= TEXT_TOLERANCE
+    print(f'text features: config {text_file} vs fixture: max abs {diff:.3e}, max rel '
+          f'{rel:.3e} {"ok" if ok else "MISMATCH"}')
+    return ok
+
+
+def check_fixture(fixture: Path, meta=None):
+    """The ``ViterbiPlanNet`` checker of ``models.oracle``: (rows, header ok). ``meta`` is
+    re-read and validated here (its fields: ``META_FIELDS``)."""
+    from mmaction.registry import MODELS
+    from .base_planner import num_parameters
+    meta = read_meta(fixture)
+    print(f'fixture {fixture}: case={meta.get("case")} dataset={meta["dataset"]} '
+          f'N={meta["num_actions"]} K={meta["num_tasks"]} T={meta["horizon"]} '
+          f'eval T={meta["eval_horizon"]} B={meta["batch"]} text={meta["text_features"]} '
+          f'seed={meta.get("seed")}')
+    model_cfg, text_file = model_config(meta)
+    model = MODELS.build(model_cfg)
+    model.loss_weights['state'] = 1.0  # the fixture's text features are installed below
+    count = num_parameters(model)
+    ok = check_text_file(fixture, meta, text_file) and count == meta['num_parameters']
+    print(f'parameters: {count:,} (authors: {meta["num_parameters"]:,}) '
+          f'{"ok" if ok else "MISMATCH"}')
+    rows, _ = check_reference(fixture, model)
+    return rows, ok

@@ -1,0 +1,38 @@
+"""Check this plugin's models against an oracle fixture of an official code.
+
+    .venv/bin/python tools/check_reference.py ../shared/reference/schema_crosstask_t3
+
+Dispatches on ``meta.json``'s ``method`` (``SCHEMA``, ``PDPP``; none = the ViterbiPlanNet
+authors', as ``tools/check_authors_reference.py``) to the method's checker
+(``vpn_plugin.models.oracle.CHECKERS``), which builds the model from this plugin's configs
+with the fixture's sizes, loads the official weights and recomputes the recorded batch. Prints,
+for every recorded array (losses included) and gradient summary, the max abs difference and
+the max relative difference (max abs difference / max abs reference). Exits 1 when any
+relative difference exceeds its tolerance (1e-4 outputs and losses, 1e-3 gradients) or a
+header check (parameter count, text features) fails; 2 on an unreadable fixture.
+"""
+import argparse
+import os
+import sys
+
+import vpn_plugin.mm  # noqa: F401  (compat + registration)
+from vpn_plugin.models.oracle import check_fixture, print_report
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split('\n')[0])
+    parser.add_argument('fixture', help='fixture folder (meta.json, inputs.npz, outputs.npz, '
+                        'grads.npz and the official weights)')
+    args = parser.parse_args(argv)
+    try:
+        rows, header_ok, _ = check_fixture(args.fixture)
+    except (OSError, ValueError, KeyError) as error:
+        if os.environ.get('VPN_TRACEBACK'):
+            raise
+        print(f'check_reference: {error}', file=sys.stderr)
+        return 2
+    return 0 if print_report(rows, header_ok) else 1
+
+
+if __name__ == '__main__':
+    sys.exit(main())
