@@ -21,11 +21,13 @@ from pathlib import Path
 from typing import List, Optional, Sequence, Tuple
 
 from .annotations import (BadVideoError, VideoAnnotation, Window, build_windows,
-                          crosstask_videos, read_coin_annotations, read_json_annotations,
-                          read_window_file, split_overlap)
+                          coin_video_ids, crosstask_videos, json_video_ids,
+                          read_coin_annotations, read_json_annotations, read_window_file,
+                          split_overlap)
 from .taxonomy import Taxonomy, action_map, load_taxonomy
 
 ANNOTATION_FORMATS = {'json': read_json_annotations, 'coin': read_coin_annotations}
+VIDEO_IDS = {'json': json_video_ids, 'coin': coin_video_ids}  # ids of the other split
 SOURCE_KEYS = ('window_file', 'video_list', 'annotation_dir', 'tasks_primary',
                'annotation_file', 'annotation_format', 'other_split', 'annotation_taxonomy')
 DATASET_CONFIGS = {'crosstask': 'crosstask.py', 'niv': 'niv.py', 'coin': 'coin.py',
@@ -79,12 +81,10 @@ def read_source(data_root, taxonomy: Taxonomy, horizon: int, window_file=None, v
 
 def _per_video_file(path: Path, annotation_format: str, taxonomy: Taxonomy,
                     other: Optional[Path]) -> tuple:
-    reader = ANNOTATION_FORMATS[annotation_format]
-    videos, bad = reader(path, taxonomy)
+    videos, bad = ANNOTATION_FORMATS[annotation_format](path, taxonomy)
     if other is not None:
-        other_videos, other_bad = reader(other, taxonomy)
-        others = {v.vid for v in other_videos} | {err.vid for err in other_bad}
-        videos, overlap = split_overlap(videos, others, path, other)
+        videos, overlap = split_overlap(videos, VIDEO_IDS[annotation_format](other), path,
+                                        other)
         bad += overlap
     return videos, bad
 
