@@ -17,6 +17,7 @@ from pathlib import Path
 from vpn_plugin.datasets.synthetic import (FORMATS, SyntheticFeatureGenerator, dataset_videos,
                                            difficulty_params, write_manifest,
                                            write_synthetic_features)
+from vpn_plugin.errors import tool_main
 
 
 def parse_args(argv=None):
@@ -35,6 +36,7 @@ def parse_args(argv=None):
     return parser.parse_args(argv)
 
 
+@tool_main
 def main(argv=None):
     args = parse_args(argv)
     taxonomy, videos = dataset_videos(args.dataset, args.data_root)
