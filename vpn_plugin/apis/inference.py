@@ -14,22 +14,26 @@ SPLITS = ('train', 'val', 'test')
 
 
 def _config(config, cfg_options: Optional[dict]):
-    """An mmengine ``Config`` from a path (``data_paths.load_config``) or a ``Config``."""
+    """An mmengine ``Config`` from a path (``data_paths.load_config``) or a ``Config`` (its
+    horizon applied and data locations resolved, as ``load_config`` does)."""
     from mmengine.config import Config
-    from vpn_plugin.data_paths import load_config
+    from vpn_plugin.data_paths import apply_horizon, load_config, resolve_paths
     if isinstance(config, Config):
         config = copy.deepcopy(config)
         if cfg_options:
             config.merge_from_dict(copy.deepcopy(cfg_options))
-        return config
+        return resolve_paths(apply_horizon(config))
     return load_config(config, cfg_options)
 
 
 def build_split_dataset(cfg, split: str = 'test'):
-    """The dataset of ``cfg.<split>_dataloader`` (split in 'train', 'val', 'test')."""
+    """The dataset of ``cfg.<split>_dataloader`` (split in 'train', 'val', 'test'); ``cfg``: a
+    config path or ``Config`` (e.g. ``model.cfg`` of :func:`init_planner`), its data
+    locations resolved from the repository root whatever the working directory."""
     from mmaction.registry import DATASETS
     if split not in SPLITS:
         raise ValueError(f'split {split!r} is unknown; expected one of {SPLITS}')
+    cfg = _config(cfg, None)
     loader = cfg.get(f'{split}_dataloader')
     if not loader or not loader.get('dataset'):
         raise ValueError(f'{cfg.filename}: no {split}_dataloader.dataset to take samples from')
