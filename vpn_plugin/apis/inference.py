@@ -1,5 +1,6 @@
 """``init_planner`` / ``inference_planner``: the one way to run a planner outside a Runner
-(``tools/plan.py``, the qualitative figure, the LLM baselines' step-model anchors)."""
+(``tools/plan.py``, the qualitative figure, the LLM baselines' step-model anchors);
+``video_observations`` / ``plan_from_features``: plans for a new video's own features."""
 from __future__ import annotations
 
 import copy
@@ -11,6 +12,7 @@ from .. import compat_applied  # noqa: F401  (compat fixes before any OpenMMLab 
 from mmengine.dataset import default_collate
 
 SPLITS = ('train', 'val', 'test')
+DEFAULT_FRAME_DIM = 512
 
 
 def _config(config, cfg_options: Optional[dict]):
@@ -86,3 +88,63 @@ def inference_planner(model, dataset, indices: Sequence[int], mode: str = 'predi
     if mode == 'tensor':
         return torch.cat(outputs) if outputs else torch.empty(0)
     return [sample for chunk in outputs for sample in chunk]
+
+
+def video_observations(cfg, feature_file, start_time: float, goal_time: float,
+                       split: str = 'test'):
+    """The start and goal observations ``(D',)``, ``(D',)`` (float32 tensors) of a video's
+    feature file, observed as the datasets of ``cfg`` observe them (their ``observation``
+    recipe and ``frame_dim``).
+
+    ``cfg``: a config path or ``Config`` (``model.cfg`` of :func:`init_planner`);
+    ``feature_file``: one video's features in any layout ``PlanningDataset`` reads, (L, frame_dim)
+    frames, one per second; ``start_time``: the second the first step starts (start state),
+    ``goal_time``: the second the last step ends (goal state); rounded to whole seconds as the
+    annotations are. A goal past the last frame is read at the last frame (window policy
+    'keep'); a start outside the video is an error.
+    """
+    from vpn_plugin.datasets.annotations import round_time
+    from vpn_plugin.datasets.features import load_features
+    from vpn_plugin.datasets.observations import frame_indices, observe
+    cfg = _config(cfg, None)
+    dataset = (cfg.get(f'{split}_dataloader') or {}).get('dataset') or {}
+    recipe = dataset.get('observation', 'authors')
+    frames = load_features(feature_file, dataset.get('frame_dim', DEFAULT_FRAME_DIM))
+    start, goal = round_time(start_time), round_time(goal_time)
+    if not 0 <= start <= goal or start >= len(frames):
+        raise ValueError(f'{feature_file}: start_time={start_time}, goal_time={goal_time} s; '
+                         f'expected 0 <= start_time <= goal_time and start_time < the video\'s '
+                         f'{len(frames)} frames (one per second)')
+    first, last = frame_indices(recipe, start, goal, len(frames))
+    return (torch.from_numpy(observe(frames, first, recipe)).float(),
+            torch.from_numpy(observe(frames, last, recipe)).float())
+
+
+@torch.no_grad()
+def plan_from_features(model, start, goal):
+    """Plans of ``model`` for start/goal observations of your own: ``start``, ``goal`` (B, D) or
+    (D,) arrays or tensors (e.g. from :func:`video_observations`), D = the model's input size.
+
+    Returns B ``ActionDataSample`` with ``pred_plan`` (T,) (T = the model's horizon) and the
+    model's other outputs (``pred_task``, ``soft_plan`` (T, N), ...); no ground truth.
+    """
+    start, goal = _observation_batch(model, start, 'start'), _observation_batch(model, goal, 'goal')
+    if start.shape != goal.shape:
+        raise ValueError(f'start {tuple(start.shape)} and goal {tuple(goal.shape)} observations '
+                         'must have the same shape (B, D)')
+    model.eval()
+    batch = model.data_preprocessor({'inputs': {'start': start, 'goal': goal},
+                                     'data_samples': None}, False)
+    return model(batch['inputs'], None, mode='predict')
+
+
+def _observation_batch(model, values, name: str) -> torch.Tensor:
+    """(B, D) float32 from (D,) or (B, D), checked against ``model.feature_dim``."""
+    values = torch.as_tensor(values, dtype=torch.float32)
+    values = values.unsqueeze(0) if values.dim() == 1 else values
+    expected = getattr(model, 'feature_dim', None)
+    if values.dim() != 2 or (expected is not None and values.shape[1] != expected):
+        raise ValueError(f'{name} observations of shape {tuple(values.shape)}; expected (B, '
+                         f'{expected or "D"}) or ({expected or "D"},), as the model was built '
+                         'for (the config\'s observation recipe: video_observations)')
+    return values
