@@ -12,8 +12,8 @@ _base_ = ['./planning_dataset.py']
 data_root = '../shared/data'
 feature_dir = 'data/coin/features'
 cache_dir = 'data/cache/coin'
-paths = dict(data_root=data_root + '/coin', taxonomy='taxonomy.json',
-             feature_dir=feature_dir, cache_dir=cache_dir)
+paths = dict(data_root='{data_root}/coin', taxonomy='taxonomy.json',
+             feature_dir='{feature_dir}', cache_dir='{cache_dir}')
 
 train_dataloader = dict(dataset=dict(**paths, window_file='splits/train_T{horizon}.json'))
 val_dataloader = dict(dataset=dict(**paths, window_file='splits/train_T{horizon}.json'))
