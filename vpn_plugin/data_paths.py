@@ -25,6 +25,7 @@ The planning horizon is set in one place as well: a config's top-level ``horizon
 from __future__ import annotations
 
 import argparse
+import os
 from pathlib import Path
 
 PATH_VARIABLES = ('data_root', 'feature_dir', 'cache_dir')
