@@ -10,19 +10,17 @@ import json
 import sys
 
 from vpn_plugin.datasets.stats import format_table, window_statistics
+from vpn_plugin.errors import tool_main
 
 
+@tool_main
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split('\n')[0])
     parser.add_argument('--dataset', choices=('crosstask', 'niv', 'coin'), required=True)
     parser.add_argument('--data-root', default='../shared/data')
     parser.add_argument('--json', action='store_true', help='print JSON instead of a table')
     args = parser.parse_args(argv)
-    try:
-        rows = window_statistics(args.dataset, args.data_root)
-    except FileNotFoundError as err:
-        print(f'error: {args.dataset}: annotations not available: {err}', file=sys.stderr)
-        return 2
+    rows = window_statistics(args.dataset, args.data_root)
     print(json.dumps(dict(dataset=args.dataset, rows=rows), indent=2) if args.json
           else format_table(args.dataset, rows))
     return 0

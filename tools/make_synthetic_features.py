@@ -20,6 +20,7 @@ from vpn_plugin.datasets.synthetic import (DEFAULT_DTYPES, DTYPES, FORMATS,
                                            SyntheticFeatureGenerator, dataset_videos,
                                            difficulty_params, write_manifest,
                                            write_synthetic_features)
+from vpn_plugin.errors import tool_main
 
 
 def parse_args(argv=None):
@@ -43,6 +44,7 @@ def parse_args(argv=None):
     return args
 
 
+@tool_main
 def main(argv=None):
     args = parse_args(argv)
     taxonomy, videos = dataset_videos(args.dataset, args.data_root)

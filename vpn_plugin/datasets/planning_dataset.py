@@ -18,6 +18,7 @@ from .observations import (RECIPES, WINDOW_POLICIES, check_choice, observation_d
                            outside_video, step_map, window_observations)
 from .sources import read_source, source_path
 from .taxonomy import load_taxonomy
+from ..data_paths import check_resolved
 
 SPLITS = ('train', 'val', 'test')
 CACHE_VERSION = 2  # bump when the cached arrays or their meaning change
@@ -72,6 +73,7 @@ class PlanningDataset(Dataset):
                              f'horizon={horizon}')
         check_choice('observation', observation, RECIPES)
         check_choice('window_policy', window_policy, WINDOW_POLICIES)
+        check_resolved(data_root=data_root, feature_dir=feature_dir, cache_dir=cache_dir)
         self.data_root, self.horizon, self.split = Path(data_root), int(horizon), split
         self.taxonomy = load_taxonomy(self._path(taxonomy))
         self.feature_dir, self.frame_dim, self.recipe = Path(feature_dir), frame_dim, observation

@@ -14,8 +14,8 @@ _base_ = ['./planning_dataset.py']
 data_root = '../shared/data'
 feature_dir = 'data/synthetic/coin/features'
 cache_dir = 'data/cache/coin'
-paths = dict(data_root=data_root + '/coin', taxonomy='taxonomy.json',
-             feature_dir=feature_dir, cache_dir=cache_dir, annotation_format='coin')
+paths = dict(data_root='{data_root}/coin', taxonomy='taxonomy.json',
+             feature_dir='{feature_dir}', cache_dir='{cache_dir}', annotation_format='coin')
 train_source = dict(annotation_file='annotations/coin_train_70.json',
                     other_split='annotations/coin_test_30.json')
 test_source = dict(annotation_file='annotations/coin_test_30.json',
