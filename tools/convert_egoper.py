@@ -17,8 +17,10 @@ import json
 import sys
 
 from vpn_plugin.datasets.egoper import ERROR_CHOICES, convert_egoper
+from vpn_plugin.errors import tool_main
 
 
+@tool_main
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split('\n')[0])
     parser.add_argument('annotation', help="EgoPER's annotation.json")
@@ -32,12 +34,8 @@ def main(argv=None) -> int:
     parser.add_argument('--feature-dir', help='folder of the feature files written into '
                         'dataset.py (default: <out>/features)')
     args = parser.parse_args(argv)
-    try:
-        record = convert_egoper(args.annotation, args.split_dir, args.out, args.errors,
-                                args.feature_stem, args.feature_dir)
-    except (ValueError, FileNotFoundError) as err:
-        print(f'error: {err}', file=sys.stderr)
-        return 1
+    record = convert_egoper(args.annotation, args.split_dir, args.out, args.errors,
+                            args.feature_stem, args.feature_dir)
     print(json.dumps(record, indent=1))
     return 0
 

@@ -186,8 +186,8 @@ _base_ = [{str(base)!r}]
 data_root = {str(out_dir.resolve())!r}
 feature_dir = {features!r}
 cache_dir = {str(out_dir.resolve() / 'cache')!r}
-paths = dict(data_root=data_root, taxonomy='taxonomy.json', feature_dir=feature_dir,
-             cache_dir=cache_dir)
+paths = dict(data_root='{{data_root}}', taxonomy='taxonomy.json',
+             feature_dir='{{feature_dir}}', cache_dir='{{cache_dir}}')
 train_dataloader = dict(dataset=dict(**paths, annotation_file='train.json'))
 val_dataloader = dict(dataset=dict(**paths, annotation_file='train.json'))
 test_dataloader = dict(dataset=dict(**paths, annotation_file='test.json'))
