@@ -120,8 +120,12 @@ def source_windows(dataset_cfg: dict) -> Tuple[Taxonomy, List[Window],
     ``PlanningDataset`` config dict (no features read, no validation hold-out). Bad videos
     raise their error, or are left out with ``skip_bad_videos=True``."""
     horizon = int(dataset_cfg['horizon'])
-    taxonomy = load_taxonomy(_existing(dataset_cfg['data_root'], dataset_cfg['taxonomy'],
-                                       horizon))
+    path = source_path(dataset_cfg['data_root'], dataset_cfg['taxonomy'], horizon)
+    if not path.exists():
+        raise FileNotFoundError(f'taxonomy {path} does not exist (data_root '
+                                f'{dataset_cfg["data_root"]}); expected a JSON '
+                                '{"<idx>_<task>": {"<action id>": "<name>"}}')
+    taxonomy = load_taxonomy(path)
     windows, videos, bad = read_source(
         dataset_cfg['data_root'], taxonomy, horizon,
         **{k: dataset_cfg[k] for k in SOURCE_KEYS if dataset_cfg.get(k) is not None})
