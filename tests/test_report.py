@@ -442,3 +442,16 @@ def test_caption_names_how_the_tested_checkpoints_were_selected(tmp_path):
             in markdown)
     assert 'Tested checkpoints' not in to_markdown(build_table(make_rows('A', [1.0] * 3),
                                                                ['success_rate']))
+
+
+def test_stand_in_text_features_are_marked_in_table_and_caption():
+    label = "stand-in all-MiniLM-L6-v2 (mean-pooled, zero-padded to 768-d), not the paper's CLIP"
+    rows = make_rows('Paper', [50.0] * 5) + make_rows('COIN run', [40.0] * 5)
+    for row in rows[5:]:
+        row.variant = {'text_features': label}
+    table = build_table(rows, ['success_rate'])
+    assert table.stand_ins == {'COIN run': [label]}
+    markdown = to_markdown(table)
+    assert '| COIN run‡ |' in markdown and '| Paper |' in markdown
+    assert f"‡ text features: {label}: not the paper's setting." in markdown
+    assert r'COIN run\textsuperscript{\ddag}' in to_latex(table)

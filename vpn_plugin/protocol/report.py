@@ -14,7 +14,9 @@ A table has one row per method and one column per (dataset, horizon, metric). Co
 * with fewer than :data:`MIN_SEEDS_FOR_CI` seeds a cell shows the mean only and the
   improvement no interval and no mark ("n=2: no CI");
 * methods with rows from shortened runs (field ``shortened``: ``--max-epochs``, ``--limit``)
-  carry a ``†`` and the caption names the reasons.
+  carry a ``†`` and the caption names the reasons;
+* methods with rows on stand-in text features (``variant.text_features``, e.g. COIN's MiniLM
+  stand-in for the paper's CLIP features) carry a ``‡`` and the caption names them.
 
 Per column the best method is bold and the second best underlined (higher is better, except
 ``plan_jsd``: lower; ``plan_entropy`` is descriptive and not ranked; ties share the mark).
@@ -34,6 +36,7 @@ DEFAULT_METRICS = ('success_rate', 'mean_accuracy', 'miou_set')
 CI_STYLES = ('width', 'half-width')  # width: the paper's p95 - p5; half-width: (p95 - p5) / 2
 MIN_SEEDS_FOR_CI = 3  # fewer seeds: mean only, no CI, no significance mark
 SHORTENED_MARK = '†'
+STAND_IN_MARK = '‡'
 # +1: higher is better (default), -1: lower is better, 0: descriptive (no marks, no delta)
 METRIC_DIRECTION = {'plan_jsd': -1, 'plan_entropy': 0}
 EXTRA_DIGITS = {'plan_jsd': 1}  # values in [0, 1] bits need one more decimal than percents
@@ -80,6 +83,7 @@ class Table:
     num_resamples: int = AUTHORS_RESAMPLES
     num_diff_resamples: int = AUTHORS_RESAMPLES
     shortened: dict = field(default_factory=dict)  # method -> sorted reasons (shortened runs)
+    stand_ins: dict = field(default_factory=dict)  # method -> sorted stand-in text features
     failures: dict = field(default_factory=dict)   # method -> {kind: windows}, summed over rows
     selections: list = field(default_factory=list)  # distinct checkpoint selections of the rows
 
@@ -120,6 +124,7 @@ def build_table(rows: list[ResultRow], metrics=DEFAULT_METRICS, *, methods=None,
     table = Table(methods, columns, cells, _params(rows, methods), level=level,
                   ci_style=ci_style, paired=paired, num_resamples=num_resamples,
                   num_diff_resamples=num_diff_resamples, shortened=_shortened(rows, methods),
+                  stand_ins=_stand_ins(rows, methods),
                   failures=_failures(rows, methods),
                   selections=sorted({r.selection for r in rows
                                      if r.method in methods and r.selection}))
@@ -135,6 +140,15 @@ def _cell(values: dict, num_resamples, level, seed) -> CellStats:
         return CellStats(values, float(scores.mean()), None, None)
     mean, low, high = bootstrap_ci(scores, num_resamples=num_resamples, level=level, seed=seed)
     return CellStats(values, mean, low, high)
+
+
+def _stand_ins(rows, methods) -> dict:
+    labels = {}
+    for row in rows:
+        label = row.variant.get('text_features')
+        if label and row.method in methods:
+            labels.setdefault(row.method, set()).add(label)
+    return {method: sorted(found) for method, found in labels.items()}
 
 
 def _shortened(rows, methods) -> dict:
@@ -303,7 +317,8 @@ def to_latex(table: Table, *, title: str = '', label: str = '', digits: int = 2)
 
 def _method_label(table: Table, method: str) -> str:
     """The method's name, ``†`` for a shortened run, and its failed windows by kind."""
-    label = method + (SHORTENED_MARK if method in table.shortened else '')
+    label = method + (SHORTENED_MARK if method in table.shortened else '') + \
+        (STAND_IN_MARK if method in table.stand_ins else '')
     failed = table.failures.get(method)
     if failed:
         kinds = ', '.join(f'{kind} {number}' for kind, number in sorted(failed.items()))
@@ -356,7 +371,7 @@ def _legend(table: Table, latex: bool) -> str:
     delta = r'$\Delta$' if latex else 'Δ'
     text = ' '.join(filter(None, [_cell_legend(table, pm), _improvement_legend(table, delta, pm),
                                   _few_seeds_legend(table), _shortened_legend(table),
-                                  _selection_legend(table)]))
+                                  _stand_in_legend(table), _selection_legend(table)]))
     shown = {c[2] for c in table.columns}
     if 'plan_jsd' in shown or 'plan_entropy' in shown:
         text += (' Decoding diversity on windows sharing start and goal actions: entropy of the '
@@ -428,6 +443,13 @@ def _shortened_legend(table: Table) -> str:
             f'not comparable to the paper.')
 
 
+def _stand_in_legend(table: Table) -> str:
+    if not table.stand_ins:
+        return ''
+    labels = sorted({label for found in table.stand_ins.values() for label in found})
+    return (f'{STAND_IN_MARK} text features: {"; ".join(labels)}: not the paper\'s setting.')
+
+
 def _selection_legend(table: Table) -> str:
     """Which checkpoints were tested ('unified': selected on held-out training videos;
     'authors': on the test windows, as the authors' scripts)."""
@@ -438,7 +460,8 @@ def _selection_legend(table: Table) -> str:
 
 def _latex_escape(text: str, keep_math: bool = False) -> str:
     replacements = {'&': r'\&', '%': r'\%', '_': r'\_', '#': r'\#',
-                    SHORTENED_MARK: r'\textsuperscript{\dag}'}
+                    SHORTENED_MARK: r'\textsuperscript{\dag}',
+                    STAND_IN_MARK: r'\textsuperscript{\ddag}'}
     if not keep_math:
         replacements['$'] = r'\$'
     return ''.join(replacements.get(ch, ch) for ch in text)
