@@ -13,9 +13,10 @@ Three differences from mmengine's ``Runner``:
 * the ~250-line config dump is not logged: the config is written to the work dir (as mmengine
   always does) and one log line says where.
 
-And two safety rules (``vpn_plugin.engine.checkpoint``): a checkpoint is loaded strictly
-(``load_from``, ``--resume``; a config's ``load_partial = True`` opts in to partial loading for
-fine-tuning), and saved atomically (a full disk never leaves a partial checkpoint).
+And three safety rules: a checkpoint is loaded strictly (``load_from``, ``--resume``; a
+config's ``load_partial = True`` opts in to partial loading for fine-tuning) and saved
+atomically (a full disk never leaves a partial checkpoint; ``vpn_plugin.engine.checkpoint``);
+``train`` refuses a work dir another process trains in (``vpn_plugin.protocol.locks``).
 """
 from __future__ import annotations
 
@@ -78,6 +79,16 @@ class PlanningRunner(Runner):
             object.__setattr__(self.cfg, '_cfg_dict', config)
         if config:
             self.logger.info(f'Config: written to {self.config_path()}')
+
+    def train(self):
+        """mmengine's ``train`` holding the work dir's lock (``protocol.locks``): a work dir
+        another process trains in is refused (rank 0 holds it for all ranks)."""
+        if self.rank != 0:
+            return super().train()
+        from vpn_plugin.protocol.locks import exclusive_lock, lock_path_of
+        with exclusive_lock(lock_path_of(self.work_dir), wait=False,
+                            what=f'work dir {self.work_dir}'):
+            return super().train()
 
     def load_checkpoint(self, filename: str, map_location='cpu', strict=None, revise_keys=None):
         """mmengine's ``load_checkpoint`` (``load_from`` and ``resume`` call it) with strict
