@@ -35,6 +35,7 @@ from vpn_plugin.baselines.llm import (ORACLE, attach_frames, build_queries, fail
                                       token_summary)
 from vpn_plugin.baselines.llm.evaluate import write_outcomes
 from vpn_plugin.baselines.llm.windows import annotation_windows
+from vpn_plugin.datasets.planning_dataset import check_split_disjoint
 from vpn_plugin.protocol.results import ResultRow, replace_result
 from vpn_plugin.data_paths import add_data_arguments, data_path_args, load_config
 from vpn_plugin.errors import tool_main
@@ -109,6 +110,7 @@ def load_datasets(args):
         if 'dataset' not in cfg.get(key, {}):
             raise SystemExit(f'{args.config}: needs {key}.dataset (training windows give the '
                              'examples and the PKG, test windows are planned)')
+    check_split_disjoint(cfg)  # the examples and the PKG never come from test videos
     print('loading the test windows ...', file=sys.stderr)
     if args.step_config:
         return cfg, DATASETS.build(cfg.test_dataloader.dataset)

@@ -1,6 +1,7 @@
 """PlanningDataset: planning windows with start/goal observations (docs/design.md, Data)."""
 import hashlib
 import json
+import logging
 import os
 from collections import Counter
 from pathlib import Path
@@ -13,14 +14,17 @@ from mmengine.logging import print_log
 from torch.utils.data import Dataset
 
 from .annotations import (BadVideoError, Window, build_windows, chain_windows,
-                          crosstask_videos, read_json_annotations, read_window_file)
+                          crosstask_videos, read_json_annotations, read_video_list,
+                          read_window_file)
 from .features import feature_fix_hint, find_feature_file, load_features
 from .observations import (RECIPES, WINDOW_POLICIES, check_choice, observation_dim,
                            outside_video, step_map, window_observations)
 from .taxonomy import load_taxonomy
+from .validation import AnnotationWarnings, check_disjoint
 
 SPLITS = ('train', 'val', 'test')
 CACHE_VERSION = 2  # bump when the cached arrays or their meaning change
+CACHE_ARRAYS = {'readable', 'outside', 'maps', 'start', 'goal', 'observed', 'messages'}
 
 
 @DATASETS.register_module()
@@ -75,6 +79,7 @@ class PlanningDataset(Dataset):
         self.feature_dim = observation_dim(observation, frame_dim)
         self.skipped: Counter = Counter()  # reason -> number of videos skipped
         self._skip_messages: List[str] = []
+        self.warnings = AnnotationWarnings()  # suspicious annotations, counted and logged
         windows, videos = self._load_source(window_file, video_list, annotation_dir,
                                             tasks_primary, annotation_file)
         windows, self._videos = self._select_split(windows, videos, val_fraction, split_seed)
@@ -84,6 +89,7 @@ class PlanningDataset(Dataset):
         self._extract(windows)
         self._log_skips()
         self._log_window_counts()
+        self._log_warnings()
         if not self.windows:
             raise ValueError(f'PlanningDataset: split {split!r} (horizon {horizon}) has no windows '
                              f'from {window_file or video_list or annotation_file} (val_fraction='
@@ -91,8 +97,7 @@ class PlanningDataset(Dataset):
 
     # ------------------------------------------------------------------ sources
     def _path(self, path) -> Path:
-        path = Path(str(path).format(horizon=getattr(self, 'horizon', '')))
-        return path if path.is_absolute() else self.data_root / path
+        return source_path(self.data_root, path, getattr(self, 'horizon', ''))
 
     def _load_source(self, window_file, video_list, annotation_dir, tasks_primary,
                      annotation_file):
@@ -103,7 +108,8 @@ class PlanningDataset(Dataset):
                              f'(+annotation_dir) or annotation_file; got {given or "none"}')
         self._check_source(window_file or video_list or annotation_file)
         if window_file:
-            windows, bad = read_window_file(self._path(window_file), self.taxonomy, self.horizon)
+            windows, bad = read_window_file(self._path(window_file), self.taxonomy, self.horizon,
+                                            self.warnings)
             bad_vids = self._record_bad(bad)
             windows = [w for w in windows if w.vid not in bad_vids]
             return windows, self._chained(windows)
@@ -112,9 +118,10 @@ class PlanningDataset(Dataset):
                 raise ValueError('video_list needs annotation_dir (the CrossTask CSV folder)')
             primary = self._path(tasks_primary) if tasks_primary else None
             videos, bad = crosstask_videos(self._path(video_list), self._path(annotation_dir),
-                                           self.taxonomy, primary)
+                                           self.taxonomy, primary, self.warnings)
         else:
-            videos, bad = read_json_annotations(self._path(annotation_file), self.taxonomy)
+            videos, bad = read_json_annotations(self._path(annotation_file), self.taxonomy,
+                                                self.warnings)
         self._record_bad(bad)
         return build_windows(videos, self.horizon), videos
 
@@ -293,11 +300,31 @@ class PlanningDataset(Dataset):
         return Path(self.cache_dir) / f'obs_{hashlib.sha1(key.encode()).hexdigest()[:20]}.npz'
 
     def _read_cache(self, windows) -> Optional[dict]:
+        """The cached arrays, or ``None``: absent, or corrupt (then named in a warning,
+        deleted and rebuilt: a truncated file never stops a run)."""
         path = self._cache_file(windows)
         if path is None or not path.exists():
             return None
-        with np.load(path, allow_pickle=False) as data:
-            return {key: data[key] for key in data.files}
+        try:
+            with np.load(path, allow_pickle=False) as data:
+                arrays = {key: data[key] for key in data.files}
+            self._check_cache(arrays, len(windows))
+            return arrays
+        except Exception as err:  # zip, npy format, OS errors, missing or ragged arrays
+            print_log(f'PlanningDataset: the observation cache {path} is corrupt ({err!r}); '
+                      'discarded, rebuilt from the feature files', 'current', logging.WARNING)
+            path.unlink(missing_ok=True)
+            return None
+
+    def _check_cache(self, arrays: dict, count: int) -> None:
+        """The arrays ``_extract_from_files`` writes, with one entry per window."""
+        missing = sorted(CACHE_ARRAYS - set(arrays))
+        if missing:
+            raise ValueError(f'arrays {missing} missing')
+        kept = int((arrays['readable'] & (arrays['maps'][:, 0] >= 0)).sum())
+        if (len(arrays['readable']) != count or arrays['maps'].shape != (count, self.horizon)
+                or any(len(arrays[k]) != kept for k in ('start', 'goal', 'observed'))):
+            raise ValueError(f'arrays of another length than its {count} windows')
 
     def _write_cache(self, windows, arrays: dict) -> None:
         path = self._cache_file(windows)
@@ -320,6 +347,14 @@ class PlanningDataset(Dataset):
         print_log(f'PlanningDataset ({self.split}, T={self.horizon}, window_policy='
                   f'{self.window_policy!r}): {summary} of {len(self._pkg_windows)} windows; '
                   f'{why}', 'current')
+
+    def _log_warnings(self) -> None:
+        """Suspicious annotations (``validation.AnnotationWarnings``): one WARNING line."""
+        if self.warnings:
+            count = sum(self.warnings.counts.values())
+            print_log(f'PlanningDataset ({self.split}, T={self.horizon}): {count} '
+                      f'warning{"s" * (count > 1)} about the annotations (kept): '
+                      f'{self.warnings.summary()}', 'current', logging.WARNING)
 
     def _log_skips(self) -> None:
         if not self.skipped:
@@ -360,3 +395,38 @@ class PlanningDataset(Dataset):
         return dict(num_actions=tx.num_actions, num_tasks=tx.num_tasks, horizon=self.horizon,
                     feature_dim=self.feature_dim, action_names=list(tx.action_names),
                     task_names=list(tx.task_names))
+
+
+def source_path(data_root, path, horizon) -> Path:
+    """A dataset config's file ``path`` (``{horizon}`` formatted) under ``data_root`` unless
+    absolute."""
+    path = Path(str(path).format(horizon=horizon))
+    return path if path.is_absolute() else Path(data_root) / path
+
+
+def source_videos(dataset_cfg: dict) -> set:
+    """Feature stems of the videos a ``PlanningDataset`` config reads, from its annotation
+    source alone (no feature file)."""
+    cfg = dict(dataset_cfg)
+    horizon = cfg.get('horizon', '')
+    taxonomy = load_taxonomy(source_path(cfg['data_root'], cfg['taxonomy'], horizon))
+    if cfg.get('window_file'):
+        path = source_path(cfg['data_root'], cfg['window_file'], horizon)
+        return {w.feature for w in read_window_file(path, taxonomy, int(horizon))[0]}
+    if cfg.get('video_list'):
+        path = source_path(cfg['data_root'], cfg['video_list'], horizon)
+        return {entry['feature'] for entry in read_video_list(path, taxonomy)}
+    path = source_path(cfg['data_root'], cfg['annotation_file'], horizon)
+    return {video.feature for video in read_json_annotations(path, taxonomy)[0]}
+
+
+def check_split_disjoint(cfg) -> None:
+    """A config's training and test videos must be disjoint (``PlanningDataset`` configs of
+    ``train_dataloader`` and ``test_dataloader``; others are not checked): ``ValueError``."""
+    datasets = [(cfg.get(f'{split}_dataloader') or {}).get('dataset') for split in ('train',
+                                                                                  'test')]
+    if not all(d and str(d.get('type', '')).endswith('PlanningDataset') for d in datasets):
+        return
+    check_disjoint(*(source_videos(d) for d in datasets),
+                   f'{cfg.filename or "config"}: train_dataloader.dataset / '
+                   'test_dataloader.dataset')
