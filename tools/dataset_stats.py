@@ -1,9 +1,9 @@
 """Per horizon T=3..6: train/test windows, actions, tasks and PKG coverage of a dataset.
 
-    python tools/dataset_stats.py --dataset crosstask --data-root ../shared/data [--json]
+    python tools/dataset_stats.py --dataset coin --data-root ../shared/data [--json]
 
 See vpn_plugin/datasets/stats.py for how the windows and the coverage are counted. Exits with
-status 2 and says so when the dataset's annotations are not there (COIN in ../shared/data).
+status 2 and names the file when the dataset's annotations are not there.
 """
 import argparse
 import json

@@ -5,9 +5,11 @@ so ``tools/train.py``, ``tools/test.py`` and MMAction2's own tools build it from
 Three differences from mmengine's ``Runner``:
 
 * :meth:`PlanningRunner.from_cfg` applies the config's ``horizon`` / ``test_horizon``
-  (:func:`vpn_plugin.data_paths.apply_horizon`) before building anything, after checking the
-  config: no misspelled top-level key, no unknown option of a model / dataset / hook, no
-  training video in the test split;
+  (:func:`vpn_plugin.data_paths.apply_horizon`) and resolves its data locations
+  (:func:`vpn_plugin.data_paths.resolve_paths`: ``--cfg-options data_root=DIR`` moves every
+  dataset, relative config paths are read from the repository root) before building anything,
+  after checking the config: no misspelled top-level key, no unknown option of a model /
+  dataset / hook, no training video in the test split;
 
 * without a GPU the distributed backend is ``gloo`` in the config that is used *and* logged
   (mmengine would log ``nccl``; :func:`vpn_plugin.compat.fix_cpu_init_dist` only swaps it at
@@ -52,16 +54,16 @@ def cpu_backend(env_cfg: dict, has_accelerator: bool) -> dict:
 
 @RUNNERS.register_module()
 class PlanningRunner(Runner):
-    """mmengine ``Runner`` that applies the config's horizon, logs the backend it uses and
-    writes (not logs) its config."""
+    """mmengine ``Runner`` that applies the config's horizon and data locations, logs the
+    backend it uses and writes (not logs) its config."""
 
     @classmethod
     def from_cfg(cls, cfg) -> 'PlanningRunner':
-        from vpn_plugin.data_paths import apply_horizon
+        from vpn_plugin.data_paths import apply_horizon, resolve_paths
         from vpn_plugin.protocol.runner import check_config_entries
         from vpn_plugin.datasets.planning_dataset import check_split_disjoint
         check_config_keys(cfg)
-        cfg = apply_horizon(cfg)
+        cfg = resolve_paths(apply_horizon(cfg))
         check_config_entries(cfg, cfg.filename or 'config')
         check_split_disjoint(cfg)  # no test video among the training videos
         return super().from_cfg(cfg)
