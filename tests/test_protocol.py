@@ -314,7 +314,7 @@ def test_runs_with_other_settings_are_never_reused(tiny_crosstask, tmp_path, cap
     assert [r.shortened for r in rows] == [f'max_epochs={n} (config: {config_epochs})'
                                            for n in (1, 2)]
     runs = Path(tmp_path, 'identity', 'PKG_beam_search', 'T3')
-    assert sorted(p.name for p in runs.iterdir()) == [
+    assert sorted(p.name for p in runs.iterdir() if not p.name.startswith('.')) == [
         'seed0_batch_size-64_max_epochs-1', 'seed0_batch_size-64_max_epochs-2']
     assert json.loads((runs / 'seed0_batch_size-64_max_epochs-2' / 'run.json').read_text())[
         'max_epochs'] == 2
