@@ -20,7 +20,7 @@ from mmengine.config import DictAction
 from mmengine.hooks import Hook
 from mmengine.runner import Runner
 from vpn_plugin.data_paths import load_config
-from vpn_plugin.errors import tool_main
+from vpn_plugin.errors import POSITIVE_INT, tool_main
 
 
 class EpochClock(Hook):
@@ -46,8 +46,8 @@ class EpochClock(Hook):
 def parse_args(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument('config')
-    parser.add_argument('--epochs', type=int, default=3)
-    parser.add_argument('--threads', type=int, default=1, help='torch intra-op threads')
+    parser.add_argument('--epochs', type=POSITIVE_INT, default=3)
+    parser.add_argument('--threads', type=POSITIVE_INT, default=1, help='torch intra-op threads')
     parser.add_argument('--cfg-options', nargs='+', action=DictAction)
     return parser.parse_args(argv)
 
