@@ -34,8 +34,8 @@ from typing import Dict, List, Sequence
 
 import numpy as np
 
-from .annotations import (VideoAnnotation, chain_windows, crosstask_videos, read_window_file,
-                          round_time)
+from .annotations import (VideoAnnotation, chain_windows, crosstask_videos,
+                          read_json_annotations, read_window_file, round_time)
 from .features import FEATURE_KEY
 from .taxonomy import Taxonomy, load_taxonomy
 
@@ -164,6 +164,28 @@ def dataset_videos(dataset: str, data_root) -> tuple:
         return taxonomy, _videos_from_windows(root, taxonomy)
     raise ValueError(f'dataset {dataset!r}: synthetic features need annotations; expected '
                      '"crosstask" or "niv" (COIN annotations are not available here)')
+
+
+def config_videos(cfg) -> tuple:
+    """(taxonomy, videos, frame_dim) of the train and test datasets of a resolved config that
+    reads per-video JSON annotations (``annotation_file``: a dataset of your own,
+    configs/_base_/datasets/custom_json.py); each feature file stem once."""
+    taxonomy, videos, stems = None, [], set()
+    for split in ('train', 'test'):
+        dataset = cfg[f'{split}_dataloader']['dataset']
+        if not dataset.get('annotation_file'):
+            raise ValueError(f'{cfg.filename}: {split}_dataloader.dataset has no annotation_file; '
+                             '--config makes features for datasets in the per-video JSON '
+                             'format (configs/_base_/datasets/custom_json.py); CrossTask and '
+                             'NIV: --dataset')
+        root = Path(dataset['data_root'])
+        taxonomy = load_taxonomy(root / dataset['taxonomy'])
+        found, bad = read_json_annotations(root / dataset['annotation_file'], taxonomy)
+        if bad:
+            raise bad[0]
+        videos += [v for v in found if v.feature not in stems]
+        stems.update(v.feature for v in found)
+    return taxonomy, videos, int(cfg.train_dataloader.dataset.get('frame_dim', 512))
 
 
 def _videos_from_windows(root: Path, taxonomy: Taxonomy) -> List[VideoAnnotation]:
