@@ -161,21 +161,24 @@ def test_train_one_epoch_from_another_directory_with_data_root(shared_data, tmp_
 
 
 def test_input_errors_end_a_tool_with_their_message_not_a_traceback(monkeypatch):
-    from vpn_plugin.data_paths import explained_input_errors
+    from vpn_plugin.errors import explained_errors
     from vpn_plugin.datasets.annotations import BadVideoError
     monkeypatch.delenv('VPN_TRACEBACK', raising=False)
     with pytest.raises(SystemExit, match=r'error: feature file f.npy does not exist; run X'):
-        with explained_input_errors():
+        with explained_errors():
             raise BadVideoError('v1', 'missing feature file', 'feature file f.npy does not exist; run X')
     with pytest.raises(SystemExit, match='feature_dir d does not exist'):
-        with explained_input_errors():
+        with explained_errors():
             raise FileNotFoundError('PlanningDataset: feature_dir d does not exist')
-    with pytest.raises(ValueError):  # other errors keep their traceback
-        with explained_input_errors():
-            raise ValueError('a bug')
+    with pytest.raises(SystemExit, match=r"^error: taxonomy t.json: task 'x'"):
+        with explained_errors():  # refused values, names and options: ValueError / KeyError
+            raise KeyError("taxonomy t.json: task 'x'")
+    with pytest.raises(RuntimeError):  # other errors keep their traceback
+        with explained_errors():
+            raise RuntimeError('a bug')
     monkeypatch.setenv('VPN_TRACEBACK', '1')
     with pytest.raises(FileNotFoundError):
-        with explained_input_errors():
+        with explained_errors():
             raise FileNotFoundError('kept for debugging')
 
 

@@ -1,37 +1,41 @@
-"""Write synthetic S3D-like features for every annotated video of CrossTask or NIV.
+"""Write synthetic S3D-like features for every annotated video of CrossTask, NIV or COIN.
 
     python tools/make_synthetic_features.py --dataset crosstask --data-root ../shared/data \
-        --out data/synthetic/crosstask [--seed 0] [--difficulty 0.5] [--format npz|public]
+        --out data/synthetic/crosstask [--seed 0] [--difficulty 0.5] [--format npz|public] \
+        [--dtype float32|float16]
     python tools/make_synthetic_features.py --config CONFIG [--data-root DIR]  # your dataset
 
-``--config``: a dataset of your own in the per-video JSON format (its config inherits
-configs/_base_/datasets/custom_json.py): the videos of its train and test annotation files,
+``--config``: the videos of a config's train and test datasets (e.g. a dataset of your own in
+the per-video JSON format, whose config inherits configs/_base_/datasets/custom_json.py),
 written to the config's ``feature_dir`` (``--out`` writes to ``<out>/features`` instead).
 
 Writes ``<out>/features/<task>_<vid>.npz`` (our layout, the default) or, with ``--format
 public``, ``<task>_<vid>.npy`` = a raw pickle of the dict as the public S3D files are
 (CrossTask: frames_features, steps_ids, cls, start, end; NIV: frames_features, num_steps,
-steps_ids, steps_starts, steps_ends), one 512-d vector per second; and
-``<out>/synthetic_manifest.json``.
+steps_ids, steps_starts, steps_ends; COIN: frames_features), one 512-d vector per second; and
+``<out>/synthetic_manifest.json``. COIN's 10,070 videos are stored as float16 by default
+(``--dtype``; within 2**-11 relative of the float32 values, read back as float32).
 The generator is documented in vpn_plugin/datasets/synthetic.py.
 """
 import argparse
 import json
 from pathlib import Path
 
-from vpn_plugin.datasets.synthetic import (FORMATS, SyntheticFeatureGenerator, config_videos,
+from vpn_plugin.datasets.synthetic import (DEFAULT_DTYPES, DTYPES, FORMATS,
+                                           SyntheticFeatureGenerator, config_videos,
                                            dataset_videos, difficulty_params, write_manifest,
                                            write_synthetic_features)
+from vpn_plugin.errors import tool_main
 
 
 def parse_args(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split('\n')[0])
     source = parser.add_mutually_exclusive_group(required=True)
-    source.add_argument('--dataset', choices=('crosstask', 'niv'))
-    source.add_argument('--config', help="a config of a dataset of your own (per-video JSON); "
-                        "the features go to its feature_dir")
+    source.add_argument('--dataset', choices=('crosstask', 'niv', 'coin'))
+    source.add_argument('--config', help="a dataset's config (e.g. one of your own, per-video "
+                        "JSON); the features go to its feature_dir")
     parser.add_argument('--data-root',
-                        help='folder holding crosstask/ and niv/ annotations (default '
+                        help='folder holding the crosstask/, niv/ and coin/ annotations (default '
                         "../shared/data); with --config: overrides the config's data_root")
     parser.add_argument('--out', help='output folder (features/ is created in it); required '
                         'with --dataset')
@@ -42,22 +46,29 @@ def parse_args(argv=None):
                         help='npz: our layout; public: raw pickled dict named .npy, as the '
                         'real feature files')
     parser.add_argument('--frame-dim', type=int, default=512)
-    return parser.parse_args(argv)
+    parser.add_argument('--dtype', choices=DTYPES,
+                        help='storage precision of the frames (default: float16 for coin, '
+                        'float32 otherwise); the loader reads float32')
+    args = parser.parse_args(argv)
+    args.dtype = args.dtype or DEFAULT_DTYPES.get(args.dataset, 'float32')
+    return args
 
 
+@tool_main
 def main(argv=None):
     args = parse_args(argv)
     if args.config:
         taxonomy, videos, features = config_source(args)
     else:
         if not args.out:
-            raise SystemExit('--out is required with --dataset')
+            raise ValueError('--out is required with --dataset')
         taxonomy, videos = dataset_videos(args.dataset, args.data_root or '../shared/data')
         features = Path(args.out) / 'features'
     generator = SyntheticFeatureGenerator(taxonomy, args.frame_dim, args.difficulty, args.seed)
-    print(f'{args.dataset or args.config}: {len(videos)} videos -> {features} ({args.format})')
+    print(f'{args.dataset or args.config}: {len(videos)} videos -> {features} ({args.format}, '
+          f'{args.dtype})')
     info = write_synthetic_features(videos, generator, features, args.format,
-                                    dataset=args.dataset or 'custom')
+                                    dataset=args.dataset or 'custom', dtype=args.dtype)
     write_manifest(features.parent, dict(vars(args), **info,
                                          params=difficulty_params(args.difficulty)))
     print(json.dumps(info))
@@ -69,7 +80,7 @@ def config_source(args) -> tuple:
     cfg = load_config(args.config, data_root=args.data_root)
     taxonomy, videos, frame_dim = config_videos(cfg)
     if frame_dim != args.frame_dim:
-        raise SystemExit(f'{args.config}: the datasets read frame_dim={frame_dim}; give '
+        raise ValueError(f'{args.config}: the datasets read frame_dim={frame_dim}; give '
                          f'--frame-dim {frame_dim}')
     return taxonomy, videos, Path(args.out) / 'features' if args.out else Path(cfg.feature_dir)
 

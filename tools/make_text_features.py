@@ -22,6 +22,7 @@ from pathlib import Path
 
 import numpy as np
 
+from vpn_plugin.errors import tool_main
 from vpn_plugin.models.text_embeddings import load_state_features, resolve_encoder_path
 
 
@@ -46,6 +47,7 @@ def default_pooling(encoder) -> str:
     return 'clip' if model_type.startswith('clip') else 'mean'
 
 
+@tool_main
 def main(argv=None):
     args = parse_args(argv)
     pooling = args.pooling or default_pooling(args.encoder)
@@ -54,7 +56,7 @@ def main(argv=None):
                                        state_descriptions=args.state_descriptions,
                                        encoder=args.encoder, pooling=pooling, cache_dir=cache)
     if features.shape[1] != 6:
-        raise SystemExit(f'{args.state_descriptions}: {features.shape[1] // 2} before/after '
+        raise ValueError(f'{args.state_descriptions}: {features.shape[1] // 2} before/after '
                          'sentences per action; ViterbiPlanNet expects 3 + 3')
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)

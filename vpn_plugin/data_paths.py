@@ -25,7 +25,6 @@ The planning horizon is set in one place as well: a config's top-level ``horizon
 from __future__ import annotations
 
 import argparse
-import contextlib
 import os
 from pathlib import Path
 
@@ -48,20 +47,6 @@ def data_path_args(args: argparse.Namespace) -> dict:
     """``{'data_root': ..., 'feature_dir': ...}`` from parsed flags (``None`` = not given)."""
     return dict(data_root=getattr(args, 'data_root', None),
                 feature_dir=getattr(args, 'feature_dir', None))
-
-
-@contextlib.contextmanager
-def explained_input_errors():
-    """Missing or bad input files end a tool with their message (which names the file, the
-    dataset and the command that fixes it) instead of a traceback; ``VPN_TRACEBACK=1`` keeps
-    the traceback."""
-    from vpn_plugin.datasets.annotations import BadVideoError
-    try:
-        yield
-    except (FileNotFoundError, BadVideoError) as error:
-        if os.environ.get('VPN_TRACEBACK'):
-            raise
-        raise SystemExit(f'error: {error}\n(set VPN_TRACEBACK=1 for the traceback)') from None
 
 
 def add_runner_arguments(parser: argparse.ArgumentParser, example: str) -> None:
@@ -150,7 +135,9 @@ def load_config(path, cfg_options=None, *, data_root=None, feature_dir=None, hor
     the data locations resolved to absolute paths (:func:`resolve_paths`; rules: module
     docstring)."""
     from mmengine.config import Config
+    from vpn_plugin.runner import check_config_keys
     cfg = Config.fromfile(str(path))
+    check_config_keys(cfg, cfg_options)  # a misspelled key (horizn=4) is refused
     declared = {name: cfg[name] for name in PATH_VARIABLES if cfg.get(name) is not None}
     if cfg_options:
         _refuse_derived_horizons(path, cfg_options)

@@ -19,6 +19,10 @@ Three differences from mmengine's ``Runner``:
 * the console shows progress and results only: the environment dump, the ~110-line hook list,
   the SyncBN notice and the per-epoch "Exp name" go to the log file alone
   (:data:`FILE_ONLY_MESSAGES`).
+
+And two safety rules (``vpn_plugin.engine.checkpoint``): a checkpoint is loaded strictly
+(``load_from``, ``--resume``; a config's ``load_partial = True`` opts in to partial loading for
+fine-tuning), and saved atomically (a full disk never leaves a partial checkpoint).
 """
 from __future__ import annotations
 
@@ -27,6 +31,8 @@ import os.path as osp
 
 from . import compat_applied  # noqa: F401  (compat fixes before OpenMMLab)
 from mmengine.config import Config, ConfigDict
+from mmengine.dist import master_only
+from mmengine.model import is_model_wrapper
 from mmengine.runner import Runner
 from mmaction.registry import RUNNERS
 
@@ -68,6 +74,16 @@ def quiet_console(logger: logging.Logger) -> logging.Logger:
     return logger
 
 
+# Top-level config keys besides the Runner's arguments: mmengine's (read by Runner / from_cfg /
+# MMAction2's tools), this plugin's variables, and the helpers of configs/_base_/.
+MMENGINE_KEYS = ('runner_type', 'custom_imports', 'model_wrapper_cfg', 'activation_checkpointing',
+                 'efficient_conv_bn_eval', 'compile', 'sync_bn', 'find_unused_parameters',
+                 'gpu_ids', 'dist_params', 'vis_backends')
+PLUGIN_KEYS = ('horizon', 'test_horizon', 'data_root', 'feature_dir', 'cache_dir', 'selection',
+               'load_partial', 'observation', 'window_policy', 'batch_size', 'dataset', 'loader',
+               'paths', 'train_source')
+
+
 def cpu_backend(env_cfg: dict, has_accelerator: bool) -> dict:
     """``env_cfg`` with ``dist_cfg.backend`` ``nccl`` replaced by ``gloo`` when there is no GPU."""
     dist_cfg = dict(env_cfg.get('dist_cfg') or {})
@@ -84,7 +100,10 @@ class PlanningRunner(Runner):
     @classmethod
     def from_cfg(cls, cfg) -> 'PlanningRunner':
         from vpn_plugin.data_paths import apply_horizon, resolve_paths
+        from vpn_plugin.protocol.runner import check_config_entries
+        check_config_keys(cfg)
         cfg = resolve_paths(apply_horizon(cfg))
+        check_config_entries(cfg, cfg.filename or 'config')
         if type(cfg) is Config:
             object.__setattr__(cfg, '__class__', TextCachedConfig)
         return super().from_cfg(cfg)
@@ -110,10 +129,58 @@ class PlanningRunner(Runner):
         if config:
             self.logger.info(f'Config: written to {self.config_path()}')
 
+    def load_checkpoint(self, filename: str, map_location='cpu', strict=None, revise_keys=None):
+        """mmengine's ``load_checkpoint`` (``load_from`` and ``resume`` call it) with strict
+        loading (:func:`vpn_plugin.engine.checkpoint.load_weights`): partial only with the
+        config's ``load_partial = True`` (or ``strict=False``), never when resuming."""
+        from vpn_plugin.compat import is_resuming
+        from vpn_plugin.engine.checkpoint import PARTIAL_LOAD_KEY, load_weights, read_checkpoint
+        checkpoint = read_checkpoint(filename, map_location)
+        self.call_hook('after_load_checkpoint', checkpoint=checkpoint)
+        model = self.model.module if is_model_wrapper(self.model) else self.model
+        partial = bool(self.cfg.get(PARTIAL_LOAD_KEY, False)) if strict is None else not strict
+        load_weights(model, checkpoint, filename, partial=partial and not is_resuming(self))
+        self._has_loaded = True
+        self.logger.info(f'Load checkpoint from {filename}')
+        return checkpoint
+
+    @master_only
+    def save_checkpoint(self, out_dir: str, filename: str, *args, **kwargs) -> None:
+        """mmengine's ``save_checkpoint``, written to a temporary name and renamed into place
+        (:func:`vpn_plugin.engine.checkpoint.save_atomically`)."""
+        from vpn_plugin.engine.checkpoint import save_atomically
+        save = super().save_checkpoint
+        save_atomically(lambda temporary: save(out_dir, osp.basename(temporary), *args, **kwargs),
+                        osp.join(out_dir, filename))
+
     def config_path(self) -> str:
         """Where :meth:`dump_config` writes the config (mmengine's naming)."""
         name = osp.basename(self.cfg.filename) if self.cfg.filename else f'{self.timestamp}.py'
         return osp.join(self.work_dir, name)
+
+
+def known_config_keys() -> set:
+    """Top-level keys a config may set: the Runner's arguments, :data:`MMENGINE_KEYS` and
+    :data:`PLUGIN_KEYS` (names starting with ``_`` are free helper variables)."""
+    import inspect
+    return (set(inspect.signature(Runner.__init__).parameters) - {'self', 'cfg'}
+            | set(MMENGINE_KEYS) | set(PLUGIN_KEYS))
+
+
+def check_config_keys(cfg, overrides=None) -> None:
+    """Refuse a misspelled top-level key (``horizn = 4``): a key of ``cfg`` that is not known
+    (:func:`known_config_keys`) but close to a known one, and a ``--cfg-options`` key
+    (``overrides``, before they are merged) that neither the config nor the Runner has."""
+    from vpn_plugin.errors import check_misspelled, close_match_hint
+    known = known_config_keys()
+    where = cfg.filename or 'config'
+    check_misspelled([k for k in cfg.keys() if not k.startswith('_')], known,
+                     f'{where}: top-level config key')
+    for key in sorted({str(k).split('.')[0] for k in overrides or {}}):
+        if key not in cfg and key not in known:
+            raise ValueError(f'{where}: --cfg-options {key}: no top-level config key {key!r} '
+                             f'in the config or the Runner{close_match_hint(key, known)} '
+                             '(a new key would be ignored)')
 
 
 def build_runner(cfg) -> Runner:

@@ -43,23 +43,24 @@ def build_split_dataset(cfg, split: str = 'test'):
 
 
 def init_planner(config, checkpoint: Optional[str] = None, device: str = 'cpu',
-                 cfg_options: Optional[dict] = None):
+                 cfg_options: Optional[dict] = None, partial: bool = False):
     """A planner in eval mode from a config (path or ``Config``) and an optional checkpoint.
 
-    The PKG comes from the checkpoint; when none carries it and the config has a
-    ``train_dataloader``, it is counted on the training split (as ``PKGHook`` does). The
-    config is kept as ``model.cfg``.
+    The checkpoint must fit the model exactly (``engine.checkpoint.load_weights``; ``partial``:
+    load only the tensors that fit). The PKG comes from the checkpoint; when none carries it
+    and the config has a ``train_dataloader``, it is counted on the training split (as
+    ``PKGHook`` does). The config is kept as ``model.cfg``.
     """
     import vpn_plugin.mm  # noqa: F401  (registration)
     from mmengine.registry import init_default_scope
-    from mmengine.runner import load_checkpoint
     from mmaction.registry import MODELS
+    from vpn_plugin.engine.checkpoint import load_weights, read_checkpoint
     cfg = _config(config, cfg_options)
     init_default_scope(cfg.get('default_scope', 'mmaction'))
     model = MODELS.build(cfg.model)
     if checkpoint is not None:
-        load_checkpoint(model, str(checkpoint), map_location='cpu', strict=True,
-                        logger='silent')
+        load_weights(model, read_checkpoint(checkpoint, logger='silent'), str(checkpoint),
+                     partial=partial)
     if not bool(getattr(model, 'pkg_ready', True)) and cfg.get('train_dataloader'):
         model.build_pkg(build_split_dataset(cfg, 'train'))
     model.cfg = cfg

@@ -25,7 +25,7 @@ from .safe_pickle import RefusedGlobalError, safe_load
 
 FEATURE_KEY = 'frames_features'
 NPY_MAGIC, ZIP_MAGIC = b'\x93NUMPY', b'PK\x03\x04'
-SYNTHETIC_DATASETS = ('crosstask', 'niv')
+SYNTHETIC_DATASETS = ('crosstask', 'niv', 'coin')
 
 
 def find_feature_file(feature_dir, stem: str) -> Path:
