@@ -269,9 +269,14 @@ def test_cli_writes_markdown_and_latex(tmp_path, three_methods, capsys):
                               '--out', str(tmp_path / 'tab'),
                               '--title', 'Standard T=3'])
     markdown = (tmp_path / 'tab.md').read_text()
-    assert markdown in capsys.readouterr().out
+    assert capsys.readouterr().out == markdown  # ends with one newline
     assert '**60.00 ± 0.00**' in markdown
-    assert r'\begin{tabular}' in (tmp_path / 'tab.tex').read_text()
+    latex = (tmp_path / 'tab.tex').read_text()
+    assert r'\begin{tabular}' in latex
+    load_tool('report').main([str(results), '--metrics', 'success_rate', '--format', 'latex',
+                              '--title', 'Standard T=3'])
+    printed = capsys.readouterr().out
+    assert printed == latex and printed.endswith('\\end{table}\n')
 
 
 def test_cli_two_methods_five_seeds_paper_conventions(tmp_path, capsys):
