@@ -33,7 +33,7 @@ from vpn_plugin.baselines.llm import (ORACLE, attach_frames, build_queries, fail
                                       load_anchor_predictions, save_anchor_predictions,
                                       step_model_anchors, stratified_sample, summarize,
                                       token_summary)
-from vpn_plugin.baselines.llm.evaluate import write_outcomes
+from vpn_plugin.baselines.llm.evaluate import usage_record, write_outcomes
 from vpn_plugin.baselines.llm.windows import annotation_windows
 from vpn_plugin.protocol.results import ResultRow, replace_result
 from vpn_plugin.data_paths import add_data_arguments, data_path_args, load_config
@@ -80,6 +80,9 @@ def parse_args(argv=None):
     parser.add_argument('--out', default='work_dirs/llm_eval/results.jsonl',
                         help='protocol results file (.jsonl); a rerun replaces its own row')
     parser.add_argument('--method', help='method name in the results (default: from the model)')
+    parser.add_argument('--price-per-1k', nargs='+', type=float, metavar='PRICE',
+                        help='price per 1000 tokens (one for all, or PROMPT COMPLETION): the '
+                        "results row's usage gets the run's cost (tools/report.py: Cost column)")
     parser.add_argument('--no-progress', action='store_true')
     parser.add_argument('--cfg-options', nargs='+', action=DictAction)
     add_data_arguments(parser)
@@ -99,6 +102,9 @@ def check_args(parser, args):
         parser.error('give either --anchors-file or --step-config/--step-checkpoint')
     if args.vlm and (args.anchors_file or args.step_config):
         parser.error('--vlm identifies the first/last actions itself; drop the step model')
+    if args.price_per_1k and (len(args.price_per_1k) > 2 or min(args.price_per_1k) < 0):
+        parser.error(f'--price-per-1k {args.price_per_1k}: expected one price, or a prompt and '
+                     'a completion price, each >= 0')
 
 
 def load_datasets(args):
@@ -209,7 +215,8 @@ def write_results(args, cfg, test_set, queries, outcomes, summary, usage, anchor
         method=method_name(args, anchors), seed=args.seed, horizon=test_set.horizon,
         metrics=summary['metrics'], params=None, dataset=data_root, config=args.config,
         protocol='llm', variant=variant, per_sample_file=str(files['per_sample']),
-        shortened=shortened, settings=settings, failures=summary['failures']))
+        shortened=shortened, settings=settings, failures=summary['failures'],
+        usage=usage_record(usage, args.price_per_1k)))
 
 
 def method_slug(args, anchors: str) -> str:

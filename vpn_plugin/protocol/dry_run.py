@@ -23,11 +23,24 @@ CPU_EPOCH_SECONDS = 36 * 60 / 500
 SUBSET_KEY = 'train_dataloader.dataset.subset_fraction'
 REFERENCE = ('crosstask', 'ViterbiPlanNet')
 # Seconds per training epoch relative to REFERENCE, (dataset, model type) -> ratio, at T=3,
-# batch 256, one CPU thread: tools/benchmark_epoch.py CONFIG --epochs 3 for the configs
-# vpn_<d>_t3, compact/compact_<d>_t3 and baselines/pkg_beam_search_<d>_t3, run back to back
-# (best epoch of 2-3 each), 2026-11-23. Models that do not train cost nothing.
+# batch 256, synthetic features, one CPU thread: tools/benchmark_epoch.py CONFIG --epochs 3 for
+# configs/vpn_<d>_t3.py, compact/compact_<d>_t3.py and baselines/pkg_beam_search_<d>_t3.py,
+# run back to back on the shared 2-core CPU (2026-11-23; fastest epoch of each; two rounds for
+# ViterbiPlanNet). Epochs (s), round 1 / round 2: ViterbiPlanNet CrossTask 13.5 / 10.2, NIV
+# 1.19 / 0.69, COIN 45.8 / 47.7; CompactPlanNet CrossTask 10.8, NIV 0.92, COIN 28.7; PKG beam
+# search CrossTask 1.98, NIV 0.16, COIN 2.03 (38 / 3 / 48 batches per epoch). Ratios of the
+# same round; COIN ViterbiPlanNet 3.4 / 4.7 -> 4.0, NIV 0.088 / 0.068 -> 0.08.
+# Models that do not train cost nothing.
 RELATIVE_EPOCH_COST = {
     ('crosstask', 'ViterbiPlanNet'): 1.0,
+    ('crosstask', 'CompactPlanNet'): 0.80,
+    ('crosstask', 'PKGBeamSearchPlanner'): 0.15,
+    ('niv', 'ViterbiPlanNet'): 0.08,
+    ('niv', 'CompactPlanNet'): 0.062,
+    ('niv', 'PKGBeamSearchPlanner'): 0.011,
+    ('coin', 'ViterbiPlanNet'): 4.0,
+    ('coin', 'CompactPlanNet'): 2.5,
+    ('coin', 'PKGBeamSearchPlanner'): 0.15,
 }
 
 
