@@ -51,6 +51,9 @@ def parse_args(argv=None):
                         '(default OPENAI_API_KEY, or "EMPTY" for local servers)')
     parser.add_argument('--backend', choices=['openai', 'transformers'], default='openai')
     parser.add_argument('--with-pkg', action='store_true', help='put the PKG in the prompt')
+    parser.add_argument('--prompt-set', choices=('ours', 'paper'), default='ours',
+                        help="prompt templates: ours (prompts/) or the paper's printed prompts "
+                        '(prompts/paper/, README there)')
     parser.add_argument('--vlm', action='store_true', help='two-stage VLM mode from video clips')
     parser.add_argument('--video-root', help='VLM: folder of <vid>.mp4 files or <vid>/ frames')
     parser.add_argument('--num-frames', type=int, default=4, help='VLM: frames per clip')
@@ -158,6 +161,7 @@ def build_planner(args, cfg):
         train_dataset=cfg.train_dataloader.dataset, with_pkg=args.with_pkg,
         num_examples=args.num_examples, scope=args.scope, seed=args.seed,
         concurrency=args.concurrency, allow_failures=True, vlm=args.vlm,
+        prompt_set=args.prompt_set,
         **({'pkg': cfg.model.pkg} if cfg.get('model', {}).get('pkg') else {})))
 
 
@@ -166,6 +170,7 @@ def method_name(args, anchors: str) -> str:
         return args.method
     name = f'{args.model} (VLM)' if args.vlm else args.model
     name += ' + PKG' if args.with_pkg else ''
+    name += " [paper's prompts]" if args.prompt_set == 'paper' else ''
     return name + (' [oracle first/last]' if anchors == ORACLE else '')
 
 
@@ -186,7 +191,7 @@ def setting(args, anchors: str) -> dict:
     task_source = 'step_model' if anchors == 'step_model' else 'ground_truth'
     return {'model': args.model, 'anchors': anchors, 'task_source': task_source,
             'with_pkg': args.with_pkg, 'vlm': args.vlm, 'scope': args.scope,
-            'num_examples': args.num_examples}
+            'num_examples': args.num_examples, 'prompt_set': args.prompt_set}
 
 
 def run_settings(args, num_windows: int, num_test_windows: int) -> dict:
