@@ -49,6 +49,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from .locks import LockBusyError, exclusive_lock, lock_path_of
 from .results import ResultRow, append_result, read_results
 
 
@@ -342,10 +343,17 @@ class ProtocolRunner:
         self.check_requirements(todo)
         _log(f'protocol {self.protocol}: {len(units)} runs, {len(units) - len(todo)} '
              f'already finished, {len(todo)} to run -> {self.results_file}')
-        started = time.time()
+        started, busy = time.time(), []
         for number, unit in enumerate(todo, 1):
             _log(f'[{number}/{len(todo)}] {unit.slug} T={unit.horizon} seed={unit.seed}'
                  + _eta(started, number - 1, len(todo)))
+            try:
+                self.run_unit(unit, done, wait=False)
+            except LockBusyError as error:  # another process runs it: come back at the end
+                _log(f'    skipped for now: {error}')
+                busy.append(unit)
+        for unit in busy:
+            _log(f'waiting for {self.work_dir(unit)} (run by another process)')
             self.run_unit(unit, done)
         _log(f'protocol {self.protocol}: done in {time.time() - started:.0f}s')
         return self.results_file
@@ -368,8 +376,19 @@ class ProtocolRunner:
                     raise SystemExit(f'protocol {self.protocol} needs {requires}; {config} '
                                      f'(T={horizon}, {split}): {error}') from error
 
-    def run_unit(self, unit: TrainUnit, done: set) -> None:
+    def run_unit(self, unit: TrainUnit, done: set, wait: bool = True) -> None:
+        """Train (once) and test ``unit``, appending its rows, holding its work dir's lock
+        (``locks.exclusive_lock``): a unit is run by one process at a time, and a process that
+        gets the lock after another finished it finds its rows done. ``wait=False``: raise
+        ``LockBusyError`` at once when another process holds it."""
         work_dir = self.work_dir(unit)
+        with exclusive_lock(lock_path_of(work_dir), wait=wait, what=f'work dir {work_dir}'):
+            done |= self.done_keys()  # rows another process wrote meanwhile
+            self._run_unit(unit, work_dir, done)
+
+    def _run_unit(self, unit: TrainUnit, work_dir: Path, done: set) -> None:
+        if all(self.row_for(unit, spec).key() in done for spec in unit.tests):
+            return
         claim_work_dir(work_dir, self.identity(unit))
         checkpoint, params, shortened, selection = (self.train(unit, work_dir) if unit.train
                                                     else (None, None, '', ''))
