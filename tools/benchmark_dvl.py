@@ -87,7 +87,7 @@ def ours_dvl(log_emissions, log_transitions):
 
 def ours_dense_dvl(log_emissions, log_transitions):
     """Ours forced onto its dense log-space fallback (the worst case of ``ours``)."""
-    return differentiable_viterbi(log_emissions, log_transitions, use_levels=False)[0]
+    return differentiable_viterbi(log_emissions, log_transitions, impl='dense')[0]
 
 
 IMPLEMENTATIONS = dict(ours=ours_dvl, autograd=autograd_dvl, torch_struct=torch_struct_dvl,
