@@ -334,8 +334,11 @@ class ProtocolRunner:
         return dict(config=unit.config, seed=unit.seed, cfg_options=unit.cfg_options,
                     train=unit.train, **self.overrides(unit))
 
-    def run(self, units: list[TrainUnit]) -> Path:
-        """Run every unfinished unit; returns the results file."""
+    def run(self, units: list[TrainUnit], jobs: int = 1) -> Path:
+        """Run every unfinished unit, ``jobs`` at once (``protocol/pool.py``: one process per
+        unit; the rows are the same and written in the same order); returns the results file."""
+        if jobs < 1:
+            raise ValueError(f'jobs={jobs}; expected >= 1 runs at once')
         done = self.done_keys()
         todo = [u for u in units if any(self.row_for(u, s).key() not in done for s in u.tests)]
         check_units(todo)
@@ -343,10 +346,14 @@ class ProtocolRunner:
         _log(f'protocol {self.protocol}: {len(units)} runs, {len(units) - len(todo)} '
              f'already finished, {len(todo)} to run -> {self.results_file}')
         started = time.time()
-        for number, unit in enumerate(todo, 1):
-            _log(f'[{number}/{len(todo)}] {unit.slug} T={unit.horizon} seed={unit.seed}'
-                 + _eta(started, number - 1, len(todo)))
-            self.run_unit(unit, done)
+        if jobs > 1:
+            from .pool import run_pool
+            run_pool(self, todo, done, jobs)
+        else:
+            for number, unit in enumerate(todo, 1):
+                _log(f'[{number}/{len(todo)}] {unit.slug} T={unit.horizon} seed={unit.seed}'
+                     + _eta(started, number - 1, len(todo)))
+                self.run_unit(unit, done)
         _log(f'protocol {self.protocol}: done in {time.time() - started:.0f}s')
         return self.results_file
 
@@ -369,6 +376,12 @@ class ProtocolRunner:
                                      f'(T={horizon}, {split}): {error}') from error
 
     def run_unit(self, unit: TrainUnit, done: set) -> None:
+        for row in self.unit_rows(unit, done):
+            self.record(row, done)
+
+    def unit_rows(self, unit: TrainUnit, done: set):
+        """Train ``unit`` (or reuse its finished training) and yield the row of each test
+        whose key is not in ``done``, as soon as it is evaluated."""
         work_dir = self.work_dir(unit)
         claim_work_dir(work_dir, self.identity(unit))
         checkpoint, params, shortened, selection = (self.train(unit, work_dir) if unit.train
@@ -384,11 +397,15 @@ class ProtocolRunner:
             if per_sample.is_file():
                 row.per_sample_file = str(per_sample)
                 row.metrics.update(diversity_metrics(per_sample))
-            append_result(self.results_file, row)
-            done.add(row.key())
-            _log('    ' + spec.method + ': ' + ', '.join(
-                f'{k}={v:.2f}' for k, v in metrics.items() if k in
-                ('success_rate', 'mean_accuracy', 'miou_set')))
+            yield row
+
+    def record(self, row: ResultRow, done: set) -> None:
+        """Append a finished test's row to the results file (only this process writes it)."""
+        append_result(self.results_file, row)
+        done.add(row.key())
+        _log('    ' + row.method + ': ' + ', '.join(
+            f'{k}={v:.2f}' for k, v in row.metrics.items() if k in
+            ('success_rate', 'mean_accuracy', 'miou_set')))
 
     # ------------------------------------------------------------------ mmengine glue
     def build_cfg(self, config: str, cfg_options: dict, seed: int, work_dir: Path,
