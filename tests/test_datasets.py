@@ -213,7 +213,8 @@ def test_json_annotation_bad_input(tmp_path):
     videos, bad = read_json_annotations(path, taxonomy)
     assert videos == [] and [b.vid for b in bad] == ['p', 'q', 'r']
     assert bad[0].reason == 'annotation row does not parse'
-    assert r"entry 0 (vid p): steps[1] = [2, 'x', 1]" in str(bad[0]) and 'ours.json' in str(bad[0])
+    assert ("ours.json: entry 0: steps[1] (vid p): step end time = 'x'; expected a number of "
+            'seconds') in str(bad[0])
     assert bad[1].reason == 'step time outside the video' and 'start=3.0, end=2.0' in str(bad[1])
     assert bad[2].reason == 'annotation row does not parse' and 'field "steps"' in str(bad[2])
     path.write_text(json.dumps([{'vid': 'p', 'task': 'Task Z', 'steps': [[0, 1, 0]]}]))

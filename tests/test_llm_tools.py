@@ -115,7 +115,7 @@ def test_llm_eval_with_step_model_checkpoint(tiny_crosstask, tiny_config, tmp_pa
 def test_llm_eval_rejects_bad_anchor_file(tiny_config, tmp_path):
     (tmp_path / 'a.json').write_text(json.dumps({'first': [1, 2], 'last': [3, 4]}))
     tool = load_tool('llm_eval')
-    with pytest.raises(ValueError, match=r'a.json: field "first" has shape \(2,\)'):
+    with pytest.raises(SystemExit, match=r'^error: .*a.json: field "first" has shape \(2,\)'):
         tool.main(['--config', str(tiny_config), '--base-url', 'http://127.0.0.1:9/v1',
                    '--model', 'fake', '--anchors-file', str(tmp_path / 'a.json')])
 

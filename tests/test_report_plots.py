@@ -63,11 +63,13 @@ def test_reference_point_joins_every_perturbation_line():
 
 
 def test_params_plot(tmp_path):
-    points = params_points(study_rows(), 'success_rate')
-    assert points['VPN'][0] == 1000 and points['VPN'][1] == pytest.approx(np.mean(
-        [20 + s for s in range(3)] + [30 + s for s in range(3)] + [35 + s for s in range(3)]))
-    assert points['Base'][:2] == (10, pytest.approx((10.0 + 20.0 + 25.0) / 3))
-    assert_publication_files(plot_params_vs_metric(study_rows(), 'success_rate', tmp_path / 'p'))
+    full = [r for r in study_rows() if r.variant['train_fraction'] == 1.0]
+    points = params_points(full, 'success_rate')
+    assert points['VPN'][0] == 1000 and points['VPN'][1] == pytest.approx(36.0)
+    assert points['Base'][:2] == (10, pytest.approx(25.0))
+    assert_publication_files(plot_params_vs_metric(full, 'success_rate', tmp_path / 'p'))
+    with pytest.raises(ValueError, match="rows of method 'VPN'.*differ in variant"):
+        params_points(study_rows(), 'success_rate')  # a point never pools study settings
 
 
 def test_log_ticks_are_round_and_enough_on_a_narrow_range():

@@ -290,7 +290,7 @@ def test_plan_tool_prints_named_plans(trained, tiny_cfg, tmp_path, capsys):
     dataset = runner.test_dataloader.dataset
     assert 'sample 0 |' in printed and 'sample 3 |' in printed
     assert dataset.taxonomy.action_names[int(dataset.plans[3][-1])] in printed
-    with pytest.raises(IndexError, match='out of range'):
+    with pytest.raises(SystemExit, match='^error: sample index .* is out of range'):
         plan_tool.main([config, str(checkpoint), '--indices', str(len(dataset))])
 
 

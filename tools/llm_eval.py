@@ -35,7 +35,8 @@ from vpn_plugin.baselines.llm import (ORACLE, attach_frames, build_queries, fail
                                       token_summary)
 from vpn_plugin.baselines.llm.evaluate import write_outcomes
 from vpn_plugin.baselines.llm.windows import annotation_windows
-from vpn_plugin.protocol.results import ResultRow, replace_result
+from vpn_plugin.datasets.planning_dataset import check_split_disjoint
+from vpn_plugin.protocol.results import ResultRow, read_results, replace_result
 from vpn_plugin.data_paths import add_data_arguments, data_path_args, load_config
 from vpn_plugin.errors import tool_main
 
@@ -99,6 +100,8 @@ def check_args(parser, args):
         parser.error('give either --anchors-file or --step-config/--step-checkpoint')
     if args.vlm and (args.anchors_file or args.step_config):
         parser.error('--vlm identifies the first/last actions itself; drop the step model')
+    if not args.out.endswith('.jsonl'):
+        parser.error(f'--out {args.out}: results rows go to a JSON Lines file (.jsonl)')
 
 
 def load_datasets(args):
@@ -109,6 +112,7 @@ def load_datasets(args):
         if 'dataset' not in cfg.get(key, {}):
             raise SystemExit(f'{args.config}: needs {key}.dataset (training windows give the '
                              'examples and the PKG, test windows are planned)')
+    check_split_disjoint(cfg)  # the examples and the PKG never come from test videos
     print('loading the test windows ...', file=sys.stderr)
     if args.step_config:
         return cfg, DATASETS.build(cfg.test_dataloader.dataset)
@@ -219,6 +223,8 @@ def method_slug(args, anchors: str) -> str:
 @tool_main
 def main(argv=None):
     args = parse_args(argv)
+    if Path(args.out).is_file():
+        read_results(args.out)  # a damaged results file stops the run before any request
     cfg, test_set = load_datasets(args)
     anchors_label, anchors = anchor_setting(args, test_set)
     model = build_planner(args, cfg)

@@ -26,8 +26,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from vpn_plugin.protocol import plots  # noqa: E402
-from vpn_plugin.protocol.results import filter_rows, read_results  # noqa: E402
-from vpn_plugin.errors import tool_main  # noqa: E402
+from vpn_plugin.errors import check_names, tool_main  # noqa: E402
+from vpn_plugin.protocol.results import METRIC_RANGES, filter_rows, read_results  # noqa: E402
 
 
 def parse_args(argv=None):
@@ -96,6 +96,8 @@ def main(argv=None):
     if args.kind == 'qualitative':
         paths = qualitative_figure(args)
     else:
+        if getattr(args, 'metric', None):
+            check_names([args.metric], METRIC_RANGES, '--metric')
         rows = filter_rows(read_results(args.results), protocol=args.protocol,
                            methods=args.methods)
         paths = figure_from_results(args, rows)

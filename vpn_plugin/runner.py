@@ -7,7 +7,9 @@ Three differences from mmengine's ``Runner``:
 * :meth:`PlanningRunner.from_cfg` applies the config's ``horizon`` / ``test_horizon``
   (:func:`vpn_plugin.data_paths.apply_horizon`) and resolves its data locations
   (:func:`vpn_plugin.data_paths.resolve_paths`: ``--cfg-options data_root=DIR`` moves every
-  dataset, relative config paths are read from the repository root) before building anything;
+  dataset, relative config paths are read from the repository root) before building anything,
+  after checking the config: no misspelled top-level key, no unknown option of a model /
+  dataset / hook, no training video in the test split;
 
 * without a GPU the distributed backend is ``gloo`` in the config that is used *and* logged
   (mmengine would log ``nccl``; :func:`vpn_plugin.compat.fix_cpu_init_dist` only swaps it at
@@ -15,9 +17,10 @@ Three differences from mmengine's ``Runner``:
 * the ~250-line config dump is not logged: the config is written to the work dir (as mmengine
   always does) and one log line says where.
 
-And two safety rules (``vpn_plugin.engine.checkpoint``): a checkpoint is loaded strictly
-(``load_from``, ``--resume``; a config's ``load_partial = True`` opts in to partial loading for
-fine-tuning), and saved atomically (a full disk never leaves a partial checkpoint).
+And three safety rules: a checkpoint is loaded strictly (``load_from``, ``--resume``; a
+config's ``load_partial = True`` opts in to partial loading for fine-tuning) and saved
+atomically (a full disk never leaves a partial checkpoint; ``vpn_plugin.engine.checkpoint``);
+``train`` refuses a work dir another process trains in (``vpn_plugin.protocol.locks``).
 """
 from __future__ import annotations
 
@@ -58,9 +61,11 @@ class PlanningRunner(Runner):
     def from_cfg(cls, cfg) -> 'PlanningRunner':
         from vpn_plugin.data_paths import apply_horizon, resolve_paths
         from vpn_plugin.protocol.runner import check_config_entries
+        from vpn_plugin.datasets.planning_dataset import check_split_disjoint
         check_config_keys(cfg)
         cfg = resolve_paths(apply_horizon(cfg))
         check_config_entries(cfg, cfg.filename or 'config')
+        check_split_disjoint(cfg)  # no test video among the training videos
         return super().from_cfg(cfg)
 
     def setup_env(self, env_cfg: dict) -> None:
@@ -80,6 +85,16 @@ class PlanningRunner(Runner):
             object.__setattr__(self.cfg, '_cfg_dict', config)
         if config:
             self.logger.info(f'Config: written to {self.config_path()}')
+
+    def train(self):
+        """mmengine's ``train`` holding the work dir's lock (``protocol.locks``): a work dir
+        another process trains in is refused (rank 0 holds it for all ranks)."""
+        if self.rank != 0:
+            return super().train()
+        from vpn_plugin.protocol.locks import exclusive_lock, lock_path_of
+        with exclusive_lock(lock_path_of(self.work_dir), wait=False,
+                            what=f'work dir {self.work_dir}'):
+            return super().train()
 
     def load_checkpoint(self, filename: str, map_location='cpu', strict=None, revise_keys=None):
         """mmengine's ``load_checkpoint`` (``load_from`` and ``resume`` call it) with strict

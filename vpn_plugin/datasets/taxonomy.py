@@ -30,10 +30,10 @@ class Taxonomy:
     def task_index(self, key) -> int:
         """Task index of a task key ('23521', 'Changing a car tire') or an index (int / '3')."""
         lookup = {k: i for i, k in enumerate(self.task_keys)}
-        if str(key) in lookup:
-            return lookup[str(key)]
-        if isinstance(key, int) or str(key).isdigit():
-            if 0 <= int(key) < self.num_tasks:
+        if isinstance(key, (str, int)) and not isinstance(key, bool):  # not True, 0.7, [..]
+            if str(key) in lookup:
+                return lookup[str(key)]
+            if (isinstance(key, int) or str(key).isdigit()) and 0 <= int(key) < self.num_tasks:
                 return int(key)
         raise ValueError(f'task {key!r} is not a task of taxonomy {self.path} '
                          f'(expected one of {self.task_keys[:5]}... or an index < '
@@ -81,6 +81,9 @@ def load_taxonomy(path) -> Taxonomy:
         for aid, aname in actions:
             if not str(aid).isdigit():
                 raise ValueError(f'{path}: task {task_raw!r}: action id {aid!r} is not an integer')
+            if not isinstance(aname, str) or not aname.strip():
+                raise ValueError(f'{path}: task {task_raw!r}: action {aid} name = {aname!r}; '
+                                 'expected a non-empty string')
             if int(aid) in action_names:
                 first = raw[action_task[int(aid)]][0]
                 raise ValueError(f'{path}: task {task_raw!r}: action id {aid} ({aname!r}) is '

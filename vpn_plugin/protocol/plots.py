@@ -266,10 +266,19 @@ def plot_pkg_quality(rows, out_stem, *, metric='success_rate') -> list[Path]:
 # -------------------------------------------------------------------- params vs metric
 def params_points(rows: list[ResultRow], metric: str, horizon: int | None = None) -> dict:
     """``{method: (params, mean, low, high)}`` for methods with a parameter count."""
+    from .report import check_one_run_per_cell
+    horizons = sorted({r.horizon for r in rows if horizon is None or r.horizon == horizon})
+    if len(horizons) > 1:
+        raise ValueError(f'the rows have test horizons {horizons}: a point pools the seeds of '
+                         'one horizon; give --horizon')
+    rows = [r for r in rows if r.horizon in horizons]
+    check_one_run_per_cell(rows)
     points = {}
     for method in dict.fromkeys(r.method for r in rows):
-        chosen = [r for r in rows if r.method == method and metric in r.metrics
-                  and (horizon is None or r.horizon == horizon)]
+        chosen = [r for r in rows if r.method == method]
+        lacking = [r.seed for r in chosen if metric not in r.metrics]
+        if lacking:
+            raise ValueError(f'rows of {method!r} (seeds {lacking}) have no metric {metric!r}')
         counts = [r.params for r in chosen if r.params]
         if not counts:
             continue

@@ -18,9 +18,15 @@ A table has one row per method and one column per (dataset, horizon, metric). Co
 
 Per column the best method is bold and the second best underlined (higher is better, except
 ``plan_jsd``: lower; ``plan_entropy`` is descriptive and not ranked; ties share the mark).
+
+Nothing is pooled or dropped silently: the seeds of a cell must come from one run setting
+(:func:`check_one_run_per_cell`: same protocol, config, training horizon, variant and
+settings), every row must hold every reported metric, ``metrics`` must be known names, and the
+results reader refuses values outside a metric's range.
 """
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
 from typing import Optional
 
@@ -28,9 +34,15 @@ import numpy as np
 
 from vpn_plugin.core.stats import AUTHORS_RESAMPLES, AUTHORS_SEED, bootstrap_ci, \
     bootstrap_difference
-from .results import METRIC_LABELS, ResultRow, shortened_reason
+from vpn_plugin.errors import check_names
+from .results import METRIC_LABELS, METRIC_RANGES, ResultRow, shortened_reason
 
 DEFAULT_METRICS = ('success_rate', 'mean_accuracy', 'miou_set')
+# what the rows pooled in one cell must share (besides method, dataset and test horizon)
+CELL_IDENTITY = ('protocol', 'config', 'train_horizon', 'variant', 'settings')
+# settings that legitimately differ across the seeds of one run setting (llm_eval.py rows:
+# the sample seed is the row's seed; a step model may be trained per seed)
+PER_SEED_SETTINGS = ('sample_seed', 'step_checkpoint', 'anchors_file')
 CI_STYLES = ('width', 'half-width')  # width: the paper's p95 - p5; half-width: (p95 - p5) / 2
 MIN_SEEDS_FOR_CI = 3  # fewer seeds: mean only, no CI, no significance mark
 SHORTENED_MARK = '†'
@@ -106,6 +118,8 @@ def build_table(rows: list[ResultRow], metrics=DEFAULT_METRICS, *, methods=None,
         raise ValueError('no results rows to report')
     if ci_style not in CI_STYLES:
         raise ValueError(f'ci_style={ci_style!r}; expected one of {CI_STYLES}')
+    check_names(metrics, METRIC_RANGES, '--metrics')
+    check_one_run_per_cell(rows)
     per_seed = _collect(rows, metrics)
     methods = list(methods) if methods else list(dict.fromkeys(r.method for r in rows))
     _check_named(methods, ours, reference, rows)
@@ -157,12 +171,46 @@ def _failures(rows, methods) -> dict:
     return counts
 
 
+def check_one_run_per_cell(rows) -> None:
+    """The seeds pooled in a cell (method, dataset, test horizon) must come from one run
+    setting: rows that differ in any of :data:`CELL_IDENTITY` (settings that vary per seed,
+    :data:`PER_SEED_SETTINGS`, aside) are refused, naming the field, values and seeds."""
+    groups = {}
+    for row in rows:
+        groups.setdefault((row.method, row.dataset, row.horizon), []).append(row)
+    for (method, dataset, horizon), members in groups.items():
+        for name in CELL_IDENTITY:
+            values = {}
+            for row in members:
+                values.setdefault(_identity_value(row, name), []).append(row.seed)
+            if len(values) > 1:
+                found = '; '.join(f'{value} (seed{"s" * (len(seeds) > 1)} '
+                                  f'{", ".join(map(str, sorted(seeds)))})'
+                                  for value, seeds in values.items())
+                raise ValueError(
+                    f'rows of method {method!r} (dataset {dataset!r}, T={horizon}) differ in '
+                    f'{name}: {found}; a cell averages the seeds of ONE run setting: keep one '
+                    'with --protocol / --variant (or --methods), or give the others another '
+                    'method name (--rename works on names only)')
+
+
+def _identity_value(row: ResultRow, name: str) -> str:
+    value = getattr(row, name)
+    if name == 'settings':
+        value = {k: v for k, v in value.items() if k not in PER_SEED_SETTINGS}
+    return json.dumps(value, sort_keys=True, default=str)
+
+
 def _collect(rows, metrics) -> dict:
     per_seed = {}
     for row in rows:
         for metric in metrics:
             if metric not in row.metrics:
-                continue
+                raise ValueError(
+                    f'the row of method {row.method!r} (dataset {row.dataset!r}, '
+                    f'T={row.horizon}) seed {row.seed} lacks the metric {metric!r} (it has '
+                    f'{sorted(row.metrics)}); a cell never silently drops a seed: choose '
+                    '--metrics every row has, or rerun that seed')
             values = per_seed.setdefault((row.method, row.dataset, row.horizon, metric), {})
             if row.seed in values:
                 raise ValueError(

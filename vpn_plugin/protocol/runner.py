@@ -49,6 +49,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from .locks import LockBusyError, exclusive_lock, lock_path_of
 from .results import ResultRow, append_result, read_results
 
 
@@ -350,12 +351,25 @@ class ProtocolRunner:
             from .pool import run_pool
             run_pool(self, todo, done, jobs)
         else:
-            for number, unit in enumerate(todo, 1):
-                _log(f'[{number}/{len(todo)}] {unit.slug} T={unit.horizon} seed={unit.seed}'
-                     + _eta(started, number - 1, len(todo)))
-                self.run_unit(unit, done)
+            self.run_in_turn(todo, done, started)
         _log(f'protocol {self.protocol}: done in {time.time() - started:.0f}s')
         return self.results_file
+
+    def run_in_turn(self, units: list[TrainUnit], done: set, started: float) -> None:
+        """Run ``units`` one after the other in this process; a unit another process holds
+        is skipped and waited for at the end."""
+        busy = []
+        for number, unit in enumerate(units, 1):
+            _log(f'[{number}/{len(units)}] {unit.slug} T={unit.horizon} seed={unit.seed}'
+                 + _eta(started, number - 1, len(units)))
+            try:
+                self.run_unit(unit, done, wait=False)
+            except LockBusyError as error:  # another process runs it: come back at the end
+                _log(f'    skipped for now: {error}')
+                busy.append(unit)
+        for unit in busy:
+            _log(f'waiting for {self.work_dir(unit)} (run by another process)')
+            self.run_unit(unit, done)
 
     def check_requirements(self, units: list[TrainUnit]) -> None:
         """For a protocol with ``requires`` (data beyond ../shared/data, e.g. COIN's
@@ -375,14 +389,25 @@ class ProtocolRunner:
                     raise SystemExit(f'protocol {self.protocol} needs {requires}; {config} '
                                      f'(T={horizon}, {split}): {error}') from error
 
-    def run_unit(self, unit: TrainUnit, done: set) -> None:
-        for row in self.unit_rows(unit, done):
+    def run_unit(self, unit: TrainUnit, done: set, wait: bool = True) -> None:
+        """Train (once) and test ``unit``, appending its rows (:meth:`unit_rows`)."""
+        for row in self.unit_rows(unit, done, wait):
             self.record(row, done)
 
-    def unit_rows(self, unit: TrainUnit, done: set):
-        """Train ``unit`` (or reuse its finished training) and yield the row of each test
-        whose key is not in ``done``, as soon as it is evaluated."""
+    def unit_rows(self, unit: TrainUnit, done: set, wait: bool = True):
+        """Train ``unit`` (or reuse its finished training) and yield the row of each test not
+        in ``done`` as soon as it is evaluated, holding its work dir's lock
+        (``locks.exclusive_lock``): a unit is run by one process at a time, and a process that
+        gets the lock after another finished it finds its rows done. ``wait=False``: raise
+        ``LockBusyError`` at once when another process holds it."""
         work_dir = self.work_dir(unit)
+        with exclusive_lock(lock_path_of(work_dir), wait=wait, what=f'work dir {work_dir}'):
+            done |= self.done_keys()  # rows another process wrote meanwhile
+            yield from self._unit_rows(unit, work_dir, done)
+
+    def _unit_rows(self, unit: TrainUnit, work_dir: Path, done: set):
+        if all(self.row_for(unit, spec).key() in done for spec in unit.tests):
+            return
         claim_work_dir(work_dir, self.identity(unit))
         checkpoint, params, shortened, selection = (self.train(unit, work_dir) if unit.train
                                                     else (None, None, '', ''))
@@ -400,7 +425,7 @@ class ProtocolRunner:
             yield row
 
     def record(self, row: ResultRow, done: set) -> None:
-        """Append a finished test's row to the results file (only this process writes it)."""
+        """Append a finished test's row to the results file (not twice: ``append_result``)."""
         append_result(self.results_file, row)
         done.add(row.key())
         _log('    ' + row.method + ': ' + ', '.join(
