@@ -27,6 +27,11 @@ import os
 from pathlib import Path
 
 PATH_VARIABLES = ('data_root', 'feature_dir', 'cache_dir')
+
+
+class ConfigError(ValueError):
+    """A config that cannot run as written (e.g. a test horizon its model cannot plan, an
+    observation width its checkpoint was not trained on); tools print its message alone."""
 REPO_ROOT = Path(__file__).resolve().parents[1]
 
 
@@ -49,13 +54,13 @@ def data_path_args(args: argparse.Namespace) -> dict:
 
 @contextlib.contextmanager
 def explained_input_errors():
-    """Missing or bad input files end a tool with their message (which names the file, the
-    dataset and the command that fixes it) instead of a traceback; ``VPN_TRACEBACK=1`` keeps
-    the traceback."""
+    """Missing or bad input files and config errors (``ConfigError``) end a tool with their
+    message (which names the file, the dataset and the command that fixes it) instead of a
+    traceback; ``VPN_TRACEBACK=1`` keeps the traceback."""
     from vpn_plugin.datasets.annotations import BadVideoError
     try:
         yield
-    except (FileNotFoundError, BadVideoError) as error:
+    except (FileNotFoundError, BadVideoError, ConfigError) as error:
         if os.environ.get('VPN_TRACEBACK'):
             raise
         raise SystemExit(f'error: {error}\n(set VPN_TRACEBACK=1 for the traceback)') from None
@@ -113,7 +118,24 @@ def apply_horizon(cfg, horizon=None, test_horizon=None):
         loader = cfg.get(f'{split}_dataloader')
         if loader is not None:
             _set_dataset_horizon(loader.get('dataset'), value)
+    _check_test_horizon(cfg, horizon, test_horizon)
     return cfg
+
+
+def _check_test_horizon(cfg, horizon: int, test_horizon: int) -> None:
+    """A test horizon the config's planner cannot plan is a config error, raised before
+    anything is built (``BasePlanner`` planners; the same rule as at predict time)."""
+    if test_horizon == horizon or cfg.get('model') is None:
+        return
+    from mmaction.registry import MODELS
+    from vpn_plugin.models.base_planner import BasePlanner, horizon_mismatch
+    cls = MODELS.get(cfg.model.get('type')) if cfg.model.get('type') else None
+    if not (isinstance(cls, type) and issubclass(cls, BasePlanner)):
+        return
+    error = horizon_mismatch(cls, cfg.model.get('cross_horizon'), horizon, test_horizon)
+    if error:
+        raise ConfigError(f'{cfg.filename}: test_horizon={test_horizon} with horizon={horizon}: '
+                          f'{error}')
 
 
 def _positive_horizon(cfg, name: str) -> int:

@@ -18,6 +18,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from ..data_paths import ConfigError
 from .text_embeddings import load_state_features
 
 INIT_LOGIT_SCALE = math.log(1 / 0.07)
@@ -98,9 +99,9 @@ class StateEncoder(nn.Module):
         features = load_state_features(**text_cfg)
         expected = (self.num_actions, 6, text_dim)
         if tuple(features.shape) != expected:
-            raise ValueError(f'model.text_embeddings={dict(text_cfg)}: state features have '
-                             f'shape {tuple(features.shape)}; expected {expected} '
-                             '(num_actions, 3 before + 3 after sentences, text_dim)')
+            raise ConfigError(f'model.text_embeddings={dict(text_cfg)}: state features have '
+                              f'shape {tuple(features.shape)}; expected {expected} '
+                              '(num_actions, 3 before + 3 after sentences, text_dim)')
         self.register_buffer('state_features', features.float(), persistent=False)
 
     def set_state_features(self, features: torch.Tensor) -> None:
@@ -114,10 +115,10 @@ class StateEncoder(nn.Module):
     def encode(self, observations: torch.Tensor) -> torch.Tensor:
         """Embeddings (..., E) of observations (..., D)."""
         if observations.shape[-1] != self.feature_dim:
-            raise ValueError(f'{self.owner}: observation dim {observations.shape[-1]} does not '
-                             f'match model.feature_dim={self.feature_dim} (the unified protocol '
-                             "observes 3 concatenated 512-d frames, observation='authors': "
-                             "1536; 'mean3': 512)")
+            raise ConfigError(f'{self.owner}: observation dim {observations.shape[-1]} does not '
+                              f'match model.feature_dim={self.feature_dim} (the unified protocol '
+                              "observes 3 concatenated 512-d frames, observation='authors': "
+                              "1536; 'mean3': 512)")
         return self.visual_encoder(self.input_dropout(observations))
 
     def encode_ends(self, inputs: Dict[str, torch.Tensor]) -> torch.Tensor:
@@ -127,10 +128,10 @@ class StateEncoder(nn.Module):
     def encode_text(self) -> torch.Tensor:
         """Projected state descriptions (N, 6, E)."""
         if self.state_features is None:
-            raise ValueError(f'{self.owner} was built without state-description features '
-                             '(model.text_embeddings is None) but this computation needs them: '
-                             "give text_embeddings=dict(file='<(N, 6, 768) .npy>') or a "
-                             'taxonomy + state_descriptions + encoder')
+            raise ConfigError(f'{self.owner} was built without state-description features '
+                              '(model.text_embeddings is None) but this computation needs them: '
+                              "give text_embeddings=dict(file='<(N, 6, 768) .npy>') or a "
+                              'taxonomy + state_descriptions + encoder')
         return self.text_encoder(self.input_dropout(self.state_features))
 
     def state_logits(self, states: torch.Tensor, text: torch.Tensor) -> torch.Tensor:
@@ -146,7 +147,7 @@ class StateEncoder(nn.Module):
                               missing_keys, unexpected_keys, error_msgs):
         weight = state_dict.get(prefix + 'visual_encoder.0.weight')
         if weight is not None and weight.dim() == 2 and weight.shape[1] != self.feature_dim:
-            raise ValueError(
+            raise ConfigError(
                 f'{self.owner}: the checkpoint\'s visual encoder takes {weight.shape[1]}-d '
                 f'observations ({prefix}visual_encoder.0.weight {tuple(weight.shape)}) but the '
                 f'config builds model.feature_dim={self.feature_dim}: test it with the '
