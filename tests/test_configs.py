@@ -11,7 +11,7 @@ import pytest
 import vpn_plugin.mm  # noqa: F401  (registration)
 from mmaction.registry import DATASETS, MODELS, RUNNERS
 from mmengine.config import Config
-from vpn_plugin.data_paths import ConfigError, apply_horizon, load_config
+from vpn_plugin.data_paths import apply_horizon, load_config
 from vpn_plugin.protocol.runner import expand_units, load_protocol
 
 REPO = Path(__file__).resolve().parents[1]
@@ -128,7 +128,7 @@ def test_derived_horizon_overrides_are_refused():
         'horizon': 5, 'test_horizon': 4, 'model.cross_horizon': 'repeat_last'})
     assert horizons_of(cfg) == dict(model=5, train=5, val=5, test=4)
     # a test horizon the model cannot plan is refused before anything is built
-    with pytest.raises(ConfigError, match=r"vpn_crosstask_t3.py: test_horizon=4 with horizon=5: "
+    with pytest.raises(ValueError, match=r"vpn_crosstask_t3.py: test_horizon=4 with horizon=5: "
                                           r"horizon mismatch.*model.cross_horizon='repeat_last'"):
         load_config(REPO / 'configs/vpn_crosstask_t3.py', {'horizon': 5, 'test_horizon': 4})
 
@@ -163,9 +163,10 @@ def test_coin_protocol_run_stops_before_training_naming_the_missing_file(tmp_pat
     from vpn_plugin.protocol.runner import ProtocolRunner
     monkeypatch.chdir(REPO)
     protocol = load_protocol('configs/protocol/observations_coin.py')
-    runner = ProtocolRunner(protocol, tmp_path, max_epochs=1)
-    with pytest.raises(SystemExit, match=r'needs COIN annotations.*vpn_coin_t4.py \(T=4, train\)'
-                                         r'.*coin/splits/train_T4.json does not exist'):
+    runner = ProtocolRunner(protocol, tmp_path, max_epochs=1,
+                            data_paths=dict(feature_dir=str(tmp_path / 'no_features')))
+    with pytest.raises(SystemExit, match=r'needs COIN features.*vpn_coin_t4.py \(T=4, train\)'
+                                         r'.*no_features does not exist.*--dataset coin'):
         runner.run(expand_units(protocol, seeds=[0]))
     assert not list(tmp_path.rglob('*.jsonl')) and not list(tmp_path.rglob('run.json'))
 

@@ -12,6 +12,7 @@ import torch
 import vpn_plugin.mm  # noqa: F401  (registration)
 from mmaction.registry import MODELS
 from vpn_plugin.data_paths import load_config
+from vpn_plugin.datasets.sources import SOURCE_KEYS
 from vpn_plugin.models import load_state_features
 from vpn_plugin.models.viterbi_plan_net import num_parameters, repeat_last_emission
 from tool_modules import load_tool
@@ -261,8 +262,8 @@ def test_selection_presets(dataset):
     unified = load_config(str(REPO / f'configs/vpn_{dataset}_t4.py'))
     assert authors.selection == 'authors' and unified.get('selection', 'unified') == 'unified'
     val, test = authors.val_dataloader.dataset, authors.test_dataloader.dataset
-    assert val.split == 'test' and val.window_file == test.window_file
-    assert not val.get('video_list') and val.horizon == test.horizon == 4
+    assert val.split == 'test' and val.horizon == test.horizon == 4
+    assert {k: val.get(k) for k in SOURCE_KEYS} == {k: test.get(k) for k in SOURCE_KEYS}
     assert authors.train_dataloader.dataset.val_fraction == 0.0
     assert authors.train_cfg.val_interval == 1
     assert unified.val_dataloader.dataset.split == 'val'
@@ -300,3 +301,19 @@ def test_model_stats_prints_the_count(capsys):
     out = capsys.readouterr().out
     assert 'ViterbiPlanNet, 5,494,726 parameters (5.49M)' in out
     assert 'built without text features' in out and 'state_encoder' in out
+
+
+def test_checkpoints_from_before_the_shared_state_encoder_still_load():
+    """The state encoder moved under ``state_encoder.`` (shared with SCHEMA); a state dict
+    with the old flat names (visual_encoder.*, text_encoder.*, logit_scale) loads strictly."""
+    model = build()
+    old = {}
+    for name, value in model.state_dict().items():
+        flat = name.replace('state_encoder.', '', 1) if name.startswith('state_encoder.') else name
+        old[flat] = value + 1 if value.is_floating_point() else value
+    assert 'visual_encoder.0.weight' in old and 'logit_scale' in old
+    fresh = build()
+    fresh.load_state_dict(old, strict=True)
+    torch.testing.assert_close(fresh.state_encoder.logit_scale, model.state_encoder.logit_scale + 1)
+    torch.testing.assert_close(fresh.state_encoder.visual_encoder[0].weight,
+                               model.state_encoder.visual_encoder[0].weight + 1)

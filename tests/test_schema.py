@@ -14,7 +14,7 @@ import vpn_plugin.mm  # noqa: F401  (registration)
 from mmaction.registry import MODELS
 from mmengine.runner import load_checkpoint
 from vpn_plugin.core import viterbi_decode, viterbi_decode_probs
-from vpn_plugin.data_paths import ConfigError, load_config
+from vpn_plugin.data_paths import load_config
 from vpn_plugin.models.base_planner import num_parameters
 from tool_modules import load_tool
 
@@ -168,26 +168,26 @@ def test_converted_official_checkpoint_predicts_the_official_plans(fixture_dir, 
     # SCHEMA saves no graph: without --pkg the checkpoint's PKG is counted when tested
     assert convert.main([str(src), str(tmp_path / 'no_pkg.pth'), '--config', str(config)]) == 0
     assert not torch.load(tmp_path / 'no_pkg.pth', weights_only=False)['state_dict']['pkg_ready']
-    with pytest.raises(ValueError, match='pos_encoder.pe has 4 rows, so it was built for another '
-                                         "horizon than the config's horizon=4"):
+    with pytest.raises(SystemExit, match='pos_encoder.pe has 4 rows, so it was built for '
+                                         "another horizon than the config's horizon=4"):
         convert.main([str(src), str(tmp_path / 'x.pth'), '--config',
                       str(REPO / 'configs/baselines/schema_crosstask_t4.py')])
 
 
-def test_checkpoint_of_another_observation_width_is_a_config_error(tmp_path):
-    torch.save(dict(state_dict=small().state_dict()), tmp_path / 'd12.pth')
-    with pytest.raises(ConfigError, match=r"SCHEMA: the checkpoint's visual encoder takes "
-                                          r'12-d observations .* model.feature_dim=8'):
-        load_checkpoint(small(feature_dim=8), str(tmp_path / 'd12.pth'), map_location='cpu')
-    with pytest.raises(ConfigError, match='observation dim 8 does not match '
-                                          'model.feature_dim=12'):
+def test_observations_of_another_width_are_a_clear_error(tmp_path):
+    from vpn_plugin.engine.checkpoint import load_weights
+    with pytest.raises(ValueError, match=r'state_encoder.visual_encoder.0.weight: \(24, 12\) '
+                                         r'in the checkpoint, \(16, 8\) in the model'):
+        load_weights(small(feature_dim=8), dict(state_dict=small().state_dict()), 'd12.pth')
+    with pytest.raises(ValueError, match='observation dim 8 does not match '
+                                         'model.feature_dim=12'):
         small()(dict(start=torch.randn(2, 8), goal=torch.randn(2, 8)), mode='tensor')
 
 
 def test_missing_text_features_is_a_config_error(tmp_path):
     model = MODELS.build(dict(type='SCHEMA', num_actions=N, num_tasks=K, horizon=T,
                               feature_dim=D, text_dim=6, embed_dim=8, num_heads=2))
-    with pytest.raises(ConfigError, match='SCHEMA was built without state-description features'):
+    with pytest.raises(ValueError, match='SCHEMA was built without state-description features'):
         model(dict(start=torch.randn(2, D), goal=torch.randn(2, D)), mode='tensor')
     with pytest.raises(FileNotFoundError, match="text_embeddings.file='/no/such.npy' does not "
                                                 'exist'):
@@ -197,7 +197,7 @@ def test_missing_text_features_is_a_config_error(tmp_path):
 
 def test_cross_horizon_test_is_a_config_error():
     for options in ({'test_horizon': 4}, {'test_horizon': 2}):
-        with pytest.raises(ConfigError, match=r'schema_crosstask_t3.py: test_horizon=\d with '
+        with pytest.raises(ValueError, match=r'schema_crosstask_t3.py: test_horizon=\d with '
                                               r'horizon=3: horizon mismatch.*SCHEMA plans only '
                                               'the horizon it was built for'):
             load_config(REPO / 'configs/baselines/schema_crosstask_t3.py', options)
@@ -256,7 +256,8 @@ def test_train_then_test_through_the_tools(tiny_schema_config, tmp_path, monkeyp
     # bad configs end with one message (SystemExit), before anything is written
     for options, message in (
             (['test_horizon=4'], 'SCHEMA plans only the horizon it was built for'),
-            (['model.feature_dim=1536'], "the checkpoint's visual encoder takes 512-d"),
+            (['model.feature_dim=1536'], r'state_encoder.visual_encoder.0.weight: \(1024, 512\) '
+                                         'in the checkpoint'),
             (['model.text_embeddings.file=/no/such.npy'], "'/no/such.npy' does not exist")):
         with pytest.raises(SystemExit, match=message):
             test.main([config, checkpoint, '--work-dir', str(tmp_path / 'bad'),

@@ -44,14 +44,19 @@ def read_authors_state_dict(path) -> Dict[str, torch.Tensor]:
 
 
 def read_pkg(path, field: str = 'transition_matrix') -> np.ndarray:
-    """Raw PKG (N, N) float64 [from, to] from a ``.npy`` or the ``field`` of an ``.npz``."""
+    """Raw PKG (N, N) float64 [from, to] from a plain ``.npy`` array (what the authors'
+    ``main.py`` saves, ``T{T}_transition_matrix.npy``) or the ``field`` of an ``.npz``."""
     path = Path(path)
-    with np.load(path, allow_pickle=False) as loaded:
-        if path.suffix == '.npz':
+    loaded = np.load(path, allow_pickle=False)
+    if isinstance(loaded, np.lib.npyio.NpzFile):
+        with loaded:
             if field not in loaded.files:
                 raise KeyError(f'{path}: no array {field!r}; it has {loaded.files}')
             loaded = loaded[field]
-        return core.check_pkg(np.asarray(loaded, dtype=np.float64))
+    if loaded.dtype.kind not in 'iuf':
+        raise ValueError(f'{path}: a {loaded.dtype} array; expected a real (N, N) transition '
+                         'matrix')
+    return core.check_pkg(np.asarray(loaded, dtype=np.float64), name=str(path))
 
 
 def convert_state_dict(authors: Dict[str, torch.Tensor], model) -> Dict[str, torch.Tensor]:

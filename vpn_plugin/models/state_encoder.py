@@ -18,7 +18,6 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from ..data_paths import ConfigError
 from .text_embeddings import load_state_features
 
 INIT_LOGIT_SCALE = math.log(1 / 0.07)
@@ -99,9 +98,9 @@ class StateEncoder(nn.Module):
         features = load_state_features(**text_cfg)
         expected = (self.num_actions, 6, text_dim)
         if tuple(features.shape) != expected:
-            raise ConfigError(f'model.text_embeddings={dict(text_cfg)}: state features have '
-                              f'shape {tuple(features.shape)}; expected {expected} '
-                              '(num_actions, 3 before + 3 after sentences, text_dim)')
+            raise ValueError(f'model.text_embeddings={dict(text_cfg)}: state features have '
+                             f'shape {tuple(features.shape)}; expected {expected} '
+                             '(num_actions, 3 before + 3 after sentences, text_dim)')
         self.register_buffer('state_features', features.float(), persistent=False)
 
     def set_state_features(self, features: torch.Tensor) -> None:
@@ -115,10 +114,10 @@ class StateEncoder(nn.Module):
     def encode(self, observations: torch.Tensor) -> torch.Tensor:
         """Embeddings (..., E) of observations (..., D)."""
         if observations.shape[-1] != self.feature_dim:
-            raise ConfigError(f'{self.owner}: observation dim {observations.shape[-1]} does not '
-                              f'match model.feature_dim={self.feature_dim} (the unified protocol '
-                              "observes 3 concatenated 512-d frames, observation='authors': "
-                              "1536; 'mean3': 512)")
+            raise ValueError(f'{self.owner}: observation dim {observations.shape[-1]} does not '
+                             f'match model.feature_dim={self.feature_dim} (the unified protocol '
+                             "observes 3 concatenated 512-d frames, observation='authors': "
+                             "1536; 'mean3': 512)")
         return self.visual_encoder(self.input_dropout(observations))
 
     def encode_ends(self, inputs: Dict[str, torch.Tensor]) -> torch.Tensor:
@@ -128,10 +127,10 @@ class StateEncoder(nn.Module):
     def encode_text(self) -> torch.Tensor:
         """Projected state descriptions (N, 6, E)."""
         if self.state_features is None:
-            raise ConfigError(f'{self.owner} was built without state-description features '
-                              '(model.text_embeddings is None) but this computation needs them: '
-                              "give text_embeddings=dict(file='<(N, 6, 768) .npy>') or a "
-                              'taxonomy + state_descriptions + encoder')
+            raise ValueError(f'{self.owner} was built without state-description features '
+                             '(model.text_embeddings is None) but this computation needs them: '
+                             "give text_embeddings=dict(file='<(N, 6, 768) .npy>') or a "
+                             'taxonomy + state_descriptions + encoder')
         return self.text_encoder(self.input_dropout(self.state_features))
 
     def state_logits(self, states: torch.Tensor, text: torch.Tensor) -> torch.Tensor:
@@ -142,18 +141,6 @@ class StateEncoder(nn.Module):
                                   F.normalize(text, dim=-1).flatten(1, 2))
         similarity = similarity.view(*states.shape[:2], self.num_actions, -1).mean(-1)
         return self.logit_scale.exp() * similarity
-
-    def _load_from_state_dict(self, state_dict, prefix, local_metadata, strict,
-                              missing_keys, unexpected_keys, error_msgs):
-        weight = state_dict.get(prefix + 'visual_encoder.0.weight')
-        if weight is not None and weight.dim() == 2 and weight.shape[1] != self.feature_dim:
-            raise ConfigError(
-                f'{self.owner}: the checkpoint\'s visual encoder takes {weight.shape[1]}-d '
-                f'observations ({prefix}visual_encoder.0.weight {tuple(weight.shape)}) but the '
-                f'config builds model.feature_dim={self.feature_dim}: test it with the '
-                'observation it was trained on (feature_dim and the datasets\' observation=)')
-        super()._load_from_state_dict(state_dict, prefix, local_metadata, strict,
-                                      missing_keys, unexpected_keys, error_msgs)
 
 
 def rename_legacy_keys(state_dict: dict, prefix: str) -> None:

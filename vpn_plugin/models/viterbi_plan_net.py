@@ -62,6 +62,13 @@ def repeat_last_emission(log_emissions: torch.Tensor, eval_horizon: int) -> torc
     return torch.cat([log_emissions[:, :eval_horizon - 1], last], 1)
 
 
+def _check_layers(dvl_layers) -> int:
+    if isinstance(dvl_layers, bool) or not isinstance(dvl_layers, int) or dvl_layers < 1:
+        raise ValueError(f'model.dvl_layers={dvl_layers!r}; expected an integer >= 1 (stacked '
+                         'DVL layers; 1 = the released code)')
+    return dvl_layers
+
+
 @MODELS.register_module()
 class ViterbiPlanNet(BasePlanner):
     """The paper's procedure planner (module docstring).
@@ -79,6 +86,10 @@ class ViterbiPlanNet(BasePlanner):
             ``load_state_features``); required when the state loss weight is > 0.
         use_dvl: the plan loss supervises the DVL's soft plan (True) or the emission
             probabilities (False: the paper's Base Model).
+        dvl_layers: stacked DVLs (``core.differentiable_viterbi(num_layers=...)``): layer k+1
+            reads log(soft plan of layer k); the soft plan (plan loss, outputs, decoding) is
+            the last layer's. 1 = the released code; the paper trains COIN T=6 with 2
+            (supplementary, "Hyperparameter Configuration"; the released code has no switch).
         decode: one of ``DECODE_MODES``.
         loss_weights: weight of 'state', 'plan', 'task' (1 each; 0 switches a term off).
         cross_horizon: None (a data horizon != T is an error) or 'repeat_last' (the authors'
@@ -94,7 +105,8 @@ class ViterbiPlanNet(BasePlanner):
                  text_dim: int = 768, embed_dim: int = 128, mlp_ratio: int = 2,
                  dropout: float = 0.2, input_dropout: float = 0.4,
                  text_embeddings: Optional[dict] = None, use_dvl: bool = True,
-                 decode: str = 'dvl_viterbi', loss_weights: Optional[Dict[str, float]] = None,
+                 dvl_layers: int = 1, decode: str = 'dvl_viterbi',
+                 loss_weights: Optional[Dict[str, float]] = None,
                  cross_horizon: Optional[str] = None, freeze_visual: bool = False,
                  pkg: Optional[dict] = None, data_preprocessor: Optional[dict] = None):
         super().__init__(num_actions, horizon, pkg, data_preprocessor)
@@ -103,6 +115,7 @@ class ViterbiPlanNet(BasePlanner):
         self.num_tasks = num_tasks
         self.feature_dim, self.embed_dim = feature_dim, embed_dim
         self.use_dvl, self.decode, self.cross_horizon = use_dvl, decode, cross_horizon
+        self.dvl_layers = _check_layers(dvl_layers)
         self.state_encoder = StateEncoder(num_actions, feature_dim, text_dim, embed_dim,
                                           input_dropout, text_embeddings, type(self).__name__)
         self.state_encoder.visual_encoder.requires_grad_(not freeze_visual)
@@ -152,14 +165,17 @@ class ViterbiPlanNet(BasePlanner):
         clamped = self.log_transitions.exp().clamp(min=CLAMP)
         return (clamped / clamped.sum(1, keepdim=True)).log()
 
-    def soft_plan(self, log_emissions: torch.Tensor) -> torch.Tensor:
-        """DVL soft plan (B, T, N) of log emissions (B, T, N)."""
-        soft, _ = core.differentiable_viterbi(log_emissions, self.dvl_log_transitions())
+    def soft_plan(self, log_emissions: torch.Tensor, num_layers: Optional[int] = None
+                  ) -> torch.Tensor:
+        """DVL soft plan (B, T, N) of log emissions (B, T, N): the last of ``num_layers``
+        (default ``dvl_layers``) stacked DVLs."""
+        soft, _ = core.differentiable_viterbi(log_emissions, self.dvl_log_transitions(),
+                                              num_layers=num_layers or self.dvl_layers)
         return soft
 
     def second_dvl(self, soft_plan: torch.Tensor) -> torch.Tensor:
-        """(B, T, N): the DVL applied again to a soft plan read as emission probabilities."""
-        return self.soft_plan(torch.log(soft_plan.clamp(min=CLAMP)))
+        """(B, T, N): one more DVL over a soft plan read as emission probabilities."""
+        return self.soft_plan(torch.log(soft_plan.clamp(min=CLAMP)), num_layers=1)
 
     def hard_viterbi(self, probabilities: torch.Tensor) -> torch.Tensor:
         """(B, T) Viterbi path over emission probabilities (B, T, N) with the raw PKG."""
