@@ -16,6 +16,7 @@ from mmengine.runner import load_checkpoint
 from vpn_plugin.core import viterbi_decode, viterbi_decode_probs
 from vpn_plugin.data_paths import load_config
 from vpn_plugin.models.base_planner import num_parameters
+from oracle_fixtures import predict_fixture
 from tool_modules import load_tool
 
 REPO = Path(__file__).resolve().parents[1]
@@ -156,15 +157,11 @@ def test_converted_official_checkpoint_predicts_the_official_plans(fixture_dir, 
                          str(fixture_dir / 'inputs.npz')]) == 0
     model = MODELS.build(load_config(config).model)  # the config's text = the fixture's
     load_checkpoint(model, str(tmp_path / 'ours.pth'), map_location='cpu', strict=True)
-    model.eval()
-    with np.load(fixture_dir / 'inputs.npz') as inputs, \
-            np.load(fixture_dir / 'outputs.npz') as outputs:
-        batch = {k: torch.from_numpy(inputs[k]) for k in ('start', 'goal')}
-        samples = model(batch, dict(plan=torch.from_numpy(inputs['actions'])), mode='predict')
-        probabilities = torch.stack([s.emissions for s in samples]).numpy()
-        np.testing.assert_allclose(probabilities, outputs['eval_action_probs'], atol=1e-6)
-        plans = torch.stack([s.pred_plan for s in samples]).numpy()
-        np.testing.assert_array_equal(plans, outputs['eval_viterbi_path'])
+    samples, outputs = predict_fixture(model, fixture_dir)
+    probabilities = torch.stack([s.emissions for s in samples]).numpy()
+    np.testing.assert_allclose(probabilities, outputs['eval_action_probs'], atol=1e-6)
+    plans = torch.stack([s.pred_plan for s in samples]).numpy()
+    np.testing.assert_array_equal(plans, outputs['eval_viterbi_path'])
     # SCHEMA saves no graph: without --pkg the checkpoint's PKG is counted when tested
     assert convert.main([str(src), str(tmp_path / 'no_pkg.pth'), '--config', str(config)]) == 0
     assert not torch.load(tmp_path / 'no_pkg.pth', weights_only=False)['state_dict']['pkg_ready']
