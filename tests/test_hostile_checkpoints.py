@@ -161,11 +161,9 @@ def test_converter_reads_the_authors_plain_npy_transition_matrix(tmp_path):
     """Their main.py saves T3_transition_matrix.npy with np.save: a plain (N, N) array."""
     config = REPO / 'configs/vpn_niv_t3.py'
     model = build_model(config)
-    authors = {}
-    from vpn_plugin.models.authors import AUTHORS_PREFIXES, plugin_name  # noqa: F401
-    names = {plugin_name(a): a for a in _authors_names(model)}
-    for name, value in model.named_parameters():
-        authors[names[name]] = torch.randn_like(value)
+    from vpn_plugin.models.authors import authors_names
+    names = dict(zip((n for n, _ in model.named_parameters()), authors_names(model)))
+    authors = {names[name]: torch.randn_like(value) for name, value in model.named_parameters()}
     torch.save(authors, tmp_path / 'T3_model_best_viterbi.pth')
     counts = np.random.default_rng(0).integers(0, 5, (48, 48)).astype(np.float64)
     np.save(tmp_path / 'T3_transition_matrix.npy', counts / counts.sum(1, keepdims=True))
@@ -179,12 +177,3 @@ def test_converter_reads_the_authors_plain_npy_transition_matrix(tmp_path):
     for name, value in converted.named_parameters():
         assert torch.equal(value, authors[names[name]]), name
 
-
-def _authors_names(model):
-    """The authors' parameter names of ``model``'s parameters (inverse of plugin_name)."""
-    from vpn_plugin.models.authors import AUTHORS_PREFIXES
-    ours = {name for name, _ in model.named_parameters()}
-    found = []
-    for theirs, mine in AUTHORS_PREFIXES.items():
-        found += [theirs + name[len(mine):] for name in ours if name.startswith(mine)]
-    return found

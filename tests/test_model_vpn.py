@@ -357,3 +357,19 @@ def test_model_stats_prints_the_count(capsys):
     out = capsys.readouterr().out
     assert 'ViterbiPlanNet, 5,494,726 parameters (5.49M)' in out
     assert 'built without text features' in out and 'state_encoder' in out
+
+
+def test_checkpoints_from_before_the_shared_state_encoder_still_load():
+    """The state encoder moved under ``state_encoder.`` (shared with SCHEMA); a state dict
+    with the old flat names (visual_encoder.*, text_encoder.*, logit_scale) loads strictly."""
+    model = build()
+    old = {}
+    for name, value in model.state_dict().items():
+        flat = name.replace('state_encoder.', '', 1) if name.startswith('state_encoder.') else name
+        old[flat] = value + 1 if value.is_floating_point() else value
+    assert 'visual_encoder.0.weight' in old and 'logit_scale' in old
+    fresh = build()
+    fresh.load_state_dict(old, strict=True)
+    torch.testing.assert_close(fresh.state_encoder.logit_scale, model.state_encoder.logit_scale + 1)
+    torch.testing.assert_close(fresh.state_encoder.visual_encoder[0].weight,
+                               model.state_encoder.visual_encoder[0].weight + 1)

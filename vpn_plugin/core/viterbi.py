@@ -1,6 +1,10 @@
 """Exact max-product Viterbi decoding of a linear chain, batched, in log space.
 
 Also holds the input checks shared with the Differentiable Viterbi Layer (:mod:`.dvl`).
+Shapes, dtypes and types are always checked. Values (NaN, +inf, row sums) are checked where
+reading them costs nothing: on CPU tensors outside ``torch.compile`` tracing. On an
+accelerator the check would make the host wait for the device on every call, so it is left
+to the producers of the inputs (``pkg_log_transitions`` checks every PKG it converts).
 """
 from __future__ import annotations
 
@@ -12,11 +16,18 @@ import torch
 ROW_SUM_TOLERANCE = 1e-3
 
 
+def values_checkable(tensor: torch.Tensor) -> bool:
+    """Whether value checks may read ``tensor`` back to Python (module docstring)."""
+    return tensor.device.type == 'cpu' and not torch.compiler.is_compiling()
+
+
 def _require_float(tensor, name: str) -> torch.Tensor:
     if not isinstance(tensor, torch.Tensor):
         raise TypeError(f'{name} is a {type(tensor).__name__}; expected a torch.Tensor')
     if not tensor.is_floating_point():
         raise TypeError(f'{name} has dtype {tensor.dtype}; expected a floating-point tensor')
+    if not values_checkable(tensor):
+        return tensor
     if torch.isnan(tensor).any() or (tensor == math.inf).any():
         raise ValueError(f'{name} holds NaN or +inf values; expected finite log values '
                          '(-inf allowed for impossible states / forbidden edges)')
@@ -54,6 +65,8 @@ def check_chain_inputs(log_emissions: torch.Tensor, log_transitions: torch.Tenso
 
 
 def _check_rows_normalised(log_transitions: torch.Tensor) -> None:
+    if not values_checkable(log_transitions):
+        return
     sums = log_transitions.detach().double().exp().sum(1)
     bad = ((sums - 1).abs() > ROW_SUM_TOLERANCE) & (sums != 0)
     if bad.any():

@@ -42,9 +42,11 @@ def source_path(data_root, path, horizon) -> Path:
 
 def read_source(data_root, taxonomy: Taxonomy, horizon: int, window_file=None, video_list=None,
                 annotation_dir=None, tasks_primary=None, annotation_file=None,
-                annotation_format: str = 'json', other_split=None, annotation_taxonomy=None
+                annotation_format: str = 'json', other_split=None, annotation_taxonomy=None,
+                warnings=None
                 ) -> Tuple[List[Window], Optional[List[VideoAnnotation]], List[BadVideoError]]:
-    """(windows, videos or None for a window file, bad-video errors) of one source."""
+    """(windows, videos or None for a window file, bad-video errors) of one source;
+    ``warnings`` (``validation.AnnotationWarnings``) counts what is merely suspicious."""
     given = [n for n, v in (('window_file', window_file), ('video_list', video_list),
                             ('annotation_file', annotation_file)) if v]
     if len(given) != 1:
@@ -61,18 +63,18 @@ def read_source(data_root, taxonomy: Taxonomy, horizon: int, window_file=None, v
                   if annotation_taxonomy else taxonomy)
     videos = None
     if window_file:
-        windows, bad = read_window_file(path, written_in, horizon)
+        windows, bad = read_window_file(path, written_in, horizon, warnings)
     else:
         if video_list:
             if not annotation_dir:
                 raise ValueError('video_list needs annotation_dir (the CrossTask CSV folder)')
             primary = source_path(data_root, tasks_primary, horizon) if tasks_primary else None
             videos, bad = crosstask_videos(path, source_path(data_root, annotation_dir, horizon),
-                                           written_in, primary)
+                                           written_in, primary, warnings)
         else:
             videos, bad = _per_video_file(path, annotation_format, written_in,
                                           other_split and _existing(data_root, other_split,
-                                                                    horizon))
+                                                                    horizon), warnings)
         windows = None
     if annotation_taxonomy:
         windows, videos = _relabel(windows, videos, action_map(written_in, taxonomy))
@@ -80,8 +82,10 @@ def read_source(data_root, taxonomy: Taxonomy, horizon: int, window_file=None, v
 
 
 def _per_video_file(path: Path, annotation_format: str, taxonomy: Taxonomy,
-                    other: Optional[Path]) -> tuple:
-    videos, bad = ANNOTATION_FORMATS[annotation_format](path, taxonomy)
+                    other: Optional[Path], warnings=None) -> tuple:
+    reader = ANNOTATION_FORMATS[annotation_format]
+    videos, bad = (reader(path, taxonomy, warnings) if annotation_format == 'json'
+                   else reader(path, taxonomy))
     if other is not None:
         videos, overlap = split_overlap(videos, VIDEO_IDS[annotation_format](other), path,
                                         other)
