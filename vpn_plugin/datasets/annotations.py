@@ -234,14 +234,16 @@ def json_video_ids(path) -> set:
     return {str(e['vid']) for e in entries if isinstance(e, dict) and 'vid' in e}
 
 
-def read_coin_annotations(path, taxonomy: Taxonomy
+def read_coin_annotations(path, taxonomy: Taxonomy,
+                          warnings: Optional[AnnotationWarnings] = None
                           ) -> Tuple[List[VideoAnnotation], List[BadVideoError]]:
     """COIN's per-video JSON (module docstring) -> (videos, bad videos), in file order.
 
     A record that is not an object with ``recipe_type``, ``class`` and a list ``annotation``
     raises ValueError naming the file, entry and field; a bad video (task index outside the
     taxonomy, ``class`` not the task's name, an unknown step id or one of another task,
-    inverted / negative / non-finite segments, a video listed twice) is a ``BadVideoError``.
+    inverted / negative / non-finite segments, steps in reverse temporal order, a video listed
+    twice) is a ``BadVideoError``; steps partly out of order are counted in ``warnings``.
     """
     path = Path(path)
     videos, bad, seen = [], [], {}
@@ -252,7 +254,7 @@ def read_coin_annotations(path, taxonomy: Taxonomy
                                     f'{path}: entry {i}: video {vid} is already entry '
                                     f'{seen[vid]}; expected each video once')
             seen[vid] = i
-            videos.append(_coin_video(path, i, vid, record, taxonomy))
+            videos.append(_coin_video(path, i, vid, record, taxonomy, warnings))
         except BadVideoError as err:
             bad.append(err)
     return videos, bad
@@ -301,7 +303,7 @@ def _iter_coin_records(path: Path):
         yield i, str(vid), record
 
 
-def _coin_video(path, i, vid, record, taxonomy) -> VideoAnnotation:
+def _coin_video(path, i, vid, record, taxonomy, warnings=None) -> VideoAnnotation:
     where = f'entry {i}'
     task = record['recipe_type']
     if isinstance(task, bool) or not isinstance(task, int) or not 0 <= task < taxonomy.num_tasks:
@@ -316,6 +318,8 @@ def _coin_video(path, i, vid, record, taxonomy) -> VideoAnnotation:
                             f'{taxonomy.task_names[task]!r}')
     steps = [_coin_step(path, f'{where}: annotation[{j}]', vid, step, task, taxonomy)
              for j, step in enumerate(record['annotation'])]
+    check_step_order(path, vid, f'{where}: field "annotation"', [s for s, _, _ in steps],
+                     warnings)
     return VideoAnnotation(vid, task, f"{record['class']}_{task}_{vid}", steps, str(path))
 
 

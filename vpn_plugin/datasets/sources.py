@@ -83,9 +83,7 @@ def read_source(data_root, taxonomy: Taxonomy, horizon: int, window_file=None, v
 
 def _per_video_file(path: Path, annotation_format: str, taxonomy: Taxonomy,
                     other: Optional[Path], warnings=None) -> tuple:
-    reader = ANNOTATION_FORMATS[annotation_format]
-    videos, bad = (reader(path, taxonomy, warnings) if annotation_format == 'json'
-                   else reader(path, taxonomy))
+    videos, bad = ANNOTATION_FORMATS[annotation_format](path, taxonomy, warnings)
     if other is not None:
         videos, overlap = split_overlap(videos, VIDEO_IDS[annotation_format](other), path,
                                         other)
