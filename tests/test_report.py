@@ -458,7 +458,7 @@ def test_stand_in_text_features_are_marked_in_table_and_caption():
     assert table.stand_ins == {'COIN run': [label]}
     markdown = to_markdown(table)
     assert '| COIN run‡ |' in markdown and '| Paper |' in markdown
-    assert f"‡ text features: {label}: not the paper's setting." in markdown
+    assert f'‡ text features: {label}.' in markdown
     assert r'COIN run\textsuperscript{\ddag}' in to_latex(table)
 
 

@@ -536,7 +536,7 @@ def _stand_in_legend(table: Table) -> str:
     if not table.stand_ins:
         return ''
     labels = sorted({label for found in table.stand_ins.values() for label in found})
-    return (f'{STAND_IN_MARK} text features: {"; ".join(labels)}: not the paper\'s setting.')
+    return f'{STAND_IN_MARK} text features: {"; ".join(labels)}.'
 
 
 def _oracle_legend(table: Table) -> str:
