@@ -1,9 +1,11 @@
 """Planners: the ``BasePlanner`` they share (PKG, forward dispatch, horizon checks, result
 packing), ViterbiPlanNet (the paper's network, exactly; Base Model via ``use_dvl=False``),
-CompactPlanNet (this plugin's smaller alternative), the PKG builder and its hook, and the
+CompactPlanNet (this plugin's smaller alternative), PDPP (the
+diffusion baseline, official code's function), the PKG builder and its hook, and the
 state-text features.
 
-Importing this package registers ``ViterbiPlanNet`` and ``CompactPlanNet`` in
+Importing this package registers ``ViterbiPlanNet``, ``CompactPlanNet``, ``PDPP`` and
+``PDPPDiffusion`` in
 ``mmaction.registry.MODELS``, ``PKGBuilder`` and the PKG perturbations in ``TASK_UTILS`` and
 ``PKGHook`` in ``HOOKS``.
 """
@@ -12,6 +14,7 @@ from .base_planner import BasePlanner, pack_samples
 from .compact_plan_net import CompactPlanNet, horizon_queries
 from .pkg_builder import (DataFraction, EdgeDropout, LabelNoise, PKGBuilder, UniformGraph,
                           WeightNoise)
+from .pdpp import PDPP, PDPPDiffusion, TaskHead
 from .pkg_hook import PKGHook
 from .text_embeddings import (encode_texts, load_state_features, state_embeddings,
                               state_texts)
@@ -20,4 +23,4 @@ from .viterbi_plan_net import DECODE_MODES, ViterbiPlanNet
 __all__ = ['BasePlanner', 'pack_samples', 'ViterbiPlanNet', 'CompactPlanNet', 'PKGBuilder',
            'DataFraction', 'LabelNoise', 'EdgeDropout', 'WeightNoise', 'UniformGraph', 'PKGHook',
            'DECODE_MODES', 'horizon_queries', 'encode_texts', 'load_state_features',
-           'state_embeddings', 'state_texts']
+           'state_embeddings', 'state_texts', 'PDPP', 'PDPPDiffusion', 'TaskHead']
