@@ -1,13 +1,15 @@
 """Seconds per training epoch of a config, and the share of it spent loading data.
 
     OMP_NUM_THREADS=1 .venv/bin/python tools/benchmark_epoch.py \
-        configs/synthetic/vpn_crosstask_t3_synthetic.py --epochs 3 [--threads 1]
+        configs/synthetic/vpn_crosstask_t3_synthetic.py --epochs 3 [--threads 1] [--test]
 
 Trains ``--epochs`` epochs with the mmengine Runner (no validation, no checkpoints) and
-prints one row per epoch: wall seconds, iterations, and the data-loading share
-(mmengine's ``data_time`` over the iteration ``time``, both from IterTimerHook). The
-one-off feature extraction that fills the observation cache happens when the dataset is
-built, before the first epoch, and is reported separately.
+prints one row per epoch: wall seconds, iterations, seconds per iteration and the
+data-loading share (mmengine's ``data_time`` over the iteration ``time``, both from
+IterTimerHook). The one-off feature extraction that fills the observation cache happens when
+the dataset is built, before the first epoch, and is reported separately; so is what runs
+before the first epoch (PDPP: its task-classifier stage). ``--test`` then times one pass over
+the test split with the trained weights (PDPP: 10-step DDIM sampling of every window).
 """
 import argparse
 import tempfile
@@ -28,6 +30,9 @@ class EpochClock(Hook):
     def __init__(self):
         self.rows = []
 
+    def before_run(self, runner):
+        self.train_began = time.perf_counter()
+
     def before_train_epoch(self, runner):
         self.began, self.data_time, self.iter_time, self.iters = time.perf_counter(), 0.0, 0.0, 0
 
@@ -38,6 +43,8 @@ class EpochClock(Hook):
         self.iters += 1
 
     def after_train_epoch(self, runner):
+        if not self.rows:
+            self.before_first_epoch = self.began - self.train_began
         self.rows.append(dict(epoch=runner.epoch + 1, seconds=time.perf_counter() - self.began,
                               iters=self.iters, data_share=self.data_time / self.iter_time))
 
@@ -47,6 +54,8 @@ def parse_args(argv=None):
     parser.add_argument('config')
     parser.add_argument('--epochs', type=int, default=3)
     parser.add_argument('--threads', type=int, default=1, help='torch intra-op threads')
+    parser.add_argument('--test', action='store_true',
+                        help='also time one pass over the test split after training')
     parser.add_argument('--cfg-options', nargs='+', action=DictAction)
     return parser.parse_args(argv)
 
@@ -56,6 +65,7 @@ def build_runner(args, work_dir):
     cfg.work_dir = work_dir
     cfg.train_cfg.max_epochs = args.epochs
     cfg.train_cfg.val_interval = args.epochs + 1  # no validation inside the measurement
+    cfg.train_cfg.val_begin = args.epochs + 1  # (nor the last epoch's)
     cfg.default_hooks.checkpoint = dict(type='CheckpointHook', interval=args.epochs + 1)
     cfg.default_hooks.logger = dict(type='LoggerHook', interval=10 ** 6)
     return Runner.from_cfg(cfg)
@@ -74,15 +84,31 @@ def main(argv=None):
         clock = EpochClock()
         runner.register_hook(clock, priority='LOWEST')
         runner.train()
+        test_seconds = time_test_pass(runner) if args.test else None
+    loader = runner.train_dataloader
+    batch = loader.batch_size or loader.batch_sampler.batch_size  # PDPP: a batch sampler
     print(f'\n{args.config}: {len(dataset)} training windows, feature dim '
-          f'{dataset.feature_dim}, batch {runner.train_dataloader.batch_size}, '
+          f'{dataset.feature_dim}, batch {batch}, '
           f'{args.threads} thread(s)')
     print(f'dataset build (feature extraction or cache read): {build_seconds:.1f} s')
-    print(f'{"epoch":>5} {"seconds":>8} {"iters":>6} {"data share":>11}')
+    print(f'before the first epoch (weights, hooks: e.g. PDPP\'s task classifier): '
+          f'{clock.before_first_epoch:.1f} s')
+    print(f'{"epoch":>5} {"seconds":>8} {"iters":>6} {"s/iter":>7} {"data share":>11}')
     for row in clock.rows:
         print(f'{row["epoch"]:>5} {row["seconds"]:>8.2f} {row["iters"]:>6} '
-              f'{100 * row["data_share"]:>10.1f}%')
+              f'{row["seconds"] / row["iters"]:>7.3f} {100 * row["data_share"]:>10.1f}%')
+    if test_seconds is not None:
+        windows, seconds = test_seconds
+        print(f'test pass: {windows} windows in {seconds:.1f} s (dataset build included: no)')
     return clock.rows
+
+
+def time_test_pass(runner):
+    """(windows, seconds) of one ``runner.test()`` pass, the test dataset built beforehand."""
+    runner._test_dataloader = runner.build_dataloader(runner._test_dataloader)
+    began = time.perf_counter()
+    runner.test()
+    return len(runner._test_dataloader.dataset), time.perf_counter() - began
 
 
 if __name__ == '__main__':

@@ -197,24 +197,27 @@ class TaskClassifierHook(Hook):
                     self.lr, self.weight_decay, seed=runner.seed)
                 print_log(f'TaskClassifierHook: trained {name}.task_head for {steps} steps: '
                           f'{describe(records[name])}; saved {path}', logger='current')
-            torch.save(dict(state_dicts={n: m.task_head.state_dict() for n, m in
-                                         modules.items()}, records=records), path)
+            torch.save(dict(state_dicts={f'{n}.task_head': m.task_head.state_dict()
+                                         for n, m in modules.items()},
+                            records={f'{n}.task_head': r for n, r in records.items()}), path)
 
 
 def load_classifiers(path: Path, modules: dict) -> None:
     """Load each module's task head from ``path`` (saved by ``TaskClassifierHook``)."""
     saved = torch.load(path, map_location='cpu', weights_only=True)
-    missing = sorted(set(modules) - set(saved.get('state_dicts', {})))
+    heads = {f'{name}.task_head': module.task_head for name, module in modules.items()}
+    missing = sorted(set(heads) - set(saved.get('state_dicts', {})))
     if missing:
         raise ValueError(f'{path} holds no task classifier for {missing}; it has '
                          f'{sorted(saved.get("state_dicts", {}))}: delete it to retrain')
-    for name, module in modules.items():
+    for name, head in heads.items():
         try:
-            module.task_head.load_state_dict(saved['state_dicts'][name])
+            head.load_state_dict(saved['state_dicts'][name])
         except RuntimeError as error:
-            raise ValueError(f'{path}: the saved {name}.task_head does not fit the model '
-                             f'({error}); delete it to retrain') from None
-        print_log(f'TaskClassifierHook: {name}.task_head reused from {path} (not retrained): '
+            reason = ' '.join(str(error).split())
+            raise ValueError(f'{path}: the saved {name} does not fit the model ({reason}); '
+                             'delete it to retrain') from None
+        print_log(f'TaskClassifierHook: {name} reused from {path} (not retrained): '
                   f'{describe(saved.get("records", {}).get(name, {}))}', logger='current')
 
 
