@@ -1,7 +1,8 @@
 """What ``tools/run_protocol.py --dry-run`` prints: every run, its epochs, folder and wall time.
 
-The time estimate is ``epochs x seconds per epoch x share of the training set`` per training
-(tests and the one-off feature extraction are not counted). The default seconds per epoch is
+The time estimate is ``epochs x seconds per epoch x share of the training set x epoch_cost``
+per training (tests and the one-off feature extraction are not counted; ``epoch_cost``, a
+config's relative epoch time, defaults to 1). The default seconds per epoch is
 a measured figure, :data:`CPU_EPOCH_SECONDS`; measure your machine with
 ``tools/benchmark_epoch.py CONFIG --epochs 3`` and pass it as ``--epoch-seconds``.
 """
@@ -43,12 +44,14 @@ def plan_runs(units, work_dir_of, max_epochs=None, epoch_seconds=CPU_EPOCH_SECON
     for unit in units:
         key = (unit.config, json.dumps(unit.cfg_options, sort_keys=True, default=str))
         if key not in epochs_of:
-            epochs_of[key] = config_epochs(unit.config, unit.cfg_options)
-        epochs = (max_epochs or epochs_of[key]) if unit.train else 0
+            epochs_of[key] = (config_epochs(unit.config, unit.cfg_options),
+                              config_epoch_cost(unit.config))
+        epochs = (max_epochs or epochs_of[key][0]) if unit.train else 0
         share = float(unit.cfg_options.get(SUBSET_KEY) or 1.0)
+        seconds = epochs * share * epoch_seconds * epochs_of[key][1]
         planned.append(PlannedRun(unit.slug, unit.config, unit.seed, unit.horizon,
                                   sorted({t.horizon for t in unit.tests}), epochs, share,
-                                  Path(work_dir_of(unit)), epochs * share * epoch_seconds))
+                                  Path(work_dir_of(unit)), seconds))
     return planned
 
 
@@ -62,6 +65,14 @@ def config_epochs(config: str, cfg_options: dict) -> int:
         raise ValueError(f'{config}: train_cfg has no max_epochs; expected an epoch-based '
                          'training schedule')
     return int(cfg.train_cfg.max_epochs)
+
+
+def config_epoch_cost(config: str) -> float:
+    """A config's top-level ``epoch_cost``: its training epoch's time relative to the
+    reference epoch (``--epoch-seconds``); default 1. PDPP's configs set their measured ratio
+    (an epoch of 200 steps of a 42M-parameter U-Net)."""
+    from mmengine.config import Config
+    return float(Config.fromfile(config).get('epoch_cost', 1.0))
 
 
 def format_duration(seconds: float) -> str:
