@@ -159,9 +159,10 @@ def test_coin_protocol_run_stops_before_training_naming_the_missing_file(tmp_pat
     from vpn_plugin.protocol.runner import ProtocolRunner
     monkeypatch.chdir(REPO)
     protocol = load_protocol('configs/protocol/observations_coin.py')
-    runner = ProtocolRunner(protocol, tmp_path, max_epochs=1)
-    with pytest.raises(SystemExit, match=r'needs COIN annotations.*vpn_coin_t4.py \(T=4, train\)'
-                                         r'.*coin/splits/train_T4.json does not exist'):
+    runner = ProtocolRunner(protocol, tmp_path, max_epochs=1,
+                            data_paths=dict(feature_dir=str(tmp_path / 'no_features')))
+    with pytest.raises(SystemExit, match=r'needs COIN features.*vpn_coin_t4.py \(T=4, train\)'
+                                         r'.*no_features does not exist.*--dataset coin'):
         runner.run(expand_units(protocol, seeds=[0]))
     assert not list(tmp_path.rglob('*.jsonl')) and not list(tmp_path.rglob('run.json'))
 

@@ -21,6 +21,7 @@ from vpn_plugin.core.stats import AUTHORS_RESAMPLES  # noqa: E402
 from vpn_plugin.protocol.report import (CI_STYLES, DEFAULT_METRICS, build_table,  # noqa: E402
                                          to_latex, to_markdown)
 from vpn_plugin.protocol.results import filter_rows, read_results, rename_methods  # noqa: E402
+from vpn_plugin.errors import tool_main  # noqa: E402
 
 
 def parse_args(argv=None):
@@ -54,6 +55,7 @@ def parse_args(argv=None):
     return parser.parse_args(argv)
 
 
+@tool_main
 def main(argv=None):
     args = parse_args(argv)
     rows = filter_rows(read_results(args.results), protocol=args.protocol, dataset=args.dataset,

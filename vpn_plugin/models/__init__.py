@@ -1,10 +1,10 @@
 """Planners: the ``BasePlanner`` they share (PKG, forward dispatch, horizon checks, result
 packing), ViterbiPlanNet (the paper's network, exactly; Base Model via ``use_dvl=False``),
-CompactPlanNet (this plugin's smaller alternative), PDPP (the
-diffusion baseline, official code's function), the PKG builder and its hook, and the
-state-text features.
+SCHEMA (its official network, sharing ViterbiPlanNet's ``StateEncoder``), CompactPlanNet (this
+plugin's smaller alternative), PDPP (the diffusion baseline, its official code's function), the
+PKG builder and its hook, and the state-text features.
 
-Importing this package registers ``ViterbiPlanNet``, ``CompactPlanNet``, ``PDPP`` and
+Importing this package registers ``ViterbiPlanNet``, ``SCHEMA``, ``CompactPlanNet``, ``PDPP`` and
 ``PDPPDiffusion`` in
 ``mmaction.registry.MODELS``, ``PKGBuilder`` and the PKG perturbations in ``TASK_UTILS`` and
 ``PKGHook`` in ``HOOKS``.
@@ -16,11 +16,14 @@ from .pkg_builder import (DataFraction, EdgeDropout, LabelNoise, PKGBuilder, Uni
                           WeightNoise)
 from .pdpp import PDPP, PDPPDiffusion, TaskHead
 from .pkg_hook import PKGHook
+from .schema import SCHEMA
+from .state_encoder import StateEncoder
 from .text_embeddings import (encode_texts, load_state_features, state_embeddings,
                               state_texts)
 from .viterbi_plan_net import DECODE_MODES, ViterbiPlanNet
 
-__all__ = ['BasePlanner', 'pack_samples', 'ViterbiPlanNet', 'CompactPlanNet', 'PKGBuilder',
+__all__ = ['BasePlanner', 'pack_samples', 'ViterbiPlanNet', 'SCHEMA', 'StateEncoder',
+           'CompactPlanNet', 'PKGBuilder',
            'DataFraction', 'LabelNoise', 'EdgeDropout', 'WeightNoise', 'UniformGraph', 'PKGHook',
            'DECODE_MODES', 'horizon_queries', 'encode_texts', 'load_state_features',
            'state_embeddings', 'state_texts', 'PDPP', 'PDPPDiffusion', 'TaskHead']

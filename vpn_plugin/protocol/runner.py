@@ -52,6 +52,12 @@ from pathlib import Path
 from .results import ResultRow, append_result, read_results
 
 
+# what a protocol config, a run entry and a test entry may set (module docstring)
+PROTOCOL_KEYS = ('protocol', 'dataset', 'seeds', 'requires', 'runs', 'max_epochs')
+RUN_KEYS = ('method', 'config', 'horizons', 'cfg_options', 'variant', 'train', 'tests', 'slug')
+TEST_KEYS = ('method', 'config', 'cfg_options', 'horizon')
+
+
 @dataclass
 class TestSpec:
     method: str
@@ -76,11 +82,17 @@ class TrainUnit:
 def load_protocol(path: str):
     """The protocol config (mmengine ``Config``) with its required fields checked."""
     from mmengine.config import Config
+    from vpn_plugin.errors import check_misspelled, check_names
     cfg = Config.fromfile(path)
     for name in ('protocol', 'runs'):
         if name not in cfg:
             raise ValueError(f'{path}: protocol config lacks "{name}"; see '
                              'vpn_plugin/protocol/runner.py for the format')
+    check_misspelled(cfg.keys(), PROTOCOL_KEYS, f'{path}: protocol key')
+    for index, run in enumerate(cfg.runs):
+        check_names(run, RUN_KEYS, f'{path}: runs[{index}] keys')
+        for number, test in enumerate(run.get('tests') or []):
+            check_names(test, TEST_KEYS, f'{path}: runs[{index}].tests[{number}] keys')
     return cfg
 
 
@@ -92,7 +104,7 @@ def expand_units(protocol_cfg, seeds=None, methods=None, horizons=None) -> list[
     """
     seeds = list(seeds if seeds is not None else protocol_cfg.get('seeds', [0, 1, 2, 3, 4]))
     dataset = protocol_cfg.get('dataset', '')
-    per_run = []
+    per_run, names, trained = [], set(), set()
     for index, run in enumerate(protocol_cfg.runs):
         run = dict(run)
         if 'config' not in run:
@@ -102,22 +114,40 @@ def expand_units(protocol_cfg, seeds=None, methods=None, horizons=None) -> list[
         for horizon in run.get('horizons') or [None]:
             config = _config_path(run['config'], horizon, dataset)
             horizon = horizon or _config_horizon(config)
+            trained.add(horizon)
             if horizons and horizon not in horizons:
                 continue
             specs = [_test_spec(t, name, config, horizon, dataset) for t in tests]
+            names.update(s.method for s in specs)
             if methods:
                 specs = [s for s in specs if s.method in methods]
             if specs:
                 per_run.append((run, name, config, horizon, specs))
+    from vpn_plugin.errors import check_names
+    check_names(methods, sorted(names), '--methods')  # a typo would silently drop a method
+    check_names(horizons, sorted(trained), '--horizons')
     # seeds outermost: an interrupted protocol has every method for its first seeds
     units = []
     for seed in seeds:
         for run, name, config, horizon, specs in per_run:
+            variant = {**run.get('variant', {}),
+                       **text_features_variant(config, run.get('cfg_options', {}))}
             units.append(TrainUnit(_slug(run.get('slug') or name, run.get('variant', {})),
                                    config, horizon, seed, dict(run.get('cfg_options', {})),
-                                   dict(run.get('variant', {})), bool(run.get('train', True)),
-                                   specs))
+                                   variant, bool(run.get('train', True)), specs))
     return units
+
+
+def text_features_variant(config: str, cfg_options: dict) -> dict:
+    """``{'text_features': label}`` when the config's model reads stand-in text features
+    (``models.text_embeddings.stand_in_label``: e.g. COIN's MiniLM stand-in for the paper's
+    CLIP features), so that no table mistakes its rows for the paper's setting; else ``{}``."""
+    from mmengine.config import Config
+    from vpn_plugin.models.text_embeddings import stand_in_label
+    cfg = Config.fromfile(config)
+    cfg.merge_from_dict(copy.deepcopy(dict(cfg_options)))
+    label = stand_in_label((cfg.get('model') or {}).get('text_embeddings'))
+    return {'text_features': label} if label else {}
 
 
 def _test_spec(test: dict, method: str, config: str, horizon: int, dataset: str) -> TestSpec:
@@ -177,26 +207,37 @@ def check_units(units: list[TrainUnit]) -> int:
 
 def check_config(config: str, cfg_options: dict, horizon=None, test_horizon=None) -> None:
     """Raise ``ValueError`` naming the config and entry for an unknown type or option."""
-    from mmaction.registry import DATASETS, HOOKS, MODELS, TASK_UTILS
     from vpn_plugin.data_paths import load_config
+    check_config_entries(load_config(config, copy.deepcopy(cfg_options), horizon=horizon,
+                                     test_horizon=test_horizon), config)
+
+
+def check_config_entries(cfg, where: str) -> None:
+    """:func:`check_config` of a loaded config (``PlanningRunner.from_cfg`` runs it too):
+    model, datasets, hooks, the model's ``pkg`` and the training loop name registered types
+    and only options of their classes."""
+    from mmaction.registry import DATASETS, HOOKS, LOOPS, MODELS, TASK_UTILS
     from vpn_plugin.models.pkg_builder import build_pkg_builder
-    cfg = resolve_dataset_references(load_config(
-        config, copy.deepcopy(cfg_options), horizon=horizon, test_horizon=test_horizon))
-    entries = [('model', MODELS, cfg.model)]
+    cfg = resolve_dataset_references(copy.deepcopy(cfg))
+    entries = [('model', MODELS, cfg.model)] if cfg.get('model') else []
     entries += [(f'{split}_dataloader.dataset', DATASETS, cfg[f'{split}_dataloader'].dataset)
-                for split in ('train', 'val', 'test') if cfg.get(f'{split}_dataloader')]
+                for split in ('train', 'val', 'test')
+                if cfg.get(f'{split}_dataloader') and cfg[f'{split}_dataloader'].get('dataset')]
     entries += [(f'custom_hooks.{i}', HOOKS, hook)
-                for i, hook in enumerate(cfg.get('custom_hooks', []))]
-    pkg = cfg.model.get('pkg')
+                for i, hook in enumerate(cfg.get('custom_hooks') or [])]
+    if (cfg.get('train_cfg') or {}).get('type'):
+        entries.append(('train_cfg', LOOPS, {k: v for k, v in cfg.train_cfg.items()
+                                             if k != 'by_epoch'}))
+    pkg = (cfg.get('model') or {}).get('pkg')
     if pkg is not None:
         entries.append(('model.pkg', TASK_UTILS, {'type': 'PKGBuilder', **pkg}))
-    for where, registry, entry in entries:
-        _check_arguments(f'{config}: {where}', registry, entry)
+    for name, registry, entry in entries:
+        _check_arguments(f'{where}: {name}', registry, entry)
     if pkg is not None:
         try:
             build_pkg_builder(copy.deepcopy(pkg))
         except (ValueError, KeyError, TypeError) as error:
-            raise ValueError(f'{config}: model.pkg: {error}') from None
+            raise ValueError(f'{where}: model.pkg: {error}') from None
 
 
 def resolve_dataset_references(cfg):
@@ -227,8 +268,10 @@ def _check_arguments(where: str, registry, entry: dict) -> None:
     unknown = sorted(set(entry) - set(params) - {'type'})
     options = sorted(set(params) - {'self'})
     if unknown:
+        from vpn_plugin.errors import close_match_hint
         expected = f'expected some of {options}' if options else 'it takes no options'
         raise ValueError(f'{where}: {entry["type"]} has no option(s) {unknown}; {expected}'
+                         f'{close_match_hint(unknown[0], options)}'
                          + getattr(cls, 'options_hint', ''))
 
 
