@@ -207,6 +207,12 @@ def test_pdpp_planner_decodes_and_refuses_bad_settings():
               for part in (slice(0, 1), slice(1, 4))]
     for alone, together in zip(halves[0] + halves[1], outputs):  # per-window x_T
         assert torch.equal(alone.action_scores, together.action_scores)
+    with pytest.raises(ValueError, match=r'task ids in \[0, 1\] but model.num_tasks=1'):
+        MODELS.build(dict(type='PDPP', feature_dim=8, num_actions=6, num_tasks=1, horizon=3,
+                          dim=32, n_timesteps=20))(inputs, samples, mode='loss')
+    with pytest.raises(ValueError, match='have 8 dims but model.feature_dim=9'):
+        MODELS.build(dict(type='PDPP', feature_dim=9, num_actions=6, num_tasks=2, horizon=3,
+                          dim=32, n_timesteps=20))(inputs, samples, mode='loss')
     samples['plan'] = samples['plan'][:, :2]
     with pytest.raises(ValueError, match='horizon mismatch'):
         model(inputs, samples, mode='predict')

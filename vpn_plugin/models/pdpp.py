@@ -84,6 +84,7 @@ class PDPPDiffusion(nn.Module):
             raise ValueError(f'PDPP horizon={horizon}: its U-Net with dim_mults={dim_mults} '
                              f'needs T >= {len(dim_mults)} (the official code: T >= 3)')
         self.num_actions, self.num_tasks, self.horizon = num_actions, num_tasks, horizon
+        self.feature_dim = feature_dim
         self.endpoint_weight, self.middle_actions = endpoint_weight, middle_actions
         self.sampling_seed = sampling_seed
         self.unet = TemporalUNet(num_tasks + num_actions + feature_dim, dim, tuple(dim_mults))
@@ -100,6 +101,19 @@ class PDPPDiffusion(nn.Module):
 
     def task_onehot(self, task: torch.Tensor) -> torch.Tensor:
         return F.one_hot(task, self.num_tasks).float()
+
+    def check_batch(self, inputs, plan=None, task=None) -> None:
+        """Observations (B, D), plans (B, T) and tasks (B,) must fit the model's D, N, K."""
+        dim = inputs['start'].shape[-1]
+        if dim != self.feature_dim:
+            raise ValueError(f'PDPP: the observations have {dim} dims but model.feature_dim='
+                             f'{self.feature_dim}; set it to the dataset\'s (the observation '
+                             'recipe decides: authors/concat3 3 x 512, mean3 512)')
+        for name, ids, limit in (('action', plan, self.num_actions),
+                                 ('task', task, self.num_tasks)):
+            if ids is not None and ids.numel() and not 0 <= int(ids.min()) <= int(ids.max()) < limit:
+                raise ValueError(f'PDPP: the batch has {name} ids in [{int(ids.min())}, '
+                                 f'{int(ids.max())}] but model.num_{name}s={limit}')
 
     def project(self, x, task_onehot, inputs) -> torch.Tensor:
         return diffusion.project_conditions(x, task_onehot, inputs['start'], inputs['goal'])
@@ -124,6 +138,7 @@ class PDPPDiffusion(nn.Module):
 
     def loss(self, inputs, data_samples) -> Dict[str, torch.Tensor]:
         """The diffusion loss at uniform random timesteps, conditioned on the true task."""
+        self.check_batch(inputs, data_samples['plan'], data_samples['task'])
         x0 = self.target(data_samples['plan'], data_samples['task'], inputs)
         t = torch.randint(0, len(self.betas), (x0.shape[0],), device=x0.device)
         noise = torch.randn_like(x0)
@@ -132,6 +147,7 @@ class PDPPDiffusion(nn.Module):
 
     def task_loss(self, inputs, data_samples) -> torch.Tensor:
         """Cross-entropy of the task head (its own training stage)."""
+        self.check_batch(inputs, task=data_samples['task'])
         return F.cross_entropy(self.task_head(observation_pair(inputs)), data_samples['task'])
 
     # ------------------------------------------------------------------ sampling
@@ -164,6 +180,7 @@ class PDPPDiffusion(nn.Module):
 
     def action_scores(self, inputs, data_samples) -> Dict[str, torch.Tensor]:
         """``pred_task`` (B,) and ``action_scores`` (B, T, N): the sampled x0's action dims."""
+        self.check_batch(inputs)
         task = self.predict_task(inputs)
         x0, _, _ = self.sample(self.initial_noise(inputs, data_samples), task, inputs)
         return dict(pred_task=task,
