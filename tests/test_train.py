@@ -3,6 +3,7 @@ import copy
 import json
 import os
 import pickle
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -301,9 +302,12 @@ def test_epoch_benchmark_reports_each_epoch_and_data_share(tiny_cfg, tmp_path, c
     finally:
         sys.path.pop(0)
     config = _write_config(copy.deepcopy(tiny_cfg), tmp_path / 'config.py')
-    rows = benchmark_epoch.main([config, '--epochs', '2'])
+    rows = benchmark_epoch.main([config, '--epochs', '2', '--test'])
     batches = -(-len(DATASETS.build(tiny_cfg.train_dataloader.dataset)) // BATCH)
     assert [row['epoch'] for row in rows] == [1, 2]
     assert all(row['iters'] == batches and row['seconds'] > 0 for row in rows)
     assert all(0 < row['data_share'] < 1 for row in rows)
-    assert 'data share' in capsys.readouterr().out
+    printed = capsys.readouterr().out
+    assert 'data share' in printed and 's/iter' in printed
+    windows = len(DATASETS.build(tiny_cfg.test_dataloader.dataset))
+    assert re.search(rf'test pass: {windows} windows in [\d.]+ s', printed)
