@@ -204,7 +204,11 @@ class TaskClassifierHook(Hook):
 
 def load_classifiers(path: Path, modules: dict) -> None:
     """Load each module's task head from ``path`` (saved by ``TaskClassifierHook``)."""
-    saved = torch.load(path, map_location='cpu', weights_only=True)
+    try:
+        saved = torch.load(path, map_location='cpu', weights_only=True)
+    except Exception as error:  # noqa: BLE001  (any unreadable file: say which)
+        raise ValueError(f'{path}: not a task classifier saved by TaskClassifierHook ({error}); '
+                         'delete it to retrain') from None
     heads = {f'{name}.task_head': module.task_head for name, module in modules.items()}
     missing = sorted(set(heads) - set(saved.get('state_dicts', {})))
     if missing:
