@@ -111,7 +111,9 @@ class PDPPDiffusion(nn.Module):
                              'recipe decides: authors/concat3 3 x 512, mean3 512)')
         for name, ids, limit in (('action', plan, self.num_actions),
                                  ('task', task, self.num_tasks)):
-            if ids is not None and ids.numel() and not 0 <= int(ids.min()) <= int(ids.max()) < limit:
+            if ids is None or not ids.numel():
+                continue
+            if not 0 <= int(ids.min()) <= int(ids.max()) < limit:
                 raise ValueError(f'PDPP: the batch has {name} ids in [{int(ids.min())}, '
                                  f'{int(ids.max())}] but model.num_{name}s={limit}')
 

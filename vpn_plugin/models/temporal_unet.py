@@ -4,9 +4,10 @@ Input and output (B, T, C) with C = K + N + D per step; inside, channels-first (
 Down path: levels C->dim, dim->2dim, 2dim->4dim, two residual blocks each, the output kept as
 a skip, then ``Conv1d(k=2)`` (T' - 1) except at the last level; middle: two blocks at 4dim;
 up path: two levels ``cat([x, skip])`` -> two blocks -> ``ConvTranspose1d(k=2)`` (T' + 1),
-the first level's skip is never used (as the official code); lengths T -> T-1 -> T-2 -> T-1 -> T,
-so T >= 3 (T >= len(dim_mults) in general). Parameter names follow the official ones except ``Conv1dBlock``'s
-``block.0``/``block.2``, here ``conv``/``norm`` (:func:`official_name`).
+the first level's skip is never used (as the official code); lengths
+T -> T-1 -> T-2 -> T-1 -> T, so T >= 3 (T >= len(dim_mults) in general).
+Parameter names follow the official ones except ``Conv1dBlock``'s ``block.0``/``block.2``, here
+``conv``/``norm`` (:func:`official_name`).
 """
 import re
 
