@@ -503,6 +503,29 @@ def test_viterbi_exact_ties_follow_the_classical_first_argmax_rule():
     assert paths.tolist() == viterbi_decode(emissions, transitions)[0].tolist()
 
 
+def test_viterbi_on_a_sparse_graph_uses_edge_lists_with_the_same_ties():
+    """A PKG-like graph (2 successors per action of 30, one dead end; < SPARSE_FRACTION of
+    the edges): the edge-list step gives the textbook loop's paths, scores and ties, also
+    where some samples have no feasible path (-inf emissions)."""
+    from vpn_plugin.core import viterbi
+    gen = torch.Generator().manual_seed(3)
+    num_actions = 30
+    probs = torch.zeros(num_actions, num_actions, dtype=torch.float64)
+    for i in range(num_actions - 1):
+        probs[i, [(i + 1) % num_actions, (i + 7) % num_actions]] = 0.5
+    transitions = probs.log()
+    assert torch.isfinite(transitions).float().mean() < viterbi.SPARSE_FRACTION
+    emissions = torch.randint(-1, 2, (30, 4, num_actions), generator=gen).double()
+    emissions[emissions < 0] = -math.inf
+    emissions[:3] = -math.inf  # nothing feasible
+    paths, scores = viterbi_decode(emissions, transitions)
+    prior = uniform_prior(num_actions).numpy()
+    with np.errstate(invalid='ignore'):
+        for b in range(len(emissions)):
+            path, score = classical_viterbi(emissions[b].numpy(), transitions.numpy(), prior)
+            assert paths[b].tolist() == path and scores[b].item() == score
+
+
 @pytest.mark.parametrize('dtype', [torch.float32, torch.float64])
 def test_viterbi_without_feasible_path_scores_minus_inf(dtype):
     transitions = torch.tensor([[0.0, 1.0], [0.0, 0.0]], dtype=dtype).log()  # 1 is a dead end

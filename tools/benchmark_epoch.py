@@ -29,6 +29,7 @@ from mmengine.hooks import Hook
 from mmengine.runner import Runner
 from vpn_plugin.benchmark import environment_line
 from vpn_plugin.data_paths import load_config
+from vpn_plugin.errors import POSITIVE_INT, tool_main
 
 PHASES = ('data', 'forward', 'backward', 'optimiser', 'hooks', 'other')
 
@@ -132,9 +133,9 @@ class TimedLoader:
 def parse_args(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument('config')
-    parser.add_argument('--epochs', type=int, default=3,
+    parser.add_argument('--epochs', type=POSITIVE_INT, default=3,
                         help='plain epochs timed; one instrumented epoch follows')
-    parser.add_argument('--threads', type=int, default=1, help='torch intra-op threads')
+    parser.add_argument('--threads', type=POSITIVE_INT, default=1, help='torch intra-op threads')
     parser.add_argument('--cfg-options', nargs='+', action=DictAction)
     return parser.parse_args(argv)
 

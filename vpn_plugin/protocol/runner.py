@@ -132,23 +132,25 @@ def expand_units(protocol_cfg, seeds=None, methods=None, horizons=None) -> list[
     for seed in seeds:
         for run, name, config, horizon, specs in per_run:
             variant = {**run.get('variant', {}),
-                       **text_features_variant(config, run.get('cfg_options', {}))}
+                       **config_variant(config, run.get('cfg_options', {}))}
             units.append(TrainUnit(_slug(run.get('slug') or name, run.get('variant', {})),
                                    config, horizon, seed, dict(run.get('cfg_options', {})),
                                    variant, bool(run.get('train', True)), specs))
     return units
 
 
-def text_features_variant(config: str, cfg_options: dict) -> dict:
-    """``{'text_features': label}`` when the config's model reads stand-in text features
-    (``models.text_embeddings.stand_in_label``: e.g. COIN's MiniLM stand-in for the paper's
-    CLIP features), so that no table mistakes its rows for the paper's setting; else ``{}``."""
+def config_variant(config: str, cfg_options: dict) -> dict:
+    """What a config records in its rows' ``variant`` by itself: its ``dataset_variant``
+    (e.g. ``egoper_errors`` of a converted EgoPER dataset) and ``text_features`` when its
+    model reads stand-in text features (``models.text_embeddings.stand_in_label``: COIN's
+    MiniLM stand-in for the paper's CLIP features), so no table mistakes those rows."""
     from mmengine.config import Config
     from vpn_plugin.models.text_embeddings import stand_in_label
     cfg = Config.fromfile(config)
     cfg.merge_from_dict(copy.deepcopy(dict(cfg_options)))
+    variant = dict(cfg.get('dataset_variant') or {})
     label = stand_in_label((cfg.get('model') or {}).get('text_embeddings'))
-    return {'text_features': label} if label else {}
+    return {**variant, 'text_features': label} if label else variant
 
 
 def _test_spec(test: dict, method: str, config: str, horizon: int, dataset: str) -> TestSpec:
