@@ -262,7 +262,8 @@ def test_many_methods_get_distinct_colour_and_marker_pairs():
 def test_params_plot_keeps_planners_without_parameters_and_names_the_uncounted(tmp_path,
                                                                                capsys):
     from vpn_plugin.protocol.plots import keep_y_span, methods_without_count
-    rows = study_rows() + [ResultRow('Uniform', s, 3, {'success_rate': 5.0}, params=0)
+    rows = [r for r in study_rows() if r.variant['train_fraction'] == 1.0]
+    rows += [ResultRow('Uniform', s, 3, {'success_rate': 5.0}, params=0)
                            for s in range(3)]
     rows += [ResultRow('LLM', s, 3, {'success_rate': 9.0}, params=None) for s in range(3)]
     points = params_points(rows, 'success_rate')
