@@ -162,8 +162,9 @@ def test_converter_reads_the_authors_plain_npy_transition_matrix(tmp_path):
     config = REPO / 'configs/vpn_niv_t3.py'
     model = build_model(config)
     authors = {}
-    from vpn_plugin.models.authors import AUTHORS_PREFIXES, plugin_name  # noqa: F401
-    names = {plugin_name(a): a for a in _authors_names(model)}
+    from vpn_plugin.models.authors import authors_names
+    from vpn_plugin.models.state_encoder import plugin_name
+    names = {plugin_name(a, model.official_prefixes): a for a in authors_names(model)}
     for name, value in model.named_parameters():
         authors[names[name]] = torch.randn_like(value)
     torch.save(authors, tmp_path / 'T3_model_best_viterbi.pth')
@@ -178,13 +179,3 @@ def test_converter_reads_the_authors_plain_npy_transition_matrix(tmp_path):
     assert torch.allclose(converted.log_transitions, expected)
     for name, value in converted.named_parameters():
         assert torch.equal(value, authors[names[name]]), name
-
-
-def _authors_names(model):
-    """The authors' parameter names of ``model``'s parameters (inverse of plugin_name)."""
-    from vpn_plugin.models.authors import AUTHORS_PREFIXES
-    ours = {name for name, _ in model.named_parameters()}
-    found = []
-    for theirs, mine in AUTHORS_PREFIXES.items():
-        found += [theirs + name[len(mine):] for name in ours if name.startswith(mine)]
-    return found
