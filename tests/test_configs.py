@@ -155,7 +155,7 @@ def test_coin_protocol_dry_runs_and_names_what_is_missing(monkeypatch, capsys):
                                '--seeds', '0'])
     assert {u.config for u in units} == {'configs/vpn_coin_t4.py'}
     err = capsys.readouterr().err
-    assert 'needs: COIN annotations' in err and 'coin/splits/' in err
+    assert 'needs: COIN features' in err and '--dataset coin' in err
 
 
 def test_coin_protocol_run_stops_before_training_naming_the_missing_file(tmp_path,

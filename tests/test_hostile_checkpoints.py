@@ -161,12 +161,9 @@ def test_converter_reads_the_authors_plain_npy_transition_matrix(tmp_path):
     """Their main.py saves T3_transition_matrix.npy with np.save: a plain (N, N) array."""
     config = REPO / 'configs/vpn_niv_t3.py'
     model = build_model(config)
-    authors = {}
     from vpn_plugin.models.authors import authors_names
-    from vpn_plugin.models.state_encoder import plugin_name
-    names = {plugin_name(a, model.official_prefixes): a for a in authors_names(model)}
-    for name, value in model.named_parameters():
-        authors[names[name]] = torch.randn_like(value)
+    names = dict(zip((n for n, _ in model.named_parameters()), authors_names(model)))
+    authors = {names[name]: torch.randn_like(value) for name, value in model.named_parameters()}
     torch.save(authors, tmp_path / 'T3_model_best_viterbi.pth')
     counts = np.random.default_rng(0).integers(0, 5, (48, 48)).astype(np.float64)
     np.save(tmp_path / 'T3_transition_matrix.npy', counts / counts.sum(1, keepdims=True))
@@ -179,3 +176,4 @@ def test_converter_reads_the_authors_plain_npy_transition_matrix(tmp_path):
     assert torch.allclose(converted.log_transitions, expected)
     for name, value in converted.named_parameters():
         assert torch.equal(value, authors[names[name]]), name
+
