@@ -33,7 +33,7 @@ from vpn_plugin.baselines.llm import (ORACLE, attach_frames, build_queries, fail
                                       load_anchor_predictions, save_anchor_predictions,
                                       step_model_anchors, stratified_sample, summarize,
                                       token_summary)
-from vpn_plugin.baselines.llm.evaluate import write_outcomes
+from vpn_plugin.baselines.llm.evaluate import usage_record, write_outcomes
 from vpn_plugin.baselines.llm.windows import annotation_windows
 from vpn_plugin.datasets.planning_dataset import check_split_disjoint
 from vpn_plugin.protocol.results import ResultRow, read_results, replace_result
@@ -53,6 +53,9 @@ def parse_args(argv=None):
                         '(default OPENAI_API_KEY, or "EMPTY" for local servers)')
     parser.add_argument('--backend', choices=['openai', 'transformers'], default='openai')
     parser.add_argument('--with-pkg', action='store_true', help='put the PKG in the prompt')
+    parser.add_argument('--prompt-set', choices=('ours', 'paper'), default='ours',
+                        help="prompt templates: ours (prompts/) or the paper's printed prompts "
+                        '(prompts/paper/, README there)')
     parser.add_argument('--vlm', action='store_true', help='two-stage VLM mode from video clips')
     parser.add_argument('--video-root', help='VLM: folder of <vid>.mp4 files or <vid>/ frames')
     parser.add_argument('--num-frames', type=POSITIVE_INT, default=4, help='VLM: frames per clip')
@@ -82,6 +85,9 @@ def parse_args(argv=None):
     parser.add_argument('--out', default='work_dirs/llm_eval/results.jsonl',
                         help='protocol results file (.jsonl); a rerun replaces its own row')
     parser.add_argument('--method', help='method name in the results (default: from the model)')
+    parser.add_argument('--price-per-1k', nargs='+', type=float, metavar='PRICE',
+                        help='price per 1000 tokens (one for all, or PROMPT COMPLETION): the '
+                        "results row's usage gets the run's cost (tools/report.py: Cost column)")
     parser.add_argument('--no-progress', action='store_true')
     parser.add_argument('--cfg-options', nargs='+', action=DictAction)
     add_data_arguments(parser)
@@ -101,6 +107,9 @@ def check_args(parser, args):
         parser.error('give either --anchors-file or --step-config/--step-checkpoint')
     if args.vlm and (args.anchors_file or args.step_config):
         parser.error('--vlm identifies the first/last actions itself; drop the step model')
+    if args.price_per_1k and (len(args.price_per_1k) > 2 or min(args.price_per_1k) < 0):
+        parser.error(f'--price-per-1k {args.price_per_1k}: expected one price, or a prompt and '
+                     'a completion price, each >= 0')
     if not args.out.endswith('.jsonl'):
         parser.error(f'--out {args.out}: results rows go to a JSON Lines file (.jsonl)')
 
@@ -157,6 +166,7 @@ def build_planner(args, cfg):
         train_dataset=cfg.train_dataloader.dataset, with_pkg=args.with_pkg,
         num_examples=args.num_examples, scope=args.scope, seed=args.seed,
         concurrency=args.concurrency, allow_failures=True, vlm=args.vlm,
+        prompt_set=args.prompt_set,
         **({'pkg': cfg.model.pkg} if cfg.get('model', {}).get('pkg') else {})))
 
 
@@ -165,6 +175,7 @@ def method_name(args, anchors: str) -> str:
         return args.method
     name = f'{args.model} (VLM)' if args.vlm else args.model
     name += ' + PKG' if args.with_pkg else ''
+    name += " [paper's prompts]" if args.prompt_set == 'paper' else ''
     return name + (' [oracle first/last]' if anchors == ORACLE else '')
 
 
@@ -185,7 +196,7 @@ def setting(args, anchors: str) -> dict:
     task_source = 'step_model' if anchors == 'step_model' else 'ground_truth'
     return {'model': args.model, 'anchors': anchors, 'task_source': task_source,
             'with_pkg': args.with_pkg, 'vlm': args.vlm, 'scope': args.scope,
-            'num_examples': args.num_examples}
+            'num_examples': args.num_examples, 'prompt_set': args.prompt_set}
 
 
 def run_settings(args, num_windows: int, num_test_windows: int) -> dict:
@@ -214,7 +225,8 @@ def write_results(args, cfg, test_set, queries, outcomes, summary, usage, anchor
         method=method_name(args, anchors), seed=args.seed, horizon=test_set.horizon,
         metrics=summary['metrics'], params=None, dataset=data_root, config=args.config,
         protocol='llm', variant=variant, per_sample_file=str(files['per_sample']),
-        shortened=shortened, settings=settings, failures=summary['failures']))
+        shortened=shortened, settings=settings, failures=summary['failures'],
+        usage=usage_record(usage, args.price_per_1k)))
 
 
 def method_slug(args, anchors: str) -> str:

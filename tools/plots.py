@@ -70,6 +70,10 @@ def figure_from_results(args, rows):
         return plots.plot_curves(rows, args.x, args.metric, args.out, group_key=args.group,
                                  log_x=args.log_x)
     if args.kind == 'params':
+        missing = plots.methods_without_count(rows, args.metric, args.horizon)
+        if missing:
+            print(f'not drawn, no parameter count in their rows: {", ".join(missing)}',
+                  file=sys.stderr)
         return plots.plot_params_vs_metric(rows, args.metric, args.out, horizon=args.horizon)
     if args.kind == 'efficiency':
         return plots.plot_sample_efficiency(rows, args.out, metric=args.metric,

@@ -5,7 +5,9 @@ Example::
     python tools/report.py work_dirs/protocol/standard/results.jsonl \
         --metrics success_rate mean_accuracy miou_set --out docs/results_standard
 
-writes ``docs/results_standard.md`` and ``docs/results_standard.tex`` and prints the Markdown.
+writes ``docs/results_standard.md`` and ``docs/results_standard.tex`` and prints the Markdown
+(``--format latex``: the LaTeX; each ends with one newline, so shell redirection gives a
+complete file).
 Statistics follow the paper by default: ``mean ± (p95 - p5)`` of K=1000 bootstrap resamples
 of the seeds, improvements resample each method's seeds independently; ``--ci-style
 half-width`` and ``--paired`` switch to the other conventions (the caption says which).
@@ -52,6 +54,8 @@ def parse_args(argv=None):
     parser.add_argument('--label', default='', help='LaTeX \\label')
     parser.add_argument('--digits', type=NON_NEGATIVE_INT, default=2)
     parser.add_argument('--out', help='output stem: writes <out>.md and <out>.tex')
+    parser.add_argument('--format', choices=('markdown', 'latex'), default='markdown',
+                        help='the table printed to stdout')
     return parser.parse_args(argv)
 
 
@@ -74,7 +78,7 @@ def main(argv=None):
         out.with_suffix('.md').write_text(markdown)
         out.with_suffix('.tex').write_text(latex)
         print(f'wrote {out.with_suffix(".md")} and {out.with_suffix(".tex")}', file=sys.stderr)
-    print(markdown)
+    sys.stdout.write((latex if args.format == 'latex' else markdown).rstrip('\n') + '\n')
 
 
 if __name__ == '__main__':

@@ -49,7 +49,9 @@ def feature_fix_hint(feature_dir, data_root) -> str:
     convert = f'python tools/convert_features.py --src /path/to/real/features --dst {feature_dir}'
     if dataset not in SYNTHETIC_DATASETS:
         return (f'Dataset {dataset!r}: put its feature files in {feature_dir} (public files load '
-                f'as they are), or convert them: {convert}')
+                f'as they are), or convert them: {convert}; synthetic stand-ins for a dataset '
+                'in the per-video JSON format: python tools/make_synthetic_features.py '
+                '--config <its config>')
     out = feature_dir.parent if feature_dir.name == 'features' else Path('OUT')
     generate = (f'python tools/make_synthetic_features.py --dataset {dataset} --data-root '
                 f'{data_root.parent} --out {out}')

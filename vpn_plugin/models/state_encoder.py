@@ -142,18 +142,6 @@ class StateEncoder(nn.Module):
         similarity = similarity.view(*states.shape[:2], self.num_actions, -1).mean(-1)
         return self.logit_scale.exp() * similarity
 
-    def _load_from_state_dict(self, state_dict, prefix, local_metadata, strict,
-                              missing_keys, unexpected_keys, error_msgs):
-        weight = state_dict.get(prefix + 'visual_encoder.0.weight')
-        if weight is not None and weight.dim() == 2 and weight.shape[1] != self.feature_dim:
-            raise ValueError(
-                f'{self.owner}: the checkpoint\'s visual encoder takes {weight.shape[1]}-d '
-                f'observations ({prefix}visual_encoder.0.weight {tuple(weight.shape)}) but the '
-                f'config builds model.feature_dim={self.feature_dim}: test it with the '
-                'observation it was trained on (feature_dim and the datasets\' observation=)')
-        super()._load_from_state_dict(state_dict, prefix, local_metadata, strict,
-                                      missing_keys, unexpected_keys, error_msgs)
-
 
 def rename_legacy_keys(state_dict: dict, prefix: str) -> None:
     """Move a checkpoint's flat ``visual_encoder.*`` / ``text_encoder.*`` / ``logit_scale``

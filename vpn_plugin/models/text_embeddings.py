@@ -100,6 +100,8 @@ def encode_texts(texts: Sequence[str], encoder: Optional[str] = None,
     if pooling not in POOLINGS:
         raise ValueError(f'text pooling={pooling!r} is unknown; expected one of {POOLINGS}')
     from transformers import AutoModel, AutoTokenizer
+    from transformers.utils import logging as transformers_logging
+    transformers_logging.disable_progress_bar()  # a weight-loading bar per model: log noise
     path = resolve_encoder_path(encoder)
     try:
         tokenizer = AutoTokenizer.from_pretrained(path, local_files_only=True)

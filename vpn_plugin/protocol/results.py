@@ -49,11 +49,20 @@ failures        dict     failure kind -> number of windows that got no answer (r
                          failed after the retries; ``connection``, ``timeout``,
                          ``http_<status>``, ``malformed_response``); only rows written with
                          ``llm_eval.py --allow-failures`` have any (default ``{}``)
+usage           dict     what a prompted run consumed (LLM rows; default ``{}``): the
+                         backend's counts ``requests``, ``retries``, ``failed``,
+                         ``cache_hits``, ``prompt_tokens`` / ``completion_tokens`` (paid
+                         in this run), ``cached_prompt_tokens`` /
+                         ``cached_completion_tokens`` (answered from the cache, paid
+                         earlier); ``total_tokens`` (all prompt + completion tokens of the
+                         run, cached ones included); with ``llm_eval.py --price-per-1k``:
+                         ``price_per_1k`` [prompt, completion] and ``cost`` (of all its
+                         tokens, in the price's unit)
 =============== ======== ===============================================================
 
 Identity (:meth:`ResultRow.key`): every field except ``metrics``, ``params``, the paths,
-``shortened`` (derived from ``settings``), ``selection`` (derived from the config) and
-``failures``. A results file holds one row per
+``shortened`` (derived from ``settings``), ``selection`` (derived from the config),
+``failures`` and ``usage``. A results file holds one row per
 identity: :func:`replace_result` swaps a rerun's row in, :func:`append_result` skips a row
 that is already there.
 
@@ -111,6 +120,7 @@ class ResultRow:
     selection: str = ''
     settings: dict = field(default_factory=dict)
     failures: dict = field(default_factory=dict)
+    usage: dict = field(default_factory=dict)
 
     def key(self) -> tuple:
         """Identity of a run (module docstring): resuming and replacing rows compare it."""
@@ -143,7 +153,7 @@ def row_from_dict(record: dict, source: str = '<dict>') -> ResultRow:
         else:
             values[name] = None
     values['shortened'] = _as_shortened(record.get('shortened'), source)
-    for name in ('settings', 'failures'):
+    for name in ('settings', 'failures', 'usage'):
         values[name] = _as_dict(record.get(name), name, source)
     values['failures'] = {k: _as_int(v, f'failures.{k}', source)
                           for k, v in values['failures'].items()}
