@@ -465,7 +465,8 @@ def test_base_configs_build(tiny_crosstask):
     configs = Path(__file__).resolve().parents[1] / 'configs/_base_/datasets'
     cfg = Config.fromfile(configs / 'crosstask.py')
     assert cfg.test_dataloader.dataset.window_file == 'splits/test_T{horizon}_133.json'
-    assert cfg.train_dataloader.collate_fn == dict(type='default_collate')
+    assert cfg.train_dataloader.collate_fn == dict(type='planning_collate')
+    assert cfg.train_dataloader.dataset.device_resident  # batches gathered on the device
     dataset_cfg = dict(cfg.train_dataloader.dataset, feature_dir=tiny_crosstask['feature_dir'],
                        video_list=tiny_crosstask['train_video_list'],
                        data_root=tiny_crosstask['data_root'], cache_dir=None)

@@ -381,3 +381,26 @@ def test_llm_planner_model_stops_on_failed_requests(tiny_crosstask, tmp_path):
         MODELS.build(planner).test_step(batch)
     samples = MODELS.build(dict(planner, allow_failures=True)).test_step(batch)
     assert [s.llm_status for s in samples] == ['request_failed'] * 2
+
+
+def test_text_only_llm_eval_on_coin(shared_data, tmp_path):
+    """The LLM baseline on COIN's official T=4 test windows (built from COIN's per-video
+    file by the dataset config, no feature file read) against the scripted server."""
+    from vpn_plugin.baselines.llm.windows import annotation_windows
+    from vpn_plugin.datasets.sources import dataset_config
+    tool = load_tool('llm_eval')
+    with FakeOpenAIServer(echo_anchors) as server:
+        summary = tool.main([
+            '--config', str(REPO / 'configs/vpn_coin_t4.py'), '--data-root', str(shared_data),
+            '--base-url', server.base_url, '--model', 'fake', '--limit', str(LIMIT),
+            '--with-pkg', '--no-progress', '--timeout', '2', '--max-retries', '1',
+            '--cache-dir', str(tmp_path / 'cache'), '--out', str(tmp_path / 'results.jsonl')])
+        assert len(server.requests) == LIMIT
+    test_set = annotation_windows(dataset_config('coin', 'test', 4, shared_data))
+    assert len(test_set) == 3391
+    plans = test_set.plans[stratified_sample(test_set.tasks, LIMIT, seed=0)]
+    for name, value in expected_echo_metrics(plans, plans[:, 0], plans[:, -1]).items():
+        assert summary['metrics'][name] == pytest.approx(value)
+    row = read_results(tmp_path / 'results.jsonl')[0]
+    assert row.dataset == 'coin' and row.horizon == 4
+    assert row.shortened == f'limit={LIMIT} of 3391 windows'

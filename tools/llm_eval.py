@@ -38,7 +38,8 @@ from vpn_plugin.baselines.llm.windows import annotation_windows
 from vpn_plugin.datasets.planning_dataset import check_split_disjoint
 from vpn_plugin.protocol.results import ResultRow, read_results, replace_result
 from vpn_plugin.data_paths import add_data_arguments, data_path_args, load_config
-from vpn_plugin.errors import tool_main
+from vpn_plugin.errors import (NON_NEGATIVE_FLOAT, NON_NEGATIVE_INT, POSITIVE_FLOAT,
+                               POSITIVE_INT, tool_main)
 
 
 def parse_args(argv=None):
@@ -57,12 +58,12 @@ def parse_args(argv=None):
                         '(prompts/paper/, README there)')
     parser.add_argument('--vlm', action='store_true', help='two-stage VLM mode from video clips')
     parser.add_argument('--video-root', help='VLM: folder of <vid>.mp4 files or <vid>/ frames')
-    parser.add_argument('--num-frames', type=int, default=4, help='VLM: frames per clip')
-    parser.add_argument('--frames-fps', type=float, default=1.0,
+    parser.add_argument('--num-frames', type=POSITIVE_INT, default=4, help='VLM: frames per clip')
+    parser.add_argument('--frames-fps', type=POSITIVE_FLOAT, default=1.0,
                         help='VLM: frame rate of frames folders')
-    parser.add_argument('--limit', type=int, help='plan N test windows drawn with --seed, '
+    parser.add_argument('--limit', type=POSITIVE_INT, help='plan N test windows drawn with --seed, '
                         'stratified over tasks (the results row is marked shortened)')
-    parser.add_argument('--concurrency', type=int, default=4, help='requests in flight')
+    parser.add_argument('--concurrency', type=POSITIVE_INT, default=4, help='requests in flight')
     parser.add_argument('--anchors-file', help='step-model first/last predictions (JSON/npz)')
     parser.add_argument('--step-config', help='config whose model is the step model '
                         '(e.g. PKGBeamSearchPlanner)')
@@ -70,13 +71,13 @@ def parse_args(argv=None):
     parser.add_argument('--save-anchors', help='write the step-model anchors to this JSON file')
     parser.add_argument('--scope', choices=['task', 'dataset'], default='task',
                         help="taxonomy in the prompt: the window's task or the whole dataset")
-    parser.add_argument('--num-examples', type=int, default=5)
+    parser.add_argument('--num-examples', type=NON_NEGATIVE_INT, default=5)
     parser.add_argument('--seed', type=int, default=0, help='example sampling seed')
-    parser.add_argument('--temperature', type=float, default=0.0)
-    parser.add_argument('--max-tokens', type=int, help='reply length limit')
-    parser.add_argument('--timeout', type=float, default=60.0, help='seconds per request')
-    parser.add_argument('--max-retries', type=int, default=5)
-    parser.add_argument('--backoff', type=float, default=1.0, help='first retry wait (s)')
+    parser.add_argument('--temperature', type=NON_NEGATIVE_FLOAT, default=0.0)
+    parser.add_argument('--max-tokens', type=POSITIVE_INT, help='reply length limit')
+    parser.add_argument('--timeout', type=POSITIVE_FLOAT, default=60.0, help='seconds per request')
+    parser.add_argument('--max-retries', type=NON_NEGATIVE_INT, default=5)
+    parser.add_argument('--backoff', type=NON_NEGATIVE_FLOAT, default=1.0, help='first retry wait (s)')
     parser.add_argument('--allow-failures', action='store_true',
                         help='write the results row even when requests failed after the '
                         'retries (scored as wrong plans; the row counts them by kind)')

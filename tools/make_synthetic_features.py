@@ -25,7 +25,7 @@ from vpn_plugin.datasets.synthetic import (DEFAULT_DTYPES, DTYPES, FORMATS,
                                            SyntheticFeatureGenerator, config_videos,
                                            dataset_videos, difficulty_params, write_manifest,
                                            write_synthetic_features)
-from vpn_plugin.errors import tool_main
+from vpn_plugin.errors import POSITIVE_INT, tool_main
 
 
 def parse_args(argv=None):
@@ -45,7 +45,7 @@ def parse_args(argv=None):
     parser.add_argument('--format', choices=tuple(FORMATS), default='npz',
                         help='npz: our layout; public: raw pickled dict named .npy, as the '
                         'real feature files')
-    parser.add_argument('--frame-dim', type=int, default=512)
+    parser.add_argument('--frame-dim', type=POSITIVE_INT, default=512)
     parser.add_argument('--dtype', choices=DTYPES,
                         help='storage precision of the frames (default: float16 for coin, '
                         'float32 otherwise); the loader reads float32')

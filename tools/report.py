@@ -23,7 +23,7 @@ from vpn_plugin.core.stats import AUTHORS_RESAMPLES  # noqa: E402
 from vpn_plugin.protocol.report import (CI_STYLES, DEFAULT_METRICS, build_table,  # noqa: E402
                                          to_latex, to_markdown)
 from vpn_plugin.protocol.results import filter_rows, read_results, rename_methods  # noqa: E402
-from vpn_plugin.errors import tool_main  # noqa: E402
+from vpn_plugin.errors import NON_NEGATIVE_INT, POSITIVE_INT, tool_main  # noqa: E402
 
 
 def parse_args(argv=None):
@@ -32,7 +32,7 @@ def parse_args(argv=None):
     parser.add_argument('--metrics', nargs='+', default=list(DEFAULT_METRICS))
     parser.add_argument('--protocol', help='keep only rows of this protocol')
     parser.add_argument('--dataset', help='keep only rows of this dataset')
-    parser.add_argument('--horizons', nargs='+', type=int, help='keep only these test horizons')
+    parser.add_argument('--horizons', nargs='+', type=POSITIVE_INT, help='keep only these test horizons')
     parser.add_argument('--variant', nargs='*', default=[], metavar='KEY=VALUE',
                         help='keep only rows whose variant has these settings')
     parser.add_argument('--methods', nargs='+', help='methods to show, in this order')
@@ -46,13 +46,13 @@ def parse_args(argv=None):
     parser.add_argument('--paired', action='store_true',
                         help='improvements: paired bootstrap over the common seeds instead of '
                              "the paper's independent resampling of each method's seeds")
-    parser.add_argument('--num-resamples', type=int, default=AUTHORS_RESAMPLES,
+    parser.add_argument('--num-resamples', type=POSITIVE_INT, default=AUTHORS_RESAMPLES,
                         help='bootstrap resamples K of each cell (the authors: 1000)')
-    parser.add_argument('--num-diff-resamples', type=int, default=AUTHORS_RESAMPLES,
+    parser.add_argument('--num-diff-resamples', type=POSITIVE_INT, default=AUTHORS_RESAMPLES,
                         help='bootstrap resamples K of each improvement')
     parser.add_argument('--title', default='')
     parser.add_argument('--label', default='', help='LaTeX \\label')
-    parser.add_argument('--digits', type=int, default=2)
+    parser.add_argument('--digits', type=NON_NEGATIVE_INT, default=2)
     parser.add_argument('--out', help='output stem: writes <out>.md and <out>.tex')
     parser.add_argument('--format', choices=('markdown', 'latex'), default='markdown',
                         help='the table printed to stdout')

@@ -24,6 +24,7 @@ readers take an optional ``warnings`` (``AnnotationWarnings``) that counts what 
 suspicious (steps partly out of temporal order, a window repeated in a window file).
 """
 import csv
+import functools
 import json
 import math
 import numbers
@@ -225,6 +226,14 @@ def _json_stem(entry: dict) -> str:
     return str(entry.get('feature', f"{entry['task']}_{entry['vid']}"))
 
 
+def json_video_ids(path) -> set:
+    """The video ids of our per-video JSON (e.g. of the other split)."""
+    entries = _read_json(Path(path))
+    if not isinstance(entries, list):
+        raise ValueError(f'{path}: expected a JSON list of videos')
+    return {str(e['vid']) for e in entries if isinstance(e, dict) and 'vid' in e}
+
+
 def read_coin_annotations(path, taxonomy: Taxonomy
                           ) -> Tuple[List[VideoAnnotation], List[BadVideoError]]:
     """COIN's per-video JSON (module docstring) -> (videos, bad videos), in file order.
@@ -249,8 +258,26 @@ def read_coin_annotations(path, taxonomy: Taxonomy
     return videos, bad
 
 
+def coin_video_ids(path) -> set:
+    """The video ids of a COIN file (shape checked, steps not), e.g. of the other split."""
+    return {vid for _, vid, _ in _coin_records(Path(path))}
+
+
 def _coin_records(path: Path):
     """(entry index, vid, record) of each video of a COIN file; ValueError for a bad shape."""
+    stat = path.stat() if path.exists() else None
+    return _parsed_coin_records(path, stat and (stat.st_size, stat.st_mtime_ns))
+
+
+@functools.lru_cache(maxsize=4)
+def _parsed_coin_records(path: Path, version) -> tuple:
+    """``_coin_records`` of one version (size, mtime) of a file: both splits' datasets read
+    each file (their own split, the other split's ids), which is parsed once. The records
+    are shared: readers never change them."""
+    return tuple(_iter_coin_records(path))
+
+
+def _iter_coin_records(path: Path):
     data = _read_json(path)
     if isinstance(data, dict):
         data = data.get('database', data)

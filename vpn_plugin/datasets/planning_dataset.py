@@ -10,7 +10,9 @@ from typing import List, Optional
 import numpy as np
 import torch
 from mmaction.registry import DATASETS
+from mmengine.dataset import default_collate
 from mmengine.logging import print_log
+from mmengine.registry import FUNCTIONS
 from torch.utils.data import Dataset
 
 from .annotations import BadVideoError, Window, chain_windows, read_video_list
@@ -25,6 +27,13 @@ from .validation import AnnotationWarnings, check_disjoint
 SPLITS = ('train', 'val', 'test')
 CACHE_VERSION = 2  # bump when the cached arrays or their meaning change
 CACHE_ARRAYS = {'readable', 'outside', 'maps', 'start', 'goal', 'observed', 'messages'}
+
+
+@FUNCTIONS.register_module()
+def planning_collate(batch):
+    """The loaders' ``collate_fn``: a batch ``PlanningDataset.__getitems__`` gathered
+    (``device_resident``: one dict) as it is; a list of items stacked by ``default_collate``."""
+    return batch if isinstance(batch, dict) else default_collate(batch)
 
 
 @DATASETS.register_module()
@@ -56,6 +65,12 @@ class PlanningDataset(Dataset):
     ``observed_steps=k`` adds the goal observations of steps 1..k (``inputs['observed']``).
     Bad videos raise a ValueError naming file and field, or with ``skip_bad_videos=True`` are
     skipped, counted by reason in ``self.skipped`` and logged.
+
+    Batches: with ``device_resident=True`` (the configs' default) the observations, plans,
+    tasks and indices live as one tensor per field on the model's device (mmengine's
+    ``get_device()``; the CPU inside a loader worker) and ``__getitems__`` returns a whole
+    batch as one index gather, which ``planning_collate`` passes on as it is; otherwise
+    ``__getitems__`` returns the items (torch's default). Same batches, same values.
     """
 
     def __init__(self, data_root, horizon: int, taxonomy: str, feature_dir: str,
@@ -68,7 +83,7 @@ class PlanningDataset(Dataset):
                  val_fraction: float = 0.1, split_seed: int = 0,
                  subset_fraction: Optional[float] = None, subset_seed: int = 0,
                  observed_steps: int = 0, skip_bad_videos: bool = False,
-                 cache_dir: Optional[str] = None):
+                 cache_dir: Optional[str] = None, device_resident: bool = False):
         if split not in SPLITS:
             raise ValueError(f'split={split!r}; expected one of {SPLITS}')
         if not 0 <= observed_steps < horizon:
@@ -83,6 +98,7 @@ class PlanningDataset(Dataset):
         self.window_policy, self.observed_steps = window_policy, observed_steps
         self.window_counts: Counter = Counter()  # 'clamped' / 'relabelled' / 'dropped' windows
         self.skip_bad_videos, self.cache_dir = skip_bad_videos, cache_dir
+        self.device_resident, self._fields = device_resident, None  # (device, {field: tensor})
         self.feature_dim = observation_dim(observation, frame_dim)
         self.skipped: Counter = Counter()  # reason -> number of videos skipped
         self._skip_messages: List[str] = []
@@ -357,6 +373,34 @@ class PlanningDataset(Dataset):
                    'task': torch.tensor(self.tasks[i], dtype=torch.long),
                    'index': torch.tensor(i, dtype=torch.long)}
         return {'inputs': inputs, 'data_samples': samples}
+
+    def __getitems__(self, indices: List[int]):
+        """The batch of ``indices`` (B): with ``device_resident``, ONE dict as ``planning_collate``
+        gives, ``inputs`` ``start``, ``goal`` (B, D) [``observed`` (B, k, D)], ``data_samples``
+        ``plan`` (B, T), ``task``, ``index`` (B,), gathered on the device; else the B items."""
+        if not self.device_resident:
+            return [self[i] for i in indices]
+        fields = self.device_fields()
+        index = torch.as_tensor(indices, dtype=torch.long)
+        index = index.to(fields['index'].device, non_blocking=True)  # no wait for the device
+        batch = {name: values.index_select(0, index) for name, values in fields.items()}
+        inputs = {name: batch.pop(name) for name in ('start', 'goal', 'observed') if name in batch}
+        return {'inputs': inputs, 'data_samples': batch}
+
+    def device_fields(self) -> dict:
+        """{field: tensor (M, ...)} of every window on the batch device, built once:
+        ``start``, ``goal`` (M, D), [``observed`` (M, k, D)], ``plan`` (M, T), ``task``,
+        ``index`` (M,) int64. CPU tensors share the dataset's arrays."""
+        from mmengine.device import get_device
+        device = torch.device('cpu' if torch.utils.data.get_worker_info() else get_device())
+        if self._fields is None or self._fields[0] != device:
+            fields = dict(start=self.start, goal=self.goal, plan=self.plans, task=self.tasks,
+                          index=np.arange(len(self), dtype=np.int64))
+            if self.observed_steps:
+                fields['observed'] = self.observed
+            self._fields = (device, {name: torch.from_numpy(values).to(device)
+                                     for name, values in fields.items()})
+        return self._fields[1]
 
     def pkg_sequences(self, count_mode: str = 'window') -> List[List[int]]:
         """Action sequences to count the PKG on: per-video steps ('video'; from the annotations

@@ -21,11 +21,13 @@ from pathlib import Path
 from typing import List, Optional, Sequence, Tuple
 
 from .annotations import (BadVideoError, VideoAnnotation, Window, build_windows,
-                          crosstask_videos, read_coin_annotations, read_json_annotations,
-                          read_window_file, split_overlap)
+                          coin_video_ids, crosstask_videos, json_video_ids,
+                          read_coin_annotations, read_json_annotations, read_window_file,
+                          split_overlap)
 from .taxonomy import Taxonomy, action_map, load_taxonomy
 
 ANNOTATION_FORMATS = {'json': read_json_annotations, 'coin': read_coin_annotations}
+VIDEO_IDS = {'json': json_video_ids, 'coin': coin_video_ids}  # ids of the other split
 SOURCE_KEYS = ('window_file', 'video_list', 'annotation_dir', 'tasks_primary',
                'annotation_file', 'annotation_format', 'other_split', 'annotation_taxonomy')
 DATASET_CONFIGS = {'crosstask': 'crosstask.py', 'niv': 'niv.py', 'coin': 'coin.py',
@@ -85,9 +87,8 @@ def _per_video_file(path: Path, annotation_format: str, taxonomy: Taxonomy,
     videos, bad = (reader(path, taxonomy, warnings) if annotation_format == 'json'
                    else reader(path, taxonomy))
     if other is not None:
-        other_videos, other_bad = reader(other, taxonomy)
-        others = {v.vid for v in other_videos} | {err.vid for err in other_bad}
-        videos, overlap = split_overlap(videos, others, path, other)
+        videos, overlap = split_overlap(videos, VIDEO_IDS[annotation_format](other), path,
+                                        other)
         bad += overlap
     return videos, bad
 
@@ -123,8 +124,12 @@ def source_windows(dataset_cfg: dict) -> Tuple[Taxonomy, List[Window],
     ``PlanningDataset`` config dict (no features read, no validation hold-out). Bad videos
     raise their error, or are left out with ``skip_bad_videos=True``."""
     horizon = int(dataset_cfg['horizon'])
-    taxonomy = load_taxonomy(_existing(dataset_cfg['data_root'], dataset_cfg['taxonomy'],
-                                       horizon))
+    path = source_path(dataset_cfg['data_root'], dataset_cfg['taxonomy'], horizon)
+    if not path.exists():
+        raise FileNotFoundError(f'taxonomy {path} does not exist (data_root '
+                                f'{dataset_cfg["data_root"]}); expected a JSON '
+                                '{"<idx>_<task>": {"<action id>": "<name>"}}')
+    taxonomy = load_taxonomy(path)
     windows, videos, bad = read_source(
         dataset_cfg['data_root'], taxonomy, horizon,
         **{k: dataset_cfg[k] for k in SOURCE_KEYS if dataset_cfg.get(k) is not None})

@@ -56,10 +56,13 @@ def read_checkpoint(filename, map_location='cpu', logger='current') -> dict:
     return checkpoint
 
 
-def state_dict_of(checkpoint: dict) -> 'OrderedDict[str, object]':
+def state_dict_of(checkpoint: dict, source: str = 'checkpoint') -> 'OrderedDict[str, object]':
     """The checkpoint's ``state_dict`` (or the dict itself) with a wrapper's ``module.``
     prefix removed, its ``_metadata`` kept (as mmengine's loader)."""
     state = checkpoint.get('state_dict', checkpoint)
+    if not isinstance(state, dict) or not all(isinstance(k, str) for k in state):
+        raise ValueError(f'{source}: "state_dict" is a {type(state).__name__}; expected a dict '
+                         'of tensor names to tensors')
     metadata = getattr(state, '_metadata', OrderedDict())
     state = OrderedDict((re.sub(MODULE_PREFIX, '', key), value) for key, value in state.items())
     state._metadata = metadata
@@ -74,7 +77,7 @@ def load_weights(model, checkpoint: dict, source: str, *, partial: bool = False,
     unexpected keys and the tensors of another shape, unless ``partial`` (then they are
     logged and the fitting tensors are loaded).
     """
-    state = state_dict_of(checkpoint)
+    state = state_dict_of(checkpoint, source)
     expected = model.state_dict()
     wrong = {}  # key -> (what the checkpoint holds, shape in the model)
     for key, value in list(state.items()):
@@ -83,8 +86,9 @@ def load_weights(model, checkpoint: dict, source: str, *, partial: bool = False,
             wrong[key] = (found, tuple(expected[key].shape))
             del state[key]
     keys, other = _load_fitting(model, state, wrong)
-    problems = '; '.join(filter(None, [mismatch_text(keys.missing_keys, keys.unexpected_keys,
-                                                     wrong), other]))
+    missing = [key for key in keys.missing_keys if key not in wrong]  # listed with shapes
+    problems = '; '.join(filter(None, [mismatch_text(missing, keys.unexpected_keys, wrong),
+                                       other]))
     if not problems:
         return
     if not partial:
