@@ -30,6 +30,10 @@ REFERENCE = ('crosstask', 'ViterbiPlanNet')
 # 1.19 / 0.69, COIN 45.8 / 47.7; CompactPlanNet CrossTask 10.8, NIV 0.92, COIN 28.7; PKG beam
 # search CrossTask 1.98, NIV 0.16, COIN 2.03 (38 / 3 / 48 batches per epoch). Ratios of the
 # same round; COIN ViterbiPlanNet 3.4 / 4.7 -> 4.0, NIV 0.088 / 0.068 -> 0.08.
+# SCHEMA (issue 20): CrossTask from tools/benchmark_epoch.py back to back with ViterbiPlanNet
+# (fastest epochs 200.6 / 16.35 s, load ~9); NIV and COIN = ViterbiPlanNet's ratio x SCHEMA's
+# per-step cost relative to ViterbiPlanNet at their sizes (one process, alternating, B=256, T=3:
+# 6.6x at N=48, 22.7x at N=778; 11.3x at N=133).
 # Models that do not train cost nothing.
 RELATIVE_EPOCH_COST = {
     ('crosstask', 'ViterbiPlanNet'): 1.0,
@@ -41,6 +45,9 @@ RELATIVE_EPOCH_COST = {
     ('coin', 'ViterbiPlanNet'): 4.0,
     ('coin', 'CompactPlanNet'): 2.5,
     ('coin', 'PKGBeamSearchPlanner'): 0.15,
+    ('crosstask', 'SCHEMA'): 12.0,
+    ('niv', 'SCHEMA'): 0.53,
+    ('coin', 'SCHEMA'): 91.0,
 }
 
 

@@ -492,7 +492,7 @@ class ProtocolRunner:
         options = {**unit.cfg_options, **spec.cfg_options}
         cfg = self.build_cfg(spec.config, options, unit.seed, test_dir, unit.horizon,
                              spec.horizon)
-        cfg.load_from = checkpoint
+        cfg.load_from, cfg.load_partial = checkpoint, False  # the trained model, exactly
         evaluator = cfg.test_evaluator
         if isinstance(evaluator, dict) and evaluator.get('type') == 'PlanningMetric':
             evaluator['out_file'] = str(test_dir / 'per_sample.json')
