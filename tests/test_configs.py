@@ -20,7 +20,7 @@ PER_T_FAMILIES = [f'configs/vpn_{d}_t{{T}}.py' for d in DATASET_NAMES] + [
     f'configs/compact/compact_{d}_t{{T}}.py' for d in DATASET_NAMES] + [
     f'configs/selection/vpn_{d}_t{{T}}_authors.py' for d in DATASET_NAMES] + [
     f'configs/baselines/{m}_{d}_t{{T}}.py'
-    for m in ('pkg_beam_search', 'pkg_beam_search_mlp', 'uniform_emissions', 'pdpp')
+    for m in ('pkg_beam_search', 'pkg_beam_search_mlp', 'uniform_emissions', 'schema', 'pdpp')
     for d in DATASET_NAMES]
 
 
@@ -125,8 +125,13 @@ def test_derived_horizon_overrides_are_refused():
     with pytest.raises(ValueError, match=r'--cfg-options model.horizon: the horizon is set in '
                                          'one place; give horizon=T'):
         load_config(REPO / 'configs/vpn_crosstask_t3.py', {'model.horizon': 4})
-    cfg = load_config(REPO / 'configs/vpn_crosstask_t3.py', {'horizon': 5, 'test_horizon': 4})
+    cfg = load_config(REPO / 'configs/vpn_crosstask_t3.py', {
+        'horizon': 5, 'test_horizon': 4, 'model.cross_horizon': 'repeat_last'})
     assert horizons_of(cfg) == dict(model=5, train=5, val=5, test=4)
+    # a test horizon the model cannot plan is refused before anything is built
+    with pytest.raises(ValueError, match=r"vpn_crosstask_t3.py: test_horizon=4 with horizon=5: "
+                                          r"horizon mismatch.*model.cross_horizon='repeat_last'"):
+        load_config(REPO / 'configs/vpn_crosstask_t3.py', {'horizon': 5, 'test_horizon': 4})
 
 
 @pytest.mark.parametrize('name', sorted({p.stem.rsplit('_', 1)[0] for p in
@@ -151,7 +156,7 @@ def test_coin_protocol_dry_runs_and_names_what_is_missing(monkeypatch, capsys):
                                '--seeds', '0'])
     assert {u.config for u in units} == {'configs/vpn_coin_t4.py'}
     err = capsys.readouterr().err
-    assert 'needs: COIN annotations' in err and 'coin/splits/' in err
+    assert 'needs: COIN features' in err and '--dataset coin' in err
 
 
 def test_coin_protocol_run_stops_before_training_naming_the_missing_file(tmp_path,

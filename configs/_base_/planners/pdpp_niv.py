@@ -5,6 +5,5 @@ _base_ = ['../datasets/niv.py', '../models/pdpp.py', '../schedules/pdpp.py']
 model = dict(num_actions=48, num_tasks=5, n_timesteps=50)
 optim_wrapper = dict(optimizer=dict(lr=3e-4))
 train_cfg = dict(max_epochs=130)
-epoch_cost = 23  # 50 steps per epoch (../schedules/pdpp.py)
 train_dataloader = dict(
     batch_sampler=dict(type='StepsPerEpochBatchSampler', steps_per_epoch=50, drop_last=True))

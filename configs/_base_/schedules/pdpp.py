@@ -14,9 +14,6 @@ param_scheduler = [dict(type='PDPPWarmupStepLR', by_epoch=True, convert_to_iter_
 # epochs x n_train_steps. Validation (held-out training videos, DDIM sampling with the EMA
 # weights) every 5 epochs, as the official evaluation.
 train_cfg = dict(type='EpochBasedTrainLoop', max_epochs=120, val_interval=5)
-# For tools/run_protocol.py --dry-run: an epoch of 200 steps of batch 256 takes ~90x the
-# reference epoch (ViterbiPlanNet, CrossTask T=3) on one CPU thread (README, Speed)
-epoch_cost = 90
 val_cfg = dict(type='ValLoop')
 test_cfg = dict(type='TestLoop')
 auto_scale_lr = dict(enable=False, base_batch_size=256)
