@@ -54,9 +54,9 @@ def test_cli_prints_every_run_and_the_total(monkeypatch, capsys, tmp_path):
     assert first.startswith(f'{units[0].slug} seed=0 T=3 test T=3 | {units[0].config} |')
     assert '30 epochs at 2.00 s, ~1.0 min' in first and str(tmp_path / 'standard') in first
     models = {u.config: model_kind(Config.fromfile(u.config).model) for u in trained}
-    total_minutes = sum(RELATIVE_EPOCH_COST[('crosstask', models[u.config])]
-                        for u in trained) * 30 * 2 / 60
-    assert f'estimated training time: ~{total_minutes:.1f} min' in lines[-2]
+    total_seconds = sum(RELATIVE_EPOCH_COST[('crosstask', models[u.config])]
+                        for u in trained) * 30 * 2
+    assert f'estimated training time: ~{format_duration(total_seconds)}' in lines[-2]
 
 
 def test_each_dataset_and_model_is_estimated_from_its_own_epoch_cost(monkeypatch, tmp_path):
