@@ -251,7 +251,8 @@ def tiny_config(tiny_crosstask, tmp_path_factory) -> Path:
     """configs/baselines/pdpp_crosstask_t3.py at tiny sizes (a child config file): 512-d
     observations, U-Net dim 32, 20 diffusion steps, 2 epochs of 3 steps of batch 32."""
     loaders = {f'{split}_dataloader': dict(batch_size=32, dataset=dict(
-        tiny_crosstask[f'{split}_dataset'], observation='mean3', _delete_=True))
+        tiny_crosstask[f'{split}_dataset'], observation='mean3', device_resident=True,
+        _delete_=True))
         for split in ('train', 'val', 'test')}
     loaders['train_dataloader']['batch_sampler'] = dict(steps_per_epoch=3)
     path = tmp_path_factory.mktemp('pdpp') / 'tiny_pdpp.py'

@@ -21,7 +21,6 @@ import itertools
 from pathlib import Path
 
 import torch
-from mmengine.dataset import default_collate
 from mmengine.dist import broadcast, is_main_process
 from mmengine.hooks import EMAHook, Hook
 from mmengine.logging import print_log
@@ -32,6 +31,7 @@ from torch.utils.data import DataLoader
 
 from mmaction.registry import DATA_SAMPLERS, HOOKS, PARAM_SCHEDULERS
 from vpn_plugin.core.diffusion import pdpp_lr_multiplier
+from vpn_plugin.datasets.planning_dataset import planning_collate
 from vpn_plugin.models.pdpp import PDPPDiffusion, observation_pair
 
 CLASSIFIER_FILE = 'task_classifier.pth'
@@ -251,7 +251,7 @@ def train_classifier(module, dataset, val_set, batch_size: int, steps: int, val_
     scheduler = torch.optim.lr_scheduler.LambdaLR(
         optimizer, lambda step: pdpp_lr_multiplier(step, steps))
     loader = DataLoader(dataset, batch_size=batch_size, shuffle=True,
-                        drop_last=len(dataset) >= batch_size, collate_fn=default_collate,
+                        drop_last=len(dataset) >= batch_size, collate_fn=planning_collate,
                         generator=torch.Generator().manual_seed(seed))
     batches = itertools.chain.from_iterable(itertools.repeat(loader))
     best = dict(step=steps, val_accuracy=None, train_loss=float('nan'))
@@ -280,7 +280,7 @@ def task_accuracy(module, dataset, batch_size: int) -> float:
     """Task accuracy (%) of ``module.task_head`` on ``dataset``."""
     device = next(module.task_head.parameters()).device
     correct = total = 0
-    for batch in DataLoader(dataset, batch_size=batch_size, collate_fn=default_collate):
+    for batch in DataLoader(dataset, batch_size=batch_size, collate_fn=planning_collate):
         inputs, samples = to_device(batch, device)
         logits = module.task_head(observation_pair(inputs))
         correct += int((logits.argmax(-1) == samples['task']).sum())
