@@ -64,23 +64,14 @@ class ResidualTemporalBlock(nn.Module):
         return self.blocks[1](out) + self.residual_conv(x)
 
 
-class Downsample1d(nn.Module):
-    """Conv1d(k=2, stride 1, no padding): (B, C, L) -> (B, C, L-1)."""
+class LengthConv(nn.Module):
+    """Kernel-2 convolution, stride 1, no padding: (B, C, L) -> (B, C, L-1) (official
+    ``Downsample1d``), or transposed (``grow``): (B, C, L) -> (B, C, L+1) (``Upsample1d``)."""
 
-    def __init__(self, channels: int):
+    def __init__(self, channels: int, grow: bool = False):
         super().__init__()
-        self.conv = nn.Conv1d(channels, channels, 2, 1, 0)
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.conv(x)
-
-
-class Upsample1d(nn.Module):
-    """ConvTranspose1d(k=2, stride 1): (B, C, L) -> (B, C, L+1)."""
-
-    def __init__(self, channels: int):
-        super().__init__()
-        self.conv = nn.ConvTranspose1d(channels, channels, 2, 1, 0)
+        conv = nn.ConvTranspose1d if grow else nn.Conv1d
+        self.conv = conv(channels, channels, 2, 1, 0)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return self.conv(x)
@@ -107,13 +98,13 @@ class TemporalUNet(nn.Module):
         self.downs = nn.ModuleList([
             nn.ModuleList([ResidualTemporalBlock(d_in, d_out, dim),
                            ResidualTemporalBlock(d_out, d_out, dim),
-                           Downsample1d(d_out) if i < len(levels) - 1 else nn.Identity()])
+                           LengthConv(d_out) if i < len(levels) - 1 else nn.Identity()])
             for i, (d_in, d_out) in enumerate(levels)])
         self.mid_block1 = ResidualTemporalBlock(dims[-1], dims[-1], dim)
         self.mid_block2 = ResidualTemporalBlock(dims[-1], dims[-1], dim)
         self.ups = nn.ModuleList([
             nn.ModuleList([ResidualTemporalBlock(d_out * 2, d_in, dim),
-                           ResidualTemporalBlock(d_in, d_in, dim), Upsample1d(d_in)])
+                           ResidualTemporalBlock(d_in, d_in, dim), LengthConv(d_in, grow=True)])
             for d_in, d_out in reversed(levels[1:])])
         self.final_conv = nn.Sequential(Conv1dBlock(dim, dim, zero=True),
                                         nn.Conv1d(dim, transition_dim, 1))
