@@ -196,14 +196,13 @@ def test_mmaction2_test_tool_runs_our_config_from_another_directory(shared_data,
     """README: MMAction2's own tools/test.py runs these configs from any directory, and
     --cfg-options data_root=... / feature_dir=... move every split (run in this process)."""
     import runpy
+    import numpy as np
     import vpn_plugin.mm  # noqa: F401
-    from mmaction.registry import DATASETS, MODELS
+    from mmaction.registry import MODELS
     tiny_niv_root(shared_data, tmp_path / 'root', tmp_path / 'features')
     config = str(REPO_ROOT / 'configs/baselines/uniform_emissions_niv_t3.py')
-    cfg = load_config(config, {'cache_dir': str(tmp_path / 'cache')},
-                      data_root=str(tmp_path / 'root'), feature_dir=str(tmp_path / 'features'))
-    model = MODELS.build(cfg.model)
-    model.build_pkg(DATASETS.build(cfg.train_dataloader.dataset))
+    model = MODELS.build(dict(type='UniformEmissionPlanner', num_actions=48, horizon=3))
+    model.set_pkg(np.full((48, 48), 1 / 48))
     torch_save_checkpoint(model, tmp_path / 'pkg.pth')
     (tmp_path / 'elsewhere').mkdir()
     monkeypatch.chdir(tmp_path / 'elsewhere')

@@ -262,16 +262,18 @@ def test_many_methods_get_distinct_colour_and_marker_pairs():
 def test_params_plot_keeps_planners_without_parameters_and_names_the_uncounted(tmp_path,
                                                                                capsys):
     from vpn_plugin.protocol.plots import keep_y_span, methods_without_count
-    rows = study_rows() + [ResultRow('Uniform', s, 3, {'success_rate': 5.0}, params=0)
+    rows = [r for r in study_rows() if r.variant['train_fraction'] == 1.0]
+    rows += [ResultRow('Uniform', s, 3, {'success_rate': 5.0}, params=0)
                            for s in range(3)]
     rows += [ResultRow('LLM', s, 3, {'success_rate': 9.0}, params=None) for s in range(3)]
     points = params_points(rows, 'success_rate')
     assert points['Uniform'] == (0, 5.0, 5.0, 5.0) and 'LLM' not in points
     assert methods_without_count(rows, 'success_rate') == ['LLM']
-    assert_publication_files(plot_params_vs_metric(rows, 'success_rate', tmp_path / 'zero'))
     for row in rows:
         append_result(tmp_path / 'r.jsonl', row)
-    load_tool('plots').main(['params', str(tmp_path / 'r.jsonl'), '--out', str(tmp_path / 'c')])
+    paths = load_tool('plots').main(['params', str(tmp_path / 'r.jsonl'), '--out',
+                                     str(tmp_path / 'c')])
+    assert_publication_files(paths)
     assert 'not drawn, no parameter count in their rows: LLM' in capsys.readouterr().err
     import matplotlib
     matplotlib.use('Agg')
@@ -286,10 +288,10 @@ def test_params_plot_keeps_planners_without_parameters_and_names_the_uncounted(t
 
 
 def test_overlap_figure_says_its_width(tmp_path):
+    from vpn_plugin.protocol.plots import TWO_COLUMNS, overlap_width
     rows, _ = overlap_rows(tmp_path)
     overlap = error_overlap(rows, 'VPN', 'Base')
     two = plot_error_overlap([overlap, overlap], tmp_path / 'two')
     assert_publication_files(two)  # two comparisons fit one column
     assert 'one column wide (3.3 in)' in two[2].read_text()
-    three = plot_error_overlap([overlap] * 3, tmp_path / 'three')
-    assert 'full width (two columns, LaTeX figure*) (6.9 in)' in three[2].read_text()
+    assert (overlap_width(1), overlap_width(3)) == (ONE_COLUMN, TWO_COLUMNS)

@@ -84,7 +84,7 @@ MMENGINE_KEYS = ('runner_type', 'custom_imports', 'model_wrapper_cfg', 'activati
                  'gpu_ids', 'dist_params', 'vis_backends')
 PLUGIN_KEYS = ('horizon', 'test_horizon', 'data_root', 'feature_dir', 'cache_dir', 'selection',
                'load_partial', 'observation', 'window_policy', 'batch_size', 'dataset', 'loader',
-               'paths', 'train_source', 'test_source', 'dataset_variant')
+               'paths', 'train_source', 'test_source', 'dataset_variant', 'device_resident')
 
 
 def cpu_backend(env_cfg: dict, has_accelerator: bool) -> dict:

@@ -43,10 +43,10 @@ vis_backends = [dict(type='LocalVisBackend')]
 visualizer = dict(type='Visualizer', vis_backends=vis_backends)
 
 randomness = dict(seed=0, diff_rank_seed=False, deterministic=False)
-# mmengine's torch.compile of train_step: True or a dict of torch.compile options, e.g.
-# dict(mode='max-autotune'); off until measured on a GPU (README, Speed). The DVL's device path
-# (impl='dense', the default off the CPU) compiles without graph breaks.
-compile = False
+# torch.compile of train_step is mmengine's `compile` key, left unset here (= off until measured on
+# a GPU; README, Speed): a config sets `compile = True` or a dict of torch.compile options, e.g.
+# dict(mode='max-autotune') (a bool here would make a child's dict need _delete_). The DVL's
+# device path (impl='dense', the default off the CPU) compiles without graph breaks.
 
 log_level = 'INFO'
 load_from = None

@@ -86,8 +86,9 @@ def load_weights(model, checkpoint: dict, source: str, *, partial: bool = False,
             wrong[key] = (found, tuple(expected[key].shape))
             del state[key]
     keys, other = _load_fitting(model, state, wrong)
-    problems = '; '.join(filter(None, [mismatch_text(keys.missing_keys, keys.unexpected_keys,
-                                                     wrong), other]))
+    missing = [key for key in keys.missing_keys if key not in wrong]  # listed with shapes
+    problems = '; '.join(filter(None, [mismatch_text(missing, keys.unexpected_keys, wrong),
+                                       other]))
     if not problems:
         return
     if not partial:

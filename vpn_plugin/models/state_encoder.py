@@ -143,14 +143,18 @@ class StateEncoder(nn.Module):
         return self.logit_scale.exp() * similarity
 
 
-def rename_legacy_keys(state_dict: dict, prefix: str) -> None:
+def rename_legacy_keys(state_dict: dict, prefix: str, expected: Dict[str, torch.Size]) -> None:
     """Move a checkpoint's flat ``visual_encoder.*`` / ``text_encoder.*`` / ``logit_scale``
-    (ViterbiPlanNet before the encoder was shared) under ``state_encoder.``, in place."""
+    (ViterbiPlanNet before the encoder was shared) under ``state_encoder.``, in place; only
+    names whose new place exists in ``expected`` ({name below prefix: shape}) with the same
+    shape move (another model's tensors stay where the strict loader reports them)."""
     if any(key.startswith(prefix + 'state_encoder.') for key in state_dict):
         return
     for key in [k for k in state_dict if k.startswith(prefix)]:
         name = key[len(prefix):]
         for old, new in LEGACY_PREFIXES.items():
-            if name.startswith(old):
-                state_dict[prefix + new + name[len(old):]] = state_dict.pop(key)
+            target = new + name[len(old):]
+            fits = getattr(state_dict[key], 'shape', None) == expected.get(target)
+            if name.startswith(old) and fits:
+                state_dict[prefix + target] = state_dict.pop(key)
                 break

@@ -141,7 +141,9 @@ class ViterbiPlanNet(BasePlanner):
                              "'<(N, 6, 768) .npy>') or set loss_weights=dict(state=0)")
 
     def _load_from_state_dict(self, state_dict, prefix, *args, **kwargs):
-        rename_legacy_keys(state_dict, prefix)  # checkpoints from before the shared encoder
+        # checkpoints from before the shared encoder
+        rename_legacy_keys(state_dict, prefix, {name: value.shape for name, value in
+                                                self.state_dict().items()})
         super()._load_from_state_dict(state_dict, prefix, *args, **kwargs)
 
     # ------------------------------------------------------------------ network

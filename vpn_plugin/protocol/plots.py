@@ -299,7 +299,7 @@ def plot_pkg_quality(rows, out_stem, *, metric='success_rate') -> list[Path]:
             ax.text(0.02, 0.02, f'({letter})', transform=ax.transAxes, fontsize=8,
                     fontweight='bold')
             if len(lines) > 1:
-                ax.legend(loc='lower right')
+                ax.legend(loc='best')
         axes[0].set_ylabel(axis_label(metric))
         fig.text(1.0, 0.0, f'Bands: {ci_label(_seed_counts(rows))}', ha='right', va='top',
                  fontsize=7)

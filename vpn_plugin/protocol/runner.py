@@ -41,8 +41,10 @@ epochs than their config say so in ``shortened``.
 from __future__ import annotations
 
 import copy
+import functools
 import inspect
 import json
+import os
 import re
 import sys
 import time
@@ -123,16 +125,16 @@ def expand_units(protocol_cfg, seeds=None, methods=None, horizons=None) -> list[
             if methods:
                 specs = [s for s in specs if s.method in methods]
             if specs:
-                per_run.append((run, name, config, horizon, specs))
+                variant = {**run.get('variant', {}),
+                           **config_variant(config, run.get('cfg_options', {}))}
+                per_run.append((run, name, config, horizon, specs, variant))
     from vpn_plugin.errors import check_names
     check_names(methods, sorted(names), '--methods')  # a typo would silently drop a method
     check_names(horizons, sorted(trained), '--horizons')
     # seeds outermost: an interrupted protocol has every method for its first seeds
     units = []
     for seed in seeds:
-        for run, name, config, horizon, specs in per_run:
-            variant = {**run.get('variant', {}),
-                       **config_variant(config, run.get('cfg_options', {}))}
+        for run, name, config, horizon, specs, variant in per_run:
             units.append(TrainUnit(_slug(run.get('slug') or name, run.get('variant', {})),
                                    config, horizon, seed, dict(run.get('cfg_options', {})),
                                    variant, bool(run.get('train', True)), specs))
@@ -144,9 +146,8 @@ def config_variant(config: str, cfg_options: dict) -> dict:
     (e.g. ``egoper_errors`` of a converted EgoPER dataset) and ``text_features`` when its
     model reads stand-in text features (``models.text_embeddings.stand_in_label``: COIN's
     MiniLM stand-in for the paper's CLIP features), so no table mistakes those rows."""
-    from mmengine.config import Config
     from vpn_plugin.models.text_embeddings import stand_in_label
-    cfg = Config.fromfile(config)
+    cfg = copy.deepcopy(_parsed_config(config))
     cfg.merge_from_dict(copy.deepcopy(dict(cfg_options)))
     variant = dict(cfg.get('dataset_variant') or {})
     label = stand_in_label((cfg.get('model') or {}).get('text_embeddings'))
@@ -169,10 +170,22 @@ def _config_path(template: str, horizon, dataset: str) -> str:
     return path.replace('{T}', str(horizon)) if horizon else path
 
 
+def _parsed_config(config: str):
+    """``Config.fromfile(config)``, parsed once per file version (a protocol names the same
+    configs for every run and seed); callers must not modify it."""
+    stat = os.stat(config)
+    return _parse_config(os.path.abspath(config), stat.st_mtime_ns, stat.st_size)
+
+
+@functools.lru_cache(maxsize=256)
+def _parse_config(path: str, mtime_ns: int, size: int):
+    from mmengine.config import Config
+    return Config.fromfile(path)
+
+
 def _config_horizon(config: str, name: str = 'horizon') -> int:
     """A config's ``horizon`` (or ``test_horizon``, which defaults to its ``horizon``)."""
-    from mmengine.config import Config
-    cfg = Config.fromfile(config)
+    cfg = _parsed_config(config)
     if cfg.get(name) is not None:
         return int(cfg[name])
     if 'horizon' not in cfg:
@@ -492,7 +505,7 @@ class ProtocolRunner:
         options = {**unit.cfg_options, **spec.cfg_options}
         cfg = self.build_cfg(spec.config, options, unit.seed, test_dir, unit.horizon,
                              spec.horizon)
-        cfg.load_from = checkpoint
+        cfg.load_from, cfg.load_partial = checkpoint, False  # the trained model, exactly
         evaluator = cfg.test_evaluator
         if isinstance(evaluator, dict) and evaluator.get('type') == 'PlanningMetric':
             evaluator['out_file'] = str(test_dir / 'per_sample.json')
