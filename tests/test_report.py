@@ -372,7 +372,7 @@ def protocol_results(tmp_path, config='configs/protocol/main_and_ablation_t3_cro
             append_result(path, ResultRow(spec.method, unit.seed, spec.horizon, metrics,
                                           params=None if not unit.train else 1000,
                                           dataset=protocol.dataset, protocol=protocol.protocol,
-                                          variant=dict(unit.variant)))
+                                          variant={**unit.variant, **spec.variant}))
     return path
 
 

@@ -176,14 +176,23 @@ def state_embeddings(action_names: Sequence[str], action_task_names: Sequence[st
 def load_state_features(file: Optional[str] = None, taxonomy: Optional[str] = None,
                         state_descriptions: Optional[str] = None, encoder: Optional[str] = None,
                         pooling: str = 'clip', cache_dir: str = 'data/text_cache',
-                        allow_encode: bool = True) -> torch.Tensor:
+                        allow_encode: bool = True,
+                        sources: Optional[list] = None) -> torch.Tensor:
     """State-description features (N, 6, Dt): slots 0-2 "before", 3-5 "after".
 
     Either ``file``: a plain ``.npy`` array (no pickle), e.g. the authors' CLIP features
     ``../shared/data/crosstask/state_features_clip_133.npy``; or ``taxonomy`` +
     ``state_descriptions`` encoded by the local ``encoder`` (a transformers CLIP directory
-    for the authors' kind, ``pooling='clip'``), cached in ``cache_dir``.
+    for the authors' kind, ``pooling='clip'``), cached in ``cache_dir``; or ``sources``: a
+    list of such configs whose features are concatenated over N (the joined action space of
+    a ``ConcatPlanningDataset``, in its source order).
     """
+    if sources is not None:
+        if file is not None or taxonomy is not None or not sources:
+            raise ValueError('model.text_embeddings: give sources=[<one config per source>, '
+                             f'...] alone; got sources={sources!r}, file={file!r}, '
+                             f'taxonomy={taxonomy!r}')
+        return torch.cat([load_state_features(**dict(source)) for source in sources])
     if (file is None) == (taxonomy is None or state_descriptions is None):
         raise ValueError('model.text_embeddings: give either file=<(N, 6, Dt) .npy> or '
                          f'taxonomy + state_descriptions (+ encoder); got file={file!r}, '

@@ -31,6 +31,7 @@ from mmaction.registry import MODELS
 
 from .. import core
 from .base_planner import BasePlanner, check_choice, check_loss_terms, num_parameters
+from .pretrained_encoder import init_visual_encoder
 from .text_embeddings import load_state_features
 
 # Decoding of a plan, each with the authors' name of the same output (README "Decoding"):
@@ -116,7 +117,10 @@ class ViterbiPlanNet(BasePlanner):
         loss_weights: weight of 'state', 'plan', 'task' (1 each; 0 switches a term off).
         cross_horizon: None (a data horizon != T is an error) or 'repeat_last' (the authors'
             rule for evaluating at T' < T, see ``repeat_last_emission``).
-        freeze_visual: freeze the visual encoder (sample-efficiency study).
+        freeze_visual: freeze the visual encoder (sample-efficiency study; needs
+            ``init_visual_from``).
+        init_visual_from: checkpoint of a planner whose visual encoder is loaded (the
+            sample-efficiency study's pre-trained encoder, ``pretrained_encoder.py``).
         pkg: ``PKGBuilder`` config of the graph (``BasePlanner``).
     """
 
@@ -128,6 +132,7 @@ class ViterbiPlanNet(BasePlanner):
                  text_embeddings: Optional[dict] = None, use_dvl: bool = True,
                  decode: str = 'dvl_viterbi', loss_weights: Optional[Dict[str, float]] = None,
                  cross_horizon: Optional[str] = None, freeze_visual: bool = False,
+                 init_visual_from: Optional[str] = None,
                  pkg: Optional[dict] = None, data_preprocessor: Optional[dict] = None):
         super().__init__(num_actions, horizon, pkg, data_preprocessor)
         self.loss_weights = {**dict(state=1.0, plan=1.0, task=1.0), **(loss_weights or {})}
@@ -137,7 +142,8 @@ class ViterbiPlanNet(BasePlanner):
         self.use_dvl, self.decode, self.cross_horizon = use_dvl, decode, cross_horizon
         self.input_dropout = nn.Dropout(input_dropout)
         self.visual_encoder = LinearPair(feature_dim, 2 * feature_dim, embed_dim)
-        self.visual_encoder.requires_grad_(not freeze_visual)
+        init_visual_encoder(self.visual_encoder, init_visual_from, freeze_visual,
+                            type(self).__name__)
         self.text_encoder = nn.Linear(text_dim, embed_dim, bias=False)
         self.logit_scale = nn.Parameter(torch.tensor(INIT_LOGIT_SCALE))
         self.task_head = nn.Sequential(nn.Linear(2 * embed_dim, embed_dim), nn.GELU(),
@@ -195,11 +201,34 @@ class ViterbiPlanNet(BasePlanner):
         similarity = similarity.view(*states.shape[:2], self.num_actions, -1).mean(-1)
         return self.logit_scale.exp() * similarity
 
-    def log_emissions(self, states: torch.Tensor, eval_horizon: Optional[int] = None):
-        """(B, T, N) log emissions entering the DVL, rearranged for ``eval_horizon`` < T."""
+    def log_emissions(self, states: torch.Tensor, eval_horizon: Optional[int] = None,
+                      observed: Optional[torch.Tensor] = None):
+        """(B, T, N) log emissions entering the DVL, rearranged for ``eval_horizon`` < T,
+        times the evidence of the ``observed`` steps (:meth:`observed_evidence`)."""
         encoded = self.emission_encoder(states).flatten(1)
         logits = self.emission_head(encoded).view(len(states), self.horizon, self.num_actions)
-        return repeat_last_emission(F.logsigmoid(logits), eval_horizon or self.horizon)
+        log_emissions = F.logsigmoid(logits)
+        if observed is not None and observed.shape[1] > 0:
+            log_emissions = log_emissions + self.observed_evidence(observed)
+        return repeat_last_emission(log_emissions, eval_horizon or self.horizon)
+
+    def observed_evidence(self, observed: torch.Tensor) -> torch.Tensor:
+        """(B, T, N) log evidence of intermediate observations ``observed`` (B, k, D), the
+        end states of steps 1..k (dataset ``observed_steps=k``): step i gets the log-softmax
+        over actions of the state logits of its end state against the "after" descriptions
+        (how the goal is scored against the last action), the later steps 0 (no evidence)."""
+        if self.state_features is None:
+            raise ValueError('intermediate observations (observed_steps > 0) are scored with '
+                             'the state-description features, but model.text_embeddings is '
+                             'None')
+        batch, steps = observed.shape[:2]
+        if steps >= self.horizon:
+            raise ValueError(f'{steps} observed steps of a T={self.horizon} plan; expected '
+                             f'fewer than {self.horizon}')
+        encoded = self.visual_encoder(self.input_dropout(observed)).flatten(0, 1)  # (B*k, E)
+        after = self.state_logits(encoded.unsqueeze(1).expand(-1, 2, -1))[:, 1]  # (B*k, N)
+        evidence = after.view(batch, steps, -1).log_softmax(-1)
+        return F.pad(evidence, (0, 0, 0, self.horizon - steps))
 
     def dvl_log_transitions(self) -> torch.Tensor:
         """(N, N) the authors' DVL transitions: PKG clamped at 1e-10, rows renormalised."""
@@ -229,13 +258,14 @@ class ViterbiPlanNet(BasePlanner):
     # ------------------------------------------------------------------ forward
     def tensor(self, inputs, horizon: int) -> torch.Tensor:
         """Emission probabilities (B, T', N) of the first T' steps."""
-        return self.log_emissions(self.encode(inputs), horizon).exp()[:, :horizon]
+        return self.log_emissions(self.encode(inputs), horizon,
+                                  inputs.get('observed')).exp()[:, :horizon]
 
     def loss(self, inputs, data_samples) -> Dict[str, torch.Tensor]:
         """Weighted losses over (B, T) plans; a term with weight 0 is not computed."""
         states = self.encode(inputs)
-        return self.loss_terms(states, self.log_emissions(states), data_samples['plan'],
-                               data_samples['task'])
+        log_emissions = self.log_emissions(states, None, inputs.get('observed'))
+        return self.loss_terms(states, log_emissions, data_samples['plan'], data_samples['task'])
 
     def loss_terms(self, states, log_emissions, plan, task) -> Dict[str, torch.Tensor]:
         """The authors' losses: CE(state logits (2B, N), first and last actions), MSE mean over
@@ -273,7 +303,7 @@ class ViterbiPlanNet(BasePlanner):
     def predict_fields(self, inputs, data_samples, horizon: int) -> dict:
         """Plans, soft plans and emissions of the first T' = ``horizon`` steps, tasks."""
         states = self.encode(inputs)
-        log_emissions = self.log_emissions(states, horizon)
+        log_emissions = self.log_emissions(states, horizon, inputs.get('observed'))
         soft = self.soft_plan(log_emissions)
         plans = self.decode_plan(log_emissions, soft)
         return dict(pred_plan=plans[:, :horizon], soft_plan=soft[:, :horizon],

@@ -1,0 +1,17 @@
+# CrossTask + NIV + COIN in ONE action space (ConcatPlanningDataset, the dataset-independent
+# PKG study): each source's windows come from its own dataset config below (same split, same
+# features, observations and window policy as when it is used alone), action ids offset by the
+# sources before it (CrossTask 0-132, NIV 133-180, COIN 181-958), task ids likewise. A test
+# dataset keeps one source's windows in the joined space with `select=['niv']` (the protocol
+# does). --data-root reaches every source; each source keeps its own feature_dir (change one
+# with sources[i].cfg_options=dict(feature_dir=...)).
+_base_ = ['./planning_dataset.py']
+data_root = '../shared/data'
+union_sources = [dict(name='crosstask', config='configs/_base_/datasets/crosstask.py'),
+                 dict(name='niv', config='configs/_base_/datasets/niv.py'),
+                 dict(name='coin', config='configs/_base_/datasets/coin.py')]
+union = dict(type='ConcatPlanningDataset', horizon=3, sources=union_sources,
+             data_root=data_root)
+train_dataloader = dict(dataset=dict(union, split='train', _delete_=True))
+val_dataloader = dict(dataset=dict(union, split='val', _delete_=True))
+test_dataloader = dict(dataset=dict(union, split='test', _delete_=True))

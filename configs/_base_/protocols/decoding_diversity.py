@@ -1,0 +1,14 @@
+# Decoding diversity (the paper's table, CrossTask T=6): on the test windows that share their
+# start and goal actions, the entropy of the predicted plans (plan_entropy) and their Jensen-
+# Shannon divergence from the ground-truth plans (plan_jsd), in bits (core.decoding_diversity;
+# every protocol row carries both). Rows: the PKG with uniform emissions (the graph alone),
+# ViterbiPlanNet.
+#   .venv/bin/python tools/run_protocol.py configs/protocol/decoding_diversity_crosstask.py
+#   .venv/bin/python tools/report.py RESULTS --metrics plan_entropy plan_jsd success_rate
+protocol = 'decoding_diversity'
+seeds = [0, 1, 2, 3, 4]
+runs = [
+    dict(method='PKG + uniform emissions', train=False,
+         config='configs/baselines/uniform_emissions_{dataset}_t6.py'),
+    dict(method='ViterbiPlanNet', config='configs/vpn_{dataset}_t6.py'),
+]
