@@ -1,4 +1,6 @@
 """vpn_plugin.apis (init_planner, inference_planner) and tools/plan.py, their command line."""
+from pathlib import Path
+
 import numpy as np
 import pytest
 import torch
@@ -43,3 +45,81 @@ def test_plan_tool_prints_the_checkpoints_plans(tiny_crosstask, tmp_path, capsys
         steps = [ids_of[line[7:39].rstrip()] for line in block.splitlines()[2:]]
         assert len(steps) == 3
         assert any((a + 1) % 133 in steps[1] and (a + 2) % 133 in steps[2] for a in steps[0])
+
+
+def test_video_observations_read_the_configs_recipe_at_the_given_seconds(tmp_path):
+    """Oracle: the frames around each second, by hand (authors: t-1, t, t+1 concatenated, the
+    last frame replayed past the end; mean3: their mean)."""
+    from mmengine.config import Config
+    from vpn_plugin.apis import video_observations
+    frames = np.arange(10 * 512, dtype=np.float32).reshape(10, 512)
+    np.savez(tmp_path / 'new_video.npz', frames_features=frames)
+    def config(observation):
+        return Config(dict(test_dataloader=dict(dataset=dict(observation=observation,
+                                                             frame_dim=512))))
+    start, goal = video_observations(config('authors'), tmp_path / 'new_video.npz', 2.4, 12)
+    torch.testing.assert_close(start, torch.from_numpy(frames[[1, 2, 3]].reshape(-1)))
+    torch.testing.assert_close(goal, torch.from_numpy(frames[[8, 9, 9]].reshape(-1)))
+    start, goal = video_observations(config('mean3'), tmp_path / 'new_video.npz', 0, 5)
+    torch.testing.assert_close(start, torch.from_numpy(frames[[0, 0, 1]].mean(0)))
+    torch.testing.assert_close(goal, torch.from_numpy(frames[[4, 5, 6]].mean(0)))
+    with pytest.raises(ValueError, match=r"new_video.npz: start_time=11, goal_time=12 s; "
+                       r"expected .* < the video's 10 frames"):
+        video_observations(config('authors'), tmp_path / 'new_video.npz', 11, 12)
+
+
+def tiny_vpn_config(tiny_crosstask, tmp_path) -> Path:
+    """configs/vpn_crosstask_t3.py (the authors' network) on the tiny CrossTask subset."""
+    config = tmp_path / 'vpn_tiny.py'
+    splits = ''.join(f"{split}_dataloader = dict(dataset=dict(_delete_=True, "
+                     f"**{tiny_crosstask[f'{split}_dataset']!r}))\n"
+                     for split in ('train', 'val', 'test'))
+    config.write_text(f"_base_ = [{str(REPO / 'configs/vpn_crosstask_t3.py')!r}]\n" + splits)
+    return config
+
+
+def test_plan_from_a_new_videos_features_equals_the_dataset_path(tiny_crosstask, tmp_path,
+                                                                 monkeypatch):
+    """A user's own video (feature file + the first step's start / last step's end seconds)
+    planned by plan_from_features = the same window planned from the dataset, from any CWD."""
+    from vpn_plugin.apis import plan_from_features, video_observations
+    from vpn_plugin.datasets.features import find_feature_file
+    monkeypatch.chdir(tmp_path)
+    torch.manual_seed(0)
+    model = init_planner(str(tiny_vpn_config(tiny_crosstask, tmp_path)))
+    dataset = build_split_dataset(model.cfg, 'test')
+    indices = [0, 7]
+    expected = inference_planner(model, dataset, indices)
+    starts, goals = [], []
+    for i in indices:
+        window = dataset.windows[i]
+        feature_file = find_feature_file(tiny_crosstask['feature_dir'], window.feature)
+        start, goal = video_observations(model.cfg, feature_file, window.times[0][0],
+                                         window.times[-1][1])
+        torch.testing.assert_close(start, dataset[i]['inputs']['start'])
+        torch.testing.assert_close(goal, dataset[i]['inputs']['goal'])
+        starts.append(start)
+        goals.append(goal)
+    planned = plan_from_features(model, torch.stack(starts), torch.stack(goals).numpy())
+    assert [s.pred_plan.tolist() for s in planned] == [s.pred_plan.tolist() for s in expected]
+    single = plan_from_features(model, starts[1], goals[1])
+    assert len(single) == 1 and single[0].pred_plan.tolist() == expected[1].pred_plan.tolist()
+    assert 'gt_plan' not in single[0]
+    with pytest.raises(ValueError, match=r'start observations of shape \(1, 512\); expected '
+                       r'\(B, 1536\)'):
+        plan_from_features(model, torch.zeros(512), torch.zeros(512))
+
+
+def test_build_split_dataset_resolves_a_raw_config(tiny_crosstask, tmp_path, monkeypatch):
+    """A Config read with Config.fromfile (placeholders unfilled) builds from any directory;
+    a dataset built from it by hand says how to load it."""
+    from mmengine.config import Config
+    monkeypatch.chdir(tmp_path)
+    cfg = Config.fromfile(str(REPO / 'configs/vpn_crosstask_t3.py'))
+    with pytest.raises(ValueError, match=r"data_root='\{data_root\}/crosstask' still holds a "
+                       'location placeholder.*load_config'):
+        DATASETS.build(cfg.test_dataloader.dataset)
+    cfg.feature_dir = 'my_features'  # a caller's value: read from the working directory
+    with pytest.raises(FileNotFoundError, match=f"feature_dir {tmp_path / 'my_features'} does "
+                       'not exist'):
+        build_split_dataset(cfg, 'test')

@@ -152,9 +152,10 @@ def test_coin_protocol_dry_runs_and_names_what_is_missing(monkeypatch, capsys):
     run_protocol = load_tool('run_protocol')
     units = run_protocol.main(['configs/protocol/observations_coin.py', '--dry-run',
                                '--seeds', '0'])
-    assert {u.config for u in units} == {'configs/vpn_coin_t6.py'}
+    assert {u.config for u in units} == {'configs/vpn_coin_t6.py',
+                                         'configs/baselines/schema_coin_t6.py'}
     err = capsys.readouterr().err
-    assert 'needs: COIN annotations' in err and 'coin/splits/' in err
+    assert 'needs: COIN features' in err and '--dataset coin' in err
 
 
 def test_coin_protocol_run_stops_before_training_naming_the_missing_file(tmp_path,
@@ -162,9 +163,10 @@ def test_coin_protocol_run_stops_before_training_naming_the_missing_file(tmp_pat
     from vpn_plugin.protocol.runner import ProtocolRunner
     monkeypatch.chdir(REPO)
     protocol = load_protocol('configs/protocol/observations_coin.py')
-    runner = ProtocolRunner(protocol, tmp_path, max_epochs=1)
-    with pytest.raises(SystemExit, match=r'needs COIN annotations.*vpn_coin_t6.py \(T=6, train\)'
-                                         r'.*coin/splits/train_T6.json does not exist'):
+    runner = ProtocolRunner(protocol, tmp_path, max_epochs=1,
+                            data_paths=dict(feature_dir=str(tmp_path / 'no_features')))
+    with pytest.raises(SystemExit, match=r'needs COIN features.*_coin_t6.py \(T=6, train\)'
+                                         r'.*no_features does not exist.*--dataset coin'):
         runner.run(expand_units(protocol, seeds=[0]))
     assert not list(tmp_path.rglob('*.jsonl')) and not list(tmp_path.rglob('run.json'))
 

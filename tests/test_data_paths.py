@@ -46,10 +46,60 @@ def test_flags_and_cfg_options_move_every_path(tmp_path, monkeypatch):
     assert by_option.test_dataloader.dataset.data_root == str(tmp_path / 'other' / 'niv')
     flag_wins = load_config(NIV_T3, {'data_root': 'other'}, data_root='mine')
     assert flag_wins.test_dataloader.dataset.data_root == str(tmp_path / 'mine' / 'niv')
-    explicit = load_config(NIV_T3, {'test_dataloader.dataset.data_root': '/elsewhere/niv'},
-                           data_root='mine')
-    assert explicit.test_dataloader.dataset.data_root == '/elsewhere/niv'
-    assert explicit.train_dataloader.dataset.data_root == str(tmp_path / 'mine' / 'niv')
+
+
+def test_a_split_moved_alone_is_refused_naming_every_split(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(ValueError, match=r"the splits read different feature_dirs: "
+                       r"train_dataloader.dataset.feature_dir='/x', "
+                       r"val_dataloader.dataset.feature_dir='.*"
+                       r"--cfg-options feature_dir=DIR \(or --feature-dir DIR\)"):
+        load_config(NIV_T3, {'train_dataloader.dataset.feature_dir': '/x'})
+    every = {f'{split}_dataloader.dataset.feature_dir': '/x' for split in ('train', 'val', 'test')}
+    assert [d.feature_dir for d in dataset_paths(load_config(NIV_T3, every))] == ['/x'] * 3
+
+
+def test_a_child_config_moves_the_datasets_with_its_variables(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    child = tmp_path / 'child.py'
+    child.write_text(f"_base_ = ['{NIV_T3}']\ndata_root = '/data/public'\n"
+                     "feature_dir = '{data_root}/niv/s3d'\n")
+    cfg = load_config(child)
+    for dataset in dataset_paths(cfg):
+        assert (dataset.data_root, dataset.feature_dir) == ('/data/public/niv',
+                                                            '/data/public/niv/s3d')
+        assert dataset.cache_dir == str(REPO_ROOT / 'data/cache/niv')
+    assert cfg.model.text_embeddings.file == '/data/public/niv/state_features_clip.npy'
+    moved = load_config(child, data_root='other')  # and the flag still moves it
+    assert moved.test_dataloader.dataset.feature_dir == str(tmp_path / 'other/niv/s3d')
+
+
+def test_a_location_nothing_reads_or_an_undefined_placeholder_is_refused(tmp_path):
+    literal = tmp_path / 'literal.py'
+    literal.write_text("data_root = 'a'\ntest_dataloader = dict(dataset=dict(data_root='/b/niv'))\n")
+    with pytest.raises(ValueError, match=r"literal.py: data_root was set to .*/c, but no path "
+                       "of the config is built from it"):
+        load_config(literal, data_root=str(tmp_path / 'c'))
+    undefined = tmp_path / 'undefined.py'
+    undefined.write_text("model = dict(file='{data_root}/x.npy')\n")
+    with pytest.raises(ValueError, match=r"model.file = '\{data_root\}/x.npy' names a location "
+                       "variable the config does not define"):
+        load_config(undefined)
+
+
+def test_mmaction2_style_loading_resolves_in_the_runner(tmp_path, monkeypatch):
+    """MMAction2's tools: Config.fromfile, --cfg-options merged, then the registry builds the
+    runner (PlanningRunner.from_cfg resolves): relative overrides are read from the CWD."""
+    from mmengine.config import Config
+    from vpn_plugin.data_paths import resolve_paths
+    monkeypatch.chdir(tmp_path)
+    cfg = Config.fromfile(NIV_T3)
+    cfg.merge_from_dict({'data_root': '/nonexistent', 'cache_dir': 'c'})
+    resolve_paths(cfg)
+    for dataset in dataset_paths(cfg):
+        assert (dataset.data_root, dataset.cache_dir) == ('/nonexistent/niv', str(tmp_path / 'c'))
+        assert dataset.feature_dir == str(REPO_ROOT / 'data/synthetic/niv/features')
+    assert resolve_paths(cfg).to_dict() == cfg.to_dict()  # twice = once
 
 
 def test_a_config_without_locations_rejects_the_flag(tmp_path):
@@ -111,19 +161,62 @@ def test_train_one_epoch_from_another_directory_with_data_root(shared_data, tmp_
 
 
 def test_input_errors_end_a_tool_with_their_message_not_a_traceback(monkeypatch):
-    from vpn_plugin.data_paths import explained_input_errors
+    from vpn_plugin.errors import explained_errors
     from vpn_plugin.datasets.annotations import BadVideoError
     monkeypatch.delenv('VPN_TRACEBACK', raising=False)
     with pytest.raises(SystemExit, match=r'error: feature file f.npy does not exist; run X'):
-        with explained_input_errors():
+        with explained_errors():
             raise BadVideoError('v1', 'missing feature file', 'feature file f.npy does not exist; run X')
     with pytest.raises(SystemExit, match='feature_dir d does not exist'):
-        with explained_input_errors():
+        with explained_errors():
             raise FileNotFoundError('PlanningDataset: feature_dir d does not exist')
-    with pytest.raises(ValueError):  # other errors keep their traceback
-        with explained_input_errors():
-            raise ValueError('a bug')
+    with pytest.raises(SystemExit, match=r"^error: taxonomy t.json: task 'x'"):
+        with explained_errors():  # refused values, names and options: ValueError / KeyError
+            raise KeyError("taxonomy t.json: task 'x'")
+    with pytest.raises(RuntimeError):  # other errors keep their traceback
+        with explained_errors():
+            raise RuntimeError('a bug')
     monkeypatch.setenv('VPN_TRACEBACK', '1')
     with pytest.raises(FileNotFoundError):
-        with explained_input_errors():
+        with explained_errors():
             raise FileNotFoundError('kept for debugging')
+
+
+def mmaction2_tool(name: str) -> Path:
+    """MMAction2's own ``tools/<name>.py`` as the mmaction2 wheel ships it (= the repo's)."""
+    import mmaction
+    path = Path(mmaction.__file__).parent / '.mim' / 'tools' / f'{name}.py'
+    if not path.is_file():
+        pytest.skip(f"this mmaction2 install does not ship MMAction2's tools ({path})")
+    return path
+
+
+def test_mmaction2_test_tool_runs_our_config_from_another_directory(shared_data, tmp_path):
+    """README: MMAction2's own tools/test.py runs these configs from any directory, and
+    --cfg-options data_root=... / feature_dir=... move every split."""
+    import vpn_plugin.mm  # noqa: F401
+    from mmaction.registry import DATASETS, MODELS
+    tiny_niv_root(shared_data, tmp_path / 'root', tmp_path / 'features')
+    config = str(REPO_ROOT / 'configs/baselines/uniform_emissions_niv_t3.py')
+    cfg = load_config(config, data_root=str(tmp_path / 'root'),
+                      feature_dir=str(tmp_path / 'features'))
+    model = MODELS.build(cfg.model)
+    model.build_pkg(DATASETS.build(cfg.train_dataloader.dataset))
+    torch_save_checkpoint(model, tmp_path / 'pkg.pth')
+    run_dir = tmp_path / 'elsewhere'
+    run_dir.mkdir()
+    env = dict(os.environ, OMP_NUM_THREADS='1')
+    options = ['data_root=../root', 'feature_dir=../features', 'cache_dir=../cache']
+    done = subprocess.run([sys.executable, str(mmaction2_tool('test')), config, '../pkg.pth',
+                           '--work-dir', 'wd', '--cfg-options', *options],
+                          cwd=run_dir, env=env, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert 'plan/success_rate' in done.stdout + done.stderr
+    dumped = (run_dir / 'wd' / 'uniform_emissions_niv_t3.py').read_text()
+    assert str(tmp_path / 'root' / 'niv') in dumped and '{data_root}' not in dumped
+    assert any((tmp_path / 'cache').iterdir())
+
+
+def torch_save_checkpoint(model, path) -> None:
+    import torch
+    torch.save({'state_dict': model.state_dict(), 'meta': {}}, path)

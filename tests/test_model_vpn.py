@@ -12,6 +12,7 @@ import torch
 import vpn_plugin.mm  # noqa: F401  (registration)
 from mmaction.registry import MODELS
 from vpn_plugin.data_paths import load_config
+from vpn_plugin.datasets.sources import SOURCE_KEYS
 from vpn_plugin.models import load_state_features
 from vpn_plugin.models.viterbi_plan_net import num_parameters, repeat_last_emission
 from tool_modules import load_tool
@@ -120,9 +121,9 @@ def test_decode_modes_map_to_the_authors_outputs():
 def test_state_logits_by_hand():
     """exp(logit_scale) * cosine(visual, text), mean over the 3 before / 3 after sentences."""
     model = build().eval()
-    model.state_features = torch.randn(N, 6, 6)
+    model.state_encoder.set_state_features(torch.randn(N, 6, 6))
     states = torch.randn(3, 2, 8)
-    text = model.text_encoder(model.state_features)
+    text = model.state_encoder.text_encoder(model.state_encoder.state_features)
     expected = torch.zeros(3, 2, N)
     for b, side, action in itertools.product(range(3), range(2), range(N)):
         sentences = text[action, 3 * side:3 * side + 3]
@@ -187,7 +188,7 @@ def test_text_features_file_is_a_plain_float_array(tmp_path):
     assert features.dtype == torch.float32 and torch.equal(features, torch.from_numpy(
         array.astype(np.float32)))
     model = build(text_embeddings=dict(file=str(tmp_path / 'ok.npy')), loss_weights={})
-    assert torch.equal(model.state_features, features)
+    assert torch.equal(model.state_encoder.state_features, features)
     np.save(tmp_path / 'pickled.npy', np.array([{'a': 1}], dtype=object), allow_pickle=True)
     with pytest.raises(ValueError, match='pickled.npy: not a plain .npy'):
         load_state_features(file=str(tmp_path / 'pickled.npy'))
@@ -261,8 +262,8 @@ def test_selection_presets(dataset):
     unified = load_config(str(REPO / f'configs/vpn_{dataset}_t4.py'))
     assert authors.selection == 'authors' and unified.get('selection', 'unified') == 'unified'
     val, test = authors.val_dataloader.dataset, authors.test_dataloader.dataset
-    assert val.split == 'test' and val.window_file == test.window_file
-    assert not val.get('video_list') and val.horizon == test.horizon == 4
+    assert val.split == 'test' and val.horizon == test.horizon == 4
+    assert {k: val.get(k) for k in SOURCE_KEYS} == {k: test.get(k) for k in SOURCE_KEYS}
     assert authors.train_dataloader.dataset.val_fraction == 0.0
     assert authors.train_cfg.val_interval == 1
     assert unified.val_dataloader.dataset.split == 'val'
@@ -280,7 +281,7 @@ def test_authors_selection_trains_on_every_training_video(tiny_crosstask):
 @pytest.mark.parametrize('rows', [3, 40])
 def test_linear_pair_equals_the_two_layers(rows):
     """LinearPair (one affine map when rows > E) = Linear -> Linear, values and gradients."""
-    from vpn_plugin.models.viterbi_plan_net import LinearPair
+    from vpn_plugin.models.state_encoder import LinearPair
     torch.manual_seed(0)
     pair = LinearPair(12, 24, 8).double()
     plain = torch.nn.Sequential(torch.nn.Linear(12, 24), torch.nn.Linear(24, 8)).double()
@@ -299,4 +300,4 @@ def test_model_stats_prints_the_count(capsys):
                '--cfg-options', 'model.text_embeddings.file=/no/such.npy'])
     out = capsys.readouterr().out
     assert 'ViterbiPlanNet, 5,494,726 parameters (5.49M)' in out
-    assert 'built without text features' in out and 'visual_encoder' in out
+    assert 'built without text features' in out and 'state_encoder' in out

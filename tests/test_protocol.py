@@ -179,7 +179,8 @@ def test_dry_run_pkg_and_task_supervision(monkeypatch):
 def test_dry_run_sample_efficiency(monkeypatch, capsys):
     units = dry_run('sample_efficiency_crosstask', monkeypatch)
     tests = methods_of(units)
-    assert set(tests) == {'ViterbiPlanNet', 'Base Model'}
+    assert set(tests) == {'ViterbiPlanNet', 'Base Model', 'SCHEMA', 'SCHEMA w/o Viterbi'}
+    assert {o['model.decode'] for *_, o, _ in tests['SCHEMA w/o Viterbi']} == {'argmax'}
     for runs in tests.values():
         fractions = sorted(opts['train_dataloader.dataset.subset_fraction']
                            for _, _, opts, _ in runs)
@@ -214,14 +215,15 @@ def test_dry_run_pkg_quality(monkeypatch):
             assert variant['level'] in perturbation.values()
     # a network trained without the graph: one training, tested with each perturbed graph
     # (recounted at test time) and without the graph (the dashed reference)
-    with_pkg, (reference,) = methods['Base Model + PKG Viterbi'], methods['Base Model']
+    with_pkg, (reference,) = methods['SCHEMA w/ PKG'], methods['SCHEMA w/o PKG']
     assert sorted((v['perturbation'], v['level']) for *_, v in with_pkg) == sorted(
         (v['perturbation'], v['level']) for *_, v in runs)
     assert all(o['model.pkg.recount'] is True and o.get('model.pkg.perturbations', []) ==
                next(r[2].get('model.pkg.perturbations', []) for r in runs if r[3] == v)
                for *_, o, v in with_pkg)
     assert reference[3] == dict(perturbation='none', level=0.0)
-    assert reference[2]['model.decode'] == 'emission_argmax'
+    assert reference[2] == {'model.decode': 'argmax'}
+    assert {o['model.decode'] for *_, o, _ in with_pkg} == {'viterbi'}
 
 
 def test_dry_run_union_pkg_and_observations(monkeypatch):
@@ -234,24 +236,30 @@ def test_dry_run_union_pkg_and_observations(monkeypatch):
     assert unions == ['mean', 'pool', 'pool', 'pool']
     # the paper's study: T=6, the first three steps observed (test only) against none
     units = dry_run('observations_crosstask', monkeypatch)
-    assert {(u.config, u.horizon) for u in units} == {('configs/vpn_crosstask_t6.py', 6)}
+    assert {(u.config, u.horizon) for u in units} == {
+        ('configs/vpn_crosstask_t6.py', 6), ('configs/baselines/schema_crosstask_t6.py', 6)}
     observed = methods_of(units)
     assert sorted((m, v['observed_steps'], o) for m, runs in observed.items()
                   for *_, o, v in runs) == [
-        ('ViterbiPlanNet', 0, {}),
-        ('ViterbiPlanNet (3 steps observed)', 3, {'test_dataloader.dataset.observed_steps': 3})]
+        (m, k, {'test_dataloader.dataset.observed_steps': 3} if k else {})
+        for n in ('SCHEMA', 'ViterbiPlanNet')
+        for m, k in ((n, 0), (f'{n} (3 steps observed)', 3))]
 
 
 def test_dry_run_dataset_independent_pkg(monkeypatch):
     units = dry_run('dataset_independent_pkg_crosstask', monkeypatch)
     methods = methods_of(units)
-    union, single = (methods[f'ViterbiPlanNet ({kind} PKG)']
-                     for kind in ('dataset-independent', 'per-dataset'))
-    assert sorted(t for t, *_ in union) == sorted(t for t, *_ in single) == [3, 4, 5, 6]
-    assert all(o == {'test_dataloader.dataset.select': ['crosstask']} for *_, o, _ in union)
+    for name in ('ViterbiPlanNet', 'SCHEMA'):
+        union, single = (methods[f'{name} ({kind} PKG)']
+                         for kind in ('dataset-independent', 'per-dataset'))
+        assert sorted(t for t, *_ in union) == sorted(t for t, *_ in single) == [3, 4, 5, 6]
+        assert all(o == {'test_dataloader.dataset.select': ['crosstask']}
+                   for *_, o, _ in union)
     assert {(u.slug, u.config) for u in units if u.seed == 0 and u.horizon == 3} == {
         ('ViterbiPlanNet_union', 'configs/union/vpn_union_t3.py'),
-        ('ViterbiPlanNet_crosstask', 'configs/vpn_crosstask_t3.py')}
+        ('ViterbiPlanNet_crosstask', 'configs/vpn_crosstask_t3.py'),
+        ('SCHEMA_union', 'configs/union/schema_union_t3.py'),
+        ('SCHEMA_crosstask', 'configs/baselines/schema_crosstask_t3.py')}
     niv = dry_run('dataset_independent_pkg_niv', monkeypatch)
     shared = [ProtocolRunner(load_protocol(f'configs/protocol/dataset_independent_pkg_{name}'
                                            '.py')).work_dir(u)
@@ -263,14 +271,17 @@ def test_dry_run_dataset_independent_pkg(monkeypatch):
 def test_dry_run_decoding_diversity(monkeypatch):
     units = dry_run('decoding_diversity_crosstask', monkeypatch)
     assert {(u.slug, u.horizon, u.train) for u in units} == {
-        ('PKG_uniform_emissions', 6, False), ('ViterbiPlanNet', 6, True)}
+        ('PKG_uniform_emissions', 6, False), ('SCHEMA', 6, True), ('ViterbiPlanNet', 6, True)}
+    methods = methods_of(units)
+    assert [o for *_, o, _ in methods['SCHEMA w/o PKG'] + methods['SCHEMA w/ PKG']] == [
+        {'model.decode': 'argmax'}, {'model.decode': 'viterbi'}]
 
 
 def test_dry_run_error_overlap_t6(monkeypatch):
     methods = methods_of(dry_run('main_and_ablation_t6_crosstask', monkeypatch))
     assert {'ViterbiPlanNet', 'Base Model', 'Base Model + PKG Viterbi',
-            'ViterbiPlanNet w/o PKG'} <= set(methods)
-    assert len(methods) == 9 and all(tuple(t) == (6, 6) for runs in methods.values()
+            'ViterbiPlanNet w/o PKG', 'SCHEMA w/o PKG', 'SCHEMA w/ PKG'} <= set(methods)
+    assert len(methods) == 11 and all(tuple(t) == (6, 6) for runs in methods.values()
                                      for *t, _, _ in runs)
     (*_, no_pkg, _), = methods['ViterbiPlanNet w/o PKG']
     assert no_pkg == {'model.pkg.perturbations': [{'type': 'UniformGraph'}]}

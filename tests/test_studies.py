@@ -47,18 +47,20 @@ def test_frozen_encoder_is_the_pretrained_one(tmp_path):
     trained = build()
     checkpoint = save_checkpoint(trained, tmp_path / 'pre.pth')
     model = build(freeze_visual=True, init_visual_from=checkpoint)
-    for name, value in trained.visual_encoder.state_dict().items():
-        assert torch.equal(model.visual_encoder.state_dict()[name], value)
+    encoder = model.state_encoder.visual_encoder
+    for name, value in trained.state_encoder.visual_encoder.state_dict().items():
+        assert torch.equal(encoder.state_dict()[name], value)
     assert not torch.equal(model.emission_head[0].weight, trained.emission_head[0].weight)
     inputs = {'start': torch.randn(3, D), 'goal': torch.randn(3, D)}
     samples = {'plan': torch.randint(0, N, (3, T)), 'task': torch.randint(0, K, (3,))}
     sum(model(inputs, samples, mode='loss').values()).backward()
-    assert all(p.grad is None and not p.requires_grad for p in model.visual_encoder.parameters())
+    assert all(p.grad is None and not p.requires_grad for p in encoder.parameters())
     assert model.emission_head[0].weight.grad is not None
     # fine-tuning from the pre-trained weights: loaded, trainable
     assert all(p.requires_grad for p in build(init_visual_from=checkpoint)
-               .visual_encoder.parameters())
-    with pytest.raises(ValueError, match=r"visual_encoder.0.weight: \(24, 12\) there, "
+               .state_encoder.visual_encoder.parameters())
+    with pytest.raises(ValueError, match=r"state_encoder.visual_encoder.0.weight: "
+                                         r"\(24, 12\) there, "
                                          r"\(26, 13\) here"):
         build(feature_dim=13, init_visual_from=checkpoint)
     torch.save({'state_dict': {'other.weight': torch.zeros(1)}}, tmp_path / 'bad.pth')
@@ -69,17 +71,17 @@ def test_frozen_encoder_is_the_pretrained_one(tmp_path):
 # ------------------------------------------------------------- intermediate observations
 def test_observed_end_states_are_after_description_evidence():
     model = build().eval()
-    model.state_features = torch.randn(N, 6, 6)
-    model.set_pkg(np.full((N, N), 1.0 / N))
+    model.state_encoder.set_state_features(torch.randn(N, 6, 6))
+    encoder = model.state_encoder
     inputs = {'start': torch.randn(2, D), 'goal': torch.randn(2, D),
               'observed': torch.randn(2, 3, D)}
-    evidence = model.observed_evidence(inputs['observed'])
+    evidence = encoder.observed_evidence(inputs['observed'], T)
     assert evidence.shape == (2, T, N) and torch.all(evidence[:, 3:] == 0)
     # oracle by hand: exp(logit_scale) x mean cosine with the 3 "after" sentences (slots 3-5)
-    text = model.text_encoder(model.state_features)
+    text = encoder.text_encoder(encoder.state_features)
     for b, step in itertools.product(range(2), range(3)):
-        state = model.visual_encoder(inputs['observed'][b, step])
-        logits = torch.stack([model.logit_scale.exp() * torch.stack([
+        state = encoder.visual_encoder(inputs['observed'][b, step])
+        logits = torch.stack([encoder.logit_scale.exp() * torch.stack([
             torch.dot(state, s) / state.norm() / s.norm() for s in text[a, 3:]]).mean()
             for a in range(N)])
         torch.testing.assert_close(evidence[b, step], logits.log_softmax(-1))
@@ -87,9 +89,37 @@ def test_observed_end_states_are_after_description_evidence():
     torch.testing.assert_close(model.log_emissions(model.encode(inputs), None,
                                                    inputs['observed']), plain + evidence)
     with pytest.raises(ValueError, match='4 observed steps of a T=4 plan'):
-        model.observed_evidence(torch.randn(2, 4, D))
-    with pytest.raises(ValueError, match='scored with the state-description features'):
-        build().observed_evidence(inputs['observed'])
+        encoder.observed_evidence(torch.randn(2, 4, D), T)
+    with pytest.raises(ValueError, match='built without state-description features'):
+        build().state_encoder.observed_evidence(inputs['observed'], T)
+
+
+def build_schema(**overrides):
+    cfg = dict(type='SCHEMA', num_actions=N, num_tasks=K, horizon=T, feature_dim=D,
+               text_dim=6, embed_dim=8, num_heads=2, num_layers=1)
+    model = MODELS.build(dict(cfg, **overrides))
+    model.state_encoder.set_state_features(torch.randn(N, 6, 6))
+    return model
+
+
+def test_schema_shares_the_pretrained_encoder_and_the_observed_evidence(tmp_path):
+    vpn = build()
+    schema = build_schema(freeze_visual=True,
+                          init_visual_from=save_checkpoint(vpn, tmp_path / 'vpn.pth')).eval()
+    for name, value in vpn.state_encoder.visual_encoder.state_dict().items():
+        assert torch.equal(schema.state_encoder.visual_encoder.state_dict()[name], value)
+    assert not any(p.requires_grad for p in schema.state_encoder.visual_encoder.parameters())
+    schema.set_pkg(np.full((N, N), 1.0 / N))
+    inputs = {'start': torch.randn(2, D), 'goal': torch.randn(2, D),
+              'observed': torch.randn(2, 2, D)}
+    samples = {'plan': torch.randint(0, N, (2, T)), 'task': torch.randint(0, K, (2,))}
+    logits = schema.network(inputs)['action_logits']
+    evidence = schema.state_encoder.observed_evidence(inputs['observed'], T)
+    expected = (logits.log_softmax(-1) + evidence).softmax(-1)
+    predicted = schema(inputs, samples, mode='predict')
+    torch.testing.assert_close(torch.stack([p.emissions for p in predicted]), expected)
+    assert not torch.allclose(expected[:, :2], logits.softmax(-1)[:, :2])
+    torch.testing.assert_close(expected[:, 2:], logits.softmax(-1)[:, 2:])  # unobserved steps
 
 
 # ------------------------------------------------------------------ the graph, recounted
@@ -166,7 +196,15 @@ def test_union_config_mirrors_the_dataset_configs():
         'crosstask', 'niv', 'coin']
     assert union.model.num_actions == sum(m.num_actions for m in singles)
     assert union.model.num_tasks == sum(m.num_tasks for m in singles)
-    assert union.model.text_embeddings.sources == [m.text_embeddings for m in singles]
+    def content(text):  # where a computed feature is cached is not what it is
+        return {k: v for k, v in text.items() if k != 'cache_dir'}
+    assert [content(t) for t in union.model.text_embeddings.sources] == [
+        content(m.text_embeddings) for m in singles]
+    schema = load_config(str(REPO / 'configs/union/schema_union_t3.py'))
+    assert schema.model.text_embeddings == union.model.text_embeddings
+    assert (schema.model.num_actions, schema.model.num_tasks) == (
+        union.model.num_actions, union.model.num_tasks)
+    assert schema.train_dataloader == union.train_dataloader
 
 
 def test_mean_over_datasets():
@@ -277,7 +315,8 @@ def test_pretraining_stage_is_trained_once_loaded_frozen_and_never_retrained(
     for done in tmp_path.glob('eff/ViterbiPlanNet*/T3/*/train_done.json'):  # both fractions
         post = torch.load(json.loads(done.read_text())['checkpoint'],
                           weights_only=False)['state_dict']
-        assert all(torch.equal(pre[k], post[k]) for k in pre if k.startswith('visual_encoder'))
+        encoder_keys = [k for k in pre if k.startswith('state_encoder.visual_encoder.')]
+        assert len(encoder_keys) == 4 and all(torch.equal(pre[k], post[k]) for k in encoder_keys)
         assert not torch.equal(pre['emission_head.0.weight'], post['emission_head.0.weight'])
     assert len(rows) == 2 and all(r.settings['pretrained']['stage'] == 'pretrain_encoder'
                                   and r.settings['pretrained']['option'] ==

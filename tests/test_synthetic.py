@@ -184,7 +184,7 @@ def test_generator_cli_niv(shared_data, tmp_path):
     assert json.loads((tmp_path / 'a/synthetic_manifest.json').read_text())['seed'] == 3
 
 
-def test_dataset_stats_tool(shared_data, capsys):
+def test_dataset_stats_tool(shared_data, capsys, tmp_path):
     stats = tool_main('dataset_stats')
     assert stats(['--dataset', 'niv', '--data-root', str(shared_data), '--json']) == 0
     rows = json.loads(capsys.readouterr().out)['rows']
@@ -201,8 +201,9 @@ def test_dataset_stats_tool(shared_data, capsys):
                    for s in test]
         assert row['pkg_coverage'] == pytest.approx(100 * np.mean(covered), abs=0.01)
         assert (row['actions'], row['tasks']) == (48, 5)
-    assert stats(['--dataset', 'coin', '--data-root', str(shared_data)]) == 2
-    assert 'coin: annotations not available' in capsys.readouterr().err
+    with pytest.raises(SystemExit, match='^error: ') as raised:
+        stats(['--dataset', 'coin', '--data-root', str(tmp_path)])
+    assert str(tmp_path / 'coin') in str(raised.value)
 
 
 def test_dataset_stats_crosstask_against_raw_files(shared_data):

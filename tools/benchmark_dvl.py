@@ -44,6 +44,7 @@ import numpy as np  # noqa: E402
 import torch  # noqa: E402
 
 from vpn_plugin.core import differentiable_viterbi, pkg_log_transitions  # noqa: E402
+from vpn_plugin.errors import tool_main  # noqa: E402
 
 warnings.filterwarnings('ignore', message='.*arg_constraints')  # torch-struct's noise
 METHODS = ('ours', 'autograd', 'torch_struct', 'ours_dense')
@@ -239,6 +240,7 @@ def format_cell(result) -> str:
     return f'{result["time_s"]:8.3f} s{cold}{result["peak_mb"]:9.1f} MB'
 
 
+@tool_main
 def main(argv=None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split('\n')[0])
     parser.add_argument('--device', default='cuda' if torch.cuda.is_available() else 'cpu')

@@ -20,6 +20,7 @@ from mmengine.config import DictAction
 from mmengine.hooks import Hook
 from mmengine.runner import Runner
 from vpn_plugin.data_paths import load_config
+from vpn_plugin.errors import tool_main
 
 
 class EpochClock(Hook):
@@ -61,6 +62,7 @@ def build_runner(args, work_dir):
     return Runner.from_cfg(cfg)
 
 
+@tool_main
 def main(argv=None):
     args = parse_args(argv)
     torch.set_num_threads(args.threads)

@@ -16,6 +16,7 @@ from pathlib import Path
 import numpy as np
 
 from vpn_plugin.datasets import PlanningDataset
+from vpn_plugin.errors import tool_main
 
 FIELDS = ('window_index', 'start', 'goal', 'observed', 'actions', 'tasks')
 
@@ -64,6 +65,7 @@ def compare(fixture) -> dict:
             for field in FIELDS}
 
 
+@tool_main
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split('\n')[0])
     parser.add_argument('fixture_dir', help='folder with windows.json, features/, '

@@ -20,8 +20,10 @@ from pathlib import Path
 import vpn_plugin.mm  # noqa: F401  (compat + registration)
 from vpn_plugin.models.authors import check_fixture
 from vpn_plugin.models.oracle import print_report
+from vpn_plugin.errors import tool_main
 
 
+@tool_main
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split('\n')[0])
     parser.add_argument('fixture', help='directory with meta.json, inputs.npz, outputs.npz, '

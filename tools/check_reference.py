@@ -12,25 +12,20 @@ relative difference exceeds its tolerance (1e-4 outputs and losses, 1e-3 gradien
 header check (parameter count, text features) fails; 2 on an unreadable fixture.
 """
 import argparse
-import os
 import sys
 
 import vpn_plugin.mm  # noqa: F401  (compat + registration)
 from vpn_plugin.models.oracle import check_fixture, print_report
+from vpn_plugin.errors import tool_main
 
 
+@tool_main
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split('\n')[0])
     parser.add_argument('fixture', help='fixture folder (meta.json, inputs.npz, outputs.npz, '
                         'grads.npz and the official weights)')
     args = parser.parse_args(argv)
-    try:
-        rows, header_ok, _ = check_fixture(args.fixture)
-    except (OSError, ValueError, KeyError) as error:
-        if os.environ.get('VPN_TRACEBACK'):
-            raise
-        print(f'check_reference: {error}', file=sys.stderr)
-        return 2
+    rows, header_ok, _ = check_fixture(args.fixture)
     return 0 if print_report(rows, header_ok) else 1
 
 

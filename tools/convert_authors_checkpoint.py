@@ -18,6 +18,7 @@ import vpn_plugin.mm  # noqa: F401  (compat + registration)
 from mmaction.registry import MODELS
 from vpn_plugin.data_paths import load_config
 from vpn_plugin.models.authors import install_authors_weights, read_authors_state_dict, read_pkg
+from vpn_plugin.errors import tool_main
 
 
 def parse_args(argv=None):
@@ -30,6 +31,7 @@ def parse_args(argv=None):
     return parser.parse_args(argv)
 
 
+@tool_main
 def main(argv=None) -> int:
     args = parse_args(argv)
     model_cfg = load_config(args.config).model

@@ -20,6 +20,7 @@ from mmengine.utils import ProgressBar
 
 from vpn_plugin.datasets.annotations import BadVideoError
 from vpn_plugin.datasets.features import FEATURE_KEY, checked_frames, read_feature_record
+from vpn_plugin.errors import tool_main
 
 
 def convert_file(src: Path, dst: Path, frame_dim: int) -> int:
@@ -74,6 +75,7 @@ def print_summary(result: dict, dst: Path) -> None:
         print(f'  refused ({reason}): {len(messages)} files, e.g. {messages[0]}')
 
 
+@tool_main
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split('\n')[0])
     parser.add_argument('--src', required=True, help='folder of feature files (any layout)')
@@ -84,8 +86,8 @@ def main(argv=None) -> int:
     src, dst = Path(args.src), Path(args.dst)
     files = source_files(src) if src.is_dir() else []
     if not files:
-        print(f'error: no feature files in {src}', file=sys.stderr)
-        return 2
+        raise FileNotFoundError(f'--src {src}: no feature files there (expected a folder of '
+                                '<task>_<vid>.npy/.npz files)')
     result = convert_all(files, dst, args.frame_dim, args.overwrite)
     print_summary(result, dst)
     return 1 if result['counts']['refused'] else 0

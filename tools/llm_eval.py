@@ -37,6 +37,7 @@ from vpn_plugin.baselines.llm.evaluate import write_outcomes
 from vpn_plugin.baselines.llm.windows import annotation_windows
 from vpn_plugin.protocol.results import ResultRow, replace_result
 from vpn_plugin.data_paths import add_data_arguments, data_path_args, load_config
+from vpn_plugin.errors import tool_main
 
 
 def parse_args(argv=None):
@@ -215,6 +216,7 @@ def method_slug(args, anchors: str) -> str:
     return re.sub(r'[^a-z0-9.]+', '-', method_name(args, anchors).lower()).strip('-')
 
 
+@tool_main
 def main(argv=None):
     args = parse_args(argv)
     cfg, test_set = load_datasets(args)

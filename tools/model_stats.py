@@ -16,6 +16,7 @@ from mmaction.registry import MODELS
 from mmengine.config import DictAction
 from vpn_plugin.data_paths import load_config
 from vpn_plugin.models.base_planner import num_parameters
+from vpn_plugin.errors import tool_main
 
 # the loss term that needs the text features, per model type
 TEXT_LOSS = {'ViterbiPlanNet': 'state', 'CompactPlanNet': 'align'}
@@ -33,6 +34,7 @@ def build_model(model_cfg):
         return MODELS.build(model_cfg), f' (built without text features: {err})'
 
 
+@tool_main
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split('\n')[0])
     parser.add_argument('configs', nargs='+', help='config files')

@@ -8,6 +8,7 @@ import sys
 from mmengine.config import DictAction
 
 from vpn_plugin.data_paths import add_data_arguments, data_path_args, load_config
+from vpn_plugin.errors import tool_main
 
 
 def parse_args(argv=None):
@@ -25,6 +26,7 @@ def parse_args(argv=None):
     return parser.parse_args(argv)
 
 
+@tool_main
 def main(argv=None):
     args = parse_args(argv)
     from vpn_plugin.apis import build_split_dataset, inference_planner, init_planner

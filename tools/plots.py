@@ -30,6 +30,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from vpn_plugin.protocol import plots  # noqa: E402
 from vpn_plugin.protocol.results import filter_rows, read_results  # noqa: E402
+from vpn_plugin.errors import tool_main  # noqa: E402
 
 
 def parse_args(argv=None):
@@ -99,6 +100,7 @@ def qualitative_figure(args):
     return plots.plot_qualitative(**data, out_stem=args.out, k=args.top_k)
 
 
+@tool_main
 def main(argv=None):
     args = parse_args(argv)
     if args.kind == 'qualitative':

@@ -15,6 +15,8 @@ import sys
 import time
 from pathlib import Path
 
+from vpn_plugin.errors import tool_main
+
 ROOT = Path(__file__).resolve().parents[1]
 CONFIG = 'configs/synthetic/vpn_crosstask_t3_quickstart.py'
 METRICS = (('success_rate', 'Success rate (SR)'), ('mean_accuracy', 'Mean accuracy (mAcc)'),
@@ -92,6 +94,7 @@ def example_indices(dataset, count: int = 3):
     return picked
 
 
+@tool_main
 def main(argv=None):
     args = parse_args(argv)
     os.chdir(ROOT)

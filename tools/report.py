@@ -22,6 +22,7 @@ from vpn_plugin.protocol.report import (CI_STYLES, DEFAULT_METRICS, build_table,
                                          to_latex, to_markdown)
 from vpn_plugin.protocol.results import (filter_rows, mean_over_datasets,  # noqa: E402
                                           read_results, rename_methods)
+from vpn_plugin.errors import tool_main  # noqa: E402
 
 
 def parse_args(argv=None):
@@ -58,6 +59,7 @@ def parse_args(argv=None):
     return parser.parse_args(argv)
 
 
+@tool_main
 def main(argv=None):
     args = parse_args(argv)
     rows = filter_rows(read_results(args.results), protocol=args.protocol, dataset=args.dataset,

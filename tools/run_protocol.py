@@ -23,6 +23,7 @@ from vpn_plugin.data_paths import add_data_arguments, data_path_args  # noqa: E4
 from vpn_plugin.protocol.dry_run import CPU_EPOCH_SECONDS, format_plan, plan_runs  # noqa: E402
 from vpn_plugin.protocol.runner import (ProtocolRunner, check_units, expand_units,  # noqa: E402
                                          load_protocol, with_stages)
+from vpn_plugin.errors import tool_main  # noqa: E402
 
 
 def parse_args(argv=None):
@@ -48,6 +49,7 @@ def parse_args(argv=None):
     return parser.parse_args(argv)
 
 
+@tool_main
 def main(argv=None):
     args = parse_args(argv)
     protocol = load_protocol(args.protocol)

@@ -15,8 +15,9 @@ import os.path as osp
 
 import vpn_plugin.compat_applied  # noqa: F401  (compat fixes before configs are parsed)
 from vpn_plugin.compat import shutdown_distributed
-from vpn_plugin.data_paths import (add_runner_arguments, data_path_args, explained_input_errors,
+from vpn_plugin.data_paths import (add_runner_arguments, data_path_args,
                                   load_config as read_config)
+from vpn_plugin.errors import tool_main
 from vpn_plugin.runner import build_runner
 
 
@@ -75,13 +76,13 @@ def write_metrics(metrics, path):
         json.dump({key: float(value) for key, value in metrics.items()}, file, indent=2)
 
 
+@tool_main
 def main(argv=None):
     args = parse_args(argv)
-    with explained_input_errors():
-        runner = build_runner(load_config(args))
-        if args.checkpoint is None:
-            require_parameter_free(runner.model, args.config)
-        metrics = runner.test()
+    runner = build_runner(load_config(args))
+    if args.checkpoint is None:
+        require_parameter_free(runner.model, args.config)
+    metrics = runner.test()
     runner.logger.info(f"model selection: {runner.cfg.get('selection', 'unified')} "
                        '(unified: held-out training videos; authors: best test-window SR)')
     if runner.rank == 0:

@@ -16,8 +16,9 @@ import torch
 
 import vpn_plugin.compat_applied  # noqa: F401  (compat fixes before configs are parsed)
 from vpn_plugin.compat import shutdown_distributed
-from vpn_plugin.data_paths import (add_runner_arguments, data_path_args, explained_input_errors,
+from vpn_plugin.data_paths import (add_runner_arguments, data_path_args,
                                   load_config as read_config)
+from vpn_plugin.errors import tool_main
 from vpn_plugin.runner import build_runner
 from mmengine.runner import find_latest_checkpoint
 
@@ -104,6 +105,9 @@ def set_resume(cfg, resume):
         cfg.resume, cfg.load_from = True, resume
         return
     latest = find_latest_checkpoint(cfg.work_dir)
+    if latest is not None and not osp.isfile(latest):
+        raise SystemExit(f'--resume: {cfg.work_dir}/last_checkpoint names {latest!r}, which is '
+                         'no checkpoint file; give the CKPT to resume from')
     if latest is None and resume == LATEST:
         raise SystemExit(f'--resume: the work dir {cfg.work_dir} holds no checkpoint to resume '
                          'from; give a CKPT, "--resume auto" to start afresh when there is none, '
@@ -153,11 +157,11 @@ def load_config(args):
     return apply_args(cfg, args)
 
 
+@tool_main
 def main(argv=None):
     args = parse_args(argv)
-    with explained_input_errors():
-        runner = build_runner(load_config(args))
-        runner.train()
+    runner = build_runner(load_config(args))
+    runner.train()
     shutdown_distributed()
 
 

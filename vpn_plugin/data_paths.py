@@ -1,18 +1,21 @@
 """One data root for every config and tool: ``--data-root`` / ``--feature-dir``.
 
 A dataset base config (``configs/_base_/datasets/*.py``) declares its locations in top-level
-variables and builds every path from them:
+variables and builds every path from them with placeholders (``'{data_root}/niv'``):
 
 * ``data_root``: the folder holding ``<dataset>/...`` laid out as ``../shared/data``;
 * ``feature_dir``: the per-video feature files;
-* ``cache_dir``: where extracted observations are cached.
+* ``cache_dir``: where extracted observations (and computed text features) are cached.
 
-:func:`load_config` reads a config, merges ``--cfg-options`` and moves every path string
-that lies under a declared location to its final value: the ``--data-root`` /
-``--feature-dir`` flag, else a ``--cfg-options data_root=...`` override (both relative to the
-working directory), else the file's value, which is relative to the REPOSITORY ROOT (so a
-config works from any working directory). Model configs that read the taxonomy or the state
-descriptions under ``data_root`` follow it the same way.
+The variables are authoritative wherever a config is loaded (:func:`load_config` for our
+tools, ``PlanningRunner.from_cfg`` for MMAction2's own ``tools/train.py`` / ``test.py``,
+``vpn_plugin.apis``): :func:`resolve_paths` fills the placeholders (also inside another
+variable, ``feature_dir = '{data_root}/my_dataset/features'``) and moves paths that start with
+a variable's file value. Each variable's final value: the ``--data-root`` / ``--feature-dir``
+flag, else a ``--cfg-options data_root=...`` override (both relative to the working
+directory), else the config's value (a child config's own value included), which is relative
+to the REPOSITORY ROOT (so a config works from any working directory). A split moved alone
+(``--cfg-options train_dataloader.dataset.feature_dir=X``) is refused, naming the splits.
 
 The planning horizon is set in one place as well: a config's top-level ``horizon = T`` (and
 ``test_horizon = T'`` for cross-horizon configs; default ``horizon``), or the tools'
@@ -22,7 +25,6 @@ The planning horizon is set in one place as well: a config's top-level ``horizon
 from __future__ import annotations
 
 import argparse
-import contextlib
 import os
 from pathlib import Path
 
@@ -45,20 +47,6 @@ def data_path_args(args: argparse.Namespace) -> dict:
     """``{'data_root': ..., 'feature_dir': ...}`` from parsed flags (``None`` = not given)."""
     return dict(data_root=getattr(args, 'data_root', None),
                 feature_dir=getattr(args, 'feature_dir', None))
-
-
-@contextlib.contextmanager
-def explained_input_errors():
-    """Missing or bad input files end a tool with their message (which names the file, the
-    dataset and the command that fixes it) instead of a traceback; ``VPN_TRACEBACK=1`` keeps
-    the traceback."""
-    from vpn_plugin.datasets.annotations import BadVideoError
-    try:
-        yield
-    except (FileNotFoundError, BadVideoError) as error:
-        if os.environ.get('VPN_TRACEBACK'):
-            raise
-        raise SystemExit(f'error: {error}\n(set VPN_TRACEBACK=1 for the traceback)') from None
 
 
 def add_runner_arguments(parser: argparse.ArgumentParser, example: str) -> None:
@@ -143,28 +131,168 @@ def _accepts_horizon(model) -> bool:
 
 def load_config(path, cfg_options=None, *, data_root=None, feature_dir=None, horizon=None,
                 test_horizon=None):
-    """The mmengine ``Config`` of ``path`` with ``cfg_options`` merged, the data locations
-    resolved to absolute paths and the horizon applied (rules: module docstring)."""
+    """The mmengine ``Config`` of ``path`` with ``cfg_options`` merged, the horizon applied and
+    the data locations resolved to absolute paths (:func:`resolve_paths`; rules: module
+    docstring)."""
     from mmengine.config import Config
+    from vpn_plugin.runner import check_config_keys
     cfg = Config.fromfile(str(path))
-    declared = {name: cfg.get(name) for name in PATH_VARIABLES}
+    check_config_keys(cfg, cfg_options)  # a misspelled key (horizn=4) is refused
+    declared = {name: cfg[name] for name in PATH_VARIABLES if cfg.get(name) is not None}
     if cfg_options:
         _refuse_derived_horizons(path, cfg_options)
         cfg.merge_from_dict(cfg_options)
     apply_horizon(cfg, horizon, test_horizon)
+    return resolve_paths(cfg, data_root=data_root, feature_dir=feature_dir, declared=declared)
+
+
+def resolve_paths(cfg, *, data_root=None, feature_dir=None, declared=None):
+    """Resolve the location variables of ``cfg`` and every path built from them; returns ``cfg``.
+
+    ``declared``: the variables' values in the config FILE (before any override); ``None``
+    re-reads ``cfg.filename`` (MMAction2's tools merge ``--cfg-options`` before
+    ``PlanningRunner.from_cfg`` sees the config). A path is built from a variable by the
+    placeholder ``'{data_root}/niv'`` (also inside another variable:
+    ``feature_dir = '{data_root}/my_dataset/features'``) or by starting with the variable's
+    file value (``'../shared/data/niv/...'``). Applying it twice is the same as once.
+
+    Raises ``ValueError`` when a flag names a variable the config lacks, a moved variable
+    is used by no path (it would be silently ignored), a placeholder names an undefined
+    variable, or the train/val/test datasets read different locations.
+    """
+    if declared is None:
+        declared = _declared_in_file(cfg)
     flags = dict(data_root=data_root, feature_dir=feature_dir)
     for name, flag in flags.items():
-        if flag is not None and declared[name] is None:
-            raise ValueError(f'{path}: --{name.replace("_", "-")} needs a config that defines '
-                             f'the variable {name!r} (inherit a dataset base from '
+        if flag is not None and cfg.get(name) is None:
+            raise ValueError(f'{_name(cfg)}: --{name.replace("_", "-")} needs a config that '
+                             f'defines the variable {name!r} (inherit a dataset base from '
                              'configs/_base_/datasets/)')
-    # longest first: a location nested in another (features under the root) moves on its own
-    for name in sorted((n for n in PATH_VARIABLES if declared[n] is not None),
-                       key=lambda n: -len(str(declared[n]))):
-        target = _final_location(str(declared[name]), flags.get(name), cfg.get(name))
-        _rebase(cfg._cfg_dict, str(declared[name]), target)
-        cfg[name] = target
+    targets, moved = {}, []
+    for name in PATH_VARIABLES:
+        if cfg.get(name) is None:
+            continue
+        current = _fill(str(cfg[name]), targets)
+        from_file = name in declared and str(cfg[name]) == str(declared[name])
+        if flags.get(name) is not None or (name in declared and not from_file):
+            moved.append(name)  # a flag, --cfg-options or a caller's value
+        # a config file's relative paths are read from the repository root, others from the CWD
+        targets[name] = _absolute(flags.get(name) or current,
+                                  REPO_ROOT if from_file and flags.get(name) is None
+                                  else Path.cwd())
+    literals = {name: str(declared[name]) for name in targets
+                if name in declared and '{' not in str(declared[name])}
+    _relocate(cfg, targets, literals)
+    for name in moved:
+        _require_use(cfg, name, targets[name])
+    check_split_locations(cfg)
     return cfg
+
+
+def _name(cfg) -> str:
+    return getattr(cfg, 'filename', None) or 'config'
+
+
+def check_resolved(**paths) -> None:
+    """A dataset given a path with an unfilled ``{data_root}``-style placeholder was built from a
+    config nobody resolved: say how to load it."""
+    for name, value in paths.items():
+        if any('{' + var + '}' in str(value) for var in PATH_VARIABLES):
+            raise ValueError(f'{name}={value!r} still holds a location placeholder: the config '
+                             'was not resolved; load it with vpn_plugin.data_paths.load_config '
+                             '(or build datasets with vpn_plugin.apis.build_split_dataset, '
+                             'runners with the config\'s PlanningRunner)')
+
+
+def _declared_in_file(cfg) -> dict:
+    """The location variables as the config file ``cfg.filename`` sets them ({} without one)."""
+    from mmengine.config import Config
+    filename = getattr(cfg, 'filename', None)
+    if not filename or not Path(filename).is_file():
+        return {}
+    raw = Config.fromfile(filename)
+    return {name: raw[name] for name in PATH_VARIABLES if raw.get(name) is not None}
+
+
+def _fill(text: str, targets: dict) -> str:
+    for name, value in targets.items():
+        text = text.replace('{' + name + '}', value)
+    return text
+
+
+def _absolute(path: str, base: Path) -> str:
+    """``path`` made absolute against ``base``, normalised without following links."""
+    return os.path.abspath(os.path.join(base, os.path.expanduser(path)))
+
+
+def _relocate(cfg, targets: dict, literals: dict) -> None:
+    """Fill the placeholders and move the literal prefixes (longest first) of every string."""
+    order = sorted(literals, key=lambda n: -len(literals[n]))
+    unresolved = []
+
+    def move(key: str, text: str) -> str:
+        text = _fill(text, targets)
+        for name in order:
+            old = literals[name].rstrip('/')
+            if text == literals[name] or text.startswith(old + '/'):
+                text = targets[name] + text[len(old):]
+                break
+        if any('{' + name + '}' in text for name in PATH_VARIABLES):
+            unresolved.append(f'{key} = {text!r}')
+        return text
+
+    _map_strings(cfg._cfg_dict, move)
+    for name, value in targets.items():
+        cfg[name] = value
+    if unresolved:
+        raise ValueError(f'{_name(cfg)}: {"; ".join(unresolved)} names a location variable '
+                         f'the config does not define (expected one of {PATH_VARIABLES}; '
+                         'inherit a dataset base from configs/_base_/datasets/)')
+
+
+def _map_strings(node, move, prefix: str = '') -> None:
+    """Replace every string ``s`` under ``node`` (dicts/lists) by ``move(key path, s)``."""
+    items = node.items() if hasattr(node, 'items') else enumerate(node)
+    for key, value in list(items):
+        where = f'{prefix}.{key}' if prefix else str(key)
+        if isinstance(value, str):
+            node[key] = move(where, value)
+        elif isinstance(value, (dict, list)) or hasattr(value, 'items'):
+            _map_strings(value, move, where)
+
+
+def _require_use(cfg, name: str, target: str) -> None:
+    """A moved location must be read by some path of the config, or the move does nothing."""
+    used = []
+
+    def find(key: str, text: str) -> str:
+        if key != name and (text == target or text.startswith(target.rstrip('/') + '/')):
+            used.append(key)
+        return text
+
+    _map_strings(cfg._cfg_dict, find)
+    if not used:
+        raise ValueError(f'{_name(cfg)}: {name} was set to {target}, but no path of the '
+                         f"config is built from it, so it would change nothing; build the "
+                         f"dataset paths from it ('{{{name}}}/...', as configs/_base_/datasets/"
+                         'do) or set the paths themselves')
+
+
+def check_split_locations(cfg) -> None:
+    """The train/val/test datasets must read the same data root, features and cache: a split
+    moved alone (``--cfg-options train_dataloader.dataset.feature_dir=X``) is refused."""
+    for key in PATH_VARIABLES:
+        values = {}
+        for split in ('train', 'val', 'test'):
+            dataset = (cfg.get(f'{split}_dataloader') or {}).get('dataset') or {}
+            if hasattr(dataset, 'get') and dataset.get(key) is not None:
+                values[f'{split}_dataloader.dataset.{key}'] = str(dataset[key])
+        if len(set(values.values())) > 1:
+            listed = ', '.join(f'{where}={value!r}' for where, value in values.items())
+            raise ValueError(f'{_name(cfg)}: the splits read different {key}s: {listed}. '
+                             'Move them together with the top-level variable: --cfg-options '
+                             f'{key}=DIR' + (f' (or --{key.replace("_", "-")} DIR)'
+                                             if key != 'cache_dir' else ''))
 
 
 def _refuse_derived_horizons(path, cfg_options: dict) -> None:
@@ -174,22 +302,3 @@ def _refuse_derived_horizons(path, cfg_options: dict) -> None:
         raise ValueError(f'{path}: --cfg-options {", ".join(derived)}: the horizon is set in '
                          'one place; give horizon=T (--horizon T), and test_horizon=T for a '
                          'different test horizon')
-
-
-def _final_location(declared: str, flag, current) -> str:
-    if flag is not None:
-        return str(Path(flag).resolve())
-    if current is not None and str(current) != declared:
-        return str(Path(current).resolve())  # a --cfg-options override: relative to the CWD
-    path = Path(declared)
-    return str(path if path.is_absolute() else (REPO_ROOT / path).resolve())
-
-
-def _rebase(node, old: str, new: str) -> None:
-    """Replace the prefix ``old`` of every path string under ``node`` (dicts/lists) by ``new``."""
-    items = node.items() if hasattr(node, 'items') else enumerate(node)
-    for key, value in list(items):
-        if isinstance(value, str) and (value == old or value.startswith(old.rstrip('/') + '/')):
-            node[key] = new + value[len(old.rstrip('/')):]
-        elif isinstance(value, (dict, list)) or hasattr(value, 'items'):
-            _rebase(value, old, new)

@@ -5,13 +5,19 @@ so ``tools/train.py``, ``tools/test.py`` and MMAction2's own tools build it from
 Three differences from mmengine's ``Runner``:
 
 * :meth:`PlanningRunner.from_cfg` applies the config's ``horizon`` / ``test_horizon``
-  (:func:`vpn_plugin.data_paths.apply_horizon`) before building anything;
+  (:func:`vpn_plugin.data_paths.apply_horizon`) and resolves its data locations
+  (:func:`vpn_plugin.data_paths.resolve_paths`: ``--cfg-options data_root=DIR`` moves every
+  dataset, relative config paths are read from the repository root) before building anything;
 
 * without a GPU the distributed backend is ``gloo`` in the config that is used *and* logged
   (mmengine would log ``nccl``; :func:`vpn_plugin.compat.fix_cpu_init_dist` only swaps it at
   ``init_process_group``);
 * the ~250-line config dump is not logged: the config is written to the work dir (as mmengine
   always does) and one log line says where.
+
+And two safety rules (``vpn_plugin.engine.checkpoint``): a checkpoint is loaded strictly
+(``load_from``, ``--resume``; a config's ``load_partial = True`` opts in to partial loading for
+fine-tuning), and saved atomically (a full disk never leaves a partial checkpoint).
 """
 from __future__ import annotations
 
@@ -19,10 +25,20 @@ import os.path as osp
 
 from . import compat_applied  # noqa: F401  (compat fixes before OpenMMLab)
 from mmengine.config import ConfigDict
+from mmengine.dist import master_only
+from mmengine.model import is_model_wrapper
 from mmengine.runner import Runner
 from mmaction.registry import RUNNERS
 
 GPU_ONLY_BACKENDS = ('nccl',)
+# Top-level config keys besides the Runner's arguments: mmengine's (read by Runner / from_cfg /
+# MMAction2's tools), this plugin's variables, and the helpers of configs/_base_/.
+MMENGINE_KEYS = ('runner_type', 'custom_imports', 'model_wrapper_cfg', 'activation_checkpointing',
+                 'efficient_conv_bn_eval', 'compile', 'sync_bn', 'find_unused_parameters',
+                 'gpu_ids', 'dist_params', 'vis_backends')
+PLUGIN_KEYS = ('horizon', 'test_horizon', 'data_root', 'feature_dir', 'cache_dir', 'selection',
+               'load_partial', 'observation', 'window_policy', 'batch_size', 'dataset', 'loader',
+               'paths', 'train_source')
 
 
 def cpu_backend(env_cfg: dict, has_accelerator: bool) -> dict:
@@ -35,13 +51,17 @@ def cpu_backend(env_cfg: dict, has_accelerator: bool) -> dict:
 
 @RUNNERS.register_module()
 class PlanningRunner(Runner):
-    """mmengine ``Runner`` that applies the config's horizon, logs the backend it uses and
-    writes (not logs) its config."""
+    """mmengine ``Runner`` that applies the config's horizon and data locations, logs the
+    backend it uses and writes (not logs) its config."""
 
     @classmethod
     def from_cfg(cls, cfg) -> 'PlanningRunner':
-        from vpn_plugin.data_paths import apply_horizon
-        return super().from_cfg(apply_horizon(cfg))
+        from vpn_plugin.data_paths import apply_horizon, resolve_paths
+        from vpn_plugin.protocol.runner import check_config_entries
+        check_config_keys(cfg)
+        cfg = resolve_paths(apply_horizon(cfg))
+        check_config_entries(cfg, cfg.filename or 'config')
+        return super().from_cfg(cfg)
 
     def setup_env(self, env_cfg: dict) -> None:
         from vpn_plugin.compat import has_accelerator
@@ -61,10 +81,58 @@ class PlanningRunner(Runner):
         if config:
             self.logger.info(f'Config: written to {self.config_path()}')
 
+    def load_checkpoint(self, filename: str, map_location='cpu', strict=None, revise_keys=None):
+        """mmengine's ``load_checkpoint`` (``load_from`` and ``resume`` call it) with strict
+        loading (:func:`vpn_plugin.engine.checkpoint.load_weights`): partial only with the
+        config's ``load_partial = True`` (or ``strict=False``), never when resuming."""
+        from vpn_plugin.compat import is_resuming
+        from vpn_plugin.engine.checkpoint import PARTIAL_LOAD_KEY, load_weights, read_checkpoint
+        checkpoint = read_checkpoint(filename, map_location)
+        self.call_hook('after_load_checkpoint', checkpoint=checkpoint)
+        model = self.model.module if is_model_wrapper(self.model) else self.model
+        partial = bool(self.cfg.get(PARTIAL_LOAD_KEY, False)) if strict is None else not strict
+        load_weights(model, checkpoint, filename, partial=partial and not is_resuming(self))
+        self._has_loaded = True
+        self.logger.info(f'Load checkpoint from {filename}')
+        return checkpoint
+
+    @master_only
+    def save_checkpoint(self, out_dir: str, filename: str, *args, **kwargs) -> None:
+        """mmengine's ``save_checkpoint``, written to a temporary name and renamed into place
+        (:func:`vpn_plugin.engine.checkpoint.save_atomically`)."""
+        from vpn_plugin.engine.checkpoint import save_atomically
+        save = super().save_checkpoint
+        save_atomically(lambda temporary: save(out_dir, osp.basename(temporary), *args, **kwargs),
+                        osp.join(out_dir, filename))
+
     def config_path(self) -> str:
         """Where :meth:`dump_config` writes the config (mmengine's naming)."""
         name = osp.basename(self.cfg.filename) if self.cfg.filename else f'{self.timestamp}.py'
         return osp.join(self.work_dir, name)
+
+
+def known_config_keys() -> set:
+    """Top-level keys a config may set: the Runner's arguments, :data:`MMENGINE_KEYS` and
+    :data:`PLUGIN_KEYS` (names starting with ``_`` are free helper variables)."""
+    import inspect
+    return (set(inspect.signature(Runner.__init__).parameters) - {'self', 'cfg'}
+            | set(MMENGINE_KEYS) | set(PLUGIN_KEYS))
+
+
+def check_config_keys(cfg, overrides=None) -> None:
+    """Refuse a misspelled top-level key (``horizn = 4``): a key of ``cfg`` that is not known
+    (:func:`known_config_keys`) but close to a known one, and a ``--cfg-options`` key
+    (``overrides``, before they are merged) that neither the config nor the Runner has."""
+    from vpn_plugin.errors import check_misspelled, close_match_hint
+    known = known_config_keys()
+    where = cfg.filename or 'config'
+    check_misspelled([k for k in cfg.keys() if not k.startswith('_')], known,
+                     f'{where}: top-level config key')
+    for key in sorted({str(k).split('.')[0] for k in overrides or {}}):
+        if key not in cfg and key not in known:
+            raise ValueError(f'{where}: --cfg-options {key}: no top-level config key {key!r} '
+                             f'in the config or the Runner{close_match_hint(key, known)} '
+                             '(a new key would be ignored)')
 
 
 def build_runner(cfg) -> Runner:

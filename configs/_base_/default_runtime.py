@@ -45,3 +45,6 @@ randomness = dict(seed=0, diff_rank_seed=False, deterministic=False)
 log_level = 'INFO'
 load_from = None
 resume = False
+# A checkpoint must fit the model exactly (every tensor, the PKG included); True loads only the
+# tensors that fit (fine-tuning from another model's checkpoint; never when resuming).
+load_partial = False

@@ -1,5 +1,6 @@
 """``init_planner`` / ``inference_planner``: the one way to run a planner outside a Runner
-(``tools/plan.py``, the qualitative figure, the LLM baselines' step-model anchors)."""
+(``tools/plan.py``, the qualitative figure, the LLM baselines' step-model anchors);
+``video_observations`` / ``plan_from_features``: plans for a new video's own features."""
 from __future__ import annotations
 
 import copy
@@ -11,25 +12,30 @@ from .. import compat_applied  # noqa: F401  (compat fixes before any OpenMMLab 
 from mmengine.dataset import default_collate
 
 SPLITS = ('train', 'val', 'test')
+DEFAULT_FRAME_DIM = 512
 
 
 def _config(config, cfg_options: Optional[dict]):
-    """An mmengine ``Config`` from a path (``data_paths.load_config``) or a ``Config``."""
+    """An mmengine ``Config`` from a path (``data_paths.load_config``) or a ``Config`` (its
+    horizon applied and data locations resolved, as ``load_config`` does)."""
     from mmengine.config import Config
-    from vpn_plugin.data_paths import load_config
+    from vpn_plugin.data_paths import apply_horizon, load_config, resolve_paths
     if isinstance(config, Config):
         config = copy.deepcopy(config)
         if cfg_options:
             config.merge_from_dict(copy.deepcopy(cfg_options))
-        return config
+        return resolve_paths(apply_horizon(config))
     return load_config(config, cfg_options)
 
 
 def build_split_dataset(cfg, split: str = 'test'):
-    """The dataset of ``cfg.<split>_dataloader`` (split in 'train', 'val', 'test')."""
+    """The dataset of ``cfg.<split>_dataloader`` (split in 'train', 'val', 'test'); ``cfg``: a
+    config path or ``Config`` (e.g. ``model.cfg`` of :func:`init_planner`), its data
+    locations resolved from the repository root whatever the working directory."""
     from mmaction.registry import DATASETS
     if split not in SPLITS:
         raise ValueError(f'split {split!r} is unknown; expected one of {SPLITS}')
+    cfg = _config(cfg, None)
     loader = cfg.get(f'{split}_dataloader')
     if not loader or not loader.get('dataset'):
         raise ValueError(f'{cfg.filename}: no {split}_dataloader.dataset to take samples from')
@@ -37,23 +43,24 @@ def build_split_dataset(cfg, split: str = 'test'):
 
 
 def init_planner(config, checkpoint: Optional[str] = None, device: str = 'cpu',
-                 cfg_options: Optional[dict] = None):
+                 cfg_options: Optional[dict] = None, partial: bool = False):
     """A planner in eval mode from a config (path or ``Config``) and an optional checkpoint.
 
-    The PKG comes from the checkpoint; when none carries it and the config has a
-    ``train_dataloader``, it is counted on the training split (as ``PKGHook`` does). The
-    config is kept as ``model.cfg``.
+    The checkpoint must fit the model exactly (``engine.checkpoint.load_weights``; ``partial``:
+    load only the tensors that fit). The PKG comes from the checkpoint; when none carries it
+    and the config has a ``train_dataloader``, it is counted on the training split (as
+    ``PKGHook`` does). The config is kept as ``model.cfg``.
     """
     import vpn_plugin.mm  # noqa: F401  (registration)
     from mmengine.registry import init_default_scope
-    from mmengine.runner import load_checkpoint
     from mmaction.registry import MODELS
+    from vpn_plugin.engine.checkpoint import load_weights, read_checkpoint
     cfg = _config(config, cfg_options)
     init_default_scope(cfg.get('default_scope', 'mmaction'))
     model = MODELS.build(cfg.model)
     if checkpoint is not None:
-        load_checkpoint(model, str(checkpoint), map_location='cpu', strict=True,
-                        logger='silent')
+        load_weights(model, read_checkpoint(checkpoint, logger='silent'), str(checkpoint),
+                     partial=partial)
     if not bool(getattr(model, 'pkg_ready', True)) and cfg.get('train_dataloader'):
         model.build_pkg(build_split_dataset(cfg, 'train'))
     model.cfg = cfg
@@ -82,3 +89,63 @@ def inference_planner(model, dataset, indices: Sequence[int], mode: str = 'predi
     if mode == 'tensor':
         return torch.cat(outputs) if outputs else torch.empty(0)
     return [sample for chunk in outputs for sample in chunk]
+
+
+def video_observations(cfg, feature_file, start_time: float, goal_time: float,
+                       split: str = 'test'):
+    """The start and goal observations ``(D',)``, ``(D',)`` (float32 tensors) of a video's
+    feature file, observed as the datasets of ``cfg`` observe them (their ``observation``
+    recipe and ``frame_dim``).
+
+    ``cfg``: a config path or ``Config`` (``model.cfg`` of :func:`init_planner`);
+    ``feature_file``: one video's features in any layout ``PlanningDataset`` reads, (L, frame_dim)
+    frames, one per second; ``start_time``: the second the first step starts (start state),
+    ``goal_time``: the second the last step ends (goal state); rounded to whole seconds as the
+    annotations are. A goal past the last frame is read at the last frame (window policy
+    'keep'); a start outside the video is an error.
+    """
+    from vpn_plugin.datasets.annotations import round_time
+    from vpn_plugin.datasets.features import load_features
+    from vpn_plugin.datasets.observations import frame_indices, observe
+    cfg = _config(cfg, None)
+    dataset = (cfg.get(f'{split}_dataloader') or {}).get('dataset') or {}
+    recipe = dataset.get('observation', 'authors')
+    frames = load_features(feature_file, dataset.get('frame_dim', DEFAULT_FRAME_DIM))
+    start, goal = round_time(start_time), round_time(goal_time)
+    if not 0 <= start <= goal or start >= len(frames):
+        raise ValueError(f'{feature_file}: start_time={start_time}, goal_time={goal_time} s; '
+                         f'expected 0 <= start_time <= goal_time and start_time < the video\'s '
+                         f'{len(frames)} frames (one per second)')
+    first, last = frame_indices(recipe, start, goal, len(frames))
+    return (torch.from_numpy(observe(frames, first, recipe)).float(),
+            torch.from_numpy(observe(frames, last, recipe)).float())
+
+
+@torch.no_grad()
+def plan_from_features(model, start, goal):
+    """Plans of ``model`` for start/goal observations of your own: ``start``, ``goal`` (B, D) or
+    (D,) arrays or tensors (e.g. from :func:`video_observations`), D = the model's input size.
+
+    Returns B ``ActionDataSample`` with ``pred_plan`` (T,) (T = the model's horizon) and the
+    model's other outputs (``pred_task``, ``soft_plan`` (T, N), ...); no ground truth.
+    """
+    start, goal = _observation_batch(model, start, 'start'), _observation_batch(model, goal, 'goal')
+    if start.shape != goal.shape:
+        raise ValueError(f'start {tuple(start.shape)} and goal {tuple(goal.shape)} observations '
+                         'must have the same shape (B, D)')
+    model.eval()
+    batch = model.data_preprocessor({'inputs': {'start': start, 'goal': goal},
+                                     'data_samples': None}, False)
+    return model(batch['inputs'], None, mode='predict')
+
+
+def _observation_batch(model, values, name: str) -> torch.Tensor:
+    """(B, D) float32 from (D,) or (B, D), checked against ``model.feature_dim``."""
+    values = torch.as_tensor(values, dtype=torch.float32)
+    values = values.unsqueeze(0) if values.dim() == 1 else values
+    expected = getattr(model, 'feature_dim', None)
+    if values.dim() != 2 or (expected is not None and values.shape[1] != expected):
+        raise ValueError(f'{name} observations of shape {tuple(values.shape)}; expected (B, '
+                         f'{expected or "D"}) or ({expected or "D"},), as the model was built '
+                         'for (the config\'s observation recipe: video_observations)')
+    return values

@@ -11,6 +11,14 @@ All values are in percent. For predicted and ground-truth plans ``(M, T)`` of in
   depends on the binary encoding of the label ids (relabelling the taxonomy changes it). A
   sample whose plans are both all-zero ids (0/0) counts as 100.
 * ``first_accuracy`` / ``last_accuracy``: the first / last step is right.
+
+Named extras (``EXTRA_METRICS``), never part of the default set:
+
+* ``miou_batch`` (:func:`miou_batch`): PDPP's mIoU, which MTID reports: ONE set IoU per
+  evaluation batch (all action ids predicted in the batch vs all ground-truth ids in it),
+  averaged over batches weighted by their size. It depends on the batch size and on the
+  order of the samples (larger batches give higher values), so it is reported with its
+  batch size and is not comparable with ``miou_set``.
 """
 from __future__ import annotations
 
@@ -21,6 +29,7 @@ import torch
 
 METRIC_NAMES = ('success_rate', 'mean_accuracy', 'miou_set', 'miou_legacy',
                 'first_accuracy', 'last_accuracy')
+EXTRA_METRICS = ('miou_batch',)
 
 
 def as_plans(plans, name: str) -> np.ndarray:
@@ -78,3 +87,23 @@ def planning_metrics(pred, gt) -> Dict[str, float]:
     if len(scores['success_rate']) == 0:
         raise ValueError('planning_metrics got no samples (M = 0); expected at least one plan')
     return {name: float(values.mean()) for name, values in scores.items()}
+
+
+def miou_batch(pred, gt, batch_size: int) -> float:
+    """PDPP's batch-level mIoU in percent (their ``inference.py``, ``MIoU1``) of plans (M, T).
+
+    The M samples, in the given order, are cut into consecutive batches of ``batch_size``
+    (the last may be smaller); each batch scores |P & G| / |P | G| for the SETS P, G of all
+    action ids it predicts / holds; batches are averaged weighted by their size (their
+    ``AverageMeter``). ``batch_size=1`` is the per-sample set IoU (``miou_set``).
+    """
+    pred, gt = as_plans(pred, 'pred'), as_plans(gt, 'gt')
+    if pred.shape != gt.shape or len(pred) == 0:
+        raise ValueError(f'pred {pred.shape} and gt {gt.shape}; expected equal (M, T), M > 0')
+    if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
+        raise ValueError(f'miou_batch batch_size={batch_size!r}; expected an integer >= 1')
+    total = 0.0
+    for begin in range(0, len(pred), batch_size):
+        batch = slice(begin, begin + batch_size)
+        total += _set_iou(pred[batch].ravel(), gt[batch].ravel()) * len(pred[batch])
+    return 100.0 * total / len(pred)

@@ -91,3 +91,48 @@ def viterbi_decode(log_emissions: torch.Tensor, log_transitions: torch.Tensor,
     for argbest in reversed(backpointers):
         path.append(argbest.gather(1, path[-1].unsqueeze(1)).squeeze(1))
     return torch.stack(path[::-1], 1), scores
+
+
+@torch.no_grad()
+def viterbi_decode_probs(emissions: torch.Tensor, transitions: torch.Tensor,
+                         prior: Optional[torch.Tensor] = None, chunk_elements: int = 2 ** 23
+                         ) -> Tuple[torch.Tensor, torch.Tensor]:
+    """SCHEMA's Viterbi (its ``models/utils.py``): paths ``(B, T)`` long and likelihoods ``(B,)``.
+
+    Probability space with a float32 trellis, as the official code computes it:
+    ``trellis[0] = prior * e[0]`` (float32; uniform prior ``1/N`` when None),
+    ``trellis[t, j] = float32(e[t, j] * max_i trellis[t-1, i] * A[i, j])`` with the products in
+    float64 (numpy promotes float32 x float64), ties to the first index; the likelihood is
+    ``max(trellis[-1])``. Unlike the log-space :func:`viterbi_decode`, long or peaked chains
+    underflow to 0 and then tie (the official behaviour this reproduces). ``emissions`` (B, T, N)
+    probabilities, ``transitions`` (N, N) [from, to] probabilities (an all-zero row: no
+    outgoing edge; the official code would divide 0 by 0 there). Batches are processed in
+    chunks of at most ``chunk_elements`` float64 products (B_chunk * N * N).
+    """
+    if emissions.dim() != 3 or tuple(transitions.shape) != (emissions.shape[-1],) * 2:
+        raise ValueError(f'emissions {tuple(emissions.shape)} and transitions '
+                         f'{tuple(transitions.shape)}: expected (B, T, N) and (N, N)')
+    batch, horizon, num_actions = emissions.shape
+    emissions = emissions.float()
+    transitions = transitions.to(emissions.device, torch.float64)
+    if prior is None:
+        prior = torch.ones(num_actions, dtype=torch.float32, device=emissions.device) / num_actions
+    step = max(1, chunk_elements // (num_actions * num_actions))
+    paths, likelihoods = zip(*(_viterbi_probs_chunk(emissions[i:i + step], transitions,
+                                                    prior.float())
+                               for i in range(0, batch, step)))
+    return torch.cat(paths), torch.cat(likelihoods)
+
+
+def _viterbi_probs_chunk(emissions, transitions, prior):
+    trellis = prior * emissions[:, 0]  # (B, N) float32
+    backpointers = []
+    for t in range(1, emissions.shape[1]):
+        best, argbest = (trellis.double().unsqueeze(2) * transitions).max(1)  # over "from"
+        backpointers.append(argbest)
+        trellis = (emissions[:, t].double() * best).float()
+    likelihood, last = trellis.max(-1)
+    path = [last]
+    for argbest in reversed(backpointers):
+        path.append(argbest.gather(1, path[-1].unsqueeze(1)).squeeze(1))
+    return torch.stack(path[::-1], 1), likelihood

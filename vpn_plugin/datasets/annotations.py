@@ -9,7 +9,13 @@ Formats (see ../shared/data/README.md and the README section of this package):
 * window files of the unified protocol (``test_T3_133.json``, NIV ``train_T3.json``);
 * our per-video JSON for new datasets: ``[{"vid", "task", "steps": [[start_s, end_s,
   action_id], ...], "feature": optional file stem (default "<task>_<vid>")}]`` where ``task``
-  is a task key of the taxonomy or a task index and steps are in temporal order.
+  is a task key of the taxonomy or a task index and steps are in temporal order;
+* COIN's per-video JSON (``coin_{train_70,test_30}.json`` of PDPP / KEPP / the ViterbiPlanNet
+  authors): a list of one-key objects ``{vid: {"recipe_type": <task index>, "class": <task
+  name>, "annotation": [{"id": "<1-based COIN step id>", "segment": [start_s, end_s],
+  "label"}, ...]}}`` (a mapping ``{vid: record}``, or COIN.json's ``{"database": {...}}``,
+  reads the same); global action id = ``int(id) - 1``, feature file
+  ``<class>_<recipe_type>_<vid>``.
 """
 import csv
 import json
@@ -175,6 +181,105 @@ def read_json_annotations(path, taxonomy: Taxonomy
         except BadVideoError as err:
             bad.append(err)
     return videos, bad
+
+
+def read_coin_annotations(path, taxonomy: Taxonomy
+                          ) -> Tuple[List[VideoAnnotation], List[BadVideoError]]:
+    """COIN's per-video JSON (module docstring) -> (videos, bad videos), in file order.
+
+    A record that is not an object with ``recipe_type``, ``class`` and a list ``annotation``
+    raises ValueError naming the file, entry and field; a bad video (task index outside the
+    taxonomy, ``class`` not the task's name, an unknown step id or one of another task,
+    inverted / negative / non-finite segments, a video listed twice) is a ``BadVideoError``.
+    """
+    path = Path(path)
+    videos, bad, seen = [], [], {}
+    for i, vid, record in _coin_records(path):
+        try:
+            if vid in seen:
+                raise BadVideoError(vid, 'video listed twice',
+                                    f'{path}: entry {i}: video {vid} is already entry '
+                                    f'{seen[vid]}; expected each video once')
+            seen[vid] = i
+            videos.append(_coin_video(path, i, vid, record, taxonomy))
+        except BadVideoError as err:
+            bad.append(err)
+    return videos, bad
+
+
+def _coin_records(path: Path):
+    """(entry index, vid, record) of each video of a COIN file; ValueError for a bad shape."""
+    data = _read_json(path)
+    if isinstance(data, dict):
+        data = data.get('database', data)
+        entries = [{vid: record} for vid, record in data.items()]
+    elif isinstance(data, list):
+        entries = data
+    else:
+        raise ValueError(f'{path}: expected a JSON list of {{vid: record}} objects (COIN '
+                         f'per-video format), got {type(data).__name__}')
+    for i, entry in enumerate(entries):
+        if not isinstance(entry, dict) or len(entry) != 1:
+            raise ValueError(f'{path}: entry {i}: expected a one-key object {{vid: record}}, '
+                             f'got {str(entry)[:200]}')
+        vid, record = next(iter(entry.items()))
+        missing = [k for k in ('recipe_type', 'class', 'annotation')
+                   if not isinstance(record, dict) or k not in record]
+        if missing or not isinstance(record['annotation'], list):
+            raise ValueError(f'{path}: entry {i} (vid {vid}): expected a record with '
+                             f'"recipe_type", "class" and a list "annotation"; missing or '
+                             f'wrong: {missing or ["annotation"]}')
+        yield i, str(vid), record
+
+
+def _coin_video(path, i, vid, record, taxonomy) -> VideoAnnotation:
+    where = f'entry {i}'
+    task = record['recipe_type']
+    if isinstance(task, bool) or not isinstance(task, int) or not 0 <= task < taxonomy.num_tasks:
+        raise BadVideoError(vid, 'task id outside the taxonomy',
+                            f'{path}: {where} (vid {vid}): field "recipe_type" = {task!r} is not '
+                            f'a task index of the taxonomy {taxonomy.path} '
+                            f'(0..{taxonomy.num_tasks - 1})')
+    if str(record['class']) != taxonomy.task_names[task]:
+        raise BadVideoError(vid, 'task name does not match',
+                            f'{path}: {where} (vid {vid}): field "class" = {record["class"]!r} '
+                            f'but task {task} of {taxonomy.path} is '
+                            f'{taxonomy.task_names[task]!r}')
+    steps = [_coin_step(path, f'{where}: annotation[{j}]', vid, step, task, taxonomy)
+             for j, step in enumerate(record['annotation'])]
+    return VideoAnnotation(vid, task, f"{record['class']}_{task}_{vid}", steps, str(path))
+
+
+def _coin_step(path, where, vid, step, task, taxonomy) -> Tuple[float, float, int]:
+    """One COIN step -> (start, end, global action id = COIN id - 1), checked."""
+    try:
+        raw = step['id']
+        action = int(str(raw)) - 1
+        start, end = (float(t) for t in step['segment'])
+    except (ValueError, TypeError, KeyError) as err:
+        raise BadVideoError(vid, 'annotation row does not parse',
+                            f'{path}: {where} (vid {vid}) = {str(step)[:200]}: {err!r}; '
+                            'expected {"id": "<COIN step id>", "segment": [start_s, end_s]}'
+                            ) from None
+    where = f'{where} (field "id" = {raw!r}: action id {action} = COIN id - 1)'
+    _check_step(path, vid, where, start, end, action, taxonomy)
+    _check_action_task(path, vid, where, action, task, taxonomy)
+    return start, end, action
+
+
+def split_overlap(videos: Sequence[VideoAnnotation], others: set, path, other_path
+                  ) -> Tuple[List[VideoAnnotation], List[BadVideoError]]:
+    """Videos of ``path`` whose vid is not in ``others`` (the vids of the other split,
+    ``other_path``), and a ``BadVideoError`` for each that is (a video belongs to one split)."""
+    kept, bad = [], []
+    for video in videos:
+        if video.vid in others:
+            bad.append(BadVideoError(video.vid, 'video in both splits',
+                                     f'{path}: video {video.vid} is also listed in the other '
+                                     f'split {other_path}; expected each video in one split'))
+        else:
+            kept.append(video)
+    return kept, bad
 
 
 def _task_of(path, where: str, key, taxonomy: Taxonomy) -> int:

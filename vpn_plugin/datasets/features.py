@@ -25,7 +25,7 @@ from .safe_pickle import RefusedGlobalError, safe_load
 
 FEATURE_KEY = 'frames_features'
 NPY_MAGIC, ZIP_MAGIC = b'\x93NUMPY', b'PK\x03\x04'
-SYNTHETIC_DATASETS = ('crosstask', 'niv')
+SYNTHETIC_DATASETS = ('crosstask', 'niv', 'coin')
 
 
 def find_feature_file(feature_dir, stem: str) -> Path:
@@ -38,6 +38,12 @@ def feature_fix_hint(feature_dir, data_root) -> str:
     """The commands that fill ``feature_dir``: synthetic features (CrossTask, NIV) or a
     conversion of real ones, with this config's paths."""
     feature_dir, data_root = Path(feature_dir), Path(data_root)
+    if not feature_dir.is_absolute() and not feature_dir.is_dir():
+        return (f'feature_dir {feature_dir} is relative and was read from the working directory '
+                f'{Path.cwd()}; build datasets from a config loaded with '
+                'vpn_plugin.apis.build_split_dataset(CONFIG, split) or '
+                'vpn_plugin.data_paths.load_config, which resolve it from the repository root '
+                '(or give an absolute path)')
     dataset = data_root.name
     convert = f'python tools/convert_features.py --src /path/to/real/features --dst {feature_dir}'
     if dataset not in SYNTHETIC_DATASETS:

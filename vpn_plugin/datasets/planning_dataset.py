@@ -12,12 +12,13 @@ from mmaction.registry import DATASETS
 from mmengine.logging import print_log
 from torch.utils.data import Dataset
 
-from .annotations import (BadVideoError, Window, build_windows, chain_windows,
-                          crosstask_videos, read_json_annotations, read_window_file)
+from .annotations import BadVideoError, Window, chain_windows
 from .features import feature_fix_hint, find_feature_file, load_features
 from .observations import (RECIPES, WINDOW_POLICIES, check_choice, observation_dim,
                            outside_video, step_map, window_observations)
+from .sources import read_source, source_path
 from .taxonomy import load_taxonomy
+from ..data_paths import check_resolved
 
 SPLITS = ('train', 'val', 'test')
 CACHE_VERSION = 2  # bump when the cached arrays or their meaning change
@@ -27,10 +28,14 @@ CACHE_VERSION = 2  # bump when the cached arrays or their meaning change
 class PlanningDataset(Dataset):
     """Windows of ``horizon`` steps with observations, from ONE annotation source.
 
-    Sources (paths relative to ``data_root`` unless absolute; ``{horizon}`` is formatted):
-    ``window_file`` (unified-protocol windows), or ``video_list`` + ``annotation_dir``
-    (CrossTask CSVs; ``tasks_primary`` optional check), or ``annotation_file`` (our per-video
-    JSON). ``feature_dir`` and ``cache_dir`` are relative to the working directory.
+    Sources (``sources.py``; paths relative to ``data_root`` unless absolute; ``{horizon}`` is
+    formatted): ``window_file`` (unified-protocol windows), or ``video_list`` +
+    ``annotation_dir`` (CrossTask CSVs; ``tasks_primary`` optional check), or
+    ``annotation_file`` in ``annotation_format`` 'json' (our per-video JSON) or 'coin' (COIN's
+    per-video JSON), with ``other_split`` (the other split's file: a video in both is bad);
+    ``annotation_taxonomy``: annotations written in another taxonomy, relabelled by action
+    name (CrossTask 133 -> 105). ``feature_dir`` and ``cache_dir`` are relative to the working
+    directory.
     Feature files in any public layout load as they are (``features.py``, no code runs).
 
     Observations: ``observation`` recipe and ``window_policy`` (``observations.py``): the
@@ -54,6 +59,8 @@ class PlanningDataset(Dataset):
                  split: str = 'train', window_file: Optional[str] = None,
                  video_list: Optional[str] = None, annotation_dir: Optional[str] = None,
                  tasks_primary: Optional[str] = None, annotation_file: Optional[str] = None,
+                 annotation_format: str = 'json', other_split: Optional[str] = None,
+                 annotation_taxonomy: Optional[str] = None,
                  frame_dim: int = 512, observation: str = 'authors', window_policy: str = 'keep',
                  val_fraction: float = 0.1, split_seed: int = 0,
                  subset_fraction: Optional[float] = None, subset_seed: int = 0,
@@ -66,6 +73,7 @@ class PlanningDataset(Dataset):
                              f'horizon={horizon}')
         check_choice('observation', observation, RECIPES)
         check_choice('window_policy', window_policy, WINDOW_POLICIES)
+        check_resolved(data_root=data_root, feature_dir=feature_dir, cache_dir=cache_dir)
         self.data_root, self.horizon, self.split = Path(data_root), int(horizon), split
         self.taxonomy = load_taxonomy(self._path(taxonomy))
         self.feature_dir, self.frame_dim, self.recipe = Path(feature_dir), frame_dim, observation
@@ -75,8 +83,11 @@ class PlanningDataset(Dataset):
         self.feature_dim = observation_dim(observation, frame_dim)
         self.skipped: Counter = Counter()  # reason -> number of videos skipped
         self._skip_messages: List[str] = []
-        windows, videos = self._load_source(window_file, video_list, annotation_dir,
-                                            tasks_primary, annotation_file)
+        windows, videos = self._load_source(dict(
+            window_file=window_file, video_list=video_list, annotation_dir=annotation_dir,
+            tasks_primary=tasks_primary, annotation_file=annotation_file,
+            annotation_format=annotation_format, other_split=other_split,
+            annotation_taxonomy=annotation_taxonomy))
         windows, self._videos = self._select_split(windows, videos, val_fraction, split_seed)
         windows = self._subset(windows, subset_fraction, subset_seed)
         if subset_fraction is not None and split == 'train':
@@ -91,44 +102,17 @@ class PlanningDataset(Dataset):
 
     # ------------------------------------------------------------------ sources
     def _path(self, path) -> Path:
-        path = Path(str(path).format(horizon=getattr(self, 'horizon', '')))
-        return path if path.is_absolute() else self.data_root / path
+        return source_path(self.data_root, path, getattr(self, 'horizon', ''))
 
-    def _load_source(self, window_file, video_list, annotation_dir, tasks_primary,
-                     annotation_file):
-        given = [n for n, v in (('window_file', window_file), ('video_list', video_list),
-                                ('annotation_file', annotation_file)) if v]
-        if len(given) != 1:
-            raise ValueError(f'PlanningDataset needs exactly one of window_file, video_list '
-                             f'(+annotation_dir) or annotation_file; got {given or "none"}')
-        self._check_source(window_file or video_list or annotation_file)
-        if window_file:
-            windows, bad = read_window_file(self._path(window_file), self.taxonomy, self.horizon)
-            bad_vids = self._record_bad(bad)
-            windows = [w for w in windows if w.vid not in bad_vids]
-            return windows, self._chained(windows)
-        if video_list:
-            if not annotation_dir:
-                raise ValueError('video_list needs annotation_dir (the CrossTask CSV folder)')
-            primary = self._path(tasks_primary) if tasks_primary else None
-            videos, bad = crosstask_videos(self._path(video_list), self._path(annotation_dir),
-                                           self.taxonomy, primary)
-        else:
-            videos, bad = read_json_annotations(self._path(annotation_file), self.taxonomy)
-        self._record_bad(bad)
-        return build_windows(videos, self.horizon), videos
-
-    def _check_source(self, source) -> None:
-        """A missing annotation source says what the file must hold (e.g. COIN's, which are
-        not in ../shared/data)."""
-        path = self._path(source)
-        if not path.exists():
-            raise FileNotFoundError(
-                f'PlanningDataset: annotation source {path} does not exist (data_root '
-                f'{self.data_root}). A window file is the unified protocol\'s JSON list '
-                '[{"id": {"feature": "<task>_<vid>.npy", "task_id": <task index>, "legal_range": '
-                '[[start_s, end_s, action_id], ...horizon rows]}, "instruction_len": <steps in '
-                'the video>}]; the other sources are described in configs/_base_/datasets/.')
+    def _load_source(self, sources: dict):
+        """(windows, per-video steps or None) of the source (``sources.read_source``)."""
+        windows, videos, bad = read_source(self.data_root, self.taxonomy, self.horizon,
+                                           **sources)
+        bad_vids = self._record_bad(bad)
+        if videos is not None:
+            return windows, videos
+        windows = [w for w in windows if w.vid not in bad_vids]
+        return windows, self._chained(windows)
 
     def _chained(self, windows):
         """Per-video steps of a window file for pkg_sequences('video'), None if not chainable."""

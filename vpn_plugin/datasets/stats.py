@@ -1,76 +1,28 @@
 """Window statistics and PKG coverage per horizon (library of tools/dataset_stats.py).
 
-Needs annotations only (no features). Train windows: CrossTask = slid over the CSVs of
-``splits/train_videos.json`` (all training videos, no validation hold-out); NIV/COIN =
-``splits/train_T{T}.json``. Test windows: the official window files
-(``crosstask/splits/test_T{T}_133.json``, ``{niv,coin}/splits/test_T{T}.json``).
+Needs annotations only (no features). The windows are those the dataset's base config
+(``configs/_base_/datasets/<dataset>.py``) reads, through the one source loader
+(``sources.source_windows``): train = every training video (no validation hold-out;
+CrossTask: slid over the CSVs of ``splits/train_videos.json``, NIV: ``splits/train_T{T}.json``,
+COIN: slid over ``annotations/coin_train_70.json``); test = the official windows
+(``crosstask/splits/test_T{T}_133.json``, ``niv/splits/test_T{T}.json``, COIN: slid over
+``annotations/coin_test_30.json``, which gives the authors' test windows).
 PKG coverage = % of test windows all of whose transitions are edges of the PKG counted on
 the train windows (``vpn_plugin.core.build_pkg(count_mode='window')`` / ``pkg_coverage``).
 """
-from pathlib import Path
 from typing import List
 
 from ..core import build_pkg, pkg_coverage
-from .annotations import build_windows, crosstask_videos, read_window_file
-from .taxonomy import load_taxonomy
-
-DATASET_FILES = {
-    'crosstask': dict(taxonomy='taxonomy_133.json', test='splits/test_T{T}_133.json'),
-    'niv': dict(taxonomy='taxonomy.json', train='splits/train_T{T}.json',
-                test='splits/test_T{T}.json'),
-    'coin': dict(taxonomy='taxonomy.json', train='splits/train_T{T}.json',
-                 test='splits/test_T{T}.json'),
-}
+from .sources import dataset_config, source_windows
 
 
-class MissingAnnotations(FileNotFoundError):
-    """The dataset's annotations are not in the data root (COIN here)."""
-
-
-def _windows(path, taxonomy, horizon):
-    windows, bad = read_window_file(path, taxonomy, horizon)
-    if bad:
-        raise bad[0]
-    return windows
-
-
-def _train_windows(dataset: str, root: Path, taxonomy, horizon: int):
-    if dataset == 'crosstask':
-        videos, bad = crosstask_videos(root / 'splits/train_videos.json',
-                                       root / 'crosstask_release/annotations', taxonomy,
-                                       root / 'crosstask_release/tasks_primary.txt')
-        if bad:
-            raise bad[0]
-        return build_windows(videos, horizon)
-    return _windows(root / DATASET_FILES[dataset]['train'].format(T=horizon), taxonomy, horizon)
-
-
-def check_available(dataset: str, data_root) -> Path:
-    """The dataset folder, or MissingAnnotations saying which window files are absent."""
-    if dataset not in DATASET_FILES:
-        raise ValueError(f'dataset {dataset!r}; expected one of {sorted(DATASET_FILES)}')
-    root = Path(data_root) / dataset
-    files = DATASET_FILES[dataset]
-    needed = [root / files['taxonomy']] + [root / files[k].format(T=3)
-                                           for k in ('train', 'test') if k in files]
-    missing = [str(p) for p in needed if not p.exists()]
-    if missing:
-        raise MissingAnnotations(
-            f'{dataset}: annotations not available in {root}: missing {", ".join(missing)}. '
-            'Only its taxonomy may be present (COIN: 180 tasks, 778 actions); put the unified-'
-            'protocol window files splits/{train,test}_T{3..6}.json there to get statistics.')
-    return root
-
-
-def window_statistics(dataset: str, data_root, horizons=(3, 4, 5, 6)) -> List[dict]:
-    """One row per horizon: window counts, actions/tasks (taxonomy and seen), PKG coverage."""
-    root = check_available(dataset, data_root)
-    taxonomy = load_taxonomy(root / DATASET_FILES[dataset]['taxonomy'])
+def window_statistics(dataset: str, data_root=None, horizons=(3, 4, 5, 6)) -> List[dict]:
+    """One row per horizon: window counts, actions/tasks (taxonomy and seen), PKG coverage.
+    A missing annotation file raises FileNotFoundError naming it."""
     rows = []
     for horizon in horizons:
-        train = _train_windows(dataset, root, taxonomy, horizon)
-        test = _windows(root / DATASET_FILES[dataset]['test'].format(T=horizon), taxonomy,
-                        horizon)
+        taxonomy, train, _ = source_windows(dataset_config(dataset, 'train', horizon, data_root))
+        _, test, _ = source_windows(dataset_config(dataset, 'test', horizon, data_root))
         pkg = build_pkg([w.steps for w in train], taxonomy.num_actions, count_mode='window',
                         horizon=horizon)
         rows.append(dict(
@@ -87,9 +39,9 @@ def window_statistics(dataset: str, data_root, horizons=(3, 4, 5, 6)) -> List[di
 def format_table(dataset: str, rows: List[dict]) -> str:
     """Plain-text table of ``window_statistics`` rows."""
     header = ('T', 'train win', 'test win', 'train vids', 'test vids', 'actions',
-              'seen', 'tasks', 'PKG coverage %')
+              'seen', 'tasks', 'seen', 'PKG coverage %')
     keys = ('horizon', 'train_windows', 'test_windows', 'train_videos', 'test_videos',
-            'actions', 'actions_seen', 'tasks', 'pkg_coverage')
+            'actions', 'actions_seen', 'tasks', 'tasks_seen', 'pkg_coverage')
     lines = [f'{dataset}', ' | '.join(header)]
     lines += [' | '.join(f'{row[k]:>{len(h)}}' for k, h in zip(keys, header)) for row in rows]
     return '\n'.join(lines)

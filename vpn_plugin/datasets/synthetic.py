@@ -110,12 +110,21 @@ class SyntheticFeatureGenerator:
 
 
 FORMATS = {'npz': '.npz', 'public': '.npy'}  # --format -> file extension
+DTYPES = ('float32', 'float16')
+# float16 storage: |x16 - x32| <= FLOAT16_TOLERANCE * |x32| (round to nearest, 11-bit
+# significand) for the generator's values (|x| < 65504; below 6.1e-5 the absolute error is
+# at most 3e-8)
+FLOAT16_TOLERANCE = 2.0 ** -11
+DEFAULT_DTYPES = {'coin': 'float16'}  # others: float32
 
 
 def public_record(frames: np.ndarray, video: VideoAnnotation, dataset: str) -> dict:
     """The dict of a public feature file: CrossTask ``frames_features, steps_ids, cls, start,
     end``; NIV ``frames_features, num_steps, steps_ids, steps_starts, steps_ends``
-    (steps_ids = global action ids, times in seconds)."""
+    (steps_ids = global action ids, times in seconds); COIN ``frames_features`` (its
+    annotations are in the per-video JSON)."""
+    if dataset == 'coin':
+        return {FEATURE_KEY: frames}
     steps = np.array([a for _, _, a in video.steps], np.int64)
     starts = np.array([s for s, _, _ in video.steps], np.float64)
     ends = np.array([e for _, e, _ in video.steps], np.float64)
@@ -127,11 +136,14 @@ def public_record(frames: np.ndarray, video: VideoAnnotation, dataset: str) -> d
 
 
 def save_video_features(path: Path, frames: np.ndarray, video: VideoAnnotation, fmt: str,
-                        dataset: str = 'crosstask') -> None:
+                        dataset: str = 'crosstask', dtype: str = 'float32') -> None:
     """Write one video in our safe ``npz`` layout or the ``public`` one: a raw pickle of the
     dict named ``.npy``, exactly what ``np.load(p, allow_pickle=True)["frames_features"]``
-    of the public loaders reads."""
-    record = public_record(frames, video, dataset)
+    of the public loaders reads. ``dtype='float16'`` stores the frames rounded to half
+    precision (``FLOAT16_TOLERANCE``); the loader reads them back as float32."""
+    if dtype not in DTYPES:
+        raise ValueError(f'dtype {dtype!r}; expected one of {DTYPES}')
+    record = public_record(frames.astype(dtype, copy=False), video, dataset)
     if fmt == 'npz':
         np.savez(path, **{k: v for k, v in record.items() if k != 'cls'})
     elif fmt == 'public':
@@ -162,8 +174,21 @@ def dataset_videos(dataset: str, data_root) -> tuple:
     if dataset == 'niv':
         taxonomy = load_taxonomy(root / 'taxonomy.json')
         return taxonomy, _videos_from_windows(root, taxonomy)
+    if dataset == 'coin':
+        return _videos_of_config(dataset, data_root)
     raise ValueError(f'dataset {dataset!r}: synthetic features need annotations; expected '
-                     '"crosstask" or "niv" (COIN annotations are not available here)')
+                     '"crosstask", "niv" or "coin"')
+
+
+def _videos_of_config(dataset: str, data_root) -> tuple:
+    """(taxonomy, videos) of both splits of a dataset whose config reads per-video
+    annotations (COIN), through the dataset's own source loader."""
+    from .sources import dataset_config, source_windows
+    videos = []
+    for split in ('train', 'test'):
+        taxonomy, _, found = source_windows(dataset_config(dataset, split, 1, data_root))
+        videos += found
+    return taxonomy, videos
 
 
 def _videos_from_windows(root: Path, taxonomy: Taxonomy) -> List[VideoAnnotation]:
@@ -179,16 +204,16 @@ def _videos_from_windows(root: Path, taxonomy: Taxonomy) -> List[VideoAnnotation
 
 def write_synthetic_features(videos: Sequence[VideoAnnotation], generator, out_dir,
                              fmt: str = 'npz', progress: bool = True,
-                             dataset: str = 'crosstask') -> dict:
-    """Write ``<out_dir>/<stem>.npz`` (fmt 'npz') or ``.npy`` ('public') for every video;
-    returns counts, bytes and seconds."""
+                             dataset: str = 'crosstask', dtype: str = 'float32') -> dict:
+    """Write ``<out_dir>/<stem>.npz`` (fmt 'npz') or ``.npy`` ('public') for every video,
+    frames stored as ``dtype``; returns counts, bytes and seconds."""
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     began, total_bytes, seconds = time.time(), 0, 0
     for i, video in enumerate(videos):
         frames = generator.video_frames(video)
         path = out_dir / f'{video.feature}{FORMATS[fmt]}'
-        save_video_features(path, frames, video, fmt, dataset)
+        save_video_features(path, frames, video, fmt, dataset, dtype)
         total_bytes += path.stat().st_size
         seconds += len(frames)
         if progress and (i + 1) % 50 == 0 or progress and i + 1 == len(videos):

@@ -99,3 +99,29 @@ def load_taxonomy(path) -> Taxonomy:
     return Taxonomy(action_names=[action_names[i] for i in range(num)], task_names=names,
                     task_keys=keys, action_task=[action_task[i] for i in range(num)],
                     task_actions=task_actions, path=str(path))
+
+
+def action_map(source: Taxonomy, target: Taxonomy) -> List[int]:
+    """Target action id (N_src,) of each action id of ``source``, by action name.
+
+    For a merged taxonomy (CrossTask's 105 actions, where a step shared by several tasks is
+    one action): the annotations are written in ``source`` (the 133 actions the CSV step
+    numbers index) and relabelled by name, as the ViterbiPlanNet authors'
+    ``create_split.py`` does. Both taxonomies must list the same tasks; every source name
+    must name exactly one target action.
+    """
+    if source.task_keys != target.task_keys:
+        raise ValueError(f'{source.path} and {target.path} list different tasks '
+                         f'({source.task_keys[:3]}... vs {target.task_keys[:3]}...); expected '
+                         'the same tasks in the same order')
+    by_name: dict = {}
+    for action, name in enumerate(target.action_names):
+        if name in by_name:
+            raise ValueError(f'{target.path}: action name {name!r} is both id {by_name[name]} '
+                             f'and id {action}; a name must identify one action to relabel by')
+        by_name[name] = action
+    missing = sorted({n for n in source.action_names if n not in by_name})
+    if missing:
+        raise ValueError(f'{source.path}: actions {missing[:5]} have no action of that name in '
+                         f'{target.path}; expected every action name to be in both')
+    return [by_name[name] for name in source.action_names]

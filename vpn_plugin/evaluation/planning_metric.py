@@ -24,7 +24,7 @@ import torch
 from mmengine.evaluator import BaseMetric
 from mmaction.registry import METRICS
 
-from ..core.metrics import per_sample_scores
+from ..core.metrics import EXTRA_METRICS, miou_batch, per_sample_scores
 
 
 def _plan_list(value, field: str, index: int) -> List[int]:
@@ -48,15 +48,28 @@ class PlanningMetric(BaseMetric):
         out_file: optional JSON path for the per-sample scores (see module docstring).
         authors_selection: also report ``authors_selection`` (:func:`authors_selection_score`),
             the key the authors' model-selection preset keeps the best checkpoint by.
+        extra_metrics: named extras of ``core.metrics.EXTRA_METRICS`` to report as well:
+            ``'miou_batch'`` (PDPP's batch-level mIoU over batches of ``miou_batch_size``
+            consecutive samples in dataset order; reported with ``miou_batch_size``, since the
+            value depends on it).
         collect_device, prefix: as in :class:`mmengine.evaluator.BaseMetric`
             (``prefix=None`` keeps :attr:`default_prefix`).
     """
     default_prefix = 'plan'
 
     def __init__(self, out_file: Optional[str] = None, authors_selection: bool = False,
+                 extra_metrics: Sequence[str] = (), miou_batch_size: Optional[int] = None,
                  collect_device: str = 'cpu', prefix: Optional[str] = None) -> None:
         super().__init__(collect_device=collect_device, prefix=prefix)
         self.out_file, self.authors_selection = out_file, authors_selection
+        unknown = sorted(set(extra_metrics) - set(EXTRA_METRICS))
+        if unknown:
+            raise ValueError(f'PlanningMetric: extra_metrics {unknown} are unknown; expected '
+                             f'some of {EXTRA_METRICS}')
+        if 'miou_batch' in extra_metrics and miou_batch_size is None:
+            raise ValueError("PlanningMetric: extra_metrics 'miou_batch' needs miou_batch_size "
+                             '(its value depends on the evaluation batch size)')
+        self.extra_metrics, self.miou_batch_size = tuple(extra_metrics), miou_batch_size
 
     def process(self, data_batch, data_samples: Sequence[dict]) -> None:
         """Stores (sample_idx, pred_plan, gt_plan) of each predicted data-sample dict."""
@@ -89,6 +102,9 @@ class PlanningMetric(BaseMetric):
         metrics = {name: float(values.mean()) for name, values in scores.items()}
         if self.authors_selection:
             metrics['authors_selection'] = authors_selection_score(metrics)
+        if 'miou_batch' in self.extra_metrics:
+            metrics['miou_batch'] = miou_batch(pred, gt, self.miou_batch_size)
+            metrics['miou_batch_size'] = float(self.miou_batch_size)
         if self.out_file:
             self._dump(results, pred, gt, scores, metrics)
         return metrics

@@ -1,9 +1,9 @@
 """Planners: the ``BasePlanner`` they share (PKG, forward dispatch, horizon checks, result
 packing), ViterbiPlanNet (the paper's network, exactly; Base Model via ``use_dvl=False``),
-CompactPlanNet (this plugin's smaller alternative), the PKG builder and its hook, and the
+SCHEMA (its official network, sharing ViterbiPlanNet's ``StateEncoder``), CompactPlanNet (this plugin's smaller alternative), the PKG builder and its hook, and the
 state-text features.
 
-Importing this package registers ``ViterbiPlanNet`` and ``CompactPlanNet`` in
+Importing this package registers ``ViterbiPlanNet``, ``SCHEMA`` and ``CompactPlanNet`` in
 ``mmaction.registry.MODELS``, ``PKGBuilder`` and the PKG perturbations in ``TASK_UTILS`` and
 ``PKGHook`` in ``HOOKS``.
 """
@@ -13,11 +13,14 @@ from .compact_plan_net import CompactPlanNet, horizon_queries
 from .pkg_builder import (DataFraction, EdgeDropout, LabelNoise, PKGBuilder, UniformGraph,
                           WeightNoise)
 from .pkg_hook import PKGHook
+from .schema import SCHEMA
+from .state_encoder import StateEncoder
 from .text_embeddings import (encode_texts, load_state_features, state_embeddings,
                               state_texts)
 from .viterbi_plan_net import DECODE_MODES, ViterbiPlanNet
 
-__all__ = ['BasePlanner', 'pack_samples', 'ViterbiPlanNet', 'CompactPlanNet', 'PKGBuilder',
+__all__ = ['BasePlanner', 'pack_samples', 'ViterbiPlanNet', 'SCHEMA', 'StateEncoder',
+           'CompactPlanNet', 'PKGBuilder',
            'DataFraction', 'LabelNoise', 'EdgeDropout', 'WeightNoise', 'UniformGraph', 'PKGHook',
            'DECODE_MODES', 'horizon_queries', 'encode_texts', 'load_state_features',
            'state_embeddings', 'state_texts']

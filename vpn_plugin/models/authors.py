@@ -1,10 +1,12 @@
-"""The authors' released weights and reference outputs, read into ``ViterbiPlanNet``.
+"""Official released weights and reference outputs, read into this plugin's models.
 
-* ``read_authors_state_dict``: a ``.pth`` saved by their code (``model.state_dict()``, loaded
-  with ``weights_only=True``) or an ``.npz`` of the same names (the oracle fixtures);
+* ``read_authors_state_dict``: a ``.pth`` saved by an official code (``model.state_dict()``,
+  loaded with ``weights_only=True``) or an ``.npz`` of the same names (the oracle fixtures);
 * ``read_pkg``: their raw transition matrix (N, N) from ``.npy`` or an ``.npz`` field;
-* ``convert_state_dict``: their names -> this plugin's, with a check that every parameter of
-  the model is filled and the shapes agree;
+* ``convert_state_dict``: official names -> this plugin's, by the model class's
+  ``official_prefixes`` (ViterbiPlanNet: the authors' code; SCHEMA: its official code), with
+  a check that every parameter of the model is filled and the shapes agree; official buffers
+  the model recomputes are checked by its ``check_official_buffers`` and dropped;
 * ``check_fixture``: rebuild a fixture (``../shared/reference/README.md``) with the model of
   this plugin's config and compare every output, loss and gradient summary (the
   ``ViterbiPlanNet`` checker of ``models.oracle``, run by ``tools/check_reference.py``).
@@ -19,7 +21,7 @@ import torch
 from .. import core
 from .oracle import (GRAD_TOLERANCE, OUTPUT_TOLERANCE, compare, compare_file, grad_summary,
                      read_npz)
-from .viterbi_plan_net import AUTHORS_PREFIXES, plugin_name
+from .state_encoder import plugin_name
 
 META_FIELDS = ('case', 'dataset', 'num_actions', 'num_tasks', 'horizon', 'eval_horizon',
                'batch', 'feature_dim', 'text_dim', 'embed_dim', 'mlp_ratio', 'dropout',
@@ -42,36 +44,51 @@ def read_authors_state_dict(path) -> Dict[str, torch.Tensor]:
 
 
 def read_pkg(path, field: str = 'transition_matrix') -> np.ndarray:
-    """Raw PKG (N, N) float64 [from, to] from a ``.npy`` or the ``field`` of an ``.npz``."""
+    """Raw PKG (N, N) float64 [from, to] from a plain ``.npy`` array (what the authors'
+    ``main.py`` saves, ``T{T}_transition_matrix.npy``) or the ``field`` of an ``.npz``."""
     path = Path(path)
-    with np.load(path, allow_pickle=False) as loaded:
-        if path.suffix == '.npz':
+    loaded = np.load(path, allow_pickle=False)
+    if isinstance(loaded, np.lib.npyio.NpzFile):
+        with loaded:
             if field not in loaded.files:
                 raise KeyError(f'{path}: no array {field!r}; it has {loaded.files}')
             loaded = loaded[field]
-        return core.check_pkg(np.asarray(loaded, dtype=np.float64))
+    if loaded.dtype.kind not in 'iuf':
+        raise ValueError(f'{path}: a {loaded.dtype} array; expected a real (N, N) transition '
+                         'matrix')
+    return core.check_pkg(np.asarray(loaded, dtype=np.float64), name=str(path))
 
 
 def convert_state_dict(authors: Dict[str, torch.Tensor], model) -> Dict[str, torch.Tensor]:
-    """{this plugin's name: tensor} for ``model`` of the authors' parameters."""
-    converted = {plugin_name(name): value for name, value in authors.items()}
+    """{this plugin's name: tensor} for ``model`` of an official model's state dict."""
+    authors = dict(authors)
+    if hasattr(model, 'check_official_buffers'):
+        authors = model.check_official_buffers(authors)
+    prefixes = model.official_prefixes
+    converted = {plugin_name(name, prefixes): value for name, value in authors.items()}
     expected = dict(model.named_parameters())
     missing = sorted(set(expected) - set(converted))
     if missing:
-        raise KeyError(f"the authors' state dict lacks {missing}; expected all of "
-                       f'{sorted(AUTHORS_PREFIXES)}')
+        raise KeyError(f"the official state dict lacks {missing}; expected all of "
+                       f'{sorted(prefixes)}')
     for name, value in converted.items():
+        if name not in expected:
+            raise KeyError(f'official parameter {name!r} has no counterpart in the model built '
+                           f'from the config ({type(model).__name__}); check the config')
         if tuple(value.shape) != tuple(expected[name].shape):
-            raise ValueError(f'parameter {name}: shape {tuple(value.shape)} in the authors\' '
+            raise ValueError(f'parameter {name}: shape {tuple(value.shape)} in the official '
                              f'state dict, {tuple(expected[name].shape)} in the model built '
-                             'from the config (check num_actions, num_tasks, horizon)')
+                             'from the config (check num_actions, num_tasks, horizon, '
+                             'feature_dim)')
     return converted
 
 
-def install_authors_weights(model, authors: Dict[str, torch.Tensor], pkg: np.ndarray):
-    """Load the authors' parameters and their raw PKG (N, N) into ``model`` in place."""
+def install_authors_weights(model, authors: Dict[str, torch.Tensor], pkg=None):
+    """Load official parameters and (when given) their raw PKG (N, N) into ``model`` in
+    place; without ``pkg`` the model's graph stays unfilled (``PKGHook`` counts it)."""
     model.load_state_dict(convert_state_dict(authors, model), strict=False)
-    model.set_pkg(pkg)
+    if pkg is not None:
+        model.set_pkg(pkg)
 
 
 # ---------------------------------------------------------------- reference check
@@ -107,18 +124,19 @@ def reference_outputs(model, inputs, eval_horizon: int):
     parameters = dict(model.named_parameters())
     grads = {}
     for authors_name in authors_names(model):
-        grads[authors_name] = grad_summary(parameters[plugin_name(authors_name)].grad)
+        grads[authors_name] = grad_summary(
+            parameters[plugin_name(authors_name, model.official_prefixes)].grad)
     return outputs, grads
 
 
 def authors_names(model) -> List[str]:
-    """The authors' name of each parameter of ``model``."""
-    ours_to_authors = {}
-    for prefix, ours in AUTHORS_PREFIXES.items():
+    """The official name of each parameter of ``model`` (its ``official_prefixes``)."""
+    ours_to_official = {}
+    for prefix, ours in model.official_prefixes.items():
         for name, _ in model.named_parameters():
-            if name.startswith(ours):
-                ours_to_authors[name] = prefix + name[len(ours):]
-    return [ours_to_authors[name] for name, _ in model.named_parameters()]
+            if name.startswith(ours) and name not in ours_to_official:
+                ours_to_official[name] = prefix + name[len(ours):]
+    return [ours_to_official[name] for name, _ in model.named_parameters()]
 
 
 def check_reference(fixture, model) -> Tuple[List[Tuple[str, float, float, float, bool]], dict]:
@@ -128,7 +146,7 @@ def check_reference(fixture, model) -> Tuple[List[Tuple[str, float, float, float
     meta = read_meta(fixture)
     inputs = read_npz(fixture / 'inputs.npz')
     check_inputs(fixture, meta, inputs)
-    model.state_features = torch.from_numpy(inputs['state_prompt_features']).float()
+    model.state_encoder.set_state_features(torch.from_numpy(inputs['state_prompt_features']))
     install_authors_weights(model, read_authors_state_dict(fixture / 'authors_state_dict.npz'),
                             inputs['transition_matrix'])
     outputs, grads = reference_outputs(model, inputs, meta['eval_horizon'])

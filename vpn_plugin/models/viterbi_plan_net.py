@@ -4,11 +4,11 @@ Shapes: B batch, D observation dim (1536), Dt text dim (768), E embed dim, T tra
 horizon, T' evaluated horizon, N actions, K tasks.
 
 Network (names of the authors' modules in brackets, see ``AUTHORS_PREFIXES``):
-* visual encoder [state_encoder.state_encoder]: dropout 0.4, Linear(D, 2D) -> Linear(2D, E),
-  no activation between, on the start and goal observations;
-* text encoder [state_encoder.desc_encoder]: dropout 0.4, Linear(Dt, E, bias=False) on the
-  CLIP features of the state descriptions (N, 6, Dt): slots 0-2 "before", 3-5 "after";
-* state logits: exp(logit_scale) x cosine(visual, text), averaged over the 3 sentences;
+* state encoder [state_encoder], the module SCHEMA shares (``state_encoder.StateEncoder``):
+  dropout 0.4, Linear(D, 2D) -> Linear(2D, E), no activation between, on the start and goal
+  observations; dropout 0.4, Linear(Dt, E, bias=False) on the CLIP features of the state
+  descriptions (N, 6, Dt): slots 0-2 "before", 3-5 "after"; state logits:
+  exp(logit_scale) x cosine(visual, text), averaged over the 3 sentences;
 * emission encoder [viterbi_plan.encoder]: 1-layer 1-head transformer encoder (feed-forward
   mlp_ratio*E, GELU, final LayerNorm) over [start, goal]; emission head
   [viterbi_plan.projection_mlp]: Linear(2E, mlp_ratio*E) -> Sigmoid -> Dropout ->
@@ -19,7 +19,6 @@ Network (names of the authors' modules in brackets, see ``AUTHORS_PREFIXES``):
   DVL over log(soft plan) gives the authors' "viterbi-DVL" decoding, and the hard Viterbi
   over the soft plan with the raw PKG gives their "viterbi-DVL+VD" decoding.
 """
-import math
 from typing import Dict, Optional
 
 import torch
@@ -31,8 +30,9 @@ from mmaction.registry import MODELS
 
 from .. import core
 from .base_planner import BasePlanner, check_choice, check_loss_terms, num_parameters
+from .state_encoder import OFFICIAL_PREFIXES as STATE_ENCODER_PREFIXES
 from .pretrained_encoder import init_visual_encoder
-from .text_embeddings import load_state_features
+from .state_encoder import StateEncoder, rename_legacy_keys
 
 # Decoding of a plan, each with the authors' name of the same output (README "Decoding"):
 #   emission_argmax  argmax of the log emissions
@@ -43,26 +43,14 @@ DECODE_MODES = ('emission_argmax', 'emission_viterbi', 'dvl_argmax', 'dvl_viterb
 LOSS_TERMS = ('state', 'plan', 'task')
 CROSS_HORIZON_MODES = (None, 'repeat_last')
 CLAMP = 1e-10  # the authors' floor of transition and soft-plan probabilities
-INIT_LOGIT_SCALE = math.log(1 / 0.07)
 
 # authors' parameter-name prefix -> this module's
 AUTHORS_PREFIXES = {
-    'state_encoder.logit_scale': 'logit_scale',
-    'state_encoder.state_encoder.': 'visual_encoder.',
-    'state_encoder.desc_encoder.': 'text_encoder.',
+    **STATE_ENCODER_PREFIXES,
     'task_decoder.': 'task_head.',
     'viterbi_plan.encoder.': 'emission_encoder.',
     'viterbi_plan.projection_mlp.': 'emission_head.',
 }
-
-
-def plugin_name(authors_name: str) -> str:
-    """This module's parameter name of one of the authors' parameter names."""
-    for prefix, ours in AUTHORS_PREFIXES.items():
-        if authors_name.startswith(prefix):
-            return ours + authors_name[len(prefix):]
-    raise KeyError(f'parameter {authors_name!r} is not one of the authors\' ProcedureModel; '
-                   f'expected a name starting with one of {sorted(AUTHORS_PREFIXES)}')
 
 
 def repeat_last_emission(log_emissions: torch.Tensor, eval_horizon: int) -> torch.Tensor:
@@ -75,25 +63,11 @@ def repeat_last_emission(log_emissions: torch.Tensor, eval_horizon: int) -> torc
     return torch.cat([log_emissions[:, :eval_horizon - 1], last], 1)
 
 
-class LinearPair(nn.Sequential):
-    """``Linear(D, H) -> Linear(H, E)`` with no activation between (the authors' visual
-    encoder; parameters ``0.weight``, ``0.bias``, ``1.weight``, ``1.bias``).
-
-    The pair is one affine map, ``W2 (W1 x + b1) + b2``. For more than E input rows it is
-    applied as ``x (W2 W1)^T + (W2 b1 + b2)``: forming ``W2 W1`` (E, D) and its gradients costs
-    E*H*D whatever the batch, against rows*H*(D+E) for the two products (at B=256, 512 rows:
-    ~4x fewer operations, forward and backward). Same map, same gradients, float rounding aside.
-    """
-
-    def __init__(self, in_dim: int, hidden_dim: int, out_dim: int):
-        super().__init__(nn.Linear(in_dim, hidden_dim), nn.Linear(hidden_dim, out_dim))
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        first, second = self[0], self[1]
-        if x.numel() // x.shape[-1] <= second.out_features:
-            return second(first(x))
-        return F.linear(x, second.weight @ first.weight,
-                        torch.addmv(second.bias, second.weight, first.bias))
+def _check_layers(dvl_layers) -> int:
+    if isinstance(dvl_layers, bool) or not isinstance(dvl_layers, int) or dvl_layers < 1:
+        raise ValueError(f'model.dvl_layers={dvl_layers!r}; expected an integer >= 1 (stacked '
+                         'DVL layers; 1 = the released code)')
+    return dvl_layers
 
 
 @MODELS.register_module()
@@ -113,6 +87,10 @@ class ViterbiPlanNet(BasePlanner):
             ``load_state_features``); required when the state loss weight is > 0.
         use_dvl: the plan loss supervises the DVL's soft plan (True) or the emission
             probabilities (False: the paper's Base Model).
+        dvl_layers: stacked DVLs (``core.differentiable_viterbi(num_layers=...)``): layer k+1
+            reads log(soft plan of layer k); the soft plan (plan loss, outputs, decoding) is
+            the last layer's. 1 = the released code; the paper trains COIN T=6 with 2
+            (supplementary, "Hyperparameter Configuration"; the released code has no switch).
         decode: one of ``DECODE_MODES``.
         loss_weights: weight of 'state', 'plan', 'task' (1 each; 0 switches a term off).
         cross_horizon: None (a data horizon != T is an error) or 'repeat_last' (the authors'
@@ -125,12 +103,14 @@ class ViterbiPlanNet(BasePlanner):
     """
 
     cross_horizon_modes = CROSS_HORIZON_MODES
+    official_prefixes = AUTHORS_PREFIXES  # their checkpoints' names (models.authors)
 
     def __init__(self, num_actions: int, num_tasks: int, horizon: int, feature_dim: int = 1536,
                  text_dim: int = 768, embed_dim: int = 128, mlp_ratio: int = 2,
                  dropout: float = 0.2, input_dropout: float = 0.4,
                  text_embeddings: Optional[dict] = None, use_dvl: bool = True,
-                 decode: str = 'dvl_viterbi', loss_weights: Optional[Dict[str, float]] = None,
+                 dvl_layers: int = 1, decode: str = 'dvl_viterbi',
+                 loss_weights: Optional[Dict[str, float]] = None,
                  cross_horizon: Optional[str] = None, freeze_visual: bool = False,
                  init_visual_from: Optional[str] = None,
                  pkg: Optional[dict] = None, data_preprocessor: Optional[dict] = None):
@@ -140,12 +120,11 @@ class ViterbiPlanNet(BasePlanner):
         self.num_tasks = num_tasks
         self.feature_dim, self.embed_dim = feature_dim, embed_dim
         self.use_dvl, self.decode, self.cross_horizon = use_dvl, decode, cross_horizon
-        self.input_dropout = nn.Dropout(input_dropout)
-        self.visual_encoder = LinearPair(feature_dim, 2 * feature_dim, embed_dim)
-        init_visual_encoder(self.visual_encoder, init_visual_from, freeze_visual,
-                            type(self).__name__)
-        self.text_encoder = nn.Linear(text_dim, embed_dim, bias=False)
-        self.logit_scale = nn.Parameter(torch.tensor(INIT_LOGIT_SCALE))
+        self.dvl_layers = _check_layers(dvl_layers)
+        self.state_encoder = StateEncoder(num_actions, feature_dim, text_dim, embed_dim,
+                                          input_dropout, text_embeddings, type(self).__name__)
+        init_visual_encoder(self.state_encoder.visual_encoder, init_visual_from,
+                            freeze_visual, type(self).__name__)
         self.task_head = nn.Sequential(nn.Linear(2 * embed_dim, embed_dim), nn.GELU(),
                                        nn.Dropout(dropout), nn.Linear(embed_dim, num_tasks))
         layer = nn.TransformerEncoderLayer(embed_dim, 1, mlp_ratio * embed_dim, dropout,
@@ -155,7 +134,6 @@ class ViterbiPlanNet(BasePlanner):
         self.emission_head = nn.Sequential(
             nn.Linear(2 * embed_dim, mlp_ratio * embed_dim), nn.Sigmoid(), nn.Dropout(dropout),
             nn.Linear(mlp_ratio * embed_dim, horizon * num_actions))
-        self._init_text(text_embeddings, text_dim)
         print_log(f'{type(self).__name__}: {num_parameters(self):,} parameters (N={num_actions},'
                   f' K={num_tasks}, T={horizon}, E={embed_dim})', logger='current')
 
@@ -168,81 +146,49 @@ class ViterbiPlanNet(BasePlanner):
                              "(loss_weights['state'] > 0): give text_embeddings=dict(file="
                              "'<(N, 6, 768) .npy>') or set loss_weights=dict(state=0)")
 
-    def _init_text(self, text_cfg: Optional[dict], text_dim: int):
-        """Frozen state-description features (N, 6, Dt), or None without a state loss."""
-        if text_cfg is None:
-            self.state_features = None
-            return
-        features = load_state_features(**text_cfg)
-        expected = (self.num_actions, 6, text_dim)
-        if tuple(features.shape) != expected:
-            raise ValueError(f'model.text_embeddings={dict(text_cfg)}: state features have '
-                             f'shape {tuple(features.shape)}; expected {expected} '
-                             '(num_actions, 3 before + 3 after sentences, text_dim)')
-        self.register_buffer('state_features', features.float(), persistent=False)
+    def _load_from_state_dict(self, state_dict, prefix, *args, **kwargs):
+        rename_legacy_keys(state_dict, prefix)  # checkpoints from before the shared encoder
+        super()._load_from_state_dict(state_dict, prefix, *args, **kwargs)
 
     # ------------------------------------------------------------------ network
     def encode(self, inputs: Dict[str, torch.Tensor]) -> torch.Tensor:
         """Encoded [start, goal] (B, 2, E) of observations ``start``, ``goal`` (B, D)."""
-        if inputs['start'].shape[-1] != self.feature_dim:
-            raise ValueError(f"observation dim {inputs['start'].shape[-1]} does not match "
-                             f'model.feature_dim={self.feature_dim} (the paper observes 3 '
-                             'concatenated 512-d frames: 1536)')
-        states = torch.stack([inputs['start'], inputs['goal']], 1)
-        return self.visual_encoder(self.input_dropout(states))
+        return self.state_encoder.encode_ends(inputs)
 
     def state_logits(self, states: torch.Tensor) -> torch.Tensor:
-        """(B, 2, N) scaled cosine similarity of start / goal (B, 2, E) with the "before" /
-        "after" descriptions of each action, averaged over the 3 sentences."""
-        text = self.text_encoder(self.input_dropout(self.state_features))  # (N, 6, E)
-        text = text.view(self.num_actions, 2, -1, text.shape[-1]).transpose(0, 1)  # (2,N,3,E)
-        similarity = torch.einsum('bse,sne->bsn', F.normalize(states, dim=-1),
-                                  F.normalize(text, dim=-1).flatten(1, 2))
-        similarity = similarity.view(*states.shape[:2], self.num_actions, -1).mean(-1)
-        return self.logit_scale.exp() * similarity
+        """(B, 2, N) state logits of encoded [start, goal] (B, 2, E) (``StateEncoder``)."""
+        encoder = self.state_encoder
+        return encoder.state_logits(states, encoder.encode_text())
 
     def log_emissions(self, states: torch.Tensor, eval_horizon: Optional[int] = None,
                       observed: Optional[torch.Tensor] = None):
         """(B, T, N) log emissions entering the DVL, rearranged for ``eval_horizon`` < T,
-        times the evidence of the ``observed`` steps (:meth:`observed_evidence`)."""
+        plus the log evidence of ``observed`` steps (B, k, D)
+        (``StateEncoder.observed_evidence``)."""
         encoded = self.emission_encoder(states).flatten(1)
         logits = self.emission_head(encoded).view(len(states), self.horizon, self.num_actions)
         log_emissions = F.logsigmoid(logits)
         if observed is not None and observed.shape[1] > 0:
-            log_emissions = log_emissions + self.observed_evidence(observed)
+            log_emissions = log_emissions + self.state_encoder.observed_evidence(
+                observed, self.horizon)
         return repeat_last_emission(log_emissions, eval_horizon or self.horizon)
-
-    def observed_evidence(self, observed: torch.Tensor) -> torch.Tensor:
-        """(B, T, N) log evidence of intermediate observations ``observed`` (B, k, D), the
-        end states of steps 1..k (dataset ``observed_steps=k``): step i gets the log-softmax
-        over actions of the state logits of its end state against the "after" descriptions
-        (how the goal is scored against the last action), the later steps 0 (no evidence)."""
-        if self.state_features is None:
-            raise ValueError('intermediate observations (observed_steps > 0) are scored with '
-                             'the state-description features, but model.text_embeddings is '
-                             'None')
-        batch, steps = observed.shape[:2]
-        if steps >= self.horizon:
-            raise ValueError(f'{steps} observed steps of a T={self.horizon} plan; expected '
-                             f'fewer than {self.horizon}')
-        encoded = self.visual_encoder(self.input_dropout(observed)).flatten(0, 1)  # (B*k, E)
-        after = self.state_logits(encoded.unsqueeze(1).expand(-1, 2, -1))[:, 1]  # (B*k, N)
-        evidence = after.view(batch, steps, -1).log_softmax(-1)
-        return F.pad(evidence, (0, 0, 0, self.horizon - steps))
 
     def dvl_log_transitions(self) -> torch.Tensor:
         """(N, N) the authors' DVL transitions: PKG clamped at 1e-10, rows renormalised."""
         clamped = self.log_transitions.exp().clamp(min=CLAMP)
         return (clamped / clamped.sum(1, keepdim=True)).log()
 
-    def soft_plan(self, log_emissions: torch.Tensor) -> torch.Tensor:
-        """DVL soft plan (B, T, N) of log emissions (B, T, N)."""
-        soft, _ = core.differentiable_viterbi(log_emissions, self.dvl_log_transitions())
+    def soft_plan(self, log_emissions: torch.Tensor, num_layers: Optional[int] = None
+                  ) -> torch.Tensor:
+        """DVL soft plan (B, T, N) of log emissions (B, T, N): the last of ``num_layers``
+        (default ``dvl_layers``) stacked DVLs."""
+        soft, _ = core.differentiable_viterbi(log_emissions, self.dvl_log_transitions(),
+                                              num_layers=num_layers or self.dvl_layers)
         return soft
 
     def second_dvl(self, soft_plan: torch.Tensor) -> torch.Tensor:
-        """(B, T, N): the DVL applied again to a soft plan read as emission probabilities."""
-        return self.soft_plan(torch.log(soft_plan.clamp(min=CLAMP)))
+        """(B, T, N): one more DVL over a soft plan read as emission probabilities."""
+        return self.soft_plan(torch.log(soft_plan.clamp(min=CLAMP)), num_layers=1)
 
     def hard_viterbi(self, probabilities: torch.Tensor) -> torch.Tensor:
         """(B, T) Viterbi path over emission probabilities (B, T, N) with the raw PKG."""
@@ -265,7 +211,8 @@ class ViterbiPlanNet(BasePlanner):
         """Weighted losses over (B, T) plans; a term with weight 0 is not computed."""
         states = self.encode(inputs)
         log_emissions = self.log_emissions(states, None, inputs.get('observed'))
-        return self.loss_terms(states, log_emissions, data_samples['plan'], data_samples['task'])
+        return self.loss_terms(states, log_emissions, data_samples['plan'],
+                               data_samples['task'])
 
     def loss_terms(self, states, log_emissions, plan, task) -> Dict[str, torch.Tensor]:
         """The authors' losses: CE(state logits (2B, N), first and last actions), MSE mean over

@@ -63,6 +63,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Iterable
 
+from vpn_plugin.errors import check_names
+
 METRIC_LABELS = {'success_rate': 'SR', 'mean_accuracy': 'mAcc', 'miou_set': 'mIoU',
                  'miou_legacy': 'mIoU (legacy)', 'first_accuracy': 'First acc.',
                  'last_accuracy': 'Last acc.', 'plan_entropy': 'H(plans) [bits]',
@@ -303,9 +305,12 @@ def filter_rows(rows: list[ResultRow], *, protocol=None, dataset=None, horizons=
     kept = [r for r in rows
             if (protocol is None or r.protocol == protocol)
             and (dataset is None or r.dataset == dataset)
-            and (horizons is None or r.horizon in horizons)
-            and (methods is None or r.method in methods)
             and all(r.variant.get(k) == v for k, v in wanted.items())]
+    # a name that matches nothing is a typo: it would silently drop a method or a column
+    check_names(horizons, sorted({r.horizon for r in kept}), '--horizons')
+    kept = [r for r in kept if horizons is None or r.horizon in horizons]
+    check_names(methods, list(dict.fromkeys(r.method for r in kept)), '--methods')
+    kept = [r for r in kept if methods is None or r.method in methods]
     if not kept:
         raise ValueError(f'no results rows match protocol={protocol!r} dataset={dataset!r} '
                          f'horizons={horizons} variant={list(variant or ())} methods={methods}')

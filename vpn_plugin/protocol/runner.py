@@ -33,9 +33,9 @@ the run's; may use {T}), ``cfg_options``, ``variant`` (added to the run's in the
 one training under several study settings) and ``horizon`` (the test horizon; default the test
 config's ``test_horizon``, else the run's). Several tests share one training (ablation
 decodings, cross-horizon evaluation). ``{dataset}`` in a config path, a run's ``slug`` or a
-``cfg_options`` string is the protocol's ``dataset``. Every training and test sets the horizon through
-:func:`vpn_plugin.data_paths.apply_horizon` (``horizon`` = the training's, ``test_horizon`` =
-the test's), as ``tools/train.py --horizon`` does.
+``cfg_options`` string is the protocol's ``dataset``. Every training and test sets the horizon
+through :func:`vpn_plugin.data_paths.apply_horizon` (``horizon`` = the training's,
+``test_horizon`` = the test's), as ``tools/train.py --horizon`` does.
 
 Each (run, horizon, seed) trains in its own work dir ``<out>/<protocol>/<slug>/T<T>/seed<s>``
 (``seed<s>_batch_size-64_max_epochs-3`` etc. when ``--max-epochs``/``--val-interval``/
@@ -67,6 +67,13 @@ from pathlib import Path
 from .results import ResultRow, append_result, read_results
 
 
+# what a protocol config, a run entry and a test entry may set (module docstring)
+PROTOCOL_KEYS = ('protocol', 'dataset', 'seeds', 'requires', 'runs', 'max_epochs', 'stages')
+RUN_KEYS = ('method', 'config', 'horizons', 'cfg_options', 'variant', 'train', 'tests', 'slug',
+            'pretrained')
+TEST_KEYS = ('method', 'config', 'cfg_options', 'horizon', 'variant')
+
+
 @dataclass
 class TestSpec:
     method: str
@@ -94,11 +101,17 @@ class TrainUnit:
 def load_protocol(path: str):
     """The protocol config (mmengine ``Config``) with its required fields checked."""
     from mmengine.config import Config
+    from vpn_plugin.errors import check_misspelled, check_names
     cfg = Config.fromfile(path)
     for name in ('protocol', 'runs'):
         if name not in cfg:
             raise ValueError(f'{path}: protocol config lacks "{name}"; see '
                              'vpn_plugin/protocol/runner.py for the format')
+    check_misspelled(cfg.keys(), PROTOCOL_KEYS, f'{path}: protocol key')
+    for index, run in enumerate(cfg.runs):
+        check_names(run, RUN_KEYS, f'{path}: runs[{index}] keys')
+        for number, test in enumerate(run.get('tests') or []):
+            check_names(test, TEST_KEYS, f'{path}: runs[{index}].tests[{number}] keys')
     return cfg
 
 
@@ -111,7 +124,7 @@ def expand_units(protocol_cfg, seeds=None, methods=None, horizons=None) -> list[
     seeds = list(seeds if seeds is not None else protocol_cfg.get('seeds', [0, 1, 2, 3, 4]))
     dataset = protocol_cfg.get('dataset', '')
     stages = _StageUnits(protocol_cfg, dataset)
-    per_run = []
+    per_run, names, trained = [], set(), set()
     for index, run in enumerate(protocol_cfg.runs):
         run = dict(run)
         if 'config' not in run:
@@ -121,23 +134,29 @@ def expand_units(protocol_cfg, seeds=None, methods=None, horizons=None) -> list[
         for horizon in run.get('horizons') or [None]:
             config = _config_path(run['config'], horizon, dataset)
             horizon = horizon or _config_horizon(config)
+            trained.add(horizon)
             if horizons and horizon not in horizons:
                 continue
             specs = [_test_spec(t, name, config, horizon, dataset) for t in tests]
+            names.update(s.method for s in specs)
             if methods:
                 specs = [s for s in specs if s.method in methods]
             if specs:
                 per_run.append((run, name, config, horizon, specs))
+    from vpn_plugin.errors import check_names
+    check_names(methods, sorted(names), '--methods')  # a typo would silently drop a method
+    check_names(horizons, sorted(trained), '--horizons')
     # seeds outermost: an interrupted protocol has every method for its first seeds
     units = []
     for seed in seeds:
         for run, name, config, horizon, specs in per_run:
+            options = _fill(dict(run.get('cfg_options', {})), dataset)
+            variant = {**run.get('variant', {}), **text_features_variant(config, options)}
             units.append(TrainUnit(_slug(_fill(run.get('slug') or name, dataset),
                                          run.get('variant', {})),
-                                   config, horizon, seed,
-                                   _fill(dict(run.get('cfg_options', {})), dataset),
-                                   dict(run.get('variant', {})), bool(run.get('train', True)),
-                                   specs, stages.link(run.get('pretrained'), horizon, seed)))
+                                   config, horizon, seed, options, variant,
+                                   bool(run.get('train', True)), specs,
+                                   stages.link(run.get('pretrained'), horizon, seed)))
     return units
 
 
@@ -172,6 +191,18 @@ def with_stages(units: list[TrainUnit]) -> list[TrainUnit]:
     """``units`` preceded by the distinct pre-training stages they start from (dry run)."""
     stages = {id(u.pretrained['unit']): u.pretrained['unit'] for u in units if u.pretrained}
     return list(stages.values()) + list(units)
+
+
+def text_features_variant(config: str, cfg_options: dict) -> dict:
+    """``{'text_features': label}`` when the config's model reads stand-in text features
+    (``models.text_embeddings.stand_in_label``: e.g. COIN's MiniLM stand-in for the paper's
+    CLIP features), so that no table mistakes its rows for the paper's setting; else ``{}``."""
+    from mmengine.config import Config
+    from vpn_plugin.models.text_embeddings import stand_in_label
+    cfg = Config.fromfile(config)
+    cfg.merge_from_dict(copy.deepcopy(dict(cfg_options)))
+    label = stand_in_label((cfg.get('model') or {}).get('text_embeddings'))
+    return {'text_features': label} if label else {}
 
 
 def _test_spec(test: dict, method: str, config: str, horizon: int, dataset: str) -> TestSpec:
@@ -244,26 +275,37 @@ def check_units(units: list[TrainUnit]) -> int:
 
 def check_config(config: str, cfg_options: dict, horizon=None, test_horizon=None) -> None:
     """Raise ``ValueError`` naming the config and entry for an unknown type or option."""
-    from mmaction.registry import DATASETS, HOOKS, MODELS, TASK_UTILS
     from vpn_plugin.data_paths import load_config
+    check_config_entries(load_config(config, copy.deepcopy(cfg_options), horizon=horizon,
+                                     test_horizon=test_horizon), config)
+
+
+def check_config_entries(cfg, where: str) -> None:
+    """:func:`check_config` of a loaded config (``PlanningRunner.from_cfg`` runs it too):
+    model, datasets, hooks, the model's ``pkg`` and the training loop name registered types
+    and only options of their classes."""
+    from mmaction.registry import DATASETS, HOOKS, LOOPS, MODELS, TASK_UTILS
     from vpn_plugin.models.pkg_builder import build_pkg_builder
-    cfg = resolve_dataset_references(load_config(
-        config, copy.deepcopy(cfg_options), horizon=horizon, test_horizon=test_horizon))
-    entries = [('model', MODELS, cfg.model)]
+    cfg = resolve_dataset_references(copy.deepcopy(cfg))
+    entries = [('model', MODELS, cfg.model)] if cfg.get('model') else []
     entries += [(f'{split}_dataloader.dataset', DATASETS, cfg[f'{split}_dataloader'].dataset)
-                for split in ('train', 'val', 'test') if cfg.get(f'{split}_dataloader')]
+                for split in ('train', 'val', 'test')
+                if cfg.get(f'{split}_dataloader') and cfg[f'{split}_dataloader'].get('dataset')]
     entries += [(f'custom_hooks.{i}', HOOKS, hook)
-                for i, hook in enumerate(cfg.get('custom_hooks', []))]
-    pkg = cfg.model.get('pkg')
+                for i, hook in enumerate(cfg.get('custom_hooks') or [])]
+    if (cfg.get('train_cfg') or {}).get('type'):
+        entries.append(('train_cfg', LOOPS, {k: v for k, v in cfg.train_cfg.items()
+                                             if k != 'by_epoch'}))
+    pkg = (cfg.get('model') or {}).get('pkg')
     if pkg is not None:
         entries.append(('model.pkg', TASK_UTILS, {'type': 'PKGBuilder', **pkg}))
-    for where, registry, entry in entries:
-        _check_arguments(f'{config}: {where}', registry, entry)
+    for name, registry, entry in entries:
+        _check_arguments(f'{where}: {name}', registry, entry)
     if pkg is not None:
         try:
             build_pkg_builder(copy.deepcopy(pkg))
         except (ValueError, KeyError, TypeError) as error:
-            raise ValueError(f'{config}: model.pkg: {error}') from None
+            raise ValueError(f'{where}: model.pkg: {error}') from None
 
 
 def resolve_dataset_references(cfg):
@@ -294,8 +336,10 @@ def _check_arguments(where: str, registry, entry: dict) -> None:
     unknown = sorted(set(entry) - set(params) - {'type'})
     options = sorted(set(params) - {'self'})
     if unknown:
+        from vpn_plugin.errors import close_match_hint
         expected = f'expected some of {options}' if options else 'it takes no options'
         raise ValueError(f'{where}: {entry["type"]} has no option(s) {unknown}; {expected}'
+                         f'{close_match_hint(unknown[0], options)}'
                          + getattr(cls, 'options_hint', ''))
 
 

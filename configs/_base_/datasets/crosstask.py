@@ -13,8 +13,8 @@ _base_ = ['./planning_dataset.py']
 data_root = '../shared/data'
 feature_dir = 'data/synthetic/crosstask/features'
 cache_dir = 'data/cache/crosstask'
-paths = dict(data_root=data_root + '/crosstask', taxonomy='taxonomy_133.json',
-             feature_dir=feature_dir, cache_dir=cache_dir)
+paths = dict(data_root='{data_root}/crosstask', taxonomy='taxonomy_133.json',
+             feature_dir='{feature_dir}', cache_dir='{cache_dir}')
 train_source = dict(
     video_list='splits/train_videos.json', annotation_dir='crosstask_release/annotations',
     tasks_primary='crosstask_release/tasks_primary.txt')

@@ -9,8 +9,8 @@ _base_ = ['./planning_dataset.py']
 data_root = '../shared/data'
 feature_dir = 'data/synthetic/niv/features'
 cache_dir = 'data/cache/niv'
-paths = dict(data_root=data_root + '/niv', taxonomy='taxonomy.json',
-             feature_dir=feature_dir, cache_dir=cache_dir)
+paths = dict(data_root='{data_root}/niv', taxonomy='taxonomy.json',
+             feature_dir='{feature_dir}', cache_dir='{cache_dir}')
 
 train_dataloader = dict(dataset=dict(**paths, window_file='splits/train_T{horizon}.json'))
 val_dataloader = dict(dataset=dict(**paths, window_file='splits/train_T{horizon}.json'))

@@ -7,11 +7,12 @@
 # with sources[i].cfg_options=dict(feature_dir=...)).
 _base_ = ['./planning_dataset.py']
 data_root = '../shared/data'
+cache_dir = 'data/cache/union'  # the union model's computed text features (COIN's stand-in)
 union_sources = [dict(name='crosstask', config='configs/_base_/datasets/crosstask.py'),
                  dict(name='niv', config='configs/_base_/datasets/niv.py'),
                  dict(name='coin', config='configs/_base_/datasets/coin.py')]
 union = dict(type='ConcatPlanningDataset', horizon=3, sources=union_sources,
-             data_root=data_root)
+             data_root='{data_root}')
 train_dataloader = dict(dataset=dict(union, split='train', _delete_=True))
 val_dataloader = dict(dataset=dict(union, split='val', _delete_=True))
 test_dataloader = dict(dataset=dict(union, split='test', _delete_=True))

@@ -2,4 +2,4 @@ _base_ = ['./vpn.py']
 model = dict(
     num_actions=48,
     num_tasks=5,
-    text_embeddings=dict(file='../shared/data/niv/state_features_clip.npy'))
+    text_embeddings=dict(file='{data_root}/niv/state_features_clip.npy'))

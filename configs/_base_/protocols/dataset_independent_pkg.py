@@ -13,13 +13,16 @@ seeds = [0, 1, 2, 3, 4]
 horizons = [3, 4, 5, 6]
 # (method, union config, per-dataset config, cfg_options of both)
 planners = [('ViterbiPlanNet', 'configs/union/vpn_union_t{T}.py', 'configs/vpn_{dataset}_t{T}.py',
-             {})]
+             {}),
+            ('SCHEMA', 'configs/union/schema_union_t{T}.py',
+             'configs/baselines/schema_{dataset}_t{T}.py', {})]
 runs = [run for name, union, single, options in planners for run in (
     dict(method=f'{name} (dataset-independent PKG)', slug=f'{name}_union', config=union,
          horizons=horizons, cfg_options=options,
          tests=[dict(cfg_options={'test_dataloader.dataset.select': ['{dataset}']})]),
     dict(method=f'{name} (per-dataset PKG)', slug=f'{name}_{{dataset}}', config=single,
          horizons=horizons, cfg_options=options))]
-requires = ('the COIN annotations and features beside CrossTask and NIV (the union model '
-            'trains on all three; layout: configs/_base_/datasets/coin.py); --dry-run works '
-            'without them')
+requires = ('COIN features beside CrossTask and NIV\'s (the union model trains on all '
+            'three): synthetic (python tools/make_synthetic_features.py --dataset coin '
+            '--data-root ../shared/data --out data/synthetic/coin) or the real ones (layout: '
+            'configs/_base_/datasets/coin.py); --dry-run works without')

@@ -19,10 +19,9 @@ graphs = [(dict(perturbation='none', level=0.0), [])] + [
      [{'type': perturbations[kind][0], perturbations[kind][1]: level}])
     for kind, values in levels.items() for level in values]
 # networks whose decoding alone uses the graph: (training, with the graph, without it)
-decoded = [(dict(method='Base Model', config='configs/vpn_{dataset}_t3.py',
-                 cfg_options={'model.use_dvl': False}),
-            ('Base Model + PKG Viterbi', {'model.decode': 'emission_viterbi'}),
-            ('Base Model', {'model.decode': 'emission_argmax'}))]
+decoded = [(dict(method='SCHEMA', config='configs/baselines/schema_{dataset}_t3.py'),
+            ('SCHEMA w/ PKG', {'model.decode': 'viterbi'}),
+            ('SCHEMA w/o PKG', {'model.decode': 'argmax'}))]
 runs = [dict(method='ViterbiPlanNet', config='configs/vpn_{dataset}_t3.py', variant=variant,
              cfg_options={'model.pkg.perturbations': graph} if graph else {})
         for variant, graph in graphs] + [

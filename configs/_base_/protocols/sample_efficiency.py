@@ -6,7 +6,8 @@
 # subset_seed; the PKG is counted on the same subset). T=3.
 #   .venv/bin/python tools/run_protocol.py configs/protocol/sample_efficiency_crosstask.py
 #   .venv/bin/python tools/plots.py efficiency RESULTS --dashed 'Base Model' \
-#       --out docs/figures/sample_efficiency    # solid: with the Viterbi decoding, dashed: without
+#       'SCHEMA w/o Viterbi' --out docs/figures/sample_efficiency
+# (solid: ViterbiPlanNet, SCHEMA; dashed, in the same colours: without the Viterbi decoding)
 protocol = 'sample_efficiency'
 seeds = [0, 1, 2, 3, 4]
 horizons = [3]
@@ -17,6 +18,8 @@ planners = [
     dict(method='ViterbiPlanNet', config='configs/vpn_{dataset}_t{T}.py'),
     dict(method='Base Model', config='configs/vpn_{dataset}_t{T}.py',
          cfg_options={'model.use_dvl': False, 'model.decode': 'emission_argmax'}),
+    dict(method='SCHEMA', config='configs/baselines/schema_{dataset}_t{T}.py',
+         tests=[dict(), dict(method='SCHEMA w/o Viterbi', cfg_options={'model.decode': 'argmax'})]),
 ]
 runs = [dict(planner, horizons=horizons, variant=dict(train_fraction=f),
              pretrained=dict(stage='encoder', option='model.init_visual_from'),

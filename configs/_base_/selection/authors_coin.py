@@ -7,4 +7,5 @@
 _base_ = ['../datasets/coin.py']
 selection = 'authors'
 train_dataloader = dict(dataset=dict(val_fraction=0.0))
-val_dataloader = dict(dataset=dict(split='test', window_file='splits/test_T{horizon}.json'))
+val_dataloader = dict(dataset=dict(split='test', annotation_file='annotations/coin_test_30.json',
+                                   other_split='annotations/coin_train_70.json'))

@@ -1,0 +1,3 @@
+# SCHEMA on CrossTask at horizon T=4 (../_base_/planners/schema_crosstask.py).
+_base_ = ['../_base_/planners/schema_crosstask.py']
+horizon = 4

@@ -1,0 +1,3 @@
+# SCHEMA on NIV at horizon T=3 (../_base_/planners/schema_niv.py).
+_base_ = ['../_base_/planners/schema_niv.py']
+horizon = 3

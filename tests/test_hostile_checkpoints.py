@@ -1,0 +1,190 @@
+"""Checkpoints as a hostile user hands them over (issue 25, items 1, 8, 9): a checkpoint that
+does not fit the config stops the run naming the keys and shapes; a failed save leaves no
+partial checkpoint; the authors' converter reads their plain .npy transition matrix."""
+import errno
+import os
+import re
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+import vpn_plugin.mm  # noqa: F401  (registration)
+from mmaction.registry import MODELS
+from vpn_plugin.apis import init_planner
+from vpn_plugin.data_paths import load_config
+from tool_modules import load_tool
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture(scope='module')
+def tiny_vpn_config(tiny_crosstask, tmp_path_factory) -> Path:
+    """configs/vpn_crosstask_t3.py (ViterbiPlanNet, T=3, N=133) on the tiny CrossTask subset."""
+    config = tmp_path_factory.mktemp('vpn_cfg') / 'vpn_tiny.py'
+    splits = ''.join(f"{split}_dataloader = dict(batch_size=64, dataset=dict(_delete_=True, "
+                     f"**{tiny_crosstask[f'{split}_dataset']!r}))\n"
+                     for split in ('train', 'val', 'test'))
+    config.write_text(f"_base_ = [{str(REPO / 'configs/vpn_crosstask_t3.py')!r}]\n" + splits)
+    return config
+
+
+def saved_model(model, path: Path, seed: int = 0) -> Path:
+    """``model`` with a filled (random, row-stochastic) PKG saved as an mmengine checkpoint."""
+    rng = np.random.default_rng(seed)
+    pkg = rng.random((model.num_actions, model.num_actions))
+    model.set_pkg(pkg / pkg.sum(1, keepdims=True))
+    torch.save({'state_dict': model.state_dict(), 'meta': {}}, path)
+    return path
+
+
+def build_model(config, **options):
+    cfg = load_config(str(config), horizon=options.pop('horizon', None))
+    cfg.model.update(options)
+    return MODELS.build(cfg.model)
+
+
+def other_checkpoints(config, tmp_path) -> dict:
+    """name -> (checkpoint that does not fit ``config``, what the error must name)."""
+    toy = tmp_path / 'unrelated.pth'
+    torch.save({'state_dict': {'backbone.weight': torch.zeros(2, 2)}}, toy)
+    compact = MODELS.build(dict(type='CompactPlanNet', feature_dim=1536, num_actions=133,
+                                num_tasks=18, horizon=3, loss_weights=dict(align=0.0)))
+    no_pkg = build_model(config)
+    state = no_pkg.state_dict()
+    del state['log_transitions'], state['pkg_ready']
+    torch.save({'state_dict': state}, tmp_path / 'no_pkg.pth')
+    return {
+        'other horizon': (saved_model(build_model(config, horizon=4), tmp_path / 't4.pth'),
+                          [r'emission_head\.\S+: \(532, 256\) in the checkpoint, \(399, 256\)']),
+        'other actions': (saved_model(build_model(REPO / 'configs/vpn_niv_t3.py'),
+                                      tmp_path / 'niv.pth'),
+                          [r'log_transitions: \(48, 48\) in the checkpoint, \(133, 133\)']),
+        'unrelated keys': (toy, [r'missing .*log_transitions', r'unexpected .*backbone\.weight']),
+        'CompactPlanNet': (saved_model(compact, tmp_path / 'compact.pth'), [r'missing', r'unexpected']),
+        'no PKG buffer': (tmp_path / 'no_pkg.pth', [r'missing .*log_transitions']),
+    }
+
+
+TOOL_CASES = ('other horizon', 'CompactPlanNet')  # through tools/test.py; the rest directly
+
+
+def test_test_py_refuses_a_checkpoint_that_does_not_fit_the_config(tiny_vpn_config, tmp_path,
+                                                                  monkeypatch):
+    """Today mmengine loads non-strictly, warns, and test.py scores what is left (exit 0)."""
+    from vpn_plugin.engine.checkpoint import load_weights, read_checkpoint
+    monkeypatch.delenv('VPN_TRACEBACK', raising=False)
+    test = load_tool('test')
+    model = build_model(tiny_vpn_config)
+    for name, (checkpoint, expected) in other_checkpoints(tiny_vpn_config, tmp_path).items():
+        metrics = tmp_path / f'{name}.json'
+        if name in TOOL_CASES:
+            with pytest.raises(SystemExit) as stopped:
+                test.main([str(tiny_vpn_config), str(checkpoint), '--work-dir',
+                           str(tmp_path / 'w'), '--out-metrics', str(metrics)])
+            message = str(stopped.value.code)
+        else:
+            with pytest.raises(ValueError) as stopped:
+                load_weights(model, read_checkpoint(checkpoint), str(checkpoint))
+            message = 'error: ' + str(stopped.value)
+        assert message.startswith('error: checkpoint ') and str(checkpoint) in message, name
+        for pattern in expected:
+            assert re.search(pattern, message), (name, pattern, message)
+        assert 'load_partial=True' in message and not metrics.exists(), name
+
+
+def test_a_fitting_checkpoint_loads_and_partial_loading_is_an_explicit_opt_in(
+        tiny_vpn_config, tmp_path):
+    model = build_model(tiny_vpn_config)
+    checkpoint = saved_model(model, tmp_path / 'fits.pth', seed=1)
+    loaded = init_planner(str(tiny_vpn_config), str(checkpoint))
+    for key, value in model.state_dict().items():
+        assert torch.equal(loaded.state_dict()[key], value), key
+    t4 = saved_model(build_model(tiny_vpn_config, horizon=4), tmp_path / 't4.pth', seed=2)
+    with pytest.raises(ValueError, match=r'does not fit the model.*emission_head'):
+        init_planner(str(tiny_vpn_config), str(t4))
+    partial = init_planner(str(tiny_vpn_config), str(t4), partial=True)
+    reference = torch.load(t4, weights_only=True)['state_dict']
+    assert torch.equal(partial.log_transitions, reference['log_transitions'])
+    assert partial.emission_head[-1].weight.shape == (399, 256)  # kept from the config
+
+
+# ----------------------------------------------------------------------- item 8: saving
+def toy_config_text(work_dir) -> str:
+    runtime = REPO / 'configs/_base_/default_runtime.py'
+    return (f"_base_ = [{str(runtime)!r}]\n"
+            "custom_imports = dict(imports=['vpn_plugin.mm', 'toy_plugin'], "
+            "allow_failed_imports=False)\n"
+            "model = dict(type='ToyCompatModel', dim=4)\n"
+            "train_dataloader = dict(batch_size=8, num_workers=0, "
+            "collate_fn=dict(type='default_collate'), sampler=dict(type='DefaultSampler', "
+            "shuffle=True), dataset=dict(type='ToyCompatDataset', num_samples=16))\n"
+            "train_cfg = dict(type='EpochBasedTrainLoop', max_epochs=2)\n"
+            "optim_wrapper = dict(optimizer=dict(type='SGD', lr=0.1))\n"
+            f"work_dir = {str(work_dir)!r}\nlog_level = 'WARNING'\n")
+
+
+@pytest.mark.parametrize('fault', [errno.ENOSPC, errno.EROFS])
+def test_a_failed_checkpoint_save_leaves_no_partial_checkpoint(tmp_path, monkeypatch, fault):
+    """The disk fills up (or the work dir turns read-only) while epoch 2 is saved: one clear
+    message, and no file that --resume or test.py could take for a checkpoint."""
+    from mmengine.fileio.backends.local_backend import LocalBackend
+    monkeypatch.delenv('VPN_TRACEBACK', raising=False)
+    monkeypatch.setenv('LOCAL_RANK', '0')
+    config = tmp_path / 'toy.py'
+    work_dir = tmp_path / 'work'
+    config.write_text(toy_config_text(work_dir))
+    original = LocalBackend.put
+
+    def failing_put(self, obj, filepath):
+        if 'epoch_2.pth' in str(filepath):
+            with open(filepath, 'wb') as handle:  # half of it reaches the disk
+                handle.write(obj[:len(obj) // 2])
+            raise OSError(fault, os.strerror(fault), str(filepath))
+        return original(self, obj, filepath)
+
+    monkeypatch.setattr(LocalBackend, 'put', failing_put)
+    with pytest.raises(SystemExit) as stopped:
+        load_tool('train').main([str(config)])
+    message = str(stopped.value.code)
+    assert message.startswith('error: cannot save checkpoint') and 'epoch_2.pth' in message
+    assert os.strerror(fault) in message and 'Traceback' not in message
+    left = sorted(p.name for p in work_dir.iterdir() if p.is_file())
+    assert 'epoch_1.pth' in left and not [n for n in left if 'epoch_2' in n], left
+    latest = (work_dir / 'last_checkpoint').read_text()
+    assert latest.endswith('epoch_1.pth') and torch.load(latest, weights_only=False)
+
+
+# ----------------------------------------------------------------------- item 9: converter
+def test_converter_reads_the_authors_plain_npy_transition_matrix(tmp_path):
+    """Their main.py saves T3_transition_matrix.npy with np.save: a plain (N, N) array."""
+    config = REPO / 'configs/vpn_niv_t3.py'
+    model = build_model(config)
+    authors = {}
+    from vpn_plugin.models.authors import AUTHORS_PREFIXES, plugin_name  # noqa: F401
+    names = {plugin_name(a): a for a in _authors_names(model)}
+    for name, value in model.named_parameters():
+        authors[names[name]] = torch.randn_like(value)
+    torch.save(authors, tmp_path / 'T3_model_best_viterbi.pth')
+    counts = np.random.default_rng(0).integers(0, 5, (48, 48)).astype(np.float64)
+    np.save(tmp_path / 'T3_transition_matrix.npy', counts / counts.sum(1, keepdims=True))
+    out = tmp_path / 'converted.pth'
+    load_tool('convert_authors_checkpoint').main([
+        str(tmp_path / 'T3_model_best_viterbi.pth'), str(out), '--config', str(config),
+        '--pkg', str(tmp_path / 'T3_transition_matrix.npy')])
+    converted = init_planner(str(config), str(out))
+    expected = torch.log(torch.as_tensor(counts / counts.sum(1, keepdims=True))).float()
+    assert torch.allclose(converted.log_transitions, expected)
+    for name, value in converted.named_parameters():
+        assert torch.equal(value, authors[names[name]]), name
+
+
+def _authors_names(model):
+    """The authors' parameter names of ``model``'s parameters (inverse of plugin_name)."""
+    from vpn_plugin.models.authors import AUTHORS_PREFIXES
+    ours = {name for name, _ in model.named_parameters()}
+    found = []
+    for theirs, mine in AUTHORS_PREFIXES.items():
+        found += [theirs + name[len(mine):] for name in ours if name.startswith(mine)]
+    return found

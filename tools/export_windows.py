@@ -1,0 +1,65 @@
+"""Write the unified-protocol window file of a dataset split from the annotations it reads.
+
+    python tools/export_windows.py --dataset coin --data-root ../shared/data --split test \
+        --horizon 4 --out coin_test_T4.json
+    python tools/export_windows.py --config MY_DATASET_CONFIG.py --split train --horizon 3 \
+        --out my_train_T3.json
+
+The windows are those the dataset's config reads for the split (``configs/_base_/datasets/
+<dataset>.py``, or ``--config``: any config with a ``PlanningDataset`` in its
+``{train,test}_dataloader``; train = all training videos, no validation hold-out), in the
+dataset's window order, in the format of ``../shared/data/crosstask/splits/test_T3_133.json``
+(vpn_plugin/datasets/export.py). COIN T=4 equals the authors' ``coin/splits/test_T4.json``
+byte for byte. ``custom`` reads ``<data-root>/my_dataset/{taxonomy,train,test}.json``
+(configs/_base_/datasets/custom_json.py).
+"""
+import argparse
+import sys
+
+from vpn_plugin.data_paths import add_data_arguments, explained_input_errors, load_config
+from vpn_plugin.datasets.export import WINDOW_LAYOUTS, write_window_file
+from vpn_plugin.datasets.sources import DATASET_CONFIGS, dataset_config, source_windows
+
+
+def parse_args(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.split('\n')[0])
+    which = parser.add_mutually_exclusive_group(required=True)
+    which.add_argument('--dataset', choices=sorted(DATASET_CONFIGS))
+    which.add_argument('--config', help='a config whose {train,test}_dataloader.dataset is a '
+                       'PlanningDataset (e.g. your copy of configs/_base_/datasets/custom_json.py)')
+    parser.add_argument('--split', choices=('train', 'test'), required=True)
+    parser.add_argument('--horizon', type=int, required=True, metavar='T')
+    parser.add_argument('--out', required=True, help='output JSON file')
+    parser.add_argument('--layout', choices=sorted(WINDOW_LAYOUTS),
+                        help="which fields and feature folder the records carry (default: the "
+                        "dataset's own; 'custom' for --config)")
+    parser.add_argument('--feature-prefix', help='folder written before each feature file name '
+                        "(default: the layout's, where the authors kept their features)")
+    add_data_arguments(parser)
+    return parser.parse_args(argv)
+
+
+def split_dataset(args) -> dict:
+    if args.dataset:
+        return dataset_config(args.dataset, args.split, args.horizon, args.data_root)
+    cfg = load_config(args.config, data_root=args.data_root, horizon=args.horizon)
+    return cfg[f'{args.split}_dataloader']['dataset'].to_dict()
+
+
+def main(argv=None) -> int:
+    args = parse_args(argv)
+    layout = args.layout or args.dataset or 'custom'
+    with explained_input_errors():
+        taxonomy, windows, _ = source_windows(split_dataset(args))
+    if not windows:
+        print(f'error: no window of {args.horizon} steps in this split; nothing written',
+              file=sys.stderr)
+        return 1
+    write_window_file(args.out, windows, taxonomy, layout, args.feature_prefix)
+    print(f'{len(windows)} windows of {len({w.feature for w in windows})} videos '
+          f'(T={args.horizon}, {args.split}) -> {args.out}')
+    return 0
+
+
+if __name__ == '__main__':
+    sys.exit(main())

@@ -1,0 +1,146 @@
+"""Annotation sources -> windows, without features: the one loader that ``PlanningDataset``,
+``tools/dataset_stats.py``, ``tools/export_windows.py`` and the synthetic features share.
+
+A dataset config names ONE source (paths relative to ``data_root`` unless absolute;
+``{horizon}`` is formatted):
+
+* ``window_file``: the unified protocol's window file (``read_window_file``);
+* ``video_list`` + ``annotation_dir`` (+ ``tasks_primary``, a check): CrossTask's CSVs;
+* ``annotation_file`` in ``annotation_format`` ``'json'`` (our per-video JSON) or ``'coin'``
+  (COIN's per-video JSON, ``read_coin_annotations``); ``other_split``: the other split's file
+  in the same format: a video listed in both is a bad video ('video in both splits').
+
+``annotation_taxonomy``: the taxonomy the annotations are written in when it is not the
+dataset's ``taxonomy``; they are checked against it, then relabelled by action name
+(``taxonomy.action_map``), e.g. CrossTask's 133-action CSVs into the merged 105 actions.
+Windows of per-video sources are slid over each video's steps in file order
+(``build_windows``), which for COIN is the ViterbiPlanNet authors' recipe.
+"""
+import dataclasses
+from pathlib import Path
+from typing import List, Optional, Sequence, Tuple
+
+from .annotations import (BadVideoError, VideoAnnotation, Window, build_windows,
+                          crosstask_videos, read_coin_annotations, read_json_annotations,
+                          read_window_file, split_overlap)
+from .taxonomy import Taxonomy, action_map, load_taxonomy
+
+ANNOTATION_FORMATS = {'json': read_json_annotations, 'coin': read_coin_annotations}
+SOURCE_KEYS = ('window_file', 'video_list', 'annotation_dir', 'tasks_primary',
+               'annotation_file', 'annotation_format', 'other_split', 'annotation_taxonomy')
+DATASET_CONFIGS = {'crosstask': 'crosstask.py', 'niv': 'niv.py', 'coin': 'coin.py',
+                   'custom': 'custom_json.py'}  # in configs/_base_/datasets/
+
+
+def source_path(data_root, path, horizon) -> Path:
+    """``path`` with ``{horizon}`` formatted, under ``data_root`` unless absolute."""
+    path = Path(str(path).format(horizon=horizon))
+    return path if path.is_absolute() else Path(data_root) / path
+
+
+def read_source(data_root, taxonomy: Taxonomy, horizon: int, window_file=None, video_list=None,
+                annotation_dir=None, tasks_primary=None, annotation_file=None,
+                annotation_format: str = 'json', other_split=None, annotation_taxonomy=None
+                ) -> Tuple[List[Window], Optional[List[VideoAnnotation]], List[BadVideoError]]:
+    """(windows, videos or None for a window file, bad-video errors) of one source."""
+    given = [n for n, v in (('window_file', window_file), ('video_list', video_list),
+                            ('annotation_file', annotation_file)) if v]
+    if len(given) != 1:
+        raise ValueError(f'a dataset needs exactly one of window_file, video_list '
+                         f'(+annotation_dir) or annotation_file; got {given or "none"}')
+    if annotation_format not in ANNOTATION_FORMATS:
+        raise ValueError(f'annotation_format={annotation_format!r} is unknown; expected one of '
+                         f'{tuple(ANNOTATION_FORMATS)}')
+    if other_split and not annotation_file:
+        raise ValueError('other_split names the other split of an annotation_file; '
+                         f'this source is {given[0]}')
+    path = _existing(data_root, window_file or video_list or annotation_file, horizon)
+    written_in = (load_taxonomy(source_path(data_root, annotation_taxonomy, horizon))
+                  if annotation_taxonomy else taxonomy)
+    videos = None
+    if window_file:
+        windows, bad = read_window_file(path, written_in, horizon)
+    else:
+        if video_list:
+            if not annotation_dir:
+                raise ValueError('video_list needs annotation_dir (the CrossTask CSV folder)')
+            primary = source_path(data_root, tasks_primary, horizon) if tasks_primary else None
+            videos, bad = crosstask_videos(path, source_path(data_root, annotation_dir, horizon),
+                                           written_in, primary)
+        else:
+            videos, bad = _per_video_file(path, annotation_format, written_in,
+                                          other_split and _existing(data_root, other_split,
+                                                                    horizon))
+        windows = None
+    if annotation_taxonomy:
+        windows, videos = _relabel(windows, videos, action_map(written_in, taxonomy))
+    return (build_windows(videos, horizon) if windows is None else windows), videos, bad
+
+
+def _per_video_file(path: Path, annotation_format: str, taxonomy: Taxonomy,
+                    other: Optional[Path]) -> tuple:
+    reader = ANNOTATION_FORMATS[annotation_format]
+    videos, bad = reader(path, taxonomy)
+    if other is not None:
+        other_videos, other_bad = reader(other, taxonomy)
+        others = {v.vid for v in other_videos} | {err.vid for err in other_bad}
+        videos, overlap = split_overlap(videos, others, path, other)
+        bad += overlap
+    return videos, bad
+
+
+def _existing(data_root, path, horizon) -> Path:
+    """The resolved annotation path; FileNotFoundError saying what a source holds when
+    missing."""
+    resolved = source_path(data_root, path, horizon)
+    if not resolved.exists():
+        raise FileNotFoundError(
+            f'annotation source {resolved} does not exist (data_root {data_root}). A window '
+            'file is the unified protocol\'s JSON list [{"id": {"feature": "<task>_<vid>.npy", '
+            '"task_id": <task index>, "legal_range": [[start_s, end_s, action_id], ...horizon '
+            'rows]}, "instruction_len": <steps in the video>}]; the other sources are '
+            'described in configs/_base_/datasets/ and vpn_plugin/datasets/sources.py.')
+    return resolved
+
+
+def _relabel(windows: Optional[Sequence[Window]], videos: Optional[Sequence[VideoAnnotation]],
+             mapping: List[int]) -> tuple:
+    if windows is not None:
+        windows = [dataclasses.replace(w, steps=tuple(mapping[a] for a in w.steps))
+                   for w in windows]
+    if videos is not None:
+        videos = [dataclasses.replace(v, steps=[(s, e, mapping[a]) for s, e, a in v.steps])
+                  for v in videos]
+    return windows, videos
+
+
+def source_windows(dataset_cfg: dict) -> Tuple[Taxonomy, List[Window],
+                                               Optional[List[VideoAnnotation]]]:
+    """(taxonomy, every window of the source in its order, videos or None) of a
+    ``PlanningDataset`` config dict (no features read, no validation hold-out). Bad videos
+    raise their error, or are left out with ``skip_bad_videos=True``."""
+    horizon = int(dataset_cfg['horizon'])
+    taxonomy = load_taxonomy(_existing(dataset_cfg['data_root'], dataset_cfg['taxonomy'],
+                                       horizon))
+    windows, videos, bad = read_source(
+        dataset_cfg['data_root'], taxonomy, horizon,
+        **{k: dataset_cfg[k] for k in SOURCE_KEYS if dataset_cfg.get(k) is not None})
+    if bad and not dataset_cfg.get('skip_bad_videos'):
+        raise bad[0]
+    if videos is None:  # a window file: drop every window of a bad video
+        skipped = {err.vid for err in bad}
+        windows = [w for w in windows if w.vid not in skipped]
+    return taxonomy, windows, videos
+
+
+def dataset_config(dataset: str, split: str, horizon: int, data_root=None) -> dict:
+    """The ``split`` ('train' or 'test') dataset dict of ``configs/_base_/datasets/<dataset>``
+    (``DATASET_CONFIGS``) at ``horizon``, with ``data_root`` (default: the config's)."""
+    from ..data_paths import REPO_ROOT, load_config
+    if dataset not in DATASET_CONFIGS:
+        raise ValueError(f'dataset {dataset!r}; expected one of {sorted(DATASET_CONFIGS)}')
+    if split not in ('train', 'test'):
+        raise ValueError(f"split {split!r}; expected 'train' or 'test'")
+    config = REPO_ROOT / 'configs/_base_/datasets' / DATASET_CONFIGS[dataset]
+    cfg = load_config(config, data_root=data_root, horizon=horizon)
+    return cfg[f'{split}_dataloader']['dataset'].to_dict()

@@ -1,0 +1,141 @@
+"""Checkpoints in and out of a planner: strict loading, atomic saving.
+
+* :func:`load_weights` is the one way a checkpoint's tensors reach a model: ``PlanningRunner``
+  (``load_from`` and ``--resume`` of ``tools/train.py``, ``tools/test.py``, MMAction2's own
+  tools, the protocol runner) and ``vpn_plugin.apis.init_planner`` call it. Every tensor of
+  the model (parameters and persistent buffers, the PKG ``log_transitions`` / ``pkg_ready``
+  included) must come from the checkpoint with its shape, and the checkpoint may hold no other
+  tensor; otherwise the run stops naming the missing and unexpected keys and the shapes
+  (mmengine only warns and scores whatever was left initialised). Partial loading
+  (fine-tuning from another model) is an explicit opt-in: the config's ``load_partial = True``
+  (``--cfg-options load_partial=True``) or ``init_planner(..., partial=True)``; it loads the
+  tensors that fit and logs the rest. Resuming is always strict.
+* :func:`save_atomically`: a checkpoint is written to a temporary name and renamed into place,
+  so a full disk or a read-only work dir never leaves a partial ``epoch_N.pth`` that
+  ``--resume`` or ``tools/test.py`` could take; the error says so in one message.
+"""
+from __future__ import annotations
+
+import logging
+import os
+import re
+from collections import OrderedDict
+from pathlib import Path
+
+import torch
+
+PARTIAL_LOAD_KEY = 'load_partial'  # top-level config variable: the opt-in for partial loading
+MODULE_PREFIX = r'^module\.'       # what model wrappers (DDP) add to every key
+SHOWN = 8                          # keys listed per kind of mismatch
+
+
+class CheckpointMismatchError(ValueError):
+    """A checkpoint's tensors do not fit the model built from the config."""
+
+
+class CheckpointSaveError(OSError):
+    """A checkpoint could not be written (disk full, read-only or missing work dir)."""
+
+
+def read_checkpoint(filename, map_location='cpu', logger='current') -> dict:
+    """The checkpoint dict of ``filename`` (mmengine's loader: local path or URL, torch's
+    ``weights_only`` with vpn_plugin.compat's allow-list); a missing, truncated or foreign
+    file raises an error naming it."""
+    from mmengine.runner.checkpoint import _load_checkpoint
+    name = str(filename)
+    if '://' not in name and not os.path.isfile(name):
+        raise FileNotFoundError(f'checkpoint {name} does not exist')
+    try:
+        checkpoint = _load_checkpoint(name, map_location=map_location, logger=logger)
+    except (RuntimeError, EOFError, OSError, ValueError) as error:
+        raise ValueError(f'cannot read checkpoint {name}: {error} (a truncated or damaged '
+                         'file, or not a torch checkpoint)') from error
+    if not isinstance(checkpoint, dict):
+        raise ValueError(f'checkpoint {name} holds a {type(checkpoint).__name__}; expected a '
+                         "dict (an mmengine checkpoint with 'state_dict', or a state dict)")
+    return checkpoint
+
+
+def state_dict_of(checkpoint: dict) -> 'OrderedDict[str, object]':
+    """The checkpoint's ``state_dict`` (or the dict itself) with a wrapper's ``module.``
+    prefix removed, its ``_metadata`` kept (as mmengine's loader)."""
+    state = checkpoint.get('state_dict', checkpoint)
+    metadata = getattr(state, '_metadata', OrderedDict())
+    state = OrderedDict((re.sub(MODULE_PREFIX, '', key), value) for key, value in state.items())
+    state._metadata = metadata
+    return state
+
+
+def load_weights(model, checkpoint: dict, source: str, *, partial: bool = False,
+                 logger='current') -> None:
+    """Copy ``checkpoint``'s tensors into ``model`` (rules: module docstring).
+
+    Raises ``CheckpointMismatchError`` naming ``source``, the model class, the missing and
+    unexpected keys and the tensors of another shape, unless ``partial`` (then they are
+    logged and the fitting tensors are loaded).
+    """
+    state = state_dict_of(checkpoint)
+    expected = model.state_dict()
+    wrong = {}  # key -> (what the checkpoint holds, shape in the model)
+    for key, value in list(state.items()):
+        if key in expected and (not torch.is_tensor(value) or value.shape != expected[key].shape):
+            found = tuple(value.shape) if torch.is_tensor(value) else type(value).__name__
+            wrong[key] = (found, tuple(expected[key].shape))
+            del state[key]
+    result = model.load_state_dict(state, strict=False)
+    problems = mismatch_text(result.missing_keys, result.unexpected_keys, wrong)
+    if not problems:
+        return
+    if not partial:
+        raise CheckpointMismatchError(
+            f'checkpoint {source} does not fit the model {type(model).__name__} of the config: '
+            f'{problems}. Test it with the config it was trained with (same model, horizon, '
+            f'dataset); to start fine-tuning from it, set {PARTIAL_LOAD_KEY}=True (loads only '
+            'the tensors that fit)')
+    from mmengine.logging import print_log
+    print_log(f'{PARTIAL_LOAD_KEY}=True: loaded the tensors of {source} that fit '
+              f'{type(model).__name__}; left as built: {problems}', logger=logger,
+              level=logging.WARNING)
+
+
+def mismatch_text(missing, unexpected, wrong: dict) -> str:
+    """'missing keys [...]; unexpected keys [...]; other shapes: key: (a) in the checkpoint,
+    (b) in the model, ...' ('' when everything fits)."""
+    parts = []
+    if missing:
+        parts.append(f'missing keys {_listed(missing)}')
+    if unexpected:
+        parts.append(f'unexpected keys {_listed(unexpected)}')
+    if wrong:
+        shapes = [f'{key}: {found} in the checkpoint, {shape} in the model'
+                  for key, (found, shape) in wrong.items()]
+        parts.append('other shapes: ' + '; '.join(shapes[:SHOWN])
+                     + (f' (and {len(shapes) - SHOWN} more)' if len(shapes) > SHOWN else ''))
+    return '; '.join(parts)
+
+
+def _listed(keys) -> str:
+    keys = list(keys)
+    more = f' (and {len(keys) - SHOWN} more)' if len(keys) > SHOWN else ''
+    return f'{keys[:SHOWN]}{more}'
+
+
+def save_atomically(write, path) -> None:
+    """``write(temporary path)``, then rename it to ``path``: ``path`` is either the complete
+    new file or untouched. An ``OSError`` (disk full, read-only or missing folder) removes the
+    temporary file and raises ``CheckpointSaveError`` naming ``path`` and the cause."""
+    path = Path(path)
+    temporary = path.with_name(f'.{path.name}.{os.getpid()}.partial')
+    try:
+        write(str(temporary))
+        os.replace(temporary, path)
+    except OSError as error:
+        try:
+            temporary.unlink()
+        except OSError:
+            pass
+        cause = error.strerror or str(error)
+        raise CheckpointSaveError(
+            f'cannot save checkpoint {path}: {cause}; nothing was written there '
+            '(the checkpoints saved before are intact). Free disk space or give a writable '
+            '--work-dir, then continue with --resume') from error

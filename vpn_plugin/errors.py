@@ -1,0 +1,86 @@
+"""How every tool ends on bad input: one message and a non-zero exit, never a traceback.
+
+A *user error* is an exception that bad input causes: a missing or unreadable file
+(``OSError``), a value, field, shape, name or option the code refuses (``ValueError``,
+``KeyError``/``IndexError``), a refused pickle (``UnpicklingError``), a config file that does
+not parse (``SyntaxError``). The messages name the file, the field, the value, what was
+expected and, when there is one, the fix. Every tool's ``main`` runs under
+:func:`explained_errors` (or is decorated with :func:`tool_main`): such an error ends the tool
+with ``error: <message>`` on stderr and exit status 1; ``VPN_TRACEBACK=1`` re-raises it with
+its traceback (for debugging). Other exceptions keep their traceback.
+
+Pure Python (no torch / OpenMMLab import).
+"""
+from __future__ import annotations
+
+import contextlib
+import difflib
+import functools
+import os
+import pickle
+
+USER_ERRORS = (OSError, ValueError, LookupError, pickle.UnpicklingError, SyntaxError)
+TRACEBACK_VARIABLE = 'VPN_TRACEBACK'
+
+
+def describe(error: BaseException) -> str:
+    """The message of ``error`` (a ``KeyError``'s without the quotes ``str`` adds)."""
+    if isinstance(error, KeyError) and len(error.args) == 1 and isinstance(error.args[0], str):
+        return error.args[0]
+    text = str(error)
+    return text if text else type(error).__name__
+
+
+@contextlib.contextmanager
+def explained_errors():
+    """Turn a user error (module docstring) into ``SystemExit('error: <message>')`` (exit
+    status 1); with ``VPN_TRACEBACK=1`` the error is raised unchanged."""
+    try:
+        yield
+    except USER_ERRORS as error:
+        if os.environ.get(TRACEBACK_VARIABLE):
+            raise
+        raise SystemExit(f'error: {describe(error)}\n'
+                         f'(set {TRACEBACK_VARIABLE}=1 for the traceback)') from None
+
+
+def tool_main(main):
+    """Decorator for a tool's ``main(argv=None)``: runs it under :func:`explained_errors`."""
+    @functools.wraps(main)
+    def run(*args, **kwargs):
+        with explained_errors():
+            return main(*args, **kwargs)
+    return run
+
+
+def close_match_hint(name, valid) -> str:
+    """``"; did you mean 'x'?"`` for the closest of ``valid`` to ``name`` ('' when none is)."""
+    matches = difflib.get_close_matches(str(name), [str(v) for v in valid], n=1, cutoff=0.6)
+    return f"; did you mean {matches[0]!r}?" if matches else ''
+
+
+def check_names(given, valid, what: str) -> None:
+    """Every name in ``given`` must be one of ``valid``; a ``ValueError`` names each unknown
+    one (``what``: e.g. ``'--methods'``), its closest valid name and the valid names."""
+    valid = list(dict.fromkeys(valid))
+    unknown = [name for name in dict.fromkeys(given or ()) if name not in valid]
+    if unknown:
+        hints = ''.join(close_match_hint(name, valid) for name in unknown[:1])
+        raise ValueError(f'{what}: {", ".join(map(repr, unknown))} '
+                         f'{"is" if len(unknown) == 1 else "are"} not among the valid names '
+                         f'{valid}{hints}')
+
+
+def check_misspelled(names, known, what: str, cutoff: float = 0.8) -> None:
+    """A name of ``names`` that is not in ``known`` but close to one of them is a typo
+    (``horizn`` for ``horizon``); a ``ValueError`` names it (``what``: e.g. 'top-level config
+    key') and its match. Names far from every known one are left alone (helper variables)."""
+    known = [str(k) for k in known]
+    for name in names:
+        if name in known:
+            continue
+        match = difflib.get_close_matches(str(name), known, n=1, cutoff=cutoff)
+        if match:
+            raise ValueError(f'{what} {name!r} is unknown; did you mean {match[0]!r}? (a '
+                             'misspelled key would be ignored; name a helper variable '
+                             "with a leading '_')")
