@@ -280,8 +280,9 @@ def test_dry_run_decoding_diversity(monkeypatch):
 def test_dry_run_error_overlap_t6(monkeypatch):
     methods = methods_of(dry_run('main_and_ablation_t6_crosstask', monkeypatch))
     assert {'ViterbiPlanNet', 'Base Model', 'Base Model + PKG Viterbi',
-            'ViterbiPlanNet w/o PKG', 'SCHEMA w/o PKG', 'SCHEMA w/ PKG'} <= set(methods)
-    assert len(methods) == 11 and all(tuple(t) == (6, 6) for runs in methods.values()
+            'ViterbiPlanNet w/o PKG', 'SCHEMA w/o PKG', 'SCHEMA w/ PKG',
+            'PKG + uniform emissions'} <= set(methods)
+    assert len(methods) == 12 and all(tuple(t) == (6, 6) for runs in methods.values()
                                      for *t, _, _ in runs)
     (*_, no_pkg, _), = methods['ViterbiPlanNet w/o PKG']
     assert no_pkg == {'model.pkg.perturbations': [{'type': 'UniformGraph'}]}

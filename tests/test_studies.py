@@ -22,17 +22,11 @@ from vpn_plugin.protocol.plots import (efficiency_styles, error_overlap3, pkg_qu
 from vpn_plugin.protocol.results import ResultRow, mean_over_datasets, read_results
 from vpn_plugin.protocol.runner import ProtocolRunner, expand_units
 
+from test_model_vpn import D, K, N, T, build  # the tiny ViterbiPlanNet
+
 REPO = Path(__file__).resolve().parents[1]
-N, K, D, T = 5, 2, 12, 4
 
 pytestmark = pytest.mark.usefixtures('single_thread')
-
-
-def build(**overrides):
-    cfg = dict(type='ViterbiPlanNet', num_actions=N, num_tasks=K, horizon=T, feature_dim=D,
-               text_dim=6, embed_dim=8, loss_weights=dict(state=0.0))
-    cfg.update(overrides)
-    return MODELS.build(cfg)
 
 
 def save_checkpoint(model, path) -> str:
@@ -209,8 +203,8 @@ def test_union_config_mirrors_the_dataset_configs():
 
 def test_mean_over_datasets():
     rows = [ResultRow('A', seed, 3, {'success_rate': sr, 'miou_set': 1.0}, dataset=d,
-                      params=p) for seed in (0, 1) for d, sr, p in (('x', 10.0 + seed, 5),
-                                                                    ('y', 30.0, 7))]
+                      params=p, variant=v) for seed in (0, 1) for d, sr, p, v in (
+                          ('x', 10.0 + seed, 5, {}), ('y', 30.0, 7, {'text_features': 'MiniLM'}))]
     rows.append(ResultRow('A', 0, 4, {'success_rate': 1.0}, dataset='x'))
     with pytest.raises(ValueError, match=r"seed 0 T=4 has datasets \['x'\], other rows of "
                                          r"it \['x', 'y'\]"):
@@ -218,6 +212,7 @@ def test_mean_over_datasets():
     averaged = mean_over_datasets(rows[:-1])
     assert [(r.seed, r.dataset, r.metrics['success_rate'], r.params) for r in averaged] == [
         (0, 'mean(x,y)', 20.0, 7), (1, 'mean(x,y)', 20.5, 7)]
+    assert averaged[0].variant == {'text_features': 'y: MiniLM'}
 
 
 # --------------------------------------------------------------------------- the figures

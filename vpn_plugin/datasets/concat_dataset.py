@@ -12,14 +12,15 @@ block-diagonal graph of the sources' transitions.
 ``select`` keeps the windows of some sources only (e.g. the test windows of one dataset, in
 the union's action space): the others contribute their taxonomy, no window and no feature.
 """
+import dataclasses
 from pathlib import Path
 from typing import List, Optional, Sequence
 
 import numpy as np
-import torch
 from mmaction.registry import DATASETS
 from torch.utils.data import Dataset
 
+from .planning_dataset import PlanningDataset
 from .taxonomy import Taxonomy, load_taxonomy
 
 SPLITS = ('train', 'val', 'test')
@@ -101,36 +102,20 @@ class ConcatPlanningDataset(Dataset):
         self.source_of = np.concatenate([np.full(len(p), i) for i, p in parts])
 
     def _offset_window(self, window, source: int):
-        import dataclasses
         offset = int(self.action_offsets[source])
         return dataclasses.replace(window, task=window.task + int(self.task_offsets[source]),
                                    steps=tuple(a + offset for a in window.steps))
 
     # ------------------------------------------------------------------ API (PlanningDataset's)
-    def __len__(self) -> int:
-        return len(self.plans)
-
-    def __getitem__(self, i: int) -> dict:
-        inputs = {'start': torch.from_numpy(self.start[i]), 'goal': torch.from_numpy(self.goal[i])}
-        if self.observed_steps:
-            inputs['observed'] = torch.from_numpy(self.observed[i])
-        samples = {'plan': torch.from_numpy(self.plans[i]),
-                   'task': torch.tensor(self.tasks[i], dtype=torch.long),
-                   'index': torch.tensor(i, dtype=torch.long)}
-        return {'inputs': inputs, 'data_samples': samples}
+    __len__ = PlanningDataset.__len__
+    __getitem__ = PlanningDataset.__getitem__
+    metainfo = PlanningDataset.metainfo
 
     def pkg_sequences(self, count_mode: str = 'window') -> List[List[int]]:
         """Every selected source's sequences (``PlanningDataset.pkg_sequences``) in the joined
         action space."""
         return [[a + int(self.action_offsets[self.names.index(name)]) for a in sequence]
                 for name, part in self.parts.items() for sequence in part.pkg_sequences(count_mode)]
-
-    @property
-    def metainfo(self) -> dict:
-        tx = self.taxonomy
-        return dict(num_actions=tx.num_actions, num_tasks=tx.num_tasks, horizon=self.horizon,
-                    feature_dim=self.feature_dim, action_names=list(tx.action_names),
-                    task_names=list(tx.task_names), sources=list(self.names))
 
 
 def join_taxonomies(names: Sequence[str], taxonomies: Sequence[Taxonomy]) -> Taxonomy:

@@ -492,14 +492,22 @@ def plot_error_overlap(overlaps: list[Overlap], out_stem) -> list[Path]:
             ax.text(0.6, -1.08, f'{o.method} fails', ha='center', va='top', fontsize=7,
                     color=OKABE_ITO[0])
             ax.text(1.75, 1.0, f'both solve\n{o.both_solve}', ha='right', va='top', fontsize=7)
-            ax.set_xlim(-1.75, 1.75)
-            ax.set_ylim(-1.4, 1.4)
-            ax.set_aspect('equal')
-            ax.axis('off')
-        paths = save_figure(fig, out_stem)
-    table = Path(out_stem).with_suffix('.md')
-    table.write_text(overlap_table(overlaps))
-    return paths + [table]
+        return save_venn(fig, axes[0], out_stem, (-1.75, 1.75), (-1.4, 1.4),
+                         overlap_table(overlaps))
+
+
+def save_venn(fig, axes, out_stem, xlim, ylim, table: str) -> list[Path]:
+    """Venn panels ``axes`` with equal aspect and no axis; writes PNG, PDF and the Markdown
+    ``table`` as ``<out_stem>.md``; returns the three paths."""
+    for ax in axes:
+        ax.set_xlim(*xlim)
+        ax.set_ylim(*ylim)
+        ax.set_aspect('equal')
+        ax.axis('off')
+    paths = save_figure(fig, out_stem)
+    markdown = Path(out_stem).with_suffix('.md')
+    markdown.write_text(table)
+    return paths + [markdown]
 
 
 @dataclass
@@ -580,14 +588,8 @@ def plot_error_overlap3(overlap: Overlap3, out_stem) -> list[Path]:
                     va='top' if below else 'bottom', fontsize=7, color=colour)
         ax.text(1.75, -1.65, f'all solve: {overlap.counts[(False, False, False)]}',
                 ha='right', va='bottom', fontsize=7)
-        ax.set_xlim(-1.75, 1.75)
-        ax.set_ylim(-1.75, 1.55)
-        ax.set_aspect('equal')
-        ax.axis('off')
-        paths = save_figure(fig, out_stem)
-    table = Path(out_stem).with_suffix('.md')
-    table.write_text(overlap3_table(overlap))
-    return paths + [table]
+        return save_venn(fig, [ax], out_stem, (-1.75, 1.75), (-1.75, 1.55),
+                         overlap3_table(overlap))
 
 
 # ------------------------------------------------------------------------ qualitative

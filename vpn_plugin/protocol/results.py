@@ -335,13 +335,15 @@ def mean_over_datasets(rows: list[ResultRow]) -> list[ResultRow]:
     per dataset, averaged per horizon); ``dataset`` names them, e.g. ``'mean(crosstask,niv)'``.
 
     Every such group must cover the same datasets (and say whether it is shortened the same
-    way); a metric is kept when every dataset has it.
+    way); a metric is kept when every dataset has it. The datasets' ``text_features`` variants
+    (stand-in text features, e.g. COIN's) are not part of the group: the mean row names them all.
     """
     from dataclasses import replace
     groups = {}
     for row in rows:
+        study = {k: v for k, v in row.variant.items() if k != 'text_features'}
         key = (row.protocol, row.method, row.seed, row.horizon, row.train_horizon,
-               json.dumps(row.variant, sort_keys=True))
+               json.dumps(study, sort_keys=True))
         if row.dataset in groups.setdefault(key, {}):
             raise ValueError(f'two rows of method={row.method!r} seed={row.seed} '
                              f'T={row.horizon} dataset={row.dataset!r}; filter by protocol or '
@@ -362,8 +364,12 @@ def mean_over_datasets(rows: list[ResultRow]) -> list[ResultRow]:
         if len(reasons) > 1:
             raise ValueError(f'method {key[1]!r} seed {key[2]} T={key[3]}: datasets shortened '
                              f'differently ({reasons}); average runs of one schedule')
+        stand_ins = sorted({f'{r.dataset}: {r.variant["text_features"]}' for r in parts
+                            if r.variant.get('text_features')})
         averaged.append(replace(
             parts[0], dataset=f'mean({",".join(sorted(by_dataset))})',
+            variant={**json.loads(key[5]), **({'text_features': '; '.join(stand_ins)}
+                                               if stand_ins else {})},
             metrics={m: sum(r.metrics[m] for r in parts) / len(parts) for m in sorted(common)},
             params=max((r.params for r in parts if r.params is not None), default=None),
             config='', per_sample_file='', work_dir='', settings={}, failures={}))

@@ -16,3 +16,16 @@ union = dict(type='ConcatPlanningDataset', horizon=3, sources=union_sources,
 train_dataloader = dict(dataset=dict(union, split='train', _delete_=True))
 val_dataloader = dict(dataset=dict(union, split='val', _delete_=True))
 test_dataloader = dict(dataset=dict(union, split='test', _delete_=True))
+# What a model over the union needs (../planners/{vpn,schema}_union.py): the joined action and
+# task counts and the sources' state-description features concatenated in source order, each
+# as in its own model base (../models/vpn_{crosstask,niv,coin}.py; tests/test_studies.py checks
+# that they agree; COIN's MiniLM stand-in: ../models/vpn_coin.py says how to use CLIP).
+union_model = dict(
+    num_actions=133 + 48 + 778,
+    num_tasks=18 + 5 + 180,
+    text_embeddings=dict(sources=[
+        dict(file='{data_root}/crosstask/state_features_clip_133.npy'),
+        dict(file='{data_root}/niv/state_features_clip.npy'),
+        dict(taxonomy='{data_root}/coin/taxonomy.json',
+             state_descriptions='{data_root}/coin/state_descriptions.json',
+             encoder=None, pooling='mean', pad_to=768, cache_dir='{cache_dir}')]))

@@ -20,7 +20,10 @@ runs = [dict(method=f'train {train}', config='configs/vpn_{dataset}_t6.py', cfg_
         for train, options in trainings.items()]
 runs.append(dict(method='ViterbiPlanNet w/o PKG', config='configs/vpn_{dataset}_t6.py',
                  cfg_options={'model.pkg.perturbations': [dict(type='UniformGraph')]}))
-# SCHEMA without and with the PKG (one training, two decodings): the paper's three-set Venn
+# SCHEMA without and with the PKG (one training, two decodings): the paper's three-set Venn;
+# with the PKG alone (uniform emissions, no training): the decoding-diversity rows at T=6
 runs.append(dict(method='SCHEMA', config='configs/baselines/schema_{dataset}_t6.py',
                  tests=[dict(method='SCHEMA w/o PKG', cfg_options={'model.decode': 'argmax'}),
                         dict(method='SCHEMA w/ PKG', cfg_options={'model.decode': 'viterbi'})]))
+runs.append(dict(method='PKG + uniform emissions', train=False,
+                 config='configs/baselines/uniform_emissions_{dataset}_t6.py'))
