@@ -217,19 +217,23 @@ def test_mean_over_datasets():
 
 # --------------------------------------------------------------------------- the figures
 def test_sample_efficiency_pairs_each_network_with_its_dashed_twin(tmp_path):
-    lines = {(m, 3): [] for m in ('ViterbiPlanNet', 'Base Model', 'SCHEMA',
-                                  'SCHEMA w/o Viterbi')}
-    styles = efficiency_styles(lines, dashed=['Base Model', 'SCHEMA w/o Viterbi'])
+    order = ('ViterbiPlanNet', 'Base Model', 'SCHEMA', 'SCHEMA w/o Viterbi')
+    lines = {(m, 3): [] for m in sorted(order)}  # efficiency_points sorts them by name
+    styles = efficiency_styles(lines, dashed=['Base Model', 'SCHEMA w/o Viterbi'], order=order)
     assert styles[('ViterbiPlanNet', 3)]['color'] == styles[('Base Model', 3)]['color']
     assert styles[('SCHEMA', 3)]['color'] == styles[('SCHEMA w/o Viterbi', 3)]['color']
     assert styles[('SCHEMA', 3)]['color'] != styles[('ViterbiPlanNet', 3)]['color']
     assert {s['linestyle'] for k, s in styles.items() if k[0].startswith(('Base', 'SCHEMA w'))
             } == {'--'}
+    named = efficiency_styles({(m, 3): [] for m in ('A', 'B', 'B w/o PKG', 'Base')},
+                              dashed=['Base', 'B w/o PKG'], order=('B', 'A'))
+    assert named[('B w/o PKG', 3)]['color'] == named[('B', 3)]['color']  # by name first
+    assert named[('Base', 3)]['color'] == named[('A', 3)]['color']  # then the free one
     one = efficiency_styles({('VPN', 3): [], ('VPN', 6): [], ('no PKG', 3): []}, ['no PKG'])
     assert one[('VPN', 3)]['color'] != one[('VPN', 6)]['color']  # one network: colour = T
     rows = [ResultRow(m, seed, 3, {'success_rate': 10.0 * i + seed + f},
                       variant=dict(train_fraction=f))
-            for i, m in enumerate(lines) for seed in range(3) for f in (0.1, 1.0)]
+            for i, m in enumerate(order) for seed in range(3) for f in (0.1, 1.0)]
     assert plot_sample_efficiency(rows, tmp_path / 'eff', dashed=[
         'Base Model', 'SCHEMA w/o Viterbi'])[0].is_file()
 

@@ -160,20 +160,27 @@ def efficiency_points(rows: list[ResultRow], metric: str = 'success_rate',
     return ci_lines(ordered, num_resamples)
 
 
-def efficiency_styles(lines, dashed=()) -> dict:
+def efficiency_styles(lines, dashed=(), order=None) -> dict:
     """``{(method, horizon): dict(color, marker, linestyle)}`` of the sample-efficiency lines.
 
     Dashed = the methods in ``dashed`` (without the Viterbi decoding or the PKG), solid = the
-    others. One solid method: colour and marker = horizon T. Several: colour = method, the
-    i-th dashed method taking the colour of the i-th solid one (``--dashed 'Base Model'
-    'SCHEMA w/o Viterbi'`` with ViterbiPlanNet, SCHEMA: each network with and without its
-    decoding in one colour), marker = horizon.
+    others. One solid method: colour and marker = horizon T. Several: colour = network,
+    marker = horizon: a dashed method takes the colour of the solid method its name starts
+    with, as a word ('SCHEMA w/o Viterbi' -> 'SCHEMA'), else of the next solid method without a dashed
+    twin in ``order`` (the methods' order, default the lines'): ``--dashed 'Base Model'
+    'SCHEMA w/o Viterbi'`` pairs the Base Model with ViterbiPlanNet.
     """
     horizons = sorted({h for _, h in lines})
-    solid = list(dict.fromkeys(m for m, _ in lines if m not in dashed))
+    order = list(dict.fromkeys(list(order or ()) + [m for m, _ in lines]))
+    solid = [m for m in order if m not in dashed and any(m == k for k, _ in lines)]
     family = {m: i for i, m in enumerate(solid)}
-    family.update({m: (i if i < len(solid) else len(solid) + i)
-                   for i, m in enumerate(dashed)})
+    for method in dashed:  # named after a solid method: its twin
+        prefixes = [s for s in solid if method.startswith(s + ' ')]
+        if prefixes:
+            family[method] = family[max(prefixes, key=len)]
+    for method in (m for m in dashed if m not in family):  # the others: the free ones in order
+        free = [s for s in solid if family[s] not in {family[d] for d in dashed if d in family}]
+        family[method] = family[free[0]] if free else len(solid) + list(dashed).index(method)
     by_horizon = len(solid) <= 1
     return {(m, h): dict(color=OKABE_ITO[(horizons.index(h) if by_horizon else family[m])
                                          % len(OKABE_ITO)],
@@ -189,10 +196,14 @@ def plot_sample_efficiency(rows, out_stem, *, metric='success_rate', dashed=(),
     from matplotlib.lines import Line2D
     from matplotlib.ticker import FixedLocator, NullLocator
     points = efficiency_points(rows, metric, x_key)
-    styles = efficiency_styles(points, dashed)
+    styles = efficiency_styles(points, dashed, [r.method for r in rows])
     horizons = sorted({h for _, h in points})
-    methods = list(dict.fromkeys(m for m, _ in points))
-    by_horizon = len({m for m in methods if m not in dashed}) <= 1
+    first = {m: styles[(m, h)] for m, h in reversed(list(points))}  # a style of each method
+    by_horizon = len({m for m in first if m not in dashed}) <= 1
+    colours = list(dict.fromkeys(style['color'] for style in first.values()))
+    methods = list(dict.fromkeys(r.method for r in rows if r.method in first))
+    if not by_horizon:  # legend: each network, then its dashed twin
+        methods.sort(key=lambda m: (colours.index(first[m]['color']), m in dashed))
     with paper_style() as plt:
         fig, ax = plt.subplots(figsize=(ONE_COLUMN, 2.4))
         for key, line in points.items():
@@ -205,7 +216,6 @@ def plot_sample_efficiency(rows, out_stem, *, metric='success_rate', dashed=(),
         ax.set_xlabel('Training windows used (%)')
         ax.set_ylabel(axis_label(metric))
         ax.grid(alpha=0.3)
-        first = {m: styles[(m, h)] for m, h in reversed(list(points))}
         handles = [Line2D([], [], color=first[m]['color'] if not by_horizon else '0.3',
                           linestyle=first[m]['linestyle'], label=m) for m in methods]
         if by_horizon or len(horizons) > 1:
