@@ -234,15 +234,15 @@ def test_dry_run_union_pkg_and_observations(monkeypatch):
     unions = sorted(opts.get('model.pkg.union', 'pool')
                     for runs in union.values() for _, _, opts, _ in runs)
     assert unions == ['mean', 'pool', 'pool', 'pool']
-    # the paper's study: T=6, the first three steps observed (test only) against none
+    # the paper's study: T=6, the first three steps observed (trained and tested) against none
     units = dry_run('observations_crosstask', monkeypatch)
     assert {(u.config, u.horizon) for u in units} == {
         ('configs/vpn_crosstask_t6.py', 6), ('configs/baselines/schema_crosstask_t6.py', 6)}
     observed = methods_of(units)
+    every_split = {f'{s}_dataloader.dataset.observed_steps': 3 for s in ('train', 'val', 'test')}
     assert sorted((m, v['observed_steps'], o) for m, runs in observed.items()
                   for *_, o, v in runs) == [
-        (m, k, {'test_dataloader.dataset.observed_steps': 3} if k else {})
-        for n in ('SCHEMA', 'ViterbiPlanNet')
+        (m, k, every_split if k else {}) for n in ('SCHEMA', 'ViterbiPlanNet')
         for m, k in ((n, 0), (f'{n} (3 steps observed)', 3))]
 
 

@@ -311,8 +311,8 @@ def plot_pkg_quality(rows, out_stem, *, metric='success_rate') -> list[Path]:
                 ax.axhspan(low, high, color=colour[method], alpha=0.12, linewidth=0)
             ax.set_xlabel(xlabel)
             ax.grid(alpha=0.3)
-            ax.text(0.02, 0.02, f'({letter})', transform=ax.transAxes, fontsize=8,
-                    fontweight='bold')
+            ax.text(0.0, 1.03, f'({letter})', transform=ax.transAxes, fontsize=8,
+                    fontweight='bold', va='bottom')  # above the axes: clear of every line
             if len(labels) > 1:
                 ax.legend(handles=[Line2D([], [], color='0.3', linestyle=('-', ':')[i % 2],
                                           label=label) for i, label in enumerate(labels)],
