@@ -15,7 +15,7 @@ main: $(STAMP)
 	$(PY) tools/quickstart.py
 
 test: $(STAMP)
-	$(PY) -m pytest $(PYTEST_ARGS) -q
+	$(PY) -m pytest $(PYTEST_ARGS) -q -rs
 
 venv: $(STAMP)
 

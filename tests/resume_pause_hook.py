@@ -1,5 +1,7 @@
-"""A hook that stalls a training after an epoch's checkpoint, so that tests/test_resume.py
-can kill -9 it at a known point (imported by the subprocess through custom_imports)."""
+"""Hooks that stall a training after an epoch's checkpoint (tests/test_resume.py, imported by
+the subprocess through custom_imports) or a test (tests/test_protocol_jobs.py), so that the
+test can kill -9 it at a known point."""
+import os
 import time
 from pathlib import Path
 
@@ -21,4 +23,18 @@ class PauseAfterEpochHook(Hook):
     def after_train_epoch(self, runner):
         if runner.epoch + 1 == self.epoch:
             self.marker.write_text(str(self.epoch))
+            time.sleep(600)
+
+
+@HOOKS.register_module()
+class PauseBeforeTestHook(Hook):
+    """While the file ``request`` exists, a test of seed ``seed`` writes its process id into
+    the folder ``markers`` and sleeps until killed."""
+
+    def __init__(self, request: str, markers: str, seed: int):
+        self.request, self.markers, self.seed = Path(request), Path(markers), seed
+
+    def before_test(self, runner):
+        if self.request.exists() and runner.seed == self.seed:
+            (self.markers / str(os.getpid())).write_text('paused')
             time.sleep(600)

@@ -12,6 +12,7 @@ import vpn_plugin.mm  # noqa: F401  (registration)
 from mmaction.registry import MODELS
 from vpn_plugin.data_paths import load_config
 from mmengine.runner import load_checkpoint
+from oracle_fixtures import predict_fixture
 from tool_modules import load_tool
 
 REPO = Path(__file__).resolve().parents[1]
@@ -78,15 +79,11 @@ def test_converted_checkpoint_predicts_the_authors_plans(fixture_dir, tmp_path):
     model_cfg.text_embeddings, model_cfg.loss_weights = None, dict(state=0.0)
     model = MODELS.build(model_cfg)
     load_checkpoint(model, str(dst), map_location='cpu', strict=True)
-    model.eval()
-    with np.load(fixture_dir / 'inputs.npz') as inputs, \
-            np.load(fixture_dir / 'outputs.npz') as outputs:
-        batch = {k: torch.from_numpy(inputs[k]) for k in ('start', 'goal')}
-        samples = model(batch, dict(plan=torch.from_numpy(inputs['actions'])), mode='predict')
-        soft = torch.stack([s.soft_plan for s in samples]).numpy()
-        np.testing.assert_allclose(soft, outputs['soft_plan'], rtol=0, atol=1e-6)
-        plans = torch.stack([s.pred_plan for s in samples]).numpy()
-        np.testing.assert_array_equal(plans, outputs['viterbi_plan'])
+    samples, outputs = predict_fixture(model, fixture_dir)
+    soft = torch.stack([s.soft_plan for s in samples]).numpy()
+    np.testing.assert_allclose(soft, outputs['soft_plan'], rtol=0, atol=1e-6)
+    plans = torch.stack([s.pred_plan for s in samples]).numpy()
+    np.testing.assert_array_equal(plans, outputs['viterbi_plan'])
 
 
 def test_authors_pth_reads_like_the_npz(fixture_dir, tmp_path):

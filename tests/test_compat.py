@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 import torch
 
-from tool_modules import load_tool
+from tool_modules import load_tool, run_logs
 from vpn_plugin import compat
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
@@ -356,6 +356,34 @@ def test_torchrun_two_cpu_processes_train_to_the_end(toy_config, tmp_path):
         cwd=REPO_ROOT, env=env, capture_output=True, text=True, timeout=300)
     assert_ok(result)
     log = result.stdout + result.stderr
-    assert 'Distributed training: True' in log
+    assert 'Distributed training: True' in run_logs(work_dir)  # the environment: log file only
     assert 'Epoch(train) [2][2/2]' in log  # 32 samples / (2 ranks x batch 8) = 2 iterations
     assert load_checkpoint(work_dir / 'epoch_2.pth')['meta']['epoch'] == 2
+
+
+def test_fileio_deprecation_warnings_are_silenced_and_other_messages_kept(capsys):
+    import vpn_plugin.compat_applied  # noqa: F401
+    from mmengine.fileio import FileClient
+    from mmengine.fileio.file_client import HardDiskBackend, print_log
+    from mmengine.logging import MMLogger
+    MMLogger.get_instance('fileio_quiet_test')  # a fresh console handler on the captured stdout
+    FileClient.infer_client(None, '.')
+    HardDiskBackend()
+    print_log('a message mmengine really means', logger='current')
+    out = capsys.readouterr().out
+    assert 'deprecated' not in out and 'a message mmengine really means' in out
+
+
+def test_config_text_is_formatted_once_per_content(monkeypatch):
+    from mmengine.config import Config
+    from vpn_plugin.runner import TextCachedConfig
+    calls = []
+    original = Config.pretty_text.fget
+    monkeypatch.setattr(Config, 'pretty_text',
+                        property(lambda self: calls.append(1) or original(self)))
+    cfg = Config(dict(model=dict(type='X', depth=1)))
+    object.__setattr__(cfg, '__class__', TextCachedConfig)
+    first = cfg.pretty_text
+    assert cfg.pretty_text == first and len(calls) == 1
+    cfg.model.depth = 2
+    assert 'depth=2' in cfg.pretty_text and len(calls) == 2

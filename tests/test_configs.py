@@ -20,8 +20,8 @@ DATASET_NAMES = ('crosstask', 'niv', 'coin')
 PER_T_FAMILIES = [f'configs/vpn_{d}_t{{T}}.py' for d in DATASET_NAMES] + [
     f'configs/compact/compact_{d}_t{{T}}.py' for d in DATASET_NAMES] + [
     f'configs/selection/vpn_{d}_t{{T}}_authors.py' for d in DATASET_NAMES] + [
-    f'configs/baselines/{m}_{d}_t{{T}}.py' for m in ('pkg_beam_search', 'uniform_emissions')
-    for d in DATASET_NAMES]
+    f'configs/baselines/{m}_{d}_t{{T}}.py'
+    for m in ('pkg_beam_search', 'uniform_emissions', 'schema') for d in DATASET_NAMES]
 
 
 def horizons_of(cfg) -> dict:
@@ -125,8 +125,13 @@ def test_derived_horizon_overrides_are_refused():
     with pytest.raises(ValueError, match=r'--cfg-options model.horizon: the horizon is set in '
                                          'one place; give horizon=T'):
         load_config(REPO / 'configs/vpn_crosstask_t3.py', {'model.horizon': 4})
-    cfg = load_config(REPO / 'configs/vpn_crosstask_t3.py', {'horizon': 5, 'test_horizon': 4})
+    cfg = load_config(REPO / 'configs/vpn_crosstask_t3.py', {
+        'horizon': 5, 'test_horizon': 4, 'model.cross_horizon': 'repeat_last'})
     assert horizons_of(cfg) == dict(model=5, train=5, val=5, test=4)
+    # a test horizon the model cannot plan is refused before anything is built
+    with pytest.raises(ValueError, match=r"vpn_crosstask_t3.py: test_horizon=4 with horizon=5: "
+                                          r"horizon mismatch.*model.cross_horizon='repeat_last'"):
+        load_config(REPO / 'configs/vpn_crosstask_t3.py', {'horizon': 5, 'test_horizon': 4})
 
 
 @pytest.mark.parametrize('name', sorted({p.stem.rsplit('_', 1)[0] for p in

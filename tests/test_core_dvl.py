@@ -12,10 +12,10 @@ from vpn_plugin.core import differentiable_viterbi, pkg_log_transitions, viterbi
 NEG_INF = -math.inf
 
 
-@pytest.fixture(params=[True, False], ids=['levels', 'dense'])
+@pytest.fixture(params=['levels', 'dense'])
 def dvl(request):
     """The DVL with its matrix-product (levels) or dense log-space evaluation of Q_t."""
-    return functools.partial(differentiable_viterbi, use_levels=request.param)
+    return functools.partial(differentiable_viterbi, impl=request.param)
 
 
 def random_chain(batch=2, horizon=3, num_actions=4, seed=0, zeros=(), dtype=torch.float64):
@@ -185,12 +185,12 @@ def test_levels_as_accurate_as_dense_on_wide_dynamic_range(monkeypatch):
         emissions = torch.randn(6, 5, 12, generator=gen, dtype=torch.float64) * spread
         target = torch.rand(6, 5, 12, generator=gen, dtype=torch.float64)
         results = {}
-        for name, use_levels, dtype in (('levels', True, torch.float32),
-                                        ('dense', False, torch.float32),
-                                        ('oracle', False, torch.float64)):
+        for name, impl, dtype in (('levels', 'levels', torch.float32),
+                                  ('dense', 'dense', torch.float32),
+                                  ('oracle', 'dense', torch.float64)):
             e = emissions.to(dtype).clone().requires_grad_(True)
             t = transitions.to(dtype).clone().requires_grad_(True)
-            soft, log_z = differentiable_viterbi(e, t, use_levels=use_levels)
+            soft, log_z = differentiable_viterbi(e, t, impl=impl)
             ((soft - target.to(dtype)) ** 2).sum().add(log_z.sum() * 1e-3).backward()
             results[name] = [x.double() for x in (soft, log_z, e.grad, t.grad)]
         for levels, dense, oracle in zip(results['levels'], results['dense'], results['oracle']):
@@ -226,7 +226,7 @@ def floor_chain(dtype):
 
 @pytest.mark.parametrize('dtype, tolerance', [(torch.float32, 1e-4), (torch.float64, 1e-10)])
 def test_log_floor_transitions_match_brute_force(dtype, tolerance, dvl):
-    """A floor 69 nats below the best edge (dense fallback under use_levels=True): the soft
+    """A floor 69 nats below the best edge (dense fallback under impl='levels'): the soft
     plan, log Z and d log Z / d emissions (= the marginals) equal float64 enumeration."""
     emissions, transitions = floor_chain(dtype)
     prior = uniform_prior(3)
@@ -247,11 +247,11 @@ def test_dense_fallback_is_logged_once_with_its_reason(monkeypatch, caplog):
     emissions, transitions = floor_chain(torch.float32)
     sparse = transitions.masked_fill(transitions < -60, NEG_INF)
     with caplog.at_level('WARNING', logger=dvl_module.__name__):
-        differentiable_viterbi(emissions, transitions, use_levels=False)  # asked for: silent
+        differentiable_viterbi(emissions, transitions, impl='dense')  # asked for: silent
         differentiable_viterbi(emissions, sparse)  # -inf edges: level evaluation, silent
         assert caplog.records == []
         for _ in range(2):
-            differentiable_viterbi(emissions, transitions)
+            differentiable_viterbi(emissions, transitions)  # 'auto' = levels on the CPU
     assert len(caplog.records) == 1
     message = caplog.records[0].getMessage()
     deepest = math.log(0.7 / 1e-30)  # column 0: best edge 0.7, floor 1e-30
@@ -345,6 +345,91 @@ def test_bad_inputs_get_clear_errors(kwargs, message):
             viterbi_decode(emissions, transitions, kwargs.get('prior'))
 
 
+# ----------------------------------------------------------- the device path (impl='dense')
+def hard_chain():
+    """Float64 emissions (3, 4, 5) and log transitions (5, 5) with -inf edges, a state no
+    edge enters (4), a dead end (3), and sample 2 infeasible: its first step can only be the
+    dead end (-inf emissions elsewhere)."""
+    zeros = [(i, 4) for i in range(5)] + [(3, j) for j in range(5)] + [(0, 1), (2, 0)]
+    emissions, transitions = random_chain(batch=3, horizon=4, num_actions=5, seed=16,
+                                          zeros=zeros)
+    emissions[2, 0, [0, 1, 2, 4]] = NEG_INF
+    emissions[1, 2, 0] = NEG_INF  # an impossible state in a feasible sample
+    return emissions, transitions
+
+
+@pytest.mark.parametrize('temperature', [1.0, 0.6])
+def test_dense_equals_levels_and_brute_force_on_hard_chains(temperature):
+    """Forward and backward (emissions, transitions, prior) of both paths agree within 1e-6;
+    at gamma = 1 both equal enumeration of all paths, the infeasible sample gets 0."""
+    emissions, transitions = hard_chain()
+    prior = torch.tensor([0.3, 0.2, 0.2, 0.2, 0.1], dtype=torch.float64).log()
+    target = torch.rand(3, 4, 5, dtype=torch.float64, generator=torch.Generator().manual_seed(1))
+    results = {}
+    for impl in ('levels', 'dense'):
+        leaves = [x.clone().requires_grad_(True) for x in (emissions, transitions, prior)]
+        soft, log_z = differentiable_viterbi(*leaves, temperature=temperature, impl=impl)
+        ((soft - target) ** 2).sum().add(log_z.clamp(min=-1e3).sum()).backward()
+        results[impl] = [soft, log_z] + [leaf.grad for leaf in leaves]
+    for levels, dense in zip(results['levels'], results['dense']):
+        assert torch.isfinite(levels.nan_to_num(neginf=0)).all()
+        torch.testing.assert_close(dense, levels, rtol=0, atol=1e-6)
+    soft, log_z = results['dense'][:2]
+    assert (soft[2] == 0).all() and log_z[2] == NEG_INF and (results['dense'][2][2] == 0).all()
+    assert (soft[:, 1:, 4] == 0).all() and (soft[:, :-1, 3] == 0).all() and soft[1, 2, 0] == 0
+    if temperature == 1.0:
+        marginals, expected_z = brute_marginals(emissions[:2], transitions, prior)
+        torch.testing.assert_close(soft[:2].detach(), marginals)
+        torch.testing.assert_close(log_z[:2].detach(), expected_z)
+
+
+def dvl_loss(emissions, transitions, impl):
+    soft, log_z = differentiable_viterbi(emissions, transitions, temperature=0.8, impl=impl)
+    return soft.square().sum() + log_z.clamp(min=-1e3).sum()
+
+
+def test_dense_path_traces_as_one_graph_and_levels_does_not():
+    """fullgraph=True fails on any value read back to Python: the dense path (forward and
+    backward) traces and matches eager mode; the level path, which reads values, breaks."""
+    emissions, transitions = hard_chain()
+    torch._dynamo.reset()
+    compiled = torch.compile(dvl_loss, fullgraph=True, backend='eager')
+    grads = []
+    for function in (compiled, dvl_loss):
+        leaf = emissions.clone().requires_grad_(True)
+        value = function(leaf, transitions, 'dense')
+        value.backward()
+        grads.append((value.detach(), leaf.grad))
+    torch.testing.assert_close(grads[0], grads[1])
+    with pytest.raises(torch._dynamo.exc.TorchDynamoException, match='(?i)data-dependent'):
+        compiled(emissions, transitions, 'levels')
+    torch._dynamo.reset()
+
+
+def test_impl_auto_is_levels_on_cpu_and_dense_elsewhere():
+    from vpn_plugin.core.dvl import resolve_impl
+    assert resolve_impl('auto', torch.device('cpu')) == 'levels'
+    assert resolve_impl('auto', torch.device('cuda', 0)) == 'dense'
+    assert resolve_impl('levels', torch.device('cuda', 0)) == 'levels'
+    with pytest.raises(ValueError, match="impl='fast' is unknown; expected one of"):
+        differentiable_viterbi(torch.zeros(1, 2, 3), torch.full((3, 3), 1 / 3).log(),
+                               impl='fast')
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason='needs CUDA')
+def test_dense_path_on_cuda_never_synchronises():
+    """torch's sync debug mode raises on any host-device synchronisation."""
+    emissions, transitions = (x.float().cuda() for x in hard_chain())
+    leaf = emissions.requires_grad_(True)
+    torch.cuda.synchronize()
+    torch.cuda.set_sync_debug_mode('error')
+    try:
+        dvl_loss(leaf, transitions, 'auto').backward()
+    finally:
+        torch.cuda.set_sync_debug_mode('default')
+    assert torch.isfinite(leaf.grad).all()
+
+
 def test_pkg_log_transitions_feeds_the_dvl(dvl):
     pkg = np.array([[0.0, 1.0, 0.0], [0.5, 0.0, 0.5], [0.0, 0.0, 0.0]])
     log_t = pkg_log_transitions(pkg)
@@ -416,6 +501,29 @@ def test_viterbi_exact_ties_follow_the_classical_first_argmax_rule():
         path, score = classical_viterbi(emissions[b].numpy(), transitions.numpy(), prior)
         assert paths[b].tolist() == path and scores[b].item() == score
     assert paths.tolist() == viterbi_decode(emissions, transitions)[0].tolist()
+
+
+def test_viterbi_on_a_sparse_graph_uses_edge_lists_with_the_same_ties():
+    """A PKG-like graph (2 successors per action of 30, one dead end; < SPARSE_FRACTION of
+    the edges): the edge-list step gives the textbook loop's paths, scores and ties, also
+    where some samples have no feasible path (-inf emissions)."""
+    from vpn_plugin.core import viterbi
+    gen = torch.Generator().manual_seed(3)
+    num_actions = 30
+    probs = torch.zeros(num_actions, num_actions, dtype=torch.float64)
+    for i in range(num_actions - 1):
+        probs[i, [(i + 1) % num_actions, (i + 7) % num_actions]] = 0.5
+    transitions = probs.log()
+    assert torch.isfinite(transitions).float().mean() < viterbi.SPARSE_FRACTION
+    emissions = torch.randint(-1, 2, (30, 4, num_actions), generator=gen).double()
+    emissions[emissions < 0] = -math.inf
+    emissions[:3] = -math.inf  # nothing feasible
+    paths, scores = viterbi_decode(emissions, transitions)
+    prior = uniform_prior(num_actions).numpy()
+    with np.errstate(invalid='ignore'):
+        for b in range(len(emissions)):
+            path, score = classical_viterbi(emissions[b].numpy(), transitions.numpy(), prior)
+            assert paths[b].tolist() == path and scores[b].item() == score
 
 
 @pytest.mark.parametrize('dtype', [torch.float32, torch.float64])

@@ -3,7 +3,7 @@ import numpy as np
 import pytest
 import torch
 
-from vpn_plugin.core import (METRIC_NAMES, bootstrap_ci, bootstrap_difference,
+from vpn_plugin.core import (METRIC_NAMES, bootstrap_ci, bootstrap_difference, miou_batch,
                              per_sample_scores, planning_metrics)
 
 
@@ -194,3 +194,20 @@ def test_paired_difference_matches_exact_bootstrap_distribution():
     assert significant == (not exact_low <= 0 <= exact_high)
     symmetric = bootstrap_difference([1.0, 3.0, 1.0, 3.0], [3.0, 1.0, 3.0, 1.0], paired=True)
     assert symmetric[0] == 0.0 and symmetric[1] < 0 < symmetric[2] and not symmetric[3]
+
+
+def test_miou_batch_is_one_set_iou_per_batch_weighted_by_size():
+    """PDPP's batch-level mIoU by hand: batches {0, 1} and {2} of 2; one batch of 3."""
+    gt = [[1, 2], [3, 4], [5, 6]]
+    pred = [[1, 9], [3, 4], [7, 8]]
+    # batch 1: P = {1, 9, 3, 4}, G = {1, 2, 3, 4}: 3/5; batch 2: {7, 8} vs {5, 6}: 0
+    assert miou_batch(pred, gt, 2) == pytest.approx(100 * (0.6 * 2 + 0 * 1) / 3)
+    assert miou_batch(pred, gt, 3) == pytest.approx(100 * 3 / 9)  # {1,3,4} of {1..9}
+    assert miou_batch(pred, gt, 1000) == miou_batch(pred, gt, 3)
+    rng = np.random.default_rng(0)
+    gt, pred = rng.integers(0, 9, (50, 4)), rng.integers(0, 9, (50, 4))
+    assert miou_batch(pred, gt, 1) == pytest.approx(planning_metrics(pred, gt)['miou_set'])
+    assert miou_batch(pred, gt, 50) > miou_batch(pred, gt, 5) > miou_batch(pred, gt, 1)
+    for bad in (0, 2.0, True):
+        with pytest.raises(ValueError, match='batch_size'):
+            miou_batch(pred, gt, bad)

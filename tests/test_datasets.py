@@ -213,7 +213,8 @@ def test_json_annotation_bad_input(tmp_path):
     videos, bad = read_json_annotations(path, taxonomy)
     assert videos == [] and [b.vid for b in bad] == ['p', 'q', 'r']
     assert bad[0].reason == 'annotation row does not parse'
-    assert r"entry 0 (vid p): steps[1] = [2, 'x', 1]" in str(bad[0]) and 'ours.json' in str(bad[0])
+    assert ("ours.json: entry 0: steps[1] (vid p): step end time = 'x'; expected a number of "
+            'seconds') in str(bad[0])
     assert bad[1].reason == 'step time outside the video' and 'start=3.0, end=2.0' in str(bad[1])
     assert bad[2].reason == 'annotation row does not parse' and 'field "steps"' in str(bad[2])
     path.write_text(json.dumps([{'vid': 'p', 'task': 'Task Z', 'steps': [[0, 1, 0]]}]))
@@ -464,7 +465,8 @@ def test_base_configs_build(tiny_crosstask):
     configs = Path(__file__).resolve().parents[1] / 'configs/_base_/datasets'
     cfg = Config.fromfile(configs / 'crosstask.py')
     assert cfg.test_dataloader.dataset.window_file == 'splits/test_T{horizon}_133.json'
-    assert cfg.train_dataloader.collate_fn == dict(type='default_collate')
+    assert cfg.train_dataloader.collate_fn == dict(type='planning_collate')
+    assert cfg.train_dataloader.dataset.device_resident  # batches gathered on the device
     dataset_cfg = dict(cfg.train_dataloader.dataset, feature_dir=tiny_crosstask['feature_dir'],
                        video_list=tiny_crosstask['train_video_list'],
                        data_root=tiny_crosstask['data_root'], cache_dir=None)

@@ -3,7 +3,10 @@ from pathlib import Path
 
 import pytest
 
-from vpn_plugin.protocol.dry_run import format_duration, plan_runs
+from mmengine.config import Config
+
+from vpn_plugin.protocol.dry_run import (RELATIVE_EPOCH_COST, format_duration, plan_runs,
+                                         relative_cost)
 from vpn_plugin.protocol.runner import ProtocolRunner, expand_units, load_protocol
 from tool_modules import load_tool
 
@@ -49,6 +52,29 @@ def test_cli_prints_every_run_and_the_total(monkeypatch, capsys, tmp_path):
     assert len(lines) == len(units) + 2
     first = lines[0]
     assert first.startswith(f'{units[0].slug} seed=0 T=3 test T=3 | {units[0].config} |')
-    assert '30 epochs, ~1.0 min' in first and str(tmp_path / 'standard') in first
-    total_minutes = len(trained) * 30 * 2 / 60
+    assert '30 epochs at 2.00 s, ~1.0 min' in first and str(tmp_path / 'standard') in first
+    models = {u.config: Config.fromfile(u.config).model.type for u in trained}
+    total_minutes = sum(RELATIVE_EPOCH_COST[('crosstask', models[u.config])]
+                        for u in trained) * 30 * 2 / 60
     assert f'estimated training time: ~{total_minutes:.1f} min' in lines[-2]
+
+
+def test_each_dataset_and_model_is_estimated_from_its_own_epoch_cost(monkeypatch, tmp_path):
+    """NIV's 636 training windows cost ~0.08 of CrossTask's epoch, not CrossTask's; a model
+    without a measured figure says which one stands in."""
+    monkeypatch.chdir(REPO)
+    planned = {}
+    for dataset in ('crosstask', 'niv', 'coin'):
+        protocol = load_protocol(f'configs/protocol/standard_{dataset}.py')
+        units = expand_units(protocol, seeds=[0], methods=['ViterbiPlanNet'], horizons=[3])
+        planned[dataset] = plan_runs(units, ProtocolRunner(protocol, tmp_path).work_dir, 10,
+                                     epoch_seconds=4.0)[0]
+    assert planned['crosstask'].seconds == pytest.approx(10 * 4.0)
+    assert planned['niv'].seconds == pytest.approx(10 * 4.0 * RELATIVE_EPOCH_COST[
+        ('niv', 'ViterbiPlanNet')]) and planned['niv'].seconds < planned['crosstask'].seconds / 5
+    assert planned['coin'].epoch_seconds == pytest.approx(4.0 * RELATIVE_EPOCH_COST[
+        ('coin', 'ViterbiPlanNet')])
+    assert relative_cost('niv', 'NewPlanner') == (
+        RELATIVE_EPOCH_COST[('niv', 'ViterbiPlanNet')],
+        "no measured epoch time of NewPlanner on niv: ViterbiPlanNet on niv's")
+    assert relative_cost('egoper', 'ViterbiPlanNet')[1].endswith("ViterbiPlanNet on crosstask's")

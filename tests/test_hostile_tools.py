@@ -103,3 +103,15 @@ def test_unknown_top_level_config_keys_are_refused_with_the_close_match(tmp_path
     protocol.write_text(f"_base_ = [{PROTOCOL!r}]\nseed = [0]\n")
     message = user_error('run_protocol', [protocol, '--dry-run'])
     assert "'seed'" in message and "did you mean 'seeds'?" in message
+
+
+@pytest.mark.parametrize('tool, argv', [
+    ('run_protocol', [PROTOCOL, '--dry-run', '--max-epochs', '0']),  # was ignored: 500 epochs
+    ('run_protocol', [PROTOCOL, '--dry-run', '--batch-size', '0']),
+    ('llm_eval', ['--config', 'c.py', '--model', 'm', '--base-url', 'u', '--max-retries', '-1']),
+    ('report', ['r.jsonl', '--digits', '-1']),
+])
+def test_numbers_outside_their_range_are_refused_not_ignored(tool, argv, capsys):
+    with pytest.raises(SystemExit) as stopped:
+        load_tool(tool).parse_args([str(a) for a in argv])
+    assert stopped.value.code == 2 and 'expected an integer >=' in capsys.readouterr().err

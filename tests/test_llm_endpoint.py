@@ -181,21 +181,17 @@ def client_error(prompt, attempt):
     return {'status': 401} if 'hello' in prompt else {'raw': '<html>not json</html>'}
 
 
-def test_client_errors_are_not_retried_and_corrupt_cache_is_named(tmp_path):
-    from vpn_plugin.baselines.llm.backends import RequestFailedError, ResponseCache
+def test_client_errors_are_not_retried_a_body_that_is_no_completion_is(tmp_path):
+    from vpn_plugin.baselines.llm.backends import RequestFailedError
     with FakeOpenAIServer(client_error) as server:
         backend = make_backend(server, tmp_path / 'cache')
-        for text in ('hello', 'broken body'):
-            with pytest.raises(RequestFailedError, match='after 1 attempt'):
-                backend.complete([{'role': 'user', 'content': text}])
-        assert len(server.requests) == 2 and backend.usage.counts['failed'] == 2
-    key = ResponseCache.key(server.base_url, 'fake-model', [{'role': 'user', 'content': 'x'}],
-                            {'temperature': 0.0})
-    cache = ResponseCache(tmp_path / 'cache')
-    cache._path(key).parent.mkdir(parents=True)
-    cache._path(key).write_text('{"text": ')
-    with pytest.raises(ValueError, match=f'{key}.json is corrupt'):
-        backend.complete([{'role': 'user', 'content': 'x'}])
+        with pytest.raises(RequestFailedError, match='after 1 attempt'):
+            backend.complete([{'role': 'user', 'content': 'hello'}])
+        with pytest.raises(RequestFailedError, match=f'not a usable chat completion after '
+                                                     f'{1 + MAX_RETRIES} attempt'):
+            backend.complete([{'role': 'user', 'content': 'broken body'}])
+        assert len(server.requests) == 2 + MAX_RETRIES and backend.usage.counts['failed'] == 2
+    assert not list((tmp_path / 'cache').rglob('*.json'))
 
 
 def test_identical_requests_in_flight_are_paid_once(tmp_path):

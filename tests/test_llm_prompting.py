@@ -1,4 +1,7 @@
 """Prompt rendering and reply parsing of the LLM/VLM baselines (no server)."""
+import os
+from pathlib import Path
+
 import numpy as np
 import pytest
 
@@ -8,6 +11,8 @@ from vpn_plugin.baselines.llm.parsing import (ActionMatcher, OutOfTaxonomyError,
 from vpn_plugin.baselines.llm.prompting import (PlanningQuery, PromptBuilder, format_pkg,
                                                 load_template, render_template)
 from vpn_plugin.datasets.taxonomy import Taxonomy
+
+REPO = Path(__file__).resolve().parents[1]
 
 
 def make_taxonomy():
@@ -145,3 +150,53 @@ def test_step_model_queries_name_the_task_of_the_first_action():
                               action_task=taxonomy.action_task, indices=[0])
     assert [(q.first, q.last, q.task, q.gt_plan) for q in predicted] == [(7, 8, 1, [0, 1, 2])]
     assert [q.first for q in build_queries(plans, tasks, anchors=None)] == [None, None]
+
+
+PAPER_PROMPTS = (Path(os.environ.get('VPN_SHARED_DATA', REPO / '../shared/data')).parent
+                 / 'reference' / 'paper_prompts')
+PAPER_FIELDS = {'taxonomy': '{ taxonomy }', 'examples': '{ training data }',
+                'incomplete_ids': '{ value }', 'pkg': '{ pkg details }'}
+
+
+@pytest.mark.parametrize('name', ['completion', 'completion_pkg', 'identification'])
+def test_paper_prompt_set_is_the_papers_text(name):
+    """prompts/paper/ with the paper's placeholders put back = the transcription of the
+    paper's prompts in ../shared/reference/paper_prompts (drift fails here)."""
+    template, path = load_template(name, 'paper')
+    transcription = PAPER_PROMPTS / path.name
+    if not transcription.is_file():
+        pytest.skip(f'the transcription of the paper prompts is not at {transcription}')
+    assert render_template(template, path, PAPER_FIELDS) == transcription.read_text()
+
+
+def test_paper_prompt_set_renders_our_serialisation_and_reads_free_form_json():
+    builder = PromptBuilder(make_taxonomy(), TRAIN_PLANS, TRAIN_TASKS, pkg=make_pkg(),
+                            with_pkg=True, num_examples=1, seed=3, prompt_set='paper')
+    text = builder.completion_prompt(query(), 0, 2)
+    assert text.startswith('Task:\nYou will receive:') and '{ ' not in text
+    assert 'Taxonomy:\n0: grind beans\n1: boil water\n' in text
+    assert 'Procedural Knowledge Graph (PKG):\n0 -> 1: 0.75\n0 -> 2: 0.25\n' in text
+    assert text.endswith('Incomplete sequence:\n[0, -1, 2]\n')
+    assert 'Example sequences:\n[' in text and ' = [' in text
+    vlm = builder.identification_prompt(query(), 'start')
+    assert vlm.startswith('Task:\nYou will receive:\n1. A video') and '5: serve' in vlm
+    matcher = ActionMatcher(make_taxonomy().action_names, range(6))
+    reply = '{"completed_sequence": ["grind beans", "boil water", "pour water"]}'
+    assert parse_plan(reply, matcher, 3, any_key=True) == [0, 1, 2]
+    with pytest.raises(ReplyParseError):  # our prompts ask for {"plan": [...]}: strict
+        parse_plan(reply, matcher, 3)
+    with pytest.raises(ValueError, match="prompt set 'mine' is unknown"):
+        load_template('completion', 'mine')
+
+
+def test_configs_of_the_papers_llm_rows_use_the_paper_prompt_set():
+    from vpn_plugin.data_paths import load_config
+    ours = load_config(REPO / 'configs/llm/llm_crosstask_t3.py').model
+    plain = load_config(REPO / 'configs/llm/paper_llm_crosstask_t3.py').model
+    with_pkg = load_config(REPO / 'configs/llm/paper_llm_pkg_crosstask_t3.py').model
+    assert ours.prompt_set == 'ours'
+    assert (plain.prompt_set, plain.with_pkg, with_pkg.prompt_set, with_pkg.with_pkg) == (
+        'paper', False, 'paper', True)
+    builder = PromptBuilder(make_taxonomy(), TRAIN_PLANS, TRAIN_TASKS, pkg=make_pkg(),
+                            with_pkg=with_pkg.with_pkg, prompt_set=with_pkg.prompt_set)
+    assert builder.completion[1] == REPO / 'prompts/paper/sequence_completion_pkg.txt'

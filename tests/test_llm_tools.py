@@ -58,8 +58,10 @@ def test_llm_eval_oracle_with_pkg_writes_results(tiny_crosstask, tiny_config, tm
         summary = run_tool(tool, server, tiny_config, tmp_path, '--with-pkg')
         assert len(server.requests) == LIMIT
         assert all(' -> ' in text and 'probability' in text for text, _ in server.requests)
-        run_tool(tool, server, tiny_config, tmp_path, '--with-pkg')
+        run_tool(tool, server, tiny_config, tmp_path, '--with-pkg', '--price-per-1k', '2', '6')
         assert len(server.requests) == LIMIT  # the rerun is served from the cache
+        # the server counts a word as a token: the row's tokens and cost, by hand
+        prompt_words = sum(len(text.split()) for text, _ in server.requests)
     test_set = DATASETS.build(tiny_crosstask['test_dataset'])
     picked = stratified_sample(test_set.tasks, LIMIT, seed=0)
     plans = test_set.plans[picked]
@@ -74,6 +76,11 @@ def test_llm_eval_oracle_with_pkg_writes_results(tiny_crosstask, tiny_config, tm
     assert 'oracle' in rows[0].method and rows[0].horizon == 3 and rows[0].protocol == 'llm'
     assert rows[0].shortened == f'limit={LIMIT} of {len(test_set)} windows'
     assert rows[0].settings['base_url'] == server.base_url and rows[0].failures == {}
+    reply_words = len(json.dumps({'plan': [0, 0, 0]}).split()) * LIMIT
+    usage = rows[0].usage
+    assert (usage['cached_prompt_tokens'], usage['prompt_tokens']) == (prompt_words, 0)
+    assert usage['total_tokens'] == prompt_words + reply_words
+    assert usage['cost'] == pytest.approx((2 * prompt_words + 6 * reply_words) / 1000)
     dump = json.loads(Path(rows[0].per_sample_file).read_text())  # PlanningMetric's format
     assert dump['sample_idx'] == picked.tolist() and dump['gt_plan'] == plans.tolist()
     assert dump['metrics'] == pytest.approx(summary['metrics'])
@@ -115,7 +122,7 @@ def test_llm_eval_with_step_model_checkpoint(tiny_crosstask, tiny_config, tmp_pa
 def test_llm_eval_rejects_bad_anchor_file(tiny_config, tmp_path):
     (tmp_path / 'a.json').write_text(json.dumps({'first': [1, 2], 'last': [3, 4]}))
     tool = load_tool('llm_eval')
-    with pytest.raises(ValueError, match=r'a.json: field "first" has shape \(2,\)'):
+    with pytest.raises(SystemExit, match=r'^error: .*a.json: field "first" has shape \(2,\)'):
         tool.main(['--config', str(tiny_config), '--base-url', 'http://127.0.0.1:9/v1',
                    '--model', 'fake', '--anchors-file', str(tmp_path / 'a.json')])
 
@@ -374,3 +381,26 @@ def test_llm_planner_model_stops_on_failed_requests(tiny_crosstask, tmp_path):
         MODELS.build(planner).test_step(batch)
     samples = MODELS.build(dict(planner, allow_failures=True)).test_step(batch)
     assert [s.llm_status for s in samples] == ['request_failed'] * 2
+
+
+def test_text_only_llm_eval_on_coin(shared_data, tmp_path):
+    """The LLM baseline on COIN's official T=4 test windows (built from COIN's per-video
+    file by the dataset config, no feature file read) against the scripted server."""
+    from vpn_plugin.baselines.llm.windows import annotation_windows
+    from vpn_plugin.datasets.sources import dataset_config
+    tool = load_tool('llm_eval')
+    with FakeOpenAIServer(echo_anchors) as server:
+        summary = tool.main([
+            '--config', str(REPO / 'configs/vpn_coin_t4.py'), '--data-root', str(shared_data),
+            '--base-url', server.base_url, '--model', 'fake', '--limit', str(LIMIT),
+            '--with-pkg', '--no-progress', '--timeout', '2', '--max-retries', '1',
+            '--cache-dir', str(tmp_path / 'cache'), '--out', str(tmp_path / 'results.jsonl')])
+        assert len(server.requests) == LIMIT
+    test_set = annotation_windows(dataset_config('coin', 'test', 4, shared_data))
+    assert len(test_set) == 3391
+    plans = test_set.plans[stratified_sample(test_set.tasks, LIMIT, seed=0)]
+    for name, value in expected_echo_metrics(plans, plans[:, 0], plans[:, -1]).items():
+        assert summary['metrics'][name] == pytest.approx(value)
+    row = read_results(tmp_path / 'results.jsonl')[0]
+    assert row.dataset == 'coin' and row.horizon == 4
+    assert row.shortened == f'limit={LIMIT} of 3391 windows'

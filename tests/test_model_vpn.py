@@ -103,6 +103,62 @@ def test_soft_plan_is_the_brute_force_marginal_of_the_clamped_chain():
         assert model.hard_viterbi(soft)[b].tolist() == brute_viterbi(soft[b].numpy(), pkg)
 
 
+def test_two_dvl_layers_train_and_decode_the_second_layers_soft_plan():
+    """dvl_layers=2: the soft plan is the brute-force marginal of the chain whose emissions
+    are the first layer's marginals; the plan loss is on it; 'dvl_argmax' adds ONE more DVL."""
+    pkg = random_pkg(2)
+    model = install(build(dvl_layers=2), pkg).eval()
+    log_emissions = torch.randn(2, T, N).clamp(max=0) - 0.1
+    soft = model.soft_plan(log_emissions)
+    dvl_pkg = authors_dvl_transitions(pkg)
+    for b in range(2):
+        first = brute_marginals(log_emissions[b].double().exp().numpy(), dvl_pkg)
+        np.testing.assert_allclose(soft[b].numpy(), brute_marginals(first, dvl_pkg), atol=1e-5)
+        assert not np.allclose(soft[b].numpy(), first, atol=1e-3)
+        np.testing.assert_allclose(model.second_dvl(soft)[b].numpy(),
+                                   brute_marginals(soft[b].double().numpy(), dvl_pkg), atol=1e-5)
+    inputs = {'start': torch.randn(3, D), 'goal': torch.randn(3, D)}
+    plan, task = torch.randint(0, N, (3, T)), torch.randint(0, K, (3,))
+    loss = model(inputs, {'plan': plan, 'task': task}, mode='loss')['loss_plan']
+    second = model.soft_plan(model.log_emissions(model.encode(inputs)))
+    one_hot = torch.zeros(3, T, N).scatter_(-1, plan[..., None], 1.0)
+    torch.testing.assert_close(loss, ((second - one_hot) ** 2).mean())
+    for bad in (0, 1.5, True):
+        with pytest.raises(ValueError, match='model.dvl_layers'):
+            build(dvl_layers=bad)
+
+
+def test_coin_t6_configs_stack_two_dvl_layers():
+    for config in ('vpn_coin_t6.py', 'vpn_coin_t6_eval_t3.py', 'selection/vpn_coin_t6_authors.py',
+                   'mtid_protocol/vpn_coin_t6.py'):
+        assert load_config(str(REPO / 'configs' / config)).model.dvl_layers == 2, config
+    for config in ('vpn_coin_t5.py', 'vpn_crosstask_t6.py', 'mtid_protocol/vpn_coin_t5.py'):
+        assert load_config(str(REPO / 'configs' / config)).model.get('dvl_layers', 1) == 1
+
+
+def test_stand_in_text_features_are_padded_and_named(tmp_path, caplog):
+    """COIN's MiniLM stand-in (pad_to=768 keeps the paper's network) is named in the log and
+    in protocol rows; the paper's kind (a file, CLIP pooling) is not."""
+    from vpn_plugin.models.text_embeddings import stand_in_label
+    from vpn_plugin.protocol.runner import config_variant
+    array = np.random.default_rng(0).random((N, 6, 4)).astype(np.float32)
+    np.save(tmp_path / 'small.npy', array)
+    padded = load_state_features(file=str(tmp_path / 'small.npy'), pad_to=9)
+    assert padded.shape == (N, 6, 9) and torch.equal(padded[..., :4], torch.from_numpy(array))
+    assert not padded[..., 4:].any()
+    with pytest.raises(ValueError, match='pad_to=3 is smaller'):
+        load_state_features(file=str(tmp_path / 'small.npy'), pad_to=3)
+    coin = load_config(str(REPO / 'configs/vpn_coin_t3.py')).model.text_embeddings
+    label = stand_in_label(coin)
+    assert 'stand-in all-MiniLM-L6-v2' in label and '768' in label and 'not the paper' in label
+    assert stand_in_label(dict(coin, encoder='/models/clip', pooling='clip')) is None
+    assert stand_in_label(dict(file='x.npy')) is None and stand_in_label(None) is None
+    assert config_variant(str(REPO / 'configs/vpn_coin_t3.py'), {}) == {'text_features': label}
+    assert config_variant(str(REPO / 'configs/vpn_coin_t3.py'),
+                          {'model.text_embeddings.pooling': 'clip'}) == {}
+    assert config_variant(str(REPO / 'configs/vpn_niv_t3.py'), {}) == {}
+
+
 def test_decode_modes_map_to_the_authors_outputs():
     pkg = random_pkg(1)
     model = install(build(), pkg).eval()
@@ -301,3 +357,19 @@ def test_model_stats_prints_the_count(capsys):
     out = capsys.readouterr().out
     assert 'ViterbiPlanNet, 5,494,726 parameters (5.49M)' in out
     assert 'built without text features' in out and 'state_encoder' in out
+
+
+def test_checkpoints_from_before_the_shared_state_encoder_still_load():
+    """The state encoder moved under ``state_encoder.`` (shared with SCHEMA); a state dict
+    with the old flat names (visual_encoder.*, text_encoder.*, logit_scale) loads strictly."""
+    model = build()
+    old = {}
+    for name, value in model.state_dict().items():
+        flat = name.replace('state_encoder.', '', 1) if name.startswith('state_encoder.') else name
+        old[flat] = value + 1 if value.is_floating_point() else value
+    assert 'visual_encoder.0.weight' in old and 'logit_scale' in old
+    fresh = build()
+    fresh.load_state_dict(old, strict=True)
+    torch.testing.assert_close(fresh.state_encoder.logit_scale, model.state_encoder.logit_scale + 1)
+    torch.testing.assert_close(fresh.state_encoder.visual_encoder[0].weight,
+                               model.state_encoder.visual_encoder[0].weight + 1)

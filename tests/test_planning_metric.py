@@ -85,3 +85,17 @@ def test_authors_selection_orders_by_sr_then_mean_of_macc_and_legacy_miou():
     assert metrics['authors_selection'] == pytest.approx(
         50.0 + 1e-5 * (metrics['mean_accuracy'] + metrics['miou_legacy']) / 2)
     assert 'authors_selection' not in PlanningMetric().compute_metrics(metric.results)
+
+
+def test_miou_batch_extra_is_reported_with_its_batch_size():
+    from vpn_plugin.core import miou_batch
+    samples, pred, gt = make_samples(count=23)
+    metric = PlanningMetric(extra_metrics=['miou_batch'], miou_batch_size=8)
+    metrics = evaluate(metric, samples[::-1], batch_size=5)  # any order, any batches
+    assert metrics['miou_batch'] == pytest.approx(miou_batch(pred, gt, 8))
+    assert metrics['miou_batch_size'] == 8
+    assert 'miou_batch' not in evaluate(PlanningMetric(), samples, batch_size=5)
+    with pytest.raises(ValueError, match='needs miou_batch_size'):
+        PlanningMetric(extra_metrics=['miou_batch'])
+    with pytest.raises(ValueError, match=r"extra_metrics \['miou'\] are unknown"):
+        PlanningMetric(extra_metrics=['miou'], miou_batch_size=8)

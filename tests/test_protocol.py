@@ -44,11 +44,13 @@ def tiny_protocol(tiny):
 
 
 def test_expand_units_fills_horizons_and_filters_methods():
-    cfg = Config(dict(protocol='p', runs=[dict(method='A', config='c_t{T}.py', horizons=[3, 4],
+    config = str(REPO / 'configs/vpn_niv_t{T}.py')
+    cfg = Config(dict(protocol='p', runs=[dict(method='A', config=config, horizons=[3, 4],
                                                tests=[dict(), dict(method='B')])]))
     units = expand_units(cfg, seeds=[0, 1, 2])
+    t3, t4 = config.format(T=3), config.format(T=4)
     assert [(u.config, u.horizon, u.seed) for u in units][:4] == [
-        ('c_t3.py', 3, 0), ('c_t4.py', 4, 0), ('c_t3.py', 3, 1), ('c_t4.py', 4, 1)]
+        (t3, 3, 0), (t4, 4, 0), (t3, 3, 1), (t4, 4, 1)]
     assert len(units) == 6 and [t.method for t in units[0].tests] == ['A', 'B']
     assert [u.horizon for u in expand_units(cfg, seeds=[0], horizons=[4])] == [4]
     only_b = expand_units(cfg, seeds=[0], methods=['B'])
@@ -141,12 +143,14 @@ def test_dry_run_standard(monkeypatch, capsys):
     units = dry_run('standard_crosstask', monkeypatch)
     assert sorted({u.seed for u in units}) == [0, 1, 2, 3, 4]  # default: 5 seeds
     tests = methods_of(units)
-    assert set(tests) == {'ViterbiPlanNet', 'Base Model', 'PKG beam search',
-                          'PKG + uniform emissions'}
+    assert set(tests) == {'ViterbiPlanNet', 'Base Model', 'SCHEMA', 'SCHEMA w/o PKG',
+                          'PKG beam search', 'PKG + uniform emissions'}
     assert all(sorted(t[:2] for t in runs) == [(3, 3), (4, 4)] for runs in tests.values())
     assert tests['Base Model'][0][2]['model.use_dvl'] is False
+    assert tests['SCHEMA'][0][2] == {} and tests['SCHEMA w/o PKG'][0][2] == {
+        'model.decode': 'argmax'}  # two rows of one training per (T, seed)
     assert [u.train for u in units if u.slug.startswith('PKG_uniform')] == [False] * 10
-    assert f'{len(units)} runs; 8 configs checked' in capsys.readouterr().out
+    assert f'{len(units)} runs; 12 configs checked' in capsys.readouterr().out
 
 
 def test_dry_run_cross_horizon(monkeypatch):
@@ -174,6 +178,7 @@ def test_dry_run_pkg_and_task_supervision(monkeypatch):
         'model.pkg.perturbations': [dict(type='UniformGraph')]}
     assert tests['w/o task supervision'][0][2] == {'model.loss_weights.task': 0.0}
     assert tests['ViterbiPlanNet'][0][2] == {}
+    assert tests['SCHEMA w/o PKG'][0][2] == {'model.decode': 'argmax'} and tests['SCHEMA']
 
 
 def test_dry_run_sample_efficiency(monkeypatch, capsys):
@@ -373,7 +378,7 @@ def test_runs_with_other_settings_are_never_reused(tiny_crosstask, tmp_path, cap
     assert [r.shortened for r in rows] == [f'max_epochs={n} (config: {config_epochs})'
                                            for n in (1, 2)]
     runs = Path(tmp_path, 'identity', 'PKG_beam_search', 'T3')
-    assert sorted(p.name for p in runs.iterdir()) == [
+    assert sorted(p.name for p in runs.iterdir() if not p.name.startswith('.')) == [
         'seed0_batch_size-64_max_epochs-1', 'seed0_batch_size-64_max_epochs-2']
     assert json.loads((runs / 'seed0_batch_size-64_max_epochs-2' / 'run.json').read_text())[
         'max_epochs'] == 2

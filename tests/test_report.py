@@ -269,9 +269,14 @@ def test_cli_writes_markdown_and_latex(tmp_path, three_methods, capsys):
                               '--out', str(tmp_path / 'tab'),
                               '--title', 'Standard T=3'])
     markdown = (tmp_path / 'tab.md').read_text()
-    assert markdown in capsys.readouterr().out
+    assert capsys.readouterr().out == markdown  # ends with one newline
     assert '**60.00 ± 0.00**' in markdown
-    assert r'\begin{tabular}' in (tmp_path / 'tab.tex').read_text()
+    latex = (tmp_path / 'tab.tex').read_text()
+    assert r'\begin{tabular}' in latex
+    load_tool('report').main([str(results), '--metrics', 'success_rate', '--format', 'latex',
+                              '--title', 'Standard T=3'])
+    printed = capsys.readouterr().out
+    assert printed == latex and printed.endswith('\\end{table}\n')
 
 
 def test_cli_two_methods_five_seeds_paper_conventions(tmp_path, capsys):
@@ -442,3 +447,28 @@ def test_caption_names_how_the_tested_checkpoints_were_selected(tmp_path):
             in markdown)
     assert 'Tested checkpoints' not in to_markdown(build_table(make_rows('A', [1.0] * 3),
                                                                ['success_rate']))
+
+
+def test_oracle_rows_are_named_and_never_the_default_delta_and_llm_rows_show_their_cost():
+    oracle = make_rows('gpt [oracle first/last]', [60.0, 61.0, 62.0])
+    for row in oracle:
+        row.variant = {'anchors': 'oracle'}
+        row.usage = {'total_tokens': 1_200_000 + row.seed, 'cost': 3.0 + row.seed}
+    rows = oracle + make_rows('ViterbiPlanNet', [30.0, 31.0, 32.0]) + \
+        make_rows('PKG beam search', [20.0, 21.0, 22.0])
+    table = build_table(rows, ['success_rate'], num_resamples=50, num_diff_resamples=50)
+    improvement = table.improvements[('crosstask', 3, 'success_rate')]
+    assert (improvement.ours, improvement.reference) == ('ViterbiPlanNet', 'PKG beam search')
+    assert improvement.delta == pytest.approx(10.0)
+    markdown, latex = to_markdown(table), to_latex(table)
+    assert 'ORACLE rows (gpt [oracle first/last]) are upper bounds' in markdown
+    assert '| Method | Tokens | Cost |' in markdown
+    assert '| gpt [oracle first/last] | 1.20M | 4.00 |' in markdown.replace('**', '')
+    assert 'ORACLE rows' in latex and r'Method & Tokens & Cost &' in latex
+    explicit = build_table(rows, ['success_rate'], reference='gpt [oracle first/last]',
+                           ours='ViterbiPlanNet', num_resamples=50, num_diff_resamples=50)
+    assert explicit.improvements[('crosstask', 3, 'success_rate')].reference == \
+        'gpt [oracle first/last]'  # named on purpose: allowed
+    plain = to_markdown(build_table(rows[3:], ['success_rate'], num_resamples=50,
+                                    num_diff_resamples=50))
+    assert 'ORACLE' not in plain and 'Tokens' not in plain

@@ -63,11 +63,13 @@ def test_reference_point_joins_every_perturbation_line():
 
 
 def test_params_plot(tmp_path):
-    points = params_points(study_rows(), 'success_rate')
-    assert points['VPN'][0] == 1000 and points['VPN'][1] == pytest.approx(np.mean(
-        [20 + s for s in range(3)] + [30 + s for s in range(3)] + [35 + s for s in range(3)]))
-    assert points['Base'][:2] == (10, pytest.approx((10.0 + 20.0 + 25.0) / 3))
-    assert_publication_files(plot_params_vs_metric(study_rows(), 'success_rate', tmp_path / 'p'))
+    full = [r for r in study_rows() if r.variant['train_fraction'] == 1.0]
+    points = params_points(full, 'success_rate')
+    assert points['VPN'][0] == 1000 and points['VPN'][1] == pytest.approx(36.0)
+    assert points['Base'][:2] == (10, pytest.approx(25.0))
+    assert_publication_files(plot_params_vs_metric(full, 'success_rate', tmp_path / 'p'))
+    with pytest.raises(ValueError, match="rows of method 'VPN'.*differ in variant"):
+        params_points(study_rows(), 'success_rate')  # a point never pools study settings
 
 
 def test_log_ticks_are_round_and_enough_on_a_narrow_range():
@@ -211,7 +213,7 @@ def test_error_overlap_counts_match_set_arithmetic(tmp_path):
         [overlap])
     paths = plot_error_overlap([overlap], tmp_path / 'venn')
     assert_publication_files(paths)
-    assert paths[2].read_text() == overlap_table([overlap])
+    assert paths[2].read_text().startswith(overlap_table([overlap]))
 
 
 def test_error_overlap_refuses_mismatched_dumps(tmp_path):
@@ -248,3 +250,49 @@ def test_cli_efficiency_pkg_quality_and_overlap(tmp_path, capsys):
 def test_log_ticks_on_a_wide_range_follow_the_1_2_5_series():
     ticks = log_ticks(0.855e6 / 1.15, 5.55e6 * 1.15)
     assert ticks == [1e6, 2e6, 5e6]
+
+
+def test_many_methods_get_distinct_colour_and_marker_pairs():
+    from vpn_plugin.protocol.plots import method_style
+    styles = [tuple(method_style(i).values()) for i in range(20)]
+    assert len(set(styles)) == 20
+    first = styles[:8]
+    assert len({c for c, _ in first}) == 8 and len({m for _, m in first}) == 8
+
+
+def test_params_plot_keeps_planners_without_parameters_and_names_the_uncounted(tmp_path,
+                                                                               capsys):
+    from vpn_plugin.protocol.plots import keep_y_span, methods_without_count
+    rows = [r for r in study_rows() if r.variant['train_fraction'] == 1.0]
+    rows += [ResultRow('Uniform', s, 3, {'success_rate': 5.0}, params=0)
+                           for s in range(3)]
+    rows += [ResultRow('LLM', s, 3, {'success_rate': 9.0}, params=None) for s in range(3)]
+    points = params_points(rows, 'success_rate')
+    assert points['Uniform'] == (0, 5.0, 5.0, 5.0) and 'LLM' not in points
+    assert methods_without_count(rows, 'success_rate') == ['LLM']
+    for row in rows:
+        append_result(tmp_path / 'r.jsonl', row)
+    paths = load_tool('plots').main(['params', str(tmp_path / 'r.jsonl'), '--out',
+                                     str(tmp_path / 'c')])
+    assert_publication_files(paths)
+    assert 'not drawn, no parameter count in their rows: LLM' in capsys.readouterr().err
+    import matplotlib
+    matplotlib.use('Agg')
+    import matplotlib.pyplot as plt
+    fig, ax = plt.subplots()
+    keep_y_span(ax, 30.9, 31.2, percent=True)  # one method, a narrow CI
+    low, high = ax.get_ylim()
+    assert high - low >= 10 and low < 30.9 and high > 31.2
+    keep_y_span(ax, 0.5, 99.0, percent=True)
+    assert ax.get_ylim() == (0.0, 100.0)
+    plt.close(fig)
+
+
+def test_overlap_figure_says_its_width(tmp_path):
+    from vpn_plugin.protocol.plots import TWO_COLUMNS, overlap_width
+    rows, _ = overlap_rows(tmp_path)
+    overlap = error_overlap(rows, 'VPN', 'Base')
+    two = plot_error_overlap([overlap, overlap], tmp_path / 'two')
+    assert_publication_files(two)  # two comparisons fit one column
+    assert 'one column wide (3.3 in)' in two[2].read_text()
+    assert (overlap_width(1), overlap_width(3)) == (ONE_COLUMN, TWO_COLUMNS)

@@ -35,7 +35,8 @@ def dropout_config(tiny_crosstask, tmp_path_factory):
     cfg = load_config(str(ROOT / 'configs/synthetic/vpn_crosstask_t3_synthetic.py'))
     for split in ('train', 'val', 'test'):
         cfg[f'{split}_dataloader'].batch_size = 64
-        cfg[f'{split}_dataloader'].dataset = copy.deepcopy(tiny_crosstask[f'{split}_dataset'])
+        cfg[f'{split}_dataloader'].dataset = dict(copy.deepcopy(
+            tiny_crosstask[f'{split}_dataset']), device_resident=True)  # the configs' batches
     # no state loss: no text features to load in each process (seconds saved)
     cfg.model.update(dropout=0.3, embed_dim=32, text_embeddings=None)
     cfg.model.loss_weights.state = 0.0

@@ -11,6 +11,7 @@ import torch
 
 from test_compat import (REPO_ROOT, assert_ok, free_port, load_tool, run_python,
                          subprocess_env, toy_config)  # noqa: F401  (toy_config is a fixture)
+from tool_modules import run_logs
 from vpn_plugin.runner import cpu_backend
 
 
@@ -58,7 +59,8 @@ def test_training_log_is_true_short_and_free_of_our_warnings(toy_config, tmp_pat
     assert_ok(result)
     log = result.stdout + result.stderr
     expected_backend = 'nccl' if torch.cuda.is_available() else 'gloo'
-    assert f"dist_cfg: {{'backend': '{expected_backend}'}}" in log
+    assert f"dist_cfg: {{'backend': '{expected_backend}'}}" in run_logs(work_dir)
+    assert 'dist_cfg' not in log  # the environment dump stays off the console
     assert f'Config: written to {work_dir / "toy_config.py"}' in log
     assert (work_dir / 'toy_config.py').is_file()
     assert 'custom_imports' not in log and 'optim_wrapper' not in log  # no config dump
@@ -92,6 +94,6 @@ def test_dist_test_two_processes_score_every_sample_once(toy_config, tmp_path):
          '2', '--work-dir', str(tmp_path / 'work'), '--out-metrics', str(metrics)],
         cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)  # .dist_test/ there
     assert_ok(result)
-    log = result.stdout + result.stderr
+    log = run_logs(tmp_path / 'work')
     assert 'Distributed training: True' in log and "'backend': 'gloo'" in log
     assert json.loads(metrics.read_text()) == {'toy/accuracy': pytest.approx(expected)}

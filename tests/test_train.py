@@ -290,7 +290,7 @@ def test_plan_tool_prints_named_plans(trained, tiny_cfg, tmp_path, capsys):
     dataset = runner.test_dataloader.dataset
     assert 'sample 0 |' in printed and 'sample 3 |' in printed
     assert dataset.taxonomy.action_names[int(dataset.plans[3][-1])] in printed
-    with pytest.raises(IndexError, match='out of range'):
+    with pytest.raises(SystemExit, match='^error: sample index .* is out of range'):
         plan_tool.main([config, str(checkpoint), '--indices', str(len(dataset))])
 
 
@@ -301,9 +301,14 @@ def test_epoch_benchmark_reports_each_epoch_and_data_share(tiny_cfg, tmp_path, c
     finally:
         sys.path.pop(0)
     config = _write_config(copy.deepcopy(tiny_cfg), tmp_path / 'config.py')
-    rows = benchmark_epoch.main([config, '--epochs', '2'])
+    rows, split = benchmark_epoch.main([config, '--epochs', '2'])
     batches = -(-len(DATASETS.build(tiny_cfg.train_dataloader.dataset)) // BATCH)
     assert [row['epoch'] for row in rows] == [1, 2]
     assert all(row['iters'] == batches and row['seconds'] > 0 for row in rows)
     assert all(0 < row['data_share'] < 1 for row in rows)
-    assert 'data share' in capsys.readouterr().out
+    phases = benchmark_epoch.PHASES
+    assert all(split[phase] > 0 for phase in phases if phase != 'other')
+    assert sum(split[phase] for phase in phases) == pytest.approx(split['total'])
+    printed = capsys.readouterr().out
+    assert 'data share' in printed and 'split of epoch 3' in printed
+    assert f'torch {torch.__version__}' in printed

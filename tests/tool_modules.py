@@ -11,3 +11,9 @@ def load_tool(name: str):
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
+
+
+def run_logs(work_dir) -> str:
+    """The mmengine log files of a work dir (``<work_dir>/<timestamp>/<timestamp>.log``): what
+    PlanningRunner keeps off the console (environment, hook list) is there."""
+    return '\n'.join(path.read_text() for path in sorted(Path(work_dir).glob('*/*.log')))

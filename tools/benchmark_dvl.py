@@ -6,10 +6,12 @@ transitions with -inf for missing edges, and ``floor``: ``log(p + 1e-30)`` of th
 whose finite entries 69 nats below their column's best send ours onto its dense fallback.
 Methods:
 
-* ``ours``: ``vpn_plugin.core.differentiable_viterbi`` (recomputing backward, O(B N^2) memory);
+* ``ours``: ``vpn_plugin.core.differentiable_viterbi`` with ``impl='auto'`` (recomputing
+  backward, O(B N^2) memory): the level evaluation on the CPU, the dense one elsewhere;
 * ``autograd``: a straightforward implementation whose (B, N, N) backpointers of every step
   stay alive for autograd (written below);
-* ``ours_dense`` (on request): ours forced onto its dense log-space evaluation of Q_t;
+* ``ours_dense``, ``ours_levels`` (on request): ours with ``impl='dense'`` (log space, no value
+  read back to the host: the device path) or ``impl='levels'`` (the CPU path);
 * ``torch_struct``: torch-struct's ``LinearChainCRF(...).marginals`` (node marginals summed
   from the edge marginals; the loss backward is a double backward).
 
@@ -22,6 +24,9 @@ out-of-memory error shown in the table instead of exhausting a shared machine.
     .venv/bin/python tools/benchmark_dvl.py                      # B=256, T 3/6, N 48/133/778
     .venv/bin/python tools/benchmark_dvl.py --sizes 64x3x48 64x6x778 --repeats 1
     .venv/bin/python tools/benchmark_dvl.py --graphs floor --methods ours ours_dense autograd
+    python tools/benchmark_dvl.py --device cuda --methods ours_levels ours_dense autograd
+
+The first line printed names the device and the torch and CUDA versions.
 """
 from __future__ import annotations
 
@@ -43,11 +48,12 @@ import warnings  # noqa: E402
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
 
+from vpn_plugin.benchmark import environment_line  # noqa: E402
 from vpn_plugin.core import differentiable_viterbi, pkg_log_transitions  # noqa: E402
 from vpn_plugin.errors import tool_main  # noqa: E402
 
 warnings.filterwarnings('ignore', message='.*arg_constraints')  # torch-struct's noise
-METHODS = ('ours', 'autograd', 'torch_struct', 'ours_dense')
+METHODS = ('ours', 'autograd', 'torch_struct', 'ours_dense', 'ours_levels')
 DEFAULT_METHODS = ['ours', 'autograd', 'torch_struct']
 DEFAULT_SIZES = [f'256x{t}x{n}' for t in (3, 6) for n in (48, 133, 778)]
 GRAPHS = ('sparse', 'floor')
@@ -87,12 +93,17 @@ def ours_dvl(log_emissions, log_transitions):
 
 
 def ours_dense_dvl(log_emissions, log_transitions):
-    """Ours forced onto its dense log-space fallback (the worst case of ``ours``)."""
-    return differentiable_viterbi(log_emissions, log_transitions, use_levels=False)[0]
+    """Ours on its dense log-space evaluation (the device path; on a CPU the worst case)."""
+    return differentiable_viterbi(log_emissions, log_transitions, impl='dense')[0]
+
+
+def ours_levels_dvl(log_emissions, log_transitions):
+    """Ours on its level evaluation (the CPU path), on any device."""
+    return differentiable_viterbi(log_emissions, log_transitions, impl='levels')[0]
 
 
 IMPLEMENTATIONS = dict(ours=ours_dvl, autograd=autograd_dvl, torch_struct=torch_struct_dvl,
-                       ours_dense=ours_dense_dvl)
+                       ours_dense=ours_dense_dvl, ours_levels=ours_levels_dvl)
 
 
 # ----------------------------------------------------------------------------- inputs
@@ -248,7 +259,8 @@ def main(argv=None) -> None:
     parser.add_argument('--graphs', nargs='+', default=list(GRAPHS), choices=GRAPHS,
                         help='sparse: -inf for missing edges; floor: log(p + 1e-30)')
     parser.add_argument('--methods', nargs='+', default=DEFAULT_METHODS, choices=METHODS,
-                        help='ours_dense: ours forced onto its dense log-space fallback')
+                        help="ours_dense / ours_levels: ours with impl='dense' / 'levels' "
+                             "('ours' is impl='auto')")
     parser.add_argument('--repeats', type=int, default=10,
                         help='timed runs after one warm-up (within --time-budget)')
     parser.add_argument('--time-budget', type=float, default=30.0,
@@ -265,6 +277,8 @@ def main(argv=None) -> None:
     if args.worker:
         return worker_main(args)
     cap = f' address-space cap {args.max_gb:g} GB per worker' if args.device == 'cpu' else ''
+    torch.set_num_threads(args.threads)
+    print(environment_line(args.device))
     print(f'device={args.device} threads={args.threads} repeats={args.repeats}{cap} '
           f'(best time of forward+backward over the repeats, within {args.time_budget:g} s; '
           '* = one cold run longer than that; peak memory above the inputs)')

@@ -1,33 +1,44 @@
-"""Seconds per training epoch of a config, and the share of it spent loading data.
+"""Seconds per training epoch of a config, the share spent loading data, and where an epoch goes.
 
     OMP_NUM_THREADS=1 .venv/bin/python tools/benchmark_epoch.py \
-        configs/synthetic/vpn_crosstask_t3_synthetic.py --epochs 3 [--threads 1]
+        configs/vpn_crosstask_t3.py --epochs 3 [--threads 1] [--cfg-options ...]
 
-Trains ``--epochs`` epochs with the mmengine Runner (no validation, no checkpoints) and
-prints one row per epoch: wall seconds, iterations, and the data-loading share
-(mmengine's ``data_time`` over the iteration ``time``, both from IterTimerHook). The
-one-off feature extraction that fills the observation cache happens when the dataset is
-built, before the first epoch, and is reported separately.
+Prints the device, torch and CUDA versions, then trains ``--epochs`` epochs with the mmengine
+Runner (no validation, no checkpoints) and prints one row per epoch: wall seconds, iterations,
+and the data-loading share (mmengine's ``data_time`` over the iteration ``time``, both from
+IterTimerHook). Then one more, instrumented epoch gives the split of an epoch: ``data``
+(the loader's batches and the data preprocessor's copy to the device), ``forward`` (model and
+losses), ``backward``, ``optimiser`` (step and zero_grad), ``hooks`` (every hook call) and
+``other`` (the loop itself). On a GPU the instrumented epoch synchronises the device at each
+phase boundary, so that each phase is charged its own device time; its total is therefore
+above the plain epochs'. The one-off feature extraction that fills the observation cache happens
+when the dataset is built, before the first epoch, and is reported separately.
 """
 import argparse
+import functools
 import tempfile
 import time
+from collections import Counter
 
 import torch
 
 import vpn_plugin.mm  # noqa: F401  (compat + registration)
 from mmengine.config import DictAction
+from mmengine.device import get_device
 from mmengine.hooks import Hook
 from mmengine.runner import Runner
+from vpn_plugin.benchmark import environment_line
 from vpn_plugin.data_paths import load_config
-from vpn_plugin.errors import tool_main
+from vpn_plugin.errors import POSITIVE_INT, tool_main
+
+PHASES = ('data', 'forward', 'backward', 'optimiser', 'hooks', 'other')
 
 
 class EpochClock(Hook):
     """Wall time of each training epoch and its iterations' data/total time."""
 
-    def __init__(self):
-        self.rows = []
+    def __init__(self, epochs: int):
+        self.rows, self.epochs = [], epochs
 
     def before_train_epoch(self, runner):
         self.began, self.data_time, self.iter_time, self.iters = time.perf_counter(), 0.0, 0.0, 0
@@ -39,15 +50,92 @@ class EpochClock(Hook):
         self.iters += 1
 
     def after_train_epoch(self, runner):
-        self.rows.append(dict(epoch=runner.epoch + 1, seconds=time.perf_counter() - self.began,
-                              iters=self.iters, data_share=self.data_time / self.iter_time))
+        if runner.epoch < self.epochs:  # the instrumented epoch is reported by PhaseClock
+            self.rows.append(dict(epoch=runner.epoch + 1,
+                                  seconds=time.perf_counter() - self.began, iters=self.iters,
+                                  data_share=self.data_time / self.iter_time))
+
+
+class PhaseClock:
+    """Seconds per phase (``PHASES``) of one epoch, from timers around the Runner's calls."""
+
+    def __init__(self, synchronise: bool):
+        self.seconds, self.enabled, self.synchronise = Counter(), False, synchronise
+
+    def _sync(self):
+        if self.synchronise:
+            torch.cuda.synchronize()
+
+    def timed(self, phase, function):
+        @functools.wraps(function)  # keeps marks such as the schedulers' step counter
+        def wrapper(*args, **kwargs):
+            if not self.enabled:
+                return function(*args, **kwargs)
+            self._sync()
+            start = time.perf_counter()
+            try:
+                return function(*args, **kwargs)
+            finally:
+                self._sync()
+                self.seconds[phase] += time.perf_counter() - start
+        return wrapper
+
+    def instrument(self, runner, epoch: int) -> None:
+        """Time the phases of epoch ``epoch`` (0-based) of ``runner``'s training."""
+        model, optim = runner.model, runner.optim_wrapper
+        model._run_forward = self.timed('forward', model._run_forward)
+        model.parse_losses = self.timed('forward', model.parse_losses)
+        model.data_preprocessor.forward = self.timed('data', model.data_preprocessor.forward)
+        optim.backward = self.timed('backward', optim.backward)
+        optim.step = self.timed('optimiser', optim.step)
+        optim.zero_grad = self.timed('optimiser', optim.zero_grad)
+        runner.call_hook = self.timed('hooks', runner.call_hook)
+        loop = runner.train_loop
+        loop.dataloader = TimedLoader(loop.dataloader, self)
+        run_epoch = loop.run_epoch
+
+        def timed_epoch():
+            self.enabled = runner.epoch == epoch
+            self._sync()
+            start = time.perf_counter()
+            run_epoch()
+            self._sync()
+            if self.enabled:
+                self.seconds['total'] = time.perf_counter() - start
+                self.seconds['other'] = self.seconds['total'] - sum(
+                    self.seconds[p] for p in PHASES if p != 'other')
+            self.enabled = False
+        loop.run_epoch = timed_epoch
+
+
+class TimedLoader:
+    """The train loop's DataLoader with each batch's fetch charged to 'data'."""
+
+    def __init__(self, loader, clock: PhaseClock):
+        self._loader, self._clock = loader, clock
+
+    def __getattr__(self, name):
+        return getattr(self._loader, name)
+
+    def __len__(self):
+        return len(self._loader)
+
+    def __iter__(self):
+        iterator = self._clock.timed('data', iter)(self._loader)
+        fetch = self._clock.timed('data', next)
+        while True:
+            try:
+                yield fetch(iterator)
+            except StopIteration:
+                return
 
 
 def parse_args(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument('config')
-    parser.add_argument('--epochs', type=int, default=3)
-    parser.add_argument('--threads', type=int, default=1, help='torch intra-op threads')
+    parser.add_argument('--epochs', type=POSITIVE_INT, default=3,
+                        help='plain epochs timed; one instrumented epoch follows')
+    parser.add_argument('--threads', type=POSITIVE_INT, default=1, help='torch intra-op threads')
     parser.add_argument('--cfg-options', nargs='+', action=DictAction)
     return parser.parse_args(argv)
 
@@ -55,14 +143,26 @@ def parse_args(argv=None):
 def build_runner(args, work_dir):
     cfg = load_config(args.config, args.cfg_options)
     cfg.work_dir = work_dir
-    cfg.train_cfg.max_epochs = args.epochs
-    cfg.train_cfg.val_interval = args.epochs + 1  # no validation inside the measurement
-    cfg.default_hooks.checkpoint = dict(type='CheckpointHook', interval=args.epochs + 1)
+    total = args.epochs + 1
+    cfg.train_cfg.max_epochs = total
+    cfg.train_cfg.val_interval = total + 1  # no validation inside the measurement
+    for key in ('val_dataloader', 'val_evaluator', 'val_cfg'):
+        cfg[key] = None  # the loop would validate after its last epoch
+    cfg.default_hooks.checkpoint = dict(type='CheckpointHook', interval=total + 1,
+                                        save_last=False)
     cfg.default_hooks.logger = dict(type='LoggerHook', interval=10 ** 6)
     return Runner.from_cfg(cfg)
 
 
-@tool_main
+def print_split(clock: PhaseClock, epoch: int) -> None:
+    seconds = clock.seconds
+    synchronised = ', the device synchronised at each phase' if clock.synchronise else ''
+    print(f'split of epoch {epoch} (instrumented{synchronised}): {seconds["total"]:.2f} s')
+    print('  ' + ' | '.join(f'{phase} {seconds[phase]:.3f} s '
+                            f'({100 * seconds[phase] / seconds["total"]:.0f}%)'
+                            for phase in PHASES))
+
+
 def main(argv=None):
     args = parse_args(argv)
     torch.set_num_threads(args.threads)
@@ -73,18 +173,32 @@ def main(argv=None):
         runner._train_dataloader = runner.build_dataloader(runner._train_dataloader)
         build_seconds = time.perf_counter() - began
         dataset = runner._train_dataloader.dataset
-        clock = EpochClock()
+        clock, phases = EpochClock(args.epochs), PhaseClock(get_device() == 'cuda')
         runner.register_hook(clock, priority='LOWEST')
+        runner.register_hook(_Instrument(phases, args.epochs), priority='HIGHEST')
         runner.train()
-    print(f'\n{args.config}: {len(dataset)} training windows, feature dim '
+    print(f'\n{environment_line(get_device())}')
+    print(f'{args.config}: {len(dataset)} training windows, feature dim '
           f'{dataset.feature_dim}, batch {runner.train_dataloader.batch_size}, '
-          f'{args.threads} thread(s)')
+          f'{args.threads} thread(s), device-resident batches: '
+          f'{getattr(dataset, "device_resident", False)}')
     print(f'dataset build (feature extraction or cache read): {build_seconds:.1f} s')
     print(f'{"epoch":>5} {"seconds":>8} {"iters":>6} {"data share":>11}')
     for row in clock.rows:
         print(f'{row["epoch"]:>5} {row["seconds"]:>8.2f} {row["iters"]:>6} '
               f'{100 * row["data_share"]:>10.1f}%')
-    return clock.rows
+    print_split(phases, args.epochs + 1)
+    return clock.rows, dict(phases.seconds)
+
+
+class _Instrument(Hook):
+    """Installs the phase timers once the train loop exists (before training starts)."""
+
+    def __init__(self, clock: PhaseClock, epoch: int):
+        self.clock, self.epoch = clock, epoch
+
+    def before_train(self, runner):
+        self.clock.instrument(runner, self.epoch)
 
 
 if __name__ == '__main__':

@@ -3,7 +3,7 @@
     python tools/dataset_stats.py --dataset coin --data-root ../shared/data [--json]
 
 See vpn_plugin/datasets/stats.py for how the windows and the coverage are counted. Exits with
-status 2 and names the file when the dataset's annotations are not there.
+status 1 and names the file when the dataset's annotations are not there.
 """
 import argparse
 import json

@@ -16,9 +16,10 @@ byte for byte. ``custom`` reads ``<data-root>/my_dataset/{taxonomy,train,test}.j
 import argparse
 import sys
 
-from vpn_plugin.data_paths import add_data_arguments, explained_input_errors, load_config
+from vpn_plugin.data_paths import add_data_arguments, load_config
 from vpn_plugin.datasets.export import WINDOW_LAYOUTS, write_window_file
 from vpn_plugin.datasets.sources import DATASET_CONFIGS, dataset_config, source_windows
+from vpn_plugin.errors import tool_main
 
 
 def parse_args(argv=None):
@@ -46,11 +47,11 @@ def split_dataset(args) -> dict:
     return cfg[f'{args.split}_dataloader']['dataset'].to_dict()
 
 
+@tool_main
 def main(argv=None) -> int:
     args = parse_args(argv)
     layout = args.layout or args.dataset or 'custom'
-    with explained_input_errors():
-        taxonomy, windows, _ = source_windows(split_dataset(args))
+    taxonomy, windows, _ = source_windows(split_dataset(args))
     if not windows:
         print(f'error: no window of {args.horizon} steps in this split; nothing written',
               file=sys.stderr)

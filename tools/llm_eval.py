@@ -33,11 +33,13 @@ from vpn_plugin.baselines.llm import (ORACLE, attach_frames, build_queries, fail
                                       load_anchor_predictions, save_anchor_predictions,
                                       step_model_anchors, stratified_sample, summarize,
                                       token_summary)
-from vpn_plugin.baselines.llm.evaluate import write_outcomes
+from vpn_plugin.baselines.llm.evaluate import usage_record, write_outcomes
 from vpn_plugin.baselines.llm.windows import annotation_windows
-from vpn_plugin.protocol.results import ResultRow, replace_result
+from vpn_plugin.datasets.planning_dataset import check_split_disjoint
+from vpn_plugin.protocol.results import ResultRow, read_results, replace_result
 from vpn_plugin.data_paths import add_data_arguments, data_path_args, load_config
-from vpn_plugin.errors import tool_main
+from vpn_plugin.errors import (NON_NEGATIVE_FLOAT, NON_NEGATIVE_INT, POSITIVE_FLOAT,
+                               POSITIVE_INT, tool_main)
 
 
 def parse_args(argv=None):
@@ -51,14 +53,17 @@ def parse_args(argv=None):
                         '(default OPENAI_API_KEY, or "EMPTY" for local servers)')
     parser.add_argument('--backend', choices=['openai', 'transformers'], default='openai')
     parser.add_argument('--with-pkg', action='store_true', help='put the PKG in the prompt')
+    parser.add_argument('--prompt-set', choices=('ours', 'paper'), default='ours',
+                        help="prompt templates: ours (prompts/) or the paper's printed prompts "
+                        '(prompts/paper/, README there)')
     parser.add_argument('--vlm', action='store_true', help='two-stage VLM mode from video clips')
     parser.add_argument('--video-root', help='VLM: folder of <vid>.mp4 files or <vid>/ frames')
-    parser.add_argument('--num-frames', type=int, default=4, help='VLM: frames per clip')
-    parser.add_argument('--frames-fps', type=float, default=1.0,
+    parser.add_argument('--num-frames', type=POSITIVE_INT, default=4, help='VLM: frames per clip')
+    parser.add_argument('--frames-fps', type=POSITIVE_FLOAT, default=1.0,
                         help='VLM: frame rate of frames folders')
-    parser.add_argument('--limit', type=int, help='plan N test windows drawn with --seed, '
+    parser.add_argument('--limit', type=POSITIVE_INT, help='plan N test windows drawn with --seed, '
                         'stratified over tasks (the results row is marked shortened)')
-    parser.add_argument('--concurrency', type=int, default=4, help='requests in flight')
+    parser.add_argument('--concurrency', type=POSITIVE_INT, default=4, help='requests in flight')
     parser.add_argument('--anchors-file', help='step-model first/last predictions (JSON/npz)')
     parser.add_argument('--step-config', help='config whose model is the step model '
                         '(e.g. PKGBeamSearchPlanner)')
@@ -66,13 +71,13 @@ def parse_args(argv=None):
     parser.add_argument('--save-anchors', help='write the step-model anchors to this JSON file')
     parser.add_argument('--scope', choices=['task', 'dataset'], default='task',
                         help="taxonomy in the prompt: the window's task or the whole dataset")
-    parser.add_argument('--num-examples', type=int, default=5)
+    parser.add_argument('--num-examples', type=NON_NEGATIVE_INT, default=5)
     parser.add_argument('--seed', type=int, default=0, help='example sampling seed')
-    parser.add_argument('--temperature', type=float, default=0.0)
-    parser.add_argument('--max-tokens', type=int, help='reply length limit')
-    parser.add_argument('--timeout', type=float, default=60.0, help='seconds per request')
-    parser.add_argument('--max-retries', type=int, default=5)
-    parser.add_argument('--backoff', type=float, default=1.0, help='first retry wait (s)')
+    parser.add_argument('--temperature', type=NON_NEGATIVE_FLOAT, default=0.0)
+    parser.add_argument('--max-tokens', type=POSITIVE_INT, help='reply length limit')
+    parser.add_argument('--timeout', type=POSITIVE_FLOAT, default=60.0, help='seconds per request')
+    parser.add_argument('--max-retries', type=NON_NEGATIVE_INT, default=5)
+    parser.add_argument('--backoff', type=NON_NEGATIVE_FLOAT, default=1.0, help='first retry wait (s)')
     parser.add_argument('--allow-failures', action='store_true',
                         help='write the results row even when requests failed after the '
                         'retries (scored as wrong plans; the row counts them by kind)')
@@ -80,6 +85,9 @@ def parse_args(argv=None):
     parser.add_argument('--out', default='work_dirs/llm_eval/results.jsonl',
                         help='protocol results file (.jsonl); a rerun replaces its own row')
     parser.add_argument('--method', help='method name in the results (default: from the model)')
+    parser.add_argument('--price-per-1k', nargs='+', type=float, metavar='PRICE',
+                        help='price per 1000 tokens (one for all, or PROMPT COMPLETION): the '
+                        "results row's usage gets the run's cost (tools/report.py: Cost column)")
     parser.add_argument('--no-progress', action='store_true')
     parser.add_argument('--cfg-options', nargs='+', action=DictAction)
     add_data_arguments(parser)
@@ -99,6 +107,11 @@ def check_args(parser, args):
         parser.error('give either --anchors-file or --step-config/--step-checkpoint')
     if args.vlm and (args.anchors_file or args.step_config):
         parser.error('--vlm identifies the first/last actions itself; drop the step model')
+    if args.price_per_1k and (len(args.price_per_1k) > 2 or min(args.price_per_1k) < 0):
+        parser.error(f'--price-per-1k {args.price_per_1k}: expected one price, or a prompt and '
+                     'a completion price, each >= 0')
+    if not args.out.endswith('.jsonl'):
+        parser.error(f'--out {args.out}: results rows go to a JSON Lines file (.jsonl)')
 
 
 def load_datasets(args):
@@ -109,6 +122,7 @@ def load_datasets(args):
         if 'dataset' not in cfg.get(key, {}):
             raise SystemExit(f'{args.config}: needs {key}.dataset (training windows give the '
                              'examples and the PKG, test windows are planned)')
+    check_split_disjoint(cfg)  # the examples and the PKG never come from test videos
     print('loading the test windows ...', file=sys.stderr)
     if args.step_config:
         return cfg, DATASETS.build(cfg.test_dataloader.dataset)
@@ -152,6 +166,7 @@ def build_planner(args, cfg):
         train_dataset=cfg.train_dataloader.dataset, with_pkg=args.with_pkg,
         num_examples=args.num_examples, scope=args.scope, seed=args.seed,
         concurrency=args.concurrency, allow_failures=True, vlm=args.vlm,
+        prompt_set=args.prompt_set,
         **({'pkg': cfg.model.pkg} if cfg.get('model', {}).get('pkg') else {})))
 
 
@@ -160,6 +175,7 @@ def method_name(args, anchors: str) -> str:
         return args.method
     name = f'{args.model} (VLM)' if args.vlm else args.model
     name += ' + PKG' if args.with_pkg else ''
+    name += " [paper's prompts]" if args.prompt_set == 'paper' else ''
     return name + (' [oracle first/last]' if anchors == ORACLE else '')
 
 
@@ -180,7 +196,7 @@ def setting(args, anchors: str) -> dict:
     task_source = 'step_model' if anchors == 'step_model' else 'ground_truth'
     return {'model': args.model, 'anchors': anchors, 'task_source': task_source,
             'with_pkg': args.with_pkg, 'vlm': args.vlm, 'scope': args.scope,
-            'num_examples': args.num_examples}
+            'num_examples': args.num_examples, 'prompt_set': args.prompt_set}
 
 
 def run_settings(args, num_windows: int, num_test_windows: int) -> dict:
@@ -209,7 +225,8 @@ def write_results(args, cfg, test_set, queries, outcomes, summary, usage, anchor
         method=method_name(args, anchors), seed=args.seed, horizon=test_set.horizon,
         metrics=summary['metrics'], params=None, dataset=data_root, config=args.config,
         protocol='llm', variant=variant, per_sample_file=str(files['per_sample']),
-        shortened=shortened, settings=settings, failures=summary['failures']))
+        shortened=shortened, settings=settings, failures=summary['failures'],
+        usage=usage_record(usage, args.price_per_1k)))
 
 
 def method_slug(args, anchors: str) -> str:
@@ -219,6 +236,8 @@ def method_slug(args, anchors: str) -> str:
 @tool_main
 def main(argv=None):
     args = parse_args(argv)
+    if Path(args.out).is_file():
+        read_results(args.out)  # a damaged results file stops the run before any request
     cfg, test_set = load_datasets(args)
     anchors_label, anchors = anchor_setting(args, test_set)
     model = build_planner(args, cfg)

@@ -3,6 +3,11 @@
     python tools/make_synthetic_features.py --dataset crosstask --data-root ../shared/data \
         --out data/synthetic/crosstask [--seed 0] [--difficulty 0.5] [--format npz|public] \
         [--dtype float32|float16]
+    python tools/make_synthetic_features.py --config CONFIG [--data-root DIR]  # your dataset
+
+``--config``: the videos of a config's train and test datasets (e.g. a dataset of your own in
+the per-video JSON format, whose config inherits configs/_base_/datasets/custom_json.py),
+written to the config's ``feature_dir`` (``--out`` writes to ``<out>/features`` instead).
 
 Writes ``<out>/features/<task>_<vid>.npz`` (our layout, the default) or, with ``--format
 public``, ``<task>_<vid>.npy`` = a raw pickle of the dict as the public S3D files are
@@ -17,25 +22,30 @@ import json
 from pathlib import Path
 
 from vpn_plugin.datasets.synthetic import (DEFAULT_DTYPES, DTYPES, FORMATS,
-                                           SyntheticFeatureGenerator, dataset_videos,
-                                           difficulty_params, write_manifest,
+                                           SyntheticFeatureGenerator, config_videos,
+                                           dataset_videos, difficulty_params, write_manifest,
                                            write_synthetic_features)
-from vpn_plugin.errors import tool_main
+from vpn_plugin.errors import POSITIVE_INT, tool_main
 
 
 def parse_args(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split('\n')[0])
-    parser.add_argument('--dataset', choices=('crosstask', 'niv', 'coin'), required=True)
-    parser.add_argument('--data-root', default='../shared/data',
-                        help='folder holding the crosstask/, niv/ and coin/ annotations')
-    parser.add_argument('--out', required=True, help='output folder (features/ is created in it)')
+    source = parser.add_mutually_exclusive_group(required=True)
+    source.add_argument('--dataset', choices=('crosstask', 'niv', 'coin'))
+    source.add_argument('--config', help="a dataset's config (e.g. one of your own, per-video "
+                        "JSON); the features go to its feature_dir")
+    parser.add_argument('--data-root',
+                        help='folder holding the crosstask/, niv/ and coin/ annotations (default '
+                        "../shared/data); with --config: overrides the config's data_root")
+    parser.add_argument('--out', help='output folder (features/ is created in it); required '
+                        'with --dataset')
     parser.add_argument('--seed', type=int, default=0)
     parser.add_argument('--difficulty', type=float, default=0.5,
                         help='0 (easy: clear action signal) .. 1 (hard: weak signal, more noise)')
     parser.add_argument('--format', choices=tuple(FORMATS), default='npz',
                         help='npz: our layout; public: raw pickled dict named .npy, as the '
                         'real feature files')
-    parser.add_argument('--frame-dim', type=int, default=512)
+    parser.add_argument('--frame-dim', type=POSITIVE_INT, default=512)
     parser.add_argument('--dtype', choices=DTYPES,
                         help='storage precision of the frames (default: float16 for coin, '
                         'float32 otherwise); the loader reads float32')
@@ -47,15 +57,32 @@ def parse_args(argv=None):
 @tool_main
 def main(argv=None):
     args = parse_args(argv)
-    taxonomy, videos = dataset_videos(args.dataset, args.data_root)
+    if args.config:
+        taxonomy, videos, features = config_source(args)
+    else:
+        if not args.out:
+            raise ValueError('--out is required with --dataset')
+        taxonomy, videos = dataset_videos(args.dataset, args.data_root or '../shared/data')
+        features = Path(args.out) / 'features'
     generator = SyntheticFeatureGenerator(taxonomy, args.frame_dim, args.difficulty, args.seed)
-    out = Path(args.out)
-    print(f'{args.dataset}: {len(videos)} videos -> {out / "features"} ({args.format}, '
+    print(f'{args.dataset or args.config}: {len(videos)} videos -> {features} ({args.format}, '
           f'{args.dtype})')
-    info = write_synthetic_features(videos, generator, out / 'features', args.format,
-                                    dataset=args.dataset, dtype=args.dtype)
-    write_manifest(out, dict(vars(args), **info, params=difficulty_params(args.difficulty)))
+    info = write_synthetic_features(videos, generator, features, args.format,
+                                    dataset=args.dataset or 'custom', dtype=args.dtype)
+    write_manifest(features.parent, dict(vars(args), **info,
+                                         params=difficulty_params(args.difficulty)))
     print(json.dumps(info))
+
+
+def config_source(args) -> tuple:
+    """(taxonomy, videos, feature folder) of ``--config``; its frame_dim must match."""
+    from vpn_plugin.data_paths import load_config
+    cfg = load_config(args.config, data_root=args.data_root)
+    taxonomy, videos, frame_dim = config_videos(cfg)
+    if frame_dim != args.frame_dim:
+        raise ValueError(f'{args.config}: the datasets read frame_dim={frame_dim}; give '
+                         f'--frame-dim {frame_dim}')
+    return taxonomy, videos, Path(args.out) / 'features' if args.out else Path(cfg.feature_dir)
 
 
 if __name__ == '__main__':

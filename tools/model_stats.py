@@ -4,9 +4,9 @@
         [--cfg-options model.horizon=4]
 
 The text features are not needed: when the config's are absent here (e.g. COIN's CLIP
-features), the model is built without them; ViterbiPlanNet's count does not depend on them
-(its text projection is always built), CompactPlanNet's then lacks its text projection
-(said in the output).
+features), the model is built without them; ViterbiPlanNet's and SCHEMA's counts do not depend
+on them (their text projection is always built), CompactPlanNet's then lacks its text
+projection (said in the output).
 """
 import argparse
 import sys
@@ -18,8 +18,9 @@ from vpn_plugin.data_paths import load_config
 from vpn_plugin.models.base_planner import num_parameters
 from vpn_plugin.errors import tool_main
 
-# the loss term that needs the text features, per model type
-TEXT_LOSS = {'ViterbiPlanNet': 'state', 'CompactPlanNet': 'align'}
+# the loss term that needs the text features, per model type (SCHEMA: built without them
+# it can be counted, not run)
+TEXT_LOSS = {'ViterbiPlanNet': 'state', 'CompactPlanNet': 'align', 'SCHEMA': None}
 
 
 def build_model(model_cfg):
@@ -30,7 +31,8 @@ def build_model(model_cfg):
         if model_cfg.type not in TEXT_LOSS:
             raise
         model_cfg.text_embeddings = None
-        model_cfg.setdefault('loss_weights', {})[TEXT_LOSS[model_cfg.type]] = 0.0
+        if TEXT_LOSS[model_cfg.type]:
+            model_cfg.setdefault('loss_weights', {})[TEXT_LOSS[model_cfg.type]] = 0.0
         return MODELS.build(model_cfg), f' (built without text features: {err})'
 
 

@@ -8,14 +8,14 @@ import sys
 from mmengine.config import DictAction
 
 from vpn_plugin.data_paths import add_data_arguments, data_path_args, load_config
-from vpn_plugin.errors import tool_main
+from vpn_plugin.errors import NON_NEGATIVE_INT, tool_main
 
 
 def parse_args(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument('config')
     parser.add_argument('checkpoint')
-    parser.add_argument('--indices', type=int, nargs='+', default=[0, 1, 2],
+    parser.add_argument('--indices', type=NON_NEGATIVE_INT, nargs='+', default=[0, 1, 2],
                         help='dataset sample indices (default: 0 1 2)')
     parser.add_argument('--split', choices=('test', 'val', 'train'), default='test',
                         help='which dataloader of the config to take samples from')

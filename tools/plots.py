@@ -29,8 +29,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from vpn_plugin.protocol import plots  # noqa: E402
-from vpn_plugin.protocol.results import filter_rows, read_results  # noqa: E402
-from vpn_plugin.errors import tool_main  # noqa: E402
+from vpn_plugin.errors import NON_NEGATIVE_INT, POSITIVE_INT, check_names, tool_main  # noqa: E402
+from vpn_plugin.protocol.results import METRIC_RANGES, filter_rows, read_results  # noqa: E402
 
 
 def parse_args(argv=None):
@@ -53,7 +53,7 @@ def parse_args(argv=None):
     kinds['curve'].add_argument('--x', required=True, help='variant key on the x axis')
     kinds['curve'].add_argument('--group', help='variant key naming the lines (default: method)')
     kinds['curve'].add_argument('--log-x', action='store_true')
-    kinds['params'].add_argument('--horizon', type=int)
+    kinds['params'].add_argument('--horizon', type=POSITIVE_INT)
     kinds['efficiency'].add_argument('--dashed', nargs='+', default=[],
                                      help='methods without the PKG (drawn dashed)')
     sets = kinds['overlap'].add_mutually_exclusive_group(required=True)
@@ -62,12 +62,12 @@ def parse_args(argv=None):
     sets.add_argument('--sets', nargs=3, metavar='METHOD',
                       help='one three-set Venn of these methods (the paper\'s figure) and the '
                            'fixed / introduced table of each later method against each earlier')
-    kinds['overlap'].add_argument('--horizon', type=int)
+    kinds['overlap'].add_argument('--horizon', type=POSITIVE_INT)
     quali = kinds['qualitative']
     quali.add_argument('config')
     quali.add_argument('checkpoint')
-    quali.add_argument('--index', type=int, default=0, help='test sample index')
-    quali.add_argument('--top-k', type=int, default=8, help='actions shown')
+    quali.add_argument('--index', type=NON_NEGATIVE_INT, default=0, help='test sample index')
+    quali.add_argument('--top-k', type=POSITIVE_INT, default=8, help='actions shown')
     quali.add_argument('--cfg-options', nargs='+', default=[], metavar='KEY=VALUE')
     return parser.parse_args(argv)
 
@@ -77,6 +77,10 @@ def figure_from_results(args, rows):
         return plots.plot_curves(rows, args.x, args.metric, args.out, group_key=args.group,
                                  log_x=args.log_x)
     if args.kind == 'params':
+        missing = plots.methods_without_count(rows, args.metric, args.horizon)
+        if missing:
+            print(f'not drawn, no parameter count in their rows: {", ".join(missing)}',
+                  file=sys.stderr)
         return plots.plot_params_vs_metric(rows, args.metric, args.out, horizon=args.horizon)
     if args.kind == 'efficiency':
         return plots.plot_sample_efficiency(rows, args.out, metric=args.metric,
@@ -106,6 +110,8 @@ def main(argv=None):
     if args.kind == 'qualitative':
         paths = qualitative_figure(args)
     else:
+        if getattr(args, 'metric', None):
+            check_names([args.metric], METRIC_RANGES, '--metric')
         rows = filter_rows(read_results(args.results), protocol=args.protocol,
                            methods=args.methods)
         paths = figure_from_results(args, rows)

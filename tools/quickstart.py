@@ -15,7 +15,7 @@ import sys
 import time
 from pathlib import Path
 
-from vpn_plugin.errors import tool_main
+from vpn_plugin.errors import POSITIVE_INT, tool_main
 
 ROOT = Path(__file__).resolve().parents[1]
 CONFIG = 'configs/synthetic/vpn_crosstask_t3_quickstart.py'
@@ -31,9 +31,9 @@ def parse_args(argv=None):
     parser.add_argument('--features', default='data/synthetic/crosstask',
                         help='synthetic feature folder (generated when missing)')
     parser.add_argument('--work-dir', default='work_dirs/quickstart')
-    parser.add_argument('--epochs', type=int, help='override the schedule length')
+    parser.add_argument('--epochs', type=POSITIVE_INT, help='override the schedule length')
     parser.add_argument('--seed', type=int, default=0)
-    parser.add_argument('--threads', type=int, default=1,
+    parser.add_argument('--threads', type=POSITIVE_INT, default=1,
                         help='torch intra-op threads (1 is fastest for this small model on a '
                         'busy 2-core CPU)')
     return parser.parse_args(argv)

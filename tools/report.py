@@ -5,7 +5,9 @@ Example::
     python tools/report.py work_dirs/protocol/standard/results.jsonl \
         --metrics success_rate mean_accuracy miou_set --out docs/results_standard
 
-writes ``docs/results_standard.md`` and ``docs/results_standard.tex`` and prints the Markdown.
+writes ``docs/results_standard.md`` and ``docs/results_standard.tex`` and prints the Markdown
+(``--format latex``: the LaTeX; each ends with one newline, so shell redirection gives a
+complete file).
 Statistics follow the paper by default: ``mean ± (p95 - p5)`` of K=1000 bootstrap resamples
 of the seeds, improvements resample each method's seeds independently; ``--ci-style
 half-width`` and ``--paired`` switch to the other conventions (the caption says which).
@@ -22,7 +24,7 @@ from vpn_plugin.protocol.report import (CI_STYLES, DEFAULT_METRICS, build_table,
                                          to_latex, to_markdown)
 from vpn_plugin.protocol.results import (filter_rows, mean_over_datasets,  # noqa: E402
                                           read_results, rename_methods)
-from vpn_plugin.errors import tool_main  # noqa: E402
+from vpn_plugin.errors import NON_NEGATIVE_INT, POSITIVE_INT, tool_main  # noqa: E402
 
 
 def parse_args(argv=None):
@@ -31,7 +33,7 @@ def parse_args(argv=None):
     parser.add_argument('--metrics', nargs='+', default=list(DEFAULT_METRICS))
     parser.add_argument('--protocol', help='keep only rows of this protocol')
     parser.add_argument('--dataset', help='keep only rows of this dataset')
-    parser.add_argument('--horizons', nargs='+', type=int, help='keep only these test horizons')
+    parser.add_argument('--horizons', nargs='+', type=POSITIVE_INT, help='keep only these test horizons')
     parser.add_argument('--variant', nargs='*', default=[], metavar='KEY=VALUE',
                         help='keep only rows whose variant has these settings')
     parser.add_argument('--methods', nargs='+', help='methods to show, in this order')
@@ -48,14 +50,16 @@ def parse_args(argv=None):
     parser.add_argument('--paired', action='store_true',
                         help='improvements: paired bootstrap over the common seeds instead of '
                              "the paper's independent resampling of each method's seeds")
-    parser.add_argument('--num-resamples', type=int, default=AUTHORS_RESAMPLES,
+    parser.add_argument('--num-resamples', type=POSITIVE_INT, default=AUTHORS_RESAMPLES,
                         help='bootstrap resamples K of each cell (the authors: 1000)')
-    parser.add_argument('--num-diff-resamples', type=int, default=AUTHORS_RESAMPLES,
+    parser.add_argument('--num-diff-resamples', type=POSITIVE_INT, default=AUTHORS_RESAMPLES,
                         help='bootstrap resamples K of each improvement')
     parser.add_argument('--title', default='')
     parser.add_argument('--label', default='', help='LaTeX \\label')
-    parser.add_argument('--digits', type=int, default=2)
+    parser.add_argument('--digits', type=NON_NEGATIVE_INT, default=2)
     parser.add_argument('--out', help='output stem: writes <out>.md and <out>.tex')
+    parser.add_argument('--format', choices=('markdown', 'latex'), default='markdown',
+                        help='the table printed to stdout')
     return parser.parse_args(argv)
 
 
@@ -80,7 +84,7 @@ def main(argv=None):
         out.with_suffix('.md').write_text(markdown)
         out.with_suffix('.tex').write_text(latex)
         print(f'wrote {out.with_suffix(".md")} and {out.with_suffix(".tex")}', file=sys.stderr)
-    print(markdown)
+    sys.stdout.write((latex if args.format == 'latex' else markdown).rstrip('\n') + '\n')
 
 
 if __name__ == '__main__':

@@ -6,7 +6,9 @@
     .venv/bin/python tools/run_protocol.py configs/protocol/standard_crosstask.py --dry-run
     .venv/bin/python tools/report.py work_dirs/protocol/standard/results_max_epochs-30.jsonl
 
-Resumable: rerunning the same command skips finished trainings and tests. Overrides
+Resumable: rerunning the same command skips finished trainings and tests. ``--jobs N`` runs N
+trainings at once, one process each pinned to its share of the CPU cores (and to a GPU), with
+the same rows and results file as one at a time (``vpn_plugin/protocol/pool.py``). Overrides
 (``--max-epochs``, ``--val-interval``, ``--batch-size``) name the work dirs and the results
 file (``results_max_epochs-30.jsonl`` above), so they never mix with runs of other settings.
 The protocol config format is documented in ``vpn_plugin/protocol/runner.py``; the results
@@ -23,7 +25,8 @@ from vpn_plugin.data_paths import add_data_arguments, data_path_args  # noqa: E4
 from vpn_plugin.protocol.dry_run import CPU_EPOCH_SECONDS, format_plan, plan_runs  # noqa: E402
 from vpn_plugin.protocol.runner import (ProtocolRunner, check_units, expand_units,  # noqa: E402
                                          load_protocol, with_stages)
-from vpn_plugin.errors import tool_main  # noqa: E402
+from vpn_plugin.errors import (NON_NEGATIVE_INT, POSITIVE_FLOAT, POSITIVE_INT,  # noqa: E402
+                               tool_main)
 
 
 def parse_args(argv=None):
@@ -31,20 +34,23 @@ def parse_args(argv=None):
     parser.add_argument('protocol', help='protocol config, e.g. '
                         'configs/protocol/ablation_crosstask.py')
     parser.add_argument('--out', default='work_dirs/protocol', help='root of work dirs and results')
-    parser.add_argument('--seeds', nargs='+', type=int, help='override the protocol seeds')
-    parser.add_argument('--horizons', nargs='+', type=int, help='run only these training horizons')
+    parser.add_argument('--seeds', nargs='+', type=NON_NEGATIVE_INT, help='override the protocol seeds')
+    parser.add_argument('--horizons', nargs='+', type=POSITIVE_INT, help='run only these training horizons')
     parser.add_argument('--methods', nargs='+', help='run only these methods (test names)')
-    parser.add_argument('--max-epochs', type=int, help='override train_cfg.max_epochs')
-    parser.add_argument('--val-interval', type=int, help='with --max-epochs (default: at the end)')
-    parser.add_argument('--batch-size', type=int, help='override every dataloader batch size')
+    parser.add_argument('--max-epochs', type=POSITIVE_INT, help='override train_cfg.max_epochs')
+    parser.add_argument('--val-interval', type=POSITIVE_INT, help='with --max-epochs (default: at the end)')
+    parser.add_argument('--batch-size', type=POSITIVE_INT, help='override every dataloader batch size')
+    parser.add_argument('--jobs', type=POSITIVE_INT, default=1,
+                        help='runs at once, one process each (pinned to cores / a GPU)')
     parser.add_argument('--log-level', default='WARNING', help='mmengine log level of each run')
     parser.add_argument('--dry-run', action='store_true',
                         help='list the runs (config, seed, horizons, epochs, folder, estimated '
                         'time), check their configs and options, and exit')
-    parser.add_argument('--epoch-seconds', type=float, default=CPU_EPOCH_SECONDS,
-                        help='seconds per training epoch for the --dry-run estimate (default: '
-                        'measured on one CPU thread, CrossTask T=3; tools/benchmark_epoch.py '
-                        'measures yours)')
+    parser.add_argument('--epoch-seconds', type=POSITIVE_FLOAT, default=CPU_EPOCH_SECONDS,
+                        help='--dry-run estimate: seconds per training epoch of ViterbiPlanNet on '
+                        'CrossTask T=3 (default: measured on one CPU thread; '
+                        'tools/benchmark_epoch.py configs/vpn_crosstask_t3.py measures yours); '
+                        "other datasets and methods scale by their measured cost")
     add_data_arguments(parser)
     return parser.parse_args(argv)
 
@@ -68,7 +74,7 @@ def main(argv=None):
         print(f'{len(units)} runs' + (f' (+{stages} pre-training stages)' if stages else '')
               + f'; {check_units(units)} configs checked')
         return units
-    results = runner.run(units)
+    results = runner.run(units, jobs=args.jobs)
     print(results)
     return results
 

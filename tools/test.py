@@ -58,6 +58,10 @@ def load_config(args):
                     or osp.join('work_dirs', osp.splitext(osp.basename(args.config))[0]))
     cfg.load_from = args.checkpoint
     cfg.resume = False
+    if cfg.get('load_partial'):
+        raise SystemExit(f'{args.config}: load_partial=True is for starting a fine-tuning '
+                         '(tools/train.py); a test scores a checkpoint that fits the model '
+                         'exactly: drop load_partial')
     if args.out:
         add_dump(cfg, args.out)
     return cfg

@@ -87,6 +87,25 @@ def fix_mmcv_lite_ops_warning():
                             category=UserWarning, module='mmcv')
 
 
+def _without_fileio_deprecations(print_log):
+    def quiet_print_log(msg, *args, **kwargs):
+        if not str(msg).startswith(FILEIO_DEPRECATIONS):
+            print_log(msg, *args, **kwargs)
+    quiet_print_log.quiet = True
+    return quiet_print_log
+
+
+FILEIO_DEPRECATIONS = ('"FileClient" will be deprecated', '"HardDiskBackend" is the alias')
+
+
+def fix_fileio_deprecation_warnings():
+    """mmengine 0.10.7's own CheckpointHook builds a FileClient on every run, which warns that
+    FileClient and HardDiskBackend "will be deprecated" (nothing a user can change)."""
+    from mmengine.fileio import file_client
+    if not getattr(file_client.print_log, 'quiet', False):
+        file_client.print_log = _without_fileio_deprecations(file_client.print_log)
+
+
 # --- mmengine: pkg_resources removed from setuptools >= 81 ------------------
 
 def _distribution(package):
@@ -297,8 +316,8 @@ def is_resuming(runner) -> bool:
 
 
 FIXES = (fix_undeclared_importlib_metadata, fix_missing_drn_module, fix_multimodal_autoimport,
-         fix_mmcv_lite_ops_warning, fix_pkg_resources_lookups, fix_checkpoint_weights_only,
-         fix_cpu_init_dist, fix_cpu_ddp_wrapper)
+         fix_mmcv_lite_ops_warning, fix_fileio_deprecation_warnings, fix_pkg_resources_lookups,
+         fix_checkpoint_weights_only, fix_cpu_init_dist, fix_cpu_ddp_wrapper)
 
 
 def apply():

@@ -29,6 +29,7 @@ import os
 from pathlib import Path
 
 PATH_VARIABLES = ('data_root', 'feature_dir', 'cache_dir')
+
 REPO_ROOT = Path(__file__).resolve().parents[1]
 
 
@@ -101,7 +102,24 @@ def apply_horizon(cfg, horizon=None, test_horizon=None):
         loader = cfg.get(f'{split}_dataloader')
         if loader is not None:
             _set_dataset_horizon(loader.get('dataset'), value)
+    _check_test_horizon(cfg, horizon, test_horizon)
     return cfg
+
+
+def _check_test_horizon(cfg, horizon: int, test_horizon: int) -> None:
+    """A test horizon the config's planner cannot plan is a config error, raised before
+    anything is built (``BasePlanner`` planners; the same rule as at predict time)."""
+    if test_horizon == horizon or cfg.get('model') is None:
+        return
+    from mmaction.registry import MODELS
+    from vpn_plugin.models.base_planner import BasePlanner, horizon_mismatch
+    cls = MODELS.get(cfg.model.get('type')) if cfg.model.get('type') else None
+    if not (isinstance(cls, type) and issubclass(cls, BasePlanner)):
+        return
+    error = horizon_mismatch(cls, cfg.model.get('cross_horizon'), horizon, test_horizon)
+    if error:
+        raise ValueError(f'{cfg.filename}: test_horizon={test_horizon} with horizon={horizon}: '
+                         f'{error}')
 
 
 def _positive_horizon(cfg, name: str) -> int:

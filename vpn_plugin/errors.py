@@ -13,9 +13,11 @@ Pure Python (no torch / OpenMMLab import).
 """
 from __future__ import annotations
 
+import argparse
 import contextlib
 import difflib
 import functools
+import math
 import os
 import pickle
 
@@ -84,3 +86,27 @@ def check_misspelled(names, known, what: str, cutoff: float = 0.8) -> None:
             raise ValueError(f'{what} {name!r} is unknown; did you mean {match[0]!r}? (a '
                              'misspelled key would be ignored; name a helper variable '
                              "with a leading '_')")
+
+
+def at_least(kind, low, strict: bool = False):
+    """An argparse ``type``: a ``kind`` (``int`` or ``float``) >= ``low`` (> ``low`` when
+    ``strict``), so that e.g. ``--max-epochs 0`` is refused instead of ignored."""
+    what = 'an integer' if kind is int else 'a number'
+
+    def parse(text: str):
+        try:
+            value = kind(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f'{text!r} is not {what}') from None
+        if not math.isfinite(value) or value < low or (strict and value == low):
+            raise argparse.ArgumentTypeError(f'{text}: expected {what} {">" if strict else ">="} '
+                                             f'{low}')
+        return value
+    parse.__name__ = f'{kind.__name__} {">" if strict else ">="} {low}'
+    return parse
+
+
+POSITIVE_INT = at_least(int, 1)
+NON_NEGATIVE_INT = at_least(int, 0)
+POSITIVE_FLOAT = at_least(float, 0.0, strict=True)
+NON_NEGATIVE_FLOAT = at_least(float, 0.0)

@@ -2,35 +2,81 @@
 
 Configs select it with ``runner_type = 'PlanningRunner'`` (``configs/_base_/default_runtime.py``),
 so ``tools/train.py``, ``tools/test.py`` and MMAction2's own tools build it from ``RUNNERS``.
-Three differences from mmengine's ``Runner``:
+Differences from mmengine's ``Runner``:
 
 * :meth:`PlanningRunner.from_cfg` applies the config's ``horizon`` / ``test_horizon``
   (:func:`vpn_plugin.data_paths.apply_horizon`) and resolves its data locations
   (:func:`vpn_plugin.data_paths.resolve_paths`: ``--cfg-options data_root=DIR`` moves every
-  dataset, relative config paths are read from the repository root) before building anything;
+  dataset, relative config paths are read from the repository root) before building anything,
+  after checking the config: no misspelled top-level key, no unknown option of a model /
+  dataset / hook, no training video in the test split;
 
 * without a GPU the distributed backend is ``gloo`` in the config that is used *and* logged
   (mmengine would log ``nccl``; :func:`vpn_plugin.compat.fix_cpu_init_dist` only swaps it at
   ``init_process_group``);
 * the ~250-line config dump is not logged: the config is written to the work dir (as mmengine
-  always does) and one log line says where.
+  always does) and one log line says where;
+* the config's formatted text (yapf, ~1 s) is computed once (:class:`TextCachedConfig`), not
+  for the work dir, the message hub and every checkpoint again;
+* the console shows progress and results only: the environment dump, the ~110-line hook list,
+  the SyncBN notice and the per-epoch "Exp name" go to the log file alone
+  (:data:`FILE_ONLY_MESSAGES`).
 
-And two safety rules (``vpn_plugin.engine.checkpoint``): a checkpoint is loaded strictly
-(``load_from``, ``--resume``; a config's ``load_partial = True`` opts in to partial loading for
-fine-tuning), and saved atomically (a full disk never leaves a partial checkpoint).
+And three safety rules: a checkpoint is loaded strictly (``load_from``, ``--resume``; a
+config's ``load_partial = True`` opts in to partial loading for fine-tuning) and saved
+atomically (a full disk never leaves a partial checkpoint; ``vpn_plugin.engine.checkpoint``);
+``train`` refuses a work dir another process trains in (``vpn_plugin.protocol.locks``).
 """
 from __future__ import annotations
 
+import logging
 import os.path as osp
 
 from . import compat_applied  # noqa: F401  (compat fixes before OpenMMLab)
-from mmengine.config import ConfigDict
+from mmengine.config import Config, ConfigDict
 from mmengine.dist import master_only
 from mmengine.model import is_model_wrapper
 from mmengine.runner import Runner
 from mmaction.registry import RUNNERS
 
 GPU_ONLY_BACKENDS = ('nccl',)
+# log records that go to the log file only, by the start of their message
+FILE_ONLY_MESSAGES = ('\n' + '-' * 60 + '\nSystem environment:',
+                      'Hooks will be executed in the following order',
+                      'Distributed training is not used, all SyncBatchNorm',
+                      'Exp name: ')
+
+
+class TextCachedConfig(Config):
+    """A ``Config`` whose ``pretty_text`` is formatted once per content: mmengine formats it
+    (yapf, about a second) for the work dir, the message hub and every checkpoint's meta."""
+
+    @property
+    def pretty_text(self) -> str:
+        key = repr(self._cfg_dict.to_dict())
+        cached = self.__dict__.get('_pretty_text_cache')
+        if cached is None or cached[0] != key:
+            cached = (key, Config.pretty_text.fget(self))
+            object.__setattr__(self, '_pretty_text_cache', cached)
+        return cached[1]
+
+
+class FileOnlyFilter(logging.Filter):
+    """Keeps :data:`FILE_ONLY_MESSAGES` off a (console) handler."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not str(record.msg).startswith(FILE_ONLY_MESSAGES)
+
+
+def quiet_console(logger: logging.Logger) -> logging.Logger:
+    """Add :class:`FileOnlyFilter` to the console handlers of ``logger`` (once)."""
+    for handler in logger.handlers:
+        console = not isinstance(handler, logging.FileHandler)
+        if console and not any(isinstance(f, FileOnlyFilter) for f in handler.filters):
+            handler.addFilter(FileOnlyFilter())
+    return logger
+
+
 # Top-level config keys besides the Runner's arguments: mmengine's (read by Runner / from_cfg /
 # MMAction2's tools), this plugin's variables, and the helpers of configs/_base_/.
 MMENGINE_KEYS = ('runner_type', 'custom_imports', 'model_wrapper_cfg', 'activation_checkpointing',
@@ -38,7 +84,7 @@ MMENGINE_KEYS = ('runner_type', 'custom_imports', 'model_wrapper_cfg', 'activati
                  'gpu_ids', 'dist_params', 'vis_backends')
 PLUGIN_KEYS = ('horizon', 'test_horizon', 'data_root', 'feature_dir', 'cache_dir', 'selection',
                'load_partial', 'observation', 'window_policy', 'batch_size', 'dataset', 'loader',
-               'paths', 'train_source')
+               'paths', 'train_source', 'test_source', 'dataset_variant', 'device_resident')
 
 
 def cpu_backend(env_cfg: dict, has_accelerator: bool) -> dict:
@@ -58,10 +104,17 @@ class PlanningRunner(Runner):
     def from_cfg(cls, cfg) -> 'PlanningRunner':
         from vpn_plugin.data_paths import apply_horizon, resolve_paths
         from vpn_plugin.protocol.runner import check_config_entries
+        from vpn_plugin.datasets.planning_dataset import check_split_disjoint
         check_config_keys(cfg)
         cfg = resolve_paths(apply_horizon(cfg))
         check_config_entries(cfg, cfg.filename or 'config')
+        check_split_disjoint(cfg)  # no test video among the training videos
+        if type(cfg) is Config:
+            object.__setattr__(cfg, '__class__', TextCachedConfig)
         return super().from_cfg(cfg)
+
+    def build_logger(self, *args, **kwargs):
+        return quiet_console(super().build_logger(*args, **kwargs))
 
     def setup_env(self, env_cfg: dict) -> None:
         from vpn_plugin.compat import has_accelerator
@@ -80,6 +133,16 @@ class PlanningRunner(Runner):
             object.__setattr__(self.cfg, '_cfg_dict', config)
         if config:
             self.logger.info(f'Config: written to {self.config_path()}')
+
+    def train(self):
+        """mmengine's ``train`` holding the work dir's lock (``protocol.locks``): a work dir
+        another process trains in is refused (rank 0 holds it for all ranks)."""
+        if self.rank != 0:
+            return super().train()
+        from vpn_plugin.protocol.locks import exclusive_lock, lock_path_of
+        with exclusive_lock(lock_path_of(self.work_dir), wait=False,
+                            what=f'work dir {self.work_dir}'):
+            return super().train()
 
     def load_checkpoint(self, filename: str, map_location='cpu', strict=None, revise_keys=None):
         """mmengine's ``load_checkpoint`` (``load_from`` and ``resume`` call it) with strict

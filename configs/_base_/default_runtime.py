@@ -5,7 +5,9 @@ custom_imports = dict(imports=['vpn_plugin.mm'], allow_failed_imports=False)
 runner_type = 'PlanningRunner'
 
 default_hooks = dict(
-    runtime_info=dict(type='RuntimeInfoHook'),
+    # mmengine's RuntimeInfoHook, but the losses are read back from the device only when the
+    # logger logs (vpn_plugin/engine/deferred_runtime_info_hook.py): no host sync per step
+    runtime_info=dict(type='DeferredRuntimeInfoHook'),
     timer=dict(type='IterTimerHook'),
     # LoggerHook prints progress lines such as "Epoch(train) [3][20/50] eta: ...".
     logger=dict(type='LoggerHook', interval=10, ignore_last=False),
@@ -41,6 +43,10 @@ vis_backends = [dict(type='LocalVisBackend')]
 visualizer = dict(type='Visualizer', vis_backends=vis_backends)
 
 randomness = dict(seed=0, diff_rank_seed=False, deterministic=False)
+# torch.compile of train_step is mmengine's `compile` key, left unset here (= off until measured on
+# a GPU; README, Speed): a config sets `compile = True` or a dict of torch.compile options, e.g.
+# dict(mode='max-autotune') (a bool here would make a child's dict need _delete_). The DVL's
+# device path (impl='dense', the default off the CPU) compiles without graph breaks.
 
 log_level = 'INFO'
 load_from = None

@@ -16,15 +16,25 @@ Formats (see ../shared/data/README.md and the README section of this package):
   "label"}, ...]}}`` (a mapping ``{vid: record}``, or COIN.json's ``{"database": {...}}``,
   reads the same); global action id = ``int(id) - 1``, feature file
   ``<class>_<recipe_type>_<vid>``.
+
+Values are checked, never coerced (``validation.py``): ids are integers, times finite seconds
+in [0, 24 h], window names (``vid``, ``task``, ``task_name``, ``actions``) agree with the ids,
+a video is listed once, a window's or video's steps are not in reverse temporal order. The
+readers take an optional ``warnings`` (``AnnotationWarnings``) that counts what is merely
+suspicious (steps partly out of temporal order, a window repeated in a window file).
 """
 import csv
+import functools
 import json
 import math
+import numbers
 from dataclasses import dataclass
 from pathlib import Path
 from typing import List, Optional, Sequence, Tuple
 
 from .taxonomy import Taxonomy
+from .validation import (AnnotationWarnings, as_int, as_seconds, first_duplicates,
+                         normalized_name, temporal_order)
 
 
 class BadVideoError(ValueError):
@@ -112,6 +122,21 @@ def read_crosstask_csv(path, taxonomy: Taxonomy, task: int, vid: str = '') -> li
     return steps
 
 
+def check_step_order(path, vid: str, where: str, starts, warnings=None, kind='videos') -> None:
+    """Steps in reverse temporal order (every step starts before the previous one) are a
+    ``BadVideoError``; steps partly out of order a counted warning (``warnings``, of
+    ``kind`` 'videos' or 'windows'), as in a few real annotations."""
+    order = temporal_order(list(starts))
+    if order == 'reversed':
+        raise BadVideoError(vid, 'steps in reverse temporal order',
+                            f'{path}: {where} (vid {vid}): steps in reverse temporal order '
+                            f'(start times {list(starts)}); expected the steps in the order '
+                            'they happen')
+    if order == 'unordered' and warnings is not None:
+        warnings.add(f'{kind} with steps out of temporal order',
+                     f'{path}: {where} (vid {vid}): start times {list(starts)}')
+
+
 def check_crosstask_taxonomy(taxonomy: Taxonomy, tasks_primary: dict) -> None:
     """CSV step numbers index the task's actions: the taxonomy must list every step."""
     for k, key in enumerate(taxonomy.task_keys):
@@ -144,11 +169,22 @@ def read_video_list(path, taxonomy: Taxonomy) -> List[dict]:
         else:
             raise ValueError(f'{path}: entry {i} = {entry!r}: expected {{"vid", "task"}} or '
                              '{"feature", "task_id"}')
+    _refuse_duplicate_videos(path, [v['feature'] for v in videos])
     return videos
 
 
-def crosstask_videos(video_list, annotation_dir, taxonomy: Taxonomy,
-                     tasks_primary=None) -> Tuple[List[VideoAnnotation], List[BadVideoError]]:
+def _refuse_duplicate_videos(path, stems) -> None:
+    """A video listed twice would count its windows twice: a ``ValueError``."""
+    repeated = first_duplicates(stems)
+    if repeated:
+        index, first = next(iter(repeated.items()))
+        raise ValueError(f'{path}: entry {index}: video {stems[index]!r} is already entry '
+                         f'{first} ({len(repeated)} repeated entries); expected each video once')
+
+
+def crosstask_videos(video_list, annotation_dir, taxonomy: Taxonomy, tasks_primary=None,
+                     warnings: Optional[AnnotationWarnings] = None
+                     ) -> Tuple[List[VideoAnnotation], List[BadVideoError]]:
     """Videos of a CrossTask video list with their CSV steps; returns (videos, bad videos)."""
     if tasks_primary is not None:
         check_crosstask_taxonomy(taxonomy, read_crosstask_tasks(tasks_primary))
@@ -157,6 +193,7 @@ def crosstask_videos(video_list, annotation_dir, taxonomy: Taxonomy,
         csv_path = Path(annotation_dir) / f"{entry['feature']}.csv"
         try:
             steps = read_crosstask_csv(csv_path, taxonomy, entry['task'], entry['vid'])
+            check_step_order(csv_path, entry['vid'], 'rows', [s for s, _, _ in steps], warnings)
         except BadVideoError as err:
             bad.append(err)
             continue
@@ -165,7 +202,8 @@ def crosstask_videos(video_list, annotation_dir, taxonomy: Taxonomy,
     return videos, bad
 
 
-def read_json_annotations(path, taxonomy: Taxonomy
+def read_json_annotations(path, taxonomy: Taxonomy,
+                          warnings: Optional[AnnotationWarnings] = None
                           ) -> Tuple[List[VideoAnnotation], List[BadVideoError]]:
     """Our per-video JSON (module docstring) -> (videos, bad videos)."""
     path = Path(path)
@@ -177,10 +215,23 @@ def read_json_annotations(path, taxonomy: Taxonomy
         if not isinstance(entry, dict) or not {'vid', 'task', 'steps'} <= set(entry):
             raise ValueError(f'{path}: entry {i}: expected an object with "vid", "task", "steps"')
         try:
-            videos.append(_json_video(path, i, entry, taxonomy))
+            videos.append(_json_video(path, i, entry, taxonomy, warnings))
         except BadVideoError as err:
             bad.append(err)
+    _refuse_duplicate_videos(path, [_json_stem(entry) for entry in entries])
     return videos, bad
+
+
+def _json_stem(entry: dict) -> str:
+    return str(entry.get('feature', f"{entry['task']}_{entry['vid']}"))
+
+
+def json_video_ids(path) -> set:
+    """The video ids of our per-video JSON (e.g. of the other split)."""
+    entries = _read_json(Path(path))
+    if not isinstance(entries, list):
+        raise ValueError(f'{path}: expected a JSON list of videos')
+    return {str(e['vid']) for e in entries if isinstance(e, dict) and 'vid' in e}
 
 
 def read_coin_annotations(path, taxonomy: Taxonomy
@@ -207,8 +258,26 @@ def read_coin_annotations(path, taxonomy: Taxonomy
     return videos, bad
 
 
+def coin_video_ids(path) -> set:
+    """The video ids of a COIN file (shape checked, steps not), e.g. of the other split."""
+    return {vid for _, vid, _ in _coin_records(Path(path))}
+
+
 def _coin_records(path: Path):
     """(entry index, vid, record) of each video of a COIN file; ValueError for a bad shape."""
+    stat = path.stat() if path.exists() else None
+    return _parsed_coin_records(path, stat and (stat.st_size, stat.st_mtime_ns))
+
+
+@functools.lru_cache(maxsize=4)
+def _parsed_coin_records(path: Path, version) -> tuple:
+    """``_coin_records`` of one version (size, mtime) of a file: both splits' datasets read
+    each file (their own split, the other split's ids), which is parsed once. The records
+    are shared: readers never change them."""
+    return tuple(_iter_coin_records(path))
+
+
+def _iter_coin_records(path: Path):
     data = _read_json(path)
     if isinstance(data, dict):
         data = data.get('database', data)
@@ -255,7 +324,7 @@ def _coin_step(path, where, vid, step, task, taxonomy) -> Tuple[float, float, in
     try:
         raw = step['id']
         action = int(str(raw)) - 1
-        start, end = (float(t) for t in step['segment'])
+        start, end = step['segment']  # numbers of seconds, checked below (never coerced)
     except (ValueError, TypeError, KeyError) as err:
         raise BadVideoError(vid, 'annotation row does not parse',
                             f'{path}: {where} (vid {vid}) = {str(step)[:200]}: {err!r}; '
@@ -264,7 +333,7 @@ def _coin_step(path, where, vid, step, task, taxonomy) -> Tuple[float, float, in
     where = f'{where} (field "id" = {raw!r}: action id {action} = COIN id - 1)'
     _check_step(path, vid, where, start, end, action, taxonomy)
     _check_action_task(path, vid, where, action, task, taxonomy)
-    return start, end, action
+    return float(start), float(end), action
 
 
 def split_overlap(videos: Sequence[VideoAnnotation], others: set, path, other_path
@@ -290,7 +359,7 @@ def _task_of(path, where: str, key, taxonomy: Taxonomy) -> int:
         raise ValueError(f'{path}: {where}: {err}') from None
 
 
-def _json_video(path, i, entry, taxonomy) -> VideoAnnotation:
+def _json_video(path, i, entry, taxonomy, warnings=None) -> VideoAnnotation:
     vid = str(entry['vid'])
     task = _task_of(path, f'entry {i} (vid {vid}): field "task"', entry['task'], taxonomy)
     if not isinstance(entry['steps'], list):
@@ -299,37 +368,65 @@ def _json_video(path, i, entry, taxonomy) -> VideoAnnotation:
                             f'[start_s, end_s, action_id], got {entry["steps"]!r}')
     steps = []
     for j, step in enumerate(entry['steps']):
-        try:
-            start, end, action = float(step[0]), float(step[1]), int(step[2])
-            if len(step) != 3:
-                raise ValueError
-        except (ValueError, TypeError, IndexError):
-            raise BadVideoError(vid, 'annotation row does not parse',
-                                f'{path}: entry {i} (vid {vid}): steps[{j}] = {step!r}; expected '
-                                '[start_s, end_s, action_id]') from None
-        _check_step(path, vid, f'entry {i}: steps[{j}]', start, end, action, taxonomy)
+        start, end, action = step_values(path, vid, f'entry {i}: steps[{j}]', step)
+        _check_action(path, vid, f'entry {i}: steps[{j}]', action, taxonomy)
         _check_action_task(path, vid, f'entry {i}: steps[{j}]', action, task, taxonomy)
         steps.append((start, end, action))
-    feature = str(entry.get('feature', f"{entry['task']}_{vid}"))
-    return VideoAnnotation(vid, task, feature, steps, str(path))
+    check_step_order(path, vid, f'entry {i}: steps', [s for s, _, _ in steps], warnings)
+    return VideoAnnotation(vid, task, _json_stem(entry), steps, str(path))
+
+
+def step_values(path, vid: str, where: str, step) -> Tuple[float, float, int]:
+    """``(start, end, action)`` of a JSON step ``[start_s, end_s, action_id]``, not coerced:
+    times are numbers of seconds, the action an integer (BadVideoError naming the value)."""
+    if not isinstance(step, (list, tuple)) or len(step) != 3:
+        raise BadVideoError(vid, 'annotation row does not parse',
+                            f'{path}: {where} (vid {vid}) = {step!r}; expected '
+                            '[start_s, end_s, action_id]')
+    place = f'{path}: {where} (vid {vid})'
+    start = _seconds(vid, f'{place}: step start time', step[0])
+    end = _seconds(vid, f'{place}: step end time', step[1])
+    if end < start:
+        raise BadVideoError(vid, 'step time outside the video',
+                            f'{place}: step times start={start}, end={end} are not '
+                            '0 <= start <= end')
+    try:
+        action = as_int(step[2], f'{place}: action id')
+    except ValueError as err:
+        raise BadVideoError(vid, 'annotation row does not parse', str(err)) from None
+    return start, end, action
+
+
+def _seconds(vid: str, where: str, value) -> float:
+    """``validation.as_seconds`` as a BadVideoError whose reason says what is wrong."""
+    try:
+        return as_seconds(value, where)
+    except ValueError as err:
+        number = isinstance(value, numbers.Real) and not isinstance(value, bool)
+        reason = ('annotation row does not parse' if not number else
+                  'step time not a finite number' if not math.isfinite(value) else
+                  'step time outside the video')
+        raise BadVideoError(vid, reason, str(err)) from None
 
 
 def _check_step(path, vid, where, start, end, action, taxonomy) -> None:
+    _check_action(path, vid, where, action, taxonomy)
+    _check_times(path, vid, f'{where} (vid {vid})', start, end)
+
+
+def _check_action(path, vid, where, action, taxonomy) -> None:
     if not 0 <= action < taxonomy.num_actions:
         raise BadVideoError(vid, 'action id outside the taxonomy',
                             f'{path}: {where} (vid {vid}): action id {action} is outside the '
                             f'taxonomy {taxonomy.path} (0..{taxonomy.num_actions - 1})')
-    _check_times(path, vid, f'{where} (vid {vid})', start, end)
 
 
 def _check_times(path, vid, where, start, end) -> None:
-    """Finite ``0 <= start <= end``; BadVideoError naming the file, place and values."""
+    """Finite ``0 <= start <= end <= validation.MAX_SECONDS``; BadVideoError naming the
+    file, place and values."""
     for name, value in (('start', start), ('end', end)):
-        if not math.isfinite(value):
-            raise BadVideoError(vid, 'step time not a finite number',
-                                f'{path}: {where}: step {name} time is {value}; expected a '
-                                'finite number of seconds')
-    if start < 0 or end < start:
+        _seconds(vid, f'{path}: {where}: step {name} time', value)
+    if end < start:
         raise BadVideoError(vid, 'step time outside the video',
                             f'{path}: {where}: step times start={start}, end={end} '
                             'are not 0 <= start <= end')
@@ -374,12 +471,15 @@ def chain_windows(windows: Sequence[Window]) -> List[VideoAnnotation]:
     return list(videos.values())
 
 
-def read_window_file(path, taxonomy: Taxonomy, horizon: int
+def read_window_file(path, taxonomy: Taxonomy, horizon: int,
+                     warnings: Optional[AnnotationWarnings] = None
                      ) -> Tuple[List[Window], List[BadVideoError]]:
     """A unified-protocol window file -> (windows, bad-video errors).
 
     A wrong shape (not a list, missing ``id``/``legal_range``, rows not ``[start, end,
-    action]``, not ``horizon`` rows) raises ValueError naming the file, sample and field.
+    action]``, not ``horizon`` rows) raises ValueError naming the file, sample and field; a
+    wrong value of one sample (module docstring) is a bad-video error; a repeated window or
+    steps partly out of temporal order are counted in ``warnings``.
     """
     path = Path(path)
     samples = _read_json(path)
@@ -397,35 +497,106 @@ def read_window_file(path, taxonomy: Taxonomy, horizon: int
             raise ValueError(f'{path}: sample {i}: field "legal_range" must be {horizon} rows of '
                              f'[start_s, end_s, action_id] (horizon {horizon}), got {rows!r}')
         try:
-            windows.append(_window_from_sample(path, i, sample, meta, taxonomy, seen))
+            windows.append(_window_from_sample(path, i, sample, meta, taxonomy, seen, warnings))
         except BadVideoError as err:
             bad.append(err)
+    _count_repeated_windows(path, windows, warnings)
     return windows, bad
 
 
-def _window_from_sample(path, i, sample, meta, taxonomy, seen) -> Window:
+def _count_repeated_windows(path, windows: List[Window], warnings) -> None:
+    """The real files repeat a few windows (CrossTask test T=3: 3, from doubled CSV rows):
+    kept, but counted."""
+    if warnings is None:
+        return
+    keys = [(w.feature, w.steps, w.times) for w in windows]
+    for index, first in first_duplicates(keys).items():
+        warnings.add('duplicate windows', f'{path}: sample {windows[index].sample} repeats '
+                                          f'sample {windows[first].sample} '
+                                          f'({windows[index].feature})')
+
+
+def _window_from_sample(path, i, sample, meta, taxonomy, seen, warnings=None) -> Window:
     stem = Path(str(meta['feature'])).stem
     vid = str(meta.get('vid', stem))
-    try:
-        rows = [(float(s), float(e), int(a)) for s, e, a in meta['legal_range']]
-        task = int(meta['task_id']) if 'task_id' in meta else taxonomy.task_index(meta['task'])
-        video_num_steps = int(sample.get('instruction_len', 0))
-    except (ValueError, TypeError, KeyError) as err:
-        raise BadVideoError(vid, 'annotation row does not parse',
-                            f'{path}: sample {i} (vid {vid}): field "legal_range"/"task_id"/'
-                            f'"instruction_len" does not parse: {err}') from None
-    if not 0 <= task < taxonomy.num_tasks:
-        raise BadVideoError(vid, 'task id outside the taxonomy',
-                            f'{path}: sample {i} (vid {vid}): field "task_id" = {task} is outside '
-                            f'the taxonomy {taxonomy.path} (0..{taxonomy.num_tasks - 1})')
-    for j, (s, e, a) in enumerate(rows):
-        _check_step(path, vid, f'sample {i}: legal_range[{j}]', s, e, a, taxonomy)
+    rows = [step_values(path, vid, f'sample {i}: legal_range[{j}]', row)
+            for j, row in enumerate(meta['legal_range'])]
+    task = _sample_task(path, i, vid, meta, taxonomy)
+    video_num_steps = _instruction_len(path, i, vid, sample, len(rows))
+    for j, (_, _, a) in enumerate(rows):
+        _check_action(path, vid, f'sample {i}: legal_range[{j}]', a, taxonomy)
         _check_action_task(path, vid, f'sample {i}: legal_range[{j}]', a, task, taxonomy)
+    _check_window_names(path, i, vid, meta, stem, task, [a for _, _, a in rows], taxonomy)
+    check_step_order(path, vid, f'sample {i}: legal_range', [s for s, _, _ in rows],
+                     warnings, kind='windows')
     position = seen.get(stem, 0)
     seen[stem] = position + 1
     return Window(vid, task, stem, tuple(a for _, _, a in rows),
                   tuple((round_time(s), round_time(e)) for s, e, _ in rows),
                   video_num_steps, position, i)
+
+
+def _sample_task(path, i, vid, meta, taxonomy) -> int:
+    """The task index of a window sample: its integer ``task_id`` (else its ``task`` key)."""
+    where = f'{path}: sample {i} (vid {vid}): field'
+    if 'task_id' not in meta and 'task' not in meta:
+        raise BadVideoError(vid, 'annotation row does not parse',
+                            f'{where}s "task_id" and "task" are both missing')
+    try:
+        if 'task_id' not in meta:
+            return taxonomy.task_index(meta['task'])
+        task = as_int(meta['task_id'], f'{where} "task_id"')
+    except ValueError as err:
+        message = str(err) if 'task_id' in meta else f'{where} "task": {err}'
+        raise BadVideoError(vid, 'annotation row does not parse', message) from None
+    if not 0 <= task < taxonomy.num_tasks:
+        raise BadVideoError(vid, 'task id outside the taxonomy',
+                            f'{where} "task_id" = {task} is outside the taxonomy '
+                            f'{taxonomy.path} (0..{taxonomy.num_tasks - 1})')
+    return task
+
+
+def _instruction_len(path, i, vid, sample, horizon: int) -> int:
+    """``instruction_len`` (steps in the video; 0 when absent): an integer >= the window's."""
+    if 'instruction_len' not in sample:
+        return 0
+    where = f'{path}: sample {i} (vid {vid}): field "instruction_len"'
+    try:
+        steps = as_int(sample['instruction_len'], where)
+    except ValueError as err:
+        raise BadVideoError(vid, 'annotation row does not parse', str(err)) from None
+    if steps < horizon:
+        raise BadVideoError(vid, 'window names contradict ids',
+                            f'{where} = {steps}: fewer steps than the window\'s {horizon}; '
+                            'expected the number of steps of the whole video')
+    return steps
+
+
+def _check_window_names(path, i, vid, meta, stem, task, actions, taxonomy) -> None:
+    """The names a window sample carries besides its ids must agree with them: ``vid`` with
+    the feature file, ``task`` (key) and ``task_name`` with ``task_id``, ``actions`` with the
+    action ids (names compared as lower-case alphanumerics)."""
+    where = f'{path}: sample {i} (vid {vid}): field'
+    problems = []
+    if 'vid' in meta and stem != vid and not stem.endswith(f'_{vid}'):
+        problems.append(f'"vid" = {vid!r} contradicts "feature" = {meta["feature"]!r}')
+    if 'task' in meta and 'task_id' in meta and str(meta['task']) != taxonomy.task_keys[task]:
+        problems.append(f'"task" = {meta["task"]!r} contradicts "task_id" = {task} (task '
+                        f'{taxonomy.task_keys[task]!r})')
+    if ('task_name' in meta and normalized_name(str(meta['task_name']))
+            != normalized_name(taxonomy.task_names[task])):
+        problems.append(f'"task_name" = {meta["task_name"]!r} contradicts "task_id" = {task} '
+                        f'({taxonomy.task_names[task]!r})')
+    names = [taxonomy.action_names[a] for a in actions]
+    given = meta.get('actions')
+    if given is not None and (not isinstance(given, list)
+                              or [normalized_name(str(n)) for n in given]
+                              != [normalized_name(n) for n in names]):
+        problems.append(f'"actions" = {given!r} contradicts the action ids {actions} '
+                        f'({names})')
+    if problems:
+        raise BadVideoError(vid, 'window names contradict ids', f'{where} '
+                            + '; '.join(problems) + f' in {taxonomy.path}')
 
 
 def _read_text(path: Path, vid: Optional[str] = None) -> str:

@@ -22,6 +22,7 @@ import numpy as np
 
 from .annotations import BadVideoError
 from .safe_pickle import RefusedGlobalError, safe_load
+from .validation import check_real_floats
 
 FEATURE_KEY = 'frames_features'
 NPY_MAGIC, ZIP_MAGIC = b'\x93NUMPY', b'PK\x03\x04'
@@ -48,7 +49,9 @@ def feature_fix_hint(feature_dir, data_root) -> str:
     convert = f'python tools/convert_features.py --src /path/to/real/features --dst {feature_dir}'
     if dataset not in SYNTHETIC_DATASETS:
         return (f'Dataset {dataset!r}: put its feature files in {feature_dir} (public files load '
-                f'as they are), or convert them: {convert}')
+                f'as they are), or convert them: {convert}; synthetic stand-ins for a dataset '
+                'in the per-video JSON format: python tools/make_synthetic_features.py '
+                '--config <its config>')
     out = feature_dir.parent if feature_dir.name == 'features' else Path('OUT')
     generate = (f'python tools/make_synthetic_features.py --dataset {dataset} --data-root '
                 f'{data_root.parent} --out {out}')
@@ -90,10 +93,14 @@ def frames_of(record: dict, path, vid: str = '') -> np.ndarray:
                             f'{path}: no field "{FEATURE_KEY}"; found {sorted(record)[:10]}')
     try:
         frames = np.asarray(record[FEATURE_KEY])
-        return frames.astype(np.float32, copy=False)
     except (TypeError, ValueError) as err:
         raise BadVideoError(vid, 'unreadable feature file',
                             f'{path}: field "{FEATURE_KEY}" is not a numeric array: {err}') from err
+    try:  # int, bool, complex or object arrays are not features (nothing is coerced)
+        check_real_floats(frames, f'{path}: field "{FEATURE_KEY}"')
+    except ValueError as err:
+        raise BadVideoError(vid, 'wrong feature dtype', str(err)) from None
+    return frames.astype(np.float32, copy=False)
 
 
 def read_feature_record(path, vid: str = '', frames_only: bool = False) -> dict:

@@ -1,6 +1,7 @@
 """PlanningDataset: planning windows with start/goal observations (docs/design.md, Data)."""
 import hashlib
 import json
+import logging
 import os
 from collections import Counter
 from pathlib import Path
@@ -9,19 +10,30 @@ from typing import List, Optional
 import numpy as np
 import torch
 from mmaction.registry import DATASETS
+from mmengine.dataset import default_collate
 from mmengine.logging import print_log
+from mmengine.registry import FUNCTIONS
 from torch.utils.data import Dataset
 
-from .annotations import BadVideoError, Window, chain_windows
+from .annotations import BadVideoError, Window, chain_windows, read_video_list
 from .features import feature_fix_hint, find_feature_file, load_features
 from .observations import (RECIPES, WINDOW_POLICIES, check_choice, observation_dim,
                            outside_video, step_map, window_observations)
-from .sources import read_source, source_path
+from .sources import read_source, source_path, source_windows
 from .taxonomy import load_taxonomy
 from ..data_paths import check_resolved
+from .validation import AnnotationWarnings, check_disjoint
 
 SPLITS = ('train', 'val', 'test')
 CACHE_VERSION = 2  # bump when the cached arrays or their meaning change
+CACHE_ARRAYS = {'readable', 'outside', 'maps', 'start', 'goal', 'observed', 'messages'}
+
+
+@FUNCTIONS.register_module()
+def planning_collate(batch):
+    """The loaders' ``collate_fn``: a batch ``PlanningDataset.__getitems__`` gathered
+    (``device_resident``: one dict) as it is; a list of items stacked by ``default_collate``."""
+    return batch if isinstance(batch, dict) else default_collate(batch)
 
 
 @DATASETS.register_module()
@@ -53,6 +65,12 @@ class PlanningDataset(Dataset):
     ``observed_steps=k`` adds the goal observations of steps 1..k (``inputs['observed']``).
     Bad videos raise a ValueError naming file and field, or with ``skip_bad_videos=True`` are
     skipped, counted by reason in ``self.skipped`` and logged.
+
+    Batches: with ``device_resident=True`` (the configs' default) the observations, plans,
+    tasks and indices live as one tensor per field on the model's device (mmengine's
+    ``get_device()``; the CPU inside a loader worker) and ``__getitems__`` returns a whole
+    batch as one index gather, which ``planning_collate`` passes on as it is; otherwise
+    ``__getitems__`` returns the items (torch's default). Same batches, same values.
     """
 
     def __init__(self, data_root, horizon: int, taxonomy: str, feature_dir: str,
@@ -65,7 +83,7 @@ class PlanningDataset(Dataset):
                  val_fraction: float = 0.1, split_seed: int = 0,
                  subset_fraction: Optional[float] = None, subset_seed: int = 0,
                  observed_steps: int = 0, skip_bad_videos: bool = False,
-                 cache_dir: Optional[str] = None):
+                 cache_dir: Optional[str] = None, device_resident: bool = False):
         if split not in SPLITS:
             raise ValueError(f'split={split!r}; expected one of {SPLITS}')
         if not 0 <= observed_steps < horizon:
@@ -80,9 +98,11 @@ class PlanningDataset(Dataset):
         self.window_policy, self.observed_steps = window_policy, observed_steps
         self.window_counts: Counter = Counter()  # 'clamped' / 'relabelled' / 'dropped' windows
         self.skip_bad_videos, self.cache_dir = skip_bad_videos, cache_dir
+        self.device_resident, self._fields = device_resident, None  # (device, {field: tensor})
         self.feature_dim = observation_dim(observation, frame_dim)
         self.skipped: Counter = Counter()  # reason -> number of videos skipped
         self._skip_messages: List[str] = []
+        self.warnings = AnnotationWarnings()  # suspicious annotations, counted and logged
         windows, videos = self._load_source(dict(
             window_file=window_file, video_list=video_list, annotation_dir=annotation_dir,
             tasks_primary=tasks_primary, annotation_file=annotation_file,
@@ -95,6 +115,7 @@ class PlanningDataset(Dataset):
         self._extract(windows)
         self._log_skips()
         self._log_window_counts()
+        self._log_warnings()
         if not self.windows:
             raise ValueError(f'PlanningDataset: split {split!r} (horizon {horizon}) has no windows '
                              f'from {window_file or video_list or annotation_file} (val_fraction='
@@ -107,7 +128,7 @@ class PlanningDataset(Dataset):
     def _load_source(self, sources: dict):
         """(windows, per-video steps or None) of the source (``sources.read_source``)."""
         windows, videos, bad = read_source(self.data_root, self.taxonomy, self.horizon,
-                                           **sources)
+                                           warnings=self.warnings, **sources)
         bad_vids = self._record_bad(bad)
         if videos is not None:
             return windows, videos
@@ -277,11 +298,31 @@ class PlanningDataset(Dataset):
         return Path(self.cache_dir) / f'obs_{hashlib.sha1(key.encode()).hexdigest()[:20]}.npz'
 
     def _read_cache(self, windows) -> Optional[dict]:
+        """The cached arrays, or ``None``: absent, or corrupt (then named in a warning,
+        deleted and rebuilt: a truncated file never stops a run)."""
         path = self._cache_file(windows)
         if path is None or not path.exists():
             return None
-        with np.load(path, allow_pickle=False) as data:
-            return {key: data[key] for key in data.files}
+        try:
+            with np.load(path, allow_pickle=False) as data:
+                arrays = {key: data[key] for key in data.files}
+            self._check_cache(arrays, len(windows))
+            return arrays
+        except Exception as err:  # zip, npy format, OS errors, missing or ragged arrays
+            print_log(f'PlanningDataset: the observation cache {path} is corrupt ({err!r}); '
+                      'discarded, rebuilt from the feature files', 'current', logging.WARNING)
+            path.unlink(missing_ok=True)
+            return None
+
+    def _check_cache(self, arrays: dict, count: int) -> None:
+        """The arrays ``_extract_from_files`` writes, with one entry per window."""
+        missing = sorted(CACHE_ARRAYS - set(arrays))
+        if missing:
+            raise ValueError(f'arrays {missing} missing')
+        kept = int((arrays['readable'] & (arrays['maps'][:, 0] >= 0)).sum())
+        if (len(arrays['readable']) != count or arrays['maps'].shape != (count, self.horizon)
+                or any(len(arrays[k]) != kept for k in ('start', 'goal', 'observed'))):
+            raise ValueError(f'arrays of another length than its {count} windows')
 
     def _write_cache(self, windows, arrays: dict) -> None:
         path = self._cache_file(windows)
@@ -305,6 +346,14 @@ class PlanningDataset(Dataset):
                   f'{self.window_policy!r}): {summary} of {len(self._pkg_windows)} windows; '
                   f'{why}', 'current')
 
+    def _log_warnings(self) -> None:
+        """Suspicious annotations (``validation.AnnotationWarnings``): one WARNING line."""
+        if self.warnings:
+            count = sum(self.warnings.counts.values())
+            print_log(f'PlanningDataset ({self.split}, T={self.horizon}): {count} '
+                      f'warning{"s" * (count > 1)} about the annotations (kept): '
+                      f'{self.warnings.summary()}', 'current', logging.WARNING)
+
     def _log_skips(self) -> None:
         if not self.skipped:
             return
@@ -325,6 +374,34 @@ class PlanningDataset(Dataset):
                    'index': torch.tensor(i, dtype=torch.long)}
         return {'inputs': inputs, 'data_samples': samples}
 
+    def __getitems__(self, indices: List[int]):
+        """The batch of ``indices`` (B): with ``device_resident``, ONE dict as ``planning_collate``
+        gives, ``inputs`` ``start``, ``goal`` (B, D) [``observed`` (B, k, D)], ``data_samples``
+        ``plan`` (B, T), ``task``, ``index`` (B,), gathered on the device; else the B items."""
+        if not self.device_resident:
+            return [self[i] for i in indices]
+        fields = self.device_fields()
+        index = torch.as_tensor(indices, dtype=torch.long)
+        index = index.to(fields['index'].device, non_blocking=True)  # no wait for the device
+        batch = {name: values.index_select(0, index) for name, values in fields.items()}
+        inputs = {name: batch.pop(name) for name in ('start', 'goal', 'observed') if name in batch}
+        return {'inputs': inputs, 'data_samples': batch}
+
+    def device_fields(self) -> dict:
+        """{field: tensor (M, ...)} of every window on the batch device, built once:
+        ``start``, ``goal`` (M, D), [``observed`` (M, k, D)], ``plan`` (M, T), ``task``,
+        ``index`` (M,) int64. CPU tensors share the dataset's arrays."""
+        from mmengine.device import get_device
+        device = torch.device('cpu' if torch.utils.data.get_worker_info() else get_device())
+        if self._fields is None or self._fields[0] != device:
+            fields = dict(start=self.start, goal=self.goal, plan=self.plans, task=self.tasks,
+                          index=np.arange(len(self), dtype=np.int64))
+            if self.observed_steps:
+                fields['observed'] = self.observed
+            self._fields = (device, {name: torch.from_numpy(values).to(device)
+                                     for name, values in fields.items()})
+        return self._fields[1]
+
     def pkg_sequences(self, count_mode: str = 'window') -> List[List[int]]:
         """Action sequences to count the PKG on: per-video steps ('video'; from the annotations
         or chained from a window file) or the window plans ('window', and 'video' when the
@@ -344,3 +421,28 @@ class PlanningDataset(Dataset):
         return dict(num_actions=tx.num_actions, num_tasks=tx.num_tasks, horizon=self.horizon,
                     feature_dim=self.feature_dim, action_names=list(tx.action_names),
                     task_names=list(tx.task_names))
+
+
+def source_videos(dataset_cfg: dict) -> set:
+    """Feature stems of the videos a ``PlanningDataset`` config reads, from its annotations
+    alone (a CrossTask video list: the list itself, no CSV read)."""
+    cfg = dict(dataset_cfg)
+    if cfg.get('video_list'):
+        horizon = cfg.get('horizon', '')
+        taxonomy = load_taxonomy(source_path(cfg['data_root'], cfg['taxonomy'], horizon))
+        path = source_path(cfg['data_root'], cfg['video_list'], horizon)
+        return {entry['feature'] for entry in read_video_list(path, taxonomy)}
+    _, windows, videos = source_windows(cfg)
+    return {item.feature for item in (windows if videos is None else videos)}
+
+
+def check_split_disjoint(cfg) -> None:
+    """A config's training and test videos must be disjoint (``PlanningDataset`` configs of
+    ``train_dataloader`` and ``test_dataloader``; others are not checked): ``ValueError``."""
+    datasets = [(cfg.get(f'{split}_dataloader') or {}).get('dataset') for split in ('train',
+                                                                                  'test')]
+    if not all(d and str(d.get('type', '')).endswith('PlanningDataset') for d in datasets):
+        return
+    check_disjoint(*(source_videos(d) for d in datasets),
+                   f'{cfg.filename or "config"}: train_dataloader.dataset / '
+                   'test_dataloader.dataset')

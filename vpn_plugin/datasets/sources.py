@@ -21,11 +21,13 @@ from pathlib import Path
 from typing import List, Optional, Sequence, Tuple
 
 from .annotations import (BadVideoError, VideoAnnotation, Window, build_windows,
-                          crosstask_videos, read_coin_annotations, read_json_annotations,
-                          read_window_file, split_overlap)
+                          coin_video_ids, crosstask_videos, json_video_ids,
+                          read_coin_annotations, read_json_annotations, read_window_file,
+                          split_overlap)
 from .taxonomy import Taxonomy, action_map, load_taxonomy
 
 ANNOTATION_FORMATS = {'json': read_json_annotations, 'coin': read_coin_annotations}
+VIDEO_IDS = {'json': json_video_ids, 'coin': coin_video_ids}  # ids of the other split
 SOURCE_KEYS = ('window_file', 'video_list', 'annotation_dir', 'tasks_primary',
                'annotation_file', 'annotation_format', 'other_split', 'annotation_taxonomy')
 DATASET_CONFIGS = {'crosstask': 'crosstask.py', 'niv': 'niv.py', 'coin': 'coin.py',
@@ -40,9 +42,11 @@ def source_path(data_root, path, horizon) -> Path:
 
 def read_source(data_root, taxonomy: Taxonomy, horizon: int, window_file=None, video_list=None,
                 annotation_dir=None, tasks_primary=None, annotation_file=None,
-                annotation_format: str = 'json', other_split=None, annotation_taxonomy=None
+                annotation_format: str = 'json', other_split=None, annotation_taxonomy=None,
+                warnings=None
                 ) -> Tuple[List[Window], Optional[List[VideoAnnotation]], List[BadVideoError]]:
-    """(windows, videos or None for a window file, bad-video errors) of one source."""
+    """(windows, videos or None for a window file, bad-video errors) of one source;
+    ``warnings`` (``validation.AnnotationWarnings``) counts what is merely suspicious."""
     given = [n for n, v in (('window_file', window_file), ('video_list', video_list),
                             ('annotation_file', annotation_file)) if v]
     if len(given) != 1:
@@ -59,18 +63,18 @@ def read_source(data_root, taxonomy: Taxonomy, horizon: int, window_file=None, v
                   if annotation_taxonomy else taxonomy)
     videos = None
     if window_file:
-        windows, bad = read_window_file(path, written_in, horizon)
+        windows, bad = read_window_file(path, written_in, horizon, warnings)
     else:
         if video_list:
             if not annotation_dir:
                 raise ValueError('video_list needs annotation_dir (the CrossTask CSV folder)')
             primary = source_path(data_root, tasks_primary, horizon) if tasks_primary else None
             videos, bad = crosstask_videos(path, source_path(data_root, annotation_dir, horizon),
-                                           written_in, primary)
+                                           written_in, primary, warnings)
         else:
             videos, bad = _per_video_file(path, annotation_format, written_in,
                                           other_split and _existing(data_root, other_split,
-                                                                    horizon))
+                                                                    horizon), warnings)
         windows = None
     if annotation_taxonomy:
         windows, videos = _relabel(windows, videos, action_map(written_in, taxonomy))
@@ -78,13 +82,13 @@ def read_source(data_root, taxonomy: Taxonomy, horizon: int, window_file=None, v
 
 
 def _per_video_file(path: Path, annotation_format: str, taxonomy: Taxonomy,
-                    other: Optional[Path]) -> tuple:
+                    other: Optional[Path], warnings=None) -> tuple:
     reader = ANNOTATION_FORMATS[annotation_format]
-    videos, bad = reader(path, taxonomy)
+    videos, bad = (reader(path, taxonomy, warnings) if annotation_format == 'json'
+                   else reader(path, taxonomy))
     if other is not None:
-        other_videos, other_bad = reader(other, taxonomy)
-        others = {v.vid for v in other_videos} | {err.vid for err in other_bad}
-        videos, overlap = split_overlap(videos, others, path, other)
+        videos, overlap = split_overlap(videos, VIDEO_IDS[annotation_format](other), path,
+                                        other)
         bad += overlap
     return videos, bad
 
@@ -120,8 +124,12 @@ def source_windows(dataset_cfg: dict) -> Tuple[Taxonomy, List[Window],
     ``PlanningDataset`` config dict (no features read, no validation hold-out). Bad videos
     raise their error, or are left out with ``skip_bad_videos=True``."""
     horizon = int(dataset_cfg['horizon'])
-    taxonomy = load_taxonomy(_existing(dataset_cfg['data_root'], dataset_cfg['taxonomy'],
-                                       horizon))
+    path = source_path(dataset_cfg['data_root'], dataset_cfg['taxonomy'], horizon)
+    if not path.exists():
+        raise FileNotFoundError(f'taxonomy {path} does not exist (data_root '
+                                f'{dataset_cfg["data_root"]}); expected a JSON '
+                                '{"<idx>_<task>": {"<action id>": "<name>"}}')
+    taxonomy = load_taxonomy(path)
     windows, videos, bad = read_source(
         dataset_cfg['data_root'], taxonomy, horizon,
         **{k: dataset_cfg[k] for k in SOURCE_KEYS if dataset_cfg.get(k) is not None})

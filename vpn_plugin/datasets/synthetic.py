@@ -34,8 +34,8 @@ from typing import Dict, List, Sequence
 
 import numpy as np
 
-from .annotations import (VideoAnnotation, chain_windows, crosstask_videos, read_window_file,
-                          round_time)
+from .annotations import (VideoAnnotation, chain_windows, crosstask_videos,
+                          read_window_file, round_time)
 from .features import FEATURE_KEY
 from .taxonomy import Taxonomy, load_taxonomy
 
@@ -183,12 +183,26 @@ def dataset_videos(dataset: str, data_root) -> tuple:
 def _videos_of_config(dataset: str, data_root) -> tuple:
     """(taxonomy, videos) of both splits of a dataset whose config reads per-video
     annotations (COIN), through the dataset's own source loader."""
-    from .sources import dataset_config, source_windows
-    videos = []
-    for split in ('train', 'test'):
-        taxonomy, _, found = source_windows(dataset_config(dataset, split, 1, data_root))
-        videos += found
+    from ..data_paths import REPO_ROOT, load_config
+    from .sources import DATASET_CONFIGS
+    config = REPO_ROOT / 'configs/_base_/datasets' / DATASET_CONFIGS[dataset]
+    taxonomy, videos, _ = config_videos(load_config(config, data_root=data_root, horizon=1))
     return taxonomy, videos
+
+
+def config_videos(cfg) -> tuple:
+    """(taxonomy, videos, frame_dim) of the train and test datasets of a resolved config (e.g.
+    a dataset of your own, configs/_base_/datasets/custom_json.py), read by the datasets' own
+    source loader (``sources.source_windows``); each feature file stem once."""
+    from .sources import source_windows
+    videos, stems = [], set()
+    for split in ('train', 'test'):
+        dataset = cfg[f'{split}_dataloader']['dataset'].to_dict()
+        taxonomy, windows, found = source_windows(dataset)
+        found = chain_windows(windows) if found is None else found
+        videos += [v for v in found if v.feature not in stems]
+        stems.update(v.feature for v in found)
+    return taxonomy, videos, int(cfg.train_dataloader.dataset.get('frame_dim', 512))
 
 
 def _videos_from_windows(root: Path, taxonomy: Taxonomy) -> List[VideoAnnotation]:

@@ -28,16 +28,25 @@ class Taxonomy:
         return len(self.task_names)
 
     def task_index(self, key) -> int:
-        """Task index of a task key ('23521', 'Changing a car tire') or an index (int / '3')."""
-        lookup = {k: i for i, k in enumerate(self.task_keys)}
-        if str(key) in lookup:
-            return lookup[str(key)]
-        if isinstance(key, int) or str(key).isdigit():
-            if 0 <= int(key) < self.num_tasks:
+        """Task index of a task key ('23521', 'Changing a car tire'), a task name ('Make Jello
+        Shots'), a taxonomy file key ('0_make_tea', '0_23521_Make Jello Shots') or an index
+        (int / '3'); ValueError listing what is accepted otherwise."""
+        if isinstance(key, (str, int)) and not isinstance(key, bool):  # not True, 0.7, [..]
+            for names in (self.task_keys, self.task_names, self.file_keys):
+                if str(key) in names:
+                    return names.index(str(key))
+            if (isinstance(key, int) or str(key).isdigit()) and 0 <= int(key) < self.num_tasks:
                 return int(key)
-        raise ValueError(f'task {key!r} is not a task of taxonomy {self.path} '
-                         f'(expected one of {self.task_keys[:5]}... or an index < '
-                         f'{self.num_tasks})')
+        raise ValueError(f'task {key!r} is not a task of taxonomy {self.path}; expected a task '
+                         f'name {self.task_names[:3]}..., a key {self.file_keys[:3]}... or an '
+                         f'index 0..{self.num_tasks - 1}')
+
+    @property
+    def file_keys(self) -> List[str]:
+        """The taxonomy file's keys ('<idx>_[<task id>_]<name>'), as :func:`load_taxonomy`
+        parses them."""
+        return [f'{i}_{key}' if key == name else f'{i}_{key}_{name}'
+                for i, (key, name) in enumerate(zip(self.task_keys, self.task_names))]
 
 
 def _parse_task_key(raw: str, path) -> tuple:
@@ -81,6 +90,9 @@ def load_taxonomy(path) -> Taxonomy:
         for aid, aname in actions:
             if not str(aid).isdigit():
                 raise ValueError(f'{path}: task {task_raw!r}: action id {aid!r} is not an integer')
+            if not isinstance(aname, str) or not aname.strip():
+                raise ValueError(f'{path}: task {task_raw!r}: action {aid} name = {aname!r}; '
+                                 'expected a non-empty string')
             if int(aid) in action_names:
                 first = raw[action_task[int(aid)]][0]
                 raise ValueError(f'{path}: task {task_raw!r}: action id {aid} ({aname!r}) is '

@@ -56,10 +56,13 @@ def read_checkpoint(filename, map_location='cpu', logger='current') -> dict:
     return checkpoint
 
 
-def state_dict_of(checkpoint: dict) -> 'OrderedDict[str, object]':
+def state_dict_of(checkpoint: dict, source: str = 'checkpoint') -> 'OrderedDict[str, object]':
     """The checkpoint's ``state_dict`` (or the dict itself) with a wrapper's ``module.``
     prefix removed, its ``_metadata`` kept (as mmengine's loader)."""
     state = checkpoint.get('state_dict', checkpoint)
+    if not isinstance(state, dict) or not all(isinstance(k, str) for k in state):
+        raise ValueError(f'{source}: "state_dict" is a {type(state).__name__}; expected a dict '
+                         'of tensor names to tensors')
     metadata = getattr(state, '_metadata', OrderedDict())
     state = OrderedDict((re.sub(MODULE_PREFIX, '', key), value) for key, value in state.items())
     state._metadata = metadata
@@ -74,7 +77,7 @@ def load_weights(model, checkpoint: dict, source: str, *, partial: bool = False,
     unexpected keys and the tensors of another shape, unless ``partial`` (then they are
     logged and the fitting tensors are loaded).
     """
-    state = state_dict_of(checkpoint)
+    state = state_dict_of(checkpoint, source)
     expected = model.state_dict()
     wrong = {}  # key -> (what the checkpoint holds, shape in the model)
     for key, value in list(state.items()):
@@ -82,8 +85,10 @@ def load_weights(model, checkpoint: dict, source: str, *, partial: bool = False,
             found = tuple(value.shape) if torch.is_tensor(value) else type(value).__name__
             wrong[key] = (found, tuple(expected[key].shape))
             del state[key]
-    result = model.load_state_dict(state, strict=False)
-    problems = mismatch_text(result.missing_keys, result.unexpected_keys, wrong)
+    keys, other = _load_fitting(model, state, wrong)
+    missing = [key for key in keys.missing_keys if key not in wrong]  # listed with shapes
+    problems = '; '.join(filter(None, [mismatch_text(missing, keys.unexpected_keys, wrong),
+                                       other]))
     if not problems:
         return
     if not partial:
@@ -96,6 +101,35 @@ def load_weights(model, checkpoint: dict, source: str, *, partial: bool = False,
     print_log(f'{PARTIAL_LOAD_KEY}=True: loaded the tensors of {source} that fit '
               f'{type(model).__name__}; left as built: {problems}', logger=logger,
               level=logging.WARNING)
+
+
+def _load_fitting(model, state, wrong: dict):
+    """Load ``state`` non-strictly; returns (missing / unexpected keys, other errors). A key a
+    model's own load hook renames (legacy names) may still meet a tensor of another shape:
+    torch then loads the rest and raises; such mismatches join ``wrong``."""
+    found = []
+    handle = model.register_load_state_dict_post_hook(lambda module, keys: found.append(keys))
+    other = ''
+    try:
+        model.load_state_dict(state, strict=False)
+    except RuntimeError as error:
+        other = str(error)
+        for key, theirs, ours in SIZE_MISMATCH.findall(other):
+            wrong[key] = (_shape(theirs), _shape(ours))
+        if SIZE_MISMATCH.search(other) and not re.search(r'\n\t(?!size mismatch)', other):
+            other = ''  # every error was a size mismatch, now listed in ``wrong``
+    finally:
+        handle.remove()
+    return found[-1], other
+
+
+def _shape(text: str) -> tuple:
+    return tuple(int(n) for n in text.split(',') if n.strip())
+
+
+SIZE_MISMATCH = re.compile(r'size mismatch for (\S+): copying a param with shape '
+                           r'torch\.Size\(\[([^\]]*)\]\) from checkpoint, the shape in current '
+                           r'model is torch\.Size\(\[([^\]]*)\]\)')
 
 
 def mismatch_text(missing, unexpected, wrong: dict) -> str:

@@ -188,18 +188,27 @@ SIZE_FIELDS = {'num_actions': 'num_actions', 'num_tasks': 'num_tasks', 'horizon'
                'mlp_ratio': 'mlp_ratio', 'dropout': 'dropout'}
 
 
+def method_config(leaf: str, planner_base: str, horizon: int):
+    """The model config of a method's per-T config ``leaf`` (``{T}`` filled), else of its
+    ``planner_base`` at ``horizon`` (a horizon without a config file); prints which."""
+    from ..data_paths import load_config
+    path = REPO / leaf.format(T=horizon)
+    if not path.is_file():
+        path = REPO / planner_base
+    model = load_config(path, horizon=horizon).model
+    print(f'config: {path.relative_to(REPO)} at horizon {horizon} (type={model.type})')
+    return model
+
+
 def model_config(meta: dict):
     """This plugin's model config for the fixture, with the fixture's sizes set; prints each
     size that differs from the config (e.g. the 105-action CrossTask taxonomy)."""
-    from ..data_paths import load_config
     if meta['dataset'] not in CONFIG_DATASETS:
         raise ValueError(f'meta.json dataset={meta["dataset"]!r} is unknown; expected one of '
                          f'{sorted(CONFIG_DATASETS)}')
     family = CONFIG_DATASETS[meta['dataset']]
-    leaf = REPO / f'configs/vpn_{family}_t{meta["horizon"]}.py'
-    path = leaf if leaf.is_file() else REPO / f'configs/_base_/models/vpn_{family}.py'
-    model = load_config(path).model
-    print(f'config: {path.relative_to(REPO)} (type={model.type})')
+    model = method_config(f'configs/vpn_{family}_t{{T}}.py',
+                          f'configs/_base_/planners/vpn_{family}.py', meta['horizon'])
     for field, key in SIZE_FIELDS.items():
         if model.get(key) != meta[field]:
             print(f'  {key}: config {model.get(key)!r} -> fixture {meta[field]!r}')

@@ -30,7 +30,8 @@ Network (official module names in brackets, see ``SCHEMA_PREFIXES``):
 The official model also holds ``state_decoder.logit_scale``, ``action_decoder.logit_scale``
 and ``action_decoder.proj``, which no computation uses: they are kept (frozen) so that the
 parameter counts and checkpoints are the official ones. Cross-attention projects the shared
-memory once per batch instead of once per sample (same function, B times fewer operations).
+memory once per batch instead of once per sample, and attends to it with the batch's queries
+as the rows of one attention (same function; ``multi_head_attention``).
 """
 import math
 from typing import Dict, Optional
@@ -90,20 +91,27 @@ def sinusoidal_table(length: int, dim: int) -> torch.Tensor:
 def multi_head_attention(query: torch.Tensor, memory: torch.Tensor,
                          attention: nn.MultiheadAttention) -> torch.Tensor:
     """``attention``'s function (no masks, no attention dropout) on batch-first tensors:
-    query (B, L, E), memory (B or 1, S, E) -> (B, L, E). A memory shared by the batch (1, S, E)
-    is projected once."""
-    heads, dim = attention.num_heads, query.shape[-1]
+    query (B, L, E), memory (B, S, E) or (1, S, E) shared by the batch -> (B, L, E).
+
+    A shared memory is projected once, and since attention rows are independent, the B*L
+    queries attend to it as the rows of ONE attention (no per-sample copy of keys and values,
+    no reduction of their gradients over the batch)."""
     w_q, w_k, w_v = attention.in_proj_weight.chunk(3)
     b_q, b_k, b_v = attention.in_proj_bias.chunk(3)
+    q = F.linear(query, w_q, b_q)
+    k, v = F.linear(memory, w_k, b_k), F.linear(memory, w_v, b_v)
+    if len(memory) == 1 < len(query):
+        return attention.out_proj(_attend(q.reshape(1, -1, q.shape[-1]), k, v,
+                                          attention.num_heads).view_as(q))
+    return attention.out_proj(_attend(q, k, v, attention.num_heads))
 
-    def split(x):  # (b, s, E) -> (B, H, s, E/H)
-        return x.unflatten(-1, (heads, dim // heads)).transpose(1, 2).expand(
-            len(query), -1, -1, -1)
 
-    q, k, v = (split(F.linear(x, w, b)) for x, w, b in
-               ((query, w_q, b_q), (memory, w_k, b_k), (memory, w_v, b_v)))
-    out = F.scaled_dot_product_attention(q, k, v)
-    return attention.out_proj(out.transpose(1, 2).flatten(2))
+def _attend(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, heads: int) -> torch.Tensor:
+    """Scaled dot-product attention of q (b, L, E) over k, v (b, S, E) with ``heads`` heads."""
+    def split(x):  # (b, s, E) -> (b, H, s, E/H)
+        return x.unflatten(-1, (heads, -1)).transpose(1, 2)
+
+    return F.scaled_dot_product_attention(split(q), split(k), split(v)).transpose(1, 2).flatten(2)
 
 
 class AttentionBlock(nn.Module):

@@ -2,7 +2,8 @@
 official code (``../shared/reference/schema_*``, README section "Reference outputs of SCHEMA").
 
 The model is built from this plugin's SCHEMA config for the fixture's dataset
-(``configs/baselines/schema_<dataset>_t<T>.py``, else ``configs/_base_/models/schema_<dataset>.py``)
+(``configs/baselines/schema_<dataset>_t<T>.py``, else ``configs/_base_/planners/schema_<dataset>.py``
+at horizon T)
 with the fixture's constructor arguments (``meta.json`` ``constructor``), every dropout set to 0
 as the recipe does, the official weights converted (``models.authors.convert_state_dict``) and
 the fixture's text features and transition matrix installed. Then, as the recipe: a train pass
@@ -17,8 +18,8 @@ import numpy as np
 import torch
 from torch import nn
 
-from .authors import (CONFIG_DATASETS, REPO, TEXT_TOLERANCE, check_inputs,
-                      install_authors_weights, read_authors_state_dict)
+from .authors import (CONFIG_DATASETS, TEXT_TOLERANCE, check_inputs, install_authors_weights,
+                      method_config, read_authors_state_dict)
 from .oracle import (GRAD_TOLERANCE, OUTPUT_TOLERANCE, Row, compare, compare_file,
                      grad_summary, read_npz)
 from .schema import OFFICIAL_TABLES
@@ -61,12 +62,9 @@ def read_schema_meta(fixture: Path, meta: dict) -> dict:
 def model_config(meta: dict):
     """This plugin's SCHEMA model config for the fixture, with the fixture's constructor
     arguments; prints each that differs from the config (e.g. 512-d official observations)."""
-    from ..data_paths import load_config
     family = CONFIG_DATASETS[meta['dataset']]
-    leaf = REPO / f'configs/baselines/schema_{family}_t{meta["horizon"]}.py'
-    path = leaf if leaf.is_file() else REPO / f'configs/_base_/models/schema_{family}.py'
-    model = load_config(path).model
-    print(f'config: {path.relative_to(REPO)} (type={model.type})')
+    model = method_config(f'configs/baselines/schema_{family}_t{{T}}.py',
+                          f'configs/_base_/planners/schema_{family}.py', meta['horizon'])
     constructor = meta['constructor']
     wanted = {key: constructor[name] for name, key in CONSTRUCTOR_FIELDS.items()}
     wanted.update({key: constructor['args'][name] for name, key in ARG_FIELDS.items()})

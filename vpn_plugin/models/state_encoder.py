@@ -158,27 +158,19 @@ class StateEncoder(nn.Module):
         evidence = after.view(batch, steps, -1).log_softmax(-1)
         return F.pad(evidence, (0, 0, 0, horizon - steps))
 
-    def _load_from_state_dict(self, state_dict, prefix, local_metadata, strict,
-                              missing_keys, unexpected_keys, error_msgs):
-        weight = state_dict.get(prefix + 'visual_encoder.0.weight')
-        if weight is not None and weight.dim() == 2 and weight.shape[1] != self.feature_dim:
-            raise ValueError(
-                f'{self.owner}: the checkpoint\'s visual encoder takes {weight.shape[1]}-d '
-                f'observations ({prefix}visual_encoder.0.weight {tuple(weight.shape)}) but the '
-                f'config builds model.feature_dim={self.feature_dim}: test it with the '
-                'observation it was trained on (feature_dim and the datasets\' observation=)')
-        super()._load_from_state_dict(state_dict, prefix, local_metadata, strict,
-                                      missing_keys, unexpected_keys, error_msgs)
 
-
-def rename_legacy_keys(state_dict: dict, prefix: str) -> None:
+def rename_legacy_keys(state_dict: dict, prefix: str, expected: Dict[str, torch.Size]) -> None:
     """Move a checkpoint's flat ``visual_encoder.*`` / ``text_encoder.*`` / ``logit_scale``
-    (ViterbiPlanNet before the encoder was shared) under ``state_encoder.``, in place."""
+    (ViterbiPlanNet before the encoder was shared) under ``state_encoder.``, in place; only
+    names whose new place exists in ``expected`` ({name below prefix: shape}) with the same
+    shape move (another model's tensors stay where the strict loader reports them)."""
     if any(key.startswith(prefix + 'state_encoder.') for key in state_dict):
         return
     for key in [k for k in state_dict if k.startswith(prefix)]:
         name = key[len(prefix):]
         for old, new in LEGACY_PREFIXES.items():
-            if name.startswith(old):
-                state_dict[prefix + new + name[len(old):]] = state_dict.pop(key)
+            target = new + name[len(old):]
+            fits = getattr(state_dict[key], 'shape', None) == expected.get(target)
+            if name.startswith(old) and fits:
+                state_dict[prefix + target] = state_dict.pop(key)
                 break

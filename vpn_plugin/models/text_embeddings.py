@@ -59,14 +59,16 @@ def state_texts(action_names: Sequence[str], action_task_names: Sequence[str],
         descriptions = json.load(f)
     by_task = {_normalize(task): {_normalize(a): d for a, d in actions.items()}
                for task, actions in descriptions.items()}
+    from ..datasets.validation import as_sentences
     before, after = [], []
     for action_id, (action, task) in enumerate(zip(action_names, action_task_names)):
         entry = _find_description(by_task, task, action)
-        if entry is None or 'before' not in entry or 'after' not in entry:
+        if not isinstance(entry, dict) or 'before' not in entry or 'after' not in entry:
             raise KeyError(f'{descriptions_file}: no before/after state description for action '
                            f'{action_id} {action!r} of task {task!r}')
-        before.append(list(entry['before']))
-        after.append(list(entry['after']))
+        where = f'{descriptions_file}: task {task!r}, action {action!r}: '
+        before.append(as_sentences(entry['before'], where + '"before"'))
+        after.append(as_sentences(entry['after'], where + '"after"'))
     sizes = {len(s) for s in before + after}
     if len(sizes) != 1:
         raise ValueError(f'{descriptions_file}: actions have different numbers of state '
@@ -98,6 +100,8 @@ def encode_texts(texts: Sequence[str], encoder: Optional[str] = None,
     if pooling not in POOLINGS:
         raise ValueError(f'text pooling={pooling!r} is unknown; expected one of {POOLINGS}')
     from transformers import AutoModel, AutoTokenizer
+    from transformers.utils import logging as transformers_logging
+    transformers_logging.disable_progress_bar()  # a weight-loading bar per model: log noise
     path = resolve_encoder_path(encoder)
     try:
         tokenizer = AutoTokenizer.from_pretrained(path, local_files_only=True)
@@ -266,4 +270,6 @@ def _read_feature_array(file: str) -> torch.Tensor:
     if array.ndim != 3 or not np.issubdtype(array.dtype, np.floating):
         raise ValueError(f'{file}: array of shape {array.shape} and dtype {array.dtype}; '
                          'expected a float array (N, 6, Dt)')
+    if not np.isfinite(array).all():
+        raise ValueError(f'{file}: holds NaN or infinite values; expected finite features')
     return torch.from_numpy(array.astype(np.float32))

@@ -147,7 +147,9 @@ class ViterbiPlanNet(BasePlanner):
                              "'<(N, 6, 768) .npy>') or set loss_weights=dict(state=0)")
 
     def _load_from_state_dict(self, state_dict, prefix, *args, **kwargs):
-        rename_legacy_keys(state_dict, prefix)  # checkpoints from before the shared encoder
+        # checkpoints from before the shared encoder
+        rename_legacy_keys(state_dict, prefix, {name: value.shape for name, value in
+                                                self.state_dict().items()})
         super()._load_from_state_dict(state_dict, prefix, *args, **kwargs)
 
     # ------------------------------------------------------------------ network
@@ -220,8 +222,8 @@ class ViterbiPlanNet(BasePlanner):
         weights, losses = self.loss_weights, {}
         if weights['state'] > 0:
             logits = self.state_logits(states).flatten(0, 1)
-            losses['loss_state'] = weights['state'] * F.cross_entropy(
-                logits, plan[:, [0, -1]].flatten())
+            ends = torch.stack([plan[:, 0], plan[:, -1]], 1)  # no index tensor to upload
+            losses['loss_state'] = weights['state'] * F.cross_entropy(logits, ends.flatten())
         if weights['plan'] > 0:
             predicted = self.soft_plan(log_emissions) if self.use_dvl else log_emissions.exp()
             target = F.one_hot(plan, self.num_actions).to(predicted.dtype)

@@ -1,9 +1,13 @@
 """What ``tools/run_protocol.py --dry-run`` prints: every run, its epochs, folder and wall time.
 
 The time estimate is ``epochs x seconds per epoch x share of the training set`` per training
-(tests and the one-off feature extraction are not counted). The default seconds per epoch is
-a measured figure, :data:`CPU_EPOCH_SECONDS`; measure your machine with
-``tools/benchmark_epoch.py CONFIG --epochs 3`` and pass it as ``--epoch-seconds``.
+(tests and the one-off feature extraction are not counted). Each run's seconds per epoch is
+its own: ``epoch_seconds`` (ViterbiPlanNet on CrossTask T=3; default the measured
+:data:`CPU_EPOCH_SECONDS`, ``--epoch-seconds``: measure your machine with
+``tools/benchmark_epoch.py configs/vpn_crosstask_t3.py --epochs 3``) times the measured cost of
+the run's dataset and model relative to it (:data:`RELATIVE_EPOCH_COST`, at T=3); a dataset or
+model without a measured figure uses ViterbiPlanNet's on that dataset, else CrossTask's, and
+its line says so.
 """
 from __future__ import annotations
 
@@ -17,6 +21,34 @@ from pathlib import Path
 # (docs/results.md, "The paper's schedule").
 CPU_EPOCH_SECONDS = 36 * 60 / 500
 SUBSET_KEY = 'train_dataloader.dataset.subset_fraction'
+REFERENCE = ('crosstask', 'ViterbiPlanNet')
+# Seconds per training epoch relative to REFERENCE, (dataset, model type) -> ratio, at T=3,
+# batch 256, synthetic features, one CPU thread: tools/benchmark_epoch.py CONFIG --epochs 3 for
+# configs/vpn_<d>_t3.py, compact/compact_<d>_t3.py and baselines/pkg_beam_search_<d>_t3.py,
+# run back to back on the shared 2-core CPU (2026-11-23; fastest epoch of each; two rounds for
+# ViterbiPlanNet). Epochs (s), round 1 / round 2: ViterbiPlanNet CrossTask 13.5 / 10.2, NIV
+# 1.19 / 0.69, COIN 45.8 / 47.7; CompactPlanNet CrossTask 10.8, NIV 0.92, COIN 28.7; PKG beam
+# search CrossTask 1.98, NIV 0.16, COIN 2.03 (38 / 3 / 48 batches per epoch). Ratios of the
+# same round; COIN ViterbiPlanNet 3.4 / 4.7 -> 4.0, NIV 0.088 / 0.068 -> 0.08.
+# SCHEMA (issue 20): CrossTask from tools/benchmark_epoch.py back to back with ViterbiPlanNet
+# (fastest epochs 200.6 / 16.35 s, load ~9); NIV and COIN = ViterbiPlanNet's ratio x SCHEMA's
+# per-step cost relative to ViterbiPlanNet at their sizes (one process, alternating, B=256, T=3:
+# 6.6x at N=48, 22.7x at N=778; 11.3x at N=133).
+# Models that do not train cost nothing.
+RELATIVE_EPOCH_COST = {
+    ('crosstask', 'ViterbiPlanNet'): 1.0,
+    ('crosstask', 'CompactPlanNet'): 0.80,
+    ('crosstask', 'PKGBeamSearchPlanner'): 0.15,
+    ('niv', 'ViterbiPlanNet'): 0.08,
+    ('niv', 'CompactPlanNet'): 0.062,
+    ('niv', 'PKGBeamSearchPlanner'): 0.011,
+    ('coin', 'ViterbiPlanNet'): 4.0,
+    ('coin', 'CompactPlanNet'): 2.5,
+    ('coin', 'PKGBeamSearchPlanner'): 0.15,
+    ('crosstask', 'SCHEMA'): 12.0,
+    ('niv', 'SCHEMA'): 0.53,
+    ('coin', 'SCHEMA'): 91.0,
+}
 
 
 @dataclass
@@ -31,29 +63,49 @@ class PlannedRun:
     train_share: float     # fraction of the training windows used (sample efficiency)
     work_dir: Path
     seconds: float         # estimated wall time of the training
+    epoch_seconds: float = 0.0  # the estimate's seconds per epoch for this run
+    cost_note: str = ''    # says when no measured figure of its dataset and model existed
 
 
 def plan_runs(units, work_dir_of, max_epochs=None, epoch_seconds=CPU_EPOCH_SECONDS):
     """:class:`PlannedRun` of each unit; ``work_dir_of(unit)`` gives its folder.
 
-    ``max_epochs`` overrides the configs' ``train_cfg.max_epochs`` (as the runner does).
+    ``max_epochs`` overrides the configs' ``train_cfg.max_epochs`` (as the runner does);
+    ``epoch_seconds``: ViterbiPlanNet's on CrossTask T=3, scaled per run (module docstring).
     """
-    epochs_of = {}
+    schedules = {}
     planned = []
     for unit in units:
         key = (unit.config, json.dumps(unit.cfg_options, sort_keys=True, default=str))
-        if key not in epochs_of:
-            epochs_of[key] = config_epochs(unit.config, unit.cfg_options)
-        epochs = (max_epochs or epochs_of[key]) if unit.train else 0
+        if key not in schedules:
+            schedules[key] = config_schedule(unit.config, unit.cfg_options)
+        config_max_epochs, dataset, model = schedules[key]
+        epochs = (max_epochs or config_max_epochs) if unit.train else 0
+        ratio, note = relative_cost(dataset, model)
         share = float(unit.cfg_options.get(SUBSET_KEY) or 1.0)
+        seconds_per_epoch = ratio * epoch_seconds
         planned.append(PlannedRun(unit.slug, unit.config, unit.seed, unit.horizon,
                                   sorted({t.horizon for t in unit.tests}), epochs, share,
-                                  Path(work_dir_of(unit)), epochs * share * epoch_seconds))
+                                  Path(work_dir_of(unit)), epochs * share * seconds_per_epoch,
+                                  seconds_per_epoch, note if epochs else ''))
     return planned
 
 
-def config_epochs(config: str, cfg_options: dict) -> int:
-    """``train_cfg.max_epochs`` of a config with its overrides."""
+def relative_cost(dataset: str, model: str) -> tuple:
+    """(epoch cost relative to ViterbiPlanNet on CrossTask, note) of a dataset and model type;
+    the note names the figure used when none was measured for them."""
+    if (dataset, model) in RELATIVE_EPOCH_COST:
+        return RELATIVE_EPOCH_COST[(dataset, model)], ''
+    for stand_in in ((dataset, REFERENCE[1]), REFERENCE):
+        if stand_in in RELATIVE_EPOCH_COST:
+            return RELATIVE_EPOCH_COST[stand_in], (f'no measured epoch time of {model} on '
+                                                   f'{dataset}: {stand_in[1]} on {stand_in[0]}\'s')
+    raise AssertionError('RELATIVE_EPOCH_COST lacks its reference')
+
+
+def config_schedule(config: str, cfg_options: dict) -> tuple:
+    """(``train_cfg.max_epochs``, dataset name, model type) of a config with its overrides;
+    the dataset is the last folder of the training set's ``data_root``."""
     from mmengine.config import Config
     cfg = Config.fromfile(config)
     if cfg_options:
@@ -61,7 +113,8 @@ def config_epochs(config: str, cfg_options: dict) -> int:
     if 'max_epochs' not in cfg.get('train_cfg', {}):
         raise ValueError(f'{config}: train_cfg has no max_epochs; expected an epoch-based '
                          'training schedule')
-    return int(cfg.train_cfg.max_epochs)
+    data_root = str(cfg.get('train_dataloader', {}).get('dataset', {}).get('data_root', ''))
+    return int(cfg.train_cfg.max_epochs), Path(data_root).name, str(cfg.model.get('type'))
 
 
 def format_duration(seconds: float) -> str:
@@ -79,12 +132,14 @@ def format_plan(planned: list, epoch_seconds: float) -> list[str]:
     for run in planned:
         tests = ','.join(str(h) for h in run.test_horizons) or '- (a pre-training stage)'
         share = f' x {run.train_share:g} of the data' if run.train_share != 1 else ''
-        training = (f'{run.epochs} epochs{share}, ~{format_duration(run.seconds)}'
-                    if run.epochs else 'no training')
+        note = f' ({run.cost_note})' if run.cost_note else ''
+        training = (f'{run.epochs} epochs{share} at {run.epoch_seconds:.2f} s, '
+                    f'~{format_duration(run.seconds)}{note}' if run.epochs else 'no training')
         lines.append(f'{run.slug} seed={run.seed} T={run.train_horizon} test T={tests} | '
                      f'{run.config} | {training} | {run.work_dir}')
     total = sum(run.seconds for run in planned)
-    lines.append(f'estimated training time: ~{format_duration(total)} in one process at '
-                 f'{epoch_seconds:.2f} s/epoch (--epoch-seconds; measure with '
-                 'tools/benchmark_epoch.py), tests not counted')
+    lines.append(f'estimated training time: ~{format_duration(total)} in one process, from '
+                 f'{epoch_seconds:.2f} s/epoch for ViterbiPlanNet on CrossTask T=3 '
+                 '(--epoch-seconds; measure with tools/benchmark_epoch.py) scaled by each '
+                 "dataset's and model's measured cost; tests not counted")
     return lines

@@ -46,6 +46,35 @@ AXIS_LABELS = {'success_rate': 'Success rate (%)', 'mean_accuracy': 'Mean accura
                'plan_entropy': 'Plan entropy (bits)', 'plan_jsd': 'JSD to ground truth (bits)'}
 
 
+def method_style(number: int) -> dict:
+    """Colour and marker of the ``number``-th method: every pair differs for up to 64 methods
+    (8 colours x 8 markers; the first 8 methods differ in both)."""
+    colour, cycle = number % len(OKABE_ITO), number // len(OKABE_ITO)
+    return dict(color=OKABE_ITO[colour], marker=MARKERS[(colour + cycle) % len(MARKERS)])
+
+
+def ci_label(seed_counts) -> str:
+    """What the error bars / bands are: '90% bootstrap CI over 5 seeds' (or '3-5 seeds')."""
+    low, high = min(seed_counts), max(seed_counts)
+    seeds = f'{low}' if low == high else f'{low}-{high}'
+    return f'90% bootstrap CI over {seeds} seed{"s" if high > 1 else ""}'
+
+
+PERCENT_MIN_SPAN = 10.0  # percentage points: a y axis never zooms into less
+
+
+def keep_y_span(ax, low: float, high: float, percent: bool) -> None:
+    """y limits showing [low, high] with at least :data:`PERCENT_MIN_SPAN` points (percent
+    metrics; others: 20% of the largest value), so that one method's CI does not fill the
+    axis; percent axes stay within [0, 100]."""
+    span = PERCENT_MIN_SPAN if percent else 0.2 * max(abs(low), abs(high), 1e-9)
+    pad = max(span - (high - low), 0.0) / 2 + 0.08 * max(high - low, span)
+    bottom, top = low - pad, high + pad
+    if percent:
+        bottom, top = max(bottom, 0.0), min(top, 100.0)
+    ax.set_ylim(bottom, top)
+
+
 def axis_label(metric: str) -> str:
     """Axis label with unit of a metric key."""
     if metric in AXIS_LABELS:
@@ -123,19 +152,30 @@ def _draw_line(ax, points, **style):
 
 def plot_curves(rows, x_key, metric, out_stem, *, group_key=None, log_x=False,
                 xlabel=None) -> list[Path]:
-    """Metric vs a study setting with CI bands, one column wide; saves PNG and PDF."""
+    """Metric vs a study setting with CI bands (the legend says what they are), one column
+    wide; saves PNG and PDF."""
+    curves = curve_points(rows, x_key, metric, group_key)
     with paper_style() as plt:
         fig, ax = plt.subplots(figsize=(ONE_COLUMN, 2.3))
-        for number, (line, points) in enumerate(
-                curve_points(rows, x_key, metric, group_key).items()):
-            _draw_line(ax, points, marker=MARKERS[number % len(MARKERS)], label=line)
+        for number, (line, points) in enumerate(curves.items()):
+            _draw_line(ax, points, label=line, **method_style(number))
         if log_x:
             ax.set_xscale('log')
+        values = [v for points in curves.values() for p in points for v in p[1:]]
+        keep_y_span(ax, min(values), max(values), metric in METRIC_NAMES)
         ax.set_xlabel(xlabel or x_key.replace('_', ' '))
         ax.set_ylabel(axis_label(metric))
         ax.grid(alpha=0.3)
-        ax.legend()
+        ax.legend(title=f'Bands: {ci_label(_seed_counts(rows))}', title_fontsize=7)
         return save_figure(fig, out_stem)
+
+
+def _seed_counts(rows) -> list[int]:
+    """Seeds of each method of ``rows``."""
+    seeds = {}
+    for row in rows:
+        seeds.setdefault(row.method, set()).add(row.seed)
+    return [len(s) for s in seeds.values()]
 
 
 # ----------------------------------------------------------------- sample efficiency
@@ -226,7 +266,8 @@ def plot_sample_efficiency(rows, out_stem, *, metric='success_rate', dashed=(),
                        for i, h in enumerate(horizons)] + handles
         ax.legend(handles=handles, ncol=2 if len(handles) > 3 else len(handles),
                   loc='upper center', bbox_to_anchor=(0.5, -0.25), columnspacing=1.0,
-                  handlelength=2.2)
+                  handlelength=2.2, title=f'Bands: {ci_label(_seed_counts(rows))}',
+                  title_fontsize=7)
         return save_figure(fig, out_stem)
 
 
@@ -323,17 +364,30 @@ def plot_pkg_quality(rows, out_stem, *, metric='success_rate') -> list[Path]:
                                    marker=None if m in references else MARKERS[i])
                             for i, m in enumerate(methods)],
                    loc='outside upper center', ncol=len(methods))
+        fig.text(1.0, 0.0, f'Bands: {ci_label(_seed_counts(rows))}', ha='right', va='top',
+                 fontsize=7)
         return save_figure(fig, out_stem)
 
 
 # -------------------------------------------------------------------- params vs metric
 def params_points(rows: list[ResultRow], metric: str, horizon: int | None = None) -> dict:
-    """``{method: (params, mean, low, high)}`` for methods with a parameter count."""
+    """``{method: (params, mean, low, high)}`` for methods with a parameter count (0 included:
+    planners without parameters); methods whose rows have none are left out
+    (:func:`methods_without_count` names them)."""
+    from .report import check_one_run_per_cell
+    horizons = sorted({r.horizon for r in rows if horizon is None or r.horizon == horizon})
+    if len(horizons) > 1:
+        raise ValueError(f'the rows have test horizons {horizons}: a point pools the seeds of '
+                         'one horizon; give --horizon')
+    rows = [r for r in rows if r.horizon in horizons]
+    check_one_run_per_cell(rows)
     points = {}
     for method in dict.fromkeys(r.method for r in rows):
-        chosen = [r for r in rows if r.method == method and metric in r.metrics
-                  and (horizon is None or r.horizon == horizon)]
-        counts = [r.params for r in chosen if r.params]
+        chosen = [r for r in rows if r.method == method]
+        lacking = [r.seed for r in chosen if metric not in r.metrics]
+        if lacking:
+            raise ValueError(f'rows of {method!r} (seeds {lacking}) have no metric {metric!r}')
+        counts = [r.params for r in chosen if r.params is not None]
         if not counts:
             continue
         mean, low, high = bootstrap_ci(np.array([r.metrics[metric] for r in chosen]))
@@ -341,6 +395,20 @@ def params_points(rows: list[ResultRow], metric: str, horizon: int | None = None
     if not points:
         raise ValueError(f'no method has both a parameter count and metric {metric!r}')
     return points
+
+
+def methods_without_count(rows: list[ResultRow], metric: str, horizon: int | None = None):
+    """Methods with the metric but no parameter count in any row (e.g. LLM planners)."""
+    return [method for method, chosen in _method_rows(rows, metric, horizon).items()
+            if all(r.params is None for r in chosen)]
+
+
+def _method_rows(rows, metric, horizon) -> dict:
+    chosen = {}
+    for row in rows:
+        if metric in row.metrics and (horizon is None or row.horizon == horizon):
+            chosen.setdefault(row.method, []).append(row)
+    return chosen
 
 
 def log_ticks(low: float, high: float, count: int = 5) -> list[float]:
@@ -365,28 +433,75 @@ def format_count(value: float) -> str:
 
 
 def plot_params_vs_metric(rows, metric, out_stem, *, horizon=None) -> list[Path]:
-    """Parameters (log x, round ticks) vs a metric, one marker per method with its 90% CI."""
-    from matplotlib.ticker import FixedLocator, NullLocator
+    """Parameters (log x, round ticks) vs a metric, one marker per method with its 90% CI
+    (the legend says so); planners with 0 parameters sit on a broken-off "0" axis at the left.
+    One column wide, the legend below the axes."""
     points = params_points(rows, metric, horizon)
-    counts = [p[0] for p in points.values()]
-    low, high = min(counts) / 1.15, max(counts) * 1.15
+    zero = {m: p for m, p in points.items() if p[0] == 0}
+    counted = {m: p for m, p in points.items() if p[0] > 0}
+    seeds = [len({r.seed for r in chosen}) for m, chosen in
+             _method_rows(rows, metric, horizon).items() if m in points]
+    columns = 2 if len(points) > 2 else len(points)
+    height = 2.3 + 0.16 * math.ceil(len(points) / columns)  # the axes keep ~1.9 in
     with paper_style() as plt:
-        fig, ax = plt.subplots(figsize=(ONE_COLUMN, 2.3))
-        for number, (method, (params, mean, lo, hi)) in enumerate(points.items()):
-            ax.errorbar([params], [mean], yerr=[[mean - lo], [hi - mean]], linestyle='none',
-                        marker=MARKERS[number % len(MARKERS)], markersize=5, capsize=3,
-                        elinewidth=1.2, capthick=1.2, color=OKABE_ITO[number % 8], label=method)
-        ax.set_xscale('log')
-        ax.set_xlim(low, high)
-        ticks = log_ticks(low, high)
-        ax.xaxis.set_major_locator(FixedLocator(ticks))
-        ax.xaxis.set_minor_locator(NullLocator())
-        ax.set_xticklabels([format_count(t) for t in ticks])
-        ax.set_xlabel('Parameters (count, log scale)')
-        ax.set_ylabel(axis_label(metric))
-        ax.grid(alpha=0.3)
-        ax.legend(loc='best')
+        fig, axes = _params_axes(plt, bool(zero), bool(counted), height)
+        style = {m: method_style(i) for i, m in enumerate(points)}
+        for ax, group in zip(axes, [g for g in (zero, counted) if g]):
+            for method, (params, mean, lo, hi) in group.items():
+                ax.errorbar([params], [mean], yerr=[[mean - lo], [hi - mean]], linestyle='none',
+                            markersize=5, capsize=3, elinewidth=1.2, capthick=1.2,
+                            label=method, **style[method])
+        if counted:
+            _log_params_axis(axes[-1], [p[0] for p in counted.values()])
+        keep_y_span(axes[0], min(p[2] for p in points.values()),
+                    max(p[3] for p in points.values()), metric in METRIC_NAMES)
+        axes[0].set_ylabel(axis_label(metric))
+        for ax in axes:
+            ax.grid(alpha=0.3)
+        handles = {h.get_label(): h for ax in axes for h in ax.get_legend_handles_labels()[0]}
+        fig.legend([handles[m] for m in points], list(points), loc='outside lower center',
+                   ncol=columns, title=f'Error bars: {ci_label(seeds)}', title_fontsize=7,
+                   handletextpad=0.3, columnspacing=1.0)
         return save_figure(fig, out_stem)
+
+
+def _params_axes(plt, with_zero: bool, with_counted: bool, height: float):
+    """One axis, or a narrow "0" axis broken off the log axis (shared y, break marks)."""
+    if not (with_zero and with_counted):
+        fig, ax = plt.subplots(figsize=(ONE_COLUMN, height), layout='constrained')
+        if with_zero:
+            _zero_axis(ax)
+        return fig, [ax]
+    fig, axes = plt.subplots(1, 2, figsize=(ONE_COLUMN, height), sharey=True,
+                             gridspec_kw=dict(width_ratios=[1, 7], wspace=0.06),
+                             layout='constrained')
+    _zero_axis(axes[0])
+    axes[0].spines['right'].set_visible(False)
+    axes[1].spines['left'].set_visible(False)
+    axes[1].tick_params(axis='y', left=False)
+    mark = dict(marker=[(-1, -1.5), (1, 1.5)], markersize=6, linestyle='none', color='k',
+                mec='k', mew=0.6, clip_on=False)
+    axes[0].plot([1], [0], transform=axes[0].transAxes, **mark)
+    axes[1].plot([0], [0], transform=axes[1].transAxes, **mark)
+    return fig, list(axes)
+
+
+def _zero_axis(ax) -> None:
+    ax.set_xlim(-1, 1)
+    ax.set_xticks([0], ['0'])
+    ax.set_xlabel('Parameters' if len(ax.figure.axes) == 1 else '')
+
+
+def _log_params_axis(ax, counts) -> None:
+    from matplotlib.ticker import FixedLocator, NullLocator
+    low, high = min(counts) / 1.15, max(counts) * 1.15
+    ax.set_xscale('log')
+    ax.set_xlim(low, high)
+    ticks = log_ticks(low, high)
+    ax.xaxis.set_major_locator(FixedLocator(ticks))
+    ax.xaxis.set_minor_locator(NullLocator())
+    ax.set_xticklabels([format_count(t) for t in ticks])
+    ax.set_xlabel('Parameters (count, log scale)')
 
 
 # ---------------------------------------------------------------------- error overlap
@@ -479,45 +594,60 @@ def overlap_table(overlaps: list[Overlap]) -> str:
     return '\n'.join(lines) + '\n'
 
 
+VENN_PANEL_WIDTH = ONE_COLUMN / 2  # two comparisons fit one column
+
+
+def overlap_width(count: int) -> float:
+    """Figure width (in) of ``count`` Venn panels: one column up to two, else full width."""
+    return ONE_COLUMN if count <= 2 else TWO_COLUMNS
+
+
 def plot_error_overlap(overlaps: list[Overlap], out_stem) -> list[Path]:
     """One two-circle Venn diagram of the failures per comparison (left: reference, right:
-    method); one column wide for one comparison, two columns for more. Also writes
-    ``<out_stem>.md`` (:func:`overlap_table`); returns PNG, PDF and table paths."""
-    from matplotlib.patches import Circle
-    width = ONE_COLUMN if len(overlaps) == 1 else TWO_COLUMNS
+    method), panels side by side, every label inside its panel; one column wide for up to
+    two comparisons, full width (LaTeX ``figure*``) for more, as the table says. Also writes
+    ``<out_stem>.md`` (:func:`overlap_table` + the figure's width); returns PNG, PDF and
+    table paths."""
+    width = overlap_width(len(overlaps))
     with paper_style() as plt:
-        fig, axes = plt.subplots(1, len(overlaps), figsize=(width, 2.0), squeeze=False,
+        fig, axes = plt.subplots(1, len(overlaps), figsize=(width, 1.9), squeeze=False,
                                  layout='constrained')
+        fig.get_layout_engine().set(w_pad=0.01, wspace=0.0)
         for ax, o in zip(axes[0], overlaps):
-            for x, colour in ((-0.6, OKABE_ITO[1]), (0.6, OKABE_ITO[0])):
-                ax.add_patch(Circle((x, 0), 1.0, facecolor=colour, alpha=0.25,
-                                    edgecolor=colour, linewidth=1.2))
-            ax.text(-1.05, 0, f'{o.fixed}\nfixed\n{o.fixed_pct[0]:.1f}%', ha='center',
-                    va='center', fontsize=7)
-            ax.text(0, 0, f'{o.both_fail}\nboth\nfail', ha='center', va='center', fontsize=7)
-            ax.text(1.05, 0, f'{o.introduced}\nintro-\nduced\n{o.introduced_pct[0]:.1f}%',
-                    ha='center', va='center', fontsize=7)
-            ax.text(-0.6, 1.08, f'{o.reference} fails', ha='center', va='bottom', fontsize=7,
-                    color=OKABE_ITO[1])
-            ax.text(0.6, -1.08, f'{o.method} fails', ha='center', va='top', fontsize=7,
-                    color=OKABE_ITO[0])
-            ax.text(1.75, 1.0, f'both solve\n{o.both_solve}', ha='right', va='top', fontsize=7)
-        return save_venn(fig, axes[0], out_stem, (-1.75, 1.75), (-1.4, 1.4),
-                         overlap_table(overlaps))
+            _venn_panel(ax, o)
+        seeds = sorted({len(o.seeds) for o in overlaps})
+        fig.supxlabel(f'Window counts summed over {"/".join(map(str, seeds))} seeds; '
+                      '% = mean over seeds', fontsize=6.5)
+        paths = save_figure(fig, out_stem)
+    table = Path(out_stem).with_suffix('.md')
+    place = ('one column wide' if width == ONE_COLUMN
+             else 'full width (two columns, LaTeX figure*)')
+    table.write_text(overlap_table(overlaps) + f'\nFigure {paths[0].name}: {place} '
+                     f'({width} in).\n')
+    return paths + [table]
 
 
-def save_venn(fig, axes, out_stem, xlim, ylim, table: str) -> list[Path]:
-    """Venn panels ``axes`` with equal aspect and no axis; writes PNG, PDF and the Markdown
-    ``table`` as ``<out_stem>.md``; returns the three paths."""
-    for ax in axes:
-        ax.set_xlim(*xlim)
-        ax.set_ylim(*ylim)
-        ax.set_aspect('equal')
-        ax.axis('off')
-    paths = save_figure(fig, out_stem)
-    markdown = Path(out_stem).with_suffix('.md')
-    markdown.write_text(table)
-    return paths + [markdown]
+def _venn_panel(ax, o: Overlap) -> None:
+    """Reference's failures (left circle) and the method's (right); names wrapped above and
+    below, the counts inside; axes limits hold every label."""
+    import textwrap
+    from matplotlib.patches import Circle
+    for x, colour in ((-0.55, OKABE_ITO[1]), (0.55, OKABE_ITO[0])):
+        ax.add_patch(Circle((x, 0), 1.0, facecolor=colour, alpha=0.25, edgecolor=colour,
+                            linewidth=1.0))
+    small = dict(ha='center', va='center', fontsize=6.5)
+    ax.text(-0.95, 0, f'{o.fixed}\nfixed\n{o.fixed_pct[0]:.1f}%', **small)
+    ax.text(0, 0, f'{o.both_fail}\nboth\nfail', **small)
+    ax.text(0.95, 0, f'{o.introduced}\nintro-\nduced\n{o.introduced_pct[0]:.1f}%', **small)
+    ax.text(-1.6, 1.08, textwrap.fill(f'{o.reference} fails', 20), ha='left', va='bottom',
+            fontsize=6.5, color=OKABE_ITO[1])
+    ax.text(1.6, -1.08, textwrap.fill(f'{o.method} fails', 20), ha='right', va='top',
+            fontsize=6.5, color=OKABE_ITO[0])
+    ax.text(1.6, 1.08, f'both solve\n{o.both_solve}', ha='right', va='bottom', fontsize=6.5)
+    ax.set_xlim(-1.6, 1.6)
+    ax.set_ylim(-1.7, 1.7)
+    ax.set_aspect('equal')
+    ax.axis('off')
 
 
 @dataclass
@@ -598,8 +728,15 @@ def plot_error_overlap3(overlap: Overlap3, out_stem) -> list[Path]:
                     va='top' if below else 'bottom', fontsize=7, color=colour)
         ax.text(1.75, -1.65, f'all solve: {overlap.counts[(False, False, False)]}',
                 ha='right', va='bottom', fontsize=7)
-        return save_venn(fig, [ax], out_stem, (-1.75, 1.75), (-1.75, 1.55),
-                         overlap3_table(overlap))
+        ax.set_xlim(-1.75, 1.75)
+        ax.set_ylim(-1.75, 1.55)
+        ax.set_aspect('equal')
+        ax.axis('off')
+        fig.supxlabel(f'Window counts summed over {len(overlap.seeds)} seeds', fontsize=6.5)
+        paths = save_figure(fig, out_stem)
+    table = Path(out_stem).with_suffix('.md')
+    table.write_text(overlap3_table(overlap))
+    return paths + [table]
 
 
 # ------------------------------------------------------------------------ qualitative

@@ -14,13 +14,24 @@ A table has one row per method and one column per (dataset, horizon, metric). Co
 * with fewer than :data:`MIN_SEEDS_FOR_CI` seeds a cell shows the mean only and the
   improvement no interval and no mark ("n=2: no CI");
 * methods with rows from shortened runs (field ``shortened``: ``--max-epochs``, ``--limit``)
-  carry a ``†`` and the caption names the reasons.
+  carry a ``†`` and the caption names the reasons;
+* ORACLE methods (:func:`is_oracle`: an LLM given the ground-truth first/last actions, a PKG
+  counted on the test videos) are named in the caption when the table mixes them with others,
+  and are never the default Δ (best or second best) of such a table;
+* rows with a ``usage`` (LLM runs) add the columns Tokens (all prompt + completion tokens per
+  run, mean over seeds) and, when priced, Cost (per run, mean over seeds).
 
 Per column the best method is bold and the second best underlined (higher is better, except
 ``plan_jsd``: lower; ``plan_entropy`` is descriptive and not ranked; ties share the mark).
+
+Nothing is pooled or dropped silently: the seeds of a cell must come from one run setting
+(:func:`check_one_run_per_cell`: same protocol, config, training horizon, variant and
+settings), every row must hold every reported metric, ``metrics`` must be known names, and the
+results reader refuses values outside a metric's range.
 """
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
 from typing import Optional
 
@@ -28,9 +39,15 @@ import numpy as np
 
 from vpn_plugin.core.stats import AUTHORS_RESAMPLES, AUTHORS_SEED, bootstrap_ci, \
     bootstrap_difference
-from .results import METRIC_LABELS, ResultRow, shortened_reason
+from vpn_plugin.errors import check_names
+from .results import METRIC_LABELS, METRIC_RANGES, ResultRow, shortened_reason
 
 DEFAULT_METRICS = ('success_rate', 'mean_accuracy', 'miou_set')
+# what the rows pooled in one cell must share (besides method, dataset and test horizon)
+CELL_IDENTITY = ('protocol', 'config', 'train_horizon', 'variant', 'settings')
+# settings that legitimately differ across the seeds of one run setting (llm_eval.py rows:
+# the sample seed is the row's seed; a step model may be trained per seed)
+PER_SEED_SETTINGS = ('sample_seed', 'step_checkpoint', 'anchors_file')
 CI_STYLES = ('width', 'half-width')  # width: the paper's p95 - p5; half-width: (p95 - p5) / 2
 MIN_SEEDS_FOR_CI = 3  # fewer seeds: mean only, no CI, no significance mark
 SHORTENED_MARK = '†'
@@ -82,6 +99,8 @@ class Table:
     shortened: dict = field(default_factory=dict)  # method -> sorted reasons (shortened runs)
     failures: dict = field(default_factory=dict)   # method -> {kind: windows}, summed over rows
     selections: list = field(default_factory=list)  # distinct checkpoint selections of the rows
+    usage: dict = field(default_factory=dict)      # method -> (tokens, cost | None) per run
+    oracle: set = field(default_factory=set)       # ORACLE methods (is_oracle)
 
 
 def ci_spread(stats, ci_style: str) -> Optional[float]:
@@ -106,6 +125,8 @@ def build_table(rows: list[ResultRow], metrics=DEFAULT_METRICS, *, methods=None,
         raise ValueError('no results rows to report')
     if ci_style not in CI_STYLES:
         raise ValueError(f'ci_style={ci_style!r}; expected one of {CI_STYLES}')
+    check_names(metrics, METRIC_RANGES, '--metrics')
+    check_one_run_per_cell(rows)
     per_seed = _collect(rows, metrics)
     methods = list(methods) if methods else list(dict.fromkeys(r.method for r in rows))
     _check_named(methods, ours, reference, rows)
@@ -122,7 +143,9 @@ def build_table(rows: list[ResultRow], metrics=DEFAULT_METRICS, *, methods=None,
                   num_diff_resamples=num_diff_resamples, shortened=_shortened(rows, methods),
                   failures=_failures(rows, methods),
                   selections=sorted({r.selection for r in rows
-                                     if r.method in methods and r.selection}))
+                                     if r.method in methods and r.selection}),
+                  usage=_usage(rows, methods),
+                  oracle={r.method for r in rows if r.method in methods and is_oracle(r)})
     for column in columns:
         _rank(table, column)
         table.improvements[column] = _improvement(table, column, ours, reference, seed)
@@ -157,12 +180,61 @@ def _failures(rows, methods) -> dict:
     return counts
 
 
+def is_oracle(row: ResultRow) -> bool:
+    """An upper bound, not a result: an LLM run with ground-truth first/last actions
+    (``variant.anchors == 'oracle'``) or a method named as an oracle."""
+    return row.variant.get('anchors') == 'oracle' or 'oracle' in row.method.lower()
+
+
+def _usage(rows, methods) -> dict:
+    """method -> (mean tokens per run, mean cost per run or None) of rows with a usage."""
+    found = {}
+    for row in rows:
+        if row.method in methods and 'total_tokens' in row.usage:
+            found.setdefault(row.method, []).append(row.usage)
+    return {m: (float(np.mean([u['total_tokens'] for u in used])),
+                float(np.mean([u['cost'] for u in used])) if all('cost' in u for u in used)
+                else None) for m, used in found.items()}
+def check_one_run_per_cell(rows) -> None:
+    """The seeds pooled in a cell (method, dataset, test horizon) must come from one run
+    setting: rows that differ in any of :data:`CELL_IDENTITY` (settings that vary per seed,
+    :data:`PER_SEED_SETTINGS`, aside) are refused, naming the field, values and seeds."""
+    groups = {}
+    for row in rows:
+        groups.setdefault((row.method, row.dataset, row.horizon), []).append(row)
+    for (method, dataset, horizon), members in groups.items():
+        for name in CELL_IDENTITY:
+            values = {}
+            for row in members:
+                values.setdefault(_identity_value(row, name), []).append(row.seed)
+            if len(values) > 1:
+                found = '; '.join(f'{value} (seed{"s" * (len(seeds) > 1)} '
+                                  f'{", ".join(map(str, sorted(seeds)))})'
+                                  for value, seeds in values.items())
+                raise ValueError(
+                    f'rows of method {method!r} (dataset {dataset!r}, T={horizon}) differ in '
+                    f'{name}: {found}; a cell averages the seeds of ONE run setting: keep one '
+                    'with --protocol / --variant (or --methods), or give the others another '
+                    'method name (--rename works on names only)')
+
+
+def _identity_value(row: ResultRow, name: str) -> str:
+    value = getattr(row, name)
+    if name == 'settings':
+        value = {k: v for k, v in value.items() if k not in PER_SEED_SETTINGS}
+    return json.dumps(value, sort_keys=True, default=str)
+
+
 def _collect(rows, metrics) -> dict:
     per_seed = {}
     for row in rows:
         for metric in metrics:
             if metric not in row.metrics:
-                continue
+                raise ValueError(
+                    f'the row of method {row.method!r} (dataset {row.dataset!r}, '
+                    f'T={row.horizon}) seed {row.seed} lacks the metric {metric!r} (it has '
+                    f'{sorted(row.metrics)}); a cell never silently drops a seed: choose '
+                    '--metrics every row has, or rerun that seed')
             values = per_seed.setdefault((row.method, row.dataset, row.horizon, metric), {})
             if row.seed in values:
                 raise ValueError(
@@ -206,6 +278,8 @@ def _improvement(table, column, ours, reference, seed):
         return None
     ranked = sorted((m for m in table.methods if (m, column) in table.cells),
                     key=lambda m: -direction * table.cells[(m, column)].mean)
+    if any(m not in table.oracle for m in ranked):  # an oracle is no default comparison
+        ranked = [m for m in ranked if m not in table.oracle]
     ours = ours or (ranked[0] if ranked else None)
     reference = reference or next((m for m in ranked if m != ours), None)
     if ours is None or reference is None or ours == reference:
@@ -259,15 +333,29 @@ def _show_params(table: Table) -> bool:
     return any(v is not None for v in table.params.values())
 
 
+def _extra_columns(table: Table) -> list:
+    """(header, method -> text) of the Params, Tokens and Cost columns the table shows."""
+    columns = []
+    if _show_params(table):
+        columns.append(('Params', lambda m: format_params(table.params[m])))
+    if table.usage:
+        columns.append(('Tokens', lambda m: format_params(table.usage[m][0])
+                        if m in table.usage else '-'))
+    if any(cost is not None for _, cost in table.usage.values()):
+        columns.append(('Cost', lambda m: f'{table.usage[m][1]:.2f}'
+                        if table.usage.get(m, (0, None))[1] is not None else '-'))
+    return columns
+
+
 def to_markdown(table: Table, *, title: str = '', digits: int = 2) -> str:
     """Markdown: bold best, ``<u>`` second, ``±`` the CI spread, ``*`` significant."""
-    header = ['Method'] + (['Params'] if _show_params(table) else []) + \
+    extra = _extra_columns(table)
+    header = ['Method'] + [name for name, _ in extra] + \
         [_column_label(table, c) for c in table.columns]
     lines = ([f'**{title}**', ''] if title else []) + \
         ['| ' + ' | '.join(header) + ' |', '|' + '---|' * len(header)]
     for method in table.methods:
-        cells = [_method_label(table, method)] + \
-            ([format_params(table.params[method])] if _show_params(table) else [])
+        cells = [_method_label(table, method)] + [text(method) for _, text in extra]
         for column in table.columns:
             cells.append(_cell_text(table, method, column, digits, latex=False))
         lines.append('| ' + ' | '.join(cells) + ' |')
@@ -278,16 +366,16 @@ def to_markdown(table: Table, *, title: str = '', digits: int = 2) -> str:
 
 def to_latex(table: Table, *, title: str = '', label: str = '', digits: int = 2) -> str:
     """A ``table`` environment (booktabs): ``\\textbf`` best, ``\\underline`` second."""
-    show_params = _show_params(table)
-    spec = 'l' + ('r' if show_params else '') + 'c' * len(table.columns)
-    header = ['Method'] + (['Params'] if show_params else []) + \
+    extra = _extra_columns(table)
+    spec = 'l' + 'r' * len(extra) + 'c' * len(table.columns)
+    header = ['Method'] + [name for name, _ in extra] + \
         [_latex_escape(_column_label(table, c)) for c in table.columns]
     lines = [r'\begin{table}[t]', r'\centering', r'\small',
              rf'\begin{{tabular}}{{{spec}}}', r'\toprule', ' & '.join(header) + r' \\',
              r'\midrule']
     for method in table.methods:
         cells = [_latex_escape(_method_label(table, method))] + \
-            ([format_params(table.params[method])] if show_params else [])
+            [text(method) for _, text in extra]
         cells += [_cell_text(table, method, c, digits, latex=True) for c in table.columns]
         lines.append(' & '.join(cells) + r' \\')
     lines += [r'\midrule', ' & '.join(_improvement_cells(table, digits, latex=True)) + r' \\',
@@ -339,7 +427,7 @@ def _cell_text(table, method, column, digits, latex) -> str:
 
 
 def _improvement_cells(table, base_digits, latex) -> list:
-    cells = ['$\\Delta$' if latex else 'Δ'] + ([''] if _show_params(table) else [])
+    cells = ['$\\Delta$' if latex else 'Δ'] + [''] * len(_extra_columns(table))
     for column in table.columns:
         imp = table.improvements.get(column)
         if imp is None:
@@ -356,7 +444,8 @@ def _legend(table: Table, latex: bool) -> str:
     delta = r'$\Delta$' if latex else 'Δ'
     text = ' '.join(filter(None, [_cell_legend(table, pm), _improvement_legend(table, delta, pm),
                                   _few_seeds_legend(table), _shortened_legend(table),
-                                  _selection_legend(table)]))
+                                  _selection_legend(table), _oracle_legend(table),
+                                  _usage_legend(table)]))
     shown = {c[2] for c in table.columns}
     if 'plan_jsd' in shown or 'plan_entropy' in shown:
         text += (' Decoding diversity on windows sharing start and goal actions: entropy of the '
@@ -426,6 +515,24 @@ def _shortened_legend(table: Table) -> str:
     runs = '; '.join(f'{m}: {", ".join(r)}' for m, r in table.shortened.items())
     return (f'{SHORTENED_MARK} shortened runs ({runs}), not the full schedule or test set: '
             f'not comparable to the paper.')
+
+
+def _oracle_legend(table: Table) -> str:
+    """A table mixing ORACLE rows with others says which rows are upper bounds."""
+    if not table.oracle or table.oracle >= set(table.methods):
+        return ''
+    return (f'ORACLE rows ({", ".join(m for m in table.methods if m in table.oracle)}) are '
+            'upper bounds given ground-truth information (e.g. the first/last actions), not '
+            'comparable results; they are not the default comparison of the improvement row.')
+
+
+def _usage_legend(table: Table) -> str:
+    if not table.usage:
+        return ''
+    cost = (' Cost: of those tokens at the run\'s price per 1k tokens (llm_eval.py '
+            '--price-per-1k).' if any(c is not None for _, c in table.usage.values()) else '')
+    return ('Tokens: prompt + completion tokens of one run (cached replies included), mean '
+            'over seeds.' + cost)
 
 
 def _selection_legend(table: Table) -> str:

@@ -15,14 +15,16 @@ Fields of a row:
 field           type     meaning
 =============== ======== ===============================================================
 method          str      display name of the method (table row), e.g. ``ViterbiPlanNet``
-seed            int      random seed of the run
+seed            int      random seed of the run (a JSON integer: ``true`` is refused)
 horizon         int      test horizon T (number of planned steps)
 metrics         dict     metric name -> value in percent; the keys of
                          ``vpn_plugin.core.planning_metrics``: ``success_rate``,
                          ``mean_accuracy``, ``miou_set``, ``miou_legacy``,
-                         ``first_accuracy``, ``last_accuracy`` (a subset is allowed);
-                         the protocol adds ``plan_entropy`` and ``plan_jsd`` (decoding
-                         diversity in bits, ``vpn_plugin.core.diversity``)
+                         ``first_accuracy``, ``last_accuracy`` (a subset is allowed),
+                         each in [0, 100]; the protocol adds ``plan_entropy`` (>= 0) and
+                         ``plan_jsd`` (in [0, 1]) (decoding diversity in bits,
+                         ``vpn_plugin.core.diversity``). Other names, values outside
+                         these ranges and NaN are refused (:data:`METRIC_RANGES`)
 params          int|None number of model parameters (``None`` when not applicable)
 dataset         str      ``crosstask`` | ``niv`` | ``coin`` | anything (default ``''``)
 config          str      config file (or model name for prompted planners; default ``''``)
@@ -47,29 +49,56 @@ failures        dict     failure kind -> number of windows that got no answer (r
                          failed after the retries; ``connection``, ``timeout``,
                          ``http_<status>``, ``malformed_response``); only rows written with
                          ``llm_eval.py --allow-failures`` have any (default ``{}``)
+usage           dict     what a prompted run consumed (LLM rows; default ``{}``): the
+                         backend's counts ``requests``, ``retries``, ``failed``,
+                         ``cache_hits``, ``prompt_tokens`` / ``completion_tokens`` (paid
+                         in this run), ``cached_prompt_tokens`` /
+                         ``cached_completion_tokens`` (answered from the cache, paid
+                         earlier); ``total_tokens`` (all prompt + completion tokens of the
+                         run, cached ones included); with ``llm_eval.py --price-per-1k``:
+                         ``price_per_1k`` [prompt, completion] and ``cost`` (of all its
+                         tokens, in the price's unit)
 =============== ======== ===============================================================
 
 Identity (:meth:`ResultRow.key`): every field except ``metrics``, ``params``, the paths,
-``shortened`` (derived from ``settings``), ``selection`` (derived from the config) and
-``failures``. A results file holds one row per
-identity: :func:`replace_result` swaps a rerun's row in.
+``shortened`` (derived from ``settings``), ``selection`` (derived from the config),
+``failures`` and ``usage``. A results file holds one row per
+identity: :func:`replace_result` swaps a rerun's row in, :func:`append_result` skips a row
+that is already there.
+
+Concurrency: every write (:func:`append_result`, :func:`replace_result`) reads and rewrites
+the file holding its lock (:func:`locked_results`: ``.<name>.lock`` beside it, an ``flock``;
+``vpn_plugin.protocol.locks``), so processes sharing one results file (two ``llm_eval.py``
+runs, two ``run_protocol.py``) never lose or double a row; a reader sees the file before or
+after a write, never in between (rewrites are atomic renames, appends single writes).
 """
 from __future__ import annotations
 
+import contextlib
 import csv
 import json
 import os
+import re
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Iterable
 
 from vpn_plugin.errors import check_names
 
+from .locks import exclusive_lock, lock_path_of
+
 METRIC_LABELS = {'success_rate': 'SR', 'mean_accuracy': 'mAcc', 'miou_set': 'mIoU',
                  'miou_legacy': 'mIoU (legacy)', 'first_accuracy': 'First acc.',
                  'last_accuracy': 'Last acc.', 'plan_entropy': 'H(plans) [bits]',
                  'plan_jsd': 'JSD to GT [bits]'}
+PERCENT_METRICS = ('success_rate', 'mean_accuracy', 'miou_set', 'miou_legacy', 'first_accuracy',
+                   'last_accuracy')  # vpn_plugin.core.planning_metrics
+# the range of every metric a row may hold (a value outside it is refused, as is another name)
+METRIC_RANGES = {**{name: (0.0, 100.0) for name in PERCENT_METRICS},
+                 'plan_entropy': (0.0, float('inf')), 'plan_jsd': (0.0, 1.0),
+                 'authors_selection': (0.0, 100.001)}  # SR + 1e-5 x a percentage
 REQUIRED_FIELDS = ('method', 'seed', 'horizon', 'metrics')
+INTEGER_FIELDS = ('seed', 'horizon', 'params', 'train_horizon')
 
 
 @dataclass
@@ -91,6 +120,7 @@ class ResultRow:
     selection: str = ''
     settings: dict = field(default_factory=dict)
     failures: dict = field(default_factory=dict)
+    usage: dict = field(default_factory=dict)
 
     def key(self) -> tuple:
         """Identity of a run (module docstring): resuming and replacing rows compare it."""
@@ -116,15 +146,14 @@ def row_from_dict(record: dict, source: str = '<dict>') -> ResultRow:
     values = dict(record)
     values['seed'] = _as_int(record['seed'], 'seed', source)
     values['horizon'] = _as_int(record['horizon'], 'horizon', source)
-    values['metrics'] = {k: _as_float(v, f'metrics.{k}', source)
-                         for k, v in record['metrics'].items()}
+    values['metrics'] = {k: _as_metric(k, v, source) for k, v in record['metrics'].items()}
     for name in ('params', 'train_horizon'):
         if record.get(name) not in (None, ''):
             values[name] = _as_int(record[name], name, source)
         else:
             values[name] = None
     values['shortened'] = _as_shortened(record.get('shortened'), source)
-    for name in ('settings', 'failures'):
+    for name in ('settings', 'failures', 'usage'):
         values[name] = _as_dict(record.get(name), name, source)
     values['failures'] = {k: _as_int(v, f'failures.{k}', source)
                           for k, v in values['failures'].items()}
@@ -163,20 +192,32 @@ def _as_dict(value, name, source) -> dict:
 
 
 def _as_int(value, name, source):
-    try:
-        as_float = float(value)
-    except (TypeError, ValueError):
-        raise ValueError(f'{source}: field "{name}" must be an integer, got {value!r}') from None
-    if as_float != int(as_float):
+    """An integer field: a JSON integer (``true`` and ``1.5`` are not; CSV text is converted
+    by the CSV reader)."""
+    if isinstance(value, bool) or not isinstance(value, int):
         raise ValueError(f'{source}: field "{name}" must be an integer, got {value!r}')
-    return int(as_float)
+    return value
 
 
 def _as_float(value, name, source):
+    if isinstance(value, bool):
+        raise ValueError(f'{source}: field "{name}" must be a number, got {value!r}')
     try:
         return float(value)
     except (TypeError, ValueError):
         raise ValueError(f'{source}: field "{name}" must be a number, got {value!r}') from None
+
+
+def _as_metric(name: str, value, source) -> float:
+    """A known metric (:data:`METRIC_RANGES`) with a finite value in its range."""
+    check_names([name], METRIC_RANGES, f'{source}: field "metrics"')
+    number = _as_float(value, f'metrics.{name}', source)
+    low, high = METRIC_RANGES[name]
+    if not low <= number <= high:  # also NaN
+        expected = ('a percentage in [0, 100]' if name in PERCENT_METRICS
+                    else f'a value in [{low:g}, {high:g}]')
+        raise ValueError(f'{source}: field "metrics.{name}" = {number!r}; expected {expected}')
+    return number
 
 
 def read_results(paths: str | Path | Iterable[str | Path]) -> list[ResultRow]:
@@ -222,8 +263,12 @@ def _read_csv(path: Path) -> list[ResultRow]:
 
 
 def _unflatten(record: dict) -> dict:
+    """A CSV record as the JSON row it encodes (integer fields from their text)."""
     out = {'metrics': {}, 'variant': {}}
     for name, value in record.items():
+        if name in INTEGER_FIELDS and value not in (None, ''):
+            out[name] = int(value) if _INTEGER_TEXT.fullmatch(value.strip()) else value
+            continue
         if name.startswith('metric/'):
             if value != '':
                 out['metrics'][name[len('metric/'):]] = value
@@ -235,6 +280,9 @@ def _unflatten(record: dict) -> dict:
     return out
 
 
+_INTEGER_TEXT = re.compile(r'[+-]?[0-9]+')
+
+
 def _parse_scalar(text: str):
     try:
         return json.loads(text)
@@ -242,36 +290,64 @@ def _parse_scalar(text: str):
         return text
 
 
-def append_result(path: str | Path, row: ResultRow) -> None:
-    """Append one row to a ``.jsonl`` results file (created with its folders if absent)."""
-    path = Path(path)
-    if path.suffix != '.jsonl':
-        raise ValueError(f'{path}: the protocol appends to JSON Lines files; use a .jsonl name')
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with path.open('a') as handle:
-        handle.write(json.dumps(asdict(row), sort_keys=True) + '\n')
+def append_result(path: str | Path, row: ResultRow) -> bool:
+    """Append one row to a ``.jsonl`` results file (created with its folders if absent),
+    unless the file already holds a row of the same run (:meth:`ResultRow.key`): returns
+    whether it was appended. Under the file's lock (:func:`locked_results`), so concurrent
+    writers never double a row."""
+    path = _jsonl_path(path)
+    with locked_results(path):
+        if any(key == row.key() for key, _ in _keyed_lines(path)):
+            return False
+        with path.open('a') as handle:
+            handle.write(json.dumps(asdict(row), sort_keys=True) + '\n')
+    return True
 
 
 def replace_result(path: str | Path, row: ResultRow) -> int:
     """Write ``row`` to a ``.jsonl`` results file in place of the rows of the same run
     (:meth:`ResultRow.key`), so that rerunning a command never duplicates its row; returns
-    how many rows were replaced. The file is rewritten atomically (temp file + rename)."""
+    how many rows were replaced. The read-modify-write holds the file's lock
+    (:func:`locked_results`: concurrent writers lose no row) and the file is rewritten
+    atomically (temp file + rename)."""
+    path = _jsonl_path(path)
+    with locked_results(path):
+        lines = _keyed_lines(path)
+        kept = [line for key, line in lines if key != row.key()]
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_name(f'.{path.name}.{os.getpid()}.tmp')
+        tmp.write_text(''.join(line + '\n' for line in kept)
+                       + json.dumps(asdict(row), sort_keys=True) + '\n')
+        os.replace(tmp, path)
+    return len(lines) - len(kept)
+
+
+@contextlib.contextmanager
+def locked_results(path: str | Path, wait: bool = True):
+    """Hold the lock of results file ``path`` (``.<name>.lock`` beside it,
+    :func:`vpn_plugin.protocol.locks.exclusive_lock`): read it, then write it, with no other
+    process writing in between."""
+    path = Path(path)
+    with exclusive_lock(lock_path_of(path), wait=wait, what=f'results file {path}'):
+        yield
+
+
+def _jsonl_path(path) -> Path:
     path = Path(path)
     if path.suffix != '.jsonl':
         raise ValueError(f'{path}: results rows go to JSON Lines files; use a .jsonl name')
-    kept, replaced = [], 0
-    if path.is_file():
-        lines = [line for line in path.read_text().splitlines() if line.strip()]
-        for number, line in enumerate(lines, 1):
-            same = _read_json_line(line, f'{path}:{number}').key() == row.key()
-            replaced += same
-            kept += [] if same else [line]
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f'.{path.name}.{os.getpid()}.tmp')
-    tmp.write_text(''.join(line + '\n' for line in kept) + json.dumps(asdict(row), sort_keys=True)
-                   + '\n')
-    os.replace(tmp, path)
-    return replaced
+    return path
+
+
+def _keyed_lines(path: Path) -> list:
+    """``(row key, line)`` of every row of ``path`` (none when it does not exist); a line that
+    is not a valid row raises an error naming it (nothing is written into such a file)."""
+    if not path.is_file():
+        return []
+    lines = [line for line in path.read_text().splitlines() if line.strip()]
+    return [(_read_json_line(line, f'{path}:{number}').key(), line)
+            for number, line in enumerate(lines, 1)]
 
 
 def write_results_csv(path: str | Path, rows: list[ResultRow]) -> None:

@@ -56,14 +56,17 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import functools
 import inspect
 import json
+import os
 import re
 import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from .locks import LockBusyError, exclusive_lock, lock_path_of
 from .results import ResultRow, append_result, read_results
 
 
@@ -142,19 +145,20 @@ def expand_units(protocol_cfg, seeds=None, methods=None, horizons=None) -> list[
             if methods:
                 specs = [s for s in specs if s.method in methods]
             if specs:
-                per_run.append((run, name, config, horizon, specs))
+                variant = {**run.get('variant', {}), **config_variant(
+                    config, _fill(dict(run.get('cfg_options', {})), dataset))}
+                per_run.append((run, name, config, horizon, specs, variant))
     from vpn_plugin.errors import check_names
     check_names(methods, sorted(names), '--methods')  # a typo would silently drop a method
     check_names(horizons, sorted(trained), '--horizons')
     # seeds outermost: an interrupted protocol has every method for its first seeds
     units = []
     for seed in seeds:
-        for run, name, config, horizon, specs in per_run:
-            options = _fill(dict(run.get('cfg_options', {})), dataset)
-            variant = {**run.get('variant', {}), **text_features_variant(config, options)}
+        for run, name, config, horizon, specs, variant in per_run:
             units.append(TrainUnit(_slug(_fill(run.get('slug') or name, dataset),
                                          run.get('variant', {})),
-                                   config, horizon, seed, options, variant,
+                                   config, horizon, seed,
+                                   _fill(dict(run.get('cfg_options', {})), dataset), variant,
                                    bool(run.get('train', True)), specs,
                                    stages.link(run.get('pretrained'), horizon, seed)))
     return units
@@ -193,16 +197,17 @@ def with_stages(units: list[TrainUnit]) -> list[TrainUnit]:
     return list(stages.values()) + list(units)
 
 
-def text_features_variant(config: str, cfg_options: dict) -> dict:
-    """``{'text_features': label}`` when the config's model reads stand-in text features
-    (``models.text_embeddings.stand_in_label``: e.g. COIN's MiniLM stand-in for the paper's
-    CLIP features), so that no table mistakes its rows for the paper's setting; else ``{}``."""
-    from mmengine.config import Config
+def config_variant(config: str, cfg_options: dict) -> dict:
+    """What a config records in its rows' ``variant`` by itself: its ``dataset_variant``
+    (e.g. ``egoper_errors`` of a converted EgoPER dataset) and ``text_features`` when its
+    model reads stand-in text features (``models.text_embeddings.stand_in_label``: COIN's
+    MiniLM stand-in for the paper's CLIP features), so no table mistakes those rows."""
     from vpn_plugin.models.text_embeddings import stand_in_label
-    cfg = Config.fromfile(config)
+    cfg = copy.deepcopy(_parsed_config(config))
     cfg.merge_from_dict(copy.deepcopy(dict(cfg_options)))
+    variant = dict(cfg.get('dataset_variant') or {})
     label = stand_in_label((cfg.get('model') or {}).get('text_embeddings'))
-    return {'text_features': label} if label else {}
+    return {**variant, 'text_features': label} if label else variant
 
 
 def _test_spec(test: dict, method: str, config: str, horizon: int, dataset: str) -> TestSpec:
@@ -234,10 +239,22 @@ def _fill(value, dataset: str):
     return value
 
 
+def _parsed_config(config: str):
+    """``Config.fromfile(config)``, parsed once per file version (a protocol names the same
+    configs for every run and seed); callers must not modify it."""
+    stat = os.stat(config)
+    return _parse_config(os.path.abspath(config), stat.st_mtime_ns, stat.st_size)
+
+
+@functools.lru_cache(maxsize=256)
+def _parse_config(path: str, mtime_ns: int, size: int):
+    from mmengine.config import Config
+    return Config.fromfile(path)
+
+
 def _config_horizon(config: str, name: str = 'horizon') -> int:
     """A config's ``horizon`` (or ``test_horizon``, which defaults to its ``horizon``)."""
-    from mmengine.config import Config
-    cfg = Config.fromfile(config)
+    cfg = _parsed_config(config)
     if cfg.get(name) is not None:
         return int(cfg[name])
     if 'horizon' not in cfg:
@@ -413,24 +430,29 @@ class ProtocolRunner:
 
     def pretrained_options(self, unit: TrainUnit) -> dict:
         """``{option: checkpoint}`` of the unit's pre-training stage, trained first when it
-        never was (once per stage, horizon and seed; a finished stage is never retrained)."""
+        never was (once per stage, horizon and seed, under its work dir's lock: runs of other
+        processes that need it wait; a finished stage is never retrained)."""
         if not unit.pretrained:
             return {}
         stage = unit.pretrained['unit']
         work_dir = self.work_dir(stage)
-        claim_work_dir(work_dir, self.identity(stage))
-        if not (work_dir / 'train_done.json').is_file():
-            _log(f'    pre-training stage {stage.slug} T={stage.horizon} seed={stage.seed} '
-                 f'({stage.config}) -> {work_dir}')
-        checkpoint = self.train(stage, work_dir)[0]
+        with exclusive_lock(lock_path_of(work_dir), wait=True, what=f'work dir {work_dir}'):
+            claim_work_dir(work_dir, self.identity(stage))
+            if not (work_dir / 'train_done.json').is_file():
+                _log(f'    pre-training stage {stage.slug} T={stage.horizon} seed={stage.seed} '
+                     f'({stage.config}) -> {work_dir}')
+            checkpoint = self.train(stage, work_dir)[0]
         if not Path(checkpoint).is_file():
             raise FileNotFoundError(f'{work_dir}: the finished pre-training stage lists the '
                                     f'checkpoint {checkpoint}, which is gone; it is never '
                                     'retrained silently: delete the folder to train it again')
         return {unit.pretrained['option']: checkpoint}
 
-    def run(self, units: list[TrainUnit]) -> Path:
-        """Run every unfinished unit; returns the results file."""
+    def run(self, units: list[TrainUnit], jobs: int = 1) -> Path:
+        """Run every unfinished unit, ``jobs`` at once (``protocol/pool.py``: one process per
+        unit; the rows are the same and written in the same order); returns the results file."""
+        if jobs < 1:
+            raise ValueError(f'jobs={jobs}; expected >= 1 runs at once')
         done = self.done_keys()
         todo = [u for u in units if any(self.row_for(u, s).key() not in done for s in u.tests)]
         check_units(todo)
@@ -438,12 +460,29 @@ class ProtocolRunner:
         _log(f'protocol {self.protocol}: {len(units)} runs, {len(units) - len(todo)} '
              f'already finished, {len(todo)} to run -> {self.results_file}')
         started = time.time()
-        for number, unit in enumerate(todo, 1):
-            _log(f'[{number}/{len(todo)}] {unit.slug} T={unit.horizon} seed={unit.seed}'
-                 + _eta(started, number - 1, len(todo)))
-            self.run_unit(unit, done)
+        if jobs > 1:
+            from .pool import run_pool
+            run_pool(self, todo, done, jobs)
+        else:
+            self.run_in_turn(todo, done, started)
         _log(f'protocol {self.protocol}: done in {time.time() - started:.0f}s')
         return self.results_file
+
+    def run_in_turn(self, units: list[TrainUnit], done: set, started: float) -> None:
+        """Run ``units`` one after the other in this process; a unit another process holds
+        is skipped and waited for at the end."""
+        busy = []
+        for number, unit in enumerate(units, 1):
+            _log(f'[{number}/{len(units)}] {unit.slug} T={unit.horizon} seed={unit.seed}'
+                 + _eta(started, number - 1, len(units)))
+            try:
+                self.run_unit(unit, done, wait=False)
+            except LockBusyError as error:  # another process runs it: come back at the end
+                _log(f'    skipped for now: {error}')
+                busy.append(unit)
+        for unit in busy:
+            _log(f'waiting for {self.work_dir(unit)} (run by another process)')
+            self.run_unit(unit, done)
 
     def check_requirements(self, units: list[TrainUnit]) -> None:
         """For a protocol with ``requires`` (data beyond ../shared/data, e.g. COIN's
@@ -463,8 +502,25 @@ class ProtocolRunner:
                     raise SystemExit(f'protocol {self.protocol} needs {requires}; {config} '
                                      f'(T={horizon}, {split}): {error}') from error
 
-    def run_unit(self, unit: TrainUnit, done: set) -> None:
+    def run_unit(self, unit: TrainUnit, done: set, wait: bool = True) -> None:
+        """Train (once) and test ``unit``, appending its rows (:meth:`unit_rows`)."""
+        for row in self.unit_rows(unit, done, wait):
+            self.record(row, done)
+
+    def unit_rows(self, unit: TrainUnit, done: set, wait: bool = True):
+        """Train ``unit`` (or reuse its finished training) and yield the row of each test not
+        in ``done`` as soon as it is evaluated, holding its work dir's lock
+        (``locks.exclusive_lock``): a unit is run by one process at a time, and a process that
+        gets the lock after another finished it finds its rows done. ``wait=False``: raise
+        ``LockBusyError`` at once when another process holds it."""
         work_dir = self.work_dir(unit)
+        with exclusive_lock(lock_path_of(work_dir), wait=wait, what=f'work dir {work_dir}'):
+            done |= self.done_keys()  # rows another process wrote meanwhile
+            yield from self._unit_rows(unit, work_dir, done)
+
+    def _unit_rows(self, unit: TrainUnit, work_dir: Path, done: set):
+        if all(self.row_for(unit, spec).key() in done for spec in unit.tests):
+            return
         claim_work_dir(work_dir, self.identity(unit))
         identity, unit = unit, dataclasses.replace(  # the stage's checkpoint reaches the configs
             unit, cfg_options={**unit.cfg_options, **self.pretrained_options(unit)})
@@ -485,11 +541,15 @@ class ProtocolRunner:
             if per_sample.is_file():
                 row.per_sample_file = str(per_sample)
                 row.metrics.update(diversity_metrics(per_sample))
-            append_result(self.results_file, row)
-            done.add(row.key())
-            _log('    ' + spec.method + ': ' + ', '.join(
-                f'{k}={v:.2f}' for k, v in metrics.items() if k in
-                ('success_rate', 'mean_accuracy', 'miou_set')))
+            yield row
+
+    def record(self, row: ResultRow, done: set) -> None:
+        """Append a finished test's row to the results file (not twice: ``append_result``)."""
+        append_result(self.results_file, row)
+        done.add(row.key())
+        _log('    ' + row.method + ': ' + ', '.join(
+            f'{k}={v:.2f}' for k, v in row.metrics.items() if k in
+            ('success_rate', 'mean_accuracy', 'miou_set')))
 
     # ------------------------------------------------------------------ mmengine glue
     def build_cfg(self, config: str, cfg_options: dict, seed: int, work_dir: Path,
@@ -552,7 +612,7 @@ class ProtocolRunner:
         options = {**unit.cfg_options, **spec.cfg_options}
         cfg = self.build_cfg(spec.config, options, unit.seed, test_dir, unit.horizon,
                              spec.horizon)
-        cfg.load_from = checkpoint
+        cfg.load_from, cfg.load_partial = checkpoint, False  # the trained model, exactly
         evaluator = cfg.test_evaluator
         if isinstance(evaluator, dict) and evaluator.get('type') == 'PlanningMetric':
             evaluator['out_file'] = str(test_dir / 'per_sample.json')

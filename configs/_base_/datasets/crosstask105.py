@@ -4,7 +4,7 @@
 # relabelled by action name into taxonomy_105.json, as the ViterbiPlanNet authors'
 # create_split.py makes their *_105.json files.
 _base_ = ['./crosstask.py']
-taxonomy_105 = dict(taxonomy='taxonomy_105.json', annotation_taxonomy='taxonomy_133.json')
-train_dataloader = dict(dataset=taxonomy_105)
-val_dataloader = dict(dataset=taxonomy_105)
-test_dataloader = dict(dataset=taxonomy_105)
+_taxonomy_105 = dict(taxonomy='taxonomy_105.json', annotation_taxonomy='taxonomy_133.json')
+train_dataloader = dict(dataset=_taxonomy_105)
+val_dataloader = dict(dataset=_taxonomy_105)
+test_dataloader = dict(dataset=_taxonomy_105)

@@ -11,11 +11,15 @@ observation = 'authors'
 # authors' loader; 'keep': every window scored with its annotated labels (README, Data)
 window_policy = 'authors'
 batch_size = 256
+# True: a split's observations and labels live on the model's device, one tensor per field, and
+# a batch is one index gather (no per-window items, no copy per batch); False: items stacked
+# by default_collate. Same batches, bit-identical training (tests/test_device_data.py).
+device_resident = True
 
 dataset = dict(type='PlanningDataset', horizon=horizon, observation=observation,
-               window_policy=window_policy, frame_dim=512)
+               window_policy=window_policy, frame_dim=512, device_resident=device_resident)
 loader = dict(batch_size=batch_size, num_workers=0, persistent_workers=False,
-              collate_fn=dict(type='default_collate'))
+              collate_fn=dict(type='planning_collate'))
 train_dataloader = dict(**loader, sampler=dict(type='DefaultSampler', shuffle=True),
                         dataset=dict(**dataset, split='train', val_fraction=0.1, split_seed=0))
 val_dataloader = dict(**loader, sampler=dict(type='DefaultSampler', shuffle=False),

@@ -1,12 +1,7 @@
-_base_ = ['./schema.py']
-# COIN's text features: exactly ViterbiPlanNet's setting (models/vpn_coin.py; a test keeps the
-# two equal). SCHEMA cannot run without state-description features.
+_base_ = ['./schema.py', './coin_text.py']
 model = dict(
     num_actions=778,
     num_tasks=180,
-    text_embeddings=dict(
-        taxonomy='../shared/data/coin/taxonomy.json',
-        state_descriptions='../shared/data/coin/state_descriptions.json',
-        encoder='data/clip-vit-large-patch14',
-        pooling='clip',
-        cache_dir='data/text_cache'))
+    # the same text features as ViterbiPlanNet's (coin_text.py: the MiniLM stand-in for COIN's
+    # CLIP features, and how to give the paper's)
+    text_embeddings={{_base_._coin_text_embeddings}})

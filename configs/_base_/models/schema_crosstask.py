@@ -3,4 +3,4 @@ model = dict(
     num_actions=133,
     num_tasks=18,
     # the authors' CLIP features (N, 6, 768), as ViterbiPlanNet's (models/vpn_crosstask.py)
-    text_embeddings=dict(file='../shared/data/crosstask/state_features_clip_133.npy'))
+    text_embeddings=dict(file='{data_root}/crosstask/state_features_clip_133.npy'))

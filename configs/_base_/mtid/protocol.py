@@ -6,5 +6,5 @@
 # as `miou_batch_size` next to it). These numbers are NOT comparable with the unified
 # protocol's (configs/vpn_*.py: the authors' observations, per-sample mIoU). Values only:
 # configs/_base_/mtid/vpn_<dataset>.py put them into the loaders and evaluators.
-mtid_observation = 'concat3'
-mtid_metric = dict(type='PlanningMetric', extra_metrics=['miou_batch'], miou_batch_size=1024)
+_mtid_observation = 'concat3'
+_mtid_metric = dict(type='PlanningMetric', extra_metrics=['miou_batch'], miou_batch_size=1024)

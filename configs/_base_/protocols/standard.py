@@ -2,6 +2,8 @@
 #   .venv/bin/python tools/run_protocol.py configs/protocol/standard_crosstask.py
 #   .venv/bin/python tools/report.py work_dirs/protocol/standard/results.jsonl \
 #       --reference 'Base Model' --ours ViterbiPlanNet
+# SCHEMA: one training per (T, seed), two rows: 'SCHEMA' (its default: Viterbi through the
+# PKG, "w/ PKG") and 'SCHEMA w/o PKG' (argmax of its action probabilities).
 protocol = 'standard'
 seeds = [0, 1, 2, 3, 4]
 horizons = [3, 4]
@@ -9,6 +11,9 @@ runs = [
     dict(method='ViterbiPlanNet', config='configs/vpn_{dataset}_t{T}.py', horizons=horizons),
     dict(method='Base Model', config='configs/vpn_{dataset}_t{T}.py', horizons=horizons,
          cfg_options={'model.use_dvl': False, 'model.decode': 'emission_argmax'}),
+    dict(method='SCHEMA', config='configs/baselines/schema_{dataset}_t{T}.py', horizons=horizons,
+         tests=[dict(method='SCHEMA'),
+                dict(method='SCHEMA w/o PKG', cfg_options={'model.decode': 'argmax'})]),
     dict(method='PKG beam search', config='configs/baselines/pkg_beam_search_{dataset}_t{T}.py',
          horizons=horizons),
     dict(method='PKG + uniform emissions', horizons=horizons, train=False,

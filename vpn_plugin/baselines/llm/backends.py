@@ -10,15 +10,11 @@ import contextlib
 import hashlib
 import json
 import os
+import sys
 import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
-
-try:
-    import fcntl
-except ImportError:  # Windows: runs sharing a cache may then pay twice for a request
-    fcntl = None
 
 RETRYABLE_STATUS = frozenset({408, 409, 429}) | frozenset(range(500, 600))
 
@@ -29,6 +25,28 @@ class ChatReply:
     prompt_tokens: int = 0
     completion_tokens: int = 0
     cached: bool = False
+
+
+class MalformedReplyError(ValueError):
+    """A reply that is not a usable chat completion: no choices, ``content`` null or empty,
+    token counts that are not counts (``checked_reply``); a request failure, never cached."""
+
+
+def checked_reply(text, prompt_tokens, completion_tokens, cached: bool = False) -> ChatReply:
+    """A :class:`ChatReply` after checking it is usable: ``text`` a non-empty string, token
+    counts integers >= 0 (``None`` = not reported = 0); else ``MalformedReplyError``."""
+    if not isinstance(text, str) or not text.strip():
+        raise MalformedReplyError(f'the reply\'s message content is {text!r}; expected the '
+                                  'completion text')
+    counts = []
+    for name, value in (('prompt_tokens', prompt_tokens),
+                        ('completion_tokens', completion_tokens)):
+        value = 0 if value is None else value
+        if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+            raise MalformedReplyError(f'the reply\'s usage.{name} is {value!r}; expected a '
+                                      'token count (an integer >= 0)')
+        counts.append(value)
+    return ChatReply(text, *counts, cached=cached)
 
 
 class RequestFailedError(RuntimeError):
@@ -47,10 +65,12 @@ class ResponseCache:
     """One JSON file per request under ``root``, keyed by a hash of everything that changes a
     reply: the endpoint (base URL or local model path), model, messages and sampling params.
 
-    Entries are written atomically (temp file + rename), so an interrupted run leaves
-    only complete entries and a rerun pays only for the requests that are missing.
+    Entries are written atomically (temp file + rename) and only for replies that passed
+    :func:`checked_reply`, so an interrupted run leaves only complete entries and a rerun pays
+    only for the requests that are missing. An entry that does not read back as a valid reply
+    (a damaged disk, another version's format) is named on stderr, deleted and asked again.
     ``locked(key)`` serialises the runs (processes) that share the cache on one key
-    (an empty ``<key>.lock`` file beside the entry, ``flock``-ed on POSIX).
+    (``<key>.lock`` beside the entry, ``vpn_plugin.protocol.locks.exclusive_lock``).
     """
 
     def __init__(self, root: str | Path):
@@ -67,28 +87,25 @@ class ResponseCache:
         return self.root / key[:2] / f'{key}.json'
 
     def get(self, key: str) -> ChatReply | None:
+        """The cached reply of ``key``; ``None`` when absent or corrupt (then discarded)."""
         path = self._path(key)
         if not path.is_file():
             return None
         try:
             entry = json.loads(path.read_text(encoding='utf-8'))
-            return ChatReply(entry['text'], entry['prompt_tokens'], entry['completion_tokens'],
-                             cached=True)
-        except (json.JSONDecodeError, KeyError) as err:
-            raise ValueError(f'response cache entry {path} is corrupt ({err}); delete it') from None
+            return checked_reply(entry['text'], entry['prompt_tokens'],
+                                 entry['completion_tokens'], cached=True)
+        except (ValueError, KeyError, TypeError) as err:  # JSON, fields, checked_reply
+            path.unlink()
+            print(f'warning: discarded the corrupt cache entry {path} ({err!r}); the request '
+                  'is sent again', file=sys.stderr)
+            return None
 
     @contextlib.contextmanager
     def locked(self, key: str):
-        path = self._path(key)
-        path.parent.mkdir(exist_ok=True)
-        with open(path.with_suffix('.lock'), 'a') as handle:
-            if fcntl is not None:
-                fcntl.flock(handle, fcntl.LOCK_EX)
-            try:
-                yield
-            finally:
-                if fcntl is not None:
-                    fcntl.flock(handle, fcntl.LOCK_UN)
+        from vpn_plugin.protocol.locks import exclusive_lock
+        with exclusive_lock(self._path(key).with_suffix('.lock')):
+            yield
 
     def put(self, key: str, reply: ChatReply) -> None:
         path = self._path(key)
@@ -200,11 +217,14 @@ class OpenAIChatBackend(CachedChatBackend):
                                              f'after {attempt + 1} attempt(s): {err}',
                                              self._failure_kind(err)) from err
                 time.sleep(self._wait(err, attempt))
-            except ValueError as err:  # a 200 whose body is not JSON (a proxy's error page)
-                self.usage.add(failed=1)
-                raise RequestFailedError(f'{self.model} at {self.endpoint}: the response is not '
-                                         f'a chat completion after {attempt + 1} attempt(s): '
-                                         f'{err}', 'malformed_response') from err
+            except ValueError as err:  # a 200 that is no usable completion (checked_reply), or
+                # whose body is not JSON (a proxy's error page): retried, never cached
+                if attempt == self.max_retries:
+                    self.usage.add(failed=1)
+                    raise RequestFailedError(f'{self.model} at {self.endpoint}: the response is '
+                                             f'not a usable chat completion after {attempt + 1} '
+                                             f'attempt(s): {err}', 'malformed_response') from err
+                time.sleep(self._wait(err, attempt))
         raise AssertionError('unreachable')
 
     def _retryable(self, err) -> bool:
@@ -232,12 +252,12 @@ class OpenAIChatBackend(CachedChatBackend):
 
     @staticmethod
     def _to_reply(response) -> ChatReply:
-        if not response.choices:
-            raise ValueError(f'response without choices: {response!r:.200}')
+        if not getattr(response, 'choices', None):
+            raise MalformedReplyError(f'response without choices: {response!r:.200}')
         usage = response.usage
-        return ChatReply(text=response.choices[0].message.content or '',
-                         prompt_tokens=getattr(usage, 'prompt_tokens', 0) or 0,
-                         completion_tokens=getattr(usage, 'completion_tokens', 0) or 0)
+        return checked_reply(response.choices[0].message.content,
+                             getattr(usage, 'prompt_tokens', None),
+                             getattr(usage, 'completion_tokens', None))
 
 
 def resolve_api_key(env_name: str | None) -> str:
@@ -278,8 +298,11 @@ class TransformersChatBackend(CachedChatBackend):
         text = output[0]['generated_text'][-1]['content']
         tokenizer = self.pipe.tokenizer
         prompt = tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
-        return ChatReply(text, len(tokenizer(prompt)['input_ids']),
-                         len(tokenizer(text)['input_ids']))
+        try:
+            return checked_reply(text, len(tokenizer(prompt)['input_ids']),
+                                 len(tokenizer(text)['input_ids']))
+        except MalformedReplyError as err:
+            raise RequestFailedError(f'{self.model}: {err}', 'malformed_response') from err
 
 
 def build_backend(cfg: dict):

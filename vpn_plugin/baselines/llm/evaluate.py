@@ -151,6 +151,23 @@ def token_summary(usage: dict) -> str:
             f"{usage['cached_completion_tokens']}")
 
 
+def usage_record(usage: dict, price_per_1k=None) -> dict:
+    """The results row's ``usage``: the backend's counts, ``total_tokens`` (prompt +
+    completion, cached ones included: what the run consumes) and, with ``price_per_1k``
+    ([prompt, completion] or one price for both, per 1000 tokens), ``cost`` of all of them."""
+    record = dict(usage)
+    prompt = usage['prompt_tokens'] + usage['cached_prompt_tokens']
+    completion = usage['completion_tokens'] + usage['cached_completion_tokens']
+    record['total_tokens'] = prompt + completion
+    if price_per_1k:
+        prices = [float(p) for p in price_per_1k]
+        prompt_price, completion_price = prices if len(prices) == 2 else prices * 2
+        record['price_per_1k'] = [prompt_price, completion_price]
+        record['cost'] = round((prompt * prompt_price + completion * completion_price) / 1000,
+                               6)
+    return record
+
+
 def write_outcomes(path: str | Path, queries, outcomes: list[PlanOutcome], setting: dict) -> None:
     """Per-window JSON Lines: plan, ground truth, status; the first line is the setting."""
     path = Path(path)

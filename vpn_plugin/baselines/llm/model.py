@@ -35,7 +35,8 @@ class LLMPlanner(BasePlanner):
             by the test sample index.
         with_pkg: put the PKG (edges with probabilities) in the prompt; the PKG is counted on
             the training windows by ``pkg`` (``BasePlanner``) when the model is built.
-        num_examples, scope, seed, templates: see ``PromptBuilder``.
+        num_examples, scope, seed, templates, prompt_set: see ``PromptBuilder``
+            (``prompt_set='paper'``: the paper's printed prompts, prompts/paper/).
         concurrency: requests in flight per batch.
         allow_failures: score a request that failed after the retries as a wrong plan; by
             default such a batch raises ``RuntimeError`` naming the causes (no metrics).
@@ -48,13 +49,13 @@ class LLMPlanner(BasePlanner):
                  with_pkg: bool = False, num_examples: int = 5, scope: str = 'task',
                  seed: int = 0, templates: Optional[dict] = None, concurrency: int = 4,
                  allow_failures: bool = False, vlm: bool = False, pkg: Optional[dict] = None,
-                 data_preprocessor: Optional[dict] = None):
+                 prompt_set: str = 'ours', data_preprocessor: Optional[dict] = None):
         train = annotation_windows(train_dataset)
         super().__init__(train.taxonomy.num_actions, train.horizon, pkg, data_preprocessor)
         graph = self.build_pkg(train)
         prompts = PromptBuilder(train.taxonomy, train.plans, train.tasks, pkg=graph,
                                 with_pkg=with_pkg, num_examples=num_examples, scope=scope,
-                                seed=seed, templates=templates)
+                                seed=seed, templates=templates, prompt_set=prompt_set)
         self.planner = PromptPlanner(build_backend(backend), prompts, vlm=vlm)
         self.anchors = anchors if anchors == ORACLE else load_anchor_predictions(anchors, None)
         self.concurrency, self.allow_failures = concurrency, allow_failures

@@ -102,16 +102,21 @@ class ActionMatcher:
         raise ReplyParseError(f'action object {item!r}: expected a key among {ID_KEYS + NAME_KEYS}')
 
 
-def parse_plan(text: str, matcher: ActionMatcher, horizon: int) -> list[int]:
+def parse_plan(text: str, matcher: ActionMatcher, horizon: int,
+               any_key: bool = False) -> list[int]:
     """``{"plan": [...]}`` or a bare list of ``horizon`` actions -> list of ids.
 
     An object with a plan key (see PLAN_KEYS) wins over bare lists (which may be the prompt's
-    incomplete sequence echoed in the prose); without one, the first top-level list is the plan.
+    incomplete sequence echoed in the prose); without one, the first top-level list is the plan;
+    with ``any_key`` and neither, the only list of an object (``{"completed_sequence": [...]}``:
+    the paper's prompts ask for "a JSON format" of no fixed shape).
     """
     values = json_values(text)
     keyed = [v[k] for v in values if isinstance(v, dict) for k in PLAN_KEYS
              if isinstance(v.get(k), list)]
-    plans = keyed or [v for v in values if isinstance(v, list)]
+    only_lists = [_only_list(v) for v in values
+                  if any_key and isinstance(v, dict) and _only_list(v)]
+    plans = keyed or [v for v in values if isinstance(v, list)] or only_lists
     if not plans:
         raise ReplyParseError(f'reply holds no object with a list under any of {PLAN_KEYS} '
                               f'nor a JSON list: {text[:200]!r}')
@@ -119,6 +124,12 @@ def parse_plan(text: str, matcher: ActionMatcher, horizon: int) -> list[int]:
     if len(plan) != horizon:
         raise ReplyParseError(f'reply plan has {len(plan)} actions, expected {horizon}')
     return [matcher.match(item) for item in plan]
+
+
+def _only_list(value: dict):
+    """The list of an object that holds exactly one list, else None."""
+    lists = [item for item in value.values() if isinstance(item, list)]
+    return lists[0] if len(lists) == 1 else None
 
 
 def parse_action(text: str, matcher: ActionMatcher) -> int:

@@ -92,4 +92,6 @@ class PromptPlanner:
                        + [{'type': 'text', 'text': 'Frames of the goal clip:'}]
                        + image_parts(query.goal_frames))
         matcher = self._matcher(query)
-        return self._ask(content, lambda reply: parse_plan(reply, matcher, query.horizon))
+        any_key = self.prompts.prompt_set == 'paper'  # its reply format has no fixed key
+        return self._ask(content, lambda reply: parse_plan(reply, matcher, query.horizon,
+                                                           any_key))

@@ -1,7 +1,9 @@
 """Prompt rendering for the LLM/VLM planning baselines.
 
-Templates are the text files in ``prompts/`` with ``string.Template`` placeholders
-(``$name``); this module only computes the values that fill them.
+Templates are the text files of a prompt set with ``string.Template`` placeholders
+(``$name``); this module only computes the values that fill them. Prompt sets
+(:data:`PROMPT_SETS`): ``'ours'`` (``prompts/``, the default) and ``'paper'``
+(``prompts/paper/``: the paper's printed prompts, README there).
 """
 from __future__ import annotations
 
@@ -13,6 +15,7 @@ from typing import Sequence
 import numpy as np
 
 PROMPTS_DIR = Path(__file__).resolve().parents[3] / 'prompts'
+PROMPT_SETS = {'ours': PROMPTS_DIR, 'paper': PROMPTS_DIR / 'paper'}
 TEMPLATE_FILES = {
     'completion': 'sequence_completion.txt',
     'completion_pkg': 'sequence_completion_pkg.txt',
@@ -21,11 +24,15 @@ TEMPLATE_FILES = {
 UNKNOWN = -1
 
 
-def load_template(name_or_path: str | Path) -> tuple[string.Template, Path]:
-    """A template by short name (see TEMPLATE_FILES) or by file path."""
+def load_template(name_or_path: str | Path, prompt_set: str = 'ours'
+                  ) -> tuple[string.Template, Path]:
+    """A template by short name (see TEMPLATE_FILES) of a prompt set, or by file path."""
+    if prompt_set not in PROMPT_SETS:
+        raise ValueError(f'prompt set {prompt_set!r} is unknown; expected one of '
+                         f'{tuple(PROMPT_SETS)}')
     path = Path(TEMPLATE_FILES.get(str(name_or_path), name_or_path))
     if not path.is_absolute() and not path.exists():
-        path = PROMPTS_DIR / path
+        path = PROMPT_SETS[prompt_set] / path
     if not path.is_file():
         raise FileNotFoundError(f'prompt template {name_or_path!r}: no file {path}')
     return string.Template(path.read_text(encoding='utf-8')), path
@@ -105,10 +112,12 @@ class PromptBuilder:
         scope: 'task' or 'dataset' taxonomy in the prompt (and accepted in replies).
         seed: examples are drawn with ``default_rng([seed, query.index])``, so a prompt
             never depends on the order or concurrency of the run.
+        prompt_set: 'ours' or 'paper' (:data:`PROMPT_SETS`); ``templates`` (short name ->
+            file) overrides single templates.
     """
 
     def __init__(self, taxonomy, train_plans, train_tasks, *, pkg=None, with_pkg=False,
-                 num_examples=5, scope='task', seed=0, templates=None):
+                 num_examples=5, scope='task', seed=0, templates=None, prompt_set='ours'):
         self.taxonomy = taxonomy
         self.train_plans = np.asarray(train_plans, dtype=np.int64)
         self.train_tasks = np.asarray(train_tasks, dtype=np.int64)
@@ -119,10 +128,12 @@ class PromptBuilder:
             raise ValueError('with_pkg=True needs a pkg (N, N) array')
         self.pkg, self.with_pkg = pkg, with_pkg
         self.num_examples, self.scope, self.seed = num_examples, scope, seed
+        self.prompt_set = prompt_set
         templates = dict(templates or {})
         completion = 'completion_pkg' if with_pkg else 'completion'
-        self.completion = load_template(templates.get('completion', completion))
-        self.identification = load_template(templates.get('identification', 'identification'))
+        self.completion = load_template(templates.get('completion', completion), prompt_set)
+        self.identification = load_template(templates.get('identification', 'identification'),
+                                            prompt_set)
 
     def allowed(self, query: PlanningQuery) -> list[int]:
         """The scope's actions plus the given first/last actions (a step model may predict

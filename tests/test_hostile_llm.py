@@ -1,0 +1,86 @@
+"""Replies an endpoint should never send (issue 25, items 2 and 6): a reply that is not a
+usable completion (``"content": null``, a malformed token count) is a request failure, retried
+and counted, never cached as a success; a corrupt cache entry is named, discarded and asked
+again."""
+import json
+
+import numpy as np
+import pytest
+
+from fake_openai_server import FakeOpenAIServer
+from test_llm_endpoint import MAX_RETRIES, make_backend
+from test_llm_prompting import TRAIN_PLANS, TRAIN_TASKS, make_pkg, make_taxonomy
+from vpn_plugin.baselines.llm.evaluate import build_queries, run_planner
+from vpn_plugin.baselines.llm.planner import PromptPlanner
+from vpn_plugin.baselines.llm.prompting import PromptBuilder
+
+
+def completion(content, usage=None) -> dict:
+    """A raw chat-completion body (the fake server's {'raw': ...} action)."""
+    return {'raw': json.dumps({
+        'id': 'x', 'object': 'chat.completion', 'created': 0, 'model': 'fake-model',
+        'choices': [{'index': 0, 'finish_reason': 'stop',
+                     'message': {'role': 'assistant', 'content': content}}],
+        'usage': usage or {'prompt_tokens': 7, 'completion_tokens': 3, 'total_tokens': 10}})}
+
+
+GOOD = '{"plan": [0, 1, 2]}'
+BAD_REPLIES = {
+    'content null': completion(None),
+    'token count not a number': completion(GOOD, {'prompt_tokens': 'many',
+                                                  'completion_tokens': 3}),
+    'negative token count': completion(GOOD, {'prompt_tokens': -5, 'completion_tokens': 3}),
+}
+
+
+def plan_once(server, cache_dir):
+    builder = PromptBuilder(make_taxonomy(), TRAIN_PLANS, TRAIN_TASKS, pkg=make_pkg(),
+                            num_examples=2)
+    backend = make_backend(server, cache_dir)
+    queries = build_queries(np.array([[0, 1, 2]]), np.zeros(1), anchors='oracle')
+    outcomes = run_planner(PromptPlanner(backend, builder), queries, concurrency=1,
+                           progress=False)
+    return outcomes[0], backend.usage.counts
+
+
+@pytest.mark.parametrize('name', list(BAD_REPLIES))
+def test_an_unusable_reply_is_a_failed_request_and_never_cached(tmp_path, name):
+    replies = {'bad': True}
+    script = lambda prompt, attempt: BAD_REPLIES[name] if replies['bad'] else {'text': GOOD}  # noqa: E731
+    with FakeOpenAIServer(script) as server:
+        outcome, usage = plan_once(server, tmp_path / 'cache')
+        assert outcome.status == 'request_failed' and outcome.failure == 'malformed_response'
+        assert len(server.requests) == 1 + MAX_RETRIES and usage['failed'] == 1
+        assert not list((tmp_path / 'cache').rglob('*.json')), 'a failure was cached'
+        replies['bad'] = False  # the endpoint recovers: the rerun asks again and succeeds
+        outcome, usage = plan_once(server, tmp_path / 'cache')
+    assert outcome.status == 'ok' and outcome.plan == [0, 1, 2] and usage['cache_hits'] == 0
+
+
+def test_a_corrupt_cache_entry_is_named_discarded_and_asked_again(tmp_path, capsys):
+    with FakeOpenAIServer(lambda prompt, attempt: {'text': GOOD}) as server:
+        plan_once(server, tmp_path / 'cache')
+        [entry] = list((tmp_path / 'cache').rglob('*.json'))
+        for damage in ('{"text": "{\\"plan\\"', json.dumps({'text': GOOD, 'prompt_tokens': 'x',
+                                                            'completion_tokens': 1})):
+            entry.write_text(damage)  # an interrupted disk, or an entry of a buggy version
+            outcome, usage = plan_once(server, tmp_path / 'cache')
+            assert outcome.status == 'ok' and usage['cache_hits'] == 0
+            assert f'discarded the corrupt cache entry {entry}' in capsys.readouterr().err
+            assert json.loads(entry.read_text())['prompt_tokens'] > 0  # rebuilt
+        assert len(server.requests) == 3
+
+
+def test_llm_eval_with_null_replies_writes_no_row(tiny_crosstask, tmp_path, monkeypatch):
+    """Today: every window 'unparseable', exit 0 and a results row (mIoU 24.86)."""
+    from test_llm_tools import run_tool
+    from tool_modules import load_tool
+    config = tmp_path / 'tiny_llm.py'
+    config.write_text(f"train_dataloader = dict(dataset={tiny_crosstask['train_dataset']!r})\n"
+                      f"test_dataloader = dict(dataset={tiny_crosstask['test_dataset']!r})\n")
+    monkeypatch.delenv('VPN_TRACEBACK', raising=False)
+    with FakeOpenAIServer(lambda prompt, attempt: BAD_REPLIES['content null']) as server:
+        with pytest.raises(SystemExit, match='no results row written'):
+            run_tool(load_tool('llm_eval'), server, config, tmp_path)
+    assert not (tmp_path / 'results.jsonl').exists()
+    assert not list((tmp_path / 'cache').rglob('*.json'))

@@ -1,0 +1,44 @@
+"""Convert EgoPER's annotation.json and split lists into the plugin's custom JSON dataset.
+
+    python tools/convert_egoper.py EgoPER/annotation.json --split-dir EgoPER/splits \
+        --out data/egoper --errors drop [--feature-stem '{vid}'] [--feature-dir DIR]
+
+Writes ``<out>/{taxonomy,train,test}.json`` (format: configs/_base_/datasets/custom_json.py),
+``<out>/conversion.json`` (the choices and the counts of dropped / kept segments) and
+``<out>/dataset.py``, a dataset config for them. Background segments (action 0) are dropped;
+segments with ``action_type > 0`` (an error kind) are kept as their action or dropped, as
+``--errors`` says (no default: it changes the task); the choice is recorded in
+conversion.json and, through ``dataset.py``'s ``dataset_variant``, in every protocol results
+row. Feature files: ``<feature dir>/<stem>.npy|.npz`` with the stem from ``--feature-stem``
+({vid}, {task}). Format details: vpn_plugin/datasets/egoper.py.
+"""
+import argparse
+import json
+import sys
+
+from vpn_plugin.datasets.egoper import ERROR_CHOICES, convert_egoper
+from vpn_plugin.errors import tool_main
+
+
+@tool_main
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split('\n')[0])
+    parser.add_argument('annotation', help="EgoPER's annotation.json")
+    parser.add_argument('--split-dir', required=True,
+                        help='folder with training.txt and test.txt (or <task>/training.txt ...)')
+    parser.add_argument('--out', required=True, help='output folder')
+    parser.add_argument('--errors', choices=ERROR_CHOICES, required=True,
+                        help='keep error segments (action_type > 0) as their action, or drop them')
+    parser.add_argument('--feature-stem', default='{vid}',
+                        help='feature file name (no extension) of a video: {vid}, {task}')
+    parser.add_argument('--feature-dir', help='folder of the feature files written into '
+                        'dataset.py (default: <out>/features)')
+    args = parser.parse_args(argv)
+    record = convert_egoper(args.annotation, args.split_dir, args.out, args.errors,
+                            args.feature_stem, args.feature_dir)
+    print(json.dumps(record, indent=1))
+    return 0
+
+
+if __name__ == '__main__':
+    sys.exit(main())

@@ -1,0 +1,203 @@
+"""EgoPER (egocentric procedures with errors) -> the plugin's custom JSON dataset
+(library of tools/convert_egoper.py).
+
+EgoPER's ``annotation.json`` (times in seconds)::
+
+    {task: {"segments": [{"video_id": str,
+                          "labels": {"time_stamp": [[start_s, end_s], ...],
+                                     "action": [action idx, ...],        # 0 = background
+                                     "action_type": [type idx, ...],     # 0 = normal, > 0 an error kind
+                                     "error_description": [str, ...]}}, ...],
+            "action2idx": {action name: idx}, "actiontype2idx": {type name: idx}}}
+
+and its split lists ``training.txt`` / ``test.txt`` (one video id per line), either in the
+split folder itself or one per task (``<split dir>/<task>/training.txt``).
+
+Output (``configs/_base_/datasets/custom_json.py`` describes the format):
+``taxonomy.json`` (task k = the k-th task of annotation.json; its non-background actions in
+``action2idx`` order get consecutive global ids), ``train.json`` / ``test.json`` (per video:
+its segments in file order, background dropped, error segments kept or dropped as
+``errors`` says), ``conversion.json`` (the choices and counts) and ``dataset.py`` (a dataset
+config for them that records ``errors`` in every protocol results row: ``dataset_variant``).
+"""
+import json
+import math
+from collections import Counter
+from pathlib import Path
+from typing import Dict, List, Optional, Tuple
+
+from ..data_paths import REPO_ROOT
+
+ERROR_CHOICES = ('keep', 'drop')
+BACKGROUND = 0
+SPLIT_FILES = {'train': 'training.txt', 'test': 'test.txt'}
+
+
+def convert_egoper(annotation_file, split_dir, out_dir, errors: str,
+                   feature_stem: str = '{vid}', feature_dir: Optional[str] = None) -> dict:
+    """Write the custom JSON dataset (module docstring) to ``out_dir``; returns the record
+    written to ``conversion.json``. ValueError names the file, task, video and field."""
+    if errors not in ERROR_CHOICES:
+        raise ValueError(f'errors={errors!r}; expected one of {ERROR_CHOICES} (what to do with '
+                         'segments whose action_type > 0)')
+    annotation_file, out_dir = Path(annotation_file), Path(out_dir)
+    data = _read_json(annotation_file)
+    taxonomy, action_ids = _taxonomy(annotation_file, data)
+    splits = read_splits(Path(split_dir), list(data))
+    counts: Counter = Counter()
+    videos = {'train': [], 'test': []}
+    for k, (task, entry) in enumerate(data.items()):
+        for i, segment in enumerate(entry['segments']):
+            vid = str(segment.get('video_id', ''))
+            split = splits.get(vid)
+            if split is None:
+                counts['videos in no split list'] += 1
+                continue
+            steps = _steps(annotation_file, task, i, vid, segment, action_ids[task], errors,
+                           counts)
+            videos[split].append(dict(vid=vid, task=k, steps=steps,
+                                      feature=feature_stem.format(vid=vid, task=task)))
+    _check_found(splits, videos, split_dir)
+    record = dict(source=str(annotation_file), split_dir=str(split_dir), errors=errors,
+                  videos={s: len(v) for s, v in videos.items()}, segments=dict(counts),
+                  action_types={t: e['actiontype2idx'] for t, e in data.items()})
+    _write(out_dir, taxonomy, videos, record, feature_dir)
+    return record
+
+
+def read_splits(split_dir: Path, tasks: List[str]) -> Dict[str, str]:
+    """video id -> 'train' | 'test' from ``training.txt`` / ``test.txt`` in ``split_dir``
+    or in ``split_dir/<task>/``; a video in both lists is an error."""
+    split_of: Dict[str, str] = {}
+    for split, name in SPLIT_FILES.items():
+        files = [split_dir / name] if (split_dir / name).is_file() else \
+            [split_dir / task / name for task in tasks if (split_dir / task / name).is_file()]
+        if not files:
+            raise FileNotFoundError(f'{split_dir}: no {name} (expected {split_dir / name} or '
+                                    f'{split_dir}/<task>/{name}, one video id per line)')
+        for path in files:
+            for line in path.read_text().splitlines():
+                vid = line.strip()
+                if not vid:
+                    continue
+                if split_of.get(vid, split) != split:
+                    raise ValueError(f'{path}: video {vid} is also in the {split_of[vid]} list; '
+                                     'expected each video in one split')
+                split_of[vid] = split
+    return split_of
+
+
+def _taxonomy(path: Path, data) -> Tuple[dict, Dict[str, Dict[int, int]]]:
+    """(taxonomy JSON, per task: EgoPER action idx -> global id), background left out."""
+    if not isinstance(data, dict) or not data:
+        raise ValueError(f'{path}: expected an object {{task: {{"segments", "action2idx", '
+                         '"actiontype2idx"}}}}')
+    taxonomy, action_ids, next_id = {}, {}, 0
+    for k, (task, entry) in enumerate(data.items()):
+        missing = [f for f in ('segments', 'action2idx', 'actiontype2idx')
+                   if not isinstance(entry, dict) or f not in entry]
+        if missing:
+            raise ValueError(f'{path}: task {task!r}: missing field(s) {missing}')
+        actions = {}
+        for name, idx in sorted(entry['action2idx'].items(), key=lambda item: item[1]):
+            if isinstance(idx, bool) or not isinstance(idx, int) or idx < 0:
+                raise ValueError(f'{path}: task {task!r}: action2idx[{name!r}] = {idx!r}; '
+                                 'expected an integer >= 0')
+            if idx != BACKGROUND:
+                actions[str(next_id)] = name
+                action_ids.setdefault(task, {})[idx] = next_id
+                next_id += 1
+        taxonomy[f'{k}_{task}'] = actions
+        action_ids.setdefault(task, {})
+    return taxonomy, action_ids
+
+
+def _steps(path, task, i, vid, segment, ids: Dict[int, int], errors: str,
+           counts: Counter) -> List[list]:
+    """The kept steps [[start_s, end_s, global id], ...] of one video, counted by kind."""
+    where = f'{path}: task {task!r}: segments[{i}] (video {vid})'
+    labels = segment.get('labels')
+    fields = ('time_stamp', 'action', 'action_type')
+    if not isinstance(labels, dict) or not all(isinstance(labels.get(f), list) for f in fields):
+        raise ValueError(f'{where}: field "labels" must hold the lists {fields}')
+    lengths = {f: len(labels[f]) for f in fields}
+    if len(set(lengths.values())) != 1:
+        raise ValueError(f'{where}: labels have different lengths {lengths}; expected one entry '
+                         'per segment in each')
+    steps = []
+    for j, (times, action, kind) in enumerate(zip(*(labels[f] for f in fields))):
+        start, end = _times(where, j, times)
+        if action == BACKGROUND:
+            counts['background dropped'] += 1
+            continue
+        if action not in ids:
+            raise ValueError(f'{where}: labels.action[{j}] = {action!r} is not an action of '
+                             f'task {task!r} (action2idx values {sorted(ids)} and 0 = background)')
+        if not isinstance(kind, int) or isinstance(kind, bool) or kind < 0:
+            raise ValueError(f'{where}: labels.action_type[{j}] = {kind!r}; expected an integer '
+                             '>= 0 (0 = normal, > 0 an error kind)')
+        if kind > 0:
+            counts[f'error segments {"kept" if errors == "keep" else "dropped"}'] += 1
+            if errors == 'drop':
+                continue
+        counts['steps kept'] += 1
+        steps.append([start, end, ids[action]])
+    return steps
+
+
+def _times(where, j, times) -> Tuple[float, float]:
+    try:
+        start, end = (float(t) for t in times)
+    except (TypeError, ValueError):
+        raise ValueError(f'{where}: labels.time_stamp[{j}] = {times!r}; expected '
+                         '[start_s, end_s]') from None
+    if not (math.isfinite(start) and math.isfinite(end)) or start < 0 or end < start:
+        raise ValueError(f'{where}: labels.time_stamp[{j}] = [{start}, {end}]; expected '
+                         'finite seconds with 0 <= start <= end')
+    return start, end
+
+
+def _check_found(splits: Dict[str, str], videos: dict, split_dir) -> None:
+    found = {v['vid'] for split in videos.values() for v in split}
+    missing = sorted(set(splits) - found)
+    if missing:
+        raise ValueError(f'{split_dir}: {len(missing)} listed video(s) have no annotation, e.g. '
+                         f'{missing[:5]}; expected every listed video in annotation.json')
+
+
+def _write(out_dir: Path, taxonomy, videos, record, feature_dir) -> None:
+    out_dir.mkdir(parents=True, exist_ok=True)
+    (out_dir / 'taxonomy.json').write_text(json.dumps(taxonomy, indent=1))
+    for split, items in videos.items():
+        (out_dir / f'{split}.json').write_text(json.dumps(items, indent=1))
+    (out_dir / 'conversion.json').write_text(json.dumps(record, indent=1))
+    (out_dir / 'dataset.py').write_text(dataset_config_text(out_dir, record['errors'],
+                                                            feature_dir))
+
+
+def dataset_config_text(out_dir: Path, errors: str, feature_dir: Optional[str]) -> str:
+    """A dataset config for the converted files (as configs/_base_/datasets/custom_json.py)
+    whose ``dataset_variant`` puts the error choice into every protocol results row."""
+    base = REPO_ROOT / 'configs/_base_/datasets/planning_dataset.py'
+    features = feature_dir or str(out_dir.resolve() / 'features')
+    return f'''# EgoPER converted by tools/convert_egoper.py (conversion.json): error segments {errors}.
+# Inherit it with a model, e.g. _base_ = [THIS FILE, '{REPO_ROOT}/configs/_base_/models/vpn.py', ...]
+_base_ = [{str(base)!r}]
+data_root = {str(out_dir.resolve())!r}
+feature_dir = {features!r}
+cache_dir = {str(out_dir.resolve() / 'cache')!r}
+paths = dict(data_root='{{data_root}}', taxonomy='taxonomy.json',
+             feature_dir='{{feature_dir}}', cache_dir='{{cache_dir}}')
+train_dataloader = dict(dataset=dict(**paths, annotation_file='train.json'))
+val_dataloader = dict(dataset=dict(**paths, annotation_file='train.json'))
+test_dataloader = dict(dataset=dict(**paths, annotation_file='test.json'))
+# recorded in the variant of every protocol results row (vpn_plugin/protocol/runner.py)
+dataset_variant = dict(egoper_errors={errors!r})
+'''
+
+
+def _read_json(path: Path):
+    try:
+        return json.loads(path.read_text())
+    except (OSError, json.JSONDecodeError) as err:
+        raise ValueError(f'cannot read JSON file {path}: {err}') from err

@@ -1,0 +1,147 @@
+"""``run_protocol.py --jobs N``: N protocol units at once, one process each.
+
+Each unit (a training and its tests, ``ProtocolRunner.unit_rows``) runs in a process of its
+own, pinned to a slot: a share of the CPU cores (``sched_setaffinity``) with as many torch
+threads, and on a machine with GPUs one GPU (slot i -> GPU i mod count). The child sends its
+rows back; only this (the parent) process writes the results file, in the order of the units,
+so the file is the one a sequential run writes, and resuming works as for a sequential run.
+The children die with the parent (Linux ``PR_SET_PDEATHSIG``): a killed pool leaves no
+orphan training behind in a work dir that the next call would reuse. A unit that fails stops
+the pool from starting new ones; the running ones finish and every finished row is written,
+then the error is raised with the unit's traceback.
+
+Processes are forked (no re-import; children start in milliseconds) unless this process has
+already initialised CUDA, which a forked child cannot use: then they are spawned.
+"""
+from __future__ import annotations
+
+import ctypes
+import multiprocessing
+import os
+import signal
+import time
+import traceback
+from dataclasses import asdict, dataclass
+from multiprocessing.connection import wait
+
+from .results import row_from_dict
+from .runner import _eta, _log
+
+
+@dataclass
+class Slot:
+    """Where one job runs: CPU cores (and torch threads), GPU index among the visible ones."""
+    index: int
+    cores: tuple
+    gpu: int
+
+
+def slots(jobs: int, cores=None) -> list[Slot]:
+    """``jobs`` slots sharing ``cores`` (default: this process's) evenly; with more jobs than
+    cores, jobs share single cores round-robin."""
+    if jobs < 1:
+        raise ValueError(f'--jobs {jobs}; expected >= 1')
+    cores = sorted(cores if cores is not None else os.sched_getaffinity(0))
+    if len(cores) >= jobs:
+        per_job = len(cores) // jobs
+        groups = [tuple(cores[i * per_job:(i + 1) * per_job]) for i in range(jobs)]
+    else:
+        groups = [(cores[i % len(cores)],) for i in range(jobs)]
+    return [Slot(i, group, i) for i, group in enumerate(groups)]
+
+
+def run_pool(runner, units: list, done: set, jobs: int) -> None:
+    """Run ``units`` with ``runner`` (a ``ProtocolRunner``), ``jobs`` at once (module docstring);
+    every row goes through ``runner.record``."""
+    import torch
+    context = multiprocessing.get_context('spawn' if torch.cuda.is_initialized() else 'fork')
+    free, queue = slots(jobs), list(enumerate(units))
+    running, finished, failures = {}, {}, []
+    written, started = 0, time.time()
+    try:
+        while queue or running:
+            while queue and free and not failures:
+                index, unit = queue.pop(0)
+                running.update(_start(context, runner, index, unit, done, free.pop(0), len(units)))
+            for receiver in wait(list(running)):
+                index, unit, process, slot = running.pop(receiver)
+                status, payload = _receive(receiver, process)
+                free.append(slot)
+                if status == 'error':
+                    failures.append(payload)
+                else:
+                    finished[index] = [row_from_dict(row, f'job of {_name(unit)}')
+                                       for row in payload]
+                    _log(f'finished {_name(unit)}' + _eta(started, len(finished), len(units)))
+            while written in finished:  # in unit order: the file of a sequential run
+                for row in finished.pop(written):
+                    runner.record(row, done)
+                written += 1
+    finally:
+        for _, _, process, _ in running.values():
+            process.terminate()
+    for index in sorted(finished):  # after a failure: what finished behind it
+        for row in finished[index]:
+            runner.record(row, done)
+    if failures:
+        raise RuntimeError(f'{len(failures)} protocol run(s) failed:\n' + '\n'.join(failures))
+
+
+def _start(context, runner, index, unit, done, slot: Slot, total: int) -> dict:
+    receiver, sender = context.Pipe(duplex=False)
+    process = context.Process(target=_child, args=(runner, unit, done, slot, sender,
+                                                   os.getpid()),
+                              name=f'protocol-job-{slot.index}')
+    process.start()
+    sender.close()
+    _log(f'[{index + 1}/{total}] {_name(unit)} -> job {slot.index} (cores '
+         f'{",".join(map(str, slot.cores))}, pid {process.pid})')
+    return {receiver: (index, unit, process, slot)}
+
+
+def _receive(receiver, process) -> tuple:
+    try:
+        message = receiver.recv()
+    except EOFError:
+        message = None
+    process.join()
+    receiver.close()
+    if message is None:
+        return 'error', f'the process of a run exited with code {process.exitcode} and no result'
+    return message
+
+
+def _child(runner, unit, done, slot: Slot, sender, parent: int) -> None:
+    _die_with_parent(parent)
+    try:
+        _pin(slot)
+        rows = [asdict(row) for row in runner.unit_rows(unit, done)]
+        sender.send(('ok', rows))
+    except BaseException:  # noqa: BLE001  (reported to the parent, which raises it)
+        sender.send(('error', f'{_name(unit)}:\n{traceback.format_exc()}'))
+    finally:
+        sender.close()
+
+
+def _pin(slot: Slot) -> None:
+    import torch
+    os.sched_setaffinity(0, slot.cores)
+    os.environ['OMP_NUM_THREADS'] = str(len(slot.cores))
+    torch.set_num_threads(len(slot.cores))
+    if torch.cuda.is_available():
+        torch.cuda.set_device(slot.gpu % torch.cuda.device_count())
+
+
+def _die_with_parent(parent: int) -> None:
+    """Linux: SIGKILL this process when its parent (pid ``parent``) dies; elsewhere nothing."""
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        return
+    if os.getppid() != parent:  # the parent died before the call
+        os._exit(1)
+
+
+def _name(unit) -> str:
+    return f'{unit.slug} T={unit.horizon} seed={unit.seed}'
