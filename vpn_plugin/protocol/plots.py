@@ -206,9 +206,9 @@ def efficiency_styles(lines, dashed=(), order=None) -> dict:
     Dashed = the methods in ``dashed`` (without the Viterbi decoding or the PKG), solid = the
     others. One solid method: colour and marker = horizon T. Several: colour = network,
     marker = horizon: a dashed method takes the colour of the solid method its name starts
-    with, as a word ('SCHEMA w/o Viterbi' -> 'SCHEMA'), else of the next solid method without a dashed
-    twin in ``order`` (the methods' order, default the lines'): ``--dashed 'Base Model'
-    'SCHEMA w/o Viterbi'`` pairs the Base Model with ViterbiPlanNet.
+    with, as a word ('SCHEMA w/o Viterbi' -> 'SCHEMA'), else of the next solid method without
+    a dashed twin in ``order`` (the methods' order, default the lines'): ``--dashed 'Base
+    Model' 'SCHEMA w/o Viterbi'`` pairs the Base Model with ViterbiPlanNet.
     """
     horizons = sorted({h for _, h in lines})
     order = list(dict.fromkeys(list(order or ()) + [m for m, _ in lines]))
