@@ -41,7 +41,8 @@ def toy_batch(num_actions=6, horizon=4, feature_dim=8):
 def test_beam_planner_learns_endpoints_and_decodes_the_best_pkg_path():
     torch.manual_seed(0)
     model = MODELS.build(dict(type='PKGBeamSearchPlanner', feature_dim=8, num_actions=6,
-                              horizon=4, hidden_dim=32, dropout=0.0, beam_width=36))
+                              horizon=4, beam_width=36,
+                              step_model=dict(type='EndpointMLP', hidden_dim=32, dropout=0.0)))
     log_a = chain_pkg()
     model.set_pkg(log_a.double().exp())
     inputs, samples = toy_batch()

@@ -21,7 +21,8 @@ PER_T_FAMILIES = [f'configs/vpn_{d}_t{{T}}.py' for d in DATASET_NAMES] + [
     f'configs/compact/compact_{d}_t{{T}}.py' for d in DATASET_NAMES] + [
     f'configs/selection/vpn_{d}_t{{T}}_authors.py' for d in DATASET_NAMES] + [
     f'configs/baselines/{m}_{d}_t{{T}}.py'
-    for m in ('pkg_beam_search', 'uniform_emissions', 'schema') for d in DATASET_NAMES]
+    for m in ('pkg_beam_search', 'pkg_beam_search_mlp', 'uniform_emissions', 'schema', 'pdpp')
+    for d in DATASET_NAMES]
 
 
 def horizons_of(cfg) -> dict:

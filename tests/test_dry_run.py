@@ -5,8 +5,8 @@ import pytest
 
 from mmengine.config import Config
 
-from vpn_plugin.protocol.dry_run import (RELATIVE_EPOCH_COST, format_duration, plan_runs,
-                                         relative_cost)
+from vpn_plugin.protocol.dry_run import (RELATIVE_EPOCH_COST, format_duration, model_kind,
+                                         plan_runs, relative_cost)
 from vpn_plugin.protocol.runner import ProtocolRunner, expand_units, load_protocol
 from tool_modules import load_tool
 
@@ -53,10 +53,10 @@ def test_cli_prints_every_run_and_the_total(monkeypatch, capsys, tmp_path):
     first = lines[0]
     assert first.startswith(f'{units[0].slug} seed=0 T=3 test T=3 | {units[0].config} |')
     assert '30 epochs at 2.00 s, ~1.0 min' in first and str(tmp_path / 'standard') in first
-    models = {u.config: Config.fromfile(u.config).model.type for u in trained}
-    total_minutes = sum(RELATIVE_EPOCH_COST[('crosstask', models[u.config])]
-                        for u in trained) * 30 * 2 / 60
-    assert f'estimated training time: ~{total_minutes:.1f} min' in lines[-2]
+    models = {u.config: model_kind(Config.fromfile(u.config).model) for u in trained}
+    total_seconds = sum(RELATIVE_EPOCH_COST[('crosstask', models[u.config])]
+                        for u in trained) * 30 * 2
+    assert f'estimated training time: ~{format_duration(total_seconds)}' in lines[-2]
 
 
 def test_each_dataset_and_model_is_estimated_from_its_own_epoch_cost(monkeypatch, tmp_path):
@@ -78,3 +78,15 @@ def test_each_dataset_and_model_is_estimated_from_its_own_epoch_cost(monkeypatch
         RELATIVE_EPOCH_COST[('niv', 'ViterbiPlanNet')],
         "no measured epoch time of NewPlanner on niv: ViterbiPlanNet on niv's")
     assert relative_cost('egoper', 'ViterbiPlanNet')[1].endswith("ViterbiPlanNet on crosstask's")
+
+
+def test_the_beam_search_is_estimated_by_its_step_model(monkeypatch, tmp_path):
+    """The paper's PDPP step model trains a 42M-parameter U-Net, the MLP 0.86M parameters."""
+    monkeypatch.chdir(REPO)
+    seconds = {}
+    for name in ('pkg_beam_search', 'pkg_beam_search_mlp', 'pdpp'):
+        config = Config.fromfile(f'configs/baselines/{name}_crosstask_t3.py')
+        seconds[name] = relative_cost('crosstask', model_kind(config.model))
+    assert seconds['pkg_beam_search'] == seconds['pdpp'] == (90.0, '')
+    assert seconds['pkg_beam_search_mlp'] == (RELATIVE_EPOCH_COST[
+        ('crosstask', 'PKGBeamSearchPlanner/EndpointMLP')], '')

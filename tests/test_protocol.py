@@ -37,7 +37,7 @@ def tiny_protocol(tiny):
              tests=[dict(), dict(method='ViterbiPlanNet (argmax)',
                                  cfg_options={'model.decode': 'emission_argmax'})]),
         dict(method='PKG beam search', cfg_options=tiny_options(tiny),
-             config=str(REPO / 'configs/baselines/pkg_beam_search_crosstask_t3.py')),
+             config=str(REPO / 'configs/baselines/pkg_beam_search_mlp_crosstask_t3.py')),
         dict(method='PKG + uniform emissions', train=False, cfg_options=tiny_options(tiny),
              config=str(REPO / 'configs/baselines/uniform_emissions_crosstask_t3.py')),
     ]))
@@ -144,13 +144,13 @@ def test_dry_run_standard(monkeypatch, capsys):
     assert sorted({u.seed for u in units}) == [0, 1, 2, 3, 4]  # default: 5 seeds
     tests = methods_of(units)
     assert set(tests) == {'ViterbiPlanNet', 'Base Model', 'SCHEMA', 'SCHEMA w/o PKG',
-                          'PKG beam search', 'PKG + uniform emissions'}
+                          'PKG beam search', 'PKG + uniform emissions', 'PDPP'}
     assert all(sorted(t[:2] for t in runs) == [(3, 3), (4, 4)] for runs in tests.values())
     assert tests['Base Model'][0][2]['model.use_dvl'] is False
     assert tests['SCHEMA'][0][2] == {} and tests['SCHEMA w/o PKG'][0][2] == {
         'model.decode': 'argmax'}  # two rows of one training per (T, seed)
     assert [u.train for u in units if u.slug.startswith('PKG_uniform')] == [False] * 10
-    assert f'{len(units)} runs; 12 configs checked' in capsys.readouterr().out
+    assert f'{len(units)} runs; 14 configs checked' in capsys.readouterr().out
 
 
 def test_dry_run_cross_horizon(monkeypatch):
@@ -358,7 +358,7 @@ def test_run_seed_reaches_the_pkg_builder_and_training_subset(monkeypatch, tmp_p
 def beam_search_protocol(tiny, **extra_options):
     return Config(dict(protocol='identity', dataset='crosstask', seeds=[0], runs=[
         dict(method='PKG beam search', cfg_options=dict(tiny_options(tiny), **extra_options),
-             config=str(REPO / 'configs/baselines/pkg_beam_search_crosstask_t3.py'))]))
+             config=str(REPO / 'configs/baselines/pkg_beam_search_mlp_crosstask_t3.py'))]))
 
 
 def test_runs_with_other_settings_are_never_reused(tiny_crosstask, tmp_path, capsys):

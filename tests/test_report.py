@@ -372,7 +372,8 @@ def protocol_results(tmp_path, config='configs/protocol/main_and_ablation_t3_cro
     for unit in expand_units(protocol, seeds=list(seeds)):
         for spec in unit.tests:
             metrics = {m: float(rng.uniform(0, 100)) for m in
-                       ('success_rate', 'mean_accuracy', 'miou_set', 'miou_legacy')}
+                       ('success_rate', 'mean_accuracy', 'miou_set', 'miou_legacy',
+                        'first_accuracy', 'last_accuracy')}
             metrics.update(plan_entropy=float(rng.uniform(1, 2)), plan_jsd=float(rng.random()))
             append_result(path, ResultRow(spec.method, unit.seed, spec.horizon, metrics,
                                           params=None if not unit.train else 1000,
@@ -392,10 +393,10 @@ def test_docs_results_commands_match_the_cli_and_the_protocol(tmp_path, capsys, 
     that made its results and gives the tables committed in docs/results_synthetic_*.md."""
     monkeypatch.chdir(REPO)
     protocols = docs_results_protocols()
-    assert set(protocols) == {'R', 'N', 'V', 'E', 'F', 'Q', 'O', 'U'}
+    assert set(protocols) == {'R', 'N', 'V', 'E', 'F', 'Q', 'O', 'U', 'S'}
     results = {f'${v}': str(protocol_results(tmp_path, c)) for v, c in protocols.items()}
     commands = docs_commands('report')
-    assert len(commands) == 7
+    assert len(commands) == 8
     for argv in commands:
         argv = [results.get(a, a) for a in argv]
         stem = argv[argv.index('--out') + 1]

@@ -3,6 +3,7 @@ import copy
 import json
 import os
 import pickle
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -301,7 +302,7 @@ def test_epoch_benchmark_reports_each_epoch_and_data_share(tiny_cfg, tmp_path, c
     finally:
         sys.path.pop(0)
     config = _write_config(copy.deepcopy(tiny_cfg), tmp_path / 'config.py')
-    rows, split = benchmark_epoch.main([config, '--epochs', '2'])
+    rows, split = benchmark_epoch.main([config, '--epochs', '2', '--test'])
     batches = -(-len(DATASETS.build(tiny_cfg.train_dataloader.dataset)) // BATCH)
     assert [row['epoch'] for row in rows] == [1, 2]
     assert all(row['iters'] == batches and row['seconds'] > 0 for row in rows)
@@ -310,5 +311,7 @@ def test_epoch_benchmark_reports_each_epoch_and_data_share(tiny_cfg, tmp_path, c
     assert all(split[phase] > 0 for phase in phases if phase != 'other')
     assert sum(split[phase] for phase in phases) == pytest.approx(split['total'])
     printed = capsys.readouterr().out
-    assert 'data share' in printed and 'split of epoch 3' in printed
+    assert 'data share' in printed and 'split of epoch 3' in printed and 's/iter' in printed
     assert f'torch {torch.__version__}' in printed
+    windows = len(DATASETS.build(tiny_cfg.test_dataloader.dataset))
+    assert re.search(rf'test pass: {windows} windows in [\d.]+ s', printed)

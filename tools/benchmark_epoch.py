@@ -1,18 +1,20 @@
 """Seconds per training epoch of a config, the share spent loading data, and where an epoch goes.
 
     OMP_NUM_THREADS=1 .venv/bin/python tools/benchmark_epoch.py \
-        configs/vpn_crosstask_t3.py --epochs 3 [--threads 1] [--cfg-options ...]
+        configs/vpn_crosstask_t3.py --epochs 3 [--threads 1] [--test] [--cfg-options ...]
 
 Prints the device, torch and CUDA versions, then trains ``--epochs`` epochs with the mmengine
 Runner (no validation, no checkpoints) and prints one row per epoch: wall seconds, iterations,
-and the data-loading share (mmengine's ``data_time`` over the iteration ``time``, both from
-IterTimerHook). Then one more, instrumented epoch gives the split of an epoch: ``data``
+seconds per iteration and the data-loading share (mmengine's ``data_time`` over the iteration
+``time``, both from IterTimerHook), and the time before the first epoch (hooks: PDPP's
+task-classifier stage). Then one more, instrumented epoch gives the split of an epoch: ``data``
 (the loader's batches and the data preprocessor's copy to the device), ``forward`` (model and
 losses), ``backward``, ``optimiser`` (step and zero_grad), ``hooks`` (every hook call) and
 ``other`` (the loop itself). On a GPU the instrumented epoch synchronises the device at each
 phase boundary, so that each phase is charged its own device time; its total is therefore
 above the plain epochs'. The one-off feature extraction that fills the observation cache happens
-when the dataset is built, before the first epoch, and is reported separately.
+when the dataset is built, before the first epoch, and is reported separately. ``--test``
+then times one pass over the test split (PDPP: 10-step DDIM sampling of every window).
 """
 import argparse
 import functools
@@ -40,6 +42,9 @@ class EpochClock(Hook):
     def __init__(self, epochs: int):
         self.rows, self.epochs = [], epochs
 
+    def before_run(self, runner):
+        self.run_began = time.perf_counter()
+
     def before_train_epoch(self, runner):
         self.began, self.data_time, self.iter_time, self.iters = time.perf_counter(), 0.0, 0.0, 0
 
@@ -50,6 +55,8 @@ class EpochClock(Hook):
         self.iters += 1
 
     def after_train_epoch(self, runner):
+        if not self.rows:
+            self.before_first_epoch = self.began - self.run_began
         if runner.epoch < self.epochs:  # the instrumented epoch is reported by PhaseClock
             self.rows.append(dict(epoch=runner.epoch + 1,
                                   seconds=time.perf_counter() - self.began, iters=self.iters,
@@ -136,6 +143,8 @@ def parse_args(argv=None):
     parser.add_argument('--epochs', type=POSITIVE_INT, default=3,
                         help='plain epochs timed; one instrumented epoch follows')
     parser.add_argument('--threads', type=POSITIVE_INT, default=1, help='torch intra-op threads')
+    parser.add_argument('--test', action='store_true',
+                        help='also time one pass over the test split after training')
     parser.add_argument('--cfg-options', nargs='+', action=DictAction)
     return parser.parse_args(argv)
 
@@ -177,18 +186,33 @@ def main(argv=None):
         runner.register_hook(clock, priority='LOWEST')
         runner.register_hook(_Instrument(phases, args.epochs), priority='HIGHEST')
         runner.train()
+        tested = time_test_pass(runner) if args.test else None
+    loader = runner.train_dataloader
+    batch = loader.batch_size or loader.batch_sampler.batch_size  # PDPP: a batch sampler
     print(f'\n{environment_line(get_device())}')
     print(f'{args.config}: {len(dataset)} training windows, feature dim '
-          f'{dataset.feature_dim}, batch {runner.train_dataloader.batch_size}, '
+          f'{dataset.feature_dim}, batch {batch}, '
           f'{args.threads} thread(s), device-resident batches: '
           f'{getattr(dataset, "device_resident", False)}')
     print(f'dataset build (feature extraction or cache read): {build_seconds:.1f} s')
-    print(f'{"epoch":>5} {"seconds":>8} {"iters":>6} {"data share":>11}')
+    print(f'before the first epoch (weights, hooks: e.g. PDPP\'s task classifier): '
+          f'{clock.before_first_epoch:.1f} s')
+    print(f'{"epoch":>5} {"seconds":>8} {"iters":>6} {"s/iter":>7} {"data share":>11}')
     for row in clock.rows:
         print(f'{row["epoch"]:>5} {row["seconds"]:>8.2f} {row["iters"]:>6} '
-              f'{100 * row["data_share"]:>10.1f}%')
+              f'{row["seconds"] / row["iters"]:>7.3f} {100 * row["data_share"]:>10.1f}%')
     print_split(phases, args.epochs + 1)
+    if tested is not None:
+        print(f'test pass: {tested[0]} windows in {tested[1]:.1f} s (dataset build not included)')
     return clock.rows, dict(phases.seconds)
+
+
+def time_test_pass(runner) -> tuple:
+    """(windows, seconds) of one ``runner.test()`` pass, the test dataset built beforehand."""
+    runner._test_dataloader = runner.build_dataloader(runner._test_dataloader)
+    began = time.perf_counter()
+    runner.test()
+    return len(runner._test_dataloader.dataset), time.perf_counter() - began
 
 
 class _Instrument(Hook):

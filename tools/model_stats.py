@@ -49,6 +49,9 @@ def main(argv=None) -> int:
         trainable = sum(p.numel() for p in model.parameters() if p.requires_grad)
         print(f'{path}: {cfg.model.type}, {num_parameters(model):,} parameters '
               f'({num_parameters(model) / 1e6:.2f}M), {trainable:,} trainable{note}')
+        for name in getattr(model, 'counted_apart', ()):  # e.g. PDPP's task classifier
+            print(f'  not counted above: {name} '
+                  f'{num_parameters(model.get_submodule(name)):,}')
         for name, child in model.named_children():
             if num_parameters(child):
                 print(f'  {name:<20}{num_parameters(child):>12,}')

@@ -1,3 +1,3 @@
-# PKG beam search baseline on COIN at horizon T=3 (../_base_/planners/pkg_beam_search_coin.py).
+# PKG beam search baseline (PDPP step model) on COIN at horizon T=3 (../_base_/planners/pkg_beam_search_coin.py).
 _base_ = ['../_base_/planners/pkg_beam_search_coin.py']
 horizon = 3

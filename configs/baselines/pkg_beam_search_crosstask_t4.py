@@ -1,3 +1,3 @@
-# PKG beam search baseline on CrossTask at horizon T=4 (../_base_/planners/pkg_beam_search_crosstask.py).
+# PKG beam search baseline (PDPP step model) on CrossTask at horizon T=4 (../_base_/planners/pkg_beam_search_crosstask.py).
 _base_ = ['../_base_/planners/pkg_beam_search_crosstask.py']
 horizon = 4

@@ -1,3 +1,3 @@
-# PKG beam search baseline on NIV at horizon T=4 (../_base_/planners/pkg_beam_search_niv.py).
+# PKG beam search baseline (PDPP step model) on NIV at horizon T=4 (../_base_/planners/pkg_beam_search_niv.py).
 _base_ = ['../_base_/planners/pkg_beam_search_niv.py']
 horizon = 4

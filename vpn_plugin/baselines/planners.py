@@ -1,7 +1,11 @@
 """Baselines next to ViterbiPlanNet (registered in MMAction2's MODELS).
 
 * ``PKGBeamSearchPlanner``: a step model on the start/goal observations predicts the first and
-  the last action; a beam search over the PKG finds the most probable path between them.
+  the last action; a beam search over the PKG finds the most probable path between them. The
+  step model is the paper's, PDPP's U-Net with task conditioning trained on the first and last
+  actions (``PDPPDiffusion(middle_actions=False)``, the ViterbiPlanNet authors'
+  ``step_models/Diffusion_based_with_task``; the paper configs' default), or this plugin's
+  small MLP (``EndpointMLP``).
 * ``UniformEmissionPlanner``: Viterbi decoding through the PKG with uniform emissions (the plan
   the graph alone prefers; it ignores the observations). It has no parameters: evaluate it
   without training (``run_protocol`` does: ``train=False``), the PKG comes from ``PKGHook``.
@@ -25,49 +29,75 @@ from ..models.base_planner import BasePlanner
 
 
 @MODELS.register_module()
+class EndpointMLP(nn.Sequential):
+    """Step model: an MLP on the concatenated start/goal observations -> logits of the first
+    and the last action, trained with cross-entropy. 2D -> H -> GELU -> dropout -> 2N."""
+
+    def __init__(self, feature_dim: int, num_actions: int, hidden_dim: int = 256,
+                 dropout: float = 0.2):
+        super().__init__(nn.Linear(2 * feature_dim, hidden_dim), nn.GELU(), nn.Dropout(dropout),
+                         nn.Linear(hidden_dim, 2 * num_actions))
+        self.num_actions = num_actions
+
+    def endpoint_scores(self, inputs: Dict[str, torch.Tensor], data_samples=None) -> torch.Tensor:
+        """Logits (B, 2, N) of the first and the last action."""
+        features = torch.cat([inputs['start'], inputs['goal']], -1)
+        return self(features).view(-1, 2, self.num_actions)
+
+    def loss(self, inputs, data_samples) -> Dict[str, torch.Tensor]:
+        """Cross-entropy of the first and the last action."""
+        logits, plan = self.endpoint_scores(inputs), data_samples['plan']
+        return dict(loss_first=F.cross_entropy(logits[:, 0], plan[:, 0]),
+                    loss_last=F.cross_entropy(logits[:, 1], plan[:, -1]))
+
+
+@MODELS.register_module()
 class PKGBeamSearchPlanner(BasePlanner):
     """Step model (first/last action) + beam search over the PKG.
 
     Args:
         feature_dim: D of the start/goal observations.
         num_actions: N.
-        horizon: default T when the batch carries no ground-truth plan.
-        hidden_dim: H of the step model (an MLP on the concatenated observations).
-        dropout: of the step model.
+        horizon: T (the PDPP step model's horizon; default T when the batch carries no plan).
+        step_model: config of the step model, given ``feature_dim``, ``num_actions`` (and
+            ``horizon`` for ``PDPPDiffusion``): ``dict(type='PDPPDiffusion', num_tasks=K,
+            middle_actions=False, ...)`` (the paper's, 41.87M at CrossTask; its task classifier
+            is counted apart and trained first by ``TaskClassifierHook``) or
+            ``dict(type='EndpointMLP', hidden_dim=256, dropout=0.2)`` (default; 0.86M).
         beam_width: prefixes kept per step of the beam search.
         pkg: ``PKGBuilder`` config of the graph (``BasePlanner``).
     """
 
     follows_data_horizon = True
 
-    def __init__(self, feature_dim: int, num_actions: int, horizon: int, hidden_dim: int = 256,
-                 dropout: float = 0.2, beam_width: int = 10, pkg: Optional[dict] = None,
-                 data_preprocessor: Optional[dict] = None):
+    def __init__(self, feature_dim: int, num_actions: int, horizon: int,
+                 step_model: Optional[dict] = None, beam_width: int = 10,
+                 pkg: Optional[dict] = None, data_preprocessor: Optional[dict] = None):
         super().__init__(num_actions, horizon, pkg, data_preprocessor)
         self.beam_width = beam_width
-        self.step_model = nn.Sequential(nn.Linear(2 * feature_dim, hidden_dim), nn.GELU(),
-                                        nn.Dropout(dropout), nn.Linear(hidden_dim, 2 * num_actions))
+        step_model = dict(step_model or dict(type='EndpointMLP'))
+        if step_model.get('type') == 'PDPPDiffusion':
+            step_model.setdefault('horizon', horizon)
+            self.counted_apart = ('step_model.task_head',)
+        self.step_model = MODELS.build(dict(step_model, feature_dim=feature_dim,
+                                            num_actions=num_actions))
 
-    def step_logits(self, inputs: Dict[str, torch.Tensor]) -> torch.Tensor:
-        """Logits (B, 2, N) of the first and the last action."""
-        features = torch.cat([inputs['start'], inputs['goal']], -1)
-        return self.step_model(features).view(-1, 2, self.num_actions)
+    def step_logits(self, inputs: Dict[str, torch.Tensor], data_samples=None) -> torch.Tensor:
+        """Scores (B, 2, N) of the first and the last action (the MLP's logits, or the action
+        dims of the PDPP step model's sampled first and last steps)."""
+        return self.step_model.endpoint_scores(inputs, data_samples)
 
     def tensor(self, inputs, horizon: int) -> torch.Tensor:
         return self.step_logits(inputs)
 
     def loss(self, inputs, data_samples) -> Dict[str, torch.Tensor]:
-        """Cross-entropy of the first and the last action."""
-        logits, plan = self.step_logits(inputs), data_samples['plan']
-        return dict(loss_first=F.cross_entropy(logits[:, 0], plan[:, 0]),
-                    loss_last=F.cross_entropy(logits[:, 1], plan[:, -1]))
+        return self.step_model.loss(inputs, data_samples)
 
     def predict_fields(self, inputs, data_samples, horizon: int) -> dict:
-        logits = self.step_logits(inputs)
-        first, last = logits.argmax(-1).unbind(-1)
+        first, last = self.step_logits(inputs, data_samples).argmax(-1).unbind(-1)
         plans, _ = pkg_beam_search(self.log_transitions.cpu(), first.cpu(), last.cpu(),
                                    horizon, self.beam_width)
-        return dict(pred_plan=plans.to(logits.device))
+        return dict(pred_plan=plans.to(first.device))
 
 
 @MODELS.register_module()

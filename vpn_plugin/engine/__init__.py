@@ -1,8 +1,13 @@
-"""Runner hooks that are not part of a model: bit-exact resume (``RNGStateHook``), losses
-read back only when logged (``DeferredRuntimeInfoHook``)."""
+"""Runner pieces that are not part of a model: bit-exact resume (``RNGStateHook``), losses
+read back only when logged (``DeferredRuntimeInfoHook``) and PDPP's training recipe
+(``pdpp_training``: steps-per-epoch batch sampler, warm-up/step LR, EMA, the task-classifier
+stage)."""
 from .. import compat_applied  # noqa: F401  (compat fixes before OpenMMLab)
 from .deferred_runtime_info_hook import DeferredRuntimeInfoHook
+from .pdpp_training import (PDPPEMAHook, PDPPWarmupStepLR, StepsPerEpochBatchSampler,
+                            TaskClassifierHook)
 from .random_states import get_rng_states, set_rng_states
 from .rng_state_hook import RNGStateHook
 
-__all__ = ['DeferredRuntimeInfoHook', 'RNGStateHook', 'get_rng_states', 'set_rng_states']
+__all__ = ['DeferredRuntimeInfoHook', 'RNGStateHook', 'get_rng_states', 'set_rng_states',
+           'PDPPEMAHook', 'PDPPWarmupStepLR', 'StepsPerEpochBatchSampler', 'TaskClassifierHook']

@@ -172,9 +172,12 @@ def horizon_mismatch(planner_cls, cross_horizon: Optional[str], model_horizon: i
 
 def num_parameters(model) -> int:
     """Parameters (trainable or frozen) of a model, or of a wrapper's ``module``; buffers
-    excluded."""
+    excluded, and so are the submodules a model names in ``counted_apart`` (dotted names; PDPP's
+    task classifier, which the paper does not count)."""
     model = getattr(model, 'module', model)
-    return int(sum(p.numel() for p in model.parameters()))
+    apart = {id(p) for name in getattr(model, 'counted_apart', ())
+             for p in model.get_submodule(name).parameters()}
+    return int(sum(p.numel() for p in model.parameters() if id(p) not in apart))
 
 
 def check_choice(name: str, value, choices) -> None:

@@ -22,6 +22,7 @@ Row = Tuple[str, float, float, float, bool]
 CHECKERS = {
     'ViterbiPlanNet': 'vpn_plugin.models.authors',
     'SCHEMA': 'vpn_plugin.models.schema_reference',
+    'PDPP': 'vpn_plugin.models.pdpp_reference',
 }
 
 

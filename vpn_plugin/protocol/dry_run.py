@@ -34,17 +34,28 @@ REFERENCE = ('crosstask', 'ViterbiPlanNet')
 # (fastest epochs 200.6 / 16.35 s, load ~9); NIV and COIN = ViterbiPlanNet's ratio x SCHEMA's
 # per-step cost relative to ViterbiPlanNet at their sizes (one process, alternating, B=256, T=3:
 # 6.6x at N=48, 22.7x at N=778; 11.3x at N=133).
+# PDPP (issue 21): an epoch is 200 steps (NIV 50) of batch 256 of a 42M-parameter U-Net whatever
+# the dataset: tools/benchmark_epoch.py configs/baselines/pdpp_crosstask_t3.py back to back with
+# ViterbiPlanNet (8.0-11.4 s per step, 18.8-25.7 s per ViterbiPlanNet epoch, load 8-11): ~90;
+# the PKG beam search with the paper's PDPP step model trains the same U-Net (200 steps).
+# A model with a step model is keyed '<type>/<step model type>' (model_kind).
 # Models that do not train cost nothing.
 RELATIVE_EPOCH_COST = {
     ('crosstask', 'ViterbiPlanNet'): 1.0,
     ('crosstask', 'CompactPlanNet'): 0.80,
-    ('crosstask', 'PKGBeamSearchPlanner'): 0.15,
+    ('crosstask', 'PKGBeamSearchPlanner/EndpointMLP'): 0.15,
     ('niv', 'ViterbiPlanNet'): 0.08,
     ('niv', 'CompactPlanNet'): 0.062,
-    ('niv', 'PKGBeamSearchPlanner'): 0.011,
+    ('niv', 'PKGBeamSearchPlanner/EndpointMLP'): 0.011,
     ('coin', 'ViterbiPlanNet'): 4.0,
     ('coin', 'CompactPlanNet'): 2.5,
-    ('coin', 'PKGBeamSearchPlanner'): 0.15,
+    ('coin', 'PKGBeamSearchPlanner/EndpointMLP'): 0.15,
+    ('crosstask', 'PDPP'): 90.0,
+    ('niv', 'PDPP'): 23.0,
+    ('coin', 'PDPP'): 90.0,
+    ('crosstask', 'PKGBeamSearchPlanner/PDPPDiffusion'): 90.0,
+    ('niv', 'PKGBeamSearchPlanner/PDPPDiffusion'): 90.0,
+    ('coin', 'PKGBeamSearchPlanner/PDPPDiffusion'): 90.0,
     ('crosstask', 'SCHEMA'): 12.0,
     ('niv', 'SCHEMA'): 0.53,
     ('coin', 'SCHEMA'): 91.0,
@@ -114,7 +125,16 @@ def config_schedule(config: str, cfg_options: dict) -> tuple:
         raise ValueError(f'{config}: train_cfg has no max_epochs; expected an epoch-based '
                          'training schedule')
     data_root = str(cfg.get('train_dataloader', {}).get('dataset', {}).get('data_root', ''))
-    return int(cfg.train_cfg.max_epochs), Path(data_root).name, str(cfg.model.get('type'))
+    return int(cfg.train_cfg.max_epochs), Path(data_root).name, model_kind(cfg.model)
+
+
+def model_kind(model: dict) -> str:
+    """The model's type, with its step model's (``PKGBeamSearchPlanner/PDPPDiffusion``; the
+    beam search's default step model is ``EndpointMLP``)."""
+    kind = str(model.get('type'))
+    if kind == 'PKGBeamSearchPlanner':
+        kind += '/' + str((model.get('step_model') or {}).get('type', 'EndpointMLP'))
+    return kind
 
 
 def format_duration(seconds: float) -> str:

@@ -1,4 +1,6 @@
 # Standard protocol (paper main table): train and test at the same horizon T, 5 seeds.
+# 'PKG beam search' uses the paper's PDPP step model; the 0.86M MLP step model is
+# configs/baselines/pkg_beam_search_mlp_{dataset}_t{T}.py.
 #   .venv/bin/python tools/run_protocol.py configs/protocol/standard_crosstask.py
 #   .venv/bin/python tools/report.py work_dirs/protocol/standard/results.jsonl \
 #       --reference 'Base Model' --ours ViterbiPlanNet
@@ -18,4 +20,6 @@ runs = [
          horizons=horizons),
     dict(method='PKG + uniform emissions', horizons=horizons, train=False,
          config='configs/baselines/uniform_emissions_{dataset}_t{T}.py'),
+    # the diffusion baseline (the official PDPP's function: task classifier, then the U-Net)
+    dict(method='PDPP', config='configs/baselines/pdpp_{dataset}_t{T}.py', horizons=horizons),
 ]

@@ -1,0 +1,4 @@
+# PKG beam search baseline on COIN with the MLP step model (./pkg_beam_search_mlp.py):
+# everything but the horizon (configs/baselines/pkg_beam_search_mlp_coin_t{T}.py).
+_base_ = ['../datasets/coin.py', './pkg_beam_search_mlp.py', '../schedules/paper_500e.py']
+model = dict(num_actions=778)

@@ -1,0 +1,3 @@
+# PDPP on CrossTask at horizon T=5 (../_base_/planners/pdpp_crosstask.py).
+_base_ = ['../_base_/planners/pdpp_crosstask.py']
+horizon = 5

@@ -1,0 +1,310 @@
+"""PDPP: the official code's function (its oracle fixture), the training recipe in the mmengine
+Runner (task classifier first, steps per epoch, warm-up/step LR, EMA) and the PDPP step model
+of the PKG beam search. Tiny sizes; full-size models are only built."""
+import copy
+import math
+import os
+import re
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+from torch import nn
+
+import vpn_plugin.mm  # noqa: F401  (registration)
+from mmaction.registry import MODELS
+from mmengine.dataset import DefaultSampler
+from test_baselines import best_path, chain_pkg
+from tool_modules import load_tool
+from vpn_plugin.core import diffusion
+from vpn_plugin.data_paths import load_config
+from vpn_plugin.engine import PDPPEMAHook, StepsPerEpochBatchSampler, TaskClassifierHook
+from vpn_plugin.models.base_planner import num_parameters
+
+REPO = Path(__file__).resolve().parents[1]
+REFERENCE = Path(os.environ.get('VPN_SHARED_REFERENCE', REPO.parent / 'shared' / 'reference'))
+FIXTURE = REFERENCE / 'pdpp_small_t3'
+CONFIG = REPO / 'configs/baselines/pdpp_crosstask_t3.py'
+
+pytestmark = pytest.mark.usefixtures('single_thread')
+
+
+# ------------------------------------------------------------------ the oracle fixture
+@pytest.fixture(scope='module')
+def fixture_dir() -> Path:
+    if not (FIXTURE / 'meta.json').is_file():
+        pytest.skip(f'PDPP reference fixture not found at {FIXTURE} (set VPN_SHARED_REFERENCE)')
+    return FIXTURE
+
+
+def test_reference_fixture_passes(fixture_dir, capsys):
+    assert load_tool('check_reference').main([str(fixture_dir)]) == 0
+    report = capsys.readouterr().out
+    assert 'parameters crosstask_133: U-Net 41,866,647 (official 41,866,647), task classifier ' \
+           '7,094,290 (official 7,094,290) ok' in report
+    for row in ('outputs.npz:ddim_states', 'outputs.npz:sched200_posterior_mean_coef2',
+                'outputs.npz:lr_multipliers_30', 'outputs.npz:ema_new.fc4.weight',
+                'grads.npz:model.ups.1.2.conv.weight', 'head_grads.npz:fc1.weight'):
+        assert row in report
+    assert report.rstrip().endswith('PASS')
+
+
+def test_perturbed_fixture_fails(fixture_dir, tmp_path, capsys):
+    copy_dir = tmp_path / fixture_dir.name
+    shutil.copytree(fixture_dir, copy_dir)
+    for path in copy_dir.iterdir():
+        path.chmod(0o644)
+    for name, key, index, delta in (
+            ('state_dict.npz', 'model.mid_block1.blocks.1.block.0.weight', (0, 0, 1), 0.05),
+            ('outputs.npz', 'lr_multipliers_30', (7,), 0.01)):
+        with np.load(copy_dir / name) as loaded:
+            arrays = {k: loaded[k].copy() for k in loaded.files}
+        arrays[key][index] += delta
+        np.savez(copy_dir / name, **arrays)
+    assert load_tool('check_reference').main([str(copy_dir)]) == 1
+    failed = {line.split()[0] for line in capsys.readouterr().out.splitlines()
+              if line.endswith('FAIL')}
+    assert {'outputs.npz:x_recon', 'outputs.npz:ddim_final', 'outputs.npz:lr_multipliers_30',
+            'outputs.npz:loss'} <= failed
+    assert not any('head' in name or 'sched' in name for name in failed)
+
+
+def test_full_size_parameter_counts_from_the_configs():
+    model = MODELS.build(load_config(str(CONFIG)).model)  # built, not run
+    assert num_parameters(model) == 41_866_647
+    assert num_parameters(model.diffusion.task_head) == 7_094_290
+    expected = {'niv': (41_741_109, 7_087_621), 'coin': (42_900_414, 7_177_396)}
+    for dataset, (unet, head) in expected.items():
+        with torch.device('meta'):
+            built = MODELS.build(load_config(
+                str(REPO / f'configs/baselines/pdpp_{dataset}_t3.py')).model)
+        assert (num_parameters(built), num_parameters(built.diffusion.task_head)) == (unet, head)
+    with torch.device('meta'):
+        beam = MODELS.build(load_config(
+            str(REPO / 'configs/baselines/pkg_beam_search_crosstask_t3.py')).model)
+        mlp = MODELS.build(load_config(
+            str(REPO / 'configs/baselines/pkg_beam_search_mlp_crosstask_t3.py')).model)
+    assert num_parameters(beam) == 41_866_647 and num_parameters(mlp) == 855_050
+    assert beam.step_model.middle_actions is False
+
+
+# ------------------------------------------------------------------ core pieces
+def test_weighted_mse_weights_and_the_step_model_target():
+    generator = torch.Generator().manual_seed(0)
+    pred, target = (torch.randn(2, 4, 2 + 3 + 5, generator=generator) for _ in range(2))
+    squared = (pred - target) ** 2
+    actions = slice(2, 5)
+    expected = squared.sum() + 9 * (squared[:, 0, actions].sum() + squared[:, -1, actions].sum())
+    assert torch.allclose(diffusion.weighted_mse(pred, target, 2, 3), expected)
+    no_middle = expected - squared[:, 1:-1, actions].sum()
+    assert torch.allclose(diffusion.weighted_mse(pred, target, 2, 3, 10., 0.), no_middle)
+    plan, task = torch.tensor([[0, 1, 2, 1]]), torch.tensor([[0., 1.]])
+    obs = torch.ones(1, 5)
+    x0 = diffusion.plan_tensor(plan, task, obs, 2 * obs, 3, middle_actions=False)
+    assert x0[0, :, 2:5].tolist() == [[1, 0, 0], [0, 0, 0], [0, 0, 0], [0, 1, 0]]
+    assert x0[0, :, 5:].sum(-1).tolist() == [5, 0, 0, 10] and (x0[..., :2] == task).all()
+
+
+def sampler_batches(sampler, epochs):
+    batches = []
+    for epoch in epochs:
+        sampler.sampler.set_epoch(epoch)  # what DistSamplerSeedHook does before each epoch
+        batches += list(sampler)
+    return batches
+
+
+def test_steps_per_epoch_sampler_cycles_reshuffled_drop_last_passes():
+    dataset = list(range(10))
+    sampler = StepsPerEpochBatchSampler(DefaultSampler(dataset, shuffle=True, seed=3), 3, 4)
+    assert len(sampler) == 4
+    stream = sampler_batches(sampler, range(3))  # 12 steps = 4 passes of 3 batches
+    for pass_index in range(4):
+        order = DefaultSampler(dataset, shuffle=True, seed=3)
+        order.set_epoch(pass_index)
+        assert sum(stream[3 * pass_index:3 * pass_index + 3], []) == list(order)[:9]
+    assert sampler_batches(sampler, [1, 2]) == stream[4:]  # a resumed run draws the same
+    with pytest.raises(ValueError, match='fewer than one batch of 11'):
+        list(StepsPerEpochBatchSampler(DefaultSampler(dataset), 11, 2))
+
+
+class FakeRunner:
+    def __init__(self, model, max_iters):
+        self.model, self.max_iters, self.iter, self.epoch = model, max_iters, 0, 0
+
+
+def test_ema_hook_follows_the_official_trainer():
+    torch.manual_seed(0)
+    model = nn.Linear(3, 2)
+    runner = FakeRunner(model, 450)
+    hook = PDPPEMAHook()
+    hook.before_run(runner)
+    hook.before_train(runner)
+    official = copy.deepcopy(model)  # utils/training.py Trainer.step_ema, every 10 steps
+    for step in range(450):
+        with torch.no_grad():
+            for parameter in model.parameters():
+                parameter.add_(torch.randn_like(parameter))
+        runner.iter = step
+        hook.after_train_iter(runner, step)
+        if step % 10 == 0:
+            for ema, current in zip(official.parameters(), model.parameters()):
+                ema.data = current.data.clone() if step < 400 else (
+                    ema.data * 0.995 + 0.005 * current.data)
+        if step in (5, 395, 449):
+            for ema, reference in zip(hook.ema_model.module.parameters(), official.parameters()):
+                assert torch.allclose(ema, reference, atol=1e-6), step
+
+
+# ------------------------------------------------------------------ learning and sampling
+def toy_diffusion(**changes):
+    options = dict(feature_dim=8, num_actions=6, num_tasks=2, horizon=3, dim=32, n_timesteps=20)
+    return MODELS.build(dict(type='PDPPDiffusion', **options, **changes))
+
+
+def toy_batch():
+    start = torch.nn.functional.one_hot(torch.tensor([0, 1, 2, 3]), 8).float()
+    goal = torch.nn.functional.one_hot(torch.tensor([4, 5, 6, 7]), 8).float()
+    plan = torch.tensor([[0, 1, 2], [3, 4, 5], [1, 3, 5], [2, 2, 0]])
+    return dict(start=start, goal=goal), dict(plan=plan, task=torch.tensor([0, 1, 0, 1]),
+                                              index=torch.arange(4))
+
+
+def test_gradients_reach_the_unet_through_the_projections():
+    torch.manual_seed(0)
+    module = toy_diffusion()
+    inputs, samples = toy_batch()
+    x0 = module.target(samples['plan'], samples['task'], inputs)
+    t, noise = torch.tensor([0, 5, 10, 19]), torch.randn_like(x0)
+    optimizer = torch.optim.Adam(module.unet.parameters(), lr=3e-3, fused=True)
+    losses = []
+    for _ in range(25):
+        loss = module.training_terms(x0, t, noise, samples['task'], inputs)['loss']
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+        losses.append(loss.item())
+    assert losses[-1] < 0.7 * losses[0]
+    assert all(p.grad is None for p in module.task_head.parameters())  # stage 1 is apart
+    with pytest.raises(RuntimeError, match='task classifier was never trained'):
+        module.action_scores(inputs, samples)
+
+
+def test_pdpp_planner_decodes_and_refuses_bad_settings():
+    model = MODELS.build(dict(type='PDPP', feature_dim=8, num_actions=6, num_tasks=2, horizon=3,
+                              dim=32, n_timesteps=20, decode='viterbi'))
+    log_a = chain_pkg(6)
+    log_a[:, 5] = -math.inf  # no edge into action 5
+    model.set_pkg((log_a.exp() / log_a.exp().sum(1, keepdim=True)).double())
+    model.diffusion.classifier_ready.fill_(True)
+    inputs, samples = toy_batch()
+    outputs = model(inputs, samples, mode='predict')
+    assert all(5 not in o.pred_plan[1:].tolist() and o.action_scores.shape == (3, 6)
+               for o in outputs)
+    halves = [model({k: v[part] for k, v in inputs.items()},
+                    {k: v[part] for k, v in samples.items()}, mode='predict')
+              for part in (slice(0, 1), slice(1, 4))]
+    for alone, together in zip(halves[0] + halves[1], outputs):  # per-window x_T
+        assert torch.equal(alone.action_scores, together.action_scores)
+    with pytest.raises(ValueError, match=r'task ids in \[0, 1\] but model.num_tasks=1'):
+        MODELS.build(dict(type='PDPP', feature_dim=8, num_actions=6, num_tasks=1, horizon=3,
+                          dim=32, n_timesteps=20))(inputs, samples, mode='loss')
+    with pytest.raises(ValueError, match='have 8 dims but model.feature_dim=9'):
+        MODELS.build(dict(type='PDPP', feature_dim=9, num_actions=6, num_tasks=2, horizon=3,
+                          dim=32, n_timesteps=20))(inputs, samples, mode='loss')
+    samples['plan'] = samples['plan'][:, :2]
+    with pytest.raises(ValueError, match='horizon mismatch'):
+        model(inputs, samples, mode='predict')
+    for changes, message in ((dict(horizon=2), 'needs T >= 3'),
+                             (dict(n_timesteps=5), 'below the 10 DDIM steps'),
+                             (dict(dim=48), 'multiple of 32'),
+                             (dict(decode='beam'), "model.decode='beam' is unknown")):
+        options = dict(type='PDPP', feature_dim=8, num_actions=6, num_tasks=2, horizon=3,
+                       dim=32, n_timesteps=20)
+        with pytest.raises(ValueError, match=message):
+            MODELS.build(dict(options, **changes))
+
+
+def test_beam_search_with_the_pdpp_step_model():
+    torch.manual_seed(0)
+    model = MODELS.build(dict(type='PKGBeamSearchPlanner', feature_dim=8, num_actions=6,
+                              horizon=4, beam_width=36,
+                              step_model=dict(type='PDPPDiffusion', num_tasks=2, dim=32,
+                                              n_timesteps=20, middle_actions=False)))
+    assert num_parameters(model) == num_parameters(model.step_model.unet)
+    log_a = chain_pkg(6)
+    model.set_pkg(log_a.double().exp())
+    model.step_model.classifier_ready.fill_(True)
+    inputs, samples = toy_batch()
+    samples['plan'] = torch.cat([samples['plan'], samples['plan'][:, :1]], 1)
+    assert set(model(inputs, samples, mode='loss')) == {'loss_diffusion'}
+    model.eval()
+    ends = model.step_logits(inputs, samples).argmax(-1)
+    for output, (first, last) in zip(model(inputs, samples, mode='predict'), ends.tolist()):
+        assert output.pred_plan.tolist() == best_path(log_a, 4, first=first, last=last)
+
+
+# ------------------------------------------------------------------ the Runner, two stages
+@pytest.fixture(scope='module')
+def tiny_config(tiny_crosstask, tmp_path_factory) -> Path:
+    """configs/baselines/pdpp_crosstask_t3.py at tiny sizes (a child config file): 512-d
+    observations, U-Net dim 32, 20 diffusion steps, 2 epochs of 3 steps of batch 32."""
+    loaders = {f'{split}_dataloader': dict(batch_size=32, dataset=dict(
+        tiny_crosstask[f'{split}_dataset'], observation='mean3', device_resident=True,
+        _delete_=True))
+        for split in ('train', 'val', 'test')}
+    loaders['train_dataloader']['batch_sampler'] = dict(steps_per_epoch=3)
+    path = tmp_path_factory.mktemp('pdpp') / 'tiny_pdpp.py'
+    path.write_text(f"_base_ = [{str(CONFIG)!r}]\n"
+                    "model = dict(feature_dim=512, num_tasks=3, dim=32, n_timesteps=20)\n"
+                    "train_cfg = dict(max_epochs=2, val_interval=2)\n"
+                    "default_hooks = dict(checkpoint=dict(interval=2, save_best=None),\n"
+                    "                     logger=dict(interval=50))\n"
+                    + ''.join(f'{name} = {value!r}\n' for name, value in loaders.items()))
+    return path
+
+
+def head_state(module):
+    return {k: v.clone() for k, v in module.task_head.state_dict().items()}
+
+
+def test_train_py_runs_both_stages_then_test_py(tiny_config, tmp_path):
+    config = tiny_config
+    load_tool('train').main([str(config), '--work-dir', str(tmp_path / 'run')])
+    log = next((tmp_path / 'run').glob('*/*.log')).read_text()
+    assert 'trained diffusion.task_head for 6 steps' in log  # as many as the diffusion's
+    assert 'PDPPEMAHook: 6 training steps, fewer than the 400' in log
+    assert (tmp_path / 'run/task_classifier.pth').is_file()
+    lrs = [float(v) for v in re.findall(r'Epoch\(train\) +\[\d\]\[3/3\] +lr: (\S+)', log)]
+    assert np.allclose(lrs, [5e-4 * diffusion.pdpp_lr_multiplier(s, 6) for s in (2, 5)])
+    checkpoint = str(tmp_path / 'run/epoch_2.pth')
+    metrics = load_tool('test').main([str(config), checkpoint, '--work-dir',
+                                      str(tmp_path / 'test')])
+    assert 0 <= metrics['plan/mean_accuracy'] <= 100  # the classifier came with the checkpoint
+
+
+class HookRunner:
+    """What ``TaskClassifierHook.before_train`` reads of a runner when nothing is trained."""
+
+    def __init__(self, model, work_dir):
+        self.model, self.work_dir = model, str(work_dir)
+
+
+def test_the_classifier_is_reused_never_retrained_silently(tmp_path):
+    hook = TaskClassifierHook()
+    saved = toy_diffusion()
+    torch.save(dict(state_dicts={'diffusion.task_head': saved.task_head.state_dict()}),
+               tmp_path / 'task_classifier.pth')
+    model = MODELS.build(dict(type='PDPP', feature_dim=8, num_actions=6, num_tasks=2, horizon=3,
+                              dim=32, n_timesteps=20))
+    hook.before_train(HookRunner(model, tmp_path))  # a restart of the run: the file
+    assert all(torch.equal(v, head_state(model.diffusion)[k])
+               for k, v in head_state(saved).items())
+    assert bool(model.diffusion.classifier_ready)
+    hook.before_train(HookRunner(model, tmp_path / 'elsewhere'))  # a resumed checkpoint
+    assert not (tmp_path / 'elsewhere').exists()  # nothing trained, nothing written
+    other = MODELS.build(dict(type='PDPP', feature_dim=8, num_actions=6, num_tasks=5, horizon=3,
+                              dim=32, n_timesteps=20))
+    with pytest.raises(ValueError, match='does not fit the model.*delete it to retrain'):
+        hook.before_train(HookRunner(other, tmp_path))

@@ -1,0 +1,164 @@
+"""PDPP's projected diffusion over plans, in plain torch (the official MCG-NJU/PDPP math).
+
+A plan of T steps is a tensor x (B, T, C) with C = K + N + D per step:
+``[task one-hot (K) | action one-hot (N) | observation (D)]``; observations only at steps 0
+(start) and T-1 (goal). The network predicts x0 from a noised x_t; the conditions (task,
+start, goal) are projected back in after every step (:func:`project_conditions`).
+Shapes: B batch, T horizon, K tasks, N actions, D observation dim, n diffusion steps.
+"""
+from __future__ import annotations
+
+import math
+from typing import Callable, Dict, List, Optional, Tuple
+
+import numpy as np
+import torch
+
+SCHEDULE_BUFFERS = (
+    'betas', 'alphas_cumprod', 'alphas_cumprod_prev', 'sqrt_alphas_cumprod',
+    'sqrt_one_minus_alphas_cumprod', 'log_one_minus_alphas_cumprod', 'sqrt_recip_alphas_cumprod',
+    'sqrt_recipm1_alphas_cumprod', 'posterior_variance', 'posterior_log_variance_clipped',
+    'posterior_mean_coef1', 'posterior_mean_coef2')
+DDIM_STEPS = 10  # the official sampler's fixed number of jumps
+
+
+def cosine_beta_schedule(num_steps: int, s: float = 0.008) -> torch.Tensor:
+    """Betas (n,) float32 of the cosine schedule, computed in float64 and clipped to
+    [0, 0.999] before the cast (as the official ``helpers.cosine_beta_schedule``)."""
+    x = np.linspace(0, num_steps + 1, num_steps + 1)
+    alphas_cumprod = np.cos(((x / (num_steps + 1)) + s) / (1 + s) * np.pi * 0.5) ** 2
+    alphas_cumprod = alphas_cumprod / alphas_cumprod[0]
+    betas = 1 - (alphas_cumprod[1:] / alphas_cumprod[:-1])
+    return torch.tensor(np.clip(betas, 0, 0.999), dtype=torch.float32)
+
+
+def diffusion_schedule(num_steps: int) -> Dict[str, torch.Tensor]:
+    """The official ``GaussianDiffusion`` buffers, each (n,) float32, keyed by
+    :data:`SCHEDULE_BUFFERS` (products and roots in float32 torch, as there)."""
+    if num_steps < 1:
+        raise ValueError(f'n_timesteps={num_steps}; expected >= 1')
+    betas = cosine_beta_schedule(num_steps)
+    alphas = 1. - betas
+    cumprod = torch.cumprod(alphas, 0)
+    prev = torch.cat([torch.ones(1), cumprod[:-1]])
+    posterior_variance = betas * (1. - prev) / (1. - cumprod)
+    return dict(
+        betas=betas, alphas_cumprod=cumprod, alphas_cumprod_prev=prev,
+        sqrt_alphas_cumprod=cumprod.sqrt(), sqrt_one_minus_alphas_cumprod=(1. - cumprod).sqrt(),
+        log_one_minus_alphas_cumprod=(1. - cumprod).log(),
+        sqrt_recip_alphas_cumprod=(1. / cumprod).sqrt(),
+        sqrt_recipm1_alphas_cumprod=(1. / cumprod - 1).sqrt(),
+        posterior_variance=posterior_variance,
+        posterior_log_variance_clipped=posterior_variance.clamp(min=1e-20).log(),
+        posterior_mean_coef1=betas * prev.sqrt() / (1. - cumprod),
+        posterior_mean_coef2=(1. - prev) * alphas.sqrt() / (1. - cumprod))
+
+
+def ddim_timesteps(num_steps: int, ddim_steps: int = DDIM_STEPS) -> np.ndarray:
+    """The official ``ddim_timestep_seq`` ('uniform'): ``range(0, n, n // ddim_steps)``; the
+    sampler jumps through its first ``ddim_steps`` entries, last to first."""
+    if num_steps < ddim_steps:
+        raise ValueError(f'n_timesteps={num_steps} is below the {ddim_steps} DDIM steps; '
+                         f'expected n_timesteps >= {ddim_steps}')
+    return np.arange(0, num_steps, num_steps // ddim_steps)
+
+
+def _at(buffer: torch.Tensor, t: torch.Tensor) -> torch.Tensor:
+    """``buffer[t]`` (n,)[(B,)] shaped (B, 1, 1) to broadcast over (B, T, C)."""
+    return buffer.gather(-1, t).view(-1, 1, 1)
+
+
+def q_sample(x0: torch.Tensor, t: torch.Tensor, noise: torch.Tensor,
+             schedule: Dict[str, torch.Tensor]) -> torch.Tensor:
+    """x_t (B, T, C) = sqrt(abar_t) x0 + sqrt(1 - abar_t) noise, for t (B,) long."""
+    return (_at(schedule['sqrt_alphas_cumprod'], t) * x0
+            + _at(schedule['sqrt_one_minus_alphas_cumprod'], t) * noise)
+
+
+def project_conditions(x: torch.Tensor, task_onehot: torch.Tensor, start: torch.Tensor,
+                       goal: torch.Tensor) -> torch.Tensor:
+    """x (B, T, K+N+D) with the conditions written in (official ``condition_projection``):
+    task dims = ``task_onehot`` (B, K) at every step, observation dims = ``start`` (B, D) at
+    step 0, ``goal`` (B, D) at step T-1, zero in between; action dims kept (a new tensor)."""
+    num_tasks, dim = task_onehot.shape[-1], start.shape[-1]
+    steps = x.shape[1]
+    middle = start.new_zeros(start.shape[0], steps - 2, dim)
+    observations = torch.cat([start[:, None], middle, goal[:, None]], 1)
+    return torch.cat([task_onehot[:, None].expand(-1, steps, -1),
+                      x[..., num_tasks:x.shape[-1] - dim], observations], -1)
+
+
+def plan_tensor(plan: torch.Tensor, task_onehot: torch.Tensor, start: torch.Tensor,
+                goal: torch.Tensor, num_actions: int, middle_actions: bool = True
+                ) -> torch.Tensor:
+    """x0 (B, T, K+N+D) of a plan (B, T) long (official ``Trainer.train``); with
+    ``middle_actions=False`` the action dims of steps 1..T-2 are zero (the ViterbiPlanNet
+    authors' first/last step model)."""
+    actions = torch.nn.functional.one_hot(plan, num_actions).to(start.dtype)
+    if not middle_actions:
+        actions[:, 1:-1] = 0
+    x = torch.cat([actions.new_zeros(*plan.shape, task_onehot.shape[-1]), actions,
+                   start.new_zeros(*plan.shape, start.shape[-1])], -1)
+    return project_conditions(x, task_onehot, start, goal)
+
+
+def weighted_mse(pred: torch.Tensor, target: torch.Tensor, num_tasks: int, num_actions: int,
+                 endpoint_weight: float = 10., middle_weight: float = 1.) -> torch.Tensor:
+    """Official ``Weighted_MSE``: the SUM over (B, T, C) of squared errors, the action dims
+    of the first and last steps times ``endpoint_weight``, of the middle steps times
+    ``middle_weight`` (0: the first/last step model). Scalar."""
+    weights = torch.ones(pred.shape[1:], dtype=pred.dtype, device=pred.device)
+    actions = slice(num_tasks, num_tasks + num_actions)
+    weights[1:-1, actions] = middle_weight
+    weights[0, actions] = endpoint_weight
+    weights[-1, actions] = endpoint_weight
+    return ((pred - target) ** 2 * weights).sum()
+
+
+def ddim_sample(denoise: Callable[[torch.Tensor, torch.Tensor], torch.Tensor],
+                x_t: torch.Tensor, project: Callable[[torch.Tensor], torch.Tensor],
+                schedule: Dict[str, torch.Tensor], timesteps: np.ndarray,
+                ddim_steps: int = DDIM_STEPS, trace: bool = False
+                ) -> Tuple[torch.Tensor, Optional[List[torch.Tensor]],
+                           Optional[List[torch.Tensor]]]:
+    """Deterministic DDIM (eta = 0) from x_T (B, T, C), official ``p_sample_loop(if_jump=True)``.
+
+    ``denoise(x, t (B,)) -> x0`` is the network; ``project`` writes the conditions. For
+    i = ddim_steps-1..0 with t = timesteps[i]: eps = (x / sqrt(abar_t) - x0) / sqrt(1/abar_t - 1),
+    x = sqrt(abar_prev) x0 + sqrt(1 - abar_prev) eps (abar_prev = abar at timesteps[i-1], 1 for
+    i = 0: the last step returns x0), then projected. Returns (x (B, T, C), states, x0s): with
+    ``trace``, the 1 + ddim_steps projected states and the ddim_steps raw network outputs.
+    """
+    x = project(x_t)
+    states, recons = ([x], []) if trace else (None, None)
+    batch = x.shape[0]
+    for i in reversed(range(ddim_steps)):
+        t = torch.full((batch,), int(timesteps[i]), dtype=torch.long, device=x.device)
+        x0 = denoise(x, t)
+        eps = ((_at(schedule['sqrt_recip_alphas_cumprod'], t) * x - x0)
+               / _at(schedule['sqrt_recipm1_alphas_cumprod'], t))
+        prev = (_at(schedule['alphas_cumprod'], torch.full_like(t, int(timesteps[i - 1])))
+                if i > 0 else _at(schedule['alphas_cumprod_prev'], torch.zeros_like(t)))
+        x = project(x0 * prev.sqrt() + (1 - prev).sqrt() * eps)
+        if trace:
+            states.append(x)
+            recons.append(x0)
+    return x, states, recons
+
+
+def pdpp_lr_multiplier(step: int, total_steps: int) -> float:
+    """Official ``get_lr_schedule_with_warmup`` factor at optimiser step ``step`` (0-based) of
+    ``total_steps``: linear warm-up over total*20/120 steps (0 at step 0), then halved every
+    total*30/120 steps."""
+    warmup, decay = total_steps * 20 / 120, total_steps * 30 / 120
+    if step <= warmup:
+        return max(0., float(step) / float(max(1, warmup)))
+    return max(0.5 ** ((step - warmup) // decay), 0.)
+
+
+def sinusoidal_embedding(t: torch.Tensor, dim: int) -> torch.Tensor:
+    """(B, dim) ``[sin(t w), cos(t w)]`` with w_i = exp(-i ln(10000) / (dim/2 - 1)) for t (B,)."""
+    half = dim // 2
+    frequencies = torch.exp(torch.arange(half, device=t.device) * -(math.log(10000) / (half - 1)))
+    angles = t[:, None] * frequencies[None, :]
+    return torch.cat((angles.sin(), angles.cos()), -1)

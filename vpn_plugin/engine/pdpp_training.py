@@ -1,0 +1,288 @@
+"""PDPP's training recipe in the mmengine Runner (configs/_base_/schedules/pdpp.py).
+
+* ``StepsPerEpochBatchSampler`` (DATA_SAMPLERS): an epoch is a fixed number of batches drawn
+  from a cycled, reshuffled, drop-last pass over the data (the official
+  ``n_train_steps`` per epoch over ``cycle(DataLoader(shuffle=True, drop_last=True))``), so a
+  config's ``max_epochs`` x ``steps_per_epoch`` is the official epochs x steps.
+* ``PDPPWarmupStepLR`` (PARAM_SCHEDULERS): the official ``get_lr_schedule_with_warmup``
+  (``core.diffusion.pdpp_lr_multiplier``) over the train loop's iterations.
+* ``PDPPEMAHook`` (HOOKS): mmengine's ``EMAHook`` with the official ``Trainer``'s schedule: the
+  EMA copy is reset to the model every 10 steps before step 400, then
+  ``ema = 0.995 ema + 0.005 model`` every 10 steps; evaluation and checkpoints use the EMA.
+* ``TaskClassifierHook`` (HOOKS): stage 1, the task classifier of every ``PDPPDiffusion``,
+  trained alone before the U-Net (official ``train_mlp.py``), saved as
+  ``<work_dir>/task_classifier.pth`` and reused from there or from a loaded checkpoint,
+  never retrained silently.
+"""
+from __future__ import annotations
+
+import copy
+import itertools
+from pathlib import Path
+
+import torch
+from mmengine.dist import broadcast, is_main_process
+from mmengine.hooks import EMAHook, Hook
+from mmengine.logging import print_log
+from mmengine.model import is_model_wrapper
+from mmengine.optim.scheduler.lr_scheduler import LRSchedulerMixin
+from mmengine.optim.scheduler.param_scheduler import INF, _ParamScheduler
+from torch.utils.data import DataLoader
+
+from mmaction.registry import DATA_SAMPLERS, HOOKS, PARAM_SCHEDULERS
+from vpn_plugin.core.diffusion import pdpp_lr_multiplier
+from vpn_plugin.datasets.planning_dataset import planning_collate
+from vpn_plugin.models.pdpp import PDPPDiffusion, observation_pair
+
+CLASSIFIER_FILE = 'task_classifier.pth'
+
+
+@DATA_SAMPLERS.register_module()
+class StepsPerEpochBatchSampler:
+    """Batches of ``batch_size`` indices, ``steps_per_epoch`` per epoch (module docstring).
+
+    Global step s of the training reads batch ``s % P`` of pass ``s // P`` (P batches per pass);
+    pass p is the ``sampler``'s order after ``sampler.set_epoch(p)`` (``DefaultSampler``:
+    shuffled from seed + p, sharded over ranks). Epoch e (set by ``DistSamplerSeedHook``)
+    covers steps e * steps_per_epoch onwards, so a resumed run draws the same batches.
+    """
+
+    def __init__(self, sampler, batch_size: int, steps_per_epoch: int, drop_last: bool = True):
+        if not (hasattr(sampler, 'set_epoch') and hasattr(sampler, 'epoch')):
+            raise TypeError(f'StepsPerEpochBatchSampler needs a sampler with set_epoch/epoch '
+                            f'(DefaultSampler); got {type(sampler).__name__}')
+        if steps_per_epoch < 1 or batch_size < 1:
+            raise ValueError(f'steps_per_epoch={steps_per_epoch}, batch_size={batch_size}; '
+                             'expected both >= 1')
+        self.sampler, self.batch_size = sampler, batch_size
+        self.steps_per_epoch, self.drop_last = steps_per_epoch, drop_last
+
+    def __len__(self) -> int:
+        return self.steps_per_epoch
+
+    def batches_per_pass(self) -> int:
+        count = len(self.sampler)
+        per_pass = count // self.batch_size if self.drop_last else -(-count // self.batch_size)
+        if per_pass < 1:
+            raise ValueError(f'the training split has {count} windows (per process), fewer '
+                             f'than one batch of {self.batch_size} with drop_last=True; lower '
+                             'the batch size')
+        return per_pass
+
+    def __iter__(self):
+        epoch, per_pass = self.sampler.epoch, self.batches_per_pass()
+        current, order = None, []
+        first = epoch * self.steps_per_epoch
+        for step in range(first, first + self.steps_per_epoch):
+            pass_index, position = divmod(step, per_pass)
+            if pass_index != current:
+                self.sampler.set_epoch(pass_index)
+                current, order = pass_index, list(self.sampler)
+            yield order[position * self.batch_size:(position + 1) * self.batch_size]
+        self.sampler.set_epoch(epoch)
+
+
+@PARAM_SCHEDULERS.register_module()
+class PDPPWarmupStepLR(LRSchedulerMixin, _ParamScheduler):
+    """lr = base lr x ``pdpp_lr_multiplier(step, total_steps)``: linear warm-up over the first
+    1/6 of the steps, then halved every 1/4. ``total_steps`` defaults to ``end - begin`` (in a
+    config: ``by_epoch=True, convert_to_iter_based=True`` and no ``end``, so it is the train
+    loop's iterations, shortened runs included)."""
+
+    def __init__(self, optimizer, begin: int = 0, end: int = INF, total_steps=None,
+                 last_step: int = -1, by_epoch: bool = True, verbose: bool = False):
+        self.total_steps = total_steps if total_steps is not None else end - begin
+        if self.total_steps == INF or self.total_steps < 1:
+            raise ValueError(f'PDPPWarmupStepLR: total_steps={self.total_steps}; give end (a '
+                             'config leaves it to the train loop) or total_steps >= 1')
+        super().__init__(optimizer, begin=begin, end=end, last_step=last_step,
+                         by_epoch=by_epoch, verbose=verbose)
+
+    @classmethod
+    def build_iter_from_epoch(cls, *args, begin=0, end=INF, by_epoch=True, epoch_length=None,
+                              **kwargs):
+        """The iteration-based scheduler of an epoch-based config (``epoch_length`` iterations
+        per epoch)."""
+        end = end if end == INF else int(end * epoch_length)
+        return cls(*args, begin=int(begin * epoch_length), end=end, by_epoch=False, **kwargs)
+
+    def _get_value(self):
+        factor = pdpp_lr_multiplier(self.last_step, self.total_steps)
+        return [base * factor for base in self.base_values]
+
+
+@HOOKS.register_module()
+class PDPPEMAHook(EMAHook):
+    """mmengine's ``EMAHook`` with the official PDPP ``Trainer`` schedule (module docstring).
+
+    At step s (0-based) with s % interval == 0: s < start_step copies the model into the EMA;
+    from start_step on, ema = decay * ema + (1 - decay) * model (parameters; buffers copied).
+    mmengine's averaged model copies at its first update and averages every ``interval``-th
+    one after, so it starts at step start_step - interval. Runs shorter than start_step are
+    allowed: their EMA is the model of the last multiple of ``interval``, as there.
+    """
+
+    def __init__(self, decay: float = 0.995, start_step: int = 400, interval: int = 10):
+        if start_step < interval or start_step % interval:
+            raise ValueError(f'PDPPEMAHook: start_step={start_step} must be a positive '
+                             f'multiple of interval={interval}')
+        super().__init__(momentum=1 - decay, interval=interval, update_buffers=False,
+                         begin_iter=start_step - interval + 1)
+        self.interval = interval
+
+    def before_train(self, runner) -> None:
+        if self.begin_iter > runner.max_iters:
+            print_log(f'PDPPEMAHook: {runner.max_iters} training steps, fewer than the '
+                      f'{self.begin_iter + self.interval - 1} after which the EMA averages; '
+                      f'it is the model of every {self.interval}th step', logger='current')
+
+    def after_train_iter(self, runner, batch_idx, data_batch=None, outputs=None) -> None:
+        if self._ema_started(runner) or runner.iter % self.interval == 0:
+            super().after_train_iter(runner, batch_idx, data_batch, outputs)
+
+
+# ---------------------------------------------------------------------- stage 1
+@HOOKS.register_module()
+class TaskClassifierHook(Hook):
+    """Train the task classifier of every ``PDPPDiffusion`` of the model before training.
+
+    A classifier is taken, in this order, from the loaded checkpoint (``classifier_ready``),
+    from ``<work_dir>/task_classifier.pth`` (an earlier start of this run), or trained: AdamW
+    (``lr``, ``weight_decay``), the official warm-up/step schedule, ``max_iters`` steps
+    (default: as many as the diffusion's, as the official scripts share --epochs and
+    --n_train_steps) of the train loader's batch size over the training split, keeping the
+    weights of the best validation accuracy (evaluated every ``val_interval`` steps, default
+    2 epochs of the train loop as ``train_mlp.py``; the last weights without a validation split).
+    Each case is logged. Rank 0 trains and saves; the other ranks receive its weights.
+    """
+
+    priority = 'HIGH'
+
+    def __init__(self, lr: float = 1e-4, weight_decay: float = 0.0, max_iters=None,
+                 val_interval=None):
+        self.lr, self.weight_decay = lr, weight_decay
+        self.max_iters, self.val_interval = max_iters, val_interval
+
+    def before_train(self, runner) -> None:
+        model = runner.model.module if is_model_wrapper(runner.model) else runner.model
+        modules = {name: m for name, m in model.named_modules() if isinstance(m, PDPPDiffusion)}
+        pending = {name: m for name, m in modules.items() if not bool(m.classifier_ready)}
+        for name in sorted(set(modules) - set(pending)):
+            print_log(f'TaskClassifierHook: {name}.task_head from the loaded checkpoint (not '
+                      'retrained)', logger='current')
+        if not pending:
+            return
+        path = Path(runner.work_dir) / CLASSIFIER_FILE
+        if path.is_file():
+            load_classifiers(path, pending)
+        else:
+            self.train_all(runner, pending, path)
+        for module in pending.values():
+            for parameter in module.task_head.parameters():
+                broadcast(parameter.data, 0)
+            module.classifier_ready.fill_(True)
+
+    def train_all(self, runner, modules: dict, path: Path) -> None:
+        loader = runner.train_dataloader
+        batch_size = loader.batch_size or loader.batch_sampler.batch_size
+        steps = self.max_iters or runner.max_iters
+        val_every = self.val_interval or 2 * len(loader)
+        val_loop = getattr(runner, '_val_loop', None)
+        val_set = getattr(getattr(val_loop, 'dataloader', None), 'dataset', None)
+        records = {}
+        if is_main_process():
+            for name, module in modules.items():
+                records[name] = train_classifier(
+                    module, loader.dataset, val_set, batch_size, steps, val_every,
+                    self.lr, self.weight_decay, seed=runner.seed)
+                print_log(f'TaskClassifierHook: trained {name}.task_head for {steps} steps: '
+                          f'{describe(records[name])}; saved {path}', logger='current')
+            torch.save(dict(state_dicts={f'{n}.task_head': m.task_head.state_dict()
+                                         for n, m in modules.items()},
+                            records={f'{n}.task_head': r for n, r in records.items()}), path)
+
+
+def load_classifiers(path: Path, modules: dict) -> None:
+    """Load each module's task head from ``path`` (saved by ``TaskClassifierHook``)."""
+    try:
+        saved = torch.load(path, map_location='cpu', weights_only=True)
+    except Exception as error:  # noqa: BLE001  (any unreadable file: say which)
+        raise ValueError(f'{path}: not a task classifier saved by TaskClassifierHook ({error}); '
+                         'delete it to retrain') from None
+    heads = {f'{name}.task_head': module.task_head for name, module in modules.items()}
+    missing = sorted(set(heads) - set(saved.get('state_dicts', {})))
+    if missing:
+        raise ValueError(f'{path} holds no task classifier for {missing}; it has '
+                         f'{sorted(saved.get("state_dicts", {}))}: delete it to retrain')
+    for name, head in heads.items():
+        try:
+            head.load_state_dict(saved['state_dicts'][name])
+        except RuntimeError as error:
+            reason = ' '.join(str(error).split())
+            raise ValueError(f'{path}: the saved {name} does not fit the model ({reason}); '
+                             'delete it to retrain') from None
+        print_log(f'TaskClassifierHook: {name} reused from {path} (not retrained): '
+                  f'{describe(saved.get("records", {}).get(name, {}))}', logger='current')
+
+
+def describe(record: dict) -> str:
+    if not record:
+        return 'no record'
+    if record.get('val_accuracy') is None:
+        return f'last step kept (no validation split), train loss {record["train_loss"]:.4f}'
+    return (f'best validation accuracy {record["val_accuracy"]:.2f}% at step '
+            f'{record["step"]}, train loss {record["train_loss"]:.4f}')
+
+
+def to_device(batch: dict, device) -> tuple:
+    """(inputs, data_samples) of a collated batch, tensors on ``device``."""
+    return tuple({k: v.to(device) for k, v in batch[part].items()}
+                 for part in ('inputs', 'data_samples'))
+
+
+def train_classifier(module, dataset, val_set, batch_size: int, steps: int, val_every: int,
+                     lr: float, weight_decay: float, seed: int) -> dict:
+    """Train ``module.task_head`` with cross-entropy (``module.task_loss``); keeps the best
+    validation weights. Returns ``{step, val_accuracy, train_loss}`` of the kept weights."""
+    head = module.task_head
+    device = next(head.parameters()).device
+    head.requires_grad_(True)
+    optimizer = torch.optim.AdamW(head.parameters(), lr=lr, weight_decay=weight_decay)
+    scheduler = torch.optim.lr_scheduler.LambdaLR(
+        optimizer, lambda step: pdpp_lr_multiplier(step, steps))
+    loader = DataLoader(dataset, batch_size=batch_size, shuffle=True,
+                        drop_last=len(dataset) >= batch_size, collate_fn=planning_collate,
+                        generator=torch.Generator().manual_seed(seed))
+    batches = itertools.chain.from_iterable(itertools.repeat(loader))
+    best = dict(step=steps, val_accuracy=None, train_loss=float('nan'))
+    best_state = None
+    for step in range(1, steps + 1):
+        loss = module.task_loss(*to_device(next(batches), device))
+        loss.backward()
+        optimizer.step()
+        optimizer.zero_grad()
+        scheduler.step()
+        if val_set is not None and (step % val_every == 0 or step == steps):
+            accuracy = task_accuracy(module, val_set, batch_size)
+            if best['val_accuracy'] is None or accuracy > best['val_accuracy']:
+                best = dict(step=step, val_accuracy=accuracy, train_loss=loss.item())
+                best_state = copy.deepcopy(head.state_dict())
+    if best_state is None:
+        best["train_loss"] = loss.item()
+    else:
+        head.load_state_dict(best_state)
+    head.requires_grad_(False)
+    return best
+
+
+@torch.no_grad()
+def task_accuracy(module, dataset, batch_size: int) -> float:
+    """Task accuracy (%) of ``module.task_head`` on ``dataset``."""
+    device = next(module.task_head.parameters()).device
+    correct = total = 0
+    for batch in DataLoader(dataset, batch_size=batch_size, collate_fn=planning_collate):
+        inputs, samples = to_device(batch, device)
+        logits = module.task_head(observation_pair(inputs))
+        correct += int((logits.argmax(-1) == samples['task']).sum())
+        total += len(samples['task'])
+    return 100.0 * correct / max(total, 1)

@@ -1,0 +1,295 @@
+"""The ``PDPP`` checker of ``models.oracle``: a fixture of the official PDPP code
+(``../shared/reference/pdpp_small_t3``, README "Reference outputs of PDPP") recomputed with
+this plugin's classes built from its configs at the fixture's sizes.
+
+Every recorded array is recomputed: the schedule buffers (for every n recorded), one training
+step with the injected timesteps and noise (U-Net gradients), 10-step DDIM from the injected
+x_T, the task classifier's logits, loss and gradients, the LR multipliers (the config's
+scheduler) and one EMA update (the config's EMA settings, mmengine's averaged model).
+Header: parameter counts at the fixture's and at every full size of its meta.json (models
+built on the meta device, nothing run), and the fixed settings (10 DDIM steps, eta 0).
+"""
+from __future__ import annotations
+
+import copy
+import re
+from pathlib import Path
+from typing import Dict, List, Tuple
+
+import numpy as np
+import torch
+
+from ..core import diffusion
+from .oracle import GRAD_TOLERANCE, OUTPUT_TOLERANCE, compare_file, grad_summary, read_npz
+from .pdpp import observation_pair
+from .temporal_unet import official_name
+
+REPO = Path(__file__).resolve().parents[2]
+CONFIG = REPO / 'configs/_base_/planners/pdpp_crosstask.py'
+META_FIELDS = ('num_actions', 'num_tasks', 'horizon', 'observation_dim', 'batch', 'n_timesteps',
+               'ddim_timesteps', 'eta', 'num_parameters_unet', 'num_parameters_head',
+               'constructor')
+
+
+def read_meta(fixture: Path, meta: dict) -> dict:
+    missing = [field for field in META_FIELDS if field not in meta]
+    if missing:
+        raise ValueError(f'{fixture / "meta.json"}: missing fields {missing}; a PDPP fixture '
+                         f'has {META_FIELDS}')
+    return meta
+
+
+def unet_widths(meta: dict) -> dict:
+    """``dim`` and ``dim_mults`` of the fixture's ``TemporalUnet(...)`` constructor call."""
+    call = meta['constructor'].get('temporal_unet', '')
+    dim = re.search(r'\bdim=(\d+)', call)
+    mults = re.search(r'dim_mults=\(([\d,\s]+)\)', call)
+    if not (dim and mults):
+        raise ValueError(f'meta.json constructor.temporal_unet={call!r}; expected '
+                         '"TemporalUnet(..., dim=<int>, dim_mults=(<ints>))"')
+    return dict(dim=int(dim.group(1)), dim_mults=tuple(int(m) for m in mults.group(1).split(',')
+                                                       if m.strip()))
+
+
+def load_cfg():
+    """The PDPP config (model, scheduler, hooks; its data paths are not needed here)."""
+    from mmengine.config import Config
+    return Config.fromfile(str(CONFIG))
+
+
+def model_config(cfg, meta: dict, widths: dict):
+    """The config's PDPP model with the fixture's sizes (each change printed)."""
+    model = copy.deepcopy(cfg.model)
+    sizes = dict(num_actions=meta['num_actions'], num_tasks=meta['num_tasks'],
+                 horizon=meta['horizon'], feature_dim=meta['observation_dim'],
+                 n_timesteps=meta['n_timesteps'], **widths)
+    for key, value in sizes.items():
+        if model.get(key) != value:
+            print(f'  {key}: config {model.get(key)!r} -> fixture {value!r}')
+            model[key] = value
+    return model
+
+
+def build_pdpp(model_cfg, device=None):
+    from mmaction.registry import MODELS
+    with torch.device(device or 'cpu'):
+        return MODELS.build(copy.deepcopy(model_cfg))
+
+
+def parameter_counts(model) -> Tuple[int, int]:
+    """(U-Net, task classifier) parameters; the U-Net count is ``num_parameters``."""
+    from .base_planner import num_parameters
+    return num_parameters(model), num_parameters(model.diffusion.task_head)
+
+
+def check_counts(model_cfg, meta: dict, model) -> bool:
+    """The fixture's counts and each of ``full_size_parameter_counts`` (built, not run)."""
+    ok = True
+    cases = [('fixture', model, meta['num_parameters_unet'], meta['num_parameters_head'])]
+    for name, full in meta.get('full_size_parameter_counts', {}).items():
+        cfg = dict(model_cfg, num_actions=full['num_actions'], num_tasks=full['num_tasks'],
+                   feature_dim=full['observation_dim'], dim=full['temporal_unet_dim'],
+                   dim_mults=tuple(full['dim_mults']))
+        cases.append((name, build_pdpp(cfg, 'meta'), full['unet_parameters'],
+                      full['head_parameters']))
+    for name, built, unet, head in cases:
+        counts = parameter_counts(built)
+        good = counts == (unet, head)
+        ok &= good
+        print(f'parameters {name}: U-Net {counts[0]:,} (official {unet:,}), task classifier '
+              f'{counts[1]:,} (official {head:,}) {"ok" if good else "MISMATCH"}')
+    return ok
+
+
+def check_settings(cfg, meta: dict) -> bool:
+    """What the plugin fixes: 10 DDIM steps, eta 0, Weighted_MSE, uniform DDIM steps, the
+    EMA decay."""
+    call = meta['constructor'].get('gaussian_diffusion', '')
+    checks = {
+        f'ddim_timesteps={meta["ddim_timesteps"]} (plugin {diffusion.DDIM_STEPS})':
+            meta['ddim_timesteps'] == diffusion.DDIM_STEPS,
+        f'eta={meta["eta"]} (plugin 0)': meta['eta'] == 0,
+        'loss Weighted_MSE': "loss_type='Weighted_MSE'" in call or 'loss_type' not in call,
+        'uniform DDIM steps': 'ddim_discr_method' not in call or "'uniform'" in call}
+    beta = meta.get('ema', {}).get('beta')
+    if beta is not None:
+        checks[f'EMA decay {beta} (config {ema_hook(cfg)["decay"]})'] = (
+            abs(ema_hook(cfg)['decay'] - beta) < 1e-12)
+    for name, good in checks.items():
+        print(f'setting {name}: {"ok" if good else "MISMATCH"}')
+    return all(checks.values())
+
+
+def ema_hook(cfg) -> dict:
+    hooks = [h for h in cfg.custom_hooks if h['type'] == 'PDPPEMAHook']
+    if len(hooks) != 1:
+        raise ValueError(f'{CONFIG}: expected one PDPPEMAHook in custom_hooks; got {hooks}')
+    return dict(dict(decay=0.995, start_step=400, interval=10), **hooks[0])
+
+
+# ---------------------------------------------------------------------- recomputation
+def install_weights(model, fixture: Path) -> None:
+    """The official U-Net (``model.*`` of state_dict.npz) and head weights, float32."""
+    unet, head = model.diffusion.unet, model.diffusion.task_head
+    official = read_npz(fixture / 'state_dict.npz')
+    state = {}
+    for name, parameter in unet.named_parameters():
+        key = 'model.' + official_name(name)
+        if key not in official:
+            raise KeyError(f'{fixture / "state_dict.npz"}: no {key} for U-Net parameter {name}')
+        if official[key].shape != tuple(parameter.shape):
+            raise ValueError(f'{fixture / "state_dict.npz"}: {key} has shape '
+                             f'{official[key].shape}, the U-Net built from the config '
+                             f'{tuple(parameter.shape)}')
+        state[name] = torch.from_numpy(official[key].astype(np.float32))
+    extra = sorted(k for k in official if k.startswith('model.')
+                   and k not in {'model.' + official_name(n) for n in state})
+    if extra:
+        raise KeyError(f'{fixture / "state_dict.npz"}: official parameters {extra} have no '
+                       'counterpart in the U-Net built from the config')
+    unet.load_state_dict(state)
+    head.load_state_dict({k: torch.from_numpy(v.astype(np.float32))
+                          for k, v in read_npz(fixture / 'head_state_dict.npz').items()})
+
+
+def batch_inputs(fixture: Path, inputs: dict) -> Dict[str, torch.Tensor]:
+    """{'start', 'goal'} (B, D): the loader's first and last observations (which must be the
+    head's ``observations``)."""
+    loaded = inputs['global_img_tensors']
+    if not np.array_equal(loaded[:, [0, -1]], inputs['observations']):
+        raise ValueError(f'{fixture / "inputs.npz"}: observations are not '
+                         'global_img_tensors[:, [0, -1]] (start, goal)')
+    observations = torch.from_numpy(loaded).float()
+    return dict(start=observations[:, 0], goal=observations[:, -1])
+
+
+def training_outputs(module, inputs: dict, batch) -> Tuple[dict, dict]:
+    """The training step's arrays and the U-Net gradient summaries (official names)."""
+    module.train()
+    module.zero_grad()
+    actions, tasks = (torch.from_numpy(inputs[k]) for k in ('actions', 'tasks'))
+    x0 = module.target(actions, tasks, batch)
+    terms = module.training_terms(x0, torch.from_numpy(inputs['t']),
+                                  torch.from_numpy(inputs['noise']), tasks, batch)
+    terms['loss'].backward()
+    outputs = dict(terms, x_start=x0,
+                   cond_task=module.task_onehot(tasks)[:, None].expand(-1, x0.shape[1], -1))
+    grads = {'model.' + official_name(n): grad_summary(p.grad)
+             for n, p in module.unet.named_parameters()}
+    return outputs, grads
+
+
+def sampling_outputs(module, inputs: dict, batch) -> dict:
+    """DDIM from the injected x_T, conditioned on the injected task."""
+    module.eval()
+    task = torch.from_numpy(inputs['task_sample'])
+    with torch.no_grad():
+        final, states, recons = module.sample(torch.from_numpy(inputs['x_T']), task, batch,
+                                              trace=True)
+    steps = diffusion.DDIM_STEPS
+    actions = final[..., module.num_tasks:module.num_tasks + module.num_actions].argmax(-1)
+    return dict(ddim_states=torch.stack(states), ddim_x_recon_raw=torch.stack(recons),
+                ddim_t=torch.from_numpy(module.ddim_timestep_seq[:steps][::-1].copy()),
+                ddim_cond_task=module.task_onehot(task)[:, None].expand(-1, final.shape[1], -1),
+                ddim_final=final, ddim_actions=actions)
+
+
+def head_outputs(module, inputs: dict, batch) -> Tuple[dict, dict]:
+    """The task classifier's logits, loss (its training loss) and gradients."""
+    head = module.task_head
+    head.requires_grad_(True)
+    head.zero_grad()
+    logits = head(observation_pair(batch))
+    tasks = torch.from_numpy(inputs['tasks'])
+    loss = module.task_loss(batch, dict(task=tasks))
+    loss.backward()
+    grads = {n: grad_summary(p.grad) for n, p in head.named_parameters()}
+    head.requires_grad_(False)
+    return dict(head_logits=logits, head_loss=loss, head_pred=logits.argmax(-1)), grads
+
+
+def schedule_outputs(recorded: List[str], meta: dict) -> dict:
+    """``sched[n]_<buffer>`` and ``ddim_timestep_seq[_n]`` for every n recorded."""
+    outputs = {}
+    sizes = {int(m.group(1)) for k in recorded
+             for m in [re.match(r'(?:sched|ddim_timestep_seq_)(\d+)', k)] if m}
+    for n in sizes | {None}:
+        steps = meta['n_timesteps'] if n is None else n
+        suffix = '' if n is None else str(n)
+        for name, value in diffusion.diffusion_schedule(steps).items():
+            outputs[f'sched{suffix}_{name}'] = value
+        outputs['ddim_timestep_seq' + ('' if n is None else f'_{n}')] = \
+            diffusion.ddim_timesteps(steps)
+    return outputs
+
+
+def lr_outputs(cfg, recorded: Dict[str, np.ndarray]) -> dict:
+    """``lr_multipliers_<S>``: the config's scheduler stepped as in training, base lr 1, with
+    S total steps, for as many steps as recorded."""
+    from mmaction.registry import PARAM_SCHEDULERS
+    outputs = {}
+    for key, reference in recorded.items():
+        match = re.fullmatch(r'lr_multipliers_(\d+)', key)
+        if not match:
+            continue
+        optimizer = torch.optim.SGD([torch.zeros(1, requires_grad=True)], lr=1.0)
+        scheduler_cfg = {k: v for k, v in cfg.param_scheduler[0].items()
+                         if k not in ('convert_to_iter_based', 'end')}
+        scheduler = PARAM_SCHEDULERS.build(dict(scheduler_cfg, by_epoch=False,
+                                                total_steps=int(match.group(1))),
+                                           default_args=dict(optimizer=optimizer))
+        values = []
+        for _ in range(len(reference)):
+            values.append(optimizer.param_groups[0]['lr'])
+            optimizer.step()
+            scheduler.step()
+        outputs[key] = np.asarray(values)
+    return outputs
+
+
+def ema_outputs(cfg, module, inputs: dict) -> dict:
+    """One official EMA update of ``ema_old.*`` toward the head (mmengine's averaged model
+    with the config's decay; the update of a step past the start, not the first copy)."""
+    from mmaction.registry import MODELS
+    settings = ema_hook(cfg)
+    old = copy.deepcopy(module.task_head)
+    old.load_state_dict({k[len('ema_old.'):]: torch.from_numpy(v) for k, v in inputs.items()
+                         if k.startswith('ema_old.')})
+    ema = MODELS.build(dict(type='ExponentialMovingAverage', momentum=1 - settings['decay'],
+                            interval=settings['interval']), default_args=dict(model=old))
+    ema.steps.fill_(settings['interval'])
+    ema.update_parameters(module.task_head)
+    return {'ema_new.' + n: p for n, p in ema.module.named_parameters()}
+
+
+def to_numpy(values: dict) -> dict:
+    return {k: v.detach().cpu().numpy() if torch.is_tensor(v) else np.asarray(v)
+            for k, v in values.items()}
+
+
+def check_fixture(fixture, meta: dict):
+    """(rows, header ok) for a PDPP fixture (``models.oracle`` checker)."""
+    fixture = Path(fixture)
+    meta = read_meta(fixture, meta)
+    print(f'fixture {fixture}: PDPP N={meta["num_actions"]} K={meta["num_tasks"]} '
+          f'T={meta["horizon"]} D={meta["observation_dim"]} n={meta["n_timesteps"]} '
+          f'B={meta["batch"]}')
+    cfg = load_cfg()
+    print(f'config: {CONFIG.relative_to(REPO)} (type={cfg.model.type})')
+    model_cfg = model_config(cfg, meta, unet_widths(meta))
+    model = build_pdpp(model_cfg)
+    header_ok = check_counts(model_cfg, meta, model) & check_settings(cfg, meta)
+    install_weights(model, fixture)
+    inputs = read_npz(fixture / 'inputs.npz')
+    recorded = read_npz(fixture / 'outputs.npz')
+    batch = batch_inputs(fixture, inputs)
+    module = model.diffusion
+    outputs, grads = training_outputs(module, inputs, batch)
+    head, head_grads = head_outputs(module, inputs, batch)
+    outputs.update(sampling_outputs(module, inputs, batch), **head,
+                   **schedule_outputs(list(recorded), meta), **lr_outputs(cfg, recorded),
+                   **ema_outputs(cfg, module, inputs))
+    rows = (compare_file(fixture / 'outputs.npz', to_numpy(outputs), OUTPUT_TOLERANCE)
+            + compare_file(fixture / 'grads.npz', grads, GRAD_TOLERANCE)
+            + compare_file(fixture / 'head_grads.npz', head_grads, GRAD_TOLERANCE))
+    return rows, header_ok

@@ -1,0 +1,134 @@
+"""PDPP's 1-D temporal U-Net over the plan horizon (official ``model/temporal.py``), plain torch.
+
+Input and output (B, T, C) with C = K + N + D per step; inside, channels-first (B, C', T').
+Down path: levels C->dim, dim->2dim, 2dim->4dim, two residual blocks each, the output kept as
+a skip, then ``Conv1d(k=2)`` (T' - 1) except at the last level; middle: two blocks at 4dim;
+up path: two levels ``cat([x, skip])`` -> two blocks -> ``ConvTranspose1d(k=2)`` (T' + 1),
+the first level's skip is never used (as the official code); lengths
+T -> T-1 -> T-2 -> T-1 -> T, so T >= 3 (T >= len(dim_mults) in general).
+Parameter names follow the official ones except ``Conv1dBlock``'s ``block.0``/``block.2``, here
+``conv``/``norm`` (:func:`official_name`).
+"""
+import re
+
+import torch
+from torch import nn
+
+from ..core.diffusion import sinusoidal_embedding
+
+GROUPS = 32  # GroupNorm groups of every Conv1dBlock (official n_groups)
+
+
+class SinusoidalEmbedding(nn.Module):
+    """(B,) timesteps -> (B, dim) (core.diffusion.sinusoidal_embedding)."""
+
+    def __init__(self, dim: int):
+        super().__init__()
+        self.dim = dim
+
+    def forward(self, t: torch.Tensor) -> torch.Tensor:
+        return sinusoidal_embedding(t, self.dim)
+
+
+class Conv1dBlock(nn.Module):
+    """Conv1d(k=3, pad 1) -> GroupNorm(32) -> Mish on (B, C_in, L) -> (B, C_out, L); ``zero``
+    zeroes the conv (official ``if_zero``: the output starts input-independent)."""
+
+    def __init__(self, in_channels: int, out_channels: int, zero: bool = False):
+        super().__init__()
+        self.conv = nn.Conv1d(in_channels, out_channels, 3, padding=1)
+        self.norm = nn.GroupNorm(GROUPS, out_channels)
+        self.act = nn.Mish()
+        if zero:
+            nn.init.zeros_(self.conv.weight)
+            nn.init.zeros_(self.conv.bias)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.act(self.norm(self.conv(x)))
+
+
+class ResidualTemporalBlock(nn.Module):
+    """block1(x) + Linear(Mish(temb)) over time -> block2 (zero-initialised) + 1x1-conv(x)
+    (identity when the widths agree). x (B, C_in, L), temb (B, E) -> (B, C_out, L)."""
+
+    def __init__(self, in_channels: int, out_channels: int, embed_dim: int):
+        super().__init__()
+        self.blocks = nn.ModuleList([Conv1dBlock(in_channels, out_channels),
+                                     Conv1dBlock(out_channels, out_channels, zero=True)])
+        self.time_mlp = nn.Sequential(nn.Mish(), nn.Linear(embed_dim, out_channels))
+        self.residual_conv = (nn.Conv1d(in_channels, out_channels, 1)
+                              if in_channels != out_channels else nn.Identity())
+
+    def forward(self, x: torch.Tensor, temb: torch.Tensor) -> torch.Tensor:
+        out = self.blocks[0](x) + self.time_mlp(temb)[..., None]
+        return self.blocks[1](out) + self.residual_conv(x)
+
+
+class LengthConv(nn.Module):
+    """Kernel-2 convolution, stride 1, no padding: (B, C, L) -> (B, C, L-1) (official
+    ``Downsample1d``), or transposed (``grow``): (B, C, L) -> (B, C, L+1) (``Upsample1d``)."""
+
+    def __init__(self, channels: int, grow: bool = False):
+        super().__init__()
+        conv = nn.ConvTranspose1d if grow else nn.Conv1d
+        self.conv = conv(channels, channels, 2, 1, 0)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.conv(x)
+
+
+class TemporalUNet(nn.Module):
+    """x (B, T, C) and timesteps t (B,) -> predicted x0 (B, T, C).
+
+    Args:
+        transition_dim: C = K + N + D.
+        dim: width of the first level (official 256; a multiple of 32 for GroupNorm).
+        dim_mults: width multipliers of the levels (official (1, 2, 4)).
+    """
+
+    def __init__(self, transition_dim: int, dim: int = 256, dim_mults=(1, 2, 4)):
+        super().__init__()
+        if dim % GROUPS:
+            raise ValueError(f'TemporalUNet dim={dim}; expected a multiple of {GROUPS} '
+                             '(GroupNorm groups)')
+        dims = [transition_dim, *(dim * m for m in dim_mults)]
+        levels = list(zip(dims[:-1], dims[1:]))
+        self.time_mlp = nn.Sequential(SinusoidalEmbedding(dim), nn.Linear(dim, dim * 4),
+                                      nn.Mish(), nn.Linear(dim * 4, dim))
+        self.downs = nn.ModuleList([
+            nn.ModuleList([ResidualTemporalBlock(d_in, d_out, dim),
+                           ResidualTemporalBlock(d_out, d_out, dim),
+                           LengthConv(d_out) if i < len(levels) - 1 else nn.Identity()])
+            for i, (d_in, d_out) in enumerate(levels)])
+        self.mid_block1 = ResidualTemporalBlock(dims[-1], dims[-1], dim)
+        self.mid_block2 = ResidualTemporalBlock(dims[-1], dims[-1], dim)
+        self.ups = nn.ModuleList([
+            nn.ModuleList([ResidualTemporalBlock(d_out * 2, d_in, dim),
+                           ResidualTemporalBlock(d_in, d_in, dim), LengthConv(d_in, grow=True)])
+            for d_in, d_out in reversed(levels[1:])])
+        self.final_conv = nn.Sequential(Conv1dBlock(dim, dim, zero=True),
+                                        nn.Conv1d(dim, transition_dim, 1))
+        self.min_horizon = len(levels)  # one length-reducing convolution per level but the last
+
+    def forward(self, x: torch.Tensor, t: torch.Tensor) -> torch.Tensor:
+        if x.shape[1] < self.min_horizon:
+            raise ValueError(f'TemporalUNet needs a horizon T >= {self.min_horizon} (one '
+                             'length-reducing convolution per level but the last); got x of '
+                             f'shape {tuple(x.shape)} (B, T, C)')
+        x, temb = x.transpose(1, 2), self.time_mlp(t)
+        skips = []
+        for block1, block2, downsample in self.downs:
+            x = block2(block1(x, temb), temb)
+            skips.append(x)
+            x = downsample(x)
+        x = self.mid_block2(self.mid_block1(x, temb), temb)
+        for block1, block2, upsample in self.ups:
+            x = upsample(block2(block1(torch.cat((x, skips.pop()), 1), temb), temb))
+        return self.final_conv(x).transpose(1, 2)
+
+
+def official_name(name: str) -> str:
+    """The official PDPP parameter name of one of ``TemporalUNet``'s (``*.conv.*`` of a
+    ``Conv1dBlock`` is ``*.block.0.*``, ``*.norm.*`` is ``*.block.2.*``)."""
+    name = re.sub(r'(blocks\.\d|final_conv\.0)\.conv\.', r'\1.block.0.', name)
+    return re.sub(r'(blocks\.\d|final_conv\.0)\.norm\.', r'\1.block.2.', name)
