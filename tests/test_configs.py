@@ -3,6 +3,7 @@ and written into the model and the datasets by ``vpn_plugin.data_paths.apply_hor
 configs differ only by T; every protocol exists for CrossTask, NIV and COIN."""
 import ast
 import copy
+import json
 import re
 from pathlib import Path
 
@@ -139,10 +140,13 @@ def test_derived_horizon_overrides_are_refused():
 def test_every_protocol_exists_for_every_dataset_with_the_same_runs(name, monkeypatch):
     monkeypatch.chdir(REPO)
     expected = shape_of(expand_units(load_protocol(f'configs/protocol/{name}_crosstask.py')))
+    # one union model is tested on each dataset: the three files share its results folder
+    shared = name == 'dataset_independent_pkg'
     for dataset in ('niv', 'coin'):
         protocol = load_protocol(f'configs/protocol/{name}_{dataset}.py')
-        assert protocol.dataset == dataset and protocol.protocol.endswith(f'_{dataset}')
-        assert bool(protocol.get('requires')) == (dataset == 'coin')
+        assert protocol.dataset == dataset
+        assert protocol.protocol == name if shared else protocol.protocol.endswith(f'_{dataset}')
+        assert bool(protocol.get('requires')) == (dataset == 'coin' or shared)
         units = expand_units(protocol)
         assert shape_of(units, dataset) == expected, (name, dataset)
         assert all(Path(u.config).is_file() for u in units)
@@ -154,7 +158,8 @@ def test_coin_protocol_dry_runs_and_names_what_is_missing(monkeypatch, capsys):
     run_protocol = load_tool('run_protocol')
     units = run_protocol.main(['configs/protocol/observations_coin.py', '--dry-run',
                                '--seeds', '0'])
-    assert {u.config for u in units} == {'configs/vpn_coin_t4.py'}
+    assert {u.config for u in units} == {'configs/vpn_coin_t6.py',
+                                         'configs/baselines/schema_coin_t6.py'}
     err = capsys.readouterr().err
     assert 'needs: COIN features' in err and '--dataset coin' in err
 
@@ -166,7 +171,7 @@ def test_coin_protocol_run_stops_before_training_naming_the_missing_file(tmp_pat
     protocol = load_protocol('configs/protocol/observations_coin.py')
     runner = ProtocolRunner(protocol, tmp_path, max_epochs=1,
                             data_paths=dict(feature_dir=str(tmp_path / 'no_features')))
-    with pytest.raises(SystemExit, match=r'needs COIN features.*vpn_coin_t4.py \(T=4, train\)'
+    with pytest.raises(SystemExit, match=r'needs COIN features.*_coin_t6.py \(T=6, train\)'
                                          r'.*no_features does not exist.*--dataset coin'):
         runner.run(expand_units(protocol, seeds=[0]))
     assert not list(tmp_path.rglob('*.jsonl')) and not list(tmp_path.rglob('run.json'))
@@ -174,11 +179,11 @@ def test_coin_protocol_run_stops_before_training_naming_the_missing_file(tmp_pat
 
 def shape_of(units, dataset='crosstask') -> list:
     """What a protocol runs, with the dataset name taken out of the config paths."""
-    def generic(path):
-        return path.replace(dataset, '<dataset>')
-    return [(u.slug, generic(u.config), u.horizon, u.seed, u.cfg_options, u.train,
-             [(s.method, generic(s.config), s.horizon, s.cfg_options) for s in u.tests])
-            for u in units]
+    def generic(value):
+        return json.dumps(value, sort_keys=True, default=str).replace(dataset, '<dataset>')
+    return [(generic(u.slug), generic(u.config), u.horizon, u.seed, u.cfg_options, u.train,
+             [(s.method, generic(s.config), s.horizon, generic(s.cfg_options))
+              for s in u.tests]) for u in units]
 
 
 def build_small_model(cfg):

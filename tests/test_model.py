@@ -203,8 +203,14 @@ def test_observed_steps_change_emissions():
     assert not torch.allclose(model(inputs, samples, mode='tensor'), plain)
 
 
-def test_frozen_visual_encoder_gets_no_gradient():
-    model = build(freeze_visual=True)
+def test_frozen_visual_encoder_gets_no_gradient(tmp_path):
+    with pytest.raises(ValueError, match='freeze_visual=True needs model.init_visual_from'):
+        build(freeze_visual=True)
+    pretrained = build()
+    torch.save({'state_dict': pretrained.state_dict()}, tmp_path / 'pre.pth')
+    model = build(freeze_visual=True, init_visual_from=str(tmp_path / 'pre.pth'))
+    for name, value in pretrained.visual_encoder.state_dict().items():
+        assert torch.equal(model.visual_encoder.state_dict()[name], value)
     sum(model(*batch(), mode='loss').values()).backward()
     assert all(p.grad is None for p in model.visual_encoder.parameters())
     assert model.emission_head[0].weight.grad is not None

@@ -11,7 +11,7 @@ from vpn_plugin.protocol.plots import plot_qualitative, qualitative_from_checkpo
 from vpn_plugin.protocol.report import build_table, to_markdown
 from vpn_plugin.protocol.results import read_results
 from vpn_plugin.protocol.runner import (ProtocolRunner, check_config, clean_metrics,
-                                        expand_units)
+                                        expand_units, load_protocol)
 from tool_modules import load_tool
 
 REPO = Path(__file__).resolve().parents[1]
@@ -127,14 +127,15 @@ def dry_run(name, monkeypatch):
 
 
 def methods_of(units):
-    """{test method: [(train horizon, test horizon, merged cfg_options, variant)]} over seed 0."""
+    """{test method: [(train horizon, test horizon, merged cfg_options, merged variant)]} over
+    seed 0."""
     out = {}
     for unit in units:
         if unit.seed == 0:
             for spec in unit.tests:
                 out.setdefault(spec.method, []).append(
                     (unit.horizon, spec.horizon, {**unit.cfg_options, **spec.cfg_options},
-                     unit.variant))
+                     {**unit.variant, **spec.variant}))
     return out
 
 
@@ -180,15 +181,26 @@ def test_dry_run_pkg_and_task_supervision(monkeypatch):
     assert tests['SCHEMA w/o PKG'][0][2] == {'model.decode': 'argmax'} and tests['SCHEMA']
 
 
-def test_dry_run_sample_efficiency(monkeypatch):
-    tests = methods_of(dry_run('sample_efficiency_crosstask', monkeypatch))
-    assert set(tests) == {'ViterbiPlanNet', 'Base Model'}
+def test_dry_run_sample_efficiency(monkeypatch, capsys):
+    units = dry_run('sample_efficiency_crosstask', monkeypatch)
+    tests = methods_of(units)
+    assert set(tests) == {'ViterbiPlanNet', 'Base Model', 'SCHEMA', 'SCHEMA w/o Viterbi'}
+    assert {o['model.decode'] for *_, o, _ in tests['SCHEMA w/o Viterbi']} == {'argmax'}
     for runs in tests.values():
         fractions = sorted(opts['train_dataloader.dataset.subset_fraction']
                            for _, _, opts, _ in runs)
         assert fractions[0] == 0.05 and fractions[-1] == 1.0 and len(fractions) >= 4
         assert all(opts['model.freeze_visual'] is True for _, _, opts, _ in runs)
         assert sorted(v['train_fraction'] for *_, v in runs) == fractions
+    # every run starts from the encoder pre-trained once per seed on the whole training set
+    stages = {id(u.pretrained['unit']): u.pretrained['unit'] for u in units}
+    assert sorted((s.slug, s.seed, s.config) for s in stages.values()) == [
+        ('pretrain_encoder', seed, 'configs/vpn_crosstask_t3.py') for seed in range(5)]
+    assert all(u.pretrained['option'] == 'model.init_visual_from' and
+               u.pretrained['unit'].seed == u.seed for u in units)
+    out = capsys.readouterr().out
+    assert out.count('test T=- (a pre-training stage)') == 5
+    assert f'{len(units)} runs (+5 pre-training stages)' in out
 
 
 KINDS = dict(edge_dropout='EdgeDropout', weight_noise='WeightNoise',
@@ -196,7 +208,8 @@ KINDS = dict(edge_dropout='EdgeDropout', weight_noise='WeightNoise',
 
 
 def test_dry_run_pkg_quality(monkeypatch):
-    runs = methods_of(dry_run('pkg_quality_crosstask', monkeypatch))['ViterbiPlanNet']
+    methods = methods_of(dry_run('pkg_quality_crosstask', monkeypatch))
+    runs = methods['ViterbiPlanNet']
     kinds = {v['perturbation'] for *_, v in runs}
     assert kinds == {'none', 'edge_dropout', 'weight_noise', 'data_fraction', 'label_noise'}
     for *_, opts, variant in runs:
@@ -205,6 +218,17 @@ def test_dry_run_pkg_quality(monkeypatch):
             assert set(opts) == {'model.pkg.perturbations'}
             assert perturbation['type'] == KINDS[variant['perturbation']]
             assert variant['level'] in perturbation.values()
+    # a network trained without the graph: one training, tested with each perturbed graph
+    # (recounted at test time) and without the graph (the dashed reference)
+    with_pkg, (reference,) = methods['SCHEMA w/ PKG'], methods['SCHEMA w/o PKG']
+    assert sorted((v['perturbation'], v['level']) for *_, v in with_pkg) == sorted(
+        (v['perturbation'], v['level']) for *_, v in runs)
+    assert all(o['model.pkg.recount'] is True and o.get('model.pkg.perturbations', []) ==
+               next(r[2].get('model.pkg.perturbations', []) for r in runs if r[3] == v)
+               for *_, o, v in with_pkg)
+    assert reference[3] == dict(perturbation='none', level=0.0)
+    assert reference[2] == {'model.decode': 'argmax'}
+    assert {o['model.decode'] for *_, o, _ in with_pkg} == {'viterbi'}
 
 
 def test_dry_run_union_pkg_and_observations(monkeypatch):
@@ -215,20 +239,55 @@ def test_dry_run_union_pkg_and_observations(monkeypatch):
     unions = sorted(opts.get('model.pkg.union', 'pool')
                     for runs in union.values() for _, _, opts, _ in runs)
     assert unions == ['mean', 'pool', 'pool', 'pool']
-    observed = methods_of(dry_run('observations_crosstask', monkeypatch))
-    ks = sorted(v['observed_steps'] for runs in observed.values() for *_, v in runs)
-    assert ks == [0, 1, 2]
-    for runs in observed.values():
-        (_, _, opts, variant), = runs
-        assert {opts[f'{s}_dataloader.dataset.observed_steps'] for s in
-                ('train', 'val', 'test')} == {variant['observed_steps']}
+    # the paper's study: T=6, the first three steps observed (trained and tested) against none
+    units = dry_run('observations_crosstask', monkeypatch)
+    assert {(u.config, u.horizon) for u in units} == {
+        ('configs/vpn_crosstask_t6.py', 6), ('configs/baselines/schema_crosstask_t6.py', 6)}
+    observed = methods_of(units)
+    every_split = {f'{s}_dataloader.dataset.observed_steps': 3 for s in ('train', 'val', 'test')}
+    assert sorted((m, v['observed_steps'], o) for m, runs in observed.items()
+                  for *_, o, v in runs) == [
+        (m, k, every_split if k else {}) for n in ('SCHEMA', 'ViterbiPlanNet')
+        for m, k in ((n, 0), (f'{n} (3 steps observed)', 3))]
+
+
+def test_dry_run_dataset_independent_pkg(monkeypatch):
+    units = dry_run('dataset_independent_pkg_crosstask', monkeypatch)
+    methods = methods_of(units)
+    for name in ('ViterbiPlanNet', 'SCHEMA'):
+        union, single = (methods[f'{name} ({kind} PKG)']
+                         for kind in ('dataset-independent', 'per-dataset'))
+        assert sorted(t for t, *_ in union) == sorted(t for t, *_ in single) == [3, 4, 5, 6]
+        assert all(o == {'test_dataloader.dataset.select': ['crosstask']}
+                   for *_, o, _ in union)
+    assert {(u.slug, u.config) for u in units if u.seed == 0 and u.horizon == 3} == {
+        ('ViterbiPlanNet_union', 'configs/union/vpn_union_t3.py'),
+        ('ViterbiPlanNet_crosstask', 'configs/vpn_crosstask_t3.py'),
+        ('SCHEMA_union', 'configs/union/schema_union_t3.py'),
+        ('SCHEMA_crosstask', 'configs/baselines/schema_crosstask_t3.py')}
+    niv = dry_run('dataset_independent_pkg_niv', monkeypatch)
+    shared = [ProtocolRunner(load_protocol(f'configs/protocol/dataset_independent_pkg_{name}'
+                                           '.py')).work_dir(u)
+              for name, found in (('crosstask', units), ('niv', niv)) for u in found
+              if u.slug == 'ViterbiPlanNet_union' and u.seed == 0 and u.horizon == 3]
+    assert len(shared) == 2 and shared[0] == shared[1]  # one union training for both
+
+
+def test_dry_run_decoding_diversity(monkeypatch):
+    units = dry_run('decoding_diversity_crosstask', monkeypatch)
+    assert {(u.slug, u.horizon, u.train) for u in units} == {
+        ('PKG_uniform_emissions', 6, False), ('SCHEMA', 6, True), ('ViterbiPlanNet', 6, True)}
+    methods = methods_of(units)
+    assert [o for *_, o, _ in methods['SCHEMA w/o PKG'] + methods['SCHEMA w/ PKG']] == [
+        {'model.decode': 'argmax'}, {'model.decode': 'viterbi'}]
 
 
 def test_dry_run_error_overlap_t6(monkeypatch):
     methods = methods_of(dry_run('main_and_ablation_t6_crosstask', monkeypatch))
     assert {'ViterbiPlanNet', 'Base Model', 'Base Model + PKG Viterbi',
-            'ViterbiPlanNet w/o PKG'} <= set(methods)
-    assert len(methods) == 9 and all(tuple(t) == (6, 6) for runs in methods.values()
+            'ViterbiPlanNet w/o PKG', 'SCHEMA w/o PKG', 'SCHEMA w/ PKG',
+            'PKG + uniform emissions'} <= set(methods)
+    assert len(methods) == 12 and all(tuple(t) == (6, 6) for runs in methods.values()
                                      for *t, _, _ in runs)
     (*_, no_pkg, _), = methods['ViterbiPlanNet w/o PKG']
     assert no_pkg == {'model.pkg.perturbations': [{'type': 'UniformGraph'}]}

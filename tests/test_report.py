@@ -378,7 +378,7 @@ def protocol_results(tmp_path, config='configs/protocol/main_and_ablation_t3_cro
             append_result(path, ResultRow(spec.method, unit.seed, spec.horizon, metrics,
                                           params=None if not unit.train else 1000,
                                           dataset=protocol.dataset, protocol=protocol.protocol,
-                                          variant=dict(unit.variant)))
+                                          variant={**unit.variant, **spec.variant}))
     return path
 
 
@@ -393,10 +393,17 @@ def test_docs_results_commands_match_the_cli_and_the_protocol(tmp_path, capsys, 
     that made its results and gives the tables committed in docs/results_synthetic_*.md."""
     monkeypatch.chdir(REPO)
     protocols = docs_results_protocols()
+<<<<<<< HEAD
     assert set(protocols) == {'R', 'N', 'V', 'E', 'Q', 'S', 'C'}
     results = {f'${v}': str(protocol_results(tmp_path, c)) for v, c in protocols.items()}
     commands = docs_commands('report')
     assert len(commands) == 6
+=======
+    assert set(protocols) == {'R', 'N', 'V', 'E', 'F', 'Q', 'O', 'U', 'S'}
+    results = {f'${v}': str(protocol_results(tmp_path, c)) for v, c in protocols.items()}
+    commands = docs_commands('report')
+    assert len(commands) == 8
+>>>>>>> main
     for argv in commands:
         argv = [results.get(a, a) for a in argv]
         stem = argv[argv.index('--out') + 1]
@@ -408,7 +415,7 @@ def test_docs_results_commands_match_the_cli_and_the_protocol(tmp_path, capsys, 
         assert made.splitlines()[2] == committed.splitlines()[2]  # same header
     plots = load_tool('plots')
     assert [argv[0] for argv in docs_commands('plots')] == [
-        'params', 'overlap', 'efficiency', 'pkg-quality', 'qualitative']
+        'params', 'efficiency', 'qualitative', 'overlap', 'efficiency', 'pkg-quality']
     for argv in docs_commands('plots'):
         argv = [results.get(a, a) for a in argv]
         argv[argv.index('--out') + 1] = str(tmp_path / 'figure')

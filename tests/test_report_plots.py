@@ -155,15 +155,16 @@ def pkg_rows():
 
 
 def test_pkg_quality_panels(tmp_path):
-    dropout, noise, data = pkg_quality_panels(pkg_rows())
-    assert list(dropout) == ['edge dropout'] and list(noise) == ['weight noise']
-    assert list(data) == ['partial data', 'label noise']
-    assert [c for x, m, _, _ in dropout['edge dropout'] for c in (x, m)] == pytest.approx(
-        [0.0, 40.5, 10.0, 30.4, 50.0, 30.0])  # x in percent; reference at 0
-    assert [x for x, *_ in noise['weight noise']] == [0.0, 0.5, 1.0]  # sigma as is
+    (dropout, noise, data), references = pkg_quality_panels(pkg_rows())
+    assert list(dropout) == [('VPN', 'edge dropout')] and not references
+    assert list(noise) == [('VPN', 'weight noise')]
+    assert list(data) == [('VPN', 'partial data'), ('VPN', 'label noise')]
+    assert [c for x, m, _, _ in dropout['VPN', 'edge dropout'] for c in (x, m)] == \
+        pytest.approx([0.0, 40.5, 10.0, 30.4, 50.0, 30.0])  # x in percent; reference at 0
+    assert [x for x, *_ in noise['VPN', 'weight noise']] == [0.0, 0.5, 1.0]  # sigma as is
     # partial data: level = fraction kept, x = percent missing
-    assert [c for x, m, _, _ in data['partial data'] for c in (x, m)] == pytest.approx(
-        [0.0, 40.5, 50.0, 30.0, 75.0, 30.25])
+    assert [c for x, m, _, _ in data['VPN', 'partial data'] for c in (x, m)] == \
+        pytest.approx([0.0, 40.5, 50.0, 30.0, 75.0, 30.25])
     with pytest.raises(ValueError, match="perturbation 'blur'"):
         pkg_quality_panels([ResultRow('VPN', 0, 3, {'success_rate': 1.0},
                                       variant=dict(perturbation='blur', level=0.1))])

@@ -13,6 +13,9 @@
     # windows fixed / introduced (Venn of failures + table .md), from the per-sample dumps
     .venv/bin/python tools/plots.py overlap $R/pkg_and_task/results.jsonl --horizon 3 \
         --pair ViterbiPlanNet 'Base Model' --out docs/figures/error_overlap
+    # the paper's three-set Venn (NIV T=6)
+    .venv/bin/python tools/plots.py overlap $R/main_t6_niv/results.jsonl --horizon 6 \
+        --sets 'SCHEMA w/o PKG' 'SCHEMA w/ PKG' ViterbiPlanNet --out docs/figures/error_overlap3
     # emissions / soft plan of one test window over the top-k actions of its task
     .venv/bin/python tools/plots.py qualitative configs/vpn_crosstask_t3.py CKPT --index 0 \
         --out docs/figures/qualitative
@@ -53,8 +56,12 @@ def parse_args(argv=None):
     kinds['params'].add_argument('--horizon', type=POSITIVE_INT)
     kinds['efficiency'].add_argument('--dashed', nargs='+', default=[],
                                      help='methods without the PKG (drawn dashed)')
-    kinds['overlap'].add_argument('--pair', nargs=2, action='append', required=True,
-                                  metavar=('METHOD', 'REFERENCE'), help='one Venn per pair')
+    sets = kinds['overlap'].add_mutually_exclusive_group(required=True)
+    sets.add_argument('--pair', nargs=2, action='append', metavar=('METHOD', 'REFERENCE'),
+                      help='one two-set Venn per pair')
+    sets.add_argument('--sets', nargs=3, metavar='METHOD',
+                      help='one three-set Venn of these methods (the paper\'s figure) and the '
+                           'fixed / introduced table of each later method against each earlier')
     kinds['overlap'].add_argument('--horizon', type=POSITIVE_INT)
     quali = kinds['qualitative']
     quali.add_argument('config')
@@ -80,6 +87,9 @@ def figure_from_results(args, rows):
                                             dashed=args.dashed)
     if args.kind == 'pkg-quality':
         return plots.plot_pkg_quality(rows, args.out, metric=args.metric)
+    if args.sets:
+        return plots.plot_error_overlap3(plots.error_overlap3(rows, args.sets, args.horizon),
+                                         args.out)
     overlaps = [plots.error_overlap(rows, method, reference, args.horizon)
                 for method, reference in args.pair]
     return plots.plot_error_overlap(overlaps, args.out)

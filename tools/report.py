@@ -22,7 +22,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from vpn_plugin.core.stats import AUTHORS_RESAMPLES  # noqa: E402
 from vpn_plugin.protocol.report import (CI_STYLES, DEFAULT_METRICS, build_table,  # noqa: E402
                                          to_latex, to_markdown)
-from vpn_plugin.protocol.results import filter_rows, read_results, rename_methods  # noqa: E402
+from vpn_plugin.protocol.results import (filter_rows, mean_over_datasets,  # noqa: E402
+                                          read_results, rename_methods)
 from vpn_plugin.errors import NON_NEGATIVE_INT, POSITIVE_INT, tool_main  # noqa: E402
 
 
@@ -36,6 +37,9 @@ def parse_args(argv=None):
     parser.add_argument('--variant', nargs='*', default=[], metavar='KEY=VALUE',
                         help='keep only rows whose variant has these settings')
     parser.add_argument('--methods', nargs='+', help='methods to show, in this order')
+    parser.add_argument('--average-datasets', action='store_true',
+                        help='one column per horizon: each seed\'s metric averaged over the '
+                             'datasets of its rows (the dataset-independent PKG table)')
     parser.add_argument('--rename', nargs='+', default=[], metavar='OLD=NEW',
                         help='display names (applied after --methods selects rows)')
     parser.add_argument('--ours', help='method whose improvement is reported (default: best)')
@@ -64,6 +68,8 @@ def main(argv=None):
     args = parse_args(argv)
     rows = filter_rows(read_results(args.results), protocol=args.protocol, dataset=args.dataset,
                        horizons=args.horizons, variant=args.variant, methods=args.methods)
+    if args.average_datasets:
+        rows = mean_over_datasets(rows)
     rows = rename_methods(rows, args.rename)
     order = [dict(i.split('=', 1) for i in args.rename).get(m, m) for m in args.methods or []]
     table = build_table(rows, args.metrics, methods=order or None, ours=args.ours,

@@ -24,7 +24,7 @@ import vpn_plugin.mm  # noqa: E402,F401  (compat fixes + registration before con
 from vpn_plugin.data_paths import add_data_arguments, data_path_args  # noqa: E402
 from vpn_plugin.protocol.dry_run import CPU_EPOCH_SECONDS, format_plan, plan_runs  # noqa: E402
 from vpn_plugin.protocol.runner import (ProtocolRunner, check_units, expand_units,  # noqa: E402
-                                         load_protocol)
+                                         load_protocol, with_stages)
 from vpn_plugin.errors import (NON_NEGATIVE_INT, POSITIVE_FLOAT, POSITIVE_INT,  # noqa: E402
                                tool_main)
 
@@ -67,9 +67,12 @@ def main(argv=None):
     if args.dry_run:
         if protocol.get('requires'):
             print(f'protocol {protocol.protocol} needs: {protocol.requires}', file=sys.stderr)
-        planned = plan_runs(units, runner.work_dir, runner.max_epochs, args.epoch_seconds)
+        planned = plan_runs(with_stages(units), runner.work_dir, runner.max_epochs,
+                            args.epoch_seconds)
         print('\n'.join(format_plan(planned, args.epoch_seconds)))
-        print(f'{len(units)} runs; {check_units(units)} configs checked')
+        stages = len(planned) - len(units)
+        print(f'{len(units)} runs' + (f' (+{stages} pre-training stages)' if stages else '')
+              + f'; {check_units(units)} configs checked')
         return units
     results = runner.run(units, jobs=args.jobs)
     print(results)

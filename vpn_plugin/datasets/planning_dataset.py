@@ -438,10 +438,12 @@ def source_videos(dataset_cfg: dict) -> set:
 
 def check_split_disjoint(cfg) -> None:
     """A config's training and test videos must be disjoint (``PlanningDataset`` configs of
-    ``train_dataloader`` and ``test_dataloader``; others are not checked): ``ValueError``."""
+    ``train_dataloader`` and ``test_dataloader``; others, e.g. a ``ConcatPlanningDataset``
+    whose sources are dataset configs of their own, are not checked): ``ValueError``."""
     datasets = [(cfg.get(f'{split}_dataloader') or {}).get('dataset') for split in ('train',
                                                                                   'test')]
-    if not all(d and str(d.get('type', '')).endswith('PlanningDataset') for d in datasets):
+    if not all(d and str(d.get('type', '')).split('.')[-1] == 'PlanningDataset'
+               for d in datasets):
         return
     check_disjoint(*(source_videos(d) for d in datasets),
                    f'{cfg.filename or "config"}: train_dataloader.dataset / '

@@ -102,6 +102,9 @@ class BasePlanner(BaseModel):
         # checkpoints written before the flag existed always carried a filled PKG
         if prefix + 'log_transitions' in state_dict and prefix + 'pkg_ready' not in state_dict:
             state_dict[prefix + 'pkg_ready'] = torch.tensor(True)
+        if self.pkg_builder.recount:  # model.pkg.recount: PKGHook counts the config's graph
+            state_dict[prefix + 'log_transitions'] = self.log_transitions.clone()
+            state_dict[prefix + 'pkg_ready'] = torch.tensor(False)
         super()._load_from_state_dict(state_dict, prefix, local_metadata, strict,
                                       missing_keys, unexpected_keys, error_msgs)
 

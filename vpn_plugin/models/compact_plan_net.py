@@ -18,6 +18,7 @@ from mmaction.registry import MODELS
 
 from .. import core
 from .base_planner import BasePlanner, check_choice, check_loss_terms
+from .pretrained_encoder import init_visual_encoder
 from .text_embeddings import taxonomy_state_embeddings
 from .viterbi_plan_net import DECODE_MODES
 
@@ -72,7 +73,10 @@ class CompactPlanNet(BasePlanner):
         text_embeddings: ``dict(taxonomy, state_descriptions, encoder=None,
             cache_dir='data/text_cache', allow_encode=True)``; required when the align weight > 0.
         align_temperature: of the contrastive alignment logits.
-        freeze_visual: freeze the visual encoder (sample-efficiency study).
+        freeze_visual: freeze the visual encoder (sample-efficiency study; needs
+            ``init_visual_from``).
+        init_visual_from: checkpoint of a planner whose visual encoder is loaded
+            (``pretrained_encoder.py``).
         cross_horizon: how a shorter evaluation horizon selects step queries (see
             ``horizon_queries``); None makes a horizon mismatch an error.
         pkg: ``PKGBuilder`` config of the graph (``BasePlanner``).
@@ -88,7 +92,8 @@ class CompactPlanNet(BasePlanner):
                  loss_weights: Optional[Dict[str, float]] = None,
                  text_embeddings: Optional[dict] = None, align_temperature: float = 0.1,
                  freeze_visual: bool = False, cross_horizon: Optional[str] = None,
-                 max_observed: int = 8, pkg: Optional[dict] = None,
+                 max_observed: int = 8, init_visual_from: Optional[str] = None,
+                 pkg: Optional[dict] = None,
                  data_preprocessor: Optional[dict] = None):
         super().__init__(num_actions, horizon, pkg, data_preprocessor)
         self._check_options(decode, cross_horizon, loss_weights, text_embeddings)
@@ -100,8 +105,8 @@ class CompactPlanNet(BasePlanner):
         self.loss_weights = {**dict(plan=1.0, align=1.0, task=1.0), **(loss_weights or {})}
         self.visual_encoder = nn.Sequential(nn.Linear(feature_dim, embed_dim), nn.GELU(),
                                             nn.Dropout(dropout), nn.Linear(embed_dim, embed_dim))
-        if freeze_visual:
-            self.visual_encoder.requires_grad_(False)
+        init_visual_encoder(self.visual_encoder, init_visual_from, freeze_visual,
+                            type(self).__name__)
         # token types: 0 start, 1 goal, 2 observed, 3 step query
         self.token_type = nn.Embedding(4, embed_dim)
         self.step_position = nn.Embedding(max(horizon, max_observed + 1), embed_dim)

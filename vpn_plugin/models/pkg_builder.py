@@ -115,11 +115,14 @@ class PKGBuilder:
         extra_datasets: dataset configs in the same action space whose sequences are added.
         perturbations: configs of registered perturbations, applied in order.
         seed: of every perturbation (the protocol runner sets the run's seed).
+        recount: count the graph with these options even when a loaded checkpoint carries
+            one (its graph is ignored): a test that changes only the decoding graph of a
+            trained model (SCHEMA w/ PKG under perturbed graphs).
     """
 
     def __init__(self, count_mode: str = 'window', smoothing: float = 0.0, union: str = 'pool',
                  extra_datasets: Sequence[dict] = (), perturbations: Sequence[dict] = (),
-                 seed: int = 0):
+                 seed: int = 0, recount: bool = False):
         if count_mode not in COUNT_MODES:
             raise ValueError(f'PKGBuilder.count_mode={count_mode!r} is unknown; expected one '
                              f'of {COUNT_MODES}')
@@ -129,7 +132,7 @@ class PKGBuilder:
         if smoothing < 0:
             raise ValueError(f'PKGBuilder.smoothing={smoothing} is negative; expected >= 0')
         self.count_mode, self.smoothing, self.union = count_mode, smoothing, union
-        self.extra_datasets, self.seed = list(extra_datasets), seed
+        self.extra_datasets, self.seed, self.recount = list(extra_datasets), seed, bool(recount)
         self.perturbations = [p if callable(p) else TASK_UTILS.build(dict(p))
                               for p in perturbations]
         self._check_order()

@@ -45,6 +45,7 @@ from mmaction.registry import MODELS
 
 from .. import core
 from .base_planner import BasePlanner, check_choice, check_loss_terms, num_parameters
+from .pretrained_encoder import init_visual_encoder
 from .state_encoder import INIT_LOGIT_SCALE
 from .state_encoder import OFFICIAL_PREFIXES as STATE_ENCODER_PREFIXES
 from .state_encoder import StateEncoder
@@ -226,7 +227,10 @@ class SCHEMA(BasePlanner):
         decode: one of ``DECODE_MODES``.
         loss_weights: weights of 'action', 'state', 'task', 'state_decode' (official 1, 1, 1,
             0.1; 0 switches a term off).
-        freeze_visual: freeze the state encoder's visual encoder.
+        freeze_visual: freeze the state encoder's visual encoder (sample-efficiency study;
+            needs ``init_visual_from``).
+        init_visual_from: checkpoint of a planner whose visual encoder is loaded (the
+            sample-efficiency study's pre-trained encoder, ``pretrained_encoder.py``).
         pkg: ``PKGBuilder`` config of the graph (``BasePlanner``).
     """
 
@@ -238,6 +242,7 @@ class SCHEMA(BasePlanner):
                  input_dropout: float = 0.4, no_state_task: bool = False,
                  text_embeddings: Optional[dict] = None, decode: str = 'viterbi',
                  loss_weights: Optional[Dict[str, float]] = None, freeze_visual: bool = False,
+                 init_visual_from: Optional[str] = None,
                  pkg: Optional[dict] = None, data_preprocessor: Optional[dict] = None):
         super().__init__(num_actions, horizon, pkg, data_preprocessor)
         check_choice('model.decode', decode, DECODE_MODES)
@@ -249,7 +254,8 @@ class SCHEMA(BasePlanner):
         self.num_tasks, self.embed_dim, self.decode = num_tasks, embed_dim, decode
         self.state_encoder = StateEncoder(num_actions, feature_dim, text_dim, embed_dim,
                                           input_dropout, text_embeddings, 'SCHEMA')
-        self.state_encoder.visual_encoder.requires_grad_(not freeze_visual)
+        init_visual_encoder(self.state_encoder.visual_encoder, init_visual_from,
+                            freeze_visual, 'SCHEMA')
         self.task_head = nn.Sequential(nn.Linear(2 * embed_dim, embed_dim), nn.ReLU(),
                                        nn.Dropout(dropout), nn.Linear(embed_dim, num_tasks))
         sizes = (horizon, num_heads, num_layers, mlp_ratio, dropout)
@@ -303,9 +309,19 @@ class SCHEMA(BasePlanner):
             loss_state_decode=F.mse_loss(out['state_decoder_out'][:, 1:-1],
                                          self.state_targets(out['text'], plan)))
 
+    def with_observed(self, out: dict, inputs) -> dict:
+        """``network`` outputs whose action logits (B, T, N) carry the log evidence of the
+        intermediate observations ``inputs['observed']`` (B, k, D), if any
+        (``StateEncoder.observed_evidence``: the intermediate-observation study)."""
+        observed = inputs.get('observed')
+        if observed is None or observed.shape[1] == 0:
+            return out
+        evidence = self.state_encoder.observed_evidence(observed, self.horizon)
+        return dict(out, action_logits=out['action_logits'].log_softmax(-1) + evidence)
+
     def loss(self, inputs, data_samples) -> Dict[str, torch.Tensor]:
         """Weighted losses (``loss_weights``; terms of weight 0 left out) of a batch."""
-        out = self.network(inputs, data_samples['task'])
+        out = self.with_observed(self.network(inputs, data_samples['task']), inputs)
         terms = self.loss_terms(out, data_samples['plan'], data_samples['task'])
         return {name: self.loss_weights[name[len('loss_'):]] * value
                 for name, value in terms.items() if self.loss_weights[name[len('loss_'):]] > 0}
@@ -332,11 +348,11 @@ class SCHEMA(BasePlanner):
 
     def tensor(self, inputs, horizon: int) -> torch.Tensor:
         """Action probabilities (B, T, N) (the predicted task conditions the decoder)."""
-        return self.network(inputs)['action_logits'].softmax(-1)
+        return self.with_observed(self.network(inputs), inputs)['action_logits'].softmax(-1)
 
     def predict_fields(self, inputs, data_samples, horizon: int) -> dict:
         """Plans (B, T), action probabilities (B, T, N) and predicted tasks (B,)."""
-        out = self.network(inputs)
+        out = self.with_observed(self.network(inputs), inputs)
         probabilities = out['action_logits'].softmax(-1)
         return dict(pred_plan=self.decode_plan(probabilities), emissions=probabilities,
                     pred_task=out['task_logits'].argmax(-1))

@@ -142,6 +142,22 @@ class StateEncoder(nn.Module):
         similarity = similarity.view(*states.shape[:2], self.num_actions, -1).mean(-1)
         return self.logit_scale.exp() * similarity
 
+    def observed_evidence(self, observed: torch.Tensor, horizon: int) -> torch.Tensor:
+        """(B, T, N) log evidence of intermediate observations ``observed`` (B, k, D), the
+        end states of steps 1..k (dataset ``observed_steps=k``): step i gets the log-softmax
+        over actions of its end state's state logits against the "after" descriptions (as the
+        goal is scored against the last action), steps k+1..T get 0 (no evidence). Both
+        planners add it to their log emissions before decoding (the intermediate-observation
+        study)."""
+        batch, steps = observed.shape[:2]
+        if steps >= horizon:
+            raise ValueError(f'{self.owner}: {steps} observed steps of a T={horizon} plan; '
+                             f'expected fewer than {horizon}')
+        encoded = self.encode(observed).flatten(0, 1).unsqueeze(1)  # (B*k, 1, E)
+        after = self.state_logits(encoded.expand(-1, 2, -1), self.encode_text())[:, 1]
+        evidence = after.view(batch, steps, -1).log_softmax(-1)
+        return F.pad(evidence, (0, 0, 0, horizon - steps))
+
 
 def rename_legacy_keys(state_dict: dict, prefix: str, expected: Dict[str, torch.Size]) -> None:
     """Move a checkpoint's flat ``visual_encoder.*`` / ``text_encoder.*`` / ``logit_scale``

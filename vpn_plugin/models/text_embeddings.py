@@ -182,8 +182,8 @@ def state_embeddings(action_names: Sequence[str], action_task_names: Sequence[st
 def load_state_features(file: Optional[str] = None, taxonomy: Optional[str] = None,
                         state_descriptions: Optional[str] = None, encoder: Optional[str] = None,
                         pooling: str = 'clip', cache_dir: str = 'data/text_cache',
-                        allow_encode: bool = True, pad_to: Optional[int] = None
-                        ) -> torch.Tensor:
+                        allow_encode: bool = True, pad_to: Optional[int] = None,
+                        sources: Optional[list] = None) -> torch.Tensor:
     """State-description features (N, 6, Dt): slots 0-2 "before", 3-5 "after".
 
     Either ``file``: a plain ``.npy`` array (no pickle), e.g. the authors' CLIP features
@@ -191,8 +191,16 @@ def load_state_features(file: Optional[str] = None, taxonomy: Optional[str] = No
     ``state_descriptions`` encoded by the local ``encoder`` (a transformers CLIP directory
     for the authors' kind, ``pooling='clip'``), cached in ``cache_dir``. ``pad_to``: append
     zeros up to that many dimensions (a stand-in encoder's features in the paper's 768-d
-    network, same parameters; ``stand_in_label``). Which features were loaded is logged.
+    network, same parameters; ``stand_in_label``). Which features were loaded is logged. Or
+    ``sources``: a list of such configs whose features are concatenated over N (the joined
+    action space of a ``ConcatPlanningDataset``, in its source order).
     """
+    if sources is not None:
+        if file is not None or taxonomy is not None or not sources:
+            raise ValueError('model.text_embeddings: give sources=[<one config per source>, '
+                             f'...] alone; got sources={sources!r}, file={file!r}, '
+                             f'taxonomy={taxonomy!r}')
+        return torch.cat([load_state_features(**dict(source)) for source in sources])
     if (file is None) == (taxonomy is None or state_descriptions is None):
         raise ValueError('model.text_embeddings: give either file=<(N, 6, Dt) .npy> or '
                          f'taxonomy + state_descriptions (+ encoder); got file={file!r}, '
@@ -214,7 +222,12 @@ def load_state_features(file: Optional[str] = None, taxonomy: Optional[str] = No
 def stand_in_label(text_cfg) -> Optional[str]:
     """What a results row and the log call text features that are NOT the paper's kind (CLIP
     text features: a ``file`` or ``pooling='clip'``), e.g. the MiniLM stand-in of the COIN
-    configs; None for the paper's kind (no ``text_cfg`` either: no text features)."""
+    configs; None for the paper's kind (no ``text_cfg`` either: no text features). Joined
+    ``sources``: the labels of their stand-ins."""
+    if text_cfg and text_cfg.get('sources'):
+        labels = [stand_in_label(source) for source in text_cfg['sources']]
+        return '; '.join(f'source {i}: {label}' for i, label in enumerate(labels) if label) \
+            or None
     if not text_cfg or text_cfg.get('file') or text_cfg.get('pooling', 'clip') == 'clip':
         return None
     encoder = text_cfg.get('encoder')

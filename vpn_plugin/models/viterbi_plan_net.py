@@ -31,6 +31,7 @@ from mmaction.registry import MODELS
 from .. import core
 from .base_planner import BasePlanner, check_choice, check_loss_terms, num_parameters
 from .state_encoder import OFFICIAL_PREFIXES as STATE_ENCODER_PREFIXES
+from .pretrained_encoder import init_visual_encoder
 from .state_encoder import StateEncoder, rename_legacy_keys
 
 # Decoding of a plan, each with the authors' name of the same output (README "Decoding"):
@@ -94,7 +95,10 @@ class ViterbiPlanNet(BasePlanner):
         loss_weights: weight of 'state', 'plan', 'task' (1 each; 0 switches a term off).
         cross_horizon: None (a data horizon != T is an error) or 'repeat_last' (the authors'
             rule for evaluating at T' < T, see ``repeat_last_emission``).
-        freeze_visual: freeze the visual encoder (sample-efficiency study).
+        freeze_visual: freeze the visual encoder (sample-efficiency study; needs
+            ``init_visual_from``).
+        init_visual_from: checkpoint of a planner whose visual encoder is loaded (the
+            sample-efficiency study's pre-trained encoder, ``pretrained_encoder.py``).
         pkg: ``PKGBuilder`` config of the graph (``BasePlanner``).
     """
 
@@ -108,6 +112,7 @@ class ViterbiPlanNet(BasePlanner):
                  dvl_layers: int = 1, decode: str = 'dvl_viterbi',
                  loss_weights: Optional[Dict[str, float]] = None,
                  cross_horizon: Optional[str] = None, freeze_visual: bool = False,
+                 init_visual_from: Optional[str] = None,
                  pkg: Optional[dict] = None, data_preprocessor: Optional[dict] = None):
         super().__init__(num_actions, horizon, pkg, data_preprocessor)
         self.loss_weights = {**dict(state=1.0, plan=1.0, task=1.0), **(loss_weights or {})}
@@ -118,7 +123,8 @@ class ViterbiPlanNet(BasePlanner):
         self.dvl_layers = _check_layers(dvl_layers)
         self.state_encoder = StateEncoder(num_actions, feature_dim, text_dim, embed_dim,
                                           input_dropout, text_embeddings, type(self).__name__)
-        self.state_encoder.visual_encoder.requires_grad_(not freeze_visual)
+        init_visual_encoder(self.state_encoder.visual_encoder, init_visual_from,
+                            freeze_visual, type(self).__name__)
         self.task_head = nn.Sequential(nn.Linear(2 * embed_dim, embed_dim), nn.GELU(),
                                        nn.Dropout(dropout), nn.Linear(embed_dim, num_tasks))
         layer = nn.TransformerEncoderLayer(embed_dim, 1, mlp_ratio * embed_dim, dropout,
@@ -156,11 +162,18 @@ class ViterbiPlanNet(BasePlanner):
         encoder = self.state_encoder
         return encoder.state_logits(states, encoder.encode_text())
 
-    def log_emissions(self, states: torch.Tensor, eval_horizon: Optional[int] = None):
-        """(B, T, N) log emissions entering the DVL, rearranged for ``eval_horizon`` < T."""
+    def log_emissions(self, states: torch.Tensor, eval_horizon: Optional[int] = None,
+                      observed: Optional[torch.Tensor] = None):
+        """(B, T, N) log emissions entering the DVL, rearranged for ``eval_horizon`` < T,
+        plus the log evidence of ``observed`` steps (B, k, D)
+        (``StateEncoder.observed_evidence``)."""
         encoded = self.emission_encoder(states).flatten(1)
         logits = self.emission_head(encoded).view(len(states), self.horizon, self.num_actions)
-        return repeat_last_emission(F.logsigmoid(logits), eval_horizon or self.horizon)
+        log_emissions = F.logsigmoid(logits)
+        if observed is not None and observed.shape[1] > 0:
+            log_emissions = log_emissions + self.state_encoder.observed_evidence(
+                observed, self.horizon)
+        return repeat_last_emission(log_emissions, eval_horizon or self.horizon)
 
     def dvl_log_transitions(self) -> torch.Tensor:
         """(N, N) the authors' DVL transitions: PKG clamped at 1e-10, rows renormalised."""
@@ -193,12 +206,14 @@ class ViterbiPlanNet(BasePlanner):
     # ------------------------------------------------------------------ forward
     def tensor(self, inputs, horizon: int) -> torch.Tensor:
         """Emission probabilities (B, T', N) of the first T' steps."""
-        return self.log_emissions(self.encode(inputs), horizon).exp()[:, :horizon]
+        return self.log_emissions(self.encode(inputs), horizon,
+                                  inputs.get('observed')).exp()[:, :horizon]
 
     def loss(self, inputs, data_samples) -> Dict[str, torch.Tensor]:
         """Weighted losses over (B, T) plans; a term with weight 0 is not computed."""
         states = self.encode(inputs)
-        return self.loss_terms(states, self.log_emissions(states), data_samples['plan'],
+        log_emissions = self.log_emissions(states, None, inputs.get('observed'))
+        return self.loss_terms(states, log_emissions, data_samples['plan'],
                                data_samples['task'])
 
     def loss_terms(self, states, log_emissions, plan, task) -> Dict[str, torch.Tensor]:
@@ -237,7 +252,7 @@ class ViterbiPlanNet(BasePlanner):
     def predict_fields(self, inputs, data_samples, horizon: int) -> dict:
         """Plans, soft plans and emissions of the first T' = ``horizon`` steps, tasks."""
         states = self.encode(inputs)
-        log_emissions = self.log_emissions(states, horizon)
+        log_emissions = self.log_emissions(states, horizon, inputs.get('observed'))
         soft = self.soft_plan(log_emissions)
         plans = self.decode_plan(log_emissions, soft)
         return dict(pred_plan=plans[:, :horizon], soft_plan=soft[:, :horizon],

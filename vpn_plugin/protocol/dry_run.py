@@ -150,7 +150,7 @@ def format_plan(planned: list, epoch_seconds: float) -> list[str]:
     """One line per run, then the total (one process; parallel processes divide it)."""
     lines = []
     for run in planned:
-        tests = ','.join(str(h) for h in run.test_horizons)
+        tests = ','.join(str(h) for h in run.test_horizons) or '- (a pre-training stage)'
         share = f' x {run.train_share:g} of the data' if run.train_share != 1 else ''
         note = f' ({run.cost_note})' if run.cost_note else ''
         training = (f'{run.epochs} epochs{share} at {run.epoch_seconds:.2f} s, '

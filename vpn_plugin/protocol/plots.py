@@ -17,10 +17,10 @@ Each figure has a data function (tested) and a drawing function:
 """
 from __future__ import annotations
 
-import math
-
 import contextlib
+import itertools
 import json
+import math
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -200,21 +200,54 @@ def efficiency_points(rows: list[ResultRow], metric: str = 'success_rate',
     return ci_lines(ordered, num_resamples)
 
 
+def efficiency_styles(lines, dashed=(), order=None) -> dict:
+    """``{(method, horizon): dict(color, marker, linestyle)}`` of the sample-efficiency lines.
+
+    Dashed = the methods in ``dashed`` (without the Viterbi decoding or the PKG), solid = the
+    others. One solid method: colour and marker = horizon T. Several: colour = network,
+    marker = horizon: a dashed method takes the colour of the solid method its name starts
+    with, as a word ('SCHEMA w/o Viterbi' -> 'SCHEMA'), else of the next solid method without
+    a dashed twin in ``order`` (the methods' order, default the lines'): ``--dashed 'Base
+    Model' 'SCHEMA w/o Viterbi'`` pairs the Base Model with ViterbiPlanNet.
+    """
+    horizons = sorted({h for _, h in lines})
+    order = list(dict.fromkeys(list(order or ()) + [m for m, _ in lines]))
+    solid = [m for m in order if m not in dashed and any(m == k for k, _ in lines)]
+    family = {m: i for i, m in enumerate(solid)}
+    for method in dashed:  # named after a solid method: its twin
+        prefixes = [s for s in solid if method.startswith(s + ' ')]
+        if prefixes:
+            family[method] = family[max(prefixes, key=len)]
+    for method in (m for m in dashed if m not in family):  # the others: the free ones in order
+        free = [s for s in solid if family[s] not in {family[d] for d in dashed if d in family}]
+        family[method] = family[free[0]] if free else len(solid) + list(dashed).index(method)
+    by_horizon = len(solid) <= 1
+    return {(m, h): dict(color=OKABE_ITO[(horizons.index(h) if by_horizon else family[m])
+                                         % len(OKABE_ITO)],
+                         marker=MARKERS[horizons.index(h) % len(MARKERS)],
+                         linestyle='--' if m in dashed else '-')
+            for m, h in lines}
+
+
 def plot_sample_efficiency(rows, out_stem, *, metric='success_rate', dashed=(),
                            x_key='train_fraction') -> list[Path]:
-    """Metric vs % of training windows: colour = horizon T, dashed = methods in ``dashed``
-    (without the PKG), solid = the others; one column wide, log x axis."""
+    """Metric vs % of training windows, one column wide, log x axis; colours, markers and
+    dashes as :func:`efficiency_styles`."""
     from matplotlib.lines import Line2D
     from matplotlib.ticker import FixedLocator, NullLocator
     points = efficiency_points(rows, metric, x_key)
+    styles = efficiency_styles(points, dashed, [r.method for r in rows])
     horizons = sorted({h for _, h in points})
-    methods = list(dict.fromkeys(m for m, _ in points))
-    colour = {h: OKABE_ITO[i % len(OKABE_ITO)] for i, h in enumerate(horizons)}
+    first = {m: styles[(m, h)] for m, h in reversed(list(points))}  # a style of each method
+    by_horizon = len({m for m in first if m not in dashed}) <= 1
+    colours = list(dict.fromkeys(style['color'] for style in first.values()))
+    methods = list(dict.fromkeys(r.method for r in rows if r.method in first))
+    if not by_horizon:  # legend: each network, then its dashed twin
+        methods.sort(key=lambda m: (colours.index(first[m]['color']), m in dashed))
     with paper_style() as plt:
         fig, ax = plt.subplots(figsize=(ONE_COLUMN, 2.4))
-        for (method, horizon), line in points.items():
-            _draw_line(ax, line, color=colour[horizon], marker=MARKERS[horizons.index(horizon)],
-                       linestyle='--' if method in dashed else '-')
+        for key, line in points.items():
+            _draw_line(ax, line, **styles[key])
         ax.set_xscale('log')
         xs = sorted({p[0] for line in points.values() for p in line})
         ax.xaxis.set_major_locator(FixedLocator(xs))
@@ -223,13 +256,18 @@ def plot_sample_efficiency(rows, out_stem, *, metric='success_rate', dashed=(),
         ax.set_xlabel('Training windows used (%)')
         ax.set_ylabel(axis_label(metric))
         ax.grid(alpha=0.3)
-        handles = [Line2D([], [], color=colour[h], marker=MARKERS[i], label=f'T={h}')
-                   for i, h in enumerate(horizons)]
-        handles += [Line2D([], [], color='0.3', linestyle='--' if m in dashed else '-', label=m)
-                    for m in methods]
-        ax.legend(handles=handles, ncol=3, loc='upper center', bbox_to_anchor=(0.5, -0.25),
-                  columnspacing=1.0, handlelength=2.2,
-                  title=f'Bands: {ci_label(_seed_counts(rows))}', title_fontsize=7)
+        handles = [Line2D([], [], color=first[m]['color'] if not by_horizon else '0.3',
+                          linestyle=first[m]['linestyle'], label=m) for m in methods]
+        if by_horizon or len(horizons) > 1:
+            colour = {h: style['color'] for (_, h), style in styles.items()}
+            handles = [Line2D([], [], color=colour[h] if by_horizon else '0.3',
+                              marker=MARKERS[i % len(MARKERS)],
+                              linestyle='-' if by_horizon else 'none', label=f'T={h}')
+                       for i, h in enumerate(horizons)] + handles
+        ax.legend(handles=handles, ncol=2 if len(handles) > 3 else len(handles),
+                  loc='upper center', bbox_to_anchor=(0.5, -0.25), columnspacing=1.0,
+                  handlelength=2.2, title=f'Bands: {ci_label(_seed_counts(rows))}',
+                  title_fontsize=7)
         return save_figure(fig, out_stem)
 
 
@@ -254,53 +292,78 @@ REFERENCE = 'none'
 
 
 def pkg_quality_panels(rows: list[ResultRow], metric: str = 'success_rate',
-                       num_resamples: int = 100) -> list[dict]:
-    """Three panels ``[{line label: [(x, mean, low, high), ...]}, ...]`` (see
-    :data:`PKG_PERTURBATIONS`); the unperturbed rows (``perturbation='none'``) are x=0 of
-    every line."""
-    reference, values = [], {}
+                       num_resamples: int = 100) -> tuple:
+    """``(panels, references)`` of the PKG-quality figure.
+
+    ``panels``: three dicts ``{(method, line label): [(x, mean, low, high), ...]}`` (see
+    :data:`PKG_PERTURBATIONS`); a method's unperturbed rows (``perturbation='none'``) are x=0
+    of each of its lines. ``references``: ``{method: (mean, low, high)}`` of the methods with
+    unperturbed rows only (a planner without the graph, e.g. SCHEMA w/o PKG: the dashed
+    reference every panel shows).
+    """
+    unperturbed, values = {}, {}
     for row in rows:
         kind = row.variant.get('perturbation')
         if metric not in row.metrics:
             raise ValueError(f'results row of {row.method!r} (seed {row.seed}) has no metric '
                              f'{metric!r}; it has {sorted(row.metrics)}')
         if kind == REFERENCE:
-            reference.append(row.metrics[metric])
+            unperturbed.setdefault(row.method, []).append(row.metrics[metric])
         elif kind in PKG_PERTURBATIONS:
             x = PKG_PERTURBATIONS[kind].to_x(float(row.variant['level']))
-            values.setdefault(kind, {}).setdefault(x, []).append(row.metrics[metric])
+            values.setdefault(row.method, {}).setdefault(kind, {}).setdefault(x, []).append(
+                row.metrics[metric])
         else:
             raise ValueError(f'results row of {row.method!r} (seed {row.seed}) has perturbation '
                              f'{kind!r}; expected {REFERENCE!r} or one of '
                              f'{sorted(PKG_PERTURBATIONS)}')
     panels = [{} for _ in PKG_PANEL_XLABELS]
-    for kind, spec in PKG_PERTURBATIONS.items():  # fixed order: fixed colours
-        if kind in values:
-            panels[spec.panel][spec.label] = {**({0.0: reference} if reference else {}),
-                                              **values[kind]}
+    for method, kinds in values.items():
+        reference = {0.0: unperturbed[method]} if method in unperturbed else {}
+        for kind, spec in PKG_PERTURBATIONS.items():  # fixed order: fixed line styles
+            if kind in kinds:
+                panels[spec.panel][(method, spec.label)] = {**reference, **kinds[kind]}
     panels = [ci_lines(panel, num_resamples) for panel in panels]
     if not any(panels):
         raise ValueError('no perturbed PKG rows to plot (variant "perturbation" and "level")')
-    return panels
+    references = {method: bootstrap_ci(np.array(scores), num_resamples=num_resamples)
+                  for method, scores in unperturbed.items() if method not in values}
+    return panels, references
 
 
 def plot_pkg_quality(rows, out_stem, *, metric='success_rate') -> list[Path]:
-    """Three panels (edge dropout, weight noise, partial / noisy data), two columns wide."""
-    panels = pkg_quality_panels(rows, metric)
+    """Three panels (edge dropout, weight noise, partial / noisy data), two columns wide:
+    colour = method; in (c) solid = partial data, dotted = label noise; dashed horizontal
+    line and band = a method without the graph (mean and 90% CI)."""
+    from matplotlib.lines import Line2D
+    panels, references = pkg_quality_panels(rows, metric)
+    methods = list(dict.fromkeys([m for panel in panels for m, _ in panel] + list(references)))
+    colour = {m: OKABE_ITO[i % len(OKABE_ITO)] for i, m in enumerate(methods)}
     with paper_style() as plt:
-        fig, axes = plt.subplots(1, 3, figsize=(TWO_COLUMNS, 2.0), sharey=True,
+        fig, axes = plt.subplots(1, 3, figsize=(TWO_COLUMNS, 2.2), sharey=True,
                                  layout='constrained')
         for ax, lines, xlabel, letter in zip(axes, panels, PKG_PANEL_XLABELS, 'abc'):
-            for number, (label, points) in enumerate(lines.items()):
-                _draw_line(ax, points, marker=MARKERS[number], label=label,
-                           color=OKABE_ITO[number], linestyle='-' if number == 0 else '--')
+            labels = list(dict.fromkeys(label for _, label in lines))
+            for (method, label), points in lines.items():
+                _draw_line(ax, points, color=colour[method], linestyle=('-', ':')[
+                    labels.index(label) % 2], marker=MARKERS[methods.index(method)])
+            for method, (mean, low, high) in references.items():
+                ax.axhline(mean, color=colour[method], linestyle='--', linewidth=1.0)
+                ax.axhspan(low, high, color=colour[method], alpha=0.12, linewidth=0)
             ax.set_xlabel(xlabel)
             ax.grid(alpha=0.3)
-            ax.text(0.02, 0.02, f'({letter})', transform=ax.transAxes, fontsize=8,
-                    fontweight='bold')
-            if len(lines) > 1:
-                ax.legend(loc='best')
+            ax.text(0.0, 1.03, f'({letter})', transform=ax.transAxes, fontsize=8,
+                    fontweight='bold', va='bottom')  # above the axes: clear of every line
+            if len(labels) > 1:
+                ax.legend(handles=[Line2D([], [], color='0.3', linestyle=('-', ':')[i % 2],
+                                          label=label) for i, label in enumerate(labels)],
+                          loc='lower right')
         axes[0].set_ylabel(axis_label(metric))
+        fig.legend(handles=[Line2D([], [], color=colour[m], label=m,
+                                   linestyle='--' if m in references else '-',
+                                   marker=None if m in references else MARKERS[i])
+                            for i, m in enumerate(methods)],
+                   loc='outside upper center', ncol=len(methods))
         fig.text(1.0, 0.0, f'Bands: {ci_label(_seed_counts(rows))}', ha='right', va='top',
                  fontsize=7)
         return save_figure(fig, out_stem)
@@ -585,6 +648,95 @@ def _venn_panel(ax, o: Overlap) -> None:
     ax.set_ylim(-1.7, 1.7)
     ax.set_aspect('equal')
     ax.axis('off')
+
+
+@dataclass
+class Overlap3:
+    """Failures of three methods on the same test windows (the paper's Venn diagram).
+
+    ``counts[(a, b, c)]``: windows failed exactly by the methods whose flag is True, summed
+    over the seeds all three ran; ``pairs``: :func:`error_overlap` of each later method
+    against each earlier one (fixed / introduced percentages of the paper's text).
+    """
+    methods: tuple
+    counts: dict
+    seeds: list
+    pairs: list
+
+    @property
+    def total(self) -> int:
+        return sum(self.counts.values())
+
+
+def error_overlap3(rows: list[ResultRow], methods, horizon: int | None = None) -> Overlap3:
+    """:class:`Overlap3` of three methods over the seeds all three ran (rows with a
+    ``per_sample_file``, as :func:`error_overlap`)."""
+    methods = tuple(methods)
+    if len(methods) != 3 or len(set(methods)) != 3:
+        raise ValueError(f'a three-set overlap needs three different methods, got {methods}')
+    pairs = [error_overlap(rows, methods[j], methods[i], horizon)
+             for i in range(3) for j in range(i + 1, 3)]
+    seeds = sorted(set.intersection(*(set(p.seeds) for p in pairs)))
+    if not seeds:
+        raise ValueError(f'{methods} share no seed')
+    files = {m: {r.seed: r.per_sample_file for r in rows if r.method == m and r.per_sample_file
+                 and (horizon is None or r.horizon == horizon)} for m in methods}
+    counts = {pattern: 0 for pattern in itertools.product((False, True), repeat=3)}
+    for seed in seeds:
+        solved = [read_success(files[m][seed]) for m in methods]
+        for index in solved[0]:  # same windows and ground truth: checked by the pairs
+            counts[tuple(not s[index][0] for s in solved)] += 1
+    return Overlap3(methods, counts, seeds, pairs)
+
+
+def overlap3_table(overlap: Overlap3) -> str:
+    """Markdown: the eight regions, then the pairwise fixed / introduced table."""
+    names = overlap.methods
+    lines = ['| ' + ' | '.join(f'{m} fails' for m in names) + ' | Windows |',
+             '|' + '---|' * 4]
+    for pattern, count in sorted(overlap.counts.items(), reverse=True):
+        lines.append('| ' + ' | '.join('yes' if f else 'no' for f in pattern) + f' | {count} |')
+    lines.append(f'\n{overlap.total} windows x seeds ({len(overlap.seeds)} seeds: '
+                 f'{overlap.seeds}), counts summed over the seeds.\n')
+    return '\n'.join(lines) + '\n' + overlap_table(overlap.pairs)
+
+
+# region label positions of circles A (upper left), B (upper right), C (bottom)
+VENN3_CENTRES = ((-0.55, 0.32), (0.55, 0.32), (0.0, -0.6))
+VENN3_LABELS = {(True, False, False): (-1.0, 0.6), (False, True, False): (1.0, 0.6),
+                (False, False, True): (0.0, -1.15), (True, True, False): (0.0, 0.82),
+                (True, False, True): (-0.68, -0.42), (False, True, True): (0.68, -0.42),
+                (True, True, True): (0.0, 0.02)}
+
+
+def plot_error_overlap3(overlap: Overlap3, out_stem) -> list[Path]:
+    """Three-circle Venn diagram of the failures (one column wide; counts summed over the
+    seeds); also writes ``<out_stem>.md`` (:func:`overlap3_table`)."""
+    from matplotlib.patches import Circle
+    with paper_style() as plt:
+        fig, ax = plt.subplots(figsize=(ONE_COLUMN, 2.9), layout='constrained')
+        for (x, y), colour in zip(VENN3_CENTRES, OKABE_ITO):
+            ax.add_patch(Circle((x, y), 1.0, facecolor=colour, alpha=0.2, edgecolor=colour,
+                                linewidth=1.2))
+        for pattern, (x, y) in VENN3_LABELS.items():
+            ax.text(x, y, str(overlap.counts[pattern]), ha='center', va='center', fontsize=7)
+        for (x, y), name, colour, side in zip(VENN3_CENTRES, overlap.methods, OKABE_ITO,
+                                              ('right', 'left', 'center')):
+            below = y < 0
+            ax.text(x + {'right': 0.35, 'left': -0.35, 'center': 0}[side],
+                    y + (-1.08 if below else 1.08), f'{name} fails', ha=side,
+                    va='top' if below else 'bottom', fontsize=7, color=colour)
+        ax.text(1.75, -1.65, f'all solve: {overlap.counts[(False, False, False)]}',
+                ha='right', va='bottom', fontsize=7)
+        ax.set_xlim(-1.75, 1.75)
+        ax.set_ylim(-1.75, 1.55)
+        ax.set_aspect('equal')
+        ax.axis('off')
+        fig.supxlabel(f'Window counts summed over {len(overlap.seeds)} seeds', fontsize=6.5)
+        paths = save_figure(fig, out_stem)
+    table = Path(out_stem).with_suffix('.md')
+    table.write_text(overlap3_table(overlap))
+    return paths + [table]
 
 
 # ------------------------------------------------------------------------ qualitative

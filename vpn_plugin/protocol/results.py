@@ -403,3 +403,50 @@ def rename_methods(rows: list[ResultRow], renames: list[str]) -> list[ResultRow]
         old, new = item.split('=', 1)
         mapping[old] = new
     return [replace(r, method=mapping.get(r.method, r.method)) for r in rows]
+
+
+def mean_over_datasets(rows: list[ResultRow]) -> list[ResultRow]:
+    """One row per (protocol, method, seed, horizon, training horizon, variant) whose metrics
+    are the means over the datasets of its rows (the dataset-independent PKG table: tested
+    per dataset, averaged per horizon); ``dataset`` names them, e.g. ``'mean(crosstask,niv)'``.
+
+    Every such group must cover the same datasets (and say whether it is shortened the same
+    way); a metric is kept when every dataset has it. The datasets' ``text_features`` variants
+    (stand-in text features, e.g. COIN's) are not part of the group: the mean row names them all.
+    """
+    from dataclasses import replace
+    groups = {}
+    for row in rows:
+        study = {k: v for k, v in row.variant.items() if k != 'text_features'}
+        key = (row.protocol, row.method, row.seed, row.horizon, row.train_horizon,
+               json.dumps(study, sort_keys=True))
+        if row.dataset in groups.setdefault(key, {}):
+            raise ValueError(f'two rows of method={row.method!r} seed={row.seed} '
+                             f'T={row.horizon} dataset={row.dataset!r}; filter by protocol or '
+                             'settings before averaging over datasets')
+        groups[key][row.dataset] = row
+    datasets = {}
+    for key, by_dataset in groups.items():
+        datasets.setdefault(key[1], set()).update(by_dataset)
+    averaged = []
+    for key, by_dataset in groups.items():
+        if set(by_dataset) != datasets[key[1]]:
+            raise ValueError(f'method {key[1]!r} seed {key[2]} T={key[3]} has datasets '
+                             f'{sorted(by_dataset)}, other rows of it '
+                             f'{sorted(datasets[key[1]])}: a mean over datasets needs them all')
+        parts = list(by_dataset.values())
+        common = set.intersection(*(set(r.metrics) for r in parts))
+        reasons = sorted({shortened_reason(r) for r in parts})
+        if len(reasons) > 1:
+            raise ValueError(f'method {key[1]!r} seed {key[2]} T={key[3]}: datasets shortened '
+                             f'differently ({reasons}); average runs of one schedule')
+        stand_ins = sorted({f'{r.dataset}: {r.variant["text_features"]}' for r in parts
+                            if r.variant.get('text_features')})
+        averaged.append(replace(
+            parts[0], dataset=f'mean({",".join(sorted(by_dataset))})',
+            variant={**json.loads(key[5]), **({'text_features': '; '.join(stand_ins)}
+                                               if stand_ins else {})},
+            metrics={m: sum(r.metrics[m] for r in parts) / len(parts) for m in sorted(common)},
+            params=max((r.params for r in parts if r.params is not None), default=None),
+            config='', per_sample_file='', work_dir='', settings={}, failures={}))
+    return averaged

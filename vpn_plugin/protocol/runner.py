@@ -15,13 +15,27 @@ A protocol config (``configs/protocol/*.py``) defines::
              tests=[dict()]),        # evaluations of the trained model, one results row each
     ]
 
+A run may start from a **pre-training stage** (the sample-efficiency study's visual encoder,
+trained on the whole training set, then frozen)::
+
+    stages = dict(encoder=dict(config='configs/vpn_{dataset}_t{T}.py', cfg_options={}))
+    runs = [dict(..., pretrained=dict(stage='encoder', option='model.init_visual_from'))]
+
+A stage trains once per (stage, horizon, seed) in ``<out>/<protocol>/pretrain_<stage>/T<T>/
+seed<s>`` (same overrides as the runs) before the first run that names it; its checkpoint is
+given to each such run's training and tests as the config option ``option``. A finished stage
+is reused by every run and every later call, never retrained: a stage whose checkpoint has
+gone missing is an error. The stage's identity is part of the run's (``run.json``, the rows'
+``settings['pretrained']``).
+
 A test entry may set ``method`` (row name; default the run's), ``config`` (test config, default
-the run's; may use {T}), ``cfg_options`` and ``horizon`` (the test horizon; default the test
+the run's; may use {T}), ``cfg_options``, ``variant`` (added to the run's in the row: tests of
+one training under several study settings) and ``horizon`` (the test horizon; default the test
 config's ``test_horizon``, else the run's). Several tests share one training (ablation
-decodings, cross-horizon evaluation). ``{dataset}`` in a config path is the protocol's
-``dataset``. Every training and test sets the horizon through
-:func:`vpn_plugin.data_paths.apply_horizon` (``horizon`` = the training's, ``test_horizon`` =
-the test's), as ``tools/train.py --horizon`` does.
+decodings, cross-horizon evaluation). ``{dataset}`` in a config path, a run's ``slug`` or a
+``cfg_options`` string is the protocol's ``dataset``. Every training and test sets the horizon
+through :func:`vpn_plugin.data_paths.apply_horizon` (``horizon`` = the training's,
+``test_horizon`` = the test's), as ``tools/train.py --horizon`` does.
 
 Each (run, horizon, seed) trains in its own work dir ``<out>/<protocol>/<slug>/T<T>/seed<s>``
 (``seed<s>_batch_size-64_max_epochs-3`` etc. when ``--max-epochs``/``--val-interval``/
@@ -41,6 +55,7 @@ epochs than their config say so in ``shortened``.
 from __future__ import annotations
 
 import copy
+import dataclasses
 import functools
 import inspect
 import json
@@ -56,9 +71,10 @@ from .results import ResultRow, append_result, read_results
 
 
 # what a protocol config, a run entry and a test entry may set (module docstring)
-PROTOCOL_KEYS = ('protocol', 'dataset', 'seeds', 'requires', 'runs', 'max_epochs')
-RUN_KEYS = ('method', 'config', 'horizons', 'cfg_options', 'variant', 'train', 'tests', 'slug')
-TEST_KEYS = ('method', 'config', 'cfg_options', 'horizon')
+PROTOCOL_KEYS = ('protocol', 'dataset', 'seeds', 'requires', 'runs', 'max_epochs', 'stages')
+RUN_KEYS = ('method', 'config', 'horizons', 'cfg_options', 'variant', 'train', 'tests', 'slug',
+            'pretrained')
+TEST_KEYS = ('method', 'config', 'cfg_options', 'horizon', 'variant')
 
 
 @dataclass
@@ -67,6 +83,7 @@ class TestSpec:
     config: str
     horizon: int
     cfg_options: dict = field(default_factory=dict)
+    variant: dict = field(default_factory=dict)  # added to the run's in this test's row
 
 
 @dataclass
@@ -80,6 +97,8 @@ class TrainUnit:
     variant: dict
     train: bool
     tests: list
+    # dict(option=<config key>, unit=<TrainUnit of the pre-training stage>) or None
+    pretrained: dict | None = None
 
 
 def load_protocol(path: str):
@@ -107,6 +126,7 @@ def expand_units(protocol_cfg, seeds=None, methods=None, horizons=None) -> list[
     """
     seeds = list(seeds if seeds is not None else protocol_cfg.get('seeds', [0, 1, 2, 3, 4]))
     dataset = protocol_cfg.get('dataset', '')
+    stages = _StageUnits(protocol_cfg, dataset)
     per_run, names, trained = [], set(), set()
     for index, run in enumerate(protocol_cfg.runs):
         run = dict(run)
@@ -125,8 +145,8 @@ def expand_units(protocol_cfg, seeds=None, methods=None, horizons=None) -> list[
             if methods:
                 specs = [s for s in specs if s.method in methods]
             if specs:
-                variant = {**run.get('variant', {}),
-                           **config_variant(config, run.get('cfg_options', {}))}
+                variant = {**run.get('variant', {}), **config_variant(
+                    config, _fill(dict(run.get('cfg_options', {})), dataset))}
                 per_run.append((run, name, config, horizon, specs, variant))
     from vpn_plugin.errors import check_names
     check_names(methods, sorted(names), '--methods')  # a typo would silently drop a method
@@ -135,10 +155,46 @@ def expand_units(protocol_cfg, seeds=None, methods=None, horizons=None) -> list[
     units = []
     for seed in seeds:
         for run, name, config, horizon, specs, variant in per_run:
-            units.append(TrainUnit(_slug(run.get('slug') or name, run.get('variant', {})),
-                                   config, horizon, seed, dict(run.get('cfg_options', {})),
-                                   variant, bool(run.get('train', True)), specs))
+            units.append(TrainUnit(_slug(_fill(run.get('slug') or name, dataset),
+                                         run.get('variant', {})),
+                                   config, horizon, seed,
+                                   _fill(dict(run.get('cfg_options', {})), dataset), variant,
+                                   bool(run.get('train', True)), specs,
+                                   stages.link(run.get('pretrained'), horizon, seed)))
     return units
+
+
+class _StageUnits:
+    """The pre-training stages of a protocol (``stages``), one shared :class:`TrainUnit` per
+    (stage, horizon, seed)."""
+
+    def __init__(self, protocol_cfg, dataset: str):
+        self.stages = dict(protocol_cfg.get('stages') or {})
+        self.name, self.dataset, self.units = protocol_cfg.protocol, dataset, {}
+
+    def link(self, pretrained, horizon: int, seed: int):
+        """``TrainUnit.pretrained`` of a run's ``pretrained=dict(stage=, option=)``."""
+        if not pretrained:
+            return None
+        stage, option = pretrained.get('stage'), pretrained.get('option')
+        if stage not in self.stages or not option:
+            raise ValueError(f'protocol {self.name!r}: pretrained={dict(pretrained)} must name '
+                             f'one of the stages {sorted(self.stages)} and the config option '
+                             "that receives its checkpoint, e.g. option='model.init_visual_from'")
+        key = (stage, horizon, seed)
+        if key not in self.units:
+            spec = self.stages[stage]
+            self.units[key] = TrainUnit(f'pretrain_{stage}',
+                                        _config_path(spec['config'], horizon, self.dataset),
+                                        horizon, seed, dict(spec.get('cfg_options', {})), {},
+                                        True, [])
+        return dict(option=option, unit=self.units[key])
+
+
+def with_stages(units: list[TrainUnit]) -> list[TrainUnit]:
+    """``units`` preceded by the distinct pre-training stages they start from (dry run)."""
+    stages = {id(u.pretrained['unit']): u.pretrained['unit'] for u in units if u.pretrained}
+    return list(stages.values()) + list(units)
 
 
 def config_variant(config: str, cfg_options: dict) -> dict:
@@ -161,13 +217,26 @@ def _test_spec(test: dict, method: str, config: str, horizon: int, dataset: str)
         test_horizon = _config_horizon(test_config, 'test_horizon') if 'config' in test \
             else horizon
     return TestSpec(test.get('method', method), test_config, test_horizon,
-                    dict(test.get('cfg_options', {})))
+                    _fill(dict(test.get('cfg_options', {})), dataset),
+                    dict(test.get('variant', {})))
 
 
 def _config_path(template: str, horizon, dataset: str) -> str:
     """``template`` with ``{T}`` (when a horizon is given) and ``{dataset}`` filled."""
     path = template.replace('{dataset}', dataset)
     return path.replace('{T}', str(horizon)) if horizon else path
+
+
+def _fill(value, dataset: str):
+    """``value`` (a slug or ``cfg_options``) with ``{dataset}`` in every string replaced by
+    the protocol's dataset (e.g. ``select=['{dataset}']`` of a union model's test)."""
+    if isinstance(value, str):
+        return value.replace('{dataset}', dataset)
+    if isinstance(value, (list, tuple)):
+        return type(value)(_fill(item, dataset) for item in value)
+    if hasattr(value, 'items'):
+        return {key: _fill(item, dataset) for key, item in value.items()}
+    return value
 
 
 def _parsed_config(config: str):
@@ -208,7 +277,7 @@ def check_units(units: list[TrainUnit]) -> int:
     training.
     """
     checked = set()
-    for unit in units:
+    for unit in with_stages(units):
         jobs = [(unit.config, unit.cfg_options, None)] if unit.train else []
         jobs += [(s.config, {**unit.cfg_options, **s.cfg_options}, s.horizon)
                  for s in unit.tests]
@@ -325,7 +394,7 @@ class ProtocolRunner:
                          metrics=metrics or {'pending': 0.0}, params=params,
                          dataset=self.dataset, config=spec.config,
                          train_horizon=unit.horizon if unit.train else None,
-                         protocol=self.protocol, variant=unit.variant,
+                         protocol=self.protocol, variant={**unit.variant, **spec.variant},
                          per_sample_file='', work_dir=str(work_dir), shortened=shortened,
                          settings=self.settings(unit, spec))
 
@@ -337,8 +406,10 @@ class ProtocolRunner:
         return dict(schedule, batch_size=self.batch_size)
 
     def settings(self, unit: TrainUnit, spec: TestSpec) -> dict:
-        """A row's ``settings``: the overrides and the test's merged ``cfg_options``."""
-        return dict(self.overrides(unit), cfg_options={**unit.cfg_options, **spec.cfg_options})
+        """A row's ``settings``: the overrides, the test's merged ``cfg_options`` and the
+        pre-training stage (if any)."""
+        return dict(self.overrides(unit), cfg_options={**unit.cfg_options, **spec.cfg_options},
+                    **self._pretrained_identity(unit))
 
     def work_dir(self, unit: TrainUnit) -> Path:
         """Work dir of a training unit (also listed by ``--dry-run``)."""
@@ -348,7 +419,34 @@ class ProtocolRunner:
     def identity(self, unit: TrainUnit) -> dict:
         """What ``run.json`` records: everything that changes the training's result."""
         return dict(config=unit.config, seed=unit.seed, cfg_options=unit.cfg_options,
-                    train=unit.train, **self.overrides(unit))
+                    train=unit.train, **self.overrides(unit), **self._pretrained_identity(unit))
+
+    def _pretrained_identity(self, unit: TrainUnit) -> dict:
+        if not unit.pretrained:
+            return {}
+        stage = unit.pretrained['unit']
+        return dict(pretrained=dict(option=unit.pretrained['option'], stage=stage.slug,
+                                    **self.identity(stage)))
+
+    def pretrained_options(self, unit: TrainUnit) -> dict:
+        """``{option: checkpoint}`` of the unit's pre-training stage, trained first when it
+        never was (once per stage, horizon and seed, under its work dir's lock: runs of other
+        processes that need it wait; a finished stage is never retrained)."""
+        if not unit.pretrained:
+            return {}
+        stage = unit.pretrained['unit']
+        work_dir = self.work_dir(stage)
+        with exclusive_lock(lock_path_of(work_dir), wait=True, what=f'work dir {work_dir}'):
+            claim_work_dir(work_dir, self.identity(stage))
+            if not (work_dir / 'train_done.json').is_file():
+                _log(f'    pre-training stage {stage.slug} T={stage.horizon} seed={stage.seed} '
+                     f'({stage.config}) -> {work_dir}')
+            checkpoint = self.train(stage, work_dir)[0]
+        if not Path(checkpoint).is_file():
+            raise FileNotFoundError(f'{work_dir}: the finished pre-training stage lists the '
+                                    f'checkpoint {checkpoint}, which is gone; it is never '
+                                    'retrained silently: delete the folder to train it again')
+        return {unit.pretrained['option']: checkpoint}
 
     def run(self, units: list[TrainUnit], jobs: int = 1) -> Path:
         """Run every unfinished unit, ``jobs`` at once (``protocol/pool.py``: one process per
@@ -424,14 +522,20 @@ class ProtocolRunner:
         if all(self.row_for(unit, spec).key() in done for spec in unit.tests):
             return
         claim_work_dir(work_dir, self.identity(unit))
+        identity, unit = unit, dataclasses.replace(  # the stage's checkpoint reaches the configs
+            unit, cfg_options={**unit.cfg_options, **self.pretrained_options(unit)})
         checkpoint, params, shortened, selection = (self.train(unit, work_dir) if unit.train
                                                     else (None, None, '', ''))
         for spec in unit.tests:
-            if self.row_for(unit, spec).key() in done:
+            if self.row_for(identity, spec).key() in done:
                 continue
-            test_dir = work_dir / f'test_{_slug(spec.method, {})}_T{spec.horizon}'
+            # the dataset: one training may be tested on several (a union model's work dir is
+            # shared by the protocol files of its datasets)
+            test_dir = work_dir / _slug(f'test_{spec.method}_{self.dataset}_T{spec.horizon}',
+                                        spec.variant)
             metrics, test_params = self.test(unit, spec, checkpoint, test_dir)
-            row = self.row_for(unit, spec, metrics, params or test_params, test_dir, shortened)
+            row = self.row_for(identity, spec, metrics, params or test_params, test_dir,
+                               shortened)
             row.selection = selection
             per_sample = test_dir / 'per_sample.json'
             if per_sample.is_file():
@@ -490,6 +594,9 @@ class ProtocolRunner:
             cfg.train_cfg.val_interval = self.val_interval or self.max_epochs
             cfg.default_hooks.checkpoint = dict(type='CheckpointHook', interval=self.max_epochs,
                                                 max_keep_ckpts=1)
+        # an interrupted training of this identity (claim_work_dir) goes on from its last
+        # checkpoint (bit-exact: RNGStateHook) instead of starting over
+        cfg.resume = (work_dir / 'last_checkpoint').is_file()
         runner = build_runner(cfg)
         runner.train()
         checkpoint, selection = selected_checkpoint(cfg, work_dir)

@@ -1,0 +1,3 @@
+# SCHEMA on CrossTask + NIV + COIN together (one action space, one PKG), T=3.
+_base_ = ['../_base_/planners/schema_union.py']
+horizon = 3

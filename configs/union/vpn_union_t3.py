@@ -1,0 +1,3 @@
+# ViterbiPlanNet on CrossTask + NIV + COIN together (one action space, one PKG), T=3.
+_base_ = ['../_base_/planners/vpn_union.py']
+horizon = 3
