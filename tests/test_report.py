@@ -393,17 +393,10 @@ def test_docs_results_commands_match_the_cli_and_the_protocol(tmp_path, capsys, 
     that made its results and gives the tables committed in docs/results_synthetic_*.md."""
     monkeypatch.chdir(REPO)
     protocols = docs_results_protocols()
-<<<<<<< HEAD
-    assert set(protocols) == {'R', 'N', 'V', 'E', 'Q', 'S', 'C'}
+    assert set(protocols) == {'R', 'N', 'V', 'E', 'F', 'Q', 'O', 'U', 'S', 'C'}
     results = {f'${v}': str(protocol_results(tmp_path, c)) for v, c in protocols.items()}
     commands = docs_commands('report')
-    assert len(commands) == 6
-=======
-    assert set(protocols) == {'R', 'N', 'V', 'E', 'F', 'Q', 'O', 'U', 'S'}
-    results = {f'${v}': str(protocol_results(tmp_path, c)) for v, c in protocols.items()}
-    commands = docs_commands('report')
-    assert len(commands) == 8
->>>>>>> main
+    assert len(commands) == 9
     for argv in commands:
         argv = [results.get(a, a) for a in argv]
         stem = argv[argv.index('--out') + 1]
