@@ -29,6 +29,7 @@ atomically (a full disk never leaves a partial checkpoint; ``vpn_plugin.engine.c
 """
 from __future__ import annotations
 
+import collections
 import logging
 import os.path as osp
 
@@ -87,6 +88,23 @@ PLUGIN_KEYS = ('horizon', 'test_horizon', 'data_root', 'feature_dir', 'cache_dir
                'paths', 'train_source', 'test_source', 'dataset_variant', 'device_resident')
 
 
+_RUNNERS_PER_NAME = collections.Counter()  # runners built in this process, by experiment name
+
+
+def unique_experiment_name(cfg):
+    """The config's ``experiment_name`` (mmengine's default: the config file's stem), made
+    unique in this process by a ``-k`` suffix from its second runner on. mmengine appends the
+    start second and keeps ONE MessageHub and Visualizer per name: two runners of one config
+    started within the same second (a protocol's tests, a test suite) would otherwise share
+    their logged scalars and write them to the first one's work dir. Every rank builds its
+    runners in the same order, so the ranks agree."""
+    name = cfg.get('experiment_name') or (
+        osp.splitext(osp.basename(cfg.filename))[0] if cfg.filename else 'run')
+    count = _RUNNERS_PER_NAME[name]
+    _RUNNERS_PER_NAME[name] += 1
+    return f'{name}-{count}' if count else name
+
+
 def cpu_backend(env_cfg: dict, has_accelerator: bool) -> dict:
     """``env_cfg`` with ``dist_cfg.backend`` ``nccl`` replaced by ``gloo`` when there is no GPU."""
     dist_cfg = dict(env_cfg.get('dist_cfg') or {})
@@ -111,6 +129,7 @@ class PlanningRunner(Runner):
         check_split_disjoint(cfg)  # no test video among the training videos
         if type(cfg) is Config:
             object.__setattr__(cfg, '__class__', TextCachedConfig)
+        cfg.experiment_name = unique_experiment_name(cfg)
         return super().from_cfg(cfg)
 
     def build_logger(self, *args, **kwargs):
@@ -202,4 +221,5 @@ def build_runner(cfg) -> Runner:
     """The config's ``runner_type`` from ``RUNNERS`` (as MMAction2's tools do), else ``Runner``."""
     if 'runner_type' in cfg:
         return RUNNERS.build(cfg)
+    cfg.experiment_name = unique_experiment_name(cfg)
     return Runner.from_cfg(cfg)

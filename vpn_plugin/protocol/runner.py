@@ -376,7 +376,6 @@ class ProtocolRunner:
         self.batch_size = batch_size
         self.log_level = log_level
         self.data_paths = data_paths or {}  # --data-root / --feature-dir (vpn_plugin.data_paths)
-        self._counter = 0
         given = {k: v for k, v in (('max_epochs', self.max_epochs),
                                    ('val_interval', val_interval),
                                    ('batch_size', batch_size)) if v is not None}
@@ -561,8 +560,7 @@ class ProtocolRunner:
         cfg.work_dir = str(work_dir)
         cfg.randomness = dict(cfg.get('randomness', {}), seed=seed)
         cfg.log_level = self.log_level
-        self._counter += 1
-        cfg.experiment_name = f'{work_dir.name}_{self._counter}_{time.strftime("%H%M%S")}'
+        cfg.experiment_name = work_dir.name  # made unique per process by PlanningRunner
         cfg.launcher = 'none'
         if cfg.model.get('pkg') is not None:
             cfg.model.pkg['seed'] = seed  # PKG perturbations differ across seeds
