@@ -1,6 +1,5 @@
 """ViterbiPlanNet against the authors' recorded outputs (../shared/reference/authors_*)."""
 import json
-import os
 import shutil
 from pathlib import Path
 
@@ -13,18 +12,15 @@ from mmaction.registry import MODELS
 from vpn_plugin.data_paths import load_config
 from mmengine.runner import load_checkpoint
 from oracle_fixtures import predict_fixture
+from reference_fixtures import reference_dir
 from tool_modules import load_tool
 
 REPO = Path(__file__).resolve().parents[1]
-REFERENCE = Path(os.environ.get('VPN_SHARED_REFERENCE', REPO.parent / 'shared' / 'reference'))
-FIXTURE = REFERENCE / 'authors_crosstask_t3'
 
 
 @pytest.fixture(scope='module')
 def fixture_dir() -> Path:
-    if not (FIXTURE / 'meta.json').is_file():
-        pytest.skip(f'authors reference fixture not found at {FIXTURE} (set VPN_SHARED_REFERENCE)')
-    return FIXTURE
+    return reference_dir('authors_crosstask_t3')
 
 
 pytestmark = pytest.mark.usefixtures('single_thread')

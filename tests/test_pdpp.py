@@ -3,7 +3,6 @@ Runner (task classifier first, steps per epoch, warm-up/step LR, EMA) and the PD
 of the PKG beam search. Tiny sizes; full-size models are only built."""
 import copy
 import math
-import os
 import re
 import shutil
 from pathlib import Path
@@ -17,6 +16,7 @@ import vpn_plugin.mm  # noqa: F401  (registration)
 from mmaction.registry import MODELS
 from mmengine.dataset import DefaultSampler
 from test_baselines import best_path, chain_pkg
+from reference_fixtures import reference_dir
 from tool_modules import load_tool
 from vpn_plugin.core import diffusion
 from vpn_plugin.data_paths import load_config
@@ -24,8 +24,6 @@ from vpn_plugin.engine import PDPPEMAHook, StepsPerEpochBatchSampler, TaskClassi
 from vpn_plugin.models.base_planner import num_parameters
 
 REPO = Path(__file__).resolve().parents[1]
-REFERENCE = Path(os.environ.get('VPN_SHARED_REFERENCE', REPO.parent / 'shared' / 'reference'))
-FIXTURE = REFERENCE / 'pdpp_small_t3'
 CONFIG = REPO / 'configs/baselines/pdpp_crosstask_t3.py'
 
 pytestmark = pytest.mark.usefixtures('single_thread')
@@ -34,9 +32,7 @@ pytestmark = pytest.mark.usefixtures('single_thread')
 # ------------------------------------------------------------------ the oracle fixture
 @pytest.fixture(scope='module')
 def fixture_dir() -> Path:
-    if not (FIXTURE / 'meta.json').is_file():
-        pytest.skip(f'PDPP reference fixture not found at {FIXTURE} (set VPN_SHARED_REFERENCE)')
-    return FIXTURE
+    return reference_dir('pdpp_small_t3')
 
 
 def test_reference_fixture_passes(fixture_dir, capsys):

@@ -3,7 +3,6 @@ Viterbi, the checkpoint converter, train -> test through the tools, bad configs.
 import copy
 import itertools
 import json
-import os
 from pathlib import Path
 
 import numpy as np
@@ -17,11 +16,10 @@ from vpn_plugin.core import viterbi_decode, viterbi_decode_probs
 from vpn_plugin.data_paths import load_config
 from vpn_plugin.models.base_planner import num_parameters
 from oracle_fixtures import predict_fixture
+from reference_fixtures import reference_dir
 from tool_modules import load_tool
 
 REPO = Path(__file__).resolve().parents[1]
-REFERENCE = Path(os.environ.get('VPN_SHARED_REFERENCE', REPO.parent / 'shared' / 'reference'))
-FIXTURE = REFERENCE / 'schema_crosstask_t3'
 # the paper's counts (independent of T), as issue 20 and the fixture's meta.json list them
 FULL_SIZE_COUNTS = {'crosstask': 6_133_530, 'coin': 6_279_105, 'niv': 6_116_792}
 N, K, D, T = 5, 2, 12, 3
@@ -31,9 +29,7 @@ pytestmark = pytest.mark.usefixtures('single_thread')
 
 @pytest.fixture(scope='module')
 def fixture_dir() -> Path:
-    if not (FIXTURE / 'meta.json').is_file():
-        pytest.skip(f'SCHEMA reference fixture not found at {FIXTURE} (set VPN_SHARED_REFERENCE)')
-    return FIXTURE
+    return reference_dir('schema_crosstask_t3')
 
 
 def small(**overrides):
