@@ -90,3 +90,19 @@ def test_the_beam_search_is_estimated_by_its_step_model(monkeypatch, tmp_path):
     assert seconds['pkg_beam_search'] == seconds['pdpp'] == (90.0, '')
     assert seconds['pkg_beam_search_mlp'] == (RELATIVE_EPOCH_COST[
         ('crosstask', 'PKGBeamSearchPlanner/EndpointMLP')], '')
+
+
+def test_the_union_model_is_estimated_from_the_union_epoch(monkeypatch, tmp_path):
+    """The dataset-independent PKG study's union model trains on CrossTask + NIV + COIN: its
+    estimate is the union's measured epoch, never CrossTask's with a placeholder name."""
+    monkeypatch.chdir(REPO)
+    protocol = load_protocol('configs/protocol/dataset_independent_pkg_niv.py')
+    units = expand_units(protocol, seeds=[0], horizons=[3])
+    planned = {p.slug: p for p in plan_runs(units, ProtocolRunner(protocol, tmp_path).work_dir,
+                                           2, epoch_seconds=4.0)}
+    for name in ('ViterbiPlanNet', 'SCHEMA'):
+        union, single = planned[f'{name}_union'], planned[f'{name}_niv']
+        assert union.cost_note == single.cost_note == ''
+        assert union.epoch_seconds == pytest.approx(4.0 * RELATIVE_EPOCH_COST[('union', name)])
+        assert single.epoch_seconds == pytest.approx(4.0 * RELATIVE_EPOCH_COST[('niv', name)])
+    assert planned['SCHEMA_union'].seconds > 10 * planned['ViterbiPlanNet_union'].seconds

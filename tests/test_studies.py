@@ -169,6 +169,25 @@ def test_union_offsets_ids_and_counts_a_block_diagonal_pkg(tiny_crosstask, tmp_p
         DATASETS.build(union_dataset(tmp_path, tiny_crosstask, 'test', select=['c']))
 
 
+def test_union_batches_are_gathered_on_the_device_as_the_items_stack(tiny_crosstask, tmp_path):
+    from mmengine.dataset import default_collate
+
+    from vpn_plugin.datasets.planning_dataset import planning_collate
+    tiny = {f'{split}_dataset': dict(tiny_crosstask[f'{split}_dataset'], device_resident=True)
+            for split in ('train', 'val', 'test')}
+    union = DATASETS.build(union_dataset(tmp_path, tiny))
+    assert union.device_resident
+    indices = [len(union) - 1, 0, len(union) // 2 + 1, 0]
+    gathered = planning_collate(union.__getitems__(indices))
+    stacked = default_collate([union[i] for i in indices])
+    for part in ('inputs', 'data_samples'):
+        assert gathered[part].keys() == stacked[part].keys()
+        for name, values in stacked[part].items():
+            assert torch.equal(gathered[part][name], values), name
+    items = DATASETS.build(union_dataset(tmp_path, tiny_crosstask))  # the sources' own flag
+    assert not items.device_resident and isinstance(items.__getitems__(indices), list)
+
+
 def test_union_text_features_are_the_sources_in_order(tmp_path):
     parts = [np.random.default_rng(i).random((n, 6, 4)).astype(np.float32)
              for i, n in enumerate((3, 2))]

@@ -3,11 +3,12 @@
     OMP_NUM_THREADS=1 .venv/bin/python tools/benchmark_epoch.py \
         configs/vpn_crosstask_t3.py --epochs 3 [--threads 1] [--test] [--cfg-options ...]
 
-Prints the device, torch and CUDA versions, then trains ``--epochs`` epochs with the mmengine
-Runner (no validation, no checkpoints) and prints one row per epoch: wall seconds, iterations,
-seconds per iteration and the data-loading share (mmengine's ``data_time`` over the iteration
-``time``, both from IterTimerHook), and the time before the first epoch (hooks: PDPP's
-task-classifier stage). Then one more, instrumented epoch gives the split of an epoch: ``data``
+Prints the device, torch and CUDA versions, then trains ``--epochs`` epochs with the config's
+Runner, built as ``tools/train.py`` builds it (no validation, no checkpoints; the environment
+dump and the config go to the temporary work dir, not the console), and prints one row per
+epoch: wall seconds, iterations, seconds per iteration and the data-loading share (mmengine's
+``data_time`` over the iteration ``time``, both from IterTimerHook), and the time before the
+first epoch (hooks: PDPP's task-classifier stage). Then one more, instrumented epoch gives the split of an epoch: ``data``
 (the loader's batches and the data preprocessor's copy to the device), ``forward`` (model and
 losses), ``backward``, ``optimiser`` (step and zero_grad), ``hooks`` (every hook call) and
 ``other`` (the loop itself). On a GPU the instrumented epoch synchronises the device at each
@@ -28,10 +29,10 @@ import vpn_plugin.mm  # noqa: F401  (compat + registration)
 from mmengine.config import DictAction
 from mmengine.device import get_device
 from mmengine.hooks import Hook
-from mmengine.runner import Runner
 from vpn_plugin.benchmark import environment_line
 from vpn_plugin.data_paths import load_config
 from vpn_plugin.errors import POSITIVE_INT, tool_main
+from vpn_plugin.runner import build_runner as build_planning_runner
 
 PHASES = ('data', 'forward', 'backward', 'optimiser', 'hooks', 'other')
 
@@ -149,7 +150,7 @@ def parse_args(argv=None):
     return parser.parse_args(argv)
 
 
-def build_runner(args, work_dir):
+def benchmark_runner(args, work_dir):
     cfg = load_config(args.config, args.cfg_options)
     cfg.work_dir = work_dir
     total = args.epochs + 1
@@ -160,7 +161,7 @@ def build_runner(args, work_dir):
     cfg.default_hooks.checkpoint = dict(type='CheckpointHook', interval=total + 1,
                                         save_last=False)
     cfg.default_hooks.logger = dict(type='LoggerHook', interval=10 ** 6)
-    return Runner.from_cfg(cfg)
+    return build_planning_runner(cfg)
 
 
 def print_split(clock: PhaseClock, epoch: int) -> None:
@@ -176,7 +177,7 @@ def main(argv=None):
     args = parse_args(argv)
     torch.set_num_threads(args.threads)
     with tempfile.TemporaryDirectory() as work_dir:
-        runner = build_runner(args, work_dir)
+        runner = benchmark_runner(args, work_dir)
         began = time.perf_counter()
         # Built here so that the one-off dataset build is timed apart; train() reuses it.
         runner._train_dataloader = runner.build_dataloader(runner._train_dataloader)

@@ -11,6 +11,8 @@ block-diagonal graph of the sources' transitions.
 
 ``select`` keeps the windows of some sources only (e.g. the test windows of one dataset, in
 the union's action space): the others contribute their taxonomy, no window and no feature.
+Batches are gathered on the device (``PlanningDataset.__getitems__``) when every selected
+source is ``device_resident`` (the dataset configs' default).
 """
 import dataclasses
 from pathlib import Path
@@ -100,6 +102,8 @@ class ConcatPlanningDataset(Dataset):
         self.tasks = np.concatenate([p.tasks + self.task_offsets[i] for i, p in parts])
         self.windows = [self._offset_window(w, i) for i, p in parts for w in p.windows]
         self.source_of = np.concatenate([np.full(len(p), i) for i, p in parts])
+        self.device_resident = all(p.device_resident for _, p in parts)
+        self._fields = None  # (device, {field: tensor}), PlanningDataset.device_fields
 
     def _offset_window(self, window, source: int):
         offset = int(self.action_offsets[source])
@@ -109,6 +113,8 @@ class ConcatPlanningDataset(Dataset):
     # ------------------------------------------------------------------ API (PlanningDataset's)
     __len__ = PlanningDataset.__len__
     __getitem__ = PlanningDataset.__getitem__
+    __getitems__ = PlanningDataset.__getitems__
+    device_fields = PlanningDataset.device_fields
     metainfo = PlanningDataset.metainfo
 
     def pkg_sequences(self, count_mode: str = 'window') -> List[List[int]]:

@@ -38,6 +38,10 @@ REFERENCE = ('crosstask', 'ViterbiPlanNet')
 # the dataset: tools/benchmark_epoch.py configs/baselines/pdpp_crosstask_t3.py back to back with
 # ViterbiPlanNet (8.0-11.4 s per step, 18.8-25.7 s per ViterbiPlanNet epoch, load 8-11): ~90;
 # the PKG beam search with the paper's PDPP step model trains the same U-Net (200 steps).
+# The CrossTask+NIV+COIN union (ConcatPlanningDataset, 22,512 training windows at T=3, N=959):
+# tools/benchmark_epoch.py configs/union/vpn_union_t3.py (29.6-31.4 s, one thread, 2026-11-23,
+# idle but for one SCHEMA run on the other core) over 4.1 s -> 7.3; SCHEMA's union epoch is 88
+# steps at 7.26 s (tools/train.py configs/union/schema_union_t3.py, the same day) -> 155.
 # A model with a step model is keyed '<type>/<step model type>' (model_kind).
 # Models that do not train cost nothing.
 RELATIVE_EPOCH_COST = {
@@ -59,7 +63,10 @@ RELATIVE_EPOCH_COST = {
     ('crosstask', 'SCHEMA'): 12.0,
     ('niv', 'SCHEMA'): 0.53,
     ('coin', 'SCHEMA'): 91.0,
+    ('union', 'ViterbiPlanNet'): 7.3,
+    ('union', 'SCHEMA'): 155.0,
 }
+UNION = 'union'  # the dataset key of a ConcatPlanningDataset's runs
 
 
 @dataclass
@@ -116,7 +123,8 @@ def relative_cost(dataset: str, model: str) -> tuple:
 
 def config_schedule(config: str, cfg_options: dict) -> tuple:
     """(``train_cfg.max_epochs``, dataset name, model type) of a config with its overrides;
-    the dataset is the last folder of the training set's ``data_root``."""
+    the dataset is the last folder of the training set's ``data_root`` (:data:`UNION` for a
+    ``ConcatPlanningDataset``)."""
     from mmengine.config import Config
     cfg = Config.fromfile(config)
     if cfg_options:
@@ -124,8 +132,10 @@ def config_schedule(config: str, cfg_options: dict) -> tuple:
     if 'max_epochs' not in cfg.get('train_cfg', {}):
         raise ValueError(f'{config}: train_cfg has no max_epochs; expected an epoch-based '
                          'training schedule')
-    data_root = str(cfg.get('train_dataloader', {}).get('dataset', {}).get('data_root', ''))
-    return int(cfg.train_cfg.max_epochs), Path(data_root).name, model_kind(cfg.model)
+    train_set = cfg.get('train_dataloader', {}).get('dataset', {})
+    dataset = (UNION if train_set.get('type') == 'ConcatPlanningDataset'
+               else Path(str(train_set.get('data_root', ''))).name)
+    return int(cfg.train_cfg.max_epochs), dataset, model_kind(cfg.model)
 
 
 def model_kind(model: dict) -> str:
