@@ -63,6 +63,18 @@ def test_every_tool_ends_a_user_error_with_one_message(tmp_path, monkeypatch):
         load_tool('report').main([str(results)])
 
 
+def test_every_tool_main_runs_under_tool_main(tmp_path):
+    """A tool whose ``main`` is not wrapped by ``errors.tool_main`` ends a user error with a
+    traceback (benchmark_epoch.py did)."""
+    tools = sorted(p.stem for p in (REPO / 'tools').glob('*.py')
+                   if '\ndef main(' in p.read_text())
+    assert len(tools) >= 20
+    unwrapped = [t for t in tools if not hasattr(load_tool(t).main, '__wrapped__')]
+    assert unwrapped == []
+    message = user_error('benchmark_epoch', [tmp_path / 'no_config.py', '--epochs', '1'])
+    assert 'no_config.py' in message
+
+
 def results_rows(tmp_path) -> Path:
     path = tmp_path / 'ok.jsonl'
     rows = [dict(method=method, seed=seed, horizon=3, metrics=dict(success_rate=10.0 + seed),

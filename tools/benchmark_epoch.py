@@ -173,6 +173,7 @@ def print_split(clock: PhaseClock, epoch: int) -> None:
                             for phase in PHASES))
 
 
+@tool_main
 def main(argv=None):
     args = parse_args(argv)
     torch.set_num_threads(args.threads)
