@@ -11,11 +11,12 @@ epoch: wall seconds, iterations, seconds per iteration and the data-loading shar
 first epoch (hooks: PDPP's task-classifier stage). Then one more, instrumented epoch gives the
 split of an epoch: ``data`` (the loader's batches and the data preprocessor's copy to the
 device), ``forward`` (model and losses), ``backward``, ``optimiser`` (step and zero_grad),
-``hooks`` (every hook call) and ``other`` (the loop itself). On a GPU the instrumented epoch synchronises the device at each
-phase boundary, so that each phase is charged its own device time; its total is therefore
-above the plain epochs'. The one-off feature extraction that fills the observation cache happens
-when the dataset is built, before the first epoch, and is reported separately. ``--test``
-then times one pass over the test split (PDPP: 10-step DDIM sampling of every window).
+``hooks`` (every hook call) and ``other`` (the loop itself). On a GPU the instrumented epoch
+synchronises the device at each phase boundary, so that each phase is charged its own device
+time; its total is therefore above the plain epochs'. The one-off feature extraction that fills
+the observation cache happens when the dataset is built, before the first epoch, and is
+reported separately. ``--test`` then times one pass over the test split (PDPP: 10-step DDIM
+sampling of every window).
 """
 import argparse
 import functools
