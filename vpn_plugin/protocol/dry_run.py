@@ -11,7 +11,6 @@ its line says so.
 """
 from __future__ import annotations
 
-import copy
 import json
 from dataclasses import dataclass
 from pathlib import Path
@@ -125,10 +124,8 @@ def config_schedule(config: str, cfg_options: dict) -> tuple:
     """(``train_cfg.max_epochs``, dataset name, model type) of a config with its overrides;
     the dataset is the last folder of the training set's ``data_root`` (:data:`UNION` for a
     ``ConcatPlanningDataset``)."""
-    from mmengine.config import Config
-    cfg = Config.fromfile(config)
-    if cfg_options:
-        cfg.merge_from_dict(copy.deepcopy(cfg_options))
+    from .runner import config_with_options
+    cfg = config_with_options(config, cfg_options)
     if 'max_epochs' not in cfg.get('train_cfg', {}):
         raise ValueError(f'{config}: train_cfg has no max_epochs; expected an epoch-based '
                          'training schedule')

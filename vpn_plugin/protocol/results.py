@@ -314,7 +314,6 @@ def replace_result(path: str | Path, row: ResultRow) -> int:
     with locked_results(path):
         lines = _keyed_lines(path)
         kept = [line for key, line in lines if key != row.key()]
-        path.parent.mkdir(parents=True, exist_ok=True)
         tmp = path.with_name(f'.{path.name}.{os.getpid()}.tmp')
         tmp.write_text(''.join(line + '\n' for line in kept)
                        + json.dumps(asdict(row), sort_keys=True) + '\n')

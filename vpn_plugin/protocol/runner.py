@@ -203,8 +203,7 @@ def config_variant(config: str, cfg_options: dict) -> dict:
     model reads stand-in text features (``models.text_embeddings.stand_in_label``: COIN's
     MiniLM stand-in for the paper's CLIP features), so no table mistakes those rows."""
     from vpn_plugin.models.text_embeddings import stand_in_label
-    cfg = copy.deepcopy(_parsed_config(config))
-    cfg.merge_from_dict(copy.deepcopy(dict(cfg_options)))
+    cfg = config_with_options(config, cfg_options)
     variant = dict(cfg.get('dataset_variant') or {})
     label = stand_in_label((cfg.get('model') or {}).get('text_embeddings'))
     return {**variant, 'text_features': label} if label else variant
@@ -244,6 +243,14 @@ def _parsed_config(config: str):
     configs for every run and seed); callers must not modify it."""
     stat = os.stat(config)
     return _parse_config(os.path.abspath(config), stat.st_mtime_ns, stat.st_size)
+
+
+def config_with_options(config: str, cfg_options: dict):
+    """A copy of the parsed ``config`` (:func:`_parsed_config`) with ``cfg_options`` merged."""
+    cfg = copy.deepcopy(_parsed_config(config))
+    if cfg_options:
+        cfg.merge_from_dict(copy.deepcopy(dict(cfg_options)))
+    return cfg
 
 
 @functools.lru_cache(maxsize=256)
