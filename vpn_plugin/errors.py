@@ -61,6 +61,12 @@ def close_match_hint(name, valid) -> str:
     return f"; did you mean {matches[0]!r}?" if matches else ''
 
 
+def check_choice(name: str, value, choices) -> None:
+    """An option ``name`` (e.g. 'model.decode') must be one of ``choices``."""
+    if value not in choices:
+        raise ValueError(f'{name}={value!r} is unknown; expected one of {tuple(choices)}')
+
+
 def check_names(given, valid, what: str) -> None:
     """Every name in ``given`` must be one of ``valid``; a ``ValueError`` names each unknown
     one (``what``: e.g. ``'--methods'``), its closest valid name and the valid names."""

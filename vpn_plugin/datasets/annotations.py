@@ -153,7 +153,7 @@ def read_video_list(path, taxonomy: Taxonomy) -> List[dict]:
     Accepts the CrossTask ``{"vid", "task"}`` and the NIV ``{"feature", "task_id"}`` entries.
     """
     path = Path(path)
-    entries = _read_json(path)
+    entries = read_json_file(path)
     if not isinstance(entries, list):
         raise ValueError(f'{path}: expected a JSON list of videos, got {type(entries).__name__}')
     videos = []
@@ -207,7 +207,7 @@ def read_json_annotations(path, taxonomy: Taxonomy,
                           ) -> Tuple[List[VideoAnnotation], List[BadVideoError]]:
     """Our per-video JSON (module docstring) -> (videos, bad videos)."""
     path = Path(path)
-    entries = _read_json(path)
+    entries = read_json_file(path)
     if not isinstance(entries, list):
         raise ValueError(f'{path}: expected a JSON list of videos')
     videos, bad = [], []
@@ -228,7 +228,7 @@ def _json_stem(entry: dict) -> str:
 
 def json_video_ids(path) -> set:
     """The video ids of our per-video JSON (e.g. of the other split)."""
-    entries = _read_json(Path(path))
+    entries = read_json_file(Path(path))
     if not isinstance(entries, list):
         raise ValueError(f'{path}: expected a JSON list of videos')
     return {str(e['vid']) for e in entries if isinstance(e, dict) and 'vid' in e}
@@ -280,7 +280,7 @@ def _parsed_coin_records(path: Path, version) -> tuple:
 
 
 def _iter_coin_records(path: Path):
-    data = _read_json(path)
+    data = read_json_file(path)
     if isinstance(data, dict):
         data = data.get('database', data)
         entries = [{vid: record} for vid, record in data.items()]
@@ -486,7 +486,7 @@ def read_window_file(path, taxonomy: Taxonomy, horizon: int,
     steps partly out of temporal order are counted in ``warnings``.
     """
     path = Path(path)
-    samples = _read_json(path)
+    samples = read_json_file(path)
     if not isinstance(samples, list):
         raise ValueError(f'{path}: expected a JSON list of window samples')
     windows, bad, seen = [], [], {}
@@ -613,7 +613,9 @@ def _read_text(path: Path, vid: Optional[str] = None) -> str:
         raise ValueError(f'cannot read {path}: {err}') from err
 
 
-def _read_json(path: Path):
+def read_json_file(path: Path):
+    """The parsed JSON of ``path``; an unreadable or malformed file is a ``ValueError``
+    naming it."""
     try:
         return json.loads(path.read_text())
     except (OSError, json.JSONDecodeError) as err:

@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Dict, List, Optional, Tuple
 
 from ..data_paths import REPO_ROOT
+from .annotations import read_json_file
 
 ERROR_CHOICES = ('keep', 'drop')
 BACKGROUND = 0
@@ -41,7 +42,7 @@ def convert_egoper(annotation_file, split_dir, out_dir, errors: str,
         raise ValueError(f'errors={errors!r}; expected one of {ERROR_CHOICES} (what to do with '
                          'segments whose action_type > 0)')
     annotation_file, out_dir = Path(annotation_file), Path(out_dir)
-    data = _read_json(annotation_file)
+    data = read_json_file(annotation_file)
     taxonomy, action_ids = _taxonomy(annotation_file, data)
     splits = read_splits(Path(split_dir), list(data))
     counts: Counter = Counter()
@@ -194,10 +195,3 @@ test_dataloader = dict(dataset=dict(**paths, annotation_file='test.json'))
 # recorded in the variant of every protocol results row (vpn_plugin/protocol/runner.py)
 dataset_variant = dict(egoper_errors={errors!r})
 '''
-
-
-def _read_json(path: Path):
-    try:
-        return json.loads(path.read_text())
-    except (OSError, json.JSONDecodeError) as err:
-        raise ValueError(f'cannot read JSON file {path}: {err}') from err

@@ -29,6 +29,8 @@ from typing import Optional, Sequence, Tuple
 
 import numpy as np
 
+from ..errors import check_choice
+
 RECIPES = ('authors', 'concat3', 'mean3')
 WINDOW_POLICIES = ('keep', 'authors')
 CONCATENATED = ('authors', 'concat3')
@@ -38,11 +40,6 @@ def observation_dim(recipe: str, frame_dim: int) -> int:
     """Size of one observation vector for a recipe."""
     check_choice('observation', recipe, RECIPES)
     return 3 * frame_dim if recipe in CONCATENATED else frame_dim
-
-
-def check_choice(field: str, value: str, choices: Sequence[str]) -> None:
-    if value not in choices:
-        raise ValueError(f'{field}={value!r} is unknown; expected one of {tuple(choices)}')
 
 
 def _around(t: int, length: int) -> list:

@@ -17,7 +17,8 @@ from torch.utils.data import Dataset
 
 from .annotations import BadVideoError, Window, chain_windows, read_video_list
 from .features import feature_fix_hint, find_feature_file, load_features
-from .observations import (RECIPES, WINDOW_POLICIES, check_choice, observation_dim,
+from ..errors import check_choice
+from .observations import (RECIPES, WINDOW_POLICIES, observation_dim,
                            outside_video, step_map, window_observations)
 from .sources import read_source, source_path, source_windows
 from .taxonomy import load_taxonomy

@@ -20,6 +20,7 @@ import dataclasses
 from pathlib import Path
 from typing import List, Optional, Sequence, Tuple
 
+from ..errors import check_choice
 from .annotations import (BadVideoError, VideoAnnotation, Window, build_windows,
                           coin_video_ids, crosstask_videos, json_video_ids,
                           read_coin_annotations, read_json_annotations, read_window_file,
@@ -52,9 +53,7 @@ def read_source(data_root, taxonomy: Taxonomy, horizon: int, window_file=None, v
     if len(given) != 1:
         raise ValueError(f'a dataset needs exactly one of window_file, video_list '
                          f'(+annotation_dir) or annotation_file; got {given or "none"}')
-    if annotation_format not in ANNOTATION_FORMATS:
-        raise ValueError(f'annotation_format={annotation_format!r} is unknown; expected one of '
-                         f'{tuple(ANNOTATION_FORMATS)}')
+    check_choice('annotation_format', annotation_format, ANNOTATION_FORMATS)
     if other_split and not annotation_file:
         raise ValueError('other_split names the other split of an annotation_file; '
                          f'this source is {given[0]}')

@@ -180,12 +180,6 @@ def num_parameters(model) -> int:
     return int(sum(p.numel() for p in model.parameters() if id(p) not in apart))
 
 
-def check_choice(name: str, value, choices) -> None:
-    """A config option ``name`` (e.g. 'model.decode') must be one of ``choices``."""
-    if value not in choices:
-        raise ValueError(f'{name}={value!r} is unknown; expected one of {tuple(choices)}')
-
-
 def check_loss_terms(loss_weights: Optional[dict], terms) -> None:
     """``model.loss_weights`` may only name the model's loss ``terms``."""
     unknown = set(loss_weights or {}) - set(terms)

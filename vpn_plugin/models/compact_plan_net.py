@@ -17,7 +17,8 @@ from torch import nn
 from mmaction.registry import MODELS
 
 from .. import core
-from .base_planner import BasePlanner, check_choice, check_loss_terms
+from ..errors import check_choice
+from .base_planner import BasePlanner, check_loss_terms
 from .pretrained_encoder import init_visual_encoder
 from .text_embeddings import taxonomy_state_embeddings
 from .viterbi_plan_net import DECODE_MODES

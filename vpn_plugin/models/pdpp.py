@@ -28,7 +28,8 @@ from mmaction.registry import MODELS
 
 from .. import core
 from ..core import diffusion
-from .base_planner import BasePlanner, check_choice, num_parameters
+from ..errors import check_choice
+from .base_planner import BasePlanner, num_parameters
 from .temporal_unet import TemporalUNet
 
 DECODES = ('argmax', 'viterbi')

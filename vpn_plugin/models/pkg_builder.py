@@ -19,8 +19,8 @@ import numpy as np
 from mmaction.registry import DATASETS, TASK_UTILS
 
 from .. import core
+from ..errors import check_choice
 
-COUNT_MODES = ('window', 'video')
 UNION_MODES = ('pool', 'mean')
 
 
@@ -123,12 +123,8 @@ class PKGBuilder:
     def __init__(self, count_mode: str = 'window', smoothing: float = 0.0, union: str = 'pool',
                  extra_datasets: Sequence[dict] = (), perturbations: Sequence[dict] = (),
                  seed: int = 0, recount: bool = False):
-        if count_mode not in COUNT_MODES:
-            raise ValueError(f'PKGBuilder.count_mode={count_mode!r} is unknown; expected one '
-                             f'of {COUNT_MODES}')
-        if union not in UNION_MODES:
-            raise ValueError(f'PKGBuilder.union={union!r} is unknown; expected one of '
-                             f'{UNION_MODES}')
+        check_choice('PKGBuilder.count_mode', count_mode, core.pkg.COUNT_MODES)
+        check_choice('PKGBuilder.union', union, UNION_MODES)
         if smoothing < 0:
             raise ValueError(f'PKGBuilder.smoothing={smoothing} is negative; expected >= 0')
         self.count_mode, self.smoothing, self.union = count_mode, smoothing, union

@@ -44,7 +44,8 @@ from torch import nn
 from mmaction.registry import MODELS
 
 from .. import core
-from .base_planner import BasePlanner, check_choice, check_loss_terms, num_parameters
+from ..errors import check_choice
+from .base_planner import BasePlanner, check_loss_terms, num_parameters
 from .pretrained_encoder import init_visual_encoder
 from .state_encoder import INIT_LOGIT_SCALE
 from .state_encoder import OFFICIAL_PREFIXES as STATE_ENCODER_PREFIXES

