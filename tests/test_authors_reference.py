@@ -85,7 +85,7 @@ def test_converted_checkpoint_predicts_the_authors_plans(fixture_dir, tmp_path):
 def test_authors_pth_reads_like_the_npz(fixture_dir, tmp_path):
     """A state dict saved by their code (torch.save(model.state_dict())) reads with
     weights_only=True into the same tensors as the fixture's .npz; pickled code is refused."""
-    from vpn_plugin.models.authors import read_authors_state_dict
+    from vpn_plugin.oracles.authors import read_authors_state_dict
     from_npz = read_authors_state_dict(fixture_dir / 'authors_state_dict.npz')
     torch.save({k: v.half() for k, v in from_npz.items()}, tmp_path / 'theirs.pth')
     from_pth = read_authors_state_dict(tmp_path / 'theirs.pth')

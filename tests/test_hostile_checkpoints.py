@@ -169,7 +169,7 @@ def test_converter_reads_the_authors_plain_npy_transition_matrix(tmp_path):
     """Their main.py saves T3_transition_matrix.npy with np.save: a plain (N, N) array."""
     config = REPO / 'configs/vpn_niv_t3.py'
     model = build_model(config)
-    from vpn_plugin.models.authors import authors_names
+    from vpn_plugin.oracles.authors import authors_names
     names = dict(zip((n for n, _ in model.named_parameters()), authors_names(model)))
     authors = {names[name]: torch.randn_like(value) for name, value in model.named_parameters()}
     torch.save(authors, tmp_path / 'T3_model_best_viterbi.pth')

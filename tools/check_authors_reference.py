@@ -18,8 +18,8 @@ import sys
 from pathlib import Path
 
 import vpn_plugin.mm  # noqa: F401  (compat + registration)
-from vpn_plugin.models.authors import check_fixture
-from vpn_plugin.models.oracle import print_report
+from vpn_plugin.oracles.authors import check_fixture
+from vpn_plugin.oracles.compare import print_report
 from vpn_plugin.errors import tool_main
 
 

@@ -4,7 +4,7 @@
 
 Dispatches on ``meta.json``'s ``method`` (``SCHEMA``, ``PDPP``; none = the ViterbiPlanNet
 authors', as ``tools/check_authors_reference.py``) to the method's checker
-(``vpn_plugin.models.oracle.CHECKERS``), which builds the model from this plugin's configs
+(``vpn_plugin.oracles.compare.CHECKERS``), which builds the model from this plugin's configs
 with the fixture's sizes, loads the official weights and recomputes the recorded batch. Prints,
 for every recorded array (losses included) and gradient summary, the max abs difference and
 the max relative difference (max abs difference / max abs reference). Exits 1 when any
@@ -15,7 +15,7 @@ import argparse
 import sys
 
 import vpn_plugin.mm  # noqa: F401  (compat + registration)
-from vpn_plugin.models.oracle import check_fixture, print_report
+from vpn_plugin.oracles.compare import check_fixture, print_report
 from vpn_plugin.errors import tool_main
 
 

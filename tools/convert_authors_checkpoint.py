@@ -24,7 +24,7 @@ import torch
 import vpn_plugin.mm  # noqa: F401  (compat + registration)
 from mmaction.registry import MODELS
 from vpn_plugin.data_paths import load_config
-from vpn_plugin.models.authors import install_authors_weights, read_authors_state_dict, read_pkg
+from vpn_plugin.oracles.authors import install_authors_weights, read_authors_state_dict, read_pkg
 from vpn_plugin.errors import tool_main
 
 

@@ -235,7 +235,7 @@ class SCHEMA(BasePlanner):
         pkg: ``PKGBuilder`` config of the graph (``BasePlanner``).
     """
 
-    official_prefixes = SCHEMA_PREFIXES  # its official checkpoints' names (models.authors)
+    official_prefixes = SCHEMA_PREFIXES  # its official checkpoints' names (oracles.authors)
 
     def __init__(self, num_actions: int, num_tasks: int, horizon: int, feature_dim: int = 1536,
                  text_dim: int = 768, embed_dim: int = 128, num_heads: int = 32,

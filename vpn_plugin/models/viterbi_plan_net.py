@@ -104,7 +104,7 @@ class ViterbiPlanNet(BasePlanner):
     """
 
     cross_horizon_modes = CROSS_HORIZON_MODES
-    official_prefixes = AUTHORS_PREFIXES  # their checkpoints' names (models.authors)
+    official_prefixes = AUTHORS_PREFIXES  # their checkpoints' names (oracles.authors)
 
     def __init__(self, num_actions: int, num_tasks: int, horizon: int, feature_dim: int = 1536,
                  text_dim: int = 768, embed_dim: int = 128, mlp_ratio: int = 2,

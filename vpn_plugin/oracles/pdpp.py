@@ -1,4 +1,4 @@
-"""The ``PDPP`` checker of ``models.oracle``: a fixture of the official PDPP code
+"""The ``PDPP`` checker of ``oracles.compare``: a fixture of the official PDPP code
 (``../shared/reference/pdpp_small_t3``, README "Reference outputs of PDPP") recomputed with
 this plugin's classes built from its configs at the fixture's sizes.
 
@@ -20,9 +20,9 @@ import numpy as np
 import torch
 
 from ..core import diffusion
-from .oracle import GRAD_TOLERANCE, OUTPUT_TOLERANCE, compare_file, grad_summary, read_npz
-from .pdpp import observation_pair
-from .temporal_unet import official_name
+from .compare import GRAD_TOLERANCE, OUTPUT_TOLERANCE, compare_file, grad_summary, read_npz
+from ..models.pdpp import observation_pair
+from ..models.temporal_unet import official_name
 
 REPO = Path(__file__).resolve().parents[2]
 CONFIG = REPO / 'configs/_base_/planners/pdpp_crosstask.py'
@@ -78,7 +78,7 @@ def build_pdpp(model_cfg, device=None):
 
 def parameter_counts(model) -> Tuple[int, int]:
     """(U-Net, task classifier) parameters; the U-Net count is ``num_parameters``."""
-    from .base_planner import num_parameters
+    from ..models.base_planner import num_parameters
     return num_parameters(model), num_parameters(model.diffusion.task_head)
 
 
@@ -268,7 +268,7 @@ def to_numpy(values: dict) -> dict:
 
 
 def check_fixture(fixture, meta: dict):
-    """(rows, header ok) for a PDPP fixture (``models.oracle`` checker)."""
+    """(rows, header ok) for a PDPP fixture (``oracles.compare`` checker)."""
     fixture = Path(fixture)
     meta = read_meta(fixture, meta)
     print(f'fixture {fixture}: PDPP N={meta["num_actions"]} K={meta["num_tasks"]} '

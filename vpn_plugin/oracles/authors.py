@@ -9,7 +9,7 @@
   the model recomputes are checked by its ``check_official_buffers`` and dropped;
 * ``check_fixture``: rebuild a fixture (``../shared/reference/README.md``) with the model of
   this plugin's config and compare every output, loss and gradient summary (the
-  ``ViterbiPlanNet`` checker of ``models.oracle``, run by ``tools/check_reference.py``).
+  ``ViterbiPlanNet`` checker of ``oracles.compare``, run by ``tools/check_reference.py``).
 """
 import json
 from pathlib import Path
@@ -19,9 +19,9 @@ import numpy as np
 import torch
 
 from .. import core
-from .oracle import (GRAD_TOLERANCE, OUTPUT_TOLERANCE, compare, compare_file, grad_summary,
+from .compare import (GRAD_TOLERANCE, OUTPUT_TOLERANCE, compare, compare_file, grad_summary,
                      read_npz)
-from .state_encoder import plugin_name
+from ..models.state_encoder import plugin_name
 
 META_FIELDS = ('case', 'dataset', 'num_actions', 'num_tasks', 'horizon', 'eval_horizon',
                'batch', 'feature_dim', 'text_dim', 'embed_dim', 'mlp_ratio', 'dropout',
@@ -225,7 +225,7 @@ def model_config(meta: dict):
 def check_text_file(fixture: Path, meta: dict, text_file) -> bool:
     """With ``text_features: authors_clip``, the config's shipped array must be the fixture's
     (the authors' CLIP features of this dataset); other kinds are only reported."""
-    from .text_embeddings import load_state_features
+    from ..models.text_embeddings import load_state_features
     if meta['text_features'] != 'authors_clip' or not text_file:
         print(f'text features: {meta["text_features"]} (the fixture\'s own are used)')
         return True
@@ -242,10 +242,10 @@ def check_text_file(fixture: Path, meta: dict, text_file) -> bool:
 
 
 def check_fixture(fixture: Path, meta=None):
-    """The ``ViterbiPlanNet`` checker of ``models.oracle``: (rows, header ok). ``meta`` is
+    """The ``ViterbiPlanNet`` checker of ``oracles.compare``: (rows, header ok). ``meta`` is
     re-read and validated here (its fields: ``META_FIELDS``)."""
     from mmaction.registry import MODELS
-    from .base_planner import num_parameters
+    from ..models.base_planner import num_parameters
     meta = read_meta(fixture)
     print(f'fixture {fixture}: case={meta.get("case")} dataset={meta["dataset"]} '
           f'N={meta["num_actions"]} K={meta["num_tasks"]} T={meta["horizon"]} '

@@ -20,9 +20,9 @@ OUTPUT_TOLERANCE, GRAD_TOLERANCE = 1e-4, 1e-3
 Row = Tuple[str, float, float, float, bool]
 # meta.json ``method`` -> module with ``check_fixture``
 CHECKERS = {
-    'ViterbiPlanNet': 'vpn_plugin.models.authors',
-    'SCHEMA': 'vpn_plugin.models.schema_reference',
-    'PDPP': 'vpn_plugin.models.pdpp_reference',
+    'ViterbiPlanNet': 'vpn_plugin.oracles.authors',
+    'SCHEMA': 'vpn_plugin.oracles.schema',
+    'PDPP': 'vpn_plugin.oracles.pdpp',
 }
 
 

@@ -1,11 +1,11 @@
-"""The ``SCHEMA`` checker of ``models.oracle``: this plugin's SCHEMA against a fixture of the
+"""The ``SCHEMA`` checker of ``oracles.compare``: this plugin's SCHEMA against a fixture of the
 official code (``../shared/reference/schema_*``, README section "Reference outputs of SCHEMA").
 
 The model is built from this plugin's SCHEMA config for the fixture's dataset
 (``configs/baselines/schema_<dataset>_t<T>.py``, else ``configs/_base_/planners/schema_<dataset>.py``
 at horizon T)
 with the fixture's constructor arguments (``meta.json`` ``constructor``), every dropout set to 0
-as the recipe does, the official weights converted (``models.authors.convert_state_dict``) and
+as the recipe does, the official weights converted (``oracles.authors.convert_state_dict``) and
 the fixture's text features and transition matrix installed. Then, as the recipe: a train pass
 (ground-truth task to the action decoder, total loss backward), an eval pass (predicted task,
 SCHEMA's Viterbi) and the Viterbi probe; every array of ``outputs.npz``, every gradient summary
@@ -20,9 +20,9 @@ from torch import nn
 
 from .authors import (CONFIG_DATASETS, TEXT_TOLERANCE, check_inputs, install_authors_weights,
                       method_config, read_authors_state_dict)
-from .oracle import (GRAD_TOLERANCE, OUTPUT_TOLERANCE, Row, compare, compare_file,
+from .compare import (GRAD_TOLERANCE, OUTPUT_TOLERANCE, Row, compare, compare_file,
                      grad_summary, read_npz)
-from .schema import OFFICIAL_TABLES
+from ..models.schema import OFFICIAL_TABLES
 
 # constructor argument (meta.json "constructor" and its "args") -> SCHEMA config key
 CONSTRUCTOR_FIELDS = {'vis_input_dim': 'feature_dim', 'lang_input_dim': 'text_dim',
@@ -80,7 +80,7 @@ def model_config(meta: dict):
 def check_text_file(meta: dict, reference: np.ndarray, text_file) -> bool:
     """When meta.json's ``text_features`` names the config's text file, that file must hold
     the fixture's array (float16 there: 1e-3); otherwise only reported."""
-    from .text_embeddings import load_state_features
+    from ..models.text_embeddings import load_state_features
     path = Path(text_file) if text_file else None
     if path is None or path.name not in str(meta.get('text_features', '')) \
             or not path.is_file():
@@ -169,8 +169,8 @@ def gradients(model) -> Dict[str, np.ndarray]:
 
 
 def check_fixture(fixture: Path, meta: dict) -> Tuple[List[Row], bool]:
-    """The ``SCHEMA`` checker of ``models.oracle``: (rows, header ok)."""
-    from .base_planner import num_parameters
+    """The ``SCHEMA`` checker of ``oracles.compare``: (rows, header ok)."""
+    from ..models.base_planner import num_parameters
     fixture = Path(fixture)
     meta = read_schema_meta(fixture, meta)
     args = meta['constructor']['args']
