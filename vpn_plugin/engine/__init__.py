@@ -3,6 +3,7 @@ read back only when logged (``DeferredRuntimeInfoHook``) and PDPP's training rec
 (``pdpp_training``: steps-per-epoch batch sampler, warm-up/step LR, EMA, the task-classifier
 stage)."""
 from .. import compat_applied  # noqa: F401  (compat fixes before OpenMMLab)
+from .cefito_training import CEFITOEMAHook
 from .deferred_runtime_info_hook import DeferredRuntimeInfoHook
 from .pdpp_training import (PDPPEMAHook, PDPPWarmupStepLR, StepsPerEpochBatchSampler,
                             TaskClassifierHook)

@@ -32,7 +32,7 @@ from torch.utils.data import DataLoader
 from mmaction.registry import DATA_SAMPLERS, HOOKS, PARAM_SCHEDULERS
 from vpn_plugin.core.diffusion import pdpp_lr_multiplier
 from vpn_plugin.datasets.planning_dataset import planning_collate
-from vpn_plugin.models.pdpp import PDPPDiffusion, observation_pair
+from vpn_plugin.models.pdpp import PDPPDiffusion, TaskClassifier, observation_pair
 
 CLASSIFIER_FILE = 'task_classifier.pth'
 
@@ -144,7 +144,8 @@ class PDPPEMAHook(EMAHook):
 # ---------------------------------------------------------------------- stage 1
 @HOOKS.register_module()
 class TaskClassifierHook(Hook):
-    """Train the task classifier of every ``PDPPDiffusion`` of the model before training.
+    """Train the task classifier of every ``PDPPDiffusion`` / ``TaskClassifier`` (CEFITO's)
+    of the model before training.
 
     A classifier is taken, in this order, from the loaded checkpoint (``classifier_ready``),
     from ``<work_dir>/task_classifier.pth`` (an earlier start of this run), or trained: AdamW
@@ -154,18 +155,29 @@ class TaskClassifierHook(Hook):
     weights of the best validation accuracy (evaluated every ``val_interval`` steps, default
     2 epochs of the train loop as ``train_mlp.py``; the last weights without a validation split).
     Each case is logged. Rank 0 trains and saves; the other ranks receive its weights.
+    CEFITO's recipe: ``schedule='constant'``, ``max_epochs`` passes of ``batch_size``
+    (drop-last), validated every epoch.
     """
 
     priority = 'HIGH'
+    SCHEDULES = ('warmup_step', 'constant')
 
     def __init__(self, lr: float = 1e-4, weight_decay: float = 0.0, max_iters=None,
-                 val_interval=None):
+                 val_interval=None, schedule: str = 'warmup_step', max_epochs=None,
+                 batch_size=None):
+        if schedule not in self.SCHEDULES:
+            raise ValueError(f'TaskClassifierHook schedule={schedule!r}; expected one of '
+                             f'{self.SCHEDULES}')
+        if max_epochs is not None and max_iters is not None:
+            raise ValueError('TaskClassifierHook: give max_iters or max_epochs, not both')
         self.lr, self.weight_decay = lr, weight_decay
         self.max_iters, self.val_interval = max_iters, val_interval
+        self.schedule, self.max_epochs, self.batch_size = schedule, max_epochs, batch_size
 
     def before_train(self, runner) -> None:
         model = runner.model.module if is_model_wrapper(runner.model) else runner.model
-        modules = {name: m for name, m in model.named_modules() if isinstance(m, PDPPDiffusion)}
+        modules = {name: m for name, m in model.named_modules()
+                   if isinstance(m, (PDPPDiffusion, TaskClassifier))}
         pending = {name: m for name, m in modules.items() if not bool(m.classifier_ready)}
         for name in sorted(set(modules) - set(pending)):
             print_log(f'TaskClassifierHook: {name}.task_head from the loaded checkpoint (not '
@@ -184,9 +196,13 @@ class TaskClassifierHook(Hook):
 
     def train_all(self, runner, modules: dict, path: Path) -> None:
         loader = runner.train_dataloader
-        batch_size = loader.batch_size or loader.batch_sampler.batch_size
-        steps = self.max_iters or runner.max_iters
-        val_every = self.val_interval or 2 * len(loader)
+        batch_size = self.batch_size or loader.batch_size or loader.batch_sampler.batch_size
+        if self.max_epochs is not None:  # epochs of its own drop-last passes (CEFITO's script)
+            per_epoch = max(1, len(loader.dataset) // batch_size)
+            steps, val_every = self.max_epochs * per_epoch, self.val_interval or per_epoch
+        else:
+            steps = self.max_iters or runner.max_iters
+            val_every = self.val_interval or 2 * len(loader)
         val_loop = getattr(runner, '_val_loop', None)
         val_set = getattr(getattr(val_loop, 'dataloader', None), 'dataset', None)
         records = {}
@@ -194,7 +210,7 @@ class TaskClassifierHook(Hook):
             for name, module in modules.items():
                 records[name] = train_classifier(
                     module, loader.dataset, val_set, batch_size, steps, val_every,
-                    self.lr, self.weight_decay, seed=runner.seed)
+                    self.lr, self.weight_decay, seed=runner.seed, schedule=self.schedule)
                 print_log(f'TaskClassifierHook: trained {name}.task_head for {steps} steps: '
                           f'{describe(records[name])}; saved {path}', logger='current')
             torch.save(dict(state_dicts={f'{n}.task_head': m.task_head.state_dict()
@@ -241,15 +257,18 @@ def to_device(batch: dict, device) -> tuple:
 
 
 def train_classifier(module, dataset, val_set, batch_size: int, steps: int, val_every: int,
-                     lr: float, weight_decay: float, seed: int) -> dict:
+                     lr: float, weight_decay: float, seed: int,
+                     schedule: str = 'warmup_step') -> dict:
     """Train ``module.task_head`` with cross-entropy (``module.task_loss``); keeps the best
-    validation weights. Returns ``{step, val_accuracy, train_loss}`` of the kept weights."""
+    validation weights. ``schedule``: PDPP's warm-up/step lr or a constant lr (CEFITO's).
+    Returns ``{step, val_accuracy, train_loss}`` of the kept weights."""
     head = module.task_head
     device = next(head.parameters()).device
     head.requires_grad_(True)
     optimizer = torch.optim.AdamW(head.parameters(), lr=lr, weight_decay=weight_decay)
     scheduler = torch.optim.lr_scheduler.LambdaLR(
-        optimizer, lambda step: pdpp_lr_multiplier(step, steps))
+        optimizer, (lambda step: pdpp_lr_multiplier(step, steps)) if schedule == 'warmup_step'
+        else (lambda step: 1.0))
     loader = DataLoader(dataset, batch_size=batch_size, shuffle=True,
                         drop_last=len(dataset) >= batch_size, collate_fn=planning_collate,
                         generator=torch.Generator().manual_seed(seed))

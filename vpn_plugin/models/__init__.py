@@ -4,17 +4,18 @@ SCHEMA (its official network, sharing ViterbiPlanNet's ``StateEncoder``), Compac
 plugin's smaller alternative), PDPP (the diffusion baseline, its official code's function), the
 PKG builder and its hook, and the state-text features.
 
-Importing this package registers ``ViterbiPlanNet``, ``SCHEMA``, ``CompactPlanNet``, ``PDPP`` and
-``PDPPDiffusion`` in
+Importing this package registers ``ViterbiPlanNet``, ``SCHEMA``, ``CompactPlanNet``, ``PDPP``,
+``PDPPDiffusion`` and ``CEFITO`` (contrastive energy field, exhaustive search) in
 ``mmaction.registry.MODELS``, ``PKGBuilder`` and the PKG perturbations in ``TASK_UTILS`` and
 ``PKGHook`` in ``HOOKS``.
 """
 from .. import compat_applied  # noqa: F401  (compat fixes before any OpenMMLab import)
 from .base_planner import BasePlanner, pack_samples
+from .cefito import CEFITO
 from .compact_plan_net import CompactPlanNet, horizon_queries
 from .pkg_builder import (DataFraction, EdgeDropout, LabelNoise, PKGBuilder, UniformGraph,
                           WeightNoise)
-from .pdpp import PDPP, PDPPDiffusion, TaskHead
+from .pdpp import PDPP, PDPPDiffusion, TaskClassifier, TaskHead
 from .pkg_hook import PKGHook
 from .schema import SCHEMA
 from .state_encoder import StateEncoder
@@ -26,4 +27,5 @@ __all__ = ['BasePlanner', 'pack_samples', 'ViterbiPlanNet', 'SCHEMA', 'StateEnco
            'CompactPlanNet', 'PKGBuilder',
            'DataFraction', 'LabelNoise', 'EdgeDropout', 'WeightNoise', 'UniformGraph', 'PKGHook',
            'DECODE_MODES', 'horizon_queries', 'encode_texts', 'load_state_features',
-           'state_embeddings', 'state_texts', 'PDPP', 'PDPPDiffusion', 'TaskHead']
+           'state_embeddings', 'state_texts', 'PDPP', 'PDPPDiffusion', 'TaskHead', 'TaskClassifier',
+           'CEFITO']

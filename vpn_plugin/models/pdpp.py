@@ -60,6 +60,42 @@ def observation_pair(inputs: Dict[str, torch.Tensor]) -> torch.Tensor:
     return torch.stack([inputs['start'], inputs['goal']], 1)
 
 
+class TaskClassifier(nn.Module):
+    """PDPP's task classifier (``TaskHead``) as a stage of another planner (CEFITO): trained
+    first by ``TaskClassifierHook`` (``classifier_ready``), then frozen and reused.
+    ``predict_task(inputs) -> (B,)``, ``task_loss(inputs, data_samples) -> ()``."""
+
+    def __init__(self, feature_dim: int, num_tasks: int, owner: str = 'planner'):
+        super().__init__()
+        self.feature_dim, self.num_tasks, self.owner = feature_dim, num_tasks, owner
+        self.task_head = TaskHead(feature_dim, num_tasks)
+        self.task_head.requires_grad_(False)
+        self.register_buffer('classifier_ready', torch.tensor(False))
+
+    def check_batch(self, inputs, task=None) -> None:
+        dim = inputs['start'].shape[-1]
+        if dim != self.feature_dim:
+            raise ValueError(f'{self.owner}: the observations have {dim} dims but the task '
+                             f'classifier was built for feature_dim={self.feature_dim}')
+        if task is not None and task.numel() and not (
+                0 <= int(task.min()) and int(task.max()) < self.num_tasks):
+            raise ValueError(f'{self.owner}: the batch has task ids in [{int(task.min())}, '
+                             f'{int(task.max())}] but model.num_tasks={self.num_tasks}')
+
+    def task_loss(self, inputs, data_samples) -> torch.Tensor:
+        self.check_batch(inputs, data_samples['task'])
+        return F.cross_entropy(self.task_head(observation_pair(inputs)), data_samples['task'])
+
+    def predict_task(self, inputs) -> torch.Tensor:
+        if not bool(self.classifier_ready):
+            raise RuntimeError(
+                f'{self.owner}: the task classifier was never trained (classifier_ready is '
+                'False); train with the config (its custom_hooks hold TaskClassifierHook) or '
+                'load a checkpoint of a trained model')
+        self.check_batch(inputs)
+        return self.task_head(observation_pair(inputs)).argmax(-1)
+
+
 @MODELS.register_module()
 class PDPPDiffusion(nn.Module):
     """Projected diffusion over plans of horizon T with its task classifier (module docstring).

@@ -89,7 +89,7 @@ def _find_description(by_task: dict, task: str, action: str) -> Optional[dict]:
     return None
 
 
-POOLINGS = ('mean', 'clip')
+POOLINGS = ('mean', 'clip', 'clip_eot')
 
 
 @torch.no_grad()
@@ -117,6 +117,9 @@ def encode_texts(texts: Sequence[str], encoder: Optional[str] = None,
                           return_tensors='pt')
         if pooling == 'clip':
             chunks.append(_clip_features(model, batch))
+            continue
+        if pooling == 'clip_eot':
+            chunks.append(_clip_eot_features(model, batch))
             continue
         hidden = _last_hidden(model, batch)
         mask = batch['attention_mask'].unsqueeze(-1).to(hidden.dtype)
@@ -180,6 +183,60 @@ def state_embeddings(action_names: Sequence[str], action_task_names: Sequence[st
     return embeddings[0], embeddings[1]
 
 
+def _clip_eot_features(model, batch) -> torch.Tensor:
+    """(B, Dt) the CLIP text transformer's output at the end-of-text token after its final
+    layer norm, BEFORE the text projection (CEFITO's action features; ``pooler_output`` of
+    the text tower)."""
+    tower = getattr(model, 'text_model', model)
+    return tower(input_ids=batch['input_ids'],
+                 attention_mask=batch['attention_mask']).pooler_output
+
+
+def load_action_features(file: Optional[str] = None, taxonomy: Optional[str] = None,
+                         encoder: Optional[str] = None, pooling: str = 'clip_eot',
+                         cache_dir: str = 'data/text_cache', allow_encode: bool = True,
+                         pad_to: Optional[int] = None) -> torch.Tensor:
+    """Action-name features (N, Dt) (CEFITO): ``file``, a plain (N, Dt) ``.npy`` (made by
+    ``tools/make_text_features.py --action-names``), or the bare action names of ``taxonomy``
+    encoded by the local ``encoder`` (a CLIP directory with ``pooling='clip_eot'``: the paper's
+    kind; None: the installed MiniLM, a stand-in, mean-pooled), cached in ``cache_dir``.
+    ``pad_to``: zeros appended up to that width. What was loaded is logged."""
+    if (file is None) == (taxonomy is None):
+        raise ValueError('model.text_embeddings: give either file=<(N, Dt) .npy> or taxonomy '
+                         f'(+ encoder, pooling); got file={file!r}, taxonomy={taxonomy!r}')
+    if file is not None:
+        features = _read_feature_array(file, ndim=2, layout='(N, Dt)')
+    else:
+        from ..datasets import load_taxonomy
+        names = load_taxonomy(taxonomy).action_names
+        features = _cached_encoding(names, 'actions', encoder, cache_dir, allow_encode,
+                                    pooling)
+    features = _padded(features[:, None], pad_to)[:, 0]
+    label = stand_in_label(dict(file=file, encoder=encoder, pooling=pooling, pad_to=pad_to))
+    print_log(f'action-name features {tuple(features.shape)}: '
+              + (label or (f'file {file}' if file else f'{pooling} features of {encoder}')),
+              logger='current', level=logging.WARNING if label else logging.INFO)
+    return features
+
+
+def _cached_encoding(texts: Sequence[str], kind: str, encoder, cache_dir, allow_encode,
+                     pooling) -> torch.Tensor:
+    """``encode_texts`` cached in ``cache_dir`` under a hash of the encoder and texts."""
+    encoder_name = (encoder or DEFAULT_ENCODER) + ('' if pooling == 'mean' else f':{pooling}')
+    cache = Path(cache_dir) / f'{kind}_{cache_key(encoder_name, texts)}.pt'
+    if cache.is_file():
+        return torch.load(cache, weights_only=True)
+    if not allow_encode:
+        raise FileNotFoundError(f'text embedding cache {cache} is missing and encoding is '
+                                'disabled (model.text_embeddings.allow_encode=False)')
+    embeddings = encode_texts(list(texts), encoder, pooling=pooling)
+    cache.parent.mkdir(parents=True, exist_ok=True)
+    partial = cache.with_suffix(f'.{os.getpid()}.tmp')
+    torch.save(embeddings, partial)
+    os.replace(partial, cache)  # atomic: parallel ranks never read a half-written file
+    return embeddings
+
+
 def load_state_features(file: Optional[str] = None, taxonomy: Optional[str] = None,
                         state_descriptions: Optional[str] = None, encoder: Optional[str] = None,
                         pooling: str = 'clip', cache_dir: str = 'data/text_cache',
@@ -229,7 +286,8 @@ def stand_in_label(text_cfg) -> Optional[str]:
         labels = [stand_in_label(source) for source in text_cfg['sources']]
         return '; '.join(f'source {i}: {label}' for i, label in enumerate(labels) if label) \
             or None
-    if not text_cfg or text_cfg.get('file') or text_cfg.get('pooling', 'clip') == 'clip':
+    if not text_cfg or text_cfg.get('file') or text_cfg.get('pooling', 'clip') in ('clip',
+                                                                                   'clip_eot'):
         return None
     encoder = text_cfg.get('encoder')
     name = Path(str(encoder)).name if encoder not in (None, DEFAULT_ENCODER) else \
@@ -259,18 +317,18 @@ def taxonomy_state_embeddings(taxonomy: str, state_descriptions: str,
                             cache_dir, allow_encode, pooling)
 
 
-def _read_feature_array(file: str) -> torch.Tensor:
+def _read_feature_array(file: str, ndim: int = 3, layout: str = '(N, 6, Dt)') -> torch.Tensor:
     if not os.path.isfile(file):
         raise FileNotFoundError(f'model.text_embeddings.file={file!r} does not exist; expected '
-                                'an (N, 6, Dt) .npy of state-description features')
+                                f'an {layout} .npy of text features')
     try:
         array = np.load(file, allow_pickle=False)
     except ValueError as err:
-        raise ValueError(f'{file}: not a plain .npy array ({err}); expected an (N, 6, Dt) '
+        raise ValueError(f'{file}: not a plain .npy array ({err}); expected an {layout} '
                          'float array saved without pickle') from err
-    if array.ndim != 3 or not np.issubdtype(array.dtype, np.floating):
+    if array.ndim != ndim or not np.issubdtype(array.dtype, np.floating):
         raise ValueError(f'{file}: array of shape {array.shape} and dtype {array.dtype}; '
-                         'expected a float array (N, 6, Dt)')
+                         f'expected a float array {layout}')
     if not np.isfinite(array).all():
         raise ValueError(f'{file}: holds NaN or infinite values; expected finite features')
     return torch.from_numpy(array.astype(np.float32))

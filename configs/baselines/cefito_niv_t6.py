@@ -1,0 +1,3 @@
+# CEFITO on niv at horizon T=6 (../_base_/planners/cefito_niv.py).
+_base_ = ['../_base_/planners/cefito_niv.py']
+horizon = 6

@@ -1,0 +1,44 @@
+"""CEFITO's EMA in the mmengine Runner (configs/_base_/schedules/cefito.py).
+
+``CEFITOEMAHook`` (HOOKS): mmengine's ``EMAHook`` (the EMA weights are validated, tested and
+checkpointed) with the official ``EMA.update`` schedule: after optimiser step s (1-based), when
+s % update_every == 0, the EMA copy becomes the model (s < start_step) or
+``decay * ema + (1 - decay) * model`` (buffers copied).
+"""
+from __future__ import annotations
+
+import torch
+from mmengine.hooks import EMAHook
+
+from mmaction.registry import HOOKS
+
+
+@torch.no_grad()
+def ema_update(ema: torch.nn.Module, model: torch.nn.Module, step: int, decay: float,
+               start_step: int, update_every: int) -> None:
+    """The official update of ``ema`` toward ``model`` after step ``step`` (module doc)."""
+    if step % update_every:
+        return
+    if step < start_step:
+        ema.load_state_dict(model.state_dict())
+        return
+    for average, current in zip(ema.parameters(), model.parameters()):
+        average.mul_(decay).add_(current.detach(), alpha=1.0 - decay)
+    for average, current in zip(ema.buffers(), model.buffers()):
+        average.copy_(current)
+
+
+@HOOKS.register_module()
+class CEFITOEMAHook(EMAHook):
+    """Official CEFITO EMA (module docstring): ``decay``, ``start_step``, ``update_every``."""
+
+    def __init__(self, decay: float = 0.995, start_step: int = 400, update_every: int = 10):
+        if update_every < 1 or start_step < 0 or not 0 < decay < 1:
+            raise ValueError(f'CEFITOEMAHook: decay={decay} in (0, 1), start_step={start_step} '
+                             f'>= 0 and update_every={update_every} >= 1 expected')
+        super().__init__(momentum=1 - decay, interval=1, update_buffers=False)
+        self.decay, self.start_step, self.update_every = decay, start_step, update_every
+
+    def after_train_iter(self, runner, batch_idx, data_batch=None, outputs=None) -> None:
+        ema_update(self.ema_model.module, self.src_model, runner.iter + 1, self.decay,
+                   self.start_step, self.update_every)

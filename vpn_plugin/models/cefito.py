@@ -1,0 +1,272 @@
+"""CEFITO (Afham et al., "Contrastive Energy Fields for Inference-Time Procedure Planning in
+Instructional Videos", GCPR 2026; github visinf/cefito, commit 0bfaac4) as a planner.
+
+* ``field`` (``core.energy_field.EnergyField``): the causal predictor over
+  ``[x_s, a_1, m, ..., a_T, m]`` whose predicted goal's squared distance to LN(x_g) is the
+  energy of a sequence; trained with the adaptive-margin triplet loss over N negatives plus
+  the auxiliary action classification (``core.energy_field.field_loss``).
+* ``classifier`` (``models.pdpp.TaskClassifier``: PDPP's head): trained FIRST, alone
+  (``TaskClassifierHook``), then frozen; its prediction c restricts the search to A(c)
+  (``task_source='ground_truth'``: the true task, the official NIV configs' ``oracle_task``).
+* planning: every sequence of A(c)^T is scored (``core.energy_search``; ``search='tree'``, the
+  prefix tree, default; ``'chunked'``, the official full-sequence scoring), lowest energy wins;
+  ``top_k`` plans with their energies in the results (``topk_plans``, ``topk_energies``).
+
+Options that reproduce the official code where it differs (docs/cefito.md): ``negative_rng=
+'global'`` (Python's global ``random`` stream instead of per-sample generators),
+``tie_break='topk'`` (torch.topk's order among exactly tied energies, which depends on the
+chunk size, instead of sequence order).
+
+Parameters (E 1536, H 384): 8,523,013 at CrossTask (N=133), 8,771,338 COIN (N=778), 8,490,288
+NIV (N=48); the task classifier (7,094,290 / 7,177,396 / 7,087,621) is ``counted_apart``.
+Shapes: B batch, T horizon, E observation dim, N actions, K tasks.
+"""
+from __future__ import annotations
+
+import logging
+from typing import Dict, Optional
+
+import torch
+from mmengine.logging import print_log
+
+from mmaction.registry import MODELS
+
+from ..core import energy_field, energy_search, negatives
+from ..errors import check_choice
+from .base_planner import BasePlanner, check_loss_terms, num_parameters
+from .pdpp import TaskClassifier
+from .text_embeddings import load_action_features, stand_in_label
+
+NEGATIVE_RNGS = ('per_sample', 'global')
+SEARCHES = ('tree', 'chunked')
+TASK_SOURCES = ('classifier', 'ground_truth')
+LOSS_TERMS = ('loss_contrastive', 'loss_auxiliary')
+# prefix-tree token evaluations per second at H=384 on a 2-core CPU (tools/benchmark_cefito_
+# search.py); only used to say how long a refused search would take
+DEFAULT_TOKENS_PER_SECOND = 40_000.0
+
+
+def task_action_lists(taxonomy) -> Dict[int, tuple]:
+    """{task: A(task) in taxonomy order} of a ``datasets.Taxonomy`` (or a path to one)."""
+    if isinstance(taxonomy, (str, bytes)) or hasattr(taxonomy, '__fspath__'):
+        from ..datasets import load_taxonomy
+        taxonomy = load_taxonomy(taxonomy)
+    return {task: tuple(actions) for task, actions in enumerate(taxonomy.task_actions)}
+
+
+@MODELS.register_module()
+class CEFITO(BasePlanner):
+    """CEFITO (module docstring).
+
+    Args:
+        feature_dim: E (3 x 512 S3D frames). num_actions: N. num_tasks: K. horizon: T.
+        taxonomy: the taxonomy file (A(c) of every task, in file order) or a
+            ``{task: [action ids]}`` dict.
+        text_embeddings: ``load_action_features`` config ((N, text_dim) action-name features;
+            the CLIP ViT-B/32 text features, or the MiniLM stand-in, labelled as such).
+        text_dim: D of the action features (512).
+        hidden_dim, depth, num_heads, mlp_ratio, causal: the predictor.
+        num_negatives, hard_negative_ratio, permutation_negative_ratio: the sampler.
+        min_margin, max_margin, margin_order_weight, aux_weight: the loss.
+        observation_noise: x += noise * std(x over the batch) * N(0, 1) on the raw start and
+            goal while training (official crosstask_t3: 0.30).
+        negative_rng: 'per_sample' (a generator per (seed, step, window index)) or 'global'.
+        negative_seed: seed of the per-sample generators.
+        search: 'tree' | 'chunked'. chunk_size: rows per predictor call. top_k: plans kept.
+        tie_break: 'sequence' | 'topk'. task_source: 'classifier' | 'ground_truth'.
+        max_sequences: refuse a search of more sequences per sample than this (None: no limit),
+            saying how many and how long it would take at ``tokens_per_second``.
+    """
+
+    counted_apart = ('classifier',)
+
+    def __init__(self, feature_dim: int, num_actions: int, num_tasks: int, horizon: int,
+                 taxonomy, text_embeddings: Optional[dict] = None, text_dim: int = 512,
+                 hidden_dim: int = 384, depth: int = 4, num_heads: int = 6,
+                 mlp_ratio: float = 4.0, causal: bool = True, num_negatives: int = 50,
+                 hard_negative_ratio: float = 0.8, permutation_negative_ratio: float = 0.0,
+                 min_margin: float = 0.01, max_margin: float = 0.1,
+                 margin_order_weight: float = 0.0, aux_weight: float = 1.0,
+                 observation_noise: float = 0.0, negative_rng: str = 'per_sample',
+                 negative_seed: int = 0, search: str = 'tree', chunk_size: int = 50_000,
+                 top_k: int = 1, tie_break: str = 'sequence', task_source: str = 'classifier',
+                 max_sequences: Optional[int] = 2_000_000,
+                 tokens_per_second: float = DEFAULT_TOKENS_PER_SECOND,
+                 action_embeddings: Optional[torch.Tensor] = None,
+                 loss_weights: Optional[dict] = None, pkg: Optional[dict] = None,
+                 data_preprocessor: Optional[dict] = None):
+        super().__init__(num_actions, horizon, pkg, data_preprocessor)
+        check_choice('model.negative_rng', negative_rng, NEGATIVE_RNGS)
+        check_choice('model.search', search, SEARCHES)
+        check_choice('model.tie_break', tie_break, energy_search.TIE_BREAKS)
+        check_choice('model.task_source', task_source, TASK_SOURCES)
+        check_loss_terms(loss_weights, LOSS_TERMS)
+        self.num_tasks, self.feature_dim = num_tasks, feature_dim
+        self.task_to_actions = self.read_task_actions(taxonomy)
+        self.num_negatives, self.hard_negative_ratio = num_negatives, hard_negative_ratio
+        self.permutation_negative_ratio = permutation_negative_ratio
+        self.min_margin, self.max_margin = min_margin, max_margin
+        self.margin_order_weight, self.aux_weight = margin_order_weight, aux_weight
+        self.observation_noise = observation_noise
+        self.negative_rng, self.negative_seed = negative_rng, negative_seed
+        self.search, self.chunk_size, self.top_k = search, chunk_size, top_k
+        self.tie_break, self.task_source = tie_break, task_source
+        self.max_sequences, self.tokens_per_second = max_sequences, tokens_per_second
+        self.loss_weights = dict(loss_weights or {})
+        self.text_label = (stand_in_label(text_embeddings) if text_embeddings or
+                           action_embeddings is not None else 'none given (zeros)')
+        if action_embeddings is None:
+            action_embeddings = (load_action_features(**dict(text_embeddings))
+                                 if text_embeddings else torch.zeros(num_actions, text_dim))
+        self.check_text_features(action_embeddings, text_dim, text_embeddings)
+        self.field = energy_field.EnergyField(feature_dim, num_actions, horizon,
+                                              action_embeddings.float(), hidden_dim, depth,
+                                              num_heads, mlp_ratio, causal)
+        self.classifier = TaskClassifier(feature_dim, num_tasks, owner='CEFITO')
+        self.register_buffer('negative_step', torch.tensor(0, dtype=torch.long))
+        print_log(f'CEFITO: energy field {num_parameters(self):,} parameters, task classifier '
+                  f'{num_parameters(self.classifier):,} (counted apart) (N={num_actions}, '
+                  f'K={num_tasks}, E={feature_dim}, H={hidden_dim}, T={horizon}); text '
+                  f'features: {self.text_label or "CLIP text features"}', logger='current',
+                  level=logging.WARNING if self.text_label else logging.INFO)
+
+    def require_pkg(self) -> None:
+        """CEFITO plans without the PKG (``PKGHook`` may still count one for the record)."""
+
+    # ------------------------------------------------------------------ checks
+    def read_task_actions(self, taxonomy) -> Dict[int, tuple]:
+        lists = ({int(k): tuple(int(a) for a in v) for k, v in dict(taxonomy).items()}
+                 if isinstance(taxonomy, dict) else task_action_lists(taxonomy))
+        if len(lists) != self.num_tasks:
+            raise ValueError(f'CEFITO: the taxonomy {taxonomy if not isinstance(taxonomy, dict) else ""}'
+                             f' has {len(lists)} tasks but model.num_tasks={self.num_tasks}')
+        for task, actions in lists.items():
+            if not actions:
+                raise ValueError(f'CEFITO: task {task} of the taxonomy has no actions (A(c) is '
+                                 'empty); every task needs at least one action to plan with')
+            bad = [a for a in actions if not 0 <= a < self.num_actions]
+            if bad:
+                raise ValueError(f'CEFITO: task {task} lists action ids {bad} outside '
+                                 f'0..{self.num_actions - 1} (model.num_actions)')
+        return lists
+
+    def check_text_features(self, features: torch.Tensor, text_dim: int, source) -> None:
+        where = f'model.text_embeddings={dict(source) if source else None}'
+        if features.ndim != 2 or features.shape[0] != self.num_actions:
+            raise ValueError(f'CEFITO: {where} gave text features of shape '
+                             f'{tuple(features.shape)}; expected one row per action: '
+                             f'({self.num_actions}, {text_dim})')
+        if features.shape[1] != text_dim:
+            raise ValueError(f'CEFITO: {where} gave {features.shape[1]}-d text features but '
+                             f'model.text_dim={text_dim} (CLIP ViT-B/32 text features: 512; a '
+                             'stand-in encoder is zero-padded with text_embeddings.pad_to)')
+
+    def check_search_budget(self, size: int, horizon: int, samples: int = 1) -> None:
+        """Refuse before starting a search of more than ``max_sequences`` sequences per sample."""
+        sequences = size ** horizon
+        if self.max_sequences is None or sequences <= self.max_sequences:
+            return
+        cost = energy_search.search_cost([size] * samples, horizon)
+        seconds = cost['tree_tokens'] / self.tokens_per_second
+        raise ValueError(
+            f'CEFITO: a search at T={horizon} over |A(c)|={size} actions scores {sequences:,} '
+            f'sequences per sample, more than model.max_sequences={self.max_sequences:,}; '
+            f'estimated {seconds:,.0f} s per sample at {self.tokens_per_second:,.0f} prefix-'
+            'tree tokens/s (tools/benchmark_cefito_search.py measures it). Raise '
+            'model.max_sequences to run it anyway (on a GPU), or plan a shorter horizon')
+
+    def check_tasks(self, tasks: torch.Tensor, source: str) -> None:
+        bad = [int(t) for t in tasks if int(t) not in self.task_to_actions]
+        if bad:
+            raise ValueError(f'CEFITO: the {source} task {bad[0]} is not a task of the '
+                             f'taxonomy (tasks 0..{self.num_tasks - 1}); A(c) is undefined')
+
+    # ------------------------------------------------------------------ training
+    def sampler_rngs(self, data_samples, batch: int):
+        if self.negative_rng == 'global':
+            return negatives.global_stream()
+        indices = data_samples.get('index') if data_samples else None
+        if indices is None:
+            indices = torch.arange(batch)
+        step = int(self.negative_step)
+        return lambda i: negatives.sample_rng(self.negative_seed, step, int(indices[i]))
+
+    def draw_negatives(self, plan: torch.Tensor, task: torch.Tensor, data_samples) -> torch.Tensor:
+        """(B, M, T) negatives of ground truths (B, T) of tasks (B,)."""
+        drawn = negatives.sample_negatives(
+            plan.tolist(), task.tolist(), self.task_to_actions, self.num_negatives,
+            self.hard_negative_ratio, self.permutation_negative_ratio,
+            self.sampler_rngs(data_samples, len(plan)))
+        if self.training:
+            self.negative_step += 1
+        return torch.tensor(drawn, dtype=torch.long, device=plan.device)
+
+    def noisy(self, x: torch.Tensor) -> torch.Tensor:
+        if not (self.training and self.observation_noise):
+            return x
+        return x + self.observation_noise * x.std() * torch.randn_like(x)
+
+    def loss(self, inputs, data_samples) -> Dict[str, torch.Tensor]:
+        plan, task = data_samples['plan'], data_samples['task']
+        self.classifier.check_batch(inputs, task)
+        self.check_tasks(task, 'ground-truth')
+        terms = self.loss_terms(self.noisy(inputs['start']), self.noisy(inputs['goal']), plan,
+                                self.draw_negatives(plan, task, data_samples))
+        losses = dict(loss_contrastive=terms['contrastive'],
+                      loss_auxiliary=self.aux_weight * terms['auxiliary'])
+        return {k: v * self.loss_weights.get(k, 1.0) for k, v in losses.items()}
+
+    def loss_terms(self, start, goal, plan, negative_plans) -> Dict[str, torch.Tensor]:
+        """``core.energy_field.field_loss`` with the model's margins and weights."""
+        return energy_field.field_loss(self.field, start, goal, plan, negative_plans,
+                                       self.min_margin, self.max_margin,
+                                       self.margin_order_weight, self.aux_weight)
+
+    # ------------------------------------------------------------------ planning
+    def search_tasks(self, inputs, data_samples) -> torch.Tensor:
+        if self.task_source == 'ground_truth':
+            if not data_samples or 'task' not in data_samples:
+                raise ValueError('CEFITO: model.task_source=ground_truth needs the batch\'s '
+                                 'tasks (data_samples["task"])')
+            tasks, source = data_samples['task'], 'ground-truth'
+        else:
+            tasks, source = self.classifier.predict_task(inputs), 'predicted'
+        self.check_tasks(tasks, source)
+        return tasks
+
+    def plan(self, start: torch.Tensor, goal: torch.Tensor, tasks: torch.Tensor,
+             top_k: Optional[int] = None, scorer: Optional[str] = None,
+             tie_break: Optional[str] = None, chunk_size: Optional[int] = None):
+        """Raw start, goal (B, E), tasks (B,) -> (plans (B, k, T), energies (B, k))."""
+        top_k = top_k or self.top_k
+        chunk_size = chunk_size or self.chunk_size
+        start = energy_field.normalize_observation(start)
+        goal = energy_field.normalize_observation(goal)
+        plans = torch.zeros(len(start), top_k, self.horizon, dtype=torch.long,
+                            device=start.device)
+        energies = torch.zeros(len(start), top_k, device=start.device)
+        for task, members in energy_search.group_by_task(tasks):
+            actions = torch.tensor(self.task_to_actions[task], device=start.device)
+            self.check_search_budget(len(actions), self.horizon)
+            table = energy_search.energy_table(self.field, start[members], goal[members],
+                                               actions, self.horizon, scorer or self.search,
+                                               chunk_size)
+            order, best = energy_search.select_top_k(table, top_k, tie_break or self.tie_break,
+                                                     chunk_size)
+            plans[members] = energy_search.decode_candidates(
+                order.reshape(-1), actions, self.horizon).view(len(members), top_k, -1)
+            energies[members] = best
+        return plans, energies
+
+    def predict_fields(self, inputs, data_samples, horizon: int) -> dict:
+        tasks = self.search_tasks(inputs, data_samples)
+        plans, energies = self.plan(inputs['start'], inputs['goal'], tasks)
+        return dict(pred_plan=plans[:, 0], pred_task=tasks, topk_plans=plans,
+                    topk_energies=energies)
+
+    def tensor(self, inputs, horizon: int) -> torch.Tensor:
+        """Top-1 plans (B, T) of the classifier's tasks."""
+        return self.plan(inputs['start'], inputs['goal'],
+                         self.search_tasks(inputs, None))[0][:, 0]
+
+
