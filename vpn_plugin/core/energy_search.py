@@ -139,7 +139,7 @@ def select_top_k(table: torch.Tensor, top_k: int, tie_break: str = 'sequence',
     group, total = table.shape
     k = min(top_k, total)
     if tie_break == 'sequence':
-        order = torch.sort(table, 1, stable=True).indices[:, :k]
+        order = torch.sort(table, dim=1, stable=True).indices[:, :k]
         energies = table.gather(1, order)
     else:
         per_chunk = max(1, chunk_size // group)

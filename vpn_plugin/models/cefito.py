@@ -234,6 +234,7 @@ class CEFITO(BasePlanner):
         self.check_tasks(tasks, source)
         return tasks
 
+    @torch.no_grad()
     def plan(self, start: torch.Tensor, goal: torch.Tensor, tasks: torch.Tensor,
              top_k: Optional[int] = None, scorer: Optional[str] = None,
              tie_break: Optional[str] = None, chunk_size: Optional[int] = None):

@@ -1,0 +1,591 @@
+"""The ``CEFITO`` checker of ``oracles.compare``: a fixture of the official CEFITO code
+(``../shared/reference/cefito_small_t3``, README "Reference outputs of CEFITO") recomputed
+with this plugin's ``CEFITO`` built from its config at the fixture's sizes.
+
+Recomputed: the predictor probe (every intermediate), the loss with the injected negatives
+(and the negatives redrawn from ``negatives_seed`` with ``negative_rng='global'``), the
+50-negative sampler and the margin probes, the gradients of the total loss and of each term,
+the task classifier (layers, loss, gradients, top-1/top-3), the search (every energy of
+A(c^)^T with the prefix tree and with chunked full sequences, the official top-k at both chunk
+sizes, the synthetic-energy searches with and without ties), the metrics, one training step
+(AdamW + EMA) and the loader's window rule (``datasets.observations``). Sizes come from
+meta.json and the arrays, never from this fixture's values.
+
+Plans that may contain exact ties are compared through the recorded energy table: a plan
+differing from the recorded one only among exactly tied sequences has difference 0.
+"""
+from __future__ import annotations
+
+import copy
+import itertools
+import json
+import math
+import random
+import re
+from pathlib import Path
+from typing import Dict, List, Tuple
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+from ..core import energy_field, energy_search, metrics, negatives
+from ..datasets import observations
+from ..engine.cefito_training import ema_update
+from ..models.pdpp import observation_pair
+from . import compare as cmp
+from .compare import GRAD_TOLERANCE, OUTPUT_TOLERANCE, compare_file, read_npz
+
+REPO = Path(__file__).resolve().parents[2]
+CONFIG = REPO / 'configs/baselines/cefito_crosstask_t3.py'
+META_FIELDS = ('num_actions', 'num_tasks', 'horizon', 'observation_dim', 'hidden_dim',
+               'num_heads', 'depth', 'task_to_actions', 'constructor', 'top_k', 'small_chunk')
+OWN_ROWS = ('search_all_', 'decode_probe')  # arrays checked by their own rows
+CONSTRUCTOR_KEYS = ('mlp_ratio', 'num_negatives', 'hard_negative_ratio', 'min_margin',
+                    'max_margin', 'aux_weight', 'permutation_negative_ratio',
+                    'margin_order_weight')
+
+
+def read_meta(fixture: Path, meta: dict) -> dict:
+    missing = [field for field in META_FIELDS if field not in meta]
+    if missing:
+        raise ValueError(f'{fixture / "meta.json"}: missing fields {missing}; a CEFITO fixture '
+                         f'has {META_FIELDS}')
+    return meta
+
+
+def constructor_values(meta: dict) -> dict:
+    """The keyword values of meta's ``CEFITO(...)`` call that are numbers or booleans."""
+    call = meta['constructor']['cefito']
+    values = {}
+    for key in CONSTRUCTOR_KEYS + ('causal_attention',):
+        match = re.search(rf'\b{key}=([\w.+-]+)', call)
+        if match:
+            text = match.group(1)
+            values[key] = text == 'True' if text in ('True', 'False') else float(text)
+    return values
+
+
+def task_lists(meta: dict) -> Dict[int, tuple]:
+    return {int(task): tuple(int(a) for a in actions) for task, actions in meta['task_to_actions']}
+
+
+def model_config(meta: dict, embeddings: np.ndarray):
+    """The config's CEFITO with the fixture's sizes and loss recipe (each change printed)."""
+    from mmengine.config import Config
+    cfg = Config.fromfile(str(CONFIG))
+    model = copy.deepcopy(cfg.model)
+    call = constructor_values(meta)
+    sizes = dict(num_actions=meta['num_actions'], num_tasks=meta['num_tasks'],
+                 horizon=meta['horizon'], feature_dim=meta['observation_dim'],
+                 hidden_dim=meta['hidden_dim'], num_heads=meta['num_heads'],
+                 depth=meta['depth'], text_dim=int(embeddings.shape[1]),
+                 causal=call.pop('causal_attention', True),
+                 **{k: (int(v) if k == 'num_negatives' else v) for k, v in call.items()})
+    for key, value in sizes.items():
+        if model.get(key) != value:
+            print(f'  {key}: config {model.get(key)!r} -> fixture {value!r}')
+            model[key] = value
+    model.update(taxonomy=task_lists(meta), text_embeddings=None)
+    return model
+
+
+def build(model_cfg, embeddings=None, device=None):
+    from mmaction.registry import MODELS
+    args = {} if embeddings is None else dict(action_embeddings=torch.as_tensor(embeddings))
+    with torch.device(device or 'cpu'):
+        return MODELS.build(copy.deepcopy(model_cfg), default_args=args)
+
+
+def check_counts(model_cfg, meta: dict, model) -> bool:
+    """The fixture's counts and every ``full_size`` entry (built on the meta device)."""
+    from ..models.base_planner import num_parameters
+    cases = [('fixture', model, meta.get('num_parameters_cefito'),
+              meta.get('num_parameters_task_classifier'))]
+    for name, full in meta.get('full_size', {}).items():
+        cfg = dict(model_cfg, num_actions=full['num_actions'], num_tasks=full['num_tasks'],
+                   feature_dim=full['observation_dim'], hidden_dim=full['hidden_dim'],
+                   depth=full['depth'], num_heads=full['num_heads'],
+                   mlp_ratio=full['mlp_ratio'], text_dim=full['text_dim'],
+                   taxonomy={0: (0,)} if full['num_tasks'] == 1 else
+                   {t: (0,) for t in range(full['num_tasks'])})
+        cases.append((name, build(cfg, torch.zeros(full['num_actions'], full['text_dim']),
+                                  'meta'),
+                      full['cefito_parameters'], full['task_classifier_parameters']))
+    ok = True
+    for name, built, field, head in cases:
+        counts = (num_parameters(built), num_parameters(built.classifier))
+        good = counts == (field, head)
+        ok &= good
+        print(f'parameters {name}: CEFITO {counts[0]:,} (official {field:,}), task classifier '
+              f'{counts[1]:,} (official {head:,}) {"ok" if good else "MISMATCH"}')
+    return ok
+
+
+def install_weights(model, fixture: Path) -> None:
+    """The official state dict (``field.`` prefix here) and the classifier's, float32."""
+    official = read_npz(fixture / 'state_dict.npz')
+    field = model.field
+    own = field.state_dict()
+    missing = sorted(set(own) - set(official))
+    extra = sorted(set(official) - set(own))
+    if missing or extra:
+        raise KeyError(f'{fixture / "state_dict.npz"}: keys missing {missing}, unknown {extra} '
+                       'for the energy field built from the config')
+    for key, value in official.items():
+        if value.shape != tuple(own[key].shape):
+            raise ValueError(f'{fixture / "state_dict.npz"}: {key} has shape {value.shape}, '
+                             f'the model {tuple(own[key].shape)}')
+    field.load_state_dict({k: torch.from_numpy(v.astype(np.float32)) for k, v in official.items()})
+    head = read_npz(fixture / 'head_state_dict.npz')
+    model.classifier.task_head.load_state_dict(
+        {k: torch.from_numpy(v.astype(np.float32)) for k, v in head.items()})
+    model.classifier.classifier_ready.fill_(True)
+
+
+# ---------------------------------------------------------------------- recomputation
+def tensors(inputs: dict, *names):
+    return [torch.from_numpy(np.asarray(inputs[n])) for n in names]
+
+
+def predictor_outputs(model, inputs: dict) -> dict:
+    field = model.field
+    start, goal, actions = tensors(inputs, 'initial_state', 'goal_state', 'actions')
+    norm_start = energy_field.normalize_observation(start)
+    norm_goal = energy_field.normalize_observation(goal)
+    trace: dict = {}
+    with torch.no_grad():
+        predicted = field.predict(norm_start, actions, trace)
+        recon: dict = {}
+        logits = field.recon_logits(norm_start, predicted['latents'], recon)
+    return dict(norm_initial=norm_start, norm_goal=norm_goal, pos_embed=field.predictor.pos_embed,
+                probe_action_tokens=trace['action_tokens'], probe_tokens_in=trace['tokens_in'],
+                probe_block_out=trace['block_out'], probe_latents=predicted['latents'],
+                probe_predicted_goal=predicted['predicted_goal'],
+                probe_energy=energy_field.energy(predicted['predicted_goal'], norm_goal),
+                probe_recon_tokens_in=recon['recon_tokens_in'],
+                probe_recon_block_out=recon['recon_block_out'], probe_recon_logits=logits)
+
+
+def loss_outputs(model, inputs: dict, negative_plans: torch.Tensor, backward=None):
+    """The loss with the given negatives; ``backward``: the term(s) to backpropagate, whose
+    gradient summaries are returned."""
+    start, goal, actions = tensors(inputs, 'initial_state', 'goal_state', 'actions')
+    model.zero_grad()
+    terms = model.loss_terms(start, goal, actions, negative_plans)
+    grads = {}
+    if backward is not None:
+        terms[backward].backward()
+        grads = {k[len('field.'):]: cmp.grad_summary(p.grad)
+                 for k, p in model.named_parameters()
+                 if k.startswith('field.') and p.grad is not None}
+    batch = len(actions)
+    out = dict(candidates=terms['candidates'], loss_action_tokens=terms['action_tokens'],
+               loss_predicted_goal=terms['predicted_goal'],
+               loss_state_latents=terms['latents'], loss_recon_logits=terms['recon_logits'],
+               loss_distances=terms['distances'], loss_margins=terms['margins'],
+               loss_triplet=terms['triplet'], loss_num_active=terms['num_active'],
+               loss_aux_ce=terms['ce'], loss_aux_per_sequence=terms['ce'].mean((0, 2)),
+               loss_contrastive=terms['contrastive'], loss_auxiliary=terms['auxiliary'],
+               loss_total=terms['total'])
+    assert out['loss_aux_ce'].shape[0] == batch
+    return {k: v.detach() for k, v in out.items()}, grads
+
+
+def redrawn_negatives(model, inputs: dict) -> torch.Tensor:
+    """The negatives the official sampler draws after ``random.seed(negatives_seed)``."""
+    state = random.getstate()
+    try:
+        random.seed(int(inputs['negatives_seed']))
+        drawn = negatives.sample_negatives(
+            inputs['actions'].tolist(), inputs['tasks'].tolist(), model.task_to_actions,
+            inputs['negatives'].shape[1], model.hard_negative_ratio,
+            model.permutation_negative_ratio, negatives.global_stream())
+    finally:
+        random.setstate(state)
+    return torch.tensor(drawn)
+
+
+def sampler_outputs(model, inputs: dict, recorded: dict) -> dict:
+    count = recorded['sampler50_negatives'].shape[1]
+    drawn = torch.tensor(negatives.sample_negatives(
+        inputs['actions'].tolist(), inputs['tasks'].tolist(), model.task_to_actions, count,
+        model.hard_negative_ratio, model.permutation_negative_ratio,
+        random.Random(int(inputs['sampler50_seed']))))
+    actions = torch.from_numpy(inputs['actions'])
+    positives, probes = tensors(inputs, 'margin_probe_positives', 'margin_probe_negatives')
+    margins = {name: energy_field.adaptive_margins(positives, probes, model.min_margin,
+                                                   model.max_margin, weight)
+               for name, weight in (('margin_probe_w0', 0.0),
+                                    ('margin_probe_w07', model.margin_order_weight))}
+    return dict(sampler50_negatives=drawn,
+                sampler50_margins=energy_field.adaptive_margins(
+                    actions, drawn, model.min_margin, model.max_margin,
+                    model.margin_order_weight), **margins)
+
+
+def classifier_outputs(model, inputs: dict) -> Tuple[dict, dict]:
+    head = model.classifier.task_head
+    states = torch.from_numpy(inputs['states'])
+    batch = dict(start=states[:, 0], goal=states[:, -1])
+    pair = observation_pair(batch)
+    head.requires_grad_(True)
+    head.zero_grad()
+    fc1 = head.fc1(pair)
+    fc2 = head.fc2(fc1)
+    fc3 = head.fc3(F.relu(fc2))
+    logits = head(pair)
+    tasks = torch.from_numpy(inputs['tasks'])
+    loss = model.classifier.task_loss(batch, dict(task=tasks))
+    loss.backward()
+    grads = {n: cmp.grad_summary(p.grad) for n, p in head.named_parameters()}
+    head.requires_grad_(False)
+    ranked = logits.topk(min(3, logits.shape[1]), 1).indices
+    out = dict(head_observations=pair, head_fc1=fc1, head_fc2=fc2, head_fc3=fc3,
+               head_logits=logits, head_loss=loss, head_pred=logits.argmax(-1),
+               head_top1=100.0 * (logits.argmax(-1) == tasks).double().mean(),
+               head_top3=100.0 * (ranked == tasks[:, None]).any(1).double().mean())
+    return {k: v.detach() for k, v in out.items()}, grads
+
+
+def energy_tables(model, inputs: dict, scorer: str) -> Dict[int, torch.Tensor]:
+    """Per sample: the energies (|A(c^)|^T,) of every sequence, in enumeration order."""
+    start, goal, tasks = tensors(inputs, 'initial_state', 'goal_state', 'search_tasks')
+    start = energy_field.normalize_observation(start)
+    goal = energy_field.normalize_observation(goal)
+    tables = {}
+    with torch.no_grad():
+        for b in range(len(tasks)):
+            actions = torch.tensor(model.task_to_actions[int(tasks[b])])
+            tables[b] = energy_search.energy_table(model.field, start[b:b + 1], goal[b:b + 1],
+                                                   actions, model.horizon, scorer)[0]
+    return tables
+
+
+def official_search(model, inputs: dict, chunk_size: int, top_k: int):
+    """``plan`` as the official code runs it: full sequences, no merging of same-embedding
+    actions, torch.topk per chunk; also the rows of every energy call."""
+    start, goal, tasks = tensors(inputs, 'initial_state', 'goal_state', 'search_tasks')
+    start = energy_field.normalize_observation(start)
+    goal = energy_field.normalize_observation(goal)
+    plans = torch.zeros(len(tasks), top_k, model.horizon, dtype=torch.long)
+    energies = torch.zeros(len(tasks), top_k)
+    calls: List[int] = []
+    with torch.no_grad():
+        for task, members in energy_search.group_by_task(tasks):
+            actions = torch.tensor(model.task_to_actions[task])
+            table = energy_search.chunked_energies(model.field.energies, start[members],
+                                                   goal[members], actions, model.horizon,
+                                                   chunk_size, calls)
+            order, best = energy_search.select_top_k(table, top_k, 'topk', chunk_size)
+            plans[members] = energy_search.decode_candidates(
+                order.reshape(-1), actions, model.horizon).view(len(members), top_k, -1)
+            energies[members] = best
+    return plans, energies, torch.tensor(calls)
+
+
+def synthetic_energy_fn(meta: dict, modulus: int):
+    """The fixture's integer-valued synthetic energy (meta ``synthetic_energy``)."""
+    constants = meta['synthetic_energy']
+    q, r = int(constants['Q']), int(constants['R'])
+
+    def energy_fn(start, sequences, goal):
+        horizon = sequences.shape[1]
+        weights = torch.tensor([1000 ** (horizon - 1 - t) for t in range(horizon)])
+        code = start[:, 0].round().long()
+        value = ((sequences.long() * weights).sum(1) % modulus) * r + code * q
+        return (value % modulus).float()
+    return energy_fn
+
+
+def synthetic_searches(model, meta: dict, inputs: dict, top_k: int) -> dict:
+    """``synth_{distinct,ties}_{full,chunked,chunk1}_{plans,energies}`` with the official
+    top-k, and the same searches with sequence-order ties as ``*_sequence`` (checked against
+    a brute force, not against the fixture)."""
+    tasks = torch.from_numpy(inputs['search_tasks'])
+    codes = torch.from_numpy(inputs['synth_codes']).float()[:, None]
+    chunks = dict(full=50_000, chunked=int(meta['small_chunk']), chunk1=1)
+    out = {}
+    moduli = dict(distinct=meta['synthetic_energy']['M_distinct'],
+                  ties=meta['synthetic_energy']['M_ties'])
+    for kind, modulus in moduli.items():
+        energy_fn = synthetic_energy_fn(meta, int(modulus))
+        for name, chunk in chunks.items():
+            for tie_break in ('topk', 'sequence'):
+                plans = torch.zeros(len(tasks), top_k, model.horizon, dtype=torch.long)
+                energies = torch.zeros(len(tasks), top_k)
+                for task, members in energy_search.group_by_task(tasks):
+                    actions = torch.tensor(model.task_to_actions[task])
+                    table = energy_search.chunked_energies(
+                        energy_fn, codes[members], torch.zeros(len(members), 1), actions,
+                        model.horizon, chunk)
+                    order, best = energy_search.select_top_k(table, top_k, tie_break, chunk)
+                    plans[members] = energy_search.decode_candidates(
+                        order.reshape(-1), actions, model.horizon).view(len(members), top_k, -1)
+                    energies[members] = best
+                suffix = '' if tie_break == 'topk' else '_sequence'
+                out[f'synth_{kind}_{name}_plans{suffix}'] = plans
+                out[f'synth_{kind}_{name}_energies{suffix}'] = energies
+    return out
+
+
+def brute_force_top_k(meta: dict, inputs: dict, task_to_actions, horizon: int, modulus: int,
+                      top_k: int):
+    """(plans (B, k, T), energies (B, k)) by itertools.product, ranked by (energy, index)."""
+    q, r = int(meta['synthetic_energy']['Q']), int(meta['synthetic_energy']['R'])
+    plans, energies = [], []
+    for code, task in zip(inputs['synth_codes'].tolist(), inputs['search_tasks'].tolist()):
+        scored = []
+        for index, sequence in enumerate(itertools.product(task_to_actions[task],
+                                                           repeat=horizon)):
+            number = sum(a * 1000 ** (horizon - 1 - t) for t, a in enumerate(sequence))
+            scored.append((float(((number % modulus) * r + code * q) % modulus), index,
+                           sequence))
+        scored.sort()
+        best = scored[:top_k] + [scored[min(top_k, len(scored)) - 1]] * max(0, top_k - len(scored))
+        plans.append([s for _, _, s in best])
+        energies.append([e for e, _, _ in best])
+    return np.array(plans), np.array(energies)
+
+
+def metric_outputs(inputs: dict, plans: np.ndarray, evaluated: np.ndarray,
+                   search_tasks: np.ndarray) -> dict:
+    """Official metrics: SR, mAcc, the bitwise mIoU (our ``miou_legacy``) in percent, of the
+    recorded top-1 plans (unchunked: ``metric_plans``; chunked: ``evaluate``), which the
+    search rows check (so a tie resolved otherwise does not fail the metrics)."""
+    plan_scores = metrics.per_sample_scores(plans, inputs['actions'])
+    pair_scores = metrics.per_sample_scores(inputs['metric_pred'], inputs['metric_target'])
+    evaluate_scores = metrics.per_sample_scores(evaluated, inputs['actions'])
+    out = {}
+    for prefix, values in (('metric_plans', plan_scores), ('metric_pairs', pair_scores)):
+        out[f'{prefix}_sr'] = values['success_rate'].mean()
+        out[f'{prefix}_macc'] = values['mean_accuracy'].mean()
+        out[f'{prefix}_miou'] = values['miou_legacy'].mean()
+    out['metric_pairs_miou_rows'] = pair_scores['miou_legacy']
+    out['evaluate_success_rate'] = evaluate_scores['success_rate'].mean()
+    out['evaluate_mean_accuracy'] = evaluate_scores['mean_accuracy'].mean()
+    out['evaluate_mean_iou'] = evaluate_scores['miou_legacy'].mean()
+    out['evaluate_task_accuracy'] = 100.0 * (search_tasks == inputs['tasks']).mean()
+    return out
+
+
+def train_step_outputs(model, meta: dict, inputs: dict) -> dict:
+    """``train_one_epoch`` on the batch: noise, loss with the injected negatives, AdamW, EMA."""
+    step_meta = meta.get('train_step', {})
+    lr = float(re.search(r'lr=([\d.e+-]+)', step_meta['optimizer']).group(1))
+    decay = float(re.search(r'weight_decay=([\d.e+-]+)', step_meta['optimizer']).group(1))
+    ema_args = {k: float(v) for k, v in re.findall(r'(decay|start_step|update_every)=([\d.e+-]+)',
+                                                   step_meta['ema'])}
+    field = model.field
+    ema = copy.deepcopy(field)
+    start, goal, actions, noise_start, noise_goal = tensors(
+        inputs, 'initial_state', 'goal_state', 'actions', 'noise_initial', 'noise_goal')
+    noise = float(meta['observation_noise'])
+    aug_start = start + noise * start.std() * noise_start
+    aug_goal = goal + noise * goal.std() * noise_goal
+    optimizer = torch.optim.AdamW(field.parameters(), lr=lr, weight_decay=decay)
+    optimizer.zero_grad(set_to_none=True)
+    terms = model.loss_terms(aug_start, aug_goal, actions, torch.from_numpy(inputs['negatives']))
+    terms['total'].backward()
+    optimizer.step()
+    ema_update(ema, field, 1, ema_args['decay'], int(ema_args['start_step']),
+               int(ema_args['update_every']))
+    out = dict(aug_initial=aug_start, aug_goal=aug_goal,
+               losses=torch.stack([terms['total'], terms['contrastive'], terms['auxiliary']]))
+    out.update({f'after_adamw.{k}': v for k, v in field.state_dict().items() if k != 'predictor.pos_embed'})
+    out.update({f'ema_after.{k}': v for k, v in ema.state_dict().items() if k != 'predictor.pos_embed'})
+    return {k: v.detach() for k, v in out.items()}
+
+
+# ---------------------------------------------------------------------- the loader
+def loader_outputs(fixture: Path, meta: dict) -> dict:
+    """The official loader's arrays from this plugin's window rule (``datasets.observations``:
+    the 'authors' frames t-1..t+1 and the 'authors' window policy), padded to T."""
+    records = json.loads((fixture / 'loader_annotations.json').read_text())
+    features = read_npz(fixture / 'loader_inputs.npz')
+    horizon = int(meta.get('loader', {}).get('horizon', meta['horizon']))
+    out = {}
+    for source in ('ground_truth', 'predicted'):
+        rows = dict(states=[], actions=[], task=[], gt_task=[], record_index=[])
+        for index, record in enumerate(records):
+            info = record['id']
+            frames = features[info['vid']]
+            times = [(int(s), int(e)) for s, e, _ in info['legal_range']]
+            labels = [int(a) for _, _, a in info['legal_range']]
+            steps = observations.step_map(times, len(frames), 'authors')
+            if steps is None:
+                continue
+            steps = list(steps) + [steps[-1]] * (horizon - len(steps))
+            rows['states'].append(window_states(frames, [times[j] for j in steps]))
+            rows['actions'].append([labels[j] for j in steps])
+            rows['gt_task'].append(int(info['task_id']))
+            rows['task'].append(int(info['event_class_top1']) if source == 'predicted'
+                                else int(info['task_id']))
+            rows['record_index'].append(index)
+        out.update({f'{source}_{k}': np.asarray(v) for k, v in rows.items()})
+    ranges = read_npz(fixture / 'loader_outputs.npz').get('state_window_vidA_ranges')
+    if ranges is not None:
+        frames = features['vidA']
+        out['state_window_vidA'] = np.stack([
+            np.stack([frames[i] for i in observations.frame_indices('authors', s, e, len(frames))])
+            for s, e in ranges.tolist()])
+    return out
+
+
+def window_states(frames: np.ndarray, times) -> np.ndarray:
+    """(T+1, 3D): start window of step 1, means of adjacent end/start windows, end of step T
+    (the official loader's states; only the first and last are read)."""
+    length = len(frames)
+    pairs = [observations.frame_indices('authors', s, e, length) for s, e in times]
+    starts = [observations.observe(frames, p[0], 'authors') for p in pairs]
+    ends = [observations.observe(frames, p[1], 'authors') for p in pairs]
+    middle = [(ends[t] + starts[t + 1]) / 2 for t in range(len(times) - 1)]
+    return np.stack([starts[0]] + middle + [ends[-1]]).astype(np.float32)
+
+
+# ---------------------------------------------------------------------- comparison
+def to_numpy(values: dict) -> dict:
+    return {k: v.detach().cpu().numpy() if torch.is_tensor(v) else np.asarray(v)
+            for k, v in values.items()}
+
+
+def plan_rows(name: str, plans: np.ndarray, recorded: np.ndarray, tables: dict,
+              candidates: dict, tolerance: float) -> list:
+    """Plans compared through the recorded energy table of each sample: max |E(recorded plan) -
+    E(our plan)| relative to the table's scale (0 for equal plans or exact ties)."""
+    worst, scale = 0.0, 0.0
+    if plans.shape != recorded.shape:
+        return [(f'{name} (plans, shape)', math.inf, math.inf, tolerance, False)]
+    for b in range(len(plans)):
+        lookup = {tuple(c): e for c, e in zip(candidates[b].tolist(), tables[b].tolist())}
+        if any(tuple(p) not in lookup for p in plans[b].tolist() + recorded[b].tolist()):
+            return [(f'{name} (plan outside A(c)^T)', math.inf, math.inf, tolerance, False)]
+        ours = np.array([lookup[tuple(p)] for p in plans[b].tolist()])
+        theirs = np.array([lookup[tuple(p)] for p in recorded[b].tolist()])
+        worst = max(worst, float(np.abs(ours - theirs).max()))
+        scale = max(scale, float(np.abs(tables[b]).max()))
+    rel = worst / scale if scale else (0.0 if worst == 0 else math.inf)
+    return [(f'{name} (energy of the plans in the recorded table)', worst, rel, tolerance,
+             rel <= tolerance)]
+
+
+def equal_row(name: str, ours: np.ndarray, theirs: np.ndarray) -> tuple:
+    same = ours.shape == theirs.shape and np.array_equal(ours, theirs)
+    return (name, 0.0 if same else math.inf, 0.0 if same else math.inf, 0.0, same)
+
+
+def search_rows(model, meta: dict, fixture: Path, inputs: dict, recorded: dict) -> list:
+    top_k = int(meta['top_k'])
+    samples = len(inputs['search_tasks'])
+    tables = {b: recorded[f'search_all_energies_{b}'] for b in range(samples)}
+    candidates = {b: recorded[f'search_all_candidates_{b}'] for b in range(samples)}
+    rows, ours = [], {}
+    for scorer in ('tree', 'chunked'):
+        ours_tables = energy_tables(model, inputs, scorer)
+        for b in range(samples):
+            task = int(inputs['search_tasks'][b])
+            enumerated = energy_search.decode_candidates(
+                torch.arange(len(tables[b])), torch.tensor(model.task_to_actions[task]),
+                model.horizon).numpy()
+            rows.append(equal_row(f'search_all_candidates_{b} (enumeration order)',
+                                  enumerated, candidates[b]))
+            diff, rel = cmp.compare(tables[b], ours_tables[b].numpy())
+            rows.append((f'search_all_energies_{b} ({scorer})', diff, rel, OUTPUT_TOLERANCE,
+                         rel <= OUTPUT_TOLERANCE))
+    for name, chunk in (('full', 50_000), ('chunked', int(meta['small_chunk']))):
+        plans, energies, calls = official_search(model, inputs, chunk, top_k)
+        ours[f'search_{name}_energies'] = energies
+        ours[f'search_{name}_plans'] = plans
+        ours[f'search_{name}_rows_per_call'] = calls
+        rows += plan_rows(f'search_{name}_plans', plans.numpy(),
+                          recorded[f'search_{name}_plans'], tables, candidates,
+                          OUTPUT_TOLERANCE)
+    default_plans, default_energies = model.plan(*tensors(inputs, 'initial_state', 'goal_state',
+                                                          'search_tasks'), top_k=top_k)
+    rows += plan_rows('search_full_plans vs tree search, sequence ties', default_plans.numpy(),
+                      recorded['search_full_plans'], tables, candidates, OUTPUT_TOLERANCE)
+    diff, rel = cmp.compare(recorded['search_full_energies'], default_energies.numpy())
+    rows.append(('search_full_energies vs tree search', diff, rel, OUTPUT_TOLERANCE,
+                 rel <= OUTPUT_TOLERANCE))
+    decode = energy_search.decode_candidates(
+        torch.from_numpy(inputs['decode_indices']),
+        torch.tensor(model.task_to_actions[int(inputs['decode_task'])]), model.horizon)
+    rows.append(equal_row('decode_probe', decode.numpy(), recorded['decode_probe']))
+    synthetic = synthetic_searches(model, meta, inputs, top_k)
+    for key, value in synthetic.items():
+        if not key.endswith('_sequence'):
+            ours[key] = value
+    for key in [k for k in synthetic if k.endswith('_plans')]:
+        rows.append(equal_row(f'{key} (official torch.topk order)', synthetic[key].numpy(),
+                              recorded[key]))
+    for kind, modulus in (('distinct', meta['synthetic_energy']['M_distinct']),
+                          ('ties', meta['synthetic_energy']['M_ties'])):
+        brute_plans, brute_energies = brute_force_top_k(meta, inputs, model.task_to_actions,
+                                                        model.horizon, int(modulus), top_k)
+        for name in ('full', 'chunked', 'chunk1'):
+            rows.append(equal_row(f'synth_{kind}_{name} sequence ties = brute force (plans)',
+                                  synthetic[f'synth_{kind}_{name}_plans_sequence'].numpy(),
+                                  brute_plans))
+            rows.append(equal_row(f'synth_{kind}_{name} sequence ties = brute force '
+                                  '(energies)',
+                                  synthetic[f'synth_{kind}_{name}_energies_sequence'].numpy(),
+                                  brute_energies.astype(np.float32)))
+    return rows, ours
+
+
+def check_fixture(fixture, meta: dict):
+    """(rows, header ok) for a CEFITO fixture (``oracles.compare`` checker)."""
+    fixture = Path(fixture)
+    meta = read_meta(fixture, meta)
+    inputs = read_npz(fixture / 'inputs.npz')
+    recorded = read_npz(fixture / 'outputs.npz')
+    print(f'fixture {fixture}: CEFITO N={meta["num_actions"]} K={meta["num_tasks"]} '
+          f'T={meta["horizon"]} E={meta["observation_dim"]} H={meta["hidden_dim"]} '
+          f'B={len(inputs["actions"])}')
+    print(f'config: {CONFIG.relative_to(REPO)}')
+    model_cfg = model_config(meta, inputs['action_embeddings'])
+    model = build(model_cfg, inputs['action_embeddings'])
+    header_ok = check_counts(model_cfg, meta, model)
+    install_weights(model, fixture)
+    model.eval()
+
+    outputs = predictor_outputs(model, inputs)
+    injected = torch.from_numpy(inputs['negatives'])
+    loss, grads = loss_outputs(model, inputs, injected, 'total')
+    _, grads_contrastive = loss_outputs(model, inputs, injected, 'contrastive')
+    _, grads_auxiliary = loss_outputs(model, inputs, injected, 'auxiliary')
+    outputs.update(loss)
+    outputs.update(sampler_outputs(model, inputs, recorded))
+    head, head_grads = classifier_outputs(model, inputs)
+    outputs.update(head)
+    rows, search = search_rows(model, meta, fixture, inputs, recorded)
+    outputs.update(search)
+    rows.append(equal_row('negatives redrawn from negatives_seed (global random)',
+                          redrawn_negatives(model, inputs).numpy(), inputs['negatives']))
+    outputs.update(metric_outputs(inputs, recorded['search_full_plans'][:, 0],
+                                  recorded['search_chunked_plans'][:, 0],
+                                  inputs['search_tasks']))
+    step = train_step_outputs(model, meta, inputs)
+    rows += compare_file(fixture / 'outputs.npz', to_numpy(outputs), OUTPUT_TOLERANCE,
+                         names=sorted(k for k in recorded if not k.endswith('_plans')
+                                      and not k.startswith(OWN_ROWS)))
+    rows += compare_grads(fixture / 'grads.npz', grads)
+    rows += compare_grads(fixture / 'grads_contrastive.npz', grads_contrastive)
+    rows += compare_grads(fixture / 'grads_auxiliary.npz', grads_auxiliary)
+    rows += compare_grads(fixture / 'head_grads.npz', head_grads)
+    rows += compare_file(fixture / 'train_step.npz', to_numpy(step), OUTPUT_TOLERANCE)
+    if (fixture / 'loader_outputs.npz').is_file():
+        loader = loader_outputs(fixture, meta)
+        rows += compare_file(fixture / 'loader_outputs.npz', loader, 0.0,
+                             names=sorted(set(read_npz(fixture / 'loader_outputs.npz'))
+                                          - {'state_window_vidA_ranges'}))
+    return rows, header_ok
+
+
+def compare_grads(path: Path, grads: dict) -> list:
+    """Gradient summaries against the recorded ones, relative to the largest recorded gradient
+    (``compare.compare_grads`` when present)."""
+    shared = getattr(cmp, 'compare_grads', None)
+    if shared is not None:
+        return shared(path, grads, GRAD_TOLERANCE)
+    return compare_file(path, grads, GRAD_TOLERANCE)
