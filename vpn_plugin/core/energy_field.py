@@ -73,26 +73,37 @@ class Attention(nn.Module):
         q, k, v = self.split(x)
         return self.merge(F.scaled_dot_product_attention(q, k, v, is_causal=self.causal))
 
-    def extend(self, x: torch.Tensor, past: Tuple[torch.Tensor, torch.Tensor], fan_out: int):
-        """Causal attention of new tokens x (P * fan_out, L, H) after cached keys/values
-        (P, heads, S, d) of their parents (parent p's children are rows p*fan_out ...):
-        (output (P * fan_out, L, H), this step's (k, v) (P * fan_out, heads, L, d))."""
-        q, k, v = self.split(x)
+    def attend(self, q, k, v, past: Tuple[torch.Tensor, torch.Tensor], fan_out: int):
+        """Causal attention of one step's two new tokens (action, state mask), q, k, v
+        (P * fan_out, heads, 2, d), after the cached keys/values (P, heads, S, d) of their
+        parents (parent p's children are rows p*fan_out ...): (P * fan_out, heads, 2, d)
+        before ``proj``. The parents' keys are shared by their children (no copy per child);
+        the 2 x 2 block among a child's own tokens is written out (token 0 sees itself,
+        token 1 both)."""
         parents, heads, past_len, head_dim = past[0].shape
-        length = x.shape[1]
-        q5 = q.reshape(parents, fan_out, heads, length, head_dim)
-        k5 = k.reshape(parents, fan_out, heads, length, head_dim)
-        v5 = v.reshape(parents, fan_out, heads, length, head_dim)
         scale = 1.0 / math.sqrt(head_dim)
-        to_past = torch.einsum('pfhld,phsd->pfhls', q5, past[0]) * scale
-        to_new = torch.einsum('pfhld,pfhmd->pfhlm', q5, k5) * scale
-        mask = torch.ones(length, length, dtype=torch.bool, device=x.device).triu(1)
-        to_new = to_new.masked_fill(mask, float('-inf'))
-        weights = torch.cat([to_past, to_new], -1).softmax(-1)
-        out = (torch.einsum('pfhls,phsd->pfhld', weights[..., :past_len], past[1])
-               + torch.einsum('pfhlm,pfhmd->pfhld', weights[..., past_len:], v5))
-        out = out.reshape(parents * fan_out, heads, length, head_dim)
-        return self.merge(out), (k, v)
+        q_parent = q.reshape(parents, fan_out, heads, 2, head_dim).transpose(1, 2) \
+            .reshape(parents, heads, fan_out * 2, head_dim)
+        to_past = torch.matmul(q_parent * scale, past[0].transpose(-1, -2))  # (P,h,2F,S)
+        to_past = to_past.view(parents, heads, fan_out, 2, past_len).transpose(1, 2) \
+            .reshape(parents * fan_out, heads, 2, past_len)                   # (R,h,2,S)
+        q0, q1 = (q[:, :, 0] * scale), (q[:, :, 1] * scale)                   # (R,h,d)
+        own = torch.stack([(q0 * k[:, :, 0]).sum(-1), (q1 * k[:, :, 0]).sum(-1),
+                           (q1 * k[:, :, 1]).sum(-1)], -1)                    # (R,h,3)
+        top = torch.maximum(to_past.amax(-1), torch.stack(
+            [own[..., 0], own[..., 1:].amax(-1)], -1))                        # (R,h,2)
+        w_past = (to_past - top[..., None]).exp()
+        w_own = (own - top[..., [0, 1, 1]]).exp()                             # (R,h,3)
+        total = w_past.sum(-1) + torch.stack([w_own[..., 0], w_own[..., 1] + w_own[..., 2]], -1)
+        w_parent = w_past.view(parents, fan_out, heads, 2, past_len).transpose(1, 2) \
+            .reshape(parents, heads, fan_out * 2, past_len)
+        from_past = torch.matmul(w_parent, past[1]).view(parents, heads, fan_out, 2, head_dim) \
+            .transpose(1, 2).reshape(parents * fan_out, heads, 2, head_dim)
+        v0, v1 = v[:, :, 0], v[:, :, 1]
+        out = torch.stack([from_past[:, :, 0] + w_own[..., 0:1] * v0,
+                           from_past[:, :, 1] + w_own[..., 1:2] * v0 + w_own[..., 2:3] * v1],
+                          2) / total[..., None]
+        return out
 
 
 class Mlp(nn.Module):
@@ -124,11 +135,22 @@ class Block(nn.Module):
         _, k, v = self.attn.split(self.norm(x))
         return k, v
 
-    def extend(self, x, past, fan_out: int):
-        """(output, (k, v) of the new tokens): :meth:`Attention.extend`."""
-        attended, new = self.attn.extend(self.norm(x), past, fan_out)
-        x = x + attended
-        return x + self.mlp(self.norm(x)), new
+    def extend(self, x, past, fan_out: int, shared: bool = False, last: bool = False):
+        """One step's two tokens x (P * fan_out, 2, H) after cached keys/values (P, heads, S,
+        d) (:meth:`Attention.attend`) -> (output, their (k, v) (P * fan_out, heads, 2, d)).
+        ``shared``: x is (fan_out, 2, H), the same for every parent (the first block's input),
+        so q, k, v are computed once per child index. ``last``: only the state-mask token's
+        output (P * fan_out, H) is returned (nothing reads the action token's)."""
+        parents = past[0].shape[0]
+        q, k, v = self.attn.split(self.norm(x))
+        if shared:
+            q, k, v, x = (t.repeat(parents, *([1] * (t.ndim - 1))) for t in (q, k, v, x))
+        out = self.attn.attend(q, k, v, past, fan_out)
+        if last:
+            mask = x[:, 1] + self.attn.proj(out[:, :, 1].reshape(len(x), -1))
+            return mask + self.mlp(self.norm(mask)), (k, v)
+        x = x + self.attn.merge(out)
+        return x + self.mlp(self.norm(x)), (k, v)
 
 
 class Predictor(nn.Module):
@@ -235,24 +257,25 @@ class EnergyField(nn.Module):
             x = block(x)
         return x, cache
 
-    def extend(self, cache: KeyValues, step_tokens: torch.Tensor, step: int,
-               fan_out: int) -> Tuple[torch.Tensor, KeyValues]:
-        """Append step ``step`` (1-based) to every cached prefix.
+    def extend(self, cache: KeyValues, child_tokens: torch.Tensor, step: int
+               ) -> Tuple[torch.Tensor, KeyValues]:
+        """Append step ``step`` (1-based) to every cached prefix, one child per action.
 
-        cache: per block (P, heads, 2*step-1, d); step_tokens (P * fan_out, H): the action
-        tokens of the children (child c of parent p is row p * fan_out + c). Returns the latent
-        s_step (P * fan_out, H) and the children's cache (P * fan_out, heads, 2*step+1, d)
-        (the cache is only built when a later step needs it: pass ``fan_out`` children and
-        ignore it at the last step)."""
-        rows, hidden = step_tokens.shape
+        cache: per block (P, heads, 2*step-1, d); child_tokens (F, H): the action tokens of the
+        F children of every prefix (child c of parent p is row p * F + c). Returns the latent
+        s_step (P * F, H) and the new tokens' keys/values per block (P * F, heads, 2, d)
+        (``grow_cache`` makes the children's cache)."""
+        fan_out, hidden = child_tokens.shape
         positions = self.predictor.pos_embed[2 * step - 1:2 * step + 1]
-        x = torch.stack([step_tokens, self.state_mask_token.expand(rows, hidden)], 1)
+        x = torch.stack([child_tokens, self.state_mask_token.expand(fan_out, hidden)], 1)
         x = x + positions
+        last_block = len(self.predictor.blocks) - 1
         new_cache = []
-        for block, past in zip(self.predictor.blocks, cache):
-            x, new = block.extend(x, past, fan_out)
+        for index, (block, past) in enumerate(zip(self.predictor.blocks, cache)):
+            x, new = block.extend(x, past, fan_out, shared=index == 0,
+                                  last=index == last_block)
             new_cache.append(new)
-        return x[:, 1], new_cache
+        return x, new_cache
 
 
 def energy(predicted_goal: torch.Tensor, goal: torch.Tensor) -> torch.Tensor:

@@ -118,8 +118,7 @@ def _extend(field, cache, goal, tokens, step: int, horizon: int, chunk_size: int
         part = slice(begin, min(begin + per_call, parents))
         past = [(k[part], v[part]) for k, v in cache]
         count = past[0][0].shape[0]
-        step_tokens = tokens.repeat(count, 1)
-        latent, new = field.extend(past, step_tokens, step, fan_out)
+        latent, new = field.extend(past, tokens, step)
         child_goal = goal[part].repeat_interleave(fan_out, 0)
         if step == horizon:
             values = energy(field.goal_head(latent), child_goal)

@@ -1,0 +1,132 @@
+"""Time CEFITO's exhaustive search: prefix-tree scoring against chunked full sequences.
+
+    nice -n 10 .venv/bin/python tools/benchmark_cefito_search.py --dataset crosstask --horizon 4
+    nice -n 10 .venv/bin/python tools/benchmark_cefito_search.py --dataset niv --horizon 5 \
+        --windows 2 --skip-chunked
+
+A full-size energy field (E 1536, H 384, 4 blocks, 6 heads; random weights, random
+observations, random 512-d action features: the cost does not depend on them) searches the test
+windows of ``<data-root>/<dataset>/splits/test_T<T>*.json``, each over A(c) of its task (the
+real taxonomy), with batches grouped by task as the model does. ``--windows W`` times W windows
+spread evenly over the file (all with ``--windows 0``) and extrapolates the whole test pass from
+the measured time per token evaluation and each window's |A(c)|; the energies of both scorers
+are compared (max abs difference) and so are their top-5 plans. Prints the figures; exits 1 when
+the energies differ by more than 1e-5 or the plans differ.
+"""
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+
+import torch
+
+from vpn_plugin.core import energy_field, energy_search
+from vpn_plugin.datasets import load_taxonomy
+from vpn_plugin.errors import tool_main
+
+TAXONOMIES = dict(crosstask='taxonomy_133.json', niv='taxonomy.json', coin='taxonomy.json')
+NUM_ACTIONS = dict(crosstask=133, niv=48, coin=778)
+
+
+def parse_args(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.split('\n')[0])
+    parser.add_argument('--dataset', choices=sorted(TAXONOMIES), default='crosstask')
+    parser.add_argument('--horizon', type=int, default=4)
+    parser.add_argument('--data-root', default='../shared/data')
+    parser.add_argument('--windows', type=int, default=8,
+                        help='test windows timed (0: all); the rest is extrapolated')
+    parser.add_argument('--chunk-size', type=int, default=50_000)
+    parser.add_argument('--threads', type=int, default=0, help='torch threads (0: default)')
+    parser.add_argument('--skip-chunked', action='store_true',
+                        help='time the prefix tree only (long horizons)')
+    parser.add_argument('--seed', type=int, default=0)
+    return parser.parse_args(argv)
+
+
+def test_windows(data_root: Path, dataset: str, horizon: int) -> list:
+    """Task index of every test window of the unified protocol's file."""
+    candidates = sorted((data_root / dataset / 'splits').glob(f'test_T{horizon}*.json'))
+    if not candidates:
+        raise FileNotFoundError(f'{data_root / dataset / "splits"}: no test_T{horizon}*.json; '
+                                f'expected the unified protocol\'s test windows at T={horizon}')
+    windows = json.loads(candidates[0].read_text())
+    return [int(w['id']['task_id']) for w in windows]
+
+
+def build_field(num_actions: int, horizon: int, seed: int) -> energy_field.EnergyField:
+    torch.manual_seed(seed)
+    field = energy_field.EnergyField(1536, num_actions, horizon,
+                                     torch.randn(num_actions, 512), 384, 4, 6)
+    return field.eval()
+
+
+def time_scorer(field, tasks, lists, horizon, scorer, chunk_size, seed):
+    """(seconds, {window: energies (|A|^T,)}) of one scorer over windows grouped by task."""
+    generator = torch.Generator().manual_seed(seed)
+    start = torch.randn(len(tasks), 1536, generator=generator)
+    goal = torch.randn(len(tasks), 1536, generator=generator)
+    start = energy_field.normalize_observation(start)
+    goal = energy_field.normalize_observation(goal)
+    tables = {}
+    began = time.perf_counter()
+    with torch.no_grad():
+        for task, members in energy_search.group_by_task(torch.tensor(tasks)):
+            actions = torch.tensor(lists[task])
+            table = energy_search.energy_table(field, start[members], goal[members], actions,
+                                               horizon, scorer, chunk_size)
+            for row, member in enumerate(members.tolist()):
+                tables[member] = table[row]
+    return time.perf_counter() - began, tables
+
+
+def spread(items: list, count: int) -> list:
+    if count <= 0 or count >= len(items):
+        return list(range(len(items)))
+    return [round(i * (len(items) - 1) / (count - 1)) if count > 1 else 0 for i in range(count)]
+
+
+@tool_main
+def main(argv=None) -> int:
+    args = parse_args(argv)
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    data_root = Path(args.data_root)
+    taxonomy = load_taxonomy(data_root / args.dataset / TAXONOMIES[args.dataset])
+    lists = {t: tuple(a) for t, a in enumerate(taxonomy.task_actions)}
+    all_tasks = test_windows(data_root, args.dataset, args.horizon)
+    chosen = [all_tasks[i] for i in spread(all_tasks, args.windows)]
+    sizes_all = [len(lists[t]) for t in all_tasks]
+    sizes = [len(lists[t]) for t in chosen]
+    cost_all = energy_search.search_cost(sizes_all, args.horizon)
+    cost = energy_search.search_cost(sizes, args.horizon)
+    print(f'{args.dataset} T={args.horizon}: {len(all_tasks)} test windows, '
+          f'{cost_all["sequences"]:,.0f} sequences in all (max {max(sizes_all)}^{args.horizon}'
+          f' = {max(sizes_all) ** args.horizon:,} per window); timing {len(chosen)} windows '
+          f'({cost["sequences"]:,.0f} sequences), torch threads {torch.get_num_threads()}')
+    field = build_field(NUM_ACTIONS[args.dataset], args.horizon, args.seed)
+    tree_s, tree = time_scorer(field, chosen, lists, args.horizon, 'tree', args.chunk_size,
+                               args.seed)
+    tree_rate = cost['tree_tokens'] / tree_s
+    print(f'prefix tree: {tree_s:.2f} s for {len(chosen)} windows ({tree_rate:,.0f} token '
+          f'evaluations/s); whole test pass ~{cost_all["tree_tokens"] / tree_rate:,.0f} s')
+    if args.skip_chunked:
+        return 0
+    chunk_s, chunked = time_scorer(field, chosen, lists, args.horizon, 'chunked',
+                                   args.chunk_size, args.seed)
+    chunk_rate = cost['full_tokens'] / chunk_s
+    print(f'chunked full sequences: {chunk_s:.2f} s ({chunk_rate:,.0f} token evaluations/s); '
+          f'whole test pass ~{cost_all["full_tokens"] / chunk_rate:,.0f} s')
+    diff = max(float((tree[i] - chunked[i]).abs().max()) for i in tree)
+    same_plans = all(torch.equal(energy_search.select_top_k(tree[i][None], 5)[0],
+                                 energy_search.select_top_k(chunked[i][None], 5)[0])
+                     for i in tree)
+    print(f'speed-up {chunk_s / tree_s:.2f}x on the timed windows '
+          f'(whole pass, extrapolated: {cost_all["full_tokens"] / chunk_rate:,.0f} s -> '
+          f'{cost_all["tree_tokens"] / tree_rate:,.0f} s); energies max abs diff {diff:.2e}; '
+          f'top-5 plans {"identical" if same_plans else "DIFFER"}')
+    return 0 if diff <= 1e-5 and same_plans else 1
+
+
+if __name__ == '__main__':
+    sys.exit(main())
