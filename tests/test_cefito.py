@@ -1,0 +1,227 @@
+"""CEFITO: the official code's function (its oracle fixture), the prefix-tree search against
+full-sequence scoring and brute force, ties, the negative sampler, bad input, the two-stage
+training in the Runner. Tiny sizes; full-size models are only built (meta device)."""
+import itertools
+import random
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+import vpn_plugin.mm  # noqa: F401  (registration)
+from mmaction.registry import MODELS
+from reference_fixtures import reference_dir
+from tool_modules import load_tool
+from vpn_plugin.core import energy_field, energy_search, negatives
+from vpn_plugin.data_paths import load_config
+from vpn_plugin.models.base_planner import num_parameters
+
+REPO = Path(__file__).resolve().parents[1]
+CONFIG = REPO / 'configs/baselines/cefito_crosstask_t3.py'
+
+pytestmark = pytest.mark.usefixtures('single_thread')
+
+
+# ------------------------------------------------------------------ the oracle fixture
+@pytest.fixture(scope='module')
+def fixture_dir() -> Path:
+    return reference_dir('cefito_small_t3')
+
+
+def test_reference_fixture_passes(fixture_dir, capsys):
+    assert load_tool('check_reference').main([str(fixture_dir)]) == 0
+    report = capsys.readouterr().out
+    assert 'parameters crosstask: CEFITO 8,523,013 (official 8,523,013), task classifier ' \
+           '7,094,290 (official 7,094,290) ok' in report
+    for row in ('outputs.npz:probe_recon_block_out', 'outputs.npz:loss_total',
+                'outputs.npz:sampler50_negatives', 'grads_auxiliary.npz:action_mask_token',
+                'search_all_energies_5 (tree)', 'synth_ties_chunked_plans (official',
+                'train_step.npz:ema_after.state_mask_token', 'loader_outputs.npz:predicted_states',
+                'head_grads.npz:fc1.weight', 'outputs.npz:metric_pairs_miou_rows'):
+        assert row in report
+    assert report.rstrip().endswith('PASS')
+
+
+def test_perturbed_weight_fails(fixture_dir, tmp_path, capsys):
+    copy_dir = tmp_path / fixture_dir.name
+    shutil.copytree(fixture_dir, copy_dir)
+    for path in copy_dir.iterdir():
+        path.chmod(0o644)
+    with np.load(copy_dir / 'state_dict.npz') as loaded:
+        arrays = {k: loaded[k].copy() for k in loaded.files}
+    arrays['predictor.blocks.0.attn.qkv.weight'][0, 0] += 0.05
+    np.savez(copy_dir / 'state_dict.npz', **arrays)
+    assert load_tool('check_reference').main([str(copy_dir)]) == 1
+    failed = {line.split()[0] for line in capsys.readouterr().out.splitlines()
+              if line.endswith('FAIL')}
+    assert {'outputs.npz:probe_predicted_goal', 'outputs.npz:search_full_energies',
+            'search_all_energies_0'} <= failed
+    assert not any(name.startswith(('head', 'loader')) for name in failed)
+
+
+def test_full_size_parameter_counts_from_the_configs():
+    for dataset, field, head in (('crosstask', 8_523_013, 7_094_290),
+                                 ('coin', 8_771_338, 7_177_396), ('niv', 8_490_288, 7_087_621)):
+        cfg = load_config(REPO / f'configs/baselines/cefito_{dataset}_t4.py')
+        with torch.device('meta'):
+            model = MODELS.build(dict(cfg.model, text_embeddings=None))
+        assert (num_parameters(model), num_parameters(model.classifier)) == (field, head)
+        assert model.horizon == 4
+
+
+# ------------------------------------------------------------------ search
+def tiny_field(num_actions=7, horizon=3, duplicate=(5, 2), seed=0):
+    torch.manual_seed(seed)
+    embeddings = torch.randn(num_actions, 16)
+    embeddings[duplicate[0]] = embeddings[duplicate[1]]  # same-name actions
+    field = energy_field.EnergyField(12, num_actions, horizon, embeddings, hidden_dim=12,
+                                     depth=2, num_heads=2)
+    for parameter in field.parameters():  # mask tokens and norms matter
+        parameter.data.add_(0.3 * torch.randn_like(parameter))
+    return field.eval()
+
+
+def test_prefix_tree_equals_full_sequences_and_brute_force():
+    field = tiny_field()
+    start = energy_field.normalize_observation(torch.randn(3, 12))
+    goal = energy_field.normalize_observation(torch.randn(3, 12))
+    actions = torch.tensor([5, 2, 6, 0])  # out of id order, 5 and 2 share an embedding
+    with torch.no_grad():
+        chunked = energy_search.energy_table(field, start, goal, actions, 3, 'chunked', 7)
+        tree = energy_search.energy_table(field, start, goal, actions, 3, 'tree', 5)
+        brute = torch.stack([torch.stack([
+            field.energies(start[b:b + 1], torch.tensor([sequence]), goal[b:b + 1])[0]
+            for sequence in itertools.product(actions.tolist(), repeat=3)]) for b in range(3)])
+    assert torch.allclose(tree, brute, atol=1e-5) and torch.allclose(chunked, brute, atol=1e-5)
+    assert float((tree - brute).abs().max()) > 0  # two computations, not one
+    # sequences that differ only by 5 <-> 2 are exact ties by construction
+    index = {s: i for i, s in enumerate(itertools.product(actions.tolist(), repeat=3))}
+    assert torch.equal(tree[:, index[(5, 6, 5)]], tree[:, index[(2, 6, 2)]])
+    order, best = energy_search.select_top_k(tree, 4)
+    ranked = [sorted(range(64), key=lambda i: (float(tree[b, i]), i))[:4] for b in range(3)]
+    assert order.tolist() == ranked
+
+
+def test_ties_go_to_the_first_sequence_and_topk_order_is_official():
+    table = torch.tensor([[3.0, 1.0, 2.0, 1.0, 1.0, 5.0]])
+    for chunk in (1, 2, 50_000):
+        order, energies = energy_search.select_top_k(table, 3, 'sequence', chunk)
+        assert order.tolist() == [[1, 3, 4]] and energies.tolist() == [[1.0, 1.0, 1.0]]
+    order, _ = energy_search.select_top_k(table, 8, 'topk', 2)  # k > M: worst repeated
+    assert order.shape == (1, 8) and order[0, 6] == order[0, 7] == order[0, 5]
+    with pytest.raises(ValueError, match="tie_break='first'; expected one of"):
+        energy_search.select_top_k(table, 1, 'first')
+
+
+def test_planner_search_scorers_agree_and_tasks_group():
+    model = tiny_cefito()
+    start, goal = torch.randn(4, 12), torch.randn(4, 12)
+    tasks = torch.tensor([1, 0, 1, 2])
+    tree = model.plan(start, goal, tasks, top_k=3, scorer='tree')
+    chunked = model.plan(start, goal, tasks, top_k=3, scorer='chunked', chunk_size=5)
+    assert torch.equal(tree[0], chunked[0]) and torch.allclose(tree[1], chunked[1], atol=1e-5)
+    for b, task in enumerate(tasks.tolist()):
+        assert set(tree[0][b].flatten().tolist()) <= set(model.task_to_actions[task])
+
+
+# ------------------------------------------------------------------ negatives
+def test_per_sample_negatives_do_not_depend_on_the_batch():
+    lists = {0: (0, 1, 2), 1: (3, 4, 5, 6), 2: (7, 8)}
+    batch = negatives.sample_negatives([[0, 1, 2], [3, 3, 4]], [0, 1], lists, 12, 0.8, 0.1,
+                                       lambda i: negatives.sample_rng(0, 5, [10, 11][i]))
+    alone = negatives.sample_negatives([[3, 3, 4]], [1], lists, 12, 0.8, 0.1,
+                                       lambda i: negatives.sample_rng(0, 5, 11))
+    assert batch[1] == alone[0]
+    for drawn, truth in zip(batch, [(0, 1, 2), (3, 3, 4)]):
+        assert len(set(drawn)) == 12 and truth not in drawn
+    random.seed(0)
+    first = negatives.sample_negatives([[0, 1, 2]], [0], lists, 5, 0.8, 0.0, random)
+    random.seed(0)
+    random.random()  # the official global stream: any other draw changes the negatives
+    assert negatives.sample_negatives([[0, 1, 2]], [0], lists, 5, 0.8, 0.0, random) != first
+
+
+def test_margins_follow_set_and_order():
+    positives = torch.tensor([[1, 2, 3]])
+    candidates = torch.tensor([[[3, 2, 1], [1, 2, 9], [7, 8, 9], [1, 1, 1]]])
+    plain = energy_field.adaptive_margins(positives, candidates, 0.0, 1.0)
+    assert plain[0].tolist() == pytest.approx([0.0, 1 / 3, 1.0, 0.0])
+    blended = energy_field.adaptive_margins(positives, candidates, 0.0, 1.0, 0.5)
+    assert blended[0].tolist() == pytest.approx([1 / 3, 1 / 3, 1.0, 1 / 3])
+
+
+# ------------------------------------------------------------------ bad input
+def tiny_cefito(**overrides):
+    taxonomy = {0: (0, 1, 2), 1: (5, 3, 4), 2: (6, 2)}
+    settings = dict(type='CEFITO', feature_dim=12, num_actions=7, num_tasks=3, horizon=3,
+                    taxonomy=taxonomy, text_dim=16, hidden_dim=12, depth=2, num_heads=2,
+                    num_negatives=4, action_embeddings=torch.randn(7, 16))
+    settings.update(overrides)
+    model = MODELS.build(settings)
+    model.classifier.classifier_ready.fill_(True)
+    return model.eval()
+
+
+def test_bad_input_gets_one_clear_message():
+    with pytest.raises(ValueError, match=r'task 1 of the taxonomy has no actions '
+                                         r'\(A\(c\) is empty\)'):
+        tiny_cefito(taxonomy={0: (0, 1), 1: (), 2: (3,)})
+    with pytest.raises(ValueError, match=r'text features of shape \(6, 16\); expected one row '
+                                         r'per action: \(7, 16\)'):
+        tiny_cefito(action_embeddings=torch.randn(6, 16))
+    with pytest.raises(ValueError, match='gave 20-d text features but model.text_dim=16'):
+        tiny_cefito(action_embeddings=torch.randn(7, 20))
+    model = tiny_cefito(task_source='ground_truth')
+    batch = dict(start=torch.randn(2, 12), goal=torch.randn(2, 12))
+    with pytest.raises(ValueError, match=r'the ground-truth task 7 is not a task of the '
+                                         r'taxonomy \(tasks 0..2\)'):
+        model(batch, dict(task=torch.tensor([0, 7]), plan=torch.zeros(2, 3, dtype=torch.long)),
+              mode='predict')
+    model = tiny_cefito(max_sequences=20, tokens_per_second=10.0)
+    with pytest.raises(ValueError, match=r'scores 27 sequences per sample, more than '
+                                         r'model.max_sequences=20; estimated 8 s per sample'):
+        model.plan(batch['start'], batch['goal'], torch.tensor([0, 0]))
+
+
+def test_classifier_must_be_trained_before_planning():
+    model = tiny_cefito()
+    model.classifier.classifier_ready.fill_(False)
+    with pytest.raises(RuntimeError, match='CEFITO: the task classifier was never trained'):
+        model(dict(start=torch.randn(1, 12), goal=torch.randn(1, 12)), None, mode='predict')
+
+
+# ------------------------------------------------------------------ the Runner, two stages
+@pytest.fixture(scope='module')
+def tiny_config(tiny_crosstask, tmp_path_factory) -> Path:
+    """configs/baselines/cefito_crosstask_t3.py at tiny sizes: 512-d observations, H 16, one
+    block, 4 negatives, one epoch of batch 64; the classifier one epoch."""
+    loaders = {f'{split}_dataloader': dict(batch_size=64, dataset=dict(
+        tiny_crosstask[f'{split}_dataset'], observation='mean3', device_resident=True,
+        _delete_=True)) for split in ('train', 'val', 'test')}
+    path = tmp_path_factory.mktemp('cefito') / 'tiny_cefito.py'
+    path.write_text(
+        f"_base_ = [{str(CONFIG)!r}]\n"
+        f"model = dict(feature_dim=512, num_tasks=18, taxonomy={tiny_crosstask['taxonomy']!r},\n"
+        "             text_embeddings=None, hidden_dim=16, depth=1, num_heads=2,\n"
+        "             num_negatives=4)\n"
+        "train_cfg = dict(max_epochs=1, val_interval=1)\n"
+        "default_hooks = dict(checkpoint=dict(interval=1, save_best=None),\n"
+        "                     logger=dict(interval=50))\n"
+        "custom_hooks = [dict(type='PKGHook'),\n"
+        "    dict(type='TaskClassifierHook', lr=3e-4, weight_decay=0.01, schedule='constant',\n"
+        "         max_epochs=1, batch_size=64),\n"
+        "    dict(type='CEFITOEMAHook', decay=0.99, start_step=2, update_every=1)]\n"
+        + ''.join(f'{name} = {value!r}\n' for name, value in loaders.items()))
+    return path
+
+
+def test_train_py_trains_the_classifier_first_then_test_py_plans(tiny_config, tmp_path):
+    load_tool('train').main([str(tiny_config), '--work-dir', str(tmp_path / 'run')])
+    log = next((tmp_path / 'run').glob('*/*.log')).read_text()
+    assert 'trained classifier.task_head for 4 steps' in log  # 1 epoch of 262 // 64 batches
+    assert (tmp_path / 'run/task_classifier.pth').is_file()
+    metrics = load_tool('test').main([str(tiny_config), str(tmp_path / 'run/epoch_1.pth'),
+                                      '--work-dir', str(tmp_path / 'test')])
+    assert 0 <= metrics['plan/success_rate'] <= 100
