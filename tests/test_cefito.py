@@ -225,3 +225,32 @@ def test_train_py_trains_the_classifier_first_then_test_py_plans(tiny_config, tm
     metrics = load_tool('test').main([str(tiny_config), str(tmp_path / 'run/epoch_1.pth'),
                                       '--work-dir', str(tmp_path / 'test')])
     assert 0 <= metrics['plan/success_rate'] <= 100
+
+
+# ------------------------------------------------------------------ text features
+def test_action_name_features_are_clip_end_of_text_states_before_projection(tmp_path, capsys):
+    """tools/make_text_features.py --action-names on a tiny CLIP built here: row a = the text
+    transformer's final-layer-normed state at the end-of-text token of action a's bare name."""
+    import json
+    from transformers import AutoTokenizer, CLIPTextModel
+    from test_model_vpn import tiny_clip
+    encoder = tiny_clip(tmp_path)
+    taxonomy = {'0_TaskA': {'0': 'pour water', '1': 'stir'}, '1_TaskB': {'2': 'cut it'}}
+    (tmp_path / 'taxonomy.json').write_text(json.dumps(taxonomy))
+    out = tmp_path / 'actions.npy'
+    load_tool('make_text_features').main(['--action-names', '--taxonomy',
+                                          str(tmp_path / 'taxonomy.json'), '--encoder',
+                                          str(encoder), '--out', str(out)])
+    features = np.load(out)
+    tokenizer = AutoTokenizer.from_pretrained(encoder)
+    model = CLIPTextModel.from_pretrained(encoder).eval()
+    with torch.no_grad():
+        for action, name in enumerate(['pour water', 'stir', 'cut it']):
+            ids = tokenizer([name], return_tensors='pt')['input_ids']
+            hidden = model(input_ids=ids).last_hidden_state[0]  # after the final layer norm
+            end = int((ids[0] == tokenizer.eos_token_id).nonzero()[0])
+            np.testing.assert_allclose(features[action], hidden[end].numpy(), atol=1e-5)
+    with pytest.raises(SystemExit):
+        load_tool('make_text_features').main(['--taxonomy', 'x.json', '--out', str(out)])
+    assert 'give --state-descriptions (ViterbiPlanNet) or --action-names (CEFITO)' in \
+        capsys.readouterr().err

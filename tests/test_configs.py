@@ -22,7 +22,9 @@ PER_T_FAMILIES = [f'configs/vpn_{d}_t{{T}}.py' for d in DATASET_NAMES] + [
     f'configs/selection/vpn_{d}_t{{T}}_authors.py' for d in DATASET_NAMES] + [
     f'configs/baselines/{m}_{d}_t{{T}}.py'
     for m in ('pkg_beam_search', 'pkg_beam_search_mlp', 'uniform_emissions', 'schema', 'pdpp')
-    for d in DATASET_NAMES]
+    for d in DATASET_NAMES] + [
+    # CEFITO's CrossTask T=3 has its own official recipe (a planner base of its own)
+    f'configs/baselines/cefito_{d}_t{{T}}.py' for d in ('niv', 'coin')]
 
 
 def horizons_of(cfg) -> dict:

@@ -1,8 +1,18 @@
-"""Encode a dataset's state descriptions into the (N, 6, Dt) array ViterbiPlanNet reads, offline.
+"""Encode a dataset's state descriptions (ViterbiPlanNet's (N, 6, Dt)) or action names
+(CEFITO's (N, Dt)) into a text-feature array, offline.
 
     python tools/make_text_features.py --taxonomy DIR/taxonomy.json \
         --state-descriptions DIR/state_descriptions.json --out DIR/state_features.npy \
         [--encoder LOCAL_MODEL_DIR] [--pooling mean|clip]
+    python tools/make_text_features.py --action-names --taxonomy DIR/taxonomy.json \
+        --encoder LOCAL_CLIP_DIR --out DIR/action_features.npy [--pooling clip_eot|mean]
+
+``--action-names`` (CEFITO): one row per action id, the bare action name of the taxonomy (no
+prompt); with a CLIP directory (e.g. openai/clip-vit-base-patch32 saved locally) the feature is
+the text transformer's output at the end-of-text token after its final layer norm, BEFORE the
+text projection (``--pooling clip_eot``, the default for CLIP models): 512-d for ViT-B/32,
+what CEFITO's official code computes with open_clip ``ViT-B-32-quickgelu``. Then in the config:
+``model.text_embeddings=dict(file='<out>')``.
 
 Slots 0-2: the 3 "before" sentences of each action, 3-5: the 3 "after" ones
 (``state_descriptions.json``: ``{task name: {action name: {"before": [...], "after": [...]}}}``;
@@ -23,34 +33,61 @@ from pathlib import Path
 import numpy as np
 
 from vpn_plugin.errors import tool_main
-from vpn_plugin.models.text_embeddings import load_state_features, resolve_encoder_path
+from vpn_plugin.models.text_embeddings import (load_action_features, load_state_features,
+                                               resolve_encoder_path)
 
 
 def parse_args(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split('\n')[0])
     parser.add_argument('--taxonomy', required=True, help='the dataset\'s taxonomy JSON')
-    parser.add_argument('--state-descriptions', required=True,
+    parser.add_argument('--state-descriptions',
                         help='state_descriptions.json (3 before + 3 after sentences per action)')
+    parser.add_argument('--action-names', action='store_true',
+                        help='encode the bare action names instead (CEFITO, (N, Dt))')
     parser.add_argument('--out', required=True, help='the .npy file to write')
     parser.add_argument('--encoder', help='local transformers model directory (default: the '
                         'installed MiniLM-L6)')
-    parser.add_argument('--pooling', choices=('mean', 'clip'),
+    parser.add_argument('--pooling', choices=('mean', 'clip', 'clip_eot'),
                         help='mean: mean-pooled, normalised token states; clip: CLIP\'s pooled '
-                        'and projected text features (default: clip for CLIP models, else mean)')
-    return parser.parse_args(argv)
+                        'and projected text features; clip_eot: the end-of-text token\'s state '
+                        'before the projection (default for CLIP models: clip, with '
+                        '--action-names clip_eot; else mean)')
+    args = parser.parse_args(argv)
+    if args.action_names == (args.state_descriptions is not None):
+        parser.error('give --state-descriptions (ViterbiPlanNet) or --action-names (CEFITO)')
+    return args
 
 
-def default_pooling(encoder) -> str:
-    """'clip' for a CLIP model directory (its config.json's model_type), else 'mean'."""
+def default_pooling(encoder, action_names: bool = False) -> str:
+    """'clip' ('clip_eot' for action names) for a CLIP model directory (its config.json's
+    model_type), else 'mean'."""
     config = Path(resolve_encoder_path(encoder)) / 'config.json'
     model_type = json.loads(config.read_text()).get('model_type', '') if config.is_file() else ''
-    return 'clip' if model_type.startswith('clip') else 'mean'
+    if not model_type.startswith('clip'):
+        return 'mean'
+    return 'clip_eot' if action_names else 'clip'
+
+
+def write_action_features(args, pooling: str) -> None:
+    with tempfile.TemporaryDirectory() as cache:
+        features = load_action_features(taxonomy=args.taxonomy, encoder=args.encoder,
+                                        pooling=pooling, cache_dir=cache)
+    out = Path(args.out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    partial = out.with_suffix('.partial.npy')
+    np.save(partial, features.numpy().astype(np.float32))
+    partial.replace(out)
+    print(f'{out}: {tuple(features.shape)} (N actions, Dt = {features.shape[1]}; {pooling} '
+          f"features of the action names); in the config: model.text_embeddings=dict(file='{out}')")
 
 
 @tool_main
 def main(argv=None):
     args = parse_args(argv)
-    pooling = args.pooling or default_pooling(args.encoder)
+    pooling = args.pooling or default_pooling(args.encoder, args.action_names)
+    if args.action_names:
+        write_action_features(args, pooling)
+        return
     with tempfile.TemporaryDirectory() as cache:
         features = load_state_features(taxonomy=args.taxonomy,
                                        state_descriptions=args.state_descriptions,

@@ -41,6 +41,10 @@ REFERENCE = ('crosstask', 'ViterbiPlanNet')
 # tools/benchmark_epoch.py configs/union/vpn_union_t3.py (29.6-31.4 s, one thread, 2026-11-23,
 # idle but for one SCHEMA run on the other core) over 4.1 s -> 7.3; SCHEMA's union epoch is 88
 # steps at 7.26 s (tools/train.py configs/union/schema_union_t3.py, the same day) -> 155.
+# CEFITO (issue 31): one full-size training step of batch 16 (51 candidates x 2 passes of a
+# 7-token, 4-block H=384 transformer per window) took 15-31 s on the 2-core CPU under load 8
+# (2026-11-25): ~1-2 s per window, x 9.7k CrossTask windows / 4.3 s -> ~2500; NIV and COIN
+# scaled by their window counts relative to CrossTask (ViterbiPlanNet's NIV ratio; COIN ~2.6x).
 # A model with a step model is keyed '<type>/<step model type>' (model_kind).
 # Models that do not train cost nothing.
 RELATIVE_EPOCH_COST = {
@@ -62,6 +66,9 @@ RELATIVE_EPOCH_COST = {
     ('crosstask', 'SCHEMA'): 12.0,
     ('niv', 'SCHEMA'): 0.53,
     ('coin', 'SCHEMA'): 91.0,
+    ('crosstask', 'CEFITO'): 2500.0,
+    ('niv', 'CEFITO'): 200.0,
+    ('coin', 'CEFITO'): 6500.0,
     ('union', 'ViterbiPlanNet'): 7.3,
     ('union', 'SCHEMA'): 155.0,
 }

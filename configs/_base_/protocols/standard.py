@@ -4,6 +4,7 @@
 #   .venv/bin/python tools/run_protocol.py configs/protocol/standard_crosstask.py
 #   .venv/bin/python tools/report.py work_dirs/protocol/standard/results.jsonl \
 #       --reference 'Base Model' --ours ViterbiPlanNet
+# CEFITO's rows name its text features (the MiniLM stand-in unless CLIP features are given).
 # SCHEMA: one training per (T, seed), two rows: 'SCHEMA' (its default: Viterbi through the
 # PKG, "w/ PKG") and 'SCHEMA w/o PKG' (argmax of its action probabilities).
 protocol = 'standard'
@@ -22,4 +23,7 @@ runs = [
          config='configs/baselines/uniform_emissions_{dataset}_t{T}.py'),
     # the diffusion baseline (the official PDPP's function: task classifier, then the U-Net)
     dict(method='PDPP', config='configs/baselines/pdpp_{dataset}_t{T}.py', horizons=horizons),
+    # the contrastive energy field (the official CEFITO's function: task classifier, then the
+    # field; every sequence of A(c)^T scored by the prefix tree; docs/cefito.md)
+    dict(method='CEFITO', config='configs/baselines/cefito_{dataset}_t{T}.py', horizons=horizons),
 ]
