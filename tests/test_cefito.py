@@ -179,10 +179,19 @@ def test_bad_input_gets_one_clear_message():
                                          r'taxonomy \(tasks 0..2\)'):
         model(batch, dict(task=torch.tensor([0, 7]), plan=torch.zeros(2, 3, dtype=torch.long)),
               mode='predict')
-    model = tiny_cefito(max_sequences=20, tokens_per_second=10.0)
-    with pytest.raises(ValueError, match=r'scores 27 sequences per sample, more than '
-                                         r'model.max_sequences=20; estimated 8 s per sample'):
-        model.plan(batch['start'], batch['goal'], torch.tensor([0, 0]))
+    with pytest.raises(ValueError, match=r'scores up to 27 sequences per sample \(task 0: '
+                                         r'\|A\(c\)\|=3\), more than model.max_sequences=20; '
+                                         r'estimated 8 s per such sample'):
+        tiny_cefito(max_sequences=20, tokens_per_second=10.0)
+    model = tiny_cefito()
+    model.max_sequences = 20  # changed after building: refused before the search starts
+    with pytest.raises(ValueError, match=r'scores up to 27 sequences per sample'):
+        model.plan(batch['start'], batch['goal'], torch.tensor([2, 2]))  # |A(2)| = 2: 8 rows
+    with pytest.raises(ValueError, match=r'up to 2,985,984 sequences per sample \(task 3: '
+                                         r'\|A\(c\)\|=12\).*estimated 5,\d\d\d s per such '
+                                         r'sample at 1,200 prefix-tree'):
+        MODELS.build(dict(load_config(REPO / 'configs/baselines/cefito_niv_t6.py').model,
+                          text_embeddings=None))
 
 
 def test_classifier_must_be_trained_before_planning():

@@ -41,9 +41,10 @@ NEGATIVE_RNGS = ('per_sample', 'global')
 SEARCHES = ('tree', 'chunked')
 TASK_SOURCES = ('classifier', 'ground_truth')
 LOSS_TERMS = ('loss_contrastive', 'loss_auxiliary')
-# prefix-tree token evaluations per second at H=384 on a 2-core CPU (tools/benchmark_cefito_
-# search.py); only used to say how long a refused search would take
-DEFAULT_TOKENS_PER_SECOND = 40_000.0
+# prefix-tree token evaluations per second of the full-size field on the 2-core CPU, 2 threads,
+# shared (tools/benchmark_cefito_search.py, CrossTask T=4: 1,182/s); only used to say how long a
+# refused search would take
+DEFAULT_TOKENS_PER_SECOND = 1_200.0
 
 
 def task_action_lists(taxonomy) -> Dict[int, tuple]:
@@ -74,8 +75,9 @@ class CEFITO(BasePlanner):
         negative_seed: seed of the per-sample generators.
         search: 'tree' | 'chunked'. chunk_size: rows per predictor call. top_k: plans kept.
         tie_break: 'sequence' | 'topk'. task_source: 'classifier' | 'ground_truth'.
-        max_sequences: refuse a search of more sequences per sample than this (None: no limit),
-            saying how many and how long it would take at ``tokens_per_second``.
+        max_sequences: refuse, when built and before any search, a horizon at which the largest
+            A(c) of the taxonomy gives more sequences per sample than this (None: no limit),
+            saying how many and how long one sample would take at ``tokens_per_second``.
     """
 
     counted_apart = ('classifier',)
@@ -90,7 +92,7 @@ class CEFITO(BasePlanner):
                  observation_noise: float = 0.0, negative_rng: str = 'per_sample',
                  negative_seed: int = 0, search: str = 'tree', chunk_size: int = 50_000,
                  top_k: int = 1, tie_break: str = 'sequence', task_source: str = 'classifier',
-                 max_sequences: Optional[int] = 2_000_000,
+                 max_sequences: Optional[int] = 300_000,
                  tokens_per_second: float = DEFAULT_TOKENS_PER_SECOND,
                  action_embeddings: Optional[torch.Tensor] = None,
                  loss_weights: Optional[dict] = None, pkg: Optional[dict] = None,
@@ -124,6 +126,7 @@ class CEFITO(BasePlanner):
                                               num_heads, mlp_ratio, causal)
         self.classifier = TaskClassifier(feature_dim, num_tasks, owner='CEFITO')
         self.register_buffer('negative_step', torch.tensor(0, dtype=torch.long))
+        self.check_search_budget()  # before any training a search could not follow
         print_log(f'CEFITO: energy field {num_parameters(self):,} parameters, task classifier '
                   f'{num_parameters(self.classifier):,} (counted apart) (N={num_actions}, '
                   f'K={num_tasks}, E={feature_dim}, H={hidden_dim}, T={horizon}); text '
@@ -161,19 +164,24 @@ class CEFITO(BasePlanner):
                              f'model.text_dim={text_dim} (CLIP ViT-B/32 text features: 512; a '
                              'stand-in encoder is zero-padded with text_embeddings.pad_to)')
 
-    def check_search_budget(self, size: int, horizon: int, samples: int = 1) -> None:
-        """Refuse before starting a search of more than ``max_sequences`` sequences per sample."""
+    def check_search_budget(self) -> None:
+        """Refuse before any search when the largest A(c) gives more than ``max_sequences``
+        sequences per sample at the model's horizon."""
+        task, actions = max(self.task_to_actions.items(), key=lambda item: len(item[1]))
+        size, horizon = len(actions), self.horizon
         sequences = size ** horizon
         if self.max_sequences is None or sequences <= self.max_sequences:
             return
-        cost = energy_search.search_cost([size] * samples, horizon)
-        seconds = cost['tree_tokens'] / self.tokens_per_second
+        seconds = energy_search.search_cost([size], horizon)['tree_tokens'] / \
+            self.tokens_per_second
         raise ValueError(
-            f'CEFITO: a search at T={horizon} over |A(c)|={size} actions scores {sequences:,} '
-            f'sequences per sample, more than model.max_sequences={self.max_sequences:,}; '
-            f'estimated {seconds:,.0f} s per sample at {self.tokens_per_second:,.0f} prefix-'
-            'tree tokens/s (tools/benchmark_cefito_search.py measures it). Raise '
-            'model.max_sequences to run it anyway (on a GPU), or plan a shorter horizon')
+            f'CEFITO: a search at T={horizon} scores up to {sequences:,} sequences per sample '
+            f'(task {task}: |A(c)|={size}), more than model.max_sequences='
+            f'{self.max_sequences:,}; estimated {seconds:,.0f} s per such sample at '
+            f'{self.tokens_per_second:,.0f} prefix-tree token evaluations/s (model.'
+            'tokens_per_second; tools/benchmark_cefito_search.py measures it). Run it on a GPU '
+            'with model.max_sequences=None (and model.tokens_per_second set to what the '
+            'benchmark measures there), or plan a shorter horizon')
 
     def check_tasks(self, tasks: torch.Tensor, source: str) -> None:
         bad = [int(t) for t in tasks if int(t) not in self.task_to_actions]
@@ -239,6 +247,7 @@ class CEFITO(BasePlanner):
              top_k: Optional[int] = None, scorer: Optional[str] = None,
              tie_break: Optional[str] = None, chunk_size: Optional[int] = None):
         """Raw start, goal (B, E), tasks (B,) -> (plans (B, k, T), energies (B, k))."""
+        self.check_search_budget()
         top_k = top_k or self.top_k
         chunk_size = chunk_size or self.chunk_size
         start = energy_field.normalize_observation(start)
@@ -248,7 +257,6 @@ class CEFITO(BasePlanner):
         energies = torch.zeros(len(start), top_k, device=start.device)
         for task, members in energy_search.group_by_task(tasks):
             actions = torch.tensor(self.task_to_actions[task], device=start.device)
-            self.check_search_budget(len(actions), self.horizon)
             table = energy_search.energy_table(self.field, start[members], goal[members],
                                                actions, self.horizon, scorer or self.search,
                                                chunk_size)

@@ -26,7 +26,9 @@ model = dict(
     # 'classifier': the task head's prediction restricts the search; 'ground_truth': the true
     # task (the official NIV configs' eval.oracle_task)
     task_source='classifier',
-    # refuse (before starting) a search of more sequences per sample
-    max_sequences=2_000_000,
+    # refuse, before the first search, a horizon whose largest A(c)^T exceeds this many
+    # sequences per sample (T=5 fits everywhere; T=6 is refused on a CPU: docs/cefito.md);
+    # the message estimates the time at tokens_per_second (measured on the 2-core CPU)
+    max_sequences=300_000, tokens_per_second=1200.0,
     pkg=dict(type='PKGBuilder', count_mode='window', smoothing=0.0, union='pool',
              extra_datasets=[], perturbations=[], seed=0))
