@@ -292,7 +292,7 @@ def _require_use(cfg, name: str, target: str) -> None:
     if not used:
         raise ValueError(f'{_name(cfg)}: {name} was set to {target}, but no path of the '
                          f"config is built from it, so it would change nothing; build the "
-                         f"dataset paths from it ('{{{name}}}/...', as configs/_base_/datasets/"
+                         f"dataset paths from it ('{{{name}}}/...', as configs/_base_/datasets/ "
                          'do) or set the paths themselves')
 
 
