@@ -36,8 +36,6 @@ PENDING_FILES = {'docs/kepp.md', 'docs/cefito.md', 'docs/video_features.md',
                  'tools/extract_features.py'}
 PENDING_FLAGS = {'tools/plan.py': {'--video', '--start-time', '--goal-time', '--checkpoint',
                                    '--s3d-weights'}}
-# commands of packages this repository does not install (the page says how to install them)
-EXTERNAL = {'mim'}
 # folders of the repository (and of the shared data) a documented path may start with
 CHECKED_ROOTS = ('configs/', 'tools/', 'examples/', 'prompts/', 'docs/', 'vpn_plugin/',
                  'tests/', '../shared/')
@@ -130,7 +128,7 @@ TOOL_TOKEN = re.compile(r'(?:^|/)(tools/[\w-]+\.(?:py|sh)|\$MMA_TOOLS/(?:train|t
 
 def commands():
     """``(page, line, argv)`` for every command line that runs a tool of this repository or
-    MMAction2's (argv starts at the tool), or an external command."""
+    MMAction2's (argv starts at the tool)."""
     found = []
     for page in PAGES:
         text = page.read_text()
@@ -142,7 +140,7 @@ def commands():
         for line in lines:
             for segment in segments(tokens_of(line)):
                 for position, token in enumerate(segment):
-                    if TOOL_TOKEN.search(clean(token)) or token in EXTERNAL:
+                    if TOOL_TOKEN.search(clean(token)):
                         found.append((page.name, line.strip(), [clean(t) if i == 0 else t
                                                                 for i, t in enumerate(segment[position:])]))
                         break
@@ -321,23 +319,38 @@ def produced_form_problem(token: str, results_outputs: set) -> str | None:
     return None
 
 
+def protocol_name(path: Path) -> str:
+    """A protocol config's ``protocol`` (the results folder), read from it or the base it names
+    (read as text: loading all of them with mmengine takes seconds)."""
+    text = path.read_text()
+    own = re.search(r"^protocol = '([^']+)'", text, flags=re.M)
+    if own:
+        return own.group(1)
+    base = re.search(r"_base_ = \['([^']+)'\]", text)
+    return protocol_name((path.parent / base.group(1)).resolve())
+
+
 @functools.lru_cache(maxsize=None)
 def protocols() -> dict:
-    """``{protocol config path: (protocol name, method names)}`` of configs/protocol/."""
-    from vpn_plugin.protocol.runner import load_protocol
-    found = {}
-    for path in sorted((REPO / 'configs' / 'protocol').glob('*.py')):
-        cfg = load_protocol(str(path))
-        names = set()
-        for run in cfg.runs:
-            names.add(run['method'])
-            names.update(test['method'] for test in run.get('tests', ()) if 'method' in test)
-        found[str(path.relative_to(REPO))] = (cfg.protocol, names)
-    return found
+    """``{protocol config path: protocol name}`` of configs/protocol/."""
+    return {str(path.relative_to(REPO)): protocol_name(path)
+            for path in sorted((REPO / 'configs' / 'protocol').glob('*.py'))}
 
 
 def protocol_names() -> set:
-    return {name for name, _ in protocols().values()}
+    return set(protocols().values())
+
+
+@functools.lru_cache(maxsize=None)
+def methods_of(config: str) -> frozenset:
+    """The method names (runs and their tests) of a protocol config."""
+    from vpn_plugin.protocol.runner import load_protocol
+    cfg = load_protocol(str(REPO / config))
+    names = set()
+    for run in cfg.runs:
+        names.add(run['method'])
+        names.update(test['method'] for test in run.get('tests', ()) if 'method' in test)
+    return frozenset(names)
 
 
 def method_problems(tool: str, argv: list[str]) -> list[str]:
@@ -345,10 +358,11 @@ def method_problems(tool: str, argv: list[str]) -> list[str]:
     if tool not in ('tools/run_protocol.py', 'tools/report.py') or '--methods' not in argv:
         return []
     if tool == 'tools/run_protocol.py':
-        valid = set().union(*(names for path, (_, names) in protocols().items() if path in argv))
+        configs = [path for path in protocols() if path in argv]
     else:
-        named = {Path(clean(t)).parent.name for t in argv if t.endswith('.jsonl')}
-        valid = set().union(*(names for name, names in protocols().values() if name in named))
+        named = {Path(clean(token)).parent.name for token in argv if token.endswith('.jsonl')}
+        configs = [path for path, name in protocols().items() if name in named]
+    valid = set().union(*map(methods_of, configs))
     start = argv.index('--methods') + 1
     given = list(itertools.takewhile(lambda t: not t.startswith('-'), argv[start:]))
     return [f'{tool} --methods {name!r}: not a method of the protocol ({sorted(valid)})'
@@ -371,7 +385,7 @@ def test_every_tool_exists_and_takes_the_documented_flags():
     problems = []
     for page, line, argv in COMMANDS:
         tool = tool_of(argv[0])
-        if tool in EXTERNAL or tool in PENDING_FILES:
+        if tool in PENDING_FILES:
             continue
         path = mmaction_tool(Path(tool).stem) if tool.startswith('$MMA_TOOLS/') else REPO / tool
         if not path.is_file():
@@ -443,7 +457,7 @@ def test_every_link_reaches_a_file_and_heading():
 
 def test_every_named_tool_answers_help():
     """The cheap run: ``--help`` of every tool the pages name, in this process."""
-    tools = sorted({tool_of(argv[0]) for _, _, argv in COMMANDS} - EXTERNAL - PENDING_FILES)
+    tools = sorted({tool_of(argv[0]) for _, _, argv in COMMANDS} - PENDING_FILES)
     for tool in tools:
         if tool.endswith('.sh'):
             continue
