@@ -552,3 +552,15 @@ def test_the_checks_catch_what_issue_34_found():
                              ['--dataset', '{crosstask,niv,coin}', '--format', 'npz|public'])
     assert method_problems('tools/run_protocol.py',
                            ['configs/protocol/standard_niv.py', '--methods', 'Base_Model'])
+
+
+def test_troubleshooting_lists_every_message_the_code_raises():
+    """docs/troubleshooting.md is the page tests/troubleshooting_page.py writes from the source,
+    so a message added or changed in the code is missing there until the page is rewritten."""
+    from troubleshooting_page import PAGE, raised_messages, render_page
+    page, messages = PAGE.read_text(), raised_messages()
+    assert page == render_page(messages), (
+        'docs/troubleshooting.md differs from the messages in the code; rewrite it: '
+        '.venv/bin/python tests/troubleshooting_page.py')
+    assert sum(map(len, messages.values())) > 400
+    assert '`checkpoint <name> does not exist`' in page
