@@ -41,16 +41,6 @@ SECTIONS = [
      '`feature_dir`, `cache_dir` (or `--data-root` / `--feature-dir`): [data.md](data.md); the '
      'horizon is set once (`horizon = T`, `--horizon T`): '
      '[methods.md](methods.md#configs-horizon-and-the-pkg).'),
-    ('Annotations, taxonomies, window files and splits',
-     ['vpn_plugin/datasets/annotations.py', 'vpn_plugin/datasets/taxonomy.py',
-      'vpn_plugin/datasets/validation.py', 'vpn_plugin/datasets/sources.py',
-      'vpn_plugin/datasets/planning_dataset.py', 'vpn_plugin/datasets/concat_dataset.py',
-      'vpn_plugin/datasets/export.py', 'vpn_plugin/datasets/egoper.py',
-      'vpn_plugin/datasets/synthetic.py'],
-     'Each message names the file, the entry or line, the video, the field and the value. Fix '
-     'the file (formats: [data.md](data.md) and `../shared/data/README.md`), or, for errors '
-     'confined to one video, set `skip_bad_videos=True` in the dataset config: such videos are '
-     'then skipped, counted and logged.'),
     ('Feature files and text features',
      ['vpn_plugin/datasets/features.py', 'vpn_plugin/datasets/safe_pickle.py',
       'tools/convert_features.py', 'tools/make_text_features.py',
@@ -61,45 +51,37 @@ SECTIONS = [
      'could run code. Text features are `(N, 6, D)` float arrays (3 "before" + 3 "after" '
      'sentences per action) or computed from a taxonomy and state descriptions with a local '
      'encoder.'),
+    ('Annotations, taxonomies, window files and splits',
+     ['vpn_plugin/datasets/'],
+     'Each message names the file, the entry or line, the video, the field and the value. Fix '
+     'the file (formats: [data.md](data.md) and `../shared/data/README.md`), or, for errors '
+     'confined to one video, set `skip_bad_videos=True` in the dataset config: such videos are '
+     'then skipped, counted and logged.'),
     ('Models and their options',
-     ['vpn_plugin/models/base_planner.py', 'vpn_plugin/models/compact_plan_net.py',
-      'vpn_plugin/models/pdpp.py', 'vpn_plugin/models/pkg_builder.py',
-      'vpn_plugin/models/pkg_hook.py', 'vpn_plugin/models/pretrained_encoder.py',
-      'vpn_plugin/models/schema.py', 'vpn_plugin/models/state_encoder.py',
-      'vpn_plugin/models/temporal_unet.py', 'vpn_plugin/models/viterbi_plan_net.py',
-      'vpn_plugin/engine/pdpp_training.py'],
+     ['vpn_plugin/models/', 'vpn_plugin/engine/pdpp_training.py'],
      'Model options, their ranges and the PKG perturbations: [methods.md](methods.md). A '
      'planner refuses to predict before its PKG (and, for PDPP, its task classifier) is filled: '
      'train with the config (its hooks fill them) or load a checkpoint that carries them.'),
     ('Checkpoints, resume and work dirs',
-     ['tools/train.py', 'tools/test.py', 'vpn_plugin/engine/checkpoint.py',
-      'vpn_plugin/engine/random_states.py', 'vpn_plugin/engine/rng_state_hook.py',
-      'vpn_plugin/compat.py'],
+     ['tools/train.py', 'tools/test.py', 'vpn_plugin/engine/', 'vpn_plugin/compat.py'],
      'Checkpoints load strictly and work dirs are never mixed between runs: continue a run with '
      '`--resume`, start afresh with `--overwrite`, test a checkpoint with the config it was '
      'trained with, fine-tune from another model with `--cfg-options load_from=CKPT '
      'load_partial=True`: [reproducibility.md](reproducibility.md#resume-and-checkpoints).'),
     ('Protocol runs, results files, tables and figures',
-     ['vpn_plugin/protocol/dry_run.py', 'vpn_plugin/protocol/locks.py',
-      'vpn_plugin/protocol/plots.py', 'vpn_plugin/protocol/pool.py',
-      'vpn_plugin/protocol/report.py', 'vpn_plugin/protocol/results.py',
-      'vpn_plugin/protocol/runner.py'],
+     ['vpn_plugin/protocol/', 'tools/run_protocol.py', 'tools/report.py', 'tools/plots.py'],
      'Run `tools/run_protocol.py CONFIG --dry-run` first: it checks every config and option. A '
      'cell of a table averages the seeds of one run setting: filter with `--protocol`, '
      '`--variant` or `--methods`; a work dir made with other settings is never reused (delete '
      'it or give another `--out`): [protocol.md](protocol.md).'),
     ('LLM / VLM baselines',
-     ['tools/llm_eval.py', 'vpn_plugin/baselines/llm/anchors.py',
-      'vpn_plugin/baselines/llm/backends.py', 'vpn_plugin/baselines/llm/evaluate.py',
-      'vpn_plugin/baselines/llm/frames.py', 'vpn_plugin/baselines/llm/model.py',
-      'vpn_plugin/baselines/llm/parsing.py', 'vpn_plugin/baselines/llm/planner.py',
-      'vpn_plugin/baselines/llm/prompting.py', 'vpn_plugin/baselines/llm/windows.py'],
+     ['tools/llm_eval.py', 'vpn_plugin/baselines/llm/'],
      'A request that still fails after the retries stops the run without writing a row '
      '(replies that succeeded are cached, so a rerun pays only for the rest), unless '
      '`--allow-failures`. Replies that cannot be parsed or name actions outside the taxonomy '
      'are not errors: they are counted as wrong plans. [llm.md](llm.md).'),
     ('Oracle checks',
-     ['vpn_plugin/oracles/'],
+     ['vpn_plugin/oracles/', 'tools/check_'],
      'Each checker reads one fixture folder of `../shared/reference` (its `meta.json` names the '
      'method): [reproducibility.md](reproducibility.md#oracle-checks).'),
     ('The Python API, the metric and the core math',
