@@ -31,6 +31,7 @@ import argparse
 import os
 from pathlib import Path
 
+from . import compat_applied  # noqa: F401  (compat fixes before any OpenMMLab import)
 from .errors import check_misspelled, close_match_hint
 
 PATH_VARIABLES = ('data_root', 'feature_dir', 'cache_dir')
