@@ -3,7 +3,9 @@
 ``CEFITOEMAHook`` (HOOKS): mmengine's ``EMAHook`` (the EMA weights are validated, tested and
 checkpointed) with the official ``EMA.update`` schedule: after optimiser step s (1-based), when
 s % update_every == 0, the EMA copy becomes the model (s < start_step) or
-``decay * ema + (1 - decay) * model`` (buffers copied).
+``decay * ema + (1 - decay) * model`` (buffers copied). Frozen parameters (the task
+classifier, trained by ``TaskClassifierHook`` after the EMA copy was made) are copied, never
+averaged with their untrained state.
 """
 from __future__ import annotations
 
@@ -23,7 +25,10 @@ def ema_update(ema: torch.nn.Module, model: torch.nn.Module, step: int, decay: f
         ema.load_state_dict(model.state_dict())
         return
     for average, current in zip(ema.parameters(), model.parameters()):
-        average.mul_(decay).add_(current.detach(), alpha=1.0 - decay)
+        if current.requires_grad:
+            average.mul_(decay).add_(current.detach(), alpha=1.0 - decay)
+        else:  # frozen (the task classifier, trained before the EMA's first copy)
+            average.copy_(current)
     for average, current in zip(ema.buffers(), model.buffers()):
         average.copy_(current)
 
