@@ -263,3 +263,23 @@ def test_action_name_features_are_clip_end_of_text_states_before_projection(tmp_
         load_tool('make_text_features').main(['--taxonomy', 'x.json', '--out', str(out)])
     assert 'give --state-descriptions (ViterbiPlanNet) or --action-names (CEFITO)' in \
         capsys.readouterr().err
+
+
+def test_ema_follows_the_official_schedule_and_copies_frozen_weights():
+    from vpn_plugin.engine.cefito_training import ema_update
+    model = torch.nn.Linear(2, 1)
+    frozen = torch.nn.Parameter(torch.zeros(1), requires_grad=False)
+    model.register_parameter('frozen', frozen)
+    ema = torch.nn.Linear(2, 1)
+    ema.register_parameter('frozen', torch.nn.Parameter(torch.ones(1), requires_grad=False))
+    ema.bias.data.fill_(1.0)
+    model.bias.data.fill_(3.0)
+    ema_update(ema, model, 5, 0.9, 4, 2)  # not a multiple of update_every: nothing
+    assert ema.bias.item() == 1.0
+    ema_update(ema, model, 2, 0.9, 4, 2)  # before start_step: a copy
+    assert ema.bias.item() == 3.0
+    model.bias.data.fill_(5.0)
+    frozen.data.fill_(7.0)
+    ema_update(ema, model, 4, 0.9, 4, 2)  # from start_step on: the average
+    assert ema.bias.item() == pytest.approx(0.9 * 3.0 + 0.1 * 5.0)
+    assert ema.frozen.item() == 7.0
