@@ -329,7 +329,8 @@ def auxiliary_terms(logits: torch.Tensor, candidates: torch.Tensor) -> Dict[str,
 
 def field_loss(field: EnergyField, start: torch.Tensor, goal: torch.Tensor,
                actions: torch.Tensor, negatives: torch.Tensor, min_margin: float,
-               max_margin: float, order_weight: float, aux_weight: float) -> Dict[str, torch.Tensor]:
+               max_margin: float, order_weight: float,
+               aux_weight: float) -> Dict[str, torch.Tensor]:
     """The training loss on raw observations start, goal (B, E), ground truth (B, T),
     negatives (B, M, T): every term and intermediate (official ``compute_losses``)."""
     batch, count, steps = negatives.shape

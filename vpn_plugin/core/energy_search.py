@@ -26,10 +26,11 @@ among exactly tied energies is undefined and changes with the chunk size. When f
 """
 from __future__ import annotations
 
-import math
 from typing import Callable, Dict, List, Sequence, Tuple
 
 import torch
+
+from .energy_field import energy, grow_cache
 
 TIE_BREAKS = ('sequence', 'topk')
 
@@ -109,7 +110,6 @@ def prefix_tree_energies(field, start: torch.Tensor, goal: torch.Tensor,
 def _extend(field, cache, goal, tokens, step: int, horizon: int, chunk_size: int):
     """Energies (P, |A|^(T-step+1)) of the subtrees below P cached prefixes at ``step``;
     goal (P, E) of each prefix's sample."""
-    from .energy_field import energy, grow_cache
     fan_out = tokens.shape[0]
     parents = goal.shape[0]
     per_call = max(1, chunk_size // fan_out)
@@ -186,7 +186,3 @@ def energy_table(field, start, goal, actions, horizon: int, scorer: str = 'tree'
     if unique.numel() == actions.numel():
         return table
     return expand_table(table, where, horizon)
-
-
-def num_sequences(size: int, horizon: int) -> int:
-    return int(math.pow(size, horizon))

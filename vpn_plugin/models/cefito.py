@@ -141,8 +141,9 @@ class CEFITO(BasePlanner):
         lists = ({int(k): tuple(int(a) for a in v) for k, v in dict(taxonomy).items()}
                  if isinstance(taxonomy, dict) else task_action_lists(taxonomy))
         if len(lists) != self.num_tasks:
-            raise ValueError(f'CEFITO: the taxonomy {taxonomy if not isinstance(taxonomy, dict) else ""}'
-                             f' has {len(lists)} tasks but model.num_tasks={self.num_tasks}')
+            where = 'the task list' if isinstance(taxonomy, dict) else f'the taxonomy {taxonomy}'
+            raise ValueError(f'CEFITO: {where} has {len(lists)} tasks but model.num_tasks='
+                             f'{self.num_tasks}')
         for task, actions in lists.items():
             if not actions:
                 raise ValueError(f'CEFITO: task {task} of the taxonomy has no actions (A(c) is '

@@ -392,8 +392,8 @@ def train_step_outputs(model, meta: dict, inputs: dict) -> dict:
                int(ema_args['update_every']))
     out = dict(aug_initial=aug_start, aug_goal=aug_goal,
                losses=torch.stack([terms['total'], terms['contrastive'], terms['auxiliary']]))
-    out.update({f'after_adamw.{k}': v for k, v in field.state_dict().items() if k != 'predictor.pos_embed'})
-    out.update({f'ema_after.{k}': v for k, v in ema.state_dict().items() if k != 'predictor.pos_embed'})
+    for prefix, module in (('after_adamw', field), ('ema_after', ema)):
+        out.update({f'{prefix}.{k}': v for k, v in module.named_parameters()})
     return {k: v.detach() for k, v in out.items()}
 
 
