@@ -41,6 +41,7 @@ NEGATIVE_RNGS = ('per_sample', 'global')
 SEARCHES = ('tree', 'chunked')
 TASK_SOURCES = ('classifier', 'ground_truth')
 LOSS_TERMS = ('loss_contrastive', 'loss_auxiliary')
+GIVEN = 'given as a tensor (action_embeddings)'
 # prefix-tree token evaluations per second of the full-size field on the 2-core CPU, 2 threads,
 # shared (tools/benchmark_cefito_search.py, CrossTask T=4: 1,182/s); only used to say how long a
 # refused search would take
@@ -115,8 +116,11 @@ class CEFITO(BasePlanner):
         self.tie_break, self.task_source = tie_break, task_source
         self.max_sequences, self.tokens_per_second = max_sequences, tokens_per_second
         self.loss_weights = dict(loss_weights or {})
-        self.text_label = (stand_in_label(text_embeddings) if text_embeddings or
-                           action_embeddings is not None else 'none given (zeros)')
+        if text_embeddings:
+            self.text_label = stand_in_label(text_embeddings)  # None: CLIP text features
+        else:
+            self.text_label = ('none given (zeros)' if action_embeddings is None
+                               else GIVEN)
         if action_embeddings is None:
             action_embeddings = (load_action_features(**dict(text_embeddings))
                                  if text_embeddings else torch.zeros(num_actions, text_dim))
@@ -131,7 +135,7 @@ class CEFITO(BasePlanner):
                   f'{num_parameters(self.classifier):,} (counted apart) (N={num_actions}, '
                   f'K={num_tasks}, E={feature_dim}, H={hidden_dim}, T={horizon}); text '
                   f'features: {self.text_label or "CLIP text features"}', logger='current',
-                  level=logging.WARNING if self.text_label else logging.INFO)
+                  level=logging.INFO if self.text_label in (None, GIVEN) else logging.WARNING)
 
     def require_pkg(self) -> None:
         """CEFITO plans without the PKG (``PKGHook`` may still count one for the record)."""
