@@ -63,18 +63,19 @@ def video_features(s3d, video, recipe: FrameRecipe = FrameRecipe(), batch_chunks
 
 
 def plan_from_video(model, s3d, video, start_time: float, goal_time: float,
-                    recipe: FrameRecipe = FrameRecipe(), split: str = 'test'):
+                    recipe: FrameRecipe = FrameRecipe(), split: str = 'test',
+                    return_features: bool = False):
     """The plan of ``model`` (``init_planner``) from the state at ``start_time`` to the state at
     ``goal_time`` (seconds) of the video file ``video``: its features (``video_features`` with
     ``s3d`` from :func:`init_s3d`), observed as ``model.cfg``'s datasets observe them
     (``video_observations``). Returns one ``ActionDataSample`` (``pred_plan`` (T,), ...) with
-    ``usable`` False when ``s3d`` has random weights."""
+    ``usable`` False when ``s3d`` has random weights (``return_features``: and the features)."""
     features = video_features(s3d, video, recipe)
     start, goal = video_observations(model.cfg, features, start_time, goal_time, split)
     sample = plan_from_features(model, start, goal)[0]
     sample.set_field(bool(getattr(s3d, 'usable', True)), 'usable', field_type='metainfo')
     sample.set_field(int(len(features)), 'num_seconds', field_type='metainfo')
-    return sample
+    return (sample, features) if return_features else sample
 
 
 def load_s3d_for_tool(weights: Optional[str], random_weights: bool, device: str = 'cpu',
@@ -84,3 +85,46 @@ def load_s3d_for_tool(weights: Optional[str], random_weights: bool, device: str 
     if random_weights:
         print(f'WARNING: {RANDOM_WEIGHTS_WARNING}', file=sys.stderr, flush=True)
     return init_s3d(weights, dict_path, device, random_weights)
+
+
+def config_taxonomy(cfg, split: str = 'test'):
+    """The action taxonomy of ``cfg``'s ``<split>`` dataset (its names), read from the
+    taxonomy file alone (no feature file is needed)."""
+    from ..datasets.sources import source_path
+    from ..datasets.taxonomy import load_taxonomy
+    dataset = (cfg.get(f'{split}_dataloader') or {}).get('dataset') or {}
+    if not dataset.get('taxonomy') or not dataset.get('data_root'):
+        raise ValueError(f'{cfg.filename}: {split}_dataloader.dataset has no taxonomy / '
+                         'data_root to name the actions')
+    return load_taxonomy(source_path(dataset['data_root'], dataset['taxonomy'],
+                                     dataset.get('horizon', '')))
+
+
+def config_from_checkpoint(checkpoint, cfg_options=None, **paths):
+    """The config a checkpoint of ``tools/train.py`` was trained with (mmengine stores it in
+    ``meta['cfg']``), loaded as ``data_paths.load_config`` loads a file."""
+    import tempfile
+    from ..data_paths import load_config
+    from ..engine.checkpoint import read_checkpoint
+    text = (read_checkpoint(checkpoint, logger='silent').get('meta') or {}).get('cfg')
+    if not isinstance(text, str) or not text.strip():
+        raise ValueError(f'checkpoint {checkpoint} holds no config (meta.cfg; it was not saved '
+                         'by tools/train.py): give the config file too, e.g. tools/plan.py '
+                         'CONFIG --checkpoint CKPT --video ...')
+    with tempfile.TemporaryDirectory() as folder:
+        path = Path(folder) / 'checkpoint_config.py'
+        path.write_text(text)
+        return load_config(path, cfg_options, **paths)
+
+
+def format_video_plan(sample, taxonomy, video, start_time, goal_time) -> list:
+    """Lines: the UNUSABLE mark (random S3D weights), the video and times, the predicted task
+    (when the planner predicts one) and one line per step with the action name."""
+    lines = [] if sample.metainfo.get('usable', True) else [f'*** {RANDOM_WEIGHTS_WARNING} ***']
+    lines.append(f'video {video}: {sample.metainfo.get("num_seconds", "?")} s of S3D features; '
+                 f'plan from the state at {start_time:g} s to the state at {goal_time:g} s')
+    if 'pred_task' in sample:
+        lines.append(f'task: {taxonomy.task_names[int(sample.pred_task)]}')
+    for step, action in enumerate(sample.pred_plan.tolist(), 1):
+        lines.append(f'  {step:<5}{taxonomy.action_names[int(action)]}')
+    return lines
