@@ -86,7 +86,6 @@ def save_features(path, features, s3d, warning: str) -> None:
     write_features_atomically(Path(path), dict(frames_features=features,
                                                usable=np.bool_(s3d.usable), **extra))
     print(f'features: {path}' + ('' if s3d.usable else ' (UNUSABLE: random S3D weights)'))
-    print(f'features: {args.save_features}' + ('' if s3d.usable else ' (UNUSABLE: random)'))
 
 
 @tool_main
