@@ -100,7 +100,8 @@ def video_observations(cfg, feature_file, start_time: float, goal_time: float,
 
     ``cfg``: a config path or ``Config`` (``model.cfg`` of :func:`init_planner`);
     ``feature_file``: one video's features in any layout ``PlanningDataset`` reads, (L, frame_dim)
-    frames, one per second, or that array itself (e.g. ``apis.video_features`` of a video); ``start_time``: the second the first step starts (start state),
+    frames, one per second, or that array itself (e.g. ``apis.video_features`` of a video);
+    ``start_time``: the second the first step starts (start state),
     ``goal_time``: the second the last step ends (goal state); rounded to whole seconds as the
     annotations are. A goal past the last frame is read at the last frame (window policy
     'keep'); a start outside the video is an error.
