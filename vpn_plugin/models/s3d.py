@@ -55,7 +55,7 @@ class STConv3D(nn.Module):
     temporal one, each with its BN and ReLU (official names ``conv1 bn1 [conv2 bn2]``)."""
 
     def __init__(self, in_channels: int, out_channels: int, kernel, padding=0,
-                 separable: bool = False):
+                 separable: bool = False, stride: int = 1):
         super().__init__()
         kernel = tuple(kernel)
         padding = tuple(padding) if isinstance(padding, (tuple, list)) else (padding,) * 3
@@ -68,8 +68,8 @@ class STConv3D(nn.Module):
                                    padding=padding[:1] + (0, 0), bias=False)
             self.bn2 = nn.BatchNorm3d(out_channels)
         else:
-            self.conv1 = nn.Conv3d(in_channels, out_channels, kernel, padding=padding,
-                                   bias=False)
+            self.conv1 = nn.Conv3d(in_channels, out_channels, kernel, stride=stride,
+                                   padding=padding, bias=False)
             self.bn1 = nn.BatchNorm3d(out_channels)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
@@ -199,11 +199,18 @@ class S3D(nn.Module):
     Args:
         dict_path: ``s3d_dict.npy`` (only the text embedding needs it).
         num_classes: embedding size (512 for the HowTo100M weights).
+        gating: accepted for the official signature and, as there, without effect: the
+            official constructor builds its inception blocks with their default (gated) and
+            overwrites the flag with the gate after ``conv_2c``, so every gate is always on.
+        space_to_depth: the HowTo100M layout; False: a plain 3x7x7 stride-2 ``conv1``.
     """
 
-    def __init__(self, dict_path: Optional[str] = None, num_classes: int = EMBEDDING_DIM):
+    def __init__(self, dict_path: Optional[str] = None, num_classes: int = EMBEDDING_DIM,
+                 gating: bool = True, space_to_depth: bool = True):
         super().__init__()
-        self.conv1 = STConv3D(24, 64, (2, 4, 4), padding=(1, 2, 2))
+        self.space_to_depth = space_to_depth
+        self.conv1 = (STConv3D(24, 64, (2, 4, 4), padding=(1, 2, 2)) if space_to_depth
+                      else STConv3D(3, 64, (3, 7, 7), padding=(1, 3, 3), stride=2))
         self.conv_2b = STConv3D(64, 64, (1, 1, 1))
         self.conv_2c = STConv3D(64, 192, (3, 3, 3), padding=1, separable=True)
         self.gating = SelfGating(192)
@@ -222,7 +229,10 @@ class S3D(nn.Module):
         """(B, 3, T, H, W) in [0, 1] -> ``video_embedding`` (B, 512), ``mixed_5c`` (B, 1024);
         ``taps``: a dict that receives the activations named in :data:`TAPS`."""
         taps = {} if taps is None else taps
-        x = self.conv1(space_to_depth(video))[:, :, 1:, 1:, 1:]
+        if self.space_to_depth:  # the crop replicates TF's SAME padding of the strided conv
+            x = self.conv1(space_to_depth(video))[:, :, 1:, 1:, 1:]
+        else:
+            x = self.conv1(video)
         taps['conv1'] = x
         x = self.gating(self.conv_2c(self.conv_2b(self.maxpool_2a(x))))
         taps['conv_2c_gated'] = x

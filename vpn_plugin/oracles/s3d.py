@@ -7,7 +7,9 @@ Nothing about the fixture's sizes is assumed: every ``<video>_uint8`` (B, 3, T, 
 ``inputs.npz`` gives ``<video>_video_embedding``, ``_mixed_5c``, ``_s2d_corner`` and, per tap
 (``models.s3d.TAPS``), ``_shape``, ``_mean``, ``_channels``, ``_tl``, ``_br``; every
 ``<name>_frames_uint8`` (T, H, W, 3) gives ``<name>_frames_features`` (16-frame chunks, the last
-one padded with black); ``sentences`` gives ``text_token_ids``, ``text_fc1_maxpool`` and
+one padded with black; another length when meta.json's ``chunks`` says so); the constructor
+arguments (``num_classes``, ``gating``, ``space_to_depth``) come from meta.json's
+``constructor``; ``sentences`` gives ``text_token_ids``, ``text_fc1_maxpool`` and
 ``text_embedding``. Float arrays are compared relatively (max abs diff / max abs reference,
 1e-4: the README's float64-vs-float32 floor is ~1e-5 on values within about +-2, and torch's
 thread count changes summation order well below that); integer arrays exactly.
@@ -29,10 +31,40 @@ from ..video.chunking import CHUNK_FRAMES, embed_frames
 CORNER = 4  # the tl / br taps are act[:, channels, :, :4, :4] and act[..., -4:, -4:]
 
 
-def build_s3d(fixture: Path):
-    """The registered ``S3D`` with the fixture's dictionary and weights (strict, eval mode)."""
+def constructor_args(meta: dict) -> dict:
+    """``num_classes``, ``gating``, ``space_to_depth`` of meta.json's ``S3D(dict_path, 512)
+    (defaults gating=True, space_to_depth=True)``."""
+    text = str(meta.get('constructor', 'S3D(dict_path, 512)')).split(';')[0]
+    call = re.search(r'S3D\(([^)]*)\)', text)
+    args = [a.strip() for a in call.group(1).split(',')] if call else []
+    kwargs = {}
+    if len(args) > 1 and args[1].isdigit():
+        kwargs['num_classes'] = int(args[1])
+    for name in ('gating', 'space_to_depth', 'num_classes'):
+        found = re.search(rf'\b{name}\s*=\s*(True|False|\d+)', text)
+        if found and name not in kwargs:
+            value = found.group(1)
+            kwargs[name] = int(value) if value.isdigit() else value == 'True'
+    return kwargs
+
+
+def chunk_frames(meta: dict) -> int:
+    """Frames per chunk of the fixture's chunking (``chunks.procedure``: "chunks of 16
+    frames"), 16 (P3IV) when not stated."""
+    chunks = meta.get('chunks', {}) or {}
+    for key in ('chunk_frames', 'num_frames'):
+        if isinstance(chunks.get(key), int):
+            return chunks[key]
+    found = re.search(r'chunks of (\d+) frames', str(chunks.get('procedure', '')))
+    return int(found.group(1)) if found else CHUNK_FRAMES
+
+
+def build_s3d(fixture: Path, meta: dict = None):
+    """The registered ``S3D`` with the fixture's constructor arguments, dictionary and weights
+    (strict, eval mode)."""
     from mmaction.registry import MODELS
-    model = MODELS.build(dict(type='S3D', dict_path=str(fixture / 'dict.npy')))
+    model = MODELS.build(dict(type='S3D', dict_path=str(fixture / 'dict.npy'),
+                              **constructor_args(meta or {})))
     state = {k: torch.from_numpy(v.astype(np.float32) if v.dtype == np.float16 else v)
              for k, v in read_npz(fixture / 'state_dict.npz').items()}
     load_weights(model, {'state_dict': state}, str(fixture / 'state_dict.npz'))
@@ -45,9 +77,10 @@ def video_outputs(model, name: str, video_uint8: np.ndarray) -> Dict[str, np.nda
     taps = {}
     with torch.no_grad():
         out = model(video, taps=taps)
-        corner = space_to_depth(video)[:, :, :2, :2, :2]
     values = {f'{name}_video_embedding': out['video_embedding'],
-              f'{name}_mixed_5c': out['mixed_5c'], f'{name}_s2d_corner': corner}
+              f'{name}_mixed_5c': out['mixed_5c']}
+    if model.space_to_depth:
+        values[f'{name}_s2d_corner'] = space_to_depth(video)[:, :, :2, :2, :2]
     for tap in TAPS:
         act = taps[tap]
         channels = tap_channels(act.shape[1])
@@ -68,14 +101,14 @@ def text_outputs(model, sentences) -> Dict[str, np.ndarray]:
     return dict(text_token_ids=ids, text_fc1_maxpool=pooled, text_embedding=embedding)
 
 
-def recompute(model, inputs: Dict[str, np.ndarray]) -> Dict[str, np.ndarray]:
+def recompute(model, inputs: Dict[str, np.ndarray], chunk: int = CHUNK_FRAMES
+              ) -> Dict[str, np.ndarray]:
     values = {}
     for key, array in inputs.items():
         frames = re.fullmatch(r'(.+)_frames_uint8', key)
         video = re.fullmatch(r'(.+)_uint8', key)
         if frames and array.ndim == 4:
-            values[f'{frames.group(1)}_frames_features'] = embed_frames(model, array,
-                                                                        CHUNK_FRAMES)
+            values[f'{frames.group(1)}_frames_features'] = embed_frames(model, array, chunk)
         elif video and array.ndim == 5:
             values.update(video_outputs(model, video.group(1), array))
     if 'sentences' in inputs:
@@ -106,9 +139,9 @@ def check_fixture(fixture, meta: dict):
     print(f'fixture {fixture}: S3D ({meta.get("official_repo", "?")} '
           f'{str(meta.get("official_commit", "?"))[:7]}), torch threads '
           f'{torch.get_num_threads()}')
-    model = build_s3d(fixture)
+    model = build_s3d(fixture, meta)
     header_ok = check_counts(model, meta)
-    values = recompute(model, read_npz(fixture / 'inputs.npz'))
+    values = recompute(model, read_npz(fixture / 'inputs.npz'), chunk_frames(meta))
     recorded = read_npz(fixture / 'outputs.npz')
     exact = [k for k, v in recorded.items() if v.dtype.kind in 'iub']
     inexact = [k for k in set(recorded) | set(values) if k not in exact]
