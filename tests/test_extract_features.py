@@ -68,6 +68,37 @@ def test_decoding_gives_the_frame_count_and_the_recipe_size(videos):
     # 8 fps halves the frames; the file's own rate keeps them
     assert len(decode_video(videos / 'forty.mp4', FrameRecipe(size=SIZE, fps=8))) == 20
     assert len(decode_video(videos / 'forty.mp4', FrameRecipe(size=SIZE, fps=None))) == 40
+    # the default JPEG round trip changes the pixels a little, and only a little
+    raw = decode_video(videos / 'forty.mp4', FrameRecipe(size=64, jpeg_quality=None))
+    jpeg = decode_video(videos / 'forty.mp4', FrameRecipe(size=64))
+    difference = np.abs(raw.astype(int) - jpeg.astype(int))
+    assert difference.max() > 0 and difference.mean() < 3
+
+
+def test_the_centre_square_is_cropped_whatever_the_orientation(tmp_path):
+    """Three bands of colour across the long side: only the middle one survives the centre
+    crop of side min(w, h), the whole frame without crop."""
+    import cv2
+    colours = np.array([[0, 0, 255], [0, 255, 0], [255, 0, 0]], np.uint8)  # BGR: red green blue
+    for name, (height, width) in (('landscape', (32, 96)), ('portrait', (96, 32))):
+        frame = np.zeros((height, width, 3), np.uint8)
+        for band in range(3):
+            if width > height:
+                frame[:, band * 32:(band + 1) * 32] = colours[band]
+            else:
+                frame[band * 32:(band + 1) * 32] = colours[band]
+        writer = cv2.VideoWriter(str(tmp_path / f'{name}.avi'), cv2.VideoWriter_fourcc(*'MJPG'),
+                                 16, (width, height))
+        for _ in range(4):
+            writer.write(frame)
+        writer.release()
+        centre = decode_video(tmp_path / f'{name}.avi', FrameRecipe(size=16, jpeg_quality=None))
+        assert centre.shape == (4, 16, 16, 3)
+        np.testing.assert_allclose(centre[..., 1].mean(), 255, atol=8)  # green only
+        assert centre[..., [0, 2]].mean() < 8
+        whole = decode_video(tmp_path / f'{name}.avi',
+                             FrameRecipe(size=48, crop='none', jpeg_quality=None))
+        assert whole[..., 0].max() > 200 and whole[..., 2].max() > 200  # red and blue too
 
 
 def test_the_last_chunk_is_padded_with_black_frames():
