@@ -220,3 +220,4 @@ def test_plan_tool_from_a_video_with_random_weights(tiny_crosstask, tmp_path, ca
     with pytest.raises(SystemExit, match='S3D_HowTo100M'):
         load_tool('plan').main([str(config), '--checkpoint', str(tmp_path / 'tiny.pth'),
                                 '--video', str(video), '--start-time', '1', '--goal-time', '4'])
+

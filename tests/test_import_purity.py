@@ -27,8 +27,10 @@ def loaded_from(modules: set, prefixes) -> list:
 
 
 def test_import_core_loads_no_openmmlab_compat_or_registration():
-    modules = modules_after_import('vpn_plugin.core')
+    """core/ and video/ (decoding workers, the extraction loop) are plain torch/numpy."""
+    modules = modules_after_import('vpn_plugin.core, vpn_plugin.video')
     assert 'vpn_plugin.core.dvl' in modules and 'torch' in modules
+    assert 'vpn_plugin.video.extract' in modules
     assert loaded_from(modules, OPENMMLAB_SIDE) == []
 
 

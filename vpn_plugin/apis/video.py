@@ -10,8 +10,7 @@ import numpy as np
 import torch
 
 from .. import compat_applied  # noqa: F401  (compat fixes before any OpenMMLab import)
-from ..video import FrameRecipe, iter_frame_blocks
-from ..video.extract import embed_block
+from ..video import FrameRecipe, embed_frames, iter_frame_blocks
 from .inference import plan_from_features, video_observations
 
 WEIGHTS_URL = 'https://www.rocq.inria.fr/cluster-willow/amiech/howto100m/s3d_howto100m.pth'
@@ -58,7 +57,7 @@ def video_features(s3d, video, recipe: FrameRecipe = FrameRecipe(), batch_chunks
     """(ceil(frames / chunk), 512) float32: one ``video_embedding`` row per chunk of
     ``recipe.chunk`` frames (one per second at 16 fps) of the video file ``video``."""
     blocks = iter_frame_blocks(video, recipe, block_chunks * recipe.chunk)
-    return np.concatenate([embed_block(s3d, frames, recipe.chunk, batch_chunks)
+    return np.concatenate([embed_frames(s3d, frames, recipe.chunk, batch_chunks).numpy()
                            for frames in blocks]).astype(np.float32)
 
 

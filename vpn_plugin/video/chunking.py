@@ -43,6 +43,6 @@ def embed_frames(network: Callable, frames: np.ndarray, chunk: int = CHUNK_FRAME
     chunks = frames_to_chunks(frames, chunk)
     device = next(network.parameters()).device
     with torch.no_grad():
-        rows = [network(chunks[i:i + batch_chunks].to(device))['video_embedding'].cpu()
+        rows = [network(chunks[i:i + batch_chunks].to(device))['video_embedding'].float().cpu()
                 for i in range(0, len(chunks), batch_chunks)]
     return torch.cat(rows)

@@ -29,10 +29,9 @@ from pathlib import Path
 from typing import Callable, Dict, Iterator, List, Optional, Sequence
 
 import numpy as np
-import torch
 from torch.utils.data import DataLoader, IterableDataset, get_worker_info
 
-from .chunking import frames_to_chunks
+from .chunking import embed_frames
 from .decode import UnreadableVideoError, iter_frame_blocks
 from .recipe import FrameRecipe
 
@@ -227,8 +226,8 @@ def extract_videos(network: Callable, videos: Sequence[Path], out_dir, recipe: F
                 continue
             frames = item['frames']
             counts[index] = counts.get(index, 0) + len(frames)
-            rows.setdefault(index, []).append(embed_block(network, frames, recipe.chunk,
-                                                          batch_chunks))
+            rows.setdefault(index, []).append(
+                embed_frames(network, frames, recipe.chunk, batch_chunks).numpy())
             if item['last']:
                 features = np.concatenate(rows.pop(index)).astype(np.float32)
                 write_features_atomically(
@@ -245,17 +244,6 @@ def extract_videos(network: Callable, videos: Sequence[Path], out_dir, recipe: F
     if not result.failed:
         failures.unlink()
     return result
-
-
-def embed_block(network: Callable, frames: np.ndarray, chunk: int, batch_chunks: int
-                ) -> np.ndarray:
-    """(ceil(n / chunk), D) rows of one block of frames (the last chunk padded with black)."""
-    chunks = frames_to_chunks(frames, chunk)
-    device = next(network.parameters()).device
-    with torch.no_grad():
-        out = [network(chunks[i:i + batch_chunks].to(device))['video_embedding'].float().cpu()
-               for i in range(0, len(chunks), batch_chunks)]
-    return torch.cat(out).numpy()
 
 
 def merge_failures(out_dir, world_size: int) -> List[str]:
