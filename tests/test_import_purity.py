@@ -1,4 +1,5 @@
-"""`import vpn_plugin.core` loads only torch/numpy; `vpn_plugin.mm` loads the MMAction2 side."""
+"""`import vpn_plugin.core` (and `vpn_plugin.video`) loads only torch/numpy; `vpn_plugin.mm` loads
+the MMAction2 side."""
 import json
 import subprocess
 import sys
