@@ -217,7 +217,16 @@ def test_plan_tool_from_a_video_with_random_weights(tiny_crosstask, tmp_path, ca
     record = read_feature_record(tmp_path / 'f.npz')
     assert record['frames_features'].shape == (5, 512) and not bool(record['usable'])
     assert 'UNUSABLE' in str(record['warning'])
-    with pytest.raises(SystemExit, match='S3D_HowTo100M'):
-        load_tool('plan').main([str(config), '--checkpoint', str(tmp_path / 'tiny.pth'),
-                                '--video', str(video), '--start-time', '1', '--goal-time', '4'])
+    # no config given: the one in the checkpoint's meta (tools/train.py); no S3D weights: where
+    from mmengine.config import Config
+    checkpoint = torch.load(tmp_path / 'tiny.pth', weights_only=True)
+    checkpoint['meta'] = dict(cfg=Config.fromfile(str(config)).pretty_text)
+    torch.save(checkpoint, tmp_path / 'trained.pth')
+    with pytest.raises(SystemExit, match=r'no S3D weights were given.*S3D_HowTo100M.*'
+                       r's3d_howto100m\.pth'):
+        load_tool('plan').main(['--checkpoint', str(tmp_path / 'trained.pth'), '--video',
+                                str(video), '--start-time', '1', '--goal-time', '4'])
+    with pytest.raises(SystemExit, match=r'holds no config.*give the config file'):
+        load_tool('plan').main(['--checkpoint', str(tmp_path / 'tiny.pth'), '--video',
+                                str(video), '--start-time', '1', '--goal-time', '4'])
 
