@@ -26,14 +26,13 @@ RANDOM_WEIGHTS_WARNING = ('UNUSABLE: S3D with RANDOM weights (--random-weights),
 
 def init_s3d(weights=None, dict_path=None, device: str = 'cpu', random_weights: bool = False,
              seed: int = 0):
-    """``S3D`` (``MODELS``) in eval mode with ``weights`` (``s3d_howto100m.pth``) loaded under
+    """``models.S3D`` in eval mode with ``weights`` (``s3d_howto100m.pth``) loaded under
     the official names with strict loading (``engine.checkpoint``: torch's weights_only
     loader). ``random_weights``: seeded random weights instead, for pipeline checks only
     (``model.usable`` is then False). A missing file raises one message saying where the
     weights come from."""
-    import vpn_plugin.mm  # noqa: F401  (registration)
-    from mmaction.registry import MODELS
     from ..engine.checkpoint import load_weights, read_checkpoint
+    from ..models.s3d import S3D
     if dict_path is not None and not Path(dict_path).is_file():
         raise FileNotFoundError(f'S3D word dictionary {dict_path} does not exist. '
                                 f'{WEIGHTS_HELP}')
@@ -44,8 +43,7 @@ def init_s3d(weights=None, dict_path=None, device: str = 'cpu', random_weights: 
             raise FileNotFoundError(f'{where}. {WEIGHTS_HELP}')
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed)
-        model = MODELS.build(dict(type='S3D', dict_path=None if dict_path is None
-                                  else str(dict_path)))
+        model = S3D(dict_path=None if dict_path is None else str(dict_path))
     if not random_weights:
         load_weights(model, read_checkpoint(weights, logger='silent'), str(weights))
     model.usable = not random_weights
@@ -107,9 +105,9 @@ def config_from_checkpoint(checkpoint, cfg_options=None, **paths):
     from ..engine.checkpoint import read_checkpoint
     text = (read_checkpoint(checkpoint, logger='silent').get('meta') or {}).get('cfg')
     if not isinstance(text, str) or not text.strip():
-        raise ValueError(f'checkpoint {checkpoint} holds no config (meta.cfg; it was not saved '
-                         'by tools/train.py): give the config file too, e.g. tools/plan.py '
-                         'CONFIG --checkpoint CKPT --video ...')
+        raise ValueError(f'checkpoint {checkpoint} holds no config (meta.cfg, which the '
+                         'checkpoints of the training tool carry): give the config file too, '
+                         'e.g. tools/plan.py CONFIG --checkpoint CKPT --video ...')
     with tempfile.TemporaryDirectory() as folder:
         path = Path(folder) / 'checkpoint_config.py'
         path.write_text(text)

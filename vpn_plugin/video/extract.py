@@ -79,7 +79,7 @@ def output_names(videos: Sequence[Path], naming: str) -> List[str]:
 def shard(items: Sequence, rank: int, world_size: int) -> list:
     """Items ``rank, rank + world_size, ...``: the shards of all ranks partition ``items``."""
     if not 0 <= rank < world_size:
-        raise ValueError(f'rank {rank} of world size {world_size}')
+        raise ValueError(f'rank {rank} is outside 0..{world_size - 1} (world size {world_size})')
     return list(items[rank::world_size])
 
 
