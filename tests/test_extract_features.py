@@ -160,6 +160,34 @@ def test_a_bad_file_among_good_ones_is_listed_and_the_rest_resumes(videos, s3d, 
                        num_workers=0)
 
 
+class DiesAtCall(torch.nn.Module):
+    """S3D that dies (as a killed process would stop) at its ``n``-th call."""
+
+    def __init__(self, s3d, n: int):
+        super().__init__()
+        self.s3d, self.n, self.calls = s3d, n, 0
+
+    def forward(self, video):
+        self.calls += 1
+        if self.calls == self.n:
+            raise KeyboardInterrupt('killed')
+        return self.s3d(video)
+
+
+def test_a_killed_run_loses_only_the_video_in_flight(videos, s3d, tmp_path):
+    """forty (3 chunks, 3 calls at batch 1) is written, one (1 call) too; the run dies inside
+    ten; thirty_two never started. The next run extracts exactly ten and thirty_two."""
+    order = list_videos([videos])  # forty, one, ten, thirty_two
+    with pytest.raises(KeyboardInterrupt):
+        extract_videos(DiesAtCall(s3d, 5), order, tmp_path, RECIPE, num_workers=0,
+                       batch_chunks=1)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ['extraction.json', 'forty.npz',
+                                                         'one.npz']
+    again = extract_videos(s3d, order, tmp_path, RECIPE, num_workers=0)
+    assert sorted(again.done) == ['ten', 'thirty_two'] and sorted(again.skipped) == ['forty',
+                                                                                      'one']
+
+
 def test_shards_partition_the_list():
     items = list(range(11))
     parts = [shard(items, rank, 3) for rank in range(3)]

@@ -206,43 +206,41 @@ def extract_videos(network: Callable, videos: Sequence[Path], out_dir, recipe: F
             result.skipped.append(name)
         else:
             todo.append((video, name))
-    failures = out_dir / f'failures.rank{rank}.tsv'
+    failures = out_dir / f'failures.rank{rank}.tsv'  # this run's failures (the last run's go)
+    failures.unlink(missing_ok=True)
     start = time.monotonic()
-    with open(failures, 'w') as failure_log:
-        progress = Progress(len(todo), rank, progress_stream)
-        loader = DataLoader(VideoBlocks([v for v, _ in todo], recipe, block_chunks),
-                            batch_size=None, num_workers=num_workers, collate_fn=_identity)
-        rows: Dict[int, list] = {}
-        counts: Dict[int, int] = {}
-        for item in loader:
-            index = item['index']
-            video, name = todo[index]
-            if item['error']:
-                rows.pop(index, None)
-                result.failed[str(video)] = item['error']
+    progress = Progress(len(todo), rank, progress_stream)
+    loader = DataLoader(VideoBlocks([v for v, _ in todo], recipe, block_chunks),
+                        batch_size=None, num_workers=num_workers, collate_fn=_identity)
+    rows: Dict[int, list] = {}
+    counts: Dict[int, int] = {}
+    for item in loader:
+        index = item['index']
+        video, name = todo[index]
+        if item['error']:
+            rows.pop(index, None)
+            result.failed[str(video)] = item['error']
+            with open(failures, 'a') as failure_log:
                 failure_log.write(f'{video}\t{_one_line(item["error"])}\n')
-                failure_log.flush()
-                progress.update(0)
-                continue
-            frames = item['frames']
-            counts[index] = counts.get(index, 0) + len(frames)
-            rows.setdefault(index, []).append(
-                embed_frames(network, frames, recipe.chunk, batch_chunks).numpy())
-            if item['last']:
-                features = np.concatenate(rows.pop(index)).astype(np.float32)
-                write_features_atomically(
-                    out_dir / f'{name}{FEATURE_SUFFIX}',
-                    dict(frames_features=features, num_frames=np.int64(counts[index]),
-                         source=np.str_(str(video)),
-                         recipe=np.str_(json.dumps(recipe.as_dict(), sort_keys=True)),
-                         **(extra or {})))
-                result.done.append(name)
-                decoded = counts.pop(index)
-                result.frames += decoded
-                progress.update(decoded)
+            progress.update(0)
+            continue
+        frames = item['frames']
+        counts[index] = counts.get(index, 0) + len(frames)
+        rows.setdefault(index, []).append(
+            embed_frames(network, frames, recipe.chunk, batch_chunks).numpy())
+        if item['last']:
+            features = np.concatenate(rows.pop(index)).astype(np.float32)
+            write_features_atomically(
+                out_dir / f'{name}{FEATURE_SUFFIX}',
+                dict(frames_features=features, num_frames=np.int64(counts[index]),
+                     source=np.str_(str(video)),
+                     recipe=np.str_(json.dumps(recipe.as_dict(), sort_keys=True)),
+                     **(extra or {})))
+            result.done.append(name)
+            decoded = counts.pop(index)
+            result.frames += decoded
+            progress.update(decoded)
     result.seconds = time.monotonic() - start
-    if not result.failed:
-        failures.unlink()
     return result
 
 
