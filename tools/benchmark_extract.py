@@ -96,6 +96,10 @@ def main(argv=None):
                      'ms/chunk)', 16 * batch / seconds))
     for label, fps in rows:
         print(f'{label:<60} {fps:10.1f} frames/s')
+    decode_fps, network_fps = rows[0][1], 16 / min(per_chunk.values())
+    share = (1 / network_fps) / (1 / network_fps + 1 / decode_fps)
+    print(f'where the time goes (one process, recipe with JPEG, best batch): network '
+          f'{100 * share:.1f} %, decoding {100 * (1 - share):.1f} %')
     largest = max(args.batches)
     if 1 in per_chunk and largest > 1:
         ratio = per_chunk[1] / per_chunk[largest]
