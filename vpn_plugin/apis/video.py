@@ -68,7 +68,10 @@ def plan_from_video(model, s3d, video, start_time: float, goal_time: float,
     (``video_observations``). Returns one ``ActionDataSample`` (``pred_plan`` (T,), ...) with
     ``usable`` False when ``s3d`` has random weights (``return_features``: and the features)."""
     features = video_features(s3d, video, recipe)
-    start, goal = video_observations(model.cfg, features, start_time, goal_time, split)
+    try:
+        start, goal = video_observations(model.cfg, features, start_time, goal_time, split)
+    except ValueError as error:  # name the video, not its in-memory features
+        raise ValueError(f'{video}: {error}') from None
     sample = plan_from_features(model, start, goal)[0]
     sample.set_field(bool(getattr(s3d, 'usable', True)), 'usable', field_type='metainfo')
     sample.set_field(int(len(features)), 'num_seconds', field_type='metainfo')
