@@ -99,7 +99,8 @@ class PortedTFMaxPool3d(nn.Module):
         self.kernel, self.stride = tuple(kernel), tuple(stride)
         pads = [(max(k - s, 0) // 2, max(k - s, 0) - max(k - s, 0) // 2)
                 for k, s in zip(self.kernel, self.stride)]
-        # F.pad order: W (before, after), H, T
+        # F.pad order: W (before, after), H, T. (The official tuple gives W the amounts of H and
+        # H those of W; the same here, every pool being square in H x W.)
         self.padding = pads[2] + pads[1] + pads[0]
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
@@ -108,8 +109,8 @@ class PortedTFMaxPool3d(nn.Module):
 
 
 class InceptionBlock(nn.Module):
-    """Four self-gated branches concatenated: 1x1x1; 1x1x1 -> separable 3x3x3 (twice);
-    3x3x3 max pool (stride 1) -> 1x1x1."""
+    """Four self-gated branches concatenated: 1x1x1; 1x1x1 -> separable 3x3x3; 1x1x1 ->
+    separable 3x3x3; 3x3x3 max pool (stride 1, implicit -inf padding) -> 1x1x1."""
 
     def __init__(self, widths: Sequence[int]):
         super().__init__()
