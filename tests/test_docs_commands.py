@@ -220,7 +220,9 @@ def options(parser) -> dict:
 
 # shell scripts: the tool whose flags they pass on
 SCRIPT_TOOLS = {'tools/dist_train.sh': 'tools/train.py', 'tools/slurm_train.sh': 'tools/train.py',
-                'tools/dist_test.sh': 'tools/test.py', 'tools/slurm_test.sh': 'tools/test.py'}
+                'tools/dist_test.sh': 'tools/test.py', 'tools/slurm_test.sh': 'tools/test.py',
+                'tools/dist_extract.sh': 'tools/extract_features.py',
+                'tools/slurm_extract.sh': 'tools/extract_features.py'}
 PLACEHOLDER = re.compile(r'[A-Z$<{*]|\.\.\.')
 
 
