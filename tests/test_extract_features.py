@@ -231,8 +231,9 @@ def test_plan_tool_from_a_video_with_random_weights(tiny_crosstask, tmp_path, ca
     video = tmp_path / 'my.mp4'
     write_video(video, 16 * 5)
     load_tool('plan').main([str(config), '--checkpoint', str(tmp_path / 'tiny.pth'), '--video',
-                            str(video), '--start-time', '1', '--goal-time', '4',
-                            '--random-weights', '--save-features', str(tmp_path / 'f.npz')])
+                            str(video), '--start-time', '1', '--goal-time', '4', '--size',
+                            str(SIZE), '--random-weights', '--save-features',
+                            str(tmp_path / 'f.npz')])
     out = capsys.readouterr()
     lines = out.out.splitlines()
     lines = lines[[i for i, line in enumerate(lines) if line.startswith('*** UNUSABLE')][0]:]

@@ -17,48 +17,21 @@ import sys
 
 import torch
 
-from vpn_plugin.errors import POSITIVE_FLOAT, POSITIVE_INT, tool_main
+from vpn_plugin.errors import POSITIVE_INT, tool_main
+from vpn_plugin.video.recipe import add_recipe_arguments, recipe_from_args
 
 LAUNCHERS = ('none', 'pytorch', 'slurm')
-
-
-def add_recipe_arguments(parser) -> None:
-    """The frame recipe's options (``video.FrameRecipe``), P3IV's values as defaults."""
-    group = parser.add_argument_group('frame recipe (default: P3IV, the public features)')
-    group.add_argument('--fps', type=POSITIVE_FLOAT, default=16.0,
-                       help='frames per second sampled by ffmpeg (default 16)')
-    group.add_argument('--native-fps', action='store_true',
-                       help="keep the file's own frames (no fps filter)")
-    group.add_argument('--crop', choices=('center', 'none'), default='center',
-                       help='center: square of side min(w, h) (default); none: whole frame')
-    group.add_argument('--size', type=POSITIVE_INT, default=224,
-                       help='frame side in pixels after scaling (default 224)')
-    group.add_argument('--jpeg-quality', type=int, default=95,
-                       help='JPEG round trip quality, 0 for none (default 95, as P3IV)')
-    group.add_argument('--chunk', type=POSITIVE_INT, default=16,
-                       help='frames per feature row (default 16: non-overlapping, last padded)')
-
-
-def recipe_from(args):
-    from vpn_plugin.video import FrameRecipe
-    return FrameRecipe(fps=None if args.native_fps else args.fps, crop=args.crop,
-                       size=args.size, jpeg_quality=args.jpeg_quality or None,
-                       chunk=args.chunk)
-
-
-def add_weight_arguments(parser, flag: str) -> None:
-    parser.add_argument(flag, dest='weights', metavar='PTH',
-                        help='s3d_howto100m.pth (S3D_HowTo100M README)')
-    parser.add_argument('--random-weights', action='store_true',
-                        help='random S3D weights, ONLY for pipeline checks: the output is '
-                             'marked unusable')
 
 
 def parse_args(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument('inputs', nargs='+', metavar='VIDEO_OR_DIR')
     parser.add_argument('--out', required=True, help='folder of the feature files')
-    add_weight_arguments(parser, '--weights')
+    parser.add_argument('--weights', metavar='PTH',
+                        help='s3d_howto100m.pth (S3D_HowTo100M README)')
+    parser.add_argument('--random-weights', action='store_true',
+                        help='random S3D weights, ONLY for pipeline checks: the output is '
+                             'marked unusable')
     add_recipe_arguments(parser)
     parser.add_argument('--naming', choices=('stem', 'parent_stem'), default='stem',
                         help='file name: the video stem (default) or <folder>_<stem> '
@@ -102,7 +75,7 @@ def main(argv=None):
     from vpn_plugin.compat import shutdown_distributed
     from vpn_plugin.video import extract_videos, list_videos, merge_failures
 
-    recipe = recipe_from(args)
+    recipe = recipe_from_args(args)
     videos = list_videos(args.inputs)
     if not videos:
         raise FileNotFoundError(f'no video file in {args.inputs}')

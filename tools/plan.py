@@ -6,8 +6,10 @@ for your own video file (its S3D features extracted as the datasets' were).
         --goal-time 95 --s3d-weights s3d_howto100m.pth
 
 With ``--video``, CONFIG may be left out: the config stored in a checkpoint of
-tools/train.py is used. ``--random-weights`` (instead of ``--s3d-weights``) runs the pipeline
-with random S3D weights, for checks only: its plans are marked UNUSABLE.
+tools/train.py is used. The frame recipe defaults to that of the public features (P3IV's);
+change it (``--fps``, ``--size``, ...) only for a planner trained on features extracted with
+the same options. ``--random-weights`` (instead of ``--s3d-weights``) runs the pipeline with
+random S3D weights, for checks only: its plans are marked UNUSABLE.
 """
 import argparse
 import sys
@@ -16,6 +18,7 @@ from mmengine.config import DictAction
 
 from vpn_plugin.data_paths import add_data_arguments, data_path_args, load_config
 from vpn_plugin.errors import NON_NEGATIVE_FLOAT, NON_NEGATIVE_INT, tool_main
+from vpn_plugin.video.recipe import add_recipe_arguments, recipe_from_args
 
 
 def parse_args(argv=None):
@@ -43,6 +46,7 @@ def parse_args(argv=None):
                        help='random S3D weights, ONLY for pipeline checks (output UNUSABLE)')
     video.add_argument('--save-features', metavar='NPZ',
                        help="also write the video's features (frames_features) there")
+    add_recipe_arguments(parser)
     add_data_arguments(parser)
     args = parser.parse_args(argv)
     if args.checkpoint_option:
@@ -70,7 +74,8 @@ def plan_video(args, cfg) -> None:
     s3d = load_s3d_for_tool(args.s3d_weights, args.random_weights)
     model = init_planner(cfg, args.checkpoint)
     sample, features = plan_from_video(model, s3d, args.video, args.start_time,
-                                       args.goal_time, split=args.split, return_features=True)
+                                       args.goal_time, recipe_from_args(args), args.split,
+                                       return_features=True)
     print('\n'.join(format_video_plan(sample, taxonomy, args.video, args.start_time,
                                       args.goal_time)))
     if args.save_features:

@@ -10,6 +10,8 @@ from __future__ import annotations
 import dataclasses
 from typing import Optional
 
+from ..errors import POSITIVE_FLOAT, POSITIVE_INT
+
 CROPS = ('center', 'none')
 
 
@@ -54,3 +56,27 @@ class FrameRecipe:
 
     def as_dict(self) -> dict:
         return dataclasses.asdict(self)
+
+
+def add_recipe_arguments(parser) -> None:
+    """The recipe's command-line options (``tools/extract_features.py``, ``tools/plan.py
+    --video``), P3IV's values as defaults."""
+    group = parser.add_argument_group('frame recipe (default: P3IV, the public features)')
+    group.add_argument('--fps', type=POSITIVE_FLOAT, default=16.0,
+                       help='frames per second sampled by ffmpeg (default 16)')
+    group.add_argument('--native-fps', action='store_true',
+                       help="keep the file's own frames (no fps filter)")
+    group.add_argument('--crop', choices=CROPS, default='center',
+                       help='center: square of side min(w, h) (default); none: whole frame')
+    group.add_argument('--size', type=POSITIVE_INT, default=224,
+                       help='frame side in pixels after scaling (default 224)')
+    group.add_argument('--jpeg-quality', type=int, default=95,
+                       help='JPEG round trip quality, 0 for none (default 95, as P3IV)')
+    group.add_argument('--chunk', type=POSITIVE_INT, default=16,
+                       help='frames per feature row (default 16: non-overlapping, last padded)')
+
+
+def recipe_from_args(args) -> FrameRecipe:
+    return FrameRecipe(fps=None if args.native_fps else args.fps, crop=args.crop,
+                       size=args.size, jpeg_quality=args.jpeg_quality or None,
+                       chunk=args.chunk)
