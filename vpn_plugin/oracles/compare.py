@@ -81,6 +81,7 @@ def fixture_method(meta: dict, fixture: Path) -> str:
 
 def check_fixture(fixture) -> Tuple[List[Row], bool, dict]:
     """Rows and header verdict of ``fixture`` for the method its meta names."""
+    CONDITIONING_NOTES.clear()
     fixture = Path(fixture)
     meta = read_fixture_meta(fixture)
     module = importlib.import_module(CHECKERS[fixture_method(meta, fixture)])
@@ -115,6 +116,16 @@ def compare(reference, value, scale: Optional[float] = None) -> Tuple[float, flo
     return diff, relative(diff, max_abs(reference) if scale is None else scale)
 
 
+# (line, raised a tolerance) of every ``conditioning:`` line of the current check
+CONDITIONING_NOTES: List[Tuple[str, bool]] = []
+
+
+def note(line: str, raised: bool = True) -> None:
+    """Print a ``conditioning:`` line and keep it for the report's summary."""
+    print(line)
+    CONDITIONING_NOTES.append((line, raised))
+
+
 def conditioned_tolerance(tolerance: float, movement: float) -> float:
     """The tolerance of an array that moved by ``movement`` (relative, at the comparison's
     scale) under the ``PERTURBATION`` of the inputs."""
@@ -125,10 +136,10 @@ def note_conditioning(label: str, tolerance: float, movement: float, what: str) 
     """The conditioned tolerance, with a ``conditioning:`` line when it exceeds the base."""
     conditioned = conditioned_tolerance(tolerance, movement)
     if conditioned > tolerance:
-        print(f'conditioning: {label}: a {PERTURBATION:.0e} relative perturbation of {what} '
-              f'moves it by {movement:.2e} relative (amplification {movement / PERTURBATION:.1e})'
-              f'; tolerance {CONDITIONING_FACTOR:g} x that = {conditioned:.1e} '
-              f'instead of {tolerance:.0e}')
+        note(f'conditioning: {label}: a {PERTURBATION:.0e} relative perturbation of {what} '
+             f'moves it by {movement:.2e} relative (amplification {movement / PERTURBATION:.1e})'
+             f'; tolerance {CONDITIONING_FACTOR:g} x that = {conditioned:.1e} '
+             f'instead of {tolerance:.0e}')
     return conditioned
 
 
@@ -295,60 +306,62 @@ def compare_chain(label: str, recorded_states, recorded_outputs, step, tolerance
         final = run_chain(step, fed[0], steps)
         final_moved = movement(final, [run_chain(step, perturb(fed[0], seed, perturbation), steps)
                                        for seed in PERTURBATION_SEEDS], 1.0)
-    rows = [stepwise_row(f'{label}:{name}[step-by-step]', recorded,
-                         [as_array(o[k]) for o in ours], moved[k], tolerance)
-            for k, (name, recorded) in enumerate(zip(names[:2], (outputs, states[1:])))]
+    rows, limits = [], []
+    for k, (name, recorded) in enumerate(zip(names[:2], (outputs, states[1:]))):
+        row, step_limits = stepwise_row(f'{label}:{name}[step-by-step]', recorded,
+                                        [as_array(o[k]) for o in ours], moved[k], tolerance,
+                                        perturbation)
+        rows.append(row)
+        limits.append(step_limits)
     final_label = f'{label}:{names[2]}[free-running]'
     amplified = relative(final_moved, max_abs(states[-1]))
     diff, rel = compare(states[-1], final)
     if amplified > tolerance:
-        print(f'conditioning: {final_label}: the chain is ill-conditioned: a {perturbation:.0e} '
-              f'relative perturbation of state 0 moves the final state by {amplified:.2e} '
-              f'relative (amplification {amplified / perturbation:.1e}) > tolerance '
-              f'{tolerance:.0e}; judged step by step, the free-running final state is '
-              'reported only')
+        note(f'conditioning: {final_label}: the chain is ill-conditioned: a {perturbation:.0e} '
+             f'relative perturbation of state 0 moves the final state by {amplified:.2e} '
+             f'relative (amplification {amplified / perturbation:.1e}) > tolerance '
+             f'{tolerance:.0e}; judged step by step, the free-running final state is '
+             'reported only', raised=False)
         rows.append((final_label, diff, rel, REPORTED, True))
     else:
-        print(f'conditioning: {final_label}: the chain is well-conditioned (a '
-              f'{perturbation:.0e} perturbation of state 0 moves the final state by '
-              f'{amplified:.2e} relative); the free-running final state is judged')
+        note(f'conditioning: {final_label}: the chain is well-conditioned (a '
+             f'{perturbation:.0e} perturbation of state 0 moves the final state by '
+             f'{amplified:.2e} relative); the free-running final state is judged',
+             raised=False)
         rows.append((final_label, diff, rel, tolerance, rel <= tolerance))
     if argmax is not None:
         name, recorded_argmax, scores = argmax
-        error = stepwise_tolerances[rows[1][0]][-1] * max_abs(states[1:])
+        error = limits[1][-1] * max_abs(states[1:])  # what the last state may be off
         rows.append(compare_argmax(f'{label}:{name}[step-by-step]',
                                    scores(states[-1]), recorded_argmax,
                                    scores(as_array(ours[-1][1])), error))
     return rows
 
 
-# row label -> the tolerance of each step (of the last ``stepwise_row`` of that label)
-stepwise_tolerances: Dict[str, List[float]] = {}
-
-
 def stepwise_row(label: str, recorded: np.ndarray, ours: List[np.ndarray],
-                 moved: List[float], tolerance: float) -> Row:
+                 moved: List[float], tolerance: float, perturbation: float = PERTURBATION
+                 ) -> Tuple[Row, List[float]]:
     """The row of an array compared step by step (``compare_chain``): step i is judged
     against its own tolerance ``conditioned_tolerance(tolerance, moved[i] / scale)`` (scale:
     the recorded array's max abs over every step); the row shows the step with the largest
-    difference / tolerance, and a ``conditioning:`` line the range of the tolerances."""
+    difference / tolerance, and a ``conditioning:`` line the range of the tolerances.
+    Returns the row and the tolerance of each step."""
     scale = max_abs(recorded)
     limits = [conditioned_tolerance(tolerance, relative(m, scale)) for m in moved]
-    stepwise_tolerances[label] = limits
     if recorded.shape != (len(ours),) + (ours[0].shape if ours else ()):
-        return (f'{label} (shape)', math.inf, math.inf, tolerance, False)
+        return (f'{label} (shape)', math.inf, math.inf, tolerance, False), limits
     diffs = [compare(r, o, scale) for r, o in zip(recorded, ours)]
     worst = max(range(len(diffs)), key=lambda i: diffs[i][1] / limits[i])
     if max(limits) > tolerance:
-        amplification = [relative(m, scale) / PERTURBATION for m in moved]
-        print(f'conditioning: {label}: a {PERTURBATION:.0e} relative perturbation of the fed '
-              f'state amplifies by {min(amplification):.1e} to {max(amplification):.1e} per '
-              f'step; tolerance per step {CONDITIONING_FACTOR:g} x the movement, '
-              f'{min(limits):.1e} to {max(limits):.1e} (base {tolerance:.0e}); the row shows '
-              f'step {worst} (largest difference / tolerance)')
+        amplification = [relative(m, scale) / perturbation for m in moved]
+        note(f'conditioning: {label}: a {perturbation:.0e} relative perturbation of the fed '
+             f'state amplifies by {min(amplification):.1e} to {max(amplification):.1e} per '
+             f'step; tolerance per step {CONDITIONING_FACTOR:g} x the movement, '
+             f'{min(limits):.1e} to {max(limits):.1e} (base {tolerance:.0e}); the row shows '
+             f'step {worst} (largest difference / tolerance)')
     diff, rel = diffs[worst]
     return (label, max(d for d, _ in diffs), rel, limits[worst],
-            all(r <= t for (_, r), t in zip(diffs, limits)))
+            all(r <= t for (_, r), t in zip(diffs, limits))), limits
 
 
 def compare_argmax(label: str, recorded_scores, recorded_argmax, scores, error: float) -> Row:
@@ -391,6 +404,10 @@ def print_report(rows: List[Row], header_ok: bool = True) -> bool:
         print(f'{name:<{width}}  {diff:10.3e}  {rel:10.3e}  {limit:>7}'
               f'{"" if row_ok else "  FAIL"}')
         ok &= row_ok
+    raised = sum(raised for _, raised in CONDITIONING_NOTES)
+    if CONDITIONING_NOTES:
+        print(f'conditioning: {raised} comparisons judged at a tolerance above their base, '
+              'from their measured conditioning (the "conditioning:" lines above)')
     reported = [row[0] for row in rows if row[3] == REPORTED]
     if reported:
         print(f'reported, not judged (ill-conditioned, see the conditioning lines): '
