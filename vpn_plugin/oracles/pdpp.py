@@ -12,6 +12,7 @@ built on the meta device, nothing run), and the fixed settings (10 DDIM steps, e
 from __future__ import annotations
 
 import copy
+import math
 import re
 from pathlib import Path
 from typing import Dict, List, Tuple
@@ -225,8 +226,11 @@ def sampling_rows(fixture: Path, module, inputs: dict, batch, recorded: dict) ->
                    ddim_cond_task=to_numpy(dict(c=onehot[:, None].expand(
                        -1, start.shape[1], -1)))['c'])
     diff, rel = compare(recorded['ddim_states'][0], start.numpy())
+    same = np.array_equal(recorded['ddim_final'], recorded['ddim_states'][-1])
     return ([('outputs.npz:ddim_states[0]=project(x_T)', diff, rel, OUTPUT_TOLERANCE,
-              rel <= OUTPUT_TOLERANCE)]
+              rel <= OUTPUT_TOLERANCE),
+             ('outputs.npz:ddim_final=ddim_states[-1](recorded)', 0.0 if same else math.inf,
+              0.0 if same else math.inf, 0.0, same)]
             + compare_file(fixture / 'outputs.npz', outputs, OUTPUT_TOLERANCE,
                            names=list(outputs))
             + compare_chain('outputs.npz', recorded['ddim_states'], recorded['ddim_x_recon_raw'],
