@@ -6,6 +6,15 @@ Every recorded array is recomputed: the schedule buffers (for every n recorded),
 step with the injected timesteps and noise (U-Net gradients), 10-step DDIM from the injected
 x_T, the task classifier's logits, loss and gradients, the LR multipliers (the config's
 scheduler) and one EMA update (the config's EMA settings, mmengine's averaged model).
+
+The rules are ``oracles.compare``'s. The reduced U-Net (dim 32: GroupNorm with one channel per
+group over T=3 steps) is ill-conditioned, so float32 round-off depends on the thread count:
+the training step's arrays and gradients get the tolerance of their measured conditioning
+(the injected noise, start and goal perturbed by 1e-6; ``x_recon_raw`` moves 5e-4 to 8e-4,
+hence a tolerance near 3e-3), gradients are compared at the model's largest gradient, and the
+DDIM chain step by step (``compare_chain``: its free-running final state amplifies a 1e-6
+perturbation of x_T 4e4-fold and is reported only; ``ddim_actions`` judged where the recorded
+margin allows).
 Header: parameter counts at the fixture's and at every full size of its meta.json (models
 built on the meta device, nothing run), and the fixed settings (10 DDIM steps, eta 0).
 """
@@ -185,10 +194,10 @@ def training_outputs(module, actions, tasks, t, noise, start, goal) -> Tuple[dic
     return to_numpy(outputs), grads
 
 
-def training_rows(fixture: Path, module, inputs: dict, batch) -> Tuple[List[Row], dict]:
+def training_rows(fixture: Path, module, inputs: dict, batch) -> List[Row]:
     """Rows of the training step's arrays and gradients, each with the tolerance of its
-    measured conditioning (``oracles.compare``: the injected noise, start and goal perturbed),
-    and the recomputed arrays."""
+    measured conditioning (``oracles.compare``: the injected noise, start and goal
+    perturbed)."""
     injected = dict(actions=torch.from_numpy(inputs['actions']),
                     tasks=torch.from_numpy(inputs['tasks']), t=torch.from_numpy(inputs['t']),
                     noise=torch.from_numpy(inputs['noise']), **batch)
@@ -196,11 +205,10 @@ def training_rows(fixture: Path, module, inputs: dict, batch) -> Tuple[List[Row]
     outputs, grads = run(**injected)
     perturbed = perturbed_runs(run, injected)
     what = 'the injected noise, start and goal'
-    rows = (compare_file(fixture / 'outputs.npz', outputs, OUTPUT_TOLERANCE, names=list(outputs),
+    return (compare_file(fixture / 'outputs.npz', outputs, OUTPUT_TOLERANCE, names=list(outputs),
                          perturbed=[o for o, _ in perturbed], perturbed_what=what)
             + compare_grads(fixture / 'grads.npz', grads, GRAD_TOLERANCE,
                             perturbed=[g for _, g in perturbed], perturbed_what=what))
-    return rows, outputs
 
 
 def sampling_rows(fixture: Path, module, inputs: dict, batch, recorded: dict) -> List[Row]:
@@ -223,13 +231,12 @@ def sampling_rows(fixture: Path, module, inputs: dict, batch, recorded: dict) ->
     with torch.no_grad():
         start = project(torch.from_numpy(inputs['x_T']))
     outputs = dict(ddim_t=sequence[:steps][::-1].copy(),
-                   ddim_cond_task=to_numpy(dict(c=onehot[:, None].expand(
-                       -1, start.shape[1], -1)))['c'])
+                   ddim_cond_task=onehot[:, None].expand(-1, start.shape[1], -1).numpy())
     diff, rel = compare(recorded['ddim_states'][0], start.numpy())
     same = np.array_equal(recorded['ddim_final'], recorded['ddim_states'][-1])
     return ([('outputs.npz:ddim_states[0]=project(x_T)', diff, rel, OUTPUT_TOLERANCE,
               rel <= OUTPUT_TOLERANCE),
-             ('outputs.npz:ddim_final=ddim_states[-1](recorded)', 0.0 if same else math.inf,
+             ('outputs.npz:ddim_final(recorded=ddim_states[-1])', 0.0 if same else math.inf,
               0.0 if same else math.inf, 0.0, same)]
             + compare_file(fixture / 'outputs.npz', outputs, OUTPUT_TOLERANCE,
                            names=list(outputs))
@@ -347,7 +354,7 @@ def check_fixture(fixture, meta: dict):
     recorded = read_npz(fixture / 'outputs.npz')
     batch = batch_inputs(fixture, inputs)
     module = model.diffusion
-    rows, _ = training_rows(fixture, module, inputs, batch)
+    rows = training_rows(fixture, module, inputs, batch)
     rows += head_rows(fixture, module, inputs, batch, recorded)
     rows += sampling_rows(fixture, module, inputs, batch, recorded)
     outputs = dict(**schedule_outputs(list(recorded), meta), **lr_outputs(cfg, recorded),
