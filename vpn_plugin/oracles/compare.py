@@ -300,7 +300,8 @@ def compare_chain(label: str, recorded_states, recorded_outputs, step, tolerance
     state i+1 against the recorded ones (relative to the array's scale; tolerance from the
     step's measured conditioning). Row ``{label}:{names[2]}[free-running]``: the chain run from
     the recorded state 0, judged only when rerunning it from ``state0 * (1 + perturbation *
-    noise)`` moves the final state by at most ``tolerance`` (else reported; a line says which).
+    noise)`` moves the final state by at most ``tolerance`` (then at ``conditioned_tolerance``
+    of that movement; else reported; a line says which).
     ``argmax = (name, recorded argmax, scores(state) -> (..., N))``: adds the row of
     ``compare_argmax`` for our step-by-step final state.
     """
@@ -339,11 +340,12 @@ def compare_chain(label: str, recorded_states, recorded_outputs, step, tolerance
              'reported only', raised=False)
         rows.append((final_label, diff, rel, REPORTED, True))
     else:
+        limit = conditioned_tolerance(tolerance, amplified)
         note(f'conditioning: {final_label}: the chain is well-conditioned (a '
              f'{perturbation:.0e} perturbation of state 0 moves the final state by '
-             f'{amplified:.2e} relative); the free-running final state is judged',
-             raised=False)
-        rows.append((final_label, diff, rel, tolerance, rel <= tolerance))
+             f'{amplified:.2e} relative); the free-running final state is judged at '
+             f'{limit:.1e}', raised=limit > tolerance)
+        rows.append((final_label, diff, rel, limit, rel <= limit))
     if argmax is not None:
         name, recorded_argmax, scores = argmax
         error = limits[1][-1] * max_abs(states[1:])  # what the last state may be off
