@@ -112,18 +112,19 @@ def test_compare_grads_passes_round_off_of_a_zero_gradient_and_fails_a_wrong_one
     # a conv bias before a GroupNorm with one channel per group: zero in exact arithmetic
     bias_recorded, bias_ours = rng.standard_normal(32) * 1e-4, rng.standard_normal(32) * 1e-4
     path = grads_file(tmp_path, dict(weight=weight, bias=bias_recorded))
-    ours = dict(weight=torch.from_numpy(weight * (1 + 1e-7)), bias=torch.from_numpy(bias_ours))
+    def summaries(**grads):
+        return {k: C.grad_summary(torch.from_numpy(v)) for k, v in grads.items()}
+    ours = summaries(weight=weight * (1 + 1e-7), bias=bias_ours)
     rows = {row[0]: row for row in C.compare_grads(path, ours, 1e-3)}
     assert rows['grads.npz:bias'][4] and rows['grads.npz:weight'][4]
     # at its own scale the round-off would be a 100% difference
-    assert C.compare(C.grad_summary(torch.from_numpy(bias_recorded)),
-                     C.grad_summary(torch.from_numpy(bias_ours)))[1] > 0.1
-    wrong = dict(ours, bias=torch.from_numpy(bias_ours + 10.0))  # 10 = 1% of the largest
+    assert C.compare(summaries(b=bias_recorded)['b'], ours['bias'])[1] > 0.1
+    wrong = summaries(weight=weight, bias=bias_ours + 10.0)  # 10 = 1% of the largest
     rows = {row[0]: row for row in C.compare_grads(path, wrong, 1e-3)}
     assert not rows['grads.npz:bias'][4] and rows['grads.npz:weight'][4]
-    rows = {row[0]: row for row in C.compare_grads(path, dict(ours, weight=ours['weight'] * 1.01),
-                                                  1e-3)}
-    assert not rows['grads.npz:weight'][4]
+    wrong = summaries(weight=weight * 1.01, bias=bias_ours)
+    rows = {row[0]: row for row in C.compare_grads(path, wrong, 1e-3)}
+    assert not rows['grads.npz:weight'][4] and rows['grads.npz:bias'][4]
     missing = C.compare_grads(path, dict(weight=ours['weight']), 1e-3)
     assert [row[0] for row in missing if not row[4]] == ['grads.npz:bias (missing)']
 

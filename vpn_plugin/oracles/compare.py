@@ -238,15 +238,14 @@ def gradient_difference(reference, value, scales: Mapping[str, float]) -> Tuple[
 def compare_grads(path: Path, grads: Mapping[str, object], tolerance: float, names=None,
                   perturbed: Sequence[Mapping[str, object]] = (),
                   perturbed_what: str = 'the inputs') -> List[Row]:
-    """One row per gradient summary ``[norm, sum, first 64]`` (``grad_summary``) of the
-    recorded ``path`` and of ``grads`` (restricted to ``names``; a tensor value is summarised
-    here), each part relative to the MODEL's largest of that part (every array of ``path``):
-    round-off in an array that is zero in exact arithmetic cannot fail, a wrong gradient
-    still does. ``perturbed``: gradients rerun on perturbed inputs; each array's movement (at
-    the model's scale) sets its tolerance (``conditioned_tolerance``)."""
+    """One row per gradient summary ``[norm, sum, first 64]`` (``grad_summary``; an array or
+    a tensor) of the recorded ``path`` and of ``grads`` (restricted to ``names``), each part
+    relative to the MODEL's largest of that part (every array of ``path``): round-off in an
+    array that is zero in exact arithmetic cannot fail, a wrong gradient still does.
+    ``perturbed``: the summaries rerun on perturbed inputs; each array's movement (at the
+    model's scale) sets its tolerance (``conditioned_tolerance``)."""
     def summaries(values):
-        return {k: grad_summary(v) if torch.is_tensor(v) else np.asarray(v, np.float64)
-                for k, v in values.items()}
+        return {k: as_array(v) for k, v in values.items()}
     grads = summaries(grads)
     with np.load(path, allow_pickle=False) as loaded:
         recorded = {k: loaded[k] for k in loaded.files}
