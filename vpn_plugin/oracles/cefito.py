@@ -34,7 +34,8 @@ from ..datasets import observations
 from ..engine.cefito_training import ema_update
 from ..models.pdpp import observation_pair
 from . import compare as cmp
-from .compare import GRAD_TOLERANCE, OUTPUT_TOLERANCE, compare_file, read_npz
+from .compare import (GRAD_TOLERANCE, OUTPUT_TOLERANCE, compare_file, compare_grads,
+                      read_npz)
 
 REPO = Path(__file__).resolve().parents[2]
 CONFIG = REPO / 'configs/baselines/cefito_crosstask_t3.py'
@@ -573,7 +574,7 @@ def check_fixture(fixture, meta: dict):
     for name, values in (('grads.npz', grads), ('grads_contrastive.npz', grads_contrastive),
                          ('grads_auxiliary.npz', grads_auxiliary),
                          ('head_grads.npz', head_grads)):
-        rows += compare_grads(fixture / name, values)
+        rows += compare_grads(fixture / name, values, GRAD_TOLERANCE)
     if (fixture / 'train_step.npz').is_file():
         rows += compare_file(fixture / 'train_step.npz',
                              to_numpy(train_step_outputs(model, meta, inputs)), OUTPUT_TOLERANCE)
@@ -583,12 +584,3 @@ def check_fixture(fixture, meta: dict):
                              names=sorted(set(read_npz(fixture / 'loader_outputs.npz'))
                                           - {'state_window_vidA_ranges'}))
     return rows, header_ok
-
-
-def compare_grads(path: Path, grads: dict) -> list:
-    """Gradient summaries against the recorded ones, relative to the largest recorded gradient
-    (``compare.compare_grads`` when present)."""
-    shared = getattr(cmp, 'compare_grads', None)
-    if shared is not None:
-        return shared(path, grads, GRAD_TOLERANCE)
-    return compare_file(path, grads, GRAD_TOLERANCE)
