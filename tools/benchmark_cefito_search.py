@@ -1,6 +1,7 @@
 """Time CEFITO's exhaustive search: prefix-tree scoring against chunked full sequences.
 
-    nice -n 10 .venv/bin/python tools/benchmark_cefito_search.py --dataset crosstask --horizon 4
+    nice -n 10 .venv/bin/python tools/benchmark_cefito_search.py --dataset crosstask --horizon 4 \
+        --batches 3 --batch-size 4
     nice -n 10 .venv/bin/python tools/benchmark_cefito_search.py --dataset niv --horizon 5 \
         --batch-size 1 --skip-chunked
 
