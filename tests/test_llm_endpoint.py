@@ -14,7 +14,7 @@ from vpn_plugin.baselines.llm.prompting import PromptBuilder
 from vpn_plugin.datasets.annotations import Window
 
 MAX_RETRIES = 2
-INVALID_ACTION = 9  # = num_actions of the test taxonomy: the plan of a rejected reply
+INVALID_ACTION = -1  # core.metrics.NO_PLAN: every step of the plan of a rejected reply
 TIMEOUT_S = 0.5
 # One window per scripted behaviour; the server recognises a window by its incomplete sequence.
 GT_PLANS = np.array([[0, 1, 2], [1, 2, 3], [2, 3, 4], [3, 4, 5], [0, 2, 5], [1, 3, 5]])
@@ -100,6 +100,10 @@ def test_metrics_and_counts_of_the_scripted_run(tmp_path):
     assert metrics['success_rate'] == pytest.approx(100 * 2 / 6)
     assert metrics['mean_accuracy'] == pytest.approx(100 * (3 + 3 + 2) / 18)
     assert metrics['first_accuracy'] == pytest.approx(100 * 3 / 6)
+    # issue 33, item 2: the 3 windows without a plan add nothing to the bitwise legacy mIoU
+    # (ok: [0,1,2] and [3,4,5] exact, [0,1,5] vs [0,2,5]: (0 + 0 + 5) / (0 + 3 + 5))
+    assert metrics['miou_legacy'] == pytest.approx(100 * (1 + 1 + 5 / 8) / 6)
+    assert metrics['miou_set'] == pytest.approx(100 * (1 + 1 + 2 / 4) / 6)
 
 
 def write_video(path, num_seconds, fps=4):

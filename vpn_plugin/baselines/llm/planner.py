@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ...core.metrics import no_plan
 from .backends import RequestFailedError
 from .frames import image_parts
 from .parsing import ActionMatcher, OutOfTaxonomyError, ReplyParseError, parse_action, parse_plan
@@ -52,12 +53,9 @@ class PromptPlanner:
                 raise ValueError(f'query {query.index}: LLM mode needs first and last actions')
             plan = self._complete(query, first, last)
         except _Rejected as rejected:
-            # [N, ..., N] (N = num_actions) lies outside the taxonomy: it never matches a
-            # ground-truth step, so every position/set metric scores it 0 (the id-dependent
-            # miou_legacy may not), and the core metrics accept it (ids >= 0).
-            invalid = [self.prompts.taxonomy.num_actions] * query.horizon
-            return PlanOutcome(query.index, invalid, rejected.status, rejected.detail, first, last,
-                               rejected.failure)
+            # no usable plan: scored 0 on every metric (core.metrics.NO_PLAN)
+            return PlanOutcome(query.index, no_plan(query.horizon), rejected.status,
+                               rejected.detail, first, last, rejected.failure)
         return PlanOutcome(query.index, plan, 'ok', '', first, last)
 
     def _matcher(self, query: PlanningQuery) -> ActionMatcher:
