@@ -173,10 +173,22 @@ class PlanningRunner(Runner):
         self.call_hook('after_load_checkpoint', checkpoint=checkpoint)
         model = self.model.module if is_model_wrapper(self.model) else self.model
         partial = bool(self.cfg.get(PARTIAL_LOAD_KEY, False)) if strict is None else not strict
-        load_weights(model, checkpoint, filename, partial=partial and not is_resuming(self))
+        load_weights(model, checkpoint, filename, partial=partial and not is_resuming(self),
+                     data_meta=self._built_data_meta())
         self._has_loaded = True
         self.logger.info(f'Load checkpoint from {filename}')
         return checkpoint
+
+    def _built_data_meta(self):
+        """``metainfo`` of the dataset of the loop that runs (train, else test, else val; a
+        loop mmengine has built before loading), None when none is built."""
+        from mmengine.runner import BaseLoop
+        for loop in (self._train_loop, self._test_loop, self._val_loop):
+            dataset = getattr(getattr(loop, 'dataloader', None), 'dataset', None)
+            if isinstance(loop, BaseLoop) and isinstance(getattr(dataset, 'metainfo', None),
+                                                         dict):
+                return dataset.metainfo
+        return None
 
     @master_only
     def save_checkpoint(self, out_dir: str, filename: str, *args, **kwargs) -> None:

@@ -10,6 +10,13 @@
   (fine-tuning from another model) is an explicit opt-in: the config's ``load_partial = True``
   (``--cfg-options load_partial=True``) or ``init_planner(..., partial=True)``; it loads the
   tensors that fit and logs the rest. Resuming is always strict.
+  Tensors that fit are not enough: a checkpoint's ``meta.dataset_meta`` (what training
+  records: the training set's ``horizon``, ``num_actions``, ``num_tasks``, ``feature_dim``,
+  action and task names) must agree with the model built from the config (its ``horizon``,
+  ``num_actions``, ``num_tasks``) and with the taxonomy of the data it is run on
+  (:func:`meta_mismatches`): a SCHEMA or PDPP checkpoint of T=3 has the tensors of T=4 and
+  would otherwise score T=4 windows. Checkpoints without a recorded meta (converted from
+  another code base, saved by hand) are checked by their tensors alone.
 * :func:`save_atomically`: a checkpoint is written to a temporary name and renamed into place,
   so a full disk or a read-only work dir never leaves a partial ``epoch_N.pth`` that
   ``--resume`` or ``tools/test.py`` could take; the error says so in one message.
@@ -21,6 +28,7 @@ import os
 import re
 from collections import OrderedDict
 from pathlib import Path
+from typing import Optional
 
 import torch
 
@@ -69,14 +77,64 @@ def state_dict_of(checkpoint: dict, source: str = 'checkpoint') -> 'OrderedDict[
     return state
 
 
+MODEL_META = ('horizon', 'num_actions', 'num_tasks')  # dataset_meta keys a model also has
+DATA_META = ('num_actions', 'num_tasks', 'feature_dim', 'action_names', 'task_names')
+
+
+def meta_mismatches(checkpoint: dict, model, data_meta: Optional[dict] = None) -> list:
+    """'key=checkpoint value vs config value' for each field of the checkpoint's
+    ``meta.dataset_meta`` that disagrees with ``model`` (:data:`MODEL_META`) or with the
+    ``data_meta`` (a dataset's ``metainfo``: :data:`DATA_META`; the horizon of the data may
+    differ, a model's ``cross_horizon`` rules decide). [] when nothing is recorded."""
+    meta = checkpoint.get('meta')
+    recorded = meta.get('dataset_meta') if isinstance(meta, dict) else None
+    if not isinstance(recorded, dict):
+        return []
+    wrong = {}
+    for key in MODEL_META:
+        ours = getattr(model, key, None)
+        if key in recorded and ours is not None and recorded[key] != ours:
+            wrong[key] = (f'{key}={recorded[key]!r} in the checkpoint, {ours!r} in the '
+                          "config's model")
+    for key in DATA_META:
+        if key in wrong or key not in recorded or key not in (data_meta or {}):
+            continue
+        difference = _difference(recorded[key], data_meta[key])
+        if difference:
+            wrong[key] = f"{key}: {difference} in the checkpoint and the config's data"
+    return list(wrong.values())
+
+
+def _difference(theirs, ours) -> str:
+    """'' when equal; else the values, or for lists of names their lengths or the first
+    position where they differ."""
+    if isinstance(theirs, (list, tuple)) and isinstance(ours, (list, tuple)):
+        theirs, ours = list(theirs), list(ours)
+        if theirs == ours:
+            return ''
+        if len(theirs) != len(ours):
+            return f'{len(theirs)} vs {len(ours)} entries'
+        index = next(i for i, (a, b) in enumerate(zip(theirs, ours)) if a != b)
+        return f'entry {index} is {theirs[index]!r} vs {ours[index]!r}'
+    return '' if theirs == ours else f'{theirs!r} vs {ours!r}'
+
+
 def load_weights(model, checkpoint: dict, source: str, *, partial: bool = False,
-                 logger='current') -> None:
+                 logger='current', data_meta: Optional[dict] = None) -> None:
     """Copy ``checkpoint``'s tensors into ``model`` (rules: module docstring).
 
     Raises ``CheckpointMismatchError`` naming ``source``, the model class, the missing and
-    unexpected keys and the tensors of another shape, unless ``partial`` (then they are
-    logged and the fitting tensors are loaded).
+    unexpected keys and the tensors of another shape, or the fields of the checkpoint's
+    recorded meta that disagree with ``model`` and ``data_meta`` (:func:`meta_mismatches`),
+    unless ``partial`` (then they are logged and the fitting tensors are loaded).
     """
+    wrong_meta = meta_mismatches(checkpoint, model, data_meta)
+    if wrong_meta and not partial:
+        raise CheckpointMismatchError(
+            f'checkpoint {source} was trained for another setting than the config: '
+            f'{"; ".join(wrong_meta)} (its meta.dataset_meta). Test it with the config it was '
+            f'trained with (same horizon, dataset, actions, tasks); to start fine-tuning from '
+            f'it, set {PARTIAL_LOAD_KEY}=True')
     state = state_dict_of(checkpoint, source)
     expected = model.state_dict()
     wrong = {}  # key -> (what the checkpoint holds, shape in the model)
@@ -89,7 +147,7 @@ def load_weights(model, checkpoint: dict, source: str, *, partial: bool = False,
     missing = [key for key in keys.missing_keys if key not in wrong]  # listed with shapes
     problems = '; '.join(filter(None, [mismatch_text(missing, keys.unexpected_keys, wrong),
                                        other]))
-    if not problems:
+    if not problems and not wrong_meta:
         return
     if not partial:
         raise CheckpointMismatchError(
@@ -98,6 +156,8 @@ def load_weights(model, checkpoint: dict, source: str, *, partial: bool = False,
             f'dataset); to start fine-tuning from it, set {PARTIAL_LOAD_KEY}=True (loads only '
             'the tensors that fit)')
     from mmengine.logging import print_log
+    if wrong_meta:
+        problems = '; '.join([problems] + wrong_meta) if problems else '; '.join(wrong_meta)
     print_log(f'{PARTIAL_LOAD_KEY}=True: loaded the tensors of {source} that fit '
               f'{type(model).__name__}; left as built: {problems}', logger=logger,
               level=logging.WARNING)
