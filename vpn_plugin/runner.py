@@ -163,6 +163,27 @@ class PlanningRunner(Runner):
                             what=f'work dir {self.work_dir}'):
             return super().train()
 
+    def load_or_resume(self) -> None:
+        """mmengine's, with the work dir's ``last_checkpoint`` record resolved inside the work
+        dir (``engine.checkpoint.latest_checkpoint_in``: a copied or moved work dir resumes
+        from its own files, never from the run it was copied from)."""
+        if not self._has_loaded and self._resume and self._load_from is None:
+            from vpn_plugin.engine.checkpoint import latest_checkpoint_in
+            self._load_from = latest_checkpoint_in(self.work_dir)  # None: a fresh start
+        super().load_or_resume()
+
+    def resume(self, filename: str, *args, **kwargs) -> None:
+        """mmengine's ``resume``, then the checkpoint records of the resumed message hub
+        (``last_ckpt``, ``best_ckpt*``: ``CheckpointHook`` deletes the previous best) resolved
+        inside this work dir (``engine.checkpoint.record_inside``)."""
+        from vpn_plugin.engine.checkpoint import record_inside
+        super().resume(filename, *args, **kwargs)
+        for key, value in list(self.message_hub.runtime_info.items()):
+            if (key == 'last_ckpt' or key.startswith('best_ckpt')) and isinstance(value, str):
+                what = f'the message hub record {key!r} of checkpoint {filename}'
+                self.message_hub.update_info(
+                    key, record_inside(value, self.work_dir, what, required=False))
+
     def load_checkpoint(self, filename: str, map_location='cpu', strict=None, revise_keys=None):
         """mmengine's ``load_checkpoint`` (``load_from`` and ``resume`` call it) with strict
         loading (:func:`vpn_plugin.engine.checkpoint.load_weights`): partial only with the

@@ -17,6 +17,12 @@
   (:func:`meta_mismatches`): a SCHEMA or PDPP checkpoint of T=3 has the tensors of T=4 and
   would otherwise score T=4 windows. Checkpoints without a recorded meta (converted from
   another code base, saved by hand) are checked by their tensors alone.
+* A run reads, writes and deletes checkpoints only inside its own work dir. mmengine records
+  absolute paths (``<work_dir>/last_checkpoint``, the best checkpoint in the message hub,
+  which ``CheckpointHook`` deletes when a better one comes): in a work dir copied or moved
+  from another run they name the other run's files. :func:`latest_checkpoint_in` and
+  :func:`record_inside` resolve such a record to the file of the same name inside the work
+  dir, or refuse it naming both paths (``PlanningRunner`` and ``tools/train.py`` use them).
 * :func:`save_atomically`: a checkpoint is written to a temporary name and renamed into place,
   so a full disk or a read-only work dir never leaves a partial ``epoch_N.pth`` that
   ``--resume`` or ``tools/test.py`` could take; the error says so in one message.
@@ -233,3 +239,46 @@ def save_atomically(write, path) -> None:
             f'cannot save checkpoint {path}: {cause}; nothing was written there '
             '(the checkpoints saved before are intact). Free disk space or give a writable '
             '--work-dir, then continue with --resume') from error
+
+
+LAST_CHECKPOINT = 'last_checkpoint'  # mmengine's record of the latest checkpoint of a work dir
+
+
+def is_inside(path, folder) -> bool:
+    """``path`` lies in ``folder`` (or below it), symlinks and ``..`` resolved."""
+    folder = Path(os.path.abspath(folder)).resolve()
+    return folder in Path(os.path.abspath(path)).resolve().parents
+
+
+def record_inside(recorded: str, work_dir, what: str, required: bool = True,
+                  logger='current') -> Optional[str]:
+    """The checkpoint a work dir's record (``what``) names, inside ``work_dir``: the recorded
+    path when it lies there; else the file of the same name in ``work_dir`` (a work dir copied
+    or moved from another run: logged); else ``ValueError`` naming both paths, or None (logged)
+    when not ``required`` (a best-checkpoint record: nothing of this run to replace)."""
+    if is_inside(recorded, work_dir):
+        return recorded
+    local = Path(work_dir) / Path(recorded).name
+    from mmengine.logging import print_log
+    if Path(recorded).name and local.is_file():
+        print_log(f'{what} names {recorded}, outside the work dir {work_dir} (copied or moved '
+                  f'from another run): using {local}', logger=logger, level=logging.WARNING)
+        return str(local)
+    if required:
+        raise ValueError(f'{what} names {recorded!r}, outside the work dir {work_dir}, and the '
+                         f'work dir holds no {Path(recorded).name or "such file"}: a run reads, '
+                         'writes and deletes only inside its own work dir; give the checkpoint '
+                         'to continue from as --resume CKPT, or copy it into the work dir')
+    print_log(f'{what} names {recorded}, outside the work dir {work_dir}, which holds no such '
+              'file: the record is dropped (that file is never replaced or deleted)',
+              logger=logger, level=logging.WARNING)
+    return None
+
+
+def latest_checkpoint_in(work_dir) -> Optional[str]:
+    """The checkpoint ``<work_dir>/last_checkpoint`` names, inside ``work_dir``
+    (:func:`record_inside`); None when the work dir has no such record."""
+    record = Path(work_dir) / LAST_CHECKPOINT
+    if not record.is_file():
+        return None
+    return record_inside(record.read_text().strip(), work_dir, str(record))
