@@ -84,3 +84,40 @@ def test_llm_eval_with_null_replies_writes_no_row(tiny_crosstask, tmp_path, monk
             run_tool(load_tool('llm_eval'), server, config, tmp_path)
     assert not (tmp_path / 'results.jsonl').exists()
     assert not list((tmp_path / 'cache').rglob('*.json'))
+
+
+def test_an_edited_or_misplaced_cache_entry_is_named_and_asked_again(tmp_path, capsys):
+    """Issue 33, item 4: today an edited entry is served ('cache hits 10', mAcc 70.00 ->
+    63.33), and so is an entry copied under another request's key."""
+    import shutil
+    script = lambda prompt, attempt: {'text': GOOD}  # noqa: E731
+    with FakeOpenAIServer(script) as server:
+        plan_once(server, tmp_path / 'cache')
+        [entry] = list((tmp_path / 'cache').rglob('*.json'))
+        record = json.loads(entry.read_text())
+        assert record['key'] == entry.stem and record['request']['model'] == 'fake-model'
+        assert set(record['request']) == {'endpoint', 'model', 'params', 'prompt_sha256'}
+        damages = {
+            'its reply was edited': dict(record, text='{"plan": [0, 0, 2]}'),
+            'it records no request key': {k: record[k] for k in
+                                          ('text', 'prompt_tokens', 'completion_tokens')},
+            'it holds the reply to another request': dict(record, key='0' * 64),
+            'it was answered for another request: model differ': dict(
+                record, request=dict(record['request'], model='other-model')),
+        }
+        for reason, damaged in damages.items():
+            entry.write_text(json.dumps(damaged))
+            outcome, usage = plan_once(server, tmp_path / 'cache')
+            assert outcome.plan == [0, 1, 2] and usage['cache_hits'] == 0, reason
+            assert f'discarded the corrupt cache entry {entry} ({reason}' in \
+                capsys.readouterr().err, reason
+        # an entry of another prompt, copied to this prompt's file name
+        other = entry.with_name('f' * 64 + '.json')
+        shutil.copy(entry, other)
+        record = json.loads(entry.read_text())
+        entry.write_text(json.dumps(dict(record, key=other.stem)))
+        outcome, usage = plan_once(server, tmp_path / 'cache')
+        assert usage['cache_hits'] == 0 and 'another request' in capsys.readouterr().err
+        assert len(server.requests) == 2 + len(damages)
+        outcome, usage = plan_once(server, tmp_path / 'cache')  # the rebuilt entry serves
+        assert usage['cache_hits'] == 1 and len(server.requests) == 2 + len(damages)

@@ -69,6 +69,9 @@ class ResponseCache:
     :func:`checked_reply`, so an interrupted run leaves only complete entries and a rerun pays
     only for the requests that are missing. An entry that does not read back as a valid reply
     (a damaged disk, another version's format) is named on stderr, deleted and asked again.
+    Each entry records its request (:meth:`request_record`: endpoint, model, settings, hash of
+    the prompt), its key and a checksum of the reply: an entry copied under another key, or
+    whose reply was edited after it was written, is named, deleted and asked again too.
     ``locked(key)`` serialises the runs (processes) that share the cache on one key
     (``<key>.lock`` beside the entry, ``vpn_plugin.protocol.locks.exclusive_lock``).
     """
@@ -83,23 +86,58 @@ class ResponseCache:
                            'params': params}, sort_keys=True, ensure_ascii=False)
         return hashlib.sha256(blob.encode('utf-8')).hexdigest()
 
+    @staticmethod
+    def request_record(endpoint: str, model: str, messages: list, params: dict) -> dict:
+        """What an entry records of its request: who answers, the settings and the prompt's
+        hash (the messages themselves stay out of the entry)."""
+        prompt = json.dumps(messages, sort_keys=True, ensure_ascii=False).encode('utf-8')
+        return json.loads(json.dumps({'endpoint': endpoint, 'model': model, 'params': params,
+                                      'prompt_sha256': hashlib.sha256(prompt).hexdigest()},
+                                     sort_keys=True))
+
+    @staticmethod
+    def checksum(key: str, text: str, prompt_tokens, completion_tokens) -> str:
+        blob = json.dumps([key, text, prompt_tokens, completion_tokens], ensure_ascii=False)
+        return hashlib.sha256(blob.encode('utf-8')).hexdigest()
+
     def _path(self, key: str) -> Path:
         return self.root / key[:2] / f'{key}.json'
 
-    def get(self, key: str) -> ChatReply | None:
-        """The cached reply of ``key``; ``None`` when absent or corrupt (then discarded)."""
+    def get(self, key: str, request: dict | None = None) -> ChatReply | None:
+        """The cached reply of ``key`` (sent as ``request``, :meth:`request_record`);
+        ``None`` when absent, corrupt or not this request's (then named and discarded)."""
         path = self._path(key)
         if not path.is_file():
             return None
         try:
             entry = json.loads(path.read_text(encoding='utf-8'))
-            return checked_reply(entry['text'], entry['prompt_tokens'],
-                                 entry['completion_tokens'], cached=True)
+            reply = checked_reply(entry['text'], entry['prompt_tokens'],
+                                  entry['completion_tokens'], cached=True)
+            problem = self._mismatch(entry, key, request)
         except (ValueError, KeyError, TypeError) as err:  # JSON, fields, checked_reply
-            path.unlink()
-            print(f'warning: discarded the corrupt cache entry {path} ({err!r}); the request '
-                  'is sent again', file=sys.stderr)
-            return None
+            problem = repr(err)
+        if problem is None:
+            return reply
+        path.unlink()
+        print(f'warning: discarded the corrupt cache entry {path} ({problem}); the request is '
+              'sent again', file=sys.stderr)
+        return None
+
+    def _mismatch(self, entry: dict, key: str, request: dict | None) -> str | None:
+        """Why ``entry`` is not the reply to ``key`` / ``request``; None when it is."""
+        if 'key' not in entry or 'request' not in entry or 'checksum' not in entry:
+            return ('it records no request key or checksum (written by an older version, or '
+                    'by hand)')
+        if entry['key'] != key:
+            return f'it holds the reply to another request (key {str(entry["key"])[:12]}...)'
+        if request is not None and entry['request'] != request:
+            fields = sorted(k for k in set(request) | set(entry['request'])
+                            if request.get(k) != entry['request'].get(k))
+            return f'it was answered for another request: {", ".join(fields)} differ'
+        if entry['checksum'] != self.checksum(key, entry['text'], entry['prompt_tokens'],
+                                              entry['completion_tokens']):
+            return 'its reply was edited after it was written (checksum mismatch)'
+        return None
 
     @contextlib.contextmanager
     def locked(self, key: str):
@@ -107,12 +145,14 @@ class ResponseCache:
         with exclusive_lock(self._path(key).with_suffix('.lock')):
             yield
 
-    def put(self, key: str, reply: ChatReply) -> None:
+    def put(self, key: str, reply: ChatReply, request: dict | None = None) -> None:
         path = self._path(key)
         path.parent.mkdir(exist_ok=True)
         tmp = path.with_suffix(f'.tmp{os.getpid()}.{threading.get_ident()}')
+        checksum = self.checksum(key, reply.text, reply.prompt_tokens, reply.completion_tokens)
         tmp.write_text(json.dumps({'text': reply.text, 'prompt_tokens': reply.prompt_tokens,
-                                   'completion_tokens': reply.completion_tokens}),
+                                   'completion_tokens': reply.completion_tokens, 'key': key,
+                                   'request': request or {}, 'checksum': checksum}),
                        encoding='utf-8')
         os.replace(tmp, path)
 
@@ -166,13 +206,14 @@ class CachedChatBackend:
         """One lock per key (threads, then processes sharing the cache): identical requests
         in flight at once are paid for only once."""
         key = ResponseCache.key(self.endpoint, self.model, messages, self.params)
+        request = ResponseCache.request_record(self.endpoint, self.model, messages, self.params)
         with self._locks_guard:
             lock = self._key_locks.setdefault(key, threading.Lock())
         with lock, self.cache.locked(key):
-            reply = self.cache.get(key)
+            reply = self.cache.get(key, request)
             if reply is None:
                 reply = self._request(messages)
-                self.cache.put(key, reply)
+                self.cache.put(key, reply, request)
         return reply
 
     def _request(self, messages: list) -> ChatReply:
