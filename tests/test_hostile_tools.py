@@ -127,3 +127,73 @@ def test_numbers_outside_their_range_are_refused_not_ignored(tool, argv, capsys)
     with pytest.raises(SystemExit) as stopped:
         load_tool(tool).parse_args([str(a) for a in argv])
     assert stopped.value.code == 2 and 'expected an integer >=' in capsys.readouterr().err
+
+
+# ----------------------------------------------------------- issue 33: silent today, now refused
+def argparse_error(tool: str, argv, capsys) -> str:
+    """The usage error (exit status 2) of ``tool``'s argument parser."""
+    with pytest.raises(SystemExit) as stopped:
+        load_tool(tool).main([str(a) for a in argv])
+    assert stopped.value.code == 2, (tool, stopped.value.code)
+    return capsys.readouterr().err
+
+
+@pytest.mark.parametrize('tool,flag', [('train', '--work-dir'), ('test', '--work-dir'),
+                                       ('train', '--data-root'), ('test', '--feature-dir'),
+                                       ('run_protocol', '--data-root')])
+def test_an_empty_path_flag_is_refused_not_the_default(tool, flag, capsys):
+    """Today `--data-root ''` (an unset shell variable) falls back to the config's folder."""
+    config = REPO / 'configs/vpn_niv_t3.py'
+    argv = [PROTOCOL if tool == 'run_protocol' else config, flag, '']
+    assert f"argument {flag}: '' is an empty path" in argparse_error(tool, argv, capsys)
+
+
+def test_test_py_refuses_load_from_in_cfg_options(tmp_path):
+    """Today `test.py CFG CKPT --cfg-options load_from=OTHER` silently scores CKPT."""
+    checkpoint = tmp_path / 'a.pth'
+    checkpoint.write_bytes(b'')
+    config = REPO / 'configs/vpn_niv_t3.py'
+    for ckpt in ([checkpoint], []):
+        message = user_error('test', [config, *ckpt, '--cfg-options',
+                                      f'load_from={tmp_path / "other.pth"}'])
+        assert 'other.pth: test.py scores the CKPT argument' in message, message
+        assert 'give the checkpoint to test as CKPT' in message
+
+
+def test_protocol_without_runs_or_with_a_syntax_error_is_refused(tmp_path):
+    """Today `runs = []` writes an empty results file and exits 0."""
+    empty = tmp_path / 'empty.py'
+    empty.write_text("protocol = 'p'\nruns = []\n")
+    message = user_error('run_protocol', [empty, '--out', tmp_path / 'out'])
+    assert f'{empty}: runs = []; expected a list of at least one run' in message
+    assert not list(tmp_path.rglob('*.jsonl'))
+    broken = tmp_path / 'broken.py'
+    broken.write_text("protocol = 'p'\nruns = [dict(method='A',\n")
+    assert f'{broken}: line ' in user_error('run_protocol', [broken, '--dry-run'])
+
+
+def test_make_text_features_refuses_an_out_name_numpy_would_change(tmp_path):
+    """Today `--out x.txt` writes x.txt.npy and prints x.txt."""
+    message = user_error('make_text_features', ['--taxonomy', tmp_path / 't.json',
+                                                '--state-descriptions', tmp_path / 's.json',
+                                                '--out', tmp_path / 'x.txt'])
+    assert 'x.txt: expected a file name ending in .npy' in message
+    assert not list(tmp_path.iterdir())
+
+
+@pytest.mark.parametrize('argv,expected', [
+    (['--sizes', '0x3x48'], "'0x3x48': B, T and N must be >= 1"),
+    (['--sizes', '4x3x48', '4x3'], "'4x3': expected BxTxN"),
+    (['--device', 'banana'], "--device 'banana': not a torch device"),
+])
+def test_benchmark_dvl_refuses_bad_sizes_and_devices_before_running(argv, expected):
+    """Today these exit 0 with errors inside the table cells."""
+    message = user_error('benchmark_dvl', argv + ['--repeats', '1'])
+    assert expected in message, message
+
+
+def test_benchmark_dvl_refuses_zero_threads_and_cuda_without_a_gpu(capsys):
+    assert 'argument --threads' in argparse_error('benchmark_dvl', ['--threads', '0'], capsys)
+    import torch
+    if not torch.cuda.is_available():
+        assert 'has no CUDA GPU' in user_error('benchmark_dvl', ['--device', 'cuda'])

@@ -50,6 +50,9 @@ def default_pooling(encoder) -> str:
 @tool_main
 def main(argv=None):
     args = parse_args(argv)
+    if Path(args.out).suffix != '.npy':  # np.save would append .npy to another name
+        raise SystemExit(f'--out {args.out}: expected a file name ending in .npy (the file '
+                         'model.text_embeddings.file reads)')
     pooling = args.pooling or default_pooling(args.encoder)
     with tempfile.TemporaryDirectory() as cache:
         features = load_state_features(taxonomy=args.taxonomy,

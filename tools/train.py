@@ -19,15 +19,15 @@ from vpn_plugin.compat import shutdown_distributed
 from vpn_plugin.data_paths import (add_runner_arguments, data_path_args,
                                   load_config as read_config)
 from vpn_plugin.engine.checkpoint import latest_checkpoint_in
-from vpn_plugin.errors import tool_main
+from vpn_plugin.errors import path_argument, tool_main
 from vpn_plugin.runner import build_runner
 
 
 def parse_args(argv=None):
     parser = argparse.ArgumentParser(description='Train a vpn_plugin model')
     parser.add_argument('config', help='config file path')
-    parser.add_argument('--work-dir', help='where logs and checkpoints go '
-                        '(default: work_dirs/<config name>)')
+    parser.add_argument('--work-dir', type=path_argument,
+                        help='where logs and checkpoints go (default: work_dirs/<config name>)')
     parser.add_argument('--resume', nargs='?', const=LATEST, metavar='CKPT',
                         help='resume from CKPT, or from the latest checkpoint of the work dir '
                         'when no CKPT is given (an error if it has none); "--resume auto": '

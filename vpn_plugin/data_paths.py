@@ -36,10 +36,11 @@ REPO_ROOT = Path(__file__).resolve().parents[1]
 def add_data_arguments(parser: argparse.ArgumentParser) -> None:
     """The ``--data-root`` / ``--feature-dir`` flags every tool shares."""
     group = parser.add_argument_group('data locations')
-    group.add_argument('--data-root', metavar='DIR',
+    from vpn_plugin.errors import path_argument
+    group.add_argument('--data-root', metavar='DIR', type=path_argument,
                        help='folder holding <dataset>/... annotation files laid out as '
                             '../shared/data (default: the config\'s data_root)')
-    group.add_argument('--feature-dir', metavar='DIR',
+    group.add_argument('--feature-dir', metavar='DIR', type=path_argument,
                        help='folder of the per-video feature files (default: the config\'s '
                             'feature_dir)')
 

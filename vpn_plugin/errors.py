@@ -116,3 +116,15 @@ POSITIVE_INT = at_least(int, 1)
 NON_NEGATIVE_INT = at_least(int, 0)
 POSITIVE_FLOAT = at_least(float, 0.0, strict=True)
 NON_NEGATIVE_FLOAT = at_least(float, 0.0)
+
+
+def path_argument(text: str) -> str:
+    """An argparse ``type`` for a file or folder flag: an empty string (``--work-dir ''``,
+    an unset shell variable) is refused instead of falling back to the default."""
+    if not text.strip():
+        raise argparse.ArgumentTypeError(f'{text!r} is an empty path; expected a file or folder '
+                                         '(leave the flag out for the default)')
+    return text
+
+
+path_argument.__name__ = 'path'

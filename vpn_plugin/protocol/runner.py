@@ -105,11 +105,17 @@ def load_protocol(path: str):
     """The protocol config (mmengine ``Config``) with its required fields checked."""
     from mmengine.config import Config
     from vpn_plugin.errors import check_misspelled, check_names
-    cfg = Config.fromfile(path)
+    try:
+        cfg = Config.fromfile(path)
+    except SyntaxError as error:
+        raise ValueError(f'{path}: line {error.lineno}: not valid Python ({error.msg})') from None
     for name in ('protocol', 'runs'):
         if name not in cfg:
             raise ValueError(f'{path}: protocol config lacks "{name}"; see '
                              'vpn_plugin/protocol/runner.py for the format')
+    if not isinstance(cfg.runs, (list, tuple)) or not cfg.runs:
+        raise ValueError(f'{path}: runs = {cfg.runs!r}; expected a list of at least one run '
+                         '(a protocol without runs measures nothing)')
     check_misspelled(cfg.keys(), PROTOCOL_KEYS, f'{path}: protocol key')
     for index, run in enumerate(cfg.runs):
         check_names(run, RUN_KEYS, f'{path}: runs[{index}] keys')
