@@ -121,3 +121,39 @@ def test_an_edited_or_misplaced_cache_entry_is_named_and_asked_again(tmp_path, c
         assert len(server.requests) == 2 + len(damages)
         outcome, usage = plan_once(server, tmp_path / 'cache')  # the rebuilt entry serves
         assert usage['cache_hits'] == 1 and len(server.requests) == 2 + len(damages)
+
+
+def raw_completion(content, finish_reason='stop', usage=True) -> dict:
+    body = {'id': 'x', 'object': 'chat.completion', 'created': 0, 'model': 'fake-model',
+            'choices': [{'index': 0, 'finish_reason': finish_reason,
+                         'message': {'role': 'assistant', 'content': content}}]}
+    if usage:
+        body['usage'] = {'prompt_tokens': 7, 'completion_tokens': 3, 'total_tokens': 10}
+    return {'raw': json.dumps(body)}
+
+
+def test_a_reply_cut_at_the_token_limit_is_counted_truncated_and_never_cached(tmp_path):
+    """Today finish_reason "length" counts as unparseable, and is cached."""
+    cut = {'on': True}
+    script = lambda prompt, attempt: raw_completion(  # noqa: E731
+        '{"plan": [0, 1' if cut['on'] else GOOD, 'length' if cut['on'] else 'stop')
+    with FakeOpenAIServer(script) as server:
+        outcome, usage = plan_once(server, tmp_path / 'cache')
+        assert outcome.status == 'truncated' and 'finish_reason "length"' in outcome.detail
+        assert outcome.plan == [-1, -1, -1]  # no plan: scored 0
+        assert not list((tmp_path / 'cache').rglob('*.json'))
+        cut['on'] = False
+        outcome, usage = plan_once(server, tmp_path / 'cache')
+    assert outcome.status == 'ok' and usage['cache_hits'] == 0 and len(server.requests) == 2
+
+
+def test_a_reply_without_usage_is_counted_as_unknown_not_free(tmp_path):
+    """Today a reply without "usage" is recorded as 0 tokens and cost 0, without a word."""
+    from vpn_plugin.baselines.llm.evaluate import token_summary
+    with FakeOpenAIServer(lambda prompt, attempt: raw_completion(GOOD, usage=False)) as server:
+        outcome, usage = plan_once(server, tmp_path / 'cache')
+        assert outcome.status == 'ok' and usage['replies_without_usage'] == 1
+        outcome, usage = plan_once(server, tmp_path / 'cache')  # from the cache: still unknown
+    assert usage['cache_hits'] == 1 and usage['replies_without_usage'] == 1
+    assert '1 replies reported no token usage: counted 0 tokens, their cost is unknown' in \
+        token_summary(usage)

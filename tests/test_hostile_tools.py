@@ -197,3 +197,14 @@ def test_benchmark_dvl_refuses_zero_threads_and_cuda_without_a_gpu(capsys):
     import torch
     if not torch.cuda.is_available():
         assert 'has no CUDA GPU' in user_error('benchmark_dvl', ['--device', 'cuda'])
+
+
+def test_llm_eval_refuses_cfg_options_it_does_not_read(tmp_path):
+    """Today `--cfg-options model.prompt_set=foo` (a typo of --prompt-set) is ignored."""
+    message = user_error('llm_eval', ['--config', REPO / 'configs/vpn_niv_t3.py', '--base-url',
+                                      'http://127.0.0.1:9/v1', '--model', 'm', '--out',
+                                      tmp_path / 'llm.jsonl', '--cfg-options',
+                                      'model.prompt_set=foo'])
+    assert "--cfg-options model.prompt_set: llm_eval reads only the config's train_dataloader" \
+        in message, message
+    assert not (tmp_path / 'llm.jsonl').exists()

@@ -97,7 +97,7 @@ def test_metrics_and_counts_of_the_scripted_run(tmp_path):
     with FakeOpenAIServer(scripted) as server:
         queries, outcomes, _ = run_once(server, tmp_path / 'cache')
     summary = summarize(queries, outcomes)
-    assert summary['counts'] == {'ok': 3, 'unparseable': 1, 'out_of_taxonomy': 1,
+    assert summary['counts'] == {'ok': 3, 'unparseable': 1, 'out_of_taxonomy': 1, 'truncated': 0,
                                  'request_failed': 1}
     metrics = summary['metrics']
     assert metrics['success_rate'] == pytest.approx(100 * 2 / 6)

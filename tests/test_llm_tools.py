@@ -71,7 +71,7 @@ def test_llm_eval_oracle_with_pkg_writes_results(tiny_crosstask, tiny_config, tm
     for name, value in expected_echo_metrics(plans, plans[:, 0], plans[:, -1]).items():
         assert summary['metrics'][name] == pytest.approx(value)
     assert summary['counts'] == {'ok': LIMIT, 'unparseable': 0, 'out_of_taxonomy': 0,
-                                 'request_failed': 0}
+                                 'truncated': 0, 'request_failed': 0}
     rows = read_results(tmp_path / 'results.jsonl')
     assert len(rows) == 1, 'the rerun replaces its own row'
     assert rows[0].variant['anchors'] == 'oracle'

@@ -21,10 +21,15 @@ RETRYABLE_STATUS = frozenset({408, 409, 429}) | frozenset(range(500, 600))
 
 @dataclass
 class ChatReply:
+    """A completion; ``truncated``: it stopped at the token limit (``finish_reason``
+    "length": never cached); ``usage_reported``: the endpoint sent token counts (else they
+    are counted 0 and the run's ``replies_without_usage`` says how many are unknown)."""
     text: str
     prompt_tokens: int = 0
     completion_tokens: int = 0
     cached: bool = False
+    truncated: bool = False
+    usage_reported: bool = True
 
 
 class MalformedReplyError(ValueError):
@@ -113,6 +118,7 @@ class ResponseCache:
             entry = json.loads(path.read_text(encoding='utf-8'))
             reply = checked_reply(entry['text'], entry['prompt_tokens'],
                                   entry['completion_tokens'], cached=True)
+            reply.usage_reported = bool(entry.get('usage_reported', True))
             problem = self._mismatch(entry, key, request)
         except (ValueError, KeyError, TypeError) as err:  # JSON, fields, checked_reply
             problem = repr(err)
@@ -152,7 +158,8 @@ class ResponseCache:
         checksum = self.checksum(key, reply.text, reply.prompt_tokens, reply.completion_tokens)
         tmp.write_text(json.dumps({'text': reply.text, 'prompt_tokens': reply.prompt_tokens,
                                    'completion_tokens': reply.completion_tokens, 'key': key,
-                                   'request': request or {}, 'checksum': checksum}),
+                                   'request': request or {}, 'checksum': checksum,
+                                   'usage_reported': reply.usage_reported}),
                        encoding='utf-8')
         os.replace(tmp, path)
 
@@ -161,7 +168,8 @@ class UsageCounter:
     """Thread-safe counts of requests, retries and tokens (fresh vs from the cache)."""
 
     FIELDS = ('requests', 'retries', 'failed', 'cache_hits', 'prompt_tokens',
-              'completion_tokens', 'cached_prompt_tokens', 'cached_completion_tokens')
+              'completion_tokens', 'cached_prompt_tokens', 'cached_completion_tokens',
+              'replies_without_usage')
 
     def __init__(self):
         self._lock = threading.Lock()
@@ -173,6 +181,8 @@ class UsageCounter:
                 self.counts[name] += delta
 
     def record_reply(self, reply: ChatReply):
+        if not reply.usage_reported:
+            self.add(replies_without_usage=1)
         if reply.cached:
             self.add(cache_hits=1, cached_prompt_tokens=reply.prompt_tokens,
                      cached_completion_tokens=reply.completion_tokens)
@@ -213,7 +223,8 @@ class CachedChatBackend:
             reply = self.cache.get(key, request)
             if reply is None:
                 reply = self._request(messages)
-                self.cache.put(key, reply, request)
+                if not reply.truncated:  # a cut-off reply is asked again next time
+                    self.cache.put(key, reply, request)
         return reply
 
     def _request(self, messages: list) -> ChatReply:
@@ -296,9 +307,13 @@ class OpenAIChatBackend(CachedChatBackend):
         if not getattr(response, 'choices', None):
             raise MalformedReplyError(f'response without choices: {response!r:.200}')
         usage = response.usage
-        return checked_reply(response.choices[0].message.content,
-                             getattr(usage, 'prompt_tokens', None),
-                             getattr(usage, 'completion_tokens', None))
+        reply = checked_reply(response.choices[0].message.content,
+                              getattr(usage, 'prompt_tokens', None),
+                              getattr(usage, 'completion_tokens', None))
+        reply.truncated = getattr(response.choices[0], 'finish_reason', None) == 'length'
+        reply.usage_reported = usage is not None and None not in (
+            getattr(usage, 'prompt_tokens', None), getattr(usage, 'completion_tokens', None))
+        return reply
 
 
 def resolve_api_key(env_name: str | None) -> str:

@@ -148,7 +148,9 @@ def token_summary(usage: dict) -> str:
             f"{usage['failed']}), cache hits {usage['cache_hits']}; tokens paid: prompt "
             f"{usage['prompt_tokens']}, completion {usage['completion_tokens']}; from cache: "
             f"prompt {usage['cached_prompt_tokens']}, completion "
-            f"{usage['cached_completion_tokens']}")
+            f"{usage['cached_completion_tokens']}"
+            + (f"; {usage['replies_without_usage']} replies reported no token usage: counted "
+               '0 tokens, their cost is unknown' if usage.get('replies_without_usage') else ''))
 
 
 def usage_record(usage: dict, price_per_1k=None) -> dict:

@@ -10,7 +10,7 @@ from .frames import image_parts
 from .parsing import ActionMatcher, OutOfTaxonomyError, ReplyParseError, parse_action, parse_plan
 from .prompting import PlanningQuery, PromptBuilder
 
-STATUSES = ('ok', 'unparseable', 'out_of_taxonomy', 'request_failed')
+STATUSES = ('ok', 'unparseable', 'truncated', 'out_of_taxonomy', 'request_failed')
 
 
 @dataclass
@@ -64,6 +64,9 @@ class PromptPlanner:
     def _ask(self, content, parse):
         try:
             reply = self.backend.complete([{'role': 'user', 'content': content}])
+            if reply.truncated:
+                raise _Rejected('truncated', 'the reply stopped at the token limit '
+                                '(finish_reason "length"; raise params.max_tokens)')
             return parse(reply.text)
         except RequestFailedError as err:
             raise _Rejected('request_failed', str(err), err.kind) from err
