@@ -6,6 +6,7 @@ from __future__ import annotations
 import copy
 from typing import Optional, Sequence
 
+import numpy as np
 import torch
 
 from .. import compat_applied  # noqa: F401  (compat fixes before any OpenMMLab import)
@@ -75,6 +76,9 @@ def inference_planner(model, dataset, indices: Sequence[int], mode: str = 'predi
     ``mode='predict'``: a list of ``ActionDataSample`` (``pred_plan`` (T,), ``gt_plan``, ...);
     ``mode='tensor'``: the model's tensor output, concatenated over the batches (M, ...).
     """
+    for i in indices:  # 1.7 would silently be sample 1
+        if isinstance(i, bool) or not isinstance(i, (int, np.integer)):
+            raise TypeError(f'sample index {i!r} is a {type(i).__name__}; expected an integer')
     indices = [int(i) for i in indices]
     for i in indices:
         if not 0 <= i < len(dataset):
@@ -91,6 +95,9 @@ def inference_planner(model, dataset, indices: Sequence[int], mode: str = 'predi
     return [sample for chunk in outputs for sample in chunk]
 
 
+GOAL_OVERSHOOT_S = 10  # seconds a goal may lie past a video's last frame (video_observations)
+
+
 def video_observations(cfg, feature_file, start_time: float, goal_time: float,
                        split: str = 'test'):
     """The start and goal observations ``(D',)``, ``(D',)`` (float32 tensors) of a video's
@@ -101,8 +108,9 @@ def video_observations(cfg, feature_file, start_time: float, goal_time: float,
     ``feature_file``: one video's features in any layout ``PlanningDataset`` reads, (L, frame_dim)
     frames, one per second; ``start_time``: the second the first step starts (start state),
     ``goal_time``: the second the last step ends (goal state); rounded to whole seconds as the
-    annotations are. A goal past the last frame is read at the last frame (window policy
-    'keep'); a start outside the video is an error.
+    annotations are. A goal past the last frame, by up to ``GOAL_OVERSHOOT_S`` (annotations end
+    a few seconds after the features), is read at the last frame (window policy 'keep'); a start
+    outside the video, or a goal further past its end (another video's times?), is an error.
     """
     from vpn_plugin.datasets.annotations import round_time
     from vpn_plugin.datasets.features import load_features
@@ -112,10 +120,11 @@ def video_observations(cfg, feature_file, start_time: float, goal_time: float,
     recipe = dataset.get('observation', 'authors')
     frames = load_features(feature_file, dataset.get('frame_dim', DEFAULT_FRAME_DIM))
     start, goal = round_time(start_time), round_time(goal_time)
-    if not 0 <= start <= goal or start >= len(frames):
+    latest = len(frames) + GOAL_OVERSHOOT_S
+    if not 0 <= start <= goal <= latest or start >= len(frames):
         raise ValueError(f'{feature_file}: start_time={start_time}, goal_time={goal_time} s; '
-                         f'expected 0 <= start_time <= goal_time and start_time < the video\'s '
-                         f'{len(frames)} frames (one per second)')
+                         f'expected 0 <= start_time <= goal_time <= {latest} s and start_time < '
+                         f'the video\'s {len(frames)} frames (one per second)')
     first, last = frame_indices(recipe, start, goal, len(frames))
     return (torch.from_numpy(observe(frames, first, recipe)).float(),
             torch.from_numpy(observe(frames, last, recipe)).float())
@@ -141,7 +150,11 @@ def plan_from_features(model, start, goal):
 
 def _observation_batch(model, values, name: str) -> torch.Tensor:
     """(B, D) float32 from (D,) or (B, D), checked against ``model.feature_dim``."""
-    values = torch.as_tensor(values, dtype=torch.float32)
+    values = torch.as_tensor(values)
+    if not values.is_floating_point():  # integer features are no observations
+        raise TypeError(f'{name} observations have dtype {values.dtype}; expected floating-point '
+                        'features')
+    values = values.float()
     values = values.unsqueeze(0) if values.dim() == 1 else values
     expected = getattr(model, 'feature_dim', None)
     if values.dim() != 2 or (expected is not None and values.shape[1] != expected):
