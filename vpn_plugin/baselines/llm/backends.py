@@ -78,7 +78,7 @@ class ResponseCache:
     the prompt), its key and a checksum of the reply: an entry copied under another key, or
     whose reply was edited after it was written, is named, deleted and asked again too.
     ``locked(key)`` serialises the runs (processes) that share the cache on one key
-    (``<key>.lock`` beside the entry, ``vpn_plugin.protocol.locks.exclusive_lock``).
+    (``<key>.lock`` beside the entry, ``vpn_plugin.locks.exclusive_lock``).
     """
 
     def __init__(self, root: str | Path):
@@ -147,7 +147,7 @@ class ResponseCache:
 
     @contextlib.contextmanager
     def locked(self, key: str):
-        from vpn_plugin.protocol.locks import exclusive_lock
+        from vpn_plugin.locks import exclusive_lock
         with exclusive_lock(self._path(key).with_suffix('.lock')):
             yield
 
