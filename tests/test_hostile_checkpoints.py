@@ -266,3 +266,17 @@ def test_test_py_refuses_a_schema_checkpoint_of_another_horizon(tiny_crosstask, 
     assert test.main([str(configs[3]), str(checkpoint), '--work-dir', str(tmp_path / 'w3'),
                       '--out-metrics', str(metrics)])
     assert metrics.exists()
+
+
+@pytest.mark.parametrize('content', [b'{"state_dict": {}}\n', b'not a checkpoint'])
+def test_a_json_or_text_file_as_checkpoint_names_it_without_unsafe_advice(tmp_path, content):
+    """Today torch's own text is shown, advising to load with weights_only=False (which could
+    run the file's code)."""
+    from vpn_plugin.engine.checkpoint import read_checkpoint
+    path = tmp_path / 'model.pth'
+    path.write_bytes(content)
+    with pytest.raises(Exception) as raised:
+        read_checkpoint(path)
+    message = str(raised.value)
+    assert message.startswith(f'cannot load checkpoint {path}: it does not unpickle')
+    assert 'expected a torch checkpoint' in message and 'weights_only' not in message
