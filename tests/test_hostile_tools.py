@@ -208,3 +208,22 @@ def test_llm_eval_refuses_cfg_options_it_does_not_read(tmp_path):
     assert "--cfg-options model.prompt_set: llm_eval reads only the config's train_dataloader" \
         in message, message
     assert not (tmp_path / 'llm.jsonl').exists()
+
+
+@pytest.mark.parametrize('value', ['abc', -5, 0, 2.5])
+def test_train_refuses_a_loop_count_of_the_wrong_type(tmp_path, value, monkeypatch):
+    """Today `train_cfg.max_epochs=abc` ends in a TypeError deep in mmengine, 0 trains nothing."""
+    monkeypatch.setenv('LOCAL_RANK', '0')
+    message = user_error('train', [REPO / 'configs/vpn_niv_t3.py', '--work-dir', tmp_path / 'w',
+                                   '--cfg-options', f'train_cfg.max_epochs={value}'])
+    assert f"train_cfg.max_epochs={value!r}; expected an integer >= 1" in message, message
+
+
+def test_train_refuses_a_config_without_training_and_synthetic_seed_is_checked(tmp_path,
+                                                                              capsys):
+    """Today configs/llm/llm_crosstask_t3.py (train_dataloader = None) ends in a TypeError."""
+    message = user_error('train', [REPO / 'configs/llm/llm_crosstask_t3.py', '--work-dir',
+                                   tmp_path / 'w'])
+    assert 'no train_dataloader / train_cfg' in message and 'tools/test.py' in message
+    assert 'argument --seed' in argparse_error('make_synthetic_features', [
+        '--dataset', 'niv', '--out', tmp_path / 'f', '--seed', '-1'], capsys)

@@ -115,6 +115,7 @@ class PlanningRunner(Runner):
     def from_cfg(cls, cfg) -> 'PlanningRunner':
         from vpn_plugin.datasets.planning_dataset import check_split_disjoint
         check_config_keys(cfg)
+        check_loop_counts(cfg)
         cfg = resolve_paths(apply_horizon(cfg))
         check_config_entries(cfg, cfg.filename or 'config')
         check_split_disjoint(cfg)  # no test video among the training videos
@@ -279,6 +280,21 @@ def _check_arguments(where: str, registry, entry: dict) -> None:
         raise ValueError(f'{where}: {entry["type"]} has no option(s) {unknown}; {expected}'
                          f'{close_match_hint(unknown[0], options)}'
                          + getattr(cls, 'options_hint', ''))
+
+
+LOOP_COUNTS = ('max_epochs', 'max_iters', 'val_interval')  # train_cfg entries: integers >= 1
+
+
+def check_loop_counts(cfg) -> None:
+    """``train_cfg.max_epochs=abc`` / ``-5`` / ``0`` (and ``max_iters``, ``val_interval``):
+    refused naming the config and the key, not left to a TypeError or an empty training."""
+    train_cfg = cfg.get('train_cfg') or {}
+    for key in LOOP_COUNTS:
+        value = train_cfg.get(key)
+        if value is not None and (isinstance(value, bool) or not isinstance(value, int)
+                                  or value < 1):
+            raise ValueError(f'{cfg.filename or "config"}: train_cfg.{key}={value!r}; expected '
+                             'an integer >= 1')
 
 
 def build_runner(cfg) -> Runner:
