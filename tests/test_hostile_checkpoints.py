@@ -2,6 +2,7 @@
 does not fit the config stops the run naming the keys and shapes; a failed save leaves no
 partial checkpoint; the authors' converter reads their plain .npy transition matrix."""
 import errno
+import math
 import os
 import re
 from pathlib import Path
@@ -280,3 +281,21 @@ def test_a_json_or_text_file_as_checkpoint_names_it_without_unsafe_advice(tmp_pa
     message = str(raised.value)
     assert message.startswith(f'cannot load checkpoint {path}: it does not unpickle')
     assert 'expected a torch checkpoint' in message and 'weights_only' not in message
+
+
+@pytest.mark.parametrize('key, poison', [('step_model.0.weight', float('nan')),
+                                         ('log_transitions', float('nan')),
+                                         ('step_model.0.bias', float('inf'))])
+def test_nan_weights_or_pkg_in_a_checkpoint_are_named(key, poison):
+    """Today the error names `log_emissions` deep inside the model, not the checkpoint."""
+    from vpn_plugin.engine.checkpoint import load_weights
+    model = MODELS.build(SMALL_MODELS['PKG beam search'])
+    state = model.state_dict()
+    state[key] = state[key].clone()
+    state[key].view(-1)[0] = poison
+    with pytest.raises(ValueError, match=rf'^checkpoint bad.pth: tensor {re.escape(key)} .* '
+                                         r'holds 1 NaN/inf value\(s\)'):
+        load_weights(model, {'state_dict': state}, 'bad.pth')
+    state[key] = model.state_dict()[key]
+    state['log_transitions'] = torch.full((6, 6), -math.inf)  # no edge at all: legal
+    load_weights(model, {'state_dict': state}, 'fine.pth')

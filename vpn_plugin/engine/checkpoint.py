@@ -30,6 +30,7 @@
 from __future__ import annotations
 
 import logging
+import math
 import os
 import re
 from collections import OrderedDict
@@ -125,6 +126,22 @@ def _difference(theirs, ours) -> str:
     return '' if theirs == ours else f'{theirs!r} vs {ours!r}'
 
 
+def check_finite(state: dict, source: str) -> None:
+    """Refuse a checkpoint with NaN (or +inf) weights, naming it and the tensor: scored, it
+    would fail deep inside the model (``log_emissions``) or give NaN metrics. ``-inf`` is kept
+    in ``log_transitions`` (a missing PKG edge)."""
+    for key, value in state.items():
+        if not torch.is_tensor(value) or not value.is_floating_point():
+            continue
+        bad = torch.isnan(value) | (value == math.inf)
+        if not key.endswith('log_transitions'):
+            bad |= value == -math.inf
+        if bool(bad.any()):
+            raise ValueError(f'checkpoint {source}: tensor {key} {tuple(value.shape)} holds '
+                             f'{int(bad.sum())} NaN/inf value(s); a diverged or damaged '
+                             'training: use an earlier checkpoint')
+
+
 def load_weights(model, checkpoint: dict, source: str, *, partial: bool = False,
                  logger='current', data_meta: Optional[dict] = None) -> None:
     """Copy ``checkpoint``'s tensors into ``model`` (rules: module docstring).
@@ -134,6 +151,7 @@ def load_weights(model, checkpoint: dict, source: str, *, partial: bool = False,
     recorded meta that disagree with ``model`` and ``data_meta`` (:func:`meta_mismatches`),
     unless ``partial`` (then they are logged and the fitting tensors are loaded).
     """
+    check_finite(state_dict_of(checkpoint, source), source)
     wrong_meta = meta_mismatches(checkpoint, model, data_meta)
     if wrong_meta and not partial:
         raise CheckpointMismatchError(
