@@ -160,7 +160,7 @@ def test_vlm_two_stages_send_frames(tmp_path, layout):
     assert grey == pytest.approx(expected, abs=3)
 
 
-def test_backoff_doubles_and_honours_capped_retry_after(tmp_path):
+def test_backoff_doubles_and_honours_capped_retry_after(tmp_path, capsys):
     script = {'doubling': [{'status': 500}, {'status': 503}, {'text': 'ok'}],
               'retry-after': [{'status': 429, 'headers': {'retry-after': '0.4'}}, {'text': 'ok'}],
               'capped': [{'status': 429, 'headers': {'retry-after': '100'}}, {'text': 'ok'}]}
@@ -174,6 +174,9 @@ def test_backoff_doubles_and_honours_capped_retry_after(tmp_path):
     assert 0.4 <= gaps[3] < 0.5 + 0.4          # the server's Retry-After wins over 0.15 s
     assert 0.5 <= gaps[5] < 0.5 + 0.4          # ... but never beyond max_backoff
     assert backend.usage.counts['retries'] == 4 and backend.usage.counts['failed'] == 0
+    # issue 33: the cap is said, once per capped wait (the 0.4 s Retry-After is not)
+    assert capsys.readouterr().err.count('asked to wait 100 s (Retry-After, which overrides '
+                                         'the backoff of 0.15 s); waiting the cap of 0.5 s') == 1
 
 
 def test_vlm_missing_video_names_the_path(tmp_path):

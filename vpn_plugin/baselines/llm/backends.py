@@ -298,9 +298,16 @@ class OpenAIChatBackend(CachedChatBackend):
         response = getattr(err, 'response', None)
         retry_after = response.headers.get('retry-after') if response is not None else None
         try:
-            return min(float(retry_after), self.max_backoff) if retry_after else wait
+            asked = float(retry_after) if retry_after else None
         except ValueError:
             return wait
+        if asked is None:
+            return wait
+        if asked > self.max_backoff:
+            print(f'warning: {self.endpoint} asked to wait {asked:g} s (Retry-After, which '
+                  f'overrides the backoff of {self.backoff:g} s); waiting the cap of '
+                  f'{self.max_backoff:g} s (max_backoff) instead', file=sys.stderr)
+        return min(asked, self.max_backoff)
 
     @staticmethod
     def _to_reply(response) -> ChatReply:
