@@ -227,3 +227,29 @@ def test_train_refuses_a_config_without_training_and_synthetic_seed_is_checked(t
     assert 'no train_dataloader / train_cfg' in message and 'tools/test.py' in message
     assert 'argument --seed' in argparse_error('make_synthetic_features', [
         '--dataset', 'niv', '--out', tmp_path / 'f', '--seed', '-1'], capsys)
+
+
+def test_a_full_disk_leaves_no_truncated_per_sample_or_outcomes_file(tmp_path, monkeypatch):
+    """Today a full disk left 0-byte or truncated per_sample.json / llm outcomes files and a
+    bare errno: now the path is named and nothing is left there."""
+    import errno
+    import os
+    from vpn_plugin.baselines.llm.evaluate import write_outcomes
+    from vpn_plugin.errors import OutputWriteError
+    from vpn_plugin.evaluation import PlanningMetric
+    original = Path.write_text
+
+    def disk_fills_up(self, text, *args, **kwargs):
+        original(self, text[:len(text) // 2], *args, **kwargs)  # half reaches the disk
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), str(self))
+
+    monkeypatch.setattr(Path, 'write_text', disk_fills_up)
+    out = tmp_path / 'test' / 'per_sample.json'
+    metric = PlanningMetric(out_file=str(out))
+    metric.process(None, [dict(pred_plan=[0, 1], gt_plan=[0, 1], sample_idx=0)])
+    with pytest.raises(OutputWriteError, match=rf'cannot write the per-sample scores {out}: '
+                                               'No space left on device; nothing was written'):
+        metric.compute_metrics(metric.results)
+    with pytest.raises(OutputWriteError, match='LLM outcomes'):
+        write_outcomes(tmp_path / 'outcomes.jsonl', [], [], {'model': 'm'})
+    assert [p for p in tmp_path.rglob('*') if p.is_file()] == []

@@ -17,7 +17,7 @@ import vpn_plugin.compat_applied  # noqa: F401  (compat fixes before configs are
 from vpn_plugin.compat import shutdown_distributed
 from vpn_plugin.data_paths import (add_runner_arguments, data_path_args,
                                   load_config as read_config)
-from vpn_plugin.errors import path_argument, tool_main
+from vpn_plugin.errors import path_argument, tool_main, write_text_atomically
 from vpn_plugin.runner import build_runner
 
 
@@ -81,9 +81,8 @@ def require_parameter_free(model, config):
 
 
 def write_metrics(metrics, path):
-    os.makedirs(osp.dirname(osp.abspath(path)), exist_ok=True)
-    with open(path, 'w') as file:
-        json.dump({key: float(value) for key, value in metrics.items()}, file, indent=2)
+    write_text_atomically(path, json.dumps({key: float(value) for key, value in metrics.items()},
+                                           indent=2), 'metrics file')
 
 
 @tool_main

@@ -20,7 +20,6 @@ planner produced no usable plan) scores 0 on every metric; their number is logge
 from __future__ import annotations
 
 import json
-from pathlib import Path
 from typing import Dict, List, Optional, Sequence
 
 import numpy as np
@@ -28,6 +27,7 @@ import torch
 from mmengine.evaluator import BaseMetric
 from mmaction.registry import METRICS
 
+from ..errors import write_text_atomically
 from ..core.metrics import EXTRA_METRICS, miou_batch, no_plan_rows, per_sample_scores
 
 
@@ -119,13 +119,11 @@ class PlanningMetric(BaseMetric):
         return metrics
 
     def _dump(self, results, pred, gt, scores, metrics, missing: int) -> None:
-        path = Path(self.out_file)
-        path.parent.mkdir(parents=True, exist_ok=True)
         payload = dict(metrics=metrics, sample_idx=[r['sample_idx'] for r in results],
                        pred_plan=pred.tolist(), gt_plan=gt.tolist(),
                        scores={name: values.tolist() for name, values in scores.items()},
                        no_plan=missing)
-        path.write_text(json.dumps(payload))
+        write_text_atomically(self.out_file, json.dumps(payload), 'per-sample scores')
 
 
 def authors_selection_score(metrics: Dict[str, float]) -> float:
