@@ -157,3 +157,25 @@ def test_a_reply_without_usage_is_counted_as_unknown_not_free(tmp_path):
     assert usage['cache_hits'] == 1 and usage['replies_without_usage'] == 1
     assert '1 replies reported no token usage: counted 0 tokens, their cost is unknown' in \
         token_summary(usage)
+
+
+def test_bad_anchor_files_are_refused_before_any_request(tmp_path):
+    """Today an id 999 or a negative anchor was found only after paid requests, an object
+    array or a truncated JSON ended in numpy's / json's text without the file."""
+    from vpn_plugin.baselines.llm.anchors import load_anchor_predictions
+    cases = {
+        'id999.json': (json.dumps({'first': [0, 999], 'last': [1, 2]}),
+                       r'field "first"\[1\] = 999; expected an action id \[0, 9\)'),
+        'negative.json': (json.dumps({'first': [0, 1], 'last': [-3, 2]}),
+                          r'field "last"\[0\] = -3; expected an action id'),
+        'truncated.json': ('{"first": [0, 1], "la', r'cannot read the step-model predictions'),
+        'list.json': ('[0, 1]', r'holds a list; expected'),
+    }
+    for name, (text, expected) in cases.items():
+        (tmp_path / name).write_text(text)
+        with pytest.raises(ValueError, match=rf'^{tmp_path / name}: {expected}'):
+            load_anchor_predictions(tmp_path / name, 2, num_actions=9)
+    np.savez(tmp_path / 'objects.npz', first=np.array([0, None], dtype=object),
+             last=np.array([1, 2]))
+    with pytest.raises(ValueError, match=r'objects.npz: cannot read the step-model predictions'):
+        load_anchor_predictions(tmp_path / 'objects.npz', 2, num_actions=9)

@@ -151,7 +151,8 @@ def anchor_setting(args, test_set):
     if args.vlm:
         return 'vlm', None  # the VLM identifies them from the clips (stage 1)
     if args.anchors_file:
-        return 'step_model', load_anchor_predictions(args.anchors_file, len(test_set))
+        return 'step_model', load_anchor_predictions(args.anchors_file, len(test_set),
+                                                     test_set.taxonomy.num_actions)
     if args.step_config:
         anchors = step_model_anchors(args.step_config, args.step_checkpoint, test_set,
                                      data_path_args(args))
