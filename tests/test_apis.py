@@ -80,6 +80,9 @@ def test_integer_observations_and_fractional_sample_indices_are_refused():
     with pytest.raises(TypeError, match='start observations have dtype torch.int64; expected '
                                         'floating-point'):
         plan_from_features(model, np.ones((2, 4), np.int64), np.ones((2, 4), np.float32))
+    with pytest.raises(ValueError, match='goal observations hold 1 NaN/inf value'):
+        plan_from_features(model, np.ones((2, 4), np.float32),
+                           np.array([[1, 2, 3, np.nan]] + [[0] * 4], np.float32))
     for index in (1.7, True, '1'):
         with pytest.raises(TypeError, match=f'sample index {index!r} is a'):
             inference_planner(model, [None] * 3, [0, index])

@@ -179,3 +179,10 @@ def test_bad_anchor_files_are_refused_before_any_request(tmp_path):
              last=np.array([1, 2]))
     with pytest.raises(ValueError, match=r'objects.npz: cannot read the step-model predictions'):
         load_anchor_predictions(tmp_path / 'objects.npz', 2, num_actions=9)
+
+
+def test_a_missing_local_transformers_model_is_named(tmp_path):
+    from vpn_plugin.baselines.llm.backends import TransformersChatBackend
+    with pytest.raises(FileNotFoundError, match=rf'transformers model {tmp_path}/absent: no such '
+                                                'folder'):
+        TransformersChatBackend(str(tmp_path / 'absent'))

@@ -185,6 +185,9 @@ def _observation_batch(model, values, name: str) -> torch.Tensor:
     if not values.is_floating_point():  # integer features are no observations
         raise TypeError(f'{name} observations have dtype {values.dtype}; expected floating-point '
                         'features')
+    if not bool(torch.isfinite(values).all()):
+        raise ValueError(f'{name} observations hold {int((~torch.isfinite(values)).sum())} '
+                         'NaN/inf value(s); expected finite features (a damaged feature file?)')
     values = values.float()
     values = values.unsqueeze(0) if values.dim() == 1 else values
     expected = getattr(model, 'feature_dim', None)

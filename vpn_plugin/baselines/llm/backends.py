@@ -340,6 +340,10 @@ class TransformersChatBackend(CachedChatBackend):
 
     def __init__(self, model: str, *, params: dict | None = None, cache_dir=None,
                  device: str = 'cpu'):
+        if str(model).startswith(('/', '.', '~')) and not Path(model).expanduser().exists():
+            raise FileNotFoundError(f'transformers model {model}: no such folder; expected a '
+                                    'local model folder (config.json, weights, chat template) '
+                                    'or a hub id such as org/name')
         from transformers import pipeline
         super().__init__(cache_dir)
         self.model, self.params = model, dict(params or {})
