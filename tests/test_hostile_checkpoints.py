@@ -299,3 +299,23 @@ def test_nan_weights_or_pkg_in_a_checkpoint_are_named(key, poison):
     state[key] = model.state_dict()[key]
     state['log_transitions'] = torch.full((6, 6), -math.inf)  # no edge at all: legal
     load_weights(model, {'state_dict': state}, 'fine.pth')
+
+
+class RunsCommand:
+    def __reduce__(self):
+        return os.system, ('true',)
+
+
+def test_convert_authors_checkpoint_names_a_payload_file(tmp_path, monkeypatch):
+    """Today torch's text (advising weights_only=False) without the file name."""
+    monkeypatch.delenv('VPN_TRACEBACK', raising=False)
+    payload = tmp_path / 'theirs.pth'
+    torch.save({'layer.weight': RunsCommand()}, payload)
+    with pytest.raises(SystemExit) as stopped:
+        load_tool('convert_authors_checkpoint').main([
+            str(payload), str(tmp_path / 'out.pth'), '--config',
+            str(REPO / 'configs/vpn_niv_t3.py'), '--pkg', str(tmp_path / 'T3.npy')])
+    message = str(stopped.value.code)
+    assert f'{payload}: cannot load it as the authors\' checkpoint' in message, message
+    assert 'posix.system' in message and 'weights_only' not in message
+    assert not (tmp_path / 'out.pth').exists()

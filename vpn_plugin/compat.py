@@ -217,6 +217,9 @@ def unpickler_reason(error) -> str:
     """torch's ``weights_only`` failure without its advice to load with
     ``weights_only=False`` (which could run the file's code): only the unpickler's reason."""
     text = str(error)
+    names = re.findall(r'GLOBAL ([\w.]+)', text)
+    if names:
+        return f'it pickles the global(s) {", ".join(sorted(set(names)))}, refused'
     found = re.search(r'WeightsUnpickler error:\s*(.+?)(?:\n\n|$)', text, re.S)
     if found:
         return ' '.join(found.group(1).split())
