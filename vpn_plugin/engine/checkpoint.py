@@ -12,8 +12,8 @@
   tensors that fit and logs the rest. Resuming is always strict.
   Tensors that fit are not enough: a checkpoint's ``meta.dataset_meta`` (what training
   records: the training set's ``horizon``, ``num_actions``, ``num_tasks``, ``feature_dim``,
-  action and task names) must agree with the model built from the config (its ``horizon``,
-  ``num_actions``, ``num_tasks``) and with the taxonomy of the data it is run on
+  action and task names) must agree with the model built from the config (its ``horizon``)
+  and with the metainfo of the data it is run on (counts, feature size, names)
   (:func:`meta_mismatches`): a SCHEMA or PDPP checkpoint of T=3 has the tensors of T=4 and
   would otherwise score T=4 windows. Checkpoints without a recorded meta (converted from
   another code base, saved by hand) are checked by their tensors alone.
@@ -84,7 +84,9 @@ def state_dict_of(checkpoint: dict, source: str = 'checkpoint') -> 'OrderedDict[
     return state
 
 
-MODEL_META = ('horizon', 'num_actions', 'num_tasks')  # dataset_meta keys a model also has
+# dataset_meta keys compared with the model: its horizon is the training set's (its task
+# count need not be the taxonomy's: a subset's planner has fewer tasks)
+MODEL_META = ('horizon',)
 DATA_META = ('num_actions', 'num_tasks', 'feature_dim', 'action_names', 'task_names')
 
 
