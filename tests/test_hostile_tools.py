@@ -224,7 +224,7 @@ def test_train_refuses_a_config_without_training_and_synthetic_seed_is_checked(t
     """Today configs/llm/llm_crosstask_t3.py (train_dataloader = None) ends in a TypeError."""
     message = user_error('train', [REPO / 'configs/llm/llm_crosstask_t3.py', '--work-dir',
                                    tmp_path / 'w'])
-    assert 'no train_dataloader / train_cfg' in message and 'tools/test.py' in message
+    assert 'train_dataloader / train_cfg = None' in message and 'tools/test.py' in message
     assert 'argument --seed' in argparse_error('make_synthetic_features', [
         '--dataset', 'niv', '--out', tmp_path / 'f', '--seed', '-1'], capsys)
 

@@ -135,8 +135,8 @@ def check_fresh_work_dir(cfg, overwrite: bool) -> None:
 
 def apply_args(cfg, args):
     """Fold the command-line switches into the config (CLI wins over the file)."""
-    if not cfg.get('train_dataloader') or not cfg.get('train_cfg'):
-        raise SystemExit(f'{args.config}: no train_dataloader / train_cfg: this config is '
+    if any(key in cfg and cfg[key] is None for key in ('train_dataloader', 'train_cfg')):
+        raise SystemExit(f'{args.config}: train_dataloader / train_cfg = None: this config is '
                          'evaluated, not trained (e.g. an LLM baseline): run tools/test.py on it')
     cfg.launcher = args.launcher
     cfg.work_dir = args.work_dir or cfg.get('work_dir') or default_work_dir(args.config)
