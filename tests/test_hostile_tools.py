@@ -253,3 +253,21 @@ def test_a_full_disk_leaves_no_truncated_per_sample_or_outcomes_file(tmp_path, m
     with pytest.raises(OutputWriteError, match='LLM outcomes'):
         write_outcomes(tmp_path / 'outcomes.jsonl', [], [], {'model': 'm'})
     assert [p for p in tmp_path.rglob('*') if p.is_file()] == []
+
+
+@pytest.mark.parametrize('value', ["__import__('os').system('touch PWNED')",
+                                   'eval("1+1")', 'lambda: 3', "().__class__"])
+def test_code_in_cfg_options_never_runs_and_is_named(tmp_path, value, monkeypatch):
+    """It never ran (mmengine reads literals); today it ended in an unrelated TypeError."""
+    monkeypatch.chdir(tmp_path)
+    message = user_error('test', [REPO / 'configs/vpn_niv_t3.py', '--cfg-options',
+                                  f'model.dropout={value}'])
+    assert 'model.dropout=' in message and 'looks like Python code' in message, message
+    assert not (tmp_path / 'PWNED').exists()
+
+
+def test_paths_and_names_in_cfg_options_are_not_code():
+    from vpn_plugin.data_paths import looks_like_code
+    for value in ('work_dirs/a/epoch_2.pth', 'ViterbiPlanNet (ours)', 'mean3', '../shared/data',
+                  'open-vocabulary', 'a.b.c', 1.5, [1, 2]):
+        assert not looks_like_code(value), value

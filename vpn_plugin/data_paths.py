@@ -201,6 +201,34 @@ def check_config_keys(cfg, overrides=None) -> None:
             raise ValueError(f'{where}: --cfg-options {key}: no top-level config key {key!r} '
                              f'in the config or the Runner{close_match_hint(key, known)} '
                              '(a new key would be ignored)')
+    for key, value in (overrides or {}).items():
+        if looks_like_code(value):
+            raise ValueError(f'{where}: --cfg-options {key}={value}: this looks like Python code; '
+                             'option values are read as literals (numbers, strings, lists, '
+                             'dicts) and never run: give the value itself')
+
+
+CODE_NAMES = ('__import__', 'eval', 'exec', 'compile', 'open', 'getattr', 'globals', 'lambda')
+
+
+def looks_like_code(value) -> bool:
+    """A ``--cfg-options`` string that would be code if it ran (it never does): a call of
+    ``__import__`` / ``eval`` / ... or a dunder attribute. Paths and names never are."""
+    import ast
+    if not isinstance(value, str):
+        return False
+    try:
+        tree = ast.parse(value.strip(), mode='eval')
+    except SyntaxError:
+        return False
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Lambda):
+            return True
+        if isinstance(node, ast.Attribute) and node.attr.startswith('__'):
+            return True
+        if isinstance(node, ast.Call) and getattr(node.func, 'id', None) in CODE_NAMES:
+            return True
+    return False
 
 
 
