@@ -70,6 +70,8 @@ def test_video_observations_read_the_configs_recipe_at_the_given_seconds(tmp_pat
     with pytest.raises(ValueError, match=r"goal_time=1000000 s; expected 0 <= start_time <= "
                                          r"goal_time <= 20 s"):
         video_observations(config('authors'), tmp_path / 'new_video.npz', 2, 10 ** 6)
+    with pytest.raises(ValueError, match=r"new_video.npz: start_time=nan; expected a finite"):
+        video_observations(config('authors'), tmp_path / 'new_video.npz', float('nan'), 5)
 
 
 def test_integer_observations_and_fractional_sample_indices_are_refused():

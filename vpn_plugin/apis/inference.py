@@ -157,6 +157,11 @@ def video_observations(cfg, feature_file, start_time: float, goal_time: float,
         feature_file = 'the video\'s features'
     else:
         frames = load_features(feature_file, frame_dim)
+    for name, value in (('start_time', start_time), ('goal_time', goal_time)):
+        if isinstance(value, bool) or not isinstance(value, (int, float, np.number)) \
+                or not np.isfinite(value):
+            raise ValueError(f'{feature_file}: {name}={value!r}; expected a finite number of '
+                             'seconds')
     start, goal = round_time(start_time), round_time(goal_time)
     latest = len(frames) + GOAL_OVERSHOOT_S
     if not 0 <= start <= goal <= latest or start >= len(frames):
