@@ -131,19 +131,27 @@ def ddim_sample(denoise: Callable[[torch.Tensor, torch.Tensor], torch.Tensor],
     """
     x = project(x_t)
     states, recons = ([x], []) if trace else (None, None)
-    batch = x.shape[0]
     for i in reversed(range(ddim_steps)):
-        t = torch.full((batch,), int(timesteps[i]), dtype=torch.long, device=x.device)
-        x0 = denoise(x, t)
-        eps = ((_at(schedule['sqrt_recip_alphas_cumprod'], t) * x - x0)
-               / _at(schedule['sqrt_recipm1_alphas_cumprod'], t))
-        prev = (_at(schedule['alphas_cumprod'], torch.full_like(t, int(timesteps[i - 1])))
-                if i > 0 else _at(schedule['alphas_cumprod_prev'], torch.zeros_like(t)))
-        x = project(x0 * prev.sqrt() + (1 - prev).sqrt() * eps)
+        x0, x = ddim_step(denoise, x, i, project, schedule, timesteps)
         if trace:
             states.append(x)
             recons.append(x0)
     return x, states, recons
+
+
+def ddim_step(denoise: Callable[[torch.Tensor, torch.Tensor], torch.Tensor], x: torch.Tensor,
+              i: int, project: Callable[[torch.Tensor], torch.Tensor],
+              schedule: Dict[str, torch.Tensor], timesteps: np.ndarray
+              ) -> Tuple[torch.Tensor, torch.Tensor]:
+    """One step of ``ddim_sample`` at DDIM index ``i`` (t = timesteps[i]) from the projected
+    state x (B, T, C): (the network's x0 (B, T, C), the next projected state (B, T, C))."""
+    t = torch.full((x.shape[0],), int(timesteps[i]), dtype=torch.long, device=x.device)
+    x0 = denoise(x, t)
+    eps = ((_at(schedule['sqrt_recip_alphas_cumprod'], t) * x - x0)
+           / _at(schedule['sqrt_recipm1_alphas_cumprod'], t))
+    prev = (_at(schedule['alphas_cumprod'], torch.full_like(t, int(timesteps[i - 1])))
+            if i > 0 else _at(schedule['alphas_cumprod_prev'], torch.zeros_like(t)))
+    return x0, project(x0 * prev.sqrt() + (1 - prev).sqrt() * eps)
 
 
 def pdpp_lr_multiplier(step: int, total_steps: int) -> float:
