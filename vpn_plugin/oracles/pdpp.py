@@ -166,6 +166,22 @@ def install_weights(model, fixture: Path) -> None:
                           for k, v in read_npz(fixture / 'head_state_dict.npz').items()})
 
 
+def check_header(fixture: Path, meta: dict, inputs: dict) -> None:
+    """meta.json's sizes (B, T, K, N, D) agree with the recorded inputs: an edited header
+    (horizon=4 over T=3 arrays) is refused, never checked at sizes the arrays do not have."""
+    b, t, d = meta['batch'], meta['horizon'], meta['observation_dim']
+    width = meta['num_tasks'] + meta['num_actions'] + d
+    expected = dict(actions=(b, t), tasks=(b,), t=(b,), noise=(b, t, width), x_T=(b, t, width),
+                    observations=(b, 2, d), global_img_tensors=(b, t + 1, d))
+    for name, shape in expected.items():
+        got = tuple(inputs[name].shape) if name in inputs else 'missing'
+        if got != shape:
+            raise ValueError(f'{fixture / "inputs.npz"}: {name} has shape {got}; expected '
+                             f'{shape} from meta.json (batch={b}, horizon={t}, num_tasks='
+                             f'{meta["num_tasks"]}, num_actions={meta["num_actions"]}, '
+                             f'observation_dim={d})')
+
+
 def batch_inputs(fixture: Path, inputs: dict) -> Dict[str, torch.Tensor]:
     """{'start', 'goal'} (B, D): the loader's first and last observations (which must be the
     head's ``observations``)."""
@@ -341,6 +357,8 @@ def check_fixture(fixture, meta: dict):
     """(rows, header ok) for a PDPP fixture (``oracles.compare`` checker)."""
     fixture = Path(fixture)
     meta = read_meta(fixture, meta)
+    inputs = read_npz(fixture / 'inputs.npz')
+    check_header(fixture, meta, inputs)  # before anything is built at the header's sizes
     print(f'fixture {fixture}: PDPP N={meta["num_actions"]} K={meta["num_tasks"]} '
           f'T={meta["horizon"]} D={meta["observation_dim"]} n={meta["n_timesteps"]} '
           f'B={meta["batch"]}')
@@ -350,7 +368,6 @@ def check_fixture(fixture, meta: dict):
     model = build_pdpp(model_cfg)
     header_ok = check_counts(model_cfg, meta, model) & check_settings(cfg, meta)
     install_weights(model, fixture)
-    inputs = read_npz(fixture / 'inputs.npz')
     recorded = read_npz(fixture / 'outputs.npz')
     batch = batch_inputs(fixture, inputs)
     module = model.diffusion
