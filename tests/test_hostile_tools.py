@@ -271,3 +271,23 @@ def test_paths_and_names_in_cfg_options_are_not_code():
     for value in ('work_dirs/a/epoch_2.pth', 'ViterbiPlanNet (ours)', 'mean3', '../shared/data',
                   'open-vocabulary', 'a.b.c', 1.5, [1, 2]):
         assert not looks_like_code(value), value
+
+
+@pytest.mark.parametrize('damage', ['truncated', 'object array'])
+def test_check_reference_names_a_truncated_or_object_npz(tmp_path, damage):
+    """Today numpy's / zipfile's text without the file."""
+    import numpy as np
+    fixture = tmp_path / 'pdpp_fixture'
+    fixture.mkdir()
+    meta = dict(method='PDPP', num_actions=2, num_tasks=1, horizon=3, observation_dim=4,
+                batch=1, n_timesteps=10, ddim_timesteps=2, eta=0.0, num_parameters_unet=0,
+                num_parameters_head=0, constructor={})
+    (fixture / 'meta.json').write_text(json.dumps(meta))
+    if damage == 'truncated':
+        np.savez(fixture / 'inputs.npz', actions=np.zeros((1, 3), np.int64))
+        data = (fixture / 'inputs.npz').read_bytes()
+        (fixture / 'inputs.npz').write_bytes(data[:len(data) // 2])
+    else:
+        np.savez(fixture / 'inputs.npz', actions=np.array([None, 1], dtype=object))
+    message = user_error('check_reference', [fixture])
+    assert f'{fixture / "inputs.npz"}: cannot read the recorded arrays' in message, message
