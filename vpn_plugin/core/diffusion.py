@@ -53,8 +53,16 @@ def diffusion_schedule(num_steps: int) -> Dict[str, torch.Tensor]:
         sqrt_recipm1_alphas_cumprod=(1. / cumprod - 1).sqrt(),
         posterior_variance=posterior_variance,
         posterior_log_variance_clipped=posterior_variance.clamp(min=1e-20).log(),
-        posterior_mean_coef1=betas * prev.sqrt() / (1. - cumprod),
-        posterior_mean_coef2=(1. - prev) * alphas.sqrt() / (1. - cumprod))
+        posterior_mean_coef1=betas * _numpy_sqrt(prev) / (1. - cumprod),
+        posterior_mean_coef2=(1. - prev) * _numpy_sqrt(alphas) / (1. - cumprod))
+
+
+def _numpy_sqrt(values: torch.Tensor) -> torch.Tensor:
+    """``np.sqrt`` of a float32 tensor, as the official posterior coefficients take it (it
+    can differ from ``torch.sqrt`` in the last bit, which the DDPM chain amplifies)."""
+    if values.device.type == 'meta':  # a model built on the meta device (nothing is run)
+        return values.sqrt()
+    return torch.from_numpy(np.sqrt(values.cpu().numpy())).to(values.device)
 
 
 def ddim_timesteps(num_steps: int, ddim_steps: int = DDIM_STEPS) -> np.ndarray:

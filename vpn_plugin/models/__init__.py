@@ -1,11 +1,12 @@
 """Planners: the ``BasePlanner`` they share (PKG, forward dispatch, horizon checks, result
 packing), ViterbiPlanNet (the paper's network, exactly; Base Model via ``use_dvl=False``),
 SCHEMA (its official network, sharing ViterbiPlanNet's ``StateEncoder``), CompactPlanNet (this
-plugin's smaller alternative), PDPP (the diffusion baseline, its official code's function), the
+plugin's smaller alternative), PDPP (the diffusion baseline, its official code's function), KEPP
+(PDPP conditioned on PKG paths, its official code's function), the
 PKG builder and its hook, and the state-text features.
 
 Importing this package registers ``ViterbiPlanNet``, ``SCHEMA``, ``CompactPlanNet``, ``PDPP`` and
-``PDPPDiffusion`` in
+``PDPPDiffusion``, ``KEPP`` in
 ``mmaction.registry.MODELS``, ``PKGBuilder`` and the PKG perturbations in ``TASK_UTILS`` and
 ``PKGHook`` in ``HOOKS``.
 """
@@ -15,6 +16,7 @@ from .compact_plan_net import CompactPlanNet, horizon_queries
 from .pkg_builder import (DataFraction, EdgeDropout, LabelNoise, PKGBuilder, UniformGraph,
                           WeightNoise)
 from .pdpp import PDPP, PDPPDiffusion, TaskHead
+from .kepp import KEPP, KEPPDiffusion
 from .pkg_hook import PKGHook
 from .schema import SCHEMA
 from .state_encoder import StateEncoder
@@ -26,4 +28,5 @@ __all__ = ['BasePlanner', 'pack_samples', 'ViterbiPlanNet', 'SCHEMA', 'StateEnco
            'CompactPlanNet', 'PKGBuilder',
            'DataFraction', 'LabelNoise', 'EdgeDropout', 'WeightNoise', 'UniformGraph', 'PKGHook',
            'DECODE_MODES', 'horizon_queries', 'encode_texts', 'load_state_features',
-           'state_embeddings', 'state_texts', 'PDPP', 'PDPPDiffusion', 'TaskHead']
+           'state_embeddings', 'state_texts', 'PDPP', 'PDPPDiffusion', 'TaskHead',
+           'KEPP', 'KEPPDiffusion']
