@@ -1,0 +1,227 @@
+"""KEPP: its graph and path retrieval against the official code's recorded answers and a brute
+force, the models against the oracle fixture (one training step each; the whole fixture is
+``tools/check_reference.py``), bad inputs (released graph files, step-model checkpoints), the
+two stages in the mmengine Runner. Tiny sizes; full-size models are only built."""
+import itertools
+import json
+import pickle
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+import vpn_plugin.mm  # noqa: F401  (registration)
+from mmaction.registry import MODELS
+from reference_fixtures import reference_dir
+from tool_modules import load_tool
+from vpn_plugin.core import kepp_paths
+from vpn_plugin.data_paths import load_config
+from vpn_plugin.engine.kepp_training import STEP_FILE, load_step_model, training_identity
+from vpn_plugin.models.base_planner import num_parameters
+from vpn_plugin.models.kepp import released_graph
+from vpn_plugin.oracles import kepp as kepp_checker
+from vpn_plugin.oracles.compare import compare, read_npz
+
+REPO = Path(__file__).resolve().parents[1]
+CONFIG = REPO / 'configs/baselines/kepp_crosstask_t3.py'
+
+pytestmark = pytest.mark.usefixtures('single_thread')
+
+
+@pytest.fixture(scope='module')
+def fixture_dir() -> Path:
+    return reference_dir('kepp_small_t3')
+
+
+def tiny_kepp(horizon=3, num_actions=6, **options):
+    return MODELS.build(dict(type='KEPP', feature_dim=8, num_actions=num_actions,
+                             horizon=horizon, dim=32, n_timesteps=20, **options))
+
+
+# ------------------------------------------------------------------ graph and retrieval
+def test_graph_and_retrieval_reproduce_the_official_answers(fixture_dir):
+    inputs = json.loads((fixture_dir / 'pkg/inputs.json').read_text())
+    outputs = json.loads((fixture_dir / 'pkg/outputs.json').read_text())
+    graph = kepp_paths.build_graph((r['vid'], r['legal_range']) for r in inputs['action_list'])
+    assert graph.nodes == outputs['graph']['nodes']
+    assert [list(e) for e in graph.edges()] == outputs['graph']['edges']  # weights exactly
+    for query, answer in zip(inputs['queries'], outputs['queries']):
+        top = kepp_paths.top_paths(graph, query['start'], query['end'], query['horizon'])
+        assert [[p, w] for p, w in top] == answer['top2']  # ties in DFS order
+    assert len(inputs['queries']) == len(outputs['queries'])
+    for pair, answer in zip(inputs['validate_pairs'], outputs['validate']):
+        assert kepp_paths.retrieve(graph, *pair, len(answer['paths'][0]))[0] == answer['paths']
+
+
+def brute_force_walks(graph, start, end, horizon):
+    """Every node sequence of length T, kept when each step is an edge; ordered by the
+    successor insertion ranks (= depth-first order); weight = product left to right."""
+    rank = {u: {v: i for i, (v, _) in enumerate(graph.successors[u])} for u in graph.nodes}
+    weight = {(u, v): w for u, v, w in graph.edges()}
+    walks = []
+    for middle in itertools.product(graph.nodes, repeat=horizon - 2):
+        path = [start, *middle, end]
+        if all((u, v) in weight for u, v in zip(path, path[1:])):
+            product = weight[(path[0], path[1])]
+            for u, v in zip(path[1:], path[2:]):
+                product *= weight[(u, v)]
+            walks.append((path, product))
+    return sorted(walks, key=lambda item: [rank[u][v] for u, v in zip(item[0], item[0][1:])])
+
+
+@pytest.mark.parametrize('horizon', [3, 4, 5, 6])
+def test_walks_of_any_horizon_match_a_brute_force(horizon):
+    rng = np.random.default_rng(horizon)
+    videos = [(i, rng.integers(0, 6, rng.integers(2, 7)).tolist()) for i in range(12)]
+    graph = kepp_paths.build_graph(videos)
+    for start, end in itertools.product(graph.nodes, repeat=2):
+        assert kepp_paths.all_walks(graph, start, end, horizon) == \
+            brute_force_walks(graph, start, end, horizon)
+
+
+def test_repeated_video_keeps_first_position_and_last_sequence():
+    graph = kepp_paths.build_graph([('a', [1, 2]), ('b', [3, 4]), ('a', [5, 6])])
+    assert graph.nodes == [5, 6, 3, 4] and graph.num_edges == 2
+
+
+def test_fallback_is_counted():
+    graph = kepp_paths.build_graph([(0, [0, 1, 2])])
+    retriever = kepp_paths.PathRetriever(graph, 3)
+    paths, fallback = retriever.batch([2, 2, 0], [0, 0, 2])
+    assert paths[0].tolist() == [[2, 2, 0]] * 2 and paths[2].tolist() == [[0, 1, 2]] * 2
+    assert fallback.tolist() == [True, True, False]
+    assert retriever.fallback_pairs == [(2, 0)] and retriever.fallback_windows == 2
+    assert kepp_paths.fallback_path(2, 0, 5) == [2, 2, 2, 0, 0]
+    model = tiny_kepp(horizon=3)
+    model.set_graph(graph)
+    _, paths, fallback = model.path_block(torch.tensor([2]), torch.tensor([0]), 'cpu')
+    assert paths.tolist() == [[[2, 2, 0]] * 2] and fallback.tolist() == [True]
+    assert model.retriever().fallback_windows == 1
+
+
+def test_path_block_overwrites_instead_of_adding():
+    block = kepp_paths.path_block(np.array([[[1, 2, 3], [1, 0, 3]]]), 4)
+    assert block[0, 0].tolist() == pytest.approx([0, 1 / 3, 0, 0])  # both paths agree
+    assert block[0, 1].tolist() == pytest.approx([1 / 3, 0, 2 / 3, 0])
+
+
+# ------------------------------------------------------------------ the oracle fixture
+def fixture_model(fixture_dir):
+    meta = json.loads((fixture_dir / 'meta.json').read_text())
+    model = kepp_checker.build_kepp(kepp_checker.model_config(kepp_checker.load_cfg(), meta))
+    kepp_checker.install_unet(model.plan.unet, fixture_dir / 'state_dict.npz')
+    kepp_checker.install_unet(model.step.unet, fixture_dir / 'step_state_dict.npz')
+    return model
+
+
+def training_losses(model, fixture_dir):
+    inputs, recorded = (read_npz(fixture_dir / f) for f in ('inputs.npz', 'outputs.npz'))
+    batch = kepp_checker.batch_inputs(inputs)
+    actions = torch.from_numpy(inputs['actions'])
+    block = torch.from_numpy(kepp_paths.path_block(inputs['pkg_paths_train'], model.num_actions))
+    plan, _ = kepp_checker.training_outputs(model.plan, '', actions, torch.cat([block] * 2, -1),
+                                            batch, inputs['t'], inputs['noise'])
+    step, _ = kepp_checker.training_outputs(model.step, 'step_', actions,
+                                            model.step.empty_block(batch), batch,
+                                            inputs['step_t'], inputs['step_noise'])
+    return {k: compare(recorded[k], v.detach().numpy())[1]
+            for k, v in {**plan, **step}.items() if k in recorded}
+
+
+def test_training_steps_match_and_a_perturbed_weight_fails(fixture_dir):
+    model = fixture_model(fixture_dir)
+    assert max(training_losses(model, fixture_dir).values()) < 1e-5
+    with torch.no_grad():
+        model.plan.unet.final_conv[1].weight[2 * model.num_actions, 0, 0] += 0.05
+        model.step.unet.final_conv[1].weight[0, 0, 0] += 0.05
+    diffs = training_losses(model, fixture_dir)
+    assert diffs['loss'] > 1e-4 and diffs['step_loss'] > 1e-4 and diffs['x_recon'] > 1e-3
+
+
+def test_full_size_parameter_counts_from_the_configs():
+    expected = {'crosstask': (42_184_335, 41_843_589), 'coin': (44_663_070, 42_669_834),
+                'niv': (41_857_680, 41_734_704)}
+    for dataset, counts in expected.items():
+        cfg = load_config(str(REPO / f'configs/baselines/kepp_{dataset}_t3.py'))
+        with torch.device('meta'):
+            model = MODELS.build(cfg.model)
+        assert (num_parameters(model), num_parameters(model.step)) == counts
+
+
+# ------------------------------------------------------------------ bad inputs
+def digraph_pickle(successors) -> bytes:
+    """A protocol-2 pickle of a networkx.DiGraph's state, written opcode by opcode (networkx
+    is not needed)."""
+    nodes = list(dict.fromkeys([u for u in successors] + [v for r in successors.values()
+                                                          for v in r]))
+    state = {'graph': {}, '_node': {n: {} for n in nodes},
+             '_succ': {n: {v: {'weight': w} for v, w in successors.get(n, {}).items()}
+                       for n in nodes}}
+    body = pickle.dumps(state, protocol=2)[2:-1]  # without PROTO and STOP
+    return (b'\x80\x02cnetworkx.classes.digraph\nDiGraph\n)\x81' + body + b'b.')
+
+
+def test_released_graph_is_read_safely_and_checked(tmp_path):
+    path = tmp_path / 'trained_graph.pkl'
+    path.write_bytes(digraph_pickle({0: {1: 0.5, 2: 0.5}, 1: {2: 1.0}}))
+    graph = released_graph(path, num_actions=3, horizon=4)
+    assert graph.nodes == [0, 1, 2] and graph.edges() == [(0, 1, .5), (0, 2, .5), (1, 2, 1.)]
+    with pytest.raises(ValueError, match=r'T=4 paths .* this run has horizon=3'):
+        released_graph(path, num_actions=3, horizon=3)
+    with pytest.raises(ValueError, match=r'action ids in \[0, 2\] .* num_actions=2'):
+        released_graph(path, num_actions=2, horizon=4)
+
+
+def test_a_graph_file_with_a_payload_never_runs(tmp_path):
+    marker = tmp_path / 'ran'
+
+    class Payload:
+        def __reduce__(self):
+            return (__import__('os').system, (f'touch {marker}',))
+
+    path = tmp_path / 'graph.pkl'
+    path.write_bytes(pickle.dumps(Payload()))
+    with pytest.raises(ValueError, match=r"graph.pkl: refused: the pickle names '(posix|os)"):
+        released_graph(path, num_actions=3, horizon=4)
+    assert not marker.exists()
+
+
+def test_released_graph_marks_the_run(tmp_path):
+    path = tmp_path / 'trained_graph.pkl'
+    path.write_bytes(digraph_pickle({0: {1: 1.0}}))
+    model = tiny_kepp(horizon=4, released_graph=str(path))
+    model.build_pkg(None)
+    assert bool(model.test_set_pkg)
+
+
+def test_step_checkpoint_of_another_horizon_is_refused(tmp_path):
+    class Dataset:
+        class taxonomy:
+            action_names, path = ['a', 'b', 'c', 'd', 'e', 'f'], 'tiny'
+    saved = tiny_kepp(horizon=4)
+    torch.save(dict(identity=training_identity(saved, Dataset),
+                    state_dict=saved.step.state_dict()), tmp_path / STEP_FILE)
+    model = tiny_kepp(horizon=3)
+    with pytest.raises(ValueError, match=r'trained on tiny \(T=4.*this run is tiny \(T=3.*'
+                                         r'differs in horizon'):
+        load_step_model(tmp_path / STEP_FILE, model, training_identity(model, Dataset))
+    assert not bool(model.step_ready)
+
+
+def test_prediction_chain_step_pkg_plan():
+    model = tiny_kepp(horizon=3).eval()
+    model.set_graph(kepp_paths.build_graph([(0, [0, 1, 2, 3, 4, 5, 0])]))
+    with pytest.raises(RuntimeError, match='step model was never trained'):
+        model.predict_endpoints(dict(start=torch.zeros(1, 8), goal=torch.zeros(1, 8)))
+    model.step_ready.fill_(True)
+    inputs = dict(start=torch.randn(3, 8), goal=torch.randn(3, 8))
+    samples = dict(plan=torch.tensor([[0, 1, 2]] * 3), index=torch.arange(3))
+    outputs = model(inputs, samples, mode='predict')
+    again = model(inputs, dict(samples, index=torch.tensor([5, 1, 2])), mode='predict')
+    for first, second in zip(outputs[1:], again[1:]):  # per-window seeds
+        assert torch.equal(first.action_scores, second.action_scores)
+    for out in outputs:
+        ends = out.step_endpoints.tolist()
+        assert out.pkg_paths[:, [0, -1]].tolist() == [ends, ends]
+        assert out.pred_plan.shape == (3,)
