@@ -225,3 +225,41 @@ def test_prediction_chain_step_pkg_plan():
         ends = out.step_endpoints.tolist()
         assert out.pkg_paths[:, [0, -1]].tolist() == [ends, ends]
         assert out.pred_plan.shape == (3,)
+
+
+# ------------------------------------------------------------------ the Runner, two stages
+@pytest.fixture(scope='module')
+def tiny_config(tiny_crosstask, tmp_path_factory) -> Path:
+    """configs/baselines/kepp_crosstask_t3.py at tiny sizes (a child config file): 512-d
+    observations, U-Net dim 32, 20 diffusion steps, 2 epochs of 3 steps of batch 32."""
+    loaders = {f'{split}_dataloader': dict(batch_size=32, dataset=dict(
+        tiny_crosstask[f'{split}_dataset'], observation='mean3', device_resident=True,
+        _delete_=True))
+        for split in ('train', 'val', 'test')}
+    loaders['train_dataloader']['batch_sampler'] = dict(steps_per_epoch=3)
+    path = tmp_path_factory.mktemp('kepp') / 'tiny_kepp.py'
+    path.write_text(f"_base_ = [{str(CONFIG)!r}]\n"
+                    "model = dict(feature_dim=512, dim=32, n_timesteps=20)\n"
+                    "train_cfg = dict(max_epochs=2, val_interval=2)\n"
+                    "default_hooks = dict(checkpoint=dict(interval=2, save_best=None),\n"
+                    "                     logger=dict(interval=50))\n"
+                    + ''.join(f'{name} = {value!r}\n' for name, value in loaders.items()))
+    return path
+
+
+def test_train_py_runs_both_stages_then_test_py(tiny_config, tmp_path):
+    load_tool('train').main([str(tiny_config), '--work-dir', str(tmp_path / 'run')])
+    log = next((tmp_path / 'run').glob('*/*.log')).read_text()
+    assert 'KEPPStepModelHook: trained the step model for 6 steps' in log
+    assert 'predicted by the step model' in log and 'KEPP: PKG with' in log
+    assert 'plan U-Net' in log and 'step U-Net' in log
+    assert (tmp_path / 'run' / STEP_FILE).is_file()
+    metrics = load_tool('test').main([str(tiny_config), str(tmp_path / 'run/epoch_2.pth'),
+                                      '--work-dir', str(tmp_path / 'test')])
+    assert 0 <= metrics['plan/mean_accuracy'] <= 100  # the step model came with the checkpoint
+    step_file = tmp_path / 'run' / STEP_FILE
+    load_tool('train').main([str(tiny_config), '--work-dir', str(tmp_path / 'again'),
+                             '--cfg-options', f'model.step_checkpoint={step_file}'])
+    log = next((tmp_path / 'again').glob('*/*.log')).read_text()
+    assert f'the step model reused from {step_file} (not retrained)' in log
+    assert not (tmp_path / 'again' / STEP_FILE).exists()

@@ -169,7 +169,7 @@ def train_step_model(model: KEPP, dataset, batch_size: int, steps: int, lr: floa
             update_ema(ema, module, copy_only=step < EMA_START)
     module.load_state_dict(ema.state_dict())
     module.requires_grad_(False)
-    return float(loss)
+    return float(loss.detach())
 
 
 @torch.no_grad()
