@@ -263,3 +263,29 @@ def test_train_py_runs_both_stages_then_test_py(tiny_config, tmp_path):
     log = next((tmp_path / 'again').glob('*/*.log')).read_text()
     assert f'the step model reused from {step_file} (not retrained)' in log
     assert not (tmp_path / 'again' / STEP_FILE).exists()
+
+
+# ------------------------------------------------------------------ test-set PKG in the protocol
+def test_test_set_pkg_is_marked_in_rows_and_tables_and_refused_by_the_main_table(tmp_path):
+    from mmengine.config import Config
+    from vpn_plugin.protocol.report import build_table, to_latex, to_markdown
+    from vpn_plugin.protocol.results import ResultRow, read_results, write_results_csv
+    from vpn_plugin.protocol.runner import ProtocolRunner, expand_units
+    released = {'model.released_graph': 'PKG/graphs/NIV/NIV_trained_graph.pkl'}
+    run = dict(method='KEPP', config='configs/baselines/kepp_niv_t4.py', cfg_options=released)
+    standard = Config(dict(protocol='standard', dataset='niv', seeds=[0], runs=[run]))
+    with pytest.raises(ValueError, match=r"'standard' \(the main table\): KEPP .*test-set PKG"):
+        expand_units(standard)
+    other = Config(dict(protocol='kepp_published', dataset='niv', seeds=[0], runs=[run]))
+    unit = expand_units(other)[0]
+    row = ProtocolRunner(other, tmp_path).row_for(unit, unit.tests[0], {'success_rate': 20.0})
+    assert row.pkg_source == 'test-set PKG'
+    rows = [ResultRow('KEPP', seed, 4, {'success_rate': 20.0 + seed}, pkg_source=row.pkg_source)
+            for seed in range(3)]
+    rows += [ResultRow('PDPP', seed, 4, {'success_rate': 10.0}) for seed in range(3)]
+    write_results_csv(tmp_path / 'r.csv', rows)
+    table = build_table(read_results(tmp_path / 'r.csv'), ['success_rate'])
+    markdown = to_markdown(table)
+    assert '| KEPP§ (test-set PKG) |' in markdown and '| PDPP |' in markdown
+    assert '§ test-set PKG' in markdown
+    assert r'KEPP\textsuperscript{\S} (test-set PKG)' in to_latex(table)

@@ -17,6 +17,23 @@ time; its total is therefore above the plain epochs'. The one-off feature extrac
 the observation cache happens when the dataset is built, before the first epoch, and is
 reported separately. ``--test`` then times one pass over the test split (PDPP: 10-step DDIM
 sampling of every window).
+
+``--retrieval`` (KEPP configs) trains nothing: it builds KEPP's graph from the training split and
+times the path retrieval of every test window's (first, last) pair with a cold cache, as the
+test pass does after the step model (CrossTask T=3: 4,531 windows)::
+
+    nice -n 10 .venv/bin/python tools/benchmark_epoch.py configs/baselines/kepp_crosstask_t3.py \
+        --retrieval
+
+A KEPP training step against PDPP's (same full-size U-Net; KEPP's step model is a one-off stage
+before the first epoch, so its plan paths are taken from the ground truth here)::
+
+    nice -n 10 .venv/bin/python tools/benchmark_epoch.py configs/baselines/pdpp_crosstask_t3.py \
+        --epochs 1 --cfg-options train_dataloader.batch_size=32 \
+        train_dataloader.batch_sampler.steps_per_epoch=5
+    nice -n 10 .venv/bin/python tools/benchmark_epoch.py configs/baselines/kepp_crosstask_t3.py \
+        --epochs 1 --cfg-options train_dataloader.batch_size=32 \
+        train_dataloader.batch_sampler.steps_per_epoch=5 model.train_paths=truth
 """
 import argparse
 import functools
@@ -147,8 +164,37 @@ def parse_args(argv=None):
     parser.add_argument('--threads', type=POSITIVE_INT, default=1, help='torch intra-op threads')
     parser.add_argument('--test', action='store_true',
                         help='also time one pass over the test split after training')
+    parser.add_argument('--retrieval', action='store_true',
+                        help='KEPP: time the PKG path retrieval of the test windows instead')
     parser.add_argument('--cfg-options', nargs='+', action=DictAction)
     return parser.parse_args(argv)
+
+
+def time_kepp_retrieval(args) -> dict:
+    """KEPP's graph from the training split, then the retrieval of every test window's
+    (first, last) pair with a cold cache (module docstring)."""
+    from mmaction.registry import DATASETS, MODELS
+    from vpn_plugin.models.kepp import KEPP
+    cfg = load_config(args.config, args.cfg_options)
+    with torch.device('meta'):  # the U-Nets are not needed
+        model = MODELS.build(cfg.model)
+    if not isinstance(model, KEPP):
+        raise ValueError(f'{args.config}: --retrieval times KEPP\'s path retrieval; the model '
+                         f'is {type(model).__name__}')
+    model.to_empty(device='cpu')
+    model.build_pkg(DATASETS.build(cfg.train_dataloader.dataset))
+    windows = DATASETS.build(cfg.test_dataloader.dataset).pkg_sequences('window')
+    first, last = [w[0] for w in windows], [w[-1] for w in windows]
+    retriever = model.retriever()
+    began = time.perf_counter()
+    paths, fallback = retriever.batch(first, last)
+    seconds = time.perf_counter() - began
+    print(f'\n{environment_line("cpu")}')
+    print(f'{args.config}: KEPP retrieval of {len(windows)} test windows (T={model.horizon}, '
+          f'{len(retriever.cache)} distinct (first, last) pairs, cold cache): {seconds:.3f} s; '
+          f'fallback for {int(fallback.sum())} windows ({len(retriever.fallback_pairs)} pairs)')
+    return dict(windows=len(windows), seconds=seconds, pairs=len(retriever.cache),
+                fallback_windows=int(fallback.sum()))
 
 
 def benchmark_runner(args, work_dir):
@@ -178,6 +224,8 @@ def print_split(clock: PhaseClock, epoch: int) -> None:
 def main(argv=None):
     args = parse_args(argv)
     torch.set_num_threads(args.threads)
+    if args.retrieval:
+        return time_kepp_retrieval(args)
     with tempfile.TemporaryDirectory() as work_dir:
         runner = benchmark_runner(args, work_dir)
         began = time.perf_counter()
