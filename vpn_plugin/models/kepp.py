@@ -299,11 +299,11 @@ class KEPP(BasePlanner):
         before = len(retriever.fallback_pairs)
         paths, fallback = retriever.batch(first.tolist(), last.tolist())
         for pair in retriever.fallback_pairs[before:]:
+            fallback_path = kepp_paths.fallback_path(*pair, self.horizon)
             print_log(f'KEPP: no walk of {self.horizon} nodes from action {pair[0]} to '
-                      f'{pair[1]} in the PKG; the fallback {kepp_paths.fallback_path(*pair, self.horizon)}'
-                      f' is used ({len(retriever.fallback_pairs)} pairs, '
-                      f'{retriever.fallback_windows} windows so far)', logger='current',
-                      level=30)
+                      f'{pair[1]} in the PKG; the fallback {fallback_path} is used '
+                      f'({len(retriever.fallback_pairs)} pairs, {retriever.fallback_windows} '
+                      'windows so far)', logger='current', level=30)
         block = torch.from_numpy(kepp_paths.path_block(paths, self.num_actions)).to(device)
         return torch.cat([block, block], -1), torch.from_numpy(paths), torch.from_numpy(fallback)
 

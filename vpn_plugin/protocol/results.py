@@ -66,10 +66,10 @@ usage           dict     what a prompted run consumed (LLM rows; default ``{}``)
 =============== ======== ===============================================================
 
 Identity (:meth:`ResultRow.key`): every field except ``metrics``, ``params``, the paths,
-``shortened`` and ``pkg_source`` (derived from ``settings``), ``selection`` (derived from the config),
-``failures`` and ``usage``. A results file holds one row per
-identity: :func:`replace_result` swaps a rerun's row in, :func:`append_result` skips a row
-that is already there.
+``shortened`` and ``pkg_source`` (derived from ``settings``), ``selection`` (derived from the
+config), ``failures`` and ``usage``. A results file holds one row per identity:
+:func:`replace_result` swaps a rerun's row in, :func:`append_result` skips a row that is
+already there.
 
 Concurrency: every write (:func:`append_result`, :func:`replace_result`) reads and rewrites
 the file holding its lock (:func:`locked_results`: ``.<name>.lock`` beside it, an ``flock``;

@@ -5,9 +5,9 @@
 _base_ = ['./pdpp.py']
 custom_hooks = [
     dict(type='PKGHook'),
-    # stage 1: the step model, trained alone first (AdamW with the optimiser's lr, wd 0, the same schedule and
-    # EMA, as many steps as the plan model), saved as <work_dir>/kepp_step_model.pth and in every
-    # checkpoint, reused, never retrained silently
+    # stage 1: the step model, trained alone first (AdamW with the optimiser's lr, wd 0, the
+    # same schedule and EMA, as many steps as the plan model), saved as
+    # <work_dir>/kepp_step_model.pth and in every checkpoint, reused, never retrained silently
     dict(type='KEPPStepModelHook', lr=None, weight_decay=0.0),
     dict(type='PDPPEMAHook', decay=0.995, start_step=400, interval=10),
 ]
