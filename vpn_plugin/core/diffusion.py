@@ -149,19 +149,27 @@ def ddim_sample(denoise: Callable[[torch.Tensor, torch.Tensor], torch.Tensor],
     """
     x = project(x_t)
     states, recons = ([x], []) if trace else (None, None)
-    batch = x.shape[0]
-    for i in reversed(range(ddim_steps)):
-        t = torch.full((batch,), int(timesteps[i]), dtype=torch.long, device=x.device)
-        x0 = denoise(x, t)
-        eps = ((_at(schedule['sqrt_recip_alphas_cumprod'], t) * x - x0)
-               / _at(schedule['sqrt_recipm1_alphas_cumprod'], t))
-        prev = (_at(schedule['alphas_cumprod'], torch.full_like(t, int(timesteps[i - 1])))
-                if i > 0 else _at(schedule['alphas_cumprod_prev'], torch.zeros_like(t)))
-        x = project(x0 * prev.sqrt() + (1 - prev).sqrt() * eps)
+    for step in range(ddim_steps):
+        x0, x = ddim_step(denoise, x, step, project, schedule, timesteps, ddim_steps)
         if trace:
             states.append(x)
             recons.append(x0)
     return x, states, recons
+
+
+def ddim_step(denoise, x: torch.Tensor, step: int, project, schedule: Dict[str, torch.Tensor],
+              timesteps: np.ndarray, ddim_steps: int = DDIM_STEPS
+              ) -> Tuple[torch.Tensor, torch.Tensor]:
+    """Step ``step`` (0 = the first, from x_T) of :func:`ddim_sample` from the state x
+    (B, T, C): (the network's x0, the next projected state)."""
+    i = ddim_steps - 1 - step
+    t = torch.full((x.shape[0],), int(timesteps[i]), dtype=torch.long, device=x.device)
+    x0 = denoise(x, t)
+    eps = ((_at(schedule['sqrt_recip_alphas_cumprod'], t) * x - x0)
+           / _at(schedule['sqrt_recipm1_alphas_cumprod'], t))
+    prev = (_at(schedule['alphas_cumprod'], torch.full_like(t, int(timesteps[i - 1])))
+            if i > 0 else _at(schedule['alphas_cumprod_prev'], torch.zeros_like(t)))
+    return x0, project(x0 * prev.sqrt() + (1 - prev).sqrt() * eps)
 
 
 def ddpm_sample(denoise: Callable[[torch.Tensor, torch.Tensor], torch.Tensor],
@@ -179,20 +187,26 @@ def ddpm_sample(denoise: Callable[[torch.Tensor, torch.Tensor], torch.Tensor],
     """
     x = project(x_t)
     states, recons = ([x], []) if trace else (None, None)
-    steps = len(schedule['betas'])
-    for k in range(steps):
-        t = torch.full((x.shape[0],), steps - 1 - k, dtype=torch.long, device=x.device)
-        x0 = denoise(x, t)
-        mean = _at(schedule['posterior_mean_coef1'], t) * x0 + \
-            _at(schedule['posterior_mean_coef2'], t) * x
-        draw = noise(k)
-        if k < steps - 1:
-            mean = mean + (0.5 * _at(schedule['posterior_log_variance_clipped'], t)).exp() * draw
-        x = project(mean)
+    for step in range(len(schedule['betas'])):
+        x0, x = ddpm_step(denoise, x, step, project, schedule, noise(step))
         if trace:
             states.append(x)
             recons.append(x0)
     return x, states, recons
+
+
+def ddpm_step(denoise, x: torch.Tensor, step: int, project, schedule: Dict[str, torch.Tensor],
+              draw: torch.Tensor) -> Tuple[torch.Tensor, torch.Tensor]:
+    """Step ``step`` (0 = the first, t = n-1) of :func:`ddpm_sample` from the state x
+    (B, T, C) with its noise draw: (the network's x0, the next projected state)."""
+    steps = len(schedule['betas'])
+    t = torch.full((x.shape[0],), steps - 1 - step, dtype=torch.long, device=x.device)
+    x0 = denoise(x, t)
+    mean = _at(schedule['posterior_mean_coef1'], t) * x0 + \
+        _at(schedule['posterior_mean_coef2'], t) * x
+    if step < steps - 1:
+        mean = mean + (0.5 * _at(schedule['posterior_log_variance_clipped'], t)).exp() * draw
+    return x0, project(mean)
 
 
 def pdpp_lr_multiplier(step: int, total_steps: int) -> float:

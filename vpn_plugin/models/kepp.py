@@ -287,6 +287,10 @@ class KEPP(BasePlanner):
                 *(b.cpu().numpy() for b in (self.graph_weights, self.graph_node_rank,
                                             self.graph_successor_rank)))
             self._retriever = kepp_paths.PathRetriever(graph, self.horizon)
+            if bool(self.test_set_pkg):
+                print_log(f'KEPP: {TEST_SET_PKG}: the installed graph was loaded from a released '
+                          'file, not counted on the training videos (not comparable to the '
+                          'main table)', logger='current', level=30)
         return self._retriever
 
     def _load_from_state_dict(self, state_dict, prefix, *args, **kwargs):
