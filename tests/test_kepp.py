@@ -107,6 +107,20 @@ def test_path_block_overwrites_instead_of_adding():
 
 
 # ------------------------------------------------------------------ the oracle fixture
+def test_reference_fixture_passes(fixture_dir, capsys):
+    assert load_tool('check_reference').main([str(fixture_dir)]) == 0
+    report = capsys.readouterr().out
+    assert 'parameters crosstask_133: plan U-Net 42,184,335 (official 42,184,335), step U-Net ' \
+           '41,843,589 (official 41,843,589) ok' in report
+    for row in ('outputs.npz:ddpm_states', 'outputs.npz:step_ddim_states', 'outputs.npz:cond_pkg',
+                'outputs.npz:ema_new.model.time_mlp.1.weight', 'step_grads.npz:model.ups.1.2.conv',
+                'pkg:queries top2 paths (ties in DFS order) (224 compared)',
+                'pkg:validate paths (fallbacks included) (81 compared)',
+                'inputs.npz:pkg_paths_sample (retrieved)'):
+        assert row in report
+    assert report.rstrip().endswith('PASS')
+
+
 def fixture_model(fixture_dir):
     meta = json.loads((fixture_dir / 'meta.json').read_text())
     model = kepp_checker.build_kepp(kepp_checker.model_config(kepp_checker.load_cfg(), meta))
