@@ -41,6 +41,7 @@ class KEPPGraph:
         self.successors = {int(u): [(int(v), float(w)) for v, w in successors.get(u, [])]
                            for u in self.nodes}
         self._node_set = set(self.nodes)
+        self._csr = None
 
     def has_node(self, node: int) -> bool:
         return int(node) in self._node_set
@@ -48,6 +49,23 @@ class KEPPGraph:
     def edges(self) -> List[Tuple[int, int, float]]:
         """(u, v, weight) in networkx order: nodes in order, successors in order."""
         return [(u, v, w) for u in self.nodes for v, w in self.successors[u]]
+
+    def csr(self) -> Tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """(indptr (M+1,), targets (E,), weights (E,), adjacency (M, M) bool) over node ids
+        0..M-1 (M = largest id + 1), successors in insertion order; built once."""
+        if self._csr is None:
+            size = max(self.nodes, default=-1) + 1
+            counts = np.zeros(size + 1, np.int64)
+            for u in self.nodes:
+                counts[u + 1] = len(self.successors[u])
+            rows = [self.successors.get(u, []) for u in range(size)]
+            targets = np.asarray([v for row in rows for v, _ in row], np.int64)
+            weights = np.asarray([w for row in rows for _, w in row], np.float64)
+            adjacency = np.zeros((size, size), bool)
+            for u in self.nodes:
+                adjacency[u, [v for v, _ in self.successors[u]]] = True
+            self._csr = (np.cumsum(counts), targets, weights, adjacency)
+        return self._csr
 
     @property
     def num_edges(self) -> int:
@@ -103,42 +121,56 @@ def graph_from_arrays(weights: np.ndarray, node_rank: np.ndarray,
     return KEPPGraph(nodes, successors)
 
 
-def all_walks(graph: KEPPGraph, start: int, end: int, horizon: int
-              ) -> List[Tuple[List[int], float]]:
-    """Every walk of exactly ``horizon`` nodes from ``start`` to ``end`` with its weight (the
-    product of its edge weights, left to right), in depth-first order. Branches that cannot
-    reach ``end`` in the steps left are pruned (the order of the kept walks is unchanged)."""
+def walk_arrays(graph: KEPPGraph, start: int, end: int, horizon: int
+                ) -> Tuple[np.ndarray, np.ndarray]:
+    """(walks (W, T) int64, weights (W,) float64): every walk of exactly ``horizon`` nodes from
+    ``start`` to ``end`` in depth-first order, its weight the product of its edge weights
+    multiplied left to right (as ``np.prod``). Built level by level: each prefix's successors
+    in insertion order, prefixes in order, which is the depth-first order of the full walks;
+    prefixes that cannot reach ``end`` in the steps left are dropped."""
     if horizon < 2:
         raise ValueError(f'KEPP path retrieval: horizon={horizon}; expected T >= 2')
+    empty = np.zeros((0, horizon), np.int64), np.zeros(0, np.float64)
     if not (graph.has_node(start) and graph.has_node(end)):
-        return []
-    reach = [{end}]  # reach[k]: nodes with a walk of exactly k edges to end
+        return empty
+    indptr, targets, weights, adjacency = graph.csr()
+    reach = [np.zeros(len(adjacency), bool)]  # reach[k][u]: a walk of exactly k edges to end
+    reach[0][end] = True
     for _ in range(horizon - 1):
-        reach.append({u for u in graph.nodes
-                      if any(v in reach[-1] for v, _ in graph.successors[u])})
-    walks: List[Tuple[List[int], float]] = []
+        reach.append(adjacency @ reach[-1])
+    if not reach[horizon - 1][start]:
+        return empty
+    paths = np.array([[start]], np.int64)
+    products = np.ones(1, np.float64)
+    for level in range(1, horizon):
+        last = paths[:, -1]
+        counts = indptr[last + 1] - indptr[last]
+        rows = np.repeat(np.arange(len(paths)), counts)
+        edges = np.arange(counts.sum()) - np.repeat(np.cumsum(counts) - counts, counts) \
+            + np.repeat(indptr[last], counts)
+        keep = reach[horizon - 1 - level][targets[edges]]
+        rows, edges = rows[keep], edges[keep]
+        step = weights[edges]
+        products = step if level == 1 else products[rows] * step
+        paths = np.concatenate([paths[rows], targets[edges][:, None]], 1)
+    return paths, products
 
-    def extend(path: List[int], weight: Optional[float]) -> None:
-        left = horizon - len(path)
-        if left == 0:
-            walks.append((list(path), weight))
-            return
-        for v, w in graph.successors[path[-1]]:
-            if v in reach[left - 1]:
-                path.append(v)
-                extend(path, w if weight is None else weight * w)
-                path.pop()
 
-    if start in reach[horizon - 1]:
-        extend([start], None)
-    return walks
+def all_walks(graph: KEPPGraph, start: int, end: int, horizon: int
+              ) -> List[Tuple[List[int], float]]:
+    """Every walk of exactly ``horizon`` nodes from ``start`` to ``end`` with its weight, in
+    depth-first order (:func:`walk_arrays`)."""
+    paths, products = walk_arrays(graph, start, end, horizon)
+    return [(path, float(w)) for path, w in zip(paths.tolist(), products)]
 
 
 def top_paths(graph: KEPPGraph, start: int, end: int, horizon: int, count: int = NUM_PATHS
               ) -> List[Tuple[List[int], float]]:
-    """The official ``find_top_n_paths``: the ``count`` heaviest walks (stable sort)."""
-    walks = all_walks(graph, start, end, horizon)
-    return sorted(walks, key=lambda item: item[1], reverse=True)[:count]
+    """The official ``find_top_n_paths``: the ``count`` heaviest walks, sorted stably (ties
+    keep the depth-first order)."""
+    paths, products = walk_arrays(graph, start, end, horizon)
+    order = np.argsort(-products, kind='stable')[:count]
+    return [(paths[i].tolist(), float(products[i])) for i in order]
 
 
 def fallback_path(start: int, end: int, horizon: int) -> List[int]:
