@@ -149,20 +149,20 @@ def ddim_sample(denoise: Callable[[torch.Tensor, torch.Tensor], torch.Tensor],
     """
     x = project(x_t)
     states, recons = ([x], []) if trace else (None, None)
-    for step in range(ddim_steps):
-        x0, x = ddim_step(denoise, x, step, project, schedule, timesteps, ddim_steps)
+    for i in reversed(range(ddim_steps)):
+        x0, x = ddim_step(denoise, x, i, project, schedule, timesteps)
         if trace:
             states.append(x)
             recons.append(x0)
     return x, states, recons
 
 
-def ddim_step(denoise, x: torch.Tensor, step: int, project, schedule: Dict[str, torch.Tensor],
-              timesteps: np.ndarray, ddim_steps: int = DDIM_STEPS
+def ddim_step(denoise: Callable[[torch.Tensor, torch.Tensor], torch.Tensor], x: torch.Tensor,
+              i: int, project: Callable[[torch.Tensor], torch.Tensor],
+              schedule: Dict[str, torch.Tensor], timesteps: np.ndarray
               ) -> Tuple[torch.Tensor, torch.Tensor]:
-    """Step ``step`` (0 = the first, from x_T) of :func:`ddim_sample` from the state x
-    (B, T, C): (the network's x0, the next projected state)."""
-    i = ddim_steps - 1 - step
+    """One step of ``ddim_sample`` at DDIM index ``i`` (t = timesteps[i]) from the projected
+    state x (B, T, C): (the network's x0 (B, T, C), the next projected state (B, T, C))."""
     t = torch.full((x.shape[0],), int(timesteps[i]), dtype=torch.long, device=x.device)
     x0 = denoise(x, t)
     eps = ((_at(schedule['sqrt_recip_alphas_cumprod'], t) * x - x0)
@@ -170,6 +170,24 @@ def ddim_step(denoise, x: torch.Tensor, step: int, project, schedule: Dict[str, 
     prev = (_at(schedule['alphas_cumprod'], torch.full_like(t, int(timesteps[i - 1])))
             if i > 0 else _at(schedule['alphas_cumprod_prev'], torch.zeros_like(t)))
     return x0, project(x0 * prev.sqrt() + (1 - prev).sqrt() * eps)
+
+
+def pdpp_lr_multiplier(step: int, total_steps: int) -> float:
+    """Official ``get_lr_schedule_with_warmup`` factor at optimiser step ``step`` (0-based) of
+    ``total_steps``: linear warm-up over total*20/120 steps (0 at step 0), then halved every
+    total*30/120 steps."""
+    warmup, decay = total_steps * 20 / 120, total_steps * 30 / 120
+    if step <= warmup:
+        return max(0., float(step) / float(max(1, warmup)))
+    return max(0.5 ** ((step - warmup) // decay), 0.)
+
+
+def sinusoidal_embedding(t: torch.Tensor, dim: int) -> torch.Tensor:
+    """(B, dim) ``[sin(t w), cos(t w)]`` with w_i = exp(-i ln(10000) / (dim/2 - 1)) for t (B,)."""
+    half = dim // 2
+    frequencies = torch.exp(torch.arange(half, device=t.device) * -(math.log(10000) / (half - 1)))
+    angles = t[:, None] * frequencies[None, :]
+    return torch.cat((angles.sin(), angles.cos()), -1)
 
 
 def ddpm_sample(denoise: Callable[[torch.Tensor, torch.Tensor], torch.Tensor],
@@ -207,21 +225,3 @@ def ddpm_step(denoise, x: torch.Tensor, step: int, project, schedule: Dict[str, 
     if step < steps - 1:
         mean = mean + (0.5 * _at(schedule['posterior_log_variance_clipped'], t)).exp() * draw
     return x0, project(mean)
-
-
-def pdpp_lr_multiplier(step: int, total_steps: int) -> float:
-    """Official ``get_lr_schedule_with_warmup`` factor at optimiser step ``step`` (0-based) of
-    ``total_steps``: linear warm-up over total*20/120 steps (0 at step 0), then halved every
-    total*30/120 steps."""
-    warmup, decay = total_steps * 20 / 120, total_steps * 30 / 120
-    if step <= warmup:
-        return max(0., float(step) / float(max(1, warmup)))
-    return max(0.5 ** ((step - warmup) // decay), 0.)
-
-
-def sinusoidal_embedding(t: torch.Tensor, dim: int) -> torch.Tensor:
-    """(B, dim) ``[sin(t w), cos(t w)]`` with w_i = exp(-i ln(10000) / (dim/2 - 1)) for t (B,)."""
-    half = dim // 2
-    frequencies = torch.exp(torch.arange(half, device=t.device) * -(math.log(10000) / (half - 1)))
-    angles = t[:, None] * frequencies[None, :]
-    return torch.cat((angles.sin(), angles.cos()), -1)
