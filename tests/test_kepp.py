@@ -134,13 +134,13 @@ def training_losses(model, fixture_dir):
     batch = kepp_checker.batch_inputs(inputs)
     actions = torch.from_numpy(inputs['actions'])
     block = torch.from_numpy(kepp_paths.path_block(inputs['pkg_paths_train'], model.num_actions))
-    plan, _ = kepp_checker.training_outputs(model.plan, '', actions, torch.cat([block] * 2, -1),
-                                            batch, inputs['t'], inputs['noise'])
-    step, _ = kepp_checker.training_outputs(model.step, 'step_', actions,
-                                            model.step.empty_block(batch), batch,
-                                            inputs['step_t'], inputs['step_noise'])
-    return {k: compare(recorded[k], v.detach().numpy())[1]
-            for k, v in {**plan, **step}.items() if k in recorded}
+    plan, _ = kepp_checker.training_outputs(
+        model.plan, '', actions, torch.cat([block] * 2, -1), torch.from_numpy(inputs['t']),
+        torch.from_numpy(inputs['noise']), **batch)
+    step, _ = kepp_checker.training_outputs(
+        model.step, 'step_', actions, model.step.empty_block(batch),
+        torch.from_numpy(inputs['step_t']), torch.from_numpy(inputs['step_noise']), **batch)
+    return {k: compare(recorded[k], v)[1] for k, v in {**plan, **step}.items() if k in recorded}
 
 
 def test_training_steps_match_and_a_perturbed_weight_fails(fixture_dir):

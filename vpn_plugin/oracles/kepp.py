@@ -25,10 +25,16 @@ import torch
 
 from ..core import diffusion, kepp_paths
 from ..models.temporal_unet import official_name
-from .compare import (GRAD_TOLERANCE, OUTPUT_TOLERANCE, Row, compare_file, grad_summary,
-                      read_npz)
+from . import compare as comparison
+from .compare import (GRAD_TOLERANCE, OUTPUT_TOLERANCE, Row, compare, compare_file,
+                      grad_summary, read_npz)
 from .pdpp import install_unet, lr_outputs, schedule_outputs, to_numpy
 
+# the step-by-step chain and model-scale gradient comparisons (None until oracles.compare has
+# them: then chains and gradients are compared as whole arrays)
+compare_chain = getattr(comparison, 'compare_chain', None)
+compare_grads = getattr(comparison, 'compare_grads', None)
+perturbed_runs = getattr(comparison, 'perturbed_runs', None)
 REPO = Path(__file__).resolve().parents[2]
 CONFIG = REPO / 'configs/_base_/planners/kepp_crosstask.py'
 META_FIELDS = ('num_actions', 'horizon', 'observation_dim', 'batch', 'n_timesteps',
@@ -138,42 +144,105 @@ def batch_inputs(inputs: dict) -> dict:
     return dict(start=observations[:, 0], goal=observations[:, -1])
 
 
-def chain_outputs(module, prefix: str, block, batch, x_t, noise) -> dict:
-    """DDIM and DDPM chains of one model from x_T (B, T, C), with the recorded DDPM draws."""
-    module.eval()
-    outputs = {}
-    with torch.no_grad():
-        for sampler in ('ddim', 'ddpm'):
-            final, states, recons = module.sample(
-                block, batch, sampler=sampler, x_t=x_t,
-                noise=lambda k: torch.from_numpy(noise[k]), trace=True)
-            steps = (module.ddim_timestep_seq[:diffusion.DDIM_STEPS][::-1] if sampler == 'ddim'
-                     else np.arange(len(module.betas))[::-1])
-            outputs.update({f'{prefix}{sampler}_states': torch.stack(states),
-                            f'{prefix}{sampler}_x_recon_raw': torch.stack(recons),
-                            f'{prefix}{sampler}_t': np.ascontiguousarray(steps),
-                            f'{prefix}{sampler}_final': final})
-    return outputs
-
-
-def training_outputs(module, prefix: str, actions, block, batch, t, noise) -> Tuple[dict, dict]:
+def training_outputs(module, prefix: str, actions, block, t, noise, start, goal
+                     ) -> Tuple[dict, dict]:
+    """One training step from the injected inputs: its arrays (official names with
+    ``prefix``) and the U-Net gradient summaries."""
     module.train()
     module.zero_grad()
     module.requires_grad_(True)
+    batch = dict(start=start, goal=goal)
     x0 = module.target(actions, block, batch)
-    terms = module.training_terms(x0, torch.from_numpy(t), torch.from_numpy(noise), block, batch)
+    terms = module.training_terms(x0, t, noise, block, batch)
     terms['loss'].backward()
     grads = {'model.' + official_name(n): grad_summary(p.grad)
              for n, p in module.unet.named_parameters()}
-    return {prefix + k: v for k, v in dict(terms, x_start=x0).items()}, grads
+    return to_numpy({prefix + k: v for k, v in dict(terms, x_start=x0).items()}), grads
 
 
-def validation_loss(module, prefix: str, final, actions, block, batch) -> dict:
-    """The official validate loss: Weighted_MSE of the DDPM output against the x_start of the
-    sampling batch's ground truth."""
-    x0 = module.target(torch.from_numpy(actions), block, batch)
-    return {f'{prefix}ddpm_val_x_start': x0,
-            f'{prefix}ddpm_val_loss': module.weighted_mse(final, x0)}
+def training_rows(fixture: Path, module, prefix: str, grads_file: str, injected: dict
+                  ) -> List[Row]:
+    """Rows of a training step's arrays and gradients; with the checker's conditioning
+    measurement (the injected noise, start, goal and condition block perturbed) where
+    ``oracles.compare`` has it."""
+    run = lambda **values: training_outputs(module, prefix, **values)  # noqa: E731
+    outputs, grads = run(**injected)
+    if perturbed_runs is None:  # the plain comparison
+        return (compare_file(fixture / 'outputs.npz', outputs, OUTPUT_TOLERANCE,
+                             names=list(outputs))
+                + compare_file(fixture / grads_file, grads, GRAD_TOLERANCE))
+    perturbed = perturbed_runs(run, injected)
+    what = 'the injected noise, start, goal and PKG block'
+    return (compare_file(fixture / 'outputs.npz', outputs, OUTPUT_TOLERANCE, names=list(outputs),
+                         perturbed=[o for o, _ in perturbed], perturbed_what=what)
+            + compare_grads(fixture / grads_file, grads, GRAD_TOLERANCE,
+                            perturbed=[g for _, g in perturbed], perturbed_what=what))
+
+
+def chain_rows(fixture: Path, module, prefix: str, block, batch, inputs: dict, recorded: dict,
+               x_t, noise, argmax_names: dict) -> Tuple[List[Row], dict]:
+    """The DDIM and DDPM chains of one model (recorded draws): state 0 = project(x_T), the
+    timesteps, the recorded final = the last state, then the chain step by step
+    (``compare_chain``; the free-running final state judged where well-conditioned) or, without
+    it, as whole arrays. Returns the rows and our free-running final states."""
+    module.eval()
+    schedule = module.schedule()
+
+    def project(x):
+        return module.project(x, block, batch)
+
+    steps = {'ddim': lambda i, x: diffusion.ddim_step(
+                 module.unet, x, diffusion.DDIM_STEPS - 1 - i, project, schedule,
+                 module.ddim_timestep_seq),
+             'ddpm': lambda i, x: diffusion.ddpm_step(module.unet, x, i, project, schedule,
+                                                      torch.from_numpy(noise[i]))}
+    sequences = {'ddim': module.ddim_timestep_seq[:diffusion.DDIM_STEPS][::-1],
+                 'ddpm': np.arange(len(module.betas))[::-1]}
+    rows, finals = [], {}
+    for sampler, step in steps.items():
+        name = f'{prefix}{sampler}'
+        states, raws = recorded[f'{name}_states'], recorded[f'{name}_x_recon_raw']
+        with torch.no_grad():
+            start = project(x_t)
+            state = start
+            ours = []
+            for i in range(len(raws)):
+                raw, state = step(i, state)
+                ours.append((raw, state))
+        finals[sampler] = state
+        same = np.array_equal(recorded[f'{name}_final'], states[-1])
+        diff, rel = compare(states[0], start.numpy())
+        rows += [(f'outputs.npz:{name}_states[0]=project(x_T)', diff, rel, OUTPUT_TOLERANCE,
+                  rel <= OUTPUT_TOLERANCE),
+                 (f'outputs.npz:{name}_final(recorded={name}_states[-1])',
+                  0.0 if same else math.inf, 0.0 if same else math.inf, 0.0, same)]
+        rows += compare_file(fixture / 'outputs.npz', {f'{name}_t': sequences[sampler].copy()},
+                             OUTPUT_TOLERANCE, names=[f'{name}_t'])
+        argmax = argmax_names.get(sampler)
+        if compare_chain is None:  # the plain comparison of the free-running chain
+            values = {f'{name}_states': torch.stack([start] + [s for _, s in ours]).numpy(),
+                      f'{name}_x_recon_raw': torch.stack([r for r, _ in ours]).numpy()}
+            if argmax:
+                values[argmax[0]] = module.actions(state).argmax(-1).numpy()
+            rows += compare_file(fixture / 'outputs.npz', values, OUTPUT_TOLERANCE,
+                                 names=list(values))
+            continue
+        rows += compare_chain('outputs.npz', states, raws, step, OUTPUT_TOLERANCE,
+                              names=(f'{name}_x_recon_raw', f'{name}_states', f'{name}_final'),
+                              argmax=argmax and (argmax[0], recorded[argmax[0]], argmax[1]))
+    return rows, finals
+
+
+def validation_rows(fixture: Path, module, prefix: str, block, batch, inputs: dict,
+                    recorded: dict) -> List[Row]:
+    """The official validate loss: Weighted_MSE of the (recorded) DDPM output against the
+    x_start of the sampling batch's ground truth (the chain itself has its own rows)."""
+    x0 = module.target(torch.from_numpy(inputs['actions_sample']), block, batch)
+    final = torch.from_numpy(recorded[f'{prefix}ddpm_final'])
+    values = {f'{prefix}ddpm_val_x_start': x0,
+              f'{prefix}ddpm_val_loss': module.weighted_mse(final, x0)}
+    return compare_file(fixture / 'outputs.npz', to_numpy(values), OUTPUT_TOLERANCE,
+                        names=list(values))
 
 
 def ema_outputs(cfg, unet, inputs: dict) -> dict:
@@ -293,48 +362,66 @@ def check_fixture(fixture, meta: dict):
     recorded = read_npz(fixture / 'outputs.npz')
     batch = batch_inputs(inputs)
     actions = torch.from_numpy(inputs['actions'])
-    step, plan = model.step, model.plan
+    step, plan, n = model.step, model.plan, meta['num_actions']
     empty = step.empty_block(batch)
 
-    outputs, step_grads = training_outputs(step, 'step_', actions, empty, batch,
-                                           inputs['step_t'], inputs['step_noise'])
-    outputs.update(chain_outputs(step, 'step_', empty, batch, torch.from_numpy(inputs['step_x_T']),
-                                 inputs['step_ddpm_noise']))
-    outputs.update(validation_loss(step, 'step_', outputs['step_ddpm_final'],
-                                   inputs['actions_sample'], empty, batch))
-    outputs['step_pred_list'] = step.actions(outputs['step_ddim_final']).argmax(-1)
-    query = outputs['step_pred_list'][:, [0, -1]]
-    outputs['pkg_query_sample'] = query
+    # the step model: training step, chains, validation loss; its query of the PKG is the
+    # first/last argmax of the recorded DDIM output (our chain's argmax has its own row)
+    rows = training_rows(fixture, step, 'step_', 'step_grads.npz', dict(
+        actions=actions, block=empty, t=torch.from_numpy(inputs['step_t']),
+        noise=torch.from_numpy(inputs['step_noise']), **batch))
+    chain, _ = chain_rows(fixture, step, 'step_', empty, batch, inputs, recorded,
+                          torch.from_numpy(inputs['step_x_T']), inputs['step_ddpm_noise'],
+                          dict(ddim=('step_pred_list', lambda x: as_numpy(x)[..., :n])))
+    rows += chain + validation_rows(fixture, step, 'step_', empty, batch, inputs, recorded)
+    query = step.actions(torch.from_numpy(recorded['step_ddim_final'])).argmax(-1)[:, [0, -1]]
+    rows += compare_file(fixture / 'outputs.npz', {'pkg_query_sample': query.numpy()},
+                         OUTPUT_TOLERANCE, names=['pkg_query_sample'])
 
+    # the PKG, and the retrieval of both batches' paths
     pkg_inputs, _ = read_pkg(fixture)
     graph = kepp_paths.build_graph((row['vid'], row['legal_range'])
                                    for row in pkg_inputs['action_list'])
     model.set_graph(graph)
-    # the sample batch's paths are retrieved for the recorded query (the step chain that
-    # produced it is compared on its own, so a chain that amplifies round-off does not hide a
-    # retrieval error)
-    rows = retrieval_rows(model, inputs, dict(
+    rows += retrieval_rows(model, inputs, dict(
         train=actions[:, [0, -1]], sample=torch.from_numpy(recorded['pkg_query_sample'])))
 
-    n = meta['num_actions']
+    # the plan model on the recorded paths
     blocks = {}
     for name in ('train', 'sample'):
         block = torch.from_numpy(kepp_paths.path_block(inputs[f'pkg_paths_{name}'], n))
         blocks[name] = torch.cat([block, block], -1)
-    terms, grads = training_outputs(plan, '', actions, blocks['train'], batch, inputs['t'],
-                                    inputs['noise'])
-    outputs.update(terms, cond_pkg=blocks['train'][..., :n], cond_llm=blocks['train'][..., n:],
-                   ddim_cond_pkg=blocks['sample'][..., :n], ddim_cond_llm=blocks['sample'][..., n:])
-    outputs.update(chain_outputs(plan, '', blocks['sample'], batch,
-                                 torch.from_numpy(inputs['x_T']), inputs['ddpm_noise']))
-    outputs.update(validation_loss(plan, '', outputs['ddpm_final'], inputs['actions_sample'],
-                                   blocks['sample'], batch))
-    for sampler in ('ddim', 'ddpm'):
-        outputs[f'{sampler}_actions'] = plan.actions(outputs[f'{sampler}_final']).argmax(-1)
-    outputs.update(**schedule_outputs(list(recorded), meta), **lr_outputs(cfg, recorded),
-                   **ema_outputs(cfg, plan.unet, inputs))
-    rows = (compare_file(fixture / 'outputs.npz', to_numpy(outputs), OUTPUT_TOLERANCE)
-            + compare_file(fixture / 'grads.npz', grads, GRAD_TOLERANCE)
-            + compare_file(fixture / 'step_grads.npz', step_grads, GRAD_TOLERANCE)
-            + rows + pkg_rows(fixture, graph))
-    return rows, header_ok
+    conditions = dict(cond_pkg=blocks['train'][..., :n], cond_llm=blocks['train'][..., n:],
+                      ddim_cond_pkg=blocks['sample'][..., :n],
+                      ddim_cond_llm=blocks['sample'][..., n:])
+    rows += compare_file(fixture / 'outputs.npz', to_numpy(conditions), OUTPUT_TOLERANCE,
+                         names=list(conditions))
+    rows += training_rows(fixture, plan, '', 'grads.npz', dict(
+        actions=actions, block=blocks['train'], t=torch.from_numpy(inputs['t']),
+        noise=torch.from_numpy(inputs['noise']), **batch))
+    actions_of = lambda x: as_numpy(x)[..., 2 * n:3 * n]  # noqa: E731
+    chain, _ = chain_rows(fixture, plan, '', blocks['sample'], batch, inputs, recorded,
+                          torch.from_numpy(inputs['x_T']), inputs['ddpm_noise'],
+                          dict(ddim=('ddim_actions', actions_of),
+                               ddpm=('ddpm_actions', actions_of)))
+    rows += chain + validation_rows(fixture, plan, '', blocks['sample'], batch, inputs, recorded)
+
+    others = dict(**schedule_outputs(list(recorded), meta), **lr_outputs(cfg, recorded),
+                  **ema_outputs(cfg, plan.unet, inputs))
+    rows += compare_file(fixture / 'outputs.npz', to_numpy(others), OUTPUT_TOLERANCE,
+                         names=list(others))
+    rows += pkg_rows(fixture, graph)
+    return rows + unchecked_rows(rows, recorded), header_ok
+
+
+def as_numpy(value) -> np.ndarray:
+    return value.detach().cpu().numpy() if torch.is_tensor(value) else np.asarray(value)
+
+
+def unchecked_rows(rows: List[Row], recorded: dict) -> List[Row]:
+    """A failing row for every recorded array no row compared (nothing is skipped
+    silently)."""
+    named = {row[0].split(':', 1)[-1].split('[')[0].split('(')[0].split(' ')[0]
+             for row in rows if row[0].startswith('outputs.npz:')}
+    return [(f'outputs.npz:{name} (not compared)', math.inf, math.inf, OUTPUT_TOLERANCE, False)
+            for name in sorted(set(recorded) - named)]
