@@ -223,6 +223,15 @@ def test_step_checkpoint_of_another_horizon_is_refused(tmp_path):
     assert not bool(model.step_ready)
 
 
+def test_bad_options_are_refused():
+    with pytest.raises(ValueError, match="count_mode='window'; KEPP's graph counts"):
+        tiny_kepp(pkg=dict(count_mode='window'))
+    with pytest.raises(ValueError, match='only change the training sequences'):
+        tiny_kepp(pkg=dict(perturbations=[dict(type='EdgeDropout', fraction=0.1)]))
+    with pytest.raises(ValueError, match='model.sampler'):
+        tiny_kepp(sampler='euler')
+
+
 def test_prediction_chain_step_pkg_plan():
     model = tiny_kepp(horizon=3).eval()
     model.set_graph(kepp_paths.build_graph([(0, [0, 1, 2, 3, 4, 5, 0])]))
@@ -287,9 +296,10 @@ def test_test_set_pkg_is_marked_in_rows_and_tables_and_refused_by_the_main_table
     from vpn_plugin.protocol.runner import ProtocolRunner, expand_units
     released = {'model.released_graph': 'PKG/graphs/NIV/NIV_trained_graph.pkl'}
     run = dict(method='KEPP', config='configs/baselines/kepp_niv_t4.py', cfg_options=released)
-    standard = Config(dict(protocol='standard', dataset='niv', seeds=[0], runs=[run]))
-    with pytest.raises(ValueError, match=r"'standard' \(the main table\): KEPP .*test-set PKG"):
-        expand_units(standard)
+    for name in ('standard_niv', 'main_t6_niv'):
+        standard = Config(dict(protocol=name, dataset='niv', seeds=[0], runs=[run]))
+        with pytest.raises(ValueError, match=rf"'{name}' \(the main table\): KEPP .*test-set"):
+            expand_units(standard)
     other = Config(dict(protocol='kepp_published', dataset='niv', seeds=[0], runs=[run]))
     unit = expand_units(other)[0]
     row = ProtocolRunner(other, tmp_path).row_for(unit, unit.tests[0], {'success_rate': 20.0})

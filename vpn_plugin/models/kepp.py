@@ -215,8 +215,11 @@ class KEPP(BasePlanner):
                  sampler: str = 'ddim', train_paths: str = 'step',
                  released_graph: Optional[str] = None, step_checkpoint: Optional[str] = None,
                  pkg: Optional[dict] = None, data_preprocessor: Optional[dict] = None):
-        super().__init__(num_actions, horizon, dict(pkg or {}, count_mode='video'),
-                         data_preprocessor)
+        pkg = dict(pkg or {})
+        if pkg.setdefault('count_mode', 'video') != 'video':
+            raise ValueError(f"KEPP: model.pkg.count_mode={pkg['count_mode']!r}; KEPP's graph "
+                             "counts the consecutive pairs of each training video: 'video'")
+        super().__init__(num_actions, horizon, pkg, data_preprocessor)
         check_choice('model.sampler', sampler, SAMPLERS)
         check_choice('model.train_paths', train_paths, TRAIN_PATHS)
         if any(p.stage == 'graph' for p in self.pkg_builder.perturbations):

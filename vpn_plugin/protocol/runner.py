@@ -282,9 +282,19 @@ def pkg_source(config: str, cfg_options: dict) -> str:
     return 'test-set PKG' if model.get('released_graph') else ''
 
 
+MAIN_TABLE_PROTOCOLS = ('standard', 'main_t3', 'main_t6')  # and their _<dataset> variants
+
+
+def is_main_table(protocol: str) -> bool:
+    """Whether ``protocol`` writes the paper's main table (``standard``, ``standard_niv``,
+    ``main_t3_coin``, ...)."""
+    return any(protocol == name or protocol.startswith(name + '_')
+               for name in MAIN_TABLE_PROTOCOLS)
+
+
 def check_main_table(protocol: str, units: list[TrainUnit]) -> None:
-    """The standard protocol (the paper's main table) refuses a test-set PKG."""
-    if protocol != 'standard':
+    """The main table's protocols (:func:`is_main_table`) refuse a test-set PKG."""
+    if not is_main_table(protocol):
         return
     for unit in units:
         for spec in unit.tests:
