@@ -216,6 +216,8 @@ def test_step_checkpoint_of_another_horizon_is_refused(tmp_path):
     saved = tiny_kepp(horizon=4)
     torch.save(dict(identity=training_identity(saved, Dataset),
                     state_dict=saved.step.state_dict()), tmp_path / STEP_FILE)
+    with pytest.raises(ValueError, match=r'trained at T=4, this model has horizon=3'):
+        tiny_kepp(horizon=3).load_state_dict(saved.state_dict())
     model = tiny_kepp(horizon=3)
     with pytest.raises(ValueError, match=r'trained on tiny \(T=4.*this run is tiny \(T=3.*'
                                          r'differs in horizon'):

@@ -238,6 +238,8 @@ class KEPP(BasePlanner):
                                   zero_middle=True, stream=1, **common)
         self.step.requires_grad_(False)  # trained before the plan model (KEPPStepModelHook)
         self.register_buffer('step_ready', torch.tensor(False))
+        # the horizon both models were built and trained for (a checkpoint carries it)
+        self.register_buffer('trained_horizon', torch.tensor(horizon))
         self.register_buffer('test_set_pkg', torch.tensor(False))
         self.register_buffer('graph_weights', torch.zeros(num_actions, num_actions,
                                                           dtype=torch.float64))
@@ -298,6 +300,12 @@ class KEPP(BasePlanner):
 
     def _load_from_state_dict(self, state_dict, prefix, *args, **kwargs):
         self._retriever = None
+        saved = state_dict.get(prefix + 'trained_horizon')
+        if saved is not None and int(saved) != self.horizon:
+            raise ValueError(f'KEPP: the checkpoint\'s step and plan models were trained at '
+                             f'T={int(saved)}, this model has horizon={self.horizon}; load a '
+                             'checkpoint of this horizon (the step model and the PKG paths '
+                             'depend on T)')
         super()._load_from_state_dict(state_dict, prefix, *args, **kwargs)
 
     def path_block(self, first, last, device) -> tuple:
