@@ -25,6 +25,7 @@ FLOORS = {
     'vpn_plugin.benchmark': 0,
     'vpn_plugin.compat_applied': 1,
     'vpn_plugin.core': 2,
+    'vpn_plugin.video': 2,
     'vpn_plugin.data_paths': 3,
     'vpn_plugin.datasets': 4,
     'vpn_plugin.models': 5,

@@ -86,6 +86,14 @@ SECTIONS = [
      ['vpn_plugin/oracles/', 'tools/check_'],
      'Each checker reads one fixture folder of `../shared/reference` (its `meta.json` names the '
      'method): [reproducibility.md](reproducibility.md#oracle-checks).'),
+    ('Video files, S3D weights and feature extraction',
+     ['vpn_plugin/video/', 'vpn_plugin/models/s3d.py', 'vpn_plugin/apis/video.py',
+      'tools/extract_features.py', 'tools/benchmark_extract.py', 'tools/plan.py|--video',
+      'tools/plan.py|--s3d-weights', 'tools/plan.py|checkpoint is given twice'],
+     'The S3D weights and how the features are made: '
+     '[video_features.md](video_features.md); an unreadable video is listed with the reason in '
+     '`<out>/failures.tsv` and gets no feature file; a resumed run extracts only what is '
+     'missing.'),
     ('The Python API, the metric and the core math',
      ['vpn_plugin/apis/', 'vpn_plugin/evaluation/', 'vpn_plugin/core/', 'tools/benchmark_dvl.py'],
      'Shapes and value ranges of every function: [core.md](core.md); the API: '

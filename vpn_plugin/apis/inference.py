@@ -131,18 +131,25 @@ def video_observations(cfg, feature_file, start_time: float, goal_time: float,
 
     ``cfg``: a config path or ``Config`` (``model.cfg`` of :func:`init_planner`);
     ``feature_file``: one video's features in any layout ``PlanningDataset`` reads, (L, frame_dim)
-    frames, one per second; ``start_time``: the second the first step starts (start state),
+    frames, one per second, or that array itself (e.g. ``apis.video_features`` of a video);
+    ``start_time``: the second the first step starts (start state),
     ``goal_time``: the second the last step ends (goal state); rounded to whole seconds as the
     annotations are. A goal past the last frame is read at the last frame (window policy
     'keep'); a start outside the video is an error.
     """
     from vpn_plugin.datasets.annotations import round_time
-    from vpn_plugin.datasets.features import load_features
+    from vpn_plugin.datasets.features import checked_frames, load_features
     from vpn_plugin.datasets.observations import frame_indices, observe
     cfg = _config(cfg, None)
     dataset = (cfg.get(f'{split}_dataloader') or {}).get('dataset') or {}
     recipe = dataset.get('observation', 'authors')
-    frames = load_features(feature_file, dataset.get('frame_dim', DEFAULT_FRAME_DIM))
+    frame_dim = dataset.get('frame_dim', DEFAULT_FRAME_DIM)
+    if isinstance(feature_file, np.ndarray):
+        frames = checked_frames({'frames_features': feature_file}, 'the video\'s features',
+                                frame_dim)
+        feature_file = 'the video\'s features'
+    else:
+        frames = load_features(feature_file, frame_dim)
     start, goal = round_time(start_time), round_time(goal_time)
     if not 0 <= start <= goal or start >= len(frames):
         raise ValueError(f'{feature_file}: start_time={start_time}, goal_time={goal_time} s; '

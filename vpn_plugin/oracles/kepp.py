@@ -9,7 +9,9 @@ DDPM chains and validation loss; the schedule buffers, the config's LR multiplie
 update. ``pkg/``: the graph (nodes, edges, successors, in order), every query's path count, top
 two and (where recorded) every walk in order, and every validate pair (fallbacks included).
 Header: parameter counts of both U-Nets at the fixture's and every full size (built on the meta
-device), the fixed settings. Sizes are read from meta.json and the arrays.
+device), the fixed settings. Sizes are read from meta.json and the arrays. Chains are compared
+step by step and gradients at the model's scale, each with the tolerance of its measured
+conditioning (``oracles.compare``), so a correct implementation passes at any thread count.
 """
 from __future__ import annotations
 
@@ -25,16 +27,10 @@ import torch
 
 from ..core import diffusion, kepp_paths
 from ..models.temporal_unet import official_name
-from . import compare as comparison
-from .compare import (GRAD_TOLERANCE, OUTPUT_TOLERANCE, Row, compare, compare_file,
-                      grad_summary, read_npz)
+from .compare import (GRAD_TOLERANCE, OUTPUT_TOLERANCE, Row, compare, compare_chain,
+                      compare_file, compare_grads, grad_summary, perturbed_runs, read_npz)
 from .pdpp import install_unet, lr_outputs, schedule_outputs, to_numpy
 
-# the step-by-step chain and model-scale gradient comparisons (None until oracles.compare has
-# them: then chains and gradients are compared as whole arrays)
-compare_chain = getattr(comparison, 'compare_chain', None)
-compare_grads = getattr(comparison, 'compare_grads', None)
-perturbed_runs = getattr(comparison, 'perturbed_runs', None)
 REPO = Path(__file__).resolve().parents[2]
 CONFIG = REPO / 'configs/_base_/planners/kepp_crosstask.py'
 META_FIELDS = ('num_actions', 'horizon', 'observation_dim', 'batch', 'n_timesteps',
@@ -162,15 +158,11 @@ def training_outputs(module, prefix: str, actions, block, t, noise, start, goal
 
 def training_rows(fixture: Path, module, prefix: str, grads_file: str, injected: dict
                   ) -> List[Row]:
-    """Rows of a training step's arrays and gradients; with the checker's conditioning
-    measurement (the injected noise, start, goal and condition block perturbed) where
-    ``oracles.compare`` has it."""
+    """Rows of a training step's arrays and gradients (at the model's scale), each with the
+    tolerance of its measured conditioning (``oracles.compare``: the injected noise, start, goal
+    and condition block perturbed)."""
     run = lambda **values: training_outputs(module, prefix, **values)  # noqa: E731
     outputs, grads = run(**injected)
-    if perturbed_runs is None:  # the plain comparison
-        return (compare_file(fixture / 'outputs.npz', outputs, OUTPUT_TOLERANCE,
-                             names=list(outputs))
-                + compare_file(fixture / grads_file, grads, GRAD_TOLERANCE))
     perturbed = perturbed_runs(run, injected)
     what = 'the injected noise, start, goal and PKG block'
     return (compare_file(fixture / 'outputs.npz', outputs, OUTPUT_TOLERANCE, names=list(outputs),
@@ -179,12 +171,12 @@ def training_rows(fixture: Path, module, prefix: str, grads_file: str, injected:
                             perturbed=[g for _, g in perturbed], perturbed_what=what))
 
 
-def chain_rows(fixture: Path, module, prefix: str, block, batch, inputs: dict, recorded: dict,
-               x_t, noise, argmax_names: dict) -> Tuple[List[Row], dict]:
+def chain_rows(fixture: Path, module, prefix: str, block, batch, recorded: dict, x_t, noise,
+               argmax_names: dict) -> List[Row]:
     """The DDIM and DDPM chains of one model (recorded draws): state 0 = project(x_T), the
     timesteps, the recorded final = the last state, then the chain step by step
-    (``compare_chain``; the free-running final state judged where well-conditioned) or, without
-    it, as whole arrays. Returns the rows and our free-running final states."""
+    (``compare_chain``: each step fed the recorded state; the free-running final state judged
+    where the chain is well-conditioned; the argmax where the recorded margin allows)."""
     module.eval()
     schedule = module.schedule()
 
@@ -198,18 +190,12 @@ def chain_rows(fixture: Path, module, prefix: str, block, batch, inputs: dict, r
                                                       torch.from_numpy(noise[i]))}
     sequences = {'ddim': module.ddim_timestep_seq[:diffusion.DDIM_STEPS][::-1],
                  'ddpm': np.arange(len(module.betas))[::-1]}
-    rows, finals = [], {}
+    rows = []
     for sampler, step in steps.items():
         name = f'{prefix}{sampler}'
         states, raws = recorded[f'{name}_states'], recorded[f'{name}_x_recon_raw']
         with torch.no_grad():
             start = project(x_t)
-            state = start
-            ours = []
-            for i in range(len(raws)):
-                raw, state = step(i, state)
-                ours.append((raw, state))
-        finals[sampler] = state
         same = np.array_equal(recorded[f'{name}_final'], states[-1])
         diff, rel = compare(states[0], start.numpy())
         rows += [(f'outputs.npz:{name}_states[0]=project(x_T)', diff, rel, OUTPUT_TOLERANCE,
@@ -219,18 +205,10 @@ def chain_rows(fixture: Path, module, prefix: str, block, batch, inputs: dict, r
         rows += compare_file(fixture / 'outputs.npz', {f'{name}_t': sequences[sampler].copy()},
                              OUTPUT_TOLERANCE, names=[f'{name}_t'])
         argmax = argmax_names.get(sampler)
-        if compare_chain is None:  # the plain comparison of the free-running chain
-            values = {f'{name}_states': torch.stack([start] + [s for _, s in ours]).numpy(),
-                      f'{name}_x_recon_raw': torch.stack([r for r, _ in ours]).numpy()}
-            if argmax:
-                values[argmax[0]] = module.actions(state).argmax(-1).numpy()
-            rows += compare_file(fixture / 'outputs.npz', values, OUTPUT_TOLERANCE,
-                                 names=list(values))
-            continue
         rows += compare_chain('outputs.npz', states, raws, step, OUTPUT_TOLERANCE,
                               names=(f'{name}_x_recon_raw', f'{name}_states', f'{name}_final'),
                               argmax=argmax and (argmax[0], recorded[argmax[0]], argmax[1]))
-    return rows, finals
+    return rows
 
 
 def validation_rows(fixture: Path, module, prefix: str, block, batch, inputs: dict,
@@ -370,9 +348,9 @@ def check_fixture(fixture, meta: dict):
     rows = training_rows(fixture, step, 'step_', 'step_grads.npz', dict(
         actions=actions, block=empty, t=torch.from_numpy(inputs['step_t']),
         noise=torch.from_numpy(inputs['step_noise']), **batch))
-    chain, _ = chain_rows(fixture, step, 'step_', empty, batch, inputs, recorded,
-                          torch.from_numpy(inputs['step_x_T']), inputs['step_ddpm_noise'],
-                          dict(ddim=('step_pred_list', lambda x: as_numpy(x)[..., :n])))
+    chain = chain_rows(fixture, step, 'step_', empty, batch, recorded,
+                       torch.from_numpy(inputs['step_x_T']), inputs['step_ddpm_noise'],
+                       dict(ddim=('step_pred_list', lambda x: as_numpy(x)[..., :n])))
     rows += chain + validation_rows(fixture, step, 'step_', empty, batch, inputs, recorded)
     query = step.actions(torch.from_numpy(recorded['step_ddim_final'])).argmax(-1)[:, [0, -1]]
     rows += compare_file(fixture / 'outputs.npz', {'pkg_query_sample': query.numpy()},
@@ -400,10 +378,9 @@ def check_fixture(fixture, meta: dict):
         actions=actions, block=blocks['train'], t=torch.from_numpy(inputs['t']),
         noise=torch.from_numpy(inputs['noise']), **batch))
     actions_of = lambda x: as_numpy(x)[..., 2 * n:3 * n]  # noqa: E731
-    chain, _ = chain_rows(fixture, plan, '', blocks['sample'], batch, inputs, recorded,
-                          torch.from_numpy(inputs['x_T']), inputs['ddpm_noise'],
-                          dict(ddim=('ddim_actions', actions_of),
-                               ddpm=('ddpm_actions', actions_of)))
+    chain = chain_rows(fixture, plan, '', blocks['sample'], batch, recorded,
+                       torch.from_numpy(inputs['x_T']), inputs['ddpm_noise'],
+                       dict(ddim=('ddim_actions', actions_of), ddpm=('ddpm_actions', actions_of)))
     rows += chain + validation_rows(fixture, plan, '', blocks['sample'], batch, inputs, recorded)
 
     others = dict(**schedule_outputs(list(recorded), meta), **lr_outputs(cfg, recorded),
