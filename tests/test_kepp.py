@@ -5,6 +5,7 @@ two stages in the mmengine Runner. Tiny sizes; full-size models are only built."
 import itertools
 import json
 import pickle
+import shutil
 from pathlib import Path
 
 import numpy as np
@@ -119,6 +120,27 @@ def test_reference_fixture_passes(fixture_dir, capsys):
                 'inputs.npz:pkg_paths_sample (retrieved)'):
         assert row in report
     assert report.rstrip().endswith('PASS')
+
+
+def test_perturbed_fixture_fails(fixture_dir, tmp_path, capsys):
+    copy_dir = tmp_path / fixture_dir.name
+    shutil.copytree(fixture_dir, copy_dir)
+    for path in copy_dir.rglob('*'):
+        path.chmod(0o755 if path.is_dir() else 0o644)
+    actions = 2 * json.loads((fixture_dir / 'meta.json').read_text())['num_actions']
+    for name, key, index in (('state_dict.npz', 'model.final_conv.1.weight', (actions, 0, 0)),
+                             ('step_state_dict.npz', 'model.downs.0.0.blocks.0.block.0.weight',
+                              (0, -1, 1))):
+        with np.load(copy_dir / name) as loaded:
+            arrays = {k: loaded[k].copy() for k in loaded.files}
+        arrays[key][index] += 0.05
+        np.savez(copy_dir / name, **arrays)
+    assert load_tool('check_reference').main([str(copy_dir)]) == 1
+    failed = {line.split()[0] for line in capsys.readouterr().out.splitlines()
+              if line.endswith('FAIL')}
+    assert {'outputs.npz:loss', 'outputs.npz:x_recon', 'outputs.npz:ddim_states[step-by-step]',
+            'outputs.npz:step_loss', 'outputs.npz:step_ddpm_states[step-by-step]'} <= failed
+    assert not any(name.startswith('pkg:') or 'sched' in name for name in failed)
 
 
 def fixture_model(fixture_dir):
