@@ -39,8 +39,8 @@ shortened       str      why the run is not the full one, e.g. ``max_epochs=3``,
 pkg_source      str      ``test-set PKG`` when the run's PKG was not built from its training
                          videos but loaded from a released graph that holds test videos
                          (KEPP's ``model.released_graph``; derived from the config);
-                         ``tools/report.py`` marks such rows (``§``) and the standard
-                         protocol (the main table) refuses them; empty = the run's own PKG
+                         ``tools/report.py`` marks such rows (``§``) and the protocols
+                         of the main table refuse them; empty = the run's own PKG
 settings        dict     everything else that changes the result, part of the run's
                          identity (default ``{}``): protocol runs ``max_epochs``,
                          ``val_interval``, ``batch_size`` (``None`` = the config's),
