@@ -69,6 +69,7 @@ CHECKERS = {
     'ViterbiPlanNet': 'vpn_plugin.oracles.authors',
     'SCHEMA': 'vpn_plugin.oracles.schema',
     'PDPP': 'vpn_plugin.oracles.pdpp',
+    'KEPP': 'vpn_plugin.oracles.kepp',
     'S3D': 'vpn_plugin.oracles.s3d',
 }
 

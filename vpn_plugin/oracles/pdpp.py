@@ -144,26 +144,31 @@ def ema_hook(cfg) -> dict:
 # ---------------------------------------------------------------------- recomputation
 def install_weights(model, fixture: Path) -> None:
     """The official U-Net (``model.*`` of state_dict.npz) and head weights, float32."""
-    unet, head = model.diffusion.unet, model.diffusion.task_head
-    official = read_npz(fixture / 'state_dict.npz')
+    install_unet(model.diffusion.unet, fixture / 'state_dict.npz')
+    model.diffusion.task_head.load_state_dict(
+        {k: torch.from_numpy(v.astype(np.float32))
+         for k, v in read_npz(fixture / 'head_state_dict.npz').items()})
+
+
+def install_unet(unet, path: Path) -> None:
+    """The official U-Net weights (``model.*`` of a ``GaussianDiffusion.state_dict()`` file,
+    float16 or float32) into a ``TemporalUNet``, as float32; every name and shape checked."""
+    official = read_npz(path)
     state = {}
     for name, parameter in unet.named_parameters():
         key = 'model.' + official_name(name)
         if key not in official:
-            raise KeyError(f'{fixture / "state_dict.npz"}: no {key} for U-Net parameter {name}')
+            raise KeyError(f'{path}: no {key} for U-Net parameter {name}')
         if official[key].shape != tuple(parameter.shape):
-            raise ValueError(f'{fixture / "state_dict.npz"}: {key} has shape '
-                             f'{official[key].shape}, the U-Net built from the config '
-                             f'{tuple(parameter.shape)}')
+            raise ValueError(f'{path}: {key} has shape {official[key].shape}, the U-Net built '
+                             f'from the config {tuple(parameter.shape)}')
         state[name] = torch.from_numpy(official[key].astype(np.float32))
     extra = sorted(k for k in official if k.startswith('model.')
                    and k not in {'model.' + official_name(n) for n in state})
     if extra:
-        raise KeyError(f'{fixture / "state_dict.npz"}: official parameters {extra} have no '
-                       'counterpart in the U-Net built from the config')
+        raise KeyError(f'{path}: official parameters {extra} have no counterpart in the U-Net '
+                       'built from the config')
     unet.load_state_dict(state)
-    head.load_state_dict({k: torch.from_numpy(v.astype(np.float32))
-                          for k, v in read_npz(fixture / 'head_state_dict.npz').items()})
 
 
 def check_header(fixture: Path, meta: dict, inputs: dict) -> None:
