@@ -66,6 +66,28 @@ def test_video_observations_read_the_configs_recipe_at_the_given_seconds(tmp_pat
     with pytest.raises(ValueError, match=r"new_video.npz: start_time=11, goal_time=12 s; "
                        r"expected .* < the video's 10 frames"):
         video_observations(config('authors'), tmp_path / 'new_video.npz', 11, 12)
+    # issue 33: a goal far past the end was read at the last frame without a word
+    with pytest.raises(ValueError, match=r"goal_time=1000000 s; expected 0 <= start_time <= "
+                                         r"goal_time <= 20 s"):
+        video_observations(config('authors'), tmp_path / 'new_video.npz', 2, 10 ** 6)
+    with pytest.raises(ValueError, match=r"new_video.npz: start_time=nan; expected a finite"):
+        video_observations(config('authors'), tmp_path / 'new_video.npz', float('nan'), 5)
+
+
+def test_integer_observations_and_fractional_sample_indices_are_refused():
+    """Today int64 features are cast to float and sample index 1.7 plans sample 1."""
+    from vpn_plugin.apis import inference_planner, plan_from_features
+    model = torch.nn.Module()
+    model.feature_dim = 4
+    with pytest.raises(TypeError, match='start observations have dtype torch.int64; expected '
+                                        'floating-point'):
+        plan_from_features(model, np.ones((2, 4), np.int64), np.ones((2, 4), np.float32))
+    with pytest.raises(ValueError, match='goal observations hold 1 NaN/inf value'):
+        plan_from_features(model, np.ones((2, 4), np.float32),
+                           np.array([[1, 2, 3, np.nan]] + [[0] * 4], np.float32))
+    for index in (1.7, True, '1'):
+        with pytest.raises(TypeError, match=f'sample index {index!r} is a'):
+            inference_planner(model, [None] * 3, [0, index])
 
 
 def tiny_vpn_config(tiny_crosstask, tmp_path) -> Path:

@@ -109,3 +109,32 @@ def test_pkg_ready_travels_with_the_state_dict():
     older = UniformEmissionPlanner(num_actions=6, horizon=4)
     older.load_state_dict(old, strict=True)
     assert bool(older.pkg_ready)
+
+
+def test_beam_planner_without_a_pkg_path_emits_no_plan_which_scores_zero():
+    """Issue 33, item 2: a window whose first and last actions no PKG path of T steps joins
+    has no plan (core.metrics.NO_PLAN), scored 0 on every metric; the brute-force oracle
+    confirms which windows have a path."""
+    from vpn_plugin.core import METRIC_NAMES, NO_PLAN, per_sample_scores
+    model = PKGBeamSearchPlanner(feature_dim=8, num_actions=6, horizon=4)
+    cycle = torch.zeros(6, 6)
+    cycle[torch.arange(6), (torch.arange(6) + 1) % 6] = 1.0  # 0 -> 1 -> ... -> 5 -> 0
+    model.set_pkg(cycle.double())
+    endpoints = torch.tensor([[0, 3], [0, 2], [4, 1], [2, 2]])  # (first, last) per window
+    model.step_logits = lambda inputs, data_samples=None: torch.nn.functional.one_hot(
+        endpoints, 6).float()
+    inputs, samples = toy_batch()
+    samples['plan'] = torch.tensor([[0, 1, 2, 3], [0, 1, 2, 2], [4, 5, 0, 1], [2, 3, 4, 2]])
+    plans = torch.stack([out.pred_plan for out in model(inputs, samples, mode='predict')])
+    log_a = torch.log(cycle)
+    for (first, last), plan in zip(endpoints.tolist(), plans.tolist()):
+        try:
+            expected = best_path(log_a, 4, first, last)
+        except TypeError:  # the oracle found no finite-score path
+            expected = [NO_PLAN] * 4
+        assert plan == expected, (first, last, plan)
+    assert plans[1].tolist() == [NO_PLAN] * 4 and plans[3].tolist() == [NO_PLAN] * 4
+    scores = per_sample_scores(plans, samples['plan'])
+    for name in METRIC_NAMES:  # window 1 would score first/last accuracy and legacy IoU
+        assert scores[name][1] == 0 and scores[name][3] == 0, name
+        assert scores[name][0] == 100 and scores[name][2] == 100, name

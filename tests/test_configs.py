@@ -166,8 +166,9 @@ def test_coin_protocol_dry_runs_and_names_what_is_missing(monkeypatch, capsys):
     assert 'needs: COIN features' in err and '--dataset coin' in err
 
 
-def test_coin_protocol_run_stops_before_training_naming_the_missing_file(tmp_path,
+def test_coin_protocol_run_stops_before_training_naming_the_missing_file(shared_data, tmp_path,
                                                                          monkeypatch):
+    """(Reads the real COIN taxonomy: skipped without ../shared/data.)"""
     from vpn_plugin.protocol.runner import ProtocolRunner
     monkeypatch.chdir(REPO)
     protocol = load_protocol('configs/protocol/observations_coin.py')

@@ -4,7 +4,7 @@ import pytest
 import torch
 
 from vpn_plugin.core import (METRIC_NAMES, bootstrap_ci, bootstrap_difference, miou_batch,
-                             per_sample_scores, planning_metrics)
+                             no_plan, per_sample_scores, planning_metrics)
 
 
 def test_metrics_on_hand_made_plans():
@@ -67,12 +67,32 @@ def test_per_sample_scores_do_not_depend_on_batching(chunk):
 @pytest.mark.parametrize('pred, gt, message', [
     (np.zeros((2, 3), int), np.zeros((2, 4), int), 'expected equal'),
     (np.zeros((2, 3)), np.zeros((2, 3), int), 'integer action ids'),
-    (np.full((1, 2), -1), np.zeros((1, 2), int), 'negative'),
+    (np.full((1, 2), -2), np.zeros((1, 2), int), 'negative'),
+    (np.array([[-1, 3]]), np.zeros((1, 2), int), r'negative action id -1 in plan 0 \(\[-1, 3\]\)'),
+    (np.zeros((1, 2), int), np.full((1, 2), -1), 'gt holds negative'),
     (np.zeros((0, 3), int), np.zeros((0, 3), int), 'no samples'),
 ])
 def test_bad_plans_get_clear_errors(pred, gt, message):
     with pytest.raises((ValueError, TypeError), match=message):
         planning_metrics(pred, gt)
+
+
+def test_a_window_without_a_plan_scores_zero_on_every_metric():
+    """Issue 33, item 2: the legacy bitwise formula credited an out-of-taxonomy sentinel
+    (23.86 mIoU on NIV for prose replies). -1 & id = id, so without the rule a no-plan row
+    would even score a legacy IoU of 100 * sum(gt) / sum(-1 | gt) ... here: by hand."""
+    gt = np.array([[1, 2, 3], [4, 5, 6], [3, 3, 3]])
+    pred = np.array([no_plan(3), [4, 5, 6], no_plan(3)])
+    scores = per_sample_scores(pred, gt)
+    for name in METRIC_NAMES:
+        np.testing.assert_array_equal(scores[name], [0.0, 100.0, 0.0], err_msg=name)
+    assert planning_metrics(pred, gt)['miou_legacy'] == pytest.approx(100 / 3)
+    # the former sentinel [N] * T scores a legacy IoU > 0: the reason for the rule
+    assert planning_metrics(np.array([[48, 48, 48]]), np.array([[16, 32, 48]]))[
+        'miou_legacy'] > 0
+    # PDPP's batch IoU: the no-plan rows add no predicted action, their truth stays in G
+    assert miou_batch(pred, gt, 3) == pytest.approx(100 * 3 / 6)  # {4,5,6} / {1..6}
+    assert miou_batch(pred[:1], gt[:1], 1) == 0.0
 
 
 # ----------------------------------------------------------------------------- bootstrap

@@ -428,6 +428,15 @@ def test_cache_file_avoids_rereading_and_tracks_changes(tmp_path, monkeypatch):
     assert len(list((tmp_path / 'cache').glob('obs_*.npz'))) == 3  # + the window policy
 
 
+def test_an_unwritable_cache_dir_is_named_with_the_fix(tmp_path):
+    """Today a read-only data_root holding the cache ended in a bare errno."""
+    write_toy(tmp_path)
+    (tmp_path / 'read_only').write_text('a file where the cache folder would go')
+    with pytest.raises(OSError, match=r'cannot write the observation cache .*read_only/cache/'
+                                      r'obs_\w+\.npz: .*set cache_dir to a writable folder'):
+        toy_dataset(tmp_path, cache_dir=tmp_path / 'read_only' / 'cache')
+
+
 # --------------------------------------------------------------------------- splits
 def test_val_split_is_held_out_train_videos(tiny_crosstask):
     from mmaction.registry import DATASETS

@@ -95,6 +95,15 @@ def test_generated_config_reads_the_files_and_records_the_choice(tmp_path):
      r"task 'tea': segments\[0\] \(video tea_u1_a\): labels.time_stamp\[1\] = \[6.0, 3.0\]"),
     (lambda a: a['tea']['segments'][1]['labels']['action_type'].pop(),
      r"segments\[1\] \(video tea_u3_c\): labels have different lengths"),
+    # issue 33: `true` was read as action 1, `false` as background; a video listed twice was
+    # written twice
+    (lambda a: a['coffee']['segments'][1]['labels']['action'].__setitem__(1, True),
+     r"segments\[1\] \(video coffee_u2_b\): labels.action\[1\] = True; expected an integer"),
+    (lambda a: a['coffee']['segments'][1]['labels']['action'].__setitem__(1, False),
+     r"labels.action\[1\] = False; expected an integer action idx"),
+    (lambda a: a['coffee']['segments'].append(a['coffee']['segments'][0]),
+     r"task 'coffee': segments\[2\]: video coffee_u1_a is listed again \(first at task "
+     r"'coffee': segments\[0\]\)"),
 ])
 def test_bad_annotations_name_file_task_video_and_field(tmp_path, edit, message):
     annotation = json.loads(json.dumps(ANNOTATION))

@@ -202,3 +202,30 @@ def test_a_truncated_observation_cache_is_named_discarded_and_rebuilt(tiny_cross
     np.testing.assert_array_equal(again.start, first.start)
     with np.load(cache) as rebuilt:  # the rebuilt file is whole
         assert set(rebuilt.files) >= {'start', 'goal', 'maps'}
+
+
+# ------------------------------------------- issue 33: kept, but counted in the summary
+def test_empty_videos_repeated_rows_and_same_name_actions_are_counted(tmp_path):
+    """Today silent: a video with "steps": [] (or an empty CrossTask CSV: 10,892 -> 10,880
+    windows without a word), a repeated step row (a PKG self-loop: 11 -> 14 edges), two
+    actions of one name in a task."""
+    from vpn_plugin.datasets.sources import read_source
+    (tmp_path / 'taxonomy.json').write_text(
+        '{"0_111_Make tea": {"0": "boil water", "1": "add tea", "4": "Boil  Water"},\n'
+        ' "1_222_Make toast": {"2": "slice bread", "3": "toast bread"}}')
+    videos = [dict(vid='v1', task=0, steps=[[1, 2, 0], [3, 5, 1], [3, 5, 1], [6, 7, 4]]),
+              dict(vid='v2', task=1, steps=[]),
+              dict(vid='v3', task=1, steps=[[1, 2, 2], [3, 4, 3]])]
+    write(tmp_path / 'train.json', videos)
+    warnings = AnnotationWarnings()
+    taxonomy = load_taxonomy(tmp_path / 'taxonomy.json')
+    windows, read, bad = read_source(tmp_path, taxonomy, 2, annotation_file='train.json',
+                                     warnings=warnings)
+    assert not bad and len(read) == 3 and len(windows) == 3 + 0 + 1
+    assert warnings.counts == {'videos without steps (no window)': 1,
+                               'videos with repeated step rows': 1,
+                               'tasks with two actions of one name': 1}
+    summary = warnings.summary()
+    assert 'train.json: vid v2' in summary
+    assert 'vid v1: step 2 repeats step 1 (3.0, 5.0, 1)' in summary
+    assert "task 111: actions 0 and 4 are both 'Boil  Water'" in summary, summary

@@ -2,6 +2,7 @@
 does not fit the config stops the run naming the keys and shapes; a failed save leaves no
 partial checkpoint; the authors' converter reads their plain .npy transition matrix."""
 import errno
+import math
 import os
 import re
 from pathlib import Path
@@ -165,8 +166,9 @@ def test_a_failed_checkpoint_save_leaves_no_partial_checkpoint(tmp_path, monkeyp
 
 
 # ----------------------------------------------------------------------- item 9: converter
-def test_converter_reads_the_authors_plain_npy_transition_matrix(tmp_path):
-    """Their main.py saves T3_transition_matrix.npy with np.save: a plain (N, N) array."""
+def test_converter_reads_the_authors_plain_npy_transition_matrix(shared_data, tmp_path):
+    """Their main.py saves T3_transition_matrix.npy with np.save: a plain (N, N) array. (The
+    NIV config reads the real text features: skipped without ../shared/data.)"""
     config = REPO / 'configs/vpn_niv_t3.py'
     model = build_model(config)
     from vpn_plugin.oracles.authors import authors_names
@@ -185,3 +187,135 @@ def test_converter_reads_the_authors_plain_npy_transition_matrix(tmp_path):
     for name, value in converted.named_parameters():
         assert torch.equal(value, authors[names[name]]), name
 
+
+
+# ------------------------------------------------- issue 33, item 3: the recorded setting
+def recorded_meta(horizon=3, num_actions=6, num_tasks=2, **data) -> dict:
+    """A checkpoint's ``meta`` as mmengine's Runner writes it: the training set's metainfo."""
+    return {'epoch': 1, 'dataset_meta': dict(horizon=horizon, num_actions=num_actions,
+                                             num_tasks=num_tasks, **data)}
+
+
+SMALL_MODELS = {  # every trainable method with a checkpoint, small; T=4 in the config
+    'PDPP': dict(type='PDPP', feature_dim=8, num_actions=6, num_tasks=2, horizon=4, dim=32,
+                 n_timesteps=10),
+    'PKG beam search': dict(type='PKGBeamSearchPlanner', feature_dim=8, num_actions=6,
+                            horizon=4),
+    'CompactPlanNet': dict(type='CompactPlanNet', feature_dim=8, num_actions=6, num_tasks=2,
+                           horizon=4, loss_weights=dict(align=0.0)),
+}
+
+
+@pytest.mark.parametrize('name', list(SMALL_MODELS))
+def test_a_checkpoint_recorded_for_another_horizon_is_refused_for_every_method(name, tmp_path):
+    """The tensors of these models do not depend on T (or happen to fit): only the recorded
+    meta tells a T=3 checkpoint from a T=4 one."""
+    from vpn_plugin.engine.checkpoint import CheckpointMismatchError, load_weights
+    model = MODELS.build(SMALL_MODELS[name])
+    checkpoint = {'state_dict': model.state_dict(), 'meta': recorded_meta(horizon=3)}
+    with pytest.raises(CheckpointMismatchError, match=r"^checkpoint t3\.pth was trained for "
+                       r"another setting than the config: horizon=3 in the checkpoint, 4 in "
+                       r"the config's model"):
+        load_weights(model, checkpoint, 't3.pth')
+    data = dict(feature_dim=8, action_names=list('abcdef'), task_names=['x', 'y'])
+    renamed = dict(data, action_names=list('abcdeZ'))
+    checkpoint['meta'] = recorded_meta(horizon=4, **renamed)
+    with pytest.raises(CheckpointMismatchError, match=r"action_names: entry 5 is 'Z' vs 'f' in "
+                                                      r"the checkpoint and the config's data"):
+        load_weights(model, checkpoint, 'other.pth', data_meta=dict(data, horizon=4))
+    for extra in ({'num_tasks': 3}, {'num_actions': 7}):
+        with pytest.raises(CheckpointMismatchError, match=next(iter(extra))):
+            load_weights(model, dict(checkpoint, meta=recorded_meta(horizon=4, **dict(
+                data, **extra))), 'c.pth', data_meta=dict(data, horizon=4, num_tasks=2,
+                                                          num_actions=6))
+    checkpoint['meta'] = recorded_meta(horizon=4, **data)
+    load_weights(model, checkpoint, 'fits.pth', data_meta=dict(data, horizon=3))  # test T'=3
+    load_weights(model, dict(checkpoint, meta=recorded_meta(horizon=3)), 't3.pth',
+                 partial=True)  # fine-tuning from it: an explicit opt-in
+
+
+def test_test_py_refuses_a_schema_checkpoint_of_another_horizon(tiny_crosstask, tmp_path,
+                                                                monkeypatch):
+    """Today: configs/baselines/schema_*_t4.py with a T=3 SCHEMA checkpoint exits 0 with T=4
+    metrics (the tensors fit). The same checkpoint with its config scores."""
+    from mmaction.registry import DATASETS
+    monkeypatch.delenv('VPN_TRACEBACK', raising=False)
+    configs = {}
+    for horizon in (3, 4):
+        config = tmp_path / f'schema_tiny_t{horizon}.py'
+        splits = ''.join(
+            f"{split}_dataloader = dict(batch_size=64, dataset=dict(_delete_=True, "
+            f"**{dict(tiny_crosstask[f'{split}_dataset'], horizon=horizon)!r}))\n"
+            for split in ('train', 'val', 'test'))
+        config.write_text(f"_base_ = [{str(REPO / 'configs/baselines/schema_crosstask_t3.py')!r}]"
+                          f"\nhorizon = {horizon}\n" + splits)
+        configs[horizon] = config
+    model = build_model(configs[3])
+    train = DATASETS.build(tiny_crosstask['train_dataset'])
+    checkpoint = saved_model(model, tmp_path / 'schema_t3.pth')
+    torch.save({'state_dict': torch.load(checkpoint, weights_only=True)['state_dict'],
+                'meta': {'dataset_meta': train.metainfo}}, checkpoint)
+    assert train.metainfo['horizon'] == 3
+    test = load_tool('test')
+    metrics = tmp_path / 'metrics.json'
+    with pytest.raises(SystemExit) as stopped:
+        test.main([str(configs[4]), str(checkpoint), '--work-dir', str(tmp_path / 'w4'),
+                   '--out-metrics', str(metrics)])
+    assert str(stopped.value.code).startswith(f'error: checkpoint {checkpoint} was trained for '
+                                              'another setting than the config: horizon=3')
+    assert not metrics.exists()
+    assert test.main([str(configs[3]), str(checkpoint), '--work-dir', str(tmp_path / 'w3'),
+                      '--out-metrics', str(metrics)])
+    assert metrics.exists()
+
+
+@pytest.mark.parametrize('content', [b'{"state_dict": {}}\n', b'not a checkpoint'])
+def test_a_json_or_text_file_as_checkpoint_names_it_without_unsafe_advice(tmp_path, content):
+    """Today torch's own text is shown, advising to load with weights_only=False (which could
+    run the file's code)."""
+    from vpn_plugin.engine.checkpoint import read_checkpoint
+    path = tmp_path / 'model.pth'
+    path.write_bytes(content)
+    with pytest.raises(Exception) as raised:
+        read_checkpoint(path)
+    message = str(raised.value)
+    assert message.startswith(f'cannot load checkpoint {path}: it does not unpickle')
+    assert 'expected a torch checkpoint' in message and 'weights_only' not in message
+
+
+@pytest.mark.parametrize('key, poison', [('step_model.0.weight', float('nan')),
+                                         ('log_transitions', float('nan')),
+                                         ('step_model.0.bias', float('inf'))])
+def test_nan_weights_or_pkg_in_a_checkpoint_are_named(key, poison):
+    """Today the error names `log_emissions` deep inside the model, not the checkpoint."""
+    from vpn_plugin.engine.checkpoint import load_weights
+    model = MODELS.build(SMALL_MODELS['PKG beam search'])
+    state = model.state_dict()
+    state[key] = state[key].clone()
+    state[key].view(-1)[0] = poison
+    with pytest.raises(ValueError, match=rf'^checkpoint bad.pth: tensor {re.escape(key)} .* '
+                                         r'holds 1 NaN/inf value\(s\)'):
+        load_weights(model, {'state_dict': state}, 'bad.pth')
+    state[key] = model.state_dict()[key]
+    state['log_transitions'] = torch.full((6, 6), -math.inf)  # no edge at all: legal
+    load_weights(model, {'state_dict': state}, 'fine.pth')
+
+
+class RunsCommand:
+    def __reduce__(self):
+        return os.system, ('true',)
+
+
+def test_convert_authors_checkpoint_names_a_payload_file(tmp_path, monkeypatch):
+    """Today torch's text (advising weights_only=False) without the file name."""
+    monkeypatch.delenv('VPN_TRACEBACK', raising=False)
+    payload = tmp_path / 'theirs.pth'
+    torch.save({'layer.weight': RunsCommand()}, payload)
+    with pytest.raises(SystemExit) as stopped:
+        load_tool('convert_authors_checkpoint').main([
+            str(payload), str(tmp_path / 'out.pth'), '--config',
+            str(REPO / 'configs/vpn_niv_t3.py'), '--pkg', str(tmp_path / 'T3.npy')])
+    message = str(stopped.value.code)
+    assert f'{payload}: cannot load it as the authors\' checkpoint' in message, message
+    assert 'posix.system' in message and 'weights_only' not in message
+    assert not (tmp_path / 'out.pth').exists()

@@ -84,3 +84,105 @@ def test_llm_eval_with_null_replies_writes_no_row(tiny_crosstask, tmp_path, monk
             run_tool(load_tool('llm_eval'), server, config, tmp_path)
     assert not (tmp_path / 'results.jsonl').exists()
     assert not list((tmp_path / 'cache').rglob('*.json'))
+
+
+def test_an_edited_or_misplaced_cache_entry_is_named_and_asked_again(tmp_path, capsys):
+    """Issue 33, item 4: today an edited entry is served ('cache hits 10', mAcc 70.00 ->
+    63.33), and so is an entry copied under another request's key."""
+    import shutil
+    script = lambda prompt, attempt: {'text': GOOD}  # noqa: E731
+    with FakeOpenAIServer(script) as server:
+        plan_once(server, tmp_path / 'cache')
+        [entry] = list((tmp_path / 'cache').rglob('*.json'))
+        record = json.loads(entry.read_text())
+        assert record['key'] == entry.stem and record['request']['model'] == 'fake-model'
+        assert set(record['request']) == {'endpoint', 'model', 'params', 'prompt_sha256'}
+        damages = {
+            'its reply was edited': dict(record, text='{"plan": [0, 0, 2]}'),
+            'it records no request key': {k: record[k] for k in
+                                          ('text', 'prompt_tokens', 'completion_tokens')},
+            'it holds the reply to another request': dict(record, key='0' * 64),
+            'it was answered for another request: model differ': dict(
+                record, request=dict(record['request'], model='other-model')),
+        }
+        for reason, damaged in damages.items():
+            entry.write_text(json.dumps(damaged))
+            outcome, usage = plan_once(server, tmp_path / 'cache')
+            assert outcome.plan == [0, 1, 2] and usage['cache_hits'] == 0, reason
+            assert f'discarded the corrupt cache entry {entry} ({reason}' in \
+                capsys.readouterr().err, reason
+        # an entry of another prompt, copied to this prompt's file name
+        other = entry.with_name('f' * 64 + '.json')
+        shutil.copy(entry, other)
+        record = json.loads(entry.read_text())
+        entry.write_text(json.dumps(dict(record, key=other.stem)))
+        outcome, usage = plan_once(server, tmp_path / 'cache')
+        assert usage['cache_hits'] == 0 and 'another request' in capsys.readouterr().err
+        assert len(server.requests) == 2 + len(damages)
+        outcome, usage = plan_once(server, tmp_path / 'cache')  # the rebuilt entry serves
+        assert usage['cache_hits'] == 1 and len(server.requests) == 2 + len(damages)
+
+
+def raw_completion(content, finish_reason='stop', usage=True) -> dict:
+    body = {'id': 'x', 'object': 'chat.completion', 'created': 0, 'model': 'fake-model',
+            'choices': [{'index': 0, 'finish_reason': finish_reason,
+                         'message': {'role': 'assistant', 'content': content}}]}
+    if usage:
+        body['usage'] = {'prompt_tokens': 7, 'completion_tokens': 3, 'total_tokens': 10}
+    return {'raw': json.dumps(body)}
+
+
+def test_a_reply_cut_at_the_token_limit_is_counted_truncated_and_never_cached(tmp_path):
+    """Today finish_reason "length" counts as unparseable, and is cached."""
+    cut = {'on': True}
+    script = lambda prompt, attempt: raw_completion(  # noqa: E731
+        '{"plan": [0, 1' if cut['on'] else GOOD, 'length' if cut['on'] else 'stop')
+    with FakeOpenAIServer(script) as server:
+        outcome, usage = plan_once(server, tmp_path / 'cache')
+        assert outcome.status == 'truncated' and 'finish_reason "length"' in outcome.detail
+        assert outcome.plan == [-1, -1, -1]  # no plan: scored 0
+        assert not list((tmp_path / 'cache').rglob('*.json'))
+        cut['on'] = False
+        outcome, usage = plan_once(server, tmp_path / 'cache')
+    assert outcome.status == 'ok' and usage['cache_hits'] == 0 and len(server.requests) == 2
+
+
+def test_a_reply_without_usage_is_counted_as_unknown_not_free(tmp_path):
+    """Today a reply without "usage" is recorded as 0 tokens and cost 0, without a word."""
+    from vpn_plugin.baselines.llm.evaluate import token_summary
+    with FakeOpenAIServer(lambda prompt, attempt: raw_completion(GOOD, usage=False)) as server:
+        outcome, usage = plan_once(server, tmp_path / 'cache')
+        assert outcome.status == 'ok' and usage['replies_without_usage'] == 1
+        outcome, usage = plan_once(server, tmp_path / 'cache')  # from the cache: still unknown
+    assert usage['cache_hits'] == 1 and usage['replies_without_usage'] == 1
+    assert '1 replies reported no token usage: counted 0 tokens, their cost is unknown' in \
+        token_summary(usage)
+
+
+def test_bad_anchor_files_are_refused_before_any_request(tmp_path):
+    """Today an id 999 or a negative anchor was found only after paid requests, an object
+    array or a truncated JSON ended in numpy's / json's text without the file."""
+    from vpn_plugin.baselines.llm.anchors import load_anchor_predictions
+    cases = {
+        'id999.json': (json.dumps({'first': [0, 999], 'last': [1, 2]}),
+                       r'field "first"\[1\] = 999; expected an action id \[0, 9\)'),
+        'negative.json': (json.dumps({'first': [0, 1], 'last': [-3, 2]}),
+                          r'field "last"\[0\] = -3; expected an action id'),
+        'truncated.json': ('{"first": [0, 1], "la', r'cannot read the step-model predictions'),
+        'list.json': ('[0, 1]', r'holds a list; expected'),
+    }
+    for name, (text, expected) in cases.items():
+        (tmp_path / name).write_text(text)
+        with pytest.raises(ValueError, match=rf'^{tmp_path / name}: {expected}'):
+            load_anchor_predictions(tmp_path / name, 2, num_actions=9)
+    np.savez(tmp_path / 'objects.npz', first=np.array([0, None], dtype=object),
+             last=np.array([1, 2]))
+    with pytest.raises(ValueError, match=r'objects.npz: cannot read the step-model predictions'):
+        load_anchor_predictions(tmp_path / 'objects.npz', 2, num_actions=9)
+
+
+def test_a_missing_local_transformers_model_is_named(tmp_path):
+    from vpn_plugin.baselines.llm.backends import TransformersChatBackend
+    with pytest.raises(FileNotFoundError, match=rf'transformers model {tmp_path}/absent: no such '
+                                                'folder'):
+        TransformersChatBackend(str(tmp_path / 'absent'))

@@ -190,3 +190,29 @@ def test_booleans_and_fractions_are_not_integers(tmp_path, field, value, monkeyp
     rows = [row(seed=s) for s in (0, 1)] + [dict(row(seed=2), **{field: value})]
     message = report_error(jsonl(tmp_path / 'r.jsonl', rows))
     assert f'field "{field}" must be an integer, got {value!r}' in message
+
+
+# ---------------------------------------------------- issue 33: silent today, now refused
+@pytest.mark.parametrize('edit, expected', [
+    (dict(metrics=dict(success_rate='25', mean_accuracy=50.0)),
+     'field "metrics.success_rate" must be a number, got \'25\''),
+    (dict(params=-5), 'field "params" = -5; expected a count >= 0'),
+    (dict(method='VPN '), "the method 'VPN' as ['VPN', 'VPN ']"),
+])
+def test_string_metrics_negative_counts_and_space_variants_are_refused(tmp_path, edit,
+                                                                      expected, monkeypatch):
+    monkeypatch.delenv('VPN_TRACEBACK', raising=False)
+    rows = [row(seed=s) for s in (0, 1)] + [dict(row(seed=2), **edit)]
+    message = report_error(jsonl(tmp_path / 'r.jsonl', rows))
+    assert expected in message, message
+
+
+def test_csv_metric_cells_still_read_and_rename_onto_a_method_is_refused(tmp_path,
+                                                                        monkeypatch):
+    from vpn_plugin.protocol.results import write_results_csv
+    monkeypatch.delenv('VPN_TRACEBACK', raising=False)
+    rows = read_results(jsonl(tmp_path / 'r.jsonl', [row('A', 0, 40.0), row('B', 0, 60.0)]))
+    write_results_csv(tmp_path / 'r.csv', rows)
+    assert [r.metrics['success_rate'] for r in read_results(tmp_path / 'r.csv')] == [40.0, 60.0]
+    message = report_error(tmp_path / 'r.jsonl', '--rename', 'A=B')
+    assert "rename A=B: 'B' is already a method of the results" in message, message

@@ -127,3 +127,167 @@ def test_numbers_outside_their_range_are_refused_not_ignored(tool, argv, capsys)
     with pytest.raises(SystemExit) as stopped:
         load_tool(tool).parse_args([str(a) for a in argv])
     assert stopped.value.code == 2 and 'expected an integer >=' in capsys.readouterr().err
+
+
+# ----------------------------------------------------------- issue 33: silent today, now refused
+def argparse_error(tool: str, argv, capsys) -> str:
+    """The usage error (exit status 2) of ``tool``'s argument parser."""
+    with pytest.raises(SystemExit) as stopped:
+        load_tool(tool).main([str(a) for a in argv])
+    assert stopped.value.code == 2, (tool, stopped.value.code)
+    return capsys.readouterr().err
+
+
+@pytest.mark.parametrize('tool,flag', [('train', '--work-dir'), ('test', '--work-dir'),
+                                       ('train', '--data-root'), ('test', '--feature-dir'),
+                                       ('run_protocol', '--data-root')])
+def test_an_empty_path_flag_is_refused_not_the_default(tool, flag, capsys):
+    """Today `--data-root ''` (an unset shell variable) falls back to the config's folder."""
+    config = REPO / 'configs/vpn_niv_t3.py'
+    argv = [PROTOCOL if tool == 'run_protocol' else config, flag, '']
+    assert f"argument {flag}: '' is an empty path" in argparse_error(tool, argv, capsys)
+
+
+def test_test_py_refuses_load_from_in_cfg_options(tmp_path):
+    """Today `test.py CFG CKPT --cfg-options load_from=OTHER` silently scores CKPT."""
+    checkpoint = tmp_path / 'a.pth'
+    checkpoint.write_bytes(b'')
+    config = REPO / 'configs/vpn_niv_t3.py'
+    for ckpt in ([checkpoint], []):
+        message = user_error('test', [config, *ckpt, '--cfg-options',
+                                      f'load_from={tmp_path / "other.pth"}'])
+        assert 'other.pth: test.py scores the CKPT argument' in message, message
+        assert 'give the checkpoint to test as CKPT' in message
+
+
+def test_protocol_without_runs_or_with_a_syntax_error_is_refused(tmp_path):
+    """Today `runs = []` writes an empty results file and exits 0."""
+    empty = tmp_path / 'empty.py'
+    empty.write_text("protocol = 'p'\nruns = []\n")
+    message = user_error('run_protocol', [empty, '--out', tmp_path / 'out'])
+    assert f'{empty}: runs = []; expected a list of at least one run' in message
+    assert not list(tmp_path.rglob('*.jsonl'))
+    broken = tmp_path / 'broken.py'
+    broken.write_text("protocol = 'p'\nruns = [dict(method='A',\n")
+    assert f'{broken}: line ' in user_error('run_protocol', [broken, '--dry-run'])
+
+
+def test_make_text_features_refuses_an_out_name_numpy_would_change(tmp_path):
+    """Today `--out x.txt` writes x.txt.npy and prints x.txt."""
+    message = user_error('make_text_features', ['--taxonomy', tmp_path / 't.json',
+                                                '--state-descriptions', tmp_path / 's.json',
+                                                '--out', tmp_path / 'x.txt'])
+    assert 'x.txt: expected a file name ending in .npy' in message
+    assert not list(tmp_path.iterdir())
+
+
+@pytest.mark.parametrize('argv,expected', [
+    (['--sizes', '0x3x48'], "'0x3x48': B, T and N must be >= 1"),
+    (['--sizes', '4x3x48', '4x3'], "'4x3': expected BxTxN"),
+    (['--device', 'banana'], "--device 'banana': not a torch device"),
+])
+def test_benchmark_dvl_refuses_bad_sizes_and_devices_before_running(argv, expected):
+    """Today these exit 0 with errors inside the table cells."""
+    message = user_error('benchmark_dvl', argv + ['--repeats', '1'])
+    assert expected in message, message
+
+
+def test_benchmark_dvl_refuses_zero_threads_and_cuda_without_a_gpu(capsys):
+    assert 'argument --threads' in argparse_error('benchmark_dvl', ['--threads', '0'], capsys)
+    import torch
+    if not torch.cuda.is_available():
+        assert 'has no CUDA GPU' in user_error('benchmark_dvl', ['--device', 'cuda'])
+
+
+def test_llm_eval_refuses_cfg_options_it_does_not_read(tmp_path):
+    """Today `--cfg-options model.prompt_set=foo` (a typo of --prompt-set) is ignored."""
+    message = user_error('llm_eval', ['--config', REPO / 'configs/vpn_niv_t3.py', '--base-url',
+                                      'http://127.0.0.1:9/v1', '--model', 'm', '--out',
+                                      tmp_path / 'llm.jsonl', '--cfg-options',
+                                      'model.prompt_set=foo'])
+    assert "--cfg-options model.prompt_set: llm_eval reads only the config's train_dataloader" \
+        in message, message
+    assert not (tmp_path / 'llm.jsonl').exists()
+
+
+@pytest.mark.parametrize('value', ['abc', -5, 0, 2.5])
+def test_train_refuses_a_loop_count_of_the_wrong_type(tmp_path, value, monkeypatch):
+    """Today `train_cfg.max_epochs=abc` ends in a TypeError deep in mmengine, 0 trains nothing."""
+    monkeypatch.setenv('LOCAL_RANK', '0')
+    message = user_error('train', [REPO / 'configs/vpn_niv_t3.py', '--work-dir', tmp_path / 'w',
+                                   '--cfg-options', f'train_cfg.max_epochs={value}'])
+    assert f"train_cfg.max_epochs={value!r}; expected an integer >= 1" in message, message
+
+
+def test_train_refuses_a_config_without_training_and_synthetic_seed_is_checked(tmp_path,
+                                                                              capsys):
+    """Today configs/llm/llm_crosstask_t3.py (train_dataloader = None) ends in a TypeError."""
+    message = user_error('train', [REPO / 'configs/llm/llm_crosstask_t3.py', '--work-dir',
+                                   tmp_path / 'w'])
+    assert 'train_dataloader / train_cfg = None' in message and 'tools/test.py' in message
+    assert 'argument --seed' in argparse_error('make_synthetic_features', [
+        '--dataset', 'niv', '--out', tmp_path / 'f', '--seed', '-1'], capsys)
+
+
+def test_a_full_disk_leaves_no_truncated_per_sample_or_outcomes_file(tmp_path, monkeypatch):
+    """Today a full disk left 0-byte or truncated per_sample.json / llm outcomes files and a
+    bare errno: now the path is named and nothing is left there."""
+    import errno
+    import os
+    from vpn_plugin.baselines.llm.evaluate import write_outcomes
+    from vpn_plugin.errors import OutputWriteError
+    from vpn_plugin.evaluation import PlanningMetric
+    original = Path.write_text
+
+    def disk_fills_up(self, text, *args, **kwargs):
+        original(self, text[:len(text) // 2], *args, **kwargs)  # half reaches the disk
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), str(self))
+
+    monkeypatch.setattr(Path, 'write_text', disk_fills_up)
+    out = tmp_path / 'test' / 'per_sample.json'
+    metric = PlanningMetric(out_file=str(out))
+    metric.process(None, [dict(pred_plan=[0, 1], gt_plan=[0, 1], sample_idx=0)])
+    with pytest.raises(OutputWriteError, match=rf'cannot write the per-sample scores {out}: '
+                                               'No space left on device; nothing was written'):
+        metric.compute_metrics(metric.results)
+    with pytest.raises(OutputWriteError, match='LLM outcomes'):
+        write_outcomes(tmp_path / 'outcomes.jsonl', [], [], {'model': 'm'})
+    assert [p for p in tmp_path.rglob('*') if p.is_file()] == []
+
+
+@pytest.mark.parametrize('value', ["__import__('os').system('touch PWNED')",
+                                   'eval("1+1")', 'lambda: 3', "().__class__"])
+def test_code_in_cfg_options_never_runs_and_is_named(tmp_path, value, monkeypatch):
+    """It never ran (mmengine reads literals); today it ended in an unrelated TypeError."""
+    monkeypatch.chdir(tmp_path)
+    message = user_error('test', [REPO / 'configs/vpn_niv_t3.py', '--cfg-options',
+                                  f'model.dropout={value}'])
+    assert 'model.dropout=' in message and 'looks like Python code' in message, message
+    assert not (tmp_path / 'PWNED').exists()
+
+
+def test_paths_and_names_in_cfg_options_are_not_code():
+    from vpn_plugin.data_paths import looks_like_code
+    for value in ('work_dirs/a/epoch_2.pth', 'ViterbiPlanNet (ours)', 'mean3', '../shared/data',
+                  'open-vocabulary', 'a.b.c', 1.5, [1, 2]):
+        assert not looks_like_code(value), value
+
+
+@pytest.mark.parametrize('damage', ['truncated', 'object array'])
+def test_check_reference_names_a_truncated_or_object_npz(tmp_path, damage):
+    """Today numpy's / zipfile's text without the file."""
+    import numpy as np
+    fixture = tmp_path / 'pdpp_fixture'
+    fixture.mkdir()
+    meta = dict(method='PDPP', num_actions=2, num_tasks=1, horizon=3, observation_dim=4,
+                batch=1, n_timesteps=10, ddim_timesteps=2, eta=0.0, num_parameters_unet=0,
+                num_parameters_head=0, constructor={})
+    (fixture / 'meta.json').write_text(json.dumps(meta))
+    if damage == 'truncated':
+        np.savez(fixture / 'inputs.npz', actions=np.zeros((1, 3), np.int64))
+        data = (fixture / 'inputs.npz').read_bytes()
+        (fixture / 'inputs.npz').write_bytes(data[:len(data) // 2])
+    else:
+        np.savez(fixture / 'inputs.npz', actions=np.array([None, 1], dtype=object))
+    message = user_error('check_reference', [fixture])
+    assert f'{fixture / "inputs.npz"}: cannot read the recorded arrays' in message, message

@@ -17,7 +17,10 @@ from tool_modules import load_tool
 
 REPO = Path(__file__).resolve().parents[1]
 LIMIT = 12
-BOUNDED = dict(timeout=2, max_retries=1, backoff=0.01)  # no test waits long on a stuck server
+# The scripted server answers at once; a client timeout is a retry, which the tests that count
+# requests would see: it must exceed any delay of a loaded machine (2 s did not: 15 of 12).
+CLIENT_TIMEOUT_S = 30
+BOUNDED = dict(timeout=CLIENT_TIMEOUT_S, max_retries=1, backoff=0.01)
 
 
 def echo_anchors(prompt, attempt):
@@ -47,8 +50,8 @@ def tiny_config(tiny_crosstask, tmp_path_factory):
 def run_tool(tool, server, config, tmp_path, *extra):
     return tool.main(['--config', str(config), '--base-url', server.base_url, '--model', 'fake',
                       '--limit', str(LIMIT), '--concurrency', '3', '--no-progress',
-                      '--timeout', '2', '--max-retries', '1', '--backoff', '0.01',
-                      '--cache-dir', str(tmp_path / 'cache'),
+                      '--timeout', str(CLIENT_TIMEOUT_S), '--max-retries', '1',
+                      '--backoff', '0.01', '--cache-dir', str(tmp_path / 'cache'),
                       '--out', str(tmp_path / 'results.jsonl'), *extra])
 
 
@@ -68,7 +71,7 @@ def test_llm_eval_oracle_with_pkg_writes_results(tiny_crosstask, tiny_config, tm
     for name, value in expected_echo_metrics(plans, plans[:, 0], plans[:, -1]).items():
         assert summary['metrics'][name] == pytest.approx(value)
     assert summary['counts'] == {'ok': LIMIT, 'unparseable': 0, 'out_of_taxonomy': 0,
-                                 'request_failed': 0}
+                                 'truncated': 0, 'request_failed': 0}
     rows = read_results(tmp_path / 'results.jsonl')
     assert len(rows) == 1, 'the rerun replaces its own row'
     assert rows[0].variant['anchors'] == 'oracle'
@@ -171,8 +174,8 @@ def test_llm_eval_vlm_mode_from_frames_folders(tiny_crosstask, tiny_config, tmp_
                              '--model', 'fake-vlm', '--vlm',
                              '--video-root', str(tmp_path / 'videos'),
                              '--num-frames', '2', '--limit', '3', '--no-progress',
-                             '--timeout', '2', '--max-retries', '1', '--backoff', '0.01',
-                             '--cache-dir', str(tmp_path / 'cache'),
+                             '--timeout', str(CLIENT_TIMEOUT_S), '--max-retries', '1',
+                             '--backoff', '0.01', '--cache-dir', str(tmp_path / 'cache'),
                              '--out', str(tmp_path / 'results.jsonl')])
     assert sorted(count for _, count in server.requests) == [2] * 6 + [4] * 3
     assert summary['counts']['ok'] == 3
@@ -224,7 +227,8 @@ def test_tools_test_runs_llm_config_without_checkpoint(tiny_crosstask, tmp_path,
                                   '--cfg-options',
                                   f'model.backend.base_url={server.base_url}',
                                   'model.backend.api_key_env=VPN_FAKE_KEY',
-                                  'model.backend.timeout=2', 'model.backend.max_retries=1',
+                                  f'model.backend.timeout={CLIENT_TIMEOUT_S}',
+                                  'model.backend.max_retries=1',
                                   f'model.backend.cache_dir={tmp_path / "cache"}'])
     test_set = DATASETS.build(tiny_crosstask['test_dataset'])
     expected = expected_echo_metrics(test_set.plans, test_set.plans[:, 0], test_set.plans[:, -1])
@@ -393,7 +397,8 @@ def test_text_only_llm_eval_on_coin(shared_data, tmp_path):
         summary = tool.main([
             '--config', str(REPO / 'configs/vpn_coin_t4.py'), '--data-root', str(shared_data),
             '--base-url', server.base_url, '--model', 'fake', '--limit', str(LIMIT),
-            '--with-pkg', '--no-progress', '--timeout', '2', '--max-retries', '1',
+            '--with-pkg', '--no-progress', '--timeout', str(CLIENT_TIMEOUT_S),
+            '--max-retries', '1',
             '--cache-dir', str(tmp_path / 'cache'), '--out', str(tmp_path / 'results.jsonl')])
         assert len(server.requests) == LIMIT
     test_set = annotation_windows(dataset_config('coin', 'test', 4, shared_data))

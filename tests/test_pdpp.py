@@ -70,6 +70,25 @@ def test_perturbed_fixture_fails(fixture_dir, tmp_path, capsys):
     assert not any('head' in name or 'sched' in name for name in failed)
 
 
+@pytest.mark.parametrize('field, value', [('horizon', 4), ('num_actions', 10), ('batch', 8)])
+def test_a_fixture_whose_header_disagrees_with_its_arrays_is_refused(fixture_dir, tmp_path,
+                                                                     monkeypatch, field, value):
+    """Issue 33: meta.json edited to horizon=4 passed while everything ran at T=3."""
+    import json
+    monkeypatch.delenv('VPN_TRACEBACK', raising=False)
+    copy_dir = tmp_path / fixture_dir.name
+    shutil.copytree(fixture_dir, copy_dir)
+    for path in copy_dir.iterdir():
+        path.chmod(0o644)
+    meta = json.loads((copy_dir / 'meta.json').read_text())
+    (copy_dir / 'meta.json').write_text(json.dumps(dict(meta, **{field: value})))
+    with pytest.raises(SystemExit) as stopped:
+        load_tool('check_reference').main([str(copy_dir)])
+    message = str(stopped.value.code)
+    assert f'{copy_dir / "inputs.npz"}: ' in message and 'from meta.json' in message, message
+    assert f'{field}={value}' in message, message
+
+
 def test_full_size_parameter_counts_from_the_configs():
     model = MODELS.build(load_config(str(CONFIG)).model)  # built, not run
     assert num_parameters(model) == 41_866_647

@@ -144,7 +144,8 @@ def test_dry_run_standard(monkeypatch, capsys):
     assert sorted({u.seed for u in units}) == [0, 1, 2, 3, 4]  # default: 5 seeds
     tests = methods_of(units)
     assert set(tests) == {'ViterbiPlanNet', 'Base Model', 'SCHEMA', 'SCHEMA w/o PKG',
-                          'PKG beam search', 'PKG + uniform emissions', 'PDPP', 'CEFITO'}
+                          'PKG beam search', 'PKG + uniform emissions', 'PDPP', 'KEPP',
+                          'CEFITO'}
     assert all(sorted(t[:2] for t in runs) == [(3, 3), (4, 4)] for runs in tests.values())
     assert tests['Base Model'][0][2]['model.use_dvl'] is False
     assert tests['SCHEMA'][0][2] == {} and tests['SCHEMA w/o PKG'][0][2] == {
@@ -152,7 +153,7 @@ def test_dry_run_standard(monkeypatch, capsys):
     assert [u.train for u in units if u.slug.startswith('PKG_uniform')] == [False] * 10
     assert tests['CEFITO'][0][3] == {'text_features': "stand-in all-MiniLM-L6-v2 "
                                      "(mean-pooled, zero-padded to 512-d), not the paper's CLIP"}
-    assert f'{len(units)} runs; 16 configs checked' in capsys.readouterr().out
+    assert f'{len(units)} runs; 18 configs checked' in capsys.readouterr().out
 
 
 def test_dry_run_cross_horizon(monkeypatch):

@@ -211,3 +211,105 @@ def test_mid_epoch_checkpoint_is_refused_for_resuming(tmp_path):
     with pytest.raises(RuntimeError, match=r'saved after batch 3 of epoch 0: the epoch loop '
                                            r'would restart that epoch.*epoch-end checkpoint'):
         resumed.train()
+
+
+# ------------------------------------- issue 33, item 1: a run stays inside its own work dir
+class CallCount:
+    """``toy/calls``: 1, 2, 3, ... per evaluation in this process: every validation is a new
+    best, so CheckpointHook replaces (deletes) the previous best each epoch."""
+    calls = 0
+
+
+def register_call_count_metric():
+    from mmengine.evaluator import BaseMetric
+    from mmaction.registry import METRICS
+
+    class CallCountMetric(BaseMetric):
+        default_prefix = 'toy'
+
+        def process(self, data_batch, data_samples):
+            self.results.extend(data_samples)
+
+        def compute_metrics(self, results):
+            CallCount.calls += 1
+            return dict(calls=float(CallCount.calls))
+
+    METRICS.register_module(module=CallCountMetric, force=True)
+
+
+def best_tracking_config(tmp_path) -> Path:
+    """The toy model, validated every epoch, keeping the best checkpoint of ``toy/calls``."""
+    register_call_count_metric()
+    loader = ("dict(batch_size=8, num_workers=0, collate_fn=dict(type='default_collate'), "
+              "sampler=dict(type='DefaultSampler', shuffle={}), "
+              "dataset=dict(type='ToyCompatDataset', num_samples=16))")
+    config = tmp_path / 'toy_best.py'
+    config.write_text(
+        f"_base_ = [{str(ROOT / 'configs/_base_/default_runtime.py')!r}]\n"
+        "custom_imports = dict(imports=['vpn_plugin.mm', 'toy_plugin'], "
+        "allow_failed_imports=False)\n"
+        "model = dict(type='ToyCompatModel', dim=4)\n"
+        f"train_dataloader = {loader.format(True)}\nval_dataloader = {loader.format(False)}\n"
+        "val_evaluator = dict(type='CallCountMetric')\nval_cfg = dict(type='ValLoop')\n"
+        "train_cfg = dict(type='EpochBasedTrainLoop', max_epochs=2, val_interval=1)\n"
+        "optim_wrapper = dict(optimizer=dict(type='SGD', lr=0.1))\n"
+        "default_hooks = dict(checkpoint=dict(type='CheckpointHook', interval=1, "
+        "save_best='toy/calls', rule='greater'))\nlog_level = 'WARNING'\n"
+        f"experiment_name = {tmp_path.name!r}\n")
+    return config
+
+
+def snapshot(folder: Path) -> dict:
+    return {p.relative_to(folder): p.read_bytes() for p in folder.rglob('*')
+            if p.is_file() and p.suffix == '.pth' or p.name == 'last_checkpoint'}
+
+
+def test_resuming_a_copied_or_moved_work_dir_never_touches_the_original(tmp_path, monkeypatch):
+    """Today: `cp -r A B; train.py --work-dir B --resume` loads A/epoch_2.pth (last_checkpoint
+    holds an absolute path) and deletes A's best checkpoint; after `mv B C`, C ends with two
+    best_*.pth."""
+    import shutil
+    monkeypatch.setenv('LOCAL_RANK', '0')
+    monkeypatch.delenv('VPN_TRACEBACK', raising=False)
+    monkeypatch.syspath_prepend(str(TESTS))
+    train = load_tool('train')
+    config = best_tracking_config(tmp_path)
+    first, copy_dir, moved = tmp_path / 'A', tmp_path / 'B', tmp_path / 'C'
+    train.main([str(config), '--work-dir', str(first)])
+    assert (first / 'last_checkpoint').read_text() == str(first / 'epoch_2.pth')
+    assert [p.name for p in first.glob('best_*.pth')] == ['best_toy_calls_epoch_2.pth']
+    shutil.copytree(first, copy_dir)
+    (first / 'epoch_2.pth').write_bytes(b'not a checkpoint')  # reading it would fail
+    before = snapshot(first)
+    train.main([str(config), '--work-dir', str(copy_dir), '--resume',
+                '--cfg-options', 'train_cfg.max_epochs=3'])
+    assert snapshot(first) == before, 'the resumed copy touched the original work dir'
+    assert (copy_dir / 'last_checkpoint').read_text() == str(copy_dir / 'epoch_3.pth')
+    assert [p.name for p in copy_dir.glob('best_*.pth')] == ['best_toy_calls_epoch_3.pth']
+    shutil.move(copy_dir, moved)
+    train.main([str(config), '--work-dir', str(moved), '--resume',
+                '--cfg-options', 'train_cfg.max_epochs=4'])
+    assert [p.name for p in moved.glob('best_*.pth')] == ['best_toy_calls_epoch_4.pth']
+    assert torch.load(moved / 'epoch_4.pth', weights_only=False)['meta']['epoch'] == 4
+    # the Runner's own auto-resume (run_protocol, MMAction2's tools: resume=True, no load_from)
+    from vpn_plugin.runner import build_runner
+    cfg = load_config(str(config))
+    cfg.merge_from_dict(dict(work_dir=str(moved), resume=True, load_from=None))
+    cfg.train_cfg.max_epochs = 5
+    (moved / 'last_checkpoint').write_text(str(first / 'epoch_4.pth'))  # as if copied from A
+    build_runner(cfg).train()
+    assert [p.name for p in moved.glob('best_*.pth')] == ['best_toy_calls_epoch_5.pth']
+    assert snapshot(first) == before
+    # a record outside the work dir with no file of that name inside: refused, both named
+    (moved / 'last_checkpoint').write_text(str(first / 'epoch_9.pth'))
+    with pytest.raises(ValueError, match=rf"^{moved}/last_checkpoint names '{first}/epoch_9.pth'"
+                                         rf", outside the work dir {moved}, and the work dir "
+                                         r"holds no epoch_9.pth"):
+        build_runner(cfg).train()
+    with pytest.raises(SystemExit, match=rf"^--resume: {moved}/last_checkpoint names "
+                                         rf"'{first}/epoch_9.pth', outside the work dir {moved}"):
+        train.main([str(config), '--work-dir', str(moved), '--resume'])
+    with pytest.raises(SystemExit, match='--overwrite deletes the checkpoints of the work dir '
+                                         'and --resume'):
+        train.main([str(config), '--work-dir', str(moved), '--resume', '--overwrite'])
+    assert (moved / 'epoch_4.pth').exists(), '--overwrite with --resume deleted checkpoints'

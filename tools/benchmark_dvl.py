@@ -50,7 +50,7 @@ import torch  # noqa: E402
 
 from vpn_plugin.benchmark import environment_line  # noqa: E402
 from vpn_plugin.core import differentiable_viterbi, pkg_log_transitions  # noqa: E402
-from vpn_plugin.errors import tool_main  # noqa: E402
+from vpn_plugin.errors import POSITIVE_INT, tool_main  # noqa: E402
 
 warnings.filterwarnings('ignore', message='.*arg_constraints')  # torch-struct's noise
 METHODS = ('ours', 'autograd', 'torch_struct', 'ours_dense', 'ours_levels')
@@ -213,7 +213,22 @@ def parse_size(text: str):
         batch, horizon, num_actions = (int(v) for v in text.lower().split('x'))
     except ValueError:
         raise SystemExit(f'--sizes entry {text!r}: expected BxTxN, e.g. 256x3x48') from None
+    if min(batch, horizon, num_actions) < 1:
+        raise SystemExit(f'--sizes entry {text!r}: B, T and N must be >= 1, e.g. 256x3x48')
     return batch, horizon, num_actions
+
+
+def check_device(device: str) -> None:
+    """``--device``: a torch device this machine has."""
+    try:
+        kind = torch.device(device).type
+    except (RuntimeError, ValueError):
+        raise SystemExit(f'--device {device!r}: not a torch device; expected cpu or cuda[:i]') \
+            from None
+    if kind == 'cuda' and not torch.cuda.is_available():
+        raise SystemExit(f'--device {device}: this machine has no CUDA GPU; use --device cpu')
+    if kind not in ('cpu', 'cuda'):
+        raise SystemExit(f'--device {device}: expected cpu or cuda[:i]')
 
 
 def run_case(method, size, graph, args) -> dict:
@@ -268,7 +283,7 @@ def main(argv=None) -> None:
                              'alone longer than this is reported as a single cold run (*)')
     parser.add_argument('--max-gb', type=float, default=12.0,
                         help='CPU only: address-space limit of a worker above its start')
-    parser.add_argument('--threads', type=int, default=torch.get_num_threads())
+    parser.add_argument('--threads', type=POSITIVE_INT, default=torch.get_num_threads())
     parser.add_argument('--worker', choices=METHODS, help=argparse.SUPPRESS)
     parser.add_argument('--worker-size', help=argparse.SUPPRESS)
     parser.add_argument('--worker-graph', default='sparse', choices=GRAPHS,
@@ -276,6 +291,9 @@ def main(argv=None) -> None:
     args = parser.parse_args(argv)
     if args.worker:
         return worker_main(args)
+    check_device(args.device)
+    for size in args.sizes:  # every entry checked before any is run
+        parse_size(size)
     cap = f' address-space cap {args.max_gb:g} GB per worker' if args.device == 'cpu' else ''
     torch.set_num_threads(args.threads)
     print(environment_line(args.device))

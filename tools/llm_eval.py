@@ -37,7 +37,8 @@ from vpn_plugin.baselines.llm.evaluate import usage_record, write_outcomes
 from vpn_plugin.baselines.llm.windows import annotation_windows
 from vpn_plugin.datasets.planning_dataset import check_split_disjoint
 from vpn_plugin.protocol.results import ResultRow, read_results, replace_result
-from vpn_plugin.data_paths import add_data_arguments, data_path_args, load_config
+from vpn_plugin.data_paths import (PATH_VARIABLES, add_data_arguments, data_path_args,
+                                   load_config)
 from vpn_plugin.errors import (NON_NEGATIVE_FLOAT, NON_NEGATIVE_INT, POSITIVE_FLOAT,
                                POSITIVE_INT, tool_main)
 
@@ -114,9 +115,25 @@ def check_args(parser, args):
         parser.error(f'--out {args.out}: results rows go to a JSON Lines file (.jsonl)')
 
 
+# top-level config keys llm_eval reads: the datasets and what they are built from
+USED_CONFIG_KEYS = ('train_dataloader', 'test_dataloader', 'horizon', 'test_horizon',
+                    *PATH_VARIABLES)
+
+
+def check_used_options(cfg_options) -> None:
+    """``--cfg-options`` may only change what llm_eval reads (:data:`USED_CONFIG_KEYS`);
+    ``model.prompt_set=foo`` would be ignored: refused."""
+    unused = sorted(k for k in cfg_options or {} if str(k).split('.')[0] not in USED_CONFIG_KEYS)
+    if unused:
+        raise SystemExit(f'--cfg-options {", ".join(unused)}: llm_eval reads only the config\'s '
+                         f'{", ".join(USED_CONFIG_KEYS)}; the prompt, model and endpoint are '
+                         'set by flags (see --help), so these options would be ignored')
+
+
 def load_datasets(args):
     """(config, test windows), from the annotations alone; the test set has its observations
     (feature files) only when a ``--step-config`` model reads them."""
+    check_used_options(args.cfg_options)
     cfg = load_config(args.config, args.cfg_options, **data_path_args(args))
     for key in ('train_dataloader', 'test_dataloader'):
         if 'dataset' not in cfg.get(key, {}):
@@ -134,7 +151,8 @@ def anchor_setting(args, test_set):
     if args.vlm:
         return 'vlm', None  # the VLM identifies them from the clips (stage 1)
     if args.anchors_file:
-        return 'step_model', load_anchor_predictions(args.anchors_file, len(test_set))
+        return 'step_model', load_anchor_predictions(args.anchors_file, len(test_set),
+                                                     test_set.taxonomy.num_actions)
     if args.step_config:
         anchors = step_model_anchors(args.step_config, args.step_checkpoint, test_set,
                                      data_path_args(args))

@@ -25,7 +25,7 @@ from vpn_plugin.datasets.synthetic import (DEFAULT_DTYPES, DTYPES, FORMATS,
                                            SyntheticFeatureGenerator, config_videos,
                                            dataset_videos, difficulty_params, write_manifest,
                                            write_synthetic_features)
-from vpn_plugin.errors import POSITIVE_INT, tool_main
+from vpn_plugin.errors import NON_NEGATIVE_INT, POSITIVE_INT, tool_main
 
 
 def parse_args(argv=None):
@@ -39,7 +39,7 @@ def parse_args(argv=None):
                         "../shared/data); with --config: overrides the config's data_root")
     parser.add_argument('--out', help='output folder (features/ is created in it); required '
                         'with --dataset')
-    parser.add_argument('--seed', type=int, default=0)
+    parser.add_argument('--seed', type=NON_NEGATIVE_INT, default=0)
     parser.add_argument('--difficulty', type=float, default=0.5,
                         help='0 (easy: clear action signal) .. 1 (hard: weak signal, more noise)')
     parser.add_argument('--format', choices=tuple(FORMATS), default='npz',

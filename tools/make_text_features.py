@@ -84,6 +84,9 @@ def write_action_features(args, pooling: str) -> None:
 @tool_main
 def main(argv=None):
     args = parse_args(argv)
+    if Path(args.out).suffix != '.npy':  # np.save would append .npy to another name
+        raise SystemExit(f'--out {args.out}: expected a file name ending in .npy (the file '
+                         'model.text_embeddings.file reads)')
     pooling = args.pooling or default_pooling(args.encoder, args.action_names)
     if args.action_names:
         write_action_features(args, pooling)

@@ -17,7 +17,7 @@ import vpn_plugin.compat_applied  # noqa: F401  (compat fixes before configs are
 from vpn_plugin.compat import shutdown_distributed
 from vpn_plugin.data_paths import (add_runner_arguments, data_path_args,
                                   load_config as read_config)
-from vpn_plugin.errors import tool_main
+from vpn_plugin.errors import path_argument, tool_main, write_text_atomically
 from vpn_plugin.runner import build_runner
 
 
@@ -27,7 +27,8 @@ def parse_args(argv=None):
     parser.add_argument('checkpoint', nargs='?',
                         help='checkpoint file (.pth); may be omitted only for models without '
                         'trainable parameters (e.g. LLMPlanner, UniformEmissionPlanner)')
-    parser.add_argument('--work-dir', help='where logs go (default: work_dirs/<config name>)')
+    parser.add_argument('--work-dir', type=path_argument,
+                        help='where logs go (default: work_dirs/<config name>)')
     parser.add_argument('--out', '--dump', dest='out', metavar='FILE.pkl',
                         help='pickle the predictions (list of per-sample dicts) to this file')
     parser.add_argument('--out-metrics', metavar='FILE.json',
@@ -49,6 +50,11 @@ def add_dump(cfg, dump_path):
 
 
 def load_config(args):
+    if 'load_from' in (args.cfg_options or {}):
+        raise SystemExit(f"--cfg-options load_from={args.cfg_options['load_from']}: test.py "
+                         'scores the CKPT argument (given: '
+                         f'{args.checkpoint or "none"}); give the checkpoint to test as CKPT, '
+                         'not as load_from')
     if args.checkpoint is not None and not osp.isfile(args.checkpoint):
         raise SystemExit(f'checkpoint {args.checkpoint} does not exist')
     cfg = read_config(args.config, args.cfg_options, horizon=args.horizon,
@@ -75,9 +81,8 @@ def require_parameter_free(model, config):
 
 
 def write_metrics(metrics, path):
-    os.makedirs(osp.dirname(osp.abspath(path)), exist_ok=True)
-    with open(path, 'w') as file:
-        json.dump({key: float(value) for key, value in metrics.items()}, file, indent=2)
+    write_text_atomically(path, json.dumps({key: float(value) for key, value in metrics.items()},
+                                           indent=2), 'metrics file')
 
 
 @tool_main

@@ -18,16 +18,16 @@ import vpn_plugin.compat_applied  # noqa: F401  (compat fixes before configs are
 from vpn_plugin.compat import shutdown_distributed
 from vpn_plugin.data_paths import (add_runner_arguments, data_path_args,
                                   load_config as read_config)
-from vpn_plugin.errors import tool_main
+from vpn_plugin.engine.checkpoint import latest_checkpoint_in
+from vpn_plugin.errors import path_argument, tool_main
 from vpn_plugin.runner import build_runner
-from mmengine.runner import find_latest_checkpoint
 
 
 def parse_args(argv=None):
     parser = argparse.ArgumentParser(description='Train a vpn_plugin model')
     parser.add_argument('config', help='config file path')
-    parser.add_argument('--work-dir', help='where logs and checkpoints go '
-                        '(default: work_dirs/<config name>)')
+    parser.add_argument('--work-dir', type=path_argument,
+                        help='where logs and checkpoints go (default: work_dirs/<config name>)')
     parser.add_argument('--resume', nargs='?', const=LATEST, metavar='CKPT',
                         help='resume from CKPT, or from the latest checkpoint of the work dir '
                         'when no CKPT is given (an error if it has none); "--resume auto": '
@@ -104,7 +104,10 @@ def set_resume(cfg, resume):
             raise SystemExit(f'--resume {resume}: no such checkpoint file')
         cfg.resume, cfg.load_from = True, resume
         return
-    latest = find_latest_checkpoint(cfg.work_dir)
+    try:  # resolved inside the work dir: a copied or moved work dir resumes from its own files
+        latest = latest_checkpoint_in(cfg.work_dir)
+    except ValueError as error:
+        raise SystemExit(f'--resume: {error}') from None
     if latest is not None and not osp.isfile(latest):
         raise SystemExit(f'--resume: {cfg.work_dir}/last_checkpoint names {latest!r}, which is '
                          'no checkpoint file; give the CKPT to resume from')
@@ -132,10 +135,16 @@ def check_fresh_work_dir(cfg, overwrite: bool) -> None:
 
 def apply_args(cfg, args):
     """Fold the command-line switches into the config (CLI wins over the file)."""
+    if any(key in cfg and cfg[key] is None for key in ('train_dataloader', 'train_cfg')):
+        raise SystemExit(f'{args.config}: train_dataloader / train_cfg = None: this config is '
+                         'evaluated, not trained (e.g. an LLM baseline): run tools/test.py on it')
     cfg.launcher = args.launcher
     cfg.work_dir = args.work_dir or cfg.get('work_dir') or default_work_dir(args.config)
     if args.amp:
         enable_amp(cfg)
+    if args.overwrite and (args.resume is not None or cfg.get('resume')):
+        raise SystemExit('--overwrite deletes the checkpoints of the work dir and --resume (or '
+                         "the config's resume=True) continues from them: give one of the two")
     if args.resume is not None:
         set_resume(cfg, args.resume)
     elif not cfg.get('resume'):

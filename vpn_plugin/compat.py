@@ -213,10 +213,26 @@ def _forbidden_globals(filename, error):
     return re.findall(r'GLOBAL ([\w.]+)', str(error))
 
 
+def unpickler_reason(error) -> str:
+    """torch's ``weights_only`` failure without its advice to load with
+    ``weights_only=False`` (which could run the file's code): only the unpickler's reason."""
+    text = str(error)
+    names = re.findall(r'GLOBAL ([\w.]+)', text)
+    if names:
+        return f'it pickles the global(s) {", ".join(sorted(set(names)))}, refused'
+    found = re.search(r'WeightsUnpickler error:\s*(.+?)(?:\n\n|$)', text, re.S)
+    if found:
+        return ' '.join(found.group(1).split())
+    return text.split('\n')[0] if 'weights_only' not in text else 'its content does not unpickle'
+
+
 def _raise_forbidden(filename, error):
     names = _forbidden_globals(filename, error)
     if not names:
-        raise pickle.UnpicklingError(f'cannot load checkpoint {filename}: {error}') from error
+        raise pickle.UnpicklingError(
+            f'cannot load checkpoint {filename}: it does not unpickle '
+            f'({unpickler_reason(error)}); expected a torch checkpoint (.pth written by '
+            'torch.save or an mmengine Runner), not e.g. a JSON or text file') from None
     raise ForbiddenCheckpointGlobalError(
         f'checkpoint {filename} pickles the global(s) {", ".join(names)}, which are '
         "not among the types mmengine checkpoints hold (vpn_plugin.compat's "

@@ -50,10 +50,11 @@ REPO_ROOT = Path(__file__).resolve().parents[1]
 def add_data_arguments(parser: argparse.ArgumentParser) -> None:
     """The ``--data-root`` / ``--feature-dir`` flags every tool shares."""
     group = parser.add_argument_group('data locations')
-    group.add_argument('--data-root', metavar='DIR',
+    from vpn_plugin.errors import path_argument
+    group.add_argument('--data-root', metavar='DIR', type=path_argument,
                        help='folder holding <dataset>/... annotation files laid out as '
                             '../shared/data (default: the config\'s data_root)')
-    group.add_argument('--feature-dir', metavar='DIR',
+    group.add_argument('--feature-dir', metavar='DIR', type=path_argument,
                        help='folder of the per-video feature files (default: the config\'s '
                             'feature_dir)')
 
@@ -200,6 +201,34 @@ def check_config_keys(cfg, overrides=None) -> None:
             raise ValueError(f'{where}: --cfg-options {key}: no top-level config key {key!r} '
                              f'in the config or the Runner{close_match_hint(key, known)} '
                              '(a new key would be ignored)')
+    for key, value in (overrides or {}).items():
+        if looks_like_code(value):
+            raise ValueError(f'{where}: --cfg-options {key}={value}: this looks like Python code; '
+                             'option values are read as literals (numbers, strings, lists, '
+                             'dicts) and never run: give the value itself')
+
+
+CODE_NAMES = ('__import__', 'eval', 'exec', 'compile', 'open', 'getattr', 'globals', 'lambda')
+
+
+def looks_like_code(value) -> bool:
+    """A ``--cfg-options`` string that would be code if it ran (it never does): a call of
+    ``__import__`` / ``eval`` / ... or a dunder attribute. Paths and names never are."""
+    import ast
+    if not isinstance(value, str):
+        return False
+    try:
+        tree = ast.parse(value.strip(), mode='eval')
+    except SyntaxError:
+        return False
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Lambda):
+            return True
+        if isinstance(node, ast.Attribute) and node.attr.startswith('__'):
+            return True
+        if isinstance(node, ast.Call) and getattr(node.func, 'id', None) in CODE_NAMES:
+            return True
+    return False
 
 
 

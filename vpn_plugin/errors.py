@@ -116,3 +116,42 @@ POSITIVE_INT = at_least(int, 1)
 NON_NEGATIVE_INT = at_least(int, 0)
 POSITIVE_FLOAT = at_least(float, 0.0, strict=True)
 NON_NEGATIVE_FLOAT = at_least(float, 0.0)
+
+
+def path_argument(text: str) -> str:
+    """An argparse ``type`` for a file or folder flag: an empty string (``--work-dir ''``,
+    an unset shell variable) is refused instead of falling back to the default."""
+    if not text.strip():
+        raise argparse.ArgumentTypeError(f'{text!r} is an empty path; expected a file or folder '
+                                         '(leave the flag out for the default)')
+    return text
+
+
+path_argument.__name__ = 'path'
+
+
+class OutputWriteError(OSError):
+    """An output file could not be written (disk full, read-only folder); nothing was left."""
+
+
+def write_text_atomically(path, text: str, what: str = 'output') -> None:
+    """Write ``text`` to a temporary file beside ``path`` and rename it into place: ``path``
+    is the complete new file or untouched (a full disk leaves no 0-byte or truncated file).
+    An ``OSError`` removes the temporary file and raises ``OutputWriteError`` naming
+    ``path``."""
+    import os
+    from pathlib import Path
+    path = Path(path)
+    temporary = path.with_name(f'.{path.name}.{os.getpid()}.partial')
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        temporary.write_text(text)
+        os.replace(temporary, path)
+    except OSError as error:
+        try:
+            temporary.unlink()
+        except OSError:
+            pass
+        raise OutputWriteError(f'cannot write the {what} {path}: {error.strerror or error}; '
+                               'nothing was written there (free disk space or choose a '
+                               'writable folder)') from error

@@ -115,6 +115,7 @@ class PlanningRunner(Runner):
     def from_cfg(cls, cfg) -> 'PlanningRunner':
         from vpn_plugin.datasets.planning_dataset import check_split_disjoint
         check_config_keys(cfg)
+        check_loop_counts(cfg)
         cfg = resolve_paths(apply_horizon(cfg))
         check_config_entries(cfg, cfg.filename or 'config')
         check_split_disjoint(cfg)  # no test video among the training videos
@@ -154,6 +155,27 @@ class PlanningRunner(Runner):
                             what=f'work dir {self.work_dir}'):
             return super().train()
 
+    def load_or_resume(self) -> None:
+        """mmengine's, with the work dir's ``last_checkpoint`` record resolved inside the work
+        dir (``engine.checkpoint.latest_checkpoint_in``: a copied or moved work dir resumes
+        from its own files, never from the run it was copied from)."""
+        if not self._has_loaded and self._resume and self._load_from is None:
+            from vpn_plugin.engine.checkpoint import latest_checkpoint_in
+            self._load_from = latest_checkpoint_in(self.work_dir)  # None: a fresh start
+        super().load_or_resume()
+
+    def resume(self, filename: str, *args, **kwargs) -> None:
+        """mmengine's ``resume``, then the checkpoint records of the resumed message hub
+        (``last_ckpt``, ``best_ckpt*``: ``CheckpointHook`` deletes the previous best) resolved
+        inside this work dir (``engine.checkpoint.record_inside``)."""
+        from vpn_plugin.engine.checkpoint import record_inside
+        super().resume(filename, *args, **kwargs)
+        for key, value in list(self.message_hub.runtime_info.items()):
+            if (key == 'last_ckpt' or key.startswith('best_ckpt')) and isinstance(value, str):
+                what = f'the message hub record {key!r} of checkpoint {filename}'
+                self.message_hub.update_info(
+                    key, record_inside(value, self.work_dir, what, required=False))
+
     def load_checkpoint(self, filename: str, map_location='cpu', strict=None, revise_keys=None):
         """mmengine's ``load_checkpoint`` (``load_from`` and ``resume`` call it) with strict
         loading (:func:`vpn_plugin.engine.checkpoint.load_weights`): partial only with the
@@ -164,10 +186,22 @@ class PlanningRunner(Runner):
         self.call_hook('after_load_checkpoint', checkpoint=checkpoint)
         model = self.model.module if is_model_wrapper(self.model) else self.model
         partial = bool(self.cfg.get(PARTIAL_LOAD_KEY, False)) if strict is None else not strict
-        load_weights(model, checkpoint, filename, partial=partial and not is_resuming(self))
+        load_weights(model, checkpoint, filename, partial=partial and not is_resuming(self),
+                     data_meta=self._built_data_meta())
         self._has_loaded = True
         self.logger.info(f'Load checkpoint from {filename}')
         return checkpoint
+
+    def _built_data_meta(self):
+        """``metainfo`` of the dataset of the loop that runs (train, else test, else val; a
+        loop mmengine has built before loading), None when none is built."""
+        from mmengine.runner import BaseLoop
+        for loop in (self._train_loop, self._test_loop, self._val_loop):
+            dataset = getattr(getattr(loop, 'dataloader', None), 'dataset', None)
+            if isinstance(loop, BaseLoop) and isinstance(getattr(dataset, 'metainfo', None),
+                                                         dict):
+                return dataset.metainfo
+        return None
 
     @master_only
     def save_checkpoint(self, out_dir: str, filename: str, *args, **kwargs) -> None:
@@ -246,6 +280,21 @@ def _check_arguments(where: str, registry, entry: dict) -> None:
         raise ValueError(f'{where}: {entry["type"]} has no option(s) {unknown}; {expected}'
                          f'{close_match_hint(unknown[0], options)}'
                          + getattr(cls, 'options_hint', ''))
+
+
+LOOP_COUNTS = ('max_epochs', 'max_iters', 'val_interval')  # train_cfg entries: integers >= 1
+
+
+def check_loop_counts(cfg) -> None:
+    """``train_cfg.max_epochs=abc`` / ``-5`` / ``0`` (and ``max_iters``, ``val_interval``):
+    refused naming the config and the key, not left to a TypeError or an empty training."""
+    train_cfg = cfg.get('train_cfg') or {}
+    for key in LOOP_COUNTS:
+        value = train_cfg.get(key)
+        if value is not None and (isinstance(value, bool) or not isinstance(value, int)
+                                  or value < 1):
+            raise ValueError(f'{cfg.filename or "config"}: train_cfg.{key}={value!r}; expected '
+                             'an integer >= 1')
 
 
 def build_runner(cfg) -> Runner:

@@ -90,6 +90,9 @@ def inference_planner(model, dataset, indices: Sequence[int], mode: str = 'predi
     ``mode='predict'``: a list of ``ActionDataSample`` (``pred_plan`` (T,), ``gt_plan``, ...);
     ``mode='tensor'``: the model's tensor output, concatenated over the batches (M, ...).
     """
+    for i in indices:  # 1.7 would silently be sample 1
+        if isinstance(i, bool) or not isinstance(i, (int, np.integer)):
+            raise TypeError(f'sample index {i!r} is a {type(i).__name__}; expected an integer')
     indices = [int(i) for i in indices]
     for i in indices:
         if not 0 <= i < len(dataset):
@@ -123,6 +126,9 @@ def step_model_anchors(config, checkpoint, dataset,
     return predicted[:, 0].numpy().astype(np.int64), predicted[:, 1].numpy().astype(np.int64)
 
 
+GOAL_OVERSHOOT_S = 10  # seconds a goal may lie past a video's last frame (video_observations)
+
+
 def video_observations(cfg, feature_file, start_time: float, goal_time: float,
                        split: str = 'test'):
     """The start and goal observations ``(D',)``, ``(D',)`` (float32 tensors) of a video's
@@ -134,8 +140,9 @@ def video_observations(cfg, feature_file, start_time: float, goal_time: float,
     frames, one per second, or that array itself (e.g. ``apis.video_features`` of a video);
     ``start_time``: the second the first step starts (start state),
     ``goal_time``: the second the last step ends (goal state); rounded to whole seconds as the
-    annotations are. A goal past the last frame is read at the last frame (window policy
-    'keep'); a start outside the video is an error.
+    annotations are. A goal past the last frame, by up to ``GOAL_OVERSHOOT_S`` (annotations end
+    a few seconds after the features), is read at the last frame (window policy 'keep'); a start
+    outside the video, or a goal further past its end (another video's times?), is an error.
     """
     from vpn_plugin.datasets.annotations import round_time
     from vpn_plugin.datasets.features import checked_frames, load_features
@@ -150,11 +157,17 @@ def video_observations(cfg, feature_file, start_time: float, goal_time: float,
         feature_file = 'the video\'s features'
     else:
         frames = load_features(feature_file, frame_dim)
+    for name, value in (('start_time', start_time), ('goal_time', goal_time)):
+        if isinstance(value, bool) or not isinstance(value, (int, float, np.number)) \
+                or not np.isfinite(value):
+            raise ValueError(f'{feature_file}: {name}={value!r}; expected a finite number of '
+                             'seconds')
     start, goal = round_time(start_time), round_time(goal_time)
-    if not 0 <= start <= goal or start >= len(frames):
+    latest = len(frames) + GOAL_OVERSHOOT_S
+    if not 0 <= start <= goal <= latest or start >= len(frames):
         raise ValueError(f'{feature_file}: start_time={start_time}, goal_time={goal_time} s; '
-                         f'expected 0 <= start_time <= goal_time and start_time < the video\'s '
-                         f'{len(frames)} frames (one per second)')
+                         f'expected 0 <= start_time <= goal_time <= {latest} s and start_time < '
+                         f'the video\'s {len(frames)} frames (one per second)')
     first, last = frame_indices(recipe, start, goal, len(frames))
     return (torch.from_numpy(observe(frames, first, recipe)).float(),
             torch.from_numpy(observe(frames, last, recipe)).float())
@@ -180,7 +193,14 @@ def plan_from_features(model, start, goal):
 
 def _observation_batch(model, values, name: str) -> torch.Tensor:
     """(B, D) float32 from (D,) or (B, D), checked against ``model.feature_dim``."""
-    values = torch.as_tensor(values, dtype=torch.float32)
+    values = torch.as_tensor(values)
+    if not values.is_floating_point():  # integer features are no observations
+        raise TypeError(f'{name} observations have dtype {values.dtype}; expected floating-point '
+                        'features')
+    if not bool(torch.isfinite(values).all()):
+        raise ValueError(f'{name} observations hold {int((~torch.isfinite(values)).sum())} '
+                         'NaN/inf value(s); expected finite features (a damaged feature file?)')
+    values = values.float()
     values = values.unsqueeze(0) if values.dim() == 1 else values
     expected = getattr(model, 'feature_dim', None)
     if values.dim() != 2 or (expected is not None and values.shape[1] != expected):

@@ -1,7 +1,8 @@
 """Baselines next to ViterbiPlanNet (registered in MMAction2's MODELS).
 
 * ``PKGBeamSearchPlanner``: a step model on the start/goal observations predicts the first and
-  the last action; a beam search over the PKG finds the most probable path between them. The
+  the last action; a beam search over the PKG finds the most probable path between them (a
+  window without such a path of T steps has no plan: ``core.metrics.NO_PLAN``, scored 0). The
   step model is the paper's, PDPP's U-Net with task conditioning trained on the first and last
   actions (``PDPPDiffusion(middle_actions=False)``, the ViterbiPlanNet authors'
   ``step_models/Diffusion_based_with_task``; the paper configs' default), or this plugin's
@@ -95,8 +96,10 @@ class PKGBeamSearchPlanner(BasePlanner):
 
     def predict_fields(self, inputs, data_samples, horizon: int) -> dict:
         first, last = self.step_logits(inputs, data_samples).argmax(-1).unbind(-1)
-        plans, _ = pkg_beam_search(self.log_transitions.cpu(), first.cpu(), last.cpu(),
-                                   horizon, self.beam_width)
+        plans, scores = pkg_beam_search(self.log_transitions.cpu(), first.cpu(), last.cpu(),
+                                        horizon, self.beam_width)
+        # no PKG path of T steps from the first to the last action: no plan (scored 0)
+        plans[~torch.isfinite(scores)] = core.NO_PLAN
         return dict(pred_plan=plans.to(first.device))
 
 

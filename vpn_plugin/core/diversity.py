@@ -13,7 +13,7 @@ from .metrics import as_plans
 
 def plan_distribution(plans) -> dict:
     """Empirical distribution {plan tuple: probability} of plans (M, T)."""
-    plans = as_plans(plans, 'plans')
+    plans = as_plans(plans, 'plans', allow_no_plan=True)  # "no plan" is one more outcome
     if len(plans) == 0:
         raise ValueError('plan_distribution needs at least one plan, got an empty (0, T) array')
     counts = Counter(map(tuple, plans.tolist()))
@@ -51,7 +51,7 @@ def decoding_diversity(pred, gt, min_group_size: int = 2) -> dict:
         dict with the mean over groups of ``pred_entropy``, ``gt_entropy`` (bits) and
         ``js_divergence`` (bits, pred vs GT), plus ``num_groups`` and ``num_windows`` used.
     """
-    pred, gt = as_plans(pred, 'pred'), as_plans(gt, 'gt')
+    pred, gt = as_plans(pred, 'pred', allow_no_plan=True), as_plans(gt, 'gt')
     if pred.shape != gt.shape:
         raise ValueError(f'pred {pred.shape} and gt {gt.shape} must have the same (M, T) shape')
     groups = defaultdict(list)

@@ -12,6 +12,13 @@ All values are in percent. For predicted and ground-truth plans ``(M, T)`` of in
   sample whose plans are both all-zero ids (0/0) counts as 100.
 * ``first_accuracy`` / ``last_accuracy``: the first / last step is right.
 
+A window without a usable plan (an LLM reply that is prose or out of the taxonomy, a failed
+request, a beam search that finds no PKG path, ...) is a predicted plan filled with
+:data:`NO_PLAN` (-1) at every step (:func:`no_plan`). It scores 0 on every metric, the legacy
+bitwise mIoU included (whose formula would otherwise credit any id pattern), and adds no action
+to ``miou_batch``'s predicted set. A plan with -1 at some steps only, or any other negative
+id, is refused.
+
 Named extras (``EXTRA_METRICS``), never part of the default set:
 
 * ``miou_batch`` (:func:`miou_batch`): PDPP's mIoU, which MTID reports: ONE set IoU per
@@ -30,10 +37,22 @@ import torch
 METRIC_NAMES = ('success_rate', 'mean_accuracy', 'miou_set', 'miou_legacy',
                 'first_accuracy', 'last_accuracy')
 EXTRA_METRICS = ('miou_batch',)
+NO_PLAN = -1  # the id of every step of a window without a plan (module docstring)
 
 
-def as_plans(plans, name: str) -> np.ndarray:
-    """Checked int64 plans (M, T) from numpy / torch / lists; a single plan (T,) -> (1, T)."""
+def no_plan(horizon: int) -> list:
+    """The plan (T,) a planner emits for a window it could not plan: [NO_PLAN] * T."""
+    return [NO_PLAN] * int(horizon)
+
+
+def no_plan_rows(plans: np.ndarray) -> np.ndarray:
+    """(M,) bool: the rows of plans (M, T) that are :func:`no_plan`."""
+    return (np.asarray(plans) == NO_PLAN).all(1)
+
+
+def as_plans(plans, name: str, allow_no_plan: bool = False) -> np.ndarray:
+    """Checked int64 plans (M, T) from numpy / torch / lists; a single plan (T,) -> (1, T).
+    ``allow_no_plan``: rows that are :func:`no_plan` are kept (predicted plans)."""
     if isinstance(plans, torch.Tensor):
         plans = plans.detach().cpu().numpy()
     array = np.asarray(plans)
@@ -43,8 +62,15 @@ def as_plans(plans, name: str) -> np.ndarray:
         raise ValueError(f'{name} has shape {array.shape}; expected plans (M, T) with T >= 1')
     if array.size and not np.issubdtype(array.dtype, np.integer):
         raise TypeError(f'{name} has dtype {array.dtype}; expected integer action ids')
-    if (array < 0).any():
-        raise ValueError(f'{name} holds negative action id {int(array.min())}; expected ids >= 0')
+    negative = array < 0
+    if allow_no_plan and array.size:
+        negative &= ~no_plan_rows(array)[:, None]
+    if negative.any():
+        row = int(np.flatnonzero(negative.any(1))[0])
+        hint = (f', or a whole plan of NO_PLAN ({NO_PLAN}) for a window without a plan'
+                if allow_no_plan else '')
+        raise ValueError(f'{name} holds negative action id {int(array[negative].min())} in plan '
+                         f'{row} ({array[row].tolist()}); expected ids >= 0{hint}')
     return array.astype(np.int64)
 
 
@@ -64,9 +90,10 @@ def per_sample_scores(pred, gt) -> Dict[str, np.ndarray]:
     """Dict of (M,) float64 per-sample scores in percent, keys ``METRIC_NAMES``.
 
     ``pred`` and ``gt`` are integer plans (M, T) (numpy or torch); the mean of each array is the
-    corresponding :func:`planning_metrics` value.
+    corresponding :func:`planning_metrics` value. A ``pred`` row that is :func:`no_plan` scores
+    0 on every metric.
     """
-    pred, gt = as_plans(pred, 'pred'), as_plans(gt, 'gt')
+    pred, gt = as_plans(pred, 'pred', allow_no_plan=True), as_plans(gt, 'gt')
     if pred.shape != gt.shape:
         raise ValueError(f'pred has shape {pred.shape} but gt {gt.shape}; expected equal (M, T)')
     correct = pred == gt  # (M, T)
@@ -78,7 +105,9 @@ def per_sample_scores(pred, gt) -> Dict[str, np.ndarray]:
         'first_accuracy': correct[:, 0],
         'last_accuracy': correct[:, -1],
     }
-    return {name: 100.0 * np.asarray(scores[name], dtype=np.float64) for name in METRIC_NAMES}
+    planned = ~no_plan_rows(pred)
+    return {name: 100.0 * np.asarray(scores[name], dtype=np.float64) * planned
+            for name in METRIC_NAMES}
 
 
 def planning_metrics(pred, gt) -> Dict[str, float]:
@@ -95,9 +124,10 @@ def miou_batch(pred, gt, batch_size: int) -> float:
     The M samples, in the given order, are cut into consecutive batches of ``batch_size``
     (the last may be smaller); each batch scores |P & G| / |P | G| for the SETS P, G of all
     action ids it predicts / holds; batches are averaged weighted by their size (their
-    ``AverageMeter``). ``batch_size=1`` is the per-sample set IoU (``miou_set``).
+    ``AverageMeter``). ``batch_size=1`` is the per-sample set IoU (``miou_set``). A
+    :func:`no_plan` row adds no action to its batch's P.
     """
-    pred, gt = as_plans(pred, 'pred'), as_plans(gt, 'gt')
+    pred, gt = as_plans(pred, 'pred', allow_no_plan=True), as_plans(gt, 'gt')
     if pred.shape != gt.shape or len(pred) == 0:
         raise ValueError(f'pred {pred.shape} and gt {gt.shape}; expected equal (M, T), M > 0')
     if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
@@ -105,5 +135,6 @@ def miou_batch(pred, gt, batch_size: int) -> float:
     total = 0.0
     for begin in range(0, len(pred), batch_size):
         batch = slice(begin, begin + batch_size)
-        total += _set_iou(pred[batch].ravel(), gt[batch].ravel()) * len(pred[batch])
+        predicted = pred[batch].ravel()
+        total += _set_iou(predicted[predicted != NO_PLAN], gt[batch].ravel()) * len(pred[batch])
     return 100.0 * total / len(pred)

@@ -137,6 +137,32 @@ def check_step_order(path, vid: str, where: str, starts, warnings=None, kind='vi
                      f'{path}: {where} (vid {vid}): start times {list(starts)}')
 
 
+def count_suspicious(videos: Sequence[VideoAnnotation], taxonomy: Taxonomy,
+                     warnings: Optional[AnnotationWarnings]) -> None:
+    """Count (``warnings``) what is kept but changes the data silently: a video without
+    steps (an empty CrossTask CSV: no window), a video with a repeated step row (a PKG
+    self-loop), a task with two actions of one name (tasks and plans read them as one)."""
+    if warnings is None:
+        return
+    for video in videos:
+        where = f'{video.source}: vid {video.vid}'
+        if not video.steps:
+            warnings.add('videos without steps (no window)', where)
+        repeated = first_duplicates(list(video.steps))
+        if repeated:
+            again, first = next(iter(repeated.items()))
+            warnings.add('videos with repeated step rows',
+                         f'{where}: step {again} repeats step {first} {video.steps[first]}')
+    for task, actions in enumerate(taxonomy.task_actions):
+        same = first_duplicates([normalized_name(taxonomy.action_names[a]) for a in actions])
+        if same:
+            again, first = next(iter(same.items()))
+            warnings.add('tasks with two actions of one name',
+                         f'{taxonomy.path}: task {taxonomy.task_keys[task]}: actions '
+                         f'{actions[first]} and {actions[again]} are both '
+                         f'{taxonomy.action_names[actions[again]]!r}')
+
+
 def check_crosstask_taxonomy(taxonomy: Taxonomy, tasks_primary: dict) -> None:
     """CSV step numbers index the task's actions: the taxonomy must list every step."""
     for k, key in enumerate(taxonomy.task_keys):

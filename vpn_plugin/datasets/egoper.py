@@ -47,9 +47,15 @@ def convert_egoper(annotation_file, split_dir, out_dir, errors: str,
     splits = read_splits(Path(split_dir), list(data))
     counts: Counter = Counter()
     videos = {'train': [], 'test': []}
+    seen: Dict[str, str] = {}  # video id -> where it was read first
     for k, (task, entry) in enumerate(data.items()):
         for i, segment in enumerate(entry['segments']):
             vid = str(segment.get('video_id', ''))
+            where = f'task {task!r}: segments[{i}]'
+            if vid in seen:
+                raise ValueError(f'{annotation_file}: {where}: video {vid} is listed again (first '
+                                 f'at {seen[vid]}); expected each video once')
+            seen[vid] = where
             split = splits.get(vid)
             if split is None:
                 counts['videos in no split list'] += 1
@@ -128,6 +134,9 @@ def _steps(path, task, i, vid, segment, ids: Dict[int, int], errors: str,
     steps = []
     for j, (times, action, kind) in enumerate(zip(*(labels[f] for f in fields))):
         start, end = _times(where, j, times)
+        if isinstance(action, bool) or not isinstance(action, int):
+            raise ValueError(f'{where}: labels.action[{j}] = {action!r}; expected an integer '
+                             'action idx (0 = background)')
         if action == BACKGROUND:
             counts['background dropped'] += 1
             continue

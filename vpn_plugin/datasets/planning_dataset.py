@@ -329,10 +329,19 @@ class PlanningDataset(Dataset):
         path = self._cache_file(windows)
         if path is None:
             return
-        path.parent.mkdir(parents=True, exist_ok=True)
         tmp = path.with_suffix(f'.{os.getpid()}.tmp.npz')  # atomic for concurrent runs
-        np.savez(tmp, **arrays)
-        tmp.replace(path)
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            np.savez(tmp, **arrays)
+            tmp.replace(path)
+        except OSError as error:
+            try:
+                tmp.unlink()
+            except OSError:
+                pass
+            raise OSError(error.errno, f'cannot write the observation cache {path}: '
+                          f'{error.strerror or error}; the cache can move: set cache_dir to a '
+                          'writable folder (--cfg-options cache_dir=DIR)') from None
 
     def _log_window_counts(self) -> None:
         if not self.window_counts:

@@ -22,7 +22,7 @@ from typing import List, Optional, Sequence, Tuple
 
 from ..errors import check_choice
 from .annotations import (BadVideoError, VideoAnnotation, Window, build_windows,
-                          coin_video_ids, crosstask_videos, json_video_ids,
+                          coin_video_ids, count_suspicious, crosstask_videos, json_video_ids,
                           read_coin_annotations, read_json_annotations, read_window_file,
                           split_overlap)
 from .taxonomy import Taxonomy, action_map, load_taxonomy
@@ -75,6 +75,7 @@ def read_source(data_root, taxonomy: Taxonomy, horizon: int, window_file=None, v
                                           other_split and _existing(data_root, other_split,
                                                                     horizon), warnings)
         windows = None
+    count_suspicious(videos or [], written_in, warnings)
     if annotation_taxonomy:
         windows, videos = _relabel(windows, videos, action_map(written_in, taxonomy))
     return (build_windows(videos, horizon) if windows is None else windows), videos, bad

@@ -10,6 +10,19 @@
   (fine-tuning from another model) is an explicit opt-in: the config's ``load_partial = True``
   (``--cfg-options load_partial=True``) or ``init_planner(..., partial=True)``; it loads the
   tensors that fit and logs the rest. Resuming is always strict.
+  Tensors that fit are not enough: a checkpoint's ``meta.dataset_meta`` (what training
+  records: the training set's ``horizon``, ``num_actions``, ``num_tasks``, ``feature_dim``,
+  action and task names) must agree with the model built from the config (its ``horizon``)
+  and with the metainfo of the data it is run on (counts, feature size, names)
+  (:func:`meta_mismatches`): a SCHEMA or PDPP checkpoint of T=3 has the tensors of T=4 and
+  would otherwise score T=4 windows. Checkpoints without a recorded meta (converted from
+  another code base, saved by hand) are checked by their tensors alone.
+* A run reads, writes and deletes checkpoints only inside its own work dir. mmengine records
+  absolute paths (``<work_dir>/last_checkpoint``, the best checkpoint in the message hub,
+  which ``CheckpointHook`` deletes when a better one comes): in a work dir copied or moved
+  from another run they name the other run's files. :func:`latest_checkpoint_in` and
+  :func:`record_inside` resolve such a record to the file of the same name inside the work
+  dir, or refuse it naming both paths (``PlanningRunner`` and ``tools/train.py`` use them).
 * :func:`save_atomically`: a checkpoint is written to a temporary name and renamed into place,
   so a full disk or a read-only work dir never leaves a partial ``epoch_N.pth`` that
   ``--resume`` or ``tools/test.py`` could take; the error says so in one message.
@@ -17,10 +30,12 @@
 from __future__ import annotations
 
 import logging
+import math
 import os
 import re
 from collections import OrderedDict
 from pathlib import Path
+from typing import Optional
 
 import torch
 
@@ -69,14 +84,83 @@ def state_dict_of(checkpoint: dict, source: str = 'checkpoint') -> 'OrderedDict[
     return state
 
 
+# dataset_meta keys compared with the model: its horizon is the training set's (its task
+# count need not be the taxonomy's: a subset's planner has fewer tasks)
+MODEL_META = ('horizon',)
+DATA_META = ('num_actions', 'num_tasks', 'feature_dim', 'action_names', 'task_names')
+
+
+def meta_mismatches(checkpoint: dict, model, data_meta: Optional[dict] = None) -> list:
+    """'key=checkpoint value vs config value' for each field of the checkpoint's
+    ``meta.dataset_meta`` that disagrees with ``model`` (:data:`MODEL_META`) or with the
+    ``data_meta`` (a dataset's ``metainfo``: :data:`DATA_META`; the horizon of the data may
+    differ, a model's ``cross_horizon`` rules decide). [] when nothing is recorded."""
+    meta = checkpoint.get('meta')
+    recorded = meta.get('dataset_meta') if isinstance(meta, dict) else None
+    if not isinstance(recorded, dict):
+        return []
+    wrong = {}
+    for key in MODEL_META:
+        ours = getattr(model, key, None)
+        if key in recorded and ours is not None and recorded[key] != ours:
+            wrong[key] = (f'{key}={recorded[key]!r} in the checkpoint, {ours!r} in the '
+                          "config's model")
+    for key in DATA_META:
+        if key in wrong or key not in recorded or key not in (data_meta or {}):
+            continue
+        difference = _difference(recorded[key], data_meta[key])
+        if difference:
+            wrong[key] = f"{key}: {difference} in the checkpoint and the config's data"
+    return list(wrong.values())
+
+
+def _difference(theirs, ours) -> str:
+    """'' when equal; else the values, or for lists of names their lengths or the first
+    position where they differ."""
+    if isinstance(theirs, (list, tuple)) and isinstance(ours, (list, tuple)):
+        theirs, ours = list(theirs), list(ours)
+        if theirs == ours:
+            return ''
+        if len(theirs) != len(ours):
+            return f'{len(theirs)} vs {len(ours)} entries'
+        index = next(i for i, (a, b) in enumerate(zip(theirs, ours)) if a != b)
+        return f'entry {index} is {theirs[index]!r} vs {ours[index]!r}'
+    return '' if theirs == ours else f'{theirs!r} vs {ours!r}'
+
+
+def check_finite(state: dict, source: str) -> None:
+    """Refuse a checkpoint with NaN (or +inf) weights, naming it and the tensor: scored, it
+    would fail deep inside the model (``log_emissions``) or give NaN metrics. ``-inf`` is kept
+    in ``log_transitions`` (a missing PKG edge)."""
+    for key, value in state.items():
+        if not torch.is_tensor(value) or not value.is_floating_point():
+            continue
+        bad = torch.isnan(value) | (value == math.inf)
+        if not key.endswith('log_transitions'):
+            bad |= value == -math.inf
+        if bool(bad.any()):
+            raise ValueError(f'checkpoint {source}: tensor {key} {tuple(value.shape)} holds '
+                             f'{int(bad.sum())} NaN/inf value(s); a diverged or damaged '
+                             'training: use an earlier checkpoint')
+
+
 def load_weights(model, checkpoint: dict, source: str, *, partial: bool = False,
-                 logger='current') -> None:
+                 logger='current', data_meta: Optional[dict] = None) -> None:
     """Copy ``checkpoint``'s tensors into ``model`` (rules: module docstring).
 
     Raises ``CheckpointMismatchError`` naming ``source``, the model class, the missing and
-    unexpected keys and the tensors of another shape, unless ``partial`` (then they are
-    logged and the fitting tensors are loaded).
+    unexpected keys and the tensors of another shape, or the fields of the checkpoint's
+    recorded meta that disagree with ``model`` and ``data_meta`` (:func:`meta_mismatches`),
+    unless ``partial`` (then they are logged and the fitting tensors are loaded).
     """
+    check_finite(state_dict_of(checkpoint, source), source)
+    wrong_meta = meta_mismatches(checkpoint, model, data_meta)
+    if wrong_meta and not partial:
+        raise CheckpointMismatchError(
+            f'checkpoint {source} was trained for another setting than the config: '
+            f'{"; ".join(wrong_meta)} (its meta.dataset_meta). Test it with the config it was '
+            f'trained with (same horizon, dataset, actions, tasks); to start fine-tuning from '
+            f'it, set {PARTIAL_LOAD_KEY}=True')
     state = state_dict_of(checkpoint, source)
     expected = model.state_dict()
     wrong = {}  # key -> (what the checkpoint holds, shape in the model)
@@ -89,7 +173,7 @@ def load_weights(model, checkpoint: dict, source: str, *, partial: bool = False,
     missing = [key for key in keys.missing_keys if key not in wrong]  # listed with shapes
     problems = '; '.join(filter(None, [mismatch_text(missing, keys.unexpected_keys, wrong),
                                        other]))
-    if not problems:
+    if not problems and not wrong_meta:
         return
     if not partial:
         raise CheckpointMismatchError(
@@ -98,6 +182,8 @@ def load_weights(model, checkpoint: dict, source: str, *, partial: bool = False,
             f'dataset); to start fine-tuning from it, set {PARTIAL_LOAD_KEY}=True (loads only '
             'the tensors that fit)')
     from mmengine.logging import print_log
+    if wrong_meta:
+        problems = '; '.join([problems] + wrong_meta) if problems else '; '.join(wrong_meta)
     print_log(f'{PARTIAL_LOAD_KEY}=True: loaded the tensors of {source} that fit '
               f'{type(model).__name__}; left as built: {problems}', logger=logger,
               level=logging.WARNING)
@@ -173,3 +259,46 @@ def save_atomically(write, path) -> None:
             f'cannot save checkpoint {path}: {cause}; nothing was written there '
             '(the checkpoints saved before are intact). Free disk space or give a writable '
             '--work-dir, then continue with --resume') from error
+
+
+LAST_CHECKPOINT = 'last_checkpoint'  # mmengine's record of the latest checkpoint of a work dir
+
+
+def is_inside(path, folder) -> bool:
+    """``path`` lies in ``folder`` (or below it), symlinks and ``..`` resolved."""
+    folder = Path(os.path.abspath(folder)).resolve()
+    return folder in Path(os.path.abspath(path)).resolve().parents
+
+
+def record_inside(recorded: str, work_dir, what: str, required: bool = True,
+                  logger='current') -> Optional[str]:
+    """The checkpoint a work dir's record (``what``) names, inside ``work_dir``: the recorded
+    path when it lies there; else the file of the same name in ``work_dir`` (a work dir copied
+    or moved from another run: logged); else ``ValueError`` naming both paths, or None (logged)
+    when not ``required`` (a best-checkpoint record: nothing of this run to replace)."""
+    if is_inside(recorded, work_dir):
+        return recorded
+    local = Path(work_dir) / Path(recorded).name
+    from mmengine.logging import print_log
+    if Path(recorded).name and local.is_file():
+        print_log(f'{what} names {recorded}, outside the work dir {work_dir} (copied or moved '
+                  f'from another run): using {local}', logger=logger, level=logging.WARNING)
+        return str(local)
+    if required:
+        raise ValueError(f'{what} names {recorded!r}, outside the work dir {work_dir}, and the '
+                         f'work dir holds no {Path(recorded).name or "such file"}: a run reads, '
+                         'writes and deletes only inside its own work dir; give the checkpoint '
+                         'to continue from as --resume CKPT, or copy it into the work dir')
+    print_log(f'{what} names {recorded}, outside the work dir {work_dir}, which holds no such '
+              'file: the record is dropped (that file is never replaced or deleted)',
+              logger=logger, level=logging.WARNING)
+    return None
+
+
+def latest_checkpoint_in(work_dir) -> Optional[str]:
+    """The checkpoint ``<work_dir>/last_checkpoint`` names, inside ``work_dir``
+    (:func:`record_inside`); None when the work dir has no such record."""
+    record = Path(work_dir) / LAST_CHECKPOINT
+    if not record.is_file():
+        return None
+    return record_inside(record.read_text().strip(), work_dir, str(record))

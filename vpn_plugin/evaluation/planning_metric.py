@@ -11,12 +11,15 @@ TensorBoard keep them apart from the training scalars; ``save_best`` names the p
     {"metrics": {name: percent},              # same as the returned dict (without prefix)
      "sample_idx": [int, ...],                # sorted dataset indices, one per sample
      "pred_plan": [[int] * T, ...], "gt_plan": [[int] * T, ...],
-     "scores": {name: [percent per sample, ...]}}   # aligned with sample_idx
+     "scores": {name: [percent per sample, ...]},   # aligned with sample_idx
+     "no_plan": int}                          # windows without a plan (scored 0)
+
+A window whose ``pred_plan`` is ``core.metrics.no_plan`` (every step ``NO_PLAN`` = -1: the
+planner produced no usable plan) scores 0 on every metric; their number is logged.
 """
 from __future__ import annotations
 
 import json
-from pathlib import Path
 from typing import Dict, List, Optional, Sequence
 
 import numpy as np
@@ -24,7 +27,8 @@ import torch
 from mmengine.evaluator import BaseMetric
 from mmaction.registry import METRICS
 
-from ..core.metrics import EXTRA_METRICS, miou_batch, per_sample_scores
+from ..errors import write_text_atomically
+from ..core.metrics import EXTRA_METRICS, miou_batch, no_plan_rows, per_sample_scores
 
 
 def _plan_list(value, field: str, index: int) -> List[int]:
@@ -100,22 +104,26 @@ class PlanningMetric(BaseMetric):
         gt = np.array([r['gt_plan'] for r in results], dtype=np.int64)
         scores = per_sample_scores(pred, gt)
         metrics = {name: float(values.mean()) for name, values in scores.items()}
+        missing = int(no_plan_rows(pred).sum())
+        if missing:
+            from mmengine.logging import print_log
+            print_log(f'PlanningMetric: {missing} of {len(pred)} windows have no plan (the '
+                      'planner produced none): they score 0 on every metric', logger='current')
         if self.authors_selection:
             metrics['authors_selection'] = authors_selection_score(metrics)
         if 'miou_batch' in self.extra_metrics:
             metrics['miou_batch'] = miou_batch(pred, gt, self.miou_batch_size)
             metrics['miou_batch_size'] = float(self.miou_batch_size)
         if self.out_file:
-            self._dump(results, pred, gt, scores, metrics)
+            self._dump(results, pred, gt, scores, metrics, missing)
         return metrics
 
-    def _dump(self, results, pred, gt, scores, metrics) -> None:
-        path = Path(self.out_file)
-        path.parent.mkdir(parents=True, exist_ok=True)
+    def _dump(self, results, pred, gt, scores, metrics, missing: int) -> None:
         payload = dict(metrics=metrics, sample_idx=[r['sample_idx'] for r in results],
                        pred_plan=pred.tolist(), gt_plan=gt.tolist(),
-                       scores={name: values.tolist() for name, values in scores.items()})
-        path.write_text(json.dumps(payload))
+                       scores={name: values.tolist() for name, values in scores.items()},
+                       no_plan=missing)
+        write_text_atomically(self.out_file, json.dumps(payload), 'per-sample scores')
 
 
 def authors_selection_score(metrics: Dict[str, float]) -> float:

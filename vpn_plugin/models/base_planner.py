@@ -11,6 +11,12 @@ A subclass implements ``loss(inputs, data_samples) -> dict``,
 ``predict_fields(inputs, data_samples, horizon) -> dict`` (``pred_plan`` (B, T') and optional
 ``soft_plan``/``emissions`` (B, T', N), ``pred_task`` (B,), ``metainfo`` (list of B dicts)) and
 ``tensor(inputs, horizon)``.
+
+A planner that can fail to produce a plan for a window (an LLM reply without a usable plan, a
+beam search without a PKG path) returns that row of ``pred_plan`` filled with
+``core.metrics.NO_PLAN`` (-1; ``core.metrics.no_plan(T)`` is such a row): the one metric
+implementation (``core.metrics``, ``PlanningMetric``) scores it 0 on every metric and logs
+their number. Never emit an id outside the taxonomy for it (the legacy mIoU would credit it).
 """
 import math
 from typing import Dict, List, Optional

@@ -12,6 +12,7 @@
   ``ViterbiPlanNet`` checker of ``oracles.compare``, run by ``tools/check_reference.py``).
 """
 import json
+import pickle
 from pathlib import Path
 from typing import Dict, List, Tuple
 
@@ -35,7 +36,13 @@ def read_authors_state_dict(path) -> Dict[str, torch.Tensor]:
     if path.suffix == '.npz':
         with np.load(path, allow_pickle=False) as arrays:
             return {k: torch.from_numpy(arrays[k].astype(np.float32)) for k in arrays.files}
-    state = torch.load(path, map_location='cpu', weights_only=True)
+    try:
+        state = torch.load(path, map_location='cpu', weights_only=True)
+    except (pickle.UnpicklingError, RuntimeError, EOFError) as error:
+        from vpn_plugin.compat import unpickler_reason
+        raise ValueError(f'{path}: cannot load it as the authors\' checkpoint (it does not '
+                         f'unpickle safely: {unpickler_reason(error)}); expected a state dict '
+                         'saved with torch.save; it is never unpickled with code') from None
     state = state.get('state_dict', state) if isinstance(state, dict) else state
     if not isinstance(state, dict) or not all(torch.is_tensor(v) for v in state.values()):
         raise ValueError(f'{path}: expected a state dict {{name: tensor}} saved by the '

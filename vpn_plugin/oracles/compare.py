@@ -51,6 +51,7 @@ perturbed=[g for _, g in perturbed])``, ``compare_chain(...)`` per sampling chai
 import importlib
 import json
 import math
+import zipfile
 from pathlib import Path
 from typing import Callable, Dict, List, Mapping, Optional, Sequence, Tuple
 
@@ -69,6 +70,7 @@ CHECKERS = {
     'SCHEMA': 'vpn_plugin.oracles.schema',
     'PDPP': 'vpn_plugin.oracles.pdpp',
     'CEFITO': 'vpn_plugin.oracles.cefito',
+    'KEPP': 'vpn_plugin.oracles.kepp',
     'S3D': 'vpn_plugin.oracles.s3d',
 }
 
@@ -194,22 +196,22 @@ def compare_file(path: Path, values: Mapping[str, np.ndarray], tolerance: float,
     ``names`` when given); an array present on one side only fails. ``perturbed``: the same
     computation rerun on perturbed inputs (``perturbed_runs``); an array among them gets the
     tolerance of its measured conditioning."""
-    with np.load(path, allow_pickle=False) as reference:
-        recorded = set(reference.files) if names is None else set(names) & set(reference.files)
-        wanted = recorded | (set(values) if names is None else set(names) & set(values))
-        rows = []
-        for name in sorted(wanted):
-            label = f'{Path(path).name}:{name}'
-            if name not in reference.files or name not in values:
-                rows.append((f'{label} (missing)', math.inf, math.inf, tolerance, False))
-                continue
-            diff, rel = compare(reference[name], values[name])
-            limit = tolerance
-            others = [run[name] for run in perturbed if name in run]
-            if others:
-                moved = movement(values[name], others, max_abs(reference[name]))
-                limit = note_conditioning(label, tolerance, moved, perturbed_what)
-            rows.append((label, diff, rel, limit, rel <= limit))
+    reference = read_npz(path)
+    recorded = set(reference) if names is None else set(names) & set(reference)
+    wanted = recorded | (set(values) if names is None else set(names) & set(values))
+    rows = []
+    for name in sorted(wanted):
+        label = f'{Path(path).name}:{name}'
+        if name not in reference or name not in values:
+            rows.append((f'{label} (missing)', math.inf, math.inf, tolerance, False))
+            continue
+        diff, rel = compare(reference[name], values[name])
+        limit = tolerance
+        others = [run[name] for run in perturbed if name in run]
+        if others:
+            moved = movement(values[name], others, max_abs(reference[name]))
+            limit = note_conditioning(label, tolerance, moved, perturbed_what)
+        rows.append((label, diff, rel, limit, rel <= limit))
     return rows
 
 
@@ -249,8 +251,7 @@ def compare_grads(path: Path, grads: Mapping[str, object], tolerance: float, nam
     def summaries(values):
         return {k: as_array(v) for k, v in values.items()}
     grads = summaries(grads)
-    with np.load(path, allow_pickle=False) as loaded:
-        recorded = {k: loaded[k] for k in loaded.files}
+    recorded = read_npz(path)
     scales = gradient_scales(recorded)
     label = Path(path).name
     runs = [summaries(run) for run in perturbed]
@@ -407,8 +408,14 @@ def compare_argmax(label: str, recorded_scores, recorded_argmax, scores, error: 
 
 
 def read_npz(path: Path) -> Dict[str, np.ndarray]:
-    with np.load(path, allow_pickle=False) as loaded:
-        return {k: loaded[k] for k in loaded.files}
+    """Every array of a fixture's ``.npz``; a truncated file or an object array (never
+    unpickled) is a ``ValueError`` naming the file."""
+    try:
+        with np.load(path, allow_pickle=False) as loaded:
+            return {k: loaded[k] for k in loaded.files}
+    except (ValueError, OSError, EOFError, zipfile.BadZipFile) as error:
+        raise ValueError(f'{path}: cannot read the recorded arrays ({error}); expected the '
+                         "fixture's .npz of numeric arrays, complete") from None
 
 
 def print_report(rows: List[Row], header_ok: bool = True) -> bool:

@@ -144,26 +144,47 @@ def ema_hook(cfg) -> dict:
 # ---------------------------------------------------------------------- recomputation
 def install_weights(model, fixture: Path) -> None:
     """The official U-Net (``model.*`` of state_dict.npz) and head weights, float32."""
-    unet, head = model.diffusion.unet, model.diffusion.task_head
-    official = read_npz(fixture / 'state_dict.npz')
+    install_unet(model.diffusion.unet, fixture / 'state_dict.npz')
+    model.diffusion.task_head.load_state_dict(
+        {k: torch.from_numpy(v.astype(np.float32))
+         for k, v in read_npz(fixture / 'head_state_dict.npz').items()})
+
+
+def install_unet(unet, path: Path) -> None:
+    """The official U-Net weights (``model.*`` of a ``GaussianDiffusion.state_dict()`` file,
+    float16 or float32) into a ``TemporalUNet``, as float32; every name and shape checked."""
+    official = read_npz(path)
     state = {}
     for name, parameter in unet.named_parameters():
         key = 'model.' + official_name(name)
         if key not in official:
-            raise KeyError(f'{fixture / "state_dict.npz"}: no {key} for U-Net parameter {name}')
+            raise KeyError(f'{path}: no {key} for U-Net parameter {name}')
         if official[key].shape != tuple(parameter.shape):
-            raise ValueError(f'{fixture / "state_dict.npz"}: {key} has shape '
-                             f'{official[key].shape}, the U-Net built from the config '
-                             f'{tuple(parameter.shape)}')
+            raise ValueError(f'{path}: {key} has shape {official[key].shape}, the U-Net built '
+                             f'from the config {tuple(parameter.shape)}')
         state[name] = torch.from_numpy(official[key].astype(np.float32))
     extra = sorted(k for k in official if k.startswith('model.')
                    and k not in {'model.' + official_name(n) for n in state})
     if extra:
-        raise KeyError(f'{fixture / "state_dict.npz"}: official parameters {extra} have no '
-                       'counterpart in the U-Net built from the config')
+        raise KeyError(f'{path}: official parameters {extra} have no counterpart in the U-Net '
+                       'built from the config')
     unet.load_state_dict(state)
-    head.load_state_dict({k: torch.from_numpy(v.astype(np.float32))
-                          for k, v in read_npz(fixture / 'head_state_dict.npz').items()})
+
+
+def check_header(fixture: Path, meta: dict, inputs: dict) -> None:
+    """meta.json's sizes (B, T, K, N, D) agree with the recorded inputs: an edited header
+    (horizon=4 over T=3 arrays) is refused, never checked at sizes the arrays do not have."""
+    b, t, d = meta['batch'], meta['horizon'], meta['observation_dim']
+    width = meta['num_tasks'] + meta['num_actions'] + d
+    expected = dict(actions=(b, t), tasks=(b,), t=(b,), noise=(b, t, width), x_T=(b, t, width),
+                    observations=(b, 2, d), global_img_tensors=(b, t + 1, d))
+    for name, shape in expected.items():
+        got = tuple(inputs[name].shape) if name in inputs else 'missing'
+        if got != shape:
+            raise ValueError(f'{fixture / "inputs.npz"}: {name} has shape {got}; expected '
+                             f'{shape} from meta.json (batch={b}, horizon={t}, num_tasks='
+                             f'{meta["num_tasks"]}, num_actions={meta["num_actions"]}, '
+                             f'observation_dim={d})')
 
 
 def batch_inputs(fixture: Path, inputs: dict) -> Dict[str, torch.Tensor]:
@@ -341,6 +362,8 @@ def check_fixture(fixture, meta: dict):
     """(rows, header ok) for a PDPP fixture (``oracles.compare`` checker)."""
     fixture = Path(fixture)
     meta = read_meta(fixture, meta)
+    inputs = read_npz(fixture / 'inputs.npz')
+    check_header(fixture, meta, inputs)  # before anything is built at the header's sizes
     print(f'fixture {fixture}: PDPP N={meta["num_actions"]} K={meta["num_tasks"]} '
           f'T={meta["horizon"]} D={meta["observation_dim"]} n={meta["n_timesteps"]} '
           f'B={meta["batch"]}')
@@ -350,7 +373,6 @@ def check_fixture(fixture, meta: dict):
     model = build_pdpp(model_cfg)
     header_ok = check_counts(model_cfg, meta, model) & check_settings(cfg, meta)
     install_weights(model, fixture)
-    inputs = read_npz(fixture / 'inputs.npz')
     recorded = read_npz(fixture / 'outputs.npz')
     batch = batch_inputs(fixture, inputs)
     module = model.diffusion

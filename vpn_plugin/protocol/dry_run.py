@@ -45,6 +45,9 @@ REFERENCE = ('crosstask', 'ViterbiPlanNet')
 # 7-token, 4-block H=384 transformer per window) took 15-31 s on the 2-core CPU under load 8
 # (2026-11-25): ~1-2 s per window, x 9.7k CrossTask windows / 4.3 s -> ~2500; NIV and COIN
 # scaled by their window counts relative to CrossTask (ViterbiPlanNet's NIV ratio; COIN ~2.6x).
+# KEPP (issue 30): its plan model trains PDPP's U-Net (a training step within 1.2x of PDPP's,
+# tools/benchmark_epoch.py) and its step model, the same U-Net, as many steps before the first
+# epoch: twice PDPP's per epoch of the plan model.
 # A model with a step model is keyed '<type>/<step model type>' (model_kind).
 # Models that do not train cost nothing.
 RELATIVE_EPOCH_COST = {
@@ -63,6 +66,9 @@ RELATIVE_EPOCH_COST = {
     ('crosstask', 'PKGBeamSearchPlanner/PDPPDiffusion'): 90.0,
     ('niv', 'PKGBeamSearchPlanner/PDPPDiffusion'): 90.0,
     ('coin', 'PKGBeamSearchPlanner/PDPPDiffusion'): 90.0,
+    ('crosstask', 'KEPP'): 180.0,
+    ('niv', 'KEPP'): 46.0,
+    ('coin', 'KEPP'): 180.0,
     ('crosstask', 'SCHEMA'): 12.0,
     ('niv', 'SCHEMA'): 0.53,
     ('coin', 'SCHEMA'): 91.0,

@@ -36,6 +36,11 @@ work_dir        str      optional run directory
 shortened       str      why the run is not the full one, e.g. ``max_epochs=3``,
                          ``limit=100`` (``true`` is read as ``shortened``); empty or absent
                          = a full run. ``tools/report.py`` marks such rows (``†``).
+pkg_source      str      ``test-set PKG`` when the run's PKG was not built from its training
+                         videos but loaded from a released graph that holds test videos
+                         (KEPP's ``model.released_graph``; derived from the config);
+                         ``tools/report.py`` marks such rows (``§``) and the protocols
+                         of the main table refuse them; empty = the run's own PKG
 settings        dict     everything else that changes the result, part of the run's
                          identity (default ``{}``): protocol runs ``max_epochs``,
                          ``val_interval``, ``batch_size`` (``None`` = the config's),
@@ -61,10 +66,10 @@ usage           dict     what a prompted run consumed (LLM rows; default ``{}``)
 =============== ======== ===============================================================
 
 Identity (:meth:`ResultRow.key`): every field except ``metrics``, ``params``, the paths,
-``shortened`` (derived from ``settings``), ``selection`` (derived from the config),
-``failures`` and ``usage``. A results file holds one row per
-identity: :func:`replace_result` swaps a rerun's row in, :func:`append_result` skips a row
-that is already there.
+``shortened`` and ``pkg_source`` (derived from ``settings``), ``selection`` (derived from the
+config), ``failures`` and ``usage``. A results file holds one row per identity:
+:func:`replace_result` swaps a rerun's row in, :func:`append_result` skips a row that is
+already there.
 
 Concurrency: every write (:func:`append_result`, :func:`replace_result`) reads and rewrites
 the file holding its lock (:func:`locked_results`: ``.<name>.lock`` beside it, an ``flock``;
@@ -117,6 +122,7 @@ class ResultRow:
     per_sample_file: str = ''
     work_dir: str = ''
     shortened: str = ''
+    pkg_source: str = ''
     selection: str = ''
     settings: dict = field(default_factory=dict)
     failures: dict = field(default_factory=dict)
@@ -150,9 +156,16 @@ def row_from_dict(record: dict, source: str = '<dict>') -> ResultRow:
     for name in ('params', 'train_horizon'):
         if record.get(name) not in (None, ''):
             values[name] = _as_int(record[name], name, source)
+            if values[name] < 0 or (name == 'train_horizon' and values[name] < 1):
+                raise ValueError(f'{source}: field "{name}" = {values[name]}; expected a count '
+                                 f'>= {0 if name == "params" else 1}')
         else:
             values[name] = None
     values['shortened'] = _as_shortened(record.get('shortened'), source)
+    if not isinstance(record.get('pkg_source') or '', str):
+        raise ValueError(f'{source}: field "pkg_source" must be a string, got '
+                         f'{record["pkg_source"]!r}')
+    values['pkg_source'] = record.get('pkg_source') or ''
     for name in ('settings', 'failures', 'usage'):
         values[name] = _as_dict(record.get(name), name, source)
     values['failures'] = {k: _as_int(v, f'failures.{k}', source)
@@ -200,7 +213,8 @@ def _as_int(value, name, source):
 
 
 def _as_float(value, name, source):
-    if isinstance(value, bool):
+    """A JSON number (a string such as "25" is not: CSV cells are converted on reading)."""
+    if isinstance(value, (bool, str)):
         raise ValueError(f'{source}: field "{name}" must be a number, got {value!r}')
     try:
         return float(value)
@@ -235,7 +249,20 @@ def read_results(paths: str | Path | Iterable[str | Path]) -> list[ResultRow]:
         else:
             raise ValueError(f'{path}: unknown results format "{path.suffix}"; '
                              'expected .jsonl, .json or .csv')
+    check_method_spelling(rows)
     return rows
+
+
+def check_method_spelling(rows: list[ResultRow]) -> None:
+    """Refuse two method names that differ only by spaces ('Base Model', 'Base  Model '):
+    tables would show them as two methods of one name."""
+    spellings: dict = {}
+    for row in rows:
+        spellings.setdefault(' '.join(row.method.split()), set()).add(row.method)
+    for name, variants in spellings.items():
+        if len(variants) > 1:
+            raise ValueError(f'results name the method {name!r} as {sorted(variants)}, differing '
+                             'only by spaces; write it one way (or --rename one of them)')
 
 
 def _read_json(path: Path) -> list[ResultRow]:
@@ -271,7 +298,7 @@ def _unflatten(record: dict) -> dict:
             continue
         if name.startswith('metric/'):
             if value != '':
-                out['metrics'][name[len('metric/'):]] = value
+                out['metrics'][name[len('metric/'):]] = _metric_text(value)
         elif name.startswith('variant/'):
             if value != '':
                 out['variant'][name[len('variant/'):]] = _parse_scalar(value)
@@ -281,6 +308,14 @@ def _unflatten(record: dict) -> dict:
 
 
 _INTEGER_TEXT = re.compile(r'[+-]?[0-9]+')
+
+
+def _metric_text(text: str):
+    """A CSV metric cell as a number (the cell's text when it is none: refused later)."""
+    try:
+        return float(text)
+    except ValueError:
+        return text
 
 
 def _parse_scalar(text: str):
@@ -401,6 +436,11 @@ def rename_methods(rows: list[ResultRow], renames: list[str]) -> list[ResultRow]
             raise ValueError(f'rename {item!r} must look like OLD=NEW')
         old, new = item.split('=', 1)
         mapping[old] = new
+    present = {r.method for r in rows}
+    for old, new in mapping.items():
+        if new in present and new != old and new not in mapping:
+            raise ValueError(f'rename {old}={new}: {new!r} is already a method of the results; '
+                             'two methods would merge into one row')
     return [replace(r, method=mapping.get(r.method, r.method)) for r in rows]
 
 

@@ -11,26 +11,38 @@ import numpy as np
 ORACLE = 'oracle'
 
 
-def load_anchor_predictions(path: str | Path,
-                            num_samples: int | None) -> tuple[np.ndarray, np.ndarray]:
-    """First/last actions predicted by a step model, in dataset order.
+def load_anchor_predictions(path: str | Path, num_samples: int | None,
+                            num_actions: int | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """First/last actions predicted by a step model, in dataset order, checked before any
+    request is sent.
 
     ``path`` is a JSON file ``{"first": [M ints], "last": [M ints]}`` or an ``.npz`` with
     arrays ``first`` and ``last``; ``M`` must equal ``num_samples`` (the number of test
-    windows) unless that is None.
+    windows) unless that is None; every id lies in ``[0, num_actions)`` (``>= 0`` when
+    ``num_actions`` is None).
     """
     path = Path(path)
     if not path.is_file():
         raise FileNotFoundError(f'step-model predictions file not found: {path}')
-    if path.suffix == '.npz':
-        with np.load(path) as data:
-            record = {k: data[k] for k in data.files}
-    else:
-        record = json.loads(path.read_text())
-    return tuple(_anchor_array(record, key, path, num_samples) for key in ('first', 'last'))
+    try:
+        if path.suffix == '.npz':
+            with np.load(path, allow_pickle=False) as data:
+                record = {k: data[k] for k in data.files}
+        else:
+            record = json.loads(path.read_text())
+    except (OSError, ValueError, EOFError) as error:  # truncated JSON/npz, object arrays
+        raise ValueError(f'{path}: cannot read the step-model predictions ({error}); expected '
+                         '{"first": [ints], "last": [ints]} (JSON) or an .npz of two integer '
+                         'arrays') from None
+    if not isinstance(record, dict):
+        raise ValueError(f'{path}: holds a {type(record).__name__}; expected {{"first": [...], '
+                         '"last": [...]}')
+    return tuple(_anchor_array(record, key, path, num_samples, num_actions)
+                 for key in ('first', 'last'))
 
 
-def _anchor_array(record: dict, key: str, path: Path, num_samples: int) -> np.ndarray:
+def _anchor_array(record: dict, key: str, path: Path, num_samples: int,
+                  num_actions: int | None = None) -> np.ndarray:
     if key not in record:
         raise ValueError(f'{path}: missing field "{key}" (expected "first" and "last" lists)')
     values = np.asarray(record[key])
@@ -38,6 +50,12 @@ def _anchor_array(record: dict, key: str, path: Path, num_samples: int) -> np.nd
     if values.shape != expected or not np.issubdtype(values.dtype, np.integer):
         raise ValueError(f'{path}: field "{key}" has shape {values.shape} dtype {values.dtype}; '
                          f'expected {expected[0]} integer action ids (one per test window)')
+    outside = (values < 0) | (values >= num_actions if num_actions is not None else False)
+    if outside.any():
+        index = int(np.flatnonzero(outside)[0])
+        bound = f'[0, {num_actions})' if num_actions is not None else '>= 0'
+        raise ValueError(f'{path}: field "{key}"[{index}] = {int(values[index])}; expected an '
+                         f'action id {bound} ({int(outside.sum())} outside)')
     return values.astype(np.int64)
 
 

@@ -21,10 +21,15 @@ RETRYABLE_STATUS = frozenset({408, 409, 429}) | frozenset(range(500, 600))
 
 @dataclass
 class ChatReply:
+    """A completion; ``truncated``: it stopped at the token limit (``finish_reason``
+    "length": never cached); ``usage_reported``: the endpoint sent token counts (else they
+    are counted 0 and the run's ``replies_without_usage`` says how many are unknown)."""
     text: str
     prompt_tokens: int = 0
     completion_tokens: int = 0
     cached: bool = False
+    truncated: bool = False
+    usage_reported: bool = True
 
 
 class MalformedReplyError(ValueError):
@@ -69,6 +74,9 @@ class ResponseCache:
     :func:`checked_reply`, so an interrupted run leaves only complete entries and a rerun pays
     only for the requests that are missing. An entry that does not read back as a valid reply
     (a damaged disk, another version's format) is named on stderr, deleted and asked again.
+    Each entry records its request (:meth:`request_record`: endpoint, model, settings, hash of
+    the prompt), its key and a checksum of the reply: an entry copied under another key, or
+    whose reply was edited after it was written, is named, deleted and asked again too.
     ``locked(key)`` serialises the runs (processes) that share the cache on one key
     (``<key>.lock`` beside the entry, ``vpn_plugin.locks.exclusive_lock``).
     """
@@ -83,23 +91,59 @@ class ResponseCache:
                            'params': params}, sort_keys=True, ensure_ascii=False)
         return hashlib.sha256(blob.encode('utf-8')).hexdigest()
 
+    @staticmethod
+    def request_record(endpoint: str, model: str, messages: list, params: dict) -> dict:
+        """What an entry records of its request: who answers, the settings and the prompt's
+        hash (the messages themselves stay out of the entry)."""
+        prompt = json.dumps(messages, sort_keys=True, ensure_ascii=False).encode('utf-8')
+        return json.loads(json.dumps({'endpoint': endpoint, 'model': model, 'params': params,
+                                      'prompt_sha256': hashlib.sha256(prompt).hexdigest()},
+                                     sort_keys=True))
+
+    @staticmethod
+    def checksum(key: str, text: str, prompt_tokens, completion_tokens) -> str:
+        blob = json.dumps([key, text, prompt_tokens, completion_tokens], ensure_ascii=False)
+        return hashlib.sha256(blob.encode('utf-8')).hexdigest()
+
     def _path(self, key: str) -> Path:
         return self.root / key[:2] / f'{key}.json'
 
-    def get(self, key: str) -> ChatReply | None:
-        """The cached reply of ``key``; ``None`` when absent or corrupt (then discarded)."""
+    def get(self, key: str, request: dict | None = None) -> ChatReply | None:
+        """The cached reply of ``key`` (sent as ``request``, :meth:`request_record`);
+        ``None`` when absent, corrupt or not this request's (then named and discarded)."""
         path = self._path(key)
         if not path.is_file():
             return None
         try:
             entry = json.loads(path.read_text(encoding='utf-8'))
-            return checked_reply(entry['text'], entry['prompt_tokens'],
-                                 entry['completion_tokens'], cached=True)
+            reply = checked_reply(entry['text'], entry['prompt_tokens'],
+                                  entry['completion_tokens'], cached=True)
+            reply.usage_reported = bool(entry.get('usage_reported', True))
+            problem = self._mismatch(entry, key, request)
         except (ValueError, KeyError, TypeError) as err:  # JSON, fields, checked_reply
-            path.unlink()
-            print(f'warning: discarded the corrupt cache entry {path} ({err!r}); the request '
-                  'is sent again', file=sys.stderr)
-            return None
+            problem = repr(err)
+        if problem is None:
+            return reply
+        path.unlink()
+        print(f'warning: discarded the corrupt cache entry {path} ({problem}); the request is '
+              'sent again', file=sys.stderr)
+        return None
+
+    def _mismatch(self, entry: dict, key: str, request: dict | None) -> str | None:
+        """Why ``entry`` is not the reply to ``key`` / ``request``; None when it is."""
+        if 'key' not in entry or 'request' not in entry or 'checksum' not in entry:
+            return ('it records no request key or checksum (written by an older version, or '
+                    'by hand)')
+        if entry['key'] != key:
+            return f'it holds the reply to another request (key {str(entry["key"])[:12]}...)'
+        if request is not None and entry['request'] != request:
+            fields = sorted(k for k in set(request) | set(entry['request'])
+                            if request.get(k) != entry['request'].get(k))
+            return f'it was answered for another request: {", ".join(fields)} differ'
+        if entry['checksum'] != self.checksum(key, entry['text'], entry['prompt_tokens'],
+                                              entry['completion_tokens']):
+            return 'its reply was edited after it was written (checksum mismatch)'
+        return None
 
     @contextlib.contextmanager
     def locked(self, key: str):
@@ -107,12 +151,15 @@ class ResponseCache:
         with exclusive_lock(self._path(key).with_suffix('.lock')):
             yield
 
-    def put(self, key: str, reply: ChatReply) -> None:
+    def put(self, key: str, reply: ChatReply, request: dict | None = None) -> None:
         path = self._path(key)
         path.parent.mkdir(exist_ok=True)
         tmp = path.with_suffix(f'.tmp{os.getpid()}.{threading.get_ident()}')
+        checksum = self.checksum(key, reply.text, reply.prompt_tokens, reply.completion_tokens)
         tmp.write_text(json.dumps({'text': reply.text, 'prompt_tokens': reply.prompt_tokens,
-                                   'completion_tokens': reply.completion_tokens}),
+                                   'completion_tokens': reply.completion_tokens, 'key': key,
+                                   'request': request or {}, 'checksum': checksum,
+                                   'usage_reported': reply.usage_reported}),
                        encoding='utf-8')
         os.replace(tmp, path)
 
@@ -121,7 +168,8 @@ class UsageCounter:
     """Thread-safe counts of requests, retries and tokens (fresh vs from the cache)."""
 
     FIELDS = ('requests', 'retries', 'failed', 'cache_hits', 'prompt_tokens',
-              'completion_tokens', 'cached_prompt_tokens', 'cached_completion_tokens')
+              'completion_tokens', 'cached_prompt_tokens', 'cached_completion_tokens',
+              'replies_without_usage')
 
     def __init__(self):
         self._lock = threading.Lock()
@@ -133,6 +181,8 @@ class UsageCounter:
                 self.counts[name] += delta
 
     def record_reply(self, reply: ChatReply):
+        if not reply.usage_reported:
+            self.add(replies_without_usage=1)
         if reply.cached:
             self.add(cache_hits=1, cached_prompt_tokens=reply.prompt_tokens,
                      cached_completion_tokens=reply.completion_tokens)
@@ -166,13 +216,15 @@ class CachedChatBackend:
         """One lock per key (threads, then processes sharing the cache): identical requests
         in flight at once are paid for only once."""
         key = ResponseCache.key(self.endpoint, self.model, messages, self.params)
+        request = ResponseCache.request_record(self.endpoint, self.model, messages, self.params)
         with self._locks_guard:
             lock = self._key_locks.setdefault(key, threading.Lock())
         with lock, self.cache.locked(key):
-            reply = self.cache.get(key)
+            reply = self.cache.get(key, request)
             if reply is None:
                 reply = self._request(messages)
-                self.cache.put(key, reply)
+                if not reply.truncated:  # a cut-off reply is asked again next time
+                    self.cache.put(key, reply, request)
         return reply
 
     def _request(self, messages: list) -> ChatReply:
@@ -246,18 +298,29 @@ class OpenAIChatBackend(CachedChatBackend):
         response = getattr(err, 'response', None)
         retry_after = response.headers.get('retry-after') if response is not None else None
         try:
-            return min(float(retry_after), self.max_backoff) if retry_after else wait
+            asked = float(retry_after) if retry_after else None
         except ValueError:
             return wait
+        if asked is None:
+            return wait
+        if asked > self.max_backoff:
+            print(f'warning: {self.endpoint} asked to wait {asked:g} s (Retry-After, which '
+                  f'overrides the backoff of {self.backoff:g} s); waiting the cap of '
+                  f'{self.max_backoff:g} s (max_backoff) instead', file=sys.stderr)
+        return min(asked, self.max_backoff)
 
     @staticmethod
     def _to_reply(response) -> ChatReply:
         if not getattr(response, 'choices', None):
             raise MalformedReplyError(f'response without choices: {response!r:.200}')
         usage = response.usage
-        return checked_reply(response.choices[0].message.content,
-                             getattr(usage, 'prompt_tokens', None),
-                             getattr(usage, 'completion_tokens', None))
+        reply = checked_reply(response.choices[0].message.content,
+                              getattr(usage, 'prompt_tokens', None),
+                              getattr(usage, 'completion_tokens', None))
+        reply.truncated = getattr(response.choices[0], 'finish_reason', None) == 'length'
+        reply.usage_reported = usage is not None and None not in (
+            getattr(usage, 'prompt_tokens', None), getattr(usage, 'completion_tokens', None))
+        return reply
 
 
 def resolve_api_key(env_name: str | None) -> str:
@@ -277,6 +340,10 @@ class TransformersChatBackend(CachedChatBackend):
 
     def __init__(self, model: str, *, params: dict | None = None, cache_dir=None,
                  device: str = 'cpu'):
+        if str(model).startswith(('/', '.', '~')) and not Path(model).expanduser().exists():
+            raise FileNotFoundError(f'transformers model {model}: no such folder; expected a '
+                                    'local model folder (config.json, weights, chat template) '
+                                    'or a hub id such as org/name')
         from transformers import pipeline
         super().__init__(cache_dir)
         self.model, self.params = model, dict(params or {})

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import numpy as np
 
+from ...errors import write_text_atomically
 from .anchors import ORACLE
 from .frames import find_video_source, read_clip_frames
 from .planner import STATUSES, PlanOutcome, PromptPlanner
@@ -148,7 +149,9 @@ def token_summary(usage: dict) -> str:
             f"{usage['failed']}), cache hits {usage['cache_hits']}; tokens paid: prompt "
             f"{usage['prompt_tokens']}, completion {usage['completion_tokens']}; from cache: "
             f"prompt {usage['cached_prompt_tokens']}, completion "
-            f"{usage['cached_completion_tokens']}")
+            f"{usage['cached_completion_tokens']}"
+            + (f"; {usage['replies_without_usage']} replies reported no token usage: counted "
+               '0 tokens, their cost is unknown' if usage.get('replies_without_usage') else ''))
 
 
 def usage_record(usage: dict, price_per_1k=None) -> dict:
@@ -170,13 +173,11 @@ def usage_record(usage: dict, price_per_1k=None) -> dict:
 
 def write_outcomes(path: str | Path, queries, outcomes: list[PlanOutcome], setting: dict) -> None:
     """Per-window JSON Lines: plan, ground truth, status; the first line is the setting."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with path.open('w') as handle:
-        handle.write(json.dumps({'setting': setting}) + '\n')
-        for query, outcome in zip(queries, outcomes):
-            handle.write(json.dumps({'index': query.index, 'task': query.task,
-                                     'gt_plan': query.gt_plan, 'pred_plan': outcome.plan,
-                                     'first': outcome.first, 'last': outcome.last,
-                                     'status': outcome.status, 'detail': outcome.detail,
-                                     'failure': outcome.failure}) + '\n')
+    lines = [json.dumps({'setting': setting})]
+    for query, outcome in zip(queries, outcomes):
+        lines.append(json.dumps({'index': query.index, 'task': query.task,
+                                 'gt_plan': query.gt_plan, 'pred_plan': outcome.plan,
+                                 'first': outcome.first, 'last': outcome.last,
+                                 'status': outcome.status, 'detail': outcome.detail,
+                                 'failure': outcome.failure}))
+    write_text_atomically(path, ''.join(line + '\n' for line in lines), 'LLM outcomes')

@@ -57,7 +57,8 @@ class LLMPlanner(BasePlanner):
                                 with_pkg=with_pkg, num_examples=num_examples, scope=scope,
                                 seed=seed, templates=templates, prompt_set=prompt_set)
         self.planner = PromptPlanner(build_backend(backend), prompts, vlm=vlm)
-        self.anchors = anchors if anchors == ORACLE else load_anchor_predictions(anchors, None)
+        self.anchors = anchors if anchors == ORACLE else load_anchor_predictions(
+            anchors, None, train.taxonomy.num_actions)
         self.concurrency, self.allow_failures = concurrency, allow_failures
         self.status_counts = Counter()
 

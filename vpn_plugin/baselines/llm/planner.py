@@ -4,12 +4,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ...core.metrics import no_plan
 from .backends import RequestFailedError
 from .frames import image_parts
 from .parsing import ActionMatcher, OutOfTaxonomyError, ReplyParseError, parse_action, parse_plan
 from .prompting import PlanningQuery, PromptBuilder
 
-STATUSES = ('ok', 'unparseable', 'out_of_taxonomy', 'request_failed')
+STATUSES = ('ok', 'unparseable', 'truncated', 'out_of_taxonomy', 'request_failed')
 
 
 @dataclass
@@ -52,12 +53,9 @@ class PromptPlanner:
                 raise ValueError(f'query {query.index}: LLM mode needs first and last actions')
             plan = self._complete(query, first, last)
         except _Rejected as rejected:
-            # [N, ..., N] (N = num_actions) lies outside the taxonomy: it never matches a
-            # ground-truth step, so every position/set metric scores it 0 (the id-dependent
-            # miou_legacy may not), and the core metrics accept it (ids >= 0).
-            invalid = [self.prompts.taxonomy.num_actions] * query.horizon
-            return PlanOutcome(query.index, invalid, rejected.status, rejected.detail, first, last,
-                               rejected.failure)
+            # no usable plan: scored 0 on every metric (core.metrics.NO_PLAN)
+            return PlanOutcome(query.index, no_plan(query.horizon), rejected.status,
+                               rejected.detail, first, last, rejected.failure)
         return PlanOutcome(query.index, plan, 'ok', '', first, last)
 
     def _matcher(self, query: PlanningQuery) -> ActionMatcher:
@@ -66,6 +64,9 @@ class PromptPlanner:
     def _ask(self, content, parse):
         try:
             reply = self.backend.complete([{'role': 'user', 'content': content}])
+            if reply.truncated:
+                raise _Rejected('truncated', 'the reply stopped at the token limit '
+                                '(finish_reason "length"; raise params.max_tokens)')
             return parse(reply.text)
         except RequestFailedError as err:
             raise _Rejected('request_failed', str(err), err.kind) from err
