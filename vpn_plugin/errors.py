@@ -134,24 +134,29 @@ class OutputWriteError(OSError):
     """An output file could not be written (disk full, read-only folder); nothing was left."""
 
 
-def write_text_atomically(path, text: str, what: str = 'output') -> None:
-    """Write ``text`` to a temporary file beside ``path`` and rename it into place: ``path``
-    is the complete new file or untouched (a full disk leaves no 0-byte or truncated file).
-    An ``OSError`` removes the temporary file and raises ``OutputWriteError`` naming
-    ``path``."""
-    import os
+def replace_atomically(path, write, failure) -> None:
+    """``write(temporary path)`` beside ``path``, then rename it into place: ``path`` is the
+    complete new file or untouched (a full disk leaves no 0-byte or truncated file). An
+    ``OSError`` removes the temporary file and raises ``failure(path, cause)``."""
     from pathlib import Path
     path = Path(path)
     temporary = path.with_name(f'.{path.name}.{os.getpid()}.partial')
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        temporary.write_text(text)
+        write(temporary)
         os.replace(temporary, path)
     except OSError as error:
-        try:
+        with contextlib.suppress(OSError):
             temporary.unlink()
-        except OSError:
-            pass
-        raise OutputWriteError(f'cannot write the {what} {path}: {error.strerror or error}; '
-                               'nothing was written there (free disk space or choose a '
-                               'writable folder)') from error
+        raise failure(path, error.strerror or str(error)) from error
+
+
+def write_text_atomically(path, text: str, what: str = 'output') -> None:
+    """Write ``text`` to ``path`` atomically (``replace_atomically``), creating its folder; an
+    ``OSError`` raises ``OutputWriteError`` naming ``path``."""
+    def write(temporary):
+        temporary.parent.mkdir(parents=True, exist_ok=True)
+        temporary.write_text(text)
+
+    replace_atomically(path, write, lambda path, cause: OutputWriteError(
+        f'cannot write the {what} {path}: {cause}; nothing was written there (free disk space '
+        'or choose a writable folder)'))

@@ -39,6 +39,8 @@ from typing import Optional
 
 import torch
 
+from ..errors import replace_atomically
+
 PARTIAL_LOAD_KEY = 'load_partial'  # top-level config variable: the opt-in for partial loading
 MODULE_PREFIX = r'^module\.'       # what model wrappers (DDP) add to every key
 SHOWN = 8                          # keys listed per kind of mismatch
@@ -244,21 +246,11 @@ def save_atomically(write, path) -> None:
     """``write(temporary path)``, then rename it to ``path``: ``path`` is either the complete
     new file or untouched. An ``OSError`` (disk full, read-only or missing folder) removes the
     temporary file and raises ``CheckpointSaveError`` naming ``path`` and the cause."""
-    path = Path(path)
-    temporary = path.with_name(f'.{path.name}.{os.getpid()}.partial')
-    try:
-        write(str(temporary))
-        os.replace(temporary, path)
-    except OSError as error:
-        try:
-            temporary.unlink()
-        except OSError:
-            pass
-        cause = error.strerror or str(error)
-        raise CheckpointSaveError(
-            f'cannot save checkpoint {path}: {cause}; nothing was written there '
-            '(the checkpoints saved before are intact). Free disk space or give a writable '
-            '--work-dir, then continue with --resume') from error
+    replace_atomically(path, lambda temporary: write(str(temporary)),
+                       lambda path, cause: CheckpointSaveError(
+                           f'cannot save checkpoint {path}: {cause}; nothing was written there '
+                           '(the checkpoints saved before are intact). Free disk space or give '
+                           'a writable --work-dir, then continue with --resume'))
 
 
 LAST_CHECKPOINT = 'last_checkpoint'  # mmengine's record of the latest checkpoint of a work dir

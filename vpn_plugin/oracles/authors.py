@@ -21,7 +21,7 @@ import torch
 
 from .. import core
 from .compare import (GRAD_TOLERANCE, OUTPUT_TOLERANCE, compare, compare_file, compare_grads,
-                      grad_summary, read_npz)
+                      grad_summary, read_npz, set_fixture_sizes)
 from ..models.state_encoder import plugin_name
 
 META_FIELDS = ('case', 'dataset', 'num_actions', 'num_tasks', 'horizon', 'eval_horizon',
@@ -216,10 +216,7 @@ def model_config(meta: dict):
     family = CONFIG_DATASETS[meta['dataset']]
     model = method_config(f'configs/vpn_{family}_t{{T}}.py',
                           f'configs/_base_/planners/vpn_{family}.py', meta['horizon'])
-    for field, key in SIZE_FIELDS.items():
-        if model.get(key) != meta[field]:
-            print(f'  {key}: config {model.get(key)!r} -> fixture {meta[field]!r}')
-            model[key] = meta[field]
+    set_fixture_sizes(model, {key: meta[field] for field, key in SIZE_FIELDS.items()})
     text_file = (model.get('text_embeddings') or {}).get('file')
     if text_file and meta['dataset'] == 'crosstask_105':  # the merged taxonomy's features
         text_file = text_file.replace('clip_133', 'clip_105')

@@ -34,8 +34,8 @@ from ..datasets import observations
 from ..engine.cefito_training import ema_update
 from ..models.pdpp import observation_pair
 from . import compare as cmp
-from .compare import (GRAD_TOLERANCE, OUTPUT_TOLERANCE, compare_file, compare_grads,
-                      read_npz)
+from .compare import (GRAD_TOLERANCE, OUTPUT_TOLERANCE, build_registered, compare_file,
+                      compare_grads, read_npz, require_meta_fields, set_fixture_sizes)
 
 REPO = Path(__file__).resolve().parents[2]
 CONFIG = REPO / 'configs/baselines/cefito_crosstask_t3.py'
@@ -48,11 +48,7 @@ CONSTRUCTOR_KEYS = ('mlp_ratio', 'num_negatives', 'hard_negative_ratio', 'min_ma
 
 
 def read_meta(fixture: Path, meta: dict) -> dict:
-    missing = [field for field in META_FIELDS if field not in meta]
-    if missing:
-        raise ValueError(f'{fixture / "meta.json"}: missing fields {missing}; a CEFITO fixture '
-                         f'has {META_FIELDS}')
-    return meta
+    return require_meta_fields(fixture, meta, META_FIELDS, 'CEFITO')
 
 
 def constructor_values(meta: dict) -> dict:
@@ -83,19 +79,14 @@ def model_config(meta: dict, embeddings: np.ndarray):
                  depth=meta['depth'], text_dim=int(embeddings.shape[1]),
                  causal=call.pop('causal_attention', True),
                  **{k: (int(v) if k == 'num_negatives' else v) for k, v in call.items()})
-    for key, value in sizes.items():
-        if model.get(key) != value:
-            print(f'  {key}: config {model.get(key)!r} -> fixture {value!r}')
-            model[key] = value
+    set_fixture_sizes(model, sizes)
     model.update(taxonomy=task_lists(meta), text_embeddings=None)
     return model
 
 
 def build(model_cfg, embeddings=None, device=None):
-    from mmaction.registry import MODELS
     args = {} if embeddings is None else dict(action_embeddings=torch.as_tensor(embeddings))
-    with torch.device(device or 'cpu'):
-        return MODELS.build(copy.deepcopy(model_cfg), default_args=args)
+    return build_registered(model_cfg, device, **args)
 
 
 def check_counts(model_cfg, meta: dict, model) -> bool:

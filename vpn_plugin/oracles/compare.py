@@ -102,6 +102,34 @@ def check_fixture(fixture) -> Tuple[List[Row], bool, dict]:
 
 
 # ---------------------------------------------------------------- differences at a scale
+def require_meta_fields(fixture: Path, meta: dict, fields: Sequence[str], method: str) -> dict:
+    """``meta`` when it has every field of ``fields``, else one error naming the missing ones."""
+    missing = [field for field in fields if field not in meta]
+    if missing:
+        raise ValueError(f'{Path(fixture) / "meta.json"}: missing fields {missing}; a {method} '
+                         f'fixture has {tuple(fields)}')
+    return meta
+
+
+def set_fixture_sizes(model_cfg, sizes: Mapping[str, object]):
+    """Write the fixture's ``sizes`` into ``model_cfg``, printing each that differs from the
+    config (e.g. the 105-action CrossTask taxonomy); returns ``model_cfg``."""
+    for key, value in sizes.items():
+        if model_cfg.get(key) != value:
+            print(f'  {key}: config {model_cfg.get(key)!r} -> fixture {value!r}')
+            model_cfg[key] = value
+    return model_cfg
+
+
+def build_registered(model_cfg, device=None, **default_args):
+    """A copy of ``model_cfg`` built from MMAction2's MODELS on ``device`` (``'meta'`` to count
+    parameters without allocating them)."""
+    import copy
+    from mmaction.registry import MODELS
+    with torch.device(device or 'cpu'):
+        return MODELS.build(copy.deepcopy(model_cfg), default_args=default_args or None)
+
+
 def as_array(value) -> np.ndarray:
     """float64 numpy copy of an array or tensor."""
     if torch.is_tensor(value):

@@ -28,7 +28,8 @@ import torch
 from ..core import diffusion, kepp_paths
 from ..models.temporal_unet import official_name
 from .compare import (GRAD_TOLERANCE, OUTPUT_TOLERANCE, Row, compare, compare_chain,
-                      compare_file, compare_grads, grad_summary, perturbed_runs, read_npz)
+                      build_registered, compare_file, compare_grads, grad_summary,
+                      perturbed_runs, read_npz, require_meta_fields, set_fixture_sizes)
 from .pdpp import install_unet, lr_outputs, schedule_outputs, to_numpy
 
 REPO = Path(__file__).resolve().parents[2]
@@ -39,10 +40,7 @@ META_FIELDS = ('num_actions', 'horizon', 'observation_dim', 'batch', 'n_timestep
 
 
 def read_meta(fixture: Path, meta: dict) -> dict:
-    missing = [field for field in META_FIELDS if field not in meta]
-    if missing:
-        raise ValueError(f'{fixture / "meta.json"}: missing fields {missing}; a KEPP fixture '
-                         f'has {META_FIELDS}')
+    require_meta_fields(fixture, meta, META_FIELDS, 'KEPP')
     for key in ('class_dim_graph', 'class_dim_llama'):
         if meta.get(key, meta['num_actions']) != meta['num_actions']:
             raise ValueError(f'{fixture / "meta.json"}: {key}={meta[key]} differs from '
@@ -75,17 +73,12 @@ def model_config(cfg, meta: dict) -> dict:
     sizes = dict(num_actions=meta['num_actions'], horizon=meta['horizon'],
                  feature_dim=meta['observation_dim'], n_timesteps=meta['n_timesteps'],
                  **widths)
-    for key, value in sizes.items():
-        if model.get(key) != value:
-            print(f'  {key}: config {model.get(key)!r} -> fixture {value!r}')
-            model[key] = value
+    set_fixture_sizes(model, sizes)
     return model
 
 
 def build_kepp(model_cfg, device=None):
-    from mmaction.registry import MODELS
-    with torch.device(device or 'cpu'):
-        return MODELS.build(copy.deepcopy(model_cfg))
+    return build_registered(model_cfg, device)
 
 
 def check_counts(model_cfg, meta: dict, model) -> bool:

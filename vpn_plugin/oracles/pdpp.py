@@ -32,7 +32,8 @@ import torch
 from ..core import diffusion
 from .compare import (GRAD_TOLERANCE, OUTPUT_TOLERANCE, Row, compare, compare_argmax,
                       compare_chain, compare_file, compare_grads, grad_summary,
-                      perturbed_runs, read_npz)
+                      build_registered, perturbed_runs, read_npz, require_meta_fields,
+                      set_fixture_sizes)
 from ..models.pdpp import observation_pair
 from ..models.temporal_unet import official_name
 
@@ -46,11 +47,7 @@ META_FIELDS = ('num_actions', 'num_tasks', 'horizon', 'observation_dim', 'batch'
 
 
 def read_meta(fixture: Path, meta: dict) -> dict:
-    missing = [field for field in META_FIELDS if field not in meta]
-    if missing:
-        raise ValueError(f'{fixture / "meta.json"}: missing fields {missing}; a PDPP fixture '
-                         f'has {META_FIELDS}')
-    return meta
+    return require_meta_fields(fixture, meta, META_FIELDS, 'PDPP')
 
 
 def unet_widths(meta: dict) -> dict:
@@ -77,17 +74,12 @@ def model_config(cfg, meta: dict, widths: dict):
     sizes = dict(num_actions=meta['num_actions'], num_tasks=meta['num_tasks'],
                  horizon=meta['horizon'], feature_dim=meta['observation_dim'],
                  n_timesteps=meta['n_timesteps'], **widths)
-    for key, value in sizes.items():
-        if model.get(key) != value:
-            print(f'  {key}: config {model.get(key)!r} -> fixture {value!r}')
-            model[key] = value
+    set_fixture_sizes(model, sizes)
     return model
 
 
 def build_pdpp(model_cfg, device=None):
-    from mmaction.registry import MODELS
-    with torch.device(device or 'cpu'):
-        return MODELS.build(copy.deepcopy(model_cfg))
+    return build_registered(model_cfg, device)
 
 
 def parameter_counts(model) -> Tuple[int, int]:

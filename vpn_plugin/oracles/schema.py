@@ -21,7 +21,7 @@ from torch import nn
 from .authors import (CONFIG_DATASETS, TEXT_TOLERANCE, check_inputs, install_authors_weights,
                       method_config, read_authors_state_dict)
 from .compare import (GRAD_TOLERANCE, OUTPUT_TOLERANCE, Row, compare, compare_file,
-                      compare_grads, grad_summary, read_npz)
+                      compare_grads, grad_summary, read_npz, set_fixture_sizes)
 from ..models.schema import OFFICIAL_TABLES
 
 # constructor argument (meta.json "constructor" and its "args") -> SCHEMA config key
@@ -68,10 +68,7 @@ def model_config(meta: dict):
     constructor = meta['constructor']
     wanted = {key: constructor[name] for name, key in CONSTRUCTOR_FIELDS.items()}
     wanted.update({key: constructor['args'][name] for name, key in ARG_FIELDS.items()})
-    for key, value in wanted.items():
-        if model.get(key) != value:
-            print(f'  {key}: config {model.get(key)!r} -> fixture {value!r}')
-            model[key] = value
+    set_fixture_sizes(model, wanted)
     text_file = (model.get('text_embeddings') or {}).get('file')
     model.text_embeddings = None  # the fixture brings its own text features
     return model, text_file
