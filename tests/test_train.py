@@ -21,6 +21,7 @@ from vpn_plugin.models import DECODE_MODES
 from vpn_plugin.apis import inference_planner
 from vpn_plugin.models.plan_display import format_plan
 from tool_modules import load_tool
+from vpn_plugin.runner import unique_experiment_name
 
 ROOT = Path(__file__).resolve().parents[1]
 BASE_CONFIG = ROOT / 'configs/synthetic/vpn_crosstask_t3_synthetic.py'
@@ -69,6 +70,7 @@ def make_runner(cfg, work_dir, **changes):
     cfg = copy.deepcopy(cfg)
     cfg.work_dir = str(work_dir)
     cfg.merge_from_dict(changes)
+    cfg.experiment_name = unique_experiment_name(cfg)  # runners built in one second share none
     return Runner.from_cfg(cfg)
 
 
