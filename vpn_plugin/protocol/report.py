@@ -209,18 +209,23 @@ def _usage(rows, methods) -> dict:
     return {m: (float(np.mean([u['total_tokens'] for u in used])),
                 float(np.mean([u['cost'] for u in used])) if all('cost' in u for u in used)
                 else None) for m, used in found.items()}
-def check_one_run_per_cell(rows) -> None:
+def check_one_run_per_cell(rows, free_variant=()) -> None:
     """The seeds pooled in a cell (method, dataset, test horizon) must come from one run
     setting: rows that differ in any of :data:`CELL_IDENTITY` (settings that vary per seed,
-    :data:`PER_SEED_SETTINGS`, aside) are refused, naming the field, values and seeds."""
+    :data:`PER_SEED_SETTINGS`, aside) are refused, naming the field, values and seeds.
+
+    ``free_variant``: variant keys a figure plots (an x axis, a line per value): each of their
+    values is a cell of its own, and the rest of the identity must still agree.
+    """
     groups = {}
     for row in rows:
-        groups.setdefault((row.method, row.dataset, row.horizon), []).append(row)
-    for (method, dataset, horizon), members in groups.items():
+        free = tuple(str(row.variant.get(key)) for key in free_variant)
+        groups.setdefault((row.method, row.dataset, row.horizon, free), []).append(row)
+    for (method, dataset, horizon, _), members in groups.items():
         for name in CELL_IDENTITY:
             values = {}
             for row in members:
-                values.setdefault(_identity_value(row, name), []).append(row.seed)
+                values.setdefault(_identity_value(row, name, free_variant), []).append(row.seed)
             if len(values) > 1:
                 found = '; '.join(f'{value} (seed{"s" * (len(seeds) > 1)} '
                                   f'{", ".join(map(str, sorted(seeds)))})'
@@ -232,10 +237,12 @@ def check_one_run_per_cell(rows) -> None:
                     'method name (--rename works on names only)')
 
 
-def _identity_value(row: ResultRow, name: str) -> str:
+def _identity_value(row: ResultRow, name: str, free_variant=()) -> str:
     value = getattr(row, name)
     if name == 'settings':
         value = {k: v for k, v in value.items() if k not in PER_SEED_SETTINGS}
+    if name == 'variant':
+        value = {k: v for k, v in value.items() if k not in free_variant}
     return json.dumps(value, sort_keys=True, default=str)
 
 
