@@ -14,8 +14,9 @@ Differences from mmengine's ``Runner``:
 * without a GPU the distributed backend is ``gloo`` in the config that is used *and* logged
   (mmengine would log ``nccl``; :func:`vpn_plugin.compat.fix_cpu_init_dist` only swaps it at
   ``init_process_group``);
-* the ~250-line config dump is not logged: the config is written to the work dir (as mmengine
-  always does) and one log line says where;
+* the ~250-line config dump is not logged: a training writes the config to the work dir (as
+  mmengine always does), a test to its own timestamped log dir (a test never rewrites the
+  training's record), and one log line says where;
 * the config's formatted text (yapf, ~1 s) is computed once (:class:`TextCachedConfig`), not
   for the work dir, the message hub and every checkpoint again;
 * the console shows progress and results only: the environment dump, the ~110-line hook list,
@@ -150,18 +151,33 @@ class PlanningRunner(Runner):
             super()._log_env(env_cfg)
         finally:
             object.__setattr__(self.cfg, '_cfg_dict', config)
-        if config:
-            self.logger.info(f'Config: written to {self.config_path()}')
+
+    def dump_config(self) -> None:
+        """Nothing at construction: :meth:`train` writes the config to the work dir (the
+        training's record, as mmengine does), :meth:`test` to the test's own timestamped log
+        dir, so that testing a checkpoint never rewrites its training's config."""
+
+    @master_only
+    def write_config(self, training: bool) -> None:
+        path = self.config_path(training)
+        self.cfg.dump(path)
+        self.logger.info(f'Config: written to {path}')
 
     def train(self):
         """mmengine's ``train`` holding the work dir's lock (``protocol.locks``): a work dir
         another process trains in is refused (rank 0 holds it for all ranks)."""
+        self.write_config(training=True)
         if self.rank != 0:
             return super().train()
         from vpn_plugin.protocol.locks import exclusive_lock, lock_path_of
         with exclusive_lock(lock_path_of(self.work_dir), wait=False,
                             what=f'work dir {self.work_dir}'):
             return super().train()
+
+    def test(self):
+        """mmengine's ``test``, its config written to the test's log dir (:meth:`dump_config`)."""
+        self.write_config(training=False)
+        return super().test()
 
     def load_checkpoint(self, filename: str, map_location='cpu', strict=None, revise_keys=None):
         """mmengine's ``load_checkpoint`` (``load_from`` and ``resume`` call it) with strict
@@ -187,10 +203,11 @@ class PlanningRunner(Runner):
         save_atomically(lambda temporary: save(out_dir, osp.basename(temporary), *args, **kwargs),
                         osp.join(out_dir, filename))
 
-    def config_path(self) -> str:
-        """Where :meth:`dump_config` writes the config (mmengine's naming)."""
+    def config_path(self, training: bool = True) -> str:
+        """Where :meth:`write_config` writes the config (mmengine's naming): the work dir for
+        a training, the run's timestamped log dir for a test."""
         name = osp.basename(self.cfg.filename) if self.cfg.filename else f'{self.timestamp}.py'
-        return osp.join(self.work_dir, name)
+        return osp.join(self.work_dir if training else self.log_dir, name)
 
 
 def known_config_keys() -> set:
