@@ -20,8 +20,10 @@ A table has one row per method and one column per (dataset, horizon, metric). Co
 * ORACLE methods (:func:`is_oracle`: an LLM given the ground-truth first/last actions, a PKG
   counted on the test videos) are named in the caption when the table mixes them with others,
   and are never the default Δ (best or second best) of such a table;
-* rows with a ``usage`` (LLM runs) add the columns Tokens (all prompt + completion tokens per
-  run, mean over seeds) and, when priced, Cost (per run, mean over seeds).
+* rows with a ``usage`` (LLM runs) add the columns Tokens (prompt + completion tokens of the
+  answers a run used, cached ones included) and Paid tokens (those of the requests the run
+  itself sent) and, when priced, Cost (of the answers used) and Paid (of the requests sent),
+  each per run, mean over seeds.
 
 Per column the best method is bold and the second best underlined (higher is better, except
 ``plan_jsd``: lower; ``plan_entropy`` is descriptive and not ranked; ties share the mark).
@@ -103,7 +105,7 @@ class Table:
     stand_ins: dict = field(default_factory=dict)  # method -> sorted stand-in text features
     failures: dict = field(default_factory=dict)   # method -> {kind: windows}, summed over rows
     selections: list = field(default_factory=list)  # distinct checkpoint selections of the rows
-    usage: dict = field(default_factory=dict)      # method -> (tokens, cost | None) per run
+    usage: dict = field(default_factory=dict)      # method -> {USAGE_FIELDS: mean per run}
     oracle: set = field(default_factory=set)       # ORACLE methods (is_oracle)
 
 
@@ -200,15 +202,26 @@ def is_oracle(row: ResultRow) -> bool:
     return row.variant.get('anchors') == 'oracle' or 'oracle' in row.method.lower()
 
 
+USAGE_FIELDS = (('total_tokens', 'cost_of_answers'), ('paid_tokens', 'cost_paid'))
+LEGACY_COST = 'cost'  # rows written before issue 34: the cost of the answers used
+
+
 def _usage(rows, methods) -> dict:
-    """method -> (mean tokens per run, mean cost per run or None) of rows with a usage."""
+    """method -> {field: mean per run over seeds} of rows with a usage (LLM runs): tokens and
+    cost of the answers used, tokens and cost paid in the run; a field some row lacks (an
+    unpriced run, a row written before the paid fields existed) is left out."""
     found = {}
     for row in rows:
         if row.method in methods and 'total_tokens' in row.usage:
-            found.setdefault(row.method, []).append(row.usage)
-    return {m: (float(np.mean([u['total_tokens'] for u in used])),
-                float(np.mean([u['cost'] for u in used])) if all('cost' in u for u in used)
-                else None) for m, used in found.items()}
+            usage = dict(row.usage)
+            if LEGACY_COST in usage:
+                usage.setdefault('cost_of_answers', usage[LEGACY_COST])
+            found.setdefault(row.method, []).append(usage)
+    fields = [f for pair in USAGE_FIELDS for f in pair]
+    return {m: {f: float(np.mean([u[f] for u in used])) for f in fields
+                if all(f in u for u in used)} for m, used in found.items()}
+
+
 def check_one_run_per_cell(rows, free_variant=()) -> None:
     """The seeds pooled in a cell (method, dataset, test horizon) must come from one run
     setting: rows that differ in any of :data:`CELL_IDENTITY` (settings that vary per seed,
@@ -359,13 +372,21 @@ def _extra_columns(table: Table) -> list:
     columns = []
     if _show_params(table):
         columns.append(('Params', lambda m: format_params(table.params[m])))
-    if table.usage:
-        columns.append(('Tokens', lambda m: format_params(table.usage[m][0])
-                        if m in table.usage else '-'))
-    if any(cost is not None for _, cost in table.usage.values()):
-        columns.append(('Cost', lambda m: f'{table.usage[m][1]:.2f}'
-                        if table.usage.get(m, (0, None))[1] is not None else '-'))
+    headers = {'total_tokens': 'Tokens', 'paid_tokens': 'Paid tokens',
+               'cost_of_answers': 'Cost', 'cost_paid': 'Paid'}
+    for name in ('total_tokens', 'paid_tokens', 'cost_of_answers', 'cost_paid'):
+        if any(name in used for used in table.usage.values()):
+            columns.append((headers[name], _usage_cell(table, name)))
     return columns
+
+
+def _usage_cell(table: Table, name: str):
+    def text(method):
+        value = table.usage.get(method, {}).get(name)
+        if value is None:
+            return '-'
+        return format_params(value) if name.endswith('tokens') else f'{value:.2f}'
+    return text
 
 
 def to_markdown(table: Table, *, title: str = '', digits: int = 2) -> str:
@@ -558,10 +579,18 @@ def _oracle_legend(table: Table) -> str:
 def _usage_legend(table: Table) -> str:
     if not table.usage:
         return ''
-    cost = (' Cost: of those tokens at the run\'s price per 1k tokens (llm_eval.py '
-            '--price-per-1k).' if any(c is not None for _, c in table.usage.values()) else '')
-    return ('Tokens: prompt + completion tokens of one run (cached replies included), mean '
-            'over seeds.' + cost)
+    shown = {name for used in table.usage.values() for name in used}
+    parts = ['Tokens: prompt + completion tokens of the answers one run used (cached replies '
+             'included), mean over seeds.']
+    if 'paid_tokens' in shown:
+        parts.append('Paid tokens: those of the requests the run itself sent (0 when every '
+                     'answer came from the cache).')
+    if 'cost_of_answers' in shown:
+        parts.append('Cost: of the answers used, at the run\'s price per 1k tokens '
+                     '(llm_eval.py --price-per-1k).')
+    if 'cost_paid' in shown:
+        parts.append('Paid: what the run\'s own requests cost at that price.')
+    return ' '.join(parts)
 
 
 def _selection_legend(table: Table) -> str:
