@@ -199,7 +199,7 @@ def test_dry_run_sample_efficiency(monkeypatch, capsys):
     assert all(u.pretrained['option'] == 'model.init_visual_from' and
                u.pretrained['unit'].seed == u.seed for u in units)
     out = capsys.readouterr().out
-    assert out.count('test T=- (a pre-training stage)') == 5
+    assert out.count('rows: none (a pre-training stage)') == 5
     assert f'{len(units)} runs (+5 pre-training stages)' in out
 
 
