@@ -20,6 +20,7 @@ import functools
 import math
 import os
 import pickle
+from pathlib import Path
 
 USER_ERRORS = (OSError, ValueError, LookupError, pickle.UnpicklingError, SyntaxError)
 TRACEBACK_VARIABLE = 'VPN_TRACEBACK'
@@ -53,6 +54,17 @@ def tool_main(main):
         with explained_errors():
             return main(*args, **kwargs)
     return run
+
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+
+
+def tool_command(tool: str) -> str:
+    """``python tools/<tool>`` as a hint prints it so that it runs from the user's working
+    directory: the repository-relative path there, the absolute path anywhere else."""
+    script = REPO_ROOT / 'tools' / tool
+    here = Path.cwd().resolve()
+    return f'python {script.relative_to(here) if here == REPO_ROOT else script}'
 
 
 def close_match_hint(name, valid) -> str:
