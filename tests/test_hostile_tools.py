@@ -127,3 +127,24 @@ def test_numbers_outside_their_range_are_refused_not_ignored(tool, argv, capsys)
     with pytest.raises(SystemExit) as stopped:
         load_tool(tool).parse_args([str(a) for a in argv])
     assert stopped.value.code == 2 and 'expected an integer >=' in capsys.readouterr().err
+
+
+@pytest.mark.parametrize('files, check', [
+    (('windows.json', 'expected.npz', 'taxonomy.json'),
+     'python {repo}/tools/check_authors_loader.py {folder}'),
+    (('expected_frames_features.npy', 'plain_array.npy'),
+     'python {repo}/tools/convert_features.py --src {folder}'),
+    (('sequence_completion.txt', 'README.md'),
+     'cd {repo} && python -m pytest tests/test_llm_prompting.py -k paper')])
+def test_check_reference_points_a_non_fixture_folder_to_its_check(tmp_path, monkeypatch, files,
+                                                                  check):
+    """Issue 34: authors_loader_small, feature_layouts and paper_prompts of ../shared/reference
+    have no meta.json; the message names the check that fits each (runnable from anywhere)."""
+    folder = tmp_path / 'reference_folder'
+    folder.mkdir()
+    for name in files:
+        (folder / name).write_text('')
+    monkeypatch.chdir(tmp_path)
+    message = user_error('check_reference', [str(folder)])
+    assert 'no meta.json, so not a model fixture' in message
+    assert check.format(repo=REPO, folder=folder) in message
