@@ -414,3 +414,24 @@ def test_text_only_llm_eval_on_coin(shared_data, tmp_path):
     row = read_results(tmp_path / 'results.jsonl')[0]
     assert row.dataset == 'coin' and row.horizon == 4
     assert row.shortened == f'limit={LIMIT} of 3391 windows'
+
+
+def test_unset_api_key_variable_says_how_to_go_on(tiny_config, tmp_path, monkeypatch):
+    """Issue 34: a local endpoint needs no key: one line saying so and how to run without it;
+    a remote one: how to set it."""
+    from vpn_plugin.baselines.llm.backends import resolve_api_key
+    monkeypatch.delenv('VPN_UNSET_KEY', raising=False)
+    tool = load_tool('llm_eval')
+    with FakeOpenAIServer(echo_anchors) as server:
+        with pytest.raises(SystemExit) as stopped:
+            run_tool(tool, server, tiny_config, tmp_path, '--api-key-env', 'VPN_UNSET_KEY')
+        assert len(server.requests) == 0
+    message = stopped.value.code
+    assert message.startswith(f'error: --api-key-env VPN_UNSET_KEY: environment variable is not '
+                              f'set; {server.base_url} is a local endpoint, which needs no key: '
+                              'run without --api-key-env')
+    assert len(message.split('\n')[0]) == len(message.split('\n(set')[0])  # one line
+    with pytest.raises(KeyError, match='export VPN_UNSET_KEY=<your key>'):
+        resolve_api_key('VPN_UNSET_KEY', 'https://api.openai.com/v1')
+    monkeypatch.setenv('VPN_UNSET_KEY', 'sk-test')
+    assert resolve_api_key('VPN_UNSET_KEY', 'http://localhost:8000/v1') == 'sk-test'
