@@ -167,12 +167,29 @@ class PlanningRunner(Runner):
         """mmengine's ``train`` holding the work dir's lock (``protocol.locks``): a work dir
         another process trains in is refused (rank 0 holds it for all ranks)."""
         self.write_config(training=True)
+        self.log_test_windows()
         if self.rank != 0:
             return super().train()
         from vpn_plugin.protocol.locks import exclusive_lock, lock_path_of
         with exclusive_lock(lock_path_of(self.work_dir), wait=False,
                             what=f'work dir {self.work_dir}'):
             return super().train()
+
+    def log_test_windows(self) -> None:
+        """The training log states the test split's size too (the train and val datasets log
+        theirs when the loops build them): its windows counted from the annotations alone."""
+        dataset = (self.cfg.get('test_dataloader') or {}).get('dataset') or {}
+        if dataset.get('type') != 'PlanningDataset':
+            return
+        from vpn_plugin.datasets.sources import source_windows
+        try:
+            _, windows, _ = source_windows(dict(dataset))
+        except (OSError, ValueError) as err:
+            self.logger.info(f'PlanningDataset (test): not counted ({err})')
+            return
+        videos = len({w.feature for w in windows})
+        self.logger.info(f'PlanningDataset (test, T={dataset.get("horizon")}): {len(windows)} '
+                         f'windows of {videos} videos (tools/test.py scores them)')
 
     def test(self):
         """mmengine's ``test``, its config written to the test's log dir (:meth:`dump_config`)."""
