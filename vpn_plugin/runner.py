@@ -33,6 +33,7 @@ from __future__ import annotations
 import collections
 import logging
 import os.path as osp
+import sys
 
 from . import compat_applied  # noqa: F401  (compat fixes before OpenMMLab)
 from mmengine.config import Config, ConfigDict
@@ -141,16 +142,34 @@ class PlanningRunner(Runner):
         # mutate in place: Runner.__init__ logs this same dict afterwards
         env_cfg.update(cpu_backend(env_cfg, has_accelerator()))
         super().setup_env(env_cfg)
+        if self._distributed:
+            print(rank_line(env_cfg, self._rank, self._world_size, has_accelerator()),
+                  file=sys.stderr, flush=True)
 
     def _log_env(self, env_cfg: dict) -> None:
         config = self.cfg._cfg_dict
         # Runner._log_env logs the whole config when it is non-empty; Config.__setattr__
         # would store a key, hence object.__setattr__
         object.__setattr__(self.cfg, '_cfg_dict', ConfigDict())
+        self.logger.info = self._true_device_count(self.logger.info)
         try:
             super()._log_env(env_cfg)
         finally:
             object.__setattr__(self.cfg, '_cfg_dict', config)
+            del self.logger.info  # the class's method again
+
+    def _true_device_count(self, info):
+        """mmengine logs the world size as "GPU number" (2 on a CPU machine running two
+        processes): without an accelerator the environment line says what they are."""
+        from vpn_plugin.compat import has_accelerator as _has_accelerator
+        world = self._world_size
+
+        def log(message, *args, **kwargs):
+            if isinstance(message, str) and not _has_accelerator():
+                message = message.replace(f'\n    GPU number: {world}\n',
+                                          f'\n    GPU number: 0 ({world} CPU processes)\n')
+            return info(message, *args, **kwargs)
+        return log
 
     def dump_config(self) -> None:
         """Nothing at construction: :meth:`train` writes the config to the work dir (the
@@ -225,6 +244,16 @@ class PlanningRunner(Runner):
         a training, the run's timestamped log dir for a test."""
         name = osp.basename(self.cfg.filename) if self.cfg.filename else f'{self.timestamp}.py'
         return osp.join(self.work_dir if training else self.log_dir, name)
+
+
+def rank_line(env_cfg: dict, rank: int, world: int, accelerator: bool) -> str:
+    """The one line each process of a distributed run prints: which rank, on what."""
+    import torch
+    device = (f'GPU {torch.cuda.current_device()}' if accelerator and torch.cuda.is_available()
+              else 'CPU')
+    backend = (env_cfg.get('dist_cfg') or {}).get('backend', '?')
+    return (f'rank {rank}/{world}: {device}, backend {backend}, '
+            f'{torch.get_num_threads()} thread(s)')
 
 
 def known_config_keys() -> set:
