@@ -148,3 +148,25 @@ def test_check_reference_points_a_non_fixture_folder_to_its_check(tmp_path, monk
     message = user_error('check_reference', [str(folder)])
     assert 'no meta.json, so not a model fixture' in message
     assert check.format(repo=REPO, folder=folder) in message
+
+
+def test_mmaction_own_tools_end_on_bad_input_as_ours_do(tmp_path):
+    """Issue 34: MMAction2's tools/train.py (what `mim train mmaction` runs) with a config of
+    ours and a wrong data_root: one message naming the file, exit status 1, no traceback."""
+    import os
+    import subprocess
+    import sys
+    import mmaction
+    from vpn_plugin.errors import is_mmaction_tool
+    tool = Path(mmaction.__file__).parent / '.mim' / 'tools' / 'train.py'
+    assert is_mmaction_tool(tool) and not is_mmaction_tool(REPO / 'tools' / 'train.py')
+    env = {**os.environ, 'PYTHONPATH': str(REPO)}
+    env.pop('VPN_TRACEBACK', None)
+    result = subprocess.run([sys.executable, str(tool), str(REPO / 'configs/vpn_niv_t3.py'),
+                             '--work-dir', str(tmp_path / 'work'), '--cfg-options',
+                             f'data_root={tmp_path / "nowhere"}'],
+                            cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
+    assert result.returncode == 1
+    assert result.stderr.startswith(f'error: taxonomy {tmp_path}/nowhere/niv/taxonomy.json does '
+                                    'not exist')
+    assert 'Traceback' not in result.stderr
