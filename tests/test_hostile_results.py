@@ -98,7 +98,7 @@ def test_two_protocol_runs_on_one_out_train_each_unit_once(tmp_path):
 def test_train_refuses_a_work_dir_another_process_trains_in(tmp_path, monkeypatch):
     import threading
     from test_hostile_checkpoints import toy_config_text
-    from vpn_plugin.protocol.locks import exclusive_lock, lock_path_of
+    from vpn_plugin.locks import exclusive_lock, lock_path_of
     monkeypatch.delenv('VPN_TRACEBACK', raising=False)
     monkeypatch.setenv('LOCAL_RANK', '0')
     work_dir = tmp_path / 'work'

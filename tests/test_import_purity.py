@@ -1,4 +1,5 @@
-"""`import vpn_plugin.core` loads only torch/numpy; `vpn_plugin.mm` loads the MMAction2 side."""
+"""`import vpn_plugin.core` (and `vpn_plugin.video`) loads only torch/numpy; `vpn_plugin.mm` loads
+the MMAction2 side."""
 import json
 import subprocess
 import sys
@@ -27,8 +28,10 @@ def loaded_from(modules: set, prefixes) -> list:
 
 
 def test_import_core_loads_no_openmmlab_compat_or_registration():
-    modules = modules_after_import('vpn_plugin.core')
+    """core/ and video/ (decoding workers, the extraction loop) are plain torch/numpy."""
+    modules = modules_after_import('vpn_plugin.core, vpn_plugin.video')
     assert 'vpn_plugin.core.dvl' in modules and 'torch' in modules
+    assert 'vpn_plugin.video.extract' in modules
     assert loaded_from(modules, OPENMMLAB_SIDE) == []
 
 

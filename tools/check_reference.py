@@ -2,7 +2,7 @@
 
     .venv/bin/python tools/check_reference.py ../shared/reference/schema_crosstask_t3
 
-Dispatches on ``meta.json``'s ``method`` (``SCHEMA``, ``PDPP``; none = the ViterbiPlanNet
+Dispatches on ``meta.json``'s ``method`` (``SCHEMA``, ``PDPP``, ``S3D``; none = the ViterbiPlanNet
 authors', as ``tools/check_authors_reference.py``) to the method's checker
 (``vpn_plugin.oracles.compare.CHECKERS``), which builds the model from this plugin's configs
 with the fixture's sizes, loads the official weights and recomputes the recorded batch. Prints,

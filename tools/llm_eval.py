@@ -29,10 +29,10 @@ import vpn_plugin.mm  # noqa: F401  (compat + registries)
 from mmengine.config import DictAction
 
 from mmaction.registry import DATASETS, MODELS
+from vpn_plugin.apis import step_model_anchors
 from vpn_plugin.baselines.llm import (ORACLE, attach_frames, build_queries, failure_causes,
                                       load_anchor_predictions, save_anchor_predictions,
-                                      step_model_anchors, stratified_sample, summarize,
-                                      token_summary)
+                                      stratified_sample, summarize, token_summary)
 from vpn_plugin.baselines.llm.evaluate import cost_summary, usage_record, write_outcomes
 from vpn_plugin.baselines.llm.windows import annotation_windows
 from vpn_plugin.datasets.planning_dataset import check_split_disjoint

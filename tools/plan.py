@@ -1,6 +1,15 @@
-"""Print predicted plans with action names next to the ground truth.
+"""Print predicted plans with action names: next to the ground truth for dataset samples, or
+for your own video file (its S3D features extracted as the datasets' were).
 
     python tools/plan.py CONFIG CHECKPOINT [--indices 0 5 9] [--split test|val|train]
+    python tools/plan.py [CONFIG] --checkpoint CKPT --video my.mp4 --start-time 12 \\
+        --goal-time 95 --s3d-weights s3d_howto100m.pth
+
+With ``--video``, CONFIG may be left out: the config stored in a checkpoint of
+tools/train.py is used. The frame recipe defaults to that of the public features (P3IV's);
+change it (``--fps``, ``--size``, ...) only for a planner trained on features extracted with
+the same options. ``--random-weights`` (instead of ``--s3d-weights``) runs the pipeline with
+random S3D weights, for checks only: its plans are marked UNUSABLE.
 """
 import argparse
 import sys
@@ -8,13 +17,16 @@ import sys
 from mmengine.config import DictAction
 
 from vpn_plugin.data_paths import add_data_arguments, data_path_args, load_config
-from vpn_plugin.errors import NON_NEGATIVE_INT, tool_main
+from vpn_plugin.errors import NON_NEGATIVE_FLOAT, NON_NEGATIVE_INT, tool_main
+from vpn_plugin.video.recipe import add_recipe_arguments, recipe_from_args
 
 
 def parse_args(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument('config')
-    parser.add_argument('checkpoint')
+    parser.add_argument('config', nargs='?')
+    parser.add_argument('checkpoint', nargs='?')
+    parser.add_argument('--checkpoint', dest='checkpoint_option', metavar='CHECKPOINT',
+                        help='the planner checkpoint (instead of the second positional)')
     parser.add_argument('--indices', type=NON_NEGATIVE_INT, nargs='+', default=[0, 1, 2],
                         help='dataset sample indices (default: 0 1 2)')
     parser.add_argument('--split', choices=('test', 'val', 'train'), default='test',
@@ -22,8 +34,63 @@ def parse_args(argv=None):
     parser.add_argument('--decode', help='override model.decode (e.g. emission_argmax)')
     parser.add_argument('--cfg-options', nargs='+', action=DictAction, default={},
                         help='override config keys, e.g. model.cross_horizon=repeat_last')
+    video = parser.add_argument_group('your own video (instead of dataset samples)')
+    video.add_argument('--video', help='a video file to plan for')
+    video.add_argument('--start-time', type=NON_NEGATIVE_FLOAT,
+                       help='second of the start state (where the first step starts)')
+    video.add_argument('--goal-time', type=NON_NEGATIVE_FLOAT,
+                       help='second of the goal state (where the last step ends)')
+    video.add_argument('--s3d-weights', metavar='PTH',
+                       help='s3d_howto100m.pth (S3D_HowTo100M README)')
+    video.add_argument('--random-weights', action='store_true',
+                       help='random S3D weights, ONLY for pipeline checks (output UNUSABLE)')
+    video.add_argument('--save-features', metavar='NPZ',
+                       help="also write the video's features (frames_features) there")
+    add_recipe_arguments(parser)
     add_data_arguments(parser)
-    return parser.parse_args(argv)
+    args = parser.parse_args(argv)
+    if args.checkpoint_option:
+        if args.checkpoint and args.checkpoint != args.checkpoint_option:
+            parser.error('the checkpoint is given twice (positional and --checkpoint)')
+        args.checkpoint = args.checkpoint_option
+    if args.video is None:
+        if not (args.config and args.checkpoint):
+            parser.error('CONFIG and CHECKPOINT are required (or --video with --checkpoint)')
+    else:
+        if not args.checkpoint:
+            parser.error('--video needs --checkpoint CKPT')
+        if args.start_time is None or args.goal_time is None:
+            parser.error('--video needs --start-time and --goal-time (seconds)')
+        if args.s3d_weights and args.random_weights:
+            parser.error('--s3d-weights and --random-weights exclude each other')
+    return args
+
+
+def plan_video(args, cfg) -> None:
+    from vpn_plugin.apis import init_planner, plan_from_video
+    from vpn_plugin.apis.video import (RANDOM_WEIGHTS_WARNING, config_taxonomy,
+                                       format_video_plan, load_s3d_for_tool)
+    taxonomy = config_taxonomy(cfg, args.split)
+    s3d = load_s3d_for_tool(args.s3d_weights, args.random_weights)
+    model = init_planner(cfg, args.checkpoint)
+    sample, features = plan_from_video(model, s3d, args.video, args.start_time,
+                                       args.goal_time, recipe_from_args(args), args.split,
+                                       return_features=True)
+    print('\n'.join(format_video_plan(sample, taxonomy, args.video, args.start_time,
+                                      args.goal_time)))
+    if args.save_features:
+        save_features(args.save_features, features, s3d, RANDOM_WEIGHTS_WARNING)
+
+
+def save_features(path, features, s3d, warning: str) -> None:
+    """The video's features in the datasets' layout, marked unusable for random weights."""
+    from pathlib import Path
+    import numpy as np
+    from vpn_plugin.video.extract import write_features_atomically
+    extra = {} if s3d.usable else dict(warning=np.str_(warning))
+    write_features_atomically(Path(path), dict(frames_features=features,
+                                               usable=np.bool_(s3d.usable), **extra))
+    print(f'features: {path}' + ('' if s3d.usable else ' (UNUSABLE: random S3D weights)'))
 
 
 @tool_main
@@ -32,9 +99,15 @@ def main(argv=None):
     from vpn_plugin.apis import build_split_dataset, inference_planner, init_planner
     from vpn_plugin.models.plan_display import format_plan
 
-    cfg = load_config(args.config, args.cfg_options, **data_path_args(args))
+    if args.config:
+        cfg = load_config(args.config, args.cfg_options, **data_path_args(args))
+    else:
+        from vpn_plugin.apis.video import config_from_checkpoint
+        cfg = config_from_checkpoint(args.checkpoint, args.cfg_options, **data_path_args(args))
     if args.decode:
         cfg.model.decode = args.decode
+    if args.video:
+        return plan_video(args, cfg)
     model = init_planner(cfg, args.checkpoint)
     dataset = build_split_dataset(cfg, args.split)
     for sample in inference_planner(model, dataset, args.indices):

@@ -21,6 +21,9 @@ The planning horizon is set in one place as well: a config's top-level ``horizon
 ``test_horizon = T'`` for cross-horizon configs; default ``horizon``), or the tools'
 ``--horizon T``. :func:`apply_horizon` writes it into the model and the datasets; it runs in
 :func:`load_config` and in ``PlanningRunner.from_cfg`` (so MMAction2's own tools agree).
+
+A misspelled top-level key is refused (:func:`check_config_keys`). This module stands below the
+datasets (which load configs too) and knows no planner or runner (docs/design.md, "Layout").
 """
 from __future__ import annotations
 
@@ -28,7 +31,18 @@ import argparse
 import os
 from pathlib import Path
 
+from . import compat_applied  # noqa: F401  (compat fixes before any OpenMMLab import)
+from .errors import check_misspelled, close_match_hint
+
 PATH_VARIABLES = ('data_root', 'feature_dir', 'cache_dir')
+# Top-level config keys besides the Runner's arguments: mmengine's (read by Runner / from_cfg /
+# MMAction2's tools), this plugin's variables, and the helpers of configs/_base_/.
+MMENGINE_KEYS = ('runner_type', 'custom_imports', 'model_wrapper_cfg', 'activation_checkpointing',
+                 'efficient_conv_bn_eval', 'compile', 'sync_bn', 'find_unused_parameters',
+                 'gpu_ids', 'dist_params', 'vis_backends')
+PLUGIN_KEYS = ('horizon', 'test_horizon', 'data_root', 'feature_dir', 'cache_dir', 'selection',
+               'load_partial', 'observation', 'window_policy', 'batch_size', 'dataset', 'loader',
+               'paths', 'train_source', 'test_source', 'dataset_variant', 'device_resident')
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 
@@ -112,11 +126,12 @@ def _check_test_horizon(cfg, horizon: int, test_horizon: int) -> None:
     if test_horizon == horizon or cfg.get('model') is None:
         return
     from mmaction.registry import MODELS
-    from vpn_plugin.models.base_planner import BasePlanner, horizon_mismatch
     cls = MODELS.get(cfg.model.get('type')) if cfg.model.get('type') else None
-    if not (isinstance(cls, type) and issubclass(cls, BasePlanner)):
+    # a planner states its rule (BasePlanner.horizon_mismatch); this floor knows no planner
+    rule = getattr(cls, 'horizon_mismatch', None) if isinstance(cls, type) else None
+    if rule is None:
         return
-    error = horizon_mismatch(cls, cfg.model.get('cross_horizon'), horizon, test_horizon)
+    error = rule(cfg.model.get('cross_horizon'), horizon, test_horizon)
     if error:
         raise ValueError(f'{cfg.filename}: test_horizon={test_horizon} with horizon={horizon}: '
                          f'{error}')
@@ -153,7 +168,6 @@ def load_config(path, cfg_options=None, *, data_root=None, feature_dir=None, hor
     the data locations resolved to absolute paths (:func:`resolve_paths`; rules: module
     docstring)."""
     from mmengine.config import Config
-    from vpn_plugin.runner import check_config_keys
     cfg = Config.fromfile(str(path))
     check_config_keys(cfg, cfg_options)  # a misspelled key (horizn=4) is refused
     declared = {name: cfg[name] for name in PATH_VARIABLES if cfg.get(name) is not None}
@@ -162,6 +176,31 @@ def load_config(path, cfg_options=None, *, data_root=None, feature_dir=None, hor
         cfg.merge_from_dict(cfg_options)
     apply_horizon(cfg, horizon, test_horizon)
     return resolve_paths(cfg, data_root=data_root, feature_dir=feature_dir, declared=declared)
+
+
+def known_config_keys() -> set:
+    """Top-level keys a config may set: the Runner's arguments, :data:`MMENGINE_KEYS` and
+    :data:`PLUGIN_KEYS` (names starting with ``_`` are free helper variables)."""
+    import inspect
+    from mmengine.runner import Runner
+    return (set(inspect.signature(Runner.__init__).parameters) - {'self', 'cfg'}
+            | set(MMENGINE_KEYS) | set(PLUGIN_KEYS))
+
+
+def check_config_keys(cfg, overrides=None) -> None:
+    """Refuse a misspelled top-level key (``horizn = 4``): a key of ``cfg`` that is not known
+    (:func:`known_config_keys`) but close to a known one, and a ``--cfg-options`` key
+    (``overrides``, before they are merged) that neither the config nor the Runner has."""
+    known = known_config_keys()
+    where = cfg.filename or 'config'
+    check_misspelled([k for k in cfg.keys() if not k.startswith('_')], known,
+                     f'{where}: top-level config key')
+    for key in sorted({str(k).split('.')[0] for k in overrides or {}}):
+        if key not in cfg and key not in known:
+            raise ValueError(f'{where}: --cfg-options {key}: no top-level config key {key!r} '
+                             f'in the config or the Runner{close_match_hint(key, known)} '
+                             '(a new key would be ignored)')
+
 
 
 def resolve_paths(cfg, *, data_root=None, feature_dir=None, declared=None):
@@ -292,7 +331,7 @@ def _require_use(cfg, name: str, target: str) -> None:
     if not used:
         raise ValueError(f'{_name(cfg)}: {name} was set to {target}, but no path of the '
                          f"config is built from it, so it would change nothing; build the "
-                         f"dataset paths from it ('{{{name}}}/...', as configs/_base_/datasets/"
+                         f"dataset paths from it ('{{{name}}}/...', as configs/_base_/datasets/ "
                          'do) or set the paths themselves')
 
 

@@ -26,11 +26,13 @@ Differences from mmengine's ``Runner``:
 And three safety rules: a checkpoint is loaded strictly (``load_from``, ``--resume``; a
 config's ``load_partial = True`` opts in to partial loading for fine-tuning) and saved
 atomically (a full disk never leaves a partial checkpoint; ``vpn_plugin.engine.checkpoint``);
-``train`` refuses a work dir another process trains in (``vpn_plugin.protocol.locks``).
+``train`` refuses a work dir another process trains in (``vpn_plugin.locks``).
 """
 from __future__ import annotations
 
 import collections
+import copy
+import inspect
 import logging
 import os.path as osp
 import sys
@@ -41,6 +43,7 @@ from mmengine.dist import master_only
 from mmengine.model import is_model_wrapper
 from mmengine.runner import Runner
 from mmaction.registry import RUNNERS
+from vpn_plugin.data_paths import apply_horizon, check_config_keys, resolve_paths
 
 GPU_ONLY_BACKENDS = ('nccl',)
 # log records that go to the log file only, by the start of their message
@@ -80,16 +83,6 @@ def quiet_console(logger: logging.Logger) -> logging.Logger:
     return logger
 
 
-# Top-level config keys besides the Runner's arguments: mmengine's (read by Runner / from_cfg /
-# MMAction2's tools), this plugin's variables, and the helpers of configs/_base_/.
-MMENGINE_KEYS = ('runner_type', 'custom_imports', 'model_wrapper_cfg', 'activation_checkpointing',
-                 'efficient_conv_bn_eval', 'compile', 'sync_bn', 'find_unused_parameters',
-                 'gpu_ids', 'dist_params', 'vis_backends')
-PLUGIN_KEYS = ('horizon', 'test_horizon', 'data_root', 'feature_dir', 'cache_dir', 'selection',
-               'load_partial', 'observation', 'window_policy', 'batch_size', 'dataset', 'loader',
-               'paths', 'train_source', 'test_source', 'dataset_variant', 'device_resident')
-
-
 _RUNNERS_PER_NAME = collections.Counter()  # runners built in this process, by experiment name
 
 
@@ -122,8 +115,6 @@ class PlanningRunner(Runner):
 
     @classmethod
     def from_cfg(cls, cfg) -> 'PlanningRunner':
-        from vpn_plugin.data_paths import apply_horizon, resolve_paths
-        from vpn_plugin.protocol.runner import check_config_entries
         from vpn_plugin.datasets.planning_dataset import check_split_disjoint
         check_config_keys(cfg)
         cfg = resolve_paths(apply_horizon(cfg))
@@ -183,13 +174,13 @@ class PlanningRunner(Runner):
         self.logger.info(f'Config: written to {path}')
 
     def train(self):
-        """mmengine's ``train`` holding the work dir's lock (``protocol.locks``): a work dir
+        """mmengine's ``train`` holding the work dir's lock (``vpn_plugin.locks``): a work dir
         another process trains in is refused (rank 0 holds it for all ranks)."""
         self.write_config(training=True)
         self.log_test_windows()
         if self.rank != 0:
             return super().train()
-        from vpn_plugin.protocol.locks import exclusive_lock, lock_path_of
+        from vpn_plugin.locks import exclusive_lock, lock_path_of
         with exclusive_lock(lock_path_of(self.work_dir), wait=False,
                             what=f'work dir {self.work_dir}'):
             return super().train()
@@ -256,28 +247,68 @@ def rank_line(env_cfg: dict, rank: int, world: int, accelerator: bool) -> str:
             f'{torch.get_num_threads()} thread(s)')
 
 
-def known_config_keys() -> set:
-    """Top-level keys a config may set: the Runner's arguments, :data:`MMENGINE_KEYS` and
-    :data:`PLUGIN_KEYS` (names starting with ``_`` are free helper variables)."""
-    import inspect
-    return (set(inspect.signature(Runner.__init__).parameters) - {'self', 'cfg'}
-            | set(MMENGINE_KEYS) | set(PLUGIN_KEYS))
+def check_config_entries(cfg, where: str) -> None:
+    """Check a loaded config (:meth:`PlanningRunner.from_cfg` and ``protocol.runner.
+    check_config`` run it): model, datasets, hooks, the model's ``pkg`` and the training loop
+    name registered types and only options of their classes; ``ValueError`` naming ``where``
+    and the entry otherwise."""
+    from mmaction.registry import DATASETS, HOOKS, LOOPS, MODELS, TASK_UTILS
+    from vpn_plugin.models.pkg_builder import build_pkg_builder
+    cfg = resolve_dataset_references(copy.deepcopy(cfg))
+    entries = [('model', MODELS, cfg.model)] if cfg.get('model') else []
+    entries += [(f'{split}_dataloader.dataset', DATASETS, cfg[f'{split}_dataloader'].dataset)
+                for split in ('train', 'val', 'test')
+                if cfg.get(f'{split}_dataloader') and cfg[f'{split}_dataloader'].get('dataset')]
+    entries += [(f'custom_hooks.{i}', HOOKS, hook)
+                for i, hook in enumerate(cfg.get('custom_hooks') or [])]
+    if (cfg.get('train_cfg') or {}).get('type'):
+        entries.append(('train_cfg', LOOPS, {k: v for k, v in cfg.train_cfg.items()
+                                             if k != 'by_epoch'}))
+    pkg = (cfg.get('model') or {}).get('pkg')
+    if pkg is not None:
+        entries.append(('model.pkg', TASK_UTILS, {'type': 'PKGBuilder', **pkg}))
+    for name, registry, entry in entries:
+        _check_arguments(f'{where}: {name}', registry, entry)
+    if pkg is not None:
+        try:
+            build_pkg_builder(copy.deepcopy(pkg))
+        except (ValueError, KeyError, TypeError) as error:
+            raise ValueError(f'{where}: model.pkg: {error}') from None
 
 
-def check_config_keys(cfg, overrides=None) -> None:
-    """Refuse a misspelled top-level key (``horizn = 4``): a key of ``cfg`` that is not known
-    (:func:`known_config_keys`) but close to a known one, and a ``--cfg-options`` key
-    (``overrides``, before they are merged) that neither the config nor the Runner has."""
-    from vpn_plugin.errors import check_misspelled, close_match_hint
-    known = known_config_keys()
-    where = cfg.filename or 'config'
-    check_misspelled([k for k in cfg.keys() if not k.startswith('_')], known,
-                     f'{where}: top-level config key')
-    for key in sorted({str(k).split('.')[0] for k in overrides or {}}):
-        if key not in cfg and key not in known:
-            raise ValueError(f'{where}: --cfg-options {key}: no top-level config key {key!r} '
-                             f'in the config or the Runner{close_match_hint(key, known)} '
-                             '(a new key would be ignored)')
+def resolve_dataset_references(cfg):
+    """Replace each string of ``model.pkg.extra_datasets`` (a key such as
+    ``'val_dataloader.dataset'``) by that dataset config of ``cfg``; returns ``cfg``."""
+    extra = ((cfg.get('model') or {}).get('pkg') or {}).get('extra_datasets') or []
+    for index, item in enumerate(extra):
+        if isinstance(item, str):
+            value = cfg
+            for key in item.split('.'):
+                value = value.get(key) if hasattr(value, 'get') else None
+            if not hasattr(value, 'get') or 'type' not in value:
+                raise ValueError(f'{cfg.filename}: model.pkg.extra_datasets[{index}] = {item!r} '
+                                 'names no dataset config; expected a key such as '
+                                 "'val_dataloader.dataset'")
+            extra[index] = copy.deepcopy(value)
+    return cfg
+
+
+def _check_arguments(where: str, registry, entry: dict) -> None:
+    cls = registry.get(entry.get('type'))
+    if cls is None:
+        raise ValueError(f'{where}: type {entry.get("type")!r} is not registered in '
+                         f'{registry.name}')
+    params = inspect.signature(cls.__init__).parameters
+    if any(p.kind == p.VAR_KEYWORD for p in params.values()):
+        return
+    unknown = sorted(set(entry) - set(params) - {'type'})
+    options = sorted(set(params) - {'self'})
+    if unknown:
+        from vpn_plugin.errors import close_match_hint
+        expected = f'expected some of {options}' if options else 'it takes no options'
+        raise ValueError(f'{where}: {entry["type"]} has no option(s) {unknown}; {expected}'
+                         f'{close_match_hint(unknown[0], options)}'
+                         + getattr(cls, 'options_hint', ''))
 
 
 def build_runner(cfg) -> Runner:

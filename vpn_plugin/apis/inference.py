@@ -1,11 +1,18 @@
 """``init_planner`` / ``inference_planner``: the one way to run a planner outside a Runner
-(``tools/plan.py``, the qualitative figure, the LLM baselines' step-model anchors);
-``video_observations`` / ``plan_from_features``: plans for a new video's own features."""
+(``tools/plan.py``, the qualitative figure, the LLM baselines' step-model anchors:
+``step_model_anchors``); ``video_observations`` / ``plan_from_features``: plans for a new
+video's own features.
+
+The registries are filled by the config itself: its ``custom_imports`` (``vpn_plugin.mm``)
+are imported when it is read, as ``mmaction.apis`` relies on; this library imports no
+registration module (``tests/test_import_layering.py``)."""
 from __future__ import annotations
 
 import copy
+from pathlib import Path
 from typing import Optional, Sequence
 
+import numpy as np
 import torch
 
 from .. import compat_applied  # noqa: F401  (compat fixes before any OpenMMLab import)
@@ -26,6 +33,14 @@ def _config(config, cfg_options: Optional[dict]):
             config.merge_from_dict(copy.deepcopy(cfg_options))
         return resolve_paths(apply_horizon(config))
     return load_config(config, cfg_options)
+
+
+def _import_custom_modules(cfg) -> None:
+    """Import the config's ``custom_imports`` (its registration module, ``vpn_plugin.mm``), as
+    ``Config.fromfile`` does: also for a ``Config`` built in memory."""
+    from mmengine.utils import import_modules_from_strings
+    if cfg.get('custom_imports'):
+        import_modules_from_strings(**cfg['custom_imports'])
 
 
 def build_split_dataset(cfg, split: str = 'test'):
@@ -51,11 +66,11 @@ def init_planner(config, checkpoint: Optional[str] = None, device: str = 'cpu',
     and the config has a ``train_dataloader``, it is counted on the training split (as
     ``PKGHook`` does). The config is kept as ``model.cfg``.
     """
-    import vpn_plugin.mm  # noqa: F401  (registration)
     from mmengine.registry import init_default_scope
     from mmaction.registry import MODELS
     from vpn_plugin.engine.checkpoint import load_weights, read_checkpoint
     cfg = _config(config, cfg_options)
+    _import_custom_modules(cfg)
     init_default_scope(cfg.get('default_scope', 'mmaction'))
     model = MODELS.build(cfg.model)
     if checkpoint is not None:
@@ -91,6 +106,23 @@ def inference_planner(model, dataset, indices: Sequence[int], mode: str = 'predi
     return [sample for chunk in outputs for sample in chunk]
 
 
+def step_model_anchors(config, checkpoint, dataset,
+                       data_paths: Optional[dict] = None) -> tuple:
+    """First and last actions (M,) int64 each of a step model (a planner whose ``tensor``
+    output is first/last action logits (B, 2, N), e.g. ``PKGBeamSearchPlanner``) on every
+    window of ``dataset``: the anchors of the LLM baselines (``tools/llm_eval.py
+    --step-config``); ``config`` (path or Config) and ``checkpoint`` as :func:`init_planner`
+    takes them, ``data_paths``: ``data_root`` / ``feature_dir`` for a config path."""
+    from vpn_plugin.data_paths import load_config
+    cfg = load_config(config, **(data_paths or {})) if isinstance(config, (str, Path)) else config
+    model = init_planner(cfg, checkpoint)
+    if not hasattr(model, 'step_logits'):
+        raise TypeError(f'step model {cfg.model.get("type")!r} has no first/last action logits '
+                        '(step_logits); use PKGBeamSearchPlanner')
+    predicted = inference_planner(model, dataset, range(len(dataset)), mode='tensor').argmax(-1)
+    return predicted[:, 0].numpy().astype(np.int64), predicted[:, 1].numpy().astype(np.int64)
+
+
 def video_observations(cfg, feature_file, start_time: float, goal_time: float,
                        split: str = 'test'):
     """The start and goal observations ``(D',)``, ``(D',)`` (float32 tensors) of a video's
@@ -99,18 +131,25 @@ def video_observations(cfg, feature_file, start_time: float, goal_time: float,
 
     ``cfg``: a config path or ``Config`` (``model.cfg`` of :func:`init_planner`);
     ``feature_file``: one video's features in any layout ``PlanningDataset`` reads, (L, frame_dim)
-    frames, one per second; ``start_time``: the second the first step starts (start state),
+    frames, one per second, or that array itself (e.g. ``apis.video_features`` of a video);
+    ``start_time``: the second the first step starts (start state),
     ``goal_time``: the second the last step ends (goal state); rounded to whole seconds as the
     annotations are. A goal past the last frame is read at the last frame (window policy
     'keep'); a start outside the video is an error.
     """
     from vpn_plugin.datasets.annotations import round_time
-    from vpn_plugin.datasets.features import load_features
+    from vpn_plugin.datasets.features import checked_frames, load_features
     from vpn_plugin.datasets.observations import frame_indices, observe
     cfg = _config(cfg, None)
     dataset = (cfg.get(f'{split}_dataloader') or {}).get('dataset') or {}
     recipe = dataset.get('observation', 'authors')
-    frames = load_features(feature_file, dataset.get('frame_dim', DEFAULT_FRAME_DIM))
+    frame_dim = dataset.get('frame_dim', DEFAULT_FRAME_DIM)
+    if isinstance(feature_file, np.ndarray):
+        frames = checked_frames({'frames_features': feature_file}, 'the video\'s features',
+                                frame_dim)
+        feature_file = 'the video\'s features'
+    else:
+        frames = load_features(feature_file, frame_dim)
     start, goal = round_time(start_time), round_time(goal_time)
     if not 0 <= start <= goal or start >= len(frames):
         raise ValueError(f'{feature_file}: start_time={start_time}, goal_time={goal_time} s; '

@@ -132,10 +132,32 @@ class BasePlanner(BaseModel):
             raise ValueError(f'horizon mismatch: training data has T={horizon} but the model '
                              f'was built with horizon={self.horizon}; set model.horizon to the '
                              "dataset's horizon")
-        error = horizon_mismatch(type(self), self.cross_horizon, self.horizon, horizon)
+        error = self.horizon_mismatch(self.cross_horizon, self.horizon, horizon)
         if error:
             raise ValueError(error)
         return horizon
+
+    @classmethod
+    def horizon_mismatch(cls, cross_horizon: Optional[str], model_horizon: int,
+                         data_horizon: int) -> Optional[str]:
+        """Why this planner class built for T = ``model_horizon`` (with ``cross_horizon``)
+        cannot plan windows of T' = ``data_horizon``; None when it can. Used at predict time
+        and by ``data_paths.apply_horizon`` for a config's ``test_horizon`` (which finds it on
+        the registered class: data_paths is below models)."""
+        if cls.follows_data_horizon or data_horizon == model_horizon:
+            return None
+        if data_horizon < model_horizon and cross_horizon is not None:
+            return None
+        rules = ' or '.join(f'model.cross_horizon={mode!r}'
+                            for mode in cls.cross_horizon_modes if mode is not None)
+        if rules:
+            fix = (f'a model is evaluated at a shorter T with {rules}, or build it with '
+                   f'horizon={data_horizon}')
+        else:
+            fix = (f'{cls.__name__} plans only the horizon it was built for: train and '
+                   f'test a model with horizon={data_horizon}')
+        return (f'horizon mismatch: the data has T={data_horizon} but the model was built for '
+                f'horizon={model_horizon}; {fix}')
 
     def loss(self, inputs, data_samples) -> Dict[str, torch.Tensor]:
         raise ValueError(f"{type(self).__name__} has no trainable parameters (mode='loss'); "
@@ -147,27 +169,6 @@ class BasePlanner(BaseModel):
 
     def predict_fields(self, inputs, data_samples, horizon: int) -> dict:
         raise NotImplementedError
-
-
-def horizon_mismatch(planner_cls, cross_horizon: Optional[str], model_horizon: int,
-                     data_horizon: int) -> Optional[str]:
-    """Why a ``planner_cls`` built for T = ``model_horizon`` (with ``cross_horizon``) cannot
-    plan windows of T' = ``data_horizon``; None when it can. Used at predict time and by
-    ``data_paths.apply_horizon`` for a config's ``test_horizon``."""
-    if planner_cls.follows_data_horizon or data_horizon == model_horizon:
-        return None
-    if data_horizon < model_horizon and cross_horizon is not None:
-        return None
-    rules = ' or '.join(f'model.cross_horizon={mode!r}'
-                        for mode in planner_cls.cross_horizon_modes if mode is not None)
-    if rules:
-        fix = (f'a model is evaluated at a shorter T with {rules}, or build it with '
-               f'horizon={data_horizon}')
-    else:
-        fix = (f'{planner_cls.__name__} plans only the horizon it was built for: train and '
-               f'test a model with horizon={data_horizon}')
-    return (f'horizon mismatch: the data has T={data_horizon} but the model was built for '
-            f'horizon={model_horizon}; {fix}')
 
 
 def num_parameters(model) -> int:

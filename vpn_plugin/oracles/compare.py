@@ -1,7 +1,7 @@
 """One checker for every oracle fixture of ``../shared/reference`` (README there).
 
 A fixture holds an official code's weights, inputs and recorded outputs for one batch.
-``meta.json``'s ``method`` names the method (``SCHEMA``, ``PDPP``); a fixture without it is
+``meta.json``'s ``method`` names the method (``SCHEMA``, ``PDPP``, ``S3D``); a fixture without it is
 the ViterbiPlanNet authors'. Each method has a module with
 ``check_fixture(fixture: Path, meta: dict) -> (rows, header_ok)`` where ``rows`` are
 ``(array name, max abs diff, max rel diff, tolerance, ok)`` and ``header_ok`` covers what is
@@ -23,6 +23,7 @@ CHECKERS = {
     'ViterbiPlanNet': 'vpn_plugin.oracles.authors',
     'SCHEMA': 'vpn_plugin.oracles.schema',
     'PDPP': 'vpn_plugin.oracles.pdpp',
+    'S3D': 'vpn_plugin.oracles.s3d',
 }
 
 

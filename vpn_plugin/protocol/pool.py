@@ -25,7 +25,7 @@ from dataclasses import asdict, dataclass
 from multiprocessing.connection import wait
 
 from .results import row_from_dict
-from .runner import _eta, _log
+from .progress import eta, log
 
 
 @dataclass
@@ -72,7 +72,7 @@ def run_pool(runner, units: list, done: set, jobs: int) -> None:
                 else:
                     finished[index] = [row_from_dict(row, f'job of {_name(unit)}')
                                        for row in payload]
-                    _log(f'finished {_name(unit)}' + _eta(started, len(finished), len(units)))
+                    log(f'finished {_name(unit)}' + eta(started, len(finished), len(units)))
             while written in finished:  # in unit order: the file of a sequential run
                 for row in finished.pop(written):
                     runner.record(row, done)
@@ -94,7 +94,7 @@ def _start(context, runner, index, unit, done, slot: Slot, total: int) -> dict:
                               name=f'protocol-job-{slot.index}')
     process.start()
     sender.close()
-    _log(f'[{index + 1}/{total}] {_name(unit)} -> job {slot.index} (cores '
+    log(f'[{index + 1}/{total}] {_name(unit)} -> job {slot.index} (cores '
          f'{",".join(map(str, slot.cores))}, pid {process.pid})')
     return {receiver: (index, unit, process, slot)}
 

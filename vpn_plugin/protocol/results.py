@@ -70,7 +70,7 @@ that is already there.
 
 Concurrency: every write (:func:`append_result`, :func:`replace_result`) reads and rewrites
 the file holding its lock (:func:`locked_results`: ``.<name>.lock`` beside it, an ``flock``;
-``vpn_plugin.protocol.locks``), so processes sharing one results file (two ``llm_eval.py``
+``vpn_plugin.locks``), so processes sharing one results file (two ``llm_eval.py``
 runs, two ``run_protocol.py``) never lose or double a row; a reader sees the file before or
 after a write, never in between (rewrites are atomic renames, appends single writes).
 """
@@ -87,7 +87,7 @@ from typing import Iterable
 
 from vpn_plugin.errors import check_names
 
-from .locks import exclusive_lock, lock_path_of
+from vpn_plugin.locks import exclusive_lock, lock_path_of
 
 METRIC_LABELS = {'success_rate': 'SR', 'mean_accuracy': 'mAcc', 'miou_set': 'mIoU',
                  'miou_legacy': 'mIoU (legacy)', 'first_accuracy': 'First acc.',
@@ -326,7 +326,7 @@ def replace_result(path: str | Path, row: ResultRow) -> int:
 @contextlib.contextmanager
 def locked_results(path: str | Path, wait: bool = True):
     """Hold the lock of results file ``path`` (``.<name>.lock`` beside it,
-    :func:`vpn_plugin.protocol.locks.exclusive_lock`): read it, then write it, with no other
+    :func:`vpn_plugin.locks.exclusive_lock`): read it, then write it, with no other
     process writing in between."""
     path = Path(path)
     with exclusive_lock(lock_path_of(path), wait=wait, what=f'results file {path}'):

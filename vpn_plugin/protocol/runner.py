@@ -57,16 +57,15 @@ from __future__ import annotations
 import copy
 import dataclasses
 import functools
-import inspect
 import json
 import os
 import re
-import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .locks import LockBusyError, exclusive_lock, lock_path_of
+from vpn_plugin.locks import LockBusyError, exclusive_lock, lock_path_of
+from .progress import eta, log
 from .results import ResultRow, append_result, read_results
 
 
@@ -300,71 +299,9 @@ def check_units(units: list[TrainUnit]) -> int:
 def check_config(config: str, cfg_options: dict, horizon=None, test_horizon=None) -> None:
     """Raise ``ValueError`` naming the config and entry for an unknown type or option."""
     from vpn_plugin.data_paths import load_config
+    from vpn_plugin.runner import check_config_entries
     check_config_entries(load_config(config, copy.deepcopy(cfg_options), horizon=horizon,
                                      test_horizon=test_horizon), config)
-
-
-def check_config_entries(cfg, where: str) -> None:
-    """:func:`check_config` of a loaded config (``PlanningRunner.from_cfg`` runs it too):
-    model, datasets, hooks, the model's ``pkg`` and the training loop name registered types
-    and only options of their classes."""
-    from mmaction.registry import DATASETS, HOOKS, LOOPS, MODELS, TASK_UTILS
-    from vpn_plugin.models.pkg_builder import build_pkg_builder
-    cfg = resolve_dataset_references(copy.deepcopy(cfg))
-    entries = [('model', MODELS, cfg.model)] if cfg.get('model') else []
-    entries += [(f'{split}_dataloader.dataset', DATASETS, cfg[f'{split}_dataloader'].dataset)
-                for split in ('train', 'val', 'test')
-                if cfg.get(f'{split}_dataloader') and cfg[f'{split}_dataloader'].get('dataset')]
-    entries += [(f'custom_hooks.{i}', HOOKS, hook)
-                for i, hook in enumerate(cfg.get('custom_hooks') or [])]
-    if (cfg.get('train_cfg') or {}).get('type'):
-        entries.append(('train_cfg', LOOPS, {k: v for k, v in cfg.train_cfg.items()
-                                             if k != 'by_epoch'}))
-    pkg = (cfg.get('model') or {}).get('pkg')
-    if pkg is not None:
-        entries.append(('model.pkg', TASK_UTILS, {'type': 'PKGBuilder', **pkg}))
-    for name, registry, entry in entries:
-        _check_arguments(f'{where}: {name}', registry, entry)
-    if pkg is not None:
-        try:
-            build_pkg_builder(copy.deepcopy(pkg))
-        except (ValueError, KeyError, TypeError) as error:
-            raise ValueError(f'{where}: model.pkg: {error}') from None
-
-
-def resolve_dataset_references(cfg):
-    """Replace each string of ``model.pkg.extra_datasets`` (a key such as
-    ``'val_dataloader.dataset'``) by that dataset config of ``cfg``; returns ``cfg``."""
-    extra = ((cfg.get('model') or {}).get('pkg') or {}).get('extra_datasets') or []
-    for index, item in enumerate(extra):
-        if isinstance(item, str):
-            value = cfg
-            for key in item.split('.'):
-                value = value.get(key) if hasattr(value, 'get') else None
-            if not hasattr(value, 'get') or 'type' not in value:
-                raise ValueError(f'{cfg.filename}: model.pkg.extra_datasets[{index}] = {item!r} '
-                                 'names no dataset config; expected a key such as '
-                                 "'val_dataloader.dataset'")
-            extra[index] = copy.deepcopy(value)
-    return cfg
-
-
-def _check_arguments(where: str, registry, entry: dict) -> None:
-    cls = registry.get(entry.get('type'))
-    if cls is None:
-        raise ValueError(f'{where}: type {entry.get("type")!r} is not registered in '
-                         f'{registry.name}')
-    params = inspect.signature(cls.__init__).parameters
-    if any(p.kind == p.VAR_KEYWORD for p in params.values()):
-        return
-    unknown = sorted(set(entry) - set(params) - {'type'})
-    options = sorted(set(params) - {'self'})
-    if unknown:
-        from vpn_plugin.errors import close_match_hint
-        expected = f'expected some of {options}' if options else 'it takes no options'
-        raise ValueError(f'{where}: {entry["type"]} has no option(s) {unknown}; {expected}'
-                         f'{close_match_hint(unknown[0], options)}'
-                         + getattr(cls, 'options_hint', ''))
 
 
 # ----------------------------------------------------------------------------- running
@@ -445,7 +382,7 @@ class ProtocolRunner:
         with exclusive_lock(lock_path_of(work_dir), wait=True, what=f'work dir {work_dir}'):
             claim_work_dir(work_dir, self.identity(stage))
             if not (work_dir / 'train_done.json').is_file():
-                _log(f'    pre-training stage {stage.slug} T={stage.horizon} seed={stage.seed} '
+                log(f'    pre-training stage {stage.slug} T={stage.horizon} seed={stage.seed} '
                      f'({stage.config}) -> {work_dir}')
             checkpoint = self.train(stage, work_dir)[0]
         if not Path(checkpoint).is_file():
@@ -463,7 +400,7 @@ class ProtocolRunner:
         todo = [u for u in units if any(self.row_for(u, s).key() not in done for s in u.tests)]
         check_units(todo)
         self.check_requirements(todo)
-        _log(f'protocol {self.protocol}: {len(units)} runs, {len(units) - len(todo)} '
+        log(f'protocol {self.protocol}: {len(units)} runs, {len(units) - len(todo)} '
              f'already finished, {len(todo)} to run -> {self.results_file}')
         started = time.time()
         if jobs > 1:
@@ -471,7 +408,7 @@ class ProtocolRunner:
             run_pool(self, todo, done, jobs)
         else:
             self.run_in_turn(todo, done, started)
-        _log(f'protocol {self.protocol}: done in {time.time() - started:.0f}s')
+        log(f'protocol {self.protocol}: done in {time.time() - started:.0f}s')
         return self.results_file
 
     def run_in_turn(self, units: list[TrainUnit], done: set, started: float) -> None:
@@ -479,15 +416,15 @@ class ProtocolRunner:
         is skipped and waited for at the end."""
         busy = []
         for number, unit in enumerate(units, 1):
-            _log(f'[{number}/{len(units)}] {unit.slug} T={unit.horizon} seed={unit.seed}'
-                 + _eta(started, number - 1, len(units)))
+            log(f'[{number}/{len(units)}] {unit.slug} T={unit.horizon} seed={unit.seed}'
+                 + eta(started, number - 1, len(units)))
             try:
                 self.run_unit(unit, done, wait=False)
             except LockBusyError as error:  # another process runs it: come back at the end
-                _log(f'    skipped for now: {error}')
+                log(f'    skipped for now: {error}')
                 busy.append(unit)
         for unit in busy:
-            _log(f'waiting for {self.work_dir(unit)} (run by another process)')
+            log(f'waiting for {self.work_dir(unit)} (run by another process)')
             self.run_unit(unit, done)
 
     def check_requirements(self, units: list[TrainUnit]) -> None:
@@ -498,7 +435,7 @@ class ProtocolRunner:
             return
         from mmaction.registry import DATASETS
         from vpn_plugin.data_paths import load_config
-        _log(f'protocol {self.protocol} needs: {requires}')
+        log(f'protocol {self.protocol} needs: {requires}')
         for config, horizon in sorted({(u.config, u.horizon) for u in units}):
             cfg = load_config(config, horizon=horizon, **self.data_paths)
             for split in ('train', 'test'):
@@ -553,7 +490,7 @@ class ProtocolRunner:
         """Append a finished test's row to the results file (not twice: ``append_result``)."""
         append_result(self.results_file, row)
         done.add(row.key())
-        _log('    ' + row.method + ': ' + ', '.join(
+        log('    ' + row.method + ': ' + ', '.join(
             f'{k}={v:.2f}' for k, v in row.metrics.items() if k in
             ('success_rate', 'mean_accuracy', 'miou_set')))
 
@@ -561,6 +498,7 @@ class ProtocolRunner:
     def build_cfg(self, config: str, cfg_options: dict, seed: int, work_dir: Path,
                   horizon=None, test_horizon=None):
         from vpn_plugin.data_paths import load_config
+        from vpn_plugin.runner import resolve_dataset_references
         cfg = resolve_dataset_references(load_config(
             config, copy.deepcopy(cfg_options), **self.data_paths, horizon=horizon,
             test_horizon=test_horizon))
@@ -669,7 +607,7 @@ def diversity_metrics(per_sample_file: Path) -> dict:
     try:
         diversity = decoding_diversity(dump['pred_plan'], dump['gt_plan'])
     except ValueError as error:
-        _log(f'    no decoding diversity for {per_sample_file}: {error}')
+        log(f'    no decoding diversity for {per_sample_file}: {error}')
         return {}
     return dict(plan_entropy=diversity['pred_entropy'], plan_jsd=diversity['js_divergence'])
 
@@ -678,13 +616,3 @@ def clean_metrics(metrics: dict) -> dict:
     """``{'prefix/success_rate': x}`` -> ``{'success_rate': float(x)}``."""
     return {key.rsplit('/', 1)[-1]: float(value) for key, value in metrics.items()}
 
-
-def _eta(started: float, finished: int, total: int) -> str:
-    if finished == 0:
-        return ''
-    elapsed = time.time() - started
-    return f' (elapsed {elapsed:.0f}s, eta {elapsed / finished * (total - finished):.0f}s)'
-
-
-def _log(message: str) -> None:
-    print(f'[run_protocol {time.strftime("%H:%M:%S")}] {message}', file=sys.stderr, flush=True)

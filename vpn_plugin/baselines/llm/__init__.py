@@ -5,7 +5,7 @@ clips (VLM); ``LLMPlanner`` (MODELS, a ``BasePlanner``) wraps it: ``tools/test.p
 from ``configs/llm/*``, ``tools/llm_eval.py`` is a command line over the same model.
 Templates are the files in ``prompts/``.
 """
-from .anchors import ORACLE, load_anchor_predictions, save_anchor_predictions, step_model_anchors
+from .anchors import ORACLE, load_anchor_predictions, save_anchor_predictions
 from .backends import (ChatReply, OpenAIChatBackend, RequestFailedError, ResponseCache,
                        TransformersChatBackend, build_backend)
 from .evaluate import (attach_frames, build_queries, failure_causes, failure_counts, make_query,
@@ -14,7 +14,7 @@ from .model import LLMPlanner
 from .planner import STATUSES, PlanOutcome, PromptPlanner
 from .prompting import PlanningQuery, PromptBuilder
 
-__all__ = ['ORACLE', 'load_anchor_predictions', 'save_anchor_predictions', 'step_model_anchors',
+__all__ = ['ORACLE', 'load_anchor_predictions', 'save_anchor_predictions',
            'ChatReply', 'OpenAIChatBackend', 'RequestFailedError', 'ResponseCache',
            'TransformersChatBackend', 'build_backend', 'attach_frames', 'build_queries',
            'failure_causes', 'failure_counts', 'make_query', 'stratified_sample',

@@ -1,5 +1,6 @@
 """First and last actions handed to the prompted planners: ground truth (the oracle
-setting) or a step model's predictions (a predictions file or a step-model checkpoint)."""
+setting) or a step model's predictions (a predictions file; a step-model checkpoint's are
+computed by ``vpn_plugin.apis.step_model_anchors``, a floor above the baselines)."""
 from __future__ import annotations
 
 import json
@@ -45,19 +46,3 @@ def save_anchor_predictions(path: str | Path, first, last) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps({'first': [int(a) for a in first], 'last': [int(a) for a in last]}))
 
-
-def step_model_anchors(config, checkpoint: str | Path, dataset,
-                       data_paths: dict | None = None) -> tuple[np.ndarray, np.ndarray]:
-    """First and last actions (M,) each of a step model (a planner whose ``tensor`` output is
-    first/last action logits (B, 2, N), e.g. ``PKGBeamSearchPlanner``) on every window of
-    ``dataset``; ``config`` (path or Config) and ``checkpoint`` as ``init_planner`` takes
-    them."""
-    from vpn_plugin.apis import inference_planner, init_planner
-    from vpn_plugin.data_paths import load_config
-    cfg = load_config(config, **(data_paths or {})) if isinstance(config, (str, Path)) else config
-    model = init_planner(cfg, checkpoint)
-    if not hasattr(model, 'step_logits'):
-        raise TypeError(f'step model {cfg.model.get("type")!r} has no first/last action logits '
-                        '(step_logits); use PKGBeamSearchPlanner')
-    predicted = inference_planner(model, dataset, range(len(dataset)), mode='tensor').argmax(-1)
-    return predicted[:, 0].numpy().astype(np.int64), predicted[:, 1].numpy().astype(np.int64)

@@ -70,7 +70,7 @@ class ResponseCache:
     only for the requests that are missing. An entry that does not read back as a valid reply
     (a damaged disk, another version's format) is named on stderr, deleted and asked again.
     ``locked(key)`` serialises the runs (processes) that share the cache on one key
-    (``<key>.lock`` beside the entry, ``vpn_plugin.protocol.locks.exclusive_lock``).
+    (``<key>.lock`` beside the entry, ``vpn_plugin.locks.exclusive_lock``).
     """
 
     def __init__(self, root: str | Path):
@@ -103,7 +103,7 @@ class ResponseCache:
 
     @contextlib.contextmanager
     def locked(self, key: str):
-        from vpn_plugin.protocol.locks import exclusive_lock
+        from vpn_plugin.locks import exclusive_lock
         with exclusive_lock(self._path(key).with_suffix('.lock')):
             yield
 

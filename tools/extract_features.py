@@ -1,0 +1,108 @@
+"""Extract the datasets' per-second S3D features from video files, as P3IV made the public ones.
+
+    python tools/extract_features.py VIDEO_OR_DIR... --out DIR --weights s3d_howto100m.pth
+    tools/dist_extract.sh NPROC VIDEO_OR_DIR... --out DIR --weights ...   (processes / GPUs / nodes)
+    tools/slurm_extract.sh PARTITION JOB_NAME VIDEO_OR_DIR... --out DIR --weights ...
+
+Default recipe (P3IV raw_data_process): 16 fps, centre square crop, 224 x 224, JPEG quality-95
+round trip, non-overlapping 16-frame chunks (the last padded with black), uint8 / 255; S3D
+(MIL-NCE HowTo100M) ``video_embedding``: one 512-d row per chunk, about one per second. Each
+step is an option. Writes ``DIR/<name>.npz`` (``frames_features`` (N, 512)), the layout the
+dataset configs read: ``--feature-dir DIR`` trains and tests on it unchanged. Resumable
+(finished videos are skipped; files appear complete or not at all); unreadable videos are
+listed with the reason in ``DIR/failures.tsv`` and make the run exit 1.
+"""
+import argparse
+import sys
+
+import torch
+
+from vpn_plugin.errors import POSITIVE_INT, tool_main
+from vpn_plugin.video.recipe import add_recipe_arguments, recipe_from_args
+
+LAUNCHERS = ('none', 'pytorch', 'slurm')
+
+
+def parse_args(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument('inputs', nargs='+', metavar='VIDEO_OR_DIR')
+    parser.add_argument('--out', required=True, help='folder of the feature files')
+    parser.add_argument('--weights', metavar='PTH',
+                        help='s3d_howto100m.pth (S3D_HowTo100M README)')
+    parser.add_argument('--random-weights', action='store_true',
+                        help='random S3D weights, ONLY for pipeline checks: the output is '
+                             'marked unusable')
+    add_recipe_arguments(parser)
+    parser.add_argument('--naming', choices=('stem', 'parent_stem'), default='stem',
+                        help='file name: the video stem (default) or <folder>_<stem> '
+                             '(CrossTask: videos/<task>/<vid>.mp4 -> <task>_<vid>.npz)')
+    parser.add_argument('--batch-chunks', type=POSITIVE_INT, default=8,
+                        help='chunks per network call (default 8)')
+    parser.add_argument('--num-workers', type=int, default=2,
+                        help='DataLoader decoding workers per process (default 2)')
+    parser.add_argument('--device', default=None, help='default: the local GPU, else cpu')
+    parser.add_argument('--launcher', choices=LAUNCHERS, default='none')
+    return parser.parse_args(argv)
+
+
+def distributed(launcher: str):
+    """(rank, world size, device) of this process; initialises torch.distributed."""
+    if launcher == 'none':
+        return 0, 1, 'cuda' if torch.cuda.is_available() else 'cpu'
+    from mmengine.dist import get_dist_info, init_dist
+    init_dist(launcher, backend='nccl' if torch.cuda.is_available() else 'gloo')
+    rank, world = get_dist_info()
+    device = f'cuda:{torch.cuda.current_device()}' if torch.cuda.is_available() else 'cpu'
+    return rank, world, device
+
+
+def settings_of(args, recipe) -> dict:
+    from pathlib import Path
+    weights = Path(args.weights) if args.weights else None
+    return dict(recipe=recipe.as_dict(), network='S3D video_embedding',
+                weights='random' if args.random_weights else
+                f'{weights.name} ({weights.stat().st_size} bytes)')
+
+
+@tool_main
+def main(argv=None):
+    args = parse_args(argv)
+    if args.random_weights and args.weights:
+        raise ValueError('--weights and --random-weights exclude each other')
+    import numpy as np
+    import vpn_plugin.mm  # noqa: F401  (compat: CPU gloo, checkpoint loading)
+    from vpn_plugin.apis.video import RANDOM_WEIGHTS_WARNING, load_s3d_for_tool
+    from vpn_plugin.compat import shutdown_distributed
+    from vpn_plugin.video import extract_videos, list_videos, merge_failures
+
+    recipe = recipe_from_args(args)
+    videos = list_videos(args.inputs)
+    if not videos:
+        raise FileNotFoundError(f'no video file in {args.inputs}')
+    rank, world, device = distributed(args.launcher)
+    s3d = load_s3d_for_tool(args.weights, args.random_weights, args.device or device)
+    extra = dict(usable=np.bool_(not args.random_weights))
+    if args.random_weights:
+        extra['warning'] = np.str_(RANDOM_WEIGHTS_WARNING)
+    result = extract_videos(s3d, videos, args.out, recipe, naming=args.naming, rank=rank,
+                            world_size=world, num_workers=args.num_workers,
+                            batch_chunks=args.batch_chunks, extra=extra,
+                            settings=settings_of(args, recipe))
+    print(f'rank {rank}/{world}: {len(result.done)} written, {len(result.skipped)} already '
+          f'there, {len(result.failed)} failed; {result.frames} frames in '
+          f'{result.seconds:.1f} s')
+    if world > 1:
+        torch.distributed.barrier()
+    failures = merge_failures(args.out, world) if rank == 0 else []
+    shutdown_distributed()
+    if args.random_weights:
+        print(f'WARNING: {RANDOM_WEIGHTS_WARNING}')
+    if failures:
+        raise ValueError(f'{len(failures)} video(s) could not be read (no feature file '
+                         f'written for them), listed with the reason in {args.out}/'
+                         f'failures.tsv; first: {failures[0]}')
+    return 1 if result.failed else 0
+
+
+if __name__ == '__main__':
+    sys.exit(main())

@@ -1,0 +1,130 @@
+"""From a video file to a plan: ``init_s3d`` (the S3D backbone with the HowTo100M weights,
+loaded strictly), ``video_features`` (the datasets' per-second 512-d rows of one video, as P3IV
+made them) and ``plan_from_video`` (a planner's plan between two moments of the video)."""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Optional
+
+import numpy as np
+import torch
+
+from .. import compat_applied  # noqa: F401  (compat fixes before any OpenMMLab import)
+from ..video import FrameRecipe, embed_frames, iter_frame_blocks
+from .inference import plan_from_features, video_observations
+
+WEIGHTS_URL = 'https://www.rocq.inria.fr/cluster-willow/amiech/howto100m/s3d_howto100m.pth'
+DICT_URL = 'https://www.rocq.inria.fr/cluster-willow/amiech/howto100m/s3d_dict.npy'
+WEIGHTS_HELP = (
+    'The S3D weights (MIL-NCE on HowTo100M) come from the S3D_HowTo100M README '
+    '(github.com/antoine77340/S3D_HowTo100M): download s3d_howto100m.pth from '
+    f'{WEIGHTS_URL} (and, for text embeddings, s3d_dict.npy from {DICT_URL}), then pass '
+    '--s3d-weights /path/to/s3d_howto100m.pth (extract_features.py: --weights)')
+RANDOM_WEIGHTS_WARNING = ('UNUSABLE: S3D with RANDOM weights (--random-weights), for pipeline '
+                          'checks only; these features and plans mean nothing')
+
+
+def init_s3d(weights=None, dict_path=None, device: str = 'cpu', random_weights: bool = False,
+             seed: int = 0):
+    """``models.S3D`` in eval mode with ``weights`` (``s3d_howto100m.pth``) loaded under
+    the official names with strict loading (``engine.checkpoint``: torch's weights_only
+    loader). ``random_weights``: seeded random weights instead, for pipeline checks only
+    (``model.usable`` is then False). A missing file raises one message saying where the
+    weights come from."""
+    from ..engine.checkpoint import load_weights, read_checkpoint
+    from ..models.s3d import S3D
+    if dict_path is not None and not Path(dict_path).is_file():
+        raise FileNotFoundError(f'S3D word dictionary {dict_path} does not exist. '
+                                f'{WEIGHTS_HELP}')
+    if not random_weights:
+        if weights is None or not Path(weights).is_file():
+            where = 'no S3D weights were given' if weights is None else \
+                f'S3D weights {weights} do not exist'
+            raise FileNotFoundError(f'{where}. {WEIGHTS_HELP}')
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)
+        model = S3D(dict_path=None if dict_path is None else str(dict_path))
+    if not random_weights:
+        load_weights(model, read_checkpoint(weights, logger='silent'), str(weights))
+    model.usable = not random_weights
+    return model.to(device).eval()
+
+
+def video_features(s3d, video, recipe: FrameRecipe = FrameRecipe(), batch_chunks: int = 8,
+                   block_chunks: int = 64) -> np.ndarray:
+    """(ceil(frames / chunk), 512) float32: one ``video_embedding`` row per chunk of
+    ``recipe.chunk`` frames (one per second at 16 fps) of the video file ``video``."""
+    blocks = iter_frame_blocks(video, recipe, block_chunks * recipe.chunk)
+    return np.concatenate([embed_frames(s3d, frames, recipe.chunk, batch_chunks).numpy()
+                           for frames in blocks]).astype(np.float32)
+
+
+def plan_from_video(model, s3d, video, start_time: float, goal_time: float,
+                    recipe: FrameRecipe = FrameRecipe(), split: str = 'test',
+                    return_features: bool = False):
+    """The plan of ``model`` (``init_planner``) from the state at ``start_time`` to the state at
+    ``goal_time`` (seconds) of the video file ``video``: its features (``video_features`` with
+    ``s3d`` from :func:`init_s3d`), observed as ``model.cfg``'s datasets observe them
+    (``video_observations``). Returns one ``ActionDataSample`` (``pred_plan`` (T,), ...) with
+    ``usable`` False when ``s3d`` has random weights (``return_features``: and the features)."""
+    features = video_features(s3d, video, recipe)
+    try:
+        start, goal = video_observations(model.cfg, features, start_time, goal_time, split)
+    except ValueError as error:  # name the video, not its in-memory features
+        raise ValueError(f'{video}: {error}') from None
+    sample = plan_from_features(model, start, goal)[0]
+    sample.set_field(bool(getattr(s3d, 'usable', True)), 'usable', field_type='metainfo')
+    sample.set_field(int(len(features)), 'num_seconds', field_type='metainfo')
+    return (sample, features) if return_features else sample
+
+
+def load_s3d_for_tool(weights: Optional[str], random_weights: bool, device: str = 'cpu',
+                      dict_path=None):
+    """``init_s3d`` for a tool: ``--random-weights`` prints the UNUSABLE warning."""
+    import sys
+    if random_weights:
+        print(f'WARNING: {RANDOM_WEIGHTS_WARNING}', file=sys.stderr, flush=True)
+    return init_s3d(weights, dict_path, device, random_weights)
+
+
+def config_taxonomy(cfg, split: str = 'test'):
+    """The action taxonomy of ``cfg``'s ``<split>`` dataset (its names), read from the
+    taxonomy file alone (no feature file is needed)."""
+    from ..datasets.sources import source_path
+    from ..datasets.taxonomy import load_taxonomy
+    dataset = (cfg.get(f'{split}_dataloader') or {}).get('dataset') or {}
+    if not dataset.get('taxonomy') or not dataset.get('data_root'):
+        raise ValueError(f'{cfg.filename}: {split}_dataloader.dataset has no taxonomy / '
+                         'data_root to name the actions')
+    return load_taxonomy(source_path(dataset['data_root'], dataset['taxonomy'],
+                                     dataset.get('horizon', '')))
+
+
+def config_from_checkpoint(checkpoint, cfg_options=None, **paths):
+    """The config a checkpoint of ``tools/train.py`` was trained with (mmengine stores it in
+    ``meta['cfg']``), loaded as ``data_paths.load_config`` loads a file."""
+    import tempfile
+    from ..data_paths import load_config
+    from ..engine.checkpoint import read_checkpoint
+    text = (read_checkpoint(checkpoint, logger='silent').get('meta') or {}).get('cfg')
+    if not isinstance(text, str) or not text.strip():
+        raise ValueError(f'checkpoint {checkpoint} holds no config (meta.cfg, which the '
+                         'checkpoints of the training tool carry): give the config file too, '
+                         'e.g. tools/plan.py CONFIG --checkpoint CKPT --video ...')
+    with tempfile.TemporaryDirectory() as folder:
+        path = Path(folder) / 'checkpoint_config.py'
+        path.write_text(text)
+        return load_config(path, cfg_options, **paths)
+
+
+def format_video_plan(sample, taxonomy, video, start_time, goal_time) -> list:
+    """Lines: the UNUSABLE mark (random S3D weights), the video and times, the predicted task
+    (when the planner predicts one) and one line per step with the action name."""
+    lines = [] if sample.metainfo.get('usable', True) else [f'*** {RANDOM_WEIGHTS_WARNING} ***']
+    lines.append(f'video {video}: {sample.metainfo.get("num_seconds", "?")} s of S3D features; '
+                 f'plan from the state at {start_time:g} s to the state at {goal_time:g} s')
+    if 'pred_task' in sample:
+        lines.append(f'task: {taxonomy.task_names[int(sample.pred_task)]}')
+    for step, action in enumerate(sample.pred_plan.tolist(), 1):
+        lines.append(f'  {step:<5}{taxonomy.action_names[int(action)]}')
+    return lines

@@ -1,0 +1,110 @@
+"""Video file -> uint8 RGB frames (T, S, S, 3), streamed in blocks, with the ffmpeg binary that
+the ``imageio-ffmpeg`` package ships (so P3IV's exact ffmpeg filters apply); then the JPEG
+round trip of the recipe (PIL, as P3IV)."""
+from __future__ import annotations
+
+import io
+import subprocess
+import tempfile
+from pathlib import Path
+from typing import Iterator
+
+import numpy as np
+
+from .recipe import FrameRecipe
+
+
+class UnreadableVideoError(ValueError):
+    """A video file ffmpeg cannot decode (or that holds no frame); names the file and why."""
+
+    def __init__(self, path, reason: str):
+        self.path, self.reason = str(path), reason
+        super().__init__(f'{path}: {reason}')
+
+
+def ffmpeg_executable() -> str:
+    try:
+        import imageio_ffmpeg
+    except ImportError as error:
+        raise ImportError('video decoding needs the imageio-ffmpeg package (pip install '
+                          "'imageio-ffmpeg>=0.5,<0.7'; it ships the ffmpeg binary)") from error
+    return imageio_ffmpeg.get_ffmpeg_exe()
+
+
+def ffmpeg_command(path, recipe: FrameRecipe) -> list:
+    return [ffmpeg_executable(), '-nostdin', '-v', 'error', '-i', str(path),
+            '-vf', recipe.ffmpeg_filter(), '-an', '-f', 'rawvideo', '-pix_fmt', 'rgb24', 'pipe:']
+
+
+def iter_frame_blocks(path, recipe: FrameRecipe, block_frames: int) -> Iterator[np.ndarray]:
+    """Blocks of up to ``block_frames`` frames (n, S, S, 3) uint8, JPEG round trip applied.
+    Raises ``UnreadableVideoError`` (missing file, ffmpeg error, no frame, truncated frame)
+    after the blocks it could read: a caller keeps nothing of a video that fails."""
+    path = Path(path)
+    if not path.is_file():
+        raise UnreadableVideoError(path, 'no such file')
+    frame_bytes = recipe.size * recipe.size * 3
+    with tempfile.TemporaryFile() as errors:
+        process = subprocess.Popen(ffmpeg_command(path, recipe), stdout=subprocess.PIPE,
+                                   stderr=errors, stdin=subprocess.DEVNULL)
+        total = 0
+        try:
+            while True:
+                data = _read_exactly(process.stdout, block_frames * frame_bytes)
+                if len(data) % frame_bytes:
+                    raise UnreadableVideoError(path, 'ffmpeg output ends inside a frame')
+                if data:
+                    total += len(data) // frame_bytes
+                    frames = np.frombuffer(data, np.uint8).reshape(-1, recipe.size,
+                                                                   recipe.size, 3)
+                    yield jpeg_round_trip(frames, recipe.jpeg_quality)
+                if len(data) < block_frames * frame_bytes:
+                    break
+        finally:
+            if process.poll() is None:
+                process.kill()
+            process.stdout.close()
+            code = process.wait()
+        if code != 0:
+            errors.seek(0)
+            raise UnreadableVideoError(path, f'ffmpeg failed (exit {code}): '
+                                             f'{_last_line(errors.read())}')
+        if total == 0:
+            raise UnreadableVideoError(path, 'no video frame decoded (no video stream, or an '
+                                             'empty one)')
+
+
+def decode_video(path, recipe: FrameRecipe = FrameRecipe()) -> np.ndarray:
+    """All frames of ``path`` (T, S, S, 3) uint8 (for short videos and tests; the extractor
+    streams blocks)."""
+    return np.concatenate(list(iter_frame_blocks(path, recipe, 1024)))
+
+
+def jpeg_round_trip(frames: np.ndarray, quality) -> np.ndarray:
+    """Each frame JPEG-encoded (PIL, ``quality``, ``optimize=True``) and decoded; None: as is."""
+    if quality is None:
+        return frames
+    from PIL import Image
+    out = np.empty_like(frames)
+    for i, frame in enumerate(frames):
+        buffer = io.BytesIO()
+        Image.fromarray(frame).save(buffer, 'jpeg', quality=int(quality), optimize=True)
+        buffer.seek(0)
+        out[i] = np.asarray(Image.open(buffer).convert('RGB'))
+    return out
+
+
+def _read_exactly(stream, size: int) -> bytes:
+    parts, left = [], size
+    while left:
+        part = stream.read(left)
+        if not part:
+            break
+        parts.append(part)
+        left -= len(part)
+    return b''.join(parts)
+
+
+def _last_line(raw: bytes) -> str:
+    lines = [line.strip() for line in raw.decode('utf-8', 'replace').splitlines() if line.strip()]
+    return lines[-1] if lines else 'no message'

@@ -1,0 +1,272 @@
+"""Videos -> per-video feature files, sharded over processes, resumable.
+
+* Videos (files, or folders searched recursively for video extensions) are sorted and
+  shard ``r`` of ``w`` takes ``videos[r::w]``: processes split a list without overlap or gap
+  and need no communication.
+* Decoding runs in DataLoader workers (:class:`VideoBlocks`), which stream each video as blocks
+  of whole chunks; the network embeds them in the main process, ``batch_chunks`` at a time.
+* Output: ``<out>/<name>.npz`` (``np.savez``: ``frames_features`` (N, 512) float32, one row
+  per 16-frame chunk, plus ``num_frames``, ``recipe``, ``weights``, ``usable``, ``source``),
+  the layout ``vpn_plugin.datasets.features`` reads, so ``--feature-dir <out>`` works as is.
+  ``name`` is the video's file stem (``naming='parent_stem'``: ``<folder>_<stem>``, e.g.
+  CrossTask's ``<task>_<vid>`` from ``videos/<task>/<vid>.mp4``).
+* Resumable: a file is written to a hidden temporary name and renamed into place, so a
+  ``<name>.npz`` is always complete; a video whose file exists is skipped. A killed run loses
+  only the videos in flight. ``<out>/extraction.json`` holds the recipe and weights; a run with
+  another recipe or weights into the same folder is refused.
+* A video that cannot be decoded leaves no file; it is listed with the reason in
+  ``<out>/failures.tsv`` (``failures.rank<r>.tsv`` per process, merged by rank 0).
+"""
+from __future__ import annotations
+
+import json
+import os
+import socket
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable, Dict, Iterator, List, Optional, Sequence
+
+import numpy as np
+from torch.utils.data import DataLoader, IterableDataset, get_worker_info
+
+from .chunking import embed_frames
+from .decode import UnreadableVideoError, iter_frame_blocks
+from .recipe import FrameRecipe
+
+VIDEO_EXTENSIONS = ('.mp4', '.webm', '.mkv', '.avi', '.mov', '.m4v', '.mpg', '.mpeg', '.flv')
+NAMINGS = ('stem', 'parent_stem')
+MANIFEST = 'extraction.json'
+FAILURES = 'failures.tsv'
+FEATURE_SUFFIX = '.npz'
+
+
+# ---------------------------------------------------------------------- which videos
+def list_videos(inputs: Sequence, extensions: Sequence[str] = VIDEO_EXTENSIONS) -> List[Path]:
+    """Files as given, folders searched recursively for ``extensions``; sorted, unique."""
+    videos = set()
+    for item in map(Path, inputs):
+        if item.is_dir():
+            videos.update(p for p in item.rglob('*')
+                          if p.is_file() and p.suffix.lower() in extensions)
+        elif item.is_file():
+            videos.add(item)
+        else:
+            raise FileNotFoundError(f'{item}: no such video file or folder')
+    return sorted(videos)
+
+
+def feature_name(video: Path, naming: str = 'stem') -> str:
+    if naming not in NAMINGS:
+        raise ValueError(f'naming={naming!r} is unknown; expected one of {NAMINGS}')
+    return video.stem if naming == 'stem' else f'{video.parent.name}_{video.stem}'
+
+
+def output_names(videos: Sequence[Path], naming: str) -> List[str]:
+    """One feature-file name per video; two videos with one name are refused."""
+    names, seen = [], {}
+    for video in videos:
+        name = feature_name(video, naming)
+        if name in seen:
+            raise ValueError(f'{seen[name]} and {video} would both write {name}{FEATURE_SUFFIX}'
+                             f' (naming={naming!r}); rename one or use another naming')
+        seen[name] = video
+        names.append(name)
+    return names
+
+
+def shard(items: Sequence, rank: int, world_size: int) -> list:
+    """Items ``rank, rank + world_size, ...``: the shards of all ranks partition ``items``."""
+    if not 0 <= rank < world_size:
+        raise ValueError(f'rank {rank} is outside 0..{world_size - 1} (world size {world_size})')
+    return list(items[rank::world_size])
+
+
+# ---------------------------------------------------------------------- decoding workers
+def _identity(item):
+    return item
+
+
+class VideoBlocks(IterableDataset):
+    """Yields ``dict(index, frames (n, S, S, 3) uint8, last, error)`` per block of each video
+    (``index`` into ``videos``); a video that fails yields one item with ``error`` set (its
+    earlier blocks are to be discarded). Workers split the videos ``[worker::workers]``."""
+
+    def __init__(self, videos: Sequence[Path], recipe: FrameRecipe, block_chunks: int = 64):
+        self.videos, self.recipe, self.block_chunks = list(videos), recipe, block_chunks
+
+    def __iter__(self) -> Iterator[dict]:
+        info = get_worker_info()
+        worker, workers = (info.id, info.num_workers) if info else (0, 1)
+        block_frames = self.block_chunks * self.recipe.chunk
+        for index in range(worker, len(self.videos), workers):
+            try:
+                pending = None  # one block of lookahead: the last one is marked
+                for frames in iter_frame_blocks(self.videos[index], self.recipe, block_frames):
+                    if pending is not None:
+                        yield dict(index=index, frames=pending, last=False, error='')
+                    pending = frames
+            except UnreadableVideoError as error:
+                yield dict(index=index, frames=None, last=True, error=error.reason)
+                continue
+            yield dict(index=index, frames=pending, last=True, error='')
+
+
+# ---------------------------------------------------------------------- writing
+def write_features_atomically(path: Path, arrays: Dict[str, np.ndarray]) -> None:
+    """``np.savez`` to a hidden temporary name beside ``path``, fsync, rename into place."""
+    temporary = path.with_name(f'.{path.name}.partial-{socket.gethostname()}-{os.getpid()}')
+    try:
+        with open(temporary, 'wb') as f:
+            np.savez(f, **arrays)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(temporary, path)
+    except BaseException:
+        temporary.unlink(missing_ok=True)
+        raise
+
+
+def check_manifest(out_dir: Path, settings: dict, rank: int) -> None:
+    """``extraction.json`` records the settings of the folder's features; other settings into
+    the same folder are refused (mixed features would be wrong numbers)."""
+    path = out_dir / MANIFEST
+    if path.exists():
+        found = json.loads(path.read_text())
+        if found != settings:
+            raise ValueError(f'{path}: the features in {out_dir} were extracted with {found}; '
+                             f'this run asks for {settings}. Use another --out folder (or '
+                             'remove that one)')
+    elif rank == 0:
+        temporary = path.with_name(f'.{MANIFEST}.partial-{os.getpid()}')
+        temporary.write_text(json.dumps(settings, indent=1, sort_keys=True))
+        os.replace(temporary, path)
+
+
+@dataclass
+class ExtractionResult:
+    done: List[str] = field(default_factory=list)      # names written by this run
+    skipped: List[str] = field(default_factory=list)   # already there (resumed)
+    failed: Dict[str, str] = field(default_factory=dict)  # video path -> reason
+    frames: int = 0
+    seconds: float = 0.0
+
+
+class Progress:
+    """One line on ``stream`` at most every ``interval`` s: videos, videos/s, frames/s, ETA."""
+
+    def __init__(self, total: int, rank: int, stream=sys.stderr, interval: float = 2.0):
+        self.total, self.rank, self.stream, self.interval = total, rank, stream, interval
+        self.start = self.last = time.monotonic()
+        self.videos = self.frames = 0
+
+    def update(self, frames: int, force: bool = False) -> None:
+        self.videos += 1
+        self.frames += frames
+        now = time.monotonic()
+        if force or now - self.last >= self.interval or self.videos == self.total:
+            self.last = now
+            elapsed = max(now - self.start, 1e-9)
+            rate = self.videos / elapsed
+            eta = (self.total - self.videos) / rate if rate > 0 else float('inf')
+            print(f'[rank {self.rank}] {self.videos}/{self.total} videos, {rate:.2f} videos/s, '
+                  f'{self.frames / elapsed:.1f} frames/s, ETA {_clock(eta)}',
+                  file=self.stream, flush=True)
+
+
+def _clock(seconds: float) -> str:
+    if not np.isfinite(seconds):
+        return '?'
+    seconds = int(round(seconds))
+    return f'{seconds // 3600}:{seconds // 60 % 60:02d}:{seconds % 60:02d}'
+
+
+# ---------------------------------------------------------------------- the loop
+def extract_videos(network: Callable, videos: Sequence[Path], out_dir, recipe: FrameRecipe,
+                   *, naming: str = 'stem', rank: int = 0, world_size: int = 1,
+                   num_workers: int = 2, batch_chunks: int = 8, block_chunks: int = 64,
+                   extra: Optional[Dict[str, np.ndarray]] = None,
+                   settings: Optional[dict] = None, progress_stream=sys.stderr
+                   ) -> ExtractionResult:
+    """Extract this rank's shard of ``videos`` (module docstring). ``network``: a module
+    returning ``{'video_embedding': (B, D)}`` for (B, 3, chunk, S, S) in [0, 1] (``S3D`` in
+    eval mode); ``extra``: arrays stored in every file (e.g. ``usable``); ``settings``: what
+    ``extraction.json`` records (the recipe and weights)."""
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    names = output_names(videos, naming)
+    check_manifest(out_dir, settings or dict(recipe=recipe.as_dict()), rank)
+    mine = shard(list(zip(videos, names)), rank, world_size)
+    result = ExtractionResult()
+    todo = []
+    for video, name in mine:
+        _remove_stale_partials(out_dir, name)
+        if (out_dir / f'{name}{FEATURE_SUFFIX}').exists():
+            result.skipped.append(name)
+        else:
+            todo.append((video, name))
+    failures = out_dir / f'failures.rank{rank}.tsv'  # this run's failures (the last run's go)
+    failures.unlink(missing_ok=True)
+    start = time.monotonic()
+    progress = Progress(len(todo), rank, progress_stream)
+    loader = DataLoader(VideoBlocks([v for v, _ in todo], recipe, block_chunks),
+                        batch_size=None, num_workers=num_workers, collate_fn=_identity)
+    rows: Dict[int, list] = {}
+    counts: Dict[int, int] = {}
+    for item in loader:
+        index = item['index']
+        video, name = todo[index]
+        if item['error']:
+            rows.pop(index, None)
+            result.failed[str(video)] = item['error']
+            with open(failures, 'a') as failure_log:
+                failure_log.write(f'{video}\t{_one_line(item["error"])}\n')
+            progress.update(0)
+            continue
+        frames = item['frames']
+        counts[index] = counts.get(index, 0) + len(frames)
+        rows.setdefault(index, []).append(
+            embed_frames(network, frames, recipe.chunk, batch_chunks).numpy())
+        if item['last']:
+            features = np.concatenate(rows.pop(index)).astype(np.float32)
+            write_features_atomically(
+                out_dir / f'{name}{FEATURE_SUFFIX}',
+                dict(frames_features=features, num_frames=np.int64(counts[index]),
+                     source=np.str_(str(video)),
+                     recipe=np.str_(json.dumps(recipe.as_dict(), sort_keys=True)),
+                     **(extra or {})))
+            result.done.append(name)
+            decoded = counts.pop(index)
+            result.frames += decoded
+            progress.update(decoded)
+    result.seconds = time.monotonic() - start
+    return result
+
+
+def merge_failures(out_dir, world_size: int) -> List[str]:
+    """Rank 0, after every rank finished: ``failures.rank*.tsv`` -> ``failures.tsv`` (removed
+    when none failed); returns its lines."""
+    out_dir = Path(out_dir)
+    lines = []
+    for rank in range(world_size):
+        part = out_dir / f'failures.rank{rank}.tsv'
+        if part.exists():
+            lines += [line for line in part.read_text().splitlines() if line.strip()]
+            part.unlink()
+    target = out_dir / FAILURES
+    if lines:
+        target.write_text(''.join(f'{line}\n' for line in sorted(lines)))
+    else:
+        target.unlink(missing_ok=True)
+    return sorted(lines)
+
+
+def _remove_stale_partials(out_dir: Path, name: str) -> None:
+    """Temporary files of a killed run for this rank's own video (only this rank writes it)."""
+    for stale in out_dir.glob(f'.{name}{FEATURE_SUFFIX}.partial-*'):
+        stale.unlink(missing_ok=True)
+
+
+def _one_line(text: str) -> str:
+    return ' '.join(str(text).split())

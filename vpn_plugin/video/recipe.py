@@ -1,0 +1,82 @@
+"""The frame recipe of the public S3D features (P3IV's ``raw_data_process``), each step named.
+
+Default = P3IV: the whole video at 16 fps (ffmpeg ``fps``), the centre square of side
+min(w, h), scaled to 224 x 224 (ffmpeg ``scale``, default flags), RGB; each frame through a
+JPEG quality-95 round trip (PIL, ``optimize=True``; P3IV stored frames as JPEG in TFRecords);
+non-overlapping 16-frame chunks, the last one padded with black; uint8 / 255, no mean/std.
+"""
+from __future__ import annotations
+
+import dataclasses
+from typing import Optional
+
+from ..errors import POSITIVE_FLOAT, POSITIVE_INT
+
+CROPS = ('center', 'none')
+
+
+@dataclasses.dataclass(frozen=True)
+class FrameRecipe:
+    """How frames are made from a video file (module docstring).
+
+    fps: frames per second sampled by ffmpeg's ``fps`` filter (None: the file's own frames).
+    crop: 'center' (square of side min(w, h), as P3IV) or 'none' (the whole frame, squashed).
+    size: output side in pixels (square frames).
+    jpeg_quality: JPEG round trip quality (1-100), None for no round trip.
+    chunk: frames per network input (one feature row per chunk).
+    """
+    fps: Optional[float] = 16.0
+    crop: str = 'center'
+    size: int = 224
+    jpeg_quality: Optional[int] = 95
+    chunk: int = 16
+
+    def __post_init__(self):
+        if self.fps is not None and not self.fps > 0:
+            raise ValueError(f'fps={self.fps}: expected a positive number or None')
+        if self.crop not in CROPS:
+            raise ValueError(f'crop={self.crop!r} is unknown; expected one of {CROPS}')
+        if self.size < 2 or self.size % 2:
+            raise ValueError(f'size={self.size}: expected an even number of pixels >= 2 (S3D '
+                             'pairs pixels)')
+        if self.jpeg_quality is not None and not 1 <= self.jpeg_quality <= 100:
+            raise ValueError(f'jpeg_quality={self.jpeg_quality}: expected 1..100 or None')
+        if self.chunk < 2 or self.chunk % 2:
+            raise ValueError(f'chunk={self.chunk}: expected an even number of frames >= 2')
+
+    def ffmpeg_filter(self) -> str:
+        """The ``-vf`` chain: P3IV's ffmpeg-python graph ``fps -> crop -> scale`` (commas in
+        the expressions escaped, as ffmpeg's filtergraph syntax needs)."""
+        steps = [] if self.fps is None else [f'fps={self.fps:g}']
+        if self.crop == 'center':
+            side = r'min(iw\,ih)'
+            steps.append(f'crop={side}:{side}:(iw-{side})*0.5:(ih-{side})*0.5')
+        steps.append(f'scale={self.size}:{self.size}')
+        return ','.join(steps)
+
+    def as_dict(self) -> dict:
+        return dataclasses.asdict(self)
+
+
+def add_recipe_arguments(parser) -> None:
+    """The recipe's command-line options (``tools/extract_features.py``, ``tools/plan.py
+    --video``), P3IV's values as defaults."""
+    group = parser.add_argument_group('frame recipe (default: P3IV, the public features)')
+    group.add_argument('--fps', type=POSITIVE_FLOAT, default=16.0,
+                       help='frames per second sampled by ffmpeg (default 16)')
+    group.add_argument('--native-fps', action='store_true',
+                       help="keep the file's own frames (no fps filter)")
+    group.add_argument('--crop', choices=CROPS, default='center',
+                       help='center: square of side min(w, h) (default); none: whole frame')
+    group.add_argument('--size', type=POSITIVE_INT, default=224,
+                       help='frame side in pixels after scaling (default 224)')
+    group.add_argument('--jpeg-quality', type=int, default=95,
+                       help='JPEG round trip quality, 0 for none (default 95, as P3IV)')
+    group.add_argument('--chunk', type=POSITIVE_INT, default=16,
+                       help='frames per feature row (default 16: non-overlapping, last padded)')
+
+
+def recipe_from_args(args) -> FrameRecipe:
+    return FrameRecipe(fps=None if args.native_fps else args.fps, crop=args.crop,
+                       size=args.size, jpeg_quality=args.jpeg_quality or None,
+                       chunk=args.chunk)
