@@ -67,7 +67,8 @@ def test_tiny_protocol_end_to_end_and_resume(tiny_crosstask, tmp_path, capsys):
     results = runner.run(units)
     progress = capsys.readouterr().err
     assert '6 runs, 0 already finished, 6 to run' in progress
-    assert '[1/6] ViterbiPlanNet T=3 seed=0' in progress and '[6/6]' in progress
+    assert '[1/6] ViterbiPlanNet, ViterbiPlanNet (argmax) T=3 seed=0' in progress  # --methods names
+    assert '[6/6]' in progress
     assert 'eta' in progress
     rows = read_results(results)
     assert sorted((r.method, r.seed) for r in rows) == sorted(
