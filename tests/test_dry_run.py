@@ -51,6 +51,7 @@ def test_cli_prints_every_run_and_the_total(monkeypatch, capsys, tmp_path):
     trained = [u for u in units if u.train]
     assert len(lines) == len(units) + 2
     first = lines[0]
+    assert not any(t.variant for t in units[0].tests)  # (a test variant: '(key=value, ...)')
     rows = ', '.join(f'{t.method!r} T={t.horizon}' for t in units[0].tests)
     assert first.startswith(f'seed=0 T=3 rows: {rows} | {units[0].config} |')
     assert '30 epochs at 2.00 s, ~1.0 min' in first and str(tmp_path / 'standard') in first

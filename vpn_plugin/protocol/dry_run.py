@@ -82,7 +82,7 @@ class PlannedRun:
     seconds: float         # estimated wall time of the training
     epoch_seconds: float = 0.0  # the estimate's seconds per epoch for this run
     cost_note: str = ''    # says when no measured figure of its dataset and model existed
-    rows: list = field(default_factory=list)  # (method, test horizon) of each results row
+    rows: list = field(default_factory=list)  # (method, test horizon, test variant) per row
 
 
 def plan_runs(units, work_dir_of, max_epochs=None, epoch_seconds=CPU_EPOCH_SECONDS):
@@ -106,7 +106,7 @@ def plan_runs(units, work_dir_of, max_epochs=None, epoch_seconds=CPU_EPOCH_SECON
                                   sorted({t.horizon for t in unit.tests}), epochs, share,
                                   Path(work_dir_of(unit)), epochs * share * seconds_per_epoch,
                                   seconds_per_epoch, note if epochs else '',
-                                  [(t.method, t.horizon) for t in unit.tests]))
+                                  [(t.method, t.horizon, t.variant) for t in unit.tests]))
     return planned
 
 
@@ -161,7 +161,9 @@ def format_plan(planned: list, epoch_seconds: float) -> list[str]:
     parallel processes divide it)."""
     lines = []
     for run in planned:
-        rows = ', '.join(f'{method!r} T={horizon}' for method, horizon in run.rows)
+        rows = ', '.join(f'{method!r} T={horizon}' + (
+            ' (' + ', '.join(f'{k}={v}' for k, v in variant.items()) + ')' if variant else '')
+            for method, horizon, variant in run.rows)
         share = f' x {run.train_share:g} of the data' if run.train_share != 1 else ''
         note = f' ({run.cost_note})' if run.cost_note else ''
         training = (f'{run.epochs} epochs{share} at {run.epoch_seconds:.2f} s, '
