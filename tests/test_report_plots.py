@@ -445,3 +445,7 @@ def test_qualitative_long_action_names_are_numbered_with_a_key(tmp_path, monkeyp
     key = next(t for t in texts if t.startswith('1  '))
     assert all(f'{i + 1}  {n}' in key.replace('\n    ', ' ') for i, n in enumerate(names))
     assert '0.25' in texts and '0.75' in texts  # intermediate colour-bar ticks
+    texts.clear()
+    plot_qualitative(soft, soft, ['a', 'b', 'c', 'd', 'e'], tmp_path / 'q', gt_plan=[0, 1, 2],
+                     pred_plan=[0, 1, 2], shortened='checkpoint of epoch 100 of 500')
+    assert '† shortened run: checkpoint of epoch 100 of 500' in texts and 'a' in texts

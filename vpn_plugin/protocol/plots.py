@@ -1047,13 +1047,14 @@ def top_actions(emissions, soft_plan, gt_plan, pred_plan, k: int = 8) -> list[in
 
 
 def plot_qualitative(emissions, soft_plan, action_names, out_stem, *, gt_plan, pred_plan,
-                     k: int = 8) -> list[Path]:
+                     k: int = 8, shortened: str = '') -> list[Path]:
     """Emissions and DVL soft plan of one window as (action x step) heatmaps over the
     :func:`top_actions` of its task; ground truth = square, prediction = dot (one column wide).
 
     Args:
         emissions: (T, A) emission probabilities; soft_plan: (T, A) DVL soft plan.
         action_names: (A,) column labels; gt_plan, pred_plan: (T,) column indices (0..A-1).
+        shortened: why the model's training is not the full one ('' = full): noted with †.
     """
     import matplotlib.patheffects as effects
     emissions, soft_plan = np.asarray(emissions), np.asarray(soft_plan)
@@ -1089,9 +1090,10 @@ def plot_qualitative(emissions, soft_plan, action_names, out_stem, *, gt_plan, p
         bar.set_ticks([0, 0.25, 0.5, 0.75, 1.0])
         handles, labels = axes[0].get_legend_handles_labels()
         fig.legend(handles, labels, loc='outside upper center', ncol=2, handletextpad=0.2)
-        if by_index:
-            fig.supxlabel(action_key(names), x=0.0, ha='left', fontsize=6.5,
-                          linespacing=1.15)
+        note = f'{SHORTENED_MARK} shortened run: {shortened}' if shortened else ''
+        if by_index or note:
+            fig.supxlabel(footnote(action_key(names) if by_index else '', note), x=0.0,
+                          ha='left', fontsize=6.5, linespacing=1.15)
         return save_figure(fig, out_stem)
 
 
@@ -1107,14 +1109,20 @@ def action_key(names, width: int = 62) -> str:
 
 def qualitative_from_checkpoint(config: str, checkpoint: str, index: int = 0,
                                 cfg_options: dict | None = None) -> dict:
-    """Inputs of :func:`plot_qualitative` for test sample ``index`` of a trained model, plus
+    """Inputs of :func:`plot_qualitative` for test sample ``index`` of a trained model (with
+    ``shortened`` when the checkpoint's epoch is before the config's ``max_epochs``), plus
     ``caption`` (task and sample, for the paper's caption).
 
     The columns are the actions of the sample's task (plus any predicted action outside it).
     """
     from vpn_plugin.apis import build_split_dataset, inference_planner, init_planner
+    from vpn_plugin.engine.checkpoint import read_checkpoint
     model = init_planner(config, checkpoint, cfg_options=cfg_options)
     dataset = build_split_dataset(model.cfg, 'test')
+    epoch = (read_checkpoint(checkpoint).get('meta') or {}).get('epoch')
+    planned = model.cfg.get('train_cfg', {}).get('max_epochs')
+    shortened = (f'checkpoint of epoch {epoch} of the config\'s {planned}'
+                 if epoch is not None and planned and epoch < planned else '')
     out = inference_planner(model, dataset, [index])[0]
     task = int(out.gt_task)
     task_actions = list(dataset.taxonomy.task_actions[task])
@@ -1124,5 +1132,5 @@ def qualitative_from_checkpoint(config: str, checkpoint: str, index: int = 0,
                 soft_plan=out.soft_plan[:, columns].numpy(),
                 action_names=[dataset.taxonomy.action_names[a] for a in columns],
                 gt_plan=[position[int(a)] for a in out.gt_plan],
-                pred_plan=[position[int(a)] for a in out.pred_plan],
+                pred_plan=[position[int(a)] for a in out.pred_plan], shortened=shortened,
                 caption=f'{dataset.taxonomy.task_names[task]} (test sample {index})')
