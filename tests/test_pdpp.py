@@ -40,7 +40,8 @@ def test_reference_fixture_passes(fixture_dir, capsys):
     report = capsys.readouterr().out
     assert 'parameters crosstask_133: U-Net 41,866,647 (official 41,866,647), task classifier ' \
            '7,094,290 (official 7,094,290) ok' in report
-    for row in ('outputs.npz:ddim_states', 'outputs.npz:sched200_posterior_mean_coef2',
+    for row in ('outputs.npz:ddim_states[step-by-step]', 'outputs.npz:ddim_final[free-running]',
+                'outputs.npz:sched200_posterior_mean_coef2',
                 'outputs.npz:lr_multipliers_30', 'outputs.npz:ema_new.fc4.weight',
                 'grads.npz:model.ups.1.2.conv.weight', 'head_grads.npz:fc1.weight'):
         assert row in report
@@ -62,8 +63,10 @@ def test_perturbed_fixture_fails(fixture_dir, tmp_path, capsys):
     assert load_tool('check_reference').main([str(copy_dir)]) == 1
     failed = {line.split()[0] for line in capsys.readouterr().out.splitlines()
               if line.endswith('FAIL')}
-    assert {'outputs.npz:x_recon', 'outputs.npz:ddim_final', 'outputs.npz:lr_multipliers_30',
-            'outputs.npz:loss'} <= failed
+    assert {'outputs.npz:x_recon', 'outputs.npz:x_recon_raw', 'outputs.npz:lr_multipliers_30',
+            'outputs.npz:loss', 'outputs.npz:ddim_x_recon_raw[step-by-step]',
+            'outputs.npz:ddim_states[step-by-step]'} <= failed
+    assert any(name.startswith('grads.npz:') for name in failed)
     assert not any('head' in name or 'sched' in name for name in failed)
 
 

@@ -145,13 +145,13 @@ def test_dry_run_standard(monkeypatch, capsys):
     assert sorted({u.seed for u in units}) == [0, 1, 2, 3, 4]  # default: 5 seeds
     tests = methods_of(units)
     assert set(tests) == {'ViterbiPlanNet', 'Base Model', 'SCHEMA', 'SCHEMA w/o PKG',
-                          'PKG beam search', 'PKG + uniform emissions', 'PDPP'}
+                          'PKG beam search', 'PKG + uniform emissions', 'PDPP', 'KEPP'}
     assert all(sorted(t[:2] for t in runs) == [(3, 3), (4, 4)] for runs in tests.values())
     assert tests['Base Model'][0][2]['model.use_dvl'] is False
     assert tests['SCHEMA'][0][2] == {} and tests['SCHEMA w/o PKG'][0][2] == {
         'model.decode': 'argmax'}  # two rows of one training per (T, seed)
     assert [u.train for u in units if u.slug.startswith('PKG_uniform')] == [False] * 10
-    assert f'{len(units)} runs; 14 configs checked' in capsys.readouterr().out
+    assert f'{len(units)} runs; 16 configs checked' in capsys.readouterr().out
 
 
 def test_dry_run_cross_horizon(monkeypatch):

@@ -69,11 +69,16 @@ def test_one_perturbed_weight_fails(fixture_dir, tmp_path, capsys):
     weights['state_decoder.state_proj.weight'][0, 0] += np.float16(0.05)
     np.savez(copy_dir / 'state_dict.npz', **weights)
     assert load_tool('check_reference').main([str(copy_dir)]) == 1
-    failed = [line.split()[0] for line in capsys.readouterr().out.splitlines()
-              if line.endswith('FAIL')]
+    report = capsys.readouterr().out.splitlines()
+    failed = [line.split()[0] for line in report if line.endswith('FAIL')]
     assert 'outputs.npz:train_state_decoder_out' in failed
     assert 'outputs.npz:eval_state_decoder_out' in failed
-    assert 'grads.npz:state_decoder.state_proj.weight' in failed
+    # gradients are compared at the model's largest gradient (oracles.compare.compare_grads):
+    # this weight's own gradient moves by 4e-4 of it (1e-9 when correct), under the 1e-3
+    # tolerance; the outputs above carry the failure
+    row, = [line.split() for line in report if line.startswith(
+        'grads.npz:state_decoder.state_proj.weight ')]
+    assert float(row[2]) > 1e-4
     # upstream of the state decoder nothing moves
     assert not any(k in name for name in failed for k in ('task_logits', 'state_logits',
                                                           'state_feat', 'prompt_features'))

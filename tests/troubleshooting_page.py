@@ -58,10 +58,12 @@ SECTIONS = [
      'confined to one video, set `skip_bad_videos=True` in the dataset config: such videos are '
      'then skipped, counted and logged.'),
     ('Models and their options',
-     ['vpn_plugin/models/', 'vpn_plugin/engine/pdpp_training.py'],
+     ['vpn_plugin/models/', 'vpn_plugin/engine/pdpp_training.py',
+      'vpn_plugin/engine/kepp_training.py'],
      'Model options, their ranges and the PKG perturbations: [methods.md](methods.md). A '
-     'planner refuses to predict before its PKG (and, for PDPP, its task classifier) is filled: '
-     'train with the config (its hooks fill them) or load a checkpoint that carries them.'),
+     'planner refuses to predict before its PKG (and, for PDPP, its task classifier; for KEPP, '
+     'its step model: [kepp.md](kepp.md)) is filled: train with the config (its hooks fill '
+     'them) or load a checkpoint that carries them.'),
     ('Checkpoints, resume and work dirs',
      ['tools/train.py', 'tools/test.py', 'vpn_plugin/engine/', 'vpn_plugin/compat.py'],
      'Checkpoints load strictly and work dirs are never mixed between runs: continue a run with '

@@ -17,6 +17,33 @@ time; its total is therefore above the plain epochs'. The one-off feature extrac
 the observation cache happens when the dataset is built, before the first epoch, and is
 reported separately. ``--test`` then times one pass over the test split (PDPP: 10-step DDIM
 sampling of every window).
+
+``--retrieval`` (KEPP configs) trains nothing: it builds KEPP's graph from the training split and
+times the path retrieval of every test window's (first, last) pair with a cold cache, as the
+test pass does after the step model (CrossTask T=3: 4,531 windows)::
+
+    nice -n 10 .venv/bin/python tools/benchmark_epoch.py configs/baselines/kepp_crosstask_t3.py \
+        --retrieval
+
+``--versus OTHER_CONFIG`` trains nothing through the Runner either: it times one training step
+(loss, backward, the config's optimiser) of each config's model in turn, in one process, on the
+same random batch (``--batch`` windows of the configs' horizon and feature dim), ``--repeats``
+rounds, and prints the fastest and the median step of each and their ratio (alternating rounds
+cancel most of the drift of a shared machine). A KEPP training step against PDPP's (its step
+model is a one-off stage before the first epoch: its plan paths come from the ground truth
+here, as from a cached lookup of the step model's predictions in training)::
+
+    nice -n 10 .venv/bin/python tools/benchmark_epoch.py configs/baselines/kepp_crosstask_t3.py \
+        --versus configs/baselines/pdpp_crosstask_t3.py --batch 32 --repeats 10
+
+The same through the Runner (whole epochs, the hooks included)::
+
+    nice -n 10 .venv/bin/python tools/benchmark_epoch.py configs/baselines/pdpp_crosstask_t3.py \
+        --epochs 1 --cfg-options train_dataloader.batch_size=32 \
+        train_dataloader.batch_sampler.steps_per_epoch=5
+    nice -n 10 .venv/bin/python tools/benchmark_epoch.py configs/baselines/kepp_crosstask_t3.py \
+        --epochs 1 --cfg-options train_dataloader.batch_size=32 \
+        train_dataloader.batch_sampler.steps_per_epoch=5 model.train_paths=truth
 """
 import argparse
 import functools
@@ -147,8 +174,92 @@ def parse_args(argv=None):
     parser.add_argument('--threads', type=POSITIVE_INT, default=1, help='torch intra-op threads')
     parser.add_argument('--test', action='store_true',
                         help='also time one pass over the test split after training')
+    parser.add_argument('--versus', metavar='OTHER_CONFIG',
+                        help='time a training step of this config\'s model against OTHER_CONFIG\'s')
+    parser.add_argument('--batch', type=POSITIVE_INT, default=32,
+                        help='windows per step (--versus)')
+    parser.add_argument('--repeats', type=POSITIVE_INT, default=10, help='rounds (--versus)')
+    parser.add_argument('--retrieval', action='store_true',
+                        help='KEPP: time the PKG path retrieval of the test windows instead')
     parser.add_argument('--cfg-options', nargs='+', action=DictAction)
     return parser.parse_args(argv)
+
+
+def step_timer(config: str, cfg_options, batch: int):
+    """A function running one training step of ``config``'s model on a fixed random batch
+    (KEPP: ``train_paths='truth'`` and a PKG of the batch's plans)."""
+    import numpy as np
+    from mmaction.registry import MODELS
+    from mmengine.optim import build_optim_wrapper
+    from vpn_plugin.core import kepp_paths
+    from vpn_plugin.models.kepp import KEPP
+    cfg = load_config(config, cfg_options)
+    if cfg.model.type == 'KEPP':
+        cfg.model.train_paths = 'truth'
+    model = MODELS.build(cfg.model).train()
+    generator = torch.Generator().manual_seed(0)
+    size = (batch, model.horizon)
+    plan = torch.randint(0, model.num_actions, size, generator=generator)
+    inputs = {k: torch.randn(batch, cfg.model.feature_dim, generator=generator)
+              for k in ('start', 'goal')}
+    samples = dict(plan=plan, index=torch.arange(batch),
+                   task=torch.randint(0, cfg.model.get('num_tasks', 1), (batch,)))
+    if isinstance(model, KEPP):
+        model.set_graph(kepp_paths.build_graph(enumerate(np.asarray(plan).tolist())))
+    optimiser = build_optim_wrapper(model, cfg.optim_wrapper)
+
+    def step() -> float:
+        began = time.perf_counter()
+        optimiser.update_params(sum(model(inputs, samples, mode='loss').values()))
+        return time.perf_counter() - began
+    step()  # warm-up
+    return step
+
+
+def time_versus(args) -> dict:
+    """One training step of each config's model, alternating (module docstring)."""
+    import statistics
+    timers = {args.config: step_timer(args.config, args.cfg_options, args.batch),
+              args.versus: step_timer(args.versus, args.cfg_options, args.batch)}
+    times = {name: [] for name in timers}
+    for _ in range(args.repeats):
+        for name, step in timers.items():
+            times[name].append(step())
+    print(f'\n{environment_line("cpu")}')
+    for name, values in times.items():
+        print(f'{name}: training step (batch {args.batch}) fastest {min(values):.3f} s, median '
+              f'{statistics.median(values):.3f} s over {args.repeats}')
+    mine, other = (times[args.config], times[args.versus])
+    print(f'ratio {args.config} / {args.versus}: fastest {min(mine) / min(other):.2f}, median '
+          f'{statistics.median(mine) / statistics.median(other):.2f}')
+    return times
+
+
+def time_kepp_retrieval(args) -> dict:
+    """KEPP's graph from the training split, then the retrieval of every test window's
+    (first, last) pair with a cold cache (module docstring)."""
+    from mmaction.registry import DATASETS, MODELS
+    from vpn_plugin.models.kepp import KEPP
+    cfg = load_config(args.config, args.cfg_options)
+    with torch.device('meta'):  # the U-Nets are not needed
+        model = MODELS.build(cfg.model)
+    if not isinstance(model, KEPP):
+        raise ValueError(f'{args.config}: --retrieval times KEPP\'s path retrieval; the model '
+                         f'is {type(model).__name__}')
+    model.to_empty(device='cpu')
+    model.build_pkg(DATASETS.build(cfg.train_dataloader.dataset))
+    windows = DATASETS.build(cfg.test_dataloader.dataset).pkg_sequences('window')
+    first, last = [w[0] for w in windows], [w[-1] for w in windows]
+    retriever = model.retriever()
+    began = time.perf_counter()
+    paths, fallback = retriever.batch(first, last)
+    seconds = time.perf_counter() - began
+    print(f'\n{environment_line("cpu")}')
+    print(f'{args.config}: KEPP retrieval of {len(windows)} test windows (T={model.horizon}, '
+          f'{len(retriever.cache)} distinct (first, last) pairs, cold cache): {seconds:.3f} s; '
+          f'fallback for {int(fallback.sum())} windows ({len(retriever.fallback_pairs)} pairs)')
+    return dict(windows=len(windows), seconds=seconds, pairs=len(retriever.cache),
+                fallback_windows=int(fallback.sum()))
 
 
 def benchmark_runner(args, work_dir):
@@ -178,6 +289,10 @@ def print_split(clock: PhaseClock, epoch: int) -> None:
 def main(argv=None):
     args = parse_args(argv)
     torch.set_num_threads(args.threads)
+    if args.retrieval:
+        return time_kepp_retrieval(args)
+    if args.versus:
+        return time_versus(args)
     with tempfile.TemporaryDirectory() as work_dir:
         runner = benchmark_runner(args, work_dir)
         began = time.perf_counter()

@@ -1,10 +1,13 @@
 """PDPP's projected diffusion over plans, in plain torch (the official MCG-NJU/PDPP math).
 
 A plan of T steps is a tensor x (B, T, C) with C = K + N + D per step:
-``[task one-hot (K) | action one-hot (N) | observation (D)]``; observations only at steps 0
-(start) and T-1 (goal). The network predicts x0 from a noised x_t; the conditions (task,
-start, goal) are projected back in after every step (:func:`project_conditions`).
-Shapes: B batch, T horizon, K tasks, N actions, D observation dim, n diffusion steps.
+``[condition block (K) | action one-hot (N) | observation (D)]``; observations only at steps 0
+(start) and T-1 (goal). PDPP's condition block is the task one-hot (the same at every step);
+KEPP's plan model writes its PKG and LLM blocks there (K = 2N, per step) and its step model has
+none (K = 0) and zeroes every dim of the middle steps. The network predicts x0 from a noised
+x_t; the conditions are projected back in after every step (:func:`project_conditions`).
+Samplers: 10-step DDIM (:func:`ddim_sample`) and the full DDPM chain (:func:`ddpm_sample`).
+Shapes: B batch, T horizon, K condition dims, N actions, D observation dim, n diffusion steps.
 """
 from __future__ import annotations
 
@@ -50,8 +53,16 @@ def diffusion_schedule(num_steps: int) -> Dict[str, torch.Tensor]:
         sqrt_recipm1_alphas_cumprod=(1. / cumprod - 1).sqrt(),
         posterior_variance=posterior_variance,
         posterior_log_variance_clipped=posterior_variance.clamp(min=1e-20).log(),
-        posterior_mean_coef1=betas * prev.sqrt() / (1. - cumprod),
-        posterior_mean_coef2=(1. - prev) * alphas.sqrt() / (1. - cumprod))
+        posterior_mean_coef1=betas * _numpy_sqrt(prev) / (1. - cumprod),
+        posterior_mean_coef2=(1. - prev) * _numpy_sqrt(alphas) / (1. - cumprod))
+
+
+def _numpy_sqrt(values: torch.Tensor) -> torch.Tensor:
+    """``np.sqrt`` of a float32 tensor, as the official posterior coefficients take it (it
+    can differ from ``torch.sqrt`` in the last bit, which the DDPM chain amplifies)."""
+    if values.device.type == 'meta':  # a model built on the meta device (nothing is run)
+        return values.sqrt()
+    return torch.from_numpy(np.sqrt(values.cpu().numpy())).to(values.device)
 
 
 def ddim_timesteps(num_steps: int, ddim_steps: int = DDIM_STEPS) -> np.ndarray:
@@ -76,24 +87,30 @@ def q_sample(x0: torch.Tensor, t: torch.Tensor, noise: torch.Tensor,
 
 
 def project_conditions(x: torch.Tensor, task_onehot: torch.Tensor, start: torch.Tensor,
-                       goal: torch.Tensor) -> torch.Tensor:
+                       goal: torch.Tensor, zero_middle: bool = False) -> torch.Tensor:
     """x (B, T, K+N+D) with the conditions written in (official ``condition_projection``):
-    task dims = ``task_onehot`` (B, K) at every step, observation dims = ``start`` (B, D) at
-    step 0, ``goal`` (B, D) at step T-1, zero in between; action dims kept (a new tensor)."""
+    the first K dims = ``task_onehot`` (B, K) at every step, or per step when (B, T, K) (KEPP's
+    PKG and LLM blocks, written over, not added), observation dims = ``start`` (B, D) at step
+    0, ``goal`` (B, D) at step T-1, zero in between; action dims kept (a new tensor).
+    ``zero_middle``: every dim of steps 1..T-2 is zero (KEPP's step model)."""
     num_tasks, dim = task_onehot.shape[-1], start.shape[-1]
     steps = x.shape[1]
     middle = start.new_zeros(start.shape[0], steps - 2, dim)
     observations = torch.cat([start[:, None], middle, goal[:, None]], 1)
-    return torch.cat([task_onehot[:, None].expand(-1, steps, -1),
-                      x[..., num_tasks:x.shape[-1] - dim], observations], -1)
+    block = task_onehot if task_onehot.dim() == 3 else task_onehot[:, None].expand(-1, steps, -1)
+    x = torch.cat([block.to(x.dtype), x[..., num_tasks:x.shape[-1] - dim], observations], -1)
+    if zero_middle:
+        x = torch.cat([x[:, :1], x.new_zeros(x.shape[0], steps - 2, x.shape[-1]), x[:, -1:]], 1)
+    return x
 
 
 def plan_tensor(plan: torch.Tensor, task_onehot: torch.Tensor, start: torch.Tensor,
                 goal: torch.Tensor, num_actions: int, middle_actions: bool = True
                 ) -> torch.Tensor:
-    """x0 (B, T, K+N+D) of a plan (B, T) long (official ``Trainer.train``); with
-    ``middle_actions=False`` the action dims of steps 1..T-2 are zero (the ViterbiPlanNet
-    authors' first/last step model)."""
+    """x0 (B, T, K+N+D) of a plan (B, T) long (official ``Trainer.train``), the condition
+    block ``task_onehot`` (B, K) or (B, T, K) as in :func:`project_conditions`; with
+    ``middle_actions=False`` the action dims of steps 1..T-2 are zero (the first/last step
+    models of the ViterbiPlanNet authors and of KEPP)."""
     actions = torch.nn.functional.one_hot(plan, num_actions).to(start.dtype)
     if not middle_actions:
         actions[:, 1:-1] = 0
@@ -105,8 +122,9 @@ def plan_tensor(plan: torch.Tensor, task_onehot: torch.Tensor, start: torch.Tens
 def weighted_mse(pred: torch.Tensor, target: torch.Tensor, num_tasks: int, num_actions: int,
                  endpoint_weight: float = 10., middle_weight: float = 1.) -> torch.Tensor:
     """Official ``Weighted_MSE``: the SUM over (B, T, C) of squared errors, the action dims
-    of the first and last steps times ``endpoint_weight``, of the middle steps times
-    ``middle_weight`` (0: the first/last step model). Scalar."""
+    (after the ``num_tasks`` condition dims) of the first and last steps times
+    ``endpoint_weight`` (PDPP 10, KEPP's plan model 5, its step model 10), of the middle steps
+    times ``middle_weight`` (0: the first/last step models). Scalar."""
     weights = torch.ones(pred.shape[1:], dtype=pred.dtype, device=pred.device)
     actions = slice(num_tasks, num_tasks + num_actions)
     weights[1:-1, actions] = middle_weight
@@ -131,19 +149,27 @@ def ddim_sample(denoise: Callable[[torch.Tensor, torch.Tensor], torch.Tensor],
     """
     x = project(x_t)
     states, recons = ([x], []) if trace else (None, None)
-    batch = x.shape[0]
     for i in reversed(range(ddim_steps)):
-        t = torch.full((batch,), int(timesteps[i]), dtype=torch.long, device=x.device)
-        x0 = denoise(x, t)
-        eps = ((_at(schedule['sqrt_recip_alphas_cumprod'], t) * x - x0)
-               / _at(schedule['sqrt_recipm1_alphas_cumprod'], t))
-        prev = (_at(schedule['alphas_cumprod'], torch.full_like(t, int(timesteps[i - 1])))
-                if i > 0 else _at(schedule['alphas_cumprod_prev'], torch.zeros_like(t)))
-        x = project(x0 * prev.sqrt() + (1 - prev).sqrt() * eps)
+        x0, x = ddim_step(denoise, x, i, project, schedule, timesteps)
         if trace:
             states.append(x)
             recons.append(x0)
     return x, states, recons
+
+
+def ddim_step(denoise: Callable[[torch.Tensor, torch.Tensor], torch.Tensor], x: torch.Tensor,
+              i: int, project: Callable[[torch.Tensor], torch.Tensor],
+              schedule: Dict[str, torch.Tensor], timesteps: np.ndarray
+              ) -> Tuple[torch.Tensor, torch.Tensor]:
+    """One step of ``ddim_sample`` at DDIM index ``i`` (t = timesteps[i]) from the projected
+    state x (B, T, C): (the network's x0 (B, T, C), the next projected state (B, T, C))."""
+    t = torch.full((x.shape[0],), int(timesteps[i]), dtype=torch.long, device=x.device)
+    x0 = denoise(x, t)
+    eps = ((_at(schedule['sqrt_recip_alphas_cumprod'], t) * x - x0)
+           / _at(schedule['sqrt_recipm1_alphas_cumprod'], t))
+    prev = (_at(schedule['alphas_cumprod'], torch.full_like(t, int(timesteps[i - 1])))
+            if i > 0 else _at(schedule['alphas_cumprod_prev'], torch.zeros_like(t)))
+    return x0, project(x0 * prev.sqrt() + (1 - prev).sqrt() * eps)
 
 
 def pdpp_lr_multiplier(step: int, total_steps: int) -> float:
@@ -162,3 +188,40 @@ def sinusoidal_embedding(t: torch.Tensor, dim: int) -> torch.Tensor:
     frequencies = torch.exp(torch.arange(half, device=t.device) * -(math.log(10000) / (half - 1)))
     angles = t[:, None] * frequencies[None, :]
     return torch.cat((angles.sin(), angles.cos()), -1)
+
+
+def ddpm_sample(denoise: Callable[[torch.Tensor, torch.Tensor], torch.Tensor],
+                x_t: torch.Tensor, project: Callable[[torch.Tensor], torch.Tensor],
+                schedule: Dict[str, torch.Tensor], noise: Callable[[int], torch.Tensor],
+                trace: bool = False) -> Tuple[torch.Tensor, Optional[List[torch.Tensor]],
+                                              Optional[List[torch.Tensor]]]:
+    """Ancestral sampling over all n steps, official ``p_sample_loop(if_jump=False)`` (what
+    PDPP's and KEPP's validation use).
+
+    For k = 0..n-1 with t = n-1-k: x0 = denoise(x, t), mean = coef1_t x0 + coef2_t x (the
+    posterior q(x_{t-1} | x_t, x0)), x = mean + exp(log_var_t / 2) noise(k) (no noise at t = 0),
+    then projected. ``noise(k)`` (B, T, C) is the k-th draw (the official ``randn_like``).
+    Returns (x, states, x0s) as :func:`ddim_sample`, with 1 + n states and n outputs.
+    """
+    x = project(x_t)
+    states, recons = ([x], []) if trace else (None, None)
+    for step in range(len(schedule['betas'])):
+        x0, x = ddpm_step(denoise, x, step, project, schedule, noise(step))
+        if trace:
+            states.append(x)
+            recons.append(x0)
+    return x, states, recons
+
+
+def ddpm_step(denoise, x: torch.Tensor, step: int, project, schedule: Dict[str, torch.Tensor],
+              draw: torch.Tensor) -> Tuple[torch.Tensor, torch.Tensor]:
+    """Step ``step`` (0 = the first, t = n-1) of :func:`ddpm_sample` from the state x
+    (B, T, C) with its noise draw: (the network's x0, the next projected state)."""
+    steps = len(schedule['betas'])
+    t = torch.full((x.shape[0],), steps - 1 - step, dtype=torch.long, device=x.device)
+    x0 = denoise(x, t)
+    mean = _at(schedule['posterior_mean_coef1'], t) * x0 + \
+        _at(schedule['posterior_mean_coef2'], t) * x
+    if step < steps - 1:
+        mean = mean + (0.5 * _at(schedule['posterior_log_variance_clipped'], t)).exp() * draw
+    return x0, project(mean)

@@ -72,3 +72,56 @@ def safe_load(file):
 def safe_loads(data: bytes):
     """Unpickle one object from bytes with ``SafeUnpickler``."""
     return safe_load(io.BytesIO(data))
+
+
+# ---------------------------------------------------------------------- networkx graphs
+class PickledObject:
+    """Stand-in for the one class a graph pickle may name: keeps its pickled state as a
+    plain dict (``state``), runs nothing of networkx (which need not be installed)."""
+
+    def __init__(self, *args):
+        self.state = {}
+
+    def __setstate__(self, state):
+        if not isinstance(state, dict):
+            raise RefusedGlobalError(f'graph state of type {type(state).__name__}')
+        self.state = state
+
+
+GRAPH_GLOBALS = {('networkx.classes.digraph', 'DiGraph'): PickledObject,
+                 ('networkx.classes.reportviews', 'NodeView'): PickledObject,
+                 ('builtins', 'dict'): dict}
+
+
+class GraphUnpickler(SafeUnpickler):
+    """``SafeUnpickler`` that also admits a ``networkx.DiGraph`` (and its cached ``NodeView``)
+    as a :class:`PickledObject`, and ``dict`` (its factories): nothing else."""
+
+    def find_class(self, module, name):
+        if (module, name) in GRAPH_GLOBALS:
+            return GRAPH_GLOBALS[(module, name)]
+        return super().find_class(module, name)
+
+
+def safe_load_digraph(path):
+    """(nodes in insertion order, {node: [(successor, attributes dict), ...]}) of a pickled
+    ``networkx.DiGraph`` file, read with :class:`GraphUnpickler` (a payload never runs)."""
+    with open(path, 'rb') as file:
+        try:
+            graph = GraphUnpickler(file, encoding='latin1').load()
+        except RefusedGlobalError as error:
+            raise ValueError(f'{path}: refused: the pickle names {error.global_name!r}; a graph '
+                             'file holds only a networkx.DiGraph of plain data') from None
+        except (pickle.UnpicklingError, EOFError, AttributeError, TypeError) as error:
+            raise ValueError(f'{path}: not a pickled networkx.DiGraph ({error})') from None
+    state = graph.state if isinstance(graph, PickledObject) else None
+    adjacency = (state or {}).get('_succ', (state or {}).get('_adj'))
+    if not isinstance(adjacency, dict) or not isinstance(state.get('_node'), dict):
+        raise ValueError(f'{path}: not a pickled networkx.DiGraph (no _node/_succ dicts)')
+    successors = {}
+    for node, row in adjacency.items():
+        if not isinstance(row, dict) or not all(isinstance(a, dict) for a in row.values()):
+            raise ValueError(f'{path}: node {node!r} has successors {row!r}; expected a dict '
+                             'of edge attribute dicts')
+        successors[node] = list(row.items())
+    return list(state['_node']), successors

@@ -1,12 +1,13 @@
 """Planners: the ``BasePlanner`` they share (PKG, forward dispatch, horizon checks, result
 packing), ViterbiPlanNet (the paper's network, exactly; Base Model via ``use_dvl=False``),
 SCHEMA (its official network, sharing ViterbiPlanNet's ``StateEncoder``), CompactPlanNet (this
-plugin's smaller alternative), PDPP (the diffusion baseline, its official code's function), the
-PKG builder and its hook, the state-text features, and S3D (the video backbone the datasets'
-512-d features come from, its official function).
+plugin's smaller alternative), PDPP (the diffusion baseline, its official code's function), KEPP
+(PDPP conditioned on PKG paths, its official code's function), the PKG builder and its hook, the
+state-text features, and S3D (the video backbone the datasets' 512-d features come from, its
+official function).
 
 Importing this package registers ``ViterbiPlanNet``, ``SCHEMA``, ``CompactPlanNet``, ``PDPP``,
-``PDPPDiffusion`` and ``S3D`` in
+``PDPPDiffusion``, ``KEPP``, ``KEPPDiffusion`` and ``S3D`` in
 ``mmaction.registry.MODELS``, ``PKGBuilder`` and the PKG perturbations in ``TASK_UTILS`` and
 ``PKGHook`` in ``HOOKS``.
 """
@@ -16,6 +17,7 @@ from .compact_plan_net import CompactPlanNet, horizon_queries
 from .pkg_builder import (DataFraction, EdgeDropout, LabelNoise, PKGBuilder, UniformGraph,
                           WeightNoise)
 from .pdpp import PDPP, PDPPDiffusion, TaskHead
+from .kepp import KEPP, KEPPDiffusion
 from .pkg_hook import PKGHook
 from .s3d import S3D
 from .schema import SCHEMA
@@ -28,4 +30,5 @@ __all__ = ['BasePlanner', 'pack_samples', 'ViterbiPlanNet', 'SCHEMA', 'StateEnco
            'CompactPlanNet', 'PKGBuilder',
            'DataFraction', 'LabelNoise', 'EdgeDropout', 'WeightNoise', 'UniformGraph', 'PKGHook',
            'DECODE_MODES', 'horizon_queries', 'encode_texts', 'load_state_features',
-           'state_embeddings', 'state_texts', 'PDPP', 'PDPPDiffusion', 'TaskHead', 'S3D']
+           'state_embeddings', 'state_texts', 'PDPP', 'PDPPDiffusion', 'TaskHead', 'S3D',
+           'KEPP', 'KEPPDiffusion']

@@ -19,8 +19,8 @@ import numpy as np
 import torch
 
 from .. import core
-from .compare import (GRAD_TOLERANCE, OUTPUT_TOLERANCE, compare, compare_file, grad_summary,
-                     read_npz)
+from .compare import (GRAD_TOLERANCE, OUTPUT_TOLERANCE, compare, compare_file, compare_grads,
+                      grad_summary, read_npz)
 from ..models.state_encoder import plugin_name
 
 META_FIELDS = ('case', 'dataset', 'num_actions', 'num_tasks', 'horizon', 'eval_horizon',
@@ -151,7 +151,7 @@ def check_reference(fixture, model) -> Tuple[List[Tuple[str, float, float, float
                             inputs['transition_matrix'])
     outputs, grads = reference_outputs(model, inputs, meta['eval_horizon'])
     rows = (compare_file(fixture / 'outputs.npz', outputs, OUTPUT_TOLERANCE)
-            + compare_file(fixture / 'grads.npz', grads, GRAD_TOLERANCE))
+            + compare_grads(fixture / 'grads.npz', grads, GRAD_TOLERANCE))
     return rows, meta
 
 

@@ -21,7 +21,7 @@ from torch import nn
 from .authors import (CONFIG_DATASETS, TEXT_TOLERANCE, check_inputs, install_authors_weights,
                       method_config, read_authors_state_dict)
 from .compare import (GRAD_TOLERANCE, OUTPUT_TOLERANCE, Row, compare, compare_file,
-                     grad_summary, read_npz)
+                      compare_grads, grad_summary, read_npz)
 from ..models.schema import OFFICIAL_TABLES
 
 # constructor argument (meta.json "constructor" and its "args") -> SCHEMA config key
@@ -199,7 +199,7 @@ def check_fixture(fixture: Path, meta: dict) -> Tuple[List[Row], bool]:
     tables = {name: getattr(model, name.split('.')[0]).positions[None].numpy()
               for name in OFFICIAL_TABLES}
     rows = (compare_file(fixture / 'outputs.npz', outputs, OUTPUT_TOLERANCE)
-            + compare_file(fixture / 'grads.npz', grads, GRAD_TOLERANCE)
+            + compare_grads(fixture / 'grads.npz', grads, GRAD_TOLERANCE)
             + compare_file(fixture / 'state_dict.npz', tables, OUTPUT_TOLERANCE,
                            names=OFFICIAL_TABLES))
     return rows, ok

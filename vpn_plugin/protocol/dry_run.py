@@ -41,6 +41,9 @@ REFERENCE = ('crosstask', 'ViterbiPlanNet')
 # tools/benchmark_epoch.py configs/union/vpn_union_t3.py (29.6-31.4 s, one thread, 2026-11-23,
 # idle but for one SCHEMA run on the other core) over 4.1 s -> 7.3; SCHEMA's union epoch is 88
 # steps at 7.26 s (tools/train.py configs/union/schema_union_t3.py, the same day) -> 155.
+# KEPP (issue 30): its plan model trains PDPP's U-Net (a training step within 1.2x of PDPP's,
+# tools/benchmark_epoch.py) and its step model, the same U-Net, as many steps before the first
+# epoch: twice PDPP's per epoch of the plan model.
 # A model with a step model is keyed '<type>/<step model type>' (model_kind).
 # Models that do not train cost nothing.
 RELATIVE_EPOCH_COST = {
@@ -59,6 +62,9 @@ RELATIVE_EPOCH_COST = {
     ('crosstask', 'PKGBeamSearchPlanner/PDPPDiffusion'): 90.0,
     ('niv', 'PKGBeamSearchPlanner/PDPPDiffusion'): 90.0,
     ('coin', 'PKGBeamSearchPlanner/PDPPDiffusion'): 90.0,
+    ('crosstask', 'KEPP'): 180.0,
+    ('niv', 'KEPP'): 46.0,
+    ('coin', 'KEPP'): 180.0,
     ('crosstask', 'SCHEMA'): 12.0,
     ('niv', 'SCHEMA'): 0.53,
     ('coin', 'SCHEMA'): 91.0,

@@ -55,6 +55,7 @@ PER_SEED_SETTINGS = ('sample_seed', 'step_checkpoint', 'anchors_file')
 CI_STYLES = ('width', 'half-width')  # width: the paper's p95 - p5; half-width: (p95 - p5) / 2
 MIN_SEEDS_FOR_CI = 3  # fewer seeds: mean only, no CI, no significance mark
 SHORTENED_MARK = '†'
+TEST_SET_PKG_MARK = '§'
 STAND_IN_MARK = '‡'
 # +1: higher is better (default), -1: lower is better, 0: descriptive (no marks, no delta)
 METRIC_DIRECTION = {'plan_jsd': -1, 'plan_entropy': 0}
@@ -102,6 +103,7 @@ class Table:
     num_resamples: int = AUTHORS_RESAMPLES
     num_diff_resamples: int = AUTHORS_RESAMPLES
     shortened: dict = field(default_factory=dict)  # method -> sorted reasons (shortened runs)
+    pkg_sources: dict = field(default_factory=dict)  # method -> sorted non-own PKG sources
     stand_ins: dict = field(default_factory=dict)  # method -> sorted stand-in text features
     failures: dict = field(default_factory=dict)   # method -> {kind: windows}, summed over rows
     selections: list = field(default_factory=list)  # distinct checkpoint selections of the rows
@@ -147,6 +149,7 @@ def build_table(rows: list[ResultRow], metrics=DEFAULT_METRICS, *, methods=None,
     table = Table(methods, columns, cells, _params(rows, methods), level=level,
                   ci_style=ci_style, paired=paired, num_resamples=num_resamples,
                   num_diff_resamples=num_diff_resamples, shortened=_shortened(rows, methods),
+                  pkg_sources=_pkg_sources(rows, methods),
                   stand_ins=_stand_ins(rows, methods),
                   failures=_failures(rows, methods),
                   selections=sorted({r.selection for r in rows
@@ -174,6 +177,14 @@ def _stand_ins(rows, methods) -> dict:
         if label and row.method in methods:
             labels.setdefault(row.method, set()).add(label)
     return {method: sorted(found) for method, found in labels.items()}
+
+
+def _pkg_sources(rows, methods) -> dict:
+    sources = {}
+    for row in rows:
+        if row.pkg_source and row.method in methods:
+            sources.setdefault(row.method, set()).add(row.pkg_source)
+    return {method: sorted(found) for method, found in sources.items()}
 
 
 def _shortened(rows, methods) -> dict:
@@ -434,7 +445,9 @@ def to_latex(table: Table, *, title: str = '', label: str = '', digits: int = 2)
 def _method_label(table: Table, method: str) -> str:
     """The method's name, ``†`` for a shortened run, and its failed windows by kind."""
     label = method + (SHORTENED_MARK if method in table.shortened else '') + \
-        (STAND_IN_MARK if method in table.stand_ins else '')
+        (STAND_IN_MARK if method in table.stand_ins else '') + \
+        (f'{TEST_SET_PKG_MARK} ({", ".join(table.pkg_sources[method])})'
+         if method in table.pkg_sources else '')
     failed = table.failures.get(method)
     if failed:
         kinds = ', '.join(f'{kind} {number}' for kind, number in sorted(failed.items()))
@@ -487,6 +500,7 @@ def _legend(table: Table, latex: bool) -> str:
     delta = r'$\Delta$' if latex else 'Δ'
     text = ' '.join(filter(None, [_cell_legend(table, pm), _improvement_legend(table, delta, pm),
                                   _few_seeds_legend(table), _shortened_legend(table),
+                                  _pkg_source_legend(table),
                                   _stand_in_legend(table), _selection_legend(table),
                                   _oracle_legend(table), _usage_legend(table)]))
     shown = {c[2] for c in table.columns}
@@ -560,6 +574,14 @@ def _shortened_legend(table: Table) -> str:
             f'not comparable to the paper.')
 
 
+def _pkg_source_legend(table: Table) -> str:
+    if not table.pkg_sources:
+        return ''
+    return (f'{TEST_SET_PKG_MARK} test-set PKG: the graph was loaded from a released file '
+            'built with test videos (KEPP\'s NIV graph), not from the run\'s training videos: '
+            'not comparable to the other rows.')
+
+
 def _stand_in_legend(table: Table) -> str:
     if not table.stand_ins:
         return ''
@@ -604,7 +626,8 @@ def _selection_legend(table: Table) -> str:
 def _latex_escape(text: str, keep_math: bool = False) -> str:
     replacements = {'&': r'\&', '%': r'\%', '_': r'\_', '#': r'\#',
                     SHORTENED_MARK: r'\textsuperscript{\dag}',
-                    STAND_IN_MARK: r'\textsuperscript{\ddag}'}
+                    STAND_IN_MARK: r'\textsuperscript{\ddag}',
+                    TEST_SET_PKG_MARK: r'\textsuperscript{\S}'}
     if not keep_math:
         replacements['$'] = r'\$'
     return ''.join(replacements.get(ch, ch) for ch in text)

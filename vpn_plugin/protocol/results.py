@@ -36,6 +36,11 @@ work_dir        str      optional run directory
 shortened       str      why the run is not the full one, e.g. ``max_epochs=3``,
                          ``limit=100`` (``true`` is read as ``shortened``); empty or absent
                          = a full run. ``tools/report.py`` marks such rows (``†``).
+pkg_source      str      ``test-set PKG`` when the run's PKG was not built from its training
+                         videos but loaded from a released graph that holds test videos
+                         (KEPP's ``model.released_graph``; derived from the config);
+                         ``tools/report.py`` marks such rows (``§``) and the protocols
+                         of the main table refuse them; empty = the run's own PKG
 settings        dict     everything else that changes the result, part of the run's
                          identity (default ``{}``): protocol runs ``max_epochs``,
                          ``val_interval``, ``batch_size`` (``None`` = the config's),
@@ -63,10 +68,10 @@ usage           dict     what a prompted run consumed (LLM rows; default ``{}``)
 =============== ======== ===============================================================
 
 Identity (:meth:`ResultRow.key`): every field except ``metrics``, ``params``, the paths,
-``shortened`` (derived from ``settings``), ``selection`` (derived from the config),
-``failures`` and ``usage``. A results file holds one row per
-identity: :func:`replace_result` swaps a rerun's row in, :func:`append_result` skips a row
-that is already there.
+``shortened`` and ``pkg_source`` (derived from ``settings``), ``selection`` (derived from the
+config), ``failures`` and ``usage``. A results file holds one row per identity:
+:func:`replace_result` swaps a rerun's row in, :func:`append_result` skips a row that is
+already there.
 
 Concurrency: every write (:func:`append_result`, :func:`replace_result`) reads and rewrites
 the file holding its lock (:func:`locked_results`: ``.<name>.lock`` beside it, an ``flock``;
@@ -119,6 +124,7 @@ class ResultRow:
     per_sample_file: str = ''
     work_dir: str = ''
     shortened: str = ''
+    pkg_source: str = ''
     selection: str = ''
     settings: dict = field(default_factory=dict)
     failures: dict = field(default_factory=dict)
@@ -155,6 +161,10 @@ def row_from_dict(record: dict, source: str = '<dict>') -> ResultRow:
         else:
             values[name] = None
     values['shortened'] = _as_shortened(record.get('shortened'), source)
+    if not isinstance(record.get('pkg_source') or '', str):
+        raise ValueError(f'{source}: field "pkg_source" must be a string, got '
+                         f'{record["pkg_source"]!r}')
+    values['pkg_source'] = record.get('pkg_source') or ''
     for name in ('settings', 'failures', 'usage'):
         values[name] = _as_dict(record.get(name), name, source)
     values['failures'] = {k: _as_int(v, f'failures.{k}', source)

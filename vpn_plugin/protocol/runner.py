@@ -160,6 +160,7 @@ def expand_units(protocol_cfg, seeds=None, methods=None, horizons=None) -> list[
                                    _fill(dict(run.get('cfg_options', {})), dataset), variant,
                                    bool(run.get('train', True)), specs,
                                    stages.link(run.get('pretrained'), horizon, seed)))
+    check_main_table(protocol_cfg.protocol, units[:len(per_run)])
     return units
 
 
@@ -274,6 +275,37 @@ def _slug(name: str, variant: dict) -> str:
 
 
 # ----------------------------------------------------------------------------- checking
+def pkg_source(config: str, cfg_options: dict) -> str:
+    """A row's ``pkg_source``: 'test-set PKG' when the model loads a released graph file
+    (KEPP's ``model.released_graph``) instead of counting its training videos."""
+    model = config_with_options(config, cfg_options).get('model') or {}
+    return 'test-set PKG' if model.get('released_graph') else ''
+
+
+MAIN_TABLE_PROTOCOLS = ('standard', 'main_t3', 'main_t6')  # and their _<dataset> variants
+
+
+def is_main_table(protocol: str) -> bool:
+    """Whether ``protocol`` writes the paper's main table (``standard``, ``standard_niv``,
+    ``main_t3_coin``, ...)."""
+    return any(protocol == name or protocol.startswith(name + '_')
+               for name in MAIN_TABLE_PROTOCOLS)
+
+
+def check_main_table(protocol: str, units: list[TrainUnit]) -> None:
+    """The main table's protocols (:func:`is_main_table`) refuse a test-set PKG."""
+    if not is_main_table(protocol):
+        return
+    for unit in units:
+        for spec in unit.tests:
+            if pkg_source(spec.config, {**unit.cfg_options, **spec.cfg_options}):
+                raise ValueError(f'protocol {protocol!r} (the main table): {spec.method} '
+                                 f'({spec.config}) sets model.released_graph, a test-set PKG '
+                                 '(the released NIV graph holds test videos); the main table '
+                                 'takes only PKGs counted on the training videos: drop the '
+                                 'option or run it in another protocol')
+
+
 def check_units(units: list[TrainUnit]) -> int:
     """Check every training and test config of ``units`` with its overrides; returns how many.
 
@@ -339,6 +371,8 @@ class ProtocolRunner:
                          train_horizon=unit.horizon if unit.train else None,
                          protocol=self.protocol, variant={**unit.variant, **spec.variant},
                          per_sample_file='', work_dir=str(work_dir), shortened=shortened,
+                         pkg_source=pkg_source(spec.config, {**unit.cfg_options,
+                                                             **spec.cfg_options}),
                          settings=self.settings(unit, spec))
 
     def overrides(self, unit: TrainUnit) -> dict:

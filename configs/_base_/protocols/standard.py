@@ -22,4 +22,8 @@ runs = [
          config='configs/baselines/uniform_emissions_{dataset}_t{T}.py'),
     # the diffusion baseline (the official PDPP's function: task classifier, then the U-Net)
     dict(method='PDPP', config='configs/baselines/pdpp_{dataset}_t{T}.py', horizons=horizons),
+    # KEPP (its official code's function: the step model, then the plan model conditioned on
+    # two paths of KEPP's graph counted on the training videos; a released graph file, a
+    # test-set PKG, is refused here)
+    dict(method='KEPP', config='configs/baselines/kepp_{dataset}_t{T}.py', horizons=horizons),
 ]

@@ -1,0 +1,3 @@
+# KEPP on COIN at horizon T=6 (../_base_/planners/kepp_coin.py).
+_base_ = ['../_base_/planners/kepp_coin.py']
+horizon = 6

@@ -1,0 +1,3 @@
+# KEPP on CrossTask at horizon T=4 (../_base_/planners/kepp_crosstask.py).
+_base_ = ['../_base_/planners/kepp_crosstask.py']
+horizon = 4

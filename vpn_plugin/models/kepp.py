@@ -1,0 +1,389 @@
+"""KEPP (Nagasinghe et al., CVPR 2024, "Why Not Use Your Textbook?"; github
+Ravindu-Yasas-Nagasinghe/KEPP): PDPP's projected diffusion conditioned on paths of a
+procedure-knowledge graph (docs/kepp.md).
+
+* ``KEPPDiffusion``: one of KEPP's two diffusion models on the temporal U-Net, the cosine
+  schedule and the samplers of ``core.diffusion``; x = [condition block (K) | actions (N) |
+  observations (D)] per step, no task anywhere.
+  - the **step model** (K = 0): the middle steps are zero in x0 and zeroed by the projection,
+    the loss weighs the first/last action dims x10 and the middle ones x0; it predicts the
+    first and last actions. Trained FIRST, alone, and reused (``KEPPStepModelHook``,
+    ``vpn_plugin/engine/kepp_training.py``), never retrained silently.
+  - the **plan model** (K = 2N): the PKG block and the "LLM" block (an exact copy, as the
+    official data loader feeds it), both written over by the projection; loss x5 on the
+    first/last action dims.
+* ``KEPP`` (MODELS): a ``BasePlanner``: step model (DDIM) -> first/last action -> two PKG
+  paths (``core.kepp_paths``, cached per pair) -> plan model (DDIM, or DDPM as the official
+  validation) -> argmax of the action dims. Training conditions the plan model on the paths
+  of the step model's predictions on the training windows (official), or of the ground truth
+  (``train_paths='truth'``).
+
+The PKG is KEPP's own graph, counted on the run's training videos (``build_pkg``).
+``released_graph`` loads one of KEPP's released graph files instead (safe unpickler): the
+released NIV graph was built on train + test videos, so such a run is marked "test-set PKG".
+The paper counts the plan U-Net (42,184,335 at CrossTask N=133, D=1536); the step U-Net
+(41,843,589) is ``counted_apart`` and logged beside it.
+Shapes: B batch, T horizon, N actions, D observation dim.
+"""
+from pathlib import Path
+from typing import Dict, Optional
+
+import numpy as np
+import torch
+from mmengine.logging import print_log
+from torch import nn
+
+from mmaction.registry import MODELS
+
+from ..core import diffusion, kepp_paths
+from ..datasets.safe_pickle import safe_load_digraph
+from ..errors import check_choice
+from .base_planner import BasePlanner, num_parameters
+from .pdpp import SEED_STRIDE
+from .temporal_unet import TemporalUNet
+
+SAMPLERS = ('ddim', 'ddpm')
+TRAIN_PATHS = ('step', 'truth')
+TEST_SET_PKG = 'test-set PKG'
+RELEASED_GRAPH_HORIZON = 4  # the official retrieval (validate_graph_final) and data lists
+# the released graph files (nodes, edges) -> (dataset, the action count its ids belong to)
+RELEASED_GRAPHS = {(105, 755): ('CrossTask (105 actions)', 105), (718, 2226): ('COIN', 778),
+                   (48, 175): ('NIV (built on train + test)', 48)}
+
+
+class KEPPDiffusion(nn.Module):
+    """One KEPP diffusion model (module docstring).
+
+    Args:
+        feature_dim: D. num_actions: N. horizon: T (>= len(dim_mults)).
+        condition_dim: K, the width of the per-step condition block (plan 2N, step 0).
+        dim, dim_mults: the U-Net's widths. n_timesteps: diffusion steps n.
+        endpoint_weight, middle_weight: loss weights of the action dims (plan 5 / 1, step 10 / 0).
+        zero_middle: the step model's x0 and projection (middle steps all zero).
+        stream: which per-window noise stream the model draws from (plan 0, step 1).
+    """
+
+    def __init__(self, feature_dim: int, num_actions: int, horizon: int, condition_dim: int,
+                 dim: int, dim_mults, n_timesteps: int, endpoint_weight: float,
+                 middle_weight: float, zero_middle: bool, sampling_seed: int, stream: int):
+        super().__init__()
+        if horizon < len(dim_mults):
+            raise ValueError(f'KEPP horizon={horizon}: its U-Net with dim_mults={dim_mults} '
+                             f'needs T >= {len(dim_mults)} (the official code: T >= 3)')
+        self.feature_dim, self.num_actions, self.horizon = feature_dim, num_actions, horizon
+        self.condition_dim = condition_dim
+        self.endpoint_weight, self.middle_weight = endpoint_weight, middle_weight
+        self.zero_middle, self.sampling_seed, self.stream = zero_middle, sampling_seed, stream
+        self.unet = TemporalUNet(condition_dim + num_actions + feature_dim, dim, tuple(dim_mults))
+        for name, value in diffusion.diffusion_schedule(n_timesteps).items():
+            self.register_buffer(name, value)
+        self.ddim_timestep_seq = diffusion.ddim_timesteps(n_timesteps)
+
+    @property
+    def channels(self) -> int:
+        return self.condition_dim + self.num_actions + self.feature_dim
+
+    def schedule(self) -> Dict[str, torch.Tensor]:
+        return {name: getattr(self, name) for name in diffusion.SCHEDULE_BUFFERS}
+
+    def empty_block(self, inputs) -> torch.Tensor:
+        """(B, 0): the step model's (absent) condition block."""
+        return inputs['start'].new_zeros(inputs['start'].shape[0], 0)
+
+    def project(self, x, block, inputs) -> torch.Tensor:
+        return diffusion.project_conditions(x, block, inputs['start'], inputs['goal'],
+                                            self.zero_middle)
+
+    def target(self, plan: torch.Tensor, block, inputs) -> torch.Tensor:
+        """x0 (B, T, C) of plans (B, T) with the condition block (B, T, K)."""
+        return diffusion.plan_tensor(plan, block, inputs['start'], inputs['goal'],
+                                     self.num_actions, middle_actions=not self.zero_middle)
+
+    def weighted_mse(self, pred, target) -> torch.Tensor:
+        return diffusion.weighted_mse(pred, target, self.condition_dim, self.num_actions,
+                                      self.endpoint_weight, self.middle_weight)
+
+    def training_terms(self, x0, t, noise, block, inputs) -> Dict[str, torch.Tensor]:
+        """Official ``p_losses`` with given timesteps t (B,) and noise (B, T, C)."""
+        x_q_sample = diffusion.q_sample(x0, t, noise, self.schedule())
+        x_noisy = self.project(x_q_sample, block, inputs)
+        x_recon_raw = self.unet(x_noisy, t)
+        x_recon = self.project(x_recon_raw, block, inputs)
+        return dict(x_q_sample=x_q_sample, x_noisy=x_noisy, x_recon_raw=x_recon_raw,
+                    x_recon=x_recon, loss=self.weighted_mse(x_recon, x0))
+
+    def loss(self, plan, block, inputs) -> torch.Tensor:
+        """The diffusion loss at uniform random timesteps."""
+        x0 = self.target(plan, block, inputs)
+        t = torch.randint(0, len(self.betas), (x0.shape[0],), device=x0.device)
+        return self.training_terms(x0, t, torch.randn_like(x0), block, inputs)['loss']
+
+    def generators(self, batch: int, data_samples) -> Optional[list]:
+        """One generator per window (seeded by its index, so a window's draws do not depend
+        on the batch); None without indices (the global stream, as the official code)."""
+        indices = (data_samples or {}).get('index')
+        if indices is None:
+            return None
+        return [torch.Generator().manual_seed(
+            (self.sampling_seed * SEED_STRIDE + int(i)) * 2 + self.stream) for i in indices]
+
+    def draw(self, generators, batch: int, device) -> torch.Tensor:
+        shape = (self.horizon, self.channels)
+        if generators is None:
+            return torch.randn((batch, *shape), device=device)
+        return torch.stack([torch.randn(shape, generator=g) for g in generators]).to(device)
+
+    def sample(self, block, inputs, data_samples=None, sampler: str = 'ddim', x_t=None,
+               noise=None, trace: bool = False):
+        """(x0 (B, T, C), states, raw U-Net outputs): DDIM (10 steps, eta 0) or DDPM (n steps)
+        from x_T (drawn per window unless given); ``noise(k)``: the DDPM draws."""
+        start = inputs['start']
+        generators = self.generators(start.shape[0], data_samples)
+        if x_t is None:
+            x_t = self.draw(generators, start.shape[0], start.device)
+        project = lambda x: self.project(x, block, inputs)  # noqa: E731
+        if sampler == 'ddim':
+            return diffusion.ddim_sample(self.unet, x_t, project, self.schedule(),
+                                         self.ddim_timestep_seq, trace=trace)
+        if noise is None:
+            noise = lambda k: self.draw(generators, start.shape[0], start.device)  # noqa: E731
+        return diffusion.ddpm_sample(self.unet, x_t, project, self.schedule(), noise, trace)
+
+    def actions(self, x: torch.Tensor) -> torch.Tensor:
+        """(B, T, N): the action dims of x (B, T, C)."""
+        return x[..., self.condition_dim:self.condition_dim + self.num_actions]
+
+
+def released_graph(path, num_actions: int, horizon: int) -> kepp_paths.KEPPGraph:
+    """One of KEPP's released graph files (a pickled ``networkx.DiGraph``, read with the safe
+    unpickler), checked against the run's action count and horizon."""
+    path = Path(path)
+    if not path.is_file():
+        raise FileNotFoundError(f'model.released_graph={str(path)!r}: no such file')
+    nodes, successors = safe_load_digraph(path)
+    edges = sum(len(row) for row in successors.values())
+    known = RELEASED_GRAPHS.get((len(nodes), edges))
+    if horizon != RELEASED_GRAPH_HORIZON:
+        raise ValueError(f'{path}: a released KEPP graph is used with the official retrieval of '
+                         f'T={RELEASED_GRAPH_HORIZON} paths (validate_graph_final and the '
+                         f'released data lists), but this run has horizon={horizon}; drop '
+                         'model.released_graph (the default graph is built from the training '
+                         'videos at any horizon)')
+    if known and known[1] != num_actions:
+        raise ValueError(f'{path}: the released {known[0]} graph ({len(nodes)} nodes, {edges} '
+                         f'edges) has ids of {known[1]} actions, the model num_actions='
+                         f'{num_actions}; use it with its dataset')
+    bad = [n for n in nodes if not isinstance(n, int)]
+    if bad:
+        raise ValueError(f'{path}: node {bad[0]!r} is not an action id (int)')
+    graph = kepp_paths.KEPPGraph(nodes, {u: [(v, attrs.get('weight')) for v, attrs in row]
+                                         for u, row in successors.items()})
+    graph.check_actions(num_actions, source=str(path))
+    for u, v, w in graph.edges():
+        if not (isinstance(w, float) and 0 <= w <= 1):
+            raise ValueError(f'{path}: edge ({u}, {v}) has weight {w!r}; expected a float '
+                             'in [0, 1]')
+    return graph
+
+
+@MODELS.register_module()
+class KEPP(BasePlanner):
+    """KEPP as a planner (module docstring).
+
+    Args:
+        feature_dim: D. num_actions: N. horizon: T.
+        dim, dim_mults: U-Net widths of both models (official 256, (1, 2, 4)).
+        n_timesteps, step_n_timesteps: diffusion steps of the plan / step model (step: None =
+            the plan's).
+        plan_endpoint_weight (5), step_endpoint_weight (10): official loss weights.
+        sampling_seed: per-window seed of x_T and of the DDPM draws.
+        sampler: 'ddim' (official inference, the reported metrics) or 'ddpm' (official
+            validation) for the plan model; the step model always uses DDIM (official).
+        train_paths: 'step' (official: the PKG paths of the step model's predictions on the
+            training windows) or 'truth' (of the ground-truth first/last actions).
+        released_graph: path of a released KEPP graph file (``trained_graph.pkl``) to use
+            instead of the graph of the training videos; marks the run "test-set PKG".
+        step_checkpoint: a step model saved by ``KEPPStepModelHook`` to reuse.
+    """
+
+    counted_apart = ('step',)
+
+    def __init__(self, feature_dim: int, num_actions: int, horizon: int, dim: int = 256,
+                 dim_mults=(1, 2, 4), n_timesteps: int = 200,
+                 step_n_timesteps: Optional[int] = None, plan_endpoint_weight: float = 5.0,
+                 step_endpoint_weight: float = 10.0, sampling_seed: int = 0,
+                 sampler: str = 'ddim', train_paths: str = 'step',
+                 released_graph: Optional[str] = None, step_checkpoint: Optional[str] = None,
+                 pkg: Optional[dict] = None, data_preprocessor: Optional[dict] = None):
+        pkg = dict(pkg or {})
+        if pkg.setdefault('count_mode', 'video') != 'video':
+            raise ValueError(f"KEPP: model.pkg.count_mode={pkg['count_mode']!r}; KEPP's graph "
+                             "counts the consecutive pairs of each training video: 'video'")
+        super().__init__(num_actions, horizon, pkg, data_preprocessor)
+        check_choice('model.sampler', sampler, SAMPLERS)
+        check_choice('model.train_paths', train_paths, TRAIN_PATHS)
+        if any(p.stage == 'graph' for p in self.pkg_builder.perturbations):
+            raise ValueError('KEPP: model.pkg.perturbations may only change the training '
+                             'sequences (DataFraction, LabelNoise): KEPP\'s graph keeps node '
+                             'and successor order, which a graph perturbation does not define')
+        self.sampler, self.train_paths = sampler, train_paths
+        self.released_graph, self.step_checkpoint = released_graph, step_checkpoint
+        common = dict(feature_dim=feature_dim, num_actions=num_actions, horizon=horizon,
+                      dim=dim, dim_mults=dim_mults, sampling_seed=sampling_seed)
+        self.plan = KEPPDiffusion(condition_dim=2 * num_actions, n_timesteps=n_timesteps,
+                                  endpoint_weight=plan_endpoint_weight, middle_weight=1.0,
+                                  zero_middle=False, stream=0, **common)
+        self.step = KEPPDiffusion(condition_dim=0, n_timesteps=step_n_timesteps or n_timesteps,
+                                  endpoint_weight=step_endpoint_weight, middle_weight=0.0,
+                                  zero_middle=True, stream=1, **common)
+        self.step.requires_grad_(False)  # trained before the plan model (KEPPStepModelHook)
+        self.register_buffer('step_ready', torch.tensor(False))
+        # the horizon both models were built and trained for (a checkpoint carries it)
+        self.register_buffer('trained_horizon', torch.tensor(horizon))
+        self.register_buffer('test_set_pkg', torch.tensor(False))
+        self.register_buffer('graph_weights', torch.zeros(num_actions, num_actions,
+                                                          dtype=torch.float64))
+        self.register_buffer('graph_node_rank', torch.full((num_actions,), -1))
+        self.register_buffer('graph_successor_rank', torch.full((num_actions, num_actions), -1))
+        self.register_buffer('train_endpoints', torch.zeros(0, 2, dtype=torch.long),
+                             persistent=False)
+        self._retriever = None
+        print_log(f'KEPP: plan U-Net {num_parameters(self):,} parameters, step U-Net '
+                  f'{num_parameters(self.step):,} (counted apart; together '
+                  f'{num_parameters(self.plan) + num_parameters(self.step):,}) '
+                  f'(N={num_actions}, D={feature_dim}, T={horizon}, n={n_timesteps})',
+                  logger='current')
+
+    # ------------------------------------------------------------------ the PKG
+    def build_pkg(self, dataset) -> np.ndarray:
+        """KEPP's graph of the training videos (``core.kepp_paths.build_graph``) or, with
+        ``released_graph``, the released file; installed and returned as (N, N)."""
+        if self.released_graph:
+            graph = released_graph(self.released_graph, self.num_actions, self.horizon)
+            source = f'{self.released_graph} ({TEST_SET_PKG}: not built from this run\'s ' \
+                     'training videos; the released NIV graph holds its test videos)'
+        else:
+            if dataset.taxonomy.num_actions != self.num_actions:
+                raise ValueError(f'KEPP: the training dataset has {dataset.taxonomy.num_actions}'
+                                 f' actions, the model num_actions={self.num_actions}')
+            sources = self.pkg_builder.sequence_sources(dataset, self.num_actions)
+            videos = [sequence for source in sources for sequence in source]
+            graph = kepp_paths.build_graph(enumerate(videos))
+            source = f'{len(videos)} training videos ({self.pkg_builder.describe()})'
+        self.set_graph(graph, test_set=bool(self.released_graph))
+        print_log(f'KEPP: PKG with {len(graph.nodes)} nodes and {graph.num_edges} edges from '
+                  f'{source}', logger='current')
+        return self.graph_weights.numpy()
+
+    def set_graph(self, graph: kepp_paths.KEPPGraph, test_set: bool = False) -> None:
+        """Install an ordered KEPP graph (and its dense PKG for ``BasePlanner``)."""
+        weights, node_rank, successor_rank = graph.to_arrays(self.num_actions)
+        self.graph_weights.copy_(torch.from_numpy(weights))
+        self.graph_node_rank.copy_(torch.from_numpy(node_rank))
+        self.graph_successor_rank.copy_(torch.from_numpy(successor_rank))
+        self.test_set_pkg.fill_(test_set)
+        self.set_pkg(weights)
+        self._retriever = None
+
+    def retriever(self) -> kepp_paths.PathRetriever:
+        self.require_pkg()
+        if self._retriever is None:
+            graph = kepp_paths.graph_from_arrays(
+                *(b.cpu().numpy() for b in (self.graph_weights, self.graph_node_rank,
+                                            self.graph_successor_rank)))
+            self._retriever = kepp_paths.PathRetriever(graph, self.horizon)
+            if bool(self.test_set_pkg):
+                print_log(f'KEPP: {TEST_SET_PKG}: the installed graph was loaded from a released '
+                          'file, not counted on the training videos (not comparable to the '
+                          'main table)', logger='current', level=30)
+        return self._retriever
+
+    def _load_from_state_dict(self, state_dict, prefix, *args, **kwargs):
+        self._retriever = None
+        saved = state_dict.get(prefix + 'trained_horizon')
+        if saved is not None and int(saved) != self.horizon:
+            raise ValueError(f'KEPP: the checkpoint\'s step and plan models were trained at '
+                             f'T={int(saved)}, this model has horizon={self.horizon}; load a '
+                             'checkpoint of this horizon (the step model and the PKG paths '
+                             'depend on T)')
+        super()._load_from_state_dict(state_dict, prefix, *args, **kwargs)
+
+    def path_block(self, first, last, device) -> tuple:
+        """((B, T, 2N) PKG | LLM blocks, (B, 2, T) paths, (B,) fallback used) of B pairs."""
+        retriever = self.retriever()
+        before = len(retriever.fallback_pairs)
+        paths, fallback = retriever.batch(first.tolist(), last.tolist())
+        for pair in retriever.fallback_pairs[before:]:
+            fallback_path = kepp_paths.fallback_path(*pair, self.horizon)
+            print_log(f'KEPP: no walk of {self.horizon} nodes from action {pair[0]} to '
+                      f'{pair[1]} in the PKG; the fallback {fallback_path} is used '
+                      f'({len(retriever.fallback_pairs)} pairs, {retriever.fallback_windows} '
+                      'windows so far)', logger='current', level=30)
+        block = torch.from_numpy(kepp_paths.path_block(paths, self.num_actions)).to(device)
+        return torch.cat([block, block], -1), torch.from_numpy(paths), torch.from_numpy(fallback)
+
+    # ------------------------------------------------------------------ the step model
+    def require_step(self) -> None:
+        if not bool(self.step_ready):
+            raise RuntimeError(
+                'KEPP: the step model was never trained (step_ready is False); train with the '
+                "config (its custom_hooks hold KEPPStepModelHook), give model.step_checkpoint, "
+                'or load a checkpoint of a trained KEPP')
+
+    def step_loss(self, inputs, data_samples) -> torch.Tensor:
+        """The step model's diffusion loss (its own training stage)."""
+        self.check_batch(inputs, data_samples['plan'])
+        return self.step.loss(data_samples['plan'], self.step.empty_block(inputs), inputs)
+
+    @torch.no_grad()
+    def predict_endpoints(self, inputs, data_samples=None) -> torch.Tensor:
+        """(B, 2): the step model's first and last actions (DDIM, argmax)."""
+        self.require_step()
+        x0, _, _ = self.step.sample(self.step.empty_block(inputs), inputs, data_samples)
+        return self.step.actions(x0)[:, [0, -1]].argmax(-1)
+
+    # ------------------------------------------------------------------ training
+    def check_batch(self, inputs, plan=None) -> None:
+        dim = inputs['start'].shape[-1]
+        if dim != self.plan.feature_dim:
+            raise ValueError(f'KEPP: the observations have {dim} dims but model.feature_dim='
+                             f'{self.plan.feature_dim}; set it to the dataset\'s')
+        if plan is not None and plan.numel() and not (
+                0 <= int(plan.min()) <= int(plan.max()) < self.num_actions):
+            raise ValueError(f'KEPP: the batch has action ids in [{int(plan.min())}, '
+                             f'{int(plan.max())}] but model.num_actions={self.num_actions}')
+
+    def training_endpoints(self, data_samples) -> torch.Tensor:
+        """(B, 2) the (first, last) actions the training paths are retrieved for."""
+        plan = data_samples['plan']
+        if self.train_paths == 'truth':
+            return plan[:, [0, -1]]
+        index = data_samples.get('index')
+        if index is None or not len(self.train_endpoints):
+            raise RuntimeError('KEPP: train_paths=\'step\' needs the step model\'s predictions '
+                               'on the training windows (KEPPStepModelHook computes them before '
+                               "training) and batches with 'index'")
+        return self.train_endpoints[index.to(self.train_endpoints.device)]
+
+    def loss(self, inputs, data_samples) -> Dict[str, torch.Tensor]:
+        self.check_batch(inputs, data_samples['plan'])
+        endpoints = self.training_endpoints(data_samples)
+        block, _, _ = self.path_block(endpoints[:, 0], endpoints[:, 1], inputs['start'].device)
+        return dict(loss_diffusion=self.plan.loss(data_samples['plan'], block, inputs))
+
+    # ------------------------------------------------------------------ prediction
+    def plan_fields(self, inputs, data_samples) -> dict:
+        self.check_batch(inputs)
+        endpoints = self.predict_endpoints(inputs, data_samples)
+        block, paths, fallback = self.path_block(endpoints[:, 0], endpoints[:, 1],
+                                                 inputs['start'].device)
+        x0, _, _ = self.plan.sample(block, inputs, data_samples, self.sampler)
+        return dict(action_scores=self.plan.actions(x0), step_endpoints=endpoints,
+                    pkg_paths=paths, pkg_fallback=fallback)
+
+    def tensor(self, inputs, horizon: int) -> torch.Tensor:
+        return self.plan_fields(inputs, None)['action_scores']
+
+    def predict_fields(self, inputs, data_samples, horizon: int) -> dict:
+        fields = self.plan_fields(inputs, data_samples)
+        return dict(pred_plan=fields['action_scores'].argmax(-1), **fields)

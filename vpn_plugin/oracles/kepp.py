@@ -1,0 +1,404 @@
+"""The ``KEPP`` checker of ``oracles.compare``: a fixture of the official KEPP code
+(``../shared/reference/kepp_small_t3``, README "Reference outputs of KEPP") recomputed with this
+plugin's ``KEPP`` built from its config at the fixture's sizes.
+
+Recomputed: the step model's training step (gradients), DDIM and DDPM chains and validation
+loss; the PKG of ``pkg/inputs.json`` and the retrieval of both batches' paths (the chain step
+model -> PKG -> plan model); the plan model's PKG/LLM blocks, training step (gradients), DDIM and
+DDPM chains and validation loss; the schedule buffers, the config's LR multipliers and one EMA
+update. ``pkg/``: the graph (nodes, edges, successors, in order), every query's path count, top
+two and (where recorded) every walk in order, and every validate pair (fallbacks included).
+Header: parameter counts of both U-Nets at the fixture's and every full size (built on the meta
+device), the fixed settings. Sizes are read from meta.json and the arrays. Chains are compared
+step by step and gradients at the model's scale, each with the tolerance of its measured
+conditioning (``oracles.compare``), so a correct implementation passes at any thread count.
+"""
+from __future__ import annotations
+
+import copy
+import json
+import math
+import re
+from pathlib import Path
+from typing import List, Tuple
+
+import numpy as np
+import torch
+
+from ..core import diffusion, kepp_paths
+from ..models.temporal_unet import official_name
+from .compare import (GRAD_TOLERANCE, OUTPUT_TOLERANCE, Row, compare, compare_chain,
+                      compare_file, compare_grads, grad_summary, perturbed_runs, read_npz)
+from .pdpp import install_unet, lr_outputs, schedule_outputs, to_numpy
+
+REPO = Path(__file__).resolve().parents[2]
+CONFIG = REPO / 'configs/_base_/planners/kepp_crosstask.py'
+META_FIELDS = ('num_actions', 'horizon', 'observation_dim', 'batch', 'n_timesteps',
+               'ddim_timesteps', 'eta', 'num_parameters_plan_unet',
+               'num_parameters_step_unet', 'constructor')
+
+
+def read_meta(fixture: Path, meta: dict) -> dict:
+    missing = [field for field in META_FIELDS if field not in meta]
+    if missing:
+        raise ValueError(f'{fixture / "meta.json"}: missing fields {missing}; a KEPP fixture '
+                         f'has {META_FIELDS}')
+    for key in ('class_dim_graph', 'class_dim_llama'):
+        if meta.get(key, meta['num_actions']) != meta['num_actions']:
+            raise ValueError(f'{fixture / "meta.json"}: {key}={meta[key]} differs from '
+                             f'num_actions={meta["num_actions"]}; KEPP here has P = L = N')
+    return meta
+
+
+def unet_widths(meta: dict, key: str) -> dict:
+    call = meta['constructor'].get(key, '')
+    match = re.search(r'TemporalUnet\([^,]+,\s*(?:dim=)?(\d+),\s*(?:dim_mults=)?\(([\d,\s]+)\)',
+                      call)
+    if not match:
+        raise ValueError(f'meta.json constructor.{key}={call!r}; expected '
+                         '"TemporalUnet(<C>, dim=<int>, dim_mults=(<ints>))"')
+    return dict(dim=int(match.group(1)),
+                dim_mults=tuple(int(m) for m in match.group(2).split(',') if m.strip()))
+
+
+def load_cfg():
+    from mmengine.config import Config
+    return Config.fromfile(str(CONFIG))
+
+
+def model_config(cfg, meta: dict) -> dict:
+    model = copy.deepcopy(cfg.model)
+    widths = unet_widths(meta, 'plan_temporal_unet')
+    if widths != unet_widths(meta, 'step_temporal_unet'):
+        raise ValueError('meta.json: the plan and step U-Nets have different widths; KEPP '
+                         'here builds both with model.dim and model.dim_mults')
+    sizes = dict(num_actions=meta['num_actions'], horizon=meta['horizon'],
+                 feature_dim=meta['observation_dim'], n_timesteps=meta['n_timesteps'],
+                 **widths)
+    for key, value in sizes.items():
+        if model.get(key) != value:
+            print(f'  {key}: config {model.get(key)!r} -> fixture {value!r}')
+            model[key] = value
+    return model
+
+
+def build_kepp(model_cfg, device=None):
+    from mmaction.registry import MODELS
+    with torch.device(device or 'cpu'):
+        return MODELS.build(copy.deepcopy(model_cfg))
+
+
+def check_counts(model_cfg, meta: dict, model) -> bool:
+    from ..models.base_planner import num_parameters
+    ok = True
+    cases = [('fixture', model, meta['num_parameters_plan_unet'],
+              meta['num_parameters_step_unet'])]
+    for name, full in meta.get('full_size_parameter_counts', {}).items():
+        cfg = dict(model_cfg, num_actions=full['num_actions'], feature_dim=full['observation_dim'],
+                   dim=full['temporal_unet_dim'], dim_mults=tuple(full['dim_mults']))
+        cases.append((name, build_kepp(cfg, 'meta'), full['plan_unet_parameters'],
+                      full['step_unet_parameters']))
+    for name, built, plan, step in cases:
+        counts = (num_parameters(built), num_parameters(built.step))
+        good = counts == (plan, step)
+        ok &= good
+        print(f'parameters {name}: plan U-Net {counts[0]:,} (official {plan:,}), step U-Net '
+              f'{counts[1]:,} (official {step:,}) {"ok" if good else "MISMATCH"}')
+    return ok
+
+
+def check_settings(cfg, meta: dict) -> bool:
+    calls = ' '.join(meta['constructor'].get(k, '') for k in
+                     ('plan_gaussian_diffusion', 'step_gaussian_diffusion'))
+    checks = {
+        f'ddim_timesteps={meta["ddim_timesteps"]} (plugin {diffusion.DDIM_STEPS})':
+            meta['ddim_timesteps'] == diffusion.DDIM_STEPS,
+        f'eta={meta["eta"]} (plugin 0)': meta['eta'] == 0,
+        'loss Weighted_MSE': 'loss_type' not in calls or "loss_type='Weighted_MSE'" in calls,
+        'uniform DDIM steps': 'ddim_discr_method' not in calls or "'uniform'" in calls,
+        'plan loss x5 (config)': cfg.model.plan_endpoint_weight == 5.0,
+        'step loss x10 (config)': cfg.model.step_endpoint_weight == 10.0}
+    beta = meta.get('ema', {}).get('beta')
+    if beta is not None:
+        decay = ema_decay(cfg)
+        checks[f'EMA decay {beta} (config {decay})'] = abs(decay - beta) < 1e-12
+    for name, good in checks.items():
+        print(f'setting {name}: {"ok" if good else "MISMATCH"}')
+    return all(checks.values())
+
+
+def ema_decay(cfg) -> float:
+    hooks = [h for h in cfg.custom_hooks if h['type'] == 'PDPPEMAHook']
+    if len(hooks) != 1:
+        raise ValueError(f'{CONFIG}: expected one PDPPEMAHook in custom_hooks; got {hooks}')
+    return hooks[0].get('decay', 0.995)
+
+
+# ---------------------------------------------------------------------- recomputation
+def batch_inputs(inputs: dict) -> dict:
+    observations = torch.from_numpy(inputs['global_img_tensors']).float()
+    return dict(start=observations[:, 0], goal=observations[:, -1])
+
+
+def training_outputs(module, prefix: str, actions, block, t, noise, start, goal
+                     ) -> Tuple[dict, dict]:
+    """One training step from the injected inputs: its arrays (official names with
+    ``prefix``) and the U-Net gradient summaries."""
+    module.train()
+    module.zero_grad()
+    module.requires_grad_(True)
+    batch = dict(start=start, goal=goal)
+    x0 = module.target(actions, block, batch)
+    terms = module.training_terms(x0, t, noise, block, batch)
+    terms['loss'].backward()
+    grads = {'model.' + official_name(n): grad_summary(p.grad)
+             for n, p in module.unet.named_parameters()}
+    return to_numpy({prefix + k: v for k, v in dict(terms, x_start=x0).items()}), grads
+
+
+def training_rows(fixture: Path, module, prefix: str, grads_file: str, injected: dict
+                  ) -> List[Row]:
+    """Rows of a training step's arrays and gradients (at the model's scale), each with the
+    tolerance of its measured conditioning (``oracles.compare``: the injected noise, start, goal
+    and condition block perturbed)."""
+    run = lambda **values: training_outputs(module, prefix, **values)  # noqa: E731
+    outputs, grads = run(**injected)
+    perturbed = perturbed_runs(run, injected)
+    what = 'the injected noise, start, goal and PKG block'
+    return (compare_file(fixture / 'outputs.npz', outputs, OUTPUT_TOLERANCE, names=list(outputs),
+                         perturbed=[o for o, _ in perturbed], perturbed_what=what)
+            + compare_grads(fixture / grads_file, grads, GRAD_TOLERANCE,
+                            perturbed=[g for _, g in perturbed], perturbed_what=what))
+
+
+def chain_rows(fixture: Path, module, prefix: str, block, batch, recorded: dict, x_t, noise,
+               argmax_names: dict) -> List[Row]:
+    """The DDIM and DDPM chains of one model (recorded draws): state 0 = project(x_T), the
+    timesteps, the recorded final = the last state, then the chain step by step
+    (``compare_chain``: each step fed the recorded state; the free-running final state judged
+    where the chain is well-conditioned; the argmax where the recorded margin allows)."""
+    module.eval()
+    schedule = module.schedule()
+
+    def project(x):
+        return module.project(x, block, batch)
+
+    steps = {'ddim': lambda i, x: diffusion.ddim_step(
+                 module.unet, x, diffusion.DDIM_STEPS - 1 - i, project, schedule,
+                 module.ddim_timestep_seq),
+             'ddpm': lambda i, x: diffusion.ddpm_step(module.unet, x, i, project, schedule,
+                                                      torch.from_numpy(noise[i]))}
+    sequences = {'ddim': module.ddim_timestep_seq[:diffusion.DDIM_STEPS][::-1],
+                 'ddpm': np.arange(len(module.betas))[::-1]}
+    rows = []
+    for sampler, step in steps.items():
+        name = f'{prefix}{sampler}'
+        states, raws = recorded[f'{name}_states'], recorded[f'{name}_x_recon_raw']
+        with torch.no_grad():
+            start = project(x_t)
+        same = np.array_equal(recorded[f'{name}_final'], states[-1])
+        diff, rel = compare(states[0], start.numpy())
+        rows += [(f'outputs.npz:{name}_states[0]=project(x_T)', diff, rel, OUTPUT_TOLERANCE,
+                  rel <= OUTPUT_TOLERANCE),
+                 (f'outputs.npz:{name}_final(recorded={name}_states[-1])',
+                  0.0 if same else math.inf, 0.0 if same else math.inf, 0.0, same)]
+        rows += compare_file(fixture / 'outputs.npz', {f'{name}_t': sequences[sampler].copy()},
+                             OUTPUT_TOLERANCE, names=[f'{name}_t'])
+        argmax = argmax_names.get(sampler)
+        rows += compare_chain('outputs.npz', states, raws, step, OUTPUT_TOLERANCE,
+                              names=(f'{name}_x_recon_raw', f'{name}_states', f'{name}_final'),
+                              argmax=argmax and (argmax[0], recorded[argmax[0]], argmax[1]))
+    return rows
+
+
+def validation_rows(fixture: Path, module, prefix: str, block, batch, inputs: dict,
+                    recorded: dict) -> List[Row]:
+    """The official validate loss: Weighted_MSE of the (recorded) DDPM output against the
+    x_start of the sampling batch's ground truth (the chain itself has its own rows)."""
+    x0 = module.target(torch.from_numpy(inputs['actions_sample']), block, batch)
+    final = torch.from_numpy(recorded[f'{prefix}ddpm_final'])
+    values = {f'{prefix}ddpm_val_x_start': x0,
+              f'{prefix}ddpm_val_loss': module.weighted_mse(final, x0)}
+    return compare_file(fixture / 'outputs.npz', to_numpy(values), OUTPUT_TOLERANCE,
+                        names=list(values))
+
+
+def ema_outputs(cfg, unet, inputs: dict) -> dict:
+    """One official EMA update of ``ema_old.<official name>`` toward the plan U-Net's
+    parameters of the same names (mmengine's averaged model, the config's decay)."""
+    from mmaction.registry import MODELS
+    names = {k[len('ema_old.'):] for k in inputs if k.startswith('ema_old.')}
+    if not names:
+        return {}
+    current = {n: p for n, p in unet.named_parameters() if 'model.' + official_name(n) in names}
+    holder = torch.nn.ParameterDict({n.replace('.', '/'): torch.nn.Parameter(p.detach().clone())
+                                     for n, p in current.items()})
+    old = copy.deepcopy(holder)
+    for n in current:
+        old[n.replace('.', '/')].data = torch.from_numpy(
+            inputs['ema_old.model.' + official_name(n)]).float()
+    ema = MODELS.build(dict(type='ExponentialMovingAverage', momentum=1 - ema_decay(cfg),
+                            interval=1), default_args=dict(model=old))
+    ema.steps.fill_(1)
+    ema.update_parameters(holder)
+    return {'ema_new.model.' + official_name(n.replace('/', '.')): p
+            for n, p in ema.module.items()}
+
+
+# ---------------------------------------------------------------------- the PKG
+def read_pkg(fixture: Path) -> Tuple[dict, dict]:
+    folder = fixture / 'pkg'
+    return (json.loads((folder / 'inputs.json').read_text()),
+            json.loads((folder / 'outputs.json').read_text()))
+
+
+def count_row(label: str, wrong: int, total: int) -> Row:
+    """A row of exact comparisons: ``wrong`` of ``total`` differ (must be 0)."""
+    return (f'{label} ({total} compared)', float(wrong), float(wrong) / max(total, 1), 0.0,
+            wrong == 0 and total > 0)
+
+
+def weight_row(label: str, pairs: List[Tuple[float, float]]) -> Row:
+    diff = max((abs(a - b) for a, b in pairs), default=0.0)
+    scale = max((abs(a) for a, _ in pairs), default=0.0)
+    rel = diff / scale if scale else (0.0 if diff == 0 else math.inf)
+    return (f'{label} ({len(pairs)} weights)', diff, rel, 1e-12, rel <= 1e-12)
+
+
+def pkg_rows(fixture: Path, graph: kepp_paths.KEPPGraph) -> List[Row]:
+    inputs, outputs = read_pkg(fixture)
+    recorded = outputs['graph']
+    rows = [count_row('pkg:graph nodes (order)', int(graph.nodes != recorded['nodes']), 1)]
+    edges = graph.edges()
+    same = [(u, v) for u, v, _ in edges] == [(u, v) for u, v, _ in recorded['edges']]
+    rows.append(count_row('pkg:graph edges (order)', int(not same), 1))
+    rows.append(weight_row('pkg:graph edge weights', [(w, e[2]) for (_, _, w), e in
+                                                      zip(recorded['edges'], edges)] if same
+                           else [(math.inf, 0.0)]))
+    successors = {str(u): [v for v, _ in graph.successors[u]] for u in graph.nodes}
+    rows.append(count_row('pkg:graph successors (order)',
+                          int(successors != recorded['successors']), 1))
+    wrong_count = wrong_top = wrong_all = compared_all = 0
+    weights = []
+    for query, answer in zip(inputs['queries'], outputs['queries']):
+        walks = kepp_paths.all_walks(graph, query['start'], query['end'], query['horizon'])
+        ranked = sorted(walks, key=lambda item: item[1], reverse=True)
+        wrong_count += len(walks) != answer['num_paths']
+        top = ranked[:kepp_paths.NUM_PATHS]
+        wrong_top += [p for p, _ in top] != [p for p, _ in answer['top2']]
+        weights += [(w, mine) for (_, w), (_, mine) in zip(answer['top2'], top)]
+        if 'all_sorted' in answer:
+            compared_all += 1
+            wrong_all += [p for p, _ in ranked] != [p for p, _ in answer['all_sorted']]
+            weights += [(w, mine) for (_, w), (_, mine) in zip(answer['all_sorted'], ranked)]
+    total = len(inputs['queries'])
+    rows += [count_row('pkg:queries num_paths', wrong_count + abs(total - len(outputs['queries'])),
+                       total),
+             count_row('pkg:queries top2 paths (ties in DFS order)', wrong_top, total),
+             count_row('pkg:queries all_sorted paths', wrong_all, compared_all),
+             weight_row('pkg:queries path weights', weights)]
+    wrong_validate = 0
+    for pair, answer in zip(inputs['validate_pairs'], outputs['validate']):
+        horizon = len(answer['paths'][0])
+        paths, _ = kepp_paths.retrieve(graph, pair[0], pair[1], horizon)
+        wrong_validate += paths != answer['paths']
+    rows.append(count_row('pkg:validate paths (fallbacks included)',
+                          wrong_validate + abs(len(inputs['validate_pairs'])
+                                               - len(outputs['validate'])),
+                          len(inputs['validate_pairs'])))
+    return rows
+
+
+def retrieval_rows(model, inputs: dict, first_last: dict) -> List[Row]:
+    """The model's retrieval (cached, with the one-path rule) of each batch's (first, last)
+    against the recorded ``pkg_paths_<name>`` (B, 2, T)."""
+    rows = []
+    for name, pairs in first_last.items():
+        _, paths, _ = model.path_block(pairs[:, 0], pairs[:, 1], 'cpu')
+        recorded = inputs[f'pkg_paths_{name}']
+        wrong = int((paths.numpy() != recorded).any(axis=(1, 2)).sum()) \
+            if paths.shape == recorded.shape else len(recorded)
+        rows.append(count_row(f'inputs.npz:pkg_paths_{name} (retrieved)', wrong, len(recorded)))
+    return rows
+
+
+def check_fixture(fixture, meta: dict):
+    """(rows, header ok) for a KEPP fixture (``oracles.compare`` checker)."""
+    fixture = Path(fixture)
+    meta = read_meta(fixture, meta)
+    print(f'fixture {fixture}: KEPP N={meta["num_actions"]} T={meta["horizon"]} '
+          f'D={meta["observation_dim"]} n={meta["n_timesteps"]} B={meta["batch"]} '
+          f'(torch threads {torch.get_num_threads()})')
+    cfg = load_cfg()
+    print(f'config: {CONFIG.relative_to(REPO)} (type={cfg.model.type})')
+    model_cfg = model_config(cfg, meta)
+    model = build_kepp(model_cfg)
+    header_ok = check_counts(model_cfg, meta, model) & check_settings(cfg, meta)
+    install_unet(model.plan.unet, fixture / 'state_dict.npz')
+    install_unet(model.step.unet, fixture / 'step_state_dict.npz')
+    inputs = read_npz(fixture / 'inputs.npz')
+    recorded = read_npz(fixture / 'outputs.npz')
+    batch = batch_inputs(inputs)
+    actions = torch.from_numpy(inputs['actions'])
+    step, plan, n = model.step, model.plan, meta['num_actions']
+    empty = step.empty_block(batch)
+
+    # the step model: training step, chains, validation loss; its query of the PKG is the
+    # first/last argmax of the recorded DDIM output (our chain's argmax has its own row)
+    rows = training_rows(fixture, step, 'step_', 'step_grads.npz', dict(
+        actions=actions, block=empty, t=torch.from_numpy(inputs['step_t']),
+        noise=torch.from_numpy(inputs['step_noise']), **batch))
+    chain = chain_rows(fixture, step, 'step_', empty, batch, recorded,
+                       torch.from_numpy(inputs['step_x_T']), inputs['step_ddpm_noise'],
+                       dict(ddim=('step_pred_list', lambda x: as_numpy(x)[..., :n])))
+    rows += chain + validation_rows(fixture, step, 'step_', empty, batch, inputs, recorded)
+    query = step.actions(torch.from_numpy(recorded['step_ddim_final'])).argmax(-1)[:, [0, -1]]
+    rows += compare_file(fixture / 'outputs.npz', {'pkg_query_sample': query.numpy()},
+                         OUTPUT_TOLERANCE, names=['pkg_query_sample'])
+
+    # the PKG, and the retrieval of both batches' paths
+    pkg_inputs, _ = read_pkg(fixture)
+    graph = kepp_paths.build_graph((row['vid'], row['legal_range'])
+                                   for row in pkg_inputs['action_list'])
+    model.set_graph(graph)
+    rows += retrieval_rows(model, inputs, dict(
+        train=actions[:, [0, -1]], sample=torch.from_numpy(recorded['pkg_query_sample'])))
+
+    # the plan model on the recorded paths
+    blocks = {}
+    for name in ('train', 'sample'):
+        block = torch.from_numpy(kepp_paths.path_block(inputs[f'pkg_paths_{name}'], n))
+        blocks[name] = torch.cat([block, block], -1)
+    conditions = dict(cond_pkg=blocks['train'][..., :n], cond_llm=blocks['train'][..., n:],
+                      ddim_cond_pkg=blocks['sample'][..., :n],
+                      ddim_cond_llm=blocks['sample'][..., n:])
+    rows += compare_file(fixture / 'outputs.npz', to_numpy(conditions), OUTPUT_TOLERANCE,
+                         names=list(conditions))
+    rows += training_rows(fixture, plan, '', 'grads.npz', dict(
+        actions=actions, block=blocks['train'], t=torch.from_numpy(inputs['t']),
+        noise=torch.from_numpy(inputs['noise']), **batch))
+    actions_of = lambda x: as_numpy(x)[..., 2 * n:3 * n]  # noqa: E731
+    chain = chain_rows(fixture, plan, '', blocks['sample'], batch, recorded,
+                       torch.from_numpy(inputs['x_T']), inputs['ddpm_noise'],
+                       dict(ddim=('ddim_actions', actions_of), ddpm=('ddpm_actions', actions_of)))
+    rows += chain + validation_rows(fixture, plan, '', blocks['sample'], batch, inputs, recorded)
+
+    others = dict(**schedule_outputs(list(recorded), meta), **lr_outputs(cfg, recorded),
+                  **ema_outputs(cfg, plan.unet, inputs))
+    rows += compare_file(fixture / 'outputs.npz', to_numpy(others), OUTPUT_TOLERANCE,
+                         names=list(others))
+    rows += pkg_rows(fixture, graph)
+    return rows + unchecked_rows(rows, recorded), header_ok
+
+
+def as_numpy(value) -> np.ndarray:
+    return value.detach().cpu().numpy() if torch.is_tensor(value) else np.asarray(value)
+
+
+def unchecked_rows(rows: List[Row], recorded: dict) -> List[Row]:
+    """A failing row for every recorded array no row compared (nothing is skipped
+    silently)."""
+    named = {row[0].split(':', 1)[-1].split('[')[0].split('(')[0].split(' ')[0]
+             for row in rows if row[0].startswith('outputs.npz:')}
+    return [(f'outputs.npz:{name} (not compared)', math.inf, math.inf, OUTPUT_TOLERANCE, False)
+            for name in sorted(set(recorded) - named)]
