@@ -449,3 +449,16 @@ def test_qualitative_long_action_names_are_numbered_with_a_key(tmp_path, monkeyp
     plot_qualitative(soft, soft, ['a', 'b', 'c', 'd', 'e'], tmp_path / 'q', gt_plan=[0, 1, 2],
                      pred_plan=[0, 1, 2], shortened='checkpoint of epoch 100 of 500')
     assert '† shortened run: checkpoint of epoch 100 of 500' in texts and 'a' in texts
+
+
+def test_a_point_pools_the_seeds_of_a_per_seed_pretraining_stage():
+    """The frozen-encoder study pre-trains once per seed: settings.pretrained.seed is the
+    row's seed, not another run setting; any other difference of the stage still is."""
+    rows = [ResultRow('VPN', seed, 3, {'success_rate': 10.0 + seed},
+                      variant=dict(train_fraction=fraction), settings=dict(
+                          pretrained=dict(stage='pretrain_encoder', seed=seed, max_epochs=30)))
+            for seed in range(3) for fraction in (0.1, 1.0)]
+    assert [p[1] for p in efficiency_points(rows)[('VPN', 3)]] == pytest.approx([11.0, 11.0])
+    rows[0].settings['pretrained']['max_epochs'] = 5
+    with pytest.raises(ValueError, match='differ in settings'):
+        efficiency_points(rows)

@@ -50,7 +50,8 @@ DEFAULT_METRICS = ('success_rate', 'mean_accuracy', 'miou_set')
 # what the rows pooled in one cell must share (besides method, dataset and test horizon)
 CELL_IDENTITY = ('protocol', 'config', 'train_horizon', 'variant', 'settings')
 # settings that legitimately differ across the seeds of one run setting (llm_eval.py rows:
-# the sample seed is the row's seed; a step model may be trained per seed)
+# the sample seed is the row's seed; a step model may be trained per seed; and the seed of
+# settings.pretrained, the pre-training stage each seed runs)
 PER_SEED_SETTINGS = ('sample_seed', 'step_checkpoint', 'anchors_file')
 CI_STYLES = ('width', 'half-width')  # width: the paper's p95 - p5; half-width: (p95 - p5) / 2
 MIN_SEEDS_FOR_CI = 3  # fewer seeds: mean only, no CI, no significance mark
@@ -265,6 +266,8 @@ def _identity_value(row: ResultRow, name: str, free_variant=()) -> str:
     value = getattr(row, name)
     if name == 'settings':
         value = {k: v for k, v in value.items() if k not in PER_SEED_SETTINGS}
+        if isinstance(value.get('pretrained'), dict):  # a pre-training stage runs per seed
+            value['pretrained'] = {k: v for k, v in value['pretrained'].items() if k != 'seed'}
     if name == 'variant':
         value = {k: v for k, v in value.items() if k not in free_variant}
     return json.dumps(value, sort_keys=True, default=str)
