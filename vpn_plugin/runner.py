@@ -34,6 +34,7 @@ import collections
 import copy
 import inspect
 import logging
+import os
 import os.path as osp
 import sys
 
@@ -133,9 +134,9 @@ class PlanningRunner(Runner):
         # mutate in place: Runner.__init__ logs this same dict afterwards
         env_cfg.update(cpu_backend(env_cfg, has_accelerator()))
         super().setup_env(env_cfg)
-        if self._distributed:
-            print(rank_line(env_cfg, self._rank, self._world_size, has_accelerator()),
-                  file=sys.stderr, flush=True)
+        if self._distributed:  # one write per line: the ranks' lines never interleave
+            os.write(sys.stderr.fileno(), (rank_line(
+                env_cfg, self._rank, self._world_size, has_accelerator()) + '\n').encode())
 
     def _log_env(self, env_cfg: dict) -> None:
         config = self.cfg._cfg_dict
