@@ -347,6 +347,7 @@ def test_cpu_process_group_and_ddp(tmp_path):
 
 
 def test_torchrun_two_cpu_processes_train_to_the_end(toy_config, tmp_path):
+    compat.apply()  # load_checkpoint below reads through mmengine's loader (run alone too)
     work_dir = tmp_path / 'dist_work'
     env = {**subprocess_env(), 'PORT': str(free_port()), 'PYTHON': sys.executable,
            'CUDA_VISIBLE_DEVICES': ''}
@@ -359,6 +360,13 @@ def test_torchrun_two_cpu_processes_train_to_the_end(toy_config, tmp_path):
     assert 'Distributed training: True' in run_logs(work_dir)  # the environment: log file only
     assert 'Epoch(train) [2][2/2]' in log  # 32 samples / (2 ranks x batch 8) = 2 iterations
     assert load_checkpoint(work_dir / 'epoch_2.pth')['meta']['epoch'] == 2
+    # issue 34: one clean line per rank, no thread / broadcast_buffers warning per rank, and
+    # no "GPU number: 2" on a CPU machine
+    assert sorted(line for line in log.splitlines() if line.startswith('rank ')) == [
+        'rank 0/2: CPU, backend gloo, 1 thread(s)', 'rank 1/2: CPU, backend gloo, 1 thread(s)']
+    for noise in ('Warning', 'MKL_NUM_THREADS', 'OMP_NUM_THREADS', 'broadcast_buffers'):
+        assert noise not in log, noise
+    assert 'GPU number: 0 (2 CPU processes)' in run_logs(work_dir)
 
 
 def test_fileio_deprecation_warnings_are_silenced_and_other_messages_kept(capsys):

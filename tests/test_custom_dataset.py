@@ -39,6 +39,16 @@ def test_the_example_trains_in_one_command_from_another_directory(tmp_path, monk
         assert noise not in console, noise
     log = next(work_dir.glob('*/*.log')).read_text()
     assert 'System environment' in log and 'Hooks will be executed' in log
+    # issue 34: the log states each split's windows (counted here from the JSON by hand)
+    import re
+    sizes = {split: (int(n), int(v)) for split, n, v in re.findall(
+        r'PlanningDataset \((train|val|test), T=3\): (\d+) windows of (\d+) videos', log)}
+    assert set(sizes) == {'train', 'val', 'test'}
+    for split, names in (('train', ('train', 'val')), ('test', ('test',))):
+        videos = json.loads((root / f'{split}.json').read_text())
+        assert sum(sizes[n][0] for n in names) == sum(max(0, len(v['steps']) - 2)
+                                                      for v in videos)
+        assert sum(sizes[n][1] for n in names) == len([v for v in videos if len(v['steps']) >= 3])
 
 
 def test_text_feature_tool_writes_what_the_model_reads(tmp_path):

@@ -51,7 +51,9 @@ def test_cli_prints_every_run_and_the_total(monkeypatch, capsys, tmp_path):
     trained = [u for u in units if u.train]
     assert len(lines) == len(units) + 2
     first = lines[0]
-    assert first.startswith(f'{units[0].slug} seed=0 T=3 test T=3 | {units[0].config} |')
+    assert not any(t.variant for t in units[0].tests)  # (a test variant: '(key=value, ...)')
+    rows = ', '.join(f'{t.method!r} T={t.horizon}' for t in units[0].tests)
+    assert first.startswith(f'seed=0 T=3 rows: {rows} | {units[0].config} |')
     assert '30 epochs at 2.00 s, ~1.0 min' in first and str(tmp_path / 'standard') in first
     models = {u.config: model_kind(Config.fromfile(u.config).model) for u in trained}
     total_seconds = sum(RELATIVE_EPOCH_COST[('crosstask', models[u.config])]
@@ -106,3 +108,22 @@ def test_the_union_model_is_estimated_from_the_union_epoch(monkeypatch, tmp_path
         assert union.epoch_seconds == pytest.approx(4.0 * RELATIVE_EPOCH_COST[('union', name)])
         assert single.epoch_seconds == pytest.approx(4.0 * RELATIVE_EPOCH_COST[('niv', name)])
     assert planned['SCHEMA_union'].seconds > 10 * planned['ViterbiPlanNet_union'].seconds
+
+
+def test_dry_run_lists_every_row_by_the_name_methods_takes(monkeypatch, capsys, tmp_path):
+    """Issue 34: SCHEMA's training gives two rows (w/ and w/o PKG); the dry run names both,
+    as --methods spells them (never a folder slug such as Base_Model)."""
+    import re
+    monkeypatch.chdir(REPO)
+    tool = load_tool('run_protocol')
+    units = tool.main(['configs/protocol/main_and_ablation_t6_niv.py', '--dry-run', '--seeds',
+                       '0', '--out', str(tmp_path)])
+    out = capsys.readouterr().out
+    expected = {(t.method, t.horizon) for u in units for t in u.tests}
+    printed = {(m, int(h)) for m, h in re.findall(r"'([^']+)' T=(\d+)", out)}
+    assert printed == expected and ('SCHEMA w/o PKG', 6) in printed
+    run_lines = out.splitlines()[:len(units)]
+    assert all('_' not in line.split(' | ')[0] for line in run_lines)  # no folder slug
+    for method, _ in printed:  # each printed name is one --methods accepts
+        assert tool.main(['configs/protocol/main_and_ablation_t6_niv.py', '--dry-run',
+                          '--seeds', '0', '--methods', method, '--out', str(tmp_path)])

@@ -194,6 +194,16 @@ def test_missing_feature_file_names_dataset_and_command(tmp_path):
             f'--out {tmp_path}/synthetic/niv') in message
     assert f'python tools/convert_features.py --src /path/to/real/features --dst {feature_dir}' \
         in message
+    # issue 34: from any other directory the hint names the tools by their absolute path
+    elsewhere = tmp_path / 'elsewhere'
+    elsewhere.mkdir()
+    with pytest.MonkeyPatch.context() as patch:
+        patch.chdir(elsewhere)
+        with pytest.raises(BadVideoError) as err:
+            PlanningDataset(data_root=root, horizon=2, taxonomy='taxonomy.json',
+                            feature_dir=feature_dir, window_file='w.json', split='test')
+    assert f'python {REPO}/tools/make_synthetic_features.py --dataset niv' in str(err.value)
+    assert f'python {REPO}/tools/convert_features.py --src' in str(err.value)
     with pytest.raises(FileNotFoundError, match=r'annotation source .*missing\.json does not '
                                                 r'exist.*"legal_range"'):
         PlanningDataset(data_root=root, horizon=2, taxonomy='taxonomy.json',
@@ -208,9 +218,12 @@ def test_convert_tool_converts_every_layout_and_reports_refusals(tmp_path, frame
         write_layout(src / f'{layout}.npy', layout, record)
     (src / 'bad.npy').write_bytes(pickle.dumps({'frames_features': CallsSystem()}))
     (src / 'short.npy').write_bytes(pickle.dumps({'frames_features': np.zeros((3, 5))}))
+    (src / 'README.md').write_text('# not a feature file\n')  # issue 34: skipped by name
     assert tool_main('convert_features')(['--src', str(src), '--dst', str(dst),
                                           '--frame-dim', '4']) == 1
     out = capsys.readouterr().out
+    assert 'skipped 1 files not named *.npy / *.npz (not feature files): README.md' in out
+    assert 'README' not in out.split('skipped')[0]  # never read, never refused
     assert 'converted 4 files, kept 0 existing .npz (use --overwrite), refused 2' in out
     assert 'refused (unsafe feature file): 1 files' in out and 'system' in out
     assert 'refused (wrong feature dimension): 1 files' in out

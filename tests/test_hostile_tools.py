@@ -291,3 +291,46 @@ def test_check_reference_names_a_truncated_or_object_npz(tmp_path, damage):
         np.savez(fixture / 'inputs.npz', actions=np.array([None, 1], dtype=object))
     message = user_error('check_reference', [fixture])
     assert f'{fixture / "inputs.npz"}: cannot read the recorded arrays' in message, message
+
+
+@pytest.mark.parametrize('files, check', [
+    (('windows.json', 'expected.npz', 'taxonomy.json'),
+     'python {repo}/tools/check_authors_loader.py {folder}'),
+    (('expected_frames_features.npy', 'plain_array.npy'),
+     'python {repo}/tools/convert_features.py --src {folder}'),
+    (('sequence_completion.txt', 'README.md'),
+     'cd {repo} && python -m pytest tests/test_llm_prompting.py -k paper')])
+def test_check_reference_points_a_non_fixture_folder_to_its_check(tmp_path, monkeypatch, files,
+                                                                  check):
+    """Issue 34: authors_loader_small, feature_layouts and paper_prompts of ../shared/reference
+    have no meta.json; the message names the check that fits each (runnable from anywhere)."""
+    folder = tmp_path / 'reference_folder'
+    folder.mkdir()
+    for name in files:
+        (folder / name).write_text('')
+    monkeypatch.chdir(tmp_path)
+    message = user_error('check_reference', [str(folder)])
+    assert 'no meta.json, so not a model fixture' in message
+    assert check.format(repo=REPO, folder=folder) in message
+
+
+def test_mmaction_own_tools_end_on_bad_input_as_ours_do(tmp_path):
+    """Issue 34: MMAction2's tools/train.py (what `mim train mmaction` runs) with a config of
+    ours and a wrong data_root: one message naming the file, exit status 1, no traceback."""
+    import os
+    import subprocess
+    import sys
+    import mmaction
+    from vpn_plugin.errors import is_mmaction_tool
+    tool = Path(mmaction.__file__).parent / '.mim' / 'tools' / 'train.py'
+    assert is_mmaction_tool(tool) and not is_mmaction_tool(REPO / 'tools' / 'train.py')
+    env = {**os.environ, 'PYTHONPATH': str(REPO)}
+    env.pop('VPN_TRACEBACK', None)
+    result = subprocess.run([sys.executable, str(tool), str(REPO / 'configs/vpn_niv_t3.py'),
+                             '--work-dir', str(tmp_path / 'work'), '--cfg-options',
+                             f'data_root={tmp_path / "nowhere"}'],
+                            cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
+    assert result.returncode == 1
+    assert result.stderr.startswith(f'error: taxonomy {tmp_path}/nowhere/niv/taxonomy.json does '
+                                    'not exist')
+    assert 'Traceback' not in result.stderr

@@ -61,6 +61,8 @@ def test_llm_eval_oracle_with_pkg_writes_results(tiny_crosstask, tiny_config, tm
         summary = run_tool(tool, server, tiny_config, tmp_path, '--with-pkg')
         assert len(server.requests) == LIMIT
         assert all(' -> ' in text and 'probability' in text for text, _ in server.requests)
+        first_usage = json.loads(next(tmp_path.glob('*.summary.json')).read_text())['usage']
+        capsys.readouterr()
         run_tool(tool, server, tiny_config, tmp_path, '--with-pkg', '--price-per-1k', '2', '6')
         assert len(server.requests) == LIMIT  # the rerun is served from the cache
         # the server counts a word as a token: the row's tokens and cost, by hand
@@ -83,13 +85,21 @@ def test_llm_eval_oracle_with_pkg_writes_results(tiny_crosstask, tiny_config, tm
     usage = rows[0].usage
     assert (usage['cached_prompt_tokens'], usage['prompt_tokens']) == (prompt_words, 0)
     assert usage['total_tokens'] == prompt_words + reply_words
-    assert usage['cost'] == pytest.approx((2 * prompt_words + 6 * reply_words) / 1000)
+    # issue 34: what the answers used cost, apart from what this run paid (nothing: cached)
+    assert usage['cost_of_answers'] == pytest.approx((2 * prompt_words + 6 * reply_words) / 1000)
+    assert (usage['paid_tokens'], usage['cost_paid']) == (0, 0.0) and 'cost' not in usage
+    assert first_usage['paid_tokens'] == first_usage['total_tokens'] == usage['total_tokens']
+    summary_file = next(tmp_path.glob('*.summary.json'))
+    assert json.loads(summary_file.read_text())['usage'] == usage  # the summary says the same
     dump = json.loads(Path(rows[0].per_sample_file).read_text())  # PlanningMetric's format
     assert dump['sample_idx'] == picked.tolist() and dump['gt_plan'] == plans.tolist()
     assert dump['metrics'] == pytest.approx(summary['metrics'])
     outcomes = Path(rows[0].per_sample_file.replace('per_sample.json', 'outcomes.jsonl'))
     assert len(outcomes.read_text().splitlines()) == 1 + LIMIT
-    assert f'cache hits {LIMIT}' in capsys.readouterr().out
+    printed = capsys.readouterr().out
+    assert f'cache hits {LIMIT}' in printed
+    assert (f"cost paid in this run 0.00; cost of the answers used "
+            f"{usage['cost_of_answers']:.2f}") in printed
 
 
 def test_llm_eval_with_step_model_checkpoint(tiny_crosstask, tiny_config, tmp_path):
@@ -409,3 +419,24 @@ def test_text_only_llm_eval_on_coin(shared_data, tmp_path):
     row = read_results(tmp_path / 'results.jsonl')[0]
     assert row.dataset == 'coin' and row.horizon == 4
     assert row.shortened == f'limit={LIMIT} of 3391 windows'
+
+
+def test_unset_api_key_variable_says_how_to_go_on(tiny_config, tmp_path, monkeypatch):
+    """Issue 34: a local endpoint needs no key: one line saying so and how to run without it;
+    a remote one: how to set it."""
+    from vpn_plugin.baselines.llm.backends import resolve_api_key
+    monkeypatch.delenv('VPN_UNSET_KEY', raising=False)
+    tool = load_tool('llm_eval')
+    with FakeOpenAIServer(echo_anchors) as server:
+        with pytest.raises(SystemExit) as stopped:
+            run_tool(tool, server, tiny_config, tmp_path, '--api-key-env', 'VPN_UNSET_KEY')
+        assert len(server.requests) == 0
+    message = stopped.value.code
+    assert message.startswith(f'error: --api-key-env VPN_UNSET_KEY: environment variable is not '
+                              f'set; {server.base_url} is a local endpoint, which needs no key: '
+                              'run without --api-key-env')
+    assert len(message.split('\n')[0]) == len(message.split('\n(set')[0])  # one line
+    with pytest.raises(KeyError, match='export VPN_UNSET_KEY=<your key>'):
+        resolve_api_key('VPN_UNSET_KEY', 'https://api.openai.com/v1')
+    monkeypatch.setenv('VPN_UNSET_KEY', 'sk-test')
+    assert resolve_api_key('VPN_UNSET_KEY', 'http://localhost:8000/v1') == 'sk-test'

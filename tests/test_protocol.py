@@ -67,7 +67,8 @@ def test_tiny_protocol_end_to_end_and_resume(tiny_crosstask, tmp_path, capsys):
     results = runner.run(units)
     progress = capsys.readouterr().err
     assert '6 runs, 0 already finished, 6 to run' in progress
-    assert '[1/6] ViterbiPlanNet T=3 seed=0' in progress and '[6/6]' in progress
+    assert '[1/6] ViterbiPlanNet, ViterbiPlanNet (argmax) T=3 seed=0' in progress  # --methods names
+    assert '[6/6]' in progress
     assert 'eta' in progress
     rows = read_results(results)
     assert sorted((r.method, r.seed) for r in rows) == sorted(
@@ -202,7 +203,7 @@ def test_dry_run_sample_efficiency(monkeypatch, capsys):
     assert all(u.pretrained['option'] == 'model.init_visual_from' and
                u.pretrained['unit'].seed == u.seed for u in units)
     out = capsys.readouterr().out
-    assert out.count('test T=- (a pre-training stage)') == 5
+    assert out.count('rows: none (a pre-training stage)') == 5
     assert f'{len(units)} runs (+5 pre-training stages)' in out
 
 

@@ -87,3 +87,66 @@ def test_slots_share_the_cores():
                                                                   ((5,), 2)]
     with pytest.raises(ValueError, match='expected >= 1'):
         slots(0)
+
+
+# ------------------------------------------------ issue 34: the ETA of a protocol run
+class FakeClock:
+    """Seconds that advance by ``step`` at every reading."""
+
+    def __init__(self, step: float):
+        self.now, self.step = -step, step
+
+    def __call__(self) -> float:
+        self.now += self.step
+        return self.now
+
+
+def fake_units(count: int) -> list:
+    from types import SimpleNamespace
+    return [SimpleNamespace(slug=f'slug_{i}', horizon=3, seed=i,
+                            tests=[SimpleNamespace(method=f'Method {i}')]) for i in range(count)]
+
+
+def test_eta_is_the_units_left_times_the_measured_seconds_per_unit():
+    from vpn_plugin.protocol.progress import Progress
+    times = iter([0.0, 0.0, 30.0, 60.0])
+    progress = Progress(4, estimate=100.0, clock=lambda: next(times))
+    assert progress.text() == ' (eta ~100s, dry-run estimate)'  # nothing finished yet
+    assert progress.text() == ' (eta ~70s, dry-run estimate)'  # 30 s spent
+    progress.done()
+    assert progress.text() == ' (1/4 done, elapsed 60s, eta 180s)'  # 60 s per unit x 3 left
+    times = iter([0.0, 40.0])
+    pool = Progress(6, jobs=2, estimate=100.0, clock=lambda: next(times))
+    pool.done(), pool.done()  # two at once: 20 s per unit at the pool's rate
+    assert pool.text() == ' (2/6 done, elapsed 40s, eta 80s)'
+    assert Progress(3, clock=lambda: 0.0).text() == ''  # no estimate, nothing finished
+
+
+def test_progress_lines_count_every_finished_unit_with_one_job_and_with_two(capsys):
+    """The ETA never grows with the elapsed time: after the k-th of 4 units at 10 s each
+    (fake clock), it says 10 x (4 - k) s, in turn and in a pool of 2 (whose finished units
+    leave its buffer when written: the old count stayed at 1)."""
+    import re
+    from types import SimpleNamespace
+    from vpn_plugin.protocol.pool import run_pool
+    from vpn_plugin.protocol.progress import Progress
+    clock = SimpleNamespace(now=0.0)
+
+    def ten_seconds(unit, done, wait=True):
+        clock.now += 10.0
+    in_turn = SimpleNamespace(run_unit=ten_seconds, work_dir=lambda unit: 'work')
+    ProtocolRunner.run_in_turn(in_turn, fake_units(4), set(),
+                               Progress(4, clock=lambda: clock.now))
+    lines = capsys.readouterr().err.splitlines()
+    assert [re.sub(r'^\[run_protocol [\d:]+\] ', '', line) for line in lines] == [
+        '[1/4] Method 0 T=3 seed=0',
+        '[2/4] Method 1 T=3 seed=1 (1/4 done, elapsed 10s, eta 30s)',
+        '[3/4] Method 2 T=3 seed=2 (2/4 done, elapsed 20s, eta 20s)',
+        '[4/4] Method 3 T=3 seed=3 (3/4 done, elapsed 30s, eta 10s)']
+    pooled = SimpleNamespace(unit_rows=lambda unit, done: [], record=lambda row, done: None)
+    # the pool reads the clock once per finished unit: 10 s later each time
+    run_pool(pooled, fake_units(4), set(), 2, Progress(4, jobs=2, clock=FakeClock(10.0)))
+    finished = [line for line in capsys.readouterr().err.splitlines() if 'finished' in line]
+    etas = [re.search(r'\((\d)/4 done, elapsed (\d+)s, eta (\d+)s\)', line).groups()
+            for line in finished]
+    assert [(int(k), int(e)) for k, _, e in etas] == [(k, 10 * (4 - k)) for k in range(1, 5)]

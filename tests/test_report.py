@@ -467,7 +467,8 @@ def test_oracle_rows_are_named_and_never_the_default_delta_and_llm_rows_show_the
     oracle = make_rows('gpt [oracle first/last]', [60.0, 61.0, 62.0])
     for row in oracle:
         row.variant = {'anchors': 'oracle'}
-        row.usage = {'total_tokens': 1_200_000 + row.seed, 'cost': 3.0 + row.seed}
+        row.usage = {'total_tokens': 1_200_000 + row.seed, 'paid_tokens': 1000 * row.seed,
+                     'cost_of_answers': 3.0 + row.seed, 'cost_paid': 0.5 * row.seed}
     rows = oracle + make_rows('ViterbiPlanNet', [30.0, 31.0, 32.0]) + \
         make_rows('PKG beam search', [20.0, 21.0, 22.0])
     table = build_table(rows, ['success_rate'], num_resamples=50, num_diff_resamples=50)
@@ -476,9 +477,15 @@ def test_oracle_rows_are_named_and_never_the_default_delta_and_llm_rows_show_the
     assert improvement.delta == pytest.approx(10.0)
     markdown, latex = to_markdown(table), to_latex(table)
     assert 'ORACLE rows (gpt [oracle first/last]) are upper bounds' in markdown
-    assert '| Method | Tokens | Cost |' in markdown
-    assert '| gpt [oracle first/last] | 1.20M | 4.00 |' in markdown.replace('**', '')
-    assert 'ORACLE rows' in latex and r'Method & Tokens & Cost &' in latex
+    assert '| Method | Tokens | Paid tokens | Cost | Paid |' in markdown
+    assert '| gpt [oracle first/last] | 1.20M | 1.00K | 4.00 | 0.50 |' in markdown.replace('**', '')
+    assert 'Paid: what the run\'s own requests cost' in markdown
+    assert 'ORACLE rows' in latex and r'Method & Tokens & Paid tokens & Cost & Paid &' in latex
+    for row in oracle:  # a row written before issue 34: 'cost' = of the answers used
+        row.usage = {'total_tokens': 1_200_000 + row.seed, 'cost': 3.0 + row.seed}
+    legacy = to_markdown(build_table(rows, ['success_rate'], num_resamples=50,
+                                     num_diff_resamples=50))
+    assert '| Method | Tokens | Cost |' in legacy and 'Paid' not in legacy
     explicit = build_table(rows, ['success_rate'], reference='gpt [oracle first/last]',
                            ours='ViterbiPlanNet', num_resamples=50, num_diff_resamples=50)
     assert explicit.improvements[('crosstask', 3, 'success_rate')].reference == \

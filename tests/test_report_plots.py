@@ -5,8 +5,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from vpn_plugin.protocol.plots import (ONE_COLUMN, curve_points, efficiency_points,
-                                       error_overlap, log_ticks, overlap_table, params_points,
+from vpn_plugin.protocol.plots import (ONE_COLUMN, curve_points, curve_values,
+                                       efficiency_points, error_overlap, log_ticks,
+                                       overlap_table, params_points,
                                        pkg_quality_panels, plot_curves, plot_error_overlap,
                                        plot_params_vs_metric, plot_pkg_quality, plot_qualitative,
                                        plot_sample_efficiency, top_actions)
@@ -296,3 +297,168 @@ def test_overlap_figure_says_its_width(tmp_path):
     assert_publication_files(two)  # two comparisons fit one column
     assert 'one column wide (3.3 in)' in two[2].read_text()
     assert (overlap_width(1), overlap_width(3)) == (ONE_COLUMN, TWO_COLUMNS)
+
+
+# ------------------------------------------ issue 34: a figure groups rows as report.py does
+def figure_texts(monkeypatch):
+    """Every text of the figures drawn while the returned list is alive (titles, legends,
+    notes), captured just before saving."""
+    import matplotlib.text
+    from vpn_plugin.protocol import plots
+    texts, save = [], plots.save_figure
+
+    def recording(fig, out_stem):
+        fig.canvas.draw()  # tick labels are made at draw time
+        texts.extend(t.get_text() for t in fig.findobj(matplotlib.text.Text))
+        texts.append(f'<{len(fig.axes)} axes>')
+        return save(fig, out_stem)
+    monkeypatch.setattr(plots, 'save_figure', recording)
+    return texts
+
+
+def two_horizon_rows():
+    """The issue's example: T=3 and T=4 rows of one study, T=4 higher by 10 points."""
+    return [ResultRow('ViterbiPlanNet', seed, horizon,
+                      {'mean_accuracy': 10.0 * horizon + 20 * fraction + seed},
+                      variant=dict(train_fraction=fraction), dataset='niv')
+            for seed in range(3) for horizon in (3, 4) for fraction in (0.1, 0.5, 1.0)]
+
+
+def test_curve_draws_a_panel_per_horizon_and_never_averages_them(tmp_path, monkeypatch):
+    from vpn_plugin.protocol.plots import seeds_per_point
+    panels = curve_values(two_horizon_rows(), 'train_fraction', 'mean_accuracy')
+    assert list(panels) == [('niv', 3), ('niv', 4)]
+    for (_, horizon), lines in panels.items():
+        by_x = lines['ViterbiPlanNet']
+        assert {x: np.mean(v) for x, v in by_x.items()} == pytest.approx(
+            {f: 10.0 * horizon + 20 * f + 1 for f in (0.1, 0.5, 1.0)})  # that horizon only
+        assert seeds_per_point(lines) == [3, 3, 3]  # 3 seeds per point, not 6 rows
+    with pytest.raises(ValueError, match=r'horizons T=3, 4: .*--horizon'):
+        curve_points(two_horizon_rows(), 'train_fraction', 'mean_accuracy')
+    texts = figure_texts(monkeypatch)
+    paths = plot_curves(two_horizon_rows(), 'train_fraction', 'mean_accuracy', tmp_path / 'c')
+    assert_publication_files(paths, max_width=6.9)
+    assert {'T=3', 'T=4', '<2 axes>', 'Share of training windows'} <= set(texts)
+    assert 'Bands: 90% bootstrap CI over 3 seeds per point' in texts
+    assert {'0.1', '0.5', '1'} <= set(texts)  # every plotted x value is a tick label
+
+
+def test_a_point_never_pools_two_run_settings_or_a_seed_twice():
+    rows = two_horizon_rows()
+    rows[0].config = 'configs/other.py'
+    with pytest.raises(ValueError, match="'ViterbiPlanNet'.*T=3.*differ in config"):
+        curve_values(rows, 'train_fraction', 'mean_accuracy')
+    twice = two_horizon_rows() + [two_horizon_rows()[0]]
+    with pytest.raises(ValueError, match="two rows of 'ViterbiPlanNet' seed 0"):
+        efficiency_points(twice, 'mean_accuracy')
+    mixed = efficiency_rows() + [ResultRow('ViterbiPlanNet', 0, 3, {'success_rate': 1.0},
+                                           variant=dict(train_fraction=0.1), dataset='coin')]
+    with pytest.raises(ValueError, match=r"datasets '', 'coin': .*--dataset"):
+        efficiency_points(mixed)
+    with pytest.raises(ValueError, match=r'horizons T=3, 4: .*--horizon'):
+        pkg_quality_panels(pkg_rows() + [ResultRow('VPN', 0, 4, {'success_rate': 1.0},
+                                                   variant=dict(perturbation='none',
+                                                                level=0.0))])
+
+
+def test_overlap_and_params_refuse_a_horizon_mix(tmp_path):
+    rows, _ = overlap_rows(tmp_path)
+    other = [ResultRow(r.method, r.seed, 3, r.metrics, per_sample_file=r.per_sample_file)
+             for r in rows]
+    with pytest.raises(ValueError, match=r'horizons T=3, 6: .*--horizon'):
+        error_overlap(rows + other, 'VPN', 'Base')
+    assert error_overlap(rows + other, 'VPN', 'Base', horizon=6).total == 120
+    with pytest.raises(ValueError, match=r'^no rows at T=5; present: T=3, 6$'):
+        error_overlap(rows + other, 'VPN', 'Base', horizon=5)
+    params = [ResultRow('A', s, h, {'success_rate': 1.0}, params=5)
+              for s in range(2) for h in (3, 4)]
+    with pytest.raises(ValueError, match=r'horizons T=3, 4'):
+        params_points(params, 'success_rate')
+
+
+def test_cli_horizon_without_rows_names_the_horizons_present(tmp_path, capsys):
+    for row in two_horizon_rows():
+        row.params = 10
+        append_result(tmp_path / 'r.jsonl', row)
+    tool = load_tool('plots')
+    for kind in (['params'], ['curve', '--x', 'train_fraction'], ['efficiency']):
+        with pytest.raises(SystemExit) as exit_:
+            tool.main(kind + [str(tmp_path / 'r.jsonl'), '--horizon', '5', '--metric',
+                              'mean_accuracy', '--out', str(tmp_path / 'f')])
+        assert str(exit_.value.code).startswith('error: no rows at T=5; present: T=3, 4\n')
+    paths = tool.main(['curve', str(tmp_path / 'r.jsonl'), '--x', 'train_fraction',
+                       '--horizon', '3', '--metric', 'mean_accuracy', '--out',
+                       str(tmp_path / 'one')])
+    assert_publication_files(paths)  # one horizon: one panel, one column
+
+
+def test_a_method_has_one_colour_in_every_figure():
+    from vpn_plugin.protocol.plots import distinct_colours, figure_styles, method_styles
+    alone = method_styles(['ViterbiPlanNet'])['ViterbiPlanNet']
+    for others in (['SCHEMA', 'KEPP'], ['CEFITO', 'PDPP', 'Base Model'], ['Some new method']):
+        assert method_styles(others + ['ViterbiPlanNet'])['ViterbiPlanNet'] == alone
+        assert figure_styles(others + ['ViterbiPlanNet'])['ViterbiPlanNet'] == alone
+    names = ['ViterbiPlanNet', 'SCHEMA', 'PDPP', 'KEPP', 'CEFITO', 'Base Model']
+    colours = [method_styles([m])[m]['color'] for m in names]
+    assert len(set(colours)) == len(names)  # the main methods: six colours
+    assert method_styles(['My method'])['My method'] == method_styles(['x', 'My method'])[
+        'My method']  # an unknown name: the same slot from its name in every figure
+    # a variant beside its family gets a colour of its own, the same in every such figure
+    venn = distinct_colours(['SCHEMA w/o PKG', 'SCHEMA w/ PKG', 'ViterbiPlanNet'])
+    assert len(set(venn.values())) == 3 and venn['SCHEMA w/ PKG'] == method_styles(
+        ['SCHEMA'])['SCHEMA']['color']
+    assert distinct_colours(['ViterbiPlanNet', 'SCHEMA w/ PKG', 'SCHEMA w/o PKG']) == venn
+
+
+def test_figures_of_shortened_runs_say_so(tmp_path, monkeypatch):
+    texts = figure_texts(monkeypatch)
+    rows = [r for r in study_rows() if r.variant['train_fraction'] == 1.0]
+    for row in rows:
+        row.shortened = 'max_epochs=3' if row.method == 'VPN' else ''
+    plot_params_vs_metric(rows, 'success_rate', tmp_path / 'p')
+    assert 'VPN†' in texts and 'Base' in texts
+    assert any('† shortened runs: max_epochs=3' in t for t in texts)
+    texts.clear()
+    overlap, _ = overlap_rows(tmp_path)
+    for row in overlap:
+        row.shortened = 'limit=10'
+    plot_error_overlap([error_overlap(overlap, 'VPN', 'Base')], tmp_path / 'v')
+    assert any('† shortened runs: limit=10' in t for t in texts)
+    assert any(t.startswith('VPN† fails') for t in texts)
+
+
+def test_overlap_percentages_name_their_denominators(tmp_path, monkeypatch):
+    texts = figure_texts(monkeypatch)
+    rows, _ = overlap_rows(tmp_path)
+    overlap = error_overlap(rows, 'VPN', 'Base')
+    plot_error_overlap([overlap], tmp_path / 'v')
+    note = next(t for t in texts if t.startswith('both solve')).replace('\n  ', ' ')
+    assert f"fixed: {overlap.fixed_pct[0]:.1f}% of Base's failures" in note
+    assert f'introduced: {overlap.introduced_pct[0]:.1f}% of its successes' in note
+
+
+def test_qualitative_long_action_names_are_numbered_with_a_key(tmp_path, monkeypatch):
+    texts = figure_texts(monkeypatch)
+    names = [f'a long action name number {i} that does not fit' for i in range(5)]
+    soft = np.full((3, 5), 0.2)
+    plot_qualitative(soft, soft, names, tmp_path / 'q', gt_plan=[0, 1, 2], pred_plan=[0, 1, 2])
+    key = next(t for t in texts if t.startswith('1  '))
+    assert all(f'{i + 1}  {n}' in key.replace('\n    ', ' ') for i, n in enumerate(names))
+    assert '0.25' in texts and '0.75' in texts  # intermediate colour-bar ticks
+    texts.clear()
+    plot_qualitative(soft, soft, ['a', 'b', 'c', 'd', 'e'], tmp_path / 'q', gt_plan=[0, 1, 2],
+                     pred_plan=[0, 1, 2], shortened='checkpoint of epoch 100 of 500')
+    assert '† shortened run: checkpoint of epoch 100 of 500' in texts and 'a' in texts
+
+
+def test_a_point_pools_the_seeds_of_a_per_seed_pretraining_stage():
+    """The frozen-encoder study pre-trains once per seed: settings.pretrained.seed is the
+    row's seed, not another run setting; any other difference of the stage still is."""
+    rows = [ResultRow('VPN', seed, 3, {'success_rate': 10.0 + seed},
+                      variant=dict(train_fraction=fraction), settings=dict(
+                          pretrained=dict(stage='pretrain_encoder', seed=seed, max_epochs=30)))
+            for seed in range(3) for fraction in (0.1, 1.0)]
+    assert [p[1] for p in efficiency_points(rows)[('VPN', 3)]] == pytest.approx([11.0, 11.0])
+    rows[0].settings['pretrained']['max_epochs'] = 5
+    with pytest.raises(ValueError, match='differ in settings'):
+        efficiency_points(rows)

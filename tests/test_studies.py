@@ -249,7 +249,9 @@ def test_sample_efficiency_pairs_each_network_with_its_dashed_twin(tmp_path):
     assert named[('B w/o PKG', 3)]['color'] == named[('B', 3)]['color']  # by name first
     assert named[('Base', 3)]['color'] == named[('A', 3)]['color']  # then the free one
     one = efficiency_styles({('VPN', 3): [], ('VPN', 6): [], ('no PKG', 3): []}, ['no PKG'])
-    assert one[('VPN', 3)]['color'] != one[('VPN', 6)]['color']  # one network: colour = T
+    # colour = the method in every figure (one network too); the horizon is the marker
+    assert one[('VPN', 3)]['color'] == one[('VPN', 6)]['color'] == one[('no PKG', 3)]['color']
+    assert one[('VPN', 3)]['marker'] != one[('VPN', 6)]['marker']
     rows = [ResultRow(m, seed, 3, {'success_rate': 10.0 * i + seed + f},
                       variant=dict(train_fraction=f))
             for i, m in enumerate(order) for seed in range(3) for f in (0.1, 1.0)]

@@ -248,3 +248,21 @@ def test_crosstask_generation_fits_the_budget(crosstask_videos_all, tmp_path):
     assert per_frame_bytes < 512 * 4 * 1.05
     assert total_frames * per_frame_bytes < 2e9
     assert total_frames * per_frame_seconds < 180
+
+
+def test_dataset_stats_of_a_custom_dataset_config(capsys, tmp_path, monkeypatch):
+    """Issue 34: --config reads the dataset any config reads (examples/custom_dataset), from
+    any directory; windows slid over each video = max(0, steps - T + 1), counted by hand."""
+    kitchen = REPO / 'examples/custom_dataset/kitchen'
+    monkeypatch.chdir(tmp_path)
+    assert tool_main('dataset_stats')(['--config', str(
+        REPO / 'examples/custom_dataset/vpn_kitchen_t3.py'), '--json']) == 0
+    rows = json.loads(capsys.readouterr().out)['rows']
+    for row in rows:
+        for split in ('train', 'test'):
+            videos = json.loads((kitchen / f'{split}.json').read_text())
+            assert row[f'{split}_windows'] == sum(max(0, len(v['steps']) - row['horizon'] + 1)
+                                                  for v in videos)
+        assert (row['actions'], row['tasks']) == (9, 2)
+    assert rows[0]['train_windows'] > 0 and rows[-1]['train_windows'] == 0
+    assert rows[-1]['pkg_coverage'] is None  # no windows at T=6: no coverage, no crash

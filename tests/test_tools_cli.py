@@ -97,3 +97,23 @@ def test_dist_test_two_processes_score_every_sample_once(toy_config, tmp_path):
     log = run_logs(tmp_path / 'work')
     assert 'Distributed training: True' in log and "'backend': 'gloo'" in log
     assert json.loads(metrics.read_text()) == {'toy/accuracy': pytest.approx(expected)}
+
+
+def test_a_test_never_rewrites_the_training_record(toy_config, tmp_path, monkeypatch):
+    """Issue 34: tools/test.py in a training's work dir writes its config to its own
+    timestamped log dir; the training's config file stays as the training wrote it."""
+    monkeypatch.setenv('LOCAL_RANK', '0')
+    work_dir = tmp_path / 'work'
+    work_dir.mkdir()
+    record = work_dir / 'toy_config.py'
+    record.write_text('# the training run\'s config\nmax_epochs = 20\n')
+    checkpoint = tmp_path / 'toy.pth'
+    expected = toy_checkpoint(checkpoint)
+    metrics = load_tool('test').main([str(toy_config), str(checkpoint), '--work-dir',
+                                      str(work_dir)])
+    assert metrics == {'toy/accuracy': pytest.approx(expected)}
+    assert record.read_text() == '# the training run\'s config\nmax_epochs = 20\n'
+    written = list(work_dir.glob('*/toy_config.py'))
+    assert len(written) == 1 and written[0].parent.name[:8].isdigit()  # <timestamp>/
+    assert str(checkpoint) in written[0].read_text()  # the test's own config (load_from)
+    assert (written[0].parent / 'test_metrics.json').is_file()

@@ -2,13 +2,14 @@
 
     python tools/convert_features.py --src /path/to/processed_data --dst data/crosstask/features
 
-Every file in ``--src`` (raw pickled dicts named ``.npy``, ``np.savez`` archives, ``.npy``
+Every ``*.npy`` / ``*.npz`` file in ``--src`` (raw pickled dicts named ``.npy``, ``np.savez`` archives, ``.npy``
 object or plain arrays; see vpn_plugin/datasets/features.py) becomes ``<dst>/<stem>.npz``
 holding ``frames_features`` (seconds, D) and every other non-object field of the file. The
 files are read without running any code from them: a pickle naming anything but numpy
 arrays, numbers and strings is refused. The public files also load as they are; converting
-saves the unpickling at every cache rebuild. Prints a summary (converted, kept, refused with
-reasons) and exits 1 when a file was refused.
+saves the unpickling at every cache rebuild. Other files (a README) are skipped by name and
+counted. Prints a summary (converted, kept, refused with reasons, skipped) and exits 1 when a
+file was refused.
 """
 import argparse
 import sys
@@ -41,8 +42,15 @@ def convert_file(src: Path, dst: Path, frame_dim: int) -> int:
     return left_out
 
 
-def source_files(src: Path) -> list:
-    return sorted(p for p in src.iterdir() if p.is_file() and not p.name.startswith('.'))
+FEATURE_SUFFIXES = ('.npy', '.npz')  # the names the datasets look for (find_feature_file)
+
+
+def source_files(src: Path) -> tuple:
+    """(feature files, other files) of ``src``: a feature file is named ``*.npy`` / ``*.npz``;
+    the others (a README, a listing) are skipped by name and counted, never read."""
+    files = sorted(p for p in src.iterdir() if p.is_file() and not p.name.startswith('.'))
+    return ([p for p in files if p.suffix in FEATURE_SUFFIXES],
+            [p for p in files if p.suffix not in FEATURE_SUFFIXES])
 
 
 def convert_all(files, dst: Path, frame_dim: int, overwrite: bool) -> dict:
@@ -84,12 +92,17 @@ def main(argv=None) -> int:
     parser.add_argument('--overwrite', action='store_true')
     args = parser.parse_args(argv)
     src, dst = Path(args.src), Path(args.dst)
-    files = source_files(src) if src.is_dir() else []
+    files, others = source_files(src) if src.is_dir() else ([], [])
     if not files:
         raise FileNotFoundError(f'--src {src}: no feature files there (expected a folder of '
-                                '<task>_<vid>.npy/.npz files)')
+                                '<task>_<vid>.npy/.npz files' + (
+                                    f'; it holds {len(others)} other files, e.g. '
+                                    f'{others[0].name}' if others else '') + ')')
     result = convert_all(files, dst, args.frame_dim, args.overwrite)
     print_summary(result, dst)
+    if others:
+        print(f'skipped {len(others)} files not named *.npy / *.npz (not feature files): '
+              + ', '.join(p.name for p in others[:5]) + (', ...' if len(others) > 5 else ''))
     return 1 if result['counts']['refused'] else 0
 
 

@@ -1,6 +1,7 @@
 """Per horizon T=3..6: train/test windows, actions, tasks and PKG coverage of a dataset.
 
     python tools/dataset_stats.py --dataset coin --data-root ../shared/data [--json]
+    python tools/dataset_stats.py --config examples/custom_dataset/vpn_kitchen_t3.py  # any config
 
 See vpn_plugin/datasets/stats.py for how the windows and the coverage are counted. Exits with
 status 1 and names the file when the dataset's annotations are not there.
@@ -10,19 +11,26 @@ import json
 import sys
 
 from vpn_plugin.datasets.stats import format_table, window_statistics
-from vpn_plugin.errors import tool_main
+from vpn_plugin.errors import POSITIVE_INT, tool_main
 
 
 @tool_main
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split('\n')[0])
-    parser.add_argument('--dataset', choices=('crosstask', 'niv', 'coin'), required=True)
-    parser.add_argument('--data-root', default='../shared/data')
+    which = parser.add_mutually_exclusive_group(required=True)
+    which.add_argument('--dataset', choices=('crosstask', 'niv', 'coin'))
+    which.add_argument('--config', help='a training or dataset config (a custom dataset too): '
+                       'the dataset its train and test dataloaders read')
+    parser.add_argument('--data-root', help='dataset folder (default: ../shared/data with '
+                        '--dataset, the config\'s data_root with --config)')
+    parser.add_argument('--horizons', nargs='+', type=POSITIVE_INT, default=[3, 4, 5, 6])
     parser.add_argument('--json', action='store_true', help='print JSON instead of a table')
     args = parser.parse_args(argv)
-    rows = window_statistics(args.dataset, args.data_root)
-    print(json.dumps(dict(dataset=args.dataset, rows=rows), indent=2) if args.json
-          else format_table(args.dataset, rows))
+    data_root = args.data_root or (None if args.config else '../shared/data')
+    rows = window_statistics(args.dataset, data_root, args.horizons, config=args.config)
+    name = args.dataset or args.config
+    print(json.dumps(dict(dataset=name, rows=rows), indent=2) if args.json
+          else format_table(name, rows))
     return 0
 
 

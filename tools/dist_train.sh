@@ -13,6 +13,10 @@ NPROC=$2
 shift 2
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 PYTHON=${PYTHON:-"$ROOT/.venv/bin/python"}
+# one thread per process unless set: what torchrun and mmengine set anyway, without their
+# warning per rank (set OMP_NUM_THREADS / MKL_NUM_THREADS to give each process more)
+export OMP_NUM_THREADS=${OMP_NUM_THREADS:-1}
+export MKL_NUM_THREADS=${MKL_NUM_THREADS:-1}
 exec "$PYTHON" -m torch.distributed.run \
     --nnodes="${NNODES:-1}" \
     --node_rank="${NODE_RANK:-0}" \

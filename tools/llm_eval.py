@@ -33,7 +33,7 @@ from vpn_plugin.apis import step_model_anchors
 from vpn_plugin.baselines.llm import (ORACLE, attach_frames, build_queries, failure_causes,
                                       load_anchor_predictions, save_anchor_predictions,
                                       stratified_sample, summarize, token_summary)
-from vpn_plugin.baselines.llm.evaluate import usage_record, write_outcomes
+from vpn_plugin.baselines.llm.evaluate import cost_summary, usage_record, write_outcomes
 from vpn_plugin.baselines.llm.windows import annotation_windows
 from vpn_plugin.datasets.planning_dataset import check_split_disjoint
 from vpn_plugin.protocol.results import ResultRow, read_results, replace_result
@@ -88,7 +88,9 @@ def parse_args(argv=None):
     parser.add_argument('--method', help='method name in the results (default: from the model)')
     parser.add_argument('--price-per-1k', nargs='+', type=float, metavar='PRICE',
                         help='price per 1000 tokens (one for all, or PROMPT COMPLETION): the '
-                        "results row's usage gets the run's cost (tools/report.py: Cost column)")
+                        "results row's usage gets cost_of_answers (every answer used, cached ones "
+                        'included) and cost_paid (the requests of this run); tools/report.py: '
+                        'Cost and Paid columns')
     parser.add_argument('--no-progress', action='store_true')
     parser.add_argument('--cfg-options', nargs='+', action=DictAction)
     add_data_arguments(parser)
@@ -231,6 +233,8 @@ def run_settings(args, num_windows: int, num_test_windows: int) -> dict:
 
 
 def write_results(args, cfg, test_set, queries, outcomes, summary, usage, anchors, files):
+    """Outcomes, summary and the results row; ``usage``: :func:`usage_record` (the answers
+    used and what this run paid, apart)."""
     variant = setting(args, anchors)
     settings = run_settings(args, len(queries), len(test_set))
     write_outcomes(files['outcomes'], queries, outcomes, variant)
@@ -244,7 +248,7 @@ def write_results(args, cfg, test_set, queries, outcomes, summary, usage, anchor
         metrics=summary['metrics'], params=None, dataset=data_root, config=args.config,
         protocol='llm', variant=variant, per_sample_file=str(files['per_sample']),
         shortened=shortened, settings=settings, failures=summary['failures'],
-        usage=usage_record(usage, args.price_per_1k)))
+        usage=usage))
 
 
 def method_slug(args, anchors: str) -> str:
@@ -270,7 +274,7 @@ def main(argv=None):
     files = output_files(args, anchors_label)
     files['per_sample'].parent.mkdir(parents=True, exist_ok=True)
     summary = summarize(queries, outcomes, per_sample_file=files['per_sample'])
-    usage = dict(model.usage)
+    usage = usage_record(model.usage, args.price_per_1k)
     replaced = write_results(args, cfg, test_set, queries, outcomes, summary, usage,
                              anchors_label, files)
     report(summary, usage, anchors_label, args.out, files, replaced)
@@ -303,6 +307,8 @@ def report(summary, usage, anchors, out, files, replaced: int):
               + ', '.join(f'{k} {v}' for k, v in summary['failures'].items()))
     print('metrics: ' + ', '.join(f'{k} {v:.2f}' for k, v in summary['metrics'].items()))
     print(token_summary(usage))
+    if cost_summary(usage):
+        print(cost_summary(usage))
     action = f'replaced {replaced} earlier row(s) of this run in' if replaced else 'appended to'
     print(f'results row {action} {out}; ' + '; '.join(f'{k} {v}' for k, v in files.items()))
 

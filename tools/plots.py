@@ -19,8 +19,11 @@
     # emissions / soft plan of one test window over the top-k actions of its task
     .venv/bin/python tools/plots.py qualitative configs/vpn_crosstask_t3.py CKPT --index 0 \
         --out docs/figures/qualitative
-    # any metric vs any variant setting
+    # any metric vs any variant setting (one panel per dataset and horizon, or --horizon)
     .venv/bin/python tools/plots.py curve RESULTS --x level --group perturbation --out FIG
+
+Every figure groups rows as report.py's tables do: a point pools the seeds of ONE run setting
+(method, dataset, horizon, config, variant); methods from shortened runs carry a †.
 """
 import argparse
 import sys
@@ -47,13 +50,17 @@ def parse_args(argv=None):
             p.add_argument('results', nargs='+', help='results files (.jsonl / .csv)')
             p.add_argument('--protocol')
             p.add_argument('--methods', nargs='+')
+            p.add_argument('--horizon', type=POSITIVE_INT,
+                           help='test horizon T of the rows to draw (a figure never pools '
+                                'horizons: curve draws a panel per T, the others refuse a mix)')
+            p.add_argument('--dataset', help='dataset of the rows to draw (curve: a panel per '
+                                             'dataset; the others refuse a mix)')
         if name not in ('qualitative', 'overlap'):
             p.add_argument('--metric', default='success_rate')
         p.add_argument('--out', required=True, help='output stem (writes .png and .pdf)')
     kinds['curve'].add_argument('--x', required=True, help='variant key on the x axis')
     kinds['curve'].add_argument('--group', help='variant key naming the lines (default: method)')
     kinds['curve'].add_argument('--log-x', action='store_true')
-    kinds['params'].add_argument('--horizon', type=POSITIVE_INT)
     kinds['efficiency'].add_argument('--dashed', nargs='+', default=[],
                                      help='methods without the PKG (drawn dashed)')
     sets = kinds['overlap'].add_mutually_exclusive_group(required=True)
@@ -62,7 +69,6 @@ def parse_args(argv=None):
     sets.add_argument('--sets', nargs=3, metavar='METHOD',
                       help='one three-set Venn of these methods (the paper\'s figure) and the '
                            'fixed / introduced table of each later method against each earlier')
-    kinds['overlap'].add_argument('--horizon', type=POSITIVE_INT)
     quali = kinds['qualitative']
     quali.add_argument('config')
     quali.add_argument('checkpoint')
@@ -114,6 +120,7 @@ def main(argv=None):
             check_names([args.metric], METRIC_RANGES, '--metric')
         rows = filter_rows(read_results(args.results), protocol=args.protocol,
                            methods=args.methods)
+        rows = plots.select_horizon(plots.select_dataset(rows, args.dataset), args.horizon)
         paths = figure_from_results(args, rows)
     for path in paths:
         print(path)

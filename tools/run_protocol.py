@@ -47,7 +47,8 @@ def parse_args(argv=None):
                         help='list the runs (config, seed, horizons, epochs, folder, estimated '
                         'time), check their configs and options, and exit')
     parser.add_argument('--epoch-seconds', type=POSITIVE_FLOAT, default=CPU_EPOCH_SECONDS,
-                        help='--dry-run estimate: seconds per training epoch of ViterbiPlanNet on '
+                        help='--dry-run estimate (and the ETA until the first run finishes): '
+                        'seconds per training epoch of ViterbiPlanNet on '
                         'CrossTask T=3 (default: measured on one CPU thread; '
                         'tools/benchmark_epoch.py configs/vpn_crosstask_t3.py measures yours); '
                         "other datasets and methods scale by their measured cost")
@@ -74,7 +75,9 @@ def main(argv=None):
         print(f'{len(units)} runs' + (f' (+{stages} pre-training stages)' if stages else '')
               + f'; {check_units(units)} configs checked')
         return units
-    results = runner.run(units, jobs=args.jobs)
+    results = runner.run(units, jobs=args.jobs, estimate=lambda todo: sum(
+        run.seconds for run in plan_runs(with_stages(todo), runner.work_dir, runner.max_epochs,
+                                         args.epoch_seconds)))
     print(results)
     return results
 

@@ -301,7 +301,13 @@ def _cpu_compatible_ddp_class():
             first = next(module.parameters(), None)
             if first is None or first.device.type == 'cpu':
                 device_ids = None
-            super().__init__(module=module, device_ids=device_ids, **kwargs)
+            with warnings.catch_warnings():
+                # torch 2.13 deprecates broadcast_buffers in favour of forward_sync_buffers,
+                # which syncs buffers at init even when False; the configs' False (no
+                # syncing at all) has no equivalent yet, so it stays, without a warning per rank
+                warnings.filterwarnings('ignore', message='`broadcast_buffers` is deprecated',
+                                        category=FutureWarning)
+                super().__init__(module=module, device_ids=device_ids, **kwargs)
 
     return CPUCompatibleDDP
 

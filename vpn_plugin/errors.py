@@ -20,6 +20,7 @@ import functools
 import math
 import os
 import pickle
+from pathlib import Path
 
 USER_ERRORS = (OSError, ValueError, LookupError, pickle.UnpicklingError, SyntaxError)
 TRACEBACK_VARIABLE = 'VPN_TRACEBACK'
@@ -53,6 +54,47 @@ def tool_main(main):
         with explained_errors():
             return main(*args, **kwargs)
     return run
+
+
+def is_mmaction_tool(script) -> bool:
+    """``script`` (``sys.argv[0]``) is one of MMAction2's own tools (``mim train mmaction``
+    runs ``<site-packages>/mmaction/.mim/tools/train.py``)."""
+    parts = Path(str(script or '')).parts
+    return any(a == 'mmaction' and b == '.mim' for a, b in zip(parts, parts[1:]))
+
+
+def explain_uncaught_user_errors(script=None) -> bool:
+    """In MMAction2's own tools (which have no :func:`tool_main`), end on a user error as ours
+    do: ``error: <message>`` on stderr, exit status 1, no traceback (``VPN_TRACEBACK=1``:
+    the traceback). Installed as ``sys.excepthook`` when the running script is such a tool
+    (``vpn_plugin.mm`` calls this: every config imports it); returns whether it was."""
+    import sys
+    if not is_mmaction_tool(sys.argv[0] if script is None else script):
+        return False
+    previous = sys.excepthook
+    if getattr(previous, 'vpn_explains', False):
+        return True
+
+    def hook(kind, error, traceback):
+        if issubclass(kind, USER_ERRORS) and not os.environ.get(TRACEBACK_VARIABLE):
+            print(f'error: {describe(error)}\n(set {TRACEBACK_VARIABLE}=1 for the traceback)',
+                  file=sys.stderr)
+            return  # Python exits with status 1 after the hook
+        previous(kind, error, traceback)
+    hook.vpn_explains = True
+    sys.excepthook = hook
+    return True
+
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+
+
+def tool_command(tool: str) -> str:
+    """``python tools/<tool>`` as a hint prints it so that it runs from the user's working
+    directory: the repository-relative path there, the absolute path anywhere else."""
+    script = REPO_ROOT / 'tools' / tool
+    here = Path.cwd().resolve()
+    return f'python {script.relative_to(here) if here == REPO_ROOT else script}'
 
 
 def close_match_hint(name, valid) -> str:

@@ -14,8 +14,9 @@ Differences from mmengine's ``Runner``:
 * without a GPU the distributed backend is ``gloo`` in the config that is used *and* logged
   (mmengine would log ``nccl``; :func:`vpn_plugin.compat.fix_cpu_init_dist` only swaps it at
   ``init_process_group``);
-* the ~250-line config dump is not logged: the config is written to the work dir (as mmengine
-  always does) and one log line says where;
+* the ~250-line config dump is not logged: a training writes the config to the work dir (as
+  mmengine always does), a test to its own timestamped log dir (a test never rewrites the
+  training's record), and one log line says where;
 * the config's formatted text (yapf, ~1 s) is computed once (:class:`TextCachedConfig`), not
   for the work dir, the message hub and every checkpoint again;
 * the console shows progress and results only: the environment dump, the ~110-line hook list,
@@ -33,7 +34,9 @@ import collections
 import copy
 import inspect
 import logging
+import os
 import os.path as osp
+import sys
 
 from . import compat_applied  # noqa: F401  (compat fixes before OpenMMLab)
 from mmengine.config import Config, ConfigDict
@@ -132,22 +135,51 @@ class PlanningRunner(Runner):
         # mutate in place: Runner.__init__ logs this same dict afterwards
         env_cfg.update(cpu_backend(env_cfg, has_accelerator()))
         super().setup_env(env_cfg)
+        if self._distributed:  # one write per line: the ranks' lines never interleave
+            os.write(sys.stderr.fileno(), (rank_line(
+                env_cfg, self._rank, self._world_size, has_accelerator()) + '\n').encode())
 
     def _log_env(self, env_cfg: dict) -> None:
         config = self.cfg._cfg_dict
         # Runner._log_env logs the whole config when it is non-empty; Config.__setattr__
         # would store a key, hence object.__setattr__
         object.__setattr__(self.cfg, '_cfg_dict', ConfigDict())
+        self.logger.info = self._true_device_count(self.logger.info)
         try:
             super()._log_env(env_cfg)
         finally:
             object.__setattr__(self.cfg, '_cfg_dict', config)
-        if config:
-            self.logger.info(f'Config: written to {self.config_path()}')
+            del self.logger.info  # the class's method again
+
+    def _true_device_count(self, info):
+        """mmengine logs the world size as "GPU number" (2 on a CPU machine running two
+        processes): without an accelerator the environment line says what they are."""
+        from vpn_plugin.compat import has_accelerator as _has_accelerator
+        world = self._world_size
+
+        def log(message, *args, **kwargs):
+            if isinstance(message, str) and not _has_accelerator():
+                message = message.replace(f'\n    GPU number: {world}\n',
+                                          f'\n    GPU number: 0 ({world} CPU processes)\n')
+            return info(message, *args, **kwargs)
+        return log
+
+    def dump_config(self) -> None:
+        """Nothing at construction: :meth:`train` writes the config to the work dir (the
+        training's record, as mmengine does), :meth:`test` to the test's own timestamped log
+        dir, so that testing a checkpoint never rewrites its training's config."""
+
+    @master_only
+    def write_config(self, training: bool) -> None:
+        path = self.config_path(training)
+        self.cfg.dump(path)
+        self.logger.info(f'Config: written to {path}')
 
     def train(self):
         """mmengine's ``train`` holding the work dir's lock (``vpn_plugin.locks``): a work dir
         another process trains in is refused (rank 0 holds it for all ranks)."""
+        self.write_config(training=True)
+        self.log_test_windows()
         if self.rank != 0:
             return super().train()
         from vpn_plugin.locks import exclusive_lock, lock_path_of
@@ -175,6 +207,27 @@ class PlanningRunner(Runner):
                 what = f'the message hub record {key!r} of checkpoint {filename}'
                 self.message_hub.update_info(
                     key, record_inside(value, self.work_dir, what, required=False))
+
+    def log_test_windows(self) -> None:
+        """The training log states the test split's size too (the train and val datasets log
+        theirs when the loops build them): its windows counted from the annotations alone."""
+        dataset = (self.cfg.get('test_dataloader') or {}).get('dataset') or {}
+        if dataset.get('type') != 'PlanningDataset':
+            return
+        from vpn_plugin.datasets.sources import source_windows
+        try:
+            _, windows, _ = source_windows(dict(dataset))
+        except (OSError, ValueError) as err:
+            self.logger.info(f'PlanningDataset (test): not counted ({err})')
+            return
+        videos = len({w.feature for w in windows})
+        self.logger.info(f'PlanningDataset (test, T={dataset.get("horizon")}): {len(windows)} '
+                         f'windows of {videos} videos (tools/test.py scores them)')
+
+    def test(self):
+        """mmengine's ``test``, its config written to the test's log dir (:meth:`dump_config`)."""
+        self.write_config(training=False)
+        return super().test()
 
     def load_checkpoint(self, filename: str, map_location='cpu', strict=None, revise_keys=None):
         """mmengine's ``load_checkpoint`` (``load_from`` and ``resume`` call it) with strict
@@ -212,10 +265,21 @@ class PlanningRunner(Runner):
         save_atomically(lambda temporary: save(out_dir, osp.basename(temporary), *args, **kwargs),
                         osp.join(out_dir, filename))
 
-    def config_path(self) -> str:
-        """Where :meth:`dump_config` writes the config (mmengine's naming)."""
+    def config_path(self, training: bool = True) -> str:
+        """Where :meth:`write_config` writes the config (mmengine's naming): the work dir for
+        a training, the run's timestamped log dir for a test."""
         name = osp.basename(self.cfg.filename) if self.cfg.filename else f'{self.timestamp}.py'
-        return osp.join(self.work_dir, name)
+        return osp.join(self.work_dir if training else self.log_dir, name)
+
+
+def rank_line(env_cfg: dict, rank: int, world: int, accelerator: bool) -> str:
+    """The one line each process of a distributed run prints: which rank, on what."""
+    import torch
+    device = (f'GPU {torch.cuda.current_device()}' if accelerator and torch.cuda.is_available()
+              else 'CPU')
+    backend = (env_cfg.get('dist_cfg') or {}).get('backend', '?')
+    return (f'rank {rank}/{world}: {device}, backend {backend}, '
+            f'{torch.get_num_threads()} thread(s)')
 
 
 def check_config_entries(cfg, where: str) -> None:

@@ -23,6 +23,7 @@ import numpy as np
 from .annotations import BadVideoError
 from .safe_pickle import RefusedGlobalError, safe_load
 from .validation import check_real_floats
+from vpn_plugin.errors import tool_command
 
 FEATURE_KEY = 'frames_features'
 NPY_MAGIC, ZIP_MAGIC = b'\x93NUMPY', b'PK\x03\x04'
@@ -46,15 +47,15 @@ def feature_fix_hint(feature_dir, data_root) -> str:
                 'vpn_plugin.data_paths.load_config, which resolve it from the repository root '
                 '(or give an absolute path)')
     dataset = data_root.name
-    convert = f'python tools/convert_features.py --src /path/to/real/features --dst {feature_dir}'
+    convert = (f'{tool_command("convert_features.py")} --src /path/to/real/features '
+               f'--dst {feature_dir}')
+    make = tool_command('make_synthetic_features.py')
     if dataset not in SYNTHETIC_DATASETS:
         return (f'Dataset {dataset!r}: put its feature files in {feature_dir} (public files load '
                 f'as they are), or convert them: {convert}; synthetic stand-ins for a dataset '
-                'in the per-video JSON format: python tools/make_synthetic_features.py '
-                '--config <its config>')
+                f'in the per-video JSON format: {make} --config <its config>')
     out = feature_dir.parent if feature_dir.name == 'features' else Path('OUT')
-    generate = (f'python tools/make_synthetic_features.py --dataset {dataset} --data-root '
-                f'{data_root.parent} --out {out}')
+    generate = f'{make} --dataset {dataset} --data-root {data_root.parent} --out {out}'
     then = '' if out != Path('OUT') else ' (then set feature_dir=OUT/features)'
     return (f'Dataset {dataset!r}: generate synthetic features with: {generate}{then}; or use '
             f'the real ones: point feature_dir at their folder (public files load as they are) '

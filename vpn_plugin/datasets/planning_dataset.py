@@ -114,6 +114,7 @@ class PlanningDataset(Dataset):
         if subset_fraction is not None and split == 'train':
             self._videos = None  # only the kept windows may feed the PKG
         self._extract(windows)
+        self._log_size()
         self._log_skips()
         self._log_window_counts()
         self._log_warnings()
@@ -342,6 +343,12 @@ class PlanningDataset(Dataset):
             raise OSError(error.errno, f'cannot write the observation cache {path}: '
                           f'{error.strerror or error}; the cache can move: set cache_dir to a '
                           'writable folder (--cfg-options cache_dir=DIR)') from None
+
+    def _log_size(self) -> None:
+        """One line per split in the run's log: how many windows of how many videos."""
+        videos = len({w.feature for w in self.windows})
+        print_log(f'PlanningDataset ({self.split}, T={self.horizon}): {len(self.windows)} '
+                  f'windows of {videos} videos ({self.data_root.name})', 'current')
 
     def _log_window_counts(self) -> None:
         if not self.window_counts:

@@ -142,11 +142,22 @@ def source_windows(dataset_cfg: dict) -> Tuple[Taxonomy, List[Window],
 def dataset_config(dataset: str, split: str, horizon: int, data_root=None) -> dict:
     """The ``split`` ('train' or 'test') dataset dict of ``configs/_base_/datasets/<dataset>``
     (``DATASET_CONFIGS``) at ``horizon``, with ``data_root`` (default: the config's)."""
-    from ..data_paths import REPO_ROOT, load_config
+    from ..data_paths import REPO_ROOT
     if dataset not in DATASET_CONFIGS:
         raise ValueError(f'dataset {dataset!r}; expected one of {sorted(DATASET_CONFIGS)}')
+    return config_dataset(REPO_ROOT / 'configs/_base_/datasets' / DATASET_CONFIGS[dataset],
+                          split, horizon, data_root)
+
+
+def config_dataset(config, split: str, horizon: int, data_root=None) -> dict:
+    """The ``split`` ('train' or 'test') dataset dict of any config (a custom dataset's
+    included) at ``horizon``, with ``data_root`` (default: the config's)."""
+    from ..data_paths import load_config
     if split not in ('train', 'test'):
         raise ValueError(f"split {split!r}; expected 'train' or 'test'")
-    config = REPO_ROOT / 'configs/_base_/datasets' / DATASET_CONFIGS[dataset]
-    cfg = load_config(config, data_root=data_root, horizon=horizon)
-    return cfg[f'{split}_dataloader']['dataset'].to_dict()
+    cfg = load_config(str(config), data_root=data_root, horizon=horizon)
+    loader = cfg.get(f'{split}_dataloader') or {}
+    if 'dataset' not in loader:
+        raise ValueError(f'{config}: no {split}_dataloader.dataset; expected a training config '
+                         'or a dataset config')
+    return loader['dataset'].to_dict()

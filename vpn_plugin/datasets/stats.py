@@ -8,23 +8,32 @@ COIN: slid over ``annotations/coin_train_70.json``); test = the official windows
 (``crosstask/splits/test_T{T}_133.json``, ``niv/splits/test_T{T}.json``, COIN: slid over
 ``annotations/coin_test_30.json``, which gives the authors' test windows).
 PKG coverage = % of test windows all of whose transitions are edges of the PKG counted on
-the train windows (``vpn_plugin.core.build_pkg(count_mode='window')`` / ``pkg_coverage``).
+the train windows (``None``, shown "-", without train or test windows at that horizon) (``vpn_plugin.core.build_pkg(count_mode='window')`` / ``pkg_coverage``).
 """
 from typing import List
 
 from ..core import build_pkg, pkg_coverage
-from .sources import dataset_config, source_windows
+from .sources import config_dataset, dataset_config, source_windows
 
 
-def window_statistics(dataset: str, data_root=None, horizons=(3, 4, 5, 6)) -> List[dict]:
-    """One row per horizon: window counts, actions/tasks (taxonomy and seen), PKG coverage.
-    A missing annotation file raises FileNotFoundError naming it."""
+def window_statistics(dataset: str = None, data_root=None, horizons=(3, 4, 5, 6),
+                      config=None) -> List[dict]:
+    """One row per horizon: window counts, actions/tasks (taxonomy and seen), PKG coverage, of
+    a shipped ``dataset`` or of the dataset a ``config`` reads (a custom one too). A missing
+    annotation file raises FileNotFoundError naming it."""
+    def split_dataset(split, horizon):
+        if config is not None:
+            return config_dataset(config, split, horizon, data_root)
+        return dataset_config(dataset, split, horizon, data_root)
     rows = []
     for horizon in horizons:
-        taxonomy, train, _ = source_windows(dataset_config(dataset, 'train', horizon, data_root))
-        _, test, _ = source_windows(dataset_config(dataset, 'test', horizon, data_root))
-        pkg = build_pkg([w.steps for w in train], taxonomy.num_actions, count_mode='window',
-                        horizon=horizon)
+        taxonomy, train, _ = source_windows(split_dataset('train', horizon))
+        _, test, _ = source_windows(split_dataset('test', horizon))
+        coverage = None  # no windows on either side (a small dataset at a long horizon)
+        if train and test:
+            pkg = build_pkg([w.steps for w in train], taxonomy.num_actions,
+                            count_mode='window', horizon=horizon)
+            coverage = round(pkg_coverage([w.steps for w in test], pkg), 2)
         rows.append(dict(
             horizon=horizon, train_windows=len(train), test_windows=len(test),
             train_videos=len({w.feature for w in train}),
@@ -32,7 +41,7 @@ def window_statistics(dataset: str, data_root=None, horizons=(3, 4, 5, 6)) -> Li
             actions=taxonomy.num_actions, tasks=taxonomy.num_tasks,
             actions_seen=len({a for w in train + test for a in w.steps}),
             tasks_seen=len({w.task for w in train + test}),
-            pkg_coverage=round(pkg_coverage([w.steps for w in test], pkg), 2)))
+            pkg_coverage=coverage))
     return rows
 
 
@@ -43,5 +52,6 @@ def format_table(dataset: str, rows: List[dict]) -> str:
     keys = ('horizon', 'train_windows', 'test_windows', 'train_videos', 'test_videos',
             'actions', 'actions_seen', 'tasks', 'tasks_seen', 'pkg_coverage')
     lines = [f'{dataset}', ' | '.join(header)]
-    lines += [' | '.join(f'{row[k]:>{len(h)}}' for k, h in zip(keys, header)) for row in rows]
+    lines += [' | '.join(f'{"-" if row[k] is None else row[k]:>{len(h)}}'
+                         for k, h in zip(keys, header)) for row in rows]
     return '\n'.join(lines)

@@ -12,7 +12,7 @@ its line says so.
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 # ViterbiPlanNet, CrossTask T=3 (9.6k training windows, batch 256), one CPU thread with a second
@@ -95,6 +95,7 @@ class PlannedRun:
     seconds: float         # estimated wall time of the training
     epoch_seconds: float = 0.0  # the estimate's seconds per epoch for this run
     cost_note: str = ''    # says when no measured figure of its dataset and model existed
+    rows: list = field(default_factory=list)  # (method, test horizon, test variant) per row
 
 
 def plan_runs(units, work_dir_of, max_epochs=None, epoch_seconds=CPU_EPOCH_SECONDS):
@@ -117,7 +118,8 @@ def plan_runs(units, work_dir_of, max_epochs=None, epoch_seconds=CPU_EPOCH_SECON
         planned.append(PlannedRun(unit.slug, unit.config, unit.seed, unit.horizon,
                                   sorted({t.horizon for t in unit.tests}), epochs, share,
                                   Path(work_dir_of(unit)), epochs * share * seconds_per_epoch,
-                                  seconds_per_epoch, note if epochs else ''))
+                                  seconds_per_epoch, note if epochs else '',
+                                  [(t.method, t.horizon, t.variant) for t in unit.tests]))
     return planned
 
 
@@ -167,16 +169,21 @@ def format_duration(seconds: float) -> str:
 
 
 def format_plan(planned: list, epoch_seconds: float) -> list[str]:
-    """One line per run, then the total (one process; parallel processes divide it)."""
+    """One line per training: every results row it gives, by the method name ``--methods``
+    takes and its test horizon, its config, time and folder; then the total (one process;
+    parallel processes divide it)."""
     lines = []
     for run in planned:
-        tests = ','.join(str(h) for h in run.test_horizons) or '- (a pre-training stage)'
+        rows = ', '.join(f'{method!r} T={horizon}' + (
+            ' (' + ', '.join(f'{k}={v}' for k, v in variant.items()) + ')' if variant else '')
+            for method, horizon, variant in run.rows)
         share = f' x {run.train_share:g} of the data' if run.train_share != 1 else ''
         note = f' ({run.cost_note})' if run.cost_note else ''
         training = (f'{run.epochs} epochs{share} at {run.epoch_seconds:.2f} s, '
                     f'~{format_duration(run.seconds)}{note}' if run.epochs else 'no training')
-        lines.append(f'{run.slug} seed={run.seed} T={run.train_horizon} test T={tests} | '
-                     f'{run.config} | {training} | {run.work_dir}')
+        lines.append(f'seed={run.seed} T={run.train_horizon} rows: '
+                     f'{rows or "none (a pre-training stage)"} | {run.config} | {training} | '
+                     f'{run.work_dir}')
     total = sum(run.seconds for run in planned)
     lines.append(f'estimated training time: ~{format_duration(total)} in one process, from '
                  f'{epoch_seconds:.2f} s/epoch for ViterbiPlanNet on CrossTask T=3 '

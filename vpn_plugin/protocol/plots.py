@@ -21,7 +21,7 @@ import contextlib
 import itertools
 import json
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -47,32 +47,167 @@ AXIS_LABELS = {'success_rate': 'Success rate (%)', 'mean_accuracy': 'Mean accura
 
 
 def method_style(number: int) -> dict:
-    """Colour and marker of the ``number``-th method: every pair differs for up to 64 methods
-    (8 colours x 8 markers; the first 8 methods differ in both)."""
+    """Colour and marker of the ``number``-th of the 64 (colour, marker) pairs: every pair
+    differs (8 colours x 8 markers; the first 8 differ in both)."""
     colour, cycle = number % len(OKABE_ITO), number // len(OKABE_ITO)
     return dict(color=OKABE_ITO[colour], marker=MARKERS[(colour + cycle) % len(MARKERS)])
 
 
+# Fixed (colour, marker) slot of :func:`method_style` per method FAMILY, so that a method has
+# one colour in every figure. A method named after a family ('SCHEMA w/o PKG', 'ViterbiPlanNet
+# (train T=6)') takes its colour with another marker; other names take a slot from a hash of
+# the name (stable across figures; a clash within one figure moves to the next free slot).
+METHOD_FAMILIES = {'ViterbiPlanNet': 0, 'SCHEMA': 1, 'SCHEMA w/ PKG': 1, 'PDPP': 2, 'KEPP': 3,
+                   'CEFITO': 4, 'Base Model': 5, 'PKG + uniform emissions': 6,
+                   'PKG beam search': 14, 'CompactPlanNet': 8, 'LLM': 11, 'w/o PKG': 13}
+# colour 7 (yellow) is too light for a line on white: hashed names avoid it
+HASHED_SLOTS = [n for n in range(len(OKABE_ITO) * len(MARKERS)) if n % len(OKABE_ITO) != 7]
+
+
+def method_family(method: str):
+    """The :data:`METHOD_FAMILIES` name ``method`` starts with (as a word), else ``None``."""
+    found = [f for f in METHOD_FAMILIES if method == f or method.startswith(f + ' ')
+             or method.startswith(f + ':')]
+    return max(found, key=len) if found else None
+
+
+def method_slot(method: str) -> int:
+    """The preferred :func:`method_style` slot of ``method`` (same name, same slot)."""
+    import zlib
+    family = method_family(method)
+    if family is None:
+        return HASHED_SLOTS[zlib.crc32(method.encode()) % len(HASHED_SLOTS)]
+    base = METHOD_FAMILIES[family]
+    if method == family:
+        return base
+    # a variant of the family: same colour, a marker from the name
+    return base + len(OKABE_ITO) * (1 + zlib.crc32(method.encode()) % (len(MARKERS) - 1))
+
+
+def method_styles(methods) -> dict:
+    """``{method: dict(color, marker)}``: the fixed :func:`method_slot` of each method, every
+    pair distinct within the figure."""
+    taken, styles = set(), {}
+    total = len(OKABE_ITO) * len(MARKERS)
+    for method in methods:
+        first = method_slot(method)
+        same_colour = [(first + len(OKABE_ITO) * k) % total for k in range(len(MARKERS))]
+        slot = next((c for c in same_colour + list(range(total)) if c not in taken), first)
+        taken.add(slot)
+        styles[method] = method_style(slot)
+    return styles
+
+
 def ci_label(seed_counts) -> str:
-    """What the error bars / bands are: '90% bootstrap CI over 5 seeds' (or '3-5 seeds')."""
+    """What the error bars / bands are: '90% bootstrap CI over 5 seeds' (or '3-5 seeds'),
+    ``seed_counts``: the number of seeds of each plotted point."""
     low, high = min(seed_counts), max(seed_counts)
     seeds = f'{low}' if low == high else f'{low}-{high}'
-    return f'90% bootstrap CI over {seeds} seed{"s" if high > 1 else ""}'
+    return f'90% bootstrap CI over {seeds} seed{"s" if high > 1 else ""} per point'
+
+
+# --------------------------------------------------------- what one figure may pool
+def select_horizon(rows, horizon=None):
+    """The rows at test horizon ``horizon`` (``None``: all); an empty selection names the
+    horizons the rows have."""
+    if horizon is None:
+        return rows
+    chosen = [r for r in rows if r.horizon == horizon]
+    if not chosen:
+        present = ', '.join(str(h) for h in sorted({r.horizon for r in rows}))
+        raise ValueError(f'no rows at T={horizon}; present: T={present}' if rows
+                         else f'no rows at T={horizon}: no rows at all')
+    return chosen
+
+
+def select_dataset(rows, dataset=None):
+    """The rows of ``dataset`` (``None``: all); an empty selection names the datasets present."""
+    if dataset is None:
+        return rows
+    chosen = [r for r in rows if r.dataset == dataset]
+    if not chosen:
+        present = ', '.join(sorted({str(r.dataset) for r in rows})) or 'none'
+        raise ValueError(f'no rows of dataset {dataset!r}; present: {present}')
+    return chosen
+
+
+def refuse_mix(rows, field: str, option: str) -> None:
+    """A figure whose points cannot show ``field`` (horizon, dataset) refuses rows holding
+    several values, naming them and the option that picks one."""
+    values = sorted({getattr(r, field) for r in rows}, key=str)
+    if len(values) > 1:
+        shown = 'T=' + ', '.join(map(str, values)) if field == 'horizon' else ', '.join(
+            map(repr, values))
+        raise ValueError(f'the rows hold {field}s {shown}: this figure never pools them '
+                         f'into one point; choose one with {option}')
+
+
+def check_points(rows, free_variant=()) -> None:
+    """Each point pools the seeds of ONE run setting (:func:`report.check_one_run_per_cell`,
+    the plotted variant keys ``free_variant`` aside), each seed once."""
+    from .report import check_one_run_per_cell
+    check_one_run_per_cell(rows, free_variant)
+    seen = set()
+    for row in rows:
+        key = (row.method, row.dataset, row.horizon,
+               tuple(str(row.variant.get(k)) for k in free_variant), row.seed)
+        if key in seen:
+            raise ValueError(f'two rows of {row.method!r} seed {row.seed} (dataset '
+                             f'{row.dataset!r}, T={row.horizon}, variant {row.variant}): a '
+                             'point counts each seed once; filter with --protocol')
+        seen.add(key)
+
+
+def shortened_methods(rows) -> dict:
+    """``{method: sorted reasons}`` of the methods with rows from shortened runs."""
+    from .results import shortened_reason
+    found = {}
+    for row in rows:
+        reason = shortened_reason(row)
+        if reason:
+            found.setdefault(row.method, set()).add(reason)
+    return {m: sorted(r) for m, r in found.items()}
+
+
+SHORTENED_MARK = '†'  # as the tables (report.py)
+
+
+def method_label(method: str, shortened: dict) -> str:
+    """A method's name in a figure, ``†`` when its runs were shortened."""
+    return method + SHORTENED_MARK if method in shortened else method
+
+
+def shortened_note(shortened: dict) -> str:
+    """'† shortened runs: max_epochs=20' ('' when every run is a full one)."""
+    reasons = sorted({r for found in shortened.values() for r in found})
+    return f'{SHORTENED_MARK} shortened runs: {", ".join(reasons)}' if reasons else ''
+
+
+def footnote(*parts) -> str:
+    """The figure's note line(s): what the bars / bands are, shortened runs."""
+    return '\n'.join(p for p in parts if p)
 
 
 PERCENT_MIN_SPAN = 10.0  # percentage points: a y axis never zooms into less
 
 
-def keep_y_span(ax, low: float, high: float, percent: bool) -> None:
+def keep_y_span(ax, low: float, high: float, percent: bool,
+                marker_room: bool = False) -> None:
     """y limits showing [low, high] with at least :data:`PERCENT_MIN_SPAN` points (percent
     metrics; others: 20% of the largest value), so that one method's CI does not fill the
-    axis; percent axes stay within [0, 100]."""
+    axis; percent axes stay within [0, 100], or with ``marker_room`` a margin beyond them, so
+    that a marker at 0 or 100 (a 0-SR method) sits whole inside the frame."""
     span = PERCENT_MIN_SPAN if percent else 0.2 * max(abs(low), abs(high), 1e-9)
     pad = max(span - (high - low), 0.0) / 2 + 0.08 * max(high - low, span)
     bottom, top = low - pad, high + pad
     if percent:
-        bottom, top = max(bottom, 0.0), min(top, 100.0)
+        room = 0.05 * (min(top, 100.0) - max(bottom, 0.0)) if marker_room else 0.0
+        bottom, top = max(bottom, -room), min(top, 100.0 + room)
     ax.set_ylim(bottom, top)
+    if percent and marker_room:  # the margin gets no tick (no "-5 %")
+        from matplotlib.ticker import MaxNLocator
+        ticks = MaxNLocator(nbins=6, steps=[1, 2, 2.5, 5, 10]).tick_values(bottom, top)
+        ax.set_yticks([t for t in ticks if max(bottom, 0.0) <= t <= min(top, 100.0)])
 
 
 def axis_label(metric: str) -> str:
@@ -116,14 +251,25 @@ def ci_lines(values: dict, num_resamples: int = 100) -> dict:
                    for x, v in sorted(by_x.items())] for line, by_x in values.items()}
 
 
-def curve_points(rows: list[ResultRow], x_key: str, metric: str, group_key: str | None = None,
-                 num_resamples: int = 100) -> dict:
-    """``{line name: [(x, mean, low, high), ...]}`` sorted by x, over seeds.
+# x axis labels of the protocols' variant keys (others: the key in words)
+VARIANT_LABELS = {'train_fraction': 'Share of training windows', 'level': 'Perturbation level',
+                  'observed_steps': 'Intermediate steps observed',
+                  'perturbation': 'Perturbation'}
 
-    A line is a method, or the value of ``variant[group_key]``; rows whose group is ``'none'``
-    (the unperturbed reference) join every line at their x.
+
+def variant_label(key: str) -> str:
+    return VARIANT_LABELS.get(key, key.replace('_', ' ').capitalize())
+
+
+def curve_values(rows: list[ResultRow], x_key: str, metric: str,
+                 group_key: str | None = None) -> dict:
+    """``{(dataset, horizon): {line: {x: [value per seed]}}}``: one panel per dataset and
+    test horizon, each point the seeds of one run setting (:func:`check_points`).
+
+    A line is a method, or the value of ``variant[group_key]`` (``'method: value'`` with
+    several methods); rows whose group is ``'none'`` (the unperturbed reference) join every
+    line of their method at their x.
     """
-    values = {}
     for row in rows:
         if x_key not in row.variant:
             raise ValueError(f'results row of {row.method!r} (seed {row.seed}) has no variant '
@@ -131,15 +277,39 @@ def curve_points(rows: list[ResultRow], x_key: str, metric: str, group_key: str 
         if metric not in row.metrics:
             raise ValueError(f'results row of {row.method!r} has no metric {metric!r}; it has '
                              f'{sorted(row.metrics)}')
-        line = row.method if group_key is None else str(row.variant.get(group_key))
-        values.setdefault(line, {}).setdefault(float(row.variant[x_key]), []).append(
-            row.metrics[metric])
-    shared = values.pop('none', {}) if group_key is not None else {}
-    curves = ci_lines({line: {**shared, **by_x} for line, by_x in values.items()},
-                      num_resamples)
-    if not curves:
-        raise ValueError(f'no lines to plot for x={x_key!r} group={group_key!r}')
-    return curves
+    check_points(rows, (x_key,) + ((group_key,) if group_key else ()))
+    several = len({r.method for r in rows}) > 1
+    values = {}
+    for row in rows:
+        group = None if group_key is None else str(row.variant.get(group_key))
+        panel = values.setdefault((row.dataset, row.horizon), {})
+        panel.setdefault((row.method, group), {}).setdefault(
+            float(row.variant[x_key]), []).append(row.metrics[metric])
+    panels = {}
+    for key, lines in sorted(values.items(), key=lambda item: str(item[0])):
+        shared = {m: lines.pop((m, 'none')) for m, g in list(lines) if g == 'none'}
+        panels[key] = {(m if g is None else g if not several else f'{m}: {g}'):
+                       {**shared.get(m, {}), **by_x} for (m, g), by_x in lines.items()}
+        if not panels[key]:
+            raise ValueError(f'no lines to plot for x={x_key!r} group={group_key!r}')
+    if not panels:
+        raise ValueError('no results rows to plot')
+    return panels
+
+
+def seeds_per_point(lines: dict) -> list[int]:
+    """Seeds of each point of ``{line: {x: [value per seed]}}``."""
+    return [len(v) for by_x in lines.values() for v in by_x.values()]
+
+
+def curve_points(rows: list[ResultRow], x_key: str, metric: str, group_key: str | None = None,
+                 num_resamples: int = 100) -> dict:
+    """``{line name: [(x, mean, low, high), ...]}`` sorted by x, over seeds, of rows of ONE
+    dataset and test horizon (else refused: :func:`curve_values` gives a panel each)."""
+    refuse_mix(rows, 'horizon', '--horizon')
+    refuse_mix(rows, 'dataset', '--dataset')
+    lines, = curve_values(rows, x_key, metric, group_key).values()
+    return ci_lines(lines, num_resamples)
 
 
 def _draw_line(ax, points, **style):
@@ -150,41 +320,74 @@ def _draw_line(ax, points, **style):
     return line
 
 
+def _line_method(line: str, group_key, rows) -> str:
+    """The method a :func:`curve_values` line is of."""
+    if group_key is None:
+        return line
+    methods = list(dict.fromkeys(r.method for r in rows))
+    return methods[0] if len(methods) == 1 else line.split(': ')[0]
+
+
+def panel_title(dataset: str, horizon: int, panels) -> str:
+    """'NIV, T=3' (the dataset only when the panels differ in it)."""
+    from .report import DATASET_LABELS
+    datasets = {d for d, _ in panels}
+    name = DATASET_LABELS.get(dataset, dataset)
+    return f'{name}, T={horizon}' if len(datasets) > 1 else f'T={horizon}'
+
+
 def plot_curves(rows, x_key, metric, out_stem, *, group_key=None, log_x=False,
                 xlabel=None) -> list[Path]:
-    """Metric vs a study setting with CI bands (the legend says what they are), one column
-    wide; saves PNG and PDF."""
-    curves = curve_points(rows, x_key, metric, group_key)
+    """Metric vs a study setting with CI bands (the note below says what they are), one
+    panel per dataset and test horizon (one column wide for one panel, two for more), every
+    plotted x value a tick; saves PNG and PDF."""
+    from matplotlib.ticker import FixedLocator, NullLocator
+    values = curve_values(rows, x_key, metric, group_key)
+    panels = {key: ci_lines(lines) for key, lines in values.items()}
+    names = list(dict.fromkeys(line for lines in panels.values() for line in lines))
+    styles = figure_styles(names)
+    shortened = shortened_methods(rows)
+    seeds = [n for lines in values.values() for n in seeds_per_point(lines)]
+    width = ONE_COLUMN if len(panels) == 1 else TWO_COLUMNS
     with paper_style() as plt:
-        fig, ax = plt.subplots(figsize=(ONE_COLUMN, 2.3))
-        for number, (line, points) in enumerate(curves.items()):
-            _draw_line(ax, points, label=line, **method_style(number))
-        if log_x:
-            ax.set_xscale('log')
-        values = [v for points in curves.values() for p in points for v in p[1:]]
-        keep_y_span(ax, min(values), max(values), metric in METRIC_NAMES)
-        ax.set_xlabel(xlabel or x_key.replace('_', ' '))
-        ax.set_ylabel(axis_label(metric))
-        ax.grid(alpha=0.3)
-        ax.legend(title=f'Bands: {ci_label(_seed_counts(rows))}', title_fontsize=7)
+        fig, axes = plt.subplots(1, len(panels), figsize=(width, 2.4), sharey=True,
+                                 squeeze=False, layout='constrained')
+        for ax, ((dataset, horizon), curves) in zip(axes[0], panels.items()):
+            for line, points in curves.items():
+                marked = _line_method(line, group_key, rows) in shortened
+                _draw_line(ax, points, label=line + SHORTENED_MARK * marked, **styles[line])
+            if log_x:
+                ax.set_xscale('log')
+            xs = sorted({p[0] for points in curves.values() for p in points})
+            ax.xaxis.set_major_locator(FixedLocator(xs))
+            ax.xaxis.set_minor_locator(NullLocator())
+            ax.set_xticklabels([f'{x:g}' for x in xs])
+            ax.set_xlabel(xlabel or variant_label(x_key))
+            ax.grid(alpha=0.3)
+            if len(panels) > 1:
+                ax.set_title(panel_title(dataset, horizon, panels), fontsize=7, pad=3)
+        values_y = [v for curves in panels.values() for points in curves.values()
+                    for p in points for v in p[1:]]
+        keep_y_span(axes[0][0], min(values_y), max(values_y), metric in METRIC_NAMES)
+        axes[0][0].set_ylabel(axis_label(metric))
+        handles, labels = axes[0][0].get_legend_handles_labels()
+        for ax in axes[0][1:]:
+            for handle, label in zip(*ax.get_legend_handles_labels()):
+                if label not in labels:
+                    handles.append(handle)
+                    labels.append(label)
+        fig.legend(handles, labels, loc='outside lower center',
+                   ncol=min(len(labels), 2 if width == ONE_COLUMN else 4),
+                   title=footnote(f'Bands: {ci_label(seeds)}', shortened_note(shortened)),
+                   title_fontsize=6.5)
         return save_figure(fig, out_stem)
 
 
-def _seed_counts(rows) -> list[int]:
-    """Seeds of each method of ``rows``."""
-    seeds = {}
-    for row in rows:
-        seeds.setdefault(row.method, set()).add(row.seed)
-    return [len(s) for s in seeds.values()]
-
-
 # ----------------------------------------------------------------- sample efficiency
-def efficiency_points(rows: list[ResultRow], metric: str = 'success_rate',
-                      x_key: str = 'train_fraction', num_resamples: int = 100) -> dict:
-    """``{(method, horizon): [(percent of training windows, mean, low, high), ...]}``.
-
-    x is ``variant[x_key]`` in percent, the CI is over seeds.
-    """
+def efficiency_values(rows: list[ResultRow], metric: str = 'success_rate',
+                      x_key: str = 'train_fraction') -> dict:
+    """``{(method, horizon): {percent of training windows: [value per seed]}}`` of rows of
+    one dataset, each point the seeds of one run setting, ordered by horizon then method."""
     values = {}
     for row in rows:
         if x_key not in row.variant or metric not in row.metrics:
@@ -196,34 +399,71 @@ def efficiency_points(rows: list[ResultRow], metric: str = 'success_rate',
             row.metrics[metric])
     if not values:
         raise ValueError('no results rows to plot')
-    ordered = dict(sorted(values.items(), key=lambda item: (item[0][1], item[0][0])))
-    return ci_lines(ordered, num_resamples)
+    refuse_mix(rows, 'dataset', '--dataset')
+    check_points(rows, (x_key,))
+    return dict(sorted(values.items(), key=lambda item: (item[0][1], item[0][0])))
+
+
+def efficiency_points(rows: list[ResultRow], metric: str = 'success_rate',
+                      x_key: str = 'train_fraction', num_resamples: int = 100) -> dict:
+    """``{(method, horizon): [(percent of training windows, mean, low, high), ...]}``.
+
+    x is ``variant[x_key]`` in percent, the CI is over seeds.
+    """
+    return ci_lines(efficiency_values(rows, metric, x_key), num_resamples)
+
+
+def distinct_colours(methods) -> dict:
+    """``{method: colour}``, every colour distinct within the figure: each method's fixed
+    colour (:func:`method_styles`), the family names (:data:`METHOD_FAMILIES`) served first;
+    a variant whose family took its colour gets the first unused one."""
+    methods = list(dict.fromkeys(methods))
+    fixed = {m: style['color'] for m, style in method_styles(methods).items()}
+    usable = OKABE_ITO[:7]  # not the yellow
+    colours, used = {}, set()
+    for method in sorted(methods, key=lambda m: m not in METHOD_FAMILIES):
+        colour = fixed[method]
+        if colour in used:
+            free = [c for c in usable if c not in used and c not in fixed.values()]
+            colour = (free or [c for c in usable if c not in used] or [colour])[0]
+        used.add(colour)
+        colours[method] = colour
+    return {m: colours[m] for m in methods}
+
+
+def figure_styles(methods) -> dict:
+    """``{method: dict(color, marker)}`` of one figure: :func:`method_styles` markers,
+    :func:`distinct_colours` colours."""
+    methods = list(dict.fromkeys(methods))
+    colours = distinct_colours(methods)
+    return {m: {**style, 'color': colours[m]} for m, style in method_styles(methods).items()}
 
 
 def efficiency_styles(lines, dashed=(), order=None) -> dict:
     """``{(method, horizon): dict(color, marker, linestyle)}`` of the sample-efficiency lines.
 
     Dashed = the methods in ``dashed`` (without the Viterbi decoding or the PKG), solid = the
-    others. One solid method: colour and marker = horizon T. Several: colour = network,
-    marker = horizon: a dashed method takes the colour of the solid method its name starts
-    with, as a word ('SCHEMA w/o Viterbi' -> 'SCHEMA'), else of the next solid method without
-    a dashed twin in ``order`` (the methods' order, default the lines'): ``--dashed 'Base
-    Model' 'SCHEMA w/o Viterbi'`` pairs the Base Model with ViterbiPlanNet.
+    others; marker = horizon T; colour = the solid method's fixed colour
+    (:func:`distinct_colours`): a dashed method takes the colour of the solid method its name
+    starts with, as a word ('SCHEMA w/o Viterbi' -> 'SCHEMA'), else of the next solid method
+    without a dashed twin in ``order`` (the methods' order, default the lines'): ``--dashed
+    'Base Model' 'SCHEMA w/o Viterbi'`` pairs the Base Model with ViterbiPlanNet.
     """
     horizons = sorted({h for _, h in lines})
     order = list(dict.fromkeys(list(order or ()) + [m for m, _ in lines]))
     solid = [m for m in order if m not in dashed and any(m == k for k, _ in lines)]
-    family = {m: i for i, m in enumerate(solid)}
+    twin = {}
     for method in dashed:  # named after a solid method: its twin
         prefixes = [s for s in solid if method.startswith(s + ' ')]
         if prefixes:
-            family[method] = family[max(prefixes, key=len)]
-    for method in (m for m in dashed if m not in family):  # the others: the free ones in order
-        free = [s for s in solid if family[s] not in {family[d] for d in dashed if d in family}]
-        family[method] = family[free[0]] if free else len(solid) + list(dashed).index(method)
-    by_horizon = len(solid) <= 1
-    return {(m, h): dict(color=OKABE_ITO[(horizons.index(h) if by_horizon else family[m])
-                                         % len(OKABE_ITO)],
+            twin[method] = max(prefixes, key=len)
+    for method in (m for m in dashed if m not in twin):  # the others: the free ones in order
+        free = [s for s in solid if s not in twin.values()]
+        if free:
+            twin[method] = free[0]
+    own = [m for m in order if m in solid or (m in dashed and m not in twin)]
+    colour = distinct_colours(own)
+    return {(m, h): dict(color=colour[twin.get(m, m)],
                          marker=MARKERS[horizons.index(h) % len(MARKERS)],
                          linestyle='--' if m in dashed else '-')
             for m, h in lines}
@@ -232,18 +472,19 @@ def efficiency_styles(lines, dashed=(), order=None) -> dict:
 def plot_sample_efficiency(rows, out_stem, *, metric='success_rate', dashed=(),
                            x_key='train_fraction') -> list[Path]:
     """Metric vs % of training windows, one column wide, log x axis; colours, markers and
-    dashes as :func:`efficiency_styles`."""
+    dashes as :func:`efficiency_styles`; the legend names each method (colour, dash) and
+    each horizon (marker)."""
     from matplotlib.lines import Line2D
     from matplotlib.ticker import FixedLocator, NullLocator
-    points = efficiency_points(rows, metric, x_key)
+    values = efficiency_values(rows, metric, x_key)
+    points = ci_lines(values)
     styles = efficiency_styles(points, dashed, [r.method for r in rows])
     horizons = sorted({h for _, h in points})
     first = {m: styles[(m, h)] for m, h in reversed(list(points))}  # a style of each method
-    by_horizon = len({m for m in first if m not in dashed}) <= 1
     colours = list(dict.fromkeys(style['color'] for style in first.values()))
     methods = list(dict.fromkeys(r.method for r in rows if r.method in first))
-    if not by_horizon:  # legend: each network, then its dashed twin
-        methods.sort(key=lambda m: (colours.index(first[m]['color']), m in dashed))
+    methods.sort(key=lambda m: (colours.index(first[m]['color']), m in dashed))
+    shortened = shortened_methods(rows)
     with paper_style() as plt:
         fig, ax = plt.subplots(figsize=(ONE_COLUMN, 2.4))
         for key, line in points.items():
@@ -256,18 +497,17 @@ def plot_sample_efficiency(rows, out_stem, *, metric='success_rate', dashed=(),
         ax.set_xlabel('Training windows used (%)')
         ax.set_ylabel(axis_label(metric))
         ax.grid(alpha=0.3)
-        handles = [Line2D([], [], color=first[m]['color'] if not by_horizon else '0.3',
-                          linestyle=first[m]['linestyle'], label=m) for m in methods]
-        if by_horizon or len(horizons) > 1:
-            colour = {h: style['color'] for (_, h), style in styles.items()}
-            handles = [Line2D([], [], color=colour[h] if by_horizon else '0.3',
-                              marker=MARKERS[i % len(MARKERS)],
-                              linestyle='-' if by_horizon else 'none', label=f'T={h}')
+        handles = [Line2D([], [], color=first[m]['color'], linestyle=first[m]['linestyle'],
+                          label=method_label(m, shortened)) for m in methods]
+        if len(horizons) > 1:
+            handles = [Line2D([], [], color='0.3', marker=MARKERS[i % len(MARKERS)],
+                              linestyle='none', label=f'T={h}')
                        for i, h in enumerate(horizons)] + handles
         ax.legend(handles=handles, ncol=2 if len(handles) > 3 else len(handles),
                   loc='upper center', bbox_to_anchor=(0.5, -0.25), columnspacing=1.0,
-                  handlelength=2.2, title=f'Bands: {ci_label(_seed_counts(rows))}',
-                  title_fontsize=7)
+                  handlelength=2.2, title=footnote(
+                      f'Bands: {ci_label([n for n in seeds_per_point(values)])}',
+                      shortened_note(shortened)), title_fontsize=6.5)
         return save_figure(fig, out_stem)
 
 
@@ -301,6 +541,9 @@ def pkg_quality_panels(rows: list[ResultRow], metric: str = 'success_rate',
     unperturbed rows only (a planner without the graph, e.g. SCHEMA w/o PKG: the dashed
     reference every panel shows).
     """
+    refuse_mix(rows, 'horizon', '--horizon')
+    refuse_mix(rows, 'dataset', '--dataset')
+    check_points(rows, ('perturbation', 'level'))
     unperturbed, values = {}, {}
     for row in rows:
         kind = row.variant.get('perturbation')
@@ -331,41 +574,57 @@ def pkg_quality_panels(rows: list[ResultRow], metric: str = 'success_rate',
     return panels, references
 
 
+def seeds_per_group(rows, keys) -> list[int]:
+    """Seeds of each (method, dataset, horizon, variant[keys]) point of ``rows``."""
+    seeds = {}
+    for row in rows:
+        key = (row.method, row.dataset, row.horizon) + tuple(str(row.variant.get(k))
+                                                             for k in keys)
+        seeds.setdefault(key, set()).add(row.seed)
+    return [len(found) for found in seeds.values()]
+
+
 def plot_pkg_quality(rows, out_stem, *, metric='success_rate') -> list[Path]:
     """Three panels (edge dropout, weight noise, partial / noisy data), two columns wide:
-    colour = method; in (c) solid = partial data, dotted = label noise; dashed horizontal
-    line and band = a method without the graph (mean and 90% CI)."""
+    colour and marker = method; in (c) solid = partial data, dotted = label noise; dashed
+    horizontal line and band = a method without the graph (mean and 90% CI). Every key sits
+    in the legend above the panels, clear of the data."""
     from matplotlib.lines import Line2D
     panels, references = pkg_quality_panels(rows, metric)
     methods = list(dict.fromkeys([m for panel in panels for m, _ in panel] + list(references)))
-    colour = {m: OKABE_ITO[i % len(OKABE_ITO)] for i, m in enumerate(methods)}
+    styles = figure_styles(methods)
+    shortened = shortened_methods(rows)
+    dotted = []
     with paper_style() as plt:
-        fig, axes = plt.subplots(1, 3, figsize=(TWO_COLUMNS, 2.2), sharey=True,
+        fig, axes = plt.subplots(1, 3, figsize=(TWO_COLUMNS, 2.3), sharey=True,
                                  layout='constrained')
         for ax, lines, xlabel, letter in zip(axes, panels, PKG_PANEL_XLABELS, 'abc'):
             labels = list(dict.fromkeys(label for _, label in lines))
             for (method, label), points in lines.items():
-                _draw_line(ax, points, color=colour[method], linestyle=('-', ':')[
-                    labels.index(label) % 2], marker=MARKERS[methods.index(method)])
+                _draw_line(ax, points, linestyle=('-', ':')[labels.index(label) % 2],
+                           **styles[method])
             for method, (mean, low, high) in references.items():
-                ax.axhline(mean, color=colour[method], linestyle='--', linewidth=1.0)
-                ax.axhspan(low, high, color=colour[method], alpha=0.12, linewidth=0)
+                ax.axhline(mean, color=styles[method]['color'], linestyle='--', linewidth=1.0)
+                ax.axhspan(low, high, color=styles[method]['color'], alpha=0.12, linewidth=0)
             ax.set_xlabel(xlabel)
             ax.grid(alpha=0.3)
             ax.text(0.0, 1.03, f'({letter})', transform=ax.transAxes, fontsize=8,
                     fontweight='bold', va='bottom')  # above the axes: clear of every line
             if len(labels) > 1:
-                ax.legend(handles=[Line2D([], [], color='0.3', linestyle=('-', ':')[i % 2],
-                                          label=label) for i, label in enumerate(labels)],
-                          loc='lower right')
+                dotted += [(f'({letter}) {label}', ('-', ':')[i % 2])
+                           for i, label in enumerate(labels)]
         axes[0].set_ylabel(axis_label(metric))
-        fig.legend(handles=[Line2D([], [], color=colour[m], label=m,
-                                   linestyle='--' if m in references else '-',
-                                   marker=None if m in references else MARKERS[i])
-                            for i, m in enumerate(methods)],
-                   loc='outside upper center', ncol=len(methods))
-        fig.text(1.0, 0.0, f'Bands: {ci_label(_seed_counts(rows))}', ha='right', va='top',
-                 fontsize=7)
+        handles = [Line2D([], [], color=styles[m]['color'], label=method_label(m, shortened),
+                          linestyle='--' if m in references else '-',
+                          marker=None if m in references else styles[m]['marker'])
+                   for m in methods]
+        handles += [Line2D([], [], color='0.3', linestyle=style, label=label)
+                    for label, style in dotted]
+        fig.legend(handles=handles, loc='outside upper center',
+                   ncol=min(len(handles), 4))
+        seeds = seeds_per_group(rows, ('perturbation', 'level'))
+        fig.supxlabel(footnote(f'Bands: {ci_label(seeds)}', shortened_note(shortened)),
+                      fontsize=6.5, x=1.0, ha='right')
         return save_figure(fig, out_stem)
 
 
@@ -374,13 +633,10 @@ def params_points(rows: list[ResultRow], metric: str, horizon: int | None = None
     """``{method: (params, mean, low, high)}`` for methods with a parameter count (0 included:
     planners without parameters); methods whose rows have none are left out
     (:func:`methods_without_count` names them)."""
-    from .report import check_one_run_per_cell
-    horizons = sorted({r.horizon for r in rows if horizon is None or r.horizon == horizon})
-    if len(horizons) > 1:
-        raise ValueError(f'the rows have test horizons {horizons}: a point pools the seeds of '
-                         'one horizon; give --horizon')
-    rows = [r for r in rows if r.horizon in horizons]
-    check_one_run_per_cell(rows)
+    rows = select_horizon(rows, horizon)
+    refuse_mix(rows, 'horizon', '--horizon')
+    refuse_mix(rows, 'dataset', '--dataset')
+    check_points(rows)
     points = {}
     for method in dict.fromkeys(r.method for r in rows):
         chosen = [r for r in rows if r.method == method]
@@ -405,8 +661,8 @@ def methods_without_count(rows: list[ResultRow], metric: str, horizon: int | Non
 
 def _method_rows(rows, metric, horizon) -> dict:
     chosen = {}
-    for row in rows:
-        if metric in row.metrics and (horizon is None or row.horizon == horizon):
+    for row in select_horizon(rows, horizon):
+        if metric in row.metrics:
             chosen.setdefault(row.method, []).append(row)
     return chosen
 
@@ -439,13 +695,15 @@ def plot_params_vs_metric(rows, metric, out_stem, *, horizon=None) -> list[Path]
     points = params_points(rows, metric, horizon)
     zero = {m: p for m, p in points.items() if p[0] == 0}
     counted = {m: p for m, p in points.items() if p[0] > 0}
-    seeds = [len({r.seed for r in chosen}) for m, chosen in
-             _method_rows(rows, metric, horizon).items() if m in points]
+    chosen_rows = _method_rows(rows, metric, horizon)
+    seeds = [len({r.seed for r in chosen}) for m, chosen in chosen_rows.items() if m in points]
+    shortened = shortened_methods([r for m in points for r in chosen_rows[m]])
+    labels = [method_label(m, shortened) for m in points]
     columns = 2 if len(points) > 2 else len(points)
     height = 2.3 + 0.16 * math.ceil(len(points) / columns)  # the axes keep ~1.9 in
     with paper_style() as plt:
         fig, axes = _params_axes(plt, bool(zero), bool(counted), height)
-        style = {m: method_style(i) for i, m in enumerate(points)}
+        style = figure_styles(points)
         for ax, group in zip(axes, [g for g in (zero, counted) if g]):
             for method, (params, mean, lo, hi) in group.items():
                 ax.errorbar([params], [mean], yerr=[[mean - lo], [hi - mean]], linestyle='none',
@@ -454,14 +712,16 @@ def plot_params_vs_metric(rows, metric, out_stem, *, horizon=None) -> list[Path]
         if counted:
             _log_params_axis(axes[-1], [p[0] for p in counted.values()])
         keep_y_span(axes[0], min(p[2] for p in points.values()),
-                    max(p[3] for p in points.values()), metric in METRIC_NAMES)
+                    max(p[3] for p in points.values()), metric in METRIC_NAMES,
+                    marker_room=True)
         axes[0].set_ylabel(axis_label(metric))
         for ax in axes:
             ax.grid(alpha=0.3)
         handles = {h.get_label(): h for ax in axes for h in ax.get_legend_handles_labels()[0]}
-        fig.legend([handles[m] for m in points], list(points), loc='outside lower center',
-                   ncol=columns, title=f'Error bars: {ci_label(seeds)}', title_fontsize=7,
-                   handletextpad=0.3, columnspacing=1.0)
+        fig.legend([handles[m] for m in points], labels, loc='outside lower center',
+                   ncol=columns, title=footnote(f'Error bars: {ci_label(seeds)}',
+                                                shortened_note(shortened)),
+                   title_fontsize=6.5, handletextpad=0.3, columnspacing=1.0)
         return save_figure(fig, out_stem)
 
 
@@ -531,6 +791,7 @@ class Overlap:
     seeds: list
     fixed_pct: tuple = ()       # (mean, low, high) over seeds, % of the reference's failures
     introduced_pct: tuple = ()  # (mean, low, high) over seeds, % of the reference's successes
+    shortened: dict = field(default_factory=dict)  # method -> reasons (shortened runs)
 
     @property
     def total(self) -> int:
@@ -557,9 +818,15 @@ def error_overlap(rows: list[ResultRow], method: str, reference: str,
                   horizon: int | None = None) -> Overlap:
     """Windows fixed / introduced by ``method`` against ``reference`` over the seeds both ran
     (rows with a ``per_sample_file``); percentages are per-seed means with a 90% CI."""
+    rows = [r for r in select_horizon(rows, horizon) if r.per_sample_file]
+    compared = [r for r in rows if r.method in (method, reference)]
+    refuse_mix(compared, 'horizon', '--horizon')
+    refuse_mix(compared, 'dataset', '--dataset')
+    check_points(compared)
+
     def dumps(name):
-        found = {r.seed: r.per_sample_file for r in rows if r.method == name
-                 and (horizon is None or r.horizon == horizon) and r.per_sample_file}
+        chosen = [r for r in compared if r.method == name]
+        found = {r.seed: r.per_sample_file for r in chosen}
         if not found:
             raise ValueError(f'no results row of {name!r}' + (f' at T={horizon}' if horizon
                              else '') + ' has a per_sample_file')
@@ -574,7 +841,7 @@ def error_overlap(rows: list[ResultRow], method: str, reference: str,
     fixed = 100.0 * per_seed[:, 1] / np.maximum(fails, 1)
     introduced = 100.0 * per_seed[:, 2] / np.maximum(solves, 1)
     return Overlap(method, reference, *(int(c) for c in per_seed.sum(0)), seeds,
-                   bootstrap_ci(fixed), bootstrap_ci(introduced))
+                   bootstrap_ci(fixed), bootstrap_ci(introduced), shortened_methods(compared))
 
 
 def overlap_table(overlaps: list[Overlap]) -> str:
@@ -602,22 +869,29 @@ def overlap_width(count: int) -> float:
     return ONE_COLUMN if count <= 2 else TWO_COLUMNS
 
 
+VENN_XLIM, VENN_YLIM = (-1.6, 1.6), (-2.45, 1.35)  # the labels' extent: no empty band
+
+
 def plot_error_overlap(overlaps: list[Overlap], out_stem) -> list[Path]:
     """One two-circle Venn diagram of the failures per comparison (left: reference, right:
-    method), panels side by side, every label inside its panel; one column wide for up to
-    two comparisons, full width (LaTeX ``figure*``) for more, as the table says. Also writes
-    ``<out_stem>.md`` (:func:`overlap_table` + the figure's width); returns PNG, PDF and
-    table paths."""
+    method), panels side by side, every label inside its panel, each percentage naming its
+    denominator; one column wide for up to two comparisons, full width (LaTeX ``figure*``)
+    for more, as the table says. Also writes ``<out_stem>.md`` (:func:`overlap_table` + the
+    figure's width); returns PNG, PDF and table paths."""
     width = overlap_width(len(overlaps))
+    panel = width / max(len(overlaps), 2)
+    aspect = (VENN_YLIM[1] - VENN_YLIM[0]) / (VENN_XLIM[1] - VENN_XLIM[0])
+    shortened = {m: r for o in overlaps for m, r in o.shortened.items()}
     with paper_style() as plt:
-        fig, axes = plt.subplots(1, len(overlaps), figsize=(width, 1.9), squeeze=False,
-                                 layout='constrained')
-        fig.get_layout_engine().set(w_pad=0.01, wspace=0.0)
+        fig, axes = plt.subplots(1, len(overlaps), figsize=(width, 0.9 * panel * aspect + 0.2),
+                                 squeeze=False, layout='constrained')
+        fig.get_layout_engine().set(w_pad=0.01, h_pad=0.01, wspace=0.0)
+        colour = distinct_colours([m for o in overlaps for m in (o.reference, o.method)])
         for ax, o in zip(axes[0], overlaps):
-            _venn_panel(ax, o)
+            _venn_panel(ax, o, colour)
         seeds = sorted({len(o.seeds) for o in overlaps})
-        fig.supxlabel(f'Window counts summed over {"/".join(map(str, seeds))} seeds; '
-                      '% = mean over seeds', fontsize=6.5)
+        fig.supxlabel(footnote(f'Window counts summed over {"/".join(map(str, seeds))} seeds; '
+                               '% = mean over seeds', shortened_note(shortened)), fontsize=6.5)
         paths = save_figure(fig, out_stem)
     table = Path(out_stem).with_suffix('.md')
     place = ('one column wide' if width == ONE_COLUMN
@@ -627,25 +901,33 @@ def plot_error_overlap(overlaps: list[Overlap], out_stem) -> list[Path]:
     return paths + [table]
 
 
-def _venn_panel(ax, o: Overlap) -> None:
-    """Reference's failures (left circle) and the method's (right); names wrapped above and
-    below, the counts inside; axes limits hold every label."""
+def _venn_panel(ax, o: Overlap, colour: dict) -> None:
+    """Reference's failures (left circle) and the method's (right), in the methods' colours
+    ``colour``; names above and below, the counts inside, under them the windows both solve
+    and the two percentages with their denominators; axes limits hold every label and no
+    more."""
     import textwrap
     from matplotlib.patches import Circle
-    for x, colour in ((-0.55, OKABE_ITO[1]), (0.55, OKABE_ITO[0])):
-        ax.add_patch(Circle((x, 0), 1.0, facecolor=colour, alpha=0.25, edgecolor=colour,
-                            linewidth=1.0))
+    reference, method = (method_label(m, o.shortened) for m in (o.reference, o.method))
+    for x, name in ((-0.55, o.reference), (0.55, o.method)):
+        ax.add_patch(Circle((x, 0), 1.0, facecolor=colour[name], alpha=0.25,
+                            edgecolor=colour[name], linewidth=1.0))
     small = dict(ha='center', va='center', fontsize=6.5)
-    ax.text(-0.95, 0, f'{o.fixed}\nfixed\n{o.fixed_pct[0]:.1f}%', **small)
+    ax.text(-0.95, 0, f'{o.fixed}\nfixed', **small)
     ax.text(0, 0, f'{o.both_fail}\nboth\nfail', **small)
-    ax.text(0.95, 0, f'{o.introduced}\nintro-\nduced\n{o.introduced_pct[0]:.1f}%', **small)
-    ax.text(-1.6, 1.08, textwrap.fill(f'{o.reference} fails', 20), ha='left', va='bottom',
-            fontsize=6.5, color=OKABE_ITO[1])
-    ax.text(1.6, -1.08, textwrap.fill(f'{o.method} fails', 20), ha='right', va='top',
-            fontsize=6.5, color=OKABE_ITO[0])
-    ax.text(1.6, 1.08, f'both solve\n{o.both_solve}', ha='right', va='bottom', fontsize=6.5)
-    ax.set_xlim(-1.6, 1.6)
-    ax.set_ylim(-1.7, 1.7)
+    ax.text(0.95, 0, f'{o.introduced}\nintro-\nduced', **small)
+    ax.text(-1.6, 1.08, textwrap.fill(f'{reference} fails', 30), ha='left', va='bottom',
+            fontsize=6.5, color=colour[o.reference])
+    ax.text(1.6, -1.08, textwrap.fill(f'{method} fails', 30), ha='right', va='top',
+            fontsize=6.5, color=colour[o.method])
+    notes = [f'both solve: {o.both_solve}',
+             f'fixed: {o.fixed_pct[0]:.1f}% of {o.reference}\'s failures',
+             f'introduced: {o.introduced_pct[0]:.1f}% of its successes']
+    ax.text(-1.6, VENN_YLIM[0], '\n'.join(textwrap.fill(n, 32, subsequent_indent='  ')
+                                           for n in notes),
+            ha='left', va='bottom', fontsize=6.5, linespacing=1.1)
+    ax.set_xlim(*VENN_XLIM)
+    ax.set_ylim(*VENN_YLIM)
     ax.set_aspect('equal')
     ax.axis('off')
 
@@ -711,28 +993,34 @@ VENN3_LABELS = {(True, False, False): (-1.0, 0.6), (False, True, False): (1.0, 0
 
 def plot_error_overlap3(overlap: Overlap3, out_stem) -> list[Path]:
     """Three-circle Venn diagram of the failures (one column wide; counts summed over the
-    seeds); also writes ``<out_stem>.md`` (:func:`overlap3_table`)."""
+    seeds; each circle in its method's colour, names wrapped inside the canvas); also writes
+    ``<out_stem>.md`` (:func:`overlap3_table`)."""
+    import textwrap
     from matplotlib.patches import Circle
+    shortened = {m: r for pair in overlap.pairs for m, r in pair.shortened.items()}
+    colour = distinct_colours(overlap.methods)
     with paper_style() as plt:
-        fig, ax = plt.subplots(figsize=(ONE_COLUMN, 2.9), layout='constrained')
-        for (x, y), colour in zip(VENN3_CENTRES, OKABE_ITO):
-            ax.add_patch(Circle((x, y), 1.0, facecolor=colour, alpha=0.2, edgecolor=colour,
-                                linewidth=1.2))
+        fig, ax = plt.subplots(figsize=(ONE_COLUMN, 3.0), layout='constrained')
+        for (x, y), method in zip(VENN3_CENTRES, overlap.methods):
+            ax.add_patch(Circle((x, y), 1.0, facecolor=colour[method], alpha=0.2,
+                                edgecolor=colour[method], linewidth=1.2))
         for pattern, (x, y) in VENN3_LABELS.items():
             ax.text(x, y, str(overlap.counts[pattern]), ha='center', va='center', fontsize=7)
-        for (x, y), name, colour, side in zip(VENN3_CENTRES, overlap.methods, OKABE_ITO,
-                                              ('right', 'left', 'center')):
+        for (x, y), name, side in zip(VENN3_CENTRES, overlap.methods,
+                                      ('right', 'left', 'center')):
             below = y < 0
+            label = textwrap.fill(f'{method_label(name, shortened)} fails', 24)
             ax.text(x + {'right': 0.35, 'left': -0.35, 'center': 0}[side],
-                    y + (-1.08 if below else 1.08), f'{name} fails', ha=side,
-                    va='top' if below else 'bottom', fontsize=7, color=colour)
-        ax.text(1.75, -1.65, f'all solve: {overlap.counts[(False, False, False)]}',
+                    y + (-1.08 if below else 1.08), label, ha=side,
+                    va='top' if below else 'bottom', fontsize=7, color=colour[name])
+        ax.text(1.85, -1.75, f'all solve:\n{overlap.counts[(False, False, False)]}',
                 ha='right', va='bottom', fontsize=7)
-        ax.set_xlim(-1.75, 1.75)
-        ax.set_ylim(-1.75, 1.55)
+        ax.set_xlim(-1.9, 1.9)
+        ax.set_ylim(-1.8, 1.6)
         ax.set_aspect('equal')
         ax.axis('off')
-        fig.supxlabel(f'Window counts summed over {len(overlap.seeds)} seeds', fontsize=6.5)
+        fig.supxlabel(footnote(f'Window counts summed over {len(overlap.seeds)} seeds',
+                               shortened_note(shortened)), fontsize=6.5)
         paths = save_figure(fig, out_stem)
     table = Path(out_stem).with_suffix('.md')
     table.write_text(overlap3_table(overlap))
@@ -759,13 +1047,14 @@ def top_actions(emissions, soft_plan, gt_plan, pred_plan, k: int = 8) -> list[in
 
 
 def plot_qualitative(emissions, soft_plan, action_names, out_stem, *, gt_plan, pred_plan,
-                     k: int = 8) -> list[Path]:
+                     k: int = 8, shortened: str = '') -> list[Path]:
     """Emissions and DVL soft plan of one window as (action x step) heatmaps over the
     :func:`top_actions` of its task; ground truth = square, prediction = dot (one column wide).
 
     Args:
         emissions: (T, A) emission probabilities; soft_plan: (T, A) DVL soft plan.
         action_names: (A,) column labels; gt_plan, pred_plan: (T,) column indices (0..A-1).
+        shortened: why the model's training is not the full one ('' = full): noted with †.
     """
     import matplotlib.patheffects as effects
     emissions, soft_plan = np.asarray(emissions), np.asarray(soft_plan)
@@ -777,8 +1066,10 @@ def plot_qualitative(emissions, soft_plan, action_names, out_stem, *, gt_plan, p
     row_of = {a: i for i, a in enumerate(rows)}
     steps = emissions.shape[0]
     outline = [effects.withStroke(linewidth=2.2, foreground='white')]
+    names = [str(action_names[a]) for a in rows]
+    by_index = max(len(n) for n in names) > QUALITATIVE_LABEL_CHARS
     with paper_style() as plt:
-        fig, axes = plt.subplots(1, 2, figsize=(ONE_COLUMN, 0.35 + 0.2 * len(rows)),
+        fig, axes = plt.subplots(1, 2, figsize=(ONE_COLUMN, 0.75 + 0.24 * len(rows)),
                                  sharey=True, layout='constrained')
         for ax, matrix, name in ((axes[0], emissions, 'Emissions'),
                                  (axes[1], soft_plan, 'Soft plan (DVL)')):
@@ -791,27 +1082,47 @@ def plot_qualitative(emissions, soft_plan, action_names, out_stem, *, gt_plan, p
             ax.set_xticks(range(steps), [str(t + 1) for t in range(steps)])
             ax.set_xlabel('Step t')
             ax.set_title(name, fontsize=7, pad=3)  # panel label, not a caption
-        axes[0].set_yticks(range(len(rows)), [_short(action_names[a]) for a in rows])
-        fig.colorbar(image, ax=axes, label='Probability', fraction=0.08, pad=0.02)
+        axes[0].set_yticks(range(len(rows)), [str(i + 1) for i in range(len(rows))]
+                           if by_index else names)
+        if by_index:
+            axes[0].set_ylabel('Action (key below)')
+        bar = fig.colorbar(image, ax=axes, label='Probability', fraction=0.08, pad=0.02)
+        bar.set_ticks([0, 0.25, 0.5, 0.75, 1.0])
         handles, labels = axes[0].get_legend_handles_labels()
-        fig.legend(handles, labels, loc='outside lower center', ncol=2, handletextpad=0.2)
+        fig.legend(handles, labels, loc='outside upper center', ncol=2, handletextpad=0.2)
+        note = f'{SHORTENED_MARK} shortened run: {shortened}' if shortened else ''
+        if by_index or note:
+            fig.supxlabel(footnote(action_key(names) if by_index else '', note), x=0.0,
+                          ha='left', fontsize=6.5, linespacing=1.15)
         return save_figure(fig, out_stem)
 
 
-def _short(name: str, width: int = 22) -> str:
-    return name if len(name) <= width else name[:width - 1] + '…'
+QUALITATIVE_LABEL_CHARS = 22  # longer action names: rows numbered, the names in a key
+
+
+def action_key(names, width: int = 62) -> str:
+    """'1 name' per line, wrapped (the key of the numbered rows)."""
+    import textwrap
+    return '\n'.join(textwrap.fill(f'{i + 1}  {name}', width, subsequent_indent='    ')
+                      for i, name in enumerate(names))
 
 
 def qualitative_from_checkpoint(config: str, checkpoint: str, index: int = 0,
                                 cfg_options: dict | None = None) -> dict:
-    """Inputs of :func:`plot_qualitative` for test sample ``index`` of a trained model, plus
+    """Inputs of :func:`plot_qualitative` for test sample ``index`` of a trained model (with
+    ``shortened`` when the checkpoint's epoch is before the config's ``max_epochs``), plus
     ``caption`` (task and sample, for the paper's caption).
 
     The columns are the actions of the sample's task (plus any predicted action outside it).
     """
     from vpn_plugin.apis import build_split_dataset, inference_planner, init_planner
+    from vpn_plugin.engine.checkpoint import read_checkpoint
     model = init_planner(config, checkpoint, cfg_options=cfg_options)
     dataset = build_split_dataset(model.cfg, 'test')
+    epoch = (read_checkpoint(checkpoint).get('meta') or {}).get('epoch')
+    planned = model.cfg.get('train_cfg', {}).get('max_epochs')
+    shortened = (f'checkpoint of epoch {epoch} of the config\'s {planned}'
+                 if epoch is not None and planned and epoch < planned else '')
     out = inference_planner(model, dataset, [index])[0]
     task = int(out.gt_task)
     task_actions = list(dataset.taxonomy.task_actions[task])
@@ -821,5 +1132,5 @@ def qualitative_from_checkpoint(config: str, checkpoint: str, index: int = 0,
                 soft_plan=out.soft_plan[:, columns].numpy(),
                 action_names=[dataset.taxonomy.action_names[a] for a in columns],
                 gt_plan=[position[int(a)] for a in out.gt_plan],
-                pred_plan=[position[int(a)] for a in out.pred_plan],
+                pred_plan=[position[int(a)] for a in out.pred_plan], shortened=shortened,
                 caption=f'{dataset.taxonomy.task_names[task]} (test sample {index})')

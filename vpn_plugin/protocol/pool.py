@@ -19,13 +19,12 @@ import ctypes
 import multiprocessing
 import os
 import signal
-import time
 import traceback
 from dataclasses import asdict, dataclass
 from multiprocessing.connection import wait
 
 from .results import row_from_dict
-from .progress import eta, log
+from .progress import Progress, log, unit_name
 
 
 @dataclass
@@ -50,14 +49,16 @@ def slots(jobs: int, cores=None) -> list[Slot]:
     return [Slot(i, group, i) for i, group in enumerate(groups)]
 
 
-def run_pool(runner, units: list, done: set, jobs: int) -> None:
+def run_pool(runner, units: list, done: set, jobs: int,
+             progress: Progress | None = None) -> None:
     """Run ``units`` with ``runner`` (a ``ProtocolRunner``), ``jobs`` at once (module docstring);
-    every row goes through ``runner.record``."""
+    every row goes through ``runner.record``; ``progress`` counts the finished units (ETA)."""
     import torch
     context = multiprocessing.get_context('spawn' if torch.cuda.is_initialized() else 'fork')
     free, queue = slots(jobs), list(enumerate(units))
     running, finished, failures = {}, {}, []
-    written, started = 0, time.time()
+    written = 0
+    progress = progress or Progress(len(units), jobs=jobs)
     try:
         while queue or running:
             while queue and free and not failures:
@@ -70,9 +71,10 @@ def run_pool(runner, units: list, done: set, jobs: int) -> None:
                 if status == 'error':
                     failures.append(payload)
                 else:
-                    finished[index] = [row_from_dict(row, f'job of {_name(unit)}')
+                    finished[index] = [row_from_dict(row, f'job of {unit_name(unit)}')
                                        for row in payload]
-                    log(f'finished {_name(unit)}' + eta(started, len(finished), len(units)))
+                    progress.done()  # not len(finished): written units leave it
+                    log(f'finished {unit_name(unit)}' + progress.text())
             while written in finished:  # in unit order: the file of a sequential run
                 for row in finished.pop(written):
                     runner.record(row, done)
@@ -94,7 +96,7 @@ def _start(context, runner, index, unit, done, slot: Slot, total: int) -> dict:
                               name=f'protocol-job-{slot.index}')
     process.start()
     sender.close()
-    log(f'[{index + 1}/{total}] {_name(unit)} -> job {slot.index} (cores '
+    log(f'[{index + 1}/{total}] {unit_name(unit)} -> job {slot.index} (cores '
          f'{",".join(map(str, slot.cores))}, pid {process.pid})')
     return {receiver: (index, unit, process, slot)}
 
@@ -118,7 +120,7 @@ def _child(runner, unit, done, slot: Slot, sender, parent: int) -> None:
         rows = [asdict(row) for row in runner.unit_rows(unit, done)]
         sender.send(('ok', rows))
     except BaseException:  # noqa: BLE001  (reported to the parent, which raises it)
-        sender.send(('error', f'{_name(unit)}:\n{traceback.format_exc()}'))
+        sender.send(('error', f'{unit_name(unit)}:\n{traceback.format_exc()}'))
     finally:
         sender.close()
 
@@ -142,6 +144,3 @@ def _die_with_parent(parent: int) -> None:
     if os.getppid() != parent:  # the parent died before the call
         os._exit(1)
 
-
-def _name(unit) -> str:
-    return f'{unit.slug} T={unit.horizon} seed={unit.seed}'

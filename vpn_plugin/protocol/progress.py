@@ -5,13 +5,47 @@ import sys
 import time
 
 
-def eta(started: float, finished: int, total: int) -> str:
-    """`` (elapsed Xs, eta Ys)`` after ``finished`` of ``total`` units started at ``started``
-    (``time.time()``); empty before the first one finished."""
-    if finished == 0:
-        return ''
-    elapsed = time.time() - started
-    return f' (elapsed {elapsed:.0f}s, eta {elapsed / finished * (total - finished):.0f}s)'
+class Progress:
+    """How far a protocol run is and when it ends: ETA = the units left x the measured
+    seconds per unit (wall time since the start / units finished; with ``--jobs N`` that is
+    the pool's rate, N at once), and before the first unit finishes the dry-run estimate
+    ``estimate`` (seconds of all the units in one process, divided by the jobs, less the time
+    spent), else none. ``clock``: seconds (a fake one in tests)."""
+
+    def __init__(self, total: int, *, jobs: int = 1, estimate: float | None = None,
+                 clock=time.monotonic):
+        self.total, self.jobs, self.estimate, self.clock = total, jobs, estimate, clock
+        self.finished = 0
+        self.started = clock()
+
+    def done(self) -> None:
+        """One more unit finished."""
+        self.finished += 1
+
+    def eta_seconds(self, now: float) -> float | None:
+        elapsed = now - self.started
+        if self.finished:
+            return elapsed / self.finished * (self.total - self.finished)
+        if self.estimate is not None:
+            return max(self.estimate / self.jobs - elapsed, 0.0)
+        return None
+
+    def text(self) -> str:
+        """`` (3/8 done, elapsed Xs, eta Ys)``; before the first: `` (eta ~Ys, dry-run
+        estimate)`` or ''."""
+        now = self.clock()
+        eta = self.eta_seconds(now)
+        if self.finished:
+            return (f' ({self.finished}/{self.total} done, elapsed {now - self.started:.0f}s, '
+                    f'eta {eta:.0f}s)')
+        return '' if eta is None else f' (eta ~{eta:.0f}s, dry-run estimate)'
+
+
+def unit_name(unit) -> str:
+    """A training unit as the progress lines name it: its rows' methods, as ``--methods``
+    spells them, its horizon and seed."""
+    methods = ', '.join(dict.fromkeys(t.method for t in unit.tests)) or unit.slug
+    return f'{methods} T={unit.horizon} seed={unit.seed}'
 
 
 def log(message: str) -> None:

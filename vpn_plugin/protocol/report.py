@@ -20,8 +20,10 @@ A table has one row per method and one column per (dataset, horizon, metric). Co
 * ORACLE methods (:func:`is_oracle`: an LLM given the ground-truth first/last actions, a PKG
   counted on the test videos) are named in the caption when the table mixes them with others,
   and are never the default Δ (best or second best) of such a table;
-* rows with a ``usage`` (LLM runs) add the columns Tokens (all prompt + completion tokens per
-  run, mean over seeds) and, when priced, Cost (per run, mean over seeds).
+* rows with a ``usage`` (LLM runs) add the columns Tokens (prompt + completion tokens of the
+  answers a run used, cached ones included) and Paid tokens (those of the requests the run
+  itself sent) and, when priced, Cost (of the answers used) and Paid (of the requests sent),
+  each per run, mean over seeds.
 
 Per column the best method is bold and the second best underlined (higher is better, except
 ``plan_jsd``: lower; ``plan_entropy`` is descriptive and not ranked; ties share the mark).
@@ -48,7 +50,8 @@ DEFAULT_METRICS = ('success_rate', 'mean_accuracy', 'miou_set')
 # what the rows pooled in one cell must share (besides method, dataset and test horizon)
 CELL_IDENTITY = ('protocol', 'config', 'train_horizon', 'variant', 'settings')
 # settings that legitimately differ across the seeds of one run setting (llm_eval.py rows:
-# the sample seed is the row's seed; a step model may be trained per seed)
+# the sample seed is the row's seed; a step model may be trained per seed; and the seed of
+# settings.pretrained, the pre-training stage each seed runs)
 PER_SEED_SETTINGS = ('sample_seed', 'step_checkpoint', 'anchors_file')
 CI_STYLES = ('width', 'half-width')  # width: the paper's p95 - p5; half-width: (p95 - p5) / 2
 MIN_SEEDS_FOR_CI = 3  # fewer seeds: mean only, no CI, no significance mark
@@ -105,7 +108,7 @@ class Table:
     stand_ins: dict = field(default_factory=dict)  # method -> sorted stand-in text features
     failures: dict = field(default_factory=dict)   # method -> {kind: windows}, summed over rows
     selections: list = field(default_factory=list)  # distinct checkpoint selections of the rows
-    usage: dict = field(default_factory=dict)      # method -> (tokens, cost | None) per run
+    usage: dict = field(default_factory=dict)      # method -> {USAGE_FIELDS: mean per run}
     oracle: set = field(default_factory=set)       # ORACLE methods (is_oracle)
 
 
@@ -211,27 +214,43 @@ def is_oracle(row: ResultRow) -> bool:
     return row.variant.get('anchors') == 'oracle' or 'oracle' in row.method.lower()
 
 
+USAGE_FIELDS = (('total_tokens', 'cost_of_answers'), ('paid_tokens', 'cost_paid'))
+LEGACY_COST = 'cost'  # rows written before issue 34: the cost of the answers used
+
+
 def _usage(rows, methods) -> dict:
-    """method -> (mean tokens per run, mean cost per run or None) of rows with a usage."""
+    """method -> {field: mean per run over seeds} of rows with a usage (LLM runs): tokens and
+    cost of the answers used, tokens and cost paid in the run; a field some row lacks (an
+    unpriced run, a row written before the paid fields existed) is left out."""
     found = {}
     for row in rows:
         if row.method in methods and 'total_tokens' in row.usage:
-            found.setdefault(row.method, []).append(row.usage)
-    return {m: (float(np.mean([u['total_tokens'] for u in used])),
-                float(np.mean([u['cost'] for u in used])) if all('cost' in u for u in used)
-                else None) for m, used in found.items()}
-def check_one_run_per_cell(rows) -> None:
+            usage = dict(row.usage)
+            if LEGACY_COST in usage:
+                usage.setdefault('cost_of_answers', usage[LEGACY_COST])
+            found.setdefault(row.method, []).append(usage)
+    fields = [f for pair in USAGE_FIELDS for f in pair]
+    return {m: {f: float(np.mean([u[f] for u in used])) for f in fields
+                if all(f in u for u in used)} for m, used in found.items()}
+
+
+def check_one_run_per_cell(rows, free_variant=()) -> None:
     """The seeds pooled in a cell (method, dataset, test horizon) must come from one run
     setting: rows that differ in any of :data:`CELL_IDENTITY` (settings that vary per seed,
-    :data:`PER_SEED_SETTINGS`, aside) are refused, naming the field, values and seeds."""
+    :data:`PER_SEED_SETTINGS`, aside) are refused, naming the field, values and seeds.
+
+    ``free_variant``: variant keys a figure plots (an x axis, a line per value): each of their
+    values is a cell of its own, and the rest of the identity must still agree.
+    """
     groups = {}
     for row in rows:
-        groups.setdefault((row.method, row.dataset, row.horizon), []).append(row)
-    for (method, dataset, horizon), members in groups.items():
+        free = tuple(str(row.variant.get(key)) for key in free_variant)
+        groups.setdefault((row.method, row.dataset, row.horizon, free), []).append(row)
+    for (method, dataset, horizon, _), members in groups.items():
         for name in CELL_IDENTITY:
             values = {}
             for row in members:
-                values.setdefault(_identity_value(row, name), []).append(row.seed)
+                values.setdefault(_identity_value(row, name, free_variant), []).append(row.seed)
             if len(values) > 1:
                 found = '; '.join(f'{value} (seed{"s" * (len(seeds) > 1)} '
                                   f'{", ".join(map(str, sorted(seeds)))})'
@@ -243,10 +262,14 @@ def check_one_run_per_cell(rows) -> None:
                     'method name (--rename works on names only)')
 
 
-def _identity_value(row: ResultRow, name: str) -> str:
+def _identity_value(row: ResultRow, name: str, free_variant=()) -> str:
     value = getattr(row, name)
     if name == 'settings':
         value = {k: v for k, v in value.items() if k not in PER_SEED_SETTINGS}
+        if isinstance(value.get('pretrained'), dict):  # a pre-training stage runs per seed
+            value['pretrained'] = {k: v for k, v in value['pretrained'].items() if k != 'seed'}
+    if name == 'variant':
+        value = {k: v for k, v in value.items() if k not in free_variant}
     return json.dumps(value, sort_keys=True, default=str)
 
 
@@ -363,13 +386,21 @@ def _extra_columns(table: Table) -> list:
     columns = []
     if _show_params(table):
         columns.append(('Params', lambda m: format_params(table.params[m])))
-    if table.usage:
-        columns.append(('Tokens', lambda m: format_params(table.usage[m][0])
-                        if m in table.usage else '-'))
-    if any(cost is not None for _, cost in table.usage.values()):
-        columns.append(('Cost', lambda m: f'{table.usage[m][1]:.2f}'
-                        if table.usage.get(m, (0, None))[1] is not None else '-'))
+    headers = {'total_tokens': 'Tokens', 'paid_tokens': 'Paid tokens',
+               'cost_of_answers': 'Cost', 'cost_paid': 'Paid'}
+    for name in ('total_tokens', 'paid_tokens', 'cost_of_answers', 'cost_paid'):
+        if any(name in used for used in table.usage.values()):
+            columns.append((headers[name], _usage_cell(table, name)))
     return columns
+
+
+def _usage_cell(table: Table, name: str):
+    def text(method):
+        value = table.usage.get(method, {}).get(name)
+        if value is None:
+            return '-'
+        return format_params(value) if name.endswith('tokens') else f'{value:.2f}'
+    return text
 
 
 def to_markdown(table: Table, *, title: str = '', digits: int = 2) -> str:
@@ -573,10 +604,18 @@ def _oracle_legend(table: Table) -> str:
 def _usage_legend(table: Table) -> str:
     if not table.usage:
         return ''
-    cost = (' Cost: of those tokens at the run\'s price per 1k tokens (llm_eval.py '
-            '--price-per-1k).' if any(c is not None for _, c in table.usage.values()) else '')
-    return ('Tokens: prompt + completion tokens of one run (cached replies included), mean '
-            'over seeds.' + cost)
+    shown = {name for used in table.usage.values() for name in used}
+    parts = ['Tokens: prompt + completion tokens of the answers one run used (cached replies '
+             'included), mean over seeds.']
+    if 'paid_tokens' in shown:
+        parts.append('Paid tokens: those of the requests the run itself sent (0 when every '
+                     'answer came from the cache).')
+    if 'cost_of_answers' in shown:
+        parts.append('Cost: of the answers used, at the run\'s price per 1k tokens '
+                     '(llm_eval.py --price-per-1k).')
+    if 'cost_paid' in shown:
+        parts.append('Paid: what the run\'s own requests cost at that price.')
+    return ' '.join(parts)
 
 
 def _selection_legend(table: Table) -> str:

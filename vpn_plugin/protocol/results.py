@@ -59,10 +59,12 @@ usage           dict     what a prompted run consumed (LLM rows; default ``{}``)
                          ``cache_hits``, ``prompt_tokens`` / ``completion_tokens`` (paid
                          in this run), ``cached_prompt_tokens`` /
                          ``cached_completion_tokens`` (answered from the cache, paid
-                         earlier); ``total_tokens`` (all prompt + completion tokens of the
-                         run, cached ones included); with ``llm_eval.py --price-per-1k``:
-                         ``price_per_1k`` [prompt, completion] and ``cost`` (of all its
-                         tokens, in the price's unit)
+                         earlier); ``total_tokens`` (prompt + completion tokens of the
+                         answers used, cached ones included), ``paid_tokens`` (of the
+                         requests sent in this run); with ``llm_eval.py --price-per-1k``:
+                         ``price_per_1k`` [prompt, completion], ``cost_of_answers`` and
+                         ``cost_paid`` (in the price's unit; rows written before these
+                         two have ``cost`` = the cost of the answers used)
 =============== ======== ===============================================================
 
 Identity (:meth:`ResultRow.key`): every field except ``metrics``, ``params``, the paths,

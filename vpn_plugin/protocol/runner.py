@@ -65,7 +65,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from vpn_plugin.locks import LockBusyError, exclusive_lock, lock_path_of
-from .progress import eta, log
+from .progress import Progress, log, unit_name
 from .results import ResultRow, append_result, read_results
 
 
@@ -431,9 +431,11 @@ class ProtocolRunner:
                                     'retrained silently: delete the folder to train it again')
         return {unit.pretrained['option']: checkpoint}
 
-    def run(self, units: list[TrainUnit], jobs: int = 1) -> Path:
+    def run(self, units: list[TrainUnit], jobs: int = 1, estimate=None) -> Path:
         """Run every unfinished unit, ``jobs`` at once (``protocol/pool.py``: one process per
-        unit; the rows are the same and written in the same order); returns the results file."""
+        unit; the rows are the same and written in the same order); returns the results file.
+        ``estimate(units)``: the dry run's seconds of those units in one process (the ETA
+        until the first one finishes, :class:`progress.Progress`)."""
         if jobs < 1:
             raise ValueError(f'jobs={jobs}; expected >= 1 runs at once')
         done = self.done_keys()
@@ -443,29 +445,31 @@ class ProtocolRunner:
         log(f'protocol {self.protocol}: {len(units)} runs, {len(units) - len(todo)} '
              f'already finished, {len(todo)} to run -> {self.results_file}')
         started = time.time()
+        progress = Progress(len(todo), jobs=jobs, estimate=estimate(todo) if estimate else None)
         if jobs > 1:
             from .pool import run_pool
-            run_pool(self, todo, done, jobs)
+            run_pool(self, todo, done, jobs, progress)
         else:
-            self.run_in_turn(todo, done, started)
+            self.run_in_turn(todo, done, progress)
         log(f'protocol {self.protocol}: done in {time.time() - started:.0f}s')
         return self.results_file
 
-    def run_in_turn(self, units: list[TrainUnit], done: set, started: float) -> None:
+    def run_in_turn(self, units: list[TrainUnit], done: set, progress: Progress) -> None:
         """Run ``units`` one after the other in this process; a unit another process holds
         is skipped and waited for at the end."""
         busy = []
         for number, unit in enumerate(units, 1):
-            log(f'[{number}/{len(units)}] {unit.slug} T={unit.horizon} seed={unit.seed}'
-                 + eta(started, number - 1, len(units)))
+            log(f'[{number}/{len(units)}] {unit_name(unit)}' + progress.text())
             try:
                 self.run_unit(unit, done, wait=False)
+                progress.done()
             except LockBusyError as error:  # another process runs it: come back at the end
                 log(f'    skipped for now: {error}')
                 busy.append(unit)
         for unit in busy:
             log(f'waiting for {self.work_dir(unit)} (run by another process)')
             self.run_unit(unit, done)
+            progress.done()
 
     def check_requirements(self, units: list[TrainUnit]) -> None:
         """For a protocol with ``requires`` (data beyond ../shared/data, e.g. COIN's

@@ -251,7 +251,7 @@ class OpenAIChatBackend(CachedChatBackend):
         self.model, self.params = model, dict(params or {})
         self.endpoint = str(base_url).rstrip('/')
         self.max_retries, self.backoff, self.max_backoff = max_retries, backoff, max_backoff
-        api_key = api_key or resolve_api_key(api_key_env)
+        api_key = api_key or resolve_api_key(api_key_env, base_url)
         self.client = openai.OpenAI(base_url=base_url, api_key=api_key, timeout=timeout,
                                     max_retries=0)
 
@@ -323,12 +323,29 @@ class OpenAIChatBackend(CachedChatBackend):
         return reply
 
 
-def resolve_api_key(env_name: str | None) -> str:
-    """The key from ``env_name``; local servers (vLLM, Ollama) accept any key, hence 'EMPTY'."""
+LOCAL_HOSTS = ('localhost', '127.0.0.1', '0.0.0.0', '::1')
+
+
+def is_local_endpoint(base_url) -> bool:
+    """An endpoint on this machine (a vLLM / Ollama server), which needs no API key."""
+    from urllib.parse import urlparse
+    host = urlparse(str(base_url or '')).hostname or ''
+    return host in LOCAL_HOSTS or host.startswith('127.')
+
+
+def resolve_api_key(env_name: str | None, base_url=None) -> str:
+    """The key from ``env_name``; local servers (vLLM, Ollama) accept any key, hence 'EMPTY'.
+    A named variable that is not set is an error that says how to go on: for a local
+    endpoint, without ``--api-key-env``; else by setting it."""
     if env_name is None:
         return os.environ.get('OPENAI_API_KEY', 'EMPTY')
     if env_name not in os.environ:
-        raise KeyError(f'--api-key-env {env_name}: environment variable is not set')
+        if is_local_endpoint(base_url):
+            raise KeyError(f'--api-key-env {env_name}: environment variable is not set; '
+                           f'{base_url} is a local endpoint, which needs no key: run without '
+                           '--api-key-env (the placeholder key "EMPTY" is sent)')
+        raise KeyError(f'--api-key-env {env_name}: environment variable is not set; set it '
+                       f'(export {env_name}=<your key>) for {base_url}')
     return os.environ[env_name]
 
 

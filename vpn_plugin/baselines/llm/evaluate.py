@@ -155,20 +155,40 @@ def token_summary(usage: dict) -> str:
 
 
 def usage_record(usage: dict, price_per_1k=None) -> dict:
-    """The results row's ``usage``: the backend's counts, ``total_tokens`` (prompt +
-    completion, cached ones included: what the run consumes) and, with ``price_per_1k``
-    ([prompt, completion] or one price for both, per 1000 tokens), ``cost`` of all of them."""
+    """The results row's ``usage``: the backend's counts and two totals kept apart,
+
+    * ``total_tokens``: prompt + completion tokens of the answers the run USED (cached
+      replies included: what the result consumes), and with ``price_per_1k`` ([prompt,
+      completion] or one price for both, per 1000 tokens) ``cost_of_answers``;
+    * ``paid_tokens``: the tokens of the requests sent IN THIS RUN (0 for a rerun served from
+      the cache), and with a price ``cost_paid``.
+    """
     record = dict(usage)
     prompt = usage['prompt_tokens'] + usage['cached_prompt_tokens']
     completion = usage['completion_tokens'] + usage['cached_completion_tokens']
     record['total_tokens'] = prompt + completion
+    record['paid_tokens'] = usage['prompt_tokens'] + usage['completion_tokens']
     if price_per_1k:
         prices = [float(p) for p in price_per_1k]
         prompt_price, completion_price = prices if len(prices) == 2 else prices * 2
         record['price_per_1k'] = [prompt_price, completion_price]
-        record['cost'] = round((prompt * prompt_price + completion * completion_price) / 1000,
-                               6)
+
+        def cost(prompt_tokens, completion_tokens):
+            return round((prompt_tokens * prompt_price + completion_tokens * completion_price)
+                         / 1000, 6)
+        record['cost_of_answers'] = cost(prompt, completion)
+        record['cost_paid'] = cost(usage['prompt_tokens'], usage['completion_tokens'])
     return record
+
+
+def cost_summary(record: dict) -> str:
+    """'cost paid in this run 0.00; cost of the answers used 11.56' of a priced
+    :func:`usage_record` ('' unpriced)."""
+    if 'cost_paid' not in record:
+        return ''
+    return (f"cost paid in this run {record['cost_paid']:.2f}; cost of the answers used "
+            f"{record['cost_of_answers']:.2f} (at {record['price_per_1k']} per 1k prompt, "
+            'completion tokens)')
 
 
 def write_outcomes(path: str | Path, queries, outcomes: list[PlanOutcome], setting: dict) -> None:
