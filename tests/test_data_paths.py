@@ -217,7 +217,8 @@ def test_mmaction2_test_tool_runs_our_config_from_another_directory(shared_data,
         'data_root=../root', 'feature_dir=../features', 'cache_dir=../test_cache'])
     runpy.run_path(str(mmaction2_tool('test')), run_name='__main__')
     assert 'plan/success_rate' in capsys.readouterr().out
-    dumped = (tmp_path / 'elsewhere/wd/uniform_emissions_niv_t3.py').read_text()
+    assert not (tmp_path / 'elsewhere/wd/uniform_emissions_niv_t3.py').exists()  # a training record
+    dumped = next((tmp_path / 'elsewhere/wd').glob('*/uniform_emissions_niv_t3.py')).read_text()
     assert str(tmp_path / 'root' / 'niv') in dumped and '{data_root}' not in dumped
     assert any((tmp_path / 'test_cache').iterdir())
 

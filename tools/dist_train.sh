@@ -2,7 +2,8 @@
 # Multi-process training with torchrun, on GPUs or (gloo) on CPU.
 #   tools/dist_train.sh CONFIG NPROC [tools/train.py args...]
 # NNODES, NODE_RANK, MASTER_ADDR, PORT select a multi-node run.
-# VPN_TOOL=test.py runs tools/test.py instead (tools/dist_test.sh).
+# VPN_TOOL=test.py runs tools/test.py instead (tools/dist_test.sh); VPN_TOOL=extract_features.py
+# runs the feature extractor (tools/dist_extract.sh).
 set -euo pipefail
 if [ $# -lt 2 ]; then
     echo "usage: $0 CONFIG NPROC [train.py args...]" >&2

@@ -2,7 +2,8 @@
 # Training on a slurm cluster, one task per GPU.
 #   tools/slurm_train.sh PARTITION JOB_NAME CONFIG [tools/train.py args...]
 # GPUS (default 8), GPUS_PER_NODE (8), CPUS_PER_TASK (4), SRUN_ARGS tune the job.
-# VPN_TOOL=test.py runs tools/test.py instead (tools/slurm_test.sh).
+# VPN_TOOL=test.py runs tools/test.py instead (tools/slurm_test.sh); VPN_TOOL=extract_features.py
+# runs the feature extractor (tools/slurm_extract.sh).
 set -euo pipefail
 if [ $# -lt 3 ]; then
     echo "usage: $0 PARTITION JOB_NAME CONFIG [train.py args...]" >&2
