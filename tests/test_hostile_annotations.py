@@ -229,3 +229,18 @@ def test_empty_videos_repeated_rows_and_same_name_actions_are_counted(tmp_path):
     assert 'train.json: vid v2' in summary
     assert 'vid v1: step 2 repeats step 1 (3.0, 5.0, 1)' in summary
     assert "task 111: actions 0 and 4 are both 'Boil  Water'" in summary, summary
+
+
+@pytest.mark.parametrize('text,expected', [
+    ('{"0_a": {"0": "x", "1": "y"}, "0_a": {"2": "z"}}',
+     "task '0_a' has index 0, expected 1"),
+    ('{"0_a": {"0": "x", "0": "y"}}',
+     "task '0_a': action id 0 ('y') is already used by task '0_a' ('x'); expected every "
+     'action id once')])
+def test_a_duplicate_key_in_the_taxonomy_is_named(tmp_path, text, expected):
+    """JSON keeps the last of two equal keys: the taxonomy reader sees both and names the key."""
+    path = tmp_path / 'taxonomy.json'
+    path.write_text(text)
+    with pytest.raises(ValueError) as error:
+        load_taxonomy(path)
+    assert str(error.value) == f'{path}: {expected}'
