@@ -99,3 +99,20 @@ def test_miou_batch_extra_is_reported_with_its_batch_size():
         PlanningMetric(extra_metrics=['miou_batch'])
     with pytest.raises(ValueError, match=r"extra_metrics \['miou'\] are unknown"):
         PlanningMetric(extra_metrics=['miou'], miou_batch_size=8)
+
+
+def test_dumped_predictions_are_written_atomically(tmp_path):
+    """``tools/test.py --out``: the pickle holds every prediction, and a failed write (here a
+    folder that is a file) names the file and leaves nothing, not a truncated pickle."""
+    import pickle
+    from vpn_plugin.errors import OutputWriteError
+    from vpn_plugin.evaluation import AtomicDumpResults
+    results = [dict(pred_plan=[1, 2, 3]), dict(pred_plan=[4, 5, 6])]
+    good = tmp_path / 'predictions.pkl'
+    AtomicDumpResults(out_file_path=str(good)).compute_metrics(results)
+    assert pickle.loads(good.read_bytes()) == results
+    (tmp_path / 'file').write_text('')
+    bad = tmp_path / 'file' / 'predictions.pkl'
+    with pytest.raises(OutputWriteError, match=f'cannot write the predictions {bad} \\(--out\\)'):
+        AtomicDumpResults(out_file_path=str(bad)).compute_metrics(results)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ['file', 'predictions.pkl']

@@ -6,7 +6,8 @@
 
 As in MMAction2/mmdet, ``--out`` (alias ``--dump``) pickles the predictions (one dict per test
 sample: ``pred_plan``, ``gt_plan``, ``soft_plan``, ``emissions``, ...) through mmengine's
-``DumpResults``; the metrics go to ``--out-metrics``, by default ``<log dir>/test_metrics.json``.
+``DumpResults``, written atomically (``AtomicDumpResults``); the metrics go to ``--out-metrics``,
+by default ``<log dir>/test_metrics.json``.
 """
 import argparse
 import json
@@ -46,7 +47,7 @@ def add_dump(cfg, dump_path):
     evaluators = cfg.test_evaluator
     if not isinstance(evaluators, (list, tuple)):
         evaluators = [evaluators]
-    cfg.test_evaluator = [*evaluators, dict(type='DumpResults', out_file_path=dump_path)]
+    cfg.test_evaluator = [*evaluators, dict(type='AtomicDumpResults', out_file_path=dump_path)]
 
 
 def load_config(args):
