@@ -188,6 +188,7 @@ def test_work_dir_with_another_runs_checkpoints_needs_resume_or_overwrite(
 def toy_runner(work_dir, **changes):
     """The toy model of tests/toy_plugin.py with the project's runtime (RNGStateHook on)."""
     from mmengine.runner import Runner
+    from vpn_plugin.runner import unique_experiment_name
     import toy_plugin  # noqa: F401  (registers the toy dataset, model and metric)
     loader = dict(batch_size=8, num_workers=0, collate_fn=dict(type='default_collate'),
                   sampler=dict(type='DefaultSampler', shuffle=True),
@@ -198,6 +199,7 @@ def toy_runner(work_dir, **changes):
         train_dataloader=loader, train_cfg=dict(type='EpochBasedTrainLoop', max_epochs=2),
         optim_wrapper=dict(optimizer=dict(type='SGD', lr=0.1)), log_level='WARNING'))
     cfg.merge_from_dict(changes)
+    cfg.experiment_name = unique_experiment_name(cfg)  # runners built in one second share none
     return Runner.from_cfg(cfg)
 
 
