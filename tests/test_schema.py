@@ -8,6 +8,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
+from torch import nn
 
 import vpn_plugin.mm  # noqa: F401  (registration)
 from mmaction.registry import MODELS
@@ -145,6 +146,50 @@ def test_decode_modes_and_predicted_fields():
                        model.decode_plan(probabilities, 'viterbi'))
     with pytest.raises(ValueError, match="decode mode='beam' is unknown"):
         model.decode_plan(probabilities, 'beam')
+
+
+def trained_weights(seed: int, steps: int = 3) -> dict:
+    """A tiny SCHEMA with dropout after ``steps`` AdamW steps on random batches, all drawn
+    after ``torch.manual_seed(seed)`` (as the runner seeds a training)."""
+    torch.manual_seed(seed)
+    model = small(dropout=0.3, input_dropout=0.3).train()
+    optimizer = torch.optim.AdamW(model.parameters(), lr=3e-3)
+    for _ in range(steps):
+        inputs = dict(start=torch.randn(6, D), goal=torch.randn(6, D))
+        samples = dict(plan=torch.randint(N, (6, T)), task=torch.randint(K, (6,)))
+        optimizer.zero_grad()
+        sum(model(inputs, samples, mode='loss').values()).backward()
+        optimizer.step()
+    return {k: v.detach().clone() for k, v in model.state_dict().items()}
+
+
+def test_training_is_bit_reproducible_from_its_seed():
+    """Same seed and thread count: bit-identical weights (every random draw, dropout included,
+    comes from the seeded generator); another seed: other weights (the draws matter)."""
+    first, again, other = trained_weights(0), trained_weights(0), trained_weights(1)
+    assert all(torch.equal(first[k], again[k]) for k in first)
+    assert not all(torch.equal(first[k], other[k]) for k in first if k.startswith('action'))
+
+
+@pytest.mark.parametrize('shared', [True, False])
+def test_cross_attention_is_torch_multihead_attention(shared):
+    """``multi_head_attention`` (one attention for a shared memory) computes
+    ``nn.MultiheadAttention``'s function: outputs and gradients at float32 round-off."""
+    from vpn_plugin.models.schema import multi_head_attention
+    torch.manual_seed(0)
+    attention = nn.MultiheadAttention(16, 4)
+    query = torch.randn(5, 7, 16, requires_grad=True)
+    memory = torch.randn(1 if shared else 5, 9, 16, requires_grad=True)
+    upstream = torch.randn(5, 7, 16)
+    got = multi_head_attention(query, memory, attention)
+    torch_memory = memory.expand(5, -1, -1)
+    want = attention(query.transpose(0, 1), torch_memory.transpose(0, 1),
+                     torch_memory.transpose(0, 1), need_weights=False)[0].transpose(0, 1)
+    tensors = [query, memory, attention.in_proj_weight, attention.out_proj.weight]
+    grads = [torch.autograd.grad((out * upstream).sum(), tensors) for out in (got, want)]
+    torch.testing.assert_close(got, want, rtol=0, atol=1e-6 * want.abs().max().item())
+    for mine, theirs in zip(*grads):
+        torch.testing.assert_close(mine, theirs, rtol=0, atol=1e-5 * theirs.abs().max().item())
 
 
 # ------------------------------------------------------------------ checkpoints
