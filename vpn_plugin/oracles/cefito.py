@@ -35,7 +35,8 @@ from ..engine.cefito_training import ema_update
 from ..models.pdpp import observation_pair
 from . import compare as cmp
 from .compare import (GRAD_TOLERANCE, OUTPUT_TOLERANCE, build_registered, compare_file,
-                      compare_grads, read_npz, require_meta_fields, set_fixture_sizes)
+                      compare_grads, read_npz, report_parameter_counts, require_meta_fields,
+                      set_fixture_sizes)
 
 REPO = Path(__file__).resolve().parents[2]
 CONFIG = REPO / 'configs/baselines/cefito_crosstask_t3.py'
@@ -92,8 +93,12 @@ def build(model_cfg, embeddings=None, device=None):
 def check_counts(model_cfg, meta: dict, model) -> bool:
     """The fixture's counts and every ``full_size`` entry (built on the meta device)."""
     from ..models.base_planner import num_parameters
-    cases = [('fixture', model, meta.get('num_parameters_cefito'),
-              meta.get('num_parameters_task_classifier'))]
+
+    def counts(built):
+        return num_parameters(built), num_parameters(built.classifier)
+
+    cases = [('fixture', counts(model), (meta.get('num_parameters_cefito'),
+                                         meta.get('num_parameters_task_classifier')))]
     for name, full in meta.get('full_size', {}).items():
         full = dict(dict(hidden_dim=384, depth=4, num_heads=6, mlp_ratio=4.0, text_dim=512),
                     **full)
@@ -101,19 +106,11 @@ def check_counts(model_cfg, meta: dict, model) -> bool:
                    feature_dim=full['observation_dim'], hidden_dim=full['hidden_dim'],
                    depth=full['depth'], num_heads=full['num_heads'],
                    mlp_ratio=full['mlp_ratio'], text_dim=full['text_dim'],
-                   taxonomy={0: (0,)} if full['num_tasks'] == 1 else
-                   {t: (0,) for t in range(full['num_tasks'])})
-        cases.append((name, build(cfg, torch.zeros(full['num_actions'], full['text_dim']),
-                                  'meta'),
-                      full['cefito_parameters'], full['task_classifier_parameters']))
-    ok = True
-    for name, built, field, head in cases:
-        counts = (num_parameters(built), num_parameters(built.classifier))
-        good = counts == (field, head)
-        ok &= good
-        print(f'parameters {name}: CEFITO {counts[0]:,} (official {field:,}), task classifier '
-              f'{counts[1]:,} (official {head:,}) {"ok" if good else "MISMATCH"}')
-    return ok
+                   taxonomy={t: (0,) for t in range(full['num_tasks'])})
+        built = build(cfg, torch.zeros(full['num_actions'], full['text_dim']), 'meta')
+        cases.append((name, counts(built),
+                      (full['cefito_parameters'], full['task_classifier_parameters'])))
+    return report_parameter_counts(cases, ('CEFITO', 'task classifier'))
 
 
 def install_weights(model, fixture: Path) -> None:

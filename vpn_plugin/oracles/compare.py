@@ -121,6 +121,19 @@ def set_fixture_sizes(model_cfg, sizes: Mapping[str, object]):
     return model_cfg
 
 
+def report_parameter_counts(cases, labels: Sequence[str]) -> bool:
+    """One line per ``(name, our counts, official counts)`` of ``cases``, the counts in the
+    order of ``labels`` (e.g. ``('U-Net', 'task classifier')``); True when every case agrees."""
+    ok = True
+    for name, ours, official in cases:
+        good = tuple(ours) == tuple(official)
+        ok &= good
+        parts = ', '.join(f'{label} {mine:,} (official {theirs:,})'
+                          for label, mine, theirs in zip(labels, ours, official))
+        print(f'parameters {name}: {parts} {"ok" if good else "MISMATCH"}')
+    return ok
+
+
 def build_registered(model_cfg, device=None, **default_args):
     """A copy of ``model_cfg`` built from MMAction2's MODELS on ``device`` (``'meta'`` to count
     parameters without allocating them)."""

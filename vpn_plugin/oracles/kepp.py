@@ -29,7 +29,8 @@ from ..core import diffusion, kepp_paths
 from ..models.temporal_unet import official_name
 from .compare import (GRAD_TOLERANCE, OUTPUT_TOLERANCE, Row, compare, compare_chain,
                       build_registered, compare_file, compare_grads, grad_summary,
-                      perturbed_runs, read_npz, require_meta_fields, set_fixture_sizes)
+                      perturbed_runs, read_npz, report_parameter_counts, require_meta_fields,
+                      set_fixture_sizes)
 from .pdpp import install_unet, lr_outputs, schedule_outputs, to_numpy
 
 REPO = Path(__file__).resolve().parents[2]
@@ -83,21 +84,18 @@ def build_kepp(model_cfg, device=None):
 
 def check_counts(model_cfg, meta: dict, model) -> bool:
     from ..models.base_planner import num_parameters
-    ok = True
-    cases = [('fixture', model, meta['num_parameters_plan_unet'],
-              meta['num_parameters_step_unet'])]
+
+    def counts(built):
+        return num_parameters(built), num_parameters(built.step)
+
+    cases = [('fixture', counts(model),
+              (meta['num_parameters_plan_unet'], meta['num_parameters_step_unet']))]
     for name, full in meta.get('full_size_parameter_counts', {}).items():
         cfg = dict(model_cfg, num_actions=full['num_actions'], feature_dim=full['observation_dim'],
                    dim=full['temporal_unet_dim'], dim_mults=tuple(full['dim_mults']))
-        cases.append((name, build_kepp(cfg, 'meta'), full['plan_unet_parameters'],
-                      full['step_unet_parameters']))
-    for name, built, plan, step in cases:
-        counts = (num_parameters(built), num_parameters(built.step))
-        good = counts == (plan, step)
-        ok &= good
-        print(f'parameters {name}: plan U-Net {counts[0]:,} (official {plan:,}), step U-Net '
-              f'{counts[1]:,} (official {step:,}) {"ok" if good else "MISMATCH"}')
-    return ok
+        cases.append((name, counts(build_kepp(cfg, 'meta')),
+                      (full['plan_unet_parameters'], full['step_unet_parameters'])))
+    return report_parameter_counts(cases, ('plan U-Net', 'step U-Net'))
 
 
 def check_settings(cfg, meta: dict) -> bool:

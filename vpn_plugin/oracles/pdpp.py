@@ -32,7 +32,7 @@ import torch
 from ..core import diffusion
 from .compare import (GRAD_TOLERANCE, OUTPUT_TOLERANCE, Row, compare, compare_argmax,
                       compare_chain, compare_file, compare_grads, grad_summary,
-                      build_registered, perturbed_runs, read_npz, require_meta_fields,
+                      build_registered, perturbed_runs, read_npz, report_parameter_counts, require_meta_fields,
                       set_fixture_sizes)
 from ..models.pdpp import observation_pair
 from ..models.temporal_unet import official_name
@@ -90,21 +90,15 @@ def parameter_counts(model) -> Tuple[int, int]:
 
 def check_counts(model_cfg, meta: dict, model) -> bool:
     """The fixture's counts and each of ``full_size_parameter_counts`` (built, not run)."""
-    ok = True
-    cases = [('fixture', model, meta['num_parameters_unet'], meta['num_parameters_head'])]
+    cases = [('fixture', parameter_counts(model),
+              (meta['num_parameters_unet'], meta['num_parameters_head']))]
     for name, full in meta.get('full_size_parameter_counts', {}).items():
         cfg = dict(model_cfg, num_actions=full['num_actions'], num_tasks=full['num_tasks'],
                    feature_dim=full['observation_dim'], dim=full['temporal_unet_dim'],
                    dim_mults=tuple(full['dim_mults']))
-        cases.append((name, build_pdpp(cfg, 'meta'), full['unet_parameters'],
-                      full['head_parameters']))
-    for name, built, unet, head in cases:
-        counts = parameter_counts(built)
-        good = counts == (unet, head)
-        ok &= good
-        print(f'parameters {name}: U-Net {counts[0]:,} (official {unet:,}), task classifier '
-              f'{counts[1]:,} (official {head:,}) {"ok" if good else "MISMATCH"}')
-    return ok
+        cases.append((name, parameter_counts(build_pdpp(cfg, 'meta')),
+                      (full['unet_parameters'], full['head_parameters'])))
+    return report_parameter_counts(cases, ('U-Net', 'task classifier'))
 
 
 def check_settings(cfg, meta: dict) -> bool:
