@@ -31,7 +31,6 @@ from typing import Dict, Optional
 import numpy as np
 import torch
 from mmengine.logging import print_log
-from torch import nn
 
 from mmaction.registry import MODELS
 
@@ -40,7 +39,7 @@ from ..datasets.safe_pickle import safe_load_digraph
 from ..errors import check_choice
 from .base_planner import BasePlanner, num_parameters
 from .pdpp import SEED_STRIDE
-from .temporal_unet import TemporalUNet
+from .temporal_unet import DiffusionModel, TemporalUNet
 
 SAMPLERS = ('ddim', 'ddpm')
 TRAIN_PATHS = ('step', 'truth')
@@ -51,7 +50,7 @@ RELEASED_GRAPHS = {(105, 755): ('CrossTask (105 actions)', 105), (718, 2226): ('
                    (48, 175): ('NIV (built on train + test)', 48)}
 
 
-class KEPPDiffusion(nn.Module):
+class KEPPDiffusion(DiffusionModel):
     """One KEPP diffusion model (module docstring).
 
     Args:
@@ -67,24 +66,17 @@ class KEPPDiffusion(nn.Module):
                  dim: int, dim_mults, n_timesteps: int, endpoint_weight: float,
                  middle_weight: float, zero_middle: bool, sampling_seed: int, stream: int):
         super().__init__()
-        if horizon < len(dim_mults):
-            raise ValueError(f'KEPP horizon={horizon}: its U-Net with dim_mults={dim_mults} '
-                             f'needs T >= {len(dim_mults)} (the official code: T >= 3)')
+        self.check_horizon('KEPP', horizon, dim_mults)
         self.feature_dim, self.num_actions, self.horizon = feature_dim, num_actions, horizon
         self.condition_dim = condition_dim
         self.endpoint_weight, self.middle_weight = endpoint_weight, middle_weight
         self.zero_middle, self.sampling_seed, self.stream = zero_middle, sampling_seed, stream
         self.unet = TemporalUNet(condition_dim + num_actions + feature_dim, dim, tuple(dim_mults))
-        for name, value in diffusion.diffusion_schedule(n_timesteps).items():
-            self.register_buffer(name, value)
-        self.ddim_timestep_seq = diffusion.ddim_timesteps(n_timesteps)
+        self.register_schedule(n_timesteps)
 
     @property
     def channels(self) -> int:
         return self.condition_dim + self.num_actions + self.feature_dim
-
-    def schedule(self) -> Dict[str, torch.Tensor]:
-        return {name: getattr(self, name) for name in diffusion.SCHEDULE_BUFFERS}
 
     def empty_block(self, inputs) -> torch.Tensor:
         """(B, 0): the step model's (absent) condition block."""

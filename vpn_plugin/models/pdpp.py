@@ -30,7 +30,7 @@ from .. import core
 from ..core import diffusion
 from ..errors import check_choice
 from .base_planner import BasePlanner, num_parameters
-from .temporal_unet import TemporalUNet
+from .temporal_unet import DiffusionModel, TemporalUNet
 
 DECODES = ('argmax', 'viterbi')
 SEED_STRIDE = 1_000_003  # per-window noise seed = sampling_seed * stride + window index
@@ -97,7 +97,7 @@ class TaskClassifier(nn.Module):
 
 
 @MODELS.register_module()
-class PDPPDiffusion(nn.Module):
+class PDPPDiffusion(DiffusionModel):
     """Projected diffusion over plans of horizon T with its task classifier (module docstring).
 
     Args:
@@ -117,9 +117,7 @@ class PDPPDiffusion(nn.Module):
                  endpoint_weight: float = 10.0, middle_actions: bool = True,
                  sampling_seed: int = 0):
         super().__init__()
-        if horizon < len(dim_mults):
-            raise ValueError(f'PDPP horizon={horizon}: its U-Net with dim_mults={dim_mults} '
-                             f'needs T >= {len(dim_mults)} (the official code: T >= 3)')
+        self.check_horizon('PDPP', horizon, dim_mults)
         self.num_actions, self.num_tasks, self.horizon = num_actions, num_tasks, horizon
         self.feature_dim = feature_dim
         self.endpoint_weight, self.middle_actions = endpoint_weight, middle_actions
@@ -127,15 +125,10 @@ class PDPPDiffusion(nn.Module):
         self.unet = TemporalUNet(num_tasks + num_actions + feature_dim, dim, tuple(dim_mults))
         self.task_head = TaskHead(feature_dim, num_tasks)
         self.task_head.requires_grad_(False)  # trained before the U-Net (TaskClassifierHook)
-        for name, value in diffusion.diffusion_schedule(n_timesteps).items():
-            self.register_buffer(name, value)
-        self.ddim_timestep_seq = diffusion.ddim_timesteps(n_timesteps)
+        self.register_schedule(n_timesteps)
         self.register_buffer('classifier_ready', torch.tensor(False))
 
     # ------------------------------------------------------------------ training
-    def schedule(self) -> Dict[str, torch.Tensor]:
-        return {name: getattr(self, name) for name in diffusion.SCHEDULE_BUFFERS}
-
     def task_onehot(self, task: torch.Tensor) -> torch.Tensor:
         return F.one_hot(task, self.num_tasks).float()
 

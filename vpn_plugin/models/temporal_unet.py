@@ -10,10 +10,12 @@ Parameter names follow the official ones except ``Conv1dBlock``'s ``block.0``/``
 ``conv``/``norm`` (:func:`official_name`).
 """
 import re
+from typing import Dict
 
 import torch
 from torch import nn
 
+from ..core import diffusion
 from ..core.diffusion import sinusoidal_embedding
 
 GROUPS = 32  # GroupNorm groups of every Conv1dBlock (official n_groups)
@@ -125,6 +127,26 @@ class TemporalUNet(nn.Module):
         for block1, block2, upsample in self.ups:
             x = upsample(block2(block1(torch.cat((x, skips.pop()), 1), temb), temb))
         return self.final_conv(x).transpose(1, 2)
+
+
+class DiffusionModel(nn.Module):
+    """Base of the diffusion models on a ``TemporalUNet`` (PDPP's, KEPP's plan and step models):
+    the horizons its U-Net takes, the cosine schedule's buffers and the DDIM timesteps."""
+
+    @staticmethod
+    def check_horizon(method: str, horizon: int, dim_mults) -> None:
+        if horizon < len(dim_mults):
+            raise ValueError(f'{method} horizon={horizon}: its U-Net with dim_mults={dim_mults} '
+                             f'needs T >= {len(dim_mults)} (the official code: T >= 3)')
+
+    def register_schedule(self, n_timesteps: int) -> None:
+        """``core.diffusion.SCHEDULE_BUFFERS`` of n steps as buffers, and the DDIM timesteps."""
+        for name, value in diffusion.diffusion_schedule(n_timesteps).items():
+            self.register_buffer(name, value)
+        self.ddim_timestep_seq = diffusion.ddim_timesteps(n_timesteps)
+
+    def schedule(self) -> Dict[str, torch.Tensor]:
+        return {name: getattr(self, name) for name in diffusion.SCHEDULE_BUFFERS}
 
 
 def official_name(name: str) -> str:
