@@ -1,6 +1,5 @@
 """ViterbiPlanNet against the authors' recorded outputs (../shared/reference/authors_*)."""
 import json
-import shutil
 from pathlib import Path
 
 import numpy as np
@@ -12,7 +11,7 @@ from mmaction.registry import MODELS
 from vpn_plugin.data_paths import load_config
 from mmengine.runner import load_checkpoint
 from oracle_fixtures import predict_fixture
-from reference_fixtures import reference_dir
+from reference_fixtures import copy_fixture, reference_dir
 from tool_modules import load_tool
 
 REPO = Path(__file__).resolve().parents[1]
@@ -24,14 +23,6 @@ def fixture_dir() -> Path:
 
 
 pytestmark = pytest.mark.usefixtures('single_thread')
-
-
-def copy_fixture(fixture_dir, tmp_path) -> Path:
-    copy = tmp_path / fixture_dir.name
-    shutil.copytree(fixture_dir, copy)
-    for path in copy.iterdir():
-        path.chmod(0o644)
-    return copy
 
 
 def test_reference_fixture_passes(fixture_dir, capsys):

@@ -3,7 +3,6 @@ full-sequence scoring and brute force, ties, the negative sampler, bad input, th
 training in the Runner. Tiny sizes; full-size models are only built (meta device)."""
 import itertools
 import random
-import shutil
 from pathlib import Path
 
 import numpy as np
@@ -12,7 +11,7 @@ import torch
 
 import vpn_plugin.mm  # noqa: F401  (registration)
 from mmaction.registry import MODELS
-from reference_fixtures import reference_dir
+from reference_fixtures import copy_fixture, reference_dir, shift_array
 from tool_modules import load_tool
 from vpn_plugin.core import energy_field, energy_search, negatives
 from vpn_plugin.data_paths import load_config
@@ -45,14 +44,8 @@ def test_reference_fixture_passes(fixture_dir, capsys):
 
 
 def test_perturbed_weight_fails(fixture_dir, tmp_path, capsys):
-    copy_dir = tmp_path / fixture_dir.name
-    shutil.copytree(fixture_dir, copy_dir)
-    for path in copy_dir.iterdir():
-        path.chmod(0o644)
-    with np.load(copy_dir / 'state_dict.npz') as loaded:
-        arrays = {k: loaded[k].copy() for k in loaded.files}
-    arrays['predictor.blocks.0.attn.qkv.weight'][0, 0] += 0.05
-    np.savez(copy_dir / 'state_dict.npz', **arrays)
+    copy_dir = copy_fixture(fixture_dir, tmp_path)
+    shift_array(copy_dir, 'state_dict.npz', 'predictor.blocks.0.attn.qkv.weight', (0, 0), 0.05)
     assert load_tool('check_reference').main([str(copy_dir)]) == 1
     failed = {line.split()[0] for line in capsys.readouterr().out.splitlines()
               if line.endswith('FAIL')}

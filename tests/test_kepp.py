@@ -5,7 +5,6 @@ two stages in the mmengine Runner. Tiny sizes; full-size models are only built."
 import itertools
 import json
 import pickle
-import shutil
 from pathlib import Path
 
 import numpy as np
@@ -14,7 +13,7 @@ import torch
 
 import vpn_plugin.mm  # noqa: F401  (registration)
 from mmaction.registry import MODELS
-from reference_fixtures import reference_dir
+from reference_fixtures import copy_fixture, reference_dir, shift_array
 from tool_modules import load_tool
 from vpn_plugin.core import kepp_paths
 from vpn_plugin.data_paths import load_config
@@ -123,18 +122,12 @@ def test_reference_fixture_passes(fixture_dir, capsys):
 
 
 def test_perturbed_fixture_fails(fixture_dir, tmp_path, capsys):
-    copy_dir = tmp_path / fixture_dir.name
-    shutil.copytree(fixture_dir, copy_dir)
-    for path in copy_dir.rglob('*'):
-        path.chmod(0o755 if path.is_dir() else 0o644)
+    copy_dir = copy_fixture(fixture_dir, tmp_path)
     actions = 2 * json.loads((fixture_dir / 'meta.json').read_text())['num_actions']
     for name, key, index in (('state_dict.npz', 'model.final_conv.1.weight', (actions, 0, 0)),
                              ('step_state_dict.npz', 'model.downs.0.0.blocks.0.block.0.weight',
                               (0, -1, 1))):
-        with np.load(copy_dir / name) as loaded:
-            arrays = {k: loaded[k].copy() for k in loaded.files}
-        arrays[key][index] += 0.05
-        np.savez(copy_dir / name, **arrays)
+        shift_array(copy_dir, name, key, index, 0.05)
     assert load_tool('check_reference').main([str(copy_dir)]) == 1
     failed = {line.split()[0] for line in capsys.readouterr().out.splitlines()
               if line.endswith('FAIL')}

@@ -5,14 +5,13 @@ PDPP fixture (whose U-Net is ill-conditioned) at one and at two torch threads, c
 with a wrong weight, plus a float64 recomputation that agrees with the official float32
 recording at the float32 conditioning level."""
 import json
-import shutil
 
 import numpy as np
 import pytest
 import torch
 
 import vpn_plugin.mm  # noqa: F401  (registration)
-from reference_fixtures import reference_dir
+from reference_fixtures import copy_fixture, reference_dir, shift_array
 from tool_modules import load_tool
 from vpn_plugin.oracles import compare as C
 
@@ -167,14 +166,9 @@ def test_pdpp_fixture_passes_at_any_thread_count(pdpp_fixture, threads, capsys):
 
 @pytest.mark.parametrize('threads', [2], indirect=True)
 def test_pdpp_wrong_weight_fails_at_two_threads(pdpp_fixture, threads, tmp_path, capsys):
-    copy = tmp_path / pdpp_fixture.name
-    shutil.copytree(pdpp_fixture, copy)
-    for path in copy.iterdir():
-        path.chmod(0o644)
-    with np.load(copy / 'state_dict.npz') as loaded:
-        arrays = {k: loaded[k].copy() for k in loaded.files}
-    arrays['model.mid_block1.blocks.1.block.0.weight'][0, 0, 1] += 0.05
-    np.savez(copy / 'state_dict.npz', **arrays)
+    copy = copy_fixture(pdpp_fixture, tmp_path)
+    shift_array(copy, 'state_dict.npz', 'model.mid_block1.blocks.1.block.0.weight', (0, 0, 1),
+                0.05)
     assert load_tool('check_reference').main([str(copy)]) == 1
     failed = failed_rows(capsys.readouterr().out)
     assert {'outputs.npz:x_recon_raw', 'outputs.npz:x_recon', 'outputs.npz:loss',

@@ -4,7 +4,6 @@ of the PKG beam search. Tiny sizes; full-size models are only built."""
 import copy
 import math
 import re
-import shutil
 from pathlib import Path
 
 import numpy as np
@@ -16,7 +15,7 @@ import vpn_plugin.mm  # noqa: F401  (registration)
 from mmaction.registry import MODELS
 from mmengine.dataset import DefaultSampler
 from test_baselines import best_path, chain_pkg
-from reference_fixtures import reference_dir
+from reference_fixtures import copy_fixture, reference_dir, shift_array
 from tool_modules import load_tool
 from vpn_plugin.core import diffusion
 from vpn_plugin.data_paths import load_config
@@ -49,17 +48,11 @@ def test_reference_fixture_passes(fixture_dir, capsys):
 
 
 def test_perturbed_fixture_fails(fixture_dir, tmp_path, capsys):
-    copy_dir = tmp_path / fixture_dir.name
-    shutil.copytree(fixture_dir, copy_dir)
-    for path in copy_dir.iterdir():
-        path.chmod(0o644)
+    copy_dir = copy_fixture(fixture_dir, tmp_path)
     for name, key, index, delta in (
             ('state_dict.npz', 'model.mid_block1.blocks.1.block.0.weight', (0, 0, 1), 0.05),
             ('outputs.npz', 'lr_multipliers_30', (7,), 0.01)):
-        with np.load(copy_dir / name) as loaded:
-            arrays = {k: loaded[k].copy() for k in loaded.files}
-        arrays[key][index] += delta
-        np.savez(copy_dir / name, **arrays)
+        shift_array(copy_dir, name, key, index, delta)
     assert load_tool('check_reference').main([str(copy_dir)]) == 1
     failed = {line.split()[0] for line in capsys.readouterr().out.splitlines()
               if line.endswith('FAIL')}
@@ -76,10 +69,7 @@ def test_a_fixture_whose_header_disagrees_with_its_arrays_is_refused(fixture_dir
     """Issue 33: meta.json edited to horizon=4 passed while everything ran at T=3."""
     import json
     monkeypatch.delenv('VPN_TRACEBACK', raising=False)
-    copy_dir = tmp_path / fixture_dir.name
-    shutil.copytree(fixture_dir, copy_dir)
-    for path in copy_dir.iterdir():
-        path.chmod(0o644)
+    copy_dir = copy_fixture(fixture_dir, tmp_path)
     meta = json.loads((copy_dir / 'meta.json').read_text())
     (copy_dir / 'meta.json').write_text(json.dumps(dict(meta, **{field: value})))
     with pytest.raises(SystemExit) as stopped:
