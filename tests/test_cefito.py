@@ -11,6 +11,7 @@ import torch
 
 import vpn_plugin.mm  # noqa: F401  (registration)
 from mmaction.registry import MODELS
+from tiny_configs import write_tiny_config
 from reference_fixtures import copy_fixture, reference_dir, shift_array
 from tool_modules import load_tool
 from vpn_plugin.core import energy_field, energy_search, negatives
@@ -199,12 +200,7 @@ def test_classifier_must_be_trained_before_planning():
 def tiny_config(tiny_crosstask, tmp_path_factory) -> Path:
     """configs/baselines/cefito_crosstask_t3.py at tiny sizes: 512-d observations, H 16, one
     block, 4 negatives, one epoch of batch 64; the classifier one epoch."""
-    loaders = {f'{split}_dataloader': dict(batch_size=64, dataset=dict(
-        tiny_crosstask[f'{split}_dataset'], observation='mean3', device_resident=True,
-        _delete_=True)) for split in ('train', 'val', 'test')}
-    path = tmp_path_factory.mktemp('cefito') / 'tiny_cefito.py'
-    path.write_text(
-        f"_base_ = [{str(CONFIG)!r}]\n"
+    body = (
         f"model = dict(feature_dim=512, num_tasks=18, taxonomy={tiny_crosstask['taxonomy']!r},\n"
         "             text_embeddings=None, hidden_dim=16, depth=1, num_heads=2,\n"
         "             num_negatives=4)\n"
@@ -214,9 +210,9 @@ def tiny_config(tiny_crosstask, tmp_path_factory) -> Path:
         "custom_hooks = [dict(type='PKGHook'),\n"
         "    dict(type='TaskClassifierHook', lr=3e-4, weight_decay=0.01, schedule='constant',\n"
         "         max_epochs=1, batch_size=64),\n"
-        "    dict(type='CEFITOEMAHook', decay=0.99, start_step=2, update_every=1)]\n"
-        + ''.join(f'{name} = {value!r}\n' for name, value in loaders.items()))
-    return path
+        "    dict(type='CEFITOEMAHook', decay=0.99, start_step=2, update_every=1)]\n")
+    return write_tiny_config(tmp_path_factory.mktemp('cefito') / 'tiny_cefito.py', CONFIG, body,
+                             tiny_crosstask, batch_size=64)
 
 
 def test_train_py_trains_the_classifier_first_then_test_py_plans(tiny_config, tmp_path):

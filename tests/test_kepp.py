@@ -13,6 +13,7 @@ import torch
 
 import vpn_plugin.mm  # noqa: F401  (registration)
 from mmaction.registry import MODELS
+from tiny_configs import write_tiny_config
 from reference_fixtures import copy_fixture, reference_dir, shift_array
 from tool_modules import load_tool
 from vpn_plugin.core import kepp_paths
@@ -272,19 +273,12 @@ def test_prediction_chain_step_pkg_plan():
 def tiny_config(tiny_crosstask, tmp_path_factory) -> Path:
     """configs/baselines/kepp_crosstask_t3.py at tiny sizes (a child config file): 512-d
     observations, U-Net dim 32, 20 diffusion steps, 2 epochs of 3 steps of batch 32."""
-    loaders = {f'{split}_dataloader': dict(batch_size=32, dataset=dict(
-        tiny_crosstask[f'{split}_dataset'], observation='mean3', device_resident=True,
-        _delete_=True))
-        for split in ('train', 'val', 'test')}
-    loaders['train_dataloader']['batch_sampler'] = dict(steps_per_epoch=3)
-    path = tmp_path_factory.mktemp('kepp') / 'tiny_kepp.py'
-    path.write_text(f"_base_ = [{str(CONFIG)!r}]\n"
-                    "model = dict(feature_dim=512, dim=32, n_timesteps=20)\n"
-                    "train_cfg = dict(max_epochs=2, val_interval=2)\n"
-                    "default_hooks = dict(checkpoint=dict(interval=2, save_best=None),\n"
-                    "                     logger=dict(interval=50))\n"
-                    + ''.join(f'{name} = {value!r}\n' for name, value in loaders.items()))
-    return path
+    body = ("model = dict(feature_dim=512, dim=32, n_timesteps=20)\n"
+            "train_cfg = dict(max_epochs=2, val_interval=2)\n"
+            "default_hooks = dict(checkpoint=dict(interval=2, save_best=None),\n"
+            "                     logger=dict(interval=50))\n")
+    return write_tiny_config(tmp_path_factory.mktemp('kepp') / 'tiny_kepp.py', CONFIG,
+                             body, tiny_crosstask, batch_size=32, steps_per_epoch=3)
 
 
 def test_train_py_runs_both_stages_then_test_py(tiny_config, tmp_path):
