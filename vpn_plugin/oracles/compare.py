@@ -134,6 +134,13 @@ def report_parameter_counts(cases, labels: Sequence[str]) -> bool:
     return ok
 
 
+def report_settings(checks: Mapping[str, bool]) -> bool:
+    """One ``setting <name>: ok|MISMATCH`` line per check; True when every one holds."""
+    for name, good in checks.items():
+        print(f'setting {name}: {"ok" if good else "MISMATCH"}')
+    return all(checks.values())
+
+
 def build_registered(model_cfg, device=None, **default_args):
     """A copy of ``model_cfg`` built from MMAction2's MODELS on ``device`` (``'meta'`` to count
     parameters without allocating them)."""

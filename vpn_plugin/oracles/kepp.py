@@ -27,11 +27,11 @@ import torch
 
 from ..core import diffusion, kepp_paths
 from ..models.temporal_unet import official_name
-from .compare import (GRAD_TOLERANCE, OUTPUT_TOLERANCE, Row, compare, compare_chain,
-                      build_registered, compare_file, compare_grads, grad_summary,
-                      perturbed_runs, read_npz, report_parameter_counts, require_meta_fields,
+from .compare import (GRAD_TOLERANCE, OUTPUT_TOLERANCE, Row, build_registered, compare,
+                      compare_chain, compare_file, compare_grads, grad_summary, perturbed_runs,
+                      read_npz, report_parameter_counts, report_settings, require_meta_fields,
                       set_fixture_sizes)
-from .pdpp import install_unet, lr_outputs, schedule_outputs, to_numpy
+from .pdpp import ema_hook, install_unet, lr_outputs, schedule_outputs, to_numpy
 
 REPO = Path(__file__).resolve().parents[2]
 CONFIG = REPO / 'configs/_base_/planners/kepp_crosstask.py'
@@ -113,16 +113,11 @@ def check_settings(cfg, meta: dict) -> bool:
     if beta is not None:
         decay = ema_decay(cfg)
         checks[f'EMA decay {beta} (config {decay})'] = abs(decay - beta) < 1e-12
-    for name, good in checks.items():
-        print(f'setting {name}: {"ok" if good else "MISMATCH"}')
-    return all(checks.values())
+    return report_settings(checks)
 
 
 def ema_decay(cfg) -> float:
-    hooks = [h for h in cfg.custom_hooks if h['type'] == 'PDPPEMAHook']
-    if len(hooks) != 1:
-        raise ValueError(f'{CONFIG}: expected one PDPPEMAHook in custom_hooks; got {hooks}')
-    return hooks[0].get('decay', 0.995)
+    return ema_hook(cfg)['decay']
 
 
 # ---------------------------------------------------------------------- recomputation

@@ -30,10 +30,10 @@ import numpy as np
 import torch
 
 from ..core import diffusion
-from .compare import (GRAD_TOLERANCE, OUTPUT_TOLERANCE, Row, compare, compare_argmax,
-                      compare_chain, compare_file, compare_grads, grad_summary,
-                      build_registered, perturbed_runs, read_npz, report_parameter_counts, require_meta_fields,
-                      set_fixture_sizes)
+from .compare import (GRAD_TOLERANCE, OUTPUT_TOLERANCE, Row, build_registered, compare,
+                      compare_argmax, compare_chain, compare_file, compare_grads, grad_summary,
+                      perturbed_runs, read_npz, report_parameter_counts, report_settings,
+                      require_meta_fields, set_fixture_sizes)
 from ..models.pdpp import observation_pair
 from ..models.temporal_unet import official_name
 
@@ -115,15 +115,14 @@ def check_settings(cfg, meta: dict) -> bool:
     if beta is not None:
         checks[f'EMA decay {beta} (config {ema_hook(cfg)["decay"]})'] = (
             abs(ema_hook(cfg)['decay'] - beta) < 1e-12)
-    for name, good in checks.items():
-        print(f'setting {name}: {"ok" if good else "MISMATCH"}')
-    return all(checks.values())
+    return report_settings(checks)
 
 
 def ema_hook(cfg) -> dict:
     hooks = [h for h in cfg.custom_hooks if h['type'] == 'PDPPEMAHook']
     if len(hooks) != 1:
-        raise ValueError(f'{CONFIG}: expected one PDPPEMAHook in custom_hooks; got {hooks}')
+        raise ValueError(f'{cfg.filename}: expected one PDPPEMAHook in custom_hooks; got '
+                         f'{hooks}')
     return dict(dict(decay=0.995, start_step=400, interval=10), **hooks[0])
 
 

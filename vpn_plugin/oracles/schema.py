@@ -20,8 +20,8 @@ from torch import nn
 
 from .authors import (CONFIG_DATASETS, TEXT_TOLERANCE, check_inputs, install_authors_weights,
                       method_config, read_authors_state_dict)
-from .compare import (GRAD_TOLERANCE, OUTPUT_TOLERANCE, Row, compare, compare_file,
-                      compare_grads, grad_summary, read_npz, set_fixture_sizes)
+from .compare import (GRAD_TOLERANCE, OUTPUT_TOLERANCE, Row, compare, compare_file, compare_grads,
+                      grad_summary, read_npz, set_fixture_sizes)
 from ..models.schema import OFFICIAL_TABLES
 
 # constructor argument (meta.json "constructor" and its "args") -> SCHEMA config key
