@@ -155,7 +155,8 @@ def load_weights(model, checkpoint: dict, source: str, *, partial: bool = False,
     recorded meta that disagree with ``model`` and ``data_meta`` (:func:`meta_mismatches`),
     unless ``partial`` (then they are logged and the fitting tensors are loaded).
     """
-    check_finite(state_dict_of(checkpoint, source), source)
+    state = state_dict_of(checkpoint, source)
+    check_finite(state, source)
     wrong_meta = meta_mismatches(checkpoint, model, data_meta)
     if wrong_meta and not partial:
         raise CheckpointMismatchError(
@@ -163,7 +164,6 @@ def load_weights(model, checkpoint: dict, source: str, *, partial: bool = False,
             f'{"; ".join(wrong_meta)} (its meta.dataset_meta). Test it with the config it was '
             f'trained with (same horizon, dataset, actions, tasks); to start fine-tuning from '
             f'it, set {PARTIAL_LOAD_KEY}=True')
-    state = state_dict_of(checkpoint, source)
     expected = model.state_dict()
     wrong = {}  # key -> (what the checkpoint holds, shape in the model)
     for key, value in list(state.items()):
