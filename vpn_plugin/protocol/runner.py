@@ -67,6 +67,7 @@ from pathlib import Path
 from vpn_plugin.locks import LockBusyError, exclusive_lock, lock_path_of
 from .progress import Progress, log, unit_name
 from .results import ResultRow, append_result, read_results
+from .unit_state import tracking
 
 
 # what a protocol config, a run entry and a test entry may set (module docstring)
@@ -369,6 +370,10 @@ class ProtocolRunner:
             return set()
         return {row.key() for row in read_results(self.results_file)}
 
+    def is_done(self, unit: TrainUnit, done: set) -> bool:
+        """Every row of ``unit`` is among ``done`` (:meth:`done_keys`)."""
+        return all(self.row_for(unit, spec).key() in done for spec in unit.tests)
+
     def row_for(self, unit: TrainUnit, spec: TestSpec, metrics=None, params=None,
                 work_dir='', shortened='') -> ResultRow:
         return ResultRow(method=spec.method, seed=unit.seed, horizon=spec.horizon,
@@ -439,7 +444,7 @@ class ProtocolRunner:
         if jobs < 1:
             raise ValueError(f'jobs={jobs}; expected >= 1 runs at once')
         done = self.done_keys()
-        todo = [u for u in units if any(self.row_for(u, s).key() not in done for s in u.tests)]
+        todo = [u for u in units if not self.is_done(u, done)]
         check_units(todo)
         self.check_requirements(todo)
         log(f'protocol {self.protocol}: {len(units)} runs, {len(units) - len(todo)} '
@@ -506,8 +511,12 @@ class ProtocolRunner:
             yield from self._unit_rows(unit, work_dir, done)
 
     def _unit_rows(self, unit: TrainUnit, work_dir: Path, done: set):
-        if all(self.row_for(unit, spec).key() in done for spec in unit.tests):
-            return
+        if self.is_done(unit, done):
+            return  # finished (by this or another process, an earlier copy of a requeued task)
+        with tracking(work_dir):  # the unit's state file (unit_state.py), read by --status
+            yield from self._train_and_test(unit, work_dir, done)
+
+    def _train_and_test(self, unit: TrainUnit, work_dir: Path, done: set):
         claim_work_dir(work_dir, self.identity(unit))
         identity, unit = unit, dataclasses.replace(  # the stage's checkpoint reaches the configs
             unit, cfg_options={**unit.cfg_options, **self.pretrained_options(unit)})
