@@ -1,6 +1,6 @@
 """Hooks that stall a training after an epoch's checkpoint (tests/test_resume.py, imported by
-the subprocess through custom_imports) or a test (tests/test_protocol_jobs.py), so that the
-test can kill -9 it at a known point."""
+the subprocess through custom_imports; tests/test_slurm_cluster.py, by the Slurm job) or a test
+(tests/test_protocol_jobs.py), so that the test can kill -9 or requeue it at a known point."""
 import os
 import time
 from pathlib import Path
@@ -38,3 +38,25 @@ class PauseBeforeTestHook(Hook):
         if self.request.exists() and runner.seed == self.seed:
             (self.markers / str(os.getpid())).write_text('paused')
             time.sleep(600)
+
+
+@HOOKS.register_module()
+class PauseAfterEpochOnRequestHook(Hook):
+    """After epoch ``epoch`` of seed ``seed`` (its checkpoint written), while the file
+    ``request`` exists: write the process id into ``marker`` and wait (a Slurm test requeues
+    the task meanwhile; its requeued copy resumes after that epoch and never pauses)."""
+
+    priority = 'LOWEST'
+
+    def __init__(self, epoch: int, seed: int, request: str, marker: str):
+        self.epoch, self.seed = epoch, seed
+        self.request, self.marker = Path(request), Path(marker)
+
+    def after_train_epoch(self, runner):
+        if runner.epoch + 1 != self.epoch or runner.seed != self.seed:
+            return
+        if self.request.exists():
+            self.marker.write_text(str(os.getpid()))
+        deadline = time.time() + 600
+        while self.request.exists() and time.time() < deadline:
+            time.sleep(0.2)

@@ -140,9 +140,9 @@ def _status(runner, unit, work_dir: Path, task, queued: dict, done: set) -> Unit
     if not task and state:
         status.job, status.log = state.get('job', ''), state.get('log') or str(work_dir)
     in_queue = queued.get(job)
-    if in_queue:
-        status.restarts = max(status.restarts, in_queue.restarts)
     this_job = bool(state) and state.get('job') == job
+    if in_queue and not (this_job and state.get('state') in ('done', 'failed')):
+        status.restarts = max(status.restarts, in_queue.restarts)  # its task's, while it waits
     if runner.is_done(unit, done):
         status.state = 'done'
     elif state.get('state') == 'failed' and (this_job or not (in_queue and in_queue.alive)):
