@@ -96,14 +96,15 @@ SlurmctldLogFile=$DIR/log/slurmctld.log
 SlurmdLogFile=$DIR/log/slurmd.log
 NodeName=$HOST CPUs=$CPUS RealMemory=$MEMORY State=UNKNOWN
 PartitionName=$PARTITION Nodes=$HOST Default=YES MaxTime=2:00:00 State=UP
+PartitionName=long Nodes=$HOST MaxTime=2-00:00:00 State=UP
 EOF
 
 if ! cmp -s "$DIR/slurm.conf" "$CONF"; then
     # a changed configuration: the daemons this script started read it anew
     for daemon in slurmctld slurmd; do
         pid_file="$DIR/$daemon.pid"
-        if [ -s "$pid_file" ] && kill "$(cat "$pid_file")" 2>/dev/null; then
-            for _ in $(seq 50); do kill -0 "$(cat "$pid_file")" 2>/dev/null || break; sleep 0.1; done
+        if running "$pid_file" && kill "$(cat "$pid_file")" 2>/dev/null; then
+            for _ in $(seq 50); do running "$pid_file" || break; sleep 0.1; done
         fi
     done
     cp "$DIR/slurm.conf" "$CONF"

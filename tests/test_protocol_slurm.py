@@ -98,14 +98,19 @@ def test_the_tool_refuses_slurm_flags_without_the_launcher_and_a_second_gpu(caps
 
 
 # ------------------------------------------------------------------------------- planning
-def test_pack_puts_the_longest_units_first_k_per_task():
-    units = fake_units([10, 300, 10, 300, 0])
-    tasks = pack(units, [10, 300, 10, 300, 0], 2)
-    assert [[u.seed for u in t.units] for t in tasks] == [[1, 3], [0, 2], [4]]
-    assert [t.seconds for t in tasks] == [600, 20, 0]
-    assert [len(t.units) for t in pack(units, [1] * 5, 1)] == [1] * 5
+def test_pack_puts_the_longest_units_first_and_only_short_ones_k_per_task():
+    seconds = [10, 300, 10, 300, 0, 100, 10, 0]
+    units = fake_units(seconds)
+    tasks = pack(units, seconds, 3)
+    # up to 3 units and 3 x 10 s per task: the expensive units alone, the cheap ones together
+    assert [[u.seed for u in t.units] for t in tasks] == [[1], [3], [5], [0, 2, 6], [4, 7]]
+    assert [t.seconds for t in tasks] == [300, 300, 100, 30, 0]
+    assert [len(t.units) for t in pack(units, seconds, 1)] == [1] * 8
+    assert [len(t.units) for t in pack(fake_units([5] * 5), [5] * 5, 2)] == [2, 2, 1]
+    assert [len(t.units) for t in pack(fake_units([0] * 3), [0] * 3, 2)] == [2, 1]
     # the wall time of tasks in array order, n at once
-    assert wall_seconds(tasks, 1) == 620 and wall_seconds(tasks, 2) == 600
+    assert wall_seconds(tasks, 1) == 730 and wall_seconds(tasks, 2) == 400
+    assert wall_seconds(tasks, 8) == 300
 
 
 def test_the_time_limit_is_the_longest_task_times_the_factor_capped_by_the_partition(
@@ -117,21 +122,26 @@ def test_the_time_limit_is_the_longest_task_times_the_factor_capped_by_the_parti
     runner = ProtocolRunner(protocol, tmp_path, max_epochs=30)
     request = SlurmRequest('debug', runs_per_job=2)
     plan = plan_array(runner, units, request, 4.32, limit=(None, 'no limit'))
-    assert [[u.slug for u in t.units] for t in plan.tasks] == [
-        ['PDPP', 'PDPP'], ['ViterbiPlanNet', 'ViterbiPlanNet'],
+    assert [[u.slug for u in t.units] for t in plan.tasks] == [  # PDPP too long to share
+        ['PDPP'], ['PDPP'], ['ViterbiPlanNet', 'ViterbiPlanNet'],
         ['PKG_uniform_emissions', 'PKG_uniform_emissions']]
     pdpp_epoch = 23.0 * 4.32  # NIV's relative cost of PDPP (dry_run.py) x --epoch-seconds
-    assert plan.tasks[0].seconds == pytest.approx(2 * 30 * pdpp_epoch)
-    assert plan.time_limit == int(-(-(2 * 30 * pdpp_epoch * 2 / 60 + 2 * 10) // 1))
-    capped = plan_array(runner, units, request, 4.32, limit=LIMIT)
-    assert capped.time_limit == 120 and 'capped at the partition debug' in capped.limit_note
+    assert plan.tasks[0].seconds == pytest.approx(30 * pdpp_epoch)
+    assert plan.time_limit == int(-(-(30 * pdpp_epoch * 2 / 60 + 10) // 1))
+    capped = plan_array(runner, units, request, 4.32, limit=(60, 'partition short MaxTime 1:00:00'))
+    assert capped.time_limit == 60 and capped.limit_note == (
+        'the longest task ~49.7 min x 2 + 10 min per unit, capped at the partition short MaxTime '
+        '1:00:00')
     given = plan_array(runner, units, SlurmRequest('debug', time_limit=30), 4.32, limit=LIMIT)
     assert given.time_limit == 30 and given.limit_note == '--time-limit'
     with pytest.raises(ValueError, match='--time-limit 03:00:00 is above the partition debug'):
         plan_array(runner, units, SlurmRequest('debug', time_limit=180), 4.32, limit=LIMIT)
     lines = format_array_plan(capped, request, 4.32)
-    assert lines[0] == ('Slurm: 1 job array of 3 tasks (6 units, --runs-per-job 2) on '
+    assert lines[0] == ('Slurm: 1 job array of 4 tasks (6 units, --runs-per-job 2) on '
                         'partition debug')
+    assert lines[1] == ('each task: 0 GPUs, 1 CPU, memory the partition default, time limit '
+                        f'01:00:00 ({capped.limit_note}), requeue on, --max-requeues 3, no '
+                        'throttle')
     assert '  PDPP: 2 units x ~49.7 min = 1.7 h' in lines
     assert any(line.startswith('warning: the units differ') for line in lines)
 
@@ -250,6 +260,18 @@ def test_status_of_a_local_run(tiny_crosstask, tmp_path, capsys):
     assert running.state == 'running' and running.elapsed >= 5 and running.log == str(work_dir)
     stopped = unit_statuses(runner, [first, second])[1]
     assert stopped.state == 'stopped' and 'process ended' in stopped.why
+    # submitted to Slurm, but squeue does not answer (a copy of the folder elsewhere)
+    records = runner.root / 'slurm' / 'submissions.jsonl'
+    records.parent.mkdir()
+    records.write_text(json.dumps(dict(array='7', tasks=[dict(
+        job='7_0', log='7_0_0_log.err', units=[str(work_dir.absolute())])])) + '\n')
+
+    def no_squeue(jobs):
+        raise RuntimeError('squeue failed (No such file or directory)')
+    unknown = unit_statuses(runner, [first, second], queue=no_squeue)
+    assert [s.state for s in unknown] == ['done', 'unknown'] and unknown[1].job == '7_0'
+    assert unknown[1].why == 'squeue failed (No such file or directory)'
+    records.unlink()
 
     tool = load_tool('run_protocol')
     capsys.readouterr()

@@ -3,10 +3,13 @@
 What is submitted
     The units the dry run lists, less those done (every row in the results file) and those
     queued or running (their task of an earlier submission is still in ``squeue``), so the
-    same command submitted again submits only what is missing. ``--runs-per-job K`` puts K
-    units into one array task, run one after the other. Units go into tasks in order of
-    decreasing estimated time (stable: the dry run's order among equals): units of like cost
-    share a task, and the longest tasks start first when ``--max-parallel`` throttles them.
+    same command submitted again submits only what is missing. ``--runs-per-job K`` puts up
+    to K units into one array task, run one after the other, in order of decreasing estimated
+    time (stable: the dry run's order among equals), so units of like cost share a task and
+    the longest tasks start first when ``--max-parallel`` throttles them. A task holds no more
+    estimated time than K of the shortest units (:func:`task_capacity`): ViterbiPlanNet units
+    of a few minutes share tasks while a PDPP or CEFITO unit stays alone, never waiting
+    behind another.
 One array, one set of resources
     A Slurm array has one time limit and one resource request for all its tasks. Every task
     gets ``--gpus-per-run``, ``--cpus-per-run``, ``--mem-per-run``; the time limit is
@@ -212,13 +215,28 @@ def unit_seconds(runner, units, epoch_seconds: float) -> list:
 
 
 def pack(units, seconds, runs_per_job: int) -> list:
-    """:class:`Task` s of up to ``runs_per_job`` units, longest first (module docstring)."""
+    """:class:`Task` s of up to ``runs_per_job`` units in order of decreasing estimate; a task
+    takes the next unit while it stays within :func:`task_capacity` (module docstring)."""
     if runs_per_job < 1:
         raise ValueError(f'--runs-per-job {runs_per_job}; expected >= 1')
-    order = sorted(range(len(units)), key=lambda i: -seconds[i])
-    return [Task([units[i] for i in order[start:start + runs_per_job]],
-                 sum(seconds[i] for i in order[start:start + runs_per_job]))
-            for start in range(0, len(order), runs_per_job)]
+    capacity = task_capacity(seconds, runs_per_job) * (1 + 1e-9)
+    tasks = []
+    for index in sorted(range(len(units)), key=lambda i: -seconds[i]):
+        last = tasks[-1] if tasks else None
+        if (last is None or len(last.units) == runs_per_job
+                or last.seconds + seconds[index] > capacity):
+            tasks.append(Task([], 0.0))
+        tasks[-1].units.append(units[index])
+        tasks[-1].seconds += seconds[index]
+    return tasks
+
+
+def task_capacity(seconds, runs_per_job: int) -> float:
+    """The most estimated seconds one task may hold: ``runs_per_job`` times the shortest
+    (non-zero) unit's. Only short units share a task: a unit longer than that is alone,
+    so packing never delays an expensive unit behind others."""
+    costs = [value for value in seconds if value > 0]
+    return runs_per_job * min(costs) if costs else 0.0
 
 
 def plan_array(runner, units, request: SlurmRequest, epoch_seconds: float,
@@ -456,7 +474,7 @@ def wait_for(runner, units, poll_seconds: float, estimate: float | None = None,
             for _ in range(finished):
                 progress.done()
             counts = {state: sum(s.state == state for s in statuses)
-                      for state in ('running', 'pending', 'failed', 'stopped')}
+                      for state in ('running', 'pending', 'unknown', 'failed', 'stopped')}
             states = ', '.join(f'{n} {k}' for k, n in counts.items() if n)
             # a redirected bar gets a line per change of state (or minute), not per look
             if finished or states != shown or time.monotonic() - shown_at > 60:
@@ -464,7 +482,7 @@ def wait_for(runner, units, poll_seconds: float, estimate: float | None = None,
                 bar.update(finished)
                 bar.refresh()
                 shown, shown_at = states, time.monotonic()
-            if not counts['running'] and not counts['pending']:
-                return statuses
+            if not counts['running'] and not counts['pending'] and not counts['unknown']:
+                return statuses  # ('unknown': squeue did not answer this time)
             time.sleep(poll_seconds)
             statuses = unit_statuses(runner, units, queue)

@@ -13,7 +13,7 @@ lock); ``pending`` (its task is queued, requeued, or runs the units before it);
 ``failed`` (the unit raised, or its task was requeued more than ``--max-requeues`` times:
 the error line says which); ``stopped`` (it started, or was submitted, but its task or
 process ended before it finished: cancelled, killed, node failure; resubmit it);
-``not started``.
+``not started``; ``unknown`` (submitted, but ``squeue`` cannot answer here).
 """
 from __future__ import annotations
 
@@ -127,9 +127,17 @@ def unit_statuses(runner, units, queue=squeue_tasks) -> list[UnitStatus]:
     submitted = read_submissions(slurm_folder(runner))
     work_dirs = [Path(runner.work_dir(unit)).absolute() for unit in units]
     tasks = [submitted.get(str(work_dir)) for work_dir in work_dirs]
-    queued = queue({task[0] for task in tasks if task}) if any(tasks) else {}
-    return [_status(runner, unit, work_dir, task, queued, done)
-            for unit, work_dir, task in zip(units, work_dirs, tasks)]
+    unknown = ''
+    try:
+        queued = queue({task[0] for task in tasks if task}) if any(tasks) else {}
+    except RuntimeError as error:  # e.g. a copy of the work dirs outside the cluster
+        queued, unknown = {}, str(error)
+    statuses = [_status(runner, unit, work_dir, task, queued, done)
+                for unit, work_dir, task in zip(units, work_dirs, tasks)]
+    for status, task in zip(statuses, tasks):
+        if unknown and task and status.state not in ('done', 'failed'):
+            status.state, status.why = 'unknown', unknown
+    return statuses
 
 
 def _status(runner, unit, work_dir: Path, task, queued: dict, done: set) -> UnitStatus:
@@ -181,7 +189,7 @@ def _lock_held(work_dir: Path) -> bool:
         return True
 
 
-STATES = ('done', 'running', 'pending', 'failed', 'stopped', 'not started')
+STATES = ('done', 'running', 'pending', 'failed', 'stopped', 'not started', 'unknown')
 
 
 def format_status(statuses: list[UnitStatus]) -> list[str]:
