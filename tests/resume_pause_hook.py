@@ -12,16 +12,16 @@ from mmaction.registry import HOOKS
 
 @HOOKS.register_module()
 class PauseAfterEpochHook(Hook):
-    """After epoch ``epoch`` (its checkpoint written: priority below CheckpointHook), touch
-    ``marker`` and sleep until killed."""
+    """After epoch ``epoch`` (its checkpoint written, after its validation: when the next
+    epoch begins, priority below CheckpointHook), touch ``marker`` and sleep until killed."""
 
     priority = 'LOWEST'
 
     def __init__(self, epoch: int, marker: str):
         self.epoch, self.marker = epoch, Path(marker)
 
-    def after_train_epoch(self, runner):
-        if runner.epoch + 1 == self.epoch:
+    def before_train_epoch(self, runner):
+        if runner.epoch == self.epoch:
             self.marker.write_text(str(self.epoch))
             time.sleep(600)
 
