@@ -4,7 +4,9 @@
 ``os.replace`` (atomic writes: checkpoints, ``last_checkpoint``, markers, rewritten results),
 ``os.remove`` / ``os.unlink`` (rotation's deletions), and halfway through every file that
 mmengine's ``LocalBackend.put`` writes (inside a checkpoint's save, half of its bytes on disk).
-At event ``kill_at`` (1-based; 0: never) the process SIGKILLs itself, as Slurm does after a
+At event ``kill_at`` (1-based; 0: never; or the first event whose description, e.g.
+``'unlink /x/epoch_1.pth after'``, ``kill_at`` returns True for) the process SIGKILLs itself,
+as Slurm does after a
 requeue's KillWait: nothing below Python runs after it, no ``finally``, no flush. Between two
 events the files of a work dir do not change (logs aside), so killing at every event kills
 at every distinct state a kill can leave.
@@ -14,14 +16,15 @@ import signal
 
 
 class Events:
-    """The running count of events; ``kill_at``: the event that kills (0: none)."""
+    """The running count of events; ``kill_at``: the event that kills (module docstring)."""
 
-    def __init__(self, kill_at: int):
+    def __init__(self, kill_at):
         self.count, self.kill_at, self.restore = 0, kill_at, []
 
-    def __call__(self) -> None:
+    def __call__(self, what: str) -> None:
         self.count += 1
-        if self.count == self.kill_at:
+        if (self.count == self.kill_at if isinstance(self.kill_at, int)
+                else self.kill_at(what)):
             os.kill(os.getpid(), signal.SIGKILL)
 
     def uninstall(self) -> None:
@@ -31,7 +34,7 @@ class Events:
         self.restore.clear()
 
 
-def install(kill_at: int) -> Events:
+def install(kill_at) -> Events:
     """Count (and kill at) the events of this process from now on; returns the counter (its
     ``uninstall`` ends the counting)."""
     from mmengine.fileio.backends.local_backend import LocalBackend
@@ -39,9 +42,10 @@ def install(kill_at: int) -> Events:
 
     def around(function):
         def counted(*args, **kwargs):
-            events()
+            what = f'{function.__name__} {args[-1] if args else ""}'
+            events(what + ' before')
             result = function(*args, **kwargs)
-            events()
+            events(what + ' after')
             return result
         return counted
 
@@ -50,7 +54,7 @@ def install(kill_at: int) -> Events:
         with open(filepath, 'wb') as handle:
             handle.write(obj[:len(obj) // 2])
             handle.flush()
-            events()  # inside the save: half of the file written
+            events(f'put {filepath} half')  # inside the save: half of the file written
             handle.write(obj[len(obj) // 2:])
 
     patches = [(os, name, around(getattr(os, name))) for name in ('replace', 'remove', 'unlink')]

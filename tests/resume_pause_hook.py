@@ -1,6 +1,6 @@
 """Hooks that stall a training after an epoch's checkpoint (tests/test_resume.py, imported by
 the subprocess through custom_imports) or a test (tests/test_protocol_jobs.py), so that the
-test can kill -9 it at a known point."""
+test can kill -9 it at a known point; and one that fails a test (tests/test_protocol_units.py)."""
 import os
 import time
 from pathlib import Path
@@ -38,3 +38,15 @@ class PauseBeforeTestHook(Hook):
         if self.request.exists() and runner.seed == self.seed:
             (self.markers / str(os.getpid())).write_text('paused')
             time.sleep(600)
+
+
+@HOOKS.register_module()
+class FailForSeedHook(Hook):
+    """A test of seed ``seed`` fails (tests/test_protocol_units.py: one failing unit)."""
+
+    def __init__(self, seed: int):
+        self.seed = seed
+
+    def before_test(self, runner):
+        if runner.seed == self.seed:
+            raise ValueError(f'planned failure of seed {self.seed}')
