@@ -15,13 +15,13 @@ from mmengine.config import Config
 from tool_modules import load_tool
 from vpn_plugin.locks import exclusive_lock, lock_path_of
 from vpn_plugin.protocol.results import read_results
-from vpn_plugin.protocol.runner import ProtocolRunner, expand_units
+from vpn_plugin.protocol.runner import ProtocolRunner, UnitsFailedError, expand_units
 from vpn_plugin.protocol.slurm import (ProtocolTask, SlurmRequest, format_array_plan, pack,
                                        parse_memory, parse_options, parse_slurm_time,
                                        plan_array, queued_work_dirs, set_threads, submit,
                                        wall_seconds, wait_for)
 from vpn_plugin.protocol.status import QueuedTask, format_status, unit_statuses
-from vpn_plugin.protocol.unit_state import read_state, state_path
+from vpn_plugin.protocol.unit_state import read_unit_state, unit_started
 
 REPO = Path(__file__).resolve().parents[1]
 LIMIT = (120, 'partition debug MaxTime 02:00:00')  # what scontrol would say
@@ -174,6 +174,7 @@ def test_local_executor_runs_the_units_of_a_local_run_and_a_failure_stops_no_oth
     statuses = wait_for(runner, units, 0.2, queue=lambda ids: {
         i: QueuedTask('RUNNING') for i in ids if i in alive and alive[i].state == 'RUNNING'})
     assert 'Broken T=3 seed=0: ValueError: cannot read JSON file' in str(jobs[0].exception())
+    assert 'UnitsFailedError: 1 protocol run(s) failed' in str(jobs[0].exception())
     assert jobs[1].exception() is None
     assert rows_of(runner) == rows_of(local)
 
@@ -183,6 +184,7 @@ def test_local_executor_runs_the_units_of_a_local_run_and_a_failure_stops_no_oth
     assert failed.why == ('ValueError: cannot read JSON file /nonexistent/test_videos.json: '
                           "[Errno 2] No such file or directory: '/nonexistent/test_videos.json'")
     assert 'Traceback' in Path(failed.log).read_text()
+    assert 'Traceback' in read_unit_state(runner.work_dir(broken0))['traceback']
     lines = format_status(statuses)
     assert lines[1].startswith(f'Broken T=3 seed=0 | failed | job {failed.job} | ')
     assert lines[3] == '3 units: 2 done, 1 failed'
@@ -206,14 +208,16 @@ def test_a_task_requeued_too_often_marks_its_units_failed(tiny_crosstask, tmp_pa
     runner = ProtocolRunner(protocol, tmp_path, batch_size=64)
     units = expand_units(protocol)
     monkeypatch.setenv('SLURM_RESTART_COUNT', '4')
-    with pytest.raises(RuntimeError, match='2 of 2 units failed'):
+    with pytest.raises(UnitsFailedError, match='2 protocol run.s. failed') as failed:
         ProtocolTask(runner, os.getcwd(), 1, max_requeues=3)(units)
+    assert 'its task was requeued 4 times, more than --max-requeues 3' in str(failed.value)
     assert not runner.results_file.exists()
     for unit in units:
-        state = read_state(runner.work_dir(unit))
-        assert state['state'] == 'failed' and state['restarts'] == 4
-        assert state['error'] == 'its task was requeued 4 times, more than --max-requeues 3'
-        assert not runner.work_dir(unit).exists()  # nothing ran
+        state = read_unit_state(runner.work_dir(unit))
+        assert state['state'] == 'failed' and state['error'] == (
+            'RuntimeError: its task was requeued 4 times, more than --max-requeues 3')
+        assert sorted(p.name for p in runner.work_dir(unit).iterdir()) == [
+            'run.json', 'unit_state.json']  # claimed, nothing ran
     monkeypatch.setenv('SLURM_RESTART_COUNT', '3')  # within the limit: the units run
     assert ProtocolTask(runner, os.getcwd(), 1, max_requeues=3)(units) == [
         str(runner.work_dir(u)) for u in units]
@@ -238,15 +242,16 @@ def hold_lock(path: Path, held, release) -> None:
 
 def test_status_of_a_local_run(tiny_crosstask, tmp_path, capsys):
     """Done from the results file; a unit whose process holds its work dir's lock runs; one
-    whose process died is stopped; one that never started is named so."""
+    whose process died is interrupted; one that never started is named so."""
     protocol = uniform_protocol(tiny_crosstask)
     runner = ProtocolRunner(protocol, tmp_path, batch_size=64)
     first, second = expand_units(protocol)
     runner.run([first])
     work_dir = runner.work_dir(second)
     assert [s.state for s in unit_statuses(runner, [first, second])] == ['done', 'not started']
-    state_path(work_dir).write_text(json.dumps(dict(state='running', started=time.time() - 5,
-                                                    attempts=1, restarts=0, job='', log='')))
+    work_dir.mkdir(parents=True)
+    unit_started(work_dir)  # as a run that was killed since
+    time.sleep(1)
     context = multiprocessing.get_context('fork')
     held, release = context.Event(), context.Event()
     holder = context.Process(target=hold_lock, args=(lock_path_of(work_dir), held, release))
@@ -257,9 +262,9 @@ def test_status_of_a_local_run(tiny_crosstask, tmp_path, capsys):
     finally:
         release.set()
         holder.join(30)
-    assert running.state == 'running' and running.elapsed >= 5 and running.log == str(work_dir)
-    stopped = unit_statuses(runner, [first, second])[1]
-    assert stopped.state == 'stopped' and 'process ended' in stopped.why
+    assert running.state == 'running' and running.elapsed >= 1 and running.log == str(work_dir)
+    interrupted = unit_statuses(runner, [first, second])[1]
+    assert interrupted.state == 'interrupted' and 'process ended' in interrupted.why
     # submitted to Slurm, but squeue does not answer (a copy of the folder elsewhere)
     records = runner.root / 'slurm' / 'submissions.jsonl'
     records.parent.mkdir()
@@ -280,5 +285,5 @@ def test_status_of_a_local_run(tiny_crosstask, tmp_path, capsys):
     tool.main([str(protocol_file), '--out', str(tmp_path), '--batch-size', '64', '--status'])
     out = capsys.readouterr().out.splitlines()
     assert out[0].startswith('PKG + uniform emissions T=3 seed=0 | done | - | ')
-    assert out[1].startswith('PKG + uniform emissions T=3 seed=1 | stopped | - | ')
-    assert out[2] == '2 units: 1 done, 1 stopped'
+    assert out[1].startswith('PKG + uniform emissions T=3 seed=1 | interrupted | - | ')
+    assert out[2] == '2 units: 1 done, 1 interrupted'

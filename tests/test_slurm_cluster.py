@@ -24,7 +24,7 @@ import pytest
 from tool_modules import load_tool
 from vpn_plugin.protocol.results import read_results
 from vpn_plugin.protocol.runner import ProtocolRunner, expand_units, load_protocol
-from vpn_plugin.protocol.unit_state import read_state
+from vpn_plugin.protocol.unit_state import read_unit_state
 
 REPO = Path(__file__).resolve().parents[1]
 START = REPO / '.ci' / 'start_slurm.sh'
@@ -53,8 +53,8 @@ def partition() -> str:
 
 
 def write_protocol(folder: Path, tiny: dict) -> Path:
-    """The protocol file and the ViterbiPlanNet config it trains (tiny, a checkpoint every
-    epoch, a hook that pauses seed 1 after epoch 1 while ``folder/pause`` exists)."""
+    """The protocol file and the ViterbiPlanNet config it trains (tiny, 2 epochs, a hook that
+    pauses seed 1 after epoch 1 while ``folder/pause`` exists)."""
     loaders = {f'{split}_dataloader': dict(batch_size=64, dataset=dict(
         tiny[f'{split}_dataset'], _delete_=True)) for split in ('train', 'val', 'test')}
     vpn = folder / 'vpn_tiny.py'
@@ -65,7 +65,6 @@ def write_protocol(folder: Path, tiny: dict) -> Path:
         f"model = dict(num_actions={tiny['num_actions']}, num_tasks={tiny['num_tasks']}, "
         "embed_dim=32, loss_weights=dict(state=0.0))\n"
         "train_cfg = dict(max_epochs=2, val_interval=2)\n"
-        "default_hooks = dict(checkpoint=dict(interval=1, max_keep_ckpts=2, save_best=None))\n"
         "custom_hooks = [dict(type='PKGHook'), dict(type='PauseAfterEpochOnRequestHook', "
         f"epoch=1, seed=1, request={str(folder / 'pause')!r}, "
         f"marker={str(folder / 'paused')!r})]\n"
@@ -125,11 +124,12 @@ def scenario(partition, tiny_crosstask, tmp_path_factory):
     torch.set_num_threads(1)  # as the jobs (--cpus-per-run 1): bit-exact rows
     try:
         protocol = load_protocol(str(protocol_file))
-        local = ProtocolRunner(protocol, folder / 'local')
+        local = ProtocolRunner(protocol, folder / 'local', checkpoint_interval=1)
         local.run(expand_units(protocol, methods=['ViterbiPlanNet', 'PKG + uniform emissions']))
     finally:
         torch.set_num_threads(threads)
-    runner = ProtocolRunner(protocol, folder / 'slurm')
+    (folder / 'paused.epochs').unlink()  # the local run's
+    runner = ProtocolRunner(protocol, folder / 'slurm', checkpoint_interval=1)
     yield dict(folder=folder, protocol=str(protocol_file), local=local, runner=runner,
                units=expand_units(protocol), partition=partition)
     records = runner.root / 'slurm' / 'submissions.jsonl'
@@ -141,7 +141,7 @@ def scenario(partition, tiny_crosstask, tmp_path_factory):
 def submit_command(scenario, *extra) -> list:
     return [scenario['protocol'], '--out', str(scenario['folder'] / 'slurm'), '--launcher',
             'slurm', '--partition', scenario['partition'], '--runs-per-job', '2',
-            '--max-parallel', '2', '--poll-seconds', '1', *extra]
+            '--max-parallel', '2', '--checkpoint-interval', '1', '--poll-seconds', '1', *extra]
 
 
 def test_the_array_survives_a_second_submission_scancel_slurmd_kill_and_requeue(
@@ -183,16 +183,18 @@ def test_the_array_survives_a_second_submission_scancel_slurmd_kill_and_requeue(
                                   '--status'])
     lines = out.splitlines()
     states = [line.split(' | ')[1] for line in lines[:6]]  # seeds outermost
-    assert states == ['done', 'done', 'failed', 'done (requeued 1 time)', 'stopped',
-                      'stopped'], out
+    assert states == ['done', 'done', 'failed', 'done (requeued 1 time)', 'interrupted',
+                      'interrupted'], out
     assert lines[2].startswith(f'Broken T=3 seed=0 | failed | job {array}_1 | ')
     assert lines[2].endswith(f'{array}_1_0_log.err | ValueError: cannot read JSON file '
                              "/nonexistent/test_videos.json: [Errno 2] No such file or "
                              "directory: '/nonexistent/test_videos.json'")
     assert f'its task {array}_2 ended (CANCELLED) before the unit finished' in lines[4]
-    assert lines[6] == '6 units: 3 done, 1 failed, 2 stopped'
-    resumed = read_state(runner.work_dir(units[3]))  # ViterbiPlanNet seed 1
+    assert lines[6] == '6 units: 3 done, 1 failed, 2 interrupted'
+    resumed = read_unit_state(runner.work_dir(units[3]))  # ViterbiPlanNet seed 1
     assert (resumed['attempts'], resumed['restarts'], resumed['job']) == (2, 1, f'{array}_0')
+    # the requeued copy began at epoch 1 (the second), from epoch 1's checkpoint
+    assert (folder / 'paused.epochs').read_text().split() == ['0', '1', '1']
     log = (runner.root / 'slurm' / f'{array}_0_0_log.err').read_text()
     assert 'Bypassing signal SIGTERM' in log  # submitit saw the requeue's SIGTERM
     assert log.count('-> ') >= 4  # both units started twice: seed 0 found done, seed 1 resumed

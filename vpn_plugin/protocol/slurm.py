@@ -61,9 +61,9 @@ from submitit.helpers import Checkpointable
 from vpn_plugin.locks import exclusive_lock, lock_path_of
 from .dry_run import format_duration, plan_runs
 from .progress import Progress, log, unit_name
-from .runner import with_stages
+from .runner import claim_work_dir, with_stages
 from .status import RECORDS, read_submissions, slurm_folder, squeue_tasks
-from .unit_state import error_line, mark_failed
+from .unit_state import unit_failed
 
 SAFETY_FACTOR = 2.0     # time limit = the task's estimate x this + MINUTES_PER_UNIT per unit ...
 MINUTES_PER_UNIT = 10   # ... for what the cost model leaves out: start-up, tests, checkpoints
@@ -369,24 +369,30 @@ class ProtocolTask(Checkpointable):
         restarts = int(os.environ.get('SLURM_RESTART_COUNT') or 0)
         failures = []
         for number, unit in enumerate(units, 1):
-            work_dir = self.runner.work_dir(unit)
-            log(f'[{number}/{len(units)}] {unit_name(unit)} -> {work_dir}')
-            if restarts > self.max_requeues:
-                if not self.runner.is_done(unit, self.runner.done_keys()):
-                    message = (f'its task was requeued {restarts} times, more than '
-                               f'--max-requeues {self.max_requeues}')
-                    mark_failed(work_dir, message)
-                    failures.append(f'{unit_name(unit)}: {message}')
-                continue
+            log(f'[{number}/{len(units)}] {unit_name(unit)} -> {self.runner.work_dir(unit)}')
             try:
-                self.runner.run_unit(unit, set())
+                if restarts > self.max_requeues:
+                    self.give_up(unit, restarts)
+                else:
+                    self.runner.run_unit(unit)
             except Exception as error:  # noqa: BLE001  (recorded; the other units go on)
                 traceback.print_exc()
-                failures.append(f'{unit_name(unit)}: {error_line(error)}')
-        if failures:
-            raise RuntimeError(f'{len(failures)} of {len(units)} units failed:\n'
-                               + '\n'.join(failures))
+                failures.append(self.runner.failure(unit, error))
+        self.runner.raise_failures(failures)
         return [str(self.runner.work_dir(unit)) for unit in units]
+
+    def give_up(self, unit, restarts: int) -> None:
+        """Record an unfinished unit of a task requeued more than ``--max-requeues`` times as
+        failed (its state file), without running it; raise that error."""
+        runner, work_dir = self.runner, self.runner.work_dir(unit)
+        with exclusive_lock(lock_path_of(work_dir), what=f'work dir {work_dir}'):
+            if runner.is_done(unit, runner.done_keys()):
+                return
+            claim_work_dir(work_dir, runner.identity(unit))
+            error = RuntimeError(f'its task was requeued {restarts} times, more than '
+                                 f'--max-requeues {self.max_requeues}')
+            unit_failed(work_dir, error)
+        raise error
 
 
 def set_threads(cpus: int) -> int:
@@ -474,7 +480,7 @@ def wait_for(runner, units, poll_seconds: float, estimate: float | None = None,
             for _ in range(finished):
                 progress.done()
             counts = {state: sum(s.state == state for s in statuses)
-                      for state in ('running', 'pending', 'unknown', 'failed', 'stopped')}
+                      for state in ('running', 'pending', 'unknown', 'failed', 'interrupted')}
             states = ', '.join(f'{n} {k}' for k, n in counts.items() if n)
             # a redirected bar gets a line per change of state (or minute), not per look
             if finished or states != shown or time.monotonic() - shown_at > 60:

@@ -6,13 +6,15 @@ which clusters without accounting lack):
 * the results file: a unit whose rows are all there is ``done``;
 * the Slurm records (``<out>/<protocol>/slurm/submissions.jsonl``, ``slurm.py``): which array
   task a unit was last submitted in, and ``squeue`` for that task's state;
-* the unit's state file (``unit_state.py``): its attempt, job, start, end and error.
+* the unit's state file (``<work dir>/unit_state.json``, ``unit_state.py``): its attempt,
+  job, start, end and error.
 
 States: ``done``; ``running`` (its task runs it, or locally a process holds its work dir's
 lock); ``pending`` (its task is queued, requeued, or runs the units before it);
 ``failed`` (the unit raised, or its task was requeued more than ``--max-requeues`` times:
-the error line says which); ``stopped`` (it started, or was submitted, but its task or
-process ended before it finished: cancelled, killed, node failure; resubmit it);
+the error line says which); ``interrupted`` (it started, or was submitted, but its task or
+process ended before it finished: cancelled, killed, node failure; run the same command
+again: it resumes from its last checkpoint);
 ``not started``; ``unknown`` (submitted, but ``squeue`` cannot answer here).
 """
 from __future__ import annotations
@@ -23,10 +25,9 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from vpn_plugin.locks import LockBusyError, exclusive_lock, lock_path_of
 from .dry_run import format_duration
 from .progress import unit_name
-from .unit_state import read_state
+from .unit_state import read_unit_state, unit_status
 
 # squeue states of a job that still runs or will run (squeue(1), "JOB STATE CODES")
 ALIVE_STATES = {'PENDING', 'RUNNING', 'CONFIGURING', 'COMPLETING', 'REQUEUED', 'REQUEUE_HOLD',
@@ -39,12 +40,12 @@ class UnitStatus:
     """One line of the status."""
     unit: object          # runner.TrainUnit
     work_dir: Path
-    state: str            # done | running | pending | failed | stopped | not started
+    state: str            # done | running | pending | failed | interrupted | not started
     job: str = ''         # the Slurm task (``<array>_<index>``), '' for a local run
     elapsed: float | None = None  # seconds of the last attempt (so far)
     restarts: int = 0     # how often its Slurm task was requeued
     log: str = ''         # the task's stderr file (Slurm) or the work dir (local)
-    why: str = ''         # failed: the error line; stopped / pending: the reason
+    why: str = ''         # failed: the error line; interrupted / pending: the reason
 
 
 @dataclass
@@ -141,7 +142,8 @@ def unit_statuses(runner, units, queue=squeue_tasks) -> list[UnitStatus]:
 
 
 def _status(runner, unit, work_dir: Path, task, queued: dict, done: set) -> UnitStatus:
-    state = read_state(work_dir) or {}
+    # a Slurm unit's liveness is its task's (squeue); a local one's, its work dir's lock
+    state = (read_unit_state(work_dir) if task else unit_status(work_dir)) or {}
     job, log = task or ('', '')
     status = UnitStatus(unit, work_dir, 'not started', job, _elapsed(state),
                         int(state.get('restarts') or 0), log or state.get('log') or '')
@@ -163,13 +165,13 @@ def _status(runner, unit, work_dir: Path, task, queued: dict, done: set) -> Unit
             status.why = ('its task runs the units before it' if in_queue.state == 'RUNNING'
                           else in_queue.reason if in_queue.reason not in ('None', '') else '')
     elif task:
-        status.state = 'stopped'
+        status.state = 'interrupted'
         status.why = (f'its task {job} ended ({in_queue.state}) before the unit finished'
                       if in_queue else f'its task {job} ended before the unit finished')
-    elif state.get('state') == 'running' and _lock_held(work_dir):
+    elif state.get('state') == 'running':
         status.state = 'running'
     elif state:
-        status.state = 'stopped'
+        status.state = 'interrupted'
         status.why = 'its process ended before the unit finished (killed or interrupted)'
     return status
 
@@ -177,24 +179,15 @@ def _status(runner, unit, work_dir: Path, task, queued: dict, done: set) -> Unit
 def _elapsed(state: dict) -> float | None:
     if not state.get('started'):
         return None
-    return (state.get('finished') or time.time()) - state['started']
+    return (state.get('ended') or time.time()) - state['started']
 
 
-def _lock_held(work_dir: Path) -> bool:
-    """Another process holds the work dir's lock (it runs the unit)."""
-    try:
-        with exclusive_lock(lock_path_of(work_dir), wait=False):
-            return False
-    except LockBusyError:
-        return True
-
-
-STATES = ('done', 'running', 'pending', 'failed', 'stopped', 'not started', 'unknown')
+STATES = ('done', 'running', 'pending', 'failed', 'interrupted', 'not started', 'unknown')
 
 
 def format_status(statuses: list[UnitStatus]) -> list[str]:
     """One line per unit (method, T, seed, state, job, elapsed, log, why), then a summary that
-    names each failed or stopped unit with its log."""
+    names each failed or interrupted unit with its log."""
     lines = []
     for status in statuses:
         state = status.state
@@ -208,7 +201,7 @@ def format_status(statuses: list[UnitStatus]) -> list[str]:
     lines.append(f'{len(statuses)} units: ' + ', '.join(
         f'{count} {name}' for name, count in counts.items() if count or name == 'done'))
     for status in statuses:
-        if status.state in ('failed', 'stopped'):
+        if status.state in ('failed', 'interrupted'):
             lines.append(f'  {status.state}: {unit_name(status.unit)}: {status.why} '
                          f'(log: {status.log or "-"})')
     return lines
