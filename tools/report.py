@@ -111,9 +111,9 @@ def split_missing(kept: list, missing: list, args) -> tuple:
     if not args.allow_missing:
         raise ValueError(
             f'{len(missing)} of the {len(kept)} results rows of the protocol are missing (not '
-            'run yet, or failed: rerunning the same tools/run_protocol.py command runs only '
-            f'them):\n{listed}\ngive --allow-missing to make the table anyway (its incomplete '
-            'cells marked)')
+            f'run yet, or failed):\n{listed}\ngive --allow-missing to make the table anyway '
+            '(its incomplete cells marked), or finish the protocol: rerunning the same '
+            'tools/run_protocol.py command runs only the missing rows')
     if args.average_datasets:
         raise ValueError('--average-datasets needs every dataset\'s row of each seed; '
                          f'{len(missing)} are missing:\n{listed}')
