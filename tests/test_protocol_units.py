@@ -170,6 +170,9 @@ def test_a_failing_unit_does_not_stop_the_others(tiny_crosstask, tmp_path, jobs)
     assert state['error'] == 'ValueError: planned failure of seed 0'
     assert 'raise ValueError' in state['traceback']
     assert [read_unit_state(runner.work_dir(u))['state'] for u in units[1:]] == ['done'] * 3
+    with pytest.raises(SystemExit, match=r'1 of the 4 results rows of the protocol are missing'
+                                         r'.*\n  PKG \+ uniform emissions seed=0 T=3 '):
+        load_tool('report').main([str(runner.results_file), '--metrics', 'success_rate'])
 
 
 def test_run_protocol_exits_non_zero_naming_the_failed_unit(tiny_crosstask, tmp_path,
@@ -185,3 +188,56 @@ def test_run_protocol_exits_non_zero_naming_the_failed_unit(tiny_crosstask, tmp_
     assert (f'PKG + uniform emissions T=3 seed=0: ValueError: planned failure of seed 0 '
             f'(traceback: {work_dir}/unit_state.json)') in message
     assert 'FAILED PKG + uniform emissions T=3 seed=0' in capsys.readouterr().err
+
+
+# ------------------------------------------------------------- report of an incomplete protocol
+def incomplete_results(folder: Path) -> Path:
+    """A, B: seeds 0-2 written; the run was also asked for A seed 3 and C seeds 0-2."""
+    from vpn_plugin.protocol.expected import add_expected
+    from vpn_plugin.protocol.results import ResultRow, append_result
+    results = folder / 'results.jsonl'
+
+    def row(method, seed, value=50.0):
+        return ResultRow(method=method, seed=seed, horizon=3, dataset='crosstask',
+                         config=f'configs/{method.lower()}_t3.py', protocol='p',
+                         metrics=dict(success_rate=value + seed, mean_accuracy=value))
+    for method in ('A', 'B'):
+        for seed in range(3):
+            append_result(results, row(method, seed))
+    add_expected(results, [row(m, s) for m in ('A', 'B') for s in range(3)])
+    add_expected(results, [row('A', 3), row('A', 0)] + [row('C', s) for s in range(3)])
+    return results
+
+
+def test_report_of_an_incomplete_protocol_names_the_missing_rows(tmp_path, capsys):
+    results = incomplete_results(tmp_path)
+    assert (tmp_path / 'results.expected').is_file()
+    report = load_tool('report')
+    with pytest.raises(SystemExit) as exit_info:
+        report.main([str(results), '--metrics', 'success_rate'])
+    message = str(exit_info.value)
+    assert message.startswith('error: 4 of the 10 results rows of the protocol are missing')
+    for line in ('A seed=3 T=3 configs/a_t3.py', 'C seed=0 T=3 configs/c_t3.py',
+                 'C seed=2 T=3 configs/c_t3.py'):
+        assert f'\n  {line}\n' in message
+    assert 'give --allow-missing to make the table anyway' in message
+    # a selection without missing rows is complete
+    report.main([str(results), '--metrics', 'success_rate', '--methods', 'B'])
+    assert '¶' not in capsys.readouterr().out
+
+
+def test_allow_missing_marks_the_table_and_its_incomplete_cells(tmp_path, capsys):
+    results = incomplete_results(tmp_path)
+    report = load_tool('report')
+    report.main([str(results), '--metrics', 'success_rate', '--allow-missing',
+                 '--out', str(tmp_path / 'table')])
+    captured = capsys.readouterr()
+    assert 'INCOMPLETE: 4 of the 10 results rows are missing' in captured.err
+    table = {line.split(' | ')[0].strip('| '): line for line in captured.out.splitlines()
+             if line.startswith('| ')}
+    assert table['A'].endswith('¶ |') and not table['B'].endswith('¶ |')
+    assert table['C'].endswith('| -¶ |')  # no row at all
+    assert ('¶ INCOMPLETE: 4 result row(s) of the protocol are missing (A seed=3 T=3 '
+            'configs/a_t3.py; C seed=0 T=3 configs/c_t3.py; ') in captured.out
+    latex = (tmp_path / 'table.tex').read_text()
+    assert r'\textsuperscript{\P} INCOMPLETE' in latex and '¶' not in latex

@@ -473,6 +473,7 @@ class ProtocolRunner:
         todo = [u for u in units if not self.is_done(u, done)]
         check_units(todo)
         self.check_requirements(todo)
+        self.expect(units)
         log(f'protocol {self.protocol}: {len(units)} runs, {len(units) - len(todo)} '
              f'already finished, {len(todo)} to run -> {self.results_file}')
         started = time.time()
@@ -485,6 +486,14 @@ class ProtocolRunner:
         self.raise_failures(failures)
         log(f'protocol {self.protocol}: done in {time.time() - started:.0f}s')
         return self.results_file
+
+    def expect(self, units: list[TrainUnit]) -> None:
+        """Add the rows of ``units`` to the rows this results file is expected to hold
+        (``expected.py``: ``tools/report.py`` names the missing ones); every launcher calls it
+        before it runs or submits them."""
+        from .expected import add_expected
+        add_expected(self.results_file, [self.row_for(unit, spec, work_dir=self.work_dir(unit))
+                                         for unit in units for spec in unit.tests])
 
     def run_in_turn(self, units: list[TrainUnit], done: set, progress: Progress) -> list:
         """Run ``units`` one after the other in this process; a unit another process holds
