@@ -287,3 +287,22 @@ def test_status_of_a_local_run(tiny_crosstask, tmp_path, capsys):
     assert out[0].startswith('PKG + uniform emissions T=3 seed=0 | done | - | ')
     assert out[1].startswith('PKG + uniform emissions T=3 seed=1 | interrupted | - | ')
     assert out[2] == '2 units: 1 done, 1 interrupted'
+
+
+def test_the_flags_become_the_sbatch_options_of_the_array(monkeypatch, tmp_path):
+    """What submitit writes into the array's sbatch file for the command line's resources
+    (without Slurm here: submitit is told srun exists)."""
+    from submitit.slurm import slurm
+    from vpn_plugin.protocol.slurm import make_executor
+    monkeypatch.setattr(slurm.SlurmExecutor, 'affinity', classmethod(lambda cls: 2))
+    request = SlurmRequest('gpu', gpus_per_run=1, cpus_per_run=8, mem_per_run='16G',
+                           max_parallel=2, max_requeues=5,
+                           options=parse_options(['account=proj', 'exclusive']))
+    executor = make_executor(tmp_path, request, 90, 'vpn_standard')._executor
+    assert executor.max_num_timeout == 5
+    lines = slurm._make_sbatch_string(command='run', folder=tmp_path, map_count=3,
+                                      **executor.parameters).splitlines()
+    for expected in ('--array=0-2%2', '--cpus-per-task=8', '--gpus-per-node=1', '--mem=16G',
+                     '--partition=gpu', '--time=90', '--requeue', '--account=proj',
+                     '--exclusive', '--job-name=vpn_standard', '--signal=USR2@90'):
+        assert f'#SBATCH {expected}' in lines

@@ -224,6 +224,9 @@ def test_resubmitting_sends_what_is_missing_and_the_rows_equal_the_local_run(sce
     assert comparable(runner) == comparable(local)
 
     report = load_tool('report')
+    with pytest.raises(SystemExit, match=r'2 of the 6 results rows of the protocol are missing'
+                       r'[^$]*Broken seed=0 T=3[^$]*Broken seed=1 T=3'):
+        report.main([str(runner.results_file)])
     tables = []
     for results in (runner.results_file, local.results_file):
         capsys.readouterr()
