@@ -113,7 +113,7 @@ def add_launcher_arguments(parser) -> None:
     group.add_argument('--wait', action='store_true',
                        help='after submitting, wait with a progress bar and ETA until every '
                        'unit has ended; exit status 1 when one failed')
-    group.add_argument('--poll-seconds', type=POSITIVE_FLOAT, default=30.0,
+    group.add_argument('--poll-seconds', type=POSITIVE_FLOAT, default=15.0,
                        help='--wait: seconds between two looks at squeue and the work dirs')
 
 

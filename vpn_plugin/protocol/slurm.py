@@ -485,7 +485,7 @@ def wait_for(runner, units, poll_seconds: float, estimate: float | None = None,
             states = ', '.join(f'{n} {k}' for k, n in counts.items() if n)
             # a redirected bar gets a line per change of state (or minute), not per look
             if finished or states != shown or time.monotonic() - shown_at > 60:
-                bar.set_postfix_str(states + progress.text(), refresh=False)
+                bar.set_postfix_str((states + progress.text()).strip(), refresh=False)
                 bar.update(finished)
                 bar.refresh()
                 shown, shown_at = states, time.monotonic()
