@@ -5,9 +5,10 @@ else these tests skip with the reason). One small protocol runs once for every t
 file (module fixture :func:`scenario`): ViterbiPlanNet (tiny, 2 epochs, a checkpoint each), the
 PKG with uniform emissions and a run whose test video list is missing ("Broken"), 2 seeds,
 packed two units per array task, two tasks at once. While it runs: the same command is
-submitted again, one task is cancelled, slurmd is killed and started again, and the task
-training ViterbiPlanNet seed 1 is requeued (``scontrol requeue``) after its first epoch's
-checkpoint; then the same command resubmits what is missing, waiting for it (``--wait``).
+submitted again, one task is cancelled, and the task training ViterbiPlanNet is requeued after
+the first epoch's checkpoint of seed 0 (submitit's ``USR2``: checkpoint and requeue, as at a
+time limit or preemption) and of seed 1 (``scontrol requeue``, with slurmd killed and started
+again before); then the same command resubmits what is missing, waiting for it (``--wait``).
 Every test ends on the same ground: nothing lost, no row twice, the rows and the report's
 table equal to those of the same protocol run locally.
 """
@@ -54,7 +55,7 @@ def partition() -> str:
 
 def write_protocol(folder: Path, tiny: dict) -> Path:
     """The protocol file and the ViterbiPlanNet config it trains (tiny, 2 epochs, a hook that
-    pauses seed 1 after epoch 1 while ``folder/pause`` exists)."""
+    pauses seed s after epoch 1 while ``folder/pause<s>`` exists)."""
     loaders = {f'{split}_dataloader': dict(batch_size=64, dataset=dict(
         tiny[f'{split}_dataset'], _delete_=True)) for split in ('train', 'val', 'test')}
     vpn = folder / 'vpn_tiny.py'
@@ -65,9 +66,9 @@ def write_protocol(folder: Path, tiny: dict) -> Path:
         f"model = dict(num_actions={tiny['num_actions']}, num_tasks={tiny['num_tasks']}, "
         "embed_dim=32, loss_weights=dict(state=0.0))\n"
         "train_cfg = dict(max_epochs=2, val_interval=2)\n"
-        "custom_hooks = [dict(type='PKGHook'), dict(type='PauseAfterEpochOnRequestHook', "
-        f"epoch=1, seed=1, request={str(folder / 'pause')!r}, "
-        f"marker={str(folder / 'paused')!r})]\n"
+        "custom_hooks = [dict(type='PKGHook')] + [dict(type='PauseAfterEpochOnRequestHook', "
+        f"epoch=1, seed=seed, request={str(folder)!r} + f'/pause{{seed}}', "
+        f"marker={str(folder)!r} + f'/paused{{seed}}') for seed in (0, 1)]\n"
         + ''.join(f'{name} = {value!r}\n' for name, value in loaders.items()))
     options = {f'{split}_dataloader.dataset': dict(tiny[f'{split}_dataset'], _delete_=True)
                for split in ('train', 'val', 'test')}
@@ -128,7 +129,8 @@ def scenario(partition, tiny_crosstask, tmp_path_factory):
         local.run(expand_units(protocol, methods=['ViterbiPlanNet', 'PKG + uniform emissions']))
     finally:
         torch.set_num_threads(threads)
-    (folder / 'paused.epochs').unlink()  # the local run's
+    for seed in (0, 1):
+        (folder / f'paused{seed}.epochs').unlink()  # the local run's
     runner = ProtocolRunner(protocol, folder / 'slurm', checkpoint_interval=1)
     yield dict(folder=folder, protocol=str(protocol_file), local=local, runner=runner,
                units=expand_units(protocol), partition=partition)
@@ -144,10 +146,11 @@ def submit_command(scenario, *extra) -> list:
             '--max-parallel', '2', '--checkpoint-interval', '1', '--poll-seconds', '1', *extra]
 
 
-def test_the_array_survives_a_second_submission_scancel_slurmd_kill_and_requeue(
+def test_the_array_survives_a_second_submission_scancel_requeues_and_slurmd_kill(
         scenario, capsys):
     folder, runner, units = scenario['folder'], scenario['runner'], scenario['units']
-    (folder / 'pause').write_text('pause ViterbiPlanNet seed 1 after epoch 1')
+    for seed in (0, 1):  # both trainings pause after epoch 1 (its checkpoint written)
+        (folder / f'pause{seed}').write_text(f'pause ViterbiPlanNet seed {seed} after epoch 1')
     jobs, out, err = run_tool(capsys, submit_command(scenario))
     array = str(jobs[0].job_id).split('_')[0]
     assert f'submitted job array {array}: 3 tasks, 6 units' in out
@@ -163,19 +166,29 @@ def test_the_array_survives_a_second_submission_scancel_slurmd_kill_and_requeue(
     again, out, _ = run_tool(capsys, submit_command(scenario))
     assert again == [] and 'nothing to submit: 0 units done, 6 queued or running' in out
     sh('scancel', f'{array}_2')  # throttled (two at once): cancelled before it starts
+    task = f'{array}_0'
 
-    wait_until(lambda: (folder / 'paused').exists(), 'ViterbiPlanNet seed 1 paused')
+    def requeued(request: Path):
+        """Wait for the requeued task to be pending; release it (the pause request gone)."""
+        wait_until(lambda: queue(array).get(task) == 'PENDING', f'{task} requeued, pending')
+        request.unlink()  # only now: the paused training was cut, not let finish
+        sh('scontrol', 'update', f'jobid={task}', 'StartTime=now')
+
+    # preempted or at its time limit: submitit's signal, checkpoint (the Checkpointable) and
+    # requeue, as `scancel --signal USR2` sends it (submitit's own test does so)
+    wait_until(lambda: (folder / 'paused0').exists(), 'ViterbiPlanNet seed 0 paused')
+    sh('scancel', '--signal=USR2', task)
+    requeued(folder / 'pause0')
+
     # slurmd dies during the run and comes back: the running task goes on
+    wait_until(lambda: (folder / 'paused1').exists(), 'ViterbiPlanNet seed 1 paused')
     os.kill(int((SLURM_DIR / 'slurmd.pid').read_text()), signal.SIGKILL)
     time.sleep(1)
     subprocess.run([str(START)], check=True, capture_output=True, timeout=120)
-    assert queue(array)[f'{array}_0'] == 'RUNNING'
-
-    # requeued after its first checkpoint: killed (KillWait), pending, released, resumed
-    sh('scontrol', 'requeue', f'{array}_0')
-    wait_until(lambda: queue(array).get(f'{array}_0') == 'PENDING', 'the requeued task pending')
-    (folder / 'pause').unlink()  # only now: the paused training was killed, not let finish
-    sh('scontrol', 'update', f'jobid={array}_0', 'StartTime=now')
+    assert queue(array)[task] == 'RUNNING'
+    # `scontrol requeue`: SIGTERM (which submitit ignores), SIGKILL after KillWait, pending
+    sh('scontrol', 'requeue', task)
+    requeued(folder / 'pause1')
     wait_until(lambda: not any(state in ALIVE for state in queue(array).values()),
                'the array ended')
 
@@ -183,21 +196,24 @@ def test_the_array_survives_a_second_submission_scancel_slurmd_kill_and_requeue(
                                   '--status'])
     lines = out.splitlines()
     states = [line.split(' | ')[1] for line in lines[:6]]  # seeds outermost
-    assert states == ['done', 'done', 'failed', 'done (requeued 1 time)', 'interrupted',
-                      'interrupted'], out
+    assert states == ['done (requeued 1 time)', 'done', 'failed', 'done (requeued 2 times)',
+                      'interrupted', 'interrupted'], out
     assert lines[2].startswith(f'Broken T=3 seed=0 | failed | job {array}_1 | ')
     assert lines[2].endswith(f'{array}_1_0_log.err | ValueError: cannot read JSON file '
                              "/nonexistent/test_videos.json: [Errno 2] No such file or "
                              "directory: '/nonexistent/test_videos.json'")
     assert f'its task {array}_2 ended (CANCELLED) before the unit finished' in lines[4]
     assert lines[6] == '6 units: 3 done, 1 failed, 2 interrupted'
-    resumed = read_unit_state(runner.work_dir(units[3]))  # ViterbiPlanNet seed 1
-    assert (resumed['attempts'], resumed['restarts'], resumed['job']) == (2, 1, f'{array}_0')
-    # the requeued copy began at epoch 1 (the second), from epoch 1's checkpoint
-    assert (folder / 'paused.epochs').read_text().split() == ['0', '1', '1']
-    log = (runner.root / 'slurm' / f'{array}_0_0_log.err').read_text()
-    assert 'Bypassing signal SIGTERM' in log  # submitit saw the requeue's SIGTERM
-    assert log.count('-> ') >= 4  # both units started twice: seed 0 found done, seed 1 resumed
+    for unit, attempts, restarts in ((units[0], 2, 1), (units[3], 2, 2)):  # ViterbiPlanNet
+        state = read_unit_state(runner.work_dir(unit))
+        assert (state['attempts'], state['restarts'], state['job']) == (attempts, restarts, task)
+    # each requeued copy began at epoch 1 (the second), from epoch 1's checkpoint
+    for seed in (0, 1):
+        assert (folder / f'paused{seed}.epochs').read_text().split() == ['0', '1', '1']
+    log = (runner.root / 'slurm' / f'{task}_0_log.out').read_text()  # submitit's lines
+    assert log.index('Calling checkpoint method') < log.index(f'Requeued job {task}') < log.index(
+        'Bypassing signal SIGTERM')  # the USR2 path, then scontrol requeue's SIGTERM
+    assert log.count('Starting with JobEnvironment') == 3
     scenario['array'] = array
 
 
