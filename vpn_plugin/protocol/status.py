@@ -142,15 +142,16 @@ def unit_statuses(runner, units, queue=squeue_tasks) -> list[UnitStatus]:
 
 
 def _status(runner, unit, work_dir: Path, task, queued: dict, done: set) -> UnitStatus:
-    # a Slurm unit's liveness is its task's (squeue); a local one's, its work dir's lock
-    state = (read_unit_state(work_dir) if task else unit_status(work_dir)) or {}
     job, log = task or ('', '')
+    state = read_unit_state(work_dir) or {}
+    this_job = bool(task) and state.get('job') == job
+    if not this_job:  # a local attempt (or none): alive while a process holds the lock
+        state = unit_status(work_dir) or {}
     status = UnitStatus(unit, work_dir, 'not started', job, _elapsed(state),
                         int(state.get('restarts') or 0), log or state.get('log') or '')
     if not task and state:
         status.job, status.log = state.get('job', ''), state.get('log') or str(work_dir)
     in_queue = queued.get(job)
-    this_job = bool(state) and state.get('job') == job
     if in_queue and not (this_job and state.get('state') in ('done', 'failed')):
         status.restarts = max(status.restarts, in_queue.restarts)  # its task's, while it waits
     if runner.is_done(unit, done):
@@ -164,12 +165,12 @@ def _status(runner, unit, work_dir: Path, task, queued: dict, done: set) -> Unit
             status.elapsed = None
             status.why = ('its task runs the units before it' if in_queue.state == 'RUNNING'
                           else in_queue.reason if in_queue.reason not in ('None', '') else '')
-    elif task:
+    elif state.get('state') == 'running' and not this_job:
+        status.state = 'running'  # locally, by the process holding the work dir's lock
+    elif task and (this_job or not state):
         status.state = 'interrupted'
         status.why = (f'its task {job} ended ({in_queue.state}) before the unit finished'
                       if in_queue else f'its task {job} ended before the unit finished')
-    elif state.get('state') == 'running':
-        status.state = 'running'
     elif state:
         status.state = 'interrupted'
         status.why = 'its process ended before the unit finished (killed or interrupted)'
