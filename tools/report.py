@@ -26,7 +26,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from vpn_plugin.core.stats import AUTHORS_RESAMPLES  # noqa: E402
 from vpn_plugin.protocol.report import (CI_STYLES, DEFAULT_METRICS, build_table,  # noqa: E402
                                          to_latex, to_markdown)
-from vpn_plugin.protocol.expected import describe_row, missing_rows  # noqa: E402
+from vpn_plugin.protocol.expected import (describe_row, expected_file,  # noqa: E402
+                                           missing_rows)
 from vpn_plugin.protocol.results import (filter_rows, mean_over_datasets,  # noqa: E402
                                           read_results, rename_methods)
 from vpn_plugin.errors import NON_NEGATIVE_INT, POSITIVE_INT, tool_main  # noqa: E402
@@ -109,11 +110,14 @@ def split_missing(kept: list, missing: list, args) -> tuple:
         return rows, missing
     listed = '\n'.join(f'  {describe_row(row)}' for row in missing)
     if not args.allow_missing:
+        lists = ', '.join(str(expected_file(path)) for path in args.results
+                          if expected_file(path).is_file())
         raise ValueError(
             f'{len(missing)} of the {len(kept)} results rows of the protocol are missing (not '
-            f'run yet, or failed):\n{listed}\ngive --allow-missing to make the table anyway '
-            '(its incomplete cells marked), or finish the protocol: rerunning the same '
-            'tools/run_protocol.py command runs only the missing rows')
+            f'run yet, or failed; the rows it was asked for: {lists}):\n{listed}\ngive '
+            '--allow-missing to make the table anyway (its incomplete cells marked), or '
+            'finish the protocol: rerunning the same tools/run_protocol.py command runs only '
+            'the missing rows')
     if args.average_datasets:
         raise ValueError('--average-datasets needs every dataset\'s row of each seed; '
                          f'{len(missing)} are missing:\n{listed}')

@@ -68,7 +68,6 @@ import copy
 import dataclasses
 import functools
 import json
-import os
 import re
 import time
 from dataclasses import dataclass, field
@@ -76,6 +75,7 @@ from pathlib import Path
 
 from vpn_plugin.errors import write_text_atomically
 from vpn_plugin.locks import LockBusyError, exclusive_lock, lock_path_of
+from .configs import config_with_options, parsed_config
 from .dry_run import CPU_EPOCH_SECONDS, plan_runs
 from .progress import Progress, log, unit_name
 from .results import ResultRow, append_result, read_results
@@ -257,30 +257,9 @@ def _fill(value, dataset: str):
     return value
 
 
-def _parsed_config(config: str):
-    """``Config.fromfile(config)``, parsed once per file version (a protocol names the same
-    configs for every run and seed); callers must not modify it."""
-    stat = os.stat(config)
-    return _parse_config(os.path.abspath(config), stat.st_mtime_ns, stat.st_size)
-
-
-def config_with_options(config: str, cfg_options: dict):
-    """A copy of the parsed ``config`` (:func:`_parsed_config`) with ``cfg_options`` merged."""
-    cfg = copy.deepcopy(_parsed_config(config))
-    if cfg_options:
-        cfg.merge_from_dict(copy.deepcopy(dict(cfg_options)))
-    return cfg
-
-
-@functools.lru_cache(maxsize=256)
-def _parse_config(path: str, mtime_ns: int, size: int):
-    from mmengine.config import Config
-    return Config.fromfile(path)
-
-
 def _config_horizon(config: str, name: str = 'horizon') -> int:
     """A config's ``horizon`` (or ``test_horizon``, which defaults to its ``horizon``)."""
-    cfg = _parsed_config(config)
+    cfg = parsed_config(config)
     if cfg.get(name) is not None:
         return int(cfg[name])
     if 'horizon' not in cfg:
