@@ -24,8 +24,10 @@ import torch
 import vpn_plugin.mm  # noqa: F401  (compat + registration)
 from mmaction.registry import MODELS
 from vpn_plugin.data_paths import load_config
+from vpn_plugin.engine.checkpoint import save_atomically
 from vpn_plugin.oracles.authors import install_authors_weights, read_authors_state_dict, read_pkg
 from vpn_plugin.errors import tool_main
+from vpn_plugin.outputs import CONVERTED_MARKER, add_overwrite_argument, check_output
 
 
 def parse_args(argv=None):
@@ -36,12 +38,15 @@ def parse_args(argv=None):
                         '(its model type selects the official naming)')
     parser.add_argument('--pkg', help='raw transition matrix (.npy, or .npz with a '
                         "'transition_matrix' array); default: none, counted when tested")
+    add_overwrite_argument(parser, 'DST')
     return parser.parse_args(argv)
 
 
 @tool_main
 def main(argv=None) -> int:
     args = parse_args(argv)
+    args.dst = check_output(args.dst, 'converted_checkpoint', 'DST',
+                            (args.src, args.pkg, args.config), args.overwrite)
     model_cfg = load_config(args.config).model
     model_cfg.text_embeddings = None  # not stored in checkpoints; the config brings them
     if model_cfg.type == 'ViterbiPlanNet':
@@ -53,8 +58,9 @@ def main(argv=None) -> int:
     install_authors_weights(model, read_authors_state_dict(args.src),
                             read_pkg(args.pkg) if args.pkg else None)
     meta = dict(source=str(args.src), pkg=str(args.pkg), config=str(args.config),
-                converted_by='tools/convert_authors_checkpoint.py')
-    torch.save(dict(state_dict=model.state_dict(), meta=meta), args.dst)
+                converted_by=CONVERTED_MARKER)
+    save_atomically(lambda path: torch.save(dict(state_dict=model.state_dict(), meta=meta), path),
+                    args.dst)
     graph = 'with the given PKG' if args.pkg else 'without a PKG (counted when tested)'
     print(f'wrote {args.dst}: {len(model.state_dict())} tensors for {model_cfg.type} '
           f'(N={model.num_actions}, K={model.num_tasks}, T={model.horizon}), {graph}')
