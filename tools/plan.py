@@ -77,6 +77,7 @@ def plan_video(args, cfg) -> None:
     taxonomy = config_taxonomy(cfg, args.split)
     s3d = load_s3d_for_tool(args.s3d_weights, args.random_weights)
     model = init_planner(cfg, args.checkpoint)
+    print_unchecked(model, args.checkpoint)
     sample, features = plan_from_video(model, s3d, args.video, args.start_time,
                                        args.goal_time, recipe_from_args(args), args.split,
                                        return_features=True)
@@ -84,6 +85,13 @@ def plan_video(args, cfg) -> None:
                                       args.goal_time)))
     if args.save_features:
         save_features(args.save_features, features, s3d, RANDOM_WEIGHTS_WARNING)
+
+
+def print_unchecked(model, checkpoint) -> None:
+    """The mark of plans from a checkpoint scored with unchecked_checkpoint=True."""
+    if model.unchecked_checkpoint:
+        print(f'*** UNCHECKED checkpoint {checkpoint}: it records no '
+              f'{", ".join(model.unchecked_checkpoint)} (unchecked_checkpoint=True) ***')
 
 
 def save_features(path, features, s3d, warning: str) -> None:
@@ -117,6 +125,7 @@ def main(argv=None):
     if args.video:
         return plan_video(args, cfg)
     model = init_planner(cfg, args.checkpoint)
+    print_unchecked(model, args.checkpoint)
     dataset = build_split_dataset(cfg, args.split)
     for sample in inference_planner(model, dataset, args.indices):
         print('\n'.join(format_plan(sample, dataset.taxonomy)))

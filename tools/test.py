@@ -22,6 +22,8 @@ from vpn_plugin.errors import path_argument, tool_main, write_text_atomically
 from vpn_plugin.outputs import add_overwrite_argument, check_output
 from vpn_plugin.runner import build_runner
 
+UNCHECKED_METRIC = 'checkpoint/unchecked'  # in the metrics of an unchecked_checkpoint=True test
+
 
 def parse_args(argv=None):
     parser = argparse.ArgumentParser(description='Test a vpn_plugin checkpoint')
@@ -106,6 +108,10 @@ def main(argv=None):
     metrics = runner.test()
     runner.logger.info(f"model selection: {runner.cfg.get('selection', 'unified')} "
                        '(unified: held-out training videos; authors: best test-window SR)')
+    if runner.unchecked_checkpoint:  # unchecked_checkpoint=True: the metrics say so
+        metrics = dict(metrics, **{UNCHECKED_METRIC: 1.0})
+        runner.logger.warning(f'{UNCHECKED_METRIC}=1: {args.checkpoint} records no '
+                              f'{", ".join(runner.unchecked_checkpoint)}; not checked')
     if runner.rank == 0:
         path = args.out_metrics or osp.join(runner.log_dir, 'test_metrics.json')
         write_metrics(metrics, path)

@@ -456,10 +456,30 @@ class PlanningDataset(Dataset):
 
     @property
     def metainfo(self) -> dict:
-        tx = self.taxonomy
-        return dict(num_actions=tx.num_actions, num_tasks=tx.num_tasks, horizon=self.horizon,
-                    feature_dim=self.feature_dim, action_names=list(tx.action_names),
-                    task_names=list(tx.task_names))
+        return dataset_metainfo(self.taxonomy, self.horizon, self.feature_dim)
+
+
+def dataset_metainfo(taxonomy, horizon: int, feature_dim: int) -> dict:
+    """A dataset's ``metainfo``: what training records in a checkpoint's
+    ``meta.dataset_meta`` and a test compares (``engine.checkpoint.meta_mismatches``)."""
+    return dict(num_actions=taxonomy.num_actions, num_tasks=taxonomy.num_tasks,
+                horizon=int(horizon), feature_dim=int(feature_dim),
+                action_names=list(taxonomy.action_names), task_names=list(taxonomy.task_names))
+
+
+def config_metainfo(dataset_cfg) -> Optional[dict]:
+    """The ``metainfo`` a ``PlanningDataset`` config dict would have, from its taxonomy and
+    observation settings alone (no feature file read); None for another dataset type."""
+    cfg = dict(dataset_cfg or {})
+    if cfg.get('type') != 'PlanningDataset':
+        return None
+    import inspect
+    defaults = inspect.signature(PlanningDataset).parameters
+    horizon = cfg.get('horizon', defaults['horizon'].default)
+    taxonomy = load_taxonomy(source_path(cfg['data_root'], cfg['taxonomy'], horizon))
+    observation = cfg.get('observation', defaults['observation'].default)
+    frame_dim = cfg.get('frame_dim', defaults['frame_dim'].default)
+    return dataset_metainfo(taxonomy, horizon, observation_dim(observation, frame_dim))
 
 
 def source_videos(dataset_cfg: dict) -> set:
