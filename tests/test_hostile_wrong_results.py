@@ -81,3 +81,185 @@ def test_unchanged_feature_files_are_not_read_again_to_find_the_cache(tmp_path, 
     os.utime(tmp_path / 'feat/22_b1.npz')  # touched: its ctime changes, it is hashed again
     with pytest.raises(AssertionError, match='although nothing changed'):
         toy_dataset(tmp_path, cache_dir=tmp_path / 'cache')
+
+
+# ------------------------------------------------------------------ items 4-5: what a checkpoint records
+REPO = __import__('pathlib').Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture(scope='module')
+def trained_vpn(tiny_crosstask, shared_data, tmp_path_factory):
+    """(config, checkpoint) of one epoch of ViterbiPlanNet on the tiny CrossTask, trained by
+    tools/train.py (the checkpoint records what PlanningRunner records)."""
+    import torch
+    from tool_modules import load_tool
+    folder = tmp_path_factory.mktemp('trained_vpn')
+    config = folder / 'vpn_tiny.py'
+    splits = ''.join(f"{split}_dataloader = dict(batch_size=64, dataset=dict(_delete_=True, "
+                     f"**{dict(tiny_crosstask[f'{split}_dataset'], observation='mean3')!r}))\n"
+                     for split in ('train', 'val', 'test'))
+    config.write_text(f"_base_ = [{str(REPO / 'configs/vpn_crosstask_t3.py')!r}]\n" + splits
+                      + "model = dict(feature_dim=512)\ntrain_cfg = dict(max_epochs=1, "
+                      "val_interval=1)\n")
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        load_tool('train').main([str(config), '--work-dir', str(folder / 'work')])
+    finally:
+        torch.set_num_threads(threads)
+    return config, folder / 'work' / 'epoch_1.pth'
+
+
+def stripped(checkpoint, folder, how: str):
+    """The checkpoint with what it records removed, as a hostile user hands it over."""
+    import torch
+    import vpn_plugin.compat
+    with torch.serialization.safe_globals(vpn_plugin.compat.mmengine_checkpoint_globals()):
+        saved = torch.load(checkpoint, map_location='cpu', weights_only=True)
+    state = saved['state_dict']
+    meta = dict(saved['meta'])
+    if how == 'bare state dict':
+        content = state
+    elif how == 'no meta':
+        content = {'state_dict': state}
+    elif how == 'no dataset_meta':
+        content = {'state_dict': state, 'meta': {k: v for k, v in meta.items()
+                                                 if k != 'dataset_meta'}}
+    elif how == 'no action names':
+        content = {'state_dict': state, 'meta': dict(meta, dataset_meta={
+            k: v for k, v in meta['dataset_meta'].items() if k != 'action_names'})}
+    else:  # 'no text features'
+        content = {'state_dict': state, 'meta': {k: v for k, v in meta.items()
+                                                 if k != 'text_features'}}
+    path = folder / f"{how.replace(' ', '_')}.pth"
+    torch.save(content, path)
+    return path
+
+
+def tool_error(tool, argv) -> str:
+    from tool_modules import load_tool
+    with pytest.raises(SystemExit) as stopped:
+        load_tool(tool).main([str(a) for a in argv])
+    return str(stopped.value.code)
+
+
+STRIPPED = ('bare state dict', 'no meta', 'no dataset_meta', 'no action names',
+            'no text features')
+
+
+def test_a_checkpoint_that_records_nothing_is_refused_by_test_plan_and_init_planner(
+        trained_vpn, tmp_path, monkeypatch):
+    """Today a bare state dict (or one without meta / meta.dataset_meta) of another taxonomy is
+    scored without a word (issue 37: SR 0.00 where the right model gets 57.14)."""
+    from vpn_plugin.apis import init_planner
+    monkeypatch.delenv('VPN_TRACEBACK', raising=False)
+    config, checkpoint = trained_vpn
+    init_planner(str(config), str(checkpoint))  # what training saved: checked, loads
+    for how in STRIPPED:
+        bad = stripped(checkpoint, tmp_path, how)
+        metrics = tmp_path / f'{how}.json'
+        message = tool_error('test', [config, bad, '--work-dir', tmp_path / 'w',
+                                      '--out-metrics', metrics])
+        assert f'checkpoint {bad} records no ' in message and 'unchecked_checkpoint=True' in \
+            message, (how, message)
+        assert not metrics.exists()
+        with pytest.raises(ValueError, match='records no meta'):
+            init_planner(str(config), str(bad))
+        assert 'records no meta' in tool_error('plan', [config, bad, '--indices', '0'])
+
+
+def test_unchecked_checkpoint_scores_it_and_says_so(trained_vpn, tmp_path, capsys):
+    from tool_modules import load_tool
+    from vpn_plugin.apis import init_planner
+    config, checkpoint = trained_vpn
+    bare = stripped(checkpoint, tmp_path, 'bare state dict')
+    metrics = tmp_path / 'metrics.json'
+    load_tool('test').main([str(config), str(bare), '--work-dir', str(tmp_path / 'w'),
+                            '--out-metrics', str(metrics), '--cfg-options',
+                            'unchecked_checkpoint=True'])
+    assert json.loads(metrics.read_text())['checkpoint/unchecked'] == 1.0
+    load_tool('test').main([str(config), str(checkpoint), '--work-dir', str(tmp_path / 'w'),
+                            '--out-metrics', str(metrics), '--cfg-options',
+                            'unchecked_checkpoint=True'])
+    assert 'checkpoint/unchecked' not in json.loads(metrics.read_text())  # it was checked
+    model = init_planner(str(config), str(bare), unchecked=True)
+    assert model.unchecked_checkpoint == ['meta']
+    load_tool('plan').main([str(config), str(bare), '--indices', '0', '--cfg-options',
+                            'unchecked_checkpoint=True'])
+    assert f'*** UNCHECKED checkpoint {bare}: it records no meta' in capsys.readouterr().out
+
+
+def test_the_protocol_marks_rows_of_an_unchecked_run():
+    from vpn_plugin.protocol.runner import config_variant
+    config = str(REPO / 'configs/vpn_crosstask_t3.py')
+    assert 'unchecked_checkpoint' not in config_variant(config, {})
+    assert config_variant(config, {'unchecked_checkpoint': True})['unchecked_checkpoint'] is True
+
+
+def swapped_rows(source, path):
+    """The same text features with two actions' rows swapped (same shape, same statistics)."""
+    array = np.load(source)
+    array[[0, 1]] = array[[1, 0]]
+    np.save(path, array)
+    return path
+
+
+def test_text_features_swapped_at_test_time_are_refused(trained_vpn, tmp_path, shared_data,
+                                                        monkeypatch):
+    """Today `--cfg-options model.text_embeddings.file=OTHER` is scored and logged as "CLIP text
+    features". The same features at another path are fine."""
+    import shutil
+    monkeypatch.delenv('VPN_TRACEBACK', raising=False)
+    config, checkpoint = trained_vpn
+    original = shared_data / 'crosstask/state_features_clip_133.npy'
+    other = swapped_rows(original, tmp_path / 'other.npy')
+    message = tool_error('test', [config, checkpoint, '--work-dir', tmp_path / 'w',
+                                  '--cfg-options', f'model.text_embeddings.file={other}'])
+    assert 'was trained for another setting than the config: text features: trained with ' \
+           f'CLIP text features from file {original}' in message
+    assert f'the config gives CLIP text features from file {other}' in message
+    moved = shutil.copy(original, tmp_path / 'moved.npy')
+    from tool_modules import load_tool
+    load_tool('test').main([str(config), str(checkpoint), '--work-dir', str(tmp_path / 'w'),
+                            '--cfg-options', f'model.text_embeddings.file={moved}'])
+
+
+def small_planners(tmp_path) -> dict:
+    """name -> (model config with text features from a file, its text-feature file)."""
+    import torch
+    rng = np.random.default_rng(0)
+    state = tmp_path / 'state.npy'
+    np.save(state, rng.normal(size=(6, 6, 6)).astype(np.float32))
+    actions = tmp_path / 'actions.npy'
+    np.save(actions, rng.normal(size=(7, 16)).astype(np.float32))
+    return {
+        'ViterbiPlanNet': (dict(type='ViterbiPlanNet', num_actions=6, num_tasks=2, horizon=3,
+                                feature_dim=8, text_dim=6, embed_dim=8,
+                                text_embeddings=dict(file=str(state))), state),
+        'SCHEMA': (dict(type='SCHEMA', num_actions=6, num_tasks=2, horizon=3, feature_dim=8,
+                        text_dim=6, embed_dim=8, num_heads=2,
+                        text_embeddings=dict(file=str(state))), state),
+        'CEFITO': (dict(type='CEFITO', feature_dim=12, num_actions=7, num_tasks=3, horizon=3,
+                        taxonomy={0: (0, 1, 2), 1: (5, 3, 4), 2: (6, 2)}, text_dim=16,
+                        hidden_dim=12, depth=2, num_heads=2, num_negatives=4,
+                        text_embeddings=dict(file=str(actions))), actions),
+    }
+
+
+@pytest.mark.parametrize('name', ['ViterbiPlanNet', 'SCHEMA', 'CEFITO'])
+def test_every_method_with_text_features_refuses_other_ones(name, tmp_path):
+    from mmaction.registry import MODELS
+    from vpn_plugin.engine.checkpoint import (CheckpointMismatchError, load_weights,
+                                              recorded_setting)
+    cfg, features = small_planners(tmp_path)[name]
+    model = MODELS.build(cfg)
+    checkpoint = {'state_dict': model.state_dict(), 'meta': recorded_setting(model, None)}
+    assert checkpoint['meta']['text_features']['kind'] == 'CLIP text features'
+    swapped = MODELS.build(dict(cfg, text_embeddings=dict(
+        file=str(swapped_rows(features, tmp_path / 'swapped.npy')))))
+    with pytest.raises(CheckpointMismatchError, match=r'text features: trained with CLIP text '
+                       r'features from file .*(state|actions)\.npy .*the config gives CLIP '
+                       r'text features from file .*swapped\.npy'):
+        load_weights(swapped, checkpoint, 'c.pth')
+    load_weights(MODELS.build(cfg), checkpoint, 'c.pth')  # the same features: fine
+    load_weights(swapped, checkpoint, 'c.pth', partial=True)  # fine-tuning: an opt-in

@@ -238,13 +238,14 @@ class PlanningRunner(Runner):
         from vpn_plugin.compat import is_resuming
         from vpn_plugin.engine.checkpoint import (PARTIAL_LOAD_KEY, UNCHECKED_KEY, load_weights,
                                                   read_checkpoint)
+        from vpn_plugin.models.base_planner import BasePlanner
         checkpoint = read_checkpoint(filename, map_location)
         self.call_hook('after_load_checkpoint', checkpoint=checkpoint)
         model = self.model.module if is_model_wrapper(self.model) else self.model
         partial = bool(self.cfg.get(PARTIAL_LOAD_KEY, False)) if strict is None else not strict
         self.unchecked_checkpoint = load_weights(
             model, checkpoint, filename, partial=partial and not is_resuming(self),
-            data_meta=self._built_data_meta(), require_meta=True,
+            data_meta=self._built_data_meta(), require_meta=isinstance(model, BasePlanner),
             unchecked=bool(self.cfg.get(UNCHECKED_KEY, False)))
         self._has_loaded = True
         self.logger.info(f'Load checkpoint from {filename}')
@@ -264,13 +265,8 @@ class PlanningRunner(Runner):
     @master_only
     def save_checkpoint(self, out_dir: str, filename: str, *args, **kwargs) -> None:
         """mmengine's ``save_checkpoint``, written to a temporary name and renamed into place
-        (:func:`vpn_plugin.engine.checkpoint.save_atomically`); its meta also records the
-        model's text features (``text_features``: ``BasePlanner.text_features_identity``)."""
+        (:func:`vpn_plugin.engine.checkpoint.save_atomically`)."""
         from vpn_plugin.engine.checkpoint import save_atomically
-        model = self.model.module if is_model_wrapper(self.model) else self.model
-        identity = getattr(model, 'text_features_identity', lambda: None)()
-        if identity is not None:  # what a test of the checkpoint compares (load_weights)
-            kwargs['meta'] = dict(kwargs.get('meta') or {}, text_features=identity)
         save = super().save_checkpoint
         save_atomically(lambda temporary: save(out_dir, osp.basename(temporary), *args, **kwargs),
                         osp.join(out_dir, filename))

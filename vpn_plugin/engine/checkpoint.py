@@ -17,7 +17,7 @@
   (:func:`meta_mismatches`): a SCHEMA or PDPP checkpoint of T=3 has the tensors of T=4 and
   would otherwise score T=4 windows. The text features a planner holds (ViterbiPlanNet,
   SCHEMA, CompactPlanNet, CEFITO: ``BasePlanner.text_features_identity``, SHA-256 of their
-  values) must be those of ``meta.text_features``, which ``PlanningRunner`` records at training
+  values) must be those of ``meta.text_features``, which ``PKGHook`` records at training
   (a test with ``model.text_embeddings.file`` swapped is refused). A planner's checkpoint that
   records neither (a bare state dict, ``meta`` or ``meta.dataset_meta`` removed, a converted
   one without them) is refused too: nothing could tell another taxonomy's checkpoint from the
@@ -144,7 +144,7 @@ def unrecorded(checkpoint: dict, model) -> list:
 
 def recorded_setting(model, data_meta: Optional[dict]) -> dict:
     """What a checkpoint of ``model`` records of the setting it is for, as training does
-    (mmengine's ``dataset_meta``, ``PlanningRunner``'s ``text_features``): ``data_meta`` (a
+    (mmengine's ``dataset_meta``, ``PKGHook``'s ``text_features``): ``data_meta`` (a
     dataset's metainfo) with the model's horizon, and the model's text features' identity."""
     recorded = {} if data_meta is None else dict(dataset_meta=dict(data_meta,
                                                                    horizon=model.horizon))

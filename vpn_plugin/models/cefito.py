@@ -83,7 +83,7 @@ class CEFITO(BasePlanner):
 
     counted_apart = ('classifier',)
 
-    text_feature_buffers = ('field.action_embeddings',)
+    text_feature_buffers = ('field.predictor.action_embeddings',)
 
     def __init__(self, feature_dim: int, num_actions: int, num_tasks: int, horizon: int,
                  taxonomy, text_embeddings: Optional[dict] = None, text_dim: int = 512,
