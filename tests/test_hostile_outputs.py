@@ -39,6 +39,20 @@ def victim(tmp_path) -> Path:
     return path
 
 
+@pytest.fixture
+def tiny_planner(tiny_crosstask, tmp_path) -> tuple:
+    """(config, checkpoint) of a parameter-free planner on the tiny CrossTask: test.py runs."""
+    from mmaction.registry import MODELS
+    from test_pkg_builder import tiny_uniform_config
+    from tiny_configs import save_recorded
+    model = MODELS.build(dict(type='UniformEmissionPlanner', num_actions=133, horizon=3))
+    model.set_pkg(np.full((133, 133), 1 / 133))
+    (tmp_path / 'run').mkdir(exist_ok=True)
+    checkpoint = save_recorded(model, tmp_path / 'run' / 'victim.pth',
+                               tiny_crosstask['test_dataset'])
+    return tiny_uniform_config(tiny_crosstask, tmp_path), checkpoint
+
+
 # ------------------------------------------------------------------ the rule itself
 def test_an_output_that_is_an_input_is_refused_through_every_alias(victim, monkeypatch):
     monkeypatch.chdir(victim.parent.parent)
@@ -70,6 +84,17 @@ def test_a_folder_a_fifo_and_a_wrong_extension_are_refused(tmp_path):
         check_output(tmp_path / 'fifo.json', 'metrics', '--out-metrics', overwrite=True)
     with pytest.raises(ValueError, match=r'x\.txt: expected a file name ending in \.npz'):
         check_output(tmp_path / 'x.txt', 'features', '--save-features', overwrite=True)
+
+
+def test_an_output_inside_a_file_or_a_stem_that_names_no_file_is_refused(tmp_path):
+    from vpn_plugin.outputs import stem_files
+    (tmp_path / 'notes.txt').write_text('mine')
+    with pytest.raises(ValueError, match='notes.txt is a file, not a folder'):
+        check_output(tmp_path / 'notes.txt' / 'sub' / 'm.json', 'metrics', '--out-metrics')
+    for stem in ('', '.', 'figures/', '..'):
+        with pytest.raises(ValueError, match='expected a file stem'):
+            stem_files(stem, ('.png', '.pdf'))
+    assert stem_files('docs/table.v2', ('.md',)) == [Path('docs/table.md')]
 
 
 def test_an_existing_file_of_another_kind_needs_overwrite_and_its_own_kind_does_not(tmp_path):
@@ -122,44 +147,67 @@ def test_every_kind_recognises_what_its_tool_writes(tmp_path):
 
 
 # ------------------------------------------------------------------ tools: issue 37's two cases
-def test_test_py_refuses_to_write_its_metrics_over_the_checkpoint_under_test(victim):
+def test_test_py_refuses_to_write_its_metrics_over_the_checkpoint_under_test(tiny_planner,
+                                                                           tmp_path):
     """Today `test.py CFG run/victim.pth --out-metrics run/victim.pth` replaces the checkpoint
     by the metrics JSON (exit 0)."""
+    config, victim = tiny_planner
     before = victim.read_bytes()
-    message = user_error('test', [CONFIG, victim, '--out-metrics', victim])
-    assert f'--out-metrics {victim}: that is an input of this command' in message
+    for alias in (victim, victim.parent / '..' / 'run' / 'victim.pth'):
+        message = user_error('test', [config, victim, '--work-dir', tmp_path / 'w',
+                                      '--out-metrics', alias, '--overwrite'])
+        assert f'--out-metrics {alias}: that is an input of this command' in message
     assert victim.read_bytes() == before
     other = victim.parent / 'notes.json'
     other.write_text('{"mine": 1}')
-    message = user_error('test', [CONFIG, victim, '--out-metrics', other])
+    message = user_error('test', [config, victim, '--out-metrics', other])
     assert 'the file exists and it is not a metrics JSON' in message and '--overwrite' in message
     renamed = victim.parent / 'other_run.pkl'  # a checkpoint someone named .pkl
     shutil.copy(victim, renamed)
-    message = user_error('test', [CONFIG, victim, '--out', renamed])
+    message = user_error('test', [config, victim, '--out', renamed])
     assert 'it is not a predictions pickle of tools/test.py' in message
     assert renamed.read_bytes() == before and other.read_text() == '{"mine": 1}'
     assert 'expected a file name ending in .pkl' in user_error(
-        'test', [CONFIG, victim, '--out', victim.parent / 'p.json'])
+        'test', [config, victim, '--out', victim.parent / 'p.json'])
+    metrics, predictions = tmp_path / 'metrics.json', tmp_path / 'predictions.pkl'
+    for _ in range(2):  # its own earlier outputs: replaced without --overwrite
+        load_tool('test').main([str(config), str(victim), '--work-dir', str(tmp_path / 'w'),
+                                '--out-metrics', str(metrics), '--out', str(predictions)])
+    assert 'plan/success_rate' in json.loads(metrics.read_text())
 
 
-def test_plan_py_refuses_to_save_features_over_the_video_or_under_another_extension(tmp_path):
+def test_plan_py_refuses_to_save_features_over_the_video_or_under_another_extension(
+        tiny_crosstask, tmp_path, capsys):
     """Today `plan.py --video clip.mp4 ... --save-features clip.mp4` replaces the video by an
     npz, and `--save-features x.txt` writes an npz named .txt."""
-    video, checkpoint = tmp_path / 'clip.mp4', tmp_path / 'planner.pth'
-    video.write_bytes(b'\x00\x00\x00\x18ftypmp42 a video')
-    checkpoint.write_bytes(b'PK')
-    common = ['--checkpoint', checkpoint, '--video', video, '--start-time', 0, '--goal-time', 5,
-              '--random-weights']
+    import torch
+    from test_apis import tiny_vpn_config
+    from test_extract_features import SIZE, write_video
+    from tiny_configs import save_recorded
+    from vpn_plugin.apis import init_planner
+    config = tiny_vpn_config(tiny_crosstask, tmp_path)
+    torch.manual_seed(0)
+    checkpoint = save_recorded(init_planner(str(config)), tmp_path / 'tiny.pth',
+                               tiny_crosstask['test_dataset'])
+    video = tmp_path / 'clip.mp4'
+    write_video(video, 16 * 5)
+    common = [config, '--checkpoint', checkpoint, '--video', video, '--start-time', 1,
+              '--goal-time', 4, '--size', SIZE, '--random-weights']
     before = snapshot(tmp_path)
-    message = user_error('plan', common + ['--save-features', video])
-    assert f'--save-features {video}: that is an input of this command' in message
+    for alias in (video, tmp_path / '.' / 'clip.mp4'):
+        message = user_error('plan', common + ['--save-features', alias, '--overwrite'])
+        assert f'--save-features {alias}: that is an input of this command' in message
     message = user_error('plan', common + ['--save-features', tmp_path / 'x.txt'])
     assert 'x.txt: expected a file name ending in .npz' in message
     (tmp_path / 'other.npz').write_bytes(b'PK\x03\x04 an archive of someone')
-    before = snapshot(tmp_path)
     assert 'the file exists and it is not a feature npz' in user_error(
         'plan', common + ['--save-features', tmp_path / 'other.npz'])
-    assert snapshot(tmp_path) == before
+    assert snapshot(tmp_path) == dict(before, **{'other.npz': b'PK\x03\x04 an archive of someone'})
+    for _ in range(2):  # its own earlier features: replaced without --overwrite
+        load_tool('plan').main([str(a) for a in common + ['--save-features',
+                                                          tmp_path / 'own.npz']])
+    assert KINDS['features'].recognise(tmp_path / 'own.npz')
+    capsys.readouterr()
 
 
 # ------------------------------------------------------------------ tools: the rule for every one
@@ -191,6 +239,9 @@ def test_report_refuses_someones_markdown_and_rewrites_its_own_table(tmp_path, c
                               '--num-diff-resamples', '10', '--out', str(tmp_path / 'mine'),
                               '--overwrite'])
     assert (tmp_path / 'mine.md').read_text() != '# my notes\n'
+    for stem in ('', str(tmp_path) + '/'):  # today: '' writes nothing without a word,
+        assert 'expected a file stem' in user_error(  # '<dir>/' writes <dir>.md beside it
+            'report', [results, '--metrics', 'success_rate', '--out', stem])
     capsys.readouterr()
 
 

@@ -33,7 +33,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from vpn_plugin.protocol import plots  # noqa: E402
 from vpn_plugin.errors import NON_NEGATIVE_INT, POSITIVE_INT, check_names, tool_main  # noqa: E402
-from vpn_plugin.outputs import add_overwrite_argument, check_output  # noqa: E402
+from vpn_plugin.outputs import add_overwrite_argument, check_output, stem_files  # noqa: E402
 from vpn_plugin.protocol.results import METRIC_RANGES, filter_rows, read_results  # noqa: E402
 
 
@@ -85,10 +85,10 @@ def check_output_files(args) -> None:
     an existing file of another kind (vpn_plugin/outputs.py), checked before drawing."""
     inputs = ([args.config, args.checkpoint] if args.kind == 'qualitative'
               else list(args.results))
-    files = [('.png', 'figure'), ('.pdf', 'figure')] + \
-        ([('.md', 'overlap_table')] if args.kind == 'overlap' else [])
-    for suffix, kind in files:
-        check_output(Path(args.out).with_suffix(suffix), kind, '--out', inputs, args.overwrite)
+    kinds = ['figure', 'figure'] + (['overlap_table'] if args.kind == 'overlap' else [])
+    suffixes = ('.png', '.pdf', '.md')[:len(kinds)]
+    for path, kind in zip(stem_files(args.out, suffixes), kinds):
+        check_output(path, kind, '--out', inputs, args.overwrite)
 
 
 def figure_from_results(args, rows):

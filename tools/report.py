@@ -26,7 +26,7 @@ from vpn_plugin.protocol.results import (filter_rows, mean_over_datasets,  # noq
                                           read_results, rename_methods)
 from vpn_plugin.errors import NON_NEGATIVE_INT, POSITIVE_INT, tool_main  # noqa: E402
 from vpn_plugin.errors import write_text_atomically  # noqa: E402
-from vpn_plugin.outputs import add_overwrite_argument, check_output  # noqa: E402
+from vpn_plugin.outputs import add_overwrite_argument, check_output, stem_files  # noqa: E402
 
 
 def parse_args(argv=None):
@@ -69,12 +69,11 @@ def parse_args(argv=None):
 def output_files(args) -> tuple:
     """(<out>.md, <out>.tex), both checked (vpn_plugin/outputs.py) before either is written:
     never an input (a results file), nor an existing file of another kind."""
-    if not args.out:
+    if args.out is None:
         return ()
-    out = Path(args.out)
-    return tuple(check_output(out.with_suffix(suffix), kind, '--out', args.results,
-                              args.overwrite)
-                 for suffix, kind in (('.md', 'report_markdown'), ('.tex', 'report_latex')))
+    files = stem_files(args.out, ('.md', '.tex'))
+    return tuple(check_output(path, kind, '--out', args.results, args.overwrite)
+                 for path, kind in zip(files, ('report_markdown', 'report_latex')))
 
 
 @tool_main

@@ -201,6 +201,9 @@ def check_output(path, kind: str, flag: str, inputs: Iterable = (), overwrite: b
         raise ValueError(f'{flag} {text}: is {other}; expected a file name for the '
                          f'{output.what} (written to a temporary file beside it, then renamed '
                          'into place)')
+    folder = next(p for p in target.parents if p.exists())
+    if not folder.is_dir():
+        raise ValueError(f'{flag} {text}: {folder} is a file, not a folder to write into')
     if output.suffixes and not text.endswith(output.suffixes):
         raise ValueError(f'{flag} {text}: expected a file name ending in '
                          f'{" or ".join(output.suffixes)} (the {output.what}); nothing is '
@@ -223,7 +226,7 @@ def _kind_of_existing(target: Path) -> str:
         return f'a device or process file (under {target.parts[0]}{target.parts[1]})'
     try:
         mode = os.stat(target).st_mode
-    except FileNotFoundError:
+    except (FileNotFoundError, NotADirectoryError):  # absent (a folder of it may be a file)
         return ''
     if stat.S_ISREG(mode):
         return ''
@@ -241,10 +244,15 @@ def _recognised(output: OutputKind, path: Path) -> bool:
         return False
 
 
-def check_outputs(paths: Iterable, kind_of: Callable[[Path], str], flag: str, **options) -> list:
-    """:func:`check_output` of several files one flag writes (``--out STEM``: ``.md`` and
-    ``.tex``), all before the first is written; ``kind_of(path)`` names each one's kind."""
-    return [check_output(path, kind_of(Path(path)), flag, **options) for path in paths]
+def stem_files(stem, suffixes: Iterable[str], flag: str = '--out') -> list:
+    """The files ``<stem><suffix>`` an output stem names (``report.py --out docs/table``:
+    ``docs/table.md`` and ``.tex``; a suffix of the stem is replaced, as ``Path.with_suffix``
+    does); ``ValueError`` for a stem that names no file (empty, ``.``, ending in ``/``)."""
+    text = '' if stem is None else str(stem)
+    if not text.strip() or text.endswith(os.sep) or Path(text).name in ('', '.', '..'):
+        raise ValueError(f'{flag} {text!r}: expected a file stem, e.g. docs/figures/name '
+                         f'(it writes name{"/".join(suffixes)}), not a folder or an empty name')
+    return [Path(text).with_suffix(suffix) for suffix in suffixes]
 
 
 def add_overwrite_argument(parser, what: str = 'the output files') -> None:
