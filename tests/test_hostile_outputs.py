@@ -3,6 +3,7 @@ its inputs, a file of another kind, a device or a folder, or writes a format und
 extension; each tool rewrites its own earlier output (vpn_plugin/outputs.py)."""
 import json
 import os
+import re
 import shutil
 from pathlib import Path
 
@@ -14,6 +15,7 @@ from vpn_plugin.outputs import KINDS, check_output
 
 REPO = Path(__file__).resolve().parents[1]
 CONFIG = REPO / 'configs/vpn_crosstask_t3.py'
+NOT_OURS = 'it is not recognisably an earlier output of this kind'  # and needs --overwrite
 
 
 def user_error(tool: str, argv) -> str:
@@ -101,13 +103,13 @@ def test_an_existing_file_of_another_kind_needs_overwrite_and_its_own_kind_does_
     foreign, ours = tmp_path / 'notes.json', tmp_path / 'metrics.json'
     foreign.write_text('{"mine": "do not lose"}')
     ours.write_text(json.dumps({'plan/success_rate': 57.1, 'plan/mean_accuracy': 60.0}))
-    with pytest.raises(ValueError, match='exists and it is not a metrics JSON of tools/test.py'):
+    with pytest.raises(ValueError, match=re.escape(f'exists and {NOT_OURS} (metrics JSON')):
         check_output(foreign, 'metrics', '--out-metrics')
     assert check_output(foreign, 'metrics', '--out-metrics', overwrite=True) == foreign
     assert check_output(ours, 'metrics', '--out-metrics') == ours
     window_file = tmp_path / 'windows.json'
     window_file.write_text('[]')  # a format others' files share: never taken for ours
-    with pytest.raises(ValueError, match='is never taken for an earlier output'):
+    with pytest.raises(ValueError, match='are never taken for an earlier output'):
         check_output(window_file, 'window_file', '--out')
 
 
@@ -161,11 +163,11 @@ def test_test_py_refuses_to_write_its_metrics_over_the_checkpoint_under_test(tin
     other = victim.parent / 'notes.json'
     other.write_text('{"mine": 1}')
     message = user_error('test', [config, victim, '--out-metrics', other])
-    assert 'the file exists and it is not a metrics JSON' in message and '--overwrite' in message
+    assert f'the file exists and {NOT_OURS} (metrics JSON' in message and '--overwrite' in message
     renamed = victim.parent / 'other_run.pkl'  # a checkpoint someone named .pkl
     shutil.copy(victim, renamed)
     message = user_error('test', [config, victim, '--out', renamed])
-    assert 'it is not a predictions pickle of tools/test.py' in message
+    assert f'{NOT_OURS} (predictions pickle of tools/test.py' in message
     assert renamed.read_bytes() == before and other.read_text() == '{"mine": 1}'
     assert 'expected a file name ending in .pkl' in user_error(
         'test', [config, victim, '--out', victim.parent / 'p.json'])
@@ -200,7 +202,7 @@ def test_plan_py_refuses_to_save_features_over_the_video_or_under_another_extens
     message = user_error('plan', common + ['--save-features', tmp_path / 'x.txt'])
     assert 'x.txt: expected a file name ending in .npz' in message
     (tmp_path / 'other.npz').write_bytes(b'PK\x03\x04 an archive of someone')
-    assert 'the file exists and it is not a feature npz' in user_error(
+    assert f'the file exists and {NOT_OURS} (feature npz' in user_error(
         'plan', common + ['--save-features', tmp_path / 'other.npz'])
     assert snapshot(tmp_path) == dict(before, **{'other.npz': b'PK\x03\x04 an archive of someone'})
     for _ in range(2):  # its own earlier features: replaced without --overwrite
@@ -226,7 +228,7 @@ def test_report_refuses_someones_markdown_and_rewrites_its_own_table(tmp_path, c
     mine.write_text('# my notes\n')
     message = user_error('report', [results, '--metrics', 'success_rate', '--out',
                                     tmp_path / 'mine'])
-    assert f'--out {mine}: the file exists and it is not a Markdown table' in message
+    assert f'--out {mine}: the file exists and {NOT_OURS} (Markdown table' in message
     assert mine.read_text() == '# my notes\n' and not (tmp_path / 'mine.tex').exists()
     (tmp_path / 'link.md').symlink_to(results)
     assert 'that is an input of this command' in user_error(
@@ -250,7 +252,7 @@ def test_plots_refuses_a_foreign_figure_and_redraws_its_own(tmp_path, capsys):
     photo = tmp_path / 'fig.png'
     photo.write_bytes(b'\x89PNG\r\n\x1a\n a photo')
     argv = ['params', results, '--horizon', '3', '--out', tmp_path / 'fig']
-    assert 'the file exists and it is not a figure of tools/plots.py' in user_error('plots',
+    assert f'the file exists and {NOT_OURS} (figure of tools/plots.py' in user_error('plots',
                                                                                    argv)
     assert photo.read_bytes() == b'\x89PNG\r\n\x1a\n a photo'
     (tmp_path / 'in.png').symlink_to(results)
@@ -280,7 +282,7 @@ def test_export_windows_never_writes_over_the_window_file_it_reads(tmp_path, sha
     assert windows.read_bytes() == before
     other = tmp_path / 'other.json'
     other.write_text('{"mine": 1}')
-    assert 'is never taken for an earlier output' in user_error(
+    assert 'are never taken for an earlier output' in user_error(
         'export_windows', ['--config', config, '--split', 'test', '--horizon', '3', '--out',
                            other])
 
@@ -295,7 +297,7 @@ def test_convert_authors_checkpoint_never_writes_over_its_source_or_a_trained_ch
     before = snapshot(tmp_path)
     assert 'that is an input of this command' in user_error(
         'convert_authors_checkpoint', [source, source, '--config', CONFIG, '--overwrite'])
-    assert 'it is not a checkpoint of tools/convert_authors_checkpoint.py' in user_error(
+    assert f'{NOT_OURS} (checkpoint of tools/convert_authors_checkpoint.py' in user_error(
         'convert_authors_checkpoint', [source, trained, '--config', CONFIG])
     assert snapshot(tmp_path) == before
 
@@ -307,7 +309,7 @@ def test_make_text_features_needs_overwrite_for_an_existing_array(tmp_path):
     message = user_error('make_text_features', ['--taxonomy', tmp_path / 't.json',
                                                 '--state-descriptions', tmp_path / 's.json',
                                                 '--out', existing])
-    assert 'the file exists and a text-feature array is never taken for an earlier' in message
+    assert 'the file exists and files of its kind (text-feature array) are never' in message
     assert existing.read_bytes() == before
 
 
@@ -323,7 +325,7 @@ def test_llm_eval_never_saves_anchors_over_the_anchors_it_reads(tmp_path):
     assert f'--save-anchors {anchors}: that is an input of this command' in message
     notes = tmp_path / 'notes.jsonl'
     notes.write_text('{"todo": "mine"}\n')
-    assert 'it is not a results file' in user_error(
+    assert f'{NOT_OURS} (results file' in user_error(
         'llm_eval', [*LLM, '--out', notes])
     assert notes.read_text() == '{"todo": "mine"}\n'
 

@@ -83,7 +83,7 @@ def test_unchanged_feature_files_are_not_read_again_to_find_the_cache(tmp_path, 
         toy_dataset(tmp_path, cache_dir=tmp_path / 'cache')
 
 
-# ------------------------------------------------------------------ items 4-5: what a checkpoint records
+# ---------------------------------------------- items 4-5: what a checkpoint records
 REPO = __import__('pathlib').Path(__file__).resolve().parents[1]
 
 

@@ -209,10 +209,10 @@ def check_output(path, kind: str, flag: str, inputs: Iterable = (), overwrite: b
                          f'{" or ".join(output.suffixes)} (the {output.what}); nothing is '
                          'written under another extension')
     if target.exists() and not overwrite and not _recognised(output, target):
-        why = (f'a {output.what} is never taken for an earlier output (others\' files share '
-               'its format)' if output.recognise is never else
-               f'it is not a {output.what} (another checkpoint, video or document would be '
-               'lost)')
+        why = (f'files of its kind ({output.what}) are never taken for an earlier output '
+               '(others\' files share the format)' if output.recognise is never else
+               f'it is not recognisably an earlier output of this kind ({output.what}); '
+               'another checkpoint, video or document would be lost')
         raise ValueError(f'{flag} {text}: the file exists and {why}; choose another name, or '
                          f'pass {overwrite_flag} to replace it')
     return target if os.path.islink(text) else path
