@@ -168,6 +168,20 @@ def test_a_checkpoint_that_records_nothing_is_refused_by_test_plan_and_init_plan
         assert 'records no meta' in tool_error('plan', [config, bad, '--indices', '0'])
 
 
+def test_mmaction2s_own_test_tool_refuses_it_too(trained_vpn, tmp_path, monkeypatch):
+    """MMAction2's tools/test.py builds the config's PlanningRunner: the same loader."""
+    import runpy
+    import sys
+    from test_data_paths import mmaction2_tool
+    from vpn_plugin.engine.checkpoint import CheckpointMismatchError
+    config, checkpoint = trained_vpn
+    bare = stripped(checkpoint, tmp_path, 'no dataset_meta')
+    monkeypatch.setattr(sys, 'argv', ['test.py', str(config), str(bare), '--work-dir',
+                                      str(tmp_path / 'wd')])
+    with pytest.raises(CheckpointMismatchError, match='records no meta.dataset_meta'):
+        runpy.run_path(str(mmaction2_tool('test')), run_name='__main__')
+
+
 def test_unchecked_checkpoint_scores_it_and_says_so(trained_vpn, tmp_path, capsys):
     from tool_modules import load_tool
     from vpn_plugin.apis import init_planner

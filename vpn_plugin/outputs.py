@@ -250,8 +250,9 @@ def stem_files(stem, suffixes: Iterable[str], flag: str = '--out') -> list:
     does); ``ValueError`` for a stem that names no file (empty, ``.``, ending in ``/``)."""
     text = '' if stem is None else str(stem)
     if not text.strip() or text.endswith(os.sep) or Path(text).name in ('', '.', '..'):
-        raise ValueError(f'{flag} {text!r}: expected a file stem, e.g. docs/figures/name '
-                         f'(it writes name{"/".join(suffixes)}), not a folder or an empty name')
+        raise ValueError(f'{flag} {text!r}: expected a file stem, a file name without its '
+                         f'extension (it writes <stem>{"/".join(suffixes)}), not a folder or an '
+                         'empty name')
     return [Path(text).with_suffix(suffix) for suffix in suffixes]
 
 
