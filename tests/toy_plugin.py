@@ -76,12 +76,8 @@ class ToyDropoutModel(ToyCompatModel):
 
 
 @METRICS.register_module()
-class ToySeenMetric(BaseMetric):
+class ToySeenMetric(ToyCompatAccuracy):
     """``toy/seen``: the first element of the predictions (ToyDropoutModel: samples seen)."""
-    default_prefix = 'toy'
-
-    def process(self, data_batch, data_samples):
-        self.results.extend(data_samples)
 
     def compute_metrics(self, results):
         return dict(seen=float(results[0][0]))

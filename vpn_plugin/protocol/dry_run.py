@@ -158,7 +158,7 @@ def config_schedule(config: str, cfg_options: dict) -> tuple:
     """(``train_cfg.max_epochs``, dataset name, model type) of a config with its overrides;
     the dataset is the last folder of the training set's ``data_root`` (:data:`UNION` for a
     ``ConcatPlanningDataset``)."""
-    from .config_cache import config_with_options
+    from .configs import config_with_options
     cfg = config_with_options(config, cfg_options)
     if 'max_epochs' not in cfg.get('train_cfg', {}):
         raise ValueError(f'{config}: train_cfg has no max_epochs; expected an epoch-based '

@@ -75,7 +75,7 @@ from pathlib import Path
 
 from vpn_plugin.errors import write_text_atomically
 from vpn_plugin.locks import LockBusyError, exclusive_lock, lock_path_of
-from .config_cache import config_with_options, parsed_config
+from .configs import config_with_options, parsed_config
 from .dry_run import CPU_EPOCH_SECONDS, plan_runs
 from .progress import Progress, log, unit_name
 from .results import ResultRow, append_result, read_results
@@ -220,12 +220,19 @@ def config_variant(config: str, cfg_options: dict) -> dict:
     """What a config records in its rows' ``variant`` by itself: its ``dataset_variant``
     (e.g. ``egoper_errors`` of a converted EgoPER dataset) and ``text_features`` when its
     model reads stand-in text features (``models.text_embeddings.stand_in_label``: COIN's
-    MiniLM stand-in for the paper's CLIP features), so no table mistakes those rows."""
+    MiniLM stand-in for the paper's CLIP features), and ``unchecked_checkpoint`` when the run
+    may score a checkpoint that records nothing to check it by (``engine.checkpoint``), so no
+    table mistakes those rows."""
+    from vpn_plugin.engine.checkpoint import UNCHECKED_KEY
     from vpn_plugin.models.text_embeddings import stand_in_label
     cfg = config_with_options(config, cfg_options)
     variant = dict(cfg.get('dataset_variant') or {})
     label = stand_in_label((cfg.get('model') or {}).get('text_embeddings'))
-    return {**variant, 'text_features': label} if label else variant
+    if label:
+        variant['text_features'] = label
+    if cfg.get(UNCHECKED_KEY):
+        variant[UNCHECKED_KEY] = True
+    return variant
 
 
 def _test_spec(test: dict, method: str, config: str, horizon: int, dataset: str) -> TestSpec:
@@ -375,10 +382,6 @@ class ProtocolRunner:
             return set()
         return {row.key() for row in read_results(self.results_file)}
 
-    def is_done(self, unit: TrainUnit, done: set) -> bool:
-        """Every row of ``unit`` is among ``done`` (:meth:`done_keys`)."""
-        return all(self.row_for(unit, spec).key() in done for spec in unit.tests)
-
     def row_for(self, unit: TrainUnit, spec: TestSpec, metrics=None, params=None,
                 work_dir='', shortened='') -> ResultRow:
         return ResultRow(method=spec.method, seed=unit.seed, horizon=spec.horizon,
@@ -449,7 +452,7 @@ class ProtocolRunner:
         if jobs < 1:
             raise ValueError(f'jobs={jobs}; expected >= 1 runs at once')
         done = self.done_keys()
-        todo = [u for u in units if not self.is_done(u, done)]
+        todo = [u for u in units if any(self.row_for(u, s).key() not in done for s in u.tests)]
         check_units(todo)
         self.check_requirements(todo)
         self.expect(units)
@@ -567,7 +570,7 @@ class ProtocolRunner:
         work_dir = self.work_dir(unit)
         with exclusive_lock(lock_path_of(work_dir), wait=wait, what=f'work dir {work_dir}'):
             done |= self.done_keys()  # rows another process wrote meanwhile
-            if self.is_done(unit, done):
+            if all(self.row_for(unit, spec).key() in done for spec in unit.tests):
                 if (read_unit_state(work_dir) or {}).get('state', 'done') != 'done':
                     unit_done(work_dir)  # a run killed after its rows, before its state
                 return

@@ -1,6 +1,5 @@
-"""Config files parsed once per file version: a protocol names the same configs for every run
-and seed (the runner and the dry run read them; apart from ``runner.py`` so that ``dry_run.py``,
-which ``runner.py`` imports, reads them too without an import cycle)."""
+"""The protocol's configs, parsed once per file version (a protocol names the same configs for
+every run and seed): the runner and the dry run read them through here."""
 from __future__ import annotations
 
 import copy
