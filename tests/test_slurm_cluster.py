@@ -88,6 +88,19 @@ def write_protocol(folder: Path, tiny: dict) -> Path:
     return protocol
 
 
+def retried(*command, timeout: float = 60) -> str:
+    """``command`` (scancel, scontrol), again while Slurm answers that the job is between two
+    states ("Job can not be altered now, try again later": a loaded machine)."""
+    start = time.time()
+    while True:
+        done = subprocess.run(command, capture_output=True, text=True, timeout=120)
+        if done.returncode == 0:
+            return done.stdout
+        if 'try again later' not in done.stderr or time.time() - start > timeout:
+            raise AssertionError(f'{" ".join(command)}: {done.stderr or done.stdout}')
+        time.sleep(1)
+
+
 def queue(array: str) -> dict:
     """``{task: state}`` of the array's tasks as squeue lists them now."""
     lines = sh('squeue', '-h', '-r', '-t', 'all', '-j', array, '-O', 'JobArrayID:|,State:|',
@@ -165,19 +178,19 @@ def test_the_array_survives_a_second_submission_scancel_requeues_and_slurmd_kill
     # the same command again while everything is queued or running: nothing is sent
     again, out, _ = run_tool(capsys, submit_command(scenario))
     assert again == [] and 'nothing to submit: 0 units done, 6 queued or running' in out
-    sh('scancel', f'{array}_2')  # throttled (two at once): cancelled before it starts
+    retried('scancel', f'{array}_2')  # throttled (two at once): cancelled before it starts
     task = f'{array}_0'
 
     def requeued(request: Path):
         """Wait for the requeued task to be pending; release it (the pause request gone)."""
         wait_until(lambda: queue(array).get(task) == 'PENDING', f'{task} requeued, pending')
         request.unlink()  # only now: the paused training was cut, not let finish
-        sh('scontrol', 'update', f'jobid={task}', 'StartTime=now')
+        retried('scontrol', 'update', f'jobid={task}', 'StartTime=now')
 
     # preempted or at its time limit: submitit's signal, checkpoint (the Checkpointable) and
     # requeue, as `scancel --signal USR2` sends it (submitit's own test does so)
     wait_until(lambda: (folder / 'paused0').exists(), 'ViterbiPlanNet seed 0 paused')
-    sh('scancel', '--signal=USR2', task)
+    retried('scancel', '--signal=USR2', task)
     requeued(folder / 'pause0')
 
     # slurmd dies during the run and comes back: the running task goes on
@@ -187,7 +200,7 @@ def test_the_array_survives_a_second_submission_scancel_requeues_and_slurmd_kill
     subprocess.run([str(START)], check=True, capture_output=True, timeout=120)
     assert queue(array)[task] == 'RUNNING'
     # `scontrol requeue`: SIGTERM (which submitit ignores), SIGKILL after KillWait, pending
-    sh('scontrol', 'requeue', task)
+    retried('scontrol', 'requeue', task)
     requeued(folder / 'pause1')
     wait_until(lambda: not any(state in ALIVE for state in queue(array).values()),
                'the array ended')
