@@ -67,7 +67,7 @@ fi
 running() { [ -s "$1" ] && grep -qs '^State:[[:space:]]*[^Z[:space:]]' "/proc/$(cat "$1")/status"; }
 
 HOST=$(hostname -s)
-CPUS=$(nproc)
+CPUS=$(getconf _NPROCESSORS_ONLN)  # not nproc: it answers OMP_NUM_THREADS when that is set
 MEMORY=$(awk '/MemTotal/ {print int($2 / 1024 * 0.9)}' /proc/meminfo)
 mkdir -p "$DIR/state" "$DIR/spool" "$DIR/log" /etc/slurm
 cat > "$DIR/slurm.conf" <<EOF

@@ -226,7 +226,9 @@ def test_a_task_requeued_too_often_marks_its_units_failed(tiny_crosstask, tmp_pa
 
 def test_threads_follow_the_cpus_unless_the_environment_sets_them(monkeypatch, single_thread):
     import torch
-    monkeypatch.delenv('OMP_NUM_THREADS', raising=False)
+    for name in ('OMP_NUM_THREADS', 'MKL_NUM_THREADS'):  # recorded, so restored afterwards
+        monkeypatch.setenv(name, 'x')
+        monkeypatch.delenv(name)
     assert set_threads(2) == 2 and torch.get_num_threads() == 2
     assert os.environ['OMP_NUM_THREADS'] == '2'
     monkeypatch.setenv('OMP_NUM_THREADS', '1')

@@ -190,7 +190,10 @@ def test_the_array_survives_a_second_submission_scancel_requeues_and_slurmd_kill
     # preempted or at its time limit: submitit's signal, checkpoint (the Checkpointable) and
     # requeue, as `scancel --signal USR2` sends it (submitit's own test does so)
     wait_until(lambda: (folder / 'paused0').exists(), 'ViterbiPlanNet seed 0 paused')
-    retried('scancel', '--signal=USR2', task)
+    # (scancel may report "can not be altered now" for a signal it delivered: the task left
+    # RUNNING, requeued by submitit, then)
+    wait_until(lambda: subprocess.run(['scancel', '--signal=USR2', task]).returncode == 0
+               or queue(array).get(task) != 'RUNNING', f'USR2 sent to {task}', timeout=60)
     requeued(folder / 'pause0')
 
     # slurmd dies during the run and comes back: the running task goes on

@@ -382,6 +382,10 @@ class ProtocolRunner:
             return set()
         return {row.key() for row in read_results(self.results_file)}
 
+    def is_done(self, unit: TrainUnit, done: set) -> bool:
+        """Every row of ``unit`` is among ``done`` (:meth:`done_keys`)."""
+        return all(self.row_for(unit, spec).key() in done for spec in unit.tests)
+
     def row_for(self, unit: TrainUnit, spec: TestSpec, metrics=None, params=None,
                 work_dir='', shortened='') -> ResultRow:
         return ResultRow(method=spec.method, seed=unit.seed, horizon=spec.horizon,
@@ -452,7 +456,7 @@ class ProtocolRunner:
         if jobs < 1:
             raise ValueError(f'jobs={jobs}; expected >= 1 runs at once')
         done = self.done_keys()
-        todo = [u for u in units if any(self.row_for(u, s).key() not in done for s in u.tests)]
+        todo = [u for u in units if not self.is_done(u, done)]
         check_units(todo)
         self.check_requirements(todo)
         self.expect(units)
@@ -570,7 +574,7 @@ class ProtocolRunner:
         work_dir = self.work_dir(unit)
         with exclusive_lock(lock_path_of(work_dir), wait=wait, what=f'work dir {work_dir}'):
             done |= self.done_keys()  # rows another process wrote meanwhile
-            if all(self.row_for(unit, spec).key() in done for spec in unit.tests):
+            if self.is_done(unit, done):
                 if (read_unit_state(work_dir) or {}).get('state', 'done') != 'done':
                     unit_done(work_dir)  # a run killed after its rows, before its state
                 return
