@@ -154,6 +154,30 @@ def at_least(kind, low, strict: bool = False):
     return parse
 
 
+def check_number(name: str, value, *, integer: bool = False, low=None, high=None,
+                 low_open: bool = False, high_open: bool = False, optional: bool = False):
+    """A config value ``name`` (e.g. 'model.step_n_timesteps') must be a number (an integer
+    with ``integer``; never a bool or a string), finite, in the range ``low`` .. ``high``
+    (``*_open``: the bound excluded); ``None`` passes with ``optional``. Returns it; else a
+    ``ValueError`` naming it, its value and the range. Nothing is coerced: ``0`` is not
+    "unset", ``8.9`` is not an id."""
+    import numbers
+    if value is None and optional:
+        return value
+    kind = numbers.Integral if integer else numbers.Real
+    valid = isinstance(value, kind) and not isinstance(value, bool) and math.isfinite(value)
+    if valid:
+        valid = ((low is None or (value > low if low_open else value >= low))
+                 and (high is None or (value < high if high_open else value <= high)))
+    if not valid:
+        bounds = [f'{">" if low_open else ">="} {low}' if low is not None else '',
+                  f'{"<" if high_open else "<="} {high}' if high is not None else '']
+        expected = ' and '.join(b for b in bounds if b)
+        raise ValueError(f'{name}={value!r}; expected {"an integer" if integer else "a finite number"}'
+                         f'{" " + expected if expected else ""}{" (or None)" if optional else ""}')
+    return value
+
+
 POSITIVE_INT = at_least(int, 1)
 NON_NEGATIVE_INT = at_least(int, 0)
 POSITIVE_FLOAT = at_least(float, 0.0, strict=True)

@@ -32,6 +32,7 @@ from torch.utils.data import DataLoader
 from mmaction.registry import DATA_SAMPLERS, HOOKS, PARAM_SCHEDULERS
 from vpn_plugin.core.diffusion import pdpp_lr_multiplier
 from vpn_plugin.datasets.planning_dataset import planning_collate
+from vpn_plugin.models.base_planner import check_finite_loss
 from vpn_plugin.models.pdpp import PDPPDiffusion, TaskClassifier, observation_pair
 
 CLASSIFIER_FILE = 'task_classifier.pth'
@@ -277,6 +278,7 @@ def train_classifier(module, dataset, val_set, batch_size: int, steps: int, val_
     best_state = None
     for step in range(1, steps + 1):
         loss = module.task_loss(*to_device(next(batches), device))
+        check_finite_loss(loss, f'the task classifier\'s loss at step {step}')
         loss.backward()
         optimizer.step()
         optimizer.zero_grad()

@@ -165,6 +165,16 @@ class BasePlanner(BaseModel):
         return (f'horizon mismatch: the data has T={data_horizon} but the model was built for '
                 f'horizon={model_horizon}; {fix}')
 
+    def parse_losses(self, losses):
+        """mmengine's, refusing a loss that is not finite before anything is updated
+        (:func:`check_finite_loss`): no optimizer step, no checkpoint of NaN weights."""
+        from mmengine.logging import MessageHub
+        loss, log_vars = super().parse_losses(losses)
+        step = MessageHub.get_current_instance().get_info('iter')
+        check_finite_loss(loss, f'{type(self).__name__}: the training loss' + (
+            f' at iteration {step + 1}' if step is not None else ''), log_vars)
+        return loss, log_vars
+
     def loss(self, inputs, data_samples) -> Dict[str, torch.Tensor]:
         raise ValueError(f"{type(self).__name__} has no trainable parameters (mode='loss'); "
                          "evaluate it with mode='predict' (tools/test.py without a "
@@ -175,6 +185,25 @@ class BasePlanner(BaseModel):
 
     def predict_fields(self, inputs, data_samples, horizon: int) -> dict:
         raise NotImplementedError
+
+
+class NonFiniteLossError(ValueError):
+    """A training loss is NaN or infinite: the run stops before the optimizer step."""
+
+
+def check_finite_loss(loss: torch.Tensor, what: str, terms: Optional[dict] = None) -> None:
+    """``loss`` must be finite; else :class:`NonFiniteLossError` naming ``what`` (the loss
+    and its step) and the loss ``terms``, so that training stops with no weight updated by it
+    and no checkpoint written after it."""
+    if bool(torch.isfinite(loss.detach()).all()):
+        return
+    shown = ', '.join(f'{name}={float(value):.4g}' for name, value in (terms or {}).items())
+    raise NonFiniteLossError(
+        f'{what} is {float(loss.detach().float().sum()):g}'
+        f'{f" ({shown})" if shown else ""}: training stopped before this step updated any '
+        'weight; no checkpoint is written from here. A setting that makes the loss not finite '
+        '(a NaN or negative loss weight, a learning rate so large the run diverges) or '
+        'non-finite input features; fix it and start again')
 
 
 def num_parameters(model) -> int:

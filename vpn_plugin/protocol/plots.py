@@ -769,7 +769,10 @@ def read_success(per_sample_file) -> dict:
     """``{sample_idx: (solved, gt_plan tuple)}`` from a PlanningMetric per-sample dump."""
     path = Path(per_sample_file)
     if not path.is_file():
-        raise FileNotFoundError(f'per-sample dump {path} does not exist (PlanningMetric out_file)')
+        raise FileNotFoundError(f'per-sample dump {path} does not exist (PlanningMetric out_file; '
+                                'a results row\'s per_sample_file: rows name it relative to '
+                                'their results file, older rows from the working directory of '
+                                'the run, which a moved protocol folder no longer matches)')
     dump = json.loads(path.read_text())
     for key in ('sample_idx', 'gt_plan', 'scores'):
         if key not in dump:

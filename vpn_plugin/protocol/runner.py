@@ -567,8 +567,11 @@ class ProtocolRunner:
         finished training (of the same identity: :func:`claim_work_dir`)."""
         marker = work_dir / 'train_done.json'
         if marker.is_file():
+            from vpn_plugin.engine.checkpoint import record_inside
             info = json.loads(marker.read_text())
-            return info['checkpoint'], info['params'], info.get('shortened', ''), \
+            # a moved or copied protocol folder tests its own checkpoint
+            checkpoint = record_inside(info['checkpoint'], work_dir, str(marker))
+            return checkpoint, info['params'], info.get('shortened', ''), \
                 info.get('selection', '')
         from vpn_plugin.models.base_planner import num_parameters
         from vpn_plugin.runner import build_runner
