@@ -54,11 +54,10 @@ from collections import Counter
 import torch
 
 import vpn_plugin.mm  # noqa: F401  (compat + registration)
-from mmengine.config import DictAction
 from mmengine.device import get_device
 from mmengine.hooks import Hook
 from vpn_plugin.benchmark import environment_line
-from vpn_plugin.data_paths import load_config
+from vpn_plugin.data_paths import add_cfg_options, load_config
 from vpn_plugin.errors import POSITIVE_INT, tool_main
 from vpn_plugin.runner import build_runner as build_planning_runner
 
@@ -181,7 +180,7 @@ def parse_args(argv=None):
     parser.add_argument('--repeats', type=POSITIVE_INT, default=10, help='rounds (--versus)')
     parser.add_argument('--retrieval', action='store_true',
                         help='KEPP: time the PKG path retrieval of the test windows instead')
-    parser.add_argument('--cfg-options', nargs='+', action=DictAction)
+    add_cfg_options(parser, 'override config keys')
     return parser.parse_args(argv)
 
 

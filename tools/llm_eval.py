@@ -26,7 +26,6 @@ import sys
 from pathlib import Path
 
 import vpn_plugin.mm  # noqa: F401  (compat + registries)
-from mmengine.config import DictAction
 
 from mmaction.registry import DATASETS, MODELS
 from vpn_plugin.apis import step_model_anchors
@@ -37,8 +36,8 @@ from vpn_plugin.baselines.llm.evaluate import cost_summary, usage_record, write_
 from vpn_plugin.baselines.llm.windows import annotation_windows
 from vpn_plugin.datasets.planning_dataset import check_split_disjoint
 from vpn_plugin.protocol.results import ResultRow, read_results, replace_result
-from vpn_plugin.data_paths import (PATH_VARIABLES, add_data_arguments, data_path_args,
-                                   load_config)
+from vpn_plugin.data_paths import (PATH_VARIABLES, add_cfg_options, add_data_arguments,
+                                   data_path_args, load_config)
 from vpn_plugin.errors import (NON_NEGATIVE_FLOAT, NON_NEGATIVE_INT, POSITIVE_FLOAT,
                                POSITIVE_INT, tool_main)
 
@@ -92,7 +91,7 @@ def parse_args(argv=None):
                         'included) and cost_paid (the requests of this run); tools/report.py: '
                         'Cost and Paid columns')
     parser.add_argument('--no-progress', action='store_true')
-    parser.add_argument('--cfg-options', nargs='+', action=DictAction)
+    add_cfg_options(parser, 'override config keys (only those llm_eval reads)')
     add_data_arguments(parser)
     args = parser.parse_args(argv)
     check_args(parser, args)

@@ -14,9 +14,8 @@ random S3D weights, for checks only: its plans are marked UNUSABLE.
 import argparse
 import sys
 
-from mmengine.config import DictAction
-
-from vpn_plugin.data_paths import add_data_arguments, data_path_args, load_config
+from vpn_plugin.data_paths import (add_cfg_options, add_data_arguments, data_path_args,
+                                  load_config)
 from vpn_plugin.errors import NON_NEGATIVE_FLOAT, NON_NEGATIVE_INT, tool_main
 from vpn_plugin.video.recipe import add_recipe_arguments, recipe_from_args
 
@@ -32,8 +31,8 @@ def parse_args(argv=None):
     parser.add_argument('--split', choices=('test', 'val', 'train'), default='test',
                         help='which dataloader of the config to take samples from')
     parser.add_argument('--decode', help='override model.decode (e.g. emission_argmax)')
-    parser.add_argument('--cfg-options', nargs='+', action=DictAction, default={},
-                        help='override config keys, e.g. model.cross_horizon=repeat_last')
+    add_cfg_options(parser, 'override config keys, e.g. model.cross_horizon=repeat_last',
+                    default={})
     video = parser.add_argument_group('your own video (instead of dataset samples)')
     video.add_argument('--video', help='a video file to plan for')
     video.add_argument('--start-time', type=NON_NEGATIVE_FLOAT,

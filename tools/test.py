@@ -18,7 +18,7 @@ import vpn_plugin.compat_applied  # noqa: F401  (compat fixes before configs are
 from vpn_plugin.compat import shutdown_distributed
 from vpn_plugin.data_paths import (add_runner_arguments, data_path_args,
                                   load_config as read_config)
-from vpn_plugin.errors import path_argument, tool_main, write_text_atomically
+from vpn_plugin.errors import check_file, path_argument, tool_main, write_text_atomically
 from vpn_plugin.runner import build_runner
 
 
@@ -56,8 +56,8 @@ def load_config(args):
                          'scores the CKPT argument (given: '
                          f'{args.checkpoint or "none"}); give the checkpoint to test as CKPT, '
                          'not as load_from')
-    if args.checkpoint is not None and not osp.isfile(args.checkpoint):
-        raise SystemExit(f'checkpoint {args.checkpoint} does not exist')
+    if args.checkpoint is not None:
+        check_file(args.checkpoint, 'checkpoint')
     cfg = read_config(args.config, args.cfg_options, horizon=args.horizon,
                       **data_path_args(args))
     cfg.launcher = args.launcher

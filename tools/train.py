@@ -20,7 +20,7 @@ from vpn_plugin.compat import shutdown_distributed
 from vpn_plugin.data_paths import (add_runner_arguments, data_path_args,
                                   load_config as read_config)
 from vpn_plugin.engine.checkpoint import latest_checkpoint_in
-from vpn_plugin.errors import path_argument, tool_main
+from vpn_plugin.errors import check_file, path_argument, tool_main
 from vpn_plugin.runner import build_runner
 
 
@@ -106,8 +106,7 @@ def set_resume(cfg, resume):
     """``--resume CKPT`` / ``--resume`` (latest, must exist) / ``--resume auto`` (latest if
     any, else a fresh start)."""
     if resume not in (LATEST, 'auto'):
-        if not osp.isfile(resume):
-            raise SystemExit(f'--resume {resume}: no such checkpoint file')
+        check_file(resume, '--resume', missing=f'--resume {resume}: no such checkpoint file')
         cfg.resume, cfg.load_from = True, resume
         return
     try:  # resolved inside the work dir: a copied or moved work dir resumes from its own files

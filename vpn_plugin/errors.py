@@ -196,6 +196,35 @@ def path_argument(text: str) -> str:
 path_argument.__name__ = 'path'
 
 
+def path_kind(path) -> str | None:
+    """What is at ``path``: None (nothing), 'a regular file', 'a folder', 'a FIFO', 'a
+    character device' (``/dev/zero``), 'a block device', 'a socket'."""
+    import stat
+    try:
+        mode = os.stat(path).st_mode
+    except FileNotFoundError:
+        return None
+    except OSError:  # e.g. a path through a file: nothing of that name is there
+        return None
+    kinds = ((stat.S_ISREG, 'a regular file'), (stat.S_ISDIR, 'a folder'),
+             (stat.S_ISFIFO, 'a FIFO'), (stat.S_ISCHR, 'a character device'),
+             (stat.S_ISBLK, 'a block device'), (stat.S_ISSOCK, 'a socket'))
+    return next((name for test, name in kinds if test(mode)), 'not a regular file')
+
+
+def check_file(path, what: str, missing: str | None = None) -> Path:
+    """``path`` must be a regular file (what a tool reads as an input): ``FileNotFoundError``
+    (``missing``, default ``'<what> <path> does not exist'``) when nothing is there, an
+    ``OSError`` saying what is there instead (a folder, a FIFO, ``/dev/zero``: reading one
+    would block or never end) otherwise. Returns ``Path(path)``."""
+    kind = path_kind(path)
+    if kind == 'a regular file':
+        return Path(path)
+    if kind is None:
+        raise FileNotFoundError(missing or f'{what} {path} does not exist')
+    raise OSError(f'{what} {path} is {kind}, not a regular file; expected a file')
+
+
 class OutputWriteError(OSError):
     """An output file could not be written (disk full, read-only folder); nothing was left."""
 

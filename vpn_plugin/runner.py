@@ -362,7 +362,13 @@ def check_loop_counts(cfg) -> None:
 
 
 def build_runner(cfg) -> Runner:
-    """The config's ``runner_type`` from ``RUNNERS`` (as MMAction2's tools do), else ``Runner``."""
+    """The config's ``runner_type`` from ``RUNNERS`` (as MMAction2's tools do), else ``Runner``;
+    a config without a model (an empty file) is refused naming it."""
+    model = cfg.get('model')
+    if model is None or (isinstance(model, dict) and not model.get('type')):
+        raise ValueError(f'{cfg.filename or "config"}: model = {model!r}; expected a model '
+                         "dict with a type (an empty config? inherit a model, e.g. _base_ = "
+                         "['configs/_base_/models/vpn.py'], or start from a config of configs/)")
     if 'runner_type' in cfg:
         return RUNNERS.build(cfg)
     cfg.experiment_name = unique_experiment_name(cfg)

@@ -10,6 +10,7 @@ import numpy as np
 import torch
 
 from .. import compat_applied  # noqa: F401  (compat fixes before any OpenMMLab import)
+from ..errors import check_file
 from ..video import FrameRecipe, embed_frames, iter_frame_blocks
 from .inference import plan_from_features, video_observations
 
@@ -33,9 +34,9 @@ def init_s3d(weights=None, dict_path=None, device: str = 'cpu', random_weights: 
     weights come from."""
     from ..engine.checkpoint import load_weights, read_checkpoint
     from ..models.s3d import S3D
-    if dict_path is not None and not Path(dict_path).is_file():
-        raise FileNotFoundError(f'S3D word dictionary {dict_path} does not exist. '
-                                f'{WEIGHTS_HELP}')
+    if dict_path is not None:
+        check_file(dict_path, 'S3D word dictionary',
+                   missing=f'S3D word dictionary {dict_path} does not exist. {WEIGHTS_HELP}')
     if not random_weights:
         if weights is None or not Path(weights).is_file():
             where = 'no S3D weights were given' if weights is None else \

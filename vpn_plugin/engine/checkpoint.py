@@ -39,7 +39,7 @@ from typing import Optional
 
 import torch
 
-from ..errors import replace_atomically
+from ..errors import check_file, replace_atomically
 
 PARTIAL_LOAD_KEY = 'load_partial'  # top-level config variable: the opt-in for partial loading
 MODULE_PREFIX = r'^module\.'       # what model wrappers (DDP) add to every key
@@ -60,8 +60,8 @@ def read_checkpoint(filename, map_location='cpu', logger='current') -> dict:
     file raises an error naming it."""
     from mmengine.runner.checkpoint import _load_checkpoint
     name = str(filename)
-    if '://' not in name and not os.path.isfile(name):
-        raise FileNotFoundError(f'checkpoint {name} does not exist')
+    if '://' not in name:
+        check_file(name, 'checkpoint')
     try:
         checkpoint = _load_checkpoint(name, map_location=map_location, logger=logger)
     except (RuntimeError, EOFError, OSError, ValueError) as error:

@@ -168,6 +168,23 @@ class CEFITO(BasePlanner):
             raise ValueError(f'CEFITO: {where} gave {features.shape[1]}-d text features but '
                              f'model.text_dim={text_dim} (CLIP ViT-B/32 text features: 512; a '
                              'stand-in encoder is zero-padded with text_embeddings.pad_to)')
+        if source:
+            self.check_distinct_rows(features, where)
+
+    def check_distinct_rows(self, features: torch.Tensor, where: str) -> None:
+        """The energy field tells the actions of a task apart by their text features: two
+        actions of one task with identical rows would always tie (a constant or copied
+        feature file): ``ValueError`` naming the task and the actions."""
+        for task, actions in self.task_to_actions.items():
+            rows = features[list(actions)]
+            same = (rows[:, None] == rows[None]).all(-1).triu(1).nonzero()
+            if len(same):
+                first, second = (actions[int(i)] for i in same[0])
+                raise ValueError(f'CEFITO: {where} gave identical text features to actions '
+                                 f'{first} and {second} of task {task} ({len(same)} such pair(s) '
+                                 'in this task); expected a distinct row per action of a task: '
+                                 'the energy field could not tell them apart (every plan with '
+                                 'one or the other would tie)')
 
     def check_search_budget(self) -> None:
         """Refuse before any search when the largest A(c) gives more than ``max_sequences``

@@ -36,7 +36,7 @@ from mmaction.registry import MODELS
 
 from ..core import diffusion, kepp_paths
 from ..datasets.safe_pickle import safe_load_digraph
-from ..errors import check_choice, check_number
+from ..errors import check_choice, check_file, check_number
 from .base_planner import BasePlanner, num_parameters
 from .pdpp import SEED_STRIDE
 from .temporal_unet import DiffusionModel, TemporalUNet
@@ -149,9 +149,8 @@ class KEPPDiffusion(DiffusionModel):
 def released_graph(path, num_actions: int, horizon: int) -> kepp_paths.KEPPGraph:
     """One of KEPP's released graph files (a pickled ``networkx.DiGraph``, read with the safe
     unpickler), checked against the run's action count and horizon."""
-    path = Path(path)
-    if not path.is_file():
-        raise FileNotFoundError(f'model.released_graph={str(path)!r}: no such file')
+    path = check_file(path, 'model.released_graph',
+                      missing=f'model.released_graph={str(path)!r}: no such file')
     nodes, successors = safe_load_digraph(path)
     edges = sum(len(row) for row in successors.values())
     known = RELEASED_GRAPHS.get((len(nodes), edges))

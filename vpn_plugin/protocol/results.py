@@ -90,7 +90,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Iterable
 
-from vpn_plugin.errors import check_names
+from vpn_plugin.errors import check_file, check_names
 
 from vpn_plugin.locks import exclusive_lock, lock_path_of
 
@@ -242,8 +242,7 @@ def read_results(paths: str | Path | Iterable[str | Path]) -> list[ResultRow]:
         paths = [paths]
     rows = []
     for path in map(Path, paths):
-        if not path.is_file():
-            raise FileNotFoundError(f'results file not found: {path}')
+        check_file(path, 'results file', missing=f'results file not found: {path}')
         if path.suffix == '.csv':
             rows.extend(_resolve_paths(_read_csv(path), path))
         elif path.suffix in ('.jsonl', '.json'):

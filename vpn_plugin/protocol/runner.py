@@ -102,12 +102,9 @@ class TrainUnit:
 
 def load_protocol(path: str):
     """The protocol config (mmengine ``Config``) with its required fields checked."""
-    from mmengine.config import Config
+    from vpn_plugin.data_paths import read_config_file
     from vpn_plugin.errors import check_misspelled, check_names
-    try:
-        cfg = Config.fromfile(path)
-    except SyntaxError as error:
-        raise ValueError(f'{path}: line {error.lineno}: not valid Python ({error.msg})') from None
+    cfg = read_config_file(path)
     for name in ('protocol', 'runs'):
         if name not in cfg:
             raise ValueError(f'{path}: protocol config lacks "{name}"; see '
@@ -261,8 +258,8 @@ def config_with_options(config: str, cfg_options: dict):
 
 @functools.lru_cache(maxsize=256)
 def _parse_config(path: str, mtime_ns: int, size: int):
-    from mmengine.config import Config
-    return Config.fromfile(path)
+    from vpn_plugin.data_paths import read_config_file
+    return read_config_file(path)
 
 
 def _config_horizon(config: str, name: str = 'horizon') -> int:

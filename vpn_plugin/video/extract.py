@@ -31,6 +31,7 @@ from typing import Callable, Dict, Iterator, List, Optional, Sequence
 import numpy as np
 from torch.utils.data import DataLoader, IterableDataset, get_worker_info
 
+from ..errors import path_kind
 from .chunking import embed_frames
 from .decode import UnreadableVideoError, iter_frame_blocks
 from .recipe import FrameRecipe
@@ -52,8 +53,11 @@ def list_videos(inputs: Sequence, extensions: Sequence[str] = VIDEO_EXTENSIONS) 
                           if p.is_file() and p.suffix.lower() in extensions)
         elif item.is_file():
             videos.add(item)
-        else:
+        elif path_kind(item) is None:
             raise FileNotFoundError(f'{item}: no such video file or folder')
+        else:
+            raise OSError(f'{item} is {path_kind(item)}; expected a video file or a folder of '
+                          'videos')
     return sorted(videos)
 
 

@@ -8,6 +8,8 @@ from pathlib import Path
 
 import numpy as np
 
+from vpn_plugin.errors import check_file
+
 ORACLE = 'oracle'
 
 
@@ -22,8 +24,8 @@ def load_anchor_predictions(path: str | Path, num_samples: int | None,
     ``num_actions`` is None).
     """
     path = Path(path)
-    if not path.is_file():
-        raise FileNotFoundError(f'step-model predictions file not found: {path}')
+    check_file(path, 'step-model predictions file',
+               missing=f'step-model predictions file not found: {path}')
     try:
         if path.suffix == '.npz':
             with np.load(path, allow_pickle=False) as data:
