@@ -17,7 +17,7 @@ import sys
 
 import torch
 
-from vpn_plugin.errors import POSITIVE_INT, tool_main
+from vpn_plugin.errors import NON_NEGATIVE_INT, POSITIVE_INT, tool_main
 from vpn_plugin.video.recipe import add_recipe_arguments, recipe_from_args
 
 LAUNCHERS = ('none', 'pytorch', 'slurm')
@@ -38,7 +38,7 @@ def parse_args(argv=None):
                              '(CrossTask: videos/<task>/<vid>.mp4 -> <task>_<vid>.npz)')
     parser.add_argument('--batch-chunks', type=POSITIVE_INT, default=8,
                         help='chunks per network call (default 8)')
-    parser.add_argument('--num-workers', type=int, default=2,
+    parser.add_argument('--num-workers', type=NON_NEGATIVE_INT, default=2,
                         help='DataLoader decoding workers per process (default 2)')
     parser.add_argument('--device', default=None, help='default: the local GPU, else cpu')
     parser.add_argument('--launcher', choices=LAUNCHERS, default='none')
