@@ -178,6 +178,13 @@ def check_number(name: str, value, *, integer: bool = False, low=None, high=None
     return value
 
 
+def check_numbers(options: dict, prefix: str = 'model.', **limits) -> None:
+    """:func:`check_number` of each ``{name: value}`` of ``options`` (named ``prefix``
+    + name), all with the same ``limits``."""
+    for name, value in options.items():
+        check_number(prefix + name, value, **limits)
+
+
 POSITIVE_INT = at_least(int, 1)
 NON_NEGATIVE_INT = at_least(int, 0)
 POSITIVE_FLOAT = at_least(float, 0.0, strict=True)
@@ -223,6 +230,23 @@ def check_file(path, what: str, missing: str | None = None) -> Path:
     if kind is None:
         raise FileNotFoundError(missing or f'{what} {path} does not exist')
     raise OSError(f'{what} {path} is {kind}, not a regular file; expected a file')
+
+
+def read_json(path, what: str = 'JSON file', **options):
+    """The parsed JSON of the file ``path`` (:func:`check_file` first); a file that is not
+    UTF-8 JSON (truncated, edited, binary) is a ``ValueError`` naming ``what``, the file, the
+    line and column. ``options``: ``json.loads``'s (e.g. ``object_pairs_hook``)."""
+    import json
+    path = check_file(path, what)
+    try:
+        return json.loads(path.read_text(encoding='utf-8'), **options)
+    except UnicodeDecodeError as error:
+        raise ValueError(f'{what} {path}: not UTF-8 text ({error.reason} at byte '
+                         f'{error.start}); expected a JSON file') from None
+    except json.JSONDecodeError as error:
+        raise ValueError(f'{what} {path}: line {error.lineno} column {error.colno}: '
+                         f'{error.msg} (a truncated or edited file?); expected valid JSON'
+                         ) from None
 
 
 class OutputWriteError(OSError):

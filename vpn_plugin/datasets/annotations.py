@@ -25,13 +25,13 @@ suspicious (steps partly out of temporal order, a window repeated in a window fi
 """
 import csv
 import functools
-import json
 import math
 import numbers
 from dataclasses import dataclass
 from pathlib import Path
 from typing import List, Optional, Sequence, Tuple
 
+from ..errors import read_json
 from .taxonomy import Taxonomy
 from .validation import (AnnotationWarnings, as_int, as_seconds, check_fields,
                          first_duplicates, normalized_name, temporal_order)
@@ -650,9 +650,6 @@ def _read_text(path: Path, vid: Optional[str] = None) -> str:
 
 
 def read_json_file(path: Path):
-    """The parsed JSON of ``path``; an unreadable or malformed file is a ``ValueError``
-    naming it."""
-    try:
-        return json.loads(path.read_text())
-    except (OSError, json.JSONDecodeError) as err:
-        raise ValueError(f'cannot read JSON file {path}: {err}') from err
+    """The parsed JSON of ``path`` (``errors.read_json``: a missing, unreadable or malformed
+    file is an error naming it, the line and column)."""
+    return read_json(path, 'annotation file')

@@ -32,7 +32,7 @@ from mmengine.logging import print_log
 from mmaction.registry import MODELS
 
 from ..core import energy_field, energy_search, negatives
-from ..errors import check_choice
+from ..errors import check_choice, check_numbers
 from .base_planner import BasePlanner, check_loss_terms, num_parameters
 from .pdpp import TaskClassifier
 from .text_embeddings import load_action_features, stand_in_label
@@ -104,6 +104,18 @@ class CEFITO(BasePlanner):
         check_choice('model.tie_break', tie_break, energy_search.TIE_BREAKS)
         check_choice('model.task_source', task_source, TASK_SOURCES)
         check_loss_terms(loss_weights, LOSS_TERMS)
+        check_numbers(dict(
+            num_tasks=num_tasks, feature_dim=feature_dim, text_dim=text_dim,
+            hidden_dim=hidden_dim, depth=depth, num_heads=num_heads, chunk_size=chunk_size,
+            top_k=top_k, num_negatives=num_negatives), integer=True, low=1)
+        check_numbers(dict(hard_negative_ratio=hard_negative_ratio,
+                           permutation_negative_ratio=permutation_negative_ratio), low=0, high=1)
+        check_numbers(dict(min_margin=min_margin, margin_order_weight=margin_order_weight,
+                           aux_weight=aux_weight, observation_noise=observation_noise), low=0)
+        check_numbers(dict(max_margin=max_margin), low=min_margin)
+        check_numbers(dict(mlp_ratio=mlp_ratio, tokens_per_second=tokens_per_second), low=0,
+                      low_open=True)
+        check_numbers(dict(max_sequences=max_sequences), integer=True, low=1, optional=True)
         self.num_tasks, self.feature_dim = num_tasks, feature_dim
         self.task_to_actions = self.read_task_actions(taxonomy)
         self.num_negatives, self.hard_negative_ratio = num_negatives, hard_negative_ratio

@@ -25,7 +25,6 @@ The paper counts the plan U-Net (42,184,335 at CrossTask N=133, D=1536); the ste
 (41,843,589) is ``counted_apart`` and logged beside it.
 Shapes: B batch, T horizon, N actions, D observation dim.
 """
-from pathlib import Path
 from typing import Dict, Optional
 
 import numpy as np

@@ -29,6 +29,8 @@ class PKGHook(Hook):
         super().__init__()
 
     def before_train(self, runner) -> None:
+        check_model_fits_data(runner.cfg.get('model') or {}, training_dataset(runner),
+                              runner.cfg.filename or 'config')
         self.fill(runner)
 
     def before_val(self, runner) -> None:
@@ -43,6 +45,21 @@ class PKGHook(Hook):
         if not isinstance(model, BasePlanner) or bool(model.pkg_ready):
             return
         model.build_pkg(training_dataset(runner))
+
+
+def check_model_fits_data(model_cfg: dict, dataset, where: str) -> None:
+    """The model's ``num_actions`` must be the training dataset's and its ``num_tasks`` at
+    least the dataset's (a task label past the task head would fail inside the loss, or be
+    scored against another task): ``ValueError`` naming the config, the value and the fix."""
+    meta = getattr(dataset, 'metainfo', None)
+    if not isinstance(meta, dict):
+        return
+    for key, equal in (('num_actions', True), ('num_tasks', False)):
+        value, needed = model_cfg.get(key), meta.get(key)
+        if value is None or needed is None or value == needed or (not equal and value > needed):
+            continue
+        raise ValueError(f'{where}: model.{key}={value!r}, but the training dataset has '
+                         f'{needed} {key[4:]} (its taxonomy); set model.{key}={needed}')
 
 
 def training_dataset(runner):

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import contextlib
 import itertools
-import json
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -28,7 +27,7 @@ import numpy as np
 
 from vpn_plugin.core.metrics import METRIC_NAMES
 from vpn_plugin.core.stats import bootstrap_ci
-from vpn_plugin.errors import check_file
+from vpn_plugin.errors import check_file, read_json
 from .results import METRIC_LABELS, ResultRow
 
 ONE_COLUMN, TWO_COLUMNS = 3.3, 6.9  # inches
@@ -772,7 +771,7 @@ def read_success(per_sample_file) -> dict:
         f'per-sample dump {per_sample_file} does not exist (PlanningMetric out_file; a results '
         'row\'s per_sample_file: rows name it relative to their results file, older rows from '
         'the working directory of the run, which a moved protocol folder no longer matches)'))
-    dump = json.loads(path.read_text())
+    dump = read_json(path, 'per-sample dump')
     for key in ('sample_idx', 'gt_plan', 'scores'):
         if key not in dump:
             raise ValueError(f'{path}: no field {key!r}; expected a PlanningMetric out_file dump')

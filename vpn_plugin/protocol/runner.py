@@ -64,6 +64,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from vpn_plugin.errors import read_json
 from vpn_plugin.locks import LockBusyError, exclusive_lock, lock_path_of
 from .progress import Progress, log, unit_name
 from .results import ResultRow, append_result, read_results
@@ -565,7 +566,7 @@ class ProtocolRunner:
         marker = work_dir / 'train_done.json'
         if marker.is_file():
             from vpn_plugin.engine.checkpoint import record_inside
-            info = json.loads(marker.read_text())
+            info = read_json(marker, 'training record')
             # a moved or copied protocol folder tests its own checkpoint
             checkpoint = record_inside(info['checkpoint'], work_dir, str(marker))
             return checkpoint, info['params'], info.get('shortened', ''), \
@@ -626,7 +627,7 @@ def claim_work_dir(work_dir: Path, identity: dict) -> None:
     record = work_dir / 'run.json'
     wanted = json.loads(json.dumps(identity, sort_keys=True, default=str))
     if record.is_file():
-        found = json.loads(record.read_text())
+        found = read_json(record, 'work dir record')
         if found != wanted:
             changed = '; '.join(f'{k}: {found.get(k)!r} there, {wanted.get(k)!r} now'
                                 for k in sorted(set(found) | set(wanted))

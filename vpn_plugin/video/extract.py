@@ -31,7 +31,7 @@ from typing import Callable, Dict, Iterator, List, Optional, Sequence
 import numpy as np
 from torch.utils.data import DataLoader, IterableDataset, get_worker_info
 
-from ..errors import OutputWriteError, path_kind, write_text_atomically
+from ..errors import OutputWriteError, path_kind, read_json, write_text_atomically
 from .chunking import embed_frames
 from .decode import UnreadableVideoError, iter_frame_blocks
 from .recipe import FrameRecipe
@@ -154,12 +154,7 @@ def check_manifest(out_dir: Path, settings: dict, rank: int) -> None:
                              'feature folder?); nothing was written. Give a new or empty --out '
                              'folder')
     if path.exists():
-        try:
-            found = json.loads(path.read_text())
-        except (ValueError, UnicodeDecodeError) as error:
-            raise ValueError(f'{path}: not a JSON record of an extraction ({error}); it names '
-                             'the recipe and weights of the folder\'s features: restore it, or '
-                             'use another --out folder') from None
+        found = read_json(path, 'the record of the folder\'s extraction (recipe, weights)')
         if found != settings:
             raise ValueError(f'{path}: the features in {out_dir} were extracted with {found}; '
                              f'this run asks for {settings}. Use another --out folder (or '
