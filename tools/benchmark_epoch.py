@@ -58,7 +58,7 @@ from mmengine.device import get_device
 from mmengine.hooks import Hook
 from vpn_plugin.benchmark import environment_line
 from vpn_plugin.data_paths import add_cfg_options, load_config
-from vpn_plugin.errors import POSITIVE_INT, tool_main
+from vpn_plugin.errors import POSITIVE_INT, path_argument, tool_main
 from vpn_plugin.runner import build_runner as build_planning_runner
 
 PHASES = ('data', 'forward', 'backward', 'optimiser', 'hooks', 'other')
@@ -173,7 +173,7 @@ def parse_args(argv=None):
     parser.add_argument('--threads', type=POSITIVE_INT, default=1, help='torch intra-op threads')
     parser.add_argument('--test', action='store_true',
                         help='also time one pass over the test split after training')
-    parser.add_argument('--versus', metavar='OTHER_CONFIG',
+    parser.add_argument('--versus', type=path_argument, metavar='OTHER_CONFIG',
                         help='time a training step of this config\'s model against OTHER_CONFIG\'s')
     parser.add_argument('--batch', type=POSITIVE_INT, default=32,
                         help='windows per step (--versus)')

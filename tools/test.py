@@ -30,9 +30,9 @@ def parse_args(argv=None):
                         'trainable parameters (e.g. LLMPlanner, UniformEmissionPlanner)')
     parser.add_argument('--work-dir', type=path_argument,
                         help='where logs go (default: work_dirs/<config name>)')
-    parser.add_argument('--out', '--dump', dest='out', metavar='FILE.pkl',
+    parser.add_argument('--out', '--dump', type=path_argument, dest='out', metavar='FILE.pkl',
                         help='pickle the predictions (list of per-sample dicts) to this file')
-    parser.add_argument('--out-metrics', metavar='FILE.json',
+    parser.add_argument('--out-metrics', type=path_argument, metavar='FILE.json',
                         help='write the test metrics here (default: <log dir>/test_metrics.json)')
     add_runner_arguments(parser, 'test_dataloader.batch_size=64')
     args = parser.parse_args(argv)

@@ -203,6 +203,18 @@ def path_argument(text: str) -> str:
 path_argument.__name__ = 'path'
 
 
+def text_argument(text: str) -> str:
+    """An argparse ``type`` for a name flag (``--method``, ``--decode``): an empty string is
+    refused instead of meaning "the default"."""
+    if not text.strip():
+        raise argparse.ArgumentTypeError(f'{text!r} is empty; expected a value (leave the flag '
+                                         'out for the default)')
+    return text
+
+
+text_argument.__name__ = 'text'
+
+
 def path_kind(path) -> str | None:
     """What is at ``path``: None (nothing), 'a regular file', 'a folder', 'a FIFO', 'a
     character device' (``/dev/zero``), 'a block device', 'a socket'."""

@@ -42,6 +42,7 @@ SEARCHES = ('tree', 'chunked')
 TASK_SOURCES = ('classifier', 'ground_truth')
 LOSS_TERMS = ('loss_contrastive', 'loss_auxiliary')
 GIVEN = 'given as a tensor (action_embeddings)'
+NO_TEXT = 'none given (zeros)'  # text_label without text features
 # prefix-tree token evaluations per second of the full-size field on the 2-core CPU, 2 threads,
 # shared (tools/benchmark_cefito_search.py, CrossTask T=4: 1,182/s); only used to say how long a
 # refused search would take
@@ -131,7 +132,7 @@ class CEFITO(BasePlanner):
         if text_embeddings:
             self.text_label = stand_in_label(text_embeddings)  # None: CLIP text features
         else:
-            self.text_label = ('none given (zeros)' if action_embeddings is None
+            self.text_label = (NO_TEXT if action_embeddings is None
                                else GIVEN)
         if action_embeddings is None:
             action_embeddings = (load_action_features(**dict(text_embeddings))
@@ -180,7 +181,7 @@ class CEFITO(BasePlanner):
             raise ValueError(f'CEFITO: {where} gave {features.shape[1]}-d text features but '
                              f'model.text_dim={text_dim} (CLIP ViT-B/32 text features: 512; a '
                              'stand-in encoder is zero-padded with text_embeddings.pad_to)')
-        if source:
+        if self.text_label != NO_TEXT:  # zeros stand for "no text features", by name
             self.check_distinct_rows(features, where)
 
     def check_distinct_rows(self, features: torch.Tensor, where: str) -> None:
