@@ -177,13 +177,14 @@ def test_a_non_finite_loss_stops_training_before_the_step(tiny_crosstask, tmp_pa
         return losses
     monkeypatch.setattr(ViterbiPlanNet, 'loss', loss_turning_nan)
     message = user_error('train', [config, '--work-dir', tmp_path / 'run', '--cfg-options',
-                                   'train_cfg.max_epochs=3', 'train_cfg.val_interval=3'])
+                                   'train_cfg.max_epochs=3', 'train_cfg.val_interval=3',
+                                   'default_hooks.checkpoint.interval=1'])
     assert 'ViterbiPlanNet: the training loss at iteration 3 is nan (loss=nan' in message
     assert 'loss_plan=nan' in message
     assert 'no checkpoint is written from here' in message
     assert sorted(p.name for p in (tmp_path / 'run').glob('*.pth')) == ['epoch_1.pth']
     weights = torch.load(tmp_path / 'run/epoch_1.pth', weights_only=False)['state_dict']
-    assert all(bool(torch.isfinite(v).all()) for v in weights.values() if v.is_floating_point())
+    assert not any(bool(torch.isnan(v).any()) for v in weights.values() if v.is_floating_point())
 
 
 def test_model_counts_and_probabilities_are_refused_before_a_model_is_built(tmp_path):
@@ -204,10 +205,12 @@ def test_model_counts_and_probabilities_are_refused_before_a_model_is_built(tmp_
 
     class Dataset:
         metainfo = dict(num_actions=48, num_tasks=5)
+        tasks = np.array([0, 4, 2])
     check_model_fits_data(dict(num_actions=48, num_tasks=5), Dataset, 'c.py')
     check_model_fits_data(dict(num_actions=48, num_tasks=7), Dataset, 'c.py')  # a wider head
-    with pytest.raises(ValueError, match=r'c.py: model.num_tasks=2, but the training dataset '
-                                         r'has 5 tasks \(its taxonomy\); set model.num_tasks=5'):
+    with pytest.raises(ValueError, match=r'c.py: model.num_tasks=2, but the training windows '
+                                         r'have task labels up to 4 \(the taxonomy has 5 tasks\); '
+                                         r'set model.num_tasks=5'):
         check_model_fits_data(dict(num_actions=48, num_tasks=2), Dataset, 'c.py')
     with pytest.raises(ValueError, match=r'model.num_actions=40, but the training dataset has '
                                          r'48 actions'):
@@ -670,3 +673,61 @@ def test_corrupt_records_name_their_file(tmp_path, two_videos, s3d):
     with pytest.raises(ValueError, match=rf'fixture meta {tmp_path}/meta.json: line 1 column '
                                          r'19: '):
         read_fixture_meta(tmp_path)
+
+
+# ----------------------------------------------------------------------- found by the hunt
+@pytest.mark.parametrize('option, expected', [
+    (dict(val_fraction=1.5), r'val_fraction=1.5; expected a finite number >= 0 and <= 1'),
+    (dict(val_fraction='abc'), r"val_fraction='abc'"),
+    (dict(split_seed=8.9), r'split_seed=8.9; expected an integer >= 0'),
+    (dict(horizon=8.9), r'horizon=8.9; expected an integer >= 1'),
+    (dict(skip_bad_videos='yes'), r"skip_bad_videos='yes'; expected True or False"),
+])
+def test_planning_dataset_values_are_checked(tiny_crosstask, option, expected):
+    """Before: val_fraction=1.5, split_seed=8.9, horizon=8.9 and skip_bad_videos='yes' built
+    a dataset (all videos held out, a seed nobody asked for, ...); 'abc' a TypeError."""
+    from mmaction.registry import DATASETS
+    with pytest.raises(ValueError, match=rf'PlanningDataset: {expected}'):
+        DATASETS.build(dict(tiny_crosstask['val_dataset'], **option))
+
+
+def test_loss_weights_must_be_finite_and_not_negative():
+    """Before: model.loss_weights=dict(plan=nan) or -1 trained on a NaN or reversed loss."""
+    from vpn_plugin.models.base_planner import check_loss_terms
+    check_loss_terms(dict(plan=2.0), ('plan', 'task'))
+    for weight in (float('nan'), -1.0, 'a'):
+        with pytest.raises(ValueError, match=rf'model.loss_weights.plan={weight!r}; expected a '
+                                             r'finite number >= 0'):
+            check_loss_terms(dict(plan=weight), ('plan', 'task'))
+
+
+@pytest.mark.parametrize('line, expected', [
+    ('seeds = [8.9]', r'seeds entry=8.9; expected an integer >= 0'),
+    ('seeds = []', r'seeds = \[\]; expected a non-empty list of seeds'),
+    ('seeds = [1, 1]', r'seeds = \[1, 1\] repeats a seed'),
+    ('max_epochs = 0', r'max_epochs=0; expected an integer >= 1'),
+    ("runs = [dict(method='', config='configs/vpn_niv_t3.py')]",
+     r"runs\[0\].method = ''; expected a non-empty name"),
+])
+def test_protocol_values_are_checked(tmp_path, line, expected):
+    """Before: seed 8.9 ran as a seed, max_epochs=0 meant the config's schedule, an empty
+    method name the config's stem, seeds=[] a protocol of 0 runs (exit 0)."""
+    from vpn_plugin.protocol.runner import load_protocol
+    protocol = tmp_path / 'protocol.py'
+    protocol.write_text("protocol = 'p'\nruns = [dict(method='A', config='configs/vpn_niv_t3.py')]"
+                        f"\n{line}\n")
+    with pytest.raises(ValueError, match=rf'protocol.py: {expected}'):
+        load_protocol(str(protocol))
+
+
+@pytest.mark.parametrize('tool, argv', [
+    ('dataset_stats', ['--dataset', 'niv', '--data-root', '']),
+    ('plan', ['--checkpoint', 'x.pth', '--video', '', '--start-time', '0', '--goal-time', '1']),
+    ('report', ['results.jsonl', '--out', '']),
+    ('llm_eval', ['--config', 'c.py', '--model', 'm', '--method', '']),
+])
+def test_an_empty_value_is_refused_not_read_as_the_default(tool, argv, capsys):
+    """Before: --data-root '' read ../shared/data, --video '' planned dataset samples instead,
+    --out '' wrote no table, --method '' named the row after the model: without a word."""
+    message = parser_error(tool, argv, capsys)
+    assert "'' is empty" in message or "'' is an empty path" in message, message

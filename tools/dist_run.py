@@ -8,7 +8,10 @@ above) instead of torchrun's traceback of its launcher and failure table.
 import logging
 import sys
 
+from vpn_plugin.errors import tool_main
 
+
+@tool_main
 def main(argv=None) -> int:
     from torch.distributed import run
     from torch.distributed.elastic.multiprocessing.errors import ChildFailedError

@@ -178,6 +178,14 @@ def check_number(name: str, value, *, integer: bool = False, low=None, high=None
     return value
 
 
+def check_bool(name: str, value) -> bool:
+    """A switch ``name`` must be ``True`` or ``False`` (``'yes'``, ``1`` or ``'False'`` would be
+    read by truth value): ``ValueError`` otherwise."""
+    if not isinstance(value, bool):
+        raise ValueError(f'{name}={value!r}; expected True or False')
+    return value
+
+
 def check_numbers(options: dict, prefix: str = 'model.', **limits) -> None:
     """:func:`check_number` of each ``{name: value}`` of ``options`` (named ``prefix``
     + name), all with the same ``limits``."""

@@ -17,7 +17,7 @@ from torch.utils.data import Dataset
 
 from .annotations import BadVideoError, Window, chain_windows, read_video_list
 from .features import feature_fix_hint, find_feature_file, load_features
-from ..errors import check_choice
+from ..errors import check_bool, check_choice, check_number, check_numbers
 from .observations import (RECIPES, WINDOW_POLICIES, observation_dim,
                            outside_video, step_map, window_observations)
 from .sources import SOURCE_KEYS, read_source, source_path, source_windows
@@ -87,6 +87,16 @@ class PlanningDataset(Dataset):
                  cache_dir: Optional[str] = None, device_resident: bool = False):
         if split not in SPLITS:
             raise ValueError(f'split={split!r}; expected one of {SPLITS}')
+        where = 'PlanningDataset: '
+        check_numbers(dict(horizon=horizon, frame_dim=frame_dim), where, integer=True, low=1)
+        check_numbers(dict(split_seed=split_seed, subset_seed=subset_seed,
+                           observed_steps=observed_steps), where, integer=True, low=0)
+        check_number(f'{where}val_fraction', val_fraction, low=0, high=1)
+        check_number(f'{where}subset_fraction', subset_fraction, low=0, high=1, low_open=True,
+                     optional=True)
+        for name, value in (('skip_bad_videos', skip_bad_videos),
+                            ('device_resident', device_resident)):
+            check_bool(f'{where}{name}', value)
         if not 0 <= observed_steps < horizon:
             raise ValueError(f'observed_steps={observed_steps}; expected 0 <= k < '
                              f'horizon={horizon}')

@@ -61,7 +61,9 @@ def read_checkpoint(filename, map_location='cpu', logger='current') -> dict:
     from mmengine.runner.checkpoint import _load_checkpoint
     name = str(filename)
     if '://' not in name:
-        check_file(name, 'checkpoint')
+        if not os.path.lexists(name):
+            raise FileNotFoundError(f'checkpoint {name} does not exist')
+        check_file(name, 'checkpoint')  # a folder, a FIFO, /dev/zero: named as such
     try:
         checkpoint = _load_checkpoint(name, map_location=map_location, logger=logger)
     except (RuntimeError, EOFError, OSError, ValueError) as error:

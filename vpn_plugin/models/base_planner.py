@@ -29,6 +29,7 @@ from mmengine.model import BaseModel
 from mmaction.structures import ActionDataSample
 
 from .. import core
+from ..errors import check_numbers
 from .pkg_builder import build_pkg_builder
 
 FORWARD_MODES = ('loss', 'predict', 'tensor')
@@ -217,11 +218,13 @@ def num_parameters(model) -> int:
 
 
 def check_loss_terms(loss_weights: Optional[dict], terms) -> None:
-    """``model.loss_weights`` may only name the model's loss ``terms``."""
+    """``model.loss_weights`` may only name the model's loss ``terms``, each weighted by a
+    finite number >= 0 (a NaN or negative weight would train on a NaN or reversed loss)."""
     unknown = set(loss_weights or {}) - set(terms)
     if unknown:
         raise ValueError(f'model.loss_weights has unknown terms {sorted(unknown)}; '
                          f'expected keys among {tuple(terms)}')
+    check_numbers(dict(loss_weights or {}), 'model.loss_weights.', low=0)
 
 
 def pack_samples(fields: dict, data_samples) -> List[ActionDataSample]:

@@ -181,18 +181,26 @@ class CEFITO(BasePlanner):
             raise ValueError(f'CEFITO: {where} gave {features.shape[1]}-d text features but '
                              f'model.text_dim={text_dim} (CLIP ViT-B/32 text features: 512; a '
                              'stand-in encoder is zero-padded with text_embeddings.pad_to)')
-        if self.text_label != NO_TEXT:  # zeros stand for "no text features", by name
-            self.check_distinct_rows(features, where)
+        if source:  # read or encoded here (a tensor given as it is is the caller's)
+            self.check_distinct_rows(features, where, source.get('taxonomy'))
 
-    def check_distinct_rows(self, features: torch.Tensor, where: str) -> None:
+    def check_distinct_rows(self, features: torch.Tensor, where: str, taxonomy=None) -> None:
         """The energy field tells the actions of a task apart by their text features: two
         actions of one task with identical rows would always tie (a constant or copied
-        feature file): ``ValueError`` naming the task and the actions."""
+        feature file): ``ValueError`` naming the task and the actions. Two actions of one name
+        (the taxonomy of ``text_embeddings``, when it names one) may share theirs."""
+        names = None
+        if taxonomy is not None:
+            from ..datasets import load_taxonomy
+            from ..datasets.validation import normalized_name
+            names = [normalized_name(n) for n in load_taxonomy(taxonomy).action_names]
         for task, actions in self.task_to_actions.items():
             rows = features[list(actions)]
-            same = (rows[:, None] == rows[None]).all(-1).triu(1).nonzero()
-            if len(same):
-                first, second = (actions[int(i)] for i in same[0])
+            same = [(actions[int(i)], actions[int(j)]) for i, j in
+                    (rows[:, None] == rows[None]).all(-1).triu(1).nonzero().tolist()]
+            same = [(a, b) for a, b in same if names is None or names[a] != names[b]]
+            if same:
+                first, second = same[0]
                 raise ValueError(f'CEFITO: {where} gave identical text features to actions '
                                  f'{first} and {second} of task {task} ({len(same)} such pair(s) '
                                  'in this task); expected a distinct row per action of a task: '

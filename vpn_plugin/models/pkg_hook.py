@@ -29,8 +29,9 @@ class PKGHook(Hook):
         super().__init__()
 
     def before_train(self, runner) -> None:
-        check_model_fits_data(runner.cfg.get('model') or {}, training_dataset(runner),
-                              runner.cfg.filename or 'config')
+        cfg = getattr(runner, 'cfg', None) or {}
+        check_model_fits_data(cfg.get('model') or {}, training_dataset(runner),
+                              getattr(cfg, 'filename', None) or 'config')
         self.fill(runner)
 
     def before_val(self, runner) -> None:
@@ -48,18 +49,24 @@ class PKGHook(Hook):
 
 
 def check_model_fits_data(model_cfg: dict, dataset, where: str) -> None:
-    """The model's ``num_actions`` must be the training dataset's and its ``num_tasks`` at
-    least the dataset's (a task label past the task head would fail inside the loss, or be
-    scored against another task): ``ValueError`` naming the config, the value and the fix."""
+    """The model's ``num_actions`` must be the training dataset's (its taxonomy's) and its
+    ``num_tasks`` above every task label of the training windows (a label past the task
+    head fails inside the loss, or is scored against another task): ``ValueError`` naming the
+    config, the value and the fix."""
     meta = getattr(dataset, 'metainfo', None)
     if not isinstance(meta, dict):
         return
-    for key, equal in (('num_actions', True), ('num_tasks', False)):
-        value, needed = model_cfg.get(key), meta.get(key)
-        if value is None or needed is None or value == needed or (not equal and value > needed):
-            continue
-        raise ValueError(f'{where}: model.{key}={value!r}, but the training dataset has '
-                         f'{needed} {key[4:]} (its taxonomy); set model.{key}={needed}')
+    actions, tasks = model_cfg.get('num_actions'), model_cfg.get('num_tasks')
+    if actions is not None and meta.get('num_actions') not in (None, actions):
+        raise ValueError(f'{where}: model.num_actions={actions!r}, but the training dataset has '
+                         f'{meta["num_actions"]} actions (its taxonomy); set '
+                         f'model.num_actions={meta["num_actions"]}')
+    labels = getattr(dataset, 'tasks', None)
+    if tasks is not None and labels is not None and len(labels) and int(max(labels)) >= tasks:
+        raise ValueError(f'{where}: model.num_tasks={tasks!r}, but the training windows have '
+                         f'task labels up to {int(max(labels))} (the taxonomy has '
+                         f'{meta.get("num_tasks")} tasks); set model.num_tasks='
+                         f'{meta.get("num_tasks") or int(max(labels)) + 1}')
 
 
 def training_dataset(runner):

@@ -114,11 +114,40 @@ def load_protocol(path: str):
         raise ValueError(f'{path}: runs = {cfg.runs!r}; expected a list of at least one run '
                          '(a protocol without runs measures nothing)')
     check_misspelled(cfg.keys(), PROTOCOL_KEYS, f'{path}: protocol key')
+    check_protocol_values(cfg, path)
     for index, run in enumerate(cfg.runs):
         check_names(run, RUN_KEYS, f'{path}: runs[{index}] keys')
         for number, test in enumerate(run.get('tests') or []):
             check_names(test, TEST_KEYS, f'{path}: runs[{index}].tests[{number}] keys')
     return cfg
+
+
+def check_protocol_values(cfg, path) -> None:
+    """The values a protocol names: ``protocol`` and each ``method`` a non-empty name, ``seeds``
+    a non-empty list of distinct integers >= 0, ``max_epochs`` an integer >= 1, ``horizons``
+    integers >= 1; ``ValueError`` naming the file and the field (``0`` epochs or seed ``8.9``
+    would otherwise mean the config's schedule, or a seed nobody asked for)."""
+    from vpn_plugin.errors import check_number
+
+    def name(value, where):
+        if not isinstance(value, str) or not value.strip():
+            raise ValueError(f'{path}: {where} = {value!r}; expected a non-empty name')
+    name(cfg.protocol, 'protocol')
+    if 'seeds' in cfg:
+        seeds = cfg.seeds
+        if not isinstance(seeds, (list, tuple)) or not seeds:
+            raise ValueError(f'{path}: seeds = {seeds!r}; expected a non-empty list of seeds')
+        for seed in seeds:
+            check_number(f'{path}: seeds entry', seed, integer=True, low=0)
+        if len(set(seeds)) != len(seeds):
+            raise ValueError(f'{path}: seeds = {list(seeds)} repeats a seed; expected each once')
+    check_number(f'{path}: max_epochs', cfg.get('max_epochs'), integer=True, low=1,
+                 optional=True)
+    for index, run in enumerate(cfg.runs):
+        if 'method' in run:
+            name(run['method'], f'runs[{index}].method')
+        for horizon in run.get('horizons') or []:
+            check_number(f'{path}: runs[{index}].horizons entry', horizon, integer=True, low=1)
 
 
 def expand_units(protocol_cfg, seeds=None, methods=None, horizons=None) -> list[TrainUnit]:
