@@ -182,18 +182,23 @@ class PlanningRunner(Runner):
         self.log_test_windows()
         if self.rank != 0:
             return super().train()
+        from vpn_plugin.engine.checkpoint import remove_partial_files
         from vpn_plugin.locks import exclusive_lock, lock_path_of
         with exclusive_lock(lock_path_of(self.work_dir), wait=False,
                             what=f'work dir {self.work_dir}'):
+            remove_partial_files(self.work_dir)  # of a killed run; no one else writes here
             return super().train()
 
     def load_or_resume(self) -> None:
         """mmengine's, with the work dir's ``last_checkpoint`` record resolved inside the work
         dir (``engine.checkpoint.latest_checkpoint_in``: a copied or moved work dir resumes
-        from its own files, never from the run it was copied from)."""
+        from its own files, never from the run it was copied from; a record naming a deleted
+        checkpoint falls back to the newest complete one). ``resume=True`` in a work dir
+        without a checkpoint is a fresh start."""
         if not self._has_loaded and self._resume and self._load_from is None:
             from vpn_plugin.engine.checkpoint import latest_checkpoint_in
-            self._load_from = latest_checkpoint_in(self.work_dir)  # None: a fresh start
+            self._load_from = latest_checkpoint_in(self.work_dir)
+            self._resume = self._load_from is not None  # mmengine would read the record again
         super().load_or_resume()
 
     def resume(self, filename: str, *args, **kwargs) -> None:

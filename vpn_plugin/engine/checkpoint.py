@@ -26,6 +26,13 @@
 * :func:`save_atomically`: a checkpoint is written to a temporary name and renamed into place,
   so a full disk or a read-only work dir never leaves a partial ``epoch_N.pth`` that
   ``--resume`` or ``tools/test.py`` could take; the error says so in one message.
+  :func:`write_last_checkpoint` replaces ``last_checkpoint`` the same way, after the new
+  checkpoint and before any deletion (``engine.checkpoint_hook``: a kill at any instant leaves
+  a resumable work dir).
+* Resuming copes with what a killed run (or an older version) left: :func:`latest_checkpoint_in`
+  falls back to the newest complete checkpoint of the work dir when ``last_checkpoint`` is
+  missing, empty or names a deleted file (and says so), and :func:`remove_partial_files`
+  removes a dead writer's ``.<name>.<pid>.partial`` files.
 """
 from __future__ import annotations
 
@@ -289,10 +296,75 @@ def record_inside(recorded: str, work_dir, what: str, required: bool = True,
     return None
 
 
-def latest_checkpoint_in(work_dir) -> Optional[str]:
-    """The checkpoint ``<work_dir>/last_checkpoint`` names, inside ``work_dir``
-    (:func:`record_inside`); None when the work dir has no such record."""
+def latest_checkpoint_in(work_dir, logger='current') -> Optional[str]:
+    """The checkpoint to resume ``work_dir`` from: the one ``<work_dir>/last_checkpoint`` names,
+    inside ``work_dir`` (:func:`record_inside`); when the record is missing or empty, or names
+    a file that is gone (a run killed while rotating its checkpoints, by a version before
+    ``engine.checkpoint_hook``; or killed before its first record), the newest complete
+    checkpoint of the work dir (:func:`newest_checkpoint_in`), logged; None when there is none."""
     record = Path(work_dir) / LAST_CHECKPOINT
-    if not record.is_file():
-        return None
-    return record_inside(record.read_text().strip(), work_dir, str(record))
+    recorded = record.read_text().strip() if record.is_file() else ''
+    if recorded:
+        path = record_inside(recorded, work_dir, str(record))
+        if Path(path).is_file():
+            return path
+    newest = newest_checkpoint_in(work_dir)
+    if recorded or newest:
+        from mmengine.logging import print_log
+        found = (f'resuming from the newest complete checkpoint of the work dir, {newest}'
+                 if newest else 'the work dir holds no complete checkpoint: a fresh start')
+        why = (f'{record} names {recorded}, which does not exist (a run killed while it '
+               'rotated its checkpoints)' if recorded else
+               f'{work_dir} has no {LAST_CHECKPOINT} record (a run killed before it wrote one)')
+        print_log(f'{why}: {found}', logger=logger, level=logging.WARNING)
+    return newest
+
+
+CHECKPOINT_NAME = re.compile(r'^(epoch|iter)_(\d+)\.pth$')  # mmengine's filename_tmpl defaults
+
+
+def newest_checkpoint_in(work_dir) -> Optional[str]:
+    """The ``epoch_N.pth`` of the largest N in ``work_dir`` (else the largest ``iter_N.pth``),
+    None when there is none. Such a name is always a complete file: checkpoints are written
+    under a temporary name and renamed (:func:`save_atomically`)."""
+    found = {}
+    folder = Path(work_dir)
+    for path in folder.iterdir() if folder.is_dir() else ():
+        match = CHECKPOINT_NAME.match(path.name)
+        if match and path.is_file():
+            found.setdefault(match.group(1), []).append((int(match.group(2)), path))
+    for kind in ('epoch', 'iter'):
+        if found.get(kind):
+            return str(max(found[kind])[1])
+    return None
+
+
+def write_last_checkpoint(work_dir, checkpoint) -> None:
+    """Record ``checkpoint`` in ``<work_dir>/last_checkpoint`` (mmengine's format: the path),
+    replacing the record atomically: it names the previous or the new checkpoint, never a
+    half-written path."""
+    replace_atomically(Path(work_dir) / LAST_CHECKPOINT,
+                       lambda temporary: temporary.write_text(str(checkpoint)),
+                       lambda path, cause: CheckpointSaveError(
+                           f'cannot record the checkpoint {checkpoint} in {path}: {cause}; the '
+                           'record still names the previous checkpoint. Free disk space or give '
+                           'a writable --work-dir, then continue with --resume'))
+
+
+PARTIAL_FILE = re.compile(r'^\..+\.\d+\.partial$')  # errors.replace_atomically's temporary names
+
+
+def remove_partial_files(work_dir, logger='current') -> list:
+    """Remove the temporary files (``.<name>.<pid>.partial``, :func:`save_atomically`) that a
+    killed writer left in ``work_dir`` (not below it); returns their names. Call it holding
+    the work dir's lock (``PlanningRunner.train`` does): no live process writes there then."""
+    folder = Path(work_dir)
+    removed = sorted(p.name for p in folder.iterdir() if PARTIAL_FILE.match(p.name)
+                     and p.is_file()) if folder.is_dir() else []
+    for name in removed:
+        (folder / name).unlink(missing_ok=True)
+    if removed:
+        from mmengine.logging import print_log
+        print_log(f'{work_dir}: removed {len(removed)} partial file(s) of a killed run: '
+                  f'{", ".join(removed)}', logger=logger, level=logging.WARNING)
+    return removed

@@ -8,6 +8,10 @@ its own: ``epoch_seconds`` (ViterbiPlanNet on CrossTask T=3; default the measure
 the run's dataset and model relative to it (:data:`RELATIVE_EPOCH_COST`, at T=3); a dataset or
 model without a measured figure uses ViterbiPlanNet's on that dataset, else CrossTask's, and
 its line says so.
+
+The same cost model sets how often a training saves a checkpoint (``--checkpoint-interval``
+default, :func:`checkpoint_epochs`): every as many epochs as take about
+:data:`CHECKPOINT_SECONDS`, so a kill, preemption or requeue loses about that much training.
 """
 from __future__ import annotations
 
@@ -79,6 +83,14 @@ RELATIVE_EPOCH_COST = {
     ('union', 'SCHEMA'): 155.0,
 }
 UNION = 'union'  # the dataset key of a ConcatPlanningDataset's runs
+# training a kill or requeue may lose at most, by the cost model (default checkpoint interval)
+CHECKPOINT_SECONDS = 10 * 60
+
+
+def checkpoint_epochs(epoch_seconds: float, budget: float = CHECKPOINT_SECONDS) -> int:
+    """Epochs between two checkpoints so that about ``budget`` seconds of training separate
+    them (at least 1): the default of ``--checkpoint-interval``."""
+    return max(1, int(budget // epoch_seconds)) if epoch_seconds > 0 else 1
 
 
 @dataclass
@@ -96,13 +108,17 @@ class PlannedRun:
     epoch_seconds: float = 0.0  # the estimate's seconds per epoch for this run
     cost_note: str = ''    # says when no measured figure of its dataset and model existed
     rows: list = field(default_factory=list)  # (method, test horizon, test variant) per row
+    checkpoint_interval: int = 0  # epochs between checkpoints (0: no training)
 
 
-def plan_runs(units, work_dir_of, max_epochs=None, epoch_seconds=CPU_EPOCH_SECONDS):
+def plan_runs(units, work_dir_of, max_epochs=None, epoch_seconds=CPU_EPOCH_SECONDS,
+              checkpoint_interval=None):
     """:class:`PlannedRun` of each unit; ``work_dir_of(unit)`` gives its folder.
 
     ``max_epochs`` overrides the configs' ``train_cfg.max_epochs`` (as the runner does);
-    ``epoch_seconds``: ViterbiPlanNet's on CrossTask T=3, scaled per run (module docstring).
+    ``epoch_seconds``: ViterbiPlanNet's on CrossTask T=3, scaled per run (module docstring);
+    ``checkpoint_interval``: epochs between checkpoints (default :func:`checkpoint_epochs`
+    of the run's seconds per epoch).
     """
     schedules = {}
     planned = []
@@ -115,11 +131,14 @@ def plan_runs(units, work_dir_of, max_epochs=None, epoch_seconds=CPU_EPOCH_SECON
         ratio, note = relative_cost(dataset, model)
         share = float(unit.cfg_options.get(SUBSET_KEY) or 1.0)
         seconds_per_epoch = ratio * epoch_seconds
+        interval = (checkpoint_interval or checkpoint_epochs(share * seconds_per_epoch)
+                    if epochs else 0)
         planned.append(PlannedRun(unit.slug, unit.config, unit.seed, unit.horizon,
                                   sorted({t.horizon for t in unit.tests}), epochs, share,
                                   Path(work_dir_of(unit)), epochs * share * seconds_per_epoch,
                                   seconds_per_epoch, note if epochs else '',
-                                  [(t.method, t.horizon, t.variant) for t in unit.tests]))
+                                  [(t.method, t.horizon, t.variant) for t in unit.tests],
+                                  interval))
     return planned
 
 
@@ -139,7 +158,7 @@ def config_schedule(config: str, cfg_options: dict) -> tuple:
     """(``train_cfg.max_epochs``, dataset name, model type) of a config with its overrides;
     the dataset is the last folder of the training set's ``data_root`` (:data:`UNION` for a
     ``ConcatPlanningDataset``)."""
-    from .runner import config_with_options
+    from .configs import config_with_options
     cfg = config_with_options(config, cfg_options)
     if 'max_epochs' not in cfg.get('train_cfg', {}):
         raise ValueError(f'{config}: train_cfg has no max_epochs; expected an epoch-based '
@@ -180,7 +199,9 @@ def format_plan(planned: list, epoch_seconds: float) -> list[str]:
         share = f' x {run.train_share:g} of the data' if run.train_share != 1 else ''
         note = f' ({run.cost_note})' if run.cost_note else ''
         training = (f'{run.epochs} epochs{share} at {run.epoch_seconds:.2f} s, '
-                    f'~{format_duration(run.seconds)}{note}' if run.epochs else 'no training')
+                    f'~{format_duration(run.seconds)}{note}, checkpoint every '
+                    f'{min(run.checkpoint_interval, run.epochs)} epochs'
+                    if run.epochs else 'no training')
         lines.append(f'seed={run.seed} T={run.train_horizon} rows: '
                      f'{rows or "none (a pre-training stage)"} | {run.config} | {training} | '
                      f'{run.work_dir}')
