@@ -17,25 +17,12 @@ import pytest
 import torch
 
 import vpn_plugin.mm  # noqa: F401  (registration)
+from test_hostile_tools import no_traceback, user_error  # noqa: F401  (an autouse fixture)
 from tool_modules import load_tool
 from vpn_plugin.data_paths import REPO_ROOT
 
 KITCHEN = REPO_ROOT / 'examples' / 'custom_dataset'
 KITCHEN_CONFIG = str(KITCHEN / 'vpn_kitchen_t3.py')
-
-
-@pytest.fixture(autouse=True)
-def no_traceback(monkeypatch):
-    monkeypatch.delenv('VPN_TRACEBACK', raising=False)
-
-
-def user_error(tool: str, argv) -> str:
-    """The one-line message tool ``tool`` stops with (SystemExit with a text)."""
-    with pytest.raises(SystemExit) as stopped:
-        load_tool(tool).main([str(a) for a in argv])
-    assert isinstance(stopped.value.code, str), f'{tool}: exit code {stopped.value.code!r}'
-    assert stopped.value.code.startswith('error: '), stopped.value.code
-    return stopped.value.code
 
 
 def parser_error(tool: str, argv, capsys) -> str:
@@ -191,7 +178,6 @@ def test_model_counts_and_probabilities_are_refused_before_a_model_is_built(tmp_
     """Before: model.num_tasks=8.9 ended in torch's TypeError about 'size', too small a
     num_tasks in 'Class values must be smaller than num_classes' (no config named)."""
     from vpn_plugin.data_paths import load_config
-    from vpn_plugin.models.pkg_hook import check_model_fits_data
     from vpn_plugin.runner import check_config_entries
     config = str(REPO_ROOT / 'configs/vpn_niv_t3.py')
     for option, expected in (('model.num_tasks=8.9', r'model.num_tasks=8.9; expected an '
@@ -202,6 +188,12 @@ def test_model_counts_and_probabilities_are_refused_before_a_model_is_built(tmp_
         cfg = load_config(config, {key: float(value)})
         with pytest.raises(ValueError, match=rf'vpn_niv_t3.py: {expected}'):
             check_config_entries(cfg, cfg.filename)
+
+
+def test_a_task_head_too_small_for_the_training_labels_is_refused():
+    """Before: model.num_tasks=2 on 5 tasks ended in 'Class values must be smaller than
+    num_classes' inside the loss (no config, no value named)."""
+    from vpn_plugin.models.pkg_hook import check_model_fits_data
 
     class Dataset:
         metainfo = dict(num_actions=48, num_tasks=5)
