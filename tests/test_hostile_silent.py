@@ -647,6 +647,13 @@ def test_a_fifo_or_a_device_is_named_for_what_it_is(tmp_path):
         assert __import__('re').search(expected, user_error(tool, argv)), tool
     message = user_error('test', [config, tmp_path / 'missing.pth'])
     assert f'checkpoint {tmp_path}/missing.pth does not exist' in message
+    from vpn_plugin.apis import init_s3d
+    from vpn_plugin.video import FrameRecipe, extract_videos
+    with pytest.raises(OSError, match=rf'S3D weights {tmp_path} is a folder, not a regular file'):
+        init_s3d(str(tmp_path))
+    with pytest.raises(OSError, match=r'--out /dev/zero is a character device; expected a '
+                                      r'folder for the feature files'):
+        extract_videos(None, [], '/dev/zero', FrameRecipe())
 
 
 def test_corrupt_records_name_their_file(tmp_path, two_videos, s3d):

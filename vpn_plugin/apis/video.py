@@ -38,10 +38,10 @@ def init_s3d(weights=None, dict_path=None, device: str = 'cpu', random_weights: 
         check_file(dict_path, 'S3D word dictionary',
                    missing=f'S3D word dictionary {dict_path} does not exist. {WEIGHTS_HELP}')
     if not random_weights:
-        if weights is None or not Path(weights).is_file():
-            where = 'no S3D weights were given' if weights is None else \
-                f'S3D weights {weights} do not exist'
-            raise FileNotFoundError(f'{where}. {WEIGHTS_HELP}')
+        if weights is None:
+            raise FileNotFoundError(f'no S3D weights were given. {WEIGHTS_HELP}')
+        check_file(weights, 'S3D weights',
+                   missing=f'S3D weights {weights} do not exist. {WEIGHTS_HELP}')
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed)
         model = S3D(dict_path=None if dict_path is None else str(dict_path))

@@ -245,6 +245,9 @@ def extract_videos(network: Callable, videos: Sequence[Path], out_dir, recipe: F
     eval mode); ``extra``: arrays stored in every file (e.g. ``usable``); ``settings``: what
     ``extraction.json`` records (the recipe and weights)."""
     out_dir = Path(out_dir)
+    if path_kind(out_dir) not in (None, 'a folder'):
+        raise OSError(f'--out {out_dir} is {path_kind(out_dir)}; expected a folder for the '
+                      'feature files (new or one this tool extracted into)')
     out_dir.mkdir(parents=True, exist_ok=True)
     names = output_names(videos, naming)
     check_manifest(out_dir, settings or dict(recipe=recipe.as_dict()), rank)
