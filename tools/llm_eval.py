@@ -93,7 +93,7 @@ def parse_args(argv=None):
                         help='protocol results file (.jsonl); a rerun replaces its own row')
     parser.add_argument('--method', type=text_argument,
                         help='method name in the results (default: from the model)')
-    parser.add_argument('--price-per-1k', nargs='+', type=float, metavar='PRICE',
+    parser.add_argument('--price-per-1k', nargs='+', type=NON_NEGATIVE_FLOAT, metavar='PRICE',
                         help='price per 1000 tokens (one for all, or PROMPT COMPLETION): the '
                         "results row's usage gets cost_of_answers (every answer used, cached ones "
                         'included) and cost_paid (the requests of this run); tools/report.py: '
