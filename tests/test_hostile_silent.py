@@ -730,3 +730,10 @@ def test_an_empty_value_is_refused_not_read_as_the_default(tool, argv, capsys):
     --out '' wrote no table, --method '' named the row after the model: without a word."""
     message = parser_error(tool, argv, capsys)
     assert "'' is empty" in message or "'' is an empty path" in message, message
+
+
+def test_a_price_that_is_no_number_is_refused(capsys):
+    """Before: --price-per-1k nan passed the check (nan < 0 is False): the row's cost was NaN."""
+    message = parser_error('llm_eval', ['--config', 'c.py', '--model', 'm', '--price-per-1k',
+                                        'nan'], capsys)
+    assert 'argument --price-per-1k: nan: expected a number >= 0.0' in message
