@@ -198,7 +198,8 @@ def check_finite_loss(loss: torch.Tensor, what: str, terms: Optional[dict] = Non
     and no checkpoint written after it."""
     if bool(torch.isfinite(loss.detach()).all()):
         return
-    shown = ', '.join(f'{name}={float(value):.4g}' for name, value in (terms or {}).items())
+    shown = ', '.join(f'{name}={float(torch.as_tensor(value).detach()):.4g}'
+                      for name, value in (terms or {}).items())
     raise NonFiniteLossError(
         f'{what} is {float(loss.detach().float().sum()):g}'
         f'{f" ({shown})" if shown else ""}: training stopped before this step updated any '
