@@ -30,7 +30,7 @@ from vpn_plugin.data_paths import load_config
 from vpn_plugin.datasets.planning_dataset import config_metainfo
 from vpn_plugin.engine.checkpoint import UNCHECKED_KEY, recorded_setting, save_atomically
 from vpn_plugin.oracles.authors import install_authors_weights, read_authors_state_dict, read_pkg
-from vpn_plugin.errors import tool_main
+from vpn_plugin.errors import path_argument, tool_main
 from vpn_plugin.outputs import CONVERTED_MARKER, add_overwrite_argument, check_output
 
 
@@ -38,9 +38,11 @@ def parse_args(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split('\n')[0])
     parser.add_argument('src', help="the official state dict (.pth or .npz)")
     parser.add_argument('dst', help='output checkpoint (.pth)')
-    parser.add_argument('--config', required=True, help='the config the checkpoint is for '
+    parser.add_argument('--config', type=path_argument,
+                        required=True, help='the config the checkpoint is for '
                         '(its model type selects the official naming)')
-    parser.add_argument('--pkg', help='raw transition matrix (.npy, or .npz with a '
+    parser.add_argument('--pkg', type=path_argument,
+                        help='raw transition matrix (.npy, or .npz with a '
                         "'transition_matrix' array); default: none, counted when tested")
     add_overwrite_argument(parser, 'DST')
     return parser.parse_args(argv)

@@ -21,7 +21,7 @@ from mmengine.utils import ProgressBar
 
 from vpn_plugin.datasets.annotations import BadVideoError
 from vpn_plugin.datasets.features import FEATURE_KEY, checked_frames, read_feature_record
-from vpn_plugin.errors import POSITIVE_INT, tool_main
+from vpn_plugin.errors import POSITIVE_INT, path_argument, tool_main
 from vpn_plugin.outputs import check_output
 from vpn_plugin.video.extract import write_features_atomically
 
@@ -103,8 +103,10 @@ def print_summary(result: dict, dst: Path) -> None:
 @tool_main
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split('\n')[0])
-    parser.add_argument('--src', required=True, help='folder of feature files (any layout)')
-    parser.add_argument('--dst', required=True, help='output folder for .npz files')
+    parser.add_argument('--src', type=path_argument,
+                        required=True, help='folder of feature files (any layout)')
+    parser.add_argument('--dst', type=path_argument,
+                        required=True, help='output folder for .npz files')
     parser.add_argument('--frame-dim', type=POSITIVE_INT, default=512)
     parser.add_argument('--overwrite', action='store_true')
     args = parser.parse_args(argv)

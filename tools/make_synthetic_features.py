@@ -25,7 +25,7 @@ from vpn_plugin.datasets.synthetic import (DEFAULT_DTYPES, DTYPES, FORMATS,
                                            SyntheticFeatureGenerator, config_videos,
                                            dataset_videos, difficulty_params, write_manifest,
                                            write_synthetic_features)
-from vpn_plugin.errors import NON_NEGATIVE_INT, POSITIVE_INT, tool_main
+from vpn_plugin.errors import NON_NEGATIVE_INT, POSITIVE_INT, path_argument, tool_main
 from vpn_plugin.outputs import KINDS, add_overwrite_argument, check_output
 
 MANIFEST = 'synthetic_manifest.json'  # beside the features folder: the folder is ours
@@ -35,12 +35,14 @@ def parse_args(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split('\n')[0])
     source = parser.add_mutually_exclusive_group(required=True)
     source.add_argument('--dataset', choices=('crosstask', 'niv', 'coin'))
-    source.add_argument('--config', help="a dataset's config (e.g. one of your own, per-video "
+    source.add_argument('--config', type=path_argument,
+                        help="a dataset's config (e.g. one of your own, per-video "
                         "JSON); the features go to its feature_dir")
-    parser.add_argument('--data-root',
+    parser.add_argument('--data-root', type=path_argument,
                         help='folder holding the crosstask/, niv/ and coin/ annotations (default '
                         "../shared/data); with --config: overrides the config's data_root")
-    parser.add_argument('--out', help='output folder (features/ is created in it); required '
+    parser.add_argument('--out', type=path_argument,
+                        help='output folder (features/ is created in it); required '
                         'with --dataset')
     parser.add_argument('--seed', type=NON_NEGATIVE_INT, default=0)
     parser.add_argument('--difficulty', type=float, default=0.5,

@@ -32,7 +32,7 @@ from pathlib import Path
 
 import numpy as np
 
-from vpn_plugin.errors import replace_atomically, tool_main, OutputWriteError
+from vpn_plugin.errors import OutputWriteError, path_argument, replace_atomically, tool_main
 from vpn_plugin.outputs import add_overwrite_argument, check_output
 from vpn_plugin.models.text_embeddings import (load_action_features, load_state_features,
                                                resolve_encoder_path)
@@ -40,13 +40,15 @@ from vpn_plugin.models.text_embeddings import (load_action_features, load_state_
 
 def parse_args(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split('\n')[0])
-    parser.add_argument('--taxonomy', required=True, help='the dataset\'s taxonomy JSON')
-    parser.add_argument('--state-descriptions',
+    parser.add_argument('--taxonomy', type=path_argument,
+                        required=True, help='the dataset\'s taxonomy JSON')
+    parser.add_argument('--state-descriptions', type=path_argument,
                         help='state_descriptions.json (3 before + 3 after sentences per action)')
     parser.add_argument('--action-names', action='store_true',
                         help='encode the bare action names instead (CEFITO, (N, Dt))')
-    parser.add_argument('--out', required=True, help='the .npy file to write')
-    parser.add_argument('--encoder', help='local transformers model directory (default: the '
+    parser.add_argument('--out', type=path_argument, required=True, help='the .npy file to write')
+    parser.add_argument('--encoder', type=path_argument,
+                        help='local transformers model directory (default: the '
                         'installed MiniLM-L6)')
     parser.add_argument('--pooling', choices=('mean', 'clip', 'clip_eot'),
                         help='mean: mean-pooled, normalised token states; clip: CLIP\'s pooled '

@@ -14,10 +14,10 @@ random S3D weights, for checks only: its plans are marked UNUSABLE.
 import argparse
 import sys
 
-from mmengine.config import DictAction
-
-from vpn_plugin.data_paths import add_data_arguments, data_path_args, load_config
-from vpn_plugin.errors import NON_NEGATIVE_FLOAT, NON_NEGATIVE_INT, tool_main
+from vpn_plugin.data_paths import (add_cfg_options, add_data_arguments, data_path_args,
+                                  load_config)
+from vpn_plugin.errors import (NON_NEGATIVE_FLOAT, NON_NEGATIVE_INT, path_argument,
+                               text_argument, tool_main)
 from vpn_plugin.outputs import add_overwrite_argument, check_output
 from vpn_plugin.video.recipe import add_recipe_arguments, recipe_from_args
 
@@ -32,20 +32,21 @@ def parse_args(argv=None):
                         help='dataset sample indices (default: 0 1 2)')
     parser.add_argument('--split', choices=('test', 'val', 'train'), default='test',
                         help='which dataloader of the config to take samples from')
-    parser.add_argument('--decode', help='override model.decode (e.g. emission_argmax)')
-    parser.add_argument('--cfg-options', nargs='+', action=DictAction, default={},
-                        help='override config keys, e.g. model.cross_horizon=repeat_last')
+    parser.add_argument('--decode', type=text_argument,
+                        help='override model.decode (e.g. emission_argmax)')
+    add_cfg_options(parser, 'override config keys, e.g. model.cross_horizon=repeat_last',
+                    default={})
     video = parser.add_argument_group('your own video (instead of dataset samples)')
-    video.add_argument('--video', help='a video file to plan for')
+    video.add_argument('--video', type=path_argument, help='a video file to plan for')
     video.add_argument('--start-time', type=NON_NEGATIVE_FLOAT,
                        help='second of the start state (where the first step starts)')
     video.add_argument('--goal-time', type=NON_NEGATIVE_FLOAT,
                        help='second of the goal state (where the last step ends)')
-    video.add_argument('--s3d-weights', metavar='PTH',
+    video.add_argument('--s3d-weights', type=path_argument, metavar='PTH',
                        help='s3d_howto100m.pth (S3D_HowTo100M README)')
     video.add_argument('--random-weights', action='store_true',
                        help='random S3D weights, ONLY for pipeline checks (output UNUSABLE)')
-    video.add_argument('--save-features', metavar='NPZ',
+    video.add_argument('--save-features', type=path_argument, metavar='NPZ',
                        help="also write the video's features (frames_features) there")
     add_overwrite_argument(video, '--save-features')
     add_recipe_arguments(parser)

@@ -32,7 +32,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from vpn_plugin.protocol import plots  # noqa: E402
-from vpn_plugin.errors import NON_NEGATIVE_INT, POSITIVE_INT, check_names, tool_main  # noqa: E402
+from vpn_plugin.errors import (NON_NEGATIVE_INT, POSITIVE_INT, check_names,  # noqa: E402
+                               path_argument, tool_main)
 from vpn_plugin.outputs import add_overwrite_argument, check_output, stem_files  # noqa: E402
 from vpn_plugin.protocol.results import METRIC_RANGES, filter_rows, read_results  # noqa: E402
 
@@ -58,7 +59,8 @@ def parse_args(argv=None):
                                              'dataset; the others refuse a mix)')
         if name not in ('qualitative', 'overlap'):
             p.add_argument('--metric', default='success_rate')
-        p.add_argument('--out', required=True, help='output stem (writes .png and .pdf)')
+        p.add_argument('--out', type=path_argument,
+                       required=True, help='output stem (writes .png and .pdf)')
         add_overwrite_argument(p, '<out>.png / .pdf (/ .md)')
     kinds['curve'].add_argument('--x', required=True, help='variant key on the x axis')
     kinds['curve'].add_argument('--group', help='variant key naming the lines (default: method)')

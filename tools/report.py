@@ -30,8 +30,8 @@ from vpn_plugin.protocol.expected import (describe_row, expected_file,  # noqa: 
                                            missing_rows)
 from vpn_plugin.protocol.results import (filter_rows, mean_over_datasets,  # noqa: E402
                                           read_results, rename_methods)
-from vpn_plugin.errors import NON_NEGATIVE_INT, POSITIVE_INT, tool_main  # noqa: E402
-from vpn_plugin.errors import write_text_atomically  # noqa: E402
+from vpn_plugin.errors import (NON_NEGATIVE_INT, POSITIVE_INT, path_argument,  # noqa: E402
+                               text_argument, tool_main, write_text_atomically)
 from vpn_plugin.outputs import add_overwrite_argument, check_output, stem_files  # noqa: E402
 
 
@@ -50,8 +50,10 @@ def parse_args(argv=None):
                              'datasets of its rows (the dataset-independent PKG table)')
     parser.add_argument('--rename', nargs='+', default=[], metavar='OLD=NEW',
                         help='display names (applied after --methods selects rows)')
-    parser.add_argument('--ours', help='method whose improvement is reported (default: best)')
-    parser.add_argument('--reference', help='method to compare against (default: second best)')
+    parser.add_argument('--ours', type=text_argument,
+                        help='method whose improvement is reported (default: best)')
+    parser.add_argument('--reference', type=text_argument,
+                        help='method to compare against (default: second best)')
     parser.add_argument('--ci-style', choices=CI_STYLES, default='width',
                         help="number after ±: 'width' = p95 - p5 (the paper's), "
                              "'half-width' = (p95 - p5) / 2")
@@ -69,7 +71,8 @@ def parse_args(argv=None):
     parser.add_argument('--title', default='')
     parser.add_argument('--label', default='', help='LaTeX \\label')
     parser.add_argument('--digits', type=NON_NEGATIVE_INT, default=2)
-    parser.add_argument('--out', help='output stem: writes <out>.md and <out>.tex')
+    parser.add_argument('--out', type=path_argument,
+                        help='output stem: writes <out>.md and <out>.tex')
     parser.add_argument('--format', choices=('markdown', 'latex'), default='markdown',
                         help='the table printed to stdout')
     add_overwrite_argument(parser, '<out>.md / <out>.tex')

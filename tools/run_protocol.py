@@ -42,14 +42,15 @@ from vpn_plugin.protocol.runner import (ProtocolRunner, UnitsFailedError,  # noq
                                          check_units, expand_units, load_protocol,
                                          with_stages)
 from vpn_plugin.errors import (NON_NEGATIVE_INT, POSITIVE_FLOAT, POSITIVE_INT,  # noqa: E402
-                               tool_main)
+                               path_argument, tool_main)
 
 
 def parse_args(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument('protocol', help='protocol config, e.g. '
                         'configs/protocol/ablation_crosstask.py')
-    parser.add_argument('--out', default='work_dirs/protocol', help='root of work dirs and results')
+    parser.add_argument('--out', type=path_argument,
+                        default='work_dirs/protocol', help='root of work dirs and results')
     parser.add_argument('--seeds', nargs='+', type=NON_NEGATIVE_INT, help='override the protocol seeds')
     parser.add_argument('--horizons', nargs='+', type=POSITIVE_INT, help='run only these training horizons')
     parser.add_argument('--methods', nargs='+', help='run only these methods (test names)')

@@ -18,7 +18,7 @@ import vpn_plugin.compat_applied  # noqa: F401  (compat fixes before configs are
 from vpn_plugin.compat import shutdown_distributed
 from vpn_plugin.data_paths import (add_runner_arguments, data_path_args,
                                   load_config as read_config)
-from vpn_plugin.errors import path_argument, tool_main, write_text_atomically
+from vpn_plugin.errors import check_file, path_argument, tool_main, write_text_atomically
 from vpn_plugin.outputs import add_overwrite_argument, check_output
 from vpn_plugin.runner import build_runner
 
@@ -33,9 +33,9 @@ def parse_args(argv=None):
                         'trainable parameters (e.g. LLMPlanner, UniformEmissionPlanner)')
     parser.add_argument('--work-dir', type=path_argument,
                         help='where logs go (default: work_dirs/<config name>)')
-    parser.add_argument('--out', '--dump', dest='out', metavar='FILE.pkl',
+    parser.add_argument('--out', '--dump', type=path_argument, dest='out', metavar='FILE.pkl',
                         help='pickle the predictions (list of per-sample dicts) to this file')
-    parser.add_argument('--out-metrics', metavar='FILE.json',
+    parser.add_argument('--out-metrics', type=path_argument, metavar='FILE.json',
                         help='write the test metrics here (default: <log dir>/test_metrics.json)')
     add_overwrite_argument(parser, '--out / --out-metrics files')
     add_runner_arguments(parser, 'test_dataloader.batch_size=64')
@@ -68,8 +68,8 @@ def load_config(args):
                          'scores the CKPT argument (given: '
                          f'{args.checkpoint or "none"}); give the checkpoint to test as CKPT, '
                          'not as load_from')
-    if args.checkpoint is not None and not osp.isfile(args.checkpoint):
-        raise SystemExit(f'checkpoint {args.checkpoint} does not exist')
+    if args.checkpoint is not None:
+        check_file(args.checkpoint, 'checkpoint')
     cfg = read_config(args.config, args.cfg_options, horizon=args.horizon,
                       **data_path_args(args))
     cfg.launcher = args.launcher

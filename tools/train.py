@@ -8,6 +8,7 @@ Same flags as MMAction2's ``tools/train.py`` (``--no-validate``, ``--auto-scale-
 ``--diff-rank-seed``, ``--launcher``, ...); the config is written to the work dir, not logged.
 """
 import argparse
+import contextlib
 import os
 import os.path as osp
 from pathlib import Path
@@ -19,7 +20,7 @@ from vpn_plugin.compat import shutdown_distributed
 from vpn_plugin.data_paths import (add_runner_arguments, data_path_args,
                                   load_config as read_config)
 from vpn_plugin.engine.checkpoint import latest_checkpoint_in
-from vpn_plugin.errors import path_argument, tool_main
+from vpn_plugin.errors import check_file, path_argument, tool_main
 from vpn_plugin.runner import build_runner
 
 
@@ -78,6 +79,11 @@ def default_work_dir(config_path):
     return osp.join('work_dirs', osp.splitext(osp.basename(config_path))[0])
 
 
+def work_dir_of(cfg, args) -> str:
+    """``--work-dir``, else the config's ``work_dir``, else ``work_dirs/<config name>``."""
+    return args.work_dir or cfg.get('work_dir') or default_work_dir(args.config)
+
+
 def enable_amp(cfg):
     if not torch.cuda.is_available():
         raise SystemExit('--amp needs a CUDA GPU (mmengine AmpOptimWrapper); '
@@ -100,8 +106,7 @@ def set_resume(cfg, resume):
     """``--resume CKPT`` / ``--resume`` (latest, must exist) / ``--resume auto`` (latest if
     any, else a fresh start)."""
     if resume not in (LATEST, 'auto'):
-        if not osp.isfile(resume):
-            raise SystemExit(f'--resume {resume}: no such checkpoint file')
+        check_file(resume, '--resume', missing=f'--resume {resume}: no such checkpoint file')
         cfg.resume, cfg.load_from = True, resume
         return
     try:  # resolved inside the work dir: a copied or moved work dir resumes from its own files
@@ -139,7 +144,7 @@ def apply_args(cfg, args):
         raise SystemExit(f'{args.config}: train_dataloader / train_cfg = None: this config is '
                          'evaluated, not trained (e.g. an LLM baseline): run tools/test.py on it')
     cfg.launcher = args.launcher
-    cfg.work_dir = args.work_dir or cfg.get('work_dir') or default_work_dir(args.config)
+    cfg.work_dir = work_dir_of(cfg, args)
     if args.amp:
         enable_amp(cfg)
     if args.overwrite and (args.resume is not None or cfg.get('resume')):
@@ -166,11 +171,27 @@ def load_config(args):
     return apply_args(cfg, args)
 
 
+def work_dir_lock(work_dir, launcher: str = 'none'):
+    """The work dir's lock (``vpn_plugin.locks``), held from the check that it holds no other
+    run's checkpoints to the end of the training: a second training started into the same
+    work dir meanwhile is refused instead of overwriting this one's checkpoints (rank 0 holds
+    it for all ranks)."""
+    from vpn_plugin.locks import exclusive_lock, lock_path_of
+    rank = os.environ.get('RANK') or (os.environ.get('SLURM_PROCID') if launcher == 'slurm'
+                                      else None) or '0'
+    if int(rank) != 0:  # before init_dist: the launcher's variables
+        return contextlib.nullcontext()
+    return exclusive_lock(lock_path_of(work_dir), wait=False, what=f'work dir {work_dir}')
+
+
 @tool_main
 def main(argv=None):
     args = parse_args(argv)
-    runner = build_runner(load_config(args))
-    runner.train()
+    cfg = read_config(args.config, args.cfg_options, horizon=args.horizon,
+                      **data_path_args(args))
+    with work_dir_lock(work_dir_of(cfg, args), args.launcher):
+        runner = build_runner(apply_args(cfg, args))
+        runner.train()
     shutdown_distributed()
 
 

@@ -315,11 +315,36 @@ def check_config_entries(cfg, where: str) -> None:
         entries.append(('model.pkg', TASK_UTILS, {'type': 'PKGBuilder', **pkg}))
     for name, registry, entry in entries:
         _check_arguments(f'{where}: {name}', registry, entry)
+    if isinstance(cfg.get('model'), dict):
+        check_model_numbers(cfg.model, where)
     if pkg is not None:
         try:
             build_pkg_builder(copy.deepcopy(pkg))
         except (ValueError, KeyError, TypeError) as error:
             raise ValueError(f'{where}: model.pkg: {error}') from None
+
+
+# model options every planner reads the same way: counts and sizes (integers >= 1), dropout
+# probabilities in [0, 1), temperatures and ratios > 0 (None: a model's default)
+MODEL_COUNTS = ('num_actions', 'num_tasks', 'horizon', 'feature_dim', 'text_dim', 'embed_dim',
+                'hidden_dim', 'dim', 'depth', 'num_heads', 'num_layers', 'dvl_layers',
+                'n_timesteps', 'step_n_timesteps', 'max_observed')
+MODEL_PROBABILITIES = ('dropout', 'input_dropout')
+MODEL_POSITIVE = ('mlp_ratio', 'dvl_temperature', 'align_temperature')
+
+
+def check_model_numbers(model: dict, where: str) -> None:
+    """The model options of :data:`MODEL_COUNTS` etc. are numbers of their kind (``8.9`` is no
+    task count, ``0`` no horizon): ``ValueError`` naming the config and the option, before
+    any model is built (a torch layer of 8.9 units fails with a TypeError)."""
+    from vpn_plugin.errors import check_numbers
+    given = {key: value for key, value in model.items() if value is not None}
+    prefix = f'{where}: model.'
+    check_numbers({k: given[k] for k in MODEL_COUNTS if k in given}, prefix, integer=True, low=1)
+    check_numbers({k: given[k] for k in MODEL_PROBABILITIES if k in given}, prefix, low=0,
+                  high=1, high_open=True)
+    check_numbers({k: given[k] for k in MODEL_POSITIVE if k in given}, prefix, low=0,
+                  low_open=True)
 
 
 def resolve_dataset_references(cfg):
@@ -373,7 +398,13 @@ def check_loop_counts(cfg) -> None:
 
 
 def build_runner(cfg) -> Runner:
-    """The config's ``runner_type`` from ``RUNNERS`` (as MMAction2's tools do), else ``Runner``."""
+    """The config's ``runner_type`` from ``RUNNERS`` (as MMAction2's tools do), else ``Runner``;
+    a config without a model (an empty file) is refused naming it."""
+    model = cfg.get('model')
+    if model is None or (isinstance(model, dict) and not model.get('type')):
+        raise ValueError(f'{cfg.filename or "config"}: model = {model!r}; expected a model '
+                         "dict with a type (an empty config? inherit a model, e.g. _base_ = "
+                         "['configs/_base_/models/vpn.py'], or start from a config of configs/)")
     if 'runner_type' in cfg:
         return RUNNERS.build(cfg)
     cfg.experiment_name = unique_experiment_name(cfg)

@@ -10,6 +10,7 @@ import numpy as np
 import torch
 
 from .. import compat_applied  # noqa: F401  (compat fixes before any OpenMMLab import)
+from ..errors import check_file
 from ..video import FrameRecipe, embed_frames, iter_frame_blocks
 from .inference import plan_from_features, video_observations
 
@@ -33,14 +34,14 @@ def init_s3d(weights=None, dict_path=None, device: str = 'cpu', random_weights: 
     weights come from."""
     from ..engine.checkpoint import load_weights, read_checkpoint
     from ..models.s3d import S3D
-    if dict_path is not None and not Path(dict_path).is_file():
-        raise FileNotFoundError(f'S3D word dictionary {dict_path} does not exist. '
-                                f'{WEIGHTS_HELP}')
+    if dict_path is not None:
+        check_file(dict_path, 'S3D word dictionary',
+                   missing=f'S3D word dictionary {dict_path} does not exist. {WEIGHTS_HELP}')
     if not random_weights:
-        if weights is None or not Path(weights).is_file():
-            where = 'no S3D weights were given' if weights is None else \
-                f'S3D weights {weights} do not exist'
-            raise FileNotFoundError(f'{where}. {WEIGHTS_HELP}')
+        if weights is None:
+            raise FileNotFoundError(f'no S3D weights were given. {WEIGHTS_HELP}')
+        check_file(weights, 'S3D weights',
+                   missing=f'S3D weights {weights} do not exist. {WEIGHTS_HELP}')
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed)
         model = S3D(dict_path=None if dict_path is None else str(dict_path))
@@ -75,6 +76,7 @@ def plan_from_video(model, s3d, video, start_time: float, goal_time: float,
     sample = plan_from_features(model, start, goal)[0]
     sample.set_field(bool(getattr(s3d, 'usable', True)), 'usable', field_type='metainfo')
     sample.set_field(int(len(features)), 'num_seconds', field_type='metainfo')
+    sample.set_field(goal_note(goal_time, len(features)), 'goal_note', field_type='metainfo')
     return (sample, features) if return_features else sample
 
 
@@ -117,12 +119,26 @@ def config_from_checkpoint(checkpoint, cfg_options=None, **paths):
         return load_config(path, cfg_options, **paths)
 
 
+def goal_note(goal_time: float, num_seconds: int) -> str:
+    """'' or the note that the goal state was read at the video's last second: a goal time
+    at or past the end of its features (``video_observations`` allows a few seconds)."""
+    from ..datasets.annotations import round_time
+    if round_time(goal_time) < num_seconds:
+        return ''
+    return (f'note: the goal time {goal_time:g} s is at or past the end of the video\'s '
+            f'{num_seconds} s of features: the goal state is read at its last second '
+            f'({num_seconds - 1} s)')
+
+
 def format_video_plan(sample, taxonomy, video, start_time, goal_time) -> list:
-    """Lines: the UNUSABLE mark (random S3D weights), the video and times, the predicted task
-    (when the planner predicts one) and one line per step with the action name."""
+    """Lines: the UNUSABLE mark (random S3D weights), the video and times, a goal read at the
+    last second (:func:`goal_note`), the predicted task (when the planner predicts one) and
+    one line per step with the action name."""
     lines = [] if sample.metainfo.get('usable', True) else [f'*** {RANDOM_WEIGHTS_WARNING} ***']
     lines.append(f'video {video}: {sample.metainfo.get("num_seconds", "?")} s of S3D features; '
                  f'plan from the state at {start_time:g} s to the state at {goal_time:g} s')
+    if sample.metainfo.get('goal_note'):
+        lines.append(sample.metainfo['goal_note'])
     if 'pred_task' in sample:
         lines.append(f'task: {taxonomy.task_names[int(sample.pred_task)]}')
     for step, action in enumerate(sample.pred_plan.tolist(), 1):

@@ -31,9 +31,16 @@ SYNTHETIC_DATASETS = ('crosstask', 'niv', 'coin')
 
 
 def find_feature_file(feature_dir, stem: str) -> Path:
-    """``<feature_dir>/<stem>.npz`` if it exists, else ``<stem>.npy`` (may not exist)."""
-    npz = Path(feature_dir) / f'{stem}.npz'
-    return npz if npz.exists() else Path(feature_dir) / f'{stem}.npy'
+    """``<feature_dir>/<stem>.npz`` if it exists, else ``<stem>.npy`` (may not exist); both
+    present is a ``ValueError`` (two versions of one video's features: which one is right?)."""
+    npz, npy = Path(feature_dir) / f'{stem}.npz', Path(feature_dir) / f'{stem}.npy'
+    if not npz.exists():
+        return npy
+    if npy.exists():
+        raise ValueError(f'{feature_dir}: both {npz.name} and {npy.name} exist for video '
+                         f'{stem}; expected one feature file per video: remove the one that is '
+                         'not of these features')
+    return npz
 
 
 def feature_fix_hint(feature_dir, data_root) -> str:

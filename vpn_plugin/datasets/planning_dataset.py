@@ -18,10 +18,10 @@ from torch.utils.data import Dataset
 from .annotations import BadVideoError, Window, chain_windows, read_video_list
 from .features import feature_fix_hint, find_feature_file, load_features
 from .file_digests import file_digests
-from ..errors import check_choice
+from ..errors import check_bool, check_choice, check_number, check_numbers
 from .observations import (RECIPES, WINDOW_POLICIES, observation_dim,
                            outside_video, step_map, window_observations)
-from .sources import read_source, source_path, source_windows
+from .sources import SOURCE_KEYS, read_source, source_path, source_windows
 from .taxonomy import load_taxonomy
 from ..data_paths import check_resolved
 from .validation import AnnotationWarnings, check_disjoint
@@ -100,6 +100,16 @@ class PlanningDataset(Dataset):
                  cache_dir: Optional[str] = None, device_resident: bool = False):
         if split not in SPLITS:
             raise ValueError(f'split={split!r}; expected one of {SPLITS}')
+        where = 'PlanningDataset: '
+        check_numbers(dict(horizon=horizon, frame_dim=frame_dim), where, integer=True, low=1)
+        check_numbers(dict(split_seed=split_seed, subset_seed=subset_seed,
+                           observed_steps=observed_steps), where, integer=True, low=0)
+        check_number(f'{where}val_fraction', val_fraction, low=0, high=1)
+        check_number(f'{where}subset_fraction', subset_fraction, low=0, high=1, low_open=True,
+                     optional=True)
+        for name, value in (('skip_bad_videos', skip_bad_videos),
+                            ('device_resident', device_resident)):
+            check_bool(f'{where}{name}', value)
         if not 0 <= observed_steps < horizon:
             raise ValueError(f'observed_steps={observed_steps}; expected 0 <= k < '
                              f'horizon={horizon}')
@@ -498,12 +508,42 @@ def source_videos(dataset_cfg: dict) -> set:
 def check_split_disjoint(cfg) -> None:
     """A config's training and test videos must be disjoint (``PlanningDataset`` configs of
     ``train_dataloader`` and ``test_dataloader``; others, e.g. a ``ConcatPlanningDataset``
-    whose sources are dataset configs of their own, are not checked): ``ValueError``."""
-    datasets = [(cfg.get(f'{split}_dataloader') or {}).get('dataset') for split in ('train',
-                                                                                  'test')]
-    if not all(d and str(d.get('type', '')).split('.')[-1] == 'PlanningDataset'
-               for d in datasets):
+    whose sources are dataset configs of their own, are not checked), and so must its training
+    and validation videos (:func:`check_held_out_agrees`): ``ValueError``."""
+    train, val, test = (_planning_dataset(cfg, split) for split in ('train', 'val', 'test'))
+    if train and val:
+        check_held_out_agrees(train, val, cfg.filename or 'config')
+    if not (train and test):
         return
-    check_disjoint(*(source_videos(d) for d in datasets),
+    check_disjoint(source_videos(train), source_videos(test),
                    f'{cfg.filename or "config"}: train_dataloader.dataset / '
                    'test_dataloader.dataset')
+
+
+def _planning_dataset(cfg, split: str) -> Optional[dict]:
+    dataset = (cfg.get(f'{split}_dataloader') or {}).get('dataset')
+    if dataset and str(dataset.get('type', '')).split('.')[-1] == 'PlanningDataset':
+        return dataset
+    return None
+
+
+HELD_OUT_KEYS = {'val_fraction': 0.1, 'split_seed': 0}  # PlanningDataset's defaults
+
+
+def check_held_out_agrees(train: dict, val: dict, where: str) -> None:
+    """A 'val' split held out of the training split's own source draws its videos by
+    ``val_fraction`` and ``split_seed``: both must be those of the 'train' split, else
+    validation videos are also trained on (or training videos are used by neither)."""
+    if train.get('split', 'train') != 'train' or val.get('split') != 'val':
+        return
+    if any(train.get(key) != val.get(key) for key in ('data_root', *SOURCE_KEYS)):
+        return  # validation on another source: nothing is held out of the training one
+    for key, default in HELD_OUT_KEYS.items():
+        ours, theirs = train.get(key, default), val.get(key, default)
+        if ours != theirs:
+            raise ValueError(
+                f'{where}: train_dataloader.dataset.{key}={ours!r} but '
+                f'val_dataloader.dataset.{key}={theirs!r}; the validation videos are the '
+                f'training source\'s videos held out by {key}, so both splits must give the '
+                f'same value (else validation videos are also trained on, or training videos '
+                f'are used by neither): set {key} in both')

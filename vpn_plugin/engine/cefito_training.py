@@ -14,6 +14,8 @@ from mmengine.hooks import EMAHook
 
 from mmaction.registry import HOOKS
 
+from .pdpp_training import check_ema_settings
+
 
 @torch.no_grad()
 def ema_update(ema: torch.nn.Module, model: torch.nn.Module, step: int, decay: float,
@@ -38,9 +40,7 @@ class CEFITOEMAHook(EMAHook):
     """Official CEFITO EMA (module docstring): ``decay``, ``start_step``, ``update_every``."""
 
     def __init__(self, decay: float = 0.995, start_step: int = 400, update_every: int = 10):
-        if update_every < 1 or start_step < 0 or not 0 < decay < 1:
-            raise ValueError(f'CEFITOEMAHook: decay={decay} in (0, 1), start_step={start_step} '
-                             f'>= 0 and update_every={update_every} >= 1 expected')
+        check_ema_settings('CEFITOEMAHook', decay, start_step, update_every=update_every)
         super().__init__(momentum=1 - decay, interval=1, update_buffers=False)
         self.decay, self.start_step, self.update_every = decay, start_step, update_every
 

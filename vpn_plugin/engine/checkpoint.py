@@ -53,7 +53,7 @@ from typing import Optional
 
 import torch
 
-from ..errors import replace_atomically
+from ..errors import check_file, replace_atomically
 
 PARTIAL_LOAD_KEY = 'load_partial'  # top-level config variable: the opt-in for partial loading
 UNCHECKED_KEY = 'unchecked_checkpoint'  # top-level config variable: score a checkpoint that
@@ -76,8 +76,10 @@ def read_checkpoint(filename, map_location='cpu', logger='current') -> dict:
     file raises an error naming it."""
     from mmengine.runner.checkpoint import _load_checkpoint
     name = str(filename)
-    if '://' not in name and not os.path.isfile(name):
-        raise FileNotFoundError(f'checkpoint {name} does not exist')
+    if '://' not in name:
+        if not os.path.lexists(name):
+            raise FileNotFoundError(f'checkpoint {name} does not exist')
+        check_file(name, 'checkpoint')  # a folder, a FIFO, /dev/zero: named as such
     try:
         checkpoint = _load_checkpoint(name, map_location=map_location, logger=logger)
     except (RuntimeError, EOFError, OSError, ValueError) as error:

@@ -27,6 +27,7 @@ from torch.utils.data import DataLoader
 from mmaction.registry import HOOKS
 from vpn_plugin.core.diffusion import pdpp_lr_multiplier
 from vpn_plugin.datasets.planning_dataset import planning_collate
+from vpn_plugin.models.base_planner import check_finite_loss
 from vpn_plugin.models.kepp import KEPP
 
 from .pdpp_training import to_device
@@ -161,6 +162,7 @@ def train_step_model(model: KEPP, dataset, batch_size: int, steps: int, lr: floa
     loss = torch.tensor(float('nan'))
     for step in range(steps):
         loss = model.step_loss(*to_device(next(batches), device))
+        check_finite_loss(loss, f'KEPPStepModelHook: the step model\'s loss at step {step + 1}')
         loss.backward()
         optimizer.step()
         optimizer.zero_grad()

@@ -32,6 +32,8 @@ from torch.utils.data import DataLoader
 from mmaction.registry import DATA_SAMPLERS, HOOKS, PARAM_SCHEDULERS
 from vpn_plugin.core.diffusion import pdpp_lr_multiplier
 from vpn_plugin.datasets.planning_dataset import planning_collate
+from vpn_plugin.errors import check_number
+from vpn_plugin.models.base_planner import check_finite_loss
 from vpn_plugin.models.pdpp import PDPPDiffusion, TaskClassifier, observation_pair
 
 CLASSIFIER_FILE = 'task_classifier.pth'
@@ -111,6 +113,15 @@ class PDPPWarmupStepLR(LRSchedulerMixin, _ParamScheduler):
         return [base * factor for base in self.base_values]
 
 
+def check_ema_settings(hook: str, decay, start_step, **every) -> None:
+    """An EMA hook's ``decay`` is a number in (0, 1), ``start_step`` an integer >= 0, its
+    interval (``every``: one name and value) an integer >= 1: ``ValueError`` naming them."""
+    check_number(f'{hook}: decay', decay, low=0, high=1, low_open=True, high_open=True)
+    check_number(f'{hook}: start_step', start_step, integer=True, low=0)
+    for name, value in every.items():
+        check_number(f'{hook}: {name}', value, integer=True, low=1)
+
+
 @HOOKS.register_module()
 class PDPPEMAHook(EMAHook):
     """mmengine's ``EMAHook`` with the official PDPP ``Trainer`` schedule (module docstring).
@@ -123,6 +134,7 @@ class PDPPEMAHook(EMAHook):
     """
 
     def __init__(self, decay: float = 0.995, start_step: int = 400, interval: int = 10):
+        check_ema_settings('PDPPEMAHook', decay, start_step, interval=interval)
         if start_step < interval or start_step % interval:
             raise ValueError(f'PDPPEMAHook: start_step={start_step} must be a positive '
                              f'multiple of interval={interval}')
@@ -277,6 +289,7 @@ def train_classifier(module, dataset, val_set, batch_size: int, steps: int, val_
     best_state = None
     for step in range(1, steps + 1):
         loss = module.task_loss(*to_device(next(batches), device))
+        check_finite_loss(loss, f'the task classifier\'s loss at step {step}')
         loss.backward()
         optimizer.step()
         optimizer.zero_grad()

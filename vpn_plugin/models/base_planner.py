@@ -30,6 +30,7 @@ from mmengine.model import BaseModel
 from mmaction.structures import ActionDataSample
 
 from .. import core
+from ..errors import check_numbers
 from .pkg_builder import build_pkg_builder
 
 FORWARD_MODES = ('loss', 'predict', 'tensor')
@@ -181,6 +182,16 @@ class BasePlanner(BaseModel):
         return (f'horizon mismatch: the data has T={data_horizon} but the model was built for '
                 f'horizon={model_horizon}; {fix}')
 
+    def parse_losses(self, losses):
+        """mmengine's, refusing a loss that is not finite before anything is updated
+        (:func:`check_finite_loss`): no optimizer step, no checkpoint of NaN weights."""
+        from mmengine.logging import MessageHub
+        loss, log_vars = super().parse_losses(losses)
+        step = MessageHub.get_current_instance().get_info('iter')
+        check_finite_loss(loss, f'{type(self).__name__}: the training loss' + (
+            f' at iteration {step + 1}' if step is not None else ''), log_vars)
+        return loss, log_vars
+
     def loss(self, inputs, data_samples) -> Dict[str, torch.Tensor]:
         raise ValueError(f"{type(self).__name__} has no trainable parameters (mode='loss'); "
                          "evaluate it with mode='predict' (tools/test.py without a "
@@ -191,6 +202,26 @@ class BasePlanner(BaseModel):
 
     def predict_fields(self, inputs, data_samples, horizon: int) -> dict:
         raise NotImplementedError
+
+
+class NonFiniteLossError(ValueError):
+    """A training loss is NaN or infinite: the run stops before the optimizer step."""
+
+
+def check_finite_loss(loss: torch.Tensor, what: str, terms: Optional[dict] = None) -> None:
+    """``loss`` must be finite; else :class:`NonFiniteLossError` naming ``what`` (the loss
+    and its step) and the loss ``terms``, so that training stops with no weight updated by it
+    and no checkpoint written after it."""
+    if bool(torch.isfinite(loss.detach()).all()):
+        return
+    shown = ', '.join(f'{name}={float(torch.as_tensor(value).detach()):.4g}'
+                      for name, value in (terms or {}).items())
+    raise NonFiniteLossError(
+        f'{what} is {float(loss.detach().float().sum()):g}'
+        f'{f" ({shown})" if shown else ""}: training stopped before this step updated any '
+        'weight; no checkpoint is written from here. A setting that makes the loss not finite '
+        '(a NaN or negative loss weight, a learning rate so large the run diverges) or '
+        'non-finite input features; fix it and start again')
 
 
 def num_parameters(model) -> int:
@@ -204,11 +235,13 @@ def num_parameters(model) -> int:
 
 
 def check_loss_terms(loss_weights: Optional[dict], terms) -> None:
-    """``model.loss_weights`` may only name the model's loss ``terms``."""
+    """``model.loss_weights`` may only name the model's loss ``terms``, each weighted by a
+    finite number >= 0 (a NaN or negative weight would train on a NaN or reversed loss)."""
     unknown = set(loss_weights or {}) - set(terms)
     if unknown:
         raise ValueError(f'model.loss_weights has unknown terms {sorted(unknown)}; '
                          f'expected keys among {tuple(terms)}')
+    check_numbers(dict(loss_weights or {}), 'model.loss_weights.', low=0)
 
 
 def pack_samples(fields: dict, data_samples) -> List[ActionDataSample]:

@@ -32,7 +32,7 @@ from mmengine.logging import print_log
 from mmaction.registry import MODELS
 
 from ..core import energy_field, energy_search, negatives
-from ..errors import check_choice
+from ..errors import check_choice, check_numbers
 from .base_planner import BasePlanner, check_loss_terms, num_parameters
 from .pdpp import TaskClassifier
 from .text_embeddings import load_action_features, stand_in_label
@@ -42,6 +42,7 @@ SEARCHES = ('tree', 'chunked')
 TASK_SOURCES = ('classifier', 'ground_truth')
 LOSS_TERMS = ('loss_contrastive', 'loss_auxiliary')
 GIVEN = 'given as a tensor (action_embeddings)'
+NO_TEXT = 'none given (zeros)'  # text_label without text features
 # prefix-tree token evaluations per second of the full-size field on the 2-core CPU, 2 threads,
 # shared (tools/benchmark_cefito_search.py, CrossTask T=4: 1,182/s); only used to say how long a
 # refused search would take
@@ -107,6 +108,18 @@ class CEFITO(BasePlanner):
         check_choice('model.tie_break', tie_break, energy_search.TIE_BREAKS)
         check_choice('model.task_source', task_source, TASK_SOURCES)
         check_loss_terms(loss_weights, LOSS_TERMS)
+        check_numbers(dict(
+            num_tasks=num_tasks, feature_dim=feature_dim, text_dim=text_dim,
+            hidden_dim=hidden_dim, depth=depth, num_heads=num_heads, chunk_size=chunk_size,
+            top_k=top_k, num_negatives=num_negatives), integer=True, low=1)
+        check_numbers(dict(hard_negative_ratio=hard_negative_ratio,
+                           permutation_negative_ratio=permutation_negative_ratio), low=0, high=1)
+        check_numbers(dict(min_margin=min_margin, margin_order_weight=margin_order_weight,
+                           aux_weight=aux_weight, observation_noise=observation_noise), low=0)
+        check_numbers(dict(max_margin=max_margin), low=min_margin)
+        check_numbers(dict(mlp_ratio=mlp_ratio, tokens_per_second=tokens_per_second), low=0,
+                      low_open=True)
+        check_numbers(dict(max_sequences=max_sequences), integer=True, low=1, optional=True)
         self.num_tasks, self.feature_dim = num_tasks, feature_dim
         self.task_to_actions = self.read_task_actions(taxonomy)
         self.num_negatives, self.hard_negative_ratio = num_negatives, hard_negative_ratio
@@ -122,7 +135,7 @@ class CEFITO(BasePlanner):
         if text_embeddings:
             self.text_label = stand_in_label(text_embeddings)  # None: CLIP text features
         else:
-            self.text_label = ('none given (zeros)' if action_embeddings is None
+            self.text_label = (NO_TEXT if action_embeddings is None
                                else GIVEN)
         if action_embeddings is None:
             action_embeddings = (load_action_features(**dict(text_embeddings))
@@ -171,6 +184,31 @@ class CEFITO(BasePlanner):
             raise ValueError(f'CEFITO: {where} gave {features.shape[1]}-d text features but '
                              f'model.text_dim={text_dim} (CLIP ViT-B/32 text features: 512; a '
                              'stand-in encoder is zero-padded with text_embeddings.pad_to)')
+        if source:  # read or encoded here (a tensor given as it is is the caller's)
+            self.check_distinct_rows(features, where, source.get('taxonomy'))
+
+    def check_distinct_rows(self, features: torch.Tensor, where: str, taxonomy=None) -> None:
+        """The energy field tells the actions of a task apart by their text features: two
+        actions of one task with identical rows would always tie (a constant or copied
+        feature file): ``ValueError`` naming the task and the actions. Two actions of one name
+        (the taxonomy of ``text_embeddings``, when it names one) may share theirs."""
+        names = None
+        if taxonomy is not None:
+            from ..datasets import load_taxonomy
+            from ..datasets.validation import normalized_name
+            names = [normalized_name(n) for n in load_taxonomy(taxonomy).action_names]
+        for task, actions in self.task_to_actions.items():
+            rows = features[list(actions)]
+            same = [(actions[int(i)], actions[int(j)]) for i, j in
+                    (rows[:, None] == rows[None]).all(-1).triu(1).nonzero().tolist()]
+            same = [(a, b) for a, b in same if names is None or names[a] != names[b]]
+            if same:
+                first, second = same[0]
+                raise ValueError(f'CEFITO: {where} gave identical text features to actions '
+                                 f'{first} and {second} of task {task} ({len(same)} such pair(s) '
+                                 'in this task); expected a distinct row per action of a task: '
+                                 'the energy field could not tell them apart (every plan with '
+                                 'one or the other would tie)')
 
     def check_search_budget(self) -> None:
         """Refuse before any search when the largest A(c) gives more than ``max_sequences``

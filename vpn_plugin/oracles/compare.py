@@ -49,7 +49,6 @@ perturbed=[g for _, g in perturbed])``, ``compare_chain(...)`` per sampling chai
 ``compare_argmax`` for an argmax outside a chain (``oracles/pdpp.py`` does all four).
 """
 import importlib
-import json
 import math
 import zipfile
 from pathlib import Path
@@ -57,6 +56,8 @@ from typing import Callable, Dict, List, Mapping, Optional, Sequence, Tuple
 
 import numpy as np
 import torch
+
+from vpn_plugin.errors import read_json
 
 OUTPUT_TOLERANCE, GRAD_TOLERANCE = 1e-4, 1e-3
 PERTURBATION = 1e-6            # relative perturbation of the inputs that measures conditioning
@@ -80,7 +81,11 @@ def read_fixture_meta(fixture: Path) -> dict:
     if not path.is_file():
         raise FileNotFoundError(f'{path}: no meta.json; expected an oracle fixture folder of '
                                 '../shared/reference (meta.json, inputs.npz, outputs.npz, ...)')
-    return json.loads(path.read_text())
+    meta = read_json(path, 'fixture meta')
+    if not isinstance(meta, dict):
+        raise ValueError(f'{path}: holds a {type(meta).__name__}; expected a JSON object of '
+                         'the fixture\'s settings')
+    return meta
 
 
 def fixture_method(meta: dict, fixture: Path) -> str:

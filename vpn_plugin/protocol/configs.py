@@ -24,5 +24,5 @@ def config_with_options(config: str, cfg_options: dict):
 
 @functools.lru_cache(maxsize=256)
 def _parse_config(path: str, mtime_ns: int, size: int):
-    from mmengine.config import Config
-    return Config.fromfile(path)
+    from vpn_plugin.data_paths import read_config_file
+    return read_config_file(path)

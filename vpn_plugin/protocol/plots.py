@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import contextlib
 import itertools
-import json
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -28,6 +27,7 @@ import numpy as np
 
 from vpn_plugin.core.metrics import METRIC_NAMES
 from vpn_plugin.core.stats import bootstrap_ci
+from vpn_plugin.errors import check_file, read_json
 from vpn_plugin.outputs import FIGURE_MARKER, OVERLAP_TABLE_MARKER
 from .results import METRIC_LABELS, ResultRow
 
@@ -769,10 +769,11 @@ def _log_params_axis(ax, counts) -> None:
 # ---------------------------------------------------------------------- error overlap
 def read_success(per_sample_file) -> dict:
     """``{sample_idx: (solved, gt_plan tuple)}`` from a PlanningMetric per-sample dump."""
-    path = Path(per_sample_file)
-    if not path.is_file():
-        raise FileNotFoundError(f'per-sample dump {path} does not exist (PlanningMetric out_file)')
-    dump = json.loads(path.read_text())
+    path = check_file(per_sample_file, 'per-sample dump', missing=(
+        f'per-sample dump {per_sample_file} does not exist (PlanningMetric out_file; a results '
+        'row\'s per_sample_file: rows name it relative to their results file, older rows from '
+        'the working directory of the run, which a moved protocol folder no longer matches)'))
+    dump = read_json(path, 'per-sample dump')
     for key in ('sample_idx', 'gt_plan', 'scores'):
         if key not in dump:
             raise ValueError(f'{path}: no field {key!r}; expected a PlanningMetric out_file dump')

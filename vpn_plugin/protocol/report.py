@@ -439,15 +439,22 @@ def to_markdown(table: Table, *, title: str = '', digits: int = 2) -> str:
     header = ['Method'] + [name for name, _ in extra] + \
         [_column_label(table, c) for c in table.columns]
     lines = ([f'**{title}**', ''] if title else []) + \
-        ['| ' + ' | '.join(header) + ' |', '|' + '---|' * len(header)]
+        [_markdown_row(header), '|' + '---|' * len(header)]
     for method in table.methods:
         cells = [_method_label(table, method)] + [text(method) for _, text in extra]
         for column in table.columns:
             cells.append(_cell_text(table, method, column, digits, latex=False))
-        lines.append('| ' + ' | '.join(cells) + ' |')
-    lines.append('| ' + ' | '.join(_improvement_cells(table, digits, latex=False)) + ' |')
+        lines.append(_markdown_row(cells))
+    lines.append(_markdown_row(_improvement_cells(table, digits, latex=False)))
     lines += ['', _legend(table, latex=False), '', REPORT_MARKDOWN_MARKER]
     return '\n'.join(lines) + '\n'
+
+
+def _markdown_row(cells) -> str:
+    """One table row; a ``|`` or a line break inside a cell (a method named ``A|B``) is
+    escaped so that the row keeps its columns."""
+    return '| ' + ' | '.join(str(cell).replace('|', r'\|').replace('\n', '<br>')
+                             for cell in cells) + ' |'
 
 
 def to_latex(table: Table, *, title: str = '', label: str = '', digits: int = 2) -> str:
@@ -678,6 +685,7 @@ def _latex_escape(text: str, keep_math: bool = False) -> str:
                     STAND_IN_MARK: r'\textsuperscript{\ddag}',
                     TEST_SET_PKG_MARK: r'\textsuperscript{\S}',
                     MISSING_MARK: r'\textsuperscript{\P}'}
-    if not keep_math:
-        replacements['$'] = r'\$'
+    if not keep_math:  # a name of the user's own (method, title) is text, never markup
+        replacements.update({'$': r'\$', '\\': r'\textbackslash{}', '{': r'\{', '}': r'\}',
+                             '~': r'\textasciitilde{}', '^': r'\textasciicircum{}'})
     return ''.join(replacements.get(ch, ch) for ch in text)

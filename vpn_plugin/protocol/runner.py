@@ -73,7 +73,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from vpn_plugin.errors import write_text_atomically
+from vpn_plugin.errors import read_json, write_text_atomically
 from vpn_plugin.locks import LockBusyError, exclusive_lock, lock_path_of
 from .configs import config_with_options, parsed_config
 from .dry_run import CPU_EPOCH_SECONDS, plan_runs
@@ -115,12 +115,9 @@ class TrainUnit:
 
 def load_protocol(path: str):
     """The protocol config (mmengine ``Config``) with its required fields checked."""
-    from mmengine.config import Config
+    from vpn_plugin.data_paths import read_config_file
     from vpn_plugin.errors import check_misspelled, check_names
-    try:
-        cfg = Config.fromfile(path)
-    except SyntaxError as error:
-        raise ValueError(f'{path}: line {error.lineno}: not valid Python ({error.msg})') from None
+    cfg = read_config_file(path)
     for name in ('protocol', 'runs'):
         if name not in cfg:
             raise ValueError(f'{path}: protocol config lacks "{name}"; see '
@@ -129,11 +126,40 @@ def load_protocol(path: str):
         raise ValueError(f'{path}: runs = {cfg.runs!r}; expected a list of at least one run '
                          '(a protocol without runs measures nothing)')
     check_misspelled(cfg.keys(), PROTOCOL_KEYS, f'{path}: protocol key')
+    check_protocol_values(cfg, path)
     for index, run in enumerate(cfg.runs):
         check_names(run, RUN_KEYS, f'{path}: runs[{index}] keys')
         for number, test in enumerate(run.get('tests') or []):
             check_names(test, TEST_KEYS, f'{path}: runs[{index}].tests[{number}] keys')
     return cfg
+
+
+def check_protocol_values(cfg, path) -> None:
+    """The values a protocol names: ``protocol`` and each ``method`` a non-empty name, ``seeds``
+    a non-empty list of distinct integers >= 0, ``max_epochs`` an integer >= 1, ``horizons``
+    integers >= 1; ``ValueError`` naming the file and the field (``0`` epochs or seed ``8.9``
+    would otherwise mean the config's schedule, or a seed nobody asked for)."""
+    from vpn_plugin.errors import check_number
+
+    def name(value, where):
+        if not isinstance(value, str) or not value.strip():
+            raise ValueError(f'{path}: {where} = {value!r}; expected a non-empty name')
+    name(cfg.protocol, 'protocol')
+    if 'seeds' in cfg:
+        seeds = cfg.seeds
+        if not isinstance(seeds, (list, tuple)) or not seeds:
+            raise ValueError(f'{path}: seeds = {seeds!r}; expected a non-empty list of seeds')
+        for seed in seeds:
+            check_number(f'{path}: seeds entry', seed, integer=True, low=0)
+        if len(set(seeds)) != len(seeds):
+            raise ValueError(f'{path}: seeds = {list(seeds)} repeats a seed; expected each once')
+    check_number(f'{path}: max_epochs', cfg.get('max_epochs'), integer=True, low=1,
+                 optional=True)
+    for index, run in enumerate(cfg.runs):
+        if 'method' in run:
+            name(run['method'], f'runs[{index}].method')
+        for horizon in run.get('horizons') or []:
+            check_number(f'{path}: runs[{index}].horizons entry', horizon, integer=True, low=1)
 
 
 def expand_units(protocol_cfg, seeds=None, methods=None, horizons=None) -> list[TrainUnit]:
@@ -648,8 +674,11 @@ class ProtocolRunner:
         finished training (of the same identity: :func:`claim_work_dir`)."""
         marker = work_dir / 'train_done.json'
         if marker.is_file():
-            info = json.loads(marker.read_text())
-            return info['checkpoint'], info['params'], info.get('shortened', ''), \
+            from vpn_plugin.engine.checkpoint import record_inside
+            info = read_json(marker, 'training record')
+            # a moved or copied protocol folder tests its own checkpoint
+            checkpoint = record_inside(info['checkpoint'], work_dir, str(marker))
+            return checkpoint, info['params'], info.get('shortened', ''), \
                 info.get('selection', '')
         from vpn_plugin.models.base_planner import num_parameters
         from vpn_plugin.runner import build_runner
@@ -717,7 +746,7 @@ def claim_work_dir(work_dir: Path, identity: dict) -> None:
     record = work_dir / 'run.json'
     wanted = json.loads(json.dumps(identity, sort_keys=True, default=str))
     if record.is_file():
-        found = json.loads(record.read_text())
+        found = read_json(record, 'work dir record')
         if found != wanted:
             changed = '; '.join(f'{k}: {found.get(k)!r} there, {wanted.get(k)!r} now'
                                 for k in sorted(set(found) | set(wanted))

@@ -11,6 +11,7 @@ from typing import Iterator
 
 import numpy as np
 
+from ..errors import path_kind
 from .recipe import FrameRecipe
 
 
@@ -42,7 +43,9 @@ def iter_frame_blocks(path, recipe: FrameRecipe, block_frames: int) -> Iterator[
     after the blocks it could read: a caller keeps nothing of a video that fails."""
     path = Path(path)
     if not path.is_file():
-        raise UnreadableVideoError(path, 'no such file')
+        raise UnreadableVideoError(path, 'no such file' if not path.exists() else
+                                   f'not a regular file ({path_kind(path)})')
+    probe_video(path)
     frame_bytes = recipe.size * recipe.size * 3
     with tempfile.TemporaryFile() as errors:
         process = subprocess.Popen(ffmpeg_command(path, recipe), stdout=subprocess.PIPE,
@@ -72,6 +75,31 @@ def iter_frame_blocks(path, recipe: FrameRecipe, block_frames: int) -> Iterator[
         if total == 0:
             raise UnreadableVideoError(path, 'no video frame decoded (no video stream, or an '
                                              'empty one)')
+
+
+IMAGE_FORMATS = ('image2',)  # and every '*_pipe' demuxer (png_pipe, jpeg_pipe): a still image
+
+
+def probe_video(path) -> None:
+    """What ffmpeg finds in ``path`` (``ffmpeg -i``: its container and streams), so that a file
+    that is no video is refused by name instead of decoded into features: a still image
+    (a PNG named ``.mp4`` would give one frame), a file with no video stream (audio only: an
+    ``.mp4`` of a podcast), or one ffmpeg cannot open. ``UnreadableVideoError`` saying which."""
+    result = subprocess.run([ffmpeg_executable(), '-hide_banner', '-nostdin', '-i', str(path)],
+                            stdin=subprocess.DEVNULL, capture_output=True)
+    lines = result.stderr.decode('utf-8', 'replace').splitlines()
+    container = next((line.split(',', 1)[1].rsplit(', from', 1)[0].strip()
+                      for line in lines if line.startswith('Input #0,')), None)
+    if container is None:
+        raise UnreadableVideoError(path, f'ffmpeg cannot open it as a video: '
+                                         f'{_last_line(result.stderr)}')
+    streams = [line.split(': ', 1)[1].strip() for line in lines
+               if line.strip().startswith('Stream #0:') and ': ' in line]
+    if container.endswith('_pipe') or container in IMAGE_FORMATS:
+        raise UnreadableVideoError(path, f'a still image ({container}), not a video')
+    if not any(s.startswith('Video:') and 'attached pic' not in s for s in streams):
+        raise UnreadableVideoError(path, 'no video stream (ffmpeg finds: '
+                                         f'{"; ".join(streams) or "no stream"})')
 
 
 def decode_video(path, recipe: FrameRecipe = FrameRecipe()) -> np.ndarray:

@@ -31,6 +31,7 @@ from typing import Callable, Dict, Iterator, List, Optional, Sequence
 import numpy as np
 from torch.utils.data import DataLoader, IterableDataset, get_worker_info
 
+from ..errors import OutputWriteError, path_kind, read_json, write_text_atomically
 from .chunking import embed_frames
 from .decode import UnreadableVideoError, iter_frame_blocks
 from .recipe import FrameRecipe
@@ -52,8 +53,11 @@ def list_videos(inputs: Sequence, extensions: Sequence[str] = VIDEO_EXTENSIONS) 
                           if p.is_file() and p.suffix.lower() in extensions)
         elif item.is_file():
             videos.add(item)
-        else:
+        elif path_kind(item) is None:
             raise FileNotFoundError(f'{item}: no such video file or folder')
+        else:
+            raise OSError(f'{item} is {path_kind(item)}; expected a video file or a folder of '
+                          'videos')
     return sorted(videos)
 
 
@@ -115,7 +119,8 @@ class VideoBlocks(IterableDataset):
 
 # ---------------------------------------------------------------------- writing
 def write_features_atomically(path: Path, arrays: Dict[str, np.ndarray]) -> None:
-    """``np.savez`` to a hidden temporary name beside ``path``, fsync, rename into place."""
+    """``np.savez`` to a hidden temporary name beside ``path``, fsync, rename into place; a
+    failed write (a full disk) leaves no file and raises ``OutputWriteError`` naming ``path``."""
     temporary = path.with_name(f'.{path.name}.partial-{socket.gethostname()}-{os.getpid()}')
     try:
         with open(temporary, 'wb') as f:
@@ -123,25 +128,71 @@ def write_features_atomically(path: Path, arrays: Dict[str, np.ndarray]) -> None
             f.flush()
             os.fsync(f.fileno())
         os.replace(temporary, path)
-    except BaseException:
+    except BaseException as error:
         temporary.unlink(missing_ok=True)
+        if isinstance(error, OSError):
+            raise OutputWriteError(f'cannot write the feature file {path}: '
+                                   f'{error.strerror or error}; it was not written (the files '
+                                   'written before it are complete: free disk space and run '
+                                   'again to resume)') from error
         raise
 
 
 def check_manifest(out_dir: Path, settings: dict, rank: int) -> None:
     """``extraction.json`` records the settings of the folder's features; other settings into
-    the same folder are refused (mixed features would be wrong numbers)."""
+    the same folder are refused (mixed features would be wrong numbers), and so is a folder
+    that already holds feature files without one (a dataset's feature folder: its files are
+    no extraction of this tool to resume, and it gets no manifest of ours)."""
     path = out_dir / MANIFEST
+    if not path.exists():
+        found = sorted(p.name for p in out_dir.iterdir()
+                       if p.suffix in ('.npz', '.npy') and not p.name.startswith('.'))
+        if found:
+            raise ValueError(f'--out {out_dir} already holds {len(found)} feature file(s) '
+                             f'({", ".join(found[:3])}{", ..." * (len(found) > 3)}) but no '
+                             f'{MANIFEST}: not a folder this tool extracted into (a dataset\'s '
+                             'feature folder?); nothing was written. Give a new or empty --out '
+                             'folder')
     if path.exists():
-        found = json.loads(path.read_text())
+        found = read_json(path, 'the record of the folder\'s extraction (recipe, weights)')
         if found != settings:
             raise ValueError(f'{path}: the features in {out_dir} were extracted with {found}; '
                              f'this run asks for {settings}. Use another --out folder (or '
                              'remove that one)')
     elif rank == 0:
-        temporary = path.with_name(f'.{MANIFEST}.partial-{os.getpid()}')
-        temporary.write_text(json.dumps(settings, indent=1, sort_keys=True))
-        os.replace(temporary, path)
+        write_text_atomically(path, json.dumps(settings, indent=1, sort_keys=True), MANIFEST)
+
+
+def check_finished(path: Path, recipe: FrameRecipe, extra: Optional[dict] = None) -> None:
+    """A feature file already in the output folder is skipped only if it is one this
+    extraction writes: an npz archive with ``frames_features`` (N, D) float, ``num_frames``,
+    ``source`` and this run's ``recipe`` (and ``usable`` flag). A truncated file, another
+    tool's (a dataset's features copied in) or another recipe's is refused by name."""
+    try:
+        with np.load(path, allow_pickle=False) as archive:
+            missing = sorted({'frames_features', 'num_frames', 'source', 'recipe'}
+                             - set(archive.files))
+            if missing:
+                raise ValueError(f'no member(s) {missing}')
+            with archive.zip.open('frames_features.npy') as member:
+                read_header = {(1, 0): np.lib.format.read_array_header_1_0,
+                               (2, 0): np.lib.format.read_array_header_2_0}
+                shape, _, dtype = read_header[np.lib.format.read_magic(member)](member)
+            if len(shape) != 2 or not shape[0] or dtype.kind != 'f':
+                raise ValueError(f'frames_features of shape {shape} and dtype {dtype}')
+            found = json.loads(str(archive['recipe']))
+            if found != recipe.as_dict():
+                raise ValueError(f'extracted with the recipe {found}, this run asks for '
+                                 f'{recipe.as_dict()}')
+            if extra and 'usable' in extra and 'usable' in archive.files \
+                    and bool(archive['usable']) != bool(extra['usable']):
+                raise ValueError(f'usable={bool(archive["usable"])} (random weights: False), '
+                                 f'this run writes usable={bool(extra["usable"])}')
+    except Exception as error:  # zip, npy header, JSON, the checks above
+        raise ValueError(f'{path}: already there, but not a complete feature file of this '
+                         f'extraction ({error}); the extraction stops before any video (the '
+                         'file is left as it is): remove it (its video is then extracted '
+                         'again) or give another --out folder') from None
 
 
 @dataclass
@@ -194,6 +245,9 @@ def extract_videos(network: Callable, videos: Sequence[Path], out_dir, recipe: F
     eval mode); ``extra``: arrays stored in every file (e.g. ``usable``); ``settings``: what
     ``extraction.json`` records (the recipe and weights)."""
     out_dir = Path(out_dir)
+    if path_kind(out_dir) not in (None, 'a folder'):
+        raise OSError(f'--out {out_dir} is {path_kind(out_dir)}; expected a folder for the '
+                      'feature files (new or one this tool extracted into)')
     out_dir.mkdir(parents=True, exist_ok=True)
     names = output_names(videos, naming)
     check_manifest(out_dir, settings or dict(recipe=recipe.as_dict()), rank)
@@ -203,6 +257,7 @@ def extract_videos(network: Callable, videos: Sequence[Path], out_dir, recipe: F
     for video, name in mine:
         _remove_stale_partials(out_dir, name)
         if (out_dir / f'{name}{FEATURE_SUFFIX}').exists():
+            check_finished(out_dir / f'{name}{FEATURE_SUFFIX}', recipe, extra)
             result.skipped.append(name)
         else:
             todo.append((video, name))
@@ -220,8 +275,7 @@ def extract_videos(network: Callable, videos: Sequence[Path], out_dir, recipe: F
         if item['error']:
             rows.pop(index, None)
             result.failed[str(video)] = item['error']
-            with open(failures, 'a') as failure_log:
-                failure_log.write(f'{video}\t{_one_line(item["error"])}\n')
+            _append_line(failures, f'{video}\t{_one_line(item["error"])}')
             progress.update(0)
             continue
         frames = item['frames']
@@ -256,7 +310,7 @@ def merge_failures(out_dir, world_size: int) -> List[str]:
             part.unlink()
     target = out_dir / FAILURES
     if lines:
-        target.write_text(''.join(f'{line}\n' for line in sorted(lines)))
+        write_text_atomically(target, ''.join(f'{line}\n' for line in sorted(lines)), FAILURES)
     else:
         target.unlink(missing_ok=True)
     return sorted(lines)
@@ -266,6 +320,16 @@ def _remove_stale_partials(out_dir: Path, name: str) -> None:
     """Temporary files of a killed run for this rank's own video (only this rank writes it)."""
     for stale in out_dir.glob(f'.{name}{FEATURE_SUFFIX}.partial-*'):
         stale.unlink(missing_ok=True)
+
+
+def _append_line(path: Path, line: str) -> None:
+    try:
+        with open(path, 'a') as handle:
+            handle.write(line + '\n')
+    except OSError as error:
+        raise OutputWriteError(f'cannot write the failure list {path}: '
+                               f'{error.strerror or error} (free disk space and run again)'
+                               ) from error
 
 
 def _one_line(text: str) -> str:

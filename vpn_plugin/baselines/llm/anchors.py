@@ -8,7 +8,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ...errors import write_text_atomically
+from ...errors import check_file, write_text_atomically
 
 ORACLE = 'oracle'
 
@@ -24,8 +24,8 @@ def load_anchor_predictions(path: str | Path, num_samples: int | None,
     ``num_actions`` is None).
     """
     path = Path(path)
-    if not path.is_file():
-        raise FileNotFoundError(f'step-model predictions file not found: {path}')
+    check_file(path, 'step-model predictions file',
+               missing=f'step-model predictions file not found: {path}')
     try:
         if path.suffix == '.npz':
             with np.load(path, allow_pickle=False) as data:
