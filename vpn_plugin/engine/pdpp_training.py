@@ -34,6 +34,8 @@ from vpn_plugin.core.diffusion import pdpp_lr_multiplier
 from vpn_plugin.datasets.planning_dataset import planning_collate
 from vpn_plugin.models.pdpp import PDPPDiffusion, TaskClassifier, observation_pair
 
+from .ema import sync_pre_stages
+
 CLASSIFIER_FILE = 'task_classifier.pth'
 
 
@@ -131,6 +133,7 @@ class PDPPEMAHook(EMAHook):
         self.interval = interval
 
     def before_train(self, runner) -> None:
+        sync_pre_stages(self)  # the pre-stages' weights and flags (engine/ema.py)
         if self.begin_iter > runner.max_iters:
             print_log(f'PDPPEMAHook: {runner.max_iters} training steps, fewer than the '
                       f'{self.begin_iter + self.interval - 1} after which the EMA averages; '
