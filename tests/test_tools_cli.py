@@ -99,6 +99,24 @@ def test_dist_test_two_processes_score_every_sample_once(toy_config, tmp_path):
     assert json.loads(metrics.read_text()) == {'toy/accuracy': pytest.approx(expected)}
 
 
+def test_test_py_writes_its_metrics_beside_the_checkpoint(toy_config, tmp_path, monkeypatch):
+    """Issue 38: without --work-dir, test.py wrote work_dirs/<config name>/<timestamp>/
+    test_metrics.json (another, maybe killed, run's folder); now beside the checkpoint."""
+    monkeypatch.setenv('LOCAL_RANK', '0')
+    monkeypatch.chdir(tmp_path)
+    run = tmp_path / 'my_run'
+    run.mkdir()
+    toy_checkpoint(run / 'epoch_1.pth')
+    load_tool('test').main([str(toy_config), str(run / 'epoch_1.pth')])
+    assert len(list(run.glob('*/test_metrics.json'))) == 1
+    assert not (tmp_path / 'work_dirs').exists()
+    tool = load_tool('test')  # a read-only folder (root writes anywhere: os.access says no)
+    monkeypatch.setattr(tool.os, 'access', lambda path, mode: path != str(run))
+    with pytest.raises(SystemExit, match='beside the checkpoint, in .*my_run, which is not '
+                       'writable; give --work-dir DIR'):
+        tool.main([str(toy_config), str(run / 'epoch_1.pth')])
+
+
 def test_a_test_never_rewrites_the_training_record(toy_config, tmp_path, monkeypatch):
     """Issue 34: tools/test.py in a training's work dir writes its config to its own
     timestamped log dir; the training's config file stays as the training wrote it."""

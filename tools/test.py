@@ -7,7 +7,9 @@
 As in MMAction2/mmdet, ``--out`` (alias ``--dump``) pickles the predictions (one dict per test
 sample: ``pred_plan``, ``gt_plan``, ``soft_plan``, ``emissions``, ...) through mmengine's
 ``DumpResults``, written atomically (``AtomicDumpResults``); the metrics go to ``--out-metrics``,
-by default ``<log dir>/test_metrics.json``.
+by default ``<log dir>/test_metrics.json``. Without ``--work-dir`` the log dir is a timestamped
+folder beside the checkpoint (its run's work dir), never ``work_dirs/<config name>``, which may
+be another run's.
 """
 import argparse
 import json
@@ -29,7 +31,9 @@ def parse_args(argv=None):
                         help='checkpoint file (.pth); may be omitted only for models without '
                         'trainable parameters (e.g. LLMPlanner, UniformEmissionPlanner)')
     parser.add_argument('--work-dir', type=path_argument,
-                        help='where logs go (default: work_dirs/<config name>)')
+                        help='where logs and test_metrics.json go (default: the '
+                        "checkpoint's folder, i.e. its run's work dir; without a checkpoint "
+                        'work_dirs/<config name>)')
     parser.add_argument('--out', '--dump', dest='out', metavar='FILE.pkl',
                         help='pickle the predictions (list of per-sample dicts) to this file')
     parser.add_argument('--out-metrics', metavar='FILE.json',
@@ -61,8 +65,7 @@ def load_config(args):
     cfg = read_config(args.config, args.cfg_options, horizon=args.horizon,
                       **data_path_args(args))
     cfg.launcher = args.launcher
-    cfg.work_dir = (args.work_dir or cfg.get('work_dir')
-                    or osp.join('work_dirs', osp.splitext(osp.basename(args.config))[0]))
+    cfg.work_dir = test_work_dir(args, cfg)
     cfg.load_from = args.checkpoint
     cfg.resume = False
     if cfg.get('load_partial'):
@@ -72,6 +75,23 @@ def load_config(args):
     if args.out:
         add_dump(cfg, args.out)
     return cfg
+
+
+def test_work_dir(args, cfg) -> str:
+    """Where the test's timestamped log dir goes: ``--work-dir``; else the checkpoint's folder
+    (the run that wrote it: its test sits beside its training, never in another run's folder
+    that happens to bear the config's name), refused when not writable; else (no checkpoint)
+    the config's ``work_dir`` or ``work_dirs/<config name>``."""
+    if args.work_dir:
+        return args.work_dir
+    if args.checkpoint is not None:
+        folder = osp.dirname(osp.abspath(args.checkpoint))
+        if not os.access(folder, os.W_OK):
+            raise SystemExit(f'the test log and test_metrics.json go beside the checkpoint, in '
+                             f'{folder}, which is not writable; give --work-dir DIR')
+        return folder
+    return cfg.get('work_dir') or osp.join('work_dirs',
+                                           osp.splitext(osp.basename(args.config))[0])
 
 
 def require_parameter_free(model, config):
