@@ -19,6 +19,7 @@ from vpn_plugin.compat import shutdown_distributed
 from vpn_plugin.data_paths import (add_runner_arguments, data_path_args,
                                   load_config as read_config)
 from vpn_plugin.engine.checkpoint import latest_checkpoint_in
+from vpn_plugin.engine.pre_stage import PRE_STAGE_FILES
 from vpn_plugin.errors import path_argument, tool_main
 from vpn_plugin.runner import build_runner
 
@@ -91,9 +92,19 @@ CHECKPOINT_PATTERNS = ('*.pth', 'last_checkpoint')
 
 
 def existing_checkpoints(work_dir) -> list:
-    """Checkpoint files (and mmengine's ``last_checkpoint`` pointer) directly in ``work_dir``."""
+    """Checkpoint files (and mmengine's ``last_checkpoint`` pointer) directly in ``work_dir``;
+    the pre-stage files (``engine.pre_stage.PRE_STAGE_FILES``: a finished task classifier or
+    KEPP step model, reused by any start in the work dir) are none."""
     folder = Path(work_dir)
-    return sorted(p for pattern in CHECKPOINT_PATTERNS for p in folder.glob(pattern))
+    return sorted(p for pattern in CHECKPOINT_PATTERNS for p in folder.glob(pattern)
+                  if p.name not in PRE_STAGE_FILES)
+
+
+def pre_stage_note(work_dir) -> str:
+    """'; its finished pre-stages (kepp_step_model.pth) are reused by any start' or ''."""
+    found = sorted(name for name in PRE_STAGE_FILES if (Path(work_dir) / name).is_file())
+    return (f'; its finished pre-stages ({", ".join(found)}) are reused by any start (checked '
+            'against the config; delete one to retrain it)' if found else '')
 
 
 def set_resume(cfg, resume):
@@ -114,7 +125,7 @@ def set_resume(cfg, resume):
     if latest is None and resume == LATEST:
         raise SystemExit(f'--resume: the work dir {cfg.work_dir} holds no checkpoint to resume '
                          'from; give a CKPT, "--resume auto" to start afresh when there is none, '
-                         'or no --resume')
+                         f'or no --resume{pre_stage_note(cfg.work_dir)}')
     cfg.resume = latest is not None  # auto with nothing to resume: a fresh start
     if latest is not None:
         cfg.load_from = latest
@@ -128,7 +139,7 @@ def check_fresh_work_dir(cfg, overwrite: bool) -> None:
         raise SystemExit(f'the work dir {cfg.work_dir} already holds checkpoints of another run '
                          f'({", ".join(p.name for p in found[:4])}{" ..." * (len(found) > 4)}); '
                          'continue it with --resume, or start afresh with --overwrite (deletes '
-                         'them), or pick another --work-dir')
+                         f'them), or pick another --work-dir{pre_stage_note(cfg.work_dir)}')
     for path in found:
         path.unlink()
 

@@ -19,12 +19,17 @@ import torch
 @torch.no_grad()
 def copy_frozen_and_buffers(ema: torch.nn.Module, model: torch.nn.Module) -> None:
     """Copy ``model``'s frozen parameters (``requires_grad`` False: trained by a pre-stage,
-    never averaged) and buffers into ``ema`` (its copy, same structure)."""
-    for average, current in zip(ema.parameters(), model.parameters()):
+    never averaged) and persistent buffers (what a checkpoint stores; a non-persistent one such
+    as KEPP's ``train_endpoints`` is the model's alone) into ``ema`` (its copy)."""
+    averages = dict(ema.named_parameters())
+    parameters = dict(model.named_parameters())
+    for name, current in parameters.items():
         if not current.requires_grad:
-            average.copy_(current)
-    for average, current in zip(ema.buffers(), model.buffers()):
-        average.copy_(current)
+            averages[name].copy_(current)
+    buffers = dict(ema.named_buffers())
+    for name, current in model.state_dict().items():
+        if name not in parameters:
+            buffers[name].copy_(current)
 
 
 def sync_pre_stages(hook) -> None:
