@@ -28,6 +28,7 @@ FLOORS = {
     'vpn_plugin.core': 2,
     'vpn_plugin.video': 2,
     'vpn_plugin.data_paths': 3,
+    'vpn_plugin.smoke': 3,
     'vpn_plugin.datasets': 4,
     'vpn_plugin.models': 5,
     'vpn_plugin.evaluation': 6,

@@ -40,6 +40,10 @@ def parse_args(argv=None):
     parser.add_argument('--max-epochs', type=POSITIVE_INT, help='override train_cfg.max_epochs')
     parser.add_argument('--val-interval', type=POSITIVE_INT, help='with --max-epochs (default: at the end)')
     parser.add_argument('--batch-size', type=POSITIVE_INT, help='override every dataloader batch size')
+    parser.add_argument('--smoke', action='store_true',
+                        help='a smoke run of every training and test (vpn_plugin/smoke.py: 1 '
+                        'epoch of 4 steps, small pre-stages, 50 test windows; about a minute '
+                        'each on a CPU); rows marked shortened, results_smoke.jsonl')
     parser.add_argument('--jobs', type=POSITIVE_INT, default=1,
                         help='runs at once, one process each (pinned to cores / a GPU)')
     parser.add_argument('--log-level', default='WARNING', help='mmengine log level of each run')
@@ -64,7 +68,8 @@ def main(argv=None):
                          horizons=args.horizons)
     runner = ProtocolRunner(protocol, args.out, max_epochs=args.max_epochs,
                             val_interval=args.val_interval, batch_size=args.batch_size,
-                            log_level=args.log_level, data_paths=data_path_args(args))
+                            log_level=args.log_level, data_paths=data_path_args(args),
+                            smoke=args.smoke)
     if args.dry_run:
         if protocol.get('requires'):
             print(f'protocol {protocol.protocol} needs: {protocol.requires}', file=sys.stderr)

@@ -2,6 +2,7 @@
 
     .venv/bin/python tools/train.py configs/vpn_crosstask_t3.py [--resume [CKPT|auto]] [--amp]
     .venv/bin/python tools/train.py configs/vpn_crosstask_t3.py --horizon 4   # = vpn_crosstask_t4.py
+    .venv/bin/python tools/train.py configs/baselines/kepp_niv_t3.py --smoke  # end to end, ~1 min
     tools/dist_train.sh configs/vpn_crosstask_t3.py 2       # torchrun, CPU or GPU
 
 Same flags as MMAction2's ``tools/train.py`` (``--no-validate``, ``--auto-scale-lr``,
@@ -22,6 +23,7 @@ from vpn_plugin.engine.checkpoint import latest_checkpoint_in
 from vpn_plugin.engine.pre_stage import PRE_STAGE_FILES
 from vpn_plugin.errors import path_argument, tool_main
 from vpn_plugin.runner import build_runner
+from vpn_plugin.smoke import smoke_config
 
 
 def parse_args(argv=None):
@@ -42,6 +44,11 @@ def parse_args(argv=None):
     parser.add_argument('--seed', type=int, help='random seed (overrides randomness.seed)')
     parser.add_argument('--deterministic', action='store_true',
                         help='deterministic cuDNN / torch algorithms')
+    parser.add_argument('--smoke', action='store_true',
+                        help='a smoke run of any config: 1 epoch of 4 steps, small pre-stages, '
+                        'few windows (vpn_plugin/smoke.py), about a minute on a CPU, marked '
+                        'shortened in its log and checkpoints (default work dir: '
+                        'work_dirs/<config name>_smoke)')
     add_runner_arguments(parser, 'train_cfg.max_epochs=5')
     add_mmaction_flags(parser)
     args = parser.parse_args(argv)
@@ -75,8 +82,9 @@ def apply_mmaction_flags(cfg, args):
         cfg.setdefault('randomness', dict(seed=None))['diff_rank_seed'] = True
 
 
-def default_work_dir(config_path):
-    return osp.join('work_dirs', osp.splitext(osp.basename(config_path))[0])
+def default_work_dir(config_path, smoke: bool = False):
+    name = osp.splitext(osp.basename(config_path))[0]
+    return osp.join('work_dirs', name + ('_smoke' if smoke else ''))
 
 
 def enable_amp(cfg):
@@ -150,7 +158,10 @@ def apply_args(cfg, args):
         raise SystemExit(f'{args.config}: train_dataloader / train_cfg = None: this config is '
                          'evaluated, not trained (e.g. an LLM baseline): run tools/test.py on it')
     cfg.launcher = args.launcher
-    cfg.work_dir = args.work_dir or cfg.get('work_dir') or default_work_dir(args.config)
+    if args.smoke:
+        smoke_config(cfg)
+    cfg.work_dir = (args.work_dir or (None if args.smoke else cfg.get('work_dir'))
+                    or default_work_dir(args.config, args.smoke))
     if args.amp:
         enable_amp(cfg)
     if args.overwrite and (args.resume is not None or cfg.get('resume')):

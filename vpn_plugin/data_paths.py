@@ -42,7 +42,8 @@ MMENGINE_KEYS = ('runner_type', 'custom_imports', 'model_wrapper_cfg', 'activati
                  'gpu_ids', 'dist_params', 'vis_backends')
 PLUGIN_KEYS = ('horizon', 'test_horizon', 'data_root', 'feature_dir', 'cache_dir', 'selection',
                'load_partial', 'observation', 'window_policy', 'batch_size', 'dataset', 'loader',
-               'paths', 'train_source', 'test_source', 'dataset_variant', 'device_resident')
+               'paths', 'train_source', 'test_source', 'dataset_variant', 'device_resident',
+               'shortened')
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 
