@@ -74,7 +74,7 @@ def main(argv=None):
         if protocol.get('requires'):
             print(f'protocol {protocol.protocol} needs: {protocol.requires}', file=sys.stderr)
         planned = plan_runs(with_stages(units), runner.work_dir, runner.max_epochs,
-                            args.epoch_seconds)
+                            args.epoch_seconds, smoke=args.smoke)
         print('\n'.join(format_plan(planned, args.epoch_seconds)))
         stages = len(planned) - len(units)
         print(f'{len(units)} runs' + (f' (+{stages} pre-training stages)' if stages else '')
@@ -82,7 +82,7 @@ def main(argv=None):
         return units
     results = runner.run(units, jobs=args.jobs, estimate=lambda todo: sum(
         run.seconds for run in plan_runs(with_stages(todo), runner.work_dir, runner.max_epochs,
-                                         args.epoch_seconds)))
+                                         args.epoch_seconds, smoke=args.smoke)))
     print(results)
     return results
 

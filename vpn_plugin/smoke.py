@@ -5,13 +5,14 @@
 whatever the method: the model is the config's, only the schedule and the data shrink (the
 numbers: :data:`SMOKE`):
 
-* one epoch of ``steps`` training steps of at most ``batch_size`` windows, on ``train_windows``
-  training windows (``PlanningDataset(limit=)``: stratified over tasks); PDPP-style
+* one epoch of ``steps`` training steps of at most ``batch_size`` windows, on ``steps x
+  batch_size`` training windows (``PlanningDataset(limit=)``: stratified over tasks); PDPP-style
   ``StepsPerEpochBatchSampler`` epochs take ``steps_per_epoch=steps``;
 * pre-stages of ``pre_stage_steps`` steps (``TaskClassifierHook``, ``KEPPStepModelHook``);
 * validation on ``val_windows`` held-out windows, the test on ``test_windows`` test windows
   (the windows ``llm_eval.py --limit`` would plan);
-* a checkpoint every epoch, a log line every step.
+* a checkpoint every epoch without the optimiser state (a smoke run is not resumed), a log
+  line every step.
 
 The config's top-level ``shortened`` says so (``'smoke: ...'``): ``PlanningRunner`` logs it,
 writes it into every checkpoint's meta and refuses to resume a run of another ``shortened``;
@@ -22,8 +23,7 @@ it checks that a method runs end to end, not what it scores.
 """
 from __future__ import annotations
 
-SMOKE = dict(steps=4, batch_size=8, train_windows=32, val_windows=32, test_windows=50,
-             pre_stage_steps=8)
+SMOKE = dict(steps=4, batch_size=8, val_windows=16, test_windows=32, pre_stage_steps=4)
 PRE_STAGE_HOOKS = ('TaskClassifierHook', 'KEPPStepModelHook')
 LIMITED_DATASETS = ('PlanningDataset', 'ConcatPlanningDataset')
 
@@ -34,8 +34,8 @@ def limit_windows(dataset: dict, count: int, where: str) -> None:
     if kind == 'PlanningDataset':
         dataset['limit'] = min(count, dataset.get('limit') or count)
     elif kind == 'ConcatPlanningDataset':
-        options = dataset.setdefault('dataset_options', {})
-        options['limit'] = min(count, options.get('limit') or count)
+        options = dict(dataset.get('dataset_options') or {})
+        dataset['dataset_options'] = dict(options, limit=min(count, options.get('limit') or count))
     else:
         raise ValueError(f'{where}: a {kind} cannot be limited to {count} windows (limit is an '
                          f'option of {" and ".join(LIMITED_DATASETS)})')
@@ -72,8 +72,10 @@ def smoke_config(cfg, test_windows: int = SMOKE['test_windows']):
                 if hook.get('type') == 'TaskClassifierHook':
                     hook.update(max_epochs=None, val_interval=SMOKE['pre_stage_steps'] // 2)
         hooks = cfg.setdefault('default_hooks', {})
-        hooks.setdefault('checkpoint', {}).update(interval=1, max_keep_ckpts=1)
-        hooks.setdefault('logger', {}).update(interval=1)
+        for name, options in (('checkpoint', dict(interval=1, max_keep_ckpts=1,
+                                                  save_optimizer=False)),
+                              ('logger', dict(interval=1))):
+            hooks[name] = dict(hooks.get(name) or {}, **options)
     if (cfg.get('val_dataloader') or {}).get('dataset'):
         limit_windows(cfg.val_dataloader.dataset, SMOKE['val_windows'],
                       f'{where}: val_dataloader.dataset')
@@ -88,8 +90,9 @@ def smoke_text(cfg, test_windows: int, config_epochs=None) -> str:
     """What a smoke run of ``cfg`` is: ``'smoke: 1 epoch of 4 steps of 8 windows (config: 130
     epochs), pre-stages 8 steps'`` (its test: ``'smoke: 50 test windows'``)."""
     if cfg.get('train_cfg'):
+        staged = any(hook.get('type') in PRE_STAGE_HOOKS for hook in cfg.get('custom_hooks') or [])
         return (f'smoke: 1 epoch of {SMOKE["steps"]} steps of {cfg.train_dataloader.batch_size} '
-                f'windows (config: {config_epochs} epochs), pre-stages '
-                f'{SMOKE["pre_stage_steps"]} steps')
+                f'windows (config: {config_epochs} epochs)'
+                + (f', pre-stages {SMOKE["pre_stage_steps"]} steps' if staged else ''))
     return f'smoke: {test_windows} test windows'
 
