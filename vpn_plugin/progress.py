@@ -3,7 +3,8 @@ pre-stages (a task classifier, KEPP's step model and its predictions), feature e
 
 :class:`StepProgress` counts work units (steps, windows, chunks) toward a known total and emits
 ``'<what>: 40/2000 steps (2%), 0:01:10 elapsed, ETA 0:56:10, <extra>'``: at the first unit (an
-early ETA), then at most every ``interval`` seconds, and at the last one. ETA = the units left
+early ETA), then at most every ``interval`` seconds, and when the total is reached. ``total``
+may be an estimate that is refined on the way (feature extraction: the videos' durations). ETA = the units left
 x the measured seconds per unit since the start. ``emit`` receives each line (a logger's
 ``print_log``, a ``print`` to stderr); ``clock`` gives seconds (a fake one in tests).
 """
@@ -29,7 +30,7 @@ class StepProgress:
                  unit: str = 'steps', interval: float = 30.0, clock=time.monotonic):
         self.what, self.total, self.emit, self.unit = what, max(int(total), 0), emit, unit
         self.interval, self.clock = interval, clock
-        self.done = 0
+        self.done, self.ended = 0, False
         self.started = self.last = clock()
 
     def eta_seconds(self) -> float:
@@ -37,6 +38,10 @@ class StepProgress:
         if not self.done:
             return math.inf
         return (self.clock() - self.started) / self.done * max(self.total - self.done, 0)
+
+    def rate(self) -> float:
+        """Units per second so far."""
+        return self.done / max(self.clock() - self.started, 1e-9)
 
     def line(self, extra: str = '') -> str:
         elapsed = self.clock() - self.started
@@ -51,6 +56,8 @@ class StepProgress:
         first = self.done == 0
         self.done += count
         now = self.clock()
-        if first or self.done >= self.total or now - self.last >= self.interval:
+        last = self.done >= self.total and not self.ended
+        self.ended = self.ended or last
+        if first or last or now - self.last >= self.interval:
             self.last = now
             self.emit(self.line(extra() if callable(extra) else extra))

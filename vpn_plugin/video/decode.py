@@ -4,6 +4,8 @@ round trip of the recipe (PIL, as P3IV)."""
 from __future__ import annotations
 
 import io
+import math
+import re
 import subprocess
 import tempfile
 from pathlib import Path
@@ -44,7 +46,7 @@ def iter_frame_blocks(path, recipe: FrameRecipe, block_frames: int) -> Iterator[
     if not path.is_file():
         raise UnreadableVideoError(path, 'no such file')
     frame_bytes = recipe.size * recipe.size * 3
-    with tempfile.TemporaryFile() as errors:
+    with tempfile.TemporaryFile() as errors:  # ffmpeg's messages: unnamed, in $TMPDIR
         process = subprocess.Popen(ffmpeg_command(path, recipe), stdout=subprocess.PIPE,
                                    stderr=errors, stdin=subprocess.DEVNULL)
         total = 0
@@ -72,6 +74,28 @@ def iter_frame_blocks(path, recipe: FrameRecipe, block_frames: int) -> Iterator[
         if total == 0:
             raise UnreadableVideoError(path, 'no video frame decoded (no video stream, or an '
                                              'empty one)')
+
+
+DURATION = re.compile(rb'Duration: (\d+):(\d\d):(\d\d(?:\.\d+)?)')
+
+
+def probe_frames(path, recipe: FrameRecipe):
+    """The frames decoding ``path`` with ``recipe`` will give, from the container's duration
+    (``ffmpeg -i``: the header only, no decoding) x ``recipe.fps``; None when the file states
+    no duration or the recipe keeps the file's own frames. An estimate, for progress lines."""
+    if recipe.fps is None:
+        return None
+    try:
+        probe = subprocess.run([ffmpeg_executable(), '-nostdin', '-hide_banner', '-i', str(path)],
+                               stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                               stderr=subprocess.PIPE, timeout=60)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    found = DURATION.search(probe.stderr)
+    if not found:
+        return None
+    hours, minutes, seconds = (float(part) for part in found.groups())
+    return math.ceil((hours * 3600 + minutes * 60 + seconds) * recipe.fps)
 
 
 def decode_video(path, recipe: FrameRecipe = FrameRecipe()) -> np.ndarray:
