@@ -288,6 +288,26 @@ def test_plan_tool_from_a_video_with_random_weights(tiny_crosstask, tmp_path, ca
     record = read_feature_record(tmp_path / 'f.npz')
     assert record['frames_features'].shape == (5, 512) and not bool(record['usable'])
     assert 'UNUSABLE' in str(record['warning'])
+    # issue 38: the same plan from the saved features, no video, no S3D; UNUSABLE carried
+    load_tool('plan').main([str(config), '--checkpoint', str(tmp_path / 'tiny.pth'),
+                            '--features', str(tmp_path / 'f.npz'), '--start-time', '1',
+                            '--goal-time', '4'])
+    again = capsys.readouterr().out.splitlines()
+    again = again[[i for i, line in enumerate(again) if line.startswith('*** UNUSABLE')][0]:]
+    assert again[1].startswith(f'features {tmp_path / "f.npz"}: 5 s of S3D features; plan '
+                               'from the state at 1 s to the state at 4 s')
+    assert [line for line in again if line.startswith('  ')] == [
+        line for line in lines if line.startswith('  ')]
+    np.savez(tmp_path / 'usable.npz', frames_features=record['frames_features'])
+    load_tool('plan').main([str(config), '--checkpoint', str(tmp_path / 'tiny.pth'),
+                            '--features', str(tmp_path / 'usable.npz'), '--start-time', '1',
+                            '--goal-time', '4'])
+    assert 'UNUSABLE' not in capsys.readouterr().out
+    with pytest.raises(SystemExit):
+        load_tool('plan').main([str(config), '--checkpoint', str(tmp_path / 'tiny.pth'),
+                                '--features', str(tmp_path / 'f.npz'), '--start-time', '1',
+                                '--goal-time', '4', '--random-weights'])
+    assert '--random-weights: for --video only' in capsys.readouterr().err
     # no config given: the one in the checkpoint's meta (tools/train.py); no S3D weights: where
     from mmengine.config import Config
     checkpoint = torch.load(tmp_path / 'tiny.pth', weights_only=True)
