@@ -2,7 +2,7 @@
 
     .venv/bin/python tools/train.py configs/vpn_crosstask_t3.py [--resume [CKPT|auto]] [--amp]
     .venv/bin/python tools/train.py configs/vpn_crosstask_t3.py --horizon 4   # = vpn_crosstask_t4.py
-    .venv/bin/python tools/train.py configs/baselines/kepp_niv_t3.py --smoke  # end to end, ~1 min
+    .venv/bin/python tools/train.py configs/baselines/kepp_niv_t3.py --smoke  # end to end, marked
     tools/dist_train.sh configs/vpn_crosstask_t3.py 2       # torchrun, CPU or GPU
 
 Same flags as MMAction2's ``tools/train.py`` (``--no-validate``, ``--auto-scale-lr``,

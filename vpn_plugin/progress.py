@@ -4,9 +4,9 @@ pre-stages (a task classifier, KEPP's step model and its predictions), feature e
 :class:`StepProgress` counts work units (steps, windows, chunks) toward a known total and emits
 ``'<what>: 40/2000 steps (2%), 0:01:10 elapsed, ETA 0:56:10, <extra>'``: at the first unit (an
 early ETA), then at most every ``interval`` seconds, and when the total is reached. ``total``
-may be an estimate that is refined on the way (feature extraction: the videos' durations). ETA = the units left
-x the measured seconds per unit since the start. ``emit`` receives each line (a logger's
-``print_log``, a ``print`` to stderr); ``clock`` gives seconds (a fake one in tests).
+may be an estimate that is refined on the way (feature extraction: the videos' durations). ETA =
+the units left x the measured seconds per unit since the start. ``emit`` receives each line (a
+logger's ``print_log``, a ``print`` to stderr); ``clock`` gives seconds (a fake one in tests).
 """
 from __future__ import annotations
 

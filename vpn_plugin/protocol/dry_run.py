@@ -3,9 +3,9 @@
 The time estimate is ``epochs x seconds per epoch x share of the training set`` per training,
 plus the pre-stages the model trains before it (:data:`STAGE_COSTS`: PDPP's task classifier,
 KEPP's step model, ...), each printed apart (tests and the one-off feature extraction are not
-counted). A ``--smoke`` run is estimated by its measured time (:data:`SMOKE_SECONDS`). Each run's seconds per epoch is
-its own: ``epoch_seconds`` (ViterbiPlanNet on CrossTask T=3; default the measured
-:data:`CPU_EPOCH_SECONDS`, ``--epoch-seconds``: measure your machine with
+counted). A ``--smoke`` run is estimated by its measured time (:data:`SMOKE_SECONDS`). Each
+run's seconds per epoch is its own: ``epoch_seconds`` (ViterbiPlanNet on CrossTask T=3; default
+the measured :data:`CPU_EPOCH_SECONDS`, ``--epoch-seconds``: measure your machine with
 ``tools/benchmark_epoch.py configs/vpn_crosstask_t3.py --epochs 3``) times the measured cost of
 the run's dataset and model relative to it (:data:`RELATIVE_EPOCH_COST`, at T=3); a dataset or
 model without a measured figure uses ViterbiPlanNet's on that dataset, else CrossTask's, and
