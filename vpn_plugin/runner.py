@@ -227,8 +227,10 @@ class PlanningRunner(Runner):
             self.logger.info(f'PlanningDataset (test): not counted ({err})')
             return
         videos = len({w.feature for w in windows})
+        scored = (f'tools/test.py scores {dataset.limit} of them: limit, stratified over tasks'
+                  if dataset.get('limit') else 'tools/test.py scores them')
         self.logger.info(f'PlanningDataset (test, T={dataset.get("horizon")}): {len(windows)} '
-                         f'windows of {videos} videos (tools/test.py scores them)')
+                         f'windows of {videos} videos ({scored})')
 
     def test(self):
         """mmengine's ``test``, its config written to the test's log dir (:meth:`dump_config`)."""

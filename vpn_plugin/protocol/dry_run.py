@@ -97,12 +97,14 @@ STAGE_COSTS = {
     'KEPP': (('step model', 1.0, True), ('step-model predictions', 0.25, False)),
     'CEFITO': (('task classifier', 0.08, False),),
 }
-# Wall time of a --smoke run (tools/run_protocol.py configs/protocol/standard_niv.py --smoke
-# --methods M --seeds 0 --horizons 3: training and test), model type -> seconds, on the shared
-# 2-core CPU under load 9-14 (2026-11-27); other models: SMOKE_DEFAULT_SECONDS.
-SMOKE_SECONDS = {'SCHEMA': 71.0, 'PKGBeamSearchPlanner/PDPPDiffusion': 303.0, 'KEPP': 740.0,
-                 'PDPP': 162.0}
-SMOKE_DEFAULT_SECONDS = 60.0
+# Time of a --smoke run (tools/run_protocol.py configs/protocol/standard_niv.py --smoke
+# --methods M --seeds 0 --horizons 3: training, pre-stages and test), model type -> seconds: the
+# CPU time (user + sys) of the process with OMP_NUM_THREADS=1, i.e. its wall time on an idle core,
+# measured on the shared 2-core CPU under load 14 (2026-11-27; wall 32 / 96 / 126 / 126 / 174 s
+# there, docs/usage.md); other models: SMOKE_DEFAULT_SECONDS.
+SMOKE_SECONDS = {'SCHEMA': 8.0, 'PKGBeamSearchPlanner/PDPPDiffusion': 18.0, 'PDPP': 19.0,
+                 'KEPP': 26.0, 'CEFITO': 44.0}
+SMOKE_DEFAULT_SECONDS = 20.0
 
 
 @dataclass
@@ -237,7 +239,7 @@ def format_plan(planned: list, epoch_seconds: float) -> list[str]:
     total = sum(run.seconds for run in planned)
     if any(run.smoke for run in planned):
         lines.append(f'estimated time: ~{format_duration(total)} in one process (smoke runs: '
-                     'their measured time, training and test, on a loaded 2-core CPU)')
+                     'their measured CPU time, training and test, one thread)')
         return lines
     lines.append(f'estimated training time: ~{format_duration(total)} in one process, from '
                  f'{epoch_seconds:.2f} s/epoch for ViterbiPlanNet on CrossTask T=3 '
