@@ -23,6 +23,7 @@ from mmengine.config import DictAction
 
 from vpn_plugin.data_paths import add_data_arguments, data_path_args, load_config
 from vpn_plugin.errors import NON_NEGATIVE_FLOAT, NON_NEGATIVE_INT, tool_main
+from vpn_plugin.outputs import add_overwrite_argument, check_output
 from vpn_plugin.video.recipe import add_recipe_arguments, recipe_from_args
 
 
@@ -54,6 +55,7 @@ def parse_args(argv=None):
                        'extract_features.py or --save-features) instead of --video')
     video.add_argument('--save-features', metavar='NPZ',
                        help="also write the video's features (frames_features) there")
+    add_overwrite_argument(video, '--save-features')
     add_recipe_arguments(parser)
     add_data_arguments(parser)
     args = parser.parse_args(argv)
@@ -75,6 +77,8 @@ def parse_args(argv=None):
         if given:
             parser.error(f'{", ".join(given)}: for --video only (--features are extracted)')
     elif args.video is None:
+        if args.save_features is not None:
+            parser.error('--save-features needs --video (the features of your own video)')
         if not (args.config and args.checkpoint):
             parser.error('CONFIG and CHECKPOINT are required (or --video / --features with '
                          '--checkpoint)')
@@ -95,6 +99,7 @@ def plan_video(args, cfg) -> None:
     taxonomy = config_taxonomy(cfg, args.split)
     s3d = load_s3d_for_tool(args.s3d_weights, args.random_weights)
     model = init_planner(cfg, args.checkpoint)
+    print_unchecked(model, args.checkpoint)
     sample, features = plan_from_video(model, s3d, args.video, args.start_time,
                                        args.goal_time, recipe_from_args(args), args.split,
                                        return_features=True)
@@ -114,11 +119,19 @@ def plan_features(args, cfg) -> None:
     model = init_planner(cfg, args.checkpoint)
     start, goal = video_observations(model.cfg, args.features, args.start_time, args.goal_time,
                                      args.split)
+    print_unchecked(model, args.checkpoint)
     sample = plan_from_features(model, start, goal)[0]
     sample.set_field(bool(record.get('usable', True)), 'usable', field_type='metainfo')
     sample.set_field(int(len(record['frames_features'])), 'num_seconds', field_type='metainfo')
     print('\n'.join(format_video_plan(sample, taxonomy, args.features, args.start_time,
                                       args.goal_time, source='features')))
+
+
+def print_unchecked(model, checkpoint) -> None:
+    """The mark of plans from a checkpoint scored with unchecked_checkpoint=True."""
+    if model.unchecked_checkpoint:
+        print(f'*** UNCHECKED checkpoint {checkpoint}: it records no '
+              f'{", ".join(model.unchecked_checkpoint)} (unchecked_checkpoint=True) ***')
 
 
 def save_features(path, features, s3d, warning: str) -> None:
@@ -135,6 +148,10 @@ def save_features(path, features, s3d, warning: str) -> None:
 @tool_main
 def main(argv=None):
     args = parse_args(argv)
+    if args.save_features is not None:
+        args.save_features = check_output(
+            args.save_features, 'features', '--save-features',
+            (args.video, args.checkpoint, args.config, args.s3d_weights), args.overwrite)
     from vpn_plugin.apis import build_split_dataset, inference_planner, init_planner
     from vpn_plugin.models.plan_display import format_plan
 
@@ -150,6 +167,7 @@ def main(argv=None):
     if args.features:
         return plan_features(args, cfg)
     model = init_planner(cfg, args.checkpoint)
+    print_unchecked(model, args.checkpoint)
     dataset = build_split_dataset(cfg, args.split)
     for sample in inference_planner(model, dataset, args.indices):
         print('\n'.join(format_plan(sample, dataset.taxonomy)))

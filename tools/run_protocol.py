@@ -6,7 +6,11 @@
     .venv/bin/python tools/run_protocol.py configs/protocol/standard_crosstask.py --dry-run
     .venv/bin/python tools/report.py work_dirs/protocol/standard/results_max_epochs-30.jsonl
 
-Resumable: rerunning the same command skips finished trainings and tests. ``--jobs N`` runs N
+Resumable: rerunning the same command skips finished trainings and tests, and an interrupted
+training goes on from its last checkpoint (``--checkpoint-interval``; default: about 10 min of
+training by the dry run's cost model). A unit that fails does not stop the others; the run
+then exits non-zero naming them (state and traceback: ``<work dir>/unit_state.json``).
+``--jobs N`` runs N
 trainings at once, one process each pinned to its share of the CPU cores (and to a GPU), with
 the same rows and results file as one at a time (``vpn_plugin/protocol/pool.py``). Overrides
 (``--max-epochs``, ``--val-interval``, ``--batch-size``) name the work dirs and the results
@@ -23,8 +27,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import vpn_plugin.mm  # noqa: E402,F401  (compat fixes + registration before configs are read)
 from vpn_plugin.data_paths import add_data_arguments, data_path_args  # noqa: E402
 from vpn_plugin.protocol.dry_run import CPU_EPOCH_SECONDS, format_plan, plan_runs  # noqa: E402
-from vpn_plugin.protocol.runner import (ProtocolRunner, check_units, expand_units,  # noqa: E402
-                                         load_protocol, with_stages)
+from vpn_plugin.protocol.runner import (ProtocolRunner, UnitsFailedError,  # noqa: E402
+                                         check_units, expand_units, load_protocol,
+                                         with_stages)
 from vpn_plugin.errors import (NON_NEGATIVE_INT, POSITIVE_FLOAT, POSITIVE_INT,  # noqa: E402
                                tool_main)
 
@@ -42,8 +47,12 @@ def parse_args(argv=None):
     parser.add_argument('--batch-size', type=POSITIVE_INT, help='override every dataloader batch size')
     parser.add_argument('--smoke', action='store_true',
                         help='a smoke run of every training and test (vpn_plugin/smoke.py: 1 '
-                        'epoch of 4 steps, small pre-stages, 50 test windows; about a minute '
+                        'epoch of 4 steps, small pre-stages, 32 test windows; well under a minute of CPU '
                         'each on a CPU); rows marked shortened, results_smoke.jsonl')
+    parser.add_argument('--checkpoint-interval', type=POSITIVE_INT, metavar='EPOCHS',
+                        help='epochs between the checkpoints of each training, which an '
+                        'interrupted run resumes from (default: about 10 min of training by '
+                        'the --dry-run cost model, at least 1; it changes no result)')
     parser.add_argument('--jobs', type=POSITIVE_INT, default=1,
                         help='runs at once, one process each (pinned to cores / a GPU)')
     parser.add_argument('--log-level', default='WARNING', help='mmengine log level of each run')
@@ -69,20 +78,25 @@ def main(argv=None):
     runner = ProtocolRunner(protocol, args.out, max_epochs=args.max_epochs,
                             val_interval=args.val_interval, batch_size=args.batch_size,
                             log_level=args.log_level, data_paths=data_path_args(args),
-                            smoke=args.smoke)
+                            checkpoint_interval=args.checkpoint_interval,
+                            epoch_seconds=args.epoch_seconds, smoke=args.smoke)
     if args.dry_run:
         if protocol.get('requires'):
             print(f'protocol {protocol.protocol} needs: {protocol.requires}', file=sys.stderr)
         planned = plan_runs(with_stages(units), runner.work_dir, runner.max_epochs,
-                            args.epoch_seconds, smoke=args.smoke)
+                            args.epoch_seconds, args.checkpoint_interval, smoke=args.smoke)
         print('\n'.join(format_plan(planned, args.epoch_seconds)))
         stages = len(planned) - len(units)
         print(f'{len(units)} runs' + (f' (+{stages} pre-training stages)' if stages else '')
               + f'; {check_units(units)} configs checked')
         return units
-    results = runner.run(units, jobs=args.jobs, estimate=lambda todo: sum(
-        run.seconds for run in plan_runs(with_stages(todo), runner.work_dir, runner.max_epochs,
-                                         args.epoch_seconds, smoke=args.smoke)))
+    try:
+        results = runner.run(units, jobs=args.jobs, estimate=lambda todo: sum(
+            run.seconds for run in plan_runs(with_stages(todo), runner.work_dir,
+                                             runner.max_epochs, args.epoch_seconds,
+                                             smoke=args.smoke)))
+    except UnitsFailedError as error:  # the others ran: their rows are written
+        raise SystemExit(f'error: {error}') from None
     print(results)
     return results
 

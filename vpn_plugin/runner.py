@@ -119,6 +119,8 @@ class PlanningRunner(Runner):
     """mmengine ``Runner`` that applies the config's horizon and data locations, logs the
     backend it uses and writes (not logs) its config."""
 
+    unchecked_checkpoint = ()  # what the loaded checkpoint could not be checked by (load_weights)
+
     @classmethod
     def from_cfg(cls, cfg) -> 'PlanningRunner':
         from vpn_plugin.datasets.planning_dataset import check_split_disjoint
@@ -188,18 +190,23 @@ class PlanningRunner(Runner):
         self.log_test_windows()
         if self.rank != 0:
             return super().train()
+        from vpn_plugin.engine.checkpoint import remove_partial_files
         from vpn_plugin.locks import exclusive_lock, lock_path_of
         with exclusive_lock(lock_path_of(self.work_dir), wait=False,
                             what=f'work dir {self.work_dir}'):
+            remove_partial_files(self.work_dir)  # of a killed run; no one else writes here
             return super().train()
 
     def load_or_resume(self) -> None:
         """mmengine's, with the work dir's ``last_checkpoint`` record resolved inside the work
         dir (``engine.checkpoint.latest_checkpoint_in``: a copied or moved work dir resumes
-        from its own files, never from the run it was copied from)."""
+        from its own files, never from the run it was copied from; a record naming a deleted
+        checkpoint falls back to the newest complete one). ``resume=True`` in a work dir
+        without a checkpoint is a fresh start."""
         if not self._has_loaded and self._resume and self._load_from is None:
             from vpn_plugin.engine.checkpoint import latest_checkpoint_in
-            self._load_from = latest_checkpoint_in(self.work_dir)  # None: a fresh start
+            self._load_from = latest_checkpoint_in(self.work_dir)
+            self._resume = self._load_from is not None  # mmengine would read the record again
         super().load_or_resume()
 
     def resume(self, filename: str, *args, **kwargs) -> None:
@@ -249,7 +256,9 @@ class PlanningRunner(Runner):
         loading (:func:`vpn_plugin.engine.checkpoint.load_weights`): partial only with the
         config's ``load_partial = True`` (or ``strict=False``), never when resuming."""
         from vpn_plugin.compat import is_resuming
-        from vpn_plugin.engine.checkpoint import PARTIAL_LOAD_KEY, load_weights, read_checkpoint
+        from vpn_plugin.engine.checkpoint import (PARTIAL_LOAD_KEY, UNCHECKED_KEY, load_weights,
+                                                  read_checkpoint)
+        from vpn_plugin.models.base_planner import BasePlanner
         checkpoint = read_checkpoint(filename, map_location)
         self.loaded_shortened = str((checkpoint.get('meta') or {}).get('shortened') or '')
         if is_resuming(self) and self.loaded_shortened != str(self.cfg.get('shortened') or ''):
@@ -261,8 +270,10 @@ class PlanningRunner(Runner):
         self.call_hook('after_load_checkpoint', checkpoint=checkpoint)
         model = self.model.module if is_model_wrapper(self.model) else self.model
         partial = bool(self.cfg.get(PARTIAL_LOAD_KEY, False)) if strict is None else not strict
-        load_weights(model, checkpoint, filename, partial=partial and not is_resuming(self),
-                     data_meta=self._built_data_meta())
+        self.unchecked_checkpoint = load_weights(
+            model, checkpoint, filename, partial=partial and not is_resuming(self),
+            data_meta=self._built_data_meta(), require_meta=isinstance(model, BasePlanner),
+            unchecked=bool(self.cfg.get(UNCHECKED_KEY, False)))
         self._has_loaded = True
         self.logger.info(f'Load checkpoint from {filename}')
         return checkpoint

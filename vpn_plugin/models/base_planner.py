@@ -18,6 +18,7 @@ beam search without a PKG path) returns that row of ``pred_plan`` filled with
 implementation (``core.metrics``, ``PlanningMetric``) scores it 0 on every metric and logs
 their number. Never emit an id outside the taxonomy for it (the legacy mIoU would credit it).
 """
+import functools
 import math
 from typing import Dict, List, Optional
 
@@ -52,6 +53,9 @@ class BasePlanner(BaseModel):
     follows_data_horizon = False
     cross_horizon: Optional[str] = None
     cross_horizon_modes: tuple = (None,)  # the rules a subclass offers for T' < T
+    # the (non-persistent) buffers holding a planner's text features, and their config
+    text_feature_buffers: tuple = ()
+    text_source: Optional[dict] = None
 
     def __init__(self, num_actions: int, horizon: int, pkg: Optional[dict] = None,
                  data_preprocessor: Optional[dict] = None):
@@ -113,6 +117,18 @@ class BasePlanner(BaseModel):
             state_dict[prefix + 'pkg_ready'] = torch.tensor(False)
         super()._load_from_state_dict(state_dict, prefix, local_metadata, strict,
                                       missing_keys, unexpected_keys, error_msgs)
+
+    def text_features_identity(self) -> Optional[dict]:
+        """The identity of the text features the planner holds (``text_embeddings.
+        features_identity``: SHA-256, shapes, source, kind), None when it holds none. Training
+        records it in every checkpoint; loading a checkpoint compares it."""
+        tensors = [functools.reduce(getattr, name.split('.'), self)
+                   for name in self.text_feature_buffers]
+        tensors = [t for t in tensors if t is not None]  # e.g. built without text features
+        if not tensors:
+            return None
+        from .text_embeddings import features_identity
+        return features_identity(tensors, self.text_source)
 
     # ------------------------------------------------------------------ forward
     def forward(self, inputs: Dict[str, torch.Tensor], data_samples=None, mode: str = 'tensor'):

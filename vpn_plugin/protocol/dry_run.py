@@ -10,6 +10,10 @@ the measured :data:`CPU_EPOCH_SECONDS`, ``--epoch-seconds``: measure your machin
 the run's dataset and model relative to it (:data:`RELATIVE_EPOCH_COST`, at T=3); a dataset or
 model without a measured figure uses ViterbiPlanNet's on that dataset, else CrossTask's, and
 its line says so.
+
+The same cost model sets how often a training saves a checkpoint (``--checkpoint-interval``
+default, :func:`checkpoint_epochs`): every as many epochs as take about
+:data:`CHECKPOINT_SECONDS`, so a kill, preemption or requeue loses about that much training.
 """
 from __future__ import annotations
 
@@ -105,6 +109,14 @@ STAGE_COSTS = {
 SMOKE_SECONDS = {'SCHEMA': 8.0, 'PKGBeamSearchPlanner/PDPPDiffusion': 18.0, 'PDPP': 19.0,
                  'KEPP': 26.0, 'CEFITO': 44.0}
 SMOKE_DEFAULT_SECONDS = 20.0
+# training a kill or requeue may lose at most, by the cost model (default checkpoint interval)
+CHECKPOINT_SECONDS = 10 * 60
+
+
+def checkpoint_epochs(epoch_seconds: float, budget: float = CHECKPOINT_SECONDS) -> int:
+    """Epochs between two checkpoints so that about ``budget`` seconds of training separate
+    them (at least 1): the default of ``--checkpoint-interval``."""
+    return max(1, int(budget // epoch_seconds)) if epoch_seconds > 0 else 1
 
 
 @dataclass
@@ -122,17 +134,19 @@ class PlannedRun:
     epoch_seconds: float = 0.0  # the estimate's seconds per epoch for this run
     cost_note: str = ''    # says when no measured figure of its dataset and model existed
     rows: list = field(default_factory=list)  # (method, test horizon, test variant) per row
+    checkpoint_interval: int = 0  # epochs between checkpoints (0: no training)
     stages: list = field(default_factory=list)  # (pre-stage, seconds) before the training
     smoke: bool = False    # a --smoke run (seconds: its measured time)
 
 
 def plan_runs(units, work_dir_of, max_epochs=None, epoch_seconds=CPU_EPOCH_SECONDS,
-              smoke: bool = False):
+              checkpoint_interval=None, smoke: bool = False):
     """:class:`PlannedRun` of each unit; ``work_dir_of(unit)`` gives its folder.
 
     ``max_epochs`` overrides the configs' ``train_cfg.max_epochs`` (as the runner does);
     ``epoch_seconds``: ViterbiPlanNet's on CrossTask T=3, scaled per run (module docstring);
-    ``smoke``: smoke runs (one epoch, :data:`SMOKE_SECONDS`).
+    ``checkpoint_interval``: epochs between checkpoints (default :func:`checkpoint_epochs`
+    of the run's seconds per epoch); ``smoke``: smoke runs (one epoch, :data:`SMOKE_SECONDS`).
     """
     schedules = {}
     planned = []
@@ -148,12 +162,14 @@ def plan_runs(units, work_dir_of, max_epochs=None, epoch_seconds=CPU_EPOCH_SECON
         stages = [] if smoke else pre_stages(model, epochs, share * seconds_per_epoch)
         seconds = (SMOKE_SECONDS.get(model, SMOKE_DEFAULT_SECONDS) if smoke and epochs else
                    epochs * share * seconds_per_epoch + sum(s for _, s in stages))
+        interval = (checkpoint_interval or checkpoint_epochs(share * seconds_per_epoch)
+                    if epochs else 0)
         planned.append(PlannedRun(unit.slug, unit.config, unit.seed, unit.horizon,
                                   sorted({t.horizon for t in unit.tests}), epochs, share,
                                   Path(work_dir_of(unit)), seconds,
                                   seconds_per_epoch, note if epochs and not smoke else '',
                                   [(t.method, t.horizon, t.variant) for t in unit.tests],
-                                  stages, smoke))
+                                  interval, stages, smoke))
     return planned
 
 
@@ -182,7 +198,7 @@ def config_schedule(config: str, cfg_options: dict) -> tuple:
     """(``train_cfg.max_epochs``, dataset name, model type) of a config with its overrides;
     the dataset is the last folder of the training set's ``data_root`` (:data:`UNION` for a
     ``ConcatPlanningDataset``)."""
-    from .runner import config_with_options
+    from .configs import config_with_options
     cfg = config_with_options(config, cfg_options)
     if 'max_epochs' not in cfg.get('train_cfg', {}):
         raise ValueError(f'{config}: train_cfg has no max_epochs; expected an epoch-based '
@@ -229,6 +245,7 @@ def format_plan(planned: list, epoch_seconds: float) -> list[str]:
                     f'{stages}training ~{epochs_time} = ~{format_duration(run.seconds)}{note}'
                     if run.stages else f'{run.epochs} epochs{share} at {run.epoch_seconds:.2f} '
                     f's, ~{format_duration(run.seconds)}{note}')
+        training += f', checkpoint every {min(run.checkpoint_interval, run.epochs)} epochs'
         if run.smoke and run.epochs:
             training = f'smoke run, ~{format_duration(run.seconds)} (measured)'
         if not run.epochs:
