@@ -177,3 +177,14 @@ def test_step_progress_lines_have_a_true_eta():
     assert lines == ['stage: 1/10 steps (10%), 0:00:02 elapsed, ETA 0:00:18, loss 1.0',
                      'stage: 7/10 steps (70%), 0:00:40 elapsed, ETA 0:00:17, computed',
                      'stage: 10/10 steps (100%), 0:00:50 elapsed, ETA 0:00:00']
+
+
+def test_fewer_epochs_than_the_config_mark_the_run_shortened(toy_config, monkeypatch):
+    """Issue 38: train.py --cfg-options train_cfg.max_epochs=1 (the toy config says 2) is a
+    shortened run, as the protocol's --max-epochs: its checkpoints and tests say so."""
+    monkeypatch.setenv('LOCAL_RANK', '0')
+    assert train_config(toy_config, '--cfg-options', 'train_cfg.max_epochs=1').shortened == \
+        'max_epochs=1 (config: 2)'
+    assert train_config(toy_config, '--cfg-options', 'train_cfg.max_epochs=3').get(
+        'shortened') is None
+    assert train_config(toy_config).get('shortened') is None

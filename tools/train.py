@@ -152,6 +152,18 @@ def check_fresh_work_dir(cfg, overwrite: bool) -> None:
         path.unlink()
 
 
+def mark_fewer_epochs(cfg, args) -> None:
+    """``--cfg-options train_cfg.max_epochs=N`` below the config file's: the run is marked
+    shortened (its log, checkpoints and their tests say so), as the protocol's --max-epochs."""
+    epochs = (args.cfg_options or {}).get('train_cfg.max_epochs')
+    if epochs is None or cfg.get('shortened'):
+        return
+    from mmengine.config import Config
+    planned = (Config.fromfile(args.config).get('train_cfg') or {}).get('max_epochs')
+    if isinstance(planned, int) and isinstance(epochs, int) and epochs < planned:
+        cfg.shortened = f'max_epochs={epochs} (config: {planned})'
+
+
 def apply_args(cfg, args):
     """Fold the command-line switches into the config (CLI wins over the file)."""
     if any(key in cfg and cfg[key] is None for key in ('train_dataloader', 'train_cfg')):
@@ -160,6 +172,8 @@ def apply_args(cfg, args):
     cfg.launcher = args.launcher
     if args.smoke:
         smoke_config(cfg)
+    else:
+        mark_fewer_epochs(cfg, args)
     cfg.work_dir = (args.work_dir or (None if args.smoke else cfg.get('work_dir'))
                     or default_work_dir(args.config, args.smoke))
     if args.amp:

@@ -24,8 +24,8 @@ Differences from mmengine's ``Runner``:
   (:data:`FILE_ONLY_MESSAGES`).
 
 A shortened run (the config's ``shortened``, e.g. a smoke run, ``vpn_plugin/smoke.py``) says so
-in its log and in every checkpoint's ``meta['shortened']``; a resume never mixes a shortened run
-with another (:meth:`PlanningRunner.load_checkpoint`); ``loaded_shortened`` is what the loaded
+in its log and in every checkpoint's ``meta['shortened']``; a resume never mixes a smoke run with
+another run (:meth:`PlanningRunner.load_checkpoint`; a run of fewer epochs may be extended); ``loaded_shortened`` is what the loaded
 checkpoint recorded (``tools/test.py`` marks its metrics).
 
 And three safety rules: a checkpoint is loaded strictly (``load_from``, ``--resume``; a
@@ -261,7 +261,9 @@ class PlanningRunner(Runner):
         from vpn_plugin.models.base_planner import BasePlanner
         checkpoint = read_checkpoint(filename, map_location)
         self.loaded_shortened = str((checkpoint.get('meta') or {}).get('shortened') or '')
-        if is_resuming(self) and self.loaded_shortened != str(self.cfg.get('shortened') or ''):
+        wanted = str(self.cfg.get('shortened') or '')
+        smoke = any(text.startswith('smoke') for text in (self.loaded_shortened, wanted))
+        if is_resuming(self) and smoke and self.loaded_shortened != wanted:
             raise ValueError(f'--resume {filename}: a run of shortened='
                              f'{self.loaded_shortened or "none (the full run)"}, this config is '
                              f'shortened={self.cfg.get("shortened") or "none (the full run)"}; '
