@@ -225,6 +225,38 @@ def test_train_py_trains_the_classifier_first_then_test_py_plans(tiny_config, tm
     assert 0 <= metrics['plan/success_rate'] <= 100
 
 
+def test_a_run_shorter_than_the_ema_update_writes_testable_checkpoints(tiny_config, tmp_path):
+    """4 training steps, the EMA's first update at step 100: the checkpoint's weights (the EMA
+    copy) hold the trained classifier and the PKG (the EMA used to copy the model before the
+    pre-stages: classifier_ready and pkg_ready False, test.py refused it)."""
+    short = tmp_path / 'short.py'
+    short.write_text(f"_base_ = [{str(tiny_config)!r}]\n"
+                     "custom_hooks = [dict(type='PKGHook'),\n"
+                     "    dict(type='TaskClassifierHook', lr=3e-4, weight_decay=0.01,\n"
+                     "         schedule='constant', max_epochs=1, batch_size=64),\n"
+                     "    dict(type='CEFITOEMAHook', decay=0.99, start_step=200, "
+                     "update_every=100)]\n")
+    load_tool('train').main([str(short), '--work-dir', str(tmp_path / 'run')])
+    saved = torch.load(tmp_path / 'run/epoch_1.pth', map_location='cpu', weights_only=False)
+    weights = saved['state_dict']
+    assert bool(weights['classifier.classifier_ready']) and bool(weights['pkg_ready'])
+    trained = torch.load(tmp_path / 'run/task_classifier.pth', weights_only=True)
+    for name, value in trained['state_dicts']['classifier.task_head'].items():
+        assert torch.equal(weights[f'classifier.task_head.{name}'], value)
+    metrics = load_tool('test').main([str(short), str(tmp_path / 'run/epoch_1.pth'),
+                                      '--work-dir', str(tmp_path / 'test')])
+    assert 0 <= metrics['plan/success_rate'] <= 100
+    # a checkpoint of the old behaviour is refused naming the cause
+    weights['classifier.classifier_ready'] = torch.tensor(False)
+    saved['ema_state_dict']['module.classifier.classifier_ready'] = torch.tensor(True)
+    torch.save(saved, tmp_path / 'old.pth')
+    with pytest.raises(SystemExit, match=r'old.pth: its weights \(state_dict, the EMA copy '
+                       r'that is tested\) hold the task classifier untrained.*stopped before '
+                       r"its EMA's first update"):
+        load_tool('test').main([str(short), str(tmp_path / 'old.pth'),
+                                '--work-dir', str(tmp_path / 'test_old')])
+
+
 # ------------------------------------------------------------------ text features
 def test_action_name_features_are_clip_end_of_text_states_before_projection(tmp_path, capsys):
     """tools/make_text_features.py --action-names on a tiny CLIP built here: row a = the text

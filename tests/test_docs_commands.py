@@ -45,7 +45,8 @@ OUTPUT_FLAGS = {'--out', '--dst', '--out-metrics', '--save-anchors', '--work-dir
 CHECKPOINT_NAMES = re.compile(r'(best_plan_success_rate_epoch_(<N>|\d+)|epoch_(<N>|N|\d+)'
                               r'|task_classifier)\.pth')
 WRITTEN_CHECKPOINTS = ('best_plan_success_rate_epoch_12.pth', 'epoch_12.pth', 'task_classifier.pth')
-RESULTS_NAME = re.compile(r'results(_[a-z_]+-[^_/]+)*\.jsonl')
+# ProtocolRunner.results_file
+RESULTS_NAME = re.compile(r'results(_[a-z_]+-[^_/]+)*(_smoke)?\.jsonl')
 SETTINGS = ('batch_size', 'max_epochs', 'val_interval')  # ProtocolRunner's results file name
 
 
@@ -318,7 +319,8 @@ def produced_form_problem(token: str, results_outputs: set) -> str | None:
                 return f'{path}: matches no results file name the runner writes'
             name = 'results.jsonl'
         if not RESULTS_NAME.fullmatch(name):
-            return f'{path}: protocol results files are named results[_<setting>-<value>].jsonl'
+            return (f'{path}: protocol results files are named '
+                    'results[_<setting>-<value>][_smoke].jsonl')
         settings = re.findall(r'_([a-z_]+)-', name)
         if any(s not in SETTINGS for s in settings) or settings != sorted(settings):
             return f'{path}: results file settings {settings}; expected sorted among {SETTINGS}'

@@ -5,6 +5,7 @@ two stages in the mmengine Runner. Tiny sizes; full-size models are only built."
 import itertools
 import json
 import pickle
+import re
 from pathlib import Path
 
 import numpy as np
@@ -235,8 +236,9 @@ def test_step_checkpoint_of_another_horizon_is_refused(tmp_path):
     with pytest.raises(ValueError, match=r'trained at T=4, this model has horizon=3'):
         tiny_kepp(horizon=3).load_state_dict(saved.state_dict())
     model = tiny_kepp(horizon=3)
-    with pytest.raises(ValueError, match=r'trained on tiny \(T=4.*this run is tiny \(T=3.*'
-                                         r'differs in horizon'):
+    with pytest.raises(ValueError, match=r'a KEPP step model trained for tiny \(horizon=4\), '
+                                         r'but this run is tiny \(horizon=3\); it is never '
+                                         r'reused for another run'):
         load_step_model(tmp_path / STEP_FILE, model, training_identity(model, Dataset))
     assert not bool(model.step_ready)
 
@@ -297,6 +299,32 @@ def test_train_py_runs_both_stages_then_test_py(tiny_config, tmp_path):
     log = next((tmp_path / 'again').glob('*/*.log')).read_text()
     assert f'the step model reused from {step_file} (not retrained)' in log
     assert not (tmp_path / 'again' / STEP_FILE).exists()
+
+
+def test_a_restart_after_the_step_stage_reuses_it_and_a_foreign_one_is_refused(tiny_config,
+                                                                               tmp_path):
+    """Issue 38: a run killed after its step-model stage (kepp_step_model.pth written, no
+    epoch checkpoint yet) restarts in its work dir reusing the step model and its predictions
+    (the restart was refused: the file counted as a checkpoint); the stages log progress with
+    an ETA; a step model of other settings (another seed) is refused naming both."""
+    run = tmp_path / 'run'
+    load_tool('train').main([str(tiny_config), '--work-dir', str(run)])
+    log = next(run.glob('*/*.log')).read_text()
+    assert re.search(r'KEPPStepModelHook: step model: 1/6 steps \(17%\), 0:00:\d\d elapsed, '
+                     r'ETA 0:\d\d:\d\d, loss \d', log)
+    assert re.search(r'first/last actions of the training windows: \d+/262 windows', log)
+    for path in [*run.glob('epoch_*.pth'), run / 'last_checkpoint']:
+        path.unlink()  # killed before the first checkpoint
+    load_tool('train').main([str(tiny_config), '--work-dir', str(run), '--seed', '0'])
+    log = sorted(run.glob('*/*.log'))[-1].read_text()
+    assert f'the step model reused from {run / STEP_FILE} (not retrained)' in log
+    assert 'training windows reused from the step model\'s file' in log
+    for path in [*run.glob('epoch_*.pth'), run / 'last_checkpoint']:
+        path.unlink()
+    with pytest.raises(SystemExit, match=r'kepp_step_model.pth: a KEPP step model trained for '
+                       r'.*taxonomy_133.json \(seed=0\), but this run is .*taxonomy_133.json '
+                       r'\(seed=1\)'):
+        load_tool('train').main([str(tiny_config), '--work-dir', str(run), '--seed', '1'])
 
 
 # ------------------------------------------------------------------ test-set PKG in the protocol

@@ -4,12 +4,17 @@ for your own video file (its S3D features extracted as the datasets' were).
     python tools/plan.py CONFIG CHECKPOINT [--indices 0 5 9] [--split test|val|train]
     python tools/plan.py [CONFIG] --checkpoint CKPT --video my.mp4 --start-time 12 \\
         --goal-time 95 --s3d-weights s3d_howto100m.pth
+    python tools/plan.py [CONFIG] --checkpoint CKPT --features my.npz --start-time 12 \\
+        --goal-time 95         # features already extracted (extract_features.py, --save-features)
 
 With ``--video``, CONFIG may be left out: the config stored in a checkpoint of
 tools/train.py is used. The frame recipe defaults to that of the public features (P3IV's);
 change it (``--fps``, ``--size``, ...) only for a planner trained on features extracted with
 the same options. ``--random-weights`` (instead of ``--s3d-weights``) runs the pipeline with
-random S3D weights, for checks only: its plans are marked UNUSABLE.
+random S3D weights, for checks only: its plans are marked UNUSABLE. ``--features FILE`` plans
+from one video's features already extracted (a file of ``extract_features.py`` or
+``--save-features``, or any per-video layout the datasets read): no S3D, no video; a file
+written with random weights (``usable`` false) is marked UNUSABLE as well.
 """
 import argparse
 import sys
@@ -46,6 +51,9 @@ def parse_args(argv=None):
                        help='s3d_howto100m.pth (S3D_HowTo100M README)')
     video.add_argument('--random-weights', action='store_true',
                        help='random S3D weights, ONLY for pipeline checks (output UNUSABLE)')
+    video.add_argument('--features', type=path_argument, metavar='FILE',
+                       help="plan from a video's features already extracted (the .npz of "
+                       'extract_features.py or --save-features) instead of --video')
     video.add_argument('--save-features', type=path_argument, metavar='NPZ',
                        help="also write the video's features (frames_features) there")
     add_overwrite_argument(video, '--save-features')
@@ -56,11 +64,25 @@ def parse_args(argv=None):
         if args.checkpoint and args.checkpoint != args.checkpoint_option:
             parser.error('the checkpoint is given twice (positional and --checkpoint)')
         args.checkpoint = args.checkpoint_option
-    if args.video is None:
+    if args.video and args.features:
+        parser.error('--video and --features exclude each other (--features: its features, '
+                     'already extracted)')
+    if args.features:
+        if not args.checkpoint:
+            parser.error('--features needs --checkpoint CKPT')
+        if args.start_time is None or args.goal_time is None:
+            parser.error('--features needs --start-time and --goal-time (seconds)')
+        given = [flag for flag, value in (('--s3d-weights', args.s3d_weights),
+                                          ('--random-weights', args.random_weights),
+                                          ('--save-features', args.save_features)) if value]
+        if given:
+            parser.error(f'{", ".join(given)}: for --video only (--features are extracted)')
+    elif args.video is None:
         if args.save_features is not None:
             parser.error('--save-features needs --video (the features of your own video)')
         if not (args.config and args.checkpoint):
-            parser.error('CONFIG and CHECKPOINT are required (or --video with --checkpoint)')
+            parser.error('CONFIG and CHECKPOINT are required (or --video / --features with '
+                         '--checkpoint)')
     else:
         if not args.checkpoint:
             parser.error('--video needs --checkpoint CKPT')
@@ -86,6 +108,24 @@ def plan_video(args, cfg) -> None:
                                       args.goal_time)))
     if args.save_features:
         save_features(args.save_features, features, s3d, RANDOM_WEIGHTS_WARNING)
+
+
+def plan_features(args, cfg) -> None:
+    """``--features``: the plan between two moments of a video's features file."""
+    from vpn_plugin.apis import init_planner, plan_from_features, video_observations
+    from vpn_plugin.apis.video import config_taxonomy, format_video_plan
+    from vpn_plugin.datasets.features import read_feature_record
+    record = read_feature_record(args.features)
+    taxonomy = config_taxonomy(cfg, args.split)
+    model = init_planner(cfg, args.checkpoint)
+    start, goal = video_observations(model.cfg, args.features, args.start_time, args.goal_time,
+                                     args.split)
+    print_unchecked(model, args.checkpoint)
+    sample = plan_from_features(model, start, goal)[0]
+    sample.set_field(bool(record.get('usable', True)), 'usable', field_type='metainfo')
+    sample.set_field(int(len(record['frames_features'])), 'num_seconds', field_type='metainfo')
+    print('\n'.join(format_video_plan(sample, taxonomy, args.features, args.start_time,
+                                      args.goal_time, source='features')))
 
 
 def print_unchecked(model, checkpoint) -> None:
@@ -125,6 +165,8 @@ def main(argv=None):
         cfg.model.decode = args.decode
     if args.video:
         return plan_video(args, cfg)
+    if args.features:
+        return plan_features(args, cfg)
     model = init_planner(cfg, args.checkpoint)
     print_unchecked(model, args.checkpoint)
     dataset = build_split_dataset(cfg, args.split)

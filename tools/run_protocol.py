@@ -57,6 +57,10 @@ def parse_args(argv=None):
     parser.add_argument('--max-epochs', type=POSITIVE_INT, help='override train_cfg.max_epochs')
     parser.add_argument('--val-interval', type=POSITIVE_INT, help='with --max-epochs (default: at the end)')
     parser.add_argument('--batch-size', type=POSITIVE_INT, help='override every dataloader batch size')
+    parser.add_argument('--smoke', action='store_true',
+                        help='a smoke run of every training and test (vpn_plugin/smoke.py: 1 '
+                        'epoch of 4 steps, small pre-stages, 32 test windows; well under a minute of CPU '
+                        'each on a CPU); rows marked shortened, results_smoke.jsonl')
     parser.add_argument('--checkpoint-interval', type=POSITIVE_INT, metavar='EPOCHS',
                         help='epochs between the checkpoints of each training, which an '
                         'interrupted run resumes from (default: about 10 min of training by '
@@ -146,7 +150,7 @@ def main(argv=None):
                             val_interval=args.val_interval, batch_size=args.batch_size,
                             log_level=args.log_level, data_paths=data_path_args(args),
                             checkpoint_interval=args.checkpoint_interval,
-                            epoch_seconds=args.epoch_seconds)
+                            epoch_seconds=args.epoch_seconds, smoke=args.smoke)
     if args.status:
         from vpn_plugin.protocol.status import format_status, unit_statuses
         print('\n'.join(format_status(unit_statuses(runner, units))))
@@ -159,7 +163,8 @@ def main(argv=None):
     try:
         results = runner.run(units, jobs=args.jobs, estimate=lambda todo: sum(
             run.seconds for run in plan_runs(with_stages(todo), runner.work_dir,
-                                             runner.max_epochs, args.epoch_seconds)))
+                                             runner.max_epochs, args.epoch_seconds,
+                                             smoke=args.smoke)))
     except UnitsFailedError as error:  # the others ran: their rows are written
         raise SystemExit(f'error: {error}') from None
     print(results)
@@ -171,7 +176,7 @@ def print_dry_run(args, protocol, units, runner) -> None:
     if protocol.get('requires'):
         print(f'protocol {protocol.protocol} needs: {protocol.requires}', file=sys.stderr)
     planned = plan_runs(with_stages(units), runner.work_dir, runner.max_epochs,
-                        args.epoch_seconds, args.checkpoint_interval)
+                        args.epoch_seconds, args.checkpoint_interval, smoke=args.smoke)
     print('\n'.join(format_plan(planned, args.epoch_seconds)))
     stages = len(planned) - len(units)
     print(f'{len(units)} runs' + (f' (+{stages} pre-training stages)' if stages else '')

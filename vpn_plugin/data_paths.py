@@ -43,7 +43,7 @@ MMENGINE_KEYS = ('runner_type', 'custom_imports', 'model_wrapper_cfg', 'activati
 PLUGIN_KEYS = ('horizon', 'test_horizon', 'data_root', 'feature_dir', 'cache_dir', 'selection',
                'load_partial', 'unchecked_checkpoint', 'observation', 'window_policy',
                'batch_size', 'dataset', 'loader', 'paths', 'train_source', 'test_source',
-               'dataset_variant', 'device_resident')
+               'dataset_variant', 'device_resident', 'shortened')
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 

@@ -23,6 +23,11 @@ Differences from mmengine's ``Runner``:
   the SyncBN notice and the per-epoch "Exp name" go to the log file alone
   (:data:`FILE_ONLY_MESSAGES`).
 
+A shortened run (the config's ``shortened``, e.g. a smoke run, ``vpn_plugin/smoke.py``) says so
+in its log and in every checkpoint's ``meta['shortened']``; a resume never mixes a smoke run with
+another run (:meth:`PlanningRunner.load_checkpoint`; a run of fewer epochs may be extended); ``loaded_shortened`` is what the loaded
+checkpoint recorded (``tools/test.py`` marks its metrics).
+
 And three safety rules: a checkpoint is loaded strictly (``load_from``, ``--resume``; a
 config's ``load_partial = True`` opts in to partial loading for fine-tuning) and saved
 atomically (a full disk never leaves a partial checkpoint; ``vpn_plugin.engine.checkpoint``);
@@ -181,6 +186,7 @@ class PlanningRunner(Runner):
         """mmengine's ``train`` holding the work dir's lock (``vpn_plugin.locks``): a work dir
         another process trains in is refused (rank 0 holds it for all ranks)."""
         self.write_config(training=True)
+        self.log_shortened()
         self.log_test_windows()
         if self.rank != 0:
             return super().train()
@@ -228,13 +234,22 @@ class PlanningRunner(Runner):
             self.logger.info(f'PlanningDataset (test): not counted ({err})')
             return
         videos = len({w.feature for w in windows})
+        scored = (f'tools/test.py scores {dataset.limit} of them: limit, stratified over tasks'
+                  if dataset.get('limit') else 'tools/test.py scores them')
         self.logger.info(f'PlanningDataset (test, T={dataset.get("horizon")}): {len(windows)} '
-                         f'windows of {videos} videos (tools/test.py scores them)')
+                         f'windows of {videos} videos ({scored})')
 
     def test(self):
         """mmengine's ``test``, its config written to the test's log dir (:meth:`dump_config`)."""
         self.write_config(training=False)
+        self.log_shortened()
         return super().test()
+
+    def log_shortened(self) -> None:
+        """A warning line when the config is a shortened run (module docstring)."""
+        if self.cfg.get('shortened'):
+            self.logger.warning(f'SHORTENED RUN ({self.cfg.shortened}): not the config\'s '
+                                'schedule or test set; checkpoints and results are marked')
 
     def load_checkpoint(self, filename: str, map_location='cpu', strict=None, revise_keys=None):
         """mmengine's ``load_checkpoint`` (``load_from`` and ``resume`` call it) with strict
@@ -245,6 +260,15 @@ class PlanningRunner(Runner):
                                                   read_checkpoint)
         from vpn_plugin.models.base_planner import BasePlanner
         checkpoint = read_checkpoint(filename, map_location)
+        self.loaded_shortened = str((checkpoint.get('meta') or {}).get('shortened') or '')
+        wanted = str(self.cfg.get('shortened') or '')
+        smoke = any(text.startswith('smoke') for text in (self.loaded_shortened, wanted))
+        if is_resuming(self) and smoke and self.loaded_shortened != wanted:
+            raise ValueError(f'--resume {filename}: a run of shortened='
+                             f'{self.loaded_shortened or "none (the full run)"}, this config is '
+                             f'shortened={self.cfg.get("shortened") or "none (the full run)"}; '
+                             'a smoke run never continues a full run or the reverse: give '
+                             'another --work-dir')
         self.call_hook('after_load_checkpoint', checkpoint=checkpoint)
         model = self.model.module if is_model_wrapper(self.model) else self.model
         partial = bool(self.cfg.get(PARTIAL_LOAD_KEY, False)) if strict is None else not strict
@@ -272,6 +296,8 @@ class PlanningRunner(Runner):
         """mmengine's ``save_checkpoint``, written to a temporary name and renamed into place
         (:func:`vpn_plugin.engine.checkpoint.save_atomically`)."""
         from vpn_plugin.engine.checkpoint import save_atomically
+        if self.cfg.get('shortened'):
+            kwargs['meta'] = dict(kwargs.get('meta') or {}, shortened=self.cfg.shortened)
         save = super().save_checkpoint
         save_atomically(lambda temporary: save(out_dir, osp.basename(temporary), *args, **kwargs),
                         osp.join(out_dir, filename))

@@ -130,12 +130,14 @@ def goal_note(goal_time: float, num_seconds: int) -> str:
             f'({num_seconds - 1} s)')
 
 
-def format_video_plan(sample, taxonomy, video, start_time, goal_time) -> list:
-    """Lines: the UNUSABLE mark (random S3D weights), the video and times, a goal read at the
-    last second (:func:`goal_note`), the predicted task (when the planner predicts one) and
-    one line per step with the action name."""
+def format_video_plan(sample, taxonomy, video, start_time, goal_time,
+                      source: str = 'video') -> list:
+    """Lines: the UNUSABLE mark (random S3D weights), the video (``source`` 'features': its
+    features file) and times, a goal read at the last second (:func:`goal_note`), the
+    predicted task (when the planner predicts one) and one line per step with the action
+    name."""
     lines = [] if sample.metainfo.get('usable', True) else [f'*** {RANDOM_WEIGHTS_WARNING} ***']
-    lines.append(f'video {video}: {sample.metainfo.get("num_seconds", "?")} s of S3D features; '
+    lines.append(f'{source} {video}: {sample.metainfo.get("num_seconds", "?")} s of S3D features; '
                  f'plan from the state at {start_time:g} s to the state at {goal_time:g} s')
     if sample.metainfo.get('goal_note'):
         lines.append(sample.metainfo['goal_note'])

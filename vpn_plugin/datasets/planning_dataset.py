@@ -17,6 +17,7 @@ from torch.utils.data import Dataset
 
 from .annotations import BadVideoError, Window, chain_windows, read_video_list
 from .features import feature_fix_hint, find_feature_file, load_features
+from ..core.stats import stratified_sample
 from .file_digests import file_digests
 from ..errors import check_bool, check_choice, check_number, check_numbers
 from .observations import (RECIPES, WINDOW_POLICIES, observation_dim,
@@ -75,7 +76,10 @@ class PlanningDataset(Dataset):
     of the source (use it with the TRAINING source): each video is held out with probability
     ``val_fraction`` by a hash of ``split_seed`` and its feature file stem, so the same videos
     for every horizon; ``'train'`` = the other videos, optionally a seeded
-    ``subset_fraction`` of their windows.
+    ``subset_fraction`` of their windows. ``limit=N`` keeps N windows of the split (after the
+    features are read), stratified over tasks (``core.stats.stratified_sample`` with
+    ``limit_seed``, the windows ``llm_eval.py --limit N`` plans): a shortened run
+    (``tools/test.py --limit``, smoke runs), logged; ``self.limited`` is ``(N, all)``.
     ``observed_steps=k`` adds the goal observations of steps 1..k (``inputs['observed']``).
     Bad videos raise a ValueError naming file and field, or with ``skip_bad_videos=True`` are
     skipped, counted by reason in ``self.skipped`` and logged.
@@ -97,7 +101,8 @@ class PlanningDataset(Dataset):
                  val_fraction: float = 0.1, split_seed: int = 0,
                  subset_fraction: Optional[float] = None, subset_seed: int = 0,
                  observed_steps: int = 0, skip_bad_videos: bool = False,
-                 cache_dir: Optional[str] = None, device_resident: bool = False):
+                 cache_dir: Optional[str] = None, device_resident: bool = False,
+                 limit: Optional[int] = None, limit_seed: int = 0):
         if split not in SPLITS:
             raise ValueError(f'split={split!r}; expected one of {SPLITS}')
         where = 'PlanningDataset: '
@@ -137,6 +142,7 @@ class PlanningDataset(Dataset):
         if subset_fraction is not None and split == 'train':
             self._videos = None  # only the kept windows may feed the PKG
         self._extract(windows)
+        self.limited = self._limit(limit, limit_seed)
         self._log_size()
         self._log_skips()
         self._log_window_counts()
@@ -205,6 +211,25 @@ class PlanningDataset(Dataset):
         count = max(1, int(round(fraction * len(windows))))
         pick = np.sort(np.random.default_rng(seed).permutation(len(windows))[:count])
         return [windows[i] for i in pick]
+
+    def _limit(self, limit, seed):
+        """Keep ``limit`` windows stratified over tasks (class docstring); (kept, all) or
+        None when every window is kept."""
+        if limit is None:
+            return None
+        if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
+            raise ValueError(f'PlanningDataset: limit={limit!r}; expected an integer >= 1 '
+                             '(windows kept, stratified over tasks)')
+        total = len(self.windows)
+        if limit >= total:
+            return None
+        picked = stratified_sample(self.tasks, limit, seed)
+        self.windows = [self.windows[i] for i in picked]
+        self._pkg_windows = list(self.windows)  # a limited training split: its own PKG
+        self._videos = None
+        for name in ('start', 'goal', 'observed', 'plans', 'tasks'):
+            setattr(self, name, getattr(self, name)[picked])
+        return (len(picked), total)
 
     # ------------------------------------------------------------------ features
     def _extract(self, windows: List[Window]) -> None:
@@ -379,8 +404,10 @@ class PlanningDataset(Dataset):
     def _log_size(self) -> None:
         """One line per split in the run's log: how many windows of how many videos."""
         videos = len({w.feature for w in self.windows})
+        limited = (f'; limit: {self.limited[0]} of {self.limited[1]} windows, stratified over '
+                   'tasks' if self.limited else '')
         print_log(f'PlanningDataset ({self.split}, T={self.horizon}): {len(self.windows)} '
-                  f'windows of {videos} videos ({self.data_root.name})', 'current')
+                  f'windows of {videos} videos ({self.data_root.name}{limited})', 'current')
 
     def _log_window_counts(self) -> None:
         if not self.window_counts:

@@ -205,6 +205,33 @@ def check_finite(state: dict, source: str) -> None:
                              'training: use an earlier checkpoint')
 
 
+# flags of a pre-stage that a test cannot redo (the PKG, ``pkg_ready``, is recounted by PKGHook)
+PRE_STAGE_FLAGS = {'classifier_ready': 'the task classifier', 'step_ready': 'the step model'}
+
+
+def check_pre_stage_flags(checkpoint: dict, source: str) -> None:
+    """Refuse a checkpoint whose ``state_dict`` (the EMA copy: what is tested) holds an
+    untrained pre-stage that its ``ema_state_dict`` (the trained model) holds trained: written
+    by a run shorter than its EMA's first update, by a version whose EMA copied the model
+    before the pre-stages trained (``engine/ema.py``); named, not left to the model's "never
+    trained" at the first batch."""
+    state, ema = checkpoint.get('state_dict'), checkpoint.get('ema_state_dict')
+    if not isinstance(state, dict) or not isinstance(ema, dict):
+        return
+    stale = sorted(key for key, value in state.items()
+                   if key.rsplit('.', 1)[-1] in PRE_STAGE_FLAGS and torch.is_tensor(value)
+                   and not bool(value) and bool(ema.get(f'module.{key}', False)))
+    if stale:
+        what = ', '.join(sorted({PRE_STAGE_FLAGS[key.rsplit('.', 1)[-1]] for key in stale}))
+        raise ValueError(
+            f'checkpoint {source}: its weights (state_dict, the EMA copy that is tested) hold '
+            f'{what} untrained ({", ".join(stale)} False) while its ema_state_dict (the trained '
+            'model) holds it trained: the run stopped before its EMA\'s first update (fewer '
+            'training steps than the EMA hook\'s update_every / interval) and was written by a '
+            'version whose EMA copied the model before the pre-stages; retrain it (this '
+            'version copies the pre-stages into the EMA before the first step)')
+
+
 def load_weights(model, checkpoint: dict, source: str, *, partial: bool = False,
                  logger='current', data_meta: Optional[dict] = None,
                  require_meta: bool = False, unchecked: bool = False) -> list:
@@ -218,6 +245,7 @@ def load_weights(model, checkpoint: dict, source: str, *, partial: bool = False,
     a checkpoint that records neither (:func:`unrecorded`) is refused unless ``unchecked``;
     returns what could not be checked ([] when everything was).
     """
+    check_pre_stage_flags(checkpoint, source)
     state = state_dict_of(checkpoint, source)
     check_finite(state, source)
     wrong_meta = meta_mismatches(checkpoint, model, data_meta) + \

@@ -42,7 +42,8 @@ Each (run, horizon, seed) trains in its own work dir ``<out>/<protocol>/<slug>/T
 ``--batch-size`` override the configs, so a smoke run and the full run live side by side);
 a finished training leaves ``train_done.json`` and is never repeated, a finished test is a row
 of ``<out>/<protocol>/results.jsonl`` (``results_batch_size-64_max_epochs-3.jsonl`` etc. with
-overrides) and is skipped on the next call (resumable). Before
+overrides; ``results_smoke.jsonl`` and ``seed<s>_smoke`` for a ``--smoke`` run, every training
+and test shortened by ``vpn_plugin/smoke.py``) and is skipped on the next call (resumable). Before
 anything runs, the configs of the unfinished runs are checked with their overrides
 (:func:`check_units`; also what ``tools/run_protocol.py --dry-run`` does).
 
@@ -75,6 +76,7 @@ from pathlib import Path
 
 from vpn_plugin.errors import read_json, write_text_atomically
 from vpn_plugin.locks import LockBusyError, exclusive_lock, lock_path_of
+from vpn_plugin.smoke import SMOKE, limit_test_windows, smoke_config
 from .configs import config_with_options, parsed_config
 from .dry_run import CPU_EPOCH_SECONDS, plan_runs
 from .progress import Progress, log, unit_name
@@ -82,6 +84,7 @@ from .results import ResultRow, append_result, read_results
 from .unit_state import STATE_FILE, read_unit_state, unit_done, unit_failed, unit_started
 
 
+SMOKE_SUFFIX = '_smoke'  # of a --smoke run's results file and work dirs
 # what a protocol config, a run entry and a test entry may set (module docstring)
 PROTOCOL_KEYS = ('protocol', 'dataset', 'seeds', 'requires', 'runs', 'max_epochs', 'stages')
 RUN_KEYS = ('method', 'config', 'horizons', 'cfg_options', 'variant', 'train', 'tests', 'slug',
@@ -386,7 +389,8 @@ class ProtocolRunner:
 
     def __init__(self, protocol_cfg, out_dir='work_dirs/protocol', *, max_epochs=None,
                  val_interval=None, batch_size=None, log_level='WARNING', dataset=None,
-                 data_paths=None, checkpoint_interval=None, epoch_seconds=CPU_EPOCH_SECONDS):
+                 data_paths=None, checkpoint_interval=None, epoch_seconds=CPU_EPOCH_SECONDS,
+                 smoke: bool = False):
         self.cfg = protocol_cfg
         self.protocol = protocol_cfg.protocol
         self.dataset = dataset or protocol_cfg.get('dataset', '')
@@ -397,11 +401,16 @@ class ProtocolRunner:
         self.log_level = log_level
         self.checkpoint_interval, self.epoch_seconds = checkpoint_interval, epoch_seconds
         self.data_paths = data_paths or {}  # --data-root / --feature-dir (vpn_plugin.data_paths)
+        self.smoke = smoke  # vpn_plugin/smoke.py: every training and test shortened
+        if smoke and any(v is not None for v in (self.max_epochs, val_interval, batch_size)):
+            raise ValueError('--smoke sets the schedule, batch size and windows of every run '
+                             '(vpn_plugin/smoke.py); give no --max-epochs, --val-interval or '
+                             '--batch-size with it')
         given = {k: v for k, v in (('max_epochs', self.max_epochs),
                                    ('val_interval', val_interval),
                                    ('batch_size', batch_size)) if v is not None}
         # runs with overrides have their own table: a smoke run never mixes with the full one
-        self.results_file = self.root / f'{_slug("results", given)}.jsonl'
+        self.results_file = self.root / f'{_slug("results", given)}{SMOKE_SUFFIX * smoke}.jsonl'
 
     def done_keys(self) -> set:
         if not self.results_file.is_file():
@@ -426,10 +435,11 @@ class ProtocolRunner:
 
     def overrides(self, unit: TrainUnit) -> dict:
         """The command line's schedule and batch-size overrides that apply to ``unit``
-        (``None`` = the config's value)."""
+        (``None`` = the config's value; ``smoke``: a smoke run's)."""
         schedule = ({'max_epochs': self.max_epochs, 'val_interval': self.val_interval}
                     if unit.train else {})
-        return dict(schedule, batch_size=self.batch_size)
+        return dict(schedule, batch_size=self.batch_size, **({'smoke': True} if self.smoke
+                                                            else {}))
 
     def settings(self, unit: TrainUnit, spec: TestSpec) -> dict:
         """A row's ``settings``: the overrides, the test's merged ``cfg_options`` and the
@@ -439,8 +449,10 @@ class ProtocolRunner:
 
     def work_dir(self, unit: TrainUnit) -> Path:
         """Work dir of a training unit (also listed by ``--dry-run``)."""
-        given = {k: v for k, v in self.overrides(unit).items() if v is not None}
-        return self.root / unit.slug / f'T{unit.horizon}' / _slug(f'seed{unit.seed}', given)
+        given = {k: v for k, v in self.overrides(unit).items()
+                 if v is not None and k != 'smoke'}
+        return (self.root / unit.slug / f'T{unit.horizon}'
+                / f'{_slug(f"seed{unit.seed}", given)}{SMOKE_SUFFIX * self.smoke}')
 
     def identity(self, unit: TrainUnit) -> dict:
         """What ``run.json`` records: everything that changes the training's result."""
@@ -627,9 +639,9 @@ class ProtocolRunner:
             # shared by the protocol files of its datasets)
             test_dir = work_dir / _slug(f'test_{spec.method}_{self.dataset}_T{spec.horizon}',
                                         spec.variant)
-            metrics, test_params = self.test(unit, spec, checkpoint, test_dir)
+            metrics, test_params, limited = self.test(unit, spec, checkpoint, test_dir)
             row = self.row_for(identity, spec, metrics, params or test_params, test_dir,
-                               shortened)
+                               '; '.join(filter(None, (shortened, limited))))
             row.selection = selection
             per_sample = test_dir / 'per_sample.json'
             if per_sample.is_file():
@@ -684,6 +696,8 @@ class ProtocolRunner:
         from vpn_plugin.runner import build_runner
         cfg = self.build_cfg(unit.config, unit.cfg_options, unit.seed, work_dir, unit.horizon)
         shortened = ''
+        if self.smoke:
+            shortened = smoke_config(cfg).shortened
         if self.max_epochs and self.max_epochs < cfg.train_cfg.max_epochs:
             shortened = f'max_epochs={self.max_epochs} (config: {cfg.train_cfg.max_epochs})'
         if self.max_epochs:
@@ -706,25 +720,32 @@ class ProtocolRunner:
 
     def checkpoint_epochs(self, unit: TrainUnit) -> int:
         """Epochs between the checkpoints of ``unit``'s training: ``checkpoint_interval``, else
-        the dry run's (about ``dry_run.CHECKPOINT_SECONDS`` of training)."""
+        the dry run's (about ``dry_run.CHECKPOINT_SECONDS`` of training); a smoke run's 1."""
+        if self.smoke:
+            return 1
         (planned,) = plan_runs([unit], self.work_dir, self.max_epochs, self.epoch_seconds,
                                self.checkpoint_interval)
         return planned.checkpoint_interval
 
     def test(self, unit: TrainUnit, spec: TestSpec, checkpoint, test_dir: Path):
-        """Test a checkpoint (or an untrained planner) under a spec; returns (metrics, params)."""
+        """Test a checkpoint (or an untrained planner) under a spec; returns (metrics, params,
+        how its test windows were limited: '' for all of them)."""
         from vpn_plugin.models.base_planner import num_parameters
         from vpn_plugin.runner import build_runner
         options = {**unit.cfg_options, **spec.cfg_options}
         cfg = self.build_cfg(spec.config, options, unit.seed, test_dir, unit.horizon,
                              spec.horizon)
         cfg.load_from, cfg.load_partial = checkpoint, False  # the trained model, exactly
+        if self.smoke:
+            limit_test_windows(cfg, SMOKE['test_windows'])
         evaluator = cfg.test_evaluator
         if isinstance(evaluator, dict) and evaluator.get('type') == 'PlanningMetric':
             evaluator['out_file'] = str(test_dir / 'per_sample.json')
         runner = build_runner(cfg)  # PKGHook fills the PKG when no checkpoint carries it
         metrics = runner.test()
-        return clean_metrics(metrics), num_parameters(runner.model)
+        limited = getattr(runner.test_dataloader.dataset, 'limited', None)
+        shortened = f'limit={limited[0]} of {limited[1]} test windows' if limited else ''
+        return clean_metrics(metrics), num_parameters(runner.model), shortened
 
 
 def selected_checkpoint(cfg, work_dir: Path) -> tuple:

@@ -4,6 +4,8 @@ round trip of the recipe (PIL, as P3IV)."""
 from __future__ import annotations
 
 import io
+import math
+import re
 import subprocess
 import tempfile
 from pathlib import Path
@@ -47,7 +49,7 @@ def iter_frame_blocks(path, recipe: FrameRecipe, block_frames: int) -> Iterator[
                                    f'not a regular file ({path_kind(path)})')
     probe_video(path)
     frame_bytes = recipe.size * recipe.size * 3
-    with tempfile.TemporaryFile() as errors:
+    with tempfile.TemporaryFile() as errors:  # ffmpeg's messages: unnamed, in $TMPDIR
         process = subprocess.Popen(ffmpeg_command(path, recipe), stdout=subprocess.PIPE,
                                    stderr=errors, stdin=subprocess.DEVNULL)
         total = 0
@@ -100,6 +102,28 @@ def probe_video(path) -> None:
     if not any(s.startswith('Video:') and 'attached pic' not in s for s in streams):
         raise UnreadableVideoError(path, 'no video stream (ffmpeg finds: '
                                          f'{"; ".join(streams) or "no stream"})')
+
+
+DURATION = re.compile(rb'Duration: (\d+):(\d\d):(\d\d(?:\.\d+)?)')
+
+
+def probe_frames(path, recipe: FrameRecipe):
+    """The frames decoding ``path`` with ``recipe`` will give, from the container's duration
+    (``ffmpeg -i``: the header only, no decoding) x ``recipe.fps``; None when the file states
+    no duration or the recipe keeps the file's own frames. An estimate, for progress lines."""
+    if recipe.fps is None:
+        return None
+    try:
+        probe = subprocess.run([ffmpeg_executable(), '-nostdin', '-hide_banner', '-i', str(path)],
+                               stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                               stderr=subprocess.PIPE, timeout=60)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    found = DURATION.search(probe.stderr)
+    if not found:
+        return None
+    hours, minutes, seconds = (float(part) for part in found.groups())
+    return math.ceil((hours * 3600 + minutes * 60 + seconds) * recipe.fps)
 
 
 def decode_video(path, recipe: FrameRecipe = FrameRecipe()) -> np.ndarray:

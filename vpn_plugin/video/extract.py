@@ -10,8 +10,12 @@
   the layout ``vpn_plugin.datasets.features`` reads, so ``--feature-dir <out>`` works as is.
   ``name`` is the video's file stem (``naming='parent_stem'``: ``<folder>_<stem>``, e.g.
   CrossTask's ``<task>_<vid>`` from ``videos/<task>/<vid>.mp4``).
-* Resumable: a file is written to a hidden temporary name and renamed into place, so a
-  ``<name>.npz`` is always complete; a video whose file exists is skipped. A killed run loses
+* Resumable: a file is written to a hidden temporary name in the output folder
+  (``.<name>.npz.partial-<host>-<pid>``) and renamed into place, so a ``<name>.npz`` is
+  always complete; a video whose file exists is skipped. Nothing else is written to disk:
+  decoded frames stay in memory (a block of ``block_chunks`` chunks per video in flight), and
+  ffmpeg's messages go to an unnamed temporary file in ``tempfile.gettempdir()`` ($TMPDIR).
+  Rank 0 says so when it starts (:func:`temporary_files_note`). A killed run loses
   only the videos in flight. ``<out>/extraction.json`` holds the recipe and weights; a run with
   another recipe or weights into the same folder is refused.
 * A video that cannot be decoded leaves no file; it is listed with the reason in
@@ -23,6 +27,7 @@ import json
 import os
 import socket
 import sys
+import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -32,8 +37,9 @@ import numpy as np
 from torch.utils.data import DataLoader, IterableDataset, get_worker_info
 
 from ..errors import OutputWriteError, path_kind, read_json, write_text_atomically
-from .chunking import embed_frames
-from .decode import UnreadableVideoError, iter_frame_blocks
+from ..progress import StepProgress
+from .chunking import chunk_count, embed_frames
+from .decode import UnreadableVideoError, iter_frame_blocks, probe_frames
 from .recipe import FrameRecipe
 
 VIDEO_EXTENSIONS = ('.mp4', '.webm', '.mkv', '.avi', '.mov', '.m4v', '.mpg', '.mpeg', '.flv')
@@ -93,9 +99,10 @@ def _identity(item):
 
 
 class VideoBlocks(IterableDataset):
-    """Yields ``dict(index, frames (n, S, S, 3) uint8, last, error)`` per block of each video
-    (``index`` into ``videos``); a video that fails yields one item with ``error`` set (its
-    earlier blocks are to be discarded). Workers split the videos ``[worker::workers]``."""
+    """Yields ``dict(index, frames (n, S, S, 3) uint8, last, error, expected)`` per block of
+    each video (``index`` into ``videos``; ``expected``: the chunks its header promises, None
+    when unknown); a video that fails yields one item with ``error`` set (its earlier blocks
+    are to be discarded). Workers split the videos ``[worker::workers]``."""
 
     def __init__(self, videos: Sequence[Path], recipe: FrameRecipe, block_chunks: int = 64):
         self.videos, self.recipe, self.block_chunks = list(videos), recipe, block_chunks
@@ -105,16 +112,19 @@ class VideoBlocks(IterableDataset):
         worker, workers = (info.id, info.num_workers) if info else (0, 1)
         block_frames = self.block_chunks * self.recipe.chunk
         for index in range(worker, len(self.videos), workers):
+            frames = probe_frames(self.videos[index], self.recipe)
+            item = dict(index=index, error='',
+                        expected=None if frames is None else chunk_count(frames, self.recipe.chunk))
             try:
                 pending = None  # one block of lookahead: the last one is marked
                 for frames in iter_frame_blocks(self.videos[index], self.recipe, block_frames):
                     if pending is not None:
-                        yield dict(index=index, frames=pending, last=False, error='')
+                        yield dict(item, frames=pending, last=False)
                     pending = frames
             except UnreadableVideoError as error:
-                yield dict(index=index, frames=None, last=True, error=error.reason)
+                yield dict(item, frames=None, last=True, error=error.reason)
                 continue
-            yield dict(index=index, frames=pending, last=True, error='')
+            yield dict(item, frames=pending, last=True)
 
 
 # ---------------------------------------------------------------------- writing
@@ -205,32 +215,49 @@ class ExtractionResult:
 
 
 class Progress:
-    """One line on ``stream`` at most every ``interval`` s: videos, videos/s, frames/s, ETA."""
+    """A rank's progress in chunks (one S3D row each; ``vpn_plugin.progress.StepProgress``): a
+    line on ``stream`` at the first chunks, then at most every ``interval`` s, with the chunks
+    done of those expected (each video's duration from its header, ``decode.probe_frames``;
+    the videos not yet opened counted at the mean of those opened), chunks/s, the ETA and the
+    video in flight."""
 
-    def __init__(self, total: int, rank: int, stream=sys.stderr, interval: float = 2.0):
-        self.total, self.rank, self.stream, self.interval = total, rank, stream, interval
-        self.start = self.last = time.monotonic()
-        self.videos = self.frames = 0
+    def __init__(self, total_videos: int, rank: int, stream=sys.stderr, interval: float = 10.0,
+                 clock=time.monotonic):
+        self.steps = StepProgress(f'[rank {rank}] S3D features', 0,
+                                  lambda line: print(line, file=stream, flush=True),
+                                  unit='chunks', interval=interval, clock=clock)
+        self.total_videos, self.videos = total_videos, 0
+        self.expected: Dict[int, int] = {}  # video index -> chunks (probed, or a guess)
 
-    def update(self, frames: int, force: bool = False) -> None:
+    def expect(self, index: int, chunks: Optional[int]) -> None:
+        """The chunks video ``index`` will give (None: unknown)."""
+        if index in self.expected:
+            return
+        known = [c for c in self.expected.values() if c] + ([chunks] if chunks else [])
+        mean = sum(known) / len(known) if known else 1
+        self.expected[index] = chunks or int(round(mean))
+        left = self.total_videos - len(self.expected)
+        self.steps.total = max(int(sum(self.expected.values()) + mean * left), self.steps.done)
+
+    def chunks(self, count: int, name: str) -> None:
+        self.steps.update(count, extra=lambda: (
+            f'{self.steps.rate():.2f} chunks/s, {self.videos}/{self.total_videos} videos done, '
+            f'in flight: {name}'))
+
+    def video_done(self, index: int, chunks: int) -> None:
+        """Video ``index`` ended (written or failed) after ``chunks`` chunks: its estimate
+        becomes what it gave."""
         self.videos += 1
-        self.frames += frames
-        now = time.monotonic()
-        if force or now - self.last >= self.interval or self.videos == self.total:
-            self.last = now
-            elapsed = max(now - self.start, 1e-9)
-            rate = self.videos / elapsed
-            eta = (self.total - self.videos) / rate if rate > 0 else float('inf')
-            print(f'[rank {self.rank}] {self.videos}/{self.total} videos, {rate:.2f} videos/s, '
-                  f'{self.frames / elapsed:.1f} frames/s, ETA {_clock(eta)}',
-                  file=self.stream, flush=True)
+        self.steps.total += chunks - self.expected.get(index, chunks)
+        self.expected[index] = chunks
 
 
-def _clock(seconds: float) -> str:
-    if not np.isfinite(seconds):
-        return '?'
-    seconds = int(round(seconds))
-    return f'{seconds // 3600}:{seconds // 60 % 60:02d}:{seconds % 60:02d}'
+def temporary_files_note(out_dir) -> str:
+    """Where an extraction writes besides its feature files (module docstring)."""
+    return (f'temporary files: each <name>.npz is written as {Path(out_dir)}/.<name>.npz.partial-'
+            f'{socket.gethostname()}-<pid> and renamed when complete (a killed run\'s are '
+            f'removed by the next run); ffmpeg\'s messages go to an unnamed file in '
+            f'{tempfile.gettempdir()} ($TMPDIR); decoded frames stay in memory')
 
 
 # ---------------------------------------------------------------------- the loop
@@ -263,6 +290,10 @@ def extract_videos(network: Callable, videos: Sequence[Path], out_dir, recipe: F
             todo.append((video, name))
     failures = out_dir / f'failures.rank{rank}.tsv'  # this run's failures (the last run's go)
     failures.unlink(missing_ok=True)
+    if rank == 0:
+        print(f'[rank 0] {len(todo)} videos to extract into {out_dir} ({len(result.skipped)} '
+              f'already there); {temporary_files_note(out_dir)}', file=progress_stream,
+              flush=True)
     start = time.monotonic()
     progress = Progress(len(todo), rank, progress_stream)
     loader = DataLoader(VideoBlocks([v for v, _ in todo], recipe, block_chunks),
@@ -272,16 +303,18 @@ def extract_videos(network: Callable, videos: Sequence[Path], out_dir, recipe: F
     for item in loader:
         index = item['index']
         video, name = todo[index]
+        progress.expect(index, item['expected'])
         if item['error']:
-            rows.pop(index, None)
+            done = sum(len(part) for part in rows.pop(index, []))
             result.failed[str(video)] = item['error']
             _append_line(failures, f'{video}\t{_one_line(item["error"])}')
-            progress.update(0)
+            progress.video_done(index, done)
             continue
         frames = item['frames']
         counts[index] = counts.get(index, 0) + len(frames)
-        rows.setdefault(index, []).append(
-            embed_frames(network, frames, recipe.chunk, batch_chunks).numpy())
+        rows.setdefault(index, []).append(embed_frames(
+            network, frames, recipe.chunk, batch_chunks,
+            on_rows=lambda n, name=name: progress.chunks(n, name)).numpy())
         if item['last']:
             features = np.concatenate(rows.pop(index)).astype(np.float32)
             write_features_atomically(
@@ -293,7 +326,7 @@ def extract_videos(network: Callable, videos: Sequence[Path], out_dir, recipe: F
             result.done.append(name)
             decoded = counts.pop(index)
             result.frames += decoded
-            progress.update(decoded)
+            progress.video_done(index, len(features))
     result.seconds = time.monotonic() - start
     return result
 
