@@ -9,7 +9,9 @@ With ``--video``, CONFIG may be left out: the config stored in a checkpoint of
 tools/train.py is used. The frame recipe defaults to that of the public features (P3IV's);
 change it (``--fps``, ``--size``, ...) only for a planner trained on features extracted with
 the same options. ``--random-weights`` (instead of ``--s3d-weights``) runs the pipeline with
-random S3D weights, for checks only: its plans are marked UNUSABLE.
+random S3D weights, for checks only: its plans are marked UNUSABLE. Each plan says where its
+task comes from (the planner's classifier with its probability, the ground truth, or
+``--task NAME``: the task the video shows) and warns when its actions leave that task.
 """
 import argparse
 import sys
@@ -44,6 +46,10 @@ def parse_args(argv=None):
                        help='s3d_howto100m.pth (S3D_HowTo100M README)')
     video.add_argument('--random-weights', action='store_true',
                        help='random S3D weights, ONLY for pipeline checks (output UNUSABLE)')
+    video.add_argument('--task', metavar='NAME',
+                       help='the task the video shows (name, key or index of the taxonomy): '
+                       'the plan is checked against it, and a planner of the true task '
+                       "(CEFITO's task_source=ground_truth) plans within it")
     video.add_argument('--save-features', metavar='NPZ',
                        help="also write the video's features (frames_features) there")
     add_recipe_arguments(parser)
@@ -56,6 +62,8 @@ def parse_args(argv=None):
     if args.video is None:
         if not (args.config and args.checkpoint):
             parser.error('CONFIG and CHECKPOINT are required (or --video with --checkpoint)')
+        if args.task is not None:
+            parser.error('--task is for --video (dataset samples carry their true task)')
     else:
         if not args.checkpoint:
             parser.error('--video needs --checkpoint CKPT')
@@ -71,11 +79,12 @@ def plan_video(args, cfg) -> None:
     from vpn_plugin.apis.video import (RANDOM_WEIGHTS_WARNING, config_taxonomy,
                                        format_video_plan, load_s3d_for_tool)
     taxonomy = config_taxonomy(cfg, args.split)
+    task = None if args.task is None else taxonomy.task_index(args.task)
     s3d = load_s3d_for_tool(args.s3d_weights, args.random_weights)
     model = init_planner(cfg, args.checkpoint)
     sample, features = plan_from_video(model, s3d, args.video, args.start_time,
                                        args.goal_time, recipe_from_args(args), args.split,
-                                       return_features=True)
+                                       return_features=True, task=task)
     print('\n'.join(format_video_plan(sample, taxonomy, args.video, args.start_time,
                                       args.goal_time)))
     if args.save_features:

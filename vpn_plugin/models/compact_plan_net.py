@@ -18,7 +18,7 @@ from mmaction.registry import MODELS
 
 from .. import core
 from ..errors import check_choice
-from .base_planner import BasePlanner, check_loss_terms
+from .base_planner import BasePlanner, check_loss_terms, task_fields
 from .pretrained_encoder import init_visual_encoder
 from .text_embeddings import taxonomy_state_embeddings
 from .viterbi_plan_net import DECODE_MODES
@@ -85,6 +85,8 @@ class CompactPlanNet(BasePlanner):
     """
 
     cross_horizon_modes = CROSS_HORIZON_MODES
+    # the task head's softmax regresses one-hot targets; the plan does not use it
+    task_source, task_score, plan_uses_task = 'classifier', 'probability', False
 
     def __init__(self, feature_dim: int, num_actions: int, num_tasks: int, horizon: int,
                  embed_dim: int = 128, num_layers: int = 2, num_heads: int = 4,
@@ -241,7 +243,7 @@ class CompactPlanNet(BasePlanner):
         soft = self.soft_plan(emissions)
         return dict(pred_plan=self.decode_plan(emissions, soft), soft_plan=soft,
                     emissions=emissions,
-                    pred_task=self.task_head(torch.cat([start, goal], -1)).argmax(-1))
+                    **task_fields(self.task_head(torch.cat([start, goal], -1))))
 
 
 def squared_error(predicted: torch.Tensor, target: torch.Tensor) -> torch.Tensor:

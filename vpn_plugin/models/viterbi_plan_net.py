@@ -30,7 +30,7 @@ from mmaction.registry import MODELS
 
 from .. import core
 from ..errors import check_choice
-from .base_planner import BasePlanner, check_loss_terms, num_parameters
+from .base_planner import BasePlanner, check_loss_terms, num_parameters, task_fields
 from .state_encoder import OFFICIAL_PREFIXES as STATE_ENCODER_PREFIXES
 from .pretrained_encoder import init_visual_encoder
 from .state_encoder import StateEncoder, rename_legacy_keys
@@ -104,6 +104,8 @@ class ViterbiPlanNet(BasePlanner):
     """
 
     cross_horizon_modes = CROSS_HORIZON_MODES
+    # the task head regresses one-hot targets (MSE on its raw outputs); the plan does not use it
+    task_source, task_score, plan_uses_task = 'classifier', 'score', False
     official_prefixes = AUTHORS_PREFIXES  # their checkpoints' names (oracles.authors)
 
     def __init__(self, num_actions: int, num_tasks: int, horizon: int, feature_dim: int = 1536,
@@ -258,4 +260,4 @@ class ViterbiPlanNet(BasePlanner):
         plans = self.decode_plan(log_emissions, soft)
         return dict(pred_plan=plans[:, :horizon], soft_plan=soft[:, :horizon],
                     emissions=log_emissions[:, :horizon].exp(),
-                    pred_task=self.task_logits(states).argmax(-1))
+                    **task_fields(self.task_logits(states), softmax=False))
