@@ -98,6 +98,8 @@ def test_the_page_runs_as_written_and_its_method_reaches_the_table(repository_ro
     assert all('†' in rows[name][0] for name in ('ToyPlanner', 'ToyPlanner w/o PKG'))
     assert rows['ToyPlanner'][1].strip() == '198.43K'  # 2*1536*64 + 64 + 64*3*9 + 3*9
     assert 'Mean over seeds (n=3)' in out
+    # the dry run names the dataset (it said '{data_root}', the placeholder)
+    assert 'no measured epoch time of ToyPlanner on kitchen' in out
     # the CrossTask/NIV variant of the config is a valid config too (not run: real data)
     niv = load_config(repository_root / 'my_method/toy_niv_t3.py')
     assert niv.model.type == 'ToyPlanner' and niv.model.horizon == 3
