@@ -226,8 +226,8 @@ def test_plan_tool_from_a_video_with_random_weights(tiny_crosstask, tmp_path, ca
     from vpn_plugin.apis import init_planner
     config = tiny_vpn_config(tiny_crosstask, tmp_path)
     torch.manual_seed(0)
-    torch.save({'state_dict': init_planner(str(config)).state_dict(), 'meta': {}},
-               tmp_path / 'tiny.pth')
+    from tiny_configs import save_recorded
+    save_recorded(init_planner(str(config)), tmp_path / 'tiny.pth', tiny_crosstask['test_dataset'])
     video = tmp_path / 'my.mp4'
     write_video(video, 16 * 5)
     load_tool('plan').main([str(config), '--checkpoint', str(tmp_path / 'tiny.pth'), '--video',

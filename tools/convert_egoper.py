@@ -16,8 +16,11 @@ import argparse
 import json
 import sys
 
-from vpn_plugin.datasets.egoper import ERROR_CHOICES, convert_egoper
+from pathlib import Path
+
+from vpn_plugin.datasets.egoper import ERROR_CHOICES, SPLIT_FILES, check_out_dir, convert_egoper
 from vpn_plugin.errors import tool_main
+from vpn_plugin.outputs import add_overwrite_argument
 
 
 @tool_main
@@ -33,7 +36,11 @@ def main(argv=None) -> int:
                         help='feature file name (no extension) of a video: {vid}, {task}')
     parser.add_argument('--feature-dir', help='folder of the feature files written into '
                         'dataset.py (default: <out>/features)')
+    add_overwrite_argument(parser, 'files in --out that an earlier conversion did not write')
     args = parser.parse_args(argv)
+    split_files = [p for name in SPLIT_FILES.values()
+                   for p in Path(args.split_dir).glob(f'**/{name}')]
+    check_out_dir(args.out, [args.annotation, *split_files], args.overwrite)
     record = convert_egoper(args.annotation, args.split_dir, args.out, args.errors,
                             args.feature_stem, args.feature_dir)
     print(json.dumps(record, indent=1))

@@ -18,8 +18,10 @@ import sys
 
 from vpn_plugin.data_paths import add_data_arguments, load_config
 from vpn_plugin.datasets.export import WINDOW_LAYOUTS, write_window_file
-from vpn_plugin.datasets.sources import DATASET_CONFIGS, dataset_config, source_windows
+from vpn_plugin.datasets.sources import (DATASET_CONFIGS, dataset_config, source_files,
+                                         source_windows)
 from vpn_plugin.errors import tool_main
+from vpn_plugin.outputs import add_overwrite_argument, check_output
 
 
 def parse_args(argv=None):
@@ -36,6 +38,7 @@ def parse_args(argv=None):
                         "dataset's own; 'custom' for --config)")
     parser.add_argument('--feature-prefix', help='folder written before each feature file name '
                         "(default: the layout's, where the authors kept their features)")
+    add_overwrite_argument(parser, '--out')
     add_data_arguments(parser)
     return parser.parse_args(argv)
 
@@ -51,7 +54,10 @@ def split_dataset(args) -> dict:
 def main(argv=None) -> int:
     args = parse_args(argv)
     layout = args.layout or args.dataset or 'custom'
-    taxonomy, windows, _ = source_windows(split_dataset(args))
+    dataset = split_dataset(args)
+    args.out = check_output(args.out, 'window_file', '--out',
+                            [args.config, *source_files(dataset)], args.overwrite)
+    taxonomy, windows, _ = source_windows(dataset)
     if not windows:
         print(f'error: no window of {args.horizon} steps in this split; nothing written',
               file=sys.stderr)

@@ -39,8 +39,9 @@ from vpn_plugin.datasets.planning_dataset import check_split_disjoint
 from vpn_plugin.protocol.results import ResultRow, read_results, replace_result
 from vpn_plugin.data_paths import (PATH_VARIABLES, add_data_arguments, data_path_args,
                                    load_config)
+from vpn_plugin.outputs import add_overwrite_argument, check_output
 from vpn_plugin.errors import (NON_NEGATIVE_FLOAT, NON_NEGATIVE_INT, POSITIVE_FLOAT,
-                               POSITIVE_INT, tool_main)
+                               POSITIVE_INT, tool_main, write_text_atomically)
 
 
 def parse_args(argv=None):
@@ -92,6 +93,7 @@ def parse_args(argv=None):
                         'included) and cost_paid (the requests of this run); tools/report.py: '
                         'Cost and Paid columns')
     parser.add_argument('--no-progress', action='store_true')
+    add_overwrite_argument(parser, '--save-anchors and the files beside --out')
     parser.add_argument('--cfg-options', nargs='+', action=DictAction)
     add_data_arguments(parser)
     args = parser.parse_args(argv)
@@ -238,8 +240,8 @@ def write_results(args, cfg, test_set, queries, outcomes, summary, usage, anchor
     variant = setting(args, anchors)
     settings = run_settings(args, len(queries), len(test_set))
     write_outcomes(files['outcomes'], queries, outcomes, variant)
-    files['summary'].write_text(json.dumps(dict(summary, usage=usage, setting=variant,
-                                                settings=settings), indent=2))
+    write_text_atomically(files['summary'], json.dumps(dict(
+        summary, usage=usage, setting=variant, settings=settings), indent=2), 'LLM summary')
     data_root = Path(cfg.test_dataloader.dataset.get('data_root', '')).name
     shortened = (f"limit={args.limit} of {len(test_set)} windows"
                  if settings['limit'] is not None else '')
@@ -258,10 +260,17 @@ def method_slug(args, anchors: str) -> str:
 @tool_main
 def main(argv=None):
     args = parse_args(argv)
+    inputs = (args.config, args.anchors_file, args.step_config, args.step_checkpoint)
+    args.out = str(check_output(args.out, 'results', '--out', inputs, args.overwrite))
     if Path(args.out).is_file():
         read_results(args.out)  # a damaged results file stops the run before any request
+    if args.save_anchors is not None:
+        args.save_anchors = check_output(args.save_anchors, 'anchors', '--save-anchors',
+                                         inputs, args.overwrite)
     cfg, test_set = load_datasets(args)
     anchors_label, anchors = anchor_setting(args, test_set)
+    for name, path in output_files(args, anchors_label).items():
+        check_output(path, 'llm_side_file', f'--out (its {name} file)', inputs, args.overwrite)
     model = build_planner(args, cfg)
     queries = build_queries(test_set.plans, test_set.tasks, anchors=anchors,
                             indices=stratified_sample(test_set.tasks, args.limit, args.seed),

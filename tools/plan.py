@@ -20,6 +20,7 @@ from mmengine.config import DictAction
 
 from vpn_plugin.data_paths import add_data_arguments, data_path_args, load_config
 from vpn_plugin.errors import NON_NEGATIVE_FLOAT, NON_NEGATIVE_INT, tool_main
+from vpn_plugin.outputs import add_overwrite_argument, check_output
 from vpn_plugin.video.recipe import add_recipe_arguments, recipe_from_args
 
 
@@ -52,6 +53,7 @@ def parse_args(argv=None):
                        "(CEFITO's task_source=ground_truth) plans within it")
     video.add_argument('--save-features', metavar='NPZ',
                        help="also write the video's features (frames_features) there")
+    add_overwrite_argument(video, '--save-features')
     add_recipe_arguments(parser)
     add_data_arguments(parser)
     args = parser.parse_args(argv)
@@ -60,6 +62,8 @@ def parse_args(argv=None):
             parser.error('the checkpoint is given twice (positional and --checkpoint)')
         args.checkpoint = args.checkpoint_option
     if args.video is None:
+        if args.save_features is not None:
+            parser.error('--save-features needs --video (the features of your own video)')
         if not (args.config and args.checkpoint):
             parser.error('CONFIG and CHECKPOINT are required (or --video with --checkpoint)')
         if args.task is not None:
@@ -82,6 +86,7 @@ def plan_video(args, cfg) -> None:
     task = None if args.task is None else taxonomy.task_index(args.task)
     s3d = load_s3d_for_tool(args.s3d_weights, args.random_weights)
     model = init_planner(cfg, args.checkpoint)
+    print_unchecked(model, args.checkpoint)
     sample, features = plan_from_video(model, s3d, args.video, args.start_time,
                                        args.goal_time, recipe_from_args(args), args.split,
                                        return_features=True, task=task)
@@ -89,6 +94,13 @@ def plan_video(args, cfg) -> None:
                                       args.goal_time)))
     if args.save_features:
         save_features(args.save_features, features, s3d, RANDOM_WEIGHTS_WARNING)
+
+
+def print_unchecked(model, checkpoint) -> None:
+    """The mark of plans from a checkpoint scored with unchecked_checkpoint=True."""
+    if model.unchecked_checkpoint:
+        print(f'*** UNCHECKED checkpoint {checkpoint}: it records no '
+              f'{", ".join(model.unchecked_checkpoint)} (unchecked_checkpoint=True) ***')
 
 
 def save_features(path, features, s3d, warning: str) -> None:
@@ -105,6 +117,10 @@ def save_features(path, features, s3d, warning: str) -> None:
 @tool_main
 def main(argv=None):
     args = parse_args(argv)
+    if args.save_features is not None:
+        args.save_features = check_output(
+            args.save_features, 'features', '--save-features',
+            (args.video, args.checkpoint, args.config, args.s3d_weights), args.overwrite)
     from vpn_plugin.apis import build_split_dataset, inference_planner, init_planner
     from vpn_plugin.models.plan_display import format_plan
 
@@ -118,6 +134,7 @@ def main(argv=None):
     if args.video:
         return plan_video(args, cfg)
     model = init_planner(cfg, args.checkpoint)
+    print_unchecked(model, args.checkpoint)
     dataset = build_split_dataset(cfg, args.split)
     for sample in inference_planner(model, dataset, args.indices):
         print('\n'.join(format_plan(sample, dataset.taxonomy)))

@@ -31,6 +31,8 @@ from vpn_plugin.protocol.expected import (describe_row, expected_file,  # noqa: 
 from vpn_plugin.protocol.results import (filter_rows, mean_over_datasets,  # noqa: E402
                                           read_results, rename_methods)
 from vpn_plugin.errors import NON_NEGATIVE_INT, POSITIVE_INT, tool_main  # noqa: E402
+from vpn_plugin.errors import write_text_atomically  # noqa: E402
+from vpn_plugin.outputs import add_overwrite_argument, check_output, stem_files  # noqa: E402
 
 
 def parse_args(argv=None):
@@ -70,12 +72,24 @@ def parse_args(argv=None):
     parser.add_argument('--out', help='output stem: writes <out>.md and <out>.tex')
     parser.add_argument('--format', choices=('markdown', 'latex'), default='markdown',
                         help='the table printed to stdout')
+    add_overwrite_argument(parser, '<out>.md / <out>.tex')
     return parser.parse_args(argv)
+
+
+def output_files(args) -> tuple:
+    """(<out>.md, <out>.tex), both checked (vpn_plugin/outputs.py) before either is written:
+    never an input (a results file), nor an existing file of another kind."""
+    if args.out is None:
+        return ()
+    files = stem_files(args.out, ('.md', '.tex'))
+    return tuple(check_output(path, kind, '--out', args.results, args.overwrite)
+                 for path, kind in zip(files, ('report_markdown', 'report_latex')))
 
 
 @tool_main
 def main(argv=None):
     args = parse_args(argv)
+    files = output_files(args)
     rows = read_results(args.results)
     missing = missing_rows(args.results, rows)
     kept = filter_rows(rows + missing, protocol=args.protocol, dataset=args.dataset,
@@ -91,12 +105,10 @@ def main(argv=None):
                         num_diff_resamples=args.num_diff_resamples, missing=missing)
     markdown = to_markdown(table, title=args.title, digits=args.digits)
     latex = to_latex(table, title=args.title, label=args.label, digits=args.digits)
-    if args.out:
-        out = Path(args.out)
-        out.parent.mkdir(parents=True, exist_ok=True)
-        out.with_suffix('.md').write_text(markdown)
-        out.with_suffix('.tex').write_text(latex)
-        print(f'wrote {out.with_suffix(".md")} and {out.with_suffix(".tex")}', file=sys.stderr)
+    if files:
+        for path, text in zip(files, (markdown, latex)):
+            write_text_atomically(path, text, 'table')
+        print(f'wrote {files[0]} and {files[1]}', file=sys.stderr)
     sys.stdout.write((latex if args.format == 'latex' else markdown).rstrip('\n') + '\n')
 
 

@@ -19,7 +19,10 @@ from vpn_plugin.compat import shutdown_distributed
 from vpn_plugin.data_paths import (add_runner_arguments, data_path_args,
                                   load_config as read_config)
 from vpn_plugin.errors import path_argument, tool_main, write_text_atomically
+from vpn_plugin.outputs import add_overwrite_argument, check_output
 from vpn_plugin.runner import build_runner
+
+UNCHECKED_METRIC = 'checkpoint/unchecked'  # in the metrics of an unchecked_checkpoint=True test
 
 
 def parse_args(argv=None):
@@ -34,16 +37,25 @@ def parse_args(argv=None):
                         help='pickle the predictions (list of per-sample dicts) to this file')
     parser.add_argument('--out-metrics', metavar='FILE.json',
                         help='write the test metrics here (default: <log dir>/test_metrics.json)')
+    add_overwrite_argument(parser, '--out / --out-metrics files')
     add_runner_arguments(parser, 'test_dataloader.batch_size=64')
     args = parser.parse_args(argv)
     os.environ.setdefault('LOCAL_RANK', str(args.local_rank))
     return args
 
 
+def check_outputs(args) -> None:
+    """``--out`` and ``--out-metrics`` may replace neither an input (the config, the
+    checkpoint) nor a file of another kind (vpn_plugin/outputs.py), before the test runs."""
+    inputs = (args.config, args.checkpoint)
+    if args.out is not None:
+        args.out = str(check_output(args.out, 'predictions', '--out', inputs, args.overwrite))
+    if args.out_metrics is not None:
+        args.out_metrics = str(check_output(args.out_metrics, 'metrics', '--out-metrics',
+                                            inputs, args.overwrite))
+
+
 def add_dump(cfg, dump_path):
-    if not dump_path.endswith(('.pkl', '.pickle')):
-        raise SystemExit(f'--out {dump_path}: expected a .pkl or .pickle file name '
-                         '(the predictions; metrics go to --out-metrics)')
     evaluators = cfg.test_evaluator
     if not isinstance(evaluators, (list, tuple)):
         evaluators = [evaluators]
@@ -89,12 +101,17 @@ def write_metrics(metrics, path):
 @tool_main
 def main(argv=None):
     args = parse_args(argv)
+    check_outputs(args)
     runner = build_runner(load_config(args))
     if args.checkpoint is None:
         require_parameter_free(runner.model, args.config)
     metrics = runner.test()
     runner.logger.info(f"model selection: {runner.cfg.get('selection', 'unified')} "
                        '(unified: held-out training videos; authors: best test-window SR)')
+    if runner.unchecked_checkpoint:  # unchecked_checkpoint=True: the metrics say so
+        metrics = dict(metrics, **{UNCHECKED_METRIC: 1.0})
+        runner.logger.warning(f'{UNCHECKED_METRIC}=1: {args.checkpoint} records no '
+                              f'{", ".join(runner.unchecked_checkpoint)}; not checked')
     if runner.rank == 0:
         path = args.out_metrics or osp.join(runner.log_dir, 'test_metrics.json')
         write_metrics(metrics, path)

@@ -41,8 +41,9 @@ MMENGINE_KEYS = ('runner_type', 'custom_imports', 'model_wrapper_cfg', 'activati
                  'efficient_conv_bn_eval', 'compile', 'sync_bn', 'find_unused_parameters',
                  'gpu_ids', 'dist_params', 'vis_backends')
 PLUGIN_KEYS = ('horizon', 'test_horizon', 'data_root', 'feature_dir', 'cache_dir', 'selection',
-               'load_partial', 'observation', 'window_policy', 'batch_size', 'dataset', 'loader',
-               'paths', 'train_source', 'test_source', 'dataset_variant', 'device_resident')
+               'load_partial', 'unchecked_checkpoint', 'observation', 'window_policy',
+               'batch_size', 'dataset', 'loader', 'paths', 'train_source', 'test_source',
+               'dataset_variant', 'device_resident')
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 

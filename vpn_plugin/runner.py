@@ -114,6 +114,8 @@ class PlanningRunner(Runner):
     """mmengine ``Runner`` that applies the config's horizon and data locations, logs the
     backend it uses and writes (not logs) its config."""
 
+    unchecked_checkpoint = ()  # what the loaded checkpoint could not be checked by (load_weights)
+
     @classmethod
     def from_cfg(cls, cfg) -> 'PlanningRunner':
         from vpn_plugin.datasets.planning_dataset import check_split_disjoint
@@ -239,13 +241,17 @@ class PlanningRunner(Runner):
         loading (:func:`vpn_plugin.engine.checkpoint.load_weights`): partial only with the
         config's ``load_partial = True`` (or ``strict=False``), never when resuming."""
         from vpn_plugin.compat import is_resuming
-        from vpn_plugin.engine.checkpoint import PARTIAL_LOAD_KEY, load_weights, read_checkpoint
+        from vpn_plugin.engine.checkpoint import (PARTIAL_LOAD_KEY, UNCHECKED_KEY, load_weights,
+                                                  read_checkpoint)
+        from vpn_plugin.models.base_planner import BasePlanner
         checkpoint = read_checkpoint(filename, map_location)
         self.call_hook('after_load_checkpoint', checkpoint=checkpoint)
         model = self.model.module if is_model_wrapper(self.model) else self.model
         partial = bool(self.cfg.get(PARTIAL_LOAD_KEY, False)) if strict is None else not strict
-        load_weights(model, checkpoint, filename, partial=partial and not is_resuming(self),
-                     data_meta=self._built_data_meta())
+        self.unchecked_checkpoint = load_weights(
+            model, checkpoint, filename, partial=partial and not is_resuming(self),
+            data_meta=self._built_data_meta(), require_meta=isinstance(model, BasePlanner),
+            unchecked=bool(self.cfg.get(UNCHECKED_KEY, False)))
         self._has_loaded = True
         self.logger.info(f'Load checkpoint from {filename}')
         return checkpoint

@@ -65,24 +65,33 @@ def build_split_dataset(cfg, split: str = 'test'):
 
 
 def init_planner(config, checkpoint: Optional[str] = None, device: str = 'cpu',
-                 cfg_options: Optional[dict] = None, partial: bool = False):
+                 cfg_options: Optional[dict] = None, partial: bool = False,
+                 unchecked: bool = False):
     """A planner in eval mode from a config (path or ``Config``) and an optional checkpoint.
 
-    The checkpoint must fit the model exactly (``engine.checkpoint.load_weights``; ``partial``:
-    load only the tensors that fit). The PKG comes from the checkpoint; when none carries it
-    and the config has a ``train_dataloader``, it is counted on the training split (as
-    ``PKGHook`` does). The config is kept as ``model.cfg``.
+    The checkpoint must fit the model exactly and record what it was trained for, which must
+    be the config's (``engine.checkpoint.load_weights``: its dataset meta against the config's
+    test split, its text features; ``partial``: load only the tensors that fit; ``unchecked``
+    or the config's ``unchecked_checkpoint=True``: score a checkpoint that records nothing,
+    ``model.unchecked_checkpoint`` then lists what was not checked). The PKG comes from the
+    checkpoint; when none carries it and the config has a ``train_dataloader``, it is counted
+    on the training split (as ``PKGHook`` does). The config is kept as ``model.cfg``.
     """
     from mmengine.registry import init_default_scope
     from mmaction.registry import MODELS
-    from vpn_plugin.engine.checkpoint import load_weights, read_checkpoint
+    from vpn_plugin.datasets.planning_dataset import config_metainfo
+    from vpn_plugin.engine.checkpoint import UNCHECKED_KEY, load_weights, read_checkpoint
     cfg = _config(config, cfg_options)
     _import_custom_modules(cfg)
     init_default_scope(cfg.get('default_scope', 'mmaction'))
     model = MODELS.build(cfg.model)
+    model.unchecked_checkpoint = []
     if checkpoint is not None:
-        load_weights(model, read_checkpoint(checkpoint, logger='silent'), str(checkpoint),
-                     partial=partial)
+        data_meta = config_metainfo((cfg.get('test_dataloader') or {}).get('dataset'))
+        model.unchecked_checkpoint = load_weights(
+            model, read_checkpoint(checkpoint, logger='silent'), str(checkpoint),
+            partial=partial, data_meta=data_meta, require_meta=True,
+            unchecked=unchecked or bool(cfg.get(UNCHECKED_KEY, False)))
     if not bool(getattr(model, 'pkg_ready', True)) and cfg.get('train_dataloader'):
         model.build_pkg(build_split_dataset(cfg, 'train'))
     model.cfg = cfg

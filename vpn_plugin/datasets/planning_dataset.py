@@ -17,6 +17,7 @@ from torch.utils.data import Dataset
 
 from .annotations import BadVideoError, Window, chain_windows, read_video_list
 from .features import feature_fix_hint, find_feature_file, load_features
+from .file_digests import file_digests
 from ..errors import check_choice
 from .observations import (RECIPES, WINDOW_POLICIES, observation_dim,
                            outside_video, step_map, window_observations)
@@ -26,8 +27,20 @@ from ..data_paths import check_resolved
 from .validation import AnnotationWarnings, check_disjoint
 
 SPLITS = ('train', 'val', 'test')
-CACHE_VERSION = 2  # bump when the cached arrays or their meaning change
+CACHE_VERSION = 3  # bump when the cached arrays or their meaning change
+DIGEST_MEMO = 'feature_digests.json'  # in cache_dir: the feature files' remembered digests
 CACHE_ARRAYS = {'readable', 'outside', 'maps', 'start', 'goal', 'observed', 'messages'}
+
+
+def payload_digest(arrays: dict, key: str) -> str:
+    """SHA-256 of the cached arrays (names, dtypes, shapes, bytes) and their key: a cache file
+    edited with the same shapes (start and goal rows swapped) no longer matches it."""
+    digest = hashlib.sha256(key.encode())
+    for name in sorted(CACHE_ARRAYS):
+        array = np.ascontiguousarray(arrays[name])
+        digest.update(f'{name}:{array.dtype.str}:{array.shape}'.encode())
+        digest.update(array.tobytes())
+    return digest.hexdigest()
 
 
 @FUNCTIONS.register_module()
@@ -186,10 +199,11 @@ class PlanningDataset(Dataset):
     # ------------------------------------------------------------------ features
     def _extract(self, windows: List[Window]) -> None:
         """Observations of every window, from the cache file when the inputs are unchanged."""
-        arrays = self._read_cache(windows)
+        path, key = self._cache_file(windows)
+        arrays = self._read_cache(path, key, len(windows))
         if arrays is None:
             arrays = self._extract_from_files(windows)
-            self._write_cache(windows, arrays)
+            self._write_cache(path, key, arrays)
         for message in arrays['messages']:
             reason, text = str(message).split('\t', 1)
             self.skipped[reason] += 1
@@ -285,55 +299,63 @@ class PlanningDataset(Dataset):
         if total >= 500 and done % 500 == 0:
             print_log(f'PlanningDataset: reading features, video {done}/{total}', 'current')
 
-    def _cache_file(self, windows) -> Optional[Path]:
+    def _cache_file(self, windows) -> tuple:
+        """(cache file, key) of these windows' observations, or (None, None) without a
+        ``cache_dir``. The key holds the CONTENT digests of the feature files
+        (``file_digests``: remembered while a file's stat record, ctime included, is unchanged),
+        the recipe and the windows: a feature file rewritten with its size and mtime kept
+        misses the cache."""
         if not self.cache_dir:
-            return None
+            return None, None
         stems = sorted({w.feature for w in windows})
-        files = []
-        for stem in stems:
-            path = find_feature_file(self.feature_dir, stem)
-            st = path.stat() if path.exists() else None
-            files.append((str(path), st.st_size if st else -1, st.st_mtime_ns if st else -1))
+        paths = [find_feature_file(self.feature_dir, stem) for stem in stems]
+        digests = file_digests(paths, Path(self.cache_dir) / DIGEST_MEMO)
         key = json.dumps([CACHE_VERSION, self.recipe, self.window_policy, self.frame_dim,
-                          self.observed_steps, self.skip_bad_videos, files,
+                          self.observed_steps, self.skip_bad_videos,
+                          [[str(p), d] for p, d in zip(paths, digests)],
                           [(w.feature, w.times) for w in windows]])
-        return Path(self.cache_dir) / f'obs_{hashlib.sha1(key.encode()).hexdigest()[:20]}.npz'
+        name = f'obs_{hashlib.sha256(key.encode()).hexdigest()[:20]}.npz'
+        return Path(self.cache_dir) / name, key
 
-    def _read_cache(self, windows) -> Optional[dict]:
-        """The cached arrays, or ``None``: absent, or corrupt (then named in a warning,
-        deleted and rebuilt: a truncated file never stops a run)."""
-        path = self._cache_file(windows)
+    def _read_cache(self, path: Optional[Path], key: str, count: int) -> Optional[dict]:
+        """The cached arrays, or ``None``: absent, or corrupt, edited or another key's (then
+        named in a warning, deleted and rebuilt: a damaged file never stops a run, an edited
+        one is never used)."""
         if path is None or not path.exists():
             return None
         try:
             with np.load(path, allow_pickle=False) as data:
-                arrays = {key: data[key] for key in data.files}
-            self._check_cache(arrays, len(windows))
-            return arrays
-        except Exception as err:  # zip, npy format, OS errors, missing or ragged arrays
-            print_log(f'PlanningDataset: the observation cache {path} is corrupt ({err!r}); '
+                arrays = {name: data[name] for name in data.files}
+            self._check_cache(arrays, count, key)
+            return {name: arrays[name] for name in CACHE_ARRAYS}
+        except Exception as err:  # zip, npy format, OS errors, missing, ragged or edited arrays
+            print_log(f'PlanningDataset: the observation cache {path} is corrupt ({err}); '
                       'discarded, rebuilt from the feature files', 'current', logging.WARNING)
             path.unlink(missing_ok=True)
             return None
 
-    def _check_cache(self, arrays: dict, count: int) -> None:
-        """The arrays ``_extract_from_files`` writes, with one entry per window."""
-        missing = sorted(CACHE_ARRAYS - set(arrays))
+    def _check_cache(self, arrays: dict, count: int, key: str) -> None:
+        """The arrays ``_extract_from_files`` writes, with one entry per window, for ``key``,
+        unchanged since they were written (their digest)."""
+        missing = sorted((CACHE_ARRAYS | {'key', 'digest'}) - set(arrays))
         if missing:
             raise ValueError(f'arrays {missing} missing')
+        if str(arrays['key']) != key:
+            raise ValueError('written for other feature files or windows (its key differs)')
+        if str(arrays['digest']) != payload_digest(arrays, key):
+            raise ValueError('its arrays do not match their digest: edited or damaged')
         kept = int((arrays['readable'] & (arrays['maps'][:, 0] >= 0)).sum())
         if (len(arrays['readable']) != count or arrays['maps'].shape != (count, self.horizon)
                 or any(len(arrays[k]) != kept for k in ('start', 'goal', 'observed'))):
             raise ValueError(f'arrays of another length than its {count} windows')
 
-    def _write_cache(self, windows, arrays: dict) -> None:
-        path = self._cache_file(windows)
+    def _write_cache(self, path: Optional[Path], key: str, arrays: dict) -> None:
         if path is None:
             return
         tmp = path.with_suffix(f'.{os.getpid()}.tmp.npz')  # atomic for concurrent runs
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
-            np.savez(tmp, **arrays)
+            np.savez(tmp, **arrays, key=np.str_(key), digest=np.str_(payload_digest(arrays, key)))
             tmp.replace(path)
         except OSError as error:
             try:
@@ -434,10 +456,30 @@ class PlanningDataset(Dataset):
 
     @property
     def metainfo(self) -> dict:
-        tx = self.taxonomy
-        return dict(num_actions=tx.num_actions, num_tasks=tx.num_tasks, horizon=self.horizon,
-                    feature_dim=self.feature_dim, action_names=list(tx.action_names),
-                    task_names=list(tx.task_names))
+        return dataset_metainfo(self.taxonomy, self.horizon, self.feature_dim)
+
+
+def dataset_metainfo(taxonomy, horizon: int, feature_dim: int) -> dict:
+    """A dataset's ``metainfo``: what training records in a checkpoint's
+    ``meta.dataset_meta`` and a test compares (``engine.checkpoint.meta_mismatches``)."""
+    return dict(num_actions=taxonomy.num_actions, num_tasks=taxonomy.num_tasks,
+                horizon=int(horizon), feature_dim=int(feature_dim),
+                action_names=list(taxonomy.action_names), task_names=list(taxonomy.task_names))
+
+
+def config_metainfo(dataset_cfg) -> Optional[dict]:
+    """The ``metainfo`` a ``PlanningDataset`` config dict would have, from its taxonomy and
+    observation settings alone (no feature file read); None for another dataset type."""
+    cfg = dict(dataset_cfg or {})
+    if cfg.get('type') != 'PlanningDataset':
+        return None
+    import inspect
+    defaults = inspect.signature(PlanningDataset).parameters
+    horizon = cfg.get('horizon', defaults['horizon'].default)
+    taxonomy = load_taxonomy(source_path(cfg['data_root'], cfg['taxonomy'], horizon))
+    observation = cfg.get('observation', defaults['observation'].default)
+    frame_dim = cfg.get('frame_dim', defaults['frame_dim'].default)
+    return dataset_metainfo(taxonomy, horizon, observation_dim(observation, frame_dim))
 
 
 def source_videos(dataset_cfg: dict) -> set:

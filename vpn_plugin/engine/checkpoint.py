@@ -15,8 +15,15 @@
   action and task names) must agree with the model built from the config (its ``horizon``)
   and with the metainfo of the data it is run on (counts, feature size, names)
   (:func:`meta_mismatches`): a SCHEMA or PDPP checkpoint of T=3 has the tensors of T=4 and
-  would otherwise score T=4 windows. Checkpoints without a recorded meta (converted from
-  another code base, saved by hand) are checked by their tensors alone.
+  would otherwise score T=4 windows. The text features a planner holds (ViterbiPlanNet,
+  SCHEMA, CompactPlanNet, CEFITO: ``BasePlanner.text_features_identity``, SHA-256 of their
+  values) must be those of ``meta.text_features``, which ``PKGHook`` records at training
+  (a test with ``model.text_embeddings.file`` swapped is refused). A planner's checkpoint that
+  records neither (a bare state dict, ``meta`` or ``meta.dataset_meta`` removed, a converted
+  one without them) is refused too: nothing could tell another taxonomy's checkpoint from the
+  right one. The opt-in ``unchecked_checkpoint = True`` (:data:`UNCHECKED_KEY`,
+  ``init_planner(..., unchecked=True)``) scores it, logs a warning and marks the output
+  (``tools/test.py``'s metrics ``checkpoint/unchecked``, the protocol row's variant).
 * A run reads, writes and deletes checkpoints only inside its own work dir. mmengine records
   absolute paths (``<work_dir>/last_checkpoint``, the best checkpoint in the message hub,
   which ``CheckpointHook`` deletes when a better one comes): in a work dir copied or moved
@@ -49,6 +56,8 @@ import torch
 from ..errors import replace_atomically
 
 PARTIAL_LOAD_KEY = 'load_partial'  # top-level config variable: the opt-in for partial loading
+UNCHECKED_KEY = 'unchecked_checkpoint'  # top-level config variable: score a checkpoint that
+#                                         records no dataset meta / text features (warned, marked)
 MODULE_PREFIX = r'^module\.'       # what model wrappers (DDP) add to every key
 SHOWN = 8                          # keys listed per kind of mismatch
 
@@ -123,6 +132,47 @@ def meta_mismatches(checkpoint: dict, model, data_meta: Optional[dict] = None) -
     return list(wrong.values())
 
 
+def unrecorded(checkpoint: dict, model) -> list:
+    """What ``checkpoint`` does not record of what a planner is checked by: its
+    ``meta.dataset_meta`` fields (:data:`MODEL_META`, :data:`DATA_META`) and, when ``model``
+    holds text features, ``meta.text_features``. [] when everything is there."""
+    meta = checkpoint.get('meta')
+    if not isinstance(meta, dict):
+        return ['meta']
+    recorded = meta.get('dataset_meta')
+    missing = (['meta.dataset_meta'] if not isinstance(recorded, dict) else
+               [f'meta.dataset_meta.{key}' for key in MODEL_META + DATA_META
+                if key not in recorded])
+    if getattr(model, 'text_features_identity', lambda: None)() is not None and \
+            not isinstance(meta.get('text_features'), dict):
+        missing.append('meta.text_features')
+    return missing
+
+
+def recorded_setting(model, data_meta: Optional[dict]) -> dict:
+    """What a checkpoint of ``model`` records of the setting it is for, as training does
+    (mmengine's ``dataset_meta``, ``PKGHook``'s ``text_features``): ``data_meta`` (a
+    dataset's metainfo) with the model's horizon, and the model's text features' identity."""
+    recorded = {} if data_meta is None else dict(dataset_meta=dict(data_meta,
+                                                                   horizon=model.horizon))
+    identity = getattr(model, 'text_features_identity', lambda: None)()
+    return recorded if identity is None else dict(recorded, text_features=identity)
+
+
+def text_features_mismatch(checkpoint: dict, model) -> list:
+    """['text features: ...'] when the checkpoint's recorded text features (``meta.
+    text_features``) are not the ones ``model`` holds (another SHA-256); else []."""
+    meta = checkpoint.get('meta')
+    recorded = meta.get('text_features') if isinstance(meta, dict) else None
+    ours = model.text_features_identity() if hasattr(model, 'text_features_identity') else None
+    if not isinstance(recorded, dict) or ours is None or recorded.get('sha256') == ours['sha256']:
+        return []
+    return [f"text features: trained with {recorded.get('kind', '?')} from "
+            f"{recorded.get('source', '?')} (sha256 {str(recorded.get('sha256'))[:12]}, shape "
+            f"{recorded.get('shape')}), the config gives {ours['kind']} from {ours['source']} "
+            f"(sha256 {ours['sha256'][:12]}, shape {ours['shape']})"]
+
+
 def _difference(theirs, ours) -> str:
     """'' when equal; else the values, or for lists of names their lengths or the first
     position where they differ."""
@@ -154,23 +204,28 @@ def check_finite(state: dict, source: str) -> None:
 
 
 def load_weights(model, checkpoint: dict, source: str, *, partial: bool = False,
-                 logger='current', data_meta: Optional[dict] = None) -> None:
+                 logger='current', data_meta: Optional[dict] = None,
+                 require_meta: bool = False, unchecked: bool = False) -> list:
     """Copy ``checkpoint``'s tensors into ``model`` (rules: module docstring).
 
     Raises ``CheckpointMismatchError`` naming ``source``, the model class, the missing and
     unexpected keys and the tensors of another shape, or the fields of the checkpoint's
-    recorded meta that disagree with ``model`` and ``data_meta`` (:func:`meta_mismatches`),
-    unless ``partial`` (then they are logged and the fitting tensors are loaded).
+    recorded meta and text features that disagree with ``model`` and ``data_meta``
+    (:func:`meta_mismatches`, :func:`text_features_mismatch`), unless ``partial`` (then they
+    are logged and the fitting tensors are loaded). ``require_meta`` (a planner's checkpoint):
+    a checkpoint that records neither (:func:`unrecorded`) is refused unless ``unchecked``;
+    returns what could not be checked ([] when everything was).
     """
     state = state_dict_of(checkpoint, source)
     check_finite(state, source)
-    wrong_meta = meta_mismatches(checkpoint, model, data_meta)
+    wrong_meta = meta_mismatches(checkpoint, model, data_meta) + \
+        text_features_mismatch(checkpoint, model)
     if wrong_meta and not partial:
         raise CheckpointMismatchError(
             f'checkpoint {source} was trained for another setting than the config: '
-            f'{"; ".join(wrong_meta)} (its meta.dataset_meta). Test it with the config it was '
-            f'trained with (same horizon, dataset, actions, tasks); to start fine-tuning from '
-            f'it, set {PARTIAL_LOAD_KEY}=True')
+            f'{"; ".join(wrong_meta)} (its meta). Test it with the config it was '
+            f'trained with (same horizon, dataset, actions, tasks, text features); to start '
+            f'fine-tuning from it, set {PARTIAL_LOAD_KEY}=True')
     expected = model.state_dict()
     wrong = {}  # key -> (what the checkpoint holds, shape in the model)
     for key, value in list(state.items()):
@@ -183,7 +238,8 @@ def load_weights(model, checkpoint: dict, source: str, *, partial: bool = False,
     problems = '; '.join(filter(None, [mismatch_text(missing, keys.unexpected_keys, wrong),
                                        other]))
     if not problems and not wrong_meta:
-        return
+        return _unrecorded_fields(checkpoint, model, source, require_meta and not partial,
+                                  unchecked, logger)
     if not partial:
         raise CheckpointMismatchError(
             f'checkpoint {source} does not fit the model {type(model).__name__} of the config: '
@@ -196,6 +252,30 @@ def load_weights(model, checkpoint: dict, source: str, *, partial: bool = False,
     print_log(f'{PARTIAL_LOAD_KEY}=True: loaded the tensors of {source} that fit '
               f'{type(model).__name__}; left as built: {problems}', logger=logger,
               level=logging.WARNING)
+    return []
+
+
+def _unrecorded_fields(checkpoint, model, source, required: bool, unchecked: bool,
+                       logger) -> list:
+    """A fitting checkpoint that records nothing to check it by (:func:`unrecorded`) is
+    refused, or with ``unchecked`` logged; returns what was not checked."""
+    missing = unrecorded(checkpoint, model) if required else []
+    if missing and not unchecked:
+        raise CheckpointMismatchError(
+            f'checkpoint {source} records no {", ".join(missing)}: nothing can check that '
+            'it was trained for this config (a checkpoint of another taxonomy, horizon or text '
+            'features would be scored without a word). Give a checkpoint saved by '
+            'tools/train.py (or converted with tools/convert_authors_checkpoint.py, which '
+            f'records the config\'s); if you know it fits, set {UNCHECKED_KEY}=True '
+            f'(--cfg-options {UNCHECKED_KEY}=True): the results then say that it was not '
+            'checked')
+    if missing:
+        from mmengine.logging import print_log
+        print_log(f'{UNCHECKED_KEY}=True: checkpoint {source} records no '
+                  f'{", ".join(missing)}; it is scored UNCHECKED (its taxonomy, horizon and '
+                  'text features could not be compared with the config)', logger=logger,
+                  level=logging.WARNING)
+    return missing
 
 
 def _load_fitting(model, state, wrong: dict):

@@ -26,6 +26,7 @@ beam search without a PKG path) returns that row of ``pred_plan`` filled with
 implementation (``core.metrics``, ``PlanningMetric``) scores it 0 on every metric and logs
 their number. Never emit an id outside the taxonomy for it (the legacy mIoU would credit it).
 """
+import functools
 import math
 from typing import Dict, List, Optional
 
@@ -64,6 +65,9 @@ class BasePlanner(BaseModel):
     task_source: Optional[str] = None
     task_score: str = 'probability'  # what pred_task_score is: 'probability' | 'score'
     plan_uses_task: bool = False
+    # the (non-persistent) buffers holding a planner's text features, and their config
+    text_feature_buffers: tuple = ()
+    text_source: Optional[dict] = None
 
     def __init__(self, num_actions: int, horizon: int, pkg: Optional[dict] = None,
                  data_preprocessor: Optional[dict] = None):
@@ -125,6 +129,18 @@ class BasePlanner(BaseModel):
             state_dict[prefix + 'pkg_ready'] = torch.tensor(False)
         super()._load_from_state_dict(state_dict, prefix, local_metadata, strict,
                                       missing_keys, unexpected_keys, error_msgs)
+
+    def text_features_identity(self) -> Optional[dict]:
+        """The identity of the text features the planner holds (``text_embeddings.
+        features_identity``: SHA-256, shapes, source, kind), None when it holds none. Training
+        records it in every checkpoint; loading a checkpoint compares it."""
+        tensors = [functools.reduce(getattr, name.split('.'), self)
+                   for name in self.text_feature_buffers]
+        tensors = [t for t in tensors if t is not None]  # e.g. built without text features
+        if not tensors:
+            return None
+        from .text_embeddings import features_identity
+        return features_identity(tensors, self.text_source)
 
     # ------------------------------------------------------------------ forward
     def forward(self, inputs: Dict[str, torch.Tensor], data_samples=None, mode: str = 'tensor'):

@@ -86,6 +86,8 @@ class CEFITO(BasePlanner):
     # own stage) or the true one (``task_source``, set per model)
     task_score, plan_uses_task = 'probability', True
 
+    text_feature_buffers = ('field.predictor.action_embeddings',)
+
     def __init__(self, feature_dim: int, num_actions: int, num_tasks: int, horizon: int,
                  taxonomy, text_embeddings: Optional[dict] = None, text_dim: int = 512,
                  hidden_dim: int = 384, depth: int = 4, num_heads: int = 6,
@@ -102,6 +104,7 @@ class CEFITO(BasePlanner):
                  loss_weights: Optional[dict] = None, pkg: Optional[dict] = None,
                  data_preprocessor: Optional[dict] = None):
         super().__init__(num_actions, horizon, pkg, data_preprocessor)
+        self.text_source = text_embeddings  # what text_features_identity records
         check_choice('model.negative_rng', negative_rng, NEGATIVE_RNGS)
         check_choice('model.search', search, SEARCHES)
         check_choice('model.tie_break', tie_break, energy_search.TIE_BREAKS)

@@ -87,6 +87,7 @@ class CompactPlanNet(BasePlanner):
     cross_horizon_modes = CROSS_HORIZON_MODES
     # the task head's softmax regresses one-hot targets; the plan does not use it
     task_source, task_score, plan_uses_task = 'classifier', 'probability', False
+    text_feature_buffers = ('state_before', 'state_after')
 
     def __init__(self, feature_dim: int, num_actions: int, num_tasks: int, horizon: int,
                  embed_dim: int = 128, num_layers: int = 2, num_heads: int = 4,
@@ -99,6 +100,7 @@ class CompactPlanNet(BasePlanner):
                  pkg: Optional[dict] = None,
                  data_preprocessor: Optional[dict] = None):
         super().__init__(num_actions, horizon, pkg, data_preprocessor)
+        self.text_source = text_embeddings  # what text_features_identity records
         self._check_options(decode, cross_horizon, loss_weights, text_embeddings)
         self.num_tasks = num_tasks
         self.feature_dim = feature_dim

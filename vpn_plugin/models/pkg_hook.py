@@ -1,6 +1,8 @@
-"""PKGHook: fill the planner's PKG from the training split before train, val or test.
+"""PKGHook: fill the planner's PKG from the training split before train, val or test, and
+record the planner's text features in every checkpoint.
 
-The one hook of ``configs/_base_/default_runtime.py``'s ``custom_hooks``; it has no options:
+The one hook of ``configs/_base_/default_runtime.py``'s ``custom_hooks`` (every planner config
+keeps it); it has no options:
 how the graph is counted is the model's ``pkg`` config (``PKGBuilder``). A graph that is
 already there (``model.pkg_ready``, e.g. loaded from a checkpoint: the runner loads it
 before these hooks run) is kept.
@@ -36,6 +38,15 @@ class PKGHook(Hook):
 
     def before_test(self, runner) -> None:
         self.fill(runner)
+
+    def before_save_checkpoint(self, runner, checkpoint: dict) -> None:
+        """``meta.text_features``: the identity of the planner's text features
+        (``BasePlanner.text_features_identity``), which loading compares
+        (``engine.checkpoint.load_weights``)."""
+        model = runner.model.module if is_model_wrapper(runner.model) else runner.model
+        identity = model.text_features_identity() if isinstance(model, BasePlanner) else None
+        if identity is not None:
+            checkpoint.setdefault('meta', {})['text_features'] = identity
 
     @staticmethod
     def fill(runner) -> None:

@@ -296,6 +296,37 @@ def stand_in_label(text_cfg) -> Optional[str]:
     return f"stand-in {name} ({text_cfg.get('pooling')}-pooled{pad}), not the paper's CLIP"
 
 
+def describe_source(text_cfg) -> str:
+    """Where text features come from, in words: the file, or the encoder, pooling and texts
+    of ``text_cfg`` (a ``load_state_features`` / ``load_action_features`` config)."""
+    if not text_cfg:
+        return 'given in code (no text_embeddings config)'
+    cfg = dict(text_cfg)
+    if cfg.get('sources'):
+        return ' + '.join(describe_source(source) for source in cfg['sources'])
+    if cfg.get('file'):
+        return f"file {cfg['file']}"
+    texts = cfg.get('state_descriptions') or f"action names of {cfg.get('taxonomy')}"
+    return (f"{cfg.get('pooling', '?')} features of {cfg.get('encoder') or DEFAULT_ENCODER} "
+            f'for {texts}')
+
+
+def features_identity(tensors: Sequence[torch.Tensor], text_cfg) -> dict:
+    """What a checkpoint records of the text features a model was trained with (and a test
+    compares, ``engine.checkpoint.load_weights``): the SHA-256 of their float32 values, their
+    shapes, where they came from and their kind (the paper's CLIP text features or a stand-in).
+    """
+    digest = hashlib.sha256()
+    for tensor in tensors:
+        values = tensor.detach().to('cpu', torch.float32).contiguous().numpy()
+        digest.update(f'{values.shape}'.encode())
+        digest.update(values.tobytes())
+    return dict(sha256=digest.hexdigest(), shape=[list(t.shape) for t in tensors],
+                source=describe_source(text_cfg),
+                kind=stand_in_label(text_cfg) or ('CLIP text features' if text_cfg
+                                                  else 'given in code'))
+
+
 def _padded(features: torch.Tensor, pad_to: Optional[int]) -> torch.Tensor:
     """(N, S, Dt) -> (N, S, pad_to) with zeros appended (``pad_to`` >= Dt)."""
     if pad_to is None or features.shape[-1] == pad_to:

@@ -106,6 +106,7 @@ class ViterbiPlanNet(BasePlanner):
     cross_horizon_modes = CROSS_HORIZON_MODES
     # the task head regresses one-hot targets (MSE on its raw outputs); the plan does not use it
     task_source, task_score, plan_uses_task = 'classifier', 'score', False
+    text_feature_buffers = ('state_encoder.state_features',)
     official_prefixes = AUTHORS_PREFIXES  # their checkpoints' names (oracles.authors)
 
     def __init__(self, num_actions: int, num_tasks: int, horizon: int, feature_dim: int = 1536,
@@ -118,6 +119,7 @@ class ViterbiPlanNet(BasePlanner):
                  init_visual_from: Optional[str] = None,
                  pkg: Optional[dict] = None, data_preprocessor: Optional[dict] = None):
         super().__init__(num_actions, horizon, pkg, data_preprocessor)
+        self.text_source = text_embeddings  # what text_features_identity records
         self.loss_weights = {**dict(state=1.0, plan=1.0, task=1.0), **(loss_weights or {})}
         self._check_options(decode, cross_horizon, loss_weights, text_embeddings)
         self.num_tasks = num_tasks

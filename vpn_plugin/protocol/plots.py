@@ -28,6 +28,7 @@ import numpy as np
 
 from vpn_plugin.core.metrics import METRIC_NAMES
 from vpn_plugin.core.stats import bootstrap_ci
+from vpn_plugin.outputs import FIGURE_MARKER, OVERLAP_TABLE_MARKER
 from .results import METRIC_LABELS, ResultRow
 
 ONE_COLUMN, TWO_COLUMNS = 3.3, 6.9  # inches
@@ -238,8 +239,9 @@ def save_figure(fig, out_stem) -> list[Path]:
     out_stem = Path(out_stem)
     out_stem.parent.mkdir(parents=True, exist_ok=True)
     paths = [out_stem.with_suffix('.png'), out_stem.with_suffix('.pdf')]
-    for path in paths:
-        fig.savefig(path, bbox_inches='tight', pad_inches=0.02)
+    for path in paths:  # the marker tells tools/plots.py its earlier figures (outputs.py)
+        fig.savefig(path, bbox_inches='tight', pad_inches=0.02,
+                    metadata={'Creator': FIGURE_MARKER})
     _pyplot().close(fig)
     return paths
 
@@ -897,7 +899,7 @@ def plot_error_overlap(overlaps: list[Overlap], out_stem) -> list[Path]:
     place = ('one column wide' if width == ONE_COLUMN
              else 'full width (two columns, LaTeX figure*)')
     table.write_text(overlap_table(overlaps) + f'\nFigure {paths[0].name}: {place} '
-                     f'({width} in).\n')
+                     f'({width} in).\n\n{OVERLAP_TABLE_MARKER}\n')
     return paths + [table]
 
 
@@ -1023,7 +1025,7 @@ def plot_error_overlap3(overlap: Overlap3, out_stem) -> list[Path]:
                                shortened_note(shortened)), fontsize=6.5)
         paths = save_figure(fig, out_stem)
     table = Path(out_stem).with_suffix('.md')
-    table.write_text(overlap3_table(overlap))
+    table.write_text(overlap3_table(overlap) + f'\n{OVERLAP_TABLE_MARKER}\n')
     return paths + [table]
 
 

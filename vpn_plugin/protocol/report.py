@@ -47,6 +47,7 @@ import numpy as np
 from vpn_plugin.core.stats import AUTHORS_RESAMPLES, AUTHORS_SEED, bootstrap_ci, \
     bootstrap_difference
 from vpn_plugin.errors import check_names
+from vpn_plugin.outputs import REPORT_LATEX_MARKER, REPORT_MARKDOWN_MARKER
 from .results import METRIC_LABELS, METRIC_RANGES, ResultRow, shortened_reason
 
 DEFAULT_METRICS = ('success_rate', 'mean_accuracy', 'miou_set')
@@ -445,7 +446,7 @@ def to_markdown(table: Table, *, title: str = '', digits: int = 2) -> str:
             cells.append(_cell_text(table, method, column, digits, latex=False))
         lines.append('| ' + ' | '.join(cells) + ' |')
     lines.append('| ' + ' | '.join(_improvement_cells(table, digits, latex=False)) + ' |')
-    lines += ['', _legend(table, latex=False)]
+    lines += ['', _legend(table, latex=False), '', REPORT_MARKDOWN_MARKER]
     return '\n'.join(lines) + '\n'
 
 
@@ -455,7 +456,7 @@ def to_latex(table: Table, *, title: str = '', label: str = '', digits: int = 2)
     spec = 'l' + 'r' * len(extra) + 'c' * len(table.columns)
     header = ['Method'] + [name for name, _ in extra] + \
         [_latex_escape(_column_label(table, c)) for c in table.columns]
-    lines = [r'\begin{table}[t]', r'\centering', r'\small',
+    lines = [REPORT_LATEX_MARKER, r'\begin{table}[t]', r'\centering', r'\small',
              rf'\begin{{tabular}}{{{spec}}}', r'\toprule', ' & '.join(header) + r' \\',
              r'\midrule']
     for method in table.methods:

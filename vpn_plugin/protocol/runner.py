@@ -220,12 +220,19 @@ def config_variant(config: str, cfg_options: dict) -> dict:
     """What a config records in its rows' ``variant`` by itself: its ``dataset_variant``
     (e.g. ``egoper_errors`` of a converted EgoPER dataset) and ``text_features`` when its
     model reads stand-in text features (``models.text_embeddings.stand_in_label``: COIN's
-    MiniLM stand-in for the paper's CLIP features), so no table mistakes those rows."""
+    MiniLM stand-in for the paper's CLIP features), and ``unchecked_checkpoint`` when the run
+    may score a checkpoint that records nothing to check it by (``engine.checkpoint``), so no
+    table mistakes those rows."""
+    from vpn_plugin.engine.checkpoint import UNCHECKED_KEY
     from vpn_plugin.models.text_embeddings import stand_in_label
     cfg = config_with_options(config, cfg_options)
     variant = dict(cfg.get('dataset_variant') or {})
     label = stand_in_label((cfg.get('model') or {}).get('text_embeddings'))
-    return {**variant, 'text_features': label} if label else variant
+    if label:
+        variant['text_features'] = label
+    if cfg.get(UNCHECKED_KEY):
+        variant[UNCHECKED_KEY] = True
+    return variant
 
 
 def _test_spec(test: dict, method: str, config: str, horizon: int, dataset: str) -> TestSpec:

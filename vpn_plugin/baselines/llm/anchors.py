@@ -8,6 +8,8 @@ from pathlib import Path
 
 import numpy as np
 
+from ...errors import write_text_atomically
+
 ORACLE = 'oracle'
 
 
@@ -60,7 +62,6 @@ def _anchor_array(record: dict, key: str, path: Path, num_samples: int,
 
 
 def save_anchor_predictions(path: str | Path, first, last) -> None:
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps({'first': [int(a) for a in first], 'last': [int(a) for a in last]}))
+    write_text_atomically(path, json.dumps({'first': [int(a) for a in first],
+                                            'last': [int(a) for a in last]}), 'anchors file')
 
