@@ -236,3 +236,18 @@ def test_the_given_task_reaches_the_planner_and_the_display_says_given():
     lines = format_video_plan(sample, TAXONOMY, 'v.mp4', 1, 2)
     assert lines[1] == 'task: Perform CPR (given)'
     assert not any(line.startswith('WARNING') for line in lines)
+
+
+@pytest.mark.parametrize('name', ['ViterbiPlanNet', 'CompactPlanNet'])
+def test_a_task_head_trained_without_task_supervision_predicts_no_task(name):
+    """loss_weights.task=0 (the 'w/o task supervision' study): the head is never trained, so
+    its argmax is no task of the video; the plan then shows none."""
+    from test_model_vpn import build as vpn
+    torch.manual_seed(0)
+    model = chain(vpn(horizon=3, loss_weights=dict(state=0.0, task=0.0)) if name == 'ViterbiPlanNet'
+                  else MODELS.build(dict(type='CompactPlanNet', feature_dim=D, num_actions=N,
+                                         num_tasks=K, horizon=T, embed_dim=16, num_heads=2,
+                                         loss_weights=dict(align=0.0, task=0.0))))
+    sample = plan_from_features(model, torch.randn(D), torch.randn(D))[0]
+    assert 'pred_task' not in sample and 'task_source' not in sample.metainfo
+    assert format_video_plan(sample, TAXONOMY, 'v.mp4', 1, 2)[1].startswith('task: none')

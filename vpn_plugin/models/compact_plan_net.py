@@ -108,6 +108,8 @@ class CompactPlanNet(BasePlanner):
         self.dvl_temperature, self.align_temperature = dvl_temperature, align_temperature
         self.dvl_layers = dvl_layers
         self.loss_weights = {**dict(plan=1.0, align=1.0, task=1.0), **(loss_weights or {})}
+        if not self.loss_weights['task'] > 0:  # an untrained head predicts no task
+            self.task_source = None
         self.visual_encoder = nn.Sequential(nn.Linear(feature_dim, embed_dim), nn.GELU(),
                                             nn.Dropout(dropout), nn.Linear(embed_dim, embed_dim))
         init_visual_encoder(self.visual_encoder, init_visual_from, freeze_visual,
@@ -245,7 +247,8 @@ class CompactPlanNet(BasePlanner):
         soft = self.soft_plan(emissions)
         return dict(pred_plan=self.decode_plan(emissions, soft), soft_plan=soft,
                     emissions=emissions,
-                    **task_fields(self.task_head(torch.cat([start, goal], -1))))
+                    **(task_fields(self.task_head(torch.cat([start, goal], -1)))
+                       if self.task_source else {}))
 
 
 def squared_error(predicted: torch.Tensor, target: torch.Tensor) -> torch.Tensor:

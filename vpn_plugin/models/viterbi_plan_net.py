@@ -121,6 +121,8 @@ class ViterbiPlanNet(BasePlanner):
         super().__init__(num_actions, horizon, pkg, data_preprocessor)
         self.text_source = text_embeddings  # what text_features_identity records
         self.loss_weights = {**dict(state=1.0, plan=1.0, task=1.0), **(loss_weights or {})}
+        if not self.loss_weights['task'] > 0:  # an untrained head predicts no task
+            self.task_source = None
         self._check_options(decode, cross_horizon, loss_weights, text_embeddings)
         self.num_tasks = num_tasks
         self.feature_dim, self.embed_dim = feature_dim, embed_dim
@@ -262,4 +264,5 @@ class ViterbiPlanNet(BasePlanner):
         plans = self.decode_plan(log_emissions, soft)
         return dict(pred_plan=plans[:, :horizon], soft_plan=soft[:, :horizon],
                     emissions=log_emissions[:, :horizon].exp(),
-                    **task_fields(self.task_logits(states), softmax=False))
+                    **(task_fields(self.task_logits(states), softmax=False)
+                       if self.task_source else {}))
