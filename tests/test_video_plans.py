@@ -164,6 +164,8 @@ def test_cefito_of_the_true_task_plans_within_the_given_one():
         plan_from_features(model, start, goal, task=7)
     with pytest.raises(TypeError, match=r'task=1.5; expected a task index or 2 of them'):
         plan_from_features(model, start, goal, task=1.5)
+    with pytest.raises(TypeError, match=r"task='Perform CPR' is a name; expected its index"):
+        plan_from_features(model, start, goal, task='Perform CPR')
 
 
 def video_sample(plan, task=None, score=0.31, **info):

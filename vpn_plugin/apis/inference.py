@@ -280,6 +280,9 @@ def plan_from_features(model, start, goal, task=None):
 
 def _given_tasks(model, task, batch_size: int) -> torch.Tensor:
     """(B,) int64 task indices from one index or B of them, checked against the model."""
+    if isinstance(task, str):
+        raise TypeError(f'task={task!r} is a name; expected its index in the taxonomy '
+                        '(load_taxonomy(...).task_index(name) gives it)')
     values = torch.as_tensor(task)
     if values.is_floating_point() or values.dtype == torch.bool or values.dim() > 1:
         raise TypeError(f'task={task!r}; expected a task index or {batch_size} of them')
