@@ -45,7 +45,8 @@ def test_plan_tool_prints_the_checkpoints_plans(tiny_crosstask, tmp_path, capsys
     blocks = '\n'.join(printed).strip().split('\n\n')
     assert [b.splitlines()[0].split(' |')[0] for b in blocks] == ['sample 1', 'sample 4']
     for block in blocks:
-        steps = [ids_of[line[7:39].rstrip()] for line in block.splitlines()[2:]]
+        steps = [ids_of[line[7:39].rstrip()] for line in block.splitlines()[2:]
+                 if not line.startswith('WARNING: step(s)')]  # the plan leaves its task
         assert len(steps) == 3
         assert any((a + 1) % 133 in steps[1] and (a + 2) % 133 in steps[2] for a in steps[0])
 

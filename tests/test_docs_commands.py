@@ -349,8 +349,20 @@ def protocols() -> dict:
             for path in sorted((REPO / 'configs' / 'protocol').glob('*.py'))}
 
 
+@functools.lru_cache(maxsize=None)
+def page_protocols() -> frozenset:
+    """The protocols a page writes itself (a Python block setting ``protocol = '...'``, as
+    docs/your_method.md's own protocol config)."""
+    names = set()
+    for page in PAGES:
+        for language, block in code_blocks(page.read_text()):
+            if language == 'python':
+                names.update(re.findall(r"^protocol = '([^']+)'", '\n'.join(block), flags=re.M))
+    return frozenset(names)
+
+
 def protocol_names() -> set:
-    return set(protocols().values())
+    return set(protocols().values()) | page_protocols()
 
 
 @functools.lru_cache(maxsize=None)
@@ -542,6 +554,8 @@ def test_the_checks_catch_what_issue_34_found():
     assert produced_form_problem('work_dirs/vpn_niv_t3/best.pth', set())
     assert not produced_form_problem('work_dirs/vpn_niv_t3/best_*.pth', set())
     assert produced_form_problem('work_dirs/protocol/standard_nv/results.jsonl', set())
+    assert 'my_method_kitchen' in page_protocols()  # docs/your_method.md's own protocol
+    assert not produced_form_problem('work_dirs/protocol/my_method_kitchen/results.jsonl', set())
     assert produced_form_problem('work_dirs/protocol/standard/results_epochs-3.jsonl', set())
     assert not produced_form_problem(
         'work_dirs/protocol/standard_niv/results_batch_size-64_max_epochs-3.jsonl', set())

@@ -275,12 +275,17 @@ def test_plan_tool_from_a_video_with_random_weights(tiny_crosstask, tmp_path, ca
     load_tool('plan').main([str(config), '--checkpoint', str(tmp_path / 'tiny.pth'), '--video',
                             str(video), '--start-time', '1', '--goal-time', '4', '--size',
                             str(SIZE), '--random-weights', '--save-features',
-                            str(tmp_path / 'f.npz')])
+                            str(tmp_path / 'f.npz'), '--task', 'Make Jello Shots'])
     out = capsys.readouterr()
     lines = out.out.splitlines()
     lines = lines[[i for i, line in enumerate(lines) if line.startswith('*** UNUSABLE')][0]:]
-    assert 'UNUSABLE' in out.err
+    assert 'UNUSABLE' in out.err and lines.count(lines[0]) == 2  # above and below the plan
     assert 'video' in lines[1] and '5 s of S3D features' in lines[1]
+    # issue 38: where the task comes from (given with the video; the planner's task head)
+    assert lines[2] == 'task: Make Jello Shots (given)'
+    assert lines[3].startswith("the planner's own task: ") and lines[3].endswith(
+        '(predicted by the task head, score ' + lines[3].split('score ')[1])
+    assert lines[3].endswith('; the plan does not depend on it)')
     from vpn_plugin.datasets.taxonomy import load_taxonomy
     names = set(load_taxonomy(tiny_crosstask['taxonomy']).action_names)
     steps = [line.strip().split(None, 1) for line in lines if line.startswith('  ')]

@@ -158,8 +158,9 @@ def test_dry_run_standard(monkeypatch, capsys):
     assert f'{len(units)} runs; 18 configs checked' in capsys.readouterr().out
 
 
-def test_dry_run_cross_horizon(monkeypatch):
-    tests = methods_of(dry_run('cross_horizon_crosstask', monkeypatch))
+@pytest.mark.parametrize('dataset', ['crosstask', 'niv', 'coin'])
+def test_dry_run_cross_horizon(dataset, monkeypatch):
+    tests = methods_of(dry_run(f'cross_horizon_{dataset}', monkeypatch))
     assert sorted(t[:2] for t in tests['ViterbiPlanNet (train T=6)']) == [(6, 3), (6, 4), (6, 5)]
     assert sorted(t[:2] for t in tests['ViterbiPlanNet (train T=test T)']) == [
         (3, 3), (4, 4), (5, 5)]

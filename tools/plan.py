@@ -14,7 +14,9 @@ the same options. ``--random-weights`` (instead of ``--s3d-weights``) runs the p
 random S3D weights, for checks only: its plans are marked UNUSABLE. ``--features FILE`` plans
 from one video's features already extracted (a file of ``extract_features.py`` or
 ``--save-features``, or any per-video layout the datasets read): no S3D, no video; a file
-written with random weights (``usable`` false) is marked UNUSABLE as well.
+written with random weights (``usable`` false) is marked UNUSABLE as well. Each plan says where
+its task comes from (the planner's classifier with its probability, the ground truth, or
+``--task NAME``: the task the video shows) and warns when its actions leave that task.
 """
 import argparse
 import sys
@@ -54,6 +56,10 @@ def parse_args(argv=None):
     video.add_argument('--features', type=path_argument, metavar='FILE',
                        help="plan from a video's features already extracted (the .npz of "
                        'extract_features.py or --save-features) instead of --video')
+    video.add_argument('--task', metavar='NAME',
+                       help='the task the video shows (name, key or index of the taxonomy): '
+                       'the plan is checked against it, and a planner of the true task '
+                       "(CEFITO's task_source=ground_truth) plans within it")
     video.add_argument('--save-features', type=path_argument, metavar='NPZ',
                        help="also write the video's features (frames_features) there")
     add_overwrite_argument(video, '--save-features')
@@ -83,6 +89,9 @@ def parse_args(argv=None):
         if not (args.config and args.checkpoint):
             parser.error('CONFIG and CHECKPOINT are required (or --video / --features with '
                          '--checkpoint)')
+        if args.task is not None:
+            parser.error('--task is for --video / --features (dataset samples carry their '
+                         'true task)')
     else:
         if not args.checkpoint:
             parser.error('--video needs --checkpoint CKPT')
@@ -98,12 +107,13 @@ def plan_video(args, cfg) -> None:
     from vpn_plugin.apis.video import (RANDOM_WEIGHTS_WARNING, config_taxonomy,
                                        format_video_plan, load_s3d_for_tool)
     taxonomy = config_taxonomy(cfg, args.split)
+    task = None if args.task is None else taxonomy.task_index(args.task)
     s3d = load_s3d_for_tool(args.s3d_weights, args.random_weights)
     model = init_planner(cfg, args.checkpoint)
     print_unchecked(model, args.checkpoint)
     sample, features = plan_from_video(model, s3d, args.video, args.start_time,
                                        args.goal_time, recipe_from_args(args), args.split,
-                                       return_features=True)
+                                       return_features=True, task=task)
     print('\n'.join(format_video_plan(sample, taxonomy, args.video, args.start_time,
                                       args.goal_time)))
     if args.save_features:
@@ -111,18 +121,19 @@ def plan_video(args, cfg) -> None:
 
 
 def plan_features(args, cfg) -> None:
-    """``--features``: the plan between two moments of a video's features file."""
+    """``--features``: the plan between two moments of a video's features file (a file of
+    random S3D weights is planned from, its plans marked UNUSABLE as the CLI marks videos)."""
     from vpn_plugin.apis import init_planner, plan_from_features, video_observations
     from vpn_plugin.apis.video import config_taxonomy, format_video_plan
     from vpn_plugin.datasets.features import read_feature_record
     record = read_feature_record(args.features)
     taxonomy = config_taxonomy(cfg, args.split)
+    task = None if args.task is None else taxonomy.task_index(args.task)
     model = init_planner(cfg, args.checkpoint)
     start, goal = video_observations(model.cfg, args.features, args.start_time, args.goal_time,
-                                     args.split)
+                                     args.split, allow_unusable=True)
     print_unchecked(model, args.checkpoint)
-    sample = plan_from_features(model, start, goal)[0]
-    sample.set_field(bool(record.get('usable', True)), 'usable', field_type='metainfo')
+    sample = plan_from_features(model, start, goal, task=task)[0]
     sample.set_field(int(len(record['frames_features'])), 'num_seconds', field_type='metainfo')
     print('\n'.join(format_video_plan(sample, taxonomy, args.features, args.start_time,
                                       args.goal_time, source='features')))

@@ -10,9 +10,11 @@ import numpy as np
 import torch
 
 from .. import compat_applied  # noqa: F401  (compat fixes before any OpenMMLab import)
+from ..core.metrics import NO_PLAN
 from ..errors import check_file
 from ..video import FrameRecipe, embed_frames, iter_frame_blocks
-from .inference import plan_from_features, video_observations
+from .inference import (RANDOM_WEIGHTS_WARNING, mark_unusable, plan_from_features,
+                        video_observations)
 
 WEIGHTS_URL = 'https://www.rocq.inria.fr/cluster-willow/amiech/howto100m/s3d_howto100m.pth'
 DICT_URL = 'https://www.rocq.inria.fr/cluster-willow/amiech/howto100m/s3d_dict.npy'
@@ -21,8 +23,6 @@ WEIGHTS_HELP = (
     '(github.com/antoine77340/S3D_HowTo100M): download s3d_howto100m.pth from '
     f'{WEIGHTS_URL} (and, for text embeddings, s3d_dict.npy from {DICT_URL}), then pass '
     '--s3d-weights /path/to/s3d_howto100m.pth (extract_features.py: --weights)')
-RANDOM_WEIGHTS_WARNING = ('UNUSABLE: S3D with RANDOM weights (--random-weights), for pipeline '
-                          'checks only; these features and plans mean nothing')
 
 
 def init_s3d(weights=None, dict_path=None, device: str = 'cpu', random_weights: bool = False,
@@ -62,19 +62,22 @@ def video_features(s3d, video, recipe: FrameRecipe = FrameRecipe(), batch_chunks
 
 def plan_from_video(model, s3d, video, start_time: float, goal_time: float,
                     recipe: FrameRecipe = FrameRecipe(), split: str = 'test',
-                    return_features: bool = False):
+                    return_features: bool = False, task=None):
     """The plan of ``model`` (``init_planner``) from the state at ``start_time`` to the state at
     ``goal_time`` (seconds) of the video file ``video``: its features (``video_features`` with
     ``s3d`` from :func:`init_s3d`), observed as ``model.cfg``'s datasets observe them
-    (``video_observations``). Returns one ``ActionDataSample`` (``pred_plan`` (T,), ...) with
-    ``usable`` False when ``s3d`` has random weights (``return_features``: and the features)."""
+    (``video_observations``); ``task``: the task the video shows, if known
+    (``plan_from_features``). Returns one ``ActionDataSample`` (``pred_plan`` (T,), ...) whose
+    metainfo has ``usable`` False when ``s3d`` has random weights (``init_s3d(random_weights=
+    True)`` is the request for them) (``return_features``: and the features)."""
     features = video_features(s3d, video, recipe)
     try:
         start, goal = video_observations(model.cfg, features, start_time, goal_time, split)
     except ValueError as error:  # name the video, not its in-memory features
         raise ValueError(f'{video}: {error}') from None
-    sample = plan_from_features(model, start, goal)[0]
-    sample.set_field(bool(getattr(s3d, 'usable', True)), 'usable', field_type='metainfo')
+    if not getattr(s3d, 'usable', True):
+        start, goal = mark_unusable(start), mark_unusable(goal)
+    sample = plan_from_features(model, start, goal, task)[0]
     sample.set_field(int(len(features)), 'num_seconds', field_type='metainfo')
     sample.set_field(goal_note(goal_time, len(features)), 'goal_note', field_type='metainfo')
     return (sample, features) if return_features else sample
@@ -133,16 +136,20 @@ def goal_note(goal_time: float, num_seconds: int) -> str:
 def format_video_plan(sample, taxonomy, video, start_time, goal_time,
                       source: str = 'video') -> list:
     """Lines: the UNUSABLE mark (random S3D weights), the video (``source`` 'features': its
-    features file) and times, a goal read at the last second (:func:`goal_note`), the
-    predicted task (when the planner predicts one) and one line per step with the action
-    name."""
-    lines = [] if sample.metainfo.get('usable', True) else [f'*** {RANDOM_WEIGHTS_WARNING} ***']
-    lines.append(f'{source} {video}: {sample.metainfo.get("num_seconds", "?")} s of S3D features; '
-                 f'plan from the state at {start_time:g} s to the state at {goal_time:g} s')
+    features file) and times, a goal read at the last second (:func:`goal_note`), the task and
+    where it comes from (``plan_display.task_lines``), one line per step with the action name,
+    and a warning when the plan's actions leave the task."""
+    from ..models.plan_display import outside_task_lines, plan_task, task_lines
+    unusable = not sample.metainfo.get('usable', True)
+    mark = [f'*** {sample.metainfo.get("warning", RANDOM_WEIGHTS_WARNING)} ***'] if unusable \
+        else []
+    lines = mark + [f'{source} {video}: {sample.metainfo.get("num_seconds", "?")} s of S3D '
+                    f'features; plan from the state at {start_time:g} s to the state at '
+                    f'{goal_time:g} s']
     if sample.metainfo.get('goal_note'):
         lines.append(sample.metainfo['goal_note'])
-    if 'pred_task' in sample:
-        lines.append(f'task: {taxonomy.task_names[int(sample.pred_task)]}')
+    lines += task_lines(sample, taxonomy)
     for step, action in enumerate(sample.pred_plan.tolist(), 1):
-        lines.append(f'  {step:<5}{taxonomy.action_names[int(action)]}')
-    return lines
+        name = '(no plan)' if action == NO_PLAN else taxonomy.action_names[int(action)]
+        lines.append(f'  {step:<5}{name}')
+    return lines + outside_task_lines(sample.pred_plan, taxonomy, plan_task(sample)) + mark

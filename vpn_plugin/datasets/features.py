@@ -71,12 +71,19 @@ def feature_fix_hint(feature_dir, data_root) -> str:
 
 def load_features(path, frame_dim: int, vid: str = '', fix_hint: str = '') -> np.ndarray:
     """Read one video's frames -> (L, D) float32; BadVideoError names the file and problem."""
-    path = Path(path)
-    if not path.exists():
-        raise BadVideoError(vid, 'missing feature file', f'feature file {path} does not exist '
-                            f'(video {vid}). {fix_hint}'.rstrip())
+    path = require_feature_file(path, vid, fix_hint)
     record = read_feature_record(path, vid, frames_only=True)
     return checked_frames(record, path, frame_dim, vid)
+
+
+def require_feature_file(path, vid: str = '', fix_hint: str = '') -> Path:
+    """``path`` as a Path; BadVideoError when no such file exists."""
+    path = Path(path)
+    if not path.exists():
+        of_video = f' (video {vid})' if vid else ''
+        raise BadVideoError(vid, 'missing feature file', f'feature file {path} does not exist'
+                            f'{of_video}. {fix_hint}'.rstrip())
+    return path
 
 
 def checked_frames(record: dict, path, frame_dim: int, vid: str = '') -> np.ndarray:

@@ -12,6 +12,14 @@ A subclass implements ``loss(inputs, data_samples) -> dict``,
 ``soft_plan``/``emissions`` (B, T', N), ``pred_task`` (B,), ``metainfo`` (list of B dicts)) and
 ``tensor(inputs, horizon)``.
 
+A planner that predicts the task returns ``pred_task`` (B,) with ``pred_task_score`` (B,)
+(:func:`task_fields`) and says where it comes from in three class (or instance) attributes,
+copied into each result's metainfo (:meth:`BasePlanner.task_metainfo`) for the displays:
+``task_source`` ('classifier': the model's own prediction; 'ground_truth': the batch's true
+task; None: no task), ``task_score`` (what ``pred_task_score`` is: 'probability', a softmax, or
+'score', a head's raw output) and ``plan_uses_task`` (False: an auxiliary head the plan does
+not depend on).
+
 A planner that can fail to produce a plan for a window (an LLM reply without a usable plan, a
 beam search without a PKG path) returns that row of ``pred_plan`` filled with
 ``core.metrics.NO_PLAN`` (-1; ``core.metrics.no_plan(T)`` is such a row): the one metric
@@ -54,6 +62,10 @@ class BasePlanner(BaseModel):
     follows_data_horizon = False
     cross_horizon: Optional[str] = None
     cross_horizon_modes: tuple = (None,)  # the rules a subclass offers for T' < T
+    # where pred_task comes from (module docstring): None | 'classifier' | 'ground_truth'
+    task_source: Optional[str] = None
+    task_score: str = 'probability'  # what pred_task_score is: 'probability' | 'score'
+    plan_uses_task: bool = False
     # the (non-persistent) buffers holding a planner's text features, and their config
     text_feature_buffers: tuple = ()
     text_source: Optional[dict] = None
@@ -143,8 +155,17 @@ class BasePlanner(BaseModel):
             return self.tensor(inputs, horizon)
         self.require_pkg()
         with torch.no_grad():
-            return pack_samples(self.predict_fields(inputs, data_samples, horizon),
-                                data_samples)
+            samples = pack_samples(self.predict_fields(inputs, data_samples, horizon),
+                                   data_samples)
+        if samples and 'pred_task' in samples[0] and self.task_source is not None:
+            for sample in samples:
+                sample.set_metainfo(self.task_metainfo())
+        return samples
+
+    def task_metainfo(self) -> dict:
+        """Where the results' ``pred_task`` comes from (module docstring)."""
+        return dict(task_source=self.task_source, task_score=self.task_score,
+                    plan_uses_task=self.plan_uses_task)
 
     def eval_horizon(self, data_samples, training: bool) -> int:
         """T' of the batch's plans (B, T') (T without plans), checked against the model."""
@@ -232,6 +253,14 @@ def num_parameters(model) -> int:
     apart = {id(p) for name in getattr(model, 'counted_apart', ())
              for p in model.get_submodule(name).parameters()}
     return int(sum(p.numel() for p in model.parameters() if id(p) not in apart))
+
+
+def task_fields(logits: torch.Tensor, softmax: bool = True) -> dict:
+    """``pred_task`` (B,), the argmax of a task head's outputs (B, K), and ``pred_task_score``
+    (B,), its softmax probability (``softmax``) or its raw output."""
+    task = logits.argmax(-1)
+    scores = logits.softmax(-1) if softmax else logits
+    return dict(pred_task=task, pred_task_score=scores.gather(-1, task[:, None])[:, 0])
 
 
 def check_loss_terms(loss_weights: Optional[dict], terms) -> None:

@@ -33,7 +33,7 @@ from mmaction.registry import MODELS
 
 from ..core import energy_field, energy_search, negatives
 from ..errors import check_choice, check_numbers
-from .base_planner import BasePlanner, check_loss_terms, num_parameters
+from .base_planner import BasePlanner, check_loss_terms, num_parameters, task_fields
 from .pdpp import TaskClassifier
 from .text_embeddings import load_action_features, stand_in_label
 
@@ -83,6 +83,9 @@ class CEFITO(BasePlanner):
     """
 
     counted_apart = ('classifier',)
+    # the search plans within the actions of the task: the classifier's (cross-entropy, its
+    # own stage) or the true one (``task_source``, set per model)
+    task_score, plan_uses_task = 'probability', True
 
     text_feature_buffers = ('field.predictor.action_embeddings',)
 
@@ -278,15 +281,20 @@ class CEFITO(BasePlanner):
 
     # ------------------------------------------------------------------ planning
     def search_tasks(self, inputs, data_samples) -> torch.Tensor:
+        return self.task_prediction(inputs, data_samples)['pred_task']
+
+    def task_prediction(self, inputs, data_samples) -> Dict[str, torch.Tensor]:
+        """``pred_task`` (B,), the tasks searched within (``task_source``), with the
+        classifier's ``pred_task_score`` (B,)."""
         if self.task_source == 'ground_truth':
             if not data_samples or 'task' not in data_samples:
                 raise ValueError('CEFITO: model.task_source=ground_truth needs the batch\'s '
                                  'tasks (data_samples["task"])')
-            tasks, source = data_samples['task'], 'ground-truth'
+            fields, source = dict(pred_task=data_samples['task']), 'ground-truth'
         else:
-            tasks, source = self.classifier.predict_task(inputs), 'predicted'
-        self.check_tasks(tasks, source)
-        return tasks
+            fields, source = task_fields(self.classifier.task_logits(inputs)), 'predicted'
+        self.check_tasks(fields['pred_task'], source)
+        return fields
 
     @torch.no_grad()
     def plan(self, start: torch.Tensor, goal: torch.Tensor, tasks: torch.Tensor,
@@ -314,10 +322,9 @@ class CEFITO(BasePlanner):
         return plans, energies
 
     def predict_fields(self, inputs, data_samples, horizon: int) -> dict:
-        tasks = self.search_tasks(inputs, data_samples)
-        plans, energies = self.plan(inputs['start'], inputs['goal'], tasks)
-        return dict(pred_plan=plans[:, 0], pred_task=tasks, topk_plans=plans,
-                    topk_energies=energies)
+        tasks = self.task_prediction(inputs, data_samples)
+        plans, energies = self.plan(inputs['start'], inputs['goal'], tasks['pred_task'])
+        return dict(pred_plan=plans[:, 0], **tasks, topk_plans=plans, topk_energies=energies)
 
     def tensor(self, inputs, horizon: int) -> torch.Tensor:
         """Top-1 plans (B, T) of the classifier's tasks."""

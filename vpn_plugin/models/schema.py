@@ -45,7 +45,7 @@ from mmaction.registry import MODELS
 
 from .. import core
 from ..errors import check_choice
-from .base_planner import BasePlanner, check_loss_terms, num_parameters
+from .base_planner import BasePlanner, check_loss_terms, num_parameters, task_fields
 from .pretrained_encoder import init_visual_encoder
 from .state_encoder import INIT_LOGIT_SCALE
 from .state_encoder import OFFICIAL_PREFIXES as STATE_ENCODER_PREFIXES
@@ -236,6 +236,8 @@ class SCHEMA(BasePlanner):
     """
 
     official_prefixes = SCHEMA_PREFIXES  # its official checkpoints' names (oracles.authors)
+    # the task classifier (cross-entropy) conditions the action decoder
+    task_source, task_score, plan_uses_task = 'classifier', 'probability', True
     text_feature_buffers = ('state_encoder.state_features',)
 
     def __init__(self, num_actions: int, num_tasks: int, horizon: int, feature_dim: int = 1536,
@@ -358,7 +360,7 @@ class SCHEMA(BasePlanner):
         out = self.with_observed(self.network(inputs), inputs)
         probabilities = out['action_logits'].softmax(-1)
         return dict(pred_plan=self.decode_plan(probabilities), emissions=probabilities,
-                    pred_task=out['task_logits'].argmax(-1))
+                    **task_fields(out['task_logits']))
 
     # ------------------------------------------------------------------ checkpoints
     def check_official_buffers(self, state: dict) -> dict:

@@ -204,8 +204,10 @@ def config_schedule(config: str, cfg_options: dict) -> tuple:
         raise ValueError(f'{config}: train_cfg has no max_epochs; expected an epoch-based '
                          'training schedule')
     train_set = cfg.get('train_dataloader', {}).get('dataset', {})
+    data_root = str(train_set.get('data_root', ''))  # '{data_root}/niv' or '{data_root}'
+    data_root = data_root.replace('{data_root}', str(cfg.get('data_root', '')))
     dataset = (UNION if train_set.get('type') == 'ConcatPlanningDataset'
-               else Path(str(train_set.get('data_root', ''))).name)
+               else Path(data_root).name)
     return int(cfg.train_cfg.max_epochs), dataset, model_kind(cfg.model)
 
 
