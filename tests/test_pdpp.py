@@ -64,6 +64,18 @@ def test_perturbed_fixture_fails(fixture_dir, tmp_path, capsys):
     assert not any('head' in name or 'sched' in name for name in failed)
 
 
+def test_a_nan_output_or_a_moved_schedule_buffer_fails(fixture_dir, tmp_path, capsys):
+    """Issue 37 item 6: a NaN in x_start passed (its tolerance became inf), and betas[0] +0.05
+    in state_dict.npz passed (the schedule was rebuilt from meta.json, the buffers unread)."""
+    copy_dir = copy_fixture(fixture_dir, tmp_path)
+    shift_array(copy_dir, 'outputs.npz', 'x_start', (0, 0, 0), np.nan)
+    shift_array(copy_dir, 'state_dict.npz', 'betas', (0,), 0.05)
+    assert load_tool('check_reference').main([str(copy_dir)]) == 1
+    failed = {line.split()[0] for line in capsys.readouterr().out.splitlines()
+              if line.endswith('FAIL')}
+    assert failed == {'outputs.npz:x_start', 'state_dict.npz:betas'}
+
+
 @pytest.mark.parametrize('field, value', [('horizon', 4), ('num_actions', 10), ('batch', 8)])
 def test_a_fixture_whose_header_disagrees_with_its_arrays_is_refused(fixture_dir, tmp_path,
                                                                      monkeypatch, field, value):
