@@ -447,7 +447,8 @@ def train_step_outputs(model, meta: dict, inputs: dict, initial_state, goal_stat
     optimizer.zero_grad(set_to_none=True)
     terms = model.loss_terms(aug_start, aug_goal, actions, torch.from_numpy(inputs['negatives']))
     terms['total'].backward()
-    grads = {k: p.grad.detach().clone() for k, p in field.named_parameters()}
+    grads = {k: p.grad.detach().clone() for k, p in field.named_parameters()
+             if p.grad is not None}  # AdamW leaves a parameter without a gradient as it is
     optimizer.step()
     ema_update(ema, field, 1, float(ema_args['decay']), int(ema_args['start_step']),
                int(ema_args['update_every']))
@@ -465,7 +466,8 @@ def ema_spread(field, spread: dict, ema_args: dict) -> dict:
         for name, parameter in zero.named_parameters():
             parameter.zero_()
         for name, parameter in moved.named_parameters():
-            parameter.copy_(spread[name].to(parameter.dtype))
+            parameter.copy_(spread[name].to(parameter.dtype) if name in spread
+                            else torch.zeros_like(parameter))
     ema_update(zero, moved, 1, float(ema_args['decay']), int(ema_args['start_step']),
                int(ema_args['update_every']))
     return {k: p.detach().double().abs() for k, p in zero.named_parameters()}
@@ -484,12 +486,13 @@ def train_step_rows(model, meta: dict, fixture: Path, inputs: dict) -> list:
     rows = compare_file(path, arrays, OUTPUT_TOLERANCE, names=list(arrays),
                         perturbed=[p[0] for p in perturbed], perturbed_what=what)
     before = {k: torch.from_numpy(v.astype(np.float32))
-              for k, v in read_npz(fixture / 'state_dict.npz').items() if k in grads}
+              for k, v in read_npz(fixture / 'state_dict.npz').items() if k in after}
     settings, ema_args = train_step_settings(meta)
 
     def spreads():
         uncertainty = optimiser_step.gradient_uncertainty(grads, [p[1] for p in perturbed])
-        spread = optimiser_step.update_spread(adamw_step(settings), before, grads, uncertainty)
+        spread = optimiser_step.update_spread(adamw_step(settings),
+                                              {k: before[k] for k in grads}, grads, uncertainty)
         return spread, ema_spread(model.field, spread, ema_args)
     spread, spread_ema = cmp.measured(f'{path.name}:spreads', spreads)
     rows += optimiser_step.compare_steps(path, 'after_adamw.', before, after, spread,
@@ -525,10 +528,15 @@ def loader_outputs(fixture: Path, meta: dict) -> dict:
                                 else int(info['task_id']))
             rows['record_index'].append(index)
         out.update({f'{source}_{k}': np.asarray(v) for k, v in rows.items()})
-    ranges = read_npz(fixture / 'loader_outputs.npz').get('state_window_vidA_ranges')
-    if ranges is not None:
-        frames = features['vidA']
-        out['state_window_vidA'] = np.stack([
+    for key, ranges in read_npz(fixture / 'loader_outputs.npz').items():
+        video = re.fullmatch(r'state_window_(.+)_ranges', key)
+        if video is None:
+            continue
+        if video.group(1) not in features:
+            raise ValueError(f'{fixture / "loader_outputs.npz"}: {key} names video '
+                             f'{video.group(1)!r}, which {fixture / "loader_inputs.npz"} lacks')
+        frames = features[video.group(1)]
+        out[f'state_window_{video.group(1)}'] = np.stack([
             np.stack([frames[i] for i in observations.frame_indices('authors', s, e, len(frames))])
             for s, e in ranges.tolist()])
     return out
@@ -679,6 +687,6 @@ def check_fixture(fixture, meta: dict):
     if (fixture / 'loader_outputs.npz').is_file():
         loader = loader_outputs(fixture, meta)
         rows += compare_file(fixture / 'loader_outputs.npz', loader, 0.0,
-                             names=sorted(set(read_npz(fixture / 'loader_outputs.npz'))
-                                          - {'state_window_vidA_ranges'}))
+                             names=sorted(k for k in read_npz(fixture / 'loader_outputs.npz')
+                                          if not re.fullmatch(r'state_window_.+_ranges', k)))
     return rows, header_ok

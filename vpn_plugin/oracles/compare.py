@@ -1,14 +1,20 @@
 """One checker for every oracle fixture of ``../shared/reference`` (README there).
 
 A fixture holds an official code's weights, inputs and recorded outputs for one batch.
-``meta.json``'s ``method`` names the method (``SCHEMA``, ``PDPP``, ``S3D``); a fixture without it is
-the ViterbiPlanNet authors'. Each method has a module with
+``meta.json``'s ``method`` names the method (``SCHEMA``, ``PDPP``, ``KEPP``, ``CEFITO``, ``S3D``);
+a fixture without it is the ViterbiPlanNet authors'. Each method has a module with
 ``check_fixture(fixture: Path, meta: dict) -> (rows, header_ok)`` where ``rows`` are
 ``(array name, max abs diff, max rel diff, tolerance, ok)`` and ``header_ok`` covers what is
 not an array (parameter counts, text files). ``tools/check_reference.py`` prints the table.
 
 The rules (a correct implementation passes at any thread count, a wrong one fails):
 
+* **Non-finite values.** A NaN or inf on one side only (recorded or recomputed) is a
+  difference of ``inf`` and fails at any tolerance; non-finite entries at the same positions
+  with the same values on both sides (``-inf`` log-probabilities of a Viterbi table) pass, and
+  the finite entries are compared at their own scale (``compare``, ``same_nonfinite``). A
+  tolerance is never infinite: a measurement that turns finite values into NaN gives a NaN
+  tolerance, and ``within`` fails the row.
 * **Scale.** A difference is divided by the scale of what is compared: the recorded array's
   max abs (``compare``, ``compare_file``), or for gradients the model's largest gradient
   (``compare_grads``): each part of a summary ``[norm, sum, first 64 entries]`` by the largest
@@ -41,6 +47,13 @@ The rules (a correct implementation passes at any thread count, a wrong one fail
   the recorded top-2 margin exceeds twice the float error the comparison allows for the scores
   (the scores' tolerance times their scale): there equal scores within that error have the
   same argmax. Elsewhere the difference is reported (counted in the line), never failed.
+
+* **Optimiser steps** (``optimiser_step``): the update ``after - before`` at the recorded
+  update's scale, each entry allowed the update's range over its gradient's measured
+  uncertainty (AdamW's first step is a sign: a gradient that is round-off has none).
+* **Replay** (``MEASURED``): what a check measured is kept per row; a rerun on a changed copy
+  of the fixture judges at it and measures nothing (``sensitivity``: one weight per module
+  moved by 0.05 shows what a widened tolerance still sees).
 
 A checker: ``run = lambda **inputs: (outputs, grads)`` of the recorded batch;
 ``perturbed = perturbed_runs(run, inputs)``; ``compare_file(path, outputs, OUTPUT_TOLERANCE,
@@ -668,6 +681,22 @@ def widened_cell(label: str, tolerance: float) -> str:
     return cell + (f' (up to {ratio(widest, base):.3g}x)' if widest > tolerance else '')
 
 
+def largest_lines(rows: List[Row]) -> List[str]:
+    """Per file of the rows (the label before ``:``; ``other`` without one): the largest
+    ``max rel`` of its judged rows, with its row and tolerance (what docs quote)."""
+    groups: Dict[str, List[Row]] = {}
+    for row in rows:
+        if row[3] != REPORTED:
+            file = row[0].split(':', 1)[0] if ':' in row[0] else 'other'
+            groups.setdefault(file, []).append(row)
+    lines = []
+    for file, members in groups.items():
+        worst = max(members, key=lambda row: row[2])
+        lines.append(f'largest "max rel" of {file} ({len(members)} rows): {worst[2]:.2e} '
+                     f'({worst[0]}; tol {worst[3]:.1e}{", FAIL" if not worst[4] else ""})')
+    return lines
+
+
 def print_report(rows: List[Row], header_ok: bool = True) -> bool:
     """Print the table (a header naming the columns, ``COLUMNS``); True when every judged row
     and the header passed. A reported row (tolerance ``REPORTED``: an ill-conditioned
@@ -690,9 +719,7 @@ def print_report(rows: List[Row], header_ok: bool = True) -> bool:
     if reported:
         print(f'reported, not judged (ill-conditioned, see the conditioning lines): '
               f'{", ".join(reported)}')
-    largest = max((row for row in rows if row[3] != REPORTED), key=lambda row: row[2],
-                  default=None)
-    if largest is not None:
-        print(f'largest "max rel": {largest[2]:.2e} ({largest[0]}, tol {largest[3]:.1e})')
+    for line in largest_lines(rows):
+        print(line)
     print('PASS' if ok else 'FAIL: differences beyond tolerance')
     return ok

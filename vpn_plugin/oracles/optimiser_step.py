@@ -96,8 +96,9 @@ def compare_steps(path: Path, prefix: str, before: Tensors, ours_after: Tensors,
                   spread: Tensors, tolerance: float, what: str) -> List[Row]:
     """Rows ``{file}:{prefix}{name}`` of every recorded ``{prefix}*`` array of ``path`` and
     every parameter of ``ours_after`` (one side only: a failing ``(missing)`` row), each a
-    ``step_row``; one ``conditioning:`` line says where the gradient's uncertainty left the
-    update undetermined (``what``: the step's perturbed inputs)."""
+    ``step_row`` (a parameter without a ``spread``, which got no gradient, is allowed none);
+    one ``conditioning:`` line says where the gradient's uncertainty left the update
+    undetermined (``what``: the step's perturbed inputs)."""
     recorded = {k[len(prefix):]: v for k, v in read_npz(path).items() if k.startswith(prefix)}
     label = f'{Path(path).name}:{prefix}'
     rows = []
@@ -106,7 +107,7 @@ def compare_steps(path: Path, prefix: str, before: Tensors, ours_after: Tensors,
             rows.append((f'{label}{name} (missing)', math.inf, math.inf, tolerance, False))
             continue
         rows.append(step_row(f'{label}{name}', before[name], recorded[name], ours_after[name],
-                             spread[name], tolerance))
+                             spread.get(name, torch.zeros_like(before[name])), tolerance))
     note_spread(label, recorded, before, spread, tolerance, what)
     return rows
 
@@ -118,7 +119,7 @@ def note_spread(label: str, recorded: Mapping[str, np.ndarray], before: Tensors,
     widened, total, worst, where = 0, 0, 0.0, {}
     for name, value in recorded.items():
         if name not in spread or name not in before:
-            continue
+            continue  # no gradient: no spread
         scale = max_abs(as_array(value) - as_array(before[name]))
         extra = as_array(spread[name])
         over = int((~(extra <= tolerance * scale)).sum())  # NaN counts as over

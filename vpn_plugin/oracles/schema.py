@@ -2,10 +2,10 @@
 official code (``../shared/reference/schema_*``, README section "Reference outputs of SCHEMA").
 
 The model is built from this plugin's SCHEMA config for the fixture's dataset
-(``configs/baselines/schema_<dataset>_t<T>.py``, else ``configs/_base_/planners/schema_<dataset>.py``
-at horizon T)
-with the fixture's constructor arguments (``meta.json`` ``constructor``), every dropout set to 0
-as the recipe does, the official weights converted (``oracles.authors.convert_state_dict``) and
+(``configs/baselines/schema_<dataset>_t<T>.py``, else
+``configs/_base_/planners/schema_<dataset>.py`` at horizon T) with the fixture's constructor
+arguments (``meta.json`` ``constructor``) and loss weights (``total_loss``), every dropout set
+to 0 as the recipe does, the official weights converted (``oracles.authors.convert_state_dict``) and
 the fixture's text features and transition matrix installed. Then, as the recipe: a train pass
 (ground-truth task to the action decoder, total loss backward), an eval pass (predicted task,
 SCHEMA's Viterbi) and the Viterbi probe; every array of ``outputs.npz``, every gradient summary
