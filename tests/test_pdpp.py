@@ -45,7 +45,17 @@ def test_reference_fixture_passes(fixture_dir, capsys):
                 'outputs.npz:lr_multipliers_30', 'outputs.npz:ema_new.fc4.weight',
                 'grads.npz:model.ups.1.2.conv.weight', 'head_grads.npz:fc1.weight'):
         assert row in report
-    assert report.rstrip().endswith('PASS')
+    assert '\nPASS\nsensitivity: widest tolerance ' in report
+    # issue 37 item 10: one line per module of both weight files, each moving one weight by 0.05
+    # and rerunning at the measured tolerances; every U-Net module fails a widened row
+    lines = [line for line in report.splitlines() if line.startswith('sensitivity: ')
+             and '(+0.05 on ' in line]
+    assert len(lines) == 11 + 4, lines
+    for line in lines:
+        seen = re.search(r'rows fail, (\d+) of the (\d+) widened', line)
+        assert seen, line
+        if line.startswith('sensitivity: state_dict.npz:'):
+            assert int(seen.group(1)) >= 1, line
 
 
 def test_perturbed_fixture_fails(fixture_dir, tmp_path, capsys):

@@ -116,10 +116,7 @@ def fixture_method(meta: dict, fixture: Path) -> str:
 def check_fixture(fixture) -> Tuple[List[Row], bool, dict]:
     """Rows and header verdict of ``fixture`` for the method its meta names (inside
     ``replaying``: judged at the tolerances the last check measured, nothing measured)."""
-    CONDITIONING_NOTES.clear()
-    if not MEASURED.replaying:
-        MEASURED.values.clear()
-        MEASURED.widened.clear()
+    begin_check()
     fixture = Path(fixture)
     meta = read_fixture_meta(fixture)
     module = importlib.import_module(CHECKERS[fixture_method(meta, fixture)])
@@ -275,6 +272,14 @@ def replayed_header() -> bool:
     """True while replaying: the header (parameter counts at full size, settings) does not
     depend on the weights, so a replay skips it and counts it as passed."""
     return MEASURED.replaying
+
+
+def begin_check() -> None:
+    """Forget the previous check's lines and measurements (kept while replaying)."""
+    CONDITIONING_NOTES.clear()
+    if not MEASURED.replaying:
+        MEASURED.values.clear()
+        MEASURED.widened.clear()
 
 
 def active_seeds() -> Sequence[int]:
