@@ -390,32 +390,33 @@ def call_arguments(text: str, call: str, where: str) -> dict:
     while found and depth and end < len(text):
         depth += {'(': 1, ')': -1}.get(text[end], 0)
         end += 1
-    try:
-        if not found or depth:
-            raise SyntaxError('no complete call')
-        node = ast.parse(text[found.start():end], mode='eval').body
-        return {k.arg: ast.literal_eval(k.value) for k in node.keywords}
-    except (SyntaxError, ValueError) as error:
-        raise ValueError(f'{where}={text!r}: cannot read the keyword arguments of {call} '
-                         f'({error}); expected "{call}(name=<literal>, ...)"') from None
+    node = None
+    if found and not depth:
+        try:
+            node = ast.parse(text[found.start():end], mode='eval').body
+            return {k.arg: ast.literal_eval(k.value) for k in node.keywords}
+        except (SyntaxError, ValueError):
+            pass
+    raise ValueError(f'{where}={text!r}: cannot read the keyword arguments of {call}; '
+                     f'expected "{call}(name=<literal>, ...)"')
 
 
-def train_step_settings(meta: dict) -> Tuple[dict, dict]:
+def train_step_settings(fixture: Path, meta: dict) -> Tuple[dict, dict]:
     """(AdamW keyword arguments, EMA decay/start_step/update_every) of meta ``train_step``:
     every setting the fixture records (betas, eps, ... included), never this config's."""
     step_meta = meta.get('train_step', {})
-    optimizer = call_arguments(step_meta.get('optimizer', ''), 'AdamW',
-                               'meta.json train_step.optimizer')
-    ema = call_arguments(step_meta.get('ema', ''), 'EMA', 'meta.json train_step.ema')
+    where = f'{fixture / "meta.json"} train_step'
+    optimizer = call_arguments(step_meta.get('optimizer', ''), 'AdamW', f'{where}.optimizer')
+    ema = call_arguments(step_meta.get('ema', ''), 'EMA', f'{where}.ema')
     unknown = set(optimizer) - {'lr', 'betas', 'eps', 'weight_decay', 'amsgrad'}
     if unknown or 'lr' not in optimizer:
-        raise ValueError(f'meta.json train_step.optimizer={step_meta.get("optimizer")!r}: '
-                         f'expected AdamW(lr=..., [betas, eps, weight_decay, amsgrad]); '
-                         f'unknown {sorted(unknown)}')
+        raise ValueError(f'{where}.optimizer={step_meta.get("optimizer")!r}: expected '
+                         f'AdamW(lr=..., [betas, eps, weight_decay, amsgrad]); unknown '
+                         f'{sorted(unknown)}')
     ema = dict(dict(start_step=0, update_every=1), **ema)
     if 'decay' not in ema:
-        raise ValueError(f'meta.json train_step.ema={step_meta.get("ema")!r}: expected '
-                         'EMA(model, decay=..., start_step=..., update_every=...)')
+        raise ValueError(f'{where}.ema={step_meta.get("ema")!r}: expected EMA(model, '
+                         'decay=..., start_step=..., update_every=...)')
     return optimizer, ema
 
 
@@ -430,12 +431,14 @@ def adamw_step(settings: dict):
     return step
 
 
-def train_step_outputs(model, meta: dict, inputs: dict, initial_state, goal_state, noise_initial,
-                       noise_goal) -> Tuple[dict, dict, dict, dict]:
+def train_step_outputs(model, settings: Tuple[dict, dict], meta: dict, inputs: dict,
+                       initial_state, goal_state, noise_initial, noise_goal
+                       ) -> Tuple[dict, dict, dict, dict]:
     """``train_one_epoch`` on the batch, on a copy of ``model``: (arrays ``aug_initial``,
     ``aug_goal``, ``losses``; the gradients; the parameters after AdamW; the EMA copy after its
-    update), from the given (perturbable) start, goal and noise draws."""
-    settings, ema_args = train_step_settings(meta)
+    update), from the given (perturbable) start, goal and noise draws; ``settings``:
+    ``train_step_settings``."""
+    settings, ema_args = settings
     model = copy.deepcopy(model)
     field = model.field
     ema = copy.deepcopy(field)
@@ -478,7 +481,9 @@ def train_step_rows(model, meta: dict, fixture: Path, inputs: dict) -> list:
     after AdamW and the EMA copy (``optimiser_step``: the update at its own scale, where the
     gradient's measured uncertainty leaves it undetermined within the update's range)."""
     injected = {name: torch.from_numpy(inputs[name]) for name in TRAIN_STEP_INPUTS}
-    run = lambda **values: train_step_outputs(model, meta, inputs, **values)  # noqa: E731
+    settings, ema_args = train_step_settings(fixture, meta)
+    run = lambda **values: train_step_outputs(model, (settings, ema_args), meta, inputs,  # noqa
+                                              **values)
     arrays, grads, after, ema_after = run(**injected)
     perturbed = cmp.perturbed_runs(run, injected)
     what = 'the step\'s start, goal and noise draws'
@@ -487,7 +492,6 @@ def train_step_rows(model, meta: dict, fixture: Path, inputs: dict) -> list:
                         perturbed=[p[0] for p in perturbed], perturbed_what=what)
     before = {k: torch.from_numpy(v.astype(np.float32))
               for k, v in read_npz(fixture / 'state_dict.npz').items() if k in after}
-    settings, ema_args = train_step_settings(meta)
 
     def spreads():
         uncertainty = optimiser_step.gradient_uncertainty(grads, [p[1] for p in perturbed])

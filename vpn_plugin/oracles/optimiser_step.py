@@ -16,8 +16,10 @@ inputs, and at least ``GRADIENT_ROUND_OFF`` of the model's largest gradient (flo
 of a sum of terms of that size). The update's range over ``g +- uncertainty``, computed with the
 same optimiser settings (``update_spread``), is what a correct implementation may differ by at
 that entry: about 0 where the gradient's sign is determined, up to 2 lr where it is not.
-Each entry is judged at ``tolerance * scale + spread + 1 float32 spacing`` of the stored
-value (both sides are float32 parameters: their difference carries one rounding).
+Each entry is judged at ``tolerance * scale + spread + STORED_ROUNDINGS`` float32 spacings
+of the stored value: each side's parameter is a float32 result of two roundings at the
+parameter's size (AdamW: the decayed weight, then the update subtracted; the EMA: the decayed
+copy, then the new part added), which an update 1e-4 to 1e-6 of the weights does not dwarf.
 """
 from __future__ import annotations
 
@@ -32,6 +34,7 @@ from .compare import (CONDITIONING_FACTOR, PERTURBATION, Row, as_array, mark_wid
                       note, read_npz, relative, same_nonfinite)
 
 GRADIENT_ROUND_OFF = 1e-6  # about 8 float32 rounding units of the model's largest gradient
+STORED_ROUNDINGS = 2  # float32 roundings at the parameter's size in a stored value (docstring)
 
 Tensors = Mapping[str, torch.Tensor]
 
@@ -68,7 +71,7 @@ def update_spread(step: Callable[[Tensors, Tensors], Tensors], before: Tensors, 
 
 def step_row(label: str, before, recorded_after, ours_after, spread, tolerance: float) -> Row:
     """One parameter's row: the update ``after - before``, ours against the recorded one,
-    per entry within ``tolerance * scale + spread + spacing`` (module docstring; scale: the
+    per entry within ``tolerance * scale + spread + 2 spacings`` (module docstring; scale: the
     recorded update's max abs). The row shows the entry with the largest difference /
     allowance: (label, max abs diff, its diff / scale, its allowance / scale, ok)."""
     before, recorded, ours = (as_array(v) for v in (before, recorded_after, ours_after))
@@ -82,7 +85,7 @@ def step_row(label: str, before, recorded_after, ours_after, spread, tolerance: 
     scale = max_abs(update)
     diff = np.abs(ours - recorded)
     spacing = np.spacing(np.maximum(np.abs(recorded), np.abs(ours)).astype(np.float32))
-    allowed = tolerance * scale + spread + spacing.astype(np.float64)
+    allowed = tolerance * scale + spread + STORED_ROUNDINGS * spacing.astype(np.float64)
     if not diff.size:
         return (label, 0.0, 0.0, tolerance, True)
     worst = int(np.argmax(diff / allowed))

@@ -80,7 +80,7 @@ LOSS_NAMES = {'loss_action': 'action', 'loss_state_encode': 'state', 'loss_task'
               'loss_state_decode': 'state_decode'}
 
 
-def total_loss_weights(meta: dict, config_weights: dict) -> dict:
+def total_loss_weights(where: Path, meta: dict, config_weights: dict) -> dict:
     """The loss weights of meta.json ``total_loss`` (``"loss_action + loss_state_encode +
     loss_task + 0.1 * loss_state_decode"``, what the fixture's ``train_loss_total`` and
     gradients were made with), else the config's; a term it does not name weighs 0."""
@@ -90,7 +90,7 @@ def total_loss_weights(meta: dict, config_weights: dict) -> dict:
     terms = re.findall(r'(?:([\d.eE+-]+)\s*\*\s*)?(loss_\w+)', str(text))
     unknown = sorted(name for _, name in terms if name not in LOSS_NAMES)
     if not terms or unknown:
-        raise ValueError(f'meta.json total_loss={text!r}: expected a sum of [<weight> *] '
+        raise ValueError(f'{where}: total_loss={text!r}: expected a sum of [<weight> *] '
                          f'{sorted(LOSS_NAMES)}; unknown {unknown}')
     weights = {key: 0.0 for key in LOSS_NAMES.values()}
     for weight, name in terms:
@@ -206,7 +206,7 @@ def check_fixture(fixture: Path, meta: dict) -> Tuple[List[Row], bool]:
                                num_actions=meta['num_actions'],
                                text_dim=constructor['lang_input_dim']), inputs)
     model = build_model(model_cfg, inputs, fixture)
-    weights = total_loss_weights(meta, model.loss_weights)
+    weights = total_loss_weights(fixture / 'meta.json', meta, model.loss_weights)
     if weights != model.loss_weights:
         print(f'  loss_weights: config {model.loss_weights} -> fixture {weights}')
         model.loss_weights = weights

@@ -21,7 +21,6 @@ from __future__ import annotations
 import contextlib
 import io
 import logging
-import math
 import tempfile
 from collections import Counter, OrderedDict
 from pathlib import Path
