@@ -110,7 +110,7 @@ def test_path_block_overwrites_instead_of_adding():
 
 # ------------------------------------------------------------------ the oracle fixture
 def test_reference_fixture_passes(fixture_dir, capsys):
-    assert load_tool('check_reference').main([str(fixture_dir)]) == 0
+    assert load_tool('check_reference').main([str(fixture_dir), '--no-sensitivity']) == 0
     report = capsys.readouterr().out
     assert 'parameters crosstask_133: plan U-Net 42,184,335 (official 42,184,335), step U-Net ' \
            '41,843,589 (official 41,843,589) ok' in report
@@ -136,6 +136,43 @@ def test_perturbed_fixture_fails(fixture_dir, tmp_path, capsys):
     assert {'outputs.npz:loss', 'outputs.npz:x_recon', 'outputs.npz:ddim_states[step-by-step]',
             'outputs.npz:step_loss', 'outputs.npz:step_ddpm_states[step-by-step]'} <= failed
     assert not any(name.startswith('pkg:') or 'sched' in name for name in failed)
+
+
+def failed_rows(report: str) -> set:
+    return {line.split()[0] for line in report.splitlines() if line.endswith('FAIL')}
+
+
+def test_a_nan_output_or_a_moved_schedule_buffer_fails(fixture_dir, tmp_path, capsys):
+    """Issue 37 item 6: a NaN in step_x_start passed (its tolerance became inf), and betas[0]
+    +0.05 in the state dicts passed (the schedule was rebuilt from meta.json, the buffers never
+    read)."""
+    copy_dir = copy_fixture(fixture_dir, tmp_path)
+    shift_array(copy_dir, 'outputs.npz', 'step_x_start', (1, 0, 3), np.nan)
+    shift_array(copy_dir, 'step_state_dict.npz', 'betas', (0,), 0.05)
+    shift_array(copy_dir, 'state_dict.npz', 'posterior_mean_coef1', (5,), 1e-3)
+    assert load_tool('check_reference').main([str(copy_dir)]) == 1
+    report = capsys.readouterr().out
+    assert failed_rows(report) == {'outputs.npz:step_x_start', 'step_state_dict.npz:betas',
+                                   'state_dict.npz:posterior_mean_coef1'}, report
+    assert 'sensitivity: not run (the check failed' in report
+
+
+def test_a_pkg_only_folder_is_checked_as_a_pkg(fixture_dir, tmp_path, capsys):
+    """Issue 37 item 8: ``kepp_small_t3/pkg`` (meta ``component: pkg``) was refused with
+    "missing fields num_actions, horizon, ..."."""
+    assert load_tool('check_reference').main([str(fixture_dir / 'pkg')]) == 0
+    report = capsys.readouterr().out
+    assert 'KEPP PKG' in report and 'pkg:queries top2 paths (ties in DFS order) (224 compared)' \
+        in report and report.rstrip().splitlines()[-2] == 'PASS', report
+    copy_dir = copy_fixture(fixture_dir / 'pkg', tmp_path)
+    meta = json.loads((copy_dir / 'meta.json').read_text())
+    del meta['component']  # recognised by its files too
+    (copy_dir / 'meta.json').write_text(json.dumps(meta))
+    outputs = json.loads((copy_dir / 'outputs.json').read_text())
+    outputs['graph']['edges'][3][2] += 1e-3
+    (copy_dir / 'outputs.json').write_text(json.dumps(outputs))
+    assert load_tool('check_reference').main([str(copy_dir)]) == 1
+    assert failed_rows(capsys.readouterr().out) == {'pkg:graph'}  # 'pkg:graph edge weights'
 
 
 def fixture_model(fixture_dir):

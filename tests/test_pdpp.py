@@ -45,7 +45,17 @@ def test_reference_fixture_passes(fixture_dir, capsys):
                 'outputs.npz:lr_multipliers_30', 'outputs.npz:ema_new.fc4.weight',
                 'grads.npz:model.ups.1.2.conv.weight', 'head_grads.npz:fc1.weight'):
         assert row in report
-    assert report.rstrip().endswith('PASS')
+    assert '\nPASS\nsensitivity: widest tolerance ' in report
+    # issue 37 item 10: one line per module of both weight files, each moving one weight by 0.05
+    # and rerunning at the measured tolerances; every U-Net module fails a widened row
+    lines = [line for line in report.splitlines() if line.startswith('sensitivity: ')
+             and '(+0.05 on ' in line]
+    assert len(lines) == 11 + 4, lines
+    for line in lines:
+        seen = re.search(r'rows fail, (\d+) of the (\d+) widened', line)
+        assert seen, line
+        if line.startswith('sensitivity: state_dict.npz:'):
+            assert int(seen.group(1)) >= 1, line
 
 
 def test_perturbed_fixture_fails(fixture_dir, tmp_path, capsys):
@@ -62,6 +72,18 @@ def test_perturbed_fixture_fails(fixture_dir, tmp_path, capsys):
             'outputs.npz:ddim_states[step-by-step]'} <= failed
     assert any(name.startswith('grads.npz:') for name in failed)
     assert not any('head' in name or 'sched' in name for name in failed)
+
+
+def test_a_nan_output_or_a_moved_schedule_buffer_fails(fixture_dir, tmp_path, capsys):
+    """Issue 37 item 6: a NaN in x_start passed (its tolerance became inf), and betas[0] +0.05
+    in state_dict.npz passed (the schedule was rebuilt from meta.json, the buffers unread)."""
+    copy_dir = copy_fixture(fixture_dir, tmp_path)
+    shift_array(copy_dir, 'outputs.npz', 'x_start', (0, 0, 0), np.nan)
+    shift_array(copy_dir, 'state_dict.npz', 'betas', (0,), 0.05)
+    assert load_tool('check_reference').main([str(copy_dir)]) == 1
+    failed = {line.split()[0] for line in capsys.readouterr().out.splitlines()
+              if line.endswith('FAIL')}
+    assert failed == {'outputs.npz:x_start', 'state_dict.npz:betas'}
 
 
 @pytest.mark.parametrize('field, value', [('horizon', 4), ('num_actions', 10), ('batch', 8)])
