@@ -486,11 +486,13 @@ class ProtocolRunner:
                                     'retrained silently: delete the folder to train it again')
         return {unit.pretrained['option']: checkpoint}
 
-    def run(self, units: list[TrainUnit], jobs: int = 1, estimate=None) -> Path:
+    def run(self, units: list[TrainUnit], jobs: int = 1, estimate=None,
+            unit_estimates=None) -> Path:
         """Run every unfinished unit, ``jobs`` at once (``protocol/pool.py``: one process per
         unit; the rows are the same and written in the same order); returns the results file.
         ``estimate(units)``: the dry run's seconds of those units in one process (the ETA
-        until the first one finishes, :class:`progress.Progress`)."""
+        until the first one finishes); ``unit_estimates(units)``: its seconds of each unit,
+        which weigh the units left in the ETA (:class:`progress.Progress`)."""
         if jobs < 1:
             raise ValueError(f'jobs={jobs}; expected >= 1 runs at once')
         done = self.done_keys()
@@ -501,7 +503,8 @@ class ProtocolRunner:
         log(f'protocol {self.protocol}: {len(units)} runs, {len(units) - len(todo)} '
              f'already finished, {len(todo)} to run -> {self.results_file}')
         started = time.time()
-        progress = Progress(len(todo), jobs=jobs, estimate=estimate(todo) if estimate else None)
+        progress = Progress(len(todo), jobs=jobs, estimate=estimate(todo) if estimate else None,
+                            unit_seconds=unit_estimates(todo) if unit_estimates else None)
         if jobs > 1:
             from .pool import run_pool
             failures = run_pool(self, todo, done, jobs, progress)
@@ -528,17 +531,17 @@ class ProtocolRunner:
             log(f'[{number}/{len(units)}] {unit_name(unit)}' + progress.text())
             try:
                 self.run_unit(unit, done, wait=False)
-                progress.done()
+                progress.done(number - 1)
             except LockBusyError as error:  # another process runs it: come back at the end
                 log(f'    skipped for now: {error}')
-                busy.append(unit)
+                busy.append((number - 1, unit))
             except Exception as error:  # noqa: BLE001  (the unit's state file records it)
                 failures.append(self.failure(unit, error))
-        for unit in busy:
+        for index, unit in busy:
             log(f'waiting for {self.work_dir(unit)} (run by another process)')
             try:
                 self.run_unit(unit, done)
-                progress.done()
+                progress.done(index)
             except Exception as error:  # noqa: BLE001
                 failures.append(self.failure(unit, error))
         return failures
