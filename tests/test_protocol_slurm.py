@@ -179,7 +179,7 @@ def test_local_executor_runs_the_units_of_a_local_run_and_a_failure_stops_no_oth
     alive = {str(job.job_id): job for job in jobs}
     statuses = wait_for(runner, units, 0.2, queue=lambda ids: {
         i: QueuedTask('RUNNING') for i in ids if i in alive and alive[i].state == 'RUNNING'})
-    assert 'Broken T=3 seed=0: ValueError: cannot read JSON file' in str(jobs[0].exception())
+    assert 'Broken T=3 seed=0: FileNotFoundError: annotation file' in str(jobs[0].exception())
     assert 'UnitsFailedError: 1 protocol run(s) failed' in str(jobs[0].exception())
     assert jobs[1].exception() is None
     assert rows_of(runner) == rows_of(local)
@@ -187,8 +187,8 @@ def test_local_executor_runs_the_units_of_a_local_run_and_a_failure_stops_no_oth
     assert [s.state for s in statuses] == ['done', 'failed', 'done']
     failed = statuses[1]
     assert failed.job == str(jobs[0].job_id) and failed.log == str(jobs[0].paths.stderr)
-    assert failed.why == ('ValueError: cannot read JSON file /nonexistent/test_videos.json: '
-                          "[Errno 2] No such file or directory: '/nonexistent/test_videos.json'")
+    assert failed.why == ('FileNotFoundError: annotation file /nonexistent/test_videos.json '
+                          'does not exist')
     assert 'Traceback' in Path(failed.log).read_text()
     assert 'Traceback' in read_unit_state(runner.work_dir(broken0))['traceback']
     lines = format_status(statuses)
