@@ -95,6 +95,10 @@ def test_the_tool_refuses_slurm_flags_without_the_launcher_and_a_second_gpu(caps
     assert tool.status_command(args).endswith(
         "tools/run_protocol.py configs/protocol/standard_niv.py --out w --seeds 0 1 --methods "
         "'PKG + uniform emissions' --max-epochs 3 --status")
+    smoke = tool.parse_args([protocol, '--launcher', 'slurm', '--partition', 'p', '--smoke'])
+    assert tool.status_command(smoke).endswith(  # a smoke run's own results file
+        'tools/run_protocol.py configs/protocol/standard_niv.py --out work_dirs/protocol '
+        '--smoke --status')
 
 
 # ------------------------------------------------------------------------------- planning
