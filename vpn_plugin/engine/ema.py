@@ -56,7 +56,8 @@ def short_run_note(hook: str, steps: int, first_copy: int, every: int, averages_
     if steps < first_copy:
         return True, (f'{hook}: {steps} training steps, fewer than the {first_copy} after '
                       f'which the EMA first takes the model: {weights} are the initial weights, '
-                      f'untrained but for the pre-stages (task classifier, step model, PKG); '
+                      f'untrained but for what the pre-stages made (the PKG, a task '
+                      f'classifier, a step model); '
                       f'train at least {first_copy} steps to test a trained model')
     last = first_copy + (steps - first_copy) // every * every
     return False, (f'{hook}: {steps} training steps, ending before step {averages_from} where '
