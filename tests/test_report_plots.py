@@ -96,10 +96,44 @@ def test_qualitative_figure_and_shape_check(tmp_path):
 def test_top_actions_keep_plans_then_highest_peaks():
     emissions = np.zeros((2, 10))
     soft = np.zeros((2, 10))
-    emissions[0, 7], soft[1, 4], soft[0, 9] = 0.9, 0.8, 0.1
-    # ground truth 2, 3; prediction 3, 5; then by peak: 7 (0.9), 4 (0.8), 9 (0.1)
+    emissions[0, 7], emissions[1, 3], soft[1, 4], soft[0, 9] = 0.9, 0.2, 0.8, 0.1
+    # ground truth 2, 3; prediction 3, 5; emission argmax 7, 3; then by peak: 4 (0.8), 9 (0.1)
     assert top_actions(emissions, soft, [2, 3], [3, 5], k=5) == [2, 3, 4, 5, 7]
-    assert top_actions(emissions, soft, [2, 3], [3, 5], k=2) == [2, 3, 5]  # plans always shown
+    # plans and emission argmax always shown
+    assert top_actions(emissions, soft, [2, 3], [3, 5], k=2) == [2, 3, 5, 7]
+
+
+def figure_markers(monkeypatch):
+    """``{panel title: {legend label: [row per step]}}`` of the scatter markers of every figure
+    drawn while the returned dict is alive."""
+    from vpn_plugin.protocol import plots
+    found, save = {}, plots.save_figure
+
+    def recording(fig, out_stem):
+        for ax in fig.axes:
+            for collection in ax.collections:
+                if collection.get_label() and not collection.get_label().startswith('_'):
+                    found.setdefault(ax.get_title(), {})[collection.get_label()] = [
+                        int(round(y)) for _, y in collection.get_offsets()]
+        return save(fig, out_stem)
+    monkeypatch.setattr(plots, 'save_figure', recording)
+    return found
+
+
+def test_qualitative_emission_panel_marks_the_emissions_argmax_not_the_plan(tmp_path,
+                                                                           monkeypatch):
+    """Issue 38: the emission panel's dots were the DVL plan; now each step's emission argmax
+    (a diamond, named in the legend) there, the predicted plan in the soft-plan panel."""
+    markers = figure_markers(monkeypatch)
+    emissions = np.full((3, 4), 0.1)
+    emissions[[0, 1, 2], [3, 3, 0]] = 0.7  # the network alone says 3, 3, 0
+    soft = np.full((3, 4), 0.1)
+    soft[[0, 1, 2], [0, 1, 2]] = 0.7       # the decoding says 0, 1, 2
+    plot_qualitative(emissions, soft, list('abcd'), tmp_path / 'q', gt_plan=[0, 1, 2],
+                     pred_plan=[0, 1, 2])
+    assert markers['Emissions'] == {'ground truth': [0, 1, 2], 'emission argmax': [3, 3, 0]}
+    assert markers['Soft plan (DVL)'] == {'ground truth': [0, 1, 2],
+                                          'predicted plan': [0, 1, 2]}
 
 
 def test_curve_cli_groups_perturbations(tmp_path, capsys):
@@ -339,7 +373,8 @@ def test_curve_draws_a_panel_per_horizon_and_never_averages_them(tmp_path, monke
     paths = plot_curves(two_horizon_rows(), 'train_fraction', 'mean_accuracy', tmp_path / 'c')
     assert_publication_files(paths, max_width=6.9)
     assert {'T=3', 'T=4', '<2 axes>', 'Share of training windows'} <= set(texts)
-    assert 'Bands: 90% bootstrap CI over 3 seeds per point' in texts
+    assert 'Bands: 90% bootstrap CI over 3 seeds per point\nFeatures: not recorded in the rows.' \
+        in texts
     assert {'0.1', '0.5', '1'} <= set(texts)  # every plotted x value is a tick label
 
 

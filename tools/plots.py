@@ -23,7 +23,9 @@
     .venv/bin/python tools/plots.py curve RESULTS --x level --group perturbation --out FIG
 
 Every figure groups rows as report.py's tables do: a point pools the seeds of ONE run setting
-(method, dataset, horizon, config, variant); methods from shortened runs carry a †.
+(method, dataset, horizon, config, variant); methods from shortened runs carry a †, on synthetic
+features a ‖, on unusable ones (random S3D weights) a ¶; the note names the features (rows of one
+dataset on several feature sources are refused unless --allow-mixed-features).
 """
 import argparse
 import sys
@@ -33,6 +35,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from vpn_plugin.protocol import plots  # noqa: E402
 from vpn_plugin.errors import NON_NEGATIVE_INT, POSITIVE_INT, check_names, tool_main  # noqa: E402
+from vpn_plugin.protocol.provenance import check_feature_mix  # noqa: E402
 from vpn_plugin.protocol.results import METRIC_RANGES, filter_rows, read_results  # noqa: E402
 
 
@@ -55,6 +58,9 @@ def parse_args(argv=None):
                                 'horizons: curve draws a panel per T, the others refuse a mix)')
             p.add_argument('--dataset', help='dataset of the rows to draw (curve: a panel per '
                                              'dataset; the others refuse a mix)')
+            p.add_argument('--allow-mixed-features', action='store_true',
+                           help='allow rows of one dataset trained or tested on different '
+                                'feature sources (refused by default; the note names each)')
         if name not in ('qualitative', 'overlap'):
             p.add_argument('--metric', default='success_rate')
         p.add_argument('--out', required=True, help='output stem (writes .png and .pdf)')
@@ -121,6 +127,7 @@ def main(argv=None):
         rows = filter_rows(read_results(args.results), protocol=args.protocol,
                            methods=args.methods)
         rows = plots.select_horizon(plots.select_dataset(rows, args.dataset), args.horizon)
+        check_feature_mix(rows, args.allow_mixed_features)
         paths = figure_from_results(args, rows)
     for path in paths:
         print(path)

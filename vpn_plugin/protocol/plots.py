@@ -170,11 +170,51 @@ def shortened_methods(rows) -> dict:
 
 
 SHORTENED_MARK = '†'  # as the tables (report.py)
+NOTE_WIDTH = {ONE_COLUMN: 64, TWO_COLUMNS: 140}  # characters per note line at 6.5 pt
 
 
-def method_label(method: str, shortened: dict) -> str:
-    """A method's name in a figure, ``†`` when its runs were shortened."""
-    return method + SHORTENED_MARK if method in shortened else method
+@dataclass
+class Marks:
+    """What a figure says about its methods besides the data, as the tables do: ``†`` for
+    shortened runs (``shortened``: method -> reasons), the feature marks (``features``:
+    method -> ``‖`` synthetic / ``¶`` unusable) and the features sentence of the caption
+    (``features_text``, :func:`provenance.features_note`)."""
+    shortened: dict = field(default_factory=dict)
+    features: dict = field(default_factory=dict)
+    features_text: str = ''
+
+    @classmethod
+    def of(cls, rows) -> 'Marks':
+        from .provenance import feature_marks, features_note
+        from .report import DATASET_LABELS
+        return cls(shortened_methods(rows), feature_marks(rows),
+                   features_note(rows, DATASET_LABELS))
+
+    def suffix(self, method: str) -> str:
+        """The marks after a method's name."""
+        return (SHORTENED_MARK if method in self.shortened else '') + \
+            self.features.get(method, '')
+
+    def label(self, method: str) -> str:
+        """A method's name in a figure with its marks."""
+        return method + self.suffix(method)
+
+    def notes(self, width: float = ONE_COLUMN) -> str:
+        """The note lines on shortened runs and features, wrapped to the figure's width."""
+        import textwrap
+        return footnote(shortened_note(self.shortened),
+                        textwrap.fill(self.features_text, NOTE_WIDTH.get(width, 64)))
+
+    @classmethod
+    def merge(cls, all_marks) -> 'Marks':
+        """The marks of several comparisons of one figure (their rows' sources are the same:
+        the figure's rows passed one :func:`provenance.check_feature_mix`)."""
+        merged = cls()
+        for marks in all_marks:
+            merged.shortened.update(marks.shortened)
+            merged.features.update(marks.features)
+            merged.features_text = merged.features_text or marks.features_text
+        return merged
 
 
 def shortened_note(shortened: dict) -> str:
@@ -184,7 +224,7 @@ def shortened_note(shortened: dict) -> str:
 
 
 def footnote(*parts) -> str:
-    """The figure's note line(s): what the bars / bands are, shortened runs."""
+    """The figure's note line(s): what the bars / bands are, shortened runs, features."""
     return '\n'.join(p for p in parts if p)
 
 
@@ -346,7 +386,7 @@ def plot_curves(rows, x_key, metric, out_stem, *, group_key=None, log_x=False,
     panels = {key: ci_lines(lines) for key, lines in values.items()}
     names = list(dict.fromkeys(line for lines in panels.values() for line in lines))
     styles = figure_styles(names)
-    shortened = shortened_methods(rows)
+    marks = Marks.of(rows)
     seeds = [n for lines in values.values() for n in seeds_per_point(lines)]
     width = ONE_COLUMN if len(panels) == 1 else TWO_COLUMNS
     with paper_style() as plt:
@@ -354,8 +394,8 @@ def plot_curves(rows, x_key, metric, out_stem, *, group_key=None, log_x=False,
                                  squeeze=False, layout='constrained')
         for ax, ((dataset, horizon), curves) in zip(axes[0], panels.items()):
             for line, points in curves.items():
-                marked = _line_method(line, group_key, rows) in shortened
-                _draw_line(ax, points, label=line + SHORTENED_MARK * marked, **styles[line])
+                label = line + marks.suffix(_line_method(line, group_key, rows))
+                _draw_line(ax, points, label=label, **styles[line])
             if log_x:
                 ax.set_xscale('log')
             xs = sorted({p[0] for points in curves.values() for p in points})
@@ -378,7 +418,7 @@ def plot_curves(rows, x_key, metric, out_stem, *, group_key=None, log_x=False,
                     labels.append(label)
         fig.legend(handles, labels, loc='outside lower center',
                    ncol=min(len(labels), 2 if width == ONE_COLUMN else 4),
-                   title=footnote(f'Bands: {ci_label(seeds)}', shortened_note(shortened)),
+                   title=footnote(f'Bands: {ci_label(seeds)}', marks.notes(width)),
                    title_fontsize=6.5)
         return save_figure(fig, out_stem)
 
@@ -484,7 +524,7 @@ def plot_sample_efficiency(rows, out_stem, *, metric='success_rate', dashed=(),
     colours = list(dict.fromkeys(style['color'] for style in first.values()))
     methods = list(dict.fromkeys(r.method for r in rows if r.method in first))
     methods.sort(key=lambda m: (colours.index(first[m]['color']), m in dashed))
-    shortened = shortened_methods(rows)
+    marks = Marks.of(rows)
     with paper_style() as plt:
         fig, ax = plt.subplots(figsize=(ONE_COLUMN, 2.4))
         for key, line in points.items():
@@ -498,7 +538,7 @@ def plot_sample_efficiency(rows, out_stem, *, metric='success_rate', dashed=(),
         ax.set_ylabel(axis_label(metric))
         ax.grid(alpha=0.3)
         handles = [Line2D([], [], color=first[m]['color'], linestyle=first[m]['linestyle'],
-                          label=method_label(m, shortened)) for m in methods]
+                          label=marks.label(m)) for m in methods]
         if len(horizons) > 1:
             handles = [Line2D([], [], color='0.3', marker=MARKERS[i % len(MARKERS)],
                               linestyle='none', label=f'T={h}')
@@ -507,7 +547,7 @@ def plot_sample_efficiency(rows, out_stem, *, metric='success_rate', dashed=(),
                   loc='upper center', bbox_to_anchor=(0.5, -0.25), columnspacing=1.0,
                   handlelength=2.2, title=footnote(
                       f'Bands: {ci_label([n for n in seeds_per_point(values)])}',
-                      shortened_note(shortened)), title_fontsize=6.5)
+                      marks.notes()), title_fontsize=6.5)
         return save_figure(fig, out_stem)
 
 
@@ -593,7 +633,7 @@ def plot_pkg_quality(rows, out_stem, *, metric='success_rate') -> list[Path]:
     panels, references = pkg_quality_panels(rows, metric)
     methods = list(dict.fromkeys([m for panel in panels for m, _ in panel] + list(references)))
     styles = figure_styles(methods)
-    shortened = shortened_methods(rows)
+    marks = Marks.of(rows)
     dotted = []
     with paper_style() as plt:
         fig, axes = plt.subplots(1, 3, figsize=(TWO_COLUMNS, 2.3), sharey=True,
@@ -614,7 +654,7 @@ def plot_pkg_quality(rows, out_stem, *, metric='success_rate') -> list[Path]:
                 dotted += [(f'({letter}) {label}', ('-', ':')[i % 2])
                            for i, label in enumerate(labels)]
         axes[0].set_ylabel(axis_label(metric))
-        handles = [Line2D([], [], color=styles[m]['color'], label=method_label(m, shortened),
+        handles = [Line2D([], [], color=styles[m]['color'], label=marks.label(m),
                           linestyle='--' if m in references else '-',
                           marker=None if m in references else styles[m]['marker'])
                    for m in methods]
@@ -623,7 +663,7 @@ def plot_pkg_quality(rows, out_stem, *, metric='success_rate') -> list[Path]:
         fig.legend(handles=handles, loc='outside upper center',
                    ncol=min(len(handles), 4))
         seeds = seeds_per_group(rows, ('perturbation', 'level'))
-        fig.supxlabel(footnote(f'Bands: {ci_label(seeds)}', shortened_note(shortened)),
+        fig.supxlabel(footnote(f'Bands: {ci_label(seeds)}', marks.notes(TWO_COLUMNS)),
                       fontsize=6.5, x=1.0, ha='right')
         return save_figure(fig, out_stem)
 
@@ -697,8 +737,8 @@ def plot_params_vs_metric(rows, metric, out_stem, *, horizon=None) -> list[Path]
     counted = {m: p for m, p in points.items() if p[0] > 0}
     chosen_rows = _method_rows(rows, metric, horizon)
     seeds = [len({r.seed for r in chosen}) for m, chosen in chosen_rows.items() if m in points]
-    shortened = shortened_methods([r for m in points for r in chosen_rows[m]])
-    labels = [method_label(m, shortened) for m in points]
+    marks = Marks.of([r for m in points for r in chosen_rows[m]])
+    labels = [marks.label(m) for m in points]
     columns = 2 if len(points) > 2 else len(points)
     height = 2.3 + 0.16 * math.ceil(len(points) / columns)  # the axes keep ~1.9 in
     with paper_style() as plt:
@@ -720,7 +760,7 @@ def plot_params_vs_metric(rows, metric, out_stem, *, horizon=None) -> list[Path]
         handles = {h.get_label(): h for ax in axes for h in ax.get_legend_handles_labels()[0]}
         fig.legend([handles[m] for m in points], labels, loc='outside lower center',
                    ncol=columns, title=footnote(f'Error bars: {ci_label(seeds)}',
-                                                shortened_note(shortened)),
+                                                marks.notes()),
                    title_fontsize=6.5, handletextpad=0.3, columnspacing=1.0)
         return save_figure(fig, out_stem)
 
@@ -791,7 +831,7 @@ class Overlap:
     seeds: list
     fixed_pct: tuple = ()       # (mean, low, high) over seeds, % of the reference's failures
     introduced_pct: tuple = ()  # (mean, low, high) over seeds, % of the reference's successes
-    shortened: dict = field(default_factory=dict)  # method -> reasons (shortened runs)
+    marks: Marks = field(default_factory=Marks)  # shortened runs, feature sources
 
     @property
     def total(self) -> int:
@@ -841,7 +881,7 @@ def error_overlap(rows: list[ResultRow], method: str, reference: str,
     fixed = 100.0 * per_seed[:, 1] / np.maximum(fails, 1)
     introduced = 100.0 * per_seed[:, 2] / np.maximum(solves, 1)
     return Overlap(method, reference, *(int(c) for c in per_seed.sum(0)), seeds,
-                   bootstrap_ci(fixed), bootstrap_ci(introduced), shortened_methods(compared))
+                   bootstrap_ci(fixed), bootstrap_ci(introduced), Marks.of(compared))
 
 
 def overlap_table(overlaps: list[Overlap]) -> str:
@@ -881,7 +921,7 @@ def plot_error_overlap(overlaps: list[Overlap], out_stem) -> list[Path]:
     width = overlap_width(len(overlaps))
     panel = width / max(len(overlaps), 2)
     aspect = (VENN_YLIM[1] - VENN_YLIM[0]) / (VENN_XLIM[1] - VENN_XLIM[0])
-    shortened = {m: r for o in overlaps for m, r in o.shortened.items()}
+    marks = Marks.merge([o.marks for o in overlaps])
     with paper_style() as plt:
         fig, axes = plt.subplots(1, len(overlaps), figsize=(width, 0.9 * panel * aspect + 0.2),
                                  squeeze=False, layout='constrained')
@@ -891,7 +931,7 @@ def plot_error_overlap(overlaps: list[Overlap], out_stem) -> list[Path]:
             _venn_panel(ax, o, colour)
         seeds = sorted({len(o.seeds) for o in overlaps})
         fig.supxlabel(footnote(f'Window counts summed over {"/".join(map(str, seeds))} seeds; '
-                               '% = mean over seeds', shortened_note(shortened)), fontsize=6.5)
+                               '% = mean over seeds', marks.notes(width)), fontsize=6.5)
         paths = save_figure(fig, out_stem)
     table = Path(out_stem).with_suffix('.md')
     place = ('one column wide' if width == ONE_COLUMN
@@ -908,7 +948,7 @@ def _venn_panel(ax, o: Overlap, colour: dict) -> None:
     more."""
     import textwrap
     from matplotlib.patches import Circle
-    reference, method = (method_label(m, o.shortened) for m in (o.reference, o.method))
+    reference, method = (o.marks.label(m) for m in (o.reference, o.method))
     for x, name in ((-0.55, o.reference), (0.55, o.method)):
         ax.add_patch(Circle((x, 0), 1.0, facecolor=colour[name], alpha=0.25,
                             edgecolor=colour[name], linewidth=1.0))
@@ -997,7 +1037,7 @@ def plot_error_overlap3(overlap: Overlap3, out_stem) -> list[Path]:
     ``<out_stem>.md`` (:func:`overlap3_table`)."""
     import textwrap
     from matplotlib.patches import Circle
-    shortened = {m: r for pair in overlap.pairs for m, r in pair.shortened.items()}
+    marks = Marks.merge([pair.marks for pair in overlap.pairs])
     colour = distinct_colours(overlap.methods)
     with paper_style() as plt:
         fig, ax = plt.subplots(figsize=(ONE_COLUMN, 3.0), layout='constrained')
@@ -1009,7 +1049,7 @@ def plot_error_overlap3(overlap: Overlap3, out_stem) -> list[Path]:
         for (x, y), name, side in zip(VENN3_CENTRES, overlap.methods,
                                       ('right', 'left', 'center')):
             below = y < 0
-            label = textwrap.fill(f'{method_label(name, shortened)} fails', 24)
+            label = textwrap.fill(f'{marks.label(name)} fails', 24)
             ax.text(x + {'right': 0.35, 'left': -0.35, 'center': 0}[side],
                     y + (-1.08 if below else 1.08), label, ha=side,
                     va='top' if below else 'bottom', fontsize=7, color=colour[name])
@@ -1020,7 +1060,7 @@ def plot_error_overlap3(overlap: Overlap3, out_stem) -> list[Path]:
         ax.set_aspect('equal')
         ax.axis('off')
         fig.supxlabel(footnote(f'Window counts summed over {len(overlap.seeds)} seeds',
-                               shortened_note(shortened)), fontsize=6.5)
+                               marks.notes()), fontsize=6.5)
         paths = save_figure(fig, out_stem)
     table = Path(out_stem).with_suffix('.md')
     table.write_text(overlap3_table(overlap))
@@ -1029,14 +1069,17 @@ def plot_error_overlap3(overlap: Overlap3, out_stem) -> list[Path]:
 
 # ------------------------------------------------------------------------ qualitative
 def top_actions(emissions, soft_plan, gt_plan, pred_plan, k: int = 8) -> list[int]:
-    """Column indices to show: the ground-truth and predicted actions, then the actions with
-    the highest probability at any step (emissions or soft plan) up to ``k`` (more only when
-    ground truth and prediction alone need it), in their original column order.
+    """Column indices to show: the ground-truth and predicted actions and each step's
+    emission argmax, then the actions with the highest probability at any step (emissions or
+    soft plan) up to ``k`` (more only when those alone need it), in their original column
+    order.
 
     Args:
         emissions, soft_plan: (T, A); gt_plan, pred_plan: (T,) column indices.
     """
-    chosen = list(dict.fromkeys([int(a) for a in gt_plan] + [int(a) for a in pred_plan]))
+    emission_argmax = np.asarray(emissions).argmax(1)
+    chosen = list(dict.fromkeys([int(a) for a in gt_plan] + [int(a) for a in pred_plan]
+                                + [int(a) for a in emission_argmax]))
     peak = np.maximum(np.asarray(emissions).max(0), np.asarray(soft_plan).max(0))
     for column in np.argsort(-peak, kind='stable'):
         if len(chosen) >= k:
@@ -1046,16 +1089,42 @@ def top_actions(emissions, soft_plan, gt_plan, pred_plan, k: int = 8) -> list[in
     return sorted(chosen)
 
 
+def qualitative_markers(emissions, soft_plan, gt_plan, pred_plan) -> dict:
+    """``{panel: {marker label: (T,) column per step}}`` of the two heatmaps: ground truth in
+    both; in the emissions panel each step's emission argmax (what the network alone
+    predicts), in the soft-plan panel the predicted plan (the decoding through the PKG).
+
+    Args:
+        emissions, soft_plan: (T, A); gt_plan, pred_plan: (T,) column indices.
+    """
+    truth = [int(a) for a in gt_plan]
+    return {'Emissions': {'ground truth': truth,
+                          'emission argmax': [int(a) for a in np.asarray(emissions).argmax(1)]},
+            'Soft plan (DVL)': {'ground truth': truth,
+                                'predicted plan': [int(a) for a in pred_plan]}}
+
+
+QUALITATIVE_MARKERS = {'ground truth': dict(marker='s', s=55, facecolors='none',
+                                            edgecolors='black', linewidths=1.2),
+                       'emission argmax': dict(marker='D', s=12, c='white', edgecolors='black',
+                                               linewidths=0.8),
+                       'predicted plan': dict(marker='o', s=10, c='black')}
+
+
 def plot_qualitative(emissions, soft_plan, action_names, out_stem, *, gt_plan, pred_plan,
-                     k: int = 8, shortened: str = '') -> list[Path]:
+                     k: int = 8, shortened: str = '', features: str = '') -> list[Path]:
     """Emissions and DVL soft plan of one window as (action x step) heatmaps over the
-    :func:`top_actions` of its task; ground truth = square, prediction = dot (one column wide).
+    :func:`top_actions` of its task, one column wide; ground truth = square in both panels,
+    each step's emission argmax = diamond in the emissions panel, predicted plan = dot in the
+    soft-plan panel (:func:`qualitative_markers`).
 
     Args:
         emissions: (T, A) emission probabilities; soft_plan: (T, A) DVL soft plan.
         action_names: (A,) column labels; gt_plan, pred_plan: (T,) column indices (0..A-1).
         shortened: why the model's training is not the full one ('' = full): noted with †.
+        features: the features sentence of the note (:func:`provenance.record_note`).
     """
+    import textwrap
     import matplotlib.patheffects as effects
     emissions, soft_plan = np.asarray(emissions), np.asarray(soft_plan)
     num_actions = len(action_names)
@@ -1071,14 +1140,12 @@ def plot_qualitative(emissions, soft_plan, action_names, out_stem, *, gt_plan, p
     with paper_style() as plt:
         fig, axes = plt.subplots(1, 2, figsize=(ONE_COLUMN, 0.75 + 0.24 * len(rows)),
                                  sharey=True, layout='constrained')
-        for ax, matrix, name in ((axes[0], emissions, 'Emissions'),
-                                 (axes[1], soft_plan, 'Soft plan (DVL)')):
+        markers = qualitative_markers(emissions, soft_plan, gt_plan, pred_plan)
+        for ax, matrix, (name, marked) in zip(axes, (emissions, soft_plan), markers.items()):
             image = ax.imshow(matrix[:, rows].T, aspect='auto', cmap='cividis', vmin=0, vmax=1)
-            ax.scatter(range(steps), [row_of[int(a)] for a in gt_plan], marker='s', s=55,
-                       facecolors='none', edgecolors='black', linewidths=1.2,
-                       path_effects=outline, label='ground truth')
-            ax.scatter(range(steps), [row_of[int(a)] for a in pred_plan], marker='o', s=10,
-                       c='black', path_effects=outline, label='prediction')
+            for label, columns in marked.items():
+                ax.scatter(range(steps), [row_of[a] for a in columns], path_effects=outline,
+                           label=label, **QUALITATIVE_MARKERS[label])
             ax.set_xticks(range(steps), [str(t + 1) for t in range(steps)])
             ax.set_xlabel('Step t')
             ax.set_title(name, fontsize=7, pad=3)  # panel label, not a caption
@@ -1088,9 +1155,13 @@ def plot_qualitative(emissions, soft_plan, action_names, out_stem, *, gt_plan, p
             axes[0].set_ylabel('Action (key below)')
         bar = fig.colorbar(image, ax=axes, label='Probability', fraction=0.08, pad=0.02)
         bar.set_ticks([0, 0.25, 0.5, 0.75, 1.0])
-        handles, labels = axes[0].get_legend_handles_labels()
-        fig.legend(handles, labels, loc='outside upper center', ncol=2, handletextpad=0.2)
-        note = f'{SHORTENED_MARK} shortened run: {shortened}' if shortened else ''
+        handles = {}
+        for ax in axes:
+            handles.update(zip(*reversed(ax.get_legend_handles_labels())))
+        fig.legend(handles.values(), handles.keys(), loc='outside upper center', ncol=3,
+                   handletextpad=0.2, columnspacing=0.8)
+        note = footnote(f'{SHORTENED_MARK} shortened run: {shortened}' if shortened else '',
+                        textwrap.fill(features, 62))
         if by_index or note:
             fig.supxlabel(footnote(action_key(names) if by_index else '', note), x=0.0,
                           ha='left', fontsize=6.5, linespacing=1.15)
@@ -1113,8 +1184,12 @@ def qualitative_from_checkpoint(config: str, checkpoint: str, index: int = 0,
     ``shortened`` when the checkpoint's epoch is before the config's ``max_epochs``), plus
     ``caption`` (task and sample, for the paper's caption).
 
-    The columns are the actions of the sample's task (plus any predicted action outside it).
+    The columns are the actions of the sample's task (plus any predicted action or emission
+    argmax outside it); ``features``: the note on what the model was tested on (its test
+    dataset's feature folders, :mod:`vpn_plugin.datasets.provenance`).
     """
+    from vpn_plugin.datasets.provenance import dataset_feature_dirs, folders_provenance
+    from .provenance import record_note
     from vpn_plugin.apis import build_split_dataset, inference_planner, init_planner
     from vpn_plugin.engine.checkpoint import read_checkpoint
     model = init_planner(config, checkpoint, cfg_options=cfg_options)
@@ -1126,11 +1201,13 @@ def qualitative_from_checkpoint(config: str, checkpoint: str, index: int = 0,
     out = inference_planner(model, dataset, [index])[0]
     task = int(out.gt_task)
     task_actions = list(dataset.taxonomy.task_actions[task])
-    columns = task_actions + [int(a) for a in out.pred_plan if int(a) not in task_actions]
+    outside = [int(a) for a in list(out.pred_plan) + list(out.emissions.argmax(1))]
+    columns = task_actions + [a for a in dict.fromkeys(outside) if a not in task_actions]
     position = {a: i for i, a in enumerate(columns)}
     return dict(emissions=out.emissions[:, columns].numpy(),
                 soft_plan=out.soft_plan[:, columns].numpy(),
                 action_names=[dataset.taxonomy.action_names[a] for a in columns],
                 gt_plan=[position[int(a)] for a in out.gt_plan],
                 pred_plan=[position[int(a)] for a in out.pred_plan], shortened=shortened,
+                features=record_note(folders_provenance(dataset_feature_dirs(dataset))),
                 caption=f'{dataset.taxonomy.task_names[task]} (test sample {index})')

@@ -15,6 +15,11 @@ A table has one row per method and one column per (dataset, horizon, metric). Co
   improvement no interval and no mark ("n=2: no CI");
 * methods with rows from shortened runs (field ``shortened``: ``--max-epochs``, ``--limit``)
   carry a ``†`` and the caption names the reasons;
+* every caption names the features of each dataset (``ResultRow.features``: synthetic with
+  its generator and seed, a feature folder with its fingerprint, extracted with recipe and
+  weights hash); methods with rows on synthetic features carry a ``‖``, on unusable ones
+  (random S3D weights) a ``¶``; rows of one dataset on several feature sources are refused
+  unless ``allow_mixed_features`` (:mod:`vpn_plugin.protocol.provenance`);
 * methods with rows on stand-in text features (``variant.text_features``, e.g. COIN's MiniLM
   stand-in for the paper's CLIP features) carry a ``‡`` and the caption names them;
 * ORACLE methods (:func:`is_oracle`: an LLM given the ground-truth first/last actions, a PKG
@@ -44,6 +49,8 @@ import numpy as np
 from vpn_plugin.core.stats import AUTHORS_RESAMPLES, AUTHORS_SEED, bootstrap_ci, \
     bootstrap_difference
 from vpn_plugin.errors import check_names
+from .provenance import (SYNTHETIC_MARK, UNUSABLE_MARK, check_feature_mix, feature_marks,
+                         features_note)
 from .results import METRIC_LABELS, METRIC_RANGES, ResultRow, shortened_reason
 
 DEFAULT_METRICS = ('success_rate', 'mean_accuracy', 'miou_set')
@@ -110,6 +117,8 @@ class Table:
     selections: list = field(default_factory=list)  # distinct checkpoint selections of the rows
     usage: dict = field(default_factory=dict)      # method -> {USAGE_FIELDS: mean per run}
     oracle: set = field(default_factory=set)       # ORACLE methods (is_oracle)
+    feature_marks: dict = field(default_factory=dict)  # method -> synthetic/unusable marks
+    features: str = ''                             # the caption's features sentences
 
 
 def ci_spread(stats, ci_style: str) -> Optional[float]:
@@ -124,7 +133,7 @@ def ci_spread(stats, ci_style: str) -> Optional[float]:
 def build_table(rows: list[ResultRow], metrics=DEFAULT_METRICS, *, methods=None,
                 ours=None, reference=None, num_resamples=AUTHORS_RESAMPLES,
                 num_diff_resamples=AUTHORS_RESAMPLES, level=0.90, seed=AUTHORS_SEED,
-                ci_style='width', paired=False) -> Table:
+                ci_style='width', paired=False, allow_mixed_features=False) -> Table:
     """Aggregate rows into a :class:`Table` (conventions: module docstring).
 
     ``methods`` fixes the row order (default: order of first appearance). Several rows of the
@@ -139,6 +148,8 @@ def build_table(rows: list[ResultRow], metrics=DEFAULT_METRICS, *, methods=None,
     per_seed = _collect(rows, metrics)
     methods = list(methods) if methods else list(dict.fromkeys(r.method for r in rows))
     _check_named(methods, ours, reference, rows)
+    shown = [r for r in rows if r.method in methods]
+    check_feature_mix(shown, allow_mixed_features)
     groups = sorted({(r.dataset, r.horizon) for r in rows if r.method in methods})
     columns = [(d, h, m) for d, h in groups for m in metrics]
     cells = {}
@@ -156,7 +167,9 @@ def build_table(rows: list[ResultRow], metrics=DEFAULT_METRICS, *, methods=None,
                   selections=sorted({r.selection for r in rows
                                      if r.method in methods and r.selection}),
                   usage=_usage(rows, methods),
-                  oracle={r.method for r in rows if r.method in methods and is_oracle(r)})
+                  oracle={r.method for r in rows if r.method in methods and is_oracle(r)},
+                  feature_marks=feature_marks(shown),
+                  features=features_note(shown, DATASET_LABELS))
     for column in columns:
         _rank(table, column)
         table.improvements[column] = _improvement(table, column, ours, reference, seed)
@@ -448,6 +461,7 @@ def to_latex(table: Table, *, title: str = '', label: str = '', digits: int = 2)
 def _method_label(table: Table, method: str) -> str:
     """The method's name, ``†`` for a shortened run, and its failed windows by kind."""
     label = method + (SHORTENED_MARK if method in table.shortened else '') + \
+        table.feature_marks.get(method, '') + \
         (STAND_IN_MARK if method in table.stand_ins else '') + \
         (f'{TEST_SET_PKG_MARK} ({", ".join(table.pkg_sources[method])})'
          if method in table.pkg_sources else '')
@@ -503,6 +517,7 @@ def _legend(table: Table, latex: bool) -> str:
     delta = r'$\Delta$' if latex else 'Δ'
     text = ' '.join(filter(None, [_cell_legend(table, pm), _improvement_legend(table, delta, pm),
                                   _few_seeds_legend(table), _shortened_legend(table),
+                                  table.features,
                                   _pkg_source_legend(table),
                                   _stand_in_legend(table), _selection_legend(table),
                                   _oracle_legend(table), _usage_legend(table)]))
@@ -630,7 +645,9 @@ def _latex_escape(text: str, keep_math: bool = False) -> str:
     replacements = {'&': r'\&', '%': r'\%', '_': r'\_', '#': r'\#',
                     SHORTENED_MARK: r'\textsuperscript{\dag}',
                     STAND_IN_MARK: r'\textsuperscript{\ddag}',
-                    TEST_SET_PKG_MARK: r'\textsuperscript{\S}'}
+                    TEST_SET_PKG_MARK: r'\textsuperscript{\S}',
+                    SYNTHETIC_MARK: r'\textsuperscript{\textbardbl}',
+                    UNUSABLE_MARK: r'\textsuperscript{\P}'}
     if not keep_math:
         replacements['$'] = r'\$'
     return ''.join(replacements.get(ch, ch) for ch in text)
