@@ -497,3 +497,65 @@ def test_a_point_pools_the_seeds_of_a_per_seed_pretraining_stage():
     rows[0].settings['pretrained']['max_epochs'] = 5
     with pytest.raises(ValueError, match='differ in settings'):
         efficiency_points(rows)
+
+
+def two_seed_rows():
+    return [ResultRow(method, seed, 3, {'success_rate': base + 1.5 * seed}, params=params)
+            for seed in (0, 1) for method, base, params in (('VPN', 22.6, 5_549_602),
+                                                            ('Base', 10.0, 5_549_602))]
+
+
+def test_two_seeds_get_no_interval_in_figures_as_in_tables(tmp_path, monkeypatch):
+    """Issue 38: plots.py params / overlap drew a '90% bootstrap CI over 2 seeds' where
+    report.py refuses one; one rule (core.stats.seed_interval) decides for both."""
+    from vpn_plugin.core.stats import seed_interval, shows_ci
+    from vpn_plugin.protocol.report import build_table
+    rows = two_seed_rows()
+    assert not shows_ci(2) and shows_ci(3)
+    points = params_points(rows, 'success_rate')
+    assert points['VPN'][1:] == (pytest.approx(23.35), None, None)
+    cell = build_table(rows, ['success_rate']).cells[('VPN', ('', 3, 'success_rate'))]
+    assert (cell.mean, cell.low, cell.high) == (points['VPN'][1], None, None)
+    assert seed_interval([1.0, 2.0, 4.0])[1] is not None
+    texts = figure_texts(monkeypatch)
+    plot_params_vs_metric(rows, 'success_rate', tmp_path / 'p')
+    assert any(t.startswith('No error bars: means over 2 seeds per point (no CI with fewer '
+                            'than 3 seeds)') for t in texts)
+    assert not any('bootstrap CI over 2' in t for t in texts)
+    overlap_input, _ = overlap_rows(tmp_path, seeds=(0, 1))
+    overlap = error_overlap(overlap_input, 'VPN', 'Base')
+    assert overlap.fixed_pct[1:] == (None, None)
+    table = overlap_table([overlap])
+    assert f'| {overlap.fixed_pct[0]:.1f} |' in table and '[' not in table.split('\n')[2]
+    assert '(n=2: no CI, fewer than 3 seeds)' in table
+    # points of 3 seeds keep their bands, and the note says which points have none
+    curve = curve_points(study_rows()[:-2], 'train_fraction', 'success_rate')
+    assert curve['VPN'][-1][2] is None and curve['VPN'][0][2] is not None
+    texts.clear()
+    plot_curves(study_rows()[:-2], 'train_fraction', 'success_rate', tmp_path / 'c')
+    assert any(t.startswith('Bands: 90% bootstrap CI over 3 seeds per point; points of 2 '
+                            'seeds: mean only') for t in texts)
+
+
+def test_markers_at_one_parameter_count_are_dodged(tmp_path, monkeypatch):
+    """Issue 38: ViterbiPlanNet and the Base Model (same 5.55M parameters) hid each other's
+    error bars; markers at one x are spread symmetrically in log space, a lone one stays."""
+    from vpn_plugin.protocol import plots
+    drawn = plots.dodged_positions({'A': 5e6, 'B': 5e6, 'C': 1e5}, log=True)
+    assert drawn['C'] == pytest.approx(1e5)
+    assert np.log10(drawn['B']) - np.log10(drawn['A']) == pytest.approx(plots.DODGE_DECADES)
+    assert np.sqrt(drawn['A'] * drawn['B']) == pytest.approx(5e6)
+    assert plots.dodged_positions({'U': 0, 'L': 0}, log=False) == {
+        'U': pytest.approx(-plots.DODGE_ZERO / 2), 'L': pytest.approx(plots.DODGE_ZERO / 2)}
+    lines, save = {}, plots.save_figure
+
+    def recording(fig, out_stem):
+        for ax in fig.axes:
+            lines.update({bars.get_label(): float(bars.lines[0].get_xdata()[0])
+                          for bars in ax.containers})
+        return save(fig, out_stem)
+    monkeypatch.setattr(plots, 'save_figure', recording)
+    rows = [ResultRow(m, seed, 3, {'success_rate': 20.0 + seed}, params=5_549_602)
+            for seed in range(3) for m in ('VPN', 'Base')]
+    plot_params_vs_metric(rows, 'success_rate', tmp_path / 'p')
+    assert lines['VPN'] != lines['Base']

@@ -27,7 +27,7 @@ from pathlib import Path
 import numpy as np
 
 from vpn_plugin.core.metrics import METRIC_NAMES
-from vpn_plugin.core.stats import bootstrap_ci
+from vpn_plugin.core.stats import MIN_SEEDS_FOR_CI, seed_interval
 from .results import METRIC_LABELS, ResultRow
 
 ONE_COLUMN, TWO_COLUMNS = 3.3, 6.9  # inches
@@ -98,12 +98,24 @@ def method_styles(methods) -> dict:
     return styles
 
 
-def ci_label(seed_counts) -> str:
-    """What the error bars / bands are: '90% bootstrap CI over 5 seeds' (or '3-5 seeds'),
-    ``seed_counts``: the number of seeds of each plotted point."""
-    low, high = min(seed_counts), max(seed_counts)
-    seeds = f'{low}' if low == high else f'{low}-{high}'
-    return f'90% bootstrap CI over {seeds} seed{"s" if high > 1 else ""} per point'
+def ci_label(what: str, seed_counts) -> str:
+    """What the error bars / bands (``what``) are: 'Bands: 90% bootstrap CI over 5 seeds per
+    point' (or '3-5 seeds'); ``seed_counts``: the number of seeds of each plotted point.
+    Points of fewer than :data:`MIN_SEEDS_FOR_CI` seeds have none (the tables' rule,
+    ``core.stats.seed_interval``), and the label says so."""
+    def span(counts):
+        low, high = min(counts), max(counts)
+        return (f'{low}' if low == high else f'{low}-{high}') + f' seed{"s" * (high > 1)}'
+    with_ci = [n for n in seed_counts if n >= MIN_SEEDS_FOR_CI]
+    without = [n for n in seed_counts if n < MIN_SEEDS_FOR_CI]
+    if not with_ci:
+        return (f'No {what.lower()}: means over {span(without)} per point (no CI with fewer '
+                f'than {MIN_SEEDS_FOR_CI} seeds)')
+    text = f'{what}: 90% bootstrap CI over {span(with_ci)} per point'
+    if without:
+        text += (f'; points of {span(without)}: mean only (no CI with fewer than '
+                 f'{MIN_SEEDS_FOR_CI} seeds)')
+    return text
 
 
 # --------------------------------------------------------- what one figure may pool
@@ -286,8 +298,9 @@ def save_figure(fig, out_stem) -> list[Path]:
 
 def ci_lines(values: dict, num_resamples: int = 100) -> dict:
     """``{line: {x: [value per seed]}}`` -> ``{line: [(x, mean, low, high), ...]}`` sorted by x
-    (mean and 90% bootstrap CI over the seeds)."""
-    return {line: [(x, *bootstrap_ci(np.array(v), num_resamples=num_resamples))
+    (mean and 90% bootstrap CI over the seeds; ``None`` bounds with fewer than
+    :data:`MIN_SEEDS_FOR_CI` seeds, ``core.stats.seed_interval``)."""
+    return {line: [(x, *seed_interval(np.array(v), num_resamples=num_resamples))
                    for x, v in sorted(by_x.items())] for line, by_x in values.items()}
 
 
@@ -353,11 +366,21 @@ def curve_points(rows: list[ResultRow], x_key: str, metric: str, group_key: str 
 
 
 def _draw_line(ax, points, **style):
-    """Mean line with markers and a CI band of ``[(x, mean, low, high), ...]``."""
-    x, mean, low, high = map(np.array, zip(*points))
+    """Mean line with markers and a CI band of ``[(x, mean, low, high), ...]`` (a gap where a
+    point has no interval)."""
+    x, mean = (np.array([p[i] for p in points], float) for i in (0, 1))
+    low, high = (np.array([np.nan if p[i] is None else p[i] for p in points], float)
+                 for i in (2, 3))
     line, = ax.plot(x, mean, **style)
-    ax.fill_between(x, low, high, color=line.get_color(), alpha=0.2, linewidth=0)
+    if np.isfinite(low).any():
+        ax.fill_between(x, low, high, color=line.get_color(), alpha=0.2, linewidth=0)
     return line
+
+
+def y_extent(points) -> tuple:
+    """(lowest, highest) value drawn of ``[(x, mean, low, high), ...]`` (bounds, else means)."""
+    values = [v for p in points for v in p[1:] if v is not None]
+    return min(values), max(values)
 
 
 def _line_method(line: str, group_key, rows) -> str:
@@ -406,9 +429,9 @@ def plot_curves(rows, x_key, metric, out_stem, *, group_key=None, log_x=False,
             ax.grid(alpha=0.3)
             if len(panels) > 1:
                 ax.set_title(panel_title(dataset, horizon, panels), fontsize=7, pad=3)
-        values_y = [v for curves in panels.values() for points in curves.values()
-                    for p in points for v in p[1:]]
-        keep_y_span(axes[0][0], min(values_y), max(values_y), metric in METRIC_NAMES)
+        keep_y_span(axes[0][0], *y_extent([p for curves in panels.values()
+                                           for points in curves.values() for p in points]),
+                    metric in METRIC_NAMES)
         axes[0][0].set_ylabel(axis_label(metric))
         handles, labels = axes[0][0].get_legend_handles_labels()
         for ax in axes[0][1:]:
@@ -418,7 +441,7 @@ def plot_curves(rows, x_key, metric, out_stem, *, group_key=None, log_x=False,
                     labels.append(label)
         fig.legend(handles, labels, loc='outside lower center',
                    ncol=min(len(labels), 2 if width == ONE_COLUMN else 4),
-                   title=footnote(f'Bands: {ci_label(seeds)}', marks.notes(width)),
+                   title=footnote(ci_label('Bands', seeds), marks.notes(width)),
                    title_fontsize=6.5)
         return save_figure(fig, out_stem)
 
@@ -546,7 +569,7 @@ def plot_sample_efficiency(rows, out_stem, *, metric='success_rate', dashed=(),
         ax.legend(handles=handles, ncol=2 if len(handles) > 3 else len(handles),
                   loc='upper center', bbox_to_anchor=(0.5, -0.25), columnspacing=1.0,
                   handlelength=2.2, title=footnote(
-                      f'Bands: {ci_label([n for n in seeds_per_point(values)])}',
+                      ci_label('Bands', seeds_per_point(values)),
                       marks.notes()), title_fontsize=6.5)
         return save_figure(fig, out_stem)
 
@@ -609,7 +632,7 @@ def pkg_quality_panels(rows: list[ResultRow], metric: str = 'success_rate',
     panels = [ci_lines(panel, num_resamples) for panel in panels]
     if not any(panels):
         raise ValueError('no perturbed PKG rows to plot (variant "perturbation" and "level")')
-    references = {method: bootstrap_ci(np.array(scores), num_resamples=num_resamples)
+    references = {method: seed_interval(np.array(scores), num_resamples=num_resamples)
                   for method, scores in unperturbed.items() if method not in values}
     return panels, references
 
@@ -645,7 +668,9 @@ def plot_pkg_quality(rows, out_stem, *, metric='success_rate') -> list[Path]:
                            **styles[method])
             for method, (mean, low, high) in references.items():
                 ax.axhline(mean, color=styles[method]['color'], linestyle='--', linewidth=1.0)
-                ax.axhspan(low, high, color=styles[method]['color'], alpha=0.12, linewidth=0)
+                if low is not None:
+                    ax.axhspan(low, high, color=styles[method]['color'], alpha=0.12,
+                               linewidth=0)
             ax.set_xlabel(xlabel)
             ax.grid(alpha=0.3)
             ax.text(0.0, 1.03, f'({letter})', transform=ax.transAxes, fontsize=8,
@@ -663,7 +688,7 @@ def plot_pkg_quality(rows, out_stem, *, metric='success_rate') -> list[Path]:
         fig.legend(handles=handles, loc='outside upper center',
                    ncol=min(len(handles), 4))
         seeds = seeds_per_group(rows, ('perturbation', 'level'))
-        fig.supxlabel(footnote(f'Bands: {ci_label(seeds)}', marks.notes(TWO_COLUMNS)),
+        fig.supxlabel(footnote(ci_label('Bands', seeds), marks.notes(TWO_COLUMNS)),
                       fontsize=6.5, x=1.0, ha='right')
         return save_figure(fig, out_stem)
 
@@ -686,7 +711,7 @@ def params_points(rows: list[ResultRow], metric: str, horizon: int | None = None
         counts = [r.params for r in chosen if r.params is not None]
         if not counts:
             continue
-        mean, low, high = bootstrap_ci(np.array([r.metrics[metric] for r in chosen]))
+        mean, low, high = seed_interval(np.array([r.metrics[metric] for r in chosen]))
         points[method] = (max(counts), mean, low, high)
     if not points:
         raise ValueError(f'no method has both a parameter count and metric {metric!r}')
@@ -728,6 +753,33 @@ def format_count(value: float) -> str:
     return f'{value:g}'
 
 
+DODGE_DECADES, DODGE_ZERO = 0.035, 0.3  # spacing of markers sharing an x (log / "0" axis)
+
+
+def dodged_positions(xs: dict, log: bool) -> dict:
+    """``{method: x drawn}``: methods at the same x or nearly (one parameter count, counts
+    closer than :data:`DODGE_DECADES`, or several planners without parameters) are spread
+    symmetrically around their centre, :data:`DODGE_DECADES` apart on a log axis (a factor)
+    or :data:`DODGE_ZERO` on the "0" axis, so that no marker hides another's error bar; a
+    method alone at its x stays there."""
+    position = (lambda x: math.log10(x)) if log else (lambda x: x)
+    step = DODGE_DECADES if log else DODGE_ZERO
+    groups = []
+    for method in sorted(xs, key=lambda m: xs[m]):  # neighbours closer than a step: one group
+        if groups and position(xs[method]) - position(xs[groups[-1][-1]]) < step:
+            groups[-1].append(method)
+        else:
+            groups.append([method])
+    drawn = {}
+    for methods in groups:
+        centre = np.mean([position(xs[m]) for m in methods])
+        for i, method in enumerate(sorted(methods, key=list(xs).index)):
+            at = centre + step * (i - (len(methods) - 1) / 2) if len(methods) > 1 \
+                else position(xs[method])
+            drawn[method] = 10 ** at if log else at
+    return drawn
+
+
 def plot_params_vs_metric(rows, metric, out_stem, *, horizon=None) -> list[Path]:
     """Parameters (log x, round ticks) vs a metric, one marker per method with its 90% CI
     (the legend says so); planners with 0 parameters sit on a broken-off "0" axis at the left.
@@ -745,21 +797,23 @@ def plot_params_vs_metric(rows, metric, out_stem, *, horizon=None) -> list[Path]
         fig, axes = _params_axes(plt, bool(zero), bool(counted), height)
         style = figure_styles(points)
         for ax, group in zip(axes, [g for g in (zero, counted) if g]):
+            drawn_x = dodged_positions({m: p[0] for m, p in group.items()},
+                                       log=group is counted)
             for method, (params, mean, lo, hi) in group.items():
-                ax.errorbar([params], [mean], yerr=[[mean - lo], [hi - mean]], linestyle='none',
-                            markersize=5, capsize=3, elinewidth=1.2, capthick=1.2,
-                            label=method, **style[method])
+                ax.errorbar([drawn_x[method]], [mean],
+                            yerr=None if lo is None else [[mean - lo], [hi - mean]],
+                            linestyle='none', markersize=5, capsize=3, elinewidth=1.2,
+                            capthick=1.2, label=method, **style[method])
         if counted:
             _log_params_axis(axes[-1], [p[0] for p in counted.values()])
-        keep_y_span(axes[0], min(p[2] for p in points.values()),
-                    max(p[3] for p in points.values()), metric in METRIC_NAMES,
+        keep_y_span(axes[0], *y_extent(list(points.values())), metric in METRIC_NAMES,
                     marker_room=True)
         axes[0].set_ylabel(axis_label(metric))
         for ax in axes:
             ax.grid(alpha=0.3)
         handles = {h.get_label(): h for ax in axes for h in ax.get_legend_handles_labels()[0]}
         fig.legend([handles[m] for m in points], labels, loc='outside lower center',
-                   ncol=columns, title=footnote(f'Error bars: {ci_label(seeds)}',
+                   ncol=columns, title=footnote(ci_label('Error bars', seeds),
                                                 marks.notes()),
                    title_fontsize=6.5, handletextpad=0.3, columnspacing=1.0)
         return save_figure(fig, out_stem)
@@ -881,14 +935,14 @@ def error_overlap(rows: list[ResultRow], method: str, reference: str,
     fixed = 100.0 * per_seed[:, 1] / np.maximum(fails, 1)
     introduced = 100.0 * per_seed[:, 2] / np.maximum(solves, 1)
     return Overlap(method, reference, *(int(c) for c in per_seed.sum(0)), seeds,
-                   bootstrap_ci(fixed), bootstrap_ci(introduced), Marks.of(compared))
+                   seed_interval(fixed), seed_interval(introduced), Marks.of(compared))
 
 
 def overlap_table(overlaps: list[Overlap]) -> str:
     """Markdown table of :func:`error_overlap` results."""
     def pct(values):
         mean, low, high = values
-        return f'{mean:.1f} [{low:.1f}, {high:.1f}]'
+        return f'{mean:.1f}' if low is None else f'{mean:.1f} [{low:.1f}, {high:.1f}]'
     lines = ['| Method | Reference | Seeds | Windows | Both fail | Fixed | Introduced | '
              'Both solve | Fixed (% of ref. failures) | Introduced (% of ref. successes) |',
              '|---|---|---|---|---|---|---|---|---|---|']
@@ -896,8 +950,11 @@ def overlap_table(overlaps: list[Overlap]) -> str:
         lines.append(f'| {o.method} | {o.reference} | {len(o.seeds)} | {o.total} | '
                      f'{o.both_fail} | {o.fixed} | {o.introduced} | {o.both_solve} | '
                      f'{pct(o.fixed_pct)} | {pct(o.introduced_pct)} |')
-    lines.append('\nCounts summed over the seeds; percentages: mean over seeds [90% bootstrap CI]. '
-                 'Fixed: the reference fails, the method solves; introduced: the reverse.')
+    few = sorted({len(o.seeds) for o in overlaps if o.fixed_pct[1] is None})
+    lines.append('\nCounts summed over the seeds; percentages: mean over seeds [90% bootstrap CI]'
+                 + (f' ({", ".join(f"n={n}" for n in few)}: no CI, fewer than '
+                    f'{MIN_SEEDS_FOR_CI} seeds)' if few else '')
+                 + '. Fixed: the reference fails, the method solves; introduced: the reverse.')
     return '\n'.join(lines) + '\n'
 
 

@@ -46,8 +46,8 @@ from typing import Optional
 
 import numpy as np
 
-from vpn_plugin.core.stats import AUTHORS_RESAMPLES, AUTHORS_SEED, bootstrap_ci, \
-    bootstrap_difference
+from vpn_plugin.core.stats import AUTHORS_RESAMPLES, AUTHORS_SEED, MIN_SEEDS_FOR_CI, \
+    bootstrap_difference, seed_interval, shows_ci
 from vpn_plugin.errors import check_names
 from .provenance import (SYNTHETIC_MARK, UNUSABLE_MARK, check_feature_mix, feature_marks,
                          features_note)
@@ -61,7 +61,6 @@ CELL_IDENTITY = ('protocol', 'config', 'train_horizon', 'variant', 'settings')
 # settings.pretrained, the pre-training stage each seed runs)
 PER_SEED_SETTINGS = ('sample_seed', 'step_checkpoint', 'anchors_file')
 CI_STYLES = ('width', 'half-width')  # width: the paper's p95 - p5; half-width: (p95 - p5) / 2
-MIN_SEEDS_FOR_CI = 3  # fewer seeds: mean only, no CI, no significance mark
 SHORTENED_MARK = '†'
 TEST_SET_PKG_MARK = '§'
 STAND_IN_MARK = '‡'
@@ -177,10 +176,7 @@ def build_table(rows: list[ResultRow], metrics=DEFAULT_METRICS, *, methods=None,
 
 
 def _cell(values: dict, num_resamples, level, seed) -> CellStats:
-    scores = np.array(list(values.values()))
-    if len(scores) < MIN_SEEDS_FOR_CI:
-        return CellStats(values, float(scores.mean()), None, None)
-    mean, low, high = bootstrap_ci(scores, num_resamples=num_resamples, level=level, seed=seed)
+    mean, low, high = seed_interval(np.array(list(values.values())), num_resamples, level, seed)
     return CellStats(values, mean, low, high)
 
 
@@ -351,7 +347,7 @@ def _improvement(table, column, ours, reference, seed):
                             table.cells[(reference, column)].values, table.paired)
     if a is None:
         return None
-    if min(len(a), len(b)) < MIN_SEEDS_FOR_CI:
+    if not shows_ci(min(len(a), len(b))):
         return Improvement(ours, reference, float(a.mean() - b.mean()), None, None, False,
                            (len(a), len(b)))
     delta, low, high, significant = bootstrap_difference(
