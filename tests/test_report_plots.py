@@ -559,3 +559,19 @@ def test_markers_at_one_parameter_count_are_dodged(tmp_path, monkeypatch):
             for seed in range(3) for m in ('VPN', 'Base')]
     plot_params_vs_metric(rows, 'success_rate', tmp_path / 'p')
     assert lines['VPN'] != lines['Base']
+
+
+def test_pkg_quality_reference_key_says_when_no_band_is_drawn(tmp_path, monkeypatch):
+    """Issue 38: the caption promised a band around the graph-less reference that was not
+    drawn (its seeds agreed: an interval of width 0); the key says what the line is."""
+    from vpn_plugin.protocol.plots import reference_band
+    texts = figure_texts(monkeypatch)
+    rows = [ResultRow('VPN', seed, 3, {'success_rate': 30.0 - 10 * level + seed},
+                      variant=dict(perturbation=kind, level=level))
+            for seed in range(3) for kind, level in (('none', 0.0), ('edge_dropout', 0.5))]
+    rows += [ResultRow('SCHEMA w/o PKG', seed, 3, {'success_rate': 4.05},
+                       variant=dict(perturbation='none', level=0.0)) for seed in range(3)]
+    plot_pkg_quality(rows, tmp_path / 'pq')
+    assert 'SCHEMA w/o PKG (line: mean; no band: every seed gives 4.0)' in texts
+    assert reference_band((5.0, 4.0, 6.0)) == 'line: mean, band: 90% CI'
+    assert reference_band((5.0, None, None)) == 'line: mean; no band (fewer than 3 seeds)'

@@ -647,11 +647,24 @@ def seeds_per_group(rows, keys) -> list[int]:
     return [len(found) for found in seeds.values()]
 
 
+def reference_band(stats) -> str:
+    """What a reference line of :func:`plot_pkg_quality` shows, from its (mean, low, high):
+    'line: mean, band: 90% CI', or why no band is drawn (too few seeds; seeds that agree give
+    an interval of width 0, which draws nothing)."""
+    mean, low, high = stats
+    if low is None:
+        return f'line: mean; no band (fewer than {MIN_SEEDS_FOR_CI} seeds)'
+    if high - low < 0.05:
+        return f'line: mean; no band: every seed gives {mean:.1f}'
+    return 'line: mean, band: 90% CI'
+
+
 def plot_pkg_quality(rows, out_stem, *, metric='success_rate') -> list[Path]:
     """Three panels (edge dropout, weight noise, partial / noisy data), two columns wide:
     colour and marker = method; in (c) solid = partial data, dotted = label noise; dashed
-    horizontal line and band = a method without the graph (mean and 90% CI). Every key sits
-    in the legend above the panels, clear of the data."""
+    horizontal line and band = a method without the graph (mean and 90% CI; its key says
+    when there is no band to see, :func:`reference_band`). Every key sits in the legend
+    above the panels, clear of the data."""
     from matplotlib.lines import Line2D
     panels, references = pkg_quality_panels(rows, metric)
     methods = list(dict.fromkeys([m for panel in panels for m, _ in panel] + list(references)))
@@ -679,7 +692,9 @@ def plot_pkg_quality(rows, out_stem, *, metric='success_rate') -> list[Path]:
                 dotted += [(f'({letter}) {label}', ('-', ':')[i % 2])
                            for i, label in enumerate(labels)]
         axes[0].set_ylabel(axis_label(metric))
-        handles = [Line2D([], [], color=styles[m]['color'], label=marks.label(m),
+        handles = [Line2D([], [], color=styles[m]['color'],
+                          label=marks.label(m) + (f' ({reference_band(references[m])})'
+                                                  if m in references else ''),
                           linestyle='--' if m in references else '-',
                           marker=None if m in references else styles[m]['marker'])
                    for m in methods]
