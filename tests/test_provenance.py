@@ -212,3 +212,19 @@ def test_extraction_records_recipe_and_weights_hash(tmp_path):
     assert unusable['kind'] == 'random-weights' and unusable['label'].startswith('UNUSABLE')
     row = ResultRow('VPN', 0, 3, {'success_rate': 1.0}, features=unusable)
     assert feature_marks([row]) == {'VPN': UNUSABLE_MARK}
+
+
+def test_a_row_says_when_training_and_test_features_differ():
+    from vpn_plugin.datasets.provenance import run_features
+    test = dict(kind='user', fingerprint='t', label='user features, fingerprint t')
+    train = dict(kind='synthetic', fingerprint='s', label='synthetic, fingerprint s')
+    assert run_features(None, test) == test and run_features(dict(test), test) == test
+    mixed = run_features(train, test)
+    assert mixed['label'] == ('trained on synthetic, fingerprint s; tested on user features, '
+                              'fingerprint t')
+    row = ResultRow('VPN', 0, 3, {'success_rate': 1.0}, features=mixed)
+    assert feature_marks([row]) == {'VPN': SYNTHETIC_MARK}
+    with pytest.raises(ValueError, match='2 feature sources'):  # another source than test's
+        check_feature_mix([row, ResultRow('VPN', 1, 3, {'success_rate': 1.0}, features=test)])
+    unknown = run_features({}, test)  # a training finished before features were recorded
+    assert unknown['label'].startswith('trained on features not recorded; tested on user')

@@ -222,10 +222,14 @@ def combine(records: list) -> dict:
                 parts=records)
 
 
-def run_features(train: dict, test: dict) -> dict:
+def run_features(train, test: dict) -> dict:
     """A row's record from the training's and the test's: the test's, and ``trained_on``
-    (with the label saying so) when the training read other features."""
-    if not train or train.get('fingerprint') == test.get('fingerprint'):
+    (with the label saying so) when the training read other features or did not record
+    them (``{}``: a training finished before they were recorded); ``train`` ``None``: no
+    training (a planner without one)."""
+    if train is None or train.get('fingerprint') == test.get('fingerprint'):
         return test
+    if not train:
+        train = dict(kind='', label='features not recorded')
     return dict(test, trained_on=train,
                 label=f'trained on {train.get("label")}; tested on {test.get("label")}')

@@ -525,7 +525,7 @@ class ProtocolRunner:
             row = self.row_for(identity, spec, metrics, params or test_params, test_dir,
                                shortened)
             row.selection = selection
-            row.features = run_features(trained_features(work_dir) if unit.train else {},
+            row.features = run_features(trained_features(work_dir) if unit.train else None,
                                         tested_on)
             per_sample = test_dir / 'per_sample.json'
             if per_sample.is_file():
