@@ -508,15 +508,12 @@ def two_seed_rows():
 def test_two_seeds_get_no_interval_in_figures_as_in_tables(tmp_path, monkeypatch):
     """Issue 38: plots.py params / overlap drew a '90% bootstrap CI over 2 seeds' where
     report.py refuses one; one rule (core.stats.seed_interval) decides for both."""
-    from vpn_plugin.core.stats import seed_interval, shows_ci
     from vpn_plugin.protocol.report import build_table
     rows = two_seed_rows()
-    assert not shows_ci(2) and shows_ci(3)
     points = params_points(rows, 'success_rate')
     assert points['VPN'][1:] == (pytest.approx(23.35), None, None)
     cell = build_table(rows, ['success_rate']).cells[('VPN', ('', 3, 'success_rate'))]
     assert (cell.mean, cell.low, cell.high) == (points['VPN'][1], None, None)
-    assert seed_interval([1.0, 2.0, 4.0])[1] is not None
     texts = figure_texts(monkeypatch)
     plot_params_vs_metric(rows, 'success_rate', tmp_path / 'p')
     assert any(t.startswith('No error bars: means over 2 seeds per point (no CI with fewer '
@@ -535,18 +532,15 @@ def test_two_seeds_get_no_interval_in_figures_as_in_tables(tmp_path, monkeypatch
     plot_curves(study_rows()[:-2], 'train_fraction', 'success_rate', tmp_path / 'c')
     assert any(t.startswith('Bands: 90% bootstrap CI over 3 seeds per point; points of 2 '
                             'seeds: mean only') for t in texts)
+    from vpn_plugin.core.stats import seed_interval, shows_ci  # the one rule
+    assert not shows_ci(2) and shows_ci(3)
+    assert seed_interval([1.0, 2.0, 4.0])[1] is not None and seed_interval([1.0, 2.0])[1] is None
 
 
 def test_markers_at_one_parameter_count_are_dodged(tmp_path, monkeypatch):
     """Issue 38: ViterbiPlanNet and the Base Model (same 5.55M parameters) hid each other's
     error bars; markers at one x are spread symmetrically in log space, a lone one stays."""
     from vpn_plugin.protocol import plots
-    drawn = plots.dodged_positions({'A': 5e6, 'B': 5e6, 'C': 1e5}, log=True)
-    assert drawn['C'] == pytest.approx(1e5)
-    assert np.log10(drawn['B']) - np.log10(drawn['A']) == pytest.approx(plots.DODGE_DECADES)
-    assert np.sqrt(drawn['A'] * drawn['B']) == pytest.approx(5e6)
-    assert plots.dodged_positions({'U': 0, 'L': 0}, log=False) == {
-        'U': pytest.approx(-plots.DODGE_ZERO / 2), 'L': pytest.approx(plots.DODGE_ZERO / 2)}
     lines, save = {}, plots.save_figure
 
     def recording(fig, out_stem):
@@ -559,12 +553,17 @@ def test_markers_at_one_parameter_count_are_dodged(tmp_path, monkeypatch):
             for seed in range(3) for m in ('VPN', 'Base')]
     plot_params_vs_metric(rows, 'success_rate', tmp_path / 'p')
     assert lines['VPN'] != lines['Base']
+    drawn = plots.dodged_positions({'A': 5e6, 'B': 5e6, 'C': 1e5}, log=True)
+    assert drawn['C'] == pytest.approx(1e5)
+    assert np.log10(drawn['B']) - np.log10(drawn['A']) == pytest.approx(plots.DODGE_DECADES)
+    assert np.sqrt(drawn['A'] * drawn['B']) == pytest.approx(5e6)
+    assert plots.dodged_positions({'U': 0, 'L': 0}, log=False) == {
+        'U': pytest.approx(-plots.DODGE_ZERO / 2), 'L': pytest.approx(plots.DODGE_ZERO / 2)}
 
 
 def test_pkg_quality_reference_key_says_when_no_band_is_drawn(tmp_path, monkeypatch):
     """Issue 38: the caption promised a band around the graph-less reference that was not
     drawn (its seeds agreed: an interval of width 0); the key says what the line is."""
-    from vpn_plugin.protocol.plots import reference_band
     texts = figure_texts(monkeypatch)
     rows = [ResultRow('VPN', seed, 3, {'success_rate': 30.0 - 10 * level + seed},
                       variant=dict(perturbation=kind, level=level))
@@ -573,5 +572,6 @@ def test_pkg_quality_reference_key_says_when_no_band_is_drawn(tmp_path, monkeypa
                        variant=dict(perturbation='none', level=0.0)) for seed in range(3)]
     plot_pkg_quality(rows, tmp_path / 'pq')
     assert 'SCHEMA w/o PKG (line: mean; no band: every seed gives 4.0)' in texts
+    from vpn_plugin.protocol.plots import reference_band
     assert reference_band((5.0, 4.0, 6.0)) == 'line: mean, band: 90% CI'
     assert reference_band((5.0, None, None)) == 'line: mean; no band (fewer than 3 seeds)'

@@ -213,9 +213,11 @@ class Marks:
 
     def notes(self, width: float = ONE_COLUMN) -> str:
         """The note lines on shortened runs and features, wrapped to the figure's width."""
+        import re
         import textwrap
+        sentences = re.split(r' (?=[‖¶] )', self.features_text)  # each mark's own line
         return footnote(shortened_note(self.shortened),
-                        textwrap.fill(self.features_text, NOTE_WIDTH.get(width, 64)))
+                        *(textwrap.fill(s, NOTE_WIDTH.get(width, 64)) for s in sentences))
 
     @classmethod
     def merge(cls, all_marks) -> 'Marks':
