@@ -575,3 +575,32 @@ def test_pkg_quality_reference_key_says_when_no_band_is_drawn(tmp_path, monkeypa
     from vpn_plugin.protocol.plots import reference_band
     assert reference_band((5.0, 4.0, 6.0)) == 'line: mean, band: 90% CI'
     assert reference_band((5.0, None, None)) == 'line: mean; no band (fewer than 3 seeds)'
+
+
+def test_kept_results_redraw_the_same_overlap(tmp_path, monkeypatch):
+    """tools/keep_results.py: the rows as they were, the dumps of the named methods copied
+    beside them (the overlap figure reads the copies), the others' dump paths emptied."""
+    from vpn_plugin.protocol.results import read_results
+    from test_hostile_tools import user_error
+    rows, _ = overlap_rows(tmp_path)
+    rows.append(ResultRow('Other', 0, 6, {'success_rate': 0.0}, per_sample_file=str(
+        tmp_path / 'VPN_0.json')))
+    results = tmp_path / 'run' / 'results.jsonl'
+    for row in rows:
+        append_result(results, row)
+    monkeypatch.chdir(tmp_path)
+    load_tool('keep_results').main([str(results), '--out', 'kept/niv.jsonl', '--dumps', 'VPN',
+                                    'Base'])
+    kept = read_results(tmp_path / 'kept/niv.jsonl')
+    assert [(r.method, r.seed, r.metrics) for r in kept] == [(r.method, r.seed, r.metrics)
+                                                             for r in rows]
+    assert {r.per_sample_file for r in kept if r.method == 'Other'} == {''}
+    assert all(r.per_sample_file.startswith('kept/niv/') for r in kept if r.method != 'Other')
+    original = error_overlap(rows[:-1], 'VPN', 'Base')
+    for dump in tmp_path.glob('*_[0-9].json'):
+        dump.unlink()  # the run's dumps are gone: the copies remain
+    again = error_overlap(kept, 'VPN', 'Base')
+    assert (again.fixed, again.introduced, again.both_fail, again.seeds) == (
+        original.fixed, original.introduced, original.both_fail, [0, 1, 2])
+    assert 'exists; give --overwrite' in user_error('keep_results', [
+        results, '--out', 'kept/niv.jsonl'])
