@@ -575,6 +575,8 @@ def test_pkg_quality_reference_key_says_when_no_band_is_drawn(tmp_path, monkeypa
     from vpn_plugin.protocol.plots import reference_band
     assert reference_band((5.0, 4.0, 6.0)) == 'line: mean, band: 90% CI'
     assert reference_band((5.0, None, None)) == 'line: mean; no band (fewer than 3 seeds)'
+    assert reference_band((4.05, 3.9, 4.2), y_span=25.0) == (
+        'line: mean 4.0; 90% CI [3.9, 4.2], narrower than the line')
 
 
 def test_kept_results_redraw_the_same_overlap(tmp_path, monkeypatch):

@@ -649,15 +649,21 @@ def seeds_per_group(rows, keys) -> list[int]:
     return [len(found) for found in seeds.values()]
 
 
-def reference_band(stats) -> str:
-    """What a reference line of :func:`plot_pkg_quality` shows, from its (mean, low, high):
-    'line: mean, band: 90% CI', or why no band is drawn (too few seeds; seeds that agree give
-    an interval of width 0, which draws nothing)."""
+VISIBLE_BAND = 0.02  # a band narrower than this share of the y axis hides under its line
+
+
+def reference_band(stats, y_span: float = 100.0) -> str:
+    """What a reference line of :func:`plot_pkg_quality` shows, from its (mean, low, high)
+    on a y axis ``y_span`` high: 'line: mean, band: 90% CI', or why no band is seen (too few
+    seeds; seeds that agree give an interval of width 0; an interval narrower than
+    :data:`VISIBLE_BAND` of the axis hides under the line: its bounds are given)."""
     mean, low, high = stats
     if low is None:
         return f'line: mean; no band (fewer than {MIN_SEEDS_FOR_CI} seeds)'
-    if high - low < 0.05:
+    if high - low < 1e-9:
         return f'line: mean; no band: every seed gives {mean:.1f}'
+    if high - low < VISIBLE_BAND * y_span:
+        return f'line: mean {mean:.1f}; 90% CI [{low:.1f}, {high:.1f}], narrower than the line'
     return 'line: mean, band: 90% CI'
 
 
@@ -684,7 +690,7 @@ def plot_pkg_quality(rows, out_stem, *, metric='success_rate') -> list[Path]:
             for method, (mean, low, high) in references.items():
                 ax.axhline(mean, color=styles[method]['color'], linestyle='--', linewidth=1.0)
                 if low is not None:
-                    ax.axhspan(low, high, color=styles[method]['color'], alpha=0.12,
+                    ax.axhspan(low, high, color=styles[method]['color'], alpha=0.2,
                                linewidth=0)
             ax.set_xlabel(xlabel)
             ax.grid(alpha=0.3)
@@ -694,8 +700,9 @@ def plot_pkg_quality(rows, out_stem, *, metric='success_rate') -> list[Path]:
                 dotted += [(f'({letter}) {label}', ('-', ':')[i % 2])
                            for i, label in enumerate(labels)]
         axes[0].set_ylabel(axis_label(metric))
+        y_span = float(np.subtract(*axes[0].get_ylim()[::-1]))
         handles = [Line2D([], [], color=styles[m]['color'],
-                          label=marks.label(m) + (f' ({reference_band(references[m])})'
+                          label=marks.label(m) + (f' ({reference_band(references[m], y_span)})'
                                                   if m in references else ''),
                           linestyle='--' if m in references else '-',
                           marker=None if m in references else styles[m]['marker'])
