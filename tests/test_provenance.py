@@ -228,3 +228,14 @@ def test_a_row_says_when_training_and_test_features_differ():
         check_feature_mix([row, ResultRow('VPN', 1, 3, {'success_rate': 1.0}, features=test)])
     unknown = run_features({}, test)  # a training finished before features were recorded
     assert unknown['label'].startswith('trained on features not recorded; tested on user')
+
+
+def test_overlap_table_names_the_features(tmp_path):
+    from test_report_plots import overlap_rows
+    from vpn_plugin.protocol.plots import error_overlap, overlap_table
+    rows, _ = overlap_rows(tmp_path)
+    for row in rows:
+        row.features = synthetic_rows()[0].features
+    table = overlap_table([error_overlap(rows, 'VPN', 'Base')])
+    assert f'| VPN{SYNTHETIC_MARK} | Base{SYNTHETIC_MARK} |' in table
+    assert 'Features: synthetic (make_synthetic_features.py: seed 0), fingerprint aaaa' in table

@@ -970,16 +970,20 @@ def overlap_table(overlaps: list[Overlap]) -> str:
     lines = ['| Method | Reference | Seeds | Windows | Both fail | Fixed | Introduced | '
              'Both solve | Fixed (% of ref. failures) | Introduced (% of ref. successes) |',
              '|---|---|---|---|---|---|---|---|---|---|']
+    marks = Marks.merge([o.marks for o in overlaps])
     for o in overlaps:
-        lines.append(f'| {o.method} | {o.reference} | {len(o.seeds)} | {o.total} | '
-                     f'{o.both_fail} | {o.fixed} | {o.introduced} | {o.both_solve} | '
-                     f'{pct(o.fixed_pct)} | {pct(o.introduced_pct)} |')
+        lines.append(f'| {marks.label(o.method)} | {marks.label(o.reference)} | '
+                     f'{len(o.seeds)} | {o.total} | {o.both_fail} | {o.fixed} | '
+                     f'{o.introduced} | {o.both_solve} | {pct(o.fixed_pct)} | '
+                     f'{pct(o.introduced_pct)} |')
     few = sorted({len(o.seeds) for o in overlaps if o.fixed_pct[1] is None})
     lines.append('\nCounts summed over the seeds; percentages: mean over seeds [90% bootstrap CI]'
                  + (f' ({", ".join(f"n={n}" for n in few)}: no CI, fewer than '
                     f'{MIN_SEEDS_FOR_CI} seeds)' if few else '')
-                 + '. Fixed: the reference fails, the method solves; introduced: the reverse.')
-    return '\n'.join(lines) + '\n'
+                 + '. Fixed: the reference fails, the method solves; introduced: the reverse. '
+                 + ' '.join(filter(None, [shortened_note(marks.shortened) + '.'
+                                          if marks.shortened else '', marks.features_text])))
+    return '\n'.join(lines).rstrip() + '\n'
 
 
 VENN_PANEL_WIDTH = ONE_COLUMN / 2  # two comparisons fit one column
