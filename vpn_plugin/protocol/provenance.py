@@ -16,7 +16,7 @@ from __future__ import annotations
 from vpn_plugin.datasets.provenance import UNUSABLE_KINDS, combine
 
 SYNTHETIC_MARK = '‖'
-UNUSABLE_MARK = '¶'
+UNUSABLE_MARK = '✗'  # '¶' marks a missing row (report --allow-missing)
 NOT_RECORDED = 'not recorded in the rows'
 
 
