@@ -20,7 +20,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from vpn_plugin.errors import check_names, tool_main  # noqa: E402
+from vpn_plugin.errors import check_names, tool_main, write_text_atomically  # noqa: E402
+from vpn_plugin.outputs import check_output  # noqa: E402
 from vpn_plugin.protocol.results import read_results  # noqa: E402
 
 
@@ -61,9 +62,8 @@ def kept_rows(rows, dumps: set, folder: Path) -> list:
 def main(argv=None):
     import json
     args = parse_args(argv)
-    out = Path(args.out)
-    if out.suffix != '.jsonl':
-        raise ValueError(f'--out {out}: the kept results are a JSON Lines file (.jsonl)')
+    check_output(args.out, 'results', '--out', args.results, args.overwrite)
+    out = Path(args.out)  # as given: the rows name their dumps relative to it
     folder = out.with_suffix('')
     if (out.exists() or folder.exists()) and not args.overwrite:
         raise ValueError(f'{out} (or {folder}/) exists; give --overwrite to replace it')
@@ -72,8 +72,8 @@ def main(argv=None):
     if folder.exists():
         shutil.rmtree(folder)
     kept = kept_rows(rows, set(args.dumps), folder)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(''.join(json.dumps(asdict(r), sort_keys=True) + '\n' for r in kept))
+    write_text_atomically(out, ''.join(json.dumps(asdict(r), sort_keys=True) + '\n'
+                                       for r in kept), 'kept results')
     print(f'kept {len(kept)} rows in {out}'
           + (f', {sum(bool(r.per_sample_file) for r in kept)} per-sample dumps in {folder}/'
              if args.dumps else ''))

@@ -24,7 +24,7 @@ from pathlib import Path
 
 from vpn_plugin.datasets.synthetic import (DEFAULT_DTYPES, DTYPES, FORMATS,
                                            SyntheticFeatureGenerator, config_videos,
-                                           dataset_videos, difficulty_params, synthetic_record,
+                                           dataset_videos, synthetic_record,
                                            write_manifest, write_synthetic_features)
 from vpn_plugin.datasets.provenance import write_provenance
 from vpn_plugin.errors import NON_NEGATIVE_INT, POSITIVE_INT, path_argument, tool_main
@@ -78,9 +78,9 @@ def main(argv=None):
           f'{args.dtype})')
     info = write_synthetic_features(videos, generator, features, args.format,
                                     dataset=args.dataset or 'custom', dtype=args.dtype)
-    write_manifest(features.parent, dict(vars(args), **info,
-                                         params=difficulty_params(args.difficulty)))
-    write_provenance(features, synthetic_record(vars(args), info))
+    record = synthetic_record(vars(args), info)
+    write_manifest(features.parent, record)  # beside the folder: it is ours to replace
+    write_provenance(features, record)  # inside it: travels with the features
     print(json.dumps(info))
 
 

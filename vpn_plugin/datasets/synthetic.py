@@ -242,6 +242,12 @@ def write_synthetic_features(videos: Sequence[VideoAnnotation], generator, out_d
                 seconds=round(time.time() - began, 1))
 
 
+def write_manifest(out: Path, info: dict) -> None:
+    """Record the generator's settings next to the features (``out``: the folder above them;
+    tools/make_synthetic_features.py recognises its earlier output by it, vpn_plugin/outputs.py)."""
+    (Path(out) / 'synthetic_manifest.json').write_text(json.dumps(info, indent=2))
+
+
 def synthetic_record(settings: dict, info: dict) -> dict:
     """The provenance record (``datasets/provenance.py``, kind ``synthetic``) of a folder made
     by ``tools/make_synthetic_features.py`` with ``settings`` (its arguments); ``info``: the
