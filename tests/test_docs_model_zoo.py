@@ -3,7 +3,8 @@ import re
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
-CELL = re.compile(r'(\d+\.\d\d) / (\d+\.\d\d) / (\d+\.\d\d) \(\[[^\]]*\]\((results_synthetic_\w+\.md)\)')
+CELL = re.compile(r'(\d+\.\d\d) / (\d+\.\d\d) / (\d+\.\d\d) '
+                  r'\(\[[^\]]*\]\((results_synthetic_\w+\.md)\)')
 
 
 def table_rows(path):

@@ -549,10 +549,15 @@ def test_markers_at_one_parameter_count_are_dodged(tmp_path, monkeypatch):
                           for bars in ax.containers})
         return save(fig, out_stem)
     monkeypatch.setattr(plots, 'save_figure', recording)
+    texts = figure_texts(monkeypatch)
     rows = [ResultRow(m, seed, 3, {'success_rate': 20.0 + seed}, params=5_549_602)
             for seed in range(3) for m in ('VPN', 'Base')]
     plot_params_vs_metric(rows, 'success_rate', tmp_path / 'p')
     assert lines['VPN'] != lines['Base']
+    assert any(plots.DODGED_NOTE in text for text in texts)  # the note says so
+    texts.clear()
+    plot_params_vs_metric([r for r in rows if r.method == 'VPN'], 'success_rate', tmp_path / 'q')
+    assert texts and not any(plots.DODGED_NOTE in text for text in texts)  # nothing dodged
     drawn = plots.dodged_positions({'A': 5e6, 'B': 5e6, 'C': 1e5}, log=True)
     assert drawn['C'] == pytest.approx(1e5)
     assert np.log10(drawn['B']) - np.log10(drawn['A']) == pytest.approx(plots.DODGE_DECADES)

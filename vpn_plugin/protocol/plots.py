@@ -780,6 +780,7 @@ def format_count(value: float) -> str:
 
 
 DODGE_DECADES, DODGE_ZERO = 0.035, 0.3  # spacing of markers sharing an x (log / "0" axis)
+DODGED_NOTE = 'Markers sharing a parameter count drawn side by side'
 
 
 def dodged_positions(xs: dict, log: bool) -> dict:
@@ -822,9 +823,13 @@ def plot_params_vs_metric(rows, metric, out_stem, *, horizon=None) -> list[Path]
     with paper_style() as plt:
         fig, axes = _params_axes(plt, bool(zero), bool(counted), height)
         style = figure_styles(points)
+        dodged = False
         for ax, group in zip(axes, [g for g in (zero, counted) if g]):
             drawn_x = dodged_positions({m: p[0] for m, p in group.items()},
                                        log=group is counted)
+            dodged = dodged or any(
+                not math.isclose(drawn_x[m], p[0], rel_tol=1e-9, abs_tol=1e-9)
+                for m, p in group.items())
             for method, (params, mean, lo, hi) in group.items():
                 ax.errorbar([drawn_x[method]], [mean],
                             yerr=None if lo is None else [[mean - lo], [hi - mean]],
@@ -840,7 +845,7 @@ def plot_params_vs_metric(rows, metric, out_stem, *, horizon=None) -> list[Path]
         handles = {h.get_label(): h for ax in axes for h in ax.get_legend_handles_labels()[0]}
         fig.legend([handles[m] for m in points], labels, loc='outside lower center',
                    ncol=columns, title=footnote(ci_label('Error bars', seeds),
-                                                marks.notes()),
+                                                DODGED_NOTE if dodged else '', marks.notes()),
                    title_fontsize=6.5, handletextpad=0.3, columnspacing=1.0)
         return save_figure(fig, out_stem)
 
