@@ -180,10 +180,12 @@ def test_dry_run_cross_horizon(dataset, monkeypatch):
 
 
 @pytest.mark.parametrize('name, extra', [('ablation_crosstask', 0),
-                                         ('main_and_ablation_t3_crosstask', 2)])
+                                         ('main_and_ablation_t3_crosstask', 3)])
 def test_dry_run_ablation_has_eight_combinations(name, extra, monkeypatch):
     units = dry_run(name, monkeypatch)
-    assert len([u for u in units if u.seed == 0]) == 2 + extra  # 2 trainings give 8 rows
+    # 2 trainings give 8 rows; main_and_ablation_t3 adds the two PKG beam searches (U-Net and
+    # MLP step models) and the uniform-emission planner
+    assert len([u for u in units if u.seed == 0]) == 2 + extra
     combos = {(opts.get('model.use_dvl', True), opts['model.decode'])
               for runs in methods_of(units).values() for _, _, opts, _ in runs
               if 'model.decode' in opts}
@@ -335,7 +337,8 @@ def test_every_protocol_config_is_covered():
     # niv/coin protocols: tests/test_configs.py (same runs as the CrossTask ones)
     names = {p.stem for p in (REPO / 'configs' / 'protocol').glob('*_crosstask.py')}
     tested = set(re.findall(r"dry_run\('(\w+)'", Path(__file__).read_text()))
-    tested |= {'ablation_crosstask', 'main_and_ablation_t3_crosstask'}  # parametrized
+    tested |= {'ablation_crosstask', 'main_and_ablation_t3_crosstask',  # parametrized
+               'cross_horizon_crosstask'}
     assert names <= tested, f'protocol configs without a dry-run test: {names - tested}'
 
 
