@@ -119,7 +119,8 @@ def test_a_smoke_protocol_ends_in_a_marked_table_row(tiny_pdpp, tmp_path, capsys
     capsys.readouterr()
     load_tool('report').main([str(results), '--metrics', 'success_rate'])
     table = capsys.readouterr().out
-    assert '| PDPP† |' in table and '† shortened runs (PDPP: smoke: 1 epoch' in table
+    # † shortened, ‖ synthetic features (the tiny dataset's)
+    assert '| PDPP†‖ |' in table and '† shortened runs (PDPP: smoke: 1 epoch' in table
 
     checkpoint = str(run / 'epoch_1.pth')
     load_tool('test').main([str(tiny_pdpp), checkpoint, '--limit', '12', '--work-dir',
