@@ -1,0 +1,84 @@
+"""Second hostile pass (issue 37, "Done means"): cases found on the merged main with the new
+features (smoke runs and limits, plan.py --features, the Slurm launcher, ...), each failing on
+the behaviour before its fix."""
+import os
+import sys
+from types import SimpleNamespace
+
+import numpy as np
+import pytest
+
+import vpn_plugin.mm  # noqa: F401  (registration)
+from test_datasets import toy_dataset, write_toy
+from tool_modules import load_tool
+from vpn_plugin.datasets.annotations import BadVideoError
+
+
+# ------------------------------------------------------------ feature files that are no file
+@pytest.mark.parametrize('kind', ['fifo', 'device'])
+def test_a_feature_file_that_is_a_fifo_or_a_device_is_refused_not_read(tmp_path, kind):
+    """Before: `plan.py --features FIFO` blocked for ever in open(); /dev/zero failed with an
+    UnpicklingError of its bytes. Both now say what the path is."""
+    from vpn_plugin.datasets.features import load_features, read_feature_record
+    if kind == 'fifo':
+        path = tmp_path / 'clip.npz'
+        os.mkfifo(path)
+        named = 'is a FIFO'
+    else:
+        path, named = '/dev/zero', 'is a character device'
+    for read in (lambda: read_feature_record(path), lambda: load_features(path, 8)):
+        with pytest.raises(BadVideoError, match=f'{path} {named}, not a regular file'):
+            read()
+
+
+def test_a_fifo_in_a_dataset_feature_folder_is_named(tmp_path):
+    """A dataset reading its features meets the FIFO too: named, not waited on."""
+    write_toy(tmp_path)
+    path = tmp_path / 'feat' / '11_a1.npz'
+    path.unlink()
+    os.mkfifo(path)
+    with pytest.raises(Exception, match=r'11_a1.npz \(video a1\) is a FIFO'):
+        toy_dataset(tmp_path)
+
+
+# ------------------------------------------------------------ limits
+@pytest.mark.parametrize('seed', [-1, 'x', float('nan'), 1.5, True])
+def test_a_bad_limit_seed_is_named(tmp_path, seed):
+    """Before: numpy's 'SeedSequence expects int ...' or 'expected non-negative integer',
+    naming neither the dataset nor the field."""
+    write_toy(tmp_path)
+    with pytest.raises(ValueError, match=f'PlanningDataset: limit_seed={seed!r}; expected an '
+                                         'integer >= 0'):
+        toy_dataset(tmp_path, limit=1, limit_seed=seed)
+
+
+def test_a_training_split_cut_by_limit_marks_the_run_shortened():
+    """Before: `train.py --cfg-options train_dataloader.dataset.limit=10` trained on 10 windows
+    and its checkpoints (and the metrics of their tests) were not marked shortened, while
+    `train_cfg.max_epochs=N` below the config's is."""
+    from mmengine.config import Config
+    train = load_tool('train')
+    config = 'configs/vpn_niv_t3.py'
+    cfg = Config.fromfile(config)
+    cfg.train_dataloader.dataset.limit = 10
+    train.mark_fewer_epochs(cfg, SimpleNamespace(config=config, cfg_options={
+        'train_dataloader.dataset.limit': 10, 'train_cfg.max_epochs': 2}))
+    assert cfg.shortened == 'max_epochs=2 (config: 500); training split limit=10 windows'
+    full = Config.fromfile(config)
+    train.mark_fewer_epochs(full, SimpleNamespace(config=config, cfg_options={}))
+    assert not full.get('shortened')
+
+
+# ------------------------------------------------------------ Slurm submission refused
+def test_sbatch_refusing_the_array_is_one_line_naming_its_reason():
+    """Before: `--slurm-options foo=bar` ended in submitit's traceback (FailedJobError)."""
+    from submitit.core.utils import FailedJobError
+    from vpn_plugin.protocol.slurm import submit_array
+
+    class RefusingExecutor:
+        def map_array(self, function, items):
+            raise FailedJobError("sbatch: unrecognized option '--foo=bar'\n"
+                                 'Try "sbatch --help" for more information')
+    with pytest.raises(ValueError, match=r"sbatch refused the job array \(sbatch: unrecognized "
+                                         r"option '--foo=bar' Try .*nothing was submitted"):
+        submit_array(RefusingExecutor(), print, [SimpleNamespace(units=['u'])])
