@@ -82,3 +82,26 @@ def test_sbatch_refusing_the_array_is_one_line_naming_its_reason():
     with pytest.raises(ValueError, match=r"sbatch refused the job array \(sbatch: unrecognized "
                                          r"option '--foo=bar' Try .*nothing was submitted"):
         submit_array(RefusingExecutor(), print, [SimpleNamespace(units=['u'])])
+
+
+# ------------------------------------------------------------ plan.py --features
+def test_plan_from_features_notes_a_goal_read_at_the_last_second(tiny_crosstask, tmp_path,
+                                                                  capsys):
+    """Before: `plan.py --features` of a 5 s file with --goal-time 9 printed 'plan ... to the
+    state at 9 s' and read the goal at second 4 without the note `--video` prints."""
+    import torch
+    from test_apis import tiny_vpn_config
+    from tiny_configs import save_recorded
+    from vpn_plugin.apis import init_planner
+    config = tiny_vpn_config(tiny_crosstask, tmp_path)
+    torch.manual_seed(0)
+    save_recorded(init_planner(str(config)), tmp_path / 'tiny.pth', tiny_crosstask['test_dataset'])
+    np.savez(tmp_path / 'f.npz', frames_features=np.random.default_rng(0).normal(
+        size=(5, 512)).astype(np.float32))
+    argv = [str(config), '--checkpoint', str(tmp_path / 'tiny.pth'), '--features',
+            str(tmp_path / 'f.npz'), '--start-time', '1', '--goal-time']
+    load_tool('plan').main(argv + ['9'])
+    assert ("note: the goal time 9 s is at or past the end of the video's 5 s of features: the "
+            'goal state is read at its last second (4 s)') in capsys.readouterr().out
+    load_tool('plan').main(argv + ['4'])
+    assert 'note: the goal time' not in capsys.readouterr().out
