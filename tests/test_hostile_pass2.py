@@ -105,3 +105,22 @@ def test_plan_from_features_notes_a_goal_read_at_the_last_second(tiny_crosstask,
             'goal state is read at its last second (4 s)') in capsys.readouterr().out
     load_tool('plan').main(argv + ['4'])
     assert 'note: the goal time' not in capsys.readouterr().out
+
+
+# ------------------------------------------------------------ LLM cache key of another user
+@pytest.mark.skipif(not hasattr(os, 'geteuid') or os.geteuid() != 0,
+                    reason='giving the key file to another user needs root')
+def test_an_llm_cache_key_written_by_another_user_is_refused(tmp_path):
+    """Before: whoever can write the cache folder (the shared or synced folder the keyed check
+    guards) replaced `.cache_key` by a key of their own (mode 0600, their file) and forged
+    entries with it: served as this cache's."""
+    from vpn_plugin.baselines.llm.backends import ResponseCache
+    ResponseCache(tmp_path)                   # this user's key: fine
+    key_file = tmp_path / '.cache_key'
+    key_file.unlink()
+    key_file.write_text('ab' * 32)
+    key_file.chmod(0o600)
+    os.chown(key_file, 4321, -1)
+    with pytest.raises(PermissionError, match=r'cache key .*\.cache_key belongs to user id '
+                                              r'4321, not to this user \(0\)'):
+        ResponseCache(tmp_path)
