@@ -124,3 +124,16 @@ def test_an_llm_cache_key_written_by_another_user_is_refused(tmp_path):
     with pytest.raises(PermissionError, match=r'cache key .*\.cache_key belongs to user id '
                                               r'4321, not to this user \(0\)'):
         ResponseCache(tmp_path)
+
+
+# ------------------------------------------------------------ a fixture with arrays removed
+def test_a_fixture_array_removed_is_named_with_its_file(tmp_path):
+    """Before: `check_reference.py` on a PDPP fixture without `ddim_final` ended in
+    'error: ddim_final', and with an empty outputs.npz in a StopIteration traceback."""
+    from vpn_plugin.oracles.compare import read_npz
+    np.savez(tmp_path / 'outputs.npz', x_start=np.zeros(3))
+    arrays = read_npz(tmp_path / 'outputs.npz')
+    assert list(arrays) == ['x_start'] and arrays.get('ddim_final') is None
+    with pytest.raises(KeyError, match=r"outputs.npz: no recorded array 'ddim_final' \(1 arrays "
+                                       r"there\); expected the fixture's complete .npz"):
+        arrays['ddim_final']
