@@ -322,7 +322,8 @@ def test_every_protocol_config_is_covered():
     # niv/coin protocols: tests/test_configs.py (same runs as the CrossTask ones)
     names = {p.stem for p in (REPO / 'configs' / 'protocol').glob('*_crosstask.py')}
     tested = set(re.findall(r"dry_run\('(\w+)'", Path(__file__).read_text()))
-    tested |= {'ablation_crosstask', 'main_and_ablation_t3_crosstask'}  # parametrized
+    tested |= {'ablation_crosstask', 'main_and_ablation_t3_crosstask',  # parametrized
+               'cross_horizon_crosstask'}
     assert names <= tested, f'protocol configs without a dry-run test: {names - tested}'
 
 

@@ -104,7 +104,7 @@ def test_a_smoke_protocol_ends_in_a_marked_table_row(tiny_pdpp, tmp_path, capsys
     row = json.loads(Path(results).read_text().splitlines()[0])
     assert row['shortened'] == ('smoke: 1 epoch of 4 steps of 8 windows (config: 120 epochs), '
                                 'pre-stages 4 steps; limit=32 of 105 test windows')
-    run = Path(row['work_dir']).parent
+    run = (Path(results).parent / row['work_dir']).parent  # rows hold paths relative to it
     assert row['settings']['smoke'] is True and run.name == 'seed0_smoke'
     log = next(run.glob('*/*.log')).read_text()
     assert 'SHORTENED RUN (smoke: 1 epoch' in log

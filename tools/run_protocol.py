@@ -257,7 +257,7 @@ def status_command(args) -> str:
         if value is not None:
             command += [f'--{flag.replace("_", "-")}',
                         *map(str, value if isinstance(value, list) else [value])]
-    return shlex.join(command + ['--status'])
+    return shlex.join(command + ['--smoke'] * args.smoke + ['--status'])
 
 
 if __name__ == '__main__':

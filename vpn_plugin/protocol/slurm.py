@@ -204,7 +204,8 @@ def known_partitions() -> list:
 def unit_seconds(runner, units, epoch_seconds: float) -> list:
     """The dry run's estimate (seconds, one process) of each unit's training, plus its
     pre-training stage's while that stage is not trained (any of its units may train it)."""
-    planned = plan_runs(with_stages(units), runner.work_dir, runner.max_epochs, epoch_seconds)
+    planned = plan_runs(with_stages(units), runner.work_dir, runner.max_epochs, epoch_seconds,
+                        smoke=runner.smoke)
     by_unit = {id(unit): run.seconds for unit, run in zip(with_stages(units), planned)}
     seconds = []
     for unit in units:
