@@ -74,6 +74,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from vpn_plugin.datasets.provenance import run_features
 from vpn_plugin.errors import read_json, write_text_atomically
 from vpn_plugin.locks import LockBusyError, exclusive_lock, lock_path_of
 from vpn_plugin.smoke import SMOKE, limit_test_windows, smoke_config
@@ -639,10 +640,13 @@ class ProtocolRunner:
             # shared by the protocol files of its datasets)
             test_dir = work_dir / _slug(f'test_{spec.method}_{self.dataset}_T{spec.horizon}',
                                         spec.variant)
-            metrics, test_params, limited = self.test(unit, spec, checkpoint, test_dir)
+            metrics, test_params, limited, tested_on = self.test(unit, spec, checkpoint,
+                                                                 test_dir)
             row = self.row_for(identity, spec, metrics, params or test_params, test_dir,
                                '; '.join(filter(None, (shortened, limited))))
             row.selection = selection
+            row.features = run_features(trained_features(work_dir) if unit.train else None,
+                                        tested_on)
             per_sample = test_dir / 'per_sample.json'
             if per_sample.is_file():
                 row.per_sample_file = str(per_sample)
@@ -653,9 +657,7 @@ class ProtocolRunner:
         """Append a finished test's row to the results file (not twice: ``append_result``)."""
         append_result(self.results_file, row)
         done.add(row.key())
-        log('    ' + row.method + ': ' + ', '.join(
-            f'{k}={v:.2f}' for k, v in row.metrics.items() if k in
-            ('success_rate', 'mean_accuracy', 'miou_set')))
+        log('    ' + metrics_line(row))
 
     # ------------------------------------------------------------------ mmengine glue
     def build_cfg(self, config: str, cfg_options: dict, seed: int, work_dir: Path,
@@ -714,8 +716,8 @@ class ProtocolRunner:
         checkpoint, selection = selected_checkpoint(cfg, work_dir)
         params = num_parameters(runner.model)
         write_text_atomically(marker, json.dumps(dict(
-            checkpoint=checkpoint, params=params, shortened=shortened, selection=selection)),
-            'training record')
+            checkpoint=checkpoint, params=params, shortened=shortened, selection=selection,
+            features=read_features(runner.train_dataloader))), 'training record')
         return checkpoint, params, shortened, selection
 
     def checkpoint_epochs(self, unit: TrainUnit) -> int:
@@ -729,7 +731,8 @@ class ProtocolRunner:
 
     def test(self, unit: TrainUnit, spec: TestSpec, checkpoint, test_dir: Path):
         """Test a checkpoint (or an untrained planner) under a spec; returns (metrics, params,
-        how its test windows were limited: '' for all of them)."""
+        how its test windows were limited ('' for all of them), the provenance of the test
+        features)."""
         from vpn_plugin.models.base_planner import num_parameters
         from vpn_plugin.runner import build_runner
         options = {**unit.cfg_options, **spec.cfg_options}
@@ -745,7 +748,8 @@ class ProtocolRunner:
         metrics = runner.test()
         limited = getattr(runner.test_dataloader.dataset, 'limited', None)
         shortened = f'limit={limited[0]} of {limited[1]} test windows' if limited else ''
-        return clean_metrics(metrics), num_parameters(runner.model), shortened
+        return (clean_metrics(metrics), num_parameters(runner.model), shortened,
+                read_features(runner.test_dataloader))
 
 
 def selected_checkpoint(cfg, work_dir: Path) -> tuple:
@@ -795,6 +799,30 @@ def diversity_metrics(per_sample_file: Path) -> dict:
         log(f'    no decoding diversity for {per_sample_file}: {error}')
         return {}
     return dict(plan_entropy=diversity['pred_entropy'], plan_jsd=diversity['js_divergence'])
+
+
+def read_features(dataloader) -> dict:
+    """The provenance record (``datasets/provenance.py``) of the feature folders a built
+    dataloader's dataset reads."""
+    from vpn_plugin.datasets.provenance import dataset_feature_dirs, folders_provenance
+    return folders_provenance(dataset_feature_dirs(dataloader.dataset))
+
+
+def trained_features(work_dir: Path) -> dict:
+    """The features a finished training read (``train_done.json``; ``{}`` for a training
+    finished before they were recorded)."""
+    marker = Path(work_dir) / 'train_done.json'
+    return read_json(marker, 'training record').get('features', {}) if marker.is_file() else {}
+
+
+def metrics_line(row: ResultRow) -> str:
+    """The log line of a finished test: method, dataset, horizon, seed, variant, metrics."""
+    trained = f' (trained T={row.train_horizon})' if row.train_horizon not in (
+        None, row.horizon) else ''
+    variant = ''.join(f' {k}={v}' for k, v in sorted(row.variant.items()))
+    return (f'{row.method} {row.dataset} T={row.horizon}{trained} seed={row.seed}{variant}: '
+            + ', '.join(f'{k}={v:.2f}' for k, v in row.metrics.items()
+                        if k in ('success_rate', 'mean_accuracy', 'miou_set')))
 
 
 def clean_metrics(metrics: dict) -> dict:

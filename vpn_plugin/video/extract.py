@@ -271,6 +271,7 @@ def extract_videos(network: Callable, videos: Sequence[Path], out_dir, recipe: F
     returning ``{'video_embedding': (B, D)}`` for (B, 3, chunk, S, S) in [0, 1] (``S3D`` in
     eval mode); ``extra``: arrays stored in every file (e.g. ``usable``); ``settings``: what
     ``extraction.json`` records (the recipe and weights)."""
+    progress_stream = progress_stream or sys.stderr  # the stream of now, not of the import
     out_dir = Path(out_dir)
     progress_stream = progress_stream or sys.stderr  # the stream of now, not of import time
     if path_kind(out_dir) not in (None, 'a folder'):
