@@ -273,7 +273,6 @@ def extract_videos(network: Callable, videos: Sequence[Path], out_dir, recipe: F
     ``extraction.json`` records (the recipe and weights)."""
     progress_stream = progress_stream or sys.stderr  # the stream of now, not of the import
     out_dir = Path(out_dir)
-    progress_stream = progress_stream or sys.stderr  # the stream of now, not of import time
     if path_kind(out_dir) not in (None, 'a folder'):
         raise OSError(f'--out {out_dir} is {path_kind(out_dir)}; expected a folder for the '
                       'feature files (new or one this tool extracted into)')
