@@ -221,6 +221,9 @@ class PlanningDataset(Dataset):
         if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
             raise ValueError(f'PlanningDataset: limit={limit!r}; expected an integer >= 1 '
                              '(windows kept, stratified over tasks)')
+        if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
+            raise ValueError(f'PlanningDataset: limit_seed={seed!r}; expected an integer >= 0 '
+                             '(the seed of the stratified draw of the limit windows)')
         total = len(self.windows)
         if limit >= total:
             return None
