@@ -137,3 +137,26 @@ def test_a_fixture_array_removed_is_named_with_its_file(tmp_path):
     with pytest.raises(KeyError, match=r"outputs.npz: no recorded array 'ddim_final' \(1 arrays "
                                        r"there\); expected the fixture's complete .npz"):
         arrays['ddim_final']
+
+
+# ------------------------------------------------------------ third pass (hostile3)
+@pytest.mark.parametrize('value', ['x', -1, None, True, 1.5])
+def test_a_pkg_fixture_action_that_is_no_action_id_is_named(value):
+    """Before: `check_reference.py` on a PKG folder whose inputs.json held 'x' / null / -1 in a
+    legal_range said "invalid literal for int()", printed a TypeError traceback or "index 50 is
+    out of bounds", naming no file; 1.5 and true were silently read as 1."""
+    from vpn_plugin.oracles.kepp import pkg_graph
+    inputs = {'action_list': [{'vid': 'h00', 'legal_range': [5, value, 6]}]}
+    with pytest.raises(ValueError, match=r'inputs.json: action_list\[0\] \(vid .h00.\) '
+                                         r'"legal_range"\[1\] = .*expected an action id'):
+        pkg_graph(inputs, 'inputs.json')
+
+
+def test_a_fixture_component_that_is_unknown_is_named(tmp_path):
+    """Before: meta.json "component": "pkgx" on a PKG folder was answered with "missing fields
+    num_actions, horizon, ..." (the full fixture's fields)."""
+    from vpn_plugin.oracles.kepp import is_pkg_folder
+    with pytest.raises(ValueError, match=r'meta.json: "component" = .pkgx.; expected one of'):
+        is_pkg_folder(tmp_path, {'component': 'pkgx'})
+    assert is_pkg_folder(tmp_path, {'component': 'pkg'})
+    assert not is_pkg_folder(tmp_path, {'component': 'plan+step+pkg'})

@@ -227,6 +227,7 @@ def ema_outputs(cfg, meta: dict, unet, inputs: dict) -> dict:
 
 # ---------------------------------------------------------------------- the PKG
 PKG_FILES = ('inputs.json', 'outputs.json')
+PKG_COMPONENTS = ('pkg', 'plan+step+pkg')  # meta.json "component" of a KEPP fixture
 
 
 def read_pkg(folder: Path) -> Tuple[dict, dict]:
@@ -243,10 +244,24 @@ def read_pkg(folder: Path) -> Tuple[dict, dict]:
     return loaded[0], loaded[1]
 
 
-def pkg_graph(inputs: dict) -> kepp_paths.KEPPGraph:
-    """The graph of a PKG fixture's ``action_list`` (official mode ``train_out_n``)."""
-    return kepp_paths.build_graph((row['vid'], row['legal_range'])
-                                  for row in inputs['action_list'])
+def pkg_graph(inputs: dict, where: str = 'inputs.json') -> kepp_paths.KEPPGraph:
+    """The graph of a PKG fixture's ``action_list`` (official mode ``train_out_n``); each row's
+    ``legal_range`` must be a list of action ids (integers >= 0)."""
+    rows = inputs.get('action_list') if isinstance(inputs, dict) else None
+    if not isinstance(rows, list):
+        raise ValueError(f'{where}: "action_list" = {rows!r}; expected a list of '
+                         '{"vid", "legal_range"} rows')
+    for index, row in enumerate(rows):
+        actions = row.get('legal_range') if isinstance(row, dict) else None
+        if not isinstance(row, dict) or 'vid' not in row or not isinstance(actions, list):
+            raise ValueError(f'{where}: action_list[{index}] = {row!r}; expected '
+                             '{"vid": ..., "legal_range": [action ids]}')
+        for step, action in enumerate(actions):
+            if isinstance(action, bool) or not isinstance(action, int) or action < 0:
+                raise ValueError(f'{where}: action_list[{index}] (vid {row["vid"]!r}) '
+                                 f'"legal_range"[{step}] = {action!r}; expected an action id '
+                                 '(an integer >= 0)')
+    return kepp_paths.build_graph((row['vid'], row['legal_range']) for row in rows)
 
 
 def count_row(label: str, wrong: int, total: int, optional: bool = False) -> Row:
@@ -363,7 +378,7 @@ def check_fixture(fixture, meta: dict):
                          OUTPUT_TOLERANCE, names=['pkg_query_sample'])
 
     # the PKG, and the retrieval of both batches' paths
-    graph = pkg_graph(read_pkg(fixture / 'pkg')[0])
+    graph = pkg_graph(read_pkg(fixture / 'pkg')[0], str(fixture / 'pkg' / 'inputs.json'))
     model.set_graph(graph)
     rows += retrieval_rows(model, inputs, dict(
         train=actions[:, [0, -1]], sample=torch.from_numpy(recorded['pkg_query_sample'])))
@@ -400,7 +415,12 @@ def is_pkg_folder(fixture: Path, meta: dict) -> bool:
     ``component`` is ``pkg``, or (no component) the folder holds the PKG's JSON files and no
     recorded arrays."""
     if 'component' in meta:
-        return str(meta['component']).strip() == 'pkg'
+        component = str(meta['component']).strip()
+        if component not in PKG_COMPONENTS:
+            raise ValueError(f'{fixture / "meta.json"}: "component" = {meta["component"]!r}; '
+                             f'expected one of {PKG_COMPONENTS} (\'pkg\': a PKG-only folder '
+                             'laid out like kepp_small_t3/pkg/)')
+        return component == 'pkg'
     return all((fixture / name).is_file() for name in PKG_FILES) \
         and not (fixture / 'inputs.npz').is_file()
 
@@ -411,7 +431,7 @@ def check_pkg_fixture(fixture: Path, meta: dict):
     inputs, outputs = read_pkg(fixture)
     print(f'fixture {fixture}: KEPP PKG (component {meta.get("component", "pkg")!r}): graph and '
           'path retrieval only')
-    graph = pkg_graph(inputs)
+    graph = pkg_graph(inputs, str(fixture / 'inputs.json'))
     counts = {'num_nodes': len(graph.nodes), 'num_edges': len(graph.edges()),
               'num_queries': len(inputs['queries']),
               'num_validate_pairs': len(inputs['validate_pairs'])}
