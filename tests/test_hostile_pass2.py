@@ -160,3 +160,22 @@ def test_a_fixture_component_that_is_unknown_is_named(tmp_path):
         is_pkg_folder(tmp_path, {'component': 'pkgx'})
     assert is_pkg_folder(tmp_path, {'component': 'pkg'})
     assert not is_pkg_folder(tmp_path, {'component': 'plan+step+pkg'})
+
+
+def test_a_window_whose_video_has_another_tasks_windows_is_refused(tmp_path, shared_data):
+    """Before: a window of task 0 whose "feature" names a video that the file's other windows
+    give task 4 (jump_car_0001) was built and scored on that video's observations, without a
+    word (an edited or merged window file)."""
+    import json
+    from vpn_plugin.datasets.annotations import read_window_file
+    from vpn_plugin.datasets.taxonomy import load_taxonomy
+    niv = shared_data / 'niv'
+    samples = json.loads((niv / 'splits/test_T3.json').read_text())
+    other = next(s for s in samples if s['id']['task_id'] != samples[3]['id']['task_id'])
+    samples[3]['id']['feature'] = other['id']['feature']
+    path = tmp_path / 'test_T3.json'
+    path.write_text(json.dumps(samples))
+    windows, bad = read_window_file(path, load_taxonomy(niv / 'taxonomy.json'), 3)
+    assert bad and len(windows) + len(bad) == len(samples)
+    for error in bad:
+        assert 'sample 3' in str(error) and 'expected one task per video' in str(error)

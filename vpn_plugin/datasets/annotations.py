@@ -523,7 +523,7 @@ def read_window_file(path, taxonomy: Taxonomy, horizon: int,
     samples = read_json_file(path)
     if not isinstance(samples, list):
         raise ValueError(f'{path}: expected a JSON list of window samples')
-    windows, bad, seen = [], [], {}
+    windows, bad, seen, task_of = [], [], {}, {}
     for i, sample in enumerate(samples):
         meta = sample.get('id') if isinstance(sample, dict) else None
         if not isinstance(meta, dict) or 'legal_range' not in meta or 'feature' not in meta:
@@ -537,11 +537,24 @@ def read_window_file(path, taxonomy: Taxonomy, horizon: int,
             raise ValueError(f'{path}: sample {i}: field "legal_range" must be {horizon} rows of '
                              f'[start_s, end_s, action_id] (horizon {horizon}), got {rows!r}')
         try:
-            windows.append(_window_from_sample(path, i, sample, meta, taxonomy, seen, warnings))
+            window = _window_from_sample(path, i, sample, meta, taxonomy, seen, warnings)
+            _check_one_task_per_video(path, window, task_of)
+            windows.append(window)
         except BadVideoError as err:
             bad.append(err)
     _count_repeated_windows(path, windows, warnings)
     return windows, bad
+
+
+def _check_one_task_per_video(path, window: Window, task_of: dict) -> None:
+    """Every window of one feature file (one video) has the same task: a window whose
+    ``feature`` names another task's video would be scored on that video's observations."""
+    first = task_of.setdefault(window.feature, (window.task, window.sample))
+    if first[0] != window.task:
+        raise BadVideoError(window.vid, 'video annotated with two tasks',
+                            f'{path}: sample {window.sample} (feature {window.feature}): task_id '
+                            f'{window.task}, but sample {first[1]} gives the same video task_id '
+                            f'{first[0]}; expected one task per video')
 
 
 def _count_repeated_windows(path, windows: List[Window], warnings) -> None:
