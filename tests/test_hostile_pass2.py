@@ -179,3 +179,13 @@ def test_a_window_whose_video_has_another_tasks_windows_is_refused(tmp_path, sha
     assert bad and len(windows) + len(bad) == len(samples)
     for error in bad:
         assert 'sample 3' in str(error) and 'expected one task per video' in str(error)
+
+
+@pytest.mark.parametrize('seed', [float('nan'), 'x', None, -1, 1.5, True])
+def test_cefito_negative_seed_must_be_an_integer(seed):
+    """Before: model.negative_seed=nan built and trained (random.Random(hash(nan)): other
+    negatives in every process), 'x' multiplied a string by the seed stride at the first
+    step, 1.5 and True were other seeds than written."""
+    from test_cefito import tiny_cefito
+    with pytest.raises(ValueError, match=rf'negative_seed={seed!r}; expected an integer >= 0'):
+        tiny_cefito(negative_seed=seed)

@@ -123,6 +123,7 @@ class CEFITO(BasePlanner):
         check_numbers(dict(mlp_ratio=mlp_ratio, tokens_per_second=tokens_per_second), low=0,
                       low_open=True)
         check_numbers(dict(max_sequences=max_sequences), integer=True, low=1, optional=True)
+        check_numbers(dict(negative_seed=negative_seed), integer=True, low=0)
         self.num_tasks, self.feature_dim = num_tasks, feature_dim
         self.task_to_actions = self.read_task_actions(taxonomy)
         self.num_negatives, self.hard_negative_ratio = num_negatives, hard_negative_ratio
