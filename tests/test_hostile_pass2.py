@@ -189,3 +189,14 @@ def test_cefito_negative_seed_must_be_an_integer(seed):
     from test_cefito import tiny_cefito
     with pytest.raises(ValueError, match=rf'negative_seed={seed!r}; expected an integer >= 0'):
         tiny_cefito(negative_seed=seed)
+
+
+@pytest.mark.parametrize('successors', [{}, {0: {}, 1: {}}])
+def test_a_released_graph_without_edges_is_refused(tmp_path, successors):
+    """Before: an empty DiGraph (or nodes without edges) as model.released_graph was accepted:
+    every (first, last) pair fell back to [s, .., e], the run scored a plan without a graph."""
+    from test_hostile_silent import write_graph
+    from vpn_plugin.models.kepp import released_graph
+    path = write_graph(tmp_path / 'empty.pkl', successors)
+    with pytest.raises(ValueError, match=r'empty.pkl: the graph has \d+ nodes and no edge'):
+        released_graph(path, num_actions=48, horizon=4)

@@ -152,6 +152,10 @@ def released_graph(path, num_actions: int, horizon: int) -> kepp_paths.KEPPGraph
                       missing=f'model.released_graph={str(path)!r}: no such file')
     nodes, successors = safe_load_digraph(path)
     edges = sum(len(row) for row in successors.values())
+    if edges == 0:
+        raise ValueError(f'{path}: the graph has {len(nodes)} nodes and no edge; every '
+                         'retrieval would fall back to [s, .., e]: expected a released KEPP graph '
+                         '(a networkx.DiGraph with weighted edges)')
     known = RELEASED_GRAPHS.get((len(nodes), edges))
     if horizon != RELEASED_GRAPH_HORIZON:
         raise ValueError(f'{path}: a released KEPP graph is used with the official retrieval of '
