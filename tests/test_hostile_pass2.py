@@ -200,3 +200,29 @@ def test_a_released_graph_without_edges_is_refused(tmp_path, successors):
     path = write_graph(tmp_path / 'empty.pkl', successors)
     with pytest.raises(ValueError, match=r'empty.pkl: the graph has \d+ nodes and no edge'):
         released_graph(path, num_actions=48, horizon=4)
+
+
+def test_a_folder_named_like_a_feature_file_is_named(tmp_path):
+    """Before: a folder `<video>.npz` in the feature folder stopped the dataset with
+    IsADirectoryError from the cache's digest (no video, no 'expected')."""
+    write_toy(tmp_path)
+    path = tmp_path / 'feat' / '11_a1.npz'
+    path.unlink()
+    path.mkdir()
+    with pytest.raises(Exception, match=r'11_a1.npz \(video a1\) is a folder, not a regular '
+                                        r'file'):
+        toy_dataset(tmp_path, cache_dir=tmp_path / 'cache')
+
+
+def test_a_feature_dir_that_is_a_file_is_named(tmp_path):
+    """Before: NotADirectoryError '<file>/<video>.npy' from the cache's digest."""
+    from vpn_plugin.datasets.file_digests import NOT_A_FILE, file_digests
+    write_toy(tmp_path)
+    feat = tmp_path / 'feat'
+    assert file_digests([feat, tmp_path / 'no' / 'x.npy']) == [NOT_A_FILE, 'missing']
+    for path in feat.iterdir():
+        path.unlink()
+    feat.rmdir()
+    feat.write_text('not a folder')
+    with pytest.raises(NotADirectoryError, match=r'feature_dir .*feat is a file, not a folder'):
+        toy_dataset(tmp_path, cache_dir=tmp_path / 'cache')

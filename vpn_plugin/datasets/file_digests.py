@@ -17,10 +17,12 @@ import contextlib
 import hashlib
 import json
 import os
+import stat
 from pathlib import Path
 from typing import Iterable, List, Optional
 
 MISSING = 'missing'  # the digest of a path with no file
+NOT_A_FILE = 'not a regular file'  # the digest of a folder, FIFO or device
 
 
 def sha256_of(path) -> str:
@@ -47,10 +49,14 @@ def file_digests(paths: Iterable, memo: Optional[Path] = None) -> List[str]:
     remembered, digests, changed = read_memo(memo), [], False
     for path in map(Path, paths):
         try:
-            before = _stamp(os.stat(path))
-        except FileNotFoundError:
+            status = os.stat(path)
+        except (FileNotFoundError, NotADirectoryError):
             digests.append(MISSING)
             continue
+        if not stat.S_ISREG(status.st_mode):  # a folder, FIFO or device: its reader names it
+            digests.append(NOT_A_FILE)
+            continue
+        before = _stamp(status)
         key = os.path.abspath(path)
         entry = remembered.get(key)
         if isinstance(entry, list) and len(entry) == 6 and entry[:5] == before:

@@ -292,6 +292,10 @@ class PlanningDataset(Dataset):
         return arrays
 
     def _check_feature_dir(self) -> None:
+        if self.feature_dir.exists() and not self.feature_dir.is_dir():
+            raise NotADirectoryError(f'PlanningDataset: feature_dir {self.feature_dir} is a file, '
+                                     'not a folder; expected the folder of per-video feature '
+                                     'files')
         if not self.feature_dir.is_dir():
             raise FileNotFoundError(f'PlanningDataset: feature_dir {self.feature_dir} does not '
                                     f'exist. {feature_fix_hint(self.feature_dir, self.data_root)}')
