@@ -226,3 +226,16 @@ def test_a_feature_dir_that_is_a_file_is_named(tmp_path):
     feat.write_text('not a folder')
     with pytest.raises(NotADirectoryError, match=r'feature_dir .*feat is a file, not a folder'):
         toy_dataset(tmp_path, cache_dir=tmp_path / 'cache')
+
+
+def test_val_fraction_nan_in_both_splits_is_named_for_what_it_is():
+    """Before: val_fraction=nan in both splits was refused as "train ... =nan but val ... =nan;
+    both splits must give the same value" (they do; nan != nan); now the same-value check lets
+    it through to the dataset's own "val_fraction=nan; expected ..."."""
+    from vpn_plugin.datasets.planning_dataset import check_held_out_agrees
+    nan = float('nan')
+    check_held_out_agrees(dict(split='train', val_fraction=nan),
+                          dict(split='val', val_fraction=nan), 'cfg.py')
+    with pytest.raises(ValueError, match=r'val_fraction=nan but val_dataloader.dataset.'
+                                         r'val_fraction=0.1'):
+        check_held_out_agrees(dict(split='train', val_fraction=nan), dict(split='val'), 'cfg.py')

@@ -578,7 +578,7 @@ def check_held_out_agrees(train: dict, val: dict, where: str) -> None:
         return  # validation on another source: nothing is held out of the training one
     for key, default in HELD_OUT_KEYS.items():
         ours, theirs = train.get(key, default), val.get(key, default)
-        if ours != theirs:
+        if ours != theirs and repr(ours) != repr(theirs):  # nan and nan: the dataset names it
             raise ValueError(
                 f'{where}: train_dataloader.dataset.{key}={ours!r} but '
                 f'val_dataloader.dataset.{key}={theirs!r}; the validation videos are the '
