@@ -239,3 +239,19 @@ def test_val_fraction_nan_in_both_splits_is_named_for_what_it_is():
     with pytest.raises(ValueError, match=r'val_fraction=nan but val_dataloader.dataset.'
                                          r'val_fraction=0.1'):
         check_held_out_agrees(dict(split='train', val_fraction=nan), dict(split='val'), 'cfg.py')
+
+
+def test_kepp_step_checkpoint_not_used_by_a_loaded_checkpoint_is_said(monkeypatch):
+    """Before: `test.py kepp CKPT --cfg-options model.step_checkpoint=OTHER.pth` scored the
+    checkpoint's own step model and said nothing of the ignored option."""
+    import vpn_plugin.models.kepp as kepp_module
+    from test_kepp import tiny_kepp
+    said = []
+    monkeypatch.setattr(kepp_module, 'print_log', lambda message, *a, **k: said.append(message))
+    trained = tiny_kepp()
+    trained.step_ready.fill_(True)
+    tiny_kepp(step_checkpoint='other_step_model.pth').load_state_dict(trained.state_dict())
+    assert any("model.step_checkpoint='other_step_model.pth' is not used" in m for m in said)
+    said.clear()
+    tiny_kepp().load_state_dict(trained.state_dict())
+    assert not any('step_checkpoint' in m for m in said)

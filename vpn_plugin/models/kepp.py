@@ -348,7 +348,17 @@ class KEPP(BasePlanner):
                              'checkpoint of this horizon (the step model and the PKG paths '
                              'depend on T)')
         self._check_graph_source(state_dict, prefix)
+        self._note_step_checkpoint_unused(state_dict, prefix)
         super()._load_from_state_dict(state_dict, prefix, *args, **kwargs)
+
+    def _note_step_checkpoint_unused(self, state_dict, prefix) -> None:
+        """A checkpoint holding a trained step model brings its own: ``model.step_checkpoint``
+        is then not read, which the log says (it was silently ignored)."""
+        ready = state_dict.get(prefix + 'step_ready')
+        if self.step_checkpoint and ready is not None and bool(ready):
+            print_log(f'KEPP: model.step_checkpoint={self.step_checkpoint!r} is not used: the '
+                      'loaded checkpoint holds its own trained step model, which this run uses',
+                      logger='current', level=30)
 
     def _check_graph_source(self, state_dict, prefix) -> None:
         """A checkpoint's graph is the one a test uses (its plan model was trained on its
