@@ -204,15 +204,11 @@ def _write_config(cfg, path: Path) -> str:
     return str(path)
 
 
-def _train_and_test(args, config: str, work_dir: Path, env) -> dict:
-    """Run a training command line, then tools/test.py on its last checkpoint."""
-    subprocess.run(args + ['--work-dir', str(work_dir)], check=True, cwd=ROOT, env=env,
-                   stdout=subprocess.DEVNULL, timeout=300)
+def _test_last_checkpoint(config: str, work_dir: Path) -> dict:
+    """tools/test.py (in this process) on the last checkpoint of ``work_dir``."""
     out = work_dir / 'metrics.json'
-    subprocess.run([sys.executable, 'tools/test.py', config,
-                    str(work_dir / f'epoch_{DIST_EPOCHS}.pth'), '--work-dir',
-                    str(work_dir / 'test'), '--out-metrics', str(out)],
-                   check=True, cwd=ROOT, env=env, stdout=subprocess.DEVNULL, timeout=300)
+    load_tool('test').main([config, str(work_dir / f'epoch_{DIST_EPOCHS}.pth'), '--work-dir',
+                            str(work_dir / 'test'), '--out-metrics', str(out)])
     return json.loads(out.read_text())
 
 
@@ -232,13 +228,17 @@ def test_two_process_torchrun_matches_one_process(tiny_cfg, tmp_path):
     cfg.default_hooks.checkpoint.interval = 1
     cfg.train_dataloader.sampler.shuffle = False  # same global batches in both runs
     config = _write_config(cfg, tmp_path / 'config.py')
-    env = dict(os.environ, OMP_NUM_THREADS='1')
-    train = [sys.executable, 'tools/train.py', config]
-    single = _train_and_test(train, config, tmp_path / 'one', env)
+    # the one-process run and both tests run in this process (one intra-op thread, as the
+    # torchrun workers): only the two-process training needs processes of its own
+    load_tool('train').main([config, '--work-dir', str(tmp_path / 'one')])
+    single = _test_last_checkpoint(config, tmp_path / 'one')
     torchrun = [sys.executable, '-m', 'torch.distributed.run', '--nproc_per_node=2',
                 '--master_port=29731', 'tools/train.py', config, '--launcher', 'pytorch',
-                '--cfg-options', f'train_dataloader.batch_size={BATCH // 2}']
-    double = _train_and_test(torchrun, config, tmp_path / 'two', env)
+                '--cfg-options', f'train_dataloader.batch_size={BATCH // 2}',
+                '--work-dir', str(tmp_path / 'two')]
+    subprocess.run(torchrun, check=True, cwd=ROOT, env=dict(os.environ, OMP_NUM_THREADS='1'),
+                   stdout=subprocess.DEVNULL, timeout=300)
+    double = _test_last_checkpoint(config, tmp_path / 'two')
     print(f'one process: {single}\ntwo processes: {double}')
     for key in ('success_rate', 'mean_accuracy', 'miou_set'):
         assert metric(double, key) == pytest.approx(metric(single, key), abs=1.0), key
