@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 import torch
 
-from tool_modules import load_tool, run_logs
+from tool_modules import load_tool
 from vpn_plugin import compat
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
@@ -346,27 +346,8 @@ def test_cpu_process_group_and_ddp(tmp_path):
     assert 'SHUT_DOWN True' in result.stdout
 
 
-def test_torchrun_two_cpu_processes_train_to_the_end(toy_config, tmp_path):
-    compat.apply()  # load_checkpoint below reads through mmengine's loader (run alone too)
-    work_dir = tmp_path / 'dist_work'
-    env = {**subprocess_env(), 'PORT': str(free_port()), 'PYTHON': sys.executable,
-           'CUDA_VISIBLE_DEVICES': ''}
-    result = subprocess.run(
-        ['bash', str(REPO_ROOT / 'tools' / 'dist_train.sh'), str(toy_config), '2',
-         '--work-dir', str(work_dir)],
-        cwd=REPO_ROOT, env=env, capture_output=True, text=True, timeout=300)
-    assert_ok(result)
-    log = result.stdout + result.stderr
-    assert 'Distributed training: True' in run_logs(work_dir)  # the environment: log file only
-    assert 'Epoch(train) [2][2/2]' in log  # 32 samples / (2 ranks x batch 8) = 2 iterations
-    assert load_checkpoint(work_dir / 'epoch_2.pth')['meta']['epoch'] == 2
-    # issue 34: one clean line per rank, no thread / broadcast_buffers warning per rank, and
-    # no "GPU number: 2" on a CPU machine
-    assert sorted(line for line in log.splitlines() if line.startswith('rank ')) == [
-        'rank 0/2: CPU, backend gloo, 1 thread(s)', 'rank 1/2: CPU, backend gloo, 1 thread(s)']
-    for noise in ('Warning', 'MKL_NUM_THREADS', 'OMP_NUM_THREADS', 'broadcast_buffers'):
-        assert noise not in log, noise
-    assert 'GPU number: 0 (2 CPU processes)' in run_logs(work_dir)
+# tools/dist_train.sh on two CPU processes, its clean log included (issue 34): checked on the
+# suite's one torchrun training, tests/test_train.py::test_two_process_torchrun_matches_one_process
 
 
 def test_fileio_deprecation_warnings_are_silenced_and_other_messages_kept(capsys):
