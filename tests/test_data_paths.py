@@ -1,6 +1,7 @@
 """One data root: configs resolve their locations from the repository root, tools move them
 with --data-root / --feature-dir, --cfg-options can too (vpn_plugin.data_paths)."""
 import json
+import sys
 from pathlib import Path
 
 import pytest
