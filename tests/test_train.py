@@ -4,7 +4,6 @@ import json
 import os
 import pickle
 import re
-import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -21,6 +20,7 @@ from vpn_plugin.core import planning_metrics
 from vpn_plugin.models import DECODE_MODES
 from vpn_plugin.apis import inference_planner
 from vpn_plugin.models.plan_display import format_plan
+from test_compat import free_port
 from tool_modules import load_tool, run_logs
 from vpn_plugin.runner import unique_experiment_name
 
@@ -215,7 +215,7 @@ def _test_last_checkpoint(config: str, work_dir: Path) -> dict:
 
 def _dist_train(config: str, work_dir: Path, *cfg_options: str) -> str:
     """tools/dist_train.sh CONFIG 2 on CPU; its console output."""
-    env = dict(os.environ, PORT=str(_free_port()), PYTHON=sys.executable, CUDA_VISIBLE_DEVICES='',
+    env = dict(os.environ, PORT=str(free_port()), PYTHON=sys.executable, CUDA_VISIBLE_DEVICES='',
                OMP_NUM_THREADS='1')
     result = subprocess.run(['bash', str(ROOT / 'tools' / 'dist_train.sh'), config, '2',
                              '--work-dir', str(work_dir), '--cfg-options', *cfg_options],
@@ -223,12 +223,6 @@ def _dist_train(config: str, work_dir: Path, *cfg_options: str) -> str:
     assert result.returncode == 0, (f'stdout:\n{result.stdout[-3000:]}\n'
                                     f'stderr:\n{result.stderr[-8000:]}')
     return result.stdout + result.stderr
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(('127.0.0.1', 0))
-        return sock.getsockname()[1]
 
 
 def _assert_clean_two_process_log(log: str, work_dir: Path, epochs: int, iters: int):
