@@ -210,6 +210,7 @@ class PlanningDataset(Dataset):
             raise ValueError(f'subset_fraction={fraction}; expected 0 < fraction <= 1')
         count = max(1, int(round(fraction * len(windows))))
         pick = np.sort(np.random.default_rng(seed).permutation(len(windows))[:count])
+        self.subset = (fraction, count, len(windows), seed)  # the log line says so
         return [windows[i] for i in pick]
 
     def _limit(self, limit, seed):
@@ -404,8 +405,11 @@ class PlanningDataset(Dataset):
     def _log_size(self) -> None:
         """One line per split in the run's log: how many windows of how many videos."""
         videos = len({w.feature for w in self.windows})
-        limited = (f'; limit: {self.limited[0]} of {self.limited[1]} windows, stratified over '
-                   'tasks' if self.limited else '')
+        fraction, kept, total, seed = getattr(self, 'subset', None) or (None,) * 4
+        limited = (f'; subset_fraction={fraction}: {kept} of {total} windows, subset_seed='
+                   f'{seed}' if fraction is not None else '')
+        limited += (f'; limit: {self.limited[0]} of {self.limited[1]} windows, stratified over '
+                    'tasks' if self.limited else '')
         print_log(f'PlanningDataset ({self.split}, T={self.horizon}): {len(self.windows)} '
                   f'windows of {videos} videos ({self.data_root.name}{limited})', 'current')
 
