@@ -255,3 +255,15 @@ def test_kepp_step_checkpoint_not_used_by_a_loaded_checkpoint_is_said(monkeypatc
     said.clear()
     tiny_kepp().load_state_dict(trained.state_dict())
     assert not any('step_checkpoint' in m for m in said)
+
+
+@pytest.mark.parametrize('option', [dict(num_actions=float('nan')), dict(num_actions='x'),
+                                    dict(num_actions=None), dict(num_actions=True),
+                                    dict(horizon='x'), dict(horizon=None)])
+def test_a_planner_count_that_is_no_integer_is_named(option):
+    """Before: KEPP(num_actions=nan / None / 'x' / True) failed in torch.full ("must be tuple of
+    ints") or in "'<' not supported between 'str' and 'int'", naming no option."""
+    from test_kepp import tiny_kepp
+    (name, value), = option.items()
+    with pytest.raises(ValueError, match=rf'model.{name}={value!r}; expected an integer >= 1'):
+        tiny_kepp(**option)

@@ -73,8 +73,7 @@ class BasePlanner(BaseModel):
     def __init__(self, num_actions: int, horizon: int, pkg: Optional[dict] = None,
                  data_preprocessor: Optional[dict] = None):
         super().__init__(data_preprocessor=data_preprocessor)
-        if num_actions < 1 or horizon < 1:
-            raise ValueError(f'num_actions={num_actions} and horizon={horizon} must be >= 1')
+        check_numbers(dict(num_actions=num_actions, horizon=horizon), integer=True, low=1)
         self.num_actions, self.horizon = num_actions, horizon
         self.pkg_builder = build_pkg_builder(pkg)
         self.register_buffer('log_transitions',
