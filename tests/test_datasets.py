@@ -267,6 +267,17 @@ def test_frame_indices_and_clamping():
     assert [i.tolist() for i in frame_indices('authors', 0, 0, 1)] == [[0, 0, 0], [0, 0, 0]]
 
 
+def test_mean3_averages_the_frames_inside_the_video():
+    """SCHEMA's loaders (M=2): np.mean(frames[max(0, t-1):min(t+2, L)]): at the first and the
+    last frame only two frames, none counted twice (an oracle written out by hand)."""
+    from vpn_plugin.datasets.observations import window_observations
+    frames = np.arange(10, dtype=np.float32)[:, None] ** 2  # (L=10, D=1), distinct values
+    start, goal, _ = window_observations(frames, [(0, 4), (5, 9)], 'mean3', 0)
+    np.testing.assert_allclose([start[0], goal[0]], [(0 + 1) / 2, (64 + 81) / 2])
+    start, goal, _ = window_observations(frames, [(3, 4), (5, 6)], 'mean3', 0)
+    np.testing.assert_allclose([start[0], goal[0]], [(4 + 9 + 16) / 3, (25 + 36 + 49) / 3])
+
+
 def test_sample_dict_and_observations(tmp_path):
     write_toy(tmp_path)
     concat = toy_dataset(tmp_path, observed_steps=2, observation='concat3')

@@ -10,7 +10,8 @@ observation is taken at t = s, the goal observation at t = e:
 * ``'concat3'`` (PDPP's ``dataloader/data_load.py`` with M=3): start = frames s, s+1, s+2;
   goal = frames e-2, e-1, e; concatenated (3D); indices clamped to [0, L-1] (PDPP instead
   moves a start window that runs past the video back inside it).
-* ``'mean3'`` (SCHEMA): the mean of frames t-1, t, t+1, clamped to [0, L-1] (D).
+* ``'mean3'`` (SCHEMA's loaders with M=2): the mean of the frames max(0, t-1) .. min(t+1, L-1)
+  (D): two frames at either end of the video (a clamped index is not counted twice).
 
 The start state of a window is its first step's start observation, the goal state its last
 step's end observation (plan revision: ``observed`` = the end observations of steps 1..k).
@@ -83,9 +84,11 @@ def step_map(times: Sequence[Tuple[int, int]], length: int, policy: str
 
 
 def observe(frames: np.ndarray, indices: np.ndarray, recipe: str) -> np.ndarray:
-    """frames (L, D), indices (3,) -> observation (3D,) (concatenated) or (D,) (mean3)."""
-    picked = frames[indices]
-    return picked.reshape(-1) if recipe in CONCATENATED else picked.mean(axis=0)
+    """frames (L, D), indices (3,) -> observation (3D,) (concatenated) or (D,) (mean3: the
+    mean of the distinct frames, as SCHEMA's ``np.mean(frames[max(0, t-1):t+2])``)."""
+    if recipe in CONCATENATED:
+        return frames[indices].reshape(-1)
+    return frames[np.unique(indices)].mean(axis=0)
 
 
 def window_observations(frames: np.ndarray, times, recipe: str, observed_steps: int,

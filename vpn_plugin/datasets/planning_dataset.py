@@ -26,7 +26,7 @@ from ..data_paths import check_resolved
 from .validation import AnnotationWarnings, check_disjoint
 
 SPLITS = ('train', 'val', 'test')
-CACHE_VERSION = 2  # bump when the cached arrays or their meaning change
+CACHE_VERSION = 3  # bump when the cached arrays or their meaning change
 CACHE_ARRAYS = {'readable', 'outside', 'maps', 'start', 'goal', 'observed', 'messages'}
 
 
