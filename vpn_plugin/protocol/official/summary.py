@@ -1,0 +1,144 @@
+"""Tables and the figure of a comparison of whole trainings (``framework.compare``).
+
+* :func:`metric_rows` / :func:`metric_table`: the final test metrics of both sides, the paper's
+  table (mean ± full width of the 90% bootstrap CI over seeds, Δ = ours - official with its
+  CI; ``*`` = the interval excludes 0, i.e. a difference beyond seed noise). The official side
+  twice: its last epoch (what ours is compared with) and the checkpoint its own script selects
+  (test-set selection where it does so).
+* :func:`loss_table`: per-epoch mean training loss of each side with its CI over seeds.
+* :func:`speed_lines`: seconds per training epoch of each side (median over epochs and seeds,
+  both sides alternating on the same machine) and the ratio; the official per-epoch test pass.
+* :func:`plot_losses`: the loss curves, one column wide, PNG + PDF.
+"""
+from __future__ import annotations
+
+import statistics
+
+import numpy as np
+
+from vpn_plugin.core.stats import bootstrap_ci
+from vpn_plugin.protocol.report import build_table, to_markdown
+from vpn_plugin.protocol.results import ResultRow
+
+LAST, SELECTED, OURS = 'official, last epoch', 'official, its own selection', 'ours'
+
+
+def method_names(label: str) -> dict:
+    return {key: f'{label} ({key})' for key in (LAST, SELECTED, OURS)}
+
+
+def metric_rows(label: str, runs: dict, settings) -> list[ResultRow]:
+    """ResultRows of the official side (last epoch; its own selection, when it has one) and of
+    ours, one per seed."""
+    names = method_names(label)
+    rows = []
+    for run in runs['official']:
+        rows.append(_row(names[LAST], run.seed, run.metrics, settings))
+        if run.selected is not None:
+            rows.append(_row(names[SELECTED], run.seed, run.selected, settings))
+    rows += [_row(names[OURS], run.seed, run.metrics, settings) for run in runs['ours']]
+    return rows
+
+
+def _row(method, seed, metrics, settings) -> ResultRow:
+    return ResultRow(method=method, seed=seed, horizon=settings.horizon,
+                     metrics=dict(metrics), dataset=settings.dataset,
+                     protocol='official_training', config=settings.method,
+                     shortened=f'{settings.epochs} epochs')
+
+
+def metric_table(label: str, runs: dict, settings, metrics) -> str:
+    """The Markdown table of the final metrics, Δ = ours - official last epoch."""
+    names = method_names(label)
+    rows = metric_rows(label, runs, settings)
+    methods = [n for n in (names[OURS], names[LAST], names[SELECTED])
+               if any(r.method == n for r in rows)]
+    table = build_table(rows, metrics, methods=methods, ours=names[OURS],
+                        reference=names[LAST])
+    return to_markdown(table)
+
+
+def per_epoch(runs: list, name: str) -> np.ndarray:
+    """(seeds, epochs) of one loss of one side."""
+    return np.array([run.losses[name] for run in runs], dtype=np.float64)
+
+
+def epoch_ci(values: np.ndarray) -> list:
+    """[(mean, low, high)] per epoch of (seeds, epochs) values (90% bootstrap over seeds;
+    low = high = mean with fewer than 3 seeds)."""
+    out = []
+    for column in values.T:
+        if len(column) < 3:
+            out.append((float(column.mean()),) * 3)
+        else:
+            out.append(bootstrap_ci(column))
+    return out
+
+
+def shown_epochs(epochs: int, rows: int = 12) -> list:
+    """About ``rows`` epochs to tabulate: the first, the last and evenly spaced between."""
+    return sorted({int(round(x)) for x in np.linspace(1, epochs, min(rows, epochs))})
+
+
+def loss_table(runs: dict, loss_names, epochs: int) -> str:
+    """Markdown: per shown epoch, each loss of each side as mean ± CI width over seeds."""
+    stats = {(side, name): epoch_ci(per_epoch(runs[side], name))
+             for side in ('official', 'ours') for name in loss_names}
+    header = ['epoch'] + [f'{name} ({side})' for name in loss_names
+                          for side in ('official', 'ours')]
+    lines = ['| ' + ' | '.join(header) + ' |', '|' + '---|' * len(header)]
+    for epoch in shown_epochs(epochs):
+        cells = [str(epoch)]
+        for name in loss_names:
+            for side in ('official', 'ours'):
+                mean, low, high = stats[(side, name)][epoch - 1]
+                cells.append(f'{mean:.3f} ± {high - low:.3f}')
+        lines.append('| ' + ' | '.join(cells) + ' |')
+    return '\n'.join(lines) + '\n'
+
+
+def speed(runs: dict) -> dict:
+    """Median seconds per training epoch of each side (over every epoch of every seed), the
+    official per-epoch test pass, and official / ours."""
+    official = statistics.median(s for r in runs['official'] for s in r.train_seconds)
+    ours = statistics.median(s for r in runs['ours'] for s in r.train_seconds)
+    evals = [s for r in runs['official'] for s in r.eval_seconds]
+    return dict(official_train=official, ours_train=ours, ratio=official / ours,
+                official_eval=statistics.median(evals) if evals else None)
+
+
+def speed_lines(runs: dict) -> str:
+    s = speed(runs)
+    text = (f'seconds per training epoch (median over epochs and seeds): official '
+            f'{s["official_train"]:.2f}, ours {s["ours_train"]:.2f}: ours '
+            f'{s["ratio"]:.1f}x faster')
+    if s['official_eval'] is not None:
+        text += (f'; the official loop also tests after every epoch: '
+                 f'{s["official_eval"]:.2f} s per test pass')
+    return text + '\n'
+
+
+def plot_losses(label: str, runs: dict, out_stem, name: str = 'total') -> list:
+    """Loss ``name`` per epoch, both sides: mean over seeds and the 90% bootstrap band."""
+    from vpn_plugin.protocol.plots import ONE_COLUMN, _pyplot, ci_label, method_styles, \
+        paper_style, save_figure
+    plt = _pyplot()
+    names = method_names(label)
+    styles = method_styles([names[OURS], names[LAST]])
+    with paper_style():
+        fig, ax = plt.subplots(figsize=(ONE_COLUMN, 2.2))
+        for side, method, dashes in (('official', names[LAST], (4, 2)),
+                                     ('ours', names[OURS], ())):
+            values = epoch_ci(per_epoch(runs[side], name))
+            epochs = np.arange(1, len(values) + 1)
+            mean, low, high = (np.array(v) for v in zip(*values))
+            colour = styles[method]['color']
+            ax.plot(epochs, mean, color=colour, dashes=dashes,
+                    label=f'{label} {"official" if side == "official" else "ours"}')
+            ax.fill_between(epochs, low, high, color=colour, alpha=0.2, linewidth=0)
+        ax.set_xlabel('Epoch')
+        ax.set_ylabel('Training loss' if name == 'total' else f'Training loss ({name})')
+        ax.legend(title=ci_label([len(runs['official']), len(runs['ours'])]),
+                  title_fontsize=6)
+        ax.grid(True, alpha=0.3)
+        return save_figure(fig, out_stem)
