@@ -256,8 +256,11 @@ def test_window_file_bad_task_id_and_instruction_len(tmp_path):
 def test_frame_indices_and_clamping():
     assert [i.tolist() for i in frame_indices('concat3', 5, 9, 20)] == [[5, 6, 7], [7, 8, 9]]
     assert [i.tolist() for i in frame_indices('mean3', 5, 9, 20)] == [[4, 5, 6], [8, 9, 10]]
-    assert [i.tolist() for i in frame_indices('concat3', 18, 20, 20)] == [[18, 19, 19],
+    # PDPP's loader: a start window past the video moves back inside it, e' = max(2, e)
+    assert [i.tolist() for i in frame_indices('concat3', 18, 20, 20)] == [[17, 18, 19],
                                                                           [18, 19, 19]]
+    assert [i.tolist() for i in frame_indices('concat3', 0, 1, 20)] == [[0, 1, 2], [0, 1, 2]]
+    assert [i.tolist() for i in frame_indices('concat3', 0, 0, 2)] == [[0, 0, 1], [0, 1, 1]]
     assert [i.tolist() for i in frame_indices('mean3', 0, 1, 20)] == [[0, 0, 1], [0, 1, 2]]
     # the authors': [max(0, t-1), min(t+2, L)) with the last frame replayed to 3 frames
     assert [i.tolist() for i in frame_indices('authors', 5, 9, 20)] == [[4, 5, 6], [8, 9, 10]]

@@ -7,9 +7,10 @@ observation is taken at t = s, the goal observation at t = e:
   frames ``max(0, t-1) .. min(t+1, L-1)``, the last one replayed until there are 3,
   concatenated (3D): t=0 -> 0,1,1; t=L-1 -> L-2,L-1,L-1; otherwise t-1,t,t+1. A time
   t >= L (kept only by window policy ``'keep'``) is read at t = L-1.
-* ``'concat3'`` (PDPP's ``dataloader/data_load.py`` with M=3): start = frames s, s+1, s+2;
-  goal = frames e-2, e-1, e; concatenated (3D); indices clamped to [0, L-1] (PDPP instead
-  moves a start window that runs past the video back inside it).
+* ``'concat3'`` (PDPP's ``dataloader/data_load.py`` with M=3): start = frames s, s+1, s+2,
+  moved back to L-3 .. L-1 when it runs past the video; goal = frames e'-2, e'-1, e' with
+  e' = max(2, e); concatenated (3D); indices then clamped to [0, L-1] (a goal past the video,
+  where PDPP's loader fails, or a video shorter than 3 frames).
 * ``'mean3'`` (SCHEMA's loaders with M=2): the mean of the frames max(0, t-1) .. min(t+1, L-1)
   (D): two frames at either end of the video (a clamped index is not counted twice).
 
@@ -55,7 +56,9 @@ def frame_indices(recipe: str, start: int, end: int, length: int) -> tuple:
     if recipe == 'authors':
         return np.array(_around(start, length)), np.array(_around(end, length))
     if recipe == 'concat3':
-        first, last = [start, start + 1, start + 2], [end - 2, end - 1, end]
+        first = max(0, start) if max(0, start) + 3 <= length else length - 3
+        last = max(2, end)
+        first, last = [first, first + 1, first + 2], [last - 2, last - 1, last]
     else:
         first, last = [start - 1, start, start + 1], [end - 1, end, end + 1]
     return np.clip(first, 0, length - 1), np.clip(last, 0, length - 1)
