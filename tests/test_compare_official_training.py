@@ -208,3 +208,119 @@ def test_records_and_progress(tmp_path):
     progress.start('ours')
     progress.epoch('ours')      # 1 s per epoch of ours
     assert progress.eta_text() == ' (eta 1 min)'  # 3 x 10 + 3 x 1 s
+
+
+# ----------------------------------------------------------------------------- PDPP
+# stand-ins of train_mlp.py, temp.py (with the two empty paths its README says to edit) and
+# main_distributed.py: utils/args.py's flags, the TensorBoard tags the scripts log, the
+# checkpoints the next stage reads; classifier loss 1/(e+1), diffusion loss 2/(e+1) + seed/10,
+# test SR per 5 epochs [20, 10, ...] + seed (best: epoch 5)
+PDPP_ARGS = textwrap.dedent('''
+    import argparse, os, sys, time
+    from torch.utils.tensorboard import SummaryWriter
+    parser = argparse.ArgumentParser()
+    for name in ('dataset action_dim class_dim observation_dim n_diffusion_steps lr '
+                 'batch_size_val root cudnn_benchmark horizon epochs n_train_steps batch_size '
+                 'num_thread_reader seed checkpoint_dir log_root json_path_train '
+                 'json_path_val').split():
+        parser.add_argument('--' + name, required=True)
+    for name in ('pin_memory', 'resume', 'evaluate'):
+        parser.add_argument('--' + name, action='store_true')
+    args = parser.parse_args()
+    EPOCHS, SEED = int(args.epochs), int(args.seed)
+    def writer(suffix):
+        folder = os.path.join(args.log_root, args.log_root + suffix + '_'
+                              + time.strftime('%Y%m%d%H%M%S') + '_' + args.dataset)
+        print('logging outputs to ', folder)
+        return SummaryWriter(folder)
+''')
+PDPP_MLP = PDPP_ARGS + textwrap.dedent('''
+    import torch
+    logs = writer('_mlp')
+    for folder in ('checkpoint_mlp/' + args.checkpoint_dir, 'save_max_mlp'):
+        os.makedirs(folder, exist_ok=True)
+    for e in range(EPOCHS):
+        if (e + 1) % 2 == 0:
+            logs.add_scalar('Val/EpochAcc@1', 50.0, e + 1)
+        logs.add_scalar('Train/EpochLoss', 1.0 / (e + 1), e + 1)
+        logs.flush()
+    torch.save({'model': {}}, 'checkpoint_mlp/%s/epoch%04d.pth.tar' % (args.checkpoint_dir, EPOCHS))
+    torch.save({'model': {}}, 'save_max_mlp/epoch0002.pth.tar')
+''')
+PDPP_TEMP = PDPP_ARGS + textwrap.dedent('''
+    import json, torch
+    checkpoint_ = torch.load("", map_location='cuda:0')
+    windows = json.load(open(args.json_path_val))
+    for window in windows:
+        window['id']['event_class'] = window['id']['task_id']
+    data_name = ""
+    json.dump(windows, open(data_name, 'w'))
+    print('acc: ', 0.95 if 'save_max' in os.environ['VPN_PDPP_CLASSIFIER'] else 0.9)
+''')
+PDPP_MAIN = PDPP_ARGS + textwrap.dedent('''
+    import json
+    assert all('event_class' in w['id'] for w in json.load(open(args.json_path_val)))
+    logs = writer('')
+    for e in range(EPOCHS):
+        logs.add_scalar('Train/EpochLoss', 2.0 / (e + 1) + SEED / 10, e + 1)
+        if (e + 1) % 5 == 0:
+            sr = [20, 10][((e + 1) // 5 - 1) % 2] + SEED
+            for tag, value in (('Traj_Success_Rate', sr), ('EpochAcc@1', 2 * sr),
+                               ('MIoU2', 3 * sr), ('MIoU1', 4 * sr)):
+                logs.add_scalar('Val/' + tag, value, e + 1)
+        logs.flush()
+''')
+
+
+def pdpp_stand_in(root: Path) -> Path:
+    official = root / 'PDPP'
+    for name in load_method('pdpp').required:
+        (official / name).parent.mkdir(parents=True, exist_ok=True)
+        (official / name).write_text('')
+    for name, text in (('train_mlp.py', PDPP_MLP), ('temp.py', PDPP_TEMP),
+                       ('main_distributed.py', PDPP_MAIN)):
+        (official / name).write_text(text)
+    return official
+
+
+def test_pdpp_against_a_stand_in(shared_data, tmp_path, monkeypatch):
+    official = pdpp_stand_in(tmp_path)
+    out = tmp_path / 'out'
+    method = load_method('pdpp')
+    full = method.our_run
+
+    def small_unet(data, settings):  # ours at U-Net width 32 (the plumbing is under test)
+        run = full(data, settings)
+        return dict(run, cfg_options={**run['cfg_options'], 'model.dim': 32})
+    monkeypatch.setattr(method, 'our_run', small_unet)
+    run_tool('--method', 'pdpp', '--official-dir', official, '--epochs', 10, '--seeds', 1, 2,
+             '--out', out, '--data-root', shared_data, '--size', 'batch_size=4',
+             '--size', 'n_train_steps=1')
+    text = (out / 'comparison.md').read_text()
+    for change in ('--epochs 10 (README, NIV: 130)', '--batch_size 4 (README, NIV: 256)',
+                   'temp.py: its checkpoint path', 'one-process gloo group',
+                   '--num_thread_reader 2'):
+        assert change in text, change
+    runs = {s: SideRun.load(out / f'official/seed{s}.json') for s in (1, 2)}
+    ours = SideRun.load(out / 'ours/seed1.json')
+    assert runs[1].losses['total'] == pytest.approx([2 / (e + 1) + 0.1 for e in range(10)])
+    assert runs[2].metrics == pytest.approx(dict(success_rate=12, mean_accuracy=24,
+                                                 miou_set=36))
+    assert runs[2].selected_epoch == 5 and runs[2].selected['success_rate'] == 22
+    classifier = runs[1].stages['classifier']
+    assert classifier['losses'] == pytest.approx([1 / (e + 1) for e in range(10)])
+    assert (classifier['accuracy'], classifier['selected_accuracy'],
+            classifier['selected_epoch']) == (90.0, 95.0, 2)
+    assert len(runs[1].eval_seconds) == 2 and len(runs[1].train_seconds) == 10
+    # ours: the same windows, its classifier's loss per epoch (1 step each), the test metrics
+    assert runs[1].windows == ours.windows == dict(train=697, test=270)
+    assert len(ours.stages['classifier']['losses']) == 10 and len(ours.losses['total']) == 10
+    assert set(ours.metrics) == {'success_rate', 'mean_accuracy', 'miou_set'}
+    assert 'pre-stage classifier' in text and 'last epoch 90.00%' in text
+    # the patch went into the copy only
+    assert 'VPN_PDPP_CLASSIFIER' in (out / 'official_copy/temp.py').read_text()
+    assert 'torch.load("",' in (official / 'temp.py').read_text()
+    assert tool_error('--method', 'pdpp', '--official-dir', official, '--epochs', 7,
+                      '--out', tmp_path / 'other').endswith(
+        'give a multiple of 5 so that its last epoch is tested\n(set VPN_TRACEBACK=1 for the '
+        'traceback)')

@@ -78,10 +78,12 @@ def report(method, result: dict, settings: Settings) -> str:
         '', f'settings: {json.dumps(dataclasses.asdict(settings))}', '',
         'changes against the official run:', changes, '',
         'training loss per epoch (mean ± 90% bootstrap CI width over seeds):', '',
-        summary.loss_table(result, method.loss_names, settings.epochs),
+        summary.loss_table(summary.loss_curves(result, method.loss_names), method.loss_names,
+                           settings.epochs),
         f'test metrics after {settings.epochs} epochs:', '',
         summary.metric_table(method.label, result, settings, method.metrics),
-        summary.speed_lines(result)])
+        summary.speed_lines(result)]
+        + [summary.stage_text(result, stage) for stage in summary.stage_names(result)])
 
 
 @tool_main

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import copy
 import itertools
+import time
 from pathlib import Path
 
 import torch
@@ -210,7 +211,8 @@ class TaskClassifierHook(Hook):
             for name, module in modules.items():
                 records[name] = train_classifier(
                     module, loader.dataset, val_set, batch_size, steps, val_every,
-                    self.lr, self.weight_decay, seed=runner.seed, schedule=self.schedule)
+                    self.lr, self.weight_decay, seed=runner.seed, schedule=self.schedule,
+                    epoch_steps=per_epoch if self.max_epochs is not None else len(loader))
                 print_log(f'TaskClassifierHook: trained {name}.task_head for {steps} steps: '
                           f'{describe(records[name])}; saved {path}', logger='current')
             torch.save(dict(state_dicts={f'{n}.task_head': m.task_head.state_dict()
@@ -258,10 +260,12 @@ def to_device(batch: dict, device) -> tuple:
 
 def train_classifier(module, dataset, val_set, batch_size: int, steps: int, val_every: int,
                      lr: float, weight_decay: float, seed: int,
-                     schedule: str = 'warmup_step') -> dict:
+                     schedule: str = 'warmup_step', epoch_steps: int | None = None) -> dict:
     """Train ``module.task_head`` with cross-entropy (``module.task_loss``); keeps the best
     validation weights. ``schedule``: PDPP's warm-up/step lr or a constant lr (CEFITO's).
-    Returns ``{step, val_accuracy, train_loss}`` of the kept weights."""
+    Returns ``{step, val_accuracy, train_loss}`` of the kept weights and, per block of
+    ``epoch_steps`` steps (the main loop's epoch; default ``val_every``), ``epoch_losses`` (mean
+    training loss) and ``epoch_seconds`` (wall time, validation included)."""
     head = module.task_head
     device = next(head.parameters()).device
     head.requires_grad_(True)
@@ -275,23 +279,31 @@ def train_classifier(module, dataset, val_set, batch_size: int, steps: int, val_
     batches = itertools.chain.from_iterable(itertools.repeat(loader))
     best = dict(step=steps, val_accuracy=None, train_loss=float('nan'))
     best_state = None
+    epoch_steps = epoch_steps or val_every
+    curve = dict(epoch_losses=[], epoch_seconds=[])
+    block, started = [], time.perf_counter()
     for step in range(1, steps + 1):
         loss = module.task_loss(*to_device(next(batches), device))
         loss.backward()
         optimizer.step()
         optimizer.zero_grad()
         scheduler.step()
+        block.append(loss.detach())
         if val_set is not None and (step % val_every == 0 or step == steps):
             accuracy = task_accuracy(module, val_set, batch_size)
             if best['val_accuracy'] is None or accuracy > best['val_accuracy']:
                 best = dict(step=step, val_accuracy=accuracy, train_loss=loss.item())
                 best_state = copy.deepcopy(head.state_dict())
+        if step % epoch_steps == 0 or step == steps:
+            curve['epoch_losses'].append(float(torch.stack(block).mean()))
+            curve['epoch_seconds'].append(time.perf_counter() - started)
+            block, started = [], time.perf_counter()
     if best_state is None:
         best["train_loss"] = loss.item()
     else:
         head.load_state_dict(best_state)
     head.requires_grad_(False)
-    return best
+    return dict(best, **curve)
 
 
 @torch.no_grad()

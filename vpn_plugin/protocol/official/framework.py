@@ -85,7 +85,9 @@ class SideRun:
     selected: dict | None = None
     selected_epoch: int | None = None
     selection: str = ''
-    stages: dict = field(default_factory=dict)  # pre-stage name -> {'seconds': s, ...}
+    # pre-stage name -> {'losses': [per epoch], 'seconds': [per epoch], 'accuracy': test %,
+    # 'selected_accuracy': % of the official selection, 'selected_epoch': n}
+    stages: dict = field(default_factory=dict)
 
     def save(self, path: Path) -> None:
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -145,13 +147,23 @@ class Method:
         raise NotImplementedError
 
     def official_commands(self, copy_dir: Path, data: ComparisonData, settings: Settings,
-                          seed: int, run_dir: Path) -> list:
-        """The official stages of one seed, in order: ``[(stage name, argv after python)]``
-        (a pre-stage such as a task classifier first, the main training last)."""
+                          seed: int, run_dir: Path):
+        """The official stages of one seed, in order: ``(stage name, argv after python, extra
+        environment)`` (a pre-stage such as a task classifier first, the main training last).
+        A generator: a stage is made when the previous one has finished (it may read its
+        files)."""
         raise NotImplementedError
 
+    def main_stage(self) -> str:
+        """The stage whose epochs the progress lines count."""
+        return 'train'
+
+    def official_epochs_done(self, records: list, run_dir: Path) -> int:
+        """Training epochs the main stage has finished, from its lines so far (progress)."""
+        return sum(self.epoch_finished(line) for _, line in records)
+
     def read_official(self, records: dict, copy_dir: Path, run_dir: Path,
-                      settings: Settings, seed: int) -> SideRun:
+                      settings: Settings, seed: int, data: ComparisonData) -> SideRun:
         """A :class:`SideRun` from the recorded lines ``{stage: [(time, line)]}``."""
         raise NotImplementedError
 
@@ -166,6 +178,10 @@ class Method:
     def our_losses(self, logged: dict) -> dict:
         """Common-name losses ``{name: value}`` of one logged training iteration of ours."""
         raise NotImplementedError
+
+    def our_stages(self, work_dir: Path) -> dict:
+        """Our pre-stages as :attr:`SideRun.stages` reads them (none by default)."""
+        return {}
 
     # ------------------------------------------------------------------ shared checks
     def check_official_dir(self, path: Path) -> None:
@@ -262,29 +278,39 @@ def run_official_seed(method: Method, copy_dir: Path, data: ComparisonData, sett
     shutil.rmtree(run_dir, ignore_errors=True)
     run_dir.mkdir(parents=True)
     records = {}
-    for stage, argv in method.official_commands(copy_dir, data, settings, seed, run_dir):
-        records[stage] = _run_stage(method, copy_dir, settings, run_dir, stage, argv, python,
-                                    progress)
-    return method.read_official(records, copy_dir, run_dir, settings, seed)
+    for stage, argv, extra_env in method.official_commands(copy_dir, data, settings, seed,
+                                                           run_dir):
+        began = time.monotonic()
+        records[stage] = _run_stage(method, copy_dir, settings, run_dir, stage, argv,
+                                    extra_env, python, progress)
+        if stage != method.main_stage():
+            log(f'  official {stage}: {time.monotonic() - began:.0f} s')
+    return method.read_official(records, copy_dir, run_dir, settings, seed, data)
 
 
-def _run_stage(method, copy_dir, settings, run_dir, stage, argv, python, progress) -> list:
+def _run_stage(method, copy_dir, settings, run_dir, stage, argv, extra_env, python,
+               progress) -> list:
     from .launcher import LAUNCHER_NAME
     record_file, output = run_dir / f'{stage}.records.jsonl', run_dir / f'{stage}.log'
     env = dict(os.environ, VPN_OFFICIAL_RECORDS=str(record_file),
                VPN_OFFICIAL_THREADS=str(settings.threads),
                OMP_NUM_THREADS=str(settings.threads), MKL_NUM_THREADS=str(settings.threads),
-               VPN_OFFICIAL_SHIMS=','.join(method.shims), PYTHONUNBUFFERED='1')
+               VPN_OFFICIAL_SHIMS=','.join(method.shims), PYTHONUNBUFFERED='1',
+               **{k: str(v) for k, v in extra_env.items()})
     command = [python, LAUNCHER_NAME, *map(str, argv)]
-    (run_dir / f'{stage}.command.txt').write_text(' '.join(command) + '\n')
+    (run_dir / f'{stage}.command.txt').write_text(
+        ''.join(f'{k}={v} ' for k, v in extra_env.items()) + ' '.join(command) + '\n')
+    counted = stage == method.main_stage()
     with open(output, 'w') as out_file:
         process = subprocess.Popen(command, cwd=copy_dir, env=env, stdout=out_file,
                                    stderr=subprocess.STDOUT)
-        seen = 0
+        done = 0
         while process.poll() is None:
-            time.sleep(2)
-            seen = _report_epochs(method, record_file, seen, progress)
-        _report_epochs(method, record_file, seen, progress)
+            time.sleep(5)
+            if counted:
+                done = _report_epochs(method, record_file, run_dir, done, progress)
+        if counted:
+            _report_epochs(method, record_file, run_dir, done, progress)
     if process.returncode:
         tail = ''.join(output.read_text(errors='replace').splitlines(True)[-15:])
         raise ChildProcessError(f'the official {stage} ({" ".join(command)}, in {copy_dir}) exited '
@@ -293,12 +319,41 @@ def _run_stage(method, copy_dir, settings, run_dir, stage, argv, python, progres
     return read_records(record_file)
 
 
-def _report_epochs(method, record_file: Path, seen: int, progress) -> int:
+def _report_epochs(method, record_file: Path, run_dir: Path, done: int, progress) -> int:
     lines = read_records(record_file) if record_file.is_file() else []
-    for _, line in lines[seen:]:
-        if method.epoch_finished(line):
-            progress.epoch('official')
-    return len(lines)
+    now = method.official_epochs_done(lines, run_dir)
+    if now > done:
+        progress.epoch('official', now - done)
+    return max(now, done)
+
+
+def flag_list(flags: dict) -> list:
+    """``{name: value}`` -> ``['--name', 'value', ...]`` (``True``: the bare flag)."""
+    argv = []
+    for name, value in flags.items():
+        argv += [f'--{name}'] if value is True else [f'--{name}', str(value)]
+    return argv
+
+
+def read_event_scalars(folder: Path) -> dict:
+    """``{tag: [(wall time, step, value)]}`` of the TensorBoard event files in ``folder``
+    (what an official script logged with a SummaryWriter)."""
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+    events = EventAccumulator(str(folder), size_guidance={'scalars': 0})
+    events.Reload()
+    return {tag: [(e.wall_time, e.step, e.value) for e in events.Scalars(tag)]
+            for tag in events.Tags()['scalars']}
+
+
+def seconds_between(events: dict, tag: str, start: float) -> list:
+    """Seconds of each logged step of ``tag``: from the latest event of any tag before it
+    (the first: from ``start``) to it (a training epoch between its neighbours' logs)."""
+    times = sorted(wall for rows in events.values() for wall, _, _ in rows)
+    seconds = []
+    for wall, _, _ in sorted(events[tag]):
+        before = [t for t in times if t < wall]
+        seconds.append(wall - max(before[-1] if before else start, start))
+    return seconds
 
 
 def read_records(path: Path) -> list:
@@ -346,7 +401,8 @@ def run_our_seed(method: Method, data: ComparisonData, settings: Settings, seed:
     rows = [r for r in read_results(runner.results_file) if r.seed == seed]
     losses, seconds = read_our_scalars(method, runner.work_dir(unit), settings.epochs)
     return SideRun('ours', seed, losses, seconds, {k: rows[-1].metrics[k] for k in
-                                                   method.metrics}, windows)
+                                                   method.metrics}, windows,
+                   stages=method.our_stages(runner.work_dir(unit)))
 
 
 def our_window_counts(method: Method, data: ComparisonData, settings: Settings,

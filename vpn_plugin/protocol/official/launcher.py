@@ -23,6 +23,11 @@ SHIMS = {
     'stub_clip': "an empty module 'clip' in sys.modules (imported at the top of the script's "
                  'utils, used only by its text-feature extraction; the package needs '
                  'torchvision, which PyPI has no CPU build of for this torch)',
+    'gloo_single_process': 'a one-process gloo group is initialised (the script all-reduces '
+                           'its losses and metrics even when not distributed; its launch '
+                           'flag --multiprocessing-distributed spawns one process per GPU, '
+                           'none here, so it is left out)',
+    'load_on_cpu': "torch.load(..., map_location='cuda:N') loads onto the CPU",
 }
 
 LAUNCHER_SOURCE = r'''"""Written by vpn_plugin (protocol/official/launcher.py); not part of the official code."""
@@ -60,6 +65,22 @@ def cuda_noop():
 
 def stub_clip():
     sys.modules['clip'] = types.ModuleType('clip')
+
+
+def gloo_single_process():
+    import tempfile
+    import torch.distributed as dist
+    store = tempfile.NamedTemporaryFile(prefix='vpn_gloo_', delete=False).name
+    dist.init_process_group('gloo', init_method='file://' + store, rank=0, world_size=1)
+
+
+def load_on_cpu():
+    original = torch.load
+
+    def load(*args, **kwargs):
+        kwargs['map_location'] = 'cpu'
+        return original(*args, **kwargs)
+    torch.load = load
 
 
 records = open(os.environ['VPN_OFFICIAL_RECORDS'], 'a', buffering=1)

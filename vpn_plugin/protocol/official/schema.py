@@ -25,7 +25,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .framework import Change, ComparisonData, Method, Settings, SideRun
+from .framework import Change, ComparisonData, Method, Settings, SideRun, flag_list
 
 # scripts/run_niv.sh (the flags the comparison does not change)
 RUN_NIV = dict(optimizer='adam', lr=0.003, dropout=0.2, M=2, aug_range=0, step_size=40,
@@ -97,18 +97,12 @@ class Schema(Method):
                      valid_json=data.official_dir / 'niv_test.json',
                      features_dir=data.feature_dir)
         (Path(run_dir) / 'niv').mkdir(parents=True, exist_ok=True)  # main.py saves there
-        argv = [self.entry]
-        for name, value in flags.items():
-            if value is True:
-                argv.append(f'--{name}')
-            else:
-                argv += [f'--{name}', str(value)]
-        return [('train', argv)]
+        yield 'train', [self.entry, *flag_list(flags)], {}
 
     def epoch_finished(self, line: str) -> bool:
         return VITERBI.search(line) is not None
 
-    def read_official(self, records, copy_dir, run_dir, settings, seed) -> SideRun:
+    def read_official(self, records, copy_dir, run_dir, settings, seed, data) -> SideRun:
         return read_schema_log(records['train'], settings.epochs, seed,
                                self.state_decode_weight)
 

@@ -80,10 +80,16 @@ def shown_epochs(epochs: int, rows: int = 12) -> list:
     return sorted({int(round(x)) for x in np.linspace(1, epochs, min(rows, epochs))})
 
 
-def loss_table(runs: dict, loss_names, epochs: int) -> str:
-    """Markdown: per shown epoch, each loss of each side as mean ± CI width over seeds."""
-    stats = {(side, name): epoch_ci(per_epoch(runs[side], name))
-             for side in ('official', 'ours') for name in loss_names}
+def loss_curves(runs: dict, loss_names) -> dict:
+    """``{(side, loss name): (seeds, epochs) array}`` of the main training."""
+    return {(side, name): per_epoch(runs[side], name)
+            for side in ('official', 'ours') for name in loss_names}
+
+
+def loss_table(curves: dict, loss_names, epochs: int) -> str:
+    """Markdown: per shown epoch, each loss of each side as mean ± CI width over seeds
+    (``curves``: :func:`loss_curves`)."""
+    stats = {key: epoch_ci(values) for key, values in curves.items()}
     header = ['epoch'] + [f'{name} ({side})' for name in loss_names
                           for side in ('official', 'ours')]
     lines = ['| ' + ' | '.join(header) + ' |', '|' + '---|' * len(header)]
@@ -94,6 +100,33 @@ def loss_table(runs: dict, loss_names, epochs: int) -> str:
                 mean, low, high = stats[(side, name)][epoch - 1]
                 cells.append(f'{mean:.3f} ± {high - low:.3f}')
         lines.append('| ' + ' | '.join(cells) + ' |')
+    return '\n'.join(lines) + '\n'
+
+
+def stage_names(runs: dict) -> list:
+    """The pre-stages both sides ran (in the official order)."""
+    official = list(runs['official'][0].stages) if runs['official'] else []
+    return [name for name in official if all(name in r.stages for r in runs['ours'])]
+
+
+def stage_text(runs: dict, stage: str) -> str:
+    """A pre-stage: its per-epoch training loss on both sides, seconds per epoch, and the
+    official test accuracy of its last epoch and of its test-selected checkpoint."""
+    curves = {(side, 'total'): np.array([r.stages[stage]['losses'] for r in runs[side]])
+              for side in ('official', 'ours')}
+    seconds = {side: statistics.median(s for r in runs[side] for s in r.stages[stage]['seconds'])
+               for side in ('official', 'ours')}
+    official = [r.stages[stage] for r in runs['official']]
+    lines = [f'pre-stage {stage}: training loss per epoch (mean ± 90% CI width over seeds):',
+             '', loss_table(curves, ('total',), curves[('official', 'total')].shape[1]),
+             f'seconds per epoch (median): official {seconds["official"]:.2f}, ours '
+             f'{seconds["ours"]:.2f}: ours {seconds["official"] / seconds["ours"]:.1f}x faster']
+    if 'accuracy' in official[0]:
+        lines.append(
+            'official test accuracy (mean over seeds): last epoch '
+            f'{np.mean([o["accuracy"] for o in official]):.2f}%, its test-selected checkpoint '
+            f'{np.mean([o["selected_accuracy"] for o in official]):.2f}% (epochs '
+            f'{[o["selected_epoch"] for o in official]})')
     return '\n'.join(lines) + '\n'
 
 
