@@ -261,6 +261,13 @@ def test_frame_indices_and_clamping():
                                                                           [18, 19, 19]]
     assert [i.tolist() for i in frame_indices('concat3', 0, 1, 20)] == [[0, 1, 2], [0, 1, 2]]
     assert [i.tolist() for i in frame_indices('concat3', 0, 0, 2)] == [[0, 0, 1], [0, 1, 1]]
+    # KEPP's loaders: PDPP's, one frame earlier inside the video
+    assert [i.tolist() for i in frame_indices('kepp', 5, 9, 20)] == [[4, 5, 6], [8, 9, 10]]
+    assert [i.tolist() for i in frame_indices('kepp', 0, 1, 20)] == [[0, 1, 2], [1, 2, 3]]
+    assert [i.tolist() for i in frame_indices('kepp', 18, 19, 20)] == [[17, 18, 19],
+                                                                       [17, 18, 19]]
+    assert [i.tolist() for i in frame_indices('kepp', 17, 18, 20)] == [[16, 17, 18],
+                                                                       [17, 18, 19]]
     assert [i.tolist() for i in frame_indices('mean3', 0, 1, 20)] == [[0, 0, 1], [0, 1, 2]]
     # the authors': [max(0, t-1), min(t+2, L)) with the last frame replayed to 3 frames
     assert [i.tolist() for i in frame_indices('authors', 5, 9, 20)] == [[4, 5, 6], [8, 9, 10]]

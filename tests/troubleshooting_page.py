@@ -70,6 +70,12 @@ SECTIONS = [
      '`--resume`, start afresh with `--overwrite`, test a checkpoint with the config it was '
      'trained with, fine-tune from another model with `--cfg-options load_from=CKPT '
      'load_partial=True`: [reproducibility.md](reproducibility.md#resume-and-checkpoints).'),
+    ('Whole trainings against the official code',
+     ['vpn_plugin/protocol/official/', 'tools/compare_official_training.py'],
+     'Pass a checkout of the official repository (`--official-dir`, never modified: a copy '
+     'runs) and a python with its dependencies (`--official-python`); a rerun with the same '
+     'settings reuses every finished seed, other settings need another `--out`: '
+     '[reproducibility.md](reproducibility.md#whole-trainings-against-the-official-code).'),
     ('Protocol runs, results files, tables and figures',
      ['vpn_plugin/protocol/', 'tools/run_protocol.py', 'tools/report.py', 'tools/plots.py'],
      'Run `tools/run_protocol.py CONFIG --dry-run` first: it checks every config and option. A '

@@ -11,6 +11,10 @@ observation is taken at t = s, the goal observation at t = e:
   moved back to L-3 .. L-1 when it runs past the video; goal = frames e'-2, e'-1, e' with
   e' = max(2, e); concatenated (3D); indices then clamped to [0, L-1] (a goal past the video,
   where PDPP's loader fails, or a video shorter than 3 frames).
+* ``'kepp'`` (KEPP's ``step/`` and ``plan/`` loaders: PDPP's, "modified to load data similar to
+  other papers"): start = frames s-1, s, s+1 (0, 1, 2 at s = 0; L-3 .. L-1 when s+3 > L); goal =
+  frames e'-1, e', e'+1 with e' = max(2, e) (e'-2 .. e' when e' >= L-1); concatenated (3D);
+  indices then clamped to [0, L-1].
 * ``'mean3'`` (SCHEMA's loaders with M=2): the mean of the frames max(0, t-1) .. min(t+1, L-1)
   (D): two frames at either end of the video (a clamped index is not counted twice).
 
@@ -33,9 +37,9 @@ import numpy as np
 
 from ..errors import check_choice
 
-RECIPES = ('authors', 'concat3', 'mean3')
+RECIPES = ('authors', 'concat3', 'kepp', 'mean3')
 WINDOW_POLICIES = ('keep', 'authors')
-CONCATENATED = ('authors', 'concat3')
+CONCATENATED = ('authors', 'concat3', 'kepp')
 
 
 def observation_dim(recipe: str, frame_dim: int) -> int:
@@ -59,6 +63,12 @@ def frame_indices(recipe: str, start: int, end: int, length: int) -> tuple:
         first = max(0, start) if max(0, start) + 3 <= length else length - 3
         last = max(2, end)
         first, last = [first, first + 1, first + 2], [last - 2, last - 1, last]
+    elif recipe == 'kepp':
+        first = max(0, start)
+        first = (first - 1 if first else 0) if first + 3 <= length else length - 3
+        last = max(2, end)
+        last = last - 2 if last >= length - 1 else last - 1
+        first, last = [first, first + 1, first + 2], [last, last + 1, last + 2]
     else:
         first, last = [start - 1, start, start + 1], [end - 1, end, end + 1]
     return np.clip(first, 0, length - 1), np.clip(last, 0, length - 1)

@@ -151,27 +151,36 @@ def speed_lines(runs: dict) -> str:
     return text + '\n'
 
 
-def plot_losses(label: str, runs: dict, out_stem, name: str = 'total') -> list:
-    """Loss ``name`` per epoch, both sides: mean over seeds and the 90% bootstrap band."""
-    from vpn_plugin.protocol.plots import ONE_COLUMN, _pyplot, ci_label, method_styles, \
-        paper_style, save_figure
+def plot_losses(label: str, runs: dict, out_stem) -> list:
+    """The training loss per epoch of both sides (mean over seeds and its 90% bootstrap band),
+    one panel for the main training and one per pre-stage, one column wide."""
+    from matplotlib.ticker import MaxNLocator
+    from vpn_plugin.protocol.plots import OKABE_ITO, ONE_COLUMN, _pyplot, ci_label, \
+        method_styles, paper_style, save_figure
     plt = _pyplot()
-    names = method_names(label)
-    styles = method_styles([names[OURS], names[LAST]])
+    colours = dict(official=OKABE_ITO[6],  # black, dashed: the official loop
+                   ours=method_styles([method_names(label)[OURS]])[method_names(label)[OURS]]
+                   ['color'])
+    panels = [('training', {side: per_epoch(runs[side], 'total') for side in runs if
+                            side in ('official', 'ours')})]
+    panels += [(stage, {side: np.array([r.stages[stage]['losses'] for r in runs[side]])
+                        for side in ('official', 'ours')}) for stage in stage_names(runs)]
     with paper_style():
-        fig, ax = plt.subplots(figsize=(ONE_COLUMN, 2.2))
-        for side, method, dashes in (('official', names[LAST], (4, 2)),
-                                     ('ours', names[OURS], ())):
-            values = epoch_ci(per_epoch(runs[side], name))
-            epochs = np.arange(1, len(values) + 1)
-            mean, low, high = (np.array(v) for v in zip(*values))
-            colour = styles[method]['color']
-            ax.plot(epochs, mean, color=colour, dashes=dashes,
-                    label=f'{label} {"official" if side == "official" else "ours"}')
-            ax.fill_between(epochs, low, high, color=colour, alpha=0.2, linewidth=0)
-        ax.set_xlabel('Epoch')
-        ax.set_ylabel('Training loss' if name == 'total' else f'Training loss ({name})')
-        ax.legend(title=ci_label([len(runs['official']), len(runs['ours'])]),
-                  title_fontsize=6)
-        ax.grid(True, alpha=0.3)
+        fig, axes = plt.subplots(len(panels), 1, figsize=(ONE_COLUMN, 1.9 * len(panels)),
+                                 squeeze=False)
+        for ax, (panel, curves) in zip(axes[:, 0], panels):
+            for side, dashes in (('official', (4, 2)), ('ours', ())):
+                mean, low, high = (np.array(v) for v in zip(*epoch_ci(curves[side])))
+                epochs = np.arange(1, len(mean) + 1)
+                ax.plot(epochs, mean, color=colours[side], dashes=dashes,
+                        label=f'{label} {side}')
+                ax.fill_between(epochs, low, high, color=colours[side], alpha=0.2, linewidth=0)
+            ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+            ax.set_xlabel('Epoch')
+            ax.set_ylabel('Training loss' if panel == 'training'
+                          else f'Loss ({panel.replace("_", " ")})')
+            ax.grid(True, alpha=0.3)
+        axes[0, 0].legend(title=ci_label([len(runs['official']), len(runs['ours'])]),
+                          title_fontsize=6)
+        fig.tight_layout()
         return save_figure(fig, out_stem)
