@@ -29,7 +29,7 @@ from vpn_plugin.core.diffusion import pdpp_lr_multiplier
 from vpn_plugin.datasets.planning_dataset import planning_collate
 from vpn_plugin.models.kepp import KEPP
 
-from .pdpp_training import to_device
+from .pdpp_training import EpochCurve, to_device
 
 STEP_FILE = 'kepp_step_model.pth'
 EMA_DECAY, EMA_START, EMA_INTERVAL = 0.995, 400, 10
@@ -111,12 +111,14 @@ class KEPPStepModelHook(Hook):
             if is_main_process():
                 group = runner.optim_wrapper.param_groups[0]
                 lr = self.lr or group.get('initial_lr', group['lr'])
-                loss = train_step_model(model, dataset, batch_size, steps, lr,
-                                        self.weight_decay, runner.seed)
+                record = train_step_model(model, dataset, batch_size, steps, lr,
+                                          self.weight_decay, runner.seed,
+                                          epoch_steps=len(loader))
                 torch.save(dict(identity=identity, state_dict=model.step.state_dict(),
-                                record=dict(steps=steps, train_loss=loss)), path)
+                                record=dict(steps=steps, **record)), path)
                 print_log(f'KEPPStepModelHook: trained the step model for {steps} steps '
-                          f'(last loss {loss:.4f}); saved {path}', logger='current')
+                          f'(last loss {record["train_loss"]:.4f}); saved {path}',
+                          logger='current')
             for tensor in model.step.state_dict().values():
                 broadcast(tensor, 0)
             model.step_ready.fill_(True)
@@ -144,9 +146,10 @@ class KEPPStepModelHook(Hook):
 
 
 def train_step_model(model: KEPP, dataset, batch_size: int, steps: int, lr: float,
-                     weight_decay: float, seed: int) -> float:
+                     weight_decay: float, seed: int, epoch_steps: int | None = None) -> dict:
     """The official step Trainer: AdamW, warm-up/step LR, the EMA kept. Returns the last
-    loss."""
+    loss (``train_loss``) and the mean loss and seconds of every ``epoch_steps`` steps
+    (``epoch_losses``, ``epoch_seconds``: :class:`EpochCurve`)."""
     module = model.step
     device = next(module.parameters()).device
     module.requires_grad_(True)
@@ -159,6 +162,7 @@ def train_step_model(model: KEPP, dataset, batch_size: int, steps: int, lr: floa
                         generator=torch.Generator().manual_seed(seed))
     batches = itertools.chain.from_iterable(itertools.repeat(loader))
     loss = torch.tensor(float('nan'))
+    curve = EpochCurve(epoch_steps or steps, steps)
     for step in range(steps):
         loss = model.step_loss(*to_device(next(batches), device))
         loss.backward()
@@ -167,9 +171,10 @@ def train_step_model(model: KEPP, dataset, batch_size: int, steps: int, lr: floa
         scheduler.step()
         if step % EMA_INTERVAL == 0:
             update_ema(ema, module, copy_only=step < EMA_START)
+        curve.add(step + 1, loss)
     module.load_state_dict(ema.state_dict())
     module.requires_grad_(False)
-    return float(loss.detach())
+    return dict(train_loss=float(loss.detach()), **curve.record())
 
 
 @torch.no_grad()

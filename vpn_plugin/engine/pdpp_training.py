@@ -279,31 +279,47 @@ def train_classifier(module, dataset, val_set, batch_size: int, steps: int, val_
     batches = itertools.chain.from_iterable(itertools.repeat(loader))
     best = dict(step=steps, val_accuracy=None, train_loss=float('nan'))
     best_state = None
-    epoch_steps = epoch_steps or val_every
-    curve = dict(epoch_losses=[], epoch_seconds=[])
-    block, started = [], time.perf_counter()
+    curve = EpochCurve(epoch_steps or val_every, steps)
     for step in range(1, steps + 1):
         loss = module.task_loss(*to_device(next(batches), device))
         loss.backward()
         optimizer.step()
         optimizer.zero_grad()
         scheduler.step()
-        block.append(loss.detach())
         if val_set is not None and (step % val_every == 0 or step == steps):
             accuracy = task_accuracy(module, val_set, batch_size)
             if best['val_accuracy'] is None or accuracy > best['val_accuracy']:
                 best = dict(step=step, val_accuracy=accuracy, train_loss=loss.item())
                 best_state = copy.deepcopy(head.state_dict())
-        if step % epoch_steps == 0 or step == steps:
-            curve['epoch_losses'].append(float(torch.stack(block).mean()))
-            curve['epoch_seconds'].append(time.perf_counter() - started)
-            block, started = [], time.perf_counter()
+        curve.add(step, loss)
     if best_state is None:
         best["train_loss"] = loss.item()
     else:
         head.load_state_dict(best_state)
     head.requires_grad_(False)
-    return dict(best, **curve)
+    return dict(best, **curve.record())
+
+
+class EpochCurve:
+    """A stage's training curve: the mean loss and the wall seconds of each block of
+    ``epoch_steps`` steps (the last block may be shorter), as an official script logs per
+    epoch; read by tools/compare_official_training.py."""
+
+    def __init__(self, epoch_steps: int, steps: int):
+        self.epoch_steps, self.steps = max(1, int(epoch_steps)), steps
+        self.losses, self.seconds, self.block = [], [], []
+        self.started = time.perf_counter()
+
+    def add(self, step: int, loss: torch.Tensor) -> None:
+        """The loss of (1-based) ``step``; closes a block every ``epoch_steps`` steps."""
+        self.block.append(loss.detach())
+        if step % self.epoch_steps == 0 or step == self.steps:
+            self.losses.append(float(torch.stack(self.block).mean()))
+            self.seconds.append(time.perf_counter() - self.started)
+            self.block, self.started = [], time.perf_counter()
+
+    def record(self) -> dict:
+        return dict(epoch_losses=self.losses, epoch_seconds=self.seconds)
 
 
 @torch.no_grad()
