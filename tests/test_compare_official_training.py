@@ -324,3 +324,119 @@ def test_pdpp_against_a_stand_in(shared_data, tmp_path, monkeypatch):
                       '--out', tmp_path / 'other').endswith(
         'give a multiple of 5 so that its last epoch is tested\n(set VPN_TRACEBACK=1 for the '
         'traceback)')
+
+
+# ----------------------------------------------------------------------------- KEPP
+KEPP_ARGS = PDPP_ARGS.replace("'json_path_val').split():", "'json_path_val steps_path "
+                              "step_model_output class_dim_graph class_dim_llama num_seq_PKG "
+                              "num_seq_LLM').split():").replace(', required=True)', ')')
+# the step and plan models log as PDPP's main_distributed.py: test SR [20, 10, ...] + seed (the
+# official selection keeps epoch 5), the step model's endpoint accuracy 40, 60, ...
+KEPP_TRAIN = KEPP_ARGS + textwrap.dedent('''
+    import json, torch
+    plan = args.class_dim_graph is not None
+    if plan:
+        for name in ('json_path_train', 'json_path_val'):
+            assert all(len(w['id']['graph_action_path']) == 2
+                       for w in json.load(open(getattr(args, name))))
+    logs = writer('')
+    for e in range(EPOCHS):
+        logs.add_scalar('Train/EpochLoss', (3.0 if plan else 5.0) / (e + 1), e + 1)
+        if (e + 1) % 5 == 0:
+            sr = [20, 10][((e + 1) // 5 - 1) % 2] + SEED
+            scores = dict(Traj_Success_Rate=sr, MIoU2=3 * sr, acc_a0=40 + 20 * (e // 5),
+                          acc_aT=40 + 20 * (e // 5))
+            scores['EpochAcc@1'] = 2 * sr if plan else scores['acc_a0']
+            for tag, value in scores.items():
+                logs.add_scalar('Val/' + tag, value, e + 1)
+        logs.flush()
+    folder = os.path.join(os.path.dirname(__file__), 'checkpoint', args.checkpoint_dir)
+    os.makedirs(folder, exist_ok=True)
+    torch.save({'ema': {}}, os.path.join(folder, 'epoch%04d.pth.tar' % EPOCHS))
+''')
+KEPP_STEPS = KEPP_ARGS + textwrap.dedent('''
+    import json, torch
+    checkpoint_path = ""
+    torch.load(checkpoint_path, map_location='cuda:0')
+    windows = json.load(open(args.json_path_val))
+    for window in windows:
+        actions = [a for _, _, a in window['id']['legal_range']]
+        window['id']['pred_list'] = actions
+    json.dump([w['id']['pred_list'] for w in windows], open(args.steps_path, 'w'))
+    json.dump(windows, open(args.step_model_output, 'w'))
+''')
+AUTHOR = '/l/users/ravindu.nagasinghe/KEPP'
+KEPP_GRAPH = textwrap.dedent(f'''
+    import json, os, pickle
+    graph_save_path = '{AUTHOR}/PKG/graphs/CrossTaskHow/out_edge_N_graph/trained_graph.pkl'
+    mode = input('Select mode: ')
+    if mode == 'train_minmax':
+        open('{AUTHOR}/PKG/data/train_graph_lists/crossTask/training_action_list.txt')
+    elif mode == 'train_out_n':
+        counts = {{}}
+        for line in open('{AUTHOR}/PKG/data/train_graph_lists/crossTask/training_action_list.txt'):
+            sequence = json.loads(line)['legal_range']
+            for u, v in zip(sequence[:-1], sequence[1:]):
+                counts.setdefault(u, {{}})
+                counts.setdefault(v, {{}})
+                counts[u][v] = counts[u].get(v, 0) + 1
+        state = {{'graph': {{}}, '_node': {{n: {{}} for n in counts}},
+                 '_succ': {{u: {{v: {{'weight': c / sum(row.values())}} for v, c in row.items()}}
+                           for u, row in counts.items()}}}}
+        body = pickle.dumps(state, protocol=2)[2:-1]
+        open(graph_save_path, 'wb').write(
+            b'\\x80\\x02cnetworkx.classes.digraph\\nDiGraph\\n)\\x81' + body + b'b.')
+    elif mode == 'validate':
+        data = json.load(open('{AUTHOR}/step/train_data_step_model.json'))
+        for item in data:
+            first, last = item['id']['pred_list'][0], item['id']['pred_list'][-1]
+            item['id']['graph_action_path'] = [[first, first, last, last]] * 2
+        json.dump(data, open('{AUTHOR}/plan/data_lists/train_list.json', 'w'))
+''')
+
+
+def kepp_stand_in(root: Path) -> Path:
+    official = root / 'KEPP'
+    for name in load_method('kepp').required:
+        (official / name).parent.mkdir(parents=True, exist_ok=True)
+        (official / name).write_text('')
+    for name, text in (('step/main_distributed.py', KEPP_TRAIN), ('step/inference.py', KEPP_STEPS),
+                       ('PKG/graph_creation.py', KEPP_GRAPH),
+                       ('plan/main_distributed.py', KEPP_TRAIN)):
+        (official / name).write_text(text)
+    return official
+
+
+def test_kepp_against_a_stand_in(shared_data, tmp_path, monkeypatch):
+    official = kepp_stand_in(tmp_path)
+    out = tmp_path / 'out'
+    method = load_method('kepp')
+    full = method.our_run
+
+    def small_unet(data, settings):  # ours at U-Net width 32 (the plumbing is under test)
+        run = full(data, settings)
+        return dict(run, cfg_options={**run['cfg_options'], 'model.dim': 32})
+    monkeypatch.setattr(method, 'our_run', small_unet)
+    run_tool('--method', 'kepp', '--official-dir', official, '--epochs', 10, '--horizon', 4,
+             '--seeds', 3, '--out', out, '--data-root', shared_data, '--size', 'batch_size=4',
+             '--size', 'n_train_steps=1')
+    text = (out / 'comparison.md').read_text()
+    for change in ('step/inference.py: its checkpoint path', 'PKG/graph_creation.py',
+                   'kepp_action_list.txt', '--epochs 10'):
+        assert change in text, change
+    run, ours = SideRun.load(out / 'official/seed3.json'), SideRun.load(out / 'ours/seed3.json')
+    assert run.losses['total'] == pytest.approx([3 / (e + 1) for e in range(10)])
+    assert run.metrics['success_rate'] == 13 and run.selected_epoch == 5
+    step = run.stages['step_model']
+    assert step['losses'] == pytest.approx([5 / (e + 1) for e in range(10)])
+    assert (step['accuracy'], step['selected_accuracy'], step['selected_epoch']) == (60, 40, 5)
+    # the stand-in's graph is KEPP's counting: ours (build_graph) is the same, edge for edge
+    graph = run.stages['graph']
+    assert graph['identical_structure'] and graph['max_weight_difference'] < 1e-12
+    assert graph['edges'] == graph['ours_edges'] > 0
+    assert run.windows == ours.windows and ours.windows['train'] > 0
+    assert len(ours.stages['step_model']['losses']) == 10
+    assert 'pre-stage step_model' in text and 'identical_structure True' in text
+    assert tool_error('--method', 'kepp', '--official-dir', official, '--epochs', 5,
+                      '--out', tmp_path / 'other').startswith(
+        'error: --horizon 3: the official KEPP retrieves paths of 4 actions only')

@@ -83,7 +83,8 @@ def report(method, result: dict, settings: Settings) -> str:
         f'test metrics after {settings.epochs} epochs:', '',
         summary.metric_table(method.label, result, settings, method.metrics),
         summary.speed_lines(result)]
-        + [summary.stage_text(result, stage) for stage in summary.stage_names(result)])
+        + [summary.stage_text(result, stage) for stage in summary.stage_names(result)]
+        + [summary.check_lines(result)])
 
 
 @tool_main

@@ -47,6 +47,17 @@ class Change:
 
 
 @dataclass
+class Stage:
+    """One official command: ``argv`` after the python (the script relative to the copy, which
+    is the working directory), extra environment ``env``, and ``stdin`` (text typed into a
+    script that asks, e.g. a mode prompt)."""
+    name: str
+    argv: list
+    env: dict = field(default_factory=dict)
+    stdin: str | None = None
+
+
+@dataclass
 class Settings:
     """What one comparison runs (its identity: ``<out>/run.json``)."""
     method: str
@@ -148,10 +159,9 @@ class Method:
 
     def official_commands(self, copy_dir: Path, data: ComparisonData, settings: Settings,
                           seed: int, run_dir: Path):
-        """The official stages of one seed, in order: ``(stage name, argv after python, extra
-        environment)`` (a pre-stage such as a task classifier first, the main training last).
-        A generator: a stage is made when the previous one has finished (it may read its
-        files)."""
+        """The official stages of one seed, in order, as :class:`Stage` (a pre-stage such as a
+        task classifier first, the main training last). A generator: a stage is made when the
+        previous one has finished (it may read its files)."""
         raise NotImplementedError
 
     def main_stage(self) -> str:
@@ -278,42 +288,50 @@ def run_official_seed(method: Method, copy_dir: Path, data: ComparisonData, sett
     shutil.rmtree(run_dir, ignore_errors=True)
     run_dir.mkdir(parents=True)
     records = {}
-    for stage, argv, extra_env in method.official_commands(copy_dir, data, settings, seed,
-                                                           run_dir):
+    for stage in method.official_commands(copy_dir, data, settings, seed, run_dir):
         began = time.monotonic()
-        records[stage] = _run_stage(method, copy_dir, settings, run_dir, stage, argv,
-                                    extra_env, python, progress)
-        if stage != method.main_stage():
-            log(f'  official {stage}: {time.monotonic() - began:.0f} s')
+        records[stage.name] = _run_stage(method, copy_dir, settings, run_dir, stage, python,
+                                         progress)
+        if stage.name != method.main_stage():
+            log(f'  official {stage.name}: {time.monotonic() - began:.0f} s')
     return method.read_official(records, copy_dir, run_dir, settings, seed, data)
 
 
-def _run_stage(method, copy_dir, settings, run_dir, stage, argv, extra_env, python,
-               progress) -> list:
+def _run_stage(method, copy_dir, settings, run_dir, stage: Stage, python, progress) -> list:
     from .launcher import LAUNCHER_NAME
-    record_file, output = run_dir / f'{stage}.records.jsonl', run_dir / f'{stage}.log'
+    name = stage.name
+    record_file, output = run_dir / f'{name}.records.jsonl', run_dir / f'{name}.log'
     env = dict(os.environ, VPN_OFFICIAL_RECORDS=str(record_file),
                VPN_OFFICIAL_THREADS=str(settings.threads),
                OMP_NUM_THREADS=str(settings.threads), MKL_NUM_THREADS=str(settings.threads),
                VPN_OFFICIAL_SHIMS=','.join(method.shims), PYTHONUNBUFFERED='1',
-               **{k: str(v) for k, v in extra_env.items()})
-    command = [python, LAUNCHER_NAME, *map(str, argv)]
-    (run_dir / f'{stage}.command.txt').write_text(
-        ''.join(f'{k}={v} ' for k, v in extra_env.items()) + ' '.join(command) + '\n')
-    counted = stage == method.main_stage()
+               **{k: str(v) for k, v in stage.env.items()})
+    command = [python, LAUNCHER_NAME, *map(str, stage.argv)]
+    (run_dir / f'{name}.command.txt').write_text(
+        ''.join(f'{k}={v} ' for k, v in stage.env.items()) + ' '.join(command)
+        + (f' <<< {stage.stdin!r}' if stage.stdin is not None else '') + '\n')
+    counted = name == method.main_stage()
     with open(output, 'w') as out_file:
         process = subprocess.Popen(command, cwd=copy_dir, env=env, stdout=out_file,
-                                   stderr=subprocess.STDOUT)
+                                   stderr=subprocess.STDOUT, text=True,
+                                   stdin=subprocess.DEVNULL if stage.stdin is None
+                                   else subprocess.PIPE)
+        if stage.stdin is not None:
+            process.stdin.write(stage.stdin)
+            process.stdin.close()
         done = 0
-        while process.poll() is None:
-            time.sleep(5)
-            if counted:
-                done = _report_epochs(method, record_file, run_dir, done, progress)
+        while True:
+            try:
+                process.wait(timeout=5)
+                break
+            except subprocess.TimeoutExpired:
+                if counted:
+                    done = _report_epochs(method, record_file, run_dir, done, progress)
         if counted:
             _report_epochs(method, record_file, run_dir, done, progress)
     if process.returncode:
         tail = ''.join(output.read_text(errors='replace').splitlines(True)[-15:])
-        raise ChildProcessError(f'the official {stage} ({" ".join(command)}, in {copy_dir}) exited '
+        raise ChildProcessError(f'the official {name} ({" ".join(command)}, in {copy_dir}) exited '
                            f'with status {process.returncode}; its output is {output}; last '
                            f'lines:\n{tail}')
     return read_records(record_file)

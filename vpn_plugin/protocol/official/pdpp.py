@@ -35,7 +35,7 @@ from pathlib import Path
 
 import torch
 
-from .framework import (Change, ComparisonData, Method, Settings, SideRun, flag_list,
+from .framework import (Change, ComparisonData, Method, Settings, SideRun, Stage, flag_list,
                         read_event_scalars, seconds_between)
 
 # README "Train" + its NIV row (the flags the comparison does not change)
@@ -114,14 +114,14 @@ class Pdpp(Method):
                       log_root=run_dir / 'log',
                       json_path_train=data.official_dir / 'pdpp_train.json',
                       json_path_val=data.official_dir / 'pdpp_test.json')
-        yield 'classifier', ['train_mlp.py', *flag_list(common)], {}
+        yield Stage('classifier', ['train_mlp.py', *flag_list(common)])
         last = copy_dir / f'checkpoint_mlp/seed{seed}/epoch{settings.epochs:04d}.pth.tar'
         selected = sorted((copy_dir / 'save_max_mlp').glob('epoch*.pth.tar'))
         for stage, checkpoint in (('predict_last', last), ('predict_selected', selected[-1])):
-            yield stage, ['temp.py', *flag_list(common)], dict(
-                VPN_PDPP_CLASSIFIER=checkpoint, VPN_PDPP_PREDICTIONS=run_dir / f'{stage}.json')
-        yield 'train', [self.entry, *flag_list(dict(
-            common, json_path_val=run_dir / 'predict_last.json'))], {}
+            yield Stage(stage, ['temp.py', *flag_list(common)], dict(
+                VPN_PDPP_CLASSIFIER=checkpoint, VPN_PDPP_PREDICTIONS=run_dir / f'{stage}.json'))
+        yield Stage('train', [self.entry, *flag_list(dict(
+            common, json_path_val=run_dir / 'predict_last.json'))])
 
     def official_epochs_done(self, records: list, run_dir: Path) -> int:
         folders = event_folders(run_dir, 'log_2')
@@ -134,28 +134,13 @@ class Pdpp(Method):
                              '5 epochs; give a multiple of 5 so that its last epoch is tested')
 
     def read_official(self, records, copy_dir, run_dir, settings, seed, data) -> SideRun:
-        classifier = read_classifier_stage(records, run_dir, settings.epochs)
-        main = read_event_scalars(event_folders(run_dir, 'log_2')[-1])
-        start = logging_started(records['train'])
-        losses = [value for _, _, value in sorted(main['Train/EpochLoss'], key=lambda e: e[1])]
-        if len(losses) != settings.epochs:
-            raise ValueError(f'{run_dir}: the official training logged {len(losses)} epochs; '
-                             f'expected {settings.epochs}')
-        scores = {step: {name: value_at(main, tag, step) for name, tag in VAL_TAGS.items()}
-                  for _, step, _ in main['Val/Traj_Success_Rate']}
-        best = official_selection(scores)
-        return SideRun('official', seed, dict(total=losses),
-                       seconds_between(main, 'Train/EpochLoss', start), scores[settings.epochs],
-                       dict(train=len(json.loads(
-                                (data.official_dir / 'pdpp_train.json').read_text())),
-                            test=len(json.loads((run_dir / 'predict_last.json').read_text()))),
-                       eval_seconds=[wall - train_wall(main, step) for wall, step, _ in
-                                     sorted(main['Val/Traj_Success_Rate'])],
-                       selected=scores[best], selected_epoch=best,
-                       selection='the test pass of the best success rate (main_distributed.py '
-                                 'tests every 5 epochs on the test windows and keeps it); '
-                                 'the task classifier of the last epoch',
-                       stages=dict(classifier=classifier))
+        windows = dict(train=len(json.loads((data.official_dir / 'pdpp_train.json').read_text())),
+                       test=len(json.loads((run_dir / 'predict_last.json').read_text())))
+        run = read_diffusion_training(event_folders(run_dir, 'log_2')[-1], records['train'],
+                                      settings.epochs, seed, windows)
+        run.selection += '; the task classifier of the last epoch'
+        run.stages = dict(classifier=read_classifier_stage(records, run_dir, settings.epochs))
+        return run
 
     # ------------------------------------------------------------------ our side
     def our_run(self, data: ComparisonData, settings: Settings) -> dict:
@@ -182,11 +167,13 @@ class Pdpp(Method):
 
 
 def patch_file(path: Path, replacements) -> None:
-    """Apply ``(old, new)`` replacements, each of whose ``old`` must occur exactly once."""
+    """Apply ``(old, new)`` or ``(old, new, count)`` replacements; ``old`` must occur exactly
+    ``count`` times (default once), else the checkout is not the one the patch is for."""
     text = path.read_text()
-    for old, new in replacements:
-        if text.count(old) != 1:
-            raise ValueError(f'{path}: expected exactly one {old!r} to patch, found '
+    for old, new, *count in replacements:
+        count = count[0] if count else 1
+        if text.count(old) != count:
+            raise ValueError(f'{path}: expected {count} x {old!r} to patch, found '
                              f'{text.count(old)}; is this the official checkout?')
         text = text.replace(old, new)
     path.write_text(text)
@@ -220,6 +207,29 @@ def value_at(events: dict, tag: str, step: int) -> float:
 
 def train_wall(events: dict, step: int) -> float:
     return next(wall for wall, s, _ in events['Train/EpochLoss'] if s == step)
+
+
+def read_diffusion_training(folder: Path, records: list, epochs: int, seed: int,
+                            windows: dict) -> SideRun:
+    """The official side of a PDPP-style ``main_distributed.py`` run (PDPP, KEPP's plan
+    model) from its TensorBoard folder: per-epoch loss and seconds, the test metrics of every
+    5th epoch (the last one and the one it keeps), and the seconds of each test pass."""
+    events = read_event_scalars(folder)
+    losses = [value for _, _, value in sorted(events['Train/EpochLoss'], key=lambda e: e[1])]
+    if len(losses) != epochs:
+        raise ValueError(f'{folder}: the official training logged {len(losses)} epochs; '
+                         f'expected {epochs}')
+    scores = {step: {name: value_at(events, tag, step) for name, tag in VAL_TAGS.items()}
+              for _, step, _ in events['Val/Traj_Success_Rate']}
+    best = official_selection(scores)
+    return SideRun('official', seed, dict(total=losses),
+                   seconds_between(events, 'Train/EpochLoss', logging_started(records)),
+                   scores[epochs], windows,
+                   eval_seconds=[wall - train_wall(events, step) for wall, step, _ in
+                                 sorted(events['Val/Traj_Success_Rate'])],
+                   selected=scores[best], selected_epoch=best,
+                   selection='the test pass of the best success rate (main_distributed.py '
+                             'tests every 5 epochs on the test windows and keeps it)')
 
 
 def official_selection(scores: dict) -> int:

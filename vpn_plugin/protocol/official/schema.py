@@ -25,7 +25,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .framework import Change, ComparisonData, Method, Settings, SideRun, flag_list
+from .framework import Change, ComparisonData, Method, Settings, SideRun, Stage, flag_list
 
 # scripts/run_niv.sh (the flags the comparison does not change)
 RUN_NIV = dict(optimizer='adam', lr=0.003, dropout=0.2, M=2, aug_range=0, step_size=40,
@@ -97,7 +97,7 @@ class Schema(Method):
                      valid_json=data.official_dir / 'niv_test.json',
                      features_dir=data.feature_dir)
         (Path(run_dir) / 'niv').mkdir(parents=True, exist_ok=True)  # main.py saves there
-        yield 'train', [self.entry, *flag_list(flags)], {}
+        yield Stage('train', [self.entry, *flag_list(flags)])
 
     def epoch_finished(self, line: str) -> bool:
         return VITERBI.search(line) is not None

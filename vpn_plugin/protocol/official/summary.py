@@ -104,9 +104,24 @@ def loss_table(curves: dict, loss_names, epochs: int) -> str:
 
 
 def stage_names(runs: dict) -> list:
-    """The pre-stages both sides ran (in the official order)."""
+    """The trained pre-stages both sides ran (in the official order)."""
     official = list(runs['official'][0].stages) if runs['official'] else []
-    return [name for name in official if all(name in r.stages for r in runs['ours'])]
+    return [name for name in official if 'losses' in runs['official'][0].stages[name]
+            and all(name in r.stages for r in runs['ours'])]
+
+
+def check_lines(runs: dict) -> str:
+    """The official pre-stages that are checks, not trainings (no losses; KEPP's graph against
+    ours), one line each with its values per seed (once when equal)."""
+    lines = []
+    for stage in (runs['official'][0].stages if runs['official'] else {}):
+        values = [r.stages[stage] for r in runs['official']]
+        if 'losses' in values[0]:
+            continue
+        shown = values[:1] if all(v == values[0] for v in values) else values
+        lines.append(f'{stage}: ' + '; '.join(', '.join(f'{k} {v}' for k, v in value.items())
+                                              for value in shown))
+    return '\n'.join(lines) + ('\n' if lines else '')
 
 
 def stage_text(runs: dict, stage: str) -> str:
