@@ -123,7 +123,7 @@ def test_schema_against_a_stand_in(shared_data, tmp_path, capsys):
     assert official[0].windows == ours[0].windows == dict(train=697, test=270)
     assert len(ours[0].losses['total']) == 2 and all(s > 0 for s in ours[0].train_seconds)
     assert set(ours[0].metrics) == {'success_rate', 'mean_accuracy', 'miou_legacy'}
-    # the table: official last epochs (5, 6, 7), selected (9, 10, 11), vs ours, with CIs over the 3 seeds
+    # the table: official last epochs (5, 6, 7), selected (9, 10, 11), vs ours, CIs over 3 seeds
     assert '| SCHEMA (official, last epoch)† | ' in text
     assert re.search(r'SCHEMA \(official, its own selection\)†[^\n]*10\.00 ± ', text)
     assert re.search(r'\| Δ \| [+-]\d+\.\d\d\*? ± \d', text)

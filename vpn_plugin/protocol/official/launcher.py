@@ -30,7 +30,7 @@ SHIMS = {
     'load_on_cpu': "torch.load(..., map_location='cuda:N') loads onto the CPU",
 }
 
-LAUNCHER_SOURCE = r'''"""Written by vpn_plugin (protocol/official/launcher.py); not part of the official code."""
+LAUNCHER_SOURCE = r'''"""Written by vpn_plugin (protocol/official/launcher.py); no official code."""
 import json, os, runpy, sys, time, types
 
 import torch
