@@ -440,3 +440,107 @@ def test_kepp_against_a_stand_in(shared_data, tmp_path, monkeypatch):
     assert tool_error('--method', 'kepp', '--official-dir', official, '--epochs', 5,
                       '--out', tmp_path / 'other').startswith(
         'error: --horizon 3: the official KEPP retrieves paths of 4 actions only')
+
+
+# ----------------------------------------------------------------------------- CEFITO
+# stand-ins of its three scripts: add_config_arguments' flags, the lines its loggers print
+# ("[HH:MM:SS] ..." on stderr); classifier loss 1/(e+1), test top-1 [80, 90, 85] (best: epoch
+# 2); predictor loss 4/(e+1) + seed/100, test SR [30, 20, ...] + seed every 3rd epoch
+CEFITO_ARGS = textwrap.dedent('''
+    import argparse, json, logging, sys
+    parser = argparse.ArgumentParser()
+    parser.add_argument('config')
+    parser.add_argument('--paths', required=True)
+    parser.add_argument('--set', dest='overrides', action='append', default=[])
+    for name in ('output', 'checkpoint', 'source'):
+        parser.add_argument('--' + name)
+    args = parser.parse_args()
+    sets = dict(item.split('=', 1) for item in args.overrides)
+    paths = json.load(open(args.paths))['niv']
+    logger = logging.getLogger('cefito')
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(logging.Formatter('[%(asctime)s] %(message)s', datefmt='%H:%M:%S'))
+    logger.addHandler(handler)
+    logger.setLevel(logging.INFO)
+    import cefito  # the package comes from PYTHONPATH=<copy>/src
+''')
+CEFITO_CLASSIFIER = CEFITO_ARGS + textwrap.dedent('''
+    train, val = (json.load(open(paths[k])) for k in ('train_json', 'val_json'))
+    logger.info('train %d | val %d samples' % (len(train), len(val)))
+    assert sets['task_classifier.epochs'] == '150'
+    for e in range(3):
+        logger.info('epoch %d/3: loss %.4f | val top-1 %.2f | top-3 99.00'
+                    % (e + 1, 1 / (e + 1), [80, 90, 85][e]))
+    open(args.output, 'w').write('weights')
+''')
+CEFITO_PREDICT = CEFITO_ARGS + textwrap.dedent('''
+    records = json.load(open(args.source))
+    for record in records:
+        record['id']['event_class_top1'] = record['id']['task_id']
+    json.dump(records, open(args.output, 'w'))
+''')
+CEFITO_TRAIN = CEFITO_ARGS + textwrap.dedent('''
+    import numpy as np
+    assert sets['eval.oracle_task'] == 'false'
+    train, val = (json.load(open(paths[k])) for k in ('train_json', 'val_json'))
+    assert all('event_class_top1' in r['id'] for r in val)
+    table = np.load(paths['action_embeddings'], allow_pickle=True).item()
+    assert sorted(table) == list(range(48)) and table[0].shape == (512,)
+    logger.info('train samples: %d | val samples: %d' % (len(train), len(val)))
+    epochs, seed = int(sets['train.epochs']), int(sets['train.seed'])
+    for e in range(1, epochs + 1):
+        logger.info('epoch %d/%d' % (e, epochs))
+        logger.info('epoch %d: train loss %.4f | val loss 1.0000 | lr 5.00e-05'
+                    % (e, 4 / e + seed / 100))
+        if e % 3 == 0:
+            sr = [30, 20][(e // 3 - 1) % 2] + seed
+            logger.info('epoch %d: SR %.2f | mAcc %.2f | mIoU %.2f' % (e, sr, 2 * sr, 3 * sr))
+''')
+
+
+def cefito_stand_in(root: Path) -> Path:
+    official = root / 'cefito'
+    for name in load_method('cefito').required:
+        (official / name).parent.mkdir(parents=True, exist_ok=True)
+        (official / name).write_text('')
+    (official / 'src/cefito/__init__.py').write_text('')
+    for name, text in (('scripts/train_task_classifier.py', CEFITO_CLASSIFIER),
+                       ('scripts/predict_task_labels.py', CEFITO_PREDICT),
+                       ('scripts/train.py', CEFITO_TRAIN)):
+        (official / name).write_text(text)
+    return official
+
+
+def test_cefito_against_a_stand_in(shared_data, tmp_path, monkeypatch):
+    official = cefito_stand_in(tmp_path)
+    out = tmp_path / 'out'
+    method = load_method('cefito')
+    full = method.our_run
+
+    def small(data, settings):  # ours small: the plumbing is under test
+        run = full(data, settings)
+        hooks = [dict(type='PKGHook'),
+                 dict(type='TaskClassifierHook', lr=3e-4, weight_decay=0.01,
+                      schedule='constant', max_epochs=3, batch_size=256),
+                 dict(type='CEFITOEMAHook', decay=0.995, start_step=400, update_every=10)]
+        return dict(run, cfg_options={**run['cfg_options'], 'model.hidden_dim': 32,
+                                      'model.num_heads': 2, 'model.num_negatives': 4,
+                                      'custom_hooks': hooks})
+    monkeypatch.setattr(method, 'our_run', small)
+    run_tool('--method', 'cefito', '--official-dir', official, '--epochs', 6, '--seeds', 2,
+             '--out', out, '--data-root', shared_data)
+    text = (out / 'comparison.md').read_text()
+    for change in ('train.epochs=6 (niv_t3.yaml: 200)', 'eval.oracle_task=false',
+                   'task_classifier.epochs=150', 'MiniLM stand-in'):
+        assert change in text, change
+    run, ours = SideRun.load(out / 'official/seed2.json'), SideRun.load(out / 'ours/seed2.json')
+    assert run.losses['total'] == pytest.approx([4 / e + .02 for e in range(1, 7)], abs=1e-4)
+    assert run.metrics['success_rate'] == 22 and run.selected_epoch == 3
+    assert run.windows == ours.windows == dict(train=697, test=270)
+    classifier = run.stages['classifier']
+    assert classifier['losses'] == pytest.approx([1, 1 / 2, 1 / 3], abs=1e-4)
+    assert (classifier['accuracy'], classifier['selected_accuracy'],
+            classifier['selected_epoch']) == (85, 90, 2)
+    assert len(ours.stages['classifier']['losses']) == 3 and len(ours.losses['total']) == 6
+    assert tool_error('--method', 'cefito', '--official-dir', official, '--epochs', 4,
+                      '--out', tmp_path / 'other').startswith('error: --epochs 4: the official')
