@@ -467,7 +467,7 @@ CEFITO_ARGS = textwrap.dedent('''
 CEFITO_CLASSIFIER = CEFITO_ARGS + textwrap.dedent('''
     train, val = (json.load(open(paths[k])) for k in ('train_json', 'val_json'))
     logger.info('train %d | val %d samples' % (len(train), len(val)))
-    assert sets['task_classifier.epochs'] == '150'
+    assert sets['task_classifier.epochs'] == '3'
     for e in range(3):
         logger.info('epoch %d/3: loss %.4f | val top-1 %.2f | top-3 99.00'
                     % (e + 1, 1 / (e + 1), [80, 90, 85][e]))
@@ -519,19 +519,14 @@ def test_cefito_against_a_stand_in(shared_data, tmp_path, monkeypatch):
 
     def small(data, settings):  # ours small: the plumbing is under test
         run = full(data, settings)
-        hooks = [dict(type='PKGHook'),
-                 dict(type='TaskClassifierHook', lr=3e-4, weight_decay=0.01,
-                      schedule='constant', max_epochs=3, batch_size=256),
-                 dict(type='CEFITOEMAHook', decay=0.995, start_step=400, update_every=10)]
         return dict(run, cfg_options={**run['cfg_options'], 'model.hidden_dim': 32,
-                                      'model.num_heads': 2, 'model.num_negatives': 4,
-                                      'custom_hooks': hooks})
+                                      'model.num_heads': 2, 'model.num_negatives': 4})
     monkeypatch.setattr(method, 'our_run', small)
     run_tool('--method', 'cefito', '--official-dir', official, '--epochs', 6, '--seeds', 2,
-             '--out', out, '--data-root', shared_data)
+             '--out', out, '--data-root', shared_data, '--size', 'classifier_epochs=3')
     text = (out / 'comparison.md').read_text()
     for change in ('train.epochs=6 (niv_t3.yaml: 200)', 'eval.oracle_task=false',
-                   'task_classifier.epochs=150', 'MiniLM stand-in'):
+                   'task_classifier.epochs=3', 'MiniLM stand-in'):
         assert change in text, change
     run, ours = SideRun.load(out / 'official/seed2.json'), SideRun.load(out / 'ours/seed2.json')
     assert run.losses['total'] == pytest.approx([4 / e + .02 for e in range(1, 7)], abs=1e-4)

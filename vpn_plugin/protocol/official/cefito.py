@@ -38,9 +38,11 @@ from .pdpp import window_json
 
 CONFIG = 'configs/niv_t{T}.yaml'
 OFFICIAL_EPOCHS = 200
-# the recipe of configs/crosstask_t3.yaml's task_classifier section (ours for every dataset)
-CLASSIFIER = {'task_classifier.epochs': 150, 'task_classifier.batch_size': 256,
-              'task_classifier.lr': 3e-4, 'task_classifier.weight_decay': 0.01}
+# the recipe of configs/crosstask_t3.yaml's task_classifier section (ours for every dataset;
+# its epochs are the size 'classifier_epochs')
+CLASSIFIER = {'task_classifier.batch_size': 256, 'task_classifier.lr': 3e-4,
+              'task_classifier.weight_decay': 0.01}
+
 NUMBER = r'(-?[\d.]+|nan|inf)'
 EPOCH_START = re.compile(r'\] epoch (\d+)/\d+$')
 EPOCH_LOSS = re.compile(r'\] epoch (\d+): train loss ' + NUMBER + r' \| val loss')
@@ -59,7 +61,20 @@ class Cefito(Method):
                 'scripts/predict_task_labels.py', 'src/cefito/config.py',
                 'src/cefito/data/dataset.py', 'src/cefito/models/cefito.py', 'configs/niv_t3.yaml')
     datasets = ('niv',)
-    sizes = {}
+    sizes = {'classifier_epochs': (150, 'epochs of the task classifier (--set '
+                                         'task_classifier.epochs; ours: TaskClassifierHook '
+                                         'max_epochs)'),
+             'hidden_dim': (384, 'predictor width H (--set model.hidden_dim; ours: '
+                                 'model.hidden_dim)'),
+             'depth': (4, 'predictor blocks (--set model.depth; ours: model.depth)'),
+             'num_heads': (6, 'attention heads (--set model.num_heads; ours: model.num_heads)'),
+             'num_negatives': (50, 'negatives per window (--set loss.num_negatives; ours: '
+                                   'model.num_negatives)')}
+    # size -> (official --set key, our config key); classifier_epochs is set apart
+    SIZE_KEYS = {'hidden_dim': ('model.hidden_dim', 'model.hidden_dim'),
+                 'depth': ('model.depth', 'model.depth'),
+                 'num_heads': ('model.num_heads', 'model.num_heads'),
+                 'num_negatives': ('loss.num_negatives', 'model.num_negatives')}
     shims = ()
     loss_names = ('total',)
 
@@ -79,11 +94,15 @@ class Cefito(Method):
                        'the classifier\'s predicted task (niv_t3.yaml plans with the true '
                        'task, an official defect; ours plans with the prediction)'),
                 Change('data', '--set ' + ' '.join(f'{k}={v}' for k, v in CLASSIFIER.items())
-                       + ': niv_t3.yaml has no task_classifier section (defaults 20 epochs, '
-                       'lr 1e-4, wd 0); the recipe of the official CrossTask/COIN configs, '
-                       'as ours'),
+                       + f' task_classifier.epochs={self.size(settings, "classifier_epochs")}'
+                       ': niv_t3.yaml has no task_classifier section (defaults 20 epochs, '
+                       'lr 1e-4, wd 0); the recipe of the official CrossTask/COIN configs '
+                       '(150 epochs), as ours'),
                 Change('environment', 'PYTHONPATH=<copy>/src (the README installs the '
-                       'package with `uv pip install -e .`)')]
+                       'package with `uv pip install -e .`)')] + [
+            Change('size', f'--set {self.SIZE_KEYS[name][0]}={settings.sizes[name]} '
+                   f'(niv_t3.yaml: {self.sizes[name][0]})')
+            for name in sorted(settings.sizes) if name in self.SIZE_KEYS]
 
     def prepare_official(self, copy_dir: Path, data: ComparisonData,
                          settings: Settings) -> list[Change]:
@@ -114,6 +133,7 @@ class Cefito(Method):
         yield Stage('classifier', [
             'scripts/train_task_classifier.py', config, '--paths', paths, *common,
             '--set', f'task_classifier.seed={seed}',
+            '--set', f'task_classifier.epochs={self.size(settings, "classifier_epochs")}',
             *[a for k, v in CLASSIFIER.items() for a in ('--set', f'{k}={v}')],
             '--output', run_dir / 'task_classifier.pth'], env)
         yield Stage('predict', [
@@ -123,7 +143,9 @@ class Cefito(Method):
             self.entry, config, '--paths', write_paths(run_dir / 'paths_predicted.yaml', data,
                                                        stamped),
             *common, '--set', f'train.epochs={settings.epochs}', '--set', f'train.seed={seed}',
-            '--set', 'eval.oracle_task=false'], env)
+            '--set', 'eval.oracle_task=false',
+            *[a for name, (key, _) in self.SIZE_KEYS.items() if name in settings.sizes
+              for a in ('--set', f'{key}={settings.sizes[name]}')]], env)
 
     def epoch_finished(self, line: str) -> bool:
         return EPOCH_LOSS.search(line) is not None
@@ -136,14 +158,20 @@ class Cefito(Method):
 
     # ------------------------------------------------------------------ our side
     def our_run(self, data: ComparisonData, settings: Settings) -> dict:
-        return dict(config=f'configs/baselines/cefito_niv_t{settings.horizon}.py',
+        config = f'configs/baselines/cefito_niv_t{settings.horizon}.py'
+        return dict(config=config,
                     cfg_options={'train_dataloader.dataset.val_fraction': 0.0,
                                  'val_dataloader': None, 'val_cfg': None,
                                  'val_evaluator': None,
                                  'model.text_embeddings.file':
                                      str(data.official_dir / 'cefito_actions.npy'),
                                  'model.text_embeddings.taxonomy': None,
-                                 'model.text_embeddings.pad_to': None})
+                                 'model.text_embeddings.pad_to': None,
+                                 'custom_hooks': classifier_epochs(
+                                     config, self.size(settings, 'classifier_epochs')),
+                                 **{ours: settings.sizes[name]
+                                    for name, (_, ours) in self.SIZE_KEYS.items()
+                                    if name in settings.sizes}})
 
     def our_losses(self, logged: dict) -> dict:
         return dict(total=logged['loss'])
@@ -155,6 +183,14 @@ class Cefito(Method):
         record, = saved['records'].values()
         return dict(classifier=dict(losses=record['epoch_losses'],
                                     seconds=record['epoch_seconds']))
+
+
+def classifier_epochs(config: str, epochs: int) -> list:
+    """The config's ``custom_hooks`` with ``TaskClassifierHook(max_epochs=epochs)``."""
+    from vpn_plugin.data_paths import REPO_ROOT, load_config
+    hooks = load_config(REPO_ROOT / config).custom_hooks
+    return [dict(hook, max_epochs=epochs) if hook['type'] == 'TaskClassifierHook' else hook
+            for hook in hooks]
 
 
 def action_features(data: ComparisonData) -> np.ndarray:
