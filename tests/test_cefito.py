@@ -31,7 +31,7 @@ def fixture_dir() -> Path:
 
 
 def test_reference_fixture_passes(fixture_dir, capsys):
-    assert load_tool('check_reference').main([str(fixture_dir)]) == 0
+    assert load_tool('check_reference').main([str(fixture_dir), '--no-sensitivity']) == 0
     report = capsys.readouterr().out
     assert 'parameters crosstask: CEFITO 8,523,013 (official 8,523,013), task classifier ' \
            '7,094,290 (official 7,094,290) ok' in report
@@ -53,6 +53,62 @@ def test_perturbed_weight_fails(fixture_dir, tmp_path, capsys):
     assert {'outputs.npz:probe_predicted_goal', 'outputs.npz:search_full_energies',
             'search_all_energies_0'} <= failed
     assert not any(name.startswith(('head', 'loader')) for name in failed)
+
+
+def edited_meta(fixture_dir, tmp_path, edit) -> Path:
+    """A copy of the fixture whose meta.json ``edit(meta)`` changed."""
+    import json
+    copy_dir = copy_fixture(fixture_dir, tmp_path)
+    meta = json.loads((copy_dir / 'meta.json').read_text())
+    edit(meta)
+    (copy_dir / 'meta.json').write_text(json.dumps(meta))
+    return copy_dir
+
+
+def failed_rows(report: str) -> set:
+    return {line.split()[0] for line in report.splitlines() if line.endswith('FAIL')}
+
+
+def test_margin_probes_are_computed_at_their_own_weight(fixture_dir, tmp_path, capsys):
+    """Issue 37 item 7: ``margin_probe_w07`` was computed with the model's margin_order_weight:
+    a fixture recorded at another setting failed it although the model was right."""
+    from vpn_plugin.oracles.cefito import margin_probe_weight
+    assert [margin_probe_weight(f'margin_probe_w{w}') for w in ('0', '07', '1', '035')] == \
+        [0.0, 0.7, 1.0, 0.35]
+
+    def other_weight(meta):
+        call = meta['constructor']['cefito']
+        meta['constructor']['cefito'] = call.replace('margin_order_weight=0.7',
+                                                     'margin_order_weight=0.5')
+    copy_dir = edited_meta(fixture_dir, tmp_path, other_weight)
+    assert load_tool('check_reference').main([str(copy_dir), '--no-sensitivity']) == 1
+    report = capsys.readouterr().out
+    assert 'margin_order_weight: config 0.7 -> fixture 0.5' in report
+    failed = failed_rows(report)
+    assert 'outputs.npz:loss_margins' in failed  # recorded at 0.7: the model's setting shows
+    assert not {'outputs.npz:margin_probe_w07', 'outputs.npz:margin_probe_w0'} & failed
+
+
+def test_the_training_step_passes_at_two_threads_and_fails_a_wrong_setting(fixture_dir,
+                                                                          tmp_path, capsys):
+    """Issue 37 item 9: at two threads the round-off gradients of the qkv biases' key third
+    turned into AdamW updates of another sign (0.48 lr): the fixed relative rule failed a
+    correct model; a wrong learning rate or EMA decay must still fail."""
+    torch.set_num_threads(2)  # the module's single_thread fixture restores it
+    assert load_tool('check_reference').main([str(fixture_dir), '--no-sensitivity']) == 0
+    report = capsys.readouterr().out
+    assert 'train_step.npz:after_adamw.*: ' in report and 'predictor.blocks.0.attn.qkv.bias' \
+        in report
+    for old, new, prefix in (('lr=0.0005', 'lr=0.00055', 'train_step.npz:after_adamw.'),
+                             ('decay=0.99738562', 'decay=0.995', 'train_step.npz:ema_after.')):
+        def edit(meta):
+            for key in ('optimizer', 'ema'):
+                meta['train_step'][key] = meta['train_step'][key].replace(old, new)
+        copy_dir = edited_meta(fixture_dir, tmp_path / prefix, edit)
+        assert load_tool('check_reference').main([str(copy_dir)]) == 1
+        failed = failed_rows(capsys.readouterr().out)
+        assert sum(name.startswith(prefix) for name in failed) > 20, failed
+        assert all(name.startswith('train_step.npz:') for name in failed)
 
 
 def test_full_size_parameter_counts_from_the_configs():
@@ -223,6 +279,38 @@ def test_train_py_trains_the_classifier_first_then_test_py_plans(tiny_config, tm
     metrics = load_tool('test').main([str(tiny_config), str(tmp_path / 'run/epoch_1.pth'),
                                       '--work-dir', str(tmp_path / 'test')])
     assert 0 <= metrics['plan/success_rate'] <= 100
+
+
+def test_a_run_shorter_than_the_ema_update_writes_testable_checkpoints(tiny_config, tmp_path):
+    """4 training steps, the EMA's first update at step 100: the checkpoint's weights (the EMA
+    copy) hold the trained classifier and the PKG (the EMA used to copy the model before the
+    pre-stages: classifier_ready and pkg_ready False, test.py refused it)."""
+    short = tmp_path / 'short.py'
+    short.write_text(f"_base_ = [{str(tiny_config)!r}]\n"
+                     "custom_hooks = [dict(type='PKGHook'),\n"
+                     "    dict(type='TaskClassifierHook', lr=3e-4, weight_decay=0.01,\n"
+                     "         schedule='constant', max_epochs=1, batch_size=64),\n"
+                     "    dict(type='CEFITOEMAHook', decay=0.99, start_step=200, "
+                     "update_every=100)]\n")
+    load_tool('train').main([str(short), '--work-dir', str(tmp_path / 'run')])
+    saved = torch.load(tmp_path / 'run/epoch_1.pth', map_location='cpu', weights_only=False)
+    weights = saved['state_dict']
+    assert bool(weights['classifier.classifier_ready']) and bool(weights['pkg_ready'])
+    trained = torch.load(tmp_path / 'run/task_classifier.pth', weights_only=True)
+    for name, value in trained['state_dicts']['classifier.task_head'].items():
+        assert torch.equal(weights[f'classifier.task_head.{name}'], value)
+    metrics = load_tool('test').main([str(short), str(tmp_path / 'run/epoch_1.pth'),
+                                      '--work-dir', str(tmp_path / 'test')])
+    assert 0 <= metrics['plan/success_rate'] <= 100
+    # a checkpoint of the old behaviour is refused naming the cause
+    weights['classifier.classifier_ready'] = torch.tensor(False)
+    saved['ema_state_dict']['module.classifier.classifier_ready'] = torch.tensor(True)
+    torch.save(saved, tmp_path / 'old.pth')
+    with pytest.raises(SystemExit, match=r'old.pth: its weights \(state_dict, the EMA copy '
+                       r'that is tested\) hold the task classifier untrained.*stopped before '
+                       r"its EMA's first update"):
+        load_tool('test').main([str(short), str(tmp_path / 'old.pth'),
+                                '--work-dir', str(tmp_path / 'test_old')])
 
 
 # ------------------------------------------------------------------ text features

@@ -89,6 +89,41 @@ def test_cross_horizon_config_builds_model_t6_and_test_windows_t3(tiny_crosstask
     assert runner.build_dataloader(runner._test_dataloader).dataset.plans.shape[1] == 3
 
 
+@pytest.mark.parametrize('dataset', DATASET_NAMES)
+@pytest.mark.parametrize('test_horizon', (3, 4, 5))
+def test_every_dataset_has_its_cross_horizon_configs(dataset, test_horizon):
+    """configs/vpn_<dataset>_t6_eval_t{3,4,5}.py (issue 38: NIV had none): the T=6 model of
+    vpn_<dataset>_t6.py with the authors' rule, tested on the T' windows."""
+    path = REPO / f'configs/vpn_{dataset}_t6_eval_t{test_horizon}.py'
+    assert top_level_names(path) == ['_base_', 'test_horizon']
+    cfg = load_config(path)
+    assert horizons_of(cfg) == dict(model=6, train=6, val=6, test=test_horizon)
+    assert cfg.model.cross_horizon == 'repeat_last'
+    trained = load_config(REPO / f'configs/vpn_{dataset}_t6.py')
+    assert dict(cfg.model, cross_horizon=None) == trained.model
+    assert cfg.train_dataloader == trained.train_dataloader
+    assert cfg.test_dataloader.dataset == dict(trained.test_dataloader.dataset,
+                                               horizon=test_horizon)
+
+
+@pytest.mark.parametrize('dataset', DATASET_NAMES)
+def test_the_cross_horizon_protocol_tests_as_its_eval_configs(dataset, monkeypatch):
+    """Each T' row of the T=6 model in configs/protocol/cross_horizon_<dataset>.py is the test
+    configs/vpn_<dataset>_t6_eval_t<T'>.py runs (model and test windows)."""
+    from vpn_plugin.protocol.runner import expand_units
+    monkeypatch.chdir(REPO)
+    units = expand_units(load_protocol(f'configs/protocol/cross_horizon_{dataset}.py'),
+                         seeds=[0])
+    six = [unit for unit in units if unit.horizon == 6]
+    assert len(six) == 1 and [s.horizon for s in six[0].tests] == [3, 4, 5]
+    for spec in six[0].tests:
+        row = load_config(spec.config, {**six[0].cfg_options, **spec.cfg_options},
+                          test_horizon=spec.horizon)
+        eval_config = load_config(REPO / f'configs/vpn_{dataset}_t6_eval_t{spec.horizon}.py')
+        assert row.model == eval_config.model
+        assert row.test_dataloader == eval_config.test_dataloader
+
+
 def test_test_py_takes_the_horizon_from_one_option(tmp_path, monkeypatch):
     from test_compat import load_tool
     monkeypatch.chdir(tmp_path)

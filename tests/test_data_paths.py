@@ -209,7 +209,10 @@ def test_mmaction2_test_tool_runs_our_config_from_another_directory(shared_data,
     config = str(REPO_ROOT / 'configs/baselines/uniform_emissions_niv_t3.py')
     model = MODELS.build(dict(type='UniformEmissionPlanner', num_actions=48, horizon=3))
     model.set_pkg(np.full((48, 48), 1 / 48))
-    torch_save_checkpoint(model, tmp_path / 'pkg.pth')
+    from vpn_plugin.data_paths import load_config
+    from tiny_configs import save_recorded
+    save_recorded(model, tmp_path / 'pkg.pth', load_config(config, data_root=str(
+        tmp_path / 'root')).test_dataloader.dataset)
     (tmp_path / 'elsewhere').mkdir()
     monkeypatch.chdir(tmp_path / 'elsewhere')
     monkeypatch.setattr(sys, 'argv', [
@@ -221,8 +224,3 @@ def test_mmaction2_test_tool_runs_our_config_from_another_directory(shared_data,
     dumped = next((tmp_path / 'elsewhere/wd').glob('*/uniform_emissions_niv_t3.py')).read_text()
     assert str(tmp_path / 'root' / 'niv') in dumped and '{data_root}' not in dumped
     assert any((tmp_path / 'test_cache').iterdir())
-
-
-def torch_save_checkpoint(model, path) -> None:
-    import torch
-    torch.save({'state_dict': model.state_dict(), 'meta': {}}, path)

@@ -80,8 +80,11 @@ def test_taxonomy_errors_name_file_and_key(tmp_path):
     path.write_text(json.dumps({'1_A': {'0': 'x'}}))
     with pytest.raises(ValueError, match=r"gap\.json.*'1_A'.*expected 0"):
         load_taxonomy(path)
-    with pytest.raises(ValueError, match='cannot read taxonomy'):
+    with pytest.raises(FileNotFoundError, match=r'taxonomy .*absent\.json does not exist'):
         load_taxonomy(tmp_path / 'absent.json')
+    path.write_text('{"0_A": {"0": ')
+    with pytest.raises(ValueError, match=r'taxonomy .*gap\.json: line 1 column 15: '):
+        load_taxonomy(path)
 
 
 @pytest.mark.parametrize('name,actions,tasks', [

@@ -45,7 +45,8 @@ OUTPUT_FLAGS = {'--out', '--dst', '--out-metrics', '--save-anchors', '--work-dir
 CHECKPOINT_NAMES = re.compile(r'(best_plan_success_rate_epoch_(<N>|\d+)|epoch_(<N>|N|\d+)'
                               r'|task_classifier)\.pth')
 WRITTEN_CHECKPOINTS = ('best_plan_success_rate_epoch_12.pth', 'epoch_12.pth', 'task_classifier.pth')
-RESULTS_NAME = re.compile(r'results(_[a-z_]+-[^_/]+)*\.jsonl')
+# ProtocolRunner.results_file
+RESULTS_NAME = re.compile(r'results(_[a-z_]+-[^_/]+)*(_smoke)?\.jsonl')
 SETTINGS = ('batch_size', 'max_epochs', 'val_interval')  # ProtocolRunner's results file name
 
 
@@ -318,7 +319,8 @@ def produced_form_problem(token: str, results_outputs: set) -> str | None:
                 return f'{path}: matches no results file name the runner writes'
             name = 'results.jsonl'
         if not RESULTS_NAME.fullmatch(name):
-            return f'{path}: protocol results files are named results[_<setting>-<value>].jsonl'
+            return (f'{path}: protocol results files are named '
+                    'results[_<setting>-<value>][_smoke].jsonl')
         settings = re.findall(r'_([a-z_]+)-', name)
         if any(s not in SETTINGS for s in settings) or settings != sorted(settings):
             return f'{path}: results file settings {settings}; expected sorted among {SETTINGS}'
@@ -347,8 +349,20 @@ def protocols() -> dict:
             for path in sorted((REPO / 'configs' / 'protocol').glob('*.py'))}
 
 
+@functools.lru_cache(maxsize=None)
+def page_protocols() -> frozenset:
+    """The protocols a page writes itself (a Python block setting ``protocol = '...'``, as
+    docs/your_method.md's own protocol config)."""
+    names = set()
+    for page in PAGES:
+        for language, block in code_blocks(page.read_text()):
+            if language == 'python':
+                names.update(re.findall(r"^protocol = '([^']+)'", '\n'.join(block), flags=re.M))
+    return frozenset(names)
+
+
 def protocol_names() -> set:
-    return set(protocols().values())
+    return set(protocols().values()) | page_protocols()
 
 
 @functools.lru_cache(maxsize=None)
@@ -540,6 +554,8 @@ def test_the_checks_catch_what_issue_34_found():
     assert produced_form_problem('work_dirs/vpn_niv_t3/best.pth', set())
     assert not produced_form_problem('work_dirs/vpn_niv_t3/best_*.pth', set())
     assert produced_form_problem('work_dirs/protocol/standard_nv/results.jsonl', set())
+    assert 'my_method_kitchen' in page_protocols()  # docs/your_method.md's own protocol
+    assert not produced_form_problem('work_dirs/protocol/my_method_kitchen/results.jsonl', set())
     assert produced_form_problem('work_dirs/protocol/standard/results_epochs-3.jsonl', set())
     assert not produced_form_problem(
         'work_dirs/protocol/standard_niv/results_batch_size-64_max_epochs-3.jsonl', set())

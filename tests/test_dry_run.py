@@ -5,8 +5,8 @@ import pytest
 
 from mmengine.config import Config
 
-from vpn_plugin.protocol.dry_run import (RELATIVE_EPOCH_COST, format_duration, model_kind,
-                                         plan_runs, relative_cost)
+from vpn_plugin.protocol.dry_run import (RELATIVE_EPOCH_COST, SMOKE_SECONDS, format_duration,
+                                         model_kind, plan_runs, pre_stages, relative_cost)
 from vpn_plugin.protocol.runner import ProtocolRunner, expand_units, load_protocol
 from tool_modules import load_tool
 
@@ -56,9 +56,36 @@ def test_cli_prints_every_run_and_the_total(monkeypatch, capsys, tmp_path):
     assert first.startswith(f'seed=0 T=3 rows: {rows} | {units[0].config} |')
     assert '30 epochs at 2.00 s, ~1.0 min' in first and str(tmp_path / 'standard') in first
     models = {u.config: model_kind(Config.fromfile(u.config).model) for u in trained}
-    total_seconds = sum(RELATIVE_EPOCH_COST[('crosstask', models[u.config])]
-                        for u in trained) * 30 * 2
+    epoch = {config: RELATIVE_EPOCH_COST[('crosstask', model)] * 2
+             for config, model in models.items()}
+    total_seconds = sum(epoch[u.config] * 30 + sum(s for _, s in pre_stages(
+        models[u.config], 30, epoch[u.config])) for u in trained)
     assert f'estimated training time: ~{format_duration(total_seconds)}' in lines[-2]
+
+
+def test_each_pre_stage_has_its_cost(monkeypatch, capsys, tmp_path):
+    """Issue 38: the dry run prices the pre-stages apart (KEPP's step model trains as many
+    steps as its plan model; PDPP's task classifier); --smoke is priced by measured runs."""
+    monkeypatch.chdir(REPO)
+    tool = load_tool('run_protocol')
+    tool.main(['configs/protocol/standard_niv.py', '--dry-run', '--seeds', '0', '--horizons', '3',
+               '--methods', 'KEPP', 'PDPP', 'ViterbiPlanNet', '--epoch-seconds', '1',
+               '--out', str(tmp_path)])
+    lines = {line.split(' | ')[1]: line for line in capsys.readouterr().out.splitlines()
+             if ' | ' in line}
+    kepp = RELATIVE_EPOCH_COST[('niv', 'KEPP')]
+    assert (f'130 epochs at {kepp:.2f} s, step model ~{format_duration(130 * kepp)} + '
+            f'step-model predictions ~{format_duration(0.25 * kepp)} + training '
+            f'~{format_duration(130 * kepp)} = ~{format_duration((2 * 130 + 0.25) * kepp)}'
+            ) in lines['configs/baselines/kepp_niv_t3.py']
+    assert 'task classifier ~' in lines['configs/baselines/pdpp_niv_t3.py']
+    assert '~' in lines['configs/vpn_niv_t3.py'] and 'classifier' not in lines[
+        'configs/vpn_niv_t3.py']
+    tool.main(['configs/protocol/standard_niv.py', '--dry-run', '--smoke', '--seeds', '0',
+               '--horizons', '3', '--methods', 'KEPP', '--out', str(tmp_path)])
+    out = capsys.readouterr().out
+    assert f"smoke run, ~{format_duration(SMOKE_SECONDS['KEPP'])} (measured)" in out
+    assert 'seed0_smoke' in out
 
 
 def test_each_dataset_and_model_is_estimated_from_its_own_epoch_cost(monkeypatch, tmp_path):

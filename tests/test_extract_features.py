@@ -217,7 +217,49 @@ def test_two_processes_split_one_list_without_overlap_or_gap(videos, tmp_path):
             written[line.split(':')[0]] = int(line.split(': ')[1].split(' written')[0])
     assert written == {'rank 0/2': 2, 'rank 1/2': 2}  # 4 videos: two each, none twice
     assert sorted(p.stem for p in out.glob('*.npz')) == sorted(FRAMES)
-    assert 'UNUSABLE' in result.stdout and 'videos/s' in result.stderr
+    assert 'UNUSABLE' in result.stdout and 'chunks/s' in result.stderr
+    assert f'temporary files: each <name>.npz is written as {out}/.<name>.npz.partial-' \
+        in result.stderr
+
+
+def test_progress_counts_chunks_against_the_videos_durations(videos, s3d, tmp_path):
+    """Issue 38: a progress line per chunk batch (not per video), its total from the videos'
+    headers (forty 3 chunks, one 1, ten 1, thirty_two 2: 7), and where temporary files go."""
+    import io
+    from vpn_plugin.video.decode import probe_frames
+    assert probe_frames(videos / 'forty.mp4', RECIPE) == 40
+    assert probe_frames(videos / 'forty.mp4', FrameRecipe(size=SIZE, fps=None)) is None
+    stream = io.StringIO()
+    extract_videos(s3d, list_videos([videos]), tmp_path, RECIPE, num_workers=0, batch_chunks=1,
+                   progress_stream=stream)
+    lines = stream.getvalue().splitlines()
+    assert lines[0].startswith(f'[rank 0] 4 videos to extract into {tmp_path} (0 already '
+                               f'there); temporary files: each <name>.npz is written as '
+                               f'{tmp_path}/.<name>.npz.partial-')
+    assert lines[1].startswith('[rank 0] S3D features: 1/12 chunks (8%)')  # 3 x 4 guessed
+    assert ', 0/4 videos done, in flight: forty' in lines[1]
+    assert lines[-1].startswith('[rank 0] S3D features: 7/7 chunks (100%)')
+
+
+def test_chunk_progress_refines_its_total_and_eta():
+    import io
+    from vpn_plugin.video.extract import Progress
+    now, stream = [0.0], io.StringIO()
+    progress = Progress(3, 0, stream, interval=5, clock=lambda: now[0])
+    progress.expect(0, 10)            # 10 + 2 videos x 10
+    now[0] = 2.0
+    progress.chunks(2, 'a')           # first line: 2/30, 1 chunk/s
+    now[0] = 4.0
+    progress.chunks(2, 'a')           # within the interval: no line
+    progress.video_done(0, 4)         # a gave 4 chunks, not 10: 4 + 2 x 10
+    progress.expect(1, 2)             # 4 + 2 + 1 x mean(4, 2)
+    now[0] = 8.0
+    progress.chunks(2, 'b')
+    assert stream.getvalue().splitlines() == [
+        '[rank 0] S3D features: 2/30 chunks (7%), 0:00:02 elapsed, ETA 0:00:28, 1.00 chunks/s, '
+        '0/3 videos done, in flight: a',
+        '[rank 0] S3D features: 6/9 chunks (67%), 0:00:08 elapsed, ETA 0:00:04, 0.75 chunks/s, '
+        '1/3 videos done, in flight: b']
 
 
 def test_plan_tool_from_a_video_with_random_weights(tiny_crosstask, tmp_path, capsys):
@@ -226,19 +268,24 @@ def test_plan_tool_from_a_video_with_random_weights(tiny_crosstask, tmp_path, ca
     from vpn_plugin.apis import init_planner
     config = tiny_vpn_config(tiny_crosstask, tmp_path)
     torch.manual_seed(0)
-    torch.save({'state_dict': init_planner(str(config)).state_dict(), 'meta': {}},
-               tmp_path / 'tiny.pth')
+    from tiny_configs import save_recorded
+    save_recorded(init_planner(str(config)), tmp_path / 'tiny.pth', tiny_crosstask['test_dataset'])
     video = tmp_path / 'my.mp4'
     write_video(video, 16 * 5)
     load_tool('plan').main([str(config), '--checkpoint', str(tmp_path / 'tiny.pth'), '--video',
                             str(video), '--start-time', '1', '--goal-time', '4', '--size',
                             str(SIZE), '--random-weights', '--save-features',
-                            str(tmp_path / 'f.npz')])
+                            str(tmp_path / 'f.npz'), '--task', 'Make Jello Shots'])
     out = capsys.readouterr()
     lines = out.out.splitlines()
     lines = lines[[i for i, line in enumerate(lines) if line.startswith('*** UNUSABLE')][0]:]
-    assert 'UNUSABLE' in out.err
+    assert 'UNUSABLE' in out.err and lines.count(lines[0]) == 2  # above and below the plan
     assert 'video' in lines[1] and '5 s of S3D features' in lines[1]
+    # issue 38: where the task comes from (given with the video; the planner's task head)
+    assert lines[2] == 'task: Make Jello Shots (given)'
+    assert lines[3].startswith("the planner's own task: ") and lines[3].endswith(
+        '(predicted by the task head, score ' + lines[3].split('score ')[1])
+    assert lines[3].endswith('; the plan does not depend on it)')
     from vpn_plugin.datasets.taxonomy import load_taxonomy
     names = set(load_taxonomy(tiny_crosstask['taxonomy']).action_names)
     steps = [line.strip().split(None, 1) for line in lines if line.startswith('  ')]
@@ -246,6 +293,26 @@ def test_plan_tool_from_a_video_with_random_weights(tiny_crosstask, tmp_path, ca
     record = read_feature_record(tmp_path / 'f.npz')
     assert record['frames_features'].shape == (5, 512) and not bool(record['usable'])
     assert 'UNUSABLE' in str(record['warning'])
+    # issue 38: the same plan from the saved features, no video, no S3D; UNUSABLE carried
+    load_tool('plan').main([str(config), '--checkpoint', str(tmp_path / 'tiny.pth'),
+                            '--features', str(tmp_path / 'f.npz'), '--start-time', '1',
+                            '--goal-time', '4'])
+    again = capsys.readouterr().out.splitlines()
+    again = again[[i for i, line in enumerate(again) if line.startswith('*** UNUSABLE')][0]:]
+    assert again[1].startswith(f'features {tmp_path / "f.npz"}: 5 s of S3D features; plan '
+                               'from the state at 1 s to the state at 4 s')
+    assert [line for line in again if line.startswith('  ')] == [
+        line for line in lines if line.startswith('  ')]
+    np.savez(tmp_path / 'usable.npz', frames_features=record['frames_features'])
+    load_tool('plan').main([str(config), '--checkpoint', str(tmp_path / 'tiny.pth'),
+                            '--features', str(tmp_path / 'usable.npz'), '--start-time', '1',
+                            '--goal-time', '4'])
+    assert 'UNUSABLE' not in capsys.readouterr().out
+    with pytest.raises(SystemExit):
+        load_tool('plan').main([str(config), '--checkpoint', str(tmp_path / 'tiny.pth'),
+                                '--features', str(tmp_path / 'f.npz'), '--start-time', '1',
+                                '--goal-time', '4', '--random-weights'])
+    assert '--random-weights: for --video only' in capsys.readouterr().err
     # no config given: the one in the checkpoint's meta (tools/train.py); no S3D weights: where
     from mmengine.config import Config
     checkpoint = torch.load(tmp_path / 'tiny.pth', weights_only=True)

@@ -193,7 +193,7 @@ def test_a_truncated_observation_cache_is_named_discarded_and_rebuilt(tiny_cross
     from mmaction.registry import DATASETS
     config = dict(tiny_crosstask['test_dataset'], observation='mean3')
     first = DATASETS.build(copy.deepcopy(config))
-    cache = first._cache_file(first._pkg_windows)
+    cache = first._cache_file(first._pkg_windows)[0]
     data = cache.read_bytes()
     cache.write_bytes(data[:len(data) // 3])  # a run killed while a disk was full
     logged = logged_warnings(monkeypatch)

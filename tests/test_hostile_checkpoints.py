@@ -31,13 +31,26 @@ def tiny_vpn_config(tiny_crosstask, tmp_path_factory) -> Path:
     return config
 
 
-def saved_model(model, path: Path, seed: int = 0) -> Path:
-    """``model`` with a filled (random, row-stochastic) PKG saved as an mmengine checkpoint."""
+def saved_model(model, path: Path, seed: int = 0, data_meta=None, record=True) -> Path:
+    """``model`` with a filled (random, row-stochastic) PKG saved as an mmengine checkpoint
+    that records what training records (``data_meta``: default, the tiny CrossTask's; not
+    ``record``: nothing, a bare state dict whose tensors alone must be refused)."""
+    from vpn_plugin.engine.checkpoint import recorded_setting
     rng = np.random.default_rng(seed)
     pkg = rng.random((model.num_actions, model.num_actions))
     model.set_pkg(pkg / pkg.sum(1, keepdims=True))
-    torch.save({'state_dict': model.state_dict(), 'meta': {}}, path)
+    meta = recorded_setting(model, data_meta or tiny_meta(model.num_actions)) if record else {}
+    torch.save({'state_dict': model.state_dict(), 'meta': meta}, path)
     return path
+
+
+def tiny_meta(num_actions: int) -> dict:
+    """The metainfo of CrossTask's taxonomy (133 actions) or NIV's (48), 1536-d observations."""
+    from vpn_plugin.datasets.planning_dataset import dataset_metainfo
+    from vpn_plugin.datasets.taxonomy import load_taxonomy
+    from conftest import SHARED_DATA
+    taxonomy = {133: 'crosstask/taxonomy_133.json', 48: 'niv/taxonomy.json'}[num_actions]
+    return dataset_metainfo(load_taxonomy(SHARED_DATA / taxonomy), 3, 1536)
 
 
 def build_model(config, **options):
@@ -57,10 +70,11 @@ def other_checkpoints(config, tmp_path) -> dict:
     del state['log_transitions'], state['pkg_ready']
     torch.save({'state_dict': state}, tmp_path / 'no_pkg.pth')
     return {
-        'other horizon': (saved_model(build_model(config, horizon=4), tmp_path / 't4.pth'),
+        'other horizon': (saved_model(build_model(config, horizon=4), tmp_path / 't4.pth',
+                                      record=False),
                           [r'emission_head\.\S+: \(532, 256\) in the checkpoint, \(399, 256\)']),
         'other actions': (saved_model(build_model(REPO / 'configs/vpn_niv_t3.py'),
-                                      tmp_path / 'niv.pth'),
+                                      tmp_path / 'niv.pth', record=False),
                           [r'log_transitions: \(48, 48\) in the checkpoint, \(133, 133\)']),
         'unrelated keys': (toy, [r'missing .*log_transitions', r'unexpected .*backbone\.weight']),
         'CompactPlanNet': (saved_model(compact, tmp_path / 'compact.pth'), [r'missing', r'unexpected']),
@@ -104,7 +118,8 @@ def test_a_fitting_checkpoint_loads_and_partial_loading_is_an_explicit_opt_in(
     loaded = init_planner(str(tiny_vpn_config), str(checkpoint))
     for key, value in model.state_dict().items():
         assert torch.equal(loaded.state_dict()[key], value), key
-    t4 = saved_model(build_model(tiny_vpn_config, horizon=4), tmp_path / 't4.pth', seed=2)
+    t4 = saved_model(build_model(tiny_vpn_config, horizon=4), tmp_path / 't4.pth', seed=2,
+                     record=False)
     with pytest.raises(ValueError, match=r'does not fit the model.*emission_head'):
         init_planner(str(tiny_vpn_config), str(t4))
     with pytest.raises(SystemExit, match='load_partial=True is for starting a fine-tuning'):
@@ -253,8 +268,9 @@ def test_test_py_refuses_a_schema_checkpoint_of_another_horizon(tiny_crosstask, 
     model = build_model(configs[3])
     train = DATASETS.build(tiny_crosstask['train_dataset'])
     checkpoint = saved_model(model, tmp_path / 'schema_t3.pth')
+    from vpn_plugin.engine.checkpoint import recorded_setting
     torch.save({'state_dict': torch.load(checkpoint, weights_only=True)['state_dict'],
-                'meta': {'dataset_meta': train.metainfo}}, checkpoint)
+                'meta': recorded_setting(model, train.metainfo)}, checkpoint)
     assert train.metainfo['horizon'] == 3
     test = load_tool('test')
     metrics = tmp_path / 'metrics.json'

@@ -20,13 +20,16 @@ PACKAGE = Path(__file__).resolve().parents[1] / 'vpn_plugin'
 FLOORS = {
     'vpn_plugin': 0,  # the package itself imports nothing
     'vpn_plugin.errors': 0,
+    'vpn_plugin.outputs': 0,
     'vpn_plugin.compat': 0,
     'vpn_plugin.locks': 0,
     'vpn_plugin.benchmark': 0,
+    'vpn_plugin.progress': 0,
     'vpn_plugin.compat_applied': 1,
     'vpn_plugin.core': 2,
     'vpn_plugin.video': 2,
     'vpn_plugin.data_paths': 3,
+    'vpn_plugin.smoke': 3,
     'vpn_plugin.datasets': 4,
     'vpn_plugin.models': 5,
     'vpn_plugin.evaluation': 6,

@@ -5,6 +5,7 @@ two stages in the mmengine Runner. Tiny sizes; full-size models are only built."
 import itertools
 import json
 import pickle
+import re
 from pathlib import Path
 
 import numpy as np
@@ -109,7 +110,7 @@ def test_path_block_overwrites_instead_of_adding():
 
 # ------------------------------------------------------------------ the oracle fixture
 def test_reference_fixture_passes(fixture_dir, capsys):
-    assert load_tool('check_reference').main([str(fixture_dir)]) == 0
+    assert load_tool('check_reference').main([str(fixture_dir), '--no-sensitivity']) == 0
     report = capsys.readouterr().out
     assert 'parameters crosstask_133: plan U-Net 42,184,335 (official 42,184,335), step U-Net ' \
            '41,843,589 (official 41,843,589) ok' in report
@@ -135,6 +136,43 @@ def test_perturbed_fixture_fails(fixture_dir, tmp_path, capsys):
     assert {'outputs.npz:loss', 'outputs.npz:x_recon', 'outputs.npz:ddim_states[step-by-step]',
             'outputs.npz:step_loss', 'outputs.npz:step_ddpm_states[step-by-step]'} <= failed
     assert not any(name.startswith('pkg:') or 'sched' in name for name in failed)
+
+
+def failed_rows(report: str) -> set:
+    return {line.split()[0] for line in report.splitlines() if line.endswith('FAIL')}
+
+
+def test_a_nan_output_or_a_moved_schedule_buffer_fails(fixture_dir, tmp_path, capsys):
+    """Issue 37 item 6: a NaN in step_x_start passed (its tolerance became inf), and betas[0]
+    +0.05 in the state dicts passed (the schedule was rebuilt from meta.json, the buffers never
+    read)."""
+    copy_dir = copy_fixture(fixture_dir, tmp_path)
+    shift_array(copy_dir, 'outputs.npz', 'step_x_start', (1, 0, 3), np.nan)
+    shift_array(copy_dir, 'step_state_dict.npz', 'betas', (0,), 0.05)
+    shift_array(copy_dir, 'state_dict.npz', 'posterior_mean_coef1', (5,), 1e-3)
+    assert load_tool('check_reference').main([str(copy_dir)]) == 1
+    report = capsys.readouterr().out
+    assert failed_rows(report) == {'outputs.npz:step_x_start', 'step_state_dict.npz:betas',
+                                   'state_dict.npz:posterior_mean_coef1'}, report
+    assert 'sensitivity: not run (the check failed' in report
+
+
+def test_a_pkg_only_folder_is_checked_as_a_pkg(fixture_dir, tmp_path, capsys):
+    """Issue 37 item 8: ``kepp_small_t3/pkg`` (meta ``component: pkg``) was refused with
+    "missing fields num_actions, horizon, ..."."""
+    assert load_tool('check_reference').main([str(fixture_dir / 'pkg')]) == 0
+    report = capsys.readouterr().out
+    assert 'KEPP PKG' in report and 'pkg:queries top2 paths (ties in DFS order) (224 compared)' \
+        in report and report.rstrip().splitlines()[-2] == 'PASS', report
+    copy_dir = copy_fixture(fixture_dir / 'pkg', tmp_path)
+    meta = json.loads((copy_dir / 'meta.json').read_text())
+    del meta['component']  # recognised by its files too
+    (copy_dir / 'meta.json').write_text(json.dumps(meta))
+    outputs = json.loads((copy_dir / 'outputs.json').read_text())
+    outputs['graph']['edges'][3][2] += 1e-3
+    (copy_dir / 'outputs.json').write_text(json.dumps(outputs))
+    assert load_tool('check_reference').main([str(copy_dir)]) == 1
+    assert failed_rows(capsys.readouterr().out) == {'pkg:graph'}  # 'pkg:graph edge weights'
 
 
 def fixture_model(fixture_dir):
@@ -235,8 +273,9 @@ def test_step_checkpoint_of_another_horizon_is_refused(tmp_path):
     with pytest.raises(ValueError, match=r'trained at T=4, this model has horizon=3'):
         tiny_kepp(horizon=3).load_state_dict(saved.state_dict())
     model = tiny_kepp(horizon=3)
-    with pytest.raises(ValueError, match=r'trained on tiny \(T=4.*this run is tiny \(T=3.*'
-                                         r'differs in horizon'):
+    with pytest.raises(ValueError, match=r'a KEPP step model trained for tiny \(horizon=4\), '
+                                         r'but this run is tiny \(horizon=3\); it is never '
+                                         r'reused for another run'):
         load_step_model(tmp_path / STEP_FILE, model, training_identity(model, Dataset))
     assert not bool(model.step_ready)
 
@@ -297,6 +336,32 @@ def test_train_py_runs_both_stages_then_test_py(tiny_config, tmp_path):
     log = next((tmp_path / 'again').glob('*/*.log')).read_text()
     assert f'the step model reused from {step_file} (not retrained)' in log
     assert not (tmp_path / 'again' / STEP_FILE).exists()
+
+
+def test_a_restart_after_the_step_stage_reuses_it_and_a_foreign_one_is_refused(tiny_config,
+                                                                               tmp_path):
+    """Issue 38: a run killed after its step-model stage (kepp_step_model.pth written, no
+    epoch checkpoint yet) restarts in its work dir reusing the step model and its predictions
+    (the restart was refused: the file counted as a checkpoint); the stages log progress with
+    an ETA; a step model of other settings (another seed) is refused naming both."""
+    run = tmp_path / 'run'
+    load_tool('train').main([str(tiny_config), '--work-dir', str(run)])
+    log = next(run.glob('*/*.log')).read_text()
+    assert re.search(r'KEPPStepModelHook: step model: 1/6 steps \(17%\), 0:00:\d\d elapsed, '
+                     r'ETA 0:\d\d:\d\d, loss \d', log)
+    assert re.search(r'first/last actions of the training windows: \d+/262 windows', log)
+    for path in [*run.glob('epoch_*.pth'), run / 'last_checkpoint']:
+        path.unlink()  # killed before the first checkpoint
+    load_tool('train').main([str(tiny_config), '--work-dir', str(run), '--seed', '0'])
+    log = sorted(run.glob('*/*.log'))[-1].read_text()
+    assert f'the step model reused from {run / STEP_FILE} (not retrained)' in log
+    assert 'training windows reused from the step model\'s file' in log
+    for path in [*run.glob('epoch_*.pth'), run / 'last_checkpoint']:
+        path.unlink()
+    with pytest.raises(SystemExit, match=r'kepp_step_model.pth: a KEPP step model trained for '
+                       r'.*taxonomy_133.json \(seed=0\), but this run is .*taxonomy_133.json '
+                       r'\(seed=1\)'):
+        load_tool('train').main([str(tiny_config), '--work-dir', str(run), '--seed', '1'])
 
 
 # ------------------------------------------------------------------ test-set PKG in the protocol

@@ -9,6 +9,7 @@ import pytest
 import torch
 
 from fake_openai_server import FakeOpenAIServer
+from tiny_configs import save_recorded
 from mmaction.registry import DATASETS, MODELS
 from mmengine.dataset import default_collate
 from vpn_plugin.baselines.llm import stratified_sample
@@ -108,7 +109,7 @@ def test_llm_eval_with_step_model_checkpoint(tiny_crosstask, tiny_config, tmp_pa
                     num_actions=test_set.taxonomy.num_actions, horizon=3)
     torch.manual_seed(0)
     step_model = MODELS.build(step_cfg).eval()
-    torch.save({'state_dict': step_model.state_dict()}, tmp_path / 'step.pth')
+    save_recorded(step_model, tmp_path / 'step.pth', tiny_crosstask['test_dataset'])
     (tmp_path / 'step_cfg.py').write_text(f'model = {step_cfg!r}\n')
     with torch.no_grad():
         logits = step_model.step_logits({'start': torch.from_numpy(test_set.start),

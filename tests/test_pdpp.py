@@ -45,7 +45,17 @@ def test_reference_fixture_passes(fixture_dir, capsys):
                 'outputs.npz:lr_multipliers_30', 'outputs.npz:ema_new.fc4.weight',
                 'grads.npz:model.ups.1.2.conv.weight', 'head_grads.npz:fc1.weight'):
         assert row in report
-    assert report.rstrip().endswith('PASS')
+    assert '\nPASS\nsensitivity: widest tolerance ' in report
+    # issue 37 item 10: one line per module of both weight files, each moving one weight by 0.05
+    # and rerunning at the measured tolerances; every U-Net module fails a widened row
+    lines = [line for line in report.splitlines() if line.startswith('sensitivity: ')
+             and '(+0.05 on ' in line]
+    assert len(lines) == 11 + 4, lines
+    for line in lines:
+        seen = re.search(r'rows fail, (\d+) of the (\d+) widened', line)
+        assert seen, line
+        if line.startswith('sensitivity: state_dict.npz:'):
+            assert int(seen.group(1)) >= 1, line
 
 
 def test_perturbed_fixture_fails(fixture_dir, tmp_path, capsys):
@@ -62,6 +72,18 @@ def test_perturbed_fixture_fails(fixture_dir, tmp_path, capsys):
             'outputs.npz:ddim_states[step-by-step]'} <= failed
     assert any(name.startswith('grads.npz:') for name in failed)
     assert not any('head' in name or 'sched' in name for name in failed)
+
+
+def test_a_nan_output_or_a_moved_schedule_buffer_fails(fixture_dir, tmp_path, capsys):
+    """Issue 37 item 6: a NaN in x_start passed (its tolerance became inf), and betas[0] +0.05
+    in state_dict.npz passed (the schedule was rebuilt from meta.json, the buffers unread)."""
+    copy_dir = copy_fixture(fixture_dir, tmp_path)
+    shift_array(copy_dir, 'outputs.npz', 'x_start', (0, 0, 0), np.nan)
+    shift_array(copy_dir, 'state_dict.npz', 'betas', (0,), 0.05)
+    assert load_tool('check_reference').main([str(copy_dir)]) == 1
+    failed = {line.split()[0] for line in capsys.readouterr().out.splitlines()
+              if line.endswith('FAIL')}
+    assert failed == {'outputs.npz:x_start', 'state_dict.npz:betas'}
 
 
 @pytest.mark.parametrize('field, value', [('horizon', 4), ('num_actions', 10), ('batch', 8)])
@@ -276,6 +298,8 @@ def test_train_py_runs_both_stages_then_test_py(tiny_config, tmp_path):
     load_tool('train').main([str(config), '--work-dir', str(tmp_path / 'run')])
     log = next((tmp_path / 'run').glob('*/*.log')).read_text()
     assert 'trained diffusion.task_head for 6 steps' in log  # as many as the diffusion's
+    assert re.search(r'TaskClassifierHook: diffusion.task_head: 1/6 steps \(17%\), 0:00:\d\d '
+                     r'elapsed, ETA 0:00:\d\d, loss \d', log)  # progress (issue 38)
     assert 'PDPPEMAHook: 6 training steps, fewer than the 400' in log
     assert (tmp_path / 'run/task_classifier.pth').is_file()
     lrs = [float(v) for v in re.findall(r'Epoch\(train\) +\[\d\]\[3/3\] +lr: (\S+)', log)]
@@ -289,15 +313,24 @@ def test_train_py_runs_both_stages_then_test_py(tiny_config, tmp_path):
 class HookRunner:
     """What ``TaskClassifierHook.before_train`` reads of a runner when nothing is trained."""
 
-    def __init__(self, model, work_dir):
-        self.model, self.work_dir = model, str(work_dir)
+    def __init__(self, model, work_dir, seed=0):
+        from torch.utils.data import DataLoader
+        self.model, self.work_dir, self.seed = model, str(work_dir), seed
+        self.train_dataloader, self.max_iters = DataLoader(list(range(8)), batch_size=4), 6
+
+
+def save_classifier(path, module, runner, hook, **changed):
+    """``task_classifier.pth`` as the hook writes it (its identity and settings)."""
+    from vpn_plugin.engine.pdpp_training import classifier_identity
+    identity = classifier_identity(runner.train_dataloader.dataset, {'diffusion': module})
+    torch.save(dict(identity=identity, settings={**hook.plan(runner), **changed},
+                    state_dicts={'diffusion.task_head': module.task_head.state_dict()}), path)
 
 
 def test_the_classifier_is_reused_never_retrained_silently(tmp_path):
     hook = TaskClassifierHook()
     saved = toy_diffusion()
-    torch.save(dict(state_dicts={'diffusion.task_head': saved.task_head.state_dict()}),
-               tmp_path / 'task_classifier.pth')
+    save_classifier(tmp_path / 'task_classifier.pth', saved, HookRunner(saved, tmp_path), hook)
     model = MODELS.build(dict(type='PDPP', feature_dim=8, num_actions=6, num_tasks=2, horizon=3,
                               dim=32, n_timesteps=20))
     hook.before_train(HookRunner(model, tmp_path))  # a restart of the run: the file
@@ -306,7 +339,18 @@ def test_the_classifier_is_reused_never_retrained_silently(tmp_path):
     assert bool(model.diffusion.classifier_ready)
     hook.before_train(HookRunner(model, tmp_path / 'elsewhere'))  # a resumed checkpoint
     assert not (tmp_path / 'elsewhere').exists()  # nothing trained, nothing written
-    other = MODELS.build(dict(type='PDPP', feature_dim=8, num_actions=6, num_tasks=5, horizon=3,
+    other = MODELS.build(dict(type='PDPP', feature_dim=8, num_actions=6, num_tasks=2, horizon=3,
                               dim=32, n_timesteps=20))
-    with pytest.raises(ValueError, match='does not fit the model.*delete it to retrain'):
+    with pytest.raises(ValueError, match=r'task_classifier.pth: a task classifier trained for '
+                       r'list \(seed=0\), but this run is list \(seed=1\); it is never reused '
+                       r'.*or delete it to retrain'):
+        hook.before_train(HookRunner(other, tmp_path, seed=1))
+    torch.save(dict(state_dicts={'diffusion.task_head': saved.task_head.state_dict()}),
+               tmp_path / 'task_classifier.pth')  # written before files recorded their run
+    with pytest.raises(ValueError, match=r'trained for \? \(actions_sha1=not recorded'):
         hook.before_train(HookRunner(other, tmp_path))
+    five_tasks = MODELS.build(dict(type='PDPP', feature_dim=8, num_actions=6, num_tasks=5,
+                                   horizon=3, dim=32, n_timesteps=20))
+    save_classifier(tmp_path / 'task_classifier.pth', saved, HookRunner(saved, tmp_path), hook)
+    with pytest.raises(ValueError, match=r'num_tasks=2\), but this run is list \(num_tasks=5'):
+        hook.before_train(HookRunner(five_tasks, tmp_path))

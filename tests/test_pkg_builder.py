@@ -12,6 +12,7 @@ import torch
 import vpn_plugin.mm  # noqa: F401  (registration)
 from mmaction.registry import DATASETS, HOOKS, MODELS, TASK_UTILS
 from vpn_plugin import core
+from tiny_configs import save_recorded
 from tool_modules import load_tool
 
 REPO = Path(__file__).resolve().parents[1]
@@ -182,7 +183,7 @@ def test_a_checkpoints_pkg_is_kept_by_tools_test(tiny_crosstask, tmp_path):
     model = MODELS.build(dict(type='UniformEmissionPlanner', num_actions=133, horizon=3))
     chain = np.roll(np.eye(133), 1, axis=1)  # a -> a + 1 (mod N)
     model.set_pkg(chain)
-    torch.save({'state_dict': model.state_dict(), 'meta': {}}, tmp_path / 'chain.pth')
+    save_recorded(model, tmp_path / 'chain.pth', tiny_crosstask['test_dataset'])
     out = tmp_path / 'predictions.pkl'
     load_tool('test').main([str(tiny_uniform_config(tiny_crosstask, tmp_path)),
                            str(tmp_path / 'chain.pth'), '--work-dir', str(tmp_path / 'work'),

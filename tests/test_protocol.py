@@ -10,8 +10,8 @@ from mmengine.config import Config
 from vpn_plugin.protocol.plots import plot_qualitative, qualitative_from_checkpoint
 from vpn_plugin.protocol.report import build_table, to_markdown
 from vpn_plugin.protocol.results import read_results
-from vpn_plugin.protocol.runner import (ProtocolRunner, check_config, clean_metrics,
-                                        expand_units, load_protocol)
+from vpn_plugin.protocol.runner import (ProtocolRunner, UnitsFailedError, check_config,
+                                        clean_metrics, expand_units, load_protocol)
 from tool_modules import load_tool
 
 REPO = Path(__file__).resolve().parents[1]
@@ -98,7 +98,8 @@ def test_tiny_protocol_end_to_end_and_resume(tiny_crosstask, tmp_path, capsys):
                 and json.loads(line)['seed'] == 1)
     results.write_text('\n'.join(lines[:lost] + lines[lost + 1:]) + '\n')
     seed1 = Path(tmp_path, 'tiny', 'ViterbiPlanNet', 'T3', SMOKE_DIR.format(seed=1))
-    stamps = {p: p.stat().st_mtime_ns for p in seed1.iterdir() if p.is_file()}
+    stamps = {p: p.stat().st_mtime_ns for p in seed1.iterdir()
+              if p.is_file() and p.name != 'unit_state.json'}  # the unit ran again
     runner.run(expand_units(protocol))
     assert '1 to run' in capsys.readouterr().err
     again = read_results(results)
@@ -157,8 +158,9 @@ def test_dry_run_standard(monkeypatch, capsys):
     assert f'{len(units)} runs; 18 configs checked' in capsys.readouterr().out
 
 
-def test_dry_run_cross_horizon(monkeypatch):
-    tests = methods_of(dry_run('cross_horizon_crosstask', monkeypatch))
+@pytest.mark.parametrize('dataset', ['crosstask', 'niv', 'coin'])
+def test_dry_run_cross_horizon(dataset, monkeypatch):
+    tests = methods_of(dry_run(f'cross_horizon_{dataset}', monkeypatch))
     assert sorted(t[:2] for t in tests['ViterbiPlanNet (train T=6)']) == [(6, 3), (6, 4), (6, 5)]
     assert sorted(t[:2] for t in tests['ViterbiPlanNet (train T=test T)']) == [
         (3, 3), (4, 4), (5, 5)]
@@ -388,7 +390,7 @@ def test_runs_with_other_settings_are_never_reused(tiny_crosstask, tmp_path, cap
         'max_epochs'] == 2
     # the same work dir, other overrides: refused, not silently reused
     edited = beam_search_protocol(tiny_crosstask, **{'model.beam_width': 3})
-    with pytest.raises(ValueError, match=r"seed0_batch_size-64_max_epochs-1 holds a run made "
+    with pytest.raises(UnitsFailedError, match=r"seed0_batch_size-64_max_epochs-1 holds a run made "
                                          r"with other settings \(cfg_options: .*beam_width.*"
                                          r"delete it or give another --out"):
         ProtocolRunner(edited, tmp_path, max_epochs=1, batch_size=64).run(expand_units(edited))

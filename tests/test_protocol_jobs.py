@@ -143,7 +143,8 @@ def test_progress_lines_count_every_finished_unit_with_one_job_and_with_two(caps
         '[2/4] Method 1 T=3 seed=1 (1/4 done, elapsed 10s, eta 30s)',
         '[3/4] Method 2 T=3 seed=2 (2/4 done, elapsed 20s, eta 20s)',
         '[4/4] Method 3 T=3 seed=3 (3/4 done, elapsed 30s, eta 10s)']
-    pooled = SimpleNamespace(unit_rows=lambda unit, done: [], record=lambda row, done: None)
+    pooled = SimpleNamespace(run_unit=lambda unit, done, record: [],
+                             record=lambda row, done: None)
     # the pool reads the clock once per finished unit: 10 s later each time
     run_pool(pooled, fake_units(4), set(), 2, Progress(4, jobs=2, clock=FakeClock(10.0)))
     finished = [line for line in capsys.readouterr().err.splitlines() if 'finished' in line]

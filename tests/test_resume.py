@@ -163,7 +163,7 @@ def test_resume_without_a_checkpoint_is_an_error_unless_auto(train_tool, config_
         configure(train_tool, config_file, tmp_path / 'empty', '--resume')
     fresh = configure(train_tool, config_file, tmp_path / 'empty', '--resume', 'auto')
     assert not fresh.resume and fresh.get('load_from') is None
-    with pytest.raises(SystemExit, match='--resume .*missing.pth: no such checkpoint file'):
+    with pytest.raises(FileNotFoundError, match='--resume .*missing.pth: no such checkpoint file'):
         configure(train_tool, config_file, tmp_path, '--resume', str(tmp_path / 'missing.pth'))
     checkpoint = with_checkpoint(tmp_path / 'work')
     for flags in (['--resume'], ['--resume', 'auto'], ['--resume', str(checkpoint)]):

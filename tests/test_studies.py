@@ -20,7 +20,7 @@ from vpn_plugin.protocol.plots import (efficiency_styles, error_overlap3, pkg_qu
                                        plot_error_overlap3, plot_pkg_quality,
                                        plot_sample_efficiency)
 from vpn_plugin.protocol.results import ResultRow, mean_over_datasets, read_results
-from vpn_plugin.protocol.runner import ProtocolRunner, expand_units
+from vpn_plugin.protocol.runner import ProtocolRunner, UnitsFailedError, expand_units
 
 from test_model_vpn import D, K, N, T, build  # the tiny ViterbiPlanNet
 
@@ -343,7 +343,7 @@ def test_pretraining_stage_is_trained_once_loaded_frozen_and_never_retrained(
                                   'model.init_visual_from' for r in rows)
     Path(encoder).unlink()  # a lost stage checkpoint is an error, never a silent retraining
     third = protocol([1.0])
-    with pytest.raises(FileNotFoundError, match='never retrained silently'):
+    with pytest.raises(UnitsFailedError, match='FileNotFoundError: .*never retrained silently'):
         ProtocolRunner(third, tmp_path, max_epochs=1, batch_size=64).run(expand_units(third))
 
 

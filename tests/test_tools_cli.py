@@ -99,6 +99,24 @@ def test_dist_test_two_processes_score_every_sample_once(toy_config, tmp_path):
     assert json.loads(metrics.read_text()) == {'toy/accuracy': pytest.approx(expected)}
 
 
+def test_test_py_writes_its_metrics_beside_the_checkpoint(toy_config, tmp_path, monkeypatch):
+    """Issue 38: without --work-dir, test.py wrote work_dirs/<config name>/<timestamp>/
+    test_metrics.json (another, maybe killed, run's folder); now beside the checkpoint."""
+    monkeypatch.setenv('LOCAL_RANK', '0')
+    monkeypatch.chdir(tmp_path)
+    run = tmp_path / 'my_run'
+    run.mkdir()
+    toy_checkpoint(run / 'epoch_1.pth')
+    load_tool('test').main([str(toy_config), str(run / 'epoch_1.pth')])
+    assert len(list(run.glob('*/test_metrics.json'))) == 1
+    assert not (tmp_path / 'work_dirs').exists()
+    tool = load_tool('test')  # a read-only folder (root writes anywhere: os.access says no)
+    monkeypatch.setattr(tool.os, 'access', lambda path, mode: path != str(run))
+    with pytest.raises(SystemExit, match='beside the checkpoint, in .*my_run, which is not '
+                       'writable; give --work-dir DIR'):
+        tool.main([str(toy_config), str(run / 'epoch_1.pth')])
+
+
 def test_a_test_never_rewrites_the_training_record(toy_config, tmp_path, monkeypatch):
     """Issue 34: tools/test.py in a training's work dir writes its config to its own
     timestamped log dir; the training's config file stays as the training wrote it."""
@@ -117,3 +135,56 @@ def test_a_test_never_rewrites_the_training_record(toy_config, tmp_path, monkeyp
     assert len(written) == 1 and written[0].parent.name[:8].isdigit()  # <timestamp>/
     assert str(checkpoint) in written[0].read_text()  # the test's own config (load_from)
     assert (written[0].parent / 'test_metrics.json').is_file()
+
+
+def test_a_work_dir_with_only_pre_stage_files_starts_and_names_them(toy_config, tmp_path,
+                                                                     monkeypatch):
+    """Issue 38: kepp_step_model.pth / task_classifier.pth are no checkpoints of the run: a
+    plain start in their work dir is allowed (the hooks reuse them); with checkpoints beside
+    them the refusal says they are kept and reused."""
+    monkeypatch.setenv('LOCAL_RANK', '0')
+    work_dir = tmp_path / 'run'
+    work_dir.mkdir()
+    (work_dir / 'kepp_step_model.pth').write_bytes(b'step model')
+    (work_dir / 'task_classifier.pth').write_bytes(b'classifier')
+    cfg = train_config(toy_config, '--work-dir', str(work_dir))
+    assert not cfg.get('resume')
+    assert (work_dir / 'kepp_step_model.pth').is_file()
+    with pytest.raises(SystemExit, match=r'holds no checkpoint to resume from.*its finished '
+                       r'pre-stages \(kepp_step_model.pth, task_classifier.pth\) are reused'):
+        train_config(toy_config, '--work-dir', str(work_dir), '--resume')
+    (work_dir / 'epoch_1.pth').write_bytes(b'checkpoint')
+    with pytest.raises(SystemExit, match=r'checkpoints of another run \(epoch_1.pth\).*'
+                       r'pre-stages \(kepp_step_model.pth, task_classifier.pth\) are reused'):
+        train_config(toy_config, '--work-dir', str(work_dir))
+    train_config(toy_config, '--work-dir', str(work_dir), '--overwrite')
+    assert not (work_dir / 'epoch_1.pth').exists()
+    assert (work_dir / 'kepp_step_model.pth').read_bytes() == b'step model'
+
+
+def test_step_progress_lines_have_a_true_eta():
+    from vpn_plugin.progress import StepProgress
+    now, lines = [100.0], []
+    progress = StepProgress('stage', 10, lines.append, interval=30, clock=lambda: now[0])
+    now[0] = 102.0
+    progress.update(extra='loss 1.0')  # the first step: 2 s per step, 9 left
+    now[0] = 110.0
+    progress.update()  # 8 s after the last line: none
+    now[0] = 140.0
+    progress.update(5, extra=lambda: 'computed')  # 7 done in 40 s, 3 left
+    now[0] = 150.0
+    progress.update(3)  # the last one
+    assert lines == ['stage: 1/10 steps (10%), 0:00:02 elapsed, ETA 0:00:18, loss 1.0',
+                     'stage: 7/10 steps (70%), 0:00:40 elapsed, ETA 0:00:17, computed',
+                     'stage: 10/10 steps (100%), 0:00:50 elapsed, ETA 0:00:00']
+
+
+def test_fewer_epochs_than_the_config_mark_the_run_shortened(toy_config, monkeypatch):
+    """Issue 38: train.py --cfg-options train_cfg.max_epochs=1 (the toy config says 2) is a
+    shortened run, as the protocol's --max-epochs: its checkpoints and tests say so."""
+    monkeypatch.setenv('LOCAL_RANK', '0')
+    assert train_config(toy_config, '--cfg-options', 'train_cfg.max_epochs=1').shortened == \
+        'max_epochs=1 (config: 2)'
+    assert train_config(toy_config, '--cfg-options', 'train_cfg.max_epochs=3').get(
+        'shortened') is None
+    assert train_config(toy_config).get('shortened') is None

@@ -275,7 +275,7 @@ def test_test_tool_out_pickles_predictions_and_metrics_go_to_json(trained, tiny_
     recomputed = planning_metrics(np.stack([np.asarray(s['pred_plan']) for s in samples]), gt)
     for name, value in recomputed.items():
         assert written[f'plan/{name}'] == pytest.approx(value)
-    with pytest.raises(SystemExit, match='expected a .pkl'):
+    with pytest.raises(SystemExit, match='expected a file name ending in .pkl'):
         load_tool('test').main([config, checkpoint, '--out', str(tmp_path / 'metrics.json')])
 
 

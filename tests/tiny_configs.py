@@ -15,3 +15,15 @@ def write_tiny_config(path: Path, base: Path, body: str, tiny_crosstask: dict, b
     path.write_text(f'_base_ = [{str(base)!r}]\n' + body
                     + ''.join(f'{name} = {value!r}\n' for name, value in loaders.items()))
     return path
+
+
+def save_recorded(model, path: Path, dataset_cfg: dict) -> Path:
+    """``model`` saved as training saves it: its tensors and what it was trained for
+    (``engine.checkpoint.recorded_setting``: the metainfo of ``dataset_cfg``, a
+    ``PlanningDataset`` config dict, and the model's text features)."""
+    import torch
+    from vpn_plugin.datasets.planning_dataset import config_metainfo
+    from vpn_plugin.engine.checkpoint import recorded_setting
+    torch.save({'state_dict': model.state_dict(),
+                'meta': recorded_setting(model, config_metainfo(dataset_cfg))}, path)
+    return path

@@ -58,3 +58,26 @@ class ToyCompatAccuracy(BaseMetric):
     def compute_metrics(self, results):
         correct = sum(int(pred == label) for pred, label in results)
         return dict(accuracy=100.0 * correct / max(len(results), 1))
+
+
+@MODELS.register_module()
+class ToyDropoutModel(ToyCompatModel):
+    """The toy model with dropout on its inputs (a random stream that a resumed run must
+    continue, not replay); ``predict`` returns (samples seen, 0) pairs: a validation score
+    that grows every epoch, so that every validation keeps a new best checkpoint."""
+
+    def forward(self, inputs, data_samples=None, mode='tensor'):
+        if mode == 'loss':
+            inputs = torch.nn.functional.dropout(inputs, 0.5, training=True)
+            return super().forward(inputs, data_samples, mode)
+        if mode == 'predict':
+            return [(int(self.num_seen), 0)] * len(inputs)
+        return super().forward(inputs, data_samples, mode)
+
+
+@METRICS.register_module()
+class ToySeenMetric(ToyCompatAccuracy):
+    """``toy/seen``: the first element of the predictions (ToyDropoutModel: samples seen)."""
+
+    def compute_metrics(self, results):
+        return dict(seen=float(results[0][0]))

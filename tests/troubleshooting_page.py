@@ -41,6 +41,12 @@ SECTIONS = [
      '`feature_dir`, `cache_dir` (or `--data-root` / `--feature-dir`): [data.md](data.md); the '
      'horizon is set once (`horizon = T`, `--horizon T`): '
      '[methods.md](methods.md#configs-horizon-and-the-pkg).'),
+    ('Output files',
+     ['vpn_plugin/outputs.py'],
+     'No tool writes over one of its inputs, a folder, a device or a file it did not write: '
+     'choose another name, or pass `--overwrite` for an existing file of another kind; an '
+     'earlier output of the same tool is replaced without it: '
+     '[usage.md](usage.md#output-files).'),
     ('Feature files and text features',
      ['vpn_plugin/datasets/features.py', 'vpn_plugin/datasets/safe_pickle.py',
       'tools/convert_features.py', 'tools/make_text_features.py',
@@ -68,8 +74,10 @@ SECTIONS = [
      ['tools/train.py', 'tools/test.py', 'vpn_plugin/engine/', 'vpn_plugin/compat.py'],
      'Checkpoints load strictly and work dirs are never mixed between runs: continue a run with '
      '`--resume`, start afresh with `--overwrite`, test a checkpoint with the config it was '
-     'trained with, fine-tune from another model with `--cfg-options load_from=CKPT '
-     'load_partial=True`: [reproducibility.md](reproducibility.md#resume-and-checkpoints).'),
+     'trained with (its text features included), fine-tune from another model with '
+     '`--cfg-options load_from=CKPT load_partial=True`; a checkpoint that records nothing of '
+     'what it was trained for is scored only with `--cfg-options unchecked_checkpoint=True`, '
+     'and marked: [reproducibility.md](reproducibility.md#resume-and-checkpoints).'),
     ('Whole trainings against the official code',
      ['vpn_plugin/protocol/official/', 'tools/compare_official_training.py'],
      'Pass a checkout of the official repository (`--official-dir`, never modified: a copy '

@@ -25,7 +25,7 @@ import torch
 
 from vpn_plugin.core import energy_field, energy_search
 from vpn_plugin.datasets import load_taxonomy
-from vpn_plugin.errors import tool_main
+from vpn_plugin.errors import path_argument, tool_main
 
 TAXONOMIES = dict(crosstask='taxonomy_133.json', niv='taxonomy.json', coin='taxonomy.json')
 NUM_ACTIONS = dict(crosstask=133, niv=48, coin=778)
@@ -35,7 +35,7 @@ def parse_args(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split('\n')[0])
     parser.add_argument('--dataset', choices=sorted(TAXONOMIES), default='crosstask')
     parser.add_argument('--horizon', type=int, default=4)
-    parser.add_argument('--data-root', default='../shared/data')
+    parser.add_argument('--data-root', type=path_argument, default='../shared/data')
     parser.add_argument('--batches', type=int, default=1,
                         help='batches timed (0: every window); the rest is extrapolated')
     parser.add_argument('--batch-size', type=int, default=6,

@@ -54,12 +54,11 @@ from collections import Counter
 import torch
 
 import vpn_plugin.mm  # noqa: F401  (compat + registration)
-from mmengine.config import DictAction
 from mmengine.device import get_device
 from mmengine.hooks import Hook
 from vpn_plugin.benchmark import environment_line
-from vpn_plugin.data_paths import load_config
-from vpn_plugin.errors import POSITIVE_INT, tool_main
+from vpn_plugin.data_paths import add_cfg_options, load_config
+from vpn_plugin.errors import POSITIVE_INT, path_argument, tool_main
 from vpn_plugin.runner import build_runner as build_planning_runner
 
 PHASES = ('data', 'forward', 'backward', 'optimiser', 'hooks', 'other')
@@ -174,14 +173,14 @@ def parse_args(argv=None):
     parser.add_argument('--threads', type=POSITIVE_INT, default=1, help='torch intra-op threads')
     parser.add_argument('--test', action='store_true',
                         help='also time one pass over the test split after training')
-    parser.add_argument('--versus', metavar='OTHER_CONFIG',
+    parser.add_argument('--versus', type=path_argument, metavar='OTHER_CONFIG',
                         help='time a training step of this config\'s model against OTHER_CONFIG\'s')
     parser.add_argument('--batch', type=POSITIVE_INT, default=32,
                         help='windows per step (--versus)')
     parser.add_argument('--repeats', type=POSITIVE_INT, default=10, help='rounds (--versus)')
     parser.add_argument('--retrieval', action='store_true',
                         help='KEPP: time the PKG path retrieval of the test windows instead')
-    parser.add_argument('--cfg-options', nargs='+', action=DictAction)
+    add_cfg_options(parser, 'override config keys')
     return parser.parse_args(argv)
 
 

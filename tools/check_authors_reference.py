@@ -19,7 +19,7 @@ from pathlib import Path
 
 import vpn_plugin.mm  # noqa: F401  (compat + registration)
 from vpn_plugin.oracles.authors import check_fixture
-from vpn_plugin.oracles.compare import print_report
+from vpn_plugin.oracles.compare import begin_check, print_report
 from vpn_plugin.errors import tool_main
 
 
@@ -29,6 +29,7 @@ def main(argv=None) -> int:
     parser.add_argument('fixture', help='directory with meta.json, inputs.npz, outputs.npz, '
                         'grads.npz, authors_state_dict.npz')
     fixture = Path(parser.parse_args(argv).fixture)
+    begin_check()
     rows, header_ok = check_fixture(fixture)
     return 0 if print_report(rows, header_ok) else 1
 

@@ -2,20 +2,24 @@
 
     .venv/bin/python tools/check_reference.py ../shared/reference/schema_crosstask_t3
 
-Dispatches on ``meta.json``'s ``method`` (``SCHEMA``, ``PDPP``, ``S3D``; none = the ViterbiPlanNet
-authors', as ``tools/check_authors_reference.py``) to the method's checker
-(``vpn_plugin.oracles.compare.CHECKERS``), which builds the model from this plugin's configs
-with the fixture's sizes, loads the official weights and recomputes the recorded batch. Prints,
-for every recorded array (losses included) and gradient summary, the max abs difference and
-the max relative difference: relative to the recorded array's max abs, for gradients to the
-model's largest gradient. Tolerances: 1e-4 outputs and losses, 1e-3 gradients, raised only
-where the checker measured the computation ill-conditioned (a 1e-6 relative perturbation of
-its inputs moves the array; tolerance 4x that movement), each said in a ``conditioning:``
-line. Sampling chains are judged step by step (each step fed the recorded state); their
-free-running final state only where the chain is well-conditioned, else it is reported
-(``report``). The rules: ``vpn_plugin/oracles/compare.py``. Exits 1 when any judged row
-exceeds its tolerance or a header check (parameter count, text features) fails; 2 on an
-unreadable fixture.
+Dispatches on what the folder is: ``meta.json``'s ``method`` (``SCHEMA``, ``PDPP``, ``KEPP``,
+``CEFITO``, ``S3D``; none = the ViterbiPlanNet authors', as ``tools/check_authors_reference.py``)
+and, for KEPP, its ``component`` (``pkg``: a PKG-only folder such as ``kepp_small_t3/pkg``), to
+the method's checker (``vpn_plugin.oracles.compare.CHECKERS``), which builds the model from this
+plugin's configs with the fixture's sizes and settings, loads the official weights and recomputes
+the recorded batch. Prints a table, one row per recorded array, whose columns a ``columns:``
+line names: ``max abs``, ``max rel`` (the difference at the scale of what is compared: the
+recorded array's max abs; gradients the model's largest gradient; optimiser steps the recorded
+update), ``tol`` and ``widened`` (how far measured conditioning raised the tolerance above its
+base: 1e-4 outputs, 1e-3 gradients; each raise said in a ``conditioning:`` line). A NaN or inf
+on one side only fails at any tolerance; a tolerance is never infinite. Sampling chains are
+judged step by step; their free-running final state only where well-conditioned, else reported
+(``report``). The rules: ``vpn_plugin/oracles/compare.py``. Where a tolerance was widened, the
+``sensitivity:`` lines show that the check still sees a real error there: the widest tolerance,
+then per module of the official weights one weight moved by 0.05 and the check rerun at the
+measured tolerances (``vpn_plugin/oracles/sensitivity.py``; ``--no-sensitivity`` skips them).
+Exits 1 when any judged row exceeds its tolerance or a header check (parameter count, text
+features, settings) fails; 2 on an unreadable fixture.
 """
 import argparse
 import sys
@@ -23,6 +27,7 @@ from pathlib import Path
 
 import vpn_plugin.mm  # noqa: F401  (compat + registration)
 from vpn_plugin.oracles.compare import check_fixture, print_report
+from vpn_plugin.oracles.sensitivity import print_sensitivity
 from vpn_plugin.errors import REPO_ROOT, tool_command, tool_main
 
 
@@ -48,13 +53,25 @@ def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split('\n')[0])
     parser.add_argument('fixture', help='fixture folder (meta.json, inputs.npz, outputs.npz, '
                         'grads.npz and the official weights)')
+    parser.add_argument('--no-sensitivity', action='store_true',
+                        help='skip the sensitivity lines (one rerun per module of the '
+                        'weights, with one weight moved by 0.05, judged at the tolerances '
+                        'measured here; printed where a tolerance was widened)')
     args = parser.parse_args(argv)
     folder = Path(args.fixture)
     if folder.is_dir() and not (folder / 'meta.json').is_file() and other_check(folder):
         raise FileNotFoundError(f'{folder}: no meta.json, so not a model fixture; '
                                 f'{other_check(folder)}')
     rows, header_ok, _ = check_fixture(args.fixture)
-    return 0 if print_report(rows, header_ok) else 1
+    ok = print_report(rows, header_ok)
+    if args.no_sensitivity:
+        pass
+    elif ok:
+        print_sensitivity(args.fixture, rows)
+    else:
+        print('sensitivity: not run (the check failed: a weight moved on top of a failing '
+              'fixture shows nothing)')
+    return 0 if ok else 1
 
 
 if __name__ == '__main__':

@@ -14,7 +14,10 @@ config's horizon and dropped). SRC: their ``model.state_dict()`` (``.pth``, read
 ``inputs.npz``); without it (SCHEMA saves none: it recounts its graph on the training split),
 the checkpoint carries no graph and ``tools/test.py`` counts the config's PKG on its training
 split. CFG: the config the checkpoint will be tested with (it fixes N, K, T and the observation
-width). DST: an mmengine checkpoint ``tools/test.py CFG DST`` loads.
+width). DST: an mmengine checkpoint ``tools/test.py CFG DST`` loads; it records what the
+config is for, as training would: ``meta.dataset_meta`` (the taxonomy of the config's test
+split, the model's horizon) and ``meta.text_features`` (the identity of the config's text
+features, when they are here), so a test with another config or text features is refused.
 """
 import argparse
 import sys
@@ -24,40 +27,65 @@ import torch
 import vpn_plugin.mm  # noqa: F401  (compat + registration)
 from mmaction.registry import MODELS
 from vpn_plugin.data_paths import load_config
+from vpn_plugin.datasets.planning_dataset import config_metainfo
+from vpn_plugin.engine.checkpoint import UNCHECKED_KEY, recorded_setting, save_atomically
 from vpn_plugin.oracles.authors import install_authors_weights, read_authors_state_dict, read_pkg
-from vpn_plugin.errors import tool_main
+from vpn_plugin.errors import path_argument, tool_main
+from vpn_plugin.outputs import CONVERTED_MARKER, add_overwrite_argument, check_output
 
 
 def parse_args(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split('\n')[0])
     parser.add_argument('src', help="the official state dict (.pth or .npz)")
     parser.add_argument('dst', help='output checkpoint (.pth)')
-    parser.add_argument('--config', required=True, help='the config the checkpoint is for '
+    parser.add_argument('--config', type=path_argument,
+                        required=True, help='the config the checkpoint is for '
                         '(its model type selects the official naming)')
-    parser.add_argument('--pkg', help='raw transition matrix (.npy, or .npz with a '
+    parser.add_argument('--pkg', type=path_argument,
+                        help='raw transition matrix (.npy, or .npz with a '
                         "'transition_matrix' array); default: none, counted when tested")
+    add_overwrite_argument(parser, 'DST')
     return parser.parse_args(argv)
+
+
+def build_model(model_cfg) -> tuple:
+    """(the config's model, note): with the config's text features when they are here (their
+    identity is recorded, as training does), else without (the note says what that means)."""
+    try:
+        return MODELS.build(model_cfg), ''
+    except (FileNotFoundError, ImportError) as error:
+        if not model_cfg.get('text_embeddings'):
+            raise
+        model_cfg.text_embeddings = None
+        if model_cfg.type == 'ViterbiPlanNet':
+            model_cfg.loss_weights = dict(state=0.0)
+        return MODELS.build(model_cfg), (
+            f'; WITHOUT the identity of its text features ({error}): tools/test.py then '
+            f'scores it only with {UNCHECKED_KEY}=True')
 
 
 @tool_main
 def main(argv=None) -> int:
     args = parse_args(argv)
-    model_cfg = load_config(args.config).model
-    model_cfg.text_embeddings = None  # not stored in checkpoints; the config brings them
-    if model_cfg.type == 'ViterbiPlanNet':
-        model_cfg.loss_weights = dict(state=0.0)
-    model = MODELS.build(model_cfg)
+    args.dst = check_output(args.dst, 'converted_checkpoint', 'DST',
+                            (args.src, args.pkg, args.config), args.overwrite)
+    cfg = load_config(args.config)
+    model, text_note = build_model(cfg.model)
     if not hasattr(model, 'official_prefixes'):
-        raise SystemExit(f'{args.config}: model type {model_cfg.type} has no official '
+        raise SystemExit(f'{args.config}: model type {cfg.model.type} has no official '
                          'checkpoint naming; expected a ViterbiPlanNet or SCHEMA config')
     install_authors_weights(model, read_authors_state_dict(args.src),
                             read_pkg(args.pkg) if args.pkg else None)
     meta = dict(source=str(args.src), pkg=str(args.pkg), config=str(args.config),
-                converted_by='tools/convert_authors_checkpoint.py')
-    torch.save(dict(state_dict=model.state_dict(), meta=meta), args.dst)
+                converted_by=CONVERTED_MARKER, **recorded_setting(model, config_metainfo(
+                    (cfg.get('test_dataloader') or {}).get('dataset'))))
+    model_cfg = cfg.model
+    save_atomically(lambda path: torch.save(dict(state_dict=model.state_dict(), meta=meta), path),
+                    args.dst)
     graph = 'with the given PKG' if args.pkg else 'without a PKG (counted when tested)'
     print(f'wrote {args.dst}: {len(model.state_dict())} tensors for {model_cfg.type} '
-          f'(N={model.num_actions}, K={model.num_tasks}, T={model.horizon}), {graph}')
+          f'(N={model.num_actions}, K={model.num_tasks}, T={model.horizon}), {graph}; '
+          f'recorded for the taxonomy of {args.config}' + text_note)
     return 0
 
 

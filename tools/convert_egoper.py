@@ -16,24 +16,32 @@ import argparse
 import json
 import sys
 
-from vpn_plugin.datasets.egoper import ERROR_CHOICES, convert_egoper
-from vpn_plugin.errors import tool_main
+from pathlib import Path
+
+from vpn_plugin.datasets.egoper import ERROR_CHOICES, SPLIT_FILES, check_out_dir, convert_egoper
+from vpn_plugin.errors import path_argument, tool_main
+from vpn_plugin.outputs import add_overwrite_argument
 
 
 @tool_main
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split('\n')[0])
     parser.add_argument('annotation', help="EgoPER's annotation.json")
-    parser.add_argument('--split-dir', required=True,
+    parser.add_argument('--split-dir', type=path_argument, required=True,
                         help='folder with training.txt and test.txt (or <task>/training.txt ...)')
-    parser.add_argument('--out', required=True, help='output folder')
+    parser.add_argument('--out', type=path_argument, required=True, help='output folder')
     parser.add_argument('--errors', choices=ERROR_CHOICES, required=True,
                         help='keep error segments (action_type > 0) as their action, or drop them')
     parser.add_argument('--feature-stem', default='{vid}',
                         help='feature file name (no extension) of a video: {vid}, {task}')
-    parser.add_argument('--feature-dir', help='folder of the feature files written into '
+    parser.add_argument('--feature-dir', type=path_argument,
+                        help='folder of the feature files written into '
                         'dataset.py (default: <out>/features)')
+    add_overwrite_argument(parser, 'files in --out that an earlier conversion did not write')
     args = parser.parse_args(argv)
+    split_files = [p for name in SPLIT_FILES.values()
+                   for p in Path(args.split_dir).glob(f'**/{name}')]
+    check_out_dir(args.out, [args.annotation, *split_files], args.overwrite)
     record = convert_egoper(args.annotation, args.split_dir, args.out, args.errors,
                             args.feature_stem, args.feature_dir)
     print(json.dumps(record, indent=1))

@@ -21,7 +21,9 @@ from mmengine.utils import ProgressBar
 
 from vpn_plugin.datasets.annotations import BadVideoError
 from vpn_plugin.datasets.features import FEATURE_KEY, checked_frames, read_feature_record
-from vpn_plugin.errors import POSITIVE_INT, tool_main
+from vpn_plugin.errors import POSITIVE_INT, path_argument, tool_main
+from vpn_plugin.outputs import check_output
+from vpn_plugin.video.extract import write_features_atomically
 
 
 def convert_file(src: Path, dst: Path, frame_dim: int) -> int:
@@ -38,7 +40,7 @@ def convert_file(src: Path, dst: Path, frame_dim: int) -> int:
             left_out += 1
         else:
             extra[key] = array
-    np.savez(dst, **{FEATURE_KEY: frames}, **extra)
+    write_features_atomically(dst, {FEATURE_KEY: frames, **extra})  # never a partial file
     return left_out
 
 
@@ -53,8 +55,23 @@ def source_files(src: Path) -> tuple:
             [p for p in files if p.suffix not in FEATURE_SUFFIXES])
 
 
+def check_outputs(files, dst: Path, overwrite: bool) -> None:
+    """With ``--overwrite``, no ``<dst>/<stem>.npz`` may be a source file (``--dst`` =
+    ``--src``, a link): its fields that are not arrays would be lost, and a ``<stem>.npz``
+    beside ``<stem>.npy`` would be replaced by the other's conversion. Checked before any file
+    is written (vpn_plugin/outputs.py)."""
+    if not overwrite:
+        return  # existing outputs are kept, never written
+    by_stem = {}
+    for src in files:
+        by_stem.setdefault(src.stem, []).append(src)
+    for stem, sources in by_stem.items():
+        check_output(dst / f'{stem}.npz', 'features', '--dst', sources, overwrite=True)
+
+
 def convert_all(files, dst: Path, frame_dim: int, overwrite: bool) -> dict:
     """Convert every file; returns counts and the refusal messages by reason."""
+    check_outputs(files, dst, overwrite)
     dst.mkdir(parents=True, exist_ok=True)
     counts, refused, bar = Counter(), {}, ProgressBar(len(files), file=sys.stderr)
     for src in files:
@@ -86,8 +103,10 @@ def print_summary(result: dict, dst: Path) -> None:
 @tool_main
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split('\n')[0])
-    parser.add_argument('--src', required=True, help='folder of feature files (any layout)')
-    parser.add_argument('--dst', required=True, help='output folder for .npz files')
+    parser.add_argument('--src', type=path_argument,
+                        required=True, help='folder of feature files (any layout)')
+    parser.add_argument('--dst', type=path_argument,
+                        required=True, help='output folder for .npz files')
     parser.add_argument('--frame-dim', type=POSITIVE_INT, default=512)
     parser.add_argument('--overwrite', action='store_true')
     args = parser.parse_args(argv)

@@ -11,7 +11,7 @@ import json
 import sys
 
 from vpn_plugin.datasets.stats import format_table, window_statistics
-from vpn_plugin.errors import POSITIVE_INT, tool_main
+from vpn_plugin.errors import POSITIVE_INT, path_argument, tool_main
 
 
 @tool_main
@@ -19,9 +19,11 @@ def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split('\n')[0])
     which = parser.add_mutually_exclusive_group(required=True)
     which.add_argument('--dataset', choices=('crosstask', 'niv', 'coin'))
-    which.add_argument('--config', help='a training or dataset config (a custom dataset too): '
+    which.add_argument('--config', type=path_argument,
+                       help='a training or dataset config (a custom dataset too): '
                        'the dataset its train and test dataloaders read')
-    parser.add_argument('--data-root', help='dataset folder (default: ../shared/data with '
+    parser.add_argument('--data-root', type=path_argument,
+                        help='dataset folder (default: ../shared/data with '
                         '--dataset, the config\'s data_root with --config)')
     parser.add_argument('--horizons', nargs='+', type=POSITIVE_INT, default=[3, 4, 5, 6])
     parser.add_argument('--json', action='store_true', help='print JSON instead of a table')

@@ -12,13 +12,25 @@ fi
 CONFIG=$1
 NPROC=$2
 shift 2
+# the counts, checked before torchrun starts (its own answer to "abc" or 0 is a traceback)
+check_count() {  # NAME VALUE LOWEST
+    if ! [[ "$2" =~ ^[0-9]+$ ]] || [ "$2" -lt "$3" ]; then
+        echo "error: $1=$2: expected an integer >= $3" >&2
+        exit 2
+    fi
+}
+check_count NPROC "$NPROC" 1
+check_count NNODES "${NNODES:-1}" 1
+check_count NODE_RANK "${NODE_RANK:-0}" 0
+check_count PORT "${PORT:-29500}" 1
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 PYTHON=${PYTHON:-"$ROOT/.venv/bin/python"}
 # one thread per process unless set: what torchrun and mmengine set anyway, without their
 # warning per rank (set OMP_NUM_THREADS / MKL_NUM_THREADS to give each process more)
 export OMP_NUM_THREADS=${OMP_NUM_THREADS:-1}
 export MKL_NUM_THREADS=${MKL_NUM_THREADS:-1}
-exec "$PYTHON" -m torch.distributed.run \
+# tools/dist_run.py: torchrun, ending a failed process with one line instead of a traceback
+exec "$PYTHON" "$ROOT/tools/dist_run.py" \
     --nnodes="${NNODES:-1}" \
     --node_rank="${NODE_RANK:-0}" \
     --master_addr="${MASTER_ADDR:-127.0.0.1}" \

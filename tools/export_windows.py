@@ -18,24 +18,28 @@ import sys
 
 from vpn_plugin.data_paths import add_data_arguments, load_config
 from vpn_plugin.datasets.export import WINDOW_LAYOUTS, write_window_file
-from vpn_plugin.datasets.sources import DATASET_CONFIGS, dataset_config, source_windows
-from vpn_plugin.errors import tool_main
+from vpn_plugin.datasets.sources import (DATASET_CONFIGS, dataset_config, source_files,
+                                         source_windows)
+from vpn_plugin.errors import path_argument, tool_main
+from vpn_plugin.outputs import add_overwrite_argument, check_output
 
 
 def parse_args(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split('\n')[0])
     which = parser.add_mutually_exclusive_group(required=True)
     which.add_argument('--dataset', choices=sorted(DATASET_CONFIGS))
-    which.add_argument('--config', help='a config whose {train,test}_dataloader.dataset is a '
+    which.add_argument('--config', type=path_argument,
+                       help='a config whose {train,test}_dataloader.dataset is a '
                        'PlanningDataset (e.g. your copy of configs/_base_/datasets/custom_json.py)')
     parser.add_argument('--split', choices=('train', 'test'), required=True)
     parser.add_argument('--horizon', type=int, required=True, metavar='T')
-    parser.add_argument('--out', required=True, help='output JSON file')
+    parser.add_argument('--out', type=path_argument, required=True, help='output JSON file')
     parser.add_argument('--layout', choices=sorted(WINDOW_LAYOUTS),
                         help="which fields and feature folder the records carry (default: the "
                         "dataset's own; 'custom' for --config)")
     parser.add_argument('--feature-prefix', help='folder written before each feature file name '
                         "(default: the layout's, where the authors kept their features)")
+    add_overwrite_argument(parser, '--out')
     add_data_arguments(parser)
     return parser.parse_args(argv)
 
@@ -51,7 +55,10 @@ def split_dataset(args) -> dict:
 def main(argv=None) -> int:
     args = parse_args(argv)
     layout = args.layout or args.dataset or 'custom'
-    taxonomy, windows, _ = source_windows(split_dataset(args))
+    dataset = split_dataset(args)
+    args.out = check_output(args.out, 'window_file', '--out',
+                            [args.config, *source_files(dataset)], args.overwrite)
+    taxonomy, windows, _ = source_windows(dataset)
     if not windows:
         print(f'error: no window of {args.horizon} steps in this split; nothing written',
               file=sys.stderr)

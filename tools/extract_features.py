@@ -17,7 +17,7 @@ import sys
 
 import torch
 
-from vpn_plugin.errors import POSITIVE_INT, tool_main
+from vpn_plugin.errors import NON_NEGATIVE_INT, POSITIVE_INT, path_argument, tool_main
 from vpn_plugin.video.recipe import add_recipe_arguments, recipe_from_args
 
 LAUNCHERS = ('none', 'pytorch', 'slurm')
@@ -26,8 +26,9 @@ LAUNCHERS = ('none', 'pytorch', 'slurm')
 def parse_args(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument('inputs', nargs='+', metavar='VIDEO_OR_DIR')
-    parser.add_argument('--out', required=True, help='folder of the feature files')
-    parser.add_argument('--weights', metavar='PTH',
+    parser.add_argument('--out', type=path_argument,
+                        required=True, help='folder of the feature files')
+    parser.add_argument('--weights', type=path_argument, metavar='PTH',
                         help='s3d_howto100m.pth (S3D_HowTo100M README)')
     parser.add_argument('--random-weights', action='store_true',
                         help='random S3D weights, ONLY for pipeline checks: the output is '
@@ -38,7 +39,7 @@ def parse_args(argv=None):
                              '(CrossTask: videos/<task>/<vid>.mp4 -> <task>_<vid>.npz)')
     parser.add_argument('--batch-chunks', type=POSITIVE_INT, default=8,
                         help='chunks per network call (default 8)')
-    parser.add_argument('--num-workers', type=int, default=2,
+    parser.add_argument('--num-workers', type=NON_NEGATIVE_INT, default=2,
                         help='DataLoader decoding workers per process (default 2)')
     parser.add_argument('--device', default=None, help='default: the local GPU, else cpu')
     parser.add_argument('--launcher', choices=LAUNCHERS, default='none')

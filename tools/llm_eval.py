@@ -26,7 +26,6 @@ import sys
 from pathlib import Path
 
 import vpn_plugin.mm  # noqa: F401  (compat + registries)
-from mmengine.config import DictAction
 
 from mmaction.registry import DATASETS, MODELS
 from vpn_plugin.apis import step_model_anchors
@@ -37,20 +36,25 @@ from vpn_plugin.baselines.llm.evaluate import cost_summary, usage_record, write_
 from vpn_plugin.baselines.llm.windows import annotation_windows
 from vpn_plugin.datasets.planning_dataset import check_split_disjoint
 from vpn_plugin.protocol.results import ResultRow, read_results, replace_result
-from vpn_plugin.data_paths import (PATH_VARIABLES, add_data_arguments, data_path_args,
-                                   load_config)
+from vpn_plugin.data_paths import (PATH_VARIABLES, add_cfg_options, add_data_arguments,
+                                   data_path_args, load_config)
+from vpn_plugin.outputs import add_overwrite_argument, check_output
 from vpn_plugin.errors import (NON_NEGATIVE_FLOAT, NON_NEGATIVE_INT, POSITIVE_FLOAT,
-                               POSITIVE_INT, tool_main)
+                               POSITIVE_INT, path_argument, text_argument, tool_main,
+                               write_text_atomically)
 
 
 def parse_args(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split('\n')[0])
-    parser.add_argument('--config', required=True, help='config with train/test dataloaders')
-    parser.add_argument('--base-url',
+    parser.add_argument('--config', type=path_argument,
+                        required=True, help='config with train/test dataloaders')
+    parser.add_argument('--base-url', type=text_argument,
                         help='OpenAI-compatible endpoint, e.g. http://localhost:8000/v1')
-    parser.add_argument('--model', required=True, help='model name (a local path with '
+    parser.add_argument('--model', type=text_argument,
+                        required=True, help='model name (a local path with '
                         '--backend transformers)')
-    parser.add_argument('--api-key-env', help='environment variable holding the API key '
+    parser.add_argument('--api-key-env', type=text_argument,
+                        help='environment variable holding the API key '
                         '(default OPENAI_API_KEY, or "EMPTY" for local servers)')
     parser.add_argument('--backend', choices=['openai', 'transformers'], default='openai')
     parser.add_argument('--with-pkg', action='store_true', help='put the PKG in the prompt')
@@ -58,18 +62,22 @@ def parse_args(argv=None):
                         help="prompt templates: ours (prompts/) or the paper's printed prompts "
                         '(prompts/paper/, README there)')
     parser.add_argument('--vlm', action='store_true', help='two-stage VLM mode from video clips')
-    parser.add_argument('--video-root', help='VLM: folder of <vid>.mp4 files or <vid>/ frames')
+    parser.add_argument('--video-root', type=path_argument,
+                        help='VLM: folder of <vid>.mp4 files or <vid>/ frames')
     parser.add_argument('--num-frames', type=POSITIVE_INT, default=4, help='VLM: frames per clip')
     parser.add_argument('--frames-fps', type=POSITIVE_FLOAT, default=1.0,
                         help='VLM: frame rate of frames folders')
     parser.add_argument('--limit', type=POSITIVE_INT, help='plan N test windows drawn with --seed, '
                         'stratified over tasks (the results row is marked shortened)')
     parser.add_argument('--concurrency', type=POSITIVE_INT, default=4, help='requests in flight')
-    parser.add_argument('--anchors-file', help='step-model first/last predictions (JSON/npz)')
-    parser.add_argument('--step-config', help='config whose model is the step model '
+    parser.add_argument('--anchors-file', type=path_argument,
+                        help='step-model first/last predictions (JSON/npz)')
+    parser.add_argument('--step-config', type=path_argument,
+                        help='config whose model is the step model '
                         '(e.g. PKGBeamSearchPlanner)')
-    parser.add_argument('--step-checkpoint', help='checkpoint of --step-config')
-    parser.add_argument('--save-anchors', help='write the step-model anchors to this JSON file')
+    parser.add_argument('--step-checkpoint', type=path_argument, help='checkpoint of --step-config')
+    parser.add_argument('--save-anchors', type=path_argument,
+                        help='write the step-model anchors to this JSON file')
     parser.add_argument('--scope', choices=['task', 'dataset'], default='task',
                         help="taxonomy in the prompt: the window's task or the whole dataset")
     parser.add_argument('--num-examples', type=NON_NEGATIVE_INT, default=5)
@@ -82,17 +90,19 @@ def parse_args(argv=None):
     parser.add_argument('--allow-failures', action='store_true',
                         help='write the results row even when requests failed after the '
                         'retries (scored as wrong plans; the row counts them by kind)')
-    parser.add_argument('--cache-dir', default='work_dirs/llm_cache')
-    parser.add_argument('--out', default='work_dirs/llm_eval/results.jsonl',
+    parser.add_argument('--cache-dir', type=path_argument, default='work_dirs/llm_cache')
+    parser.add_argument('--out', type=path_argument, default='work_dirs/llm_eval/results.jsonl',
                         help='protocol results file (.jsonl); a rerun replaces its own row')
-    parser.add_argument('--method', help='method name in the results (default: from the model)')
-    parser.add_argument('--price-per-1k', nargs='+', type=float, metavar='PRICE',
+    parser.add_argument('--method', type=text_argument,
+                        help='method name in the results (default: from the model)')
+    parser.add_argument('--price-per-1k', nargs='+', type=NON_NEGATIVE_FLOAT, metavar='PRICE',
                         help='price per 1000 tokens (one for all, or PROMPT COMPLETION): the '
                         "results row's usage gets cost_of_answers (every answer used, cached ones "
                         'included) and cost_paid (the requests of this run); tools/report.py: '
                         'Cost and Paid columns')
     parser.add_argument('--no-progress', action='store_true')
-    parser.add_argument('--cfg-options', nargs='+', action=DictAction)
+    add_overwrite_argument(parser, '--save-anchors and the files beside --out')
+    add_cfg_options(parser, 'override config keys (only those llm_eval reads)')
     add_data_arguments(parser)
     args = parser.parse_args(argv)
     check_args(parser, args)
@@ -238,8 +248,8 @@ def write_results(args, cfg, test_set, queries, outcomes, summary, usage, anchor
     variant = setting(args, anchors)
     settings = run_settings(args, len(queries), len(test_set))
     write_outcomes(files['outcomes'], queries, outcomes, variant)
-    files['summary'].write_text(json.dumps(dict(summary, usage=usage, setting=variant,
-                                                settings=settings), indent=2))
+    write_text_atomically(files['summary'], json.dumps(dict(
+        summary, usage=usage, setting=variant, settings=settings), indent=2), 'LLM summary')
     data_root = Path(cfg.test_dataloader.dataset.get('data_root', '')).name
     shortened = (f"limit={args.limit} of {len(test_set)} windows"
                  if settings['limit'] is not None else '')
@@ -258,10 +268,17 @@ def method_slug(args, anchors: str) -> str:
 @tool_main
 def main(argv=None):
     args = parse_args(argv)
+    inputs = (args.config, args.anchors_file, args.step_config, args.step_checkpoint)
+    args.out = str(check_output(args.out, 'results', '--out', inputs, args.overwrite))
     if Path(args.out).is_file():
         read_results(args.out)  # a damaged results file stops the run before any request
+    if args.save_anchors is not None:
+        args.save_anchors = check_output(args.save_anchors, 'anchors', '--save-anchors',
+                                         inputs, args.overwrite)
     cfg, test_set = load_datasets(args)
     anchors_label, anchors = anchor_setting(args, test_set)
+    for name, path in output_files(args, anchors_label).items():
+        check_output(path, 'llm_side_file', f'--out (its {name} file)', inputs, args.overwrite)
     model = build_planner(args, cfg)
     queries = build_queries(test_set.plans, test_set.tasks, anchors=anchors,
                             indices=stratified_sample(test_set.tasks, args.limit, args.seed),

@@ -25,19 +25,24 @@ from vpn_plugin.datasets.synthetic import (DEFAULT_DTYPES, DTYPES, FORMATS,
                                            SyntheticFeatureGenerator, config_videos,
                                            dataset_videos, difficulty_params, write_manifest,
                                            write_synthetic_features)
-from vpn_plugin.errors import NON_NEGATIVE_INT, POSITIVE_INT, tool_main
+from vpn_plugin.errors import NON_NEGATIVE_INT, POSITIVE_INT, path_argument, tool_main
+from vpn_plugin.outputs import KINDS, add_overwrite_argument, check_output
+
+MANIFEST = 'synthetic_manifest.json'  # beside the features folder: the folder is ours
 
 
 def parse_args(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split('\n')[0])
     source = parser.add_mutually_exclusive_group(required=True)
     source.add_argument('--dataset', choices=('crosstask', 'niv', 'coin'))
-    source.add_argument('--config', help="a dataset's config (e.g. one of your own, per-video "
+    source.add_argument('--config', type=path_argument,
+                        help="a dataset's config (e.g. one of your own, per-video "
                         "JSON); the features go to its feature_dir")
-    parser.add_argument('--data-root',
+    parser.add_argument('--data-root', type=path_argument,
                         help='folder holding the crosstask/, niv/ and coin/ annotations (default '
                         "../shared/data); with --config: overrides the config's data_root")
-    parser.add_argument('--out', help='output folder (features/ is created in it); required '
+    parser.add_argument('--out', type=path_argument,
+                        help='output folder (features/ is created in it); required '
                         'with --dataset')
     parser.add_argument('--seed', type=NON_NEGATIVE_INT, default=0)
     parser.add_argument('--difficulty', type=float, default=0.5,
@@ -49,6 +54,7 @@ def parse_args(argv=None):
     parser.add_argument('--dtype', choices=DTYPES,
                         help='storage precision of the frames (default: float16 for coin, '
                         'float32 otherwise); the loader reads float32')
+    add_overwrite_argument(parser, 'feature files in a folder this tool did not write')
     args = parser.parse_args(argv)
     args.dtype = args.dtype or DEFAULT_DTYPES.get(args.dataset, 'float32')
     return args
@@ -64,6 +70,7 @@ def main(argv=None):
             raise ValueError('--out is required with --dataset')
         taxonomy, videos = dataset_videos(args.dataset, args.data_root or '../shared/data')
         features = Path(args.out) / 'features'
+    check_feature_folder(features, videos, args)
     generator = SyntheticFeatureGenerator(taxonomy, args.frame_dim, args.difficulty, args.seed)
     print(f'{args.dataset or args.config}: {len(videos)} videos -> {features} ({args.format}, '
           f'{args.dtype})')
@@ -72,6 +79,24 @@ def main(argv=None):
     write_manifest(features.parent, dict(vars(args), **info,
                                          params=difficulty_params(args.difficulty)))
     print(json.dumps(info))
+
+
+def check_feature_folder(features: Path, videos, args) -> None:
+    """Synthetic features may replace earlier synthetic ones (``<out>/synthetic_manifest.json``
+    is ours) but not, without ``--overwrite``, feature files of another origin (a config's
+    real ``feature_dir``), nor a manifest of another tool (vpn_plugin/outputs.py)."""
+    manifest = features.parent / MANIFEST
+    earlier = manifest.is_file() and KINDS['synthetic_manifest'].recognise(manifest)
+    check_output(manifest, 'synthetic_manifest', '--out', (args.config,), args.overwrite)
+    if earlier or args.overwrite or not features.is_dir():
+        return
+    suffix = FORMATS[args.format]
+    existing = [v.feature for v in videos if (features / f'{v.feature}{suffix}').exists()]
+    if existing:
+        raise ValueError(f'{features}: holds {len(existing)} feature file(s) this tool would '
+                         f'replace (e.g. {existing[0]}{suffix}) and no {MANIFEST} of an earlier '
+                         'synthetic run beside it: real features would be lost. Choose another '
+                         '--out, or pass --overwrite')
 
 
 def config_source(args) -> tuple:

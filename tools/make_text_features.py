@@ -32,26 +32,30 @@ from pathlib import Path
 
 import numpy as np
 
-from vpn_plugin.errors import tool_main
+from vpn_plugin.errors import OutputWriteError, path_argument, replace_atomically, tool_main
+from vpn_plugin.outputs import add_overwrite_argument, check_output
 from vpn_plugin.models.text_embeddings import (load_action_features, load_state_features,
                                                resolve_encoder_path)
 
 
 def parse_args(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split('\n')[0])
-    parser.add_argument('--taxonomy', required=True, help='the dataset\'s taxonomy JSON')
-    parser.add_argument('--state-descriptions',
+    parser.add_argument('--taxonomy', type=path_argument,
+                        required=True, help='the dataset\'s taxonomy JSON')
+    parser.add_argument('--state-descriptions', type=path_argument,
                         help='state_descriptions.json (3 before + 3 after sentences per action)')
     parser.add_argument('--action-names', action='store_true',
                         help='encode the bare action names instead (CEFITO, (N, Dt))')
-    parser.add_argument('--out', required=True, help='the .npy file to write')
-    parser.add_argument('--encoder', help='local transformers model directory (default: the '
+    parser.add_argument('--out', type=path_argument, required=True, help='the .npy file to write')
+    parser.add_argument('--encoder', type=path_argument,
+                        help='local transformers model directory (default: the '
                         'installed MiniLM-L6)')
     parser.add_argument('--pooling', choices=('mean', 'clip', 'clip_eot'),
                         help='mean: mean-pooled, normalised token states; clip: CLIP\'s pooled '
                         'and projected text features; clip_eot: the end-of-text token\'s state '
                         'before the projection (default for CLIP models: clip, with '
                         '--action-names clip_eot; else mean)')
+    add_overwrite_argument(parser, '--out')
     args = parser.parse_args(argv)
     if args.action_names == (args.state_descriptions is not None):
         parser.error('give --state-descriptions (ViterbiPlanNet) or --action-names (CEFITO)')
@@ -72,21 +76,30 @@ def write_action_features(args, pooling: str) -> None:
     with tempfile.TemporaryDirectory() as cache:
         features = load_action_features(taxonomy=args.taxonomy, encoder=args.encoder,
                                         pooling=pooling, cache_dir=cache)
-    out = Path(args.out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    partial = out.with_suffix('.partial.npy')
-    np.save(partial, features.numpy().astype(np.float32))
-    partial.replace(out)
+    out = save_array(args.out, features)
     print(f'{out}: {tuple(features.shape)} (N actions, Dt = {features.shape[1]}; {pooling} '
           f"features of the action names); in the config: model.text_embeddings=dict(file='{out}')")
+
+
+def save_array(out, features) -> Path:
+    """``features`` as a float32 ``.npy`` at ``out``, written atomically."""
+    out = Path(out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+
+    def write(temporary):
+        with open(temporary, 'wb') as handle:  # a file object: np.save appends no suffix
+            np.save(handle, features.numpy().astype(np.float32))
+
+    replace_atomically(out, write, lambda path, cause: OutputWriteError(
+        f'cannot write the text features {path}: {cause}; nothing was written there'))
+    return out
 
 
 @tool_main
 def main(argv=None):
     args = parse_args(argv)
-    if Path(args.out).suffix != '.npy':  # np.save would append .npy to another name
-        raise SystemExit(f'--out {args.out}: expected a file name ending in .npy (the file '
-                         'model.text_embeddings.file reads)')
+    args.out = check_output(args.out, 'text_features', '--out',
+                            (args.taxonomy, args.state_descriptions), args.overwrite)
     pooling = args.pooling or default_pooling(args.encoder, args.action_names)
     if args.action_names:
         write_action_features(args, pooling)
@@ -98,9 +111,7 @@ def main(argv=None):
     if features.shape[1] != 6:
         raise ValueError(f'{args.state_descriptions}: {features.shape[1] // 2} before/after '
                          'sentences per action; ViterbiPlanNet expects 3 + 3')
-    out = Path(args.out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    np.save(out, features.numpy().astype(np.float32))
+    out = save_array(args.out, features)
     print(f'{out}: {tuple(features.shape)} (N actions, 6 sentences, Dt = {features.shape[2]}; '
           f'{pooling} pooling); in the config: model.text_dim={features.shape[2]}, '
           f"model.text_embeddings=dict(file='{out}')")

@@ -13,8 +13,7 @@ import sys
 
 import vpn_plugin.mm  # noqa: F401  (compat + registration)
 from mmaction.registry import MODELS
-from mmengine.config import DictAction
-from vpn_plugin.data_paths import load_config
+from vpn_plugin.data_paths import add_cfg_options, load_config
 from vpn_plugin.models.base_planner import num_parameters
 from vpn_plugin.errors import tool_main
 
@@ -40,8 +39,7 @@ def build_model(model_cfg):
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split('\n')[0])
     parser.add_argument('configs', nargs='+', help='config files')
-    parser.add_argument('--cfg-options', nargs='+', action=DictAction,
-                        help='override config keys, e.g. horizon=4')
+    add_cfg_options(parser, 'override config keys, e.g. horizon=4')
     args = parser.parse_args(argv)
     for path in args.configs:
         cfg = load_config(path, args.cfg_options)

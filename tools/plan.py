@@ -4,20 +4,28 @@ for your own video file (its S3D features extracted as the datasets' were).
     python tools/plan.py CONFIG CHECKPOINT [--indices 0 5 9] [--split test|val|train]
     python tools/plan.py [CONFIG] --checkpoint CKPT --video my.mp4 --start-time 12 \\
         --goal-time 95 --s3d-weights s3d_howto100m.pth
+    python tools/plan.py [CONFIG] --checkpoint CKPT --features my.npz --start-time 12 \\
+        --goal-time 95         # features already extracted (extract_features.py, --save-features)
 
 With ``--video``, CONFIG may be left out: the config stored in a checkpoint of
 tools/train.py is used. The frame recipe defaults to that of the public features (P3IV's);
 change it (``--fps``, ``--size``, ...) only for a planner trained on features extracted with
 the same options. ``--random-weights`` (instead of ``--s3d-weights``) runs the pipeline with
-random S3D weights, for checks only: its plans are marked UNUSABLE.
+random S3D weights, for checks only: its plans are marked UNUSABLE. ``--features FILE`` plans
+from one video's features already extracted (a file of ``extract_features.py`` or
+``--save-features``, or any per-video layout the datasets read): no S3D, no video; a file
+written with random weights (``usable`` false) is marked UNUSABLE as well. Each plan says where
+its task comes from (the planner's classifier with its probability, the ground truth, or
+``--task NAME``: the task the video shows) and warns when its actions leave that task.
 """
 import argparse
 import sys
 
-from mmengine.config import DictAction
-
-from vpn_plugin.data_paths import add_data_arguments, data_path_args, load_config
-from vpn_plugin.errors import NON_NEGATIVE_FLOAT, NON_NEGATIVE_INT, tool_main
+from vpn_plugin.data_paths import (add_cfg_options, add_data_arguments, data_path_args,
+                                  load_config)
+from vpn_plugin.errors import (NON_NEGATIVE_FLOAT, NON_NEGATIVE_INT, path_argument,
+                               text_argument, tool_main)
+from vpn_plugin.outputs import add_overwrite_argument, check_output
 from vpn_plugin.video.recipe import add_recipe_arguments, recipe_from_args
 
 
@@ -31,21 +39,30 @@ def parse_args(argv=None):
                         help='dataset sample indices (default: 0 1 2)')
     parser.add_argument('--split', choices=('test', 'val', 'train'), default='test',
                         help='which dataloader of the config to take samples from')
-    parser.add_argument('--decode', help='override model.decode (e.g. emission_argmax)')
-    parser.add_argument('--cfg-options', nargs='+', action=DictAction, default={},
-                        help='override config keys, e.g. model.cross_horizon=repeat_last')
+    parser.add_argument('--decode', type=text_argument,
+                        help='override model.decode (e.g. emission_argmax)')
+    add_cfg_options(parser, 'override config keys, e.g. model.cross_horizon=repeat_last',
+                    default={})
     video = parser.add_argument_group('your own video (instead of dataset samples)')
-    video.add_argument('--video', help='a video file to plan for')
+    video.add_argument('--video', type=path_argument, help='a video file to plan for')
     video.add_argument('--start-time', type=NON_NEGATIVE_FLOAT,
                        help='second of the start state (where the first step starts)')
     video.add_argument('--goal-time', type=NON_NEGATIVE_FLOAT,
                        help='second of the goal state (where the last step ends)')
-    video.add_argument('--s3d-weights', metavar='PTH',
+    video.add_argument('--s3d-weights', type=path_argument, metavar='PTH',
                        help='s3d_howto100m.pth (S3D_HowTo100M README)')
     video.add_argument('--random-weights', action='store_true',
                        help='random S3D weights, ONLY for pipeline checks (output UNUSABLE)')
-    video.add_argument('--save-features', metavar='NPZ',
+    video.add_argument('--features', type=path_argument, metavar='FILE',
+                       help="plan from a video's features already extracted (the .npz of "
+                       'extract_features.py or --save-features) instead of --video')
+    video.add_argument('--task', metavar='NAME',
+                       help='the task the video shows (name, key or index of the taxonomy): '
+                       'the plan is checked against it, and a planner of the true task '
+                       "(CEFITO's task_source=ground_truth) plans within it")
+    video.add_argument('--save-features', type=path_argument, metavar='NPZ',
                        help="also write the video's features (frames_features) there")
+    add_overwrite_argument(video, '--save-features')
     add_recipe_arguments(parser)
     add_data_arguments(parser)
     args = parser.parse_args(argv)
@@ -53,9 +70,28 @@ def parse_args(argv=None):
         if args.checkpoint and args.checkpoint != args.checkpoint_option:
             parser.error('the checkpoint is given twice (positional and --checkpoint)')
         args.checkpoint = args.checkpoint_option
-    if args.video is None:
+    if args.video and args.features:
+        parser.error('--video and --features exclude each other (--features: its features, '
+                     'already extracted)')
+    if args.features:
+        if not args.checkpoint:
+            parser.error('--features needs --checkpoint CKPT')
+        if args.start_time is None or args.goal_time is None:
+            parser.error('--features needs --start-time and --goal-time (seconds)')
+        given = [flag for flag, value in (('--s3d-weights', args.s3d_weights),
+                                          ('--random-weights', args.random_weights),
+                                          ('--save-features', args.save_features)) if value]
+        if given:
+            parser.error(f'{", ".join(given)}: for --video only (--features are extracted)')
+    elif args.video is None:
+        if args.save_features is not None:
+            parser.error('--save-features needs --video (the features of your own video)')
         if not (args.config and args.checkpoint):
-            parser.error('CONFIG and CHECKPOINT are required (or --video with --checkpoint)')
+            parser.error('CONFIG and CHECKPOINT are required (or --video / --features with '
+                         '--checkpoint)')
+        if args.task is not None:
+            parser.error('--task is for --video / --features (dataset samples carry their '
+                         'true task)')
     else:
         if not args.checkpoint:
             parser.error('--video needs --checkpoint CKPT')
@@ -71,15 +107,43 @@ def plan_video(args, cfg) -> None:
     from vpn_plugin.apis.video import (RANDOM_WEIGHTS_WARNING, config_taxonomy,
                                        format_video_plan, load_s3d_for_tool)
     taxonomy = config_taxonomy(cfg, args.split)
+    task = None if args.task is None else taxonomy.task_index(args.task)
     s3d = load_s3d_for_tool(args.s3d_weights, args.random_weights)
     model = init_planner(cfg, args.checkpoint)
+    print_unchecked(model, args.checkpoint)
     sample, features = plan_from_video(model, s3d, args.video, args.start_time,
                                        args.goal_time, recipe_from_args(args), args.split,
-                                       return_features=True)
+                                       return_features=True, task=task)
     print('\n'.join(format_video_plan(sample, taxonomy, args.video, args.start_time,
                                       args.goal_time)))
     if args.save_features:
         save_features(args.save_features, features, s3d, RANDOM_WEIGHTS_WARNING)
+
+
+def plan_features(args, cfg) -> None:
+    """``--features``: the plan between two moments of a video's features file (a file of
+    random S3D weights is planned from, its plans marked UNUSABLE as the CLI marks videos)."""
+    from vpn_plugin.apis import init_planner, plan_from_features, video_observations
+    from vpn_plugin.apis.video import config_taxonomy, format_video_plan
+    from vpn_plugin.datasets.features import read_feature_record
+    record = read_feature_record(args.features)
+    taxonomy = config_taxonomy(cfg, args.split)
+    task = None if args.task is None else taxonomy.task_index(args.task)
+    model = init_planner(cfg, args.checkpoint)
+    start, goal = video_observations(model.cfg, args.features, args.start_time, args.goal_time,
+                                     args.split, allow_unusable=True)
+    print_unchecked(model, args.checkpoint)
+    sample = plan_from_features(model, start, goal, task=task)[0]
+    sample.set_field(int(len(record['frames_features'])), 'num_seconds', field_type='metainfo')
+    print('\n'.join(format_video_plan(sample, taxonomy, args.features, args.start_time,
+                                      args.goal_time, source='features')))
+
+
+def print_unchecked(model, checkpoint) -> None:
+    """The mark of plans from a checkpoint scored with unchecked_checkpoint=True."""
+    if model.unchecked_checkpoint:
+        print(f'*** UNCHECKED checkpoint {checkpoint}: it records no '
+              f'{", ".join(model.unchecked_checkpoint)} (unchecked_checkpoint=True) ***')
 
 
 def save_features(path, features, s3d, warning: str) -> None:
@@ -96,6 +160,10 @@ def save_features(path, features, s3d, warning: str) -> None:
 @tool_main
 def main(argv=None):
     args = parse_args(argv)
+    if args.save_features is not None:
+        args.save_features = check_output(
+            args.save_features, 'features', '--save-features',
+            (args.video, args.checkpoint, args.config, args.s3d_weights), args.overwrite)
     from vpn_plugin.apis import build_split_dataset, inference_planner, init_planner
     from vpn_plugin.models.plan_display import format_plan
 
@@ -108,7 +176,10 @@ def main(argv=None):
         cfg.model.decode = args.decode
     if args.video:
         return plan_video(args, cfg)
+    if args.features:
+        return plan_features(args, cfg)
     model = init_planner(cfg, args.checkpoint)
+    print_unchecked(model, args.checkpoint)
     dataset = build_split_dataset(cfg, args.split)
     for sample in inference_planner(model, dataset, args.indices):
         print('\n'.join(format_plan(sample, dataset.taxonomy)))

@@ -32,7 +32,9 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from vpn_plugin.protocol import plots  # noqa: E402
-from vpn_plugin.errors import NON_NEGATIVE_INT, POSITIVE_INT, check_names, tool_main  # noqa: E402
+from vpn_plugin.errors import (NON_NEGATIVE_INT, POSITIVE_INT, check_names,  # noqa: E402
+                               path_argument, tool_main)
+from vpn_plugin.outputs import add_overwrite_argument, check_output, stem_files  # noqa: E402
 from vpn_plugin.protocol.results import METRIC_RANGES, filter_rows, read_results  # noqa: E402
 
 
@@ -57,7 +59,9 @@ def parse_args(argv=None):
                                              'dataset; the others refuse a mix)')
         if name not in ('qualitative', 'overlap'):
             p.add_argument('--metric', default='success_rate')
-        p.add_argument('--out', required=True, help='output stem (writes .png and .pdf)')
+        p.add_argument('--out', type=path_argument,
+                       required=True, help='output stem (writes .png and .pdf)')
+        add_overwrite_argument(p, '<out>.png / .pdf (/ .md)')
     kinds['curve'].add_argument('--x', required=True, help='variant key on the x axis')
     kinds['curve'].add_argument('--group', help='variant key naming the lines (default: method)')
     kinds['curve'].add_argument('--log-x', action='store_true')
@@ -76,6 +80,17 @@ def parse_args(argv=None):
     quali.add_argument('--top-k', type=POSITIVE_INT, default=8, help='actions shown')
     quali.add_argument('--cfg-options', nargs='+', default=[], metavar='KEY=VALUE')
     return parser.parse_args(argv)
+
+
+def check_output_files(args) -> None:
+    """<out>.png, <out>.pdf (and overlap's <out>.md table) may replace neither an input nor
+    an existing file of another kind (vpn_plugin/outputs.py), checked before drawing."""
+    inputs = ([args.config, args.checkpoint] if args.kind == 'qualitative'
+              else list(args.results))
+    kinds = ['figure', 'figure'] + (['overlap_table'] if args.kind == 'overlap' else [])
+    suffixes = ('.png', '.pdf', '.md')[:len(kinds)]
+    for path, kind in zip(stem_files(args.out, suffixes), kinds):
+        check_output(path, kind, '--out', inputs, args.overwrite)
 
 
 def figure_from_results(args, rows):
@@ -113,6 +128,7 @@ def qualitative_figure(args):
 @tool_main
 def main(argv=None):
     args = parse_args(argv)
+    check_output_files(args)
     if args.kind == 'qualitative':
         paths = qualitative_figure(args)
     else:

@@ -15,7 +15,7 @@ import sys
 import time
 from pathlib import Path
 
-from vpn_plugin.errors import POSITIVE_INT, tool_main
+from vpn_plugin.errors import POSITIVE_INT, path_argument, tool_main
 
 ROOT = Path(__file__).resolve().parents[1]
 CONFIG = 'configs/synthetic/vpn_crosstask_t3_quickstart.py'
@@ -26,11 +26,11 @@ METRICS = (('success_rate', 'Success rate (SR)'), ('mean_accuracy', 'Mean accura
 
 def parse_args(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument('--config', default=CONFIG)
-    parser.add_argument('--data-root', default='../shared/data')
+    parser.add_argument('--config', type=path_argument, default=CONFIG)
+    parser.add_argument('--data-root', type=path_argument, default='../shared/data')
     parser.add_argument('--features', default='data/synthetic/crosstask',
                         help='synthetic feature folder (generated when missing)')
-    parser.add_argument('--work-dir', default='work_dirs/quickstart')
+    parser.add_argument('--work-dir', type=path_argument, default='work_dirs/quickstart')
     parser.add_argument('--epochs', type=POSITIVE_INT, help='override the schedule length')
     parser.add_argument('--seed', type=int, default=0)
     parser.add_argument('--threads', type=POSITIVE_INT, default=1,

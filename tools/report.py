@@ -12,6 +12,10 @@ Statistics follow the paper by default: ``mean ± (p95 - p5)`` of K=1000 bootstr
 of the seeds, improvements resample each method's seeds independently; ``--ci-style
 half-width`` and ``--paired`` switch to the other conventions (the caption says which).
 The results-file format is documented in ``vpn_plugin/protocol/results.py``.
+An incomplete protocol (rows that ``tools/run_protocol.py`` was asked for but has not written:
+``results.expected`` beside ``results.jsonl``, ``vpn_plugin/protocol/expected.py``) gives no
+table but the list of the missing rows (method, seed, T, config); ``--allow-missing`` makes the
+table anyway, its incomplete cells marked ¶ and the caption saying what is missing.
 """
 import argparse
 import sys
@@ -22,9 +26,13 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from vpn_plugin.core.stats import AUTHORS_RESAMPLES  # noqa: E402
 from vpn_plugin.protocol.report import (CI_STYLES, DEFAULT_METRICS, build_table,  # noqa: E402
                                          to_latex, to_markdown)
+from vpn_plugin.protocol.expected import (describe_row, expected_file,  # noqa: E402
+                                           missing_rows)
 from vpn_plugin.protocol.results import (filter_rows, mean_over_datasets,  # noqa: E402
                                           read_results, rename_methods)
-from vpn_plugin.errors import NON_NEGATIVE_INT, POSITIVE_INT, tool_main  # noqa: E402
+from vpn_plugin.errors import (NON_NEGATIVE_INT, POSITIVE_INT, path_argument,  # noqa: E402
+                               text_argument, tool_main, write_text_atomically)
+from vpn_plugin.outputs import add_overwrite_argument, check_output, stem_files  # noqa: E402
 
 
 def parse_args(argv=None):
@@ -42,8 +50,10 @@ def parse_args(argv=None):
                              'datasets of its rows (the dataset-independent PKG table)')
     parser.add_argument('--rename', nargs='+', default=[], metavar='OLD=NEW',
                         help='display names (applied after --methods selects rows)')
-    parser.add_argument('--ours', help='method whose improvement is reported (default: best)')
-    parser.add_argument('--reference', help='method to compare against (default: second best)')
+    parser.add_argument('--ours', type=text_argument,
+                        help='method whose improvement is reported (default: best)')
+    parser.add_argument('--reference', type=text_argument,
+                        help='method to compare against (default: second best)')
     parser.add_argument('--ci-style', choices=CI_STYLES, default='width',
                         help="number after ±: 'width' = p95 - p5 (the paper's), "
                              "'half-width' = (p95 - p5) / 2")
@@ -54,37 +64,81 @@ def parse_args(argv=None):
                         help='bootstrap resamples K of each cell (the authors: 1000)')
     parser.add_argument('--num-diff-resamples', type=POSITIVE_INT, default=AUTHORS_RESAMPLES,
                         help='bootstrap resamples K of each improvement')
+    parser.add_argument('--allow-missing', action='store_true',
+                        help='make the table although rows of the protocol are missing (not '
+                        'run yet, or failed): their cells are marked and the caption lists '
+                        'them')
     parser.add_argument('--title', default='')
     parser.add_argument('--label', default='', help='LaTeX \\label')
     parser.add_argument('--digits', type=NON_NEGATIVE_INT, default=2)
-    parser.add_argument('--out', help='output stem: writes <out>.md and <out>.tex')
+    parser.add_argument('--out', type=path_argument,
+                        help='output stem: writes <out>.md and <out>.tex')
     parser.add_argument('--format', choices=('markdown', 'latex'), default='markdown',
                         help='the table printed to stdout')
+    add_overwrite_argument(parser, '<out>.md / <out>.tex')
     return parser.parse_args(argv)
+
+
+def output_files(args) -> tuple:
+    """(<out>.md, <out>.tex), both checked (vpn_plugin/outputs.py) before either is written:
+    never an input (a results file), nor an existing file of another kind."""
+    if args.out is None:
+        return ()
+    files = stem_files(args.out, ('.md', '.tex'))
+    return tuple(check_output(path, kind, '--out', args.results, args.overwrite)
+                 for path, kind in zip(files, ('report_markdown', 'report_latex')))
 
 
 @tool_main
 def main(argv=None):
     args = parse_args(argv)
-    rows = filter_rows(read_results(args.results), protocol=args.protocol, dataset=args.dataset,
+    files = output_files(args)
+    rows = read_results(args.results)
+    missing = missing_rows(args.results, rows)
+    kept = filter_rows(rows + missing, protocol=args.protocol, dataset=args.dataset,
                        horizons=args.horizons, variant=args.variant, methods=args.methods)
+    rows, missing = split_missing(kept, missing, args)
     if args.average_datasets:
         rows = mean_over_datasets(rows)
-    rows = rename_methods(rows, args.rename)
+    rows, missing = rename_methods(rows, args.rename), rename_methods(missing, args.rename)
     order = [dict(i.split('=', 1) for i in args.rename).get(m, m) for m in args.methods or []]
     table = build_table(rows, args.metrics, methods=order or None, ours=args.ours,
                         reference=args.reference, ci_style=args.ci_style, paired=args.paired,
                         num_resamples=args.num_resamples,
-                        num_diff_resamples=args.num_diff_resamples)
+                        num_diff_resamples=args.num_diff_resamples, missing=missing)
     markdown = to_markdown(table, title=args.title, digits=args.digits)
     latex = to_latex(table, title=args.title, label=args.label, digits=args.digits)
-    if args.out:
-        out = Path(args.out)
-        out.parent.mkdir(parents=True, exist_ok=True)
-        out.with_suffix('.md').write_text(markdown)
-        out.with_suffix('.tex').write_text(latex)
-        print(f'wrote {out.with_suffix(".md")} and {out.with_suffix(".tex")}', file=sys.stderr)
+    if files:
+        for path, text in zip(files, (markdown, latex)):
+            write_text_atomically(path, text, 'table')
+        print(f'wrote {files[0]} and {files[1]}', file=sys.stderr)
     sys.stdout.write((latex if args.format == 'latex' else markdown).rstrip('\n') + '\n')
+
+
+def split_missing(kept: list, missing: list, args) -> tuple:
+    """(rows, missing rows) of the filtered ``kept``; without ``--allow-missing`` a missing
+    row ends the report naming every one."""
+    ids = {id(row) for row in missing}
+    missing = [row for row in kept if id(row) in ids]
+    rows = [row for row in kept if id(row) not in ids]
+    if not missing:
+        return rows, missing
+    listed = '\n'.join(f'  {describe_row(row)}' for row in missing)
+    if not args.allow_missing:
+        lists = ', '.join(str(expected_file(path)) for path in args.results
+                          if expected_file(path).is_file())
+        raise ValueError(
+            f'{len(missing)} of the {len(kept)} results rows of the protocol are missing (not '
+            f'run yet, or failed; the rows it was asked for: {lists}):\n{listed}\ngive '
+            '--allow-missing to make the table anyway (its incomplete cells marked), or '
+            'finish the protocol: rerunning the same tools/run_protocol.py command runs only '
+            'the missing rows')
+    if args.average_datasets:
+        raise ValueError('--average-datasets needs every dataset\'s row of each seed; '
+                         f'{len(missing)} are missing:\n{listed}')
+    print(f'INCOMPLETE: {len(missing)} of the {len(kept)} results rows are missing (marked in '
+          f'the table):\n{listed}', file=sys.stderr)
+    return rows, missing
 
 
 if __name__ == '__main__':

@@ -2,12 +2,18 @@
 
     .venv/bin/python tools/test.py configs/vpn_crosstask_t3.py work_dirs/.../epoch_50.pth \
         [--out predictions.pkl] [--out-metrics metrics.json]
+    .venv/bin/python tools/test.py CONFIG CKPT --limit 100   # 100 test windows, marked
     tools/dist_test.sh CONFIG CHECKPOINT NPROC [test.py args...]      # torchrun, CPU or GPU
 
 As in MMAction2/mmdet, ``--out`` (alias ``--dump``) pickles the predictions (one dict per test
 sample: ``pred_plan``, ``gt_plan``, ``soft_plan``, ``emissions``, ...) through mmengine's
 ``DumpResults``, written atomically (``AtomicDumpResults``); the metrics go to ``--out-metrics``,
-by default ``<log dir>/test_metrics.json``.
+by default ``<log dir>/test_metrics.json``. Without ``--work-dir`` the log dir is a timestamped
+folder beside the checkpoint (its run's work dir), never ``work_dirs/<config name>``, which may
+be another run's. ``--limit N`` scores N test windows stratified over tasks (those
+``llm_eval.py --limit N`` plans) and ``--smoke`` the smoke run's (``vpn_plugin/smoke.py``); such
+metrics, and those of a shortened run's checkpoint (``meta['shortened']``, e.g. ``train.py
+--smoke``), are marked: a warning line and ``"shortened"`` in ``test_metrics.json``.
 """
 import argparse
 import json
@@ -18,8 +24,13 @@ import vpn_plugin.compat_applied  # noqa: F401  (compat fixes before configs are
 from vpn_plugin.compat import shutdown_distributed
 from vpn_plugin.data_paths import (add_runner_arguments, data_path_args,
                                   load_config as read_config)
-from vpn_plugin.errors import path_argument, tool_main, write_text_atomically
+from vpn_plugin.errors import (POSITIVE_INT, check_file, path_argument, tool_main,
+                               write_text_atomically)
+from vpn_plugin.outputs import add_overwrite_argument, check_output
 from vpn_plugin.runner import build_runner
+from vpn_plugin.smoke import SMOKE, limit_test_windows
+
+UNCHECKED_METRIC = 'checkpoint/unchecked'  # in the metrics of an unchecked_checkpoint=True test
 
 
 def parse_args(argv=None):
@@ -29,21 +40,38 @@ def parse_args(argv=None):
                         help='checkpoint file (.pth); may be omitted only for models without '
                         'trainable parameters (e.g. LLMPlanner, UniformEmissionPlanner)')
     parser.add_argument('--work-dir', type=path_argument,
-                        help='where logs go (default: work_dirs/<config name>)')
-    parser.add_argument('--out', '--dump', dest='out', metavar='FILE.pkl',
+                        help='where logs and test_metrics.json go (default: the '
+                        "checkpoint's folder, i.e. its run's work dir; without a checkpoint "
+                        'work_dirs/<config name>)')
+    parser.add_argument('--out', '--dump', type=path_argument, dest='out', metavar='FILE.pkl',
                         help='pickle the predictions (list of per-sample dicts) to this file')
-    parser.add_argument('--out-metrics', metavar='FILE.json',
+    parser.add_argument('--out-metrics', type=path_argument, metavar='FILE.json',
                         help='write the test metrics here (default: <log dir>/test_metrics.json)')
+    parser.add_argument('--limit', type=POSITIVE_INT, metavar='N',
+                        help='score N test windows drawn stratified over tasks (the windows '
+                        'llm_eval.py --limit N plans); the metrics are marked shortened')
+    parser.add_argument('--smoke', action='store_true',
+                        help=f'the smoke run\'s test: --limit {SMOKE["test_windows"]} '
+                        '(vpn_plugin/smoke.py)')
+    add_overwrite_argument(parser, '--out / --out-metrics files')
     add_runner_arguments(parser, 'test_dataloader.batch_size=64')
     args = parser.parse_args(argv)
     os.environ.setdefault('LOCAL_RANK', str(args.local_rank))
     return args
 
 
+def check_outputs(args) -> None:
+    """``--out`` and ``--out-metrics`` may replace neither an input (the config, the
+    checkpoint) nor a file of another kind (vpn_plugin/outputs.py), before the test runs."""
+    inputs = (args.config, args.checkpoint)
+    if args.out is not None:
+        args.out = str(check_output(args.out, 'predictions', '--out', inputs, args.overwrite))
+    if args.out_metrics is not None:
+        args.out_metrics = str(check_output(args.out_metrics, 'metrics', '--out-metrics',
+                                            inputs, args.overwrite))
+
+
 def add_dump(cfg, dump_path):
-    if not dump_path.endswith(('.pkl', '.pickle')):
-        raise SystemExit(f'--out {dump_path}: expected a .pkl or .pickle file name '
-                         '(the predictions; metrics go to --out-metrics)')
     evaluators = cfg.test_evaluator
     if not isinstance(evaluators, (list, tuple)):
         evaluators = [evaluators]
@@ -56,13 +84,14 @@ def load_config(args):
                          'scores the CKPT argument (given: '
                          f'{args.checkpoint or "none"}); give the checkpoint to test as CKPT, '
                          'not as load_from')
-    if args.checkpoint is not None and not osp.isfile(args.checkpoint):
-        raise SystemExit(f'checkpoint {args.checkpoint} does not exist')
+    if args.checkpoint is not None:
+        check_file(args.checkpoint, 'checkpoint')
     cfg = read_config(args.config, args.cfg_options, horizon=args.horizon,
                       **data_path_args(args))
     cfg.launcher = args.launcher
-    cfg.work_dir = (args.work_dir or cfg.get('work_dir')
-                    or osp.join('work_dirs', osp.splitext(osp.basename(args.config))[0]))
+    cfg.work_dir = test_work_dir(args, cfg)
+    if args.limit or args.smoke:
+        limit_test_windows(cfg, args.limit or SMOKE['test_windows'])
     cfg.load_from = args.checkpoint
     cfg.resume = False
     if cfg.get('load_partial'):
@@ -74,6 +103,23 @@ def load_config(args):
     return cfg
 
 
+def test_work_dir(args, cfg) -> str:
+    """Where the test's timestamped log dir goes: ``--work-dir``; else the checkpoint's folder
+    (the run that wrote it: its test sits beside its training, never in another run's folder
+    that happens to bear the config's name), refused when not writable; else (no checkpoint)
+    the config's ``work_dir`` or ``work_dirs/<config name>``."""
+    if args.work_dir:
+        return args.work_dir
+    if args.checkpoint is not None:
+        folder = osp.dirname(osp.abspath(args.checkpoint))
+        if not os.access(folder, os.W_OK):
+            raise SystemExit(f'the test log and test_metrics.json go beside the checkpoint, in '
+                             f'{folder}, which is not writable; give --work-dir DIR')
+        return folder
+    return cfg.get('work_dir') or osp.join('work_dirs',
+                                           osp.splitext(osp.basename(args.config))[0])
+
+
 def require_parameter_free(model, config):
     trainable = sum(p.numel() for p in model.parameters() if p.requires_grad)
     if trainable:
@@ -81,24 +127,46 @@ def require_parameter_free(model, config):
                          'pass the checkpoint to test')
 
 
-def write_metrics(metrics, path):
-    write_text_atomically(path, json.dumps({key: float(value) for key, value in metrics.items()},
-                                           indent=2), 'metrics file')
+def shortened_reasons(runner) -> str:
+    """Why these metrics are not the full test of a full run ('' when they are): the loaded
+    checkpoint's ``meta['shortened']`` and the limited test windows."""
+    reasons = [getattr(runner, 'loaded_shortened', '')]
+    limited = getattr(runner.test_dataloader.dataset, 'limited', None)
+    if limited:
+        reasons.append(f'limit={limited[0]} of {limited[1]} test windows')
+    return '; '.join(reason for reason in reasons if reason)
+
+
+def write_metrics(metrics, path, shortened: str = ''):
+    values = {key: float(value) for key, value in metrics.items()}
+    if shortened:
+        values['shortened'] = shortened
+    write_text_atomically(path, json.dumps(values, indent=2), 'metrics file')
 
 
 @tool_main
 def main(argv=None):
     args = parse_args(argv)
+    check_outputs(args)
     runner = build_runner(load_config(args))
     if args.checkpoint is None:
         require_parameter_free(runner.model, args.config)
     metrics = runner.test()
     runner.logger.info(f"model selection: {runner.cfg.get('selection', 'unified')} "
                        '(unified: held-out training videos; authors: best test-window SR)')
+    if runner.unchecked_checkpoint:  # unchecked_checkpoint=True: the metrics say so
+        metrics = dict(metrics, **{UNCHECKED_METRIC: 1.0})
+        runner.logger.warning(f'{UNCHECKED_METRIC}=1: {args.checkpoint} records no '
+                              f'{", ".join(runner.unchecked_checkpoint)}; not checked')
+    shortened = shortened_reasons(runner)
+    if shortened:
+        runner.logger.warning(f'SHORTENED: these metrics are not the full test of a full run '
+                              f'({shortened})')
     if runner.rank == 0:
         path = args.out_metrics or osp.join(runner.log_dir, 'test_metrics.json')
-        write_metrics(metrics, path)
-        runner.logger.info(f'test metrics written to {path}')
+        write_metrics(metrics, path, shortened)
+        runner.logger.info(f'test metrics written to {path}' + (
+            ' (marked shortened)' if shortened else ''))
     shutdown_distributed()
     return metrics
 

@@ -2,12 +2,14 @@
 
     .venv/bin/python tools/train.py configs/vpn_crosstask_t3.py [--resume [CKPT|auto]] [--amp]
     .venv/bin/python tools/train.py configs/vpn_crosstask_t3.py --horizon 4   # = vpn_crosstask_t4.py
+    .venv/bin/python tools/train.py configs/baselines/kepp_niv_t3.py --smoke  # end to end, marked
     tools/dist_train.sh configs/vpn_crosstask_t3.py 2       # torchrun, CPU or GPU
 
 Same flags as MMAction2's ``tools/train.py`` (``--no-validate``, ``--auto-scale-lr``,
 ``--diff-rank-seed``, ``--launcher``, ...); the config is written to the work dir, not logged.
 """
 import argparse
+import contextlib
 import os
 import os.path as osp
 from pathlib import Path
@@ -19,8 +21,10 @@ from vpn_plugin.compat import shutdown_distributed
 from vpn_plugin.data_paths import (add_runner_arguments, data_path_args,
                                   load_config as read_config)
 from vpn_plugin.engine.checkpoint import latest_checkpoint_in
-from vpn_plugin.errors import path_argument, tool_main
+from vpn_plugin.engine.pre_stage import PRE_STAGE_FILES
+from vpn_plugin.errors import check_file, path_argument, tool_main
 from vpn_plugin.runner import build_runner
+from vpn_plugin.smoke import smoke_config
 
 
 def parse_args(argv=None):
@@ -41,6 +45,11 @@ def parse_args(argv=None):
     parser.add_argument('--seed', type=int, help='random seed (overrides randomness.seed)')
     parser.add_argument('--deterministic', action='store_true',
                         help='deterministic cuDNN / torch algorithms')
+    parser.add_argument('--smoke', action='store_true',
+                        help='a smoke run of any config: 1 epoch of 4 steps, small pre-stages, '
+                        'few windows (vpn_plugin/smoke.py), about a minute on a CPU, marked '
+                        'shortened in its log and checkpoints (default work dir: '
+                        'work_dirs/<config name>_smoke)')
     add_runner_arguments(parser, 'train_cfg.max_epochs=5')
     add_mmaction_flags(parser)
     args = parser.parse_args(argv)
@@ -74,8 +83,17 @@ def apply_mmaction_flags(cfg, args):
         cfg.setdefault('randomness', dict(seed=None))['diff_rank_seed'] = True
 
 
-def default_work_dir(config_path):
-    return osp.join('work_dirs', osp.splitext(osp.basename(config_path))[0])
+def default_work_dir(config_path, smoke: bool = False):
+    name = osp.splitext(osp.basename(config_path))[0]
+    return osp.join('work_dirs', name + ('_smoke' if smoke else ''))
+
+
+def work_dir_of(cfg, args) -> str:
+    """``--work-dir``, else the config's ``work_dir`` (not for a smoke run), else
+    ``work_dirs/<config name>[_smoke]``."""
+    smoke = getattr(args, 'smoke', False)
+    return (args.work_dir or (None if smoke else cfg.get('work_dir'))
+            or default_work_dir(args.config, smoke))
 
 
 def enable_amp(cfg):
@@ -91,17 +109,26 @@ CHECKPOINT_PATTERNS = ('*.pth', 'last_checkpoint')
 
 
 def existing_checkpoints(work_dir) -> list:
-    """Checkpoint files (and mmengine's ``last_checkpoint`` pointer) directly in ``work_dir``."""
+    """Checkpoint files (and mmengine's ``last_checkpoint`` pointer) directly in ``work_dir``;
+    the pre-stage files (``engine.pre_stage.PRE_STAGE_FILES``: a finished task classifier or
+    KEPP step model, reused by any start in the work dir) are none."""
     folder = Path(work_dir)
-    return sorted(p for pattern in CHECKPOINT_PATTERNS for p in folder.glob(pattern))
+    return sorted(p for pattern in CHECKPOINT_PATTERNS for p in folder.glob(pattern)
+                  if p.name not in PRE_STAGE_FILES)
+
+
+def pre_stage_note(work_dir) -> str:
+    """'; its finished pre-stages (kepp_step_model.pth) are reused by any start' or ''."""
+    found = sorted(name for name in PRE_STAGE_FILES if (Path(work_dir) / name).is_file())
+    return (f'; its finished pre-stages ({", ".join(found)}) are reused by any start (checked '
+            'against the config; delete one to retrain it)' if found else '')
 
 
 def set_resume(cfg, resume):
     """``--resume CKPT`` / ``--resume`` (latest, must exist) / ``--resume auto`` (latest if
     any, else a fresh start)."""
     if resume not in (LATEST, 'auto'):
-        if not osp.isfile(resume):
-            raise SystemExit(f'--resume {resume}: no such checkpoint file')
+        check_file(resume, '--resume', missing=f'--resume {resume}: no such checkpoint file')
         cfg.resume, cfg.load_from = True, resume
         return
     try:  # resolved inside the work dir: a copied or moved work dir resumes from its own files
@@ -114,7 +141,7 @@ def set_resume(cfg, resume):
     if latest is None and resume == LATEST:
         raise SystemExit(f'--resume: the work dir {cfg.work_dir} holds no checkpoint to resume '
                          'from; give a CKPT, "--resume auto" to start afresh when there is none, '
-                         'or no --resume')
+                         f'or no --resume{pre_stage_note(cfg.work_dir)}')
     cfg.resume = latest is not None  # auto with nothing to resume: a fresh start
     if latest is not None:
         cfg.load_from = latest
@@ -128,9 +155,21 @@ def check_fresh_work_dir(cfg, overwrite: bool) -> None:
         raise SystemExit(f'the work dir {cfg.work_dir} already holds checkpoints of another run '
                          f'({", ".join(p.name for p in found[:4])}{" ..." * (len(found) > 4)}); '
                          'continue it with --resume, or start afresh with --overwrite (deletes '
-                         'them), or pick another --work-dir')
+                         f'them), or pick another --work-dir{pre_stage_note(cfg.work_dir)}')
     for path in found:
         path.unlink()
+
+
+def mark_fewer_epochs(cfg, args) -> None:
+    """``--cfg-options train_cfg.max_epochs=N`` below the config file's: the run is marked
+    shortened (its log, checkpoints and their tests say so), as the protocol's --max-epochs."""
+    epochs = (args.cfg_options or {}).get('train_cfg.max_epochs')
+    if epochs is None or cfg.get('shortened'):
+        return
+    from mmengine.config import Config
+    planned = (Config.fromfile(args.config).get('train_cfg') or {}).get('max_epochs')
+    if isinstance(planned, int) and isinstance(epochs, int) and epochs < planned:
+        cfg.shortened = f'max_epochs={epochs} (config: {planned})'
 
 
 def apply_args(cfg, args):
@@ -139,7 +178,11 @@ def apply_args(cfg, args):
         raise SystemExit(f'{args.config}: train_dataloader / train_cfg = None: this config is '
                          'evaluated, not trained (e.g. an LLM baseline): run tools/test.py on it')
     cfg.launcher = args.launcher
-    cfg.work_dir = args.work_dir or cfg.get('work_dir') or default_work_dir(args.config)
+    if args.smoke:
+        smoke_config(cfg)
+    else:
+        mark_fewer_epochs(cfg, args)
+    cfg.work_dir = work_dir_of(cfg, args)
     if args.amp:
         enable_amp(cfg)
     if args.overwrite and (args.resume is not None or cfg.get('resume')):
@@ -166,11 +209,27 @@ def load_config(args):
     return apply_args(cfg, args)
 
 
+def work_dir_lock(work_dir, launcher: str = 'none'):
+    """The work dir's lock (``vpn_plugin.locks``), held from the check that it holds no other
+    run's checkpoints to the end of the training: a second training started into the same
+    work dir meanwhile is refused instead of overwriting this one's checkpoints (rank 0 holds
+    it for all ranks)."""
+    from vpn_plugin.locks import exclusive_lock, lock_path_of
+    rank = os.environ.get('RANK') or (os.environ.get('SLURM_PROCID') if launcher == 'slurm'
+                                      else None) or '0'
+    if int(rank) != 0:  # before init_dist: the launcher's variables
+        return contextlib.nullcontext()
+    return exclusive_lock(lock_path_of(work_dir), wait=False, what=f'work dir {work_dir}')
+
+
 @tool_main
 def main(argv=None):
     args = parse_args(argv)
-    runner = build_runner(load_config(args))
-    runner.train()
+    cfg = read_config(args.config, args.cfg_options, horizon=args.horizon,
+                      **data_path_args(args))
+    with work_dir_lock(work_dir_of(cfg, args), args.launcher):
+        runner = build_runner(apply_args(cfg, args))
+        runner.train()
     shutdown_distributed()
 
 

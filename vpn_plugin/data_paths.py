@@ -32,7 +32,7 @@ import os
 from pathlib import Path
 
 from . import compat_applied  # noqa: F401  (compat fixes before any OpenMMLab import)
-from .errors import check_misspelled, close_match_hint
+from .errors import check_file, check_misspelled, close_match_hint
 
 PATH_VARIABLES = ('data_root', 'feature_dir', 'cache_dir')
 # Top-level config keys besides the Runner's arguments: mmengine's (read by Runner / from_cfg /
@@ -41,8 +41,9 @@ MMENGINE_KEYS = ('runner_type', 'custom_imports', 'model_wrapper_cfg', 'activati
                  'efficient_conv_bn_eval', 'compile', 'sync_bn', 'find_unused_parameters',
                  'gpu_ids', 'dist_params', 'vis_backends')
 PLUGIN_KEYS = ('horizon', 'test_horizon', 'data_root', 'feature_dir', 'cache_dir', 'selection',
-               'load_partial', 'observation', 'window_policy', 'batch_size', 'dataset', 'loader',
-               'paths', 'train_source', 'test_source', 'dataset_variant', 'device_resident')
+               'load_partial', 'unchecked_checkpoint', 'observation', 'window_policy',
+               'batch_size', 'dataset', 'loader', 'paths', 'train_source', 'test_source',
+               'dataset_variant', 'device_resident', 'shortened')
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 
@@ -65,13 +66,27 @@ def data_path_args(args: argparse.Namespace) -> dict:
                 feature_dir=getattr(args, 'feature_dir', None))
 
 
+def add_cfg_options(parser: argparse.ArgumentParser, help: str, **kwargs) -> None:
+    """``--cfg-options KEY=VALUE ...`` (mmengine's ``DictAction``), with an item that is not
+    ``KEY=VALUE`` (``--cfg-options foo``) refused by the parser naming it."""
+    from mmengine.config import DictAction
+
+    class CfgOptions(DictAction):
+        def __call__(self, parser, namespace, values, option_string=None):
+            bad = [item for item in values or () if '=' not in item or item.startswith('=')]
+            if bad:
+                parser.error(f'{option_string} {bad[0]}: expected KEY=VALUE (e.g. '
+                             'train_cfg.max_epochs=5; a list: KEY=[a,b]), got no "=" or no key')
+            super().__call__(parser, namespace, values, option_string)
+
+    parser.add_argument('--cfg-options', nargs='+', action=CfgOptions, help=help, **kwargs)
+
+
 def add_runner_arguments(parser: argparse.ArgumentParser, example: str) -> None:
     """The flags ``tools/train.py`` and ``tools/test.py`` share with MMAction2's tools:
     ``--cfg-options`` (``example``: a sample override for the help), ``--launcher``,
     ``--local-rank``, then ``--horizon`` and the data locations."""
-    from mmengine.config import DictAction
-    parser.add_argument('--cfg-options', nargs='+', action=DictAction,
-                        help=f'override config keys, e.g. {example}')
+    add_cfg_options(parser, f'override config keys, e.g. {example}')
     parser.add_argument('--launcher', choices=['none', 'pytorch', 'slurm', 'mpi'],
                         default='none', help='job launcher')
     # torch.distributed.launch passes --local-rank; torchrun sets LOCAL_RANK.
@@ -168,8 +183,7 @@ def load_config(path, cfg_options=None, *, data_root=None, feature_dir=None, hor
     """The mmengine ``Config`` of ``path`` with ``cfg_options`` merged, the horizon applied and
     the data locations resolved to absolute paths (:func:`resolve_paths`; rules: module
     docstring)."""
-    from mmengine.config import Config
-    cfg = Config.fromfile(str(path))
+    cfg = read_config_file(path)
     check_config_keys(cfg, cfg_options)  # a misspelled key (horizn=4) is refused
     declared = {name: cfg[name] for name in PATH_VARIABLES if cfg.get(name) is not None}
     if cfg_options:
@@ -177,6 +191,52 @@ def load_config(path, cfg_options=None, *, data_root=None, feature_dir=None, hor
         cfg.merge_from_dict(cfg_options)
     apply_horizon(cfg, horizon, test_horizon)
     return resolve_paths(cfg, data_root=data_root, feature_dir=feature_dir, declared=declared)
+
+
+def read_config_file(path):
+    """``mmengine.Config.fromfile(path)`` with its failures naming the file: ``path`` not a
+    regular file, a syntax error (in it or in one of its ``_base_`` files: which one, line),
+    a ``_base_`` file that does not exist."""
+    from mmengine.config import Config
+    check_file(path, 'config file')
+    try:
+        return Config.fromfile(str(path))
+    except SyntaxError as error:
+        where = config_with_syntax_error(Path(path)) or Path(path)
+        raise SyntaxError(f'{where}: line {error.lineno}: {error.msg}; the config file does not '
+                          'parse as Python') from None
+    except FileNotFoundError as error:
+        missing = getattr(error, 'filename', None)
+        if missing and Path(missing).resolve() != Path(path).resolve():
+            raise FileNotFoundError(f'{path}: the file {missing} it inherits (_base_) or reads '
+                                    'does not exist') from None
+        raise
+
+
+def config_with_syntax_error(path: Path, seen=None):
+    """The file of ``path`` or of its ``_base_`` files (read as literals) that does not parse
+    (None when each parses, or a base cannot be named)."""
+    import ast
+    seen = set() if seen is None else seen
+    if path in seen or not path.is_file():
+        return None
+    seen.add(path)
+    try:
+        tree = ast.parse(path.read_text(), str(path))
+    except SyntaxError:
+        return path
+    bases = [node.value for node in tree.body if isinstance(node, ast.Assign)
+             and any(getattr(t, 'id', None) == '_base_' for t in node.targets)]
+    for node in bases:
+        try:
+            value = ast.literal_eval(node)
+        except ValueError:
+            continue
+        for base in [value] if isinstance(value, str) else list(value):
+            found = config_with_syntax_error((path.parent / str(base)).resolve(), seen)
+            if found:
+                return found
+    return None
 
 
 def known_config_keys() -> set:

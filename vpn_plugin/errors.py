@@ -154,6 +154,45 @@ def at_least(kind, low, strict: bool = False):
     return parse
 
 
+def check_number(name: str, value, *, integer: bool = False, low=None, high=None,
+                 low_open: bool = False, high_open: bool = False, optional: bool = False):
+    """A config value ``name`` (e.g. 'model.step_n_timesteps') must be a number (an integer
+    with ``integer``; never a bool or a string), finite, in the range ``low`` .. ``high``
+    (``*_open``: the bound excluded); ``None`` passes with ``optional``. Returns it; else a
+    ``ValueError`` naming it, its value and the range. Nothing is coerced: ``0`` is not
+    "unset", ``8.9`` is not an id."""
+    import numbers
+    if value is None and optional:
+        return value
+    kind = numbers.Integral if integer else numbers.Real
+    valid = isinstance(value, kind) and not isinstance(value, bool) and math.isfinite(value)
+    if valid:
+        valid = ((low is None or (value > low if low_open else value >= low))
+                 and (high is None or (value < high if high_open else value <= high)))
+    if not valid:
+        bounds = [f'{">" if low_open else ">="} {low}' if low is not None else '',
+                  f'{"<" if high_open else "<="} {high}' if high is not None else '']
+        expected = ' and '.join(b for b in bounds if b)
+        raise ValueError(f'{name}={value!r}; expected {"an integer" if integer else "a finite number"}'
+                         f'{" " + expected if expected else ""}{" (or None)" if optional else ""}')
+    return value
+
+
+def check_bool(name: str, value) -> bool:
+    """A switch ``name`` must be ``True`` or ``False`` (``'yes'``, ``1`` or ``'False'`` would be
+    read by truth value): ``ValueError`` otherwise."""
+    if not isinstance(value, bool):
+        raise ValueError(f'{name}={value!r}; expected True or False')
+    return value
+
+
+def check_numbers(options: dict, prefix: str = 'model.', **limits) -> None:
+    """:func:`check_number` of each ``{name: value}`` of ``options`` (named ``prefix``
+    + name), all with the same ``limits``."""
+    for name, value in options.items():
+        check_number(prefix + name, value, **limits)
+
+
 POSITIVE_INT = at_least(int, 1)
 NON_NEGATIVE_INT = at_least(int, 0)
 POSITIVE_FLOAT = at_least(float, 0.0, strict=True)
@@ -170,6 +209,64 @@ def path_argument(text: str) -> str:
 
 
 path_argument.__name__ = 'path'
+
+
+def text_argument(text: str) -> str:
+    """An argparse ``type`` for a name flag (``--method``, ``--decode``): an empty string is
+    refused instead of meaning "the default"."""
+    if not text.strip():
+        raise argparse.ArgumentTypeError(f'{text!r} is empty; expected a value (leave the flag '
+                                         'out for the default)')
+    return text
+
+
+text_argument.__name__ = 'text'
+
+
+def path_kind(path) -> str | None:
+    """What is at ``path``: None (nothing), 'a regular file', 'a folder', 'a FIFO', 'a
+    character device' (``/dev/zero``), 'a block device', 'a socket'."""
+    import stat
+    try:
+        mode = os.stat(path).st_mode
+    except FileNotFoundError:
+        return None
+    except OSError:  # e.g. a path through a file: nothing of that name is there
+        return None
+    kinds = ((stat.S_ISREG, 'a regular file'), (stat.S_ISDIR, 'a folder'),
+             (stat.S_ISFIFO, 'a FIFO'), (stat.S_ISCHR, 'a character device'),
+             (stat.S_ISBLK, 'a block device'), (stat.S_ISSOCK, 'a socket'))
+    return next((name for test, name in kinds if test(mode)), 'not a regular file')
+
+
+def check_file(path, what: str, missing: str | None = None) -> Path:
+    """``path`` must be a regular file (what a tool reads as an input): ``FileNotFoundError``
+    (``missing``, default ``'<what> <path> does not exist'``) when nothing is there, an
+    ``OSError`` saying what is there instead (a folder, a FIFO, ``/dev/zero``: reading one
+    would block or never end) otherwise. Returns ``Path(path)``."""
+    kind = path_kind(path)
+    if kind == 'a regular file':
+        return Path(path)
+    if kind is None:
+        raise FileNotFoundError(missing or f'{what} {path} does not exist')
+    raise OSError(f'{what} {path} is {kind}, not a regular file; expected a file')
+
+
+def read_json(path, what: str = 'JSON file', **options):
+    """The parsed JSON of the file ``path`` (:func:`check_file` first); a file that is not
+    UTF-8 JSON (truncated, edited, binary) is a ``ValueError`` naming ``what``, the file, the
+    line and column. ``options``: ``json.loads``'s (e.g. ``object_pairs_hook``)."""
+    import json
+    path = check_file(path, what)
+    try:
+        return json.loads(path.read_text(encoding='utf-8'), **options)
+    except UnicodeDecodeError as error:
+        raise ValueError(f'{what} {path}: not UTF-8 text ({error.reason} at byte '
+                         f'{error.start}); expected a JSON file') from None
+    except json.JSONDecodeError as error:
+        raise ValueError(f'{what} {path}: line {error.lineno} column {error.colno}: '
+                         f'{error.msg} (a truncated or edited file?); expected valid JSON'
+                         ) from None
 
 
 class OutputWriteError(OSError):

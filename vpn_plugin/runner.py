@@ -23,6 +23,11 @@ Differences from mmengine's ``Runner``:
   the SyncBN notice and the per-epoch "Exp name" go to the log file alone
   (:data:`FILE_ONLY_MESSAGES`).
 
+A shortened run (the config's ``shortened``, e.g. a smoke run, ``vpn_plugin/smoke.py``) says so
+in its log and in every checkpoint's ``meta['shortened']``; a resume never mixes a smoke run with
+another run (:meth:`PlanningRunner.load_checkpoint`; a run of fewer epochs may be extended); ``loaded_shortened`` is what the loaded
+checkpoint recorded (``tools/test.py`` marks its metrics).
+
 And three safety rules: a checkpoint is loaded strictly (``load_from``, ``--resume``; a
 config's ``load_partial = True`` opts in to partial loading for fine-tuning) and saved
 atomically (a full disk never leaves a partial checkpoint; ``vpn_plugin.engine.checkpoint``);
@@ -114,6 +119,8 @@ class PlanningRunner(Runner):
     """mmengine ``Runner`` that applies the config's horizon and data locations, logs the
     backend it uses and writes (not logs) its config."""
 
+    unchecked_checkpoint = ()  # what the loaded checkpoint could not be checked by (load_weights)
+
     @classmethod
     def from_cfg(cls, cfg) -> 'PlanningRunner':
         from vpn_plugin.datasets.planning_dataset import check_split_disjoint
@@ -179,21 +186,27 @@ class PlanningRunner(Runner):
         """mmengine's ``train`` holding the work dir's lock (``vpn_plugin.locks``): a work dir
         another process trains in is refused (rank 0 holds it for all ranks)."""
         self.write_config(training=True)
+        self.log_shortened()
         self.log_test_windows()
         if self.rank != 0:
             return super().train()
+        from vpn_plugin.engine.checkpoint import remove_partial_files
         from vpn_plugin.locks import exclusive_lock, lock_path_of
         with exclusive_lock(lock_path_of(self.work_dir), wait=False,
                             what=f'work dir {self.work_dir}'):
+            remove_partial_files(self.work_dir)  # of a killed run; no one else writes here
             return super().train()
 
     def load_or_resume(self) -> None:
         """mmengine's, with the work dir's ``last_checkpoint`` record resolved inside the work
         dir (``engine.checkpoint.latest_checkpoint_in``: a copied or moved work dir resumes
-        from its own files, never from the run it was copied from)."""
+        from its own files, never from the run it was copied from; a record naming a deleted
+        checkpoint falls back to the newest complete one). ``resume=True`` in a work dir
+        without a checkpoint is a fresh start."""
         if not self._has_loaded and self._resume and self._load_from is None:
             from vpn_plugin.engine.checkpoint import latest_checkpoint_in
-            self._load_from = latest_checkpoint_in(self.work_dir)  # None: a fresh start
+            self._load_from = latest_checkpoint_in(self.work_dir)
+            self._resume = self._load_from is not None  # mmengine would read the record again
         super().load_or_resume()
 
     def resume(self, filename: str, *args, **kwargs) -> None:
@@ -221,26 +234,48 @@ class PlanningRunner(Runner):
             self.logger.info(f'PlanningDataset (test): not counted ({err})')
             return
         videos = len({w.feature for w in windows})
+        scored = (f'tools/test.py scores {dataset.limit} of them: limit, stratified over tasks'
+                  if dataset.get('limit') else 'tools/test.py scores them')
         self.logger.info(f'PlanningDataset (test, T={dataset.get("horizon")}): {len(windows)} '
-                         f'windows of {videos} videos (tools/test.py scores them)')
+                         f'windows of {videos} videos ({scored})')
 
     def test(self):
         """mmengine's ``test``, its config written to the test's log dir (:meth:`dump_config`)."""
         self.write_config(training=False)
+        self.log_shortened()
         return super().test()
+
+    def log_shortened(self) -> None:
+        """A warning line when the config is a shortened run (module docstring)."""
+        if self.cfg.get('shortened'):
+            self.logger.warning(f'SHORTENED RUN ({self.cfg.shortened}): not the config\'s '
+                                'schedule or test set; checkpoints and results are marked')
 
     def load_checkpoint(self, filename: str, map_location='cpu', strict=None, revise_keys=None):
         """mmengine's ``load_checkpoint`` (``load_from`` and ``resume`` call it) with strict
         loading (:func:`vpn_plugin.engine.checkpoint.load_weights`): partial only with the
         config's ``load_partial = True`` (or ``strict=False``), never when resuming."""
         from vpn_plugin.compat import is_resuming
-        from vpn_plugin.engine.checkpoint import PARTIAL_LOAD_KEY, load_weights, read_checkpoint
+        from vpn_plugin.engine.checkpoint import (PARTIAL_LOAD_KEY, UNCHECKED_KEY, load_weights,
+                                                  read_checkpoint)
+        from vpn_plugin.models.base_planner import BasePlanner
         checkpoint = read_checkpoint(filename, map_location)
+        self.loaded_shortened = str((checkpoint.get('meta') or {}).get('shortened') or '')
+        wanted = str(self.cfg.get('shortened') or '')
+        smoke = any(text.startswith('smoke') for text in (self.loaded_shortened, wanted))
+        if is_resuming(self) and smoke and self.loaded_shortened != wanted:
+            raise ValueError(f'--resume {filename}: a run of shortened='
+                             f'{self.loaded_shortened or "none (the full run)"}, this config is '
+                             f'shortened={self.cfg.get("shortened") or "none (the full run)"}; '
+                             'a smoke run never continues a full run or the reverse: give '
+                             'another --work-dir')
         self.call_hook('after_load_checkpoint', checkpoint=checkpoint)
         model = self.model.module if is_model_wrapper(self.model) else self.model
         partial = bool(self.cfg.get(PARTIAL_LOAD_KEY, False)) if strict is None else not strict
-        load_weights(model, checkpoint, filename, partial=partial and not is_resuming(self),
-                     data_meta=self._built_data_meta())
+        self.unchecked_checkpoint = load_weights(
+            model, checkpoint, filename, partial=partial and not is_resuming(self),
+            data_meta=self._built_data_meta(), require_meta=isinstance(model, BasePlanner),
+            unchecked=bool(self.cfg.get(UNCHECKED_KEY, False)))
         self._has_loaded = True
         self.logger.info(f'Load checkpoint from {filename}')
         return checkpoint
@@ -261,6 +296,8 @@ class PlanningRunner(Runner):
         """mmengine's ``save_checkpoint``, written to a temporary name and renamed into place
         (:func:`vpn_plugin.engine.checkpoint.save_atomically`)."""
         from vpn_plugin.engine.checkpoint import save_atomically
+        if self.cfg.get('shortened'):
+            kwargs['meta'] = dict(kwargs.get('meta') or {}, shortened=self.cfg.shortened)
         save = super().save_checkpoint
         save_atomically(lambda temporary: save(out_dir, osp.basename(temporary), *args, **kwargs),
                         osp.join(out_dir, filename))
@@ -304,11 +341,36 @@ def check_config_entries(cfg, where: str) -> None:
         entries.append(('model.pkg', TASK_UTILS, {'type': 'PKGBuilder', **pkg}))
     for name, registry, entry in entries:
         _check_arguments(f'{where}: {name}', registry, entry)
+    if isinstance(cfg.get('model'), dict):
+        check_model_numbers(cfg.model, where)
     if pkg is not None:
         try:
             build_pkg_builder(copy.deepcopy(pkg))
         except (ValueError, KeyError, TypeError) as error:
             raise ValueError(f'{where}: model.pkg: {error}') from None
+
+
+# model options every planner reads the same way: counts and sizes (integers >= 1), dropout
+# probabilities in [0, 1), temperatures and ratios > 0 (None: a model's default)
+MODEL_COUNTS = ('num_actions', 'num_tasks', 'horizon', 'feature_dim', 'text_dim', 'embed_dim',
+                'hidden_dim', 'dim', 'depth', 'num_heads', 'num_layers', 'dvl_layers',
+                'n_timesteps', 'step_n_timesteps', 'max_observed')
+MODEL_PROBABILITIES = ('dropout', 'input_dropout')
+MODEL_POSITIVE = ('mlp_ratio', 'dvl_temperature', 'align_temperature')
+
+
+def check_model_numbers(model: dict, where: str) -> None:
+    """The model options of :data:`MODEL_COUNTS` etc. are numbers of their kind (``8.9`` is no
+    task count, ``0`` no horizon): ``ValueError`` naming the config and the option, before
+    any model is built (a torch layer of 8.9 units fails with a TypeError)."""
+    from vpn_plugin.errors import check_numbers
+    given = {key: value for key, value in model.items() if value is not None}
+    prefix = f'{where}: model.'
+    check_numbers({k: given[k] for k in MODEL_COUNTS if k in given}, prefix, integer=True, low=1)
+    check_numbers({k: given[k] for k in MODEL_PROBABILITIES if k in given}, prefix, low=0,
+                  high=1, high_open=True)
+    check_numbers({k: given[k] for k in MODEL_POSITIVE if k in given}, prefix, low=0,
+                  low_open=True)
 
 
 def resolve_dataset_references(cfg):
@@ -362,7 +424,13 @@ def check_loop_counts(cfg) -> None:
 
 
 def build_runner(cfg) -> Runner:
-    """The config's ``runner_type`` from ``RUNNERS`` (as MMAction2's tools do), else ``Runner``."""
+    """The config's ``runner_type`` from ``RUNNERS`` (as MMAction2's tools do), else ``Runner``;
+    a config without a model (an empty file) is refused naming it."""
+    model = cfg.get('model')
+    if model is None or (isinstance(model, dict) and not model.get('type')):
+        raise ValueError(f'{cfg.filename or "config"}: model = {model!r}; expected a model '
+                         "dict with a type (an empty config? inherit a model, e.g. _base_ = "
+                         "['configs/_base_/models/vpn.py'], or start from a config of configs/)")
     if 'runner_type' in cfg:
         return RUNNERS.build(cfg)
     cfg.experiment_name = unique_experiment_name(cfg)

@@ -54,3 +54,6 @@ resume = False
 # A checkpoint must fit the model exactly (every tensor, the PKG included); True loads only the
 # tensors that fit (fine-tuning from another model's checkpoint; never when resuming).
 load_partial = False
+# A planner's checkpoint must record what it was trained for (meta.dataset_meta, the text
+# features): True scores one that records nothing (a bare state dict), warned and marked.
+unchecked_checkpoint = False

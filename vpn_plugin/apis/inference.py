@@ -3,6 +3,13 @@
 ``step_model_anchors``); ``video_observations`` / ``plan_from_features``: plans for a new
 video's own features.
 
+Features of S3D with random weights (a feature file whose ``usable`` field is false, written by
+``tools/extract_features.py --random-weights`` or ``tools/plan.py --random-weights
+--save-features``; ``init_s3d(random_weights=True)``) mean nothing. One rule for the API and the
+tools: they are refused unless asked for (``allow_unusable=True``; the tools' ``--random-weights``),
+and then every plan made from them carries ``usable=False`` and ``warning`` in its metainfo
+(:class:`UnusableObservations`), which the tools print as ``*** UNUSABLE ... ***``.
+
 The registries are filled by the config itself: its ``custom_imports`` (``vpn_plugin.mm``)
 are imported when it is read, as ``mmaction.apis`` relies on; this library imports no
 registration module (``tests/test_import_layering.py``)."""
@@ -58,24 +65,33 @@ def build_split_dataset(cfg, split: str = 'test'):
 
 
 def init_planner(config, checkpoint: Optional[str] = None, device: str = 'cpu',
-                 cfg_options: Optional[dict] = None, partial: bool = False):
+                 cfg_options: Optional[dict] = None, partial: bool = False,
+                 unchecked: bool = False):
     """A planner in eval mode from a config (path or ``Config``) and an optional checkpoint.
 
-    The checkpoint must fit the model exactly (``engine.checkpoint.load_weights``; ``partial``:
-    load only the tensors that fit). The PKG comes from the checkpoint; when none carries it
-    and the config has a ``train_dataloader``, it is counted on the training split (as
-    ``PKGHook`` does). The config is kept as ``model.cfg``.
+    The checkpoint must fit the model exactly and record what it was trained for, which must
+    be the config's (``engine.checkpoint.load_weights``: its dataset meta against the config's
+    test split, its text features; ``partial``: load only the tensors that fit; ``unchecked``
+    or the config's ``unchecked_checkpoint=True``: score a checkpoint that records nothing,
+    ``model.unchecked_checkpoint`` then lists what was not checked). The PKG comes from the
+    checkpoint; when none carries it and the config has a ``train_dataloader``, it is counted
+    on the training split (as ``PKGHook`` does). The config is kept as ``model.cfg``.
     """
     from mmengine.registry import init_default_scope
     from mmaction.registry import MODELS
-    from vpn_plugin.engine.checkpoint import load_weights, read_checkpoint
+    from vpn_plugin.datasets.planning_dataset import config_metainfo
+    from vpn_plugin.engine.checkpoint import UNCHECKED_KEY, load_weights, read_checkpoint
     cfg = _config(config, cfg_options)
     _import_custom_modules(cfg)
     init_default_scope(cfg.get('default_scope', 'mmaction'))
     model = MODELS.build(cfg.model)
+    model.unchecked_checkpoint = []
     if checkpoint is not None:
-        load_weights(model, read_checkpoint(checkpoint, logger='silent'), str(checkpoint),
-                     partial=partial)
+        data_meta = config_metainfo((cfg.get('test_dataloader') or {}).get('dataset'))
+        model.unchecked_checkpoint = load_weights(
+            model, read_checkpoint(checkpoint, logger='silent'), str(checkpoint),
+            partial=partial, data_meta=data_meta, require_meta=True,
+            unchecked=unchecked or bool(cfg.get(UNCHECKED_KEY, False)))
     if not bool(getattr(model, 'pkg_ready', True)) and cfg.get('train_dataloader'):
         model.build_pkg(build_split_dataset(cfg, 'train'))
     model.cfg = cfg
@@ -127,10 +143,51 @@ def step_model_anchors(config, checkpoint, dataset,
 
 
 GOAL_OVERSHOOT_S = 10  # seconds a goal may lie past a video's last frame (video_observations)
+RANDOM_WEIGHTS_WARNING = ('UNUSABLE: S3D with RANDOM weights (--random-weights), for pipeline '
+                          'checks only; these features and plans mean nothing')
+
+
+class UnusableObservations(torch.Tensor):
+    """Observations of features that mean nothing (S3D with random weights; module docstring),
+    as ``video_observations(..., allow_unusable=True)`` returns them. Torch operations keep the
+    class (``torch.stack`` of marked and plain observations is marked), so
+    :func:`plan_from_features` marks every plan made from them; a conversion to numpy drops it."""
+
+    def __deepcopy__(self, memo):
+        return self.as_subclass(torch.Tensor).clone().as_subclass(UnusableObservations)
+
+
+def mark_unusable(observations: torch.Tensor) -> torch.Tensor:
+    """``observations`` marked as features of random S3D weights (:class:`UnusableObservations`)."""
+    return observations.as_subclass(UnusableObservations)
+
+
+class UnusableFeaturesError(ValueError):
+    """Features of S3D with random weights given without ``allow_unusable=True``."""
+
+
+def features_usable(record: dict, source, allow_unusable: bool = False) -> bool:
+    """Whether a feature record (``datasets.features.read_feature_record``) holds usable
+    features: its ``usable`` field (absent: True). Unusable ones raise
+    :class:`UnusableFeaturesError` unless ``allow_unusable``."""
+    if 'usable' not in record:
+        return True
+    value = np.asarray(record['usable'])
+    if value.shape != () or value.dtype != np.bool_:
+        raise ValueError(f'{source}: field "usable" = {record["usable"]!r}; expected a boolean '
+                         '(false: features of S3D with random weights)')
+    if not bool(value) and not allow_unusable:
+        warning = str(np.asarray(record.get('warning', RANDOM_WEIGHTS_WARNING)))
+        raise UnusableFeaturesError(
+            f'{source}: field "usable" is false ({warning}); plan from features extracted '
+            'with the S3D weights (tools/extract_features.py --weights s3d_howto100m.pth), or '
+            'pass allow_unusable=True (tools/plan.py: --random-weights) to run the pipeline '
+            'on them anyway, every plan then marked UNUSABLE')
+    return bool(value)
 
 
 def video_observations(cfg, feature_file, start_time: float, goal_time: float,
-                       split: str = 'test'):
+                       split: str = 'test', allow_unusable: bool = False):
     """The start and goal observations ``(D',)``, ``(D',)`` (float32 tensors) of a video's
     feature file, observed as the datasets of ``cfg`` observe them (their ``observation``
     recipe and ``frame_dim``).
@@ -143,20 +200,25 @@ def video_observations(cfg, feature_file, start_time: float, goal_time: float,
     annotations are. A goal past the last frame, by up to ``GOAL_OVERSHOOT_S`` (annotations end
     a few seconds after the features), is read at the last frame (window policy 'keep'); a start
     outside the video, or a goal further past its end (another video's times?), is an error.
+    A file of features of S3D with random weights (``usable`` false) is refused unless
+    ``allow_unusable``; its observations are then :class:`UnusableObservations`, and the
+    plans :func:`plan_from_features` makes from them are marked (module docstring).
     """
     from vpn_plugin.datasets.annotations import round_time
-    from vpn_plugin.datasets.features import checked_frames, load_features
+    from vpn_plugin.datasets.features import (checked_frames, read_feature_record,
+                                              require_feature_file)
     from vpn_plugin.datasets.observations import frame_indices, observe
     cfg = _config(cfg, None)
     dataset = (cfg.get(f'{split}_dataloader') or {}).get('dataset') or {}
     recipe = dataset.get('observation', 'authors')
     frame_dim = dataset.get('frame_dim', DEFAULT_FRAME_DIM)
     if isinstance(feature_file, np.ndarray):
-        frames = checked_frames({'frames_features': feature_file}, 'the video\'s features',
-                                frame_dim)
+        record = {'frames_features': feature_file}
         feature_file = 'the video\'s features'
     else:
-        frames = load_features(feature_file, frame_dim)
+        record = read_feature_record(require_feature_file(feature_file))
+    frames = checked_frames(record, feature_file, frame_dim)
+    usable = features_usable(record, feature_file, allow_unusable)
     for name, value in (('start_time', start_time), ('goal_time', goal_time)):
         if isinstance(value, bool) or not isinstance(value, (int, float, np.number)) \
                 or not np.isfinite(value):
@@ -169,31 +231,75 @@ def video_observations(cfg, feature_file, start_time: float, goal_time: float,
                          f'expected 0 <= start_time <= goal_time <= {latest} s and start_time < '
                          f'the video\'s {len(frames)} frames (one per second)')
     first, last = frame_indices(recipe, start, goal, len(frames))
-    return (torch.from_numpy(observe(frames, first, recipe)).float(),
-            torch.from_numpy(observe(frames, last, recipe)).float())
+    observations = (torch.from_numpy(observe(frames, first, recipe)).float(),
+                    torch.from_numpy(observe(frames, last, recipe)).float())
+    return observations if usable else tuple(map(mark_unusable, observations))
 
 
 @torch.no_grad()
-def plan_from_features(model, start, goal):
+def plan_from_features(model, start, goal, task=None):
     """Plans of ``model`` for start/goal observations of your own: ``start``, ``goal`` (B, D) or
     (D,) arrays or tensors (e.g. from :func:`video_observations`), D = the model's input size.
 
+    ``task``: the task the video shows, when you know it (an index of the model's taxonomy, or B
+    of them): kept as ``given_task``; a planner that plans within the true task
+    (``model.task_source == 'ground_truth'``, CEFITO's oracle-task setting) plans within it.
+
     Returns B ``ActionDataSample`` with ``pred_plan`` (T,) (T = the model's horizon) and the
-    model's other outputs (``pred_task``, ``soft_plan`` (T, N), ...); no ground truth.
+    model's other outputs (``pred_task`` and ``pred_task_score`` with ``task_source`` in the
+    metainfo, ``soft_plan`` (T, N), ...); no ground truth. Every sample's metainfo has
+    ``usable``: False (and ``warning``) for observations of random S3D weights
+    (:class:`UnusableObservations`).
     """
+    usable = not any(isinstance(v, UnusableObservations) for v in (start, goal))
     start, goal = _observation_batch(model, start, 'start'), _observation_batch(model, goal, 'goal')
     if start.shape != goal.shape:
         raise ValueError(f'start {tuple(start.shape)} and goal {tuple(goal.shape)} observations '
                          'must have the same shape (B, D)')
+    given = None if task is None else _given_tasks(model, task, len(start))
+    if given is None and getattr(model, 'task_source', None) == 'ground_truth':
+        raise ValueError(f'{type(model).__name__} plans within the true task '
+                         "(model.task_source='ground_truth'): give the task the video shows, "
+                         'plan_from_features(..., task=K) (tools/plan.py: --task NAME)')
     model.eval()
     batch = model.data_preprocessor({'inputs': {'start': start, 'goal': goal},
-                                     'data_samples': None}, False)
-    return model(batch['inputs'], None, mode='predict')
+                                     'data_samples': None if given is None else {'task': given}},
+                                    False)
+    samples = model(batch['inputs'], batch['data_samples'], mode='predict')
+    for index, sample in enumerate(samples):
+        if given is not None:
+            if 'gt_task' in sample:  # the given task, not a ground truth
+                del sample.gt_task
+            sample.given_task = given[index].clone()
+            if getattr(model, 'task_source', None) == 'ground_truth':
+                sample.set_metainfo(dict(task_source='given'))
+        sample.set_metainfo(dict(usable=usable) if usable else
+                            dict(usable=False, warning=RANDOM_WEIGHTS_WARNING))
+    return samples
+
+
+def _given_tasks(model, task, batch_size: int) -> torch.Tensor:
+    """(B,) int64 task indices from one index or B of them, checked against the model."""
+    if isinstance(task, str):
+        raise TypeError(f'task={task!r} is a name; expected its index in the taxonomy '
+                        '(load_taxonomy(...).task_index(name) gives it)')
+    values = torch.as_tensor(task)
+    if values.is_floating_point() or values.dtype == torch.bool or values.dim() > 1:
+        raise TypeError(f'task={task!r}; expected a task index or {batch_size} of them')
+    values = values.long().expand(batch_size) if values.dim() == 0 else values.long()
+    num_tasks = getattr(model, 'num_tasks', None)
+    if len(values) != batch_size or (num_tasks is not None and not bool(
+            ((values >= 0) & (values < num_tasks)).all())):
+        raise ValueError(f'task={task!r}; expected {batch_size} task index(es) in 0..'
+                         f'{"K-1" if num_tasks is None else num_tasks - 1}')
+    return values.clone()
 
 
 def _observation_batch(model, values, name: str) -> torch.Tensor:
     """(B, D) float32 from (D,) or (B, D), checked against ``model.feature_dim``."""
     values = torch.as_tensor(values)
+    if isinstance(values, UnusableObservations):  # the mark is read; the model gets tensors
+        values = values.as_subclass(torch.Tensor)
     if not values.is_floating_point():  # integer features are no observations
         raise TypeError(f'{name} observations have dtype {values.dtype}; expected floating-point '
                         'features')

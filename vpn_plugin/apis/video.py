@@ -10,8 +10,11 @@ import numpy as np
 import torch
 
 from .. import compat_applied  # noqa: F401  (compat fixes before any OpenMMLab import)
+from ..core.metrics import NO_PLAN
+from ..errors import check_file
 from ..video import FrameRecipe, embed_frames, iter_frame_blocks
-from .inference import plan_from_features, video_observations
+from .inference import (RANDOM_WEIGHTS_WARNING, mark_unusable, plan_from_features,
+                        video_observations)
 
 WEIGHTS_URL = 'https://www.rocq.inria.fr/cluster-willow/amiech/howto100m/s3d_howto100m.pth'
 DICT_URL = 'https://www.rocq.inria.fr/cluster-willow/amiech/howto100m/s3d_dict.npy'
@@ -20,8 +23,6 @@ WEIGHTS_HELP = (
     '(github.com/antoine77340/S3D_HowTo100M): download s3d_howto100m.pth from '
     f'{WEIGHTS_URL} (and, for text embeddings, s3d_dict.npy from {DICT_URL}), then pass '
     '--s3d-weights /path/to/s3d_howto100m.pth (extract_features.py: --weights)')
-RANDOM_WEIGHTS_WARNING = ('UNUSABLE: S3D with RANDOM weights (--random-weights), for pipeline '
-                          'checks only; these features and plans mean nothing')
 
 
 def init_s3d(weights=None, dict_path=None, device: str = 'cpu', random_weights: bool = False,
@@ -33,14 +34,14 @@ def init_s3d(weights=None, dict_path=None, device: str = 'cpu', random_weights: 
     weights come from."""
     from ..engine.checkpoint import load_weights, read_checkpoint
     from ..models.s3d import S3D
-    if dict_path is not None and not Path(dict_path).is_file():
-        raise FileNotFoundError(f'S3D word dictionary {dict_path} does not exist. '
-                                f'{WEIGHTS_HELP}')
+    if dict_path is not None:
+        check_file(dict_path, 'S3D word dictionary',
+                   missing=f'S3D word dictionary {dict_path} does not exist. {WEIGHTS_HELP}')
     if not random_weights:
-        if weights is None or not Path(weights).is_file():
-            where = 'no S3D weights were given' if weights is None else \
-                f'S3D weights {weights} do not exist'
-            raise FileNotFoundError(f'{where}. {WEIGHTS_HELP}')
+        if weights is None:
+            raise FileNotFoundError(f'no S3D weights were given. {WEIGHTS_HELP}')
+        check_file(weights, 'S3D weights',
+                   missing=f'S3D weights {weights} do not exist. {WEIGHTS_HELP}')
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed)
         model = S3D(dict_path=None if dict_path is None else str(dict_path))
@@ -61,20 +62,24 @@ def video_features(s3d, video, recipe: FrameRecipe = FrameRecipe(), batch_chunks
 
 def plan_from_video(model, s3d, video, start_time: float, goal_time: float,
                     recipe: FrameRecipe = FrameRecipe(), split: str = 'test',
-                    return_features: bool = False):
+                    return_features: bool = False, task=None):
     """The plan of ``model`` (``init_planner``) from the state at ``start_time`` to the state at
     ``goal_time`` (seconds) of the video file ``video``: its features (``video_features`` with
     ``s3d`` from :func:`init_s3d`), observed as ``model.cfg``'s datasets observe them
-    (``video_observations``). Returns one ``ActionDataSample`` (``pred_plan`` (T,), ...) with
-    ``usable`` False when ``s3d`` has random weights (``return_features``: and the features)."""
+    (``video_observations``); ``task``: the task the video shows, if known
+    (``plan_from_features``). Returns one ``ActionDataSample`` (``pred_plan`` (T,), ...) whose
+    metainfo has ``usable`` False when ``s3d`` has random weights (``init_s3d(random_weights=
+    True)`` is the request for them) (``return_features``: and the features)."""
     features = video_features(s3d, video, recipe)
     try:
         start, goal = video_observations(model.cfg, features, start_time, goal_time, split)
     except ValueError as error:  # name the video, not its in-memory features
         raise ValueError(f'{video}: {error}') from None
-    sample = plan_from_features(model, start, goal)[0]
-    sample.set_field(bool(getattr(s3d, 'usable', True)), 'usable', field_type='metainfo')
+    if not getattr(s3d, 'usable', True):
+        start, goal = mark_unusable(start), mark_unusable(goal)
+    sample = plan_from_features(model, start, goal, task)[0]
     sample.set_field(int(len(features)), 'num_seconds', field_type='metainfo')
+    sample.set_field(goal_note(goal_time, len(features)), 'goal_note', field_type='metainfo')
     return (sample, features) if return_features else sample
 
 
@@ -117,14 +122,34 @@ def config_from_checkpoint(checkpoint, cfg_options=None, **paths):
         return load_config(path, cfg_options, **paths)
 
 
-def format_video_plan(sample, taxonomy, video, start_time, goal_time) -> list:
-    """Lines: the UNUSABLE mark (random S3D weights), the video and times, the predicted task
-    (when the planner predicts one) and one line per step with the action name."""
-    lines = [] if sample.metainfo.get('usable', True) else [f'*** {RANDOM_WEIGHTS_WARNING} ***']
-    lines.append(f'video {video}: {sample.metainfo.get("num_seconds", "?")} s of S3D features; '
-                 f'plan from the state at {start_time:g} s to the state at {goal_time:g} s')
-    if 'pred_task' in sample:
-        lines.append(f'task: {taxonomy.task_names[int(sample.pred_task)]}')
+def goal_note(goal_time: float, num_seconds: int) -> str:
+    """'' or the note that the goal state was read at the video's last second: a goal time
+    at or past the end of its features (``video_observations`` allows a few seconds)."""
+    from ..datasets.annotations import round_time
+    if round_time(goal_time) < num_seconds:
+        return ''
+    return (f'note: the goal time {goal_time:g} s is at or past the end of the video\'s '
+            f'{num_seconds} s of features: the goal state is read at its last second '
+            f'({num_seconds - 1} s)')
+
+
+def format_video_plan(sample, taxonomy, video, start_time, goal_time,
+                      source: str = 'video') -> list:
+    """Lines: the UNUSABLE mark (random S3D weights), the video (``source`` 'features': its
+    features file) and times, a goal read at the last second (:func:`goal_note`), the task and
+    where it comes from (``plan_display.task_lines``), one line per step with the action name,
+    and a warning when the plan's actions leave the task."""
+    from ..models.plan_display import outside_task_lines, plan_task, task_lines
+    unusable = not sample.metainfo.get('usable', True)
+    mark = [f'*** {sample.metainfo.get("warning", RANDOM_WEIGHTS_WARNING)} ***'] if unusable \
+        else []
+    lines = mark + [f'{source} {video}: {sample.metainfo.get("num_seconds", "?")} s of S3D '
+                    f'features; plan from the state at {start_time:g} s to the state at '
+                    f'{goal_time:g} s']
+    if sample.metainfo.get('goal_note'):
+        lines.append(sample.metainfo['goal_note'])
+    lines += task_lines(sample, taxonomy)
     for step, action in enumerate(sample.pred_plan.tolist(), 1):
-        lines.append(f'  {step:<5}{taxonomy.action_names[int(action)]}')
-    return lines
+        name = '(no plan)' if action == NO_PLAN else taxonomy.action_names[int(action)]
+        lines.append(f'  {step:<5}{name}')
+    return lines + outside_task_lines(sample.pred_plan, taxonomy, plan_task(sample)) + mark

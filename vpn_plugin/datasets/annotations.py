@@ -25,16 +25,21 @@ suspicious (steps partly out of temporal order, a window repeated in a window fi
 """
 import csv
 import functools
-import json
 import math
 import numbers
 from dataclasses import dataclass
 from pathlib import Path
 from typing import List, Optional, Sequence, Tuple
 
+from ..errors import read_json
 from .taxonomy import Taxonomy
-from .validation import (AnnotationWarnings, as_int, as_seconds, first_duplicates,
-                         normalized_name, temporal_order)
+from .validation import (AnnotationWarnings, as_int, as_seconds, check_fields,
+                         first_duplicates, normalized_name, temporal_order)
+
+JSON_VIDEO_FIELDS = ('vid', 'task', 'steps', 'feature')  # our per-video JSON
+VIDEO_LIST_FIELDS = (('vid', 'task', 'length'), ('feature', 'task_id'))  # CrossTask, NIV
+WINDOW_FIELDS = ('id', 'instruction_len')  # a window file's sample
+WINDOW_ID_FIELDS = ('vid', 'task', 'feature', 'legal_range', 'task_id', 'task_name', 'actions')
 
 
 class BadVideoError(ValueError):
@@ -185,10 +190,12 @@ def read_video_list(path, taxonomy: Taxonomy) -> List[dict]:
     videos = []
     for i, entry in enumerate(entries):
         if isinstance(entry, dict) and 'vid' in entry and 'task' in entry:
+            check_fields(entry, VIDEO_LIST_FIELDS[0], f'{path}: entry {i}')
             task = _task_of(path, f'entry {i}: field "task"', entry['task'], taxonomy)
             stem = f"{entry['task']}_{entry['vid']}"
             videos.append(dict(vid=str(entry['vid']), task=task, feature=stem))
         elif isinstance(entry, dict) and 'feature' in entry and 'task_id' in entry:
+            check_fields(entry, VIDEO_LIST_FIELDS[1], f'{path}: entry {i}')
             stem = Path(str(entry['feature'])).stem
             task = _task_of(path, f'entry {i}: field "task_id"', entry['task_id'], taxonomy)
             videos.append(dict(vid=stem, task=task, feature=stem))
@@ -240,6 +247,7 @@ def read_json_annotations(path, taxonomy: Taxonomy,
     for i, entry in enumerate(entries):
         if not isinstance(entry, dict) or not {'vid', 'task', 'steps'} <= set(entry):
             raise ValueError(f'{path}: entry {i}: expected an object with "vid", "task", "steps"')
+        check_fields(entry, JSON_VIDEO_FIELDS, f'{path}: entry {i} (vid {entry["vid"]})')
         try:
             videos.append(_json_video(path, i, entry, taxonomy, warnings))
         except BadVideoError as err:
@@ -521,6 +529,8 @@ def read_window_file(path, taxonomy: Taxonomy, horizon: int,
         if not isinstance(meta, dict) or 'legal_range' not in meta or 'feature' not in meta:
             raise ValueError(f'{path}: sample {i}: expected {{"id": {{"feature", "legal_range", '
                              '...}}, "instruction_len"}}')
+        check_fields(sample, WINDOW_FIELDS, f'{path}: sample {i}')
+        check_fields(meta, WINDOW_ID_FIELDS, f'{path}: sample {i}: field "id"')
         rows = meta['legal_range']
         if (not isinstance(rows, list) or len(rows) != horizon
                 or not all(isinstance(r, list) and len(r) == 3 for r in rows)):
@@ -640,9 +650,6 @@ def _read_text(path: Path, vid: Optional[str] = None) -> str:
 
 
 def read_json_file(path: Path):
-    """The parsed JSON of ``path``; an unreadable or malformed file is a ``ValueError``
-    naming it."""
-    try:
-        return json.loads(path.read_text())
-    except (OSError, json.JSONDecodeError) as err:
-        raise ValueError(f'cannot read JSON file {path}: {err}') from err
+    """The parsed JSON of ``path`` (``errors.read_json``: a missing, unreadable or malformed
+    file is an error naming it, the line and column)."""
+    return read_json(path, 'annotation file')

@@ -102,6 +102,9 @@ class ConcatPlanningDataset(Dataset):
         self.tasks = np.concatenate([p.tasks + self.task_offsets[i] for i, p in parts])
         self.windows = [self._offset_window(w, i) for i, p in parts for w in p.windows]
         self.source_of = np.concatenate([np.full(len(p), i) for i, p in parts])
+        limited = [p.limited or (len(p), len(p)) for _, p in parts]
+        self.limited = (tuple(map(sum, zip(*limited)))  # (kept, all) when a source is limited
+                        if any(p.limited for _, p in parts) else None)
         self.device_resident = all(p.device_resident for _, p in parts)
         self._fields = None  # (device, {field: tensor}), PlanningDataset.device_fields
 

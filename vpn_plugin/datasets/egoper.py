@@ -32,6 +32,24 @@ from .annotations import read_json_file
 ERROR_CHOICES = ('keep', 'drop')
 BACKGROUND = 0
 SPLIT_FILES = {'train': 'training.txt', 'test': 'test.txt'}
+OUTPUT_FILES = ('taxonomy.json', 'train.json', 'test.json', 'conversion.json', 'dataset.py')
+RECORD_KEYS = {'source', 'split_dir', 'errors', 'videos', 'segments'}  # of conversion.json
+
+
+def check_out_dir(out_dir, inputs, overwrite: bool = False) -> None:
+    """The files :func:`convert_egoper` writes into ``out_dir`` (``OUTPUT_FILES``) may
+    replace an earlier conversion (its ``conversion.json`` is ours) but neither an input nor,
+    without ``overwrite``, files of another origin (a dataset folder's own taxonomy.json);
+    vpn_plugin/outputs.py, before anything is read."""
+    from ..outputs import check_output, json_matching
+    out_dir = Path(out_dir)
+    if out_dir.exists() and not out_dir.is_dir():
+        raise ValueError(f'--out {out_dir}: is a file; expected the output folder')
+    ours = json_matching(lambda record: isinstance(record, dict) and RECORD_KEYS <= set(record))
+    earlier = (out_dir / 'conversion.json').is_file() and ours(out_dir / 'conversion.json')
+    for name in OUTPUT_FILES:
+        check_output(out_dir / name, 'converted_dataset', '--out', inputs,
+                     overwrite or earlier)
 
 
 def convert_egoper(annotation_file, split_dir, out_dir, errors: str,

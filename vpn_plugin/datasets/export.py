@@ -14,11 +14,11 @@ file name matters to a loader) are in ``WINDOW_LAYOUTS``. Written with ``json.du
 as the authors' ``create_split.py``, so an export can equal an official file byte for byte.
 """
 import json
-from pathlib import Path
 from typing import List, Sequence
 
 from .annotations import Window
 from .taxonomy import Taxonomy
+from ..errors import write_text_atomically
 
 WINDOW_LAYOUTS = {
     'crosstask': dict(fields=('vid', 'task'),
@@ -53,8 +53,5 @@ def write_window_file(path, windows: Sequence[Window], taxonomy: Taxonomy, layou
     spec = WINDOW_LAYOUTS[layout]
     prefix = spec['prefix'] if prefix is None else prefix
     records = [window_record(w, taxonomy, spec['fields'], prefix) for w in windows]
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with open(path, 'w') as f:
-        json.dump(records, f, indent=4)
+    write_text_atomically(path, json.dumps(records, indent=4), 'window file')
     return records

@@ -31,9 +31,16 @@ SYNTHETIC_DATASETS = ('crosstask', 'niv', 'coin')
 
 
 def find_feature_file(feature_dir, stem: str) -> Path:
-    """``<feature_dir>/<stem>.npz`` if it exists, else ``<stem>.npy`` (may not exist)."""
-    npz = Path(feature_dir) / f'{stem}.npz'
-    return npz if npz.exists() else Path(feature_dir) / f'{stem}.npy'
+    """``<feature_dir>/<stem>.npz`` if it exists, else ``<stem>.npy`` (may not exist); both
+    present is a ``ValueError`` (two versions of one video's features: which one is right?)."""
+    npz, npy = Path(feature_dir) / f'{stem}.npz', Path(feature_dir) / f'{stem}.npy'
+    if not npz.exists():
+        return npy
+    if npy.exists():
+        raise ValueError(f'{feature_dir}: both {npz.name} and {npy.name} exist for video '
+                         f'{stem}; expected one feature file per video: remove the one that is '
+                         'not of these features')
+    return npz
 
 
 def feature_fix_hint(feature_dir, data_root) -> str:
@@ -64,12 +71,19 @@ def feature_fix_hint(feature_dir, data_root) -> str:
 
 def load_features(path, frame_dim: int, vid: str = '', fix_hint: str = '') -> np.ndarray:
     """Read one video's frames -> (L, D) float32; BadVideoError names the file and problem."""
-    path = Path(path)
-    if not path.exists():
-        raise BadVideoError(vid, 'missing feature file', f'feature file {path} does not exist '
-                            f'(video {vid}). {fix_hint}'.rstrip())
+    path = require_feature_file(path, vid, fix_hint)
     record = read_feature_record(path, vid, frames_only=True)
     return checked_frames(record, path, frame_dim, vid)
+
+
+def require_feature_file(path, vid: str = '', fix_hint: str = '') -> Path:
+    """``path`` as a Path; BadVideoError when no such file exists."""
+    path = Path(path)
+    if not path.exists():
+        of_video = f' (video {vid})' if vid else ''
+        raise BadVideoError(vid, 'missing feature file', f'feature file {path} does not exist'
+                            f'{of_video}. {fix_hint}'.rstrip())
+    return path
 
 
 def checked_frames(record: dict, path, frame_dim: int, vid: str = '') -> np.ndarray:

@@ -17,17 +17,31 @@ from torch.utils.data import Dataset
 
 from .annotations import BadVideoError, Window, chain_windows, read_video_list
 from .features import feature_fix_hint, find_feature_file, load_features
-from ..errors import check_choice
+from ..core.stats import stratified_sample
+from .file_digests import file_digests
+from ..errors import check_bool, check_choice, check_number, check_numbers
 from .observations import (RECIPES, WINDOW_POLICIES, observation_dim,
                            outside_video, step_map, window_observations)
-from .sources import read_source, source_path, source_windows
+from .sources import SOURCE_KEYS, read_source, source_path, source_windows
 from .taxonomy import load_taxonomy
 from ..data_paths import check_resolved
 from .validation import AnnotationWarnings, check_disjoint
 
 SPLITS = ('train', 'val', 'test')
-CACHE_VERSION = 3  # bump when the cached arrays or their meaning change
+CACHE_VERSION = 4  # bump when the cached arrays or their meaning change
+DIGEST_MEMO = 'feature_digests.json'  # in cache_dir: the feature files' remembered digests
 CACHE_ARRAYS = {'readable', 'outside', 'maps', 'start', 'goal', 'observed', 'messages'}
+
+
+def payload_digest(arrays: dict, key: str) -> str:
+    """SHA-256 of the cached arrays (names, dtypes, shapes, bytes) and their key: a cache file
+    edited with the same shapes (start and goal rows swapped) no longer matches it."""
+    digest = hashlib.sha256(key.encode())
+    for name in sorted(CACHE_ARRAYS):
+        array = np.ascontiguousarray(arrays[name])
+        digest.update(f'{name}:{array.dtype.str}:{array.shape}'.encode())
+        digest.update(array.tobytes())
+    return digest.hexdigest()
 
 
 @FUNCTIONS.register_module()
@@ -62,7 +76,10 @@ class PlanningDataset(Dataset):
     of the source (use it with the TRAINING source): each video is held out with probability
     ``val_fraction`` by a hash of ``split_seed`` and its feature file stem, so the same videos
     for every horizon; ``'train'`` = the other videos, optionally a seeded
-    ``subset_fraction`` of their windows.
+    ``subset_fraction`` of their windows. ``limit=N`` keeps N windows of the split (after the
+    features are read), stratified over tasks (``core.stats.stratified_sample`` with
+    ``limit_seed``, the windows ``llm_eval.py --limit N`` plans): a shortened run
+    (``tools/test.py --limit``, smoke runs), logged; ``self.limited`` is ``(N, all)``.
     ``observed_steps=k`` adds the goal observations of steps 1..k (``inputs['observed']``).
     Bad videos raise a ValueError naming file and field, or with ``skip_bad_videos=True`` are
     skipped, counted by reason in ``self.skipped`` and logged.
@@ -84,9 +101,20 @@ class PlanningDataset(Dataset):
                  val_fraction: float = 0.1, split_seed: int = 0,
                  subset_fraction: Optional[float] = None, subset_seed: int = 0,
                  observed_steps: int = 0, skip_bad_videos: bool = False,
-                 cache_dir: Optional[str] = None, device_resident: bool = False):
+                 cache_dir: Optional[str] = None, device_resident: bool = False,
+                 limit: Optional[int] = None, limit_seed: int = 0):
         if split not in SPLITS:
             raise ValueError(f'split={split!r}; expected one of {SPLITS}')
+        where = 'PlanningDataset: '
+        check_numbers(dict(horizon=horizon, frame_dim=frame_dim), where, integer=True, low=1)
+        check_numbers(dict(split_seed=split_seed, subset_seed=subset_seed,
+                           observed_steps=observed_steps), where, integer=True, low=0)
+        check_number(f'{where}val_fraction', val_fraction, low=0, high=1)
+        check_number(f'{where}subset_fraction', subset_fraction, low=0, high=1, low_open=True,
+                     optional=True)
+        for name, value in (('skip_bad_videos', skip_bad_videos),
+                            ('device_resident', device_resident)):
+            check_bool(f'{where}{name}', value)
         if not 0 <= observed_steps < horizon:
             raise ValueError(f'observed_steps={observed_steps}; expected 0 <= k < '
                              f'horizon={horizon}')
@@ -114,6 +142,7 @@ class PlanningDataset(Dataset):
         if subset_fraction is not None and split == 'train':
             self._videos = None  # only the kept windows may feed the PKG
         self._extract(windows)
+        self.limited = self._limit(limit, limit_seed)
         self._log_size()
         self._log_skips()
         self._log_window_counts()
@@ -183,13 +212,33 @@ class PlanningDataset(Dataset):
         pick = np.sort(np.random.default_rng(seed).permutation(len(windows))[:count])
         return [windows[i] for i in pick]
 
+    def _limit(self, limit, seed):
+        """Keep ``limit`` windows stratified over tasks (class docstring); (kept, all) or
+        None when every window is kept."""
+        if limit is None:
+            return None
+        if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
+            raise ValueError(f'PlanningDataset: limit={limit!r}; expected an integer >= 1 '
+                             '(windows kept, stratified over tasks)')
+        total = len(self.windows)
+        if limit >= total:
+            return None
+        picked = stratified_sample(self.tasks, limit, seed)
+        self.windows = [self.windows[i] for i in picked]
+        self._pkg_windows = list(self.windows)  # a limited training split: its own PKG
+        self._videos = None
+        for name in ('start', 'goal', 'observed', 'plans', 'tasks'):
+            setattr(self, name, getattr(self, name)[picked])
+        return (len(picked), total)
+
     # ------------------------------------------------------------------ features
     def _extract(self, windows: List[Window]) -> None:
         """Observations of every window, from the cache file when the inputs are unchanged."""
-        arrays = self._read_cache(windows)
+        path, key = self._cache_file(windows)
+        arrays = self._read_cache(path, key, len(windows))
         if arrays is None:
             arrays = self._extract_from_files(windows)
-            self._write_cache(windows, arrays)
+            self._write_cache(path, key, arrays)
         for message in arrays['messages']:
             reason, text = str(message).split('\t', 1)
             self.skipped[reason] += 1
@@ -285,55 +334,63 @@ class PlanningDataset(Dataset):
         if total >= 500 and done % 500 == 0:
             print_log(f'PlanningDataset: reading features, video {done}/{total}', 'current')
 
-    def _cache_file(self, windows) -> Optional[Path]:
+    def _cache_file(self, windows) -> tuple:
+        """(cache file, key) of these windows' observations, or (None, None) without a
+        ``cache_dir``. The key holds the CONTENT digests of the feature files
+        (``file_digests``: remembered while a file's stat record, ctime included, is unchanged),
+        the recipe and the windows: a feature file rewritten with its size and mtime kept
+        misses the cache."""
         if not self.cache_dir:
-            return None
+            return None, None
         stems = sorted({w.feature for w in windows})
-        files = []
-        for stem in stems:
-            path = find_feature_file(self.feature_dir, stem)
-            st = path.stat() if path.exists() else None
-            files.append((str(path), st.st_size if st else -1, st.st_mtime_ns if st else -1))
+        paths = [find_feature_file(self.feature_dir, stem) for stem in stems]
+        digests = file_digests(paths, Path(self.cache_dir) / DIGEST_MEMO)
         key = json.dumps([CACHE_VERSION, self.recipe, self.window_policy, self.frame_dim,
-                          self.observed_steps, self.skip_bad_videos, files,
+                          self.observed_steps, self.skip_bad_videos,
+                          [[str(p), d] for p, d in zip(paths, digests)],
                           [(w.feature, w.times) for w in windows]])
-        return Path(self.cache_dir) / f'obs_{hashlib.sha1(key.encode()).hexdigest()[:20]}.npz'
+        name = f'obs_{hashlib.sha256(key.encode()).hexdigest()[:20]}.npz'
+        return Path(self.cache_dir) / name, key
 
-    def _read_cache(self, windows) -> Optional[dict]:
-        """The cached arrays, or ``None``: absent, or corrupt (then named in a warning,
-        deleted and rebuilt: a truncated file never stops a run)."""
-        path = self._cache_file(windows)
+    def _read_cache(self, path: Optional[Path], key: str, count: int) -> Optional[dict]:
+        """The cached arrays, or ``None``: absent, or corrupt, edited or another key's (then
+        named in a warning, deleted and rebuilt: a damaged file never stops a run, an edited
+        one is never used)."""
         if path is None or not path.exists():
             return None
         try:
             with np.load(path, allow_pickle=False) as data:
-                arrays = {key: data[key] for key in data.files}
-            self._check_cache(arrays, len(windows))
-            return arrays
-        except Exception as err:  # zip, npy format, OS errors, missing or ragged arrays
-            print_log(f'PlanningDataset: the observation cache {path} is corrupt ({err!r}); '
+                arrays = {name: data[name] for name in data.files}
+            self._check_cache(arrays, count, key)
+            return {name: arrays[name] for name in CACHE_ARRAYS}
+        except Exception as err:  # zip, npy format, OS errors, missing, ragged or edited arrays
+            print_log(f'PlanningDataset: the observation cache {path} is corrupt ({err}); '
                       'discarded, rebuilt from the feature files', 'current', logging.WARNING)
             path.unlink(missing_ok=True)
             return None
 
-    def _check_cache(self, arrays: dict, count: int) -> None:
-        """The arrays ``_extract_from_files`` writes, with one entry per window."""
-        missing = sorted(CACHE_ARRAYS - set(arrays))
+    def _check_cache(self, arrays: dict, count: int, key: str) -> None:
+        """The arrays ``_extract_from_files`` writes, with one entry per window, for ``key``,
+        unchanged since they were written (their digest)."""
+        missing = sorted((CACHE_ARRAYS | {'key', 'digest'}) - set(arrays))
         if missing:
             raise ValueError(f'arrays {missing} missing')
+        if str(arrays['key']) != key:
+            raise ValueError('written for other feature files or windows (its key differs)')
+        if str(arrays['digest']) != payload_digest(arrays, key):
+            raise ValueError('its arrays do not match their digest: edited or damaged')
         kept = int((arrays['readable'] & (arrays['maps'][:, 0] >= 0)).sum())
         if (len(arrays['readable']) != count or arrays['maps'].shape != (count, self.horizon)
                 or any(len(arrays[k]) != kept for k in ('start', 'goal', 'observed'))):
             raise ValueError(f'arrays of another length than its {count} windows')
 
-    def _write_cache(self, windows, arrays: dict) -> None:
-        path = self._cache_file(windows)
+    def _write_cache(self, path: Optional[Path], key: str, arrays: dict) -> None:
         if path is None:
             return
         tmp = path.with_suffix(f'.{os.getpid()}.tmp.npz')  # atomic for concurrent runs
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
-            np.savez(tmp, **arrays)
+            np.savez(tmp, **arrays, key=np.str_(key), digest=np.str_(payload_digest(arrays, key)))
             tmp.replace(path)
         except OSError as error:
             try:
@@ -347,8 +404,10 @@ class PlanningDataset(Dataset):
     def _log_size(self) -> None:
         """One line per split in the run's log: how many windows of how many videos."""
         videos = len({w.feature for w in self.windows})
+        limited = (f'; limit: {self.limited[0]} of {self.limited[1]} windows, stratified over '
+                   'tasks' if self.limited else '')
         print_log(f'PlanningDataset ({self.split}, T={self.horizon}): {len(self.windows)} '
-                  f'windows of {videos} videos ({self.data_root.name})', 'current')
+                  f'windows of {videos} videos ({self.data_root.name}{limited})', 'current')
 
     def _log_window_counts(self) -> None:
         if not self.window_counts:
@@ -434,10 +493,30 @@ class PlanningDataset(Dataset):
 
     @property
     def metainfo(self) -> dict:
-        tx = self.taxonomy
-        return dict(num_actions=tx.num_actions, num_tasks=tx.num_tasks, horizon=self.horizon,
-                    feature_dim=self.feature_dim, action_names=list(tx.action_names),
-                    task_names=list(tx.task_names))
+        return dataset_metainfo(self.taxonomy, self.horizon, self.feature_dim)
+
+
+def dataset_metainfo(taxonomy, horizon: int, feature_dim: int) -> dict:
+    """A dataset's ``metainfo``: what training records in a checkpoint's
+    ``meta.dataset_meta`` and a test compares (``engine.checkpoint.meta_mismatches``)."""
+    return dict(num_actions=taxonomy.num_actions, num_tasks=taxonomy.num_tasks,
+                horizon=int(horizon), feature_dim=int(feature_dim),
+                action_names=list(taxonomy.action_names), task_names=list(taxonomy.task_names))
+
+
+def config_metainfo(dataset_cfg) -> Optional[dict]:
+    """The ``metainfo`` a ``PlanningDataset`` config dict would have, from its taxonomy and
+    observation settings alone (no feature file read); None for another dataset type."""
+    cfg = dict(dataset_cfg or {})
+    if cfg.get('type') != 'PlanningDataset':
+        return None
+    import inspect
+    defaults = inspect.signature(PlanningDataset).parameters
+    horizon = cfg.get('horizon', defaults['horizon'].default)
+    taxonomy = load_taxonomy(source_path(cfg['data_root'], cfg['taxonomy'], horizon))
+    observation = cfg.get('observation', defaults['observation'].default)
+    frame_dim = cfg.get('frame_dim', defaults['frame_dim'].default)
+    return dataset_metainfo(taxonomy, horizon, observation_dim(observation, frame_dim))
 
 
 def source_videos(dataset_cfg: dict) -> set:
@@ -456,12 +535,42 @@ def source_videos(dataset_cfg: dict) -> set:
 def check_split_disjoint(cfg) -> None:
     """A config's training and test videos must be disjoint (``PlanningDataset`` configs of
     ``train_dataloader`` and ``test_dataloader``; others, e.g. a ``ConcatPlanningDataset``
-    whose sources are dataset configs of their own, are not checked): ``ValueError``."""
-    datasets = [(cfg.get(f'{split}_dataloader') or {}).get('dataset') for split in ('train',
-                                                                                  'test')]
-    if not all(d and str(d.get('type', '')).split('.')[-1] == 'PlanningDataset'
-               for d in datasets):
+    whose sources are dataset configs of their own, are not checked), and so must its training
+    and validation videos (:func:`check_held_out_agrees`): ``ValueError``."""
+    train, val, test = (_planning_dataset(cfg, split) for split in ('train', 'val', 'test'))
+    if train and val:
+        check_held_out_agrees(train, val, cfg.filename or 'config')
+    if not (train and test):
         return
-    check_disjoint(*(source_videos(d) for d in datasets),
+    check_disjoint(source_videos(train), source_videos(test),
                    f'{cfg.filename or "config"}: train_dataloader.dataset / '
                    'test_dataloader.dataset')
+
+
+def _planning_dataset(cfg, split: str) -> Optional[dict]:
+    dataset = (cfg.get(f'{split}_dataloader') or {}).get('dataset')
+    if dataset and str(dataset.get('type', '')).split('.')[-1] == 'PlanningDataset':
+        return dataset
+    return None
+
+
+HELD_OUT_KEYS = {'val_fraction': 0.1, 'split_seed': 0}  # PlanningDataset's defaults
+
+
+def check_held_out_agrees(train: dict, val: dict, where: str) -> None:
+    """A 'val' split held out of the training split's own source draws its videos by
+    ``val_fraction`` and ``split_seed``: both must be those of the 'train' split, else
+    validation videos are also trained on (or training videos are used by neither)."""
+    if train.get('split', 'train') != 'train' or val.get('split') != 'val':
+        return
+    if any(train.get(key) != val.get(key) for key in ('data_root', *SOURCE_KEYS)):
+        return  # validation on another source: nothing is held out of the training one
+    for key, default in HELD_OUT_KEYS.items():
+        ours, theirs = train.get(key, default), val.get(key, default)
+        if ours != theirs:
+            raise ValueError(
+                f'{where}: train_dataloader.dataset.{key}={ours!r} but '
+                f'val_dataloader.dataset.{key}={theirs!r}; the validation videos are the '
+                f'training source\'s videos held out by {key}, so both splits must give the '
+                f'same value (else validation videos are also trained on, or training videos '
+                f'are used by neither): set {key} in both')

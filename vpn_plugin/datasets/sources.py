@@ -139,6 +139,16 @@ def source_windows(dataset_cfg: dict) -> Tuple[Taxonomy, List[Window],
     return taxonomy, windows, videos
 
 
+def source_files(dataset_cfg: dict) -> list:
+    """The annotation files a ``PlanningDataset`` config dict reads (its taxonomy and
+    source files; ``annotation_dir`` is a folder): the inputs an output must not replace."""
+    keys = ('taxonomy',) + tuple(k for k in SOURCE_KEYS if k not in ('annotation_dir',
+                                                                    'annotation_format'))
+    horizon = dataset_cfg.get('horizon', '')
+    return [source_path(dataset_cfg['data_root'], dataset_cfg[k], horizon) for k in keys
+            if dataset_cfg.get(k)]
+
+
 def dataset_config(dataset: str, split: str, horizon: int, data_root=None) -> dict:
     """The ``split`` ('train' or 'test') dataset dict of ``configs/_base_/datasets/<dataset>``
     (``DATASET_CONFIGS``) at ``horizon``, with ``data_root`` (default: the config's)."""

@@ -14,6 +14,7 @@ from typing import List
 
 from ..core import build_pkg, pkg_coverage
 from .sources import config_dataset, dataset_config, source_windows
+from .validation import check_disjoint
 
 
 def window_statistics(dataset: str = None, data_root=None, horizons=(3, 4, 5, 6),
@@ -27,8 +28,12 @@ def window_statistics(dataset: str = None, data_root=None, horizons=(3, 4, 5, 6)
         return dataset_config(dataset, split, horizon, data_root)
     rows = []
     for horizon in horizons:
-        taxonomy, train, _ = source_windows(split_dataset('train', horizon))
-        _, test, _ = source_windows(split_dataset('test', horizon))
+        train_set, test_set = split_dataset('train', horizon), split_dataset('test', horizon)
+        taxonomy, train, _ = source_windows(train_set)
+        _, test, _ = source_windows(test_set)
+        check_disjoint({w.feature for w in train}, {w.feature for w in test},
+                       f'T={horizon}: {_source_name(train_set)} (train) and '
+                       f'{_source_name(test_set)} (test)')
         coverage = None  # no windows on either side (a small dataset at a long horizon)
         if train and test:
             pkg = build_pkg([w.steps for w in train], taxonomy.num_actions,
@@ -43,6 +48,16 @@ def window_statistics(dataset: str = None, data_root=None, horizons=(3, 4, 5, 6)
             tasks_seen=len({w.task for w in train + test}),
             pkg_coverage=coverage))
     return rows
+
+
+def _source_name(dataset_cfg: dict) -> str:
+    """The annotation file a dataset config reads (for messages)."""
+    from .sources import source_path
+    for key in ('window_file', 'video_list', 'annotation_file'):
+        if dataset_cfg.get(key):
+            return str(source_path(dataset_cfg['data_root'], dataset_cfg[key],
+                                   dataset_cfg.get('horizon', '')))
+    return 'the dataset'
 
 
 def format_table(dataset: str, rows: List[dict]) -> str:

@@ -1,8 +1,9 @@
 """Action taxonomies of CrossTask, NIV and COIN (``taxonomy*.json`` of the unified protocol)."""
-import json
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import List
+
+from ..errors import read_json
 
 
 @dataclass
@@ -72,10 +73,7 @@ def load_taxonomy(path) -> Taxonomy:
     action ids are not exactly 0..N-1, or an action id appears twice (in one task or in two).
     """
     path = Path(path)
-    try:
-        raw = json.loads(path.read_text(), object_pairs_hook=_Pairs)
-    except (OSError, json.JSONDecodeError) as err:
-        raise ValueError(f'cannot read taxonomy {path}: {err}') from err
+    raw = read_json(path, 'taxonomy', object_pairs_hook=_Pairs)
     if not isinstance(raw, _Pairs) or not raw:
         raise ValueError(f'{path}: expected a non-empty JSON object of tasks')
     names, keys, task_actions, action_names = [], [], [], {}

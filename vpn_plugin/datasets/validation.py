@@ -18,6 +18,8 @@ import numbers
 import re
 from collections import Counter
 
+from ..errors import close_match_hint
+
 MAX_SECONDS = 24 * 3600.0  # a step time beyond a day is a unit or parsing error, not a video
 
 
@@ -82,6 +84,20 @@ def first_duplicates(keys) -> dict:
 def normalized_name(name) -> str:
     """Lower-case alphanumerics: 'Make Jello Shots' == 'make_jello-shots'."""
     return re.sub(r'[^0-9a-z]', '', str(name).lower())
+
+
+def check_fields(record: dict, known, where: str) -> None:
+    """A record of an annotation file holds only the ``known`` fields (a field of the user's
+    own starts with ``_``): a misspelled field (``"featur"``) would be ignored and its default
+    used, so an unknown one is a ``ValueError`` naming it, its closest known field and the
+    known ones."""
+    unknown = [name for name in record if name not in known and not str(name).startswith('_')]
+    if unknown:
+        hint = close_match_hint(unknown[0], known)
+        raise ValueError(f'{where}: unknown field(s) {", ".join(map(repr, unknown))}'
+                         f'{f" ({hint[2:]})" if hint else ""}; expected only '
+                         f'{", ".join(map(repr, known))} (a field of your own: start its '
+                         "name with '_')")
 
 
 def check_disjoint(train_videos, test_videos, where: str) -> None:

@@ -5,7 +5,9 @@ checkpointed) with the official ``EMA.update`` schedule: after optimiser step s 
 s % update_every == 0, the EMA copy becomes the model (s < start_step) or
 ``decay * ema + (1 - decay) * model`` (buffers copied). Frozen parameters (the task
 classifier, trained by ``TaskClassifierHook`` after the EMA copy was made) are copied, never
-averaged with their untrained state.
+averaged with their untrained state, and are copied once before the first step
+(``engine.ema.sync_pre_stages``): a run shorter than ``update_every`` steps writes
+checkpoints with the trained classifier and PKG.
 """
 from __future__ import annotations
 
@@ -13,6 +15,9 @@ import torch
 from mmengine.hooks import EMAHook
 
 from mmaction.registry import HOOKS
+
+from .pdpp_training import check_ema_settings
+from .ema import copy_frozen_and_buffers, sync_pre_stages
 
 
 @torch.no_grad()
@@ -27,10 +32,7 @@ def ema_update(ema: torch.nn.Module, model: torch.nn.Module, step: int, decay: f
     for average, current in zip(ema.parameters(), model.parameters()):
         if current.requires_grad:
             average.mul_(decay).add_(current.detach(), alpha=1.0 - decay)
-        else:  # frozen (the task classifier, trained before the EMA's first copy)
-            average.copy_(current)
-    for average, current in zip(ema.buffers(), model.buffers()):
-        average.copy_(current)
+    copy_frozen_and_buffers(ema, model)  # the task classifier, trained before the EMA's copy
 
 
 @HOOKS.register_module()
@@ -38,11 +40,13 @@ class CEFITOEMAHook(EMAHook):
     """Official CEFITO EMA (module docstring): ``decay``, ``start_step``, ``update_every``."""
 
     def __init__(self, decay: float = 0.995, start_step: int = 400, update_every: int = 10):
-        if update_every < 1 or start_step < 0 or not 0 < decay < 1:
-            raise ValueError(f'CEFITOEMAHook: decay={decay} in (0, 1), start_step={start_step} '
-                             f'>= 0 and update_every={update_every} >= 1 expected')
+        check_ema_settings('CEFITOEMAHook', decay, start_step, update_every=update_every)
         super().__init__(momentum=1 - decay, interval=1, update_buffers=False)
         self.decay, self.start_step, self.update_every = decay, start_step, update_every
+
+    def before_train(self, runner) -> None:
+        super().before_train(runner)
+        sync_pre_stages(self)
 
     def after_train_iter(self, runner, batch_idx, data_batch=None, outputs=None) -> None:
         ema_update(self.ema_model.module, self.src_model, runner.iter + 1, self.decay,

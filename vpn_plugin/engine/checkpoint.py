@@ -15,8 +15,15 @@
   action and task names) must agree with the model built from the config (its ``horizon``)
   and with the metainfo of the data it is run on (counts, feature size, names)
   (:func:`meta_mismatches`): a SCHEMA or PDPP checkpoint of T=3 has the tensors of T=4 and
-  would otherwise score T=4 windows. Checkpoints without a recorded meta (converted from
-  another code base, saved by hand) are checked by their tensors alone.
+  would otherwise score T=4 windows. The text features a planner holds (ViterbiPlanNet,
+  SCHEMA, CompactPlanNet, CEFITO: ``BasePlanner.text_features_identity``, SHA-256 of their
+  values) must be those of ``meta.text_features``, which ``PKGHook`` records at training
+  (a test with ``model.text_embeddings.file`` swapped is refused). A planner's checkpoint that
+  records neither (a bare state dict, ``meta`` or ``meta.dataset_meta`` removed, a converted
+  one without them) is refused too: nothing could tell another taxonomy's checkpoint from the
+  right one. The opt-in ``unchecked_checkpoint = True`` (:data:`UNCHECKED_KEY`,
+  ``init_planner(..., unchecked=True)``) scores it, logs a warning and marks the output
+  (``tools/test.py``'s metrics ``checkpoint/unchecked``, the protocol row's variant).
 * A run reads, writes and deletes checkpoints only inside its own work dir. mmengine records
   absolute paths (``<work_dir>/last_checkpoint``, the best checkpoint in the message hub,
   which ``CheckpointHook`` deletes when a better one comes): in a work dir copied or moved
@@ -26,6 +33,13 @@
 * :func:`save_atomically`: a checkpoint is written to a temporary name and renamed into place,
   so a full disk or a read-only work dir never leaves a partial ``epoch_N.pth`` that
   ``--resume`` or ``tools/test.py`` could take; the error says so in one message.
+  :func:`write_last_checkpoint` replaces ``last_checkpoint`` the same way, after the new
+  checkpoint and before any deletion (``engine.checkpoint_hook``: a kill at any instant leaves
+  a resumable work dir).
+* Resuming copes with what a killed run (or an older version) left: :func:`latest_checkpoint_in`
+  falls back to the newest complete checkpoint of the work dir when ``last_checkpoint`` is
+  missing, empty or names a deleted file (and says so), and :func:`remove_partial_files`
+  removes a dead writer's ``.<name>.<pid>.partial`` files.
 """
 from __future__ import annotations
 
@@ -39,9 +53,11 @@ from typing import Optional
 
 import torch
 
-from ..errors import replace_atomically
+from ..errors import check_file, replace_atomically
 
 PARTIAL_LOAD_KEY = 'load_partial'  # top-level config variable: the opt-in for partial loading
+UNCHECKED_KEY = 'unchecked_checkpoint'  # top-level config variable: score a checkpoint that
+#                                         records no dataset meta / text features (warned, marked)
 MODULE_PREFIX = r'^module\.'       # what model wrappers (DDP) add to every key
 SHOWN = 8                          # keys listed per kind of mismatch
 
@@ -60,8 +76,10 @@ def read_checkpoint(filename, map_location='cpu', logger='current') -> dict:
     file raises an error naming it."""
     from mmengine.runner.checkpoint import _load_checkpoint
     name = str(filename)
-    if '://' not in name and not os.path.isfile(name):
-        raise FileNotFoundError(f'checkpoint {name} does not exist')
+    if '://' not in name:
+        if not os.path.lexists(name):
+            raise FileNotFoundError(f'checkpoint {name} does not exist')
+        check_file(name, 'checkpoint')  # a folder, a FIFO, /dev/zero: named as such
     try:
         checkpoint = _load_checkpoint(name, map_location=map_location, logger=logger)
     except (RuntimeError, EOFError, OSError, ValueError) as error:
@@ -116,6 +134,47 @@ def meta_mismatches(checkpoint: dict, model, data_meta: Optional[dict] = None) -
     return list(wrong.values())
 
 
+def unrecorded(checkpoint: dict, model) -> list:
+    """What ``checkpoint`` does not record of what a planner is checked by: its
+    ``meta.dataset_meta`` fields (:data:`MODEL_META`, :data:`DATA_META`) and, when ``model``
+    holds text features, ``meta.text_features``. [] when everything is there."""
+    meta = checkpoint.get('meta')
+    if not isinstance(meta, dict):
+        return ['meta']
+    recorded = meta.get('dataset_meta')
+    missing = (['meta.dataset_meta'] if not isinstance(recorded, dict) else
+               [f'meta.dataset_meta.{key}' for key in MODEL_META + DATA_META
+                if key not in recorded])
+    if getattr(model, 'text_features_identity', lambda: None)() is not None and \
+            not isinstance(meta.get('text_features'), dict):
+        missing.append('meta.text_features')
+    return missing
+
+
+def recorded_setting(model, data_meta: Optional[dict]) -> dict:
+    """What a checkpoint of ``model`` records of the setting it is for, as training does
+    (mmengine's ``dataset_meta``, ``PKGHook``'s ``text_features``): ``data_meta`` (a
+    dataset's metainfo) with the model's horizon, and the model's text features' identity."""
+    recorded = {} if data_meta is None else dict(dataset_meta=dict(data_meta,
+                                                                   horizon=model.horizon))
+    identity = getattr(model, 'text_features_identity', lambda: None)()
+    return recorded if identity is None else dict(recorded, text_features=identity)
+
+
+def text_features_mismatch(checkpoint: dict, model) -> list:
+    """['text features: ...'] when the checkpoint's recorded text features (``meta.
+    text_features``) are not the ones ``model`` holds (another SHA-256); else []."""
+    meta = checkpoint.get('meta')
+    recorded = meta.get('text_features') if isinstance(meta, dict) else None
+    ours = model.text_features_identity() if hasattr(model, 'text_features_identity') else None
+    if not isinstance(recorded, dict) or ours is None or recorded.get('sha256') == ours['sha256']:
+        return []
+    return [f"text features: trained with {recorded.get('kind', '?')} from "
+            f"{recorded.get('source', '?')} (sha256 {str(recorded.get('sha256'))[:12]}, shape "
+            f"{recorded.get('shape')}), the config gives {ours['kind']} from {ours['source']} "
+            f"(sha256 {ours['sha256'][:12]}, shape {ours['shape']})"]
+
+
 def _difference(theirs, ours) -> str:
     """'' when equal; else the values, or for lists of names their lengths or the first
     position where they differ."""
@@ -146,24 +205,57 @@ def check_finite(state: dict, source: str) -> None:
                              'training: use an earlier checkpoint')
 
 
+# flags of a pre-stage that a test cannot redo (the PKG, ``pkg_ready``, is recounted by PKGHook)
+PRE_STAGE_FLAGS = {'classifier_ready': 'the task classifier', 'step_ready': 'the step model'}
+
+
+def check_pre_stage_flags(checkpoint: dict, source: str) -> None:
+    """Refuse a checkpoint whose ``state_dict`` (the EMA copy: what is tested) holds an
+    untrained pre-stage that its ``ema_state_dict`` (the trained model) holds trained: written
+    by a run shorter than its EMA's first update, by a version whose EMA copied the model
+    before the pre-stages trained (``engine/ema.py``); named, not left to the model's "never
+    trained" at the first batch."""
+    state, ema = checkpoint.get('state_dict'), checkpoint.get('ema_state_dict')
+    if not isinstance(state, dict) or not isinstance(ema, dict):
+        return
+    stale = sorted(key for key, value in state.items()
+                   if key.rsplit('.', 1)[-1] in PRE_STAGE_FLAGS and torch.is_tensor(value)
+                   and not bool(value) and bool(ema.get(f'module.{key}', False)))
+    if stale:
+        what = ', '.join(sorted({PRE_STAGE_FLAGS[key.rsplit('.', 1)[-1]] for key in stale}))
+        raise ValueError(
+            f'checkpoint {source}: its weights (state_dict, the EMA copy that is tested) hold '
+            f'{what} untrained ({", ".join(stale)} False) while its ema_state_dict (the trained '
+            'model) holds it trained: the run stopped before its EMA\'s first update (fewer '
+            'training steps than the EMA hook\'s update_every / interval) and was written by a '
+            'version whose EMA copied the model before the pre-stages; retrain it (this '
+            'version copies the pre-stages into the EMA before the first step)')
+
+
 def load_weights(model, checkpoint: dict, source: str, *, partial: bool = False,
-                 logger='current', data_meta: Optional[dict] = None) -> None:
+                 logger='current', data_meta: Optional[dict] = None,
+                 require_meta: bool = False, unchecked: bool = False) -> list:
     """Copy ``checkpoint``'s tensors into ``model`` (rules: module docstring).
 
     Raises ``CheckpointMismatchError`` naming ``source``, the model class, the missing and
     unexpected keys and the tensors of another shape, or the fields of the checkpoint's
-    recorded meta that disagree with ``model`` and ``data_meta`` (:func:`meta_mismatches`),
-    unless ``partial`` (then they are logged and the fitting tensors are loaded).
+    recorded meta and text features that disagree with ``model`` and ``data_meta``
+    (:func:`meta_mismatches`, :func:`text_features_mismatch`), unless ``partial`` (then they
+    are logged and the fitting tensors are loaded). ``require_meta`` (a planner's checkpoint):
+    a checkpoint that records neither (:func:`unrecorded`) is refused unless ``unchecked``;
+    returns what could not be checked ([] when everything was).
     """
+    check_pre_stage_flags(checkpoint, source)
     state = state_dict_of(checkpoint, source)
     check_finite(state, source)
-    wrong_meta = meta_mismatches(checkpoint, model, data_meta)
+    wrong_meta = meta_mismatches(checkpoint, model, data_meta) + \
+        text_features_mismatch(checkpoint, model)
     if wrong_meta and not partial:
         raise CheckpointMismatchError(
             f'checkpoint {source} was trained for another setting than the config: '
-            f'{"; ".join(wrong_meta)} (its meta.dataset_meta). Test it with the config it was '
-            f'trained with (same horizon, dataset, actions, tasks); to start fine-tuning from '
-            f'it, set {PARTIAL_LOAD_KEY}=True')
+            f'{"; ".join(wrong_meta)} (its meta). Test it with the config it was '
+            f'trained with (same horizon, dataset, actions, tasks, text features); to start '
+            f'fine-tuning from it, set {PARTIAL_LOAD_KEY}=True')
     expected = model.state_dict()
     wrong = {}  # key -> (what the checkpoint holds, shape in the model)
     for key, value in list(state.items()):
@@ -176,7 +268,8 @@ def load_weights(model, checkpoint: dict, source: str, *, partial: bool = False,
     problems = '; '.join(filter(None, [mismatch_text(missing, keys.unexpected_keys, wrong),
                                        other]))
     if not problems and not wrong_meta:
-        return
+        return _unrecorded_fields(checkpoint, model, source, require_meta and not partial,
+                                  unchecked, logger)
     if not partial:
         raise CheckpointMismatchError(
             f'checkpoint {source} does not fit the model {type(model).__name__} of the config: '
@@ -189,6 +282,30 @@ def load_weights(model, checkpoint: dict, source: str, *, partial: bool = False,
     print_log(f'{PARTIAL_LOAD_KEY}=True: loaded the tensors of {source} that fit '
               f'{type(model).__name__}; left as built: {problems}', logger=logger,
               level=logging.WARNING)
+    return []
+
+
+def _unrecorded_fields(checkpoint, model, source, required: bool, unchecked: bool,
+                       logger) -> list:
+    """A fitting checkpoint that records nothing to check it by (:func:`unrecorded`) is
+    refused, or with ``unchecked`` logged; returns what was not checked."""
+    missing = unrecorded(checkpoint, model) if required else []
+    if missing and not unchecked:
+        raise CheckpointMismatchError(
+            f'checkpoint {source} records no {", ".join(missing)}: nothing can check that '
+            'it was trained for this config (a checkpoint of another taxonomy, horizon or text '
+            'features would be scored without a word). Give a checkpoint saved by '
+            'tools/train.py (or converted with tools/convert_authors_checkpoint.py, which '
+            f'records the config\'s); if you know it fits, set {UNCHECKED_KEY}=True '
+            f'(--cfg-options {UNCHECKED_KEY}=True): the results then say that it was not '
+            'checked')
+    if missing:
+        from mmengine.logging import print_log
+        print_log(f'{UNCHECKED_KEY}=True: checkpoint {source} records no '
+                  f'{", ".join(missing)}; it is scored UNCHECKED (its taxonomy, horizon and '
+                  'text features could not be compared with the config)', logger=logger,
+                  level=logging.WARNING)
+    return missing
 
 
 def _load_fitting(model, state, wrong: dict):
@@ -287,10 +404,75 @@ def record_inside(recorded: str, work_dir, what: str, required: bool = True,
     return None
 
 
-def latest_checkpoint_in(work_dir) -> Optional[str]:
-    """The checkpoint ``<work_dir>/last_checkpoint`` names, inside ``work_dir``
-    (:func:`record_inside`); None when the work dir has no such record."""
+def latest_checkpoint_in(work_dir, logger='current') -> Optional[str]:
+    """The checkpoint to resume ``work_dir`` from: the one ``<work_dir>/last_checkpoint`` names,
+    inside ``work_dir`` (:func:`record_inside`); when the record is missing or empty, or names
+    a file that is gone (a run killed while rotating its checkpoints, by a version before
+    ``engine.checkpoint_hook``; or killed before its first record), the newest complete
+    checkpoint of the work dir (:func:`newest_checkpoint_in`), logged; None when there is none."""
     record = Path(work_dir) / LAST_CHECKPOINT
-    if not record.is_file():
-        return None
-    return record_inside(record.read_text().strip(), work_dir, str(record))
+    recorded = record.read_text().strip() if record.is_file() else ''
+    if recorded:
+        path = record_inside(recorded, work_dir, str(record))
+        if Path(path).is_file():
+            return path
+    newest = newest_checkpoint_in(work_dir)
+    if recorded or newest:
+        from mmengine.logging import print_log
+        found = (f'resuming from the newest complete checkpoint of the work dir, {newest}'
+                 if newest else 'the work dir holds no complete checkpoint: a fresh start')
+        why = (f'{record} names {recorded}, which does not exist (a run killed while it '
+               'rotated its checkpoints)' if recorded else
+               f'{work_dir} has no {LAST_CHECKPOINT} record (a run killed before it wrote one)')
+        print_log(f'{why}: {found}', logger=logger, level=logging.WARNING)
+    return newest
+
+
+CHECKPOINT_NAME = re.compile(r'^(epoch|iter)_(\d+)\.pth$')  # mmengine's filename_tmpl defaults
+
+
+def newest_checkpoint_in(work_dir) -> Optional[str]:
+    """The ``epoch_N.pth`` of the largest N in ``work_dir`` (else the largest ``iter_N.pth``),
+    None when there is none. Such a name is always a complete file: checkpoints are written
+    under a temporary name and renamed (:func:`save_atomically`)."""
+    found = {}
+    folder = Path(work_dir)
+    for path in folder.iterdir() if folder.is_dir() else ():
+        match = CHECKPOINT_NAME.match(path.name)
+        if match and path.is_file():
+            found.setdefault(match.group(1), []).append((int(match.group(2)), path))
+    for kind in ('epoch', 'iter'):
+        if found.get(kind):
+            return str(max(found[kind])[1])
+    return None
+
+
+def write_last_checkpoint(work_dir, checkpoint) -> None:
+    """Record ``checkpoint`` in ``<work_dir>/last_checkpoint`` (mmengine's format: the path),
+    replacing the record atomically: it names the previous or the new checkpoint, never a
+    half-written path."""
+    replace_atomically(Path(work_dir) / LAST_CHECKPOINT,
+                       lambda temporary: temporary.write_text(str(checkpoint)),
+                       lambda path, cause: CheckpointSaveError(
+                           f'cannot record the checkpoint {checkpoint} in {path}: {cause}; the '
+                           'record still names the previous checkpoint. Free disk space or give '
+                           'a writable --work-dir, then continue with --resume'))
+
+
+PARTIAL_FILE = re.compile(r'^\..+\.\d+\.partial$')  # errors.replace_atomically's temporary names
+
+
+def remove_partial_files(work_dir, logger='current') -> list:
+    """Remove the temporary files (``.<name>.<pid>.partial``, :func:`save_atomically`) that a
+    killed writer left in ``work_dir`` (not below it); returns their names. Call it holding
+    the work dir's lock (``PlanningRunner.train`` does): no live process writes there then."""
+    folder = Path(work_dir)
+    removed = sorted(p.name for p in folder.iterdir() if PARTIAL_FILE.match(p.name)
+                     and p.is_file()) if folder.is_dir() else []
+    for name in removed:
+        (folder / name).unlink(missing_ok=True)
+    if removed:
+        from mmengine.logging import print_log
+        print_log(f'{work_dir}: removed {len(removed)} partial file(s) of a killed run: '
+                  f'{", ".join(removed)}', logger=logger, level=logging.WARNING)
+    return removed

@@ -4,16 +4,19 @@ KEPP's step model (``models.kepp``) is trained alone, before the plan model, wit
 recipe (AdamW, the official warm-up/step schedule ``core.diffusion.pdpp_lr_multiplier``, EMA
 0.995 reset every 10 steps before step 400 then updated every 10, the EMA weights kept), as the
 official ``step/`` Trainer; then it predicts the first/last actions of every training window
-once (DDIM, per-window seeds), which the plan model's training paths are retrieved for.
-Saved as ``<work_dir>/kepp_step_model.pth`` with what it was trained on (dataset actions,
-horizon, action count, feature dim) and reused from there, from ``model.step_checkpoint`` or
-from a loaded KEPP checkpoint; never retrained silently, and a file of another dataset,
-horizon or action count is refused with one message.
+once (DDIM, per-window seeds), which the plan model's training paths are retrieved for. Both
+log their progress with an ETA (``engine.pre_stage``).
+Saved as ``<work_dir>/kepp_step_model.pth`` (a pre-stage file, ``engine.pre_stage``: no
+checkpoint of the run) with what it was trained on (the training windows and features,
+horizon, action count, feature dim), how (steps, lr, batch size, seed) and its predictions on
+the training windows, and reused from there (a restart of the run in its work dir: the
+predictions too), from ``model.step_checkpoint`` (data checked, settings not: a file chosen
+by hand) or from a loaded KEPP checkpoint; never retrained silently, and a file of another
+dataset, horizon, action count or setting is refused naming both.
 """
 from __future__ import annotations
 
 import copy
-import hashlib
 import itertools
 from pathlib import Path
 
@@ -27,46 +30,35 @@ from torch.utils.data import DataLoader
 from mmaction.registry import HOOKS
 from vpn_plugin.core.diffusion import pdpp_lr_multiplier
 from vpn_plugin.datasets.planning_dataset import planning_collate
+from vpn_plugin.models.base_planner import check_finite_loss
 from vpn_plugin.models.kepp import KEPP
 
 from .pdpp_training import EpochCurve, to_device
+from .pre_stage import (DATA_KEYS, STEP_FILE, check_identity, data_identity, save_pre_stage,
+                        stage_progress)
 
-STEP_FILE = 'kepp_step_model.pth'
 EMA_DECAY, EMA_START, EMA_INTERVAL = 0.995, 400, 10
+WHAT = 'a KEPP step model'
 
 
 def training_identity(model: KEPP, dataset) -> dict:
-    """What a step model is tied to: the dataset's actions, T, N, D."""
-    names = '\n'.join(map(str, getattr(dataset.taxonomy, 'action_names', [])))
-    return dict(actions_sha1=hashlib.sha1(names.encode()).hexdigest()[:16],
-                dataset=str(getattr(dataset.taxonomy, 'path', type(dataset).__name__)),
-                horizon=model.horizon, num_actions=model.num_actions,
-                feature_dim=model.step.feature_dim)
+    """What a step model is tied to: the training set, T, N, D (``pre_stage.data_identity``)."""
+    return data_identity(dataset, horizon=model.horizon, num_actions=model.num_actions,
+                         feature_dim=model.step.feature_dim)
 
 
-def check_identity(path, saved: dict, expected: dict) -> None:
-    """One message when a saved step model was trained on something else."""
-    keys = ('actions_sha1', 'horizon', 'num_actions', 'feature_dim')
-    differ = [k for k in keys if saved.get(k) != expected[k]]
-    if differ:
-        def describe(d):
-            return (f'{d.get("dataset")} (T={d.get("horizon")}, N={d.get("num_actions")}, '
-                    f'D={d.get("feature_dim")}, actions {d.get("actions_sha1")})')
-        raise ValueError(f'{path}: a KEPP step model trained on {describe(saved)}, but this '
-                         f'run is {describe(expected)} (differs in {", ".join(differ)}); use '
-                         'the step model of this dataset and horizon, or delete the file to '
-                         'retrain')
-
-
-def load_step_model(path, model: KEPP, expected: dict) -> dict:
-    """Load a step model saved by the hook into ``model.step``; returns the saved dict."""
+def load_step_model(path, model: KEPP, expected: dict, settings=None) -> dict:
+    """Load a step model saved by the hook into ``model.step``; returns the saved dict. The
+    file must have been trained on ``expected`` (and with ``settings``, when given)."""
     try:
         saved = torch.load(path, map_location='cpu', weights_only=True)
         identity, state = saved['identity'], saved['state_dict']
     except Exception as error:  # noqa: BLE001  (any unreadable file: say which)
         raise ValueError(f'{path}: not a KEPP step model saved by KEPPStepModelHook '
                          f'({type(error).__name__}: {error})') from None
-    check_identity(path, identity, expected)
+    keys = DATA_KEYS + tuple(sorted(settings or {}))
+    check_identity(path, WHAT, {**identity, **(saved.get('settings') or {})},
+                   {**expected, **(settings or {})}, keys)
     try:
         model.step.load_state_dict(state)
     except RuntimeError as error:
@@ -89,6 +81,16 @@ class KEPPStepModelHook(Hook):
     def __init__(self, lr=None, weight_decay: float = 0.0, max_iters=None):
         self.lr, self.weight_decay, self.max_iters = lr, weight_decay, max_iters
 
+    def settings(self, runner, model: KEPP) -> dict:
+        """How the step model is trained (recorded in its file, checked on reuse)."""
+        loader = runner.train_dataloader
+        group = runner.optim_wrapper.param_groups[0]
+        return dict(steps=self.max_iters or runner.max_iters,
+                    batch_size=loader.batch_size or loader.batch_sampler.batch_size,
+                    lr=self.lr or group.get('initial_lr', group['lr']),
+                    weight_decay=self.weight_decay, seed=runner.seed,
+                    sampling_seed=model.step.sampling_seed)
+
     def before_train(self, runner) -> None:
         model = runner.model.module if is_model_wrapper(runner.model) else runner.model
         if not isinstance(model, KEPP):
@@ -96,34 +98,59 @@ class KEPPStepModelHook(Hook):
         dataset = runner.train_dataloader.dataset
         identity = training_identity(model, dataset)
         path = Path(runner.work_dir) / STEP_FILE
+        settings = self.settings(runner, model)
+        saved = {}
         if bool(model.step_ready):
             print_log('KEPPStepModelHook: the step model from the loaded checkpoint (not '
                       'retrained)', logger='current')
         elif model.step_checkpoint or path.is_file():
             source = Path(model.step_checkpoint or path)
-            load_step_model(source, model, identity)
+            saved = load_step_model(source, model, identity,
+                                    None if model.step_checkpoint else settings)
             print_log(f'KEPPStepModelHook: the step model reused from {source} (not '
                       'retrained)', logger='current')
         else:
-            loader = runner.train_dataloader
-            batch_size = loader.batch_size or loader.batch_sampler.batch_size
-            steps = self.max_iters or runner.max_iters
-            if is_main_process():
-                group = runner.optim_wrapper.param_groups[0]
-                lr = self.lr or group.get('initial_lr', group['lr'])
-                record = train_step_model(model, dataset, batch_size, steps, lr,
-                                          self.weight_decay, runner.seed,
-                                          epoch_steps=len(loader))
-                torch.save(dict(identity=identity, state_dict=model.step.state_dict(),
-                                record=dict(steps=steps, **record)), path)
-                print_log(f'KEPPStepModelHook: trained the step model for {steps} steps '
-                          f'(last loss {record["train_loss"]:.4f}); saved {path}',
-                          logger='current')
-            for tensor in model.step.state_dict().values():
-                broadcast(tensor, 0)
-            model.step_ready.fill_(True)
+            saved = self.train(runner, model, dataset, identity, settings, path)
         if model.train_paths == 'step':
-            model.train_endpoints = training_endpoints(model, dataset, runner)
+            model.train_endpoints = self.endpoints(runner, model, dataset, saved, path)
+
+    def train(self, runner, model: KEPP, dataset, identity: dict, settings: dict,
+              path: Path) -> dict:
+        """Train the step model (rank 0; broadcast to the others) and save it; returns what
+        was saved."""
+        saved = {}
+        if is_main_process():
+            record = train_step_model(model, dataset, settings['batch_size'],
+                                      settings['steps'], settings['lr'], self.weight_decay,
+                                      runner.seed, epoch_steps=len(runner.train_dataloader))
+            saved = dict(identity=identity, settings=settings,
+                         state_dict=model.step.state_dict(),
+                         record=dict(steps=settings['steps'], **record))
+            save_pre_stage(path, saved)
+            print_log(f'KEPPStepModelHook: trained the step model for {settings["steps"]} '
+                      f'steps (last loss {record["train_loss"]:.4f}); saved {path}',
+                      logger='current')
+        for tensor in model.step.state_dict().values():
+            broadcast(tensor, 0)
+        model.step_ready.fill_(True)
+        return saved
+
+    def endpoints(self, runner, model: KEPP, dataset, saved: dict, path: Path):
+        """The step model's (first, last) actions of the training windows: from the file when
+        it holds them for this training set and sampling seed, else predicted (and added to
+        the run's own file)."""
+        kept = saved.get('endpoints')
+        if (kept is not None and len(kept) == len(dataset)
+                and (saved.get('settings') or {}).get('sampling_seed') == model.step.sampling_seed):
+            print_log(f'KEPPStepModelHook: first/last actions of {len(dataset)} training '
+                      'windows reused from the step model\'s file (not predicted again)',
+                      logger='current')
+            return kept.to(next(model.step.parameters()).device)
+        endpoints = training_endpoints(model, dataset, runner)
+        own = saved and Path(path).is_file() and not model.step_checkpoint
+        if own and is_main_process():
+            save_pre_stage(path, dict(saved, endpoints=endpoints.cpu()))
+        return endpoints
 
     def before_val(self, runner) -> None:
         self._require(runner)
@@ -149,7 +176,8 @@ def train_step_model(model: KEPP, dataset, batch_size: int, steps: int, lr: floa
                      weight_decay: float, seed: int, epoch_steps: int | None = None) -> dict:
     """The official step Trainer: AdamW, warm-up/step LR, the EMA kept. Returns the last
     loss (``train_loss``) and the mean loss and seconds of every ``epoch_steps`` steps
-    (``epoch_losses``, ``epoch_seconds``: :class:`EpochCurve`)."""
+    (``epoch_losses``, ``epoch_seconds``: :class:`EpochCurve`). Logs its progress
+    (``pre_stage.stage_progress``)."""
     module = model.step
     device = next(module.parameters()).device
     module.requires_grad_(True)
@@ -162,9 +190,11 @@ def train_step_model(model: KEPP, dataset, batch_size: int, steps: int, lr: floa
                         generator=torch.Generator().manual_seed(seed))
     batches = itertools.chain.from_iterable(itertools.repeat(loader))
     loss = torch.tensor(float('nan'))
+    progress = stage_progress('KEPPStepModelHook: step model', steps)
     curve = EpochCurve(epoch_steps or steps, steps)
     for step in range(steps):
         loss = model.step_loss(*to_device(next(batches), device))
+        check_finite_loss(loss, f'KEPPStepModelHook: the step model\'s loss at step {step + 1}')
         loss.backward()
         optimizer.step()
         optimizer.zero_grad()
@@ -172,6 +202,7 @@ def train_step_model(model: KEPP, dataset, batch_size: int, steps: int, lr: floa
         if step % EMA_INTERVAL == 0:
             update_ema(ema, module, copy_only=step < EMA_START)
         curve.add(step + 1, loss)
+        progress.update(extra=lambda: f'loss {float(loss.detach()):.4f}')
     module.load_state_dict(ema.state_dict())
     module.requires_grad_(False)
     return dict(train_loss=float(loss.detach()), **curve.record())
@@ -194,9 +225,12 @@ def training_endpoints(model: KEPP, dataset, runner) -> torch.Tensor:
     loader = DataLoader(dataset, batch_size=runner.train_dataloader.batch_size or 256,
                         collate_fn=planning_collate)
     endpoints = torch.zeros(len(dataset), 2, dtype=torch.long, device=device)
+    progress = stage_progress('KEPPStepModelHook: first/last actions of the training windows',
+                              len(dataset), unit='windows')
     for batch in loader:
         inputs, samples = to_device(batch, device)
         endpoints[samples['index']] = model.predict_endpoints(inputs, samples)
+        progress.update(len(samples['index']))
     print_log(f'KEPPStepModelHook: first/last actions of {len(dataset)} training windows '
               'predicted by the step model (the plan model\'s training paths)', logger='current')
     return endpoints

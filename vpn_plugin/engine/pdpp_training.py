@@ -10,9 +10,10 @@
   EMA copy is reset to the model every 10 steps before step 400, then
   ``ema = 0.995 ema + 0.005 model`` every 10 steps; evaluation and checkpoints use the EMA.
 * ``TaskClassifierHook`` (HOOKS): stage 1, the task classifier of every ``PDPPDiffusion``,
-  trained alone before the U-Net (official ``train_mlp.py``), saved as
-  ``<work_dir>/task_classifier.pth`` and reused from there or from a loaded checkpoint,
-  never retrained silently.
+  trained alone before the U-Net (official ``train_mlp.py``) with its progress logged, saved
+  as ``<work_dir>/task_classifier.pth`` (a pre-stage file, ``engine.pre_stage``: with what and
+  how it was trained) and reused from there (a file of another training set or setting is
+  refused naming both) or from a loaded checkpoint, never retrained silently.
 """
 from __future__ import annotations
 
@@ -33,9 +34,14 @@ from torch.utils.data import DataLoader
 from mmaction.registry import DATA_SAMPLERS, HOOKS, PARAM_SCHEDULERS
 from vpn_plugin.core.diffusion import pdpp_lr_multiplier
 from vpn_plugin.datasets.planning_dataset import planning_collate
+from vpn_plugin.errors import check_number
+from vpn_plugin.models.base_planner import check_finite_loss
 from vpn_plugin.models.pdpp import PDPPDiffusion, TaskClassifier, observation_pair
 
-CLASSIFIER_FILE = 'task_classifier.pth'
+from .ema import sync_pre_stages
+from .pre_stage import (CLASSIFIER_FILE, DATA_KEYS, check_identity, data_identity,
+                        save_pre_stage, stage_progress)
+
 
 
 @DATA_SAMPLERS.register_module()
@@ -112,6 +118,15 @@ class PDPPWarmupStepLR(LRSchedulerMixin, _ParamScheduler):
         return [base * factor for base in self.base_values]
 
 
+def check_ema_settings(hook: str, decay, start_step, **every) -> None:
+    """An EMA hook's ``decay`` is a number in (0, 1), ``start_step`` an integer >= 0, its
+    interval (``every``: one name and value) an integer >= 1: ``ValueError`` naming them."""
+    check_number(f'{hook}: decay', decay, low=0, high=1, low_open=True, high_open=True)
+    check_number(f'{hook}: start_step', start_step, integer=True, low=0)
+    for name, value in every.items():
+        check_number(f'{hook}: {name}', value, integer=True, low=1)
+
+
 @HOOKS.register_module()
 class PDPPEMAHook(EMAHook):
     """mmengine's ``EMAHook`` with the official PDPP ``Trainer`` schedule (module docstring).
@@ -124,6 +139,7 @@ class PDPPEMAHook(EMAHook):
     """
 
     def __init__(self, decay: float = 0.995, start_step: int = 400, interval: int = 10):
+        check_ema_settings('PDPPEMAHook', decay, start_step, interval=interval)
         if start_step < interval or start_step % interval:
             raise ValueError(f'PDPPEMAHook: start_step={start_step} must be a positive '
                              f'multiple of interval={interval}')
@@ -132,6 +148,7 @@ class PDPPEMAHook(EMAHook):
         self.interval = interval
 
     def before_train(self, runner) -> None:
+        sync_pre_stages(self)  # the pre-stages' weights and flags (engine/ema.py)
         if self.begin_iter > runner.max_iters:
             print_log(f'PDPPEMAHook: {runner.max_iters} training steps, fewer than the '
                       f'{self.begin_iter + self.interval - 1} after which the EMA averages; '
@@ -186,16 +203,20 @@ class TaskClassifierHook(Hook):
         if not pending:
             return
         path = Path(runner.work_dir) / CLASSIFIER_FILE
+        plan = self.plan(runner)
+        identity = classifier_identity(runner.train_dataloader.dataset, pending)
         if path.is_file():
-            load_classifiers(path, pending)
+            load_classifiers(path, pending, {**identity, **plan})
         else:
-            self.train_all(runner, pending, path)
+            self.train_all(runner, pending, path, plan, identity)
         for module in pending.values():
             for parameter in module.task_head.parameters():
                 broadcast(parameter.data, 0)
             module.classifier_ready.fill_(True)
 
-    def train_all(self, runner, modules: dict, path: Path) -> None:
+    def plan(self, runner) -> dict:
+        """How the classifiers are trained: steps, validation interval, batch size, lr, weight
+        decay, schedule and seed (recorded in the file, checked on reuse)."""
         loader = runner.train_dataloader
         batch_size = self.batch_size or loader.batch_size or loader.batch_sampler.batch_size
         if self.max_epochs is not None:  # epochs of its own drop-last passes (CEFITO's script)
@@ -204,29 +225,49 @@ class TaskClassifierHook(Hook):
         else:
             steps = self.max_iters or runner.max_iters
             val_every = self.val_interval or 2 * len(loader)
+        return dict(steps=steps, val_every=val_every, batch_size=batch_size, lr=self.lr,
+                    weight_decay=self.weight_decay, schedule=self.schedule, seed=runner.seed)
+
+    def train_all(self, runner, modules: dict, path: Path, plan: dict, identity: dict) -> None:
         val_loop = getattr(runner, '_val_loop', None)
         val_set = getattr(getattr(val_loop, 'dataloader', None), 'dataset', None)
         records = {}
         if is_main_process():
             for name, module in modules.items():
                 records[name] = train_classifier(
-                    module, loader.dataset, val_set, batch_size, steps, val_every,
-                    self.lr, self.weight_decay, seed=runner.seed, schedule=self.schedule,
-                    epoch_steps=per_epoch if self.max_epochs is not None else len(loader))
-                print_log(f'TaskClassifierHook: trained {name}.task_head for {steps} steps: '
-                          f'{describe(records[name])}; saved {path}', logger='current')
-            torch.save(dict(state_dicts={f'{n}.task_head': m.task_head.state_dict()
-                                         for n, m in modules.items()},
-                            records={f'{n}.task_head': r for n, r in records.items()}), path)
+                    module, runner.train_dataloader.dataset, val_set, plan['batch_size'],
+                    plan['steps'], plan['val_every'], self.lr, self.weight_decay,
+                    seed=runner.seed, schedule=self.schedule, what=f'{name}.task_head',
+                    epoch_steps=(plan['steps'] // self.max_epochs if self.max_epochs
+                                 else len(runner.train_dataloader)))
+                print_log(f'TaskClassifierHook: trained {name}.task_head for {plan["steps"]} '
+                          f'steps: {describe(records[name])}; saved {path}', logger='current')
+            save_pre_stage(path, dict(
+                identity=identity, settings=plan,
+                state_dicts={f'{n}.task_head': m.task_head.state_dict()
+                             for n, m in modules.items()},
+                records={f'{n}.task_head': r for n, r in records.items()}))
 
 
-def load_classifiers(path: Path, modules: dict) -> None:
-    """Load each module's task head from ``path`` (saved by ``TaskClassifierHook``)."""
+def classifier_identity(dataset, modules: dict) -> dict:
+    """What task classifiers are tied to (``pre_stage.data_identity``): the training set, its
+    horizon, the task count and feature dim of each."""
+    module = next(iter(modules.values()))
+    return data_identity(dataset, horizon=getattr(dataset, 'horizon', None),
+                         num_tasks=module.num_tasks, feature_dim=module.feature_dim)
+
+
+def load_classifiers(path: Path, modules: dict, expected: dict) -> None:
+    """Load each module's task head from ``path`` (saved by ``TaskClassifierHook`` for the
+    training set and settings ``expected``)."""
     try:
         saved = torch.load(path, map_location='cpu', weights_only=True)
     except Exception as error:  # noqa: BLE001  (any unreadable file: say which)
         raise ValueError(f'{path}: not a task classifier saved by TaskClassifierHook ({error}); '
                          'delete it to retrain') from None
+    recorded = {**(saved.get('identity') or {}), **(saved.get('settings') or {})}
+    check_identity(path, 'a task classifier', recorded, expected,
+                   DATA_KEYS + tuple(sorted(set(expected) - set(DATA_KEYS) - {'dataset'})))
     heads = {f'{name}.task_head': module.task_head for name, module in modules.items()}
     missing = sorted(set(heads) - set(saved.get('state_dicts', {})))
     if missing:
@@ -260,12 +301,14 @@ def to_device(batch: dict, device) -> tuple:
 
 def train_classifier(module, dataset, val_set, batch_size: int, steps: int, val_every: int,
                      lr: float, weight_decay: float, seed: int,
-                     schedule: str = 'warmup_step', epoch_steps: int | None = None) -> dict:
+                     schedule: str = 'warmup_step', what: str = 'task_head',
+                     epoch_steps: int | None = None) -> dict:
     """Train ``module.task_head`` with cross-entropy (``module.task_loss``); keeps the best
     validation weights. ``schedule``: PDPP's warm-up/step lr or a constant lr (CEFITO's).
-    Returns ``{step, val_accuracy, train_loss}`` of the kept weights and, per block of
-    ``epoch_steps`` steps (the main loop's epoch; default ``val_every``), ``epoch_losses`` (mean
-    training loss) and ``epoch_seconds`` (wall time, validation included)."""
+    Logs its progress as ``TaskClassifierHook: <what>``. Returns ``{step, val_accuracy,
+    train_loss}`` of the kept weights and, per block of ``epoch_steps`` steps (the main loop's
+    epoch; default ``val_every``), ``epoch_losses`` (mean training loss) and ``epoch_seconds``
+    (wall time, validation included)."""
     head = module.task_head
     device = next(head.parameters()).device
     head.requires_grad_(True)
@@ -279,9 +322,11 @@ def train_classifier(module, dataset, val_set, batch_size: int, steps: int, val_
     batches = itertools.chain.from_iterable(itertools.repeat(loader))
     best = dict(step=steps, val_accuracy=None, train_loss=float('nan'))
     best_state = None
+    progress = stage_progress(f'TaskClassifierHook: {what}', steps)
     curve = EpochCurve(epoch_steps or val_every, steps)
     for step in range(1, steps + 1):
         loss = module.task_loss(*to_device(next(batches), device))
+        check_finite_loss(loss, f'the task classifier\'s loss at step {step}')
         loss.backward()
         optimizer.step()
         optimizer.zero_grad()
@@ -292,6 +337,9 @@ def train_classifier(module, dataset, val_set, batch_size: int, steps: int, val_
                 best = dict(step=step, val_accuracy=accuracy, train_loss=loss.item())
                 best_state = copy.deepcopy(head.state_dict())
         curve.add(step, loss)
+        progress.update(extra=lambda: f'loss {loss.item():.4f}' + (
+            '' if best['val_accuracy'] is None else
+            f', best validation accuracy {best["val_accuracy"]:.2f}% (step {best["step"]})'))
     if best_state is None:
         best["train_loss"] = loss.item()
     else:

@@ -12,12 +12,21 @@ A subclass implements ``loss(inputs, data_samples) -> dict``,
 ``soft_plan``/``emissions`` (B, T', N), ``pred_task`` (B,), ``metainfo`` (list of B dicts)) and
 ``tensor(inputs, horizon)``.
 
+A planner that predicts the task returns ``pred_task`` (B,) with ``pred_task_score`` (B,)
+(:func:`task_fields`) and says where it comes from in three class (or instance) attributes,
+copied into each result's metainfo (:meth:`BasePlanner.task_metainfo`) for the displays:
+``task_source`` ('classifier': the model's own prediction; 'ground_truth': the batch's true
+task; None: no task), ``task_score`` (what ``pred_task_score`` is: 'probability', a softmax, or
+'score', a head's raw output) and ``plan_uses_task`` (False: an auxiliary head the plan does
+not depend on).
+
 A planner that can fail to produce a plan for a window (an LLM reply without a usable plan, a
 beam search without a PKG path) returns that row of ``pred_plan`` filled with
 ``core.metrics.NO_PLAN`` (-1; ``core.metrics.no_plan(T)`` is such a row): the one metric
 implementation (``core.metrics``, ``PlanningMetric``) scores it 0 on every metric and logs
 their number. Never emit an id outside the taxonomy for it (the legacy mIoU would credit it).
 """
+import functools
 import math
 from typing import Dict, List, Optional
 
@@ -29,6 +38,7 @@ from mmengine.model import BaseModel
 from mmaction.structures import ActionDataSample
 
 from .. import core
+from ..errors import check_numbers
 from .pkg_builder import build_pkg_builder
 
 FORWARD_MODES = ('loss', 'predict', 'tensor')
@@ -52,6 +62,13 @@ class BasePlanner(BaseModel):
     follows_data_horizon = False
     cross_horizon: Optional[str] = None
     cross_horizon_modes: tuple = (None,)  # the rules a subclass offers for T' < T
+    # where pred_task comes from (module docstring): None | 'classifier' | 'ground_truth'
+    task_source: Optional[str] = None
+    task_score: str = 'probability'  # what pred_task_score is: 'probability' | 'score'
+    plan_uses_task: bool = False
+    # the (non-persistent) buffers holding a planner's text features, and their config
+    text_feature_buffers: tuple = ()
+    text_source: Optional[dict] = None
 
     def __init__(self, num_actions: int, horizon: int, pkg: Optional[dict] = None,
                  data_preprocessor: Optional[dict] = None):
@@ -114,6 +131,18 @@ class BasePlanner(BaseModel):
         super()._load_from_state_dict(state_dict, prefix, local_metadata, strict,
                                       missing_keys, unexpected_keys, error_msgs)
 
+    def text_features_identity(self) -> Optional[dict]:
+        """The identity of the text features the planner holds (``text_embeddings.
+        features_identity``: SHA-256, shapes, source, kind), None when it holds none. Training
+        records it in every checkpoint; loading a checkpoint compares it."""
+        tensors = [functools.reduce(getattr, name.split('.'), self)
+                   for name in self.text_feature_buffers]
+        tensors = [t for t in tensors if t is not None]  # e.g. built without text features
+        if not tensors:
+            return None
+        from .text_embeddings import features_identity
+        return features_identity(tensors, self.text_source)
+
     # ------------------------------------------------------------------ forward
     def forward(self, inputs: Dict[str, torch.Tensor], data_samples=None, mode: str = 'tensor'):
         if mode not in FORWARD_MODES:
@@ -126,8 +155,17 @@ class BasePlanner(BaseModel):
             return self.tensor(inputs, horizon)
         self.require_pkg()
         with torch.no_grad():
-            return pack_samples(self.predict_fields(inputs, data_samples, horizon),
-                                data_samples)
+            samples = pack_samples(self.predict_fields(inputs, data_samples, horizon),
+                                   data_samples)
+        if samples and 'pred_task' in samples[0] and self.task_source is not None:
+            for sample in samples:
+                sample.set_metainfo(self.task_metainfo())
+        return samples
+
+    def task_metainfo(self) -> dict:
+        """Where the results' ``pred_task`` comes from (module docstring)."""
+        return dict(task_source=self.task_source, task_score=self.task_score,
+                    plan_uses_task=self.plan_uses_task)
 
     def eval_horizon(self, data_samples, training: bool) -> int:
         """T' of the batch's plans (B, T') (T without plans), checked against the model."""
@@ -165,6 +203,16 @@ class BasePlanner(BaseModel):
         return (f'horizon mismatch: the data has T={data_horizon} but the model was built for '
                 f'horizon={model_horizon}; {fix}')
 
+    def parse_losses(self, losses):
+        """mmengine's, refusing a loss that is not finite before anything is updated
+        (:func:`check_finite_loss`): no optimizer step, no checkpoint of NaN weights."""
+        from mmengine.logging import MessageHub
+        loss, log_vars = super().parse_losses(losses)
+        step = MessageHub.get_current_instance().get_info('iter')
+        check_finite_loss(loss, f'{type(self).__name__}: the training loss' + (
+            f' at iteration {step + 1}' if step is not None else ''), log_vars)
+        return loss, log_vars
+
     def loss(self, inputs, data_samples) -> Dict[str, torch.Tensor]:
         raise ValueError(f"{type(self).__name__} has no trainable parameters (mode='loss'); "
                          "evaluate it with mode='predict' (tools/test.py without a "
@@ -177,6 +225,26 @@ class BasePlanner(BaseModel):
         raise NotImplementedError
 
 
+class NonFiniteLossError(ValueError):
+    """A training loss is NaN or infinite: the run stops before the optimizer step."""
+
+
+def check_finite_loss(loss: torch.Tensor, what: str, terms: Optional[dict] = None) -> None:
+    """``loss`` must be finite; else :class:`NonFiniteLossError` naming ``what`` (the loss
+    and its step) and the loss ``terms``, so that training stops with no weight updated by it
+    and no checkpoint written after it."""
+    if bool(torch.isfinite(loss.detach()).all()):
+        return
+    shown = ', '.join(f'{name}={float(torch.as_tensor(value).detach()):.4g}'
+                      for name, value in (terms or {}).items())
+    raise NonFiniteLossError(
+        f'{what} is {float(loss.detach().float().sum()):g}'
+        f'{f" ({shown})" if shown else ""}: training stopped before this step updated any '
+        'weight; no checkpoint is written from here. A setting that makes the loss not finite '
+        '(a NaN or negative loss weight, a learning rate so large the run diverges) or '
+        'non-finite input features; fix it and start again')
+
+
 def num_parameters(model) -> int:
     """Parameters (trainable or frozen) of a model, or of a wrapper's ``module``; buffers
     excluded, and so are the submodules a model names in ``counted_apart`` (dotted names; PDPP's
@@ -187,12 +255,22 @@ def num_parameters(model) -> int:
     return int(sum(p.numel() for p in model.parameters() if id(p) not in apart))
 
 
+def task_fields(logits: torch.Tensor, softmax: bool = True) -> dict:
+    """``pred_task`` (B,), the argmax of a task head's outputs (B, K), and ``pred_task_score``
+    (B,), its softmax probability (``softmax``) or its raw output."""
+    task = logits.argmax(-1)
+    scores = logits.softmax(-1) if softmax else logits
+    return dict(pred_task=task, pred_task_score=scores.gather(-1, task[:, None])[:, 0])
+
+
 def check_loss_terms(loss_weights: Optional[dict], terms) -> None:
-    """``model.loss_weights`` may only name the model's loss ``terms``."""
+    """``model.loss_weights`` may only name the model's loss ``terms``, each weighted by a
+    finite number >= 0 (a NaN or negative weight would train on a NaN or reversed loss)."""
     unknown = set(loss_weights or {}) - set(terms)
     if unknown:
         raise ValueError(f'model.loss_weights has unknown terms {sorted(unknown)}; '
                          f'expected keys among {tuple(terms)}')
+    check_numbers(dict(loss_weights or {}), 'model.loss_weights.', low=0)
 
 
 def pack_samples(fields: dict, data_samples) -> List[ActionDataSample]:

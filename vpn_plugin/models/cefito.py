@@ -32,8 +32,8 @@ from mmengine.logging import print_log
 from mmaction.registry import MODELS
 
 from ..core import energy_field, energy_search, negatives
-from ..errors import check_choice
-from .base_planner import BasePlanner, check_loss_terms, num_parameters
+from ..errors import check_choice, check_numbers
+from .base_planner import BasePlanner, check_loss_terms, num_parameters, task_fields
 from .pdpp import TaskClassifier
 from .text_embeddings import load_action_features, stand_in_label
 
@@ -42,6 +42,7 @@ SEARCHES = ('tree', 'chunked')
 TASK_SOURCES = ('classifier', 'ground_truth')
 LOSS_TERMS = ('loss_contrastive', 'loss_auxiliary')
 GIVEN = 'given as a tensor (action_embeddings)'
+NO_TEXT = 'none given (zeros)'  # text_label without text features
 # prefix-tree token evaluations per second of the full-size field on the 2-core CPU, 2 threads,
 # shared (tools/benchmark_cefito_search.py, CrossTask T=4: 1,182/s); only used to say how long a
 # refused search would take
@@ -82,6 +83,11 @@ class CEFITO(BasePlanner):
     """
 
     counted_apart = ('classifier',)
+    # the search plans within the actions of the task: the classifier's (cross-entropy, its
+    # own stage) or the true one (``task_source``, set per model)
+    task_score, plan_uses_task = 'probability', True
+
+    text_feature_buffers = ('field.predictor.action_embeddings',)
 
     def __init__(self, feature_dim: int, num_actions: int, num_tasks: int, horizon: int,
                  taxonomy, text_embeddings: Optional[dict] = None, text_dim: int = 512,
@@ -99,11 +105,24 @@ class CEFITO(BasePlanner):
                  loss_weights: Optional[dict] = None, pkg: Optional[dict] = None,
                  data_preprocessor: Optional[dict] = None):
         super().__init__(num_actions, horizon, pkg, data_preprocessor)
+        self.text_source = text_embeddings  # what text_features_identity records
         check_choice('model.negative_rng', negative_rng, NEGATIVE_RNGS)
         check_choice('model.search', search, SEARCHES)
         check_choice('model.tie_break', tie_break, energy_search.TIE_BREAKS)
         check_choice('model.task_source', task_source, TASK_SOURCES)
         check_loss_terms(loss_weights, LOSS_TERMS)
+        check_numbers(dict(
+            num_tasks=num_tasks, feature_dim=feature_dim, text_dim=text_dim,
+            hidden_dim=hidden_dim, depth=depth, num_heads=num_heads, chunk_size=chunk_size,
+            top_k=top_k, num_negatives=num_negatives), integer=True, low=1)
+        check_numbers(dict(hard_negative_ratio=hard_negative_ratio,
+                           permutation_negative_ratio=permutation_negative_ratio), low=0, high=1)
+        check_numbers(dict(min_margin=min_margin, margin_order_weight=margin_order_weight,
+                           aux_weight=aux_weight, observation_noise=observation_noise), low=0)
+        check_numbers(dict(max_margin=max_margin), low=min_margin)
+        check_numbers(dict(mlp_ratio=mlp_ratio, tokens_per_second=tokens_per_second), low=0,
+                      low_open=True)
+        check_numbers(dict(max_sequences=max_sequences), integer=True, low=1, optional=True)
         self.num_tasks, self.feature_dim = num_tasks, feature_dim
         self.task_to_actions = self.read_task_actions(taxonomy)
         self.num_negatives, self.hard_negative_ratio = num_negatives, hard_negative_ratio
@@ -119,7 +138,7 @@ class CEFITO(BasePlanner):
         if text_embeddings:
             self.text_label = stand_in_label(text_embeddings)  # None: CLIP text features
         else:
-            self.text_label = ('none given (zeros)' if action_embeddings is None
+            self.text_label = (NO_TEXT if action_embeddings is None
                                else GIVEN)
         if action_embeddings is None:
             action_embeddings = (load_action_features(**dict(text_embeddings))
@@ -168,6 +187,31 @@ class CEFITO(BasePlanner):
             raise ValueError(f'CEFITO: {where} gave {features.shape[1]}-d text features but '
                              f'model.text_dim={text_dim} (CLIP ViT-B/32 text features: 512; a '
                              'stand-in encoder is zero-padded with text_embeddings.pad_to)')
+        if source:  # read or encoded here (a tensor given as it is is the caller's)
+            self.check_distinct_rows(features, where, source.get('taxonomy'))
+
+    def check_distinct_rows(self, features: torch.Tensor, where: str, taxonomy=None) -> None:
+        """The energy field tells the actions of a task apart by their text features: two
+        actions of one task with identical rows would always tie (a constant or copied
+        feature file): ``ValueError`` naming the task and the actions. Two actions of one name
+        (the taxonomy of ``text_embeddings``, when it names one) may share theirs."""
+        names = None
+        if taxonomy is not None:
+            from ..datasets import load_taxonomy
+            from ..datasets.validation import normalized_name
+            names = [normalized_name(n) for n in load_taxonomy(taxonomy).action_names]
+        for task, actions in self.task_to_actions.items():
+            rows = features[list(actions)]
+            same = [(actions[int(i)], actions[int(j)]) for i, j in
+                    (rows[:, None] == rows[None]).all(-1).triu(1).nonzero().tolist()]
+            same = [(a, b) for a, b in same if names is None or names[a] != names[b]]
+            if same:
+                first, second = same[0]
+                raise ValueError(f'CEFITO: {where} gave identical text features to actions '
+                                 f'{first} and {second} of task {task} ({len(same)} such pair(s) '
+                                 'in this task); expected a distinct row per action of a task: '
+                                 'the energy field could not tell them apart (every plan with '
+                                 'one or the other would tie)')
 
     def check_search_budget(self) -> None:
         """Refuse before any search when the largest A(c) gives more than ``max_sequences``
@@ -237,15 +281,20 @@ class CEFITO(BasePlanner):
 
     # ------------------------------------------------------------------ planning
     def search_tasks(self, inputs, data_samples) -> torch.Tensor:
+        return self.task_prediction(inputs, data_samples)['pred_task']
+
+    def task_prediction(self, inputs, data_samples) -> Dict[str, torch.Tensor]:
+        """``pred_task`` (B,), the tasks searched within (``task_source``), with the
+        classifier's ``pred_task_score`` (B,)."""
         if self.task_source == 'ground_truth':
             if not data_samples or 'task' not in data_samples:
                 raise ValueError('CEFITO: model.task_source=ground_truth needs the batch\'s '
                                  'tasks (data_samples["task"])')
-            tasks, source = data_samples['task'], 'ground-truth'
+            fields, source = dict(pred_task=data_samples['task']), 'ground-truth'
         else:
-            tasks, source = self.classifier.predict_task(inputs), 'predicted'
-        self.check_tasks(tasks, source)
-        return tasks
+            fields, source = task_fields(self.classifier.task_logits(inputs)), 'predicted'
+        self.check_tasks(fields['pred_task'], source)
+        return fields
 
     @torch.no_grad()
     def plan(self, start: torch.Tensor, goal: torch.Tensor, tasks: torch.Tensor,
@@ -273,10 +322,9 @@ class CEFITO(BasePlanner):
         return plans, energies
 
     def predict_fields(self, inputs, data_samples, horizon: int) -> dict:
-        tasks = self.search_tasks(inputs, data_samples)
-        plans, energies = self.plan(inputs['start'], inputs['goal'], tasks)
-        return dict(pred_plan=plans[:, 0], pred_task=tasks, topk_plans=plans,
-                    topk_energies=energies)
+        tasks = self.task_prediction(inputs, data_samples)
+        plans, energies = self.plan(inputs['start'], inputs['goal'], tasks['pred_task'])
+        return dict(pred_plan=plans[:, 0], **tasks, topk_plans=plans, topk_energies=energies)
 
     def tensor(self, inputs, horizon: int) -> torch.Tensor:
         """Top-1 plans (B, T) of the classifier's tasks."""

@@ -18,7 +18,7 @@ from mmaction.registry import MODELS
 
 from .. import core
 from ..errors import check_choice
-from .base_planner import BasePlanner, check_loss_terms
+from .base_planner import BasePlanner, check_loss_terms, task_fields
 from .pretrained_encoder import init_visual_encoder
 from .text_embeddings import taxonomy_state_embeddings
 from .viterbi_plan_net import DECODE_MODES
@@ -85,6 +85,9 @@ class CompactPlanNet(BasePlanner):
     """
 
     cross_horizon_modes = CROSS_HORIZON_MODES
+    # the task head's softmax regresses one-hot targets; the plan does not use it
+    task_source, task_score, plan_uses_task = 'classifier', 'probability', False
+    text_feature_buffers = ('state_before', 'state_after')
 
     def __init__(self, feature_dim: int, num_actions: int, num_tasks: int, horizon: int,
                  embed_dim: int = 128, num_layers: int = 2, num_heads: int = 4,
@@ -97,6 +100,7 @@ class CompactPlanNet(BasePlanner):
                  pkg: Optional[dict] = None,
                  data_preprocessor: Optional[dict] = None):
         super().__init__(num_actions, horizon, pkg, data_preprocessor)
+        self.text_source = text_embeddings  # what text_features_identity records
         self._check_options(decode, cross_horizon, loss_weights, text_embeddings)
         self.num_tasks = num_tasks
         self.feature_dim = feature_dim
@@ -104,6 +108,8 @@ class CompactPlanNet(BasePlanner):
         self.dvl_temperature, self.align_temperature = dvl_temperature, align_temperature
         self.dvl_layers = dvl_layers
         self.loss_weights = {**dict(plan=1.0, align=1.0, task=1.0), **(loss_weights or {})}
+        if not self.loss_weights['task'] > 0:  # an untrained head predicts no task
+            self.task_source = None
         self.visual_encoder = nn.Sequential(nn.Linear(feature_dim, embed_dim), nn.GELU(),
                                             nn.Dropout(dropout), nn.Linear(embed_dim, embed_dim))
         init_visual_encoder(self.visual_encoder, init_visual_from, freeze_visual,
@@ -241,7 +247,8 @@ class CompactPlanNet(BasePlanner):
         soft = self.soft_plan(emissions)
         return dict(pred_plan=self.decode_plan(emissions, soft), soft_plan=soft,
                     emissions=emissions,
-                    pred_task=self.task_head(torch.cat([start, goal], -1)).argmax(-1))
+                    **(task_fields(self.task_head(torch.cat([start, goal], -1)))
+                       if self.task_source else {}))
 
 
 def squared_error(predicted: torch.Tensor, target: torch.Tensor) -> torch.Tensor:

@@ -25,7 +25,6 @@ The paper counts the plan U-Net (42,184,335 at CrossTask N=133, D=1536); the ste
 (41,843,589) is ``counted_apart`` and logged beside it.
 Shapes: B batch, T horizon, N actions, D observation dim.
 """
-from pathlib import Path
 from typing import Dict, Optional
 
 import numpy as np
@@ -36,7 +35,7 @@ from mmaction.registry import MODELS
 
 from ..core import diffusion, kepp_paths
 from ..datasets.safe_pickle import safe_load_digraph
-from ..errors import check_choice
+from ..errors import check_choice, check_file, check_number
 from .base_planner import BasePlanner, num_parameters
 from .pdpp import SEED_STRIDE
 from .temporal_unet import DiffusionModel, TemporalUNet
@@ -149,9 +148,8 @@ class KEPPDiffusion(DiffusionModel):
 def released_graph(path, num_actions: int, horizon: int) -> kepp_paths.KEPPGraph:
     """One of KEPP's released graph files (a pickled ``networkx.DiGraph``, read with the safe
     unpickler), checked against the run's action count and horizon."""
-    path = Path(path)
-    if not path.is_file():
-        raise FileNotFoundError(f'model.released_graph={str(path)!r}: no such file')
+    path = check_file(path, 'model.released_graph',
+                      missing=f'model.released_graph={str(path)!r}: no such file')
     nodes, successors = safe_load_digraph(path)
     edges = sum(len(row) for row in successors.values())
     known = RELEASED_GRAPHS.get((len(nodes), edges))
@@ -165,17 +163,55 @@ def released_graph(path, num_actions: int, horizon: int) -> kepp_paths.KEPPGraph
         raise ValueError(f'{path}: the released {known[0]} graph ({len(nodes)} nodes, {edges} '
                          f'edges) has ids of {known[1]} actions, the model num_actions='
                          f'{num_actions}; use it with its dataset')
-    bad = [n for n in nodes if not isinstance(n, int)]
-    if bad:
-        raise ValueError(f'{path}: node {bad[0]!r} is not an action id (int)')
-    graph = kepp_paths.KEPPGraph(nodes, {u: [(v, attrs.get('weight')) for v, attrs in row]
-                                         for u, row in successors.items()})
+    graph = kepp_paths.KEPPGraph(nodes, _checked_edges(path, nodes, successors))
     graph.check_actions(num_actions, source=str(path))
-    for u, v, w in graph.edges():
-        if not (isinstance(w, float) and 0 <= w <= 1):
-            raise ValueError(f'{path}: edge ({u}, {v}) has weight {w!r}; expected a float '
-                             'in [0, 1]')
     return graph
+
+
+def check_graph_taxonomy(graph: kepp_paths.KEPPGraph, taxonomy, path) -> None:
+    """KEPP's graph joins consecutive steps of one video, so actions of one task: an edge
+    between two tasks of the run's taxonomy means a graph of another taxonomy (or another
+    action numbering), whose ids would silently name other actions: ``ValueError``."""
+    across = [(u, v) for u, v, _ in graph.edges()
+              if taxonomy.action_task[u] != taxonomy.action_task[v]]
+    if across:
+        u, v = across[0]
+        names = [f'{a} ({taxonomy.action_names[a]!r} of task '
+                 f'{taxonomy.task_names[taxonomy.action_task[a]]!r})' for a in (u, v)]
+        raise ValueError(f'{path}: {len(across)} of its {graph.num_edges} edges join actions of '
+                         f'two tasks of the taxonomy {taxonomy.path}, e.g. {names[0]} -> '
+                         f'{names[1]}; a KEPP graph joins steps of one video: this graph was '
+                         'built on another taxonomy (or action numbering); use the graph of '
+                         'this dataset')
+
+
+def _checked_edges(path, nodes, successors) -> dict:
+    """``{u: [(v, weight), ...]}`` of a graph file, its values checked, never coerced: node
+    ids are integers (``True`` is not action 1), every successor is a node, every edge has a
+    ``weight`` attribute that is a float in [0, 1] (a count, ``1``, is not a probability)."""
+    from ..datasets.validation import as_int
+    for node in nodes:
+        as_int(node, f'{path}: node {node!r}: the action id')
+    known, edges = set(nodes), {}
+    for u, row in successors.items():
+        edges[u] = []
+        for v, attributes in row:
+            where = f'{path}: edge ({u!r}, {v!r})'
+            as_int(v, f'{where}: the successor\'s action id')
+            if v not in known:
+                raise ValueError(f'{where}: the successor is not a node of the graph (nodes: '
+                                 f'{len(nodes)} action ids); expected edges between its nodes')
+            if 'weight' not in attributes:
+                raise ValueError(f'{where} has no "weight" attribute (attributes: '
+                                 f'{sorted(attributes)}); expected the transition probability, '
+                                 'a float in [0, 1]')
+            weight = attributes['weight']
+            if not (isinstance(weight, float) and 0 <= weight <= 1):
+                raise ValueError(f'{where} has weight {weight!r} ({type(weight).__name__}); '
+                                 'expected a float in [0, 1] (the transition probability, '
+                                 'not a count)')
+            edges[u].append((v, weight))
+    return edges
 
 
 @MODELS.register_module()
@@ -214,6 +250,12 @@ class KEPP(BasePlanner):
         super().__init__(num_actions, horizon, pkg, data_preprocessor)
         check_choice('model.sampler', sampler, SAMPLERS)
         check_choice('model.train_paths', train_paths, TRAIN_PATHS)
+        check_number('model.n_timesteps', n_timesteps, integer=True, low=1)
+        check_number('model.step_n_timesteps', step_n_timesteps, integer=True, low=1,
+                     optional=True)  # None: the plan model's; 0 is not "unset"
+        for name, weight in (('plan_endpoint_weight', plan_endpoint_weight),
+                             ('step_endpoint_weight', step_endpoint_weight)):
+            check_number(f'model.{name}', weight, low=0)
         if any(p.stage == 'graph' for p in self.pkg_builder.perturbations):
             raise ValueError('KEPP: model.pkg.perturbations may only change the training '
                              'sequences (DataFraction, LabelNoise): KEPP\'s graph keeps node '
@@ -225,7 +267,8 @@ class KEPP(BasePlanner):
         self.plan = KEPPDiffusion(condition_dim=2 * num_actions, n_timesteps=n_timesteps,
                                   endpoint_weight=plan_endpoint_weight, middle_weight=1.0,
                                   zero_middle=False, stream=0, **common)
-        self.step = KEPPDiffusion(condition_dim=0, n_timesteps=step_n_timesteps or n_timesteps,
+        step_n_timesteps = n_timesteps if step_n_timesteps is None else step_n_timesteps
+        self.step = KEPPDiffusion(condition_dim=0, n_timesteps=step_n_timesteps,
                                   endpoint_weight=step_endpoint_weight, middle_weight=0.0,
                                   zero_middle=True, stream=1, **common)
         self.step.requires_grad_(False)  # trained before the plan model (KEPPStepModelHook)
@@ -252,6 +295,8 @@ class KEPP(BasePlanner):
         ``released_graph``, the released file; installed and returned as (N, N)."""
         if self.released_graph:
             graph = released_graph(self.released_graph, self.num_actions, self.horizon)
+            if dataset is not None:
+                check_graph_taxonomy(graph, dataset.taxonomy, self.released_graph)
             source = f'{self.released_graph} ({TEST_SET_PKG}: not built from this run\'s ' \
                      'training videos; the released NIV graph holds its test videos)'
         else:
@@ -298,7 +343,40 @@ class KEPP(BasePlanner):
                              f'T={int(saved)}, this model has horizon={self.horizon}; load a '
                              'checkpoint of this horizon (the step model and the PKG paths '
                              'depend on T)')
+        self._check_graph_source(state_dict, prefix)
         super()._load_from_state_dict(state_dict, prefix, *args, **kwargs)
+
+    def _check_graph_source(self, state_dict, prefix) -> None:
+        """A checkpoint's graph is the one a test uses (its plan model was trained on its
+        paths), so ``model.released_graph`` must say where it came from: set for a graph read
+        from that released file (the results row is then marked test-set PKG), unset for a
+        graph counted on the training videos. Else ``ValueError``: the option would be
+        ignored, or the row would not be marked."""
+        released, ranks = (state_dict.get(prefix + name) for name in ('test_set_pkg',
+                                                                        'graph_node_rank'))
+        if released is None or ranks is None or not bool((ranks >= 0).any()):
+            return  # no graph in the checkpoint: build_pkg installs the configured one
+        if bool(released) and not self.released_graph:
+            raise ValueError('KEPP: the checkpoint\'s graph was read from a released graph file '
+                             f'({TEST_SET_PKG}), but model.released_graph is not set, so the '
+                             'results would not be marked as such: set model.released_graph to '
+                             'that file, or test a checkpoint trained without it')
+        if not bool(released) and self.released_graph:
+            raise ValueError(f'KEPP: model.released_graph={self.released_graph!r}, but the '
+                             'checkpoint\'s graph was counted on its training videos, and a test '
+                             'uses the checkpoint\'s graph (its plan model was trained on its '
+                             'paths): the released file would be ignored; drop '
+                             'model.released_graph, or test a checkpoint trained with it')
+        if bool(released):
+            weights, node_rank, successor_rank = released_graph(
+                self.released_graph, self.num_actions, self.horizon).to_arrays(self.num_actions)
+            saved = [state_dict.get(prefix + name) for name in
+                     ('graph_weights', 'graph_node_rank', 'graph_successor_rank')]
+            if any(value is None or not np.array_equal(value.cpu().numpy(), mine)
+                   for value, mine in zip(saved, (weights, node_rank, successor_rank))):
+                raise ValueError(f'KEPP: the checkpoint\'s graph is not the graph of '
+                                 f'model.released_graph={self.released_graph!r}; give the '
+                                 'graph file the checkpoint was trained with')
 
     def path_block(self, first, last, device) -> tuple:
         """((B, T, 2N) PKG | LLM blocks, (B, 2, T) paths, (B,) fallback used) of B pairs."""

@@ -29,7 +29,7 @@ from mmaction.registry import MODELS
 from .. import core
 from ..core import diffusion
 from ..errors import check_choice
-from .base_planner import BasePlanner, num_parameters
+from .base_planner import BasePlanner, num_parameters, task_fields
 from .temporal_unet import DiffusionModel, TemporalUNet
 
 DECODES = ('argmax', 'viterbi')
@@ -63,7 +63,8 @@ def observation_pair(inputs: Dict[str, torch.Tensor]) -> torch.Tensor:
 class TaskClassifier(nn.Module):
     """PDPP's task classifier (``TaskHead``) as a stage of another planner (CEFITO): trained
     first by ``TaskClassifierHook`` (``classifier_ready``), then frozen and reused.
-    ``predict_task(inputs) -> (B,)``, ``task_loss(inputs, data_samples) -> ()``."""
+    ``task_logits(inputs) -> (B, K)``, ``predict_task(inputs) -> (B,)``,
+    ``task_loss(inputs, data_samples) -> ()``."""
 
     def __init__(self, feature_dim: int, num_tasks: int, owner: str = 'planner'):
         super().__init__()
@@ -86,14 +87,18 @@ class TaskClassifier(nn.Module):
         self.check_batch(inputs, data_samples['task'])
         return F.cross_entropy(self.task_head(observation_pair(inputs)), data_samples['task'])
 
-    def predict_task(self, inputs) -> torch.Tensor:
+    def task_logits(self, inputs) -> torch.Tensor:
+        """(B, K) the trained head's logits."""
         if not bool(self.classifier_ready):
             raise RuntimeError(
                 f'{self.owner}: the task classifier was never trained (classifier_ready is '
                 'False); train with the config (its custom_hooks hold TaskClassifierHook) or '
                 'load a checkpoint of a trained model')
         self.check_batch(inputs)
-        return self.task_head(observation_pair(inputs)).argmax(-1)
+        return self.task_head(observation_pair(inputs))
+
+    def predict_task(self, inputs) -> torch.Tensor:
+        return self.task_logits(inputs).argmax(-1)
 
 
 @MODELS.register_module()
@@ -183,14 +188,18 @@ class PDPPDiffusion(DiffusionModel):
         return F.cross_entropy(self.task_head(observation_pair(inputs)), data_samples['task'])
 
     # ------------------------------------------------------------------ sampling
-    def predict_task(self, inputs) -> torch.Tensor:
-        """(B,) the head's task, what the sampler is conditioned on."""
+    def task_logits(self, inputs) -> torch.Tensor:
+        """(B, K) the head's logits; their argmax is what the sampler is conditioned on."""
         if not bool(self.classifier_ready):
             raise RuntimeError(
                 'PDPP: the task classifier was never trained (classifier_ready is False); '
                 'train with the config (its custom_hooks hold TaskClassifierHook) or load a '
                 'checkpoint of a trained PDPP')
-        return self.task_head(observation_pair(inputs)).argmax(-1)
+        return self.task_head(observation_pair(inputs))
+
+    def predict_task(self, inputs) -> torch.Tensor:
+        """(B,) the head's task, what the sampler is conditioned on."""
+        return self.task_logits(inputs).argmax(-1)
 
     def initial_noise(self, inputs, data_samples) -> torch.Tensor:
         """x_T (B, T, C): per-window seeded when the batch has indices (class docstring)."""
@@ -211,11 +220,13 @@ class PDPPDiffusion(DiffusionModel):
                                      self.schedule(), self.ddim_timestep_seq, trace=trace)
 
     def action_scores(self, inputs, data_samples) -> Dict[str, torch.Tensor]:
-        """``pred_task`` (B,) and ``action_scores`` (B, T, N): the sampled x0's action dims."""
+        """``pred_task`` (B,) with ``pred_task_score`` (B,) and ``action_scores`` (B, T, N):
+        the sampled x0's action dims."""
         self.check_batch(inputs)
-        task = self.predict_task(inputs)
-        x0, _, _ = self.sample(self.initial_noise(inputs, data_samples), task, inputs)
-        return dict(pred_task=task,
+        tasks = task_fields(self.task_logits(inputs))
+        x0, _, _ = self.sample(self.initial_noise(inputs, data_samples), tasks['pred_task'],
+                               inputs)
+        return dict(**tasks,
                     action_scores=x0[..., self.num_tasks:self.num_tasks + self.num_actions])
 
     def endpoint_scores(self, inputs, data_samples) -> torch.Tensor:
@@ -229,6 +240,8 @@ class PDPP(BasePlanner):
     ('argmax': official; 'viterbi': hard Viterbi through the PKG) and ``pkg``."""
 
     counted_apart = ('diffusion.task_head',)
+    # the task classifier (cross-entropy, its own stage) conditions the diffusion
+    task_source, task_score, plan_uses_task = 'classifier', 'probability', True
 
     def __init__(self, feature_dim: int, num_actions: int, num_tasks: int, horizon: int,
                  dim: int = 256, dim_mults=(1, 2, 4), n_timesteps: int = 200,

@@ -1,6 +1,8 @@
-"""PKGHook: fill the planner's PKG from the training split before train, val or test.
+"""PKGHook: fill the planner's PKG from the training split before train, val or test, and
+record the planner's text features in every checkpoint.
 
-The one hook of ``configs/_base_/default_runtime.py``'s ``custom_hooks``; it has no options:
+The one hook of ``configs/_base_/default_runtime.py``'s ``custom_hooks`` (every planner config
+keeps it); it has no options:
 how the graph is counted is the model's ``pkg`` config (``PKGBuilder``). A graph that is
 already there (``model.pkg_ready``, e.g. loaded from a checkpoint: the runner loads it
 before these hooks run) is kept.
@@ -29,6 +31,9 @@ class PKGHook(Hook):
         super().__init__()
 
     def before_train(self, runner) -> None:
+        cfg = getattr(runner, 'cfg', None) or {}
+        check_model_fits_data(cfg.get('model') or {}, training_dataset(runner),
+                              getattr(cfg, 'filename', None) or 'config')
         self.fill(runner)
 
     def before_val(self, runner) -> None:
@@ -37,12 +42,42 @@ class PKGHook(Hook):
     def before_test(self, runner) -> None:
         self.fill(runner)
 
+    def before_save_checkpoint(self, runner, checkpoint: dict) -> None:
+        """``meta.text_features``: the identity of the planner's text features
+        (``BasePlanner.text_features_identity``), which loading compares
+        (``engine.checkpoint.load_weights``)."""
+        model = runner.model.module if is_model_wrapper(runner.model) else runner.model
+        identity = model.text_features_identity() if isinstance(model, BasePlanner) else None
+        if identity is not None:
+            checkpoint.setdefault('meta', {})['text_features'] = identity
+
     @staticmethod
     def fill(runner) -> None:
         model = runner.model.module if is_model_wrapper(runner.model) else runner.model
         if not isinstance(model, BasePlanner) or bool(model.pkg_ready):
             return
         model.build_pkg(training_dataset(runner))
+
+
+def check_model_fits_data(model_cfg: dict, dataset, where: str) -> None:
+    """The model's ``num_actions`` must be the training dataset's (its taxonomy's) and its
+    ``num_tasks`` above every task label of the training windows (a label past the task
+    head fails inside the loss, or is scored against another task): ``ValueError`` naming the
+    config, the value and the fix."""
+    meta = getattr(dataset, 'metainfo', None)
+    if not isinstance(meta, dict):
+        return
+    actions, tasks = model_cfg.get('num_actions'), model_cfg.get('num_tasks')
+    if actions is not None and meta.get('num_actions') not in (None, actions):
+        raise ValueError(f'{where}: model.num_actions={actions!r}, but the training dataset has '
+                         f'{meta["num_actions"]} actions (its taxonomy); set '
+                         f'model.num_actions={meta["num_actions"]}')
+    labels = getattr(dataset, 'tasks', None)
+    if tasks is not None and labels is not None and len(labels) and int(max(labels)) >= tasks:
+        raise ValueError(f'{where}: model.num_tasks={tasks!r}, but the training windows have '
+                         f'task labels up to {int(max(labels))} (the taxonomy has '
+                         f'{meta.get("num_tasks")} tasks); set model.num_tasks='
+                         f'{meta.get("num_tasks") or int(max(labels)) + 1}')
 
 
 def training_dataset(runner):

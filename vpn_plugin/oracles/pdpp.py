@@ -33,7 +33,7 @@ from ..core import diffusion
 from .compare import (GRAD_TOLERANCE, OUTPUT_TOLERANCE, Row, build_registered, compare,
                       compare_argmax, compare_chain, compare_file, compare_grads, grad_summary,
                       perturbed_runs, read_npz, report_parameter_counts, report_settings,
-                      require_meta_fields, set_fixture_sizes)
+                      replayed_header, require_meta_fields, set_fixture_sizes, within)
 from ..models.pdpp import observation_pair
 from ..models.temporal_unet import official_name
 
@@ -111,11 +111,24 @@ def check_settings(cfg, meta: dict) -> bool:
         f'eta={meta["eta"]} (plugin 0)': meta['eta'] == 0,
         'loss Weighted_MSE': "loss_type='Weighted_MSE'" in call or 'loss_type' not in call,
         'uniform DDIM steps': 'ddim_discr_method' not in call or "'uniform'" in call}
-    beta = meta.get('ema', {}).get('beta')
-    if beta is not None:
-        checks[f'EMA decay {beta} (config {ema_hook(cfg)["decay"]})'] = (
-            abs(ema_hook(cfg)['decay'] - beta) < 1e-12)
+    report_ema_decay(cfg, meta)
     return report_settings(checks)
+
+
+def ema_decay(cfg, meta: dict) -> float:
+    """The EMA decay the fixture recorded its update with (meta ``ema.beta``), else the
+    config's: the recomputation checks the EMA update, at the fixture's setting."""
+    beta = meta.get('ema', {}).get('beta')
+    return float(beta) if beta is not None else ema_hook(cfg)['decay']
+
+
+def report_ema_decay(cfg, meta: dict) -> None:
+    """A line saying the EMA decay the update is recomputed with and the config's (a fixture
+    recorded at another decay than the official default is not a wrong config)."""
+    config = ema_hook(cfg)['decay']
+    fixture = ema_decay(cfg, meta)
+    print(f'setting EMA decay: recomputed at the fixture\'s {fixture} (config {config}'
+          f'{"" if abs(config - fixture) < 1e-12 else ": another setting, not judged"})')
 
 
 def ema_hook(cfg) -> dict:
@@ -148,12 +161,21 @@ def install_unet(unet, path: Path) -> None:
             raise ValueError(f'{path}: {key} has shape {official[key].shape}, the U-Net built '
                              f'from the config {tuple(parameter.shape)}')
         state[name] = torch.from_numpy(official[key].astype(np.float32))
-    extra = sorted(k for k in official if k.startswith('model.')
-                   and k not in {'model.' + official_name(n) for n in state})
+    installed = {'model.' + official_name(n) for n in state}
+    extra = sorted(k for k in official if k.startswith('model.') and k not in installed)
     if extra:
         raise KeyError(f'{path}: official parameters {extra} have no counterpart in the U-Net '
                        'built from the config')
     unet.load_state_dict(state)
+
+
+def buffer_rows(path: Path, module) -> List[Row]:
+    """The official state dict's buffers (every entry not under ``model.``: the schedule's
+    ``betas``, ``alphas_cumprod``, ...) against the ones ``module`` computed from the
+    fixture's ``n_timesteps``: a state dict whose buffers disagree with its recorded
+    computation fails even though only the U-Net weights are loaded from it."""
+    recorded = [name for name in read_npz(path) if not name.startswith('model.')]
+    return compare_file(path, to_numpy(module.schedule()), OUTPUT_TOLERANCE, names=recorded)
 
 
 def check_header(fixture: Path, meta: dict, inputs: dict) -> None:
@@ -241,7 +263,7 @@ def sampling_rows(fixture: Path, module, inputs: dict, batch, recorded: dict) ->
     diff, rel = compare(recorded['ddim_states'][0], start.numpy())
     same = np.array_equal(recorded['ddim_final'], recorded['ddim_states'][-1])
     return ([('outputs.npz:ddim_states[0]=project(x_T)', diff, rel, OUTPUT_TOLERANCE,
-              rel <= OUTPUT_TOLERANCE),
+              within(rel, OUTPUT_TOLERANCE)),
              ('outputs.npz:ddim_final(recorded=ddim_states[-1])', 0.0 if same else math.inf,
               0.0 if same else math.inf, 0.0, same)]
             + compare_file(fixture / 'outputs.npz', outputs, OUTPUT_TOLERANCE,
@@ -323,15 +345,16 @@ def lr_outputs(cfg, recorded: Dict[str, np.ndarray]) -> dict:
     return outputs
 
 
-def ema_outputs(cfg, module, inputs: dict) -> dict:
+def ema_outputs(cfg, meta: dict, module, inputs: dict) -> dict:
     """One official EMA update of ``ema_old.*`` toward the head (mmengine's averaged model
-    with the config's decay; the update of a step past the start, not the first copy)."""
+    at the fixture's decay, ``ema_decay``; the update of a step past the start, not the first
+    copy)."""
     from mmaction.registry import MODELS
     settings = ema_hook(cfg)
     old = copy.deepcopy(module.task_head)
     old.load_state_dict({k[len('ema_old.'):]: torch.from_numpy(v) for k, v in inputs.items()
                          if k.startswith('ema_old.')})
-    ema = MODELS.build(dict(type='ExponentialMovingAverage', momentum=1 - settings['decay'],
+    ema = MODELS.build(dict(type='ExponentialMovingAverage', momentum=1 - ema_decay(cfg, meta),
                             interval=settings['interval']), default_args=dict(model=old))
     ema.steps.fill_(settings['interval'])
     ema.update_parameters(module.task_head)
@@ -356,16 +379,18 @@ def check_fixture(fixture, meta: dict):
     print(f'config: {CONFIG.relative_to(REPO)} (type={cfg.model.type})')
     model_cfg = model_config(cfg, meta, unet_widths(meta))
     model = build_pdpp(model_cfg)
-    header_ok = check_counts(model_cfg, meta, model) & check_settings(cfg, meta)
+    header_ok = replayed_header() or (check_counts(model_cfg, meta, model)
+                                      & check_settings(cfg, meta))
     install_weights(model, fixture)
     recorded = read_npz(fixture / 'outputs.npz')
     batch = batch_inputs(fixture, inputs)
     module = model.diffusion
-    rows = training_rows(fixture, module, inputs, batch)
+    rows = buffer_rows(fixture / 'state_dict.npz', module)
+    rows += training_rows(fixture, module, inputs, batch)
     rows += head_rows(fixture, module, inputs, batch, recorded)
     rows += sampling_rows(fixture, module, inputs, batch, recorded)
     outputs = dict(**schedule_outputs(list(recorded), meta), **lr_outputs(cfg, recorded),
-                   **ema_outputs(cfg, module, inputs))
+                   **ema_outputs(cfg, meta, module, inputs))
     compared = {row_array(row[0]) for row in rows if row[0].startswith('outputs.npz:')}
     rest = [name for name in recorded if name not in compared] + list(outputs)
     rows += compare_file(fixture / 'outputs.npz', to_numpy(outputs), OUTPUT_TOLERANCE,

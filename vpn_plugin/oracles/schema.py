@@ -2,15 +2,16 @@
 official code (``../shared/reference/schema_*``, README section "Reference outputs of SCHEMA").
 
 The model is built from this plugin's SCHEMA config for the fixture's dataset
-(``configs/baselines/schema_<dataset>_t<T>.py``, else ``configs/_base_/planners/schema_<dataset>.py``
-at horizon T)
-with the fixture's constructor arguments (``meta.json`` ``constructor``), every dropout set to 0
-as the recipe does, the official weights converted (``oracles.authors.convert_state_dict``) and
+(``configs/baselines/schema_<dataset>_t<T>.py``, else
+``configs/_base_/planners/schema_<dataset>.py`` at horizon T) with the fixture's constructor
+arguments (``meta.json`` ``constructor``) and loss weights (``total_loss``), every dropout set
+to 0 as the recipe does, the official weights converted (``oracles.authors.convert_state_dict``) and
 the fixture's text features and transition matrix installed. Then, as the recipe: a train pass
 (ground-truth task to the action decoder, total loss backward), an eval pass (predicted task,
 SCHEMA's Viterbi) and the Viterbi probe; every array of ``outputs.npz``, every gradient summary
 of ``grads.npz`` and the sinusoidal tables of ``state_dict.npz`` are compared.
 """
+import re
 from pathlib import Path
 from typing import Dict, List, Tuple
 
@@ -72,6 +73,29 @@ def model_config(meta: dict):
     text_file = (model.get('text_embeddings') or {}).get('file')
     model.text_embeddings = None  # the fixture brings its own text features
     return model, text_file
+
+
+# official loss name (meta.json ``total_loss``) -> ``SCHEMA.loss_weights`` key
+LOSS_NAMES = {'loss_action': 'action', 'loss_state_encode': 'state', 'loss_task': 'task',
+              'loss_state_decode': 'state_decode'}
+
+
+def total_loss_weights(where: Path, meta: dict, config_weights: dict) -> dict:
+    """The loss weights of meta.json ``total_loss`` (``"loss_action + loss_state_encode +
+    loss_task + 0.1 * loss_state_decode"``, what the fixture's ``train_loss_total`` and
+    gradients were made with), else the config's; a term it does not name weighs 0."""
+    text = meta.get('total_loss')
+    if text is None:
+        return dict(config_weights)
+    terms = re.findall(r'(?:([\d.eE+-]+)\s*\*\s*)?(loss_\w+)', str(text))
+    unknown = sorted(name for _, name in terms if name not in LOSS_NAMES)
+    if not terms or unknown:
+        raise ValueError(f'{where}: total_loss={text!r}: expected a sum of [<weight> *] '
+                         f'{sorted(LOSS_NAMES)}; unknown {unknown}')
+    weights = {key: 0.0 for key in LOSS_NAMES.values()}
+    for weight, name in terms:
+        weights[LOSS_NAMES[name]] += float(weight) if weight else 1.0
+    return weights
 
 
 def check_text_file(meta: dict, reference: np.ndarray, text_file) -> bool:
@@ -182,6 +206,10 @@ def check_fixture(fixture: Path, meta: dict) -> Tuple[List[Row], bool]:
                                num_actions=meta['num_actions'],
                                text_dim=constructor['lang_input_dim']), inputs)
     model = build_model(model_cfg, inputs, fixture)
+    weights = total_loss_weights(fixture / 'meta.json', meta, model.loss_weights)
+    if weights != model.loss_weights:
+        print(f'  loss_weights: config {model.loss_weights} -> fixture {weights}')
+        model.loss_weights = weights
     count = num_parameters(model)
     ok = check_text_file(meta, inputs['state_prompt_features'], text_file) \
         and count == meta['num_parameters']

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import contextlib
 import itertools
-import json
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -28,6 +27,8 @@ import numpy as np
 
 from vpn_plugin.core.metrics import METRIC_NAMES
 from vpn_plugin.core.stats import bootstrap_ci
+from vpn_plugin.errors import check_file, read_json
+from vpn_plugin.outputs import FIGURE_MARKER, OVERLAP_TABLE_MARKER
 from .results import METRIC_LABELS, ResultRow
 
 ONE_COLUMN, TWO_COLUMNS = 3.3, 6.9  # inches
@@ -238,8 +239,9 @@ def save_figure(fig, out_stem) -> list[Path]:
     out_stem = Path(out_stem)
     out_stem.parent.mkdir(parents=True, exist_ok=True)
     paths = [out_stem.with_suffix('.png'), out_stem.with_suffix('.pdf')]
-    for path in paths:
-        fig.savefig(path, bbox_inches='tight', pad_inches=0.02)
+    for path in paths:  # the marker tells tools/plots.py its earlier figures (outputs.py)
+        fig.savefig(path, bbox_inches='tight', pad_inches=0.02,
+                    metadata={'Creator': FIGURE_MARKER})
     _pyplot().close(fig)
     return paths
 
@@ -767,10 +769,11 @@ def _log_params_axis(ax, counts) -> None:
 # ---------------------------------------------------------------------- error overlap
 def read_success(per_sample_file) -> dict:
     """``{sample_idx: (solved, gt_plan tuple)}`` from a PlanningMetric per-sample dump."""
-    path = Path(per_sample_file)
-    if not path.is_file():
-        raise FileNotFoundError(f'per-sample dump {path} does not exist (PlanningMetric out_file)')
-    dump = json.loads(path.read_text())
+    path = check_file(per_sample_file, 'per-sample dump', missing=(
+        f'per-sample dump {per_sample_file} does not exist (PlanningMetric out_file; a results '
+        'row\'s per_sample_file: rows name it relative to their results file, older rows from '
+        'the working directory of the run, which a moved protocol folder no longer matches)'))
+    dump = read_json(path, 'per-sample dump')
     for key in ('sample_idx', 'gt_plan', 'scores'):
         if key not in dump:
             raise ValueError(f'{path}: no field {key!r}; expected a PlanningMetric out_file dump')
@@ -897,7 +900,7 @@ def plot_error_overlap(overlaps: list[Overlap], out_stem) -> list[Path]:
     place = ('one column wide' if width == ONE_COLUMN
              else 'full width (two columns, LaTeX figure*)')
     table.write_text(overlap_table(overlaps) + f'\nFigure {paths[0].name}: {place} '
-                     f'({width} in).\n')
+                     f'({width} in).\n\n{OVERLAP_TABLE_MARKER}\n')
     return paths + [table]
 
 
@@ -1023,7 +1026,7 @@ def plot_error_overlap3(overlap: Overlap3, out_stem) -> list[Path]:
                                shortened_note(shortened)), fontsize=6.5)
         paths = save_figure(fig, out_stem)
     table = Path(out_stem).with_suffix('.md')
-    table.write_text(overlap3_table(overlap))
+    table.write_text(overlap3_table(overlap) + f'\n{OVERLAP_TABLE_MARKER}\n')
     return paths + [table]
 
 

@@ -6,9 +6,11 @@ threads, and on a machine with GPUs one GPU (slot i -> GPU i mod count). The chi
 rows back; only this (the parent) process writes the results file, in the order of the units,
 so the file is the one a sequential run writes, and resuming works as for a sequential run.
 The children die with the parent (Linux ``PR_SET_PDEATHSIG``): a killed pool leaves no
-orphan training behind in a work dir that the next call would reuse. A unit that fails stops
-the pool from starting new ones; the running ones finish and every finished row is written,
-then the error is raised with the unit's traceback.
+orphan training behind in a work dir that the next call would reuse. Each job runs the unit
+function (``ProtocolRunner.run_unit``, as a sequential run and a Slurm array task do) with its
+rows handed to the parent. A unit that fails does not stop the others: its error is logged
+and recorded in its work dir (``unit_state.json``), the pool goes on, and at the end
+``UnitsFailedError`` names every failed unit.
 
 Processes are forked (no re-import; children start in milliseconds) unless this process has
 already initialised CUDA, which a forked child cannot use: then they are spawned.
@@ -50,9 +52,10 @@ def slots(jobs: int, cores=None) -> list[Slot]:
 
 
 def run_pool(runner, units: list, done: set, jobs: int,
-             progress: Progress | None = None) -> None:
+             progress: Progress | None = None) -> list:
     """Run ``units`` with ``runner`` (a ``ProtocolRunner``), ``jobs`` at once (module docstring);
-    every row goes through ``runner.record``; ``progress`` counts the finished units (ETA)."""
+    every row goes through ``runner.record``; ``progress`` counts the finished units (ETA).
+    Returns the failed units as ``(unit, error text)``."""
     import torch
     context = multiprocessing.get_context('spawn' if torch.cuda.is_initialized() else 'fork')
     free, queue = slots(jobs), list(enumerate(units))
@@ -61,7 +64,7 @@ def run_pool(runner, units: list, done: set, jobs: int,
     progress = progress or Progress(len(units), jobs=jobs)
     try:
         while queue or running:
-            while queue and free and not failures:
+            while queue and free:
                 index, unit = queue.pop(0)
                 running.update(_start(context, runner, index, unit, done, free.pop(0), len(units)))
             for receiver in wait(list(running)):
@@ -69,7 +72,10 @@ def run_pool(runner, units: list, done: set, jobs: int,
                 status, payload = _receive(receiver, process)
                 free.append(slot)
                 if status == 'error':
-                    failures.append(payload)
+                    failures.append((unit, payload))
+                    finished[index] = []  # no rows: the units behind it are written
+                    if payload.startswith(DIED):
+                        runner.failure(unit, RuntimeError(payload))
                 else:
                     finished[index] = [row_from_dict(row, f'job of {unit_name(unit)}')
                                        for row in payload]
@@ -82,11 +88,10 @@ def run_pool(runner, units: list, done: set, jobs: int,
     finally:
         for _, _, process, _ in running.values():
             process.terminate()
-    for index in sorted(finished):  # after a failure: what finished behind it
+    for index in sorted(finished):  # after an interruption: what finished behind it
         for row in finished[index]:
             runner.record(row, done)
-    if failures:
-        raise RuntimeError(f'{len(failures)} protocol run(s) failed:\n' + '\n'.join(failures))
+    return failures
 
 
 def _start(context, runner, index, unit, done, slot: Slot, total: int) -> dict:
@@ -109,17 +114,22 @@ def _receive(receiver, process) -> tuple:
     process.join()
     receiver.close()
     if message is None:
-        return 'error', f'the process of a run exited with code {process.exitcode} and no result'
+        return 'error', f'{DIED} {process.exitcode} and no result'
     return message
+
+
+DIED = 'the process of the run exited with code'
 
 
 def _child(runner, unit, done, slot: Slot, sender, parent: int) -> None:
     _die_with_parent(parent)
     try:
         _pin(slot)
-        rows = [asdict(row) for row in runner.unit_rows(unit, done)]
-        sender.send(('ok', rows))
-    except BaseException:  # noqa: BLE001  (reported to the parent, which raises it)
+        rows = runner.run_unit(unit, done, record=lambda row: None)  # the parent records them
+        sender.send(('ok', [asdict(row) for row in rows]))
+    except Exception as error:  # noqa: BLE001  (logged and recorded; the parent goes on)
+        sender.send(('error', runner.failure(unit, error)[1]))
+    except BaseException:  # noqa: BLE001  (an interruption: reported to the parent)
         sender.send(('error', f'{unit_name(unit)}:\n{traceback.format_exc()}'))
     finally:
         sender.close()

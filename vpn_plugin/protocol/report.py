@@ -15,6 +15,9 @@ A table has one row per method and one column per (dataset, horizon, metric). Co
   improvement no interval and no mark ("n=2: no CI");
 * methods with rows from shortened runs (field ``shortened``: ``--max-epochs``, ``--limit``)
   carry a ``†`` and the caption names the reasons;
+* an incomplete protocol (``missing``: rows its run was asked for but never wrote,
+  ``expected.py``; ``tools/report.py --allow-missing``) marks each cell lacking a seed with
+  ``¶`` (a column or method with no row at all shows ``-¶``) and the caption lists the rows;
 * methods with rows on stand-in text features (``variant.text_features``, e.g. COIN's MiniLM
   stand-in for the paper's CLIP features) carry a ``‡`` and the caption names them;
 * ORACLE methods (:func:`is_oracle`: an LLM given the ground-truth first/last actions, a PKG
@@ -44,6 +47,7 @@ import numpy as np
 from vpn_plugin.core.stats import AUTHORS_RESAMPLES, AUTHORS_SEED, bootstrap_ci, \
     bootstrap_difference
 from vpn_plugin.errors import check_names
+from vpn_plugin.outputs import REPORT_LATEX_MARKER, REPORT_MARKDOWN_MARKER
 from .results import METRIC_LABELS, METRIC_RANGES, ResultRow, shortened_reason
 
 DEFAULT_METRICS = ('success_rate', 'mean_accuracy', 'miou_set')
@@ -58,6 +62,8 @@ MIN_SEEDS_FOR_CI = 3  # fewer seeds: mean only, no CI, no significance mark
 SHORTENED_MARK = '†'
 TEST_SET_PKG_MARK = '§'
 STAND_IN_MARK = '‡'
+MISSING_MARK = '¶'
+MISSING_LISTED = 8  # missing rows the caption names (the rest counted)
 # +1: higher is better (default), -1: lower is better, 0: descriptive (no marks, no delta)
 METRIC_DIRECTION = {'plan_jsd': -1, 'plan_entropy': 0}
 EXTRA_DIGITS = {'plan_jsd': 1}  # values in [0, 1] bits need one more decimal than percents
@@ -110,6 +116,8 @@ class Table:
     selections: list = field(default_factory=list)  # distinct checkpoint selections of the rows
     usage: dict = field(default_factory=dict)      # method -> {USAGE_FIELDS: mean per run}
     oracle: set = field(default_factory=set)       # ORACLE methods (is_oracle)
+    missing: dict = field(default_factory=dict)    # (method, column) -> seeds missing
+    missing_rows: list = field(default_factory=list)  # descriptions of the missing rows
 
 
 def ci_spread(stats, ci_style: str) -> Optional[float]:
@@ -124,11 +132,13 @@ def ci_spread(stats, ci_style: str) -> Optional[float]:
 def build_table(rows: list[ResultRow], metrics=DEFAULT_METRICS, *, methods=None,
                 ours=None, reference=None, num_resamples=AUTHORS_RESAMPLES,
                 num_diff_resamples=AUTHORS_RESAMPLES, level=0.90, seed=AUTHORS_SEED,
-                ci_style='width', paired=False) -> Table:
+                ci_style='width', paired=False, missing=()) -> Table:
     """Aggregate rows into a :class:`Table` (conventions: module docstring).
 
     ``methods`` fixes the row order (default: order of first appearance). Several rows of the
     same (method, dataset, horizon, seed) are an error: the protocol must give each run once.
+    ``missing``: rows of the protocol that were never written (``expected.missing_rows``):
+    their cells are marked and the caption lists them.
     """
     if not rows:
         raise ValueError('no results rows to report')
@@ -137,9 +147,11 @@ def build_table(rows: list[ResultRow], metrics=DEFAULT_METRICS, *, methods=None,
     check_names(metrics, METRIC_RANGES, '--metrics')
     check_one_run_per_cell(rows)
     per_seed = _collect(rows, metrics)
-    methods = list(methods) if methods else list(dict.fromkeys(r.method for r in rows))
+    methods = list(methods) if methods else list(dict.fromkeys(
+        [r.method for r in rows] + [r.method for r in missing]))
     _check_named(methods, ours, reference, rows)
-    groups = sorted({(r.dataset, r.horizon) for r in rows if r.method in methods})
+    groups = sorted({(r.dataset, r.horizon) for r in list(rows) + list(missing)
+                     if r.method in methods})
     columns = [(d, h, m) for d, h in groups for m in metrics]
     cells = {}
     for method in methods:
@@ -156,7 +168,9 @@ def build_table(rows: list[ResultRow], metrics=DEFAULT_METRICS, *, methods=None,
                   selections=sorted({r.selection for r in rows
                                      if r.method in methods and r.selection}),
                   usage=_usage(rows, methods),
-                  oracle={r.method for r in rows if r.method in methods and is_oracle(r)})
+                  oracle={r.method for r in rows if r.method in methods and is_oracle(r)},
+                  missing=_missing_cells(missing, methods, metrics),
+                  missing_rows=_missing_descriptions(missing, methods))
     for column in columns:
         _rank(table, column)
         table.improvements[column] = _improvement(table, column, ours, reference, seed)
@@ -169,6 +183,22 @@ def _cell(values: dict, num_resamples, level, seed) -> CellStats:
         return CellStats(values, float(scores.mean()), None, None)
     mean, low, high = bootstrap_ci(scores, num_resamples=num_resamples, level=level, seed=seed)
     return CellStats(values, mean, low, high)
+
+
+def _missing_cells(missing, methods, metrics) -> dict:
+    """(method, column) -> sorted seeds of the missing rows of ``methods``."""
+    cells = {}
+    for row in missing:
+        if row.method in methods:
+            for metric in metrics:
+                cells.setdefault((row.method, (row.dataset, row.horizon, metric)),
+                                 set()).add(row.seed)
+    return {cell: sorted(seeds) for cell, seeds in cells.items()}
+
+
+def _missing_descriptions(missing, methods) -> list:
+    from .expected import describe_row
+    return [describe_row(row) for row in missing if row.method in methods]
 
 
 def _stand_ins(rows, methods) -> dict:
@@ -409,15 +439,22 @@ def to_markdown(table: Table, *, title: str = '', digits: int = 2) -> str:
     header = ['Method'] + [name for name, _ in extra] + \
         [_column_label(table, c) for c in table.columns]
     lines = ([f'**{title}**', ''] if title else []) + \
-        ['| ' + ' | '.join(header) + ' |', '|' + '---|' * len(header)]
+        [_markdown_row(header), '|' + '---|' * len(header)]
     for method in table.methods:
         cells = [_method_label(table, method)] + [text(method) for _, text in extra]
         for column in table.columns:
             cells.append(_cell_text(table, method, column, digits, latex=False))
-        lines.append('| ' + ' | '.join(cells) + ' |')
-    lines.append('| ' + ' | '.join(_improvement_cells(table, digits, latex=False)) + ' |')
-    lines += ['', _legend(table, latex=False)]
+        lines.append(_markdown_row(cells))
+    lines.append(_markdown_row(_improvement_cells(table, digits, latex=False)))
+    lines += ['', _legend(table, latex=False), '', REPORT_MARKDOWN_MARKER]
     return '\n'.join(lines) + '\n'
+
+
+def _markdown_row(cells) -> str:
+    """One table row; a ``|`` or a line break inside a cell (a method named ``A|B``) is
+    escaped so that the row keeps its columns."""
+    return '| ' + ' | '.join(str(cell).replace('|', r'\|').replace('\n', '<br>')
+                             for cell in cells) + ' |'
 
 
 def to_latex(table: Table, *, title: str = '', label: str = '', digits: int = 2) -> str:
@@ -426,7 +463,7 @@ def to_latex(table: Table, *, title: str = '', label: str = '', digits: int = 2)
     spec = 'l' + 'r' * len(extra) + 'c' * len(table.columns)
     header = ['Method'] + [name for name, _ in extra] + \
         [_latex_escape(_column_label(table, c)) for c in table.columns]
-    lines = [r'\begin{table}[t]', r'\centering', r'\small',
+    lines = [REPORT_LATEX_MARKER, r'\begin{table}[t]', r'\centering', r'\small',
              rf'\begin{{tabular}}{{{spec}}}', r'\toprule', ' & '.join(header) + r' \\',
              r'\midrule']
     for method in table.methods:
@@ -472,17 +509,20 @@ def _plus_minus(value: float, spread, digits: int, latex: bool, mark: str = '') 
 
 
 def _cell_text(table, method, column, digits, latex) -> str:
+    incomplete = ''
+    if (method, column) in table.missing:
+        incomplete = r'\textsuperscript{\P}' if latex else MISSING_MARK
     stats = table.cells.get((method, column))
     if stats is None:
-        return '-'
+        return '-' + incomplete
     digits += EXTRA_DIGITS.get(column[2], 0)
     text = _plus_minus(stats.mean, ci_spread(stats, table.ci_style), digits, latex, mark=None)
     best_mark, second_mark = RANK_MARKS[latex]
     if method in table.best[column]:
-        return best_mark.format(text)
+        return best_mark.format(text) + incomplete
     if method in table.second[column]:
-        return second_mark.format(text)
-    return text
+        return second_mark.format(text) + incomplete
+    return text + incomplete
 
 
 def _improvement_cells(table, base_digits, latex) -> list:
@@ -501,7 +541,8 @@ def _improvement_cells(table, base_digits, latex) -> list:
 def _legend(table: Table, latex: bool) -> str:
     pm = r'$\pm$' if latex else '±'
     delta = r'$\Delta$' if latex else 'Δ'
-    text = ' '.join(filter(None, [_cell_legend(table, pm), _improvement_legend(table, delta, pm),
+    text = ' '.join(filter(None, [_missing_legend(table),
+                                  _cell_legend(table, pm), _improvement_legend(table, delta, pm),
                                   _few_seeds_legend(table), _shortened_legend(table),
                                   _pkg_source_legend(table),
                                   _stand_in_legend(table), _selection_legend(table),
@@ -569,6 +610,18 @@ def _few_seeds_legend(table: Table) -> str:
             f'{MIN_SEEDS_FOR_CI} seeds).')
 
 
+def _missing_legend(table: Table) -> str:
+    """First in the caption: the table is of an incomplete protocol."""
+    if not table.missing_rows:
+        return ''
+    shown = table.missing_rows[:MISSING_LISTED]
+    more = len(table.missing_rows) - len(shown)
+    return (f'{MISSING_MARK} INCOMPLETE: {len(table.missing_rows)} result row(s) of the '
+            f'protocol are missing ({"; ".join(shown)}{f"; and {more} more" if more else ""}); '
+            f'a cell marked {MISSING_MARK} averages only the seeds it has (- : none), so it is '
+            'not the protocol\'s result.')
+
+
 def _shortened_legend(table: Table) -> str:
     if not table.shortened:
         return ''
@@ -630,7 +683,9 @@ def _latex_escape(text: str, keep_math: bool = False) -> str:
     replacements = {'&': r'\&', '%': r'\%', '_': r'\_', '#': r'\#',
                     SHORTENED_MARK: r'\textsuperscript{\dag}',
                     STAND_IN_MARK: r'\textsuperscript{\ddag}',
-                    TEST_SET_PKG_MARK: r'\textsuperscript{\S}'}
-    if not keep_math:
-        replacements['$'] = r'\$'
+                    TEST_SET_PKG_MARK: r'\textsuperscript{\S}',
+                    MISSING_MARK: r'\textsuperscript{\P}'}
+    if not keep_math:  # a name of the user's own (method, title) is text, never markup
+        replacements.update({'$': r'\$', '\\': r'\textbackslash{}', '{': r'\{', '}': r'\}',
+                             '~': r'\textasciitilde{}', '^': r'\textasciicircum{}'})
     return ''.join(replacements.get(ch, ch) for ch in text)

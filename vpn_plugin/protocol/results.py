@@ -90,7 +90,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Iterable
 
-from vpn_plugin.errors import check_names
+from vpn_plugin.errors import check_file, check_names
 
 from vpn_plugin.locks import exclusive_lock, lock_path_of
 
@@ -242,12 +242,11 @@ def read_results(paths: str | Path | Iterable[str | Path]) -> list[ResultRow]:
         paths = [paths]
     rows = []
     for path in map(Path, paths):
-        if not path.is_file():
-            raise FileNotFoundError(f'results file not found: {path}')
+        check_file(path, 'results file', missing=f'results file not found: {path}')
         if path.suffix == '.csv':
-            rows.extend(_read_csv(path))
+            rows.extend(_resolve_paths(_read_csv(path), path))
         elif path.suffix in ('.jsonl', '.json'):
-            rows.extend(_read_json(path))
+            rows.extend(_resolve_paths(_read_json(path), path))
         else:
             raise ValueError(f'{path}: unknown results format "{path.suffix}"; '
                              'expected .jsonl, .json or .csv')
@@ -337,7 +336,7 @@ def append_result(path: str | Path, row: ResultRow) -> bool:
         if any(key == row.key() for key, _ in _keyed_lines(path)):
             return False
         with path.open('a') as handle:
-            handle.write(json.dumps(asdict(row), sort_keys=True) + '\n')
+            handle.write(_row_line(row, path) + '\n')
     return True
 
 
@@ -352,10 +351,40 @@ def replace_result(path: str | Path, row: ResultRow) -> int:
         lines = _keyed_lines(path)
         kept = [line for key, line in lines if key != row.key()]
         tmp = path.with_name(f'.{path.name}.{os.getpid()}.tmp')
-        tmp.write_text(''.join(line + '\n' for line in kept)
-                       + json.dumps(asdict(row), sort_keys=True) + '\n')
+        tmp.write_text(''.join(line + '\n' for line in kept) + _row_line(row, path) + '\n')
         os.replace(tmp, path)
     return len(lines) - len(kept)
+
+
+PATH_FIELDS = ('per_sample_file', 'work_dir')  # written relative to the results file's folder
+
+
+def _row_line(row: ResultRow, path: Path) -> str:
+    """The JSON line of ``row`` in the results file ``path``: its paths that lie in the file's
+    folder are written relative to that folder, so that a moved or copied protocol folder
+    reads its own files (:func:`_resolve_paths`)."""
+    record = asdict(row)
+    folder = path.parent.resolve()
+    for name in PATH_FIELDS:
+        if record[name]:
+            with contextlib.suppress(ValueError):  # outside the folder: kept as it is
+                record[name] = str(Path(record[name]).resolve().relative_to(folder))
+    return json.dumps(record, sort_keys=True)
+
+
+def _resolve_paths(rows: list[ResultRow], path: Path) -> list[ResultRow]:
+    """A relative path of a row is read from the results file's folder (as
+    :func:`_row_line` writes it); one that exists only from the working directory (a row
+    written before paths were relative) is kept. Absolute paths are kept."""
+    folder = path.parent.resolve()
+    for row in rows:
+        for name in PATH_FIELDS:
+            value = getattr(row, name)
+            if value and not Path(value).is_absolute():
+                inside = folder / value
+                if inside.exists() or not Path(value).exists():
+                    setattr(row, name, str(inside))
+    return rows
 
 
 @contextlib.contextmanager

@@ -42,9 +42,19 @@ Each (run, horizon, seed) trains in its own work dir ``<out>/<protocol>/<slug>/T
 ``--batch-size`` override the configs, so a smoke run and the full run live side by side);
 a finished training leaves ``train_done.json`` and is never repeated, a finished test is a row
 of ``<out>/<protocol>/results.jsonl`` (``results_batch_size-64_max_epochs-3.jsonl`` etc. with
-overrides) and is skipped on the next call (resumable). Before
+overrides; ``results_smoke.jsonl`` and ``seed<s>_smoke`` for a ``--smoke`` run, every training
+and test shortened by ``vpn_plugin/smoke.py``) and is skipped on the next call (resumable). Before
 anything runs, the configs of the unfinished runs are checked with their overrides
 (:func:`check_units`; also what ``tools/run_protocol.py --dry-run`` does).
+
+The unit function is :meth:`ProtocolRunner.run_unit` (a sequential run, the ``--jobs`` pool
+and a Slurm array task call it): it trains a unit, resuming from the last checkpoint of its
+work dir when an earlier attempt was cut (a checkpoint every ``--checkpoint-interval`` epochs;
+default: about 10 minutes of training by the dry run's cost model,
+``dry_run.checkpoint_epochs``), tests it, and records each row not in the results file yet:
+running a finished unit again adds nothing. It writes the unit's state (running, done, failed
+with the error) to ``<work dir>/unit_state.json`` (``unit_state.py``). A unit that fails does
+not stop the others: the run goes on and ends with :class:`UnitsFailedError` naming them.
 
 Run identity: everything that changes a result (config, seed, ``cfg_options``, schedule and
 batch-size overrides) is in the rows' ``settings`` (``results.py``) and in the work dir's
@@ -54,21 +64,27 @@ epochs than their config say so in ``shortened``.
 """
 from __future__ import annotations
 
+import contextlib
 import copy
 import dataclasses
 import functools
 import json
-import os
 import re
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from vpn_plugin.errors import read_json, write_text_atomically
 from vpn_plugin.locks import LockBusyError, exclusive_lock, lock_path_of
+from vpn_plugin.smoke import SMOKE, limit_test_windows, smoke_config
+from .configs import config_with_options, parsed_config
+from .dry_run import CPU_EPOCH_SECONDS, plan_runs
 from .progress import Progress, log, unit_name
 from .results import ResultRow, append_result, read_results
+from .unit_state import STATE_FILE, read_unit_state, unit_done, unit_failed, unit_started
 
 
+SMOKE_SUFFIX = '_smoke'  # of a --smoke run's results file and work dirs
 # what a protocol config, a run entry and a test entry may set (module docstring)
 PROTOCOL_KEYS = ('protocol', 'dataset', 'seeds', 'requires', 'runs', 'max_epochs', 'stages')
 RUN_KEYS = ('method', 'config', 'horizons', 'cfg_options', 'variant', 'train', 'tests', 'slug',
@@ -102,12 +118,9 @@ class TrainUnit:
 
 def load_protocol(path: str):
     """The protocol config (mmengine ``Config``) with its required fields checked."""
-    from mmengine.config import Config
+    from vpn_plugin.data_paths import read_config_file
     from vpn_plugin.errors import check_misspelled, check_names
-    try:
-        cfg = Config.fromfile(path)
-    except SyntaxError as error:
-        raise ValueError(f'{path}: line {error.lineno}: not valid Python ({error.msg})') from None
+    cfg = read_config_file(path)
     for name in ('protocol', 'runs'):
         if name not in cfg:
             raise ValueError(f'{path}: protocol config lacks "{name}"; see '
@@ -116,11 +129,40 @@ def load_protocol(path: str):
         raise ValueError(f'{path}: runs = {cfg.runs!r}; expected a list of at least one run '
                          '(a protocol without runs measures nothing)')
     check_misspelled(cfg.keys(), PROTOCOL_KEYS, f'{path}: protocol key')
+    check_protocol_values(cfg, path)
     for index, run in enumerate(cfg.runs):
         check_names(run, RUN_KEYS, f'{path}: runs[{index}] keys')
         for number, test in enumerate(run.get('tests') or []):
             check_names(test, TEST_KEYS, f'{path}: runs[{index}].tests[{number}] keys')
     return cfg
+
+
+def check_protocol_values(cfg, path) -> None:
+    """The values a protocol names: ``protocol`` and each ``method`` a non-empty name, ``seeds``
+    a non-empty list of distinct integers >= 0, ``max_epochs`` an integer >= 1, ``horizons``
+    integers >= 1; ``ValueError`` naming the file and the field (``0`` epochs or seed ``8.9``
+    would otherwise mean the config's schedule, or a seed nobody asked for)."""
+    from vpn_plugin.errors import check_number
+
+    def name(value, where):
+        if not isinstance(value, str) or not value.strip():
+            raise ValueError(f'{path}: {where} = {value!r}; expected a non-empty name')
+    name(cfg.protocol, 'protocol')
+    if 'seeds' in cfg:
+        seeds = cfg.seeds
+        if not isinstance(seeds, (list, tuple)) or not seeds:
+            raise ValueError(f'{path}: seeds = {seeds!r}; expected a non-empty list of seeds')
+        for seed in seeds:
+            check_number(f'{path}: seeds entry', seed, integer=True, low=0)
+        if len(set(seeds)) != len(seeds):
+            raise ValueError(f'{path}: seeds = {list(seeds)} repeats a seed; expected each once')
+    check_number(f'{path}: max_epochs', cfg.get('max_epochs'), integer=True, low=1,
+                 optional=True)
+    for index, run in enumerate(cfg.runs):
+        if 'method' in run:
+            name(run['method'], f'runs[{index}].method')
+        for horizon in run.get('horizons') or []:
+            check_number(f'{path}: runs[{index}].horizons entry', horizon, integer=True, low=1)
 
 
 def expand_units(protocol_cfg, seeds=None, methods=None, horizons=None) -> list[TrainUnit]:
@@ -207,12 +249,19 @@ def config_variant(config: str, cfg_options: dict) -> dict:
     """What a config records in its rows' ``variant`` by itself: its ``dataset_variant``
     (e.g. ``egoper_errors`` of a converted EgoPER dataset) and ``text_features`` when its
     model reads stand-in text features (``models.text_embeddings.stand_in_label``: COIN's
-    MiniLM stand-in for the paper's CLIP features), so no table mistakes those rows."""
+    MiniLM stand-in for the paper's CLIP features), and ``unchecked_checkpoint`` when the run
+    may score a checkpoint that records nothing to check it by (``engine.checkpoint``), so no
+    table mistakes those rows."""
+    from vpn_plugin.engine.checkpoint import UNCHECKED_KEY
     from vpn_plugin.models.text_embeddings import stand_in_label
     cfg = config_with_options(config, cfg_options)
     variant = dict(cfg.get('dataset_variant') or {})
     label = stand_in_label((cfg.get('model') or {}).get('text_embeddings'))
-    return {**variant, 'text_features': label} if label else variant
+    if label:
+        variant['text_features'] = label
+    if cfg.get(UNCHECKED_KEY):
+        variant[UNCHECKED_KEY] = True
+    return variant
 
 
 def _test_spec(test: dict, method: str, config: str, horizon: int, dataset: str) -> TestSpec:
@@ -244,30 +293,9 @@ def _fill(value, dataset: str):
     return value
 
 
-def _parsed_config(config: str):
-    """``Config.fromfile(config)``, parsed once per file version (a protocol names the same
-    configs for every run and seed); callers must not modify it."""
-    stat = os.stat(config)
-    return _parse_config(os.path.abspath(config), stat.st_mtime_ns, stat.st_size)
-
-
-def config_with_options(config: str, cfg_options: dict):
-    """A copy of the parsed ``config`` (:func:`_parsed_config`) with ``cfg_options`` merged."""
-    cfg = copy.deepcopy(_parsed_config(config))
-    if cfg_options:
-        cfg.merge_from_dict(copy.deepcopy(dict(cfg_options)))
-    return cfg
-
-
-@functools.lru_cache(maxsize=256)
-def _parse_config(path: str, mtime_ns: int, size: int):
-    from mmengine.config import Config
-    return Config.fromfile(path)
-
-
 def _config_horizon(config: str, name: str = 'horizon') -> int:
     """A config's ``horizon`` (or ``test_horizon``, which defaults to its ``horizon``)."""
-    cfg = _parsed_config(config)
+    cfg = parsed_config(config)
     if cfg.get(name) is not None:
         return int(cfg[name])
     if 'horizon' not in cfg:
@@ -343,12 +371,26 @@ def check_config(config: str, cfg_options: dict, horizon=None, test_horizon=None
 
 
 # ----------------------------------------------------------------------------- running
+class UnitsFailedError(RuntimeError):
+    """Units of a protocol run failed (the others ran): ``failures`` lists
+    ``(unit, error text)``."""
+
+    def __init__(self, message: str, failures: list):
+        super().__init__(message)
+        self.failures = failures
+
+
 class ProtocolRunner:
-    """Executes training units and appends one results row per finished test."""
+    """Executes training units and appends one results row per finished test.
+
+    ``checkpoint_interval``: epochs between a training's checkpoints (None: about
+    ``dry_run.CHECKPOINT_SECONDS`` of training by the cost model of ``epoch_seconds``); it
+    bounds the work a kill loses and changes no result."""
 
     def __init__(self, protocol_cfg, out_dir='work_dirs/protocol', *, max_epochs=None,
                  val_interval=None, batch_size=None, log_level='WARNING', dataset=None,
-                 data_paths=None):
+                 data_paths=None, checkpoint_interval=None, epoch_seconds=CPU_EPOCH_SECONDS,
+                 smoke: bool = False):
         self.cfg = protocol_cfg
         self.protocol = protocol_cfg.protocol
         self.dataset = dataset or protocol_cfg.get('dataset', '')
@@ -357,17 +399,27 @@ class ProtocolRunner:
         self.val_interval = val_interval
         self.batch_size = batch_size
         self.log_level = log_level
+        self.checkpoint_interval, self.epoch_seconds = checkpoint_interval, epoch_seconds
         self.data_paths = data_paths or {}  # --data-root / --feature-dir (vpn_plugin.data_paths)
+        self.smoke = smoke  # vpn_plugin/smoke.py: every training and test shortened
+        if smoke and any(v is not None for v in (self.max_epochs, val_interval, batch_size)):
+            raise ValueError('--smoke sets the schedule, batch size and windows of every run '
+                             '(vpn_plugin/smoke.py); give no --max-epochs, --val-interval or '
+                             '--batch-size with it')
         given = {k: v for k, v in (('max_epochs', self.max_epochs),
                                    ('val_interval', val_interval),
                                    ('batch_size', batch_size)) if v is not None}
         # runs with overrides have their own table: a smoke run never mixes with the full one
-        self.results_file = self.root / f'{_slug("results", given)}.jsonl'
+        self.results_file = self.root / f'{_slug("results", given)}{SMOKE_SUFFIX * smoke}.jsonl'
 
     def done_keys(self) -> set:
         if not self.results_file.is_file():
             return set()
         return {row.key() for row in read_results(self.results_file)}
+
+    def is_done(self, unit: TrainUnit, done: set) -> bool:
+        """Every row of ``unit`` is among ``done`` (:meth:`done_keys`)."""
+        return all(self.row_for(unit, spec).key() in done for spec in unit.tests)
 
     def row_for(self, unit: TrainUnit, spec: TestSpec, metrics=None, params=None,
                 work_dir='', shortened='') -> ResultRow:
@@ -383,10 +435,11 @@ class ProtocolRunner:
 
     def overrides(self, unit: TrainUnit) -> dict:
         """The command line's schedule and batch-size overrides that apply to ``unit``
-        (``None`` = the config's value)."""
+        (``None`` = the config's value; ``smoke``: a smoke run's)."""
         schedule = ({'max_epochs': self.max_epochs, 'val_interval': self.val_interval}
                     if unit.train else {})
-        return dict(schedule, batch_size=self.batch_size)
+        return dict(schedule, batch_size=self.batch_size, **({'smoke': True} if self.smoke
+                                                            else {}))
 
     def settings(self, unit: TrainUnit, spec: TestSpec) -> dict:
         """A row's ``settings``: the overrides, the test's merged ``cfg_options`` and the
@@ -396,8 +449,10 @@ class ProtocolRunner:
 
     def work_dir(self, unit: TrainUnit) -> Path:
         """Work dir of a training unit (also listed by ``--dry-run``)."""
-        given = {k: v for k, v in self.overrides(unit).items() if v is not None}
-        return self.root / unit.slug / f'T{unit.horizon}' / _slug(f'seed{unit.seed}', given)
+        given = {k: v for k, v in self.overrides(unit).items()
+                 if v is not None and k != 'smoke'}
+        return (self.root / unit.slug / f'T{unit.horizon}'
+                / f'{_slug(f"seed{unit.seed}", given)}{SMOKE_SUFFIX * self.smoke}')
 
     def identity(self, unit: TrainUnit) -> dict:
         """What ``run.json`` records: everything that changes the training's result."""
@@ -439,25 +494,36 @@ class ProtocolRunner:
         if jobs < 1:
             raise ValueError(f'jobs={jobs}; expected >= 1 runs at once')
         done = self.done_keys()
-        todo = [u for u in units if any(self.row_for(u, s).key() not in done for s in u.tests)]
+        todo = [u for u in units if not self.is_done(u, done)]
         check_units(todo)
         self.check_requirements(todo)
+        self.expect(units)
         log(f'protocol {self.protocol}: {len(units)} runs, {len(units) - len(todo)} '
              f'already finished, {len(todo)} to run -> {self.results_file}')
         started = time.time()
         progress = Progress(len(todo), jobs=jobs, estimate=estimate(todo) if estimate else None)
         if jobs > 1:
             from .pool import run_pool
-            run_pool(self, todo, done, jobs, progress)
+            failures = run_pool(self, todo, done, jobs, progress)
         else:
-            self.run_in_turn(todo, done, progress)
+            failures = self.run_in_turn(todo, done, progress)
+        self.raise_failures(failures)
         log(f'protocol {self.protocol}: done in {time.time() - started:.0f}s')
         return self.results_file
 
-    def run_in_turn(self, units: list[TrainUnit], done: set, progress: Progress) -> None:
+    def expect(self, units: list[TrainUnit]) -> None:
+        """Add the rows of ``units`` to the rows this results file is expected to hold
+        (``expected.py``: ``tools/report.py`` names the missing ones); every launcher calls it
+        before it runs or submits them."""
+        from .expected import add_expected
+        add_expected(self.results_file, [self.row_for(unit, spec, work_dir=self.work_dir(unit))
+                                         for unit in units for spec in unit.tests])
+
+    def run_in_turn(self, units: list[TrainUnit], done: set, progress: Progress) -> list:
         """Run ``units`` one after the other in this process; a unit another process holds
-        is skipped and waited for at the end."""
-        busy = []
+        is skipped and waited for at the end; a unit that fails is logged and the next one
+        runs. Returns the failures (:meth:`failure`)."""
+        busy, failures = [], []
         for number, unit in enumerate(units, 1):
             log(f'[{number}/{len(units)}] {unit_name(unit)}' + progress.text())
             try:
@@ -466,10 +532,40 @@ class ProtocolRunner:
             except LockBusyError as error:  # another process runs it: come back at the end
                 log(f'    skipped for now: {error}')
                 busy.append(unit)
+            except Exception as error:  # noqa: BLE001  (the unit's state file records it)
+                failures.append(self.failure(unit, error))
         for unit in busy:
             log(f'waiting for {self.work_dir(unit)} (run by another process)')
-            self.run_unit(unit, done)
-            progress.done()
+            try:
+                self.run_unit(unit, done)
+                progress.done()
+            except Exception as error:  # noqa: BLE001
+                failures.append(self.failure(unit, error))
+        return failures
+
+    def failure(self, unit: TrainUnit, error: BaseException) -> tuple:
+        """``(unit, text)`` of a failed unit, logged: the error on one line and where its
+        state file keeps the traceback (the traceback itself when the unit wrote none: it
+        failed before claiming its work dir)."""
+        import traceback
+        text = ' '.join(f'{type(error).__name__}: {error}'.split())
+        state = getattr(error, 'unit_state_file', None)
+        if state:
+            text += f' (traceback: {state})'
+        log(f'    FAILED {unit_name(unit)}: {text}' + ('' if state else '\n' + ''.join(
+            traceback.format_exception(error)).rstrip()))
+        return unit, text
+
+    def raise_failures(self, failures: list) -> None:
+        """After the other units ran: :class:`UnitsFailedError` naming each failed unit, its
+        error and its state file; nothing when none failed."""
+        if not failures:
+            return
+        lines = [f'{unit_name(unit)}: {text}' for unit, text in failures]
+        raise UnitsFailedError(
+            f'{len(failures)} protocol run(s) failed (the others ran; their rows are in '
+            f'{self.results_file}); fix the cause and rerun the same command to run only '
+            'what is missing:\n' + '\n'.join(lines), failures)
 
     def check_requirements(self, units: list[TrainUnit]) -> None:
         """For a protocol with ``requires`` (data beyond ../shared/data, e.g. COIN's
@@ -489,26 +585,49 @@ class ProtocolRunner:
                     raise SystemExit(f'protocol {self.protocol} needs {requires}; {config} '
                                      f'(T={horizon}, {split}): {error}') from error
 
-    def run_unit(self, unit: TrainUnit, done: set, wait: bool = True) -> None:
-        """Train (once) and test ``unit``, appending its rows (:meth:`unit_rows`)."""
+    def run_unit(self, unit: TrainUnit, done: set | None = None, wait: bool = True,
+                 record=None) -> list[ResultRow]:
+        """The unit function: train ``unit`` (resuming its work dir's last checkpoint when an
+        earlier attempt was cut; a finished training is reused), test it and hand each row
+        not in the results file yet to ``record`` (default :meth:`record`: appended to the
+        results file at once); returns those rows. Idempotent: a finished unit (all its rows
+        in the results file) records nothing; the rows' keys join ``done``. Records the
+        unit's state in its work dir (``unit_state.py``); an error is recorded there and
+        raised. ``wait=False``: ``LockBusyError`` at once when another process runs it."""
+        done = set() if done is None else done
+        rows = []
         for row in self.unit_rows(unit, done, wait):
-            self.record(row, done)
+            (record or functools.partial(self.record, done=done))(row)
+            rows.append(row)
+        return rows
 
     def unit_rows(self, unit: TrainUnit, done: set, wait: bool = True):
         """Train ``unit`` (or reuse its finished training) and yield the row of each test not
         in ``done`` as soon as it is evaluated, holding its work dir's lock
         (``locks.exclusive_lock``): a unit is run by one process at a time, and a process that
         gets the lock after another finished it finds its rows done. ``wait=False``: raise
-        ``LockBusyError`` at once when another process holds it."""
+        ``LockBusyError`` at once when another process holds it. The unit's state file says
+        'running' from the claim of its work dir on, 'done' once every row was yielded (and
+        recorded by the caller), 'failed' with the error."""
         work_dir = self.work_dir(unit)
         with exclusive_lock(lock_path_of(work_dir), wait=wait, what=f'work dir {work_dir}'):
             done |= self.done_keys()  # rows another process wrote meanwhile
-            yield from self._unit_rows(unit, work_dir, done)
+            if self.is_done(unit, done):
+                if (read_unit_state(work_dir) or {}).get('state', 'done') != 'done':
+                    unit_done(work_dir)  # a run killed after its rows, before its state
+                return
+            claim_work_dir(work_dir, self.identity(unit))
+            unit_started(work_dir)
+            try:
+                yield from self._unit_rows(unit, work_dir, done)
+            except Exception as error:
+                unit_failed(work_dir, error)
+                with contextlib.suppress(AttributeError, TypeError):  # where the traceback is
+                    error.unit_state_file = str(work_dir / STATE_FILE)
+                raise
+            unit_done(work_dir)
 
     def _unit_rows(self, unit: TrainUnit, work_dir: Path, done: set):
-        if all(self.row_for(unit, spec).key() in done for spec in unit.tests):
-            return
-        claim_work_dir(work_dir, self.identity(unit))
         identity, unit = unit, dataclasses.replace(  # the stage's checkpoint reaches the configs
             unit, cfg_options={**unit.cfg_options, **self.pretrained_options(unit)})
         checkpoint, params, shortened, selection = (self.train(unit, work_dir) if unit.train
@@ -520,9 +639,9 @@ class ProtocolRunner:
             # shared by the protocol files of its datasets)
             test_dir = work_dir / _slug(f'test_{spec.method}_{self.dataset}_T{spec.horizon}',
                                         spec.variant)
-            metrics, test_params = self.test(unit, spec, checkpoint, test_dir)
+            metrics, test_params, limited = self.test(unit, spec, checkpoint, test_dir)
             row = self.row_for(identity, spec, metrics, params or test_params, test_dir,
-                               shortened)
+                               '; '.join(filter(None, (shortened, limited))))
             row.selection = selection
             per_sample = test_dir / 'per_sample.json'
             if per_sample.is_file():
@@ -567,45 +686,66 @@ class ProtocolRunner:
         finished training (of the same identity: :func:`claim_work_dir`)."""
         marker = work_dir / 'train_done.json'
         if marker.is_file():
-            info = json.loads(marker.read_text())
-            return info['checkpoint'], info['params'], info.get('shortened', ''), \
+            from vpn_plugin.engine.checkpoint import record_inside
+            info = read_json(marker, 'training record')
+            # a moved or copied protocol folder tests its own checkpoint
+            checkpoint = record_inside(info['checkpoint'], work_dir, str(marker))
+            return checkpoint, info['params'], info.get('shortened', ''), \
                 info.get('selection', '')
         from vpn_plugin.models.base_planner import num_parameters
         from vpn_plugin.runner import build_runner
         cfg = self.build_cfg(unit.config, unit.cfg_options, unit.seed, work_dir, unit.horizon)
         shortened = ''
+        if self.smoke:
+            shortened = smoke_config(cfg).shortened
         if self.max_epochs and self.max_epochs < cfg.train_cfg.max_epochs:
             shortened = f'max_epochs={self.max_epochs} (config: {cfg.train_cfg.max_epochs})'
         if self.max_epochs:
             cfg.train_cfg.max_epochs = self.max_epochs
             cfg.train_cfg.val_interval = self.val_interval or self.max_epochs
-            cfg.default_hooks.checkpoint = dict(type='CheckpointHook', interval=self.max_epochs,
-                                                max_keep_ckpts=1)
+            cfg.default_hooks.checkpoint = dict(type='CheckpointHook', max_keep_ckpts=1)
+        cfg.default_hooks.checkpoint.interval = self.checkpoint_epochs(unit)
         # an interrupted training of this identity (claim_work_dir) goes on from its last
-        # checkpoint (bit-exact: RNGStateHook) instead of starting over
-        cfg.resume = (work_dir / 'last_checkpoint').is_file()
+        # checkpoint (bit-exact: RNGStateHook) instead of starting over; PlanningRunner
+        # starts afresh when the work dir holds none
+        cfg.resume = True
         runner = build_runner(cfg)
         runner.train()
         checkpoint, selection = selected_checkpoint(cfg, work_dir)
         params = num_parameters(runner.model)
-        marker.write_text(json.dumps(dict(checkpoint=checkpoint, params=params,
-                                          shortened=shortened, selection=selection)))
+        write_text_atomically(marker, json.dumps(dict(
+            checkpoint=checkpoint, params=params, shortened=shortened, selection=selection)),
+            'training record')
         return checkpoint, params, shortened, selection
 
+    def checkpoint_epochs(self, unit: TrainUnit) -> int:
+        """Epochs between the checkpoints of ``unit``'s training: ``checkpoint_interval``, else
+        the dry run's (about ``dry_run.CHECKPOINT_SECONDS`` of training); a smoke run's 1."""
+        if self.smoke:
+            return 1
+        (planned,) = plan_runs([unit], self.work_dir, self.max_epochs, self.epoch_seconds,
+                               self.checkpoint_interval)
+        return planned.checkpoint_interval
+
     def test(self, unit: TrainUnit, spec: TestSpec, checkpoint, test_dir: Path):
-        """Test a checkpoint (or an untrained planner) under a spec; returns (metrics, params)."""
+        """Test a checkpoint (or an untrained planner) under a spec; returns (metrics, params,
+        how its test windows were limited: '' for all of them)."""
         from vpn_plugin.models.base_planner import num_parameters
         from vpn_plugin.runner import build_runner
         options = {**unit.cfg_options, **spec.cfg_options}
         cfg = self.build_cfg(spec.config, options, unit.seed, test_dir, unit.horizon,
                              spec.horizon)
         cfg.load_from, cfg.load_partial = checkpoint, False  # the trained model, exactly
+        if self.smoke:
+            limit_test_windows(cfg, SMOKE['test_windows'])
         evaluator = cfg.test_evaluator
         if isinstance(evaluator, dict) and evaluator.get('type') == 'PlanningMetric':
             evaluator['out_file'] = str(test_dir / 'per_sample.json')
         runner = build_runner(cfg)  # PKGHook fills the PKG when no checkpoint carries it
         metrics = runner.test()
-        return clean_metrics(metrics), num_parameters(runner.model)
+        limited = getattr(runner.test_dataloader.dataset, 'limited', None)
+        shortened = f'limit={limited[0]} of {limited[1]} test windows' if limited else ''
+        return clean_metrics(metrics), num_parameters(runner.model), shortened
 
 
 def selected_checkpoint(cfg, work_dir: Path) -> tuple:
@@ -614,7 +754,8 @@ def selected_checkpoint(cfg, work_dir: Path) -> tuple:
     split ('unified': held-out training videos; 'authors': the test windows)."""
     split = cfg.get('selection', 'unified')
     save_best = (cfg.get('default_hooks', {}).get('checkpoint') or {}).get('save_best')
-    best = sorted(Path(work_dir).glob('best_*.pth'))
+    best = sorted(Path(work_dir).glob('best_*.pth'), key=lambda path: [
+        int(part) if part.isdigit() else part for part in re.split(r'(\d+)', path.name)])
     if save_best and best:
         return str(best[-1]), f'{split}: best {save_best}'
     return (Path(work_dir) / 'last_checkpoint').read_text().strip(), f'{split}: last epoch'
@@ -626,7 +767,7 @@ def claim_work_dir(work_dir: Path, identity: dict) -> None:
     record = work_dir / 'run.json'
     wanted = json.loads(json.dumps(identity, sort_keys=True, default=str))
     if record.is_file():
-        found = json.loads(record.read_text())
+        found = read_json(record, 'work dir record')
         if found != wanted:
             changed = '; '.join(f'{k}: {found.get(k)!r} there, {wanted.get(k)!r} now'
                                 for k in sorted(set(found) | set(wanted))
@@ -634,11 +775,11 @@ def claim_work_dir(work_dir: Path, identity: dict) -> None:
             raise ValueError(f'{work_dir} holds a run made with other settings ({changed}); it '
                              'is never reused for another run: delete it or give another --out')
         return
-    if work_dir.is_dir() and any(work_dir.iterdir()):
+    from vpn_plugin.engine.checkpoint import PARTIAL_FILE
+    if work_dir.is_dir() and any(not PARTIAL_FILE.match(p.name) for p in work_dir.iterdir()):
         raise ValueError(f'{work_dir} holds files but no run.json (a run of unknown settings); '
                          'delete it or give another --out')
-    work_dir.mkdir(parents=True, exist_ok=True)
-    record.write_text(json.dumps(wanted, sort_keys=True, indent=1))
+    write_text_atomically(record, json.dumps(wanted, sort_keys=True, indent=1), 'run record')
 
 
 def diversity_metrics(per_sample_file: Path) -> dict:

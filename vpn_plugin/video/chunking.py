@@ -8,7 +8,7 @@ division, equal to P3IV's float64 division cast to float32 for every uint8), no 
 from __future__ import annotations
 
 import math
-from typing import Callable
+from typing import Callable, Optional
 
 import numpy as np
 import torch
@@ -37,12 +37,18 @@ def frames_to_chunks(frames: np.ndarray, chunk: int = CHUNK_FRAMES) -> torch.Ten
 
 
 def embed_frames(network: Callable, frames: np.ndarray, chunk: int = CHUNK_FRAMES,
-                 batch_chunks: int = 8) -> torch.Tensor:
+                 batch_chunks: int = 8, on_rows: Optional[Callable[[int], None]] = None
+                 ) -> torch.Tensor:
     """(ceil(T / chunk), D) rows: ``network(chunks)['video_embedding']`` of each chunk, computed
-    ``batch_chunks`` chunks at a time (the network works per sample: eval-mode BatchNorm)."""
+    ``batch_chunks`` chunks at a time (the network works per sample: eval-mode BatchNorm);
+    ``on_rows(n)`` after each call (progress)."""
     chunks = frames_to_chunks(frames, chunk)
     device = next(network.parameters()).device
+    rows = []
     with torch.no_grad():
-        rows = [network(chunks[i:i + batch_chunks].to(device))['video_embedding'].float().cpu()
-                for i in range(0, len(chunks), batch_chunks)]
+        for i in range(0, len(chunks), batch_chunks):
+            batch = chunks[i:i + batch_chunks]
+            rows.append(network(batch.to(device))['video_embedding'].float().cpu())
+            if on_rows is not None:
+                on_rows(len(batch))
     return torch.cat(rows)

@@ -4,6 +4,8 @@ round trip of the recipe (PIL, as P3IV)."""
 from __future__ import annotations
 
 import io
+import math
+import re
 import subprocess
 import tempfile
 from pathlib import Path
@@ -11,6 +13,7 @@ from typing import Iterator
 
 import numpy as np
 
+from ..errors import path_kind
 from .recipe import FrameRecipe
 
 
@@ -42,9 +45,11 @@ def iter_frame_blocks(path, recipe: FrameRecipe, block_frames: int) -> Iterator[
     after the blocks it could read: a caller keeps nothing of a video that fails."""
     path = Path(path)
     if not path.is_file():
-        raise UnreadableVideoError(path, 'no such file')
+        raise UnreadableVideoError(path, 'no such file' if not path.exists() else
+                                   f'not a regular file ({path_kind(path)})')
+    probe_video(path)
     frame_bytes = recipe.size * recipe.size * 3
-    with tempfile.TemporaryFile() as errors:
+    with tempfile.TemporaryFile() as errors:  # ffmpeg's messages: unnamed, in $TMPDIR
         process = subprocess.Popen(ffmpeg_command(path, recipe), stdout=subprocess.PIPE,
                                    stderr=errors, stdin=subprocess.DEVNULL)
         total = 0
@@ -72,6 +77,53 @@ def iter_frame_blocks(path, recipe: FrameRecipe, block_frames: int) -> Iterator[
         if total == 0:
             raise UnreadableVideoError(path, 'no video frame decoded (no video stream, or an '
                                              'empty one)')
+
+
+IMAGE_FORMATS = ('image2',)  # and every '*_pipe' demuxer (png_pipe, jpeg_pipe): a still image
+
+
+def probe_video(path) -> None:
+    """What ffmpeg finds in ``path`` (``ffmpeg -i``: its container and streams), so that a file
+    that is no video is refused by name instead of decoded into features: a still image
+    (a PNG named ``.mp4`` would give one frame), a file with no video stream (audio only: an
+    ``.mp4`` of a podcast), or one ffmpeg cannot open. ``UnreadableVideoError`` saying which."""
+    result = subprocess.run([ffmpeg_executable(), '-hide_banner', '-nostdin', '-i', str(path)],
+                            stdin=subprocess.DEVNULL, capture_output=True)
+    lines = result.stderr.decode('utf-8', 'replace').splitlines()
+    container = next((line.split(',', 1)[1].rsplit(', from', 1)[0].strip()
+                      for line in lines if line.startswith('Input #0,')), None)
+    if container is None:
+        raise UnreadableVideoError(path, f'ffmpeg cannot open it as a video: '
+                                         f'{_last_line(result.stderr)}')
+    streams = [line.split(': ', 1)[1].strip() for line in lines
+               if line.strip().startswith('Stream #0:') and ': ' in line]
+    if container.endswith('_pipe') or container in IMAGE_FORMATS:
+        raise UnreadableVideoError(path, f'a still image ({container}), not a video')
+    if not any(s.startswith('Video:') and 'attached pic' not in s for s in streams):
+        raise UnreadableVideoError(path, 'no video stream (ffmpeg finds: '
+                                         f'{"; ".join(streams) or "no stream"})')
+
+
+DURATION = re.compile(rb'Duration: (\d+):(\d\d):(\d\d(?:\.\d+)?)')
+
+
+def probe_frames(path, recipe: FrameRecipe):
+    """The frames decoding ``path`` with ``recipe`` will give, from the container's duration
+    (``ffmpeg -i``: the header only, no decoding) x ``recipe.fps``; None when the file states
+    no duration or the recipe keeps the file's own frames. An estimate, for progress lines."""
+    if recipe.fps is None:
+        return None
+    try:
+        probe = subprocess.run([ffmpeg_executable(), '-nostdin', '-hide_banner', '-i', str(path)],
+                               stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                               stderr=subprocess.PIPE, timeout=60)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    found = DURATION.search(probe.stderr)
+    if not found:
+        return None
+    hours, minutes, seconds = (float(part) for part in found.groups())
+    return math.ceil((hours * 3600 + minutes * 60 + seconds) * recipe.fps)
 
 
 def decode_video(path, recipe: FrameRecipe = FrameRecipe()) -> np.ndarray:

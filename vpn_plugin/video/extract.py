@@ -10,8 +10,12 @@
   the layout ``vpn_plugin.datasets.features`` reads, so ``--feature-dir <out>`` works as is.
   ``name`` is the video's file stem (``naming='parent_stem'``: ``<folder>_<stem>``, e.g.
   CrossTask's ``<task>_<vid>`` from ``videos/<task>/<vid>.mp4``).
-* Resumable: a file is written to a hidden temporary name and renamed into place, so a
-  ``<name>.npz`` is always complete; a video whose file exists is skipped. A killed run loses
+* Resumable: a file is written to a hidden temporary name in the output folder
+  (``.<name>.npz.partial-<host>-<pid>``) and renamed into place, so a ``<name>.npz`` is
+  always complete; a video whose file exists is skipped. Nothing else is written to disk:
+  decoded frames stay in memory (a block of ``block_chunks`` chunks per video in flight), and
+  ffmpeg's messages go to an unnamed temporary file in ``tempfile.gettempdir()`` ($TMPDIR).
+  Rank 0 says so when it starts (:func:`temporary_files_note`). A killed run loses
   only the videos in flight. ``<out>/extraction.json`` holds the recipe and weights; a run with
   another recipe or weights into the same folder is refused.
 * A video that cannot be decoded leaves no file; it is listed with the reason in
@@ -23,6 +27,7 @@ import json
 import os
 import socket
 import sys
+import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -31,8 +36,10 @@ from typing import Callable, Dict, Iterator, List, Optional, Sequence
 import numpy as np
 from torch.utils.data import DataLoader, IterableDataset, get_worker_info
 
-from .chunking import embed_frames
-from .decode import UnreadableVideoError, iter_frame_blocks
+from ..errors import OutputWriteError, path_kind, read_json, write_text_atomically
+from ..progress import StepProgress
+from .chunking import chunk_count, embed_frames
+from .decode import UnreadableVideoError, iter_frame_blocks, probe_frames
 from .recipe import FrameRecipe
 
 VIDEO_EXTENSIONS = ('.mp4', '.webm', '.mkv', '.avi', '.mov', '.m4v', '.mpg', '.mpeg', '.flv')
@@ -52,8 +59,11 @@ def list_videos(inputs: Sequence, extensions: Sequence[str] = VIDEO_EXTENSIONS) 
                           if p.is_file() and p.suffix.lower() in extensions)
         elif item.is_file():
             videos.add(item)
-        else:
+        elif path_kind(item) is None:
             raise FileNotFoundError(f'{item}: no such video file or folder')
+        else:
+            raise OSError(f'{item} is {path_kind(item)}; expected a video file or a folder of '
+                          'videos')
     return sorted(videos)
 
 
@@ -89,9 +99,10 @@ def _identity(item):
 
 
 class VideoBlocks(IterableDataset):
-    """Yields ``dict(index, frames (n, S, S, 3) uint8, last, error)`` per block of each video
-    (``index`` into ``videos``); a video that fails yields one item with ``error`` set (its
-    earlier blocks are to be discarded). Workers split the videos ``[worker::workers]``."""
+    """Yields ``dict(index, frames (n, S, S, 3) uint8, last, error, expected)`` per block of
+    each video (``index`` into ``videos``; ``expected``: the chunks its header promises, None
+    when unknown); a video that fails yields one item with ``error`` set (its earlier blocks
+    are to be discarded). Workers split the videos ``[worker::workers]``."""
 
     def __init__(self, videos: Sequence[Path], recipe: FrameRecipe, block_chunks: int = 64):
         self.videos, self.recipe, self.block_chunks = list(videos), recipe, block_chunks
@@ -101,21 +112,25 @@ class VideoBlocks(IterableDataset):
         worker, workers = (info.id, info.num_workers) if info else (0, 1)
         block_frames = self.block_chunks * self.recipe.chunk
         for index in range(worker, len(self.videos), workers):
+            frames = probe_frames(self.videos[index], self.recipe)
+            item = dict(index=index, error='',
+                        expected=None if frames is None else chunk_count(frames, self.recipe.chunk))
             try:
                 pending = None  # one block of lookahead: the last one is marked
                 for frames in iter_frame_blocks(self.videos[index], self.recipe, block_frames):
                     if pending is not None:
-                        yield dict(index=index, frames=pending, last=False, error='')
+                        yield dict(item, frames=pending, last=False)
                     pending = frames
             except UnreadableVideoError as error:
-                yield dict(index=index, frames=None, last=True, error=error.reason)
+                yield dict(item, frames=None, last=True, error=error.reason)
                 continue
-            yield dict(index=index, frames=pending, last=True, error='')
+            yield dict(item, frames=pending, last=True)
 
 
 # ---------------------------------------------------------------------- writing
 def write_features_atomically(path: Path, arrays: Dict[str, np.ndarray]) -> None:
-    """``np.savez`` to a hidden temporary name beside ``path``, fsync, rename into place."""
+    """``np.savez`` to a hidden temporary name beside ``path``, fsync, rename into place; a
+    failed write (a full disk) leaves no file and raises ``OutputWriteError`` naming ``path``."""
     temporary = path.with_name(f'.{path.name}.partial-{socket.gethostname()}-{os.getpid()}')
     try:
         with open(temporary, 'wb') as f:
@@ -123,25 +138,71 @@ def write_features_atomically(path: Path, arrays: Dict[str, np.ndarray]) -> None
             f.flush()
             os.fsync(f.fileno())
         os.replace(temporary, path)
-    except BaseException:
+    except BaseException as error:
         temporary.unlink(missing_ok=True)
+        if isinstance(error, OSError):
+            raise OutputWriteError(f'cannot write the feature file {path}: '
+                                   f'{error.strerror or error}; it was not written (the files '
+                                   'written before it are complete: free disk space and run '
+                                   'again to resume)') from error
         raise
 
 
 def check_manifest(out_dir: Path, settings: dict, rank: int) -> None:
     """``extraction.json`` records the settings of the folder's features; other settings into
-    the same folder are refused (mixed features would be wrong numbers)."""
+    the same folder are refused (mixed features would be wrong numbers), and so is a folder
+    that already holds feature files without one (a dataset's feature folder: its files are
+    no extraction of this tool to resume, and it gets no manifest of ours)."""
     path = out_dir / MANIFEST
+    if not path.exists():
+        found = sorted(p.name for p in out_dir.iterdir()
+                       if p.suffix in ('.npz', '.npy') and not p.name.startswith('.'))
+        if found:
+            raise ValueError(f'--out {out_dir} already holds {len(found)} feature file(s) '
+                             f'({", ".join(found[:3])}{", ..." * (len(found) > 3)}) but no '
+                             f'{MANIFEST}: not a folder this tool extracted into (a dataset\'s '
+                             'feature folder?); nothing was written. Give a new or empty --out '
+                             'folder')
     if path.exists():
-        found = json.loads(path.read_text())
+        found = read_json(path, 'the record of the folder\'s extraction (recipe, weights)')
         if found != settings:
             raise ValueError(f'{path}: the features in {out_dir} were extracted with {found}; '
                              f'this run asks for {settings}. Use another --out folder (or '
                              'remove that one)')
     elif rank == 0:
-        temporary = path.with_name(f'.{MANIFEST}.partial-{os.getpid()}')
-        temporary.write_text(json.dumps(settings, indent=1, sort_keys=True))
-        os.replace(temporary, path)
+        write_text_atomically(path, json.dumps(settings, indent=1, sort_keys=True), MANIFEST)
+
+
+def check_finished(path: Path, recipe: FrameRecipe, extra: Optional[dict] = None) -> None:
+    """A feature file already in the output folder is skipped only if it is one this
+    extraction writes: an npz archive with ``frames_features`` (N, D) float, ``num_frames``,
+    ``source`` and this run's ``recipe`` (and ``usable`` flag). A truncated file, another
+    tool's (a dataset's features copied in) or another recipe's is refused by name."""
+    try:
+        with np.load(path, allow_pickle=False) as archive:
+            missing = sorted({'frames_features', 'num_frames', 'source', 'recipe'}
+                             - set(archive.files))
+            if missing:
+                raise ValueError(f'no member(s) {missing}')
+            with archive.zip.open('frames_features.npy') as member:
+                read_header = {(1, 0): np.lib.format.read_array_header_1_0,
+                               (2, 0): np.lib.format.read_array_header_2_0}
+                shape, _, dtype = read_header[np.lib.format.read_magic(member)](member)
+            if len(shape) != 2 or not shape[0] or dtype.kind != 'f':
+                raise ValueError(f'frames_features of shape {shape} and dtype {dtype}')
+            found = json.loads(str(archive['recipe']))
+            if found != recipe.as_dict():
+                raise ValueError(f'extracted with the recipe {found}, this run asks for '
+                                 f'{recipe.as_dict()}')
+            if extra and 'usable' in extra and 'usable' in archive.files \
+                    and bool(archive['usable']) != bool(extra['usable']):
+                raise ValueError(f'usable={bool(archive["usable"])} (random weights: False), '
+                                 f'this run writes usable={bool(extra["usable"])}')
+    except Exception as error:  # zip, npy header, JSON, the checks above
+        raise ValueError(f'{path}: already there, but not a complete feature file of this '
+                         f'extraction ({error}); the extraction stops before any video (the '
+                         'file is left as it is): remove it (its video is then extracted '
+                         'again) or give another --out folder') from None
 
 
 @dataclass
@@ -154,32 +215,49 @@ class ExtractionResult:
 
 
 class Progress:
-    """One line on ``stream`` at most every ``interval`` s: videos, videos/s, frames/s, ETA."""
+    """A rank's progress in chunks (one S3D row each; ``vpn_plugin.progress.StepProgress``): a
+    line on ``stream`` at the first chunks, then at most every ``interval`` s, with the chunks
+    done of those expected (each video's duration from its header, ``decode.probe_frames``;
+    the videos not yet opened counted at the mean of those opened), chunks/s, the ETA and the
+    video in flight."""
 
-    def __init__(self, total: int, rank: int, stream=sys.stderr, interval: float = 2.0):
-        self.total, self.rank, self.stream, self.interval = total, rank, stream, interval
-        self.start = self.last = time.monotonic()
-        self.videos = self.frames = 0
+    def __init__(self, total_videos: int, rank: int, stream=sys.stderr, interval: float = 10.0,
+                 clock=time.monotonic):
+        self.steps = StepProgress(f'[rank {rank}] S3D features', 0,
+                                  lambda line: print(line, file=stream, flush=True),
+                                  unit='chunks', interval=interval, clock=clock)
+        self.total_videos, self.videos = total_videos, 0
+        self.expected: Dict[int, int] = {}  # video index -> chunks (probed, or a guess)
 
-    def update(self, frames: int, force: bool = False) -> None:
+    def expect(self, index: int, chunks: Optional[int]) -> None:
+        """The chunks video ``index`` will give (None: unknown)."""
+        if index in self.expected:
+            return
+        known = [c for c in self.expected.values() if c] + ([chunks] if chunks else [])
+        mean = sum(known) / len(known) if known else 1
+        self.expected[index] = chunks or int(round(mean))
+        left = self.total_videos - len(self.expected)
+        self.steps.total = max(int(sum(self.expected.values()) + mean * left), self.steps.done)
+
+    def chunks(self, count: int, name: str) -> None:
+        self.steps.update(count, extra=lambda: (
+            f'{self.steps.rate():.2f} chunks/s, {self.videos}/{self.total_videos} videos done, '
+            f'in flight: {name}'))
+
+    def video_done(self, index: int, chunks: int) -> None:
+        """Video ``index`` ended (written or failed) after ``chunks`` chunks: its estimate
+        becomes what it gave."""
         self.videos += 1
-        self.frames += frames
-        now = time.monotonic()
-        if force or now - self.last >= self.interval or self.videos == self.total:
-            self.last = now
-            elapsed = max(now - self.start, 1e-9)
-            rate = self.videos / elapsed
-            eta = (self.total - self.videos) / rate if rate > 0 else float('inf')
-            print(f'[rank {self.rank}] {self.videos}/{self.total} videos, {rate:.2f} videos/s, '
-                  f'{self.frames / elapsed:.1f} frames/s, ETA {_clock(eta)}',
-                  file=self.stream, flush=True)
+        self.steps.total += chunks - self.expected.get(index, chunks)
+        self.expected[index] = chunks
 
 
-def _clock(seconds: float) -> str:
-    if not np.isfinite(seconds):
-        return '?'
-    seconds = int(round(seconds))
-    return f'{seconds // 3600}:{seconds // 60 % 60:02d}:{seconds % 60:02d}'
+def temporary_files_note(out_dir) -> str:
+    """Where an extraction writes besides its feature files (module docstring)."""
+    return (f'temporary files: each <name>.npz is written as {Path(out_dir)}/.<name>.npz.partial-'
+            f'{socket.gethostname()}-<pid> and renamed when complete (a killed run\'s are '
+            f'removed by the next run); ffmpeg\'s messages go to an unnamed file in '
+            f'{tempfile.gettempdir()} ($TMPDIR); decoded frames stay in memory')
 
 
 # ---------------------------------------------------------------------- the loop
@@ -194,6 +272,9 @@ def extract_videos(network: Callable, videos: Sequence[Path], out_dir, recipe: F
     eval mode); ``extra``: arrays stored in every file (e.g. ``usable``); ``settings``: what
     ``extraction.json`` records (the recipe and weights)."""
     out_dir = Path(out_dir)
+    if path_kind(out_dir) not in (None, 'a folder'):
+        raise OSError(f'--out {out_dir} is {path_kind(out_dir)}; expected a folder for the '
+                      'feature files (new or one this tool extracted into)')
     out_dir.mkdir(parents=True, exist_ok=True)
     names = output_names(videos, naming)
     check_manifest(out_dir, settings or dict(recipe=recipe.as_dict()), rank)
@@ -203,11 +284,16 @@ def extract_videos(network: Callable, videos: Sequence[Path], out_dir, recipe: F
     for video, name in mine:
         _remove_stale_partials(out_dir, name)
         if (out_dir / f'{name}{FEATURE_SUFFIX}').exists():
+            check_finished(out_dir / f'{name}{FEATURE_SUFFIX}', recipe, extra)
             result.skipped.append(name)
         else:
             todo.append((video, name))
     failures = out_dir / f'failures.rank{rank}.tsv'  # this run's failures (the last run's go)
     failures.unlink(missing_ok=True)
+    if rank == 0:
+        print(f'[rank 0] {len(todo)} videos to extract into {out_dir} ({len(result.skipped)} '
+              f'already there); {temporary_files_note(out_dir)}', file=progress_stream,
+              flush=True)
     start = time.monotonic()
     progress = Progress(len(todo), rank, progress_stream)
     loader = DataLoader(VideoBlocks([v for v, _ in todo], recipe, block_chunks),
@@ -217,17 +303,18 @@ def extract_videos(network: Callable, videos: Sequence[Path], out_dir, recipe: F
     for item in loader:
         index = item['index']
         video, name = todo[index]
+        progress.expect(index, item['expected'])
         if item['error']:
-            rows.pop(index, None)
+            done = sum(len(part) for part in rows.pop(index, []))
             result.failed[str(video)] = item['error']
-            with open(failures, 'a') as failure_log:
-                failure_log.write(f'{video}\t{_one_line(item["error"])}\n')
-            progress.update(0)
+            _append_line(failures, f'{video}\t{_one_line(item["error"])}')
+            progress.video_done(index, done)
             continue
         frames = item['frames']
         counts[index] = counts.get(index, 0) + len(frames)
-        rows.setdefault(index, []).append(
-            embed_frames(network, frames, recipe.chunk, batch_chunks).numpy())
+        rows.setdefault(index, []).append(embed_frames(
+            network, frames, recipe.chunk, batch_chunks,
+            on_rows=lambda n, name=name: progress.chunks(n, name)).numpy())
         if item['last']:
             features = np.concatenate(rows.pop(index)).astype(np.float32)
             write_features_atomically(
@@ -239,7 +326,7 @@ def extract_videos(network: Callable, videos: Sequence[Path], out_dir, recipe: F
             result.done.append(name)
             decoded = counts.pop(index)
             result.frames += decoded
-            progress.update(decoded)
+            progress.video_done(index, len(features))
     result.seconds = time.monotonic() - start
     return result
 
@@ -256,7 +343,7 @@ def merge_failures(out_dir, world_size: int) -> List[str]:
             part.unlink()
     target = out_dir / FAILURES
     if lines:
-        target.write_text(''.join(f'{line}\n' for line in sorted(lines)))
+        write_text_atomically(target, ''.join(f'{line}\n' for line in sorted(lines)), FAILURES)
     else:
         target.unlink(missing_ok=True)
     return sorted(lines)
@@ -266,6 +353,16 @@ def _remove_stale_partials(out_dir: Path, name: str) -> None:
     """Temporary files of a killed run for this rank's own video (only this rank writes it)."""
     for stale in out_dir.glob(f'.{name}{FEATURE_SUFFIX}.partial-*'):
         stale.unlink(missing_ok=True)
+
+
+def _append_line(path: Path, line: str) -> None:
+    try:
+        with open(path, 'a') as handle:
+            handle.write(line + '\n')
+    except OSError as error:
+        raise OutputWriteError(f'cannot write the failure list {path}: '
+                               f'{error.strerror or error} (free disk space and run again)'
+                               ) from error
 
 
 def _one_line(text: str) -> str:

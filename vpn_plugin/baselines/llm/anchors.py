@@ -8,6 +8,8 @@ from pathlib import Path
 
 import numpy as np
 
+from ...errors import check_file, write_text_atomically
+
 ORACLE = 'oracle'
 
 
@@ -22,8 +24,8 @@ def load_anchor_predictions(path: str | Path, num_samples: int | None,
     ``num_actions`` is None).
     """
     path = Path(path)
-    if not path.is_file():
-        raise FileNotFoundError(f'step-model predictions file not found: {path}')
+    check_file(path, 'step-model predictions file',
+               missing=f'step-model predictions file not found: {path}')
     try:
         if path.suffix == '.npz':
             with np.load(path, allow_pickle=False) as data:
@@ -60,7 +62,6 @@ def _anchor_array(record: dict, key: str, path: Path, num_samples: int,
 
 
 def save_anchor_predictions(path: str | Path, first, last) -> None:
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps({'first': [int(a) for a in first], 'last': [int(a) for a in last]}))
+    write_text_atomically(path, json.dumps({'first': [int(a) for a in first],
+                                            'last': [int(a) for a in last]}), 'anchors file')
 

@@ -16,6 +16,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+CHECKSUM_KIND = 'hmac-sha256'  # of a cache entry (ResponseCache)
 RETRYABLE_STATUS = frozenset({408, 409, 429}) | frozenset(range(500, 600))
 
 
@@ -75,15 +76,60 @@ class ResponseCache:
     only for the requests that are missing. An entry that does not read back as a valid reply
     (a damaged disk, another version's format) is named on stderr, deleted and asked again.
     Each entry records its request (:meth:`request_record`: endpoint, model, settings, hash of
-    the prompt), its key and a checksum of the reply: an entry copied under another key, or
-    whose reply was edited after it was written, is named, deleted and asked again too.
-    ``locked(key)`` serialises the runs (processes) that share the cache on one key
-    (``<key>.lock`` beside the entry, ``vpn_plugin.locks.exclusive_lock``).
+    the prompt), its key and a keyed checksum (HMAC-SHA256) of the reply bound to its key and
+    request: an entry copied under another key, whose reply was edited after it was written,
+    or written without the cache's secret key (by hand, another cache, an older version), is
+    named, deleted and asked again too. ``locked(key)`` serialises the runs (processes) that
+    share the cache on one key (``<key>.lock`` beside the entry,
+    ``vpn_plugin.locks.exclusive_lock``).
+
+    Threat model of the keyed checksum: the secret key (:data:`KEY_FILE`, 32 random bytes made
+    with the cache, mode 0600) is readable by its owner only. Whoever can write the cache
+    folder but not read the key (a group-writable shared cache, a cache unpacked or synced
+    from elsewhere without its key, a hand edit that recomputes a published checksum formula)
+    cannot make an entry that is served: the served replies are those this user's runs
+    received. It does not protect against the key's owner or root, who can also edit the code.
+    A key file readable or writable by others is refused (its entries could be forged).
     """
+
+    KEY_FILE = '.cache_key'  # the secret of the entries' checksums, beside the entry folders
 
     def __init__(self, root: str | Path):
         self.root = Path(root)
         self.root.mkdir(parents=True, exist_ok=True)
+        self._secret = self._read_or_make_secret()
+
+    def _read_or_make_secret(self) -> bytes:
+        """The cache's secret key (made on first use: written to a private temporary file,
+        linked into place so that concurrent first runs agree on one key)."""
+        import secrets
+        path = self.root / self.KEY_FILE
+        if not path.exists():
+            temporary = path.with_name(f'{self.KEY_FILE}.{os.getpid()}.'
+                                       f'{threading.get_ident()}.partial')
+            descriptor = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+            with os.fdopen(descriptor, 'w') as handle:
+                handle.write(secrets.token_hex(32))
+            try:
+                os.link(temporary, path)  # never replaces a key another run made meanwhile
+            except FileExistsError:
+                pass
+            finally:
+                temporary.unlink()
+        if not path.is_file():
+            raise ValueError(f'the LLM cache key {path} is not a file; expected the secret key '
+                             'this cache was made with (or no such path: a new key is made)')
+        mode = path.stat().st_mode & 0o777
+        if os.name == 'posix' and mode & 0o077:
+            raise PermissionError(f'the LLM cache key {path} has mode {mode:04o}: others could '
+                                  'read it and forge cache entries; expected 0600 (chmod 600 '
+                                  f'{path}, or delete it: the entries are then asked again)')
+        secret = path.read_text().strip()
+        if len(secret) != 64 or any(c not in '0123456789abcdef' for c in secret):
+            raise ValueError(f'the LLM cache key {path} is not a key this tool wrote (64 hex '
+                             'digits); delete it: a new key is made and the entries are asked '
+                             'again')
+        return bytes.fromhex(secret)
 
     @staticmethod
     def key(endpoint: str, model: str, messages: list, params: dict) -> str:
@@ -100,10 +146,13 @@ class ResponseCache:
                                       'prompt_sha256': hashlib.sha256(prompt).hexdigest()},
                                      sort_keys=True))
 
-    @staticmethod
-    def checksum(key: str, text: str, prompt_tokens, completion_tokens) -> str:
-        blob = json.dumps([key, text, prompt_tokens, completion_tokens], ensure_ascii=False)
-        return hashlib.sha256(blob.encode('utf-8')).hexdigest()
+    def checksum(self, key: str, request: dict, text: str, prompt_tokens,
+                 completion_tokens) -> str:
+        """HMAC-SHA256, with the cache's secret key, of the reply bound to its request."""
+        import hmac
+        blob = json.dumps([key, request, text, prompt_tokens, completion_tokens],
+                          ensure_ascii=False, sort_keys=True)
+        return hmac.new(self._secret, blob.encode('utf-8'), hashlib.sha256).hexdigest()
 
     def _path(self, key: str) -> Path:
         return self.root / key[:2] / f'{key}.json'
@@ -134,15 +183,21 @@ class ResponseCache:
         if 'key' not in entry or 'request' not in entry or 'checksum' not in entry:
             return ('it records no request key or checksum (written by an older version, or '
                     'by hand)')
+        if entry.get('checksum_kind') != CHECKSUM_KIND:
+            return ('its checksum is not keyed with this cache\'s secret key (written by an '
+                    'older version, or by hand)')
         if entry['key'] != key:
             return f'it holds the reply to another request (key {str(entry["key"])[:12]}...)'
         if request is not None and entry['request'] != request:
             fields = sorted(k for k in set(request) | set(entry['request'])
                             if request.get(k) != entry['request'].get(k))
             return f'it was answered for another request: {", ".join(fields)} differ'
-        if entry['checksum'] != self.checksum(key, entry['text'], entry['prompt_tokens'],
-                                              entry['completion_tokens']):
-            return 'its reply was edited after it was written (checksum mismatch)'
+        import hmac
+        expected = self.checksum(key, entry['request'], entry['text'], entry['prompt_tokens'],
+                                 entry['completion_tokens'])
+        if not hmac.compare_digest(str(entry['checksum']), expected):
+            return ('its reply was edited after it was written, or the entry was not written '
+                    'with this cache\'s secret key (checksum mismatch)')
         return None
 
     @contextlib.contextmanager
@@ -155,10 +210,13 @@ class ResponseCache:
         path = self._path(key)
         path.parent.mkdir(exist_ok=True)
         tmp = path.with_suffix(f'.tmp{os.getpid()}.{threading.get_ident()}')
-        checksum = self.checksum(key, reply.text, reply.prompt_tokens, reply.completion_tokens)
+        request = request or {}
+        checksum = self.checksum(key, request, reply.text, reply.prompt_tokens,
+                                 reply.completion_tokens)
         tmp.write_text(json.dumps({'text': reply.text, 'prompt_tokens': reply.prompt_tokens,
                                    'completion_tokens': reply.completion_tokens, 'key': key,
-                                   'request': request or {}, 'checksum': checksum,
+                                   'request': request, 'checksum': checksum,
+                                   'checksum_kind': CHECKSUM_KIND,
                                    'usage_reported': reply.usage_reported}),
                        encoding='utf-8')
         os.replace(tmp, path)

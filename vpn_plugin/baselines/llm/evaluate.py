@@ -8,35 +8,12 @@ from pathlib import Path
 
 import numpy as np
 
+from ...core.stats import stratified_sample  # noqa: F401  (the one window sampler)
 from ...errors import write_text_atomically
 from .anchors import ORACLE
 from .frames import find_video_source, read_clip_frames
 from .planner import STATUSES, PlanOutcome, PromptPlanner
 from .prompting import PlanningQuery
-
-
-def stratified_sample(tasks, limit: int | None, seed: int = 0) -> np.ndarray:
-    """Indices (sorted) of ``limit`` windows drawn without replacement, stratified over tasks.
-
-    Each task gets its share of ``limit`` in proportion to its windows (largest remainders
-    round), drawn uniformly within the task with ``numpy.random.default_rng(seed)``: the
-    sample has the test set's task mix, not the first task's windows. ``limit`` None or at
-    least the number of windows: every window.
-    """
-    tasks = np.asarray(tasks, dtype=np.int64)
-    if limit is None or limit >= len(tasks):
-        return np.arange(len(tasks))
-    if limit < 1:
-        raise ValueError(f'--limit {limit}: expected at least 1 window')
-    names, counts = np.unique(tasks, return_counts=True)
-    quotas = limit * counts / len(tasks)
-    shares = np.floor(quotas).astype(np.int64)
-    by_remainder = np.argsort(-(quotas - shares), kind='stable')
-    shares[by_remainder[:limit - shares.sum()]] += 1
-    rng = np.random.default_rng(seed)
-    picked = [rng.choice(np.flatnonzero(tasks == task), share, replace=False)
-              for task, share in zip(names, shares)]
-    return np.sort(np.concatenate(picked))
 
 
 def build_queries(plans, tasks, *, anchors=ORACLE, indices=None,

@@ -1,0 +1,77 @@
+"""Content digests of input files, remembered across runs: the observation cache's key.
+
+``file_digests(paths, memo)`` is the SHA-256 of each file's bytes. Hashing every feature file
+at every start would cost seconds (CrossTask's 1.3 GB of synthetic features: docs/speed.md),
+so each digest is remembered in the ``memo`` JSON file (``{absolute path: [device, inode,
+size, mtime_ns, ctime_ns, digest]}``) and re-used while the file's stat record is unchanged.
+The ctime is what makes this safe: a file rewritten with the same size and its mtime restored
+(``touch -r``, ``cp -p``, ``rsync -a``) has a new ctime (or a new inode), and no user call can
+set a ctime back; the file is then read and hashed again. An edited or damaged memo can only
+cost a re-hash (a wrong digest misses the cache, it never matches another content).
+
+Pure Python (standard library only).
+"""
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import os
+from pathlib import Path
+from typing import Iterable, List, Optional
+
+MISSING = 'missing'  # the digest of a path with no file
+
+
+def sha256_of(path) -> str:
+    with open(path, 'rb') as handle:
+        return hashlib.file_digest(handle, 'sha256').hexdigest()
+
+
+def _stamp(stat) -> list:
+    return [stat.st_dev, stat.st_ino, stat.st_size, stat.st_mtime_ns, stat.st_ctime_ns]
+
+
+def read_memo(memo: Optional[Path]) -> dict:
+    """The remembered digests (``{}`` when absent or unreadable: they are hashed again)."""
+    try:
+        entries = json.loads(Path(memo).read_text()) if memo else {}
+    except (OSError, ValueError, UnicodeDecodeError):
+        return {}
+    return entries if isinstance(entries, dict) else {}
+
+
+def file_digests(paths: Iterable, memo: Optional[Path] = None) -> List[str]:
+    """SHA-256 (hex) of each file of ``paths`` (:data:`MISSING` for an absent one), from the
+    ``memo`` file where the stat record is unchanged (module docstring), which is updated."""
+    remembered, digests, changed = read_memo(memo), [], False
+    for path in map(Path, paths):
+        try:
+            before = _stamp(os.stat(path))
+        except FileNotFoundError:
+            digests.append(MISSING)
+            continue
+        key = os.path.abspath(path)
+        entry = remembered.get(key)
+        if isinstance(entry, list) and len(entry) == 6 and entry[:5] == before:
+            digests.append(entry[5])
+            continue
+        digest = sha256_of(path)
+        if _stamp(os.stat(path)) == before:  # not rewritten while it was read
+            remembered[key], changed = before + [digest], True
+        digests.append(digest)
+    if changed and memo:
+        _write_memo(Path(memo), remembered)
+    return digests
+
+
+def _write_memo(memo: Path, entries: dict) -> None:
+    """Atomically (concurrent runs lose at most their own entries: a re-hash later)."""
+    temporary = memo.with_name(f'.{memo.name}.{os.getpid()}.tmp')
+    try:
+        memo.parent.mkdir(parents=True, exist_ok=True)
+        temporary.write_text(json.dumps(entries))
+        os.replace(temporary, memo)
+    except OSError:  # the cache's own write reports an unwritable folder
+        with contextlib.suppress(OSError):
+            temporary.unlink()

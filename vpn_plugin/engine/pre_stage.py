@@ -1,0 +1,76 @@
+"""Pre-stages: what a model trains before its main training, in the train loop's
+``before_train`` (``TaskClassifierHook``: PDPP's / CEFITO's task classifier;
+``KEPPStepModelHook``: KEPP's step model and its predictions on the training windows).
+
+* Each writes one file into the work dir (:data:`PRE_STAGE_FILES`) when it finishes. Such a
+  file is no checkpoint of the run: a fresh start, ``--resume`` or ``--overwrite`` in that work
+  dir reuses it (``tools/train.py``), and the hook logs that it did.
+* The file records what it was trained on (:func:`data_identity`: the training windows, their
+  features, T, the action / task counts, D) and how (``settings``: the hook's steps, lr, batch
+  size, seed, ...). A file of another dataset, horizon, action count or setting is refused,
+  naming both (:func:`check_identity`); delete it to retrain.
+* Progress: :func:`stage_progress`, a logged line with a true ETA (``vpn_plugin.progress``).
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+
+import torch
+from mmengine.logging import print_log
+
+from vpn_plugin.errors import OutputWriteError, replace_atomically
+from vpn_plugin.progress import StepProgress
+
+CLASSIFIER_FILE, STEP_FILE = 'task_classifier.pth', 'kepp_step_model.pth'
+# file name -> what it holds
+PRE_STAGE_FILES = {CLASSIFIER_FILE: 'the task classifier (TaskClassifierHook)',
+                   STEP_FILE: "KEPP's step model (KEPPStepModelHook)"}
+DATA_KEYS = ('actions_sha1', 'windows_sha1', 'feature_dir', 'horizon', 'num_actions',
+             'num_tasks', 'feature_dim')
+PROGRESS_SECONDS = 30.0  # a pre-stage logs its progress at most this often
+
+
+def fingerprint(value) -> str:
+    return hashlib.sha1(json.dumps(value, sort_keys=True, default=str).encode()).hexdigest()[:16]
+
+
+def data_identity(dataset, **sizes) -> dict:
+    """What a pre-stage is tied to: the training set (taxonomy file, action names, windows and
+    feature folder) and the model's sizes ``sizes`` (``horizon``, ``num_actions``, ...)."""
+    taxonomy = getattr(dataset, 'taxonomy', None)
+    windows = [(w.feature, w.position, list(w.steps)) for w in getattr(dataset, 'windows', [])]
+    return dict(dataset=str(getattr(taxonomy, 'path', type(dataset).__name__)),
+                actions_sha1=fingerprint(list(getattr(taxonomy, 'action_names', []))),
+                windows_sha1=fingerprint(windows), num_windows=len(windows),
+                feature_dir=str(getattr(dataset, 'feature_dir', '')), **sizes)
+
+
+def describe(identity: dict, keys) -> str:
+    return ', '.join(f'{key}={identity.get(key, "not recorded")}' for key in keys)
+
+
+def check_identity(path, what: str, saved: dict, expected: dict, keys) -> None:
+    """Refuse a saved pre-stage whose ``keys`` differ from this run's, naming both."""
+    differ = [key for key in keys if key in expected and saved.get(key) != expected[key]]
+    if differ:
+        raise ValueError(
+            f'{path}: {what} trained for {saved.get("dataset", "?")} ({describe(saved, differ)}), '
+            f'but this run is {expected.get("dataset", "?")} ({describe(expected, differ)}); '
+            'it is never reused for another run: use the file of this dataset, horizon and '
+            'settings, or delete it to retrain')
+
+
+def stage_progress(what: str, total: int, unit: str = 'steps') -> StepProgress:
+    """A :class:`StepProgress` logging through mmengine's current logger."""
+    return StepProgress(what, total, lambda text: print_log(text, logger='current'), unit=unit,
+                        interval=PROGRESS_SECONDS)
+
+
+def save_pre_stage(path, payload: dict) -> None:
+    """``torch.save(payload)`` to ``path`` atomically: a killed or full-disk run leaves the
+    complete file or none (a partial one would be reused)."""
+    replace_atomically(path, lambda temporary: torch.save(payload, temporary),
+                       lambda path, cause: OutputWriteError(
+                           f'cannot save the pre-stage file {path}: {cause}; nothing was '
+                           'written there (free disk space or give a writable --work-dir)'))

@@ -1,0 +1,265 @@
+"""Where a tool may write: the one rule of every output flag of ``tools/`` (docs/usage.md,
+"Output files").
+
+:func:`check_output` runs before a tool computes anything. An output path is refused
+(``ValueError`` naming the flag, the path and the reason; exit status 1, nothing written) when
+
+* it is empty, ends in ``/``, or names something that is not a plain file: a folder, a device
+  or a FIFO (``/dev/stdout``: an atomic write would replace the device link itself);
+* it is one of the command's inputs: the same file, also through a symlink, a hard link or
+  another relative path. No flag allows this (the input would be gone before it was read);
+* its name does not end in a suffix its format needs (``--save-features x.txt`` would be an
+  npz named ``.txt``);
+* it exists and is not recognisably an earlier output of this kind (another checkpoint, a
+  video, someone's ``mine.md``), unless ``--overwrite`` is given.
+
+A tool recognises its own earlier output by its content, never by its name (:data:`KINDS`):
+a marker it writes where the format has room for one (report tables, figures, converted
+checkpoints, the synthetic-feature manifest), or a format no input of the tools has (a metrics
+JSON of numbers, a pickled prediction list, an extracted-feature npz with its ``usable``
+flag, a results file). Formats that others' files share (a window file, a text-feature
+``.npy``) are never recognised: an existing file needs ``--overwrite``.
+
+Pure Python (standard library only).
+"""
+from __future__ import annotations
+
+import json
+import os
+import stat
+import zipfile
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable, Iterable, Optional
+
+OVERWRITE_FLAG = '--overwrite'
+MARKER_BYTES = 1 << 20  # how far into a file a marker is looked for (they sit near the top)
+# markers written by the tools whose formats have room for one
+REPORT_MARKDOWN_MARKER = '<!-- written by tools/report.py -->'
+REPORT_LATEX_MARKER = '% written by tools/report.py'
+FIGURE_MARKER = 'vpn_plugin tools/plots.py'  # PNG/PDF metadata 'Creator'
+OVERLAP_TABLE_MARKER = '<!-- written by tools/plots.py overlap -->'
+CONVERTED_MARKER = 'tools/convert_authors_checkpoint.py'  # meta.converted_by of a checkpoint
+
+
+def _head(path: Path, size: int = MARKER_BYTES) -> bytes:
+    with open(path, 'rb') as handle:
+        return handle.read(size)
+
+
+def contains(marker: str) -> Callable[[Path], bool]:
+    """An existing file is ours when its first MiB holds ``marker``."""
+    def recognise(path: Path) -> bool:
+        return marker.encode() in _head(path)
+    return recognise
+
+
+def json_matching(predicate: Callable[[object], bool]) -> Callable[[Path], bool]:
+    """Ours when the file is JSON whose value satisfies ``predicate``."""
+    def recognise(path: Path) -> bool:
+        try:
+            return bool(predicate(json.loads(path.read_text())))
+        except (ValueError, UnicodeDecodeError):
+            return False
+    return recognise
+
+
+def zip_members(*names: str, marker: Optional[str] = None) -> Callable[[Path], bool]:
+    """Ours when the file is a zip archive (npz, torch checkpoint) holding members ending in
+    each of ``names``; with ``marker``: and one of those members holds it."""
+    def recognise(path: Path) -> bool:
+        try:
+            with zipfile.ZipFile(path) as archive:
+                members = archive.namelist()
+                found = [next((m for m in members if m.endswith(name)), None) for name in names]
+                if None in found:
+                    return False
+                return marker is None or any(marker.encode() in archive.read(m)
+                                             for m in found)
+        except (zipfile.BadZipFile, OSError, KeyError):
+            return False
+    return recognise
+
+
+def pickled_list(path: Path) -> bool:
+    """A pickle whose top-level object is a list (mmengine's ``dump`` of the predictions:
+    the PROTO opcode, then EMPTY_LIST, after a FRAME header from protocol 4 on)."""
+    head = _head(path, 16)
+    if len(head) < 3 or head[0] != 0x80:
+        return False
+    return head[2:3] == b']' or (head[2] == 0x95 and head[11:12] == b']')
+
+
+def never(path: Path) -> bool:
+    """Formats others' files share: an existing file is never taken for ours."""
+    return False
+
+
+def _metrics(value) -> bool:
+    """mmengine's metrics: ``{'<prefix>/<name>': number}`` (``plan/success_rate``), with
+    ``'shortened': <why>`` when they are (``tools/test.py --limit``, a smoke checkpoint)."""
+    return isinstance(value, dict) and bool(value) and all(
+        (k == 'shortened' and isinstance(v, str)) or (
+            isinstance(k, str) and '/' in k and isinstance(v, (int, float))
+            and not isinstance(v, bool)) for k, v in value.items())
+
+
+def json_objects(path: Path) -> bool:
+    """A JSON object, or JSON lines of objects (a run's summary, outcomes, per-sample dump)."""
+    try:
+        lines = [line for line in path.read_text().splitlines() if line.strip()]
+        try:
+            return isinstance(json.loads('\n'.join(lines)), dict)
+        except ValueError:
+            return bool(lines) and all(isinstance(json.loads(line), dict) for line in lines)
+    except (ValueError, UnicodeDecodeError):
+        return False
+
+
+def results_rows(path: Path) -> bool:
+    """A ``.jsonl`` results file (vpn_plugin/protocol/results.py): every line a JSON object
+    with a method and its metrics (empty: a file just created)."""
+    try:
+        lines = [line for line in path.read_text().splitlines() if line.strip()]
+        return all(isinstance(row, dict) and {'method', 'metrics'} <= set(row)
+                   for row in map(json.loads, lines))
+    except (ValueError, UnicodeDecodeError):
+        return False
+
+
+@dataclass(frozen=True)
+class OutputKind:
+    """What a tool writes to one output flag: words for messages, the name endings the format
+    needs (empty: any), and how an existing file is recognised as an earlier one of ours."""
+    what: str
+    suffixes: tuple = ()
+    recognise: Callable[[Path], bool] = field(default=never)
+
+
+KINDS = {
+    'metrics': OutputKind('metrics JSON of tools/test.py', ('.json',),
+                          json_matching(_metrics)),
+    'predictions': OutputKind('predictions pickle of tools/test.py', ('.pkl', '.pickle'),
+                              pickled_list),
+    'features': OutputKind('feature npz of tools/plan.py or tools/extract_features.py',
+                           ('.npz',), zip_members('frames_features.npy', 'usable.npy')),
+    'report_markdown': OutputKind('Markdown table of tools/report.py', ('.md',),
+                                  contains(REPORT_MARKDOWN_MARKER)),
+    'report_latex': OutputKind('LaTeX table of tools/report.py', ('.tex',),
+                               contains(REPORT_LATEX_MARKER)),
+    'figure': OutputKind('figure of tools/plots.py', ('.png', '.pdf'), contains(FIGURE_MARKER)),
+    'overlap_table': OutputKind('overlap table of tools/plots.py', ('.md',),
+                                contains(OVERLAP_TABLE_MARKER)),
+    'converted_checkpoint': OutputKind('checkpoint of tools/convert_authors_checkpoint.py',
+                                       ('.pth',), zip_members('data.pkl',
+                                                              marker=CONVERTED_MARKER)),
+    'window_file': OutputKind('window file', ('.json',)),
+    'text_features': OutputKind('text-feature array', ('.npy',)),
+    'synthetic_manifest': OutputKind('manifest of tools/make_synthetic_features.py', ('.json',),
+                                     json_matching(lambda info: isinstance(info, dict) and {
+                                         'difficulty', 'params', 'seed'} <= set(info))),
+    'converted_dataset': OutputKind('dataset file of tools/convert_egoper.py (recognised by '
+                                    'the conversion.json beside it)'),
+    'anchors': OutputKind('anchors JSON of tools/llm_eval.py', ('.json',), json_matching(
+        lambda value: isinstance(value, dict) and set(value) == {'first', 'last'})),
+    'results': OutputKind('results file (JSON lines)', ('.jsonl',), results_rows),
+    'llm_side_file': OutputKind('per-run file of tools/llm_eval.py', (), json_objects),
+}
+
+
+def same_file(a: Path, b: Path) -> bool:
+    """``a`` and ``b`` are one file (symlinks, hard links, relative paths resolved)."""
+    try:
+        return os.path.samefile(a, b)
+    except OSError:
+        return False
+
+
+SYSTEM_FOLDERS = ('/dev', '/proc', '/sys')  # devices and process files, never an output
+
+
+def check_output(path, kind: str, flag: str, inputs: Iterable = (), overwrite: bool = False,
+                 overwrite_flag: str = OVERWRITE_FLAG) -> Path:
+    """The file to write a ``kind`` (:data:`KINDS`) to for the output flag ``flag`` given
+    ``path`` (rules: module docstring), else ``ValueError`` naming ``flag``, the path and the
+    reason. A symlink gives its target (written in place of the target, as a shell redirection
+    would; the link stays). ``inputs``: every file the command reads (``None`` is skipped)."""
+    output = KINDS[kind]
+    text = '' if path is None else str(path)
+    if not text.strip():
+        raise ValueError(f'{flag} {text!r}: an empty path; expected a file name')
+    if text.endswith(os.sep):
+        raise ValueError(f'{flag} {text}: ends in {os.sep!r} (a folder); expected a file name '
+                         f'for the {output.what}')
+    target = Path(os.path.realpath(text))
+    for source in inputs:
+        if source is not None and str(source) and same_file(target, Path(str(source))):
+            shown = '' if str(source) == text else f' ({source})'
+            raise ValueError(f'{flag} {text}: that is an input of this command{shown}; it '
+                             f'would be replaced by the {output.what} before or while it is '
+                             'read. Choose another file name')
+    other = _kind_of_existing(Path(os.path.abspath(text))) or _kind_of_existing(target)
+    if other:
+        raise ValueError(f'{flag} {text}: is {other}; expected a file name for the '
+                         f'{output.what} (written to a temporary file beside it, then renamed '
+                         'into place)')
+    folder = next(p for p in target.parents if p.exists())
+    if not folder.is_dir():
+        raise ValueError(f'{flag} {text}: {folder} is a file, not a folder to write into')
+    if output.suffixes and not text.endswith(output.suffixes):
+        raise ValueError(f'{flag} {text}: expected a file name ending in '
+                         f'{" or ".join(output.suffixes)} (the {output.what}); nothing is '
+                         'written under another extension')
+    if target.exists() and not overwrite and not _recognised(output, target):
+        why = (f'files of its kind ({output.what}) are never taken for an earlier output '
+               '(others\' files share the format)' if output.recognise is never else
+               f'it is not recognisably an earlier output of this kind ({output.what}); '
+               'another checkpoint, video or document would be lost')
+        raise ValueError(f'{flag} {text}: the file exists and {why}; choose another name, or '
+                         f'pass {overwrite_flag} to replace it')
+    return target if os.path.islink(text) else path
+
+
+def _kind_of_existing(target: Path) -> str:
+    """'' when ``target`` (as given, or resolved) may be written: absent or a plain file,
+    outside the system folders; else what it is."""
+    if any(target == Path(folder) or Path(folder) in target.parents
+           for folder in SYSTEM_FOLDERS):
+        return f'a device or process file (under {target.parts[0]}{target.parts[1]})'
+    try:
+        mode = os.stat(target).st_mode
+    except (FileNotFoundError, NotADirectoryError):  # absent (a folder of it may be a file)
+        return ''
+    if stat.S_ISREG(mode):
+        return ''
+    if stat.S_ISDIR(mode):
+        return 'a folder'
+    if stat.S_ISFIFO(mode):
+        return 'a FIFO'
+    return 'not a plain file'
+
+
+def _recognised(output: OutputKind, path: Path) -> bool:
+    try:
+        return output.recognise(path)
+    except OSError:
+        return False
+
+
+def stem_files(stem, suffixes: Iterable[str], flag: str = '--out') -> list:
+    """The files ``<stem><suffix>`` an output stem names (``report.py --out docs/table``:
+    ``docs/table.md`` and ``.tex``; a suffix of the stem is replaced, as ``Path.with_suffix``
+    does); ``ValueError`` for a stem that names no file (empty, ``.``, ending in ``/``)."""
+    text = '' if stem is None else str(stem)
+    if not text.strip() or text.endswith(os.sep) or Path(text).name in ('', '.', '..'):
+        raise ValueError(f'{flag} {text!r}: expected a file stem, a file name without its '
+                         f'extension (it writes <stem>{"/".join(suffixes)}), not a folder or an '
+                         'empty name')
+    return [Path(text).with_suffix(suffix) for suffix in suffixes]
+
+
+def add_overwrite_argument(parser, what: str = 'the output files') -> None:
+    """The ``--overwrite`` flag of a tool whose outputs :func:`check_output` checks."""
+    parser.add_argument(OVERWRITE_FLAG, action='store_true',
+                        help=f'replace {what} when they exist but are not recognisably this '
+                        "tool's earlier output (never allowed: an output that is an input)")

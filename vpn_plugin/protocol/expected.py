@@ -1,0 +1,79 @@
+"""The rows a protocol run was asked for, beside its results file: ``<results>.expected``.
+
+``tools/run_protocol.py`` (every launcher: ``ProtocolRunner.expect``) adds the rows of the units
+it selected (``--seeds``, ``--methods``, ``--horizons``), finished or not, before it runs or
+submits them, so ``tools/report.py`` can tell a finished protocol from an incomplete one and
+name what is missing (:func:`missing_rows`). The file ``results.jsonl`` has
+``results.expected`` (``results_max_epochs-3.jsonl``: ``results_max_epochs-3.expected``): JSON
+Lines, one row identity each (the fields of ``ResultRow.key`` and the unit's ``work_dir``),
+the union over every call; written atomically under the results file's lock. Results files
+without one (written by hand, by ``llm_eval.py``, by an older version) are taken as complete.
+"""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from vpn_plugin.errors import write_text_atomically
+from .results import ResultRow, locked_results
+
+SUFFIX = '.expected'
+IDENTITY = ('protocol', 'dataset', 'method', 'config', 'seed', 'horizon', 'train_horizon',
+            'variant', 'settings', 'work_dir')  # ResultRow.key's fields and where it runs
+
+
+def expected_file(results_file) -> Path:
+    """``results.jsonl`` -> ``results.expected``."""
+    return Path(results_file).with_suffix(SUFFIX)
+
+
+def add_expected(results_file, rows: list[ResultRow]) -> None:
+    """Add ``rows`` (their identities) to the expected rows of ``results_file``."""
+    path = expected_file(results_file)
+    with locked_results(results_file):
+        known = {row.key(): row for row in read_expected(results_file) or []}
+        for row in rows:
+            known.setdefault(row.key(), row)
+        lines = [json.dumps({name: getattr(row, name) for name in IDENTITY}, sort_keys=True)
+                 for row in known.values()]
+        write_text_atomically(path, ''.join(line + '\n' for line in lines), 'expected rows')
+
+
+def read_expected(results_file) -> list[ResultRow] | None:
+    """The expected rows of ``results_file`` (without metrics); None when it has no list."""
+    path = expected_file(results_file)
+    if not path.is_file():
+        return None
+    rows = []
+    for number, line in enumerate(path.read_text().splitlines(), 1):
+        try:
+            fields = json.loads(line)
+            rows.append(ResultRow(metrics={}, **{k: fields[k] for k in IDENTITY}))
+        except (json.JSONDecodeError, KeyError, TypeError) as error:
+            raise ValueError(f'{path}:{number}: not an expected row ({error}); the file is '
+                             'written by tools/run_protocol.py: delete it to report without '
+                             'it') from None
+    return rows
+
+
+def missing_rows(results_files, rows: list[ResultRow]) -> list[ResultRow]:
+    """The expected rows of ``results_files`` that no row of ``rows`` has the identity of."""
+    present = {row.key() for row in rows}
+    missing = {}
+    for results_file in [results_files] if isinstance(results_files, (str, Path)) \
+            else results_files:
+        for row in read_expected(results_file) or []:
+            if row.key() not in present:
+                missing.setdefault(row.key(), row)
+    return list(missing.values())
+
+
+def describe_row(row: ResultRow) -> str:
+    """``ViterbiPlanNet seed=2 T=3 configs/vpn_crosstask_t3.py`` (+ training horizon and
+    variant when they say more)."""
+    text = f'{row.method} seed={row.seed} T={row.horizon} {row.config}'
+    if row.train_horizon not in (None, row.horizon):
+        text += f' (trained at T={row.train_horizon})'
+    if row.variant:
+        text += ' ' + ', '.join(f'{k}={v}' for k, v in sorted(row.variant.items()))
+    return text

@@ -1,0 +1,208 @@
+"""``run_protocol.py ... --status``: the state of every unit of a protocol, local or on Slurm.
+
+A unit's state comes from three things on the shared filesystem and ``squeue`` (never ``sacct``,
+which clusters without accounting lack):
+
+* the results file: a unit whose rows are all there is ``done``;
+* the Slurm records (``<out>/<protocol>/slurm/submissions.jsonl``, ``slurm.py``): which array
+  task a unit was last submitted in, and ``squeue`` for that task's state;
+* the unit's state file (``<work dir>/unit_state.json``, ``unit_state.py``): its attempt,
+  job, start, end and error.
+
+States: ``done``; ``running`` (its task runs it, or locally a process holds its work dir's
+lock); ``pending`` (its task is queued, requeued, or runs the units before it);
+``failed`` (the unit raised, or its task was requeued more than ``--max-requeues`` times:
+the error line says which); ``interrupted`` (it started, or was submitted, but its task or
+process ended before it finished: cancelled, killed, node failure; run the same command
+again: it resumes from its last checkpoint);
+``not started``; ``unknown`` (submitted, but ``squeue`` cannot answer here).
+"""
+from __future__ import annotations
+
+import json
+import subprocess
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from .dry_run import format_duration
+from .progress import unit_name
+from .unit_state import read_unit_state, unit_status
+
+# squeue states of a job that still runs or will run (squeue(1), "JOB STATE CODES")
+ALIVE_STATES = {'PENDING', 'RUNNING', 'CONFIGURING', 'COMPLETING', 'REQUEUED', 'REQUEUE_HOLD',
+                'REQUEUE_FED', 'RESIZING', 'SIGNALING', 'STAGE_OUT', 'STOPPED', 'SUSPENDED'}
+RECORDS = 'submissions.jsonl'
+
+
+@dataclass
+class UnitStatus:
+    """One line of the status."""
+    unit: object          # runner.TrainUnit
+    work_dir: Path
+    state: str            # done | running | pending | failed | interrupted | not started
+    job: str = ''         # the Slurm task (``<array>_<index>``), '' for a local run
+    elapsed: float | None = None  # seconds of the last attempt (so far)
+    restarts: int = 0     # how often its Slurm task was requeued
+    log: str = ''         # the task's stderr file (Slurm) or the work dir (local)
+    why: str = ''         # failed: the error line; interrupted / pending: the reason
+
+
+@dataclass
+class QueuedTask:
+    """An array task as ``squeue`` lists it."""
+    state: str
+    elapsed: str = ''
+    restarts: int = 0
+    reason: str = ''
+
+    @property
+    def alive(self) -> bool:
+        return self.state in ALIVE_STATES
+
+
+def slurm_folder(runner) -> Path:
+    """submitit's folder of a protocol (logs, pickles) and the submission records."""
+    return Path(runner.root) / 'slurm'
+
+
+def read_submissions(folder: Path) -> dict:
+    """``{work dir (absolute): (task job id, log file)}`` of the latest submission of each
+    unit in ``folder``'s records (``slurm.record_submission``)."""
+    path = Path(folder) / RECORDS
+    tasks = {}
+    if not path.is_file():
+        return tasks
+    for number, line in enumerate(path.read_text().splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            record = json.loads(line)
+            for task in record['tasks']:
+                for work_dir in task['units']:
+                    tasks[work_dir] = (task['job'], task['log'])
+        except (ValueError, KeyError, TypeError) as error:
+            raise ValueError(f'{path}: line {number}: not a submission record ({error!r}); '
+                             'it is written by run_protocol.py --launcher slurm') from None
+    return tasks
+
+
+def squeue_tasks(jobs) -> dict:
+    """``{task job id: QueuedTask}`` of the array jobs of the task ids ``jobs`` (``A_i`` or
+    ``J``), as ``squeue -r -t all`` lists them (ended jobs only until Slurm forgets them,
+    ``MinJobAge``). A job Slurm no longer knows is absent. Raises ``RuntimeError`` when
+    ``squeue`` cannot answer (what is queued is then unknown)."""
+    arrays = sorted({str(job).split('_')[0] for job in jobs})
+    if not arrays:
+        return {}
+    command = ['squeue', '-h', '-r', '-t', 'all', '-j', ','.join(arrays),
+               '-O', 'JobArrayID:|,State:|,TimeUsed:|,RestartCnt:|,Reason:|']
+    try:
+        done = subprocess.run(command, capture_output=True, text=True, timeout=60)
+    except (OSError, subprocess.TimeoutExpired) as error:
+        raise RuntimeError(f'squeue failed ({error}); what is queued is unknown') from None
+    if done.returncode and 'Invalid job id' in done.stderr:
+        return {}  # every job has ended and been forgotten
+    if done.returncode:
+        raise RuntimeError(f'{" ".join(command)} failed: {done.stderr.strip()}; what is queued '
+                           'is unknown')
+    queued = {}
+    for line in done.stdout.splitlines():
+        fields = [field.strip() for field in line.split('|')]
+        if len(fields) >= 5 and fields[0]:
+            queued[fields[0]] = QueuedTask(fields[1], fields[2], _int(fields[3]), fields[4])
+    return queued
+
+
+def _int(text: str) -> int:
+    try:
+        return int(text)
+    except ValueError:
+        return 0
+
+
+def unit_statuses(runner, units, queue=squeue_tasks) -> list[UnitStatus]:
+    """The :class:`UnitStatus` of each of ``units`` (a ``ProtocolRunner``'s); ``queue``: the
+    squeue reader (:func:`squeue_tasks`; tests pass another)."""
+    done = runner.done_keys()
+    submitted = read_submissions(slurm_folder(runner))
+    work_dirs = [Path(runner.work_dir(unit)).absolute() for unit in units]
+    tasks = [submitted.get(str(work_dir)) for work_dir in work_dirs]
+    unknown = ''
+    try:
+        queued = queue({task[0] for task in tasks if task}) if any(tasks) else {}
+    except RuntimeError as error:  # e.g. a copy of the work dirs outside the cluster
+        queued, unknown = {}, str(error)
+    statuses = [_status(runner, unit, work_dir, task, queued, done)
+                for unit, work_dir, task in zip(units, work_dirs, tasks)]
+    for status, task in zip(statuses, tasks):
+        if unknown and task and status.state not in ('done', 'failed'):
+            status.state, status.why = 'unknown', unknown
+    return statuses
+
+
+def _status(runner, unit, work_dir: Path, task, queued: dict, done: set) -> UnitStatus:
+    job, log = task or ('', '')
+    state = read_unit_state(work_dir) or {}
+    this_job = bool(task) and state.get('job') == job
+    if not this_job:  # a local attempt (or none): alive while a process holds the lock
+        state = unit_status(work_dir) or {}
+    status = UnitStatus(unit, work_dir, 'not started', job, _elapsed(state),
+                        int(state.get('restarts') or 0), log or state.get('log') or '')
+    if not task and state:
+        status.job, status.log = state.get('job', ''), state.get('log') or str(work_dir)
+    in_queue = queued.get(job)
+    if in_queue and not (this_job and state.get('state') in ('done', 'failed')):
+        status.restarts = max(status.restarts, in_queue.restarts)  # its task's, while it waits
+    if runner.is_done(unit, done):
+        status.state = 'done'
+    elif state.get('state') == 'failed' and (this_job or not (in_queue and in_queue.alive)):
+        status.state, status.why = 'failed', state.get('error', '')
+    elif in_queue and in_queue.alive:
+        running = in_queue.state == 'RUNNING' and this_job and state.get('state') == 'running'
+        status.state = 'running' if running else 'pending'
+        if not running:
+            status.elapsed = None
+            status.why = ('its task runs the units before it' if in_queue.state == 'RUNNING'
+                          else in_queue.reason if in_queue.reason not in ('None', '') else '')
+    elif state.get('state') == 'running' and not this_job:
+        status.state = 'running'  # locally, by the process holding the work dir's lock
+    elif task and (this_job or not state):
+        status.state = 'interrupted'
+        status.why = (f'its task {job} ended ({in_queue.state}) before the unit finished'
+                      if in_queue else f'its task {job} ended before the unit finished')
+    elif state:
+        status.state = 'interrupted'
+        status.why = 'its process ended before the unit finished (killed or interrupted)'
+    return status
+
+
+def _elapsed(state: dict) -> float | None:
+    if not state.get('started'):
+        return None
+    return (state.get('ended') or time.time()) - state['started']
+
+
+STATES = ('done', 'running', 'pending', 'failed', 'interrupted', 'not started', 'unknown')
+
+
+def format_status(statuses: list[UnitStatus]) -> list[str]:
+    """One line per unit (method, T, seed, state, job, elapsed, log, why), then a summary that
+    names each failed or interrupted unit with its log."""
+    lines = []
+    for status in statuses:
+        state = status.state
+        if status.restarts:
+            state += f' (requeued {status.restarts} time{"s" if status.restarts > 1 else ""})'
+        fields = [unit_name(status.unit), state, f'job {status.job}' if status.job else '-',
+                  format_duration(status.elapsed) if status.elapsed is not None else '-',
+                  status.log or '-']
+        lines.append(' | '.join(fields) + (f' | {status.why}' if status.why else ''))
+    counts = {name: sum(s.state == name for s in statuses) for name in STATES}
+    lines.append(f'{len(statuses)} units: ' + ', '.join(
+        f'{count} {name}' for name, count in counts.items() if count or name == 'done'))
+    for status in statuses:
+        if status.state in ('failed', 'interrupted'):
+            lines.append(f'  {status.state}: {unit_name(status.unit)}: {status.why} '
+                         f'(log: {status.log or "-"})')
+    return lines
