@@ -48,7 +48,9 @@ TEMP_PATCH = (('torch.load("",', 'torch.load(os.environ["VPN_PDPP_CLASSIFIER"],'
 ACCURACY = re.compile(r'acc:\s+([\d.]+)')
 # official test metric (TensorBoard tag) -> ours: Val/MIoU2 is the per-sample set IoU;
 # Val/MIoU1 (one set IoU per test batch of 256) has no counterpart in the table
-VAL_TAGS = {'success_rate': 'Val/Traj_Success_Rate', 'mean_accuracy': 'Val/EpochAcc@1',
+# the tags as the event files hold them: the scripts log 'Val/EpochAcc@1' through tensorboardX,
+# which stores it as 'Val/EpochAcc_1' (characters outside [-/\w.] become '_')
+VAL_TAGS = {'success_rate': 'Val/Traj_Success_Rate', 'mean_accuracy': 'Val/EpochAcc_1',
             'miou_set': 'Val/MIoU2'}
 WORKERS = 2
 
