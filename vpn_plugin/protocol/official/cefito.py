@@ -31,10 +31,9 @@ import re
 from pathlib import Path
 
 import numpy as np
-import torch
 
 from .framework import Change, ComparisonData, Method, Settings, SideRun, Stage
-from .pdpp import window_json
+from .pdpp import our_classifier_curve, window_json
 
 CONFIG = 'configs/niv_t{T}.yaml'
 OFFICIAL_EPOCHS = 200
@@ -177,12 +176,7 @@ class Cefito(Method):
         return dict(total=logged['loss'])
 
     def our_stages(self, work_dir: Path) -> dict:
-        from vpn_plugin.engine.pdpp_training import CLASSIFIER_FILE
-        saved = torch.load(Path(work_dir) / CLASSIFIER_FILE, map_location='cpu',
-                           weights_only=True)
-        record, = saved['records'].values()
-        return dict(classifier=dict(losses=record['epoch_losses'],
-                                    seconds=record['epoch_seconds']))
+        return dict(classifier=our_classifier_curve(work_dir))
 
 
 def classifier_epochs(config: str, epochs: int) -> list:

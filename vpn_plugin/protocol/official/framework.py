@@ -220,6 +220,11 @@ class Method:
         """A size's value: the ``--size`` given, else the official default."""
         return settings.sizes.get(name, self.sizes[name][0])
 
+    def size_changes(self, settings: Settings, source: str) -> list:
+        """One 'size' change ``--name value (source: default)`` per ``--size`` given."""
+        return [Change('size', f'--{name} {settings.sizes[name]} ({source}: '
+                               f'{self.sizes[name][0]})') for name in sorted(settings.sizes)]
+
     def environment_changes(self, settings: Settings) -> list[Change]:
         changes = [Change('environment', f'torch.set_num_threads({settings.threads}) and '
                           f'OMP_NUM_THREADS={settings.threads}, as our side; run under the '

@@ -41,7 +41,7 @@ import torch
 
 from .framework import Change, ComparisonData, Settings, SideRun, Stage, flag_list, \
     read_event_scalars, seconds_between
-from .pdpp import (OFFICIAL, VAL_TAGS, WORKERS, Pdpp, event_folders, logging_started,
+from .pdpp import (VAL_TAGS, WORKERS, Pdpp, event_folders, logging_started,
                    official_selection, patch_file, read_diffusion_training, value_at,
                    window_json)
 
@@ -101,10 +101,7 @@ class Kepp(Pdpp):
                           'to edit them) read $VPN_KEPP_GRAPH, $VPN_KEPP_ACTION_LIST, '
                           '$VPN_KEPP_STEP_OUTPUT, $VPN_KEPP_PATHS; its mode prompt is answered '
                           'on stdin')]
-        for name in sorted(settings.sizes):
-            changes.append(Change('size', f'--{name} {settings.sizes[name]} (README: '
-                                  f'{OFFICIAL[name]})'))
-        return changes
+        return changes + self.size_changes(settings, 'README')
 
     def prepare_official(self, copy_dir: Path, data: ComparisonData,
                          settings: Settings) -> list[Change]:

@@ -84,10 +84,7 @@ class Pdpp(Method):
                    Change('patch', 'temp.py: its checkpoint path (line 86) and output path '
                           '(line 111), empty strings the README says to edit, read '
                           '$VPN_PDPP_CLASSIFIER / $VPN_PDPP_PREDICTIONS')]
-        for name in sorted(settings.sizes):
-            changes.append(Change('size', f'--{name} {settings.sizes[name]} (README, NIV: '
-                                  f'{OFFICIAL[name]})'))
-        return changes
+        return changes + self.size_changes(settings, 'README, NIV')
 
     def prepare_official(self, copy_dir: Path, data: ComparisonData,
                          settings: Settings) -> list[Change]:
@@ -160,12 +157,7 @@ class Pdpp(Method):
         return dict(total=logged['loss'])
 
     def our_stages(self, work_dir: Path) -> dict:
-        from vpn_plugin.engine.pdpp_training import CLASSIFIER_FILE
-        saved = torch.load(Path(work_dir) / CLASSIFIER_FILE, map_location='cpu',
-                           weights_only=True)
-        record, = saved['records'].values()
-        return dict(classifier=dict(losses=record['epoch_losses'],
-                                    seconds=record['epoch_seconds']))
+        return dict(classifier=our_classifier_curve(work_dir))
 
 
 def patch_file(path: Path, replacements) -> None:
@@ -201,6 +193,15 @@ def logging_started(records: list) -> float:
     if not times:
         raise ValueError('the official stage printed no "logging outputs to" line')
     return times[-1]
+
+
+def our_classifier_curve(work_dir: Path) -> dict:
+    """``{losses, seconds}`` per epoch of the task classifier our run trained (the record
+    ``TaskClassifierHook`` saves beside its weights; PDPP's and CEFITO's)."""
+    from vpn_plugin.engine.pdpp_training import CLASSIFIER_FILE
+    saved = torch.load(Path(work_dir) / CLASSIFIER_FILE, map_location='cpu', weights_only=True)
+    record, = saved['records'].values()
+    return dict(losses=record['epoch_losses'], seconds=record['epoch_seconds'])
 
 
 def value_at(events: dict, tag: str, step: int) -> float:

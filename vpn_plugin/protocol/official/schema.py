@@ -66,10 +66,7 @@ class Schema(Method):
                           f'{OFFICIAL_EPOCHS}); StepLR(40, 0.65) unchanged'),
                    Change('data', '--seed <seed> per run (default 3407), --model_name seed<s>, '
                           '--saved_path <run dir>')]
-        for name in sorted(settings.sizes):
-            changes.append(Change('size', f'--{name} {settings.sizes[name]} (run_niv.sh: '
-                                  f'{self.sizes[name][0]})'))
-        return changes
+        return changes + self.size_changes(settings, 'run_niv.sh')
 
     def prepare_official(self, copy_dir: Path, data: ComparisonData,
                          settings: Settings) -> list[Change]:
