@@ -2,6 +2,7 @@
 full-sequence scoring and brute force, ties, the negative sampler, bad input, the two-stage
 training in the Runner. Tiny sizes; full-size models are only built (meta device)."""
 import itertools
+import re
 import random
 from pathlib import Path
 
@@ -293,6 +294,12 @@ def test_a_run_shorter_than_the_ema_update_writes_testable_checkpoints(tiny_conf
                      "    dict(type='CEFITOEMAHook', decay=0.99, start_step=200, "
                      "update_every=100)]\n")
     load_tool('train').main([str(short), '--work-dir', str(tmp_path / 'run')])
+    log = next((tmp_path / 'run').glob('*/*.log')).read_text()
+    # testable, and the log says that the energy field tested is the untrained one (issue 38)
+    assert re.search(r'WARNING - CEFITOEMAHook: 5 training steps, fewer than the 100 after '
+                     r'which the EMA first takes the model: the EMA weights \(what validation '
+                     r'scores, every checkpoint stores as its state_dict and tools/test.py '
+                     r'tests\) are the initial weights, untrained', log)
     saved = torch.load(tmp_path / 'run/epoch_1.pth', map_location='cpu', weights_only=False)
     weights = saved['state_dict']
     assert bool(weights['classifier.classifier_ready']) and bool(weights['pkg_ready'])

@@ -481,12 +481,19 @@ def test_val_split_is_held_out_train_videos(tiny_crosstask):
         [w.vid for w in val.windows]
 
 
-def test_subset_fraction_and_pkg_sequences(tiny_crosstask):
+def test_subset_fraction_and_pkg_sequences(tiny_crosstask, monkeypatch):
+    import vpn_plugin.datasets.planning_dataset as module
     full = PlanningDataset(**{k: v for k, v in tiny_crosstask['train_dataset'].items()
                               if k != 'type'})
+    logged = []
+    monkeypatch.setattr(module, 'print_log', lambda msg, logger=None: logged.append(msg))
     half = PlanningDataset(**{k: v for k, v in tiny_crosstask['train_dataset'].items()
                               if k != 'type'}, subset_fraction=0.5, subset_seed=3)
     assert len(half) == round(len(full) / 2)
+    # the run's log says the windows are a subset, of how many (issue 38: '64 windows of 49
+    # videos (niv)' gave no hint that 572 were left out)
+    assert (f'{len(half)} windows of' in logged[0] and f'subset_fraction=0.5: {len(half)} of '
+            f'{len(full)} windows, subset_seed=3)' in logged[0]), logged
     assert set(map(tuple, half.plans.tolist())) <= set(map(tuple, full.plans.tolist()))
     per_video = full.pkg_sequences('video')
     windows = [tuple(s[p:p + 3]) for s in per_video for p in range(len(s) - 2)]

@@ -241,10 +241,12 @@ def test_report_refuses_someones_markdown_and_rewrites_its_own_table(tmp_path, c
                               '--num-diff-resamples', '10', '--out', str(tmp_path / 'mine'),
                               '--overwrite'])
     assert (tmp_path / 'mine.md').read_text() != '# my notes\n'
-    for stem in ('', str(tmp_path) + '/'):  # today: '' writes nothing without a word,
-        assert 'expected a file stem' in user_error(  # '<dir>/' writes <dir>.md beside it
-            'report', [results, '--metrics', 'success_rate', '--out', stem])
+    assert 'expected a file stem' in user_error(  # '<dir>/' wrote <dir>.md beside it
+        'report', [results, '--metrics', 'success_rate', '--out', str(tmp_path) + '/'])
     capsys.readouterr()
+    with pytest.raises(SystemExit) as stopped:  # '' wrote nothing without a word
+        load_tool('report').main([str(results), '--metrics', 'success_rate', '--out', ''])
+    assert stopped.value.code == 2 and '--out' in capsys.readouterr().err
 
 
 def test_plots_refuses_a_foreign_figure_and_redraws_its_own(tmp_path, capsys):

@@ -68,7 +68,7 @@ def fake_protocol_runner(out, log):
             with open(log, 'a') as handle:
                 handle.write(f'test {test_dir}\n')
             time.sleep(0.02)
-            return {'success_rate': 10.0 * unit.seed}, 1
+            return {'success_rate': 10.0 * unit.seed}, 1, '', dict(kind='synthetic')
 
     return Recording
 

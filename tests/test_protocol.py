@@ -70,6 +70,9 @@ def test_tiny_protocol_end_to_end_and_resume(tiny_crosstask, tmp_path, capsys):
     assert '[1/6] ViterbiPlanNet, ViterbiPlanNet (argmax) T=3 seed=0' in progress  # --methods names
     assert '[6/6]' in progress
     assert 'eta' in progress
+    # issue 38: each metric line names method, dataset, horizon and seed
+    assert re.search(r'ViterbiPlanNet \(argmax\) crosstask T=3 seed=1: success_rate=[0-9.]+, '
+                     r'mean_accuracy=', progress)
     rows = read_results(results)
     assert sorted((r.method, r.seed) for r in rows) == sorted(
         (m, s) for m in ('ViterbiPlanNet', 'ViterbiPlanNet (argmax)', 'PKG beam search',
@@ -81,6 +84,11 @@ def test_tiny_protocol_end_to_end_and_resume(tiny_crosstask, tmp_path, capsys):
         assert dump['metrics']['success_rate'] == pytest.approx(row.metrics['success_rate'])
         assert 0 <= row.metrics['plan_jsd'] <= 1 and row.metrics['plan_entropy'] >= 0
         assert row.config.endswith('_t3.py') and row.protocol == 'tiny'
+    # issue 38: every row says what it was trained and tested on (the tiny synthetic folder)
+    fingerprints = {r.features['fingerprint'] for r in rows}
+    assert len(fingerprints) == 1 and {r.features['kind'] for r in rows} == {'synthetic'}
+    assert all(r.features['label'].startswith('synthetic (make_synthetic_features.py: seed 0')
+               and 'trained_on' not in r.features for r in rows)
     by_method = {r.method: r for r in rows}
     assert by_method['PKG + uniform emissions'].params == 0
     assert by_method['ViterbiPlanNet'].params == by_method['ViterbiPlanNet (argmax)'].params > 0
@@ -107,7 +115,9 @@ def test_tiny_protocol_end_to_end_and_resume(tiny_crosstask, tmp_path, capsys):
     assert {p: p.stat().st_mtime_ns for p in stamps} == stamps  # no retraining, same checkpoint
     assert not list(seed1.glob('epoch_2.pth'))
     table = build_table(rows, ['success_rate', 'mean_accuracy'])
-    assert 'PKG beam search' in to_markdown(table)
+    assert 'PKG beam search†‖' in to_markdown(table)  # shortened, synthetic
+    assert f'Features: synthetic (make_synthetic_features.py: seed 0, difficulty 0.5), ' \
+        f'fingerprint {fingerprints.pop()}' in to_markdown(table)
 
     # qualitative figure from a trained checkpoint of the protocol
     marker = Path(tmp_path, 'tiny', 'ViterbiPlanNet', 'T3', SMOKE_DIR.format(seed=0),
@@ -118,6 +128,9 @@ def test_tiny_protocol_end_to_end_and_resume(tiny_crosstask, tmp_path, capsys):
     num_columns = len(data['action_names'])
     assert data['emissions'].shape == data['soft_plan'].shape == (3, num_columns)
     assert 'test sample 0' in data.pop('caption')
+    assert data['features'].startswith('Features: synthetic (make_synthetic_features.py') and \
+        data['features'].endswith('(synthetic: a check of the pipeline, not a result on real '
+                                  'videos).')
     assert all(p.is_file() for p in plot_qualitative(**data, out_stem=tmp_path / 'quali'))
 
 
@@ -167,10 +180,12 @@ def test_dry_run_cross_horizon(dataset, monkeypatch):
 
 
 @pytest.mark.parametrize('name, extra', [('ablation_crosstask', 0),
-                                         ('main_and_ablation_t3_crosstask', 2)])
+                                         ('main_and_ablation_t3_crosstask', 3)])
 def test_dry_run_ablation_has_eight_combinations(name, extra, monkeypatch):
     units = dry_run(name, monkeypatch)
-    assert len([u for u in units if u.seed == 0]) == 2 + extra  # 2 trainings give 8 rows
+    # 2 trainings give 8 rows; main_and_ablation_t3 adds the two PKG beam searches (U-Net and
+    # MLP step models) and the uniform-emission planner
+    assert len([u for u in units if u.seed == 0]) == 2 + extra
     combos = {(opts.get('model.use_dvl', True), opts['model.decode'])
               for runs in methods_of(units).values() for _, _, opts, _ in runs
               if 'model.decode' in opts}
@@ -322,7 +337,8 @@ def test_every_protocol_config_is_covered():
     # niv/coin protocols: tests/test_configs.py (same runs as the CrossTask ones)
     names = {p.stem for p in (REPO / 'configs' / 'protocol').glob('*_crosstask.py')}
     tested = set(re.findall(r"dry_run\('(\w+)'", Path(__file__).read_text()))
-    tested |= {'ablation_crosstask', 'main_and_ablation_t3_crosstask'}  # parametrized
+    tested |= {'ablation_crosstask', 'main_and_ablation_t3_crosstask',  # parametrized
+               'cross_horizon_crosstask'}
     assert names <= tested, f'protocol configs without a dry-run test: {names - tested}'
 
 

@@ -122,6 +122,25 @@ def test_eta_is_the_units_left_times_the_measured_seconds_per_unit():
     assert Progress(3, clock=lambda: 0.0).text() == ''  # no estimate, nothing finished
 
 
+def test_eta_weighs_the_units_left_by_their_dry_run_estimates():
+    """Units of unequal cost (a smoke protocol: ViterbiPlanNet 20 s, SCHEMA 8 s, then KEPP 26 s
+    and CEFITO 44 s, the dry run's figures): the ETA is the estimated seconds left at the pace
+    measured so far, not the units left x the seconds of the cheap first ones (issue 38: a
+    smoke protocol said 'eta 165s' after its first unit and took 1050 s more)."""
+    from vpn_plugin.protocol.progress import Progress
+    times = iter([0.0, 40.0, 40.0])
+    progress = Progress(4, estimate=98.0, unit_seconds=[20.0, 8.0, 26.0, 44.0],
+                        clock=lambda: next(times))
+    progress.done()  # ViterbiPlanNet took 40 s: twice its estimate
+    assert progress.text() == ' (1/4 done, elapsed 40s, eta 156s)'  # (8 + 26 + 44) x 2
+    times = iter([0.0, 60.0])
+    pool = Progress(3, jobs=2, unit_seconds=[10.0, 30.0, 60.0], clock=lambda: next(times))
+    pool.done(1)  # out of order (--jobs): the second unit, 30 s estimated, in 60 s
+    assert pool.text() == ' (1/3 done, elapsed 60s, eta 140s)'  # (10 + 60) x 2
+    with pytest.raises(ValueError, match='2 unit estimates for 3 units'):
+        Progress(3, unit_seconds=[1.0, 2.0])
+
+
 def test_progress_lines_count_every_finished_unit_with_one_job_and_with_two(capsys):
     """The ETA never grows with the elapsed time: after the k-th of 4 units at 10 s each
     (fake clock), it says 10 x (4 - k) s, in turn and in a pool of 2 (whose finished units

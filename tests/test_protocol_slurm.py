@@ -95,6 +95,10 @@ def test_the_tool_refuses_slurm_flags_without_the_launcher_and_a_second_gpu(caps
     assert tool.status_command(args).endswith(
         "tools/run_protocol.py configs/protocol/standard_niv.py --out w --seeds 0 1 --methods "
         "'PKG + uniform emissions' --max-epochs 3 --status")
+    smoke = tool.parse_args([protocol, '--launcher', 'slurm', '--partition', 'p', '--smoke'])
+    assert tool.status_command(smoke).endswith(  # a smoke run's own results file
+        'tools/run_protocol.py configs/protocol/standard_niv.py --out work_dirs/protocol '
+        '--smoke --status')
 
 
 # ------------------------------------------------------------------------------- planning
@@ -126,11 +130,12 @@ def test_the_time_limit_is_the_longest_task_times_the_factor_capped_by_the_parti
         ['PDPP'], ['PDPP'], ['ViterbiPlanNet', 'ViterbiPlanNet'],
         ['PKG_uniform_emissions', 'PKG_uniform_emissions']]
     pdpp_epoch = 23.0 * 4.32  # NIV's relative cost of PDPP (dry_run.py) x --epoch-seconds
-    assert plan.tasks[0].seconds == pytest.approx(30 * pdpp_epoch)
-    assert plan.time_limit == int(-(-(30 * pdpp_epoch * 2 / 60 + 10) // 1))
+    pdpp_unit = 30 * pdpp_epoch * 1.08  # + its task classifier, 0.08 epochs per epoch
+    assert plan.tasks[0].seconds == pytest.approx(pdpp_unit)
+    assert plan.time_limit == int(-(-(pdpp_unit * 2 / 60 + 10) // 1))
     capped = plan_array(runner, units, request, 4.32, limit=(60, 'partition short MaxTime 1:00:00'))
     assert capped.time_limit == 60 and capped.limit_note == (
-        'the longest task ~49.7 min x 2 + 10 min per unit, capped at the partition short MaxTime '
+        'the longest task ~53.7 min x 2 + 10 min per unit, capped at the partition short MaxTime '
         '1:00:00')
     given = plan_array(runner, units, SlurmRequest('debug', time_limit=30), 4.32, limit=LIMIT)
     assert given.time_limit == 30 and given.limit_note == '--time-limit'
@@ -142,8 +147,13 @@ def test_the_time_limit_is_the_longest_task_times_the_factor_capped_by_the_parti
     assert lines[1] == ('each task: 0 GPUs, 1 CPU, memory the partition default, time limit '
                         f'01:00:00 ({capped.limit_note}), requeue on, --max-requeues 3, no '
                         'throttle')
-    assert '  PDPP: 2 units x ~49.7 min = 1.7 h' in lines
+    assert '  PDPP: 2 units x ~53.7 min = 1.8 h' in lines
     assert any(line.startswith('warning: the units differ') for line in lines)
+    # a smoke run's tasks are priced as its smoke runs (vpn_plugin/smoke.py), not full schedules
+    smoke = plan_array(ProtocolRunner(protocol, tmp_path, smoke=True), units, request, 4.32,
+                       limit=LIMIT)
+    assert 0 < max(t.seconds for t in smoke.tasks) < 600
+    assert smoke.time_limit < 60 and not any('requeues' in w for w in smoke.warnings)
 
     # the tool's dry run: the runs, then the array; nothing submitted
     monkeypatch.setattr('vpn_plugin.protocol.slurm.partition_limit', lambda name: LIMIT)
@@ -173,7 +183,7 @@ def test_local_executor_runs_the_units_of_a_local_run_and_a_failure_stops_no_oth
     alive = {str(job.job_id): job for job in jobs}
     statuses = wait_for(runner, units, 0.2, queue=lambda ids: {
         i: QueuedTask('RUNNING') for i in ids if i in alive and alive[i].state == 'RUNNING'})
-    assert 'Broken T=3 seed=0: ValueError: cannot read JSON file' in str(jobs[0].exception())
+    assert 'Broken T=3 seed=0: FileNotFoundError: annotation file' in str(jobs[0].exception())
     assert 'UnitsFailedError: 1 protocol run(s) failed' in str(jobs[0].exception())
     assert jobs[1].exception() is None
     assert rows_of(runner) == rows_of(local)
@@ -181,8 +191,8 @@ def test_local_executor_runs_the_units_of_a_local_run_and_a_failure_stops_no_oth
     assert [s.state for s in statuses] == ['done', 'failed', 'done']
     failed = statuses[1]
     assert failed.job == str(jobs[0].job_id) and failed.log == str(jobs[0].paths.stderr)
-    assert failed.why == ('ValueError: cannot read JSON file /nonexistent/test_videos.json: '
-                          "[Errno 2] No such file or directory: '/nonexistent/test_videos.json'")
+    assert failed.why == ('FileNotFoundError: annotation file /nonexistent/test_videos.json '
+                          'does not exist')
     assert 'Traceback' in Path(failed.log).read_text()
     assert 'Traceback' in read_unit_state(runner.work_dir(broken0))['traceback']
     lines = format_status(statuses)

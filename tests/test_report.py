@@ -341,83 +341,62 @@ def docs_commands(tool):
             if line.strip().startswith(f'.venv/bin/python tools/{tool}.py')]
 
 
-def docs_results_protocols():
-    """``{variable: protocol config}`` of docs/results.md: each ``X=$(ls <out>*/<protocol>/..)``
-    is traced to the ``run_protocol.py CONFIG ... --out <out>$s`` line that writes there, and
-    the folder must be the protocol's name."""
-    from vpn_plugin.protocol.runner import load_protocol
-    outs = {}
-    for line in docs_lines():
-        if line.strip().startswith('$P ') or 'tools/run_protocol.py configs/' in line:
-            argv = shlex.split(line.replace('$P', 'python3 tools/run_protocol.py'))
-            config = next(a for a in argv if a.startswith('configs/protocol/'))
-            out = argv[argv.index('--out') + 1]
-            outs[out.split('$')[0]] = config
+def docs_results_files():
+    """``{'$X': path}`` of docs/results.md's ``X=docs/results_data/<name>.jsonl`` lines: the
+    committed per-seed results (``tools/keep_results.py``) every table and figure is drawn
+    from; each is traced to the ``keep_results.py`` line that writes it."""
+    lines = '\n'.join(docs_lines())
+    kept = {argv[argv.index('--out') + 1] for argv in docs_commands('keep_results')}
     found = {}
-    for variable, prefix, folder in re.findall(r'^(\w)=\$\(ls (\S+?)\*/(\w+)/', '\n'.join(
-            docs_lines()), flags=re.M):
-        config = outs[prefix]
-        assert load_protocol(str(REPO / config)).protocol == folder, (variable, config)
-        found[variable] = config
+    for variable, path in re.findall(r'^(\w)=(docs/results_data/\S+\.jsonl)$', lines, re.M):
+        assert (REPO / path).is_file() and path in kept, path
+        found[f'${variable}'] = path
     return found
 
 
-def protocol_results(tmp_path, config='configs/protocol/main_and_ablation_t3_crosstask.py',
-                     seeds=(0, 1, 2, 3)):
-    """A results file with every test of a protocol config (random metrics)."""
-    from vpn_plugin.protocol.runner import expand_units, load_protocol
-    protocol = load_protocol(str(REPO / config))
-    rng = np.random.default_rng(0)
-    path = tmp_path / f'{Path(config).stem}.jsonl'
-    for unit in expand_units(protocol, seeds=list(seeds)):
-        for spec in unit.tests:
-            metrics = {m: float(rng.uniform(0, 100)) for m in
-                       ('success_rate', 'mean_accuracy', 'miou_set', 'miou_legacy',
-                        'first_accuracy', 'last_accuracy')}
-            metrics.update(plan_entropy=float(rng.uniform(1, 2)), plan_jsd=float(rng.random()))
-            append_result(path, ResultRow(spec.method, unit.seed, spec.horizon, metrics,
-                                          params=None if not unit.train else 1000,
-                                          dataset=protocol.dataset, protocol=protocol.protocol,
-                                          variant={**unit.variant, **spec.variant}))
-    return path
+def kept_commands(tool, files):
+    """The ``tools/<tool>.py`` commands of docs/results.md that read only kept results, with
+    their ``$X`` replaced by the kept file."""
+    commands = []
+    for argv in docs_commands(tool):
+        if any(a.startswith('$') for a in argv if a not in files):
+            continue  # a table of a run whose per-seed results were not kept
+        commands.append([files.get(a, a) for a in argv])
+    return commands
 
 
-def first_column(markdown):
-    """Row names of a Markdown table (without the shortened-run mark)."""
-    return [line.split(' | ')[0][2:].replace('\u2020', '') for line in markdown.splitlines()
-            if line.startswith('| ')][1:]
-
-
-def test_docs_results_commands_match_the_cli_and_the_protocol(tmp_path, capsys, monkeypatch):
-    """Every report/plots command of docs/results.md runs on the method names of the protocol
-    that made its results and gives the tables committed in docs/results_synthetic_*.md."""
+def test_docs_results_tables_and_figures_are_drawn_from_the_committed_results(tmp_path,
+                                                                              monkeypatch):
+    """Every report command of docs/results.md that reads kept per-seed results
+    (docs/results_data/) writes exactly the committed table (.md and .tex); every figure of
+    docs/figures is drawn by a plots command from kept results (the qualitative one from its
+    checkpoint: its arguments are parsed)."""
     monkeypatch.chdir(REPO)
-    protocols = docs_results_protocols()
-    assert set(protocols) == {'R', 'N', 'V', 'E', 'F', 'Q', 'O', 'U', 'S', 'C'}
-    results = {f'${v}': str(protocol_results(tmp_path, c)) for v, c in protocols.items()}
-    commands = docs_commands('report')
-    assert len(commands) == 9
+    files = docs_results_files()
+    commands = kept_commands('report', files)
+    assert len(commands) >= 2 and files
     for argv in commands:
-        argv = [results.get(a, a) for a in argv]
         stem = argv[argv.index('--out') + 1]
         argv[argv.index('--out') + 1] = str(tmp_path / Path(stem).name)
         load_tool('report').main(argv)
-        made = (tmp_path / Path(stem).name).with_suffix('.md').read_text()
-        committed = (REPO / stem).with_suffix('.md').read_text()
-        assert first_column(made) == first_column(committed)
-        assert made.splitlines()[2] == committed.splitlines()[2]  # same header
+        for suffix in ('.md', '.tex'):
+            made = (tmp_path / Path(stem).name).with_suffix(suffix).read_text()
+            assert made == (REPO / stem).with_suffix(suffix).read_text(), (stem, suffix)
     plots = load_tool('plots')
-    assert [argv[0] for argv in docs_commands('plots')] == [
-        'params', 'efficiency', 'qualitative', 'overlap', 'efficiency', 'pkg-quality']
+    drawn = set()
     for argv in docs_commands('plots'):
-        argv = [results.get(a, a) for a in argv]
-        argv[argv.index('--out') + 1] = str(tmp_path / 'figure')
-        if argv[0] in ('qualitative', 'overlap'):  # need a checkpoint / per-sample dumps
+        drawn.add(argv[argv.index('--out') + 1])
+        if argv[0] == 'qualitative':
             assert plots.parse_args(argv).out
             continue
+        assert all(a in files for a in argv if a.startswith('$')), argv
+        argv = [files.get(a, a) for a in argv]
+        argv[argv.index('--out') + 1] = str(tmp_path / 'figure')
         plots.main(argv)
         assert (tmp_path / 'figure.png').is_file() and (tmp_path / 'figure.pdf').is_file()
-    capsys.readouterr()
+    committed = {str(f.with_suffix('').relative_to(REPO))
+                 for f in (REPO / 'docs' / 'figures').glob('*.png')}
+    assert committed == drawn
 
 
 def test_failed_windows_of_llm_rows_are_shown_next_to_the_method(tmp_path):

@@ -96,10 +96,44 @@ def test_qualitative_figure_and_shape_check(tmp_path):
 def test_top_actions_keep_plans_then_highest_peaks():
     emissions = np.zeros((2, 10))
     soft = np.zeros((2, 10))
-    emissions[0, 7], soft[1, 4], soft[0, 9] = 0.9, 0.8, 0.1
-    # ground truth 2, 3; prediction 3, 5; then by peak: 7 (0.9), 4 (0.8), 9 (0.1)
+    emissions[0, 7], emissions[1, 3], soft[1, 4], soft[0, 9] = 0.9, 0.2, 0.8, 0.1
+    # ground truth 2, 3; prediction 3, 5; emission argmax 7, 3; then by peak: 4 (0.8), 9 (0.1)
     assert top_actions(emissions, soft, [2, 3], [3, 5], k=5) == [2, 3, 4, 5, 7]
-    assert top_actions(emissions, soft, [2, 3], [3, 5], k=2) == [2, 3, 5]  # plans always shown
+    # plans and emission argmax always shown
+    assert top_actions(emissions, soft, [2, 3], [3, 5], k=2) == [2, 3, 5, 7]
+
+
+def figure_markers(monkeypatch):
+    """``{panel title: {legend label: [row per step]}}`` of the scatter markers of every figure
+    drawn while the returned dict is alive."""
+    from vpn_plugin.protocol import plots
+    found, save = {}, plots.save_figure
+
+    def recording(fig, out_stem):
+        for ax in fig.axes:
+            for collection in ax.collections:
+                if collection.get_label() and not collection.get_label().startswith('_'):
+                    found.setdefault(ax.get_title(), {})[collection.get_label()] = [
+                        int(round(y)) for _, y in collection.get_offsets()]
+        return save(fig, out_stem)
+    monkeypatch.setattr(plots, 'save_figure', recording)
+    return found
+
+
+def test_qualitative_emission_panel_marks_the_emissions_argmax_not_the_plan(tmp_path,
+                                                                           monkeypatch):
+    """Issue 38: the emission panel's dots were the DVL plan; now each step's emission argmax
+    (a diamond, named in the legend) there, the predicted plan in the soft-plan panel."""
+    markers = figure_markers(monkeypatch)
+    emissions = np.full((3, 4), 0.1)
+    emissions[[0, 1, 2], [3, 3, 0]] = 0.7  # the network alone says 3, 3, 0
+    soft = np.full((3, 4), 0.1)
+    soft[[0, 1, 2], [0, 1, 2]] = 0.7       # the decoding says 0, 1, 2
+    plot_qualitative(emissions, soft, list('abcd'), tmp_path / 'q', gt_plan=[0, 1, 2],
+                     pred_plan=[0, 1, 2])
+    assert markers['Emissions'] == {'ground truth': [0, 1, 2], 'emission argmax': [3, 3, 0]}
+    assert markers['Soft plan (DVL)'] == {'ground truth': [0, 1, 2],
+                                          'predicted plan': [0, 1, 2]}
 
 
 def test_curve_cli_groups_perturbations(tmp_path, capsys):
@@ -339,7 +373,8 @@ def test_curve_draws_a_panel_per_horizon_and_never_averages_them(tmp_path, monke
     paths = plot_curves(two_horizon_rows(), 'train_fraction', 'mean_accuracy', tmp_path / 'c')
     assert_publication_files(paths, max_width=6.9)
     assert {'T=3', 'T=4', '<2 axes>', 'Share of training windows'} <= set(texts)
-    assert 'Bands: 90% bootstrap CI over 3 seeds per point' in texts
+    assert 'Bands: 90% bootstrap CI over 3 seeds per point\nFeatures: not recorded in the rows.' \
+        in texts
     assert {'0.1', '0.5', '1'} <= set(texts)  # every plotted x value is a tick label
 
 
@@ -462,3 +497,117 @@ def test_a_point_pools_the_seeds_of_a_per_seed_pretraining_stage():
     rows[0].settings['pretrained']['max_epochs'] = 5
     with pytest.raises(ValueError, match='differ in settings'):
         efficiency_points(rows)
+
+
+def two_seed_rows():
+    return [ResultRow(method, seed, 3, {'success_rate': base + 1.5 * seed}, params=params)
+            for seed in (0, 1) for method, base, params in (('VPN', 22.6, 5_549_602),
+                                                            ('Base', 10.0, 5_549_602))]
+
+
+def test_two_seeds_get_no_interval_in_figures_as_in_tables(tmp_path, monkeypatch):
+    """Issue 38: plots.py params / overlap drew a '90% bootstrap CI over 2 seeds' where
+    report.py refuses one; one rule (core.stats.seed_interval) decides for both."""
+    from vpn_plugin.protocol.report import build_table
+    rows = two_seed_rows()
+    points = params_points(rows, 'success_rate')
+    assert points['VPN'][1:] == (pytest.approx(23.35), None, None)
+    cell = build_table(rows, ['success_rate']).cells[('VPN', ('', 3, 'success_rate'))]
+    assert (cell.mean, cell.low, cell.high) == (points['VPN'][1], None, None)
+    texts = figure_texts(monkeypatch)
+    plot_params_vs_metric(rows, 'success_rate', tmp_path / 'p')
+    assert any(t.startswith('No error bars: means over 2 seeds per point (no CI with fewer '
+                            'than 3 seeds)') for t in texts)
+    assert not any('bootstrap CI over 2' in t for t in texts)
+    overlap_input, _ = overlap_rows(tmp_path, seeds=(0, 1))
+    overlap = error_overlap(overlap_input, 'VPN', 'Base')
+    assert overlap.fixed_pct[1:] == (None, None)
+    table = overlap_table([overlap])
+    assert f'| {overlap.fixed_pct[0]:.1f} |' in table and '[' not in table.split('\n')[2]
+    assert '(n=2: no CI, fewer than 3 seeds)' in table
+    # points of 3 seeds keep their bands, and the note says which points have none
+    curve = curve_points(study_rows()[:-2], 'train_fraction', 'success_rate')
+    assert curve['VPN'][-1][2] is None and curve['VPN'][0][2] is not None
+    texts.clear()
+    plot_curves(study_rows()[:-2], 'train_fraction', 'success_rate', tmp_path / 'c')
+    assert any(t.startswith('Bands: 90% bootstrap CI over 3 seeds per point; points of 2 '
+                            'seeds: mean only') for t in texts)
+    from vpn_plugin.core.stats import seed_interval, shows_ci  # the one rule
+    assert not shows_ci(2) and shows_ci(3)
+    assert seed_interval([1.0, 2.0, 4.0])[1] is not None and seed_interval([1.0, 2.0])[1] is None
+
+
+def test_markers_at_one_parameter_count_are_dodged(tmp_path, monkeypatch):
+    """Issue 38: ViterbiPlanNet and the Base Model (same 5.55M parameters) hid each other's
+    error bars; markers at one x are spread symmetrically in log space, a lone one stays."""
+    from vpn_plugin.protocol import plots
+    lines, save = {}, plots.save_figure
+
+    def recording(fig, out_stem):
+        for ax in fig.axes:
+            lines.update({bars.get_label(): float(bars.lines[0].get_xdata()[0])
+                          for bars in ax.containers})
+        return save(fig, out_stem)
+    monkeypatch.setattr(plots, 'save_figure', recording)
+    texts = figure_texts(monkeypatch)
+    rows = [ResultRow(m, seed, 3, {'success_rate': 20.0 + seed}, params=5_549_602)
+            for seed in range(3) for m in ('VPN', 'Base')]
+    plot_params_vs_metric(rows, 'success_rate', tmp_path / 'p')
+    assert lines['VPN'] != lines['Base']
+    assert any(plots.DODGED_NOTE in text for text in texts)  # the note says so
+    texts.clear()
+    plot_params_vs_metric([r for r in rows if r.method == 'VPN'], 'success_rate', tmp_path / 'q')
+    assert texts and not any(plots.DODGED_NOTE in text for text in texts)  # nothing dodged
+    drawn = plots.dodged_positions({'A': 5e6, 'B': 5e6, 'C': 1e5}, log=True)
+    assert drawn['C'] == pytest.approx(1e5)
+    assert np.log10(drawn['B']) - np.log10(drawn['A']) == pytest.approx(plots.DODGE_DECADES)
+    assert np.sqrt(drawn['A'] * drawn['B']) == pytest.approx(5e6)
+    assert plots.dodged_positions({'U': 0, 'L': 0}, log=False) == {
+        'U': pytest.approx(-plots.DODGE_ZERO / 2), 'L': pytest.approx(plots.DODGE_ZERO / 2)}
+
+
+def test_pkg_quality_reference_key_says_when_no_band_is_drawn(tmp_path, monkeypatch):
+    """Issue 38: the caption promised a band around the graph-less reference that was not
+    drawn (its seeds agreed: an interval of width 0); the key says what the line is."""
+    texts = figure_texts(monkeypatch)
+    rows = [ResultRow('VPN', seed, 3, {'success_rate': 30.0 - 10 * level + seed},
+                      variant=dict(perturbation=kind, level=level))
+            for seed in range(3) for kind, level in (('none', 0.0), ('edge_dropout', 0.5))]
+    rows += [ResultRow('SCHEMA w/o PKG', seed, 3, {'success_rate': 4.05},
+                       variant=dict(perturbation='none', level=0.0)) for seed in range(3)]
+    plot_pkg_quality(rows, tmp_path / 'pq')
+    assert 'SCHEMA w/o PKG (line: mean; no band: every seed gives 4.0)' in texts
+    from vpn_plugin.protocol.plots import reference_band
+    assert reference_band((5.0, 4.0, 6.0)) == 'line: mean, band: 90% CI'
+    assert reference_band((5.0, None, None)) == 'line: mean; no band (fewer than 3 seeds)'
+    assert reference_band((4.05, 3.9, 4.2), y_span=25.0) == (
+        'line: mean 4.0; 90% CI [3.9, 4.2], narrower than the line')
+
+
+def test_kept_results_redraw_the_same_overlap(tmp_path, monkeypatch):
+    """tools/keep_results.py: the rows as they were, the dumps of the named methods copied
+    beside them (the overlap figure reads the copies), the others' dump paths emptied."""
+    from vpn_plugin.protocol.results import read_results
+    from test_hostile_tools import user_error
+    rows, _ = overlap_rows(tmp_path)
+    rows.append(ResultRow('Other', 0, 6, {'success_rate': 0.0}, per_sample_file=str(
+        tmp_path / 'VPN_0.json')))
+    results = tmp_path / 'run' / 'results.jsonl'
+    for row in rows:
+        append_result(results, row)
+    monkeypatch.chdir(tmp_path)
+    load_tool('keep_results').main([str(results), '--out', 'kept/niv.jsonl', '--dumps', 'VPN',
+                                    'Base'])
+    kept = read_results(tmp_path / 'kept/niv.jsonl')
+    assert [(r.method, r.seed, r.metrics) for r in kept] == [(r.method, r.seed, r.metrics)
+                                                             for r in rows]
+    assert {r.per_sample_file for r in kept if r.method == 'Other'} == {''}
+    assert all(r.per_sample_file.startswith('kept/niv/') for r in kept if r.method != 'Other')
+    original = error_overlap(rows[:-1], 'VPN', 'Base')
+    for dump in tmp_path.glob('*_[0-9].json'):
+        dump.unlink()  # the run's dumps are gone: the copies remain
+    again = error_overlap(kept, 'VPN', 'Base')
+    assert (again.fixed, again.introduced, again.both_fail, again.seeds) == (
+        original.fixed, original.introduced, original.both_fail, [0, 1, 2])
+    assert 'exists; give --overwrite' in user_error('keep_results', [
+        results, '--out', 'kept/niv.jsonl'])

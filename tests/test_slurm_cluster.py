@@ -215,9 +215,8 @@ def test_the_array_survives_a_second_submission_scancel_requeues_and_slurmd_kill
     assert states == ['done (requeued 1 time)', 'done', 'failed', 'done (requeued 2 times)',
                       'interrupted', 'interrupted'], out
     assert lines[2].startswith(f'Broken T=3 seed=0 | failed | job {array}_1 | ')
-    assert lines[2].endswith(f'{array}_1_0_log.err | ValueError: cannot read JSON file '
-                             "/nonexistent/test_videos.json: [Errno 2] No such file or "
-                             "directory: '/nonexistent/test_videos.json'")
+    assert lines[2].endswith(f'{array}_1_0_log.err | FileNotFoundError: annotation file '
+                             '/nonexistent/test_videos.json does not exist')
     assert f'its task {array}_2 ended (CANCELLED) before the unit finished' in lines[4]
     assert lines[6] == '6 units: 3 done, 1 failed, 2 interrupted'
     for unit, attempts, restarts in ((units[0], 2, 1), (units[3], 2, 2)):  # ViterbiPlanNet

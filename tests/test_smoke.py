@@ -13,7 +13,7 @@ from tiny_configs import write_tiny_config
 from tool_modules import load_tool
 from vpn_plugin.core.stats import stratified_sample
 from vpn_plugin.data_paths import load_config
-from vpn_plugin.smoke import SMOKE, smoke_config
+from vpn_plugin.smoke import EMA_COPY_EVERY, SMOKE, smoke_config
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -43,6 +43,12 @@ def test_every_config_shortens_the_same_way(name):
     assert cfg.shortened.startswith(f'smoke: 1 epoch of 4 steps of {batch} windows (config: '
                                     f'{epochs} epochs)')
     assert ('pre-stages 4 steps' in cfg.shortened) == bool(stages)
+    # the EMA (what is validated, saved and tested) copies the model after every step: on the
+    # official schedule a 4-step run tested the model after step 1 (PDPP, KEPP) or CEFITO's
+    # untrained initial weights
+    emas = {h['type']: h for h in cfg.custom_hooks if h['type'].endswith('EMAHook')}
+    assert all(h[EMA_COPY_EVERY[kind]] == 1 for kind, h in emas.items())
+    assert bool(emas) == any(k in name for k in ('pdpp', 'kepp', 'cefito', 'beam_search'))
 
 
 def test_a_test_only_config_keeps_its_test_windows_only():
@@ -104,7 +110,7 @@ def test_a_smoke_protocol_ends_in_a_marked_table_row(tiny_pdpp, tmp_path, capsys
     row = json.loads(Path(results).read_text().splitlines()[0])
     assert row['shortened'] == ('smoke: 1 epoch of 4 steps of 8 windows (config: 120 epochs), '
                                 'pre-stages 4 steps; limit=32 of 105 test windows')
-    run = Path(row['work_dir']).parent
+    run = (Path(results).parent / row['work_dir']).parent  # rows hold paths relative to it
     assert row['settings']['smoke'] is True and run.name == 'seed0_smoke'
     log = next(run.glob('*/*.log')).read_text()
     assert 'SHORTENED RUN (smoke: 1 epoch' in log
@@ -113,7 +119,8 @@ def test_a_smoke_protocol_ends_in_a_marked_table_row(tiny_pdpp, tmp_path, capsys
     capsys.readouterr()
     load_tool('report').main([str(results), '--metrics', 'success_rate'])
     table = capsys.readouterr().out
-    assert '| PDPP† |' in table and '† shortened runs (PDPP: smoke: 1 epoch' in table
+    # † shortened, ‖ synthetic features (the tiny dataset's)
+    assert '| PDPP†‖ |' in table and '† shortened runs (PDPP: smoke: 1 epoch' in table
 
     checkpoint = str(run / 'epoch_1.pth')
     load_tool('test').main([str(tiny_pdpp), checkpoint, '--limit', '12', '--work-dir',

@@ -181,7 +181,9 @@ def test_generator_cli_niv(shared_data, tmp_path):
     name = sorted(written)[0] + '.npz'
     assert (tmp_path / 'a/features' / name).read_bytes() == \
         (tmp_path / 'b/features' / name).read_bytes()
-    assert json.loads((tmp_path / 'a/synthetic_manifest.json').read_text())['seed'] == 3
+    record = json.loads((tmp_path / 'a/features/provenance.json').read_text())
+    assert (record['kind'], record['seed'], record['generator']) == (
+        'synthetic', 3, 'make_synthetic_features.py')
 
 
 def test_dataset_stats_tool(shared_data, capsys, tmp_path):

@@ -20,7 +20,8 @@ from vpn_plugin.core import planning_metrics
 from vpn_plugin.models import DECODE_MODES
 from vpn_plugin.apis import inference_planner
 from vpn_plugin.models.plan_display import format_plan
-from tool_modules import load_tool
+from test_compat import free_port
+from tool_modules import load_tool, run_logs
 from vpn_plugin.runner import unique_experiment_name
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -204,16 +205,44 @@ def _write_config(cfg, path: Path) -> str:
     return str(path)
 
 
-def _train_and_test(args, config: str, work_dir: Path, env) -> dict:
-    """Run a training command line, then tools/test.py on its last checkpoint."""
-    subprocess.run(args + ['--work-dir', str(work_dir)], check=True, cwd=ROOT, env=env,
-                   stdout=subprocess.DEVNULL, timeout=300)
+def _test_last_checkpoint(config: str, work_dir: Path) -> dict:
+    """tools/test.py (in this process) on the last checkpoint of ``work_dir``."""
     out = work_dir / 'metrics.json'
-    subprocess.run([sys.executable, 'tools/test.py', config,
-                    str(work_dir / f'epoch_{DIST_EPOCHS}.pth'), '--work-dir',
-                    str(work_dir / 'test'), '--out-metrics', str(out)],
-                   check=True, cwd=ROOT, env=env, stdout=subprocess.DEVNULL, timeout=300)
+    load_tool('test').main([config, str(work_dir / f'epoch_{DIST_EPOCHS}.pth'), '--work-dir',
+                            str(work_dir / 'test'), '--out-metrics', str(out)])
     return json.loads(out.read_text())
+
+
+def _dist_train(config: str, work_dir: Path, *cfg_options: str) -> str:
+    """tools/dist_train.sh CONFIG 2 on CPU; its console output."""
+    env = dict(os.environ, PORT=str(free_port()), PYTHON=sys.executable, CUDA_VISIBLE_DEVICES='',
+               OMP_NUM_THREADS='1')
+    result = subprocess.run(['bash', str(ROOT / 'tools' / 'dist_train.sh'), config, '2',
+                             '--work-dir', str(work_dir), '--cfg-options', *cfg_options],
+                            cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, (f'stdout:\n{result.stdout[-3000:]}\n'
+                                    f'stderr:\n{result.stderr[-8000:]}')
+    return result.stdout + result.stderr
+
+
+def _assert_clean_two_process_log(log: str, work_dir: Path, epochs: int, iters: int):
+    """Two CPU ranks trained ``epochs`` epochs of ``iters`` iterations each; issue 34: one clean
+    line per rank, no thread / broadcast_buffers warning per rank, no "GPU number: 2" on a CPU
+    machine."""
+    assert 'Distributed training: True' in run_logs(work_dir)  # the environment: log file only
+    assert f'Epoch(train) [{epochs}][{iters}/{iters}]' in log
+    assert f'Epoch(train) [{epochs}][{iters + 1}/' not in log
+    assert _weights_epoch(work_dir / f'epoch_{epochs}.pth') == epochs
+    assert sorted(line for line in log.splitlines() if line.startswith('rank ')) == [
+        'rank 0/2: CPU, backend gloo, 1 thread(s)', 'rank 1/2: CPU, backend gloo, 1 thread(s)']
+    for noise in ('Warning', 'MKL_NUM_THREADS', 'OMP_NUM_THREADS', 'broadcast_buffers'):
+        assert noise not in log, noise
+    assert 'GPU number: 0 (2 CPU processes)' in run_logs(work_dir)
+
+
+def _weights_epoch(path: Path) -> int:
+    with torch.serialization.safe_globals(vpn_plugin.compat.mmengine_checkpoint_globals()):
+        return torch.load(path, map_location='cpu', weights_only=True)['meta']['epoch']
 
 
 def _weights(path: Path) -> dict:
@@ -227,18 +256,22 @@ def _max_difference(a: dict, b: dict) -> float:
 
 
 def test_two_process_torchrun_matches_one_process(tiny_cfg, tmp_path):
+    """tools/dist_train.sh on 2 CPU processes (the torchrun run of the suite): it trains to the
+    end with a clean log (issue 34) and ends where one process ends."""
     cfg = copy.deepcopy(tiny_cfg)
     cfg.train_cfg.max_epochs = cfg.train_cfg.val_interval = DIST_EPOCHS
     cfg.default_hooks.checkpoint.interval = 1
+    cfg.default_hooks.logger.interval = 1  # every iteration logged: their count shows
     cfg.train_dataloader.sampler.shuffle = False  # same global batches in both runs
     config = _write_config(cfg, tmp_path / 'config.py')
-    env = dict(os.environ, OMP_NUM_THREADS='1')
-    train = [sys.executable, 'tools/train.py', config]
-    single = _train_and_test(train, config, tmp_path / 'one', env)
-    torchrun = [sys.executable, '-m', 'torch.distributed.run', '--nproc_per_node=2',
-                '--master_port=29731', 'tools/train.py', config, '--launcher', 'pytorch',
-                '--cfg-options', f'train_dataloader.batch_size={BATCH // 2}']
-    double = _train_and_test(torchrun, config, tmp_path / 'two', env)
+    # the one-process run and both tests run in this process (one intra-op thread, as the
+    # torchrun workers): only the two-process training needs processes of its own
+    load_tool('train').main([config, '--work-dir', str(tmp_path / 'one')])
+    single = _test_last_checkpoint(config, tmp_path / 'one')
+    log = _dist_train(config, tmp_path / 'two', f'train_dataloader.batch_size={BATCH // 2}')
+    _assert_clean_two_process_log(log, tmp_path / 'two', DIST_EPOCHS,
+                                  -(-len(DATASETS.build(cfg.train_dataloader.dataset)) // BATCH))
+    double = _test_last_checkpoint(config, tmp_path / 'two')
     print(f'one process: {single}\ntwo processes: {double}')
     for key in ('success_rate', 'mean_accuracy', 'miou_set'):
         assert metric(double, key) == pytest.approx(metric(single, key), abs=1.0), key

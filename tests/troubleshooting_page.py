@@ -48,7 +48,8 @@ SECTIONS = [
      'earlier output of the same tool is replaced without it: '
      '[usage.md](usage.md#output-files).'),
     ('Feature files and text features',
-     ['vpn_plugin/datasets/features.py', 'vpn_plugin/datasets/safe_pickle.py',
+     ['vpn_plugin/datasets/features.py', 'vpn_plugin/datasets/provenance.py',
+      'vpn_plugin/datasets/safe_pickle.py',
       'tools/convert_features.py', 'tools/make_text_features.py',
       'vpn_plugin/models/text_embeddings.py'],
      'A missing feature folder prints the command that writes synthetic features for it. Real '

@@ -9,7 +9,9 @@ files are read without running any code from them: a pickle naming anything but 
 arrays, numbers and strings is refused. The public files also load as they are; converting
 saves the unpickling at every cache rebuild. Other files (a README) are skipped by name and
 counted. Prints a summary (converted, kept, refused with reasons, skipped) and exits 1 when a
-file was refused.
+file was refused. ``<dst>/provenance.json`` says the folder was converted from ``--src`` and
+carries the source's own record (synthetic, extracted, ...; none: user features), so results
+rows trained on it name their features (vpn_plugin/datasets/provenance.py).
 """
 import argparse
 import sys
@@ -21,6 +23,7 @@ from mmengine.utils import ProgressBar
 
 from vpn_plugin.datasets.annotations import BadVideoError
 from vpn_plugin.datasets.features import FEATURE_KEY, checked_frames, read_feature_record
+from vpn_plugin.datasets.provenance import read_record, write_provenance
 from vpn_plugin.errors import POSITIVE_INT, path_argument, tool_main
 from vpn_plugin.outputs import check_output
 from vpn_plugin.video.extract import write_features_atomically
@@ -118,6 +121,8 @@ def main(argv=None) -> int:
                                     f'; it holds {len(others)} other files, e.g. '
                                     f'{others[0].name}' if others else '') + ')')
     result = convert_all(files, dst, args.frame_dim, args.overwrite)
+    write_provenance(dst, dict(kind='converted', tool='convert_features.py',
+                               source_folder=str(src.resolve()), source=read_record(src)))
     print_summary(result, dst)
     if others:
         print(f'skipped {len(others)} files not named *.npy / *.npz (not feature files): '

@@ -10,10 +10,14 @@ round trip, non-overlapping 16-frame chunks (the last padded with black), uint8 
 step is an option. Writes ``DIR/<name>.npz`` (``frames_features`` (N, 512)), the layout the
 dataset configs read: ``--feature-dir DIR`` trains and tests on it unchanged. Resumable
 (finished videos are skipped; files appear complete or not at all); unreadable videos are
-listed with the reason in ``DIR/failures.tsv`` and make the run exit 1.
+listed with the reason in ``DIR/failures.tsv`` and make the run exit 1. ``DIR/provenance.json``
+records the recipe, the weights file and its sha256 (``--random-weights``: kind
+``random-weights``, unusable) and the folder's fingerprint, so every results row trained on
+these features says what they are (vpn_plugin/datasets/provenance.py).
 """
 import argparse
 import sys
+from pathlib import Path
 
 import torch
 
@@ -58,11 +62,20 @@ def distributed(launcher: str):
 
 
 def settings_of(args, recipe) -> dict:
-    from pathlib import Path
     weights = Path(args.weights) if args.weights else None
     return dict(recipe=recipe.as_dict(), network='S3D video_embedding',
                 weights='random' if args.random_weights else
                 f'{weights.name} ({weights.stat().st_size} bytes)')
+
+
+def provenance_record(args, recipe) -> dict:
+    """The folder's provenance record (kind ``extracted`` or ``random-weights``)."""
+    from vpn_plugin.datasets.provenance import file_sha256
+    record = dict(settings_of(args, recipe), tool='extract_features.py', naming=args.naming)
+    if args.random_weights:
+        return dict(record, kind='random-weights', usable=False)
+    return dict(record, kind='extracted', weights=Path(args.weights).name,
+                weights_sha256=file_sha256(args.weights))
 
 
 @tool_main
@@ -74,6 +87,7 @@ def main(argv=None):
     import vpn_plugin.mm  # noqa: F401  (compat: CPU gloo, checkpoint loading)
     from vpn_plugin.apis.video import RANDOM_WEIGHTS_WARNING, load_s3d_for_tool
     from vpn_plugin.compat import shutdown_distributed
+    from vpn_plugin.datasets.provenance import write_provenance
     from vpn_plugin.video import extract_videos, list_videos, merge_failures
 
     recipe = recipe_from_args(args)
@@ -95,6 +109,8 @@ def main(argv=None):
     if world > 1:
         torch.distributed.barrier()
     failures = merge_failures(args.out, world) if rank == 0 else []
+    if rank == 0:
+        write_provenance(args.out, provenance_record(args, recipe))
     shutdown_distributed()
     if args.random_weights:
         print(f'WARNING: {RANDOM_WEIGHTS_WARNING}')

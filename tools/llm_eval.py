@@ -258,7 +258,21 @@ def write_results(args, cfg, test_set, queries, outcomes, summary, usage, anchor
         metrics=summary['metrics'], params=None, dataset=data_root, config=args.config,
         protocol='llm', variant=variant, per_sample_file=str(files['per_sample']),
         shortened=shortened, settings=settings, failures=summary['failures'],
-        usage=usage))
+        usage=usage, features=features_read(args, test_set)))
+
+
+def features_read(args, test_set) -> dict:
+    """The row's ``features``: the step model's feature folder when one read them (its
+    provenance record), else kind ``none`` saying what the prompts were made from."""
+    if args.step_config:
+        from vpn_plugin.datasets.provenance import dataset_feature_dirs, folders_provenance
+        return folders_provenance(dataset_feature_dirs(test_set))
+    if args.vlm:
+        return dict(kind='none', label=f'no feature files: video frames of {args.video_root}')
+    if args.anchors_file:
+        return dict(kind='none', label=f'no feature files read here: first/last actions from '
+                                       f'{args.anchors_file}')
+    return dict(kind='none', label='no features: prompts from the annotations')
 
 
 def method_slug(args, anchors: str) -> str:

@@ -13,7 +13,8 @@ Writes ``<out>/features/<task>_<vid>.npz`` (our layout, the default) or, with ``
 public``, ``<task>_<vid>.npy`` = a raw pickle of the dict as the public S3D files are
 (CrossTask: frames_features, steps_ids, cls, start, end; NIV: frames_features, num_steps,
 steps_ids, steps_starts, steps_ends; COIN: frames_features), one 512-d vector per second; and
-``<out>/synthetic_manifest.json``. COIN's 10,070 videos are stored as float16 by default
+``provenance.json`` in the same folder (kind ``synthetic``, the generator's settings and the
+folder's fingerprint: every results row trained on it says so, vpn_plugin/datasets/provenance.py). COIN's 10,070 videos are stored as float16 by default
 (``--dtype``; within 2**-11 relative of the float32 values, read back as float32).
 The generator is documented in vpn_plugin/datasets/synthetic.py.
 """
@@ -23,8 +24,9 @@ from pathlib import Path
 
 from vpn_plugin.datasets.synthetic import (DEFAULT_DTYPES, DTYPES, FORMATS,
                                            SyntheticFeatureGenerator, config_videos,
-                                           dataset_videos, difficulty_params, write_manifest,
-                                           write_synthetic_features)
+                                           dataset_videos, synthetic_record,
+                                           write_manifest, write_synthetic_features)
+from vpn_plugin.datasets.provenance import write_provenance
 from vpn_plugin.errors import NON_NEGATIVE_INT, POSITIVE_INT, path_argument, tool_main
 from vpn_plugin.outputs import KINDS, add_overwrite_argument, check_output
 
@@ -76,8 +78,9 @@ def main(argv=None):
           f'{args.dtype})')
     info = write_synthetic_features(videos, generator, features, args.format,
                                     dataset=args.dataset or 'custom', dtype=args.dtype)
-    write_manifest(features.parent, dict(vars(args), **info,
-                                         params=difficulty_params(args.difficulty)))
+    record = synthetic_record(vars(args), info)
+    write_manifest(features.parent, record)  # beside the folder: it is ours to replace
+    write_provenance(features, record)  # inside it: travels with the features
     print(json.dumps(info))
 
 

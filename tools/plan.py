@@ -124,7 +124,7 @@ def plan_features(args, cfg) -> None:
     """``--features``: the plan between two moments of a video's features file (a file of
     random S3D weights is planned from, its plans marked UNUSABLE as the CLI marks videos)."""
     from vpn_plugin.apis import init_planner, plan_from_features, video_observations
-    from vpn_plugin.apis.video import config_taxonomy, format_video_plan
+    from vpn_plugin.apis.video import config_taxonomy, format_video_plan, goal_note
     from vpn_plugin.datasets.features import read_feature_record
     record = read_feature_record(args.features)
     taxonomy = config_taxonomy(cfg, args.split)
@@ -134,7 +134,9 @@ def plan_features(args, cfg) -> None:
                                      args.split, allow_unusable=True)
     print_unchecked(model, args.checkpoint)
     sample = plan_from_features(model, start, goal, task=task)[0]
-    sample.set_field(int(len(record['frames_features'])), 'num_seconds', field_type='metainfo')
+    seconds = int(len(record['frames_features']))
+    sample.set_field(seconds, 'num_seconds', field_type='metainfo')
+    sample.set_field(goal_note(args.goal_time, seconds), 'goal_note', field_type='metainfo')
     print('\n'.join(format_video_plan(sample, taxonomy, args.features, args.start_time,
                                       args.goal_time, source='features')))
 

@@ -23,7 +23,9 @@
     .venv/bin/python tools/plots.py curve RESULTS --x level --group perturbation --out FIG
 
 Every figure groups rows as report.py's tables do: a point pools the seeds of ONE run setting
-(method, dataset, horizon, config, variant); methods from shortened runs carry a †.
+(method, dataset, horizon, config, variant); methods from shortened runs carry a †, on synthetic
+features a ‖, on unusable ones (random S3D weights) a ✗; the note names the features (rows of one
+dataset on several feature sources are refused unless --allow-mixed-features).
 """
 import argparse
 import sys
@@ -35,6 +37,7 @@ from vpn_plugin.protocol import plots  # noqa: E402
 from vpn_plugin.errors import (NON_NEGATIVE_INT, POSITIVE_INT, check_names,  # noqa: E402
                                path_argument, tool_main)
 from vpn_plugin.outputs import add_overwrite_argument, check_output, stem_files  # noqa: E402
+from vpn_plugin.protocol.provenance import check_feature_mix  # noqa: E402
 from vpn_plugin.protocol.results import METRIC_RANGES, filter_rows, read_results  # noqa: E402
 
 
@@ -57,6 +60,9 @@ def parse_args(argv=None):
                                 'horizons: curve draws a panel per T, the others refuse a mix)')
             p.add_argument('--dataset', help='dataset of the rows to draw (curve: a panel per '
                                              'dataset; the others refuse a mix)')
+            p.add_argument('--allow-mixed-features', action='store_true',
+                           help='allow rows of one dataset trained or tested on different '
+                                'feature sources (refused by default; the note names each)')
         if name not in ('qualitative', 'overlap'):
             p.add_argument('--metric', default='success_rate')
         p.add_argument('--out', type=path_argument,
@@ -137,6 +143,7 @@ def main(argv=None):
         rows = filter_rows(read_results(args.results), protocol=args.protocol,
                            methods=args.methods)
         rows = plots.select_horizon(plots.select_dataset(rows, args.dataset), args.horizon)
+        check_feature_mix(rows, args.allow_mixed_features)
         paths = figure_from_results(args, rows)
     for path in paths:
         print(path)

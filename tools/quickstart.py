@@ -52,7 +52,8 @@ def ensure_features(data_root: str, out: str):
     """Generate the synthetic features unless the folder already holds them."""
     feature_dir = Path(out) / 'features'
     if feature_dir.is_dir() and any(feature_dir.iterdir()):
-        print(f'synthetic features found in {feature_dir}, reusing them')
+        print(f'features found in {feature_dir}, reusing them (what they are: the "features:" '
+              'line of the results)')
         return
     command = [sys.executable, str(ROOT / 'tools/make_synthetic_features.py'), '--dataset',
                'crosstask', '--data-root', data_root, '--out', out]
@@ -71,9 +72,14 @@ def build_config(args):
     return cfg
 
 
-def print_table(metrics: dict, epochs: int):
-    print(f'\nViterbiPlanNet, CrossTask T=3, synthetic features, {epochs} epochs, '
-          'official test windows')
+def print_table(metrics: dict, epochs: int, features: dict):
+    """The metrics, under a title naming what the model was trained and tested on (the
+    feature folder's provenance record: another folder given with --features is named as
+    what it is, never called synthetic)."""
+    kind = 'synthetic features' if features.get('kind') == 'synthetic' else \
+        f'{features.get("kind", "unknown")} features'
+    print(f'\nViterbiPlanNet, CrossTask T=3, {kind}, {epochs} epochs, official test windows')
+    print(f'features: {features.get("label", "not recorded")}')
     print(f'{"metric":<26}{"value (%)":>10}')
     print('-' * 36)
     for key, label in METRICS:
@@ -119,7 +125,8 @@ def main(argv=None):
 
     progress.step(3, 'evaluating the last-epoch model on the official test windows')
     metrics = runner.test()
-    print_table(metrics, cfg.train_cfg.max_epochs)
+    from vpn_plugin.protocol.runner import read_features
+    print_table(metrics, cfg.train_cfg.max_epochs, read_features(runner.test_dataloader))
 
     progress.step(4, 'example plans (predicted | ground truth)')
     dataset = runner.test_dataloader.dataset

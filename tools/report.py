@@ -64,6 +64,9 @@ def parse_args(argv=None):
                         help='bootstrap resamples K of each cell (the authors: 1000)')
     parser.add_argument('--num-diff-resamples', type=POSITIVE_INT, default=AUTHORS_RESAMPLES,
                         help='bootstrap resamples K of each improvement')
+    parser.add_argument('--allow-mixed-features', action='store_true',
+                        help='allow rows of one dataset trained or tested on different feature '
+                             'sources (refused by default; the caption names each)')
     parser.add_argument('--allow-missing', action='store_true',
                         help='make the table although rows of the protocol are missing (not '
                         'run yet, or failed): their cells are marked and the caption lists '
@@ -105,7 +108,8 @@ def main(argv=None):
     table = build_table(rows, args.metrics, methods=order or None, ours=args.ours,
                         reference=args.reference, ci_style=args.ci_style, paired=args.paired,
                         num_resamples=args.num_resamples,
-                        num_diff_resamples=args.num_diff_resamples, missing=missing)
+                        num_diff_resamples=args.num_diff_resamples, missing=missing,
+                        allow_mixed_features=args.allow_mixed_features)
     markdown = to_markdown(table, title=args.title, digits=args.digits)
     latex = to_latex(table, title=args.title, label=args.label, digits=args.digits)
     if files:

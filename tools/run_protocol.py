@@ -161,10 +161,12 @@ def main(argv=None):
         print_dry_run(args, protocol, units, runner)
         return units
     try:
+        def planned(todo):
+            return plan_runs(todo, runner.work_dir, runner.max_epochs, args.epoch_seconds,
+                             smoke=args.smoke)
         results = runner.run(units, jobs=args.jobs, estimate=lambda todo: sum(
-            run.seconds for run in plan_runs(with_stages(todo), runner.work_dir,
-                                             runner.max_epochs, args.epoch_seconds,
-                                             smoke=args.smoke)))
+            run.seconds for run in planned(with_stages(todo))),
+            unit_estimates=lambda todo: [run.seconds for run in planned(todo)])
     except UnitsFailedError as error:  # the others ran: their rows are written
         raise SystemExit(f'error: {error}') from None
     print(results)
@@ -257,7 +259,7 @@ def status_command(args) -> str:
         if value is not None:
             command += [f'--{flag.replace("_", "-")}',
                         *map(str, value if isinstance(value, list) else [value])]
-    return shlex.join(command + ['--status'])
+    return shlex.join(command + ['--smoke'] * args.smoke + ['--status'])
 
 
 if __name__ == '__main__':

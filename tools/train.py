@@ -161,15 +161,23 @@ def check_fresh_work_dir(cfg, overwrite: bool) -> None:
 
 
 def mark_fewer_epochs(cfg, args) -> None:
-    """``--cfg-options train_cfg.max_epochs=N`` below the config file's: the run is marked
-    shortened (its log, checkpoints and their tests say so), as the protocol's --max-epochs."""
-    epochs = (args.cfg_options or {}).get('train_cfg.max_epochs')
-    if epochs is None or cfg.get('shortened'):
+    """``--cfg-options train_cfg.max_epochs=N`` below the config file's, or a training split
+    cut to ``limit`` windows: the run is marked shortened (its log, checkpoints and their
+    tests say so), as the protocol's --max-epochs."""
+    if cfg.get('shortened'):
         return
-    from mmengine.config import Config
-    planned = (Config.fromfile(args.config).get('train_cfg') or {}).get('max_epochs')
-    if isinstance(planned, int) and isinstance(epochs, int) and epochs < planned:
-        cfg.shortened = f'max_epochs={epochs} (config: {planned})'
+    reasons = []
+    epochs = (args.cfg_options or {}).get('train_cfg.max_epochs')
+    if epochs is not None:
+        from mmengine.config import Config
+        planned = (Config.fromfile(args.config).get('train_cfg') or {}).get('max_epochs')
+        if isinstance(planned, int) and isinstance(epochs, int) and epochs < planned:
+            reasons.append(f'max_epochs={epochs} (config: {planned})')
+    limit = ((cfg.get('train_dataloader') or {}).get('dataset') or {}).get('limit')
+    if limit is not None:
+        reasons.append(f'training split limit={limit} windows')
+    if reasons:
+        cfg.shortened = '; '.join(reasons)
 
 
 def apply_args(cfg, args):

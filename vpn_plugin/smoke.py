@@ -9,6 +9,9 @@ numbers: :data:`SMOKE`):
   batch_size`` training windows (``PlanningDataset(limit=)``: stratified over tasks); PDPP-style
   ``StepsPerEpochBatchSampler`` epochs take ``steps_per_epoch=steps``;
 * pre-stages of ``pre_stage_steps`` steps (``TaskClassifierHook``, ``KEPPStepModelHook``);
+* an EMA (``PDPPEMAHook``, ``CEFITOEMAHook``) that copies the model after every step, so that
+  what is validated, saved and tested is the model the smoke run trained (on the official
+  schedules it would be the model after step 1, or CEFITO's untrained initial weights);
 * validation on ``val_windows`` held-out windows, the test on ``test_windows`` test windows
   (the windows ``llm_eval.py --limit`` would plan);
 * a checkpoint every epoch without the optimiser state (a smoke run is not resumed), a log
@@ -25,6 +28,7 @@ from __future__ import annotations
 
 SMOKE = dict(steps=4, batch_size=8, val_windows=16, test_windows=32, pre_stage_steps=4)
 PRE_STAGE_HOOKS = ('TaskClassifierHook', 'KEPPStepModelHook')
+EMA_COPY_EVERY = {'PDPPEMAHook': 'interval', 'CEFITOEMAHook': 'update_every'}  # option names
 LIMITED_DATASETS = ('PlanningDataset', 'ConcatPlanningDataset')
 
 
@@ -71,6 +75,8 @@ def smoke_config(cfg, test_windows: int = SMOKE['test_windows']):
                 hook.update(max_iters=SMOKE['pre_stage_steps'])
                 if hook.get('type') == 'TaskClassifierHook':
                     hook.update(max_epochs=None, val_interval=SMOKE['pre_stage_steps'] // 2)
+            if hook.get('type') in EMA_COPY_EVERY:
+                hook[EMA_COPY_EVERY[hook['type']]] = 1
         hooks = cfg.setdefault('default_hooks', {})
         for name, options in (('checkpoint', dict(interval=1, max_keep_ckpts=1,
                                                   save_optimizer=False)),

@@ -12,12 +12,30 @@ here, where their script continues one stream.
 from __future__ import annotations
 
 import random
-from typing import Tuple
+from typing import Optional, Tuple
 
 import numpy as np
 
 AUTHORS_SEED = 42          # calculate_results.py: random.seed(42)
 AUTHORS_RESAMPLES = 1000   # calculate_results.py: bootstrap(..., n_iterations=1000)
+# The one rule of every table and figure: fewer seeds give the mean only, no interval and no
+# significance mark (two seeds' "bootstrap interval" is two points: at most 3 distinct means)
+MIN_SEEDS_FOR_CI = 3
+
+
+def shows_ci(num_seeds: int) -> bool:
+    """Whether ``num_seeds`` seeds get a confidence interval (:data:`MIN_SEEDS_FOR_CI`)."""
+    return num_seeds >= MIN_SEEDS_FOR_CI
+
+
+def seed_interval(scores, num_resamples: int = AUTHORS_RESAMPLES, level: float = 0.90,
+                  seed: int = AUTHORS_SEED) -> Tuple[float, Optional[float], Optional[float]]:
+    """(mean, low, high) of per-seed ``scores`` (n,): :func:`bootstrap_ci` when
+    :func:`shows_ci` allows one, else (mean, None, None). Tables and figures both ask this."""
+    scores = _as_scores(scores, 'scores')
+    if not shows_ci(len(scores)):
+        return float(scores.mean()), None, None
+    return bootstrap_ci(scores, num_resamples, level, seed)
 
 
 def _as_scores(values, name: str) -> np.ndarray:

@@ -23,7 +23,7 @@ import numpy as np
 from .annotations import BadVideoError
 from .safe_pickle import RefusedGlobalError, safe_load
 from .validation import check_real_floats
-from vpn_plugin.errors import tool_command
+from vpn_plugin.errors import path_kind, tool_command
 
 FEATURE_KEY = 'frames_features'
 NPY_MAGIC, ZIP_MAGIC = b'\x93NUMPY', b'PK\x03\x04'
@@ -77,12 +77,17 @@ def load_features(path, frame_dim: int, vid: str = '', fix_hint: str = '') -> np
 
 
 def require_feature_file(path, vid: str = '', fix_hint: str = '') -> Path:
-    """``path`` as a Path; BadVideoError when no such file exists."""
-    path = Path(path)
-    if not path.exists():
-        of_video = f' (video {vid})' if vid else ''
+    """``path`` as a Path; BadVideoError when no such file exists, or when it is no regular
+    file (a FIFO would block the read for ever, ``/dev/zero`` never end)."""
+    path, kind = Path(path), path_kind(path)
+    of_video = f' (video {vid})' if vid else ''
+    if kind is None:
         raise BadVideoError(vid, 'missing feature file', f'feature file {path} does not exist'
                             f'{of_video}. {fix_hint}'.rstrip())
+    if kind != 'a regular file':
+        raise BadVideoError(vid, 'unreadable feature file',
+                            f'feature file {path}{of_video} is {kind}, not a regular file; '
+                            'expected a feature file (.npy, .npz or a pickle)')
     return path
 
 
@@ -123,6 +128,11 @@ def read_feature_record(path, vid: str = '', frames_only: bool = False) -> dict:
     comes back as ``{'frames_features': array}``. Runs no code from the file.
     ``frames_only``: an npz archive's other members are not read (faster)."""
     path = Path(path)
+    kind = path_kind(path)
+    if kind not in (None, 'a regular file'):  # a FIFO blocks the read, /dev/zero never ends
+        raise BadVideoError(vid, 'unreadable feature file',
+                            f'feature file {path} is {kind}, not a regular file; expected a '
+                            'feature file (.npy, .npz or a pickle)')
     try:
         with open(path, 'rb') as f:
             head = f.read(len(NPY_MAGIC))

@@ -210,6 +210,7 @@ class PlanningDataset(Dataset):
             raise ValueError(f'subset_fraction={fraction}; expected 0 < fraction <= 1')
         count = max(1, int(round(fraction * len(windows))))
         pick = np.sort(np.random.default_rng(seed).permutation(len(windows))[:count])
+        self.subset = (fraction, count, len(windows), seed)  # the log line says so
         return [windows[i] for i in pick]
 
     def _limit(self, limit, seed):
@@ -220,6 +221,9 @@ class PlanningDataset(Dataset):
         if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
             raise ValueError(f'PlanningDataset: limit={limit!r}; expected an integer >= 1 '
                              '(windows kept, stratified over tasks)')
+        if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
+            raise ValueError(f'PlanningDataset: limit_seed={seed!r}; expected an integer >= 0 '
+                             '(the seed of the stratified draw of the limit windows)')
         total = len(self.windows)
         if limit >= total:
             return None
@@ -404,8 +408,11 @@ class PlanningDataset(Dataset):
     def _log_size(self) -> None:
         """One line per split in the run's log: how many windows of how many videos."""
         videos = len({w.feature for w in self.windows})
-        limited = (f'; limit: {self.limited[0]} of {self.limited[1]} windows, stratified over '
-                   'tasks' if self.limited else '')
+        fraction, kept, total, seed = getattr(self, 'subset', None) or (None,) * 4
+        limited = (f'; subset_fraction={fraction}: {kept} of {total} windows, subset_seed='
+                   f'{seed}' if fraction is not None else '')
+        limited += (f'; limit: {self.limited[0]} of {self.limited[1]} windows, stratified over '
+                    'tasks' if self.limited else '')
         print_log(f'PlanningDataset ({self.split}, T={self.horizon}): {len(self.windows)} '
                   f'windows of {videos} videos ({self.data_root.name}{limited})', 'current')
 

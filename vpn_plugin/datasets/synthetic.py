@@ -37,6 +37,7 @@ import numpy as np
 from .annotations import (VideoAnnotation, chain_windows, crosstask_videos,
                           read_window_file, round_time)
 from .features import FEATURE_KEY
+from .provenance import write_provenance
 from .taxonomy import Taxonomy, load_taxonomy
 
 CROSSTASK_TAXONOMY = 'taxonomy_133.json'
@@ -242,8 +243,19 @@ def write_synthetic_features(videos: Sequence[VideoAnnotation], generator, out_d
 
 
 def write_manifest(out: Path, info: dict) -> None:
-    """Record the generator's settings next to the features."""
+    """Record the generator's settings next to the features (``out``: the folder above them;
+    tools/make_synthetic_features.py recognises its earlier output by it, vpn_plugin/outputs.py)."""
     (Path(out) / 'synthetic_manifest.json').write_text(json.dumps(info, indent=2))
+
+
+def synthetic_record(settings: dict, info: dict) -> dict:
+    """The provenance record (``datasets/provenance.py``, kind ``synthetic``) of a folder made
+    by ``tools/make_synthetic_features.py`` with ``settings`` (its arguments); ``info``: the
+    counts :func:`write_synthetic_features` returns."""
+    chosen = ('dataset', 'config', 'seed', 'difficulty', 'frame_dim', 'format', 'dtype')
+    return dict({k: settings.get(k) for k in chosen if settings.get(k) is not None},
+                kind='synthetic', generator='make_synthetic_features.py', **info,
+                params=difficulty_params(settings['difficulty'], settings['frame_dim']))
 
 
 def make_tiny_crosstask(shared_data, out_dir, num_tasks: int = 3, train_per_task: int = 20,
@@ -274,7 +286,11 @@ def make_tiny_crosstask(shared_data, out_dir, num_tasks: int = 3, train_per_task
         videos += crosstask_videos(lists[split], root / 'crosstask_release/annotations',
                                    taxonomy)[0]
     generator = SyntheticFeatureGenerator(taxonomy, difficulty=difficulty, seed=seed)
-    write_synthetic_features(videos, generator, out_dir / 'features', 'npz', progress=False)
+    info = write_synthetic_features(videos, generator, out_dir / 'features', 'npz',
+                                    progress=False)
+    write_provenance(out_dir / 'features', synthetic_record(
+        dict(dataset='crosstask (tiny subset)', seed=seed, difficulty=difficulty,
+             frame_dim=512, format='npz', dtype='float32'), info))
     return _tiny_config(root, out_dir, lists, num_tasks)
 
 

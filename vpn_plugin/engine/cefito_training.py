@@ -17,7 +17,7 @@ from mmengine.hooks import EMAHook
 from mmaction.registry import HOOKS
 
 from .pdpp_training import check_ema_settings
-from .ema import copy_frozen_and_buffers, sync_pre_stages
+from .ema import copy_frozen_and_buffers, log_short_run, sync_pre_stages
 
 
 @torch.no_grad()
@@ -47,6 +47,9 @@ class CEFITOEMAHook(EMAHook):
     def before_train(self, runner) -> None:
         super().before_train(runner)
         sync_pre_stages(self)
+        every = self.update_every  # ema_update: the first multiple >= start_step averages
+        log_short_run('CEFITOEMAHook', runner.max_iters, every, every,
+                      -(-self.start_step // every) * every)
 
     def after_train_iter(self, runner, batch_idx, data_batch=None, outputs=None) -> None:
         ema_update(self.ema_model.module, self.src_model, runner.iter + 1, self.decay,

@@ -38,7 +38,7 @@ from vpn_plugin.errors import check_number
 from vpn_plugin.models.base_planner import check_finite_loss
 from vpn_plugin.models.pdpp import PDPPDiffusion, TaskClassifier, observation_pair
 
-from .ema import sync_pre_stages
+from .ema import log_short_run, sync_pre_stages
 from .pre_stage import (CLASSIFIER_FILE, DATA_KEYS, check_identity, data_identity,
                         save_pre_stage, stage_progress)
 
@@ -149,10 +149,9 @@ class PDPPEMAHook(EMAHook):
 
     def before_train(self, runner) -> None:
         sync_pre_stages(self)  # the pre-stages' weights and flags (engine/ema.py)
-        if self.begin_iter > runner.max_iters:
-            print_log(f'PDPPEMAHook: {runner.max_iters} training steps, fewer than the '
-                      f'{self.begin_iter + self.interval - 1} after which the EMA averages; '
-                      f'it is the model of every {self.interval}th step', logger='current')
+        # copies after steps 1, 1 + interval, ... (1-based); averages from start_step + 1
+        log_short_run('PDPPEMAHook', runner.max_iters, 1, self.interval,
+                      self.begin_iter + self.interval)
 
     def after_train_iter(self, runner, batch_idx, data_batch=None, outputs=None) -> None:
         if self._ema_started(runner) or runner.iter % self.interval == 0:

@@ -633,10 +633,24 @@ def read_npz(path: Path) -> Dict[str, np.ndarray]:
     (never unpickled) is a ``ValueError`` naming the file."""
     try:
         content = Path(path).read_bytes()
-        return dict(_read_npz(hashlib.blake2b(content, digest_size=20).digest(), content))
+        return RecordedArrays(path, _read_npz(hashlib.blake2b(content, digest_size=20).digest(),
+                                              content))
     except (ValueError, OSError, EOFError, zipfile.BadZipFile) as error:
         raise ValueError(f'{path}: cannot read the recorded arrays ({error}); expected the '
                          "fixture's .npz of numeric arrays, complete") from None
+
+
+class RecordedArrays(dict):
+    """The arrays of one fixture file; a missing one is a ``KeyError`` naming the file and
+    the array (a fixture with arrays removed, not the bare array name)."""
+
+    def __init__(self, path, arrays):
+        super().__init__(arrays)
+        self.path = path
+
+    def __missing__(self, key):
+        raise KeyError(f'{self.path}: no recorded array {key!r} ({len(self)} arrays there); '
+                       "expected the fixture's complete .npz, as the official code wrote it")
 
 
 _NPZ_CACHE: Dict[bytes, Dict[str, np.ndarray]] = {}

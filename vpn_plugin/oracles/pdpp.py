@@ -300,7 +300,7 @@ def head_rows(fixture: Path, module, inputs: dict, batch, recorded: dict) -> Lis
                          perturbed=[o for o, _ in perturbed], perturbed_what='start and goal')
             + compare_grads(fixture / 'head_grads.npz', grads, GRAD_TOLERANCE,
                             perturbed=[g for _, g in perturbed], perturbed_what='start and goal'))
-    logits_row = next(row for row in rows if row[0] == 'outputs.npz:head_logits')
+    logits_row = next(row for row in rows if row[0].startswith('outputs.npz:head_logits'))
     error = logits_row[3] * float(np.abs(recorded['head_logits']).max())
     return rows + [compare_argmax('outputs.npz:head_pred', recorded['head_logits'],
                                   recorded['head_pred'], outputs['head_logits'], error)]

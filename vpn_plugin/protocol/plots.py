@@ -26,7 +26,7 @@ from pathlib import Path
 import numpy as np
 
 from vpn_plugin.core.metrics import METRIC_NAMES
-from vpn_plugin.core.stats import bootstrap_ci
+from vpn_plugin.core.stats import MIN_SEEDS_FOR_CI, seed_interval
 from vpn_plugin.errors import check_file, read_json
 from vpn_plugin.outputs import FIGURE_MARKER, OVERLAP_TABLE_MARKER
 from .results import METRIC_LABELS, ResultRow
@@ -99,12 +99,24 @@ def method_styles(methods) -> dict:
     return styles
 
 
-def ci_label(seed_counts) -> str:
-    """What the error bars / bands are: '90% bootstrap CI over 5 seeds' (or '3-5 seeds'),
-    ``seed_counts``: the number of seeds of each plotted point."""
-    low, high = min(seed_counts), max(seed_counts)
-    seeds = f'{low}' if low == high else f'{low}-{high}'
-    return f'90% bootstrap CI over {seeds} seed{"s" if high > 1 else ""} per point'
+def ci_label(what: str, seed_counts) -> str:
+    """What the error bars / bands (``what``) are: 'Bands: 90% bootstrap CI over 5 seeds per
+    point' (or '3-5 seeds'); ``seed_counts``: the number of seeds of each plotted point.
+    Points of fewer than :data:`MIN_SEEDS_FOR_CI` seeds have none (the tables' rule,
+    ``core.stats.seed_interval``), and the label says so."""
+    def span(counts):
+        low, high = min(counts), max(counts)
+        return (f'{low}' if low == high else f'{low}-{high}') + f' seed{"s" * (high > 1)}'
+    with_ci = [n for n in seed_counts if n >= MIN_SEEDS_FOR_CI]
+    without = [n for n in seed_counts if n < MIN_SEEDS_FOR_CI]
+    if not with_ci:
+        return (f'No {what.lower()}: means over {span(without)} per point (no CI with fewer '
+                f'than {MIN_SEEDS_FOR_CI} seeds)')
+    text = f'{what}: 90% bootstrap CI over {span(with_ci)} per point'
+    if without:
+        text += (f'; points of {span(without)}: mean only (no CI with fewer than '
+                 f'{MIN_SEEDS_FOR_CI} seeds)')
+    return text
 
 
 # --------------------------------------------------------- what one figure may pool
@@ -171,11 +183,53 @@ def shortened_methods(rows) -> dict:
 
 
 SHORTENED_MARK = '†'  # as the tables (report.py)
+NOTE_WIDTH = {ONE_COLUMN: 64, TWO_COLUMNS: 140}  # characters per note line at 6.5 pt
 
 
-def method_label(method: str, shortened: dict) -> str:
-    """A method's name in a figure, ``†`` when its runs were shortened."""
-    return method + SHORTENED_MARK if method in shortened else method
+@dataclass
+class Marks:
+    """What a figure says about its methods besides the data, as the tables do: ``†`` for
+    shortened runs (``shortened``: method -> reasons), the feature marks (``features``:
+    method -> ``‖`` synthetic / ``✗`` unusable) and the features sentence of the caption
+    (``features_text``, :func:`provenance.features_note`)."""
+    shortened: dict = field(default_factory=dict)
+    features: dict = field(default_factory=dict)
+    features_text: str = ''
+
+    @classmethod
+    def of(cls, rows) -> 'Marks':
+        from .provenance import feature_marks, features_note
+        from .report import DATASET_LABELS
+        return cls(shortened_methods(rows), feature_marks(rows),
+                   features_note(rows, DATASET_LABELS))
+
+    def suffix(self, method: str) -> str:
+        """The marks after a method's name."""
+        return (SHORTENED_MARK if method in self.shortened else '') + \
+            self.features.get(method, '')
+
+    def label(self, method: str) -> str:
+        """A method's name in a figure with its marks."""
+        return method + self.suffix(method)
+
+    def notes(self, width: float = ONE_COLUMN) -> str:
+        """The note lines on shortened runs and features, wrapped to the figure's width."""
+        import re
+        import textwrap
+        sentences = re.split(r' (?=[‖✗] )', self.features_text)  # each mark's own line
+        return footnote(shortened_note(self.shortened),
+                        *(textwrap.fill(s, NOTE_WIDTH.get(width, 64)) for s in sentences))
+
+    @classmethod
+    def merge(cls, all_marks) -> 'Marks':
+        """The marks of several comparisons of one figure (their rows' sources are the same:
+        the figure's rows passed one :func:`provenance.check_feature_mix`)."""
+        merged = cls()
+        for marks in all_marks:
+            merged.shortened.update(marks.shortened)
+            merged.features.update(marks.features)
+            merged.features_text = merged.features_text or marks.features_text
+        return merged
 
 
 def shortened_note(shortened: dict) -> str:
@@ -185,7 +239,7 @@ def shortened_note(shortened: dict) -> str:
 
 
 def footnote(*parts) -> str:
-    """The figure's note line(s): what the bars / bands are, shortened runs."""
+    """The figure's note line(s): what the bars / bands are, shortened runs, features."""
     return '\n'.join(p for p in parts if p)
 
 
@@ -248,8 +302,9 @@ def save_figure(fig, out_stem) -> list[Path]:
 
 def ci_lines(values: dict, num_resamples: int = 100) -> dict:
     """``{line: {x: [value per seed]}}`` -> ``{line: [(x, mean, low, high), ...]}`` sorted by x
-    (mean and 90% bootstrap CI over the seeds)."""
-    return {line: [(x, *bootstrap_ci(np.array(v), num_resamples=num_resamples))
+    (mean and 90% bootstrap CI over the seeds; ``None`` bounds with fewer than
+    :data:`MIN_SEEDS_FOR_CI` seeds, ``core.stats.seed_interval``)."""
+    return {line: [(x, *seed_interval(np.array(v), num_resamples=num_resamples))
                    for x, v in sorted(by_x.items())] for line, by_x in values.items()}
 
 
@@ -315,11 +370,21 @@ def curve_points(rows: list[ResultRow], x_key: str, metric: str, group_key: str 
 
 
 def _draw_line(ax, points, **style):
-    """Mean line with markers and a CI band of ``[(x, mean, low, high), ...]``."""
-    x, mean, low, high = map(np.array, zip(*points))
+    """Mean line with markers and a CI band of ``[(x, mean, low, high), ...]`` (a gap where a
+    point has no interval)."""
+    x, mean = (np.array([p[i] for p in points], float) for i in (0, 1))
+    low, high = (np.array([np.nan if p[i] is None else p[i] for p in points], float)
+                 for i in (2, 3))
     line, = ax.plot(x, mean, **style)
-    ax.fill_between(x, low, high, color=line.get_color(), alpha=0.2, linewidth=0)
+    if np.isfinite(low).any():
+        ax.fill_between(x, low, high, color=line.get_color(), alpha=0.2, linewidth=0)
     return line
+
+
+def y_extent(points) -> tuple:
+    """(lowest, highest) value drawn of ``[(x, mean, low, high), ...]`` (bounds, else means)."""
+    values = [v for p in points for v in p[1:] if v is not None]
+    return min(values), max(values)
 
 
 def _line_method(line: str, group_key, rows) -> str:
@@ -348,7 +413,7 @@ def plot_curves(rows, x_key, metric, out_stem, *, group_key=None, log_x=False,
     panels = {key: ci_lines(lines) for key, lines in values.items()}
     names = list(dict.fromkeys(line for lines in panels.values() for line in lines))
     styles = figure_styles(names)
-    shortened = shortened_methods(rows)
+    marks = Marks.of(rows)
     seeds = [n for lines in values.values() for n in seeds_per_point(lines)]
     width = ONE_COLUMN if len(panels) == 1 else TWO_COLUMNS
     with paper_style() as plt:
@@ -356,8 +421,8 @@ def plot_curves(rows, x_key, metric, out_stem, *, group_key=None, log_x=False,
                                  squeeze=False, layout='constrained')
         for ax, ((dataset, horizon), curves) in zip(axes[0], panels.items()):
             for line, points in curves.items():
-                marked = _line_method(line, group_key, rows) in shortened
-                _draw_line(ax, points, label=line + SHORTENED_MARK * marked, **styles[line])
+                label = line + marks.suffix(_line_method(line, group_key, rows))
+                _draw_line(ax, points, label=label, **styles[line])
             if log_x:
                 ax.set_xscale('log')
             xs = sorted({p[0] for points in curves.values() for p in points})
@@ -368,9 +433,9 @@ def plot_curves(rows, x_key, metric, out_stem, *, group_key=None, log_x=False,
             ax.grid(alpha=0.3)
             if len(panels) > 1:
                 ax.set_title(panel_title(dataset, horizon, panels), fontsize=7, pad=3)
-        values_y = [v for curves in panels.values() for points in curves.values()
-                    for p in points for v in p[1:]]
-        keep_y_span(axes[0][0], min(values_y), max(values_y), metric in METRIC_NAMES)
+        keep_y_span(axes[0][0], *y_extent([p for curves in panels.values()
+                                           for points in curves.values() for p in points]),
+                    metric in METRIC_NAMES)
         axes[0][0].set_ylabel(axis_label(metric))
         handles, labels = axes[0][0].get_legend_handles_labels()
         for ax in axes[0][1:]:
@@ -380,7 +445,7 @@ def plot_curves(rows, x_key, metric, out_stem, *, group_key=None, log_x=False,
                     labels.append(label)
         fig.legend(handles, labels, loc='outside lower center',
                    ncol=min(len(labels), 2 if width == ONE_COLUMN else 4),
-                   title=footnote(f'Bands: {ci_label(seeds)}', shortened_note(shortened)),
+                   title=footnote(ci_label('Bands', seeds), marks.notes(width)),
                    title_fontsize=6.5)
         return save_figure(fig, out_stem)
 
@@ -486,7 +551,7 @@ def plot_sample_efficiency(rows, out_stem, *, metric='success_rate', dashed=(),
     colours = list(dict.fromkeys(style['color'] for style in first.values()))
     methods = list(dict.fromkeys(r.method for r in rows if r.method in first))
     methods.sort(key=lambda m: (colours.index(first[m]['color']), m in dashed))
-    shortened = shortened_methods(rows)
+    marks = Marks.of(rows)
     with paper_style() as plt:
         fig, ax = plt.subplots(figsize=(ONE_COLUMN, 2.4))
         for key, line in points.items():
@@ -500,7 +565,7 @@ def plot_sample_efficiency(rows, out_stem, *, metric='success_rate', dashed=(),
         ax.set_ylabel(axis_label(metric))
         ax.grid(alpha=0.3)
         handles = [Line2D([], [], color=first[m]['color'], linestyle=first[m]['linestyle'],
-                          label=method_label(m, shortened)) for m in methods]
+                          label=marks.label(m)) for m in methods]
         if len(horizons) > 1:
             handles = [Line2D([], [], color='0.3', marker=MARKERS[i % len(MARKERS)],
                               linestyle='none', label=f'T={h}')
@@ -508,8 +573,8 @@ def plot_sample_efficiency(rows, out_stem, *, metric='success_rate', dashed=(),
         ax.legend(handles=handles, ncol=2 if len(handles) > 3 else len(handles),
                   loc='upper center', bbox_to_anchor=(0.5, -0.25), columnspacing=1.0,
                   handlelength=2.2, title=footnote(
-                      f'Bands: {ci_label([n for n in seeds_per_point(values)])}',
-                      shortened_note(shortened)), title_fontsize=6.5)
+                      ci_label('Bands', seeds_per_point(values)),
+                      marks.notes()), title_fontsize=6.5)
         return save_figure(fig, out_stem)
 
 
@@ -571,7 +636,7 @@ def pkg_quality_panels(rows: list[ResultRow], metric: str = 'success_rate',
     panels = [ci_lines(panel, num_resamples) for panel in panels]
     if not any(panels):
         raise ValueError('no perturbed PKG rows to plot (variant "perturbation" and "level")')
-    references = {method: bootstrap_ci(np.array(scores), num_resamples=num_resamples)
+    references = {method: seed_interval(np.array(scores), num_resamples=num_resamples)
                   for method, scores in unperturbed.items() if method not in values}
     return panels, references
 
@@ -586,16 +651,35 @@ def seeds_per_group(rows, keys) -> list[int]:
     return [len(found) for found in seeds.values()]
 
 
+VISIBLE_BAND = 0.02  # a band narrower than this share of the y axis hides under its line
+
+
+def reference_band(stats, y_span: float = 100.0) -> str:
+    """What a reference line of :func:`plot_pkg_quality` shows, from its (mean, low, high)
+    on a y axis ``y_span`` high: 'line: mean, band: 90% CI', or why no band is seen (too few
+    seeds; seeds that agree give an interval of width 0; an interval narrower than
+    :data:`VISIBLE_BAND` of the axis hides under the line: its bounds are given)."""
+    mean, low, high = stats
+    if low is None:
+        return f'line: mean; no band (fewer than {MIN_SEEDS_FOR_CI} seeds)'
+    if high - low < 1e-9:
+        return f'line: mean; no band: every seed gives {mean:.1f}'
+    if high - low < VISIBLE_BAND * y_span:
+        return f'line: mean {mean:.1f}; 90% CI [{low:.1f}, {high:.1f}], narrower than the line'
+    return 'line: mean, band: 90% CI'
+
+
 def plot_pkg_quality(rows, out_stem, *, metric='success_rate') -> list[Path]:
     """Three panels (edge dropout, weight noise, partial / noisy data), two columns wide:
     colour and marker = method; in (c) solid = partial data, dotted = label noise; dashed
-    horizontal line and band = a method without the graph (mean and 90% CI). Every key sits
-    in the legend above the panels, clear of the data."""
+    horizontal line and band = a method without the graph (mean and 90% CI; its key says
+    when there is no band to see, :func:`reference_band`). Every key sits in the legend
+    above the panels, clear of the data."""
     from matplotlib.lines import Line2D
     panels, references = pkg_quality_panels(rows, metric)
     methods = list(dict.fromkeys([m for panel in panels for m, _ in panel] + list(references)))
     styles = figure_styles(methods)
-    shortened = shortened_methods(rows)
+    marks = Marks.of(rows)
     dotted = []
     with paper_style() as plt:
         fig, axes = plt.subplots(1, 3, figsize=(TWO_COLUMNS, 2.3), sharey=True,
@@ -607,7 +691,9 @@ def plot_pkg_quality(rows, out_stem, *, metric='success_rate') -> list[Path]:
                            **styles[method])
             for method, (mean, low, high) in references.items():
                 ax.axhline(mean, color=styles[method]['color'], linestyle='--', linewidth=1.0)
-                ax.axhspan(low, high, color=styles[method]['color'], alpha=0.12, linewidth=0)
+                if low is not None:
+                    ax.axhspan(low, high, color=styles[method]['color'], alpha=0.2,
+                               linewidth=0)
             ax.set_xlabel(xlabel)
             ax.grid(alpha=0.3)
             ax.text(0.0, 1.03, f'({letter})', transform=ax.transAxes, fontsize=8,
@@ -616,7 +702,10 @@ def plot_pkg_quality(rows, out_stem, *, metric='success_rate') -> list[Path]:
                 dotted += [(f'({letter}) {label}', ('-', ':')[i % 2])
                            for i, label in enumerate(labels)]
         axes[0].set_ylabel(axis_label(metric))
-        handles = [Line2D([], [], color=styles[m]['color'], label=method_label(m, shortened),
+        y_span = float(np.subtract(*axes[0].get_ylim()[::-1]))
+        handles = [Line2D([], [], color=styles[m]['color'],
+                          label=marks.label(m) + (f' ({reference_band(references[m], y_span)})'
+                                                  if m in references else ''),
                           linestyle='--' if m in references else '-',
                           marker=None if m in references else styles[m]['marker'])
                    for m in methods]
@@ -625,7 +714,7 @@ def plot_pkg_quality(rows, out_stem, *, metric='success_rate') -> list[Path]:
         fig.legend(handles=handles, loc='outside upper center',
                    ncol=min(len(handles), 4))
         seeds = seeds_per_group(rows, ('perturbation', 'level'))
-        fig.supxlabel(footnote(f'Bands: {ci_label(seeds)}', shortened_note(shortened)),
+        fig.supxlabel(footnote(ci_label('Bands', seeds), marks.notes(TWO_COLUMNS)),
                       fontsize=6.5, x=1.0, ha='right')
         return save_figure(fig, out_stem)
 
@@ -648,7 +737,7 @@ def params_points(rows: list[ResultRow], metric: str, horizon: int | None = None
         counts = [r.params for r in chosen if r.params is not None]
         if not counts:
             continue
-        mean, low, high = bootstrap_ci(np.array([r.metrics[metric] for r in chosen]))
+        mean, low, high = seed_interval(np.array([r.metrics[metric] for r in chosen]))
         points[method] = (max(counts), mean, low, high)
     if not points:
         raise ValueError(f'no method has both a parameter count and metric {metric!r}')
@@ -690,6 +779,34 @@ def format_count(value: float) -> str:
     return f'{value:g}'
 
 
+DODGE_DECADES, DODGE_ZERO = 0.035, 0.3  # spacing of markers sharing an x (log / "0" axis)
+DODGED_NOTE = 'Markers sharing a parameter count drawn side by side'
+
+
+def dodged_positions(xs: dict, log: bool) -> dict:
+    """``{method: x drawn}``: methods at the same x or nearly (one parameter count, counts
+    closer than :data:`DODGE_DECADES`, or several planners without parameters) are spread
+    symmetrically around their centre, :data:`DODGE_DECADES` apart on a log axis (a factor)
+    or :data:`DODGE_ZERO` on the "0" axis, so that no marker hides another's error bar; a
+    method alone at its x stays there."""
+    position = (lambda x: math.log10(x)) if log else (lambda x: x)
+    step = DODGE_DECADES if log else DODGE_ZERO
+    groups = []
+    for method in sorted(xs, key=lambda m: xs[m]):  # neighbours closer than a step: one group
+        if groups and position(xs[method]) - position(xs[groups[-1][-1]]) < step:
+            groups[-1].append(method)
+        else:
+            groups.append([method])
+    drawn = {}
+    for methods in groups:
+        centre = np.mean([position(xs[m]) for m in methods])
+        for i, method in enumerate(sorted(methods, key=list(xs).index)):
+            at = centre + step * (i - (len(methods) - 1) / 2) if len(methods) > 1 \
+                else position(xs[method])
+            drawn[method] = 10 ** at if log else at
+    return drawn
+
+
 def plot_params_vs_metric(rows, metric, out_stem, *, horizon=None) -> list[Path]:
     """Parameters (log x, round ticks) vs a metric, one marker per method with its 90% CI
     (the legend says so); planners with 0 parameters sit on a broken-off "0" axis at the left.
@@ -699,30 +816,36 @@ def plot_params_vs_metric(rows, metric, out_stem, *, horizon=None) -> list[Path]
     counted = {m: p for m, p in points.items() if p[0] > 0}
     chosen_rows = _method_rows(rows, metric, horizon)
     seeds = [len({r.seed for r in chosen}) for m, chosen in chosen_rows.items() if m in points]
-    shortened = shortened_methods([r for m in points for r in chosen_rows[m]])
-    labels = [method_label(m, shortened) for m in points]
+    marks = Marks.of([r for m in points for r in chosen_rows[m]])
+    labels = [marks.label(m) for m in points]
     columns = 2 if len(points) > 2 else len(points)
     height = 2.3 + 0.16 * math.ceil(len(points) / columns)  # the axes keep ~1.9 in
     with paper_style() as plt:
         fig, axes = _params_axes(plt, bool(zero), bool(counted), height)
         style = figure_styles(points)
+        dodged = False
         for ax, group in zip(axes, [g for g in (zero, counted) if g]):
+            drawn_x = dodged_positions({m: p[0] for m, p in group.items()},
+                                       log=group is counted)
+            dodged = dodged or any(
+                not math.isclose(drawn_x[m], p[0], rel_tol=1e-9, abs_tol=1e-9)
+                for m, p in group.items())
             for method, (params, mean, lo, hi) in group.items():
-                ax.errorbar([params], [mean], yerr=[[mean - lo], [hi - mean]], linestyle='none',
-                            markersize=5, capsize=3, elinewidth=1.2, capthick=1.2,
-                            label=method, **style[method])
+                ax.errorbar([drawn_x[method]], [mean],
+                            yerr=None if lo is None else [[mean - lo], [hi - mean]],
+                            linestyle='none', markersize=5, capsize=3, elinewidth=1.2,
+                            capthick=1.2, label=method, **style[method])
         if counted:
             _log_params_axis(axes[-1], [p[0] for p in counted.values()])
-        keep_y_span(axes[0], min(p[2] for p in points.values()),
-                    max(p[3] for p in points.values()), metric in METRIC_NAMES,
+        keep_y_span(axes[0], *y_extent(list(points.values())), metric in METRIC_NAMES,
                     marker_room=True)
         axes[0].set_ylabel(axis_label(metric))
         for ax in axes:
             ax.grid(alpha=0.3)
         handles = {h.get_label(): h for ax in axes for h in ax.get_legend_handles_labels()[0]}
         fig.legend([handles[m] for m in points], labels, loc='outside lower center',
-                   ncol=columns, title=footnote(f'Error bars: {ci_label(seeds)}',
-                                                shortened_note(shortened)),
+                   ncol=columns, title=footnote(ci_label('Error bars', seeds),
+                                                DODGED_NOTE if dodged else '', marks.notes()),
                    title_fontsize=6.5, handletextpad=0.3, columnspacing=1.0)
         return save_figure(fig, out_stem)
 
@@ -794,7 +917,7 @@ class Overlap:
     seeds: list
     fixed_pct: tuple = ()       # (mean, low, high) over seeds, % of the reference's failures
     introduced_pct: tuple = ()  # (mean, low, high) over seeds, % of the reference's successes
-    shortened: dict = field(default_factory=dict)  # method -> reasons (shortened runs)
+    marks: Marks = field(default_factory=Marks)  # shortened runs, feature sources
 
     @property
     def total(self) -> int:
@@ -844,24 +967,31 @@ def error_overlap(rows: list[ResultRow], method: str, reference: str,
     fixed = 100.0 * per_seed[:, 1] / np.maximum(fails, 1)
     introduced = 100.0 * per_seed[:, 2] / np.maximum(solves, 1)
     return Overlap(method, reference, *(int(c) for c in per_seed.sum(0)), seeds,
-                   bootstrap_ci(fixed), bootstrap_ci(introduced), shortened_methods(compared))
+                   seed_interval(fixed), seed_interval(introduced), Marks.of(compared))
 
 
 def overlap_table(overlaps: list[Overlap]) -> str:
     """Markdown table of :func:`error_overlap` results."""
     def pct(values):
         mean, low, high = values
-        return f'{mean:.1f} [{low:.1f}, {high:.1f}]'
+        return f'{mean:.1f}' if low is None else f'{mean:.1f} [{low:.1f}, {high:.1f}]'
     lines = ['| Method | Reference | Seeds | Windows | Both fail | Fixed | Introduced | '
              'Both solve | Fixed (% of ref. failures) | Introduced (% of ref. successes) |',
              '|---|---|---|---|---|---|---|---|---|---|']
+    marks = Marks.merge([o.marks for o in overlaps])
     for o in overlaps:
-        lines.append(f'| {o.method} | {o.reference} | {len(o.seeds)} | {o.total} | '
-                     f'{o.both_fail} | {o.fixed} | {o.introduced} | {o.both_solve} | '
-                     f'{pct(o.fixed_pct)} | {pct(o.introduced_pct)} |')
-    lines.append('\nCounts summed over the seeds; percentages: mean over seeds [90% bootstrap CI]. '
-                 'Fixed: the reference fails, the method solves; introduced: the reverse.')
-    return '\n'.join(lines) + '\n'
+        lines.append(f'| {marks.label(o.method)} | {marks.label(o.reference)} | '
+                     f'{len(o.seeds)} | {o.total} | {o.both_fail} | {o.fixed} | '
+                     f'{o.introduced} | {o.both_solve} | {pct(o.fixed_pct)} | '
+                     f'{pct(o.introduced_pct)} |')
+    few = sorted({len(o.seeds) for o in overlaps if o.fixed_pct[1] is None})
+    lines.append('\nCounts summed over the seeds; percentages: mean over seeds [90% bootstrap CI]'
+                 + (f' ({", ".join(f"n={n}" for n in few)}: no CI, fewer than '
+                    f'{MIN_SEEDS_FOR_CI} seeds)' if few else '')
+                 + '. Fixed: the reference fails, the method solves; introduced: the reverse. '
+                 + ' '.join(filter(None, [shortened_note(marks.shortened) + '.'
+                                          if marks.shortened else '', marks.features_text])))
+    return '\n'.join(lines).rstrip() + '\n'
 
 
 VENN_PANEL_WIDTH = ONE_COLUMN / 2  # two comparisons fit one column
@@ -884,7 +1014,7 @@ def plot_error_overlap(overlaps: list[Overlap], out_stem) -> list[Path]:
     width = overlap_width(len(overlaps))
     panel = width / max(len(overlaps), 2)
     aspect = (VENN_YLIM[1] - VENN_YLIM[0]) / (VENN_XLIM[1] - VENN_XLIM[0])
-    shortened = {m: r for o in overlaps for m, r in o.shortened.items()}
+    marks = Marks.merge([o.marks for o in overlaps])
     with paper_style() as plt:
         fig, axes = plt.subplots(1, len(overlaps), figsize=(width, 0.9 * panel * aspect + 0.2),
                                  squeeze=False, layout='constrained')
@@ -894,7 +1024,7 @@ def plot_error_overlap(overlaps: list[Overlap], out_stem) -> list[Path]:
             _venn_panel(ax, o, colour)
         seeds = sorted({len(o.seeds) for o in overlaps})
         fig.supxlabel(footnote(f'Window counts summed over {"/".join(map(str, seeds))} seeds; '
-                               '% = mean over seeds', shortened_note(shortened)), fontsize=6.5)
+                               '% = mean over seeds', marks.notes(width)), fontsize=6.5)
         paths = save_figure(fig, out_stem)
     table = Path(out_stem).with_suffix('.md')
     place = ('one column wide' if width == ONE_COLUMN
@@ -911,7 +1041,7 @@ def _venn_panel(ax, o: Overlap, colour: dict) -> None:
     more."""
     import textwrap
     from matplotlib.patches import Circle
-    reference, method = (method_label(m, o.shortened) for m in (o.reference, o.method))
+    reference, method = (o.marks.label(m) for m in (o.reference, o.method))
     for x, name in ((-0.55, o.reference), (0.55, o.method)):
         ax.add_patch(Circle((x, 0), 1.0, facecolor=colour[name], alpha=0.25,
                             edgecolor=colour[name], linewidth=1.0))
@@ -1000,7 +1130,7 @@ def plot_error_overlap3(overlap: Overlap3, out_stem) -> list[Path]:
     ``<out_stem>.md`` (:func:`overlap3_table`)."""
     import textwrap
     from matplotlib.patches import Circle
-    shortened = {m: r for pair in overlap.pairs for m, r in pair.shortened.items()}
+    marks = Marks.merge([pair.marks for pair in overlap.pairs])
     colour = distinct_colours(overlap.methods)
     with paper_style() as plt:
         fig, ax = plt.subplots(figsize=(ONE_COLUMN, 3.0), layout='constrained')
@@ -1012,7 +1142,7 @@ def plot_error_overlap3(overlap: Overlap3, out_stem) -> list[Path]:
         for (x, y), name, side in zip(VENN3_CENTRES, overlap.methods,
                                       ('right', 'left', 'center')):
             below = y < 0
-            label = textwrap.fill(f'{method_label(name, shortened)} fails', 24)
+            label = textwrap.fill(f'{marks.label(name)} fails', 24)
             ax.text(x + {'right': 0.35, 'left': -0.35, 'center': 0}[side],
                     y + (-1.08 if below else 1.08), label, ha=side,
                     va='top' if below else 'bottom', fontsize=7, color=colour[name])
@@ -1023,7 +1153,7 @@ def plot_error_overlap3(overlap: Overlap3, out_stem) -> list[Path]:
         ax.set_aspect('equal')
         ax.axis('off')
         fig.supxlabel(footnote(f'Window counts summed over {len(overlap.seeds)} seeds',
-                               shortened_note(shortened)), fontsize=6.5)
+                               marks.notes()), fontsize=6.5)
         paths = save_figure(fig, out_stem)
     table = Path(out_stem).with_suffix('.md')
     table.write_text(overlap3_table(overlap) + f'\n{OVERLAP_TABLE_MARKER}\n')
@@ -1032,14 +1162,17 @@ def plot_error_overlap3(overlap: Overlap3, out_stem) -> list[Path]:
 
 # ------------------------------------------------------------------------ qualitative
 def top_actions(emissions, soft_plan, gt_plan, pred_plan, k: int = 8) -> list[int]:
-    """Column indices to show: the ground-truth and predicted actions, then the actions with
-    the highest probability at any step (emissions or soft plan) up to ``k`` (more only when
-    ground truth and prediction alone need it), in their original column order.
+    """Column indices to show: the ground-truth and predicted actions and each step's
+    emission argmax, then the actions with the highest probability at any step (emissions or
+    soft plan) up to ``k`` (more only when those alone need it), in their original column
+    order.
 
     Args:
         emissions, soft_plan: (T, A); gt_plan, pred_plan: (T,) column indices.
     """
-    chosen = list(dict.fromkeys([int(a) for a in gt_plan] + [int(a) for a in pred_plan]))
+    emission_argmax = np.asarray(emissions).argmax(1)
+    chosen = list(dict.fromkeys([int(a) for a in gt_plan] + [int(a) for a in pred_plan]
+                                + [int(a) for a in emission_argmax]))
     peak = np.maximum(np.asarray(emissions).max(0), np.asarray(soft_plan).max(0))
     for column in np.argsort(-peak, kind='stable'):
         if len(chosen) >= k:
@@ -1049,16 +1182,42 @@ def top_actions(emissions, soft_plan, gt_plan, pred_plan, k: int = 8) -> list[in
     return sorted(chosen)
 
 
+def qualitative_markers(emissions, soft_plan, gt_plan, pred_plan) -> dict:
+    """``{panel: {marker label: (T,) column per step}}`` of the two heatmaps: ground truth in
+    both; in the emissions panel each step's emission argmax (what the network alone
+    predicts), in the soft-plan panel the predicted plan (the decoding through the PKG).
+
+    Args:
+        emissions, soft_plan: (T, A); gt_plan, pred_plan: (T,) column indices.
+    """
+    truth = [int(a) for a in gt_plan]
+    return {'Emissions': {'ground truth': truth,
+                          'emission argmax': [int(a) for a in np.asarray(emissions).argmax(1)]},
+            'Soft plan (DVL)': {'ground truth': truth,
+                                'predicted plan': [int(a) for a in pred_plan]}}
+
+
+QUALITATIVE_MARKERS = {'ground truth': dict(marker='s', s=55, facecolors='none',
+                                            edgecolors='black', linewidths=1.2),
+                       'emission argmax': dict(marker='D', s=12, c='white', edgecolors='black',
+                                               linewidths=0.8),
+                       'predicted plan': dict(marker='o', s=10, c='black')}
+
+
 def plot_qualitative(emissions, soft_plan, action_names, out_stem, *, gt_plan, pred_plan,
-                     k: int = 8, shortened: str = '') -> list[Path]:
+                     k: int = 8, shortened: str = '', features: str = '') -> list[Path]:
     """Emissions and DVL soft plan of one window as (action x step) heatmaps over the
-    :func:`top_actions` of its task; ground truth = square, prediction = dot (one column wide).
+    :func:`top_actions` of its task, one column wide; ground truth = square in both panels,
+    each step's emission argmax = diamond in the emissions panel, predicted plan = dot in the
+    soft-plan panel (:func:`qualitative_markers`).
 
     Args:
         emissions: (T, A) emission probabilities; soft_plan: (T, A) DVL soft plan.
         action_names: (A,) column labels; gt_plan, pred_plan: (T,) column indices (0..A-1).
         shortened: why the model's training is not the full one ('' = full): noted with †.
+        features: the features sentence of the note (:func:`provenance.record_note`).
     """
+    import textwrap
     import matplotlib.patheffects as effects
     emissions, soft_plan = np.asarray(emissions), np.asarray(soft_plan)
     num_actions = len(action_names)
@@ -1074,14 +1233,12 @@ def plot_qualitative(emissions, soft_plan, action_names, out_stem, *, gt_plan, p
     with paper_style() as plt:
         fig, axes = plt.subplots(1, 2, figsize=(ONE_COLUMN, 0.75 + 0.24 * len(rows)),
                                  sharey=True, layout='constrained')
-        for ax, matrix, name in ((axes[0], emissions, 'Emissions'),
-                                 (axes[1], soft_plan, 'Soft plan (DVL)')):
+        markers = qualitative_markers(emissions, soft_plan, gt_plan, pred_plan)
+        for ax, matrix, (name, marked) in zip(axes, (emissions, soft_plan), markers.items()):
             image = ax.imshow(matrix[:, rows].T, aspect='auto', cmap='cividis', vmin=0, vmax=1)
-            ax.scatter(range(steps), [row_of[int(a)] for a in gt_plan], marker='s', s=55,
-                       facecolors='none', edgecolors='black', linewidths=1.2,
-                       path_effects=outline, label='ground truth')
-            ax.scatter(range(steps), [row_of[int(a)] for a in pred_plan], marker='o', s=10,
-                       c='black', path_effects=outline, label='prediction')
+            for label, columns in marked.items():
+                ax.scatter(range(steps), [row_of[a] for a in columns], path_effects=outline,
+                           label=label, **QUALITATIVE_MARKERS[label])
             ax.set_xticks(range(steps), [str(t + 1) for t in range(steps)])
             ax.set_xlabel('Step t')
             ax.set_title(name, fontsize=7, pad=3)  # panel label, not a caption
@@ -1091,9 +1248,13 @@ def plot_qualitative(emissions, soft_plan, action_names, out_stem, *, gt_plan, p
             axes[0].set_ylabel('Action (key below)')
         bar = fig.colorbar(image, ax=axes, label='Probability', fraction=0.08, pad=0.02)
         bar.set_ticks([0, 0.25, 0.5, 0.75, 1.0])
-        handles, labels = axes[0].get_legend_handles_labels()
-        fig.legend(handles, labels, loc='outside upper center', ncol=2, handletextpad=0.2)
-        note = f'{SHORTENED_MARK} shortened run: {shortened}' if shortened else ''
+        handles = {}
+        for ax in axes:
+            handles.update(zip(*reversed(ax.get_legend_handles_labels())))
+        fig.legend(handles.values(), handles.keys(), loc='outside upper center', ncol=3,
+                   handletextpad=0.2, columnspacing=0.8)
+        note = footnote(f'{SHORTENED_MARK} shortened run: {shortened}' if shortened else '',
+                        textwrap.fill(features, 62))
         if by_index or note:
             fig.supxlabel(footnote(action_key(names) if by_index else '', note), x=0.0,
                           ha='left', fontsize=6.5, linespacing=1.15)
@@ -1116,8 +1277,12 @@ def qualitative_from_checkpoint(config: str, checkpoint: str, index: int = 0,
     ``shortened`` when the checkpoint's epoch is before the config's ``max_epochs``), plus
     ``caption`` (task and sample, for the paper's caption).
 
-    The columns are the actions of the sample's task (plus any predicted action outside it).
+    The columns are the actions of the sample's task (plus any predicted action or emission
+    argmax outside it); ``features``: the note on what the model was tested on (its test
+    dataset's feature folders, :mod:`vpn_plugin.datasets.provenance`).
     """
+    from vpn_plugin.datasets.provenance import dataset_feature_dirs, folders_provenance
+    from .provenance import record_note
     from vpn_plugin.apis import build_split_dataset, inference_planner, init_planner
     from vpn_plugin.engine.checkpoint import read_checkpoint
     model = init_planner(config, checkpoint, cfg_options=cfg_options)
@@ -1129,11 +1294,13 @@ def qualitative_from_checkpoint(config: str, checkpoint: str, index: int = 0,
     out = inference_planner(model, dataset, [index])[0]
     task = int(out.gt_task)
     task_actions = list(dataset.taxonomy.task_actions[task])
-    columns = task_actions + [int(a) for a in out.pred_plan if int(a) not in task_actions]
+    outside = [int(a) for a in list(out.pred_plan) + list(out.emissions.argmax(1))]
+    columns = task_actions + [a for a in dict.fromkeys(outside) if a not in task_actions]
     position = {a: i for i, a in enumerate(columns)}
     return dict(emissions=out.emissions[:, columns].numpy(),
                 soft_plan=out.soft_plan[:, columns].numpy(),
                 action_names=[dataset.taxonomy.action_names[a] for a in columns],
                 gt_plan=[position[int(a)] for a in out.gt_plan],
                 pred_plan=[position[int(a)] for a in out.pred_plan], shortened=shortened,
+                features=record_note(folders_provenance(dataset_feature_dirs(dataset))),
                 caption=f'{dataset.taxonomy.task_names[task]} (test sample {index})')

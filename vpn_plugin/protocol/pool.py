@@ -79,7 +79,7 @@ def run_pool(runner, units: list, done: set, jobs: int,
                 else:
                     finished[index] = [row_from_dict(row, f'job of {unit_name(unit)}')
                                        for row in payload]
-                    progress.done()  # not len(finished): written units leave it
+                    progress.done(index)  # not len(finished): written units leave it
                     log(f'finished {unit_name(unit)}' + progress.text())
             while written in finished:  # in unit order: the file of a sequential run
                 for row in finished.pop(written):

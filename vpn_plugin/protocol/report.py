@@ -15,6 +15,11 @@ A table has one row per method and one column per (dataset, horizon, metric). Co
   improvement no interval and no mark ("n=2: no CI");
 * methods with rows from shortened runs (field ``shortened``: ``--max-epochs``, ``--limit``)
   carry a ``†`` and the caption names the reasons;
+* every caption names the features of each dataset (``ResultRow.features``: synthetic with
+  its generator and seed, a feature folder with its fingerprint, extracted with recipe and
+  weights hash); methods with rows on synthetic features carry a ``‖``, on unusable ones
+  (random S3D weights) a ``✗``; rows of one dataset on several feature sources are refused
+  unless ``allow_mixed_features`` (:mod:`vpn_plugin.protocol.provenance`);
 * an incomplete protocol (``missing``: rows its run was asked for but never wrote,
   ``expected.py``; ``tools/report.py --allow-missing``) marks each cell lacking a seed with
   ``¶`` (a column or method with no row at all shows ``-¶``) and the caption lists the rows;
@@ -44,9 +49,11 @@ from typing import Optional
 
 import numpy as np
 
-from vpn_plugin.core.stats import AUTHORS_RESAMPLES, AUTHORS_SEED, bootstrap_ci, \
-    bootstrap_difference
+from vpn_plugin.core.stats import AUTHORS_RESAMPLES, AUTHORS_SEED, MIN_SEEDS_FOR_CI, \
+    bootstrap_difference, seed_interval, shows_ci
 from vpn_plugin.errors import check_names
+from .provenance import (SYNTHETIC_MARK, UNUSABLE_MARK, check_feature_mix, feature_marks,
+                         features_note)
 from vpn_plugin.outputs import REPORT_LATEX_MARKER, REPORT_MARKDOWN_MARKER
 from .results import METRIC_LABELS, METRIC_RANGES, ResultRow, shortened_reason
 
@@ -58,7 +65,6 @@ CELL_IDENTITY = ('protocol', 'config', 'train_horizon', 'variant', 'settings')
 # settings.pretrained, the pre-training stage each seed runs)
 PER_SEED_SETTINGS = ('sample_seed', 'step_checkpoint', 'anchors_file')
 CI_STYLES = ('width', 'half-width')  # width: the paper's p95 - p5; half-width: (p95 - p5) / 2
-MIN_SEEDS_FOR_CI = 3  # fewer seeds: mean only, no CI, no significance mark
 SHORTENED_MARK = '†'
 TEST_SET_PKG_MARK = '§'
 STAND_IN_MARK = '‡'
@@ -116,6 +122,8 @@ class Table:
     selections: list = field(default_factory=list)  # distinct checkpoint selections of the rows
     usage: dict = field(default_factory=dict)      # method -> {USAGE_FIELDS: mean per run}
     oracle: set = field(default_factory=set)       # ORACLE methods (is_oracle)
+    feature_marks: dict = field(default_factory=dict)  # method -> synthetic/unusable marks
+    features: str = ''                             # the caption's features sentences
     missing: dict = field(default_factory=dict)    # (method, column) -> seeds missing
     missing_rows: list = field(default_factory=list)  # descriptions of the missing rows
 
@@ -132,7 +140,8 @@ def ci_spread(stats, ci_style: str) -> Optional[float]:
 def build_table(rows: list[ResultRow], metrics=DEFAULT_METRICS, *, methods=None,
                 ours=None, reference=None, num_resamples=AUTHORS_RESAMPLES,
                 num_diff_resamples=AUTHORS_RESAMPLES, level=0.90, seed=AUTHORS_SEED,
-                ci_style='width', paired=False, missing=()) -> Table:
+                ci_style='width', paired=False, missing=(),
+                allow_mixed_features=False) -> Table:
     """Aggregate rows into a :class:`Table` (conventions: module docstring).
 
     ``methods`` fixes the row order (default: order of first appearance). Several rows of the
@@ -150,6 +159,8 @@ def build_table(rows: list[ResultRow], metrics=DEFAULT_METRICS, *, methods=None,
     methods = list(methods) if methods else list(dict.fromkeys(
         [r.method for r in rows] + [r.method for r in missing]))
     _check_named(methods, ours, reference, rows)
+    shown = [r for r in rows if r.method in methods]
+    check_feature_mix(shown, allow_mixed_features)
     groups = sorted({(r.dataset, r.horizon) for r in list(rows) + list(missing)
                      if r.method in methods})
     columns = [(d, h, m) for d, h in groups for m in metrics]
@@ -169,6 +180,8 @@ def build_table(rows: list[ResultRow], metrics=DEFAULT_METRICS, *, methods=None,
                                      if r.method in methods and r.selection}),
                   usage=_usage(rows, methods),
                   oracle={r.method for r in rows if r.method in methods and is_oracle(r)},
+                  feature_marks=feature_marks(shown),
+                  features=features_note(shown, DATASET_LABELS),
                   missing=_missing_cells(missing, methods, metrics),
                   missing_rows=_missing_descriptions(missing, methods))
     for column in columns:
@@ -178,10 +191,7 @@ def build_table(rows: list[ResultRow], metrics=DEFAULT_METRICS, *, methods=None,
 
 
 def _cell(values: dict, num_resamples, level, seed) -> CellStats:
-    scores = np.array(list(values.values()))
-    if len(scores) < MIN_SEEDS_FOR_CI:
-        return CellStats(values, float(scores.mean()), None, None)
-    mean, low, high = bootstrap_ci(scores, num_resamples=num_resamples, level=level, seed=seed)
+    mean, low, high = seed_interval(np.array(list(values.values())), num_resamples, level, seed)
     return CellStats(values, mean, low, high)
 
 
@@ -368,7 +378,7 @@ def _improvement(table, column, ours, reference, seed):
                             table.cells[(reference, column)].values, table.paired)
     if a is None:
         return None
-    if min(len(a), len(b)) < MIN_SEEDS_FOR_CI:
+    if not shows_ci(min(len(a), len(b))):
         return Improvement(ours, reference, float(a.mean() - b.mean()), None, None, False,
                            (len(a), len(b)))
     delta, low, high, significant = bootstrap_difference(
@@ -485,6 +495,7 @@ def to_latex(table: Table, *, title: str = '', label: str = '', digits: int = 2)
 def _method_label(table: Table, method: str) -> str:
     """The method's name, ``†`` for a shortened run, and its failed windows by kind."""
     label = method + (SHORTENED_MARK if method in table.shortened else '') + \
+        table.feature_marks.get(method, '') + \
         (STAND_IN_MARK if method in table.stand_ins else '') + \
         (f'{TEST_SET_PKG_MARK} ({", ".join(table.pkg_sources[method])})'
          if method in table.pkg_sources else '')
@@ -544,6 +555,7 @@ def _legend(table: Table, latex: bool) -> str:
     text = ' '.join(filter(None, [_missing_legend(table),
                                   _cell_legend(table, pm), _improvement_legend(table, delta, pm),
                                   _few_seeds_legend(table), _shortened_legend(table),
+                                  table.features,
                                   _pkg_source_legend(table),
                                   _stand_in_legend(table), _selection_legend(table),
                                   _oracle_legend(table), _usage_legend(table)]))
@@ -684,6 +696,8 @@ def _latex_escape(text: str, keep_math: bool = False) -> str:
                     SHORTENED_MARK: r'\textsuperscript{\dag}',
                     STAND_IN_MARK: r'\textsuperscript{\ddag}',
                     TEST_SET_PKG_MARK: r'\textsuperscript{\S}',
+                    SYNTHETIC_MARK: r'\textsuperscript{\textbardbl}',
+                    UNUSABLE_MARK: r'\textsuperscript{$\times$}',
                     MISSING_MARK: r'\textsuperscript{\P}'}
     if not keep_math:  # a name of the user's own (method, title) is text, never markup
         replacements.update({'$': r'\$', '\\': r'\textbackslash{}', '{': r'\{', '}': r'\}',

@@ -41,6 +41,16 @@ pkg_source      str      ``test-set PKG`` when the run's PKG was not built from 
                          (KEPP's ``model.released_graph``; derived from the config);
                          ``tools/report.py`` marks such rows (``§``) and the protocols
                          of the main table refuse them; empty = the run's own PKG
+features        dict     what the model was trained and tested on
+                         (``vpn_plugin.datasets.provenance``): ``kind`` (``synthetic``,
+                         ``extracted``, ``random-weights``, ``converted``, ``user``,
+                         ``none`` for planners that read no features, ``mixed``),
+                         ``label`` (printed in every caption), ``fingerprint`` of the
+                         feature folder, ``folder`` and the record's details (generator
+                         and seed, recipe and weights hash, ...); ``trained_on`` when the
+                         training read other features. Empty = not recorded (rows written
+                         before this field). ``tools/report.py`` and ``tools/plots.py``
+                         mark synthetic and unusable rows and refuse to mix sources
 settings        dict     everything else that changes the result, part of the run's
                          identity (default ``{}``): protocol runs ``max_epochs``,
                          ``val_interval``, ``batch_size`` (``None`` = the config's),
@@ -69,7 +79,8 @@ usage           dict     what a prompted run consumed (LLM rows; default ``{}``)
 
 Identity (:meth:`ResultRow.key`): every field except ``metrics``, ``params``, the paths,
 ``shortened`` and ``pkg_source`` (derived from ``settings``), ``selection`` (derived from the
-config), ``failures`` and ``usage``. A results file holds one row per identity:
+config), ``features`` (a record of the data the config read), ``failures`` and ``usage``.
+A results file holds one row per identity:
 :func:`replace_result` swaps a rerun's row in, :func:`append_result` skips a row that is
 already there.
 
@@ -93,6 +104,7 @@ from typing import Iterable
 from vpn_plugin.errors import check_file, check_names
 
 from vpn_plugin.locks import exclusive_lock, lock_path_of
+from .provenance import averaged_features
 
 METRIC_LABELS = {'success_rate': 'SR', 'mean_accuracy': 'mAcc', 'miou_set': 'mIoU',
                  'miou_legacy': 'mIoU (legacy)', 'first_accuracy': 'First acc.',
@@ -126,6 +138,7 @@ class ResultRow:
     shortened: str = ''
     pkg_source: str = ''
     selection: str = ''
+    features: dict = field(default_factory=dict)
     settings: dict = field(default_factory=dict)
     failures: dict = field(default_factory=dict)
     usage: dict = field(default_factory=dict)
@@ -168,7 +181,7 @@ def row_from_dict(record: dict, source: str = '<dict>') -> ResultRow:
         raise ValueError(f'{source}: field "pkg_source" must be a string, got '
                          f'{record["pkg_source"]!r}')
     values['pkg_source'] = record.get('pkg_source') or ''
-    for name in ('settings', 'failures', 'usage'):
+    for name in ('settings', 'failures', 'usage', 'features'):
         values[name] = _as_dict(record.get(name), name, source)
     values['failures'] = {k: _as_int(v, f'failures.{k}', source)
                           for k, v in values['failures'].items()}
@@ -518,5 +531,6 @@ def mean_over_datasets(rows: list[ResultRow]) -> list[ResultRow]:
                                                if stand_ins else {})},
             metrics={m: sum(r.metrics[m] for r in parts) / len(parts) for m in sorted(common)},
             params=max((r.params for r in parts if r.params is not None), default=None),
+            features=averaged_features([r.features for r in parts]),
             config='', per_sample_file='', work_dir='', settings={}, failures={}))
     return averaged

@@ -74,6 +74,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from vpn_plugin.datasets.provenance import run_features
 from vpn_plugin.errors import read_json, write_text_atomically
 from vpn_plugin.locks import LockBusyError, exclusive_lock, lock_path_of
 from vpn_plugin.smoke import SMOKE, limit_test_windows, smoke_config
@@ -486,11 +487,13 @@ class ProtocolRunner:
                                     'retrained silently: delete the folder to train it again')
         return {unit.pretrained['option']: checkpoint}
 
-    def run(self, units: list[TrainUnit], jobs: int = 1, estimate=None) -> Path:
+    def run(self, units: list[TrainUnit], jobs: int = 1, estimate=None,
+            unit_estimates=None) -> Path:
         """Run every unfinished unit, ``jobs`` at once (``protocol/pool.py``: one process per
         unit; the rows are the same and written in the same order); returns the results file.
         ``estimate(units)``: the dry run's seconds of those units in one process (the ETA
-        until the first one finishes, :class:`progress.Progress`)."""
+        until the first one finishes); ``unit_estimates(units)``: its seconds of each unit,
+        which weigh the units left in the ETA (:class:`progress.Progress`)."""
         if jobs < 1:
             raise ValueError(f'jobs={jobs}; expected >= 1 runs at once')
         done = self.done_keys()
@@ -501,7 +504,8 @@ class ProtocolRunner:
         log(f'protocol {self.protocol}: {len(units)} runs, {len(units) - len(todo)} '
              f'already finished, {len(todo)} to run -> {self.results_file}')
         started = time.time()
-        progress = Progress(len(todo), jobs=jobs, estimate=estimate(todo) if estimate else None)
+        progress = Progress(len(todo), jobs=jobs, estimate=estimate(todo) if estimate else None,
+                            unit_seconds=unit_estimates(todo) if unit_estimates else None)
         if jobs > 1:
             from .pool import run_pool
             failures = run_pool(self, todo, done, jobs, progress)
@@ -528,17 +532,17 @@ class ProtocolRunner:
             log(f'[{number}/{len(units)}] {unit_name(unit)}' + progress.text())
             try:
                 self.run_unit(unit, done, wait=False)
-                progress.done()
+                progress.done(number - 1)
             except LockBusyError as error:  # another process runs it: come back at the end
                 log(f'    skipped for now: {error}')
-                busy.append(unit)
+                busy.append((number - 1, unit))
             except Exception as error:  # noqa: BLE001  (the unit's state file records it)
                 failures.append(self.failure(unit, error))
-        for unit in busy:
+        for index, unit in busy:
             log(f'waiting for {self.work_dir(unit)} (run by another process)')
             try:
                 self.run_unit(unit, done)
-                progress.done()
+                progress.done(index)
             except Exception as error:  # noqa: BLE001
                 failures.append(self.failure(unit, error))
         return failures
@@ -639,10 +643,13 @@ class ProtocolRunner:
             # shared by the protocol files of its datasets)
             test_dir = work_dir / _slug(f'test_{spec.method}_{self.dataset}_T{spec.horizon}',
                                         spec.variant)
-            metrics, test_params, limited = self.test(unit, spec, checkpoint, test_dir)
+            metrics, test_params, limited, tested_on = self.test(unit, spec, checkpoint,
+                                                                 test_dir)
             row = self.row_for(identity, spec, metrics, params or test_params, test_dir,
                                '; '.join(filter(None, (shortened, limited))))
             row.selection = selection
+            row.features = run_features(trained_features(work_dir) if unit.train else None,
+                                        tested_on)
             per_sample = test_dir / 'per_sample.json'
             if per_sample.is_file():
                 row.per_sample_file = str(per_sample)
@@ -653,9 +660,7 @@ class ProtocolRunner:
         """Append a finished test's row to the results file (not twice: ``append_result``)."""
         append_result(self.results_file, row)
         done.add(row.key())
-        log('    ' + row.method + ': ' + ', '.join(
-            f'{k}={v:.2f}' for k, v in row.metrics.items() if k in
-            ('success_rate', 'mean_accuracy', 'miou_set')))
+        log('    ' + metrics_line(row))
 
     # ------------------------------------------------------------------ mmengine glue
     def build_cfg(self, config: str, cfg_options: dict, seed: int, work_dir: Path,
@@ -714,8 +719,8 @@ class ProtocolRunner:
         checkpoint, selection = selected_checkpoint(cfg, work_dir)
         params = num_parameters(runner.model)
         write_text_atomically(marker, json.dumps(dict(
-            checkpoint=checkpoint, params=params, shortened=shortened, selection=selection)),
-            'training record')
+            checkpoint=checkpoint, params=params, shortened=shortened, selection=selection,
+            features=read_features(runner.train_dataloader))), 'training record')
         return checkpoint, params, shortened, selection
 
     def checkpoint_epochs(self, unit: TrainUnit) -> int:
@@ -729,7 +734,8 @@ class ProtocolRunner:
 
     def test(self, unit: TrainUnit, spec: TestSpec, checkpoint, test_dir: Path):
         """Test a checkpoint (or an untrained planner) under a spec; returns (metrics, params,
-        how its test windows were limited: '' for all of them)."""
+        how its test windows were limited ('' for all of them), the provenance of the test
+        features)."""
         from vpn_plugin.models.base_planner import num_parameters
         from vpn_plugin.runner import build_runner
         options = {**unit.cfg_options, **spec.cfg_options}
@@ -745,7 +751,8 @@ class ProtocolRunner:
         metrics = runner.test()
         limited = getattr(runner.test_dataloader.dataset, 'limited', None)
         shortened = f'limit={limited[0]} of {limited[1]} test windows' if limited else ''
-        return clean_metrics(metrics), num_parameters(runner.model), shortened
+        return (clean_metrics(metrics), num_parameters(runner.model), shortened,
+                read_features(runner.test_dataloader))
 
 
 def selected_checkpoint(cfg, work_dir: Path) -> tuple:
@@ -795,6 +802,30 @@ def diversity_metrics(per_sample_file: Path) -> dict:
         log(f'    no decoding diversity for {per_sample_file}: {error}')
         return {}
     return dict(plan_entropy=diversity['pred_entropy'], plan_jsd=diversity['js_divergence'])
+
+
+def read_features(dataloader) -> dict:
+    """The provenance record (``datasets/provenance.py``) of the feature folders a built
+    dataloader's dataset reads."""
+    from vpn_plugin.datasets.provenance import dataset_feature_dirs, folders_provenance
+    return folders_provenance(dataset_feature_dirs(dataloader.dataset))
+
+
+def trained_features(work_dir: Path) -> dict:
+    """The features a finished training read (``train_done.json``; ``{}`` for a training
+    finished before they were recorded)."""
+    marker = Path(work_dir) / 'train_done.json'
+    return read_json(marker, 'training record').get('features', {}) if marker.is_file() else {}
+
+
+def metrics_line(row: ResultRow) -> str:
+    """The log line of a finished test: method, dataset, horizon, seed, variant, metrics."""
+    trained = f' (trained T={row.train_horizon})' if row.train_horizon not in (
+        None, row.horizon) else ''
+    variant = ''.join(f' {k}={v}' for k, v in sorted(row.variant.items()))
+    return (f'{row.method} {row.dataset} T={row.horizon}{trained} seed={row.seed}{variant}: '
+            + ', '.join(f'{k}={v:.2f}' for k, v in row.metrics.items()
+                        if k in ('success_rate', 'mean_accuracy', 'miou_set')))
 
 
 def clean_metrics(metrics: dict) -> dict:

@@ -204,7 +204,8 @@ def known_partitions() -> list:
 def unit_seconds(runner, units, epoch_seconds: float) -> list:
     """The dry run's estimate (seconds, one process) of each unit's training, plus its
     pre-training stage's while that stage is not trained (any of its units may train it)."""
-    planned = plan_runs(with_stages(units), runner.work_dir, runner.max_epochs, epoch_seconds)
+    planned = plan_runs(with_stages(units), runner.work_dir, runner.max_epochs, epoch_seconds,
+                        smoke=runner.smoke)
     by_unit = {id(unit): run.seconds for unit, run in zip(with_stages(units), planned)}
     seconds = []
     for unit in units:
@@ -434,6 +435,18 @@ def queued_work_dirs(folder: Path, queue=squeue_tasks) -> set:
             if job in tasks and tasks[job].alive}
 
 
+def submit_array(executor, task, tasks) -> list:
+    """``executor.map_array`` of the tasks' units; sbatch's refusal (an unknown
+    ``--slurm-options`` key, an account or QOS the cluster lacks) becomes one line naming it."""
+    from submitit.core.utils import FailedJobError
+    try:
+        return executor.map_array(task, [t.units for t in tasks])
+    except FailedJobError as error:
+        reason = ' '.join(str(error).split())
+        raise ValueError(f'sbatch refused the job array ({reason}); nothing was submitted: '
+                         'check --slurm-options, --partition and the resources') from None
+
+
 def submit(runner, units, request: SlurmRequest, epoch_seconds: float, *, command: str = '',
            cluster: str = 'slurm', queue=squeue_tasks, limit=None):
     """Submit the units of ``units`` neither done nor queued as one array; returns
@@ -451,7 +464,7 @@ def submit(runner, units, request: SlurmRequest, epoch_seconds: float, *, comman
         task = ProtocolTask(runner, os.getcwd(), request.cpus_per_run, request.max_requeues)
         executor = make_executor(folder, request, plan.time_limit,
                                  f'vpn_{runner.protocol}', cluster)
-        jobs = executor.map_array(task, [t.units for t in plan.tasks])
+        jobs = submit_array(executor, task, plan.tasks)
         record = dict(array=str(jobs[0].job_id).split('_')[0], submitted=time.time(),
                       command=command, partition=request.partition,
                       time_limit=plan.time_limit, tasks=[

@@ -221,10 +221,10 @@ class Progress:
     the videos not yet opened counted at the mean of those opened), chunks/s, the ETA and the
     video in flight."""
 
-    def __init__(self, total_videos: int, rank: int, stream=sys.stderr, interval: float = 10.0,
+    def __init__(self, total_videos: int, rank: int, stream=None, interval: float = 10.0,
                  clock=time.monotonic):
         self.steps = StepProgress(f'[rank {rank}] S3D features', 0,
-                                  lambda line: print(line, file=stream, flush=True),
+                                  lambda line: print(line, file=stream or sys.stderr, flush=True),
                                   unit='chunks', interval=interval, clock=clock)
         self.total_videos, self.videos = total_videos, 0
         self.expected: Dict[int, int] = {}  # video index -> chunks (probed, or a guess)
@@ -265,12 +265,13 @@ def extract_videos(network: Callable, videos: Sequence[Path], out_dir, recipe: F
                    *, naming: str = 'stem', rank: int = 0, world_size: int = 1,
                    num_workers: int = 2, batch_chunks: int = 8, block_chunks: int = 64,
                    extra: Optional[Dict[str, np.ndarray]] = None,
-                   settings: Optional[dict] = None, progress_stream=sys.stderr
+                   settings: Optional[dict] = None, progress_stream=None
                    ) -> ExtractionResult:
     """Extract this rank's shard of ``videos`` (module docstring). ``network``: a module
     returning ``{'video_embedding': (B, D)}`` for (B, 3, chunk, S, S) in [0, 1] (``S3D`` in
     eval mode); ``extra``: arrays stored in every file (e.g. ``usable``); ``settings``: what
     ``extraction.json`` records (the recipe and weights)."""
+    progress_stream = progress_stream or sys.stderr  # the stream of now, not of the import
     out_dir = Path(out_dir)
     if path_kind(out_dir) not in (None, 'a folder'):
         raise OSError(f'--out {out_dir} is {path_kind(out_dir)}; expected a folder for the '

@@ -3,7 +3,7 @@
 # counted PKG and with a uniform graph (UniformGraph: every transition 1/N).
 #   .venv/bin/python tools/run_protocol.py configs/protocol/sample_efficiency_pkg_niv.py
 #   .venv/bin/python tools/plots.py efficiency RESULTS --dashed 'ViterbiPlanNet w/o PKG' \
-#       --out docs/figures/sample_efficiency_niv
+#       --out work_dirs/sample_efficiency_niv
 protocol = 'sample_efficiency_pkg'
 seeds = [0, 1, 2]
 horizons = [3, 4, 5, 6]

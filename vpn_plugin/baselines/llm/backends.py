@@ -119,7 +119,16 @@ class ResponseCache:
         if not path.is_file():
             raise ValueError(f'the LLM cache key {path} is not a file; expected the secret key '
                              'this cache was made with (or no such path: a new key is made)')
-        mode = path.stat().st_mode & 0o777
+        status = path.stat()
+        mode = status.st_mode & 0o777
+        # a key of another user than this one and the folder's owner (NFS root_squash gives
+        # root's files to nobody, the folder's too) was put there by someone who can forge
+        if os.name == 'posix' and status.st_uid not in (os.geteuid(), self.root.stat().st_uid):
+            raise PermissionError(f'the LLM cache key {path} belongs to user id {status.st_uid}, '
+                                  f'not to this user ({os.geteuid()}) nor to the owner of the '
+                                  'folder: whoever wrote it can forge cache entries; expected a '
+                                  'key this user made (delete it: a new key is made and the '
+                                  'entries are asked again)')
         if os.name == 'posix' and mode & 0o077:
             raise PermissionError(f'the LLM cache key {path} has mode {mode:04o}: others could '
                                   'read it and forge cache entries; expected 0600 (chmod 600 '
