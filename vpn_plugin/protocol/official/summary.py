@@ -197,7 +197,7 @@ def plot_losses(label: str, runs: dict, out_stem) -> list:
             ax.set_ylabel('Training loss' if panel == 'training'
                           else f'Loss ({panel.replace("_", " ")})')
             ax.grid(True, alpha=0.3)
-        axes[0, 0].legend(title=ci_label([len(runs['official']), len(runs['ours'])]),
+        axes[0, 0].legend(title=ci_label('Bands', [len(runs['official']), len(runs['ours'])]),
                           title_fontsize=6)
         fig.tight_layout()
         return save_figure(fig, out_stem)
