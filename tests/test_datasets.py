@@ -259,8 +259,18 @@ def test_window_file_bad_task_id_and_instruction_len(tmp_path):
 def test_frame_indices_and_clamping():
     assert [i.tolist() for i in frame_indices('concat3', 5, 9, 20)] == [[5, 6, 7], [7, 8, 9]]
     assert [i.tolist() for i in frame_indices('mean3', 5, 9, 20)] == [[4, 5, 6], [8, 9, 10]]
-    assert [i.tolist() for i in frame_indices('concat3', 18, 20, 20)] == [[18, 19, 19],
+    # PDPP's loader: a start window past the video moves back inside it, e' = max(2, e)
+    assert [i.tolist() for i in frame_indices('concat3', 18, 20, 20)] == [[17, 18, 19],
                                                                           [18, 19, 19]]
+    assert [i.tolist() for i in frame_indices('concat3', 0, 1, 20)] == [[0, 1, 2], [0, 1, 2]]
+    assert [i.tolist() for i in frame_indices('concat3', 0, 0, 2)] == [[0, 0, 1], [0, 1, 1]]
+    # KEPP's loaders: PDPP's, one frame earlier inside the video
+    assert [i.tolist() for i in frame_indices('kepp', 5, 9, 20)] == [[4, 5, 6], [8, 9, 10]]
+    assert [i.tolist() for i in frame_indices('kepp', 0, 1, 20)] == [[0, 1, 2], [1, 2, 3]]
+    assert [i.tolist() for i in frame_indices('kepp', 18, 19, 20)] == [[17, 18, 19],
+                                                                       [17, 18, 19]]
+    assert [i.tolist() for i in frame_indices('kepp', 17, 18, 20)] == [[16, 17, 18],
+                                                                       [17, 18, 19]]
     assert [i.tolist() for i in frame_indices('mean3', 0, 1, 20)] == [[0, 0, 1], [0, 1, 2]]
     # the authors': [max(0, t-1), min(t+2, L)) with the last frame replayed to 3 frames
     assert [i.tolist() for i in frame_indices('authors', 5, 9, 20)] == [[4, 5, 6], [8, 9, 10]]
@@ -268,6 +278,17 @@ def test_frame_indices_and_clamping():
                                                                          [18, 19, 19]]
     assert [i.tolist() for i in frame_indices('authors', 0, 25, 20)][1] == [18, 19, 19]
     assert [i.tolist() for i in frame_indices('authors', 0, 0, 1)] == [[0, 0, 0], [0, 0, 0]]
+
+
+def test_mean3_averages_the_frames_inside_the_video():
+    """SCHEMA's loaders (M=2): np.mean(frames[max(0, t-1):min(t+2, L)]): at the first and the
+    last frame only two frames, none counted twice (an oracle written out by hand)."""
+    from vpn_plugin.datasets.observations import window_observations
+    frames = np.arange(10, dtype=np.float32)[:, None] ** 2  # (L=10, D=1), distinct values
+    start, goal, _ = window_observations(frames, [(0, 4), (5, 9)], 'mean3', 0)
+    np.testing.assert_allclose([start[0], goal[0]], [(0 + 1) / 2, (64 + 81) / 2])
+    start, goal, _ = window_observations(frames, [(3, 4), (5, 6)], 'mean3', 0)
+    np.testing.assert_allclose([start[0], goal[0]], [(4 + 9 + 16) / 3, (25 + 36 + 49) / 3])
 
 
 def test_sample_dict_and_observations(tmp_path):

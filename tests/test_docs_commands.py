@@ -40,7 +40,8 @@ PENDING_FLAGS = {}
 CHECKED_ROOTS = ('configs/', 'tools/', 'examples/', 'prompts/', 'docs/', 'vpn_plugin/',
                  'tests/', '../shared/')
 # flags whose value is a path the command writes (it need not exist before)
-OUTPUT_FLAGS = {'--out', '--dst', '--out-metrics', '--save-anchors', '--work-dir', '--cache-dir'}
+OUTPUT_FLAGS = {'--out', '--dst', '--out-metrics', '--save-anchors', '--work-dir', '--cache-dir',
+                '--figure'}  # --figure: a stem the tool writes .png and .pdf to
 # what tools/train.py, the protocol runner and TaskClassifierHook write into a work dir
 CHECKPOINT_NAMES = re.compile(r'(best_plan_success_rate_epoch_(<N>|\d+)|epoch_(<N>|N|\d+)'
                               r'|task_classifier)\.pth')

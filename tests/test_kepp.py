@@ -247,6 +247,22 @@ def test_released_graph_is_read_safely_and_checked(tmp_path):
         released_graph(path, num_actions=2, horizon=4)
 
 
+def test_a_graph_pickled_with_its_cached_views_is_read(tmp_path):
+    """networkx 3 pickles the views a DiGraph has cached (``G.adj``, ``G.nodes``), as the graph
+    KEPP's PKG/graph_creation.py writes after reading them."""
+    nx = pytest.importorskip('networkx')
+    made = nx.DiGraph()
+    made.add_edge(0, 1, weight=0.5)
+    made.add_edge(0, 2, weight=0.5)
+    made.add_edge(1, 2, weight=1.0)
+    assert list(made.adj[0]) == [1, 2] and list(made.succ[1]) == [2] and len(made.nodes) == 3
+    path = tmp_path / 'trained_graph.pkl'
+    path.write_bytes(pickle.dumps(made))
+    assert b'AdjacencyView' in path.read_bytes()
+    graph = released_graph(path, num_actions=3, horizon=4)
+    assert graph.nodes == [0, 1, 2] and graph.edges() == [(0, 1, .5), (0, 2, .5), (1, 2, 1.)]
+
+
 def test_a_graph_file_with_a_payload_never_runs(tmp_path):
     marker = tmp_path / 'ran'
 

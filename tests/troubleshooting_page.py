@@ -79,6 +79,12 @@ SECTIONS = [
      '`--cfg-options load_from=CKPT load_partial=True`; a checkpoint that records nothing of '
      'what it was trained for is scored only with `--cfg-options unchecked_checkpoint=True`, '
      'and marked: [reproducibility.md](reproducibility.md#resume-and-checkpoints).'),
+    ('Whole trainings against the official code',
+     ['vpn_plugin/protocol/official/', 'tools/compare_official_training.py'],
+     'Pass a checkout of the official repository (`--official-dir`, never modified: a copy '
+     'runs) and a python with its dependencies (`--official-python`); a rerun with the same '
+     'settings reuses every finished seed, other settings need another `--out`: '
+     '[reproducibility.md](reproducibility.md#whole-trainings-against-the-official-code).'),
     ('Protocol runs, results files, tables and figures',
      ['vpn_plugin/protocol/', 'tools/run_protocol.py', 'tools/report.py', 'tools/plots.py'],
      'Run `tools/run_protocol.py CONFIG --dry-run` first: it checks every config and option. A '

@@ -7,10 +7,16 @@ observation is taken at t = s, the goal observation at t = e:
   frames ``max(0, t-1) .. min(t+1, L-1)``, the last one replayed until there are 3,
   concatenated (3D): t=0 -> 0,1,1; t=L-1 -> L-2,L-1,L-1; otherwise t-1,t,t+1. A time
   t >= L (kept only by window policy ``'keep'``) is read at t = L-1.
-* ``'concat3'`` (PDPP's ``dataloader/data_load.py`` with M=3): start = frames s, s+1, s+2;
-  goal = frames e-2, e-1, e; concatenated (3D); indices clamped to [0, L-1] (PDPP instead
-  moves a start window that runs past the video back inside it).
-* ``'mean3'`` (SCHEMA): the mean of frames t-1, t, t+1, clamped to [0, L-1] (D).
+* ``'concat3'`` (PDPP's ``dataloader/data_load.py`` with M=3): start = frames s, s+1, s+2,
+  moved back to L-3 .. L-1 when it runs past the video; goal = frames e'-2, e'-1, e' with
+  e' = max(2, e); concatenated (3D); indices then clamped to [0, L-1] (a goal past the video,
+  where PDPP's loader fails, or a video shorter than 3 frames).
+* ``'kepp'`` (KEPP's ``step/`` and ``plan/`` loaders: PDPP's, "modified to load data similar to
+  other papers"): start = frames s-1, s, s+1 (0, 1, 2 at s = 0; L-3 .. L-1 when s+3 > L); goal =
+  frames e'-1, e', e'+1 with e' = max(2, e) (e'-2 .. e' when e' >= L-1); concatenated (3D);
+  indices then clamped to [0, L-1].
+* ``'mean3'`` (SCHEMA's loaders with M=2): the mean of the frames max(0, t-1) .. min(t+1, L-1)
+  (D): two frames at either end of the video (a clamped index is not counted twice).
 
 The start state of a window is its first step's start observation, the goal state its last
 step's end observation (plan revision: ``observed`` = the end observations of steps 1..k).
@@ -31,9 +37,9 @@ import numpy as np
 
 from ..errors import check_choice
 
-RECIPES = ('authors', 'concat3', 'mean3')
+RECIPES = ('authors', 'concat3', 'kepp', 'mean3')
 WINDOW_POLICIES = ('keep', 'authors')
-CONCATENATED = ('authors', 'concat3')
+CONCATENATED = ('authors', 'concat3', 'kepp')
 
 
 def observation_dim(recipe: str, frame_dim: int) -> int:
@@ -54,7 +60,15 @@ def frame_indices(recipe: str, start: int, end: int, length: int) -> tuple:
     if recipe == 'authors':
         return np.array(_around(start, length)), np.array(_around(end, length))
     if recipe == 'concat3':
-        first, last = [start, start + 1, start + 2], [end - 2, end - 1, end]
+        first = max(0, start) if max(0, start) + 3 <= length else length - 3
+        last = max(2, end)
+        first, last = [first, first + 1, first + 2], [last - 2, last - 1, last]
+    elif recipe == 'kepp':
+        first = max(0, start)
+        first = (first - 1 if first else 0) if first + 3 <= length else length - 3
+        last = max(2, end)
+        last = last - 2 if last >= length - 1 else last - 1
+        first, last = [first, first + 1, first + 2], [last, last + 1, last + 2]
     else:
         first, last = [start - 1, start, start + 1], [end - 1, end, end + 1]
     return np.clip(first, 0, length - 1), np.clip(last, 0, length - 1)
@@ -83,9 +97,11 @@ def step_map(times: Sequence[Tuple[int, int]], length: int, policy: str
 
 
 def observe(frames: np.ndarray, indices: np.ndarray, recipe: str) -> np.ndarray:
-    """frames (L, D), indices (3,) -> observation (3D,) (concatenated) or (D,) (mean3)."""
-    picked = frames[indices]
-    return picked.reshape(-1) if recipe in CONCATENATED else picked.mean(axis=0)
+    """frames (L, D), indices (3,) -> observation (3D,) (concatenated) or (D,) (mean3: the
+    mean of the distinct frames, as SCHEMA's ``np.mean(frames[max(0, t-1):t+2])``)."""
+    if recipe in CONCATENATED:
+        return frames[indices].reshape(-1)
+    return frames[np.unique(indices)].mean(axis=0)
 
 
 def window_observations(frames: np.ndarray, times, recipe: str, observed_steps: int,

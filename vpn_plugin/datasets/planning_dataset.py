@@ -28,7 +28,7 @@ from ..data_paths import check_resolved
 from .validation import AnnotationWarnings, check_disjoint
 
 SPLITS = ('train', 'val', 'test')
-CACHE_VERSION = 3  # bump when the cached arrays or their meaning change
+CACHE_VERSION = 4  # bump when the cached arrays or their meaning change
 DIGEST_MEMO = 'feature_digests.json'  # in cache_dir: the feature files' remembered digests
 CACHE_ARRAYS = {'readable', 'outside', 'maps', 'start', 'goal', 'observed', 'messages'}
 

@@ -88,14 +88,17 @@ class PickledObject:
         self.state = state
 
 
+# a DiGraph pickles the views it has cached (networkx 3: ``G.nodes``, ``G.adj`` / ``G.succ`` once
+# read, as KEPP's PKG/graph_creation.py reads them): kept as inert state, never run
 GRAPH_GLOBALS = {('networkx.classes.digraph', 'DiGraph'): PickledObject,
                  ('networkx.classes.reportviews', 'NodeView'): PickledObject,
+                 ('networkx.classes.coreviews', 'AdjacencyView'): PickledObject,
                  ('builtins', 'dict'): dict}
 
 
 class GraphUnpickler(SafeUnpickler):
-    """``SafeUnpickler`` that also admits a ``networkx.DiGraph`` (and its cached ``NodeView``)
-    as a :class:`PickledObject`, and ``dict`` (its factories): nothing else."""
+    """``SafeUnpickler`` that also admits a ``networkx.DiGraph`` (and its cached ``NodeView`` and
+    ``AdjacencyView``) as a :class:`PickledObject`, and ``dict`` (its factories): nothing else."""
 
     def find_class(self, module, name):
         if (module, name) in GRAPH_GLOBALS:

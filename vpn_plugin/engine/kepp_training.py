@@ -33,7 +33,7 @@ from vpn_plugin.datasets.planning_dataset import planning_collate
 from vpn_plugin.models.base_planner import check_finite_loss
 from vpn_plugin.models.kepp import KEPP
 
-from .pdpp_training import to_device
+from .pdpp_training import EpochCurve, to_device
 from .pre_stage import (DATA_KEYS, STEP_FILE, check_identity, data_identity, save_pre_stage,
                         stage_progress)
 
@@ -120,14 +120,16 @@ class KEPPStepModelHook(Hook):
         was saved."""
         saved = {}
         if is_main_process():
-            loss = train_step_model(model, dataset, settings['batch_size'], settings['steps'],
-                                    settings['lr'], self.weight_decay, runner.seed)
+            record = train_step_model(model, dataset, settings['batch_size'],
+                                      settings['steps'], settings['lr'], self.weight_decay,
+                                      runner.seed, epoch_steps=len(runner.train_dataloader))
             saved = dict(identity=identity, settings=settings,
                          state_dict=model.step.state_dict(),
-                         record=dict(steps=settings['steps'], train_loss=loss))
+                         record=dict(steps=settings['steps'], **record))
             save_pre_stage(path, saved)
             print_log(f'KEPPStepModelHook: trained the step model for {settings["steps"]} '
-                      f'steps (last loss {loss:.4f}); saved {path}', logger='current')
+                      f'steps (last loss {record["train_loss"]:.4f}); saved {path}',
+                      logger='current')
         for tensor in model.step.state_dict().values():
             broadcast(tensor, 0)
         model.step_ready.fill_(True)
@@ -171,9 +173,11 @@ class KEPPStepModelHook(Hook):
 
 
 def train_step_model(model: KEPP, dataset, batch_size: int, steps: int, lr: float,
-                     weight_decay: float, seed: int) -> float:
+                     weight_decay: float, seed: int, epoch_steps: int | None = None) -> dict:
     """The official step Trainer: AdamW, warm-up/step LR, the EMA kept. Returns the last
-    loss. Logs its progress (``pre_stage.stage_progress``)."""
+    loss (``train_loss``) and the mean loss and seconds of every ``epoch_steps`` steps
+    (``epoch_losses``, ``epoch_seconds``: :class:`EpochCurve`). Logs its progress
+    (``pre_stage.stage_progress``)."""
     module = model.step
     device = next(module.parameters()).device
     module.requires_grad_(True)
@@ -187,6 +191,7 @@ def train_step_model(model: KEPP, dataset, batch_size: int, steps: int, lr: floa
     batches = itertools.chain.from_iterable(itertools.repeat(loader))
     loss = torch.tensor(float('nan'))
     progress = stage_progress('KEPPStepModelHook: step model', steps)
+    curve = EpochCurve(epoch_steps or steps, steps)
     for step in range(steps):
         loss = model.step_loss(*to_device(next(batches), device))
         check_finite_loss(loss, f'KEPPStepModelHook: the step model\'s loss at step {step + 1}')
@@ -196,10 +201,11 @@ def train_step_model(model: KEPP, dataset, batch_size: int, steps: int, lr: floa
         scheduler.step()
         if step % EMA_INTERVAL == 0:
             update_ema(ema, module, copy_only=step < EMA_START)
+        curve.add(step + 1, loss)
         progress.update(extra=lambda: f'loss {float(loss.detach()):.4f}')
     module.load_state_dict(ema.state_dict())
     module.requires_grad_(False)
-    return float(loss.detach())
+    return dict(train_loss=float(loss.detach()), **curve.record())
 
 
 @torch.no_grad()

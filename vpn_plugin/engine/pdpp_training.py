@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import copy
 import itertools
+import time
 from pathlib import Path
 
 import torch
@@ -235,7 +236,9 @@ class TaskClassifierHook(Hook):
                 records[name] = train_classifier(
                     module, runner.train_dataloader.dataset, val_set, plan['batch_size'],
                     plan['steps'], plan['val_every'], self.lr, self.weight_decay,
-                    seed=runner.seed, schedule=self.schedule, what=f'{name}.task_head')
+                    seed=runner.seed, schedule=self.schedule, what=f'{name}.task_head',
+                    epoch_steps=(plan['steps'] // self.max_epochs if self.max_epochs
+                                 else len(runner.train_dataloader)))
                 print_log(f'TaskClassifierHook: trained {name}.task_head for {plan["steps"]} '
                           f'steps: {describe(records[name])}; saved {path}', logger='current')
             save_pre_stage(path, dict(
@@ -297,11 +300,14 @@ def to_device(batch: dict, device) -> tuple:
 
 def train_classifier(module, dataset, val_set, batch_size: int, steps: int, val_every: int,
                      lr: float, weight_decay: float, seed: int,
-                     schedule: str = 'warmup_step', what: str = 'task_head') -> dict:
+                     schedule: str = 'warmup_step', what: str = 'task_head',
+                     epoch_steps: int | None = None) -> dict:
     """Train ``module.task_head`` with cross-entropy (``module.task_loss``); keeps the best
     validation weights. ``schedule``: PDPP's warm-up/step lr or a constant lr (CEFITO's).
     Logs its progress as ``TaskClassifierHook: <what>``. Returns ``{step, val_accuracy,
-    train_loss}`` of the kept weights."""
+    train_loss}`` of the kept weights and, per block of ``epoch_steps`` steps (the main loop's
+    epoch; default ``val_every``), ``epoch_losses`` (mean training loss) and ``epoch_seconds``
+    (wall time, validation included)."""
     head = module.task_head
     device = next(head.parameters()).device
     head.requires_grad_(True)
@@ -316,6 +322,7 @@ def train_classifier(module, dataset, val_set, batch_size: int, steps: int, val_
     best = dict(step=steps, val_accuracy=None, train_loss=float('nan'))
     best_state = None
     progress = stage_progress(f'TaskClassifierHook: {what}', steps)
+    curve = EpochCurve(epoch_steps or val_every, steps)
     for step in range(1, steps + 1):
         loss = module.task_loss(*to_device(next(batches), device))
         check_finite_loss(loss, f'the task classifier\'s loss at step {step}')
@@ -328,6 +335,7 @@ def train_classifier(module, dataset, val_set, batch_size: int, steps: int, val_
             if best['val_accuracy'] is None or accuracy > best['val_accuracy']:
                 best = dict(step=step, val_accuracy=accuracy, train_loss=loss.item())
                 best_state = copy.deepcopy(head.state_dict())
+        curve.add(step, loss)
         progress.update(extra=lambda: f'loss {loss.item():.4f}' + (
             '' if best['val_accuracy'] is None else
             f', best validation accuracy {best["val_accuracy"]:.2f}% (step {best["step"]})'))
@@ -336,7 +344,29 @@ def train_classifier(module, dataset, val_set, batch_size: int, steps: int, val_
     else:
         head.load_state_dict(best_state)
     head.requires_grad_(False)
-    return best
+    return dict(best, **curve.record())
+
+
+class EpochCurve:
+    """A stage's training curve: the mean loss and the wall seconds of each block of
+    ``epoch_steps`` steps (the last block may be shorter), as an official script logs per
+    epoch; read by tools/compare_official_training.py."""
+
+    def __init__(self, epoch_steps: int, steps: int):
+        self.epoch_steps, self.steps = max(1, int(epoch_steps)), steps
+        self.losses, self.seconds, self.block = [], [], []
+        self.started = time.perf_counter()
+
+    def add(self, step: int, loss: torch.Tensor) -> None:
+        """The loss of (1-based) ``step``; closes a block every ``epoch_steps`` steps."""
+        self.block.append(loss.detach())
+        if step % self.epoch_steps == 0 or step == self.steps:
+            self.losses.append(float(torch.stack(self.block).mean()))
+            self.seconds.append(time.perf_counter() - self.started)
+            self.block, self.started = [], time.perf_counter()
+
+    def record(self) -> dict:
+        return dict(epoch_losses=self.losses, epoch_seconds=self.seconds)
 
 
 @torch.no_grad()

@@ -143,7 +143,7 @@ class PDPPDiffusion(DiffusionModel):
         if dim != self.feature_dim:
             raise ValueError(f'PDPP: the observations have {dim} dims but model.feature_dim='
                              f'{self.feature_dim}; set it to the dataset\'s (the observation '
-                             'recipe decides: authors/concat3 3 x 512, mean3 512)')
+                             'recipe decides: authors/concat3/kepp 3 x 512, mean3 512)')
         for name, ids, limit in (('action', plan, self.num_actions),
                                  ('task', task, self.num_tasks)):
             if ids is None or not ids.numel():

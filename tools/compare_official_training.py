@@ -1,0 +1,114 @@
+"""Train a method by its official script and by this plugin on the same data; compare the runs.
+
+    git clone https://github.com/WenliangGuo/SCHEMA /tmp/SCHEMA   # the official checkout
+    nice .venv/bin/python tools/compare_official_training.py --method schema \
+        --official-dir /tmp/SCHEMA --official-python /tmp/official_venv/bin/python \
+        --dataset niv --epochs 60 --seeds 0 1 2 --out work_dirs/official/schema_niv
+
+Writes synthetic features (public layout) and the unified splits in the official loader's
+format, runs the official training script unchanged except for data paths, sizes and epochs
+(each change is listed), runs ours on the same features and windows (the protocol runner), one
+seed after the other, alternating the sides, and prints per-epoch training losses, the final
+SR / mAcc / mIoU of both with 90% bootstrap CIs over seeds and Δ = ours - official (``*``:
+beyond seed noise), and seconds per training epoch of each. ``<out>/comparison.md`` and
+``.json`` hold the same, ``<out>/loss_curves.{png,pdf}`` the loss curves (``--figure STEM``
+elsewhere). Resumable: a finished side of a seed is reused by a rerun with the same settings.
+Nothing of the official checkout is copied into this repository (its copy lives in ``<out>``).
+The official code's own dependencies go into a venv of their own (``--official-python``; see
+docs/reproducibility.md). Plug-ins: ``vpn_plugin/protocol/official/<method>.py``.
+"""
+import argparse
+import dataclasses
+import json
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+import vpn_plugin.mm  # noqa: E402,F401  (compat fixes + registration before configs are read)
+from vpn_plugin.errors import NON_NEGATIVE_INT, POSITIVE_INT, tool_main  # noqa: E402
+from vpn_plugin.protocol.official import METHODS, load_method  # noqa: E402
+from vpn_plugin.protocol.official.framework import Settings, compare, python_of  # noqa: E402
+from vpn_plugin.protocol.official import summary  # noqa: E402
+
+
+def size_option(text: str) -> tuple:
+    name, sep, value = text.partition('=')
+    if not sep or not name:
+        raise argparse.ArgumentTypeError(f'{text!r}: expected NAME=VALUE, e.g. batch_size=64')
+    try:
+        return name, int(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f'{text!r}: {value!r} is not an integer') from None
+
+
+def parse_args(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument('--method', required=True, choices=METHODS)
+    parser.add_argument('--official-dir', required=True,
+                        help='checkout of the official repository (never modified: a copy runs)')
+    parser.add_argument('--official-python',
+                        help='python of the official runs (a venv with their dependencies; '
+                        'default: this one)')
+    parser.add_argument('--dataset', default='niv')
+    parser.add_argument('--horizon', type=POSITIVE_INT, default=3)
+    parser.add_argument('--epochs', type=POSITIVE_INT, required=True)
+    parser.add_argument('--seeds', type=NON_NEGATIVE_INT, nargs='+', default=[0, 1, 2])
+    parser.add_argument('--threads', type=POSITIVE_INT, default=1,
+                        help='torch threads of each side (default 1)')
+    parser.add_argument('--size', type=size_option, action='append', default=[],
+                        metavar='NAME=VALUE', help="a size both sides set (the plug-in's "
+                        "sizes; default: the official script's)")
+    parser.add_argument('--difficulty', type=float, default=0.5,
+                        help='synthetic features (tools/make_synthetic_features.py)')
+    parser.add_argument('--feature-seed', type=NON_NEGATIVE_INT, default=0)
+    parser.add_argument('--data-root', default='../shared/data',
+                        help='annotations laid out as ../shared/data')
+    parser.add_argument('--out', required=True, help='work folder of the comparison')
+    parser.add_argument('--figure', help='stem of the loss-curve figure (default '
+                        '<out>/loss_curves)')
+    return parser.parse_args(argv)
+
+
+def report(method, result: dict, settings: Settings) -> str:
+    """The comparison as Markdown: settings, changes, losses, metrics, speed."""
+    changes = '\n'.join(f'- {c.line()}' for c in result['changes'])
+    return '\n'.join([
+        f'## {method.label}: official training vs ours, {settings.dataset} T={settings.horizon}',
+        '', f'settings: {json.dumps(dataclasses.asdict(settings))}', '',
+        'changes against the official run:', changes, '',
+        'training loss per epoch (mean ± 90% bootstrap CI width over seeds):', '',
+        summary.loss_table(summary.loss_curves(result, method.loss_names), method.loss_names,
+                           settings.epochs),
+        f'test metrics after {settings.epochs} epochs:', '',
+        summary.metric_table(method.label, result, settings, method.metrics),
+        summary.speed_lines(result)]
+        + [summary.stage_text(result, stage) for stage in summary.stage_names(result)]
+        + [summary.check_lines(result)])
+
+
+@tool_main
+def main(argv=None):
+    args = parse_args(argv)
+    method = load_method(args.method)
+    settings = Settings(args.method, args.dataset, args.horizon, args.epochs, args.seeds,
+                        args.threads, args.difficulty, args.feature_seed, dict(args.size))
+    import torch
+    torch.set_num_threads(args.threads)
+    result = compare(method, args.official_dir, args.out, settings,
+                     python=python_of(args.official_python), shared_root=args.data_root)
+    out = Path(args.out)
+    text = report(method, result, settings)
+    figure = summary.plot_losses(method.label, result, args.figure or out / 'loss_curves')
+    (out / 'comparison.md').write_text(text)
+    (out / 'comparison.json').write_text(json.dumps(dict(
+        settings=dataclasses.asdict(settings), changes=[c.line() for c in result['changes']],
+        speed=summary.speed(result),
+        runs={side: [dataclasses.asdict(r) for r in result[side]]
+              for side in ('official', 'ours')}), indent=1))
+    print(text)
+    print('figure: ' + ', '.join(map(str, figure)))
+
+
+if __name__ == '__main__':
+    main()
