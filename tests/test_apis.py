@@ -53,7 +53,8 @@ def test_plan_tool_prints_the_checkpoints_plans(tiny_crosstask, tmp_path, capsys
 
 def test_video_observations_read_the_configs_recipe_at_the_given_seconds(tmp_path):
     """Oracle: the frames around each second, by hand (authors: t-1, t, t+1 concatenated, the
-    last frame replayed past the end; mean3: their mean)."""
+    last frame replayed past the end; mean3: the mean of the frames max(0, t-1)..min(t+1, L-1),
+    as SCHEMA's loaders: an edge frame counted once)."""
     from mmengine.config import Config
     from vpn_plugin.apis import video_observations
     frames = np.arange(10 * 512, dtype=np.float32).reshape(10, 512)
@@ -65,7 +66,7 @@ def test_video_observations_read_the_configs_recipe_at_the_given_seconds(tmp_pat
     torch.testing.assert_close(start, torch.from_numpy(frames[[1, 2, 3]].reshape(-1)))
     torch.testing.assert_close(goal, torch.from_numpy(frames[[8, 9, 9]].reshape(-1)))
     start, goal = video_observations(config('mean3'), tmp_path / 'new_video.npz', 0, 5)
-    torch.testing.assert_close(start, torch.from_numpy(frames[[0, 0, 1]].mean(0)))
+    torch.testing.assert_close(start, torch.from_numpy(frames[[0, 1]].mean(0)))
     torch.testing.assert_close(goal, torch.from_numpy(frames[[4, 5, 6]].mean(0)))
     with pytest.raises(ValueError, match=r"new_video.npz: start_time=11, goal_time=12 s; "
                        r"expected .* < the video's 10 frames"):

@@ -396,7 +396,12 @@ def test_docs_results_tables_and_figures_are_drawn_from_the_committed_results(tm
         assert (tmp_path / 'figure.png').is_file() and (tmp_path / 'figure.pdf').is_file()
     committed = {str(f.with_suffix('').relative_to(REPO))
                  for f in (REPO / 'docs' / 'figures').glob('*.png')}
-    assert committed == drawn
+    # the whole-training comparisons' loss curves: drawn by compare_official_training.py's
+    # documented commands (docs/reproducibility.md), from official runs not kept here
+    official = set(re.findall(r'--figure (docs/figures/\S+)',
+                              (REPO / 'docs' / 'reproducibility.md').read_text()))
+    assert official and all(name.startswith('docs/figures/official_') for name in official)
+    assert committed == drawn | official
 
 
 def test_failed_windows_of_llm_rows_are_shown_next_to_the_method(tmp_path):
