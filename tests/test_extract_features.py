@@ -226,9 +226,10 @@ def test_progress_counts_chunks_against_the_videos_durations(videos, s3d, tmp_pa
     """Issue 38: a progress line per chunk batch (not per video), its total from the videos'
     headers (forty 3 chunks, one 1, ten 1, thirty_two 2: 7), and where temporary files go."""
     import io
-    from vpn_plugin.video.decode import probe_frames
-    assert probe_frames(videos / 'forty.mp4', RECIPE) == 40
-    assert probe_frames(videos / 'forty.mp4', FrameRecipe(size=SIZE, fps=None)) is None
+    from vpn_plugin.video.decode import expected_frames, probe_video
+    header = probe_video(videos / 'forty.mp4')
+    assert expected_frames(header, RECIPE) == 40
+    assert expected_frames(header, FrameRecipe(size=SIZE, fps=None)) is None
     stream = io.StringIO()
     extract_videos(s3d, list_videos([videos]), tmp_path, RECIPE, num_workers=0, batch_chunks=1,
                    progress_stream=stream)

@@ -8,8 +8,9 @@ import math
 import re
 import subprocess
 import tempfile
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterator
+from typing import Iterator, Optional, Tuple
 
 import numpy as np
 
@@ -39,15 +40,16 @@ def ffmpeg_command(path, recipe: FrameRecipe) -> list:
             '-vf', recipe.ffmpeg_filter(), '-an', '-f', 'rawvideo', '-pix_fmt', 'rgb24', 'pipe:']
 
 
-def iter_frame_blocks(path, recipe: FrameRecipe, block_frames: int) -> Iterator[np.ndarray]:
+def iter_frame_blocks(path, recipe: FrameRecipe, block_frames: int,
+                      header: Optional[VideoHeader] = None) -> Iterator[np.ndarray]:
     """Blocks of up to ``block_frames`` frames (n, S, S, 3) uint8, JPEG round trip applied.
-    Raises ``UnreadableVideoError`` (missing file, ffmpeg error, no frame, truncated frame)
-    after the blocks it could read: a caller keeps nothing of a video that fails."""
+    ``header``: the file's :func:`probe_video` when the caller already has it (else probed
+    here). Raises ``UnreadableVideoError`` (missing file, no video, ffmpeg error, no frame,
+    truncated frame) after the blocks it could read: a caller keeps nothing of a video that
+    fails."""
     path = Path(path)
-    if not path.is_file():
-        raise UnreadableVideoError(path, 'no such file' if not path.exists() else
-                                   f'not a regular file ({path_kind(path)})')
-    probe_video(path)
+    if header is None:
+        probe_video(path)
     frame_bytes = recipe.size * recipe.size * 3
     with tempfile.TemporaryFile() as errors:  # ffmpeg's messages: unnamed, in $TMPDIR
         process = subprocess.Popen(ffmpeg_command(path, recipe), stdout=subprocess.PIPE,
@@ -80,50 +82,58 @@ def iter_frame_blocks(path, recipe: FrameRecipe, block_frames: int) -> Iterator[
 
 
 IMAGE_FORMATS = ('image2',)  # and every '*_pipe' demuxer (png_pipe, jpeg_pipe): a still image
+DURATION = re.compile(r'Duration: (\d+):(\d\d):(\d\d(?:\.\d+)?)')
 
 
-def probe_video(path) -> None:
-    """What ffmpeg finds in ``path`` (``ffmpeg -i``: its container and streams), so that a file
-    that is no video is refused by name instead of decoded into features: a still image
-    (a PNG named ``.mp4`` would give one frame), a file with no video stream (audio only: an
-    ``.mp4`` of a podcast), or one ffmpeg cannot open. ``UnreadableVideoError`` saying which."""
+@dataclass(frozen=True)
+class VideoHeader:
+    """What ``ffmpeg -i`` reads from a file's header (no decoding)."""
+    container: str
+    streams: Tuple[str, ...]
+    seconds: Optional[float]  # the stated duration; None when the file states none
+
+
+def probe_video(path) -> VideoHeader:
+    """The header of ``path`` (``ffmpeg -i``: its container, streams and duration), so that a
+    file that is no video is refused by name instead of decoded into features: a missing file
+    or no regular file, a still image (a PNG named ``.mp4`` would give one frame), a file with
+    no video stream (audio only: an ``.mp4`` of a podcast), or one ffmpeg cannot open.
+    ``UnreadableVideoError`` saying which."""
+    path = Path(path)
+    if not path.is_file():
+        raise UnreadableVideoError(path, 'no such file' if not path.exists() else
+                                   f'not a regular file ({path_kind(path)})')
     result = subprocess.run([ffmpeg_executable(), '-hide_banner', '-nostdin', '-i', str(path)],
                             stdin=subprocess.DEVNULL, capture_output=True)
-    lines = result.stderr.decode('utf-8', 'replace').splitlines()
+    text = result.stderr.decode('utf-8', 'replace')
+    lines = text.splitlines()
     container = next((line.split(',', 1)[1].rsplit(', from', 1)[0].strip()
                       for line in lines if line.startswith('Input #0,')), None)
     if container is None:
         raise UnreadableVideoError(path, f'ffmpeg cannot open it as a video: '
                                          f'{_last_line(result.stderr)}')
-    streams = [line.split(': ', 1)[1].strip() for line in lines
-               if line.strip().startswith('Stream #0:') and ': ' in line]
+    streams = tuple(line.split(': ', 1)[1].strip() for line in lines
+                    if line.strip().startswith('Stream #0:') and ': ' in line)
     if container.endswith('_pipe') or container in IMAGE_FORMATS:
         raise UnreadableVideoError(path, f'a still image ({container}), not a video')
     if not any(s.startswith('Video:') and 'attached pic' not in s for s in streams):
         raise UnreadableVideoError(path, 'no video stream (ffmpeg finds: '
                                          f'{"; ".join(streams) or "no stream"})')
+    found = DURATION.search(text)
+    seconds = None
+    if found:
+        hours, minutes, rest = (float(part) for part in found.groups())
+        seconds = hours * 3600 + minutes * 60 + rest
+    return VideoHeader(container, streams, seconds)
 
 
-DURATION = re.compile(rb'Duration: (\d+):(\d\d):(\d\d(?:\.\d+)?)')
-
-
-def probe_frames(path, recipe: FrameRecipe):
-    """The frames decoding ``path`` with ``recipe`` will give, from the container's duration
-    (``ffmpeg -i``: the header only, no decoding) x ``recipe.fps``; None when the file states
-    no duration or the recipe keeps the file's own frames. An estimate, for progress lines."""
-    if recipe.fps is None:
+def expected_frames(header: VideoHeader, recipe: FrameRecipe) -> Optional[int]:
+    """The frames decoding the file with ``recipe`` will give, from its stated duration x
+    ``recipe.fps``; None when the file states no duration or the recipe keeps the file's own
+    frames. An estimate, for progress lines."""
+    if recipe.fps is None or header.seconds is None:
         return None
-    try:
-        probe = subprocess.run([ffmpeg_executable(), '-nostdin', '-hide_banner', '-i', str(path)],
-                               stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                               stderr=subprocess.PIPE, timeout=60)
-    except (OSError, subprocess.TimeoutExpired):
-        return None
-    found = DURATION.search(probe.stderr)
-    if not found:
-        return None
-    hours, minutes, seconds = (float(part) for part in found.groups())
-    return math.ceil((hours * 3600 + minutes * 60 + seconds) * recipe.fps)
+    return math.ceil(header.seconds * recipe.fps)
 
 
 def decode_video(path, recipe: FrameRecipe = FrameRecipe()) -> np.ndarray:

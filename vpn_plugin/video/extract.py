@@ -39,7 +39,7 @@ from torch.utils.data import DataLoader, IterableDataset, get_worker_info
 from ..errors import OutputWriteError, path_kind, read_json, write_text_atomically
 from ..progress import StepProgress
 from .chunking import chunk_count, embed_frames
-from .decode import UnreadableVideoError, iter_frame_blocks, probe_frames
+from .decode import UnreadableVideoError, expected_frames, iter_frame_blocks, probe_video
 from .recipe import FrameRecipe
 
 VIDEO_EXTENSIONS = ('.mp4', '.webm', '.mkv', '.avi', '.mov', '.m4v', '.mpg', '.mpeg', '.flv')
@@ -112,12 +112,15 @@ class VideoBlocks(IterableDataset):
         worker, workers = (info.id, info.num_workers) if info else (0, 1)
         block_frames = self.block_chunks * self.recipe.chunk
         for index in range(worker, len(self.videos), workers):
-            frames = probe_frames(self.videos[index], self.recipe)
-            item = dict(index=index, error='',
-                        expected=None if frames is None else chunk_count(frames, self.recipe.chunk))
+            item = dict(index=index, error='', expected=None)
             try:
+                header = probe_video(self.videos[index])
+                frames = expected_frames(header, self.recipe)
+                item['expected'] = None if frames is None else chunk_count(frames,
+                                                                           self.recipe.chunk)
                 pending = None  # one block of lookahead: the last one is marked
-                for frames in iter_frame_blocks(self.videos[index], self.recipe, block_frames):
+                for frames in iter_frame_blocks(self.videos[index], self.recipe, block_frames,
+                                                header):
                     if pending is not None:
                         yield dict(item, frames=pending, last=False)
                     pending = frames
@@ -217,7 +220,7 @@ class ExtractionResult:
 class Progress:
     """A rank's progress in chunks (one S3D row each; ``vpn_plugin.progress.StepProgress``): a
     line on ``stream`` at the first chunks, then at most every ``interval`` s, with the chunks
-    done of those expected (each video's duration from its header, ``decode.probe_frames``;
+    done of those expected (each video's duration from its header, ``decode.expected_frames``;
     the videos not yet opened counted at the mean of those opened), chunks/s, the ETA and the
     video in flight."""
 
