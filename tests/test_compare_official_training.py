@@ -67,14 +67,33 @@ SCHEMA_MAIN = textwrap.dedent('''
 ''')
 
 
-def schema_stand_in(root: Path) -> Path:
-    """A folder with the files a SCHEMA checkout must hold; main.py is the stand-in."""
-    official = root / 'SCHEMA'
-    for name in load_method('schema').required:
+def stand_in(root: Path, method: str, folder: str, scripts: dict) -> Path:
+    """``root/folder``: a checkout holding every file ``method``'s plug-in requires (empty),
+    with ``scripts`` ({path: text}) as the stand-in official scripts."""
+    official = root / folder
+    for name in load_method(method).required:
         (official / name).parent.mkdir(parents=True, exist_ok=True)
         (official / name).write_text('')
-    (official / 'main.py').write_text(SCHEMA_MAIN)
+    for name, text in scripts.items():
+        (official / name).write_text(text)
     return official
+
+
+def smaller_ours(monkeypatch, method: str, **options):
+    """``method``'s plug-in whose runs of ours add ``options`` to their cfg_options (ours at
+    small sizes: the plumbing is under test)."""
+    plugin = load_method(method)
+    full = plugin.our_run
+
+    def small(data, settings):
+        run = full(data, settings)
+        return dict(run, cfg_options={**run['cfg_options'], **options})
+    monkeypatch.setattr(plugin, 'our_run', small)
+
+
+def schema_stand_in(root: Path) -> Path:
+    """A folder with the files a SCHEMA checkout must hold; main.py is the stand-in."""
+    return stand_in(root, 'schema', 'SCHEMA', {'main.py': SCHEMA_MAIN})
 
 
 @pytest.fixture(autouse=True)
@@ -274,26 +293,14 @@ PDPP_MAIN = PDPP_ARGS + textwrap.dedent('''
 
 
 def pdpp_stand_in(root: Path) -> Path:
-    official = root / 'PDPP'
-    for name in load_method('pdpp').required:
-        (official / name).parent.mkdir(parents=True, exist_ok=True)
-        (official / name).write_text('')
-    for name, text in (('train_mlp.py', PDPP_MLP), ('temp.py', PDPP_TEMP),
-                       ('main_distributed.py', PDPP_MAIN)):
-        (official / name).write_text(text)
-    return official
+    return stand_in(root, 'pdpp', 'PDPP', {'train_mlp.py': PDPP_MLP, 'temp.py': PDPP_TEMP,
+                                           'main_distributed.py': PDPP_MAIN})
 
 
 def test_pdpp_against_a_stand_in(shared_data, tmp_path, monkeypatch):
     official = pdpp_stand_in(tmp_path)
     out = tmp_path / 'out'
-    method = load_method('pdpp')
-    full = method.our_run
-
-    def small_unet(data, settings):  # ours at U-Net width 32 (the plumbing is under test)
-        run = full(data, settings)
-        return dict(run, cfg_options={**run['cfg_options'], 'model.dim': 32})
-    monkeypatch.setattr(method, 'our_run', small_unet)
+    smaller_ours(monkeypatch, 'pdpp', **{'model.dim': 32})  # U-Net width 32
     run_tool('--method', 'pdpp', '--official-dir', official, '--epochs', 10, '--seeds', 1, 2,
              '--out', out, '--data-root', shared_data, '--size', 'batch_size=4',
              '--size', 'n_train_steps=1')
@@ -397,27 +404,15 @@ KEPP_GRAPH = textwrap.dedent(f'''
 
 
 def kepp_stand_in(root: Path) -> Path:
-    official = root / 'KEPP'
-    for name in load_method('kepp').required:
-        (official / name).parent.mkdir(parents=True, exist_ok=True)
-        (official / name).write_text('')
-    for name, text in (('step/main_distributed.py', KEPP_TRAIN), ('step/inference.py', KEPP_STEPS),
-                       ('PKG/graph_creation.py', KEPP_GRAPH),
-                       ('plan/main_distributed.py', KEPP_TRAIN)):
-        (official / name).write_text(text)
-    return official
+    return stand_in(root, 'kepp', 'KEPP', {
+        'step/main_distributed.py': KEPP_TRAIN, 'step/inference.py': KEPP_STEPS,
+        'PKG/graph_creation.py': KEPP_GRAPH, 'plan/main_distributed.py': KEPP_TRAIN})
 
 
 def test_kepp_against_a_stand_in(shared_data, tmp_path, monkeypatch):
     official = kepp_stand_in(tmp_path)
     out = tmp_path / 'out'
-    method = load_method('kepp')
-    full = method.our_run
-
-    def small_unet(data, settings):  # ours at U-Net width 32 (the plumbing is under test)
-        run = full(data, settings)
-        return dict(run, cfg_options={**run['cfg_options'], 'model.dim': 32})
-    monkeypatch.setattr(method, 'our_run', small_unet)
+    smaller_ours(monkeypatch, 'kepp', **{'model.dim': 32})  # U-Net width 32
     run_tool('--method', 'kepp', '--official-dir', official, '--epochs', 10, '--horizon', 4,
              '--seeds', 3, '--out', out, '--data-root', shared_data, '--size', 'batch_size=4',
              '--size', 'n_train_steps=1')
@@ -500,29 +495,18 @@ CEFITO_TRAIN = CEFITO_ARGS + textwrap.dedent('''
 
 
 def cefito_stand_in(root: Path) -> Path:
-    official = root / 'cefito'
-    for name in load_method('cefito').required:
-        (official / name).parent.mkdir(parents=True, exist_ok=True)
-        (official / name).write_text('')
+    official = stand_in(root, 'cefito', 'cefito', {
+        'scripts/train_task_classifier.py': CEFITO_CLASSIFIER,
+        'scripts/predict_task_labels.py': CEFITO_PREDICT, 'scripts/train.py': CEFITO_TRAIN})
     (official / 'src/cefito/__init__.py').write_text('')
-    for name, text in (('scripts/train_task_classifier.py', CEFITO_CLASSIFIER),
-                       ('scripts/predict_task_labels.py', CEFITO_PREDICT),
-                       ('scripts/train.py', CEFITO_TRAIN)):
-        (official / name).write_text(text)
     return official
 
 
 def test_cefito_against_a_stand_in(shared_data, tmp_path, monkeypatch):
     official = cefito_stand_in(tmp_path)
     out = tmp_path / 'out'
-    method = load_method('cefito')
-    full = method.our_run
-
-    def small(data, settings):  # ours small: the plumbing is under test
-        run = full(data, settings)
-        return dict(run, cfg_options={**run['cfg_options'], 'model.hidden_dim': 32,
-                                      'model.num_heads': 2, 'model.num_negatives': 4})
-    monkeypatch.setattr(method, 'our_run', small)
+    smaller_ours(monkeypatch, 'cefito', **{'model.hidden_dim': 32, 'model.num_heads': 2,
+                                           'model.num_negatives': 4})
     run_tool('--method', 'cefito', '--official-dir', official, '--epochs', 6, '--seeds', 2,
              '--out', out, '--data-root', shared_data, '--size', 'classifier_epochs=3')
     text = (out / 'comparison.md').read_text()
