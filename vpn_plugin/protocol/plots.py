@@ -29,7 +29,7 @@ from vpn_plugin.core.metrics import METRIC_NAMES
 from vpn_plugin.core.stats import MIN_SEEDS_FOR_CI, seed_interval
 from vpn_plugin.errors import check_file, read_json
 from vpn_plugin.outputs import FIGURE_MARKER, OVERLAP_TABLE_MARKER
-from .results import METRIC_LABELS, ResultRow
+from .results import METRIC_LABELS, SHORTENED_MARK, ResultRow, shortened_reason
 
 ONE_COLUMN, TWO_COLUMNS = 3.3, 6.9  # inches
 OKABE_ITO = ('#0072B2', '#D55E00', '#009E73', '#CC79A7', '#E69F00', '#56B4E9', '#000000',
@@ -173,7 +173,6 @@ def check_points(rows, free_variant=()) -> None:
 
 def shortened_methods(rows) -> dict:
     """``{method: sorted reasons}`` of the methods with rows from shortened runs."""
-    from .results import shortened_reason
     found = {}
     for row in rows:
         reason = shortened_reason(row)
@@ -182,7 +181,6 @@ def shortened_methods(rows) -> dict:
     return {m: sorted(r) for m, r in found.items()}
 
 
-SHORTENED_MARK = '†'  # as the tables (report.py)
 NOTE_WIDTH = {ONE_COLUMN: 64, TWO_COLUMNS: 140}  # characters per note line at 6.5 pt
 
 

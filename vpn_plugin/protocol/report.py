@@ -55,7 +55,8 @@ from vpn_plugin.errors import check_names
 from .provenance import (SYNTHETIC_MARK, UNUSABLE_MARK, check_feature_mix, feature_marks,
                          features_note)
 from vpn_plugin.outputs import REPORT_LATEX_MARKER, REPORT_MARKDOWN_MARKER
-from .results import METRIC_LABELS, METRIC_RANGES, ResultRow, shortened_reason
+from .results import (METRIC_LABELS, METRIC_RANGES, SHORTENED_MARK, ResultRow,
+                      shortened_reason)
 
 DEFAULT_METRICS = ('success_rate', 'mean_accuracy', 'miou_set')
 # what the rows pooled in one cell must share (besides method, dataset and test horizon)
@@ -65,7 +66,6 @@ CELL_IDENTITY = ('protocol', 'config', 'train_horizon', 'variant', 'settings')
 # settings.pretrained, the pre-training stage each seed runs)
 PER_SEED_SETTINGS = ('sample_seed', 'step_checkpoint', 'anchors_file')
 CI_STYLES = ('width', 'half-width')  # width: the paper's p95 - p5; half-width: (p95 - p5) / 2
-SHORTENED_MARK = '†'
 TEST_SET_PKG_MARK = '§'
 STAND_IN_MARK = '‡'
 MISSING_MARK = '¶'

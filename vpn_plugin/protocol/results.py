@@ -200,6 +200,9 @@ def _as_shortened(value, source) -> str:
     return value
 
 
+SHORTENED_MARK = '†'  # beside a method shortened in tables (report.py) and figures (plots.py)
+
+
 def shortened_reason(row: ResultRow) -> str:
     """Why ``row`` comes from a shortened run ('' = a full run): the one reader of the field."""
     return _as_shortened(getattr(row, 'shortened', ''), f'row of {row.method!r}')
