@@ -91,9 +91,8 @@ def default_work_dir(config_path, smoke: bool = False):
 def work_dir_of(cfg, args) -> str:
     """``--work-dir``, else the config's ``work_dir`` (not for a smoke run), else
     ``work_dirs/<config name>[_smoke]``."""
-    smoke = getattr(args, 'smoke', False)
-    return (args.work_dir or (None if smoke else cfg.get('work_dir'))
-            or default_work_dir(args.config, smoke))
+    return (args.work_dir or (None if args.smoke else cfg.get('work_dir'))
+            or default_work_dir(args.config, args.smoke))
 
 
 def enable_amp(cfg):
