@@ -25,6 +25,7 @@ The paper counts the plan U-Net (42,184,335 at CrossTask N=133, D=1536); the ste
 (41,843,589) is ``counted_apart`` and logged beside it.
 Shapes: B batch, T horizon, N actions, D observation dim.
 """
+import os
 from typing import Dict, Optional
 
 import numpy as np
@@ -66,6 +67,7 @@ class KEPPDiffusion(DiffusionModel):
                  middle_weight: float, zero_middle: bool, sampling_seed: int, stream: int):
         super().__init__()
         self.check_horizon('KEPP', horizon, dim_mults)
+        self.check_inputs('KEPP', feature_dim, sampling_seed)
         self.feature_dim, self.num_actions, self.horizon = feature_dim, num_actions, horizon
         self.condition_dim = condition_dim
         self.endpoint_weight, self.middle_weight = endpoint_weight, middle_weight
@@ -264,6 +266,11 @@ class KEPP(BasePlanner):
             raise ValueError('KEPP: model.pkg.perturbations may only change the training '
                              'sequences (DataFraction, LabelNoise): KEPP\'s graph keeps node '
                              'and successor order, which a graph perturbation does not define')
+        for name, path in (('released_graph', released_graph),
+                           ('step_checkpoint', step_checkpoint)):
+            if path is not None and not (isinstance(path, (str, os.PathLike)) and str(path)):
+                raise ValueError(f'KEPP: model.{name}={path!r}; expected a file path or None '
+                                 f'(no {name.replace("_", " ")})')
         self.sampler, self.train_paths = sampler, train_paths
         self.released_graph, self.step_checkpoint = released_graph, step_checkpoint
         common = dict(feature_dim=feature_dim, num_actions=num_actions, horizon=horizon,

@@ -1,0 +1,199 @@
+"""Third hostile pass (issue 37) on the heavy methods and the video side: each test is a case
+that was silent, vague or wrong before its fix (the docstring says what happened)."""
+import copy
+import pickle
+import shutil
+import subprocess
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import vpn_plugin.mm  # noqa: F401  (registration)
+from test_hostile_silent import parser_error
+from test_hostile_tools import no_traceback, user_error  # noqa: F401  (an autouse fixture)
+from vpn_plugin.data_paths import REPO_ROOT, load_config
+
+SIZE = 16  # frame side: the smallest S3D input (16 px -> 1 x 1 at mixed_5c)
+
+
+# ---------------------------------------------------------------------- video extraction
+@pytest.fixture(scope='module')
+def s3d():
+    from vpn_plugin.apis import init_s3d
+    return init_s3d(random_weights=True)
+
+
+@pytest.fixture(scope='module')
+def video(tmp_path_factory) -> Path:
+    from test_extract_features import write_video
+    path = tmp_path_factory.mktemp('videos') / 'a.mp4'
+    write_video(path, 20)
+    return path
+
+
+def extract(s3d, videos, out, **recipe):
+    from vpn_plugin.video import FrameRecipe, extract_videos
+    return extract_videos(s3d, list(videos), out, FrameRecipe(size=SIZE, **recipe),
+                          num_workers=0)
+
+
+@pytest.mark.parametrize('layout', ['a.pkl', 'a', 'task/a.npz', 'clip.mp4', 'provenance.json'])
+def test_extraction_into_a_folder_of_other_files_is_refused(s3d, video, tmp_path, layout):
+    """Before: --out onto a dataset's feature folder of .pkl files, of files without an
+    extension or of per-task subfolders (layouts the datasets read), onto a folder of videos
+    or onto a dataset root with its provenance.json: extraction.json, provenance.json and the
+    new npz were written among them, exit 0."""
+    out = tmp_path / 'features'
+    (out / layout).parent.mkdir(parents=True)
+    (out / layout).write_bytes(pickle.dumps(dict(frames_features=np.zeros((3, 512)))))
+    with pytest.raises(ValueError, match=rf'--out {out} already holds 1 file\(s\) or folder\(s\) '
+                                         rf"\({layout.split('/')[0]}\) but no extraction.json: "
+                                         r'.*nothing was written'):
+        extract(s3d, [video], out)
+    assert sorted(p.name for p in out.iterdir()) == [layout.split('/')[0]]
+
+
+def test_a_finished_file_of_another_video_is_not_counted_done(s3d, video, tmp_path):
+    """Before: b.npz copied from a.npz (same recipe) was counted "already there" for b.mp4,
+    which kept a's features."""
+    out = tmp_path / 'out'
+    extract(s3d, [video], out)
+    other = tmp_path / 'b.mp4'
+    shutil.copy(video, other)
+    shutil.copy(out / 'a.npz', out / 'b.npz')
+    with pytest.raises(ValueError, match=rf'b.npz: already there, but not a complete feature '
+                                         rf'file of this extraction \(made from the video '
+                                         rf'{video}, not from {other}\)'):
+        extract(s3d, [video, other], out)
+
+
+def ffmpeg(*args):
+    from vpn_plugin.video.decode import ffmpeg_executable
+    subprocess.run([ffmpeg_executable(), '-hide_banner', '-loglevel', 'error', '-y', *args],
+                   check=True)
+
+
+def test_a_video_that_gives_no_frame_says_why(tmp_path):
+    """Before: an empty file was 'ffmpeg cannot open it as a video: Error opening input files:
+    Invalid data found'; a 3 s video at --fps 1e-9 'no video frame decoded (no video stream,
+    or an empty one)' although it has a video stream."""
+    from vpn_plugin.video import FrameRecipe
+    from vpn_plugin.video.decode import UnreadableVideoError, decode_video
+    empty = tmp_path / 'empty.mp4'
+    empty.touch()
+    with pytest.raises(UnreadableVideoError, match=r'empty.mp4: an empty file \(0 bytes\)'):
+        decode_video(empty)
+    clip = tmp_path / 'clip.mp4'
+    ffmpeg('-f', 'lavfi', '-i', 'testsrc=size=32x32:rate=8', '-t', '3', '-pix_fmt', 'yuv420p',
+           str(clip))
+    with pytest.raises(UnreadableVideoError, match=r'no frame: fps=1e-09 samples none of its '
+                                                   r'3 s \(a frame every 1e\+09 s\)'):
+        decode_video(clip, FrameRecipe(fps=1e-9, size=SIZE))
+
+
+def test_ffmpeg_crashing_on_a_header_is_named(tmp_path, monkeypatch):
+    """Before: ffmpeg killed by SIGSEGV on an MPEG-TS file named .mp4 (this ffmpeg build)
+    gave 'ffmpeg cannot open it as a video: no message'."""
+    from vpn_plugin.video import decode
+    clip = tmp_path / 'clip.mp4'
+    clip.write_bytes(b'\x47' * 188)
+    crashed = subprocess.CompletedProcess([], -11, b'', b'')
+    monkeypatch.setattr(decode.subprocess, 'run', lambda *a, **k: crashed)
+    with pytest.raises(decode.UnreadableVideoError, match=r'clip.mp4: ffmpeg crashed reading '
+                                                          r'its header \(signal 11\)'):
+        decode.probe_video(clip)
+
+
+def test_native_fps_progress_counts_the_streams_frames(tmp_path):
+    """Before: --native-fps gave no expected count, so the progress line read '6/1 chunks
+    (600%)'."""
+    from vpn_plugin.video import FrameRecipe
+    from vpn_plugin.video.decode import expected_frames, probe_video
+    clip = tmp_path / 'clip.mp4'
+    ffmpeg('-f', 'lavfi', '-i', 'testsrc=size=32x32:rate=8', '-t', '3', '-pix_fmt', 'yuv420p',
+           str(clip))
+    assert expected_frames(probe_video(clip), FrameRecipe(fps=None, size=SIZE)) == 24
+
+
+@pytest.mark.parametrize('argv, message', [
+    (['--native-fps', '--fps', '8'], '--native-fps and --fps 8 exclude each other'),
+    (['--size', '100000'], r'size=100000: expected an even number of pixels in 2..1024'),
+    (['--device', 'nosuch'], "--device 'nosuch' is not a torch device; expected cpu, cuda"),
+    (['--device', 'cuda:99'], r"--device 'cuda:99': this machine has \d+ CUDA device"),
+])
+def test_extraction_flags_torch_or_ffmpeg_would_refuse_later_are_named(video, tmp_path, argv,
+                                                                       message):
+    """Before: --native-fps silently dropped --fps 8; --size 100000 ended in a MemoryError
+    traceback; --device nosuch / cuda on a CPU machine in torch's RuntimeError /
+    AssertionError tracebacks."""
+    out = tmp_path / 'out'
+    found = user_error('extract_features', [video, '--out', out, '--random-weights', *argv])
+    assert __import__('re').search(message, found), found
+    assert not out.exists()
+
+
+# ---------------------------------------------------------------------- model options
+def model_config(config: str, **changes) -> dict:
+    model = load_config(str(REPO_ROOT / config)).model.to_dict()
+    model.update(dict(horizon=3, dim=32), **changes)
+    return model
+
+
+def build(model: dict):
+    from mmaction.registry import MODELS
+    return MODELS.build(copy.deepcopy(model))
+
+
+@pytest.mark.parametrize('option, value, message', [
+    ('dim', 0, r'TemporalUNet dim=0; expected an integer >= 32'),
+    ('dim', 'x', r"TemporalUNet dim='x'; expected an integer"),
+    ('dim', 10**9, r'TemporalUNet dim=1000000000; expected an integer >= 32 and <= 4096'),
+    ('dim_mults', 2, r'TemporalUNet dim_mults=2; expected a non-empty list of integers'),
+    ('dim_mults', [1, 'x', 4], r"TemporalUNet dim_mults=\(1, 'x', 4\): entry='x'"),
+    ('feature_dim', 0, r'KEPP model.feature_dim=0; expected an integer >= 1'),
+    ('feature_dim', True, r'KEPP model.feature_dim=True; expected an integer'),
+    ('feature_dim', 10**9, r'KEPP model.feature_dim=1000000000; expected an integer >= 1 and '
+                           r'<= 16384'),
+    ('sampling_seed', 'x', r"KEPP model.sampling_seed='x'; expected an integer >= 0"),
+    ('sampling_seed', True, r'KEPP model.sampling_seed=True; expected an integer >= 0'),
+    ('sampling_seed', float('nan'), r'KEPP model.sampling_seed=nan; expected an integer'),
+    ('released_graph', 0, r'KEPP: model.released_graph=0; expected a file path or None'),
+    ('released_graph', False, r'KEPP: model.released_graph=False; expected a file path'),
+    ('step_checkpoint', '', r"KEPP: model.step_checkpoint=''; expected a file path or None"),
+    ('num_actions', 10**9, r'model.num_actions=1000000000; expected an integer <= 46340'),
+    ('pkg', dict(count_mode='video', smoothing=float('nan')),
+     r'PKGBuilder.smoothing=nan; expected a finite number >= 0'),
+    ('pkg', dict(count_mode='video', smoothing='x'),
+     r"PKGBuilder.smoothing='x'; expected a finite number >= 0"),
+])
+def test_kepp_options_are_named_when_built(option, value, message):
+    """Before: dim=0, feature_dim=0 / -1 / True, sampling_seed 'x' / nan / True / 1.5,
+    released_graph=0 / False (read as "no graph"), step_checkpoint='' and smoothing nan / inf
+    were built; dim 'x', dim_mults 2, feature_dim 'x' / 1e9, num_actions 1e9 and
+    smoothing 'x' ended in TypeErrors or torch's allocation error."""
+    model = model_config('configs/baselines/kepp_niv_t3.py', **{option: value})
+    with pytest.raises(ValueError, match=message):
+        build(model)
+
+
+@pytest.mark.parametrize('option, value, message', [
+    ('endpoint_weight', float('nan'), r'PDPP model.endpoint_weight=nan; expected a finite '
+                                      r'number >= 0'),
+    ('endpoint_weight', -1, r'PDPP model.endpoint_weight=-1; expected a finite number >= 0'),
+    ('endpoint_weight', 'x', r"PDPP model.endpoint_weight='x'"),
+    ('num_tasks', 0, r'PDPP model.num_tasks=0; expected an integer >= 1'),
+    ('num_tasks', 'x', r"PDPP model.num_tasks='x'; expected an integer >= 1"),
+    ('num_tasks', 10**9, r'PDPP model.num_tasks=1000000000; expected an integer >= 1 and '
+                         r'<= 46340'),
+    ('n_timesteps', float('nan'), r'model.n_timesteps \(diffusion steps\)=nan; expected an '
+                                  r'integer >= 1'),
+    ('n_timesteps', 'x', r"model.n_timesteps \(diffusion steps\)='x'"),
+])
+def test_pdpp_options_are_named_when_built(option, value, message):
+    """Before: endpoint_weight nan / -1 / 'x' and num_tasks=0 were built (a NaN or negative
+    loss weight trains on); num_tasks 'x' / 1e9 and n_timesteps nan / 'x' ended in
+    TypeErrors or torch's allocation error."""
+    model = model_config('configs/baselines/pdpp_niv_t3.py', **{option: value})
+    with pytest.raises(ValueError, match=message):
+        build(model)
