@@ -42,7 +42,7 @@ META_FIELDS = ('num_actions', 'horizon', 'observation_dim', 'batch', 'n_timestep
 
 
 def read_meta(fixture: Path, meta: dict) -> dict:
-    require_meta_fields(fixture, meta, META_FIELDS, 'KEPP')
+    require_meta_fields(fixture, meta, META_FIELDS, 'KEPP', META_FIELDS[:6])
     for key in ('class_dim_graph', 'class_dim_llama'):
         if meta.get(key, meta['num_actions']) != meta['num_actions']:
             raise ValueError(f'{fixture / "meta.json"}: {key}={meta[key]} differs from '

@@ -30,7 +30,7 @@ import numpy as np
 import torch
 
 from ..core import diffusion
-from .compare import (GRAD_TOLERANCE, OUTPUT_TOLERANCE, Row, build_registered, compare,
+from .compare import (GRAD_TOLERANCE, OUTPUT_TOLERANCE, Row, build_registered, check_ids, compare,
                       compare_argmax, compare_chain, compare_file, compare_grads, grad_summary,
                       perturbed_runs, read_npz, report_parameter_counts, report_settings,
                       replayed_header, require_meta_fields, set_fixture_sizes, within)
@@ -47,7 +47,7 @@ META_FIELDS = ('num_actions', 'num_tasks', 'horizon', 'observation_dim', 'batch'
 
 
 def read_meta(fixture: Path, meta: dict) -> dict:
-    return require_meta_fields(fixture, meta, META_FIELDS, 'PDPP')
+    return require_meta_fields(fixture, meta, META_FIELDS, 'PDPP', META_FIELDS[:7])
 
 
 def unet_widths(meta: dict) -> dict:
@@ -192,6 +192,9 @@ def check_header(fixture: Path, meta: dict, inputs: dict) -> None:
                              f'{shape} from meta.json (batch={b}, horizon={t}, num_tasks='
                              f'{meta["num_tasks"]}, num_actions={meta["num_actions"]}, '
                              f'observation_dim={d})')
+    check_ids(fixture / 'inputs.npz', inputs, dict(actions=meta['num_actions'],
+                                                   tasks=meta['num_tasks'],
+                                                   task_sample=meta['num_tasks']))
 
 
 def batch_inputs(fixture: Path, inputs: dict) -> Dict[str, torch.Tensor]:
