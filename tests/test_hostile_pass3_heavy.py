@@ -197,3 +197,140 @@ def test_pdpp_options_are_named_when_built(option, value, message):
     model = model_config('configs/baselines/pdpp_niv_t3.py', **{option: value})
     with pytest.raises(ValueError, match=message):
         build(model)
+
+
+@pytest.mark.parametrize('value', [float('nan'), 'x'])
+def test_cefito_text_pad_to_is_named(tmp_path, value):
+    """Before: model.text_embeddings.pad_to=nan / 'x' ended in torch's pad() TypeError or
+    "'>' not supported"."""
+    from vpn_plugin.models.text_embeddings import load_action_features
+    np.save(tmp_path / 'text.npy', np.random.default_rng(0).standard_normal((4, 8), np.float32))
+    with pytest.raises(ValueError, match=rf'model.text_embeddings.pad_to={value!r}; expected '
+                                         r'an integer >= 1 \(or None\)'):
+        load_action_features(file=str(tmp_path / 'text.npy'), pad_to=value)
+
+
+@pytest.mark.parametrize('option, value', [('num_heads', True), ('num_layers', 0),
+                                           ('num_layers', -1), ('embed_dim', 'x'),
+                                           ('dropout', 1.5), ('no_state_task', 'yes')])
+def test_schema_sizes_are_named_when_built(option, value):
+    """Before: num_heads=True (one head), num_layers 0 / -1 (no decoder layer) were built;
+    embed_dim 'x' was a TypeError; dropout 1.5 and no_state_task 'yes' were used as given."""
+    model = model_config('configs/baselines/schema_niv_t3.py', **{option: value})
+    model.pop('dim')
+    with pytest.raises(ValueError, match=rf'SCHEMA model.{option}={value!r}; expected'):
+        build(model)
+
+
+@pytest.mark.parametrize('value', ['x', -1, None])
+def test_freeze_visual_is_a_switch(value):
+    """Before: model.freeze_visual 'x' / -1 were read as True (the message then said
+    "model.freeze_visual=True"), None as False."""
+    from torch import nn
+    from vpn_plugin.models.pretrained_encoder import init_visual_encoder
+    with pytest.raises(ValueError, match=rf'model.freeze_visual={value!r}; expected True or '
+                                         r'False'):
+        init_visual_encoder(nn.Linear(2, 2), None, value, 'SCHEMA')
+
+
+# ---------------------------------------------------------------------- pre-stage files
+def test_a_step_model_file_with_nan_weights_is_refused(tmp_path):
+    """Before: model.step_checkpoint of a step model with a NaN weight was reused (its
+    predictions too) and the training exited 0, saving the NaN into every checkpoint."""
+    import torch
+    from vpn_plugin.engine.kepp_training import load_step_model
+    path = tmp_path / 'kepp_step_model.pth'
+    torch.save(dict(identity={}, state_dict={'unet.w': torch.tensor([1.0, float('nan')])}),
+               path)
+    with pytest.raises(ValueError, match=rf'checkpoint {path} \(the saved step model\): tensor '
+                                         r'unet.w \(2,\) holds 1 NaN/inf value'):
+        load_step_model(path, None, {})
+
+
+def test_a_task_classifier_file_with_nan_weights_is_refused(tmp_path, monkeypatch):
+    """Before: a task_classifier.pth with a NaN weight was loaded as the trained classifier."""
+    import torch
+    from torch import nn
+    from vpn_plugin.engine import pdpp_training
+    monkeypatch.setattr(pdpp_training, 'check_identity', lambda *args: None)
+    path = tmp_path / 'task_classifier.pth'
+    torch.save(dict(state_dicts={'model.task_head': {'weight': torch.tensor([[float('inf')]])}}),
+               path)
+    module = nn.Module()
+    module.task_head = nn.Linear(1, 1)
+    with pytest.raises(ValueError, match=r'\(the saved model.task_head\): tensor weight \(1, 1\) '
+                                         r'holds 1 NaN/inf value'):
+        pdpp_training.load_classifiers(path, {'model': module}, {})
+
+
+def kepp_graph_state(weights):
+    """The graph buffers of a KEPP checkpoint for (N, N) ``weights`` (an edge where > 0)."""
+    import torch
+    weights = torch.tensor(weights, dtype=torch.float64)
+    successors = torch.where(weights > 0, 0, -1)
+    return dict(graph_weights=weights, graph_successor_rank=successors)
+
+
+def test_a_checkpoint_graph_edited_by_hand_is_refused():
+    """Before: a KEPP checkpoint whose graph_weights were set to 1 (or one edge doubled) was
+    tested with that graph, exit 0: every retrieved path changed without a word."""
+    import torch
+    from vpn_plugin.models.kepp import check_saved_graph
+    counted = kepp_graph_state([[0.0, 0.25, 0.75], [0.0, 0.0, 1.0], [0.0, 0.0, 0.0]])
+    check_saved_graph(counted, '', counted=True)
+    ones = dict(counted, graph_weights=torch.ones(3, 3, dtype=torch.float64))
+    with pytest.raises(ValueError, match=r"checkpoint's graph is inconsistent: edge \(0, 0\) has "
+                                         r'weight 1.0 \(no edge by graph_successor_rank\)'):
+        check_saved_graph(ones, '', counted=True)
+    doubled = dict(counted, graph_weights=counted['graph_weights'] * torch.tensor([[1, 1, 1],
+                                                                                  [1, 1, 0.5],
+                                                                                  [1, 1, 1]]))
+    with pytest.raises(ValueError, match=r'the out-weights of node 1 sum to 0.5, not 1'):
+        check_saved_graph(doubled, '', counted=True)
+    check_saved_graph(doubled, '', counted=False)  # a released graph is used as it is
+
+
+# ---------------------------------------------------------------------- the checker
+@pytest.fixture
+def pdpp_fixture(tmp_path, shared_data) -> Path:
+    folder = tmp_path / 'pdpp_small_t3'
+    shutil.copytree(Path(shared_data).parent / 'reference' / 'pdpp_small_t3', folder)
+    return folder
+
+
+@pytest.mark.parametrize('field, value', [('horizon', '3'), ('num_actions', True)])
+def test_a_fixture_size_that_is_no_integer_is_named(pdpp_fixture, field, value):
+    """Before: meta.json horizon "3" ended in a TypeError traceback inside the checker;
+    num_actions true was read as 1 (then a shape error)."""
+    import json
+    from vpn_plugin.oracles.compare import check_fixture
+    meta = json.loads((pdpp_fixture / 'meta.json').read_text())
+    meta[field] = value
+    (pdpp_fixture / 'meta.json').write_text(json.dumps(meta))
+    with pytest.raises(ValueError, match=rf'meta.json: {field}={value!r}; expected an integer '
+                                         r'>= 1'):
+        check_fixture(pdpp_fixture)
+
+
+@pytest.mark.parametrize('value', [999, -1])
+def test_a_fixture_action_id_out_of_range_is_named(pdpp_fixture, value):
+    """Before: an action id 999 or -1 in inputs.npz ended in torch's 'Class values must be
+    smaller than num_classes' traceback."""
+    from vpn_plugin.oracles.compare import check_fixture
+    with np.load(pdpp_fixture / 'inputs.npz') as archive:
+        arrays = dict(archive)
+    arrays['actions'][0, 0] = value
+    np.savez(pdpp_fixture / 'inputs.npz', **arrays)
+    with pytest.raises(ValueError, match=r'inputs.npz: actions holds ids in \[.*\]; expected '
+                                         r'0..8 \(meta.json\)'):
+        check_fixture(pdpp_fixture)
+
+
+def test_a_feature_file_that_cannot_be_written_gives_the_right_hint(tmp_path):
+    """Before: --save-features into a missing folder said 'No such file or directory; ...
+    free disk space and run again'."""
+    from vpn_plugin.errors import OutputWriteError
+    from vpn_plugin.video.extract import write_features_atomically
+    with pytest.raises(OutputWriteError, match=r'No such file or directory; it was not written '
+                                               r'\(.*: fix that and run again'):
+        write_features_atomically(tmp_path / 'nosuch' / 'f.npz', dict(a=np.zeros(2)))

@@ -38,6 +38,7 @@ from vpn_plugin.errors import check_number
 from vpn_plugin.models.base_planner import check_finite_loss
 from vpn_plugin.models.pdpp import PDPPDiffusion, TaskClassifier, observation_pair
 
+from .checkpoint import check_finite
 from .ema import log_short_run, sync_pre_stages
 from .pre_stage import (CLASSIFIER_FILE, DATA_KEYS, check_identity, data_identity,
                         save_pre_stage, stage_progress)
@@ -273,6 +274,7 @@ def load_classifiers(path: Path, modules: dict, expected: dict) -> None:
         raise ValueError(f'{path} holds no task classifier for {missing}; it has '
                          f'{sorted(saved.get("state_dicts", {}))}: delete it to retrain')
     for name, head in heads.items():
+        check_finite(saved['state_dicts'][name], f'{path} (the saved {name})')
         try:
             head.load_state_dict(saved['state_dicts'][name])
         except RuntimeError as error:

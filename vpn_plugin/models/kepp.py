@@ -191,6 +191,31 @@ def check_graph_taxonomy(graph: kepp_paths.KEPPGraph, taxonomy, path) -> None:
                          'this dataset')
 
 
+def check_saved_graph(state_dict, prefix: str, counted: bool) -> None:
+    """A checkpoint's graph buffers agree with each other: an edge (a successor rank) has a
+    weight in (0, 1] and a non-edge none, and a graph counted on training videos has each
+    node's out-weights summing to 1 (released graphs are used as they are). An edited or
+    damaged graph would change every retrieved path without a word."""
+    weights, successors = (state_dict.get(prefix + name) for name in
+                           ('graph_weights', 'graph_successor_rank'))
+    if weights is None or successors is None or weights.shape != successors.shape:
+        raise ValueError('KEPP: the checkpoint holds graph_node_rank but no graph_weights / '
+                         'graph_successor_rank of one shape: a damaged checkpoint')
+    edges = successors >= 0
+    bad = (edges & ~((weights > 0) & (weights <= 1))) | (~edges & (weights != 0))
+    sums = weights.sum(1)[edges.any(1)]
+    if bool(bad.any()) or (counted and not torch.allclose(sums, torch.ones_like(sums))):
+        u, v = (bad.nonzero()[0].tolist() if bool(bad.any()) else
+                (int(edges.any(1).nonzero()[(sums - 1).abs().argmax()]), None))
+        where = (f'edge ({u}, {v}) has weight {float(weights[u, v])!r} '
+                 f'({"an edge" if bool(edges[u, v]) else "no edge"} by graph_successor_rank)'
+                 if v is not None else f'the out-weights of node {u} sum to '
+                 f'{float(weights[u].sum())!r}, not 1')
+        raise ValueError(f'KEPP: the checkpoint\'s graph is inconsistent: {where}; an edited or '
+                         'damaged checkpoint (its plan model was trained on the paths of its '
+                         'own graph): use the checkpoint as the run saved it')
+
+
 def _checked_edges(path, nodes, successors) -> dict:
     """``{u: [(v, weight), ...]}`` of a graph file, its values checked, never coerced: node
     ids are integers (``True`` is not action 1), every successor is a node, every edge has a
@@ -377,6 +402,7 @@ class KEPP(BasePlanner):
                                                                         'graph_node_rank'))
         if released is None or ranks is None or not bool((ranks >= 0).any()):
             return  # no graph in the checkpoint: build_pkg installs the configured one
+        check_saved_graph(state_dict, prefix, counted=not bool(released))
         if bool(released) and not self.released_graph:
             raise ValueError('KEPP: the checkpoint\'s graph was read from a released graph file '
                              f'({TEST_SET_PKG}), but model.released_graph is not set, so the '

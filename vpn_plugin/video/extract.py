@@ -23,6 +23,7 @@
 """
 from __future__ import annotations
 
+import errno
 import json
 import os
 import socket
@@ -144,10 +145,11 @@ def write_features_atomically(path: Path, arrays: Dict[str, np.ndarray]) -> None
     except BaseException as error:
         temporary.unlink(missing_ok=True)
         if isinstance(error, OSError):
+            hint = ('free disk space and run again to resume' if error.errno in
+                    (errno.ENOSPC, errno.EDQUOT) else 'fix that and run again to resume')
             raise OutputWriteError(f'cannot write the feature file {path}: '
                                    f'{error.strerror or error}; it was not written (the files '
-                                   'written before it are complete: free disk space and run '
-                                   'again to resume)') from error
+                                   f'written before it are complete: {hint})') from error
         raise
 
 
