@@ -334,3 +334,33 @@ def test_a_feature_file_that_cannot_be_written_gives_the_right_hint(tmp_path):
     with pytest.raises(OutputWriteError, match=r'No such file or directory; it was not written '
                                                r'\(.*: fix that and run again'):
         write_features_atomically(tmp_path / 'nosuch' / 'f.npz', dict(a=np.zeros(2)))
+
+
+def test_a_fixture_action_id_array_of_floats_is_named(pdpp_fixture):
+    """Before: actions saved as float32 ended in torch's 'one_hot is only applicable to index
+    tensor of type LongTensor' traceback."""
+    from vpn_plugin.oracles.compare import check_fixture
+    with np.load(pdpp_fixture / 'inputs.npz') as archive:
+        arrays = dict(archive)
+    arrays['actions'] = arrays['actions'].astype(np.float32)
+    np.savez(pdpp_fixture / 'inputs.npz', **arrays)
+    with pytest.raises(ValueError, match=r'inputs.npz: actions has dtype float32; expected '
+                                         r'integer ids 0..8'):
+        check_fixture(pdpp_fixture)
+
+
+def test_a_schedule_buffer_removed_from_the_official_state_dict_fails(tmp_path):
+    """Before: a PDPP (or KEPP) fixture whose state_dict.npz lost `betas` passed: only the
+    buffers recorded were compared."""
+    import torch
+    from vpn_plugin.oracles.pdpp import buffer_rows
+
+    class Schedule:
+        @staticmethod
+        def schedule():
+            return dict(betas=torch.ones(3), alphas_cumprod=torch.ones(3))
+    np.savez(tmp_path / 'state_dict.npz', alphas_cumprod=np.ones(3, np.float32),
+             **{'model.w': np.zeros(2, np.float32)})
+    rows = {row[0]: row for row in buffer_rows(tmp_path / 'state_dict.npz', Schedule())}
+    assert rows['state_dict.npz:alphas_cumprod'][-1] is True
+    assert rows['state_dict.npz:betas (missing)'][-1] is False

@@ -141,6 +141,9 @@ def check_ids(path: Path, arrays: Mapping[str, np.ndarray], counts: Mapping[str,
     action or task id out of range is named, not met as a one-hot error inside torch."""
     for name, count in counts.items():
         ids = arrays.get(name)
+        if ids is not None and ids.dtype.kind not in 'iu':
+            raise ValueError(f'{path}: {name} has dtype {ids.dtype}; expected integer ids '
+                             f'0..{count - 1}')
         if ids is not None and ids.size and not (ids.min() >= 0 and ids.max() < count):
             raise ValueError(f'{path}: {name} holds ids in [{ids.min()}, {ids.max()}]; expected '
                              f'0..{count - 1} (meta.json)')
