@@ -364,3 +364,14 @@ def test_a_schedule_buffer_removed_from_the_official_state_dict_fails(tmp_path):
     rows = {row[0]: row for row in buffer_rows(tmp_path / 'state_dict.npz', Schedule())}
     assert rows['state_dict.npz:alphas_cumprod'][-1] is True
     assert rows['state_dict.npz:betas (missing)'][-1] is False
+
+
+def test_a_text_file_given_as_checkpoint_is_named(tmp_path):
+    """Before: `tools/plan.py --checkpoint notes.pth --video ...` (a text file, no config)
+    stopped with 'error: 101' (the unpickler's KeyError), naming nothing."""
+    from vpn_plugin.engine.checkpoint import read_checkpoint
+    path = tmp_path / 'notes.pth'
+    path.write_text('hello')
+    with pytest.raises(ValueError, match=rf'cannot read checkpoint {path}: KeyError: 101 \(a '
+                                         r'truncated or damaged file, or not a torch checkpoint'):
+        read_checkpoint(path)

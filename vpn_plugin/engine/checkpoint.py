@@ -82,9 +82,9 @@ def read_checkpoint(filename, map_location='cpu', logger='current') -> dict:
         check_file(name, 'checkpoint')  # a folder, a FIFO, /dev/zero: named as such
     try:
         checkpoint = _load_checkpoint(name, map_location=map_location, logger=logger)
-    except (RuntimeError, EOFError, OSError, ValueError) as error:
-        raise ValueError(f'cannot read checkpoint {name}: {error} (a truncated or damaged '
-                         'file, or not a torch checkpoint)') from error
+    except Exception as error:  # noqa: BLE001  (a text file is a KeyError 101 in the unpickler)
+        raise ValueError(f'cannot read checkpoint {name}: {type(error).__name__}: {error} (a '
+                         'truncated or damaged file, or not a torch checkpoint)') from error
     if not isinstance(checkpoint, dict):
         raise ValueError(f'checkpoint {name} holds a {type(checkpoint).__name__}; expected a '
                          "dict (an mmengine checkpoint with 'state_dict', or a state dict)")
