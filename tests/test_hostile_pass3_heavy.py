@@ -375,3 +375,19 @@ def test_a_text_file_given_as_checkpoint_is_named(tmp_path):
     with pytest.raises(ValueError, match=rf'cannot read checkpoint {path}: KeyError: 101 \(a '
                                          r'truncated or damaged file, or not a torch checkpoint'):
         read_checkpoint(path)
+
+
+def test_integer_tensors_for_float_weights_are_refused(tmp_path):
+    """Before: an S3D weights file whose float tensors had been saved as int64 loaded (every
+    weight truncated towards 0, the features meaningless) and was marked usable."""
+    import torch
+    from torch import nn
+    from vpn_plugin.engine.checkpoint import CheckpointMismatchError, load_weights
+    model = nn.Linear(3, 2)
+    state = {key: value.long() for key, value in model.state_dict().items()}
+    with pytest.raises(CheckpointMismatchError, match=r'other shapes or dtypes: weight: \(2, 3\) '
+                                                      r'torch.int64 in the checkpoint, \(2, 3\) '
+                                                      r'torch.float32 in the model'):
+        load_weights(model, state, 's3d_howto100m.pth')
+    load_weights(model, {k: v.half() for k, v in model.state_dict().items()}, 'half.pth')
+    assert model.weight.dtype == torch.float32

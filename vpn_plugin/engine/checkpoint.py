@@ -263,6 +263,11 @@ def load_weights(model, checkpoint: dict, source: str, *, partial: bool = False,
             found = tuple(value.shape) if torch.is_tensor(value) else type(value).__name__
             wrong[key] = (found, tuple(expected[key].shape))
             del state[key]
+        elif key in expected and expected[key].is_floating_point() and \
+                not value.is_floating_point():  # copied as is, 0.37 would become 0
+            wrong[key] = (f'{tuple(value.shape)} {value.dtype}',
+                          f'{tuple(expected[key].shape)} {expected[key].dtype}')
+            del state[key]
     keys, other = _load_fitting(model, state, wrong)
     missing = [key for key in keys.missing_keys if key not in wrong]  # listed with shapes
     problems = '; '.join(filter(None, [mismatch_text(missing, keys.unexpected_keys, wrong),
@@ -338,7 +343,7 @@ SIZE_MISMATCH = re.compile(r'size mismatch for (\S+): copying a param with shape
 
 
 def mismatch_text(missing, unexpected, wrong: dict) -> str:
-    """'missing keys [...]; unexpected keys [...]; other shapes: key: (a) in the checkpoint,
+    """'missing keys [...]; unexpected keys [...]; other shapes or dtypes: key: (a) in the checkpoint,
     (b) in the model, ...' ('' when everything fits)."""
     parts = []
     if missing:
@@ -348,7 +353,7 @@ def mismatch_text(missing, unexpected, wrong: dict) -> str:
     if wrong:
         shapes = [f'{key}: {found} in the checkpoint, {shape} in the model'
                   for key, (found, shape) in wrong.items()]
-        parts.append('other shapes: ' + '; '.join(shapes[:SHOWN])
+        parts.append('other shapes or dtypes: ' + '; '.join(shapes[:SHOWN])
                      + (f' (and {len(shapes) - SHOWN} more)' if len(shapes) > SHOWN else ''))
     return '; '.join(parts)
 
