@@ -391,3 +391,15 @@ def test_integer_tensors_for_float_weights_are_refused(tmp_path):
         load_weights(model, state, 's3d_howto100m.pth')
     load_weights(model, {k: v.half() for k, v in model.state_dict().items()}, 'half.pth')
     assert model.weight.dtype == torch.float32
+
+
+def test_a_schema_fixture_horizon_that_is_a_string_is_named(tmp_path, shared_data):
+    """Before: meta.json horizon "3" of the SCHEMA fixture was refused as 'horizon=3 but
+    constructor.time_horz=3; expected the same value' (two equal-looking values)."""
+    import json
+    from vpn_plugin.oracles.schema import read_schema_meta
+    meta = json.loads((Path(shared_data).parent / 'reference' / 'schema_crosstask_t3' /
+                       'meta.json').read_text())
+    meta['horizon'] = '3'
+    with pytest.raises(ValueError, match=r"meta.json: horizon='3'; expected an integer >= 1"):
+        read_schema_meta(tmp_path, meta)
