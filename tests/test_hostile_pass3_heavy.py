@@ -403,3 +403,19 @@ def test_a_schema_fixture_horizon_that_is_a_string_is_named(tmp_path, shared_dat
     meta['horizon'] = '3'
     with pytest.raises(ValueError, match=r"meta.json: horizon='3'; expected an integer >= 1"):
         read_schema_meta(tmp_path, meta)
+
+
+@pytest.mark.parametrize('value', [999, -1])
+def test_a_schema_fixture_action_id_out_of_range_is_named(shared_data, value):
+    """Before: an action id 999 or -1 in the SCHEMA fixture's inputs.npz stopped with torch's
+    'error: Target 999 is out of bounds.', naming no file."""
+    import json
+    from vpn_plugin.oracles.authors import check_inputs
+    folder = Path(shared_data).parent / 'reference' / 'schema_crosstask_t3'
+    meta = json.loads((folder / 'meta.json').read_text())
+    with np.load(folder / 'inputs.npz') as archive:
+        inputs = dict(archive)
+    inputs['actions'][0, 0] = value
+    with pytest.raises(ValueError, match=r'inputs.npz: actions holds ids in \[.*\]; expected '
+                                         r'0..132 \(meta.json\)'):
+        check_inputs(folder, meta, inputs)
