@@ -416,6 +416,10 @@ def test_a_schema_fixture_action_id_out_of_range_is_named(shared_data, value):
     with np.load(folder / 'inputs.npz') as archive:
         inputs = dict(archive)
     inputs['actions'][0, 0] = value
+    constructor = meta['constructor']
+    sizes = dict(batch=meta['batch'], horizon=meta['horizon'], num_actions=meta['num_actions'],
+                 num_tasks=meta['num_tasks'], feature_dim=constructor['vis_input_dim'],
+                 text_dim=constructor['lang_input_dim'])  # what oracles/schema.py passes
     with pytest.raises(ValueError, match=r'inputs.npz: actions holds ids in \[.*\]; expected '
                                          r'0..132 \(meta.json\)'):
-        check_inputs(folder, meta, inputs)
+        check_inputs(folder, sizes, inputs)

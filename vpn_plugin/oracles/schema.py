@@ -205,7 +205,7 @@ def check_fixture(fixture: Path, meta: dict) -> Tuple[List[Row], bool]:
     constructor = meta['constructor']
     check_inputs(fixture, dict(batch=meta['batch'], horizon=meta['horizon'],
                                feature_dim=constructor['vis_input_dim'],
-                               num_actions=meta['num_actions'],
+                               num_actions=meta['num_actions'], num_tasks=meta['num_tasks'],
                                text_dim=constructor['lang_input_dim']), inputs)
     model = build_model(model_cfg, inputs, fixture)
     weights = total_loss_weights(fixture / 'meta.json', meta, model.loss_weights)
