@@ -423,3 +423,18 @@ def test_a_schema_fixture_action_id_out_of_range_is_named(shared_data, value):
     with pytest.raises(ValueError, match=r'inputs.npz: actions holds ids in \[.*\]; expected '
                                          r'0..132 \(meta.json\)'):
         check_inputs(folder, sizes, inputs)
+
+
+def test_a_kepp_fixture_action_id_out_of_range_is_named(tmp_path, shared_data):
+    """Before: an action id 999 in the KEPP fixture's inputs.npz ended in torch's 'Class
+    values must be smaller than num_classes' traceback."""
+    from vpn_plugin.oracles.compare import check_fixture
+    folder = tmp_path / 'kepp_small_t3'
+    shutil.copytree(Path(shared_data).parent / 'reference' / 'kepp_small_t3', folder)
+    with np.load(folder / 'inputs.npz') as archive:
+        arrays = dict(archive)
+    arrays['actions'][0, 0] = 999
+    np.savez(folder / 'inputs.npz', **arrays)
+    with pytest.raises(ValueError, match=r'inputs.npz: actions holds ids in \[.*, 999\]; '
+                                         r'expected 0..8 \(meta.json\)'):
+        check_fixture(folder)
