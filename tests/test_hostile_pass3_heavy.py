@@ -10,7 +10,6 @@ import numpy as np
 import pytest
 
 import vpn_plugin.mm  # noqa: F401  (registration)
-from test_hostile_silent import parser_error
 from test_hostile_tools import no_traceback, user_error  # noqa: F401  (an autouse fixture)
 from vpn_plugin.data_paths import REPO_ROOT, load_config
 

@@ -343,8 +343,8 @@ SIZE_MISMATCH = re.compile(r'size mismatch for (\S+): copying a param with shape
 
 
 def mismatch_text(missing, unexpected, wrong: dict) -> str:
-    """'missing keys [...]; unexpected keys [...]; other shapes or dtypes: key: (a) in the checkpoint,
-    (b) in the model, ...' ('' when everything fits)."""
+    """'missing keys [...]; unexpected keys [...]; other shapes or dtypes: key: (a) in the
+    checkpoint, (b) in the model, ...' ('' when everything fits)."""
     parts = []
     if missing:
         parts.append(f'missing keys {_listed(missing)}')
