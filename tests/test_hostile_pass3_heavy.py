@@ -437,3 +437,13 @@ def test_a_kepp_fixture_action_id_out_of_range_is_named(tmp_path, shared_data):
     with pytest.raises(ValueError, match=r'inputs.npz: actions holds ids in \[.*, 999\]; '
                                          r'expected 0..8 \(meta.json\)'):
         check_fixture(folder)
+
+
+def test_a_cefito_fixture_size_that_is_no_integer_is_named(tmp_path):
+    """Before: meta.json horizon "3" of a CEFITO fixture was refused as "model.horizon='3'"
+    (the model option, not the fixture file)."""
+    from vpn_plugin.oracles.cefito import META_FIELDS, read_meta
+    meta = dict.fromkeys(META_FIELDS, 3)
+    meta['horizon'] = '3'
+    with pytest.raises(ValueError, match=r"meta.json: horizon='3'; expected an integer >= 1"):
+        read_meta(tmp_path, meta)

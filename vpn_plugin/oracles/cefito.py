@@ -49,7 +49,7 @@ CONSTRUCTOR_KEYS = ('mlp_ratio', 'num_negatives', 'hard_negative_ratio', 'min_ma
 
 
 def read_meta(fixture: Path, meta: dict) -> dict:
-    return require_meta_fields(fixture, meta, META_FIELDS, 'CEFITO')
+    return require_meta_fields(fixture, meta, META_FIELDS, 'CEFITO', META_FIELDS[:7])
 
 
 def constructor_values(meta: dict) -> dict:
