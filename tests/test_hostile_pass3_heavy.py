@@ -447,3 +447,18 @@ def test_a_cefito_fixture_size_that_is_no_integer_is_named(tmp_path):
     meta['horizon'] = '3'
     with pytest.raises(ValueError, match=r"meta.json: horizon='3'; expected an integer >= 1"):
         read_meta(tmp_path, meta)
+
+
+def test_a_cefito_fixture_action_id_out_of_range_is_named(tmp_path, shared_data):
+    """Before: an action id 999 in the CEFITO fixture's inputs.npz stopped with 'index 999 is
+    out of bounds for dimension 0 with size 20', naming no file."""
+    from vpn_plugin.oracles.compare import check_fixture
+    folder = tmp_path / 'cefito_small_t3'
+    shutil.copytree(Path(shared_data).parent / 'reference' / 'cefito_small_t3', folder)
+    with np.load(folder / 'inputs.npz') as archive:
+        arrays = dict(archive)
+    arrays['actions'][0, 0] = 999
+    np.savez(folder / 'inputs.npz', **arrays)
+    with pytest.raises(ValueError, match=r'inputs.npz: actions holds ids in \[.*, 999\]; '
+                                         r'expected 0..\d+ \(meta.json\)'):
+        check_fixture(folder)
