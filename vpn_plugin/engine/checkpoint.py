@@ -82,7 +82,9 @@ def read_checkpoint(filename, map_location='cpu', logger='current') -> dict:
         check_file(name, 'checkpoint')  # a folder, a FIFO, /dev/zero: named as such
     try:
         checkpoint = _load_checkpoint(name, map_location=map_location, logger=logger)
-    except Exception as error:  # noqa: BLE001  (a text file is a KeyError 101 in the unpickler)
+    except (RuntimeError, EOFError, OSError, ValueError, KeyError) as error:
+        # KeyError: a text file to the weights-only unpickler ('hello': KeyError 101); an
+        # UnpicklingError is already named by vpn_plugin.compat's loader
         raise ValueError(f'cannot read checkpoint {name}: {type(error).__name__}: {error} (a '
                          'truncated or damaged file, or not a torch checkpoint)') from error
     if not isinstance(checkpoint, dict):
