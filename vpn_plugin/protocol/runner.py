@@ -137,6 +137,9 @@ class Tested:
     params: int  # the tested model's parameter count
     limited: str  # how the test windows were limited ('' for all of them)
     features: dict  # the provenance record of the test features (``read_features``)
+    # the checkpoint's EMA weights are not the trained ones its config asks for ('' when they
+    # are: ``PlanningRunner.tested_ema_mark``)
+    ema_mark: str = ''
 
 
 def load_protocol(path: str):
@@ -667,7 +670,8 @@ class ProtocolRunner:
             tested = self.test(unit, spec, trained.checkpoint, test_dir)
             row = self.row_for(identity, spec, tested.metrics, trained.params or tested.params,
                                test_dir, '; '.join(filter(None, (trained.shortened,
-                                                                 tested.limited))))
+                                                                 tested.limited,
+                                                                 tested.ema_mark))))
             row.selection = trained.selection
             row.features = run_features(trained_features(work_dir) if unit.train else None,
                                         tested.features)
@@ -771,7 +775,8 @@ class ProtocolRunner:
         limit = getattr(runner.test_dataloader.dataset, 'limited', None)
         return Tested(metrics=clean_metrics(metrics), params=num_parameters(runner.model),
                       limited=f'limit={limit[0]} of {limit[1]} test windows' if limit else '',
-                      features=read_features(runner.test_dataloader))
+                      features=read_features(runner.test_dataloader),
+                      ema_mark=runner.tested_ema_mark)
 
 
 def selected_checkpoint(cfg, work_dir: Path) -> tuple:

@@ -1,0 +1,91 @@
+"""A test says when the EMA weights it scores are not the trained ones its config's EMA hook
+asks for (issue 38 leftover): a checkpoint written before the EMA first took the model, or one
+without EMA state. ``engine.ema.scored_ema_note`` decides; ``tools/test.py`` (test_cefito.py
+runs it on a real short run) and the protocol's rows carry its mark."""
+import pytest
+
+import vpn_plugin.mm  # noqa: F401  (registration)
+from vpn_plugin.engine.cefito_training import CEFITOEMAHook
+from vpn_plugin.engine.ema import scored_ema_note
+from vpn_plugin.engine.pdpp_training import PDPPEMAHook
+
+
+def checkpoint(steps: int, ema=True, schedule=None) -> dict:
+    """What mmengine saves after ``steps`` optimiser steps (tensors are not read here)."""
+    meta = dict(epoch=1, iter=steps)
+    if schedule:
+        meta['ema_schedule'] = schedule
+    return dict(state_dict={}, meta=meta, **(dict(ema_state_dict={}) if ema else {}))
+
+
+@pytest.mark.parametrize('hook, steps, untrained', [
+    (CEFITOEMAHook(start_step=200, update_every=100), 99, True),  # first copy after step 100
+    (CEFITOEMAHook(start_step=200, update_every=100), 100, False),  # copied: the trained model
+    (CEFITOEMAHook(start_step=200, update_every=100), 5000, False),  # averaged
+    (PDPPEMAHook(start_step=400, interval=10), 1, False),  # PDPP copies after step 1
+    (PDPPEMAHook(start_step=400, interval=10), 0, True)])
+def test_ema_weights_that_never_took_the_model_are_named(hook, steps, untrained):
+    mark, warning = scored_ema_note(hook, checkpoint(steps), 'run/epoch_1.pth')
+    if not untrained:
+        assert (mark, warning) == ('', '')  # no wolf cried for a trained EMA
+        return
+    name = type(hook).__name__
+    assert mark.startswith(f'EMA weights untrained ({name}: {steps} training steps, fewer than')
+    assert warning.startswith(f'checkpoint run/epoch_1.pth: {name}: {steps} training steps')
+    assert 'are the initial weights' in warning
+
+
+def test_the_schedule_that_wrote_the_checkpoint_decides_not_the_test_config():
+    """Trained 50 steps with update_every=100 (never took the model), tested under a config
+    whose EMA copies every 10 steps: the checkpoint's recorded schedule is the truth."""
+    written = dict(hook='CEFITOEMAHook', first_copy=100, every=100, averages_from=200)
+    tested = CEFITOEMAHook(start_step=400, update_every=10)
+    mark, _ = scored_ema_note(tested, checkpoint(50, schedule=written), 'c.pth')
+    assert 'fewer than the 100 after which the EMA first takes the model' in mark
+    assert scored_ema_note(tested, checkpoint(50), 'c.pth') == ('', '')  # nothing recorded
+
+
+def test_a_checkpoint_without_ema_state_tested_under_an_ema_config_is_named():
+    mark, warning = scored_ema_note(PDPPEMAHook(), checkpoint(6500, ema=False), 'plain.pth')
+    assert mark == 'no EMA weights (PDPPEMAHook: checkpoint without ema_state_dict)'
+    assert 'checkpoint plain.pth holds no ema_state_dict' in warning
+    assert 'the raw model, not an EMA of it' in warning
+    # a config without an EMA asks for none
+    assert scored_ema_note(None, checkpoint(6500, ema=False), 'plain.pth') == ('', '')
+
+
+def test_every_checkpoint_records_the_schedule_of_its_ema():
+    hook = CEFITOEMAHook(start_step=200, update_every=100)
+
+    class Averaged:  # mmengine's EMAHook saves its averaged model's state
+        def state_dict(self):
+            return {}
+    hook.ema_model = Averaged()
+    saved = dict(state_dict={}, meta=dict(iter=3))
+    hook.before_save_checkpoint(None, saved)
+    assert saved['meta']['ema_schedule'] == dict(hook='CEFITOEMAHook', first_copy=100,
+                                                 every=100, averages_from=200)
+
+
+def test_a_protocol_row_is_marked_when_its_ema_weights_are_untrained(tmp_path, monkeypatch):
+    from pathlib import Path
+    from vpn_plugin.protocol.results import read_results
+    from vpn_plugin.protocol.runner import (ProtocolRunner, Tested, Trained, expand_units,
+                                            load_protocol)
+    import vpn_plugin.protocol.runner as runner_module
+
+    class Untrained(ProtocolRunner):
+        def train(self, unit, work_dir):
+            return Trained('ckpt.pth', 1, shortened='max_epochs=1 (config: 130)')
+
+        def test(self, unit, spec, checkpoint, test_dir):
+            return Tested(metrics={'success_rate': 1.0}, params=1, limited='',
+                          features=dict(kind='synthetic'), ema_mark='EMA weights untrained (x)')
+
+    repo = Path(__file__).resolve().parents[1]
+    protocol = load_protocol(str(repo / 'configs/protocol/standard_niv.py'))
+    units = [unit for unit in expand_units(protocol, seeds=[0], horizons=[3]) if unit.train][:1]
+    monkeypatch.setattr(runner_module, 'check_units', len)  # stand-ins build no config
+    Untrained(protocol, tmp_path).run(units)
+    (row, *_) = read_results(tmp_path / 'standard_niv' / 'results.jsonl')
+    assert row.shortened == 'max_epochs=1 (config: 130); EMA weights untrained (x)'
