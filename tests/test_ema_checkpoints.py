@@ -89,3 +89,76 @@ def test_a_protocol_row_is_marked_when_its_ema_weights_are_untrained(tmp_path, m
     Untrained(protocol, tmp_path).run(units)
     (row, *_) = read_results(tmp_path / 'standard_niv' / 'results.jsonl')
     assert row.shortened == 'max_epochs=1 (config: 130); EMA weights untrained (x)'
+
+
+# ------------------------------------------------------- each shared tensor once (KEPP smoke)
+def test_tensors_the_ema_shares_with_the_model_are_saved_once_and_read_back(tmp_path):
+    import torch
+    from vpn_plugin.engine.checkpoint import (SHARED_EMA_KEY, read_checkpoint,
+                                              share_ema_tensors)
+    frozen, trained, average = torch.randn(64, 64), torch.randn(64, 64), torch.randn(64, 64)
+    saved = dict(state_dict=dict(step=frozen.clone(), plan=average.clone(),
+                                 ready=torch.tensor(True)),
+                 ema_state_dict=dict(steps=torch.tensor(3), **{
+                     'module.step': frozen.clone(), 'module.plan': trained.clone(),
+                     'module.ready': torch.tensor(True)}))
+    expected = {key: value.clone() for key, value in saved['ema_state_dict'].items()}
+    share_ema_tensors(saved)
+    assert saved[SHARED_EMA_KEY] == ['step', 'ready']
+    assert sorted(saved['ema_state_dict']) == ['module.plan', 'steps']
+    torch.save(saved, tmp_path / 'c.pth')
+    torch.save(dict(saved, ema_state_dict=expected), tmp_path / 'whole.pth')
+    assert (tmp_path / 'c.pth').stat().st_size < \
+        (tmp_path / 'whole.pth').stat().st_size - 64 * 64 * 4  # the frozen tensor once
+    read = read_checkpoint(tmp_path / 'c.pth')
+    assert SHARED_EMA_KEY not in read and sorted(read['ema_state_dict']) == sorted(expected)
+    for key, value in expected.items():
+        assert torch.equal(read['ema_state_dict'][key], value), key
+    read = torch.load(tmp_path / 'c.pth', weights_only=False)
+    read[SHARED_EMA_KEY] = ['no_such_key']
+    torch.save(read, tmp_path / 'bad.pth')
+    with pytest.raises(ValueError, match=r'bad.pth: ema_state_dict_shared must list keys of '
+                       'its state_dict'):
+        read_checkpoint(tmp_path / 'bad.pth')
+
+
+@pytest.mark.usefixtures('single_thread')
+def test_a_run_resumed_from_a_checkpoint_of_shared_ema_tensors_is_bit_identical(
+        tiny_crosstask, tmp_path):
+    """PDPP's EMA copies the model at step 3 and averages from step 4 on: the checkpoint after
+    epoch 1 (step 3) holds each tensor once; a run resumed from it ends with the weights and
+    EMA of the uninterrupted run, bit for bit."""
+    import shutil
+    from pathlib import Path
+    import torch
+    from tiny_configs import write_tiny_config
+    from tool_modules import load_tool
+    from vpn_plugin.engine.checkpoint import SHARED_EMA_KEY
+    body = ("model = dict(feature_dim=512, num_tasks=3, dim=32, n_timesteps=20)\n"
+            "train_cfg = dict(max_epochs=2, val_interval=2)\n"
+            "default_hooks = dict(checkpoint=dict(interval=1, save_best=None),\n"
+            "                     logger=dict(interval=50))\n"
+            "custom_hooks = [dict(type='PKGHook'),\n"
+            "    dict(type='TaskClassifierHook', lr=1e-4, weight_decay=0.0),\n"
+            "    dict(type='PDPPEMAHook', decay=0.9, start_step=3, interval=1)]\n")
+    repo = Path(__file__).resolve().parents[1]
+    config = write_tiny_config(tmp_path / 'tiny_pdpp.py',
+                               repo / 'configs/baselines/pdpp_crosstask_t3.py', body,
+                               tiny_crosstask, batch_size=32, steps_per_epoch=3)
+    train = load_tool('train').main
+    train([str(config), '--work-dir', str(tmp_path / 'whole')])
+    first = torch.load(tmp_path / 'whole/epoch_1.pth', weights_only=False)
+    trainable = {key for key in first['state_dict'] if key.startswith('diffusion.unet.')}
+    assert trainable <= set(first[SHARED_EMA_KEY])  # the EMA copied the model at step 3
+    assert not any(key.startswith('module.') for key in first['ema_state_dict'])
+    (tmp_path / 'resumed').mkdir()
+    shutil.copy(tmp_path / 'whole/epoch_1.pth', tmp_path / 'resumed/epoch_1.pth')
+    train([str(config), '--work-dir', str(tmp_path / 'resumed'),
+           '--resume', str(tmp_path / 'resumed/epoch_1.pth')])
+    from vpn_plugin.engine.checkpoint import read_checkpoint
+    whole, resumed = (read_checkpoint(tmp_path / f'{run}/epoch_2.pth')
+                      for run in ('whole', 'resumed'))
+    for part in ('state_dict', 'ema_state_dict'):
+        assert sorted(whole[part]) == sorted(resumed[part])
+        for key, value in whole[part].items():
+            assert torch.equal(value, resumed[part][key]), f'{part}[{key}]'

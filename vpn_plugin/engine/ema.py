@@ -95,7 +95,8 @@ class ScheduledEMAHook:
     :meth:`schedule` (when the EMA first copies the model, how often, from which step it
     averages), logged before training when the run is shorter than its averaging start, and
     written into every checkpoint's ``meta['ema_schedule']``, which a test reads to say
-    whether the EMA weights it scores ever took the trained model (:func:`scored_ema_note`)."""
+    whether the EMA weights it scores ever took the trained model (:func:`scored_ema_note`);
+    tensors the EMA and the model share are saved once (``checkpoint.share_ema_tensors``)."""
 
     def schedule(self) -> dict:
         """``dict(first_copy=, every=, averages_from=)`` in 1-based optimiser steps."""
@@ -105,9 +106,11 @@ class ScheduledEMAHook:
         log_short_run(type(self).__name__, runner.max_iters, **self.schedule())
 
     def before_save_checkpoint(self, runner, checkpoint: dict) -> None:
+        from .checkpoint import share_ema_tensors
         super().before_save_checkpoint(runner, checkpoint)
         checkpoint.setdefault('meta', {})['ema_schedule'] = dict(
             hook=type(self).__name__, **self.schedule())
+        share_ema_tensors(checkpoint)  # each tensor once in the file
 
 
 def scored_ema_note(hook, checkpoint: dict, source: str) -> tuple:
