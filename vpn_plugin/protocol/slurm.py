@@ -477,12 +477,12 @@ def submit(runner, units, request: SlurmRequest, epoch_seconds: float, *, comman
 
 
 def wait_for(runner, units, poll_seconds: float, estimate: float | None = None,
-             queue=squeue_tasks, out=sys.stderr) -> list:
+             queue=squeue_tasks, out=None) -> list:
     """Block until no unit of ``units`` is pending or running, with a progress bar and the
     ETA of :class:`progress.Progress` (units left x measured seconds per finished unit);
     returns the final statuses. The bar is drawn once per change of state (or minute), by
     this function alone: tqdm's own draws (on ``update``, again at ``close``) would repeat
-    each line in a log."""
+    each line in a log. ``out``: where the bar goes (default: ``sys.stderr`` at the call)."""
     from tqdm import tqdm
     from .status import unit_statuses
     statuses = unit_statuses(runner, units, queue)
@@ -490,7 +490,7 @@ def wait_for(runner, units, poll_seconds: float, estimate: float | None = None,
     progress = Progress(len(open_at_start), estimate=estimate)
     shown = state_counts(statuses)
     with tqdm(total=len(units), initial=len(statuses) - len(open_at_start), unit='unit',
-              file=out, bar_format='{l_bar}{bar}| {n_fmt}/{total_fmt} units{postfix}',
+              file=out or sys.stderr, bar_format='{l_bar}{bar}| {n_fmt}/{total_fmt} units{postfix}',
               postfix=(shown + progress.text()).strip(), mininterval=math.inf) as bar:
         shown_at = time.monotonic()
         while True:
