@@ -130,7 +130,7 @@ def restore_shared_ema(checkpoint: dict, source: str) -> None:
         return
     if not isinstance(state, dict) or not isinstance(ema, dict) or not isinstance(
             shared, list) or not all(isinstance(key, str) and key in state for key in shared):
-        raise ValueError(f'checkpoint {source}: {SHARED_EMA_KEY} must list keys of its '
+        raise ValueError(f'checkpoint {source}: ema_state_dict_shared must list keys of its '
                          'state_dict beside an ema_state_dict (the tensors the two share); '
                          'a damaged or hand-edited file')
     for key in shared:
