@@ -449,3 +449,20 @@ def test_a_kepp_or_cefito_fixture_action_id_out_of_range_is_named(tmp_path, shar
     with pytest.raises(ValueError, match=r'inputs.npz: actions holds ids in \[.*, 999\]; '
                                          r'expected 0..\d+ \(meta.json\)'):
         check_fixture(folder)
+
+
+@pytest.mark.parametrize('field, value', [('horizon', '3'), ('num_actions', True)])
+def test_an_authors_fixture_size_that_is_no_integer_is_named(tmp_path, shared_data, field,
+                                                            value):
+    """Before: meta.json num_actions true of the authors' fixture was refused as
+    'model.num_actions=True' (the model option, not the file); horizon "3" ended in a
+    TypeError traceback."""
+    import json
+    from vpn_plugin.oracles.authors import read_meta
+    meta = json.loads((Path(shared_data).parent / 'reference' / 'authors_crosstask_t3' /
+                       'meta.json').read_text())
+    meta[field] = value
+    (tmp_path / 'meta.json').write_text(json.dumps(meta))
+    with pytest.raises(ValueError, match=rf'meta.json: {field}={value!r}; expected an integer '
+                                         r'>= 1'):
+        read_meta(tmp_path)
