@@ -141,11 +141,50 @@ def read_feature_record(path, vid: str = '', frames_only: bool = False) -> dict:
                 return _read_npz(f, frames_only)
             content = _read_npy(f) if head == NPY_MAGIC else safe_load(f)
     except RefusedGlobalError as err:
+        if err.global_name.startswith('persistent id'):  # no feature file has one: garbage,
+            raise BadVideoError(vid, 'unreadable feature file',  # or a legacy torch.save file
+                                f'cannot read {path}: {what_the_file_is(path)} (read as a '
+                                f'pickle it asks for a {err.global_name}, as only torch.save '
+                                f'files do); expected {EXPECTED_LAYOUTS}') from err
         raise BadVideoError(vid, 'unsafe feature file',
                             f'{path}: {err}; the file was not read') from err
     except Exception as err:  # zip, pickle, numpy format and OS errors of a damaged file
-        raise BadVideoError(vid, 'unreadable feature file', f'cannot read {path}: {err!r}') from err
+        raise BadVideoError(vid, 'unreadable feature file',
+                            f'cannot read {path}: {what_the_file_is(path)} ({err!r}); expected '
+                            f'{EXPECTED_LAYOUTS}') from err
     return _as_record(content, path, vid)
+
+
+EXPECTED_LAYOUTS = (f'a .npy array (seconds, D), an npz archive with "{FEATURE_KEY}" or a '
+                    f'pickled dict with "{FEATURE_KEY}"')
+EMPTY_ZIP_MAGIC = b'PK\x05\x06'  # a zip's end record first: an archive with no member
+
+
+def what_the_file_is(path) -> str:
+    """What a feature file that could not be read holds, by its size and first bytes: 'the
+    file is empty (0 bytes)', 'an npz archive with no arrays', 'a text file', ...."""
+    try:
+        with open(path, 'rb') as f:
+            head = f.read(512)
+    except OSError as err:
+        return f'the file cannot be opened ({err.strerror})'
+    if not head:
+        return 'the file is empty (0 bytes)'
+    if head.startswith(EMPTY_ZIP_MAGIC):
+        return 'an npz (zip) archive with no arrays'
+    if head.startswith(ZIP_MAGIC):
+        return 'a damaged or truncated npz (zip) archive'
+    if head.startswith(NPY_MAGIC):
+        return 'a damaged or truncated .npy file'
+    if head[:1] == b'\x80' or head.startswith((b'(dp', b'}q')):  # protocols 2-5, 0, 1
+        return 'a pickle that is damaged, truncated or of no feature record'
+    try:
+        head.decode('utf-8')
+    except UnicodeDecodeError as err:
+        if err.start < len(head) - 3:  # not a character cut at the end of the head
+            return f'no .npy, npz or pickle (it starts with bytes {head[:8]!r})'
+    text = head[:40].decode('utf-8', 'replace')
+    return f'a text file, no .npy, npz or pickle (it starts with {text!r})'
 
 
 def _read_npz(f, frames_only: bool) -> dict:
