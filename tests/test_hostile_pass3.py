@@ -12,10 +12,10 @@ from vpn_plugin.datasets.annotations import BadVideoError
 # ------------------------------------------------- feature files that hold no feature file
 @pytest.mark.parametrize('content, said', [
     (b'', 'the file is empty (0 bytes)'),
-    (b'frames_features: 1 2 3\n', "a text file, no .npy, npz or pickle (it starts with "
-                                  "'frames_features: 1 2 3"),
-    (None, 'an npz (zip) archive with no arrays'),
-    (b'\x89PNG\r\n\x1a\n' + bytes(range(256)) * 2, "no .npy, npz or pickle (it starts with bytes "),
+    (b'frames_features: 1 2 3\n', "a text file (it starts with 'frames_features: 1 2 3"),
+    (None, 'a zip archive (an npz or torch.save file) with no member'),
+    (b'\x89PNG\r\n\x1a\n' + bytes(range(256)) * 2, 'a binary file of unknown format (it starts '
+                                                    'with bytes '),
 ])
 def test_a_feature_file_that_holds_no_features_says_what_it_holds(tmp_path, content, said):
     """Before: "cannot read X: EOFError('Ran out of input')" (empty), "UnpicklingError" (text)
@@ -62,3 +62,45 @@ def test_status_of_a_moved_protocol_folder_names_its_own_logs(tiny_crosstask, tm
     new_log = runner.root.absolute() / 'slurm' / '7_1_0_log.err'
     assert status.log == str(new_log) and new_log.is_file()
     assert (status.state, status.job, status.why) == ('failed', '7_1', 'ValueError: x')
+
+
+# ------------------------------------------------------- checkpoints that are no checkpoint
+@pytest.mark.parametrize('content, said', [
+    (b'hello\n', "a text file (it starts with 'hello\\n')"),
+    (b'', 'the file is empty (0 bytes)'),
+])
+def test_a_checkpoint_that_is_text_or_empty_says_what_it_is(tmp_path, content, said):
+    """Before: `train.py --resume notes.pth` (a text file) ended in "error: 101" (torch's
+    KeyError), an empty one in "cannot read checkpoint X:  (a truncated ...)"."""
+    from vpn_plugin.engine.checkpoint import read_checkpoint
+    path = tmp_path / 'notes.pth'
+    path.write_bytes(content)
+    with pytest.raises(ValueError) as caught:
+        read_checkpoint(path)
+    assert f'cannot read checkpoint {path}: {said}' in str(caught.value)
+    assert 'expected a complete torch checkpoint' in str(caught.value)
+
+
+# ---------------------------------------------------------------- train.py flags and work dirs
+@pytest.mark.parametrize('seed, said', [('-1', "-1: expected an integer >= 0"),
+                                        ('4294967296', '4294967296: expected an integer in [0, 2**32 - 1]')])
+def test_train_seed_out_of_range_is_named_by_its_flag(seed, said, capsys):
+    """Before: numpy's "Seed must be between 0 and 2**32 - 1" after the config was built,
+    naming neither the flag nor the value."""
+    from tool_modules import load_tool
+    with pytest.raises(SystemExit):
+        load_tool('train').main(['configs/vpn_niv_t3.py', '--seed', seed])
+    assert f'argument --seed: {said}' in capsys.readouterr().err
+
+
+@pytest.mark.parametrize('kind', ['file', 'fifo'])
+def test_a_work_dir_that_is_a_file_is_named(tmp_path, kind):
+    """Before: "error: [Errno 17] File exists: 'X'" (mmengine's makedirs)."""
+    import os
+    from tool_modules import load_tool
+    target = tmp_path / 'notes'
+    target.write_text('mine\n') if kind == 'file' else os.mkfifo(target)
+    with pytest.raises(SystemExit, match=f'work dir {target} is a (regular file|FIFO); expected '
+                                         'a folder'):
+        load_tool('train').main(['configs/vpn_niv_t3.py', '--smoke', '--work-dir', str(target)])
+    assert not (tmp_path / '.notes.lock').exists()

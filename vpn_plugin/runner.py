@@ -50,6 +50,7 @@ from mmengine.model import is_model_wrapper
 from mmengine.runner import Runner
 from mmaction.registry import RUNNERS
 from vpn_plugin.data_paths import apply_horizon, check_config_keys, resolve_paths
+from vpn_plugin.errors import check_folder_target
 
 GPU_ONLY_BACKENDS = ('nccl',)
 # log records that go to the log file only, by the start of their message
@@ -129,6 +130,7 @@ class PlanningRunner(Runner):
         cfg = resolve_paths(apply_horizon(cfg))
         check_config_entries(cfg, cfg.filename or 'config')
         check_split_disjoint(cfg)  # no test video among the training videos
+        check_folder_target(cfg.work_dir)
         if type(cfg) is Config:
             object.__setattr__(cfg, '__class__', TextCachedConfig)
         cfg.experiment_name = unique_experiment_name(cfg)

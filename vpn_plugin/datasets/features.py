@@ -23,10 +23,9 @@ import numpy as np
 from .annotations import BadVideoError
 from .safe_pickle import RefusedGlobalError, safe_load
 from .validation import check_real_floats
-from vpn_plugin.errors import path_kind, tool_command
+from vpn_plugin.errors import NPY_MAGIC, ZIP_MAGIC, path_kind, tool_command, what_the_file_is
 
 FEATURE_KEY = 'frames_features'
-NPY_MAGIC, ZIP_MAGIC = b'\x93NUMPY', b'PK\x03\x04'
 SYNTHETIC_DATASETS = ('crosstask', 'niv', 'coin')
 
 
@@ -157,36 +156,6 @@ def read_feature_record(path, vid: str = '', frames_only: bool = False) -> dict:
 
 EXPECTED_LAYOUTS = (f'a .npy array (seconds, D), an npz archive with "{FEATURE_KEY}" or a '
                     f'pickled dict with "{FEATURE_KEY}"')
-EMPTY_ZIP_MAGIC = b'PK\x05\x06'  # a zip's end record first: an archive with no member
-
-
-def what_the_file_is(path) -> str:
-    """What a feature file that could not be read holds, by its size and first bytes: 'the
-    file is empty (0 bytes)', 'an npz archive with no arrays', 'a text file', ...."""
-    try:
-        with open(path, 'rb') as f:
-            head = f.read(512)
-    except OSError as err:
-        return f'the file cannot be opened ({err.strerror})'
-    if not head:
-        return 'the file is empty (0 bytes)'
-    if head.startswith(EMPTY_ZIP_MAGIC):
-        return 'an npz (zip) archive with no arrays'
-    if head.startswith(ZIP_MAGIC):
-        return 'a damaged or truncated npz (zip) archive'
-    if head.startswith(NPY_MAGIC):
-        return 'a damaged or truncated .npy file'
-    if head[:1] == b'\x80' or head.startswith((b'(dp', b'}q')):  # protocols 2-5, 0, 1
-        return 'a pickle that is damaged, truncated or of no feature record'
-    try:
-        head.decode('utf-8')
-    except UnicodeDecodeError as err:
-        if err.start < len(head) - 3:  # not a character cut at the end of the head
-            return f'no .npy, npz or pickle (it starts with bytes {head[:8]!r})'
-    text = head[:40].decode('utf-8', 'replace')
-    return f'a text file, no .npy, npz or pickle (it starts with {text!r})'
-
-
 def _read_npz(f, frames_only: bool) -> dict:
     with zipfile.ZipFile(f) as archive:
         members = [n for n in archive.namelist() if n.endswith('.npy')]
