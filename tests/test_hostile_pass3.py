@@ -1,6 +1,7 @@
 """Third hostile pass (issue 37, "Done means"), training/test/protocol tools and data: cases
 found on main 122c153, each failing on the behaviour before its fix."""
 import json
+import re
 
 import numpy as np
 import pytest
@@ -104,3 +105,68 @@ def test_a_work_dir_that_is_a_file_is_named(tmp_path, kind):
                                          'a folder'):
         load_tool('train').main(['configs/vpn_niv_t3.py', '--smoke', '--work-dir', str(target)])
     assert not (tmp_path / '.notes.lock').exists()
+
+
+@pytest.mark.parametrize('epochs', [0, -1, float('nan'), 'x', 1.5])
+def test_a_smoke_run_of_a_config_with_a_bad_epoch_count_is_refused(epochs):
+    """Before: `train.py CFG --smoke --cfg-options train_cfg.max_epochs=x` trained and wrote
+    "(config: x epochs)" into the checkpoint's `shortened` (the smoke schedule replaced the
+    value before any check saw it)."""
+    from vpn_plugin.data_paths import load_config
+    from vpn_plugin.smoke import smoke_config
+    cfg = load_config('configs/vpn_niv_t3.py', {'train_cfg.max_epochs': epochs})
+    with pytest.raises(ValueError, match=r'train_cfg.max_epochs=.*; expected an integer >= 1'):
+        smoke_config(cfg)
+
+
+@pytest.mark.parametrize('size', [0, -1, 1.5])
+def test_a_smoke_run_of_a_bad_batch_size_is_refused(size):
+    """Before: --smoke read batch_size=0 as unset (8 windows), 1.5 as 1 and -1 as "limit=-4"."""
+    from vpn_plugin.data_paths import load_config
+    from vpn_plugin.smoke import smoke_config
+    cfg = load_config('configs/vpn_niv_t3.py', {'train_dataloader.batch_size': size})
+    with pytest.raises(ValueError, match=r'train_dataloader.batch_size=.*; expected an integer >= 1'):
+        smoke_config(cfg)
+
+
+@pytest.mark.parametrize('option, value, said', [
+    ('optim_wrapper.optimizer.lr', 'abc', "optim_wrapper.optimizer.lr='abc'; expected a finite"),
+    ('optim_wrapper.optimizer.lr', float('inf'), 'optim_wrapper.optimizer.lr=inf; expected a finite'),
+    ('randomness.seed', 'abc', "randomness.seed='abc'; expected an integer >= 0 and <= 4294967295"),
+    ('randomness.seed', -5, 'randomness.seed=-5; expected an integer >= 0'),
+    ('val_evaluator.type', 'Nope', "val_evaluator: type 'Nope' is not registered"),
+    ('test_evaluator.nosuch', 1, "test_evaluator: PlanningMetric has no option"),
+])
+def test_run_options_of_a_config_are_named(option, value, said):
+    """Before: lr='abc' and seed='abc' ended in TypeErrors of torch / numpy (a traceback),
+    lr=inf in "log_emissions holds NaN" after training started, seed=-5 in numpy's message
+    naming no key, an unknown evaluator type in mmengine's registry message naming no key, an
+    evaluator option not of its metric in a TypeError at build time."""
+    from vpn_plugin.data_paths import load_config
+    from vpn_plugin.runner import check_config_entries
+    cfg = load_config('configs/vpn_niv_t3.py', {option: value})
+    with pytest.raises(ValueError, match=f'configs/vpn_niv_t3.py: {re.escape(said)}'):
+        check_config_entries(cfg, 'configs/vpn_niv_t3.py')
+
+
+@pytest.mark.parametrize('suffix, content', [('.pth', b'PK\x03\x04'), ('.txt', b'model = 1')])
+def test_a_config_that_is_no_config_file_is_named(tmp_path, suffix, content):
+    """Before: a checkpoint given as the config: "Only py/yml/yaml/json type are supported
+    now!" (no file named)."""
+    from vpn_plugin.data_paths import read_config_file
+    path = tmp_path / f'run{suffix}'
+    path.write_bytes(content)
+    with pytest.raises(ValueError, match=f'config file {path}: a {suffix} extension; expected a '
+                                         'config'):
+        read_config_file(path)
+
+
+def test_a_config_whose_model_is_no_dict_is_named(tmp_path):
+    """Before: `{"model": 1}` as a JSON config: "TypeError: model should be a nn.Module object
+    or dict, but got 1" with a traceback."""
+    from vpn_plugin.data_paths import load_config
+    from vpn_plugin.runner import build_runner
+    path = tmp_path / 'x.json'
+    path.write_text('{"model": 1}')
+    with pytest.raises(ValueError, match=r'x.json: model = 1; expected a model dict'):
+        build_runner(load_config(path))

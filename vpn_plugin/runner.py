@@ -326,7 +326,7 @@ def check_config_entries(cfg, where: str) -> None:
     check_config`` run it): model, datasets, hooks, the model's ``pkg`` and the training loop
     name registered types and only options of their classes; ``ValueError`` naming ``where``
     and the entry otherwise."""
-    from mmaction.registry import DATASETS, HOOKS, LOOPS, MODELS, TASK_UTILS
+    from mmaction.registry import DATASETS, HOOKS, LOOPS, METRICS, MODELS, TASK_UTILS
     from vpn_plugin.models.pkg_builder import build_pkg_builder
     cfg = resolve_dataset_references(copy.deepcopy(cfg))
     entries = [('model', MODELS, cfg.model)] if cfg.get('model') else []
@@ -341,8 +341,11 @@ def check_config_entries(cfg, where: str) -> None:
     pkg = (cfg.get('model') or {}).get('pkg')
     if pkg is not None:
         entries.append(('model.pkg', TASK_UTILS, {'type': 'PKGBuilder', **pkg}))
+    entries += [(f'{split}_evaluator', METRICS, evaluator)
+                for split in ('val', 'test') for evaluator in _evaluators(cfg.get(f'{split}_evaluator'))]
     for name, registry, entry in entries:
         _check_arguments(f'{where}: {name}', registry, entry)
+    check_run_numbers(cfg, where)
     if isinstance(cfg.get('model'), dict):
         check_model_numbers(cfg.model, where)
     if pkg is not None:
@@ -350,6 +353,27 @@ def check_config_entries(cfg, where: str) -> None:
             build_pkg_builder(copy.deepcopy(pkg))
         except (ValueError, KeyError, TypeError) as error:
             raise ValueError(f'{where}: model.pkg: {error}') from None
+
+
+def _evaluators(evaluator) -> list:
+    """The metric dicts of an ``*_evaluator`` entry (a dict, or a list of them)."""
+    if isinstance(evaluator, dict) and evaluator.get('type'):
+        return [evaluator]
+    return [e for e in evaluator if isinstance(e, dict)] if isinstance(evaluator, list) else []
+
+
+def check_run_numbers(cfg, where: str) -> None:
+    """The optimiser's learning rate (a finite number >= 0) and ``randomness.seed`` (an integer
+    in numpy's [0, 2**32 - 1], or None): named, not left to a TypeError inside torch or numpy,
+    or (``lr=inf``) to a training that ends in NaN emissions."""
+    from vpn_plugin.errors import check_number
+    optimizer = (cfg.get('optim_wrapper') or {}).get('optimizer') or {}
+    if isinstance(optimizer, dict) and 'lr' in optimizer:
+        check_number(f'{where}: optim_wrapper.optimizer.lr', optimizer['lr'], low=0)
+    randomness = cfg.get('randomness') or {}
+    if isinstance(randomness, dict):
+        check_number(f'{where}: randomness.seed', randomness.get('seed'), integer=True, low=0,
+                     high=2 ** 32 - 1, optional=True)
 
 
 # model options every planner reads the same way: counts and sizes (integers >= 1), dropout
@@ -429,7 +453,7 @@ def build_runner(cfg) -> Runner:
     """The config's ``runner_type`` from ``RUNNERS`` (as MMAction2's tools do), else ``Runner``;
     a config without a model (an empty file) is refused naming it."""
     model = cfg.get('model')
-    if model is None or (isinstance(model, dict) and not model.get('type')):
+    if not isinstance(model, dict) or not model.get('type'):
         raise ValueError(f'{cfg.filename or "config"}: model = {model!r}; expected a model '
                          "dict with a type (an empty config? inherit a model, e.g. _base_ = "
                          "['configs/_base_/models/vpn.py'], or start from a config of configs/)")
