@@ -170,3 +170,14 @@ def test_a_config_whose_model_is_no_dict_is_named(tmp_path):
     path.write_text('{"model": 1}')
     with pytest.raises(ValueError, match=r'x.json: model = 1; expected a model dict'):
         build_runner(load_config(path))
+
+
+def test_a_checkpoint_whose_meta_is_no_dict_is_named(tmp_path):
+    """Before: `test.py CFG x.pth` with meta = [1, 2]: "AttributeError: 'list' object has no
+    attribute 'get'" with a traceback."""
+    import torch
+    from vpn_plugin.engine.checkpoint import read_checkpoint
+    path = tmp_path / 'x.pth'
+    torch.save({'state_dict': {}, 'meta': [1, 2]}, path)
+    with pytest.raises(ValueError, match=f'checkpoint {path}: "meta" is a list; expected a dict'):
+        read_checkpoint(path)

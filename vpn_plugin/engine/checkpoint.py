@@ -93,6 +93,9 @@ def read_checkpoint(filename, map_location='cpu', logger='current') -> dict:
     if not isinstance(checkpoint, dict):
         raise ValueError(f'checkpoint {name} holds a {type(checkpoint).__name__}; expected a '
                          "dict (an mmengine checkpoint with 'state_dict', or a state dict)")
+    if not isinstance(checkpoint.get('meta', {}), dict):
+        raise ValueError(f'checkpoint {name}: "meta" is a {type(checkpoint["meta"]).__name__}; '
+                         'expected a dict (what tools/train.py records: dataset_meta, ...)')
     return checkpoint
 
 
