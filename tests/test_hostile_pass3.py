@@ -2,6 +2,7 @@
 found on main 122c153, each failing on the behaviour before its fix."""
 import json
 import re
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -136,12 +137,15 @@ def test_a_smoke_run_of_a_bad_batch_size_is_refused(size):
     ('randomness.seed', -5, 'randomness.seed=-5; expected an integer >= 0'),
     ('val_evaluator.type', 'Nope', "val_evaluator: type 'Nope' is not registered"),
     ('test_evaluator.nosuch', 1, "test_evaluator: PlanningMetric has no option"),
+    ('unchecked_checkpoint', 'yes', "unchecked_checkpoint='yes'"),
+    ('load_partial', 1, 'load_partial=1'),
 ])
 def test_run_options_of_a_config_are_named(option, value, said):
     """Before: lr='abc' and seed='abc' ended in TypeErrors of torch / numpy (a traceback),
     lr=inf in "log_emissions holds NaN" after training started, seed=-5 in numpy's message
     naming no key, an unknown evaluator type in mmengine's registry message naming no key, an
-    evaluator option not of its metric in a TypeError at build time."""
+    evaluator option not of its metric in a TypeError at build time; unchecked_checkpoint='yes'
+    scored an unchecked checkpoint (any truthy value)."""
     from vpn_plugin.data_paths import load_config
     from vpn_plugin.runner import check_config_entries
     cfg = load_config('configs/vpn_niv_t3.py', {option: value})
@@ -181,3 +185,88 @@ def test_a_checkpoint_whose_meta_is_no_dict_is_named(tmp_path):
     torch.save({'state_dict': {}, 'meta': [1, 2]}, path)
     with pytest.raises(ValueError, match=f'checkpoint {path}: "meta" is a list; expected a dict'):
         read_checkpoint(path)
+
+
+# ------------------------------------------------------------------------- dataset_stats.py
+def test_dataset_stats_says_what_the_dataset_counts_as_suspicious(shared_data, tmp_path):
+    """Before: dataset_stats counted windows without the warnings a training logs: a train
+    video whose CSV is empty (no window), CrossTask's 3 duplicate test windows and 30 with steps
+    out of order changed the counts without a word."""
+    import os
+    from vpn_plugin.datasets.stats import format_table, window_statistics
+    root = tmp_path / 'data'
+    for dirpath, _, files in os.walk(shared_data / 'crosstask'):
+        (root / Path(dirpath).relative_to(shared_data)).mkdir(parents=True, exist_ok=True)
+        for name in files:
+            os.symlink(Path(dirpath) / name, root / Path(dirpath).relative_to(shared_data) / name)
+    video = json.loads((shared_data / 'crosstask/splits/train_videos.json').read_text())[0]
+    csv = root / f"crosstask/crosstask_release/annotations/{video['task']}_{video['vid']}.csv"
+    csv.unlink()
+    csv.write_text('')
+    row = window_statistics('crosstask', root, horizons=(3,))[0]
+    assert f"1 videos without steps (no window) (first: {csv}: vid {video['vid']})" in \
+        row['warnings']['train']
+    assert row['warnings']['test'].startswith('3 duplicate windows (first: ')
+    assert '30 windows with steps out of temporal order' in row['warnings']['test']
+    assert 'WARNING T=3 train: ' in format_table('crosstask', [row])
+
+
+@pytest.mark.parametrize('length', [3, -1, 'x'])
+def test_a_crosstask_csv_with_other_rows_than_its_listed_length_is_named(shared_data, tmp_path,
+                                                                          length):
+    """Before: train_videos.json's "length" (the video's steps; all 2,748 official entries
+    equal their CSV's rows) was never read: a CSV that lost rows gave fewer windows, and
+    length -1 or 'x' was accepted."""
+    from vpn_plugin.datasets.annotations import BadVideoError, crosstask_videos
+    from vpn_plugin.datasets.taxonomy import load_taxonomy
+    taxonomy = load_taxonomy(shared_data / 'crosstask/taxonomy_133.json')
+    entry = json.loads((shared_data / 'crosstask/splits/train_videos.json').read_text())[0]
+    rows = (shared_data / f"crosstask/crosstask_release/annotations/{entry['task']}_"
+            f"{entry['vid']}.csv").read_text().splitlines()
+    (tmp_path / f"{entry['task']}_{entry['vid']}.csv").write_text('\n'.join(rows[:4]) + '\n')
+    (tmp_path / 'videos.json').write_text(json.dumps([dict(entry, length=length)]))
+    videos, bad = crosstask_videos(tmp_path / 'videos.json', tmp_path, taxonomy)
+    assert not videos and isinstance(bad[0], BadVideoError)
+    assert (f'entry 0 (vid {entry["vid"]}): field "length" = {length!r}, but '
+            f'{tmp_path / (entry["task"] + "_" + entry["vid"] + ".csv")} has 4 step rows') in str(bad[0])
+    (tmp_path / 'videos.json').write_text(json.dumps([dict(entry, length=4)]))
+    assert len(crosstask_videos(tmp_path / 'videos.json', tmp_path, taxonomy)[0][0].steps) == 4
+
+
+# ----------------------------------------------------------------------------- run_protocol.py
+def test_a_seed_given_twice_to_a_protocol_is_refused(capsys):
+    """Before: `run_protocol.py P --seeds 0 0 --dry-run` listed every run of seed 0 twice (32
+    runs, twice the estimated time); a real run counted them as runs of their own."""
+    from tool_modules import load_tool
+    with pytest.raises(SystemExit, match=r'seeds \[0, 0\]: seed\(s\) \[0\] given twice'):
+        load_tool('run_protocol').main(['configs/protocol/standard_niv.py', '--seeds', '0', '0',
+                                        '--dry-run'])
+
+
+def test_a_log_level_that_is_no_level_is_refused(capsys):
+    """Before: `--log-level nope` was accepted (the dry run printed nothing about it)."""
+    from tool_modules import load_tool
+    with pytest.raises(SystemExit):
+        load_tool('run_protocol').main(['configs/protocol/standard_niv.py', '--log-level', 'nope',
+                                        '--dry-run'])
+    assert "argument --log-level: invalid choice: 'nope'" in capsys.readouterr().err
+
+
+# ------------------------------------------------------------------------------ llm_eval.py
+def test_an_llm_reply_cache_that_is_a_file_is_named(tmp_path):
+    """Before: `llm_eval.py --cache-dir FILE`: "[Errno 17] File exists: 'FILE'"."""
+    from vpn_plugin.baselines.llm.backends import ResponseCache
+    target = tmp_path / 'cache'
+    target.write_text('mine\n')
+    with pytest.raises(NotADirectoryError, match=f'reply cache {target} is a regular file; '
+                                                 'expected a folder .* give another --cache-dir'):
+        ResponseCache(target)
+
+
+def test_llm_eval_seed_out_of_range_is_named_by_its_flag(capsys):
+    """Before: `--seed -1`: "error: expected non-negative integer" (numpy, no flag)."""
+    from tool_modules import load_tool
+    with pytest.raises(SystemExit):
+        load_tool('llm_eval').main(['--config', 'configs/vpn_niv_t3.py', '--model', 'm',
+                                    '--seed', '-1'])
+    assert 'argument --seed: -1: expected an integer >= 0' in capsys.readouterr().err

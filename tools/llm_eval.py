@@ -40,8 +40,8 @@ from vpn_plugin.data_paths import (PATH_VARIABLES, add_cfg_options, add_data_arg
                                    data_path_args, load_config)
 from vpn_plugin.outputs import add_overwrite_argument, check_output
 from vpn_plugin.errors import (NON_NEGATIVE_FLOAT, NON_NEGATIVE_INT, POSITIVE_FLOAT,
-                               POSITIVE_INT, path_argument, text_argument, tool_main,
-                               write_text_atomically)
+                               POSITIVE_INT, path_argument, seed_argument, text_argument,
+                               tool_main, write_text_atomically)
 
 
 def parse_args(argv=None):
@@ -81,7 +81,7 @@ def parse_args(argv=None):
     parser.add_argument('--scope', choices=['task', 'dataset'], default='task',
                         help="taxonomy in the prompt: the window's task or the whole dataset")
     parser.add_argument('--num-examples', type=NON_NEGATIVE_INT, default=5)
-    parser.add_argument('--seed', type=int, default=0, help='example sampling seed')
+    parser.add_argument('--seed', type=seed_argument, default=0, help='example sampling seed')
     parser.add_argument('--temperature', type=NON_NEGATIVE_FLOAT, default=0.0)
     parser.add_argument('--max-tokens', type=POSITIVE_INT, help='reply length limit')
     parser.add_argument('--timeout', type=POSITIVE_FLOAT, default=60.0, help='seconds per request')

@@ -67,7 +67,8 @@ def parse_args(argv=None):
                         'the --dry-run cost model, at least 1; it changes no result)')
     parser.add_argument('--jobs', type=POSITIVE_INT, default=1,
                         help='runs at once, one process each (pinned to cores / a GPU)')
-    parser.add_argument('--log-level', default='WARNING', help='mmengine log level of each run')
+    parser.add_argument('--log-level', default='WARNING', help='mmengine log level of each run',
+                        choices=('DEBUG', 'INFO', 'WARNING', 'ERROR', 'CRITICAL'))
     parser.add_argument('--dry-run', action='store_true',
                         help='list the runs (config, seed, horizons, epochs, folder, estimated '
                         'time), check their configs and options, and exit')

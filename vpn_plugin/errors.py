@@ -277,13 +277,14 @@ def what_the_file_is(path) -> str:
     return f'a text file (it starts with {text!r})'
 
 
-def check_folder_target(path, what: str = 'work dir') -> None:
+def check_folder_target(path, what: str = 'work dir', holds: str = 'the logs and checkpoints',
+                        flag: str = '--work-dir') -> None:
     """``path``, a folder a run writes into (made when missing), must not be a file: a
-    ``NotADirectoryError`` says what is there (mmengine's ``makedirs`` says only "File exists")."""
+    ``NotADirectoryError`` says what is there (``makedirs`` says only "File exists")."""
     kind = path_kind(path)
     if kind not in (None, 'a folder'):
         raise NotADirectoryError(f'{what} {path} is {kind}; expected a folder (made when missing) '
-                                 'for the logs and checkpoints: give another --work-dir')
+                                 f'for {holds}: give another {flag}')
 
 
 def check_file(path, what: str, missing: str | None = None) -> Path:

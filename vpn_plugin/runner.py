@@ -363,10 +363,15 @@ def _evaluators(evaluator) -> list:
 
 
 def check_run_numbers(cfg, where: str) -> None:
-    """The optimiser's learning rate (a finite number >= 0) and ``randomness.seed`` (an integer
-    in numpy's [0, 2**32 - 1], or None): named, not left to a TypeError inside torch or numpy,
+    """The switches ``unchecked_checkpoint`` / ``load_partial`` (True or False), the optimiser's
+    learning rate (a finite number >= 0) and ``randomness.seed`` (an integer in numpy's
+    [0, 2**32 - 1], or None): named, not left to a TypeError inside torch or numpy,
     or (``lr=inf``) to a training that ends in NaN emissions."""
-    from vpn_plugin.errors import check_number
+    from vpn_plugin.engine.checkpoint import PARTIAL_LOAD_KEY, UNCHECKED_KEY
+    from vpn_plugin.errors import check_bool, check_number
+    for switch in (UNCHECKED_KEY, PARTIAL_LOAD_KEY):  # 'yes' would be read as True
+        if cfg.get(switch) is not None:
+            check_bool(f'{where}: {switch}', cfg[switch])
     optimizer = (cfg.get('optim_wrapper') or {}).get('optimizer') or {}
     if isinstance(optimizer, dict) and 'lr' in optimizer:
         check_number(f'{where}: optim_wrapper.optimizer.lr', optimizer['lr'], low=0)

@@ -193,7 +193,8 @@ def read_video_list(path, taxonomy: Taxonomy) -> List[dict]:
             check_fields(entry, VIDEO_LIST_FIELDS[0], f'{path}: entry {i}')
             task = _task_of(path, f'entry {i}: field "task"', entry['task'], taxonomy)
             stem = f"{entry['task']}_{entry['vid']}"
-            videos.append(dict(vid=str(entry['vid']), task=task, feature=stem))
+            videos.append(dict(vid=str(entry['vid']), task=task, feature=stem, entry=i,
+                               **({'length': entry['length']} if 'length' in entry else {})))
         elif isinstance(entry, dict) and 'feature' in entry and 'task_id' in entry:
             check_fields(entry, VIDEO_LIST_FIELDS[1], f'{path}: entry {i}')
             stem = Path(str(entry['feature'])).stem
@@ -215,6 +216,20 @@ def _refuse_duplicate_videos(path, stems) -> None:
                          f'{first} ({len(repeated)} repeated entries); expected each video once')
 
 
+def check_listed_length(video_list, entry: dict, csv_path, rows: int) -> None:
+    """A CrossTask video list's ``length`` (its steps) must be the rows of the video's CSV
+    (all 2,748 official entries agree): a CSV that lost rows would give fewer windows."""
+    if 'length' not in entry:
+        return
+    length = entry['length']
+    if isinstance(length, bool) or not isinstance(length, int) or length != rows:
+        raise BadVideoError(entry['vid'], 'steps not as listed',
+                            f'{video_list}: entry {entry["entry"]} (vid {entry["vid"]}): '
+                            f'field "length" = {length!r}, but {csv_path} has {rows} step rows; '
+                            'expected the number of rows of its CSV (a truncated CSV, or the '
+                            'list of another release?)')
+
+
 def crosstask_videos(video_list, annotation_dir, taxonomy: Taxonomy, tasks_primary=None,
                      warnings: Optional[AnnotationWarnings] = None
                      ) -> Tuple[List[VideoAnnotation], List[BadVideoError]]:
@@ -226,6 +241,7 @@ def crosstask_videos(video_list, annotation_dir, taxonomy: Taxonomy, tasks_prima
         csv_path = Path(annotation_dir) / f"{entry['feature']}.csv"
         try:
             steps = read_crosstask_csv(csv_path, taxonomy, entry['task'], entry['vid'])
+            check_listed_length(video_list, entry, csv_path, len(steps))
             check_step_order(csv_path, entry['vid'], 'rows', [s for s, _, _ in steps], warnings)
         except BadVideoError as err:
             bad.append(err)
