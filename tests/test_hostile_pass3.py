@@ -199,10 +199,14 @@ def test_dataset_stats_says_what_the_dataset_counts_as_suspicious(shared_data, t
         (root / Path(dirpath).relative_to(shared_data)).mkdir(parents=True, exist_ok=True)
         for name in files:
             os.symlink(Path(dirpath) / name, root / Path(dirpath).relative_to(shared_data) / name)
-    video = json.loads((shared_data / 'crosstask/splits/train_videos.json').read_text())[0]
+    listed = json.loads((shared_data / 'crosstask/splits/train_videos.json').read_text())
+    video = listed[0]
     csv = root / f"crosstask/crosstask_release/annotations/{video['task']}_{video['vid']}.csv"
     csv.unlink()
     csv.write_text('')
+    (root / 'crosstask/splits/train_videos.json').unlink()
+    (root / 'crosstask/splits/train_videos.json').write_text(json.dumps(
+        [dict(video, length=0)] + listed[1:]))  # listed as a video without steps
     row = window_statistics('crosstask', root, horizons=(3,))[0]
     assert f"1 videos without steps (no window) (first: {csv}: vid {video['vid']})" in \
         row['warnings']['train']
@@ -270,3 +274,34 @@ def test_llm_eval_seed_out_of_range_is_named_by_its_flag(capsys):
         load_tool('llm_eval').main(['--config', 'configs/vpn_niv_t3.py', '--model', 'm',
                                     '--seed', '-1'])
     assert 'argument --seed: -1: expected an integer >= 0' in capsys.readouterr().err
+
+
+def test_a_protocol_out_that_is_a_file_is_refused_before_the_dry_run(tmp_path):
+    """Before: `run_protocol.py P --out mine.md --dry-run` listed 80 runs under mine.md/... and
+    said nothing (the real run would fail at its first mkdir)."""
+    from tool_modules import load_tool
+    target = tmp_path / 'mine.md'
+    target.write_text('notes\n')
+    with pytest.raises(SystemExit, match=f'protocol output folder {target} is a regular file'):
+        load_tool('run_protocol').main(['configs/protocol/standard_niv.py', '--out', str(target),
+                                        '--dry-run'])
+
+
+def test_llm_eval_of_a_config_without_training_windows_is_named(capsys):
+    """Before: `llm_eval.py --config configs/llm/llm_crosstask_t3.py` (train_dataloader =
+    None): "TypeError: argument of type 'NoneType' is not iterable" with a traceback."""
+    from tool_modules import load_tool
+    with pytest.raises(SystemExit, match=r'llm_crosstask_t3.py: train_dataloader = None; needs '
+                                         r'train_dataloader.dataset'):
+        load_tool('llm_eval').main(['--config', 'configs/llm/llm_crosstask_t3.py', '--model', 'm',
+                                    '--base-url', 'http://127.0.0.1:9/v1'])
+
+
+# -------------------------------------------------------------------------------- report.py
+def test_a_latex_label_that_would_break_the_tex_file_is_refused(capsys):
+    """Before: `report.py R --label 'tab:a}'` wrote \\label{tab:a}} into the .tex (exit 0)."""
+    from tool_modules import load_tool
+    with pytest.raises(SystemExit):
+        load_tool('report').main(['results.jsonl', '--label', 'tab:a}'])
+    assert "argument --label: 'tab:a}' holds }; expected a LaTeX label key" in \
+        capsys.readouterr().err

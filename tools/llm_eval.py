@@ -148,9 +148,11 @@ def load_datasets(args):
     check_used_options(args.cfg_options)
     cfg = load_config(args.config, args.cfg_options, **data_path_args(args))
     for key in ('train_dataloader', 'test_dataloader'):
-        if 'dataset' not in cfg.get(key, {}):
-            raise SystemExit(f'{args.config}: needs {key}.dataset (training windows give the '
-                             'examples and the PKG, test windows are planned)')
+        if not isinstance(cfg.get(key), dict) or 'dataset' not in cfg[key]:
+            raise SystemExit(f'{args.config}: {key} = {cfg.get(key)!r}; needs {key}.dataset '
+                             '(training windows give the examples and the PKG, test windows are '
+                             'planned): give a dataset config such as configs/vpn_crosstask_t3.py '
+                             '(an LLM config of configs/llm/ runs through tools/test.py)')
     check_split_disjoint(cfg)  # the examples and the PKG never come from test videos
     print('loading the test windows ...', file=sys.stderr)
     if args.step_config:

@@ -42,7 +42,7 @@ from vpn_plugin.protocol.runner import (ProtocolRunner, UnitsFailedError,  # noq
                                          check_units, expand_units, load_protocol,
                                          with_stages)
 from vpn_plugin.errors import (NON_NEGATIVE_INT, POSITIVE_FLOAT, POSITIVE_INT,  # noqa: E402
-                               path_argument, tool_main)
+                               check_folder_target, path_argument, tool_main)
 
 
 def parse_args(argv=None):
@@ -144,6 +144,7 @@ def check_launcher_arguments(parser, args, argv) -> None:
 @tool_main
 def main(argv=None):
     args = parse_args(argv)
+    check_folder_target(args.out, 'protocol output folder', 'the work dirs and results', '--out')
     protocol = load_protocol(args.protocol)
     units = expand_units(protocol, seeds=args.seeds, methods=args.methods,
                          horizons=args.horizons)
