@@ -305,3 +305,15 @@ def test_a_latex_label_that_would_break_the_tex_file_is_refused(capsys):
         load_tool('report').main(['results.jsonl', '--label', 'tab:a}'])
     assert "argument --label: 'tab:a}' holds }; expected a LaTeX label key" in \
         capsys.readouterr().err
+
+
+def test_a_work_dir_spelled_with_dotdot_does_not_refuse_its_own_run(tmp_path, monkeypatch):
+    """Before: `train.py CFG --work-dir ../x` ended in "work dir x is in use by another process
+    (pid <its own pid>)": train.py locked '../x' and the runner the resolved path, which the
+    lock's re-entry did not see as one file."""
+    from vpn_plugin.locks import exclusive_lock, lock_path_of
+    (tmp_path / 'sub').mkdir()
+    monkeypatch.chdir(tmp_path / 'sub')
+    with exclusive_lock(lock_path_of('../run'), wait=False):
+        with exclusive_lock(lock_path_of(tmp_path / 'run'), wait=False):
+            pass

@@ -375,6 +375,13 @@ def check_run_numbers(cfg, where: str) -> None:
     optimizer = (cfg.get('optim_wrapper') or {}).get('optimizer') or {}
     if isinstance(optimizer, dict) and 'lr' in optimizer:
         check_number(f'{where}: optim_wrapper.optimizer.lr', optimizer['lr'], low=0)
+    clip = (cfg.get('optim_wrapper') or {}).get('clip_grad') or {}
+    if isinstance(clip, dict) and 'max_norm' in clip:  # a negative one flips every gradient
+        check_number(f'{where}: optim_wrapper.clip_grad.max_norm', clip['max_norm'], low=0,
+                     low_open=True)
+    interval = ((cfg.get('default_hooks') or {}).get('checkpoint') or {}).get('interval')
+    if interval is not None:  # <= 0: at the end only (mmengine's rule)
+        check_number(f'{where}: default_hooks.checkpoint.interval', interval, integer=True)
     randomness = cfg.get('randomness') or {}
     if isinstance(randomness, dict):
         check_number(f'{where}: randomness.seed', randomness.get('seed'), integer=True, low=0,
