@@ -317,3 +317,36 @@ def test_a_work_dir_spelled_with_dotdot_does_not_refuse_its_own_run(tmp_path, mo
     with exclusive_lock(lock_path_of('../run'), wait=False):
         with exclusive_lock(lock_path_of(tmp_path / 'run'), wait=False):
             pass
+
+
+def test_a_coin_step_whose_label_contradicts_its_id_is_named(shared_data, tmp_path):
+    """Before: a COIN step's "label" was never compared with its id (all 39,409 official steps
+    agree with the taxonomy): an edited id, which moves the step to another action of the same
+    task, was read without a word."""
+    from vpn_plugin.datasets.annotations import BadVideoError
+    from vpn_plugin.datasets.sources import read_source
+    from vpn_plugin.datasets.taxonomy import load_taxonomy
+    records = json.loads((shared_data / 'coin/annotations/coin_train_70.json').read_text())[:3]
+    step = next(iter(records[0].values()))['annotation'][0]
+    step['label'] = 'eat a sandwich'
+    (tmp_path / 'train.json').write_text(json.dumps(records))
+    taxonomy = load_taxonomy(shared_data / 'coin/taxonomy.json')
+    _, _, bad = read_source(tmp_path, taxonomy, 3, annotation_file='train.json',
+                            annotation_format='coin')
+    assert isinstance(bad[0], BadVideoError)
+    assert "field \"label\" = 'eat a sandwich', but action 372 of" in str(bad[0])
+
+
+def test_a_tasks_primary_file_without_some_tasks_is_named(shared_data, tmp_path):
+    """Before: a truncated tasks_primary.txt (2 of 18 tasks) was accepted: the step-count check
+    it exists for silently skipped the 16 tasks it no longer listed."""
+    from vpn_plugin.datasets.annotations import check_crosstask_taxonomy, read_crosstask_tasks
+    from vpn_plugin.datasets.taxonomy import load_taxonomy
+    text = (shared_data / 'crosstask/crosstask_release/tasks_primary.txt').read_text()
+    (tmp_path / 'tasks_primary.txt').write_text(text[:300])
+    taxonomy = load_taxonomy(shared_data / 'crosstask/taxonomy_133.json')
+    with pytest.raises(ValueError, match=r"tasks_primary.txt lists 2 tasks and not the task\(s\) "
+                                         r"\['71781'"):
+        check_crosstask_taxonomy(taxonomy, read_crosstask_tasks(tmp_path / 'tasks_primary.txt'))
+    check_crosstask_taxonomy(taxonomy, read_crosstask_tasks(
+        shared_data / 'crosstask/crosstask_release/tasks_primary.txt'))

@@ -169,7 +169,13 @@ def count_suspicious(videos: Sequence[VideoAnnotation], taxonomy: Taxonomy,
 
 
 def check_crosstask_taxonomy(taxonomy: Taxonomy, tasks_primary: dict) -> None:
-    """CSV step numbers index the task's actions: the taxonomy must list every step."""
+    """CSV step numbers index the task's actions: the taxonomy must list every step (and
+    tasks_primary.txt must list every task of the taxonomy, else the check skips it)."""
+    missing = [key for key in taxonomy.task_keys if key not in tasks_primary]
+    if missing:
+        raise ValueError(f'tasks_primary.txt lists {len(tasks_primary)} tasks and not the '
+                         f'task(s) {missing[:5]} of {taxonomy.path}; expected every task of the '
+                         'taxonomy (a truncated file?)')
     for k, key in enumerate(taxonomy.task_keys):
         if key in tasks_primary and len(tasks_primary[key][1]) != len(taxonomy.task_actions[k]):
             raise ValueError(
@@ -387,6 +393,12 @@ def _coin_step(path, where, vid, step, task, taxonomy) -> Tuple[float, float, in
     where = f'{where} (field "id" = {raw!r}: action id {action} = COIN id - 1)'
     _check_step(path, vid, where, start, end, action, taxonomy)
     _check_action_task(path, vid, where, action, task, taxonomy)
+    label = step.get('label')  # COIN's own name of the step: all 39,409 agree with the taxonomy
+    if label is not None and label != taxonomy.action_names[action]:
+        raise BadVideoError(vid, 'step label contradicts its id',
+                            f'{path}: {where} (vid {vid}): field "label" = {label!r}, but action '
+                            f'{action} of {taxonomy.path} is {taxonomy.action_names[action]!r}; '
+                            'expected the name of its id (an edited id or label?)')
     return float(start), float(end), action
 
 
