@@ -122,4 +122,7 @@ def main(argv=None):
 
 
 if __name__ == '__main__':
-    sys.exit(main())
+    from vpn_plugin.compat import exit_distributed_rank
+    status = main()
+    exit_distributed_rank(status)
+    sys.exit(status)

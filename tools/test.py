@@ -21,7 +21,7 @@ import os
 import os.path as osp
 
 import vpn_plugin.compat_applied  # noqa: F401  (compat fixes before configs are parsed)
-from vpn_plugin.compat import shutdown_distributed
+from vpn_plugin.compat import exit_distributed_rank, shutdown_distributed
 from vpn_plugin.data_paths import (add_runner_arguments, data_path_args,
                                   load_config as read_config)
 from vpn_plugin.errors import (POSITIVE_INT, check_file, path_argument, tool_main,
@@ -173,3 +173,4 @@ def main(argv=None):
 
 if __name__ == '__main__':
     main()
+    exit_distributed_rank()
