@@ -350,3 +350,17 @@ def test_a_tasks_primary_file_without_some_tasks_is_named(shared_data, tmp_path)
         check_crosstask_taxonomy(taxonomy, read_crosstask_tasks(tmp_path / 'tasks_primary.txt'))
     check_crosstask_taxonomy(taxonomy, read_crosstask_tasks(
         shared_data / 'crosstask/crosstask_release/tasks_primary.txt'))
+
+
+@pytest.mark.parametrize('legacy, said', [(True, 'a torch.save file (legacy format); expected'),
+                                          (False, 'a zip archive without .npy members')])
+def test_a_torch_file_given_as_a_feature_file_is_named(tmp_path, legacy, said):
+    """Before: a torch.save file as a feature file: "holds a int" (the legacy format's magic
+    number) or "no field "frames_features"; found []" (a zip file read as an npz)."""
+    import torch
+    from vpn_plugin.datasets.features import load_features
+    path = tmp_path / 'clip.npy'
+    torch.save({'frames_features': torch.zeros(4, 8)}, path,
+               _use_new_zipfile_serialization=not legacy)
+    with pytest.raises(BadVideoError, match=re.escape(said)):
+        load_features(path, 8, vid='clip')

@@ -154,11 +154,15 @@ def read_feature_record(path, vid: str = '', frames_only: bool = False) -> dict:
     return _as_record(content, path, vid)
 
 
+TORCH_LEGACY_MAGIC = 0x1950a86a20f9469cfc6c  # torch.serialization's MAGIC_NUMBER
 EXPECTED_LAYOUTS = (f'a .npy array (seconds, D), an npz archive with "{FEATURE_KEY}" or a '
                     f'pickled dict with "{FEATURE_KEY}"')
 def _read_npz(f, frames_only: bool) -> dict:
     with zipfile.ZipFile(f) as archive:
         members = [n for n in archive.namelist() if n.endswith('.npy')]
+        if not members:  # e.g. a torch.save file (data.pkl, data/0, ...)
+            raise ValueError(f'a zip archive without .npy members (it holds '
+                             f'{archive.namelist()[:5]}: a torch.save file?)')
         if frames_only and f'{FEATURE_KEY}.npy' in members:
             members = [f'{FEATURE_KEY}.npy']
         record = {}
@@ -193,6 +197,10 @@ def _as_record(content, path, vid) -> dict:
         return {str(k): v for k, v in content.items()}
     if isinstance(content, np.ndarray):
         return {FEATURE_KEY: content}
+    if isinstance(content, int) and content == TORCH_LEGACY_MAGIC:  # a legacy torch.save file
+        raise BadVideoError(vid, 'unreadable feature file',
+                            f'{path}: a torch.save file (legacy format); expected '
+                            f'{EXPECTED_LAYOUTS}')
     raise BadVideoError(vid, 'unreadable feature file',
                         f'{path}: holds a {type(content).__name__}; expected a dict with '
                         f'"{FEATURE_KEY}" or an array (seconds, D)')
