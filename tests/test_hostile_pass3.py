@@ -364,3 +364,24 @@ def test_a_torch_file_given_as_a_feature_file_is_named(tmp_path, legacy, said):
                _use_new_zipfile_serialization=not legacy)
     with pytest.raises(BadVideoError, match=re.escape(said)):
         load_features(path, 8, vid='clip')
+
+
+def test_a_video_list_entry_whose_vid_is_null_is_named(shared_data, tmp_path):
+    """Before: `"vid": null` looked for the CSV '<task>_None.csv' and reported it missing."""
+    from vpn_plugin.datasets.annotations import read_video_list
+    from vpn_plugin.datasets.taxonomy import load_taxonomy
+    (tmp_path / 'videos.json').write_text(json.dumps([{'vid': None, 'task': '23521'}]))
+    with pytest.raises(ValueError, match=r'videos.json: entry 0: field "vid" = None; expected'):
+        read_video_list(tmp_path / 'videos.json',
+                        load_taxonomy(shared_data / 'crosstask/taxonomy_133.json'))
+
+
+def test_llm_eval_save_anchors_without_a_step_model_is_refused(capsys):
+    """Before: `--save-anchors a.json` without --step-config ran the oracle setting, exit 0, and
+    wrote no a.json without a word."""
+    from tool_modules import load_tool
+    with pytest.raises(SystemExit):
+        load_tool('llm_eval').main(['--config', 'configs/vpn_niv_t3.py', '--model', 'm',
+                                    '--base-url', 'http://127.0.0.1:9/v1',
+                                    '--save-anchors', 'a.json'])
+    assert '--save-anchors writes the step model' in capsys.readouterr().err

@@ -118,6 +118,9 @@ def check_args(parser, args):
         parser.error('--step-config and --step-checkpoint go together')
     if args.anchors_file and args.step_config:
         parser.error('give either --anchors-file or --step-config/--step-checkpoint')
+    if args.save_anchors and not args.step_config:  # it would write nothing, without a word
+        parser.error('--save-anchors writes the step model\'s first/last actions: it needs '
+                     '--step-config/--step-checkpoint')
     if args.vlm and (args.anchors_file or args.step_config):
         parser.error('--vlm identifies the first/last actions itself; drop the step model')
     if args.price_per_1k and (len(args.price_per_1k) > 2 or min(args.price_per_1k) < 0):

@@ -197,6 +197,9 @@ def read_video_list(path, taxonomy: Taxonomy) -> List[dict]:
     for i, entry in enumerate(entries):
         if isinstance(entry, dict) and 'vid' in entry and 'task' in entry:
             check_fields(entry, VIDEO_LIST_FIELDS[0], f'{path}: entry {i}')
+            if not isinstance(entry['vid'], str) or not entry['vid']:  # null: '<task>_None.csv'
+                raise ValueError(f'{path}: entry {i}: field "vid" = {entry["vid"]!r}; expected '
+                                 'the video id (a non-empty string)')
             task = _task_of(path, f'entry {i}: field "task"', entry['task'], taxonomy)
             stem = f"{entry['task']}_{entry['vid']}"
             videos.append(dict(vid=str(entry['vid']), task=task, feature=stem, entry=i,
