@@ -26,7 +26,8 @@ Differences from mmengine's ``Runner``:
 A shortened run (the config's ``shortened``, e.g. a smoke run, ``vpn_plugin/smoke.py``) says so
 in its log and in every checkpoint's ``meta['shortened']``; a resume never mixes a smoke run with
 another run (:meth:`PlanningRunner.load_checkpoint`; a run of fewer epochs may be extended); ``loaded_shortened`` is what the loaded
-checkpoint recorded (``tools/test.py`` marks its metrics).
+checkpoint recorded (``tools/test.py`` marks its metrics), ``tested_ema_mark`` what a test
+found wrong with its EMA weights (:meth:`PlanningRunner.check_tested_ema`).
 
 And three safety rules: a checkpoint is loaded strictly (``load_from``, ``--resume``; a
 config's ``load_partial = True`` opts in to partial loading for fine-tuning) and saved
@@ -121,6 +122,10 @@ class PlanningRunner(Runner):
     backend it uses and writes (not logs) its config."""
 
     unchecked_checkpoint = ()  # what the loaded checkpoint could not be checked by (load_weights)
+    # a test's mark of a checkpoint whose EMA weights are not the trained ones the config's EMA
+    # hook asks for ('' when they are: engine.ema.scored_ema_note)
+    tested_ema_mark = ''
+    testing = False
 
     @classmethod
     def from_cfg(cls, cfg) -> 'PlanningRunner':
@@ -245,6 +250,7 @@ class PlanningRunner(Runner):
         """mmengine's ``test``, its config written to the test's log dir (:meth:`dump_config`)."""
         self.write_config(training=False)
         self.log_shortened()
+        self.testing = True
         return super().test()
 
     def log_shortened(self) -> None:
@@ -271,6 +277,8 @@ class PlanningRunner(Runner):
                              f'shortened={self.cfg.get("shortened") or "none (the full run)"}; '
                              'a smoke run never continues a full run or the reverse: give '
                              'another --work-dir')
+        if self.testing:
+            self.check_tested_ema(checkpoint, filename)
         self.call_hook('after_load_checkpoint', checkpoint=checkpoint)
         model = self.model.module if is_model_wrapper(self.model) else self.model
         partial = bool(self.cfg.get(PARTIAL_LOAD_KEY, False)) if strict is None else not strict
@@ -281,6 +289,16 @@ class PlanningRunner(Runner):
         self._has_loaded = True
         self.logger.info(f'Load checkpoint from {filename}')
         return checkpoint
+
+    def check_tested_ema(self, checkpoint: dict, filename: str) -> None:
+        """A warning and :attr:`tested_ema_mark` when the test scores weights that are not
+        trained EMA weights although the config has an EMA hook (``engine.ema``)."""
+        from mmengine.hooks import EMAHook
+        from vpn_plugin.engine.ema import scored_ema_note
+        hook = next((hook for hook in self.hooks if isinstance(hook, EMAHook)), None)
+        self.tested_ema_mark, warning = scored_ema_note(hook, checkpoint, filename)
+        if warning:
+            self.logger.warning(warning)
 
     def _built_data_meta(self):
         """``metainfo`` of the dataset of the loop that runs (train, else test, else val; a

@@ -40,6 +40,13 @@
   falls back to the newest complete checkpoint of the work dir when ``last_checkpoint`` is
   missing, empty or names a deleted file (and says so), and :func:`remove_partial_files`
   removes a dead writer's ``.<name>.<pid>.partial`` files.
+* An EMA checkpoint stores each tensor once: mmengine's ``EMAHook`` writes the EMA weights as
+  ``state_dict`` and the model's own as ``ema_state_dict`` (``module.<key>``), which repeats
+  every tensor the two share (a frozen pre-stage such as KEPP's step model, the whole model
+  while the EMA only copies it: a smoke run). :func:`share_ema_tensors` (PDPP's and CEFITO's
+  EMA hooks) leaves those out of ``ema_state_dict`` and lists them under
+  :data:`SHARED_EMA_KEY`; :func:`read_checkpoint` puts them back, so every reader (a resume
+  included) sees mmengine's layout.
 """
 from __future__ import annotations
 
@@ -60,6 +67,7 @@ PARTIAL_LOAD_KEY = 'load_partial'  # top-level config variable: the opt-in for p
 UNCHECKED_KEY = 'unchecked_checkpoint'  # top-level config variable: score a checkpoint that
 #                                         records no dataset meta / text features (warned, marked)
 MODULE_PREFIX = r'^module\.'       # what model wrappers (DDP) add to every key
+SHARED_EMA_KEY = 'ema_state_dict_shared'  # state_dict keys left out of ema_state_dict (equal)
 SHOWN = 8                          # keys listed per kind of mismatch
 
 
@@ -96,7 +104,45 @@ def read_checkpoint(filename, map_location='cpu', logger='current') -> dict:
     if not isinstance(checkpoint.get('meta', {}), dict):
         raise ValueError(f'checkpoint {name}: "meta" is a {type(checkpoint["meta"]).__name__}; '
                          'expected a dict (what tools/train.py records: dataset_meta, ...)')
+    restore_shared_ema(checkpoint, name)
     return checkpoint
+
+
+def share_ema_tensors(checkpoint: dict) -> None:
+    """Leave out of ``checkpoint['ema_state_dict']`` every ``module.<key>`` tensor equal to
+    ``state_dict[key]`` (same dtype, shape and values), listing the keys under
+    :data:`SHARED_EMA_KEY` (module docstring)."""
+    state, ema = checkpoint.get('state_dict'), checkpoint.get('ema_state_dict')
+    if not isinstance(state, dict) or not isinstance(ema, dict):
+        return
+    shared = [key for key, value in state.items()
+              if torch.is_tensor(value) and same_tensor(ema.get(f'module.{key}'), value)]
+    for key in shared:
+        del ema[f'module.{key}']
+    if shared:
+        checkpoint[SHARED_EMA_KEY] = shared
+
+
+def same_tensor(a, b) -> bool:
+    return (torch.is_tensor(a) and torch.is_tensor(b) and a.dtype == b.dtype
+            and a.shape == b.shape and torch.equal(a, b))
+
+
+def restore_shared_ema(checkpoint: dict, source: str) -> None:
+    """Put the tensors :func:`share_ema_tensors` left out back into ``ema_state_dict`` (one
+    found there, put back by hand, is kept; without an ``ema_state_dict`` there is nothing to
+    restore)."""
+    shared = checkpoint.pop(SHARED_EMA_KEY, None)
+    state, ema = checkpoint.get('state_dict'), checkpoint.get('ema_state_dict')
+    if shared is None or ema is None:
+        return
+    if not isinstance(state, dict) or not isinstance(ema, dict) or not isinstance(
+            shared, list) or not all(isinstance(key, str) and key in state for key in shared):
+        raise ValueError(f'checkpoint {source}: ema_state_dict_shared must list keys of its '
+                         'state_dict beside an ema_state_dict (the tensors the two share); '
+                         'a damaged or hand-edited file')
+    for key in shared:
+        ema.setdefault(f'module.{key}', state[key])
 
 
 def state_dict_of(checkpoint: dict, source: str = 'checkpoint') -> 'OrderedDict[str, object]':
