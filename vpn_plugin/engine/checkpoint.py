@@ -53,6 +53,7 @@ from __future__ import annotations
 import logging
 import math
 import os
+import pickle
 import re
 from collections import OrderedDict
 from pathlib import Path
@@ -60,7 +61,7 @@ from typing import Optional
 
 import torch
 
-from ..errors import check_file, replace_atomically
+from ..errors import check_file, replace_atomically, what_the_file_is
 
 PARTIAL_LOAD_KEY = 'load_partial'  # top-level config variable: the opt-in for partial loading
 UNCHECKED_KEY = 'unchecked_checkpoint'  # top-level config variable: score a checkpoint that
@@ -90,14 +91,19 @@ def read_checkpoint(filename, map_location='cpu', logger='current') -> dict:
         check_file(name, 'checkpoint')  # a folder, a FIFO, /dev/zero: named as such
     try:
         checkpoint = _load_checkpoint(name, map_location=map_location, logger=logger)
-    except (RuntimeError, EOFError, OSError, ValueError, KeyError) as error:
-        # KeyError: a text file to the weights-only unpickler ('hello': KeyError 101); an
-        # UnpicklingError is already named by vpn_plugin.compat's loader
-        raise ValueError(f'cannot read checkpoint {name}: {type(error).__name__}: {error} (a '
-                         'truncated or damaged file, or not a torch checkpoint)') from error
+    except pickle.UnpicklingError:  # vpn_plugin.compat's messages: refused globals, not a pickle
+        raise
+    except Exception as error:  # torch's zip, pickle and OS errors (KeyError of a text file)
+        found = what_the_file_is(name) if '://' not in name else 'a remote file'
+        raise ValueError(f'cannot read checkpoint {name}: {found} ({error!r}); expected a '
+                         'complete torch checkpoint (.pth written by torch.save or an mmengine '
+                         'Runner)') from error
     if not isinstance(checkpoint, dict):
         raise ValueError(f'checkpoint {name} holds a {type(checkpoint).__name__}; expected a '
                          "dict (an mmengine checkpoint with 'state_dict', or a state dict)")
+    if not isinstance(checkpoint.get('meta', {}), dict):
+        raise ValueError(f'checkpoint {name}: "meta" is a {type(checkpoint["meta"]).__name__}; '
+                         'expected a dict (what tools/train.py records: dataset_meta, ...)')
     restore_shared_ema(checkpoint, name)
     return checkpoint
 

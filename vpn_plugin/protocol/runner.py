@@ -198,6 +198,9 @@ def expand_units(protocol_cfg, seeds=None, methods=None, horizons=None) -> list[
     ``horizons`` keeps only trainings at these horizons.
     """
     seeds = list(seeds if seeds is not None else protocol_cfg.get('seeds', [0, 1, 2, 3, 4]))
+    twice = sorted({seed for seed in seeds if seeds.count(seed) > 1})
+    if twice:  # each would be trained and counted as one more run (and in the dry run's time)
+        raise ValueError(f'seeds {seeds}: seed(s) {twice} given twice; expected each seed once')
     dataset = protocol_cfg.get('dataset', '')
     stages = _StageUnits(protocol_cfg, dataset)
     per_run, names, trained = [], set(), set()
