@@ -318,13 +318,16 @@ def test_make_text_features_needs_overwrite_for_an_existing_array(tmp_path):
 LLM = ['--config', CONFIG, '--model', 'm', '--base-url', 'http://127.0.0.1:9/v1']
 
 
-def test_llm_eval_never_saves_anchors_over_the_anchors_it_reads(tmp_path):
-    anchors = tmp_path / 'anchors.json'
-    anchors.write_text(json.dumps({'first': [1], 'last': [2]}))
-    message = user_error('llm_eval', [*LLM, '--anchors-file',
-                                      anchors, '--save-anchors', anchors, '--overwrite',
-                                      '--out', tmp_path / 'r.jsonl'])
-    assert f'--save-anchors {anchors}: that is an input of this command' in message
+def test_llm_eval_never_saves_anchors_over_a_file_it_reads(tmp_path):
+    step_checkpoint = tmp_path / 'step.pth'
+    step_checkpoint.write_bytes(b'weights')
+    message = user_error('llm_eval', [*LLM, '--step-config', CONFIG, '--step-checkpoint',
+                                      step_checkpoint, '--save-anchors', step_checkpoint,
+                                      '--overwrite', '--out', tmp_path / 'r.jsonl'])
+    assert f'--save-anchors {step_checkpoint}: that is an input of this command' in message
+    assert step_checkpoint.read_bytes() == b'weights'
+    # --save-anchors beside --anchors-file: refused by the parser (no step model to save),
+    # tests/test_hostile_pass3.py::test_llm_eval_save_anchors_without_a_step_model_is_refused
     notes = tmp_path / 'notes.jsonl'
     notes.write_text('{"todo": "mine"}\n')
     assert f'{NOT_OURS} (results file' in user_error(

@@ -301,7 +301,7 @@ def test_a_moved_protocol_unit_tests_its_own_checkpoint(tmp_path):
     (work_dir / 'epoch_1.pth').write_bytes(b'weights')
     (work_dir / 'train_done.json').write_text(json.dumps(dict(
         checkpoint=str(tmp_path / 'old/p/epoch_1.pth'), params=1)))
-    checkpoint, *_ = runner.train(unit, work_dir)
+    checkpoint = runner.train(unit, work_dir).checkpoint
     assert checkpoint == str(work_dir / 'epoch_1.pth')
 
 

@@ -508,7 +508,7 @@ class ProtocolRunner:
             if not (work_dir / 'train_done.json').is_file():
                 log(f'    pre-training stage {stage.slug} T={stage.horizon} seed={stage.seed} '
                      f'({stage.config}) -> {work_dir}')
-            checkpoint = self.train(stage, work_dir)[0]
+            checkpoint = self.train(stage, work_dir).checkpoint
         if not Path(checkpoint).is_file():
             raise FileNotFoundError(f'{work_dir}: the finished pre-training stage lists the '
                                     f'checkpoint {checkpoint}, which is gone; it is never '
