@@ -279,6 +279,7 @@ PDPP_TEMP = PDPP_ARGS + textwrap.dedent('''
 ''')
 PDPP_MAIN = PDPP_ARGS + textwrap.dedent('''
     import json
+    UNET = dict(dim=256, dim_mults=(1, 2, 4))  # as its TemporalUnet call
     assert all('event_class' in w['id'] for w in json.load(open(args.json_path_val)))
     logs = writer('')
     for e in range(EPOCHS):
@@ -300,15 +301,22 @@ def pdpp_stand_in(root: Path) -> Path:
 def test_pdpp_against_a_stand_in(shared_data, tmp_path, monkeypatch):
     official = pdpp_stand_in(tmp_path)
     out = tmp_path / 'out'
-    smaller_ours(monkeypatch, 'pdpp', **{'model.dim': 32})  # U-Net width 32
+    # both sides small: U-Net width 32 (a patch of the official script), 48-d frames
     run_tool('--method', 'pdpp', '--official-dir', official, '--epochs', 10, '--seeds', 1, 2,
              '--out', out, '--data-root', shared_data, '--size', 'batch_size=4',
-             '--size', 'n_train_steps=1')
+             '--size', 'n_train_steps=1', '--size', 'unet_dim=32', '--frame-dim', 48)
     text = (out / 'comparison.md').read_text()
     for change in ('--epochs 10 (README, NIV: 130)', '--batch_size 4 (README, NIV: 256)',
                    'temp.py: its checkpoint path', 'one-process gloo group',
-                   '--num_thread_reader 2'):
+                   '--num_thread_reader 2', "[patch] main_distributed.py: the temporal U-Net's "
+                   'hard-coded dim=256 set to 32 (size unet_dim; ours: model.dim=32)'):
         assert change in text, change
+    assert '--unet_dim' not in text  # not a flag of the official script
+    assert 'UNET = dict(dim=32, ' in (out / 'official_copy/main_distributed.py').read_text()
+    assert 'UNET = dict(dim=256, ' in (official / 'main_distributed.py').read_text()
+    assert '--observation_dim 144 ' in (out / 'official/seed1/classifier.command.txt').read_text()
+    our_config = next((out / 'ours').rglob('pdpp_niv_t3.py')).read_text()
+    assert 'feature_dim=144' in our_config and 'dim=32' in our_config
     runs = {s: SideRun.load(out / f'official/seed{s}.json') for s in (1, 2)}
     ours = SideRun.load(out / 'ours/seed1.json')
     assert runs[1].losses['total'] == pytest.approx([2 / (e + 1) + 0.1 for e in range(10)])
@@ -537,6 +545,9 @@ def test_cefito_against_a_stand_in(shared_data, tmp_path, monkeypatch):
     assert len(ours.stages['classifier']['losses']) == 3 and len(ours.losses['total']) == 6
     assert tool_error('--method', 'cefito', '--official-dir', official, '--epochs', 4,
                       '--out', tmp_path / 'other').startswith('error: --epochs 4: the official')
+    assert 'runs with 512-d frames only' in tool_error(
+        '--method', 'cefito', '--official-dir', official, '--epochs', 6, '--frame-dim', 64,
+        '--out', tmp_path / 'other')
     assert "--official-variant ['oracle']: not a variant of the CEFITO comparison; expected " \
            "one of ['oracle_task']" in tool_error(
                '--method', 'cefito', '--official-dir', official, '--epochs', 6,

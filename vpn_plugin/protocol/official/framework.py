@@ -73,8 +73,10 @@ class Settings:
     frame_dim: int = 512  # dims of a synthetic frame (S3D: 512); observations are 3 frames
 
     def identity(self) -> dict:
-        """Everything that changes a side's result; ``seeds`` left out (a rerun may add seeds)."""
-        return {k: v for k, v in dataclasses.asdict(self).items() if k != 'seeds'}
+        """Everything that changes a side's result; ``seeds`` left out (a rerun may add seeds),
+        ``frame_dim`` too when it is the default 512 (comparisons made before it existed)."""
+        return {k: v for k, v in dataclasses.asdict(self).items()
+                if k != 'seeds' and not (k == 'frame_dim' and v == 512)}
 
 
 @dataclass
@@ -267,7 +269,7 @@ def prepare_data(settings: Settings, shared_root: Path, out: Path) -> Comparison
     manifest = out / 'features_manifest.json'
     wanted = dict(dataset=settings.dataset, difficulty=settings.difficulty,
                   seed=settings.feature_seed, videos=len(videos), layout='public',
-                  frame_dim=settings.frame_dim)
+                  **({} if settings.frame_dim == 512 else dict(frame_dim=settings.frame_dim)))
     if not manifest.is_file() or json.loads(manifest.read_text()) != wanted:
         shutil.rmtree(feature_dir, ignore_errors=True)
         generator = SyntheticFeatureGenerator(taxonomy, frame_dim=settings.frame_dim,
