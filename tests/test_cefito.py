@@ -280,6 +280,7 @@ def test_train_py_trains_the_classifier_first_then_test_py_plans(tiny_config, tm
     metrics = load_tool('test').main([str(tiny_config), str(tmp_path / 'run/epoch_1.pth'),
                                       '--work-dir', str(tmp_path / 'test')])
     assert 0 <= metrics['plan/success_rate'] <= 100
+    assert 'shortened' not in written_metrics(tmp_path / 'test')  # its EMA took the model
 
 
 def test_a_run_shorter_than_the_ema_update_writes_testable_checkpoints(tiny_config, tmp_path):
@@ -309,6 +310,19 @@ def test_a_run_shorter_than_the_ema_update_writes_testable_checkpoints(tiny_conf
     metrics = load_tool('test').main([str(short), str(tmp_path / 'run/epoch_1.pth'),
                                       '--work-dir', str(tmp_path / 'test')])
     assert 0 <= metrics['plan/success_rate'] <= 100
+    # ... and the test says so too: a warning and the metrics marked
+    untrained = ('EMA weights untrained (CEFITOEMAHook: 5 training steps, fewer than the 100 '
+                 'after which the EMA first takes the model)')
+    assert untrained in written_metrics(tmp_path / 'test')['shortened']
+    assert re.search(r'WARNING - checkpoint \S+epoch_1.pth: CEFITOEMAHook: 5 training steps, '
+                     r'fewer than the 100', next((tmp_path / 'test').glob('*/*.log')).read_text())
+    # a checkpoint without EMA state, tested under this EMA config: marked too
+    torch.save({key: value for key, value in saved.items() if key != 'ema_state_dict'},
+               tmp_path / 'plain.pth')
+    load_tool('test').main([str(short), str(tmp_path / 'plain.pth'),
+                            '--work-dir', str(tmp_path / 'test_plain')])
+    assert 'no EMA weights (CEFITOEMAHook: checkpoint without ema_state_dict)' in \
+        written_metrics(tmp_path / 'test_plain')['shortened']
     # a checkpoint of the old behaviour is refused naming the cause
     weights['classifier.classifier_ready'] = torch.tensor(False)
     saved['ema_state_dict']['module.classifier.classifier_ready'] = torch.tensor(True)
@@ -318,6 +332,12 @@ def test_a_run_shorter_than_the_ema_update_writes_testable_checkpoints(tiny_conf
                        r"its EMA's first update"):
         load_tool('test').main([str(short), str(tmp_path / 'old.pth'),
                                 '--work-dir', str(tmp_path / 'test_old')])
+
+
+def written_metrics(work_dir: Path) -> dict:
+    """The test_metrics.json of tools/test.py --work-dir WORK_DIR."""
+    import json
+    return json.loads(next(work_dir.glob('*/test_metrics.json')).read_text())
 
 
 # ------------------------------------------------------------------ text features

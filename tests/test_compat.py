@@ -364,6 +364,51 @@ def test_cpu_process_group_and_ddp(tmp_path):
     assert 'SHUT_DOWN True' in result.stdout
 
 
+EXIT_RANK = """
+import atexit, logging, os, sys, torch
+import vpn_plugin.compat as compat
+compat.exit_distributed_rank(5)  # no group was shut down: returns
+print('RETURNED')
+atexit.register(lambda: print('FINALISED', flush=True))
+logging.basicConfig(filename=sys.argv[1], level=logging.INFO)
+torch.distributed.init_process_group('gloo')
+compat.shutdown_distributed()
+logging.info('last record')
+print('UNFLUSHED')  # a pipe buffers it: exit_distributed_rank must flush it
+compat.exit_distributed_rank(3)
+print('NOT REACHED')
+"""
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason='checks the CPU-only code path')
+def test_a_finished_rank_leaves_without_finalisation_but_flushed(tmp_path):
+    """A CI run failed after every output was written: a gloo rank aborted while the interpreter
+    freed the runner's DDP (SIGABRT, 'terminate called without an active exception')."""
+    env = dict(RANK='0', LOCAL_RANK='0', WORLD_SIZE='1', MASTER_ADDR='127.0.0.1',
+               MASTER_PORT=str(free_port()))
+    log = tmp_path / 'run.log'
+    result = subprocess.run([sys.executable, '-c', EXIT_RANK, str(log)], cwd=tmp_path,
+                            env={**subprocess_env(), **env}, capture_output=True, text=True,
+                            timeout=120)
+    assert result.returncode == 3, result.stderr
+    assert result.stdout.split() == ['RETURNED', 'UNFLUSHED'], result.stdout
+    assert 'last record' in log.read_text()
+
+
+def test_torchrun_summary_tells_a_crash_from_torchruns_stop():
+    """Before: 'no process failed ...; stopped by torchrun then: rank 0 (signal 15), rank 1
+    (signal 6)', where rank 1 had aborted on its own and only rank 0 was stopped."""
+    from types import SimpleNamespace
+    from tool_modules import load_tool
+    summary = load_tool('dist_run').failure_summary
+    failures = {0: SimpleNamespace(exitcode=-15), 1: SimpleNamespace(exitcode=-6)}
+    assert summary(failures) == ('rank 1 (SIGABRT) crashed on a signal; '
+                                 'stopped by torchrun then: rank 0 (SIGTERM)')
+    failures = {1: SimpleNamespace(exitcode=1), 0: SimpleNamespace(exitcode=-15)}
+    assert summary(failures) == ('rank 1 (exit status 1) failed (each printed its message '
+                                 'above); stopped by torchrun then: rank 0 (SIGTERM)')
+
+
 # tools/dist_train.sh on two CPU processes, its clean log included (issue 34): checked on the
 # suite's one torchrun training, tests/test_train.py::test_two_process_torchrun_matches_one_process
 

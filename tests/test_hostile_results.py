@@ -55,20 +55,21 @@ def test_concurrent_appends_of_one_run_write_it_once(tmp_path):
 # --------------------------------------------------- two run_protocol.py on one --out
 def fake_protocol_runner(out, log):
     """A ProtocolRunner whose training and test are stand-ins that record each call."""
-    from vpn_plugin.protocol.runner import ProtocolRunner
+    from vpn_plugin.protocol.runner import ProtocolRunner, Tested, Trained
 
     class Recording(ProtocolRunner):
         def train(self, unit, work_dir):
             with open(log, 'a') as handle:
                 handle.write(f'train {work_dir}\n')
             time.sleep(0.05)
-            return 'ckpt.pth', 1, '', 'unified: last epoch'
+            return Trained('ckpt.pth', 1, shortened='', selection='unified: last epoch')
 
         def test(self, unit, spec, checkpoint, test_dir):
             with open(log, 'a') as handle:
                 handle.write(f'test {test_dir}\n')
             time.sleep(0.02)
-            return {'success_rate': 10.0 * unit.seed}, 1, '', dict(kind='synthetic')
+            return Tested(metrics={'success_rate': 10.0 * unit.seed}, params=1, limited='',
+                          features=dict(kind='synthetic'))
 
     return Recording
 

@@ -213,6 +213,25 @@ def test_local_executor_runs_the_units_of_a_local_run_and_a_failure_stops_no_oth
     assert again.tasks == [] and (again.skipped_done, again.skipped_queued) == (2, 1)
 
 
+def test_the_wait_bar_draws_each_state_once(monkeypatch):
+    """``--wait``: one line per change of state in a log (tqdm redrew each on its own
+    ``update`` after our ``refresh``, and the last one again at ``close``)."""
+    import io
+    import vpn_plugin.protocol.status as status
+    polls = iter([['pending', 'pending'], ['running', 'pending'], ['running', 'pending'],
+                  ['done', 'running'], ['done', 'running'], ['done', 'done']])
+    monkeypatch.setattr(status, 'unit_statuses', lambda runner, units, queue: [
+        SimpleNamespace(state=state) for state in next(polls)])
+    log = io.StringIO()
+    wait_for(None, ['a', 'b'], 0.15, queue=None, out=log)  # > tqdm's 0.1 s between draws
+    lines = [line.strip() for line in log.getvalue().replace('\r', '\n').splitlines()
+             if line.strip()]
+    assert [line.split('units', 1)[1].split(' (')[0] for line in lines] == [
+        ', 2 pending', ', 1 running, 1 pending', ', 1 running', ',']
+    assert lines[-1].startswith('100%|##########| 2/2 units, (2/2 done, elapsed ')
+    assert log.getvalue().endswith('\n')
+
+
 def test_a_task_requeued_too_often_marks_its_units_failed(tiny_crosstask, tmp_path, monkeypatch):
     protocol = uniform_protocol(tiny_crosstask)
     runner = ProtocolRunner(protocol, tmp_path, batch_size=64)

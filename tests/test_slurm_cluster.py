@@ -246,7 +246,10 @@ def test_resubmitting_sends_what_is_missing_and_the_rows_equal_the_local_run(sce
     runner, local = scenario['runner'], scenario['local']
     with pytest.raises(SystemExit, match='2 of 6 units did not finish'):
         run_tool(capsys, submit_command(scenario, '--wait'))
-    out = capsys.readouterr().out
+    out, err = capsys.readouterr()
+    # --wait's bar: one line per change, none drawn twice (tqdm redrew each one)
+    bars = [line.strip() for line in err.replace('\r', '\n').splitlines() if ' units' in line]
+    assert bars and all(a != b for a, b in zip(bars, bars[1:])), bars
     record = json.loads((runner.root / 'slurm/submissions.jsonl').read_text().splitlines()[-1])
     assert [[Path(d).parts[-3] + '/' + Path(d).name for d in t['units']]
             for t in record['tasks']] == [['Broken/seed0', 'PKG_uniform_emissions/seed1'],

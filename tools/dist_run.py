@@ -6,9 +6,38 @@ above) instead of torchrun's traceback of its launcher and failure table.
     python tools/dist_run.py --nproc_per_node=2 tools/train.py CONFIG --launcher pytorch
 """
 import logging
+import signal
 import sys
 
 from vpn_plugin.errors import tool_main
+
+
+def failure_summary(failures) -> str:
+    """One line for torchrun's ``{rank: ProcessFailure}``: the ranks that failed with an exit
+    status (each printed its own message), the ranks that crashed on a signal (a signal other
+    than torchrun's SIGTERM: nothing of theirs may say why), then those torchrun stopped."""
+    failed, crashed, stopped = [], [], []
+    for rank, failure in sorted(failures.items()):
+        if failure.exitcode >= 0:
+            failed.append(f'rank {rank} (exit status {failure.exitcode})')
+            continue
+        name = signal_name(-failure.exitcode)
+        (stopped if name == 'SIGTERM' else crashed).append(f'rank {rank} ({name})')
+    parts = []
+    if failed:
+        parts.append(f'{", ".join(failed)} failed (each printed its message above)')
+    if crashed:
+        parts.append(f'{", ".join(crashed)} crashed on a signal')
+    if stopped:
+        parts.append(f'stopped by torchrun then: {", ".join(stopped)}')
+    return '; '.join(parts)
+
+
+def signal_name(number: int) -> str:
+    try:
+        return signal.Signals(number).name
+    except ValueError:
+        return f'signal {number}'
 
 
 @tool_main
@@ -20,15 +49,9 @@ def main(argv=None) -> int:
     try:
         run.run(run.parse_args(sys.argv[1:] if argv is None else argv))
     except ChildFailedError as error:
-        failures = sorted(error.failures.items())
-        failed = [f'rank {rank} (exit status {f.exitcode})' for rank, f in failures
-                  if f.exitcode >= 0]
-        stopped = [f'rank {rank} (signal {-f.exitcode})' for rank, f in failures
-                   if f.exitcode < 0]
-        print(f'{error.name}: {", ".join(failed) or "no process"} failed (each printed its message above)'
-              + (f'; stopped by torchrun then: {", ".join(stopped)}' if stopped else ''),
-              file=sys.stderr)
-        return next((f.exitcode for _, f in failures if f.exitcode and f.exitcode > 0), 1)
+        print(f'{error.name}: {failure_summary(error.failures)}', file=sys.stderr)
+        return next((f.exitcode for _, f in sorted(error.failures.items())
+                     if f.exitcode and f.exitcode > 0), 1)
     return 0
 
 

@@ -61,6 +61,22 @@ def distributed(launcher: str):
     return rank, world, device
 
 
+def checked_device(device: str) -> str:
+    """``--device`` as given, refused by name when torch cannot use it here."""
+    try:
+        parsed = torch.device(device)
+    except RuntimeError:
+        raise ValueError(f'--device {device!r} is not a torch device; expected cpu, cuda or '
+                         'cuda:N') from None
+    if parsed.type == 'cuda':
+        count = torch.cuda.device_count() if torch.cuda.is_available() else 0
+        if (parsed.index or 0) >= count:
+            raise ValueError(f'--device {device!r}: this machine has {count} CUDA device(s) '
+                             f'usable by this torch (CUDA build: {torch.version.cuda}); '
+                             'expected cpu' + (f' or cuda:0..{count - 1}' if count else ''))
+    return device
+
+
 def settings_of(args, recipe) -> dict:
     weights = Path(args.weights) if args.weights else None
     return dict(recipe=recipe.as_dict(), network='S3D video_embedding',
@@ -95,7 +111,8 @@ def main(argv=None):
     if not videos:
         raise FileNotFoundError(f'no video file in {args.inputs}')
     rank, world, device = distributed(args.launcher)
-    s3d = load_s3d_for_tool(args.weights, args.random_weights, args.device or device)
+    s3d = load_s3d_for_tool(args.weights, args.random_weights,
+                            checked_device(args.device) if args.device else device)
     extra = dict(usable=np.bool_(not args.random_weights))
     if args.random_weights:
         extra['warning'] = np.str_(RANDOM_WEIGHTS_WARNING)
@@ -122,4 +139,7 @@ def main(argv=None):
 
 
 if __name__ == '__main__':
-    sys.exit(main())
+    from vpn_plugin.compat import exit_distributed_rank
+    status = main()
+    exit_distributed_rank(status)
+    sys.exit(status)

@@ -40,8 +40,8 @@ from vpn_plugin.data_paths import (PATH_VARIABLES, add_cfg_options, add_data_arg
                                    data_path_args, load_config)
 from vpn_plugin.outputs import add_overwrite_argument, check_output
 from vpn_plugin.errors import (NON_NEGATIVE_FLOAT, NON_NEGATIVE_INT, POSITIVE_FLOAT,
-                               POSITIVE_INT, path_argument, text_argument, tool_main,
-                               write_text_atomically)
+                               POSITIVE_INT, path_argument, seed_argument, text_argument,
+                               tool_main, write_text_atomically)
 
 
 def parse_args(argv=None):
@@ -81,7 +81,7 @@ def parse_args(argv=None):
     parser.add_argument('--scope', choices=['task', 'dataset'], default='task',
                         help="taxonomy in the prompt: the window's task or the whole dataset")
     parser.add_argument('--num-examples', type=NON_NEGATIVE_INT, default=5)
-    parser.add_argument('--seed', type=int, default=0, help='example sampling seed')
+    parser.add_argument('--seed', type=seed_argument, default=0, help='example sampling seed')
     parser.add_argument('--temperature', type=NON_NEGATIVE_FLOAT, default=0.0)
     parser.add_argument('--max-tokens', type=POSITIVE_INT, help='reply length limit')
     parser.add_argument('--timeout', type=POSITIVE_FLOAT, default=60.0, help='seconds per request')
@@ -118,6 +118,9 @@ def check_args(parser, args):
         parser.error('--step-config and --step-checkpoint go together')
     if args.anchors_file and args.step_config:
         parser.error('give either --anchors-file or --step-config/--step-checkpoint')
+    if args.save_anchors and not args.step_config:  # it would write nothing, without a word
+        parser.error('--save-anchors writes the step model\'s first/last actions: it needs '
+                     '--step-config/--step-checkpoint')
     if args.vlm and (args.anchors_file or args.step_config):
         parser.error('--vlm identifies the first/last actions itself; drop the step model')
     if args.price_per_1k and (len(args.price_per_1k) > 2 or min(args.price_per_1k) < 0):
@@ -148,9 +151,11 @@ def load_datasets(args):
     check_used_options(args.cfg_options)
     cfg = load_config(args.config, args.cfg_options, **data_path_args(args))
     for key in ('train_dataloader', 'test_dataloader'):
-        if 'dataset' not in cfg.get(key, {}):
-            raise SystemExit(f'{args.config}: needs {key}.dataset (training windows give the '
-                             'examples and the PKG, test windows are planned)')
+        if not isinstance(cfg.get(key), dict) or 'dataset' not in cfg[key]:
+            raise SystemExit(f'{args.config}: {key} = {cfg.get(key)!r}; needs {key}.dataset '
+                             '(training windows give the examples and the PKG, test windows are '
+                             'planned): give a dataset config such as configs/vpn_crosstask_t3.py '
+                             '(an LLM config of configs/llm/ runs through tools/test.py)')
     check_split_disjoint(cfg)  # the examples and the PKG never come from test videos
     print('loading the test windows ...', file=sys.stderr)
     if args.step_config:

@@ -72,7 +72,7 @@ def parse_args(argv=None):
                         'run yet, or failed): their cells are marked and the caption lists '
                         'them')
     parser.add_argument('--title', default='')
-    parser.add_argument('--label', default='', help='LaTeX \\label')
+    parser.add_argument('--label', default='', type=latex_label, help='LaTeX \\label')
     parser.add_argument('--digits', type=NON_NEGATIVE_INT, default=2)
     parser.add_argument('--out', type=path_argument,
                         help='output stem: writes <out>.md and <out>.tex')
@@ -90,6 +90,16 @@ def output_files(args) -> tuple:
     files = stem_files(args.out, ('.md', '.tex'))
     return tuple(check_output(path, kind, '--out', args.results, args.overwrite)
                  for path, kind in zip(files, ('report_markdown', 'report_latex')))
+
+
+def latex_label(text: str) -> str:
+    """An argparse ``type``: a LaTeX ``\\label`` key, written as it is (a brace, backslash,
+    ``%`` or ``#`` would break the .tex file)."""
+    bad = sorted({c for c in text if c in '{}\\%#'})
+    if bad:
+        raise argparse.ArgumentTypeError(f'{text!r} holds {" ".join(bad)}; expected a LaTeX '
+                                         'label key such as tab:results')
+    return text
 
 
 @tool_main

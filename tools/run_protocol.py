@@ -42,7 +42,7 @@ from vpn_plugin.protocol.runner import (ProtocolRunner, UnitsFailedError,  # noq
                                          check_units, expand_units, load_protocol,
                                          with_stages)
 from vpn_plugin.errors import (NON_NEGATIVE_INT, POSITIVE_FLOAT, POSITIVE_INT,  # noqa: E402
-                               path_argument, tool_main)
+                               check_folder_target, path_argument, tool_main)
 
 
 def parse_args(argv=None):
@@ -67,7 +67,8 @@ def parse_args(argv=None):
                         'the --dry-run cost model, at least 1; it changes no result)')
     parser.add_argument('--jobs', type=POSITIVE_INT, default=1,
                         help='runs at once, one process each (pinned to cores / a GPU)')
-    parser.add_argument('--log-level', default='WARNING', help='mmengine log level of each run')
+    parser.add_argument('--log-level', default='WARNING', help='mmengine log level of each run',
+                        choices=('DEBUG', 'INFO', 'WARNING', 'ERROR', 'CRITICAL'))
     parser.add_argument('--dry-run', action='store_true',
                         help='list the runs (config, seed, horizons, epochs, folder, estimated '
                         'time), check their configs and options, and exit')
@@ -143,6 +144,7 @@ def check_launcher_arguments(parser, args, argv) -> None:
 @tool_main
 def main(argv=None):
     args = parse_args(argv)
+    check_folder_target(args.out, 'protocol output folder', 'the work dirs and results', '--out')
     protocol = load_protocol(args.protocol)
     units = expand_units(protocol, seeds=args.seeds, methods=args.methods,
                          horizons=args.horizons)

@@ -13,7 +13,10 @@ folder beside the checkpoint (its run's work dir), never ``work_dirs/<config nam
 be another run's. ``--limit N`` scores N test windows stratified over tasks (those
 ``llm_eval.py --limit N`` plans) and ``--smoke`` the smoke run's (``vpn_plugin/smoke.py``); such
 metrics, and those of a shortened run's checkpoint (``meta['shortened']``, e.g. ``train.py
---smoke``), are marked: a warning line and ``"shortened"`` in ``test_metrics.json``.
+--smoke``), and of a checkpoint whose EMA weights are not the trained ones its config's EMA
+hook asks for (``PlanningRunner.tested_ema_mark``: an EMA that never took the model, a
+checkpoint without EMA state), are marked: a warning line and ``"shortened"`` in
+``test_metrics.json``.
 """
 import argparse
 import json
@@ -21,7 +24,7 @@ import os
 import os.path as osp
 
 import vpn_plugin.compat_applied  # noqa: F401  (compat fixes before configs are parsed)
-from vpn_plugin.compat import shutdown_distributed
+from vpn_plugin.compat import exit_distributed_rank, shutdown_distributed
 from vpn_plugin.data_paths import (add_runner_arguments, data_path_args,
                                   load_config as read_config)
 from vpn_plugin.errors import (POSITIVE_INT, check_file, path_argument, tool_main,
@@ -129,8 +132,9 @@ def require_parameter_free(model, config):
 
 def shortened_reasons(runner) -> str:
     """Why these metrics are not the full test of a full run ('' when they are): the loaded
-    checkpoint's ``meta['shortened']`` and the limited test windows."""
-    reasons = [getattr(runner, 'loaded_shortened', '')]
+    checkpoint's ``meta['shortened']``, EMA weights that are not the trained ones the config
+    asks for (``PlanningRunner.tested_ema_mark``) and the limited test windows."""
+    reasons = [getattr(runner, 'loaded_shortened', ''), getattr(runner, 'tested_ema_mark', '')]
     limited = getattr(runner.test_dataloader.dataset, 'limited', None)
     if limited:
         reasons.append(f'limit={limited[0]} of {limited[1]} test windows')
@@ -173,3 +177,4 @@ def main(argv=None):
 
 if __name__ == '__main__':
     main()
+    exit_distributed_rank()

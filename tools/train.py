@@ -17,12 +17,13 @@ from pathlib import Path
 import torch
 
 import vpn_plugin.compat_applied  # noqa: F401  (compat fixes before configs are parsed)
-from vpn_plugin.compat import shutdown_distributed
+from vpn_plugin.compat import exit_distributed_rank, shutdown_distributed
 from vpn_plugin.data_paths import (add_runner_arguments, data_path_args,
                                   load_config as read_config)
 from vpn_plugin.engine.checkpoint import latest_checkpoint_in
 from vpn_plugin.engine.pre_stage import PRE_STAGE_FILES
-from vpn_plugin.errors import check_file, path_argument, tool_main
+from vpn_plugin.errors import (check_file, check_folder_target, path_argument, seed_argument,
+                               tool_main)
 from vpn_plugin.runner import build_runner
 from vpn_plugin.smoke import smoke_config
 
@@ -42,7 +43,7 @@ def parse_args(argv=None):
     parser.add_argument('--amp', action='store_true', help='mixed precision (needs a GPU)')
     parser.add_argument('--tensorboard', action='store_true',
                         help='also log to TensorBoard (<work-dir>/<timestamp>/vis_data)')
-    parser.add_argument('--seed', type=int, help='random seed (overrides randomness.seed)')
+    parser.add_argument('--seed', type=seed_argument, help='random seed (overrides randomness.seed)')
     parser.add_argument('--deterministic', action='store_true',
                         help='deterministic cuDNN / torch algorithms')
     parser.add_argument('--smoke', action='store_true',
@@ -234,6 +235,7 @@ def main(argv=None):
     args = parse_args(argv)
     cfg = read_config(args.config, args.cfg_options, horizon=args.horizon,
                       **data_path_args(args))
+    check_folder_target(work_dir_of(cfg, args))  # before its lock file is made beside it
     with work_dir_lock(work_dir_of(cfg, args), args.launcher):
         runner = build_runner(apply_args(cfg, args))
         runner.train()
@@ -242,3 +244,4 @@ def main(argv=None):
 
 if __name__ == '__main__':
     main()
+    exit_distributed_rank()

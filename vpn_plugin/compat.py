@@ -8,6 +8,7 @@ checkpoint fix only allow-lists the exact types mmengine checkpoints hold.
 import functools
 import importlib.metadata
 import importlib.util
+import logging
 import os
 import pickle
 import re
@@ -320,6 +321,9 @@ def fix_cpu_ddp_wrapper():
         MODEL_WRAPPERS.register_module(name=CPU_DDP_WRAPPER, module=_cpu_compatible_ddp_class())
 
 
+_SHUT_DOWN_A_GROUP = []  # one entry once shutdown_distributed has destroyed a process group
+
+
 def shutdown_distributed():
     """mmengine 0.10.7 never destroys the process group; gloo ranks exiting apart can abort (SIGABRT).
 
@@ -328,6 +332,25 @@ def shutdown_distributed():
     if torch.distributed.is_available() and torch.distributed.is_initialized():
         torch.distributed.barrier()
         torch.distributed.destroy_process_group()
+        _SHUT_DOWN_A_GROUP.append(True)
+
+
+def exit_distributed_rank(status: int = 0):
+    """End a rank of a finished multi-process run without interpreter finalisation.
+
+    Objects that still hold the destroyed gloo group (DDP's reducer inside the runner, kept by
+    reference cycles) are freed while the interpreter is torn down, where gloo can abort the
+    process ("terminate called without an active exception", SIGABRT) after its work is done,
+    and torchrun then fails the whole run (pytorch/pytorch#179291 describes the teardown). The
+    rank's outputs are written by then: logs and streams are flushed and the process leaves
+    with ``status``. A no-op (returns) when no process group was shut down.
+    """
+    if not _SHUT_DOWN_A_GROUP:
+        return
+    logging.shutdown()
+    for stream in (sys.stdout, sys.stderr):
+        stream.flush()
+    os._exit(status)
 
 
 def is_resuming(runner) -> bool:

@@ -193,12 +193,19 @@ def load_config(path, cfg_options=None, *, data_root=None, feature_dir=None, hor
     return resolve_paths(cfg, data_root=data_root, feature_dir=feature_dir, declared=declared)
 
 
+CONFIG_SUFFIXES = ('.py', '.json', '.yaml', '.yml')  # what mmengine's Config reads
+
+
 def read_config_file(path):
     """``mmengine.Config.fromfile(path)`` with its failures naming the file: ``path`` not a
     regular file, a syntax error (in it or in one of its ``_base_`` files: which one, line),
     a ``_base_`` file that does not exist."""
     from mmengine.config import Config
     check_file(path, 'config file')
+    if Path(path).suffix not in CONFIG_SUFFIXES:  # mmengine: "Only py/yml/yaml/json type ..."
+        raise ValueError(f'config file {path}: a {Path(path).suffix or "name without"} '
+                         f'extension; expected a config ({", ".join(CONFIG_SUFFIXES)}), e.g. '
+                         'configs/vpn_niv_t3.py')
     try:
         return Config.fromfile(str(path))
     except SyntaxError as error:

@@ -199,6 +199,14 @@ POSITIVE_FLOAT = at_least(float, 0.0, strict=True)
 NON_NEGATIVE_FLOAT = at_least(float, 0.0)
 
 
+def seed_argument(text: str) -> int:
+    """An argparse ``type``: a random seed, an integer in [0, 2**32 - 1] (numpy's range)."""
+    value = NON_NEGATIVE_INT(text)
+    if value > 2 ** 32 - 1:
+        raise argparse.ArgumentTypeError(f'{text}: expected an integer in [0, 2**32 - 1]')
+    return value
+
+
 def path_argument(text: str) -> str:
     """An argparse ``type`` for a file or folder flag: an empty string (``--work-dir ''``,
     an unset shell variable) is refused instead of falling back to the default."""
@@ -237,6 +245,46 @@ def path_kind(path) -> str | None:
              (stat.S_ISFIFO, 'a FIFO'), (stat.S_ISCHR, 'a character device'),
              (stat.S_ISBLK, 'a block device'), (stat.S_ISSOCK, 'a socket'))
     return next((name for test, name in kinds if test(mode)), 'not a regular file')
+
+EMPTY_ZIP_MAGIC, ZIP_MAGIC, NPY_MAGIC = b'PK\x05\x06', b'PK\x03\x04', b'\x93NUMPY'
+
+
+def what_the_file_is(path) -> str:
+    """What a file that could not be read as what it should be holds, by its size and first
+    bytes: 'the file is empty (0 bytes)', 'a zip archive (npz, torch.save) with no member',
+    'a text file (it starts with ...)', ...: for messages of readers that failed on it."""
+    try:
+        with open(path, 'rb') as f:
+            head = f.read(512)
+    except OSError as err:
+        return f'the file cannot be opened ({err.strerror})'
+    if not head:
+        return 'the file is empty (0 bytes)'
+    if head.startswith(EMPTY_ZIP_MAGIC):
+        return 'a zip archive (an npz or torch.save file) with no member'
+    if head.startswith(ZIP_MAGIC):
+        return 'a zip archive (an npz or torch.save file), damaged, truncated or of other content'
+    if head.startswith(NPY_MAGIC):
+        return 'a .npy file, damaged, truncated or of other content'
+    if head[:1] == b'\x80' or head.startswith((b'(dp', b'}q')):  # pickle protocols 2-5, 0, 1
+        return 'a pickle, damaged, truncated or of other content'
+    try:
+        head.decode('utf-8')
+    except UnicodeDecodeError as err:
+        if err.start < len(head) - 3:  # not a character cut at the end of the head
+            return f'a binary file of unknown format (it starts with bytes {head[:8]!r})'
+    text = head[:40].decode('utf-8', 'replace')
+    return f'a text file (it starts with {text!r})'
+
+
+def check_folder_target(path, what: str = 'work dir', holds: str = 'the logs and checkpoints',
+                        flag: str = '--work-dir') -> None:
+    """``path``, a folder a run writes into (made when missing), must not be a file: a
+    ``NotADirectoryError`` says what is there (``makedirs`` says only "File exists")."""
+    kind = path_kind(path)
+    if kind not in (None, 'a folder'):
+        raise NotADirectoryError(f'{what} {path} is {kind}; expected a folder (made when missing) '
+                                 f'for {holds}: give another {flag}')
 
 
 def check_file(path, what: str, missing: str | None = None) -> Path:

@@ -44,7 +44,7 @@ def lock_path_of(target) -> Path:
 def exclusive_lock(path, *, wait: bool = True, what: str = ''):
     """Hold an exclusive lock on the lock file ``path`` (module docstring); ``what`` names
     the guarded thing in :class:`LockBusyError`'s message."""
-    path = Path(path).absolute()
+    path = Path(os.path.realpath(path))  # one key per file: 'a/../b' and 'b' are one lock
     depths = _held.__dict__.setdefault('paths', {})
     if depths.get(path):
         depths[path] += 1

@@ -26,7 +26,8 @@ Differences from mmengine's ``Runner``:
 A shortened run (the config's ``shortened``, e.g. a smoke run, ``vpn_plugin/smoke.py``) says so
 in its log and in every checkpoint's ``meta['shortened']``; a resume never mixes a smoke run with
 another run (:meth:`PlanningRunner.load_checkpoint`; a run of fewer epochs may be extended); ``loaded_shortened`` is what the loaded
-checkpoint recorded (``tools/test.py`` marks its metrics).
+checkpoint recorded (``tools/test.py`` marks its metrics), ``tested_ema_mark`` what a test
+found wrong with its EMA weights (:meth:`PlanningRunner.check_tested_ema`).
 
 And three safety rules: a checkpoint is loaded strictly (``load_from``, ``--resume``; a
 config's ``load_partial = True`` opts in to partial loading for fine-tuning) and saved
@@ -50,6 +51,7 @@ from mmengine.model import is_model_wrapper
 from mmengine.runner import Runner
 from mmaction.registry import RUNNERS
 from vpn_plugin.data_paths import apply_horizon, check_config_keys, resolve_paths
+from vpn_plugin.errors import check_folder_target
 
 GPU_ONLY_BACKENDS = ('nccl',)
 # log records that go to the log file only, by the start of their message
@@ -120,6 +122,10 @@ class PlanningRunner(Runner):
     backend it uses and writes (not logs) its config."""
 
     unchecked_checkpoint = ()  # what the loaded checkpoint could not be checked by (load_weights)
+    # a test's mark of a checkpoint whose EMA weights are not the trained ones the config's EMA
+    # hook asks for ('' when they are: engine.ema.scored_ema_note)
+    tested_ema_mark = ''
+    testing = False
 
     @classmethod
     def from_cfg(cls, cfg) -> 'PlanningRunner':
@@ -129,6 +135,7 @@ class PlanningRunner(Runner):
         cfg = resolve_paths(apply_horizon(cfg))
         check_config_entries(cfg, cfg.filename or 'config')
         check_split_disjoint(cfg)  # no test video among the training videos
+        check_folder_target(cfg.work_dir)
         if type(cfg) is Config:
             object.__setattr__(cfg, '__class__', TextCachedConfig)
         cfg.experiment_name = unique_experiment_name(cfg)
@@ -243,6 +250,7 @@ class PlanningRunner(Runner):
         """mmengine's ``test``, its config written to the test's log dir (:meth:`dump_config`)."""
         self.write_config(training=False)
         self.log_shortened()
+        self.testing = True
         return super().test()
 
     def log_shortened(self) -> None:
@@ -269,6 +277,8 @@ class PlanningRunner(Runner):
                              f'shortened={self.cfg.get("shortened") or "none (the full run)"}; '
                              'a smoke run never continues a full run or the reverse: give '
                              'another --work-dir')
+        if self.testing:
+            self.check_tested_ema(checkpoint, filename)
         self.call_hook('after_load_checkpoint', checkpoint=checkpoint)
         model = self.model.module if is_model_wrapper(self.model) else self.model
         partial = bool(self.cfg.get(PARTIAL_LOAD_KEY, False)) if strict is None else not strict
@@ -279,6 +289,16 @@ class PlanningRunner(Runner):
         self._has_loaded = True
         self.logger.info(f'Load checkpoint from {filename}')
         return checkpoint
+
+    def check_tested_ema(self, checkpoint: dict, filename: str) -> None:
+        """A warning and :attr:`tested_ema_mark` when the test scores weights that are not
+        trained EMA weights although the config has an EMA hook (``engine.ema``)."""
+        from mmengine.hooks import EMAHook
+        from vpn_plugin.engine.ema import scored_ema_note
+        hook = next((hook for hook in self.hooks if isinstance(hook, EMAHook)), None)
+        self.tested_ema_mark, warning = scored_ema_note(hook, checkpoint, filename)
+        if warning:
+            self.logger.warning(warning)
 
     def _built_data_meta(self):
         """``metainfo`` of the dataset of the loop that runs (train, else test, else val; a
@@ -324,7 +344,7 @@ def check_config_entries(cfg, where: str) -> None:
     check_config`` run it): model, datasets, hooks, the model's ``pkg`` and the training loop
     name registered types and only options of their classes; ``ValueError`` naming ``where``
     and the entry otherwise."""
-    from mmaction.registry import DATASETS, HOOKS, LOOPS, MODELS, TASK_UTILS
+    from mmaction.registry import DATASETS, HOOKS, LOOPS, METRICS, MODELS, TASK_UTILS
     from vpn_plugin.models.pkg_builder import build_pkg_builder
     cfg = resolve_dataset_references(copy.deepcopy(cfg))
     entries = [('model', MODELS, cfg.model)] if cfg.get('model') else []
@@ -339,8 +359,11 @@ def check_config_entries(cfg, where: str) -> None:
     pkg = (cfg.get('model') or {}).get('pkg')
     if pkg is not None:
         entries.append(('model.pkg', TASK_UTILS, {'type': 'PKGBuilder', **pkg}))
+    entries += [(f'{split}_evaluator', METRICS, evaluator)
+                for split in ('val', 'test') for evaluator in _evaluators(cfg.get(f'{split}_evaluator'))]
     for name, registry, entry in entries:
         _check_arguments(f'{where}: {name}', registry, entry)
+    check_run_numbers(cfg, where)
     if isinstance(cfg.get('model'), dict):
         check_model_numbers(cfg.model, where)
     if pkg is not None:
@@ -348,6 +371,39 @@ def check_config_entries(cfg, where: str) -> None:
             build_pkg_builder(copy.deepcopy(pkg))
         except (ValueError, KeyError, TypeError) as error:
             raise ValueError(f'{where}: model.pkg: {error}') from None
+
+
+def _evaluators(evaluator) -> list:
+    """The metric dicts of an ``*_evaluator`` entry (a dict, or a list of them)."""
+    if isinstance(evaluator, dict) and evaluator.get('type'):
+        return [evaluator]
+    return [e for e in evaluator if isinstance(e, dict)] if isinstance(evaluator, list) else []
+
+
+def check_run_numbers(cfg, where: str) -> None:
+    """The switches ``unchecked_checkpoint`` / ``load_partial`` (True or False), the optimiser's
+    learning rate (a finite number >= 0) and ``randomness.seed`` (an integer in numpy's
+    [0, 2**32 - 1], or None): named, not left to a TypeError inside torch or numpy,
+    or (``lr=inf``) to a training that ends in NaN emissions."""
+    from vpn_plugin.engine.checkpoint import PARTIAL_LOAD_KEY, UNCHECKED_KEY
+    from vpn_plugin.errors import check_bool, check_number
+    for switch in (UNCHECKED_KEY, PARTIAL_LOAD_KEY):  # 'yes' would be read as True
+        if cfg.get(switch) is not None:
+            check_bool(f'{where}: {switch}', cfg[switch])
+    optimizer = (cfg.get('optim_wrapper') or {}).get('optimizer') or {}
+    if isinstance(optimizer, dict) and 'lr' in optimizer:
+        check_number(f'{where}: optim_wrapper.optimizer.lr', optimizer['lr'], low=0)
+    clip = (cfg.get('optim_wrapper') or {}).get('clip_grad') or {}
+    if isinstance(clip, dict) and 'max_norm' in clip:  # a negative one flips every gradient
+        check_number(f'{where}: optim_wrapper.clip_grad.max_norm', clip['max_norm'], low=0,
+                     low_open=True)
+    interval = ((cfg.get('default_hooks') or {}).get('checkpoint') or {}).get('interval')
+    if interval is not None:  # <= 0: at the end only (mmengine's rule)
+        check_number(f'{where}: default_hooks.checkpoint.interval', interval, integer=True)
+    randomness = cfg.get('randomness') or {}
+    if isinstance(randomness, dict):
+        check_number(f'{where}: randomness.seed', randomness.get('seed'), integer=True, low=0,
+                     high=2 ** 32 - 1, optional=True)
 
 
 # model options every planner reads the same way: counts and sizes (integers >= 1), dropout
@@ -427,7 +483,7 @@ def build_runner(cfg) -> Runner:
     """The config's ``runner_type`` from ``RUNNERS`` (as MMAction2's tools do), else ``Runner``;
     a config without a model (an empty file) is refused naming it."""
     model = cfg.get('model')
-    if model is None or (isinstance(model, dict) and not model.get('type')):
+    if not isinstance(model, dict) or not model.get('type'):
         raise ValueError(f'{cfg.filename or "config"}: model = {model!r}; expected a model '
                          "dict with a type (an empty config? inherit a model, e.g. _base_ = "
                          "['configs/_base_/models/vpn.py'], or start from a config of configs/)")

@@ -57,9 +57,15 @@ def limit_test_windows(cfg, count: int) -> None:
 
 def smoke_config(cfg, test_windows: int = SMOKE['test_windows']):
     """Shorten ``cfg`` in place into a smoke run (module docstring); returns it."""
+    from vpn_plugin.errors import check_number
     where = cfg.filename or 'config'
     config_epochs = (cfg.get('train_cfg') or {}).get('max_epochs')
+    if config_epochs is not None:  # recorded in every output as "(config: N epochs)"
+        check_number(f'{where}: train_cfg.max_epochs', config_epochs, integer=True, low=1)
     if cfg.get('train_cfg'):
+        batch_size = cfg.train_dataloader.get('batch_size')
+        check_number(f'{where}: train_dataloader.batch_size', batch_size, integer=True, low=1,
+                     optional=True)  # "(0 or 8)" below would read 0 as unset, int(1.5) as 1
         cfg.train_cfg.max_epochs = 1
         cfg.train_cfg.val_interval = 1
         loader = cfg.train_dataloader

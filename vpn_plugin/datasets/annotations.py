@@ -169,7 +169,13 @@ def count_suspicious(videos: Sequence[VideoAnnotation], taxonomy: Taxonomy,
 
 
 def check_crosstask_taxonomy(taxonomy: Taxonomy, tasks_primary: dict) -> None:
-    """CSV step numbers index the task's actions: the taxonomy must list every step."""
+    """CSV step numbers index the task's actions: the taxonomy must list every step (and
+    tasks_primary.txt must list every task of the taxonomy, else the check skips it)."""
+    missing = [key for key in taxonomy.task_keys if key not in tasks_primary]
+    if missing:
+        raise ValueError(f'tasks_primary.txt lists {len(tasks_primary)} tasks and not the '
+                         f'task(s) {missing[:5]} of {taxonomy.path}; expected every task of the '
+                         'taxonomy (a truncated file?)')
     for k, key in enumerate(taxonomy.task_keys):
         if key in tasks_primary and len(tasks_primary[key][1]) != len(taxonomy.task_actions[k]):
             raise ValueError(
@@ -191,9 +197,13 @@ def read_video_list(path, taxonomy: Taxonomy) -> List[dict]:
     for i, entry in enumerate(entries):
         if isinstance(entry, dict) and 'vid' in entry and 'task' in entry:
             check_fields(entry, VIDEO_LIST_FIELDS[0], f'{path}: entry {i}')
+            if not isinstance(entry['vid'], str) or not entry['vid']:  # null: '<task>_None.csv'
+                raise ValueError(f'{path}: entry {i}: field "vid" = {entry["vid"]!r}; expected '
+                                 'the video id (a non-empty string)')
             task = _task_of(path, f'entry {i}: field "task"', entry['task'], taxonomy)
             stem = f"{entry['task']}_{entry['vid']}"
-            videos.append(dict(vid=str(entry['vid']), task=task, feature=stem))
+            videos.append(dict(vid=str(entry['vid']), task=task, feature=stem, entry=i,
+                               **({'length': entry['length']} if 'length' in entry else {})))
         elif isinstance(entry, dict) and 'feature' in entry and 'task_id' in entry:
             check_fields(entry, VIDEO_LIST_FIELDS[1], f'{path}: entry {i}')
             stem = Path(str(entry['feature'])).stem
@@ -215,6 +225,20 @@ def _refuse_duplicate_videos(path, stems) -> None:
                          f'{first} ({len(repeated)} repeated entries); expected each video once')
 
 
+def check_listed_length(video_list, entry: dict, csv_path, rows: int) -> None:
+    """A CrossTask video list's ``length`` (its steps) must be the rows of the video's CSV
+    (all 2,748 official entries agree): a CSV that lost rows would give fewer windows."""
+    if 'length' not in entry:
+        return
+    length = entry['length']
+    if isinstance(length, bool) or not isinstance(length, int) or length != rows:
+        raise BadVideoError(entry['vid'], 'steps not as listed',
+                            f'{video_list}: entry {entry["entry"]} (vid {entry["vid"]}): '
+                            f'field "length" = {length!r}, but {csv_path} has {rows} step rows; '
+                            'expected the number of rows of its CSV (a truncated CSV, or the '
+                            'list of another release?)')
+
+
 def crosstask_videos(video_list, annotation_dir, taxonomy: Taxonomy, tasks_primary=None,
                      warnings: Optional[AnnotationWarnings] = None
                      ) -> Tuple[List[VideoAnnotation], List[BadVideoError]]:
@@ -226,6 +250,7 @@ def crosstask_videos(video_list, annotation_dir, taxonomy: Taxonomy, tasks_prima
         csv_path = Path(annotation_dir) / f"{entry['feature']}.csv"
         try:
             steps = read_crosstask_csv(csv_path, taxonomy, entry['task'], entry['vid'])
+            check_listed_length(video_list, entry, csv_path, len(steps))
             check_step_order(csv_path, entry['vid'], 'rows', [s for s, _, _ in steps], warnings)
         except BadVideoError as err:
             bad.append(err)
@@ -371,6 +396,12 @@ def _coin_step(path, where, vid, step, task, taxonomy) -> Tuple[float, float, in
     where = f'{where} (field "id" = {raw!r}: action id {action} = COIN id - 1)'
     _check_step(path, vid, where, start, end, action, taxonomy)
     _check_action_task(path, vid, where, action, task, taxonomy)
+    label = step.get('label')  # COIN's own name of the step: all 39,409 agree with the taxonomy
+    if label is not None and label != taxonomy.action_names[action]:
+        raise BadVideoError(vid, 'step label contradicts its id',
+                            f'{path}: {where} (vid {vid}): field "label" = {label!r}, but action '
+                            f'{action} of {taxonomy.path} is {taxonomy.action_names[action]!r}; '
+                            'expected the name of its id (an edited id or label?)')
     return float(start), float(end), action
 
 

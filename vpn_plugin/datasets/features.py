@@ -23,10 +23,9 @@ import numpy as np
 from .annotations import BadVideoError
 from .safe_pickle import RefusedGlobalError, safe_load
 from .validation import check_real_floats
-from vpn_plugin.errors import path_kind, tool_command
+from vpn_plugin.errors import NPY_MAGIC, ZIP_MAGIC, path_kind, tool_command, what_the_file_is
 
 FEATURE_KEY = 'frames_features'
-NPY_MAGIC, ZIP_MAGIC = b'\x93NUMPY', b'PK\x03\x04'
 SYNTHETIC_DATASETS = ('crosstask', 'niv', 'coin')
 
 
@@ -141,16 +140,29 @@ def read_feature_record(path, vid: str = '', frames_only: bool = False) -> dict:
                 return _read_npz(f, frames_only)
             content = _read_npy(f) if head == NPY_MAGIC else safe_load(f)
     except RefusedGlobalError as err:
+        if err.global_name.startswith('persistent id'):  # no feature file has one: garbage,
+            raise BadVideoError(vid, 'unreadable feature file',  # or a legacy torch.save file
+                                f'cannot read {path}: {what_the_file_is(path)} (read as a '
+                                f'pickle it asks for a {err.global_name}, as only torch.save '
+                                f'files do); expected {EXPECTED_LAYOUTS}') from err
         raise BadVideoError(vid, 'unsafe feature file',
                             f'{path}: {err}; the file was not read') from err
     except Exception as err:  # zip, pickle, numpy format and OS errors of a damaged file
-        raise BadVideoError(vid, 'unreadable feature file', f'cannot read {path}: {err!r}') from err
+        raise BadVideoError(vid, 'unreadable feature file',
+                            f'cannot read {path}: {what_the_file_is(path)} ({err!r}); expected '
+                            f'{EXPECTED_LAYOUTS}') from err
     return _as_record(content, path, vid)
 
 
+TORCH_LEGACY_MAGIC = 0x1950a86a20f9469cfc6c  # torch.serialization's MAGIC_NUMBER
+EXPECTED_LAYOUTS = (f'a .npy array (seconds, D), an npz archive with "{FEATURE_KEY}" or a '
+                    f'pickled dict with "{FEATURE_KEY}"')
 def _read_npz(f, frames_only: bool) -> dict:
     with zipfile.ZipFile(f) as archive:
         members = [n for n in archive.namelist() if n.endswith('.npy')]
+        if not members:  # e.g. a torch.save file (data.pkl, data/0, ...)
+            raise ValueError(f'a zip archive without .npy members (it holds '
+                             f'{archive.namelist()[:5]}: a torch.save file?)')
         if frames_only and f'{FEATURE_KEY}.npy' in members:
             members = [f'{FEATURE_KEY}.npy']
         record = {}
@@ -185,6 +197,10 @@ def _as_record(content, path, vid) -> dict:
         return {str(k): v for k, v in content.items()}
     if isinstance(content, np.ndarray):
         return {FEATURE_KEY: content}
+    if isinstance(content, int) and content == TORCH_LEGACY_MAGIC:  # a legacy torch.save file
+        raise BadVideoError(vid, 'unreadable feature file',
+                            f'{path}: a torch.save file (legacy format); expected '
+                            f'{EXPECTED_LAYOUTS}')
     raise BadVideoError(vid, 'unreadable feature file',
                         f'{path}: holds a {type(content).__name__}; expected a dict with '
                         f'"{FEATURE_KEY}" or an array (seconds, D)')

@@ -116,11 +116,12 @@ def _relabel(windows: Optional[Sequence[Window]], videos: Optional[Sequence[Vide
     return windows, videos
 
 
-def source_windows(dataset_cfg: dict) -> Tuple[Taxonomy, List[Window],
-                                               Optional[List[VideoAnnotation]]]:
+def source_windows(dataset_cfg: dict, warnings=None) -> Tuple[Taxonomy, List[Window],
+                                                              Optional[List[VideoAnnotation]]]:
     """(taxonomy, every window of the source in its order, videos or None) of a
     ``PlanningDataset`` config dict (no features read, no validation hold-out). Bad videos
-    raise their error, or are left out with ``skip_bad_videos=True``."""
+    raise their error, or are left out with ``skip_bad_videos=True``; ``warnings``
+    (``validation.AnnotationWarnings``) counts what is merely suspicious."""
     horizon = int(dataset_cfg['horizon'])
     path = source_path(dataset_cfg['data_root'], dataset_cfg['taxonomy'], horizon)
     if not path.exists():
@@ -130,7 +131,8 @@ def source_windows(dataset_cfg: dict) -> Tuple[Taxonomy, List[Window],
     taxonomy = load_taxonomy(path)
     windows, videos, bad = read_source(
         dataset_cfg['data_root'], taxonomy, horizon,
-        **{k: dataset_cfg[k] for k in SOURCE_KEYS if dataset_cfg.get(k) is not None})
+        **{k: dataset_cfg[k] for k in SOURCE_KEYS if dataset_cfg.get(k) is not None},
+        warnings=warnings)
     if bad and not dataset_cfg.get('skip_bad_videos'):
         raise bad[0]
     if videos is None:  # a window file: drop every window of a bad video

@@ -9,12 +9,15 @@ COIN: slid over ``annotations/coin_train_70.json``); test = the official windows
 ``annotations/coin_test_30.json``, which gives the authors' test windows).
 PKG coverage = % of test windows all of whose transitions are edges of the PKG counted on
 the train windows (``None``, shown "-", without train or test windows at that horizon) (``vpn_plugin.core.build_pkg(count_mode='window')`` / ``pkg_coverage``).
+What the dataset keeps but counts as suspicious (a video without steps, duplicate windows,
+steps out of order: ``validation.AnnotationWarnings``) is in each row's ``warnings`` and
+printed below the table, as a training's log says it.
 """
 from typing import List
 
 from ..core import build_pkg, pkg_coverage
 from .sources import config_dataset, dataset_config, source_windows
-from .validation import check_disjoint
+from .validation import AnnotationWarnings, check_disjoint
 
 
 def window_statistics(dataset: str = None, data_root=None, horizons=(3, 4, 5, 6),
@@ -29,8 +32,9 @@ def window_statistics(dataset: str = None, data_root=None, horizons=(3, 4, 5, 6)
     rows = []
     for horizon in horizons:
         train_set, test_set = split_dataset('train', horizon), split_dataset('test', horizon)
-        taxonomy, train, _ = source_windows(train_set)
-        _, test, _ = source_windows(test_set)
+        warnings = {'train': AnnotationWarnings(), 'test': AnnotationWarnings()}
+        taxonomy, train, _ = source_windows(train_set, warnings['train'])
+        _, test, _ = source_windows(test_set, warnings['test'])
         check_disjoint({w.feature for w in train}, {w.feature for w in test},
                        f'T={horizon}: {_source_name(train_set)} (train) and '
                        f'{_source_name(test_set)} (test)')
@@ -46,7 +50,8 @@ def window_statistics(dataset: str = None, data_root=None, horizons=(3, 4, 5, 6)
             actions=taxonomy.num_actions, tasks=taxonomy.num_tasks,
             actions_seen=len({a for w in train + test for a in w.steps}),
             tasks_seen=len({w.task for w in train + test}),
-            pkg_coverage=coverage))
+            pkg_coverage=coverage,
+            warnings={split: warned.summary() for split, warned in warnings.items() if warned}))
     return rows
 
 
@@ -69,4 +74,6 @@ def format_table(dataset: str, rows: List[dict]) -> str:
     lines = [f'{dataset}', ' | '.join(header)]
     lines += [' | '.join(f'{"-" if row[k] is None else row[k]:>{len(h)}}'
                          for k, h in zip(keys, header)) for row in rows]
+    lines += [f'WARNING T={row["horizon"]} {split}: {summary} (kept)'
+              for row in rows for split, summary in row.get('warnings', {}).items()]
     return '\n'.join(lines)

@@ -17,7 +17,7 @@ from mmengine.hooks import EMAHook
 from mmaction.registry import HOOKS
 
 from .pdpp_training import check_ema_settings
-from .ema import copy_frozen_and_buffers, log_short_run, sync_pre_stages
+from .ema import ScheduledEMAHook, copy_frozen_and_buffers, sync_pre_stages
 
 
 @torch.no_grad()
@@ -36,7 +36,7 @@ def ema_update(ema: torch.nn.Module, model: torch.nn.Module, step: int, decay: f
 
 
 @HOOKS.register_module()
-class CEFITOEMAHook(EMAHook):
+class CEFITOEMAHook(ScheduledEMAHook, EMAHook):
     """Official CEFITO EMA (module docstring): ``decay``, ``start_step``, ``update_every``."""
 
     def __init__(self, decay: float = 0.995, start_step: int = 400, update_every: int = 10):
@@ -44,12 +44,15 @@ class CEFITOEMAHook(EMAHook):
         super().__init__(momentum=1 - decay, interval=1, update_buffers=False)
         self.decay, self.start_step, self.update_every = decay, start_step, update_every
 
+    def schedule(self) -> dict:
+        every = self.update_every  # ema_update: the first multiple >= start_step averages
+        return dict(first_copy=every, every=every,
+                    averages_from=-(-self.start_step // every) * every)
+
     def before_train(self, runner) -> None:
         super().before_train(runner)
         sync_pre_stages(self)
-        every = self.update_every  # ema_update: the first multiple >= start_step averages
-        log_short_run('CEFITOEMAHook', runner.max_iters, every, every,
-                      -(-self.start_step // every) * every)
+        self.log_short_run(runner)
 
     def after_train_iter(self, runner, batch_idx, data_batch=None, outputs=None) -> None:
         ema_update(self.ema_model.module, self.src_model, runner.iter + 1, self.decay,

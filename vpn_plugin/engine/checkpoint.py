@@ -40,12 +40,20 @@
   falls back to the newest complete checkpoint of the work dir when ``last_checkpoint`` is
   missing, empty or names a deleted file (and says so), and :func:`remove_partial_files`
   removes a dead writer's ``.<name>.<pid>.partial`` files.
+* An EMA checkpoint stores each tensor once: mmengine's ``EMAHook`` writes the EMA weights as
+  ``state_dict`` and the model's own as ``ema_state_dict`` (``module.<key>``), which repeats
+  every tensor the two share (a frozen pre-stage such as KEPP's step model, the whole model
+  while the EMA only copies it: a smoke run). :func:`share_ema_tensors` (PDPP's and CEFITO's
+  EMA hooks) leaves those out of ``ema_state_dict`` and lists them under
+  :data:`SHARED_EMA_KEY`; :func:`read_checkpoint` puts them back, so every reader (a resume
+  included) sees mmengine's layout.
 """
 from __future__ import annotations
 
 import logging
 import math
 import os
+import pickle
 import re
 from collections import OrderedDict
 from pathlib import Path
@@ -53,12 +61,13 @@ from typing import Optional
 
 import torch
 
-from ..errors import check_file, replace_atomically
+from ..errors import check_file, replace_atomically, what_the_file_is
 
 PARTIAL_LOAD_KEY = 'load_partial'  # top-level config variable: the opt-in for partial loading
 UNCHECKED_KEY = 'unchecked_checkpoint'  # top-level config variable: score a checkpoint that
 #                                         records no dataset meta / text features (warned, marked)
 MODULE_PREFIX = r'^module\.'       # what model wrappers (DDP) add to every key
+SHARED_EMA_KEY = 'ema_state_dict_shared'  # state_dict keys left out of ema_state_dict (equal)
 SHOWN = 8                          # keys listed per kind of mismatch
 
 
@@ -82,13 +91,58 @@ def read_checkpoint(filename, map_location='cpu', logger='current') -> dict:
         check_file(name, 'checkpoint')  # a folder, a FIFO, /dev/zero: named as such
     try:
         checkpoint = _load_checkpoint(name, map_location=map_location, logger=logger)
-    except (RuntimeError, EOFError, OSError, ValueError) as error:
-        raise ValueError(f'cannot read checkpoint {name}: {error} (a truncated or damaged '
-                         'file, or not a torch checkpoint)') from error
+    except pickle.UnpicklingError:  # vpn_plugin.compat's messages: refused globals, not a pickle
+        raise
+    except Exception as error:  # torch's zip, pickle and OS errors (KeyError of a text file)
+        found = what_the_file_is(name) if '://' not in name else 'a remote file'
+        raise ValueError(f'cannot read checkpoint {name}: {found} ({error!r}); expected a '
+                         'complete torch checkpoint (.pth written by torch.save or an mmengine '
+                         'Runner)') from error
     if not isinstance(checkpoint, dict):
         raise ValueError(f'checkpoint {name} holds a {type(checkpoint).__name__}; expected a '
                          "dict (an mmengine checkpoint with 'state_dict', or a state dict)")
+    if not isinstance(checkpoint.get('meta', {}), dict):
+        raise ValueError(f'checkpoint {name}: "meta" is a {type(checkpoint["meta"]).__name__}; '
+                         'expected a dict (what tools/train.py records: dataset_meta, ...)')
+    restore_shared_ema(checkpoint, name)
     return checkpoint
+
+
+def share_ema_tensors(checkpoint: dict) -> None:
+    """Leave out of ``checkpoint['ema_state_dict']`` every ``module.<key>`` tensor equal to
+    ``state_dict[key]`` (same dtype, shape and values), listing the keys under
+    :data:`SHARED_EMA_KEY` (module docstring)."""
+    state, ema = checkpoint.get('state_dict'), checkpoint.get('ema_state_dict')
+    if not isinstance(state, dict) or not isinstance(ema, dict):
+        return
+    shared = [key for key, value in state.items()
+              if torch.is_tensor(value) and same_tensor(ema.get(f'module.{key}'), value)]
+    for key in shared:
+        del ema[f'module.{key}']
+    if shared:
+        checkpoint[SHARED_EMA_KEY] = shared
+
+
+def same_tensor(a, b) -> bool:
+    return (torch.is_tensor(a) and torch.is_tensor(b) and a.dtype == b.dtype
+            and a.shape == b.shape and torch.equal(a, b))
+
+
+def restore_shared_ema(checkpoint: dict, source: str) -> None:
+    """Put the tensors :func:`share_ema_tensors` left out back into ``ema_state_dict`` (one
+    found there, put back by hand, is kept; without an ``ema_state_dict`` there is nothing to
+    restore)."""
+    shared = checkpoint.pop(SHARED_EMA_KEY, None)
+    state, ema = checkpoint.get('state_dict'), checkpoint.get('ema_state_dict')
+    if shared is None or ema is None:
+        return
+    if not isinstance(state, dict) or not isinstance(ema, dict) or not isinstance(
+            shared, list) or not all(isinstance(key, str) and key in state for key in shared):
+        raise ValueError(f'checkpoint {source}: ema_state_dict_shared must list keys of its '
+                         'state_dict beside an ema_state_dict (the tensors the two share); '
+                         'a damaged or hand-edited file')
+    for key in shared:
+        ema.setdefault(f'module.{key}', state[key])
 
 
 def state_dict_of(checkpoint: dict, source: str = 'checkpoint') -> 'OrderedDict[str, object]':
@@ -263,6 +317,11 @@ def load_weights(model, checkpoint: dict, source: str, *, partial: bool = False,
             found = tuple(value.shape) if torch.is_tensor(value) else type(value).__name__
             wrong[key] = (found, tuple(expected[key].shape))
             del state[key]
+        elif key in expected and expected[key].is_floating_point() and \
+                not value.is_floating_point():  # copied as is, 0.37 would become 0
+            wrong[key] = (f'{tuple(value.shape)} {value.dtype}',
+                          f'{tuple(expected[key].shape)} {expected[key].dtype}')
+            del state[key]
     keys, other = _load_fitting(model, state, wrong)
     missing = [key for key in keys.missing_keys if key not in wrong]  # listed with shapes
     problems = '; '.join(filter(None, [mismatch_text(missing, keys.unexpected_keys, wrong),
@@ -338,8 +397,8 @@ SIZE_MISMATCH = re.compile(r'size mismatch for (\S+): copying a param with shape
 
 
 def mismatch_text(missing, unexpected, wrong: dict) -> str:
-    """'missing keys [...]; unexpected keys [...]; other shapes: key: (a) in the checkpoint,
-    (b) in the model, ...' ('' when everything fits)."""
+    """'missing keys [...]; unexpected keys [...]; other shapes or dtypes: key: (a) in the
+    checkpoint, (b) in the model, ...' ('' when everything fits)."""
     parts = []
     if missing:
         parts.append(f'missing keys {_listed(missing)}')
@@ -348,7 +407,7 @@ def mismatch_text(missing, unexpected, wrong: dict) -> str:
     if wrong:
         shapes = [f'{key}: {found} in the checkpoint, {shape} in the model'
                   for key, (found, shape) in wrong.items()]
-        parts.append('other shapes: ' + '; '.join(shapes[:SHOWN])
+        parts.append('other shapes or dtypes: ' + '; '.join(shapes[:SHOWN])
                      + (f' (and {len(shapes) - SHOWN} more)' if len(shapes) > SHOWN else ''))
     return '; '.join(parts)
 

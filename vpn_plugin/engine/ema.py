@@ -10,6 +10,10 @@ checkpoints that cannot be tested. :func:`sync_pre_stages` copies the frozen par
 the buffers of the model into the EMA copy once the pre-stages ran: the official code trains
 its task classifier and step model in scripts of their own before the EMA is made, so its EMA
 starts from them too.
+
+A run shorter than the EMA's first copy is allowed (as in the official code) and said: before
+training (:func:`log_short_run`) and by every test of its checkpoints (:func:`scored_ema_note`,
+from the schedule each checkpoint records: :class:`ScheduledEMAHook`).
 """
 from __future__ import annotations
 
@@ -73,3 +77,69 @@ def log_short_run(hook: str, steps: int, first_copy: int, every: int,
     if note:
         untrained, text = note
         print_log(text, logger='current', level=logging.WARNING if untrained else logging.INFO)
+
+
+def untrained_ema_note(hook: str, steps: int, first_copy: int, every: int,
+                       averages_from: int) -> str:
+    """The short mark of EMA weights that never took the model (a run of ``steps`` optimiser
+    steps, fewer than ``first_copy``: :func:`short_run_note`), '' when they took it."""
+    note = short_run_note(hook, steps, first_copy, every, averages_from)
+    if not note or not note[0]:
+        return ''
+    return (f'EMA weights untrained ({hook}: {steps} training steps, fewer than the '
+            f'{first_copy} after which the EMA first takes the model)')
+
+
+class ScheduledEMAHook:
+    """What PDPP's and CEFITO's EMA hooks share (mixed in before mmengine's ``EMAHook``): a
+    :meth:`schedule` (when the EMA first copies the model, how often, from which step it
+    averages), logged before training when the run is shorter than its averaging start, and
+    written into every checkpoint's ``meta['ema_schedule']``, which a test reads to say
+    whether the EMA weights it scores ever took the trained model (:func:`scored_ema_note`);
+    tensors the EMA and the model share are saved once (``checkpoint.share_ema_tensors``)."""
+
+    def schedule(self) -> dict:
+        """``dict(first_copy=, every=, averages_from=)`` in 1-based optimiser steps."""
+        raise NotImplementedError
+
+    def log_short_run(self, runner) -> None:
+        log_short_run(type(self).__name__, runner.max_iters, **self.schedule())
+
+    def before_save_checkpoint(self, runner, checkpoint: dict) -> None:
+        from .checkpoint import share_ema_tensors
+        super().before_save_checkpoint(runner, checkpoint)
+        checkpoint.setdefault('meta', {})['ema_schedule'] = dict(
+            hook=type(self).__name__, **self.schedule())
+        share_ema_tensors(checkpoint)  # each tensor once in the file
+
+
+def scored_ema_note(hook, checkpoint: dict, source: str) -> tuple:
+    """Why a test of ``checkpoint`` under a config with the EMA ``hook`` (None: no EMA) does
+    not score trained EMA weights: ``(mark, warning)``, ``('', '')`` when it does.
+
+    * the checkpoint holds no ``ema_state_dict`` (written without an EMA): its ``state_dict``,
+      the raw model, is scored where the config asks for EMA weights;
+    * its run stopped before the EMA first took the model (``meta['iter']`` steps against the
+      schedule that wrote it, ``meta['ema_schedule']``; the config's hook's for a checkpoint
+      written before it was recorded): the EMA weights are the initial ones.
+    """
+    if hook is None:
+        return '', ''
+    name = type(hook).__name__
+    if 'ema_state_dict' not in checkpoint:
+        return (f'no EMA weights ({name}: checkpoint without ema_state_dict)',
+                f'{name} asks for EMA weights, but checkpoint {source} holds no '
+                'ema_state_dict (written by a run without an EMA): the weights tested are its '
+                'state_dict, the raw model, not an EMA of it')
+    meta = checkpoint.get('meta') or {}
+    recorded = meta.get('ema_schedule') or (
+        dict(hook=name, **hook.schedule()) if isinstance(hook, ScheduledEMAHook) else None)
+    if not isinstance(meta.get('iter'), int) or not recorded:
+        return '', ''  # mmengine's own EMAHook: no schedule to compare with
+    schedule = dict(recorded)
+    hook_name = schedule.pop('hook')
+    mark = untrained_ema_note(hook_name, meta['iter'], **schedule)
+    if not mark:
+        return '', ''
+    _, text = short_run_note(hook_name, meta['iter'], **schedule)
+    return mark, f'checkpoint {source}: {text}'

@@ -33,6 +33,7 @@ from vpn_plugin.datasets.planning_dataset import planning_collate
 from vpn_plugin.models.base_planner import check_finite_loss
 from vpn_plugin.models.kepp import KEPP
 
+from .checkpoint import check_finite
 from .pdpp_training import EpochCurve, to_device
 from .pre_stage import (DATA_KEYS, STEP_FILE, check_identity, data_identity, save_pre_stage,
                         stage_progress)
@@ -56,6 +57,7 @@ def load_step_model(path, model: KEPP, expected: dict, settings=None) -> dict:
     except Exception as error:  # noqa: BLE001  (any unreadable file: say which)
         raise ValueError(f'{path}: not a KEPP step model saved by KEPPStepModelHook '
                          f'({type(error).__name__}: {error})') from None
+    check_finite(state, f'{path} (the saved step model)')
     keys = DATA_KEYS + tuple(sorted(settings or {}))
     check_identity(path, WHAT, {**identity, **(saved.get('settings') or {})},
                    {**expected, **(settings or {})}, keys)

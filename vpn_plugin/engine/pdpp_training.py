@@ -38,7 +38,8 @@ from vpn_plugin.errors import check_number
 from vpn_plugin.models.base_planner import check_finite_loss
 from vpn_plugin.models.pdpp import PDPPDiffusion, TaskClassifier, observation_pair
 
-from .ema import log_short_run, sync_pre_stages
+from .checkpoint import check_finite
+from .ema import ScheduledEMAHook, sync_pre_stages
 from .pre_stage import (CLASSIFIER_FILE, DATA_KEYS, check_identity, data_identity,
                         save_pre_stage, stage_progress)
 
@@ -128,7 +129,7 @@ def check_ema_settings(hook: str, decay, start_step, **every) -> None:
 
 
 @HOOKS.register_module()
-class PDPPEMAHook(EMAHook):
+class PDPPEMAHook(ScheduledEMAHook, EMAHook):
     """mmengine's ``EMAHook`` with the official PDPP ``Trainer`` schedule (module docstring).
 
     At step s (0-based) with s % interval == 0: s < start_step copies the model into the EMA;
@@ -147,11 +148,14 @@ class PDPPEMAHook(EMAHook):
                          begin_iter=start_step - interval + 1)
         self.interval = interval
 
+    def schedule(self) -> dict:
+        # copies after steps 1, 1 + interval, ... (1-based); averages from start_step + 1
+        return dict(first_copy=1, every=self.interval,
+                    averages_from=self.begin_iter + self.interval)
+
     def before_train(self, runner) -> None:
         sync_pre_stages(self)  # the pre-stages' weights and flags (engine/ema.py)
-        # copies after steps 1, 1 + interval, ... (1-based); averages from start_step + 1
-        log_short_run('PDPPEMAHook', runner.max_iters, 1, self.interval,
-                      self.begin_iter + self.interval)
+        self.log_short_run(runner)
 
     def after_train_iter(self, runner, batch_idx, data_batch=None, outputs=None) -> None:
         if self._ema_started(runner) or runner.iter % self.interval == 0:
@@ -273,6 +277,7 @@ def load_classifiers(path: Path, modules: dict, expected: dict) -> None:
         raise ValueError(f'{path} holds no task classifier for {missing}; it has '
                          f'{sorted(saved.get("state_dicts", {}))}: delete it to retrain')
     for name, head in heads.items():
+        check_finite(saved['state_dicts'][name], f'{path} (the saved {name})')
         try:
             head.load_state_dict(saved['state_dicts'][name])
         except RuntimeError as error:

@@ -38,10 +38,12 @@ from mmengine.model import BaseModel
 from mmaction.structures import ActionDataSample
 
 from .. import core
-from ..errors import check_numbers
+from ..errors import check_number, check_numbers
 from .pkg_builder import build_pkg_builder
 
 FORWARD_MODES = ('loss', 'predict', 'tensor')
+# (N, N) float64 matrices of 16 GiB at most (COIN, the largest taxonomy here, has 778 actions)
+MAX_ACTIONS = 46_340
 # data_samples key -> ActionDataSample field of the ground truth copied into each result
 TRUTH_FIELDS = (('plan', 'gt_plan'), ('task', 'gt_task'), ('index', 'sample_idx'))
 
@@ -74,6 +76,8 @@ class BasePlanner(BaseModel):
                  data_preprocessor: Optional[dict] = None):
         super().__init__(data_preprocessor=data_preprocessor)
         check_numbers(dict(num_actions=num_actions, horizon=horizon), integer=True, low=1)
+        # the planner holds (N, N) transition matrices: a count past MAX_ACTIONS is no taxonomy
+        check_number('model.num_actions', num_actions, integer=True, high=MAX_ACTIONS)
         self.num_actions, self.horizon = num_actions, horizon
         self.pkg_builder = build_pkg_builder(pkg)
         self.register_buffer('log_transitions',

@@ -25,6 +25,7 @@ The paper counts the plan U-Net (42,184,335 at CrossTask N=133, D=1536); the ste
 (41,843,589) is ``counted_apart`` and logged beside it.
 Shapes: B batch, T horizon, N actions, D observation dim.
 """
+import os
 from typing import Dict, Optional
 
 import numpy as np
@@ -66,6 +67,7 @@ class KEPPDiffusion(DiffusionModel):
                  middle_weight: float, zero_middle: bool, sampling_seed: int, stream: int):
         super().__init__()
         self.check_horizon('KEPP', horizon, dim_mults)
+        self.check_inputs('KEPP', feature_dim, sampling_seed)
         self.feature_dim, self.num_actions, self.horizon = feature_dim, num_actions, horizon
         self.condition_dim = condition_dim
         self.endpoint_weight, self.middle_weight = endpoint_weight, middle_weight
@@ -189,6 +191,31 @@ def check_graph_taxonomy(graph: kepp_paths.KEPPGraph, taxonomy, path) -> None:
                          'this dataset')
 
 
+def check_saved_graph(state_dict, prefix: str, counted: bool) -> None:
+    """A checkpoint's graph buffers agree with each other: an edge (a successor rank) has a
+    weight in (0, 1] and a non-edge none, and a graph counted on training videos has each
+    node's out-weights summing to 1 (released graphs are used as they are). An edited or
+    damaged graph would change every retrieved path without a word."""
+    weights, successors = (state_dict.get(prefix + name) for name in
+                           ('graph_weights', 'graph_successor_rank'))
+    if weights is None or successors is None or weights.shape != successors.shape:
+        raise ValueError('KEPP: the checkpoint holds graph_node_rank but no graph_weights / '
+                         'graph_successor_rank of one shape: a damaged checkpoint')
+    edges = successors >= 0
+    bad = (edges & ~((weights > 0) & (weights <= 1))) | (~edges & (weights != 0))
+    sums = weights.sum(1)[edges.any(1)]
+    if bool(bad.any()) or (counted and not torch.allclose(sums, torch.ones_like(sums))):
+        u, v = (bad.nonzero()[0].tolist() if bool(bad.any()) else
+                (int(edges.any(1).nonzero()[(sums - 1).abs().argmax()]), None))
+        where = (f'edge ({u}, {v}) has weight {float(weights[u, v])!r} '
+                 f'({"an edge" if bool(edges[u, v]) else "no edge"} by graph_successor_rank)'
+                 if v is not None else f'the out-weights of node {u} sum to '
+                 f'{float(weights[u].sum())!r}, not 1')
+        raise ValueError(f'KEPP: the checkpoint\'s graph is inconsistent: {where}; an edited or '
+                         'damaged checkpoint (its plan model was trained on the paths of its '
+                         'own graph): use the checkpoint as the run saved it')
+
+
 def _checked_edges(path, nodes, successors) -> dict:
     """``{u: [(v, weight), ...]}`` of a graph file, its values checked, never coerced: node
     ids are integers (``True`` is not action 1), every successor is a node, every edge has a
@@ -264,6 +291,11 @@ class KEPP(BasePlanner):
             raise ValueError('KEPP: model.pkg.perturbations may only change the training '
                              'sequences (DataFraction, LabelNoise): KEPP\'s graph keeps node '
                              'and successor order, which a graph perturbation does not define')
+        for name, path in (('released_graph', released_graph),
+                           ('step_checkpoint', step_checkpoint)):
+            if path is not None and not (isinstance(path, (str, os.PathLike)) and str(path)):
+                raise ValueError(f'KEPP: model.{name}={path!r}; expected a file path or None '
+                                 f'(no {name.replace("_", " ")})')
         self.sampler, self.train_paths = sampler, train_paths
         self.released_graph, self.step_checkpoint = released_graph, step_checkpoint
         common = dict(feature_dim=feature_dim, num_actions=num_actions, horizon=horizon,
@@ -370,6 +402,7 @@ class KEPP(BasePlanner):
                                                                         'graph_node_rank'))
         if released is None or ranks is None or not bool((ranks >= 0).any()):
             return  # no graph in the checkpoint: build_pkg installs the configured one
+        check_saved_graph(state_dict, prefix, counted=not bool(released))
         if bool(released) and not self.released_graph:
             raise ValueError('KEPP: the checkpoint\'s graph was read from a released graph file '
                              f'({TEST_SET_PKG}), but model.released_graph is not set, so the '

@@ -28,9 +28,9 @@ from mmaction.registry import MODELS
 
 from .. import core
 from ..core import diffusion
-from ..errors import check_choice
-from .base_planner import BasePlanner, num_parameters, task_fields
-from .temporal_unet import DiffusionModel, TemporalUNet
+from ..errors import check_choice, check_number
+from .base_planner import MAX_ACTIONS, BasePlanner, num_parameters, task_fields
+from .temporal_unet import MAX_FEATURE_DIM, DiffusionModel, TemporalUNet
 
 DECODES = ('argmax', 'viterbi')
 SEED_STRIDE = 1_000_003  # per-window noise seed = sampling_seed * stride + window index
@@ -43,6 +43,10 @@ class TaskHead(nn.Module):
 
     def __init__(self, feature_dim: int, num_tasks: int):
         super().__init__()
+        check_number('task classifier feature_dim', feature_dim, integer=True, low=3,
+                     high=MAX_FEATURE_DIM)
+        check_number('task classifier num_tasks', num_tasks, integer=True, low=1,
+                     high=MAX_ACTIONS)
         middle, wide = feature_dim // 3, feature_dim * 4
         self.fc1, self.fc2 = nn.Linear(feature_dim, middle), nn.Linear(middle, wide)
         self.fc3, self.fc4 = nn.Linear(wide, middle), nn.Linear(middle, num_tasks)
@@ -123,6 +127,9 @@ class PDPPDiffusion(DiffusionModel):
                  sampling_seed: int = 0):
         super().__init__()
         self.check_horizon('PDPP', horizon, dim_mults)
+        self.check_inputs('PDPP', feature_dim, sampling_seed)
+        check_number('PDPP model.endpoint_weight', endpoint_weight, low=0)
+        check_number('PDPP model.num_tasks', num_tasks, integer=True, low=1, high=MAX_ACTIONS)
         self.num_actions, self.num_tasks, self.horizon = num_actions, num_tasks, horizon
         self.feature_dim = feature_dim
         self.endpoint_weight, self.middle_actions = endpoint_weight, middle_actions

@@ -19,7 +19,7 @@ import numpy as np
 from mmaction.registry import DATASETS, TASK_UTILS
 
 from .. import core
-from ..errors import check_choice
+from ..errors import check_choice, check_number
 
 UNION_MODES = ('pool', 'mean')
 
@@ -125,8 +125,8 @@ class PKGBuilder:
                  seed: int = 0, recount: bool = False):
         check_choice('PKGBuilder.count_mode', count_mode, core.pkg.COUNT_MODES)
         check_choice('PKGBuilder.union', union, UNION_MODES)
-        if smoothing < 0:
-            raise ValueError(f'PKGBuilder.smoothing={smoothing} is negative; expected >= 0')
+        check_number('PKGBuilder.smoothing', smoothing, low=0)
+        check_number('PKGBuilder.seed', seed, integer=True, low=0)
         self.count_mode, self.smoothing, self.union = count_mode, smoothing, union
         self.extra_datasets, self.seed, self.recount = list(extra_datasets), seed, bool(recount)
         self.perturbations = [p if callable(p) else TASK_UTILS.build(dict(p))

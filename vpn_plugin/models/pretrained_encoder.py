@@ -12,6 +12,8 @@ from typing import Optional
 from mmengine.logging import print_log
 from torch import nn
 
+from ..errors import check_bool
+
 # where a planner checkpoint keeps the visual encoder: the shared state encoder's, then the
 # flat name of ViterbiPlanNet / CompactPlanNet checkpoints
 ENCODER_PREFIXES = ('state_encoder.visual_encoder.', 'visual_encoder.')
@@ -21,6 +23,7 @@ def init_visual_encoder(encoder: nn.Module, checkpoint: Optional[str] = None,
                         freeze: bool = False, owner: str = 'model') -> None:
     """Load ``encoder``'s weights from a planner ``checkpoint`` (if given), then freeze it
     (``freeze``) or leave it trainable (fine-tuning from the pre-trained weights)."""
+    check_bool(f'{owner}: model.freeze_visual', freeze)  # 'x' or -1 is no True, None no False
     if freeze and not checkpoint:
         raise ValueError(
             f'{owner}: model.freeze_visual=True needs model.init_visual_from=<checkpoint of a '

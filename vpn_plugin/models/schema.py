@@ -44,12 +44,14 @@ from torch import nn
 from mmaction.registry import MODELS
 
 from .. import core
-from ..errors import check_choice
-from .base_planner import BasePlanner, check_loss_terms, num_parameters, task_fields
+from ..errors import check_bool, check_choice, check_number, check_numbers
+from .base_planner import (MAX_ACTIONS, BasePlanner, check_loss_terms, num_parameters,
+                           task_fields)
 from .pretrained_encoder import init_visual_encoder
 from .state_encoder import INIT_LOGIT_SCALE
 from .state_encoder import OFFICIAL_PREFIXES as STATE_ENCODER_PREFIXES
 from .state_encoder import StateEncoder
+from .temporal_unet import MAX_FEATURE_DIM
 
 # model.decode: 'viterbi' = SCHEMA's default ("w/ PKG"), 'argmax' = "w/o PKG",
 # 'viterbi_log' = this plugin's log-space Viterbi (same paths unless the float32 trellis
@@ -210,6 +212,18 @@ class ActionDecoder(nn.Module):
         return out, self.classifier(out[:, 1::2])
 
 
+def check_sizes(dropout, input_dropout, no_state_task, **sizes) -> None:
+    """SCHEMA's sizes are integers in a range a model can hold (``True`` is no head count, 0
+    layers no decoder), its dropouts probabilities, ``no_state_task`` a switch."""
+    limits = dict(num_tasks=MAX_ACTIONS, feature_dim=MAX_FEATURE_DIM, text_dim=MAX_FEATURE_DIM,
+                  embed_dim=4096, num_heads=4096, num_layers=64, mlp_ratio=64)
+    for name, value in sizes.items():
+        check_number(f'SCHEMA model.{name}', value, integer=True, low=1, high=limits[name])
+    check_numbers(dict(dropout=dropout, input_dropout=input_dropout), 'SCHEMA model.', low=0,
+                  high=1, high_open=True)
+    check_bool('SCHEMA model.no_state_task', no_state_task)
+
+
 @MODELS.register_module()
 class SCHEMA(BasePlanner):
     """SCHEMA's planner (module docstring).
@@ -252,6 +266,10 @@ class SCHEMA(BasePlanner):
         self.text_source = text_embeddings  # what text_features_identity records
         check_choice('model.decode', decode, DECODE_MODES)
         check_loss_terms(loss_weights, DEFAULT_LOSS_WEIGHTS)
+        check_sizes(num_tasks=num_tasks, feature_dim=feature_dim, text_dim=text_dim,
+                    embed_dim=embed_dim, num_heads=num_heads, num_layers=num_layers,
+                    mlp_ratio=mlp_ratio, dropout=dropout, input_dropout=input_dropout,
+                    no_state_task=no_state_task)
         if horizon < 2 or embed_dim % num_heads:
             raise ValueError(f'SCHEMA: horizon={horizon} must be >= 2 and embed_dim='
                              f'{embed_dim} a multiple of num_heads={num_heads}')

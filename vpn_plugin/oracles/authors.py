@@ -19,8 +19,9 @@ import numpy as np
 import torch
 
 from .. import core
-from .compare import (GRAD_TOLERANCE, OUTPUT_TOLERANCE, compare, compare_file, compare_grads,
-                      grad_summary, read_fixture_meta, read_npz, set_fixture_sizes)
+from .compare import (GRAD_TOLERANCE, OUTPUT_TOLERANCE, check_ids, compare, compare_file,
+                      compare_grads, grad_summary, read_fixture_meta, read_npz, set_fixture_sizes)
+from ..errors import check_number
 from ..models.state_encoder import plugin_name
 
 META_FIELDS = ('case', 'dataset', 'num_actions', 'num_tasks', 'horizon', 'eval_horizon',
@@ -105,6 +106,8 @@ def read_meta(fixture: Path) -> dict:
     if unknown or missing:
         raise ValueError(f'{fixture / "meta.json"}: unknown fields {unknown}, missing fields '
                          f'{missing}; expected the fields {META_FIELDS}')
+    for field in META_FIELDS[2:10]:  # the sizes: "3" or true is no horizon
+        check_number(f'{fixture / "meta.json"}: {field}', meta[field], integer=True, low=1)
     if not 1 <= meta['eval_horizon'] <= meta['horizon']:
         raise ValueError(f'{fixture / "meta.json"}: eval_horizon={meta["eval_horizon"]} '
                          f'with horizon={meta["horizon"]}; expected 1 <= eval_horizon <= horizon')
@@ -175,6 +178,8 @@ def check_inputs(fixture: Path, meta: dict, inputs: dict) -> None:
             got = tuple(inputs[name].shape) if name in inputs else 'missing'
             raise ValueError(f'{fixture / "inputs.npz"}: {name} has shape {got}; expected '
                              f'{shape} from meta.json')
+    check_ids(fixture / 'inputs.npz', inputs, dict(actions=meta['num_actions'],
+                                                   tasks=meta['num_tasks']))
     visual = inputs['visual_features']
     if not (np.array_equal(visual[:, 0, 0], inputs['start'])
             and np.array_equal(visual[:, -1, 1], inputs['goal'])):

@@ -34,9 +34,9 @@ from ..datasets import observations
 from ..engine.cefito_training import ema_update
 from ..models.pdpp import observation_pair
 from . import compare as cmp, optimiser_step
-from .compare import (GRAD_TOLERANCE, OUTPUT_TOLERANCE, build_registered, compare_file,
-                      compare_grads, read_npz, report_parameter_counts, require_meta_fields,
-                      set_fixture_sizes)
+from .compare import (GRAD_TOLERANCE, OUTPUT_TOLERANCE, build_registered, check_ids,
+                      compare_file, compare_grads, read_npz, report_parameter_counts,
+                      require_meta_fields, set_fixture_sizes)
 
 REPO = Path(__file__).resolve().parents[2]
 CONFIG = REPO / 'configs/baselines/cefito_crosstask_t3.py'
@@ -49,7 +49,7 @@ CONSTRUCTOR_KEYS = ('mlp_ratio', 'num_negatives', 'hard_negative_ratio', 'min_ma
 
 
 def read_meta(fixture: Path, meta: dict) -> dict:
-    return require_meta_fields(fixture, meta, META_FIELDS, 'CEFITO')
+    return require_meta_fields(fixture, meta, META_FIELDS, 'CEFITO', META_FIELDS[:7])
 
 
 def constructor_values(meta: dict) -> dict:
@@ -653,6 +653,8 @@ def check_fixture(fixture, meta: dict):
     meta = read_meta(fixture, meta)
     inputs = read_npz(fixture / 'inputs.npz')
     recorded = read_npz(fixture / 'outputs.npz')
+    check_ids(fixture / 'inputs.npz', inputs, dict(
+        actions=meta['num_actions'], tasks=meta['num_tasks'], search_tasks=meta['num_tasks']))
     print(f'fixture {fixture}: CEFITO N={meta["num_actions"]} K={meta["num_tasks"]} '
           f'T={meta["horizon"]} E={meta["observation_dim"]} H={meta["hidden_dim"]} '
           f'B={len(inputs["actions"])}')

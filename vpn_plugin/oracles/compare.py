@@ -72,7 +72,7 @@ from typing import Callable, Dict, List, Mapping, Optional, Sequence, Tuple
 import numpy as np
 import torch
 
-from vpn_plugin.errors import read_json
+from vpn_plugin.errors import check_number, read_json
 
 OUTPUT_TOLERANCE, GRAD_TOLERANCE = 1e-4, 1e-3
 PERTURBATION = 1e-6            # relative perturbation of the inputs that measures conditioning
@@ -123,13 +123,30 @@ def check_fixture(fixture) -> Tuple[List[Row], bool, dict]:
 
 
 # ---------------------------------------------------------------- differences at a scale
-def require_meta_fields(fixture: Path, meta: dict, fields: Sequence[str], method: str) -> dict:
-    """``meta`` when it has every field of ``fields``, else one error naming the missing ones."""
+def require_meta_fields(fixture: Path, meta: dict, fields: Sequence[str], method: str,
+                        sizes: Sequence[str] = ()) -> dict:
+    """``meta`` when it has every field of ``fields`` and each of ``sizes`` is an integer
+    >= 1 (``"3"`` or ``true`` is no horizon), else one error naming the field."""
     missing = [field for field in fields if field not in meta]
     if missing:
         raise ValueError(f'{Path(fixture) / "meta.json"}: missing fields {missing}; a {method} '
                          f'fixture has {tuple(fields)}')
+    for field in sizes:
+        check_number(f'{Path(fixture) / "meta.json"}: {field}', meta[field], integer=True, low=1)
     return meta
+
+
+def check_ids(path: Path, arrays: Mapping[str, np.ndarray], counts: Mapping[str, int]) -> None:
+    """Each ``arrays[name]`` (when recorded) holds ids in ``0..counts[name] - 1``: a fixture's
+    action or task id out of range is named, not met as a one-hot error inside torch."""
+    for name, count in counts.items():
+        ids = arrays.get(name)
+        if ids is not None and ids.dtype.kind not in 'iu':
+            raise ValueError(f'{path}: {name} has dtype {ids.dtype}; expected integer ids '
+                             f'0..{count - 1}')
+        if ids is not None and ids.size and not (ids.min() >= 0 and ids.max() < count):
+            raise ValueError(f'{path}: {name} holds ids in [{ids.min()}, {ids.max()}]; expected '
+                             f'0..{count - 1} (meta.json)')
 
 
 def set_fixture_sizes(model_cfg, sizes: Mapping[str, object]):

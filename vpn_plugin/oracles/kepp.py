@@ -27,7 +27,7 @@ import torch
 
 from ..core import diffusion, kepp_paths
 from ..models.temporal_unet import official_name
-from .compare import (GRAD_TOLERANCE, OUTPUT_TOLERANCE, Row, build_registered, compare,
+from .compare import (GRAD_TOLERANCE, OUTPUT_TOLERANCE, Row, build_registered, check_ids, compare,
                       compare_chain, compare_file, compare_grads, grad_summary, perturbed_runs,
                       read_npz, report_parameter_counts, report_settings, require_meta_fields,
                       replayed_header, set_fixture_sizes, within)
@@ -42,7 +42,7 @@ META_FIELDS = ('num_actions', 'horizon', 'observation_dim', 'batch', 'n_timestep
 
 
 def read_meta(fixture: Path, meta: dict) -> dict:
-    require_meta_fields(fixture, meta, META_FIELDS, 'KEPP')
+    require_meta_fields(fixture, meta, META_FIELDS, 'KEPP', META_FIELDS[:6])
     for key in ('class_dim_graph', 'class_dim_llama'):
         if meta.get(key, meta['num_actions']) != meta['num_actions']:
             raise ValueError(f'{fixture / "meta.json"}: {key}={meta[key]} differs from '
@@ -357,6 +357,8 @@ def check_fixture(fixture, meta: dict):
     install_unet(model.step.unet, fixture / 'step_state_dict.npz')
     inputs = read_npz(fixture / 'inputs.npz')
     recorded = read_npz(fixture / 'outputs.npz')
+    check_ids(fixture / 'inputs.npz', inputs, dict.fromkeys(
+        ('actions', 'actions_sample', 'pkg_paths_train'), meta['num_actions']))
     batch = batch_inputs(inputs)
     actions = torch.from_numpy(inputs['actions'])
     step, plan, n = model.step, model.plan, meta['num_actions']

@@ -30,7 +30,7 @@ import numpy as np
 import torch
 
 from ..core import diffusion
-from .compare import (GRAD_TOLERANCE, OUTPUT_TOLERANCE, Row, build_registered, compare,
+from .compare import (GRAD_TOLERANCE, OUTPUT_TOLERANCE, Row, build_registered, check_ids, compare,
                       compare_argmax, compare_chain, compare_file, compare_grads, grad_summary,
                       perturbed_runs, read_npz, report_parameter_counts, report_settings,
                       replayed_header, require_meta_fields, set_fixture_sizes, within)
@@ -47,7 +47,7 @@ META_FIELDS = ('num_actions', 'num_tasks', 'horizon', 'observation_dim', 'batch'
 
 
 def read_meta(fixture: Path, meta: dict) -> dict:
-    return require_meta_fields(fixture, meta, META_FIELDS, 'PDPP')
+    return require_meta_fields(fixture, meta, META_FIELDS, 'PDPP', META_FIELDS[:7])
 
 
 def unet_widths(meta: dict) -> dict:
@@ -173,9 +173,12 @@ def buffer_rows(path: Path, module) -> List[Row]:
     """The official state dict's buffers (every entry not under ``model.``: the schedule's
     ``betas``, ``alphas_cumprod``, ...) against the ones ``module`` computed from the
     fixture's ``n_timesteps``: a state dict whose buffers disagree with its recorded
-    computation fails even though only the U-Net weights are loaded from it."""
+    computation fails even though only the U-Net weights are loaded from it, and so does one
+    that lacks a buffer the official model registers (a removed ``betas`` would pass unseen)."""
     recorded = [name for name in read_npz(path) if not name.startswith('model.')]
-    return compare_file(path, to_numpy(module.schedule()), OUTPUT_TOLERANCE, names=recorded)
+    ours = to_numpy(module.schedule())
+    names = recorded + [name for name in ours if name not in recorded]
+    return compare_file(path, ours, OUTPUT_TOLERANCE, names=names)
 
 
 def check_header(fixture: Path, meta: dict, inputs: dict) -> None:
@@ -192,6 +195,9 @@ def check_header(fixture: Path, meta: dict, inputs: dict) -> None:
                              f'{shape} from meta.json (batch={b}, horizon={t}, num_tasks='
                              f'{meta["num_tasks"]}, num_actions={meta["num_actions"]}, '
                              f'observation_dim={d})')
+    check_ids(fixture / 'inputs.npz', inputs, dict(actions=meta['num_actions'],
+                                                   tasks=meta['num_tasks'],
+                                                   task_sample=meta['num_tasks']))
 
 
 def batch_inputs(fixture: Path, inputs: dict) -> Dict[str, torch.Tensor]:

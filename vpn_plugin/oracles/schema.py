@@ -24,6 +24,7 @@ from .authors import (CONFIG_DATASETS, TEXT_TOLERANCE, check_inputs, install_aut
 from .compare import (GRAD_TOLERANCE, OUTPUT_TOLERANCE, Row, compare, compare_file, compare_grads,
                       grad_summary, read_npz, set_fixture_sizes)
 from ..models.schema import OFFICIAL_TABLES
+from ..errors import check_number
 
 # constructor argument (meta.json "constructor" and its "args") -> SCHEMA config key
 CONSTRUCTOR_FIELDS = {'vis_input_dim': 'feature_dim', 'lang_input_dim': 'text_dim',
@@ -51,9 +52,10 @@ def read_schema_meta(fixture: Path, meta: dict) -> dict:
                          'not implemented; expected uncertain=false')
     for field, name in (('num_actions', 'num_classes'), ('num_tasks', 'num_tasks'),
                         ('horizon', 'time_horz')):
+        check_number(f'{where}: {field}', meta[field], integer=True, low=1)  # "3" is no T
         if meta[field] != constructor[name]:
-            raise ValueError(f'{where}: {field}={meta[field]} but constructor.{name}='
-                             f'{constructor[name]}; expected the same value')
+            raise ValueError(f'{where}: {field}={meta[field]!r} but constructor.{name}='
+                             f'{constructor[name]!r}; expected the same value')
     if meta['dataset'] not in CONFIG_DATASETS:
         raise ValueError(f'{where}: dataset={meta["dataset"]!r} is unknown; expected one of '
                          f'{sorted(CONFIG_DATASETS)}')
@@ -203,7 +205,7 @@ def check_fixture(fixture: Path, meta: dict) -> Tuple[List[Row], bool]:
     constructor = meta['constructor']
     check_inputs(fixture, dict(batch=meta['batch'], horizon=meta['horizon'],
                                feature_dim=constructor['vis_input_dim'],
-                               num_actions=meta['num_actions'],
+                               num_actions=meta['num_actions'], num_tasks=meta['num_tasks'],
                                text_dim=constructor['lang_input_dim']), inputs)
     model = build_model(model_cfg, inputs, fixture)
     weights = total_loss_weights(fixture / 'meta.json', meta, model.loss_weights)

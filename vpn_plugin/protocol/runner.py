@@ -117,6 +117,31 @@ class TrainUnit:
     pretrained: dict | None = None
 
 
+@dataclass(frozen=True)
+class Trained:
+    """What :meth:`ProtocolRunner.train` hands the unit's tests (``NOT_TRAINED`` for a planner
+    evaluated untrained)."""
+    checkpoint: str | None  # the checkpoint to test (``selected_checkpoint``)
+    params: int | None  # the trained model's parameter count
+    shortened: str = ''  # how the training was shorter than its config ('' when it was not)
+    selection: str = ''  # how the checkpoint was selected, e.g. 'unified: last epoch'
+
+
+NOT_TRAINED = Trained(checkpoint=None, params=None)
+
+
+@dataclass(frozen=True)
+class Tested:
+    """What :meth:`ProtocolRunner.test` measured under one :class:`TestSpec`."""
+    metrics: dict  # the evaluator's metrics (``clean_metrics``)
+    params: int  # the tested model's parameter count
+    limited: str  # how the test windows were limited ('' for all of them)
+    features: dict  # the provenance record of the test features (``read_features``)
+    # the checkpoint's EMA weights are not the trained ones its config asks for ('' when they
+    # are: ``PlanningRunner.tested_ema_mark``)
+    ema_mark: str = ''
+
+
 def load_protocol(path: str):
     """The protocol config (mmengine ``Config``) with its required fields checked."""
     from vpn_plugin.data_paths import read_config_file
@@ -173,6 +198,9 @@ def expand_units(protocol_cfg, seeds=None, methods=None, horizons=None) -> list[
     ``horizons`` keeps only trainings at these horizons.
     """
     seeds = list(seeds if seeds is not None else protocol_cfg.get('seeds', [0, 1, 2, 3, 4]))
+    twice = sorted({seed for seed in seeds if seeds.count(seed) > 1})
+    if twice:  # each would be trained and counted as one more run (and in the dry run's time)
+        raise ValueError(f'seeds {seeds}: seed(s) {twice} given twice; expected each seed once')
     dataset = protocol_cfg.get('dataset', '')
     stages = _StageUnits(protocol_cfg, dataset)
     per_run, names, trained = [], set(), set()
@@ -634,8 +662,7 @@ class ProtocolRunner:
     def _unit_rows(self, unit: TrainUnit, work_dir: Path, done: set):
         identity, unit = unit, dataclasses.replace(  # the stage's checkpoint reaches the configs
             unit, cfg_options={**unit.cfg_options, **self.pretrained_options(unit)})
-        checkpoint, params, shortened, selection = (self.train(unit, work_dir) if unit.train
-                                                    else (None, None, '', ''))
+        trained = self.train(unit, work_dir) if unit.train else NOT_TRAINED
         for spec in unit.tests:
             if self.row_for(identity, spec).key() in done:
                 continue
@@ -643,13 +670,14 @@ class ProtocolRunner:
             # shared by the protocol files of its datasets)
             test_dir = work_dir / _slug(f'test_{spec.method}_{self.dataset}_T{spec.horizon}',
                                         spec.variant)
-            metrics, test_params, limited, tested_on = self.test(unit, spec, checkpoint,
-                                                                 test_dir)
-            row = self.row_for(identity, spec, metrics, params or test_params, test_dir,
-                               '; '.join(filter(None, (shortened, limited))))
-            row.selection = selection
+            tested = self.test(unit, spec, trained.checkpoint, test_dir)
+            row = self.row_for(identity, spec, tested.metrics, trained.params or tested.params,
+                               test_dir, '; '.join(filter(None, (trained.shortened,
+                                                                 tested.limited,
+                                                                 tested.ema_mark))))
+            row.selection = trained.selection
             row.features = run_features(trained_features(work_dir) if unit.train else None,
-                                        tested_on)
+                                        tested.features)
             per_sample = test_dir / 'per_sample.json'
             if per_sample.is_file():
                 row.per_sample_file = str(per_sample)
@@ -686,17 +714,17 @@ class ProtocolRunner:
                     cfg[name]['batch_size'] = self.batch_size
         return cfg
 
-    def train(self, unit: TrainUnit, work_dir: Path):
-        """Train once; returns (checkpoint path, parameter count, ``shortened``). Reuses a
-        finished training (of the same identity: :func:`claim_work_dir`)."""
+    def train(self, unit: TrainUnit, work_dir: Path) -> Trained:
+        """Train once; reuses a finished training (of the same identity:
+        :func:`claim_work_dir`)."""
         marker = work_dir / 'train_done.json'
         if marker.is_file():
             from vpn_plugin.engine.checkpoint import record_inside
             info = read_json(marker, 'training record')
             # a moved or copied protocol folder tests its own checkpoint
             checkpoint = record_inside(info['checkpoint'], work_dir, str(marker))
-            return checkpoint, info['params'], info.get('shortened', ''), \
-                info.get('selection', '')
+            return Trained(checkpoint, info['params'], info.get('shortened', ''),
+                           info.get('selection', ''))
         from vpn_plugin.models.base_planner import num_parameters
         from vpn_plugin.runner import build_runner
         cfg = self.build_cfg(unit.config, unit.cfg_options, unit.seed, work_dir, unit.horizon)
@@ -721,7 +749,7 @@ class ProtocolRunner:
         write_text_atomically(marker, json.dumps(dict(
             checkpoint=checkpoint, params=params, shortened=shortened, selection=selection,
             features=read_features(runner.train_dataloader))), 'training record')
-        return checkpoint, params, shortened, selection
+        return Trained(checkpoint, params, shortened, selection)
 
     def checkpoint_epochs(self, unit: TrainUnit) -> int:
         """Epochs between the checkpoints of ``unit``'s training: ``checkpoint_interval``, else
@@ -732,10 +760,8 @@ class ProtocolRunner:
                                self.checkpoint_interval)
         return planned.checkpoint_interval
 
-    def test(self, unit: TrainUnit, spec: TestSpec, checkpoint, test_dir: Path):
-        """Test a checkpoint (or an untrained planner) under a spec; returns (metrics, params,
-        how its test windows were limited ('' for all of them), the provenance of the test
-        features)."""
+    def test(self, unit: TrainUnit, spec: TestSpec, checkpoint, test_dir: Path) -> Tested:
+        """Test a checkpoint (or an untrained planner: ``checkpoint=None``) under a spec."""
         from vpn_plugin.models.base_planner import num_parameters
         from vpn_plugin.runner import build_runner
         options = {**unit.cfg_options, **spec.cfg_options}
@@ -749,10 +775,11 @@ class ProtocolRunner:
             evaluator['out_file'] = str(test_dir / 'per_sample.json')
         runner = build_runner(cfg)  # PKGHook fills the PKG when no checkpoint carries it
         metrics = runner.test()
-        limited = getattr(runner.test_dataloader.dataset, 'limited', None)
-        shortened = f'limit={limited[0]} of {limited[1]} test windows' if limited else ''
-        return (clean_metrics(metrics), num_parameters(runner.model), shortened,
-                read_features(runner.test_dataloader))
+        limit = getattr(runner.test_dataloader.dataset, 'limited', None)
+        return Tested(metrics=clean_metrics(metrics), params=num_parameters(runner.model),
+                      limited=f'limit={limit[0]} of {limit[1]} test windows' if limit else '',
+                      features=read_features(runner.test_dataloader),
+                      ema_mark=runner.tested_ema_mark)
 
 
 def selected_checkpoint(cfg, work_dir: Path) -> tuple:

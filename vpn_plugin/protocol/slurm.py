@@ -477,32 +477,42 @@ def submit(runner, units, request: SlurmRequest, epoch_seconds: float, *, comman
 
 
 def wait_for(runner, units, poll_seconds: float, estimate: float | None = None,
-             queue=squeue_tasks, out=sys.stderr) -> list:
+             queue=squeue_tasks, out=None) -> list:
     """Block until no unit of ``units`` is pending or running, with a progress bar and the
     ETA of :class:`progress.Progress` (units left x measured seconds per finished unit);
-    returns the final statuses."""
+    returns the final statuses. The bar is drawn once per change of state (or minute), by
+    this function alone: tqdm's own draws (on ``update``, again at ``close``) would repeat
+    each line in a log. ``out``: where the bar goes (default: ``sys.stderr`` at the call)."""
     from tqdm import tqdm
     from .status import unit_statuses
     statuses = unit_statuses(runner, units, queue)
     open_at_start = [s for s in statuses if s.state != 'done']
     progress = Progress(len(open_at_start), estimate=estimate)
+    shown = state_counts(statuses)
     with tqdm(total=len(units), initial=len(statuses) - len(open_at_start), unit='unit',
-              file=out, bar_format='{l_bar}{bar}| {n_fmt}/{total_fmt} units{postfix}') as bar:
-        shown, shown_at = None, 0.0
+              file=out or sys.stderr, bar_format='{l_bar}{bar}| {n_fmt}/{total_fmt} units{postfix}',
+              postfix=(shown + progress.text()).strip(), mininterval=math.inf) as bar:
+        shown_at = time.monotonic()
         while True:
             finished = max(sum(s.state == 'done' for s in statuses) - bar.n, 0)
             for _ in range(finished):
                 progress.done()
-            counts = {state: sum(s.state == state for s in statuses)
-                      for state in ('running', 'pending', 'unknown', 'failed', 'interrupted')}
-            states = ', '.join(f'{n} {k}' for k, n in counts.items() if n)
-            # a redirected bar gets a line per change of state (or minute), not per look
+            bar.update(finished)  # drawn below (mininterval: never by tqdm)
+            states = state_counts(statuses)
+            ended = not any(s.state in ('running', 'pending', 'unknown') for s in statuses)
             if finished or states != shown or time.monotonic() - shown_at > 60:
                 bar.set_postfix_str((states + progress.text()).strip(), refresh=False)
-                bar.update(finished)
-                bar.refresh()
+                if not ended:  # the last line is drawn by close(), once
+                    bar.refresh()
                 shown, shown_at = states, time.monotonic()
-            if not counts['running'] and not counts['pending'] and not counts['unknown']:
+            if ended:
                 return statuses  # ('unknown': squeue did not answer this time)
             time.sleep(poll_seconds)
             statuses = unit_statuses(runner, units, queue)
+
+
+def state_counts(statuses) -> str:
+    """``'1 running, 2 pending'``: the units not done, by state."""
+    counts = {state: sum(s.state == state for s in statuses)
+              for state in ('running', 'pending', 'unknown', 'failed', 'interrupted')}
+    return ', '.join(f'{n} {k}' for k, n in counts.items() if n)

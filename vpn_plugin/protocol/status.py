@@ -79,12 +79,24 @@ def read_submissions(folder: Path) -> dict:
         try:
             record = json.loads(line)
             for task in record['tasks']:
+                old_root = Path(task['log']).parent.parent  # the protocol folder it was in
                 for work_dir in task['units']:
-                    tasks[work_dir] = (task['job'], task['log'])
+                    work_dir = str(relocated(work_dir, old_root, folder))
+                    tasks[work_dir] = (task['job'], str(relocated(task['log'], old_root, folder)))
         except (ValueError, KeyError, TypeError) as error:
             raise ValueError(f'{path}: line {number}: not a submission record ({error!r}); '
                              'it is written by run_protocol.py --launcher slurm') from None
     return tasks
+
+
+def relocated(path, old_root, folder) -> Path:
+    """``path`` recorded under the protocol folder ``old_root`` (absolute), read under the
+    protocol folder of the Slurm folder ``folder`` when the protocol folder was moved or copied
+    since (its records and unit states keep absolute paths); other paths as they are."""
+    path, new_root = Path(path), Path(folder).absolute().parent
+    if Path(old_root) == new_root or not path.is_relative_to(old_root):
+        return path
+    return new_root / path.relative_to(old_root)
 
 
 def squeue_tasks(jobs) -> dict:
@@ -147,6 +159,10 @@ def _status(runner, unit, work_dir: Path, task, queued: dict, done: set) -> Unit
     this_job = bool(task) and state.get('job') == job
     if not this_job:  # a local attempt (or none): alive while a process holds the lock
         state = unit_status(work_dir) or {}
+    old_folder = Path(state.get('log') or '.').parent
+    if old_folder.name == slurm_folder(runner).name:  # a task's stderr: <protocol>/slurm/<file>
+        state = dict(state, log=str(relocated(state['log'], Path(state['log']).parent.parent,
+                                              slurm_folder(runner))))
     status = UnitStatus(unit, work_dir, 'not started', job, _elapsed(state),
                         int(state.get('restarts') or 0), log or state.get('log') or '')
     if not task and state:

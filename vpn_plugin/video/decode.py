@@ -49,7 +49,7 @@ def iter_frame_blocks(path, recipe: FrameRecipe, block_frames: int,
     fails."""
     path = Path(path)
     if header is None:
-        probe_video(path)
+        header = probe_video(path)
     frame_bytes = recipe.size * recipe.size * 3
     with tempfile.TemporaryFile() as errors:  # ffmpeg's messages: unnamed, in $TMPDIR
         process = subprocess.Popen(ffmpeg_command(path, recipe), stdout=subprocess.PIPE,
@@ -77,11 +77,17 @@ def iter_frame_blocks(path, recipe: FrameRecipe, block_frames: int,
             raise UnreadableVideoError(path, f'ffmpeg failed (exit {code}): '
                                              f'{_last_line(errors.read())}')
         if total == 0:
+            stated = header.seconds if header is not None else None
+            if recipe.fps is not None and stated:
+                raise UnreadableVideoError(path, f'no frame: fps={recipe.fps:g} samples none of '
+                                                 f'its {stated:g} s (a frame every '
+                                                 f'{1 / recipe.fps:g} s)')
             raise UnreadableVideoError(path, 'no video frame decoded (no video stream, or an '
                                              'empty one)')
 
 
 IMAGE_FORMATS = ('image2',)  # and every '*_pipe' demuxer (png_pipe, jpeg_pipe): a still image
+STREAM_FPS = re.compile(r'(\d+(?:\.\d+)?) fps\b')
 DURATION = re.compile(r'Duration: (\d+):(\d\d):(\d\d(?:\.\d+)?)')
 
 
@@ -103,8 +109,15 @@ def probe_video(path) -> VideoHeader:
     if not path.is_file():
         raise UnreadableVideoError(path, 'no such file' if not path.exists() else
                                    f'not a regular file ({path_kind(path)})')
+    if path.stat().st_size == 0:
+        raise UnreadableVideoError(path, 'an empty file (0 bytes), not a video')
     result = subprocess.run([ffmpeg_executable(), '-hide_banner', '-nostdin', '-i', str(path)],
                             stdin=subprocess.DEVNULL, capture_output=True)
+    if result.returncode < 0:  # killed by a signal: ffmpeg crashed on the file
+        raise UnreadableVideoError(path, f'ffmpeg crashed reading its header (signal '
+                                         f'{-result.returncode}): a damaged file, or a '
+                                         'container this ffmpeg cannot read; convert it to '
+                                         'another container (e.g. .mkv) and retry')
     text = result.stderr.decode('utf-8', 'replace')
     lines = text.splitlines()
     container = next((line.split(',', 1)[1].rsplit(', from', 1)[0].strip()
@@ -129,11 +142,16 @@ def probe_video(path) -> VideoHeader:
 
 def expected_frames(header: VideoHeader, recipe: FrameRecipe) -> Optional[int]:
     """The frames decoding the file with ``recipe`` will give, from its stated duration x
-    ``recipe.fps``; None when the file states no duration or the recipe keeps the file's own
-    frames. An estimate, for progress lines."""
-    if recipe.fps is None or header.seconds is None:
+    ``recipe.fps`` (the file's own frames: the rate its video stream states); None when the
+    file states neither. An estimate, for progress lines."""
+    fps = recipe.fps
+    if fps is None:  # the file's own frames: the rate its video stream states
+        stated = (STREAM_FPS.search(s) for s in header.streams if s.startswith('Video:'))
+        found = next((m for m in stated if m), None)
+        fps = float(found.group(1)) if found else None
+    if fps is None or header.seconds is None:
         return None
-    return math.ceil(header.seconds * recipe.fps)
+    return math.ceil(header.seconds * fps)
 
 
 def decode_video(path, recipe: FrameRecipe = FrameRecipe()) -> np.ndarray:

@@ -23,6 +23,7 @@
 """
 from __future__ import annotations
 
+import errno
 import json
 import os
 import socket
@@ -144,10 +145,11 @@ def write_features_atomically(path: Path, arrays: Dict[str, np.ndarray]) -> None
     except BaseException as error:
         temporary.unlink(missing_ok=True)
         if isinstance(error, OSError):
+            hint = ('free disk space and run again to resume' if error.errno in
+                    (errno.ENOSPC, errno.EDQUOT) else 'fix that and run again to resume')
             raise OutputWriteError(f'cannot write the feature file {path}: '
                                    f'{error.strerror or error}; it was not written (the files '
-                                   'written before it are complete: free disk space and run '
-                                   'again to resume)') from error
+                                   f'written before it are complete: {hint})') from error
         raise
 
 
@@ -158,14 +160,18 @@ def check_manifest(out_dir: Path, settings: dict, rank: int) -> None:
     no extraction of this tool to resume, and it gets no manifest of ours)."""
     path = out_dir / MANIFEST
     if not path.exists():
-        found = sorted(p.name for p in out_dir.iterdir()
-                       if p.suffix in ('.npz', '.npy') and not p.name.startswith('.'))
+        # anything but a failed run's own leftovers: a dataset's feature folder in any layout
+        # (.npz, .npy, .pkl, no extension, per-task subfolders), a folder of videos, ...
+        found = sorted(p.name for p in out_dir.iterdir() if not _own_leftover(p.name))
         if found:
-            raise ValueError(f'--out {out_dir} already holds {len(found)} feature file(s) '
-                             f'({", ".join(found[:3])}{", ..." * (len(found) > 3)}) but no '
-                             f'{MANIFEST}: not a folder this tool extracted into (a dataset\'s '
-                             'feature folder?); nothing was written. Give a new or empty --out '
-                             'folder')
+            features = [n for n in found if Path(n).suffix.lower() in ('.npz', '.npy')]
+            what = (f'{len(features)} feature file(s) ({", ".join(features[:3])}'
+                    f'{", ..." * (len(features) > 3)})' if features else
+                    f'{len(found)} file(s) or folder(s) ({", ".join(found[:3])}'
+                    f'{", ..." * (len(found) > 3)})')
+            raise ValueError(f'--out {out_dir} already holds {what} but no {MANIFEST}: not a '
+                             'folder this tool extracted into (a dataset\'s feature folder?); '
+                             'nothing was written. Give a new or empty --out folder')
     if path.exists():
         found = read_json(path, 'the record of the folder\'s extraction (recipe, weights)')
         if found != settings:
@@ -176,11 +182,14 @@ def check_manifest(out_dir: Path, settings: dict, rank: int) -> None:
         write_text_atomically(path, json.dumps(settings, indent=1, sort_keys=True), MANIFEST)
 
 
-def check_finished(path: Path, recipe: FrameRecipe, extra: Optional[dict] = None) -> None:
+def check_finished(path: Path, recipe: FrameRecipe, extra: Optional[dict] = None,
+                   video: Optional[Path] = None, naming: str = 'stem') -> None:
     """A feature file already in the output folder is skipped only if it is one this
     extraction writes: an npz archive with ``frames_features`` (N, D) float, ``num_frames``,
-    ``source`` and this run's ``recipe`` (and ``usable`` flag). A truncated file, another
-    tool's (a dataset's features copied in) or another recipe's is refused by name."""
+    ``source`` and this run's ``recipe`` (and ``usable`` flag), made from a video of the
+    name of ``video`` (a file copied or renamed onto another video's name holds that other
+    video's features). A truncated file, another tool's (a dataset's features copied in) or
+    another recipe's is refused by name."""
     try:
         with np.load(path, allow_pickle=False) as archive:
             missing = sorted({'frames_features', 'num_frames', 'source', 'recipe'}
@@ -193,6 +202,9 @@ def check_finished(path: Path, recipe: FrameRecipe, extra: Optional[dict] = None
                 shape, _, dtype = read_header[np.lib.format.read_magic(member)](member)
             if len(shape) != 2 or not shape[0] or dtype.kind != 'f':
                 raise ValueError(f'frames_features of shape {shape} and dtype {dtype}')
+            source = Path(str(archive['source']))
+            if video is not None and feature_name(source, naming) != path.stem:
+                raise ValueError(f'made from the video {source}, not from {video}')
             found = json.loads(str(archive['recipe']))
             if found != recipe.as_dict():
                 raise ValueError(f'extracted with the recipe {found}, this run asks for '
@@ -288,7 +300,7 @@ def extract_videos(network: Callable, videos: Sequence[Path], out_dir, recipe: F
     for video, name in mine:
         _remove_stale_partials(out_dir, name)
         if (out_dir / f'{name}{FEATURE_SUFFIX}').exists():
-            check_finished(out_dir / f'{name}{FEATURE_SUFFIX}', recipe, extra)
+            check_finished(out_dir / f'{name}{FEATURE_SUFFIX}', recipe, extra, video, naming)
             result.skipped.append(name)
         else:
             todo.append((video, name))
@@ -351,6 +363,13 @@ def merge_failures(out_dir, world_size: int) -> List[str]:
     else:
         target.unlink(missing_ok=True)
     return sorted(lines)
+
+
+def _own_leftover(name: str) -> bool:
+    """A file an extraction leaves in its folder before ``extraction.json`` can exist: a
+    killed run's temporary file or failure list."""
+    return (name.startswith('.') and f'{FEATURE_SUFFIX}.partial-' in name) or (
+        name.startswith('failures') and name.endswith('.tsv'))
 
 
 def _remove_stale_partials(out_dir: Path, name: str) -> None:

@@ -13,6 +13,8 @@ from typing import Optional
 from ..errors import POSITIVE_FLOAT, POSITIVE_INT
 
 CROPS = ('center', 'none')
+MAX_SIZE = 1024
+DEFAULT_FPS = 16.0
 
 
 @dataclasses.dataclass(frozen=True)
@@ -36,9 +38,11 @@ class FrameRecipe:
             raise ValueError(f'fps={self.fps}: expected a positive number or None')
         if self.crop not in CROPS:
             raise ValueError(f'crop={self.crop!r} is unknown; expected one of {CROPS}')
-        if self.size < 2 or self.size % 2:
-            raise ValueError(f'size={self.size}: expected an even number of pixels >= 2 (S3D '
-                             'pairs pixels)')
+        if not 2 <= self.size <= MAX_SIZE or self.size % 2:
+            raise ValueError(f'size={self.size}: expected an even number of pixels in 2..'
+                             f'{MAX_SIZE} (S3D pairs pixels; the public features use 224, and '
+                             'a block of 1024 decoded frames of size x size x 3 bytes is held '
+                             'in memory)')
         if self.jpeg_quality is not None and not 1 <= self.jpeg_quality <= 100:
             raise ValueError(f'jpeg_quality={self.jpeg_quality}: expected 1..100 or None')
         if self.chunk < 2 or self.chunk % 2:
@@ -62,8 +66,8 @@ def add_recipe_arguments(parser) -> None:
     """The recipe's command-line options (``tools/extract_features.py``, ``tools/plan.py
     --video``), P3IV's values as defaults."""
     group = parser.add_argument_group('frame recipe (default: P3IV, the public features)')
-    group.add_argument('--fps', type=POSITIVE_FLOAT, default=16.0,
-                       help='frames per second sampled by ffmpeg (default 16)')
+    group.add_argument('--fps', type=POSITIVE_FLOAT, default=None,
+                       help=f'frames per second sampled by ffmpeg (default {DEFAULT_FPS:g})')
     group.add_argument('--native-fps', action='store_true',
                        help="keep the file's own frames (no fps filter)")
     group.add_argument('--crop', choices=CROPS, default='center',
@@ -77,6 +81,10 @@ def add_recipe_arguments(parser) -> None:
 
 
 def recipe_from_args(args) -> FrameRecipe:
-    return FrameRecipe(fps=None if args.native_fps else args.fps, crop=args.crop,
+    if args.native_fps and args.fps is not None:
+        raise ValueError(f'--native-fps and --fps {args.fps:g} exclude each other (--native-fps '
+                         "keeps the file's own frames; --fps samples that many per second)")
+    fps = None if args.native_fps else DEFAULT_FPS if args.fps is None else args.fps
+    return FrameRecipe(fps=fps, crop=args.crop,
                        size=args.size, jpeg_quality=args.jpeg_quality or None,
                        chunk=args.chunk)

@@ -95,7 +95,9 @@ class ResponseCache:
     KEY_FILE = '.cache_key'  # the secret of the entries' checksums, beside the entry folders
 
     def __init__(self, root: str | Path):
+        from vpn_plugin.errors import check_folder_target
         self.root = Path(root)
+        check_folder_target(self.root, 'reply cache', 'the cached replies', '--cache-dir')
         self.root.mkdir(parents=True, exist_ok=True)
         self._secret = self._read_or_make_secret()
 
