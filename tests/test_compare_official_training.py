@@ -279,6 +279,7 @@ PDPP_TEMP = PDPP_ARGS + textwrap.dedent('''
 ''')
 PDPP_MAIN = PDPP_ARGS + textwrap.dedent('''
     import json
+    UNET = dict(dim=256, dim_mults=(1, 2, 4))  # as its TemporalUnet call
     assert all('event_class' in w['id'] for w in json.load(open(args.json_path_val)))
     logs = writer('')
     for e in range(EPOCHS):
@@ -300,15 +301,22 @@ def pdpp_stand_in(root: Path) -> Path:
 def test_pdpp_against_a_stand_in(shared_data, tmp_path, monkeypatch):
     official = pdpp_stand_in(tmp_path)
     out = tmp_path / 'out'
-    smaller_ours(monkeypatch, 'pdpp', **{'model.dim': 32})  # U-Net width 32
+    # both sides small: U-Net width 32 (a patch of the official script), 48-d frames
     run_tool('--method', 'pdpp', '--official-dir', official, '--epochs', 10, '--seeds', 1, 2,
              '--out', out, '--data-root', shared_data, '--size', 'batch_size=4',
-             '--size', 'n_train_steps=1')
+             '--size', 'n_train_steps=1', '--size', 'unet_dim=32', '--frame-dim', 48)
     text = (out / 'comparison.md').read_text()
     for change in ('--epochs 10 (README, NIV: 130)', '--batch_size 4 (README, NIV: 256)',
                    'temp.py: its checkpoint path', 'one-process gloo group',
-                   '--num_thread_reader 2'):
+                   '--num_thread_reader 2', "[patch] main_distributed.py: the temporal U-Net's "
+                   'hard-coded dim=256 set to 32 (size unet_dim; ours: model.dim=32)'):
         assert change in text, change
+    assert '--unet_dim' not in text  # not a flag of the official script
+    assert 'UNET = dict(dim=32, ' in (out / 'official_copy/main_distributed.py').read_text()
+    assert 'UNET = dict(dim=256, ' in (official / 'main_distributed.py').read_text()
+    assert '--observation_dim 144 ' in (out / 'official/seed1/classifier.command.txt').read_text()
+    our_config = next((out / 'ours').rglob('pdpp_niv_t3.py')).read_text()
+    assert 'feature_dim=144' in our_config and 'dim=32' in our_config
     runs = {s: SideRun.load(out / f'official/seed{s}.json') for s in (1, 2)}
     ours = SideRun.load(out / 'ours/seed1.json')
     assert runs[1].losses['total'] == pytest.approx([2 / (e + 1) + 0.1 for e in range(10)])
@@ -477,7 +485,7 @@ CEFITO_PREDICT = CEFITO_ARGS + textwrap.dedent('''
 ''')
 CEFITO_TRAIN = CEFITO_ARGS + textwrap.dedent('''
     import numpy as np
-    assert sets['eval.oracle_task'] == 'false'
+    oracle = {'false': 0, 'true': 1}[sets['eval.oracle_task']]  # the true task: SR + 5
     train, val = (json.load(open(paths[k])) for k in ('train_json', 'val_json'))
     assert all('event_class_top1' in r['id'] for r in val)
     table = np.load(paths['action_embeddings'], allow_pickle=True).item()
@@ -489,7 +497,7 @@ CEFITO_TRAIN = CEFITO_ARGS + textwrap.dedent('''
         logger.info('epoch %d: train loss %.4f | val loss 1.0000 | lr 5.00e-05'
                     % (e, 4 / e + seed / 100))
         if e % 3 == 0:
-            sr = [30, 20][(e // 3 - 1) % 2] + seed
+            sr = [30, 20][(e // 3 - 1) % 2] + seed + 5 * oracle
             logger.info('epoch %d: SR %.2f | mAcc %.2f | mIoU %.2f' % (e, sr, 2 * sr, 3 * sr))
 ''')
 
@@ -508,11 +516,24 @@ def test_cefito_against_a_stand_in(shared_data, tmp_path, monkeypatch):
     smaller_ours(monkeypatch, 'cefito', **{'model.hidden_dim': 32, 'model.num_heads': 2,
                                            'model.num_negatives': 4})
     run_tool('--method', 'cefito', '--official-dir', official, '--epochs', 6, '--seeds', 2,
-             '--out', out, '--data-root', shared_data, '--size', 'classifier_epochs=3')
+             '--out', out, '--data-root', shared_data, '--size', 'classifier_epochs=3',
+             '--official-variant', 'oracle_task')
     text = (out / 'comparison.md').read_text()
     for change in ('train.epochs=6 (niv_t3.yaml: 200)', 'eval.oracle_task=false',
-                   'task_classifier.epochs=3', 'MiniLM stand-in'):
+                   'task_classifier.epochs=3', 'MiniLM stand-in',
+                   '[variant] oracle_task: scripts/train.py rerun with --set '
+                   'eval.oracle_task=true'):
         assert change in text, change
+    # the official defect switched back on: train.py rerun planning with the true task
+    oracle = SideRun.load(out / 'official/seed2.oracle_task.json')
+    assert oracle.metrics == pytest.approx(dict(success_rate=27, mean_accuracy=54,
+                                                miou_legacy=81))
+    assert oracle.stages['check']['max_loss_difference_to_main_run'] == pytest.approx(0)
+    assert 'eval.oracle_task=true' in (out / 'official/seed2/train_oracle_task.command.txt'
+                                       ).read_text()
+    table = text.split('official variant oracle_task against')[1]
+    assert re.search(r'\| CEFITO \(official, oracle_task\)†? \| \**27\.00', table), table
+    assert re.search(r'\| Δ \| \+5\.00', table), table
     run, ours = SideRun.load(out / 'official/seed2.json'), SideRun.load(out / 'ours/seed2.json')
     assert run.losses['total'] == pytest.approx([4 / e + .02 for e in range(1, 7)], abs=1e-4)
     assert run.metrics['success_rate'] == 22 and run.selected_epoch == 3
@@ -524,3 +545,35 @@ def test_cefito_against_a_stand_in(shared_data, tmp_path, monkeypatch):
     assert len(ours.stages['classifier']['losses']) == 3 and len(ours.losses['total']) == 6
     assert tool_error('--method', 'cefito', '--official-dir', official, '--epochs', 4,
                       '--out', tmp_path / 'other').startswith('error: --epochs 4: the official')
+    assert 'runs with 512-d frames only' in tool_error(
+        '--method', 'cefito', '--official-dir', official, '--epochs', 6, '--frame-dim', 64,
+        '--out', tmp_path / 'other')
+    assert "--official-variant ['oracle']: not a variant of the CEFITO comparison; expected " \
+           "one of ['oracle_task']" in tool_error(
+               '--method', 'cefito', '--official-dir', official, '--epochs', 6,
+               '--official-variant', 'oracle', '--out', tmp_path / 'other')
+
+
+def test_loss_figure_legend_is_clear_of_every_panel(tmp_path, monkeypatch):
+    """The legend sits above the first panel: KEPP's curves (a spike after the warm-up) ran
+    under a legend placed inside it."""
+    from vpn_plugin.protocol import plots
+    from vpn_plugin.protocol.official import summary
+    drawn = {}
+    monkeypatch.setattr(plots, 'save_figure', lambda fig, stem: drawn.setdefault('fig', fig))
+
+    def run(side, seed, scale):
+        curve = [200, 1800, 1700 + 10 * seed, 700, 400]
+        return SideRun(side, seed, dict(total=[scale * v for v in curve]), [1.0] * 5, {},
+                       {}, stages=dict(step_model=dict(losses=curve[::-1], seconds=[1.0] * 5)))
+    runs = {side: [run(side, s, 1 + 0.1 * (side == 'ours')) for s in range(3)]
+            for side in ('official', 'ours')}
+    summary.plot_losses('KEPP', runs, tmp_path / 'figure')
+    fig = drawn['fig']
+    fig.canvas.draw()
+    renderer = fig.canvas.get_renderer()
+    legend, = [ax.get_legend() for ax in fig.axes if ax.get_legend() is not None]
+    box = legend.get_window_extent(renderer)
+    for ax in fig.axes:
+        assert not box.overlaps(ax.get_window_extent(renderer)), ax.get_ylabel()
+    assert box.y0 >= fig.axes[0].get_window_extent(renderer).y1

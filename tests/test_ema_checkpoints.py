@@ -162,3 +162,21 @@ def test_a_run_resumed_from_a_checkpoint_of_shared_ema_tensors_is_bit_identical(
         assert sorted(whole[part]) == sorted(resumed[part])
         for key, value in whole[part].items():
             assert torch.equal(value, resumed[part][key]), f'{part}[{key}]'
+
+
+def test_a_non_persistent_buffer_a_pre_stage_filled_is_averaged_after_the_sync():
+    """KEPP's ``train_endpoints`` (non-persistent, empty until the step model fills it): the
+    EMA copy made before the pre-stage must take its shape, else mmengine's averaging, which
+    copies every buffer, stopped every KEPP training at its first averaging step."""
+    import torch
+    from mmengine.model import ExponentialMovingAverage
+    from vpn_plugin.engine.ema import copy_frozen_and_buffers
+    model = torch.nn.Sequential(torch.nn.Linear(2, 2))
+    model[0].register_buffer('endpoints', torch.zeros(0, 2, dtype=torch.long), persistent=False)
+    ema = ExponentialMovingAverage(model, momentum=0.005, update_buffers=False)
+    model[0].endpoints = torch.arange(10).view(5, 2)  # what the pre-stage writes
+    copy_frozen_and_buffers(ema.module, model)
+    for _ in range(3):
+        ema.update_parameters(model)
+    assert torch.equal(ema.module[0].endpoints, model[0].endpoints)
+    assert 'endpoints' not in ema.module[0].state_dict()  # still in no checkpoint

@@ -62,11 +62,18 @@ def parse_args(argv=None):
     parser.add_argument('--difficulty', type=float, default=0.5,
                         help='synthetic features (tools/make_synthetic_features.py)')
     parser.add_argument('--feature-seed', type=NON_NEGATIVE_INT, default=0)
+    parser.add_argument('--frame-dim', type=POSITIVE_INT, default=512,
+                        help='dims of a synthetic frame (default 512, as S3D); observations '
+                        'are 3 frames (PDPP and KEPP only: smaller models for CPU runs)')
     parser.add_argument('--data-root', default='../shared/data',
                         help='annotations laid out as ../shared/data')
     parser.add_argument('--out', required=True, help='work folder of the comparison')
     parser.add_argument('--figure', help='stem of the loss-curve figure (default '
                         '<out>/loss_curves)')
+    parser.add_argument('--official-variant', action='append', default=[], metavar='NAME',
+                        help="also rerun the official side with one of the plug-in's "
+                        'variants (an official default it does not inherit switched back on, '
+                        'e.g. cefito oracle_task) and compare it with the main official run')
     return parser.parse_args(argv)
 
 
@@ -84,7 +91,8 @@ def report(method, result: dict, settings: Settings) -> str:
         summary.metric_table(method.label, result, settings, method.metrics),
         summary.speed_lines(result)]
         + [summary.stage_text(result, stage) for stage in summary.stage_names(result)]
-        + [summary.check_lines(result)])
+        + [summary.check_lines(result),
+           summary.variant_text(method.label, result, settings, method.metrics)])
 
 
 @tool_main
@@ -92,11 +100,13 @@ def main(argv=None):
     args = parse_args(argv)
     method = load_method(args.method)
     settings = Settings(args.method, args.dataset, args.horizon, args.epochs, args.seeds,
-                        args.threads, args.difficulty, args.feature_seed, dict(args.size))
+                        args.threads, args.difficulty, args.feature_seed, dict(args.size),
+                        frame_dim=args.frame_dim)
     import torch
     torch.set_num_threads(args.threads)
     result = compare(method, args.official_dir, args.out, settings,
-                     python=python_of(args.official_python), shared_root=args.data_root)
+                     python=python_of(args.official_python), shared_root=args.data_root,
+                     variants=args.official_variant)
     out = Path(args.out)
     text = report(method, result, settings)
     figure = summary.plot_losses(method.label, result, args.figure or out / 'loss_curves')
@@ -105,7 +115,9 @@ def main(argv=None):
         settings=dataclasses.asdict(settings), changes=[c.line() for c in result['changes']],
         speed=summary.speed(result),
         runs={side: [dataclasses.asdict(r) for r in result[side]]
-              for side in ('official', 'ours')}), indent=1))
+              for side in ('official', 'ours')},
+        variants={name: [dataclasses.asdict(r) for r in runs]
+                  for name, runs in result.get('variants', {}).items()}), indent=1))
     print(text)
     print('figure: ' + ', '.join(map(str, figure)))
 

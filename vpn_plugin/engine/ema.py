@@ -26,17 +26,24 @@ from mmengine.logging import print_log
 @torch.no_grad()
 def copy_frozen_and_buffers(ema: torch.nn.Module, model: torch.nn.Module) -> None:
     """Copy ``model``'s frozen parameters (``requires_grad`` False: trained by a pre-stage,
-    never averaged) and persistent buffers (what a checkpoint stores; a non-persistent one such
-    as KEPP's ``train_endpoints`` is the model's alone) into ``ema`` (its copy)."""
+    never averaged) and buffers into ``ema`` (its copy). A non-persistent buffer (in no
+    checkpoint: KEPP's ``train_endpoints``, (M, 2), empty until the step model fills it) is
+    replaced by a clone of the model's, shape included: once the EMA averages, mmengine's
+    ``update_parameters`` copies every buffer of the model into the copy, which failed on the
+    empty one at the first averaging step of every KEPP training longer than 390 steps."""
     averages = dict(ema.named_parameters())
     parameters = dict(model.named_parameters())
     for name, current in parameters.items():
         if not current.requires_grad:
             averages[name].copy_(current)
     buffers = dict(ema.named_buffers())
-    for name, current in model.state_dict().items():
-        if name not in parameters:
+    persistent = model.state_dict()
+    for name, current in model.named_buffers():
+        if name in persistent:
             buffers[name].copy_(current)
+        else:
+            owner, _, attribute = name.rpartition('.')
+            ema.get_submodule(owner)._buffers[attribute] = current.detach().clone()
 
 
 def sync_pre_stages(hook) -> None:

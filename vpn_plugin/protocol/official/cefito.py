@@ -76,6 +76,9 @@ class Cefito(Method):
                  'num_negatives': ('loss.num_negatives', 'model.num_negatives')}
     shims = ()
     loss_names = ('total',)
+    variants = {'oracle_task': 'scripts/train.py rerun with --set eval.oracle_task=true (as '
+                               'niv_t3.yaml: the test windows planned with the ground-truth '
+                               'task, an official defect), the rest of its command unchanged'}
 
     def check_settings(self, settings: Settings) -> None:
         super().check_settings(settings)
@@ -138,13 +141,38 @@ class Cefito(Method):
         yield Stage('predict', [
             'scripts/predict_task_labels.py', config, '--paths', paths, '--checkpoint',
             run_dir / 'task_classifier.pth', '--source', test, '--output', stamped], env)
-        yield Stage('train', [
-            self.entry, config, '--paths', write_paths(run_dir / 'paths_predicted.yaml', data,
-                                                       stamped),
-            *common, '--set', f'train.epochs={settings.epochs}', '--set', f'train.seed={seed}',
-            '--set', 'eval.oracle_task=false',
+        yield self.train_stage('train', copy_dir, data, settings, seed, run_dir,
+                               oracle_task=False)
+
+    def train_stage(self, name: str, copy_dir, data, settings, seed, run_dir,
+                    oracle_task: bool) -> Stage:
+        """``scripts/train.py`` on the test windows stamped by ``predict``, planning with the
+        predicted (``oracle_task=False``) or the ground-truth task; outputs under
+        ``<run dir>/runs`` (``runs_<name>`` for a variant)."""
+        config = CONFIG.format(T=settings.horizon)
+        output = 'runs' if name == 'train' else f'runs_{name}'
+        paths = write_paths(run_dir / 'paths_predicted.yaml', data,
+                            run_dir / 'test_with_predictions.json')
+        return Stage(name, [
+            self.entry, config, '--paths', paths, '--set', f'run_name=seed{seed}',
+            '--set', f'output_dir={run_dir}/{output}', '--set', f'train.epochs={settings.epochs}',
+            '--set', f'train.seed={seed}', '--set', f'eval.oracle_task={str(oracle_task).lower()}',
             *[a for name, (key, _) in self.SIZE_KEYS.items() if name in settings.sizes
-              for a in ('--set', f'{key}={settings.sizes[name]}')]], env)
+              for a in ('--set', f'{key}={settings.sizes[name]}')]],
+            dict(PYTHONPATH=copy_dir / 'src'))
+
+    def variant_stages(self, variant, copy_dir, data, settings, seed, run_dir):
+        yield self.train_stage(f'train_{variant}', copy_dir, data, settings, seed, run_dir,
+                               oracle_task=True)
+
+    def read_variant(self, variant, records, run_dir, settings, seed, main) -> SideRun:
+        run = read_train_log(records[f'train_{variant}'], settings.epochs, seed)
+        run.side = f'official ({variant})'
+        # the same training (only the test pass plans differently): its losses must agree
+        difference = max(abs(a - b) for a, b in zip(run.losses['total'],
+                                                    main.losses['total']))
+        run.stages = dict(check=dict(max_loss_difference_to_main_run=difference))
+        return run
 
     def epoch_finished(self, line: str) -> bool:
         return EPOCH_LOSS.search(line) is not None

@@ -38,7 +38,8 @@ SIDES = ('official', 'ours')
 class Change:
     """One difference between the comparison's official run and the official defaults.
     ``kind``: 'data' (paths, files written for the loader), 'size' (model/batch sizes),
-    'epochs', 'environment' (threads, launcher shims), 'patch' (a line of code changed)."""
+    'epochs', 'environment' (threads, launcher shims), 'patch' (a line of code changed),
+    'variant' (an extra official run, ``--official-variant``)."""
     kind: str
     text: str
 
@@ -69,10 +70,13 @@ class Settings:
     difficulty: float = 0.5
     feature_seed: int = 0
     sizes: dict = field(default_factory=dict)   # plug-in sizes (Method.sizes), both sides
+    frame_dim: int = 512  # dims of a synthetic frame (S3D: 512); observations are 3 frames
 
     def identity(self) -> dict:
-        """Everything that changes a side's result; ``seeds`` left out (a rerun may add seeds)."""
-        return {k: v for k, v in dataclasses.asdict(self).items() if k != 'seeds'}
+        """Everything that changes a side's result; ``seeds`` left out (a rerun may add seeds),
+        ``frame_dim`` too when it is the default 512 (comparisons made before it existed)."""
+        return {k: v for k, v in dataclasses.asdict(self).items()
+                if k != 'seeds' and not (k == 'frame_dim' and v == 512)}
 
 
 @dataclass
@@ -135,7 +139,10 @@ class Method:
     must hold), ``datasets`` (supported), ``sizes`` (``{name: (default, help)}``: sizes that
     both sides set, ``--size name=value``), ``shims`` (launcher shims, launcher.SHIMS),
     ``metrics`` (our metric names the official loop reports, compared in the table),
-    ``loss_names`` (common loss names, ``total`` first).
+    ``loss_names`` (common loss names, ``total`` first), ``patched_sizes`` (sizes the official
+    code hard-codes: a listed patch of the copy sets them, not a flag), ``variants``
+    (``{name: what it changes}``: official reruns with a setting of the official defaults
+    switched, e.g. an official defect on, compared with the main official run).
     """
     name = ''
     label = ''
@@ -147,6 +154,9 @@ class Method:
     shims: tuple = ()
     metrics: tuple = ('success_rate', 'mean_accuracy', 'miou_legacy')
     loss_names: tuple = ('total',)
+    patched_sizes: tuple = ()  # sizes set by a patch of the official code, not by a flag
+    any_frame_dim = False  # True: the plug-in sets both sides' observation dims (--frame-dim)
+    variants: dict = {}  # --official-variant name -> what it changes in the official run
 
     def official_changes(self, settings: Settings) -> list[Change]:
         """Changes that follow from the settings alone (epochs, sizes, seeds)."""
@@ -181,6 +191,18 @@ class Method:
         """Whether an official output line marks the end of a training epoch (progress)."""
         return False
 
+    def variant_stages(self, variant: str, copy_dir: Path, data: ComparisonData,
+                       settings: Settings, seed: int, run_dir: Path):
+        """The official stages of ``variant`` (:attr:`variants`), run after the seed's main
+        official run in its ``run_dir`` (they may read its files)."""
+        raise NotImplementedError
+
+    def read_variant(self, variant: str, records: dict, run_dir: Path, settings: Settings,
+                     seed: int, main: SideRun) -> SideRun:
+        """The variant's :class:`SideRun` (side ``official (<variant>)``) from its records;
+        ``main``: the seed's main official run."""
+        raise NotImplementedError
+
     def our_run(self, data: ComparisonData, settings: Settings) -> dict:
         """Our side as a protocol run entry: ``dict(config=..., cfg_options=...)``."""
         raise NotImplementedError
@@ -210,6 +232,9 @@ class Method:
         if settings.dataset not in self.datasets:
             raise ValueError(f'--dataset {settings.dataset}: the {self.label} comparison '
                              f'supports {list(self.datasets)}')
+        if settings.frame_dim != 512 and not self.any_frame_dim:
+            raise ValueError(f'--frame-dim {settings.frame_dim}: the {self.label} comparison '
+                             'runs with 512-d frames only (its official dims are fixed here)')
         unknown = sorted(set(settings.sizes) - set(self.sizes))
         if unknown:
             raise ValueError(f'--size {unknown}: not a size of the {self.label} comparison; '
@@ -223,7 +248,8 @@ class Method:
     def size_changes(self, settings: Settings, source: str) -> list:
         """One 'size' change ``--name value (source: default)`` per ``--size`` given."""
         return [Change('size', f'--{name} {settings.sizes[name]} ({source}: '
-                               f'{self.sizes[name][0]})') for name in sorted(settings.sizes)]
+                               f'{self.sizes[name][0]})') for name in sorted(settings.sizes)
+                if name not in self.patched_sizes]
 
     def environment_changes(self, settings: Settings) -> list[Change]:
         changes = [Change('environment', f'torch.set_num_threads({settings.threads}) and '
@@ -242,10 +268,12 @@ def prepare_data(settings: Settings, shared_root: Path, out: Path) -> Comparison
     feature_dir = out / 'features'
     manifest = out / 'features_manifest.json'
     wanted = dict(dataset=settings.dataset, difficulty=settings.difficulty,
-                  seed=settings.feature_seed, videos=len(videos), layout='public')
+                  seed=settings.feature_seed, videos=len(videos), layout='public',
+                  **({} if settings.frame_dim == 512 else dict(frame_dim=settings.frame_dim)))
     if not manifest.is_file() or json.loads(manifest.read_text()) != wanted:
         shutil.rmtree(feature_dir, ignore_errors=True)
-        generator = SyntheticFeatureGenerator(taxonomy, difficulty=settings.difficulty,
+        generator = SyntheticFeatureGenerator(taxonomy, frame_dim=settings.frame_dim,
+                                              difficulty=settings.difficulty,
                                               seed=settings.feature_seed)
         log(f'writing synthetic features of {len(videos)} videos -> {feature_dir}')
         write_synthetic_features(videos, generator, feature_dir, 'public', progress=False,
@@ -302,6 +330,22 @@ def run_official_seed(method: Method, copy_dir: Path, data: ComparisonData, sett
     return method.read_official(records, copy_dir, run_dir, settings, seed, data)
 
 
+def run_official_variant(method: Method, variant: str, copy_dir: Path, data: ComparisonData,
+                         settings: Settings, seed: int, run_dir: Path, python: str,
+                         main: SideRun) -> SideRun:
+    """Run a variant's official stages of one seed after its main run (in ``run_dir``)."""
+    if not run_dir.is_dir():
+        raise FileNotFoundError(f'{run_dir}: the official run of seed {seed} is needed by '
+                                f'--official-variant {variant}; delete {run_dir}.json and rerun')
+    records = {}
+    for stage in method.variant_stages(variant, copy_dir, data, settings, seed, run_dir):
+        began = time.monotonic()
+        records[stage.name] = _run_stage(method, copy_dir, settings, run_dir, stage, python,
+                                         None)
+        log(f'  official {stage.name}: {time.monotonic() - began:.0f} s')
+    return method.read_variant(variant, records, run_dir, settings, seed, main)
+
+
 def _run_stage(method, copy_dir, settings, run_dir, stage: Stage, python, progress) -> list:
     from .launcher import LAUNCHER_NAME
     name = stage.name
@@ -315,7 +359,7 @@ def _run_stage(method, copy_dir, settings, run_dir, stage: Stage, python, progre
     (run_dir / f'{name}.command.txt').write_text(
         ''.join(f'{k}={v} ' for k, v in stage.env.items()) + ' '.join(command)
         + (f' <<< {stage.stdin!r}' if stage.stdin is not None else '') + '\n')
-    counted = name == method.main_stage()
+    counted = progress is not None and name == method.main_stage()
     with open(output, 'w') as out_file:
         process = subprocess.Popen(command, cwd=copy_dir, env=env, stdout=out_file,
                                    stderr=subprocess.STDOUT, text=True,
@@ -506,11 +550,17 @@ class EpochProgress:
 
 # ---------------------------------------------------------------------- one comparison
 def compare(method: Method, official_dir, out, settings: Settings, *, python: str,
-            shared_root) -> dict:
+            shared_root, variants=()) -> dict:
     """Run (or reuse) both sides for every seed; returns ``{'official': [SideRun],
-    'ours': [SideRun], 'changes': [Change]}`` (module docstring)."""
+    'ours': [SideRun], 'changes': [Change], 'variants': {name: [SideRun]}}`` (module
+    docstring); each of ``variants`` (:attr:`Method.variants`) reruns the official side of
+    every seed with that change, kept as ``<out>/official/seed<s>.<variant>.json``."""
     from vpn_plugin.protocol.runner import claim_work_dir
     method.check_settings(settings)
+    unknown = sorted(set(variants) - set(method.variants))
+    if unknown:
+        raise ValueError(f'--official-variant {unknown}: not a variant of the {method.label} '
+                         f'comparison; expected one of {sorted(method.variants) or "none"}')
     method.check_official_dir(official_dir)
     out = Path(out).resolve()
     claim_work_dir(out, settings.identity())
@@ -539,7 +589,17 @@ def compare(method: Method, official_dir, out, settings: Settings, *, python: st
                     progress.epoch('ours', settings.epochs)
                 run.save(record)
             runs[side].append(SideRun.load(record))
-    return dict(runs, changes=changes)
+        for variant in variants:
+            record = out / 'official' / f'seed{seed}.{variant}.json'
+            if not record.is_file():
+                log(f'{method.label} official ({variant}), seed {seed}')
+                run_official_variant(method, variant, copy_dir, data, settings, seed,
+                                     out / 'official' / f'seed{seed}', python,
+                                     runs['official'][-1]).save(record)
+            runs.setdefault('variants', {}).setdefault(variant, []).append(
+                SideRun.load(record))
+    return dict(runs, changes=changes + [Change('variant', f'{v}: {method.variants[v]}')
+                                         for v in variants])
 
 
 def check_same_windows(official: SideRun, ours: dict) -> None:

@@ -41,7 +41,7 @@ import torch
 
 from .framework import Change, ComparisonData, Settings, SideRun, Stage, flag_list, \
     read_event_scalars, seconds_between
-from .pdpp import (VAL_TAGS, WORKERS, Pdpp, event_folders, logging_started,
+from .pdpp import (UNET_DIM, VAL_TAGS, WORKERS, Pdpp, event_folders, logging_started,
                    official_selection, patch_file, read_diffusion_training, value_at,
                    window_json)
 
@@ -73,7 +73,12 @@ class Kepp(Pdpp):
     sizes = {'batch_size': (256, 'batch size of the step and plan models (--batch_size; '
                             'ours: train_dataloader.batch_size)'),
              'n_train_steps': (50, 'steps per epoch of both models (--n_train_steps; ours: '
-                               'train_dataloader.batch_sampler.steps_per_epoch)')}
+                               'train_dataloader.batch_sampler.steps_per_epoch)'),
+             'unet_dim': (UNET_DIM, 'width of the step and plan U-Nets (hard-coded dim=256 '
+                                    'in step/main_distributed.py, step/inference.py, '
+                                    'plan/main_distributed.py: patched in the copy; ours: '
+                                    'model.dim)')}
+    unet_files = ('step/main_distributed.py', 'step/inference.py', 'plan/main_distributed.py')
     shims = ('cuda_noop', 'gloo_single_process', 'load_on_cpu')
 
     def check_settings(self, settings: Settings) -> None:
@@ -107,6 +112,7 @@ class Kepp(Pdpp):
                          settings: Settings) -> list[Change]:
         patch_file(copy_dir / 'step/inference.py', STEP_PATCH)
         patch_file(copy_dir / 'PKG/graph_creation.py', GRAPH_PATCH)
+        unet = self.unet_dim_patch(copy_dir, settings)
         for split in ('train', 'test'):
             (data.official_dir / f'kepp_{split}.json').write_text(json.dumps(
                 window_json(data.windows[split], data.feature_dir, data.taxonomy)))
@@ -117,7 +123,7 @@ class Kepp(Pdpp):
         for folder in ('step/log', 'plan/log', 'step/checkpoint', 'plan/checkpoint',
                        'step/save_max', 'plan/save_max'):
             (copy_dir / folder).mkdir(parents=True, exist_ok=True)
-        return [Change('data', f'--json_path_train / --json_path_val of the step model: '
+        return unet + [Change('data', f'--json_path_train / --json_path_val of the step model: '
                        f'{data.official_dir}/kepp_{{train,test}}.json, the unified windows in '
                        "the loader's format; the plan model's: the path lists of paths_train "
                        '/ paths_test'),
@@ -129,7 +135,8 @@ class Kepp(Pdpp):
     def official_commands(self, copy_dir, data, settings, seed, run_dir):
         for model in ('step', 'plan'):  # an earlier seed's checkpoints would be resumed
             clear_checkpoints(copy_dir / model, seed)
-        common = dict(COMMON, horizon=settings.horizon, epochs=settings.epochs,
+        common = dict(COMMON, observation_dim=3 * settings.frame_dim,
+                      horizon=settings.horizon, epochs=settings.epochs,
                       n_train_steps=self.size(settings, 'n_train_steps'),
                       batch_size=self.size(settings, 'batch_size'),
                       num_thread_reader=WORKERS, seed=seed, checkpoint_dir=f'seed{seed}',

@@ -53,6 +53,7 @@ ACCURACY = re.compile(r'acc:\s+([\d.]+)')
 VAL_TAGS = {'success_rate': 'Val/Traj_Success_Rate', 'mean_accuracy': 'Val/EpochAcc_1',
             'miou_set': 'Val/MIoU2'}
 WORKERS = 2
+UNET_DIM = 256  # TemporalUnet(..., dim=256, ...): a literal in the official scripts
 
 
 class Pdpp(Method):
@@ -67,7 +68,13 @@ class Pdpp(Method):
     sizes = {'batch_size': (256, 'batch size of both stages (--batch_size; ours: '
                             'train_dataloader.batch_size)'),
              'n_train_steps': (50, 'steps per epoch of both stages (--n_train_steps; ours: '
-                               'train_dataloader.batch_sampler.steps_per_epoch)')}
+                               'train_dataloader.batch_sampler.steps_per_epoch)'),
+             'unet_dim': (UNET_DIM, 'width of the temporal U-Net (hard-coded dim=256 in '
+                                    'main_distributed.py: patched in the copy; ours: '
+                                    'model.dim)')}
+    patched_sizes = ('unet_dim',)
+    any_frame_dim = True  # --observation_dim 3 x frame dim (ours: model.feature_dim)
+    unet_files = ('main_distributed.py',)  # the scripts that build the U-Net
     shims = ('cuda_noop', 'gloo_single_process', 'load_on_cpu')
     metrics = ('success_rate', 'mean_accuracy', 'miou_set')
     loss_names = ('total',)
@@ -92,12 +99,24 @@ class Pdpp(Method):
         for split in ('train', 'test'):
             (data.official_dir / f'pdpp_{split}.json').write_text(json.dumps(
                 window_json(data.windows[split], data.feature_dir, data.taxonomy)))
-        return [Change('data', f'--json_path_train {data.official_dir}/pdpp_train.json, '
+        return self.unet_dim_patch(copy_dir, settings) + [Change('data', f'--json_path_train {data.official_dir}/pdpp_train.json, '
                        f'--json_path_val (classifier) {data.official_dir}/pdpp_test.json: '
                        "the unified windows in the loader's format (legal_range [start, end, "
                        'action], feature = our file), then the predicted-task file of '
                        'predict_last for the diffusion stage'),
                 Change('data', f'features: {data.feature_dir} (synthetic, public layout)')]
+
+    def unet_dim_patch(self, copy_dir: Path, settings: Settings) -> list[Change]:
+        """``--size unet_dim=D``: ``dim=256,`` -> ``dim=D,`` in every script that builds the
+        U-Net (``unet_files``, so a checkpoint one writes fits the next)."""
+        if 'unet_dim' not in settings.sizes:
+            return []
+        dim = settings.sizes['unet_dim']
+        for name in self.unet_files:
+            patch_file(copy_dir / name, ((f'dim={UNET_DIM},', f'dim={dim},'),))
+        return [Change('patch', f'{", ".join(self.unet_files)}: the temporal U-Net\'s '
+                       f'hard-coded dim={UNET_DIM} set to {dim} (size unet_dim; ours: '
+                       f'model.dim={dim})')]
 
     def official_commands(self, copy_dir, data, settings, seed, run_dir):
         # the checkpoints of an earlier seed would be resumed (--resume) or selected
@@ -106,7 +125,8 @@ class Pdpp(Method):
         for folder in ('save_max_mlp', 'save_max'):
             for path in (copy_dir / folder).glob('epoch*.pth.tar'):
                 path.unlink()
-        common = dict(README_NIV, horizon=settings.horizon, epochs=settings.epochs,
+        common = dict(README_NIV, observation_dim=3 * settings.frame_dim,
+                      horizon=settings.horizon, epochs=settings.epochs,
                       n_train_steps=self.size(settings, 'n_train_steps'),
                       batch_size=self.size(settings, 'batch_size'),
                       num_thread_reader=WORKERS, seed=seed, checkpoint_dir=f'seed{seed}',
@@ -147,9 +167,11 @@ class Pdpp(Method):
                    'val_dataloader': None, 'val_cfg': None, 'val_evaluator': None,
                    'train_dataloader.batch_size': self.size(settings, 'batch_size'),
                    'train_dataloader.batch_sampler.steps_per_epoch':
-                       self.size(settings, 'n_train_steps')}
+                       self.size(settings, 'n_train_steps'),
+                   'model.dim': self.size(settings, 'unet_dim')}
         for split in ('train', 'test'):
             options[f'{split}_dataloader.dataset.observation'] = 'concat3'
+        options.update(frame_dim_options(settings))
         return dict(config=f'configs/baselines/pdpp_niv_t{settings.horizon}.py',
                     cfg_options=options)
 
@@ -158,6 +180,16 @@ class Pdpp(Method):
 
     def our_stages(self, work_dir: Path) -> dict:
         return dict(classifier=our_classifier_curve(work_dir))
+
+
+def frame_dim_options(settings: Settings) -> dict:
+    """Our cfg_options for ``--frame-dim`` other than 512: the datasets' frame dim and the
+    model's observation dim (3 frames)."""
+    if settings.frame_dim == 512:
+        return {}
+    return {'model.feature_dim': 3 * settings.frame_dim,
+            **{f'{split}_dataloader.dataset.frame_dim': settings.frame_dim
+               for split in ('train', 'test')}}
 
 
 def patch_file(path: Path, replacements) -> None:

@@ -5,6 +5,8 @@
   CI; ``*`` = the interval excludes 0, i.e. a difference beyond seed noise). The official side
   twice: its last epoch (what ours is compared with) and the checkpoint its own script selects
   (test-set selection where it does so).
+* :func:`variant_table`: an official variant (``--official-variant``: an official defect on)
+  against the main official run, Δ = with - without, paired by seed.
 * :func:`loss_table`: per-epoch mean training loss of each side with its CI over seeds.
 * :func:`speed_lines`: seconds per training epoch of each side (median over epochs and seeds,
   both sides alternating on the same machine) and the ratio; the official per-epoch test pass.
@@ -56,6 +58,29 @@ def metric_table(label: str, runs: dict, settings, metrics) -> str:
     table = build_table(rows, metrics, methods=methods, ours=names[OURS],
                         reference=names[LAST])
     return to_markdown(table)
+
+
+def variant_table(label: str, runs: dict, settings, metrics, variant: str) -> str:
+    """The Markdown table of an official variant (``--official-variant``) against the main
+    official run, both at the last epoch; Δ = with - without, paired by seed (the same seeds
+    and training)."""
+    with_name, without = f'{label} (official, {variant})', method_names(label)[LAST]
+    rows = ([_row(without, r.seed, r.metrics, settings) for r in runs['official']]
+            + [_row(with_name, r.seed, r.metrics, settings) for r in runs['variants'][variant]])
+    return to_markdown(build_table(rows, metrics, methods=[with_name, without], ours=with_name,
+                                   reference=without, paired=True))
+
+
+def variant_text(label: str, runs: dict, settings, metrics) -> str:
+    """Each variant's table and how far its training losses were from the main run's."""
+    parts = []
+    for variant, variant_runs in runs.get('variants', {}).items():
+        gap = max(r.stages['check']['max_loss_difference_to_main_run'] for r in variant_runs)
+        parts.append(f'official variant {variant} against the official run without it '
+                     f'(last epoch; Δ = with - without, paired by seed; largest training-loss '
+                     f'difference between the two official trainings {gap:.2g}):\n\n'
+                     + variant_table(label, runs, settings, metrics, variant))
+    return '\n'.join(parts)
 
 
 def per_epoch(runs: list, name: str) -> np.ndarray:
@@ -197,7 +222,9 @@ def plot_losses(label: str, runs: dict, out_stem) -> list:
             ax.set_ylabel('Training loss' if panel == 'training'
                           else f'Loss ({panel.replace("_", " ")})')
             ax.grid(True, alpha=0.3)
+        # above the first panel, never over a curve (the curves fill any corner)
         axes[0, 0].legend(title=ci_label('Bands', [len(runs['official']), len(runs['ours'])]),
-                          title_fontsize=6)
+                          title_fontsize=6, loc='lower center', bbox_to_anchor=(0.5, 1.02),
+                          ncol=2, borderaxespad=0, frameon=False)
         fig.tight_layout()
         return save_figure(fig, out_stem)
