@@ -3,6 +3,7 @@ built with random weights at a small input size (the network's function is check
 the official fixture in test_s3d.py; here: frames, rows, padding, files, failures, resuming,
 sharding over two processes, and tools/plan.py --video end to end)."""
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -220,6 +221,19 @@ def test_two_processes_split_one_list_without_overlap_or_gap(videos, tmp_path):
     assert 'UNUSABLE' in result.stdout and 'chunks/s' in result.stderr
     assert f'temporary files: each <name>.npz is written as {out}/.<name>.npz.partial-' \
         in result.stderr
+
+
+def test_every_rank_checks_the_folder_before_any_rank_writes(videos, s3d, tmp_path):
+    """CI: under load, rank 1 wrote its first feature file before rank 0 checked --out, and
+    rank 0 refused the folder as someone else's (feature files but no extraction.json)."""
+    def extract(rank):
+        seen = []
+        extract_videos(s3d, list_videos([videos]), tmp_path, RECIPE, num_workers=0, rank=rank,
+                       world_size=2, barrier=lambda: seen.append(sorted(os.listdir(tmp_path))))
+        return seen
+    assert extract(0) == [['extraction.json']]  # the record, and not one feature file yet
+    assert extract(1)[0][0] == 'extraction.json'
+    assert len(list(tmp_path.glob('*.npz'))) == 4
 
 
 def test_progress_counts_chunks_against_the_videos_durations(videos, s3d, tmp_path):

@@ -119,7 +119,8 @@ def main(argv=None):
     result = extract_videos(s3d, videos, args.out, recipe, naming=args.naming, rank=rank,
                             world_size=world, num_workers=args.num_workers,
                             batch_chunks=args.batch_chunks, extra=extra,
-                            settings=settings_of(args, recipe))
+                            settings=settings_of(args, recipe),
+                            barrier=torch.distributed.barrier if world > 1 else lambda: None)
     print(f'rank {rank}/{world}: {len(result.done)} written, {len(result.skipped)} already '
           f'there, {len(result.failed)} failed; {result.frames} frames in '
           f'{result.seconds:.1f} s')

@@ -280,12 +280,15 @@ def extract_videos(network: Callable, videos: Sequence[Path], out_dir, recipe: F
                    *, naming: str = 'stem', rank: int = 0, world_size: int = 1,
                    num_workers: int = 2, batch_chunks: int = 8, block_chunks: int = 64,
                    extra: Optional[Dict[str, np.ndarray]] = None,
-                   settings: Optional[dict] = None, progress_stream=None
-                   ) -> ExtractionResult:
+                   settings: Optional[dict] = None, progress_stream=None,
+                   barrier: Callable[[], None] = lambda: None) -> ExtractionResult:
     """Extract this rank's shard of ``videos`` (module docstring). ``network``: a module
     returning ``{'video_embedding': (B, D)}`` for (B, 3, chunk, S, S) in [0, 1] (``S3D`` in
     eval mode); ``extra``: arrays stored in every file (e.g. ``usable``); ``settings``: what
-    ``extraction.json`` records (the recipe and weights)."""
+    ``extraction.json`` records (the recipe and weights); ``barrier``: waits for every rank
+    (``torch.distributed.barrier`` in a multi-process run), called once the folder is
+    checked and before anything is written, so that no rank checks a folder another rank has
+    begun to fill."""
     progress_stream = progress_stream or sys.stderr  # the stream of now, not of the import
     out_dir = Path(out_dir)
     if path_kind(out_dir) not in (None, 'a folder'):
@@ -294,6 +297,7 @@ def extract_videos(network: Callable, videos: Sequence[Path], out_dir, recipe: F
     out_dir.mkdir(parents=True, exist_ok=True)
     names = output_names(videos, naming)
     check_manifest(out_dir, settings or dict(recipe=recipe.as_dict()), rank)
+    barrier()
     mine = shard(list(zip(videos, names)), rank, world_size)
     result = ExtractionResult()
     todo = []
