@@ -65,8 +65,8 @@ def short_run_note(hook: str, steps: int, first_copy: int, every: int, averages_
     weights = ('the EMA weights (what validation scores, every checkpoint stores as its '
                'state_dict and tools/test.py tests)')
     if steps < first_copy:
-        return True, (f'{hook}: {steps} training steps, fewer than the {first_copy} after '
-                      f'which the EMA first takes the model: {weights} are the initial weights, '
+        return True, (f'{before_first_copy(hook, steps, first_copy)}: {weights} are the '
+                      f'initial weights, '
                       f'untrained but for what the pre-stages made (the PKG, a task '
                       f'classifier, a step model); '
                       f'train at least {first_copy} steps to test a trained model')
@@ -93,8 +93,12 @@ def untrained_ema_note(hook: str, steps: int, first_copy: int, every: int,
     note = short_run_note(hook, steps, first_copy, every, averages_from)
     if not note or not note[0]:
         return ''
-    return (f'EMA weights untrained ({hook}: {steps} training steps, fewer than the '
-            f'{first_copy} after which the EMA first takes the model)')
+    return f'EMA weights untrained ({before_first_copy(hook, steps, first_copy)})'
+
+
+def before_first_copy(hook: str, steps: int, first_copy: int) -> str:
+    return (f'{hook}: {steps} training steps, fewer than the {first_copy} after which the EMA '
+            'first takes the model')
 
 
 class ScheduledEMAHook:
