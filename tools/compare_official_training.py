@@ -10,7 +10,9 @@ format, runs the official training script unchanged except for data paths, sizes
 (each change is listed), runs ours on the same features and windows (the protocol runner), one
 seed after the other, alternating the sides, and prints per-epoch training losses, the final
 SR / mAcc / mIoU of both with 90% bootstrap CIs over seeds and Δ = ours - official (``*``:
-beyond seed noise), and seconds per training epoch of each. ``<out>/comparison.md`` and
+beyond seed noise), and seconds per training epoch of each. ``--rescore-with-ours`` (KEPP) also
+scores the official run's final weights with our evaluator (a third table: both trainings under
+one evaluator). ``<out>/comparison.md`` and
 ``.json`` hold the same, ``<out>/loss_curves.{png,pdf}`` the loss curves (``--figure STEM``
 elsewhere). Resumable: a finished side of a seed is reused by a rerun with the same settings.
 Nothing of the official checkout is copied into this repository (its copy lives in ``<out>``).
@@ -74,6 +76,10 @@ def parse_args(argv=None):
                         help="also rerun the official side with one of the plug-in's "
                         'variants (an official default it does not inherit switched back on, '
                         'e.g. cefito oracle_task) and compare it with the main official run')
+    parser.add_argument('--rescore-with-ours', action='store_true',
+                        help='also score the official run\'s final weights with our evaluator '
+                        '(loaded into our model; kepp): a third table compares both trainings '
+                        'under one evaluator')
     return parser.parse_args(argv)
 
 
@@ -92,7 +98,8 @@ def report(method, result: dict, settings: Settings) -> str:
         summary.speed_lines(result)]
         + [summary.stage_text(result, stage) for stage in summary.stage_names(result)]
         + [summary.check_lines(result),
-           summary.variant_text(method.label, result, settings, method.metrics)])
+           summary.variant_text(method.label, result, settings, method.metrics),
+           summary.rescore_text(method.label, result, settings, method.metrics)])
 
 
 @tool_main
@@ -106,7 +113,7 @@ def main(argv=None):
     torch.set_num_threads(args.threads)
     result = compare(method, args.official_dir, args.out, settings,
                      python=python_of(args.official_python), shared_root=args.data_root,
-                     variants=args.official_variant)
+                     variants=args.official_variant, rescore=args.rescore_with_ours)
     out = Path(args.out)
     text = report(method, result, settings)
     figure = summary.plot_losses(method.label, result, args.figure or out / 'loss_curves')
@@ -117,7 +124,8 @@ def main(argv=None):
         runs={side: [dataclasses.asdict(r) for r in result[side]]
               for side in ('official', 'ours')},
         variants={name: [dataclasses.asdict(r) for r in runs]
-                  for name, runs in result.get('variants', {}).items()}), indent=1))
+                  for name, runs in result.get('variants', {}).items()},
+        rescored=[dataclasses.asdict(r) for r in result.get('rescored', [])]), indent=1))
     print(text)
     print('figure: ' + ', '.join(map(str, figure)))
 

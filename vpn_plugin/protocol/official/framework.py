@@ -14,7 +14,11 @@ One comparison (:func:`compare`) of a method (a plug-in, :class:`Method`) at giv
 4. :mod:`.summary` turns the per-seed :class:`SideRun` records into the tables and the figure.
 
 A finished side of a seed is kept as ``<out>/{official,ours}/seed<s>.json`` and reused by a
-rerun with the same settings (``<out>/run.json``; other settings are refused).
+rerun with the same settings (``<out>/run.json``; other settings are refused). The official
+run's final weights (:meth:`Method.official_checkpoints`) are kept in
+``<out>/official/seed<s>/checkpoints`` (the copy of the checkout is rebuilt by every call);
+``rescore=True`` loads them into our model and scores them with our evaluator
+(:func:`rescore_official_seed`), so that both sides' trainings meet one evaluator.
 """
 from __future__ import annotations
 
@@ -157,6 +161,7 @@ class Method:
     patched_sizes: tuple = ()  # sizes set by a patch of the official code, not by a flag
     any_frame_dim = False  # True: the plug-in sets both sides' observation dims (--frame-dim)
     variants: dict = {}  # --official-variant name -> what it changes in the official run
+    rescorable = False  # True: official_checkpoints / official_into_ours (--rescore-with-ours)
 
     def official_changes(self, settings: Settings) -> list[Change]:
         """Changes that follow from the settings alone (epochs, sizes, seeds)."""
@@ -201,6 +206,18 @@ class Method:
                      seed: int, main: SideRun) -> SideRun:
         """The variant's :class:`SideRun` (side ``official (<variant>)``) from its records;
         ``main``: the seed's main official run."""
+        raise NotImplementedError
+
+    def official_checkpoints(self, copy_dir: Path, settings: Settings, seed: int) -> dict:
+        """``{name: path in the copy}`` of the official run's final weights, kept after the
+        run as ``<run dir>/checkpoints/<name>.pth.tar`` (none by default)."""
+        return {}
+
+    def official_into_ours(self, checkpoint: dict, kept: dict, source: str) -> dict:
+        """Our trained checkpoint ``checkpoint`` (same settings and seed; read with
+        ``engine.checkpoint.read_checkpoint``) with every learned tensor replaced by the
+        official run's (``kept``: ``{name: path}`` of :meth:`official_checkpoints`), so that
+        our evaluator scores the official training (``--rescore-with-ours``)."""
         raise NotImplementedError
 
     def our_run(self, data: ComparisonData, settings: Settings) -> dict:
@@ -327,7 +344,56 @@ def run_official_seed(method: Method, copy_dir: Path, data: ComparisonData, sett
                                          progress)
         if stage.name != method.main_stage():
             log(f'  official {stage.name}: {time.monotonic() - began:.0f} s')
+    keep_official_checkpoints(method, copy_dir, settings, seed, run_dir)
     return method.read_official(records, copy_dir, run_dir, settings, seed, data)
+
+
+def keep_official_checkpoints(method: Method, copy_dir: Path, settings: Settings, seed: int,
+                              run_dir: Path) -> None:
+    """Copy the official run's final weights into ``<run_dir>/checkpoints``."""
+    for name, path in method.official_checkpoints(copy_dir, settings, seed).items():
+        if not Path(path).is_file():
+            raise FileNotFoundError(f'the official run of seed {seed} wrote no {path} (its '
+                                    f'final {name} weights)')
+        (run_dir / 'checkpoints').mkdir(exist_ok=True)
+        shutil.copyfile(path, run_dir / 'checkpoints' / f'{name}.pth.tar')
+
+
+def rescore_official_seed(method: Method, data: ComparisonData, settings: Settings,
+                          official: SideRun, out: Path) -> SideRun:
+    """The official run of ``official.seed`` scored by our evaluator: its kept weights
+    (``<out>/official/seed<s>/checkpoints``) put into our trained checkpoint of the same seed
+    (:meth:`Method.official_into_ours`), tested as our side is (the protocol runner's test,
+    our sampler and metrics). Returns ``official`` with those metrics, side
+    ``official (our evaluator)``."""
+    import torch
+    from vpn_plugin.engine.checkpoint import read_checkpoint, record_inside
+    from vpn_plugin.protocol.runner import expand_units
+    seed, run_dir = official.seed, out / 'official' / f'seed{official.seed}'
+    names = method.official_checkpoints(out / 'official_copy', settings, seed)
+    kept = {name: run_dir / 'checkpoints' / f'{name}.pth.tar' for name in names}
+    missing = [str(path) for path in kept.values() if not path.is_file()]
+    if missing:
+        raise FileNotFoundError(f'--rescore-with-ours: the official weights {missing} were not '
+                                f'kept (runs made before they were); delete {run_dir}.json and '
+                                'rerun the official side of that seed')
+    runner = our_runner(method, data, settings, out / 'ours')
+    unit, = expand_units(runner.cfg, seeds=[seed])
+    marker = runner.work_dir(unit) / 'train_done.json'
+    if not marker.is_file():
+        raise FileNotFoundError(f'{marker}: our training of seed {seed} is not finished')
+    ours = record_inside(json.loads(marker.read_text())['checkpoint'], runner.work_dir(unit),
+                         str(marker))
+    converted = method.official_into_ours(read_checkpoint(ours), kept, str(run_dir))
+    folder = run_dir / 'ours_evaluator'
+    folder.mkdir(exist_ok=True)
+    torch.save(converted, folder / 'official_weights.pth')
+    spec, = unit.tests
+    tested = runner.test(unit, spec, str(folder / 'official_weights.pth'), folder)
+    return dataclasses.replace(
+        official, side='official (our evaluator)', selected=None, selected_epoch=None,
+        metrics={name: tested.metrics[name] for name in method.metrics},
+        selection='the last epoch\'s weights in our model, scored by our evaluator')
 
 
 def run_official_variant(method: Method, variant: str, copy_dir: Path, data: ComparisonData,
@@ -550,13 +616,19 @@ class EpochProgress:
 
 # ---------------------------------------------------------------------- one comparison
 def compare(method: Method, official_dir, out, settings: Settings, *, python: str,
-            shared_root, variants=()) -> dict:
+            shared_root, variants=(), rescore: bool = False) -> dict:
     """Run (or reuse) both sides for every seed; returns ``{'official': [SideRun],
-    'ours': [SideRun], 'changes': [Change], 'variants': {name: [SideRun]}}`` (module
-    docstring); each of ``variants`` (:attr:`Method.variants`) reruns the official side of
-    every seed with that change, kept as ``<out>/official/seed<s>.<variant>.json``."""
+    'ours': [SideRun], 'changes': [Change], 'variants': {name: [SideRun]}, 'rescored':
+    [SideRun]}`` (module docstring); each of ``variants`` (:attr:`Method.variants`) reruns the
+    official side of every seed with that change, kept as
+    ``<out>/official/seed<s>.<variant>.json``; ``rescore``: the official weights of every seed
+    scored by our evaluator (:func:`rescore_official_seed`), kept as
+    ``<out>/official/seed<s>.rescored.json``."""
     from vpn_plugin.protocol.runner import claim_work_dir
     method.check_settings(settings)
+    if rescore and not method.rescorable:
+        raise ValueError(f'--rescore-with-ours: the {method.label} comparison cannot load the '
+                         'official weights into our model yet (methods that can: kepp)')
     unknown = sorted(set(variants) - set(method.variants))
     if unknown:
         raise ValueError(f'--official-variant {unknown}: not a variant of the {method.label} '
@@ -598,6 +670,13 @@ def compare(method: Method, official_dir, out, settings: Settings, *, python: st
                                      runs['official'][-1]).save(record)
             runs.setdefault('variants', {}).setdefault(variant, []).append(
                 SideRun.load(record))
+        if rescore:
+            record = out / 'official' / f'seed{seed}.rescored.json'
+            if not record.is_file():
+                log(f'{method.label} official, seed {seed}: scored by our evaluator')
+                rescore_official_seed(method, data, settings, runs['official'][-1],
+                                      out).save(record)
+            runs.setdefault('rescored', []).append(SideRun.load(record))
     return dict(runs, changes=changes + [Change('variant', f'{v}: {method.variants[v]}')
                                          for v in variants])
 

@@ -80,6 +80,7 @@ class Kepp(Pdpp):
                                     'model.dim)')}
     unet_files = ('step/main_distributed.py', 'step/inference.py', 'plan/main_distributed.py')
     shims = ('cuda_noop', 'gloo_single_process', 'load_on_cpu')
+    rescorable = True
 
     def check_settings(self, settings: Settings) -> None:
         super().check_settings(settings)
@@ -182,6 +183,30 @@ class Kepp(Pdpp):
                           graph=graph_check(run_dir / 'graph.pkl', data))
         return run
 
+    def official_checkpoints(self, copy_dir: Path, settings: Settings, seed: int) -> dict:
+        """The last epoch's checkpoints of the step and the plan model (``save_checkpoint``:
+        ``<model>/checkpoint/seed<s>/epoch<E>.pth.tar``, what the stages above test)."""
+        name = f'epoch{settings.epochs:04d}.pth.tar'
+        return {model: Path(copy_dir) / model / 'checkpoint' / f'seed{seed}' / name
+                for model in ('step', 'plan')}
+
+    def official_into_ours(self, checkpoint: dict, kept: dict, source: str) -> dict:
+        """Our KEPP checkpoint with the official U-Nets. mmengine's ``EMAHook`` saves the
+        averaged weights as ``state_dict`` (what a test scores) and the trained ones as
+        ``ema_state_dict`` (swapped back on resume): the plan model's ``ema`` weights (what the
+        official validation samples with) go into ``state_dict``, its ``model`` weights into
+        ``ema_state_dict``; the step model's ``ema`` into both (the official ``inference.py``
+        predicts with them; ours keeps only its step model's EMA). The graph buffers stay
+        ours: the official graph is ours edge for edge (:func:`graph_check`, every seed)."""
+        official = {name: torch.load(path, map_location='cpu', weights_only=True)
+                    for name, path in kept.items()}
+        scored = dict(plan=official['plan']['ema'], step=official['step']['ema'])
+        trained = dict(plan=official['plan']['model'], step=official['step']['ema'])
+        return dict(state_dict=unet_state(checkpoint['state_dict'], scored, source),
+                    ema_state_dict=unet_state(checkpoint['ema_state_dict'], trained, source,
+                                              prefix='module.'),  # also mmengine's 'steps'
+                    meta=checkpoint['meta'])
+
     # ------------------------------------------------------------------ our side
     def our_run(self, data: ComparisonData, settings: Settings) -> dict:
         run = super().our_run(data, settings)
@@ -197,6 +222,32 @@ class Kepp(Pdpp):
         record = saved['record']
         return dict(step_model=dict(losses=record['epoch_losses'],
                                     seconds=record['epoch_seconds']))
+
+
+def unet_state(state: dict, weights: dict, source: str, prefix: str = '') -> dict:
+    """``state`` (our KEPP state dict, its keys under ``prefix``) with ``plan.unet.*`` /
+    ``step.unet.*`` taken from the official ``weights[model]`` (a
+    ``GaussianDiffusion`` state dict: the U-Net under ``model.``, PDPP's names); every official
+    U-Net tensor used once, names and shapes checked. The two U-Nets are KEPP's only
+    parameters; its other entries are buffers (schedules, graph, flags)."""
+    from vpn_plugin.models.temporal_unet import official_name
+    out = dict(state)
+    for model in ('plan', 'step'):
+        theirs = {key[len('module.'):] if key.startswith('module.') else key: value
+                  for key, value in weights[model].items()}
+        unet, used = f'{prefix}{model}.unet.', set()
+        for key in [k for k in state if k.startswith(unet)]:
+            name = 'model.' + official_name(key[len(unet):])
+            if name not in theirs or theirs[name].shape != state[key].shape:
+                raise ValueError(f'{source}: the official {model} model has no {name} of '
+                                 f'shape {tuple(state[key].shape)} (ours: {key})')
+            out[key] = theirs[name].to(state[key].dtype).clone()
+            used.add(name)
+        left = sorted(k for k in theirs if k.startswith('model.') and k not in used)
+        if left:
+            raise ValueError(f'{source}: the official {model} model\'s weights {left} have '
+                             'no counterpart in our KEPP')
+    return out
 
 
 def clear_checkpoints(folder: Path, seed: int) -> None:

@@ -7,6 +7,9 @@
   (test-set selection where it does so).
 * :func:`variant_table`: an official variant (``--official-variant``: an official defect on)
   against the main official run, Δ = with - without, paired by seed.
+* :func:`rescore_text`: the official weights scored by our evaluator (``--rescore-with-ours``)
+  against ours (both sides' trainings, one evaluator) and against the official script's own
+  test pass of the same weights (paired by seed: what the evaluator alone changes).
 * :func:`loss_table`: per-epoch mean training loss of each side with its CI over seeds.
 * :func:`speed_lines`: seconds per training epoch of each side (median over epochs and seeds,
   both sides alternating on the same machine) and the ratio; the official per-epoch test pass.
@@ -81,6 +84,25 @@ def variant_text(label: str, runs: dict, settings, metrics) -> str:
                      f'difference between the two official trainings {gap:.2g}):\n\n'
                      + variant_table(label, runs, settings, metrics, variant))
     return '\n'.join(parts)
+
+
+def rescore_text(label: str, runs: dict, settings, metrics) -> str:
+    """The two tables of ``--rescore-with-ours`` (empty without it)."""
+    if not runs.get('rescored'):
+        return ''
+    names = method_names(label)
+    rescored = f'{label} (official, our evaluator)'
+    scored = [_row(rescored, r.seed, r.metrics, settings) for r in runs['rescored']]
+    ours = [_row(names[OURS], r.seed, r.metrics, settings) for r in runs['ours']]
+    own = [_row(names[LAST], r.seed, r.metrics, settings) for r in runs['official']]
+    one = to_markdown(build_table(ours + scored, metrics, methods=[names[OURS], rescored],
+                                  ours=names[OURS], reference=rescored))
+    same = to_markdown(build_table(scored + own, metrics, methods=[rescored, names[LAST]],
+                                   ours=rescored, reference=names[LAST], paired=True))
+    return ('both trainings scored by our evaluator (the official last epoch\'s weights loaded '
+            'into our model; Δ = ours - official):\n\n' + one + '\n'
+            'the official weights, our evaluator against the official test pass (Δ = ours - '
+            'its own, paired by seed: the evaluator alone):\n\n' + same)
 
 
 def per_epoch(runs: list, name: str) -> np.ndarray:
