@@ -394,3 +394,43 @@ def test_the_classifier_is_reused_never_retrained_silently(tmp_path):
     save_classifier(tmp_path / 'task_classifier.pth', saved, HookRunner(saved, tmp_path), hook)
     with pytest.raises(ValueError, match=r'num_tasks=2\), but this run is list \(num_tasks=5'):
         hook.before_train(HookRunner(five_tasks, tmp_path))
+
+
+class OfficialHead(torch.nn.Module):
+    """train_mlp.py's ``head`` as its __init__ draws it (an independent replica: four Linear
+    layers built, then Kaiming-normal weights and zero biases layer by layer)."""
+
+    def __init__(self, input_dim, output_dim):
+        super().__init__()
+        middle, wide = input_dim // 3, input_dim * 4
+        self.fc1, self.fc2 = torch.nn.Linear(input_dim, middle), torch.nn.Linear(middle, wide)
+        self.fc3, self.fc4 = torch.nn.Linear(wide, middle), torch.nn.Linear(middle, output_dim)
+        for layer in (self.fc1, self.fc2, self.fc3, self.fc4):
+            torch.nn.init.kaiming_normal_(layer.weight, mode='fan_in')
+            torch.nn.init.constant_(layer.bias, 0.0)
+
+
+@pytest.mark.parametrize('seed', [0, 5])
+def test_the_classifier_starts_from_train_mlp_s_draw_of_the_seed(seed, tmp_path, monkeypatch):
+    """train_mlp.py seeds torch and builds the head first; our model builds the U-Net first,
+    so the hook redraws the head as train_mlp.py does (the same seed, the same weights as the
+    official run) and leaves the global torch stream where it was."""
+    from vpn_plugin.engine import pdpp_training
+    started = {}
+
+    def record_start(module, *args, **kwargs):
+        started.update(head_state(module))
+        return dict(step=6, val_accuracy=None, train_loss=0.5)
+    monkeypatch.setattr(pdpp_training, 'train_classifier', record_start)
+    torch.manual_seed(seed)  # as the runner seeds before building the model
+    model = MODELS.build(dict(type='PDPP', feature_dim=12, num_actions=6, num_tasks=3,
+                              horizon=3, dim=32, n_timesteps=20))
+    built = head_state(model.diffusion)
+    stream = torch.get_rng_state()
+    TaskClassifierHook().before_train(HookRunner(model, tmp_path, seed=seed))
+    assert torch.equal(torch.get_rng_state(), stream)
+    torch.manual_seed(seed)
+    official = OfficialHead(12, 3).state_dict()
+    assert set(started) == set(official)
+    assert all(torch.equal(started[k], official[k]) for k in official)
+    assert not torch.equal(built['fc2.weight'], official['fc2.weight'])  # the U-Net drew first

@@ -10,7 +10,8 @@
   EMA copy is reset to the model every 10 steps before step 400, then
   ``ema = 0.995 ema + 0.005 model`` every 10 steps; evaluation and checkpoints use the EMA.
 * ``TaskClassifierHook`` (HOOKS): stage 1, the task classifier of every ``PDPPDiffusion``,
-  trained alone before the U-Net (official ``train_mlp.py``) with its progress logged, saved
+  trained alone before the U-Net (official ``train_mlp.py``, from the initial weights its
+  seed draws there: :func:`official_head_draw`) with its progress logged, saved
   as ``<work_dir>/task_classifier.pth`` (a pre-stage file, ``engine.pre_stage``: with what and
   how it was trained) and reused from there (a file of another training set or setting is
   refused naming both) or from a loaded checkpoint, never retrained silently.
@@ -36,7 +37,7 @@ from vpn_plugin.core.diffusion import pdpp_lr_multiplier
 from vpn_plugin.datasets.planning_dataset import planning_collate
 from vpn_plugin.errors import check_number
 from vpn_plugin.models.base_planner import check_finite_loss
-from vpn_plugin.models.pdpp import PDPPDiffusion, TaskClassifier, observation_pair
+from vpn_plugin.models.pdpp import PDPPDiffusion, TaskClassifier, TaskHead, observation_pair
 
 from .checkpoint import check_finite
 from .ema import ScheduledEMAHook, sync_pre_stages
@@ -237,6 +238,8 @@ class TaskClassifierHook(Hook):
         records = {}
         if is_main_process():
             for name, module in modules.items():
+                if isinstance(module, PDPPDiffusion):
+                    official_head_draw(module, runner.seed)
                 records[name] = train_classifier(
                     module, runner.train_dataloader.dataset, val_set, plan['batch_size'],
                     plan['steps'], plan['val_every'], self.lr, self.weight_decay,
@@ -250,6 +253,17 @@ class TaskClassifierHook(Hook):
                 state_dicts={f'{n}.task_head': m.task_head.state_dict()
                              for n, m in modules.items()},
                 records={f'{n}.task_head': r for n, r in records.items()}))
+
+
+def official_head_draw(module: PDPPDiffusion, seed: int) -> None:
+    """Give PDPP's task head the initial weights ``train_mlp.py`` draws for ``seed``: torch
+    seeded, then the head built before anything else (our model builds its U-Net first, which
+    would leave the same seed other head weights). The global torch stream is left as it
+    was."""
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)
+        drawn = TaskHead(module.feature_dim, module.num_tasks)
+    module.task_head.load_state_dict(drawn.state_dict())
 
 
 def classifier_identity(dataset, modules: dict) -> dict:
