@@ -335,3 +335,22 @@ def test_convert_authors_checkpoint_names_a_payload_file(tmp_path, monkeypatch):
     assert f'{payload}: cannot load it as the authors\' checkpoint' in message, message
     assert 'posix.system' in message and 'weights_only' not in message
     assert not (tmp_path / 'out.pth').exists()
+
+
+def test_an_edited_pkg_in_a_checkpoint_is_named_with_its_file():
+    """Today a checkpoint whose filled PKG was zeroed (rows summing to N) loads, and decoding
+    then says 'log_transitions row 0 has probabilities summing to 6' without the file."""
+    from vpn_plugin.engine.checkpoint import load_weights
+    model = MODELS.build(SMALL_MODELS['PKG beam search'])
+    state = model.state_dict()
+    state['pkg_ready'] = torch.tensor(True)
+    state['log_transitions'] = torch.zeros(6, 6)
+    with pytest.raises(ValueError, match=r'^checkpoint edited.pth: tensor log_transitions: '
+                                         r'log_transitions row 0 has probabilities summing '
+                                         r'to 6;.*model\.pkg\.recount=True'):
+        load_weights(model, {'state_dict': dict(state)}, 'edited.pth')
+    state['pkg_ready'] = torch.tensor(False)  # the unfilled placeholder: PKGHook fills it
+    load_weights(model, {'state_dict': dict(state)}, 'unfilled.pth')
+    state['pkg_ready'] = torch.tensor(True)
+    state['log_transitions'] = torch.full((6, 6), -math.log(6))  # uniform rows: a PKG
+    load_weights(model, {'state_dict': dict(state)}, 'uniform.pth')

@@ -390,16 +390,14 @@ def _row_line(row: ResultRow, path: Path) -> str:
 
 def _resolve_paths(rows: list[ResultRow], path: Path) -> list[ResultRow]:
     """A relative path of a row is read from the results file's folder (as
-    :func:`_row_line` writes it); one that exists only from the working directory (a row
-    written before paths were relative) is kept. Absolute paths are kept."""
+    :func:`_row_line` writes it), never from the working directory: there, another copy of
+    the protocol folder would be read without a word. Absolute paths are kept."""
     folder = path.parent.resolve()
     for row in rows:
         for name in PATH_FIELDS:
             value = getattr(row, name)
             if value and not Path(value).is_absolute():
-                inside = folder / value
-                if inside.exists() or not Path(value).exists():
-                    setattr(row, name, str(inside))
+                setattr(row, name, str(folder / value))
     return rows
 
 
