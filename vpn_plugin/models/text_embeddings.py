@@ -109,9 +109,17 @@ def encode_texts(texts: Sequence[str], encoder: Optional[str] = None,
         tokenizer = AutoTokenizer.from_pretrained(path, local_files_only=True)
         model = AutoModel.from_pretrained(path, local_files_only=True).eval()
     except (OSError, ValueError) as err:
+        found = '' if Path(path).is_dir() else \
+            (' (a file, not a folder)' if Path(path).exists() else ' (no such folder)')
         raise FileNotFoundError(
-            f'text encoder {path!r} could not be loaded from local files ({err}); set '
+            f'text encoder {path!r}{found} could not be loaded from local files ({err}); set '
             'model.text_embeddings.encoder to a local transformers model directory') from err
+    model_type = getattr(model.config, 'model_type', '')
+    if pooling in ('clip', 'clip_eot') and not model_type.startswith('clip'):
+        raise ValueError(f'text pooling {pooling!r} reads a CLIP text tower, but the encoder '
+                         f'{path!r} is a {model_type or type(model).__name__!r} model; '
+                         "give a CLIP model directory, or pooling='mean' (a stand-in, labelled "
+                         'as such)')
     chunks = []
     for begin in range(0, len(texts), batch_size):
         batch = tokenizer(list(texts[begin:begin + batch_size]), padding=True, truncation=True,
