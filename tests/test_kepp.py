@@ -411,3 +411,37 @@ def test_test_set_pkg_is_marked_in_rows_and_tables_and_refused_by_the_main_table
     assert '| KEPP§ (test-set PKG) |' in markdown and '| PDPP |' in markdown
     assert '§ test-set PKG' in markdown
     assert r'KEPP\textsuperscript{\S} (test-set PKG)' in to_latex(table)
+
+
+@pytest.mark.parametrize('seed', [0, 4])
+def test_the_step_model_starts_from_the_official_scripts_draw_of_the_seed(seed, tmp_path,
+                                                                         monkeypatch):
+    """step/main_distributed.py seeds torch and builds the step U-Net first (our
+    TemporalUNet built so equals its TemporalUnet: docs/reproducibility.md); our KEPP builds
+    the plan U-Net first, so the hook redraws the step U-Net as the official script does,
+    leaving the global torch stream where it was."""
+    from vpn_plugin.engine import kepp_training
+    from vpn_plugin.models.temporal_unet import TemporalUNet
+    started = {}
+
+    def record_start(model, *args, **kwargs):
+        started.update({k: v.clone() for k, v in model.step.unet.state_dict().items()})
+        return dict(train_loss=1.0, epoch_losses=[1.0], epoch_seconds=[0.1])
+    monkeypatch.setattr(kepp_training, 'train_step_model', record_start)
+    torch.manual_seed(seed)  # as the runner seeds before building the model
+    model = tiny_kepp(horizon=4)
+    built = {k: v.clone() for k, v in model.step.unet.state_dict().items()}
+
+    class Runner:
+        train_dataloader = [0, 1, 2]
+    Runner.seed = seed
+    stream = torch.get_rng_state()
+    kepp_training.KEPPStepModelHook().train(Runner(), model, None, {}, dict(
+        batch_size=2, steps=3, lr=1e-4), tmp_path / 'step.pth')
+    assert torch.equal(torch.get_rng_state(), stream)
+    torch.manual_seed(seed)
+    official = TemporalUNet(*model.step.unet.arguments).state_dict()
+    assert set(started) == set(official) and len(official) > 20
+    assert all(torch.equal(started[k], official[k]) for k in official)
+    assert not all(torch.equal(built[k], official[k]) for k in official)  # the plan drew first
+    assert bool(model.step_ready)

@@ -122,6 +122,7 @@ class KEPPStepModelHook(Hook):
         was saved."""
         saved = {}
         if is_main_process():
+            official_step_draw(model, runner.seed)
             record = train_step_model(model, dataset, settings['batch_size'],
                                       settings['steps'], settings['lr'], self.weight_decay,
                                       runner.seed, epoch_steps=len(runner.train_dataloader))
@@ -172,6 +173,19 @@ class KEPPStepModelHook(Hook):
             loader = runner.test_dataloader if runner._test_dataloader else runner.val_dataloader
             load_step_model(path, model, training_identity(model, loader.dataset))
         model.require_step()
+
+
+def official_step_draw(model: KEPP, seed: int) -> None:
+    """Give the step model's U-Net the initial weights ``step/main_distributed.py`` draws for
+    ``seed``: torch seeded, then the step U-Net built before anything else (our KEPP builds the
+    plan U-Net first, which would leave the same seed other step weights; ``TemporalUNet``
+    built so equals the official ``TemporalUnet``). The global torch stream is left as it
+    was."""
+    from vpn_plugin.models.temporal_unet import TemporalUNet
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)
+        drawn = TemporalUNet(*model.step.unet.arguments)
+    model.step.unet.load_state_dict(drawn.state_dict())
 
 
 def train_step_model(model: KEPP, dataset, batch_size: int, steps: int, lr: float,

@@ -107,6 +107,7 @@ class TemporalUNet(nn.Module):
 
     def __init__(self, transition_dim: int, dim: int = 256, dim_mults=(1, 2, 4)):
         super().__init__()
+        self.arguments = (transition_dim, dim, tuple(dim_mults))  # to draw it anew
         check_number('TemporalUNet transition_dim (K + N + D)', transition_dim, integer=True,
                      low=1)
         check_number('TemporalUNet dim', dim, integer=True, low=GROUPS, high=MAX_DIM)
