@@ -1,0 +1,101 @@
+"""Fourth hostile pass (issue 37), half B: feature conversion, window export, the heavy methods,
+extraction and the checker. Each test is a case that was silent, wrong or vague before its fix
+(the docstring says what happened)."""
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from test_hostile_tools import no_traceback, user_error  # noqa: F401  (an autouse fixture)
+from tool_modules import load_tool
+from vpn_plugin.datasets.provenance import feature_provenance, write_provenance
+
+
+# ---------------------------------------------------------------------- convert_features.py
+def feature_folder(folder: Path, stems=('a', 'b'), suffix='.npy', value=1.0) -> Path:
+    folder.mkdir(parents=True)
+    for stem in stems:
+        frames = np.full((3, 4), value, np.float32)
+        if suffix == '.npz':
+            np.savez(folder / f'{stem}.npz', frames_features=frames)
+        else:
+            np.save(folder / f'{stem}.npy', frames)
+    return folder
+
+
+def convert(src, dst, *flags):
+    return [str(a) for a in ('--src', src, '--dst', dst, '--frame-dim', 4, *flags)]
+
+
+@pytest.mark.parametrize('kind', ['random-weights', 'synthetic', None])
+def test_converting_into_a_folder_of_other_features_is_refused(tmp_path, kind):
+    """Before: --dst onto a folder of random-weights (or synthetic, or user) features kept its
+    files and replaced its provenance.json by 'converted from --src (user features)', exit 0:
+    the UNUSABLE mark was gone from every row trained there."""
+    src = feature_folder(tmp_path / 'src')
+    dst = feature_folder(tmp_path / 'dst', ('a', 'b', 'c'), '.npz', value=2.0)
+    if kind:
+        write_provenance(dst, dict(kind=kind))
+    label = feature_provenance(dst)['label']
+    message = user_error('convert_features', convert(src, dst, '--overwrite'))
+    assert f'--dst {dst} already holds 3 feature file(s) (e.g. a.npz)' in message
+    assert 'nothing was written' in message
+    assert feature_provenance(dst)['label'] == label
+    assert float(np.load(dst / 'a.npz')['frames_features'][0, 0]) == 2.0
+
+
+def test_converting_again_from_the_same_source_resumes(tmp_path, capsys):
+    src = feature_folder(tmp_path / 'src')
+    dst = tmp_path / 'dst'
+    assert load_tool('convert_features').main(convert(src, dst)) == 0
+    assert load_tool('convert_features').main(convert(str(src) + '/', dst)) == 0
+    assert 'converted 0 files, kept 2 existing .npz' in capsys.readouterr().out
+
+
+def test_two_feature_files_of_one_video_are_refused(tmp_path):
+    """Before: v.npy and v.npz in --src: v.npy was converted to v.npz, then v.npz was counted
+    'kept existing' (the one this run had just written): v.npz's features were dropped."""
+    src = feature_folder(tmp_path / 'src', ('v',))
+    np.savez(src / 'v.npz', frames_features=np.zeros((3, 4), np.float32))
+    message = user_error('convert_features', convert(src, tmp_path / 'dst'))
+    assert 'v.npy and v.npz (both would become v.npz)' in message
+    assert not (tmp_path / 'dst').exists()
+
+
+def test_converting_into_the_source_folder_is_refused(tmp_path):
+    """Before: --dst = --src wrote v.npz beside every v.npy (the datasets then refuse both)
+    and a provenance.json saying the folder was converted from itself."""
+    src = feature_folder(tmp_path / 'src')
+    message = user_error('convert_features', convert(src, tmp_path / 'src' / '.' ))
+    assert 'that is an input of this command (the --src folder)' in message
+    assert sorted(p.name for p in src.iterdir()) == ['a.npy', 'b.npy']
+
+
+def test_subfolders_and_dangling_links_of_the_source_are_counted(tmp_path, capsys):
+    """Before: a dangling b.npy link and a subfolder of feature files were left out without a
+    word (only files not named .npy/.npz were listed as skipped)."""
+    src = feature_folder(tmp_path / 'src', ('a',))
+    (src / 'b.npy').symlink_to(tmp_path / 'gone.npy')
+    feature_folder(src / 'task1', ('c',))
+    assert load_tool('convert_features').main(convert(src, tmp_path / 'dst')) == 0
+    assert ('skipped 2 entries that are not files (a subfolder is not read; a dangling link '
+            'has no file): b.npy (dangling link), task1/') in capsys.readouterr().out
+
+
+@pytest.mark.parametrize('what', ['missing', 'file'])
+def test_a_source_that_is_no_folder_is_named(tmp_path, what):
+    """Before: a missing --src, or a file, was 'no feature files there'."""
+    src = tmp_path / 'src'
+    if what == 'file':
+        src.write_text('x')
+    expected = 'does not exist' if what == 'missing' else 'is a regular file, not a folder'
+    assert f'--src {src}: {expected}' in user_error('convert_features',
+                                                    convert(src, tmp_path / 'dst'))
+
+
+def test_a_destination_that_is_a_file_is_named(tmp_path):
+    """Before: '[Errno 17] File exists' (no flag, no reason)."""
+    src = feature_folder(tmp_path / 'src')
+    (tmp_path / 'dst').write_text('mine')
+    assert '--dst' in user_error('convert_features', convert(src, tmp_path / 'dst'))
+    assert (tmp_path / 'dst').read_text() == 'mine'
