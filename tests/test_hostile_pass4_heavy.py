@@ -99,3 +99,47 @@ def test_a_destination_that_is_a_file_is_named(tmp_path):
     (tmp_path / 'dst').write_text('mine')
     assert '--dst' in user_error('convert_features', convert(src, tmp_path / 'dst'))
     assert (tmp_path / 'dst').read_text() == 'mine'
+
+
+# ---------------------------------------------------------------------- export_windows.py
+def test_export_windows_has_no_feature_dir_it_would_ignore(tmp_path, shared_data):
+    """Before: --feature-dir DIR was accepted and ignored (the window file named the layout's
+    folder); the folder a window file names is --feature-prefix."""
+    out = tmp_path / 'w.json'
+    with pytest.raises(SystemExit) as stopped:
+        load_tool('export_windows').main(['--dataset', 'niv', '--data-root', str(shared_data),
+                                          '--split', 'test', '--horizon', '3', '--out', str(out),
+                                          '--feature-dir', str(tmp_path)])
+    assert stopped.value.code == 2 and not out.exists()
+
+
+def test_export_windows_counts_the_bad_videos_it_skips(tmp_path, shared_data, capsys):
+    """Before: a config with skip_bad_videos=True exported 263 of 270 NIV windows and said
+    only '263 windows of 41 videos': the skipped video was not counted."""
+    import json
+    import shutil
+    root = tmp_path / 'data'
+    shutil.copytree(shared_data / 'niv', root / 'niv')
+    windows_file = root / 'niv' / 'splits' / 'test_T3.json'
+    windows = json.loads(windows_file.read_text())
+    windows[0]['id']['legal_range'][0][2] = 9999
+    windows_file.write_text(json.dumps(windows))
+    config = tmp_path / 'skip.py'
+    from vpn_plugin.data_paths import REPO_ROOT
+    config.write_text(f"_base_ = ['{REPO_ROOT}/configs/baselines/pdpp_niv_t3.py']\n"
+                      'test_dataloader = dict(dataset=dict(skip_bad_videos=True))\n')
+    assert load_tool('export_windows').main(['--config', str(config), '--data-root', str(root),
+                                             '--split', 'test', '--horizon', '3', '--out',
+                                             str(tmp_path / 'w.json')]) == 0
+    err = capsys.readouterr().err
+    assert '1 bad videos skipped (skip_bad_videos=True) (first: ' in err
+    assert 'action id 9999 is outside the taxonomy' in err
+
+
+def test_export_windows_config_without_the_split_is_named(tmp_path):
+    """Before: 'error: test_dataloader' (a KeyError)."""
+    from vpn_plugin.data_paths import REPO_ROOT
+    config = REPO_ROOT / 'configs/_base_/default_runtime.py'
+    message = user_error('export_windows', ['--config', config, '--split', 'test', '--horizon',
+                                            3, '--out', tmp_path / 'w.json'])
+    assert 'no test_dataloader.dataset; expected a training config or a dataset config' in message
