@@ -143,3 +143,57 @@ def test_export_windows_config_without_the_split_is_named(tmp_path):
     message = user_error('export_windows', ['--config', config, '--split', 'test', '--horizon',
                                             3, '--out', tmp_path / 'w.json'])
     assert 'no test_dataloader.dataset; expected a training config or a dataset config' in message
+
+
+# ---------------------------------------------------------------------- CEFITO options, pre-stage hooks
+@pytest.fixture(scope='module')
+def cefito_model_cfg(shared_data):
+    import vpn_plugin.mm  # noqa: F401  (registration)
+    from vpn_plugin.data_paths import load_config
+    model = load_config('configs/baselines/cefito_niv_t3.py').model
+    model.update(text_embeddings=None, hidden_dim=12, num_heads=2, depth=1)  # small, no text
+    return model
+
+
+@pytest.mark.parametrize('option, value, expected', [
+    ('causal', 0, 'model.causal=0; expected True or False'),
+    ('causal', 'x', "model.causal='x'; expected True or False"),
+    ('causal', None, 'model.causal=None; expected True or False'),
+    ('loss_weights', 0, 'model.loss_weights=0; expected a dict'),
+    ('loss_weights', 1.5, 'model.loss_weights=1.5; expected a dict'),
+    ('action_embeddings', [1], 'model.action_embeddings=[1]; expected a float tensor (48, 512)'),
+    ('taxonomy', None, 'model.taxonomy=None; expected the taxonomy JSON file'),
+    ('pkg', dict(type='PKGBuilder', extra_datasets='x'), "PKGBuilder.extra_datasets='x'; expected a list"),
+    ('pkg', dict(type='PKGBuilder', perturbations=None), 'PKGBuilder.perturbations=None; expected a list'),
+    ('mlp_ratio', 1e9, 'model.mlp_ratio=1000000000.0; expected a finite number <= 64'),
+    ('depth', 10 ** 9, 'model.depth=1000000000; expected a finite number <= 64'),
+    ('hidden_dim', 10 ** 9, 'model.hidden_dim=1000000000; expected a finite number <= 4096'),
+    ('feature_dim', 10 ** 9, 'model.feature_dim=1000000000; expected a finite number <= 16384'),
+])
+def test_cefito_options_are_named_when_built(cefito_model_cfg, option, value, expected):
+    """Before: causal 0 / 'x' / None (and -1, nan, 1.5, [1]) built a model by truth value;
+    loss_weights=0 read as None (the default weights); pkg.extra_datasets='x' built (a list of
+    one character); the others were TypeError / AttributeError / torch allocation errors."""
+    from mmaction.registry import MODELS
+    cfg = dict(cefito_model_cfg, **{option: value})
+    with pytest.raises(ValueError) as err:
+        MODELS.build(cfg)
+    assert expected in str(err.value)
+
+
+@pytest.mark.parametrize('hook, option, value', [
+    ('TaskClassifierHook', 'lr', float('inf')), ('TaskClassifierHook', 'lr', 0),
+    ('TaskClassifierHook', 'weight_decay', float('nan')),
+    ('TaskClassifierHook', 'max_epochs', 0), ('TaskClassifierHook', 'batch_size', 0),
+    ('TaskClassifierHook', 'batch_size', True), ('TaskClassifierHook', 'max_iters', 1.5),
+    ('KEPPStepModelHook', 'lr', 0), ('KEPPStepModelHook', 'max_iters', 0),
+    ('KEPPStepModelHook', 'weight_decay', -1),
+])
+def test_pre_stage_hook_options_are_checked(hook, option, value):
+    """Before: every value built. batch_size=0 / lr=0 / max_iters=0 fell back to the loader's
+    batch size, the optimiser's lr, the run's steps without a word; max_epochs=0 marked an
+    untrained task head ready; lr=inf trained NaN weights."""
+    import vpn_plugin.mm  # noqa: F401  (registration)
+    from mmaction.registry import HOOKS
+    with pytest.raises(ValueError, match=rf'{hook}: {option}={value!r}; expected'):
+        HOOKS.build(dict(type=hook, **{option: value}))
