@@ -197,3 +197,27 @@ def test_pre_stage_hook_options_are_checked(hook, option, value):
     from mmaction.registry import HOOKS
     with pytest.raises(ValueError, match=rf'{hook}: {option}={value!r}; expected'):
         HOOKS.build(dict(type=hook, **{option: value}))
+
+
+# ---------------------------------------------------------------------- shared-EMA checkpoints
+def test_an_ema_state_dict_stripped_of_its_shared_list_is_refused(tmp_path):
+    """Before: a checkpoint whose ema_state_dict_shared list was removed (a tool keeping only
+    the keys it knows) was read as it was: ema_state_dict held only the tensors that differ,
+    and mmengine's EMA hooks load it with strict=False, so a resume started the others from
+    the model's initial weights without a word."""
+    import torch
+    from vpn_plugin.engine.checkpoint import read_checkpoint, share_ema_tensors
+    weight = torch.ones(2, 2)
+    checkpoint = dict(meta={}, state_dict=dict(w=weight, b=torch.zeros(2)),
+                      ema_state_dict={'steps': torch.tensor(3), 'module.w': weight.clone(),
+                                      'module.b': torch.ones(2)})
+    share_ema_tensors(checkpoint)
+    assert checkpoint['ema_state_dict_shared'] == ['w']
+    torch.save(checkpoint, tmp_path / 'kept.pth')
+    assert set(read_checkpoint(tmp_path / 'kept.pth')['ema_state_dict']) == {
+        'steps', 'module.w', 'module.b'}
+    del checkpoint['ema_state_dict_shared']
+    torch.save(checkpoint, tmp_path / 'stripped.pth')
+    with pytest.raises(ValueError, match=r'stripped.pth: ema_state_dict lacks 1 of the 2 '
+                                         r'state_dict tensors \(e.g. module.w\)'):
+        read_checkpoint(tmp_path / 'stripped.pth')
