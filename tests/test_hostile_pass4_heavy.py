@@ -221,3 +221,23 @@ def test_an_ema_state_dict_stripped_of_its_shared_list_is_refused(tmp_path):
     with pytest.raises(ValueError, match=r'stripped.pth: ema_state_dict lacks 1 of the 2 '
                                          r'state_dict tensors \(e.g. module.w\)'):
         read_checkpoint(tmp_path / 'stripped.pth')
+
+
+# ---------------------------------------------------------------------- SCHEMA options
+@pytest.mark.parametrize('option, value, expected', [
+    ('init_visual_from', 0, 'SCHEMA: model.init_visual_from=0; expected the path of a planner'),
+    ('init_visual_from', True, 'SCHEMA: model.init_visual_from=True; expected the path'),
+    ('text_embeddings', 'x', "model.text_embeddings='x'; expected a dict"),
+    ('text_embeddings', 0, 'model.text_embeddings=0; expected a dict'),
+])
+def test_schema_options_are_named_when_built(shared_data, option, value, expected):
+    """Before: init_visual_from=0 built a SCHEMA without the pre-trained encoder (read as None),
+    True / 1.5 were mmengine's 'True can not be found.'; text_embeddings that is no dict was a
+    TypeError ('argument after ** must be a mapping')."""
+    import vpn_plugin.mm  # noqa: F401  (registration)
+    from mmaction.registry import MODELS
+    from vpn_plugin.data_paths import load_config
+    model = load_config('configs/baselines/schema_niv_t3.py').model
+    with pytest.raises(ValueError) as err:
+        MODELS.build(dict(model, **{option: value}))
+    assert expected in str(err.value)
