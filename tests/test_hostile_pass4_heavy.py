@@ -93,11 +93,14 @@ def test_a_source_that_is_no_folder_is_named(tmp_path, what):
                                                     convert(src, tmp_path / 'dst'))
 
 
-def test_a_destination_that_is_a_file_is_named(tmp_path):
-    """Before: '[Errno 17] File exists' (no flag, no reason)."""
+@pytest.mark.parametrize('below', ['', 'x'])
+def test_a_destination_that_is_a_file_is_named(tmp_path, below):
+    """Before: '[Errno 17] File exists' / '[Errno 20] Not a directory' (no flag, no reason)."""
     src = feature_folder(tmp_path / 'src')
     (tmp_path / 'dst').write_text('mine')
-    assert '--dst' in user_error('convert_features', convert(src, tmp_path / 'dst'))
+    dst = tmp_path / 'dst' / below if below else tmp_path / 'dst'
+    message = user_error('convert_features', convert(src, dst))
+    assert f'--dst {dst}' in message and 'Errno' not in message
     assert (tmp_path / 'dst').read_text() == 'mine'
 
 
