@@ -2,6 +2,7 @@
 import itertools
 import json
 import pickle
+import re
 import string
 from pathlib import Path
 
@@ -389,3 +390,16 @@ def test_a_missing_text_encoder_folder_is_said(tmp_path):
     from vpn_plugin.models.text_embeddings import encode_texts
     with pytest.raises(FileNotFoundError, match=r"text encoder '.*nope' \(no such folder\)"):
         encode_texts(['pour water'], str(tmp_path / 'nope'))
+
+
+@pytest.mark.parametrize('argv, message', [
+    (['configs/vpn_niv_t3.py', '--cfg-options', 'model.nosuch=1'],
+     r"configs/vpn_niv_t3.py: model: ViterbiPlanNet has no option\(s\) \['nosuch'\]"),
+    (['configs/_base_/default_runtime.py'], r'default_runtime.py: holds no model entry'),
+])
+def test_model_stats_names_an_unknown_option_or_a_config_without_model(argv, message,
+                                                                      monkeypatch):
+    """Fourth hostile pass: a TypeError / AttributeError traceback."""
+    from test_hostile_tools import user_error
+    monkeypatch.chdir(REPO)
+    assert re.search(message, user_error('model_stats', argv))
