@@ -244,3 +244,23 @@ def test_schema_options_are_named_when_built(shared_data, option, value, expecte
     with pytest.raises(ValueError) as err:
         MODELS.build(dict(model, **{option: value}))
     assert expected in str(err.value)
+
+
+# ---------------------------------------------------------------------- check_reference.py
+@pytest.mark.parametrize('value', ['x', None, 1.5])
+def test_a_pkg_fixture_query_horizon_that_is_no_integer_is_named(tmp_path, value):
+    """Before: queries[0].horizon = 'x' in a copy of kepp_small_t3/pkg/inputs.json was a bare
+    TypeError traceback ("'<' not supported between instances of 'str' and 'int')."""
+    import json
+    import shutil
+    from vpn_plugin.data_paths import REPO_ROOT
+    source = REPO_ROOT.parent / 'shared' / 'reference' / 'kepp_small_t3' / 'pkg'
+    if not source.is_dir():
+        pytest.skip(f'{source} not found')
+    fixture = tmp_path / 'pkg'
+    shutil.copytree(source, fixture)
+    inputs = json.loads((fixture / 'inputs.json').read_text())
+    inputs['queries'][0]['horizon'] = value
+    (fixture / 'inputs.json').write_text(json.dumps(inputs))
+    message = user_error('check_reference', [fixture])
+    assert f'queries[0] field "horizon" = {value!r}; expected an integer >= 0' in message
