@@ -191,8 +191,9 @@ class PlanningRunner(Runner):
 
     def train(self):
         """mmengine's ``train`` holding the work dir's lock (``vpn_plugin.locks``): a work dir
-        another process trains in is refused (rank 0 holds it for all ranks)."""
-        self.write_config(training=True)
+        another process trains in is refused (rank 0 holds it for all ranks). The config is
+        written once the checkpoint to resume is loaded (:meth:`load_or_resume`): a run refused
+        before leaves the work dir's record of its earlier run as it was."""
         self.log_shortened()
         self.log_test_windows()
         if self.rank != 0:
@@ -214,7 +215,25 @@ class PlanningRunner(Runner):
             from vpn_plugin.engine.checkpoint import latest_checkpoint_in
             self._load_from = latest_checkpoint_in(self.work_dir)
             self._resume = self._load_from is not None  # mmengine would read the record again
+        if self._distributed:
+            self.check_ranks_agree()
         super().load_or_resume()
+        if not self.testing:
+            self.write_config(training=True)
+
+    def check_ranks_agree(self) -> None:
+        """Every rank read the same config, datasets and checkpoint
+        (``engine.rank_agreement``); called once the loops are built, before loading."""
+        from mmengine.runner import BaseLoop
+        from vpn_plugin.engine.rank_agreement import check_ranks_agree, what_this_rank_read
+        datasets = {}
+        for split, loop in (('train', self._train_loop), ('val', self._val_loop),
+                            ('test', self._test_loop)):
+            dataset = getattr(getattr(loop, 'dataloader', None), 'dataset', None)
+            if isinstance(loop, BaseLoop) and dataset is not None:
+                datasets[split] = dataset
+        checkpoint = None if self._has_loaded else self._load_from
+        check_ranks_agree(what_this_rank_read(self.cfg, datasets, checkpoint))
 
     def resume(self, filename: str, *args, **kwargs) -> None:
         """mmengine's ``resume``, then the checkpoint records of the resumed message hub
@@ -266,6 +285,7 @@ class PlanningRunner(Runner):
         from vpn_plugin.compat import is_resuming
         from vpn_plugin.engine.checkpoint import (PARTIAL_LOAD_KEY, UNCHECKED_KEY, load_weights,
                                                   read_checkpoint)
+        from vpn_plugin.engine.rank_agreement import check_resume_world_size
         from vpn_plugin.models.base_planner import BasePlanner
         checkpoint = read_checkpoint(filename, map_location)
         self.loaded_shortened = str((checkpoint.get('meta') or {}).get('shortened') or '')
@@ -277,6 +297,8 @@ class PlanningRunner(Runner):
                              f'shortened={self.cfg.get("shortened") or "none (the full run)"}; '
                              'a smoke run never continues a full run or the reverse: give '
                              'another --work-dir')
+        if is_resuming(self):
+            check_resume_world_size(checkpoint, filename, self._world_size)
         if self.testing:
             self.check_tested_ema(checkpoint, filename)
         self.call_hook('after_load_checkpoint', checkpoint=checkpoint)
@@ -316,8 +338,11 @@ class PlanningRunner(Runner):
         """mmengine's ``save_checkpoint``, written to a temporary name and renamed into place
         (:func:`vpn_plugin.engine.checkpoint.save_atomically`)."""
         from vpn_plugin.engine.checkpoint import save_atomically
+        from vpn_plugin.engine.rank_agreement import WORLD_SIZE_KEY
+        meta = dict(kwargs.get('meta') or {}, **{WORLD_SIZE_KEY: self._world_size})
         if self.cfg.get('shortened'):
-            kwargs['meta'] = dict(kwargs.get('meta') or {}, shortened=self.cfg.shortened)
+            meta['shortened'] = self.cfg.shortened
+        kwargs['meta'] = meta
         save = super().save_checkpoint
         save_atomically(lambda temporary: save(out_dir, osp.basename(temporary), *args, **kwargs),
                         osp.join(out_dir, filename))

@@ -1,0 +1,135 @@
+"""Fourth hostile pass (issue 37, "Done means"), half A: 2-rank runs, kill-and-resume, Slurm,
+train/test/protocol/report/plots/data/LLM tools. Cases found on main 87faf47, each test
+failing on the behaviour before its fix."""
+import json
+import os
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+import vpn_plugin.mm  # noqa: F401  (registration)
+from test_train import tiny_cfg  # noqa: F401  (fixture)
+
+
+# ------------------------------------------------ a rank that read other data than rank 0
+def _agree_in_process(rank: int, store: str, reads: list, out: str) -> None:
+    import torch.distributed as dist
+    from vpn_plugin.engine.rank_agreement import check_ranks_agree
+    dist.init_process_group('gloo', init_method=f'file://{store}', rank=rank, world_size=2)
+    try:
+        check_ranks_agree(reads[rank])
+        result = 'agreed'
+    except ValueError as error:
+        result = str(error)
+    finally:
+        dist.destroy_process_group()
+    Path(f'{out}.{rank}').write_text(result)
+
+
+def _agree_in_two_processes(tmp_path, reads: list) -> list:
+    import torch.multiprocessing as mp
+    out = str(tmp_path / 'result')
+    mp.spawn(_agree_in_process, args=(str(tmp_path / 'store'), reads, out), nprocs=2)
+    return [Path(f'{out}.{rank}').read_text() for rank in range(2)]
+
+
+def test_ranks_that_read_other_data_are_refused_on_every_rank(tmp_path):
+    """Before: tools/dist_test.sh with rank 1 reading another feature folder (a node with
+    another copy) exited 0 with SR 12.59, a mixture of the model's 24.44 on the right features
+    and 3.33 on the others, recorded as rank 0's test."""
+    from vpn_plugin.engine.rank_agreement import what_this_rank_read
+
+    class Dataset:
+        def __init__(self, values):
+            self.start = np.asarray(values, np.float32)
+            self.plans = np.zeros((len(values), 3), np.int64)
+
+        def __len__(self):
+            return len(self.start)
+
+    same = what_this_rank_read({'feature_dir': '/f'}, {'test': Dataset([1.0, 2.0])}, None)
+    other = what_this_rank_read({'feature_dir': '/g'}, {'test': Dataset([1.0, 2.5])}, None)
+    results = _agree_in_two_processes(tmp_path, [same, other])
+    for result in results:
+        assert 'read different things' in result
+        assert "rank 1: the config differs: feature_dir='/g' (rank 0: '/f')" in result
+        assert 'rank 1: the test data differs' in result
+    assert _agree_in_two_processes(tmp_path, [same, same]) == ['agreed', 'agreed']
+
+
+# ----------------------------------------- resuming with another number of processes
+def planning_runner(cfg, work_dir, **changes):
+    """The config's PlanningRunner (tools/train.py builds it so), in ``work_dir``."""
+    import copy
+    from vpn_plugin.runner import build_runner
+    cfg = copy.deepcopy(cfg)
+    cfg.work_dir = str(work_dir)
+    cfg.merge_from_dict(changes)
+    return build_runner(cfg)
+
+
+def test_a_checkpoint_records_its_process_count_and_resumes_only_with_it(tiny_cfg, tmp_path):
+    """Before: a 2-process run (tools/dist_train.sh CONFIG 2) resumed with tools/train.py
+    (1 process) went on with half the batch per step (the iteration count jumped from 2 to
+    3 per epoch), exit 0, nothing said; the checkpoints recorded no process count."""
+    from vpn_plugin.engine.checkpoint import read_checkpoint
+    work_dir = tmp_path / 'run'
+    planning_runner(tiny_cfg, work_dir, **{'train_cfg.max_epochs': 1,
+                                           'train_cfg.val_interval': 1}).train()
+    checkpoint = read_checkpoint(str(work_dir / 'epoch_1.pth'))
+    assert checkpoint['meta']['world_size'] == 1
+    checkpoint['meta']['world_size'] = 2
+    torch.save(checkpoint, work_dir / 'epoch_1.pth')
+    resumed = planning_runner(tiny_cfg, work_dir, **{'train_cfg.max_epochs': 2}, resume=True)
+    with pytest.raises(ValueError, match=r'epoch_1.pth: trained by 2 process\(es\), this run '
+                                         r'has 1;.*tools/dist_train.sh CONFIG 2 --resume'):
+        resumed.train()
+
+
+def test_a_refused_resume_leaves_the_work_dirs_config_as_it_was(tiny_cfg, tmp_path):
+    """Before: the training wrote its config into the work dir first, then refused the resume
+    (here a smoke run onto a full run's checkpoint): the work dir's record of the run whose
+    checkpoints it holds was replaced by the config of a run that never happened (exit 1)."""
+    work_dir = tmp_path / 'run'
+    planning_runner(tiny_cfg, work_dir, **{'train_cfg.max_epochs': 1,
+                                           'train_cfg.val_interval': 1}).train()
+    record = next(work_dir.glob('*.py'))
+    before = record.read_text()
+    resumed = planning_runner(tiny_cfg, work_dir, **{'train_cfg.max_epochs': 7},
+                              resume=True, shortened='smoke: a test')
+    with pytest.raises(ValueError, match='a smoke run never continues a full run'):
+        resumed.train()
+    assert record.read_text() == before
+
+
+# --------------------------------------------------------- dist_train.sh's launch values
+def test_a_rendezvous_port_in_use_is_named_before_torchrun_starts():
+    """Before: a second run on the PORT of a running one ended with torch's 40-line
+    DistNetworkError traceback (EADDRINUSE) of its rank 0."""
+    import socket
+    from tool_modules import load_tool
+    dist_run = load_tool('dist_run')
+    with socket.socket() as taken:
+        taken.bind(('127.0.0.1', 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        with pytest.raises(ValueError, match=f'PORT={port}: the rendezvous port is in use'):
+            dist_run.check_port_free('127.0.0.1', port)
+    dist_run.check_port_free('127.0.0.1', port)  # free again
+
+
+@pytest.mark.parametrize('env, said', [
+    (dict(NNODES='2', NODE_RANK='2'), 'NODE_RANK=2: expected 0..1 (NNODES=2)'),
+    (dict(PORT='70000'), 'PORT=70000: expected a port number <= 65535'),
+])
+def test_dist_train_launch_values_torchrun_would_hang_on_are_refused(env, said):
+    """Before: NODE_RANK >= NNODES waited for ever for a rendezvous (no message); PORT 70000
+    reached torchrun's own message."""
+    import subprocess
+    root = Path(__file__).resolve().parents[1]
+    result = subprocess.run(['bash', str(root / 'tools/dist_train.sh'), 'CONFIG', '1'],
+                            env=dict(os.environ, **env), capture_output=True, text=True,
+                            timeout=30)
+    assert result.returncode == 2 and said in result.stderr
