@@ -133,3 +133,26 @@ def test_dist_train_launch_values_torchrun_would_hang_on_are_refused(env, said):
                             env=dict(os.environ, **env), capture_output=True, text=True,
                             timeout=30)
     assert result.returncode == 2 and said in result.stderr
+
+
+# ----------------------------------------------------------------- Slurm submission options
+def test_a_slurm_option_given_twice_is_refused():
+    """Before: `--slurm-options qos=a qos=b` submitted with qos=b, the first dropped unsaid."""
+    from vpn_plugin.protocol.slurm import parse_options
+    with pytest.raises(ValueError, match="'qos=b': qos is given twice"):
+        parse_options(['qos=a', 'qos=b'])
+    assert parse_options(['qos=a', 'account=x']) == {'qos': 'a', 'account': 'x'}
+
+
+def test_cpus_per_run_above_the_partitions_nodes_is_refused(tmp_path, monkeypatch):
+    """Before: `--cpus-per-run 99` on a partition of 2-CPU nodes was submitted and stayed
+    pending for ever; --status said only "pending ... PartitionConfig"."""
+    from vpn_plugin.protocol.slurm import check_partition_cpus
+    sinfo = tmp_path / 'sinfo'
+    sinfo.write_text('#!/bin/sh\necho 2\necho 2\n')
+    sinfo.chmod(0o755)
+    monkeypatch.setenv('PATH', f'{tmp_path}:{os.environ["PATH"]}')
+    with pytest.raises(ValueError, match='--cpus-per-run 99: the largest node of partition '
+                                         'debug has 2 CPUs'):
+        check_partition_cpus('debug', 99)
+    check_partition_cpus('debug', 2)
