@@ -3,6 +3,7 @@ train/test/protocol/report/plots/data/LLM tools. Cases found on main 87faf47, ea
 failing on the behaviour before its fix."""
 import json
 import os
+import re
 from pathlib import Path
 
 import numpy as np
@@ -156,3 +157,33 @@ def test_cpus_per_run_above_the_partitions_nodes_is_refused(tmp_path, monkeypatc
                                          'debug has 2 CPUs'):
         check_partition_cpus('debug', 99)
     check_partition_cpus('debug', 2)
+
+
+# ----------------------------------------------------------------------------- report.py
+@pytest.fixture
+def two_method_results(tmp_path):
+    """A results file of two methods x 3 seeds (no protocol: nothing is missing)."""
+    lines = [json.dumps(dict(method=method, dataset='niv', horizon=3, seed=seed, metrics=dict(
+                 success_rate=10.0 + seed + shift, mean_accuracy=20.0 + seed, miou_set=30.0 + seed)))
+             for method, shift in (('A', 0.0), ('B', 1.0)) for seed in range(3)]
+    path = tmp_path / 'results.jsonl'
+    path.write_text('\n'.join(lines) + '\n')
+    return path
+
+
+@pytest.mark.parametrize('flags, said', [
+    (['--methods', 'A', 'A'], "--methods: 'A' given twice"),
+    (['--metrics', 'success_rate', 'success_rate'], "--metrics: 'success_rate' given twice"),
+    (['--rename', 'A=X', 'X=Y'], "rename 'X=Y': 'X' is not a method of the selected rows"),
+    (['--rename', 'A=X', 'A=Y'], "rename 'A=Y': 'A' is renamed twice"),
+])
+def test_report_flags_given_twice_or_renaming_nothing_are_refused(two_method_results, flags,
+                                                                  said, tmp_path):
+    """Before: --methods A A printed A's row twice (and a Δ of A over itself), --metrics x x
+    failed as "duplicate results for method=... seed=0" (rows, not the flag), a rename chain
+    A=X X=Y or a repeated A=X A=Y kept X / Y without a word."""
+    from tool_modules import load_tool
+    report = load_tool('report')
+    with pytest.raises(SystemExit, match=re.escape(said)):
+        report.main([str(two_method_results), '--out', str(tmp_path / 'table')] + flags)
+    assert not (tmp_path / 'table.md').exists()
