@@ -187,3 +187,22 @@ def test_report_flags_given_twice_or_renaming_nothing_are_refused(two_method_res
     with pytest.raises(SystemExit, match=re.escape(said)):
         report.main([str(two_method_results), '--out', str(tmp_path / 'table')] + flags)
     assert not (tmp_path / 'table.md').exists()
+
+
+def test_a_resume_on_other_training_data_is_refused(tiny_cfg, tmp_path):
+    """Before: `tools/train.py --resume auto --feature-dir OTHER` (another feature folder,
+    annotation copy or val_fraction) continued the run, exit 0, nothing said: its first epochs
+    trained on one dataset, its last on another."""
+    work_dir = tmp_path / 'run'
+    planning_runner(tiny_cfg, work_dir, **{'train_cfg.max_epochs': 1,
+                                           'train_cfg.val_interval': 1}).train()
+    other = planning_runner(tiny_cfg, work_dir, **{'train_cfg.max_epochs': 2,
+                                                   'train_dataloader.dataset.val_fraction': 0.3,
+                                                   'val_dataloader.dataset.val_fraction': 0.3},
+                            resume=True)
+    with pytest.raises(ValueError, match=r'epoch_1.pth: trained on other training data'):
+        other.train()
+    same = planning_runner(tiny_cfg, work_dir, **{'train_cfg.max_epochs': 2,
+                                                  'train_cfg.val_interval': 1}, resume=True)
+    same.train()
+    assert same.epoch == 2

@@ -221,6 +221,18 @@ class PlanningRunner(Runner):
         if not self.testing:
             self.write_config(training=True)
 
+    def train_data_digest(self) -> str:
+        """What the training loop's dataset holds (``engine.rank_agreement.dataset_digest``;
+        '' without a built training loop), computed once."""
+        from mmengine.runner import BaseLoop
+        from vpn_plugin.engine.rank_agreement import dataset_digest
+        if not getattr(self, '_train_data_digest', ''):
+            loop = self._train_loop
+            dataset = getattr(getattr(loop, 'dataloader', None), 'dataset', None)
+            self._train_data_digest = (dataset_digest(dataset) if isinstance(loop, BaseLoop)
+                                       and dataset is not None else '')
+        return self._train_data_digest
+
     def check_ranks_agree(self) -> None:
         """Every rank read the same config, datasets and checkpoint
         (``engine.rank_agreement``); called once the loops are built, before loading."""
@@ -285,7 +297,7 @@ class PlanningRunner(Runner):
         from vpn_plugin.compat import is_resuming
         from vpn_plugin.engine.checkpoint import (PARTIAL_LOAD_KEY, UNCHECKED_KEY, load_weights,
                                                   read_checkpoint)
-        from vpn_plugin.engine.rank_agreement import check_resume_world_size
+        from vpn_plugin.engine.rank_agreement import check_resume_data, check_resume_world_size
         from vpn_plugin.models.base_planner import BasePlanner
         checkpoint = read_checkpoint(filename, map_location)
         self.loaded_shortened = str((checkpoint.get('meta') or {}).get('shortened') or '')
@@ -299,6 +311,7 @@ class PlanningRunner(Runner):
                              'another --work-dir')
         if is_resuming(self):
             check_resume_world_size(checkpoint, filename, self._world_size)
+            check_resume_data(checkpoint, filename, self.train_data_digest())
         if self.testing:
             self.check_tested_ema(checkpoint, filename)
         self.call_hook('after_load_checkpoint', checkpoint=checkpoint)
@@ -338,8 +351,10 @@ class PlanningRunner(Runner):
         """mmengine's ``save_checkpoint``, written to a temporary name and renamed into place
         (:func:`vpn_plugin.engine.checkpoint.save_atomically`)."""
         from vpn_plugin.engine.checkpoint import save_atomically
-        from vpn_plugin.engine.rank_agreement import WORLD_SIZE_KEY
+        from vpn_plugin.engine.rank_agreement import TRAIN_DATA_KEY, WORLD_SIZE_KEY
         meta = dict(kwargs.get('meta') or {}, **{WORLD_SIZE_KEY: self._world_size})
+        if self.train_data_digest():
+            meta[TRAIN_DATA_KEY] = self.train_data_digest()
         if self.cfg.get('shortened'):
             meta['shortened'] = self.cfg.shortened
         kwargs['meta'] = meta

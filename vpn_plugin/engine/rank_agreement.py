@@ -10,7 +10,10 @@ and :func:`check_ranks_agree` refuses any difference, naming the rank and what d
 A checkpoint also records how many processes trained it (``meta['world_size']``):
 :func:`check_resume_world_size` refuses to continue it with another number of processes (the
 batch per step is the config's batch size times the number of processes: the resumed run would
-be neither the one nor the other).
+be neither the one nor the other), and what its training windows held (``meta['train_data']``,
+:func:`dataset_digest`): :func:`check_resume_data` refuses to continue it on other data (another
+feature folder, annotation copy or split option), which would train its last epochs on
+something else than its first.
 """
 from __future__ import annotations
 
@@ -23,6 +26,7 @@ import numpy as np
 # the arrays of a PlanningDataset that hold what it read (features and labels)
 DATASET_ARRAYS = ('start', 'goal', 'observed', 'plans', 'tasks')
 WORLD_SIZE_KEY = 'world_size'
+TRAIN_DATA_KEY = 'train_data'  # dataset_digest of the training windows a checkpoint was trained on
 
 
 def flat_config(cfg) -> dict:
@@ -124,3 +128,17 @@ def check_resume_world_size(checkpoint: dict, filename: str, world_size: int) ->
                      f'{world_size}; the batch of a step is the config\'s batch size times the '
                      f'number of processes, so the resumed run would be neither: resume it with '
                      f'{recorded} ({how}), or start a new run in another --work-dir')
+
+
+def check_resume_data(checkpoint: dict, filename: str, digest: str) -> None:
+    """A checkpoint continues only on the training data it was trained on (``digest``: this
+    run's :func:`dataset_digest` of its training set; '' when unknown)."""
+    recorded = (checkpoint.get('meta') or {}).get(TRAIN_DATA_KEY)
+    if not recorded or not digest or recorded == digest:
+        return
+    raise ValueError(f'--resume {filename}: trained on other training data (content {recorded}; '
+                     f'this run reads {digest}): its feature folder, annotations or split options '
+                     '(val_fraction, subset, limit) differ, so the resumed run would train its '
+                     'last epochs on other data than its first. Give the same --feature-dir / '
+                     '--data-root / options, or start a new run in another --work-dir (load_from '
+                     'to fine-tune from its weights)')
