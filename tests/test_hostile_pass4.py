@@ -206,3 +206,20 @@ def test_a_resume_on_other_training_data_is_refused(tiny_cfg, tmp_path):
                                                   'train_cfg.val_interval': 1}, resume=True)
     same.train()
     assert same.epoch == 2
+
+
+def test_a_config_file_inside_the_work_dir_is_not_overwritten(tiny_cfg, tmp_path):
+    """Before (data loss): `tools/train.py DIR/mine.py --work-dir DIR` dumped the resolved config
+    over mine.py itself (its _base_ inheritance and comments gone)."""
+    from mmengine.config import Config
+    work_dir = tmp_path / 'run'
+    work_dir.mkdir()
+    mine = work_dir / 'mine.py'
+    tiny_cfg.dump(str(mine))
+    mine.write_text(mine.read_text() + '# my notes\n')
+    before = mine.read_text()
+    cfg = Config.fromfile(str(mine))
+    planning_runner(cfg, work_dir, **{'train_cfg.max_epochs': 1,
+                                      'train_cfg.val_interval': 1}).train()
+    assert mine.read_text() == before
+    assert (work_dir / 'mine.resolved.py').is_file()

@@ -186,8 +186,15 @@ class PlanningRunner(Runner):
     @master_only
     def write_config(self, training: bool) -> None:
         path = self.config_path(training)
+        note = ''
+        if self.cfg.filename and osp.exists(path) and osp.exists(self.cfg.filename) \
+                and osp.samefile(path, self.cfg.filename):
+            # the config file given lies in the work dir under the dump's name: the dump
+            # (inheritance resolved, comments gone) must not replace the user's file
+            stem, suffix = osp.splitext(path)
+            path, note = f'{stem}.resolved{suffix}', f' (not over {osp.basename(stem + suffix)}, the config file given)'
         self.cfg.dump(path)
-        self.logger.info(f'Config: written to {path}')
+        self.logger.info(f'Config: written to {path}{note}')
 
     def train(self):
         """mmengine's ``train`` holding the work dir's lock (``vpn_plugin.locks``): a work dir
