@@ -171,3 +171,12 @@ def test_cached_dataset_keeps_observations_and_counts(tmp_path):
     keep = PlanningDataset(**dict(args, window_policy='keep'))
     assert len(list((tmp_path / 'cache').glob('obs_*.npz'))) == 2
     assert len(keep) == len(EDGE_WINDOWS) and keep.window_counts == {'clamped': 5}
+
+
+def test_a_fixture_without_its_expected_arrays_is_named(tmp_path):
+    """Fourth hostile pass: '[Errno 2] No such file or directory: .../expected.npz'."""
+    with pytest.raises(FileNotFoundError, match=rf'{tmp_path}: no expected.npz; expected an '
+                                                r'authors-loader fixture folder'):
+        (tmp_path / 'windows.json').write_text('[]')
+        (tmp_path / 'taxonomy.json').write_text('{}')
+        CHECKER['compare'](tmp_path)

@@ -439,3 +439,27 @@ def test_config_text_is_formatted_once_per_content(monkeypatch):
     assert cfg.pretty_text == first and len(calls) == 1
     cfg.model.depth = 2
     assert 'depth=2' in cfg.pretty_text and len(calls) == 2
+
+
+def test_launcher_pytorch_outside_torchrun_says_how_to_start_it(toy_config, tmp_path):
+    """Today torch's "environment variable RANK expected, but not set" (names no way out)."""
+    env = {key: value for key, value in subprocess_env().items()
+           if key not in compat.TORCHRUN_VARIABLES}
+    work_dir = tmp_path / 'run'
+    result = subprocess.run([sys.executable, str(REPO_ROOT / 'tools/train.py'), str(toy_config),
+                             '--launcher', 'pytorch', '--work-dir', str(work_dir)],
+                            cwd=tmp_path, env=env, capture_output=True, text=True, timeout=240)
+    assert result.returncode == 1, result.stderr[-3000:]
+    assert ('error: --launcher pytorch: the environment variable(s) RANK, WORLD_SIZE, '
+            'MASTER_ADDR, MASTER_PORT are not set') in result.stderr, result.stderr
+    assert 'tools/dist_train.sh' in result.stderr and 'RANK expected' not in result.stderr
+    assert not list(work_dir.glob('*.pth'))
+
+
+def test_torchrun_environment_names_only_what_is_missing(monkeypatch):
+    for name, value in zip(compat.TORCHRUN_VARIABLES, ('0', '1', '127.0.0.1', '29500')):
+        monkeypatch.setenv(name, value)
+    compat.check_torchrun_environment()
+    monkeypatch.delenv('MASTER_PORT')
+    with pytest.raises(ValueError, match=r'variable\(s\) MASTER_PORT are not set'):
+        compat.check_torchrun_environment()

@@ -104,6 +104,23 @@ def test_generated_config_reads_the_files_and_records_the_choice(tmp_path):
     (lambda a: a['coffee']['segments'].append(a['coffee']['segments'][0]),
      r"task 'coffee': segments\[2\]: video coffee_u1_a is listed again \(first at task "
      r"'coffee': segments\[0\]\)"),
+    # the fourth hostile pass: a string idx was a TypeError traceback; two names on one idx,
+    # an undefined action_type and times as strings were converted without a word
+    (lambda a: a['tea']['action2idx'].__setitem__('add tea bag', '2'),
+     r"task 'tea': action2idx\['add tea bag'\] = '2'; expected an integer >= 0"),
+    (lambda a: a['tea']['action2idx'].__setitem__('add tea bag', 1),
+     r"task 'tea': action2idx maps both 'boil water' and 'add tea bag' to 1; expected each "
+     r"idx once"),
+    (lambda a: a['tea']['actiontype2idx'].__setitem__('late', True),
+     r"task 'tea': actiontype2idx\['late'\] = True; expected an integer >= 0"),
+    (lambda a: a['tea']['segments'][1]['labels'].__setitem__('action_type', [0, 9]),
+     r"segments\[1\] \(video tea_u3_c\): labels.action_type\[1\] = 9 is not a type of task "
+     r"'tea' \(actiontype2idx values \[0, 1\]\)"),
+    (lambda a: a['tea']['segments'][1]['labels']['time_stamp'].__setitem__(0, ['0', '5']),
+     r"labels.time_stamp\[0\] = \['0', '5'\]; expected \[start_s, end_s\], two numbers"),
+    (lambda a: a['tea']['segments'][1]['labels'].update(time_stamp=[[5.0, 9.0], [0.0, 5.0]]),
+     r"\(video tea_u3_c\): labels.time_stamp\[1\] starts at 0.0, before time_stamp\[0\] at "
+     r"5.0; expected the segments in time order"),
 ])
 def test_bad_annotations_name_file_task_video_and_field(tmp_path, edit, message):
     annotation = json.loads(json.dumps(ANNOTATION))
@@ -128,3 +145,42 @@ def test_split_problems_and_the_required_error_choice(tmp_path, capsys):
         load_tool('convert_egoper').main([str(tmp_path / 'annotation.json'), '--split-dir',
                                           str(tmp_path / 'splits'), '--out', str(tmp_path)])
     assert '--errors' in capsys.readouterr().err
+
+
+def test_videos_left_without_steps_are_counted(tmp_path):
+    """Before: a video of background only (or of errors only, dropped) was written with no step
+    and counted among the converted videos without a word."""
+    annotation = json.loads(json.dumps(ANNOTATION))
+    annotation['tea']['segments'][1]['labels']['action_type'] = [1, 1]
+    write_egoper(tmp_path, annotation)
+    assert convert(tmp_path, 'drop') == 0
+    record = json.loads((tmp_path / 'out/conversion.json').read_text())
+    assert record['segments']['videos with no step kept'] == 1
+
+
+@pytest.mark.parametrize('splits, extra, message', [
+    ({'training.txt': '', 'test.txt': 'coffee_u2_b\n'}, [],
+     r'splits/training.txt: no video listed; expected one video id per line'),
+    ({'training.txt': 'coffee_u1_a\ntea_u1_a\ncoffee_u1_a\n', 'test.txt': 'tea_u3_c\n'}, [],
+     r'splits/training.txt: line 3: video coffee_u1_a is listed again; expected each video once'),
+    (None, ['--feature-stem', 'same'], r"--feature-stem 'same' gives videos coffee_u1_a and "
+     r"(coffee_u2_b|tea_u1_a) the same feature file 'same'"),
+    (None, ['--feature-stem', '{video}'], r"--feature-stem '\{video\}': KeyError: 'video'; "
+     r"expected a file name with the fields \{vid\} and \{task\}"),
+    (None, ['--feature-dir', 'annotation.json'], r'--feature-dir .*annotation.json: is a file'),
+])
+def test_split_lists_and_feature_names_that_cannot_be_meant(tmp_path, monkeypatch, splits,
+                                                            extra, message):
+    """Fourth hostile pass: an empty training list converted to a dataset of no training
+    video; a constant --feature-stem made every video read one file; '{video}' ended in
+    'error: video'; all exit 0 but the last."""
+    write_egoper(tmp_path)
+    for name, text in (splits or {}).items():
+        (tmp_path / 'splits' / name).write_text(text)
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(SystemExit) as raised:
+        load_tool('convert_egoper').main([
+            str(tmp_path / 'annotation.json'), '--split-dir', str(tmp_path / 'splits'),
+            '--out', str(tmp_path / 'out'), '--errors', 'keep', *extra])
+    assert re.search(message, str(raised.value)), str(raised.value)
+    assert not (tmp_path / 'out').exists()

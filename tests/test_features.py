@@ -232,3 +232,20 @@ def test_convert_tool_converts_every_layout_and_reports_refusals(tmp_path, frame
             np.testing.assert_array_equal(data['frames_features'], frames)
             if layout != 'plain_npy':
                 assert int(data['cls']) == 4
+
+
+def test_a_synthetic_rerun_of_another_format_removes_the_earlier_files(shared_data, tmp_path,
+                                                                       capsys):
+    """Fourth hostile pass: `--format npz` then `--format public` into one --out left both
+    X.npz and X.npy per video (the loader then refuses every video), without a word."""
+    from tool_modules import load_tool
+    tool = load_tool('make_synthetic_features')
+    common = ['--dataset', 'niv', '--data-root', str(shared_data), '--out', str(tmp_path),
+              '--frame-dim', '4']
+    tool.main(common)
+    count = len(list((tmp_path / 'features').glob('*.npz')))
+    tool.main(common + ['--format', 'public'])
+    assert f'removed the {count} .npz file(s) of the earlier --format npz run' in \
+        capsys.readouterr().out
+    assert not list((tmp_path / 'features').glob('*.npz'))
+    assert len(list((tmp_path / 'features').glob('*.npy'))) == count

@@ -15,6 +15,7 @@ import vpn_plugin.mm  # noqa: F401  (registration)
 from mmaction.registry import MODELS
 from vpn_plugin.apis import init_planner
 from vpn_plugin.data_paths import load_config
+from reference_fixtures import reference_dir
 from tool_modules import load_tool
 
 REPO = Path(__file__).resolve().parents[1]
@@ -335,3 +336,51 @@ def test_convert_authors_checkpoint_names_a_payload_file(tmp_path, monkeypatch):
     assert f'{payload}: cannot load it as the authors\' checkpoint' in message, message
     assert 'posix.system' in message and 'weights_only' not in message
     assert not (tmp_path / 'out.pth').exists()
+
+
+def test_an_edited_pkg_in_a_checkpoint_is_named_with_its_file():
+    """Today a checkpoint whose filled PKG was zeroed (rows summing to N) loads, and decoding
+    then says 'log_transitions row 0 has probabilities summing to 6' without the file."""
+    from vpn_plugin.engine.checkpoint import load_weights
+    model = MODELS.build(SMALL_MODELS['PKG beam search'])
+    state = model.state_dict()
+    state['pkg_ready'] = torch.tensor(True)
+    state['log_transitions'] = torch.zeros(6, 6)
+    with pytest.raises(ValueError, match=r'^checkpoint edited.pth: tensor log_transitions: '
+                                         r'log_transitions row 0 has probabilities summing '
+                                         r'to 6;.*model\.pkg\.recount=True'):
+        load_weights(model, {'state_dict': dict(state)}, 'edited.pth')
+    state['pkg_ready'] = torch.tensor(False)  # the unfilled placeholder: PKGHook fills it
+    load_weights(model, {'state_dict': dict(state)}, 'unfilled.pth')
+    state['pkg_ready'] = torch.tensor(True)
+    state['log_transitions'] = torch.full((6, 6), -math.log(6))  # uniform rows: a PKG
+    load_weights(model, {'state_dict': dict(state)}, 'uniform.pth')
+
+
+@pytest.mark.parametrize('pkg, message', [
+    (np.full((5, 5), 0.2), r'pkg.npy: a PKG of shape \(5, 5\); the config\'s model has 133 '
+                           r'actions: expected \(133, 133\)'),
+    (np.zeros((133, 133)), r'pkg.npy: the PKG has no edge \(every entry is 0\)'),
+])
+def test_convert_authors_checkpoint_refuses_a_pkg_of_another_size_or_without_edges(
+        tmp_path, pkg, message):
+    """Fourth hostile pass: a 5x5 PKG of row sums 1 was refused only by set_pkg, a 5x5 of
+    other sums as 'row 0 sums to 5.0' (its size never named); an all-zero PKG was written into
+    the checkpoint, exit 0, every plan of two or more steps then impossible."""
+    from test_hostile_tools import user_error
+    np.save(tmp_path / 'pkg.npy', pkg)
+    state = reference_dir('authors_crosstask_t3') / 'authors_state_dict.npz'
+    text = user_error('convert_authors_checkpoint', [
+        state, tmp_path / 'out.pth', '--config', REPO / 'configs/vpn_crosstask_t3.py',
+        '--pkg', tmp_path / 'pkg.npy'])
+    assert re.search(message, text), text
+    assert not (tmp_path / 'out.pth').exists()
+
+
+def test_convert_authors_checkpoint_names_a_missing_source(tmp_path):
+    """Before: '[Errno 2] No such file or directory: ...'."""
+    from test_hostile_tools import user_error
+    text = user_error('convert_authors_checkpoint', [
+        tmp_path / 'nope.pth', tmp_path / 'out.pth', '--config',
+        REPO / 'configs/vpn_crosstask_t3.py'])
+    assert f'the official state dict (SRC) {tmp_path / "nope.pth"} does not exist' in text

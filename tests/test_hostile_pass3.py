@@ -385,3 +385,41 @@ def test_llm_eval_save_anchors_without_a_step_model_is_refused(capsys):
                                     '--base-url', 'http://127.0.0.1:9/v1',
                                     '--save-anchors', 'a.json'])
     assert '--save-anchors writes the step model' in capsys.readouterr().err
+
+
+def test_a_symlinked_work_dir_and_its_target_are_one_lock(tmp_path):
+    """Before: `.link.lock` and `.run.lock` were two lock files, so two trainings started
+    through both names were not excluded by the lock."""
+    import subprocess
+    import sys
+    from vpn_plugin.locks import LockBusyError, exclusive_lock, lock_path_of
+    (tmp_path / 'run').mkdir()
+    (tmp_path / 'link').symlink_to(tmp_path / 'run')
+    holder = subprocess.Popen(
+        [sys.executable, '-c', 'import sys, time\nfrom vpn_plugin.locks import exclusive_lock, '
+         'lock_path_of\nwith exclusive_lock(lock_path_of(sys.argv[1]), wait=False):\n'
+         '    print("held", flush=True)\n    time.sleep(60)', str(tmp_path / 'run')],
+        cwd=Path(__file__).resolve().parents[1], stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == 'held'
+        with pytest.raises(LockBusyError):
+            with exclusive_lock(lock_path_of(tmp_path / 'link'), wait=False):
+                pass
+    finally:
+        holder.kill()
+        holder.wait()
+
+
+def test_a_relative_row_path_is_never_read_from_the_working_directory(tmp_path, monkeypatch):
+    """Before: a row's relative per_sample_file missing from its results folder but present
+    from the working directory (another copy of the protocol folder there) was read from the
+    working directory, that copy's dump, without a word."""
+    from vpn_plugin.protocol.results import ResultRow, append_result, read_results
+    results = tmp_path / 'moved' / 'results.jsonl'
+    append_result(results, ResultRow('VPN', 0, 3, {'success_rate': 50.0}, protocol='standard',
+                                     per_sample_file=str(tmp_path / 'moved/run/dump.json')))
+    (tmp_path / 'run').mkdir()
+    (tmp_path / 'run/dump.json').write_text('{}')  # another copy's dump, beside the cwd
+    monkeypatch.chdir(tmp_path)
+    row, = read_results(results)
+    assert row.per_sample_file == str(tmp_path / 'moved/run/dump.json')

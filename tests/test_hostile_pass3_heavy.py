@@ -466,3 +466,15 @@ def test_an_authors_fixture_size_that_is_no_integer_is_named(tmp_path, shared_da
     with pytest.raises(ValueError, match=rf'meta.json: {field}={value!r}; expected an integer '
                                          r'>= 1'):
         read_meta(tmp_path)
+
+
+@pytest.mark.parametrize('content, found', [(b'the actions, one per line\n', 'a text file'),
+                                            (b'\x93NUMPY\x01\x00', 'a .npy file, damaged')])
+def test_text_features_that_are_not_an_npy_say_what_the_file_is(tmp_path, content, found):
+    """Before: plain text named .npy got numpy's 'This file contains pickled (object) data'."""
+    from vpn_plugin.models.text_embeddings import load_action_features
+    path = tmp_path / 'names.npy'
+    path.write_bytes(content)
+    with pytest.raises(ValueError, match=rf'^{path}: not a plain \.npy array: {found}') as err:
+        load_action_features(file=str(path))
+    assert 'pickled' not in str(err.value) or found.startswith('a .npy')

@@ -277,3 +277,16 @@ def test_every_method_with_text_features_refuses_other_ones(name, tmp_path):
         load_weights(swapped, checkpoint, 'c.pth')
     load_weights(MODELS.build(cfg), checkpoint, 'c.pth')  # the same features: fine
     load_weights(swapped, checkpoint, 'c.pth', partial=True)  # fine-tuning: an opt-in
+
+
+def test_the_protocol_marks_rows_of_a_cefito_without_text_features():
+    """Before: CEFITO configured with text_embeddings=None trained on zero text features with a
+    log WARNING only; its rows looked like the paper's CEFITO."""
+    from vpn_plugin.protocol.runner import config_variant
+    config = str(REPO / 'configs/baselines/cefito_crosstask_t3.py')
+    clip_file = {'model.text_embeddings': dict(file='clip_action_names.npy')}
+    assert 'text_features' not in config_variant(config, clip_file)
+    assert config_variant(config, {'model.text_embeddings': None})['text_features'] == \
+        'none given (zeros)'
+    vpn = str(REPO / 'configs/vpn_crosstask_t3.py')  # its text features are optional
+    assert 'text_features' not in config_variant(vpn, {'model.text_embeddings': None})

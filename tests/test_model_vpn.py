@@ -2,6 +2,7 @@
 import itertools
 import json
 import pickle
+import re
 import string
 from pathlib import Path
 
@@ -373,3 +374,32 @@ def test_checkpoints_from_before_the_shared_state_encoder_still_load():
     torch.testing.assert_close(fresh.state_encoder.logit_scale, model.state_encoder.logit_scale + 1)
     torch.testing.assert_close(fresh.state_encoder.visual_encoder[0].weight,
                                model.state_encoder.visual_encoder[0].weight + 1)
+
+
+@pytest.mark.parametrize('pooling', ['clip', 'clip_eot'])
+def test_clip_pooling_of_a_model_that_is_not_clip_is_refused(pooling):
+    """Fourth hostile pass: `make_text_features.py --pooling clip` with the MiniLM stand-in
+    wrote BERT's pooler output labelled 'clip features', which no table marks as a stand-in."""
+    from vpn_plugin.models.text_embeddings import encode_texts
+    with pytest.raises(ValueError, match=rf"text pooling '{pooling}' reads a CLIP text tower, "
+                                         r"but the encoder .* is a 'bert' model"):
+        encode_texts(['pour water'], None, pooling=pooling)
+
+
+def test_a_missing_text_encoder_folder_is_said(tmp_path):
+    from vpn_plugin.models.text_embeddings import encode_texts
+    with pytest.raises(FileNotFoundError, match=r"text encoder '.*nope' \(no such folder\)"):
+        encode_texts(['pour water'], str(tmp_path / 'nope'))
+
+
+@pytest.mark.parametrize('argv, message', [
+    (['configs/vpn_niv_t3.py', '--cfg-options', 'model.nosuch=1'],
+     r"configs/vpn_niv_t3.py: model: ViterbiPlanNet has no option\(s\) \['nosuch'\]"),
+    (['configs/_base_/default_runtime.py'], r'default_runtime.py: holds no model entry'),
+])
+def test_model_stats_names_an_unknown_option_or_a_config_without_model(argv, message,
+                                                                      monkeypatch):
+    """Fourth hostile pass: a TypeError / AttributeError traceback."""
+    from test_hostile_tools import user_error
+    monkeypatch.chdir(REPO)
+    assert re.search(message, user_error('model_stats', argv))

@@ -370,3 +370,30 @@ def test_pdpp_in_float64_agrees_with_the_recording_at_its_conditioning(pdpp_fixt
             _, state = step(i, torch.from_numpy(states[i]),
                             lambda x, t: torch.from_numpy(recons[i]))
             assert C.compare(states[i + 1], state)[1] < 1e-6
+
+
+@pytest.mark.parametrize('recorded_shape', [(6,), (0,), (2, 3, 1)])
+def test_a_recorded_array_of_another_shape_fails_naming_both_shapes(tmp_path, recorded_shape):
+    """Before: a flattened or emptied recorded output failed as `inf` without saying 'shape'
+    (an emptied one also printed 'tol nan', from the conditioning of no entries)."""
+    ours = np.arange(6, dtype=np.float64).reshape(2, 3)
+    path = tmp_path / 'outputs.npz'
+    np.savez(path, x=np.resize(ours, recorded_shape))
+    (row,) = C.compare_file(path, dict(x=ours), 1e-4, perturbed=[dict(x=ours + 1e-9)])
+    assert row[0] == f'outputs.npz:x (shape {recorded_shape} recorded, (2, 3) computed)'
+    assert row[3] == 1e-4 and row[4] is False
+
+
+def test_an_s3d_output_that_was_not_recomputed_names_its_missing_input():
+    """Before: a removed input of the S3D fixture failed its outputs as '(missing)' without
+    naming the input."""
+    from vpn_plugin.oracles.s3d import input_of, why_not_computed
+    fixture = reference_dir('s3d_small')
+    outputs = np.load(fixture / 'outputs.npz')
+    inputs = dict(np.load(fixture / 'inputs.npz'))
+    assert {input_of(name) for name in outputs} == set(inputs)  # every output has its input
+    why = why_not_computed({k: v for k, v in inputs.items() if k != 'video_b_uint8'})
+    assert why('video_b_mixed_4f_tl') == 'inputs.npz has no video_b_uint8'
+    why = why_not_computed({**inputs, 'video_a_uint8': inputs['video_a_uint8'][0]})
+    assert why('video_a_mixed_5c') == ('inputs.npz:video_a_uint8 has shape (3, 16, 112, 112); '
+                                       'expected 5 dims')

@@ -239,3 +239,15 @@ def test_overlap_table_names_the_features(tmp_path):
     table = overlap_table([error_overlap(rows, 'VPN', 'Base')])
     assert f'| VPN{SYNTHETIC_MARK} | Base{SYNTHETIC_MARK} |' in table
     assert 'Features: synthetic (make_synthetic_features.py: seed 0), fingerprint aaaa' in table
+
+
+def test_a_mix_of_sources_with_one_label_names_what_tells_them_apart():
+    """Before: a record edited by hand (its label kept, another fingerprint) was refused with
+    the same text for both sources."""
+    rows = synthetic_rows() + synthetic_rows('Base')
+    for row in rows[3:]:
+        row.features['fingerprint'] = 'bbbb'
+    with pytest.raises(ValueError, match=r'fingerprint aaaa \(9 files\) \[synthetic:aaaa\] '
+                                         r'\(VPN seeds \[0, 1, 2\]\); .*\[synthetic:bbbb\] '
+                                         r'\(Base seeds'):
+        check_feature_mix(rows)

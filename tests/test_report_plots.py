@@ -602,7 +602,11 @@ def test_kept_results_redraw_the_same_overlap(tmp_path, monkeypatch):
     assert [(r.method, r.seed, r.metrics) for r in kept] == [(r.method, r.seed, r.metrics)
                                                              for r in rows]
     assert {r.per_sample_file for r in kept if r.method == 'Other'} == {''}
-    assert all(r.per_sample_file.startswith('kept/niv/') for r in kept if r.method != 'Other')
+    assert all(r.per_sample_file.startswith(str(tmp_path / 'kept/niv/'))
+               for r in kept if r.method != 'Other')
+    assert {r.work_dir for r in kept} == {''}  # the run's work dirs are not kept
+    written = [json.loads(line) for line in (tmp_path / 'kept/niv.jsonl').read_text().splitlines()]
+    assert all(r['per_sample_file'].startswith('niv/') for r in written if r['method'] != 'Other')
     original = error_overlap(rows[:-1], 'VPN', 'Base')
     for dump in tmp_path.glob('*_[0-9].json'):
         dump.unlink()  # the run's dumps are gone: the copies remain
@@ -611,3 +615,30 @@ def test_kept_results_redraw_the_same_overlap(tmp_path, monkeypatch):
         original.fixed, original.introduced, original.both_fail, [0, 1, 2])
     assert 'exists; give --overwrite' in user_error('keep_results', [
         results, '--out', 'kept/niv.jsonl'])
+
+
+def test_keep_results_never_deletes_a_folder_it_did_not_write(tmp_path, monkeypatch):
+    """Before: --overwrite removed <out without .jsonl>/ whatever it held: with --out
+    run.jsonl beside the protocol folder run/, the very results being kept and every work dir
+    in it."""
+    from test_hostile_tools import user_error
+    rows, _ = overlap_rows(tmp_path)
+    results = tmp_path / 'run' / 'results.jsonl'
+    for row in rows:
+        append_result(results, row)
+    monkeypatch.chdir(tmp_path)
+    for dumps in (['VPN', 'Base'], ['VPN']):  # its own folder of dumps: replaced
+        load_tool('keep_results').main([str(results), '--out', 'kept.jsonl', '--overwrite',
+                                        '--dumps', *dumps])
+    assert len(list((tmp_path / 'kept').iterdir())) == 3
+    before = sorted(p.name for p in (tmp_path / 'run').iterdir())
+    message = user_error('keep_results', [results, '--out', 'run.jsonl', '--overwrite'])
+    assert f'{Path("run")}/ holds ' in message and 'does not name as a kept dump' in message
+    assert sorted(p.name for p in (tmp_path / 'run').iterdir()) == before
+    assert not (tmp_path / 'run.jsonl').exists()
+    kept = sorted((tmp_path / 'kept').iterdir())
+    (tmp_path / 'VPN_1.json').unlink()  # a dump gone: the kept folder stays as it was
+    assert 'has no per-sample dump to keep' in user_error('keep_results', [
+        results, '--out', 'kept.jsonl', '--overwrite', '--dumps', 'VPN'])
+    assert sorted((tmp_path / 'kept').iterdir()) == kept
+    assert sorted(p.name for p in tmp_path.iterdir() if p.name.startswith('.kept')) == []

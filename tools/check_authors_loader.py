@@ -16,7 +16,7 @@ from pathlib import Path
 import numpy as np
 
 from vpn_plugin.datasets import PlanningDataset
-from vpn_plugin.errors import tool_main
+from vpn_plugin.errors import check_file, tool_main
 
 FIELDS = ('window_index', 'start', 'goal', 'observed', 'actions', 'tasks')
 
@@ -57,6 +57,10 @@ def mismatches(got: np.ndarray, want: np.ndarray) -> int:
 def compare(fixture) -> dict:
     """Field -> number of mismatching windows."""
     fixture = Path(fixture)
+    for name in ('windows.json', 'taxonomy.json', 'expected.npz'):
+        check_file(fixture / name, 'fixture file', missing=(
+            f'{fixture}: no {name}; expected an authors-loader fixture folder (windows.json, '
+            'features/, taxonomy.json, expected.npz: ../shared/reference/authors_loader_small)'))
     with np.load(fixture / 'expected.npz', allow_pickle=False) as data:
         want = expected(data)
     dataset = build_dataset(fixture, want['actions'].shape[1], want['start'].shape[1] // 3)

@@ -75,7 +75,8 @@ def main(argv=None) -> int:
         raise SystemExit(f'{args.config}: model type {cfg.model.type} has no official '
                          'checkpoint naming; expected a ViterbiPlanNet or SCHEMA config')
     install_authors_weights(model, read_authors_state_dict(args.src),
-                            read_pkg(args.pkg) if args.pkg else None)
+                            read_pkg(args.pkg, num_actions=model.num_actions)
+                            if args.pkg else None)
     meta = dict(source=str(args.src), pkg=str(args.pkg), config=str(args.config),
                 converted_by=CONVERTED_MARKER, **recorded_setting(model, config_metainfo(
                     (cfg.get('test_dataloader') or {}).get('dataset'))))

@@ -8,21 +8,23 @@ Writes the rows of the results files (every field as it is: metrics, settings, f
 to ``--out``; the ``PlanningMetric`` per-sample dumps of the ``--dumps`` methods (what
 ``tools/plots.py overlap`` reads) are copied into ``<out without .jsonl>/`` and the rows point
 to the copies; the other rows' ``per_sample_file`` is emptied (their dumps are not kept, and a
-path into a work dir that is gone would be a dangling reference). Refuses an existing ``--out``
-unless ``--overwrite``.
+path into a work dir that is gone would be a dangling reference), and so is every row's
+``work_dir``. Refuses an existing ``--out`` unless ``--overwrite``, and never deletes a folder
+of anything else than the dumps it kept.
 """
 import argparse
+import os
 import re
 import shutil
 import sys
-from dataclasses import asdict, replace
+from dataclasses import replace
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from vpn_plugin.errors import check_names, tool_main, write_text_atomically  # noqa: E402
 from vpn_plugin.outputs import check_output  # noqa: E402
-from vpn_plugin.protocol.results import read_results  # noqa: E402
+from vpn_plugin.protocol.results import read_results, results_text  # noqa: E402
 
 
 def parse_args(argv=None):
@@ -35,11 +37,33 @@ def parse_args(argv=None):
     return parser.parse_args(argv)
 
 
-def kept_rows(rows, dumps: set, folder: Path) -> list:
+def check_own_folder(folder: Path, out: Path) -> None:
+    """``folder`` (replaced by ``--overwrite``) must hold only the dumps that the kept file
+    ``out`` names: a folder of anything else (a work dir, a protocol folder with the very
+    results being kept) is never deleted."""
+    if not folder.exists():
+        return
+    if not folder.is_dir():
+        raise ValueError(f'{folder} is a file; keep_results.py writes the kept dumps into a '
+                         f'folder of that name beside --out {out}: choose another --out')
+    named = {Path(row.per_sample_file).resolve() for row in
+             (read_results(out) if out.is_file() else []) if row.per_sample_file}
+    foreign = sorted(p for p in folder.rglob('*') if p.resolve() not in named
+                     and not p.is_dir())
+    if foreign or any(p.is_dir() for p in folder.iterdir()):
+        shown = foreign[0] if foreign else next(p for p in folder.iterdir() if p.is_dir())
+        raise ValueError(f'{folder}/ holds {shown}, which {out} does not name as a kept dump; '
+                         '--overwrite replaces only a folder of dumps that keep_results.py '
+                         'wrote: choose another --out')
+
+
+def kept_rows(rows, dumps: set, staging: Path, folder: Path) -> list:
     """The rows with ``per_sample_file`` pointing to a copy in ``folder`` (methods in
-    ``dumps``) or emptied; the copies are written."""
-    kept = []
+    ``dumps``) or emptied; the copies are written into ``staging`` (renamed to ``folder``
+    once every copy is made: a failure leaves a kept folder as it was)."""
+    kept, names = [], set()
     for row in rows:
+        row = replace(row, work_dir='')  # the run's work dir is not kept
         if row.method not in dumps:
             kept.append(replace(row, per_sample_file=''))
             continue
@@ -49,18 +73,18 @@ def kept_rows(rows, dumps: set, folder: Path) -> list:
                                     f'{row.per_sample_file!r})')
         slug = re.sub(r'[^a-z0-9]+', '_', row.method.lower()).strip('_')
         variant = ''.join(f'_{k}-{v}' for k, v in sorted(row.variant.items()))
-        copy = folder / f'{slug}_T{row.horizon}{variant}_seed{row.seed}.json'
-        if copy.exists():
-            raise ValueError(f'two kept rows would share the dump {copy}')
-        folder.mkdir(parents=True, exist_ok=True)
-        shutil.copyfile(row.per_sample_file, copy)
-        kept.append(replace(row, per_sample_file=str(copy)))
+        name = f'{slug}_T{row.horizon}{variant}_seed{row.seed}.json'
+        if name in names:
+            raise ValueError(f'two kept rows would share the dump {folder / name}')
+        names.add(name)
+        staging.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(row.per_sample_file, staging / name)
+        kept.append(replace(row, per_sample_file=str(folder / name)))
     return kept
 
 
 @tool_main
 def main(argv=None):
-    import json
     args = parse_args(argv)
     check_output(args.out, 'results', '--out', args.results, args.overwrite)
     out = Path(args.out)  # as given: the rows name their dumps relative to it
@@ -69,11 +93,18 @@ def main(argv=None):
         raise ValueError(f'{out} (or {folder}/) exists; give --overwrite to replace it')
     rows = read_results(args.results)
     check_names(args.dumps, list(dict.fromkeys(r.method for r in rows)), '--dumps')
+    check_own_folder(folder, out)
+    staging = folder.with_name(f'.{folder.name}.{os.getpid()}.tmp')
+    try:
+        kept = kept_rows(rows, set(args.dumps), staging, folder)
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise
     if folder.exists():
         shutil.rmtree(folder)
-    kept = kept_rows(rows, set(args.dumps), folder)
-    write_text_atomically(out, ''.join(json.dumps(asdict(r), sort_keys=True) + '\n'
-                                       for r in kept), 'kept results')
+    if staging.exists():
+        staging.rename(folder)
+    write_text_atomically(out, results_text(kept, out), 'kept results')
     print(f'kept {len(kept)} rows in {out}'
           + (f', {sum(bool(r.per_sample_file) for r in kept)} per-sample dumps in {folder}/'
              if args.dumps else ''))

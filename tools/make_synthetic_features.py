@@ -27,7 +27,8 @@ from vpn_plugin.datasets.synthetic import (DEFAULT_DTYPES, DTYPES, FORMATS,
                                            dataset_videos, synthetic_record,
                                            write_manifest, write_synthetic_features)
 from vpn_plugin.datasets.provenance import write_provenance
-from vpn_plugin.errors import NON_NEGATIVE_INT, POSITIVE_INT, path_argument, tool_main
+from vpn_plugin.errors import (NON_NEGATIVE_INT, POSITIVE_INT, path_argument, read_json,
+                               tool_main)
 from vpn_plugin.outputs import KINDS, add_overwrite_argument, check_output
 
 MANIFEST = 'synthetic_manifest.json'  # beside the features folder: the folder is ours
@@ -73,6 +74,7 @@ def main(argv=None):
         taxonomy, videos = dataset_videos(args.dataset, args.data_root or '../shared/data')
         features = Path(args.out) / 'features'
     check_feature_folder(features, videos, args)
+    remove_other_format(features, videos, args.format)
     generator = SyntheticFeatureGenerator(taxonomy, args.frame_dim, args.difficulty, args.seed)
     print(f'{args.dataset or args.config}: {len(videos)} videos -> {features} ({args.format}, '
           f'{args.dtype})')
@@ -100,6 +102,23 @@ def check_feature_folder(features: Path, videos, args) -> None:
                          f'replace (e.g. {existing[0]}{suffix}) and no {MANIFEST} of an earlier '
                          'synthetic run beside it: real features would be lost. Choose another '
                          '--out, or pass --overwrite')
+
+
+def remove_other_format(features: Path, videos, fmt: str) -> None:
+    """An earlier synthetic run of another ``--format`` into the same folder (its manifest is
+    ours) left a file per video that the loader would find beside the new one (``X.npy``
+    beside ``X.npz`` is refused): they are removed, and said."""
+    manifest = features.parent / MANIFEST
+    if not (manifest.is_file() and KINDS['synthetic_manifest'].recognise(manifest)):
+        return
+    earlier = read_json(manifest, 'synthetic manifest').get('format')
+    if earlier in FORMATS and earlier != fmt:
+        stale = [features / f'{v.feature}{FORMATS[earlier]}' for v in videos]
+        stale = [path for path in stale if path.is_file()]
+        for path in stale:
+            path.unlink()
+        print(f'{features}: removed the {len(stale)} {FORMATS[earlier]} file(s) of the earlier '
+              f'--format {earlier} run')
 
 
 def config_source(args) -> tuple:

@@ -16,6 +16,7 @@ from mmaction.registry import MODELS
 from vpn_plugin.data_paths import add_cfg_options, load_config
 from vpn_plugin.models.base_planner import num_parameters
 from vpn_plugin.errors import tool_main
+from vpn_plugin.runner import check_config_entries
 
 # the loss term that needs the text features, per model type (SCHEMA: built without them
 # it can be counted, not run)
@@ -43,6 +44,10 @@ def main(argv=None) -> int:
     args = parser.parse_args(argv)
     for path in args.configs:
         cfg = load_config(path, args.cfg_options)
+        if not isinstance(cfg.get('model'), dict):
+            raise ValueError(f'{path}: holds no model entry; expected a config that builds a '
+                             'model (e.g. configs/vpn_crosstask_t3.py)')
+        check_config_entries(cfg, path)  # an unknown option or type, named
         model, note = build_model(cfg.model)
         trainable = sum(p.numel() for p in model.parameters() if p.requires_grad)
         print(f'{path}: {cfg.model.type}, {num_parameters(model):,} parameters '

@@ -270,9 +270,27 @@ def has_accelerator():
     return get_device() not in ('cpu', 'mps')
 
 
+# what torchrun sets for each process and ``--launcher pytorch`` reads (torch's env://)
+TORCHRUN_VARIABLES = ('RANK', 'WORLD_SIZE', 'MASTER_ADDR', 'MASTER_PORT')
+
+
+def check_torchrun_environment() -> None:
+    """Refuse ``--launcher pytorch`` in a process torchrun did not start, saying so: torch's
+    own "environment variable RANK expected, but not set" names no way out."""
+    missing = [name for name in TORCHRUN_VARIABLES if name not in os.environ]
+    if missing:
+        raise ValueError(
+            f'--launcher pytorch: the environment variable(s) {", ".join(missing)} are not '
+            'set, so this process was not started by torchrun, which sets them for each '
+            'process: start it through tools/dist_train.sh, tools/dist_test.sh or '
+            'tools/dist_extract.sh (torchrun --nproc_per_node=N TOOL ... --launcher pytorch), '
+            'or leave --launcher out to run one process')
+
+
 def _cpu_aware_init_dist_pytorch(original):
     @functools.wraps(original)
     def init(backend, init_backend='torch', **kwargs):
+        check_torchrun_environment()
         if has_accelerator():
             return original(backend, init_backend=init_backend, **kwargs)
         if init_backend != 'torch':

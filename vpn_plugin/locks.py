@@ -35,8 +35,9 @@ class LockBusyError(BlockingIOError):
 
 def lock_path_of(target) -> Path:
     """The lock file guarding ``target`` (a results file or a work dir): a hidden sibling
-    ``.<name>.lock``, so it never shows inside a work dir or among the results."""
-    target = Path(target)
+    ``.<name>.lock``, so it never shows inside a work dir or among the results. Keyed on the
+    real path: a symlinked work dir and its target are one lock."""
+    target = Path(os.path.realpath(target))
     return target.parent / f'.{target.name}.lock'
 
 

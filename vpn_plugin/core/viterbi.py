@@ -52,7 +52,7 @@ def check_chain_inputs(log_emissions: torch.Tensor, log_transitions: torch.Tenso
     if tuple(log_transitions.shape) != (num_actions, num_actions):
         raise ValueError(f'log_transitions has shape {tuple(log_transitions.shape)}; expected '
                          f'({num_actions}, {num_actions}) to match log_emissions (B, T, N)')
-    _check_rows_normalised(log_transitions)
+    check_rows_normalised(log_transitions)
     like = dict(device=log_emissions.device, dtype=log_emissions.dtype)
     if log_prior is None:
         log_prior = torch.full((num_actions,), -math.log(num_actions), **like)
@@ -64,7 +64,9 @@ def check_chain_inputs(log_emissions: torch.Tensor, log_transitions: torch.Tenso
     return log_emissions, log_transitions.to(**like), log_prior.to(**like)
 
 
-def _check_rows_normalised(log_transitions: torch.Tensor) -> None:
+def check_rows_normalised(log_transitions: torch.Tensor) -> None:
+    """Refuse ``log_transitions`` (N, N) whose rows are not log probabilities summing to 1
+    (or all ``-inf``: no outgoing edge)."""
     if not values_checkable(log_transitions):
         return
     sums = log_transitions.detach().double().exp().sum(1)

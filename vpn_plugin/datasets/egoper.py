@@ -60,6 +60,9 @@ def convert_egoper(annotation_file, split_dir, out_dir, errors: str,
         raise ValueError(f'errors={errors!r}; expected one of {ERROR_CHOICES} (what to do with '
                          'segments whose action_type > 0)')
     annotation_file, out_dir = Path(annotation_file), Path(out_dir)
+    if feature_dir is not None and Path(feature_dir).is_file():
+        raise ValueError(f'--feature-dir {feature_dir}: is a file; expected the folder of the '
+                         'feature files')
     data = read_json_file(annotation_file)
     taxonomy, action_ids = _taxonomy(annotation_file, data)
     splits = read_splits(Path(split_dir), list(data))
@@ -79,10 +82,13 @@ def convert_egoper(annotation_file, split_dir, out_dir, errors: str,
                 counts['videos in no split list'] += 1
                 continue
             steps = _steps(annotation_file, task, i, vid, segment, action_ids[task], errors,
-                           counts)
+                           counts, set(entry['actiontype2idx'].values()))
+            if not steps:  # written (it gives no window), counted in conversion.json
+                counts['videos with no step kept'] += 1
             videos[split].append(dict(vid=vid, task=k, steps=steps,
-                                      feature=feature_stem.format(vid=vid, task=task)))
+                                      feature=feature_name(feature_stem, vid, task)))
     _check_found(splits, videos, split_dir)
+    _check_feature_stems(videos, feature_stem)
     record = dict(source=str(annotation_file), split_dir=str(split_dir), errors=errors,
                   videos={s: len(v) for s, v in videos.items()}, segments=dict(counts),
                   action_types={t: e['actiontype2idx'] for t, e in data.items()})
@@ -100,15 +106,23 @@ def read_splits(split_dir: Path, tasks: List[str]) -> Dict[str, str]:
         if not files:
             raise FileNotFoundError(f'{split_dir}: no {name} (expected {split_dir / name} or '
                                     f'{split_dir}/<task>/{name}, one video id per line)')
+        listed = 0
         for path in files:
-            for line in path.read_text().splitlines():
+            for number, line in enumerate(path.read_text().splitlines(), 1):
                 vid = line.strip()
                 if not vid:
                     continue
-                if split_of.get(vid, split) != split:
-                    raise ValueError(f'{path}: video {vid} is also in the {split_of[vid]} list; '
-                                     'expected each video in one split')
+                if vid in split_of:
+                    other = split_of[vid]
+                    raise ValueError(f'{path}: line {number}: video {vid} is '
+                                     + (f'also in the {other} list; expected each video in one '
+                                        'split' if other != split else
+                                        'listed again; expected each video once'))
                 split_of[vid] = split
+                listed += 1
+        if not listed:
+            raise ValueError(f'{", ".join(map(str, files))}: no video listed; expected one video '
+                             'id per line')
     return split_of
 
 
@@ -123,11 +137,10 @@ def _taxonomy(path: Path, data) -> Tuple[dict, Dict[str, Dict[int, int]]]:
                    if not isinstance(entry, dict) or f not in entry]
         if missing:
             raise ValueError(f'{path}: task {task!r}: missing field(s) {missing}')
+        for field in ('action2idx', 'actiontype2idx'):
+            _check_index_map(path, task, field, entry[field])
         actions = {}
         for name, idx in sorted(entry['action2idx'].items(), key=lambda item: item[1]):
-            if isinstance(idx, bool) or not isinstance(idx, int) or idx < 0:
-                raise ValueError(f'{path}: task {task!r}: action2idx[{name!r}] = {idx!r}; '
-                                 'expected an integer >= 0')
             if idx != BACKGROUND:
                 actions[str(next_id)] = name
                 action_ids.setdefault(task, {})[idx] = next_id
@@ -137,8 +150,25 @@ def _taxonomy(path: Path, data) -> Tuple[dict, Dict[str, Dict[int, int]]]:
     return taxonomy, action_ids
 
 
+def _check_index_map(path, task, field: str, mapping) -> None:
+    """``field`` of a task (``action2idx``, ``actiontype2idx``): {name: integer >= 0}, each
+    integer once."""
+    if not isinstance(mapping, dict):
+        raise ValueError(f'{path}: task {task!r}: {field} = {mapping!r}; expected an object '
+                         '{name: integer idx}')
+    first = {}
+    for name, idx in mapping.items():
+        if isinstance(idx, bool) or not isinstance(idx, int) or idx < 0:
+            raise ValueError(f'{path}: task {task!r}: {field}[{name!r}] = {idx!r}; '
+                             'expected an integer >= 0')
+        if idx in first:
+            raise ValueError(f'{path}: task {task!r}: {field} maps both {first[idx]!r} and '
+                             f'{name!r} to {idx}; expected each idx once')
+        first[idx] = name
+
+
 def _steps(path, task, i, vid, segment, ids: Dict[int, int], errors: str,
-           counts: Counter) -> List[list]:
+           counts: Counter, kinds=None) -> List[list]:
     """The kept steps [[start_s, end_s, global id], ...] of one video, counted by kind."""
     where = f'{path}: task {task!r}: segments[{i}] (video {vid})'
     labels = segment.get('labels')
@@ -149,9 +179,14 @@ def _steps(path, task, i, vid, segment, ids: Dict[int, int], errors: str,
     if len(set(lengths.values())) != 1:
         raise ValueError(f'{where}: labels have different lengths {lengths}; expected one entry '
                          'per segment in each')
-    steps = []
+    steps, previous = [], 0.0
     for j, (times, action, kind) in enumerate(zip(*(labels[f] for f in fields))):
         start, end = _times(where, j, times)
+        if start < previous:  # the steps' order is the plan: never taken from a shuffled list
+            raise ValueError(f'{where}: labels.time_stamp[{j}] starts at {start}, before '
+                             f'time_stamp[{j - 1}] at {previous}; expected the segments in time '
+                             'order')
+        previous = start
         if isinstance(action, bool) or not isinstance(action, int):
             raise ValueError(f'{where}: labels.action[{j}] = {action!r}; expected an integer '
                              'action idx (0 = background)')
@@ -164,6 +199,9 @@ def _steps(path, task, i, vid, segment, ids: Dict[int, int], errors: str,
         if not isinstance(kind, int) or isinstance(kind, bool) or kind < 0:
             raise ValueError(f'{where}: labels.action_type[{j}] = {kind!r}; expected an integer '
                              '>= 0 (0 = normal, > 0 an error kind)')
+        if kinds is not None and kind not in kinds:
+            raise ValueError(f'{where}: labels.action_type[{j}] = {kind} is not a type of task '
+                             f'{task!r} (actiontype2idx values {sorted(kinds)})')
         if kind > 0:
             counts[f'error segments {"kept" if errors == "keep" else "dropped"}'] += 1
             if errors == 'drop':
@@ -175,14 +213,36 @@ def _steps(path, task, i, vid, segment, ids: Dict[int, int], errors: str,
 
 def _times(where, j, times) -> Tuple[float, float]:
     try:
+        if any(isinstance(t, (bool, str)) for t in times):
+            raise TypeError('not a number')
         start, end = (float(t) for t in times)
     except (TypeError, ValueError):
         raise ValueError(f'{where}: labels.time_stamp[{j}] = {times!r}; expected '
-                         '[start_s, end_s]') from None
+                         '[start_s, end_s], two numbers') from None
     if not (math.isfinite(start) and math.isfinite(end)) or start < 0 or end < start:
         raise ValueError(f'{where}: labels.time_stamp[{j}] = [{start}, {end}]; expected '
                          'finite seconds with 0 <= start <= end')
     return start, end
+
+
+def feature_name(feature_stem: str, vid: str, task: str) -> str:
+    """The feature file stem of a video: ``feature_stem`` with ``{vid}`` and ``{task}``."""
+    try:
+        return feature_stem.format(vid=vid, task=task)
+    except (KeyError, IndexError, ValueError) as error:
+        raise ValueError(f'--feature-stem {feature_stem!r}: {type(error).__name__}: {error}; '
+                         'expected a file name with the fields {vid} and {task}') from None
+
+
+def _check_feature_stems(videos: dict, feature_stem: str) -> None:
+    """Two videos must not read one feature file."""
+    first = {}
+    for item in (v for split in videos.values() for v in split):
+        if item['feature'] in first:
+            raise ValueError(f'--feature-stem {feature_stem!r} gives videos {first[item["feature"]]}'
+                             f' and {item["vid"]} the same feature file {item["feature"]!r}; '
+                             'expected one file per video (use {vid})')
+        first[item['feature']] = item['vid']
 
 
 def _check_found(splits: Dict[str, str], videos: dict, split_dir) -> None:

@@ -62,6 +62,7 @@ from typing import Optional
 import torch
 
 from ..errors import check_file, replace_atomically, what_the_file_is
+from ..core.viterbi import check_rows_normalised
 
 PARTIAL_LOAD_KEY = 'load_partial'  # top-level config variable: the opt-in for partial loading
 UNCHECKED_KEY = 'unchecked_checkpoint'  # top-level config variable: score a checkpoint that
@@ -259,6 +260,25 @@ def check_finite(state: dict, source: str) -> None:
                              'training: use an earlier checkpoint')
 
 
+def check_pkg_rows(state: dict, source: str) -> None:
+    """Refuse a checkpoint whose filled PKG (``log_transitions`` whose ``pkg_ready`` is set)
+    is not row-stochastic, naming the file: an edited or damaged graph that decoding would
+    refuse later without naming where it came from."""
+    for key, value in state.items():
+        if not key.endswith('log_transitions') or not torch.is_tensor(value) or value.ndim != 2:
+            continue
+        ready = state.get(key[:-len('log_transitions')] + 'pkg_ready', True)
+        if torch.is_tensor(ready) and ready.numel() == 1 and not bool(ready):
+            continue  # the placeholder of an unfilled PKG: PKGHook fills it
+        try:
+            check_rows_normalised(value)
+        except ValueError as error:
+            raise ValueError(f'checkpoint {source}: tensor {key}: {error}; an edited or '
+                             'damaged PKG: use the checkpoint as its training wrote it, or set '
+                             'model.pkg.recount=True to count the graph again from the '
+                             'training split') from None
+
+
 # flags of a pre-stage that a test cannot redo (the PKG, ``pkg_ready``, is recounted by PKGHook)
 PRE_STAGE_FLAGS = {'classifier_ready': 'the task classifier', 'step_ready': 'the step model'}
 
@@ -302,6 +322,8 @@ def load_weights(model, checkpoint: dict, source: str, *, partial: bool = False,
     check_pre_stage_flags(checkpoint, source)
     state = state_dict_of(checkpoint, source)
     check_finite(state, source)
+    if not getattr(getattr(model, 'pkg_builder', None), 'recount', False):
+        check_pkg_rows(state, source)
     wrong_meta = meta_mismatches(checkpoint, model, data_meta) + \
         text_features_mismatch(checkpoint, model)
     if wrong_meta and not partial:

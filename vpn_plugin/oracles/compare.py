@@ -372,11 +372,14 @@ def movement(value, perturbed: Sequence, scale: float) -> float:
 # ---------------------------------------------------------------- arrays and gradients
 def compare_file(path: Path, values: Mapping[str, np.ndarray], tolerance: float,
                  names=None, perturbed: Sequence[Mapping[str, np.ndarray]] = (),
-                 perturbed_what: str = 'the inputs') -> List[Row]:
+                 perturbed_what: str = 'the inputs',
+                 why_not_computed: Optional[Callable[[str], str]] = None) -> List[Row]:
     """One row per array of the recorded ``path`` (``.npz``) and of ``values`` (restricted to
-    ``names`` when given); an array present on one side only fails. ``perturbed``: the same
-    computation rerun on perturbed inputs (``perturbed_runs``); an array among them gets the
-    tolerance of its measured conditioning."""
+    ``names`` when given); an array present on one side only fails (``why_not_computed``:
+    name -> what its row says of a recorded array that was not computed), and so does one of
+    another shape, its row naming both shapes. ``perturbed``: the same computation rerun on
+    perturbed inputs (``perturbed_runs``); an array among them gets the tolerance of its
+    measured conditioning."""
     reference = read_npz(path)
     recorded = set(reference) if names is None else set(names) & set(reference)
     wanted = recorded | (set(values) if names is None else set(names) & set(values))
@@ -384,7 +387,14 @@ def compare_file(path: Path, values: Mapping[str, np.ndarray], tolerance: float,
     for name in sorted(wanted):
         label = f'{Path(path).name}:{name}'
         if name not in reference or name not in values:
-            rows.append((f'{label} (missing)', math.inf, math.inf, tolerance, False))
+            why = why_not_computed(name) if why_not_computed and name in reference else ''
+            rows.append((f'{label} (missing{": " + why if why else ""})', math.inf, math.inf,
+                         tolerance, False))
+            continue
+        if np.shape(reference[name]) != np.shape(values[name]):
+            rows.append((f'{label} (shape {np.shape(reference[name])} recorded, '
+                         f'{np.shape(values[name])} computed)', math.inf, math.inf, tolerance,
+                         False))
             continue
         diff, rel = compare(reference[name], values[name])
         others = [run[name] for run in perturbed if name in run]

@@ -117,6 +117,35 @@ def recompute(model, inputs: Dict[str, np.ndarray], chunk: int = CHUNK_FRAMES
             for k, v in values.items()}
 
 
+VIDEO_OUTPUT = re.compile(r'(.+?)_(video_embedding|mixed_5c|s2d_corner|(?:%s)_'
+                          r'(?:shape|mean|channels|tl|br))' % '|'.join(TAPS))
+
+
+def input_of(output: str) -> str:
+    """The array of ``inputs.npz`` whose recomputation gives ``output`` ('' when none does)."""
+    if output.startswith('text_'):
+        return 'sentences'
+    frames = re.fullmatch(r'(.+)_frames_features', output)
+    if frames:
+        return f'{frames.group(1)}_frames_uint8'
+    video = VIDEO_OUTPUT.fullmatch(output)
+    return f'{video.group(1)}_uint8' if video else ''
+
+
+def why_not_computed(inputs: Dict[str, np.ndarray]):
+    """name -> what the row of a recorded output that was not recomputed says: its input is
+    absent from ``inputs.npz`` or of another rank."""
+    def why(output: str) -> str:
+        source = input_of(output)
+        if not source:
+            return 'no input of inputs.npz gives it'
+        if source not in inputs:
+            return f'inputs.npz has no {source}'
+        expected = {'sentences': 1}.get(source, 4 if source.endswith('_frames_uint8') else 5)
+        return f'inputs.npz:{source} has shape {inputs[source].shape}; expected {expected} dims'
+    return why
+
+
 def check_counts(model, meta: dict) -> bool:
     """Parameter counts of the fixture's meta (total, text module, video backbone)."""
     counts = meta.get('num_parameters', {})
@@ -141,10 +170,14 @@ def check_fixture(fixture, meta: dict):
           f'{torch.get_num_threads()}')
     model = build_s3d(fixture, meta)
     header_ok = check_counts(model, meta)
-    values = recompute(model, read_npz(fixture / 'inputs.npz'), chunk_frames(meta))
+    inputs = read_npz(fixture / 'inputs.npz')
+    values = recompute(model, inputs, chunk_frames(meta))
     recorded = read_npz(fixture / 'outputs.npz')
     exact = [k for k, v in recorded.items() if v.dtype.kind in 'iub']
     inexact = [k for k in set(recorded) | set(values) if k not in exact]
-    rows = (compare_file(fixture / 'outputs.npz', values, 0.0, names=exact)
-            + compare_file(fixture / 'outputs.npz', values, OUTPUT_TOLERANCE, names=inexact))
+    why = why_not_computed(inputs)
+    rows = (compare_file(fixture / 'outputs.npz', values, 0.0, names=exact,
+                         why_not_computed=why)
+            + compare_file(fixture / 'outputs.npz', values, OUTPUT_TOLERANCE, names=inexact,
+                           why_not_computed=why))
     return sorted(rows), header_ok

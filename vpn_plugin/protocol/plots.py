@@ -892,8 +892,9 @@ def read_success(per_sample_file) -> dict:
     """``{sample_idx: (solved, gt_plan tuple)}`` from a PlanningMetric per-sample dump."""
     path = check_file(per_sample_file, 'per-sample dump', missing=(
         f'per-sample dump {per_sample_file} does not exist (PlanningMetric out_file; a results '
-        'row\'s per_sample_file: rows name it relative to their results file, older rows from '
-        'the working directory of the run, which a moved protocol folder no longer matches)'))
+        'row\'s per_sample_file, relative to its results file; rows written before 2026-11-27 '
+        'named it from the working directory of their run: write that row\'s path relative to '
+        'the results file)'))
     dump = read_json(path, 'per-sample dump')
     for key in ('sample_idx', 'gt_plan', 'scores'):
         if key not in dump:

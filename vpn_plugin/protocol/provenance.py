@@ -71,9 +71,11 @@ def check_feature_mix(rows, allow: bool = False) -> None:
         return
     for dataset, sources in sources_by_dataset(rows).items():
         if len(sources) > 1:
-            listed = '; '.join(
-                f'{label} ({", ".join(f"{m} seeds {sorted(s)}" for m, s in methods.items())})'
-                for label, methods in sources.values())
+            alike = len({label for label, _ in sources.values()}) < len(sources)
+            listed = '; '.join(  # labels alike (a record edited by hand): the keys tell apart
+                f'{label}{f" [{key}]" if alike else ""} '
+                f'({", ".join(f"{m} seeds {sorted(s)}" for m, s in methods.items())})'
+                for key, (label, methods) in sources.items())
             raise ValueError(f'the rows of dataset {dataset!r} were trained or tested on '
                              f'{len(sources)} feature sources: {listed}. A table or figure '
                              'compares rows of one source: keep one (--methods, --protocol), '

@@ -378,28 +378,37 @@ PATH_FIELDS = ('per_sample_file', 'work_dir')  # written relative to the results
 def _row_line(row: ResultRow, path: Path) -> str:
     """The JSON line of ``row`` in the results file ``path``: its paths that lie in the file's
     folder are written relative to that folder, so that a moved or copied protocol folder
-    reads its own files (:func:`_resolve_paths`)."""
+    reads its own files (:func:`_resolve_paths`); the others absolute (a relative one would
+    be read from the file's folder)."""
     record = asdict(row)
     folder = path.parent.resolve()
     for name in PATH_FIELDS:
         if record[name]:
-            with contextlib.suppress(ValueError):  # outside the folder: kept as it is
-                record[name] = str(Path(record[name]).resolve().relative_to(folder))
+            resolved = Path(record[name]).resolve()
+            try:
+                record[name] = str(resolved.relative_to(folder))
+            except ValueError:  # outside the folder
+                record[name] = str(resolved)
     return json.dumps(record, sort_keys=True)
+
+
+def results_text(rows: list[ResultRow], path: str | Path) -> str:
+    """The JSON Lines text of ``rows`` as the results file ``path`` holds them (their paths in
+    its folder relative to it: :func:`_row_line`)."""
+    path = Path(path)
+    return ''.join(_row_line(row, path) + '\n' for row in rows)
 
 
 def _resolve_paths(rows: list[ResultRow], path: Path) -> list[ResultRow]:
     """A relative path of a row is read from the results file's folder (as
-    :func:`_row_line` writes it); one that exists only from the working directory (a row
-    written before paths were relative) is kept. Absolute paths are kept."""
+    :func:`_row_line` writes it), never from the working directory: there, another copy of
+    the protocol folder would be read without a word. Absolute paths are kept."""
     folder = path.parent.resolve()
     for row in rows:
         for name in PATH_FIELDS:
             value = getattr(row, name)
             if value and not Path(value).is_absolute():
-                inside = folder / value
-                if inside.exists() or not Path(value).exists():
-                    setattr(row, name, str(inside))
+                setattr(row, name, str(folder / value))
     return rows
 
 

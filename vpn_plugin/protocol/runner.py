@@ -277,15 +277,15 @@ def with_stages(units: list[TrainUnit]) -> list[TrainUnit]:
 def config_variant(config: str, cfg_options: dict) -> dict:
     """What a config records in its rows' ``variant`` by itself: its ``dataset_variant``
     (e.g. ``egoper_errors`` of a converted EgoPER dataset) and ``text_features`` when its
-    model reads stand-in text features (``models.text_embeddings.stand_in_label``: COIN's
-    MiniLM stand-in for the paper's CLIP features), and ``unchecked_checkpoint`` when the run
+    model reads stand-in text features or none (``models.text_embeddings.text_features_label``:
+    COIN's MiniLM stand-in for the paper's CLIP features), and ``unchecked_checkpoint`` when the run
     may score a checkpoint that records nothing to check it by (``engine.checkpoint``), so no
     table mistakes those rows."""
     from vpn_plugin.engine.checkpoint import UNCHECKED_KEY
-    from vpn_plugin.models.text_embeddings import stand_in_label
+    from vpn_plugin.models.text_embeddings import text_features_label
     cfg = config_with_options(config, cfg_options)
     variant = dict(cfg.get('dataset_variant') or {})
-    label = stand_in_label((cfg.get('model') or {}).get('text_embeddings'))
+    label = text_features_label(cfg.get('model'))
     if label:
         variant['text_features'] = label
     if cfg.get(UNCHECKED_KEY):
