@@ -77,7 +77,7 @@ def what_this_rank_read(cfg, datasets: dict, checkpoint) -> dict:
     for split, dataset in sorted(datasets.items()):
         read[f'{split} data'] = dataset_digest(dataset)
     if checkpoint:
-        read[f'checkpoint {checkpoint}'] = file_digest(checkpoint)
+        read['checkpoint'] = f'{checkpoint} (content {file_digest(checkpoint) or "absent"})'
     return read
 
 
@@ -98,7 +98,7 @@ def disagreements(reads: list) -> list:
                 more = f' and {len(keys) - 3} more' if len(keys) > 3 else ''
                 found.append(f'rank {rank}: the config differs: {shown}{more}')
             else:
-                found.append(f'rank {rank}: the {key} differs (content {mine or "(absent)"}; '
+                found.append(f'rank {rank}: the {key} differs ({mine or "(absent)"}; '
                              f'rank 0: {theirs or "(absent)"})')
     return found
 
