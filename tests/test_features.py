@@ -188,7 +188,7 @@ def test_missing_feature_file_names_dataset_and_command(tmp_path):
         PlanningDataset(data_root=root, horizon=2, taxonomy='taxonomy.json',
                         feature_dir=feature_dir, window_file='w.json', split='test')
     message = str(err.value)
-    assert f'feature file {feature_dir}/t_v1.npy does not exist' in message
+    assert f'feature file {feature_dir}/t_v1.npy does not exist (nor t_v1.npz)' in message
     assert "Dataset 'niv'" in message
     assert (f'python tools/make_synthetic_features.py --dataset niv --data-root {tmp_path} '
             f'--out {tmp_path}/synthetic/niv') in message

@@ -642,3 +642,37 @@ def test_keep_results_never_deletes_a_folder_it_did_not_write(tmp_path, monkeypa
         results, '--out', 'kept.jsonl', '--overwrite', '--dumps', 'VPN'])
     assert sorted((tmp_path / 'kept').iterdir()) == kept
     assert sorted(p.name for p in tmp_path.iterdir() if p.name.startswith('.kept')) == []
+
+
+@pytest.mark.parametrize('reference, method', [
+    ('Base', 'VPN'),
+    ('PKG + uniform emissions and a much longer name', 'ViterbiPlanNet with a long name too')])
+def test_venn_labels_never_cover_each_other_or_leave_the_figure(tmp_path, monkeypatch,
+                                                               reference, method):
+    """Fourth hostile pass: with a long reference name the notes block (both solve, fixed,
+    introduced) grew upward over the method's label."""
+    import dataclasses
+    import matplotlib.text
+    from vpn_plugin.protocol import plots
+    rows, _ = overlap_rows(tmp_path)
+    overlap = dataclasses.replace(error_overlap(rows, 'VPN', 'Base'), reference=reference,
+                                  method=method)
+    boxes, save = {}, plots.save_figure
+
+    def recording(fig, out_stem):
+        fig.canvas.draw()
+        renderer = fig.canvas.get_renderer()
+        for text in fig.axes[0].findobj(matplotlib.text.Text):
+            if text.get_text():
+                boxes[text.get_text()] = text.get_window_extent(renderer)
+        boxes['<figure>'] = fig.bbox
+        return save(fig, out_stem)
+    monkeypatch.setattr(plots, 'save_figure', recording)
+    assert_publication_files(plot_error_overlap([overlap], tmp_path / 'venn'))
+    labels = [t for t in boxes if t.endswith('fails') or t.startswith('both solve')]
+    assert len(labels) == 3, list(boxes)
+    for i, a in enumerate(labels):
+        assert boxes['<figure>'].contains(boxes[a].x0, boxes[a].y0), a
+        assert boxes['<figure>'].contains(boxes[a].x1, boxes[a].y1), a
+        for b in labels[i + 1:]:
+            assert not boxes[a].overlaps(boxes[b]), (a, b)

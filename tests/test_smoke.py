@@ -133,3 +133,14 @@ def test_a_smoke_protocol_ends_in_a_marked_table_row(tiny_pdpp, tmp_path, capsys
                        r'shortened=none \(the full run\)'):
         load_tool('train').main([str(tiny_pdpp), '--work-dir', str(tmp_path / 'full'),
                                  '--resume', checkpoint])
+
+
+def test_a_smoke_run_of_several_processes_says_what_each_ran(monkeypatch):
+    """Fourth hostile pass: a 2-process smoke run was marked '4 steps of 8 windows' but each
+    process ran 2 steps of its share (2 x 8 windows a step)."""
+    monkeypatch.setenv('WORLD_SIZE', '2')
+    cfg = smoke_config(load_config(REPO / 'configs/vpn_niv_t3.py'))
+    assert cfg.shortened.startswith('smoke: 1 epoch of 2 steps of 2 x 8 windows (2 processes) '
+                                    '(config: ')
+    pdpp = smoke_config(load_config(REPO / 'configs/baselines/pdpp_niv_t3.py'))
+    assert pdpp.shortened.startswith('smoke: 1 epoch of 4 steps of 2 x 8 windows')  # its sampler

@@ -173,3 +173,20 @@ def test_fewer_epochs_than_the_config_mark_the_run_shortened(toy_config, monkeyp
     assert train_config(toy_config, '--cfg-options', 'train_cfg.max_epochs=3').get(
         'shortened') is None
     assert train_config(toy_config).get('shortened') is None
+
+
+def test_quickstart_reads_the_paths_a_user_gives_from_where_they_run_it(tmp_path, monkeypatch,
+                                                                        shared_data):
+    """Fourth hostile pass: quickstart.py changes to the repository first, so `--work-dir run`
+    trained into <repo>/run, and `--features notes.txt` (a file here) generated features into
+    <repo>/notes.txt/ and trained on them, exit 0."""
+    from tool_modules import load_tool
+    quickstart = load_tool('quickstart')
+    monkeypatch.chdir(tmp_path)
+    args = quickstart.parse_args(['--work-dir', 'run', '--features', 'f'])
+    assert (args.work_dir, args.features) == (str(tmp_path / 'run'), str(tmp_path / 'f'))
+    assert quickstart.parse_args([]).work_dir == 'work_dirs/quickstart'  # in the repository
+    (tmp_path / 'notes.txt').write_text('mine')
+    with pytest.raises(SystemExit, match='make_synthetic_features.py stopped'):
+        quickstart.main(['--features', 'notes.txt', '--data-root', str(shared_data)])
+    assert (tmp_path / 'notes.txt').read_text() == 'mine'

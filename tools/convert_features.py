@@ -23,9 +23,11 @@ from mmengine.utils import ProgressBar
 
 from vpn_plugin.datasets.annotations import BadVideoError
 from vpn_plugin.datasets.features import FEATURE_KEY, checked_frames, read_feature_record
-from vpn_plugin.datasets.provenance import read_record, write_provenance
-from vpn_plugin.errors import POSITIVE_INT, path_argument, tool_main
-from vpn_plugin.outputs import check_output
+from vpn_plugin.datasets.provenance import (PROVENANCE_FILE, describe, feature_files, read_record,
+                                             write_provenance)
+from vpn_plugin.errors import (POSITIVE_INT, check_folder_target, path_argument, path_kind,
+                               tool_main)
+from vpn_plugin.outputs import check_output, same_file
 from vpn_plugin.video.extract import write_features_atomically
 
 
@@ -51,11 +53,51 @@ FEATURE_SUFFIXES = ('.npy', '.npz')  # the names the datasets look for (find_fea
 
 
 def source_files(src: Path) -> tuple:
-    """(feature files, other files) of ``src``: a feature file is named ``*.npy`` / ``*.npz``;
-    the others (a README, a listing) are skipped by name and counted, never read."""
-    files = sorted(p for p in src.iterdir() if p.is_file() and not p.name.startswith('.'))
-    return ([p for p in files if p.suffix in FEATURE_SUFFIXES],
-            [p for p in files if p.suffix not in FEATURE_SUFFIXES])
+    """(feature files, other entries) of ``src``: a feature file is named ``*.npy`` /
+    ``*.npz``; the others (a README, a listing, a subfolder, a dangling symlink) are skipped by
+    name and counted, never read. Two feature files of one stem are refused (both would become
+    ``<stem>.npz``: which one holds this video's features?)."""
+    entries = sorted(p for p in src.iterdir() if not p.name.startswith('.'))
+    files = [p for p in entries if p.is_file() and p.suffix in FEATURE_SUFFIXES]
+    by_stem = {}
+    for path in files:
+        by_stem.setdefault(path.stem, []).append(path.name)
+    twice = {stem: names for stem, names in by_stem.items() if len(names) > 1}
+    if twice:
+        stem, names = next(iter(twice.items()))
+        raise ValueError(f'--src {src}: {len(twice)} video(s) have two feature files, e.g. '
+                         f'{" and ".join(names)} (both would become {stem}.npz); expected one '
+                         'feature file per video: remove the one that is not of these features; '
+                         'nothing was written')
+    return files, [p for p in entries if p not in files]
+
+
+def check_destination(src: Path, dst: Path) -> None:
+    """``--dst`` must not be ``--src`` (the npz files would sit beside their sources, two
+    feature files per video, which the datasets refuse) and may hold feature files only from
+    an earlier conversion of this ``--src`` (a resume): any other folder's files would be
+    kept and labelled 'converted from --src' by the provenance record written over theirs
+    (random-weights features would lose their UNUSABLE mark)."""
+    check_folder_target(dst, '--dst', 'the converted .npz files', '--dst')
+    above = next(p for p in dst.absolute().parents if p.exists())
+    if not above.is_dir():
+        raise NotADirectoryError(f'--dst {dst}: {above} is a file, not a folder to make it in')
+    if dst.is_dir() and same_file(dst, src):
+        raise ValueError(f'--dst {dst}: that is an input of this command (the --src folder); '
+                         'the .npz files would sit beside their sources (two feature files per '
+                         'video). Choose another folder')
+    held = feature_files(dst) if dst.is_dir() else []
+    if not held and not (dst / PROVENANCE_FILE).is_file():
+        return
+    record = read_record(dst)
+    if record.get('kind') == 'converted' and record.get('source_folder') == str(src.resolve()):
+        return  # an earlier conversion of this --src: resumed, its files kept
+    example = f' (e.g. {held[0].name})' if held else ''
+    raise ValueError(f'--dst {dst} already holds {len(held)} feature file(s){example} and the '
+                     f'record of {describe(record)}, not an earlier conversion of '
+                     f'--src {src.resolve()}; converting into it would mix them and label every '
+                     'file "converted from --src". Choose an empty or new folder; nothing was '
+                     'written')
 
 
 def check_outputs(files, dst: Path, overwrite: bool) -> None:
@@ -103,6 +145,22 @@ def print_summary(result: dict, dst: Path) -> None:
         print(f'  refused ({reason}): {len(messages)} files, e.g. {messages[0]}')
 
 
+def skipped_listing(others) -> None:
+    """Print what ``--src`` holds besides feature files: files by name, then entries that are
+    no file (a subfolder is not read; a dangling link)."""
+    def listing(paths, show):
+        return ', '.join(show(p) for p in paths[:5]) + (', ...' if len(paths) > 5 else '')
+    files = [p for p in others if p.is_file()]
+    if files:
+        print(f'skipped {len(files)} files not named *.npy / *.npz (not feature files): '
+              + listing(files, lambda p: p.name))
+    rest = [p for p in others if not p.is_file()]
+    if rest:
+        print(f'skipped {len(rest)} entries that are not files (a subfolder is not read; a '
+              'dangling link has no file): '
+              + listing(rest, lambda p: p.name + ('/' if p.is_dir() else ' (dangling link)')))
+
+
 @tool_main
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split('\n')[0])
@@ -114,7 +172,13 @@ def main(argv=None) -> int:
     parser.add_argument('--overwrite', action='store_true')
     args = parser.parse_args(argv)
     src, dst = Path(args.src), Path(args.dst)
-    files, others = source_files(src) if src.is_dir() else ([], [])
+    if not src.is_dir():
+        kind = path_kind(src)
+        raise FileNotFoundError(f'--src {src}: ' + ('does not exist' if kind is None else
+                                                    f'is {kind}, not a folder') +
+                                '; expected a folder of <task>_<vid>.npy/.npz files')
+    check_destination(src, dst)
+    files, others = source_files(src)
     if not files:
         raise FileNotFoundError(f'--src {src}: no feature files there (expected a folder of '
                                 '<task>_<vid>.npy/.npz files' + (
@@ -124,9 +188,7 @@ def main(argv=None) -> int:
     write_provenance(dst, dict(kind='converted', tool='convert_features.py',
                                source_folder=str(src.resolve()), source=read_record(src)))
     print_summary(result, dst)
-    if others:
-        print(f'skipped {len(others)} files not named *.npy / *.npz (not feature files): '
-              + ', '.join(p.name for p in others[:5]) + (', ...' if len(others) > 5 else ''))
+    skipped_listing(others)
     return 1 if result['counts']['refused'] else 0
 
 

@@ -40,14 +40,34 @@ def signal_name(number: int) -> str:
         return f'signal {number}'
 
 
+def check_port_free(address: str, port: int) -> None:
+    """The first node's rendezvous port must be free: another distributed run on it would
+    end this one with torch's 40-line DistNetworkError traceback of each rank."""
+    import errno
+    import socket
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+        # as torch's TCPStore: a port left in TIME_WAIT by a finished run is free
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            probe.bind((address, port))
+        except OSError as error:
+            if error.errno == errno.EADDRINUSE:
+                raise ValueError(f'PORT={port}: the rendezvous port is in use on {address} '
+                                 '(another distributed run?); set PORT to a free port, e.g. '
+                                 f'PORT={port + 1} tools/dist_train.sh ...') from None
+
+
 @tool_main
 def main(argv=None) -> int:
     from torch.distributed import run
     from torch.distributed.elastic.multiprocessing.errors import ChildFailedError
     # torchrun logs each failed process as an ERROR line before raising; the line below says it
     logging.getLogger('torch.distributed.elastic').setLevel(logging.CRITICAL)
+    args = run.parse_args(sys.argv[1:] if argv is None else argv)
+    if args.node_rank == 0:
+        check_port_free(args.master_addr, args.master_port)
     try:
-        run.run(run.parse_args(sys.argv[1:] if argv is None else argv))
+        run.run(args)
     except ChildFailedError as error:
         print(f'{error.name}: {failure_summary(error.failures)}', file=sys.stderr)
         return next((f.exitcode for _, f in sorted(error.failures.items())

@@ -23,6 +23,14 @@ check_count NPROC "$NPROC" 1
 check_count NNODES "${NNODES:-1}" 1
 check_count NODE_RANK "${NODE_RANK:-0}" 0
 check_count PORT "${PORT:-29500}" 1
+if [ "${NODE_RANK:-0}" -ge "${NNODES:-1}" ]; then  # torchrun would wait for ever
+    echo "error: NODE_RANK=${NODE_RANK:-0}: expected 0..$(( ${NNODES:-1} - 1 )) (NNODES=${NNODES:-1})" >&2
+    exit 2
+fi
+if [ "${PORT:-29500}" -gt 65535 ]; then
+    echo "error: PORT=${PORT}: expected a port number <= 65535" >&2
+    exit 2
+fi
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 PYTHON=${PYTHON:-"$ROOT/.venv/bin/python"}
 # one thread per process unless set: what torchrun and mmengine set anyway, without their

@@ -16,10 +16,11 @@ byte for byte. ``custom`` reads ``<data-root>/my_dataset/{taxonomy,train,test}.j
 import argparse
 import sys
 
-from vpn_plugin.data_paths import add_data_arguments, load_config
+from vpn_plugin.data_paths import add_data_arguments
 from vpn_plugin.datasets.export import WINDOW_LAYOUTS, write_window_file
-from vpn_plugin.datasets.sources import (DATASET_CONFIGS, dataset_config, source_files,
-                                         source_windows)
+from vpn_plugin.datasets.sources import (DATASET_CONFIGS, config_dataset, dataset_config,
+                                         source_files, source_windows)
+from vpn_plugin.datasets.validation import AnnotationWarnings
 from vpn_plugin.errors import path_argument, tool_main
 from vpn_plugin.outputs import add_overwrite_argument, check_output
 
@@ -40,15 +41,14 @@ def parse_args(argv=None):
     parser.add_argument('--feature-prefix', help='folder written before each feature file name '
                         "(default: the layout's, where the authors kept their features)")
     add_overwrite_argument(parser, '--out')
-    add_data_arguments(parser)
+    add_data_arguments(parser, feature_dir=False)  # the folder is --feature-prefix
     return parser.parse_args(argv)
 
 
 def split_dataset(args) -> dict:
     if args.dataset:
         return dataset_config(args.dataset, args.split, args.horizon, args.data_root)
-    cfg = load_config(args.config, data_root=args.data_root, horizon=args.horizon)
-    return cfg[f'{args.split}_dataloader']['dataset'].to_dict()
+    return config_dataset(args.config, args.split, args.horizon, args.data_root)
 
 
 @tool_main
@@ -58,7 +58,10 @@ def main(argv=None) -> int:
     dataset = split_dataset(args)
     args.out = check_output(args.out, 'window_file', '--out',
                             [args.config, *source_files(dataset)], args.overwrite)
-    taxonomy, windows, _ = source_windows(dataset)
+    warnings = AnnotationWarnings()
+    taxonomy, windows, _ = source_windows(dataset, warnings)
+    if warnings:
+        print(f'warning: {warnings.summary()}', file=sys.stderr)
     if not windows:
         print(f'error: no window of {args.horizon} steps in this split; nothing written',
               file=sys.stderr)

@@ -24,19 +24,32 @@ METRICS = (('success_rate', 'Success rate (SR)'), ('mean_accuracy', 'Mean accura
            ('first_accuracy', 'First-step accuracy'), ('last_accuracy', 'Last-step accuracy'))
 
 
+# the defaults are relative to the repository (the job runs there); paths a user gives are
+# relative to the directory the command was started in
+DEFAULTS = dict(config=CONFIG, data_root='../shared/data', features='data/synthetic/crosstask',
+                work_dir='work_dirs/quickstart')
+
+
 def parse_args(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument('--config', type=path_argument, default=CONFIG)
-    parser.add_argument('--data-root', type=path_argument, default='../shared/data')
-    parser.add_argument('--features', default='data/synthetic/crosstask',
-                        help='synthetic feature folder (generated when missing)')
-    parser.add_argument('--work-dir', type=path_argument, default='work_dirs/quickstart')
+    parser.add_argument('--config', type=path_argument, help=f'default: {CONFIG}')
+    parser.add_argument('--data-root', type=path_argument,
+                        help=f'default: {DEFAULTS["data_root"]} (from the repository)')
+    parser.add_argument('--features', type=path_argument,
+                        help='synthetic feature folder (generated when missing; default: '
+                        f'{DEFAULTS["features"]})')
+    parser.add_argument('--work-dir', type=path_argument,
+                        help=f'default: {DEFAULTS["work_dir"]}')
     parser.add_argument('--epochs', type=POSITIVE_INT, help='override the schedule length')
     parser.add_argument('--seed', type=int, default=0)
     parser.add_argument('--threads', type=POSITIVE_INT, default=1,
                         help='torch intra-op threads (1 is fastest for this small model on a '
                         'busy 2-core CPU)')
-    return parser.parse_args(argv)
+    args = parser.parse_args(argv)
+    for name, default in DEFAULTS.items():
+        given = getattr(args, name)
+        setattr(args, name, str(Path(given).absolute()) if given else default)
+    return args
 
 
 class Progress:
@@ -58,7 +71,10 @@ def ensure_features(data_root: str, out: str):
     command = [sys.executable, str(ROOT / 'tools/make_synthetic_features.py'), '--dataset',
                'crosstask', '--data-root', data_root, '--out', out]
     print(' '.join(command), flush=True)
-    subprocess.run(command, check=True, cwd=ROOT)
+    status = subprocess.run(command, cwd=ROOT).returncode
+    if status:
+        raise SystemExit(f'make_synthetic_features.py stopped (exit status {status}): its '
+                         'error is above; nothing was trained')
 
 
 def build_config(args):

@@ -105,6 +105,11 @@ def latex_label(text: str) -> str:
 @tool_main
 def main(argv=None):
     args = parse_args(argv)
+    for flag, given in (('--methods', args.methods), ('--metrics', args.metrics)):
+        repeated = sorted({v for v in given or () if list(given).count(v) > 1})
+        if repeated:
+            raise ValueError(f'{flag}: {", ".join(map(repr, repeated))} given twice; the table '
+                             'would show it twice (give each once)')
     files = output_files(args)
     rows = read_results(args.results)
     missing = missing_rows(args.results, rows)
@@ -113,7 +118,9 @@ def main(argv=None):
     rows, missing = split_missing(kept, missing, args)
     if args.average_datasets:
         rows = mean_over_datasets(rows)
-    rows, missing = rename_methods(rows, args.rename), rename_methods(missing, args.rename)
+    known = {r.method for r in rows + missing}
+    rows, missing = (rename_methods(rows, args.rename, known),
+                     rename_methods(missing, args.rename, known))
     order = [dict(i.split('=', 1) for i in args.rename).get(m, m) for m in args.methods or []]
     table = build_table(rows, args.metrics, methods=order or None, ours=args.ours,
                         reference=args.reference, ci_style=args.ci_style, paired=args.paired,

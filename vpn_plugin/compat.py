@@ -282,9 +282,9 @@ def check_torchrun_environment() -> None:
         raise ValueError(
             f'--launcher pytorch: the environment variable(s) {", ".join(missing)} are not '
             'set, so this process was not started by torchrun, which sets them for each '
-            'process: start it through tools/dist_train.sh, tools/dist_test.sh or '
-            'tools/dist_extract.sh (torchrun --nproc_per_node=N TOOL ... --launcher pytorch), '
-            'or leave --launcher out to run one process')
+            'process. One process needs no launcher option; several start through '
+            'tools/dist_train.sh, tools/dist_test.sh or tools/dist_extract.sh, which run '
+            'torchrun')
 
 
 def _cpu_aware_init_dist_pytorch(original):

@@ -48,13 +48,16 @@ PLUGIN_KEYS = ('horizon', 'test_horizon', 'data_root', 'feature_dir', 'cache_dir
 REPO_ROOT = Path(__file__).resolve().parents[1]
 
 
-def add_data_arguments(parser: argparse.ArgumentParser) -> None:
-    """The ``--data-root`` / ``--feature-dir`` flags every tool shares."""
+def add_data_arguments(parser: argparse.ArgumentParser, feature_dir: bool = True) -> None:
+    """The ``--data-root`` / ``--feature-dir`` flags every tool shares (``feature_dir=False``:
+    a tool that reads no feature file has no ``--feature-dir``, rather than one it ignores)."""
     group = parser.add_argument_group('data locations')
     from vpn_plugin.errors import path_argument
     group.add_argument('--data-root', metavar='DIR', type=path_argument,
                        help='folder holding <dataset>/... annotation files laid out as '
                             '../shared/data (default: the config\'s data_root)')
+    if not feature_dir:
+        return
     group.add_argument('--feature-dir', metavar='DIR', type=path_argument,
                        help='folder of the per-video feature files (default: the config\'s '
                             'feature_dir)')

@@ -186,13 +186,21 @@ class PlanningRunner(Runner):
     @master_only
     def write_config(self, training: bool) -> None:
         path = self.config_path(training)
+        note = ''
+        if self.cfg.filename and osp.exists(path) and osp.exists(self.cfg.filename) \
+                and osp.samefile(path, self.cfg.filename):
+            # the config file given lies in the work dir under the dump's name: the dump
+            # (inheritance resolved, comments gone) must not replace the user's file
+            stem, suffix = osp.splitext(path)
+            path, note = f'{stem}.resolved{suffix}', f' (not over {osp.basename(stem + suffix)}, the config file given)'
         self.cfg.dump(path)
-        self.logger.info(f'Config: written to {path}')
+        self.logger.info(f'Config: written to {path}{note}')
 
     def train(self):
         """mmengine's ``train`` holding the work dir's lock (``vpn_plugin.locks``): a work dir
-        another process trains in is refused (rank 0 holds it for all ranks)."""
-        self.write_config(training=True)
+        another process trains in is refused (rank 0 holds it for all ranks). The config is
+        written once the checkpoint to resume is loaded (:meth:`load_or_resume`): a run refused
+        before leaves the work dir's record of its earlier run as it was."""
         self.log_shortened()
         self.log_test_windows()
         if self.rank != 0:
@@ -214,7 +222,37 @@ class PlanningRunner(Runner):
             from vpn_plugin.engine.checkpoint import latest_checkpoint_in
             self._load_from = latest_checkpoint_in(self.work_dir)
             self._resume = self._load_from is not None  # mmengine would read the record again
+        if self._distributed:
+            self.check_ranks_agree()
         super().load_or_resume()
+        if not self.testing:
+            self.write_config(training=True)
+
+    def train_data_digest(self) -> str:
+        """What the training loop's dataset holds (``engine.rank_agreement.dataset_digest``;
+        '' without a built training loop), computed once."""
+        from mmengine.runner import BaseLoop
+        from vpn_plugin.engine.rank_agreement import dataset_digest
+        if not getattr(self, '_train_data_digest', ''):
+            loop = self._train_loop
+            dataset = getattr(getattr(loop, 'dataloader', None), 'dataset', None)
+            self._train_data_digest = (dataset_digest(dataset) if isinstance(loop, BaseLoop)
+                                       and dataset is not None else '')
+        return self._train_data_digest
+
+    def check_ranks_agree(self) -> None:
+        """Every rank read the same config, datasets and checkpoint
+        (``engine.rank_agreement``); called once the loops are built, before loading."""
+        from mmengine.runner import BaseLoop
+        from vpn_plugin.engine.rank_agreement import check_ranks_agree, what_this_rank_read
+        datasets = {}
+        for split, loop in (('train', self._train_loop), ('val', self._val_loop),
+                            ('test', self._test_loop)):
+            dataset = getattr(getattr(loop, 'dataloader', None), 'dataset', None)
+            if isinstance(loop, BaseLoop) and dataset is not None:
+                datasets[split] = dataset
+        checkpoint = None if self._has_loaded else self._load_from
+        check_ranks_agree(what_this_rank_read(self.cfg, datasets, checkpoint))
 
     def resume(self, filename: str, *args, **kwargs) -> None:
         """mmengine's ``resume``, then the checkpoint records of the resumed message hub
@@ -266,6 +304,7 @@ class PlanningRunner(Runner):
         from vpn_plugin.compat import is_resuming
         from vpn_plugin.engine.checkpoint import (PARTIAL_LOAD_KEY, UNCHECKED_KEY, load_weights,
                                                   read_checkpoint)
+        from vpn_plugin.engine.rank_agreement import check_resume_data, check_resume_world_size
         from vpn_plugin.models.base_planner import BasePlanner
         checkpoint = read_checkpoint(filename, map_location)
         self.loaded_shortened = str((checkpoint.get('meta') or {}).get('shortened') or '')
@@ -277,6 +316,9 @@ class PlanningRunner(Runner):
                              f'shortened={self.cfg.get("shortened") or "none (the full run)"}; '
                              'a smoke run never continues a full run or the reverse: give '
                              'another --work-dir')
+        if is_resuming(self):
+            check_resume_world_size(checkpoint, filename, self._world_size)
+            check_resume_data(checkpoint, filename, self.train_data_digest())
         if self.testing:
             self.check_tested_ema(checkpoint, filename)
         self.call_hook('after_load_checkpoint', checkpoint=checkpoint)
@@ -316,8 +358,13 @@ class PlanningRunner(Runner):
         """mmengine's ``save_checkpoint``, written to a temporary name and renamed into place
         (:func:`vpn_plugin.engine.checkpoint.save_atomically`)."""
         from vpn_plugin.engine.checkpoint import save_atomically
+        from vpn_plugin.engine.rank_agreement import TRAIN_DATA_KEY, WORLD_SIZE_KEY
+        meta = dict(kwargs.get('meta') or {}, **{WORLD_SIZE_KEY: self._world_size})
+        if self.train_data_digest():
+            meta[TRAIN_DATA_KEY] = self.train_data_digest()
         if self.cfg.get('shortened'):
-            kwargs['meta'] = dict(kwargs.get('meta') or {}, shortened=self.cfg.shortened)
+            meta['shortened'] = self.cfg.shortened
+        kwargs['meta'] = meta
         save = super().save_checkpoint
         save_atomically(lambda temporary: save(out_dir, osp.basename(temporary), *args, **kwargs),
                         osp.join(out_dir, filename))

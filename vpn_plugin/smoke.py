@@ -26,6 +26,8 @@ it checks that a method runs end to end, not what it scores.
 """
 from __future__ import annotations
 
+import os
+
 SMOKE = dict(steps=4, batch_size=8, val_windows=16, test_windows=32, pre_stage_steps=4)
 PRE_STAGE_HOOKS = ('TaskClassifierHook', 'KEPPStepModelHook')
 EMA_COPY_EVERY = {'PDPPEMAHook': 'interval', 'CEFITOEMAHook': 'update_every'}  # option names
@@ -103,8 +105,16 @@ def smoke_text(cfg, test_windows: int, config_epochs=None) -> str:
     epochs), pre-stages 8 steps'`` (its test: ``'smoke: 50 test windows'``)."""
     if cfg.get('train_cfg'):
         staged = any(hook.get('type') in PRE_STAGE_HOOKS for hook in cfg.get('custom_hooks') or [])
-        return (f'smoke: 1 epoch of {SMOKE["steps"]} steps of {cfg.train_dataloader.batch_size} '
-                f'windows (config: {config_epochs} epochs)'
+        # torchrun's processes share the smoke windows: each runs fewer steps, of one batch
+        # per process (a steps_per_epoch sampler keeps its steps)
+        world = int(os.environ.get('WORLD_SIZE') or 1)
+        sampler = cfg.train_dataloader.get('batch_sampler') or {}
+        steps = SMOKE['steps'] if 'steps_per_epoch' in sampler else -(-SMOKE['steps'] // world)
+        batch = cfg.train_dataloader.batch_size
+        return (f'smoke: 1 epoch of {steps} steps of '
+                + (f'{world} x {batch} windows ({world} processes)' if world > 1
+                   else f'{batch} windows')
+                + f' (config: {config_epochs} epochs)'
                 + (f', pre-stages {SMOKE["pre_stage_steps"]} steps' if staged else ''))
     return f'smoke: {test_windows} test windows'
 

@@ -80,9 +80,10 @@ def require_feature_file(path, vid: str = '', fix_hint: str = '') -> Path:
     file (a FIFO would block the read for ever, ``/dev/zero`` never end)."""
     path, kind = Path(path), path_kind(path)
     of_video = f' (video {vid})' if vid else ''
-    if kind is None:
+    if kind is None:  # find_feature_file looked for the .npz first
+        nor = f' (nor {path.stem}.npz)' if path.suffix == '.npy' else ''
         raise BadVideoError(vid, 'missing feature file', f'feature file {path} does not exist'
-                            f'{of_video}. {fix_hint}'.rstrip())
+                            f'{nor}{of_video}. {fix_hint}'.rstrip())
     if kind != 'a regular file':
         raise BadVideoError(vid, 'unreadable feature file',
                             f'feature file {path}{of_video} is {kind}, not a regular file; '

@@ -121,7 +121,7 @@ def source_windows(dataset_cfg: dict, warnings=None) -> Tuple[Taxonomy, List[Win
     """(taxonomy, every window of the source in its order, videos or None) of a
     ``PlanningDataset`` config dict (no features read, no validation hold-out). Bad videos
     raise their error, or are left out with ``skip_bad_videos=True``; ``warnings``
-    (``validation.AnnotationWarnings``) counts what is merely suspicious."""
+    (``validation.AnnotationWarnings``) counts what is merely suspicious, and those left out."""
     horizon = int(dataset_cfg['horizon'])
     path = source_path(dataset_cfg['data_root'], dataset_cfg['taxonomy'], horizon)
     if not path.exists():
@@ -135,6 +135,8 @@ def source_windows(dataset_cfg: dict, warnings=None) -> Tuple[Taxonomy, List[Win
         warnings=warnings)
     if bad and not dataset_cfg.get('skip_bad_videos'):
         raise bad[0]
+    for err in bad if warnings is not None else ():  # skipped as asked, and counted
+        warnings.add('bad videos skipped (skip_bad_videos=True)', str(err))
     if videos is None:  # a window file: drop every window of a bad video
         skipped = {err.vid for err in bad}
         windows = [w for w in windows if w.vid not in skipped]

@@ -135,7 +135,10 @@ def restore_shared_ema(checkpoint: dict, source: str) -> None:
     restore)."""
     shared = checkpoint.pop(SHARED_EMA_KEY, None)
     state, ema = checkpoint.get('state_dict'), checkpoint.get('ema_state_dict')
-    if shared is None or ema is None:
+    if ema is None:
+        return
+    if shared is None:
+        check_ema_complete(state, ema, source)
         return
     if not isinstance(state, dict) or not isinstance(ema, dict) or not isinstance(
             shared, list) or not all(isinstance(key, str) and key in state for key in shared):
@@ -144,6 +147,23 @@ def restore_shared_ema(checkpoint: dict, source: str) -> None:
                          'a damaged or hand-edited file')
     for key in shared:
         ema.setdefault(f'module.{key}', state[key])
+
+
+def check_ema_complete(state, ema, source: str) -> None:
+    """An ``ema_state_dict`` without :data:`SHARED_EMA_KEY` must hold ``module.<key>`` for
+    every tensor of ``state_dict``: mmengine's EMA hooks load it with ``strict=False``, so a
+    tensor missing there (the list of shared keys removed by a tool that keeps only the keys it
+    knows) would resume at the model's initial weights without a word."""
+    if not isinstance(state, dict) or not isinstance(ema, dict):
+        return
+    missing = [key for key, value in state.items()
+               if torch.is_tensor(value) and f'module.{key}' not in ema]
+    if missing:
+        raise ValueError(f'checkpoint {source}: ema_state_dict lacks {len(missing)} of the '
+                         f'{len(state)} state_dict tensors (e.g. module.{missing[0]}) and there '
+                         f'is no {SHARED_EMA_KEY} listing them as shared; expected the file '
+                         'tools/train.py wrote (a damaged or hand-edited file: a resumed EMA '
+                         'would start those tensors from the initial weights)')
 
 
 def state_dict_of(checkpoint: dict, source: str = 'checkpoint') -> 'OrderedDict[str, object]':

@@ -30,6 +30,7 @@ from torch.utils.data import DataLoader
 from mmaction.registry import HOOKS
 from vpn_plugin.core.diffusion import pdpp_lr_multiplier
 from vpn_plugin.datasets.planning_dataset import planning_collate
+from vpn_plugin.errors import check_number
 from vpn_plugin.models.base_planner import check_finite_loss
 from vpn_plugin.models.kepp import KEPP
 
@@ -81,6 +82,11 @@ class KEPPStepModelHook(Hook):
     priority = 'HIGH'
 
     def __init__(self, lr=None, weight_decay: float = 0.0, max_iters=None):
+        # lr=0 or max_iters=0 would fall back to the optimiser's lr / the run's steps unsaid
+        check_number('KEPPStepModelHook: lr', lr, low=0, low_open=True, optional=True)
+        check_number('KEPPStepModelHook: weight_decay', weight_decay, low=0)
+        check_number('KEPPStepModelHook: max_iters', max_iters, integer=True, low=1,
+                     optional=True)
         self.lr, self.weight_decay, self.max_iters = lr, weight_decay, max_iters
 
     def settings(self, runner, model: KEPP) -> dict:

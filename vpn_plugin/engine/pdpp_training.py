@@ -192,6 +192,14 @@ class TaskClassifierHook(Hook):
                              f'{self.SCHEDULES}')
         if max_epochs is not None and max_iters is not None:
             raise ValueError('TaskClassifierHook: give max_iters or max_epochs, not both')
+        # a NaN or infinite lr trains NaN weights; 0 epochs marks an untrained head ready;
+        # batch_size=0 would fall back to the loader's, True would be 1
+        check_number('TaskClassifierHook: lr', lr, low=0, low_open=True)
+        check_number('TaskClassifierHook: weight_decay', weight_decay, low=0)
+        for name, value in (('max_iters', max_iters), ('val_interval', val_interval),
+                            ('max_epochs', max_epochs), ('batch_size', batch_size)):
+            check_number(f'TaskClassifierHook: {name}', value, integer=True, low=1,
+                         optional=True)
         self.lr, self.weight_decay = lr, weight_decay
         self.max_iters, self.val_interval = max_iters, val_interval
         self.schedule, self.max_epochs, self.batch_size = schedule, max_epochs, batch_size

@@ -269,6 +269,9 @@ def task_fields(logits: torch.Tensor, softmax: bool = True) -> dict:
 def check_loss_terms(loss_weights: Optional[dict], terms) -> None:
     """``model.loss_weights`` may only name the model's loss ``terms``, each weighted by a
     finite number >= 0 (a NaN or negative weight would train on a NaN or reversed loss)."""
+    if loss_weights is not None and not isinstance(loss_weights, dict):  # 0 would read as None
+        raise ValueError(f'model.loss_weights={loss_weights!r}; expected a dict '
+                         f'{{term: weight}} with terms among {tuple(terms)}, or None')
     unknown = set(loss_weights or {}) - set(terms)
     if unknown:
         raise ValueError(f'model.loss_weights has unknown terms {sorted(unknown)}; '

@@ -24,6 +24,7 @@ Shapes: B batch, T horizon, E observation dim, N actions, K tasks.
 from __future__ import annotations
 
 import logging
+from pathlib import Path
 from typing import Dict, Optional
 
 import torch
@@ -32,9 +33,10 @@ from mmengine.logging import print_log
 from mmaction.registry import MODELS
 
 from ..core import energy_field, energy_search, negatives
-from ..errors import check_choice, check_numbers
+from ..errors import check_bool, check_choice, check_numbers
 from .base_planner import BasePlanner, check_loss_terms, num_parameters, task_fields
 from .pdpp import TaskClassifier
+from .temporal_unet import MAX_FEATURE_DIM
 from .text_embeddings import NO_TEXT, load_action_features, stand_in_label
 
 NEGATIVE_RNGS = ('per_sample', 'global')
@@ -46,6 +48,7 @@ GIVEN = 'given as a tensor (action_embeddings)'
 # shared (tools/benchmark_cefito_search.py, CrossTask T=4: 1,182/s); only used to say how long a
 # refused search would take
 DEFAULT_TOKENS_PER_SECOND = 1_200.0
+MAX_MLP_RATIO = 64  # the feed-forward width is hidden_dim x mlp_ratio (official: 4)
 
 
 def task_action_lists(taxonomy) -> Dict[int, tuple]:
@@ -121,6 +124,12 @@ class CEFITO(BasePlanner):
         check_numbers(dict(max_margin=max_margin), low=min_margin)
         check_numbers(dict(mlp_ratio=mlp_ratio, tokens_per_second=tokens_per_second), low=0,
                       low_open=True)
+        # sizes a model can hold (1e9: an allocation error), as SCHEMA's
+        check_numbers(dict(feature_dim=feature_dim, text_dim=text_dim), high=MAX_FEATURE_DIM)
+        check_numbers(dict(hidden_dim=hidden_dim), high=4096)
+        check_numbers(dict(depth=depth), high=64)
+        check_numbers(dict(mlp_ratio=mlp_ratio), high=MAX_MLP_RATIO)
+        check_bool('model.causal', causal)  # 'x', 0 or None would be read by truth value
         check_numbers(dict(max_sequences=max_sequences), integer=True, low=1, optional=True)
         check_numbers(dict(negative_seed=negative_seed), integer=True, low=0)
         self.num_tasks, self.feature_dim = num_tasks, feature_dim
@@ -161,6 +170,9 @@ class CEFITO(BasePlanner):
 
     # ------------------------------------------------------------------ checks
     def read_task_actions(self, taxonomy) -> Dict[int, tuple]:
+        if not isinstance(taxonomy, (str, Path, dict)) and not hasattr(taxonomy, 'task_actions'):
+            raise ValueError(f'model.taxonomy={taxonomy!r}; expected the taxonomy JSON file '
+                             '(e.g. {data_root}/niv/taxonomy.json) or a {task: [action ids]} dict')
         lists = ({int(k): tuple(int(a) for a in v) for k, v in dict(taxonomy).items()}
                  if isinstance(taxonomy, dict) else task_action_lists(taxonomy))
         if len(lists) != self.num_tasks:
@@ -179,6 +191,10 @@ class CEFITO(BasePlanner):
 
     def check_text_features(self, features: torch.Tensor, text_dim: int, source) -> None:
         where = f'model.text_embeddings={dict(source) if source else None}'
+        if not isinstance(features, torch.Tensor):
+            raise ValueError(f'model.action_embeddings={features!r}; expected a float tensor '
+                             f'({self.num_actions}, {text_dim}) or None (text features from '
+                             'model.text_embeddings)')
         if features.ndim != 2 or features.shape[0] != self.num_actions:
             raise ValueError(f'CEFITO: {where} gave text features of shape '
                              f'{tuple(features.shape)}; expected one row per action: '

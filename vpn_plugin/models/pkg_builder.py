@@ -127,6 +127,12 @@ class PKGBuilder:
         check_choice('PKGBuilder.union', union, UNION_MODES)
         check_number('PKGBuilder.smoothing', smoothing, low=0)
         check_number('PKGBuilder.seed', seed, integer=True, low=0)
+        for name, configs in (('extra_datasets', extra_datasets),
+                              ('perturbations', perturbations)):
+            if not isinstance(configs, (list, tuple)) or not all(
+                    isinstance(c, dict) or callable(c) for c in configs):
+                raise ValueError(f'PKGBuilder.{name}={configs!r}; expected a list of config '
+                                 'dicts (e.g. [dict(type=...)]), or [] for none')
         self.count_mode, self.smoothing, self.union = count_mode, smoothing, union
         self.extra_datasets, self.seed, self.recount = list(extra_datasets), seed, bool(recount)
         self.perturbations = [p if callable(p) else TASK_UTILS.build(dict(p))

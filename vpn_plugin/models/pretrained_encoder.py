@@ -7,6 +7,7 @@ the windows. A model gets it with ``init_visual_from=<checkpoint of the pre-trai
 and ``freeze_visual=True``. Freezing without weights would freeze a *randomly initialised*
 encoder, which is not the study: it is an error.
 """
+import os
 from typing import Optional
 
 from mmengine.logging import print_log
@@ -24,6 +25,10 @@ def init_visual_encoder(encoder: nn.Module, checkpoint: Optional[str] = None,
     """Load ``encoder``'s weights from a planner ``checkpoint`` (if given), then freeze it
     (``freeze``) or leave it trainable (fine-tuning from the pre-trained weights)."""
     check_bool(f'{owner}: model.freeze_visual', freeze)  # 'x' or -1 is no True, None no False
+    if checkpoint is not None and (not isinstance(checkpoint, (str, os.PathLike))
+                                   or not str(checkpoint)):
+        raise ValueError(f'{owner}: model.init_visual_from={checkpoint!r}; expected the path of '
+                         'a planner checkpoint, or None (0 would read as None)')
     if freeze and not checkpoint:
         raise ValueError(
             f'{owner}: model.freeze_visual=True needs model.init_visual_from=<checkpoint of a '

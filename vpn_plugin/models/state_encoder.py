@@ -95,6 +95,9 @@ class StateEncoder(nn.Module):
         if text_cfg is None:
             self.register_buffer('state_features', None, persistent=False)
             return
+        if not isinstance(text_cfg, dict):  # 0 or 'x': a TypeError from ** otherwise
+            raise ValueError(f'model.text_embeddings={text_cfg!r}; expected a dict (e.g. '
+                             "dict(file='{data_root}/niv/state_features_clip.npy')) or None")
         features = load_state_features(**text_cfg)
         expected = (self.num_actions, 6, text_dim)
         if tuple(features.shape) != expected:

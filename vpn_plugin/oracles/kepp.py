@@ -264,6 +264,20 @@ def pkg_graph(inputs: dict, where: str = 'inputs.json') -> kepp_paths.KEPPGraph:
     return kepp_paths.build_graph((row['vid'], row['legal_range']) for row in rows)
 
 
+def check_queries(queries, where: Path) -> None:
+    """Each query of a PKG fixture's inputs: ``start`` / ``end`` action ids (integers >= 0),
+    ``horizon`` an integer (a string would fail inside the retrieval as a bare TypeError)."""
+    if not isinstance(queries, list):
+        raise ValueError(f'{where}: "queries" = {queries!r}; expected a list of '
+                         '{"start", "end", "horizon"} queries')
+    for index, query in enumerate(queries):
+        for field in ('start', 'end', 'horizon'):
+            value = query.get(field) if isinstance(query, dict) else None
+            if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+                raise ValueError(f'{where}: queries[{index}] field "{field}" = {value!r}; '
+                                 'expected an integer >= 0')
+
+
 def count_row(label: str, wrong: int, total: int, optional: bool = False) -> Row:
     """A row of exact comparisons: ``wrong`` of ``total`` differ (must be 0); nothing compared
     fails unless the recording is ``optional`` (e.g. ``all_sorted``, recorded for some
@@ -296,6 +310,7 @@ def pkg_rows(folder: Path, graph: kepp_paths.KEPPGraph) -> List[Row]:
                           int(successors != recorded['successors']), 1))
     wrong_count = wrong_top = wrong_all = compared_all = 0
     weights = []
+    check_queries(inputs.get('queries'), folder / PKG_FILES[0])
     for query, answer in zip(inputs['queries'], outputs['queries']):
         walks = kepp_paths.all_walks(graph, query['start'], query['end'], query['horizon'])
         ranked = sorted(walks, key=lambda item: item[1], reverse=True)

@@ -1001,7 +1001,30 @@ def overlap_width(count: int) -> float:
     return ONE_COLUMN if count <= 2 else TWO_COLUMNS
 
 
-VENN_XLIM, VENN_YLIM = (-1.6, 1.6), (-2.45, 1.35)  # the labels' extent: no empty band
+VENN_XLIM, VENN_LABEL_Y = (-1.6, 1.6), 1.08  # labels above and below the circles (radius 1)
+VENN_FONT, VENN_SPACING = 6.5, 1.2
+VENN_LINE = VENN_FONT * VENN_SPACING  # one text line, in points
+
+
+def _venn_texts(o: Overlap) -> tuple:
+    """(reference label, method label, notes) of a panel, wrapped."""
+    import textwrap
+    reference, method = (o.marks.label(m) for m in (o.reference, o.method))
+    notes = [f'both solve: {o.both_solve}',
+             f'fixed: {o.fixed_pct[0]:.1f}% of {o.reference}\'s failures',
+             f'introduced: {o.introduced_pct[0]:.1f}% of its successes']
+    return (textwrap.fill(f'{reference} fails', 30), textwrap.fill(f'{method} fails', 30),
+            '\n'.join(textwrap.fill(n, 32, subsequent_indent='  ') for n in notes))
+
+
+def _venn_ylim(overlaps: list[Overlap], panel_width: float) -> tuple:
+    """Axes y limits that hold every panel's labels above and below the circles and no more
+    (the panel is ``panel_width`` inches wide, its x extent :data:`VENN_XLIM`)."""
+    points_per_unit = panel_width * 72 * 0.92 / (VENN_XLIM[1] - VENN_XLIM[0])
+    lines = [[text.count('\n') + 1 for text in _venn_texts(o)] for o in overlaps]
+    above = max(ref for ref, _, _ in lines) * VENN_LINE + 3
+    below = max(method + notes for _, method, notes in lines) * VENN_LINE + 5
+    return (-VENN_LABEL_Y - below / points_per_unit, VENN_LABEL_Y + above / points_per_unit)
 
 
 def plot_error_overlap(overlaps: list[Overlap], out_stem) -> list[Path]:
@@ -1012,7 +1035,8 @@ def plot_error_overlap(overlaps: list[Overlap], out_stem) -> list[Path]:
     figure's width); returns PNG, PDF and table paths."""
     width = overlap_width(len(overlaps))
     panel = width / max(len(overlaps), 2)
-    aspect = (VENN_YLIM[1] - VENN_YLIM[0]) / (VENN_XLIM[1] - VENN_XLIM[0])
+    ylim = _venn_ylim(overlaps, panel)
+    aspect = (ylim[1] - ylim[0]) / (VENN_XLIM[1] - VENN_XLIM[0])
     marks = Marks.merge([o.marks for o in overlaps])
     with paper_style() as plt:
         fig, axes = plt.subplots(1, len(overlaps), figsize=(width, 0.9 * panel * aspect + 0.2),
@@ -1020,7 +1044,7 @@ def plot_error_overlap(overlaps: list[Overlap], out_stem) -> list[Path]:
         fig.get_layout_engine().set(w_pad=0.01, h_pad=0.01, wspace=0.0)
         colour = distinct_colours([m for o in overlaps for m in (o.reference, o.method)])
         for ax, o in zip(axes[0], overlaps):
-            _venn_panel(ax, o, colour)
+            _venn_panel(ax, o, colour, ylim)
         seeds = sorted({len(o.seeds) for o in overlaps})
         fig.supxlabel(footnote(f'Window counts summed over {"/".join(map(str, seeds))} seeds; '
                                '% = mean over seeds', marks.notes(width)), fontsize=6.5)
@@ -1033,33 +1057,29 @@ def plot_error_overlap(overlaps: list[Overlap], out_stem) -> list[Path]:
     return paths + [table]
 
 
-def _venn_panel(ax, o: Overlap, colour: dict) -> None:
+def _venn_panel(ax, o: Overlap, colour: dict, ylim: tuple) -> None:
     """Reference's failures (left circle) and the method's (right), in the methods' colours
-    ``colour``; names above and below, the counts inside, under them the windows both solve
-    and the two percentages with their denominators; axes limits hold every label and no
-    more."""
-    import textwrap
+    ``colour``; names above and below, the counts inside, under the method's name the windows
+    both solve and the two percentages with their denominators (placed in points below it:
+    never over it, whatever the names' length); ``ylim``: :func:`_venn_ylim`."""
     from matplotlib.patches import Circle
-    reference, method = (o.marks.label(m) for m in (o.reference, o.method))
     for x, name in ((-0.55, o.reference), (0.55, o.method)):
         ax.add_patch(Circle((x, 0), 1.0, facecolor=colour[name], alpha=0.25,
                             edgecolor=colour[name], linewidth=1.0))
-    small = dict(ha='center', va='center', fontsize=6.5)
+    small = dict(ha='center', va='center', fontsize=VENN_FONT)
     ax.text(-0.95, 0, f'{o.fixed}\nfixed', **small)
     ax.text(0, 0, f'{o.both_fail}\nboth\nfail', **small)
     ax.text(0.95, 0, f'{o.introduced}\nintro-\nduced', **small)
-    ax.text(-1.6, 1.08, textwrap.fill(f'{reference} fails', 30), ha='left', va='bottom',
-            fontsize=6.5, color=colour[o.reference])
-    ax.text(1.6, -1.08, textwrap.fill(f'{method} fails', 30), ha='right', va='top',
-            fontsize=6.5, color=colour[o.method])
-    notes = [f'both solve: {o.both_solve}',
-             f'fixed: {o.fixed_pct[0]:.1f}% of {o.reference}\'s failures',
-             f'introduced: {o.introduced_pct[0]:.1f}% of its successes']
-    ax.text(-1.6, VENN_YLIM[0], '\n'.join(textwrap.fill(n, 32, subsequent_indent='  ')
-                                           for n in notes),
-            ha='left', va='bottom', fontsize=6.5, linespacing=1.1)
+    reference, method, notes = _venn_texts(o)
+    label = dict(fontsize=VENN_FONT, linespacing=VENN_SPACING)
+    ax.text(-1.6, VENN_LABEL_Y, reference, ha='left', va='bottom', color=colour[o.reference],
+            **label)
+    ax.text(1.6, -VENN_LABEL_Y, method, ha='right', va='top', color=colour[o.method], **label)
+    ax.annotate(notes, xy=(-1.6, -VENN_LABEL_Y), textcoords='offset points',
+                xytext=(0, -(method.count('\n') + 1) * VENN_LINE - 2), ha='left', va='top',
+                **label)
     ax.set_xlim(*VENN_XLIM)
-    ax.set_ylim(*VENN_YLIM)
+    ax.set_ylim(*ylim)
     ax.set_aspect('equal')
     ax.axis('off')
 

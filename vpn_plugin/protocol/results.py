@@ -483,14 +483,23 @@ def filter_rows(rows: list[ResultRow], *, protocol=None, dataset=None, horizons=
     return kept
 
 
-def rename_methods(rows: list[ResultRow], renames: list[str]) -> list[ResultRow]:
-    """Copies of rows with methods renamed by ``'OLD=NEW'`` items (display names in tables)."""
+def rename_methods(rows: list[ResultRow], renames: list[str], known=None) -> list[ResultRow]:
+    """Copies of rows with methods renamed by ``'OLD=NEW'`` items (display names in tables);
+    with ``known`` (the methods of the selected rows), an OLD that is none of them is refused
+    (a chain ``A=X X=Y`` or a typo would rename nothing)."""
     from dataclasses import replace
+    from vpn_plugin.errors import close_match_hint
     mapping = {}
     for item in renames or ():
         if '=' not in item:
             raise ValueError(f'rename {item!r} must look like OLD=NEW')
         old, new = item.split('=', 1)
+        if old in mapping:
+            raise ValueError(f'rename {item!r}: {old!r} is renamed twice; give each method once')
+        if known is not None and old not in known:
+            raise ValueError(f'rename {item!r}: {old!r} is not a method of the selected rows '
+                             f'{sorted(known)}{close_match_hint(old, known)} (each OLD names '
+                             'a method of the results file; renames do not chain)')
         mapping[old] = new
     present = {r.method for r in rows}
     for old, new in mapping.items():

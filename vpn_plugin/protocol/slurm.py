@@ -163,6 +163,9 @@ def parse_options(items) -> dict:
         if key.replace('_', '-') in OWN_FLAGS:
             raise ValueError(f'--slurm-options {item!r}: {key} is set by '
                              f'{OWN_FLAGS[key.replace("_", "-")]}, not here')
+        if key.replace('_', '-') in options:
+            raise ValueError(f'--slurm-options {item!r}: {key} is given twice; give each '
+                             'option once')
         options[key.replace('_', '-')] = value.strip() if has_value else True
     return options
 
@@ -189,6 +192,21 @@ def partition_limit(partition: str) -> tuple:
     limit = parse_slurm_time(match.group(1), f'MaxTime of partition {partition}')
     return limit, (f'partition {partition} MaxTime {match.group(1)}' if limit
                    else f'partition {partition} has no time limit')
+
+
+def check_partition_cpus(partition: str, cpus: int) -> None:
+    """``--cpus-per-run`` must fit one node of ``partition``: Slurm accepts a larger request
+    and leaves it pending for ever (reason ``PartitionConfig``). Unchecked without ``sinfo``."""
+    try:
+        done = subprocess.run(['sinfo', '-h', '-N', '-p', partition, '-o', '%c'],
+                              capture_output=True, text=True, timeout=60)
+    except (OSError, subprocess.TimeoutExpired):
+        return
+    counts = [int(n) for n in re.findall(r'\d+', done.stdout)]
+    if counts and cpus > max(counts):
+        raise ValueError(f'--cpus-per-run {cpus}: the largest node of partition {partition} has '
+                         f'{max(counts)} CPUs (sinfo); Slurm would keep the tasks pending for ever '
+                         f'(reason PartitionConfig): give at most {max(counts)}')
 
 
 def known_partitions() -> list:
@@ -250,6 +268,8 @@ def plan_array(runner, units, request: SlurmRequest, epoch_seconds: float,
     todo = [u for u in open_units if str(Path(runner.work_dir(u)).absolute()) not in queued]
     seconds = unit_seconds(runner, todo, epoch_seconds)
     tasks = pack(todo, seconds, request.runs_per_job)
+    if not limit:
+        check_partition_cpus(request.partition, request.cpus_per_run)
     partition_max, partition_note = limit if limit else partition_limit(request.partition)
     plan = ArrayPlan(tasks, 0, '', len(units) - len(open_units), len(open_units) - len(todo),
                      _per_method(todo, seconds))
