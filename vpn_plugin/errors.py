@@ -7,7 +7,9 @@ not parse (``SyntaxError``). The messages name the file, the field, the value, w
 expected and, when there is one, the fix. Every tool's ``main`` runs under
 :func:`explained_errors` (or is decorated with :func:`tool_main`): such an error ends the tool
 with ``error: <message>`` on stderr and exit status 1; ``VPN_TRACEBACK=1`` re-raises it with
-its traceback (for debugging). Other exceptions keep their traceback.
+its traceback (for debugging). A collective that failed because another process of a
+distributed run stopped ends the same way, in one line that says so. Other exceptions keep
+their traceback.
 
 Pure Python (no torch / OpenMMLab import).
 """
@@ -34,16 +36,49 @@ def describe(error: BaseException) -> str:
     return text if text else type(error).__name__
 
 
+# what gloo / NCCL say in a collective when another process of the run died (SIGKILL, OOM,
+# its own error): the failure is that process's, which its own output and torchrun's summary name
+LOST_PEER_SIGNS = ('Connection closed by peer', 'Connection reset by peer', 'Broken pipe',
+                   'remote worker crashing', 'NCCL communicator was aborted')
+
+
+def lost_peer(error: BaseException) -> bool:
+    """``error`` is a collective's failure because another process of this distributed run
+    (``WORLD_SIZE`` > 1) stopped: a ``RuntimeError`` (torch's ``DistError`` family, or gloo's
+    plain ``RuntimeError``) saying the connection to a peer was lost."""
+    try:
+        world_size = int(os.environ.get('WORLD_SIZE') or 1)
+    except ValueError:
+        return False
+    return (world_size > 1 and isinstance(error, RuntimeError)
+            and any(sign in str(error) for sign in LOST_PEER_SIGNS))
+
+
+def explained_message(error: BaseException) -> str | None:
+    """The one-line message a tool ends with on ``error``; None when it keeps its traceback."""
+    if isinstance(error, USER_ERRORS):
+        return describe(error)
+    if lost_peer(error):
+        rank = os.environ.get('RANK', '?')
+        sign = next(sign for sign in LOST_PEER_SIGNS if sign in str(error))
+        return (f'another process of this distributed run stopped, so rank {rank} could not go '
+                f'on (torch: "{sign}"); the first failure in torchrun\'s summary, and that '
+                'process\'s own output, say which and why')
+    return None
+
+
 @contextlib.contextmanager
 def explained_errors():
-    """Turn a user error (module docstring) into ``SystemExit('error: <message>')`` (exit
-    status 1); with ``VPN_TRACEBACK=1`` the error is raised unchanged."""
+    """Turn a user error (module docstring), or a collective failed by another process of a
+    distributed run that stopped, into ``SystemExit('error: <message>')`` (exit status 1);
+    with ``VPN_TRACEBACK=1`` the error is raised unchanged."""
     try:
         yield
-    except USER_ERRORS as error:
-        if os.environ.get(TRACEBACK_VARIABLE):
+    except Exception as error:
+        message = explained_message(error)
+        if message is None or os.environ.get(TRACEBACK_VARIABLE):
             raise
-        raise SystemExit(f'error: {describe(error)}\n'
+        raise SystemExit(f'error: {message}\n'
                          f'(set {TRACEBACK_VARIABLE}=1 for the traceback)') from None
 
 
@@ -76,8 +111,9 @@ def explain_uncaught_user_errors(script=None) -> bool:
         return True
 
     def hook(kind, error, traceback):
-        if issubclass(kind, USER_ERRORS) and not os.environ.get(TRACEBACK_VARIABLE):
-            print(f'error: {describe(error)}\n(set {TRACEBACK_VARIABLE}=1 for the traceback)',
+        message = explained_message(error) if isinstance(error, Exception) else None
+        if message is not None and not os.environ.get(TRACEBACK_VARIABLE):
+            print(f'error: {message}\n(set {TRACEBACK_VARIABLE}=1 for the traceback)',
                   file=sys.stderr)
             return  # Python exits with status 1 after the hook
         previous(kind, error, traceback)

@@ -120,7 +120,25 @@ def frames_of(record: dict, path, vid: str = '') -> np.ndarray:
         check_real_floats(frames, f'{path}: field "{FEATURE_KEY}"')
     except ValueError as err:
         raise BadVideoError(vid, 'wrong feature dtype', str(err)) from None
+    check_float32_range(frames, path, vid)
     return frames.astype(np.float32, copy=False)
+
+
+def check_float32_range(frames: np.ndarray, path, vid: str = '') -> None:
+    """Finite values of a wider float array (L, D) must fit float32, the dtype features are
+    read as: 1e300 would become inf and be reported as a NaN/inf value the file does not hold."""
+    if frames.dtype.itemsize <= 4:
+        return
+    limit = np.finfo(np.float32).max
+    with np.errstate(invalid='ignore'):
+        beyond = np.isfinite(frames) & (np.abs(frames) > limit)
+    if beyond.any():
+        rows = np.flatnonzero(beyond.reshape(beyond.shape[0] if beyond.ndim else 1, -1).any(1))
+        raise BadVideoError(vid, 'feature values overflow float32',
+                            f'{path}: field "{FEATURE_KEY}" ({frames.dtype}) has values beyond '
+                            f'float32 range (|x| > {limit:.4g}, e.g. {frames[beyond][0]:.4g}) in '
+                            f'frames {rows[:10].tolist()} ({len(rows)} frames); features are read '
+                            'as float32: expected values within it')
 
 
 def read_feature_record(path, vid: str = '', frames_only: bool = False) -> dict:

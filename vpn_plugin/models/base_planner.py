@@ -44,6 +44,9 @@ from .pkg_builder import build_pkg_builder
 FORWARD_MODES = ('loss', 'predict', 'tensor')
 # (N, N) float64 matrices of 16 GiB at most (COIN, the largest taxonomy here, has 778 actions)
 MAX_ACTIONS = 46_340
+# a plan of more steps than this is no procedure window (the datasets' longest are ~30 steps); a
+# horizon of 10**9 was a torch allocation error deep in a model's build
+MAX_HORIZON = 1024
 # data_samples key -> ActionDataSample field of the ground truth copied into each result
 TRUTH_FIELDS = (('plan', 'gt_plan'), ('task', 'gt_task'), ('index', 'sample_idx'))
 
@@ -78,6 +81,7 @@ class BasePlanner(BaseModel):
         check_numbers(dict(num_actions=num_actions, horizon=horizon), integer=True, low=1)
         # the planner holds (N, N) transition matrices: a count past MAX_ACTIONS is no taxonomy
         check_number('model.num_actions', num_actions, integer=True, high=MAX_ACTIONS)
+        check_number('model.horizon', horizon, integer=True, high=MAX_HORIZON)
         self.num_actions, self.horizon = num_actions, horizon
         self.pkg_builder = build_pkg_builder(pkg)
         self.register_buffer('log_transitions',

@@ -49,6 +49,9 @@ GIVEN = 'given as a tensor (action_embeddings)'
 # refused search would take
 DEFAULT_TOKENS_PER_SECOND = 1_200.0
 MAX_MLP_RATIO = 64  # the feed-forward width is hidden_dim x mlp_ratio (official: 4)
+# negatives scored per sample (official: 50) and plans kept per sample (official: 1): 10**9 of
+# either built and then failed allocating, or searched for hours
+MAX_NEGATIVES, MAX_TOP_K = 10_000, 10_000
 
 
 def task_action_lists(taxonomy) -> Dict[int, tuple]:
@@ -129,6 +132,8 @@ class CEFITO(BasePlanner):
         check_numbers(dict(hidden_dim=hidden_dim), high=4096)
         check_numbers(dict(depth=depth), high=64)
         check_numbers(dict(mlp_ratio=mlp_ratio), high=MAX_MLP_RATIO)
+        check_numbers(dict(num_negatives=num_negatives), integer=True, high=MAX_NEGATIVES)
+        check_numbers(dict(top_k=top_k), integer=True, high=MAX_TOP_K)
         check_bool('model.causal', causal)  # 'x', 0 or None would be read by truth value
         check_numbers(dict(max_sequences=max_sequences), integer=True, low=1, optional=True)
         check_numbers(dict(negative_seed=negative_seed), integer=True, low=0)

@@ -13,7 +13,7 @@ from typing import Optional
 from mmengine.logging import print_log
 from torch import nn
 
-from ..errors import check_bool
+from ..errors import check_bool, check_file
 
 # where a planner checkpoint keeps the visual encoder: the shared state encoder's, then the
 # flat name of ViterbiPlanNet / CompactPlanNet checkpoints
@@ -45,6 +45,10 @@ def load_visual_encoder(encoder: nn.Module, checkpoint: str, owner: str = 'model
     """Copy the visual encoder of a planner ``checkpoint`` (mmengine ``.pth``, read with the
     checkpoint allow-list) into ``encoder``; every parameter must be there with its shape."""
     from mmengine.runner.checkpoint import _load_checkpoint
+    if '://' not in str(checkpoint):  # mmengine's own message names the value, not the option
+        check_file(checkpoint, f'{owner}: model.init_visual_from',
+                   f'{owner}: model.init_visual_from={str(checkpoint)!r} does not exist; '
+                   'expected the path of a planner checkpoint (.pth)')
     loaded = _load_checkpoint(str(checkpoint), map_location='cpu')
     state = loaded.get('state_dict', loaded) if isinstance(loaded, dict) else {}
     wanted = encoder.state_dict()
