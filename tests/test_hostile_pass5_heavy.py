@@ -127,3 +127,16 @@ def test_a_missing_pretrained_encoder_names_the_option(shared_data, tmp_path):
         MODELS.build(dict(model, init_visual_from='x'))
     with pytest.raises(OSError, match=r'model.init_visual_from .* is a folder, not a regular'):
         MODELS.build(dict(model, init_visual_from=str(tmp_path)))
+
+
+def test_a_rank_stopped_from_outside_is_not_blamed_on_torchrun():
+    """Before: rank 1 of dist_extract.sh 2 stopped by a `kill` (SIGTERM) from outside was
+    summarised 'stopped by torchrun then: rank 0 (SIGTERM), rank 1 (SIGTERM)', as if nothing
+    had gone wrong but torchrun."""
+    from types import SimpleNamespace
+    from tool_modules import load_tool
+    summary = load_tool('dist_run').failure_summary
+    failures = {0: SimpleNamespace(exitcode=-15), 1: SimpleNamespace(exitcode=-15)}
+    assert summary(failures) == ('no rank failed on its own: a SIGTERM from outside the run '
+                                 '(a kill, the job scheduler) stopped one, then torchrun the '
+                                 'others: rank 0 (SIGTERM), rank 1 (SIGTERM)')

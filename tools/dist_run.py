@@ -15,7 +15,8 @@ from vpn_plugin.errors import tool_main
 def failure_summary(failures) -> str:
     """One line for torchrun's ``{rank: ProcessFailure}``: the ranks that failed with an exit
     status (each printed its own message), the ranks that crashed on a signal (a signal other
-    than torchrun's SIGTERM: nothing of theirs may say why), then those torchrun stopped."""
+    than torchrun's SIGTERM: nothing of theirs may say why), then those torchrun stopped (all
+    of them SIGTERM: one was stopped from outside the run first)."""
     failed, crashed, stopped = [], [], []
     for rank, failure in sorted(failures.items()):
         if failure.exitcode >= 0:
@@ -28,7 +29,11 @@ def failure_summary(failures) -> str:
         parts.append(f'{", ".join(failed)} failed (each printed its message above)')
     if crashed:
         parts.append(f'{", ".join(crashed)} crashed on a signal')
-    if stopped:
+    if stopped and not parts:  # torchrun stops the others only after one failed
+        parts.append('no rank failed on its own: a SIGTERM from outside the run (a kill, the '
+                     'job scheduler) stopped one, then torchrun the others: '
+                     f'{", ".join(stopped)}')
+    elif stopped:
         parts.append(f'stopped by torchrun then: {", ".join(stopped)}')
     return '; '.join(parts)
 
