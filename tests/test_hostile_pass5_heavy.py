@@ -140,3 +140,23 @@ def test_a_rank_stopped_from_outside_is_not_blamed_on_torchrun():
     assert summary(failures) == ('no rank failed on its own: a SIGTERM from outside the run '
                                  '(a kill, the job scheduler) stopped one, then torchrun the '
                                  'others: rank 0 (SIGTERM), rank 1 (SIGTERM)')
+
+
+# ---------------------------------------------------------------------- extraction
+def test_a_video_name_that_is_no_readable_file_is_listed_and_failed_by_name(tmp_path):
+    """Before: tools/extract_features.py (and dist_extract.sh 2) on a folder holding a dangling
+    link y.mp4 (or a FIFO z.mp4) beside its videos left it out without a word and exited 0."""
+    from vpn_plugin.video import list_videos
+    from vpn_plugin.video.decode import UnreadableVideoError, probe_video
+    (tmp_path / 'a.mp4').write_bytes(b'x')
+    (tmp_path / 'y.mp4').symlink_to(tmp_path / 'gone.mp4')
+    os.mkfifo(tmp_path / 'z.mp4')
+    (tmp_path / 'x.mp4').mkdir()  # a folder named like a video is searched, not listed
+    (tmp_path / 'x.mp4' / 'b.mp4').write_bytes(b'x')
+    listed = list_videos([tmp_path])
+    assert [p.relative_to(tmp_path).as_posix() for p in listed] == [
+        'a.mp4', 'x.mp4/b.mp4', 'y.mp4', 'z.mp4']
+    with pytest.raises(UnreadableVideoError, match='y.mp4: no such file'):
+        probe_video(tmp_path / 'y.mp4')
+    with pytest.raises(UnreadableVideoError, match=r'z.mp4: not a regular file \(a FIFO\)'):
+        probe_video(tmp_path / 'z.mp4')

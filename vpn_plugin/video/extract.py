@@ -52,12 +52,14 @@ FEATURE_SUFFIX = '.npz'
 
 # ---------------------------------------------------------------------- which videos
 def list_videos(inputs: Sequence, extensions: Sequence[str] = VIDEO_EXTENSIONS) -> List[Path]:
-    """Files as given, folders searched recursively for ``extensions``; sorted, unique."""
+    """Files as given, folders searched recursively for ``extensions``; sorted, unique. A
+    name with such an extension that is no readable file (a dangling link, a FIFO) is listed
+    too: the extraction fails it by name instead of leaving it out without a word."""
     videos = set()
     for item in map(Path, inputs):
         if item.is_dir():
             videos.update(p for p in item.rglob('*')
-                          if p.is_file() and p.suffix.lower() in extensions)
+                          if not p.is_dir() and p.suffix.lower() in extensions)
         elif item.is_file():
             videos.add(item)
         elif path_kind(item) is None:
