@@ -160,3 +160,33 @@ def test_a_video_name_that_is_no_readable_file_is_listed_and_failed_by_name(tmp_
         probe_video(tmp_path / 'y.mp4')
     with pytest.raises(UnreadableVideoError, match=r'z.mp4: not a regular file \(a FIFO\)'):
         probe_video(tmp_path / 'z.mp4')
+
+
+def test_torchrun_stopped_by_a_signal_ends_in_one_line(tmp_path):
+    """Before: SIGTERM to a dist_extract.sh run (kill, the job scheduler) ended it with
+    torch's ~20-line SignalException traceback of the launcher."""
+    import signal
+    import time
+    script = tmp_path / 'wait.py'
+    script.write_text('import time\ntime.sleep(60)\n')
+    env = dict(os.environ, OMP_NUM_THREADS='1', PYTHONPATH=str(REPO_ROOT))
+    launcher = subprocess.Popen(
+        [sys.executable, str(REPO_ROOT / 'tools' / 'dist_run.py'), '--nproc_per_node', '2',
+         '--master_addr', '127.0.0.1', '--master_port', str(free_port()), str(script)],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    time.sleep(8)
+    launcher.send_signal(signal.SIGTERM)
+    _, stderr = launcher.communicate(timeout=60)
+    assert launcher.returncode == 128 + signal.SIGTERM, stderr
+    assert f'{script}: torchrun was stopped by SIGTERM' in stderr
+    assert 'Traceback' not in stderr and 'SignalException' not in stderr
+
+
+def test_a_fixture_given_as_its_meta_file_names_the_folder(tmp_path):
+    """Before: check_reference.py FIXTURE/meta.json said '.../meta.json/meta.json: no
+    meta.json'."""
+    from vpn_plugin.oracles.compare import read_fixture_meta
+    (tmp_path / 'meta.json').write_text('{}')
+    with pytest.raises(NotADirectoryError, match=rf'fixture {tmp_path}/meta.json is a regular '
+                                                 rf'file; expected the fixture folder .*{tmp_path}\)'):
+        read_fixture_meta(tmp_path / 'meta.json')

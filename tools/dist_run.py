@@ -65,6 +65,7 @@ def check_port_free(address: str, port: int) -> None:
 @tool_main
 def main(argv=None) -> int:
     from torch.distributed import run
+    from torch.distributed.elastic.multiprocessing.api import SignalException
     from torch.distributed.elastic.multiprocessing.errors import ChildFailedError
     # torchrun logs each failed process as an ERROR line before raising; the line below says it
     logging.getLogger('torch.distributed.elastic').setLevel(logging.CRITICAL)
@@ -77,6 +78,11 @@ def main(argv=None) -> int:
         print(f'{error.name}: {failure_summary(error.failures)}', file=sys.stderr)
         return next((f.exitcode for _, f in sorted(error.failures.items())
                      if f.exitcode and f.exitcode > 0), 1)
+    except SignalException as error:  # torchrun itself stopped (Ctrl-C, kill, the scheduler)
+        name = signal_name(error.sigval)
+        print(f'{args.training_script}: torchrun was stopped by {name}, and with it every '
+              'process of the run with it', file=sys.stderr)
+        return 128 + error.sigval
     return 0
 
 

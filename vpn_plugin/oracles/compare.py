@@ -72,7 +72,7 @@ from typing import Callable, Dict, List, Mapping, Optional, Sequence, Tuple
 import numpy as np
 import torch
 
-from vpn_plugin.errors import check_number, read_json
+from vpn_plugin.errors import check_number, path_kind, read_json
 
 OUTPUT_TOLERANCE, GRAD_TOLERANCE = 1e-4, 1e-3
 PERTURBATION = 1e-6            # relative perturbation of the inputs that measures conditioning
@@ -93,6 +93,10 @@ CHECKERS = {
 
 def read_fixture_meta(fixture: Path) -> dict:
     path = Path(fixture) / 'meta.json'
+    if path_kind(fixture) not in (None, 'a folder'):  # e.g. its meta.json given for the folder
+        raise NotADirectoryError(f'fixture {fixture} is {path_kind(fixture)}; expected the '
+                                 f'fixture folder (the one holding meta.json: '
+                                 f'{Path(fixture).parent if Path(fixture).name == "meta.json" else "..."})')
     if not path.is_file():
         raise FileNotFoundError(f'{path}: no meta.json; expected an oracle fixture folder of '
                                 '../shared/reference (meta.json, inputs.npz, outputs.npz, ...)')
