@@ -190,3 +190,13 @@ def test_a_fixture_given_as_its_meta_file_names_the_folder(tmp_path):
     with pytest.raises(NotADirectoryError, match=rf'fixture {tmp_path}/meta.json is a regular '
                                                  rf'file; expected the fixture folder .*{tmp_path}\)'):
         read_fixture_meta(tmp_path / 'meta.json')
+
+
+def test_an_out_folder_below_a_file_names_the_file(tmp_path):
+    """Before: dist_extract.sh 2 ... --out afile/x stopped with "[Errno 20] Not a directory:
+    'afile/x'" (no flag, nor which part is a file)."""
+    from vpn_plugin.video import FrameRecipe, extract_videos
+    (tmp_path / 'afile').write_text('x')
+    with pytest.raises(NotADirectoryError, match=rf'--out {tmp_path}/afile/x/y: {tmp_path}/afile '
+                                                 r'is a regular file, not a folder'):
+        extract_videos(None, [], tmp_path / 'afile' / 'x' / 'y', FrameRecipe(size=16))

@@ -296,7 +296,12 @@ def extract_videos(network: Callable, videos: Sequence[Path], out_dir, recipe: F
     if path_kind(out_dir) not in (None, 'a folder'):
         raise OSError(f'--out {out_dir} is {path_kind(out_dir)}; expected a folder for the '
                       'feature files (new or one this tool extracted into)')
-    out_dir.mkdir(parents=True, exist_ok=True)
+    try:
+        out_dir.mkdir(parents=True, exist_ok=True)
+    except NotADirectoryError:  # a path through a file: say which
+        above = next(p for p in out_dir.parents if path_kind(p) is not None)
+        raise NotADirectoryError(f'--out {out_dir}: {above} is {path_kind(above)}, not a folder; '
+                                 'expected a folder for the feature files') from None
     names = output_names(videos, naming)
     check_manifest(out_dir, settings or dict(recipe=recipe.as_dict()), rank)
     barrier()
