@@ -10,6 +10,7 @@ import textwrap
 import numpy as np
 import pytest
 
+from test_hostile_pass4_heavy import cefito_model_cfg  # noqa: F401  (a fixture)
 from test_hostile_tools import no_traceback  # noqa: F401  (an autouse fixture)
 from vpn_plugin.data_paths import REPO_ROOT
 
@@ -93,15 +94,6 @@ def test_a_float64_inf_is_still_named_inf(tmp_path):
 
 
 # ---------------------------------------------------------------------- model sizes
-@pytest.fixture(scope='module')
-def cefito_model_cfg(shared_data):
-    import vpn_plugin.mm  # noqa: F401  (registration)
-    from vpn_plugin.data_paths import load_config
-    model = load_config('configs/baselines/cefito_niv_t3.py').model
-    model.update(text_embeddings=None, hidden_dim=12, num_heads=2, depth=1)  # small, no text
-    return model
-
-
 @pytest.mark.parametrize('option, expected', [
     ('num_negatives', 'model.num_negatives=1000000000; expected an integer <= 10000'),
     ('top_k', 'model.top_k=1000000000; expected an integer <= 10000'),
