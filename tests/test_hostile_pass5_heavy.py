@@ -189,6 +189,6 @@ def test_an_out_folder_below_a_file_names_the_file(tmp_path):
     'afile/x'" (no flag, nor which part is a file)."""
     from vpn_plugin.video import FrameRecipe, extract_videos
     (tmp_path / 'afile').write_text('x')
-    with pytest.raises(NotADirectoryError, match=rf'--out {tmp_path}/afile/x/y: {tmp_path}/afile '
-                                                 r'is a regular file, not a folder'):
+    with pytest.raises(NotADirectoryError, match=rf'--out {tmp_path}/afile/x/y: '
+                                                 rf'{tmp_path}/afile is a regular file, not a'):
         extract_videos(None, [], tmp_path / 'afile' / 'x' / 'y', FrameRecipe(size=16))

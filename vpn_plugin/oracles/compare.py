@@ -94,9 +94,9 @@ CHECKERS = {
 def read_fixture_meta(fixture: Path) -> dict:
     path = Path(fixture) / 'meta.json'
     if path_kind(fixture) not in (None, 'a folder'):  # e.g. its meta.json given for the folder
+        folder = Path(fixture).parent if Path(fixture).name == 'meta.json' else '...'
         raise NotADirectoryError(f'fixture {fixture} is {path_kind(fixture)}; expected the '
-                                 f'fixture folder (the one holding meta.json: '
-                                 f'{Path(fixture).parent if Path(fixture).name == "meta.json" else "..."})')
+                                 f'fixture folder (the one holding meta.json: {folder})')
     if not path.is_file():
         raise FileNotFoundError(f'{path}: no meta.json; expected an oracle fixture folder of '
                                 '../shared/reference (meta.json, inputs.npz, outputs.npz, ...)')
