@@ -192,3 +192,46 @@ def test_an_out_folder_below_a_file_names_the_file(tmp_path):
     with pytest.raises(NotADirectoryError, match=rf'--out {tmp_path}/afile/x/y: '
                                                  rf'{tmp_path}/afile is a regular file, not a'):
         extract_videos(None, [], tmp_path / 'afile' / 'x' / 'y', FrameRecipe(size=16))
+
+
+def test_a_second_naming_into_one_folder_is_refused(tmp_path):
+    """Before: dist_extract.sh 2 VIDEOS --out F, then the same with --naming parent_stem into F,
+    wrote every video a second time (a.npz and v_a.npz side by side), exit 0."""
+    import json
+    from types import SimpleNamespace
+    from tool_modules import load_tool
+    from vpn_plugin.video import FrameRecipe
+    from vpn_plugin.video.extract import MANIFEST, check_manifest
+
+    def settings(naming):
+        args = SimpleNamespace(weights=None, random_weights=True, naming=naming)
+        return load_tool('extract_features').settings_of(args, FrameRecipe(size=16))
+    check_manifest(tmp_path, settings('stem'), rank=0)
+    check_manifest(tmp_path, settings('stem'), rank=0)  # a resume
+    with pytest.raises(ValueError, match=r"extraction.json: the features in .* were extracted "
+                                         r"with .*'naming': 'stem'.*'naming': 'parent_stem'"):
+        check_manifest(tmp_path, settings('parent_stem'), rank=0)
+    old = {k: v for k, v in settings('stem').items() if k != 'naming'}
+    (tmp_path / MANIFEST).write_text(json.dumps(old))  # recorded before naming was
+    check_manifest(tmp_path, settings('stem'), rank=0)
+
+
+def test_a_video_replaced_under_its_name_is_not_counted_done(tmp_path):
+    """Before: a video replaced by another under the same name (a re-encode, a re-download of
+    another clip) kept the features of the old one on resume: "3 already there", exit 0."""
+    import torch
+    from test_extract_features import write_video
+    from vpn_plugin.apis import init_s3d
+    from vpn_plugin.video import FrameRecipe, extract_videos
+    video, out = tmp_path / 'a.mp4', tmp_path / 'out'
+    write_video(video, 16)
+    torch.manual_seed(0)
+    s3d = init_s3d(random_weights=True)
+    recipe = FrameRecipe(size=16)
+    assert extract_videos(s3d, [video], out, recipe, num_workers=0).done == ['a']
+    assert extract_videos(s3d, [video], out, recipe, num_workers=0).skipped == ['a']
+    write_video(video, 40, seed=3)
+    with pytest.raises(ValueError, match=r'a.npz: already there, but not a complete feature '
+                                         r'file of this extraction \(made from .*a.mp4 when it '
+                                         r'had \d+ bytes; .*a.mp4 has \d+ now'):
+        extract_videos(s3d, [video], out, recipe, num_workers=0)

@@ -79,7 +79,7 @@ def checked_device(device: str) -> str:
 
 def settings_of(args, recipe) -> dict:
     weights = Path(args.weights) if args.weights else None
-    return dict(recipe=recipe.as_dict(), network='S3D video_embedding',
+    return dict(recipe=recipe.as_dict(), network='S3D video_embedding', naming=args.naming,
                 weights='random' if args.random_weights else
                 f'{weights.name} ({weights.stat().st_size} bytes)')
 
@@ -87,7 +87,7 @@ def settings_of(args, recipe) -> dict:
 def provenance_record(args, recipe) -> dict:
     """The folder's provenance record (kind ``extracted`` or ``random-weights``)."""
     from vpn_plugin.datasets.provenance import file_sha256
-    record = dict(settings_of(args, recipe), tool='extract_features.py', naming=args.naming)
+    record = dict(settings_of(args, recipe), tool='extract_features.py')
     if args.random_weights:
         return dict(record, kind='random-weights', usable=False)
     return dict(record, kind='extracted', weights=Path(args.weights).name,

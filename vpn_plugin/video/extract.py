@@ -176,6 +176,8 @@ def check_manifest(out_dir: Path, settings: dict, rank: int) -> None:
                              'nothing was written. Give a new or empty --out folder')
     if path.exists():
         found = read_json(path, 'the record of the folder\'s extraction (recipe, weights)')
+        if isinstance(found, dict) and 'naming' not in found:  # recorded before naming was
+            settings = {k: v for k, v in settings.items() if k != 'naming'}
         if found != settings:
             raise ValueError(f'{path}: the features in {out_dir} were extracted with {found}; '
                              f'this run asks for {settings}. Use another --out folder (or '
@@ -207,6 +209,11 @@ def check_finished(path: Path, recipe: FrameRecipe, extra: Optional[dict] = None
             source = Path(str(archive['source']))
             if video is not None and feature_name(source, naming) != path.stem:
                 raise ValueError(f'made from the video {source}, not from {video}')
+            if video is not None and 'video_bytes' in archive.files \
+                    and int(archive['video_bytes']) != Path(video).stat().st_size:
+                raise ValueError(f'made from {source} when it had {int(archive["video_bytes"])} '
+                                 f'bytes; {video} has {Path(video).stat().st_size} now (another '
+                                 'video under that name?)')
             found = json.loads(str(archive['recipe']))
             if found != recipe.as_dict():
                 raise ValueError(f'extracted with the recipe {found}, this run asks for '
@@ -347,7 +354,7 @@ def extract_videos(network: Callable, videos: Sequence[Path], out_dir, recipe: F
             write_features_atomically(
                 out_dir / f'{name}{FEATURE_SUFFIX}',
                 dict(frames_features=features, num_frames=np.int64(counts[index]),
-                     source=np.str_(str(video)),
+                     source=np.str_(str(video)), video_bytes=np.int64(Path(video).stat().st_size),
                      recipe=np.str_(json.dumps(recipe.as_dict(), sort_keys=True)),
                      **(extra or {})))
             result.done.append(name)
