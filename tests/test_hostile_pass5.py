@@ -1,0 +1,85 @@
+"""Fifth hostile pass, part A (issue 37): disk full, 2-rank heavy methods, resume from edited
+EMA checkpoints. Each test fails on the behaviour before its fix (main e2e1c6d)."""
+import pytest
+import torch
+
+from vpn_plugin.engine.checkpoint import read_checkpoint, share_ema_tensors
+
+
+def shared_checkpoint() -> dict:
+    """A checkpoint as the EMA hooks save it: ``w`` shared (equal in the EMA), ``b`` not."""
+    weight = torch.ones(2, 2)
+    checkpoint = dict(meta={}, state_dict=dict(w=weight, b=torch.zeros(2), v=weight * 2),
+                      ema_state_dict={'steps': torch.tensor(3), 'module.w': weight.clone(),
+                                      'module.b': torch.ones(2), 'module.v': weight * 2})
+    share_ema_tensors(checkpoint)
+    assert checkpoint['ema_state_dict_shared'] == ['w', 'v']
+    return checkpoint
+
+
+@pytest.mark.parametrize('edit, expected', [
+    # before: read as it was; mmengine's EMA hooks load ema_state_dict with strict=False, so a
+    # resume started the unlisted tensors from the model's initial weights without a word
+    (lambda c: c.__setitem__('ema_state_dict_shared', ['v']),
+     r'ema_state_dict lacks 1 of the 3 state_dict tensors \(e.g. module.w\) and '
+     r'ema_state_dict_shared does not list them'),
+    (lambda c: c.__setitem__('ema_state_dict_shared', []),
+     r'ema_state_dict lacks 2 of the 3 state_dict tensors'),
+    # before: the EMA's update count reset to 0 on resume: its next update a copy of the model
+    (lambda c: c['ema_state_dict'].pop('steps'), r'ema_state_dict holds no "steps"'),
+    # before: mmengine's swap stopped with "error: nosuch" (a bare KeyError)
+    (lambda c: c['ema_state_dict'].__setitem__('module.nosuch', torch.zeros(1)),
+     r"ema_state_dict holds 1 key\(s\) of no state_dict tensor \(\['module.nosuch'\]\)"),
+])
+def test_an_edited_shared_ema_checkpoint_is_refused(tmp_path, edit, expected):
+    checkpoint = shared_checkpoint()
+    edit(checkpoint)
+    torch.save(checkpoint, tmp_path / 'edited.pth')
+    with pytest.raises(ValueError, match=r'edited.pth: ' + expected):
+        read_checkpoint(tmp_path / 'edited.pth')
+
+
+def test_a_complete_shared_ema_checkpoint_still_reads(tmp_path):
+    """No wolf: the file the hooks write (duplicates in the list included) reads back whole."""
+    checkpoint = shared_checkpoint()
+    torch.save(checkpoint, tmp_path / 'kept.pth')
+    checkpoint['ema_state_dict_shared'] *= 2
+    torch.save(checkpoint, tmp_path / 'dup.pth')
+    for name in ('kept', 'dup'):
+        ema = read_checkpoint(tmp_path / f'{name}.pth')['ema_state_dict']
+        assert set(ema) == {'steps', 'module.w', 'module.b', 'module.v'}
+        assert torch.equal(ema['module.b'], torch.ones(2))
+
+
+@pytest.mark.usefixtures('single_thread')
+def test_a_resume_refuses_nan_ema_weights(tiny_crosstask, tmp_path):
+    """Before: a checkpoint whose state_dict (the EMA weights: mmengine swaps them into the
+    EMA copy on resume) held a NaN resumed with exit 0 (only the raw weights were checked);
+    the EMA then averaged NaN into every later checkpoint. tools/test.py refused it already."""
+    from pathlib import Path
+    from tiny_configs import write_tiny_config
+    from tool_modules import load_tool
+    body = ("model = dict(feature_dim=512, num_tasks=3, dim=32, n_timesteps=20)\n"
+            "train_cfg = dict(max_epochs=2, val_interval=2)\n"
+            "default_hooks = dict(checkpoint=dict(interval=1, save_best=None),\n"
+            "                     logger=dict(interval=50))\n"
+            "custom_hooks = [dict(type='PKGHook'),\n"
+            "    dict(type='TaskClassifierHook', lr=1e-4, weight_decay=0.0),\n"
+            "    dict(type='PDPPEMAHook', decay=0.9, start_step=3, interval=1)]\n")
+    repo = Path(__file__).resolve().parents[1]
+    config = write_tiny_config(tmp_path / 'tiny_pdpp.py',
+                               repo / 'configs/baselines/pdpp_crosstask_t3.py', body,
+                               tiny_crosstask, batch_size=32, steps_per_epoch=3)
+    train = load_tool('train').main
+    train([str(config), '--work-dir', str(tmp_path / 'run'),
+           '--cfg-options', 'train_cfg.max_epochs=1'])
+    checkpoint = read_checkpoint(tmp_path / 'run/epoch_1.pth')
+    key = next(k for k in checkpoint['state_dict'] if k.startswith('diffusion.unet.')
+               and checkpoint['state_dict'][k].is_floating_point())
+    checkpoint['state_dict'][key].view(-1)[0] = float('nan')
+    (tmp_path / 'resumed').mkdir()
+    torch.save(checkpoint, tmp_path / 'resumed/nan.pth')
+    with pytest.raises(SystemExit, match=rf'nan.pth \(EMA weights\): tensor {key} .* holds 1 '
+                                         'NaN/inf value'):
+        train([str(config), '--work-dir', str(tmp_path / 'resumed'),
+               '--resume', str(tmp_path / 'resumed/nan.pth')])
