@@ -83,3 +83,30 @@ def test_a_resume_refuses_nan_ema_weights(tiny_crosstask, tmp_path):
                                          'NaN/inf value'):
         train([str(config), '--work-dir', str(tmp_path / 'resumed'),
                '--resume', str(tmp_path / 'resumed/nan.pth')])
+
+
+def test_a_full_disk_leaves_no_truncated_synthetic_feature_file(tmp_path, monkeypatch):
+    """Before: tools/make_synthetic_features.py wrote each file in place; on a full disk
+    (a 20 MiB tmpfs) it stopped with "error: [Errno 28] No space left on device" (no file
+    named) and left cpr_0003.npz truncated (147,456 of 441,956 bytes) among complete files."""
+    import errno
+    import numpy as np
+    from vpn_plugin.datasets import synthetic
+    from vpn_plugin.datasets.annotations import VideoAnnotation
+    from vpn_plugin.errors import OutputWriteError
+
+    def savez_until_full(file, **arrays):
+        handle = open(file, 'wb') if isinstance(file, (str, bytes)) or hasattr(
+            file, '__fspath__') else file
+        handle.write(b'PK' + b'\0' * 100)  # part of the archive, then the disk is full
+        handle.flush()
+        raise OSError(errno.ENOSPC, 'No space left on device')
+
+    monkeypatch.setattr(np, 'savez', savez_until_full)
+    video = VideoAnnotation(vid='cpr_0003', task=0, feature='cpr_0003',
+                            steps=[(0.0, 1.0, 1), (2.0, 3.0, 2)])
+    path = tmp_path / 'cpr_0003.npz'
+    with pytest.raises(OutputWriteError, match=r'cannot write the synthetic features '
+                       r'.*cpr_0003.npz: No space left on device; nothing was written there'):
+        synthetic.save_video_features(path, np.zeros((4, 8), np.float32), video, 'npz', 'niv')
+    assert not path.exists() and list(tmp_path.iterdir()) == []
