@@ -110,3 +110,38 @@ def test_a_full_disk_leaves_no_truncated_synthetic_feature_file(tmp_path, monkey
                        r'.*cpr_0003.npz: No space left on device; nothing was written there'):
         synthetic.save_video_features(path, np.zeros((4, 8), np.float32), video, 'npz', 'niv')
     assert not path.exists() and list(tmp_path.iterdir()) == []
+
+
+def test_a_conversion_stopped_by_a_full_disk_resumes(tmp_path, monkeypatch):
+    """Before: tools/convert_features.py wrote its provenance record after the last file; a
+    full disk stopped it part-way ("free disk space and run again to resume"), and the run
+    again was refused: "--dst already holds 43 feature file(s) and the record of user
+    features, not an earlier conversion of --src"."""
+    import numpy as np
+    from tool_modules import load_tool
+    from vpn_plugin.errors import OutputWriteError
+    src, dst = tmp_path / 'src', tmp_path / 'dst'
+    src.mkdir()
+    for stem in ('a_1', 'b_2', 'c_3'):
+        np.save(src / f'{stem}.npy', np.full((4, 8), 0.5, np.float32))
+    tool = load_tool('convert_features')
+    real, calls = tool.convert_file, []
+
+    def full_after_one(source, out, frame_dim):
+        calls.append(source.name)
+        if len(calls) == 2:
+            raise OutputWriteError(f'cannot write the feature file {out}: No space left on '
+                                   'device; it was not written')
+        return real(source, out, frame_dim)
+
+    monkeypatch.setattr(tool, 'convert_file', full_after_one)
+    args = ['--src', str(src), '--dst', str(dst), '--frame-dim', '8']
+    with pytest.raises(SystemExit, match='No space left on device'):
+        tool.main(args)
+    assert sorted(p.name for p in dst.glob('*.npz')) == ['a_1.npz']
+    monkeypatch.setattr(tool, 'convert_file', real)
+    assert tool.main(args) == 0  # resumed: a_1 kept, b_2 and c_3 converted
+    assert sorted(p.name for p in dst.glob('*.npz')) == ['a_1.npz', 'b_2.npz', 'c_3.npz']
+    for stem in ('a_1', 'b_2', 'c_3'):
+        assert np.array_equal(np.load(dst / f'{stem}.npz')['frames_features'],
+                              np.full((4, 8), 0.5, np.float32))
