@@ -145,3 +145,21 @@ def test_a_conversion_stopped_by_a_full_disk_resumes(tmp_path, monkeypatch):
     for stem in ('a_1', 'b_2', 'c_3'):
         assert np.array_equal(np.load(dst / f'{stem}.npz')['frames_features'],
                               np.full((4, 8), 0.5, np.float32))
+
+
+def test_a_full_disk_error_names_the_file_being_written(tmp_path):
+    """Before: tools/test.py --work-dir on a full disk ended "error: [Errno 28] No space left
+    on device" (mmengine's config dump into the log dir: write/close name no file)."""
+    import errno
+    from vpn_plugin.errors import explained_errors
+
+    def dump(file):
+        with open(file, 'w'):
+            raise OSError(errno.ENOSPC, 'No space left on device')
+
+    with pytest.raises(SystemExit) as stopped:
+        with explained_errors():
+            dump(str(tmp_path / 'config.py'))
+    assert str(stopped.value).startswith(
+        f'error: [Errno 28] No space left on device (writing {tmp_path}/config.py); free disk '
+        'space or choose another output folder')
