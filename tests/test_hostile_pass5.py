@@ -163,3 +163,28 @@ def test_a_full_disk_error_names_the_file_being_written(tmp_path):
     assert str(stopped.value).startswith(
         f'error: [Errno 28] No space left on device (writing {tmp_path}/config.py); free disk '
         'space or choose another output folder')
+
+
+def test_a_full_disk_leaves_no_empty_figure(tmp_path, monkeypatch):
+    """Before: tools/plots.py on a full disk left a 0-byte fig.png (matplotlib writes in
+    place), which the next run refused to replace as a file it had not written, and the
+    error named no file ("[Errno 28] No space left on device")."""
+    import errno
+    import matplotlib
+    matplotlib.use('Agg')
+    import matplotlib.figure
+    from vpn_plugin.errors import OutputWriteError
+    from vpn_plugin.protocol.plots import save_figure
+
+    def savefig_until_full(self, file, **kwargs):
+        handle = open(file, 'wb') if isinstance(file, (str, bytes)) or hasattr(
+            file, '__fspath__') else file
+        handle.write(b'\x89PNG')
+        handle.flush()
+        raise OSError(errno.ENOSPC, 'No space left on device')
+
+    monkeypatch.setattr(matplotlib.figure.Figure, 'savefig', savefig_until_full)
+    with pytest.raises(OutputWriteError, match=r'cannot write the figure .*fig.png: No space '
+                                               'left on device; nothing was written there'):
+        save_figure(matplotlib.figure.Figure(), tmp_path / 'fig')
+    assert list(tmp_path.iterdir()) == []
