@@ -188,3 +188,39 @@ def test_a_full_disk_leaves_no_empty_figure(tmp_path, monkeypatch):
                                                'left on device; nothing was written there'):
         save_figure(matplotlib.figure.Figure(), tmp_path / 'fig')
     assert list(tmp_path.iterdir()) == []
+
+
+def test_a_full_disk_during_a_pre_stage_save_is_named_and_leaves_nothing(tmp_path, monkeypatch):
+    """Before: PDPP's task classifier saved on a full disk (20 MiB tmpfs) ended in a traceback,
+    torch's zip writer's "RuntimeError: [enforce fail at inline_container.cc:672] unexpected
+    pos", and left a 20 MB .task_classifier.pth.<pid>.partial in the work dir."""
+    import errno
+    import io
+    import os
+    import torch
+    from vpn_plugin.engine import pre_stage
+    from vpn_plugin.errors import OutputWriteError
+    real_save = torch.save
+
+    def zip_writer_save(obj, f, *args, **kwargs):  # torch's writer given a path
+        if isinstance(f, (str, os.PathLike)):
+            with open(f, 'wb') as handle:
+                handle.write(b'PK\x03\x04' + b'\0' * 64)
+            raise RuntimeError('[enforce fail at inline_container.cc:672] . unexpected pos 704 '
+                               'vs 598')
+        return real_save(obj, f, *args, **kwargs)
+
+    class FullDisk(io.BufferedWriter):
+        def write(self, data):
+            super().write(bytes(data)[:10])
+            self.flush()
+            raise OSError(errno.ENOSPC, 'No space left on device')
+
+    monkeypatch.setattr(torch, 'save', zip_writer_save)
+    monkeypatch.setattr(pre_stage, 'open', lambda path, mode: FullDisk(io.FileIO(path, 'w')),
+                        raising=False)
+    path = tmp_path / 'task_classifier.pth'
+    with pytest.raises(OutputWriteError, match=r'cannot save the pre-stage file '
+                                               r'.*task_classifier.pth: No space left on device'):
+        pre_stage.save_pre_stage(path, dict(weights=torch.zeros(3)))
+    assert list(tmp_path.iterdir()) == []
