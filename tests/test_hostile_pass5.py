@@ -56,20 +56,9 @@ def test_a_resume_refuses_nan_ema_weights(tiny_crosstask, tmp_path):
     """Before: a checkpoint whose state_dict (the EMA weights: mmengine swaps them into the
     EMA copy on resume) held a NaN resumed with exit 0 (only the raw weights were checked);
     the EMA then averaged NaN into every later checkpoint. tools/test.py refused it already."""
-    from pathlib import Path
-    from tiny_configs import write_tiny_config
+    from tiny_configs import write_tiny_pdpp_ema_config
     from tool_modules import load_tool
-    body = ("model = dict(feature_dim=512, num_tasks=3, dim=32, n_timesteps=20)\n"
-            "train_cfg = dict(max_epochs=2, val_interval=2)\n"
-            "default_hooks = dict(checkpoint=dict(interval=1, save_best=None),\n"
-            "                     logger=dict(interval=50))\n"
-            "custom_hooks = [dict(type='PKGHook'),\n"
-            "    dict(type='TaskClassifierHook', lr=1e-4, weight_decay=0.0),\n"
-            "    dict(type='PDPPEMAHook', decay=0.9, start_step=3, interval=1)]\n")
-    repo = Path(__file__).resolve().parents[1]
-    config = write_tiny_config(tmp_path / 'tiny_pdpp.py',
-                               repo / 'configs/baselines/pdpp_crosstask_t3.py', body,
-                               tiny_crosstask, batch_size=32, steps_per_epoch=3)
+    config = write_tiny_pdpp_ema_config(tmp_path, tiny_crosstask)
     train = load_tool('train').main
     train([str(config), '--work-dir', str(tmp_path / 'run'),
            '--cfg-options', 'train_cfg.max_epochs=1'])
