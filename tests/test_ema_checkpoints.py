@@ -129,22 +129,11 @@ def test_a_run_resumed_from_a_checkpoint_of_shared_ema_tensors_is_bit_identical(
     epoch 1 (step 3) holds each tensor once; a run resumed from it ends with the weights and
     EMA of the uninterrupted run, bit for bit."""
     import shutil
-    from pathlib import Path
     import torch
-    from tiny_configs import write_tiny_config
+    from tiny_configs import write_tiny_pdpp_ema_config
     from tool_modules import load_tool
     from vpn_plugin.engine.checkpoint import SHARED_EMA_KEY
-    body = ("model = dict(feature_dim=512, num_tasks=3, dim=32, n_timesteps=20)\n"
-            "train_cfg = dict(max_epochs=2, val_interval=2)\n"
-            "default_hooks = dict(checkpoint=dict(interval=1, save_best=None),\n"
-            "                     logger=dict(interval=50))\n"
-            "custom_hooks = [dict(type='PKGHook'),\n"
-            "    dict(type='TaskClassifierHook', lr=1e-4, weight_decay=0.0),\n"
-            "    dict(type='PDPPEMAHook', decay=0.9, start_step=3, interval=1)]\n")
-    repo = Path(__file__).resolve().parents[1]
-    config = write_tiny_config(tmp_path / 'tiny_pdpp.py',
-                               repo / 'configs/baselines/pdpp_crosstask_t3.py', body,
-                               tiny_crosstask, batch_size=32, steps_per_epoch=3)
+    config = write_tiny_pdpp_ema_config(tmp_path, tiny_crosstask)
     train = load_tool('train').main
     train([str(config), '--work-dir', str(tmp_path / 'whole')])
     first = torch.load(tmp_path / 'whole/epoch_1.pth', weights_only=False)

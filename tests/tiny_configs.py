@@ -27,3 +27,23 @@ def save_recorded(model, path: Path, dataset_cfg: dict) -> Path:
     torch.save({'state_dict': model.state_dict(),
                 'meta': recorded_setting(model, config_metainfo(dataset_cfg))}, path)
     return path
+
+
+TINY_PDPP_EMA_BODY = (
+    "model = dict(feature_dim=512, num_tasks=3, dim=32, n_timesteps=20)\n"
+    "train_cfg = dict(max_epochs=2, val_interval=2)\n"
+    "default_hooks = dict(checkpoint=dict(interval=1, save_best=None),\n"
+    "                     logger=dict(interval=50))\n"
+    "custom_hooks = [dict(type='PKGHook'),\n"
+    "    dict(type='TaskClassifierHook', lr=1e-4, weight_decay=0.0),\n"
+    "    dict(type='PDPPEMAHook', decay=0.9, start_step=3, interval=1)]\n")
+
+
+def write_tiny_pdpp_ema_config(tmp_path: Path, tiny_crosstask: dict) -> Path:
+    """A tiny PDPP (2 epochs of 3 steps) whose EMA copies the model at step 3 and averages
+    from step 4 on: the checkpoint after epoch 1 shares every trained tensor with its EMA."""
+    repo = Path(__file__).resolve().parents[1]
+    return write_tiny_config(tmp_path / 'tiny_pdpp.py',
+                             repo / 'configs/baselines/pdpp_crosstask_t3.py',
+                             TINY_PDPP_EMA_BODY, tiny_crosstask, batch_size=32,
+                             steps_per_epoch=3)

@@ -22,13 +22,13 @@ features, when they are here), so a test with another config or text features is
 import argparse
 import sys
 
-import torch
 
 import vpn_plugin.mm  # noqa: F401  (compat + registration)
 from mmaction.registry import MODELS
 from vpn_plugin.data_paths import load_config
 from vpn_plugin.datasets.planning_dataset import config_metainfo
 from vpn_plugin.engine.checkpoint import UNCHECKED_KEY, recorded_setting, save_atomically
+from vpn_plugin.engine.pre_stage import save_torch_file
 from vpn_plugin.oracles.authors import install_authors_weights, read_authors_state_dict, read_pkg
 from vpn_plugin.errors import path_argument, tool_main
 from vpn_plugin.outputs import CONVERTED_MARKER, add_overwrite_argument, check_output
@@ -81,8 +81,8 @@ def main(argv=None) -> int:
                 converted_by=CONVERTED_MARKER, **recorded_setting(model, config_metainfo(
                     (cfg.get('test_dataloader') or {}).get('dataset'))))
     model_cfg = cfg.model
-    save_atomically(lambda path: torch.save(dict(state_dict=model.state_dict(), meta=meta), path),
-                    args.dst)
+    save_atomically(lambda path: save_torch_file(dict(state_dict=model.state_dict(), meta=meta),
+                                                 path), args.dst)
     graph = 'with the given PKG' if args.pkg else 'without a PKG (counted when tested)'
     print(f'wrote {args.dst}: {len(model.state_dict())} tensors for {model_cfg.type} '
           f'(N={model.num_actions}, K={model.num_tasks}, T={model.horizon}), {graph}; '

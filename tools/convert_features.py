@@ -184,9 +184,15 @@ def main(argv=None) -> int:
                                 '<task>_<vid>.npy/.npz files' + (
                                     f'; it holds {len(others)} other files, e.g. '
                                     f'{others[0].name}' if others else '') + ')')
+    # the record first: a run stopped part-way (a full disk, a kill) is then an earlier
+    # conversion of this --src, which the next run resumes (check_destination)
+    check_outputs(files, dst, args.overwrite)
+    dst.mkdir(parents=True, exist_ok=True)
+    record = dict(kind='converted', tool='convert_features.py',
+                  source_folder=str(src.resolve()), source=read_record(src))
+    write_provenance(dst, record)
     result = convert_all(files, dst, args.frame_dim, args.overwrite)
-    write_provenance(dst, dict(kind='converted', tool='convert_features.py',
-                               source_folder=str(src.resolve()), source=read_record(src)))
+    write_provenance(dst, record)  # again: its fingerprint of the files now there
     print_summary(result, dst)
     skipped_listing(others)
     return 1 if result['counts']['refused'] else 0

@@ -18,6 +18,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import difflib
+import errno
 import functools
 import math
 import os
@@ -33,6 +34,11 @@ def describe(error: BaseException) -> str:
     if isinstance(error, KeyError) and len(error.args) == 1 and isinstance(error.args[0], str):
         return error.args[0]
     text = str(error)
+    if isinstance(error, OSError) and error.errno in FULL_DISK and not error.filename:
+        target = written_file(error.__traceback__)
+        return (f'{text}' + (f' (writing {target})' if target else ' (while writing a file: '
+                             f'{TRACEBACK_VARIABLE}=1 shows which)')
+                + '; free disk space or choose another output folder (--work-dir, --out)')
     return text if text else type(error).__name__
 
 
@@ -65,6 +71,24 @@ def explained_message(error: BaseException) -> str | None:
                 f'on (torch: "{sign}"); the first failure in torchrun\'s summary, and that '
                 'process\'s own output, say which and why')
     return None
+
+
+FULL_DISK = (errno.ENOSPC, errno.EDQUOT)  # an OSError raised by write/close names no file
+
+
+def written_file(trace):
+    """The file a failed write was writing: the innermost frame of ``trace`` holding a path
+    (``file``, ``filename``, ``path``) or an open file (its ``name``) in a local; None."""
+    found = None
+    while trace is not None:
+        for name in ('file', 'filename', 'path', 'f', 'handle', 'stream'):
+            value = trace.tb_frame.f_locals.get(name)
+            value = getattr(value, 'name', value) if hasattr(value, 'write') else value
+            if isinstance(value, (str, os.PathLike)) and str(value):
+                found = os.fspath(value)
+                break
+        trace = trace.tb_next
+    return found
 
 
 @contextlib.contextmanager

@@ -302,8 +302,8 @@ class PlanningRunner(Runner):
         loading (:func:`vpn_plugin.engine.checkpoint.load_weights`): partial only with the
         config's ``load_partial = True`` (or ``strict=False``), never when resuming."""
         from vpn_plugin.compat import is_resuming
-        from vpn_plugin.engine.checkpoint import (PARTIAL_LOAD_KEY, UNCHECKED_KEY, load_weights,
-                                                  read_checkpoint)
+        from vpn_plugin.engine.checkpoint import (PARTIAL_LOAD_KEY, UNCHECKED_KEY, check_finite,
+                                                  load_weights, read_checkpoint, state_dict_of)
         from vpn_plugin.engine.rank_agreement import check_resume_data, check_resume_world_size
         from vpn_plugin.models.base_planner import BasePlanner
         checkpoint = read_checkpoint(filename, map_location)
@@ -319,6 +319,10 @@ class PlanningRunner(Runner):
         if is_resuming(self):
             check_resume_world_size(checkpoint, filename, self._world_size)
             check_resume_data(checkpoint, filename, self.train_data_digest())
+            if isinstance(checkpoint.get('ema_state_dict'), dict):
+                # its state_dict, the EMA weights, goes into the EMA copy (mmengine's swap),
+                # which load_weights below never sees
+                check_finite(state_dict_of(checkpoint, filename), f'{filename} (EMA weights)')
         if self.testing:
             self.check_tested_ema(checkpoint, filename)
         self.call_hook('after_load_checkpoint', checkpoint=checkpoint)

@@ -36,6 +36,7 @@ import numpy as np
 
 from .annotations import (VideoAnnotation, chain_windows, crosstask_videos,
                           read_window_file, round_time)
+from ..errors import OutputWriteError, replace_atomically
 from .features import FEATURE_KEY
 from .provenance import write_provenance
 from .taxonomy import Taxonomy, load_taxonomy
@@ -144,14 +145,22 @@ def save_video_features(path: Path, frames: np.ndarray, video: VideoAnnotation, 
     precision (``FLOAT16_TOLERANCE``); the loader reads them back as float32."""
     if dtype not in DTYPES:
         raise ValueError(f'dtype {dtype!r}; expected one of {DTYPES}')
-    record = public_record(frames.astype(dtype, copy=False), video, dataset)
-    if fmt == 'npz':
-        np.savez(path, **{k: v for k, v in record.items() if k != 'cls'})
-    elif fmt == 'public':
-        with open(path, 'wb') as f:
-            pickle.dump(record, f, protocol=4)
-    else:
+    if fmt not in FORMATS:
         raise ValueError(f'format {fmt!r}; expected one of {tuple(FORMATS)}')
+    record = public_record(frames.astype(dtype, copy=False), video, dataset)
+
+    def write(temporary):  # a file object: np.savez would add '.npz' to the partial name
+        with open(temporary, 'wb') as f:
+            if fmt == 'npz':
+                np.savez(f, **{k: v for k, v in record.items() if k != 'cls'})
+            else:
+                pickle.dump(record, f, protocol=4)
+
+    # a full disk leaves no truncated file among the complete ones
+    replace_atomically(path, write, lambda path, cause: OutputWriteError(
+        f'cannot write the synthetic features {path}: {cause}; nothing was written there '
+        '(the files written before are complete; no synthetic_manifest.json yet). Free disk '
+        'space or choose another --out, then run the same command with --overwrite'))
 
 
 def dataset_videos(dataset: str, data_root) -> tuple:

@@ -147,23 +147,42 @@ def restore_shared_ema(checkpoint: dict, source: str) -> None:
                          'a damaged or hand-edited file')
     for key in shared:
         ema.setdefault(f'module.{key}', state[key])
+    check_ema_complete(state, ema, source)
+
+
+EMA_STEPS_KEY = 'steps'  # the EMA's update count (mmengine's averaged model): its schedule
 
 
 def check_ema_complete(state, ema, source: str) -> None:
-    """An ``ema_state_dict`` without :data:`SHARED_EMA_KEY` must hold ``module.<key>`` for
-    every tensor of ``state_dict``: mmengine's EMA hooks load it with ``strict=False``, so a
-    tensor missing there (the list of shared keys removed by a tool that keeps only the keys it
-    knows) would resume at the model's initial weights without a word."""
+    """An ``ema_state_dict`` (its shared tensors put back) must hold ``module.<key>`` for
+    every tensor of ``state_dict``, its ``steps`` and nothing else: mmengine's EMA hooks load
+    it with ``strict=False``, so a tensor missing there (the list of shared keys removed or
+    cut short by a tool that keeps only what it knows) would resume at the model's initial
+    weights, and a missing ``steps`` would restart the EMA's schedule (its next update a plain
+    copy of the model), without a word; a key of no state_dict tensor stops mmengine's swap
+    with a bare KeyError."""
     if not isinstance(state, dict) or not isinstance(ema, dict):
         return
     missing = [key for key, value in state.items()
                if torch.is_tensor(value) and f'module.{key}' not in ema]
     if missing:
         raise ValueError(f'checkpoint {source}: ema_state_dict lacks {len(missing)} of the '
-                         f'{len(state)} state_dict tensors (e.g. module.{missing[0]}) and there '
-                         f'is no {SHARED_EMA_KEY} listing them as shared; expected the file '
+                         f'{len(state)} state_dict tensors (e.g. module.{missing[0]}) and '
+                         f'{SHARED_EMA_KEY} does not list them as shared; expected the file '
                          'tools/train.py wrote (a damaged or hand-edited file: a resumed EMA '
                          'would start those tensors from the initial weights)')
+    if EMA_STEPS_KEY not in ema:
+        raise ValueError(f'checkpoint {source}: ema_state_dict holds no "{EMA_STEPS_KEY}" (the '
+                         'EMA\'s update count); expected the file tools/train.py wrote (a '
+                         'damaged or hand-edited file: a resumed EMA would restart its '
+                         'schedule, its next update a copy of the model)')
+    unknown = [key for key in ema if key != EMA_STEPS_KEY and not (
+        key.startswith('module.') and key[len('module.'):] in state)]
+    if unknown:
+        raise ValueError(f'checkpoint {source}: ema_state_dict holds {len(unknown)} key(s) of '
+                         f'no state_dict tensor ({_listed(unknown)}); expected "{EMA_STEPS_KEY}" '
+                         'and module.<key> for each state_dict key (a damaged or hand-edited '
+                         'file, or the EMA of another model)')
 
 
 def state_dict_of(checkpoint: dict, source: str = 'checkpoint') -> 'OrderedDict[str, object]':

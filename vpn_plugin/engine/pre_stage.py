@@ -14,6 +14,7 @@
 from __future__ import annotations
 
 import hashlib
+import io
 import json
 
 import torch
@@ -67,10 +68,20 @@ def stage_progress(what: str, total: int, unit: str = 'steps') -> StepProgress:
                         interval=PROGRESS_SECONDS)
 
 
+def save_torch_file(payload, path) -> None:
+    """``torch.save`` through memory, then one Python write: torch's own zip writer reports a
+    full disk as ``RuntimeError: [enforce fail at inline_container.cc] unexpected pos``, which
+    no ``OSError`` handler sees (a traceback, and the partial file left behind)."""
+    buffer = io.BytesIO()
+    torch.save(payload, buffer)
+    with open(path, 'wb') as handle:
+        handle.write(buffer.getbuffer())
+
+
 def save_pre_stage(path, payload: dict) -> None:
     """``torch.save(payload)`` to ``path`` atomically: a killed or full-disk run leaves the
     complete file or none (a partial one would be reused)."""
-    replace_atomically(path, lambda temporary: torch.save(payload, temporary),
+    replace_atomically(path, lambda temporary: save_torch_file(payload, temporary),
                        lambda path, cause: OutputWriteError(
                            f'cannot save the pre-stage file {path}: {cause}; nothing was '
                            'written there (free disk space or give a writable --work-dir)'))

@@ -27,7 +27,7 @@ import numpy as np
 
 from vpn_plugin.core.metrics import METRIC_NAMES
 from vpn_plugin.core.stats import MIN_SEEDS_FOR_CI, seed_interval
-from vpn_plugin.errors import check_file, read_json
+from vpn_plugin.errors import OutputWriteError, check_file, read_json, replace_atomically
 from vpn_plugin.outputs import FIGURE_MARKER, OVERLAP_TABLE_MARKER
 from .results import METRIC_LABELS, SHORTENED_MARK, ResultRow, shortened_reason
 
@@ -292,8 +292,13 @@ def save_figure(fig, out_stem) -> list[Path]:
     out_stem.parent.mkdir(parents=True, exist_ok=True)
     paths = [out_stem.with_suffix('.png'), out_stem.with_suffix('.pdf')]
     for path in paths:  # the marker tells tools/plots.py its earlier figures (outputs.py)
-        fig.savefig(path, bbox_inches='tight', pad_inches=0.02,
-                    metadata={'Creator': FIGURE_MARKER})
+        def write(temporary, path=path):  # atomic: a full disk leaves no 0-byte figure
+            with open(temporary, 'wb') as handle:
+                fig.savefig(handle, format=path.suffix[1:], bbox_inches='tight',
+                            pad_inches=0.02, metadata={'Creator': FIGURE_MARKER})
+        replace_atomically(path, write, lambda path, cause: OutputWriteError(
+            f'cannot write the figure {path}: {cause}; nothing was written there (free disk '
+            'space or choose another --out)'))
     _pyplot().close(fig)
     return paths
 
