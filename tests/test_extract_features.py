@@ -225,13 +225,15 @@ def test_two_processes_split_one_list_without_overlap_or_gap(videos, tmp_path):
 
 def test_every_rank_checks_the_folder_before_any_rank_writes(videos, s3d, tmp_path):
     """CI: under load, rank 1 wrote its first feature file before rank 0 checked --out, and
-    rank 0 refused the folder as someone else's (feature files but no extraction.json)."""
+    rank 0 refused the folder as someone else's (feature files but no extraction.json); then
+    rank 1 checked --out while rank 0 wrote extraction.json (its temporary file there). Every
+    rank checks, a barrier, rank 0 writes the record, a barrier, then the features."""
     def extract(rank):
         seen = []
         extract_videos(s3d, list_videos([videos]), tmp_path, RECIPE, num_workers=0, rank=rank,
                        world_size=2, barrier=lambda: seen.append(sorted(os.listdir(tmp_path))))
         return seen
-    assert extract(0) == [['extraction.json']]  # the record, and not one feature file yet
+    assert extract(0) == [[], ['extraction.json']]  # checked untouched; the record, no feature
     assert extract(1)[0][0] == 'extraction.json'
     assert len(list(tmp_path.glob('*.npz'))) == 4
 

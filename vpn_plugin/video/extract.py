@@ -155,11 +155,12 @@ def write_features_atomically(path: Path, arrays: Dict[str, np.ndarray]) -> None
         raise
 
 
-def check_manifest(out_dir: Path, settings: dict, rank: int) -> None:
+def check_manifest(out_dir: Path, settings: dict, rank: int, write: bool = True) -> None:
     """``extraction.json`` records the settings of the folder's features; other settings into
     the same folder are refused (mixed features would be wrong numbers), and so is a folder
     that already holds feature files without one (a dataset's feature folder: its files are
-    no extraction of this tool to resume, and it gets no manifest of ours)."""
+    no extraction of this tool to resume, and it gets no manifest of ours). Rank 0 writes a
+    missing one when ``write`` (:func:`write_manifest`)."""
     path = out_dir / MANIFEST
     if not path.exists():
         # anything but a failed run's own leftovers: a dataset's feature folder in any layout
@@ -182,7 +183,14 @@ def check_manifest(out_dir: Path, settings: dict, rank: int) -> None:
             raise ValueError(f'{path}: the features in {out_dir} were extracted with {found}; '
                              f'this run asks for {settings}. Use another --out folder (or '
                              'remove that one)')
-    elif rank == 0:
+    elif rank == 0 and write:
+        write_manifest(out_dir, settings)
+
+
+def write_manifest(out_dir: Path, settings: dict) -> None:
+    """Write ``extraction.json`` unless it is there (checked by :func:`check_manifest`)."""
+    path = out_dir / MANIFEST
+    if not path.exists():
         write_text_atomically(path, json.dumps(settings, indent=1, sort_keys=True), MANIFEST)
 
 
@@ -310,7 +318,11 @@ def extract_videos(network: Callable, videos: Sequence[Path], out_dir, recipe: F
         raise NotADirectoryError(f'--out {out_dir}: {above} is {path_kind(above)}, not a folder; '
                                  'expected a folder for the feature files') from None
     names = output_names(videos, naming)
-    check_manifest(out_dir, settings or dict(recipe=recipe.as_dict()), rank)
+    settings = settings or dict(recipe=recipe.as_dict())
+    check_manifest(out_dir, settings, rank, write=False)
+    barrier()  # every rank has checked the folder: no rank checks while rank 0 writes into it
+    if rank == 0:
+        write_manifest(out_dir, settings)
     barrier()
     mine = shard(list(zip(videos, names)), rank, world_size)
     result = ExtractionResult()
