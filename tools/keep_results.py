@@ -48,12 +48,10 @@ def check_own_folder(folder: Path, out: Path) -> None:
                          f'folder of that name beside --out {out}: choose another --out')
     named = {Path(row.per_sample_file).resolve() for row in
              (read_results(out) if out.is_file() else []) if row.per_sample_file}
-    foreign = sorted(p for p in folder.rglob('*') if p.resolve() not in named
-                     and not p.is_dir())
-    if foreign or any(p.is_dir() for p in folder.iterdir()):
-        shown = foreign[0] if foreign else next(p for p in folder.iterdir() if p.is_dir())
-        raise ValueError(f'{folder}/ holds {shown}, which {out} does not name as a kept dump; '
-                         '--overwrite replaces only a folder of dumps that keep_results.py '
+    foreign = sorted(p for p in folder.rglob('*') if p.is_dir() or p.resolve() not in named)
+    if foreign:
+        raise ValueError(f'{folder}/ holds {foreign[0]}, which {out} does not name as a kept '
+                         'dump; --overwrite replaces only a folder of dumps that keep_results.py '
                          'wrote: choose another --out')
 
 

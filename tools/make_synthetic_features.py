@@ -73,8 +73,9 @@ def main(argv=None):
             raise ValueError('--out is required with --dataset')
         taxonomy, videos = dataset_videos(args.dataset, args.data_root or '../shared/data')
         features = Path(args.out) / 'features'
-    check_feature_folder(features, videos, args)
-    remove_other_format(features, videos, args.format)
+    earlier = earlier_run(features)
+    check_feature_folder(features, videos, args, earlier is not None)
+    remove_other_format(features, videos, args.format, earlier)
     generator = SyntheticFeatureGenerator(taxonomy, args.frame_dim, args.difficulty, args.seed)
     print(f'{args.dataset or args.config}: {len(videos)} videos -> {features} ({args.format}, '
           f'{args.dtype})')
@@ -86,12 +87,20 @@ def main(argv=None):
     print(json.dumps(info))
 
 
-def check_feature_folder(features: Path, videos, args) -> None:
-    """Synthetic features may replace earlier synthetic ones (``<out>/synthetic_manifest.json``
-    is ours) but not, without ``--overwrite``, feature files of another origin (a config's
-    real ``feature_dir``), nor a manifest of another tool (vpn_plugin/outputs.py)."""
+def earlier_run(features: Path):
+    """The record of an earlier synthetic run into ``features`` (``<out>/synthetic_manifest.json``
+    recognised as ours, vpn_plugin/outputs.py), else None."""
     manifest = features.parent / MANIFEST
-    earlier = manifest.is_file() and KINDS['synthetic_manifest'].recognise(manifest)
+    if manifest.is_file() and KINDS['synthetic_manifest'].recognise(manifest):
+        return read_json(manifest, 'synthetic manifest')
+    return None
+
+
+def check_feature_folder(features: Path, videos, args, earlier: bool) -> None:
+    """Synthetic features may replace earlier synthetic ones (``earlier``: the folder's
+    manifest is ours) but not, without ``--overwrite``, feature files of another origin (a
+    config's real ``feature_dir``), nor a manifest of another tool (vpn_plugin/outputs.py)."""
+    manifest = features.parent / MANIFEST
     check_output(manifest, 'synthetic_manifest', '--out', (args.config,), args.overwrite)
     if earlier or args.overwrite or not features.is_dir():
         return
@@ -104,14 +113,11 @@ def check_feature_folder(features: Path, videos, args) -> None:
                          '--out, or pass --overwrite')
 
 
-def remove_other_format(features: Path, videos, fmt: str) -> None:
-    """An earlier synthetic run of another ``--format`` into the same folder (its manifest is
-    ours) left a file per video that the loader would find beside the new one (``X.npy``
-    beside ``X.npz`` is refused): they are removed, and said."""
-    manifest = features.parent / MANIFEST
-    if not (manifest.is_file() and KINDS['synthetic_manifest'].recognise(manifest)):
-        return
-    earlier = read_json(manifest, 'synthetic manifest').get('format')
+def remove_other_format(features: Path, videos, fmt: str, record) -> None:
+    """An earlier synthetic run of another ``--format`` into the same folder (``record``: its
+    manifest, :func:`earlier_run`) left a file per video that the loader would find beside
+    the new one (``X.npy`` beside ``X.npz`` is refused): they are removed, and said."""
+    earlier = (record or {}).get('format')
     if earlier in FORMATS and earlier != fmt:
         stale = [features / f'{v.feature}{FORMATS[earlier]}' for v in videos]
         stale = [path for path in stale if path.is_file()]
