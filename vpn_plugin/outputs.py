@@ -164,6 +164,9 @@ KINDS = {
         lambda value: isinstance(value, dict) and set(value) == {'first', 'last'})),
     'results': OutputKind('results file (JSON lines)', ('.jsonl',), results_rows),
     'llm_side_file': OutputKind('per-run file of tools/llm_eval.py', (), json_objects),
+    'per_sample': OutputKind('per-sample scores JSON of PlanningMetric', ('.json',),
+                             json_matching(lambda value: isinstance(value, dict) and {
+                                 'metrics', 'sample_idx', 'pred_plan', 'gt_plan'} <= set(value))),
 }
 
 

@@ -65,7 +65,7 @@ class PlanningMetric(BaseMetric):
                  extra_metrics: Sequence[str] = (), miou_batch_size: Optional[int] = None,
                  collect_device: str = 'cpu', prefix: Optional[str] = None) -> None:
         super().__init__(collect_device=collect_device, prefix=prefix)
-        self.out_file, self.authors_selection = out_file, authors_selection
+        self.out_file, self.authors_selection = _checked_out_file(out_file), authors_selection
         unknown = sorted(set(extra_metrics) - set(EXTRA_METRICS))
         if unknown:
             raise ValueError(f'PlanningMetric: extra_metrics {unknown} are unknown; expected '
@@ -124,6 +124,24 @@ class PlanningMetric(BaseMetric):
                        scores={name: values.tolist() for name, values in scores.items()},
                        no_plan=missing)
         write_text_atomically(self.out_file, json.dumps(payload), 'per-sample scores')
+
+
+def _checked_out_file(out_file: Optional[str]) -> Optional[str]:
+    """``out_file`` may replace only an earlier per-sample dump (vpn_plugin/outputs.py):
+    pointed at the checkpoint under test, a config or a window file, it is refused before
+    anything runs, not found replaced after the test."""
+    if not out_file:
+        return out_file
+    from ..outputs import check_output
+    flag = 'PlanningMetric out_file'
+    try:
+        return str(check_output(out_file, 'per_sample', flag))
+    except ValueError as error:
+        if 'the file exists' not in str(error):
+            raise
+        raise ValueError(f'{flag} {out_file}: the file exists and is not an earlier per-sample '
+                         'dump of PlanningMetric (a checkpoint, a config, someone\'s JSON would '
+                         'be replaced); give the evaluator another out_file') from None
 
 
 def authors_selection_score(metrics: Dict[str, float]) -> float:
