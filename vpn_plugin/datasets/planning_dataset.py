@@ -204,8 +204,13 @@ class PlanningDataset(Dataset):
         return keep, videos
 
     def _subset(self, windows, fraction, seed):
-        if fraction is None or self.split != 'train':
+        if fraction is None:
             return windows
+        if self.split != 'train':  # would be ignored: the whole split is read
+            raise ValueError(f'PlanningDataset ({self.split}): subset_fraction={fraction!r}; '
+                             'a subset is drawn of the training split only (the '
+                             f'{self.split} split is always read whole): set '
+                             'train_dataloader.dataset.subset_fraction')
         if not 0 < fraction <= 1:
             raise ValueError(f'subset_fraction={fraction}; expected 0 < fraction <= 1')
         count = max(1, int(round(fraction * len(windows))))
@@ -549,6 +554,7 @@ def check_split_disjoint(cfg) -> None:
     whose sources are dataset configs of their own, are not checked), and so must its training
     and validation videos (:func:`check_held_out_agrees`): ``ValueError``."""
     train, val, test = (_planning_dataset(cfg, split) for split in ('train', 'val', 'test'))
+    check_split_roles(dict(train=train, val=val, test=test), cfg.filename or 'config')
     if train and val:
         check_held_out_agrees(train, val, cfg.filename or 'config')
     if not (train and test):
@@ -556,6 +562,30 @@ def check_split_disjoint(cfg) -> None:
     check_disjoint(source_videos(train), source_videos(test),
                    f'{cfg.filename or "config"}: train_dataloader.dataset / '
                    'test_dataloader.dataset')
+
+
+# the splits each dataloader may read: a training on the 'test' split of its window file (its
+# validation videos too) or a test scored on 'train' (90% of the test windows), each logged as
+# if it were the config's, is refused; validation may use the test windows (the authors'
+# checkpoint selection, configs/_base_/selection)
+SPLIT_ROLES = {'train': ('train',), 'val': ('val', 'test'), 'test': ('test',)}
+
+
+def check_split_roles(datasets: dict, where: str) -> None:
+    """``<loader>_dataloader.dataset.split`` must be a split that loader may read
+    (:data:`SPLIT_ROLES`): ``ValueError`` naming the key, the value and what is expected."""
+    for loader, dataset in datasets.items():
+        split = (dataset or {}).get('split', 'train')
+        if dataset and split not in SPLIT_ROLES[loader]:
+            allowed = ' or '.join(repr(s) for s in SPLIT_ROLES[loader])
+            raise ValueError(
+                f'{where}: {loader}_dataloader.dataset.split={split!r}; expected {allowed}: '
+                f'the {loader} dataloader reading the {split!r} split would '
+                + ('train on windows the other splits use (and be logged as its training)'
+                   if loader == 'train' else
+                   f'score a part of other windows as the {loader} set' if loader == 'test' else
+                   'select the checkpoint on windows it was trained on')
+                + '; change the window or annotation file instead to use other data')
 
 
 def _planning_dataset(cfg, split: str) -> Optional[dict]:
