@@ -414,6 +414,7 @@ def check_config_entries(cfg, where: str) -> None:
                 for split in ('val', 'test') for evaluator in _evaluators(cfg.get(f'{split}_evaluator'))]
     for name, registry, entry in entries:
         _check_arguments(f'{where}: {name}', registry, entry)
+    check_runner_options(cfg, where)
     check_run_numbers(cfg, where)
     if isinstance(cfg.get('model'), dict):
         check_model_numbers(cfg.model, where)
@@ -422,6 +423,102 @@ def check_config_entries(cfg, where: str) -> None:
             build_pkg_builder(copy.deepcopy(pkg))
         except (ValueError, KeyError, TypeError) as error:
             raise ValueError(f'{where}: model.pkg: {error}') from None
+
+
+ENV_CFG_KEYS = ('cudnn_benchmark', 'mp_cfg', 'dist_cfg', 'resource_limit')  # Runner.setup_env
+# what mmengine's Runner.build_dataloader takes besides torch DataLoader's own arguments
+DATALOADER_KEYS = ('dataset', 'sampler', 'batch_sampler', 'collate_fn', 'worker_init_fn',
+                   'num_batch_per_epoch')
+OPTIM_WRAPPER_BUILD_KEYS = ('type', 'optimizer', 'constructor', 'paramwise_cfg')
+
+
+def check_runner_options(cfg, where: str) -> None:
+    """The runner's own entries take only options their mmengine/torch classes read:
+    ``env_cfg`` (an unknown key is ignored without a word), ``randomness``, each dataloader,
+    ``optim_wrapper`` and its ``optimizer``, ``default_hooks`` and ``param_scheduler``
+    (a misspelt key is a TypeError traceback, for the checkpoint hook only after the whole
+    training); ``ValueError`` naming the entry, the key and the options there are."""
+    import torch.utils.data
+    from mmaction.registry import HOOKS, OPTIM_WRAPPERS, OPTIMIZERS, PARAM_SCHEDULERS
+    _check_keys(f'{where}: env_cfg', cfg.get('env_cfg'), ENV_CFG_KEYS)
+    _check_keys(f'{where}: randomness', cfg.get('randomness'),
+                _parameters(Runner.set_randomness))
+    loader_keys = sorted({*_parameters(torch.utils.data.DataLoader.__init__), *DATALOADER_KEYS})
+    for split in ('train', 'val', 'test'):
+        _check_keys(f'{where}: {split}_dataloader', cfg.get(f'{split}_dataloader'), loader_keys)
+    wrapper = cfg.get('optim_wrapper')
+    if isinstance(wrapper, dict) and 'constructor' not in wrapper:
+        _check_optim_wrapper(f'{where}: optim_wrapper', wrapper, OPTIM_WRAPPERS, OPTIMIZERS)
+    for name, hook in (cfg.get('default_hooks') or {}).items():
+        if isinstance(hook, dict) and hook.get('type'):
+            _check_hook(f'{where}: default_hooks.{name}', HOOKS, hook)
+    schedulers = cfg.get('param_scheduler')
+    for index, scheduler in enumerate(schedulers if isinstance(schedulers, list)
+                                      else [schedulers]):
+        if isinstance(scheduler, dict) and scheduler.get('type'):
+            _check_chained_arguments(f'{where}: param_scheduler[{index}]', PARAM_SCHEDULERS,
+                                     scheduler)
+
+
+def _check_chained_arguments(where: str, registry, entry: dict) -> None:
+    """As :func:`_check_arguments` for classes that pass ``**kwargs`` on to their base class
+    (mmengine's parameter schedulers): the options of every ``__init__`` up the chain."""
+    cls = registry.get(entry.get('type'))
+    if not isinstance(cls, type):
+        return _check_arguments(where, registry, entry)
+    options = set()
+    for base in cls.__mro__:
+        if '__init__' not in vars(base):
+            continue
+        parameters = inspect.signature(base.__init__).parameters
+        options |= {n for n, p in parameters.items() if p.kind not in (p.VAR_KEYWORD,
+                                                                        p.VAR_POSITIONAL)}
+        if not any(p.kind == p.VAR_KEYWORD for p in parameters.values()):
+            break
+    else:
+        return None  # every class takes any keyword
+    _check_keys(f'{where} ({entry["type"]})', {k: v for k, v in entry.items() if k != 'type'},
+                (options | {'convert_to_iter_based'}) - {'self', 'optimizer'})
+
+
+def _parameters(function) -> list:
+    return [name for name in inspect.signature(function).parameters if name != 'self']
+
+
+def _check_keys(where: str, entry, options) -> None:
+    if not isinstance(entry, dict):
+        return
+    unknown = sorted(set(entry) - set(options))
+    if unknown:
+        from vpn_plugin.errors import close_match_hint
+        raise ValueError(f'{where} has no option(s) {unknown}; expected some of '
+                         f'{sorted(options)}{close_match_hint(unknown[0], sorted(options))}')
+
+
+def _check_optim_wrapper(where: str, wrapper: dict, wrappers, optimizers) -> None:
+    kind = wrapper.get('type', 'OptimWrapper')
+    from vpn_plugin.compat import has_accelerator
+    if kind == 'AmpOptimWrapper' and not has_accelerator():  # mmengine: an AssertionError
+        raise ValueError(f'{where}.type={kind!r} (mixed precision) needs a GPU and this '
+                         "machine has none; use type='OptimWrapper' (or drop --amp)")
+    _check_arguments(where, wrappers, {k: v for k, v in wrapper.items()
+                                       if k not in OPTIM_WRAPPER_BUILD_KEYS[1:]} | {'type': kind})
+    optimizer = wrapper.get('optimizer')
+    if isinstance(optimizer, dict):
+        _check_arguments(f'{where}.optimizer', optimizers, optimizer)
+
+
+def _check_hook(where: str, registry, hook: dict) -> None:
+    """A hook's options; mmengine's ``CheckpointHook`` passes the ones it does not know on
+    to ``Runner.save_checkpoint``, which takes only its own."""
+    from mmengine.hooks import CheckpointHook
+    cls = registry.get(hook['type'])
+    if isinstance(cls, type) and issubclass(cls, CheckpointHook):
+        _check_keys(where, {k: v for k, v in hook.items() if k != 'type'},
+                    {*_parameters(CheckpointHook.__init__), *_parameters(Runner.save_checkpoint)}
+                    - {'kwargs', 'args'})
+    else:
+        _check_arguments(where, registry, hook)
 
 
 def _evaluators(evaluator) -> list:
