@@ -695,5 +695,29 @@ def _read_text(path: Path, vid: Optional[str] = None) -> str:
 
 def read_json_file(path: Path):
     """The parsed JSON of ``path`` (``errors.read_json``: a missing, unreadable or malformed
-    file is an error naming it, the line and column)."""
-    return read_json(path, 'annotation file')
+    file is an error naming it, the line and column); an object with a key twice (JSON keeps
+    the last value and drops the other without a word) is a ``ValueError`` naming the file,
+    the key, both values and the object's feature / vid / id where it has one."""
+    return read_json(path, 'annotation file', object_pairs_hook=_unique_keys(path))
+
+
+def _unique_keys(path):
+    def pairs_to_dict(pairs):
+        seen = {}
+        for key, value in pairs:
+            if key in seen:
+                named = next((f' (in the object of {name} {dict(pairs)[name]!r})'
+                              for name in ('feature', 'vid', 'id', 'video_id')
+                              if name in dict(pairs) and name != key), '')
+                raise ValueError(f'annotation file {path}: the key {key!r} is given twice in one '
+                                 f'object{named}: {_short(seen[key])} and {_short(value)}; '
+                                 'JSON would keep only the last: expected each key once')
+            seen[key] = value
+        return seen
+    return pairs_to_dict
+
+
+def _short(value) -> str:
+    text = repr(value)
+    return text if len(text) <= 80 else text[:77] + '...'
+
