@@ -545,9 +545,11 @@ def check_run_numbers(cfg, where: str) -> None:
     if isinstance(clip, dict) and 'max_norm' in clip:  # a negative one flips every gradient
         check_number(f'{where}: optim_wrapper.clip_grad.max_norm', clip['max_norm'], low=0,
                      low_open=True)
-    interval = ((cfg.get('default_hooks') or {}).get('checkpoint') or {}).get('interval')
-    if interval is not None:  # <= 0: at the end only (mmengine's rule)
-        check_number(f'{where}: default_hooks.checkpoint.interval', interval, integer=True)
+    checkpoint = (cfg.get('default_hooks') or {}).get('checkpoint') or {}
+    for key in ('interval', 'max_keep_ckpts'):  # <= 0: at the end only / keep all (mmengine)
+        if checkpoint.get(key) is not None:
+            check_number(f'{where}: default_hooks.checkpoint.{key}', checkpoint[key],
+                         integer=True)
     randomness = cfg.get('randomness') or {}
     if isinstance(randomness, dict):
         check_number(f'{where}: randomness.seed', randomness.get('seed'), integer=True, low=0,
@@ -625,6 +627,22 @@ def check_loop_counts(cfg) -> None:
                                   or value < 1):
             raise ValueError(f'{cfg.filename or "config"}: train_cfg.{key}={value!r}; expected '
                              'an integer >= 1')
+    check_validation_start(cfg, train_cfg)
+
+
+def check_validation_start(cfg, train_cfg) -> None:
+    """``train_cfg.val_begin`` is an epoch number (a string failed at the first validation
+    with a TypeError); past ``max_epochs`` no validation runs and no checkpoint is selected,
+    which is said by ``--no-validate``, not by a number."""
+    from vpn_plugin.errors import check_number
+    begin, epochs = train_cfg.get('val_begin'), train_cfg.get('max_epochs')
+    where = f'{cfg.filename or "config"}: train_cfg.val_begin'
+    check_number(where, begin, integer=True, optional=True)
+    if begin is not None and isinstance(epochs, int) and begin > epochs \
+            and cfg.get('val_cfg') is not None:
+        raise ValueError(f'{where}={begin} is past train_cfg.max_epochs={epochs}: no validation '
+                         'would run and no checkpoint would be selected; to train without '
+                         'validation give --no-validate, else an epoch <= max_epochs')
 
 
 def build_runner(cfg) -> Runner:

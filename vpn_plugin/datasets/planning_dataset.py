@@ -221,14 +221,14 @@ class PlanningDataset(Dataset):
     def _limit(self, limit, seed):
         """Keep ``limit`` windows stratified over tasks (class docstring); (kept, all) or
         None when every window is kept."""
+        if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:  # also unused
+            raise ValueError(f'PlanningDataset: limit_seed={seed!r}; expected an integer >= 0 '
+                             '(the seed of the stratified draw of the limit windows)')
         if limit is None:
             return None
         if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
             raise ValueError(f'PlanningDataset: limit={limit!r}; expected an integer >= 1 '
                              '(windows kept, stratified over tasks)')
-        if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
-            raise ValueError(f'PlanningDataset: limit_seed={seed!r}; expected an integer >= 0 '
-                             '(the seed of the stratified draw of the limit windows)')
         total = len(self.windows)
         if limit >= total:
             return None
