@@ -1,0 +1,183 @@
+"""Issue 37, sixth hostile pass (training / evaluation half): a data loss, wrong results and
+silent cases found by new inputs, each now refused naming the file or key, the value and what
+was expected. Every test fails on c34d551 (before these fixes)."""
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+import torch
+
+import vpn_plugin.mm  # noqa: F401  (registration)
+from tool_modules import load_tool
+from vpn_plugin.data_paths import REPO_ROOT, load_config
+
+NIV_CONFIG = str(REPO_ROOT / 'configs/vpn_niv_t3.py')
+
+
+def checked(options: dict):
+    """``check_config_entries`` and the split check of ``configs/vpn_niv_t3.py`` with
+    ``options`` merged as ``--cfg-options`` would (no data is read before they refuse)."""
+    from vpn_plugin.data_paths import apply_horizon, resolve_paths
+    from vpn_plugin.datasets.planning_dataset import check_split_disjoint
+    from vpn_plugin.runner import check_config_entries
+    cfg = resolve_paths(apply_horizon(load_config(NIV_CONFIG, options)))
+    check_config_entries(cfg, cfg.filename)
+    check_split_disjoint(cfg)
+
+
+@pytest.mark.parametrize('option, value, expected', [
+    # before: exit 0 with 241 of the 270 test windows scored as the test (wrong result)
+    ('test_dataloader.dataset.split', 'train', r"test_dataloader.dataset.split='train'; "
+                                               r"expected 'test'"),
+    # before: exit 0 with the 29 windows of 4 test videos scored as the test
+    ('test_dataloader.dataset.split', 'val', r"test_dataloader.dataset.split='val'; expected"),
+    # before: trained on every window of the training file, its validation videos too
+    ('train_dataloader.dataset.split', 'test', r"train_dataloader.dataset.split='test'; "
+                                               r"expected 'train'"),
+    # before: checkpoints selected on windows the model trained on, without a word
+    ('val_dataloader.dataset.split', 'train', r"val_dataloader.dataset.split='train'; "
+                                              r"expected 'val' or 'test'"),
+])
+def test_a_dataloader_reading_another_split_is_refused(option, value, expected):
+    with pytest.raises(ValueError, match=expected):
+        checked({option: value})
+
+
+def test_the_authors_selection_still_validates_on_the_test_split():
+    """Validation may read the test windows (configs/selection: the authors' checkpoint
+    selection), so that config passes the split check."""
+    from vpn_plugin.datasets.planning_dataset import _planning_dataset, check_split_roles
+    cfg = load_config(str(REPO_ROOT / 'configs/selection/vpn_niv_t3_authors.py'), {})
+    assert cfg.val_dataloader.dataset.split == 'test'
+    check_split_roles({s: _planning_dataset(cfg, s) for s in ('train', 'val', 'test')},
+                      cfg.filename)
+
+
+@pytest.mark.parametrize('option, value, expected', [
+    # before: an unknown env_cfg key was ignored without a word (exit 0)
+    ('env_cfg.cudnn_benchmarkk', True, r"env_cfg has no option\(s\) \['cudnn_benchmarkk'\]; "
+                                       r".*did you mean 'cudnn_benchmark'"),
+    # before: TypeError tracebacks (mmengine / torch), the checkpoint hook's only after training
+    ('optim_wrapper.optimiser.lr', 1.0, r"optim_wrapper: OptimWrapper has no option\(s\) "
+                                        r"\['optimiser'\]"),
+    ('default_hooks.checkpoint.intervall', 2, r"default_hooks.checkpoint has no option\(s\) "
+                                              r"\['intervall'\].*did you mean 'interval'"),
+    ('randomness.seeds', 1, r"randomness has no option\(s\) \['seeds'\]"),
+    ('train_dataloader.batchsize', 4, r"train_dataloader has no option\(s\) \['batchsize'\]"),
+    ('optim_wrapper.optimizer.type', 'Nope', r"optim_wrapper.optimizer: type 'Nope' is not "
+                                             r"registered"),
+    ('optim_wrapper.type', 'AmpOptimWrapper', r"AmpOptimWrapper' \(mixed precision\) needs a "
+                                              r"GPU"),
+    ('param_scheduler.0.endd', 3, r"param_scheduler\[0\] \(StepLR\) has no option\(s\) "
+                                  r"\['endd'\].*did you mean 'end'"),
+])
+def test_misspelt_runner_options_are_refused_naming_the_entry(option, value, expected):
+    if option == 'optim_wrapper.type' and torch.cuda.is_available():
+        pytest.skip('mixed precision runs on a GPU')
+    with pytest.raises(ValueError, match=expected):
+        checked({option: value})
+
+
+def test_every_config_passes_the_runner_option_checks():
+    """The checks above refuse no config of the repository (a false alarm would stop runs)."""
+    from vpn_plugin.runner import check_runner_options
+    for name in ('vpn_niv_t3.py', 'baselines/pdpp_niv_t3.py', 'baselines/cefito_niv_t3.py',
+                 'baselines/kepp_niv_t3.py', 'baselines/schema_niv_t3.py'):
+        cfg = load_config(str(REPO_ROOT / 'configs' / name), {})
+        check_runner_options(cfg, name)
+
+
+def test_an_evaluator_out_file_never_replaces_the_checkpoint_or_a_foreign_json(tmp_path):
+    """Before: ``test.py CFG run/x.pth --cfg-options test_evaluator.out_file=run/x.pth``
+    replaced the checkpoint under test by the per-sample JSON, exit 0 (data loss)."""
+    from vpn_plugin.evaluation.planning_metric import PlanningMetric
+    checkpoint = tmp_path / 'epoch_3.pth'
+    torch.save({'state_dict': {}}, checkpoint)
+    before = checkpoint.read_bytes()
+    with pytest.raises(ValueError, match=r'PlanningMetric out_file .*epoch_3.pth: expected a '
+                                         r'file name ending in .json'):
+        PlanningMetric(out_file=str(checkpoint))
+    mine = tmp_path / 'mine.json'
+    mine.write_text('{"notes": 1}')
+    with pytest.raises(ValueError, match=r'mine.json: the file exists and is not an earlier '
+                                         r'per-sample dump'):
+        PlanningMetric(out_file=str(mine))
+    assert checkpoint.read_bytes() == before and mine.read_text() == '{"notes": 1}'
+    # an earlier dump is replaced (a protocol rerun), as is a new file
+    dump = tmp_path / 'per_sample.json'
+    metric = PlanningMetric(out_file=str(dump))
+    metric.results = [dict(sample_idx=0, pred_plan=[1, 2, 3], gt_plan=[1, 2, 3])]
+    metric.compute_metrics(metric.results)
+    PlanningMetric(out_file=str(dump)).compute_metrics(metric.results)
+    assert json.loads(dump.read_text())['pred_plan'] == [[1, 2, 3]]
+
+
+def test_a_subset_fraction_of_a_split_that_is_read_whole_is_refused(tiny_crosstask):
+    """Before: ``test_dataloader.dataset.subset_fraction=0.5`` scored the whole test split
+    and said nothing (the option is read for the training split only)."""
+    from vpn_plugin.datasets.planning_dataset import PlanningDataset
+    arguments = {k: v for k, v in tiny_crosstask['test_dataset'].items() if k != 'type'}
+    with pytest.raises(ValueError, match=r'PlanningDataset \(test\): subset_fraction=0.5; a '
+                                         r'subset is drawn of the training split only'):
+        PlanningDataset(**arguments, subset_fraction=0.5)
+
+
+def test_a_key_given_twice_in_an_annotation_object_is_refused(tmp_path):
+    """Before: a window with ``legal_range`` twice kept the last one and dropped the other
+    without a word (Python's JSON reader does)."""
+    from vpn_plugin.datasets.annotations import read_json_file
+    path = tmp_path / 'train_T3.json'
+    path.write_text('[{"id": {"feature": "a_1.npy", "legal_range": [[1, 2, 3]], '
+                    '"task_id": 0, "legal_range": [[4, 5, 6]]}, "instruction_len": 3}]')
+    with pytest.raises(ValueError, match=r"train_T3.json: the key 'legal_range' is given twice "
+                                         r"in one object \(in the object of feature 'a_1.npy'\)"
+                                         r": \[\[1, 2, 3\]\] and \[\[4, 5, 6\]\]"):
+        read_json_file(path)
+
+
+def test_keep_results_keeps_no_row_twice(tmp_path):
+    """Before: ``keep_results.py R R --out K`` (or a file holding a copy of its rows) kept
+    every row twice, exit 0; report.py refused the kept file afterwards."""
+    keep = load_tool('keep_results')
+    source = tmp_path / 'r.jsonl'
+    shutil.copy(REPO_ROOT / 'docs/results_data/pkg_quality_niv.jsonl', source)
+    with pytest.raises(SystemExit, match=r'r.jsonl is given twice'):
+        keep.main([str(source), str(tmp_path / '.' / 'r.jsonl'), '--out',
+                   str(tmp_path / 'k.jsonl')])
+    doubled = tmp_path / 'd.jsonl'
+    doubled.write_text(source.read_text() + source.read_text())
+    with pytest.raises(SystemExit, match=r'is in the results twice'):
+        keep.main([str(doubled), '--out', str(tmp_path / 'k.jsonl')])
+    assert not (tmp_path / 'k.jsonl').exists()
+    keep.main([str(source), '--out', str(tmp_path / 'k.jsonl')])
+    assert len((tmp_path / 'k.jsonl').read_text().splitlines()) == \
+        len([line for line in source.read_text().splitlines() if line.strip()])
+
+
+@pytest.mark.parametrize('option, value, expected', [
+    # before: exit 0, trained without one validation and selected no checkpoint, nothing said
+    ('train_cfg.val_begin', 10 ** 9, r'train_cfg.val_begin=1000000000 is past '
+                                     r'train_cfg.max_epochs=500: no validation would run'),
+    # before: a TypeError traceback at the first validation
+    ('train_cfg.val_begin', 'abc', r"train_cfg.val_begin='abc'; expected an integer"),
+    # before: a TypeError traceback inside the checkpoint hook after the first epoch
+    ('default_hooks.checkpoint.max_keep_ckpts', 'abc',
+     r"default_hooks.checkpoint.max_keep_ckpts='abc'; expected an integer"),
+])
+def test_validation_start_and_kept_checkpoints_are_numbers_that_can_happen(option, value,
+                                                                           expected):
+    with pytest.raises(ValueError, match=expected):
+        from vpn_plugin.runner import check_loop_counts
+        cfg = load_config(NIV_CONFIG, {option: value})
+        check_loop_counts(cfg)
+        checked({option: value})
+
+
+def test_an_unused_limit_seed_of_the_wrong_kind_is_refused(tiny_crosstask):
+    """Before: ``limit_seed='abc'`` without ``limit`` was accepted without a word (read only
+    when a limit is given)."""
+    from vpn_plugin.datasets.planning_dataset import PlanningDataset
+    arguments = {k: v for k, v in tiny_crosstask['test_dataset'].items() if k != 'type'}
+    with pytest.raises(ValueError, match=r"limit_seed='abc'; expected an integer >= 0"):
+        PlanningDataset(**arguments, limit_seed='abc')
