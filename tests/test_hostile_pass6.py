@@ -181,3 +181,17 @@ def test_an_unused_limit_seed_of_the_wrong_kind_is_refused(tiny_crosstask):
     arguments = {k: v for k, v in tiny_crosstask['test_dataset'].items() if k != 'type'}
     with pytest.raises(ValueError, match=r"limit_seed='abc'; expected an integer >= 0"):
         PlanningDataset(**arguments, limit_seed='abc')
+
+
+@pytest.mark.parametrize('options, expected', [
+    ({'val_evaluator.prefix': 'x'}, r"save_best='plan/success_rate' is not a key of the "
+                                    r"validation metrics .*did you mean 'x/success_rate'"),
+    ({'default_hooks.checkpoint.save_best': 'plan/nosuch'}, r"save_best='plan/nosuch' is not "
+                                                            r"a key of the validation metrics"),
+])
+def test_a_save_best_key_the_validation_never_reports_is_refused_before_training(options,
+                                                                                  expected):
+    """Before: trained one epoch, then ``error: plan/success_rate`` (mmengine's KeyError)."""
+    with pytest.raises(ValueError, match=expected):
+        checked(options)
+    checked({'val_evaluator.prefix': 'x', 'default_hooks.checkpoint.save_best': 'x/miou_set'})

@@ -550,10 +550,37 @@ def check_run_numbers(cfg, where: str) -> None:
         if checkpoint.get(key) is not None:
             check_number(f'{where}: default_hooks.checkpoint.{key}', checkpoint[key],
                          integer=True)
+    check_save_best(cfg, checkpoint.get('save_best'), where)
     randomness = cfg.get('randomness') or {}
     if isinstance(randomness, dict):
         check_number(f'{where}: randomness.seed', randomness.get('seed'), integer=True, low=0,
                      high=2 ** 32 - 1, optional=True)
+
+
+def check_save_best(cfg, save_best, where: str) -> None:
+    """``default_hooks.checkpoint.save_best`` must be a key the validation metrics have
+    (``val_evaluator.prefix=x`` or ``save_best='plan/nosuch'`` ended after the first epoch
+    in ``error: plan/success_rate``, mmengine's KeyError); checked when every validation
+    evaluator is a ``PlanningMetric`` (whose keys are known before the run)."""
+    if not save_best or save_best == 'auto' or cfg.get('val_cfg') is None:
+        return
+    evaluators = _evaluators(cfg.get('val_evaluator'))
+    if not evaluators or any(str(e.get('type')).split('.')[-1] != 'PlanningMetric'
+                             for e in evaluators):
+        return
+    from vpn_plugin.core.metrics import METRIC_NAMES
+    keys = set()
+    for evaluator in evaluators:
+        names = [*METRIC_NAMES, *(evaluator.get('extra_metrics') or ())]
+        names += ['authors_selection'] if evaluator.get('authors_selection') else []
+        keys |= {f'{evaluator.get("prefix") or "plan"}/{name}' for name in names}
+    for key in [save_best] if isinstance(save_best, str) else list(save_best):
+        if key not in keys:
+            from vpn_plugin.errors import close_match_hint
+            raise ValueError(f'{where}: default_hooks.checkpoint.save_best={key!r} is not a '
+                             f'key of the validation metrics {sorted(keys)}'
+                             f'{close_match_hint(str(key), sorted(keys))}; the best checkpoint '
+                             'is chosen by one of them (val_evaluator.prefix names their prefix)')
 
 
 # model options every planner reads the same way: counts and sizes (integers >= 1), dropout
