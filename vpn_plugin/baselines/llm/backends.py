@@ -98,8 +98,24 @@ class ResponseCache:
         from vpn_plugin.errors import check_folder_target
         self.root = Path(root)
         check_folder_target(self.root, 'reply cache', 'the cached replies', '--cache-dir')
+        self._check_is_a_cache()
         self.root.mkdir(parents=True, exist_ok=True)
         self._secret = self._read_or_make_secret()
+
+    def _check_is_a_cache(self) -> None:
+        """An existing folder without the cache's key holds only entry folders (``<2 hex>/``,
+        a cache of an older version): ``--cache-dir`` pointed at a dataset or work folder
+        would scatter the key and entry folders among its files."""
+        import re
+        if not self.root.is_dir() or (self.root / self.KEY_FILE).exists():
+            return
+        foreign = sorted(p.name for p in self.root.iterdir()
+                         if not (p.is_dir() and re.fullmatch(r'[0-9a-f]{2}', p.name)))
+        if foreign:
+            raise ValueError(f'--cache-dir {self.root} holds {foreign[:3]}'
+                             f'{" ..." if len(foreign) > 3 else ""} and is no reply cache (no '
+                             f'{self.KEY_FILE}; a cache holds it and <2 hex digits>/ entry '
+                             'folders): give a new or empty folder for the cached replies')
 
     def _read_or_make_secret(self) -> bytes:
         """The cache's secret key (made on first use: written to a private temporary file,
