@@ -202,6 +202,10 @@ def apply_args(cfg, args):
         check_fresh_work_dir(cfg, args.overwrite)
     randomness = cfg.setdefault('randomness', dict(seed=None))
     if args.seed is not None:
+        given = (args.cfg_options or {}).get('randomness.seed', args.seed)
+        if given != args.seed:  # the flag would win without a word
+            raise SystemExit(f'--seed {args.seed} and --cfg-options randomness.seed={given} '
+                             'contradict each other; give one of the two')
         randomness['seed'] = args.seed
     if args.deterministic:
         randomness['deterministic'] = True

@@ -188,12 +188,30 @@ def load_config(path, cfg_options=None, *, data_root=None, feature_dir=None, hor
     docstring)."""
     cfg = read_config_file(path)
     check_config_keys(cfg, cfg_options)  # a misspelled key (horizn=4) is refused
+    check_flags_agree(path, cfg_options, {'--data-root': ('data_root', data_root),
+                                          '--feature-dir': ('feature_dir', feature_dir),
+                                          '--horizon': ('horizon', horizon)})
     declared = {name: cfg[name] for name in PATH_VARIABLES if cfg.get(name) is not None}
     if cfg_options:
         _refuse_derived_horizons(path, cfg_options)
         cfg.merge_from_dict(cfg_options)
     apply_horizon(cfg, horizon, test_horizon)
     return resolve_paths(cfg, data_root=data_root, feature_dir=feature_dir, declared=declared)
+
+
+def check_flags_agree(path, cfg_options, flags: dict) -> None:
+    """A tool flag and the ``--cfg-options`` key it sets, given both with different values
+    (``--horizon 4 --cfg-options horizon=3``): the flag won and the option was dropped
+    without a word; ``ValueError`` naming both. ``flags``: ``{flag: (key, value or None)}``."""
+    for flag, (key, value) in flags.items():
+        if value is None or key not in (cfg_options or {}):
+            continue
+        option = cfg_options[key]
+        same = (os.path.abspath(str(option)) == os.path.abspath(str(value))
+                if key != 'horizon' else str(option) == str(value))
+        if not same:
+            raise ValueError(f'{path}: {flag} {value} and --cfg-options {key}={option} '
+                             f'contradict each other; give one of the two')
 
 
 CONFIG_SUFFIXES = ('.py', '.json', '.yaml', '.yml')  # what mmengine's Config reads
