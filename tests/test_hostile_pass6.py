@@ -195,3 +195,47 @@ def test_a_save_best_key_the_validation_never_reports_is_refused_before_training
     with pytest.raises(ValueError, match=expected):
         checked(options)
     checked({'val_evaluator.prefix': 'x', 'default_hooks.checkpoint.save_best': 'x/miou_set'})
+
+
+def test_an_llm_cache_dir_that_holds_other_files_is_refused(tmp_path):
+    """Before: ``llm_eval.py --cache-dir ../shared/data/niv`` wrote its secret key and entry
+    folders among the dataset's annotation files, exit 0, nothing said."""
+    from vpn_plugin.baselines.llm.backends import ResponseCache as ReplyCache
+    data = tmp_path / 'niv'
+    (data / 'splits').mkdir(parents=True)
+    (data / 'taxonomy.json').write_text('{}')
+    with pytest.raises(ValueError, match=r"--cache-dir .*niv holds \['splits', "
+                                         r"'taxonomy.json'\] and is no reply cache"):
+        ReplyCache(data)
+    assert sorted(p.name for p in data.iterdir()) == ['splits', 'taxonomy.json']
+    ReplyCache(tmp_path / 'new')  # a new folder, then the cache it became
+    (tmp_path / 'new' / 'ab').mkdir()
+    ReplyCache(tmp_path / 'new')
+    old = tmp_path / 'old'  # a cache of an older version: entry folders, no key
+    (old / 'cd').mkdir(parents=True)
+    ReplyCache(old)
+
+
+@pytest.mark.parametrize('flags, option, expected', [
+    (dict(horizon=4), {'horizon': 3}, r'--horizon 4 and --cfg-options horizon=3 contradict'),
+    (dict(feature_dir='/a/features'), {'feature_dir': '/b/features'},
+     r'--feature-dir /a/features and --cfg-options feature_dir=/b/features contradict'),
+    (dict(data_root='/a'), {'data_root': '/b'}, r'--data-root /a and --cfg-options '
+                                                r'data_root=/b contradict'),
+])
+def test_a_flag_and_the_cfg_option_it_sets_may_not_contradict(flags, option, expected):
+    """Before: the flag won and the --cfg-options value was dropped without a word (a T=4
+    training from ``--horizon 4 --cfg-options horizon=3``)."""
+    with pytest.raises(ValueError, match=expected):
+        load_config(NIV_CONFIG, option, **flags)
+    load_config(NIV_CONFIG, {'horizon': 4}, horizon=4)  # the same value twice is fine
+
+
+def test_train_seed_flag_and_randomness_seed_option_may_not_contradict():
+    """Before: ``--seed 1 --cfg-options randomness.seed=2`` trained with seed 1, nothing said."""
+    train = load_tool('train')
+    args = train.parse_args([NIV_CONFIG, '--seed', '1', '--cfg-options', 'randomness.seed=2',
+                             '--work-dir', '/nonexistent/never'])
+    with pytest.raises(SystemExit, match=r'--seed 1 and --cfg-options randomness.seed=2 '
+                                         r'contradict each other'):
+        train.load_config(args)
