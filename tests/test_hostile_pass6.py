@@ -239,3 +239,17 @@ def test_train_seed_flag_and_randomness_seed_option_may_not_contradict():
     with pytest.raises(SystemExit, match=r'--seed 1 and --cfg-options randomness.seed=2 '
                                          r'contradict each other'):
         train.load_config(args)
+
+
+@pytest.mark.parametrize('options, expected', [
+    (dict(authors_selection='abc'), r"authors_selection='abc'; expected True or False"),
+    (dict(prefix=1.5), r'prefix=1.5; expected a name without "/"'),
+    (dict(collect_device='abc'), r"collect_device='abc'; expected 'cpu' or 'gpu'"),
+    (dict(miou_batch_size='abc'), r"miou_batch_size='abc'; expected an integer"),
+])
+def test_planning_metric_options_of_another_kind_are_refused(options, expected):
+    """Before: each was accepted ('abc' read as True, keys '1.5/success_rate', a failure after
+    the whole test, an unread value)."""
+    from vpn_plugin.evaluation.planning_metric import PlanningMetric
+    with pytest.raises(ValueError, match=expected):
+        PlanningMetric(**options)

@@ -64,6 +64,7 @@ class PlanningMetric(BaseMetric):
     def __init__(self, out_file: Optional[str] = None, authors_selection: bool = False,
                  extra_metrics: Sequence[str] = (), miou_batch_size: Optional[int] = None,
                  collect_device: str = 'cpu', prefix: Optional[str] = None) -> None:
+        _check_options(authors_selection, miou_batch_size, collect_device, prefix)
         super().__init__(collect_device=collect_device, prefix=prefix)
         self.out_file, self.authors_selection = _checked_out_file(out_file), authors_selection
         unknown = sorted(set(extra_metrics) - set(EXTRA_METRICS))
@@ -124,6 +125,23 @@ class PlanningMetric(BaseMetric):
                        scores={name: values.tolist() for name, values in scores.items()},
                        no_plan=missing)
         write_text_atomically(self.out_file, json.dumps(payload), 'per-sample scores')
+
+
+def _check_options(authors_selection, miou_batch_size, collect_device, prefix) -> None:
+    """Options of another kind were taken as they came: ``authors_selection='abc'`` as True,
+    ``prefix=1.5`` as the key prefix '1.5/', ``collect_device='abc'`` failed after the
+    whole test, ``miou_batch_size='abc'`` was kept unread."""
+    from ..errors import check_bool, check_number
+    check_bool('PlanningMetric: authors_selection', authors_selection)
+    check_number('PlanningMetric: miou_batch_size', miou_batch_size, integer=True, low=1,
+                 optional=True)
+    if collect_device not in ('cpu', 'gpu'):
+        raise ValueError(f"PlanningMetric: collect_device={collect_device!r}; expected 'cpu' or "
+                         "'gpu' (where the processes' results are gathered)")
+    if prefix is not None and (not isinstance(prefix, str) or not prefix or '/' in prefix):
+        raise ValueError(f'PlanningMetric: prefix={prefix!r}; expected a name without "/" (the '
+                         f'metric keys are <prefix>/success_rate, ...), or None for '
+                         f'{PlanningMetric.default_prefix!r}')
 
 
 def _checked_out_file(out_file: Optional[str]) -> Optional[str]:
