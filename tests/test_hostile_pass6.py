@@ -253,3 +253,16 @@ def test_planning_metric_options_of_another_kind_are_refused(options, expected):
     from vpn_plugin.evaluation.planning_metric import PlanningMetric
     with pytest.raises(ValueError, match=expected):
         PlanningMetric(**options)
+
+
+def test_dataset_stats_of_a_union_config_names_it_and_gives_one_row_per_horizon(capsys):
+    """Before: ``--config configs/union/...`` ended in ``error: taxonomy`` (a KeyError);
+    ``--horizons 3 3`` printed the T=3 row twice."""
+    stats = load_tool('dataset_stats')
+    with pytest.raises(SystemExit, match=r'schema_union_t3.py: train_dataloader.dataset is a '
+                                         r'ConcatPlanningDataset of 3 sources, not one dataset'):
+        stats.main(['--config', str(REPO_ROOT / 'configs/union/schema_union_t3.py'),
+                    '--horizons', '3'])
+    stats.main(['--config', NIV_CONFIG, '--horizons', '3', '3'])
+    rows = [line for line in capsys.readouterr().out.splitlines() if line.startswith('3 |')]
+    assert len(rows) == 1, rows

@@ -29,7 +29,8 @@ def main(argv=None) -> int:
     parser.add_argument('--json', action='store_true', help='print JSON instead of a table')
     args = parser.parse_args(argv)
     data_root = args.data_root or (None if args.config else '../shared/data')
-    rows = window_statistics(args.dataset, data_root, args.horizons, config=args.config)
+    horizons = list(dict.fromkeys(args.horizons))  # one row per horizon
+    rows = window_statistics(args.dataset, data_root, horizons, config=args.config)
     name = args.dataset or args.config
     print(json.dumps(dict(dataset=name, rows=rows), indent=2) if args.json
           else format_table(name, rows))

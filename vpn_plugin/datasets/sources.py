@@ -174,4 +174,9 @@ def config_dataset(config, split: str, horizon: int, data_root=None) -> dict:
     if 'dataset' not in loader:
         raise ValueError(f'{config}: no {split}_dataloader.dataset; expected a training config '
                          'or a dataset config')
-    return loader['dataset'].to_dict()
+    dataset = loader['dataset'].to_dict()
+    if 'sources' in dataset:  # ConcatPlanningDataset: no annotation source of its own
+        raise ValueError(f'{config}: {split}_dataloader.dataset is a {dataset.get("type")} of '
+                         f'{len(dataset["sources"])} sources, not one dataset; expected a config '
+                         'that reads one dataset: give each source\'s config (or --dataset)')
+    return dataset
