@@ -266,3 +266,33 @@ def test_dataset_stats_of_a_union_config_names_it_and_gives_one_row_per_horizon(
     stats.main(['--config', NIV_CONFIG, '--horizons', '3', '3'])
     rows = [line for line in capsys.readouterr().out.splitlines() if line.startswith('3 |')]
     assert len(rows) == 1, rows
+
+
+def results_copy(tmp_path, edit) -> Path:
+    """A copy of a committed results file with ``edit(rows)`` applied to its rows."""
+    rows = [json.loads(line) for line in
+            (REPO_ROOT / 'docs/results_data/main_t6_niv.jsonl').read_text().splitlines() if line]
+    edit(rows)
+    path = tmp_path / 'r.jsonl'
+    path.write_text(''.join(json.dumps(row) + '\n' for row in rows))
+    return path
+
+
+@pytest.mark.parametrize('edit, expected', [
+    # before: a second 'ViterbiPlanNet' row (an invisible zero-width space), exit 0
+    (lambda rows: rows[0].update(method=rows[0]['method'] + '\u200b'),
+     r'differing only by spaces or invisible characters'),
+    # before: 'NIV' and 'niv' drawn as two datasets of one table
+    (lambda rows: rows[0].update(dataset=rows[0]['dataset'].upper()),
+     r"results name the dataset 'niv' as \['NIV', 'niv'\]"),
+    # before: a row labelled '' in the table
+    (lambda rows: rows[0].update(method=''), r'field "method" = \'\'; expected a method name'),
+    # before: an impossible row (SR 50 with mAcc 10) averaged into the table
+    (lambda rows: rows[0]['metrics'].update(success_rate=50.0, mean_accuracy=10.0),
+     r'metrics.success_rate = 50 exceeds metrics.mean_accuracy = 10'),
+])
+def test_results_rows_a_table_would_show_wrongly_are_refused(tmp_path, edit, expected):
+    from vpn_plugin.protocol.results import read_results
+    with pytest.raises(ValueError, match=expected):
+        read_results(results_copy(tmp_path, edit))
+    assert read_results(results_copy(tmp_path, lambda rows: None))

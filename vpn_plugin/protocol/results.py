@@ -168,6 +168,10 @@ def row_from_dict(record: dict, source: str = '<dict>') -> ResultRow:
     values['seed'] = _as_int(record['seed'], 'seed', source)
     values['horizon'] = _as_int(record['horizon'], 'horizon', source)
     values['metrics'] = {k: _as_metric(k, v, source) for k, v in record['metrics'].items()}
+    _check_metrics_agree(values['metrics'], source)
+    if not isinstance(record['method'], str) or not visible_name(record['method']):
+        raise ValueError(f'{source}: field "method" = {record["method"]!r}; expected a method '
+                         'name (a table row is labelled by it)')
     for name in ('params', 'train_horizon'):
         if record.get(name) not in (None, ''):
             values[name] = _as_int(record[name], name, source)
@@ -240,6 +244,30 @@ def _as_float(value, name, source):
         raise ValueError(f'{source}: field "{name}" must be a number, got {value!r}') from None
 
 
+# a window solved (every step right) has every step right, its first and last too: the success
+# rate is at most each per-step accuracy (means over the same windows)
+SUCCESS_BOUNDED_BY = ('mean_accuracy', 'first_accuracy', 'last_accuracy')
+
+
+def _check_metrics_agree(metrics: dict, source) -> None:
+    """A row whose success rate exceeds its mean, first or last step accuracy cannot come from
+    one evaluation (an edited or mixed-up row): ``ValueError`` naming both."""
+    success = metrics.get('success_rate')
+    for name in SUCCESS_BOUNDED_BY:
+        if success is not None and name in metrics and success > metrics[name] + 1e-6:
+            raise ValueError(f'{source}: metrics.success_rate = {success:g} exceeds '
+                             f'metrics.{name} = {metrics[name]:g}; a solved window has every '
+                             'step right, so one evaluation never gives that (an edited or '
+                             'mixed-up row?)')
+
+
+def visible_name(name: str) -> str:
+    """``name`` as a table shows it: format characters (zero-width space, BOM) dropped,
+    whitespace runs as one space."""
+    import unicodedata
+    return ' '.join(''.join(c for c in name if unicodedata.category(c) != 'Cf').split())
+
+
 def _as_metric(name: str, value, source) -> float:
     """A known metric (:data:`METRIC_RANGES`) with a finite value in its range."""
     check_names([name], METRIC_RANGES, f'{source}: field "metrics"')
@@ -275,11 +303,20 @@ def check_method_spelling(rows: list[ResultRow]) -> None:
     tables would show them as two methods of one name."""
     spellings: dict = {}
     for row in rows:
-        spellings.setdefault(' '.join(row.method.split()), set()).add(row.method)
+        spellings.setdefault(visible_name(row.method), set()).add(row.method)
     for name, variants in spellings.items():
         if len(variants) > 1:
             raise ValueError(f'results name the method {name!r} as {sorted(variants)}, differing '
-                             'only by spaces; write it one way (or --rename one of them)')
+                             'only by spaces or invisible characters; write it one way (or '
+                             '--rename one of them)')
+    datasets: dict = {}
+    for row in rows:
+        datasets.setdefault(visible_name(row.dataset).lower(), set()).add(row.dataset)
+    for name, variants in datasets.items():
+        if len(variants) > 1:
+            raise ValueError(f'results name the dataset {name!r} as {sorted(variants)}, '
+                             'differing only by case, spaces or invisible characters: one '
+                             'dataset would be shown as two; write it one way')
 
 
 def _read_json(path: Path) -> list[ResultRow]:
