@@ -296,3 +296,13 @@ def test_results_rows_a_table_would_show_wrongly_are_refused(tmp_path, edit, exp
     with pytest.raises(ValueError, match=expected):
         read_results(results_copy(tmp_path, edit))
     assert read_results(results_copy(tmp_path, lambda rows: None))
+
+
+def test_plots_efficiency_dashed_method_of_no_row_is_refused(tmp_path):
+    """Before: ``--dashed Nope`` drew the figure with no dashed line, exit 0."""
+    plots_tool = load_tool('plots')
+    with pytest.raises(SystemExit, match=r"--dashed: 'Nope' is not among the valid names"):
+        plots_tool.main(['efficiency', str(REPO_ROOT / 'docs/results_data/'
+                                           'sample_efficiency_niv.jsonl'),
+                         '--dashed', 'Nope', '--out', str(tmp_path / 'eff.png')])
+    assert not list(tmp_path.iterdir())

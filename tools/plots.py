@@ -110,6 +110,7 @@ def figure_from_results(args, rows):
                   file=sys.stderr)
         return plots.plot_params_vs_metric(rows, args.metric, args.out, horizon=args.horizon)
     if args.kind == 'efficiency':
+        check_names(args.dashed, list(dict.fromkeys(r.method for r in rows)), '--dashed')
         return plots.plot_sample_efficiency(rows, args.out, metric=args.metric,
                                             dashed=args.dashed)
     if args.kind == 'pkg-quality':
