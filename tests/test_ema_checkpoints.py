@@ -144,13 +144,16 @@ def test_a_run_resumed_from_a_checkpoint_of_shared_ema_tensors_is_bit_identical(
     shutil.copy(tmp_path / 'whole/epoch_1.pth', tmp_path / 'resumed/epoch_1.pth')
     train([str(config), '--work-dir', str(tmp_path / 'resumed'),
            '--resume', str(tmp_path / 'resumed/epoch_1.pth')])
-    from vpn_plugin.engine.checkpoint import read_checkpoint
+    from vpn_plugin.engine.checkpoint import RUN_KEY, read_checkpoint
     whole, resumed = (read_checkpoint(tmp_path / f'{run}/epoch_2.pth')
                       for run in ('whole', 'resumed'))
     for part in ('state_dict', 'ema_state_dict'):
         assert sorted(whole[part]) == sorted(resumed[part])
-        for key, value in whole[part].items():
-            assert torch.equal(value, resumed[part][key]), f'{part}[{key}]'
+        for key, value in whole[part].items():  # tensors, and the run id a resume keeps
+            same = (torch.equal(value, resumed[part][key]) if torch.is_tensor(value)
+                    else value == resumed[part][key])
+            assert same, f'{part}[{key}]'
+    assert whole['ema_state_dict'][RUN_KEY] == resumed['meta'][RUN_KEY]
 
 
 def test_a_non_persistent_buffer_a_pre_stage_filled_is_averaged_after_the_sync():

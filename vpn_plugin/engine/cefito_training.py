@@ -49,6 +49,11 @@ class CEFITOEMAHook(ScheduledEMAHook, EMAHook):
         return dict(first_copy=every, every=every,
                     averages_from=-(-self.start_step // every) * every)
 
+    def resumed_ema_count_note(self) -> str:
+        return (f'its schedule follows the training step (a copy every {self.update_every} '
+                f'steps before step {self.start_step}, an average after), so it goes on from '
+                'there')
+
     def before_train(self, runner) -> None:
         super().before_train(runner)
         sync_pre_stages(self)
