@@ -213,8 +213,8 @@ def test_a_checkpoint_with_another_runs_ema_state_is_refused_by_resume_and_test(
      'them after the resume copies the model instead of averaging, and it averages every '
      '10th update counted from there'),
     (CEFITOEMAHook(decay=0.9, start_step=20, update_every=10), 'its schedule follows the '
-     'training step (a copy every 10 steps before step 20, an average after), so it goes on '
-     'from there')])
+     'training step (a copy of the model every 10 steps before step 20, an average every 10 '
+     'steps from it), so it goes on from there')])
 def test_a_resume_without_ema_state_says_what_it_does(hook, says, monkeypatch):
     """mmengine said "There is no ema_state_dict ... will make a copy of state_dict as the
     initial ema_state_dict", not that the model then trains on from the EMA weights."""
