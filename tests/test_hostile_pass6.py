@@ -306,3 +306,18 @@ def test_plots_efficiency_dashed_method_of_no_row_is_refused(tmp_path):
                                            'sample_efficiency_niv.jsonl'),
                          '--dashed', 'Nope', '--out', str(tmp_path / 'eff.png')])
     assert not list(tmp_path.iterdir())
+
+
+def test_test_metrics_and_per_sample_dump_may_not_share_a_file(tmp_path):
+    """Before: ``--out-metrics m.json --cfg-options test_evaluator.out_file=m.json`` wrote the
+    per-sample dump, then replaced it by the metrics, exit 0."""
+    test_tool = load_tool('test')
+    checkpoint = tmp_path / 'x.pth'
+    torch.save({'state_dict': {}}, checkpoint)
+    out = str(tmp_path / 'm.json')
+    args = test_tool.parse_args([NIV_CONFIG, str(checkpoint), '--work-dir', str(tmp_path),
+                                 '--out-metrics', out, '--cfg-options',
+                                 f'test_evaluator.out_file={out}'])
+    with pytest.raises(SystemExit, match=r'--out-metrics .*m.json is also '
+                                         r'test_evaluator.out_file'):
+        test_tool.load_config(args)

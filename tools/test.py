@@ -101,9 +101,24 @@ def load_config(args):
         raise SystemExit(f'{args.config}: load_partial=True is for starting a fine-tuning '
                          '(tools/train.py); a test scores a checkpoint that fits the model '
                          'exactly: drop load_partial')
+    check_distinct_outputs(args, cfg)
     if args.out:
         add_dump(cfg, args.out)
     return cfg
+
+
+def check_distinct_outputs(args, cfg) -> None:
+    """``--out`` / ``--out-metrics`` and an evaluator's ``out_file`` name different files (the
+    metrics JSON would replace the per-sample dump just written)."""
+    import os
+    evaluators = cfg.test_evaluator if isinstance(cfg.test_evaluator, (list, tuple)) \
+        else [cfg.test_evaluator]
+    for evaluator in evaluators:
+        out_file = (evaluator or {}).get('out_file')
+        for flag, path in (('--out-metrics', args.out_metrics), ('--out', args.out)):
+            if out_file and path and os.path.abspath(out_file) == os.path.abspath(path):
+                raise SystemExit(f'{flag} {path} is also test_evaluator.out_file (the per-sample '
+                                 'dump): one would replace the other; give two file names')
 
 
 def test_work_dir(args, cfg) -> str:
