@@ -164,6 +164,8 @@ def test_keep_results_keeps_no_row_twice(tmp_path):
     # before: a TypeError traceback inside the checkpoint hook after the first epoch
     ('default_hooks.checkpoint.max_keep_ckpts', 'abc',
      r"default_hooks.checkpoint.max_keep_ckpts='abc'; expected an integer"),
+    ('default_hooks.checkpoint.max_keep_ckpts', None,
+     r"default_hooks.checkpoint.max_keep_ckpts=None; expected an integer"),
 ])
 def test_validation_start_and_kept_checkpoints_are_numbers_that_can_happen(option, value,
                                                                            expected):

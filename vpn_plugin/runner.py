@@ -567,7 +567,7 @@ def check_run_numbers(cfg, where: str) -> None:
                      low_open=True)
     checkpoint = (cfg.get('default_hooks') or {}).get('checkpoint') or {}
     for key in ('interval', 'max_keep_ckpts'):  # <= 0: at the end only / keep all (mmengine)
-        if checkpoint.get(key) is not None:
+        if key in checkpoint:  # None too: mmengine compares it with 0 after the first epoch
             check_number(f'{where}: default_hooks.checkpoint.{key}', checkpoint[key],
                          integer=True)
     check_save_best(cfg, checkpoint.get('save_best'), where)
