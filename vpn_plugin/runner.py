@@ -526,6 +526,21 @@ def _check_optim_wrapper(where: str, wrapper: dict, wrappers, optimizers) -> Non
     optimizer = wrapper.get('optimizer')
     if isinstance(optimizer, dict):
         _check_arguments(f'{where}.optimizer', optimizers, optimizer)
+        _try_optimizer(f'{where}.optimizer', optimizers.get(optimizer['type']), optimizer)
+
+
+def _try_optimizer(where: str, cls, optimizer: dict) -> None:
+    """Build the optimizer on one dummy parameter: torch's own refusal of a value
+    (``Invalid beta parameter at index 1: 1.5``) then names the config entry too."""
+    import torch
+    if not isinstance(cls, type) or not issubclass(cls, torch.optim.Optimizer):
+        return
+    try:
+        cls([torch.nn.Parameter(torch.zeros(1))],
+            **{k: v for k, v in optimizer.items() if k != 'type'})
+    except (ValueError, TypeError) as error:
+        raise ValueError(f'{where} ({optimizer["type"]}): {error}; the values given: '
+                         f'{ {k: v for k, v in optimizer.items() if k != "type"} }') from None
 
 
 def _check_hook(where: str, registry, hook: dict) -> None:
