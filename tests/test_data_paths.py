@@ -48,8 +48,11 @@ def test_flags_and_cfg_options_move_every_path(tmp_path, monkeypatch):
     assert cfg.model.dropout == 0.0
     by_option = load_config(NIV_T3, {'data_root': 'other'})
     assert by_option.test_dataloader.dataset.data_root == str(tmp_path / 'other' / 'niv')
-    flag_wins = load_config(NIV_T3, {'data_root': 'other'}, data_root='mine')
-    assert flag_wins.test_dataloader.dataset.data_root == str(tmp_path / 'mine' / 'niv')
+    with pytest.raises(ValueError, match='--data-root mine and --cfg-options data_root=other '
+                                         'contradict each other'):  # neither wins unsaid
+        load_config(NIV_T3, {'data_root': 'other'}, data_root='mine')
+    both = load_config(NIV_T3, {'data_root': 'mine'}, data_root='mine')
+    assert both.test_dataloader.dataset.data_root == str(tmp_path / 'mine' / 'niv')
 
 
 def test_a_split_moved_alone_is_refused_naming_every_split(tmp_path, monkeypatch):

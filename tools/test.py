@@ -111,10 +111,9 @@ def check_distinct_outputs(args, cfg) -> None:
     """``--out`` / ``--out-metrics`` and an evaluator's ``out_file`` name different files (the
     metrics JSON would replace the per-sample dump just written)."""
     import os
-    evaluators = cfg.test_evaluator if isinstance(cfg.test_evaluator, (list, tuple)) \
-        else [cfg.test_evaluator]
-    for evaluator in evaluators:
-        out_file = (evaluator or {}).get('out_file')
+    evaluators = cfg.get('test_evaluator')
+    for evaluator in evaluators if isinstance(evaluators, (list, tuple)) else [evaluators]:
+        out_file = evaluator.get('out_file') if isinstance(evaluator, dict) else None
         for flag, path in (('--out-metrics', args.out_metrics), ('--out', args.out)):
             if out_file and path and os.path.abspath(out_file) == os.path.abspath(path):
                 raise SystemExit(f'{flag} {path} is also test_evaluator.out_file (the per-sample '

@@ -12,8 +12,9 @@ tools, ``PlanningRunner.from_cfg`` for MMAction2's own ``tools/train.py`` / ``te
 ``vpn_plugin.apis``): :func:`resolve_paths` fills the placeholders (also inside another
 variable, ``feature_dir = '{data_root}/my_dataset/features'``) and moves paths that start with
 a variable's file value. Each variable's final value: the ``--data-root`` / ``--feature-dir``
-flag, else a ``--cfg-options data_root=...`` override (both relative to the working
-directory), else the config's value (a child config's own value included), which is relative
+flag, or a ``--cfg-options data_root=...`` override (both relative to the working
+directory; both given with different values: refused, :func:`check_flags_agree`), else the
+config's value (a child config's own value included), which is relative
 to the REPOSITORY ROOT (so a config works from any working directory). A split moved alone
 (``--cfg-options train_dataloader.dataset.feature_dir=X``) is refused, naming the splits.
 
