@@ -326,3 +326,17 @@ def test_test_metrics_and_per_sample_dump_may_not_share_a_file(tmp_path):
     with pytest.raises(SystemExit, match=r'--out-metrics .*m.json is also '
                                          r'test_evaluator.out_file'):
         test_tool.load_config(args)
+
+
+def test_run_protocol_seed_beyond_numpys_range_and_deep_json_are_named(tmp_path):
+    """Before: ``--seeds 4294967296 --dry-run`` passed ('1 configs checked'), the run then
+    failed the unit; a window file nested 100,000 deep ended in a RecursionError traceback."""
+    run_protocol = load_tool('run_protocol')
+    with pytest.raises(SystemExit):
+        run_protocol.parse_args([str(REPO_ROOT / 'configs/protocol/standard_niv.py'),
+                                 '--seeds', '4294967296', '--dry-run'])
+    from vpn_plugin.datasets.annotations import read_json_file
+    deep = tmp_path / 'train_T3.json'
+    deep.write_text('[' * 100000 + ']' * 100000)
+    with pytest.raises(ValueError, match=r'train_T3.json: JSON nested deeper than'):
+        read_json_file(deep)

@@ -42,7 +42,7 @@ from vpn_plugin.protocol.runner import (ProtocolRunner, UnitsFailedError,  # noq
                                          check_units, expand_units, load_protocol,
                                          with_stages)
 from vpn_plugin.errors import (NON_NEGATIVE_INT, POSITIVE_FLOAT, POSITIVE_INT,  # noqa: E402
-                               check_folder_target, path_argument, tool_main)
+                               check_folder_target, path_argument, seed_argument, tool_main)
 
 
 def parse_args(argv=None):
@@ -51,7 +51,7 @@ def parse_args(argv=None):
                         'configs/protocol/ablation_crosstask.py')
     parser.add_argument('--out', type=path_argument,
                         default='work_dirs/protocol', help='root of work dirs and results')
-    parser.add_argument('--seeds', nargs='+', type=NON_NEGATIVE_INT, help='override the protocol seeds')
+    parser.add_argument('--seeds', nargs='+', type=seed_argument, help='override the protocol seeds')
     parser.add_argument('--horizons', nargs='+', type=POSITIVE_INT, help='run only these training horizons')
     parser.add_argument('--methods', nargs='+', help='run only these methods (test names)')
     parser.add_argument('--max-epochs', type=POSITIVE_INT, help='override train_cfg.max_epochs')

@@ -375,6 +375,10 @@ def read_json(path, what: str = 'JSON file', **options):
         raise ValueError(f'{what} {path}: line {error.lineno} column {error.colno}: '
                          f'{error.msg} (a truncated or edited file?); expected valid JSON'
                          ) from None
+    except RecursionError:
+        raise ValueError(f'{what} {path}: JSON nested deeper than Python\'s parser goes (lists '
+                         'or objects inside each other thousands of levels deep); expected a '
+                         'JSON file of this kind') from None
 
 
 class OutputWriteError(OSError):
