@@ -434,8 +434,8 @@ def check_config_entries(cfg, where: str) -> None:
                 for split in ('val', 'test') for evaluator in _evaluators(cfg.get(f'{split}_evaluator'))]
     for name, registry, entry in entries:
         _check_arguments(f'{where}: {name}', registry, entry)
+    check_run_numbers(cfg, where)  # the values it names first (lr='abc'), then the options
     check_runner_options(cfg, where)
-    check_run_numbers(cfg, where)
     if isinstance(cfg.get('model'), dict):
         check_model_numbers(cfg.model, where)
     if pkg is not None:
