@@ -92,9 +92,9 @@ def test_make_builds_venv_once_and_reinstalls_when_setup_cfg_changes(scratch):
     assert first[0] == '-m venv .venv'
     assert "-m pip install torch==2.13.0" in first
     assert first.index('-m pip install torch==2.13.0') < first.index('-m pip install -e .[test]')
-    assert first[-1] == '-m pytest tests -q -rs'  # -rs: skip reasons listed
+    assert first[-1] == '-m pytest -n auto --maxprocesses 4 --dist loadfile tests -q -rs'  # -rs: skip reasons listed
 
-    assert make_test(scratch) == ['-m pytest tests -q -rs']  # the stamp reuses the install
+    assert make_test(scratch) == ['-m pytest -n auto --maxprocesses 4 --dist loadfile tests -q -rs']  # the stamp reuses the install
 
     (scratch / 'setup.cfg').touch()
     (scratch / 'has_torch').touch()
