@@ -392,8 +392,7 @@ def compare_file(path: Path, values: Mapping[str, np.ndarray], tolerance: float,
         label = f'{Path(path).name}:{name}'
         if name not in reference or name not in values:
             why = why_not_computed(name) if why_not_computed and name in reference else ''
-            rows.append((f'{label} (missing{": " + why if why else ""})', math.inf, math.inf,
-                         tolerance, False))
+            rows.append(one_side_row(label, name in reference, name in values, tolerance, why))
             continue
         if np.shape(reference[name]) != np.shape(values[name]):
             rows.append((f'{label} (shape {np.shape(reference[name])} recorded, '
@@ -481,11 +480,28 @@ def compare_grads(path: Path, grads: Mapping[str, object], tolerance: float, nam
     rows = []
     for name in sorted(wanted):
         if name not in recorded or name not in grads:
-            rows.append((f'{label}:{name} (missing)', math.inf, math.inf, tolerance, False))
+            rows.append(one_side_row(f'{label}:{name}', name in recorded, name in grads,
+                                     tolerance))
             continue
         diff, rel = gradient_difference(recorded[name], grads[name], scales)
         rows.append((f'{label}:{name}', diff, rel, limits[name], within(rel, limits[name])))
     return rows
+
+
+def one_side_row(label: str, recorded: bool, ours: bool, tolerance: float,
+                 why: str = '') -> Row:
+    """The failing row of an array only one side has: ``(recorded only: ...)`` for a row of
+    the fixture the implementation produces no array for (an extra row; ``(not computed:
+    why)`` when the caller knows why), ``(not recorded: ...)`` for one the fixture lacks,
+    ``(missing on both sides)`` for a name asked for that neither has."""
+    if recorded and not ours:
+        why = (f'not computed: {why}' if why else 'recorded only: the implementation '
+               'produces no such array (an extra row in the fixture, or one of another model?)')
+    elif ours and not recorded:
+        why = 'not recorded: the fixture lacks this array, which the implementation produces'
+    else:
+        why = 'missing on both sides'
+    return (f'{label} ({why})', math.inf, math.inf, tolerance, False)
 
 
 # ---------------------------------------------------------------- chains and argmaxes
