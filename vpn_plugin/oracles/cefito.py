@@ -117,18 +117,11 @@ def install_weights(model, fixture: Path) -> None:
     """The official state dict (``field.`` prefix here) and the classifier's, float32."""
     official = read_npz(fixture / 'state_dict.npz')
     field = model.field
-    own = field.state_dict()
-    missing = sorted(set(own) - set(official))
-    extra = sorted(set(official) - set(own))
-    if missing or extra:
-        raise KeyError(f'{fixture / "state_dict.npz"}: keys missing {missing}, unknown {extra} '
-                       'for the energy field built from the config')
-    for key, value in official.items():
-        if value.shape != tuple(own[key].shape):
-            raise ValueError(f'{fixture / "state_dict.npz"}: {key} has shape {value.shape}, '
-                             f'the model {tuple(own[key].shape)}')
+    cmp.check_fixture_state_dict(fixture / 'state_dict.npz', official, field)
     field.load_state_dict({k: torch.from_numpy(v.astype(np.float32)) for k, v in official.items()})
     head = read_npz(fixture / 'head_state_dict.npz')
+    cmp.check_fixture_state_dict(fixture / 'head_state_dict.npz', head,
+                                 model.classifier.task_head)
     model.classifier.task_head.load_state_dict(
         {k: torch.from_numpy(v.astype(np.float32)) for k, v in head.items()})
     model.classifier.classifier_ready.fill_(True)

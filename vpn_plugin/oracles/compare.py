@@ -674,6 +674,27 @@ def compare_argmax(label: str, recorded_scores, recorded_argmax, scores, error: 
     return (label, float(wrong), relative(wrong, judged.size), 0.0, wrong == 0)
 
 
+def check_fixture_state_dict(path: Path, recorded: Mapping[str, object], model,
+                             built_from: str = "the fixture's meta.json") -> None:
+    """The state dict a fixture recorded (``path``; ``recorded``: name -> array) has every key
+    and shape of ``model`` (a module or its ``state_dict()``), or ``ValueError`` naming the
+    file, the keys and shapes, and the fixture as the likely culprit (an edited or
+    truncated file, or a meta.json of another model): a fixture is no checkpoint to test
+    with another config or fine-tune."""
+    from vpn_plugin.engine.checkpoint import mismatch_text
+    own = model.state_dict() if hasattr(model, 'state_dict') else model
+    wrong = {k: (tuple(np.shape(v)), tuple(own[k].shape)) for k, v in recorded.items()
+             if k in own and tuple(np.shape(v)) != tuple(own[k].shape)}
+    problems = mismatch_text(sorted(set(own) - set(recorded)), sorted(set(recorded) - set(own)),
+                             wrong)
+    if problems:
+        problems = problems.replace(' in the checkpoint,', ' in the fixture,')
+        raise ValueError(f'fixture {path}: does not fit the {type(model).__name__} built from '
+                         f'{built_from}: {problems}; expected the official model\'s state dict '
+                         'as recorded (an edited or truncated state dict, or a meta.json of '
+                         'another model? Record the fixture again)')
+
+
 def read_npz(path: Path) -> Dict[str, np.ndarray]:
     """Every array of a fixture's ``.npz`` (a new dict; the arrays are shared with later reads
     of the same content: never modify one in place); a truncated file or an object array

@@ -278,6 +278,63 @@ def check_queries(queries, where: Path) -> None:
                                  'expected an integer >= 0')
 
 
+def check_answers(folder: Path, inputs: dict, outputs: dict, graph) -> None:
+    """outputs.json answers every query and validate pair of inputs.json, in order (each
+    answer repeats its query's start, end and horizon), and a query whose end is no node of
+    the graph has no recorded path: else ``ValueError`` naming the query, the answer and the
+    node (a removed or edited query FAILed its rows without saying why)."""
+    where_in, where_out = folder / PKG_FILES[0], folder / PKG_FILES[1]
+    nodes = set(graph.nodes)
+    for asked, answered, fields in (('queries', 'queries', ('start', 'end', 'horizon')),
+                                    ('validate_pairs', 'validate', ('start', 'end'))):
+        questions, answers = inputs.get(asked) or [], outputs.get(answered)
+        if not isinstance(answers, list):
+            raise ValueError(f'{where_out}: "{answered}" = {answers!r}; expected a list of '
+                             f'answers, one per {asked} entry of {where_in.name}')
+        for index, (question, answer) in enumerate(zip(questions, answers)):
+            asked_for = (dict(question) if isinstance(question, dict)
+                         else dict(zip(fields, question)))
+            key = tuple(asked_for.get(f) for f in fields)
+            got = tuple(answer.get(f) for f in fields) if isinstance(answer, dict) else answer
+            if got != key:
+                strange = [f'{f} {v!r} is no node of the graph built from action_list'
+                           for f, v in zip(fields[:2], key[:2]) if v not in nodes]
+                raise ValueError(
+                    f'{where_in}: {asked}[{index}] asks {_named(fields, key)}'
+                    f'{" (" + "; ".join(strange) + ")" if strange else ""}, but '
+                    f'{where_out.name} {answered}[{index}] answers {_named(fields, got)}: '
+                    'expected one answer per entry, in the same order (an entry removed or '
+                    'edited in one file?)')
+        if len(questions) != len(answers):
+            more, name, entries = ((where_in.name, asked, questions)
+                                   if len(questions) > len(answers)
+                                   else (where_out.name, answered, answers))
+            first = min(len(questions), len(answers))
+            entry = entries[first]
+            shown = (_named(fields, tuple(entry.get(f) for f in fields))
+                     if isinstance(entry, dict) else repr(entry))
+            raise ValueError(
+                f'{folder}: {where_in.name} has {len(questions)} {asked}, {where_out.name} '
+                f'{len(answers)} {answered}; {more} {name}[{first}] ({shown}) and any after '
+                'it have no counterpart: expected one answer per entry (an entry removed from '
+                'one file?)')
+    for index, (query, answer) in enumerate(zip(inputs['queries'], outputs['queries'])):
+        for end in ('start', 'end'):
+            if query[end] not in nodes and answer.get('num_paths'):
+                raise ValueError(
+                    f'{where_in}: queries[{index}] {end} = {query[end]} is no node of the '
+                    f'graph built from action_list (nodes {sorted(nodes)}), yet '
+                    f'{where_out.name} records {answer["num_paths"]} path(s) for it: expected '
+                    'a node of the graph (an edited query?)')
+
+
+def _named(fields, values) -> str:
+    """'start 4, end 5, horizon 3' (or the value as it is when it is no tuple)."""
+    if not isinstance(values, tuple):
+        return repr(values)
+    return ', '.join(f'{f} {v!r}' for f, v in zip(fields, values))
+
+
 def count_row(label: str, wrong: int, total: int, optional: bool = False) -> Row:
     """A row of exact comparisons: ``wrong`` of ``total`` differ (must be 0); nothing compared
     fails unless the recording is ``optional`` (e.g. ``all_sorted``, recorded for some
@@ -311,6 +368,7 @@ def pkg_rows(folder: Path, graph: kepp_paths.KEPPGraph) -> List[Row]:
     wrong_count = wrong_top = wrong_all = compared_all = 0
     weights = []
     check_queries(inputs.get('queries'), folder / PKG_FILES[0])
+    check_answers(folder, inputs, outputs, graph)
     for query, answer in zip(inputs['queries'], outputs['queries']):
         walks = kepp_paths.all_walks(graph, query['start'], query['end'], query['horizon'])
         ranked = sorted(walks, key=lambda item: item[1], reverse=True)

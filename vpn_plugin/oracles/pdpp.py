@@ -30,7 +30,8 @@ import numpy as np
 import torch
 
 from ..core import diffusion
-from .compare import (GRAD_TOLERANCE, OUTPUT_TOLERANCE, Row, build_registered, check_ids, compare,
+from .compare import (GRAD_TOLERANCE, OUTPUT_TOLERANCE, Row, build_registered, check_ids,
+                      check_fixture_state_dict, compare,
                       compare_argmax, compare_chain, compare_file, compare_grads, grad_summary,
                       perturbed_runs, read_npz, report_parameter_counts, report_settings,
                       replayed_header, require_meta_fields, set_fixture_sizes, within)
@@ -143,9 +144,10 @@ def ema_hook(cfg) -> dict:
 def install_weights(model, fixture: Path) -> None:
     """The official U-Net (``model.*`` of state_dict.npz) and head weights, float32."""
     install_unet(model.diffusion.unet, fixture / 'state_dict.npz')
+    head = read_npz(fixture / 'head_state_dict.npz')
+    check_fixture_state_dict(fixture / 'head_state_dict.npz', head, model.diffusion.task_head)
     model.diffusion.task_head.load_state_dict(
-        {k: torch.from_numpy(v.astype(np.float32))
-         for k, v in read_npz(fixture / 'head_state_dict.npz').items()})
+        {k: torch.from_numpy(v.astype(np.float32)) for k, v in head.items()})
 
 
 def install_unet(unet, path: Path) -> None:
