@@ -357,13 +357,38 @@ def what_the_file_is(path) -> str:
 
 
 def check_folder_target(path, what: str = 'work dir', holds: str = 'the logs and checkpoints',
-                        flag: str = '--work-dir') -> None:
+                        flag: str = '--work-dir', writable: bool = True) -> None:
     """``path``, a folder a run writes into (made when missing), must not be a file: a
-    ``NotADirectoryError`` says what is there (``makedirs`` says only "File exists")."""
+    ``NotADirectoryError`` says what is there (``makedirs`` says only "File exists"); with
+    ``writable``, a ``PermissionError`` names the folder this user cannot write
+    (:func:`unwritable_folder`; Python's says only "[Errno 13] Permission denied: <a file in
+    it>")."""
     kind = path_kind(path)
     if kind not in (None, 'a folder'):
         raise NotADirectoryError(f'{what} {path} is {kind}; expected a folder (made when missing) '
                                  f'for {holds}: give another {flag}')
+    blocked = unwritable_folder(path) if writable else None
+    if blocked is not None:
+        raise PermissionError(f'{what} {path}: {blocked}; expected a folder this user can write '
+                              f'{holds} into: give another {flag}')
+
+
+def unwritable_folder(path) -> str | None:
+    """Why this process cannot write into folder ``path`` (made when missing): '<folder> is
+    read-only for user <name>' naming ``path`` or the nearest existing folder above it that it
+    would be made in; None when it can."""
+    folder = Path(os.path.abspath(path))
+    while not folder.exists() and folder != folder.parent:
+        folder = folder.parent
+    if not folder.is_dir() or os.access(folder, os.W_OK | os.X_OK):
+        return None
+    import getpass
+    try:
+        user = getpass.getuser()
+    except (KeyError, OSError):
+        user = f'uid {os.getuid()}'
+    made = '' if folder == Path(os.path.abspath(path)) else ', where it would be made,'
+    return f'{folder}{made} is read-only for user {user}'
 
 
 def check_file(path, what: str, missing: str | None = None) -> Path:
