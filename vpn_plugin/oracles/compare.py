@@ -701,11 +701,32 @@ def read_npz(path: Path) -> Dict[str, np.ndarray]:
     (never unpickled) is a ``ValueError`` naming the file."""
     try:
         content = Path(path).read_bytes()
-        return RecordedArrays(path, _read_npz(hashlib.blake2b(content, digest_size=20).digest(),
-                                              content))
+        arrays = _read_npz(hashlib.blake2b(content, digest_size=20).digest(), content)
     except (ValueError, OSError, EOFError, zipfile.BadZipFile) as error:
         raise ValueError(f'{path}: cannot read the recorded arrays ({error}); expected the '
                          "fixture's .npz of numeric arrays, complete") from None
+    if is_fed_file(path):
+        check_finite_arrays(path, arrays)
+    return RecordedArrays(path, arrays)
+
+
+def is_fed_file(path) -> bool:
+    """A fixture file that is fed to the model (its inputs, its weights) rather than compared:
+    a NaN there makes every row inf without saying why, so it is refused by name."""
+    name = Path(path).name
+    return name.endswith('inputs.npz') or name.endswith('state_dict.npz')
+
+
+def check_finite_arrays(path, arrays: Mapping[str, np.ndarray]) -> None:
+    """Every floating array of ``arrays`` (read from ``path``) is finite, or ``ValueError``
+    naming the file, the array, how many values and the first index."""
+    for name, value in arrays.items():
+        if value.dtype.kind in 'fc' and not np.isfinite(value).all():
+            bad = ~np.isfinite(value)
+            first = tuple(int(i) for i in np.argwhere(bad)[0])
+            raise ValueError(f'{path}: {name} holds {int(bad.sum())} NaN/inf value(s) (first at '
+                             f'index {first}: {value[first]}); expected finite recorded values '
+                             '(the model is fed them: every row would fail without saying why)')
 
 
 class RecordedArrays(dict):
