@@ -252,3 +252,65 @@ def test_an_edited_pkg_fixture_names_the_query(tmp_path, edit_inputs, edit_outpu
     import re
     message = user_error('check_reference', [pkg_copy(tmp_path, edit_inputs, edit_outputs)])
     assert re.search(expected, message), message
+
+
+# ---------------------------------------------------------------------- 8b. fixture corners
+def test_a_nan_in_a_fixture_input_or_weight_is_named(tmp_path):
+    """Before: a NaN in inputs.npz (or a state dict) of a copy of cefito_small_t3 made rows
+    inf (search_all_energies, losses) and the check FAILed without naming the NaN."""
+    from vpn_plugin.oracles.compare import read_npz
+    values = np.ones((2, 3), np.float32)
+    values[1, 2] = np.nan
+    for name in ('inputs.npz', 'loader_inputs.npz', 'state_dict.npz', 'head_state_dict.npz'):
+        np.savez(tmp_path / name, x=values, ids=np.arange(3))
+        with pytest.raises(ValueError, match=rf'{name}: x holds 1 NaN/inf value\(s\) \(first '
+                           r'at index \(1, 2\): nan\); expected finite'):
+            read_npz(tmp_path / name)
+    np.savez(tmp_path / 'outputs.npz', x=values)  # compared, row by row: not refused here
+    assert np.isnan(read_npz(tmp_path / 'outputs.npz')['x'][1, 2])
+
+
+# ---------------------------------------------------------------------- 8c. read-only folders
+def read_only(monkeypatch, folder: Path) -> None:
+    """``folder`` is read-only for this process (as for a non-root user: root writes anywhere)."""
+    access = __import__('os').access
+
+    def fake(path, mode, *args, **kwargs):
+        if Path(path) == folder and mode & __import__('os').W_OK:
+            return False
+        return access(path, mode, *args, **kwargs)
+    monkeypatch.setattr('os.access', fake)
+
+
+def test_a_read_only_work_dir_is_named_with_the_user(tmp_path, monkeypatch):
+    """Before (as a non-root user): "error: [Errno 13] Permission denied:
+    '<folder>/.wd.lock'" for a work dir in a read-only folder, and "... '<work dir>/<timestamp>'"
+    for a read-only work dir."""
+    from vpn_plugin.errors import check_folder_target
+    read_only(monkeypatch, tmp_path)
+    with pytest.raises(PermissionError, match=rf'work dir {tmp_path}/wd: {tmp_path}, where it '
+                       r'would be made, is read-only for user \S+; expected a folder this user '
+                       r'can write the logs and checkpoints into: give another --work-dir'):
+        check_folder_target(tmp_path / 'wd')
+    with pytest.raises(PermissionError, match=rf'{tmp_path} is read-only for user'):
+        check_folder_target(tmp_path)
+    check_folder_target(tmp_path, writable=False)  # a read-only cache of replies still serves
+
+
+def test_make_synthetic_features_names_a_read_only_out(tmp_path, monkeypatch):
+    """Before (as a non-root user): "[Errno 13] Permission denied: '<out>'"."""
+    read_only(monkeypatch, tmp_path)
+    message = user_error('make_synthetic_features', ['--dataset', 'niv', '--out',
+                                                     tmp_path / 'syn'])
+    assert f'feature folder {tmp_path}/syn/features: {tmp_path}, where it would be made, is ' \
+           'read-only for user' in message
+
+
+def test_extraction_names_a_read_only_out(tmp_path, monkeypatch):
+    """Before (as a non-root user): "[Errno 13] Permission denied: '<out>'"."""
+    from vpn_plugin.video.extract import extract_videos
+    read_only(monkeypatch, tmp_path)
+    with pytest.raises(PermissionError, match=rf'--out {tmp_path}/feat: {tmp_path}, where it '
+                       r'would be made, is read-only for user \S+; expected a folder this user '
+                       r'can write the feature files into'):
+        extract_videos(None, [], tmp_path / 'feat', None)
