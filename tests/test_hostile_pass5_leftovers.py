@@ -314,3 +314,20 @@ def test_extraction_names_a_read_only_out(tmp_path, monkeypatch):
                        r'would be made, is read-only for user \S+; expected a folder this user '
                        r'can write the feature files into'):
         extract_videos(None, [], tmp_path / 'feat', None)
+
+
+def test_cefito_action_embeddings_of_another_width_are_named_as_the_input(tmp_path):
+    """Before: action_embeddings (20, 513) in inputs.npz built a model of text_dim 513, and the
+    check stopped blaming state_dict.npz ("(48, 512) in the fixture, (48, 513) in the model")."""
+    source = REFERENCE / 'cefito_small_t3'
+    if not (source / 'meta.json').is_file():
+        pytest.skip(f'{source} not found')
+    fixture = tmp_path / 'cefito'
+    shutil.copytree(source, fixture)
+    inputs = dict(np.load(fixture / 'inputs.npz'))
+    embeddings = inputs['action_embeddings']
+    inputs['action_embeddings'] = np.concatenate([embeddings, embeddings[:, :1]], 1)
+    np.savez(fixture / 'inputs.npz', **inputs)
+    message = user_error('check_reference', [fixture])
+    assert 'inputs.npz: action_embeddings has shape (20, 513); expected (20, 512) from ' \
+           'meta.json (num_actions, text_dim)' in message
