@@ -331,3 +331,19 @@ def test_cefito_action_embeddings_of_another_width_are_named_as_the_input(tmp_pa
     message = user_error('check_reference', [fixture])
     assert 'inputs.npz: action_embeddings has shape (20, 513); expected (20, 512) from ' \
            'meta.json (num_actions, text_dim)' in message
+
+
+@pytest.mark.parametrize('name', ['pdpp_small_t3', 'kepp_small_t3'])
+def test_injected_timesteps_beyond_meta_n_timesteps_are_named(tmp_path, name):
+    """Before: meta.json n_timesteps 20 -> 10 in a copy of pdpp_small_t3 ended in torch's
+    traceback "RuntimeError: index 10 is out of bounds for dimension 0 with size 10"."""
+    source = REFERENCE / name
+    if not (source / 'meta.json').is_file():
+        pytest.skip(f'{source} not found')
+    fixture = tmp_path / name
+    shutil.copytree(source, fixture, ignore=shutil.ignore_patterns('pkg'))
+    meta = json.loads((fixture / 'meta.json').read_text())
+    meta['n_timesteps'] = 10
+    (fixture / 'meta.json').write_text(json.dumps(meta))
+    message = user_error('check_reference', [fixture])
+    assert 'inputs.npz: t holds ids in [0, 19]; expected 0..9 (meta.json)' in message

@@ -430,8 +430,9 @@ def check_fixture(fixture, meta: dict):
     install_unet(model.step.unet, fixture / 'step_state_dict.npz')
     inputs = read_npz(fixture / 'inputs.npz')
     recorded = read_npz(fixture / 'outputs.npz')
-    check_ids(fixture / 'inputs.npz', inputs, dict.fromkeys(
-        ('actions', 'actions_sample', 'pkg_paths_train'), meta['num_actions']))
+    check_ids(fixture / 'inputs.npz', inputs, dict(dict.fromkeys(
+        ('actions', 'actions_sample', 'pkg_paths_train'), meta['num_actions']),
+        t=meta['n_timesteps'], step_t=meta['n_timesteps']))
     batch = batch_inputs(inputs)
     actions = torch.from_numpy(inputs['actions'])
     step, plan, n = model.step, model.plan, meta['num_actions']

@@ -199,7 +199,8 @@ def check_header(fixture: Path, meta: dict, inputs: dict) -> None:
                              f'observation_dim={d})')
     check_ids(fixture / 'inputs.npz', inputs, dict(actions=meta['num_actions'],
                                                    tasks=meta['num_tasks'],
-                                                   task_sample=meta['num_tasks']))
+                                                   task_sample=meta['num_tasks'],
+                                                   t=meta['n_timesteps']))
 
 
 def batch_inputs(fixture: Path, inputs: dict) -> Dict[str, torch.Tensor]:
