@@ -347,3 +347,24 @@ def test_injected_timesteps_beyond_meta_n_timesteps_are_named(tmp_path, name):
     (fixture / 'meta.json').write_text(json.dumps(meta))
     message = user_error('check_reference', [fixture])
     assert 'inputs.npz: t holds ids in [0, 19]; expected 0..9 (meta.json)' in message
+
+
+def test_an_integer_weight_in_a_fixture_state_dict_is_named(tmp_path):
+    """Before: a U-Net weight stored as int64 in a copy of pdpp_small_t3's state_dict.npz was
+    cast to float32 (its fractions gone) and the check FAILed its outputs without a word."""
+    from vpn_plugin.oracles.compare import check_fixture_state_dict
+    from vpn_plugin.oracles.pdpp import install_unet
+    model = torch.nn.Linear(3, 2)
+    state = {k: v.numpy() for k, v in model.state_dict().items()}
+    with pytest.raises(ValueError, match=r's.npz: weight has dtype int64; expected '
+                       r'floating-point weights'):
+        check_fixture_state_dict(tmp_path / 's.npz', dict(state, weight=state['weight']
+                                                          .astype(np.int64)), model)
+
+    class Unet(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.w = torch.nn.Parameter(torch.zeros(2, 2))
+    np.savez(tmp_path / 'state_dict.npz', **{'model.w': np.ones((2, 2), np.int64)})
+    with pytest.raises(ValueError, match=r'model.w has dtype int64; expected floating-point'):
+        install_unet(Unet(), tmp_path / 'state_dict.npz')

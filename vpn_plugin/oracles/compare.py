@@ -674,6 +674,16 @@ def compare_argmax(label: str, recorded_scores, recorded_argmax, scores, error: 
     return (label, float(wrong), relative(wrong, judged.size), 0.0, wrong == 0)
 
 
+def check_float_weight(path: Path, key: str, value) -> None:
+    """A recorded floating weight is stored as floating point (an integer array would be cast
+    silently, its fractions gone): else ``ValueError`` naming the file, key and dtype."""
+    dtype = value.dtype if hasattr(value, 'dtype') else None
+    kind = dtype.kind if isinstance(dtype, np.dtype) else ('f' if dtype.is_floating_point else 'i')
+    if kind not in 'f':
+        raise ValueError(f'fixture {path}: {key} has dtype {dtype}; expected floating-point '
+                         'weights (float16 or float32, as the official model stores them)')
+
+
 def check_fixture_state_dict(path: Path, recorded: Mapping[str, object], model,
                              built_from: str = "the fixture's meta.json") -> None:
     """The state dict a fixture recorded (``path``; ``recorded``: name -> array) has every key
@@ -683,6 +693,9 @@ def check_fixture_state_dict(path: Path, recorded: Mapping[str, object], model,
     with another config or fine-tune."""
     from vpn_plugin.engine.checkpoint import mismatch_text
     own = model.state_dict() if hasattr(model, 'state_dict') else model
+    for key, value in recorded.items():
+        if key in own and own[key].is_floating_point():
+            check_float_weight(path, key, value)
     wrong = {k: (tuple(np.shape(v)), tuple(own[k].shape)) for k, v in recorded.items()
              if k in own and tuple(np.shape(v)) != tuple(own[k].shape)}
     problems = mismatch_text(sorted(set(own) - set(recorded)), sorted(set(recorded) - set(own)),

@@ -30,7 +30,7 @@ import numpy as np
 import torch
 
 from ..core import diffusion
-from .compare import (GRAD_TOLERANCE, OUTPUT_TOLERANCE, Row, build_registered, check_ids,
+from .compare import (GRAD_TOLERANCE, OUTPUT_TOLERANCE, Row, build_registered, check_float_weight, check_ids,
                       check_fixture_state_dict, compare,
                       compare_argmax, compare_chain, compare_file, compare_grads, grad_summary,
                       perturbed_runs, read_npz, report_parameter_counts, report_settings,
@@ -162,6 +162,7 @@ def install_unet(unet, path: Path) -> None:
         if official[key].shape != tuple(parameter.shape):
             raise ValueError(f'{path}: {key} has shape {official[key].shape}, the U-Net built '
                              f'from the config {tuple(parameter.shape)}')
+        check_float_weight(path, key, official[key])
         state[name] = torch.from_numpy(official[key].astype(np.float32))
     installed = {'model.' + official_name(n) for n in state}
     extra = sorted(k for k in official if k.startswith('model.') and k not in installed)
