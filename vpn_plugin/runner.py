@@ -345,6 +345,7 @@ class PlanningRunner(Runner):
                              'another --work-dir')
         if is_resuming(self):
             check_resume_point(checkpoint, filename)
+            self.check_resumed_ema(checkpoint, filename)
             check_resume_world_size(checkpoint, filename, self._world_size)
             check_resume_data(checkpoint, filename, self.train_data_digest())
             if isinstance(checkpoint.get('ema_state_dict'), dict):
@@ -363,6 +364,22 @@ class PlanningRunner(Runner):
         self._has_loaded = True
         self.logger.info(f'Load checkpoint from {filename}')
         return checkpoint
+
+    def check_resumed_ema(self, checkpoint: dict, filename: str) -> None:
+        """A resume of a config with an EMA hook needs the checkpoint's ``ema_state_dict``:
+        the hooks save the EMA weights as ``state_dict`` (mmengine's swap), so without it
+        mmengine (one warning) would go on training from the EMA weights as if they were the
+        trained ones, and the trained weights would be lost."""
+        from mmengine.hooks import EMAHook
+        hook = next((hook for hook in self.hooks if isinstance(hook, EMAHook)), None)
+        if hook is not None and not isinstance(checkpoint.get('ema_state_dict'), dict):
+            raise ValueError(
+                f'--resume {filename}: the checkpoint holds no ema_state_dict, and the config '
+                f'trains with {type(hook).__name__}: its state_dict holds the EMA weights, so '
+                'the run would go on from them as if they were the trained weights (which are '
+                'lost). Resume from a checkpoint as tools/train.py saved it; to train on from '
+                f'these weights as a new run, give --cfg-options load_from={filename} without '
+                '--resume (and a new --work-dir)')
 
     def check_tested_ema(self, checkpoint: dict, filename: str) -> None:
         """A warning and :attr:`tested_ema_mark` when the test scores weights that are not
