@@ -316,21 +316,41 @@ def test_extraction_names_a_read_only_out(tmp_path, monkeypatch):
         extract_videos(None, [], tmp_path / 'feat', None)
 
 
-def test_cefito_action_embeddings_of_another_width_are_named_as_the_input(tmp_path):
-    """Before: action_embeddings (20, 513) in inputs.npz built a model of text_dim 513, and the
-    check stopped blaming state_dict.npz ("(48, 512) in the fixture, (48, 513) in the model")."""
-    source = REFERENCE / 'cefito_small_t3'
+def widen(name):
+    def edit(fixture):
+        inputs = dict(np.load(fixture / 'inputs.npz'))
+        inputs[name] = np.concatenate([inputs[name], inputs[name][..., :1]], -1)
+        np.savez(fixture / 'inputs.npz', **inputs)
+    return edit
+
+
+def meta_batch_7(fixture):
+    meta = json.loads((fixture / 'meta.json').read_text())
+    meta['batch'] = 7
+    (fixture / 'meta.json').write_text(json.dumps(meta))
+
+
+@pytest.mark.parametrize('name, edit, expected', [
+    # before: a model of text_dim 513 was built and the check blamed state_dict.npz ("(48, 512)
+    # in the fixture, (48, 513) in the model")
+    ('cefito_small_t3', widen('action_embeddings'),
+     'action_embeddings has shape (20, 513); expected (20, 512) from meta.json'),
+    # before: PASS, meta.json's batch never compared with the arrays' (silent)
+    ('cefito_small_t3', meta_batch_7, 'states has shape (6, 4, 48); expected (7, 4, 48) from '
+     'meta.json (batch=7'),
+    # before: torch's traceback "The size of tensor a (74) must match the size of tensor b (73)"
+    ('kepp_small_t3', widen('global_img_tensors'),
+     'global_img_tensors has shape (4, 4, 65); expected (4, 4, 64) from meta.json'),
+])
+def test_fixture_inputs_of_other_sizes_than_meta_are_named(tmp_path, name, edit, expected):
+    source = REFERENCE / name
     if not (source / 'meta.json').is_file():
         pytest.skip(f'{source} not found')
-    fixture = tmp_path / 'cefito'
+    fixture = tmp_path / name
     shutil.copytree(source, fixture)
-    inputs = dict(np.load(fixture / 'inputs.npz'))
-    embeddings = inputs['action_embeddings']
-    inputs['action_embeddings'] = np.concatenate([embeddings, embeddings[:, :1]], 1)
-    np.savez(fixture / 'inputs.npz', **inputs)
+    edit(fixture)
     message = user_error('check_reference', [fixture])
-    assert 'inputs.npz: action_embeddings has shape (20, 513); expected (20, 512) from ' \
-           'meta.json (num_actions, text_dim)' in message
+    assert f'{fixture}/inputs.npz: {expected}' in message
 
 
 @pytest.mark.parametrize('name', ['pdpp_small_t3', 'kepp_small_t3'])

@@ -648,11 +648,11 @@ def check_fixture(fixture, meta: dict):
     recorded = read_npz(fixture / 'outputs.npz')
     check_ids(fixture / 'inputs.npz', inputs, dict(
         actions=meta['num_actions'], tasks=meta['num_tasks'], search_tasks=meta['num_tasks']))
-    expected = (meta['num_actions'], meta.get('text_dim', inputs['action_embeddings'].shape[-1]))
-    if tuple(inputs['action_embeddings'].shape) != tuple(expected):  # it sizes the model
-        raise ValueError(f'{fixture / "inputs.npz"}: action_embeddings has shape '
-                         f'{tuple(inputs["action_embeddings"].shape)}; expected {tuple(expected)} '
-                         f'from meta.json (num_actions, text_dim)')
+    b, t, e = meta.get('batch', len(inputs['actions'])), meta['horizon'], meta['observation_dim']
+    n, text = meta['num_actions'], meta.get('text_dim', inputs['action_embeddings'].shape[-1])
+    cmp.check_shapes(fixture / 'inputs.npz', inputs, dict(  # the embeddings size the model
+        action_embeddings=(n, text), states=(b, t + 1, e), actions=(b, t), tasks=(b,)),
+        f'batch={b}, horizon={t}, num_actions={n}, observation_dim={e}, text_dim={text}')
     print(f'fixture {fixture}: CEFITO N={meta["num_actions"]} K={meta["num_tasks"]} '
           f'T={meta["horizon"]} E={meta["observation_dim"]} H={meta["hidden_dim"]} '
           f'B={len(inputs["actions"])}')

@@ -153,6 +153,18 @@ def check_ids(path: Path, arrays: Mapping[str, np.ndarray], counts: Mapping[str,
                              f'0..{count - 1} (meta.json)')
 
 
+def check_shapes(path: Path, arrays: Mapping[str, np.ndarray], expected: Mapping[str, tuple],
+                 sizes: str) -> None:
+    """Each ``arrays[name]`` has the shape ``expected[name]`` that meta.json's ``sizes`` (a
+    text, e.g. 'batch=4, horizon=3') give: an edited header or array is refused, naming both,
+    never checked at sizes the arrays do not have (nor met as a torch size error)."""
+    for name, shape in expected.items():
+        got = tuple(arrays[name].shape) if name in arrays else 'missing'
+        if got != tuple(shape):
+            raise ValueError(f'{path}: {name} has shape {got}; expected {tuple(shape)} from '
+                             f'meta.json ({sizes})')
+
+
 def set_fixture_sizes(model_cfg, sizes: Mapping[str, object]):
     """Write the fixture's ``sizes`` into ``model_cfg``, printing each that differs from the
     config (e.g. the 105-action CrossTask taxonomy); returns ``model_cfg``."""

@@ -27,7 +27,8 @@ import torch
 
 from ..core import diffusion, kepp_paths
 from ..models.temporal_unet import official_name
-from .compare import (GRAD_TOLERANCE, OUTPUT_TOLERANCE, Row, build_registered, check_ids, compare,
+from .compare import (GRAD_TOLERANCE, OUTPUT_TOLERANCE, Row, build_registered, check_ids,
+                      check_shapes, compare,
                       compare_chain, compare_file, compare_grads, grad_summary, perturbed_runs,
                       read_npz, report_parameter_counts, report_settings, require_meta_fields,
                       replayed_header, set_fixture_sizes, within)
@@ -278,6 +279,18 @@ def check_queries(queries, where: Path) -> None:
                                  'expected an integer >= 0')
 
 
+def check_input_shapes(fixture: Path, meta: dict, inputs: dict) -> None:
+    """inputs.npz's arrays have the sizes of meta.json (B, T, N, D; the plan model's width
+    3N + D, the step model's N + D): an edited array is named, not met as a torch size error."""
+    b, t, n, d = meta['batch'], meta['horizon'], meta['num_actions'], meta['observation_dim']
+    plan, step = 3 * n + d, n + d
+    expected = dict(global_img_tensors=(b, t + 1, d), actions=(b, t), actions_sample=(b, t),
+                    pkg_paths_train=(b, 2, t), t=(b,), step_t=(b,), noise=(b, t, plan),
+                    x_T=(b, t, plan), step_noise=(b, t, step), step_x_T=(b, t, step))
+    check_shapes(fixture / 'inputs.npz', inputs, expected,
+                 f'batch={b}, horizon={t}, num_actions={n}, observation_dim={d}')
+
+
 def check_answers(folder: Path, inputs: dict, outputs: dict, graph) -> None:
     """outputs.json answers every query and validate pair of inputs.json, in order (each
     answer repeats its query's start, end and horizon), and a query whose end is no node of
@@ -430,6 +443,7 @@ def check_fixture(fixture, meta: dict):
     install_unet(model.step.unet, fixture / 'step_state_dict.npz')
     inputs = read_npz(fixture / 'inputs.npz')
     recorded = read_npz(fixture / 'outputs.npz')
+    check_input_shapes(fixture, meta, inputs)
     check_ids(fixture / 'inputs.npz', inputs, dict(dict.fromkeys(
         ('actions', 'actions_sample', 'pkg_paths_train'), meta['num_actions']),
         t=meta['n_timesteps'], step_t=meta['n_timesteps']))

@@ -31,7 +31,7 @@ import torch
 
 from ..core import diffusion
 from .compare import (GRAD_TOLERANCE, OUTPUT_TOLERANCE, Row, build_registered, check_float_weight, check_ids,
-                      check_fixture_state_dict, compare,
+                      check_fixture_state_dict, check_shapes, compare,
                       compare_argmax, compare_chain, compare_file, compare_grads, grad_summary,
                       perturbed_runs, read_npz, report_parameter_counts, report_settings,
                       replayed_header, require_meta_fields, set_fixture_sizes, within)
@@ -191,13 +191,9 @@ def check_header(fixture: Path, meta: dict, inputs: dict) -> None:
     width = meta['num_tasks'] + meta['num_actions'] + d
     expected = dict(actions=(b, t), tasks=(b,), t=(b,), noise=(b, t, width), x_T=(b, t, width),
                     observations=(b, 2, d), global_img_tensors=(b, t + 1, d))
-    for name, shape in expected.items():
-        got = tuple(inputs[name].shape) if name in inputs else 'missing'
-        if got != shape:
-            raise ValueError(f'{fixture / "inputs.npz"}: {name} has shape {got}; expected '
-                             f'{shape} from meta.json (batch={b}, horizon={t}, num_tasks='
-                             f'{meta["num_tasks"]}, num_actions={meta["num_actions"]}, '
-                             f'observation_dim={d})')
+    check_shapes(fixture / 'inputs.npz', inputs, expected,
+                 f'batch={b}, horizon={t}, num_tasks={meta["num_tasks"]}, '
+                 f'num_actions={meta["num_actions"]}, observation_dim={d}')
     check_ids(fixture / 'inputs.npz', inputs, dict(actions=meta['num_actions'],
                                                    tasks=meta['num_tasks'],
                                                    task_sample=meta['num_tasks'],
