@@ -422,3 +422,19 @@ def test_a_resume_refuses_an_ema_checkpoint_without_its_ema_and_a_best_one(tiny_
     assert read_checkpoint(best)['meta'][RESUME_POINT_KEY] is False
     with pytest.raises(SystemExit, match=r'best_.*pth: a best checkpoint'):
         train([str(config), '--work-dir', str(tmp_path / 'resumed'), '--resume', str(best)])
+
+
+def test_a_tested_ema_checkpoint_without_its_raw_weights_is_not_called_the_raw_model():
+    """Before: a KEPP checkpoint saved by PDPPEMAHook with ema_state_dict removed was tested
+    with the warning "... the weights tested are its state_dict, the raw model, not an EMA of
+    it" and the row marked "no EMA weights", although its state_dict holds the EMA weights
+    (mmengine swaps them in at save; meta['ema_schedule'] records the hook)."""
+    import vpn_plugin.mm  # noqa: F401  (registration)
+    from mmaction.registry import HOOKS
+    from vpn_plugin.engine.ema import scored_ema_note
+    hook = HOOKS.build(dict(type='PDPPEMAHook', decay=0.9, start_step=3, interval=1))
+    schedule = dict(hook='PDPPEMAHook', **hook.schedule())
+    assert scored_ema_note(hook, dict(meta=dict(iter=100, ema_schedule=schedule),
+                                      state_dict={}), 'edited.pth') == ('', '')
+    mark, _ = scored_ema_note(hook, dict(meta=dict(iter=100), state_dict={}), 'plain.pth')
+    assert mark.startswith('no EMA weights')  # no wolf: a run without an EMA stays marked
