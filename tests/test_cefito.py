@@ -12,7 +12,7 @@ import torch
 
 import vpn_plugin.mm  # noqa: F401  (registration)
 from mmaction.registry import MODELS
-from tiny_configs import write_tiny_config
+from tiny_configs import differing_tensors, trained_and_reused_pre_stage, write_tiny_config
 from reference_fixtures import copy_fixture, reference_dir, shift_array
 from tool_modules import load_tool
 from vpn_plugin.core import energy_field, energy_search, negatives
@@ -270,6 +270,16 @@ def tiny_config(tiny_crosstask, tmp_path_factory) -> Path:
         "    dict(type='CEFITOEMAHook', decay=0.99, start_step=2, update_every=1)]\n")
     return write_tiny_config(tmp_path_factory.mktemp('cefito') / 'tiny_cefito.py', CONFIG, body,
                              tiny_crosstask, batch_size=64)
+
+
+@pytest.mark.usefixtures('single_thread')
+def test_a_restart_reusing_the_saved_classifier_trains_the_same_model(tiny_config, tmp_path):
+    """The task classifier runs on its own seeded streams: a restart of the run that reuses
+    its file trains the planner from the same streams as the run that trained it."""
+    trained, reused = trained_and_reused_pre_stage(tiny_config, tmp_path, 'task_classifier.pth',
+                                                   'epoch_1.pth')
+    assert len(trained['state_dict']) > 30
+    assert differing_tensors(trained, reused) == []
 
 
 def test_train_py_trains_the_classifier_first_then_test_py_plans(tiny_config, tmp_path):

@@ -27,7 +27,10 @@ A shortened run (the config's ``shortened``, e.g. a smoke run, ``vpn_plugin/smok
 in its log and in every checkpoint's ``meta['shortened']``; a resume never mixes a smoke run with
 another run (:meth:`PlanningRunner.load_checkpoint`; a run of fewer epochs may be extended); ``loaded_shortened`` is what the loaded
 checkpoint recorded (``tools/test.py`` marks its metrics), ``tested_ema_mark`` what a test
-found wrong with its EMA weights (:meth:`PlanningRunner.check_tested_ema`).
+found wrong with its EMA weights (:meth:`PlanningRunner.check_tested_ema`). Every checkpoint
+records the id of the training run that wrote it, in its meta and inside its EMA state (a resume
+keeps the id): a checkpoint whose EMA state is another run's is refused
+(``engine.checkpoint.check_ema_run``).
 
 And three safety rules: a checkpoint is loaded strictly (``load_from``, ``--resume``; a
 config's ``load_partial = True`` opts in to partial loading for fine-tuning) and saved
@@ -148,6 +151,7 @@ class PlanningRunner(Runner):
     backend it uses and writes (not logs) its config."""
 
     unchecked_checkpoint = ()  # what the loaded checkpoint could not be checked by (load_weights)
+    run_id = None  # this training run's id (engine.checkpoint.bind_ema_to_run), kept by a resume
     # a test's mark of a checkpoint whose EMA weights are not the trained ones the config's EMA
     # hook asks for ('' when they are: engine.ema.scored_ema_note)
     tested_ema_mark = ''
@@ -227,6 +231,8 @@ class PlanningRunner(Runner):
         another process trains in is refused (rank 0 holds it for all ranks). The config is
         written once the checkpoint to resume is loaded (:meth:`load_or_resume`): a run refused
         before leaves the work dir's record of its earlier run as it was."""
+        from vpn_plugin.engine.checkpoint import new_run_id
+        self.run_id = new_run_id()  # a resume takes the checkpoint's (load_checkpoint)
         self.log_shortened()
         self.log_test_windows()
         if self.rank != 0:
@@ -328,8 +334,9 @@ class PlanningRunner(Runner):
         loading (:func:`vpn_plugin.engine.checkpoint.load_weights`): partial only with the
         config's ``load_partial = True`` (or ``strict=False``), never when resuming."""
         from vpn_plugin.compat import is_resuming
-        from vpn_plugin.engine.checkpoint import (PARTIAL_LOAD_KEY, UNCHECKED_KEY, check_finite,
-                                                  load_weights, read_checkpoint, state_dict_of)
+        from vpn_plugin.engine.checkpoint import (PARTIAL_LOAD_KEY, RUN_KEY, UNCHECKED_KEY,
+                                                  check_finite, load_weights, read_checkpoint,
+                                                  state_dict_of)
         from vpn_plugin.engine.checkpoint_hook import check_resume_point
         from vpn_plugin.engine.rank_agreement import check_resume_data, check_resume_world_size
         from vpn_plugin.models.base_planner import BasePlanner
@@ -345,7 +352,7 @@ class PlanningRunner(Runner):
                              'another --work-dir')
         if is_resuming(self):
             check_resume_point(checkpoint, filename)
-            self.check_resumed_ema(checkpoint, filename)
+            self.run_id = (checkpoint.get('meta') or {}).get(RUN_KEY) or self.run_id
             check_resume_world_size(checkpoint, filename, self._world_size)
             check_resume_data(checkpoint, filename, self.train_data_digest())
             if isinstance(checkpoint.get('ema_state_dict'), dict):
@@ -354,6 +361,8 @@ class PlanningRunner(Runner):
                 check_finite(state_dict_of(checkpoint, filename), f'{filename} (EMA weights)')
         if self.testing:
             self.check_tested_ema(checkpoint, filename)
+        if isinstance(checkpoint.get('ema_state_dict'), dict):  # checked by read_checkpoint;
+            checkpoint['ema_state_dict'].pop(RUN_KEY, None)  # no tensor of the EMA model
         self.call_hook('after_load_checkpoint', checkpoint=checkpoint)
         model = self.model.module if is_model_wrapper(self.model) else self.model
         partial = bool(self.cfg.get(PARTIAL_LOAD_KEY, False)) if strict is None else not strict
@@ -364,22 +373,6 @@ class PlanningRunner(Runner):
         self._has_loaded = True
         self.logger.info(f'Load checkpoint from {filename}')
         return checkpoint
-
-    def check_resumed_ema(self, checkpoint: dict, filename: str) -> None:
-        """A resume of a config with an EMA hook needs the checkpoint's ``ema_state_dict``:
-        the hooks save the EMA weights as ``state_dict`` (mmengine's swap), so without it
-        mmengine (one warning) would go on training from the EMA weights as if they were the
-        trained ones, and the trained weights would be lost."""
-        from mmengine.hooks import EMAHook
-        hook = next((hook for hook in self.hooks if isinstance(hook, EMAHook)), None)
-        if hook is not None and not isinstance(checkpoint.get('ema_state_dict'), dict):
-            raise ValueError(
-                f'--resume {filename}: the checkpoint holds no ema_state_dict, and the config '
-                f'trains with {type(hook).__name__}: its state_dict holds the EMA weights, so '
-                'the run would go on from them as if they were the trained weights (which are '
-                'lost). Resume from a checkpoint as tools/train.py saved it; to train on from '
-                f'these weights as a new run, give --cfg-options load_from={filename} without '
-                '--resume (and a new --work-dir)')
 
     def check_tested_ema(self, checkpoint: dict, filename: str) -> None:
         """A warning and :attr:`tested_ema_mark` when the test scores weights that are not
@@ -401,6 +394,16 @@ class PlanningRunner(Runner):
                                                          dict):
                 return dataset.metainfo
         return None
+
+    def call_hook(self, fn_name: str, **kwargs) -> None:
+        """mmengine's, and once every hook's ``before_save_checkpoint`` ran (an EMA hook's
+        included, whichever it is), the run's id recorded in the checkpoint's meta and EMA
+        state (``engine.checkpoint.bind_ema_to_run``)."""
+        super().call_hook(fn_name, **kwargs)
+        if fn_name == 'before_save_checkpoint':
+            from vpn_plugin.engine.checkpoint import bind_ema_to_run, new_run_id
+            self.run_id = self.run_id or new_run_id()
+            bind_ema_to_run(kwargs['checkpoint'], self.run_id)
 
     @master_only
     def save_checkpoint(self, out_dir: str, filename: str, *args, **kwargs) -> None:
