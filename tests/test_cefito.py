@@ -326,13 +326,21 @@ def test_a_run_shorter_than_the_ema_update_writes_testable_checkpoints(tiny_conf
     assert untrained in written_metrics(tmp_path / 'test')['shortened']
     assert re.search(r'WARNING - checkpoint \S+epoch_1.pth: CEFITOEMAHook: 5 training steps, '
                      r'fewer than the 100', next((tmp_path / 'test').glob('*/*.log')).read_text())
-    # a checkpoint without EMA state, tested under this EMA config: marked too
+    # the same checkpoint with its ema_state_dict (the raw model) removed: its state_dict is
+    # still the EMA copy (meta records the hook's schedule), untrained, and marked so
     torch.save({key: value for key, value in saved.items() if key != 'ema_state_dict'},
                tmp_path / 'plain.pth')
     load_tool('test').main([str(short), str(tmp_path / 'plain.pth'),
                             '--work-dir', str(tmp_path / 'test_plain')])
+    assert untrained in written_metrics(tmp_path / 'test_plain')['shortened']
+    # without the record of an EMA hook: a checkpoint of a run without an EMA, marked too
+    saved['meta'].pop('ema_schedule')
+    torch.save({key: value for key, value in saved.items() if key != 'ema_state_dict'},
+               tmp_path / 'plain.pth')
+    load_tool('test').main([str(short), str(tmp_path / 'plain.pth'),
+                            '--work-dir', str(tmp_path / 'test_plain2')])
     assert 'no EMA weights (CEFITOEMAHook: checkpoint without ema_state_dict)' in \
-        written_metrics(tmp_path / 'test_plain')['shortened']
+        written_metrics(tmp_path / 'test_plain2')['shortened']
     # a checkpoint of the old behaviour is refused naming the cause
     weights['classifier.classifier_ready'] = torch.tensor(False)
     saved['ema_state_dict']['module.classifier.classifier_ready'] = torch.tensor(True)

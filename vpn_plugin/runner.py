@@ -94,6 +94,32 @@ def quiet_console(logger: logging.Logger) -> logging.Logger:
     return logger
 
 
+def stop_on_log_file_failure(logger: logging.Logger) -> logging.Logger:
+    """Make the log files of ``logger`` end the run when they cannot be written (a full disk):
+    Python's logging would print its "--- Logging error ---" traceback for every line and go
+    on, leaving a log with lines missing. The first failed write raises ``OutputWriteError``
+    naming the log file instead (the tool ends with that one line); the handler writes
+    nothing more."""
+    for handler in logger.handlers:
+        if isinstance(handler, logging.FileHandler) and \
+                not getattr(handler, 'stops_on_failure', False):
+            handler.handleError = _log_file_failed.__get__(handler)
+            handler.stops_on_failure = True
+    return logger
+
+
+def _log_file_failed(handler: logging.FileHandler, record) -> None:
+    """``handleError`` of a log file (:func:`stop_on_log_file_failure`)."""
+    from vpn_plugin.errors import OutputWriteError
+    error = sys.exc_info()[1]
+    if not isinstance(error, OSError):
+        return logging.Handler.handleError(handler, record)
+    handler.emit = lambda record: None  # no second failure while the run ends
+    raise OutputWriteError(f'cannot write the log file {handler.baseFilename}: '
+                           f'{error.strerror or error}; the run stopped (its log would miss '
+                           'lines). Free disk space or give a writable --work-dir') from error
+
+
 _RUNNERS_PER_NAME = collections.Counter()  # runners built in this process, by experiment name
 
 
@@ -146,7 +172,7 @@ class PlanningRunner(Runner):
         return super().from_cfg(cfg)
 
     def build_logger(self, *args, **kwargs):
-        return quiet_console(super().build_logger(*args, **kwargs))
+        return stop_on_log_file_failure(quiet_console(super().build_logger(*args, **kwargs)))
 
     def setup_env(self, env_cfg: dict) -> None:
         from vpn_plugin.compat import has_accelerator
@@ -311,6 +337,7 @@ class PlanningRunner(Runner):
         from vpn_plugin.engine.checkpoint import (PARTIAL_LOAD_KEY, RUN_KEY, UNCHECKED_KEY,
                                                   check_finite, load_weights, read_checkpoint,
                                                   state_dict_of)
+        from vpn_plugin.engine.checkpoint_hook import check_resume_point
         from vpn_plugin.engine.rank_agreement import check_resume_data, check_resume_world_size
         from vpn_plugin.models.base_planner import BasePlanner
         checkpoint = read_checkpoint(filename, map_location)
@@ -324,6 +351,7 @@ class PlanningRunner(Runner):
                              'a smoke run never continues a full run or the reverse: give '
                              'another --work-dir')
         if is_resuming(self):
+            check_resume_point(checkpoint, filename)
             self.run_id = (checkpoint.get('meta') or {}).get(RUN_KEY) or self.run_id
             check_resume_world_size(checkpoint, filename, self._world_size)
             check_resume_data(checkpoint, filename, self.train_data_digest())
@@ -382,8 +410,11 @@ class PlanningRunner(Runner):
         """mmengine's ``save_checkpoint``, written to a temporary name and renamed into place
         (:func:`vpn_plugin.engine.checkpoint.save_atomically`)."""
         from vpn_plugin.engine.checkpoint import save_atomically
+        from vpn_plugin.engine.checkpoint_hook import RESUME_POINT_KEY, save_failure_hint
         from vpn_plugin.engine.rank_agreement import TRAIN_DATA_KEY, WORLD_SIZE_KEY
         meta = dict(kwargs.get('meta') or {}, **{WORLD_SIZE_KEY: self._world_size})
+        # mmengine saves a best checkpoint without the schedule: no point to resume from
+        meta[RESUME_POINT_KEY] = kwargs.get('save_param_scheduler', True) is not False
         if self.train_data_digest():
             meta[TRAIN_DATA_KEY] = self.train_data_digest()
         if self.cfg.get('shortened'):
@@ -391,7 +422,7 @@ class PlanningRunner(Runner):
         kwargs['meta'] = meta
         save = super().save_checkpoint
         save_atomically(lambda temporary: save(out_dir, osp.basename(temporary), *args, **kwargs),
-                        osp.join(out_dir, filename))
+                        osp.join(out_dir, filename), then=save_failure_hint(self.work_dir))
 
     def config_path(self, training: bool = True) -> str:
         """Where :meth:`write_config` writes the config (mmengine's naming): the work dir for

@@ -526,15 +526,18 @@ def _listed(keys) -> str:
     return f'{keys[:SHOWN]}{more}'
 
 
-def save_atomically(write, path) -> None:
+RESUME_HINT = 'Free disk space or give a writable --work-dir, then continue with --resume'
+
+
+def save_atomically(write, path, then: str = RESUME_HINT) -> None:
     """``write(temporary path)``, then rename it to ``path``: ``path`` is either the complete
     new file or untouched. An ``OSError`` (disk full, read-only or missing folder) removes the
-    temporary file and raises ``CheckpointSaveError`` naming ``path`` and the cause."""
+    temporary file and raises ``CheckpointSaveError`` naming ``path``, the cause and ``then``
+    (what to do next)."""
     replace_atomically(path, lambda temporary: write(str(temporary)),
                        lambda path, cause: CheckpointSaveError(
                            f'cannot save checkpoint {path}: {cause}; nothing was written there '
-                           '(the checkpoints saved before are intact). Free disk space or give '
-                           'a writable --work-dir, then continue with --resume'))
+                           f'(the checkpoints saved before are intact). {then}'))
 
 
 LAST_CHECKPOINT = 'last_checkpoint'  # mmengine's record of the latest checkpoint of a work dir

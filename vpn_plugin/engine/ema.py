@@ -167,7 +167,9 @@ def scored_ema_note(hook, checkpoint: dict, source: str) -> tuple:
     if hook is None:
         return '', ''
     name = type(hook).__name__
-    if 'ema_state_dict' not in checkpoint:
+    # an EMA hook recorded its schedule: the state_dict holds the EMA weights (swapped in at
+    # save), even when the raw model's ema_state_dict was removed from the file since (vague6)
+    if 'ema_state_dict' not in checkpoint and 'ema_schedule' not in (checkpoint.get('meta') or {}):
         return (f'no EMA weights ({name}: checkpoint without ema_state_dict)',
                 f'{name} asks for EMA weights, but checkpoint {source} holds no '
                 'ema_state_dict (written by a run without an EMA): the weights tested are its '
