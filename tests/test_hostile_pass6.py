@@ -340,3 +340,16 @@ def test_run_protocol_seed_beyond_numpys_range_and_deep_json_are_named(tmp_path)
     deep.write_text('[' * 100000 + ']' * 100000)
     with pytest.raises(ValueError, match=r'train_T3.json: JSON nested deeper than'):
         read_json_file(deep)
+
+
+def test_an_annotation_path_that_cannot_be_there_says_why(tmp_path):
+    """Before: a taxonomy.json that is a symlink loop and a ``splits`` that is a file were both
+    reported as 'does not exist'."""
+    from vpn_plugin.datasets.sources import why_absent
+    loop = tmp_path / 'taxonomy.json'
+    loop.symlink_to('taxonomy.json')
+    assert 'symlink that leads nowhere' in why_absent(loop)
+    (tmp_path / 'splits').write_text('x')
+    assert why_absent(tmp_path / 'splits' / 'train_T3.json') == \
+        f'does not exist: {tmp_path / "splits"} is a file, not a folder'
+    assert why_absent(tmp_path / 'nothing.json') == 'does not exist'

@@ -91,13 +91,26 @@ def _per_video_file(path: Path, annotation_format: str, taxonomy: Taxonomy,
     return videos, bad
 
 
+def why_absent(path: Path) -> str:
+    """Why ``path`` cannot be read although a name is there: 'does not exist', or that it is
+    a symlink leading nowhere (dangling, a loop), or that a folder on the way is a file."""
+    import os
+    if os.path.islink(path):
+        return 'is a symlink that leads nowhere (dangling, or a loop of links)'
+    parent = next((p for p in Path(path).parents if p.exists()), None)
+    if parent is not None and not parent.is_dir():
+        return f'does not exist: {parent} is a file, not a folder'
+    return 'does not exist'
+
+
 def _existing(data_root, path, horizon) -> Path:
     """The resolved annotation path; FileNotFoundError saying what a source holds when
     missing."""
     resolved = source_path(data_root, path, horizon)
     if not resolved.exists():
         raise FileNotFoundError(
-            f'annotation source {resolved} does not exist (data_root {data_root}). A window '
+            f'annotation source {resolved} {why_absent(resolved)} (data_root {data_root}). '
+            'A window '
             'file is the unified protocol\'s JSON list [{"id": {"feature": "<task>_<vid>.npy", '
             '"task_id": <task index>, "legal_range": [[start_s, end_s, action_id], ...horizon '
             'rows]}, "instruction_len": <steps in the video>}]; the other sources are '
@@ -125,7 +138,7 @@ def source_windows(dataset_cfg: dict, warnings=None) -> Tuple[Taxonomy, List[Win
     horizon = int(dataset_cfg['horizon'])
     path = source_path(dataset_cfg['data_root'], dataset_cfg['taxonomy'], horizon)
     if not path.exists():
-        raise FileNotFoundError(f'taxonomy {path} does not exist (data_root '
+        raise FileNotFoundError(f'taxonomy {path} {why_absent(path)} (data_root '
                                 f'{dataset_cfg["data_root"]}); expected a JSON '
                                 '{"<idx>_<task>": {"<action id>": "<name>"}}')
     taxonomy = load_taxonomy(path)
