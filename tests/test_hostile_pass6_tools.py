@@ -72,3 +72,44 @@ def test_egoper_split_dir_that_is_a_file(tmp_path):
     with pytest.raises(SystemExit, match=r'--split-dir .*annotation.json: is a file; expected '
                        'the folder'):
         convert_egoper(tmp_path, split_dir='annotation.json')
+
+
+# ---------------------------------------------------------------------- state descriptions
+def state_file(tmp_path, raw):
+    path = tmp_path / 'state_descriptions.json'
+    path.write_text(raw if isinstance(raw, str) else json.dumps(raw))
+    return path
+
+
+SENTENCES = {'before': ['a loose tire', 'the brake is off', 'no jack'],
+             'after': ['a tight tire', 'the brake is on', 'a jack']}
+
+
+def test_state_descriptions_two_entries_for_one_action_are_refused(tmp_path):
+    """Before: 'brake on' and 'BRAKE ON!' (names are compared ignoring case and punctuation)
+    in one task, or one action key written twice: the last one was encoded, exit 0."""
+    from vpn_plugin.models.text_embeddings import state_texts
+    other = {'before': ['WRONG'] * 3, 'after': ['WRONG'] * 3}
+    alike = state_file(tmp_path, {'Tire': {'brake on': SENTENCES, 'BRAKE ON!': other}})
+    with pytest.raises(ValueError, match=r"actions 'brake on' and 'BRAKE ON!' are one name"):
+        state_texts(['brake on'], ['Tire'], alike)
+    twice = state_file(tmp_path, '{"Tire": {"brake on": %s, "brake on": %s}}'
+                       % (json.dumps(other), json.dumps(SENTENCES)))
+    with pytest.raises(ValueError, match=r"key 'brake on' appears twice"):
+        state_texts(['brake on'], ['Tire'], twice)
+    tasks = state_file(tmp_path, {'Tire': {'brake on': SENTENCES}, 'tire!': {'x': SENTENCES}})
+    with pytest.raises(ValueError, match=r"tasks 'Tire' and 'tire!' are one name"):
+        state_texts(['brake on'], ['Tire'], tasks)
+    assert state_texts(['brake on'], ['Tire'], state_file(tmp_path, {'Tire': {
+        'brake on': SENTENCES}}))[0] == [SENTENCES['before']]
+
+
+def test_a_text_longer_than_the_encoder_reads_is_counted(tmp_path, capsys):
+    """Before: a 1002-token state sentence was cut to MiniLM's 512 tokens without a word."""
+    from mmengine.logging import MMLogger
+    from vpn_plugin.models.text_embeddings import encode_texts
+    MMLogger.get_instance('hostile6_text', log_level='INFO')
+    encode_texts(['the car tire is loose ' * 200, 'a short one'])
+    out = capsys.readouterr()
+    assert '1 of 2 texts are longer than its 512 tokens and were truncated' in out.out + out.err
+    assert 'indexing errors' not in out.out + out.err
