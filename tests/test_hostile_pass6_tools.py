@@ -113,3 +113,49 @@ def test_a_text_longer_than_the_encoder_reads_is_counted(tmp_path, capsys):
     out = capsys.readouterr()
     assert '1 of 2 texts are longer than its 512 tokens and were truncated' in out.out + out.err
     assert 'indexing errors' not in out.out + out.err
+
+
+# ---------------------------------------------------------------------- check_authors_loader
+def damaged_loader_fixture(tmp_path, damage):
+    import shutil
+    import numpy as np
+    from vpn_plugin.data_paths import REPO_ROOT
+    fixture = tmp_path / 'fixture'
+    shutil.copytree(REPO_ROOT.parent / 'shared/reference/authors_loader_small', fixture)
+    arrays = dict(np.load(fixture / 'expected.npz'))
+    damage(arrays, fixture / 'expected.npz')
+    return fixture
+
+
+def _without_tasks(arrays, path):
+    import numpy as np
+    del arrays['tasks']
+    np.savez(path, **arrays)
+
+
+def _no_window(arrays, path):
+    import numpy as np
+    np.savez(path, **{k: v[:0] for k, v in arrays.items()})
+
+
+def _object_tasks(arrays, path):
+    import numpy as np
+    np.savez(path, **dict(arrays, tasks=arrays['tasks'].astype(object)))
+
+
+def _truncated(arrays, path):
+    path.write_bytes(path.read_bytes()[:1000])
+
+
+@pytest.mark.parametrize('damage,message', [
+    (_without_tasks, r"expected.npz: no recorded array 'tasks'"),
+    (_no_window, r'expected.npz: states has shape \(0, 3, 2, 3, 512\); expected .* W >= 1'),
+    (_object_tasks, r'expected.npz: cannot read the recorded arrays \(Object arrays'),
+    (_truncated, r'expected.npz: cannot read the recorded arrays \(File is not a zip file'),
+])
+def test_check_authors_loader_names_a_damaged_expected_npz(tmp_path, damage, message):
+    """Before: "tasks is not a file in the archive", "cannot reshape array of size 0 ...",
+    "Object arrays cannot be loaded ..." (no file named) and a BadZipFile traceback."""
+    fixture = damaged_loader_fixture(tmp_path, damage)
+    with pytest.raises(SystemExit, match=message):
+        load_tool('check_authors_loader').main([str(fixture)])
