@@ -159,3 +159,36 @@ def test_check_authors_loader_names_a_damaged_expected_npz(tmp_path, damage, mes
     fixture = damaged_loader_fixture(tmp_path, damage)
     with pytest.raises(SystemExit, match=message):
         load_tool('check_authors_loader').main([str(fixture)])
+
+
+# ---------------------------------------------------------------------- tools/plan.py
+@pytest.mark.parametrize('argv,message', [
+    (['CFG', 'CKPT', '--fps', '8'], r"--fps: the frame recipe of --video; dataset samples"),
+    (['--checkpoint', 'CKPT', '--features', 'f.npz', '--start-time', '1', '--goal-time', '5',
+      '--fps', '8', '--crop', 'none'], r'--fps, --crop: the frame recipe of --video; --features'),
+    (['CFG', 'CKPT', '--decode', 'emission_argmax', '--cfg-options', 'model.decode=viterbi'],
+     r'--decode emission_argmax and --cfg-options model.decode=viterbi contradict'),
+])
+def test_plan_flags_that_would_be_ignored_are_refused(argv, message, capsys):
+    """Before: --fps/--crop on dataset samples or with --features were ignored, and --decode
+    silently replaced a contradicting (even invalid) --cfg-options model.decode; exit 0."""
+    with pytest.raises(SystemExit):
+        load_tool('plan').parse_args(argv)
+    assert __import__('re').search(message, capsys.readouterr().err)
+    args = load_tool('plan').parse_args(['CFG', 'CKPT', '--decode', 'emission_argmax',
+                                         '--cfg-options', 'model.decode=emission_argmax'])
+    assert args.decode == 'emission_argmax'
+
+
+def test_a_start_time_after_the_goal_time_is_refused_before_rounding():
+    """Before: --start-time 10.5 --goal-time 10.49 were both rounded to 10 s and planned."""
+    import numpy as np
+    from vpn_plugin.apis import video_observations
+    from vpn_plugin.data_paths import REPO_ROOT
+    frames = np.zeros((30, 512), np.float32)
+    cfg = REPO_ROOT / 'configs/vpn_niv_t3.py'
+    with pytest.raises(ValueError, match=r'start_time=10.5, goal_time=10.49 s; expected 0 <= '
+                       'start_time <= goal_time'):
+        video_observations(cfg, frames, 10.5, 10.49)
+    start, goal = video_observations(cfg, frames, 10.49, 10.5)
+    assert start.shape == goal.shape == (1536,)

@@ -226,7 +226,7 @@ def video_observations(cfg, feature_file, start_time: float, goal_time: float,
                              'seconds')
     start, goal = round_time(start_time), round_time(goal_time)
     latest = len(frames) + GOAL_OVERSHOOT_S
-    if not 0 <= start <= goal <= latest or start >= len(frames):
+    if not 0 <= start <= goal <= latest or start >= len(frames) or start_time > goal_time:
         raise ValueError(f'{feature_file}: start_time={start_time}, goal_time={goal_time} s; '
                          f'expected 0 <= start_time <= goal_time <= {latest} s and start_time < '
                          f'the video\'s {len(frames)} frames (one per second)')
