@@ -192,3 +192,35 @@ def test_a_start_time_after_the_goal_time_is_refused_before_rounding():
         video_observations(cfg, frames, 10.5, 10.49)
     start, goal = video_observations(cfg, frames, 10.49, 10.5)
     assert start.shape == goal.shape == (1536,)
+
+
+# ---------------------------------------------------------------------- extraction
+def test_a_resume_with_other_weights_of_the_same_name_and_size_is_refused(tmp_path):
+    """Before: extraction.json recorded the weights as 'NAME (SIZE bytes)': a resume with other
+    S3D weights under the same name and size added their features to the folder ("1 written, 3
+    already there", exit 0) and provenance.json then named the new weights' sha256 for all."""
+    import argparse
+    from vpn_plugin.video.extract import check_manifest
+    from vpn_plugin.video.recipe import FrameRecipe
+    tool = load_tool('extract_features')
+    first, second = tmp_path / 'a/s3d.pth', tmp_path / 'b/s3d.pth'
+    for path, content in ((first, b'\x01' * 64), (second, b'\x02' * 64)):
+        path.parent.mkdir()
+        path.write_bytes(content)
+
+    def settings(weights):
+        return tool.settings_of(argparse.Namespace(weights=str(weights), random_weights=False,
+                                                   naming='stem'), FrameRecipe())
+    out = tmp_path / 'features'
+    out.mkdir()
+    check_manifest(out, settings(first), rank=0)
+    check_manifest(out, settings(first), rank=0)  # the same weights resume
+    with pytest.raises(ValueError, match=r'extraction.json: the features in .* were extracted '
+                       r"with .*'s3d.pth \(sha256 .*this run asks for"):
+        check_manifest(out, settings(second), rank=0)
+
+
+def test_a_device_that_holds_no_data_is_named():
+    """Before: --device meta ended in torch's "Cannot copy out of meta tensor" traceback."""
+    with pytest.raises(ValueError, match=r"--device 'meta': a meta device holds no data"):
+        load_tool('extract_features').checked_device('meta')
