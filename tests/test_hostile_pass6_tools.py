@@ -224,3 +224,39 @@ def test_a_device_that_holds_no_data_is_named():
     """Before: --device meta ended in torch's "Cannot copy out of meta tensor" traceback."""
     with pytest.raises(ValueError, match=r"--device 'meta': a meta device holds no data"):
         load_tool('extract_features').checked_device('meta')
+
+
+# ---------------------------------------------------------------------- the python API
+@pytest.fixture
+def niv_planner(tiny_crosstask, tmp_path):
+    """An untrained ViterbiPlanNet of the tiny CrossTask data (test_apis.tiny_vpn_config)."""
+    from test_apis import tiny_vpn_config
+    from vpn_plugin.apis import init_planner
+    return init_planner(str(tiny_vpn_config(tiny_crosstask, tmp_path)))
+
+
+def test_inference_batch_size_below_one_is_refused(niv_planner):
+    """Before: batch_size=-1 returned [] for two requested samples (no error), 0 stopped in
+    "range() arg 3 must not be zero"."""
+    from vpn_plugin.apis import inference_planner
+    for size in (-1, 0, 1.5, True):
+        with pytest.raises(ValueError, match=rf'batch_size={size!r}; expected an integer >= 1'):
+            inference_planner(niv_planner, [None, None], [0, 1], batch_size=size)
+
+
+def test_video_observations_of_an_unknown_split_are_refused(niv_planner, tmp_path):
+    """Before: split='dev' (or a config without that dataloader) read the observations with the
+    assumed recipe 'authors' and frame_dim 512, whatever the config's datasets use."""
+    import numpy as np
+    from mmengine.config import Config
+    from vpn_plugin.apis import plan_from_features, video_observations
+    frames = np.zeros((30, 512), np.float32)
+    with pytest.raises(ValueError, match=r"split 'dev' is unknown; expected one of"):
+        video_observations(niv_planner.cfg, frames, 1, 5, split='dev')
+    bare = Config(dict(model=dict(type='ViterbiPlanNet')))
+    with pytest.raises(ValueError, match=r'no test_dataloader.dataset, whose observation recipe'):
+        video_observations(bare, frames, 1, 5)
+    start, goal = video_observations(niv_planner.cfg, frames, 1, 5)
+    with pytest.raises(ValueError, match=r'start observations of shape \(0, 1536\); expected '
+                       r'\(B, 1536\) or \(1536,\) with B >= 1'):
+        plan_from_features(niv_planner, start[None][:0], goal[None][:0])
