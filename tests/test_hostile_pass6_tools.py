@@ -260,3 +260,25 @@ def test_video_observations_of_an_unknown_split_are_refused(niv_planner, tmp_pat
     with pytest.raises(ValueError, match=r'start observations of shape \(0, 1536\); expected '
                        r'\(B, 1536\) or \(1536,\) with B >= 1'):
         plan_from_features(niv_planner, start[None][:0], goal[None][:0])
+
+
+# ---------------------------------------------------------------------- benchmarks' arguments
+@pytest.mark.parametrize('tool,argv,message', [
+    ('benchmark_cefito_search', ['--batches', '-1'], '--batches: -1: expected an integer >= 0'),
+    ('benchmark_cefito_search', ['--repeats', '0'], '--repeats: 0: expected an integer >= 1'),
+    ('benchmark_cefito_search', ['--batch-size', '0'], '--batch-size: 0: expected an integer >= 1'),
+    ('benchmark_cefito_search', ['--chunk-size', '0'], '--chunk-size: 0: expected an integer >= 1'),
+    ('benchmark_cefito_search', ['--threads', '-2'], '--threads: -2: expected an integer >= 0'),
+    ('benchmark_dvl', ['--repeats', '0'], '--repeats: 0: expected an integer >= 1'),
+    ('benchmark_dvl', ['--time-budget', '-1'], '--time-budget: -1: expected a number > 0'),
+    ('benchmark_dvl', ['--max-gb', '0'], '--max-gb: 0: expected a number > 0'),
+])
+def test_benchmark_arguments_out_of_range_are_refused(tool, argv, message, capsys):
+    """Before: benchmark_cefito_search --batches -1 timed every window (as 0 does: over 10
+    minutes), --repeats 0 ran once, --batch-size 0 a ZeroDivisionError, --chunk-size 0 ran on;
+    benchmark_dvl --repeats 0 / --time-budget -1 timed one run, --max-gb 0 printed a failed
+    worker in the table, exit 0."""
+    module = load_tool(tool)
+    with pytest.raises(SystemExit):
+        getattr(module, 'parse_args', module.main)(argv)  # benchmark_dvl parses in main
+    assert message in capsys.readouterr().err
