@@ -282,3 +282,45 @@ def test_benchmark_arguments_out_of_range_are_refused(tool, argv, message, capsy
     with pytest.raises(SystemExit):
         getattr(module, 'parse_args', module.main)(argv)  # benchmark_dvl parses in main
     assert message in capsys.readouterr().err
+
+
+# ---------------------------------------------------------------------- the observation cache
+def test_a_cache_file_or_memo_forged_without_the_key_is_not_used(tmp_path):
+    """Before: the cache's digest was a plain SHA-256 of its arrays: start and goal swapped and
+    the digest recomputed, the swapped observations were served; a feature file rewritten and
+    its memo entry given its new stat record with the old digest served the old observations."""
+    import hashlib
+    import os
+    import numpy as np
+    from test_datasets import toy_dataset, write_toy
+    from vpn_plugin.datasets.planning_dataset import CACHE_ARRAYS
+    write_toy(tmp_path)
+    cache_dir = tmp_path / 'cache'
+    truth = toy_dataset(tmp_path, cache_dir=tmp_path / 'fresh')
+    toy_dataset(tmp_path, cache_dir=cache_dir)
+    cache = next(cache_dir.glob('obs_*.npz'))
+    arrays = dict(np.load(cache))
+    arrays['start'], arrays['goal'] = arrays['goal'].copy(), arrays['start'].copy()
+    digest = hashlib.sha256(str(arrays['key']).encode())
+    for name in sorted(CACHE_ARRAYS):
+        array = np.ascontiguousarray(arrays[name])
+        digest.update(f'{name}:{array.dtype.str}:{array.shape}'.encode())
+        digest.update(array.tobytes())
+    np.savez(cache, **dict(arrays, digest=np.str_(digest.hexdigest())))
+    np.testing.assert_array_equal(toy_dataset(tmp_path, cache_dir=cache_dir).start, truth.start)
+
+    memo_path = cache_dir / 'feature_digests.json'
+    memo = json.loads(memo_path.read_text())
+    path = next(p for p in memo if p.endswith('22_b1.npz'))
+    features = dict(np.load(path))
+    features['frames_features'] = features['frames_features'][::-1].copy()
+    np.savez(path, **features)
+    status = os.stat(path)
+    memo[path][:5] = [status.st_dev, status.st_ino, status.st_size, status.st_mtime_ns,
+                      status.st_ctime_ns]  # the old digest (and its checksum) kept
+    memo_path.write_text(json.dumps(memo))
+    rewritten = toy_dataset(tmp_path, cache_dir=tmp_path / 'fresh2')
+    assert not np.array_equal(rewritten.start, truth.start)
+    np.testing.assert_array_equal(toy_dataset(tmp_path, cache_dir=cache_dir).start,
+                                  rewritten.start)
+    assert oct((cache_dir / '.cache_key').stat().st_mode & 0o777) == '0o600'
