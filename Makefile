@@ -7,7 +7,9 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.vpn_plugin_installed
 # Installed only when the venv has no torch: a CUDA torch put there first is kept.
 TORCH_VERSION := 2.13.0
-PYTEST_ARGS ?= tests
+# the suite on up to 4 processes (pytest-xdist), one test file per process at a time (a file's
+# tests share module fixtures, the real-Slurm ones one cluster); PYTEST_ARGS=tests: one process
+PYTEST_ARGS ?= -n auto --maxprocesses 4 --dist loadfile tests
 
 .PHONY: main test venv
 

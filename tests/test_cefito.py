@@ -12,7 +12,7 @@ import torch
 
 import vpn_plugin.mm  # noqa: F401  (registration)
 from mmaction.registry import MODELS
-from tiny_configs import write_tiny_config
+from tiny_configs import differing_tensors, trained_and_reused_pre_stage, write_tiny_config
 from reference_fixtures import copy_fixture, reference_dir, shift_array
 from tool_modules import load_tool
 from vpn_plugin.core import energy_field, energy_search, negatives
@@ -272,6 +272,16 @@ def tiny_config(tiny_crosstask, tmp_path_factory) -> Path:
                              tiny_crosstask, batch_size=64)
 
 
+@pytest.mark.usefixtures('single_thread')
+def test_a_restart_reusing_the_saved_classifier_trains_the_same_model(tiny_config, tmp_path):
+    """The task classifier runs on its own seeded streams: a restart of the run that reuses
+    its file trains the planner from the same streams as the run that trained it."""
+    trained, reused = trained_and_reused_pre_stage(tiny_config, tmp_path, 'task_classifier.pth',
+                                                   'epoch_1.pth')
+    assert len(trained['state_dict']) > 30
+    assert differing_tensors(trained, reused) == []
+
+
 def test_train_py_trains_the_classifier_first_then_test_py_plans(tiny_config, tmp_path):
     load_tool('train').main([str(tiny_config), '--work-dir', str(tmp_path / 'run')])
     log = next((tmp_path / 'run').glob('*/*.log')).read_text()
@@ -316,13 +326,21 @@ def test_a_run_shorter_than_the_ema_update_writes_testable_checkpoints(tiny_conf
     assert untrained in written_metrics(tmp_path / 'test')['shortened']
     assert re.search(r'WARNING - checkpoint \S+epoch_1.pth: CEFITOEMAHook: 5 training steps, '
                      r'fewer than the 100', next((tmp_path / 'test').glob('*/*.log')).read_text())
-    # a checkpoint without EMA state, tested under this EMA config: marked too
+    # the same checkpoint with its ema_state_dict (the raw model) removed: its state_dict is
+    # still the EMA copy (meta records the hook's schedule), untrained, and marked so
     torch.save({key: value for key, value in saved.items() if key != 'ema_state_dict'},
                tmp_path / 'plain.pth')
     load_tool('test').main([str(short), str(tmp_path / 'plain.pth'),
                             '--work-dir', str(tmp_path / 'test_plain')])
+    assert untrained in written_metrics(tmp_path / 'test_plain')['shortened']
+    # without the record of an EMA hook: a checkpoint of a run without an EMA, marked too
+    saved['meta'].pop('ema_schedule')
+    torch.save({key: value for key, value in saved.items() if key != 'ema_state_dict'},
+               tmp_path / 'plain.pth')
+    load_tool('test').main([str(short), str(tmp_path / 'plain.pth'),
+                            '--work-dir', str(tmp_path / 'test_plain2')])
     assert 'no EMA weights (CEFITOEMAHook: checkpoint without ema_state_dict)' in \
-        written_metrics(tmp_path / 'test_plain')['shortened']
+        written_metrics(tmp_path / 'test_plain2')['shortened']
     # a checkpoint of the old behaviour is refused naming the cause
     weights['classifier.classifier_ready'] = torch.tensor(False)
     saved['ema_state_dict']['module.classifier.classifier_ready'] = torch.tensor(True)

@@ -474,7 +474,8 @@ def test_kepp_rescored_with_our_evaluator(shared_data, tmp_path, monkeypatch):
     weights (zeros) or crossed step and plan, the seeds would not swap."""
     official = kepp_stand_in(tmp_path)
     out = tmp_path / 'out'
-    smaller_ours(monkeypatch, 'kepp', **{'model.dim': 32})
+    # 10 diffusion steps instead of NIV's 50: the weights' route is under test, not sampling
+    smaller_ours(monkeypatch, 'kepp', **{'model.dim': 32, 'model.n_timesteps': 10})
     args = ['--method', 'kepp', '--official-dir', official, '--epochs', 5, '--horizon', 4,
             '--seeds', 3, 4, '--out', out, '--data-root', shared_data, '--size',
             'batch_size=4', '--size', 'n_train_steps=2']

@@ -144,13 +144,16 @@ def test_a_run_resumed_from_a_checkpoint_of_shared_ema_tensors_is_bit_identical(
     shutil.copy(tmp_path / 'whole/epoch_1.pth', tmp_path / 'resumed/epoch_1.pth')
     train([str(config), '--work-dir', str(tmp_path / 'resumed'),
            '--resume', str(tmp_path / 'resumed/epoch_1.pth')])
-    from vpn_plugin.engine.checkpoint import read_checkpoint
+    from vpn_plugin.engine.checkpoint import RUN_KEY, read_checkpoint
     whole, resumed = (read_checkpoint(tmp_path / f'{run}/epoch_2.pth')
                       for run in ('whole', 'resumed'))
     for part in ('state_dict', 'ema_state_dict'):
         assert sorted(whole[part]) == sorted(resumed[part])
-        for key, value in whole[part].items():
-            assert torch.equal(value, resumed[part][key]), f'{part}[{key}]'
+        for key, value in whole[part].items():  # tensors, and the run id a resume keeps
+            same = (torch.equal(value, resumed[part][key]) if torch.is_tensor(value)
+                    else value == resumed[part][key])
+            assert same, f'{part}[{key}]'
+    assert whole['ema_state_dict'][RUN_KEY] == resumed['meta'][RUN_KEY]
 
 
 def test_a_non_persistent_buffer_a_pre_stage_filled_is_averaged_after_the_sync():
@@ -169,3 +172,99 @@ def test_a_non_persistent_buffer_a_pre_stage_filled_is_averaged_after_the_sync()
         ema.update_parameters(model)
     assert torch.equal(ema.module[0].endpoints, model[0].endpoints)
     assert 'endpoints' not in ema.module[0].state_dict()  # still in no checkpoint
+
+
+# ------------------------------------------------------- the EMA state is its own run's
+@pytest.mark.usefixtures('single_thread')
+def test_a_checkpoint_with_another_runs_ema_state_is_refused_by_resume_and_test(
+        tiny_crosstask, tmp_path):
+    """Two trainings of one config and seed; run A's checkpoint given run B's EMA state (the
+    shared form PDPP writes: ema_state_dict and its list of shared tensors): every tensor
+    fits, so before the run id it was resumed and tested without a word. Without any EMA
+    state, a resume says what it then does (not mmengine's "will make a copy of state_dict
+    as the initial ema_state_dict")."""
+    import torch
+    from tiny_configs import write_tiny_pdpp_ema_config
+    from tool_modules import load_tool, run_logs
+    from vpn_plugin.engine.checkpoint import RUN_KEY, SHARED_EMA_KEY
+    config = write_tiny_pdpp_ema_config(tmp_path, tiny_crosstask)
+    train, test = load_tool('train').main, load_tool('test').main
+    for run in ('a', 'b'):
+        train([str(config), '--work-dir', str(tmp_path / run),
+               '--cfg-options', 'train_cfg.max_epochs=1'])
+    a, b = (torch.load(tmp_path / run / 'epoch_1.pth', weights_only=False) for run in 'ab')
+    assert len(a['meta'][RUN_KEY]) == 32 and a['ema_state_dict'][RUN_KEY] == a['meta'][RUN_KEY]
+    assert b['meta'][RUN_KEY] != a['meta'][RUN_KEY]  # same seed, another run
+    torch.save(dict(a, ema_state_dict=b['ema_state_dict'], **{
+        SHARED_EMA_KEY: b[SHARED_EMA_KEY]}), tmp_path / 'spliced.pth')
+    refusal = (rf"spliced.pth: its ema_state_dict was written by training run "
+               rf"{b['meta'][RUN_KEY]}, its weights and meta by run {a['meta'][RUN_KEY]}: an "
+               r"EMA state taken from another checkpoint")
+    with pytest.raises(SystemExit, match=refusal):
+        train([str(config), '--work-dir', str(tmp_path / 'resumed'),
+               '--resume', str(tmp_path / 'spliced.pth')])
+    with pytest.raises(SystemExit, match=refusal):
+        test([str(config), str(tmp_path / 'spliced.pth'), '--work-dir', str(tmp_path / 't')])
+
+
+@pytest.mark.parametrize('hook, says', [
+    (PDPPEMAHook(decay=0.9, start_step=20, interval=10), 'from step 11 on its updates go '
+     "through mmengine's averaged model, whose update count starts again at 0: the first of "
+     'them after the resume copies the model instead of averaging, and it averages every '
+     '10th update counted from there'),
+    (CEFITOEMAHook(decay=0.9, start_step=20, update_every=10), 'its schedule follows the '
+     'training step (a copy of the model every 10 steps before step 20, an average every 10 '
+     'steps from it), so it goes on from there')])
+def test_a_resume_without_ema_state_says_what_it_does(hook, says, monkeypatch):
+    """mmengine said "There is no ema_state_dict ... will make a copy of state_dict as the
+    initial ema_state_dict", not that the model then trains on from the EMA weights."""
+    import torch
+    from vpn_plugin.engine import ema
+
+    class Runner:
+        model, _resume, _load_from = torch.nn.Linear(2, 2), True, 'run/epoch_3.pth'
+    logged = []
+    monkeypatch.setattr(ema, 'print_log', lambda text, **kwargs: logged.append(text))
+    hook.before_run(Runner())
+    weights = {key: value + 1 for key, value in Runner.model.state_dict().items()}
+    hook.after_load_checkpoint(Runner(), dict(state_dict=weights))
+    assert logged == [
+        f'{type(hook).__name__}: resuming from run/epoch_3.pth, which holds no ema_state_dict '
+        "(the trained model's own weights and the EMA's update count): the model trains on "
+        'from its state_dict, which holds the EMA weights when a run with an EMA wrote it (the '
+        'trained, un-averaged weights are not in the file), and the EMA restarts as a copy of '
+        f'the same weights; {says}. The run will not match an uninterrupted one']
+    for key, value in hook.ema_model.module.state_dict().items():
+        assert torch.equal(value, weights[key])
+
+
+def test_an_ema_state_is_tied_to_its_run_or_logged_as_untied(tmp_path, caplog):
+    """``read_checkpoint``: the EMA's run id equal to the meta's is read; one missing on
+    either side is refused; none on both (a checkpoint of an earlier version) is read and
+    logged as not tied."""
+    import logging
+    import re
+    import torch
+    from vpn_plugin.engine.checkpoint import RUN_KEY, read_checkpoint
+    weight = torch.ones(2)
+
+    def saved(name, meta_id, ema_id):
+        ema = {'steps': torch.tensor(1), 'module.w': weight + 1}
+        if ema_id:
+            ema[RUN_KEY] = ema_id
+        torch.save(dict(meta={RUN_KEY: meta_id} if meta_id else {}, state_dict=dict(w=weight),
+                        ema_state_dict=ema), tmp_path / name)
+        return tmp_path / name
+    assert read_checkpoint(saved('tied.pth', 'r1', 'r1'))['ema_state_dict'][RUN_KEY] == 'r1'
+    for name, meta_id, ema_id in (('other.pth', 'r1', 'r2'), ('no_ema_id.pth', 'r1', None),
+                                  ('no_meta_id.pth', None, 'r2')):
+        theirs, ours = (re.escape(run or '(none recorded)') for run in (ema_id, meta_id))
+        with pytest.raises(ValueError, match=rf'{name}: its ema_state_dict was written by '
+                                             rf'training run {theirs}, its weights and meta by '
+                                             rf'run {ours}'):
+            read_checkpoint(saved(name, meta_id, ema_id))
+    logger = logging.getLogger('ema_run_test')
+    with caplog.at_level(logging.INFO, logger='ema_run_test'):
+        read_checkpoint(saved('old.pth', None, None), logger=logger)
+    assert 'old.pth records no run id' in caplog.text
+    assert 'could not be tied to the run that wrote its weights' in caplog.text

@@ -160,13 +160,20 @@ def test_torchrun_stopped_by_a_signal_ends_in_one_line(tmp_path):
     import signal
     import time
     script = tmp_path / 'wait.py'
-    script.write_text('import time\ntime.sleep(60)\n')
+    # each worker marks that it runs: the launcher then has its signal handlers (a fixed wait
+    # sent the signal before they were set on a loaded machine: killed, exit status -15)
+    script.write_text('import os, pathlib, time\n'
+                      f'pathlib.Path({str(tmp_path)!r}, os.environ["RANK"]).touch()\n'
+                      'time.sleep(120)\n')
     env = dict(os.environ, OMP_NUM_THREADS='1', PYTHONPATH=str(REPO_ROOT))
     launcher = subprocess.Popen(
         [sys.executable, str(REPO_ROOT / 'tools' / 'dist_run.py'), '--nproc_per_node', '2',
          '--master_addr', '127.0.0.1', '--master_port', str(free_port()), str(script)],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
-    time.sleep(8)
+    deadline = time.monotonic() + 120
+    while not all((tmp_path / rank).exists() for rank in '01'):
+        assert launcher.poll() is None and time.monotonic() < deadline, 'workers never started'
+        time.sleep(0.2)
     launcher.send_signal(signal.SIGTERM)
     _, stderr = launcher.communicate(timeout=60)
     assert launcher.returncode == 128 + signal.SIGTERM, stderr

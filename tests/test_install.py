@@ -87,14 +87,17 @@ def make_test(scratch):
     return log.read_text().splitlines()
 
 
+PYTEST_CALL = '-m pytest -n auto --maxprocesses 4 --dist loadfile tests -q -rs'
+
+
 def test_make_builds_venv_once_and_reinstalls_when_setup_cfg_changes(scratch):
     first = make_test(scratch)
     assert first[0] == '-m venv .venv'
     assert "-m pip install torch==2.13.0" in first
     assert first.index('-m pip install torch==2.13.0') < first.index('-m pip install -e .[test]')
-    assert first[-1] == '-m pytest tests -q -rs'  # -rs: skip reasons listed
+    assert first[-1] == PYTEST_CALL  # -rs: skip reasons listed
 
-    assert make_test(scratch) == ['-m pytest tests -q -rs']  # the stamp reuses the install
+    assert make_test(scratch) == [PYTEST_CALL]  # the stamp reuses the install
 
     (scratch / 'setup.cfg').touch()
     (scratch / 'has_torch').touch()

@@ -14,7 +14,7 @@ import torch
 
 import vpn_plugin.mm  # noqa: F401  (registration)
 from mmaction.registry import MODELS
-from tiny_configs import write_tiny_config
+from tiny_configs import differing_tensors, trained_and_reused_pre_stage, write_tiny_config
 from reference_fixtures import copy_fixture, reference_dir, shift_array
 from tool_modules import load_tool
 from vpn_plugin.core import kepp_paths
@@ -340,6 +340,19 @@ def tiny_config(tiny_crosstask, tmp_path_factory) -> Path:
             "                     logger=dict(interval=50))\n")
     return write_tiny_config(tmp_path_factory.mktemp('kepp') / 'tiny_kepp.py', CONFIG,
                              body, tiny_crosstask, batch_size=32, steps_per_epoch=3)
+
+
+@pytest.mark.usefixtures('single_thread')
+def test_a_restart_reusing_the_saved_step_model_trains_the_same_plan_model(tiny_config,
+                                                                           tmp_path):
+    """Training the step model and predicting the training windows' endpoints draw random
+    numbers, reusing its file draws none: they run on their own seeded streams (as the
+    official step script, a process of its own), so a restart of the run that reuses the file
+    trains the plan model from the same streams, bit for bit."""
+    trained, reused = trained_and_reused_pre_stage(tiny_config, tmp_path, STEP_FILE,
+                                                   'epoch_2.pth')
+    assert len(trained['state_dict']) > 100
+    assert differing_tensors(trained, reused) == []
 
 
 def test_train_py_runs_both_stages_then_test_py(tiny_config, tmp_path):

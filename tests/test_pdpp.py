@@ -15,7 +15,7 @@ import vpn_plugin.mm  # noqa: F401  (registration)
 from mmaction.registry import MODELS
 from mmengine.dataset import DefaultSampler
 from test_baselines import best_path, chain_pkg
-from tiny_configs import write_tiny_config
+from tiny_configs import differing_tensors, trained_and_reused_pre_stage, write_tiny_config
 from reference_fixtures import copy_fixture, reference_dir, shift_array
 from tool_modules import load_tool
 from vpn_plugin.core import diffusion
@@ -324,6 +324,17 @@ def tiny_config(tiny_crosstask, tmp_path_factory) -> Path:
             "                     logger=dict(interval=50))\n")
     return write_tiny_config(tmp_path_factory.mktemp('pdpp') / 'tiny_pdpp.py', CONFIG,
                              body, tiny_crosstask, batch_size=32, steps_per_epoch=3)
+
+
+@pytest.mark.usefixtures('single_thread')
+def test_a_restart_reusing_the_saved_classifier_trains_the_same_u_net(tiny_config, tmp_path):
+    """Training the classifier draws random numbers, reusing its file draws none: the
+    classifier runs on its own seeded streams (as train_mlp.py, a process of its own), so a
+    restart of the run that reuses it trains the U-Net from the same streams, bit for bit."""
+    trained, reused = trained_and_reused_pre_stage(tiny_config, tmp_path, 'task_classifier.pth',
+                                                   'epoch_2.pth')
+    assert len(trained['state_dict']) > 100
+    assert differing_tensors(trained, reused) == []
 
 
 def head_state(module):

@@ -47,3 +47,34 @@ def write_tiny_pdpp_ema_config(tmp_path: Path, tiny_crosstask: dict) -> Path:
                              repo / 'configs/baselines/pdpp_crosstask_t3.py',
                              TINY_PDPP_EMA_BODY, tiny_crosstask, batch_size=32,
                              steps_per_epoch=3)
+
+
+def trained_and_reused_pre_stage(config: Path, tmp_path: Path, pre_stage_file: str,
+                                 checkpoint: str) -> tuple:
+    """Train ``config`` into ``tmp_path/trained`` (its pre-stage trained and saved as
+    ``pre_stage_file``), then into ``tmp_path/reused``, which holds a copy of that file (a
+    restart of the run: the pre-stage reused, not retrained); returns the two runs'
+    ``checkpoint`` (``read_checkpoint``: the EMA's shared tensors put back)."""
+    import shutil
+    from tool_modules import load_tool, run_logs
+    from vpn_plugin.engine.checkpoint import read_checkpoint
+    train = load_tool('train').main
+    train([str(config), '--work-dir', str(tmp_path / 'trained')])
+    (tmp_path / 'reused').mkdir()
+    shutil.copy(tmp_path / 'trained' / pre_stage_file, tmp_path / 'reused' / pre_stage_file)
+    train([str(config), '--work-dir', str(tmp_path / 'reused')])
+    assert '(not retrained)' in run_logs(tmp_path / 'reused')
+    return tuple(read_checkpoint(tmp_path / run / checkpoint) for run in ('trained', 'reused'))
+
+
+def differing_tensors(first: dict, second: dict) -> list:
+    """'part[key]' of every tensor of the two checkpoints' ``state_dict`` and ``ema_state_dict``
+    (the EMA and the trained weights) that is not bit-identical; [] when none."""
+    import torch
+    differ = []
+    for part in ('state_dict', 'ema_state_dict'):
+        for key, value in first.get(part, {}).items():
+            other = second.get(part, {}).get(key)
+            if torch.is_tensor(value) and not (torch.is_tensor(other) and torch.equal(value, other)):
+                differ.append(f'{part}[{key}]')
+    return differ

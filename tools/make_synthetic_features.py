@@ -27,7 +27,8 @@ from vpn_plugin.datasets.synthetic import (DEFAULT_DTYPES, DTYPES, FORMATS,
                                            dataset_videos, synthetic_record,
                                            write_manifest, write_synthetic_features)
 from vpn_plugin.datasets.provenance import write_provenance
-from vpn_plugin.errors import (NON_NEGATIVE_INT, POSITIVE_INT, path_argument, read_json,
+from vpn_plugin.errors import (NON_NEGATIVE_INT, POSITIVE_INT, check_folder_target,
+                               path_argument, read_json,
                                tool_main)
 from vpn_plugin.outputs import KINDS, add_overwrite_argument, check_output
 
@@ -73,6 +74,8 @@ def main(argv=None):
             raise ValueError('--out is required with --dataset')
         taxonomy, videos = dataset_videos(args.dataset, args.data_root or '../shared/data')
         features = Path(args.out) / 'features'
+    check_folder_target(features, 'feature folder', 'the synthetic feature files',
+                        '--out' if args.out else '--cfg-options feature_dir=DIR')
     earlier = earlier_run(features)
     check_feature_folder(features, videos, args, earlier is not None)
     remove_other_format(features, videos, args.format, earlier)

@@ -31,7 +31,7 @@ from vpn_plugin.protocol.expected import (describe_row, expected_file,  # noqa: 
 from vpn_plugin.protocol.results import (filter_rows, mean_over_datasets,  # noqa: E402
                                           read_results, rename_methods)
 from vpn_plugin.errors import (NON_NEGATIVE_INT, POSITIVE_INT, path_argument,  # noqa: E402
-                               text_argument, tool_main, write_text_atomically)
+                               text_argument, tool_main, write_texts_atomically)
 from vpn_plugin.outputs import add_overwrite_argument, check_output, stem_files  # noqa: E402
 
 
@@ -130,8 +130,7 @@ def main(argv=None):
     markdown = to_markdown(table, title=args.title, digits=args.digits)
     latex = to_latex(table, title=args.title, label=args.label, digits=args.digits)
     if files:
-        for path, text in zip(files, (markdown, latex)):
-            write_text_atomically(path, text, 'table')
+        write_texts_atomically(dict(zip(files, (markdown, latex))), 'table')
         print(f'wrote {files[0]} and {files[1]}', file=sys.stderr)
     sys.stdout.write((latex if args.format == 'latex' else markdown).rstrip('\n') + '\n')
 

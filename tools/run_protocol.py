@@ -42,7 +42,8 @@ from vpn_plugin.protocol.runner import (ProtocolRunner, UnitsFailedError,  # noq
                                          check_units, expand_units, load_protocol,
                                          with_stages)
 from vpn_plugin.errors import (NON_NEGATIVE_INT, POSITIVE_FLOAT, POSITIVE_INT,  # noqa: E402
-                               check_folder_target, path_argument, tool_main)
+                               check_folder_target, join_dash_values, path_argument,
+                               tool_main)
 
 
 def parse_args(argv=None):
@@ -83,8 +84,9 @@ def parse_args(argv=None):
                         'for local and Slurm runs; runs nothing')
     add_data_arguments(parser)
     add_launcher_arguments(parser)
+    argv = join_dash_values(parser, sys.argv[1:] if argv is None else argv)
     args = parser.parse_args(argv)
-    check_launcher_arguments(parser, args, argv if argv is not None else sys.argv[1:])
+    check_launcher_arguments(parser, args, argv)
     return args
 
 

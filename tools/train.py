@@ -12,6 +12,7 @@ import argparse
 import contextlib
 import os
 import os.path as osp
+import sys
 from pathlib import Path
 
 import torch
@@ -21,6 +22,7 @@ from vpn_plugin.compat import exit_distributed_rank, shutdown_distributed
 from vpn_plugin.data_paths import (add_runner_arguments, data_path_args,
                                   load_config as read_config)
 from vpn_plugin.engine.checkpoint import latest_checkpoint_in
+from vpn_plugin.engine.checkpoint_hook import best_checkpoints, no_resume_point_note
 from vpn_plugin.engine.pre_stage import PRE_STAGE_FILES
 from vpn_plugin.errors import (check_file, check_folder_target, path_argument, seed_argument,
                                tool_main)
@@ -139,12 +141,19 @@ def set_resume(cfg, resume):
         raise SystemExit(f'--resume: {cfg.work_dir}/last_checkpoint names {latest!r}, which is '
                          'no checkpoint file; give the CKPT to resume from')
     if latest is None and resume == LATEST:
+        best = no_resume_point_note(cfg.work_dir)
         raise SystemExit(f'--resume: the work dir {cfg.work_dir} holds no checkpoint to resume '
-                         'from; give a CKPT, "--resume auto" to start afresh when there is none, '
-                         f'or no --resume{pre_stage_note(cfg.work_dir)}')
+                         f'from{best}' + ('' if best else '; give a CKPT, "--resume auto" to '
+                                          'start afresh when there is none, or no --resume')
+                         + pre_stage_note(cfg.work_dir))
     cfg.resume = latest is not None  # auto with nothing to resume: a fresh start
     if latest is not None:
         cfg.load_from = latest
+    elif best_checkpoints(cfg.work_dir):  # a requeued run killed between best and epoch_1
+        print(f'warning: --resume auto: {cfg.work_dir} holds no epoch checkpoint to resume, '
+              f'only {", ".join(best_checkpoints(cfg.work_dir))} (best validation weights, no '
+              'optimizer or schedule state: not a resume point): the run starts afresh and '
+              'replaces it', file=sys.stderr)
 
 
 def check_fresh_work_dir(cfg, overwrite: bool) -> None:
@@ -152,10 +161,13 @@ def check_fresh_work_dir(cfg, overwrite: bool) -> None:
     holds some unless ``--overwrite`` (which deletes them)."""
     found = existing_checkpoints(cfg.work_dir)
     if found and not overwrite:
+        best_only = (no_resume_point_note(cfg.work_dir)
+                     if latest_checkpoint_in(cfg.work_dir) is None else '')
         raise SystemExit(f'the work dir {cfg.work_dir} already holds checkpoints of another run '
-                         f'({", ".join(p.name for p in found[:4])}{" ..." * (len(found) > 4)}); '
-                         'continue it with --resume, or start afresh with --overwrite (deletes '
-                         f'them), or pick another --work-dir{pre_stage_note(cfg.work_dir)}')
+                         f'({", ".join(p.name for p in found[:4])}{" ..." * (len(found) > 4)})'
+                         + (best_only or '; continue it with --resume, or start afresh with '
+                            '--overwrite (deletes them), or pick another --work-dir')
+                         + pre_stage_note(cfg.work_dir))
     for path in found:
         path.unlink()
 

@@ -291,6 +291,25 @@ def text_argument(text: str) -> str:
 text_argument.__name__ = 'text'
 
 
+def join_dash_values(parser, argv) -> list:
+    """``argv`` with ``--opt -x`` written ``--opt=-x`` where ``--opt`` is an option of
+    ``parser`` that takes one value and ``-x`` is no option of ``parser`` (nor the start of
+    one): argparse reads ``-x`` (``--mem-per-run -4G``) as an unknown option and says only
+    "expected one argument"; joined, the value reaches the option's own check, whose message
+    names the option, the value and the form expected."""
+    single = {name for action in parser._actions if action.nargs is None
+              and action.option_strings for name in action.option_strings}
+    known = list(parser._option_string_actions)
+    joined, tokens = [], list(argv)
+    while tokens:
+        token = tokens.pop(0)
+        if (token in single and tokens and tokens[0].startswith('-') and tokens[0] != '--'
+                and not any(name.startswith(tokens[0].split('=', 1)[0]) for name in known)):
+            token = f'{token}={tokens.pop(0)}'
+        joined.append(token)
+    return joined
+
+
 def path_kind(path) -> str | None:
     """What is at ``path``: None (nothing), 'a regular file', 'a folder', 'a FIFO', 'a
     character device' (``/dev/zero``), 'a block device', 'a socket'."""
@@ -338,13 +357,38 @@ def what_the_file_is(path) -> str:
 
 
 def check_folder_target(path, what: str = 'work dir', holds: str = 'the logs and checkpoints',
-                        flag: str = '--work-dir') -> None:
+                        flag: str = '--work-dir', writable: bool = True) -> None:
     """``path``, a folder a run writes into (made when missing), must not be a file: a
-    ``NotADirectoryError`` says what is there (``makedirs`` says only "File exists")."""
+    ``NotADirectoryError`` says what is there (``makedirs`` says only "File exists"); with
+    ``writable``, a ``PermissionError`` names the folder this user cannot write
+    (:func:`unwritable_folder`; Python's says only "[Errno 13] Permission denied: <a file in
+    it>")."""
     kind = path_kind(path)
     if kind not in (None, 'a folder'):
         raise NotADirectoryError(f'{what} {path} is {kind}; expected a folder (made when missing) '
                                  f'for {holds}: give another {flag}')
+    blocked = unwritable_folder(path) if writable else None
+    if blocked is not None:
+        raise PermissionError(f'{what} {path}: {blocked}; expected a folder this user can write '
+                              f'{holds} into: give another {flag}')
+
+
+def unwritable_folder(path) -> str | None:
+    """Why this process cannot write into folder ``path`` (made when missing): '<folder> is
+    read-only for user <name>' naming ``path`` or the nearest existing folder above it that it
+    would be made in; None when it can."""
+    folder = Path(os.path.abspath(path))
+    while not folder.exists() and folder != folder.parent:
+        folder = folder.parent
+    if not folder.is_dir() or os.access(folder, os.W_OK | os.X_OK):
+        return None
+    import getpass
+    try:
+        user = getpass.getuser()
+    except (KeyError, OSError):
+        user = f'uid {os.getuid()}'
+    made = '' if folder == Path(os.path.abspath(path)) else ', where it would be made,'
+    return f'{folder}{made} is read-only for user {user}'
 
 
 def check_file(path, what: str, missing: str | None = None) -> Path:
@@ -412,12 +456,32 @@ def replace_atomically(path, write, failure) -> None:
 
 
 def write_text_atomically(path, text: str, what: str = 'output') -> None:
-    """Write ``text`` to ``path`` atomically (``replace_atomically``), creating its folder; an
-    ``OSError`` raises ``OutputWriteError`` naming ``path``."""
-    def write(temporary):
-        temporary.parent.mkdir(parents=True, exist_ok=True)
-        temporary.write_text(text)
+    """Write ``text`` to ``path`` atomically (``write_texts_atomically``), creating its folder;
+    an ``OSError`` raises ``OutputWriteError`` naming ``path``."""
+    write_texts_atomically({path: text}, what)
 
-    replace_atomically(path, write, lambda path, cause: OutputWriteError(
-        f'cannot write the {what} {path}: {cause}; nothing was written there (free disk space '
-        'or choose a writable folder)'))
+
+def write_texts_atomically(texts, what: str = 'output') -> None:
+    """Write every file of ``texts`` (``{path: text}``) or none of them: each goes to a
+    temporary file beside it first, and only when all are complete are they renamed into
+    place (a full disk on the second file leaves neither, and earlier files of those names
+    untouched). An ``OSError`` removes the temporary files and raises ``OutputWriteError``
+    naming the file that failed and every file that was therefore not written."""
+    paths = [Path(path) for path in texts]
+    temporaries = [path.with_name(f'.{path.name}.{os.getpid()}.partial') for path in paths]
+    path = paths[0]
+    try:
+        for path, temporary, text in zip(paths, temporaries, texts.values()):
+            temporary.parent.mkdir(parents=True, exist_ok=True)
+            temporary.write_text(text)
+        for path, temporary in zip(paths, temporaries):
+            os.replace(temporary, path)
+    except OSError as error:
+        for temporary in temporaries:
+            with contextlib.suppress(OSError):
+                temporary.unlink()
+        others = [str(other) for other in paths if other != path]
+        raise OutputWriteError(
+            f'cannot write the {what} {path}: {error.strerror or error}; nothing was written '
+            f'there{" nor to " + ", ".join(others) if others else ""} (free disk space or '
+            'choose a writable folder)') from error

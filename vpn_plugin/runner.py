@@ -27,7 +27,10 @@ A shortened run (the config's ``shortened``, e.g. a smoke run, ``vpn_plugin/smok
 in its log and in every checkpoint's ``meta['shortened']``; a resume never mixes a smoke run with
 another run (:meth:`PlanningRunner.load_checkpoint`; a run of fewer epochs may be extended); ``loaded_shortened`` is what the loaded
 checkpoint recorded (``tools/test.py`` marks its metrics), ``tested_ema_mark`` what a test
-found wrong with its EMA weights (:meth:`PlanningRunner.check_tested_ema`).
+found wrong with its EMA weights (:meth:`PlanningRunner.check_tested_ema`). Every checkpoint
+records the id of the training run that wrote it, in its meta and inside its EMA state (a resume
+keeps the id): a checkpoint whose EMA state is another run's is refused
+(``engine.checkpoint.check_ema_run``).
 
 And three safety rules: a checkpoint is loaded strictly (``load_from``, ``--resume``; a
 config's ``load_partial = True`` opts in to partial loading for fine-tuning) and saved
@@ -91,6 +94,32 @@ def quiet_console(logger: logging.Logger) -> logging.Logger:
     return logger
 
 
+def stop_on_log_file_failure(logger: logging.Logger) -> logging.Logger:
+    """Make the log files of ``logger`` end the run when they cannot be written (a full disk):
+    Python's logging would print its "--- Logging error ---" traceback for every line and go
+    on, leaving a log with lines missing. The first failed write raises ``OutputWriteError``
+    naming the log file instead (the tool ends with that one line); the handler writes
+    nothing more."""
+    for handler in logger.handlers:
+        if isinstance(handler, logging.FileHandler) and \
+                not getattr(handler, 'stops_on_failure', False):
+            handler.handleError = _log_file_failed.__get__(handler)
+            handler.stops_on_failure = True
+    return logger
+
+
+def _log_file_failed(handler: logging.FileHandler, record) -> None:
+    """``handleError`` of a log file (:func:`stop_on_log_file_failure`)."""
+    from vpn_plugin.errors import OutputWriteError
+    error = sys.exc_info()[1]
+    if not isinstance(error, OSError):
+        return logging.Handler.handleError(handler, record)
+    handler.emit = lambda record: None  # no second failure while the run ends
+    raise OutputWriteError(f'cannot write the log file {handler.baseFilename}: '
+                           f'{error.strerror or error}; the run stopped (its log would miss '
+                           'lines). Free disk space or give a writable --work-dir') from error
+
+
 _RUNNERS_PER_NAME = collections.Counter()  # runners built in this process, by experiment name
 
 
@@ -122,6 +151,7 @@ class PlanningRunner(Runner):
     backend it uses and writes (not logs) its config."""
 
     unchecked_checkpoint = ()  # what the loaded checkpoint could not be checked by (load_weights)
+    run_id = None  # this training run's id (engine.checkpoint.bind_ema_to_run), kept by a resume
     # a test's mark of a checkpoint whose EMA weights are not the trained ones the config's EMA
     # hook asks for ('' when they are: engine.ema.scored_ema_note)
     tested_ema_mark = ''
@@ -142,7 +172,7 @@ class PlanningRunner(Runner):
         return super().from_cfg(cfg)
 
     def build_logger(self, *args, **kwargs):
-        return quiet_console(super().build_logger(*args, **kwargs))
+        return stop_on_log_file_failure(quiet_console(super().build_logger(*args, **kwargs)))
 
     def setup_env(self, env_cfg: dict) -> None:
         from vpn_plugin.compat import has_accelerator
@@ -201,6 +231,8 @@ class PlanningRunner(Runner):
         another process trains in is refused (rank 0 holds it for all ranks). The config is
         written once the checkpoint to resume is loaded (:meth:`load_or_resume`): a run refused
         before leaves the work dir's record of its earlier run as it was."""
+        from vpn_plugin.engine.checkpoint import new_run_id
+        self.run_id = new_run_id()  # a resume takes the checkpoint's (load_checkpoint)
         self.log_shortened()
         self.log_test_windows()
         if self.rank != 0:
@@ -302,8 +334,10 @@ class PlanningRunner(Runner):
         loading (:func:`vpn_plugin.engine.checkpoint.load_weights`): partial only with the
         config's ``load_partial = True`` (or ``strict=False``), never when resuming."""
         from vpn_plugin.compat import is_resuming
-        from vpn_plugin.engine.checkpoint import (PARTIAL_LOAD_KEY, UNCHECKED_KEY, check_finite,
-                                                  load_weights, read_checkpoint, state_dict_of)
+        from vpn_plugin.engine.checkpoint import (PARTIAL_LOAD_KEY, RUN_KEY, UNCHECKED_KEY,
+                                                  check_finite, load_weights, read_checkpoint,
+                                                  state_dict_of)
+        from vpn_plugin.engine.checkpoint_hook import check_resume_point
         from vpn_plugin.engine.rank_agreement import check_resume_data, check_resume_world_size
         from vpn_plugin.models.base_planner import BasePlanner
         checkpoint = read_checkpoint(filename, map_location)
@@ -317,6 +351,8 @@ class PlanningRunner(Runner):
                              'a smoke run never continues a full run or the reverse: give '
                              'another --work-dir')
         if is_resuming(self):
+            check_resume_point(checkpoint, filename)
+            self.run_id = (checkpoint.get('meta') or {}).get(RUN_KEY) or self.run_id
             check_resume_world_size(checkpoint, filename, self._world_size)
             check_resume_data(checkpoint, filename, self.train_data_digest())
             if isinstance(checkpoint.get('ema_state_dict'), dict):
@@ -325,6 +361,8 @@ class PlanningRunner(Runner):
                 check_finite(state_dict_of(checkpoint, filename), f'{filename} (EMA weights)')
         if self.testing:
             self.check_tested_ema(checkpoint, filename)
+        if isinstance(checkpoint.get('ema_state_dict'), dict):  # checked by read_checkpoint;
+            checkpoint['ema_state_dict'].pop(RUN_KEY, None)  # no tensor of the EMA model
         self.call_hook('after_load_checkpoint', checkpoint=checkpoint)
         model = self.model.module if is_model_wrapper(self.model) else self.model
         partial = bool(self.cfg.get(PARTIAL_LOAD_KEY, False)) if strict is None else not strict
@@ -357,13 +395,26 @@ class PlanningRunner(Runner):
                 return dataset.metainfo
         return None
 
+    def call_hook(self, fn_name: str, **kwargs) -> None:
+        """mmengine's, and once every hook's ``before_save_checkpoint`` ran (an EMA hook's
+        included, whichever it is), the run's id recorded in the checkpoint's meta and EMA
+        state (``engine.checkpoint.bind_ema_to_run``)."""
+        super().call_hook(fn_name, **kwargs)
+        if fn_name == 'before_save_checkpoint':
+            from vpn_plugin.engine.checkpoint import bind_ema_to_run, new_run_id
+            self.run_id = self.run_id or new_run_id()
+            bind_ema_to_run(kwargs['checkpoint'], self.run_id)
+
     @master_only
     def save_checkpoint(self, out_dir: str, filename: str, *args, **kwargs) -> None:
         """mmengine's ``save_checkpoint``, written to a temporary name and renamed into place
         (:func:`vpn_plugin.engine.checkpoint.save_atomically`)."""
         from vpn_plugin.engine.checkpoint import save_atomically
+        from vpn_plugin.engine.checkpoint_hook import RESUME_POINT_KEY, save_failure_hint
         from vpn_plugin.engine.rank_agreement import TRAIN_DATA_KEY, WORLD_SIZE_KEY
         meta = dict(kwargs.get('meta') or {}, **{WORLD_SIZE_KEY: self._world_size})
+        # mmengine saves a best checkpoint without the schedule: no point to resume from
+        meta[RESUME_POINT_KEY] = kwargs.get('save_param_scheduler', True) is not False
         if self.train_data_digest():
             meta[TRAIN_DATA_KEY] = self.train_data_digest()
         if self.cfg.get('shortened'):
@@ -371,7 +422,7 @@ class PlanningRunner(Runner):
         kwargs['meta'] = meta
         save = super().save_checkpoint
         save_atomically(lambda temporary: save(out_dir, osp.basename(temporary), *args, **kwargs),
-                        osp.join(out_dir, filename))
+                        osp.join(out_dir, filename), then=save_failure_hint(self.work_dir))
 
     def config_path(self, training: bool = True) -> str:
         """Where :meth:`write_config` writes the config (mmengine's naming): the work dir for

@@ -49,6 +49,12 @@ class CEFITOEMAHook(ScheduledEMAHook, EMAHook):
         return dict(first_copy=every, every=every,
                     averages_from=-(-self.start_step // every) * every)
 
+    def resumed_ema_count_note(self) -> str:
+        every = self.update_every
+        return (f'its schedule follows the training step (a copy of the model every {every} '
+                f'steps before step {self.start_step}, an average every {every} steps from '
+                'it), so it goes on from there')
+
     def before_train(self, runner) -> None:
         super().before_train(runner)
         sync_pre_stages(self)

@@ -55,6 +55,7 @@ import math
 import os
 import pickle
 import re
+import uuid
 from collections import OrderedDict
 from pathlib import Path
 from typing import Optional
@@ -105,8 +106,54 @@ def read_checkpoint(filename, map_location='cpu', logger='current') -> dict:
     if not isinstance(checkpoint.get('meta', {}), dict):
         raise ValueError(f'checkpoint {name}: "meta" is a {type(checkpoint["meta"]).__name__}; '
                          'expected a dict (what tools/train.py records: dataset_meta, ...)')
+    check_ema_run(checkpoint, name, logger)
     restore_shared_ema(checkpoint, name)
     return checkpoint
+
+
+RUN_KEY = 'run_id'  # meta[RUN_KEY] and ema_state_dict[RUN_KEY]: the training run that wrote them
+
+
+def new_run_id() -> str:
+    """A training run's id: drawn from the operating system (``uuid4``), never from the
+    seeded random streams (two runs of one seed get two ids)."""
+    return uuid.uuid4().hex
+
+
+def bind_ema_to_run(checkpoint: dict, run_id: str) -> None:
+    """Record ``run_id`` in a checkpoint being saved: in its ``meta`` and, when an EMA hook
+    wrote one, inside its ``ema_state_dict``; :func:`check_ema_run` compares the two."""
+    checkpoint.setdefault('meta', {})[RUN_KEY] = run_id
+    if isinstance(checkpoint.get('ema_state_dict'), dict):
+        checkpoint['ema_state_dict'][RUN_KEY] = run_id
+
+
+def check_ema_run(checkpoint: dict, source: str, logger='current') -> None:
+    """Refuse a checkpoint whose ``ema_state_dict`` was written by another training run than
+    its weights and meta (:func:`bind_ema_to_run`): the complete EMA state of another run of
+    the same model fits every tensor, so nothing else could tell. Both ids absent (a
+    checkpoint of a version before they were recorded): loaded, and logged."""
+    ema = checkpoint.get('ema_state_dict')
+    if not isinstance(ema, dict):
+        return
+    meta = checkpoint.get('meta') or {}
+    ours, theirs = meta.get(RUN_KEY), ema.get(RUN_KEY)
+    if ours is None and theirs is None:
+        from mmengine.logging import print_log
+        print_log(f'checkpoint {source} records no run id (written by a version before '
+                  'checkpoints recorded one): its EMA state (ema_state_dict) could not be tied '
+                  'to the run that wrote its weights', logger=logger, level=logging.INFO)
+        return
+    if ours != theirs:
+        raise ValueError(
+            f'checkpoint {source}: its ema_state_dict was written by training run '
+            f'{theirs or "(none recorded)"}, its weights and meta by run '
+            f'{ours or "(none recorded)"}: an EMA state taken from another checkpoint (a resume '
+            'would train that other run\'s model on under this run\'s EMA weights; the file is '
+            'no longer one run\'s). Use the checkpoint as tools/train.py wrote it, or another '
+            'checkpoint of this run; to keep its weights (state_dict, the EMA weights) and '
+            f'drop the EMA state, delete its ema_state_dict and {SHARED_EMA_KEY} entries (a '
+            'resume then trains on from the EMA weights)')
 
 
 def share_ema_tensors(checkpoint: dict) -> None:
@@ -176,7 +223,7 @@ def check_ema_complete(state, ema, source: str) -> None:
                          'EMA\'s update count); expected the file tools/train.py wrote (a '
                          'damaged or hand-edited file: a resumed EMA would restart its '
                          'schedule, its next update a copy of the model)')
-    unknown = [key for key in ema if key != EMA_STEPS_KEY and not (
+    unknown = [key for key in ema if key not in (EMA_STEPS_KEY, RUN_KEY) and not (
         key.startswith('module.') and key[len('module.'):] in state)]
     if unknown:
         raise ValueError(f'checkpoint {source}: ema_state_dict holds {len(unknown)} key(s) of '
@@ -479,15 +526,18 @@ def _listed(keys) -> str:
     return f'{keys[:SHOWN]}{more}'
 
 
-def save_atomically(write, path) -> None:
+RESUME_HINT = 'Free disk space or give a writable --work-dir, then continue with --resume'
+
+
+def save_atomically(write, path, then: str = RESUME_HINT) -> None:
     """``write(temporary path)``, then rename it to ``path``: ``path`` is either the complete
     new file or untouched. An ``OSError`` (disk full, read-only or missing folder) removes the
-    temporary file and raises ``CheckpointSaveError`` naming ``path`` and the cause."""
+    temporary file and raises ``CheckpointSaveError`` naming ``path``, the cause and ``then``
+    (what to do next)."""
     replace_atomically(path, lambda temporary: write(str(temporary)),
                        lambda path, cause: CheckpointSaveError(
                            f'cannot save checkpoint {path}: {cause}; nothing was written there '
-                           '(the checkpoints saved before are intact). Free disk space or give '
-                           'a writable --work-dir, then continue with --resume'))
+                           f'(the checkpoints saved before are intact). {then}'))
 
 
 LAST_CHECKPOINT = 'last_checkpoint'  # mmengine's record of the latest checkpoint of a work dir

@@ -33,13 +33,14 @@ import bisect
 import contextlib
 import os
 import re
+from pathlib import Path
 
 from mmengine.dist import is_main_process
 from mmengine.hooks import CheckpointHook
 
 from mmaction.registry import HOOKS
 
-from .checkpoint import write_last_checkpoint
+from .checkpoint import newest_checkpoint_in, write_last_checkpoint
 
 
 class _DeferredRemovals:
@@ -206,3 +207,70 @@ def validates_after_epoch(runner) -> bool:
     epoch = runner.epoch + 1
     interval = loop.dynamic_intervals[bisect.bisect(loop.dynamic_milestones, epoch + 1) - 1]
     return epoch >= loop.val_begin and (epoch % interval == 0 or epoch == loop.max_epochs)
+
+
+# ------------------------------------------------------------- which checkpoints resume a run
+RESUME_POINT_KEY = 'resume_point'  # meta: saved with the optimizer's schedule (an epoch save)
+BEST_PATTERN = 'best_*.pth'  # mmengine's best checkpoints: weights only, not a resume point
+
+
+def is_resume_point(checkpoint: dict, filename) -> bool:
+    """``checkpoint`` (loaded from ``filename``) can continue a run: not one of mmengine's
+    best checkpoints, which it saves without the optimizer and learning-rate schedule state
+    (recorded in ``meta['resume_point']`` by ``PlanningRunner.save_checkpoint``; a checkpoint
+    saved before that record is judged by its ``best_`` file name)."""
+    recorded = (checkpoint.get('meta') or {}).get(RESUME_POINT_KEY)
+    if recorded is not None:
+        return bool(recorded)
+    return not os.path.basename(str(filename)).startswith('best_')
+
+
+def check_resume_point(checkpoint: dict, filename) -> None:
+    """Refuse to resume from a best checkpoint (:func:`is_resume_point`): mmengine would go on
+    silently with a fresh optimizer and schedule, which is not the run continued."""
+    if not is_resume_point(checkpoint, filename):
+        raise ValueError(
+            f'--resume {filename}: a best checkpoint (the weights of the best validation), '
+            'saved without the optimizer and learning-rate schedule state, so it cannot '
+            'continue the run (the optimizer and schedule would restart unseen). Resume from '
+            'an epoch_N.pth of the run; to train on from these weights as a new run, give '
+            f'--cfg-options load_from={filename} without --resume (and a new --work-dir)')
+
+
+def best_checkpoints(work_dir) -> list:
+    """The names of the best checkpoints directly in ``work_dir``."""
+    folder = Path(work_dir)
+    return sorted(p.name for p in folder.glob(BEST_PATTERN) if p.is_file()) \
+        if folder.is_dir() else []
+
+
+def no_resume_point_note(work_dir) -> str:
+    """For a work dir with no epoch checkpoint: '; it holds only best_x.pth, ...' naming the
+    best checkpoints that ``--resume`` cannot take and what to do, or ''."""
+    best = best_checkpoints(work_dir)
+    if not best:
+        return ''
+    return (f'; it holds only {", ".join(best)}: the best validation weights, saved without '
+            'optimizer and schedule state, which cannot continue the run (no epoch checkpoint '
+            'was saved: the run stopped before its first, or that save failed, e.g. on a full '
+            'disk, as the run\'s log says). Start the run again with --overwrite (which deletes '
+            'them), or train on from those weights as a new run with --cfg-options '
+            'load_from=<that file> and another --work-dir')
+
+
+def save_failure_hint(work_dir) -> str:
+    """What to do after a failed checkpoint save in ``work_dir`` (the end of
+    ``engine.checkpoint.save_atomically``'s message): continue with ``--resume`` from the
+    newest epoch checkpoint when there is one; else (only a best checkpoint, or nothing)
+    start again, since ``--resume`` would find nothing to continue from."""
+    newest = newest_checkpoint_in(work_dir)
+    if newest:
+        return ('Free disk space or give a writable --work-dir, then continue with --resume '
+                f'(from {os.path.basename(newest)}, the newest epoch checkpoint)')
+    best = best_checkpoints(work_dir)
+    kept = (f' ({", ".join(best)} is a best checkpoint, weights only: --resume cannot continue '
+            'from it)' if best else '')
+    return ('The work dir holds no epoch checkpoint of this run yet, so --resume has nothing to '
+            f'continue from{kept}: free disk space or give a writable --work-dir, then start '
+            'the run again' + (' (--overwrite in this work dir: it deletes that file)'
+                               if best else ''))

@@ -17,6 +17,7 @@ from the schedule each checkpoint records: :class:`ScheduledEMAHook`).
 """
 from __future__ import annotations
 
+import copy
 import logging
 
 import torch
@@ -116,12 +117,41 @@ class ScheduledEMAHook:
     def log_short_run(self, runner) -> None:
         log_short_run(type(self).__name__, runner.max_iters, **self.schedule())
 
+    def after_load_checkpoint(self, runner, checkpoint: dict) -> None:
+        """mmengine's; a resume from a checkpoint without ``ema_state_dict`` says what it
+        does (:func:`resumed_without_ema_note`, in place of mmengine's "will make a copy of
+        state_dict as the initial ema_state_dict")."""
+        from vpn_plugin.compat import is_resuming
+        if 'ema_state_dict' in checkpoint or not is_resuming(runner):
+            super().after_load_checkpoint(runner, checkpoint)
+            return
+        from mmengine.runner.checkpoint import load_state_dict
+        source = getattr(runner, '_load_from', None) or 'the resumed checkpoint'
+        print_log(resumed_without_ema_note(type(self).__name__, source,
+                                           self.resumed_ema_count_note()),
+                  logger='current', level=logging.WARNING)
+        load_state_dict(self.ema_model.module, copy.deepcopy(checkpoint['state_dict']),
+                        strict=self.strict_load)
+
+    def resumed_ema_count_note(self) -> str:
+        """What the EMA's update count reset to 0 changes (a resume without its state)."""
+        raise NotImplementedError
+
     def before_save_checkpoint(self, runner, checkpoint: dict) -> None:
         from .checkpoint import share_ema_tensors
         super().before_save_checkpoint(runner, checkpoint)
         checkpoint.setdefault('meta', {})['ema_schedule'] = dict(
             hook=type(self).__name__, **self.schedule())
         share_ema_tensors(checkpoint)  # each tensor once in the file
+
+
+def resumed_without_ema_note(hook: str, source: str, count_note: str) -> str:
+    """What a resume from ``source``, a checkpoint without ``ema_state_dict``, does."""
+    return (f'{hook}: resuming from {source}, which holds no ema_state_dict (the trained '
+            'model\'s own weights and the EMA\'s update count): the model trains on from its '
+            'state_dict, which holds the EMA weights when a run with an EMA wrote it (the '
+            'trained, un-averaged weights are not in the file), and the EMA restarts as a copy '
+            f'of the same weights; {count_note}. The run will not match an uninterrupted one')
 
 
 def scored_ema_note(hook, checkpoint: dict, source: str) -> tuple:
@@ -137,7 +167,9 @@ def scored_ema_note(hook, checkpoint: dict, source: str) -> tuple:
     if hook is None:
         return '', ''
     name = type(hook).__name__
-    if 'ema_state_dict' not in checkpoint:
+    # an EMA hook recorded its schedule: the state_dict holds the EMA weights (swapped in at
+    # save), even when the raw model's ema_state_dict was removed from the file since (vague6)
+    if 'ema_state_dict' not in checkpoint and 'ema_schedule' not in (checkpoint.get('meta') or {}):
         return (f'no EMA weights ({name}: checkpoint without ema_state_dict)',
                 f'{name} asks for EMA weights, but checkpoint {source} holds no '
                 'ema_state_dict (written by a run without an EMA): the weights tested are its '

@@ -13,6 +13,10 @@ the training windows, and reused from there (a restart of the run in its work di
 predictions too), from ``model.step_checkpoint`` (data checked, settings not: a file chosen
 by hand) or from a loaded KEPP checkpoint; never retrained silently, and a file of another
 dataset, horizon, action count or setting is refused naming both.
+Trained, loaded or reused, the step model and its predictions run on their own random streams
+seeded with the run's seed (``random_states.own_seeded_stream``), as the official step script
+runs in its own seeded process before the plan script: the plan model's training then draws
+the same numbers whether the step model was trained or reused.
 """
 from __future__ import annotations
 
@@ -38,6 +42,7 @@ from .checkpoint import check_finite
 from .pdpp_training import EpochCurve, to_device
 from .pre_stage import (DATA_KEYS, STEP_FILE, check_identity, data_identity, save_pre_stage,
                         stage_progress)
+from .random_states import own_seeded_stream
 
 EMA_DECAY, EMA_START, EMA_INTERVAL = 0.995, 400, 10
 WHAT = 'a KEPP step model'
@@ -103,6 +108,12 @@ class KEPPStepModelHook(Hook):
         model = runner.model.module if is_model_wrapper(runner.model) else runner.model
         if not isinstance(model, KEPP):
             return
+        with own_seeded_stream(runner.seed):  # as step/main_distributed.py, its own process
+            self.train_or_load(runner, model)
+
+    def train_or_load(self, runner, model: KEPP) -> None:
+        """The step model from the loaded checkpoint, a saved file or trained (and saved),
+        then its first/last actions of the training windows (module docstring)."""
         dataset = runner.train_dataloader.dataset
         identity = training_identity(model, dataset)
         path = Path(runner.work_dir) / STEP_FILE

@@ -14,7 +14,11 @@
   seed draws there: :func:`official_head_draw`) with its progress logged, saved
   as ``<work_dir>/task_classifier.pth`` (a pre-stage file, ``engine.pre_stage``: with what and
   how it was trained) and reused from there (a file of another training set or setting is
-  refused naming both) or from a loaded checkpoint, never retrained silently.
+  refused naming both) or from a loaded checkpoint, never retrained silently. Trained or
+  loaded, it runs on its own random streams seeded with the run's seed
+  (``random_states.own_seeded_stream``), as ``train_mlp.py`` runs in its own seeded process:
+  the U-Net's training then draws the same numbers whether the classifier was trained or
+  reused.
 """
 from __future__ import annotations
 
@@ -43,6 +47,7 @@ from .checkpoint import check_finite
 from .ema import ScheduledEMAHook, sync_pre_stages
 from .pre_stage import (CLASSIFIER_FILE, DATA_KEYS, check_identity, data_identity,
                         save_pre_stage, stage_progress)
+from .random_states import own_seeded_stream
 
 
 
@@ -154,6 +159,12 @@ class PDPPEMAHook(ScheduledEMAHook, EMAHook):
         return dict(first_copy=1, every=self.interval,
                     averages_from=self.begin_iter + self.interval)
 
+    def resumed_ema_count_note(self) -> str:
+        return (f'from step {self.begin_iter} on its updates go through mmengine\'s averaged '
+                'model, whose update count starts again at 0: the first of them after the '
+                'resume copies the model instead of averaging, and it averages every '
+                f'{self.interval}th update counted from there')
+
     def before_train(self, runner) -> None:
         sync_pre_stages(self)  # the pre-stages' weights and flags (engine/ema.py)
         self.log_short_run(runner)
@@ -214,6 +225,12 @@ class TaskClassifierHook(Hook):
                       'retrained)', logger='current')
         if not pending:
             return
+        with own_seeded_stream(runner.seed):  # as train_mlp.py, its own seeded process
+            self.train_or_load(runner, pending)
+
+    def train_or_load(self, runner, pending: dict) -> None:
+        """The classifiers of ``pending`` from ``<work_dir>/task_classifier.pth``, else trained
+        (and saved), then the same on every rank."""
         path = Path(runner.work_dir) / CLASSIFIER_FILE
         plan = self.plan(runner)
         identity = classifier_identity(runner.train_dataloader.dataset, pending)

@@ -10,6 +10,11 @@
   size, seed, ...). A file of another dataset, horizon, action count or setting is refused,
   naming both (:func:`check_identity`); delete it to retrain.
 * Progress: :func:`stage_progress`, a logged line with a true ETA (``vpn_plugin.progress``).
+* Random streams: each hook runs its whole pre-stage (training or loading, KEPP's predictions)
+  in ``random_states.own_seeded_stream(runner.seed)``, as the official code runs it in a
+  process of its own seeded with the run's seed; training draws random numbers and reusing the
+  file draws none, so without it a restart that reuses the file would train the main model
+  from another point of the run's streams.
 """
 from __future__ import annotations
 

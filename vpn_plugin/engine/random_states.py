@@ -1,7 +1,9 @@
 """The process's random-number states as checkpoint-safe values (plain torch/numpy, no
-mmengine: ``RNGStateHook`` puts them in checkpoints)."""
+mmengine: ``RNGStateHook`` puts them in checkpoints), and :func:`own_seeded_stream`: a block
+run on the streams of a freshly seeded process, the caller's streams restored after it."""
 from __future__ import annotations
 
+import contextlib
 import random
 
 import numpy as np
@@ -35,6 +37,28 @@ def set_rng_states(states: dict) -> None:
                                'CUDA device(s), which this machine does not have; a resume on '
                                'other devices cannot be bit-exact')
         torch.cuda.set_rng_state_all([s.cpu() for s in states['cuda']])
+
+
+@contextlib.contextmanager
+def own_seeded_stream(seed: int):
+    """Run the block on python's, numpy's and torch's (CPU and every CUDA device) random
+    streams seeded with ``seed``, as a separate process starting with ``random.seed(seed)``,
+    ``np.random.seed(seed)``, ``torch.manual_seed(seed)``, ``torch.cuda.manual_seed_all(seed)``
+    (the official ``train_mlp.py`` and KEPP's ``step/main_distributed.py``) would draw them;
+    afterwards every stream is where it was before the block, whatever the block drew.
+
+    The pre-stage hooks run in it: a run that trains its pre-stage and one that reuses the
+    saved file then train the main model from the same point of the streams."""
+    if torch.cuda.is_available():
+        torch.cuda.init()  # its states saved now, not seeded lazily at its first use
+    saved = get_rng_states()
+    try:
+        random.seed(seed)
+        np.random.seed(seed)
+        torch.manual_seed(seed)  # every CUDA device too
+        yield
+    finally:
+        set_rng_states(saved)
 
 
 def _to_lists(value):

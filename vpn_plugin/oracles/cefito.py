@@ -117,18 +117,11 @@ def install_weights(model, fixture: Path) -> None:
     """The official state dict (``field.`` prefix here) and the classifier's, float32."""
     official = read_npz(fixture / 'state_dict.npz')
     field = model.field
-    own = field.state_dict()
-    missing = sorted(set(own) - set(official))
-    extra = sorted(set(official) - set(own))
-    if missing or extra:
-        raise KeyError(f'{fixture / "state_dict.npz"}: keys missing {missing}, unknown {extra} '
-                       'for the energy field built from the config')
-    for key, value in official.items():
-        if value.shape != tuple(own[key].shape):
-            raise ValueError(f'{fixture / "state_dict.npz"}: {key} has shape {value.shape}, '
-                             f'the model {tuple(own[key].shape)}')
+    cmp.check_fixture_state_dict(fixture / 'state_dict.npz', official, field)
     field.load_state_dict({k: torch.from_numpy(v.astype(np.float32)) for k, v in official.items()})
     head = read_npz(fixture / 'head_state_dict.npz')
+    cmp.check_fixture_state_dict(fixture / 'head_state_dict.npz', head,
+                                 model.classifier.task_head)
     model.classifier.task_head.load_state_dict(
         {k: torch.from_numpy(v.astype(np.float32)) for k, v in head.items()})
     model.classifier.classifier_ready.fill_(True)
@@ -655,6 +648,11 @@ def check_fixture(fixture, meta: dict):
     recorded = read_npz(fixture / 'outputs.npz')
     check_ids(fixture / 'inputs.npz', inputs, dict(
         actions=meta['num_actions'], tasks=meta['num_tasks'], search_tasks=meta['num_tasks']))
+    b, t, e = meta.get('batch', len(inputs['actions'])), meta['horizon'], meta['observation_dim']
+    n, text = meta['num_actions'], meta.get('text_dim', inputs['action_embeddings'].shape[-1])
+    cmp.check_shapes(fixture / 'inputs.npz', inputs, dict(  # the embeddings size the model
+        action_embeddings=(n, text), states=(b, t + 1, e), actions=(b, t), tasks=(b,)),
+        f'batch={b}, horizon={t}, num_actions={n}, observation_dim={e}, text_dim={text}')
     print(f'fixture {fixture}: CEFITO N={meta["num_actions"]} K={meta["num_tasks"]} '
           f'T={meta["horizon"]} E={meta["observation_dim"]} H={meta["hidden_dim"]} '
           f'B={len(inputs["actions"])}')

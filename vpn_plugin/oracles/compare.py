@@ -153,6 +153,18 @@ def check_ids(path: Path, arrays: Mapping[str, np.ndarray], counts: Mapping[str,
                              f'0..{count - 1} (meta.json)')
 
 
+def check_shapes(path: Path, arrays: Mapping[str, np.ndarray], expected: Mapping[str, tuple],
+                 sizes: str) -> None:
+    """Each ``arrays[name]`` has the shape ``expected[name]`` that meta.json's ``sizes`` (a
+    text, e.g. 'batch=4, horizon=3') give: an edited header or array is refused, naming both,
+    never checked at sizes the arrays do not have (nor met as a torch size error)."""
+    for name, shape in expected.items():
+        got = tuple(arrays[name].shape) if name in arrays else 'missing'
+        if got != tuple(shape):
+            raise ValueError(f'{path}: {name} has shape {got}; expected {tuple(shape)} from '
+                             f'meta.json ({sizes})')
+
+
 def set_fixture_sizes(model_cfg, sizes: Mapping[str, object]):
     """Write the fixture's ``sizes`` into ``model_cfg``, printing each that differs from the
     config (e.g. the 105-action CrossTask taxonomy); returns ``model_cfg``."""
@@ -392,8 +404,7 @@ def compare_file(path: Path, values: Mapping[str, np.ndarray], tolerance: float,
         label = f'{Path(path).name}:{name}'
         if name not in reference or name not in values:
             why = why_not_computed(name) if why_not_computed and name in reference else ''
-            rows.append((f'{label} (missing{": " + why if why else ""})', math.inf, math.inf,
-                         tolerance, False))
+            rows.append(one_side_row(label, name in reference, name in values, tolerance, why))
             continue
         if np.shape(reference[name]) != np.shape(values[name]):
             rows.append((f'{label} (shape {np.shape(reference[name])} recorded, '
@@ -481,11 +492,28 @@ def compare_grads(path: Path, grads: Mapping[str, object], tolerance: float, nam
     rows = []
     for name in sorted(wanted):
         if name not in recorded or name not in grads:
-            rows.append((f'{label}:{name} (missing)', math.inf, math.inf, tolerance, False))
+            rows.append(one_side_row(f'{label}:{name}', name in recorded, name in grads,
+                                     tolerance))
             continue
         diff, rel = gradient_difference(recorded[name], grads[name], scales)
         rows.append((f'{label}:{name}', diff, rel, limits[name], within(rel, limits[name])))
     return rows
+
+
+def one_side_row(label: str, recorded: bool, ours: bool, tolerance: float,
+                 why: str = '') -> Row:
+    """The failing row of an array only one side has: ``(recorded only: ...)`` for a row of
+    the fixture the implementation produces no array for (an extra row; ``(not computed:
+    why)`` when the caller knows why), ``(not recorded: ...)`` for one the fixture lacks,
+    ``(missing on both sides)`` for a name asked for that neither has."""
+    if recorded and not ours:
+        why = (f'not computed: {why}' if why else 'recorded only: the implementation '
+               'produces no such array (an extra row in the fixture, or one of another model?)')
+    elif ours and not recorded:
+        why = 'not recorded: the fixture lacks this array, which the implementation produces'
+    else:
+        why = 'missing on both sides'
+    return (f'{label} ({why})', math.inf, math.inf, tolerance, False)
 
 
 # ---------------------------------------------------------------- chains and argmaxes
@@ -658,17 +686,72 @@ def compare_argmax(label: str, recorded_scores, recorded_argmax, scores, error: 
     return (label, float(wrong), relative(wrong, judged.size), 0.0, wrong == 0)
 
 
+def check_float_weight(path: Path, key: str, value) -> None:
+    """A recorded floating weight is stored as floating point (an integer array would be cast
+    silently, its fractions gone): else ``ValueError`` naming the file, key and dtype."""
+    dtype = value.dtype if hasattr(value, 'dtype') else None
+    kind = dtype.kind if isinstance(dtype, np.dtype) else ('f' if dtype.is_floating_point else 'i')
+    if kind not in 'f':
+        raise ValueError(f'fixture {path}: {key} has dtype {dtype}; expected floating-point '
+                         'weights (float16 or float32, as the official model stores them)')
+
+
+def check_fixture_state_dict(path: Path, recorded: Mapping[str, object], model,
+                             built_from: str = "the fixture's meta.json") -> None:
+    """The state dict a fixture recorded (``path``; ``recorded``: name -> array) has every key
+    and shape of ``model`` (a module or its ``state_dict()``), or ``ValueError`` naming the
+    file, the keys and shapes, and the fixture as the likely culprit (an edited or
+    truncated file, or a meta.json of another model): a fixture is no checkpoint to test
+    with another config or fine-tune."""
+    from vpn_plugin.engine.checkpoint import mismatch_text
+    own = model.state_dict() if hasattr(model, 'state_dict') else model
+    for key, value in recorded.items():
+        if key in own and own[key].is_floating_point():
+            check_float_weight(path, key, value)
+    wrong = {k: (tuple(np.shape(v)), tuple(own[k].shape)) for k, v in recorded.items()
+             if k in own and tuple(np.shape(v)) != tuple(own[k].shape)}
+    problems = mismatch_text(sorted(set(own) - set(recorded)), sorted(set(recorded) - set(own)),
+                             wrong)
+    if problems:
+        problems = problems.replace(' in the checkpoint,', ' in the fixture,')
+        raise ValueError(f'fixture {path}: does not fit the {type(model).__name__} built from '
+                         f'{built_from}: {problems}; expected the official model\'s state dict '
+                         'as recorded (an edited or truncated state dict, or a meta.json of '
+                         'another model? Record the fixture again)')
+
+
 def read_npz(path: Path) -> Dict[str, np.ndarray]:
     """Every array of a fixture's ``.npz`` (a new dict; the arrays are shared with later reads
     of the same content: never modify one in place); a truncated file or an object array
     (never unpickled) is a ``ValueError`` naming the file."""
     try:
         content = Path(path).read_bytes()
-        return RecordedArrays(path, _read_npz(hashlib.blake2b(content, digest_size=20).digest(),
-                                              content))
+        arrays = _read_npz(hashlib.blake2b(content, digest_size=20).digest(), content)
     except (ValueError, OSError, EOFError, zipfile.BadZipFile) as error:
         raise ValueError(f'{path}: cannot read the recorded arrays ({error}); expected the '
                          "fixture's .npz of numeric arrays, complete") from None
+    if is_fed_file(path):
+        check_finite_arrays(path, arrays)
+    return RecordedArrays(path, arrays)
+
+
+def is_fed_file(path) -> bool:
+    """A fixture file that is fed to the model (its inputs, its weights) rather than compared:
+    a NaN there makes every row inf without saying why, so it is refused by name."""
+    name = Path(path).name
+    return name.endswith('inputs.npz') or name.endswith('state_dict.npz')
+
+
+def check_finite_arrays(path, arrays: Mapping[str, np.ndarray]) -> None:
+    """Every floating array of ``arrays`` (read from ``path``) is finite, or ``ValueError``
+    naming the file, the array, how many values and the first index."""
+    for name, value in arrays.items():
+        if value.dtype.kind in 'fc' and not np.isfinite(value).all():
+            bad = ~np.isfinite(value)
+            first = tuple(int(i) for i in np.argwhere(bad)[0])
+            raise ValueError(f'{path}: {name} holds {int(bad.sum())} NaN/inf value(s) (first at '
+                             f'index {first}: {value[first]}); expected finite recorded values '
+                             '(the model is fed them: every row would fail without saying why)')
 
 
 class RecordedArrays(dict):

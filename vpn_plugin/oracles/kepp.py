@@ -27,7 +27,8 @@ import torch
 
 from ..core import diffusion, kepp_paths
 from ..models.temporal_unet import official_name
-from .compare import (GRAD_TOLERANCE, OUTPUT_TOLERANCE, Row, build_registered, check_ids, compare,
+from .compare import (GRAD_TOLERANCE, OUTPUT_TOLERANCE, Row, build_registered, check_ids,
+                      check_shapes, compare,
                       compare_chain, compare_file, compare_grads, grad_summary, perturbed_runs,
                       read_npz, report_parameter_counts, report_settings, require_meta_fields,
                       replayed_header, set_fixture_sizes, within)
@@ -278,6 +279,75 @@ def check_queries(queries, where: Path) -> None:
                                  'expected an integer >= 0')
 
 
+def check_input_shapes(fixture: Path, meta: dict, inputs: dict) -> None:
+    """inputs.npz's arrays have the sizes of meta.json (B, T, N, D; the plan model's width
+    3N + D, the step model's N + D): an edited array is named, not met as a torch size error."""
+    b, t, n, d = meta['batch'], meta['horizon'], meta['num_actions'], meta['observation_dim']
+    plan, step = 3 * n + d, n + d
+    expected = dict(global_img_tensors=(b, t + 1, d), actions=(b, t), actions_sample=(b, t),
+                    pkg_paths_train=(b, 2, t), t=(b,), step_t=(b,), noise=(b, t, plan),
+                    x_T=(b, t, plan), step_noise=(b, t, step), step_x_T=(b, t, step))
+    check_shapes(fixture / 'inputs.npz', inputs, expected,
+                 f'batch={b}, horizon={t}, num_actions={n}, observation_dim={d}')
+
+
+def check_answers(folder: Path, inputs: dict, outputs: dict, graph) -> None:
+    """outputs.json answers every query and validate pair of inputs.json, in order (each
+    answer repeats its query's start, end and horizon), and a query whose end is no node of
+    the graph has no recorded path: else ``ValueError`` naming the query, the answer and the
+    node (a removed or edited query FAILed its rows without saying why)."""
+    where_in, where_out = folder / PKG_FILES[0], folder / PKG_FILES[1]
+    nodes = set(graph.nodes)
+    for asked, answered, fields in (('queries', 'queries', ('start', 'end', 'horizon')),
+                                    ('validate_pairs', 'validate', ('start', 'end'))):
+        questions, answers = inputs.get(asked) or [], outputs.get(answered)
+        if not isinstance(answers, list):
+            raise ValueError(f'{where_out}: "{answered}" = {answers!r}; expected a list of '
+                             f'answers, one per {asked} entry of {where_in.name}')
+        for index, (question, answer) in enumerate(zip(questions, answers)):
+            asked_for = (dict(question) if isinstance(question, dict)
+                         else dict(zip(fields, question)))
+            key = tuple(asked_for.get(f) for f in fields)
+            got = tuple(answer.get(f) for f in fields) if isinstance(answer, dict) else answer
+            if got != key:
+                strange = [f'{f} {v!r} is no node of the graph built from action_list'
+                           for f, v in zip(fields[:2], key[:2]) if v not in nodes]
+                raise ValueError(
+                    f'{where_in}: {asked}[{index}] asks {_named(fields, key)}'
+                    f'{" (" + "; ".join(strange) + ")" if strange else ""}, but '
+                    f'{where_out.name} {answered}[{index}] answers {_named(fields, got)}: '
+                    'expected one answer per entry, in the same order (an entry removed or '
+                    'edited in one file?)')
+        if len(questions) != len(answers):
+            more, name, entries = ((where_in.name, asked, questions)
+                                   if len(questions) > len(answers)
+                                   else (where_out.name, answered, answers))
+            first = min(len(questions), len(answers))
+            entry = entries[first]
+            shown = (_named(fields, tuple(entry.get(f) for f in fields))
+                     if isinstance(entry, dict) else repr(entry))
+            raise ValueError(
+                f'{folder}: {where_in.name} has {len(questions)} {asked}, {where_out.name} '
+                f'{len(answers)} {answered}; {more} {name}[{first}] ({shown}) and any after '
+                'it have no counterpart: expected one answer per entry (an entry removed from '
+                'one file?)')
+    for index, (query, answer) in enumerate(zip(inputs['queries'], outputs['queries'])):
+        for end in ('start', 'end'):
+            if query[end] not in nodes and answer.get('num_paths'):
+                raise ValueError(
+                    f'{where_in}: queries[{index}] {end} = {query[end]} is no node of the '
+                    f'graph built from action_list (nodes {sorted(nodes)}), yet '
+                    f'{where_out.name} records {answer["num_paths"]} path(s) for it: expected '
+                    'a node of the graph (an edited query?)')
+
+
+def _named(fields, values) -> str:
+    """'start 4, end 5, horizon 3' (or the value as it is when it is no tuple)."""
+    if not isinstance(values, tuple):
+        return repr(values)
+    return ', '.join(f'{f} {v!r}' for f, v in zip(fields, values))
+
+
 def count_row(label: str, wrong: int, total: int, optional: bool = False) -> Row:
     """A row of exact comparisons: ``wrong`` of ``total`` differ (must be 0); nothing compared
     fails unless the recording is ``optional`` (e.g. ``all_sorted``, recorded for some
@@ -311,6 +381,7 @@ def pkg_rows(folder: Path, graph: kepp_paths.KEPPGraph) -> List[Row]:
     wrong_count = wrong_top = wrong_all = compared_all = 0
     weights = []
     check_queries(inputs.get('queries'), folder / PKG_FILES[0])
+    check_answers(folder, inputs, outputs, graph)
     for query, answer in zip(inputs['queries'], outputs['queries']):
         walks = kepp_paths.all_walks(graph, query['start'], query['end'], query['horizon'])
         ranked = sorted(walks, key=lambda item: item[1], reverse=True)
@@ -372,8 +443,10 @@ def check_fixture(fixture, meta: dict):
     install_unet(model.step.unet, fixture / 'step_state_dict.npz')
     inputs = read_npz(fixture / 'inputs.npz')
     recorded = read_npz(fixture / 'outputs.npz')
-    check_ids(fixture / 'inputs.npz', inputs, dict.fromkeys(
-        ('actions', 'actions_sample', 'pkg_paths_train'), meta['num_actions']))
+    check_input_shapes(fixture, meta, inputs)
+    check_ids(fixture / 'inputs.npz', inputs, dict(dict.fromkeys(
+        ('actions', 'actions_sample', 'pkg_paths_train'), meta['num_actions']),
+        t=meta['n_timesteps'], step_t=meta['n_timesteps']))
     batch = batch_inputs(inputs)
     actions = torch.from_numpy(inputs['actions'])
     step, plan, n = model.step, model.plan, meta['num_actions']

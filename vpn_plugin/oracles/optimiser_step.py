@@ -31,7 +31,7 @@ import numpy as np
 import torch
 
 from .compare import (CONDITIONING_FACTOR, PERTURBATION, Row, as_array, mark_widened, max_abs,
-                      note, read_npz, relative, same_nonfinite)
+                      note, one_side_row, read_npz, relative, same_nonfinite)
 
 GRADIENT_ROUND_OFF = 1e-6  # about 8 float32 rounding units of the model's largest gradient
 STORED_ROUNDINGS = 2  # float32 roundings at the parameter's size in a stored value (docstring)
@@ -107,7 +107,8 @@ def compare_steps(path: Path, prefix: str, before: Tensors, ours_after: Tensors,
     rows = []
     for name in sorted(set(recorded) | set(ours_after)):
         if name not in recorded or name not in ours_after or name not in before:
-            rows.append((f'{label}{name} (missing)', math.inf, math.inf, tolerance, False))
+            rows.append(one_side_row(f'{label}{name}', name in recorded,
+                                     name in ours_after and name in before, tolerance))
             continue
         rows.append(step_row(f'{label}{name}', before[name], recorded[name], ours_after[name],
                              spread.get(name, torch.zeros_like(before[name])), tolerance))

@@ -30,7 +30,8 @@ import numpy as np
 import torch
 
 from ..core import diffusion
-from .compare import (GRAD_TOLERANCE, OUTPUT_TOLERANCE, Row, build_registered, check_ids, compare,
+from .compare import (GRAD_TOLERANCE, OUTPUT_TOLERANCE, Row, build_registered, check_float_weight, check_ids,
+                      check_fixture_state_dict, check_shapes, compare,
                       compare_argmax, compare_chain, compare_file, compare_grads, grad_summary,
                       perturbed_runs, read_npz, report_parameter_counts, report_settings,
                       replayed_header, require_meta_fields, set_fixture_sizes, within)
@@ -143,9 +144,10 @@ def ema_hook(cfg) -> dict:
 def install_weights(model, fixture: Path) -> None:
     """The official U-Net (``model.*`` of state_dict.npz) and head weights, float32."""
     install_unet(model.diffusion.unet, fixture / 'state_dict.npz')
+    head = read_npz(fixture / 'head_state_dict.npz')
+    check_fixture_state_dict(fixture / 'head_state_dict.npz', head, model.diffusion.task_head)
     model.diffusion.task_head.load_state_dict(
-        {k: torch.from_numpy(v.astype(np.float32))
-         for k, v in read_npz(fixture / 'head_state_dict.npz').items()})
+        {k: torch.from_numpy(v.astype(np.float32)) for k, v in head.items()})
 
 
 def install_unet(unet, path: Path) -> None:
@@ -160,6 +162,7 @@ def install_unet(unet, path: Path) -> None:
         if official[key].shape != tuple(parameter.shape):
             raise ValueError(f'{path}: {key} has shape {official[key].shape}, the U-Net built '
                              f'from the config {tuple(parameter.shape)}')
+        check_float_weight(path, key, official[key])
         state[name] = torch.from_numpy(official[key].astype(np.float32))
     installed = {'model.' + official_name(n) for n in state}
     extra = sorted(k for k in official if k.startswith('model.') and k not in installed)
@@ -188,16 +191,13 @@ def check_header(fixture: Path, meta: dict, inputs: dict) -> None:
     width = meta['num_tasks'] + meta['num_actions'] + d
     expected = dict(actions=(b, t), tasks=(b,), t=(b,), noise=(b, t, width), x_T=(b, t, width),
                     observations=(b, 2, d), global_img_tensors=(b, t + 1, d))
-    for name, shape in expected.items():
-        got = tuple(inputs[name].shape) if name in inputs else 'missing'
-        if got != shape:
-            raise ValueError(f'{fixture / "inputs.npz"}: {name} has shape {got}; expected '
-                             f'{shape} from meta.json (batch={b}, horizon={t}, num_tasks='
-                             f'{meta["num_tasks"]}, num_actions={meta["num_actions"]}, '
-                             f'observation_dim={d})')
+    check_shapes(fixture / 'inputs.npz', inputs, expected,
+                 f'batch={b}, horizon={t}, num_tasks={meta["num_tasks"]}, '
+                 f'num_actions={meta["num_actions"]}, observation_dim={d}')
     check_ids(fixture / 'inputs.npz', inputs, dict(actions=meta['num_actions'],
                                                    tasks=meta['num_tasks'],
-                                                   task_sample=meta['num_tasks']))
+                                                   task_sample=meta['num_tasks'],
+                                                   t=meta['n_timesteps']))
 
 
 def batch_inputs(fixture: Path, inputs: dict) -> Dict[str, torch.Tensor]:

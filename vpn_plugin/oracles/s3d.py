@@ -23,7 +23,7 @@ from typing import Dict
 import numpy as np
 import torch
 
-from .compare import OUTPUT_TOLERANCE, compare_file, read_npz
+from .compare import OUTPUT_TOLERANCE, check_fixture_state_dict, compare_file, read_npz
 from ..engine.checkpoint import load_weights
 from ..models.s3d import TAPS, space_to_depth, tap_channels
 from ..video.chunking import CHUNK_FRAMES, embed_frames
@@ -67,6 +67,7 @@ def build_s3d(fixture: Path, meta: dict = None):
                               **constructor_args(meta or {})))
     state = {k: torch.from_numpy(v.astype(np.float32) if v.dtype == np.float16 else v)
              for k, v in read_npz(fixture / 'state_dict.npz').items()}
+    check_fixture_state_dict(fixture / 'state_dict.npz', state, model)
     load_weights(model, {'state_dict': state}, str(fixture / 'state_dict.npz'))
     return model.eval()
 

@@ -37,7 +37,8 @@ from typing import Callable, Dict, Iterator, List, Optional, Sequence
 import numpy as np
 from torch.utils.data import DataLoader, IterableDataset, get_worker_info
 
-from ..errors import OutputWriteError, path_kind, read_json, write_text_atomically
+from ..errors import (OutputWriteError, path_kind, read_json, unwritable_folder,
+                      write_text_atomically)
 from ..progress import StepProgress
 from .chunking import chunk_count, embed_frames
 from .decode import UnreadableVideoError, expected_frames, iter_frame_blocks, probe_video
@@ -311,6 +312,10 @@ def extract_videos(network: Callable, videos: Sequence[Path], out_dir, recipe: F
     if path_kind(out_dir) not in (None, 'a folder'):
         raise OSError(f'--out {out_dir} is {path_kind(out_dir)}; expected a folder for the '
                       'feature files (new or one this tool extracted into)')
+    blocked = unwritable_folder(out_dir)
+    if blocked is not None:
+        raise PermissionError(f'--out {out_dir}: {blocked}; expected a folder this user can '
+                              'write the feature files into')
     try:
         out_dir.mkdir(parents=True, exist_ok=True)
     except NotADirectoryError:  # a path through a file: say which

@@ -97,7 +97,8 @@ class ResponseCache:
     def __init__(self, root: str | Path):
         from vpn_plugin.errors import check_folder_target
         self.root = Path(root)
-        check_folder_target(self.root, 'reply cache', 'the cached replies', '--cache-dir')
+        check_folder_target(self.root, 'reply cache', 'the cached replies', '--cache-dir',
+                            writable=False)  # a read-only cache of earlier replies serves
         self.root.mkdir(parents=True, exist_ok=True)
         self._secret = self._read_or_make_secret()
 
