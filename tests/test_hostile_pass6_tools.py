@@ -324,3 +324,17 @@ def test_a_cache_file_or_memo_forged_without_the_key_is_not_used(tmp_path):
     np.testing.assert_array_equal(toy_dataset(tmp_path, cache_dir=cache_dir).start,
                                   rewritten.start)
     assert oct((cache_dir / '.cache_key').stat().st_mode & 0o777) == '0o600'
+
+
+def test_weights_that_are_no_s3d_are_named_as_such(tmp_path):
+    """Before: a planner checkpoint given as --weights was refused with a planner's hint, "does
+    not fit the model S3D of the config ... Test it with the config it was trained with"."""
+    import torch
+    from vpn_plugin.apis.video import init_s3d
+    weights = tmp_path / 'planner.pth'
+    torch.save({'state_encoder.logit_scale': torch.zeros(())}, weights)
+    with pytest.raises(ValueError, match=r"S3D weights .*planner.pth do not fit S3D: missing keys "
+                       r".*unexpected keys \['state_encoder.logit_scale'\]; expected the "
+                       r'S3D_HowTo100M state dict') as error:
+        init_s3d(weights)
+    assert 'Test it with the config' not in str(error.value)
