@@ -25,7 +25,7 @@ import torch
 
 from vpn_plugin.core import energy_field, energy_search
 from vpn_plugin.datasets import load_taxonomy
-from vpn_plugin.errors import path_argument, tool_main
+from vpn_plugin.errors import NON_NEGATIVE_INT, POSITIVE_INT, path_argument, tool_main
 
 TAXONOMIES = dict(crosstask='taxonomy_133.json', niv='taxonomy.json', coin='taxonomy.json')
 NUM_ACTIONS = dict(crosstask=133, niv=48, coin=778)
@@ -34,17 +34,17 @@ NUM_ACTIONS = dict(crosstask=133, niv=48, coin=778)
 def parse_args(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split('\n')[0])
     parser.add_argument('--dataset', choices=sorted(TAXONOMIES), default='crosstask')
-    parser.add_argument('--horizon', type=int, default=4)
+    parser.add_argument('--horizon', type=POSITIVE_INT, default=4)
     parser.add_argument('--data-root', type=path_argument, default='../shared/data')
-    parser.add_argument('--batches', type=int, default=1,
+    parser.add_argument('--batches', type=NON_NEGATIVE_INT, default=1,
                         help='batches timed (0: every window); the rest is extrapolated')
-    parser.add_argument('--batch-size', type=int, default=6,
+    parser.add_argument('--batch-size', type=POSITIVE_INT, default=6,
                         help='consecutive test windows per batch (the test loop\'s batches)')
-    parser.add_argument('--chunk-size', type=int, default=50_000)
-    parser.add_argument('--threads', type=int, default=0, help='torch threads (0: default)')
+    parser.add_argument('--chunk-size', type=POSITIVE_INT, default=50_000)
+    parser.add_argument('--threads', type=NON_NEGATIVE_INT, default=0, help='torch threads (0: default)')
     parser.add_argument('--skip-chunked', action='store_true',
                         help='time the prefix tree only (long horizons)')
-    parser.add_argument('--repeats', type=int, default=2,
+    parser.add_argument('--repeats', type=POSITIVE_INT, default=2,
                         help='alternating timings of each scorer; the fastest is reported (the '
                         'first call of a process pays one-off allocation costs)')
     parser.add_argument('--seed', type=int, default=0)
@@ -122,7 +122,7 @@ def main(argv=None) -> int:
     field = build_field(NUM_ACTIONS[args.dataset], args.horizon, args.seed)
     scorers = ('tree',) if args.skip_chunked else ('tree', 'chunked')
     seconds = {scorer: [] for scorer in scorers}
-    for _ in range(max(1, args.repeats)):
+    for _ in range(args.repeats):
         for scorer in scorers:
             elapsed, tables = time_scorer(field, batches, lists, args.horizon, scorer,
                                           args.chunk_size, args.seed)

@@ -50,7 +50,7 @@ import torch  # noqa: E402
 
 from vpn_plugin.benchmark import environment_line  # noqa: E402
 from vpn_plugin.core import differentiable_viterbi, pkg_log_transitions  # noqa: E402
-from vpn_plugin.errors import POSITIVE_INT, tool_main  # noqa: E402
+from vpn_plugin.errors import POSITIVE_FLOAT, POSITIVE_INT, tool_main  # noqa: E402
 
 warnings.filterwarnings('ignore', message='.*arg_constraints')  # torch-struct's noise
 METHODS = ('ours', 'autograd', 'torch_struct', 'ours_dense', 'ours_levels')
@@ -276,12 +276,12 @@ def main(argv=None) -> None:
     parser.add_argument('--methods', nargs='+', default=DEFAULT_METHODS, choices=METHODS,
                         help="ours_dense / ours_levels: ours with impl='dense' / 'levels' "
                              "('ours' is impl='auto')")
-    parser.add_argument('--repeats', type=int, default=10,
+    parser.add_argument('--repeats', type=POSITIVE_INT, default=10,
                         help='timed runs after one warm-up (within --time-budget)')
-    parser.add_argument('--time-budget', type=float, default=30.0,
+    parser.add_argument('--time-budget', type=POSITIVE_FLOAT, default=30.0,
                         help='seconds per (size, method) after which repeats stop; a warm-up '
                              'alone longer than this is reported as a single cold run (*)')
-    parser.add_argument('--max-gb', type=float, default=12.0,
+    parser.add_argument('--max-gb', type=POSITIVE_FLOAT, default=12.0,
                         help='CPU only: address-space limit of a worker above its start')
     parser.add_argument('--threads', type=POSITIVE_INT, default=torch.get_num_threads())
     parser.add_argument('--worker', choices=METHODS, help=argparse.SUPPRESS)

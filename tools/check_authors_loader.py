@@ -17,6 +17,7 @@ import numpy as np
 
 from vpn_plugin.datasets import PlanningDataset
 from vpn_plugin.errors import check_file, tool_main
+from vpn_plugin.oracles.compare import read_npz
 
 FIELDS = ('window_index', 'start', 'goal', 'observed', 'actions', 'tasks')
 
@@ -40,6 +41,10 @@ def ours(dataset: PlanningDataset) -> dict:
 def expected(data) -> dict:
     states = data['states']
     count = len(states)
+    if states.ndim != 5 or states.shape[2] != 2 or not count:
+        raise ValueError(f'{getattr(data, "path", "expected.npz")}: states has shape '
+                         f'{states.shape}; expected (W, T, 2, 3, D) for the W >= 1 windows the '
+                         "authors' loader kept")
     return dict(window_index=data['window_index'], start=data['start'], goal=data['goal'],
                 observed=states[:, :-1, 1].reshape(count, states.shape[1] - 1, -1),
                 actions=data['actions'], tasks=data['tasks'])
@@ -61,8 +66,8 @@ def compare(fixture) -> dict:
         check_file(fixture / name, 'fixture file', missing=(
             f'{fixture}: no {name}; expected an authors-loader fixture folder (windows.json, '
             'features/, taxonomy.json, expected.npz: ../shared/reference/authors_loader_small)'))
-    with np.load(fixture / 'expected.npz', allow_pickle=False) as data:
-        want = expected(data)
+    data = read_npz(fixture / 'expected.npz')  # a truncated file, an object or missing array named
+    want = expected(data)
     dataset = build_dataset(fixture, want['actions'].shape[1], want['start'].shape[1] // 3)
     got = ours(dataset)
     return {field: mismatches(np.asarray(got[field]), np.asarray(want[field]))

@@ -68,6 +68,9 @@ def checked_device(device: str) -> str:
     except RuntimeError:
         raise ValueError(f'--device {device!r} is not a torch device; expected cpu, cuda or '
                          'cuda:N') from None
+    if parsed.type not in ('cpu', 'cuda'):
+        raise ValueError(f'--device {device!r}: a {parsed.type} device holds no data to '
+                         'extract with; expected cpu, cuda or cuda:N')
     if parsed.type == 'cuda':
         count = torch.cuda.device_count() if torch.cuda.is_available() else 0
         if (parsed.index or 0) >= count:
@@ -78,20 +81,32 @@ def checked_device(device: str) -> str:
 
 
 def settings_of(args, recipe) -> dict:
-    weights = Path(args.weights) if args.weights else None
+    """What the folder's features depend on (``extraction.json``): the weights by content, so
+    that other weights under the same name and size are another recipe."""
     return dict(recipe=recipe.as_dict(), network='S3D video_embedding', naming=args.naming,
                 weights='random' if args.random_weights else
-                f'{weights.name} ({weights.stat().st_size} bytes)')
+                f'{Path(args.weights).name} (sha256 {weights_sha256(args.weights)})')
+
+
+def weights_sha256(path) -> str:
+    """sha256 of the weights file, read once per run (the record and the provenance)."""
+    from vpn_plugin.datasets.provenance import file_sha256
+    key = str(Path(path).resolve())
+    if key not in _SHA256:
+        _SHA256[key] = file_sha256(path)
+    return _SHA256[key]
+
+
+_SHA256: dict = {}
 
 
 def provenance_record(args, recipe) -> dict:
     """The folder's provenance record (kind ``extracted`` or ``random-weights``)."""
-    from vpn_plugin.datasets.provenance import file_sha256
     record = dict(settings_of(args, recipe), tool='extract_features.py')
     if args.random_weights:
         return dict(record, kind='random-weights', usable=False)
     return dict(record, kind='extracted', weights=Path(args.weights).name,
-                weights_sha256=file_sha256(args.weights))
+                weights_sha256=weights_sha256(args.weights))
 
 
 @tool_main

@@ -66,6 +66,7 @@ def parse_args(argv=None):
     add_recipe_arguments(parser)
     add_data_arguments(parser)
     args = parser.parse_args(argv)
+    check_flags_apply(parser, args)
     if args.checkpoint_option:
         if args.checkpoint and args.checkpoint != args.checkpoint_option:
             parser.error('the checkpoint is given twice (positional and --checkpoint)')
@@ -100,6 +101,24 @@ def parse_args(argv=None):
         if args.s3d_weights and args.random_weights:
             parser.error('--s3d-weights and --random-weights exclude each other')
     return args
+
+
+RECIPE_FLAGS = ('fps', 'native_fps', 'crop', 'size', 'jpeg_quality', 'chunk')
+
+
+def check_flags_apply(parser, args) -> None:
+    """A frame-recipe flag reads a video: refused without --video (features already extracted,
+    dataset samples), never ignored; --decode and --cfg-options model.decode must not differ."""
+    given = [f'--{name.replace("_", "-")}' for name in RECIPE_FLAGS
+             if getattr(args, name) != parser.get_default(name)]
+    if given and args.video is None:
+        parser.error(f'{", ".join(given)}: the frame recipe of --video; '
+                     + ('--features are extracted already' if args.features else
+                        'dataset samples are read from the config\'s feature files'))
+    decode = (args.cfg_options or {}).get('model.decode')
+    if args.decode and decode is not None and decode != args.decode:
+        parser.error(f'--decode {args.decode} and --cfg-options model.decode={decode} '
+                     'contradict each other; give one')
 
 
 def plan_video(args, cfg) -> None:

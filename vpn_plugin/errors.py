@@ -425,6 +425,20 @@ def read_json(path, what: str = 'JSON file', **options):
                          'JSON file of this kind') from None
 
 
+def unique_keys(path, what: str = 'JSON file'):
+    """An ``object_pairs_hook`` for :func:`read_json`: a dict, or a ``ValueError`` naming the
+    file and a key that appears twice in one object (``json`` would keep only the last)."""
+    def pairs_to_dict(pairs):
+        seen = set()
+        for key, _ in pairs:
+            if key in seen:
+                raise ValueError(f'{what} {path}: key {key!r} appears twice in one object (JSON '
+                                 'keeps only the last one); expected each key once')
+            seen.add(key)
+        return dict(pairs)
+    return pairs_to_dict
+
+
 class OutputWriteError(OSError):
     """An output file could not be written (disk full, read-only folder); nothing was left."""
 

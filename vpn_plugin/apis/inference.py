@@ -109,6 +109,9 @@ def inference_planner(model, dataset, indices: Sequence[int], mode: str = 'predi
     for i in indices:  # 1.7 would silently be sample 1
         if isinstance(i, bool) or not isinstance(i, (int, np.integer)):
             raise TypeError(f'sample index {i!r} is a {type(i).__name__}; expected an integer')
+    if isinstance(batch_size, bool) or not isinstance(batch_size, (int, np.integer)) \
+            or batch_size < 1:  # 0 stopped in range(), -1 returned no sample at all
+        raise ValueError(f'batch_size={batch_size!r}; expected an integer >= 1')
     indices = [int(i) for i in indices]
     for i in indices:
         if not 0 <= i < len(dataset):
@@ -209,7 +212,14 @@ def video_observations(cfg, feature_file, start_time: float, goal_time: float,
                                               require_feature_file)
     from vpn_plugin.datasets.observations import frame_indices, observe
     cfg = _config(cfg, None)
-    dataset = (cfg.get(f'{split}_dataloader') or {}).get('dataset') or {}
+    if split not in SPLITS:
+        raise ValueError(f'split {split!r} is unknown; expected one of {SPLITS} (the dataloader '
+                         'whose observation recipe and frame_dim the observations follow)')
+    dataset = (cfg.get(f'{split}_dataloader') or {}).get('dataset')
+    if not dataset:  # its recipe and frame_dim would be assumed
+        raise ValueError(f'{cfg.filename}: no {split}_dataloader.dataset, whose observation '
+                         'recipe and frame_dim the observations must follow; expected a '
+                         "planner's config (model.cfg of init_planner)")
     recipe = dataset.get('observation', 'authors')
     frame_dim = dataset.get('frame_dim', DEFAULT_FRAME_DIM)
     if isinstance(feature_file, np.ndarray):
@@ -226,7 +236,7 @@ def video_observations(cfg, feature_file, start_time: float, goal_time: float,
                              'seconds')
     start, goal = round_time(start_time), round_time(goal_time)
     latest = len(frames) + GOAL_OVERSHOOT_S
-    if not 0 <= start <= goal <= latest or start >= len(frames):
+    if not 0 <= start <= goal <= latest or start >= len(frames) or start_time > goal_time:
         raise ValueError(f'{feature_file}: start_time={start_time}, goal_time={goal_time} s; '
                          f'expected 0 <= start_time <= goal_time <= {latest} s and start_time < '
                          f'the video\'s {len(frames)} frames (one per second)')
@@ -309,8 +319,9 @@ def _observation_batch(model, values, name: str) -> torch.Tensor:
     values = values.float()
     values = values.unsqueeze(0) if values.dim() == 1 else values
     expected = getattr(model, 'feature_dim', None)
-    if values.dim() != 2 or (expected is not None and values.shape[1] != expected):
+    if values.dim() != 2 or not len(values) or (expected is not None
+                                                and values.shape[1] != expected):
         raise ValueError(f'{name} observations of shape {tuple(values.shape)}; expected (B, '
-                         f'{expected or "D"}) or ({expected or "D"},), as the model was built '
-                         'for (the config\'s observation recipe: video_observations)')
+                         f'{expected or "D"}) or ({expected or "D"},) with B >= 1, as the model '
+                         'was built for (the config\'s observation recipe: video_observations)')
     return values

@@ -32,7 +32,7 @@ def init_s3d(weights=None, dict_path=None, device: str = 'cpu', random_weights: 
     loader). ``random_weights``: seeded random weights instead, for pipeline checks only
     (``model.usable`` is then False). A missing file raises one message saying where the
     weights come from."""
-    from ..engine.checkpoint import load_weights, read_checkpoint
+    from ..engine.checkpoint import read_checkpoint
     from ..models.s3d import S3D
     if dict_path is not None:
         check_file(dict_path, 'S3D word dictionary',
@@ -46,9 +46,22 @@ def init_s3d(weights=None, dict_path=None, device: str = 'cpu', random_weights: 
         torch.manual_seed(seed)
         model = S3D(dict_path=None if dict_path is None else str(dict_path))
     if not random_weights:
-        load_weights(model, read_checkpoint(weights, logger='silent'), str(weights))
+        load_s3d_weights(model, read_checkpoint(weights, logger='silent'), weights)
     model.usable = not random_weights
     return model.to(device).eval()
+
+
+def load_s3d_weights(model, checkpoint: dict, weights) -> None:
+    """``checkpoint`` into the S3D ``model`` strictly; tensors that do not fit are named with
+    where S3D weights come from (not a planner checkpoint's hint about its config)."""
+    from ..engine.checkpoint import CheckpointMismatchError, load_weights
+    try:
+        load_weights(model, checkpoint, str(weights))
+    except CheckpointMismatchError as error:
+        found = str(error).split(' of the config: ', 1)[-1].split('. Test it with', 1)[0]
+        raise CheckpointMismatchError(
+            f'S3D weights {weights} do not fit S3D: {found}; expected the S3D_HowTo100M '
+            f'state dict (a planner checkpoint is no S3D weights file). {WEIGHTS_HELP}') from None
 
 
 def video_features(s3d, video, recipe: FrameRecipe = FrameRecipe(), batch_chunks: int = 8,

@@ -27,7 +27,8 @@ from pathlib import Path
 from typing import Dict, List, Optional, Tuple
 
 from ..data_paths import REPO_ROOT
-from .annotations import read_json_file
+from ..errors import read_json, unique_keys
+from .validation import MAX_SECONDS
 
 ERROR_CHOICES = ('keep', 'drop')
 BACKGROUND = 0
@@ -63,7 +64,8 @@ def convert_egoper(annotation_file, split_dir, out_dir, errors: str,
     if feature_dir is not None and Path(feature_dir).is_file():
         raise ValueError(f'--feature-dir {feature_dir}: is a file; expected the folder of the '
                          'feature files')
-    data = read_json_file(annotation_file)
+    data = read_json(annotation_file, 'annotation file',
+                     object_pairs_hook=unique_keys(annotation_file, 'annotation file'))
     taxonomy, action_ids = _taxonomy(annotation_file, data)
     splits = read_splits(Path(split_dir), list(data))
     counts: Counter = Counter()
@@ -71,8 +73,8 @@ def convert_egoper(annotation_file, split_dir, out_dir, errors: str,
     seen: Dict[str, str] = {}  # video id -> where it was read first
     for k, (task, entry) in enumerate(data.items()):
         for i, segment in enumerate(entry['segments']):
-            vid = str(segment.get('video_id', ''))
             where = f'task {task!r}: segments[{i}]'
+            vid = _video_id(annotation_file, where, segment)
             if vid in seen:
                 raise ValueError(f'{annotation_file}: {where}: video {vid} is listed again (first '
                                  f'at {seen[vid]}); expected each video once')
@@ -100,6 +102,9 @@ def read_splits(split_dir: Path, tasks: List[str]) -> Dict[str, str]:
     """video id -> 'train' | 'test' from ``training.txt`` / ``test.txt`` in ``split_dir``
     or in ``split_dir/<task>/``; a video in both lists is an error."""
     split_of: Dict[str, str] = {}
+    if split_dir.exists() and not split_dir.is_dir():
+        raise ValueError(f'--split-dir {split_dir}: is a file; expected the folder holding '
+                         'training.txt and test.txt (or <task>/training.txt ...)')
     for split, name in SPLIT_FILES.items():
         files = [split_dir / name] if (split_dir / name).is_file() else \
             [split_dir / task / name for task in tasks if (split_dir / task / name).is_file()]
@@ -130,7 +135,7 @@ def _taxonomy(path: Path, data) -> Tuple[dict, Dict[str, Dict[int, int]]]:
     """(taxonomy JSON, per task: EgoPER action idx -> global id), background left out."""
     if not isinstance(data, dict) or not data:
         raise ValueError(f'{path}: expected an object {{task: {{"segments", "action2idx", '
-                         '"actiontype2idx"}}}}')
+                         '"actiontype2idx"}}')
     taxonomy, action_ids, next_id = {}, {}, 0
     for k, (task, entry) in enumerate(data.items()):
         missing = [f for f in ('segments', 'action2idx', 'actiontype2idx')
@@ -145,6 +150,9 @@ def _taxonomy(path: Path, data) -> Tuple[dict, Dict[str, Dict[int, int]]]:
                 actions[str(next_id)] = name
                 action_ids.setdefault(task, {})[idx] = next_id
                 next_id += 1
+        if not actions:  # the taxonomy format (and every planner) needs one action per task
+            raise ValueError(f'{path}: task {task!r}: action2idx has no action but background '
+                             f'({entry["action2idx"]}); expected at least one action idx > 0')
         taxonomy[f'{k}_{task}'] = actions
         action_ids.setdefault(task, {})
     return taxonomy, action_ids
@@ -219,10 +227,20 @@ def _times(where, j, times) -> Tuple[float, float]:
     except (TypeError, ValueError):
         raise ValueError(f'{where}: labels.time_stamp[{j}] = {times!r}; expected '
                          '[start_s, end_s], two numbers') from None
-    if not (math.isfinite(start) and math.isfinite(end)) or start < 0 or end < start:
+    if not (math.isfinite(start) and math.isfinite(end)) or start < 0 or end < start \
+            or end > MAX_SECONDS:  # the datasets refuse a time beyond a day (validation.py)
         raise ValueError(f'{where}: labels.time_stamp[{j}] = [{start}, {end}]; expected '
-                         'finite seconds with 0 <= start <= end')
+                         f'finite seconds with 0 <= start <= end <= {MAX_SECONDS:g}')
     return start, end
+
+
+def _video_id(path, where: str, segment) -> str:
+    """A segment's ``video_id``: a non-empty string (never a number or null turned into one)."""
+    vid = segment.get('video_id') if isinstance(segment, dict) else None
+    if not isinstance(vid, str) or not vid.strip():
+        raise ValueError(f'{path}: {where}: video_id = {vid!r}; expected the video id, a '
+                         'non-empty string as in the split lists')
+    return vid
 
 
 def feature_name(feature_stem: str, vid: str, task: str) -> str:

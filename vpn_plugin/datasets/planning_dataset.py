@@ -18,7 +18,7 @@ from torch.utils.data import Dataset
 from .annotations import BadVideoError, Window, chain_windows, read_video_list
 from .features import feature_fix_hint, find_feature_file, load_features
 from ..core.stats import stratified_sample
-from .file_digests import file_digests
+from .file_digests import file_digests, read_or_make_secret
 from ..errors import check_bool, check_choice, check_number, check_numbers
 from .observations import (RECIPES, WINDOW_POLICIES, observation_dim,
                            outside_video, step_map, window_observations)
@@ -28,15 +28,19 @@ from ..data_paths import check_resolved
 from .validation import AnnotationWarnings, check_disjoint
 
 SPLITS = ('train', 'val', 'test')
-CACHE_VERSION = 4  # bump when the cached arrays or their meaning change
+CACHE_VERSION = 5  # bump when the cached arrays or their meaning change
 DIGEST_MEMO = 'feature_digests.json'  # in cache_dir: the feature files' remembered digests
+CACHE_KEY = '.cache_key'  # in cache_dir: the secret of the cache's keyed checksums
+_PROCESS_SECRET = os.urandom(32)  # the key of a cache_dir that cannot be written
 CACHE_ARRAYS = {'readable', 'outside', 'maps', 'start', 'goal', 'observed', 'messages'}
 
 
-def payload_digest(arrays: dict, key: str) -> str:
-    """SHA-256 of the cached arrays (names, dtypes, shapes, bytes) and their key: a cache file
-    edited with the same shapes (start and goal rows swapped) no longer matches it."""
-    digest = hashlib.sha256(key.encode())
+def payload_digest(arrays: dict, key: str, secret: bytes) -> str:
+    """HMAC-SHA-256 with the cache's secret key of the cached arrays (names, dtypes, shapes,
+    bytes) and their key: a cache file edited with the same shapes (start and goal rows
+    swapped) no longer matches it, even with this digest recomputed by whoever lacks the key."""
+    import hmac
+    digest = hmac.new(secret, key.encode(), hashlib.sha256)
     for name in sorted(CACHE_ARRAYS):
         array = np.ascontiguousarray(arrays[name])
         digest.update(f'{name}:{array.dtype.str}:{array.shape}'.encode())
@@ -357,13 +361,28 @@ class PlanningDataset(Dataset):
             return None, None
         stems = sorted({w.feature for w in windows})
         paths = [find_feature_file(self.feature_dir, stem) for stem in stems]
-        digests = file_digests(paths, Path(self.cache_dir) / DIGEST_MEMO)
+        digests = file_digests(paths, Path(self.cache_dir) / DIGEST_MEMO, self._cache_secret())
         key = json.dumps([CACHE_VERSION, self.recipe, self.window_policy, self.frame_dim,
                           self.observed_steps, self.skip_bad_videos,
                           [[str(p), d] for p, d in zip(paths, digests)],
                           [(w.feature, w.times) for w in windows]])
         name = f'obs_{hashlib.sha256(key.encode()).hexdigest()[:20]}.npz'
         return Path(self.cache_dir) / name, key
+
+    def _cache_secret(self) -> bytes:
+        """The secret key of ``cache_dir`` (made on first use, 0600): the cache's checksums
+        are keyed with it (``file_digests.read_or_make_secret``). A folder that cannot be
+        written gets a key of this process only: writing the cache then fails, named
+        (:meth:`_write_cache`)."""
+        try:
+            return read_or_make_secret(Path(self.cache_dir) / CACHE_KEY, 'the observation '
+                                       'cache key', 'observation cache files', 'the '
+                                       'observations are then read again from the feature files')
+        except (FileNotFoundError, NotADirectoryError, IsADirectoryError, PermissionError) \
+                as error:
+            if isinstance(error, PermissionError) and Path(self.cache_dir, CACHE_KEY).exists():
+                raise  # a key of another user or readable by others: named
+            return _PROCESS_SECRET
 
     def _read_cache(self, path: Optional[Path], key: str, count: int) -> Optional[dict]:
         """The cached arrays, or ``None``: absent, or corrupt, edited or another key's (then
@@ -390,7 +409,7 @@ class PlanningDataset(Dataset):
             raise ValueError(f'arrays {missing} missing')
         if str(arrays['key']) != key:
             raise ValueError('written for other feature files or windows (its key differs)')
-        if str(arrays['digest']) != payload_digest(arrays, key):
+        if str(arrays['digest']) != payload_digest(arrays, key, self._cache_secret()):
             raise ValueError('its arrays do not match their digest: edited or damaged')
         kept = int((arrays['readable'] & (arrays['maps'][:, 0] >= 0)).sum())
         if (len(arrays['readable']) != count or arrays['maps'].shape != (count, self.horizon)
@@ -403,7 +422,8 @@ class PlanningDataset(Dataset):
         tmp = path.with_suffix(f'.{os.getpid()}.tmp.npz')  # atomic for concurrent runs
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
-            np.savez(tmp, **arrays, key=np.str_(key), digest=np.str_(payload_digest(arrays, key)))
+            np.savez(tmp, **arrays, key=np.str_(key),
+                     digest=np.str_(payload_digest(arrays, key, self._cache_secret())))
             tmp.replace(path)
         except OSError as error:
             try:

