@@ -62,6 +62,17 @@ def task_action_lists(taxonomy) -> Dict[int, tuple]:
     return {task: tuple(actions) for task, actions in enumerate(taxonomy.task_actions)}
 
 
+def check_text_config(text_embeddings) -> None:
+    """``model.text_embeddings`` is None (no text features: zeros, marked) or a non-empty
+    ``load_action_features`` dict; 0, [] or {} would be read as None by truth value."""
+    from collections.abc import Mapping
+    if text_embeddings is None or (isinstance(text_embeddings, Mapping) and text_embeddings):
+        return
+    raise ValueError(f'model.text_embeddings={text_embeddings!r}; expected a dict of '
+                     'load_action_features options (e.g. taxonomy=..., encoder=None, '
+                     'pooling=...) or None (no text features: all-zero, marked)')
+
+
 @MODELS.register_module()
 class CEFITO(BasePlanner):
     """CEFITO (module docstring).
@@ -111,6 +122,7 @@ class CEFITO(BasePlanner):
                  data_preprocessor: Optional[dict] = None):
         super().__init__(num_actions, horizon, pkg, data_preprocessor)
         self.text_source = text_embeddings  # what text_features_identity records
+        check_text_config(text_embeddings)
         check_choice('model.negative_rng', negative_rng, NEGATIVE_RNGS)
         check_choice('model.search', search, SEARCHES)
         check_choice('model.tie_break', tie_break, energy_search.TIE_BREAKS)
