@@ -17,3 +17,25 @@ def test_cefito_text_embeddings_of_another_kind_are_refused(cefito_model_cfg, va
     with pytest.raises(ValueError) as err:
         MODELS.build(dict(cefito_model_cfg, text_embeddings=value))
     assert f'model.text_embeddings={value!r}; expected' in str(err.value)
+
+
+# ---------------------------------------------------------------------- diffusion steps
+@pytest.mark.parametrize('config, option', [
+    ('configs/baselines/pdpp_niv_t3.py', 'n_timesteps'),
+    ('configs/baselines/kepp_niv_t3.py', 'n_timesteps'),
+    ('configs/baselines/kepp_niv_t3.py', 'step_n_timesteps'),
+])
+def test_a_billion_diffusion_steps_are_refused_before_allocating(shared_data, config, option):
+    """Before: model.n_timesteps (or KEPP's step_n_timesteps) = 10**9 allocated the cosine
+    schedule's buffers, 7.45 GiB each: the process was killed for memory (or a MemoryError
+    naming no option)."""
+    import vpn_plugin.mm  # noqa: F401  (registration)
+    from mmaction.registry import MODELS
+    from vpn_plugin.data_paths import apply_horizon, load_config, resolve_paths
+    model = resolve_paths(apply_horizon(load_config(config))).model
+    model.update(dim=32, **{option: 10 ** 9})
+    with pytest.raises(ValueError) as err:
+        MODELS.build(model)
+    message = str(err.value)
+    assert message.startswith(f'model.{option}') and ('=1000000000; expected an integer >= 1 '
+                                                      'and <= 100000') in message

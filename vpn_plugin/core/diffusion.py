@@ -23,6 +23,9 @@ SCHEDULE_BUFFERS = (
     'sqrt_recipm1_alphas_cumprod', 'posterior_variance', 'posterior_log_variance_clipped',
     'posterior_mean_coef1', 'posterior_mean_coef2')
 DDIM_STEPS = 10  # the official sampler's fixed number of jumps
+# the most diffusion steps a model takes (official 50-1000): 10**9 allocated ~10 float64
+# schedules of 7.5 GiB each (the process was killed for memory, no option named)
+MAX_DIFFUSION_STEPS = 100_000
 
 
 def cosine_beta_schedule(num_steps: int, s: float = 0.008) -> torch.Tensor:

@@ -281,9 +281,10 @@ class KEPP(BasePlanner):
         super().__init__(num_actions, horizon, pkg, data_preprocessor)
         check_choice('model.sampler', sampler, SAMPLERS)
         check_choice('model.train_paths', train_paths, TRAIN_PATHS)
-        check_number('model.n_timesteps', n_timesteps, integer=True, low=1)
+        check_number('model.n_timesteps', n_timesteps, integer=True, low=1,
+                     high=diffusion.MAX_DIFFUSION_STEPS)
         check_number('model.step_n_timesteps', step_n_timesteps, integer=True, low=1,
-                     optional=True)  # None: the plan model's; 0 is not "unset"
+                     high=diffusion.MAX_DIFFUSION_STEPS, optional=True)  # None: the plan model's; 0 is not "unset"
         for name, weight in (('plan_endpoint_weight', plan_endpoint_weight),
                              ('step_endpoint_weight', step_endpoint_weight)):
             check_number(f'model.{name}', weight, low=0)

@@ -171,7 +171,8 @@ class DiffusionModel(nn.Module):
 
     def register_schedule(self, n_timesteps: int) -> None:
         """``core.diffusion.SCHEDULE_BUFFERS`` of n steps as buffers, and the DDIM timesteps."""
-        check_number('model.n_timesteps (diffusion steps)', n_timesteps, integer=True, low=1)
+        check_number('model.n_timesteps (diffusion steps)', n_timesteps, integer=True, low=1,
+                     high=diffusion.MAX_DIFFUSION_STEPS)
         for name, value in diffusion.diffusion_schedule(n_timesteps).items():
             self.register_buffer(name, value)
         self.ddim_timestep_seq = diffusion.ddim_timesteps(n_timesteps)
