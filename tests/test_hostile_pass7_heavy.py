@@ -39,3 +39,31 @@ def test_a_billion_diffusion_steps_are_refused_before_allocating(shared_data, co
     message = str(err.value)
     assert message.startswith(f'model.{option}') and ('=1000000000; expected an integer >= 1 '
                                                       'and <= 100000') in message
+
+
+# ---------------------------------------------------------------------- pre-stage log
+def test_the_task_classifier_is_said_saved_only_once_saved(monkeypatch, tmp_path):
+    """Before: with the disk full, the log read "TaskClassifierHook: trained
+    classifier.task_head for 4 steps: ...; saved <work_dir>/task_classifier.pth" and then
+    "error: cannot save the pre-stage file ...": the INFO line was printed before saving."""
+    from types import SimpleNamespace
+
+    import torch
+
+    from vpn_plugin.engine import pdpp_training
+    from vpn_plugin.errors import OutputWriteError
+    said = []
+
+    def full_disk(path, payload):
+        raise OutputWriteError(f'cannot save the pre-stage file {path}: No space left')
+    monkeypatch.setattr(pdpp_training, 'train_classifier', lambda *a, **k: {})
+    monkeypatch.setattr(pdpp_training, 'describe', lambda record: 'trained')
+    monkeypatch.setattr(pdpp_training, 'save_pre_stage', full_disk)
+    monkeypatch.setattr(pdpp_training, 'print_log', lambda text, **k: said.append(text))
+    runner = SimpleNamespace(train_dataloader=SimpleNamespace(dataset=None), seed=0)
+    head = SimpleNamespace(task_head=torch.nn.Linear(2, 2))
+    hook = pdpp_training.TaskClassifierHook(max_epochs=1)
+    with pytest.raises(OutputWriteError):
+        hook.train_all(runner, {'classifier': head}, tmp_path / 'task_classifier.pth',
+                       dict(steps=4, val_every=2, batch_size=8), identity={})
+    assert not [text for text in said if 'saved' in text]

@@ -271,13 +271,14 @@ class TaskClassifierHook(Hook):
                     seed=runner.seed, schedule=self.schedule, what=f'{name}.task_head',
                     epoch_steps=(plan['steps'] // self.max_epochs if self.max_epochs
                                  else len(runner.train_dataloader)))
-                print_log(f'TaskClassifierHook: trained {name}.task_head for {plan["steps"]} '
-                          f'steps: {describe(records[name])}; saved {path}', logger='current')
             save_pre_stage(path, dict(
                 identity=identity, settings=plan,
                 state_dicts={f'{n}.task_head': m.task_head.state_dict()
                              for n, m in modules.items()},
                 records={f'{n}.task_head': r for n, r in records.items()}))
+            for name in modules:  # said once saved: a failed save logged "saved" before
+                print_log(f'TaskClassifierHook: trained {name}.task_head for {plan["steps"]} '
+                          f'steps: {describe(records[name])}; saved {path}', logger='current')
 
 
 def official_head_draw(module: PDPPDiffusion, seed: int) -> None:
