@@ -67,3 +67,30 @@ def test_the_task_classifier_is_said_saved_only_once_saved(monkeypatch, tmp_path
         hook.train_all(runner, {'classifier': head}, tmp_path / 'task_classifier.pth',
                        dict(steps=4, val_every=2, batch_size=8), identity={})
     assert not [text for text in said if 'saved' in text]
+
+
+# ---------------------------------------------------------------------- a non-causal predictor
+def test_a_non_causal_predictor_is_not_scored_by_the_prefix_tree(cefito_model_cfg):
+    """Before: model.causal=False built and trained a non-causal predictor (full sequences),
+    but the default search='tree' scores sequences from their prefixes' hidden states, as a
+    causal one: test.py of a checkpoint with model.causal=False gave exit 0 and the causal
+    model's metrics (tree and full-sequence energies of a non-causal field differ by 0.025
+    and pick other plans). The tree stays exact for a causal predictor; chunked search of a
+    non-causal one builds."""
+    import torch
+
+    from mmaction.registry import MODELS
+    from vpn_plugin.core import energy_field, energy_search
+    with pytest.raises(ValueError) as err:
+        MODELS.build(dict(cefito_model_cfg, causal=False, search='tree'))
+    assert "model.causal=False with model.search='tree'" in str(err.value)
+    assert MODELS.build(dict(cefito_model_cfg, causal=False, search='chunked')).search == \
+        'chunked'
+    torch.manual_seed(0)  # the oracle of the refusal: the two searches disagree without it
+    field = energy_field.EnergyField(12, 8, 3, torch.randn(8, 16), 16, 2, 2, 2.0, False)
+    start, goal = (energy_field.normalize_observation(torch.randn(3, 12)) for _ in range(2))
+    actions = torch.tensor([5, 2, 6, 0])
+    with torch.no_grad():
+        tables = [energy_search.energy_table(field, start, goal, actions, 3, search, 7)
+                  for search in ('tree', 'chunked')]
+    assert float((tables[0] - tables[1]).abs().max()) > 1e-3

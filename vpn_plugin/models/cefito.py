@@ -147,6 +147,12 @@ class CEFITO(BasePlanner):
         check_numbers(dict(num_negatives=num_negatives), integer=True, high=MAX_NEGATIVES)
         check_numbers(dict(top_k=top_k), integer=True, high=MAX_TOP_K)
         check_bool('model.causal', causal)  # 'x', 0 or None would be read by truth value
+        if not causal and search == 'tree':  # the tree reuses each prefix's hidden states
+            raise ValueError("model.causal=False with model.search='tree': the prefix-tree "
+                             'search scores a sequence from its prefixes\' hidden states, the '
+                             'energies of a causal predictor only (a non-causal one would be '
+                             "scored as if causal); use model.search='chunked' (full "
+                             'sequences) for a non-causal predictor')
         check_numbers(dict(max_sequences=max_sequences), integer=True, low=1, optional=True)
         check_numbers(dict(negative_seed=negative_seed), integer=True, low=0)
         self.num_tasks, self.feature_dim = num_tasks, feature_dim
