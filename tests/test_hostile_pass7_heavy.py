@@ -94,3 +94,22 @@ def test_a_non_causal_predictor_is_not_scored_by_the_prefix_tree(cefito_model_cf
         tables = [energy_search.energy_table(field, start, goal, actions, 3, search, 7)
                   for search in ('tree', 'chunked')]
     assert float((tables[0] - tables[1]).abs().max()) > 1e-3
+
+
+# ---------------------------------------------------------------------- test.py overrides
+def test_a_test_with_other_model_options_than_the_training_names_them(shared_data):
+    """Before: tools/test.py of a KEPP checkpoint trained with train_paths='step' under
+    --cfg-options model.train_paths=truth (or PDPP's endpoint_weight=1.0, trained with 10)
+    exited 0 without a word: the config's option was unread or applied unsaid. The runner now
+    warns with the differences between the checkpoint's meta['cfg'] model and the config's;
+    the same config gives none (no false alarm)."""
+    from vpn_plugin.data_paths import apply_horizon, load_config, resolve_paths
+    from vpn_plugin.engine.checkpoint import model_option_differences
+    path = 'configs/baselines/kepp_niv_t3.py'
+    trained = resolve_paths(apply_horizon(load_config(path)))
+    tested = resolve_paths(apply_horizon(load_config(path, {'model.train_paths': 'truth'})))
+    text = trained.pretty_text  # what mmengine stores in a checkpoint's meta['cfg']
+    assert model_option_differences(text, trained.model) == []
+    assert model_option_differences(text, tested.model) == [
+        "model.train_paths: 'step' in training, 'truth' here"]
+    assert model_option_differences(None, tested.model) == []  # no config recorded

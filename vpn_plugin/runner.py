@@ -329,6 +329,19 @@ class PlanningRunner(Runner):
             self.logger.warning(f'SHORTENED RUN ({self.cfg.shortened}): not the config\'s '
                                 'schedule or test set; checkpoints and results are marked')
 
+    def log_model_overrides(self, checkpoint: dict, filename: str) -> None:
+        """A warning naming the model options of the config that differ from those the
+        checkpoint was trained with (its ``meta['cfg']``): training-only ones (loss weights,
+        ``train_paths``) change nothing here, test-time ones (``decode``, ``search``, seeds)
+        change the measurement; either way the test says so."""
+        from vpn_plugin.engine.checkpoint import model_option_differences
+        differences = model_option_differences((checkpoint.get('meta') or {}).get('cfg'),
+                                               self.cfg.get('model'))
+        if differences:
+            self.logger.warning(f'{filename} was trained with other model options than this '
+                                f'test\'s config: {"; ".join(differences)}; the test uses the '
+                                'config\'s (a training-only option changes nothing here)')
+
     def load_checkpoint(self, filename: str, map_location='cpu', strict=None, revise_keys=None):
         """mmengine's ``load_checkpoint`` (``load_from`` and ``resume`` call it) with strict
         loading (:func:`vpn_plugin.engine.checkpoint.load_weights`): partial only with the
@@ -361,6 +374,7 @@ class PlanningRunner(Runner):
                 check_finite(state_dict_of(checkpoint, filename), f'{filename} (EMA weights)')
         if self.testing:
             self.check_tested_ema(checkpoint, filename)
+            self.log_model_overrides(checkpoint, filename)
         if isinstance(checkpoint.get('ema_state_dict'), dict):  # checked by read_checkpoint;
             checkpoint['ema_state_dict'].pop(RUN_KEY, None)  # no tensor of the EMA model
         self.call_hook('after_load_checkpoint', checkpoint=checkpoint)

@@ -275,6 +275,26 @@ def meta_mismatches(checkpoint: dict, model, data_meta: Optional[dict] = None) -
     return list(wrong.values())
 
 
+def model_option_differences(trained_cfg_text, model_cfg) -> list:
+    """'key: X in training, Y here' for each option of ``model_cfg`` that differs from the
+    ``model`` of ``trained_cfg_text`` (a checkpoint's ``meta['cfg']``, mmengine's config
+    text); [] when it holds no readable config."""
+    from mmengine.config import Config
+    if not isinstance(trained_cfg_text, str) or not isinstance(model_cfg, dict):
+        return []
+    try:
+        trained = Config.fromstring(trained_cfg_text, '.py').get('model')
+    except Exception:  # noqa: BLE001  (a config text of another version: nothing to compare)
+        return []
+    if not isinstance(trained, dict):
+        return []
+    plain = lambda value: value.to_dict() if hasattr(value, 'to_dict') else value  # noqa: E731
+    return [f'model.{key}: {plain(trained.get(key))!r} in training, '
+            f'{plain(model_cfg.get(key))!r} here'
+            for key in sorted(set(trained) | set(model_cfg))
+            if plain(trained.get(key)) != plain(model_cfg.get(key))]
+
+
 def unrecorded(checkpoint: dict, model) -> list:
     """What ``checkpoint`` does not record of what a planner is checked by: its
     ``meta.dataset_meta`` fields (:data:`MODEL_META`, :data:`DATA_META`) and, when ``model``
