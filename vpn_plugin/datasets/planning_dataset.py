@@ -18,8 +18,9 @@ from torch.utils.data import Dataset
 from .annotations import BadVideoError, Window, chain_windows, read_video_list
 from .features import feature_fix_hint, find_feature_file, load_features
 from ..core.stats import stratified_sample
-from .file_digests import file_digests, read_or_make_secret
+from .file_digests import file_digests
 from ..errors import check_bool, check_choice, check_number, check_numbers
+from ..secret_keys import read_or_make_secret
 from .observations import (RECIPES, WINDOW_POLICIES, observation_dim,
                            outside_video, step_map, window_observations)
 from .sources import SOURCE_KEYS, read_source, source_path, source_windows
@@ -371,7 +372,7 @@ class PlanningDataset(Dataset):
 
     def _cache_secret(self) -> bytes:
         """The secret key of ``cache_dir`` (made on first use, 0600): the cache's checksums
-        are keyed with it (``file_digests.read_or_make_secret``). A folder that cannot be
+        are keyed with it (``vpn_plugin.secret_keys``). A folder that cannot be
         written gets a key of this process only: writing the cache then fails, named
         (:meth:`_write_cache`)."""
         try:
