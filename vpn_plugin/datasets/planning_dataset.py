@@ -279,11 +279,19 @@ class PlanningDataset(Dataset):
         for i, w in enumerate(windows):
             by_video.setdefault(w.feature, []).append(i)
         dim, count = self.feature_dim, len(windows)
-        arrays = dict(readable=np.ones(count, bool), outside=np.zeros(count, bool),
-                      maps=np.full((count, self.horizon), -1, np.int64),
-                      start=np.zeros((count, dim), np.float32),
-                      goal=np.zeros((count, dim), np.float32),
-                      observed=np.zeros((count, self.observed_steps, dim), np.float32))
+        try:
+            arrays = dict(readable=np.ones(count, bool), outside=np.zeros(count, bool),
+                          maps=np.full((count, self.horizon), -1, np.int64),
+                          start=np.zeros((count, dim), np.float32),
+                          goal=np.zeros((count, dim), np.float32),
+                          observed=np.zeros((count, self.observed_steps, dim), np.float32))
+        except MemoryError:
+            size = count * dim * 4 * (2 + self.observed_steps) / 2 ** 30
+            raise ValueError(f'PlanningDataset: frame_dim={self.frame_dim} (observation '
+                             f'{self.recipe!r}: {dim}-d) for {count} windows needs {size:.3g} '
+                             'GiB of observations, more than this machine can allocate; '
+                             'expected frame_dim = the width of the feature files (e.g. 512 '
+                             'for S3D)') from None
         messages = []
         self._check_feature_dir()
         for n, (stem, idx) in enumerate(by_video.items()):
