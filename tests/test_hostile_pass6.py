@@ -361,7 +361,8 @@ def test_a_frame_dim_too_large_to_allocate_names_the_key(tiny_crosstask):
     whatever the machine's overcommit setting.)"""
     from vpn_plugin.datasets.planning_dataset import PlanningDataset
     arguments = {k: v for k, v in tiny_crosstask['test_dataset'].items() if k != 'type'}
-    with pytest.raises(ValueError, match=r'PlanningDataset: frame_dim=1000000000000 \(observation '
-                       r"'concat3': 3000000000000-d\) for \d+ windows needs .* GiB of observations, "
-                       r'more than this machine can allocate; expected frame_dim = the width'):
+    with pytest.raises(ValueError, match=r"PlanningDataset: frame_dim=1000000000000 "
+                       r"\(observation 'concat3': 3000000000000-d\) for \d+ windows needs .* "
+                       r'GiB of observations, more than this machine can allocate; expected '
+                       r'frame_dim = the width'):
         PlanningDataset(**dict(arguments, frame_dim=10 ** 12))
