@@ -135,6 +135,10 @@ def test_plan_from_a_new_videos_features_equals_the_dataset_path(tiny_crosstask,
     with pytest.raises(ValueError, match=r'start observations of shape \(1, 512\); expected '
                        r'\(B, 1536\)'):
         plan_from_features(model, torch.zeros(512), torch.zeros(512))
+    # before: 'log_emissions holds NaN or +inf values' (an inner tensor, not the input)
+    with pytest.raises(ValueError, match=r'log_emissions holds NaN .*: the model computed them '
+                       r'from finite observations \(start, goal; largest \|value\| 1e\+30'):
+        plan_from_features(model, starts[1] / starts[1].abs().max() * 1e30, goals[1])
 
 
 def test_build_split_dataset_resolves_a_raw_config(tiny_crosstask, tmp_path, monkeypatch):

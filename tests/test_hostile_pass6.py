@@ -353,3 +353,16 @@ def test_an_annotation_path_that_cannot_be_there_says_why(tmp_path):
     assert why_absent(tmp_path / 'splits' / 'train_T3.json') == \
         f'does not exist: {tmp_path / "splits"} is a file, not a folder'
     assert why_absent(tmp_path / 'nothing.json') == 'does not exist'
+
+
+def test_a_frame_dim_too_large_to_allocate_names_the_key(tiny_crosstask):
+    """Before: frame_dim=10**9 stopped with numpy's 'Unable to allocate 1.15 TiB for an array
+    with shape (105, 3000000000)', naming no config key. (10**12: beyond any address space,
+    whatever the machine's overcommit setting.)"""
+    from vpn_plugin.datasets.planning_dataset import PlanningDataset
+    arguments = {k: v for k, v in tiny_crosstask['test_dataset'].items() if k != 'type'}
+    with pytest.raises(ValueError, match=r"PlanningDataset: frame_dim=1000000000000 "
+                       r"\(observation 'concat3': 3000000000000-d\) for \d+ windows needs .* "
+                       r'GiB of observations, more than this machine can allocate; expected '
+                       r'frame_dim = the width'):
+        PlanningDataset(**dict(arguments, frame_dim=10 ** 12))

@@ -25,6 +25,7 @@ FLOORS = {
     'vpn_plugin.locks': 0,
     'vpn_plugin.benchmark': 0,
     'vpn_plugin.progress': 0,
+    'vpn_plugin.secret_keys': 0,
     'vpn_plugin.compat_applied': 1,
     'vpn_plugin.core': 2,
     'vpn_plugin.video': 2,

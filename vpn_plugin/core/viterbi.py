@@ -16,6 +16,10 @@ import torch
 ROW_SUM_TOLERANCE = 1e-3
 
 
+class NonFiniteValues(ValueError):
+    """A decoder input holds NaN or +inf (a planner names what produced it)."""
+
+
 def values_checkable(tensor: torch.Tensor) -> bool:
     """Whether value checks may read ``tensor`` back to Python (module docstring)."""
     return tensor.device.type == 'cpu' and not torch.compiler.is_compiling()
@@ -29,7 +33,7 @@ def _require_float(tensor, name: str) -> torch.Tensor:
     if not values_checkable(tensor):
         return tensor
     if torch.isnan(tensor).any() or (tensor == math.inf).any():
-        raise ValueError(f'{name} holds NaN or +inf values; expected finite log values '
+        raise NonFiniteValues(f'{name} holds NaN or +inf values; expected finite log values '
                          '(-inf allowed for impossible states / forbidden edges)')
     return tensor
 

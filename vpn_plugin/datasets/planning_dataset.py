@@ -18,8 +18,9 @@ from torch.utils.data import Dataset
 from .annotations import BadVideoError, Window, chain_windows, read_video_list
 from .features import feature_fix_hint, find_feature_file, load_features
 from ..core.stats import stratified_sample
-from .file_digests import file_digests, read_or_make_secret
+from .file_digests import file_digests
 from ..errors import check_bool, check_choice, check_number, check_numbers
+from ..secret_keys import read_or_make_secret
 from .observations import (RECIPES, WINDOW_POLICIES, observation_dim,
                            outside_video, step_map, window_observations)
 from .sources import SOURCE_KEYS, read_source, source_path, source_windows
@@ -278,11 +279,19 @@ class PlanningDataset(Dataset):
         for i, w in enumerate(windows):
             by_video.setdefault(w.feature, []).append(i)
         dim, count = self.feature_dim, len(windows)
-        arrays = dict(readable=np.ones(count, bool), outside=np.zeros(count, bool),
-                      maps=np.full((count, self.horizon), -1, np.int64),
-                      start=np.zeros((count, dim), np.float32),
-                      goal=np.zeros((count, dim), np.float32),
-                      observed=np.zeros((count, self.observed_steps, dim), np.float32))
+        try:
+            arrays = dict(readable=np.ones(count, bool), outside=np.zeros(count, bool),
+                          maps=np.full((count, self.horizon), -1, np.int64),
+                          start=np.zeros((count, dim), np.float32),
+                          goal=np.zeros((count, dim), np.float32),
+                          observed=np.zeros((count, self.observed_steps, dim), np.float32))
+        except MemoryError:
+            size = count * dim * 4 * (2 + self.observed_steps) / 2 ** 30
+            raise ValueError(f'PlanningDataset: frame_dim={self.frame_dim} (observation '
+                             f'{self.recipe!r}: {dim}-d) for {count} windows needs {size:.3g} '
+                             'GiB of observations, more than this machine can allocate; '
+                             'expected frame_dim = the width of the feature files (e.g. 512 '
+                             'for S3D)') from None
         messages = []
         self._check_feature_dir()
         for n, (stem, idx) in enumerate(by_video.items()):
@@ -371,7 +380,7 @@ class PlanningDataset(Dataset):
 
     def _cache_secret(self) -> bytes:
         """The secret key of ``cache_dir`` (made on first use, 0600): the cache's checksums
-        are keyed with it (``file_digests.read_or_make_secret``). A folder that cannot be
+        are keyed with it (``vpn_plugin.secret_keys``). A folder that cannot be
         written gets a key of this process only: writing the cache then fails, named
         (:meth:`_write_cache`)."""
         try:

@@ -26,6 +26,7 @@ beam search without a PKG path) returns that row of ``pred_plan`` filled with
 implementation (``core.metrics``, ``PlanningMetric``) scores it 0 on every metric and logs
 their number. Never emit an id outside the taxonomy for it (the legacy mIoU would credit it).
 """
+import contextlib
 import functools
 import math
 from typing import Dict, List, Optional
@@ -161,7 +162,7 @@ class BasePlanner(BaseModel):
         if mode == 'tensor':
             return self.tensor(inputs, horizon)
         self.require_pkg()
-        with torch.no_grad():
+        with torch.no_grad(), named_overflow(inputs):
             samples = pack_samples(self.predict_fields(inputs, data_samples, horizon),
                                    data_samples)
         if samples and 'pred_task' in samples[0] and self.task_source is not None:
@@ -234,6 +235,26 @@ class BasePlanner(BaseModel):
 
 class NonFiniteLossError(ValueError):
     """A training loss is NaN or infinite: the run stops before the optimizer step."""
+
+
+@contextlib.contextmanager
+def named_overflow(inputs: Dict[str, torch.Tensor]):
+    """A decoder's refusal of non-finite emissions computed from finite observations says so,
+    with the observations' largest magnitude (features far off the trained scale overflow)."""
+    from vpn_plugin.core.viterbi import NonFiniteValues
+    try:
+        yield
+    except NonFiniteValues as error:
+        tensors = {k: v for k, v in inputs.items() if isinstance(v, torch.Tensor)
+                   and v.is_floating_point()}
+        if not all(bool(torch.isfinite(v).all()) for v in tensors.values()):
+            raise
+        largest = max((float(v.abs().max()) for v in tensors.values() if v.numel()), default=0)
+        raise ValueError(
+            f'{error}: the model computed them from finite observations ({", ".join(tensors)}; '
+            f'largest |value| {largest:.3g}): observations this far off the scale the model '
+            'was trained on overflow the network; expected features of the training data\'s '
+            'scale (same extraction and normalisation)') from error
 
 
 def check_finite_loss(loss: torch.Tensor, what: str, terms: Optional[dict] = None) -> None:

@@ -119,45 +119,10 @@ class ResponseCache:
                              'folders): give a new or empty folder for the cached replies')
 
     def _read_or_make_secret(self) -> bytes:
-        """The cache's secret key (made on first use: written to a private temporary file,
-        linked into place so that concurrent first runs agree on one key)."""
-        import secrets
-        path = self.root / self.KEY_FILE
-        if not path.exists():
-            temporary = path.with_name(f'{self.KEY_FILE}.{os.getpid()}.'
-                                       f'{threading.get_ident()}.partial')
-            descriptor = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-            with os.fdopen(descriptor, 'w') as handle:
-                handle.write(secrets.token_hex(32))
-            try:
-                os.link(temporary, path)  # never replaces a key another run made meanwhile
-            except FileExistsError:
-                pass
-            finally:
-                temporary.unlink()
-        if not path.is_file():
-            raise ValueError(f'the LLM cache key {path} is not a file; expected the secret key '
-                             'this cache was made with (or no such path: a new key is made)')
-        status = path.stat()
-        mode = status.st_mode & 0o777
-        # a key of another user than this one and the folder's owner (NFS root_squash gives
-        # root's files to nobody, the folder's too) was put there by someone who can forge
-        if os.name == 'posix' and status.st_uid not in (os.geteuid(), self.root.stat().st_uid):
-            raise PermissionError(f'the LLM cache key {path} belongs to user id {status.st_uid}, '
-                                  f'not to this user ({os.geteuid()}) nor to the owner of the '
-                                  'folder: whoever wrote it can forge cache entries; expected a '
-                                  'key this user made (delete it: a new key is made and the '
-                                  'entries are asked again)')
-        if os.name == 'posix' and mode & 0o077:
-            raise PermissionError(f'the LLM cache key {path} has mode {mode:04o}: others could '
-                                  'read it and forge cache entries; expected 0600 (chmod 600 '
-                                  f'{path}, or delete it: the entries are then asked again)')
-        secret = path.read_text().strip()
-        if len(secret) != 64 or any(c not in '0123456789abcdef' for c in secret):
-            raise ValueError(f'the LLM cache key {path} is not a key this tool wrote (64 hex '
-                             'digits); delete it: a new key is made and the entries are asked '
-                             'again')
-        return bytes.fromhex(secret)
+        """The cache's secret key (``vpn_plugin.secret_keys``: made on first use)."""
+        from vpn_plugin.secret_keys import read_or_make_secret
+        return read_or_make_secret(self.root / self.KEY_FILE, 'the LLM cache key',
+                                   'cache entries', 'the entries are asked again')
 
     @staticmethod
     def key(endpoint: str, model: str, messages: list, params: dict) -> str:
