@@ -283,8 +283,9 @@ class KEPP(BasePlanner):
         check_choice('model.train_paths', train_paths, TRAIN_PATHS)
         check_number('model.n_timesteps', n_timesteps, integer=True, low=1,
                      high=diffusion.MAX_DIFFUSION_STEPS)
+        # None: the plan model's; 0 is not "unset"
         check_number('model.step_n_timesteps', step_n_timesteps, integer=True, low=1,
-                     high=diffusion.MAX_DIFFUSION_STEPS, optional=True)  # None: the plan model's; 0 is not "unset"
+                     high=diffusion.MAX_DIFFUSION_STEPS, optional=True)
         for name, weight in (('plan_endpoint_weight', plan_endpoint_weight),
                              ('step_endpoint_weight', step_endpoint_weight)):
             check_number(f'model.{name}', weight, low=0)
