@@ -385,7 +385,8 @@ def test_a_checkpoint_graph_and_model_released_graph_must_agree(tmp_path):
 
 
 @pytest.mark.parametrize('option, expected', [
-    (dict(step_n_timesteps=0), r'model.step_n_timesteps=0; expected an integer >= 1 \(or None\)'),
+    (dict(step_n_timesteps=0), r'model.step_n_timesteps=0; expected an integer >= 1 and '
+                               r'<= 100000 \(or None\)'),
     (dict(plan_endpoint_weight=-1.0), r'model.plan_endpoint_weight=-1.0; expected a finite '
                                       r'number >= 0'),
     (dict(plan_endpoint_weight=float('nan')), r'model.plan_endpoint_weight=nan'),
