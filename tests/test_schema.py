@@ -296,6 +296,12 @@ def test_train_then_test_through_the_tools(tiny_schema_config, tmp_path, monkeyp
     assert metrics['viterbi']['plan/mean_accuracy'] > 25.0
     assert metrics['argmax']['plan/mean_accuracy'] > 20.0
     assert metrics['viterbi'] != metrics['argmax']
+    # the test names a model option that differs from the checkpoint's training (hostile12)
+    logs = {decode: next((tmp_path / decode).rglob('*.log')).read_text()
+            for decode in ('viterbi', 'argmax')}
+    assert ("epoch_6.pth was trained with other model options than this test's config: "
+            "model.decode: 'viterbi' in training, 'argmax' here;") in logs['argmax']
+    assert 'trained with other model options' not in logs['viterbi']
     # bad configs end with one message (SystemExit), before anything is written
     for options, message in (
             (['test_horizon=4'], 'SCHEMA plans only the horizon it was built for'),
