@@ -185,7 +185,7 @@ def test_a_checkpoint_with_another_runs_ema_state_is_refused_by_resume_and_test(
     as the initial ema_state_dict")."""
     import torch
     from tiny_configs import write_tiny_pdpp_ema_config
-    from tool_modules import load_tool, run_logs
+    from tool_modules import load_tool
     from vpn_plugin.engine.checkpoint import RUN_KEY, SHARED_EMA_KEY
     config = write_tiny_pdpp_ema_config(tmp_path, tiny_crosstask)
     train, test = load_tool('train').main, load_tool('test').main

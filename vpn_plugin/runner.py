@@ -436,7 +436,7 @@ class PlanningRunner(Runner):
         kwargs['meta'] = meta
         save = super().save_checkpoint
         save_atomically(lambda temporary: save(out_dir, osp.basename(temporary), *args, **kwargs),
-                        osp.join(out_dir, filename), then=save_failure_hint(self.work_dir))
+                        osp.join(out_dir, filename), then=lambda: save_failure_hint(self.work_dir))
 
     def config_path(self, training: bool = True) -> str:
         """Where :meth:`write_config` writes the config (mmengine's naming): the work dir for

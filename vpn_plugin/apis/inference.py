@@ -25,6 +25,8 @@ import torch
 from .. import compat_applied  # noqa: F401  (compat fixes before any OpenMMLab import)
 from mmengine.dataset import default_collate
 
+from ..errors import check_number
+
 SPLITS = ('train', 'val', 'test')
 DEFAULT_FRAME_DIM = 512
 
@@ -109,9 +111,7 @@ def inference_planner(model, dataset, indices: Sequence[int], mode: str = 'predi
     for i in indices:  # 1.7 would silently be sample 1
         if isinstance(i, bool) or not isinstance(i, (int, np.integer)):
             raise TypeError(f'sample index {i!r} is a {type(i).__name__}; expected an integer')
-    if isinstance(batch_size, bool) or not isinstance(batch_size, (int, np.integer)) \
-            or batch_size < 1:  # 0 stopped in range(), -1 returned no sample at all
-        raise ValueError(f'batch_size={batch_size!r}; expected an integer >= 1')
+    check_number('batch_size', batch_size, integer=True, low=1)  # -1 returned no sample
     indices = [int(i) for i in indices]
     for i in indices:
         if not 0 <= i < len(dataset):

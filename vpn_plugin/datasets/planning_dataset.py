@@ -1,4 +1,5 @@
 """PlanningDataset: planning windows with start/goal observations (docs/design.md, Data)."""
+import functools
 import hashlib
 import json
 import logging
@@ -370,7 +371,7 @@ class PlanningDataset(Dataset):
             return None, None
         stems = sorted({w.feature for w in windows})
         paths = [find_feature_file(self.feature_dir, stem) for stem in stems]
-        digests = file_digests(paths, Path(self.cache_dir) / DIGEST_MEMO, self._cache_secret())
+        digests = file_digests(paths, Path(self.cache_dir) / DIGEST_MEMO, self._cache_secret)
         key = json.dumps([CACHE_VERSION, self.recipe, self.window_policy, self.frame_dim,
                           self.observed_steps, self.skip_bad_videos,
                           [[str(p), d] for p, d in zip(paths, digests)],
@@ -378,6 +379,7 @@ class PlanningDataset(Dataset):
         name = f'obs_{hashlib.sha256(key.encode()).hexdigest()[:20]}.npz'
         return Path(self.cache_dir) / name, key
 
+    @functools.cached_property
     def _cache_secret(self) -> bytes:
         """The secret key of ``cache_dir`` (made on first use, 0600): the cache's checksums
         are keyed with it (``vpn_plugin.secret_keys``). A folder that cannot be
@@ -418,7 +420,7 @@ class PlanningDataset(Dataset):
             raise ValueError(f'arrays {missing} missing')
         if str(arrays['key']) != key:
             raise ValueError('written for other feature files or windows (its key differs)')
-        if str(arrays['digest']) != payload_digest(arrays, key, self._cache_secret()):
+        if str(arrays['digest']) != payload_digest(arrays, key, self._cache_secret):
             raise ValueError('its arrays do not match their digest: edited or damaged')
         kept = int((arrays['readable'] & (arrays['maps'][:, 0] >= 0)).sum())
         if (len(arrays['readable']) != count or arrays['maps'].shape != (count, self.horizon)
@@ -432,7 +434,7 @@ class PlanningDataset(Dataset):
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
             np.savez(tmp, **arrays, key=np.str_(key),
-                     digest=np.str_(payload_digest(arrays, key, self._cache_secret())))
+                     digest=np.str_(payload_digest(arrays, key, self._cache_secret)))
             tmp.replace(path)
         except OSError as error:
             try:

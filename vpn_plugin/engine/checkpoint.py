@@ -184,16 +184,15 @@ def restore_shared_ema(checkpoint: dict, source: str) -> None:
     state, ema = checkpoint.get('state_dict'), checkpoint.get('ema_state_dict')
     if ema is None:
         return
-    if shared is None:
-        check_ema_complete(state, ema, source)
-        return
-    if not isinstance(state, dict) or not isinstance(ema, dict) or not isinstance(
-            shared, list) or not all(isinstance(key, str) and key in state for key in shared):
-        raise ValueError(f'checkpoint {source}: ema_state_dict_shared must list keys of its '
-                         'state_dict beside an ema_state_dict (the tensors the two share); '
-                         'a damaged or hand-edited file')
-    for key in shared:
-        ema.setdefault(f'module.{key}', state[key])
+    if shared is not None:
+        if not isinstance(state, dict) or not isinstance(ema, dict) or not isinstance(
+                shared, list) or not all(isinstance(key, str) and key in state
+                                         for key in shared):
+            raise ValueError(f'checkpoint {source}: ema_state_dict_shared must list keys of '
+                             'its state_dict beside an ema_state_dict (the tensors the two '
+                             'share); a damaged or hand-edited file')
+        for key in shared:
+            ema.setdefault(f'module.{key}', state[key])
     check_ema_complete(state, ema, source)
 
 
@@ -549,15 +548,15 @@ def _listed(keys) -> str:
 RESUME_HINT = 'Free disk space or give a writable --work-dir, then continue with --resume'
 
 
-def save_atomically(write, path, then: str = RESUME_HINT) -> None:
+def save_atomically(write, path, then=lambda: RESUME_HINT) -> None:
     """``write(temporary path)``, then rename it to ``path``: ``path`` is either the complete
     new file or untouched. An ``OSError`` (disk full, read-only or missing folder) removes the
-    temporary file and raises ``CheckpointSaveError`` naming ``path``, the cause and ``then``
-    (what to do next)."""
+    temporary file and raises ``CheckpointSaveError`` naming ``path``, the cause and
+    ``then()`` (what to do next; worked out only when a save fails)."""
     replace_atomically(path, lambda temporary: write(str(temporary)),
                        lambda path, cause: CheckpointSaveError(
                            f'cannot save checkpoint {path}: {cause}; nothing was written there '
-                           f'(the checkpoints saved before are intact). {then}'))
+                           f'(the checkpoints saved before are intact). {then()}'))
 
 
 LAST_CHECKPOINT = 'last_checkpoint'  # mmengine's record of the latest checkpoint of a work dir

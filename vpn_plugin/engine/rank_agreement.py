@@ -18,7 +18,6 @@ something else than its first.
 from __future__ import annotations
 
 import hashlib
-import json
 import os
 
 import numpy as np
@@ -60,13 +59,8 @@ def dataset_digest(dataset) -> str:
 
 def file_digest(path) -> str:
     """16 hex digits of a file's content ('' when it is no file)."""
-    if not path or not os.path.isfile(str(path)):
-        return ''
-    digest = hashlib.sha256()
-    with open(path, 'rb') as handle:
-        for block in iter(lambda: handle.read(1 << 20), b''):
-            digest.update(block)
-    return digest.hexdigest()[:16]
+    from vpn_plugin.datasets.file_digests import sha256_of
+    return sha256_of(path)[:16] if path and os.path.isfile(str(path)) else ''
 
 
 def what_this_rank_read(cfg, datasets: dict, checkpoint) -> dict:
