@@ -115,9 +115,8 @@ def check_outputs(files, dst: Path, overwrite: bool) -> None:
 
 
 def convert_all(files, dst: Path, frame_dim: int, overwrite: bool) -> dict:
-    """Convert every file; returns counts and the refusal messages by reason."""
-    check_outputs(files, dst, overwrite)
-    dst.mkdir(parents=True, exist_ok=True)
+    """Convert every file into ``dst`` (checked and made by ``main``); returns counts and the
+    refusal messages by reason."""
     counts, refused, bar = Counter(), {}, ProgressBar(len(files), file=sys.stderr)
     for src in files:
         out = dst / f'{src.stem}.npz'

@@ -81,7 +81,7 @@ def main(argv=None) -> int:
     except SignalException as error:  # torchrun itself stopped (Ctrl-C, kill, the scheduler)
         name = signal_name(error.sigval)
         print(f'{args.training_script}: torchrun was stopped by {name}, and with it every '
-              'process of the run with it', file=sys.stderr)
+              'process of the run', file=sys.stderr)
         return 128 + error.sigval
     return 0
 

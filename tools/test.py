@@ -110,7 +110,6 @@ def load_config(args):
 def check_distinct_outputs(args, cfg) -> None:
     """``--out`` / ``--out-metrics`` and an evaluator's ``out_file`` name different files (the
     metrics JSON would replace the per-sample dump just written)."""
-    import os
     evaluators = cfg.get('test_evaluator')
     for evaluator in evaluators if isinstance(evaluators, (list, tuple)) else [evaluators]:
         out_file = evaluator.get('out_file') if isinstance(evaluator, dict) else None

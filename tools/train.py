@@ -149,9 +149,9 @@ def set_resume(cfg, resume):
     cfg.resume = latest is not None  # auto with nothing to resume: a fresh start
     if latest is not None:
         cfg.load_from = latest
-    elif best_checkpoints(cfg.work_dir):  # a requeued run killed between best and epoch_1
+    elif best := best_checkpoints(cfg.work_dir):  # requeued between best and epoch_1
         print(f'warning: --resume auto: {cfg.work_dir} holds no epoch checkpoint to resume, '
-              f'only {", ".join(best_checkpoints(cfg.work_dir))} (best validation weights, no '
+              f'only {", ".join(best)} (best validation weights, no '
               'optimizer or schedule state: not a resume point): the run starts afresh and '
               'replaces it', file=sys.stderr)
 
