@@ -31,11 +31,11 @@ def test_egoper_duplicate_json_keys_are_refused(tmp_path):
     """Before: a task or an action name written twice in annotation.json was converted, the
     first one dropped by ``json`` without a word (exit 0)."""
     twice = json.dumps(ANNOTATION)[:-1] + ', "tea": ' + json.dumps(ANNOTATION['tea']) + '}'
-    with pytest.raises(SystemExit, match=r"annotation.json: key 'tea' appears twice"):
+    with pytest.raises(SystemExit, match=r"annotation.json: the key 'tea' is given twice"):
         convert_egoper(tmp_path, raw=twice)
     action = json.dumps(ANNOTATION).replace('"pour water": 1,',
                                             '"pour water": 1, "grind beans": 5,')
-    with pytest.raises(SystemExit, match=r"key 'grind beans' appears twice"):
+    with pytest.raises(SystemExit, match=r"the key 'grind beans' is given twice"):
         convert_egoper(tmp_path, raw=action)
     assert not (tmp_path / 'out').exists()
 
@@ -95,7 +95,7 @@ def test_state_descriptions_two_entries_for_one_action_are_refused(tmp_path):
         state_texts(['brake on'], ['Tire'], alike)
     twice = state_file(tmp_path, '{"Tire": {"brake on": %s, "brake on": %s}}'
                        % (json.dumps(other), json.dumps(SENTENCES)))
-    with pytest.raises(ValueError, match=r"key 'brake on' appears twice"):
+    with pytest.raises(ValueError, match=r"the key 'brake on' is given twice"):
         state_texts(['brake on'], ['Tire'], twice)
     tasks = state_file(tmp_path, {'Tire': {'brake on': SENTENCES}, 'tire!': {'x': SENTENCES}})
     with pytest.raises(ValueError, match=r"tasks 'Tire' and 'tire!' are one name"):

@@ -427,16 +427,27 @@ def read_json(path, what: str = 'JSON file', **options):
 
 def unique_keys(path, what: str = 'JSON file'):
     """An ``object_pairs_hook`` for :func:`read_json`: a dict, or a ``ValueError`` naming the
-    file and a key that appears twice in one object (``json`` would keep only the last)."""
+    file, a key given twice in one object (``json`` would keep only the last), both values and
+    the object's feature / vid / id where it has one."""
     def pairs_to_dict(pairs):
-        seen = set()
-        for key, _ in pairs:
+        seen = {}
+        for key, value in pairs:
             if key in seen:
-                raise ValueError(f'{what} {path}: key {key!r} appears twice in one object (JSON '
-                                 'keeps only the last one); expected each key once')
-            seen.add(key)
-        return dict(pairs)
+                fields = dict(pairs)
+                named = next((f' (in the object of {name} {fields[name]!r})'
+                              for name in ('feature', 'vid', 'id', 'video_id')
+                              if name in fields and name != key), '')
+                raise ValueError(f'{what} {path}: the key {key!r} is given twice in one '
+                                 f'object{named}: {_short(seen[key])} and {_short(value)}; '
+                                 'JSON would keep only the last: expected each key once')
+            seen[key] = value
+        return seen
     return pairs_to_dict
+
+
+def _short(value) -> str:
+    text = repr(value)
+    return text if len(text) <= 80 else text[:77] + '...'
 
 
 class OutputWriteError(OSError):

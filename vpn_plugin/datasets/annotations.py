@@ -31,7 +31,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import List, Optional, Sequence, Tuple
 
-from ..errors import read_json
+from ..errors import read_json, unique_keys
 from .taxonomy import Taxonomy
 from .validation import (AnnotationWarnings, as_int, as_seconds, check_fields,
                          first_duplicates, normalized_name, temporal_order)
@@ -698,26 +698,6 @@ def read_json_file(path: Path):
     file is an error naming it, the line and column); an object with a key twice (JSON keeps
     the last value and drops the other without a word) is a ``ValueError`` naming the file,
     the key, both values and the object's feature / vid / id where it has one."""
-    return read_json(path, 'annotation file', object_pairs_hook=_unique_keys(path))
-
-
-def _unique_keys(path):
-    def pairs_to_dict(pairs):
-        seen = {}
-        for key, value in pairs:
-            if key in seen:
-                named = next((f' (in the object of {name} {dict(pairs)[name]!r})'
-                              for name in ('feature', 'vid', 'id', 'video_id')
-                              if name in dict(pairs) and name != key), '')
-                raise ValueError(f'annotation file {path}: the key {key!r} is given twice in one '
-                                 f'object{named}: {_short(seen[key])} and {_short(value)}; '
-                                 'JSON would keep only the last: expected each key once')
-            seen[key] = value
-        return seen
-    return pairs_to_dict
-
-
-def _short(value) -> str:
-    text = repr(value)
-    return text if len(text) <= 80 else text[:77] + '...'
+    return read_json(path, 'annotation file',
+                     object_pairs_hook=unique_keys(path, 'annotation file'))
 

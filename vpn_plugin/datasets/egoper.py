@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Dict, List, Optional, Tuple
 
 from ..data_paths import REPO_ROOT
-from ..errors import read_json, unique_keys
+from .annotations import read_json_file
 from .validation import MAX_SECONDS
 
 ERROR_CHOICES = ('keep', 'drop')
@@ -64,8 +64,7 @@ def convert_egoper(annotation_file, split_dir, out_dir, errors: str,
     if feature_dir is not None and Path(feature_dir).is_file():
         raise ValueError(f'--feature-dir {feature_dir}: is a file; expected the folder of the '
                          'feature files')
-    data = read_json(annotation_file, 'annotation file',
-                     object_pairs_hook=unique_keys(annotation_file, 'annotation file'))
+    data = read_json_file(annotation_file)
     taxonomy, action_ids = _taxonomy(annotation_file, data)
     splits = read_splits(Path(split_dir), list(data))
     counts: Counter = Counter()
