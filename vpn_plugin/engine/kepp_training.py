@@ -42,7 +42,7 @@ from .checkpoint import check_finite
 from .pdpp_training import EpochCurve, to_device
 from .pre_stage import (DATA_KEYS, STEP_FILE, check_identity, data_identity, save_pre_stage,
                         stage_progress)
-from .random_states import own_seeded_stream
+from .random_states import load_first_draw, own_seeded_stream
 
 EMA_DECAY, EMA_START, EMA_INTERVAL = 0.995, 400, 10
 WHAT = 'a KEPP step model'
@@ -199,10 +199,7 @@ def official_step_draw(model: KEPP, seed: int) -> None:
     built so equals the official ``TemporalUnet``). The global torch stream is left as it
     was."""
     from vpn_plugin.models.temporal_unet import TemporalUNet
-    with torch.random.fork_rng(devices=[]):
-        torch.manual_seed(seed)
-        drawn = TemporalUNet(*model.step.unet.arguments)
-    model.step.unet.load_state_dict(drawn.state_dict())
+    load_first_draw(model.step.unet, lambda: TemporalUNet(*model.step.unet.arguments), seed)
 
 
 def train_step_model(model: KEPP, dataset, batch_size: int, steps: int, lr: float,

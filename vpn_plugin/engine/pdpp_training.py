@@ -47,7 +47,7 @@ from .checkpoint import check_finite
 from .ema import ScheduledEMAHook, sync_pre_stages
 from .pre_stage import (CLASSIFIER_FILE, DATA_KEYS, check_identity, data_identity,
                         save_pre_stage, stage_progress)
-from .random_states import own_seeded_stream
+from .random_states import load_first_draw, own_seeded_stream
 
 
 
@@ -286,10 +286,8 @@ def official_head_draw(module: PDPPDiffusion, seed: int) -> None:
     seeded, then the head built before anything else (our model builds its U-Net first, which
     would leave the same seed other head weights). The global torch stream is left as it
     was."""
-    with torch.random.fork_rng(devices=[]):
-        torch.manual_seed(seed)
-        drawn = TaskHead(module.feature_dim, module.num_tasks)
-    module.task_head.load_state_dict(drawn.state_dict())
+    load_first_draw(module.task_head, lambda: TaskHead(module.feature_dim, module.num_tasks),
+                    seed)
 
 
 def classifier_identity(dataset, modules: dict) -> dict:

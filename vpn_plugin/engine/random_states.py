@@ -61,5 +61,15 @@ def own_seeded_stream(seed: int):
         set_rng_states(saved)
 
 
+def load_first_draw(target: torch.nn.Module, build, seed: int) -> None:
+    """Give ``target`` the initial weights ``build()`` draws as the first module of a process
+    seeded with ``torch.manual_seed(seed)`` (an official script building it first); the
+    global torch stream is left as it was."""
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)
+        drawn = build()
+    target.load_state_dict(drawn.state_dict())
+
+
 def _to_lists(value):
     return [_to_lists(v) for v in value] if isinstance(value, tuple) else value
