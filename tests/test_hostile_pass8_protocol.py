@@ -1,0 +1,63 @@
+"""Seventh hostile pass (issue 37), the protocol and what follows training (hostile14): cases
+found on main 69b959e, each test failing on the behaviour before its fix."""
+import json
+from pathlib import Path
+
+import pytest
+
+from vpn_plugin.protocol.report import build_table
+from vpn_plugin.protocol.results import read_results
+
+KEPT = Path(__file__).resolve().parents[1] / 'docs' / 'results_data' / 'main_t3_crosstask.jsonl'
+
+
+def kept_lines(count=6) -> list:
+    return KEPT.read_text().splitlines()[:count]
+
+
+# ------------------------------------------------------------ results files as read
+def test_a_results_row_with_a_key_twice_is_refused_not_read_as_the_last(tmp_path):
+    """Before: {"method": "ViterbiPlanNet", "method": "train DVL / infer argmax", ...} was read
+    as the last method, the other dropped without a word (json keeps the last)."""
+    lines = kept_lines()
+    lines[0] = lines[0].replace('"method": ', '"method": "ViterbiPlanNet", "method": ', 1)
+    path = tmp_path / 'results.jsonl'
+    path.write_text('\n'.join(lines) + '\n')
+    with pytest.raises(ValueError, match=r"results\.jsonl:1: the key 'method' is given twice"):
+        read_results(path)
+    (tmp_path / 'results.json').write_text(
+        '[' + lines[0] + ']')
+    with pytest.raises(ValueError, match="the key 'method' is given twice"):
+        read_results(tmp_path / 'results.json')
+
+
+def test_a_results_line_that_is_no_object_is_named(tmp_path):
+    """Before: a line `null` (or a number) raised TypeError "argument of type 'NoneType' is not
+    iterable", naming neither the file nor the line."""
+    path = tmp_path / 'results.jsonl'
+    path.write_text('\n'.join(kept_lines(2) + ['null']) + '\n')
+    with pytest.raises(ValueError, match=r'results\.jsonl:3: a results row must be a JSON '
+                       r'object of fields, got None'):
+        read_results(path)
+
+
+@pytest.mark.parametrize('suffix', ['.jsonl', '.csv'])
+def test_a_compressed_results_file_is_named(tmp_path, suffix):
+    """Before: "'utf-8' codec can't decode byte 0x8b in position 1" without the file."""
+    import gzip
+    path = tmp_path / f'results{suffix}'
+    path.write_bytes(gzip.compress(KEPT.read_bytes()))
+    with pytest.raises(ValueError, match=rf'results\{suffix}: not UTF-8 text'):
+        read_results(path)
+
+
+def test_a_cell_of_seeds_with_two_pkg_sources_is_refused():
+    """Before: one seed's row with pkg_source 'other.json' beside two of the run's own PKG made
+    one cell, marked as if every seed had read the released graph."""
+    rows = [r for r in read_results(KEPT) if r.method == 'ViterbiPlanNet']
+    rows[0].pkg_source = 'test-set PKG'
+    with pytest.raises(ValueError, match=r'differ in pkg_source: "test-set PKG" \(seed 0\)'):
+        build_table(rows, ['success_rate'], num_resamples=10, num_diff_resamples=10)
+    for row in rows:
+        row.pkg_source = 'test-set PKG'
+    assert build_table(rows, ['success_rate'], num_resamples=10, num_diff_resamples=10)
