@@ -61,3 +61,21 @@ def test_a_cell_of_seeds_with_two_pkg_sources_is_refused():
     for row in rows:
         row.pkg_source = 'test-set PKG'
     assert build_table(rows, ['success_rate'], num_resamples=10, num_diff_resamples=10)
+
+
+# ------------------------------------------------------------ report.py flags
+def test_ours_and_reference_naming_one_method_are_refused():
+    """Before: `--ours X --reference X` printed "Δ: none" (the asked-for row dropped)."""
+    rows = read_results(KEPT)
+    with pytest.raises(ValueError, match="--ours and --reference both name 'ViterbiPlanNet'"):
+        build_table(rows, ['success_rate'], ours='ViterbiPlanNet', reference='ViterbiPlanNet',
+                    num_resamples=10, num_diff_resamples=10)
+
+
+@pytest.mark.parametrize('new', ['', ' ', '\u200b'])
+def test_a_rename_to_an_empty_name_is_refused(new):
+    """Before: `--rename 'ViterbiPlanNet='` made a table row without a name, exit 0."""
+    from vpn_plugin.protocol.results import rename_methods
+    rows = read_results(KEPT)
+    with pytest.raises(ValueError, match='the new name .* is empty or invisible'):
+        rename_methods(rows, [f'ViterbiPlanNet={new}'], {r.method for r in rows})

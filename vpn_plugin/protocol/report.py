@@ -334,6 +334,9 @@ def _collect(rows, metrics) -> dict:
 
 def _check_named(methods, ours, reference, rows):
     known = {r.method for r in rows}
+    if ours is not None and ours == reference:
+        raise ValueError(f'--ours and --reference both name {ours!r}; the improvement row '
+                         'compares two methods: name another --reference')
     for name in (ours, reference):
         if name is not None and name not in known:
             raise ValueError(f'method {name!r} not in the results; known methods: {sorted(known)}')

@@ -548,6 +548,9 @@ def rename_methods(rows: list[ResultRow], renames: list[str], known=None) -> lis
         if '=' not in item:
             raise ValueError(f'rename {item!r} must look like OLD=NEW')
         old, new = item.split('=', 1)
+        if not visible_name(new):
+            raise ValueError(f'rename {item!r}: the new name {new!r} is empty or invisible; a '
+                             'table row needs a name to show')
         if old in mapping:
             raise ValueError(f'rename {item!r}: {old!r} is renamed twice; give each method once')
         if known is not None and old not in known:
