@@ -79,3 +79,14 @@ def test_a_rename_to_an_empty_name_is_refused(new):
     rows = read_results(KEPT)
     with pytest.raises(ValueError, match='the new name .* is empty or invisible'):
         rename_methods(rows, [f'ViterbiPlanNet={new}'], {r.method for r in rows})
+
+
+# ------------------------------------------------------------ plots.py
+def test_an_overlap_of_a_method_with_itself_is_refused():
+    """Before: `overlap --pair ViterbiPlanNet ViterbiPlanNet` drew a Venn and a table of 0
+    fixed / 0 introduced windows, exit 0 (`--sets` refused the same)."""
+    from vpn_plugin.protocol.plots import error_overlap
+    rows = read_results(KEPT.with_name('main_t6_niv.jsonl'))
+    with pytest.raises(ValueError, match="got 'ViterbiPlanNet' twice"):
+        error_overlap(rows, 'ViterbiPlanNet', 'ViterbiPlanNet', 6)
+    assert error_overlap(rows, 'ViterbiPlanNet', 'SCHEMA w/ PKG', 6).seeds
