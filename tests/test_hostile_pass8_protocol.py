@@ -90,3 +90,17 @@ def test_an_overlap_of_a_method_with_itself_is_refused():
     with pytest.raises(ValueError, match="got 'ViterbiPlanNet' twice"):
         error_overlap(rows, 'ViterbiPlanNet', 'ViterbiPlanNet', 6)
     assert error_overlap(rows, 'ViterbiPlanNet', 'SCHEMA w/ PKG', 6).seeds
+
+
+# ------------------------------------------------------------ run_protocol.py
+@pytest.mark.parametrize('max_epochs', [None, 3])
+def test_a_val_interval_that_is_not_applied_is_refused(tmp_path, max_epochs):
+    """Before: `--val-interval 5` without --max-epochs was ignored (each run kept its config's
+    schedule) while the rows and the results file name recorded val_interval=5; with
+    `--max-epochs 3` no validation ever ran."""
+    from vpn_plugin.protocol.runner import ProtocolRunner, load_protocol
+    protocol = load_protocol('configs/protocol/standard_niv.py')
+    with pytest.raises(ValueError, match='--val-interval 5 applies with --max-epochs'):
+        ProtocolRunner(protocol, tmp_path, max_epochs=max_epochs, val_interval=5)
+    assert ProtocolRunner(protocol, tmp_path, max_epochs=6, val_interval=3).results_file.name \
+        == 'results_max_epochs-6_val_interval-3.jsonl'
