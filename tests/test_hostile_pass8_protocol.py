@@ -104,3 +104,13 @@ def test_a_val_interval_that_is_not_applied_is_refused(tmp_path, max_epochs):
         ProtocolRunner(protocol, tmp_path, max_epochs=max_epochs, val_interval=5)
     assert ProtocolRunner(protocol, tmp_path, max_epochs=6, val_interval=3).results_file.name \
         == 'results_max_epochs-6_val_interval-3.jsonl'
+
+
+# ------------------------------------------------------------ llm_eval replies
+def test_a_reply_with_two_different_plans_is_unparseable_not_its_first():
+    """Before: '{"plan": [1, 2, 3]}{"plan": [4, 5, 6]}' was scored as [1, 2, 3] (counted ok)."""
+    from vpn_plugin.baselines.llm.parsing import ActionMatcher, ReplyParseError, parse_plan
+    matcher = ActionMatcher([f'a{i}' for i in range(10)], range(10))
+    with pytest.raises(ReplyParseError, match='2 different plans'):
+        parse_plan('{"plan": [1, 2, 3]}\n{"plan": [4, 5, 6]}', matcher, 3)
+    assert parse_plan('{"plan": [1, 2, 3]} so {"plan": [1, 2, 3]}', matcher, 3) == [1, 2, 3]
