@@ -114,3 +114,12 @@ def test_a_reply_with_two_different_plans_is_unparseable_not_its_first():
     with pytest.raises(ReplyParseError, match='2 different plans'):
         parse_plan('{"plan": [1, 2, 3]}\n{"plan": [4, 5, 6]}', matcher, 3)
     assert parse_plan('{"plan": [1, 2, 3]} so {"plan": [1, 2, 3]}', matcher, 3) == [1, 2, 3]
+
+
+def test_a_results_file_given_twice_to_report_is_named(tmp_path):
+    """Before: report.py FILE ./FILE said "duplicate results for method=... seed=0; filter by
+    protocol/variant first" (the cause, the file twice, unnamed; the advice wrong)."""
+    link = tmp_path / 'link.jsonl'
+    link.symlink_to(KEPT)
+    with pytest.raises(ValueError, match=r'link\.jsonl is given twice'):
+        read_results([KEPT, link])

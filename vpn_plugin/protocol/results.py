@@ -288,8 +288,9 @@ def read_results(paths: str | Path | Iterable[str | Path]) -> list[ResultRow]:
     """Read rows from one or more ``.jsonl``/``.json``/``.csv`` results files."""
     if isinstance(paths, (str, Path)):
         paths = [paths]
-    rows = []
-    for path in map(Path, paths):
+    rows, paths = [], [Path(path) for path in paths]
+    check_distinct_files(paths)
+    for path in paths:
         check_file(path, 'results file', missing=f'results file not found: {path}')
         if path.suffix == '.csv':
             rows.extend(_resolve_paths(_read_csv(path), path))
@@ -300,6 +301,16 @@ def read_results(paths: str | Path | Iterable[str | Path]) -> list[ResultRow]:
                              'expected .jsonl, .json or .csv')
     check_method_spelling(rows)
     return rows
+
+
+def check_distinct_files(paths: list) -> None:
+    """A results file given twice (also by another spelling or a link) would count every
+    row twice."""
+    for index, path in enumerate(paths):
+        for earlier in paths[:index]:
+            if os.path.exists(path) and os.path.exists(earlier) and os.path.samefile(earlier, path):
+                raise ValueError(f'results file {path} is given twice ({earlier}); every row '
+                                 'would be read twice: give each file once')
 
 
 def check_method_spelling(rows: list[ResultRow]) -> None:
