@@ -123,3 +123,12 @@ def test_a_results_file_given_twice_to_report_is_named(tmp_path):
     link.symlink_to(KEPT)
     with pytest.raises(ValueError, match=r'link\.jsonl is given twice'):
         read_results([KEPT, link])
+
+
+
+def test_seeds_of_one_cell_with_two_parameter_counts_are_refused():
+    """Before: one seed's row with params=1 beside 5549602 showed 5.55M (the max), no word."""
+    rows = [r for r in read_results(KEPT) if r.method == 'ViterbiPlanNet']
+    rows[0].params = 1
+    with pytest.raises(ValueError, match=r'differ in params: 1 \(seed 0\)'):
+        build_table(rows, ['success_rate'], num_resamples=10, num_diff_resamples=10)
