@@ -20,7 +20,7 @@ import torch
 import vpn_plugin.compat_applied  # noqa: F401  (compat fixes before configs are parsed)
 from vpn_plugin.compat import exit_distributed_rank, shutdown_distributed
 from vpn_plugin.data_paths import (add_runner_arguments, data_path_args,
-                                  load_config as read_config)
+                                  load_config as read_config, set_launcher)
 from vpn_plugin.engine.checkpoint import latest_checkpoint_in
 from vpn_plugin.engine.checkpoint_hook import best_checkpoints, no_resume_point_note
 from vpn_plugin.engine.pre_stage import PRE_STAGE_FILES
@@ -197,7 +197,7 @@ def apply_args(cfg, args):
     if any(key in cfg and cfg[key] is None for key in ('train_dataloader', 'train_cfg')):
         raise SystemExit(f'{args.config}: train_dataloader / train_cfg = None: this config is '
                          'evaluated, not trained (e.g. an LLM baseline): run tools/test.py on it')
-    cfg.launcher = args.launcher
+    set_launcher(cfg, args)
     if args.smoke:
         smoke_config(cfg)
     else:

@@ -53,7 +53,8 @@ from mmengine.dist import master_only
 from mmengine.model import is_model_wrapper
 from mmengine.runner import Runner
 from mmaction.registry import RUNNERS
-from vpn_plugin.data_paths import apply_horizon, check_config_keys, resolve_paths
+from vpn_plugin.data_paths import (apply_horizon, check_config_keys, pkg_extra_datasets,
+                                  resolve_paths)
 from vpn_plugin.errors import check_folder_target
 
 GPU_ONLY_BACKENDS = ('nccl',)
@@ -635,6 +636,40 @@ def check_run_numbers(cfg, where: str) -> None:
     if isinstance(randomness, dict):
         check_number(f'{where}: randomness.seed', randomness.get('seed'), integer=True, low=0,
                      high=2 ** 32 - 1, optional=True)
+    check_runtime_keys(cfg, where)
+
+
+LOG_LEVELS = ('DEBUG', 'INFO', 'WARNING', 'ERROR', 'CRITICAL')
+
+
+def check_runtime_keys(cfg, where: str) -> None:
+    """The Runner's own top-level keys, which mmengine takes as they come: ``resume='abc'``
+    and ``log_processor.by_epoch='no'`` by truth value, ``log_processor.window_size=0`` as
+    the whole history (-1: NaN losses logged), ``default_scope=0`` / ``log_level=1.5`` /
+    ``visualizer.vis_backends=0`` as a traceback that names no key, ``default_scope='abc'``
+    as "ViterbiPlanNet is not in the mmengine::model registry"."""
+    from vpn_plugin.errors import check_bool, check_number
+    if cfg.get('resume') is not None:
+        check_bool(f'{where}: resume', cfg.resume)
+    processor = cfg.get('log_processor') or {}
+    if isinstance(processor, dict):
+        if 'window_size' in processor:
+            check_number(f'{where}: log_processor.window_size', processor['window_size'],
+                         integer=True, low=1)
+        if 'by_epoch' in processor:
+            check_bool(f'{where}: log_processor.by_epoch', processor['by_epoch'])
+    if 'default_scope' in cfg and cfg.default_scope != 'mmaction':
+        raise ValueError(f"{where}: default_scope={cfg.default_scope!r}; expected 'mmaction' "
+                         "(vpn_plugin's models, datasets and hooks are in MMAction2's registries)")
+    level = cfg.get('log_level', 'INFO')
+    if level not in LOG_LEVELS:
+        raise ValueError(f'{where}: log_level={level!r}; expected one of {LOG_LEVELS}')
+    backends = (cfg.get('visualizer') or {}).get('vis_backends')
+    if backends is not None and (not isinstance(backends, (list, tuple)) or not all(
+            isinstance(b, dict) and b.get('type') for b in backends)):
+        raise ValueError(f'{where}: visualizer.vis_backends={backends!r}; expected a list of '
+                         "backend configs such as [dict(type='LocalVisBackend')] ([] or None "
+                         'for none)')
 
 
 def check_save_best(cfg, save_best, where: str) -> None:
@@ -689,7 +724,7 @@ def check_model_numbers(model: dict, where: str) -> None:
 def resolve_dataset_references(cfg):
     """Replace each string of ``model.pkg.extra_datasets`` (a key such as
     ``'val_dataloader.dataset'``) by that dataset config of ``cfg``; returns ``cfg``."""
-    extra = ((cfg.get('model') or {}).get('pkg') or {}).get('extra_datasets') or []
+    extra = pkg_extra_datasets(cfg)
     for index, item in enumerate(extra):
         if isinstance(item, str):
             value = cfg

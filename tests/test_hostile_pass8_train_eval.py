@@ -1,0 +1,137 @@
+"""Issue 37, seventh hostile pass (hostile13: the VPN / SCHEMA / baseline training and evaluation
+path): option values of another kind that were read by truth value, left unread, replaced by a
+flag or ended in a traceback naming no key; each is now refused naming the key, the value and
+what was expected. Every test fails on 69b959e (before these fixes)."""
+import re
+
+import pytest
+
+import vpn_plugin.mm  # noqa: F401  (registration)
+from tool_modules import load_tool
+from vpn_plugin.data_paths import REPO_ROOT, load_config
+
+NIV_CONFIG = str(REPO_ROOT / 'configs/vpn_niv_t3.py')
+
+
+def checked(options: dict):
+    """``check_config_entries`` of ``configs/vpn_niv_t3.py`` with ``options`` merged as
+    ``--cfg-options`` would (nothing is read or built before it refuses)."""
+    from vpn_plugin.data_paths import apply_horizon, resolve_paths
+    from vpn_plugin.runner import check_config_entries
+    cfg = resolve_paths(apply_horizon(load_config(NIV_CONFIG, options)))
+    check_config_entries(cfg, cfg.filename)
+
+
+@pytest.mark.parametrize('perturbation, expected', [
+    # before: True read as 1.0 (every edge dropped: a PKG of 0 edges, exit 0)
+    (dict(type='EdgeDropout', fraction=True), r'EdgeDropout.fraction=True; expected a finite'),
+    (dict(type='LabelNoise', fraction=True), r'LabelNoise.fraction=True; expected a finite'),
+    (dict(type='DataFraction', fraction=True), r'DataFraction.fraction=True; expected a finite'),
+    # before: "'<=' not supported between instances of 'float' and 'str'" (no option named)
+    (dict(type='EdgeDropout', fraction='abc'), r"EdgeDropout.fraction='abc'; expected"),
+    (dict(type='DataFraction', fraction=None), r'DataFraction.fraction=None; expected'),
+    # before: NaN noise emptied the graph (0 edges, exit 0); 'abc' a TypeError
+    (dict(type='WeightNoise', sigma=float('nan')), r'WeightNoise.sigma=nan; expected a finite'),
+    (dict(type='WeightNoise', sigma=True), r'WeightNoise.sigma=True; expected a finite'),
+    (dict(type='WeightNoise', sigma='abc'), r"WeightNoise.sigma='abc'; expected a finite"),
+    # before: "pkg holds NaN or infinite values" (neither the perturbation nor sigma named)
+    (dict(type='WeightNoise', sigma=float('inf')), r'WeightNoise.sigma=inf; expected a finite'),
+])
+def test_pkg_perturbation_values_of_another_kind_are_refused(perturbation, expected):
+    with pytest.raises(ValueError, match=expected):
+        checked({'model.pkg.perturbations': [perturbation]})
+
+
+@pytest.mark.parametrize('value', ['abc', -1, [], float('nan')])
+def test_pkg_recount_is_a_switch(value):
+    """Before: read by truth value ('abc' recounted the graph a checkpoint carries)."""
+    with pytest.raises(ValueError, match=re.escape(f'PKGBuilder.recount={value!r}; expected '
+                                                   'True or False')):
+        checked({'model.pkg.recount': value})
+
+
+@pytest.mark.parametrize('value', [-1, 1.5, True, float('nan')])
+def test_pkg_extra_datasets_must_be_a_list(value):
+    """Before: "TypeError: 'int' object is not iterable" (no key named)."""
+    with pytest.raises(ValueError, match=re.escape(f'model.pkg.extra_datasets={value!r}; '
+                                                   'expected a list')):
+        checked({'model.pkg.extra_datasets': value})
+
+
+@pytest.mark.parametrize('value', [0, 'abc', None, True])
+def test_planning_metric_extra_metrics_must_be_a_list(value):
+    """Before: TypeError "'int' object is not iterable"; 'abc' read as ['a', 'b', 'c']."""
+    from vpn_plugin.evaluation.planning_metric import PlanningMetric
+    with pytest.raises(ValueError, match=re.escape(f'extra_metrics={value!r}; expected a list')):
+        PlanningMetric(extra_metrics=value)
+
+
+@pytest.mark.parametrize('option, value, expected', [
+    # before: read by truth value (0, 'abc', None, [] ... built a model, 'abc' with the DVL)
+    ('use_dvl', 'abc', r"model.use_dvl='abc'; expected True or False"),
+    ('use_dvl', 0, r'model.use_dvl=0; expected True or False'),
+    # before: TypeErrors inside torch ("empty(): argument 'size' ...") naming no option
+    ('mlp_ratio', 1.5, r'model.mlp_ratio=1.5; expected an integer'),
+    ('embed_dim', None, r'model.embed_dim=None; expected an integer'),
+    # before: the allocator's "you tried to allocate 12288000000000 bytes"
+    ('embed_dim', 10 ** 9, r'model.embed_dim=1000000000; expected an integer >= 1 and <= 4096'),
+])
+def test_viterbi_plan_net_options_of_another_kind_are_refused(option, value, expected):
+    from mmaction.registry import MODELS
+    cfg = load_config(NIV_CONFIG, {f'model.{option}': value})
+    with pytest.raises(ValueError, match=expected):
+        MODELS.build(cfg.model)
+
+
+@pytest.mark.parametrize('option, value, expected', [
+    # before: 0 / None averaged the whole history, -1 logged NaN losses, exit 0
+    ('log_processor.window_size', 0, r'log_processor.window_size=0; expected an integer >= 1'),
+    ('log_processor.window_size', -1, r'log_processor.window_size=-1; expected an integer'),
+    # before: AssertionError traceback at the first log line
+    ('log_processor.window_size', 1.5, r'log_processor.window_size=1.5; expected an integer'),
+    # before: read by truth value
+    ('log_processor.by_epoch', 'abc', r"log_processor.by_epoch='abc'; expected True or False"),
+    ('resume', 'abc', r"resume='abc'; expected True or False"),
+    ('resume', 1.5, r'resume=1.5; expected True or False'),
+    # before: AssertionError "scope_name should be a string"; 'abc': "ViterbiPlanNet is not
+    # in the mmengine::model registry"
+    ('default_scope', 0, r"default_scope=0; expected 'mmaction'"),
+    ('default_scope', 'abc', r"default_scope='abc'; expected 'mmaction'"),
+    # before: "error: abc" / TypeError "Level not an integer or a valid string"; True ran
+    ('log_level', 'abc', r"log_level='abc'; expected one of \('DEBUG'"),
+    ('log_level', True, r'log_level=True; expected one of'),
+    # before: mmengine's TypeError naming no key
+    ('visualizer.vis_backends', 0, r'visualizer.vis_backends=0; expected a list of backend'),
+])
+def test_runner_keys_of_another_kind_are_refused(option, value, expected):
+    with pytest.raises(ValueError, match=expected):
+        checked({option: value})
+
+
+@pytest.mark.parametrize('tool', ['train', 'test'])
+def test_a_launcher_cfg_option_the_flag_would_replace_is_refused(tool):
+    """Before: ``--cfg-options launcher=pytorch`` (or 'abc') ran one process, exit 0."""
+    module = load_tool(tool)
+    argv = [NIV_CONFIG, '--cfg-options', 'launcher=pytorch', '--work-dir', '/nonexistent/never']
+    args = module.parse_args(argv)
+    with pytest.raises(SystemExit, match=r"--cfg-options launcher='pytorch' is not read: the "
+                                         r"launcher is the --launcher flag \(here 'none'"):
+        module.load_config(args)
+
+
+@pytest.mark.parametrize('value, expected', [
+    # before: an overridden custom_imports was never imported, whatever it held (exit 0)
+    (['vpn_no_such_module'], r'custom_imports: Failed to import vpn_no_such_module'),
+    (0, r'custom_imports=.*expected dict\(imports='),
+])
+def test_a_custom_imports_override_is_imported_or_refused(value, expected):
+    with pytest.raises(ValueError, match=expected):
+        load_config(NIV_CONFIG, {'custom_imports.imports': value})
+
+
+def test_valid_runner_keys_still_pass():
+    checked({'resume': False, 'log_processor.window_size': 5, 'log_processor.by_epoch': True,
+             'log_level': 'WARNING', 'visualizer.vis_backends': [], 'model.pkg.recount': True,
+             'model.pkg.perturbations': [dict(type='DataFraction', fraction=0.5),
+                                         dict(type='WeightNoise', sigma=0.1)]})
+    load_config(NIV_CONFIG, {'custom_imports.imports': ['vpn_plugin.mm']})
