@@ -102,6 +102,9 @@ def test_viterbi_plan_net_options_of_another_kind_are_refused(option, value, exp
     ('log_level', True, r'log_level=True; expected one of'),
     # before: mmengine's TypeError naming no key
     ('visualizer.vis_backends', 0, r'visualizer.vis_backends=0; expected a list of backend'),
+    # before: "'<' not supported between instances of 'NoneType' and 'int'" (a model option
+    # given None where the model's default is not None was skipped by the number check)
+    ('model.input_dropout', None, r'model.input_dropout=None; expected a finite number'),
 ])
 def test_runner_keys_of_another_kind_are_refused(option, value, expected):
     with pytest.raises(ValueError, match=expected):

@@ -712,13 +712,26 @@ def check_model_numbers(model: dict, where: str) -> None:
     task count, ``0`` no horizon): ``ValueError`` naming the config and the option, before
     any model is built (a torch layer of 8.9 units fails with a TypeError)."""
     from vpn_plugin.errors import check_numbers
-    given = {key: value for key, value in model.items() if value is not None}
+    optional = _optional_options(model.get('type'))  # None there means "the model's default"
+    given = {key: value for key, value in model.items() if value is not None or
+             key not in optional}
     prefix = f'{where}: model.'
     check_numbers({k: given[k] for k in MODEL_COUNTS if k in given}, prefix, integer=True, low=1)
     check_numbers({k: given[k] for k in MODEL_PROBABILITIES if k in given}, prefix, low=0,
                   high=1, high_open=True)
     check_numbers({k: given[k] for k in MODEL_POSITIVE if k in given}, prefix, low=0,
                   low_open=True)
+
+
+def _optional_options(model_type) -> set:
+    """The options whose default is None in the registered model ``model_type``'s
+    ``__init__`` (an unknown type: every option, the type check names it)."""
+    from mmaction.registry import MODELS
+    cls = MODELS.get(model_type) if isinstance(model_type, str) else model_type
+    if not isinstance(cls, type):
+        return set(MODEL_COUNTS + MODEL_PROBABILITIES + MODEL_POSITIVE)
+    return {name for name, p in inspect.signature(cls.__init__).parameters.items()
+            if p.default is None}
 
 
 def resolve_dataset_references(cfg):
