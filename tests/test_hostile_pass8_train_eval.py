@@ -138,3 +138,46 @@ def test_valid_runner_keys_still_pass():
              'model.pkg.perturbations': [dict(type='DataFraction', fraction=0.5),
                                          dict(type='WeightNoise', sigma=0.1)]})
     load_config(NIV_CONFIG, {'custom_imports.imports': ['vpn_plugin.mm']})
+
+
+def _checkpoint(trained_pkg: dict, pkg_ready: bool = True) -> dict:
+    """A checkpoint as training writes one: its graph flag and its config text."""
+    import torch
+    from mmengine.config import Config
+    text = Config(dict(model=dict(type='ViterbiPlanNet', pkg=trained_pkg))).pretty_text
+    return dict(meta=dict(cfg=text), state_dict={'log_transitions': torch.zeros(2, 2),
+                                                 'pkg_ready': torch.tensor(pkg_ready)})
+
+
+TRAINED_PKG = dict(type='PKGBuilder', count_mode='window', smoothing=0.0, union='pool',
+                   extra_datasets=[], perturbations=[], seed=0)
+
+
+@pytest.mark.parametrize('given, expected', [
+    # before: exit 0, the checkpoint's trained graph decoded (SR 12.59 as without the change),
+    # logged as "the test uses the config's"
+    (dict(perturbations=[dict(type='UniformGraph')]),
+     r"perturbations: \[\] in training, \[\{'type': 'UniformGraph'\}\] here"),
+    (dict(smoothing=1), r'smoothing: 0.0 in training, 1 here'),
+    (dict(extra_datasets=['val_dataloader.dataset']), r'extra_datasets: \[\] in training'),
+])
+def test_a_checkpoint_graph_is_not_scored_as_another_configs_graph(given, expected):
+    from vpn_plugin.engine.checkpoint import check_loaded_pkg
+    checkpoint = _checkpoint(TRAINED_PKG)
+    with pytest.raises(ValueError, match=r'ck.pth carries the PKG its training counted, and '
+                                         r".*model.pkg asks for another graph \(" + expected):
+        check_loaded_pkg(checkpoint, 'ck.pth', dict(pkg=dict(TRAINED_PKG, **given)))
+    # counted again (recount), or a checkpoint without its graph: the config's graph is used
+    check_loaded_pkg(checkpoint, 'ck.pth', dict(pkg=dict(TRAINED_PKG, recount=True, **given)))
+    check_loaded_pkg(_checkpoint(TRAINED_PKG, pkg_ready=False), 'ck.pth',
+                     dict(pkg=dict(TRAINED_PKG, **given)))
+
+
+def test_the_same_graph_elsewhere_passes_the_pkg_check():
+    """The seed decides no graph without a perturbation; the extra datasets' locations may
+    move (another --data-root); 0 and 0.0 are one smoothing."""
+    from vpn_plugin.engine.checkpoint import check_loaded_pkg
+    extra = dict(type='PlanningDataset', data_root='/a/niv', window_file='w.json')
+    check_loaded_pkg(_checkpoint(dict(TRAINED_PKG, extra_datasets=[extra])), 'ck.pth',
+                     dict(pkg=dict(TRAINED_PKG, seed=3, smoothing=0,
+                                   extra_datasets=[dict(extra, data_root='/b/niv')])))

@@ -349,8 +349,8 @@ class PlanningRunner(Runner):
         config's ``load_partial = True`` (or ``strict=False``), never when resuming."""
         from vpn_plugin.compat import is_resuming
         from vpn_plugin.engine.checkpoint import (PARTIAL_LOAD_KEY, RUN_KEY, UNCHECKED_KEY,
-                                                  check_finite, load_weights, read_checkpoint,
-                                                  state_dict_of)
+                                                  check_finite, check_loaded_pkg, load_weights,
+                                                  read_checkpoint, state_dict_of)
         from vpn_plugin.engine.checkpoint_hook import check_resume_point
         from vpn_plugin.engine.rank_agreement import check_resume_data, check_resume_world_size
         from vpn_plugin.models.base_planner import BasePlanner
@@ -376,6 +376,8 @@ class PlanningRunner(Runner):
         if self.testing:
             self.check_tested_ema(checkpoint, filename)
             self.log_model_overrides(checkpoint, filename)
+        if not self.cfg.get(PARTIAL_LOAD_KEY):
+            check_loaded_pkg(checkpoint, filename, self.cfg.get('model'))
         if isinstance(checkpoint.get('ema_state_dict'), dict):  # checked by read_checkpoint;
             checkpoint['ema_state_dict'].pop(RUN_KEY, None)  # no tensor of the EMA model
         self.call_hook('after_load_checkpoint', checkpoint=checkpoint)
