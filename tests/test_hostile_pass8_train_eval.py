@@ -102,6 +102,23 @@ def test_viterbi_plan_net_options_of_another_kind_are_refused(option, value, exp
     ('log_level', True, r'log_level=True; expected one of'),
     # before: mmengine's TypeError naming no key
     ('visualizer.vis_backends', 0, r'visualizer.vis_backends=0; expected a list of backend'),
+    # before: evaluated as Epoch(val) [0], then AttributeError "'KillSafeCheckpointHook'
+    # object has no attribute 'file_backend'" traceback
+    ('test_cfg.type', 'ValLoop', r"test_cfg.type='ValLoop'; expected 'TestLoop'"),
+    # before: "log_transitions row 10 has probabilities summing to 0.997054" (no key named)
+    ('test_cfg.fp16', True, r'test_cfg.fp16=True; expected False'),
+    # before: mmengine's "should be either all None or not None" printing the whole loader
+    ('val_cfg', None, r'val_cfg = None but val_dataloader and val_evaluator given; expected'),
+    ('test_cfg', None, r'test_cfg = None but test_dataloader and test_evaluator given'),
+    # before: TypeError "hook should be an instance of Hook or dict, but got 0"; None: a bare
+    # AssertionError in mmengine's register_default_hooks
+    ('default_hooks.rng_state', 0, r'default_hooks.rng_state=0; expected a hook config'),
+    ('default_hooks.rng_state', None, r'default_hooks.rng_state=None; expected a hook config '
+                                      r'dict\(type=...\)$'),
+    ('default_hooks.timer', 'abc', r"default_hooks.timer='abc'; expected .* or None \(off\)"),
+    # before: "'int' object is not iterable", 'abc': "'str' object has no attribute 'get'"
+    ('custom_hooks', 0, r'custom_hooks=0; expected a list of hook configs'),
+    ('custom_hooks', 'abc', r"custom_hooks='abc'; expected a list of hook configs"),
     # before: "'<' not supported between instances of 'NoneType' and 'int'" (a model option
     # given None where the model's default is not None was skipped by the number check)
     ('model.input_dropout', None, r'model.input_dropout=None; expected a finite number'),

@@ -466,6 +466,7 @@ def check_config_entries(cfg, where: str) -> None:
     from mmaction.registry import DATASETS, HOOKS, LOOPS, METRICS, MODELS, TASK_UTILS
     from vpn_plugin.models.pkg_builder import build_pkg_builder
     cfg = resolve_dataset_references(copy.deepcopy(cfg))
+    check_hook_entries(cfg, where)  # before they are read as lists of dicts below
     entries = [('model', MODELS, cfg.model)] if cfg.get('model') else []
     entries += [(f'{split}_dataloader.dataset', DATASETS, cfg[f'{split}_dataloader'].dataset)
                 for split in ('train', 'val', 'test')
@@ -666,12 +667,63 @@ def check_runtime_keys(cfg, where: str) -> None:
     level = cfg.get('log_level', 'INFO')
     if level not in LOG_LEVELS:
         raise ValueError(f'{where}: log_level={level!r}; expected one of {LOG_LEVELS}')
+    for split, loop in (('val', 'ValLoop'), ('test', 'TestLoop')):
+        check_evaluation_loop(cfg, split, loop, where)
     backends = (cfg.get('visualizer') or {}).get('vis_backends')
     if backends is not None and (not isinstance(backends, (list, tuple)) or not all(
             isinstance(b, dict) and b.get('type') for b in backends)):
         raise ValueError(f'{where}: visualizer.vis_backends={backends!r}; expected a list of '
                          "backend configs such as [dict(type='LocalVisBackend')] ([] or None "
                          'for none)')
+
+
+# mmengine's default hooks, which None switches off; any other default_hooks name must be a hook
+MMENGINE_DEFAULT_HOOKS = ('runtime_info', 'timer', 'logger', 'param_scheduler', 'checkpoint',
+                          'sampler_seed')
+
+
+def check_hook_entries(cfg, where: str) -> None:
+    """Each ``default_hooks`` entry is a hook config (or None for one of mmengine's own) and
+    ``custom_hooks`` a list of them: mmengine said "hook should be an instance of Hook or
+    dict, but got 0" / "'int' object is not iterable" / a bare AssertionError (rng_state=None)
+    without the key."""
+    for name, hook in (cfg.get('default_hooks') or {}).items():
+        if hook is None and name in MMENGINE_DEFAULT_HOOKS:
+            continue
+        if not (isinstance(hook, dict) and hook.get('type')):
+            off = ' or None (off)' if name in MMENGINE_DEFAULT_HOOKS else ''
+            raise ValueError(f'{where}: default_hooks.{name}={hook!r}; expected a hook config '
+                             f'dict(type=...){off}')
+    hooks = cfg.get('custom_hooks')
+    if hooks is not None and (not isinstance(hooks, (list, tuple)) or not all(
+            isinstance(hook, dict) and hook.get('type') for hook in hooks)):
+        raise ValueError(f'{where}: custom_hooks={hooks!r}; expected a list of hook configs '
+                         "such as [dict(type='PKGHook')]")
+
+
+def check_evaluation_loop(cfg, split: str, loop: str, where: str) -> None:
+    """``{split}_cfg`` / ``_dataloader`` / ``_evaluator`` are all None (no such loop) or all
+    given (mmengine's message prints the whole loader); the loop is mmengine's ``loop``
+    (``test_cfg.type=ValLoop`` evaluated, then ended in an AttributeError traceback) without
+    ``fp16`` (half-precision log transitions fail the PKG's check far from the key)."""
+    keys = [f'{split}_cfg', f'{split}_dataloader', f'{split}_evaluator']
+    unset = [key for key in keys if key in cfg and cfg[key] is None]
+    if unset and len(unset) < len(keys):
+        given = [key for key in keys if key not in unset]
+        raise ValueError(f'{where}: {" and ".join(unset)} = None but {" and ".join(given)} '
+                         f'given; expected all three None (no {split} loop; tools/train.py '
+                         f"--no-validate drops validation) or all given ({split}_cfg="
+                         f"dict(type='{loop}'))")
+    options = cfg.get(f'{split}_cfg')
+    if not isinstance(options, dict):
+        return
+    if options.get('type', loop) != loop:
+        raise ValueError(f'{where}: {split}_cfg.type={options.get("type")!r}; expected '
+                         f"'{loop}' (the planners' {split} loop)")
+    if options.get('fp16', False) is not False:
+        raise ValueError(f'{where}: {split}_cfg.fp16={options.get("fp16")!r}; expected False: '
+                         'the planners decode in float32 (tools/train.py --amp trains in mixed '
+                         'precision on a GPU)')
 
 
 def check_save_best(cfg, save_best, where: str) -> None:
