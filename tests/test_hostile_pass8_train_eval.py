@@ -198,3 +198,20 @@ def test_the_same_graph_elsewhere_passes_the_pkg_check():
     check_loaded_pkg(_checkpoint(dict(TRAINED_PKG, extra_datasets=[extra])), 'ck.pth',
                      dict(pkg=dict(TRAINED_PKG, seed=3, smoothing=0,
                                    extra_datasets=[dict(extra, data_root='/b/niv')])))
+
+
+def test_a_coin_file_mixing_training_and_testing_videos_is_refused(tmp_path):
+    """Before: a record whose COIN "subset" says 'testing' inside the training file was read
+    as a training video without a word (dataset_stats.py exit 0)."""
+    import json
+    from vpn_plugin.datasets.annotations import _iter_coin_records
+    record = dict(recipe_type=0, annotation=[], subset='training')
+    records = [{'a': dict(record, **{'class': 'T'})}, {'b': dict(record, subset='testing',
+                                                                 **{'class': 'T'})}]
+    path = tmp_path / 'coin_train.json'
+    path.write_text(json.dumps(records))
+    with pytest.raises(ValueError, match=r"coin_train.json: entry 1 \(vid b\): field \"subset\" "
+                                         r"= 'testing' but entry 0 \(vid a\) says 'training'"):
+        list(_iter_coin_records(path))
+    path.write_text(json.dumps(records[:1]))
+    assert [vid for _, vid, _ in _iter_coin_records(path)] == ['a']
