@@ -215,3 +215,25 @@ def test_a_coin_file_mixing_training_and_testing_videos_is_refused(tmp_path):
         list(_iter_coin_records(path))
     path.write_text(json.dumps(records[:1]))
     assert [vid for _, vid, _ in _iter_coin_records(path)] == ['a']
+
+
+@pytest.mark.parametrize('tool, flags, expected', [
+    # before: the flag won, work_dir=/b never made, exit 0
+    ('train', ['--work-dir', '/nonexistent/a'], r'--work-dir /nonexistent/a and --cfg-options '
+                                                r'work_dir=/nonexistent/b contradict'),
+    # before: a smoke run wrote to work_dirs/vpn_niv_t3_smoke, the option dropped, exit 0
+    ('train', ['--smoke'], r'work_dir=/nonexistent/b is not read: a --smoke run writes to '
+                           r'work_dirs/<config name>_smoke; give --work-dir /nonexistent/b'),
+    ('test', ['--work-dir', '/nonexistent/a'], r'contradict each other'),
+    # before: the test log went beside the checkpoint, the option dropped
+    ('test', [str(REPO_ROOT / 'README.md')], r'is not read: the test writes beside its '
+                                             r'checkpoint'),
+])
+def test_a_work_dir_option_a_flag_would_replace_is_refused(tool, flags, expected):
+    module = load_tool(tool)
+    argv = [NIV_CONFIG, *flags, '--cfg-options', 'work_dir=/nonexistent/b']
+    with pytest.raises(SystemExit, match=expected):
+        if tool == 'train':
+            module.main(argv)
+        else:
+            module.load_config(module.parse_args(argv))

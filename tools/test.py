@@ -26,6 +26,7 @@ import os.path as osp
 import vpn_plugin.compat_applied  # noqa: F401  (compat fixes before configs are parsed)
 from vpn_plugin.compat import exit_distributed_rank, shutdown_distributed
 from vpn_plugin.data_paths import (add_runner_arguments, data_path_args,
+                                  check_work_dir_option,
                                   load_config as read_config, set_launcher)
 from vpn_plugin.errors import (POSITIVE_INT, check_file, path_argument, tool_main,
                                write_text_atomically)
@@ -87,6 +88,8 @@ def load_config(args):
                          'scores the CKPT argument (given: '
                          f'{args.checkpoint or "none"}); give the checkpoint to test as CKPT, '
                          'not as load_from')
+    check_work_dir_option(args, 'the test writes beside its checkpoint'
+                          if args.checkpoint is not None else '')
     if args.checkpoint is not None:
         check_file(args.checkpoint, 'checkpoint')
     cfg = read_config(args.config, args.cfg_options, horizon=args.horizon,

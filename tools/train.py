@@ -20,6 +20,7 @@ import torch
 import vpn_plugin.compat_applied  # noqa: F401  (compat fixes before configs are parsed)
 from vpn_plugin.compat import exit_distributed_rank, shutdown_distributed
 from vpn_plugin.data_paths import (add_runner_arguments, data_path_args,
+                                  check_work_dir_option,
                                   load_config as read_config, set_launcher)
 from vpn_plugin.engine.checkpoint import latest_checkpoint_in
 from vpn_plugin.engine.checkpoint_hook import best_checkpoints, no_resume_point_note
@@ -249,6 +250,8 @@ def work_dir_lock(work_dir, launcher: str = 'none'):
 @tool_main
 def main(argv=None):
     args = parse_args(argv)
+    check_work_dir_option(args, 'a --smoke run writes to work_dirs/<config name>_smoke'
+                          if args.smoke else '')
     cfg = read_config(args.config, args.cfg_options, horizon=args.horizon,
                       **data_path_args(args))
     check_folder_target(work_dir_of(cfg, args))  # before its lock file is made beside it

@@ -111,6 +111,22 @@ def pkg_extra_datasets(cfg) -> list:
     return extra
 
 
+def check_work_dir_option(args: argparse.Namespace, unread_because: str = '') -> None:
+    """``--cfg-options work_dir=X`` is read only when no ``--work-dir`` is given and the tool
+    reads the config's work dir at all (``unread_because``: why it does not, e.g. a smoke run);
+    else the flag or the tool's own folder replaced it without a word: refused."""
+    given = (args.cfg_options or {}).get('work_dir')
+    if given is None:
+        return
+    flag = getattr(args, 'work_dir', None)
+    if flag and os.path.abspath(str(given)) != os.path.abspath(flag):
+        raise SystemExit(f'--work-dir {flag} and --cfg-options work_dir={given} contradict each '
+                         'other; give one of the two')
+    if not flag and unread_because:
+        raise SystemExit(f'--cfg-options work_dir={given} is not read: {unread_because}; give '
+                         f'--work-dir {given}')
+
+
 def set_launcher(cfg, args: argparse.Namespace) -> None:
     """``cfg.launcher`` = ``--launcher`` (as MMAction2's tools); ``--cfg-options launcher=X``
     of another value is refused: the flag would replace it without a word (a run asked for
