@@ -93,6 +93,10 @@ def test_viterbi_plan_net_options_of_another_kind_are_refused(option, value, exp
     ('log_processor.by_epoch', 'abc', r"log_processor.by_epoch='abc'; expected True or False"),
     ('resume', 'abc', r"resume='abc'; expected True or False"),
     ('resume', 1.5, r'resume=1.5; expected True or False'),
+    ('resume', None, r'resume=None; expected True or False'),
+    ('randomness.deterministic', 'abc', r"randomness.deterministic='abc'; expected True or"),
+    ('randomness.diff_rank_seed', -1, r'randomness.diff_rank_seed=-1; expected True or False'),
+    ('env_cfg.cudnn_benchmark', 1.5, r'env_cfg.cudnn_benchmark=1.5; expected True or False'),
     # before: AssertionError "scope_name should be a string"; 'abc': "ViterbiPlanNet is not
     # in the mmengine::model registry"
     ('default_scope', 0, r"default_scope=0; expected 'mmaction'"),

@@ -652,8 +652,13 @@ def check_runtime_keys(cfg, where: str) -> None:
     ``visualizer.vis_backends=0`` as a traceback that names no key, ``default_scope='abc'``
     as "ViterbiPlanNet is not in the mmengine::model registry"."""
     from vpn_plugin.errors import check_bool, check_number
-    if cfg.get('resume') is not None:
-        check_bool(f'{where}: resume', cfg.resume)
+    switches = {'resume': cfg.get('resume', False)}  # mmengine reads each by truth value
+    for entry, key in (('randomness', 'deterministic'), ('randomness', 'diff_rank_seed'),
+                       ('env_cfg', 'cudnn_benchmark')):
+        if isinstance(cfg.get(entry), dict) and key in cfg[entry]:
+            switches[f'{entry}.{key}'] = cfg[entry][key]
+    for name, value in switches.items():
+        check_bool(f'{where}: {name}', value)
     processor = cfg.get('log_processor') or {}
     if isinstance(processor, dict):
         if 'window_size' in processor:
