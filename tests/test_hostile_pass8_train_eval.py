@@ -241,3 +241,14 @@ def test_a_work_dir_option_a_flag_would_replace_is_refused(tool, flags, expected
             module.main(argv)
         else:
             module.load_config(module.parse_args(argv))
+
+
+def test_a_broken_link_as_feature_file_says_where_it_points(tmp_path):
+    """Before: "feature file .../v.npy does not exist (nor v.npz)" although ls lists it."""
+    from vpn_plugin.datasets.annotations import BadVideoError
+    from vpn_plugin.datasets.features import require_feature_file
+    link = tmp_path / 'v.npy'
+    link.symlink_to(tmp_path / 'gone' / 'v.npy')
+    with pytest.raises(BadVideoError, match=r'v.npy \(video v\) is a broken symbolic link to '
+                                            r'.*gone/v.npy, which does not exist'):
+        require_feature_file(link, 'v')
