@@ -103,9 +103,11 @@ def test_an_evaluator_out_file_never_replaces_the_checkpoint_or_a_foreign_json(t
         PlanningMetric(out_file=str(checkpoint))
     mine = tmp_path / 'mine.json'
     mine.write_text('{"notes": 1}')
-    with pytest.raises(ValueError, match=r'mine.json: the file exists and is not an earlier '
-                                         r'per-sample dump'):
+    with pytest.raises(ValueError, match=r'mine.json: the file exists and it is not '
+                       r'recognisably an earlier output of this kind \(per-sample scores JSON of '
+                       r'PlanningMetric\).*; give the evaluator another out_file$') as error:
         PlanningMetric(out_file=str(mine))
+    assert '--overwrite' not in str(error.value)  # the evaluator has no such flag
     assert checkpoint.read_bytes() == before and mine.read_text() == '{"notes": 1}'
     # an earlier dump is replaced (a protocol rerun), as is a new file
     dump = tmp_path / 'per_sample.json'
