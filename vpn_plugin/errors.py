@@ -367,10 +367,22 @@ def check_folder_target(path, what: str = 'work dir', holds: str = 'the logs and
     if kind not in (None, 'a folder'):
         raise NotADirectoryError(f'{what} {path} is {kind}; expected a folder (made when missing) '
                                  f'for {holds}: give another {flag}')
+    above = file_on_the_way(path)
+    if above is not None:
+        raise NotADirectoryError(f'{what} {path}: {above} is {path_kind(above)}, not a folder; '
+                                 f'expected a folder (made when missing) for {holds}: give '
+                                 f'another {flag}')
     blocked = unwritable_folder(path) if writable else None
     if blocked is not None:
         raise PermissionError(f'{what} {path}: {blocked}; expected a folder this user can write '
                               f'{holds} into: give another {flag}')
+
+
+def file_on_the_way(path) -> Path | None:
+    """The nearest existing path above ``path`` when it is no folder (a file that ``path``
+    would be made under: ``makedirs`` says only "Not a directory"), else None."""
+    above = next((p for p in Path(os.path.abspath(path)).parents if p.exists()), None)
+    return above if above is not None and not above.is_dir() else None
 
 
 def unwritable_folder(path) -> str | None:

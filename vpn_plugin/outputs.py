@@ -32,6 +32,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Iterable, Optional
 
+from .errors import file_on_the_way
+
 OVERWRITE_FLAG = '--overwrite'
 MARKER_BYTES = 1 << 20  # how far into a file a marker is looked for (they sit near the top)
 # markers written by the tools whose formats have room for one
@@ -208,8 +210,8 @@ def check_output(path, kind: str, flag: str, inputs: Iterable = (), overwrite: b
         raise ValueError(f'{flag} {text}: is {other}; expected a file name for the '
                          f'{output.what} (written to a temporary file beside it, then renamed '
                          'into place)')
-    folder = next(p for p in target.parents if p.exists())
-    if not folder.is_dir():
+    folder = file_on_the_way(target)
+    if folder is not None:
         raise ValueError(f'{flag} {text}: {folder} is a file, not a folder to write into')
     if output.suffixes and not text.endswith(output.suffixes):
         raise ValueError(f'{flag} {text}: expected a file name ending in '

@@ -37,7 +37,7 @@ from typing import Callable, Dict, Iterator, List, Optional, Sequence
 import numpy as np
 from torch.utils.data import DataLoader, IterableDataset, get_worker_info
 
-from ..errors import (OutputWriteError, path_kind, read_json, unwritable_folder,
+from ..errors import (OutputWriteError, check_folder_target, path_kind, read_json,
                       write_text_atomically)
 from ..progress import StepProgress
 from .chunking import chunk_count, embed_frames
@@ -309,19 +309,8 @@ def extract_videos(network: Callable, videos: Sequence[Path], out_dir, recipe: F
     begun to fill."""
     progress_stream = progress_stream or sys.stderr  # the stream of now, not of the import
     out_dir = Path(out_dir)
-    if path_kind(out_dir) not in (None, 'a folder'):
-        raise OSError(f'--out {out_dir} is {path_kind(out_dir)}; expected a folder for the '
-                      'feature files (new or one this tool extracted into)')
-    blocked = unwritable_folder(out_dir)
-    if blocked is not None:
-        raise PermissionError(f'--out {out_dir}: {blocked}; expected a folder this user can '
-                              'write the feature files into')
-    try:
-        out_dir.mkdir(parents=True, exist_ok=True)
-    except NotADirectoryError:  # a path through a file: say which
-        above = next(p for p in out_dir.parents if path_kind(p) is not None)
-        raise NotADirectoryError(f'--out {out_dir}: {above} is {path_kind(above)}, not a folder; '
-                                 'expected a folder for the feature files') from None
+    check_folder_target(out_dir, '--out', 'the feature files', '--out')
+    out_dir.mkdir(parents=True, exist_ok=True)
     names = output_names(videos, naming)
     settings = settings or dict(recipe=recipe.as_dict())
     check_manifest(out_dir, settings, rank, write=False)
