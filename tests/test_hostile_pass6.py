@@ -243,8 +243,8 @@ def test_train_seed_flag_and_randomness_seed_option_may_not_contradict():
     train = load_tool('train')
     args = train.parse_args([NIV_CONFIG, '--seed', '1', '--cfg-options', 'randomness.seed=2',
                              '--work-dir', '/nonexistent/never'])
-    with pytest.raises(SystemExit, match=r'--seed 1 and --cfg-options randomness.seed=2 '
-                                         r'contradict each other'):
+    with pytest.raises(ValueError, match=r'^--seed 1 and --cfg-options randomness.seed=2 '
+                                         r'contradict each other; give one of the two$'):
         train.load_config(args)
 
 
