@@ -195,6 +195,11 @@ def test_an_unused_limit_seed_of_the_wrong_kind_is_refused(tiny_crosstask):
                                     r"validation metrics .*did you mean 'x/success_rate'"),
     ({'default_hooks.checkpoint.save_best': 'plan/nosuch'}, r"save_best='plan/nosuch' is not "
                                                             r"a key of the validation metrics"),
+    # reported beside miou_batch, but a setting: before, called "not a key of the metrics"
+    ({'default_hooks.checkpoint.save_best': 'plan/miou_batch_size',
+      'val_evaluator.extra_metrics': ['miou_batch'], 'val_evaluator.miou_batch_size': 4},
+     r"save_best='plan/miou_batch_size' is the batch size miou_batch is computed with, the "
+     r"same at every validation .*expected a score of the validation metrics .*'plan/miou_batch'"),
 ])
 def test_a_save_best_key_the_validation_never_reports_is_refused_before_training(options,
                                                                                   expected):

@@ -650,12 +650,20 @@ def check_save_best(cfg, save_best, where: str) -> None:
                              for e in evaluators):
         return
     from vpn_plugin.core.metrics import METRIC_NAMES
-    keys = set()
+    keys, settings = set(), set()  # scores; settings the metrics report beside them
     for evaluator in evaluators:
-        names = [*METRIC_NAMES, *(evaluator.get('extra_metrics') or ())]
+        extra = tuple(evaluator.get('extra_metrics') or ())
+        names = [*METRIC_NAMES, *extra]
         names += ['authors_selection'] if evaluator.get('authors_selection') else []
-        keys |= {f'{evaluator.get("prefix") or "plan"}/{name}' for name in names}
+        prefix = evaluator.get('prefix') or 'plan'
+        keys |= {f'{prefix}/{name}' for name in names}
+        settings |= {f'{prefix}/miou_batch_size'} if 'miou_batch' in extra else set()
     for key in [save_best] if isinstance(save_best, str) else list(save_best):
+        if key in settings:
+            raise ValueError(f'{where}: default_hooks.checkpoint.save_best={key!r} is the batch '
+                             'size miou_batch is computed with, the same at every validation '
+                             '(the first checkpoint would stay the best); expected a score of '
+                             f'the validation metrics {sorted(keys)}')
         if key not in keys:
             from vpn_plugin.errors import close_match_hint
             raise ValueError(f'{where}: default_hooks.checkpoint.save_best={key!r} is not a '
