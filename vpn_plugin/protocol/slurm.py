@@ -268,8 +268,7 @@ def plan_array(runner, units, request: SlurmRequest, epoch_seconds: float,
     todo = [u for u in open_units if str(Path(runner.work_dir(u)).absolute()) not in queued]
     seconds = unit_seconds(runner, todo, epoch_seconds)
     tasks = pack(todo, seconds, request.runs_per_job)
-    if not limit:
-        check_partition_cpus(request.partition, request.cpus_per_run)
+    check_partition_cpus(request.partition, request.cpus_per_run)  # whoever read the limit
     partition_max, partition_note = limit if limit else partition_limit(request.partition)
     plan = ArrayPlan(tasks, 0, '', len(units) - len(open_units), len(open_units) - len(todo),
                      _per_method(todo, seconds))
