@@ -214,8 +214,9 @@ def check_flags_agree(cfg_options, flags: dict, where: str = '', paths=()) -> No
         same = (os.path.abspath(str(option)) == os.path.abspath(str(value)) if key in paths
                 else str(option) == str(value))
         if not same:
-            raise ValueError(f'{where}{": " if where else ""}{flag} {value} and --cfg-options '
-                             f'{key}={option} contradict each other; give one of the two')
+            prefix = f'{where}: ' if where else ''
+            raise ValueError(f'{prefix}{flag} {value} and --cfg-options {key}={option} '
+                             'contradict each other; give one of the two')
 
 
 CONFIG_SUFFIXES = ('.py', '.json', '.yaml', '.yml')  # what mmengine's Config reads

@@ -553,11 +553,18 @@ def write_texts_atomically(texts, what: str = 'output') -> None:
             temporary.parent.mkdir(parents=True, exist_ok=True)
             temporary.write_text(text)
         return write
-
-    def failure(path, cause):
+    try:
+        replace_all_atomically({path: writer(text) for path, text in texts.items()},
+                               _NotReplaced)
+    except _NotReplaced as failed:
+        path, cause = failed.args
         others = [str(other) for other in map(Path, texts) if other != path]
-        return OutputWriteError(
+        raise OutputWriteError(
             f'cannot write the {what} {path}: {cause}; nothing was written '
             f'there{" nor to " + ", ".join(others) if others else ""} (free disk space or '
-            'choose a writable folder)')
-    replace_all_atomically({path: writer(text) for path, text in texts.items()}, failure)
+            'choose a writable folder)') from failed.__cause__
+
+
+class _NotReplaced(Exception):
+    """``replace_all_atomically``'s failure for a caller that words its own message:
+    ``args`` are the path that failed and the cause."""

@@ -379,10 +379,10 @@ def rescore_official_seed(method: Method, data: ComparisonData, settings: Settin
                                 'rerun the official side of that seed')
     runner = our_runner(method, data, settings, out / 'ours')
     unit, = expand_units(runner.cfg, seeds=[seed])
-    ours = finished_training(runner.work_dir(unit))
+    work_dir = runner.work_dir(unit)
+    ours = finished_training(work_dir)
     if ours is None:
-        raise FileNotFoundError(f'{runner.work_dir(unit)}: our training of seed {seed} is not '
-                                'finished')
+        raise FileNotFoundError(f'{work_dir}: our training of seed {seed} is not finished')
     converted = method.official_into_ours(read_checkpoint(ours.checkpoint), kept, str(run_dir))
     folder = run_dir / 'ours_evaluator'
     folder.mkdir(exist_ok=True)
