@@ -116,13 +116,9 @@ def check_work_dir_option(args: argparse.Namespace, unread_because: str = '') ->
     reads the config's work dir at all (``unread_because``: why it does not, e.g. a smoke run);
     else the flag or the tool's own folder replaced it without a word: refused."""
     given = (args.cfg_options or {}).get('work_dir')
-    if given is None:
-        return
     flag = getattr(args, 'work_dir', None)
-    if flag and os.path.abspath(str(given)) != os.path.abspath(flag):
-        raise SystemExit(f'--work-dir {flag} and --cfg-options work_dir={given} contradict each '
-                         'other; give one of the two')
-    if not flag and unread_because:
+    check_flags_agree(args.cfg_options, {'--work-dir': ('work_dir', flag)}, paths=('work_dir',))
+    if given is not None and not flag and unread_because:
         raise SystemExit(f'--cfg-options work_dir={given} is not read: {unread_because}; give '
                          f'--work-dir {given}')
 
@@ -131,11 +127,7 @@ def set_launcher(cfg, args: argparse.Namespace) -> None:
     """``cfg.launcher`` = ``--launcher`` (as MMAction2's tools); ``--cfg-options launcher=X``
     of another value is refused: the flag would replace it without a word (a run asked for
     ``launcher=pytorch`` ran one process)."""
-    given = (args.cfg_options or {}).get('launcher', args.launcher)
-    if given != args.launcher:
-        raise SystemExit(f'--cfg-options launcher={given!r} is not read: the launcher is the '
-                         f'--launcher flag (here {args.launcher!r}; one of none, pytorch, '
-                         'slurm, mpi; tools/dist_train.sh / dist_test.sh give pytorch)')
+    check_flags_agree(args.cfg_options, {'--launcher': ('launcher', args.launcher)})
     cfg.launcher = args.launcher
 
 
@@ -229,9 +221,10 @@ def load_config(path, cfg_options=None, *, data_root=None, feature_dir=None, hor
     docstring)."""
     cfg = read_config_file(path)
     check_config_keys(cfg, cfg_options)  # a misspelled key (horizn=4) is refused
-    check_flags_agree(path, cfg_options, {'--data-root': ('data_root', data_root),
-                                          '--feature-dir': ('feature_dir', feature_dir),
-                                          '--horizon': ('horizon', horizon)})
+    check_flags_agree(cfg_options, {'--data-root': ('data_root', data_root),
+                                    '--feature-dir': ('feature_dir', feature_dir),
+                                    '--horizon': ('horizon', horizon)},
+                      where=str(path), paths=('data_root', 'feature_dir'))
     declared = {name: cfg[name] for name in PATH_VARIABLES if cfg.get(name) is not None}
     if cfg_options:
         _refuse_derived_horizons(path, cfg_options)
@@ -260,19 +253,22 @@ def import_custom_modules(path, custom_imports) -> None:
         raise ValueError(f'{path}: custom_imports: {error}') from None
 
 
-def check_flags_agree(path, cfg_options, flags: dict) -> None:
+def check_flags_agree(cfg_options, flags: dict, where: str = '', paths=()) -> None:
     """A tool flag and the ``--cfg-options`` key it sets, given both with different values
-    (``--horizon 4 --cfg-options horizon=3``): the flag won and the option was dropped
-    without a word; ``ValueError`` naming both. ``flags``: ``{flag: (key, value or None)}``."""
+    (``--horizon 4 --cfg-options horizon=3``): the flag would win and the option be dropped
+    without a word; ``ValueError`` naming both (after ``where``, e.g. the config file).
+    ``flags``: ``{flag: (key, value or None)}``; the values of the keys in ``paths`` are
+    compared as absolute paths, the others as text."""
     for flag, (key, value) in flags.items():
         if value is None or key not in (cfg_options or {}):
             continue
         option = cfg_options[key]
-        same = (os.path.abspath(str(option)) == os.path.abspath(str(value))
-                if key != 'horizon' else str(option) == str(value))
+        same = (os.path.abspath(str(option)) == os.path.abspath(str(value)) if key in paths
+                else str(option) == str(value))
         if not same:
-            raise ValueError(f'{path}: {flag} {value} and --cfg-options {key}={option} '
-                             f'contradict each other; give one of the two')
+            prefix = f'{where}: ' if where else ''
+            raise ValueError(f'{prefix}{flag} {value} and --cfg-options {key}={option} '
+                             'contradict each other; give one of the two')
 
 
 CONFIG_SUFFIXES = ('.py', '.json', '.yaml', '.yml')  # what mmengine's Config reads
