@@ -252,3 +252,16 @@ def test_a_broken_link_as_feature_file_says_where_it_points(tmp_path):
     with pytest.raises(BadVideoError, match=r'v.npy \(video v\) is a broken symbolic link to '
                                             r'.*gone/v.npy, which does not exist'):
         require_feature_file(link, 'v')
+
+
+@pytest.mark.parametrize('resume', [[], ['auto'], ['/nonexistent/other.pth']])
+def test_resume_with_a_load_from_option_it_would_drop_is_refused(resume):
+    """Before: --resume took the work dir's latest checkpoint and dropped load_from without a
+    word (or, in an empty work dir, "holds no checkpoint to resume from" with load_from
+    unmentioned)."""
+    train = load_tool('train')
+    argv = [NIV_CONFIG, '--resume', *resume, '--work-dir', '/nonexistent/never',
+            '--cfg-options', 'load_from=/nonexistent/x.pth']
+    with pytest.raises(SystemExit, match=r'--resume continues .*, and --cfg-options '
+                                         r'load_from=/nonexistent/x.pth would be dropped'):
+        train.load_config(train.parse_args(argv))

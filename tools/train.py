@@ -157,6 +157,21 @@ def set_resume(cfg, resume):
               'replaces it', file=sys.stderr)
 
 
+def check_resume_load_from(args) -> None:
+    """``--resume`` continues the work dir's latest checkpoint (or its CKPT): a
+    ``--cfg-options load_from=X`` given with it was replaced without a word (mmengine's own
+    resume=True would continue X), or met "holds no checkpoint to resume from"."""
+    given = (args.cfg_options or {}).get('load_from')
+    if given is None or (args.resume not in (LATEST, 'auto')
+                         and osp.abspath(str(given)) == osp.abspath(args.resume)):
+        return
+    resumed = 'the work dir\'s latest checkpoint' if args.resume in (LATEST, 'auto') \
+        else args.resume
+    raise SystemExit(f'--resume continues {resumed}, and --cfg-options load_from={given} would '
+                     f'be dropped: to continue {given}, give --resume {given}; to start a new '
+                     'run from its weights, give load_from without --resume')
+
+
 def check_fresh_work_dir(cfg, overwrite: bool) -> None:
     """A fresh run never mixes its checkpoints with another run's: refuse a work dir that
     holds some unless ``--overwrite`` (which deletes them)."""
@@ -210,6 +225,7 @@ def apply_args(cfg, args):
         raise SystemExit('--overwrite deletes the checkpoints of the work dir and --resume (or '
                          "the config's resume=True) continues from them: give one of the two")
     if args.resume is not None:
+        check_resume_load_from(args)
         set_resume(cfg, args.resume)
     elif not cfg.get('resume'):
         check_fresh_work_dir(cfg, args.overwrite)
