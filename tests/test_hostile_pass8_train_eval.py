@@ -265,3 +265,14 @@ def test_resume_with_a_load_from_option_it_would_drop_is_refused(resume):
     with pytest.raises(SystemExit, match=r'--resume continues .*, and --cfg-options '
                                          r'load_from=/nonexistent/x.pth would be dropped'):
         train.load_config(train.parse_args(argv))
+
+
+def test_training_a_model_without_parameters_says_to_test_it():
+    """Before: "error: optimizer got an empty parameter list" (uniform_emissions --smoke)."""
+    from mmaction.registry import MODELS
+    train = load_tool('train')
+    config = str(REPO_ROOT / 'configs/baselines/uniform_emissions_niv_t3.py')
+    model = MODELS.build(load_config(config, {}).model)
+    with pytest.raises(SystemExit, match=r'UniformEmissionPlanner has no trainable parameter: '
+                                         r'nothing to train; evaluate it with tools/test.py'):
+        train.require_trainable(model, config)

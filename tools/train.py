@@ -172,6 +172,15 @@ def check_resume_load_from(args) -> None:
                      'run from its weights, give load_from without --resume')
 
 
+def require_trainable(model, config) -> None:
+    """A model without a trainable parameter (the uniform-emission PKG baseline) is evaluated,
+    not trained: torch's "optimizer got an empty parameter list" named neither."""
+    if not any(p.requires_grad for p in model.parameters()):
+        raise SystemExit(f'{config}: {type(getattr(model, "module", model)).__name__} has no '
+                         'trainable parameter: nothing to train; evaluate it with tools/test.py '
+                         f'{config} (no checkpoint)')
+
+
 def check_fresh_work_dir(cfg, overwrite: bool) -> None:
     """A fresh run never mixes its checkpoints with another run's: refuse a work dir that
     holds some unless ``--overwrite`` (which deletes them)."""
@@ -270,6 +279,7 @@ def main(argv=None):
     check_folder_target(work_dir_of(cfg, args))  # before its lock file is made beside it
     with work_dir_lock(work_dir_of(cfg, args), args.launcher):
         runner = build_runner(apply_args(cfg, args))
+        require_trainable(runner.model, args.config)
         runner.train()
     shutdown_distributed()
 
