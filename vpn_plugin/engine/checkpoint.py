@@ -74,7 +74,12 @@ SHOWN = 8                          # keys listed per kind of mismatch
 
 
 class CheckpointMismatchError(ValueError):
-    """A checkpoint's tensors do not fit the model built from the config."""
+    """A checkpoint's tensors do not fit the model built from the config; ``problems``: what
+    does not fit, without the advice (for a caller that gives its own)."""
+
+    def __init__(self, message: str, problems: str = ''):
+        super().__init__(message)
+        self.problems = problems or message
 
 
 class CheckpointSaveError(OSError):
@@ -294,6 +299,52 @@ def model_option_differences(trained_cfg_text, model_cfg) -> list:
             if plain(trained.get(key)) != plain(model_cfg.get(key))]
 
 
+PKG_DEFAULTS = dict(count_mode='window', smoothing=0.0, union='pool', extra_datasets=[],
+                    perturbations=[], seed=0)  # PKGBuilder's: what decides the graph
+PKG_LOCATION_KEYS = ('data_root', 'feature_dir', 'cache_dir', 'device_resident')
+
+
+def check_loaded_pkg(checkpoint: dict, filename: str, model_cfg) -> None:
+    """A checkpoint that carries its PKG is decoded (tested, resumed, fine-tuned) with that
+    graph unless ``model.pkg.recount``: a config whose ``model.pkg`` asks for another graph
+    (``UniformGraph``, ``smoothing=1``, an extra dataset) was scored with the checkpoint's
+    and the row read as the config's. ``ValueError`` naming both unless they agree (the
+    checkpoint's ``meta['cfg']`` says what its training counted; without it nothing is
+    compared)."""
+    from mmengine.config import Config
+    pkg = (model_cfg or {}).get('pkg') if isinstance(model_cfg, dict) else None
+    state = checkpoint.get('state_dict') if isinstance(checkpoint.get('state_dict'), dict) \
+        else checkpoint
+    ready = [v for k, v in state.items() if str(k).endswith('pkg_ready')]
+    if not isinstance(pkg, dict) or pkg.get('recount') is True or not ready or \
+            not bool(ready[0]):
+        return
+    text = (checkpoint.get('meta') or {}).get('cfg')
+    try:
+        trained = Config.fromstring(text, '.py').get('model') if isinstance(text, str) else None
+    except Exception:  # noqa: BLE001  (a config text of another version: nothing to compare)
+        trained = None
+    if not isinstance(trained, dict):
+        return
+    plain = lambda value: value.to_dict() if hasattr(value, 'to_dict') else (  # noqa: E731
+        [plain(v) for v in value] if isinstance(value, (list, tuple)) else value)
+    given, counted = dict(PKG_DEFAULTS, **pkg), dict(PKG_DEFAULTS, **(trained.get('pkg') or {}))
+    for options in (given, counted):  # where the extra datasets lie may change, not which
+        options['extra_datasets'] = [
+            {k: v for k, v in plain(d).items() if k not in PKG_LOCATION_KEYS}
+            if hasattr(d, 'items') else d for d in options['extra_datasets'] or []]
+    keys = [k for k in PKG_DEFAULTS if k != 'seed' or given['perturbations']
+            or counted['perturbations']]
+    differ = [f'{k}: {plain(counted[k])!r} in training, {plain(given[k])!r} here' for k in keys
+              if plain(counted[k]) != plain(given[k])]
+    if differ:
+        raise ValueError(f'{filename} carries the PKG its training counted, and this config\'s '
+                         f'model.pkg asks for another graph ({"; ".join(differ)}): it would be '
+                         'decoded with the checkpoint\'s graph, not the config\'s. Set '
+                         'model.pkg.recount=True to count the config\'s graph from the training '
+                         'split, or give the model.pkg the checkpoint was trained with')
+
+
 def unrecorded(checkpoint: dict, model) -> list:
     """What ``checkpoint`` does not record of what a planner is checked by: its
     ``meta.dataset_meta`` fields (:data:`MODEL_META`, :data:`DATA_META`) and, when ``model``
@@ -436,7 +487,8 @@ def load_weights(model, checkpoint: dict, source: str, *, partial: bool = False,
             f'checkpoint {source} was trained for another setting than the config: '
             f'{"; ".join(wrong_meta)} (its meta). Test it with the config it was '
             f'trained with (same horizon, dataset, actions, tasks, text features); to start '
-            f'fine-tuning from it, set {PARTIAL_LOAD_KEY}=True')
+            f'fine-tuning from it, set {PARTIAL_LOAD_KEY}=True',
+            problems=f'{"; ".join(wrong_meta)} (its meta)')
     expected = model.state_dict()
     wrong = {}  # key -> (what the checkpoint holds, shape in the model)
     for key, value in list(state.items()):
@@ -461,7 +513,7 @@ def load_weights(model, checkpoint: dict, source: str, *, partial: bool = False,
             f'checkpoint {source} does not fit the model {type(model).__name__} of the config: '
             f'{problems}. Test it with the config it was trained with (same model, horizon, '
             f'dataset); to start fine-tuning from it, set {PARTIAL_LOAD_KEY}=True (loads only '
-            'the tensors that fit)')
+            'the tensors that fit)', problems=problems)
     from mmengine.logging import print_log
     if wrong_meta:
         problems = '; '.join([problems] + wrong_meta) if problems else '; '.join(wrong_meta)
@@ -523,16 +575,17 @@ SIZE_MISMATCH = re.compile(r'size mismatch for (\S+): copying a param with shape
                            r'model is torch\.Size\(\[([^\]]*)\]\)')
 
 
-def mismatch_text(missing, unexpected, wrong: dict) -> str:
+def mismatch_text(missing, unexpected, wrong: dict, holder: str = 'the checkpoint') -> str:
     """'missing keys [...]; unexpected keys [...]; other shapes or dtypes: key: (a) in the
-    checkpoint, (b) in the model, ...' ('' when everything fits)."""
+    checkpoint, (b) in the model, ...' ('' when everything fits; ``holder``: what holds the
+    tensors of ``wrong``'s first shape)."""
     parts = []
     if missing:
         parts.append(f'missing keys {_listed(missing)}')
     if unexpected:
         parts.append(f'unexpected keys {_listed(unexpected)}')
     if wrong:
-        shapes = [f'{key}: {found} in the checkpoint, {shape} in the model'
+        shapes = [f'{key}: {found} in {holder}, {shape} in the model'
                   for key, (found, shape) in wrong.items()]
         parts.append('other shapes or dtypes: ' + '; '.join(shapes[:SHOWN])
                      + (f' (and {len(shapes) - SHOWN} more)' if len(shapes) > SHOWN else ''))

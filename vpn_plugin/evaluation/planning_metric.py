@@ -67,6 +67,9 @@ class PlanningMetric(BaseMetric):
         _check_options(authors_selection, miou_batch_size, collect_device, prefix)
         super().__init__(collect_device=collect_device, prefix=prefix)
         self.out_file, self.authors_selection = _checked_out_file(out_file), authors_selection
+        if isinstance(extra_metrics, str) or not isinstance(extra_metrics, (list, tuple)):
+            raise ValueError(f'PlanningMetric: extra_metrics={extra_metrics!r}; expected a list '
+                             f'of names among {EXTRA_METRICS} ([] for none)')
         unknown = sorted(set(extra_metrics) - set(EXTRA_METRICS))
         if unknown:
             raise ValueError(f'PlanningMetric: extra_metrics {unknown} are unknown; expected '
@@ -151,15 +154,8 @@ def _checked_out_file(out_file: Optional[str]) -> Optional[str]:
     if not out_file:
         return out_file
     from ..outputs import check_output
-    flag = 'PlanningMetric out_file'
-    try:
-        return str(check_output(out_file, 'per_sample', flag))
-    except ValueError as error:
-        if 'the file exists' not in str(error):
-            raise
-        raise ValueError(f'{flag} {out_file}: the file exists and is not an earlier per-sample '
-                         'dump of PlanningMetric (a checkpoint, a config, someone\'s JSON would '
-                         'be replaced); give the evaluator another out_file') from None
+    return str(check_output(out_file, 'per_sample', 'PlanningMetric out_file',
+                            exists_advice='give the evaluator another out_file'))
 
 
 def authors_selection_score(metrics: Dict[str, float]) -> float:
