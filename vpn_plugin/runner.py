@@ -713,7 +713,7 @@ def check_evaluation_loop(cfg, split: str, loop: str, where: str) -> None:
     (``test_cfg.type=ValLoop`` evaluated, then ended in an AttributeError traceback) without
     ``fp16`` (half-precision log transitions fail the PKG's check far from the key)."""
     keys = [f'{split}_cfg', f'{split}_dataloader', f'{split}_evaluator']
-    unset = [key for key in keys if key in cfg and cfg[key] is None]
+    unset = [key for key in keys if cfg.get(key) is None]  # absent reads as None in mmengine
     if unset and len(unset) < len(keys):
         given = [key for key in keys if key not in unset]
         raise ValueError(f'{where}: {" and ".join(unset)} = None but {" and ".join(given)} '
