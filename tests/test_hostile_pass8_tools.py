@@ -1,0 +1,90 @@
+"""Seventh hostile pass (issue 37), the tools around training and the core math (hostile15).
+
+Each test is a case that was wrong, silent or vague on 69b959e (case ids of /tmp/hostile15_log.md).
+"""
+import math
+
+import numpy as np
+import pytest
+import torch
+
+from vpn_plugin.core import dvl, metrics, pkg, viterbi
+
+N = 4
+PKG = pkg.build_pkg([[0, 1, 2, 3], [1, 2, 3, 0]], N)
+LOG_A = pkg.pkg_log_transitions(PKG)
+
+
+def emissions(batch=2, horizon=3):
+    return torch.randn(batch, horizon, N, generator=torch.Generator().manual_seed(0)).log_softmax(-1)
+
+
+@pytest.mark.parametrize('kwargs, pattern', [
+    (dict(temperature=math.inf), r'temperature \(gamma\)=inf; expected a finite number > 0'),  # d1
+    (dict(temperature='1'), r"temperature \(gamma\)='1'"),  # d17
+    (dict(num_layers=2.0), r'num_layers=2.0; expected an integer >= 1'),  # d7
+    (dict(num_layers=math.nan), r'num_layers=nan'),  # d6
+    (dict(clamp_probs='1e-10'), r"clamp_probs='1e-10'"),  # d9
+])
+def test_dvl_options_refused_by_name(kwargs, pattern):
+    with pytest.raises(ValueError, match=pattern):
+        dvl.differentiable_viterbi(emissions(), LOG_A, **kwargs)
+
+
+def test_emissions_whose_sums_overflow_refused_not_decoded_as_infeasible():  # v10
+    with pytest.raises(ValueError, match=r'magnitude .*sums over the 3 steps fit torch.float32'):
+        viterbi.viterbi_decode(emissions() * 1e38, LOG_A)
+
+
+@pytest.mark.parametrize('values, pattern', [
+    (torch.full((1, 3, N), math.nan), r'emissions holds the value nan'),  # v17
+    (emissions(), r'emissions holds the value -.*log values belong to viterbi_decode'),  # v19
+    (torch.zeros(0, 3, N), r'emissions \(0, 3, 4\).*non-empty'),  # v24
+])
+def test_probability_viterbi_refuses_what_it_cannot_decode(values, pattern):
+    with pytest.raises(ValueError, match=pattern):
+        viterbi.viterbi_decode_probs(values, torch.from_numpy(PKG))
+
+
+def test_probability_viterbi_refuses_prior_shape_and_unnormalised_rows():  # v22, v23
+    probabilities = emissions().exp()
+    with pytest.raises(ValueError, match=r'prior has shape \(5,\); expected \(4,\)'):
+        viterbi.viterbi_decode_probs(probabilities, torch.from_numpy(PKG), torch.ones(5))
+    with pytest.raises(ValueError, match=r'transitions row 0 sums to 10'):
+        viterbi.viterbi_decode_probs(probabilities, torch.from_numpy(PKG) * 10)
+
+
+@pytest.mark.parametrize('call, pattern', [
+    (lambda: pkg.build_pkg([[0, 1, 2]], 3, smoothing=math.nan), r'smoothing=nan'),  # p1
+    (lambda: pkg.build_pkg([[0, 1, 2]], 3, smoothing=math.inf), r'smoothing=inf'),  # p2
+    (lambda: pkg.build_pkg([[0, 1]], 2.5), r'num_actions=2.5; expected an integer'),  # p3
+    (lambda: pkg.build_pkg([[0, 0]], True), r'num_actions=True'),  # p4
+    (lambda: pkg.build_pkg([[0, 1, 2, 0]], 3, horizon=2.5), r'horizon=2.5'),  # p5
+    (lambda: pkg.build_pkg([np.array([[0, 1], [2, 0]])], 3), r'sequence 0 has shape \(2, 2\)'),  # p9
+    (lambda: pkg.weight_noise(PKG, math.nan), r'weight_noise sigma=nan'),  # p12
+    (lambda: pkg.weight_noise(PKG, math.inf), r'weight_noise sigma=inf'),  # p13
+])
+def test_pkg_values_that_gave_nan_or_zero_graphs_refused(call, pattern):
+    with pytest.raises(ValueError, match=pattern):
+        call()
+
+
+@pytest.mark.parametrize('call, pattern', [
+    (lambda: pkg.subsample_sequences([[1.7, 2.2]], 1.0), r'sequence 0 holds float64'),  # p16
+    (lambda: pkg.label_noise([[0, 1], [2, 3]], 0.0, [[0, 1], [2, 3]], tasks=[0, 1.9]),
+     r'label_noise tasks holds float64'),  # p17
+    (lambda: pkg.label_noise([[0.9, 1.5]], 0.0, [[0, 1]]), r'sequence 0 holds float64'),  # p18
+    (lambda: pkg.pkg_log_transitions(PKG, dtype=torch.int64), r'dtype=torch.int64'),  # p22
+])
+def test_ids_and_dtypes_never_truncated(call, pattern):
+    with pytest.raises(TypeError, match=pattern):
+        call()
+
+
+def test_metrics_numpy_batch_size_and_huge_uint64_ids():  # m3, m5, m4
+    assert metrics.miou_batch([[1, 0]], [[1, 0]], np.int64(4)) == 100.0
+    with pytest.raises(ValueError, match=r'pred holds action id 9223372036854775813'):
+        metrics.planning_metrics(np.array([[2 ** 63 + 5, 0]], dtype=np.uint64),
+                                 np.array([[5, 0]]))
+    with pytest.raises(ValueError, match=r'pred is not a rectangular \(M, T\) array'):
+        metrics.planning_metrics([[1, 0], [1]], [[1, 0], [1, 0]])
