@@ -88,3 +88,36 @@ def test_metrics_numpy_batch_size_and_huge_uint64_ids():  # m3, m5, m4
                                  np.array([[5, 0]]))
     with pytest.raises(ValueError, match=r'pred is not a rectangular \(M, T\) array'):
         metrics.planning_metrics([[1, 0], [1]], [[1, 0], [1, 0]])
+
+
+# ----------------------------------------------------------------------------- tools
+import shutil  # noqa: E402
+from pathlib import Path  # noqa: E402
+
+from tool_modules import load_tool  # noqa: E402
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def user_error(tool: str, argv) -> str:
+    """The message ``tool`` stops with (exit status 1, SystemExit with a text)."""
+    with pytest.raises(SystemExit) as stopped:
+        load_tool(tool).main([str(a) for a in argv])
+    assert isinstance(stopped.value.code, str), f'{tool}: exit code {stopped.value.code!r}'
+    return stopped.value.code
+
+
+def test_export_windows_never_writes_a_train_export_over_the_test_split(tmp_path, shared_data):
+    """C11: --split train --out <the test split's window file> --overwrite replaced the test
+    annotations with training windows (a later evaluation would test on the training set)."""
+    splits = tmp_path / 'niv/splits'
+    splits.mkdir(parents=True)
+    for name in ('taxonomy.json', 'splits/train_T3.json', 'splits/test_T3.json'):
+        shutil.copy(shared_data / 'niv' / name, tmp_path / 'niv' / name)
+    test_split = splits / 'test_T3.json'
+    before = test_split.read_bytes()
+    message = user_error('export_windows', ['--dataset', 'niv', '--split', 'train', '--horizon',
+                                            '3', '--data-root', tmp_path, '--out', test_split,
+                                            '--overwrite'])
+    assert 'that is an input of this command' in message
+    assert test_split.read_bytes() == before
