@@ -3,6 +3,7 @@
 Each test is a case that was wrong, silent or vague on 69b959e (case ids of /tmp/hostile15_log.md).
 """
 import math
+import re
 
 import numpy as np
 import pytest
@@ -121,3 +122,13 @@ def test_export_windows_never_writes_a_train_export_over_the_test_split(tmp_path
                                             '--overwrite'])
     assert 'that is an input of this command' in message
     assert test_split.read_bytes() == before
+
+
+@pytest.mark.parametrize('option, pattern', [
+    ('model.use_dvl=abc', r"model.use_dvl='abc'; expected True or False"),  # D11 (was: on)
+    ('model.use_dvl=0', r'model.use_dvl=0; expected True or False'),  # D16 (was: off)
+    ('model.loss_weights={}', r"model.loss_weights='\{\}'; expected a dict"),  # D13 (TypeError)
+])
+def test_model_switches_are_booleans_and_loss_weights_a_dict(option, pattern):
+    message = user_error('model_stats', [REPO / 'configs/vpn_niv_t3.py', '--cfg-options', option])
+    assert re.search(pattern, message), message

@@ -29,7 +29,7 @@ from torch import nn
 from mmaction.registry import MODELS
 
 from .. import core
-from ..errors import check_choice
+from ..errors import check_bool, check_choice
 from .base_planner import BasePlanner, check_loss_terms, num_parameters, task_fields
 from .state_encoder import OFFICIAL_PREFIXES as STATE_ENCODER_PREFIXES
 from .pretrained_encoder import init_visual_encoder
@@ -120,10 +120,12 @@ class ViterbiPlanNet(BasePlanner):
                  pkg: Optional[dict] = None, data_preprocessor: Optional[dict] = None):
         super().__init__(num_actions, horizon, pkg, data_preprocessor)
         self.text_source = text_embeddings  # what text_features_identity records
+        check_loss_terms(loss_weights, LOSS_TERMS)  # before merging: '{}' is no dict
+        check_bool('model.use_dvl', use_dvl)
         self.loss_weights = {**dict(state=1.0, plan=1.0, task=1.0), **(loss_weights or {})}
         if not self.loss_weights['task'] > 0:  # an untrained head predicts no task
             self.task_source = None
-        self._check_options(decode, cross_horizon, loss_weights, text_embeddings)
+        self._check_options(decode, cross_horizon, text_embeddings)
         self.num_tasks = num_tasks
         self.feature_dim, self.embed_dim = feature_dim, embed_dim
         self.use_dvl, self.decode, self.cross_horizon = use_dvl, decode, cross_horizon
@@ -144,10 +146,9 @@ class ViterbiPlanNet(BasePlanner):
         print_log(f'{type(self).__name__}: {num_parameters(self):,} parameters (N={num_actions},'
                   f' K={num_tasks}, T={horizon}, E={embed_dim})', logger='current')
 
-    def _check_options(self, decode, cross_horizon, loss_weights, text_embeddings):
+    def _check_options(self, decode, cross_horizon, text_embeddings):
         check_choice('model.decode', decode, DECODE_MODES)
         check_choice('model.cross_horizon', cross_horizon, CROSS_HORIZON_MODES)
-        check_loss_terms(loss_weights, LOSS_TERMS)
         if self.loss_weights['state'] > 0 and text_embeddings is None:
             raise ValueError('model.text_embeddings is missing but the state loss is on '
                              "(loss_weights['state'] > 0): give text_embeddings=dict(file="
