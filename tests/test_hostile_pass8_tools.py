@@ -132,3 +132,63 @@ def test_export_windows_never_writes_a_train_export_over_the_test_split(tmp_path
 def test_model_switches_are_booleans_and_loss_weights_a_dict(option, pattern):
     message = user_error('model_stats', [REPO / 'configs/vpn_niv_t3.py', '--cfg-options', option])
     assert re.search(pattern, message), message
+
+
+# ---------------------------------------------------------------------- the python API
+@pytest.fixture(scope='module')
+def planner(tiny_crosstask, tmp_path_factory):
+    """An untrained ViterbiPlanNet of the tiny CrossTask data, and its test dataset."""
+    from test_apis import tiny_vpn_config
+    from vpn_plugin.apis import build_split_dataset, init_planner
+    model = init_planner(str(tiny_vpn_config(tiny_crosstask, tmp_path_factory.mktemp('cfg'))))
+    return model, build_split_dataset(model.cfg, 'test'), tiny_crosstask
+
+
+def test_inference_indices_from_a_generator_are_all_planned(planner):
+    """F1: a generator of indices was used up by the index checks: [] returned, no error.
+    F2: a single int gave "'int' object is not iterable"."""
+    from vpn_plugin.apis import inference_planner
+    model, dataset, _ = planner
+    expected = [s.pred_plan.tolist() for s in inference_planner(model, dataset, [0, 1])]
+    given = inference_planner(model, dataset, (i for i in [0, 1]))
+    assert [s.pred_plan.tolist() for s in given] == expected
+    with pytest.raises(TypeError, match=r'indices=3; expected a sequence of sample indices'):
+        inference_planner(model, dataset, 3)
+
+
+def test_init_planner_switches_are_booleans(planner):
+    """F32: unchecked='no' was read as True (the checkpoint's checks skipped); F31 partial=1."""
+    from vpn_plugin.apis import init_planner
+    model, _, _ = planner
+    with pytest.raises(ValueError, match=r"unchecked='no'; expected True or False"):
+        init_planner(model.cfg, unchecked='no')
+    with pytest.raises(ValueError, match=r'partial=1; expected True or False'):
+        init_planner(model.cfg, partial=1)
+    with pytest.raises(TypeError, match=r'config is a dict; expected a config file path'):
+        init_planner(dict(model.cfg))  # F13: "stat: path should be string ... not dict"
+
+
+def test_video_observations_negative_time_and_tensor_frames(planner):
+    """F9: start_time=-0.4 was read as second 0; F11: a tensor of frames gave os's TypeError."""
+    from vpn_plugin.apis import video_observations
+    model, _, _ = planner
+    frames = np.random.default_rng(0).standard_normal((40, 512)).astype(np.float32)
+    with pytest.raises(ValueError, match=r'start_time=-0.4; expected a finite number of '
+                                         r'seconds >= 0'):
+        video_observations(model.cfg, frames, -0.4, 10)
+    from_tensor = video_observations(model.cfg, torch.from_numpy(frames), 1, 10)
+    for a, b in zip(from_tensor, video_observations(model.cfg, frames, 1, 10)):
+        assert torch.equal(a, b)
+    with pytest.raises(TypeError, match=r'feature_file is a list'):
+        video_observations(model.cfg, frames.tolist(), 1, 10)
+
+
+def test_float64_observations_beyond_float32_are_named_as_the_input(planner):
+    """F18: float64 observations of 1e39 (inf in float32) ended in the inner 'log_emissions
+    holds NaN or +inf values'."""
+    from vpn_plugin.apis import plan_from_features
+    model, _, _ = planner
+    start = torch.ones(model.feature_dim, dtype=torch.float64) * 1e39
+    with pytest.raises(ValueError, match=r'start observations hold values up to 1e\+39, beyond '
+                                         r'float32'):
+        plan_from_features(model, start, torch.ones(model.feature_dim, dtype=torch.float64))
