@@ -192,3 +192,10 @@ def test_float64_observations_beyond_float32_are_named_as_the_input(planner):
     with pytest.raises(ValueError, match=r'start observations hold values up to 1e\+39, beyond '
                                          r'float32'):
         plan_from_features(model, start, torch.ones(model.feature_dim, dtype=torch.float64))
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason='needs a machine without CUDA')
+def test_benchmark_extract_names_a_device_it_cannot_use():
+    """J8: --device cuda on a CPU-only torch ended in torch's AssertionError traceback."""
+    message = user_error('benchmark_extract', ['--device', 'cuda', '--seconds', '1'])
+    assert "--device 'cuda': this machine has 0 CUDA device(s)" in message
