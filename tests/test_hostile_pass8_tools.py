@@ -199,3 +199,16 @@ def test_benchmark_extract_names_a_device_it_cannot_use():
     """J8: --device cuda on a CPU-only torch ended in torch's AssertionError traceback."""
     message = user_error('benchmark_extract', ['--device', 'cuda', '--seconds', '1'])
     assert "--device 'cuda': this machine has 0 CUDA device(s)" in message
+
+
+def test_convert_authors_checkpoint_into_a_missing_folder_gives_its_own_advice(tmp_path):
+    """L7: DST in a missing folder advised '--work-dir ... --resume', options this tool lacks."""
+    source = tmp_path / 'authors.pth'
+    torch.save({'w': torch.zeros(1)}, source)
+    tool = load_tool('convert_authors_checkpoint')
+    tool.install_authors_weights = lambda *args: None  # any weights: the save is tested
+    with pytest.raises(SystemExit) as stopped:
+        tool.main(['--config', str(REPO / 'configs/vpn_crosstask_t3.py'), str(source),
+                   str(tmp_path / 'missing/dst.pth')])
+    assert 'Give DST in an existing, writable folder' in stopped.value.code
+    assert '--resume' not in stopped.value.code
