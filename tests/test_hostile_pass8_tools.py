@@ -212,3 +212,16 @@ def test_convert_authors_checkpoint_into_a_missing_folder_gives_its_own_advice(t
                    str(tmp_path / 'missing/dst.pth')])
     assert 'Give DST in an existing, writable folder' in stopped.value.code
     assert '--resume' not in stopped.value.code
+
+
+def test_observation_cache_dir_that_is_a_file_is_named(tiny_crosstask, tmp_path):
+    """M3: cache_dir naming a regular file ended in makedirs' bare 'File exists'."""
+    from vpn_plugin.datasets.planning_dataset import PlanningDataset
+    blocker = tmp_path / 'cache'
+    blocker.write_text('not a folder')
+    dataset = dict(tiny_crosstask['test_dataset'])
+    dataset.pop('type', None)
+    dataset['cache_dir'] = str(blocker)
+    with pytest.raises(NotADirectoryError, match=r'cache_dir .*cache is a regular file; '
+                                                 r'expected a folder'):
+        PlanningDataset(**dataset)
