@@ -127,7 +127,7 @@ class PlanningDataset(Dataset):
         check_choice('observation', observation, RECIPES)
         check_choice('window_policy', window_policy, WINDOW_POLICIES)
         check_resolved(data_root=data_root, feature_dir=feature_dir, cache_dir=cache_dir)
-        if cache_dir:  # a file there ended in makedirs' bare "File exists"
+        if cache_dir and os.path.lexists(cache_dir):  # a file: makedirs' bare "File exists"
             check_folder_target(cache_dir, 'cache_dir', 'the observation cache',
                                 '--cfg-options cache_dir=DIR', writable=False)
         self.data_root, self.horizon, self.split = Path(data_root), int(horizon), split
