@@ -660,7 +660,7 @@ def test_a_fifo_or_a_device_is_named_for_what_it_is(tmp_path):
     with pytest.raises(OSError, match=rf'S3D weights {tmp_path} is a folder, not a regular file'):
         init_s3d(str(tmp_path))
     with pytest.raises(OSError, match=r'--out /dev/zero is a character device; expected a '
-                                      r'folder for the feature files'):
+                                      r'folder \(made when missing\) for the feature files'):
         extract_videos(None, [], '/dev/zero', FrameRecipe())
 
 

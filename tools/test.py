@@ -26,7 +26,8 @@ import os.path as osp
 import vpn_plugin.compat_applied  # noqa: F401  (compat fixes before configs are parsed)
 from vpn_plugin.compat import exit_distributed_rank, shutdown_distributed
 from vpn_plugin.data_paths import (add_runner_arguments, data_path_args,
-                                  load_config as read_config)
+                                  check_work_dir_option,
+                                  load_config as read_config, set_launcher)
 from vpn_plugin.errors import (POSITIVE_INT, check_file, path_argument, tool_main,
                                write_text_atomically)
 from vpn_plugin.outputs import add_overwrite_argument, check_output
@@ -87,11 +88,13 @@ def load_config(args):
                          'scores the CKPT argument (given: '
                          f'{args.checkpoint or "none"}); give the checkpoint to test as CKPT, '
                          'not as load_from')
+    check_work_dir_option(args, 'the test writes beside its checkpoint'
+                          if args.checkpoint is not None else '')
     if args.checkpoint is not None:
         check_file(args.checkpoint, 'checkpoint')
     cfg = read_config(args.config, args.cfg_options, horizon=args.horizon,
                       **data_path_args(args))
-    cfg.launcher = args.launcher
+    set_launcher(cfg, args)
     cfg.work_dir = test_work_dir(args, cfg)
     if args.limit or args.smoke:
         limit_test_windows(cfg, args.limit or SMOKE['test_windows'])

@@ -20,7 +20,8 @@ import torch
 import vpn_plugin.compat_applied  # noqa: F401  (compat fixes before configs are parsed)
 from vpn_plugin.compat import exit_distributed_rank, shutdown_distributed
 from vpn_plugin.data_paths import (add_runner_arguments, check_flags_agree, data_path_args,
-                                  load_config as read_config)
+                                  check_work_dir_option,
+                                  load_config as read_config, set_launcher)
 from vpn_plugin.engine.checkpoint import latest_checkpoint_in
 from vpn_plugin.engine.checkpoint_hook import best_checkpoints, no_resume_point_note
 from vpn_plugin.engine.pre_stage import PRE_STAGE_FILES
@@ -156,6 +157,30 @@ def set_resume(cfg, resume):
               'replaces it', file=sys.stderr)
 
 
+def check_resume_load_from(args) -> None:
+    """``--resume`` continues the work dir's latest checkpoint (or its CKPT): a
+    ``--cfg-options load_from=X`` given with it was replaced without a word (mmengine's own
+    resume=True would continue X), or met "holds no checkpoint to resume from"."""
+    given = (args.cfg_options or {}).get('load_from')
+    if given is None or (args.resume not in (LATEST, 'auto')
+                         and osp.abspath(str(given)) == osp.abspath(args.resume)):
+        return
+    resumed = 'the work dir\'s latest checkpoint' if args.resume in (LATEST, 'auto') \
+        else args.resume
+    raise SystemExit(f'--resume continues {resumed}, and --cfg-options load_from={given} would '
+                     f'be dropped: to continue {given}, give --resume {given}; to start a new '
+                     'run from its weights, give load_from without --resume')
+
+
+def require_trainable(model, config) -> None:
+    """A model without a trainable parameter (the uniform-emission PKG baseline) is evaluated,
+    not trained: torch's "optimizer got an empty parameter list" named neither."""
+    if not any(p.requires_grad for p in model.parameters()):
+        raise SystemExit(f'{config}: {type(getattr(model, "module", model)).__name__} has no '
+                         'trainable parameter: nothing to train; evaluate it with tools/test.py '
+                         f'{config} (no checkpoint)')
+
+
 def check_fresh_work_dir(cfg, overwrite: bool) -> None:
     """A fresh run never mixes its checkpoints with another run's: refuse a work dir that
     holds some unless ``--overwrite`` (which deletes them)."""
@@ -197,7 +222,7 @@ def apply_args(cfg, args):
     if any(key in cfg and cfg[key] is None for key in ('train_dataloader', 'train_cfg')):
         raise SystemExit(f'{args.config}: train_dataloader / train_cfg = None: this config is '
                          'evaluated, not trained (e.g. an LLM baseline): run tools/test.py on it')
-    cfg.launcher = args.launcher
+    set_launcher(cfg, args)
     if args.smoke:
         smoke_config(cfg)
     else:
@@ -209,6 +234,7 @@ def apply_args(cfg, args):
         raise SystemExit('--overwrite deletes the checkpoints of the work dir and --resume (or '
                          "the config's resume=True) continues from them: give one of the two")
     if args.resume is not None:
+        check_resume_load_from(args)
         set_resume(cfg, args.resume)
     elif not cfg.get('resume'):
         check_fresh_work_dir(cfg, args.overwrite)
@@ -246,11 +272,14 @@ def work_dir_lock(work_dir, launcher: str = 'none'):
 @tool_main
 def main(argv=None):
     args = parse_args(argv)
+    check_work_dir_option(args, 'a --smoke run writes to work_dirs/<config name>_smoke'
+                          if args.smoke else '')
     cfg = read_config(args.config, args.cfg_options, horizon=args.horizon,
                       **data_path_args(args))
     check_folder_target(work_dir_of(cfg, args))  # before its lock file is made beside it
     with work_dir_lock(work_dir_of(cfg, args), args.launcher):
         runner = build_runner(apply_args(cfg, args))
+        require_trainable(runner.model, args.config)
         runner.train()
     shutdown_distributed()
 

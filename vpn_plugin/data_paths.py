@@ -99,6 +99,38 @@ def add_runner_arguments(parser: argparse.ArgumentParser, example: str) -> None:
     add_data_arguments(parser)
 
 
+def pkg_extra_datasets(cfg) -> list:
+    """``model.pkg.extra_datasets`` of ``cfg`` (the list itself; [] when absent), refused
+    unless a list: 'abc' would be read letter by letter, 5 end in "'int' object is not
+    iterable"."""
+    extra = ((cfg.get('model') or {}).get('pkg') or {}).get('extra_datasets', [])
+    if not isinstance(extra, (list, tuple)):
+        raise ValueError(f'{cfg.filename}: model.pkg.extra_datasets={extra!r}; expected a list '
+                         "of dataset configs or keys such as 'val_dataloader.dataset' ([] for "
+                         'none)')
+    return extra
+
+
+def check_work_dir_option(args: argparse.Namespace, unread_because: str = '') -> None:
+    """``--cfg-options work_dir=X`` is read only when no ``--work-dir`` is given and the tool
+    reads the config's work dir at all (``unread_because``: why it does not, e.g. a smoke run);
+    else the flag or the tool's own folder replaced it without a word: refused."""
+    given = (args.cfg_options or {}).get('work_dir')
+    flag = getattr(args, 'work_dir', None)
+    check_flags_agree(args.cfg_options, {'--work-dir': ('work_dir', flag)}, paths=('work_dir',))
+    if given is not None and not flag and unread_because:
+        raise SystemExit(f'--cfg-options work_dir={given} is not read: {unread_because}; give '
+                         f'--work-dir {given}')
+
+
+def set_launcher(cfg, args: argparse.Namespace) -> None:
+    """``cfg.launcher`` = ``--launcher`` (as MMAction2's tools); ``--cfg-options launcher=X``
+    of another value is refused: the flag would replace it without a word (a run asked for
+    ``launcher=pytorch`` ran one process)."""
+    check_flags_agree(args.cfg_options, {'--launcher': ('launcher', args.launcher)})
+    cfg.launcher = args.launcher
+
+
 def add_horizon_argument(parser: argparse.ArgumentParser) -> None:
     """The ``--horizon`` flag of ``tools/train.py`` / ``tools/test.py``."""
     parser.add_argument('--horizon', type=int, metavar='T',
@@ -129,7 +161,7 @@ def apply_horizon(cfg, horizon=None, test_horizon=None):
         if _accepts_horizon(model):
             model['horizon'] = horizon
         model_datasets = [model.get('train_dataset')]
-        model_datasets += list((model.get('pkg') or {}).get('extra_datasets') or [])
+        model_datasets += pkg_extra_datasets(cfg)
         for dataset in model_datasets:
             _set_dataset_horizon(dataset, horizon)
     for split, value in (('train', horizon), ('val', horizon), ('test', test_horizon)):
@@ -197,8 +229,28 @@ def load_config(path, cfg_options=None, *, data_root=None, feature_dir=None, hor
     if cfg_options:
         _refuse_derived_horizons(path, cfg_options)
         cfg.merge_from_dict(cfg_options)
+        if any(key.split('.')[0] == 'custom_imports' for key in cfg_options):
+            import_custom_modules(path, cfg.custom_imports)
     apply_horizon(cfg, horizon, test_horizon)
     return resolve_paths(cfg, data_root=data_root, feature_dir=feature_dir, declared=declared)
+
+
+def import_custom_modules(path, custom_imports) -> None:
+    """Import the modules of an overridden ``custom_imports`` (mmengine imports a config
+    file's own when it reads the file; one given by ``--cfg-options`` was never imported,
+    whatever it held: ``imports=['my_module']``, ``0`` or ``'abc'``)."""
+    from mmengine.utils import import_modules_from_strings
+    imports = (custom_imports or {}).get('imports') if hasattr(custom_imports, 'get') else None
+    allow_failed = (custom_imports or {}).get('allow_failed_imports', False) \
+        if hasattr(custom_imports, 'get') else None
+    if not (isinstance(imports, (list, tuple)) and all(isinstance(m, str) for m in imports)) \
+            or not isinstance(allow_failed, bool):
+        raise ValueError(f'{path}: custom_imports={custom_imports!r}; expected '
+                         "dict(imports=['module', ...], allow_failed_imports=False)")
+    try:
+        import_modules_from_strings(list(imports), allow_failed_imports=allow_failed)
+    except ImportError as error:
+        raise ValueError(f'{path}: custom_imports: {error}') from None
 
 
 def check_flags_agree(cfg_options, flags: dict, where: str = '', paths=()) -> None:

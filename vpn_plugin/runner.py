@@ -53,7 +53,8 @@ from mmengine.dist import master_only
 from mmengine.model import is_model_wrapper
 from mmengine.runner import Runner
 from mmaction.registry import RUNNERS
-from vpn_plugin.data_paths import apply_horizon, check_config_keys, resolve_paths
+from vpn_plugin.data_paths import (apply_horizon, check_config_keys, pkg_extra_datasets,
+                                  resolve_paths)
 from vpn_plugin.errors import check_folder_target
 
 GPU_ONLY_BACKENDS = ('nccl',)
@@ -354,8 +355,8 @@ class PlanningRunner(Runner):
         config's ``load_partial = True`` (or ``strict=False``), never when resuming."""
         from vpn_plugin.compat import is_resuming
         from vpn_plugin.engine.checkpoint import (PARTIAL_LOAD_KEY, RUN_KEY, UNCHECKED_KEY,
-                                                  check_finite, load_weights, read_checkpoint,
-                                                  state_dict_of)
+                                                  check_finite, check_loaded_pkg, load_weights,
+                                                  read_checkpoint, state_dict_of)
         from vpn_plugin.engine.checkpoint_hook import check_resume_point
         from vpn_plugin.engine.rank_agreement import check_resume_data, check_resume_world_size
         from vpn_plugin.models.base_planner import BasePlanner
@@ -381,6 +382,8 @@ class PlanningRunner(Runner):
         if self.testing:
             self.check_tested_ema(checkpoint, filename)
             self.log_model_overrides(checkpoint, filename)
+        if not self.cfg.get(PARTIAL_LOAD_KEY):
+            check_loaded_pkg(checkpoint, filename, self.cfg.get('model'))
         if isinstance(checkpoint.get('ema_state_dict'), dict):  # checked by read_checkpoint;
             checkpoint['ema_state_dict'].pop(RUN_KEY, None)  # no tensor of the EMA model
         self.call_hook('after_load_checkpoint', checkpoint=checkpoint)
@@ -464,6 +467,7 @@ def check_config_entries(cfg, where: str) -> None:
     from mmaction.registry import DATASETS, HOOKS, LOOPS, METRICS, MODELS, TASK_UTILS
     from vpn_plugin.models.pkg_builder import build_pkg_builder
     cfg = resolve_dataset_references(copy.deepcopy(cfg))
+    check_hook_entries(cfg, where)  # before they are read as lists of dicts below
     entries = [('model', MODELS, cfg.model)] if cfg.get('model') else []
     entries += [(f'{split}_dataloader.dataset', DATASETS, cfg[f'{split}_dataloader'].dataset)
                 for split in ('train', 'val', 'test')
@@ -636,6 +640,96 @@ def check_run_numbers(cfg, where: str) -> None:
     if isinstance(randomness, dict):
         check_number(f'{where}: randomness.seed', randomness.get('seed'), integer=True, low=0,
                      high=2 ** 32 - 1, optional=True)
+    check_runtime_keys(cfg, where)
+
+
+LOG_LEVELS = ('DEBUG', 'INFO', 'WARNING', 'ERROR', 'CRITICAL')
+
+
+def check_runtime_keys(cfg, where: str) -> None:
+    """The Runner's own top-level keys, which mmengine takes as they come: ``resume='abc'``
+    and ``log_processor.by_epoch='no'`` by truth value, ``log_processor.window_size=0`` as
+    the whole history (-1: NaN losses logged), ``default_scope=0`` / ``log_level=1.5`` /
+    ``visualizer.vis_backends=0`` as a traceback that names no key, ``default_scope='abc'``
+    as "ViterbiPlanNet is not in the mmengine::model registry"."""
+    from vpn_plugin.errors import check_bool, check_number
+    switches = {'resume': cfg.get('resume', False)}  # mmengine reads each by truth value
+    for entry, key in (('randomness', 'deterministic'), ('randomness', 'diff_rank_seed'),
+                       ('env_cfg', 'cudnn_benchmark')):
+        if isinstance(cfg.get(entry), dict) and key in cfg[entry]:
+            switches[f'{entry}.{key}'] = cfg[entry][key]
+    for name, value in switches.items():
+        check_bool(f'{where}: {name}', value)
+    processor = cfg.get('log_processor') or {}
+    if isinstance(processor, dict):
+        if 'window_size' in processor:
+            check_number(f'{where}: log_processor.window_size', processor['window_size'],
+                         integer=True, low=1)
+        if 'by_epoch' in processor:
+            check_bool(f'{where}: log_processor.by_epoch', processor['by_epoch'])
+    if 'default_scope' in cfg and cfg.default_scope != 'mmaction':
+        raise ValueError(f"{where}: default_scope={cfg.default_scope!r}; expected 'mmaction' "
+                         "(vpn_plugin's models, datasets and hooks are in MMAction2's registries)")
+    level = cfg.get('log_level', 'INFO')
+    if level not in LOG_LEVELS:
+        raise ValueError(f'{where}: log_level={level!r}; expected one of {LOG_LEVELS}')
+    for split, loop in (('val', 'ValLoop'), ('test', 'TestLoop')):
+        check_evaluation_loop(cfg, split, loop, where)
+    backends = (cfg.get('visualizer') or {}).get('vis_backends')
+    if backends is not None and (not isinstance(backends, (list, tuple)) or not all(
+            isinstance(b, dict) and b.get('type') for b in backends)):
+        raise ValueError(f'{where}: visualizer.vis_backends={backends!r}; expected a list of '
+                         "backend configs such as [dict(type='LocalVisBackend')] ([] or None "
+                         'for none)')
+
+
+# mmengine's default hooks, which None switches off; any other default_hooks name must be a hook
+MMENGINE_DEFAULT_HOOKS = ('runtime_info', 'timer', 'logger', 'param_scheduler', 'checkpoint',
+                          'sampler_seed')
+
+
+def check_hook_entries(cfg, where: str) -> None:
+    """Each ``default_hooks`` entry is a hook config (or None for one of mmengine's own) and
+    ``custom_hooks`` a list of them: mmengine said "hook should be an instance of Hook or
+    dict, but got 0" / "'int' object is not iterable" / a bare AssertionError (rng_state=None)
+    without the key."""
+    for name, hook in (cfg.get('default_hooks') or {}).items():
+        if hook is None and name in MMENGINE_DEFAULT_HOOKS:
+            continue
+        if not (isinstance(hook, dict) and hook.get('type')):
+            off = ' or None (off)' if name in MMENGINE_DEFAULT_HOOKS else ''
+            raise ValueError(f'{where}: default_hooks.{name}={hook!r}; expected a hook config '
+                             f'dict(type=...){off}')
+    hooks = cfg.get('custom_hooks')
+    if hooks is not None and (not isinstance(hooks, (list, tuple)) or not all(
+            isinstance(hook, dict) and hook.get('type') for hook in hooks)):
+        raise ValueError(f'{where}: custom_hooks={hooks!r}; expected a list of hook configs '
+                         "such as [dict(type='PKGHook')]")
+
+
+def check_evaluation_loop(cfg, split: str, loop: str, where: str) -> None:
+    """``{split}_cfg`` / ``_dataloader`` / ``_evaluator`` are all None (no such loop) or all
+    given (mmengine's message prints the whole loader); the loop is mmengine's ``loop``
+    (``test_cfg.type=ValLoop`` evaluated, then ended in an AttributeError traceback) without
+    ``fp16`` (half-precision log transitions fail the PKG's check far from the key)."""
+    keys = [f'{split}_cfg', f'{split}_dataloader', f'{split}_evaluator']
+    unset = [key for key in keys if key in cfg and cfg[key] is None]
+    if unset and len(unset) < len(keys):
+        given = [key for key in keys if key not in unset]
+        raise ValueError(f'{where}: {" and ".join(unset)} = None but {" and ".join(given)} '
+                         f'given; expected all three None (no {split} loop; tools/train.py '
+                         f"--no-validate drops validation) or all given ({split}_cfg="
+                         f"dict(type='{loop}'))")
+    options = cfg.get(f'{split}_cfg')
+    if not isinstance(options, dict):
+        return
+    if options.get('type', loop) != loop:
+        raise ValueError(f'{where}: {split}_cfg.type={options.get("type")!r}; expected '
+                         f"'{loop}' (the planners' {split} loop)")
+    if options.get('fp16', False) is not False:
+        raise ValueError(f'{where}: {split}_cfg.fp16={options.get("fp16")!r}; expected False: '
+                         'the planners decode in float32 (tools/train.py --amp trains in mixed '
+                         'precision on a GPU)')
 
 
 def check_save_best(cfg, save_best, where: str) -> None:
@@ -686,7 +780,9 @@ def check_model_numbers(model: dict, where: str) -> None:
     task count, ``0`` no horizon): ``ValueError`` naming the config and the option, before
     any model is built (a torch layer of 8.9 units fails with a TypeError)."""
     from vpn_plugin.errors import check_numbers
-    given = {key: value for key, value in model.items() if value is not None}
+    optional = _optional_options(model.get('type'))  # None there means "the model's default"
+    given = {key: value for key, value in model.items() if value is not None or
+             key not in optional}
     prefix = f'{where}: model.'
     check_numbers({k: given[k] for k in MODEL_COUNTS if k in given}, prefix, integer=True, low=1)
     check_numbers({k: given[k] for k in MODEL_PROBABILITIES if k in given}, prefix, low=0,
@@ -695,10 +791,21 @@ def check_model_numbers(model: dict, where: str) -> None:
                   low_open=True)
 
 
+def _optional_options(model_type) -> set:
+    """The options whose default is None in the registered model ``model_type``'s
+    ``__init__`` (an unknown type: every option, the type check names it)."""
+    from mmaction.registry import MODELS
+    cls = MODELS.get(model_type) if isinstance(model_type, str) else model_type
+    if not isinstance(cls, type):
+        return set(MODEL_COUNTS + MODEL_PROBABILITIES + MODEL_POSITIVE)
+    return {name for name, p in inspect.signature(cls.__init__).parameters.items()
+            if p.default is None}
+
+
 def resolve_dataset_references(cfg):
     """Replace each string of ``model.pkg.extra_datasets`` (a key such as
     ``'val_dataloader.dataset'``) by that dataset config of ``cfg``; returns ``cfg``."""
-    extra = ((cfg.get('model') or {}).get('pkg') or {}).get('extra_datasets') or []
+    extra = pkg_extra_datasets(cfg)
     for index, item in enumerate(extra):
         if isinstance(item, str):
             value = cfg

@@ -348,6 +348,7 @@ def _iter_coin_records(path: Path):
     else:
         raise ValueError(f'{path}: expected a JSON list of {{vid: record}} objects (COIN '
                          f'per-video format), got {type(data).__name__}')
+    first_subset = None  # (entry, vid, value): COIN's own "subset" of the file's first record
     for i, entry in enumerate(entries):
         if not isinstance(entry, dict) or len(entry) != 1:
             raise ValueError(f'{path}: entry {i}: expected a one-key object {{vid: record}}, '
@@ -359,6 +360,14 @@ def _iter_coin_records(path: Path):
             raise ValueError(f'{path}: entry {i} (vid {vid}): expected a record with '
                              f'"recipe_type", "class" and a list "annotation"; missing or '
                              f'wrong: {missing or ["annotation"]}')
+        if 'subset' in record:  # a 'testing' video inside a training file: a leak
+            first_subset = first_subset or (i, vid, record['subset'])
+            if record['subset'] != first_subset[2]:
+                raise ValueError(f'{path}: entry {i} (vid {vid}): field "subset" = '
+                                 f'{record["subset"]!r} but entry {first_subset[0]} (vid '
+                                 f'{first_subset[1]}) says {first_subset[2]!r}; expected the '
+                                 'videos of one split in a file (a video of the other split '
+                                 'copied in?)')
         yield i, str(vid), record
 
 

@@ -15,6 +15,7 @@ Pickled payloads (raw pickles, object ``.npy`` files and object npz members) are
 ``safe_pickle.SafeUnpickler``: numpy arrays, numbers and strings only, no code from the file
 runs; any other global is refused with an error naming the file and the global.
 """
+import os
 import zipfile
 from pathlib import Path
 
@@ -82,6 +83,10 @@ def require_feature_file(path, vid: str = '', fix_hint: str = '') -> Path:
     of_video = f' (video {vid})' if vid else ''
     if kind is None:  # find_feature_file looked for the .npz first
         nor = f' (nor {path.stem}.npz)' if path.suffix == '.npy' else ''
+        if path.is_symlink():  # it is listed by ls: say where it points
+            raise BadVideoError(vid, 'missing feature file', f'feature file {path}{of_video} '
+                                f'is a broken symbolic link to {os.readlink(path)}, which does '
+                                'not exist; expected a link to a feature file')
         raise BadVideoError(vid, 'missing feature file', f'feature file {path} does not exist'
                             f'{nor}{of_video}. {fix_hint}'.rstrip())
     if kind != 'a regular file':

@@ -299,6 +299,52 @@ def model_option_differences(trained_cfg_text, model_cfg) -> list:
             if plain(trained.get(key)) != plain(model_cfg.get(key))]
 
 
+PKG_DEFAULTS = dict(count_mode='window', smoothing=0.0, union='pool', extra_datasets=[],
+                    perturbations=[], seed=0)  # PKGBuilder's: what decides the graph
+PKG_LOCATION_KEYS = ('data_root', 'feature_dir', 'cache_dir', 'device_resident')
+
+
+def check_loaded_pkg(checkpoint: dict, filename: str, model_cfg) -> None:
+    """A checkpoint that carries its PKG is decoded (tested, resumed, fine-tuned) with that
+    graph unless ``model.pkg.recount``: a config whose ``model.pkg`` asks for another graph
+    (``UniformGraph``, ``smoothing=1``, an extra dataset) was scored with the checkpoint's
+    and the row read as the config's. ``ValueError`` naming both unless they agree (the
+    checkpoint's ``meta['cfg']`` says what its training counted; without it nothing is
+    compared)."""
+    from mmengine.config import Config
+    pkg = (model_cfg or {}).get('pkg') if isinstance(model_cfg, dict) else None
+    state = checkpoint.get('state_dict') if isinstance(checkpoint.get('state_dict'), dict) \
+        else checkpoint
+    ready = [v for k, v in state.items() if str(k).endswith('pkg_ready')]
+    if not isinstance(pkg, dict) or pkg.get('recount') is True or not ready or \
+            not bool(ready[0]):
+        return
+    text = (checkpoint.get('meta') or {}).get('cfg')
+    try:
+        trained = Config.fromstring(text, '.py').get('model') if isinstance(text, str) else None
+    except Exception:  # noqa: BLE001  (a config text of another version: nothing to compare)
+        trained = None
+    if not isinstance(trained, dict):
+        return
+    plain = lambda value: value.to_dict() if hasattr(value, 'to_dict') else (  # noqa: E731
+        [plain(v) for v in value] if isinstance(value, (list, tuple)) else value)
+    given, counted = dict(PKG_DEFAULTS, **pkg), dict(PKG_DEFAULTS, **(trained.get('pkg') or {}))
+    for options in (given, counted):  # where the extra datasets lie may change, not which
+        options['extra_datasets'] = [
+            {k: v for k, v in plain(d).items() if k not in PKG_LOCATION_KEYS}
+            if hasattr(d, 'items') else d for d in options['extra_datasets'] or []]
+    keys = [k for k in PKG_DEFAULTS if k != 'seed' or given['perturbations']
+            or counted['perturbations']]
+    differ = [f'{k}: {plain(counted[k])!r} in training, {plain(given[k])!r} here' for k in keys
+              if plain(counted[k]) != plain(given[k])]
+    if differ:
+        raise ValueError(f'{filename} carries the PKG its training counted, and this config\'s '
+                         f'model.pkg asks for another graph ({"; ".join(differ)}): it would be '
+                         'decoded with the checkpoint\'s graph, not the config\'s. Set '
+                         'model.pkg.recount=True to count the config\'s graph from the training '
+                         'split, or give the model.pkg the checkpoint was trained with')
+
+
 def unrecorded(checkpoint: dict, model) -> list:
     """What ``checkpoint`` does not record of what a planner is checked by: its
     ``meta.dataset_meta`` fields (:data:`MODEL_META`, :data:`DATA_META`) and, when ``model``

@@ -67,6 +67,9 @@ class PlanningMetric(BaseMetric):
         _check_options(authors_selection, miou_batch_size, collect_device, prefix)
         super().__init__(collect_device=collect_device, prefix=prefix)
         self.out_file, self.authors_selection = _checked_out_file(out_file), authors_selection
+        if isinstance(extra_metrics, str) or not isinstance(extra_metrics, (list, tuple)):
+            raise ValueError(f'PlanningMetric: extra_metrics={extra_metrics!r}; expected a list '
+                             f'of names among {EXTRA_METRICS} ([] for none)')
         unknown = sorted(set(extra_metrics) - set(EXTRA_METRICS))
         if unknown:
             raise ValueError(f'PlanningMetric: extra_metrics {unknown} are unknown; expected '

@@ -19,12 +19,14 @@ import numpy as np
 from mmaction.registry import DATASETS, TASK_UTILS
 
 from .. import core
-from ..errors import check_choice, check_number
+from ..errors import check_bool, check_choice, check_number
 
 UNION_MODES = ('pool', 'mean')
 
 
 def _check_fraction(owner: str, value: float, low_open: bool = False) -> None:
+    # a number only: True would read as 1.0 (every edge dropped), 'abc' as a TypeError
+    check_number(f'{owner}.fraction', value)
     if not (0.0 < value <= 1.0 if low_open else 0.0 <= value <= 1.0):
         bounds = '(0, 1]' if low_open else '[0, 1]'
         raise ValueError(f'{owner}: fraction={value} is out of range; expected {bounds}')
@@ -87,8 +89,8 @@ class WeightNoise(GraphPerturbation):
     """Seeded noise of scale ``sigma`` on the edge weights (rows renormalised)."""
 
     def __init__(self, sigma: float):
-        if sigma < 0:
-            raise ValueError(f'WeightNoise: sigma={sigma} is negative; expected >= 0')
+        # NaN would empty the graph (every weight NaN, renormalised to 0), True read as 1.0
+        check_number('WeightNoise.sigma', sigma, low=0)
         self.sigma = sigma
 
     def __call__(self, pkg, seed):
@@ -127,6 +129,7 @@ class PKGBuilder:
         check_choice('PKGBuilder.union', union, UNION_MODES)
         check_number('PKGBuilder.smoothing', smoothing, low=0)
         check_number('PKGBuilder.seed', seed, integer=True, low=0)
+        check_bool('PKGBuilder.recount', recount)  # 'no' or [] would be read by truth value
         for name, configs in (('extra_datasets', extra_datasets),
                               ('perturbations', perturbations)):
             if not isinstance(configs, (list, tuple)) or not all(
@@ -134,7 +137,7 @@ class PKGBuilder:
                 raise ValueError(f'PKGBuilder.{name}={configs!r}; expected a list of config '
                                  'dicts (e.g. [dict(type=...)]), or [] for none')
         self.count_mode, self.smoothing, self.union = count_mode, smoothing, union
-        self.extra_datasets, self.seed, self.recount = list(extra_datasets), seed, bool(recount)
+        self.extra_datasets, self.seed, self.recount = list(extra_datasets), seed, recount
         self.perturbations = [p if callable(p) else TASK_UTILS.build(dict(p))
                               for p in perturbations]
         self._check_order()

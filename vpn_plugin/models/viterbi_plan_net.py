@@ -29,7 +29,7 @@ from torch import nn
 from mmaction.registry import MODELS
 
 from .. import core
-from ..errors import check_bool, check_choice
+from ..errors import check_bool, check_choice, check_number
 from .base_planner import BasePlanner, check_loss_terms, num_parameters, task_fields
 from .state_encoder import OFFICIAL_PREFIXES as STATE_ENCODER_PREFIXES
 from .pretrained_encoder import init_visual_encoder
@@ -121,11 +121,15 @@ class ViterbiPlanNet(BasePlanner):
         super().__init__(num_actions, horizon, pkg, data_preprocessor)
         self.text_source = text_embeddings  # what text_features_identity records
         check_loss_terms(loss_weights, LOSS_TERMS)  # before merging: '{}' is no dict
-        check_bool('model.use_dvl', use_dvl)
         self.loss_weights = {**dict(state=1.0, plan=1.0, task=1.0), **(loss_weights or {})}
         if not self.loss_weights['task'] > 0:  # an untrained head predicts no task
             self.task_source = None
         self._check_options(decode, cross_horizon, text_embeddings)
+        # as SCHEMA's check_sizes: None or 1.5 failed inside torch (no option named), 1e9 in
+        # the allocator; use_dvl=0 / 'no' was read by truth value
+        check_number('model.embed_dim', embed_dim, integer=True, low=1, high=4096)
+        check_number('model.mlp_ratio', mlp_ratio, integer=True, low=1, high=64)
+        check_bool('model.use_dvl', use_dvl)
         self.num_tasks = num_tasks
         self.feature_dim, self.embed_dim = feature_dim, embed_dim
         self.use_dvl, self.decode, self.cross_horizon = use_dvl, decode, cross_horizon
