@@ -40,8 +40,8 @@ from vpn_plugin.models.kepp import KEPP
 
 from .checkpoint import check_finite
 from .pdpp_training import EpochCurve, to_device
-from .pre_stage import (DATA_KEYS, STEP_FILE, check_identity, data_identity, save_pre_stage,
-                        stage_progress)
+from .pre_stage import (DATA_KEYS, STEP_FILE, check_identity, data_identity, read_pre_stage,
+                        save_pre_stage, stage_progress)
 from .random_states import load_first_draw, own_seeded_stream
 
 EMA_DECAY, EMA_START, EMA_INTERVAL = 0.995, 400, 10
@@ -57,12 +57,9 @@ def training_identity(model: KEPP, dataset) -> dict:
 def load_step_model(path, model: KEPP, expected: dict, settings=None) -> dict:
     """Load a step model saved by the hook into ``model.step``; returns the saved dict. The
     file must have been trained on ``expected`` (and with ``settings``, when given)."""
-    try:
-        saved = torch.load(path, map_location='cpu', weights_only=True)
-        identity, state = saved['identity'], saved['state_dict']
-    except Exception as error:  # noqa: BLE001  (any unreadable file: say which)
-        raise ValueError(f'{path}: not a KEPP step model saved by KEPPStepModelHook '
-                         f'({type(error).__name__}: {error})') from None
+    saved = read_pre_stage(path, 'a KEPP step model saved by KEPPStepModelHook',
+                           ('identity', 'state_dict'))
+    identity, state = saved['identity'], saved['state_dict']
     check_finite(state, f'{path} (the saved step model)')
     keys = DATA_KEYS + tuple(sorted(settings or {}))
     check_identity(path, WHAT, {**identity, **(saved.get('settings') or {})},

@@ -67,6 +67,27 @@ def check_identity(path, what: str, saved: dict, expected: dict, keys) -> None:
             'settings, or delete it to retrain')
 
 
+def read_pre_stage(path, what: str, keys) -> dict:
+    """The dict a pre-stage hook saved at ``path``, read with ``weights_only``; ``ValueError``
+    naming the file, ``what`` it should hold and why it does not (torch's reason without its
+    advice to load it unrestricted) when it is unreadable, not a dict or lacks ``keys``."""
+    from vpn_plugin.compat import unpickler_reason
+    try:
+        saved = torch.load(path, map_location='cpu', weights_only=True)
+    except Exception as error:  # noqa: BLE001  (any unreadable file: say which)
+        reason = (unpickler_reason(error) if 'weights_only' in str(error)
+                  else str(error).split('. ')[0].strip() or 'an empty or unreadable file')
+        raise ValueError(f'{path}: not {what} ({type(error).__name__}: {reason}); delete it '
+                         'to retrain') from None
+    missing = [key for key in keys if key not in saved] if isinstance(saved, dict) else keys
+    if missing:
+        found = f'keys {sorted(map(str, saved))}' if isinstance(saved, dict) else \
+            f'a {type(saved).__name__}'
+        raise ValueError(f'{path}: not {what}: it holds {found}, without {list(missing)}; '
+                         'delete it to retrain')
+    return saved
+
+
 def stage_progress(what: str, total: int, unit: str = 'steps') -> StepProgress:
     """A :class:`StepProgress` logging through mmengine's current logger."""
     return StepProgress(what, total, lambda text: print_log(text, logger='current'), unit=unit,
