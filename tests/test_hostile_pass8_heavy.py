@@ -1,0 +1,115 @@
+"""Eighth hostile pass (issue 37, scope hostile16: PDPP / KEPP / CEFITO beyond the single-key
+loops: contradicting options, pre-stage files, graphs, schedules; log /tmp/hostile16_log.md).
+Each test is a case that was vague, silent or wrong before its fix (the docstring says what
+happened on 69b959e)."""
+import math
+import os
+
+import pytest
+import torch
+
+from test_kepp import tiny_kepp
+
+
+# ---------------------------------------------------------------------- PDPP's lr schedule
+def warmup_lr(**options):
+    from mmaction.registry import PARAM_SCHEDULERS
+    from vpn_plugin.engine import pdpp_training  # noqa: F401  (registers it)
+    optimizer = torch.optim.AdamW([torch.nn.Parameter(torch.zeros(1))], lr=1e-3)
+    return PARAM_SCHEDULERS.get('PDPPWarmupStepLR').build_iter_from_epoch(
+        optimizer, epoch_length=4, **{'end': 1, **options})
+
+
+@pytest.mark.parametrize('option, value', [
+    ('total_steps', 1.5), ('total_steps', math.inf), ('total_steps', math.nan),
+    ('total_steps', 'abc'), ('total_steps', True), ('total_steps', []),
+    ('begin', -1), ('begin', 'abc'), ('begin', None), ('end', 'abc'), ('end', None),
+    ('end', math.nan), ('by_epoch', 'abc')])
+def test_the_pdpp_schedule_refuses_values_of_another_kind(option, value):
+    """Before (``param_scheduler.0.<option>=<value>`` of a PDPP/KEPP config): total_steps=inf
+    trained at lr 0 every step, exit 0; 1.5 / True a 1.5- / 1-step schedule; nan a NaN lr
+    (the run stopped at a NaN loss naming no option); begin=-1 stretched the warm-up before
+    the run; by_epoch='abc' read as True; 'abc', None, [] a TypeError or "invalid literal for
+    int() with base 10: 'abcabcabcabc'"."""
+    with pytest.raises(ValueError, match=rf'PDPPWarmupStepLR: {option}='):
+        warmup_lr(**{option: value})
+
+
+def test_the_pdpp_schedule_keeps_valid_settings():
+    """No false alarm: the config's settings (end from the train loop), an explicit
+    total_steps and mmengine's fractional epochs still build."""
+    for options in ({}, dict(total_steps=10), dict(end=1.5), dict(begin=0.5, end=2)):
+        assert warmup_lr(**options).total_steps >= 1
+
+
+# ---------------------------------------------------------------------- PDPP's batch sampler
+@pytest.mark.parametrize('option, value', [
+    ('steps_per_epoch', 1.5), ('steps_per_epoch', 'abc'), ('steps_per_epoch', None),
+    ('steps_per_epoch', True), ('drop_last', 'abc'), ('drop_last', 0), ('drop_last', None),
+    ('drop_last', []), ('drop_last', math.nan)])
+def test_the_steps_per_epoch_sampler_refuses_values_of_another_kind(option, value):
+    """Before (``train_dataloader.batch_sampler.<option>``): drop_last 0 / None / [] read as
+    False and 'abc' / nan as True, steps_per_epoch=True as 1 step, all without a word; 1.5,
+    'abc' and None TypeErrors naming no option."""
+    from mmengine.dataset import DefaultSampler
+    from vpn_plugin.engine.pdpp_training import StepsPerEpochBatchSampler
+    options = {**dict(batch_size=4, steps_per_epoch=3, drop_last=True), option: value}
+    with pytest.raises(ValueError, match=rf'StepsPerEpochBatchSampler: {option}='):
+        StepsPerEpochBatchSampler(DefaultSampler(list(range(20)), seed=0), **options)
+    assert len(StepsPerEpochBatchSampler(DefaultSampler(list(range(20)), seed=0), 4, 3)) == 3
+
+
+# ---------------------------------------------------------------------- pre-stage files
+@pytest.mark.parametrize('content, reason', [
+    (os.urandom(64) + b'\x80\x02', r'UnpicklingError: '),
+    (b'', r'an empty or unreadable file'),
+])
+def test_an_unreadable_pre_stage_file_is_named_without_torchs_unsafe_advice(
+        tmp_path, content, reason):
+    """Before: random bytes as <work_dir>/task_classifier.pth were refused with torch's
+    8-line text ("Re-running torch.load with weights_only set to False will likely succeed
+    ... Please file an issue"), advice to unpickle a foreign file; an empty one with "()"."""
+    from vpn_plugin.engine.pre_stage import read_pre_stage
+    path = tmp_path / 'task_classifier.pth'
+    path.write_bytes(content)
+    with pytest.raises(ValueError) as err:
+        read_pre_stage(path, 'a task classifier', ('identity', 'state_dicts'))
+    assert str(err.value).startswith(f'{path}: not a task classifier (')
+    assert 'weights_only' not in str(err.value) and 'file an issue' not in str(err.value)
+    assert __import__('re').search(reason, str(err.value)) and '()' not in str(err.value)
+
+
+def test_a_pre_stage_file_of_another_kind_is_named(tmp_path):
+    """Before: a KEPP step model file holding a tensor failed with "TypeError: 'Tensor' object
+    is not subscriptable" inside the message; a classifier file with AttributeError."""
+    from vpn_plugin.engine.pre_stage import read_pre_stage
+    path = tmp_path / 'kepp_step_model.pth'
+    torch.save(torch.zeros(3), path)
+    with pytest.raises(ValueError, match=r'kepp_step_model.pth: not a step model: it holds a '
+                                         r"Tensor, without \['identity', 'state_dict'\]"):
+        read_pre_stage(path, 'a step model', ('identity', 'state_dict'))
+
+
+# ---------------------------------------------------------------------- KEPP's graph options
+@pytest.mark.parametrize('pkg, match', [
+    (dict(smoothing=0.5), r'model.pkg.smoothing=0.5; .* expected 0'),
+    (dict(smoothing=1e-9), r'model.pkg.smoothing=1e-09'),
+    (dict(union='mean', extra_datasets=[dict(type='PlanningDataset')]),
+     r"union='mean' with extra_datasets"),
+])
+def test_kepp_refuses_graph_options_its_graph_ignores(pkg, match):
+    """Before: KEPP built the same graph (max difference 0.0) with smoothing 0.5 as without,
+    its log line saying "smoothing=0.5"; union='mean' pooled the extra datasets' videos while
+    the line said "(mean)"."""
+    with pytest.raises(ValueError, match=match):
+        tiny_kepp(pkg=pkg)
+    tiny_kepp(pkg=dict(smoothing=0.0, perturbations=[dict(type='DataFraction', fraction=0.5)]))
+
+
+def test_kepp_refuses_pkg_perturbations_beside_a_released_graph(tmp_path):
+    """Before: model.released_graph with model.pkg.perturbations=[DataFraction(0.5)] used the
+    released file as it is, the perturbation ignored without a word."""
+    with pytest.raises(ValueError, match=r'released_graph=.* with model.pkg.perturbations: '
+                                         r'the released graph file is used as it is'):
+        tiny_kepp(horizon=4, released_graph=str(tmp_path / 'graph.pkl'),
+                  pkg=dict(perturbations=[dict(type='DataFraction', fraction=0.5)]))
