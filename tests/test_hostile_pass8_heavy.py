@@ -61,33 +61,35 @@ def test_the_steps_per_epoch_sampler_refuses_values_of_another_kind(option, valu
 
 # ---------------------------------------------------------------------- pre-stage files
 @pytest.mark.parametrize('content, reason', [
-    (os.urandom(64) + b'\x80\x02', r'UnpicklingError: '),
+    (bytes(range(236, 256)) * 4, r'UnpicklingError: '),
     (b'', r'an empty or unreadable file'),
-])
+], ids=['random-bytes', 'empty'])
 def test_an_unreadable_pre_stage_file_is_named_without_torchs_unsafe_advice(
         tmp_path, content, reason):
     """Before: random bytes as <work_dir>/task_classifier.pth were refused with torch's
     8-line text ("Re-running torch.load with weights_only set to False will likely succeed
     ... Please file an issue"), advice to unpickle a foreign file; an empty one with "()"."""
-    from vpn_plugin.engine.pre_stage import read_pre_stage
+    from vpn_plugin.engine.pdpp_training import load_classifiers
     path = tmp_path / 'task_classifier.pth'
     path.write_bytes(content)
     with pytest.raises(ValueError) as err:
-        read_pre_stage(path, 'a task classifier', ('identity', 'state_dicts'))
-    assert str(err.value).startswith(f'{path}: not a task classifier (')
+        load_classifiers(path, {}, {})
+    assert str(err.value).startswith(f'{path}: not a task classifier saved by '
+                                     'TaskClassifierHook (')
     assert 'weights_only' not in str(err.value) and 'file an issue' not in str(err.value)
     assert __import__('re').search(reason, str(err.value)) and '()' not in str(err.value)
 
 
 def test_a_pre_stage_file_of_another_kind_is_named(tmp_path):
-    """Before: a KEPP step model file holding a tensor failed with "TypeError: 'Tensor' object
-    is not subscriptable" inside the message; a classifier file with AttributeError."""
-    from vpn_plugin.engine.pre_stage import read_pre_stage
-    path = tmp_path / 'kepp_step_model.pth'
+    """Before: a task_classifier.pth holding a tensor failed with AttributeError "'Tensor'
+    object has no attribute 'get'", naming no file."""
+    from vpn_plugin.engine.pdpp_training import load_classifiers
+    path = tmp_path / 'task_classifier.pth'
     torch.save(torch.zeros(3), path)
-    with pytest.raises(ValueError, match=r'kepp_step_model.pth: not a step model: it holds a '
-                                         r"Tensor, without \['identity', 'state_dict'\]"):
-        read_pre_stage(path, 'a step model', ('identity', 'state_dict'))
+    with pytest.raises(ValueError, match=r'task_classifier.pth: not a task classifier saved by '
+                                         r"TaskClassifierHook: it holds a Tensor, without "
+                                         r"\['identity', 'state_dicts'\]"):
+        load_classifiers(path, {}, {})
 
 
 # ---------------------------------------------------------------------- KEPP's graph options
