@@ -115,3 +115,23 @@ def test_kepp_refuses_pkg_perturbations_beside_a_released_graph(tmp_path):
                                          r'the released graph file is used as it is'):
         tiny_kepp(horizon=4, released_graph=str(tmp_path / 'graph.pkl'),
                   pkg=dict(perturbations=[dict(type='DataFraction', fraction=0.5)]))
+
+
+# ---------------------------------------------------------------------- KEPP's step model file
+@pytest.mark.parametrize('endpoints', [
+    torch.full((4, 2), -1), torch.full((4, 2), 999), torch.full((4, 2), 2.0),
+    torch.zeros(4, 3, dtype=torch.long)], ids=['minus-one', 'beyond-N', 'float', 'shape'])
+def test_edited_endpoints_of_a_step_model_file_are_refused(tmp_path, endpoints):
+    """Before: kepp_step_model.pth with its endpoints edited to -1 was reused and the plan model
+    trained on the fallback paths [-1, -1, -1] (the last action by wrap-around), exit 0;
+    999 failed with "index 999 is out of bounds for axis 2 with size 48"."""
+    from vpn_plugin.engine.kepp_training import KEPPStepModelHook
+    model = tiny_kepp(num_actions=6)
+    saved = dict(endpoints=endpoints, settings=dict(sampling_seed=model.step.sampling_seed))
+    path = tmp_path / 'kepp_step_model.pth'
+    with pytest.raises(ValueError, match=r'kepp_step_model.pth: endpoints .* expected integer '
+                                         r'action ids in 0..5 of shape \(4, 2\)'):
+        KEPPStepModelHook().endpoints(None, model, [None] * 4, saved, path)
+    kept = KEPPStepModelHook().endpoints(None, model, [None] * 4, dict(
+        saved, endpoints=torch.full((4, 2), 5)), path)
+    assert kept.tolist() == [[5, 5]] * 4

@@ -159,6 +159,8 @@ class KEPPStepModelHook(Hook):
         kept = saved.get('endpoints')
         if (kept is not None and len(kept) == len(dataset)
                 and (saved.get('settings') or {}).get('sampling_seed') == model.step.sampling_seed):
+            check_saved_endpoints(kept, len(dataset), model.num_actions,
+                                  model.step_checkpoint or path)
             print_log(f'KEPPStepModelHook: first/last actions of {len(dataset)} training '
                       'windows reused from the step model\'s file (not predicted again)',
                       logger='current')
@@ -243,6 +245,24 @@ def update_ema(ema, module, copy_only: bool) -> None:
         return
     for average, current in zip(ema.parameters(), module.parameters()):
         average.mul_(EMA_DECAY).add_(current, alpha=1 - EMA_DECAY)
+
+
+def check_saved_endpoints(kept, count: int, num_actions: int, path) -> None:
+    """The (first, last) actions a step model file holds for ``count`` training windows must
+    be an integer (count, 2) tensor of action ids in [0, num_actions): an edited -1 would
+    index the last action and train the plan model on its paths without a word."""
+    valid = (torch.is_tensor(kept) and not kept.is_floating_point() and kept.dtype != torch.bool
+             and tuple(kept.shape) == (count, 2))
+    if valid and kept.numel():
+        low, high = int(kept.min()), int(kept.max())
+        valid = 0 <= low and high < num_actions
+    if not valid:
+        found = (f'{kept.dtype} {tuple(kept.shape)}, ids {int(kept.min())}..{int(kept.max())}'
+                 if torch.is_tensor(kept) and kept.numel() else repr(kept)[:80])
+        raise ValueError(f'{path}: endpoints (the step model\'s first/last actions of the '
+                         f'training windows) are {found}; expected integer action ids in '
+                         f'0..{num_actions - 1} of shape ({count}, 2): delete the file to '
+                         'retrain the step model')
 
 
 @torch.no_grad()
