@@ -135,3 +135,19 @@ def test_edited_endpoints_of_a_step_model_file_are_refused(tmp_path, endpoints):
     kept = KEPPStepModelHook().endpoints(None, model, [None] * 4, dict(
         saved, endpoints=torch.full((4, 2), 5)), path)
     assert kept.tolist() == [[5, 5]] * 4
+
+
+# ---------------------------------------------------------------------- official comparison
+def test_an_out_folder_inside_the_official_checkout_is_refused_before_writing(tmp_path):
+    """Before: ``compare_official_training.py --method kepp --official-dir KEPP --out
+    KEPP/sub`` wrote synthetic features into the checkout, then copied the checkout into
+    KEPP/sub/official_copy, which copied itself until the path was too long (106 MB of
+    official_copy/sub/official_copy/... left in the checkout), and failed with a list of
+    paths."""
+    from test_compare_official_training import kepp_stand_in, tool_error
+    checkout = kepp_stand_in(tmp_path)
+    before = sorted(p.relative_to(checkout) for p in checkout.rglob('*'))
+    message = tool_error('--method', 'kepp', '--official-dir', checkout, '--epochs', 5,
+                         '--horizon', 4, '--out', checkout / 'sub')
+    assert f'--out {checkout / "sub"} is inside --official-dir {checkout}' in message
+    assert sorted(p.relative_to(checkout) for p in checkout.rglob('*')) == before
