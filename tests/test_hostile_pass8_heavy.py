@@ -151,3 +151,23 @@ def test_an_out_folder_inside_the_official_checkout_is_refused_before_writing(tm
                          '--horizon', 4, '--out', checkout / 'sub')
     assert f'--out {checkout / "sub"} is inside --official-dir {checkout}' in message
     assert sorted(p.relative_to(checkout) for p in checkout.rglob('*')) == before
+
+
+# ---------------------------------------------------------------------- --cfg-options dict(...)
+@pytest.mark.parametrize('item', [
+    "model.pkg.perturbations=[dict(type='DataFraction',fraction=0.5)]",
+    "custom_hooks=[dict(type='PKGHook'),dict(type='TaskClassifierHook')]"])
+def test_a_dict_call_in_cfg_options_is_refused_naming_it(capsys, item):
+    """Before: tools/train.py cefito ... --cfg-options "model.pkg.perturbations=[dict(...)]"
+    ended in a RecursionError traceback inside mmengine's parser; "custom_hooks=[dict(...),
+    ...]" became the strings "dict(type='PKGHook')", and tools/test.py failed with
+    AttributeError "'str' object has no attribute 'get'"."""
+    import argparse
+    from vpn_plugin.data_paths import add_cfg_options
+    parser = argparse.ArgumentParser()
+    add_cfg_options(parser, 'overrides')
+    with pytest.raises(SystemExit):
+        parser.parse_args(['--cfg-options', item])
+    assert 'not dict(...): set the keys one by one' in capsys.readouterr().err
+    assert parser.parse_args(['--cfg-options', 'model.dim_mults=[1,2]']).cfg_options == {
+        'model.dim_mults': [1, 2]}
