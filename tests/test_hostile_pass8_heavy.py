@@ -171,3 +171,19 @@ def test_a_dict_call_in_cfg_options_is_refused_naming_it(capsys, item):
     assert 'not dict(...): set the keys one by one' in capsys.readouterr().err
     assert parser.parse_args(['--cfg-options', 'model.dim_mults=[1,2]']).cfg_options == {
         'model.dim_mults': [1, 2]}
+
+
+# ---------------------------------------------------------------------- test.py on a pre-stage file
+@pytest.mark.parametrize('name, what', [
+    ('task_classifier.pth', 'the task classifier'), ('kepp_step_model.pth', "KEPP's step model")])
+def test_a_pre_stage_file_given_as_checkpoint_is_named(tmp_path, name, what):
+    """Before: ``tools/test.py pdpp_niv_t3.py <work_dir>/task_classifier.pth`` failed with
+    "error: state_dict" (a KeyError in mmengine's EMA hook); kepp_step_model.pth with a list
+    of 328 missing keys. (The runner calls this check first in ``load_checkpoint``; checked
+    by hand with tools/test.py.)"""
+    from vpn_plugin.runner import check_not_pre_stage
+    saved = dict(identity=dict(horizon=3), settings={}, state_dicts={})
+    with pytest.raises(ValueError, match=rf'{name} is a pre-stage file, {what} .*, not a '
+                                         r'checkpoint of a run: give an epoch_<n>.pth'):
+        check_not_pre_stage(saved, str(tmp_path / name))
+    check_not_pre_stage(dict(meta={}, state_dict={}, identity=None), 'epoch_1.pth')

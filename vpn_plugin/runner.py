@@ -354,6 +354,7 @@ class PlanningRunner(Runner):
         from vpn_plugin.engine.rank_agreement import check_resume_data, check_resume_world_size
         from vpn_plugin.models.base_planner import BasePlanner
         checkpoint = read_checkpoint(filename, map_location)
+        check_not_pre_stage(checkpoint, filename)
         self.loaded_shortened = str((checkpoint.get('meta') or {}).get('shortened') or '')
         wanted = str(self.cfg.get('shortened') or '')
         smoke = any(text.startswith('smoke') for text in (self.loaded_shortened, wanted))
@@ -453,6 +454,19 @@ def rank_line(env_cfg: dict, rank: int, world: int, accelerator: bool) -> str:
     backend = (env_cfg.get('dist_cfg') or {}).get('backend', '?')
     return (f'rank {rank}/{world}: {device}, backend {backend}, '
             f'{torch.get_num_threads()} thread(s)')
+
+
+def check_not_pre_stage(checkpoint: dict, filename) -> None:
+    """A pre-stage file (``task_classifier.pth``, ``kepp_step_model.pth``: an ``identity`` and
+    no ``meta``) given as a checkpoint: ``ValueError`` naming it (it failed as a KeyError
+    'state_dict' in the EMA hook, or as a list of missing keys)."""
+    from vpn_plugin.engine.pre_stage import PRE_STAGE_FILES
+    if isinstance(checkpoint, dict) and 'identity' in checkpoint and 'meta' not in checkpoint:
+        what = PRE_STAGE_FILES.get(os.path.basename(str(filename)),
+                                   "a pre-stage's weights (TaskClassifierHook / KEPPStepModelHook)")
+        raise ValueError(f'{filename} is a pre-stage file, {what}, not a checkpoint of a run: '
+                         'give an epoch_<n>.pth or best_*.pth of its work dir (the pre-stage '
+                         'is inside every checkpoint)')
 
 
 def check_config_entries(cfg, where: str) -> None:
