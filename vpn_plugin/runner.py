@@ -349,7 +349,7 @@ class PlanningRunner(Runner):
         from vpn_plugin.compat import is_resuming
         from vpn_plugin.engine.checkpoint import (PARTIAL_LOAD_KEY, RUN_KEY, UNCHECKED_KEY,
                                                   check_finite, load_weights, read_checkpoint,
-                                                  state_dict_of)
+                                                  resume_option_differences, state_dict_of)
         from vpn_plugin.engine.checkpoint_hook import check_resume_point
         from vpn_plugin.engine.rank_agreement import check_resume_data, check_resume_world_size
         from vpn_plugin.models.base_planner import BasePlanner
@@ -365,6 +365,15 @@ class PlanningRunner(Runner):
                              'a smoke run never continues a full run or the reverse: give '
                              'another --work-dir')
         if is_resuming(self):
+            changed = resume_option_differences((checkpoint.get('meta') or {}).get('cfg'),
+                                                self.cfg)
+            if changed:
+                raise ValueError(f'--resume {filename}: this config changes options the run '
+                                 f'was trained with: {"; ".join(changed)}; a resumed run '
+                                 "continues the checkpoint's model and optimiser state (a "
+                                 'changed lr would not be applied, a changed model would not '
+                                 'load): resume with the run\'s options, or start a new run '
+                                 'in another --work-dir')
             check_resume_point(checkpoint, filename)
             self.run_id = (checkpoint.get('meta') or {}).get(RUN_KEY) or self.run_id
             check_resume_world_size(checkpoint, filename, self._world_size)
