@@ -187,3 +187,57 @@ def test_a_pre_stage_file_given_as_checkpoint_is_named(tmp_path, name, what):
                                          r'checkpoint of a run: give an epoch_<n>.pth'):
         check_not_pre_stage(saved, str(tmp_path / name))
     check_not_pre_stage(dict(meta={}, state_dict={}, identity=None), 'epoch_1.pth')
+
+
+# ---------------------------------------------------------------------- --resume with other options
+RUN_CFG = """model = dict(type='PDPP', n_timesteps=50, text=dict(cache_dir='/a/cache', pooling='mean'),
+             taxonomy='/a/niv/taxonomy.json')
+optim_wrapper = dict(optimizer=dict(type='AdamW', lr=0.0003, weight_decay=0.0))
+"""
+
+
+def test_a_resume_names_the_options_it_cannot_honour():
+    """Before: ``tools/train.py pdpp_niv_t3.py --resume --cfg-options
+    optim_wrapper.optimizer.lr=1e-3`` trained on at the run's lr 3e-4 (mmengine restores the
+    optimiser state; the same lr 7.5e-5 at epoch 3 as the unchanged resume), exit 0 without a
+    word; ``model.n_timesteps=20`` failed with a traceback loading the EMA's state dict. The
+    runner now refuses with this list (checked by hand: R2n/R3n in the log)."""
+    from mmengine.config import Config
+    from vpn_plugin.engine.checkpoint import resume_option_differences
+    same = Config.fromstring(RUN_CFG, '.py')
+    assert resume_option_differences(RUN_CFG, same) == []
+    moved = Config.fromstring(RUN_CFG.replace('/a/', '/b/'), '.py')  # data and caches moved
+    assert resume_option_differences(RUN_CFG, moved) == []
+    changed = Config.fromstring(RUN_CFG.replace('lr=0.0003', 'lr=0.001').replace(
+        'n_timesteps=50', 'n_timesteps=20'), '.py')
+    assert resume_option_differences(RUN_CFG, changed) == [
+        'model.n_timesteps: 50 in the run, 20 here',
+        'optim_wrapper.optimizer.lr: 0.0003 in the run, 0.001 here']
+
+
+# ---------------------------------------------------------------------- CEFITO's text cache
+@pytest.mark.parametrize('content, match', [
+    ('nan', 'holds NaN or infinite values'), ('short', r'holds torch.float32 \(2, 4\); expected '
+                                                      r'a float tensor \(3, D\)'),
+    ('dict', 'holds a dict'), ('truncated', 'an unreadable text-feature cache')])
+def test_an_edited_text_feature_cache_is_refused_naming_it(tmp_path, content, match):
+    """Before: CEFITO's stand-in text features read from an edited cache file
+    (model.text_embeddings.cache_dir) as they were: a NaN entry stopped training at a NaN loss
+    at iteration 1, blaming "a NaN or negative loss weight, a learning rate so large ..."; a
+    short, dict or truncated cache failed later or as torch's error."""
+    from vpn_plugin.models.text_embeddings import DEFAULT_ENCODER, _cached_encoding, cache_key
+    texts = ['a', 'b', 'c']
+    cache = tmp_path / f"actions_{cache_key(DEFAULT_ENCODER, texts)}.pt"
+    good = torch.ones(3, 4)
+    value = {'nan': good.clone().fill_(math.nan), 'short': torch.ones(2, 4), 'dict': {'a': 1}}
+    if content == 'truncated':
+        torch.save(good, cache)
+        cache.write_bytes(cache.read_bytes()[:100])
+    else:
+        torch.save(value[content], cache)
+    names = sorted(p.name for p in tmp_path.iterdir())
+    with pytest.raises(ValueError, match=match):
+        _cached_encoding(texts, 'actions', None, tmp_path, False, 'mean')
+    torch.save(good, cache)
+    assert torch.equal(_cached_encoding(texts, 'actions', None, tmp_path, False, 'mean'), good)
+    assert sorted(p.name for p in tmp_path.iterdir()) == names
