@@ -193,6 +193,8 @@ def test_a_pre_stage_file_given_as_checkpoint_is_named(tmp_path, name, what):
 RUN_CFG = """model = dict(type='PDPP', n_timesteps=50, text=dict(cache_dir='/a/cache', pooling='mean'),
              taxonomy='/a/niv/taxonomy.json')
 optim_wrapper = dict(optimizer=dict(type='AdamW', lr=0.0003, weight_decay=0.0))
+custom_hooks = [dict(type='PKGHook'), dict(type='TaskClassifierHook', lr=0.0001),
+                dict(type='PDPPEMAHook', decay=0.995, start_step=400, interval=10)]
 """
 
 
@@ -213,6 +215,19 @@ def test_a_resume_names_the_options_it_cannot_honour():
     assert resume_option_differences(RUN_CFG, changed) == [
         'model.n_timesteps: 50 in the run, 20 here',
         'optim_wrapper.optimizer.lr: 0.0003 in the run, 0.001 here']
+
+
+def test_a_resume_names_a_changed_ema_decay():
+    """Before: ``--resume --cfg-options custom_hooks.2.decay=0.9`` (PDPPEMAHook) went on
+    averaging with decay 0.9 after 0.995, exit 0 without a word (epoch 3's metrics differed
+    from the unchanged resume). The classifier's lr (its head comes from the checkpoint) is
+    not an EMA option and is not named."""
+    from mmengine.config import Config
+    from vpn_plugin.engine.checkpoint import resume_option_differences
+    changed = Config.fromstring(RUN_CFG.replace('decay=0.995', 'decay=0.9').replace(
+        'lr=0.0001', 'lr=0.0002'), '.py')
+    assert resume_option_differences(RUN_CFG, changed) == [
+        'custom_hooks.PDPPEMAHook.decay: 0.995 in the run, 0.9 here']
 
 
 # ---------------------------------------------------------------------- CEFITO's text cache

@@ -313,7 +313,26 @@ def resume_option_differences(trained_cfg_text, cfg) -> list:
     differences += [f'optim_wrapper.optimizer.{key}: {before.get(key)!r} in the run, '
                     f'{now.get(key)!r} here' for key in sorted(set(before) | set(now))
                     if before.get(key) != now.get(key)]
+    differences += ema_hook_differences(trained.get('custom_hooks'), cfg.get('custom_hooks'))
     return [line.replace(' in training, ', ' in the run, ') for line in differences]
+
+
+EMA_HOOKS = ('PDPPEMAHook', 'CEFITOEMAHook', 'EMAHook')
+
+
+def ema_hook_differences(trained_hooks, hooks) -> list:
+    """'custom_hooks.<Type>.key: X in the run, Y here' for the options of an EMA hook that
+    differ: a resumed EMA would go on averaging with the new decay / schedule, a run of
+    neither setting."""
+    def ema(entries):
+        return {h.get('type'): dict(h) for h in entries or () if isinstance(h, dict)
+                and h.get('type') in EMA_HOOKS}
+    before, now = ema(trained_hooks), ema(hooks)
+    return [f'custom_hooks.{kind}.{key}: {before[kind].get(key)!r} in the run, '
+            f'{now[kind].get(key)!r} here'
+            for kind in sorted(set(before) & set(now))
+            for key in sorted(set(before[kind]) | set(now[kind]))
+            if before[kind].get(key) != now[kind].get(key)]
 
 
 def _path_only(line: str, path_like) -> bool:
