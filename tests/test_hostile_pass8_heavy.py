@@ -88,7 +88,7 @@ def test_a_pre_stage_file_of_another_kind_is_named(tmp_path):
     torch.save(torch.zeros(3), path)
     with pytest.raises(ValueError, match=r'task_classifier.pth: not a task classifier saved by '
                                          r"TaskClassifierHook: it holds a Tensor, without "
-                                         r"\['identity', 'state_dicts'\]"):
+                                         r"\['state_dicts'\]"):
         load_classifiers(path, {}, {})
 
 

@@ -312,7 +312,7 @@ def load_classifiers(path: Path, modules: dict, expected: dict) -> None:
     """Load each module's task head from ``path`` (saved by ``TaskClassifierHook`` for the
     training set and settings ``expected``)."""
     saved = read_pre_stage(path, 'a task classifier saved by TaskClassifierHook',
-                           ('identity', 'state_dicts'))
+                           ('state_dicts',))  # a file without identity: "not recorded" below
     recorded = {**(saved.get('identity') or {}), **(saved.get('settings') or {})}
     check_identity(path, 'a task classifier', recorded, expected,
                    DATA_KEYS + tuple(sorted(set(expected) - set(DATA_KEYS) - {'dataset'})))
