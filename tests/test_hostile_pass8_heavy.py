@@ -256,3 +256,32 @@ def test_an_edited_text_feature_cache_is_refused_naming_it(tmp_path, content, ma
     torch.save(good, cache)
     assert torch.equal(_cached_encoding(texts, 'actions', None, tmp_path, False, 'mean'), good)
     assert sorted(p.name for p in tmp_path.iterdir()) == names
+
+
+# ---------------------------------------------------------------------- features regenerated in place
+def test_a_pre_stage_of_features_regenerated_in_place_is_refused(tmp_path):
+    """Before: tools/train.py pdpp ... --feature-dir F trained and saved task_classifier.pth;
+    make_synthetic_features.py --out F --seed 1 --overwrite rewrote the features in the same
+    folder; tools/train.py --overwrite in that work dir reused the classifier trained on the
+    old features ("reused ... (not retrained)"), exit 0: the file recorded the folder's path
+    only. A file saved before the fingerprint was recorded is still reused."""
+    import numpy as np
+    from vpn_plugin.engine.pre_stage import DATA_KEYS, check_identity, data_identity
+    features = tmp_path / 'features'
+    features.mkdir()
+    np.savez(features / 'v1.npz', frames=np.zeros((4, 2), np.float32))
+
+    class Dataset:
+        feature_dir, windows = str(features), []
+
+    saved = data_identity(Dataset, horizon=3)
+    check_identity('task_classifier.pth', 'a task classifier', saved, data_identity(
+        Dataset, horizon=3), DATA_KEYS)
+    np.savez(features / 'v1.npz', frames=np.ones((5, 2), np.float32))  # regenerated
+    with pytest.raises(ValueError, match=r'features_fingerprint=.*, but this run is .*'
+                                         r'features_fingerprint='):
+        check_identity('task_classifier.pth', 'a task classifier', saved,
+                       data_identity(Dataset, horizon=3), DATA_KEYS)
+    older = {k: v for k, v in saved.items() if k != 'features_fingerprint'}
+    check_identity('task_classifier.pth', 'a task classifier', older,
+                   data_identity(Dataset, horizon=3), DATA_KEYS)
