@@ -8,6 +8,7 @@ import os
 import pytest
 import torch
 
+from test_hostile_pass4_heavy import cefito_model_cfg  # noqa: F401  (a fixture)
 from test_kepp import tiny_kepp
 
 
@@ -285,3 +286,14 @@ def test_a_pre_stage_of_features_regenerated_in_place_is_refused(tmp_path):
     older = {k: v for k, v in saved.items() if k != 'features_fingerprint'}
     check_identity('task_classifier.pth', 'a task classifier', older,
                    data_identity(Dataset, horizon=3), DATA_KEYS)
+
+
+# ---------------------------------------------------------------------- CEFITO's negatives
+def test_cefito_refuses_a_negative_seed_the_global_stream_ignores(cefito_model_cfg):
+    """Before: model.negative_rng='global' with model.negative_seed=3 built and trained; the
+    global stream follows the run's seed, so negative_seed was ignored without a word."""
+    from mmaction.registry import MODELS
+    with pytest.raises(ValueError, match=r"negative_seed=3 with negative_rng='global'"):
+        MODELS.build(dict(cefito_model_cfg, negative_rng='global', negative_seed=3))
+    MODELS.build(dict(cefito_model_cfg, negative_rng='global'))
+    MODELS.build(dict(cefito_model_cfg, negative_rng='per_sample', negative_seed=3))
