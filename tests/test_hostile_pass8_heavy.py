@@ -297,3 +297,13 @@ def test_cefito_refuses_a_negative_seed_the_global_stream_ignores(cefito_model_c
         MODELS.build(dict(cefito_model_cfg, negative_rng='global', negative_seed=3))
     MODELS.build(dict(cefito_model_cfg, negative_rng='global'))
     MODELS.build(dict(cefito_model_cfg, negative_rng='per_sample', negative_seed=3))
+
+
+def test_a_zero_padded_text_feature_file_is_not_called_clip():
+    """Before: model.text_embeddings.file=<(48, 384) .npy> with pad_to=512 trained and logged
+    "text features: CLIP text features" (results rows unmarked): a padded file is narrower
+    than the paper's 512-d CLIP features, so it is a stand-in."""
+    from vpn_plugin.models.text_embeddings import stand_in_label
+    label = stand_in_label(dict(file='/x/minilm_actions.npy', pad_to=512, taxonomy=None))
+    assert label == "file minilm_actions.npy zero-padded to 512-d, not the paper's CLIP"
+    assert stand_in_label(dict(file='/x/clip_actions.npy', pad_to=None)) is None

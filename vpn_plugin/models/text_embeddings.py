@@ -356,6 +356,9 @@ def stand_in_label(text_cfg) -> Optional[str]:
         labels = [stand_in_label(source) for source in text_cfg['sources']]
         return '; '.join(f'source {i}: {label}' for i, label in enumerate(labels) if label) \
             or None
+    if text_cfg and text_cfg.get('file') and text_cfg.get('pad_to'):  # narrower than CLIP's
+        return (f"file {Path(str(text_cfg['file'])).name} zero-padded to "
+                f"{text_cfg['pad_to']}-d, not the paper's CLIP")
     if not text_cfg or text_cfg.get('file') or text_cfg.get('pooling', 'clip') in ('clip',
                                                                                    'clip_eot'):
         return None
