@@ -376,3 +376,17 @@ def test_make_synthetic_features_keeps_a_configs_real_features(tmp_path, tiny_cr
     message = user_error('make_synthetic_features', ['--config', config, '--seed', 7])
     assert 'feature file(s) this tool would replace' in message and '--overwrite' in message
     assert snapshot(real) == before
+
+
+def test_a_work_dir_below_a_file_names_the_file(tmp_path):
+    """Before: check_folder_target let a --work-dir / --dst / --out below a file through (only
+    extract_videos and convert_features said which part is a file, each with its own walk);
+    tools/train.py then stopped at makedirs' "[Errno 20] Not a directory"."""
+    from vpn_plugin.errors import check_folder_target
+    (tmp_path / 'notes.txt').write_text('mine')
+    with pytest.raises(NotADirectoryError, match=rf'work dir {tmp_path}/notes.txt/run: '
+                       rf'{tmp_path}/notes.txt is a regular file, not a folder; expected a '
+                       r'folder \(made when missing\) for the logs and checkpoints: give '
+                       r'another --work-dir'):
+        check_folder_target(tmp_path / 'notes.txt' / 'run')
+    check_folder_target(tmp_path / 'new' / 'run')  # made when missing

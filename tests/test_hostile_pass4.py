@@ -40,7 +40,7 @@ def test_ranks_that_read_other_data_are_refused_on_every_rank(tmp_path):
     """Before: tools/dist_test.sh with rank 1 reading another feature folder (a node with
     another copy) exited 0 with SR 12.59, a mixture of the model's 24.44 on the right features
     and 3.33 on the others, recorded as rank 0's test."""
-    from vpn_plugin.engine.rank_agreement import what_this_rank_read
+    from vpn_plugin.engine.rank_agreement import dataset_digest, what_this_rank_read
 
     class Dataset:
         def __init__(self, values):
@@ -50,14 +50,32 @@ def test_ranks_that_read_other_data_are_refused_on_every_rank(tmp_path):
         def __len__(self):
             return len(self.start)
 
-    same = what_this_rank_read({'feature_dir': '/f'}, {'test': Dataset([1.0, 2.0])}, None)
-    other = what_this_rank_read({'feature_dir': '/g'}, {'test': Dataset([1.0, 2.5])}, None)
+    same = what_this_rank_read({'feature_dir': '/f'},
+                               {'test': dataset_digest(Dataset([1.0, 2.0]))}, None)
+    other = what_this_rank_read({'feature_dir': '/g'},
+                                {'test': dataset_digest(Dataset([1.0, 2.5]))}, None)
     results = _agree_in_two_processes(tmp_path, [same, other])
     for result in results:
         assert 'read different things' in result
         assert "rank 1: the config differs: feature_dir='/g' (rank 0: '/f')" in result
         assert 'rank 1: the test data differs (' in result
     assert _agree_in_two_processes(tmp_path, [same, same]) == ['agreed', 'agreed']
+
+
+def test_the_rank_check_and_the_checkpoints_hash_the_training_set_once(tiny_cfg, tmp_path,
+                                                                       monkeypatch):
+    """Before: a distributed run hashed its training set twice (the rank check's record and
+    the digest the checkpoints record), each a full pass over its features."""
+    from vpn_plugin.engine import rank_agreement
+    runner = planning_runner(tiny_cfg, tmp_path / 'run')
+    runner._train_loop = runner.build_train_loop(runner._train_loop)
+    hashed = []
+    digest = rank_agreement.dataset_digest
+    monkeypatch.setattr(rank_agreement, 'dataset_digest',
+                        lambda dataset: hashed.append(dataset) or digest(dataset))
+    runner.check_ranks_agree()
+    assert runner.train_data_digest() == digest(runner.train_dataloader.dataset)
+    assert hashed == [runner.train_dataloader.dataset]
 
 
 # ----------------------------------------- resuming with another number of processes

@@ -208,19 +208,20 @@ def test_a_second_naming_into_one_folder_is_refused(tmp_path):
     from types import SimpleNamespace
     from tool_modules import load_tool
     from vpn_plugin.video import FrameRecipe
-    from vpn_plugin.video.extract import MANIFEST, check_manifest
+    from vpn_plugin.video.extract import MANIFEST, check_manifest, write_manifest
 
     def settings(naming):
         args = SimpleNamespace(weights=None, random_weights=True, naming=naming)
         return load_tool('extract_features').settings_of(args, FrameRecipe(size=16))
-    check_manifest(tmp_path, settings('stem'), rank=0)
-    check_manifest(tmp_path, settings('stem'), rank=0)  # a resume
+    check_manifest(tmp_path, settings('stem'))
+    write_manifest(tmp_path, settings('stem'))
+    check_manifest(tmp_path, settings('stem'))  # a resume
     with pytest.raises(ValueError, match=r"extraction.json: the features in .* were extracted "
                                          r"with .*'naming': 'stem'.*'naming': 'parent_stem'"):
-        check_manifest(tmp_path, settings('parent_stem'), rank=0)
+        check_manifest(tmp_path, settings('parent_stem'))
     old = {k: v for k, v in settings('stem').items() if k != 'naming'}
     (tmp_path / MANIFEST).write_text(json.dumps(old))  # recorded before naming was
-    check_manifest(tmp_path, settings('stem'), rank=0)
+    check_manifest(tmp_path, settings('stem'))
 
 
 def test_a_video_replaced_under_its_name_is_not_counted_done(tmp_path):

@@ -2,6 +2,7 @@
 each case was vague, silent or wrong before its fix (the docstring says what happened), and
 each test fails on that behaviour (main c34d551)."""
 import errno
+import os
 import json
 import logging
 import shutil
@@ -133,6 +134,32 @@ def test_report_writes_both_tables_or_none(tmp_path, monkeypatch):
     assert 'cannot write the table' in message and 'tab.tex' in message
     assert 'nothing was written there nor to' in message
     assert not list(tmp_path.glob('*tab*'))  # neither table, nor a temporary file
+
+
+def test_a_failed_rename_puts_the_files_already_replaced_back(tmp_path, monkeypatch):
+    """Before: write_texts_atomically renamed tab.md into place, then the rename of tab.tex
+    failed (a file system error): tab.md was the new table and tab.tex the old one, a mixed
+    pair, although the message said nothing was written."""
+    from vpn_plugin.errors import OutputWriteError, write_texts_atomically
+    markdown, latex, fresh = tmp_path / 'tab.md', tmp_path / 'tab.tex', tmp_path / 'new.txt'
+    markdown.write_text('old md')
+    latex.write_text('old tex')
+    rename = os.replace
+
+    def failing(source, target, *args, **kwargs):
+        if Path(target) == latex and str(source).endswith('.partial'):
+            raise OSError(errno.EIO, os.strerror(errno.EIO))
+        return rename(source, target, *args, **kwargs)
+    monkeypatch.setattr(os, 'replace', failing)
+    with pytest.raises(OutputWriteError, match=r'cannot write the table .*tab.tex: Input/output '
+                       r'error; nothing was written there nor to .*new.txt, .*tab.md'):
+        write_texts_atomically({fresh: 'new', markdown: 'new md', latex: 'new tex'}, 'table')
+    assert (markdown.read_text(), latex.read_text()) == ('old md', 'old tex')
+    assert sorted(p.name for p in tmp_path.iterdir()) == ['tab.md', 'tab.tex']
+    monkeypatch.setattr(os, 'replace', rename)
+    write_texts_atomically({markdown: 'new md', latex: 'new tex'}, 'table')
+    assert (markdown.read_text(), latex.read_text()) == ('new md', 'new tex')
+    assert sorted(p.name for p in tmp_path.iterdir()) == ['tab.md', 'tab.tex']
 
 
 # ---------------------------------------------------------------------- 4. --mem-per-run -4G

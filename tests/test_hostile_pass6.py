@@ -103,9 +103,11 @@ def test_an_evaluator_out_file_never_replaces_the_checkpoint_or_a_foreign_json(t
         PlanningMetric(out_file=str(checkpoint))
     mine = tmp_path / 'mine.json'
     mine.write_text('{"notes": 1}')
-    with pytest.raises(ValueError, match=r'mine.json: the file exists and is not an earlier '
-                                         r'per-sample dump'):
+    with pytest.raises(ValueError, match=r'mine.json: the file exists and it is not '
+                       r'recognisably an earlier output of this kind \(per-sample scores JSON of '
+                       r'PlanningMetric\).*; give the evaluator another out_file$') as error:
         PlanningMetric(out_file=str(mine))
+    assert '--overwrite' not in str(error.value)  # the evaluator has no such flag
     assert checkpoint.read_bytes() == before and mine.read_text() == '{"notes": 1}'
     # an earlier dump is replaced (a protocol rerun), as is a new file
     dump = tmp_path / 'per_sample.json'
@@ -193,6 +195,11 @@ def test_an_unused_limit_seed_of_the_wrong_kind_is_refused(tiny_crosstask):
                                     r"validation metrics .*did you mean 'x/success_rate'"),
     ({'default_hooks.checkpoint.save_best': 'plan/nosuch'}, r"save_best='plan/nosuch' is not "
                                                             r"a key of the validation metrics"),
+    # reported beside miou_batch, but a setting: before, called "not a key of the metrics"
+    ({'default_hooks.checkpoint.save_best': 'plan/miou_batch_size',
+      'val_evaluator.extra_metrics': ['miou_batch'], 'val_evaluator.miou_batch_size': 4},
+     r"save_best='plan/miou_batch_size' is the batch size miou_batch is computed with, the "
+     r"same at every validation .*expected a score of the validation metrics .*'plan/miou_batch'"),
 ])
 def test_a_save_best_key_the_validation_never_reports_is_refused_before_training(options,
                                                                                   expected):
@@ -241,8 +248,8 @@ def test_train_seed_flag_and_randomness_seed_option_may_not_contradict():
     train = load_tool('train')
     args = train.parse_args([NIV_CONFIG, '--seed', '1', '--cfg-options', 'randomness.seed=2',
                              '--work-dir', '/nonexistent/never'])
-    with pytest.raises(SystemExit, match=r'--seed 1 and --cfg-options randomness.seed=2 '
-                                         r'contradict each other'):
+    with pytest.raises(ValueError, match=r'^--seed 1 and --cfg-options randomness.seed=2 '
+                                         r'contradict each other; give one of the two$'):
         train.load_config(args)
 
 

@@ -458,3 +458,27 @@ def test_the_step_model_starts_from_the_official_scripts_draw_of_the_seed(seed, 
     assert all(torch.equal(started[k], official[k]) for k in official)
     assert not all(torch.equal(built[k], official[k]) for k in official)  # the plan drew first
     assert bool(model.step_ready)
+
+
+def test_official_unet_weights_map_by_name_and_shape_in_both_directions():
+    """The one mapping of PDPP's U-Net names (oracles.pdpp.install_unet and the KEPP rescoring's
+    unet_state each had their own): block.0 / block.2 are our conv / norm; a missing, reshaped
+    or extra official tensor is named."""
+    from vpn_plugin.models.temporal_unet import from_official
+    shapes = {'downs.0.0.blocks.0.conv.weight': (8, 4, 5), 'final_conv.0.norm.bias': (8,),
+              'final_conv.1.weight': (4, 8, 1)}
+    official = {'model.downs.0.0.blocks.0.block.0.weight': torch.ones(8, 4, 5),
+                'model.final_conv.0.block.2.bias': torch.zeros(8),
+                'model.final_conv.1.weight': torch.ones(4, 8, 1), 'betas': torch.ones(3)}
+    found = from_official(shapes, official, 'f.pth')
+    assert found['final_conv.0.norm.bias'] is official['model.final_conv.0.block.2.bias']
+    assert sorted(found) == sorted(shapes)
+    with pytest.raises(ValueError, match=r'f.pth: model.final_conv.1.weight has shape '
+                       r'\(4, 8, 1\), the parameter final_conv.1.weight of the U-Net built from '
+                       r'the config \(4, 8, 2\)'):
+        from_official(dict(shapes, **{'final_conv.1.weight': (4, 8, 2)}), official, 'f.pth')
+    with pytest.raises(ValueError, match=r'no model.mid.weight for the parameter mid.weight'):
+        from_official(dict(shapes, **{'mid.weight': (1,)}), official, 'f.pth')
+    with pytest.raises(ValueError, match=r"official parameters \['model.extra'\] have no "
+                       'counterpart'):
+        from_official(shapes, dict(official, **{'model.extra': torch.ones(1)}), 'f.pth')

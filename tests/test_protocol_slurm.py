@@ -117,6 +117,26 @@ def test_pack_puts_the_longest_units_first_and_only_short_ones_k_per_task():
     assert wall_seconds(tasks, 8) == 300
 
 
+def test_cpus_above_the_partitions_nodes_are_refused_with_a_known_time_limit(tmp_path,
+                                                                             monkeypatch):
+    """Before: plan_array checked --cpus-per-run against the partition's nodes only when it
+    read the partition's time limit itself; given the limit (as submit passes it on), 99 CPUs
+    on 2-CPU nodes were planned, while a --time-limit above that limit was refused."""
+    sinfo = tmp_path / 'bin' / 'sinfo'
+    sinfo.parent.mkdir()
+    sinfo.write_text('#!/bin/sh\necho 2\n')
+    sinfo.chmod(0o755)
+    monkeypatch.setenv('PATH', f'{sinfo.parent}:{os.environ["PATH"]}')
+    protocol = Config.fromfile(REPO / 'configs/protocol/standard_niv.py')
+    units = expand_units(protocol, seeds=[0], horizons=[3], methods=['ViterbiPlanNet'])
+    runner = ProtocolRunner(protocol, tmp_path / 'out', max_epochs=30)
+    with pytest.raises(ValueError, match='--cpus-per-run 99: the largest node of partition '
+                                         'debug has 2 CPUs'):
+        plan_array(runner, units, SlurmRequest('debug', cpus_per_run=99), 4.32, limit=LIMIT)
+    assert plan_array(runner, units, SlurmRequest('debug', cpus_per_run=2), 4.32,
+                      limit=LIMIT).tasks
+
+
 def test_the_time_limit_is_the_longest_task_times_the_factor_capped_by_the_partition(
         monkeypatch, tmp_path):
     tool = load_tool('run_protocol')

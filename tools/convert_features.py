@@ -79,9 +79,6 @@ def check_destination(src: Path, dst: Path) -> None:
     kept and labelled 'converted from --src' by the provenance record written over theirs
     (random-weights features would lose their UNUSABLE mark)."""
     check_folder_target(dst, '--dst', 'the converted .npz files', '--dst')
-    above = next(p for p in dst.absolute().parents if p.exists())
-    if not above.is_dir():
-        raise NotADirectoryError(f'--dst {dst}: {above} is a file, not a folder to make it in')
     if dst.is_dir() and same_file(dst, src):
         raise ValueError(f'--dst {dst}: that is an input of this command (the --src folder); '
                          'the .npz files would sit beside their sources (two feature files per '

@@ -21,8 +21,8 @@ its task comes from (the planner's classifier with its probability, the ground t
 import argparse
 import sys
 
-from vpn_plugin.data_paths import (add_cfg_options, add_data_arguments, data_path_args,
-                                  load_config)
+from vpn_plugin.data_paths import (add_cfg_options, add_data_arguments, check_flags_agree,
+                                  data_path_args, load_config)
 from vpn_plugin.errors import (NON_NEGATIVE_FLOAT, NON_NEGATIVE_INT, path_argument,
                                text_argument, tool_main)
 from vpn_plugin.outputs import add_overwrite_argument, check_output
@@ -115,10 +115,10 @@ def check_flags_apply(parser, args) -> None:
         parser.error(f'{", ".join(given)}: the frame recipe of --video; '
                      + ('--features are extracted already' if args.features else
                         'dataset samples are read from the config\'s feature files'))
-    decode = (args.cfg_options or {}).get('model.decode')
-    if args.decode and decode is not None and decode != args.decode:
-        parser.error(f'--decode {args.decode} and --cfg-options model.decode={decode} '
-                     'contradict each other; give one')
+    try:
+        check_flags_agree(args.cfg_options, {'--decode': ('model.decode', args.decode or None)})
+    except ValueError as error:
+        parser.error(str(error))
 
 
 def plan_video(args, cfg) -> None:

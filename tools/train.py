@@ -19,7 +19,7 @@ import torch
 
 import vpn_plugin.compat_applied  # noqa: F401  (compat fixes before configs are parsed)
 from vpn_plugin.compat import exit_distributed_rank, shutdown_distributed
-from vpn_plugin.data_paths import (add_runner_arguments, data_path_args,
+from vpn_plugin.data_paths import (add_runner_arguments, check_flags_agree, data_path_args,
                                   load_config as read_config)
 from vpn_plugin.engine.checkpoint import latest_checkpoint_in
 from vpn_plugin.engine.checkpoint_hook import best_checkpoints, no_resume_point_note
@@ -214,10 +214,7 @@ def apply_args(cfg, args):
         check_fresh_work_dir(cfg, args.overwrite)
     randomness = cfg.setdefault('randomness', dict(seed=None))
     if args.seed is not None:
-        given = (args.cfg_options or {}).get('randomness.seed', args.seed)
-        if given != args.seed:  # the flag would win without a word
-            raise SystemExit(f'--seed {args.seed} and --cfg-options randomness.seed={given} '
-                             'contradict each other; give one of the two')
+        check_flags_agree(args.cfg_options, {'--seed': ('randomness.seed', args.seed)})
         randomness['seed'] = args.seed
     if args.deterministic:
         randomness['deterministic'] = True

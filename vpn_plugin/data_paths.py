@@ -215,9 +215,10 @@ def load_config(path, cfg_options=None, *, data_root=None, feature_dir=None, hor
     docstring)."""
     cfg = read_config_file(path)
     check_config_keys(cfg, cfg_options)  # a misspelled key (horizn=4) is refused
-    check_flags_agree(path, cfg_options, {'--data-root': ('data_root', data_root),
-                                          '--feature-dir': ('feature_dir', feature_dir),
-                                          '--horizon': ('horizon', horizon)})
+    check_flags_agree(cfg_options, {'--data-root': ('data_root', data_root),
+                                    '--feature-dir': ('feature_dir', feature_dir),
+                                    '--horizon': ('horizon', horizon)},
+                      where=str(path), paths=('data_root', 'feature_dir'))
     declared = {name: cfg[name] for name in PATH_VARIABLES if cfg.get(name) is not None}
     if cfg_options:
         _refuse_derived_horizons(path, cfg_options)
@@ -226,19 +227,22 @@ def load_config(path, cfg_options=None, *, data_root=None, feature_dir=None, hor
     return resolve_paths(cfg, data_root=data_root, feature_dir=feature_dir, declared=declared)
 
 
-def check_flags_agree(path, cfg_options, flags: dict) -> None:
+def check_flags_agree(cfg_options, flags: dict, where: str = '', paths=()) -> None:
     """A tool flag and the ``--cfg-options`` key it sets, given both with different values
-    (``--horizon 4 --cfg-options horizon=3``): the flag won and the option was dropped
-    without a word; ``ValueError`` naming both. ``flags``: ``{flag: (key, value or None)}``."""
+    (``--horizon 4 --cfg-options horizon=3``): the flag would win and the option be dropped
+    without a word; ``ValueError`` naming both (after ``where``, e.g. the config file).
+    ``flags``: ``{flag: (key, value or None)}``; the values of the keys in ``paths`` are
+    compared as absolute paths, the others as text."""
     for flag, (key, value) in flags.items():
         if value is None or key not in (cfg_options or {}):
             continue
         option = cfg_options[key]
-        same = (os.path.abspath(str(option)) == os.path.abspath(str(value))
-                if key != 'horizon' else str(option) == str(value))
+        same = (os.path.abspath(str(option)) == os.path.abspath(str(value)) if key in paths
+                else str(option) == str(value))
         if not same:
-            raise ValueError(f'{path}: {flag} {value} and --cfg-options {key}={option} '
-                             f'contradict each other; give one of the two')
+            prefix = f'{where}: ' if where else ''
+            raise ValueError(f'{prefix}{flag} {value} and --cfg-options {key}={option} '
+                             'contradict each other; give one of the two')
 
 
 CONFIG_SUFFIXES = ('.py', '.json', '.yaml', '.yml')  # what mmengine's Config reads

@@ -367,10 +367,22 @@ def check_folder_target(path, what: str = 'work dir', holds: str = 'the logs and
     if kind not in (None, 'a folder'):
         raise NotADirectoryError(f'{what} {path} is {kind}; expected a folder (made when missing) '
                                  f'for {holds}: give another {flag}')
+    above = file_on_the_way(path)
+    if above is not None:
+        raise NotADirectoryError(f'{what} {path}: {above} is {path_kind(above)}, not a folder; '
+                                 f'expected a folder (made when missing) for {holds}: give '
+                                 f'another {flag}')
     blocked = unwritable_folder(path) if writable else None
     if blocked is not None:
         raise PermissionError(f'{what} {path}: {blocked}; expected a folder this user can write '
                               f'{holds} into: give another {flag}')
+
+
+def file_on_the_way(path) -> Path | None:
+    """The nearest existing path above ``path`` when it is no folder (a file that ``path``
+    would be made under: ``makedirs`` says only "Not a directory"), else None."""
+    above = next((p for p in Path(os.path.abspath(path)).parents if p.exists()), None)
+    return above if above is not None and not above.is_dir() else None
 
 
 def unwritable_folder(path) -> str | None:
@@ -458,16 +470,72 @@ def replace_atomically(path, write, failure) -> None:
     """``write(temporary path)`` beside ``path``, then rename it into place: ``path`` is the
     complete new file or untouched (a full disk leaves no 0-byte or truncated file). An
     ``OSError`` removes the temporary file and raises ``failure(path, cause)``."""
-    from pathlib import Path
-    path = Path(path)
-    temporary = path.with_name(f'.{path.name}.{os.getpid()}.partial')
+    replace_all_atomically({path: write}, failure)
+
+
+def replace_all_atomically(writes, failure) -> None:
+    """``write(temporary path)`` beside each path of ``writes`` (``{path: write}``), then,
+    once all are complete, each renamed into place: every path is its complete new file, or
+    every one is as it was (a full disk on the second file, or a failed rename, leaves no
+    0-byte, truncated or half-replaced set). An ``OSError`` removes the temporary files, puts
+    back the files already replaced and raises ``failure(path, cause)`` for the path that
+    failed."""
+    paths = [Path(path) for path in writes]
+    temporaries = [_beside(path, 'partial') for path in paths]
+    earlier = {}  # path -> a copy of the file it replaced (several files only), or None
+    path = paths[0]
     try:
-        write(temporary)
-        os.replace(temporary, path)
+        for path, temporary, write in zip(paths, temporaries, writes.values()):
+            write(temporary)
+        for path, temporary in zip(paths, temporaries):
+            if len(paths) > 1:
+                earlier[path] = _kept_copy(path)
+            os.replace(temporary, path)
     except OSError as error:
-        with contextlib.suppress(OSError):
-            temporary.unlink()
+        _put_back(earlier, replaced=paths[:len(earlier) - (path in earlier)])
+        for temporary in temporaries:
+            with contextlib.suppress(OSError):
+                temporary.unlink()
         raise failure(path, error.strerror or str(error)) from error
+    for copy in earlier.values():
+        if copy is not None:
+            with contextlib.suppress(OSError):
+                copy.unlink()
+
+
+def _beside(path: Path, kind: str) -> Path:
+    """A hidden name beside ``path`` for this process (``.<name>.<kind>.<pid>.partial``: a
+    killed run's leftovers match ``engine.checkpoint.PARTIAL_FILE``)."""
+    middle = '' if kind == 'partial' else f'.{kind}'
+    return path.with_name(f'.{path.name}{middle}.{os.getpid()}.partial')
+
+
+def _kept_copy(path: Path):
+    """A hard link (else a copy) of the file at ``path`` beside it, None when there is none."""
+    if not os.path.lexists(path):
+        return None
+    copy = _beside(path, 'earlier')
+    try:
+        os.link(path, copy, follow_symlinks=False)
+    except OSError:
+        import shutil
+        shutil.copy2(path, copy, follow_symlinks=False)
+    return copy
+
+
+def _put_back(earlier: dict, replaced: list) -> None:
+    """Undo the renames of ``replaced``: each path gets back its earlier file
+    (``earlier[path]``), or is removed when it had none; best effort."""
+    for path in replaced:
+        with contextlib.suppress(OSError):
+            if earlier[path] is None:
+                path.unlink()
+            else:
+                os.replace(earlier[path], path)
+    for copy in earlier.values():
+        if copy is not None:
+            with contextlib.suppress(OSError):
+                copy.unlink()
 
 
 def write_text_atomically(path, text: str, what: str = 'output') -> None:
@@ -477,26 +545,26 @@ def write_text_atomically(path, text: str, what: str = 'output') -> None:
 
 
 def write_texts_atomically(texts, what: str = 'output') -> None:
-    """Write every file of ``texts`` (``{path: text}``) or none of them: each goes to a
-    temporary file beside it first, and only when all are complete are they renamed into
-    place (a full disk on the second file leaves neither, and earlier files of those names
-    untouched). An ``OSError`` removes the temporary files and raises ``OutputWriteError``
+    """Write every file of ``texts`` (``{path: text}``) or none of them, creating their
+    folders (:func:`replace_all_atomically`). An ``OSError`` raises ``OutputWriteError``
     naming the file that failed and every file that was therefore not written."""
-    paths = [Path(path) for path in texts]
-    temporaries = [path.with_name(f'.{path.name}.{os.getpid()}.partial') for path in paths]
-    path = paths[0]
-    try:
-        for path, temporary, text in zip(paths, temporaries, texts.values()):
+    def writer(text):
+        def write(temporary):
             temporary.parent.mkdir(parents=True, exist_ok=True)
             temporary.write_text(text)
-        for path, temporary in zip(paths, temporaries):
-            os.replace(temporary, path)
-    except OSError as error:
-        for temporary in temporaries:
-            with contextlib.suppress(OSError):
-                temporary.unlink()
-        others = [str(other) for other in paths if other != path]
+        return write
+    try:
+        replace_all_atomically({path: writer(text) for path, text in texts.items()},
+                               _NotReplaced)
+    except _NotReplaced as failed:
+        path, cause = failed.args
+        others = [str(other) for other in map(Path, texts) if other != path]
         raise OutputWriteError(
-            f'cannot write the {what} {path}: {error.strerror or error}; nothing was written '
+            f'cannot write the {what} {path}: {cause}; nothing was written '
             f'there{" nor to " + ", ".join(others) if others else ""} (free disk space or '
-            'choose a writable folder)') from error
+            'choose a writable folder)') from failed.__cause__
+
+
+class _NotReplaced(Exception):
+    """``replace_all_atomically``'s failure for a caller that words its own message:
+    ``args`` are the path that failed and the cause."""

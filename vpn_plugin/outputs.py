@@ -32,6 +32,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Iterable, Optional
 
+from .errors import file_on_the_way
+
 OVERWRITE_FLAG = '--overwrite'
 MARKER_BYTES = 1 << 20  # how far into a file a marker is looked for (they sit near the top)
 # markers written by the tools whose formats have room for one
@@ -182,11 +184,13 @@ SYSTEM_FOLDERS = ('/dev', '/proc', '/sys')  # devices and process files, never a
 
 
 def check_output(path, kind: str, flag: str, inputs: Iterable = (), overwrite: bool = False,
-                 overwrite_flag: str = OVERWRITE_FLAG) -> Path:
+                 overwrite_flag: str = OVERWRITE_FLAG, exists_advice: str = '') -> Path:
     """The file to write a ``kind`` (:data:`KINDS`) to for the output flag ``flag`` given
     ``path`` (rules: module docstring), else ``ValueError`` naming ``flag``, the path and the
     reason. A symlink gives its target (written in place of the target, as a shell redirection
-    would; the link stays). ``inputs``: every file the command reads (``None`` is skipped)."""
+    would; the link stays). ``inputs``: every file the command reads (``None`` is skipped);
+    ``exists_advice``: what to do about an existing file of another kind, where no
+    ``overwrite_flag`` exists (default: another name or that flag)."""
     output = KINDS[kind]
     text = '' if path is None else str(path)
     if not text.strip():
@@ -206,8 +210,8 @@ def check_output(path, kind: str, flag: str, inputs: Iterable = (), overwrite: b
         raise ValueError(f'{flag} {text}: is {other}; expected a file name for the '
                          f'{output.what} (written to a temporary file beside it, then renamed '
                          'into place)')
-    folder = next(p for p in target.parents if p.exists())
-    if not folder.is_dir():
+    folder = file_on_the_way(target)
+    if folder is not None:
         raise ValueError(f'{flag} {text}: {folder} is a file, not a folder to write into')
     if output.suffixes and not text.endswith(output.suffixes):
         raise ValueError(f'{flag} {text}: expected a file name ending in '
@@ -218,8 +222,8 @@ def check_output(path, kind: str, flag: str, inputs: Iterable = (), overwrite: b
                '(others\' files share the format)' if output.recognise is never else
                f'it is not recognisably an earlier output of this kind ({output.what}); '
                'another checkpoint, video or document would be lost')
-        raise ValueError(f'{flag} {text}: the file exists and {why}; choose another name, or '
-                         f'pass {overwrite_flag} to replace it')
+        advice = exists_advice or f'choose another name, or pass {overwrite_flag} to replace it'
+        raise ValueError(f'{flag} {text}: the file exists and {why}; {advice}')
     return target if os.path.islink(text) else path
 
 

@@ -260,31 +260,37 @@ class PlanningRunner(Runner):
         if not self.testing:
             self.write_config(training=True)
 
+    def _built_datasets(self) -> dict:
+        """``{split: dataset}`` of the loops mmengine has built (train, test, val in this
+        order; a loop not built yet, or without a dataset, is left out)."""
+        from mmengine.runner import BaseLoop
+        datasets = {}
+        for split, loop in (('train', self._train_loop), ('test', self._test_loop),
+                            ('val', self._val_loop)):
+            dataset = getattr(getattr(loop, 'dataloader', None), 'dataset', None)
+            if isinstance(loop, BaseLoop) and dataset is not None:
+                datasets[split] = dataset
+        return datasets
+
     def train_data_digest(self) -> str:
         """What the training loop's dataset holds (``engine.rank_agreement.dataset_digest``;
         '' without a built training loop), computed once."""
-        from mmengine.runner import BaseLoop
         from vpn_plugin.engine.rank_agreement import dataset_digest
         if not getattr(self, '_train_data_digest', ''):
-            loop = self._train_loop
-            dataset = getattr(getattr(loop, 'dataloader', None), 'dataset', None)
-            self._train_data_digest = (dataset_digest(dataset) if isinstance(loop, BaseLoop)
-                                       and dataset is not None else '')
+            dataset = self._built_datasets().get('train')
+            self._train_data_digest = dataset_digest(dataset) if dataset is not None else ''
         return self._train_data_digest
 
     def check_ranks_agree(self) -> None:
         """Every rank read the same config, datasets and checkpoint
-        (``engine.rank_agreement``); called once the loops are built, before loading."""
-        from mmengine.runner import BaseLoop
-        from vpn_plugin.engine.rank_agreement import check_ranks_agree, what_this_rank_read
-        datasets = {}
-        for split, loop in (('train', self._train_loop), ('val', self._val_loop),
-                            ('test', self._test_loop)):
-            dataset = getattr(getattr(loop, 'dataloader', None), 'dataset', None)
-            if isinstance(loop, BaseLoop) and dataset is not None:
-                datasets[split] = dataset
+        (``engine.rank_agreement``); called once the loops are built, before loading. The
+        training set is hashed once (:meth:`train_data_digest`, which the checkpoints record)."""
+        from vpn_plugin.engine.rank_agreement import (check_ranks_agree, dataset_digest,
+                                                      what_this_rank_read)
+        digests = {split: self.train_data_digest() if split == 'train' else dataset_digest(data)
+                   for split, data in self._built_datasets().items()}
         checkpoint = None if self._has_loaded else self._load_from
-        check_ranks_agree(what_this_rank_read(self.cfg, datasets, checkpoint))
+        check_ranks_agree(what_this_rank_read(self.cfg, digests, checkpoint))
 
     def resume(self, filename: str, *args, **kwargs) -> None:
         """mmengine's ``resume``, then the checkpoint records of the resumed message hub
@@ -411,13 +417,8 @@ class PlanningRunner(Runner):
     def _built_data_meta(self):
         """``metainfo`` of the dataset of the loop that runs (train, else test, else val; a
         loop mmengine has built before loading), None when none is built."""
-        from mmengine.runner import BaseLoop
-        for loop in (self._train_loop, self._test_loop, self._val_loop):
-            dataset = getattr(getattr(loop, 'dataloader', None), 'dataset', None)
-            if isinstance(loop, BaseLoop) and isinstance(getattr(dataset, 'metainfo', None),
-                                                         dict):
-                return dataset.metainfo
-        return None
+        return next((dataset.metainfo for dataset in self._built_datasets().values()
+                     if isinstance(getattr(dataset, 'metainfo', None), dict)), None)
 
     def call_hook(self, fn_name: str, **kwargs) -> None:
         """mmengine's, and once every hook's ``before_save_checkpoint`` ran (an EMA hook's
@@ -672,12 +673,20 @@ def check_save_best(cfg, save_best, where: str) -> None:
                              for e in evaluators):
         return
     from vpn_plugin.core.metrics import METRIC_NAMES
-    keys = set()
+    keys, settings = set(), set()  # scores; settings the metrics report beside them
     for evaluator in evaluators:
-        names = [*METRIC_NAMES, *(evaluator.get('extra_metrics') or ())]
+        extra = tuple(evaluator.get('extra_metrics') or ())
+        names = [*METRIC_NAMES, *extra]
         names += ['authors_selection'] if evaluator.get('authors_selection') else []
-        keys |= {f'{evaluator.get("prefix") or "plan"}/{name}' for name in names}
+        prefix = evaluator.get('prefix') or 'plan'
+        keys |= {f'{prefix}/{name}' for name in names}
+        settings |= {f'{prefix}/miou_batch_size'} if 'miou_batch' in extra else set()
     for key in [save_best] if isinstance(save_best, str) else list(save_best):
+        if key in settings:
+            raise ValueError(f'{where}: default_hooks.checkpoint.save_best={key!r} is the batch '
+                             'size miou_batch is computed with, the same at every validation '
+                             '(the first checkpoint would stay the best); expected a score of '
+                             f'the validation metrics {sorted(keys)}')
         if key not in keys:
             from vpn_plugin.errors import close_match_hint
             raise ValueError(f'{where}: default_hooks.checkpoint.save_best={key!r} is not a '

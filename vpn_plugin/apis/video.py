@@ -58,10 +58,10 @@ def load_s3d_weights(model, checkpoint: dict, weights) -> None:
     try:
         load_weights(model, checkpoint, str(weights))
     except CheckpointMismatchError as error:
-        found = str(error).split(' of the config: ', 1)[-1].split('. Test it with', 1)[0]
         raise CheckpointMismatchError(
-            f'S3D weights {weights} do not fit S3D: {found}; expected the S3D_HowTo100M '
-            f'state dict (a planner checkpoint is no S3D weights file). {WEIGHTS_HELP}') from None
+            f'S3D weights {weights} do not fit S3D: {error.problems}; expected the '
+            'S3D_HowTo100M state dict (a planner checkpoint is no S3D weights file). '
+            f'{WEIGHTS_HELP}') from None
 
 
 def video_features(s3d, video, recipe: FrameRecipe = FrameRecipe(), batch_chunks: int = 8,

@@ -20,7 +20,7 @@ import dataclasses
 from pathlib import Path
 from typing import List, Optional, Sequence, Tuple
 
-from ..errors import check_choice
+from ..errors import check_choice, file_on_the_way
 from .annotations import (BadVideoError, VideoAnnotation, Window, build_windows,
                           coin_video_ids, count_suspicious, crosstask_videos, json_video_ids,
                           read_coin_annotations, read_json_annotations, read_window_file,
@@ -97,8 +97,8 @@ def why_absent(path: Path) -> str:
     import os
     if os.path.islink(path):
         return 'is a symlink that leads nowhere (dangling, or a loop of links)'
-    parent = next((p for p in Path(path).parents if p.exists()), None)
-    if parent is not None and not parent.is_dir():
+    parent = file_on_the_way(path)
+    if parent is not None:
         return f'does not exist: {parent} is a file, not a folder'
     return 'does not exist'
 

@@ -74,7 +74,12 @@ SHOWN = 8                          # keys listed per kind of mismatch
 
 
 class CheckpointMismatchError(ValueError):
-    """A checkpoint's tensors do not fit the model built from the config."""
+    """A checkpoint's tensors do not fit the model built from the config; ``problems``: what
+    does not fit, without the advice (for a caller that gives its own)."""
+
+    def __init__(self, message: str, problems: str = ''):
+        super().__init__(message)
+        self.problems = problems or message
 
 
 class CheckpointSaveError(OSError):
@@ -493,7 +498,8 @@ def load_weights(model, checkpoint: dict, source: str, *, partial: bool = False,
             f'checkpoint {source} was trained for another setting than the config: '
             f'{"; ".join(wrong_meta)} (its meta). Test it with the config it was '
             f'trained with (same horizon, dataset, actions, tasks, text features); to start '
-            f'fine-tuning from it, set {PARTIAL_LOAD_KEY}=True')
+            f'fine-tuning from it, set {PARTIAL_LOAD_KEY}=True',
+            problems=f'{"; ".join(wrong_meta)} (its meta)')
     expected = model.state_dict()
     wrong = {}  # key -> (what the checkpoint holds, shape in the model)
     for key, value in list(state.items()):
@@ -518,7 +524,7 @@ def load_weights(model, checkpoint: dict, source: str, *, partial: bool = False,
             f'checkpoint {source} does not fit the model {type(model).__name__} of the config: '
             f'{problems}. Test it with the config it was trained with (same model, horizon, '
             f'dataset); to start fine-tuning from it, set {PARTIAL_LOAD_KEY}=True (loads only '
-            'the tensors that fit)')
+            'the tensors that fit)', problems=problems)
     from mmengine.logging import print_log
     if wrong_meta:
         problems = '; '.join([problems] + wrong_meta) if problems else '; '.join(wrong_meta)
@@ -580,16 +586,17 @@ SIZE_MISMATCH = re.compile(r'size mismatch for (\S+): copying a param with shape
                            r'model is torch\.Size\(\[([^\]]*)\]\)')
 
 
-def mismatch_text(missing, unexpected, wrong: dict) -> str:
+def mismatch_text(missing, unexpected, wrong: dict, holder: str = 'the checkpoint') -> str:
     """'missing keys [...]; unexpected keys [...]; other shapes or dtypes: key: (a) in the
-    checkpoint, (b) in the model, ...' ('' when everything fits)."""
+    checkpoint, (b) in the model, ...' ('' when everything fits; ``holder``: what holds the
+    tensors of ``wrong``'s first shape)."""
     parts = []
     if missing:
         parts.append(f'missing keys {_listed(missing)}')
     if unexpected:
         parts.append(f'unexpected keys {_listed(unexpected)}')
     if wrong:
-        shapes = [f'{key}: {found} in the checkpoint, {shape} in the model'
+        shapes = [f'{key}: {found} in {holder}, {shape} in the model'
                   for key, (found, shape) in wrong.items()]
         parts.append('other shapes or dtypes: ' + '; '.join(shapes[:SHOWN])
                      + (f' (and {len(shapes) - SHOWN} more)' if len(shapes) > SHOWN else ''))

@@ -63,13 +63,14 @@ def file_digest(path) -> str:
     return sha256_of(path)[:16] if path and os.path.isfile(str(path)) else ''
 
 
-def what_this_rank_read(cfg, datasets: dict, checkpoint) -> dict:
+def what_this_rank_read(cfg, digests: dict, checkpoint) -> dict:
     """``{'config': {key: value}, '<split> data': digest, 'checkpoint': digest}`` of one rank
-    (``datasets``: ``{split: dataset}`` of the loops built; ``checkpoint``: the file it loads)."""
+    (``digests``: ``{split: dataset_digest(dataset)}`` of the loops built; ``checkpoint``: the
+    file it loads)."""
     config = flat_config(cfg.to_dict() if hasattr(cfg, 'to_dict') else cfg)
     read = {'config': config}
-    for split, dataset in sorted(datasets.items()):
-        read[f'{split} data'] = dataset_digest(dataset)
+    for split, digest in sorted(digests.items()):
+        read[f'{split} data'] = digest
     if checkpoint:
         read['checkpoint'] = f'{checkpoint} (content {file_digest(checkpoint) or "absent"})'
     return read

@@ -151,15 +151,8 @@ def _checked_out_file(out_file: Optional[str]) -> Optional[str]:
     if not out_file:
         return out_file
     from ..outputs import check_output
-    flag = 'PlanningMetric out_file'
-    try:
-        return str(check_output(out_file, 'per_sample', flag))
-    except ValueError as error:
-        if 'the file exists' not in str(error):
-            raise
-        raise ValueError(f'{flag} {out_file}: the file exists and is not an earlier per-sample '
-                         'dump of PlanningMetric (a checkpoint, a config, someone\'s JSON would '
-                         'be replaced); give the evaluator another out_file') from None
+    return str(check_output(out_file, 'per_sample', 'PlanningMetric out_file',
+                            exists_advice='give the evaluator another out_file'))
 
 
 def authors_selection_score(metrics: Dict[str, float]) -> float:

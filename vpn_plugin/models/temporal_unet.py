@@ -10,7 +10,7 @@ Parameter names follow the official ones except ``Conv1dBlock``'s ``block.0``/``
 ``conv``/``norm`` (:func:`official_name`).
 """
 import re
-from typing import Dict
+from typing import Dict, Mapping
 
 import torch
 from torch import nn
@@ -186,3 +186,25 @@ def official_name(name: str) -> str:
     ``Conv1dBlock`` is ``*.block.0.*``, ``*.norm.*`` is ``*.block.2.*``)."""
     name = re.sub(r'(blocks\.\d|final_conv\.0)\.conv\.', r'\1.block.0.', name)
     return re.sub(r'(blocks\.\d|final_conv\.0)\.norm\.', r'\1.block.2.', name)
+
+
+def from_official(shapes: Mapping[str, tuple], official: Mapping, source: str,
+                  ours: str = 'the U-Net built from the config') -> dict:
+    """``{name: official value}`` for the ``TemporalUNet`` parameters ``shapes``
+    (``{name: shape}``), from ``official`` (a ``GaussianDiffusion`` state dict: the U-Net
+    under ``model.``, PDPP's names, :func:`official_name`); every name and shape checked and
+    every official ``model.*`` entry used, or a ``ValueError`` naming ``source``."""
+    found = {}
+    for name, shape in shapes.items():
+        key = 'model.' + official_name(name)
+        if key not in official:
+            raise ValueError(f'{source}: no {key} for the parameter {name} of {ours}')
+        if tuple(official[key].shape) != tuple(shape):
+            raise ValueError(f'{source}: {key} has shape {tuple(official[key].shape)}, the '
+                             f'parameter {name} of {ours} {tuple(shape)}')
+        found[name] = official[key]
+    used = {'model.' + official_name(name) for name in shapes}
+    extra = sorted(k for k in official if k.startswith('model.') and k not in used)
+    if extra:
+        raise ValueError(f'{source}: official parameters {extra} have no counterpart in {ours}')
+    return found

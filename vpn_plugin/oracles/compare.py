@@ -711,9 +711,8 @@ def check_fixture_state_dict(path: Path, recorded: Mapping[str, object], model,
     wrong = {k: (tuple(np.shape(v)), tuple(own[k].shape)) for k, v in recorded.items()
              if k in own and tuple(np.shape(v)) != tuple(own[k].shape)}
     problems = mismatch_text(sorted(set(own) - set(recorded)), sorted(set(recorded) - set(own)),
-                             wrong)
+                             wrong, holder='the fixture')
     if problems:
-        problems = problems.replace(' in the checkpoint,', ' in the fixture,')
         raise ValueError(f'fixture {path}: does not fit the {type(model).__name__} built from '
                          f'{built_from}: {problems}; expected the official model\'s state dict '
                          'as recorded (an edited or truncated state dict, or a meta.json of '

@@ -36,7 +36,7 @@ from .compare import (GRAD_TOLERANCE, OUTPUT_TOLERANCE, Row, build_registered, c
                       perturbed_runs, read_npz, report_parameter_counts, report_settings,
                       replayed_header, require_meta_fields, set_fixture_sizes, within)
 from ..models.pdpp import observation_pair
-from ..models.temporal_unet import official_name
+from ..models.temporal_unet import from_official, official_name
 
 REPO = Path(__file__).resolve().parents[2]
 CONFIG = REPO / 'configs/_base_/planners/pdpp_crosstask.py'
@@ -152,24 +152,14 @@ def install_weights(model, fixture: Path) -> None:
 
 def install_unet(unet, path: Path) -> None:
     """The official U-Net weights (``model.*`` of a ``GaussianDiffusion.state_dict()`` file,
-    float16 or float32) into a ``TemporalUNet``, as float32; every name and shape checked."""
-    official = read_npz(path)
-    state = {}
-    for name, parameter in unet.named_parameters():
-        key = 'model.' + official_name(name)
-        if key not in official:
-            raise KeyError(f'{path}: no {key} for U-Net parameter {name}')
-        if official[key].shape != tuple(parameter.shape):
-            raise ValueError(f'{path}: {key} has shape {official[key].shape}, the U-Net built '
-                             f'from the config {tuple(parameter.shape)}')
-        check_float_weight(path, key, official[key])
-        state[name] = torch.from_numpy(official[key].astype(np.float32))
-    installed = {'model.' + official_name(n) for n in state}
-    extra = sorted(k for k in official if k.startswith('model.') and k not in installed)
-    if extra:
-        raise KeyError(f'{path}: official parameters {extra} have no counterpart in the U-Net '
-                       'built from the config')
-    unet.load_state_dict(state)
+    float16 or float32) into a ``TemporalUNet``, as float32; every name and shape checked
+    (``temporal_unet.from_official``)."""
+    shapes = {name: tuple(parameter.shape) for name, parameter in unet.named_parameters()}
+    official = from_official(shapes, read_npz(path), str(path))
+    for name, value in official.items():
+        check_float_weight(path, 'model.' + official_name(name), value)
+    unet.load_state_dict({name: torch.from_numpy(value.astype(np.float32))
+                          for name, value in official.items()})
 
 
 def buffer_rows(path: Path, module) -> List[Row]:

@@ -86,6 +86,7 @@ from .unit_state import STATE_FILE, read_unit_state, unit_done, unit_failed, uni
 
 
 SMOKE_SUFFIX = '_smoke'  # of a --smoke run's results file and work dirs
+TRAIN_DONE = 'train_done.json'  # a finished training's record (finished_training)
 # what a protocol config, a run entry and a test entry may set (module docstring)
 PROTOCOL_KEYS = ('protocol', 'dataset', 'seeds', 'requires', 'runs', 'max_epochs', 'stages')
 RUN_KEYS = ('method', 'config', 'horizons', 'cfg_options', 'variant', 'train', 'tests', 'slug',
@@ -505,7 +506,7 @@ class ProtocolRunner:
         work_dir = self.work_dir(stage)
         with exclusive_lock(lock_path_of(work_dir), wait=True, what=f'work dir {work_dir}'):
             claim_work_dir(work_dir, self.identity(stage))
-            if not (work_dir / 'train_done.json').is_file():
+            if not (work_dir / TRAIN_DONE).is_file():
                 log(f'    pre-training stage {stage.slug} T={stage.horizon} seed={stage.seed} '
                      f'({stage.config}) -> {work_dir}')
             checkpoint = self.train(stage, work_dir).checkpoint
@@ -717,14 +718,10 @@ class ProtocolRunner:
     def train(self, unit: TrainUnit, work_dir: Path) -> Trained:
         """Train once; reuses a finished training (of the same identity:
         :func:`claim_work_dir`)."""
-        marker = work_dir / 'train_done.json'
-        if marker.is_file():
-            from vpn_plugin.engine.checkpoint import record_inside
-            info = read_json(marker, 'training record')
-            # a moved or copied protocol folder tests its own checkpoint
-            checkpoint = record_inside(info['checkpoint'], work_dir, str(marker))
-            return Trained(checkpoint, info['params'], info.get('shortened', ''),
-                           info.get('selection', ''))
+        done = finished_training(work_dir)
+        if done is not None:
+            return done
+        marker = work_dir / TRAIN_DONE
         from vpn_plugin.models.base_planner import num_parameters
         from vpn_plugin.runner import build_runner
         cfg = self.build_cfg(unit.config, unit.cfg_options, unit.seed, work_dir, unit.horizon)
@@ -838,10 +835,24 @@ def read_features(dataloader) -> dict:
     return folders_provenance(dataset_feature_dirs(dataloader.dataset))
 
 
+def finished_training(work_dir) -> Trained | None:
+    """The training record of ``work_dir`` (``train_done.json``: its checkpoint resolved
+    inside ``work_dir``, as a moved or copied protocol folder tests its own checkpoint), None
+    when its training has not finished."""
+    marker = Path(work_dir) / TRAIN_DONE
+    if not marker.is_file():
+        return None
+    from vpn_plugin.engine.checkpoint import record_inside
+    info = read_json(marker, 'training record')
+    checkpoint = record_inside(info['checkpoint'], work_dir, str(marker))
+    return Trained(checkpoint, info['params'], info.get('shortened', ''),
+                   info.get('selection', ''))
+
+
 def trained_features(work_dir: Path) -> dict:
     """The features a finished training read (``train_done.json``; ``{}`` for a training
     finished before they were recorded)."""
-    marker = Path(work_dir) / 'train_done.json'
+    marker = Path(work_dir) / TRAIN_DONE
     return read_json(marker, 'training record').get('features', {}) if marker.is_file() else {}
 
 

@@ -61,7 +61,7 @@ from submitit.helpers import Checkpointable
 from vpn_plugin.locks import exclusive_lock, lock_path_of
 from .dry_run import format_duration, plan_runs
 from .progress import Progress, log, unit_name
-from .runner import claim_work_dir, with_stages
+from .runner import TRAIN_DONE, claim_work_dir, with_stages
 from .status import RECORDS, read_submissions, slurm_folder, squeue_tasks
 from .unit_state import unit_failed
 
@@ -228,7 +228,7 @@ def unit_seconds(runner, units, epoch_seconds: float) -> list:
     seconds = []
     for unit in units:
         stage = unit.pretrained['unit'] if unit.pretrained else None
-        pending_stage = stage and not (Path(runner.work_dir(stage)) / 'train_done.json').is_file()
+        pending_stage = stage and not (Path(runner.work_dir(stage)) / TRAIN_DONE).is_file()
         seconds.append(by_unit[id(unit)] + (by_unit[id(stage)] if pending_stage else 0.0))
     return seconds
 
@@ -268,8 +268,7 @@ def plan_array(runner, units, request: SlurmRequest, epoch_seconds: float,
     todo = [u for u in open_units if str(Path(runner.work_dir(u)).absolute()) not in queued]
     seconds = unit_seconds(runner, todo, epoch_seconds)
     tasks = pack(todo, seconds, request.runs_per_job)
-    if not limit:
-        check_partition_cpus(request.partition, request.cpus_per_run)
+    check_partition_cpus(request.partition, request.cpus_per_run)  # whoever read the limit
     partition_max, partition_note = limit if limit else partition_limit(request.partition)
     plan = ArrayPlan(tasks, 0, '', len(units) - len(open_units), len(open_units) - len(todo),
                      _per_method(todo, seconds))

@@ -37,7 +37,7 @@ from typing import Callable, Dict, Iterator, List, Optional, Sequence
 import numpy as np
 from torch.utils.data import DataLoader, IterableDataset, get_worker_info
 
-from ..errors import (OutputWriteError, path_kind, read_json, unwritable_folder,
+from ..errors import (OutputWriteError, check_folder_target, path_kind, read_json,
                       write_text_atomically)
 from ..progress import StepProgress
 from .chunking import chunk_count, embed_frames
@@ -156,12 +156,12 @@ def write_features_atomically(path: Path, arrays: Dict[str, np.ndarray]) -> None
         raise
 
 
-def check_manifest(out_dir: Path, settings: dict, rank: int, write: bool = True) -> None:
+def check_manifest(out_dir: Path, settings: dict) -> None:
     """``extraction.json`` records the settings of the folder's features; other settings into
     the same folder are refused (mixed features would be wrong numbers), and so is a folder
     that already holds feature files without one (a dataset's feature folder: its files are
     no extraction of this tool to resume, and it gets no manifest of ours). Rank 0 writes a
-    missing one when ``write`` (:func:`write_manifest`)."""
+    missing one once every rank has checked (:func:`write_manifest`)."""
     path = out_dir / MANIFEST
     if not path.exists():
         # anything but a failed run's own leftovers: a dataset's feature folder in any layout
@@ -184,8 +184,6 @@ def check_manifest(out_dir: Path, settings: dict, rank: int, write: bool = True)
             raise ValueError(f'{path}: the features in {out_dir} were extracted with {found}; '
                              f'this run asks for {settings}. Use another --out folder (or '
                              'remove that one)')
-    elif rank == 0 and write:
-        write_manifest(out_dir, settings)
 
 
 def write_manifest(out_dir: Path, settings: dict) -> None:
@@ -309,22 +307,11 @@ def extract_videos(network: Callable, videos: Sequence[Path], out_dir, recipe: F
     begun to fill."""
     progress_stream = progress_stream or sys.stderr  # the stream of now, not of the import
     out_dir = Path(out_dir)
-    if path_kind(out_dir) not in (None, 'a folder'):
-        raise OSError(f'--out {out_dir} is {path_kind(out_dir)}; expected a folder for the '
-                      'feature files (new or one this tool extracted into)')
-    blocked = unwritable_folder(out_dir)
-    if blocked is not None:
-        raise PermissionError(f'--out {out_dir}: {blocked}; expected a folder this user can '
-                              'write the feature files into')
-    try:
-        out_dir.mkdir(parents=True, exist_ok=True)
-    except NotADirectoryError:  # a path through a file: say which
-        above = next(p for p in out_dir.parents if path_kind(p) is not None)
-        raise NotADirectoryError(f'--out {out_dir}: {above} is {path_kind(above)}, not a folder; '
-                                 'expected a folder for the feature files') from None
+    check_folder_target(out_dir, '--out', 'the feature files', '--out')
+    out_dir.mkdir(parents=True, exist_ok=True)
     names = output_names(videos, naming)
     settings = settings or dict(recipe=recipe.as_dict())
-    check_manifest(out_dir, settings, rank, write=False)
+    check_manifest(out_dir, settings)
     barrier()  # every rank has checked the folder: no rank checks while rank 0 writes into it
     if rank == 0:
         write_manifest(out_dir, settings)

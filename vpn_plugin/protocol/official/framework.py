@@ -366,9 +366,9 @@ def rescore_official_seed(method: Method, data: ComparisonData, settings: Settin
     (:meth:`Method.official_into_ours`), tested as our side is (the protocol runner's test,
     our sampler and metrics). Returns ``official`` with those metrics, side
     ``official (our evaluator)``."""
-    import torch
-    from vpn_plugin.engine.checkpoint import read_checkpoint, record_inside
-    from vpn_plugin.protocol.runner import expand_units
+    from vpn_plugin.engine.checkpoint import read_checkpoint, save_atomically
+    from vpn_plugin.engine.pre_stage import save_torch_file
+    from vpn_plugin.protocol.runner import expand_units, finished_training
     seed, run_dir = official.seed, out / 'official' / f'seed{official.seed}'
     names = method.official_checkpoints(out / 'official_copy', settings, seed)
     kept = {name: run_dir / 'checkpoints' / f'{name}.pth.tar' for name in names}
@@ -379,17 +379,18 @@ def rescore_official_seed(method: Method, data: ComparisonData, settings: Settin
                                 'rerun the official side of that seed')
     runner = our_runner(method, data, settings, out / 'ours')
     unit, = expand_units(runner.cfg, seeds=[seed])
-    marker = runner.work_dir(unit) / 'train_done.json'
-    if not marker.is_file():
-        raise FileNotFoundError(f'{marker}: our training of seed {seed} is not finished')
-    ours = record_inside(json.loads(marker.read_text())['checkpoint'], runner.work_dir(unit),
-                         str(marker))
-    converted = method.official_into_ours(read_checkpoint(ours), kept, str(run_dir))
+    work_dir = runner.work_dir(unit)
+    ours = finished_training(work_dir)
+    if ours is None:
+        raise FileNotFoundError(f'{work_dir}: our training of seed {seed} is not finished')
+    converted = method.official_into_ours(read_checkpoint(ours.checkpoint), kept, str(run_dir))
     folder = run_dir / 'ours_evaluator'
     folder.mkdir(exist_ok=True)
-    torch.save(converted, folder / 'official_weights.pth')
+    weights = folder / 'official_weights.pth'
+    save_atomically(lambda temporary: save_torch_file(converted, temporary), weights,
+                    then=lambda: 'Free disk space, then run --rescore-with-ours again')
     spec, = unit.tests
-    tested = runner.test(unit, spec, str(folder / 'official_weights.pth'), folder)
+    tested = runner.test(unit, spec, str(weights), folder)
     return dataclasses.replace(
         official, side='official (our evaluator)', selected=None, selected_epoch=None,
         metrics={name: tested.metrics[name] for name in method.metrics},

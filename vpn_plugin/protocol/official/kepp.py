@@ -228,25 +228,21 @@ def unet_state(state: dict, weights: dict, source: str, prefix: str = '') -> dic
     """``state`` (our KEPP state dict, its keys under ``prefix``) with ``plan.unet.*`` /
     ``step.unet.*`` taken from the official ``weights[model]`` (a
     ``GaussianDiffusion`` state dict: the U-Net under ``model.``, PDPP's names); every official
-    U-Net tensor used once, names and shapes checked. The two U-Nets are KEPP's only
-    parameters; its other entries are buffers (schedules, graph, flags)."""
-    from vpn_plugin.models.temporal_unet import official_name
+    U-Net tensor used once, names and shapes checked (``temporal_unet.from_official``). The
+    two U-Nets are KEPP's only parameters; its other entries are buffers (schedules, graph,
+    flags)."""
+    from vpn_plugin.models.temporal_unet import from_official
     out = dict(state)
     for model in ('plan', 'step'):
         theirs = {key[len('module.'):] if key.startswith('module.') else key: value
                   for key, value in weights[model].items()}
-        unet, used = f'{prefix}{model}.unet.', set()
-        for key in [k for k in state if k.startswith(unet)]:
-            name = 'model.' + official_name(key[len(unet):])
-            if name not in theirs or theirs[name].shape != state[key].shape:
-                raise ValueError(f'{source}: the official {model} model has no {name} of '
-                                 f'shape {tuple(state[key].shape)} (ours: {key})')
-            out[key] = theirs[name].to(state[key].dtype).clone()
-            used.add(name)
-        left = sorted(k for k in theirs if k.startswith('model.') and k not in used)
-        if left:
-            raise ValueError(f'{source}: the official {model} model\'s weights {left} have '
-                             'no counterpart in our KEPP')
+        unet = f'{prefix}{model}.unet.'
+        shapes = {key[len(unet):]: tuple(value.shape) for key, value in state.items()
+                  if key.startswith(unet)}
+        official = from_official(shapes, theirs, f'{source}: the official {model} model',
+                                 ours=f'the {model} U-Net of our KEPP')
+        for name, value in official.items():
+            out[unet + name] = value.to(state[unet + name].dtype).clone()
     return out
 
 
