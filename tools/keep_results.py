@@ -47,7 +47,7 @@ def check_own_folder(folder: Path, out: Path) -> None:
         raise ValueError(f'{folder} is a file; keep_results.py writes the kept dumps into a '
                          f'folder of that name beside --out {out}: choose another --out')
     named = {Path(row.per_sample_file).resolve() for row in
-             (read_results(out) if out.is_file() else []) if row.per_sample_file}
+             (read_results(out, empty_ok=True) if out.is_file() else []) if row.per_sample_file}
     foreign = sorted(p for p in folder.rglob('*') if p.is_dir() or p.resolve() not in named)
     if foreign:
         raise ValueError(f'{folder}/ holds {foreign[0]}, which {out} does not name as a kept '

@@ -23,14 +23,15 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from vpn_plugin.core.stats import AUTHORS_RESAMPLES  # noqa: E402
+from vpn_plugin.core.stats import (AUTHORS_RESAMPLES, MAX_RESAMPLES,  # noqa: E402
+                                   RESAMPLES_LIMIT_WHY)
 from vpn_plugin.protocol.report import (CI_STYLES, DEFAULT_METRICS, build_table,  # noqa: E402
                                          to_latex, to_markdown)
 from vpn_plugin.protocol.expected import (describe_row, expected_file,  # noqa: E402
                                            missing_rows)
 from vpn_plugin.protocol.results import (filter_rows, mean_over_datasets,  # noqa: E402
                                           read_results, rename_methods)
-from vpn_plugin.errors import (NON_NEGATIVE_INT, POSITIVE_INT, path_argument,  # noqa: E402
+from vpn_plugin.errors import (NON_NEGATIVE_INT, POSITIVE_INT, at_least, path_argument,  # noqa: E402
                                text_argument, tool_main, write_texts_atomically)
 from vpn_plugin.outputs import add_overwrite_argument, check_output, stem_files  # noqa: E402
 
@@ -60,9 +61,10 @@ def parse_args(argv=None):
     parser.add_argument('--paired', action='store_true',
                         help='improvements: paired bootstrap over the common seeds instead of '
                              "the paper's independent resampling of each method's seeds")
-    parser.add_argument('--num-resamples', type=POSITIVE_INT, default=AUTHORS_RESAMPLES,
+    resamples = at_least(int, 1, high=MAX_RESAMPLES, why=RESAMPLES_LIMIT_WHY)
+    parser.add_argument('--num-resamples', type=resamples, default=AUTHORS_RESAMPLES,
                         help='bootstrap resamples K of each cell (the authors: 1000)')
-    parser.add_argument('--num-diff-resamples', type=POSITIVE_INT, default=AUTHORS_RESAMPLES,
+    parser.add_argument('--num-diff-resamples', type=resamples, default=AUTHORS_RESAMPLES,
                         help='bootstrap resamples K of each improvement')
     parser.add_argument('--allow-mixed-features', action='store_true',
                         help='allow rows of one dataset trained or tested on different feature '

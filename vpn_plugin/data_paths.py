@@ -365,6 +365,11 @@ def check_config_keys(cfg, overrides=None) -> None:
     (``overrides``, before they are merged) that neither the config nor the Runner has."""
     known = known_config_keys()
     where = cfg.filename or 'config'
+    if 'protocol' in cfg and 'runs' in cfg and 'train_dataloader' not in cfg:
+        raise ValueError(f'{where} is a protocol config (protocol={cfg.protocol!r}: runs of '
+                         'several methods), not a training or dataset config: run it with '
+                         'tools/run_protocol.py, or give this tool the config of one of its '
+                         'runs (its runs[i].config, e.g. configs/vpn_niv_t3.py)')
     check_misspelled([k for k in cfg.keys() if not k.startswith('_')], known,
                      f'{where}: top-level config key')
     for key in sorted({str(k).split('.')[0] for k in overrides or {}}):

@@ -196,9 +196,10 @@ def check_misspelled(names, known, what: str, cutoff: float = 0.8) -> None:
                              "with a leading '_')")
 
 
-def at_least(kind, low, strict: bool = False):
+def at_least(kind, low, strict: bool = False, high=None, why: str = ''):
     """An argparse ``type``: a ``kind`` (``int`` or ``float``) >= ``low`` (> ``low`` when
-    ``strict``), so that e.g. ``--max-epochs 0`` is refused instead of ignored."""
+    ``strict``), so that e.g. ``--max-epochs 0`` is refused instead of ignored; with ``high``,
+    also <= ``high`` (``why`` says why, in the message)."""
     what = 'an integer' if kind is int else 'a number'
 
     def parse(text: str):
@@ -206,9 +207,11 @@ def at_least(kind, low, strict: bool = False):
             value = kind(text)
         except ValueError:
             raise argparse.ArgumentTypeError(f'{text!r} is not {what}') from None
-        if not math.isfinite(value) or value < low or (strict and value == low):
+        if not math.isfinite(value) or value < low or (strict and value == low) \
+                or (high is not None and value > high):
+            bound = '' if high is None else f' and <= {high}{why and f" ({why})"}'
             raise argparse.ArgumentTypeError(f'{text}: expected {what} {">" if strict else ">="} '
-                                             f'{low}')
+                                             f'{low}{bound}')
         return value
     parse.__name__ = f'{kind.__name__} {">" if strict else ">="} {low}'
     return parse

@@ -21,6 +21,11 @@ AUTHORS_RESAMPLES = 1000   # calculate_results.py: bootstrap(..., n_iterations=1
 # The one rule of every table and figure: fewer seeds give the mean only, no interval and no
 # significance mark (two seeds' "bootstrap interval" is two points: at most 3 distinct means)
 MIN_SEEDS_FOR_CI = 3
+# The authors' draw is one Python ``choice`` per drawn seed: K = 1e6 resamples of 5 seeds take
+# about 18 s and 200 MB per interval (measured); a larger K would run for hours without a word
+MAX_RESAMPLES = 1_000_000
+RESAMPLES_LIMIT_WHY = ("the authors' draw costs about 18 s and 200 MB per table cell and "
+                       'million resamples; their K is 1000')
 
 
 def shows_ci(num_seeds: int) -> bool:
@@ -48,8 +53,9 @@ def _as_scores(values, name: str) -> np.ndarray:
 
 
 def _check_options(num_resamples: int, level: float) -> None:
-    if num_resamples < 1:
-        raise ValueError(f'num_resamples={num_resamples}; expected >= 1')
+    if not 1 <= num_resamples <= MAX_RESAMPLES:
+        raise ValueError(f'num_resamples={num_resamples}; expected 1 .. {MAX_RESAMPLES} '
+                         f'({RESAMPLES_LIMIT_WHY})')
     if not 0 < level < 1:
         raise ValueError(f'level={level}; expected a confidence level in (0, 1)')
 

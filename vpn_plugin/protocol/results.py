@@ -284,8 +284,10 @@ def _as_metric(name: str, value, source) -> float:
     return number
 
 
-def read_results(paths: str | Path | Iterable[str | Path]) -> list[ResultRow]:
-    """Read rows from one or more ``.jsonl``/``.json``/``.csv`` results files."""
+def read_results(paths: str | Path | Iterable[str | Path], *,
+                 empty_ok: bool = False) -> list[ResultRow]:
+    """Read rows from one or more ``.jsonl``/``.json``/``.csv`` results files; a file without
+    a row is refused unless ``empty_ok`` (a tool's own output file, rows still to come)."""
     if isinstance(paths, (str, Path)):
         paths = [paths]
     rows, paths = [], [Path(path) for path in paths]
@@ -293,12 +295,17 @@ def read_results(paths: str | Path | Iterable[str | Path]) -> list[ResultRow]:
     for path in paths:
         check_file(path, 'results file', missing=f'results file not found: {path}')
         if path.suffix == '.csv':
-            rows.extend(_resolve_paths(_read_csv(path), path))
+            found = _resolve_paths(_read_csv(path), path)
         elif path.suffix in ('.jsonl', '.json'):
-            rows.extend(_resolve_paths(_read_json(path), path))
+            found = _resolve_paths(_read_json(path), path)
         else:
             raise ValueError(f'{path}: unknown results format "{path.suffix}"; '
                              'expected .jsonl, .json or .csv')
+        if not found and not empty_ok:
+            raise ValueError(f'results file {path} holds no results rows '
+                             f'({path.stat().st_size} bytes); expected one row per run '
+                             '(was it written by a run that was stopped before its first row?)')
+        rows.extend(found)
     check_method_spelling(rows)
     return rows
 

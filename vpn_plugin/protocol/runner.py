@@ -450,7 +450,7 @@ class ProtocolRunner:
     def done_keys(self) -> set:
         if not self.results_file.is_file():
             return set()
-        return {row.key() for row in read_results(self.results_file)}
+        return {row.key() for row in read_results(self.results_file, empty_ok=True)}
 
     def is_done(self, unit: TrainUnit, done: set) -> bool:
         """Every row of ``unit`` is among ``done`` (:meth:`done_keys`)."""

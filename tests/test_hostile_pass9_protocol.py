@@ -1,0 +1,51 @@
+"""Eighth hostile pass (issue 37), the protocol and what follows training (hostile18): the
+seventh pass's vague cases left (E38, F12, D2) and this pass's findings, each test failing on
+main b5995ac (the behaviour before its fix)."""
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from vpn_plugin.protocol.results import read_results
+
+ROOT = Path(__file__).resolve().parents[1]
+KEPT = ROOT / 'docs' / 'results_data' / 'main_t3_crosstask.jsonl'
+
+
+def tool(*args) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, *map(str, args)], cwd=ROOT, capture_output=True,
+                          text=True, timeout=120)
+
+
+# ------------------------------------------------------------ pass 7's vague cases
+@pytest.mark.parametrize('text', ['', '\n\n', '[]'])
+def test_a_results_file_without_rows_is_named(tmp_path, text):
+    """Before (E38): an empty results file gave "no results rows match protocol=None ...",
+    which does not say that the file is empty."""
+    path = tmp_path / ('results.json' if text == '[]' else 'results.jsonl')
+    path.write_text(text)
+    with pytest.raises(ValueError, match=rf'results file .*{path.name} holds no results rows'):
+        read_results(path)
+    assert read_results(path, empty_ok=True) == []
+
+
+def test_report_bounds_the_bootstrap_resamples():
+    """Before (F12): --num-resamples 100000000 ran with no bound and no word, 7 GB resident
+    after 15 s and growing."""
+    from vpn_plugin.core.stats import MAX_RESAMPLES, bootstrap_ci
+    for flag in ('--num-resamples', '--num-diff-resamples'):
+        done = tool('tools/report.py', KEPT, flag, MAX_RESAMPLES + 1)
+        assert done.returncode == 2
+        assert f'expected an integer >= 1 and <= {MAX_RESAMPLES}' in done.stderr
+    with pytest.raises(ValueError, match=f'num_resamples={MAX_RESAMPLES + 1}; expected 1 ..'):
+        bootstrap_ci([1.0, 2.0, 3.0], num_resamples=MAX_RESAMPLES + 1)
+
+
+def test_a_protocol_config_given_as_a_model_config_is_named():
+    """Before (D2): dataset_stats.py --config configs/protocol/standard_niv.py said "top-level
+    config key 'horizons' is unknown; did you mean 'horizon'?" (train.py/test.py the same)."""
+    from vpn_plugin.data_paths import load_config
+    with pytest.raises(ValueError, match=r"standard_niv\.py is a protocol config "
+                       r"\(protocol='standard_niv'.*tools/run_protocol\.py"):
+        load_config(ROOT / 'configs' / 'protocol' / 'standard_niv.py')
