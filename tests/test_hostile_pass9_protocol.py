@@ -49,3 +49,39 @@ def test_a_protocol_config_given_as_a_model_config_is_named():
     with pytest.raises(ValueError, match=r"standard_niv\.py is a protocol config "
                        r"\(protocol='standard_niv'.*tools/run_protocol\.py"):
         load_config(ROOT / 'configs' / 'protocol' / 'standard_niv.py')
+
+
+# ------------------------------------------------------------ results rows: field types
+def edited_row(tmp_path, name, value) -> Path:
+    import json
+    lines = KEPT.read_text().splitlines()
+    row = json.loads(lines[0])
+    row[name] = value
+    path = tmp_path / 'results.jsonl'
+    path.write_text('\n'.join([json.dumps(row)] + lines[1:]) + '\n')
+    return path
+
+
+@pytest.mark.parametrize('name', ['selection', 'dataset', 'config', 'protocol',
+                                  'per_sample_file', 'work_dir', 'pkg_source'])
+@pytest.mark.parametrize('value', [0, -1, 1.5, True, [], {}])
+def test_a_text_field_of_another_type_is_named(tmp_path, name, value):
+    """Before: selection -1 / dataset 0 / per_sample_file 1.5 / config [] crashed in the table
+    with a TypeError naming no file ("'<' not supported between 'int' and 'str'", "unhashable
+    type: 'list'"), and 0, [] or {} were read as an empty text without a word."""
+    path = edited_row(tmp_path, name, value)
+    with pytest.raises(ValueError, match=rf'results\.jsonl:1: field "{name}" must be a string, '
+                       rf'got {value!r}'.replace('[', r'\[').replace('(', r'\(')):
+        read_results(path)
+
+
+@pytest.mark.parametrize('value', [0, 1, 0.0, 'abc'])
+def test_variant_and_shortened_of_another_type_are_named(tmp_path, value):
+    """Before: variant 0 / 'abc' crashed ("'int' object has no attribute 'items'"); shortened
+    0 or 1 was read as false / true without a word while -1 was refused."""
+    with pytest.raises(ValueError, match=r'results\.jsonl:1: field "variant" must be a dict'):
+        read_results(edited_row(tmp_path, 'variant', value))
+    if value != 'abc':
+        with pytest.raises(ValueError, match=r'field "shortened" must be a reason string or a '
+                           r'bool'):
+            read_results(edited_row(tmp_path, 'shortened', value))

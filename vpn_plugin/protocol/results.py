@@ -185,19 +185,33 @@ def row_from_dict(record: dict, source: str = '<dict>') -> ResultRow:
         else:
             values[name] = None
     values['shortened'] = _as_shortened(record.get('shortened'), source)
-    if not isinstance(record.get('pkg_source') or '', str):
-        raise ValueError(f'{source}: field "pkg_source" must be a string, got '
-                         f'{record["pkg_source"]!r}')
-    values['pkg_source'] = record.get('pkg_source') or ''
-    for name in ('settings', 'failures', 'usage', 'features'):
+    for name in TEXT_FIELDS:
+        values[name] = _as_text(record.get(name), name, source)
+    for name in ('settings', 'failures', 'usage', 'features', 'variant'):
         values[name] = _as_dict(record.get(name), name, source)
     values['failures'] = {k: _as_int(v, f'failures.{k}', source)
                           for k, v in values['failures'].items()}
     return ResultRow(**values)
 
 
+# text fields: absent or null = ''; a number, bool, list or dict is no name, path or reason
+TEXT_FIELDS = ('dataset', 'config', 'protocol', 'per_sample_file', 'work_dir', 'pkg_source',
+               'selection')
+
+
+def _as_text(value, name, source) -> str:
+    if value is None:
+        return ''
+    if not isinstance(value, str):
+        raise ValueError(f'{source}: field "{name}" must be a string, got {value!r}')
+    return value
+
+
 def _as_shortened(value, source) -> str:
     """The ``shortened`` field as a reason string ('' = full run)."""
+    if not isinstance(value, (str, bool, type(None))):
+        raise ValueError(f'{source}: field "shortened" must be a reason string or a bool, '
+                         f'got {value!r}')
     if value in (None, '', False, 'false', 'False'):
         return ''
     if value in (True, 'true', 'True'):
