@@ -85,3 +85,17 @@ def test_variant_and_shortened_of_another_type_are_named(tmp_path, value):
         with pytest.raises(ValueError, match=r'field "shortened" must be a reason string or a '
                            r'bool'):
             read_results(edited_row(tmp_path, 'shortened', value))
+
+
+# ------------------------------------------------------------ plots.py overlap
+def test_an_overlap_share_of_no_windows_is_not_zero_percent():
+    """Before: a reference that solves no window gave "introduced: 0.0% of its successes"
+    (0 / max(0, 1)), and such a seed pulled the mean over seeds down as a 0%."""
+    import numpy as np
+    from vpn_plugin.protocol.plots import Overlap, _share_over_seeds, overlap_table
+    assert _share_over_seeds(np.array([0, 0]), np.array([0, 0])) == (None, None, None)
+    mean, _, _ = _share_over_seeds(np.array([0, 5, 2]), np.array([0, 10, 10]))
+    assert mean == pytest.approx(np.mean([50.0, 20.0]))  # seed 0 (no windows) left out
+    overlap = Overlap('A', 'B', 229, 41, 0, 0, [0], (15.2, None, None), (None, None, None))
+    row = overlap_table([overlap]).splitlines()[2]
+    assert row.endswith('| 15.2 | n/a |')

@@ -971,16 +971,27 @@ def error_overlap(rows: list[ResultRow], method: str, reference: str,
                          f'{sorted(theirs)}) share no seed')
     per_seed = np.stack([_overlap_counts(ours[s], theirs[s]) for s in seeds])
     fails, solves = per_seed[:, 0] + per_seed[:, 1], per_seed[:, 2] + per_seed[:, 3]
-    fixed = 100.0 * per_seed[:, 1] / np.maximum(fails, 1)
-    introduced = 100.0 * per_seed[:, 2] / np.maximum(solves, 1)
     return Overlap(method, reference, *(int(c) for c in per_seed.sum(0)), seeds,
-                   seed_interval(fixed), seed_interval(introduced), Marks.of(compared))
+                   _share_over_seeds(per_seed[:, 1], fails),
+                   _share_over_seeds(per_seed[:, 2], solves), Marks.of(compared))
+
+
+def _share_over_seeds(part: np.ndarray, whole: np.ndarray) -> tuple:
+    """(mean, low, high) of the per-seed percentages ``part / whole`` (S,) over the seeds
+    whose ``whole`` is not 0 (a share of no windows is undefined, not 0%); all None when no
+    seed has any."""
+    defined = whole > 0
+    if not defined.any():
+        return None, None, None
+    return seed_interval(100.0 * part[defined] / whole[defined])
 
 
 def overlap_table(overlaps: list[Overlap]) -> str:
     """Markdown table of :func:`error_overlap` results."""
     def pct(values):
         mean, low, high = values
+        if mean is None:
+            return 'n/a'
         return f'{mean:.1f}' if low is None else f'{mean:.1f} [{low:.1f}, {high:.1f}]'
     lines = ['| Method | Reference | Seeds | Windows | Both fail | Fixed | Introduced | '
              'Both solve | Fixed (% of ref. failures) | Introduced (% of ref. successes) |',
@@ -991,11 +1002,12 @@ def overlap_table(overlaps: list[Overlap]) -> str:
                      f'{len(o.seeds)} | {o.total} | {o.both_fail} | {o.fixed} | '
                      f'{o.introduced} | {o.both_solve} | {pct(o.fixed_pct)} | '
                      f'{pct(o.introduced_pct)} |')
-    few = sorted({len(o.seeds) for o in overlaps if o.fixed_pct[1] is None})
+    few = sorted({len(o.seeds) for o in overlaps if len(o.seeds) < MIN_SEEDS_FOR_CI})
     lines.append('\nCounts summed over the seeds; percentages: mean over seeds [90% bootstrap CI]'
                  + (f' ({", ".join(f"n={n}" for n in few)}: no CI, fewer than '
                     f'{MIN_SEEDS_FOR_CI} seeds)' if few else '')
-                 + '. Fixed: the reference fails, the method solves; introduced: the reverse. '
+                 + '. Fixed: the reference fails, the method solves; introduced: the reverse; '
+                 'a percentage is over the seeds whose reference has such windows (n/a: none). '
                  + ' '.join(filter(None, [shortened_note(marks.shortened) + '.'
                                           if marks.shortened else '', marks.features_text])))
     return '\n'.join(lines).rstrip() + '\n'
@@ -1018,9 +1030,11 @@ def _venn_texts(o: Overlap) -> tuple:
     """(reference label, method label, notes) of a panel, wrapped."""
     import textwrap
     reference, method = (o.marks.label(m) for m in (o.reference, o.method))
+    def share(values, of):
+        return f'n/a ({of}: none)' if values[0] is None else f'{values[0]:.1f}% of {of}'
     notes = [f'both solve: {o.both_solve}',
-             f'fixed: {o.fixed_pct[0]:.1f}% of {o.reference}\'s failures',
-             f'introduced: {o.introduced_pct[0]:.1f}% of its successes']
+             f'fixed: {share(o.fixed_pct, o.reference + chr(39) + "s failures")}',
+             f'introduced: {share(o.introduced_pct, "its successes")}']
     return (textwrap.fill(f'{reference} fails', 30), textwrap.fill(f'{method} fails', 30),
             '\n'.join(textwrap.fill(n, 32, subsequent_indent='  ') for n in notes))
 
