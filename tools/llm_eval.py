@@ -290,7 +290,8 @@ def main(argv=None):
     inputs = (args.config, args.anchors_file, args.step_config, args.step_checkpoint)
     args.out = str(check_output(args.out, 'results', '--out', inputs, args.overwrite))
     if Path(args.out).is_file():
-        read_results(args.out, empty_ok=True)  # a damaged results file stops the run before any request
+        # a damaged results file stops the run before any request
+        read_results(args.out, empty_ok=True)
     if args.save_anchors is not None:
         args.save_anchors = check_output(args.save_anchors, 'anchors', '--save-anchors',
                                          inputs, args.overwrite)

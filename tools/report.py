@@ -31,8 +31,8 @@ from vpn_plugin.protocol.expected import (describe_row, expected_file,  # noqa: 
                                            missing_rows)
 from vpn_plugin.protocol.results import (filter_rows, mean_over_datasets,  # noqa: E402
                                           read_results, rename_methods)
-from vpn_plugin.errors import (NON_NEGATIVE_INT, POSITIVE_INT, at_least, path_argument,  # noqa: E402
-                               text_argument, tool_main, write_texts_atomically)
+from vpn_plugin.errors import (NON_NEGATIVE_INT, POSITIVE_INT, at_least,  # noqa: E402
+                               path_argument, text_argument, tool_main, write_texts_atomically)
 from vpn_plugin.outputs import add_overwrite_argument, check_output, stem_files  # noqa: E402
 
 
