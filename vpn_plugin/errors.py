@@ -408,6 +408,9 @@ def check_file(path, what: str, missing: str | None = None) -> Path:
     (``missing``, default ``'<what> <path> does not exist'``) when nothing is there, an
     ``OSError`` saying what is there instead (a folder, a FIFO, ``/dev/zero``: reading one
     would block or never end) otherwise. Returns ``Path(path)``."""
+    if isinstance(path, (bool, int, float)) or not isinstance(path, (str, os.PathLike)):
+        # os.stat(0) is stdin's descriptor; 1.5, True or [] failed in os.stat naming no option
+        raise ValueError(f'{what}={path!r}: expected a file path (a string)')
     kind = path_kind(path)
     if kind == 'a regular file':
         return Path(path)

@@ -121,9 +121,9 @@ class ViterbiPlanNet(BasePlanner):
         super().__init__(num_actions, horizon, pkg, data_preprocessor)
         self.text_source = text_embeddings  # what text_features_identity records
         self.loss_weights = {**dict(state=1.0, plan=1.0, task=1.0), **(loss_weights or {})}
+        self._check_options(decode, cross_horizon, loss_weights, text_embeddings)
         if not self.loss_weights['task'] > 0:  # an untrained head predicts no task
             self.task_source = None
-        self._check_options(decode, cross_horizon, loss_weights, text_embeddings)
         # as SCHEMA's check_sizes: None or 1.5 failed inside torch (no option named), 1e9 in
         # the allocator; use_dvl=0 / 'no' was read by truth value
         check_number('model.embed_dim', embed_dim, integer=True, low=1, high=4096)

@@ -1,0 +1,103 @@
+"""Issue 37, eighth (confirmation) hostile pass (hostile17: the VPN / SCHEMA / baseline
+training and evaluation path): option values that mmengine takes as they come (found wrong, if
+ever, only when first used), read by truth value, or refused by a TypeError naming no key; each
+is now refused naming the key, the value and what was expected. Every test fails on main 83b5ce3
+(before these fixes) except the guards named *_still_*."""
+import re
+
+import pytest
+
+import vpn_plugin.mm  # noqa: F401  (registration)
+from vpn_plugin.data_paths import REPO_ROOT, load_config
+
+NIV_CONFIG = str(REPO_ROOT / 'configs/vpn_niv_t3.py')
+
+
+def checked(options: dict, config: str = NIV_CONFIG):
+    """``check_config_entries`` of ``config`` with ``options`` merged as ``--cfg-options``
+    would (nothing is read or built before it refuses)."""
+    from vpn_plugin.data_paths import apply_horizon, resolve_paths
+    from vpn_plugin.runner import check_config_entries
+    cfg = resolve_paths(apply_horizon(load_config(config, options)))
+    check_config_entries(cfg, cfg.filename)
+
+
+def tiny_planner(**options):
+    from vpn_plugin.models.viterbi_plan_net import ViterbiPlanNet
+    return ViterbiPlanNet(num_actions=4, num_tasks=2, horizon=3, feature_dim=8, text_dim=4,
+                          embed_dim=8, **options)
+
+
+@pytest.mark.parametrize('value', ['abc', None, []])
+def test_vpn_task_loss_weight_of_another_kind_is_named(value):
+    """Before: "'>' not supported between instances of 'str' and 'int'" (no key named)."""
+    with pytest.raises(ValueError, match=re.escape(f'model.loss_weights.task={value!r}; '
+                                                   'expected a finite number >= 0')):
+        tiny_planner(loss_weights=dict(state=0, task=value))
+
+
+@pytest.mark.parametrize('value', [1.5, True, [], float('nan')])
+def test_a_text_feature_file_that_is_no_path_is_named(value):
+    """Before: "stat: path should be string, bytes, os.PathLike or integer, not float"."""
+    with pytest.raises(ValueError, match=re.escape(f'model.text_embeddings.file={value!r}: '
+                                                   'expected a file path')):
+        tiny_planner(text_embeddings=dict(file=value))
+
+
+def test_file_descriptor_numbers_are_no_paths():
+    """Before: ``file=0`` stat'ed stdin ("0 is a character device")."""
+    from vpn_plugin.errors import check_file
+    with pytest.raises(ValueError, match=r'thing=0: expected a file path'):
+        check_file(0, 'thing')
+
+
+@pytest.mark.parametrize('value', [0, [], {}, ''])
+def test_planning_metric_out_file_of_another_kind_is_refused(value):
+    """Before: 0, [] and {} read as "no per-sample file" (nothing written, exit 0)."""
+    from vpn_plugin.evaluation.planning_metric import PlanningMetric
+    with pytest.raises(ValueError, match=re.escape(f'PlanningMetric out_file={value!r}: '
+                                                   'expected a file name ending in .json')):
+        PlanningMetric(out_file=value)
+
+
+@pytest.mark.parametrize('option, value, expected', [
+    # before: every value accepted, 'abc' / -1 / nan by truth value (the learning rate scaled)
+    ('auto_scale_lr.enable', 'abc', r"auto_scale_lr.enable='abc'; expected True or False"),
+    ('auto_scale_lr.enable', -1, r'auto_scale_lr.enable=-1; expected True or False'),
+    ('auto_scale_lr.enable', None, r'auto_scale_lr.enable=None; expected True or False'),
+    ('auto_scale_lr.base_batch_size', 0, r'auto_scale_lr.base_batch_size=0; expected an integer'),
+    # before: 1.5 / True / 1e9 / inf taken (1e9: no optimizer step until the last iteration);
+    # 0 / nan an AssertionError, 'abc' a TypeError naming no key
+    ('optim_wrapper.accumulative_counts', 1.5, r'accumulative_counts=1.5; expected an integer'),
+    ('optim_wrapper.accumulative_counts', True, r'accumulative_counts=True; expected an integer'),
+    ('optim_wrapper.accumulative_counts', float('inf'), r'accumulative_counts=inf; expected'),
+    ('optim_wrapper.accumulative_counts', 10 ** 9, r'accumulative_counts=1000000000; expected'),
+    ('optim_wrapper.accumulative_counts', 'abc', r"accumulative_counts='abc'; expected"),
+    # before: a smoke run passed whatever gamma was (StepLR first steps at epoch 40: -1 flips
+    # the learning rate's sign, nan makes it NaN, 'abc' fails hours into a run)
+    ('param_scheduler.0.gamma', -1, r'param_scheduler\[0\].gamma=-1; expected a finite number'),
+    ('param_scheduler.0.gamma', float('nan'), r'param_scheduler\[0\].gamma=nan; expected'),
+    ('param_scheduler.0.gamma', 'abc', r"param_scheduler\[0\].gamma='abc'; expected"),
+    ('param_scheduler.0.gamma', True, r'param_scheduler\[0\].gamma=True; expected'),
+    ('param_scheduler.0.step_size', 0, r'param_scheduler\[0\].step_size=0; expected an integer'),
+    # before: "Format specifier missing precision" at the first log line, after the run began
+    ('log_processor.num_digits', None, r'log_processor.num_digits=None; expected an integer'),
+    ('log_processor.num_digits', 1.5, r'log_processor.num_digits=1.5; expected an integer'),
+    # before: mmengine's "ignore_last must be a boolean" / '"rule" should be a str' (no key)
+    ('default_hooks.logger.ignore_last', 0, r'default_hooks.logger.ignore_last=0; expected True'),
+    ('default_hooks.checkpoint.rule', 1.5, r'default_hooks.checkpoint.rule=1.5; expected'),
+    ('default_hooks.checkpoint.rule', 'abc', r"default_hooks.checkpoint.rule='abc'; expected"),
+    ('default_hooks.checkpoint.rule', [], r'default_hooks.checkpoint.rule=\[\]; expected'),
+])
+def test_schedule_keys_of_another_kind_are_refused(option, value, expected):
+    with pytest.raises(ValueError, match=expected):
+        checked({option: value})
+
+
+@pytest.mark.parametrize('options', [
+    {}, {'auto_scale_lr.enable': True}, {'optim_wrapper.accumulative_counts': 4},
+    {'param_scheduler.0.gamma': 0.5}, {'log_processor.num_digits': 0},
+    {'default_hooks.logger.ignore_last': True}, {'default_hooks.checkpoint.rule': 'less'},
+    {'default_hooks.checkpoint.rule': None}])
+def test_valid_schedule_keys_still_pass(options):
+    checked(options)
