@@ -101,3 +101,28 @@ def test_schedule_keys_of_another_kind_are_refused(option, value, expected):
     {'default_hooks.checkpoint.rule': None}])
 def test_valid_schedule_keys_still_pass(options):
     checked(options)
+
+
+@pytest.mark.parametrize('option, value, expected', [
+    # before: taken by truth value ('abc' pinned memory, None / [] no persistent workers)
+    ('train_dataloader.pin_memory', 'abc', r"train_dataloader.pin_memory='abc'; expected True"),
+    ('test_dataloader.pin_memory', None, r'test_dataloader.pin_memory=None; expected True'),
+    ('train_dataloader.persistent_workers', None, r'persistent_workers=None; expected True'),
+    # before: "persistent_workers option needs num_workers > 0" (the value not the reason)
+    ('val_dataloader.persistent_workers', 'abc', r"val_dataloader.persistent_workers='abc'"),
+    # before: torch's "drop_last should be a boolean value" naming no dataloader
+    ('train_dataloader.drop_last', 0, r'train_dataloader.drop_last=0; expected True or False'),
+    # before: "cannot find context for 'abc'" (no key named)
+    ('env_cfg.mp_cfg.mp_start_method', 'abc', r"mp_start_method='abc' is unknown; expected one"),
+    ('env_cfg.mp_cfg.mp_start_method', [], r'mp_start_method=\[\] is unknown'),
+])
+def test_loader_switches_of_another_kind_are_refused(option, value, expected):
+    with pytest.raises(ValueError, match=expected):
+        checked({option: value})
+
+
+@pytest.mark.parametrize('options', [
+    {'train_dataloader.pin_memory': True}, {'train_dataloader.drop_last': True},
+    {'env_cfg.mp_cfg.mp_start_method': 'spawn'}, {'env_cfg.mp_cfg.mp_start_method': None}])
+def test_valid_loader_switches_still_pass(options):
+    checked(options)

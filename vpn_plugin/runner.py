@@ -642,6 +642,32 @@ def check_run_numbers(cfg, where: str) -> None:
                      high=2 ** 32 - 1, optional=True)
     check_runtime_keys(cfg, where)
     check_schedule_keys(cfg, where)
+    check_loader_switches(cfg, where)
+
+
+LOADER_SWITCHES = ('persistent_workers', 'pin_memory', 'drop_last')
+MP_START_METHODS = ('fork', 'spawn', 'forkserver')
+
+
+def check_loader_switches(cfg, where: str) -> None:
+    """Each dataloader's switches are True or False (torch read ``pin_memory='abc'`` and
+    ``persistent_workers=None`` by truth value, refused ``persistent_workers='abc'`` as
+    "needs num_workers > 0" and ``drop_last=0`` naming no dataloader) and
+    ``env_cfg.mp_cfg.mp_start_method`` one of Python's start methods (was "cannot find
+    context for 'abc'", no key named)."""
+    from vpn_plugin.errors import check_bool, check_choice
+    for split in ('train', 'val', 'test'):
+        loader = cfg.get(f'{split}_dataloader')
+        if not isinstance(loader, dict):
+            continue
+        for key in LOADER_SWITCHES:
+            if key in loader:
+                check_bool(f'{where}: {split}_dataloader.{key}', loader[key])
+    mp_cfg = (cfg.get('env_cfg') or {}).get('mp_cfg') if isinstance(cfg.get('env_cfg'),
+                                                                     dict) else None
+    if isinstance(mp_cfg, dict) and mp_cfg.get('mp_start_method') is not None:
+        check_choice(f'{where}: env_cfg.mp_cfg.mp_start_method', mp_cfg['mp_start_method'],
+                     MP_START_METHODS)
 
 
 # numeric options of mmengine's parameter schedulers: factors (finite >= 0; gamma=-1 flipped
