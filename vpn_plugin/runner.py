@@ -358,7 +358,8 @@ class PlanningRunner(Runner):
                                                   check_finite, check_loaded_pkg, load_weights,
                                                   read_checkpoint, state_dict_of)
         from vpn_plugin.engine.checkpoint_hook import check_resume_point
-        from vpn_plugin.engine.rank_agreement import check_resume_data, check_resume_world_size
+        from vpn_plugin.engine.rank_agreement import (check_resume_data, check_resume_schedule,
+                                                       check_resume_world_size)
         from vpn_plugin.models.base_planner import BasePlanner
         checkpoint = read_checkpoint(filename, map_location)
         self.loaded_shortened = str((checkpoint.get('meta') or {}).get('shortened') or '')
@@ -375,6 +376,7 @@ class PlanningRunner(Runner):
             self.run_id = (checkpoint.get('meta') or {}).get(RUN_KEY) or self.run_id
             check_resume_world_size(checkpoint, filename, self._world_size)
             check_resume_data(checkpoint, filename, self.train_data_digest())
+            check_resume_schedule(checkpoint, filename, self.cfg)
             if isinstance(checkpoint.get('ema_state_dict'), dict):
                 # its state_dict, the EMA weights, goes into the EMA copy (mmengine's swap),
                 # which load_weights below never sees
