@@ -184,3 +184,17 @@ def test_a_checkpoint_that_is_a_link_loop_is_named_as_such(tmp_path):
     with pytest.raises(FileNotFoundError, match=r'loop.pth is a symbolic link to .*loop.pth, '
                                                 r'which leads to no file \(broken, or a loop'):
         read_checkpoint(loop)
+
+
+def test_an_existing_output_that_is_a_link_names_the_file_it_would_replace(tmp_path):
+    """Before (O7): "--out-metrics link.json: the file exists and it is not recognisably an
+    earlier output" without saying that link.json leads to a checkpoint, which --overwrite then
+    replaced (O7b: the link's target written, as a shell redirection does)."""
+    from vpn_plugin.outputs import check_output
+    checkpoint = tmp_path / 'epoch_5.pth'
+    checkpoint.write_bytes(b'PK\x03\x04 not metrics')
+    link = tmp_path / 'metrics.json'
+    link.symlink_to(checkpoint)
+    with pytest.raises(ValueError, match=re.escape(f'{link} (a symbolic link to {checkpoint}: '
+                                                   'that file would be replaced')):
+        check_output(link, 'metrics', '--out-metrics')
