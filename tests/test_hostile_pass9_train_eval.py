@@ -198,3 +198,20 @@ def test_an_existing_output_that_is_a_link_names_the_file_it_would_replace(tmp_p
     with pytest.raises(ValueError, match=re.escape(f'{link} (a symbolic link to {checkpoint}: '
                                                    'that file would be replaced')):
         check_output(link, 'metrics', '--out-metrics')
+
+
+@pytest.mark.parametrize('value', [0, [], {}])
+def test_a_test_horizon_of_another_kind_is_refused(value):
+    """Before: 0, [] and {} read as "no test_horizon" (the training horizon tested, no word)."""
+    from vpn_plugin.data_paths import apply_horizon
+    with pytest.raises(ValueError, match=re.escape(f'test_horizon = {value!r}; expected an '
+                                                   'integer >= 1')):
+        apply_horizon(load_config(NIV_CONFIG, {'test_horizon': value}))
+
+
+def test_a_dataset_data_root_of_none_is_named():
+    """Before: "expected str, bytes or os.PathLike object, not NoneType" (no key named)."""
+    from vpn_plugin.datasets.planning_dataset import PlanningDataset
+    with pytest.raises(ValueError, match=r'data_root=None; expected a folder path'):
+        PlanningDataset(data_root=None, taxonomy='taxonomy.json', feature_dir='features',
+                        window_file='w.json', horizon=3)

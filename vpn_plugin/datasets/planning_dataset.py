@@ -127,6 +127,9 @@ class PlanningDataset(Dataset):
         check_choice('observation', observation, RECIPES)
         check_choice('window_policy', window_policy, WINDOW_POLICIES)
         check_resolved(data_root=data_root, feature_dir=feature_dir, cache_dir=cache_dir)
+        for name, value in (('data_root', data_root), ('feature_dir', feature_dir)):
+            if not isinstance(value, (str, os.PathLike)) or not str(value):  # None: a TypeError
+                raise ValueError(f'{where}{name}={value!r}; expected a folder path')
         self.data_root, self.horizon, self.split = Path(data_root), int(horizon), split
         self.taxonomy = load_taxonomy(self._path(taxonomy))
         self.feature_dir, self.frame_dim, self.recipe = Path(feature_dir), frame_dim, observation
