@@ -215,3 +215,35 @@ def test_a_dataset_data_root_of_none_is_named():
     with pytest.raises(ValueError, match=r'data_root=None; expected a folder path'):
         PlanningDataset(data_root=None, taxonomy='taxonomy.json', feature_dir='features',
                         window_file='w.json', horizon=3)
+
+
+def test_a_coin_database_holding_a_list_is_read_or_named(tmp_path):
+    """Before (Z3): {"database": [{vid: record}, ...]} was "AttributeError: 'list' object has
+    no attribute 'items'" (a traceback); a list there is now read as the per-video list, and
+    anything else named."""
+    import json
+    from vpn_plugin.datasets.annotations import _iter_coin_records
+    record = {'recipe_type': 0, 'class': 'X', 'annotation': []}
+    listed = tmp_path / 'listed.json'
+    listed.write_text(json.dumps({'database': [{'v1': record}]}))
+    assert [vid for _, vid, _ in _iter_coin_records(listed)] == ['v1']
+    wrong = tmp_path / 'wrong.json'
+    wrong.write_text(json.dumps({'database': 5}))
+    with pytest.raises(ValueError, match=r'wrong.json: expected a JSON list of \{vid: record\}'):
+        list(_iter_coin_records(wrong))
+
+
+def test_a_second_test_into_the_same_metrics_file_is_refused(tmp_path):
+    """Before (W1): two tools/test.py runs at once with one --out-metrics both exited 0 and
+    the first one's file held the second one's numbers. Now the file is locked for the run."""
+    import fcntl
+    from tool_modules import load_tool
+    from vpn_plugin.locks import lock_path_of
+    out = tmp_path / 'metrics.json'
+    with open(lock_path_of(out), 'a+') as held:  # another process's test, writing there
+        fcntl.flock(held, fcntl.LOCK_EX)
+        with pytest.raises(SystemExit, match=re.escape(f'--out-metrics {out} is in use by '
+                                                       'another process')):
+            load_tool('test').main([NIV_CONFIG, str(tmp_path / 'epoch_1.pth'), '--out-metrics',
+                                    str(out), '--work-dir', str(tmp_path / 'work')])
+    assert not (tmp_path / 'work').exists() and not out.exists()
