@@ -82,7 +82,8 @@ def main(argv=None) -> int:
                     (cfg.get('test_dataloader') or {}).get('dataset'))))
     model_cfg = cfg.model
     save_atomically(lambda path: save_torch_file(dict(state_dict=model.state_dict(), meta=meta),
-                                                 path), args.dst)
+                                                 path), args.dst,
+                    then=lambda: 'Give DST in an existing, writable folder with free space')
     graph = 'with the given PKG' if args.pkg else 'without a PKG (counted when tested)'
     print(f'wrote {args.dst}: {len(model.state_dict())} tensors for {model_cfg.type} '
           f'(N={model.num_actions}, K={model.num_tasks}, T={model.horizon}), {graph}; '

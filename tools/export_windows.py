@@ -45,10 +45,22 @@ def parse_args(argv=None):
     return parser.parse_args(argv)
 
 
-def split_dataset(args) -> dict:
+def split_dataset(args, split=None) -> dict:
+    split = split or args.split
     if args.dataset:
-        return dataset_config(args.dataset, args.split, args.horizon, args.data_root)
-    return config_dataset(args.config, args.split, args.horizon, args.data_root)
+        return dataset_config(args.dataset, split, args.horizon, args.data_root)
+    return config_dataset(args.config, split, args.horizon, args.data_root)
+
+
+def protected_inputs(args, dataset: dict) -> list:
+    """The files --out must never replace: the config and the annotation sources of BOTH
+    splits (a train export written over the test split's file would train on the test set)."""
+    other = 'test' if args.split == 'train' else 'train'
+    try:
+        others = source_files(split_dataset(args, other))
+    except Exception:  # a config without that split: nothing of it to protect
+        others = []
+    return [args.config, *source_files(dataset), *others]
 
 
 @tool_main
@@ -57,7 +69,7 @@ def main(argv=None) -> int:
     layout = args.layout or args.dataset or 'custom'
     dataset = split_dataset(args)
     args.out = check_output(args.out, 'window_file', '--out',
-                            [args.config, *source_files(dataset)], args.overwrite)
+                            protected_inputs(args, dataset), args.overwrite)
     warnings = AnnotationWarnings()
     taxonomy, windows, _ = source_windows(dataset, warnings)
     if warnings:

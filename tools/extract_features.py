@@ -23,6 +23,7 @@ import torch
 
 from vpn_plugin.errors import NON_NEGATIVE_INT, POSITIVE_INT, path_argument, tool_main
 from vpn_plugin.video.recipe import add_recipe_arguments, recipe_from_args
+from vpn_plugin.video.extract import checked_device
 
 LAUNCHERS = ('none', 'pytorch', 'slurm')
 
@@ -59,25 +60,6 @@ def distributed(launcher: str):
     rank, world = get_dist_info()
     device = f'cuda:{torch.cuda.current_device()}' if torch.cuda.is_available() else 'cpu'
     return rank, world, device
-
-
-def checked_device(device: str) -> str:
-    """``--device`` as given, refused by name when torch cannot use it here."""
-    try:
-        parsed = torch.device(device)
-    except RuntimeError:
-        raise ValueError(f'--device {device!r} is not a torch device; expected cpu, cuda or '
-                         'cuda:N') from None
-    if parsed.type not in ('cpu', 'cuda'):
-        raise ValueError(f'--device {device!r}: a {parsed.type} device holds no data to '
-                         'extract with; expected cpu, cuda or cuda:N')
-    if parsed.type == 'cuda':
-        count = torch.cuda.device_count() if torch.cuda.is_available() else 0
-        if (parsed.index or 0) >= count:
-            raise ValueError(f'--device {device!r}: this machine has {count} CUDA device(s) '
-                             f'usable by this torch (CUDA build: {torch.version.cuda}); '
-                             'expected cpu' + (f' or cuda:0..{count - 1}' if count else ''))
-    return device
 
 
 def settings_of(args, recipe) -> dict:

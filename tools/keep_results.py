@@ -23,7 +23,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from vpn_plugin.errors import check_names, tool_main, write_text_atomically  # noqa: E402
-from vpn_plugin.outputs import check_output, same_file  # noqa: E402
+from vpn_plugin.outputs import check_output  # noqa: E402
 from vpn_plugin.protocol.results import read_results, results_text  # noqa: E402
 
 
@@ -53,16 +53,6 @@ def check_own_folder(folder: Path, out: Path) -> None:
         raise ValueError(f'{folder}/ holds {foreign[0]}, which {out} does not name as a kept '
                          'dump; --overwrite replaces only a folder of dumps that keep_results.py '
                          'wrote: choose another --out')
-
-
-def check_distinct_files(paths) -> None:
-    """A results file given twice (also by another spelling or a link) would keep every
-    row twice."""
-    for index, path in enumerate(paths):
-        for earlier in paths[:index]:
-            if same_file(Path(earlier), Path(path)):
-                raise ValueError(f'results file {path} is given twice ({earlier}); every row '
-                                 'would be kept twice: give each file once')
 
 
 def check_distinct_rows(rows) -> None:
@@ -111,7 +101,6 @@ def main(argv=None):
     folder = out.with_suffix('')
     if (out.exists() or folder.exists()) and not args.overwrite:
         raise ValueError(f'{out} (or {folder}/) exists; give --overwrite to replace it')
-    check_distinct_files(args.results)
     rows = read_results(args.results)
     check_distinct_rows(rows)
     check_names(args.dumps, list(dict.fromkeys(r.method for r in rows)), '--dumps')

@@ -81,9 +81,35 @@ def add_cfg_options(parser: argparse.ArgumentParser, help: str, **kwargs) -> Non
             if bad:
                 parser.error(f'{option_string} {bad[0]}: expected KEY=VALUE (e.g. '
                              'train_cfg.max_epochs=5; a list: KEY=[a,b]), got no "=" or no key')
-            super().__call__(parser, namespace, values, option_string)
+            try:
+                super().__call__(parser, namespace, values, option_string)
+            except RecursionError:  # mmengine's parser on some nested values
+                parser.error(f'{option_string} {" ".join(values)}: cannot be parsed; '
+                             + DICT_VALUE_HINT)
+            calls = [f'{key}={value}' for key, parsed in getattr(namespace, self.dest).items()
+                     for value in _strings_in(parsed) if value.lstrip().startswith('dict(')]
+            if calls:  # read as the text "dict(type='PKGHook')", not as a dict
+                parser.error(f'{option_string} {calls[0]}: dict(...) is not read there; '
+                             + DICT_VALUE_HINT)
 
     parser.add_argument('--cfg-options', nargs='+', action=CfgOptions, help=help, **kwargs)
+
+
+DICT_VALUE_HINT = ("mmengine's --cfg-options reads plain values, lists [a,b] and tuples (a,b), "
+                   'not dict(...): set the keys one by one (KEY.SUB=VALUE) or write the '
+                   "override in a config file of your own (_base_ = ['<config>'])")
+
+
+def _strings_in(value):
+    """Every string in a parsed ``--cfg-options`` value (nested lists / tuples / dicts)."""
+    if isinstance(value, str):
+        yield value
+    elif isinstance(value, (list, tuple)):
+        for item in value:
+            yield from _strings_in(item)
+    elif isinstance(value, dict):
+        for item in value.values():
+            yield from _strings_in(item)
 
 
 def add_runner_arguments(parser: argparse.ArgumentParser, example: str) -> None:

@@ -356,12 +356,14 @@ class PlanningRunner(Runner):
         from vpn_plugin.compat import is_resuming
         from vpn_plugin.engine.checkpoint import (PARTIAL_LOAD_KEY, RUN_KEY, UNCHECKED_KEY,
                                                   check_finite, check_loaded_pkg, load_weights,
-                                                  read_checkpoint, state_dict_of)
+                                                  read_checkpoint, resume_option_differences,
+                                                  state_dict_of)
         from vpn_plugin.engine.checkpoint_hook import check_resume_point
-        from vpn_plugin.engine.rank_agreement import (check_resume_data, check_resume_schedule,
+        from vpn_plugin.engine.rank_agreement import (check_resume_data, check_resume_epoch,
                                                        check_resume_world_size)
         from vpn_plugin.models.base_planner import BasePlanner
         checkpoint = read_checkpoint(filename, map_location)
+        check_not_pre_stage(checkpoint, filename)
         self.loaded_shortened = str((checkpoint.get('meta') or {}).get('shortened') or '')
         wanted = str(self.cfg.get('shortened') or '')
         smoke = any(text.startswith('smoke') for text in (self.loaded_shortened, wanted))
@@ -372,11 +374,20 @@ class PlanningRunner(Runner):
                              'a smoke run never continues a full run or the reverse: give '
                              'another --work-dir')
         if is_resuming(self):
+            changed = resume_option_differences((checkpoint.get('meta') or {}).get('cfg'),
+                                                self.cfg)
+            if changed:
+                raise ValueError(f'--resume {filename}: this config changes options the run '
+                                 f'was trained with: {"; ".join(changed)}; a resumed run '
+                                 "continues the checkpoint's model and optimiser state (a "
+                                 'changed lr would not be applied, a changed model would not '
+                                 'load): resume with the run\'s options, or start a new run '
+                                 'in another --work-dir')
             check_resume_point(checkpoint, filename)
             self.run_id = (checkpoint.get('meta') or {}).get(RUN_KEY) or self.run_id
             check_resume_world_size(checkpoint, filename, self._world_size)
             check_resume_data(checkpoint, filename, self.train_data_digest())
-            check_resume_schedule(checkpoint, filename, self.cfg)
+            check_resume_epoch(checkpoint, filename, self.cfg)
             if isinstance(checkpoint.get('ema_state_dict'), dict):
                 # its state_dict, the EMA weights, goes into the EMA copy (mmengine's swap),
                 # which load_weights below never sees
@@ -459,6 +470,19 @@ def rank_line(env_cfg: dict, rank: int, world: int, accelerator: bool) -> str:
     backend = (env_cfg.get('dist_cfg') or {}).get('backend', '?')
     return (f'rank {rank}/{world}: {device}, backend {backend}, '
             f'{torch.get_num_threads()} thread(s)')
+
+
+def check_not_pre_stage(checkpoint: dict, filename) -> None:
+    """A pre-stage file (``task_classifier.pth``, ``kepp_step_model.pth``: an ``identity`` and
+    no ``meta``) given as a checkpoint: ``ValueError`` naming it (it failed as a KeyError
+    'state_dict' in the EMA hook, or as a list of missing keys)."""
+    from vpn_plugin.engine.pre_stage import PRE_STAGE_FILES
+    if isinstance(checkpoint, dict) and 'identity' in checkpoint and 'meta' not in checkpoint:
+        what = PRE_STAGE_FILES.get(os.path.basename(str(filename)),
+                                   "a pre-stage's weights (TaskClassifierHook / KEPPStepModelHook)")
+        raise ValueError(f'{filename} is a pre-stage file, {what}, not a checkpoint of a run: '
+                         'give an epoch_<n>.pth or best_*.pth of its work dir (the pre-stage '
+                         'is inside every checkpoint)')
 
 
 def check_config_entries(cfg, where: str) -> None:
@@ -798,7 +822,7 @@ def check_evaluation_loop(cfg, split: str, loop: str, where: str) -> None:
     (``test_cfg.type=ValLoop`` evaluated, then ended in an AttributeError traceback) without
     ``fp16`` (half-precision log transitions fail the PKG's check far from the key)."""
     keys = [f'{split}_cfg', f'{split}_dataloader', f'{split}_evaluator']
-    unset = [key for key in keys if key in cfg and cfg[key] is None]
+    unset = [key for key in keys if cfg.get(key) is None]  # absent reads as None in mmengine
     if unset and len(unset) < len(keys):
         given = [key for key in keys if key not in unset]
         raise ValueError(f'{where}: {" and ".join(unset)} = None but {" and ".join(given)} '

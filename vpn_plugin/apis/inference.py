@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import copy
 from pathlib import Path
-from typing import Optional, Sequence
+from typing import Iterable, Optional, Sequence
 
 import numpy as np
 import torch
@@ -25,7 +25,7 @@ import torch
 from .. import compat_applied  # noqa: F401  (compat fixes before any OpenMMLab import)
 from mmengine.dataset import default_collate
 
-from ..errors import check_number
+from ..errors import check_bool, check_number
 
 SPLITS = ('train', 'val', 'test')
 DEFAULT_FRAME_DIM = 512
@@ -36,6 +36,10 @@ def _config(config, cfg_options: Optional[dict]):
     horizon applied and data locations resolved, as ``load_config`` does)."""
     from mmengine.config import Config
     from vpn_plugin.data_paths import apply_horizon, load_config, resolve_paths
+    if not isinstance(config, (Config, str, Path)):
+        raise TypeError(f'config is a {type(config).__name__}; expected a config file path or an '
+                        'mmengine Config (e.g. model.cfg of init_planner; Config(a_dict) for a '
+                        'dict)')
     if isinstance(config, Config):
         config = copy.deepcopy(config)
         if cfg_options:
@@ -83,6 +87,8 @@ def init_planner(config, checkpoint: Optional[str] = None, device: str = 'cpu',
     from mmaction.registry import MODELS
     from vpn_plugin.datasets.planning_dataset import config_metainfo
     from vpn_plugin.engine.checkpoint import UNCHECKED_KEY, load_weights, read_checkpoint
+    check_bool('partial', partial)  # 'no' would read as True and load what fits
+    check_bool('unchecked', unchecked)  # 'no' would skip the checkpoint's checks
     cfg = _config(config, cfg_options)
     _import_custom_modules(cfg)
     init_default_scope(cfg.get('default_scope', 'mmaction'))
@@ -108,6 +114,10 @@ def inference_planner(model, dataset, indices: Sequence[int], mode: str = 'predi
     ``mode='predict'``: a list of ``ActionDataSample`` (``pred_plan`` (T,), ``gt_plan``, ...);
     ``mode='tensor'``: the model's tensor output, concatenated over the batches (M, ...).
     """
+    if isinstance(indices, (int, np.integer)) or not isinstance(indices, Iterable):
+        raise TypeError(f'indices={indices!r}; expected a sequence of sample indices (e.g. '
+                        f'[{indices!r}] for one sample)')
+    indices = list(indices)  # a generator would be used up by the checks below
     for i in indices:  # 1.7 would silently be sample 1
         if isinstance(i, bool) or not isinstance(i, (int, np.integer)):
             raise TypeError(f'sample index {i!r} is a {type(i).__name__}; expected an integer')
@@ -222,18 +232,23 @@ def video_observations(cfg, feature_file, start_time: float, goal_time: float,
                          "planner's config (model.cfg of init_planner)")
     recipe = dataset.get('observation', 'authors')
     frame_dim = dataset.get('frame_dim', DEFAULT_FRAME_DIM)
+    if isinstance(feature_file, torch.Tensor):
+        feature_file = feature_file.detach().cpu().numpy()
     if isinstance(feature_file, np.ndarray):
         record = {'frames_features': feature_file}
         feature_file = 'the video\'s features'
+    elif not isinstance(feature_file, (str, Path)):
+        raise TypeError(f'feature_file is a {type(feature_file).__name__}; expected a feature '
+                        'file path or the (L, frame_dim) frames as a numpy array or tensor')
     else:
         record = read_feature_record(require_feature_file(feature_file))
     frames = checked_frames(record, feature_file, frame_dim)
     usable = features_usable(record, feature_file, allow_unusable)
     for name, value in (('start_time', start_time), ('goal_time', goal_time)):
         if isinstance(value, bool) or not isinstance(value, (int, float, np.number)) \
-                or not np.isfinite(value):
+                or not np.isfinite(value) or value < 0:  # -0.4 would round to second 0
             raise ValueError(f'{feature_file}: {name}={value!r}; expected a finite number of '
-                             'seconds')
+                             'seconds >= 0')
     start, goal = round_time(start_time), round_time(goal_time)
     latest = len(frames) + GOAL_OVERSHOOT_S
     if not 0 <= start <= goal <= latest or start >= len(frames) or start_time > goal_time:
@@ -316,6 +331,10 @@ def _observation_batch(model, values, name: str) -> torch.Tensor:
     if not bool(torch.isfinite(values).all()):
         raise ValueError(f'{name} observations hold {int((~torch.isfinite(values)).sum())} '
                          'NaN/inf value(s); expected finite features (a damaged feature file?)')
+    if not bool(torch.isfinite(values.float()).all()):  # float64 beyond float32's range
+        raise ValueError(f'{name} observations hold values up to '
+                         f'{float(values.abs().max()):.3g}, beyond float32 (the model\'s '
+                         'precision); expected features of the training data\'s scale')
     values = values.float()
     values = values.unsqueeze(0) if values.dim() == 1 else values
     expected = getattr(model, 'feature_dim', None)

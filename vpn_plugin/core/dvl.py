@@ -43,6 +43,7 @@ from typing import Optional, Tuple
 
 import torch
 
+from ..errors import check_number
 from .viterbi import check_chain_inputs
 
 # per dtype: (WIDTH, EDGE_RANGE) in nats; WIDTH + EDGE_RANGE keeps products normal floats
@@ -291,12 +292,10 @@ def differentiable_viterbi(log_emissions: torch.Tensor, log_transitions: torch.T
             elsewhere), ``'levels'`` (matrix products, dense where they cannot apply) or
             ``'dense'`` (log space, no value read back to the host). Same values.
     """
-    if not temperature > 0:
-        raise ValueError(f'temperature={temperature}; expected gamma > 0')
-    if clamp_probs is not None and not 0 < clamp_probs < 1:
-        raise ValueError(f'clamp_probs={clamp_probs}; expected a probability in (0, 1)')
-    if num_layers < 1:
-        raise ValueError(f'num_layers={num_layers}; expected >= 1')
+    check_number('temperature (gamma)', temperature, low=0, low_open=True)
+    check_number('clamp_probs', clamp_probs, low=0, high=1, low_open=True, high_open=True,
+                 optional=True)
+    check_number('num_layers', num_layers, integer=True, low=1)
     emissions, transitions, prior = check_chain_inputs(log_emissions, log_transitions,
                                                        log_prior)
     impl = resolve_impl(impl, emissions.device)

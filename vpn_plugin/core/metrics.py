@@ -34,6 +34,8 @@ from typing import Dict
 import numpy as np
 import torch
 
+from ..errors import check_number
+
 METRIC_NAMES = ('success_rate', 'mean_accuracy', 'miou_set', 'miou_legacy',
                 'first_accuracy', 'last_accuracy')
 EXTRA_METRICS = ('miou_batch',)
@@ -55,13 +57,20 @@ def as_plans(plans, name: str, allow_no_plan: bool = False) -> np.ndarray:
     ``allow_no_plan``: rows that are :func:`no_plan` are kept (predicted plans)."""
     if isinstance(plans, torch.Tensor):
         plans = plans.detach().cpu().numpy()
-    array = np.asarray(plans)
+    try:
+        array = np.asarray(plans)
+    except ValueError as error:  # ragged nested lists
+        raise ValueError(f'{name} is not a rectangular (M, T) array of plans ({error}); '
+                         'expected every plan to have the same length T') from None
     if array.ndim == 1:
         array = array[None]
     if array.ndim != 2 or array.shape[1] == 0:
         raise ValueError(f'{name} has shape {array.shape}; expected plans (M, T) with T >= 1')
     if array.size and not np.issubdtype(array.dtype, np.integer):
         raise TypeError(f'{name} has dtype {array.dtype}; expected integer action ids')
+    if array.size and array.dtype == np.uint64 and int(array.max()) > np.iinfo(np.int64).max:
+        raise ValueError(f'{name} holds action id {int(array.max())}; expected ids that fit '
+                         'int64 (an index into the taxonomy)')
     negative = array < 0
     if allow_no_plan and array.size:
         negative &= ~no_plan_rows(array)[:, None]
@@ -130,8 +139,7 @@ def miou_batch(pred, gt, batch_size: int) -> float:
     pred, gt = as_plans(pred, 'pred', allow_no_plan=True), as_plans(gt, 'gt')
     if pred.shape != gt.shape or len(pred) == 0:
         raise ValueError(f'pred {pred.shape} and gt {gt.shape}; expected equal (M, T), M > 0')
-    if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
-        raise ValueError(f'miou_batch batch_size={batch_size!r}; expected an integer >= 1')
+    check_number('miou_batch batch_size', batch_size, integer=True, low=1)
     total = 0.0
     for begin in range(0, len(pred), batch_size):
         batch = slice(begin, begin + batch_size)

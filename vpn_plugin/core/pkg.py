@@ -23,6 +23,8 @@ from typing import Iterable, List, Optional, Sequence
 import numpy as np
 import torch
 
+from ..errors import check_number
+
 COUNT_MODES = ('window', 'video')
 ROW_SUM_TOLERANCE = 1e-6
 
@@ -32,17 +34,25 @@ def _as_sequences(sequences: Iterable[Sequence[int]], num_actions: int) -> List[
     """Integer arrays of the sequences; raises on ids outside ``0..num_actions-1``."""
     result = []
     for index, sequence in enumerate(sequences):
-        array = np.asarray(list(sequence))
-        if array.size and not np.issubdtype(array.dtype, np.integer):
-            raise TypeError(f'sequence {index} holds {array.dtype} values {array.tolist()}; '
-                            'expected integer action ids')
-        array = array.astype(np.int64).reshape(-1)
+        array = _integer_ids(sequence, f'sequence {index}')
         bad = (array < 0) | (array >= num_actions)
         if bad.any():
             raise ValueError(f'sequence {index} has action id {int(array[bad][0])}; expected '
                              f'0..{num_actions - 1} (num_actions={num_actions})')
         result.append(array)
     return result
+
+
+def _integer_ids(sequence, name: str) -> np.ndarray:
+    """(L,) int64 ids of one sequence; refuses other dtypes (1.7 is not an id) and shapes."""
+    array = np.asarray(list(sequence))
+    if array.size and not np.issubdtype(array.dtype, np.integer):
+        raise TypeError(f'{name} holds {array.dtype} values {array.tolist()}; '
+                        'expected integer action ids')
+    if array.ndim > 1:
+        raise ValueError(f'{name} has shape {array.shape}; expected a flat list of action ids '
+                         '(one sequence per video or window)')
+    return array.astype(np.int64).reshape(-1)
 
 
 def check_pkg(pkg, name: str = 'pkg') -> np.ndarray:
@@ -99,8 +109,7 @@ def transition_counts(sequences: Iterable[Sequence[int]], num_actions: int, *,
     """(N, N) float64 weighted counts of consecutive pairs (see module docstring)."""
     if count_mode not in COUNT_MODES:
         raise ValueError(f'count_mode={count_mode!r} is unknown; expected one of {COUNT_MODES}')
-    if horizon is not None and horizon < 2:
-        raise ValueError(f'horizon={horizon}; expected at least 2 steps (or None)')
+    check_number('horizon', horizon, integer=True, low=2, optional=True)
     counts = np.zeros((num_actions, num_actions))
     for array in _as_sequences(sequences, num_actions):
         weights = pair_weights(len(array), horizon if count_mode == 'window' else None)
@@ -115,10 +124,8 @@ def build_pkg(sequences: Iterable[Sequence[int]], num_actions: int, *, smoothing
     ``smoothing`` (additive / Laplace) is added to every entry of the rows that have at least
     one observed transition; unobserved rows stay all-zero (no outgoing edge).
     """
-    if num_actions < 1:
-        raise ValueError(f'num_actions={num_actions}; expected a positive number of actions')
-    if smoothing < 0:
-        raise ValueError(f'smoothing={smoothing}; expected >= 0')
+    check_number('num_actions', num_actions, integer=True, low=1)
+    check_number('smoothing', smoothing, low=0)
     counts = transition_counts(sequences, num_actions, count_mode=count_mode, horizon=horizon)
     observed = counts.sum(1, keepdims=True) > 0
     counts = counts + smoothing * observed
@@ -132,6 +139,9 @@ def pkg_log_transitions(pkg, clamp: Optional[float] = None,
     Zero probabilities become ``-inf`` (forbidden edges), or ``log(clamp)`` when ``clamp`` is
     given (the authors clamp at 1e-10, which keeps every edge marginally possible).
     """
+    if not dtype.is_floating_point:
+        raise TypeError(f'pkg_log_transitions dtype={dtype}; expected a floating-point dtype '
+                        '(log probabilities hold -inf)')
     array = check_pkg(pkg)
     if clamp is not None:
         if not 0 < clamp < 1:
@@ -192,8 +202,7 @@ def _source_pkg(source, index, num_actions, count_mode, horizon, smoothing) -> n
 
 # ----------------------------------------------------------------------------- perturbations
 def _check_fraction(name: str, value: float) -> None:
-    if not 0 <= value <= 1:
-        raise ValueError(f'{name}={value}; expected a fraction in [0, 1]')
+    check_number(name, value, low=0, high=1)
 
 
 def edge_dropout(pkg, fraction: float, seed: int = 0) -> np.ndarray:
@@ -214,8 +223,7 @@ def weight_noise(pkg, sigma: float, seed: int = 0) -> np.ndarray:
     """PKG with N(0, sigma^2) noise added to the existing edge weights, clipped at 0 and rows
     renormalised. Only existing edges are perturbed (no new edge appears); an edge whose noisy
     weight falls to 0 is removed, and a row that loses all edges becomes all-zero."""
-    if sigma < 0:
-        raise ValueError(f'weight_noise sigma={sigma}; expected >= 0')
+    check_number('weight_noise sigma', sigma, low=0)
     array = check_pkg(pkg)
     noise = np.random.default_rng(seed).normal(0.0, sigma, size=array.shape)
     noisy = np.where(array > 0, np.maximum(array + noise, 0.0), 0.0)
@@ -226,7 +234,7 @@ def subsample_sequences(sequences: Sequence[Sequence[int]], fraction: float,
                         seed: int = 0) -> List[List[int]]:
     """A random ``fraction`` of the sequences (at least one), original order kept."""
     _check_fraction('subsample fraction', fraction)
-    sequences = [list(map(int, s)) for s in sequences]
+    sequences = [_integer_ids(s, f'sequence {i}').tolist() for i, s in enumerate(sequences)]
     if not sequences:
         return []
     keep = max(1, int(round(fraction * len(sequences))))
@@ -243,8 +251,9 @@ def label_noise(sequences: Sequence[Sequence[int]], fraction: float,
     of the sequence's labels (lowest task index on ties). Labels of single-action tasks
     cannot change."""
     _check_fraction('label_noise fraction', fraction)
-    sequences = [list(map(int, s)) for s in sequences]
-    task_sets = [set(map(int, actions)) for actions in task_actions]
+    sequences = [_integer_ids(s, f'sequence {i}').tolist() for i, s in enumerate(sequences)]
+    task_sets = [set(_integer_ids(actions, f'task_actions {i}').tolist())
+                 for i, actions in enumerate(task_actions)]
     positions = [(i, t) for i, s in enumerate(sequences) for t in range(len(s))]
     rng = np.random.default_rng(seed)
     chosen = rng.choice(len(positions), int(round(fraction * len(positions))), replace=False)
@@ -261,7 +270,7 @@ def label_noise(sequences: Sequence[Sequence[int]], fraction: float,
 
 
 def _check_tasks(tasks: Sequence[int], num_sequences: int, num_tasks: int) -> List[int]:
-    tasks = [int(task) for task in tasks]
+    tasks = _integer_ids(tasks, 'label_noise tasks').tolist()
     if len(tasks) != num_sequences:
         raise ValueError(f'label_noise got {len(tasks)} tasks for {num_sequences} sequences; '
                          'expected one task index per sequence')

@@ -51,6 +51,7 @@ def check_chain_inputs(log_emissions: torch.Tensor, log_transitions: torch.Tenso
     if log_emissions.dim() != 3 or 0 in log_emissions.shape:
         raise ValueError(f'log_emissions has shape {tuple(log_emissions.shape)}; expected a '
                          'non-empty (B, T, N)')
+    _check_sums_fit(log_emissions)
     num_actions = log_emissions.shape[-1]
     _require_float(log_transitions, 'log_transitions')
     if tuple(log_transitions.shape) != (num_actions, num_actions):
@@ -66,6 +67,23 @@ def check_chain_inputs(log_emissions: torch.Tensor, log_transitions: torch.Tenso
             raise ValueError(f'log_prior has shape {tuple(log_prior.shape)}; expected '
                              f'({num_actions},)')
     return log_emissions, log_transitions.to(**like), log_prior.to(**like)
+
+
+def _check_sums_fit(log_emissions: torch.Tensor) -> None:
+    """Refuse log emissions (B, T, N) so large that a path's sum of T of them overflows the
+    dtype (a score of -inf would read as "no feasible path", +inf as NaN marginals)."""
+    if not values_checkable(log_emissions):
+        return
+    finite = log_emissions.detach()[torch.isfinite(log_emissions.detach())]
+    if not finite.numel():
+        return
+    largest = float(finite.abs().max())
+    bound = torch.finfo(log_emissions.dtype).max / (2 * (log_emissions.shape[1] + 1))
+    if largest > bound:
+        raise ValueError(f'log_emissions holds a value of magnitude {largest:.3g}; expected log '
+                         f'scores below {bound:.3g} in magnitude, so that sums over the '
+                         f'{log_emissions.shape[1]} steps fit {log_emissions.dtype} (log '
+                         'probabilities, not raw scores scaled up)')
 
 
 def check_rows_normalised(log_transitions: torch.Tensor) -> None:
@@ -155,9 +173,7 @@ def viterbi_decode_probs(emissions: torch.Tensor, transitions: torch.Tensor,
     outgoing edge; the official code would divide 0 by 0 there). Batches are processed in
     chunks of at most ``chunk_elements`` float64 products (B_chunk * N * N).
     """
-    if emissions.dim() != 3 or tuple(transitions.shape) != (emissions.shape[-1],) * 2:
-        raise ValueError(f'emissions {tuple(emissions.shape)} and transitions '
-                         f'{tuple(transitions.shape)}: expected (B, T, N) and (N, N)')
+    _check_probabilities(emissions, transitions, prior)
     batch, horizon, num_actions = emissions.shape
     emissions = emissions.float()
     transitions = transitions.to(emissions.device, torch.float64)
@@ -168,6 +184,35 @@ def viterbi_decode_probs(emissions: torch.Tensor, transitions: torch.Tensor,
                                                     prior.float())
                                for i in range(0, batch, step)))
     return torch.cat(paths), torch.cat(likelihoods)
+
+
+def _check_probabilities(emissions, transitions, prior) -> None:
+    """Refuse what :func:`viterbi_decode_probs` would decode into a meaningless path: other
+    shapes than (B >= 1, T >= 1, N), (N, N), (N,); on the CPU, NaN / infinite / negative
+    values (log values given for probabilities) and transition rows not summing to 1 or 0."""
+    if emissions.dim() != 3 or 0 in emissions.shape \
+            or tuple(transitions.shape) != (emissions.shape[-1],) * 2:
+        raise ValueError(f'emissions {tuple(emissions.shape)} and transitions '
+                         f'{tuple(transitions.shape)}: expected a non-empty (B, T, N) and (N, N)')
+    if prior is not None and tuple(prior.shape) != (emissions.shape[-1],):
+        raise ValueError(f'prior has shape {tuple(prior.shape)}; expected '
+                         f'({emissions.shape[-1]},) to match emissions (B, T, N)')
+    for name, values in (('emissions', emissions), ('transitions', transitions),
+                         ('prior', prior)):
+        if values is None or not values_checkable(values):
+            continue
+        values = values.detach().double()
+        if not torch.isfinite(values).all() or (values < 0).any():
+            bad = values[~torch.isfinite(values) | (values < 0)][0]
+            raise ValueError(f'{name} holds the value {float(bad)}; expected probabilities '
+                             '(finite, >= 0; log values belong to viterbi_decode)')
+    if values_checkable(transitions):
+        sums = transitions.detach().double().sum(1)
+        bad = ((sums - 1).abs() > ROW_SUM_TOLERANCE) & (sums != 0)
+        if bad.any():
+            row = int(bad.nonzero()[0])
+            raise ValueError(f'transitions row {row} sums to {float(sums[row]):.6g}; expected '
+                             'probabilities whose rows sum to 1 (or all 0 for no outgoing edge)')
 
 
 def _viterbi_probs_chunk(emissions, transitions, prior):

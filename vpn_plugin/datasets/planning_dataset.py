@@ -20,7 +20,7 @@ from .annotations import BadVideoError, Window, chain_windows, read_video_list
 from .features import feature_fix_hint, find_feature_file, load_features
 from ..core.stats import stratified_sample
 from .file_digests import file_digests
-from ..errors import check_bool, check_choice, check_number, check_numbers
+from ..errors import check_bool, check_choice, check_folder_target, check_number, check_numbers
 from ..secret_keys import read_or_make_secret
 from .observations import (RECIPES, WINDOW_POLICIES, observation_dim,
                            outside_video, step_map, window_observations)
@@ -130,6 +130,9 @@ class PlanningDataset(Dataset):
         for name, value in (('data_root', data_root), ('feature_dir', feature_dir)):
             if not isinstance(value, (str, os.PathLike)) or not str(value):  # None: a TypeError
                 raise ValueError(f'{where}{name}={value!r}; expected a folder path')
+        if cache_dir and os.path.lexists(cache_dir):  # a file: makedirs' bare "File exists"
+            check_folder_target(cache_dir, 'cache_dir', 'the observation cache',
+                                '--cfg-options cache_dir=DIR', writable=False)
         self.data_root, self.horizon, self.split = Path(data_root), int(horizon), split
         self.taxonomy = load_taxonomy(self._path(taxonomy))
         self.feature_dir, self.frame_dim, self.recipe = Path(feature_dir), frame_dim, observation

@@ -345,6 +345,82 @@ def check_loaded_pkg(checkpoint: dict, filename: str, model_cfg) -> None:
                          'split, or give the model.pkg the checkpoint was trained with')
 
 
+def resume_option_differences(trained_cfg_text, cfg) -> list:
+    """What a resume cannot honour: 'key: X in the run, Y here' for the model options (other
+    than file locations, which a moved run may change) and the optimiser options of ``cfg``
+    that differ from the checkpoint's run (``meta['cfg']``): the model state would not load
+    or would continue under other options, and mmengine restores the optimiser's state, lr
+    included, so a changed lr is never applied."""
+    from mmengine.config import Config
+    path_like = lambda text: isinstance(text, str) and ('/' in text or '\\' in text)  # noqa: E731
+    differences = [line for line in model_option_differences(trained_cfg_text, cfg.get('model'))
+                   if not line.endswith(' here') or not _path_only(line, path_like)]
+    try:
+        trained = Config.fromstring(trained_cfg_text, '.py')
+    except Exception:  # noqa: BLE001  (no readable config: nothing to compare)
+        return differences
+    before = ((trained.get('optim_wrapper') or {}).get('optimizer')) or {}
+    now = ((cfg.get('optim_wrapper') or {}).get('optimizer')) or {}
+    differences += [f'optim_wrapper.optimizer.{key}: {before.get(key)!r} in the run, '
+                    f'{now.get(key)!r} here' for key in sorted(set(before) | set(now))
+                    if before.get(key) != now.get(key)]
+    differences += ema_hook_differences(trained.get('custom_hooks'), cfg.get('custom_hooks'))
+    differences += schedule_differences(trained, cfg)
+    return [line.replace(' in training, ', ' in the run, ') for line in differences]
+
+
+def schedule_differences(trained, cfg) -> list:
+    """'param_scheduler: X in the run, Y here' and the training batch size likewise: mmengine
+    restores each scheduler's state (``gamma=0.1`` on a run of 0.65 was never applied) and a
+    resumed run at another batch size trains its last epochs otherwise than its first."""
+    def plain(value):
+        if isinstance(value, (list, tuple)):
+            return [plain(item) for item in value]
+        return value.to_dict() if hasattr(value, 'to_dict') else value
+
+    def batch_size(config):
+        return (config.get('train_dataloader') or {}).get('batch_size')
+    pairs = [('param_scheduler', plain(trained.get('param_scheduler')),
+              plain(cfg.get('param_scheduler'))),
+             ('train_dataloader.batch_size', batch_size(trained), batch_size(cfg))]
+    return [f'{key}: {before!r} in the run, {now!r} here' for key, before, now in pairs
+            if before != now]
+
+
+EMA_HOOKS = ('PDPPEMAHook', 'CEFITOEMAHook', 'EMAHook')
+
+
+def ema_hook_differences(trained_hooks, hooks) -> list:
+    """'custom_hooks.<Type>.key: X in the run, Y here' for the options of an EMA hook that
+    differ: a resumed EMA would go on averaging with the new decay / schedule, a run of
+    neither setting."""
+    def ema(entries):
+        return {h.get('type'): dict(h) for h in entries or () if isinstance(h, dict)
+                and h.get('type') in EMA_HOOKS}
+    before, now = ema(trained_hooks), ema(hooks)
+    return [f'custom_hooks.{kind}.{key}: {before[kind].get(key)!r} in the run, '
+            f'{now[kind].get(key)!r} here'
+            for kind in sorted(set(before) & set(now))
+            for key in sorted(set(before[kind]) | set(now[kind]))
+            if before[kind].get(key) != now[kind].get(key)]
+
+
+def _path_only(line: str, path_like) -> bool:
+    """Whether a 'model.key: X in training, Y here' line differs only in file locations."""
+    import ast
+    try:
+        key, rest = line.split(': ', 1)
+        before, after = rest[:-len(' here')].split(' in training, ')
+        old, new = ast.literal_eval(before), ast.literal_eval(after)
+    except (ValueError, SyntaxError):
+        return False
+    def strip(value):
+        if isinstance(value, dict):
+            return {k: strip(v) for k, v in value.items()}
+        return '<path>' if path_like(value) else value
+    return strip(old) == strip(new)
+
+
 def unrecorded(checkpoint: dict, model) -> list:
     """What ``checkpoint`` does not record of what a planner is checked by: its
     ``meta.dataset_meta`` fields (:data:`MODEL_META`, :data:`DATA_META`) and, when ``model``

@@ -40,8 +40,8 @@ from vpn_plugin.models.kepp import KEPP
 
 from .checkpoint import check_finite
 from .pdpp_training import EpochCurve, to_device
-from .pre_stage import (DATA_KEYS, STEP_FILE, check_identity, data_identity, save_pre_stage,
-                        stage_progress)
+from .pre_stage import (DATA_KEYS, STEP_FILE, check_identity, data_identity, read_pre_stage,
+                        save_pre_stage, stage_progress)
 from .random_states import load_first_draw, own_seeded_stream
 
 EMA_DECAY, EMA_START, EMA_INTERVAL = 0.995, 400, 10
@@ -57,12 +57,9 @@ def training_identity(model: KEPP, dataset) -> dict:
 def load_step_model(path, model: KEPP, expected: dict, settings=None) -> dict:
     """Load a step model saved by the hook into ``model.step``; returns the saved dict. The
     file must have been trained on ``expected`` (and with ``settings``, when given)."""
-    try:
-        saved = torch.load(path, map_location='cpu', weights_only=True)
-        identity, state = saved['identity'], saved['state_dict']
-    except Exception as error:  # noqa: BLE001  (any unreadable file: say which)
-        raise ValueError(f'{path}: not a KEPP step model saved by KEPPStepModelHook '
-                         f'({type(error).__name__}: {error})') from None
+    saved = read_pre_stage(path, 'a KEPP step model saved by KEPPStepModelHook',
+                           ('identity', 'state_dict'))
+    identity, state = saved['identity'], saved['state_dict']
     check_finite(state, f'{path} (the saved step model)')
     keys = DATA_KEYS + tuple(sorted(settings or {}))
     check_identity(path, WHAT, {**identity, **(saved.get('settings') or {})},
@@ -162,6 +159,8 @@ class KEPPStepModelHook(Hook):
         kept = saved.get('endpoints')
         if (kept is not None and len(kept) == len(dataset)
                 and (saved.get('settings') or {}).get('sampling_seed') == model.step.sampling_seed):
+            check_saved_endpoints(kept, len(dataset), model.num_actions,
+                                  model.step_checkpoint or path)
             print_log(f'KEPPStepModelHook: first/last actions of {len(dataset)} training '
                       'windows reused from the step model\'s file (not predicted again)',
                       logger='current')
@@ -246,6 +245,24 @@ def update_ema(ema, module, copy_only: bool) -> None:
         return
     for average, current in zip(ema.parameters(), module.parameters()):
         average.mul_(EMA_DECAY).add_(current, alpha=1 - EMA_DECAY)
+
+
+def check_saved_endpoints(kept, count: int, num_actions: int, path) -> None:
+    """The (first, last) actions a step model file holds for ``count`` training windows must
+    be an integer (count, 2) tensor of action ids in [0, num_actions): an edited -1 would
+    index the last action and train the plan model on its paths without a word."""
+    valid = (torch.is_tensor(kept) and not kept.is_floating_point() and kept.dtype != torch.bool
+             and tuple(kept.shape) == (count, 2))
+    if valid and kept.numel():
+        low, high = int(kept.min()), int(kept.max())
+        valid = 0 <= low and high < num_actions
+    if not valid:
+        found = (f'{kept.dtype} {tuple(kept.shape)}, ids {int(kept.min())}..{int(kept.max())}'
+                 if torch.is_tensor(kept) and kept.numel() else repr(kept)[:80])
+        raise ValueError(f'{path}: endpoints (the step model\'s first/last actions of the '
+                         f'training windows) are {found}; expected integer action ids in '
+                         f'0..{num_actions - 1} of shape ({count}, 2): delete the file to '
+                         'retrain the step model')
 
 
 @torch.no_grad()

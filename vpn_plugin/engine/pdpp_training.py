@@ -39,14 +39,14 @@ from torch.utils.data import DataLoader
 from mmaction.registry import DATA_SAMPLERS, HOOKS, PARAM_SCHEDULERS
 from vpn_plugin.core.diffusion import pdpp_lr_multiplier
 from vpn_plugin.datasets.planning_dataset import planning_collate
-from vpn_plugin.errors import check_number
+from vpn_plugin.errors import check_bool, check_number
 from vpn_plugin.models.base_planner import check_finite_loss
 from vpn_plugin.models.pdpp import PDPPDiffusion, TaskClassifier, TaskHead, observation_pair
 
 from .checkpoint import check_finite
 from .ema import ScheduledEMAHook, sync_pre_stages
 from .pre_stage import (CLASSIFIER_FILE, DATA_KEYS, check_identity, data_identity,
-                        save_pre_stage, stage_progress)
+                        read_pre_stage, save_pre_stage, stage_progress)
 from .random_states import load_first_draw, own_seeded_stream
 
 
@@ -65,9 +65,11 @@ class StepsPerEpochBatchSampler:
         if not (hasattr(sampler, 'set_epoch') and hasattr(sampler, 'epoch')):
             raise TypeError(f'StepsPerEpochBatchSampler needs a sampler with set_epoch/epoch '
                             f'(DefaultSampler); got {type(sampler).__name__}')
-        if steps_per_epoch < 1 or batch_size < 1:
-            raise ValueError(f'steps_per_epoch={steps_per_epoch}, batch_size={batch_size}; '
-                             'expected both >= 1')
+        # 'abc' or None would be a TypeError naming nothing, 1.5 fail at len(); drop_last='no'
+        # or 1 would be read by truth value
+        for name, value in (('steps_per_epoch', steps_per_epoch), ('batch_size', batch_size)):
+            check_number(f'StepsPerEpochBatchSampler: {name}', value, integer=True, low=1)
+        check_bool('StepsPerEpochBatchSampler: drop_last', drop_last)
         self.sampler, self.batch_size = sampler, batch_size
         self.steps_per_epoch, self.drop_last = steps_per_epoch, drop_last
 
@@ -105,8 +107,13 @@ class PDPPWarmupStepLR(LRSchedulerMixin, _ParamScheduler):
 
     def __init__(self, optimizer, begin: int = 0, end: int = INF, total_steps=None,
                  last_step: int = -1, by_epoch: bool = True, verbose: bool = False):
+        # 1.5 or inf steps would be accepted by the comparisons below (inf: lr 0 throughout,
+        # nan: a NaN lr), 'abc' a TypeError; a negative begin stretches the warm-up unsaid
+        check_number('PDPPWarmupStepLR: total_steps', total_steps, integer=True, low=1,
+                     optional=True)
+        check_number('PDPPWarmupStepLR: begin', begin, integer=True, low=0)
         self.total_steps = total_steps if total_steps is not None else end - begin
-        if self.total_steps == INF or self.total_steps < 1:
+        if (total_steps is None and end == INF) or self.total_steps < 1:
             raise ValueError(f'PDPPWarmupStepLR: total_steps={self.total_steps}; give end (a '
                              'config leaves it to the train loop) or total_steps >= 1')
         super().__init__(optimizer, begin=begin, end=end, last_step=last_step,
@@ -117,6 +124,9 @@ class PDPPWarmupStepLR(LRSchedulerMixin, _ParamScheduler):
                               **kwargs):
         """The iteration-based scheduler of an epoch-based config (``epoch_length`` iterations
         per epoch)."""
+        check_number('PDPPWarmupStepLR: begin', begin, low=0)  # before int() reads 'abc' x 4
+        check_bool('PDPPWarmupStepLR: by_epoch', by_epoch)  # mmengine reads 'abc' as True
+        check_number('PDPPWarmupStepLR: end', end, low=begin, low_open=True)
         end = end if end == INF else int(end * epoch_length)
         return cls(*args, begin=int(begin * epoch_length), end=end, by_epoch=False, **kwargs)
 
@@ -301,11 +311,8 @@ def classifier_identity(dataset, modules: dict) -> dict:
 def load_classifiers(path: Path, modules: dict, expected: dict) -> None:
     """Load each module's task head from ``path`` (saved by ``TaskClassifierHook`` for the
     training set and settings ``expected``)."""
-    try:
-        saved = torch.load(path, map_location='cpu', weights_only=True)
-    except Exception as error:  # noqa: BLE001  (any unreadable file: say which)
-        raise ValueError(f'{path}: not a task classifier saved by TaskClassifierHook ({error}); '
-                         'delete it to retrain') from None
+    saved = read_pre_stage(path, 'a task classifier saved by TaskClassifierHook',
+                           ('state_dicts',))  # a file without identity: "not recorded" below
     recorded = {**(saved.get('identity') or {}), **(saved.get('settings') or {})}
     check_identity(path, 'a task classifier', recorded, expected,
                    DATA_KEYS + tuple(sorted(set(expected) - set(DATA_KEYS) - {'dataset'})))

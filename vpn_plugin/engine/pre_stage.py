@@ -32,8 +32,10 @@ CLASSIFIER_FILE, STEP_FILE = 'task_classifier.pth', 'kepp_step_model.pth'
 # file name -> what it holds
 PRE_STAGE_FILES = {CLASSIFIER_FILE: 'the task classifier (TaskClassifierHook)',
                    STEP_FILE: "KEPP's step model (KEPPStepModelHook)"}
-DATA_KEYS = ('actions_sha1', 'windows_sha1', 'feature_dir', 'horizon', 'num_actions',
-             'num_tasks', 'feature_dim')
+DATA_KEYS = ('actions_sha1', 'windows_sha1', 'feature_dir', 'features_fingerprint', 'horizon',
+             'num_actions', 'num_tasks', 'feature_dim')
+# keys a file saved before they were recorded lacks: compared only when it has them
+LATER_KEYS = ('features_fingerprint',)
 PROGRESS_SECONDS = 30.0  # a pre-stage logs its progress at most this often
 
 
@@ -46,10 +48,23 @@ def data_identity(dataset, **sizes) -> dict:
     feature folder) and the model's sizes ``sizes`` (``horizon``, ``num_actions``, ...)."""
     taxonomy = getattr(dataset, 'taxonomy', None)
     windows = [(w.feature, w.position, list(w.steps)) for w in getattr(dataset, 'windows', [])]
+    feature_dir = str(getattr(dataset, 'feature_dir', '') or '')
     return dict(dataset=str(getattr(taxonomy, 'path', type(dataset).__name__)),
                 actions_sha1=fingerprint(list(getattr(taxonomy, 'action_names', []))),
                 windows_sha1=fingerprint(windows), num_windows=len(windows),
-                feature_dir=str(getattr(dataset, 'feature_dir', '')), **sizes)
+                feature_dir=feature_dir, features_fingerprint=features_fingerprint(feature_dir),
+                **sizes)
+
+
+def features_fingerprint(feature_dir: str):
+    """The feature folder's fingerprint (``datasets.provenance.folder_fingerprint``): features
+    regenerated in place (another seed, another extractor) keep the folder's path, so the
+    path alone let a pre-stage trained on the old files be reused. None without a folder."""
+    from pathlib import Path
+    from vpn_plugin.datasets.provenance import folder_fingerprint
+    if not feature_dir or not Path(feature_dir).is_dir():
+        return None
+    return folder_fingerprint(feature_dir)['fingerprint']
 
 
 def describe(identity: dict, keys) -> str:
@@ -58,13 +73,35 @@ def describe(identity: dict, keys) -> str:
 
 def check_identity(path, what: str, saved: dict, expected: dict, keys) -> None:
     """Refuse a saved pre-stage whose ``keys`` differ from this run's, naming both."""
-    differ = [key for key in keys if key in expected and saved.get(key) != expected[key]]
+    differ = [key for key in keys if key in expected and saved.get(key) != expected[key]
+              and not (key in LATER_KEYS and key not in saved)]
     if differ:
         raise ValueError(
             f'{path}: {what} trained for {saved.get("dataset", "?")} ({describe(saved, differ)}), '
             f'but this run is {expected.get("dataset", "?")} ({describe(expected, differ)}); '
             'it is never reused for another run: use the file of this dataset, horizon and '
             'settings, or delete it to retrain')
+
+
+def read_pre_stage(path, what: str, keys) -> dict:
+    """The dict a pre-stage hook saved at ``path``, read with ``weights_only``; ``ValueError``
+    naming the file, ``what`` it should hold and why it does not (torch's reason without its
+    advice to load it unrestricted) when it is unreadable, not a dict or lacks ``keys``."""
+    from vpn_plugin.compat import unpickler_reason
+    try:
+        saved = torch.load(path, map_location='cpu', weights_only=True)
+    except Exception as error:  # noqa: BLE001  (any unreadable file: say which)
+        reason = (unpickler_reason(error) if 'weights_only' in str(error)
+                  else str(error).split('. ')[0].strip() or 'an empty or unreadable file')
+        raise ValueError(f'{path}: not {what} ({type(error).__name__}: {reason}); delete it '
+                         'to retrain') from None
+    missing = [key for key in keys if key not in saved] if isinstance(saved, dict) else keys
+    if missing:
+        found = f'keys {sorted(map(str, saved))}' if isinstance(saved, dict) else \
+            f'a {type(saved).__name__}'
+        raise ValueError(f'{path}: not {what}: it holds {found}, without {list(missing)}; '
+                         'delete it to retrain')
+    return saved
 
 
 def stage_progress(what: str, total: int, unit: str = 'steps') -> StepProgress:

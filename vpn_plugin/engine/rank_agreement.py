@@ -18,7 +18,6 @@ something else than its first.
 from __future__ import annotations
 
 import hashlib
-import math
 import os
 
 import numpy as np
@@ -140,118 +139,14 @@ def check_resume_data(checkpoint: dict, filename: str, digest: str) -> None:
                      'to fine-tune from its weights)')
 
 
-# optimizer options a resumed run takes from the checkpoint, not the config (mmengine restores
-# the optimizer's param_groups and each scheduler's attributes); lr: its value before scheduling
-RESUMED_OPTIMIZER_KEYS = ('lr', 'weight_decay', 'momentum', 'betas', 'eps', 'dampening')
-RESUMED_SCHEDULER_KEYS = ('gamma', 'factor', 'start_factor', 'end_factor', 'eta_min', 'power')
 
-
-def check_resume_schedule(checkpoint: dict, filename: str, cfg) -> None:
-    """``--resume`` with other optimizer or scheduler values than the checkpoint's
-    (``optim_wrapper.optimizer.lr=0.01`` on a run of 9e-4, ``param_scheduler[0].gamma=0.1``)
-    trained on with the checkpoint's without a word, while the written config said the new
-    ones: ``ValueError`` naming each difference."""
-    optimizer = dict((cfg.get('optim_wrapper') or {}).get('optimizer') or {})
-    if (cfg.get('auto_scale_lr') or {}).get('enable'):
-        optimizer.pop('lr', None)  # scaled by the batch size before the checkpoint saw it
-    differences = _optimizer_differences(checkpoint.get('optimizer'), optimizer)
-    schedulers = cfg.get('param_scheduler')
-    schedulers = schedulers if isinstance(schedulers, list) else [schedulers]
-    states = checkpoint.get('param_schedulers')
-    if isinstance(states, list) and len(states) == len(schedulers):
-        for index, (state, scheduler) in enumerate(zip(states, schedulers)):
-            if isinstance(state, dict) and isinstance(scheduler, dict):
-                # counts of a scheduler converted to iterations are stored converted
-                keys = RESUMED_SCHEDULER_KEYS + (
-                    () if scheduler.get('convert_to_iter_based') else ('step_size', 'T_max'))
-                differences += [f'param_scheduler[{index}].{key}={scheduler[key]!r} '
-                                f'(checkpoint: {state[key]!r})'
-                                for key in keys
-                                if key in scheduler and key in state
-                                and not _same_value(scheduler[key], state[key])]
-    if differences:
-        raise ValueError(f'--resume {filename}: the config gives other optimizer or scheduler '
-                         f'values than the run it continues: {"; ".join(differences)}; a resumed '
-                         "run continues with the checkpoint's (mmengine restores them), so these "
-                         'would be ignored. Resume with the run\'s values, or start a new run '
-                         'in another --work-dir with load_from=<checkpoint> (weights only)')
-    check_resume_training(checkpoint, filename, cfg)
-
-
-# model options that name files (their content is checked elsewhere: the PKG by
-# check_loaded_pkg, the text features by their identity) and may move between sessions
-RESUME_FREE_MODEL_KEYS = ('pkg', 'text_embeddings', 'init_visual_from', 'data_preprocessor')
-
-
-def check_resume_training(checkpoint: dict, filename: str, cfg) -> None:
-    """A resumed run is one run of one config: a checkpoint past the config's
-    ``train_cfg.max_epochs`` (resumed with max_epochs=1 at epoch 2: nothing trained, exit 0,
-    the work dir's config rewritten to say 1 epoch), other model options (``model.dropout``)
-    or another training batch size than the checkpoint's run (its ``meta['cfg']``) trained
-    the last epochs of a run otherwise than its first without a word."""
-    meta = checkpoint.get('meta') or {}
-    epoch, max_epochs = meta.get('epoch'), (cfg.get('train_cfg') or {}).get('max_epochs')
+def check_resume_epoch(checkpoint: dict, filename: str, cfg) -> None:
+    """A checkpoint past the config's ``train_cfg.max_epochs`` (resumed with max_epochs=1 at
+    epoch 2) trained nothing, exited 0 and rewrote the work dir's config to say 1 epoch."""
+    epoch = (checkpoint.get('meta') or {}).get('epoch')
+    max_epochs = (cfg.get('train_cfg') or {}).get('max_epochs')
     if isinstance(epoch, int) and isinstance(max_epochs, int) and epoch > max_epochs:
         raise ValueError(f'--resume {filename}: the checkpoint has trained {epoch} epochs, '
-                         f'past the config\'s train_cfg.max_epochs={max_epochs}: nothing would '
+                         f"past the config's train_cfg.max_epochs={max_epochs}: nothing would "
                          f'be trained; give max_epochs > {epoch} to continue it, or test the '
                          'checkpoint with tools/test.py')
-    from vpn_plugin.engine.checkpoint import model_option_differences
-    model = {k: v for k, v in (cfg.get('model') or {}).items()
-             if k not in RESUME_FREE_MODEL_KEYS}
-    differences = [d for d in model_option_differences(meta.get('cfg'), model)
-                   if d.split(':')[0][len('model.'):] not in RESUME_FREE_MODEL_KEYS]
-    trained_batch = _trained_value(meta.get('cfg'), 'train_dataloader', 'batch_size')
-    batch = (cfg.get('train_dataloader') or {}).get('batch_size')
-    if trained_batch is not None and batch is not None and trained_batch != batch:
-        differences.append(f'train_dataloader.batch_size: {trained_batch!r} in training, '
-                           f'{batch!r} here')
-    if differences:
-        raise ValueError(f'--resume {filename}: the config differs from the run it continues: '
-                         f'{"; ".join(differences)}; its last epochs would train otherwise than '
-                         'its first. Resume with the run\'s options, or start a new run in '
-                         'another --work-dir with load_from=<checkpoint> (weights only)')
-
-
-def _trained_value(cfg_text, *keys):
-    """``cfg[keys[0]][keys[1]]...`` of a checkpoint's ``meta['cfg']`` text (None when it holds
-    no readable config or not that key)."""
-    from mmengine.config import Config
-    if not isinstance(cfg_text, str):
-        return None
-    try:
-        value = Config.fromstring(cfg_text, '.py').to_dict()
-    except Exception:  # noqa: BLE001  (a config text of another version: nothing to compare)
-        return None
-    for key in keys:
-        value = value.get(key) if isinstance(value, dict) else None
-    return value
-
-
-def _optimizer_differences(state, optimizer) -> list:
-    """``optim_wrapper.optimizer.<key>=<config value> (checkpoint: <value>)`` for each option
-    that every param group of the checkpoint's optimizer ``state`` holds at another value
-    (groups that disagree, e.g. ``paramwise_cfg`` multipliers, are not compared)."""
-    groups = state.get('param_groups') if isinstance(state, dict) else None
-    if not isinstance(optimizer, dict) or not isinstance(groups, list) or not groups:
-        return []
-    differences = []
-    for key in RESUMED_OPTIMIZER_KEYS:
-        stored = [group.get('initial_lr', group.get('lr')) if key == 'lr' else group.get(key)
-                  for group in groups if isinstance(group, dict)]
-        if key not in optimizer or not stored or stored[0] is None:
-            continue
-        if all(_same_value(value, stored[0]) for value in stored) and not _same_value(
-                optimizer[key], stored[0]):
-            differences.append(f'optim_wrapper.optimizer.{key}={optimizer[key]!r} '
-                               f'(checkpoint: {stored[0]!r})')
-    return differences
-
-
-def _same_value(given, stored) -> bool:
-    if isinstance(given, (list, tuple)) and isinstance(stored, (list, tuple)):
-        return len(given) == len(stored) and all(map(_same_value, given, stored))
-    try:
-        return math.isclose(float(given), float(stored), rel_tol=1e-9, abs_tol=0.0)
-    except (TypeError, ValueError):
-        return given == stored

@@ -155,6 +155,11 @@ class CEFITO(BasePlanner):
                              'sequences) for a non-causal predictor')
         check_numbers(dict(max_sequences=max_sequences), integer=True, low=1, optional=True)
         check_numbers(dict(negative_seed=negative_seed), integer=True, low=0)
+        if negative_rng == 'global' and negative_seed:
+            raise ValueError(f"model.negative_seed={negative_seed} with negative_rng='global': the "
+                             "global stream is seeded by the run's seed (--seed / "
+                             'randomness.seed), negative_seed seeds only the per-sample '
+                             "generators, so it would be ignored; drop it or use 'per_sample'")
         self.num_tasks, self.feature_dim = num_tasks, feature_dim
         self.task_to_actions = self.read_task_actions(taxonomy)
         self.num_negatives, self.hard_negative_ratio = num_negatives, hard_negative_ratio

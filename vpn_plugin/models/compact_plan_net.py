@@ -17,7 +17,7 @@ from torch import nn
 from mmaction.registry import MODELS
 
 from .. import core
-from ..errors import check_choice
+from ..errors import check_bool, check_choice
 from .base_planner import BasePlanner, check_loss_terms, task_fields
 from .pretrained_encoder import init_visual_encoder
 from .text_embeddings import taxonomy_state_embeddings
@@ -102,6 +102,7 @@ class CompactPlanNet(BasePlanner):
         super().__init__(num_actions, horizon, pkg, data_preprocessor)
         self.text_source = text_embeddings  # what text_features_identity records
         self._check_options(decode, cross_horizon, loss_weights, text_embeddings)
+        check_bool('model.use_dvl', use_dvl)
         self.num_tasks = num_tasks
         self.feature_dim = feature_dim
         self.use_dvl, self.decode, self.cross_horizon = use_dvl, decode, cross_horizon

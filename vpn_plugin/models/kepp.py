@@ -174,6 +174,27 @@ def released_graph(path, num_actions: int, horizon: int) -> kepp_paths.KEPPGraph
     return graph
 
 
+def check_kepp_graph_options(builder, released) -> None:
+    """``ValueError`` for a ``model.pkg`` option KEPP's graph would ignore: KEPP normalises
+    raw per-video counts (no smoothing) over the pooled videos of every source (no 'mean'
+    union), and a released graph file is read as it is (no sequence perturbation, no extra
+    dataset, no smoothing)."""
+    if builder.smoothing:
+        raise ValueError(f'KEPP: model.pkg.smoothing={builder.smoothing!r}; KEPP\'s graph '
+                         'normalises the raw counts of consecutive pairs (official '
+                         'graph_creation.py), so smoothing would be ignored: expected 0')
+    if builder.union == 'mean' and builder.extra_datasets:
+        raise ValueError("KEPP: model.pkg.union='mean' with extra_datasets; KEPP's graph counts "
+                         "the videos of every source together ('pool'), so 'mean' would be "
+                         "ignored: use union='pool'")
+    ignored = [name for name, value in (('perturbations', builder.perturbations),
+                                        ('extra_datasets', builder.extra_datasets)) if value]
+    if released and ignored:
+        raise ValueError(f'KEPP: model.released_graph={released!r} with model.pkg.'
+                         f'{" and ".join(ignored)}: the released graph file is used as it is, '
+                         'so they would be ignored; drop one or the other')
+
+
 def check_graph_taxonomy(graph: kepp_paths.KEPPGraph, taxonomy, path) -> None:
     """KEPP's graph joins consecutive steps of one video, so actions of one task: an edge
     between two tasks of the run's taxonomy means a graph of another taxonomy (or another
@@ -274,6 +295,9 @@ class KEPP(BasePlanner):
                  sampler: str = 'ddim', train_paths: str = 'step',
                  released_graph: Optional[str] = None, step_checkpoint: Optional[str] = None,
                  pkg: Optional[dict] = None, data_preprocessor: Optional[dict] = None):
+        if pkg is not None and not isinstance(pkg, dict):
+            raise ValueError(f'KEPP: model.pkg={pkg!r}; expected a dict of PKGBuilder options '
+                             'or None')
         pkg = dict(pkg or {})
         if pkg.setdefault('count_mode', 'video') != 'video':
             raise ValueError(f"KEPP: model.pkg.count_mode={pkg['count_mode']!r}; KEPP's graph "
@@ -293,6 +317,7 @@ class KEPP(BasePlanner):
             raise ValueError('KEPP: model.pkg.perturbations may only change the training '
                              'sequences (DataFraction, LabelNoise): KEPP\'s graph keeps node '
                              'and successor order, which a graph perturbation does not define')
+        check_kepp_graph_options(self.pkg_builder, released_graph)
         for name, path in (('released_graph', released_graph),
                            ('step_checkpoint', step_checkpoint)):
             if path is not None and not (isinstance(path, (str, os.PathLike)) and str(path)):

@@ -273,7 +273,7 @@ def _cached_encoding(texts: Sequence[str], kind: str, encoder, cache_dir, allow_
     encoder_name = (encoder or DEFAULT_ENCODER) + ('' if pooling == 'mean' else f':{pooling}')
     cache = Path(cache_dir) / f'{kind}_{cache_key(encoder_name, texts)}.pt'
     if cache.is_file():
-        return torch.load(cache, weights_only=True)
+        return _checked_cache(cache, len(texts))
     if not allow_encode:
         raise FileNotFoundError(f'text embedding cache {cache} is missing and encoding is '
                                 'disabled (model.text_embeddings.allow_encode=False)')
@@ -283,6 +283,28 @@ def _cached_encoding(texts: Sequence[str], kind: str, encoder, cache_dir, allow_
     torch.save(embeddings, partial)
     os.replace(partial, cache)  # atomic: parallel ranks never read a half-written file
     return embeddings
+
+
+def _checked_cache(cache: Path, count: int) -> torch.Tensor:
+    """A cached encoding of ``count`` texts: a finite float tensor (count, D), else
+    ``ValueError`` naming the file (an edited, truncated or foreign cache was used as it is:
+    NaN features stopped training at a NaN loss blaming the settings)."""
+    try:
+        features = torch.load(cache, weights_only=True)
+    except Exception as error:  # noqa: BLE001  (any unreadable file: say which)
+        raise ValueError(f'{cache}: an unreadable text-feature cache ({type(error).__name__}); '
+                         'delete it to encode the texts again') from None
+    found = (f'{features.dtype} {tuple(features.shape)}' if torch.is_tensor(features)
+             else f'a {type(features).__name__}')
+    if not (torch.is_tensor(features) and features.is_floating_point()
+            and features.dim() == 2 and len(features) == count):
+        raise ValueError(f'{cache}: the text-feature cache holds {found}; expected a float '
+                         f'tensor ({count}, D), one row per text: delete it to encode the texts '
+                         'again')
+    if not torch.isfinite(features).all():
+        raise ValueError(f'{cache}: the text-feature cache holds NaN or infinite values; '
+                         'delete it to encode the texts again')
+    return features
 
 
 def load_state_features(file: Optional[str] = None, taxonomy: Optional[str] = None,
@@ -334,6 +356,9 @@ def stand_in_label(text_cfg) -> Optional[str]:
         labels = [stand_in_label(source) for source in text_cfg['sources']]
         return '; '.join(f'source {i}: {label}' for i, label in enumerate(labels) if label) \
             or None
+    if text_cfg and text_cfg.get('file') and text_cfg.get('pad_to'):  # narrower than CLIP's
+        return (f"file {Path(str(text_cfg['file'])).name} zero-padded to "
+                f"{text_cfg['pad_to']}-d, not the paper's CLIP")
     if not text_cfg or text_cfg.get('file') or text_cfg.get('pooling', 'clip') in ('clip',
                                                                                    'clip_eot'):
         return None

@@ -120,10 +120,11 @@ class ViterbiPlanNet(BasePlanner):
                  pkg: Optional[dict] = None, data_preprocessor: Optional[dict] = None):
         super().__init__(num_actions, horizon, pkg, data_preprocessor)
         self.text_source = text_embeddings  # what text_features_identity records
+        check_loss_terms(loss_weights, LOSS_TERMS)  # before merging: '{}' is no dict
         self.loss_weights = {**dict(state=1.0, plan=1.0, task=1.0), **(loss_weights or {})}
-        self._check_options(decode, cross_horizon, loss_weights, text_embeddings)
         if not self.loss_weights['task'] > 0:  # an untrained head predicts no task
             self.task_source = None
+        self._check_options(decode, cross_horizon, text_embeddings)
         # as SCHEMA's check_sizes: None or 1.5 failed inside torch (no option named), 1e9 in
         # the allocator; use_dvl=0 / 'no' was read by truth value
         check_number('model.embed_dim', embed_dim, integer=True, low=1, high=4096)
@@ -149,10 +150,9 @@ class ViterbiPlanNet(BasePlanner):
         print_log(f'{type(self).__name__}: {num_parameters(self):,} parameters (N={num_actions},'
                   f' K={num_tasks}, T={horizon}, E={embed_dim})', logger='current')
 
-    def _check_options(self, decode, cross_horizon, loss_weights, text_embeddings):
+    def _check_options(self, decode, cross_horizon, text_embeddings):
         check_choice('model.decode', decode, DECODE_MODES)
         check_choice('model.cross_horizon', cross_horizon, CROSS_HORIZON_MODES)
-        check_loss_terms(loss_weights, LOSS_TERMS)
         if self.loss_weights['state'] > 0 and text_embeddings is None:
             raise ValueError('model.text_embeddings is missing but the state loss is on '
                              "(loss_weights['state'] > 0): give text_embeddings=dict(file="

@@ -948,6 +948,9 @@ def error_overlap(rows: list[ResultRow], method: str, reference: str,
                   horizon: int | None = None) -> Overlap:
     """Windows fixed / introduced by ``method`` against ``reference`` over the seeds both ran
     (rows with a ``per_sample_file``); percentages are per-seed means with a 90% CI."""
+    if method == reference:
+        raise ValueError(f'an overlap compares two different methods, got {method!r} twice '
+                         '(it would fix and introduce nothing)')
     rows = [r for r in select_horizon(rows, horizon) if r.per_sample_file]
     compared = [r for r in rows if r.method in (method, reference)]
     refuse_mix(compared, 'horizon', '--horizon')

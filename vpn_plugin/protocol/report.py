@@ -60,7 +60,8 @@ from .results import (METRIC_LABELS, METRIC_RANGES, SHORTENED_MARK, ResultRow,
 
 DEFAULT_METRICS = ('success_rate', 'mean_accuracy', 'miou_set')
 # what the rows pooled in one cell must share (besides method, dataset and test horizon)
-CELL_IDENTITY = ('protocol', 'config', 'train_horizon', 'variant', 'settings')
+CELL_IDENTITY = ('protocol', 'config', 'train_horizon', 'variant', 'settings', 'pkg_source',
+                 'params')
 # settings that legitimately differ across the seeds of one run setting (llm_eval.py rows:
 # the sample seed is the row's seed; a step model may be trained per seed; and the seed of
 # settings.pretrained, the pre-training stage each seed runs)
@@ -334,6 +335,9 @@ def _collect(rows, metrics) -> dict:
 
 def _check_named(methods, ours, reference, rows):
     known = {r.method for r in rows}
+    if ours is not None and ours == reference:
+        raise ValueError(f'--ours and --reference both name {ours!r}; the improvement row '
+                         'compares two methods: name another --reference')
     for name in (ours, reference):
         if name is not None and name not in known:
             raise ValueError(f'method {name!r} not in the results; known methods: {sorted(known)}')

@@ -94,6 +94,7 @@ from __future__ import annotations
 
 import contextlib
 import csv
+import io
 import json
 import os
 import re
@@ -101,7 +102,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Iterable
 
-from vpn_plugin.errors import check_file, check_names
+from vpn_plugin.errors import check_file, check_names, unique_keys
 
 from vpn_plugin.locks import exclusive_lock, lock_path_of
 from .provenance import averaged_features
@@ -152,6 +153,9 @@ class ResultRow:
 
 def row_from_dict(record: dict, source: str = '<dict>') -> ResultRow:
     """Validate one record and build a :class:`ResultRow`; errors name ``source``."""
+    if not isinstance(record, dict):
+        raise ValueError(f'{source}: a results row must be a JSON object of fields, got '
+                         f'{record!r:.80}')
     missing = [name for name in REQUIRED_FIELDS if name not in record]
     if missing:
         raise ValueError(f'{source}: results row lacks required field(s) {missing}; '
@@ -284,8 +288,9 @@ def read_results(paths: str | Path | Iterable[str | Path]) -> list[ResultRow]:
     """Read rows from one or more ``.jsonl``/``.json``/``.csv`` results files."""
     if isinstance(paths, (str, Path)):
         paths = [paths]
-    rows = []
-    for path in map(Path, paths):
+    rows, paths = [], [Path(path) for path in paths]
+    check_distinct_files(paths)
+    for path in paths:
         check_file(path, 'results file', missing=f'results file not found: {path}')
         if path.suffix == '.csv':
             rows.extend(_resolve_paths(_read_csv(path), path))
@@ -296,6 +301,16 @@ def read_results(paths: str | Path | Iterable[str | Path]) -> list[ResultRow]:
                              'expected .jsonl, .json or .csv')
     check_method_spelling(rows)
     return rows
+
+
+def check_distinct_files(paths: list) -> None:
+    """A results file given twice (also by another spelling or a link) would count every
+    row twice."""
+    for index, path in enumerate(paths):
+        for earlier in paths[:index]:
+            if os.path.exists(path) and os.path.exists(earlier) and os.path.samefile(earlier, path):
+                raise ValueError(f'results file {path} is given twice ({earlier}); every row '
+                                 'would be read twice: give each file once')
 
 
 def check_method_spelling(rows: list[ResultRow]) -> None:
@@ -320,26 +335,39 @@ def check_method_spelling(rows: list[ResultRow]) -> None:
 
 
 def _read_json(path: Path) -> list[ResultRow]:
-    text = path.read_text()
+    text = _read_text(path)
     if path.suffix == '.json' and text.lstrip().startswith('['):
-        return [row_from_dict(r, f'{path}[{i}]') for i, r in enumerate(json.loads(text))]
+        records = _loads(text, str(path))
+        return [row_from_dict(r, f'{path}[{i}]') for i, r in enumerate(records)]
     return [_read_json_line(line, f'{path}:{number}')
             for number, line in enumerate(text.splitlines(), 1) if line.strip()]
 
 
-def _read_json_line(line: str, source: str) -> ResultRow:
+def _read_text(path: Path) -> str:
     try:
-        record = json.loads(line)
+        return path.read_text(encoding='utf-8')
+    except UnicodeDecodeError as error:
+        raise ValueError(f'{path}: not UTF-8 text ({error.reason} at byte {error.start}; a '
+                         'compressed or binary file?); expected a results file of JSON '
+                         'lines') from None
+
+
+def _loads(text: str, source: str):
+    """JSON with every key once per object (``json`` would keep the last of two)."""
+    try:
+        return json.loads(text, object_pairs_hook=unique_keys(source, 'results'))
     except json.JSONDecodeError as error:
         raise ValueError(f'{source}: not valid JSON ({error})') from None
-    return row_from_dict(record, source)
+
+
+def _read_json_line(line: str, source: str) -> ResultRow:
+    return row_from_dict(_loads(line, source), source)
 
 
 def _read_csv(path: Path) -> list[ResultRow]:
     rows = []
-    with path.open(newline='') as handle:
-        for number, record in enumerate(csv.DictReader(handle), 2):
-            rows.append(row_from_dict(_unflatten(record), f'{path}:{number}'))
+    for number, record in enumerate(csv.DictReader(io.StringIO(_read_text(path), newline='')), 2):
+        rows.append(row_from_dict(_unflatten(record), f'{path}:{number}'))
     return rows
 
 
@@ -531,6 +559,9 @@ def rename_methods(rows: list[ResultRow], renames: list[str], known=None) -> lis
         if '=' not in item:
             raise ValueError(f'rename {item!r} must look like OLD=NEW')
         old, new = item.split('=', 1)
+        if not visible_name(new):
+            raise ValueError(f'rename {item!r}: the new name {new!r} is empty or invisible; a '
+                             'table row needs a name to show')
         if old in mapping:
             raise ValueError(f'rename {item!r}: {old!r} is renamed twice; give each method once')
         if known is not None and old not in known:

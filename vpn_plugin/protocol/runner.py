@@ -436,6 +436,11 @@ class ProtocolRunner:
             raise ValueError('--smoke sets the schedule, batch size and windows of every run '
                              '(vpn_plugin/smoke.py); give no --max-epochs, --val-interval or '
                              '--batch-size with it')
+        if val_interval is not None and not (self.max_epochs and val_interval <= self.max_epochs):
+            raise ValueError(f'--val-interval {val_interval} applies with --max-epochs, and at '
+                             f'most it (got --max-epochs {self.max_epochs}): without it each '
+                             "run keeps its config's schedule and the results would name a "
+                             'validation interval that was not used')
         given = {k: v for k, v in (('max_epochs', self.max_epochs),
                                    ('val_interval', val_interval),
                                    ('batch_size', batch_size)) if v is not None}

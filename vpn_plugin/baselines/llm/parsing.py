@@ -116,6 +116,9 @@ def parse_plan(text: str, matcher: ActionMatcher, horizon: int,
              if isinstance(v.get(k), list)]
     only_lists = [_only_list(v) for v in values
                   if any_key and isinstance(v, dict) and _only_list(v)]
+    if len({json.dumps(plan) for plan in keyed}) > 1:
+        raise ReplyParseError(f'reply holds {len(keyed)} different plans under {PLAN_KEYS}; '
+                              f'which one is the answer is not known: {text[:200]!r}')
     plans = keyed or [v for v in values if isinstance(v, list)] or only_lists
     if not plans:
         raise ReplyParseError(f'reply holds no object with a list under any of {PLAN_KEYS} '

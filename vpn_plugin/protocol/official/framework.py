@@ -636,6 +636,11 @@ def compare(method: Method, official_dir, out, settings: Settings, *, python: st
                          f'comparison; expected one of {sorted(method.variants) or "none"}')
     method.check_official_dir(official_dir)
     out = Path(out).resolve()
+    source = Path(official_dir).resolve()
+    if out == source or source in out.parents:
+        raise ValueError(f'--out {out} is inside --official-dir {source}: the checkout is never '
+                         'modified, and its copy (<out>/official_copy) would copy itself '
+                         'again and again; give an --out outside it')
     claim_work_dir(out, settings.identity())
     data = prepare_data(settings, Path(shared_root), out / 'data')
     copy_dir = out / 'official_copy'
