@@ -240,3 +240,11 @@ def test_a_second_test_into_the_same_metrics_file_is_refused(tmp_path):
             load_tool('test').main([NIV_CONFIG, str(tmp_path / 'epoch_1.pth'), '--out-metrics',
                                     str(out), '--work-dir', str(tmp_path / 'work')])
     assert not (tmp_path / 'work').exists() and not out.exists()
+
+
+@pytest.mark.parametrize('option', ['test_evaluator', 'val_evaluator'])
+def test_an_evaluator_that_computes_no_metric_is_refused(option):
+    """Before (V2): test.py --cfg-options test_evaluator=[] exited 0 with a metrics file
+    holding no number."""
+    with pytest.raises(ValueError, match=re.escape(f'{option}=[] computes no metric')):
+        checked({option: []})

@@ -829,6 +829,10 @@ def check_evaluation_loop(cfg, split: str, loop: str, where: str) -> None:
                          f'given; expected all three None (no {split} loop; tools/train.py '
                          f"--no-validate drops validation) or all given ({split}_cfg="
                          f"dict(type='{loop}'))")
+    evaluator = cfg.get(f'{split}_evaluator')
+    if evaluator is not None and not _evaluators(evaluator):  # [] tested, exit 0, no metric
+        raise ValueError(f'{where}: {split}_evaluator={evaluator!r} computes no metric; '
+                         "expected dict(type='PlanningMetric') (or a list of metric configs)")
     options = cfg.get(f'{split}_cfg')
     if not isinstance(options, dict):
         return
