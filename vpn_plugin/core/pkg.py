@@ -194,8 +194,9 @@ def _source_pkg(source, index, num_actions, count_mode, horizon, smoothing) -> n
             and np.issubdtype(np.asarray(source).dtype, np.floating):
         return check_pkg(source, name=f'union_pkg source {index}')
     if num_actions is None:
-        raise ValueError(f'union_pkg source {index} is a sequence collection; pass '
-                         'num_actions to count it')
+        raise ValueError(f'union_pkg source {index} (a {type(source).__name__}) is read as a '
+                         'sequence collection; pass num_actions to count it, or give a PKG as a '
+                         'float (N, N) numpy array or torch tensor')
     return build_pkg(source, num_actions, smoothing=smoothing, count_mode=count_mode,
                      horizon=horizon)
 
@@ -203,6 +204,12 @@ def _source_pkg(source, index, num_actions, count_mode, horizon, smoothing) -> n
 # ----------------------------------------------------------------------------- perturbations
 def _check_fraction(name: str, value: float) -> None:
     check_number(name, value, low=0, high=1)
+
+
+def _seeded_rng(name: str, seed: int) -> np.random.Generator:
+    """The generator of a perturbation's ``seed`` (an integer >= 0, numpy's rule), named."""
+    check_number(f'{name} seed', seed, integer=True, low=0)
+    return np.random.default_rng(seed)
 
 
 def edge_dropout(pkg, fraction: float, seed: int = 0) -> np.ndarray:
@@ -213,8 +220,8 @@ def edge_dropout(pkg, fraction: float, seed: int = 0) -> np.ndarray:
     _check_fraction('edge_dropout fraction', fraction)
     array = check_pkg(pkg).copy()
     rows, cols = np.nonzero(array)
-    drop = np.random.default_rng(seed).choice(len(rows), int(round(fraction * len(rows))),
-                                              replace=False)
+    drop = _seeded_rng('edge_dropout', seed).choice(len(rows), int(round(fraction * len(rows))),
+                                                replace=False)
     array[rows[drop], cols[drop]] = 0.0
     return _normalise_rows(array)
 
@@ -225,7 +232,7 @@ def weight_noise(pkg, sigma: float, seed: int = 0) -> np.ndarray:
     weight falls to 0 is removed, and a row that loses all edges becomes all-zero."""
     check_number('weight_noise sigma', sigma, low=0)
     array = check_pkg(pkg)
-    noise = np.random.default_rng(seed).normal(0.0, sigma, size=array.shape)
+    noise = _seeded_rng('weight_noise', seed).normal(0.0, sigma, size=array.shape)
     noisy = np.where(array > 0, np.maximum(array + noise, 0.0), 0.0)
     return _normalise_rows(noisy)
 
@@ -238,7 +245,8 @@ def subsample_sequences(sequences: Sequence[Sequence[int]], fraction: float,
     if not sequences:
         return []
     keep = max(1, int(round(fraction * len(sequences))))
-    chosen = np.sort(np.random.default_rng(seed).choice(len(sequences), keep, replace=False))
+    rng = _seeded_rng('subsample_sequences', seed)
+    chosen = np.sort(rng.choice(len(sequences), keep, replace=False))
     return [sequences[i] for i in chosen]
 
 
@@ -255,7 +263,7 @@ def label_noise(sequences: Sequence[Sequence[int]], fraction: float,
     task_sets = [set(_integer_ids(actions, f'task_actions {i}').tolist())
                  for i, actions in enumerate(task_actions)]
     positions = [(i, t) for i, s in enumerate(sequences) for t in range(len(s))]
-    rng = np.random.default_rng(seed)
+    rng = _seeded_rng('label_noise', seed)
     chosen = rng.choice(len(positions), int(round(fraction * len(positions))), replace=False)
     if tasks is None:
         tasks = [_sequence_task(s, task_sets, i) if s else -1 for i, s in enumerate(sequences)]
