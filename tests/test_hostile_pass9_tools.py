@@ -115,3 +115,90 @@ def test_two_synthetic_runs_into_one_folder_the_second_refused(tmp_path, shared_
     assert f'feature folder {out / "features"} is in use by another process' in message
     assert not (out / 'features').exists()
 
+
+
+# ----------------------------------------------------------------------------- core math
+def test_bootstrap_options_are_checked_not_coerced():
+    """s2: num_resamples=True ran 1 resample; s6: (seeds, metrics) scores were flattened into
+    one mean; s10: paired='no' was read as True; s1, s8: num_resamples 1.5 / '1000' in
+    Python's TypeErrors."""
+    from vpn_plugin.core import stats
+    with pytest.raises(ValueError, match=r'num_resamples=True; expected an integer >= 1'):
+        stats.bootstrap_ci([1, 2, 3], num_resamples=True)
+    with pytest.raises(ValueError, match=r'num_resamples=1.5'):
+        stats.bootstrap_ci([1, 2, 3], num_resamples=1.5)
+    with pytest.raises(ValueError, match=r'scores has shape \(2, 2\); expected one score per'):
+        stats.bootstrap_ci([[1, 2], [3, 4]])
+    with pytest.raises(ValueError, match=r"paired='no'; expected True or False"):
+        stats.bootstrap_difference([1, 2, 3], [1, 2, 4], paired='no')
+
+
+def test_stratified_sample_limit_and_tasks_are_integers():
+    """s13: limit=True drew 1 window; s14: float tasks [0.5, 1.7, 1.2] were truncated to
+    [0, 1, 1] (other strata); s12: limit 2.5 in a slice TypeError; s17: seed -1 numpy's."""
+    from vpn_plugin.core import stats
+    with pytest.raises(ValueError, match=r'--limit True: expected an integer'):
+        stats.stratified_sample([0, 0, 1, 1, 2], True)
+    with pytest.raises(TypeError, match=r'tasks hold float64 values'):
+        stats.stratified_sample([0.5, 1.7, 1.2], 2)
+    with pytest.raises(ValueError, match=r'--limit 2.5'):
+        stats.stratified_sample([0, 0, 1, 1, 2], 2.5)
+    with pytest.raises(ValueError, match=r'stratified_sample seed=-1'):
+        stats.stratified_sample([0, 0, 1, 1, 2], 2, seed=-1)
+
+
+def test_diversity_refuses_what_is_no_distribution_or_group_size():
+    """q4: js_divergence of an unnormalised p gave 1.5 bits (JS lies in [0, 1]); q5:
+    entropy_bits of a negative probability gave -0.88 bits; q3: min_group_size=1.5 acted as
+    2; q6: '2' in Python's TypeError."""
+    from vpn_plugin.core import diversity
+    with pytest.raises(ValueError, match=r'p has probabilities \[2.0\] \(sum 2\)'):
+        diversity.js_divergence({(0,): 2.0}, {(1,): 1.0})
+    with pytest.raises(ValueError, match=r'distribution has probabilities \[-0.5, 1.5\]'):
+        diversity.entropy_bits({(0,): -0.5, (1,): 1.5})
+    plans = [[0, 1], [0, 1]]
+    for size in (1.5, '2'):
+        with pytest.raises(ValueError, match=r'min_group_size='):
+            diversity.decoding_diversity(plans, plans, min_group_size=size)
+    assert diversity.decoding_diversity(plans, plans)['num_groups'] == 1
+
+
+def test_beam_search_refuses_float_ids_and_nan_transitions():
+    """b1: first=[1.7] was planned from action 1; b5: first=[True] from action 1; b3: NaN
+    transitions gave a path scored NaN, exit 0; b2, b4, b6: Python's errors."""
+    from vpn_plugin.core import beam_search
+    log_a = pkg.pkg_log_transitions(PKG)
+    with pytest.raises(TypeError, match=r'first actions have dtype torch.float32'):
+        beam_search.pkg_beam_search(log_a, torch.tensor([1.7]), torch.tensor([3]), 3)
+    with pytest.raises(TypeError, match=r'first actions have dtype torch.bool'):
+        beam_search.pkg_beam_search(log_a, torch.tensor([True]), torch.tensor([3]), 3)
+    with pytest.raises(ValueError, match=r'log_transitions holds NaN or \+inf'):
+        beam_search.pkg_beam_search(log_a.clone().fill_diagonal_(float('nan')),
+                                    torch.tensor([0]), torch.tensor([2]), 3)
+    with pytest.raises(ValueError, match=r'horizon=2.5'):
+        beam_search.pkg_beam_search(log_a, torch.tensor([0]), torch.tensor([2]), 2.5)
+    with pytest.raises(TypeError, match=r'log_transitions is a ndarray'):
+        beam_search.pkg_beam_search(log_a.numpy(), torch.tensor([0]), torch.tensor([2]), 3)
+    paths, _ = beam_search.pkg_beam_search(log_a, torch.tensor([0]), torch.tensor([3]), 4)
+    assert paths.tolist() == [[0, 1, 2, 3]]
+
+
+@pytest.mark.parametrize('call, pattern', [
+    (lambda: pkg.build_pkg({0: [0, 1]}, 3), r'sequences is a dict; expected an iterable'),
+    (lambda: pkg.build_pkg(None, 3), r'sequences is a NoneType'),
+    (lambda: pkg.build_pkg([3, 4], 5), r'sequence 0 is a int \(3\); expected a list'),
+    (lambda: pkg.transition_counts([[0, 1]], '4'), r"num_actions='4'; expected an integer"),
+    (lambda: pkg.check_pkg(torch.zeros(3, 3, device='meta')), r'pkg is on the meta device'),
+])
+def test_pkg_inputs_named(call, pattern):
+    """p9, p10, p11b, p29, p19: Python's 'not iterable' / 'cannot be interpreted as an integer'
+    / torch's 'Cannot copy out of meta tensor'."""
+    with pytest.raises((TypeError, ValueError), match=pattern):
+        call()
+
+
+def test_metrics_meta_plans_named():
+    """m4: meta-device plans ended in 'Cannot copy out of meta tensor; no data!'."""
+    from vpn_plugin.core import metrics
+    with pytest.raises(ValueError, match=r'pred is on the meta device'):
+        metrics.planning_metrics(torch.zeros(1, 3, dtype=torch.long, device='meta'), [[0, 1, 2]])

@@ -32,6 +32,10 @@ ROW_SUM_TOLERANCE = 1e-6
 # ----------------------------------------------------------------------------- validation
 def _as_sequences(sequences: Iterable[Sequence[int]], num_actions: int) -> List[np.ndarray]:
     """Integer arrays of the sequences; raises on ids outside ``0..num_actions-1``."""
+    if sequences is None or isinstance(sequences, (str, bytes, dict)) \
+            or not hasattr(sequences, '__iter__'):
+        raise TypeError(f'sequences is a {type(sequences).__name__}; expected an iterable of '
+                        'action-id sequences (one list per video or window)')
     result = []
     for index, sequence in enumerate(sequences):
         array = _integer_ids(sequence, f'sequence {index}')
@@ -45,6 +49,9 @@ def _as_sequences(sequences: Iterable[Sequence[int]], num_actions: int) -> List[
 
 def _integer_ids(sequence, name: str) -> np.ndarray:
     """(L,) int64 ids of one sequence; refuses other dtypes (1.7 is not an id) and shapes."""
+    if isinstance(sequence, (str, bytes)) or not hasattr(sequence, '__iter__'):
+        raise TypeError(f'{name} is a {type(sequence).__name__} ({sequence!r:.60}); expected a '
+                        'list of action ids')
     array = np.asarray(list(sequence))
     if array.size and not np.issubdtype(array.dtype, np.integer):
         raise TypeError(f'{name} holds {array.dtype} values {array.tolist()}; '
@@ -60,6 +67,9 @@ def check_pkg(pkg, name: str = 'pkg') -> np.ndarray:
 
     Valid: square, finite, non-negative, every row sums to 1 or is all-zero.
     """
+    if isinstance(pkg, torch.Tensor) and pkg.device.type == 'meta':
+        raise ValueError(f'{name} is on the meta device, which holds no values; expected a '
+                         'PKG with data (N, N)')
     array = np.asarray(pkg.detach().cpu() if isinstance(pkg, torch.Tensor) else pkg,
                        dtype=np.float64)
     if array.ndim != 2 or array.shape[0] != array.shape[1]:
@@ -109,6 +119,7 @@ def transition_counts(sequences: Iterable[Sequence[int]], num_actions: int, *,
     """(N, N) float64 weighted counts of consecutive pairs (see module docstring)."""
     if count_mode not in COUNT_MODES:
         raise ValueError(f'count_mode={count_mode!r} is unknown; expected one of {COUNT_MODES}')
+    check_number('num_actions', num_actions, integer=True, low=1)
     check_number('horizon', horizon, integer=True, low=2, optional=True)
     counts = np.zeros((num_actions, num_actions))
     for array in _as_sequences(sequences, num_actions):
