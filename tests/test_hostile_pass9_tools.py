@@ -202,3 +202,25 @@ def test_metrics_meta_plans_named():
     from vpn_plugin.core import metrics
     with pytest.raises(ValueError, match=r'pred is on the meta device'):
         metrics.planning_metrics(torch.zeros(1, 3, dtype=torch.long, device='meta'), [[0, 1, 2]])
+
+
+# ----------------------------------------------------------------------------- tools
+def test_egoper_feature_stem_with_an_extension_refused(tmp_path):
+    """e5: --feature-stem '{vid}.npz' converted (exit 0) to names the loader reads as
+    '<vid>.npz.npz' / '<vid>.npz.npy': every feature file missing at training."""
+    from test_egoper import write_egoper
+    write_egoper(tmp_path)
+    message = user_error('convert_egoper', [tmp_path / 'annotation.json', '--split-dir',
+                                            tmp_path / 'splits', '--out', tmp_path / 'out',
+                                            '--errors', 'keep', '--feature-stem', '{vid}.npz'])
+    assert "--feature-stem '{vid}.npz': ends with a file extension" in message
+    assert not (tmp_path / 'out').exists()
+
+
+def test_text_encoder_folder_without_a_model_is_named(tmp_path):
+    """t8: --encoder an empty folder ended in transformers' tokenizer-conversion text
+    ('sentencepiece or tiktoken') and advised model.text_embeddings.encoder only."""
+    from vpn_plugin.models.text_embeddings import encode_texts
+    with pytest.raises(FileNotFoundError, match=r'holds no config.json: not a transformers '
+                                                r'model directory.*--encoder'):
+        encode_texts(['a'], encoder=str(tmp_path))
