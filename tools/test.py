@@ -19,6 +19,7 @@ checkpoint without EMA state), are marked: a warning line and ``"shortened"`` in
 ``test_metrics.json``.
 """
 import argparse
+import contextlib
 import json
 import os
 import os.path as osp
@@ -164,10 +165,31 @@ def write_metrics(metrics, path, shortened: str = ''):
     write_text_atomically(path, json.dumps(values, indent=2), 'metrics file')
 
 
+def output_locks(args) -> contextlib.ExitStack:
+    """Rank 0 holds a lock on each output file given (``--out``, ``--out-metrics``) for the
+    whole test: a second test writing there at the same time is refused at its start (two
+    tests at once into one --out-metrics both exited 0, the first one's numbers replaced by
+    the second's without a word)."""
+    from vpn_plugin.locks import exclusive_lock, lock_path_of
+    stack = contextlib.ExitStack()
+    if os.environ.get('RANK', '0') != '0':  # torchrun's other ranks write nothing
+        return stack
+    for flag, path in (('--out', args.out), ('--out-metrics', args.out_metrics)):
+        if path is not None:
+            stack.enter_context(exclusive_lock(lock_path_of(path), wait=False,
+                                               what=f'{flag} {path}'))
+    return stack
+
+
 @tool_main
 def main(argv=None):
     args = parse_args(argv)
     check_outputs(args)
+    with output_locks(args):
+        return run_test(args)
+
+
+def run_test(args):
     runner = build_runner(load_config(args))
     if args.checkpoint is None:
         require_parameter_free(runner.model, args.config)

@@ -181,7 +181,9 @@ def apply_horizon(cfg, horizon=None, test_horizon=None):
     if cfg.get('horizon') is None:
         return cfg
     horizon = _positive_horizon(cfg, 'horizon')
-    test_horizon = _positive_horizon(cfg, 'test_horizon') if cfg.get('test_horizon') else horizon
+    # 0, [] or {} were read as "no test_horizon" (the training horizon tested without a word)
+    test_horizon = (_positive_horizon(cfg, 'test_horizon')
+                    if cfg.get('test_horizon') is not None else horizon)
     model = cfg.get('model')
     if model is not None:
         if _accepts_horizon(model):

@@ -408,9 +408,16 @@ def check_file(path, what: str, missing: str | None = None) -> Path:
     (``missing``, default ``'<what> <path> does not exist'``) when nothing is there, an
     ``OSError`` saying what is there instead (a folder, a FIFO, ``/dev/zero``: reading one
     would block or never end) otherwise. Returns ``Path(path)``."""
+    if isinstance(path, (bool, int, float)) or not isinstance(path, (str, os.PathLike)):
+        # os.stat(0) is stdin's descriptor; 1.5, True or [] failed in os.stat naming no option
+        raise ValueError(f'{what}={path!r}: expected a file path (a string)')
     kind = path_kind(path)
     if kind == 'a regular file':
         return Path(path)
+    if kind is None and os.path.islink(path):  # was "does not exist": the name is there
+        raise FileNotFoundError(f'{what} {path} is a symbolic link to {os.readlink(path)}, '
+                                'which leads to no file (broken, or a loop of links); expected '
+                                'a file')
     if kind is None:
         raise FileNotFoundError(missing or f'{what} {path} does not exist')
     raise OSError(f'{what} {path} is {kind}, not a regular file; expected a file')

@@ -223,7 +223,9 @@ def check_output(path, kind: str, flag: str, inputs: Iterable = (), overwrite: b
                f'it is not recognisably an earlier output of this kind ({output.what}); '
                'another checkpoint, video or document would be lost')
         advice = exists_advice or f'choose another name, or pass {overwrite_flag} to replace it'
-        raise ValueError(f'{flag} {text}: the file exists and {why}; {advice}')
+        link = (f' (a symbolic link to {target}: that file would be replaced, the link kept)'
+                if os.path.islink(text) else '')
+        raise ValueError(f'{flag} {text}{link}: the file exists and {why}; {advice}')
     return target if os.path.islink(text) else path
 
 

@@ -359,7 +359,8 @@ class PlanningRunner(Runner):
                                                   read_checkpoint, resume_option_differences,
                                                   state_dict_of)
         from vpn_plugin.engine.checkpoint_hook import check_resume_point
-        from vpn_plugin.engine.rank_agreement import check_resume_data, check_resume_world_size
+        from vpn_plugin.engine.rank_agreement import (check_resume_data, check_resume_epoch,
+                                                       check_resume_world_size)
         from vpn_plugin.models.base_planner import BasePlanner
         checkpoint = read_checkpoint(filename, map_location)
         check_not_pre_stage(checkpoint, filename)
@@ -386,6 +387,7 @@ class PlanningRunner(Runner):
             self.run_id = (checkpoint.get('meta') or {}).get(RUN_KEY) or self.run_id
             check_resume_world_size(checkpoint, filename, self._world_size)
             check_resume_data(checkpoint, filename, self.train_data_digest())
+            check_resume_epoch(checkpoint, filename, self.cfg)
             if isinstance(checkpoint.get('ema_state_dict'), dict):
                 # its state_dict, the EMA weights, goes into the EMA copy (mmengine's swap),
                 # which load_weights below never sees
@@ -665,6 +667,89 @@ def check_run_numbers(cfg, where: str) -> None:
         check_number(f'{where}: randomness.seed', randomness.get('seed'), integer=True, low=0,
                      high=2 ** 32 - 1, optional=True)
     check_runtime_keys(cfg, where)
+    check_schedule_keys(cfg, where)
+    check_loader_switches(cfg, where)
+
+
+LOADER_SWITCHES = ('persistent_workers', 'pin_memory', 'drop_last')
+MP_START_METHODS = ('fork', 'spawn', 'forkserver')
+
+
+def check_loader_switches(cfg, where: str) -> None:
+    """Each dataloader's switches are True or False (torch read ``pin_memory='abc'`` and
+    ``persistent_workers=None`` by truth value, refused ``persistent_workers='abc'`` as
+    "needs num_workers > 0" and ``drop_last=0`` naming no dataloader) and
+    ``env_cfg.mp_cfg.mp_start_method`` one of Python's start methods (was "cannot find
+    context for 'abc'", no key named)."""
+    from vpn_plugin.errors import check_bool, check_choice
+    for split in ('train', 'val', 'test'):
+        loader = cfg.get(f'{split}_dataloader')
+        if not isinstance(loader, dict):
+            continue
+        for key in LOADER_SWITCHES:
+            if key in loader:
+                check_bool(f'{where}: {split}_dataloader.{key}', loader[key])
+    mp_cfg = (cfg.get('env_cfg') or {}).get('mp_cfg') if isinstance(cfg.get('env_cfg'),
+                                                                     dict) else None
+    if isinstance(mp_cfg, dict) and mp_cfg.get('mp_start_method') is not None:
+        check_choice(f'{where}: env_cfg.mp_cfg.mp_start_method', mp_cfg['mp_start_method'],
+                     MP_START_METHODS)
+
+
+# numeric options of mmengine's parameter schedulers: factors (finite >= 0; gamma=-1 flipped
+# the learning rate's sign at the first step, nan made it NaN) and step counts (integers >= 1)
+SCHEDULER_FACTORS = ('gamma', 'start_factor', 'end_factor', 'factor', 'eta_min', 'power')
+SCHEDULER_COUNTS = ('step_size', 'T_max', 'total_iters')
+
+
+def check_schedule_keys(cfg, where: str) -> None:
+    """Options mmengine takes as they come, found wrong (if ever) only when first used:
+    ``auto_scale_lr.enable`` by truth value ('abc' scaled the learning rate),
+    ``optim_wrapper.accumulative_counts`` (1e9: the optimizer never stepped until the last
+    iteration; 1.5 and True taken), the numbers of each ``param_scheduler`` (``gamma='abc'`` or
+    ``nan`` ran a smoke test and failed or trained on a NaN rate at epoch 40),
+    ``log_processor.num_digits`` ("Format specifier missing precision" at the first log line),
+    ``default_hooks.logger.ignore_last`` and ``default_hooks.checkpoint.rule`` (mmengine's
+    TypeError / AssertionError naming no key)."""
+    from vpn_plugin.errors import check_bool, check_number
+    scale = cfg.get('auto_scale_lr')
+    if isinstance(scale, dict):
+        if 'enable' in scale:
+            check_bool(f'{where}: auto_scale_lr.enable', scale['enable'])
+        if 'base_batch_size' in scale:
+            check_number(f'{where}: auto_scale_lr.base_batch_size', scale['base_batch_size'],
+                         integer=True, low=1)
+    wrapper = cfg.get('optim_wrapper')
+    if isinstance(wrapper, dict) and 'accumulative_counts' in wrapper:
+        check_number(f'{where}: optim_wrapper.accumulative_counts',
+                     wrapper['accumulative_counts'], integer=True, low=1, high=10 ** 6)
+    schedulers = cfg.get('param_scheduler')
+    for index, scheduler in enumerate(schedulers if isinstance(schedulers, list)
+                                      else [schedulers]):
+        if not isinstance(scheduler, dict):
+            continue
+        for key in SCHEDULER_FACTORS:
+            if key in scheduler:
+                check_number(f'{where}: param_scheduler[{index}].{key}', scheduler[key], low=0)
+        for key in SCHEDULER_COUNTS:
+            if key in scheduler:
+                check_number(f'{where}: param_scheduler[{index}].{key}', scheduler[key],
+                             integer=True, low=1)
+    processor = cfg.get('log_processor')
+    if isinstance(processor, dict) and 'num_digits' in processor:
+        check_number(f'{where}: log_processor.num_digits', processor['num_digits'],
+                     integer=True, low=0, high=16)
+    hooks = cfg.get('default_hooks') or {}
+    logger = hooks.get('logger')
+    if isinstance(logger, dict) and 'ignore_last' in logger:
+        check_bool(f'{where}: default_hooks.logger.ignore_last', logger['ignore_last'])
+    checkpoint = hooks.get('checkpoint')
+    if isinstance(checkpoint, dict) and checkpoint.get('rule', None) is not None:
+        rules = checkpoint['rule'] if isinstance(checkpoint['rule'], list) else [checkpoint['rule']]
+        if not rules or any(rule not in ('greater', 'less') for rule in rules):
+            raise ValueError(f"{where}: default_hooks.checkpoint.rule={checkpoint['rule']!r}; "
+                             "expected 'greater' or 'less' (a list of them, one per save_best "
+                             'key), or None to infer it from the key')
 
 
 LOG_LEVELS = ('DEBUG', 'INFO', 'WARNING', 'ERROR', 'CRITICAL')
@@ -744,6 +829,10 @@ def check_evaluation_loop(cfg, split: str, loop: str, where: str) -> None:
                          f'given; expected all three None (no {split} loop; tools/train.py '
                          f"--no-validate drops validation) or all given ({split}_cfg="
                          f"dict(type='{loop}'))")
+    evaluator = cfg.get(f'{split}_evaluator')
+    if evaluator is not None and not _evaluators(evaluator):  # [] tested, exit 0, no metric
+        raise ValueError(f'{where}: {split}_evaluator={evaluator!r} computes no metric; '
+                         "expected dict(type='PlanningMetric') (or a list of metric configs)")
     options = cfg.get(f'{split}_cfg')
     if not isinstance(options, dict):
         return

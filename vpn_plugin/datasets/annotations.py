@@ -340,8 +340,9 @@ def _parsed_coin_records(path: Path, version) -> tuple:
 
 def _iter_coin_records(path: Path):
     data = read_json_file(path)
+    if isinstance(data, dict) and 'database' in data:  # COIN's own {"database": {vid: record}}
+        data = data['database']  # a list there was an AttributeError traceback
     if isinstance(data, dict):
-        data = data.get('database', data)
         entries = [{vid: record} for vid, record in data.items()]
     elif isinstance(data, list):
         entries = data

@@ -127,6 +127,9 @@ class PlanningDataset(Dataset):
         check_choice('observation', observation, RECIPES)
         check_choice('window_policy', window_policy, WINDOW_POLICIES)
         check_resolved(data_root=data_root, feature_dir=feature_dir, cache_dir=cache_dir)
+        for name, value in (('data_root', data_root), ('feature_dir', feature_dir)):
+            if not isinstance(value, (str, os.PathLike)) or not str(value):  # None: a TypeError
+                raise ValueError(f'{where}{name}={value!r}; expected a folder path')
         if cache_dir and os.path.lexists(cache_dir):  # a file: makedirs' bare "File exists"
             check_folder_target(cache_dir, 'cache_dir', 'the observation cache',
                                 '--cfg-options cache_dir=DIR', writable=False)

@@ -365,7 +365,26 @@ def resume_option_differences(trained_cfg_text, cfg) -> list:
                     f'{now.get(key)!r} here' for key in sorted(set(before) | set(now))
                     if before.get(key) != now.get(key)]
     differences += ema_hook_differences(trained.get('custom_hooks'), cfg.get('custom_hooks'))
+    differences += schedule_differences(trained, cfg)
     return [line.replace(' in training, ', ' in the run, ') for line in differences]
+
+
+def schedule_differences(trained, cfg) -> list:
+    """'param_scheduler: X in the run, Y here' and the training batch size likewise: mmengine
+    restores each scheduler's state (``gamma=0.1`` on a run of 0.65 was never applied) and a
+    resumed run at another batch size trains its last epochs otherwise than its first."""
+    def plain(value):
+        if isinstance(value, (list, tuple)):
+            return [plain(item) for item in value]
+        return value.to_dict() if hasattr(value, 'to_dict') else value
+
+    def batch_size(config):
+        return (config.get('train_dataloader') or {}).get('batch_size')
+    pairs = [('param_scheduler', plain(trained.get('param_scheduler')),
+              plain(cfg.get('param_scheduler'))),
+             ('train_dataloader.batch_size', batch_size(trained), batch_size(cfg))]
+    return [f'{key}: {before!r} in the run, {now!r} here' for key, before, now in pairs
+            if before != now]
 
 
 EMA_HOOKS = ('PDPPEMAHook', 'CEFITOEMAHook', 'EMAHook')

@@ -137,3 +137,16 @@ def check_resume_data(checkpoint: dict, filename: str, digest: str) -> None:
                      'last epochs on other data than its first. Give the same --feature-dir / '
                      '--data-root / options, or start a new run in another --work-dir (load_from '
                      'to fine-tune from its weights)')
+
+
+
+def check_resume_epoch(checkpoint: dict, filename: str, cfg) -> None:
+    """A checkpoint past the config's ``train_cfg.max_epochs`` (resumed with max_epochs=1 at
+    epoch 2) trained nothing, exited 0 and rewrote the work dir's config to say 1 epoch."""
+    epoch = (checkpoint.get('meta') or {}).get('epoch')
+    max_epochs = (cfg.get('train_cfg') or {}).get('max_epochs')
+    if isinstance(epoch, int) and isinstance(max_epochs, int) and epoch > max_epochs:
+        raise ValueError(f'--resume {filename}: the checkpoint has trained {epoch} epochs, '
+                         f"past the config's train_cfg.max_epochs={max_epochs}: nothing would "
+                         f'be trained; give max_epochs > {epoch} to continue it, or test the '
+                         'checkpoint with tools/test.py')

@@ -20,6 +20,7 @@ planner produced no usable plan) scores 0 on every metric; their number is logge
 from __future__ import annotations
 
 import json
+import os
 from typing import Dict, List, Optional, Sequence
 
 import numpy as np
@@ -151,8 +152,12 @@ def _checked_out_file(out_file: Optional[str]) -> Optional[str]:
     """``out_file`` may replace only an earlier per-sample dump (vpn_plugin/outputs.py):
     pointed at the checkpoint under test, a config or a window file, it is refused before
     anything runs, not found replaced after the test."""
-    if not out_file:
-        return out_file
+    if out_file is None:
+        return None
+    if not isinstance(out_file, (str, os.PathLike)) or not str(out_file):
+        # 0, '', [] or {} read as "no file" wrote no per-sample file without a word
+        raise ValueError(f'PlanningMetric out_file={out_file!r}: expected a file name ending in '
+                         '.json, or None for no per-sample file')
     from ..outputs import check_output
     return str(check_output(out_file, 'per_sample', 'PlanningMetric out_file',
                             exists_advice='give the evaluator another out_file'))
