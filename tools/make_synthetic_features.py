@@ -16,7 +16,9 @@ steps_ids, steps_starts, steps_ends; COIN: frames_features), one 512-d vector pe
 ``provenance.json`` in the same folder (kind ``synthetic``, the generator's settings and the
 folder's fingerprint: every results row trained on it says so, vpn_plugin/datasets/provenance.py). COIN's 10,070 videos are stored as float16 by default
 (``--dtype``; within 2**-11 relative of the float32 values, read back as float32).
-The generator is documented in vpn_plugin/datasets/synthetic.py.
+The generator is documented in vpn_plugin/datasets/synthetic.py. One run writes a folder at a
+time: a second run into it while the first writes is refused (a lock, ``.features.lock`` beside
+the folder).
 """
 import argparse
 import json
@@ -30,6 +32,7 @@ from vpn_plugin.datasets.provenance import write_provenance
 from vpn_plugin.errors import (NON_NEGATIVE_INT, POSITIVE_INT, check_folder_target,
                                path_argument, read_json,
                                tool_main)
+from vpn_plugin.locks import exclusive_lock, lock_path_of
 from vpn_plugin.outputs import KINDS, add_overwrite_argument, check_output
 
 MANIFEST = 'synthetic_manifest.json'  # beside the features folder: the folder is ours
@@ -76,6 +79,13 @@ def main(argv=None):
         features = Path(args.out) / 'features'
     check_folder_target(features, 'feature folder', 'the synthetic feature files',
                         '--out' if args.out else '--cfg-options feature_dir=DIR')
+    # one run per folder: two at once would each write a whole set, the manifest of either
+    with exclusive_lock(lock_path_of(features), wait=False, what=f'feature folder {features}'):
+        write_folder(args, taxonomy, videos, features)
+
+
+def write_folder(args, taxonomy, videos, features: Path) -> None:
+    """The synthetic features of ``videos`` into ``features``, with the manifest beside it."""
     earlier = earlier_run(features)
     check_feature_folder(features, videos, args, earlier is not None)
     remove_other_format(features, videos, args.format, earlier)

@@ -74,9 +74,13 @@ def parse_args(argv=None):
     if args.video and args.features:
         parser.error('--video and --features exclude each other (--features: its features, '
                      'already extracted)')
+    if (args.video or args.features) and not args.checkpoint:
+        mode = '--video' if args.video else '--features'
+        read_as_config = (f' (the one positional, {args.config}, is read as CONFIG: give the '
+                          f'checkpoint as --checkpoint {args.config}, or as CONFIG CHECKPOINT)'
+                          if args.config else '')
+        parser.error(f'{mode} needs --checkpoint CKPT{read_as_config}')
     if args.features:
-        if not args.checkpoint:
-            parser.error('--features needs --checkpoint CKPT')
         if args.start_time is None or args.goal_time is None:
             parser.error('--features needs --start-time and --goal-time (seconds)')
         given = [flag for flag, value in (('--s3d-weights', args.s3d_weights),
@@ -94,8 +98,6 @@ def parse_args(argv=None):
             parser.error('--task is for --video / --features (dataset samples carry their '
                          'true task)')
     else:
-        if not args.checkpoint:
-            parser.error('--video needs --checkpoint CKPT')
         if args.start_time is None or args.goal_time is None:
             parser.error('--video needs --start-time and --goal-time (seconds)')
         if args.s3d_weights and args.random_weights:

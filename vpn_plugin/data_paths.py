@@ -446,7 +446,8 @@ def resolve_paths(cfg, *, data_root=None, feature_dir=None, declared=None):
                                   else Path.cwd())
     literals = {name: str(declared[name]) for name in targets
                 if name in declared and '{' not in str(declared[name])}
-    _relocate(cfg, targets, literals)
+    unset = [name for name in PATH_VARIABLES if name in cfg and cfg[name] is None]
+    _relocate(cfg, targets, literals, unset)
     for name in moved:
         _require_use(cfg, name, targets[name])
     check_split_locations(cfg)
@@ -489,8 +490,9 @@ def _absolute(path: str, base: Path) -> str:
     return os.path.abspath(os.path.join(base, os.path.expanduser(path)))
 
 
-def _relocate(cfg, targets: dict, literals: dict) -> None:
-    """Fill the placeholders and move the literal prefixes (longest first) of every string."""
+def _relocate(cfg, targets: dict, literals: dict, unset=()) -> None:
+    """Fill the placeholders and move the literal prefixes (longest first) of every string;
+    ``unset``: the variables defined as None (named when a path is built from one)."""
     order = sorted(literals, key=lambda n: -len(literals[n]))
     unresolved = []
 
@@ -508,6 +510,11 @@ def _relocate(cfg, targets: dict, literals: dict) -> None:
     _map_strings(cfg._cfg_dict, move)
     for name, value in targets.items():
         cfg[name] = value
+    named_unset = [name for name in unset if any('{' + name + '}' in u for u in unresolved)]
+    if named_unset:
+        raise ValueError(f'{_name(cfg)}: {"; ".join(unresolved)} is built from '
+                         f'{", ".join(named_unset)}, which is None (e.g. --cfg-options '
+                         f'{named_unset[0]}=None); expected a folder path')
     if unresolved:
         raise ValueError(f'{_name(cfg)}: {"; ".join(unresolved)} names a location variable '
                          f'the config does not define (expected one of {PATH_VARIABLES}; '

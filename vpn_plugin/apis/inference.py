@@ -308,7 +308,11 @@ def _given_tasks(model, task, batch_size: int) -> torch.Tensor:
     if isinstance(task, str):
         raise TypeError(f'task={task!r} is a name; expected its index in the taxonomy '
                         '(load_taxonomy(...).task_index(name) gives it)')
-    values = torch.as_tensor(task)
+    try:
+        values = torch.as_tensor(task)
+    except (TypeError, ValueError, RuntimeError) as error:  # e.g. [None], ragged lists
+        raise TypeError(f'task={task!r}; expected a task index or {batch_size} of them '
+                        f'(integers; torch reads: {error})') from None
     if values.is_floating_point() or values.dtype == torch.bool or values.dim() > 1:
         raise TypeError(f'task={task!r}; expected a task index or {batch_size} of them')
     values = values.long().expand(batch_size) if values.dim() == 0 else values.long()
@@ -325,6 +329,9 @@ def _observation_batch(model, values, name: str) -> torch.Tensor:
     values = torch.as_tensor(values)
     if isinstance(values, UnusableObservations):  # the mark is read; the model gets tensors
         values = values.as_subclass(torch.Tensor)
+    if values.device.type == 'meta':
+        raise ValueError(f'{name} observations are on the meta device, which holds no values; '
+                         'expected features with data (a cpu or cuda tensor, or an array)')
     if not values.is_floating_point():  # integer features are no observations
         raise TypeError(f'{name} observations have dtype {values.dtype}; expected floating-point '
                         'features')

@@ -4,6 +4,8 @@ Plain torch; no mmaction/mmengine import.
 """
 import torch
 
+from ..errors import check_number
+
 
 def reachable_in(log_transitions: torch.Tensor, target: int, max_steps: int) -> torch.Tensor:
     """Boolean (max_steps + 1, N): row k marks the actions reaching ``target`` in exactly k
@@ -58,11 +60,10 @@ def pkg_beam_search(log_transitions: torch.Tensor, first: torch.Tensor, last: to
     Returns:
         paths (B, T) long and scores (B,) (log probability of each path).
     """
-    if log_transitions.dim() != 2 or log_transitions.shape[0] != log_transitions.shape[1]:
-        raise ValueError(f'log_transitions must be (N, N), got {tuple(log_transitions.shape)}')
-    if horizon < 1 or beam_width < 1:
-        raise ValueError(f'horizon={horizon} and beam_width={beam_width} must be >= 1')
-    first, last = torch.as_tensor(first).long().flatten(), torch.as_tensor(last).long().flatten()
+    _check_log_transitions(log_transitions)
+    check_number('horizon', horizon, integer=True, low=1)
+    check_number('beam_width', beam_width, integer=True, low=1)
+    first, last = _action_ids(first, 'first'), _action_ids(last, 'last')
     if first.shape != last.shape:
         raise ValueError(f'first {tuple(first.shape)} and last {tuple(last.shape)} differ in shape')
     num_actions = log_transitions.shape[0]
@@ -79,3 +80,25 @@ def pkg_beam_search(log_transitions: torch.Tensor, first: torch.Tensor, last: to
     if not paths:
         return torch.zeros(0, horizon, dtype=torch.long), log_transitions.new_zeros(0)
     return torch.stack(paths), torch.stack(scores)
+
+
+def _check_log_transitions(log_transitions) -> None:
+    """(N, N) floating-point tensor without NaN or +inf (-inf: no edge)."""
+    if not isinstance(log_transitions, torch.Tensor) or not log_transitions.is_floating_point():
+        raise TypeError(f'log_transitions is a {type(log_transitions).__name__} of dtype '
+                        f'{getattr(log_transitions, "dtype", None)}; expected a floating-point '
+                        'torch.Tensor (N, N)')
+    if log_transitions.dim() != 2 or log_transitions.shape[0] != log_transitions.shape[1]:
+        raise ValueError(f'log_transitions must be (N, N), got {tuple(log_transitions.shape)}')
+    if log_transitions.device.type != 'meta' and bool(
+            (torch.isnan(log_transitions) | (log_transitions == float('inf'))).any()):
+        raise ValueError('log_transitions holds NaN or +inf values; expected log probabilities '
+                         '(-inf for no edge)')
+
+
+def _action_ids(ids, name: str) -> torch.Tensor:
+    """(B,) long action ids; floats (1.7) and booleans are no ids."""
+    ids = torch.as_tensor(ids)
+    if ids.is_floating_point() or ids.is_complex() or ids.dtype == torch.bool:
+        raise TypeError(f'{name} actions have dtype {ids.dtype}; expected integer action ids')
+    return ids.long().flatten()

@@ -8,7 +8,10 @@ from collections import Counter, defaultdict
 
 import numpy as np
 
+from ..errors import check_number
 from .metrics import as_plans
+
+SUM_TOLERANCE = 1e-9
 
 
 def plan_distribution(plans) -> dict:
@@ -20,14 +23,26 @@ def plan_distribution(plans) -> dict:
     return {plan: count / len(plans) for plan, count in counts.items()}
 
 
+def _check_distribution(distribution: dict, name: str) -> np.ndarray:
+    """The probabilities of ``distribution`` (finite, >= 0, summing to 1), else ValueError."""
+    probs = np.array(list(distribution.values()), dtype=np.float64)
+    if not (np.isfinite(probs).all() and (probs >= 0).all()
+            and abs(probs.sum() - 1.0) <= SUM_TOLERANCE):
+        raise ValueError(f'{name} has probabilities {probs.tolist()[:8]} (sum {probs.sum():g}); '
+                         'expected finite values >= 0 summing to 1 (plan_distribution)')
+    return probs
+
+
 def entropy_bits(distribution: dict) -> float:
     """Shannon entropy (bits) of a {outcome: probability} distribution."""
-    probs = np.array([p for p in distribution.values() if p > 0], dtype=np.float64)
+    probs = _check_distribution(distribution, 'distribution')
+    probs = probs[probs > 0]
     return float(-(probs * np.log2(probs)).sum())
 
 
 def js_divergence(p: dict, q: dict) -> float:
     """Jensen-Shannon divergence (bits) between two {outcome: probability} distributions."""
+    _check_distribution(p, 'p'), _check_distribution(q, 'q')
     support = sorted(set(p) | set(q))
     p_vec = np.array([p.get(x, 0.0) for x in support])
     q_vec = np.array([q.get(x, 0.0) for x in support])
@@ -51,6 +66,7 @@ def decoding_diversity(pred, gt, min_group_size: int = 2) -> dict:
         dict with the mean over groups of ``pred_entropy``, ``gt_entropy`` (bits) and
         ``js_divergence`` (bits, pred vs GT), plus ``num_groups`` and ``num_windows`` used.
     """
+    check_number('min_group_size', min_group_size, integer=True, low=1)
     pred, gt = as_plans(pred, 'pred', allow_no_plan=True), as_plans(gt, 'gt')
     if pred.shape != gt.shape:
         raise ValueError(f'pred {pred.shape} and gt {gt.shape} must have the same (M, T) shape')

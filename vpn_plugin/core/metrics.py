@@ -56,6 +56,9 @@ def as_plans(plans, name: str, allow_no_plan: bool = False) -> np.ndarray:
     """Checked int64 plans (M, T) from numpy / torch / lists; a single plan (T,) -> (1, T).
     ``allow_no_plan``: rows that are :func:`no_plan` are kept (predicted plans)."""
     if isinstance(plans, torch.Tensor):
+        if plans.device.type == 'meta':
+            raise ValueError(f'{name} is on the meta device, which holds no values; expected '
+                             'plans (M, T) with data')
         plans = plans.detach().cpu().numpy()
     try:
         array = np.asarray(plans)

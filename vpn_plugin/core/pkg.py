@@ -32,6 +32,10 @@ ROW_SUM_TOLERANCE = 1e-6
 # ----------------------------------------------------------------------------- validation
 def _as_sequences(sequences: Iterable[Sequence[int]], num_actions: int) -> List[np.ndarray]:
     """Integer arrays of the sequences; raises on ids outside ``0..num_actions-1``."""
+    if sequences is None or isinstance(sequences, (str, bytes, dict)) \
+            or not hasattr(sequences, '__iter__'):
+        raise TypeError(f'sequences is a {type(sequences).__name__}; expected an iterable of '
+                        'action-id sequences (one list per video or window)')
     result = []
     for index, sequence in enumerate(sequences):
         array = _integer_ids(sequence, f'sequence {index}')
@@ -45,6 +49,9 @@ def _as_sequences(sequences: Iterable[Sequence[int]], num_actions: int) -> List[
 
 def _integer_ids(sequence, name: str) -> np.ndarray:
     """(L,) int64 ids of one sequence; refuses other dtypes (1.7 is not an id) and shapes."""
+    if isinstance(sequence, (str, bytes)) or not hasattr(sequence, '__iter__'):
+        raise TypeError(f'{name} is a {type(sequence).__name__} ({sequence!r:.60}); expected a '
+                        'list of action ids')
     array = np.asarray(list(sequence))
     if array.size and not np.issubdtype(array.dtype, np.integer):
         raise TypeError(f'{name} holds {array.dtype} values {array.tolist()}; '
@@ -60,6 +67,9 @@ def check_pkg(pkg, name: str = 'pkg') -> np.ndarray:
 
     Valid: square, finite, non-negative, every row sums to 1 or is all-zero.
     """
+    if isinstance(pkg, torch.Tensor) and pkg.device.type == 'meta':
+        raise ValueError(f'{name} is on the meta device, which holds no values; expected a '
+                         'PKG with data (N, N)')
     array = np.asarray(pkg.detach().cpu() if isinstance(pkg, torch.Tensor) else pkg,
                        dtype=np.float64)
     if array.ndim != 2 or array.shape[0] != array.shape[1]:
@@ -109,6 +119,7 @@ def transition_counts(sequences: Iterable[Sequence[int]], num_actions: int, *,
     """(N, N) float64 weighted counts of consecutive pairs (see module docstring)."""
     if count_mode not in COUNT_MODES:
         raise ValueError(f'count_mode={count_mode!r} is unknown; expected one of {COUNT_MODES}')
+    check_number('num_actions', num_actions, integer=True, low=1)
     check_number('horizon', horizon, integer=True, low=2, optional=True)
     counts = np.zeros((num_actions, num_actions))
     for array in _as_sequences(sequences, num_actions):
@@ -194,8 +205,9 @@ def _source_pkg(source, index, num_actions, count_mode, horizon, smoothing) -> n
             and np.issubdtype(np.asarray(source).dtype, np.floating):
         return check_pkg(source, name=f'union_pkg source {index}')
     if num_actions is None:
-        raise ValueError(f'union_pkg source {index} is a sequence collection; pass '
-                         'num_actions to count it')
+        raise ValueError(f'union_pkg source {index} (a {type(source).__name__}) is read as a '
+                         'sequence collection; pass num_actions to count it, or give a PKG as a '
+                         'float (N, N) numpy array or torch tensor')
     return build_pkg(source, num_actions, smoothing=smoothing, count_mode=count_mode,
                      horizon=horizon)
 
@@ -203,6 +215,12 @@ def _source_pkg(source, index, num_actions, count_mode, horizon, smoothing) -> n
 # ----------------------------------------------------------------------------- perturbations
 def _check_fraction(name: str, value: float) -> None:
     check_number(name, value, low=0, high=1)
+
+
+def _seeded_rng(name: str, seed: int) -> np.random.Generator:
+    """The generator of a perturbation's ``seed`` (an integer >= 0, numpy's rule), named."""
+    check_number(f'{name} seed', seed, integer=True, low=0)
+    return np.random.default_rng(seed)
 
 
 def edge_dropout(pkg, fraction: float, seed: int = 0) -> np.ndarray:
@@ -213,8 +231,8 @@ def edge_dropout(pkg, fraction: float, seed: int = 0) -> np.ndarray:
     _check_fraction('edge_dropout fraction', fraction)
     array = check_pkg(pkg).copy()
     rows, cols = np.nonzero(array)
-    drop = np.random.default_rng(seed).choice(len(rows), int(round(fraction * len(rows))),
-                                              replace=False)
+    drop = _seeded_rng('edge_dropout', seed).choice(len(rows), int(round(fraction * len(rows))),
+                                                replace=False)
     array[rows[drop], cols[drop]] = 0.0
     return _normalise_rows(array)
 
@@ -225,7 +243,7 @@ def weight_noise(pkg, sigma: float, seed: int = 0) -> np.ndarray:
     weight falls to 0 is removed, and a row that loses all edges becomes all-zero."""
     check_number('weight_noise sigma', sigma, low=0)
     array = check_pkg(pkg)
-    noise = np.random.default_rng(seed).normal(0.0, sigma, size=array.shape)
+    noise = _seeded_rng('weight_noise', seed).normal(0.0, sigma, size=array.shape)
     noisy = np.where(array > 0, np.maximum(array + noise, 0.0), 0.0)
     return _normalise_rows(noisy)
 
@@ -238,7 +256,8 @@ def subsample_sequences(sequences: Sequence[Sequence[int]], fraction: float,
     if not sequences:
         return []
     keep = max(1, int(round(fraction * len(sequences))))
-    chosen = np.sort(np.random.default_rng(seed).choice(len(sequences), keep, replace=False))
+    rng = _seeded_rng('subsample_sequences', seed)
+    chosen = np.sort(rng.choice(len(sequences), keep, replace=False))
     return [sequences[i] for i in chosen]
 
 
@@ -255,7 +274,7 @@ def label_noise(sequences: Sequence[Sequence[int]], fraction: float,
     task_sets = [set(_integer_ids(actions, f'task_actions {i}').tolist())
                  for i, actions in enumerate(task_actions)]
     positions = [(i, t) for i, s in enumerate(sequences) for t in range(len(s))]
-    rng = np.random.default_rng(seed)
+    rng = _seeded_rng('label_noise', seed)
     chosen = rng.choice(len(positions), int(round(fraction * len(positions))), replace=False)
     if tasks is None:
         tasks = [_sequence_task(s, task_sets, i) if s else -1 for i, s in enumerate(sequences)]

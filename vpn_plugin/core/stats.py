@@ -11,10 +11,13 @@ here, where their script continues one stream.
 """
 from __future__ import annotations
 
+import numbers
 import random
 from typing import Optional, Tuple
 
 import numpy as np
+
+from ..errors import check_bool, check_number
 
 AUTHORS_SEED = 42          # calculate_results.py: random.seed(42)
 AUTHORS_RESAMPLES = 1000   # calculate_results.py: bootstrap(..., n_iterations=1000)
@@ -44,7 +47,10 @@ def seed_interval(scores, num_resamples: int = AUTHORS_RESAMPLES, level: float =
 
 
 def _as_scores(values, name: str) -> np.ndarray:
-    array = np.asarray(values, dtype=np.float64).reshape(-1)
+    array = np.asarray(values, dtype=np.float64)
+    if array.ndim > 1:  # (seeds, metrics) flattened would mix metrics into one mean
+        raise ValueError(f'{name} has shape {array.shape}; expected one score per seed (n,)')
+    array = array.reshape(-1)
     if array.size == 0:
         raise ValueError(f'{name} is empty; expected at least one score')
     if not np.isfinite(array).all():
@@ -53,7 +59,9 @@ def _as_scores(values, name: str) -> np.ndarray:
 
 
 def _check_options(num_resamples: int, level: float) -> None:
-    if not 1 <= num_resamples <= MAX_RESAMPLES:
+    check_number('num_resamples', num_resamples, integer=True, low=1)
+    check_number('level', level)
+    if num_resamples > MAX_RESAMPLES:
         raise ValueError(f'num_resamples={num_resamples}; expected 1 .. {MAX_RESAMPLES} '
                          f'({RESAMPLES_LIMIT_WHY})')
     if not 0 < level < 1:
@@ -99,6 +107,7 @@ def bootstrap_difference(a, b, num_resamples: int = AUTHORS_RESAMPLES, level: fl
     [low, high] is the percentile interval of delta*; ``significant`` iff 0 lies outside it.
     """
     _check_options(num_resamples, level)
+    check_bool('paired', paired)
     a, b = _as_scores(a, 'a'), _as_scores(b, 'b')
     rng = random.Random(seed)
     if paired:
@@ -123,11 +132,17 @@ def stratified_sample(tasks, limit: int | None, seed: int = 0) -> np.ndarray:
     least the number of windows: every window. The one window sampler: ``llm_eval.py
     --limit``, ``PlanningDataset(limit=)`` (``tools/test.py --limit``, smoke runs).
     """
-    tasks = np.asarray(tasks, dtype=np.int64)
+    given = np.asarray(tasks)
+    if given.size and not np.issubdtype(given.dtype, np.integer):  # 1.7 is not a task index
+        raise TypeError(f'tasks hold {given.dtype} values; expected integer task indices')
+    tasks = given.astype(np.int64).reshape(-1)
+    if limit is not None and (isinstance(limit, bool) or not isinstance(limit, numbers.Integral)):
+        raise ValueError(f'--limit {limit!r}: expected an integer number of windows')
     if limit is None or limit >= len(tasks):
         return np.arange(len(tasks))
     if limit < 1:
         raise ValueError(f'--limit {limit}: expected at least 1 window')
+    check_number('stratified_sample seed', seed, integer=True, low=0)
     names, counts = np.unique(tasks, return_counts=True)
     quotas = limit * counts / len(tasks)
     shares = np.floor(quotas).astype(np.int64)

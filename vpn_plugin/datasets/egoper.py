@@ -244,6 +244,9 @@ def _video_id(path, where: str, segment) -> str:
 
 def feature_name(feature_stem: str, vid: str, task: str) -> str:
     """The feature file stem of a video: ``feature_stem`` with ``{vid}`` and ``{task}``."""
+    if feature_stem.endswith(('.npy', '.npz')):  # the loader adds the extension
+        raise ValueError(f'--feature-stem {feature_stem!r}: ends with a file extension; expected '
+                         'the name without it (the loader reads <stem>.npz or <stem>.npy)')
     try:
         return feature_stem.format(vid=vid, task=task)
     except (KeyError, IndexError, ValueError) as error:

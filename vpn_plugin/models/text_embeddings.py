@@ -123,6 +123,10 @@ def encode_texts(texts: Sequence[str], encoder: Optional[str] = None,
     from transformers.utils import logging as transformers_logging
     transformers_logging.disable_progress_bar()  # a weight-loading bar per model: log noise
     path = resolve_encoder_path(encoder)
+    if Path(path).is_dir() and not (Path(path) / 'config.json').is_file():
+        raise FileNotFoundError(f'text encoder {path!r} holds no config.json: not a '
+                                'transformers model directory; give one (make_text_features.py '
+                                '--encoder, or model.text_embeddings.encoder in a config)')
     try:
         tokenizer = AutoTokenizer.from_pretrained(path, local_files_only=True)
         model = AutoModel.from_pretrained(path, local_files_only=True).eval()

@@ -59,6 +59,11 @@ def read_pkg(path, field: str = 'transition_matrix', num_actions: Optional[int] 
     loaded = np.load(path, allow_pickle=False)
     if isinstance(loaded, np.lib.npyio.NpzFile):
         with loaded:
+            if field not in loaded.files and any(name.endswith('data.pkl')
+                                                 for name in loaded.files):
+                raise ValueError(f'{path}: a torch checkpoint (torch.save archive), not a PKG; '
+                                 "expected the authors' T{T}_transition_matrix.npy or an .npz "
+                                 f'with a {field!r} array')
             if field not in loaded.files:
                 raise KeyError(f'{path}: no array {field!r}; it has {loaded.files}')
             loaded = loaded[field]
