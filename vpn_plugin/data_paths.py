@@ -129,7 +129,13 @@ def pkg_extra_datasets(cfg) -> list:
     """``model.pkg.extra_datasets`` of ``cfg`` (the list itself; [] when absent), refused
     unless a list: 'abc' would be read letter by letter, 5 end in "'int' object is not
     iterable"."""
-    extra = ((cfg.get('model') or {}).get('pkg') or {}).get('extra_datasets', [])
+    from collections.abc import Mapping
+    pkg = (cfg.get('model') or {}).get('pkg')
+    if pkg is not None and not isinstance(pkg, Mapping):
+        raise ValueError(f'{cfg.filename}: model.pkg={pkg!r}; expected a dict of PKGBuilder '
+                         "options (e.g. dict(type='PKGBuilder', smoothing=0.0)) or None for the "
+                         'defaults')
+    extra = (pkg or {}).get('extra_datasets', [])
     if not isinstance(extra, (list, tuple)):
         raise ValueError(f'{cfg.filename}: model.pkg.extra_datasets={extra!r}; expected a list '
                          "of dataset configs or keys such as 'val_dataloader.dataset' ([] for "
