@@ -1,0 +1,112 @@
+"""Ninth hostile pass (issue 37, eighth pass, scope hostile20: PDPP / KEPP / CEFITO through the
+tools beyond the single-key loops; log /tmp/hostile20_log.md). Each test is a case that was
+silent or vague before its fix (the docstring says what happened on b5995ac)."""
+import numpy as np
+import pytest
+from mmengine.config import Config
+
+import vpn_plugin.mm  # noqa: F401  (registers the models)
+
+PDPP_TINY = dict(type='PDPP', feature_dim=8, num_actions=6, num_tasks=2, horizon=3, dim=32,
+                 n_timesteps=20)
+
+
+# ---------------------------------------------------------------- a PKG its plans never read
+def test_a_pkg_option_of_a_model_that_plans_without_the_pkg_is_said(monkeypatch):
+    """Before: ``train.py pdpp_niv_t3.py --smoke --cfg-options model.pkg.smoothing=0.5``
+    (decode argmax) exited 0 logging "PDPP: PKG ... smoothing=0.5" and nothing else: argmax
+    plans never read the PKG, so a PKG-study row of PDPP (or CEFITO) measured no effect."""
+    from mmaction.registry import MODELS
+    from vpn_plugin.models import pdpp
+    said = []
+    monkeypatch.setattr(pdpp, 'print_log', lambda message, **_: said.append(message))
+    MODELS.build(dict(PDPP_TINY, pkg=dict(smoothing=0.5)))
+    assert any("PDPP (decode='argmax') plans without the PKG: model.pkg options smoothing=0.5"
+               in message for message in said)
+
+
+def test_the_unread_pkg_note_does_not_cry_wolf():
+    """No false alarm: the default configs (the protocol sets every run's pkg.seed), a PDPP
+    decoding through the PKG, KEPP (it plans on its graph)."""
+    from vpn_plugin.models.base_planner import unread_pkg_note
+    defaults = dict(type='PKGBuilder', count_mode='window', smoothing=0.0, union='pool',
+                    extra_datasets=[], perturbations=[], seed=3)
+    assert unread_pkg_note(dict(type='PDPP', pkg=defaults)) is None
+    assert unread_pkg_note(dict(type='PDPP', decode='viterbi', pkg=dict(smoothing=0.5))) is None
+    assert unread_pkg_note(dict(type='KEPP', pkg=dict(smoothing=0.5))) is None
+    assert 'CEFITO plans without the PKG' in unread_pkg_note(
+        dict(type='CEFITO', pkg=dict(perturbations=[dict(type='UniformGraph')])))
+
+
+def test_a_pkg_study_row_of_a_model_that_plans_without_the_pkg_is_marked():
+    """Before: the protocol's rows of PDPP (argmax) under ``model.pkg.perturbations=
+    [UniformGraph]`` had the variant of a real PKG study; now ``pkg_unread`` says it."""
+    from vpn_plugin.protocol.runner import config_variant
+    study = {'model.pkg.perturbations': [dict(type='UniformGraph')]}
+    assert 'pkg_unread' in config_variant('configs/baselines/pdpp_niv_t3.py', study)
+    assert 'pkg_unread' not in config_variant('configs/baselines/pdpp_niv_t3.py', {})
+    assert 'pkg_unread' not in config_variant('configs/baselines/kepp_niv_t3.py', study)
+
+
+# ---------------------------------------------------------------- text-feature files
+def test_a_text_feature_file_records_its_provenance(tmp_path):
+    """Before: a full-width ``text_embeddings.file`` was taken as CLIP's and its encoder was
+    recorded nowhere; now the checkpoint's identity holds the file's sha256 and what the
+    config declares of it, and a declared non-CLIP encoder labels the rows a stand-in."""
+    import hashlib
+    import torch
+    from vpn_plugin.models.text_embeddings import UNDECLARED, features_identity, stand_in_label
+    path = tmp_path / 'actions.npy'
+    np.save(path, np.ones((6, 4), np.float32))
+    identity = features_identity([torch.ones(6, 4)], dict(file=str(path)))
+    assert identity['file_sha256'] == hashlib.sha256(path.read_bytes()).hexdigest()
+    assert identity['declared_encoder'] == UNDECLARED
+    declared = dict(file=str(path), encoder='/models/all-MiniLM-L6-v2', pooling='mean')
+    assert stand_in_label(declared) == \
+        "file actions.npy of all-MiniLM-L6-v2 (mean-pooled), not the paper's CLIP"
+    assert stand_in_label(dict(file=str(path), encoder='/models/clip-vit-base-patch32')) is None
+
+
+def test_a_text_feature_file_declared_otherwise_at_test_time_is_refused(tmp_path):
+    """The same file declared of another encoder in the test than in training: its rows
+    would be labelled otherwise; refused naming both declarations."""
+    import torch
+    from vpn_plugin.engine.checkpoint import text_features_mismatch
+    from vpn_plugin.models.text_embeddings import features_identity
+    path = tmp_path / 'actions.npy'
+    np.save(path, np.ones((6, 4), np.float32))
+    trained = features_identity([torch.ones(6, 4)], dict(file=str(path), encoder='minilm',
+                                                          pooling='mean'))
+
+    class Model:
+        def text_features_identity(self):
+            return features_identity([torch.ones(6, 4)], dict(file=str(path)))
+    found = text_features_mismatch(dict(meta=dict(text_features=trained)), Model())
+    assert found and "declared 'minilm (mean-pooled)' in training" in found[0]
+    assert text_features_mismatch(dict(meta=dict(text_features=dict(
+        trained, declared_encoder=Model().text_features_identity()['declared_encoder']))),
+        Model()) == []
+
+
+@pytest.mark.parametrize('option, value', [('allow_encode', 'abc'), ('allow_encode', 0),
+                                           ('cache_dir', None), ('cache_dir', [])])
+def test_text_cache_options_of_another_kind_are_refused(shared_data, tmp_path, option, value):
+    """Before: allow_encode='abc' / -1 read as True (0 / [] as False) with no word;
+    cache_dir=None / 0 / [] a TypeError "expected str, bytes or os.PathLike object" naming
+    no option."""
+    from vpn_plugin.models.text_embeddings import load_action_features
+    options = dict(taxonomy=str(shared_data / 'niv' / 'taxonomy.json'), pooling='mean',
+                   cache_dir=str(tmp_path), allow_encode=False)
+    with pytest.raises(ValueError, match=f'model.text_embeddings.{option}='):
+        load_action_features(**dict(options, **{option: value}))
+
+
+# ---------------------------------------------------------------- model.pkg of another kind
+@pytest.mark.parametrize('value', ['abc', 1.5, [], True])
+def test_a_pkg_that_is_no_dict_is_named(value):
+    """Before: ``--cfg-options model.pkg=abc`` ended in "AttributeError: 'str' object has no
+    attribute 'get'" (``[]``: "'list' object is not a mapping") before any check."""
+    from vpn_plugin.data_paths import pkg_extra_datasets
+    cfg = Config(dict(model=dict(type='PDPP', pkg=value)))
+    with pytest.raises(ValueError, match=r'model.pkg=.*expected a dict of PKGBuilder'):
+        pkg_extra_datasets(cfg)
