@@ -82,10 +82,15 @@ def test_a_text_feature_file_declared_otherwise_at_test_time_is_refused(tmp_path
         def text_features_identity(self):
             return features_identity([torch.ones(6, 4)], dict(file=str(path)))
     found = text_features_mismatch(dict(meta=dict(text_features=trained)), Model())
+    assert found and 'file actions.npy of minilm (mean-pooled)' in found[0]
+    # two non-CLIP declarations of the same values: named by the declaration
+    other = features_identity([torch.ones(6, 4)], dict(file=str(path), encoder='e5'))
+    found = text_features_mismatch(
+        dict(meta=dict(text_features=trained)), type(
+            'Declared', (), {'text_features_identity': lambda self: other})())
     assert found and "declared 'minilm (mean-pooled)' in training" in found[0]
-    assert text_features_mismatch(dict(meta=dict(text_features=dict(
-        trained, declared_encoder=Model().text_features_identity()['declared_encoder']))),
-        Model()) == []
+    assert text_features_mismatch(dict(meta=dict(text_features=Model().text_features_identity())),
+                                  Model()) == []
 
 
 @pytest.mark.parametrize('option, value', [('allow_encode', 'abc'), ('allow_encode', 0),
@@ -110,3 +115,21 @@ def test_a_pkg_that_is_no_dict_is_named(value):
     cfg = Config(dict(model=dict(type='PDPP', pkg=value)))
     with pytest.raises(ValueError, match=r'model.pkg=.*expected a dict of PKGBuilder'):
         pkg_extra_datasets(cfg)
+
+
+def test_stand_in_values_saved_to_a_file_taken_as_clip_are_refused(tmp_path):
+    """Before: a CEFITO trained on the MiniLM stand-in (taxonomy encoded, rows marked), tested
+    with ``model.text_embeddings.file=<the same values saved>`` passed the SHA-256 check and
+    its row was unmarked: stand-in features scored as the paper's CLIP."""
+    import torch
+    from vpn_plugin.engine.checkpoint import text_features_mismatch
+    from vpn_plugin.models.text_embeddings import features_identity
+    path = tmp_path / 'same.npy'
+    np.save(path, np.ones((6, 4), np.float32))
+    trained = features_identity([torch.ones(6, 4)], dict(taxonomy='t.json', pooling='mean'))
+
+    class Model:
+        def text_features_identity(self):
+            return features_identity([torch.ones(6, 4)], dict(file=str(path)))
+    found = text_features_mismatch(dict(meta=dict(text_features=trained)), Model())
+    assert found and 'stand-in all-MiniLM-L6-v2' in found[0] and 'CLIP text features' in found[0]

@@ -446,9 +446,17 @@ def text_features_mismatch(checkpoint: dict, model) -> list:
 
 
 def _declaration_mismatch(recorded: dict, ours: dict) -> list:
-    """['text features: ...'] when the same values were declared of another encoder at
-    training (``text_embeddings.file_provenance``: the rows would be labelled otherwise);
-    checkpoints recording no declaration are not compared."""
+    """['text features: ...'] when the same values were of another kind or declared of
+    another encoder at training (``text_embeddings.file_provenance``): the rows would be
+    labelled otherwise, e.g. the MiniLM stand-in's values saved to a file the test config
+    takes as CLIP's. Checkpoints recording no declaration compare the kind only."""
+    paper = 'CLIP text features'
+    kinds = (recorded.get('kind'), ours.get('kind'))
+    if None not in kinds and kinds[0] != kinds[1] and paper in kinds:
+        return [f'text features: the same values (sha256 {ours["sha256"][:12]}) were '
+                f'{kinds[0]} in training ({recorded.get("source", "?")}), the config calls '
+                f'them {kinds[1]} ({ours["source"]}): declare what made the file '
+                '(model.text_embeddings.encoder / pooling beside file) as trained']
     if 'declared_encoder' not in recorded or recorded.get('declared_encoder') == \
             ours.get('declared_encoder'):
         return []
