@@ -142,3 +142,22 @@ def test_a_huge_text_pad_width_is_refused_naming_it():
     from vpn_plugin.models.text_embeddings import _padded
     with pytest.raises(ValueError, match=r'model.text_embeddings.pad_to=1000000000; expected'):
         _padded(torch.ones(6, 1, 4), 10 ** 9)
+
+
+def test_a_graph_pickled_after_reading_its_edges_is_read(tmp_path):
+    """Before: a KEPP graph built with networkx 3 on which ``G.edges`` (or ``G.degree``) was
+    read before ``pickle.dump`` (it caches the view in the graph) was refused: "the pickle
+    names 'networkx.classes.reportviews.OutEdgeView'; a graph file holds only a
+    networkx.DiGraph of plain data", though it is one."""
+    import pickle
+    nx = pytest.importorskip('networkx')
+    from vpn_plugin.datasets.safe_pickle import safe_load_digraph
+    graph = nx.DiGraph()
+    graph.add_edge(0, 1, weight=0.5)
+    graph.add_edge(1, 2, weight=1.0)
+    plain = tmp_path / 'plain.pkl'
+    plain.write_bytes(pickle.dumps(graph))
+    _ = graph.edges, graph.in_edges, graph.degree, graph.in_degree, graph.out_degree
+    viewed = tmp_path / 'viewed.pkl'
+    viewed.write_bytes(pickle.dumps(graph))
+    assert safe_load_digraph(viewed) == safe_load_digraph(plain)
