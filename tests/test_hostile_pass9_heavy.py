@@ -161,3 +161,18 @@ def test_a_graph_pickled_after_reading_its_edges_is_read(tmp_path):
     viewed = tmp_path / 'viewed.pkl'
     viewed.write_bytes(pickle.dumps(graph))
     assert safe_load_digraph(viewed) == safe_load_digraph(plain)
+
+
+def test_a_checkpoint_whose_plans_never_read_its_pkg_is_not_refused_for_it():
+    """Before: ``test.py pdpp_niv_t3.py <a PDPP (argmax) trained with model.pkg.smoothing=0.5>``
+    was refused: "carries the PKG its training counted, and this config's model.pkg asks for
+    another graph ... it would be decoded with the checkpoint's graph": argmax plans never
+    decode it, so the test measures what the config says. A planner that reads it still is."""
+    import torch
+    from vpn_plugin.engine.checkpoint import check_loaded_pkg
+    checkpoint = dict(state_dict={'pkg_ready': torch.tensor(True)},
+                      meta=dict(cfg="model = dict(type='PDPP', pkg=dict(smoothing=0.5))"))
+    given = dict(type='PDPP', pkg=dict(smoothing=0.0))
+    check_loaded_pkg(checkpoint, 'p.pth', given)
+    with pytest.raises(ValueError, match='smoothing: 0.5 in training, 0.0 here'):
+        check_loaded_pkg(checkpoint, 'p.pth', dict(given, decode='viterbi'))

@@ -310,7 +310,8 @@ def check_loaded_pkg(checkpoint: dict, filename: str, model_cfg) -> None:
     (``UniformGraph``, ``smoothing=1``, an extra dataset) was scored with the checkpoint's
     and the row read as the config's. ``ValueError`` naming both unless they agree (the
     checkpoint's ``meta['cfg']`` says what its training counted; without it nothing is
-    compared)."""
+    compared). A planner whose plans never read the PKG is not compared (its rows are the
+    same under either graph)."""
     from mmengine.config import Config
     pkg = (model_cfg or {}).get('pkg') if isinstance(model_cfg, dict) else None
     state = checkpoint.get('state_dict') if isinstance(checkpoint.get('state_dict'), dict) \
@@ -318,6 +319,9 @@ def check_loaded_pkg(checkpoint: dict, filename: str, model_cfg) -> None:
     ready = [v for k, v in state.items() if str(k).endswith('pkg_ready')]
     if not isinstance(pkg, dict) or pkg.get('recount') is True or not ready or \
             not bool(ready[0]):
+        return
+    from ..models.base_planner import plans_read_pkg
+    if not plans_read_pkg(model_cfg):  # PDPP (argmax), CEFITO: the graph is never decoded
         return
     text = (checkpoint.get('meta') or {}).get('cfg')
     try:

@@ -331,19 +331,24 @@ def pack_samples(fields: dict, data_samples) -> List[ActionDataSample]:
     return results
 
 
+def plans_read_pkg(model_cfg) -> bool:
+    """Whether the plans of the planner a model config builds read its PKG
+    (``BasePlanner.plans_read_pkg``); True for anything else (no planner type, a dict)."""
+    from collections.abc import Mapping
+    from mmaction.registry import MODELS
+    kind = model_cfg.get('type') if isinstance(model_cfg, Mapping) else None
+    model_class = MODELS.get(kind) if isinstance(kind, str) else None
+    return not (isinstance(model_class, type) and issubclass(model_class, BasePlanner)) or \
+        model_class.plans_read_pkg(model_cfg)
+
+
 def unread_pkg_note(model_cfg) -> Optional[str]:
     """What a results row and the log say of a model config whose plans do not read the PKG
     (``plans_read_pkg``) while its ``model.pkg`` changes options (``changed_pkg_options``):
     those options change nothing in its plans, so a PKG-study row of it measures no effect.
     None otherwise (the default configs: a PKG counted for the record, nothing changed)."""
     from collections.abc import Mapping
-    from mmaction.registry import MODELS
-    if not isinstance(model_cfg, Mapping):
-        return None
-    model_class = MODELS.get(model_cfg.get('type')) if isinstance(model_cfg.get('type'),
-                                                                   str) else None
-    if not (isinstance(model_class, type) and issubclass(model_class, BasePlanner)) or \
-            model_class.plans_read_pkg(model_cfg):
+    if not isinstance(model_cfg, Mapping) or plans_read_pkg(model_cfg):
         return None
     changed = changed_pkg_options(model_cfg.get('pkg'))
     if not changed:
