@@ -88,7 +88,7 @@ def test_a_text_feature_file_declared_otherwise_at_test_time_is_refused(tmp_path
     found = text_features_mismatch(
         dict(meta=dict(text_features=trained)), type(
             'Declared', (), {'text_features_identity': lambda self: other})())
-    assert found and "declared 'minilm (mean-pooled)' in training" in found[0]
+    assert found and 'made by minilm in training' in found[0]
     assert text_features_mismatch(dict(meta=dict(text_features=Model().text_features_identity())),
                                   Model()) == []
 
@@ -176,3 +176,24 @@ def test_a_checkpoint_whose_plans_never_read_its_pkg_is_not_refused_for_it():
     check_loaded_pkg(checkpoint, 'p.pth', given)
     with pytest.raises(ValueError, match='smoothing: 0.5 in training, 0.0 here'):
         check_loaded_pkg(checkpoint, 'p.pth', dict(given, decode='viterbi'))
+
+
+def test_stand_in_values_declared_of_another_encoder_are_refused(tmp_path):
+    """Before (and after the kind check alone): a CEFITO trained on the MiniLM stand-in
+    tested with ``file=<the same values>, encoder='e5-small', pooling='mean'`` ran and its
+    row said "file ... of e5-small": the checkpoint records MiniLM. The same encoder
+    declared is accepted."""
+    import torch
+    from vpn_plugin.engine.checkpoint import text_features_mismatch
+    from vpn_plugin.models.text_embeddings import features_identity
+    path = tmp_path / 'same.npy'
+    np.save(path, np.ones((6, 4), np.float32))
+    trained = features_identity([torch.ones(6, 4)], dict(taxonomy='t.json', pooling='mean'))
+
+    def model(**declared):
+        identity = features_identity([torch.ones(6, 4)], dict(file=str(path), **declared))
+        return type('Model', (), {'text_features_identity': lambda self: identity})()
+    checkpoint = dict(meta=dict(text_features=trained))
+    found = text_features_mismatch(checkpoint, model(encoder='e5-small', pooling='mean'))
+    assert found and 'made by all-MiniLM-L6-v2 in training' in found[0]
+    assert text_features_mismatch(checkpoint, model(pooling='mean')) == []

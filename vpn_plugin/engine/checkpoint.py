@@ -461,6 +461,11 @@ def _declaration_mismatch(recorded: dict, ours: dict) -> list:
                 f'{kinds[0]} in training ({recorded.get("source", "?")}), the config calls '
                 f'them {kinds[1]} ({ours["source"]}): declare what made the file '
                 '(model.text_embeddings.encoder / pooling beside file) as trained']
+    names = (recorded.get('encoder_name'), ours.get('encoder_name'))
+    if None not in names and names[0] != names[1]:
+        return [f'text features: the same values (sha256 {ours["sha256"][:12]}) were made by '
+                f'{names[0]} in training ({recorded.get("source", "?")}), the config declares '
+                f'{names[1]} ({ours["source"]}): declare the encoder it was trained with']
     if 'declared_encoder' not in recorded or recorded.get('declared_encoder') == \
             ours.get('declared_encoder'):
         return []

@@ -408,6 +408,18 @@ def declared_encoder(text_cfg) -> str:
     return name + (f' ({pooling}-pooled)' if pooling else '')
 
 
+def encoder_name(text_cfg) -> Optional[str]:
+    """The name of the encoder that made the features of a text config: its ``encoder``
+    folder's name (the installed MiniLM by default) or, for a ``file``, the declared one
+    (None when undeclared)."""
+    encoder, pooling = text_cfg.get('encoder'), text_cfg.get('pooling')
+    if text_cfg.get('file') and encoder is None and pooling is None:
+        return None
+    if encoder in (None, DEFAULT_ENCODER):
+        return 'all-MiniLM-L6-v2' if pooling == 'mean' or not text_cfg.get('file') else 'CLIP'
+    return Path(str(encoder)).name
+
+
 def declares_clip(text_cfg) -> bool:
     """A ``file`` config without a declaration, or declaring a CLIP encoder (a name holding
     'clip') and no mean pooling: the paper's kind."""
@@ -473,12 +485,14 @@ def file_provenance(text_cfg) -> dict:
         parts = [file_provenance(source) for source in text_cfg['sources']]
         return dict(sources=parts) if any(parts) else {}
     if not text_cfg.get('file'):
-        return {}
+        return {} if text_cfg.get('sources') is not None else dict(
+            encoder_name=encoder_name(text_cfg))
     digest = hashlib.sha256()
     with open(text_cfg['file'], 'rb') as handle:
         for block in iter(lambda: handle.read(1 << 20), b''):
             digest.update(block)
-    return dict(file_sha256=digest.hexdigest(), declared_encoder=declared_encoder(text_cfg))
+    return dict(file_sha256=digest.hexdigest(), declared_encoder=declared_encoder(text_cfg),
+                encoder_name=encoder_name(text_cfg))
 
 
 def _padded(features: torch.Tensor, pad_to: Optional[int]) -> torch.Tensor:
