@@ -197,3 +197,16 @@ def test_stand_in_values_declared_of_another_encoder_are_refused(tmp_path):
     found = text_features_mismatch(checkpoint, model(encoder='e5-small', pooling='mean'))
     assert found and 'made by all-MiniLM-L6-v2 in training' in found[0]
     assert text_features_mismatch(checkpoint, model(pooling='mean')) == []
+
+
+def test_a_cfg_option_indexing_past_a_list_is_named():
+    """Before: ``test.py pdpp_niv_t3.py ... --cfg-options model.pkg.perturbations.0.type=
+    UniformGraph`` (perturbations=[]) ended in "error: Index 0 exceeds the length of list []",
+    naming no key."""
+    from vpn_plugin.data_paths import load_config
+    with pytest.raises(ValueError, match=r'model.pkg.perturbations.0.type: model.pkg.'
+                                         r'perturbations is a list of 0 entries'):
+        load_config('configs/baselines/pdpp_niv_t3.py',
+                    {'model.pkg.perturbations.0.type': 'UniformGraph'})
+    cfg = load_config('configs/baselines/pdpp_niv_t3.py', {'custom_hooks.1.lr': 2e-4})
+    assert cfg.custom_hooks[1].lr == 2e-4  # an index inside the list still works

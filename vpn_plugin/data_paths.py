@@ -246,6 +246,28 @@ def _accepts_horizon(model) -> bool:
     return 'horizon' in params or any(p.kind == p.VAR_KEYWORD for p in params.values())
 
 
+def _check_list_indices(path, cfg, cfg_options: dict) -> None:
+    """A ``--cfg-options`` key indexing past the end of a list of the config
+    (``model.pkg.perturbations.0.type=UniformGraph`` on ``perturbations=[]``) is refused naming
+    the key and the list's length (mmengine: "Index 0 exceeds the length of list []")."""
+    for key in cfg_options:
+        node, walked = cfg, []
+        for part in str(key).split('.')[:-1]:
+            if isinstance(node, (list, tuple)) and part.isdigit():
+                if int(part) >= len(node):
+                    raise ValueError(
+                        f'{path}: --cfg-options {key}: {".".join(walked)} is a list of '
+                        f'{len(node)} entries, so entry {part} does not exist; set the whole '
+                        f'list instead ({".".join(walked)}=[...] for plain values, or a config '
+                        "file of your own for dicts: _base_ = ['<config>'])")
+                node = node[int(part)]
+            elif hasattr(node, 'get') and part in node:
+                node = node[part]
+            else:
+                break
+            walked.append(part)
+
+
 def load_config(path, cfg_options=None, *, data_root=None, feature_dir=None, horizon=None,
                 test_horizon=None):
     """The mmengine ``Config`` of ``path`` with ``cfg_options`` merged, the horizon applied and
@@ -260,6 +282,7 @@ def load_config(path, cfg_options=None, *, data_root=None, feature_dir=None, hor
     declared = {name: cfg[name] for name in PATH_VARIABLES if cfg.get(name) is not None}
     if cfg_options:
         _refuse_derived_horizons(path, cfg_options)
+        _check_list_indices(path, cfg, cfg_options)
         cfg.merge_from_dict(cfg_options)
         if any(key.split('.')[0] == 'custom_imports' for key in cfg_options):
             import_custom_modules(path, cfg.custom_imports)
