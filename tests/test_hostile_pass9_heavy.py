@@ -210,3 +210,17 @@ def test_a_cfg_option_indexing_past_a_list_is_named():
                     {'model.pkg.perturbations.0.type': 'UniformGraph'})
     cfg = load_config('configs/baselines/pdpp_niv_t3.py', {'custom_hooks.1.lr': 2e-4})
     assert cfg.custom_hooks[1].lr == 2e-4  # an index inside the list still works
+
+
+def test_a_test_entry_changing_the_pkg_of_a_model_that_never_reads_it_is_marked():
+    """A protocol test entry that recounts a perturbed graph for a PDPP (argmax) run: its row
+    gets ``pkg_unread`` too (the run's own options are marked by ``config_variant``)."""
+    from vpn_plugin.protocol.runner import TestSpec, _mark_unread_pkg
+    options = {'model.pkg.recount': True, 'model.pkg.perturbations': [dict(type='UniformGraph')]}
+    spec = TestSpec('PDPP', 'configs/baselines/pdpp_niv_t3.py', 3, dict(options))
+    _mark_unread_pkg(spec, {})
+    assert 'pkg_unread' in spec.variant
+    spec = TestSpec('PDPP', 'configs/baselines/pdpp_niv_t3.py', 3,
+                    dict(options, **{'model.decode': 'viterbi'}))
+    _mark_unread_pkg(spec, {})
+    assert 'pkg_unread' not in spec.variant
