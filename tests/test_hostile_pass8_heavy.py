@@ -5,6 +5,7 @@ happened on 69b959e)."""
 import math
 import os
 
+import numpy as np
 import pytest
 import torch
 
@@ -299,11 +300,18 @@ def test_cefito_refuses_a_negative_seed_the_global_stream_ignores(cefito_model_c
     MODELS.build(dict(cefito_model_cfg, negative_rng='per_sample', negative_seed=3))
 
 
-def test_a_zero_padded_text_feature_file_is_not_called_clip():
+def test_a_zero_padded_text_feature_file_is_not_called_clip(tmp_path):
     """Before: model.text_embeddings.file=<(48, 384) .npy> with pad_to=512 trained and logged
     "text features: CLIP text features" (results rows unmarked): a padded file is narrower
     than the paper's 512-d CLIP features, so it is a stand-in."""
-    from vpn_plugin.models.text_embeddings import stand_in_label
-    label = stand_in_label(dict(file='/x/minilm_actions.npy', pad_to=512, taxonomy=None))
+    from vpn_plugin.models.text_embeddings import load_action_features, stand_in_label
+    label = stand_in_label(dict(file='/x/minilm_actions.npy', pad_to=512, taxonomy=None), 384)
     assert label == "file minilm_actions.npy zero-padded to 512-d, not the paper's CLIP"
     assert stand_in_label(dict(file='/x/clip_actions.npy', pad_to=None)) is None
+    narrow, full = tmp_path / 'minilm.npy', tmp_path / 'clip.npy'
+    np.save(narrow, np.ones((4, 384), np.float32))
+    np.save(full, np.ones((4, 512), np.float32))
+    assert stand_in_label(dict(file=str(narrow), pad_to=512)).startswith('file minilm.npy zero')
+    # a file already 512 wide is not padded: CLIP's kind, no cry of wolf
+    assert stand_in_label(dict(file=str(full), pad_to=512)) is None
+    assert load_action_features(file=str(full), pad_to=512).shape == (4, 512)

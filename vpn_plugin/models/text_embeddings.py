@@ -261,10 +261,11 @@ def load_action_features(file: Optional[str] = None, taxonomy: Optional[str] = N
         names = load_taxonomy(taxonomy).action_names
         features = _cached_encoding(names, 'actions', encoder, cache_dir, allow_encode,
                                     pooling)
+    width = features.shape[-1]
     features = _padded(features[:, None], pad_to)[:, 0]
     declared = dict(file=file, encoder=encoder, pooling=pooling if file is None or
                     pooling != 'clip_eot' else None, pad_to=pad_to)
-    label = stand_in_label(declared)
+    label = stand_in_label(declared, width)
     print_log(f'action-name features {tuple(features.shape)}: '
               + (label or (f'file {file}, {declared_encoder(declared)}' if file
                            else f'{pooling} features of {encoder}')),
@@ -354,10 +355,11 @@ def load_state_features(file: Optional[str] = None, taxonomy: Optional[str] = No
         before, after = taxonomy_state_embeddings(taxonomy, state_descriptions, encoder,
                                                   cache_dir, allow_encode, pooling)
         features = torch.cat([before, after], 1)
+    width = features.shape[-1]
     features = _padded(features, pad_to)
     declared = dict(file=file, encoder=encoder, pooling=pooling if file is None or
                     pooling != 'clip' else None, pad_to=pad_to)
-    label = stand_in_label(declared)
+    label = stand_in_label(declared, width)
     print_log(f'text features {tuple(features.shape)}: '
               + (label or (f'file {file}, {declared_encoder(declared)}' if file
                            else f'{pooling} features of {encoder}')),
@@ -365,16 +367,19 @@ def load_state_features(file: Optional[str] = None, taxonomy: Optional[str] = No
     return features
 
 
-def stand_in_label(text_cfg) -> Optional[str]:
+def stand_in_label(text_cfg, width: Optional[int] = None) -> Optional[str]:
     """What a results row and the log call text features that are NOT the paper's kind (CLIP
     text features: a ``file`` or ``pooling='clip'``), e.g. the MiniLM stand-in of the COIN
     configs; None for the paper's kind (no ``text_cfg`` either: no text features). Joined
-    ``sources``: the labels of their stand-ins."""
+    ``sources``: the labels of their stand-ins. A ``file`` narrower than its ``pad_to`` (its
+    ``width`` as read, else its .npy header when the file is there) is a stand-in: a file
+    already as wide as ``pad_to`` is not padded at all."""
     if text_cfg and text_cfg.get('sources'):
         labels = [stand_in_label(source) for source in text_cfg['sources']]
         return '; '.join(f'source {i}: {label}' for i, label in enumerate(labels) if label) \
             or None
-    if text_cfg and text_cfg.get('file') and text_cfg.get('pad_to'):  # narrower than CLIP's
+    if text_cfg and text_cfg.get('file') and text_cfg.get('pad_to') and \
+            (width or _npy_width(text_cfg['file']) or text_cfg['pad_to']) < text_cfg['pad_to']:
         return (f"file {Path(str(text_cfg['file'])).name} zero-padded to "
                 f"{text_cfg['pad_to']}-d, not the paper's CLIP")
     if text_cfg and text_cfg.get('file') and not declares_clip(text_cfg):
@@ -427,6 +432,15 @@ def declares_clip(text_cfg) -> bool:
     if pooling == 'mean':
         return False
     return encoder is None or 'clip' in str(encoder).lower()
+
+
+def _npy_width(file) -> Optional[int]:
+    """The last dimension in an ``.npy`` file's header; None when it cannot be read (the
+    loader names the problem)."""
+    try:
+        return int(np.load(file, mmap_mode='r', allow_pickle=False).shape[-1])
+    except Exception:  # noqa: BLE001
+        return None
 
 
 NO_TEXT = 'none given (zeros)'  # a model that needs text features built without them
