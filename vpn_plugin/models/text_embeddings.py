@@ -263,8 +263,7 @@ def load_action_features(file: Optional[str] = None, taxonomy: Optional[str] = N
                                     pooling)
     width = features.shape[-1]
     features = _padded(features[:, None], pad_to)[:, 0]
-    declared = dict(file=file, encoder=encoder, pooling=pooling if file is None or
-                    pooling != 'clip_eot' else None, pad_to=pad_to)
+    declared = dict(file=file, encoder=encoder, pooling=pooling, pad_to=pad_to)
     label = stand_in_label(declared, width)
     print_log(f'action-name features {tuple(features.shape)}: '
               + (label or (f'file {file}, {declared_encoder(declared)}' if file
@@ -357,8 +356,7 @@ def load_state_features(file: Optional[str] = None, taxonomy: Optional[str] = No
         features = torch.cat([before, after], 1)
     width = features.shape[-1]
     features = _padded(features, pad_to)
-    declared = dict(file=file, encoder=encoder, pooling=pooling if file is None or
-                    pooling != 'clip' else None, pad_to=pad_to)
+    declared = dict(file=file, encoder=encoder, pooling=pooling, pad_to=pad_to)
     label = stand_in_label(declared, width)
     print_log(f'text features {tuple(features.shape)}: '
               + (label or (f'file {file}, {declared_encoder(declared)}' if file
@@ -399,39 +397,31 @@ UNDECLARED = 'encoder not declared (taken as the paper\'s CLIP)'
 
 
 def declared_encoder(text_cfg) -> str:
-    """What a text-feature ``file`` config says made the file: ``encoder`` (+ ``pooling``)
-    given beside ``file`` declare it (a file of another encoder is then labelled a stand-in,
-    :func:`stand_in_label`); without them the file is taken as the paper's CLIP features
-    (:data:`UNDECLARED`, recorded as such in checkpoints)."""
-    encoder, pooling = text_cfg.get('encoder'), text_cfg.get('pooling')
-    if encoder is None and pooling is None:
-        return UNDECLARED
-    if encoder is not None:
-        name = Path(str(encoder)).name
-    else:
-        name = 'all-MiniLM-L6-v2' if pooling == 'mean' else 'CLIP'
-    return name + (f' ({pooling}-pooled)' if pooling else '')
+    """What a text-feature ``file`` config says made the file: an ``encoder`` given beside
+    ``file`` declares it (a file of a non-CLIP encoder is then labelled a stand-in,
+    :func:`stand_in_label`); without one the file is taken as the paper's CLIP features
+    (:data:`UNDECLARED`, recorded as such in checkpoints). ``pooling`` is not a declaration:
+    the documented override of a MiniLM config (``text_embeddings.file=... taxonomy=None``)
+    keeps the base config's ``pooling='mean'``."""
+    name = encoder_name(text_cfg)
+    return UNDECLARED if name is None else name
 
 
 def encoder_name(text_cfg) -> Optional[str]:
     """The name of the encoder that made the features of a text config: its ``encoder``
     folder's name (the installed MiniLM by default) or, for a ``file``, the declared one
     (None when undeclared)."""
-    encoder, pooling = text_cfg.get('encoder'), text_cfg.get('pooling')
-    if text_cfg.get('file') and encoder is None and pooling is None:
+    encoder = text_cfg.get('encoder')
+    if text_cfg.get('file') and encoder is None:
         return None
-    if encoder in (None, DEFAULT_ENCODER):
-        return 'all-MiniLM-L6-v2' if pooling == 'mean' or not text_cfg.get('file') else 'CLIP'
-    return Path(str(encoder)).name
+    return 'all-MiniLM-L6-v2' if encoder in (None, DEFAULT_ENCODER) else Path(str(encoder)).name
 
 
 def declares_clip(text_cfg) -> bool:
-    """A ``file`` config without a declaration, or declaring a CLIP encoder (a name holding
-    'clip') and no mean pooling: the paper's kind."""
-    encoder, pooling = text_cfg.get('encoder'), text_cfg.get('pooling')
-    if pooling == 'mean':
-        return False
-    return encoder is None or 'clip' in str(encoder).lower()
+    """A ``file`` config without a declared encoder, or declaring a CLIP one (a name holding
+    'clip'): the paper's kind."""
+    name = encoder_name(text_cfg)
+    return name is None or 'clip' in name.lower()
 
 
 def _npy_width(file) -> Optional[int]:
