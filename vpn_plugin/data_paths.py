@@ -129,7 +129,13 @@ def pkg_extra_datasets(cfg) -> list:
     """``model.pkg.extra_datasets`` of ``cfg`` (the list itself; [] when absent), refused
     unless a list: 'abc' would be read letter by letter, 5 end in "'int' object is not
     iterable"."""
-    extra = ((cfg.get('model') or {}).get('pkg') or {}).get('extra_datasets', [])
+    from collections.abc import Mapping
+    pkg = (cfg.get('model') or {}).get('pkg')
+    if pkg is not None and not isinstance(pkg, Mapping):
+        raise ValueError(f'{cfg.filename}: model.pkg={pkg!r}; expected a dict of PKGBuilder '
+                         "options (e.g. dict(type='PKGBuilder', smoothing=0.0)) or None for the "
+                         'defaults')
+    extra = (pkg or {}).get('extra_datasets', [])
     if not isinstance(extra, (list, tuple)):
         raise ValueError(f'{cfg.filename}: model.pkg.extra_datasets={extra!r}; expected a list '
                          "of dataset configs or keys such as 'val_dataloader.dataset' ([] for "
@@ -242,6 +248,28 @@ def _accepts_horizon(model) -> bool:
     return 'horizon' in params or any(p.kind == p.VAR_KEYWORD for p in params.values())
 
 
+def _check_list_indices(path, cfg, cfg_options: dict) -> None:
+    """A ``--cfg-options`` key indexing past the end of a list of the config
+    (``model.pkg.perturbations.0.type=UniformGraph`` on ``perturbations=[]``) is refused naming
+    the key and the list's length (mmengine: "Index 0 exceeds the length of list []")."""
+    for key in cfg_options:
+        node, walked = cfg, []
+        for part in str(key).split('.')[:-1]:
+            if isinstance(node, (list, tuple)) and part.isdigit():
+                if int(part) >= len(node):
+                    raise ValueError(
+                        f'{path}: --cfg-options {key}: {".".join(walked)} is a list of '
+                        f'{len(node)} entries, so entry {part} does not exist; set the whole '
+                        f'list instead ({".".join(walked)}=[...] for plain values, or a config '
+                        "file of your own for dicts: _base_ = ['<config>'])")
+                node = node[int(part)]
+            elif hasattr(node, 'get') and part in node:
+                node = node[part]
+            else:
+                break
+            walked.append(part)
+
+
 def load_config(path, cfg_options=None, *, data_root=None, feature_dir=None, horizon=None,
                 test_horizon=None):
     """The mmengine ``Config`` of ``path`` with ``cfg_options`` merged, the horizon applied and
@@ -256,6 +284,7 @@ def load_config(path, cfg_options=None, *, data_root=None, feature_dir=None, hor
     declared = {name: cfg[name] for name in PATH_VARIABLES if cfg.get(name) is not None}
     if cfg_options:
         _refuse_derived_horizons(path, cfg_options)
+        _check_list_indices(path, cfg, cfg_options)
         cfg.merge_from_dict(cfg_options)
         if any(key.split('.')[0] == 'custom_imports' for key in cfg_options):
             import_custom_modules(path, cfg.custom_imports)

@@ -89,9 +89,13 @@ class PickledObject:
 
 
 # a DiGraph pickles the views it has cached (networkx 3: ``G.nodes``, ``G.adj`` / ``G.succ`` once
-# read, as KEPP's PKG/graph_creation.py reads them): kept as inert state, never run
+# read, as KEPP's PKG/graph_creation.py reads them; ``G.edges``, ``G.in_edges``, ``G.degree``
+# ... of a user's own graph): kept as inert state, never run
+GRAPH_VIEWS = ('NodeView', 'OutEdgeView', 'InEdgeView', 'DiDegreeView', 'InDegreeView',
+               'OutDegreeView')
 GRAPH_GLOBALS = {('networkx.classes.digraph', 'DiGraph'): PickledObject,
-                 ('networkx.classes.reportviews', 'NodeView'): PickledObject,
+                 **{('networkx.classes.reportviews', view): PickledObject
+                    for view in GRAPH_VIEWS},
                  ('networkx.classes.coreviews', 'AdjacencyView'): PickledObject,
                  ('builtins', 'dict'): dict}
 

@@ -310,7 +310,8 @@ def check_loaded_pkg(checkpoint: dict, filename: str, model_cfg) -> None:
     (``UniformGraph``, ``smoothing=1``, an extra dataset) was scored with the checkpoint's
     and the row read as the config's. ``ValueError`` naming both unless they agree (the
     checkpoint's ``meta['cfg']`` says what its training counted; without it nothing is
-    compared)."""
+    compared). A planner whose plans never read the PKG is not compared (its rows are the
+    same under either graph)."""
     from mmengine.config import Config
     pkg = (model_cfg or {}).get('pkg') if isinstance(model_cfg, dict) else None
     state = checkpoint.get('state_dict') if isinstance(checkpoint.get('state_dict'), dict) \
@@ -318,6 +319,9 @@ def check_loaded_pkg(checkpoint: dict, filename: str, model_cfg) -> None:
     ready = [v for k, v in state.items() if str(k).endswith('pkg_ready')]
     if not isinstance(pkg, dict) or pkg.get('recount') is True or not ready or \
             not bool(ready[0]):
+        return
+    from ..models.base_planner import plans_read_pkg
+    if not plans_read_pkg(model_cfg):  # PDPP (argmax), CEFITO: the graph is never decoded
         return
     text = (checkpoint.get('meta') or {}).get('cfg')
     try:
@@ -454,12 +458,40 @@ def text_features_mismatch(checkpoint: dict, model) -> list:
     meta = checkpoint.get('meta')
     recorded = meta.get('text_features') if isinstance(meta, dict) else None
     ours = model.text_features_identity() if hasattr(model, 'text_features_identity') else None
-    if not isinstance(recorded, dict) or ours is None or recorded.get('sha256') == ours['sha256']:
+    if not isinstance(recorded, dict) or ours is None:
         return []
+    if recorded.get('sha256') == ours['sha256']:
+        return _declaration_mismatch(recorded, ours)
     return [f"text features: trained with {recorded.get('kind', '?')} from "
             f"{recorded.get('source', '?')} (sha256 {str(recorded.get('sha256'))[:12]}, shape "
             f"{recorded.get('shape')}), the config gives {ours['kind']} from {ours['source']} "
             f"(sha256 {ours['sha256'][:12]}, shape {ours['shape']})"]
+
+
+def _declaration_mismatch(recorded: dict, ours: dict) -> list:
+    """['text features: ...'] when the same values were of another kind or declared of
+    another encoder at training (``text_embeddings.file_provenance``): the rows would be
+    labelled otherwise, e.g. the MiniLM stand-in's values saved to a file the test config
+    takes as CLIP's. Checkpoints recording no declaration compare the kind only."""
+    paper = 'CLIP text features'
+    kinds = (recorded.get('kind'), ours.get('kind'))
+    if None not in kinds and kinds[0] != kinds[1] and paper in kinds:
+        return [f'text features: the same values (sha256 {ours["sha256"][:12]}) were '
+                f'{kinds[0]} in training ({recorded.get("source", "?")}), the config calls '
+                f'them {kinds[1]} ({ours["source"]}): declare what made the file '
+                '(model.text_embeddings.encoder beside file) as trained']
+    names = (recorded.get('encoder_name'), ours.get('encoder_name'))
+    if None not in names and names[0] != names[1]:
+        return [f'text features: the same values (sha256 {ours["sha256"][:12]}) were made by '
+                f'{names[0]} in training ({recorded.get("source", "?")}), the config declares '
+                f'{names[1]} ({ours["source"]}): declare the encoder it was trained with']
+    if 'declared_encoder' not in recorded or recorded.get('declared_encoder') == \
+            ours.get('declared_encoder'):
+        return []
+    return [f"text features: the file was declared {recorded['declared_encoder']!r} in training "
+            f"(sha256 {str(recorded.get('file_sha256'))[:12]}), the config declares "
+            f"{ours.get('declared_encoder')!r} (model.text_embeddings.encoder beside "
+            'file): give the declaration it was trained with']
 
 
 def _difference(theirs, ours) -> str:

