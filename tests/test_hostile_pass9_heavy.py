@@ -224,3 +224,16 @@ def test_a_test_entry_changing_the_pkg_of_a_model_that_never_reads_it_is_marked(
                     dict(options, **{'model.decode': 'viterbi'}))
     _mark_unread_pkg(spec, {})
     assert 'pkg_unread' not in spec.variant
+
+
+def test_two_runs_started_in_one_second_get_their_own_log_folders(tmp_path):
+    """Before (TWO2): two tools/test.py runs into one --work-dir one second apart shared
+    mmengine's second-resolution <work_dir>/<timestamp>/ folder: one log of both runs and the
+    later run's test_metrics.json in place of the earlier's, both exit 0."""
+    from vpn_plugin.runner import claim_log_dir
+    first = claim_log_dir(str(tmp_path), '20261128_090000')
+    second = claim_log_dir(str(tmp_path), '20261128_090000')
+    third = claim_log_dir(str(tmp_path), '20261128_090000')
+    assert (first, second, third) == ('20261128_090000', '20261128_090000_2',
+                                      '20261128_090000_3')
+    assert all((tmp_path / name).is_dir() for name in (first, second, third))

@@ -147,6 +147,29 @@ def cpu_backend(env_cfg: dict, has_accelerator: bool) -> dict:
 
 
 @RUNNERS.register_module()
+def claim_log_dir(work_dir: str, timestamp: str) -> str:
+    """The run's log folder name: mmengine's second-resolution ``timestamp``, made by rank 0
+    with ``os.mkdir`` (which fails when it exists), else ``<timestamp>_2``, ``_3``, ...; two
+    runs started in one second into one work dir shared one folder: one log of both and the
+    later run's ``test_metrics.json`` in place of the earlier's. Every rank gets rank 0's."""
+    from mmengine.dist import broadcast_object_list, get_rank
+    chosen = [timestamp]
+    if get_rank() == 0:
+        for attempt in range(1, 1000):
+            name = timestamp if attempt == 1 else f'{timestamp}_{attempt}'
+            try:
+                os.mkdir(osp.join(work_dir, name))
+            except FileExistsError:
+                continue
+            chosen = [name]
+            break
+        else:
+            raise ValueError(f'{work_dir}: log folders {timestamp} .. {timestamp}_999 all '
+                             'exist; give another --work-dir')
+    broadcast_object_list(chosen)
+    return chosen[0]
+
+
 class PlanningRunner(Runner):
     """mmengine ``Runner`` that applies the config's horizon and data locations, logs the
     backend it uses and writes (not logs) its config."""
@@ -180,6 +203,7 @@ class PlanningRunner(Runner):
         # mutate in place: Runner.__init__ logs this same dict afterwards
         env_cfg.update(cpu_backend(env_cfg, has_accelerator()))
         super().setup_env(env_cfg)
+        self._timestamp = claim_log_dir(self._work_dir, self._timestamp)
         if self._distributed:  # one write per line: the ranks' lines never interleave
             os.write(sys.stderr.fileno(), (rank_line(
                 env_cfg, self._rank, self._world_size, has_accelerator()) + '\n').encode())
