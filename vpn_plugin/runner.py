@@ -146,7 +146,6 @@ def cpu_backend(env_cfg: dict, has_accelerator: bool) -> dict:
     return dict(env_cfg, dist_cfg=dist_cfg)
 
 
-@RUNNERS.register_module()
 def claim_log_dir(work_dir: str, timestamp: str) -> str:
     """The run's log folder name: mmengine's second-resolution ``timestamp``, made by rank 0
     with ``os.mkdir`` (which fails when it exists), else ``<timestamp>_2``, ``_3``, ...; two
@@ -170,6 +169,7 @@ def claim_log_dir(work_dir: str, timestamp: str) -> str:
     return chosen[0]
 
 
+@RUNNERS.register_module()
 class PlanningRunner(Runner):
     """mmengine ``Runner`` that applies the config's horizon and data locations, logs the
     backend it uses and writes (not logs) its config."""
