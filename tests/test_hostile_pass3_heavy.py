@@ -205,7 +205,7 @@ def test_cefito_text_pad_to_is_named(tmp_path, value):
     from vpn_plugin.models.text_embeddings import load_action_features
     np.save(tmp_path / 'text.npy', np.random.default_rng(0).standard_normal((4, 8), np.float32))
     with pytest.raises(ValueError, match=rf'model.text_embeddings.pad_to={value!r}; expected '
-                                         r'an integer >= 1 \(or None\)'):
+                                         r'an integer >= 1 and <= 16384 \(or None\)'):
         load_action_features(file=str(tmp_path / 'text.npy'), pad_to=value)
 
 
