@@ -50,6 +50,7 @@
 """
 from __future__ import annotations
 
+import functools
 import logging
 import math
 import os
@@ -279,18 +280,27 @@ def meta_mismatches(checkpoint: dict, model, data_meta: Optional[dict] = None) -
     return list(wrong.values())
 
 
+@functools.lru_cache(maxsize=4)
+def _run_config(trained_cfg_text):
+    """A checkpoint's ``meta['cfg']`` (mmengine's config text) parsed once per load: the PKG,
+    resume and test-override checks each read it; None when it is no readable config.
+    Read only: the parsed Config is shared."""
+    from mmengine.config import Config
+    if not isinstance(trained_cfg_text, str):
+        return None
+    try:
+        return Config.fromstring(trained_cfg_text, '.py')
+    except Exception:  # noqa: BLE001  (a config text of another version: nothing to compare)
+        return None
+
+
 def model_option_differences(trained_cfg_text, model_cfg) -> list:
     """'key: X in training, Y here' for each option of ``model_cfg`` that differs from the
     ``model`` of ``trained_cfg_text`` (a checkpoint's ``meta['cfg']``, mmengine's config
     text); [] when it holds no readable config."""
-    from mmengine.config import Config
-    if not isinstance(trained_cfg_text, str) or not isinstance(model_cfg, dict):
-        return []
-    try:
-        trained = Config.fromstring(trained_cfg_text, '.py').get('model')
-    except Exception:  # noqa: BLE001  (a config text of another version: nothing to compare)
-        return []
-    if not isinstance(trained, dict):
+    run = _run_config(trained_cfg_text)
+    trained = run.get('model') if run is not None else None
+    if not isinstance(model_cfg, dict) or not isinstance(trained, dict):
         return []
     plain = lambda value: value.to_dict() if hasattr(value, 'to_dict') else value  # noqa: E731
     return [f'model.{key}: {plain(trained.get(key))!r} in training, '
@@ -312,7 +322,6 @@ def check_loaded_pkg(checkpoint: dict, filename: str, model_cfg) -> None:
     checkpoint's ``meta['cfg']`` says what its training counted; without it nothing is
     compared). A planner whose plans never read the PKG is not compared (its rows are the
     same under either graph)."""
-    from mmengine.config import Config
     pkg = (model_cfg or {}).get('pkg') if isinstance(model_cfg, dict) else None
     state = checkpoint.get('state_dict') if isinstance(checkpoint.get('state_dict'), dict) \
         else checkpoint
@@ -323,11 +332,8 @@ def check_loaded_pkg(checkpoint: dict, filename: str, model_cfg) -> None:
     from ..models.base_planner import plans_read_pkg
     if not plans_read_pkg(model_cfg):  # PDPP (argmax), CEFITO: the graph is never decoded
         return
-    text = (checkpoint.get('meta') or {}).get('cfg')
-    try:
-        trained = Config.fromstring(text, '.py').get('model') if isinstance(text, str) else None
-    except Exception:  # noqa: BLE001  (a config text of another version: nothing to compare)
-        trained = None
+    run = _run_config((checkpoint.get('meta') or {}).get('cfg'))
+    trained = run.get('model') if run is not None else None
     if not isinstance(trained, dict):
         return
     plain = lambda value: value.to_dict() if hasattr(value, 'to_dict') else (  # noqa: E731
@@ -355,13 +361,11 @@ def resume_option_differences(trained_cfg_text, cfg) -> list:
     that differ from the checkpoint's run (``meta['cfg']``): the model state would not load
     or would continue under other options, and mmengine restores the optimiser's state, lr
     included, so a changed lr is never applied."""
-    from mmengine.config import Config
     path_like = lambda text: isinstance(text, str) and ('/' in text or '\\' in text)  # noqa: E731
     differences = [line for line in model_option_differences(trained_cfg_text, cfg.get('model'))
                    if not line.endswith(' here') or not _path_only(line, path_like)]
-    try:
-        trained = Config.fromstring(trained_cfg_text, '.py')
-    except Exception:  # noqa: BLE001  (no readable config: nothing to compare)
+    trained = _run_config(trained_cfg_text)
+    if trained is None:  # no readable config: nothing to compare
         return differences
     before = ((trained.get('optim_wrapper') or {}).get('optimizer')) or {}
     now = ((cfg.get('optim_wrapper') or {}).get('optimizer')) or {}
