@@ -961,6 +961,8 @@ def _check_arguments(where: str, registry, entry: dict) -> None:
     if cls is None:
         raise ValueError(f'{where}: type {entry.get("type")!r} is not registered in '
                          f'{registry.name}')
+    from vpn_plugin.config_types import check_options
+    check_options(where, cls, {k: v for k, v in entry.items() if k != 'type'})
     params = inspect.signature(cls.__init__).parameters
     if any(p.kind == p.VAR_KEYWORD for p in params.values()):
         return
