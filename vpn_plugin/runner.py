@@ -53,6 +53,10 @@ from mmengine.dist import master_only
 from mmengine.model import is_model_wrapper
 from mmengine.runner import Runner
 from mmaction.registry import RUNNERS
+from typing import Annotated, Literal, Optional, Union
+
+from vpn_plugin.config_types import (Count, NonNegative, NonNegativeInt, Positive, Range, Seed,
+                                     Text, check_value)
 from vpn_plugin.data_paths import (apply_horizon, check_config_keys, pkg_extra_datasets,
                                   resolve_paths)
 from vpn_plugin.errors import check_folder_target
@@ -517,6 +521,7 @@ def check_config_entries(cfg, where: str) -> None:
     from mmaction.registry import DATASETS, HOOKS, LOOPS, METRICS, MODELS, TASK_UTILS
     from vpn_plugin.models.pkg_builder import build_pkg_builder
     cfg = resolve_dataset_references(copy.deepcopy(cfg))
+    check_runner_kinds(cfg, where)  # each value's kind first (lr='abc'), then the options
     check_hook_entries(cfg, where)  # before they are read as lists of dicts below
     entries = [('model', MODELS, cfg.model)] if cfg.get('model') else []
     entries += [(f'{split}_dataloader.dataset', DATASETS, cfg[f'{split}_dataloader'].dataset)
@@ -534,7 +539,7 @@ def check_config_entries(cfg, where: str) -> None:
                 for split in ('val', 'test') for evaluator in _evaluators(cfg.get(f'{split}_evaluator'))]
     for name, registry, entry in entries:
         _check_arguments(f'{where}: {name}', registry, entry)
-    check_run_numbers(cfg, where)  # the values it names first (lr='abc'), then the options
+    check_run_values(cfg, where)
     check_runner_options(cfg, where)
     if isinstance(cfg.get('model'), dict):
         check_model_numbers(cfg.model, where)
@@ -663,149 +668,18 @@ def _evaluators(evaluator) -> list:
     return [e for e in evaluator if isinstance(e, dict)] if isinstance(evaluator, list) else []
 
 
-def check_run_numbers(cfg, where: str) -> None:
-    """The switches ``unchecked_checkpoint`` / ``load_partial`` (True or False), the optimiser's
-    learning rate (a finite number >= 0) and ``randomness.seed`` (an integer in numpy's
-    [0, 2**32 - 1], or None): named, not left to a TypeError inside torch or numpy,
-    or (``lr=inf``) to a training that ends in NaN emissions."""
-    from vpn_plugin.engine.checkpoint import PARTIAL_LOAD_KEY, UNCHECKED_KEY
-    from vpn_plugin.errors import check_bool, check_number
-    for switch in (UNCHECKED_KEY, PARTIAL_LOAD_KEY):  # 'yes' would be read as True
-        if cfg.get(switch) is not None:
-            check_bool(f'{where}: {switch}', cfg[switch])
-    optimizer = (cfg.get('optim_wrapper') or {}).get('optimizer') or {}
-    if isinstance(optimizer, dict) and 'lr' in optimizer:
-        check_number(f'{where}: optim_wrapper.optimizer.lr', optimizer['lr'], low=0)
-    clip = (cfg.get('optim_wrapper') or {}).get('clip_grad') or {}
-    if isinstance(clip, dict) and 'max_norm' in clip:  # a negative one flips every gradient
-        check_number(f'{where}: optim_wrapper.clip_grad.max_norm', clip['max_norm'], low=0,
-                     low_open=True)
+def check_run_values(cfg, where: str) -> None:
+    """The checks of the runner's own entries that are about more than one value's kind
+    (each value's kind: :func:`check_runner_kinds`): ``save_best`` a key of the validation
+    metrics, ``rule`` one per ``save_best`` key, the validation and test loops all-or-none,
+    ``visualizer.vis_backends`` backend configs."""
     checkpoint = (cfg.get('default_hooks') or {}).get('checkpoint') or {}
-    for key in ('interval', 'max_keep_ckpts'):  # <= 0: at the end only / keep all (mmengine)
-        if key in checkpoint:  # None too: mmengine compares it with 0 after the first epoch
-            check_number(f'{where}: default_hooks.checkpoint.{key}', checkpoint[key],
-                         integer=True)
     check_save_best(cfg, checkpoint.get('save_best'), where)
-    randomness = cfg.get('randomness') or {}
-    if isinstance(randomness, dict):
-        check_number(f'{where}: randomness.seed', randomness.get('seed'), integer=True, low=0,
-                     high=2 ** 32 - 1, optional=True)
-    check_runtime_keys(cfg, where)
-    check_schedule_keys(cfg, where)
-    check_loader_switches(cfg, where)
-
-
-LOADER_SWITCHES = ('persistent_workers', 'pin_memory', 'drop_last')
-MP_START_METHODS = ('fork', 'spawn', 'forkserver')
-
-
-def check_loader_switches(cfg, where: str) -> None:
-    """Each dataloader's switches are True or False (torch read ``pin_memory='abc'`` and
-    ``persistent_workers=None`` by truth value, refused ``persistent_workers='abc'`` as
-    "needs num_workers > 0" and ``drop_last=0`` naming no dataloader) and
-    ``env_cfg.mp_cfg.mp_start_method`` one of Python's start methods (was "cannot find
-    context for 'abc'", no key named)."""
-    from vpn_plugin.errors import check_bool, check_choice
-    for split in ('train', 'val', 'test'):
-        loader = cfg.get(f'{split}_dataloader')
-        if not isinstance(loader, dict):
-            continue
-        for key in LOADER_SWITCHES:
-            if key in loader:
-                check_bool(f'{where}: {split}_dataloader.{key}', loader[key])
-    mp_cfg = (cfg.get('env_cfg') or {}).get('mp_cfg') if isinstance(cfg.get('env_cfg'),
-                                                                     dict) else None
-    if isinstance(mp_cfg, dict) and mp_cfg.get('mp_start_method') is not None:
-        check_choice(f'{where}: env_cfg.mp_cfg.mp_start_method', mp_cfg['mp_start_method'],
-                     MP_START_METHODS)
-
-
-# numeric options of mmengine's parameter schedulers: factors (finite >= 0; gamma=-1 flipped
-# the learning rate's sign at the first step, nan made it NaN) and step counts (integers >= 1)
-SCHEDULER_FACTORS = ('gamma', 'start_factor', 'end_factor', 'factor', 'eta_min', 'power')
-SCHEDULER_COUNTS = ('step_size', 'T_max', 'total_iters')
-
-
-def check_schedule_keys(cfg, where: str) -> None:
-    """Options mmengine takes as they come, found wrong (if ever) only when first used:
-    ``auto_scale_lr.enable`` by truth value ('abc' scaled the learning rate),
-    ``optim_wrapper.accumulative_counts`` (1e9: the optimizer never stepped until the last
-    iteration; 1.5 and True taken), the numbers of each ``param_scheduler`` (``gamma='abc'`` or
-    ``nan`` ran a smoke test and failed or trained on a NaN rate at epoch 40),
-    ``log_processor.num_digits`` ("Format specifier missing precision" at the first log line),
-    ``default_hooks.logger.ignore_last`` and ``default_hooks.checkpoint.rule`` (mmengine's
-    TypeError / AssertionError naming no key)."""
-    from vpn_plugin.errors import check_bool, check_number
-    scale = cfg.get('auto_scale_lr')
-    if isinstance(scale, dict):
-        if 'enable' in scale:
-            check_bool(f'{where}: auto_scale_lr.enable', scale['enable'])
-        if 'base_batch_size' in scale:
-            check_number(f'{where}: auto_scale_lr.base_batch_size', scale['base_batch_size'],
-                         integer=True, low=1)
-    wrapper = cfg.get('optim_wrapper')
-    if isinstance(wrapper, dict) and 'accumulative_counts' in wrapper:
-        check_number(f'{where}: optim_wrapper.accumulative_counts',
-                     wrapper['accumulative_counts'], integer=True, low=1, high=10 ** 6)
-    schedulers = cfg.get('param_scheduler')
-    for index, scheduler in enumerate(schedulers if isinstance(schedulers, list)
-                                      else [schedulers]):
-        if not isinstance(scheduler, dict):
-            continue
-        for key in SCHEDULER_FACTORS:
-            if key in scheduler:
-                check_number(f'{where}: param_scheduler[{index}].{key}', scheduler[key], low=0)
-        for key in SCHEDULER_COUNTS:
-            if key in scheduler:
-                check_number(f'{where}: param_scheduler[{index}].{key}', scheduler[key],
-                             integer=True, low=1)
-    processor = cfg.get('log_processor')
-    if isinstance(processor, dict) and 'num_digits' in processor:
-        check_number(f'{where}: log_processor.num_digits', processor['num_digits'],
-                     integer=True, low=0, high=16)
-    hooks = cfg.get('default_hooks') or {}
-    logger = hooks.get('logger')
-    if isinstance(logger, dict) and 'ignore_last' in logger:
-        check_bool(f'{where}: default_hooks.logger.ignore_last', logger['ignore_last'])
-    checkpoint = hooks.get('checkpoint')
-    if isinstance(checkpoint, dict) and checkpoint.get('rule', None) is not None:
-        rules = checkpoint['rule'] if isinstance(checkpoint['rule'], list) else [checkpoint['rule']]
-        if not rules or any(rule not in ('greater', 'less') for rule in rules):
-            raise ValueError(f"{where}: default_hooks.checkpoint.rule={checkpoint['rule']!r}; "
-                             "expected 'greater' or 'less' (a list of them, one per save_best "
-                             'key), or None to infer it from the key')
-
-
-LOG_LEVELS = ('DEBUG', 'INFO', 'WARNING', 'ERROR', 'CRITICAL')
-
-
-def check_runtime_keys(cfg, where: str) -> None:
-    """The Runner's own top-level keys, which mmengine takes as they come: ``resume='abc'``
-    and ``log_processor.by_epoch='no'`` by truth value, ``log_processor.window_size=0`` as
-    the whole history (-1: NaN losses logged), ``default_scope=0`` / ``log_level=1.5`` /
-    ``visualizer.vis_backends=0`` as a traceback that names no key, ``default_scope='abc'``
-    as "ViterbiPlanNet is not in the mmengine::model registry"."""
-    from vpn_plugin.errors import check_bool, check_number
-    switches = {'resume': cfg.get('resume', False)}  # mmengine reads each by truth value
-    for entry, key in (('randomness', 'deterministic'), ('randomness', 'diff_rank_seed'),
-                       ('env_cfg', 'cudnn_benchmark')):
-        if isinstance(cfg.get(entry), dict) and key in cfg[entry]:
-            switches[f'{entry}.{key}'] = cfg[entry][key]
-    for name, value in switches.items():
-        check_bool(f'{where}: {name}', value)
-    processor = cfg.get('log_processor') or {}
-    if isinstance(processor, dict):
-        if 'window_size' in processor:
-            check_number(f'{where}: log_processor.window_size', processor['window_size'],
-                         integer=True, low=1)
-        if 'by_epoch' in processor:
-            check_bool(f'{where}: log_processor.by_epoch', processor['by_epoch'])
-    if 'default_scope' in cfg and cfg.default_scope != 'mmaction':
-        raise ValueError(f"{where}: default_scope={cfg.default_scope!r}; expected 'mmaction' "
-                         "(vpn_plugin's models, datasets and hooks are in MMAction2's registries)")
-    level = cfg.get('log_level', 'INFO')
-    if level not in LOG_LEVELS:
-        raise ValueError(f'{where}: log_level={level!r}; expected one of {LOG_LEVELS}')
+    rule = checkpoint.get('rule') if isinstance(checkpoint, dict) else None
+    if isinstance(rule, list) and not rule:
+        raise ValueError(f"{where}: default_hooks.checkpoint.rule=[]; expected 'greater' or "
+                         "'less' (a list of them, one per save_best key), or None to infer it "
+                         'from the key')
     for split, loop in (('val', 'ValLoop'), ('test', 'TestLoop')):
         check_evaluation_loop(cfg, split, loop, where)
     backends = (cfg.get('visualizer') or {}).get('vis_backends')
@@ -976,35 +850,167 @@ def _check_arguments(where: str, registry, entry: dict) -> None:
                          + getattr(cls, 'options_hint', ''))
 
 
-LOOP_COUNTS = ('max_epochs', 'max_iters', 'val_interval')  # train_cfg entries: integers >= 1
-
-
 def check_loop_counts(cfg) -> None:
-    """``train_cfg.max_epochs=abc`` / ``-5`` / ``0`` (and ``max_iters``, ``val_interval``):
-    refused naming the config and the key, not left to a TypeError or an empty training."""
+    """``train_cfg.val_begin`` past ``max_epochs`` (the kinds of both: :data:`RUNNER_KEYS`,
+    checked first here, before the horizon and data locations are applied)."""
+    where = cfg.filename or 'config'
+    for key, value, kind in declared_values(cfg, {k: v for k, v in RUNNER_KEYS.items()
+                                                  if k.startswith('train_cfg')}):
+        check_value(f'{where}: {key}', value, kind)
     train_cfg = cfg.get('train_cfg') or {}
-    for key in LOOP_COUNTS:
-        value = train_cfg.get(key)
-        if value is not None and (isinstance(value, bool) or not isinstance(value, int)
-                                  or value < 1):
-            raise ValueError(f'{cfg.filename or "config"}: train_cfg.{key}={value!r}; expected '
-                             'an integer >= 1')
-    check_validation_start(cfg, train_cfg)
-
-
-def check_validation_start(cfg, train_cfg) -> None:
-    """``train_cfg.val_begin`` is an epoch number (a string failed at the first validation
-    with a TypeError); past ``max_epochs`` no validation runs and no checkpoint is selected,
-    which is said by ``--no-validate``, not by a number."""
-    from vpn_plugin.errors import check_number
     begin, epochs = train_cfg.get('val_begin'), train_cfg.get('max_epochs')
-    where = f'{cfg.filename or "config"}: train_cfg.val_begin'
-    check_number(where, begin, integer=True, optional=True)
     if begin is not None and isinstance(epochs, int) and begin > epochs \
             and cfg.get('val_cfg') is not None:
-        raise ValueError(f'{where}={begin} is past train_cfg.max_epochs={epochs}: no validation '
-                         'would run and no checkpoint would be selected; to train without '
-                         'validation give --no-validate, else an epoch <= max_epochs')
+        raise ValueError(f'{where}: train_cfg.val_begin={begin} is past train_cfg.max_epochs='
+                         f'{epochs}: no validation would run and no checkpoint would be '
+                         'selected; to train without validation give --no-validate, else an '
+                         'epoch <= max_epochs')
+
+
+# ---------------------------------------------------------------- the runner's own keys' kinds
+# {dotted key: declared kind} (vpn_plugin.config_types) of every key of the runner's own entries
+# that mmengine, torch or this project reads: '*' stands for each item of a list;
+# a registered entry's options (model, datasets, custom hooks, evaluators, model.pkg) are
+# declared by the annotations of its class instead (_check_arguments), a 'type' by its registry.
+# A parent is declared before its keys: a non-dict parent is refused before its keys are read.
+LOG_LEVELS = ('DEBUG', 'INFO', 'WARNING', 'ERROR', 'CRITICAL')
+MP_START_METHODS = ('fork', 'spawn', 'forkserver')
+SPLITS = ('train', 'val', 'test')
+_Betas = tuple[Annotated[float, Range(0, 1, high_open=True)],
+               Annotated[float, Range(0, 1, high_open=True)]]
+_LOADER_KEYS = {
+    '': Optional[dict],  # the dataloader itself: None means no such loop
+    'batch_size': Count, 'num_workers': NonNegativeInt, 'persistent_workers': bool,
+    'pin_memory': bool, 'drop_last': bool, 'shuffle': bool, 'timeout': NonNegative,
+    'prefetch_factor': Optional[Count], 'pin_memory_device': str,
+    'num_batch_per_epoch': Optional[Count],
+    'sampler': Optional[dict], 'sampler.shuffle': bool, 'sampler.seed': Optional[Seed],
+    'sampler.round_up': bool,
+    'batch_sampler': Optional[dict], 'batch_sampler.drop_last': bool,
+    'batch_sampler.batch_size': Count, 'batch_sampler.steps_per_epoch': Count,
+    'collate_fn': Optional[dict],
+}
+RUNNER_KEYS = {
+    # top level: mmengine's Runner and this project's switches and variables
+    'resume': bool, 'load_from': Optional[Text], 'work_dir': Text,
+    'launcher': Literal['none', 'pytorch', 'slurm', 'mpi'],
+    'log_level': Literal[LOG_LEVELS], 'default_scope': Literal['mmaction'],
+    'experiment_name': Optional[Text], 'runner_type': Text,
+    'unchecked_checkpoint': Optional[bool], 'load_partial': Optional[bool],
+    'horizon': Count, 'test_horizon': Optional[Count],
+    'data_root': Text, 'feature_dir': Text, 'cache_dir': Text,
+    'selection': Optional[Text], 'observation': Text, 'window_policy': Text,
+    'batch_size': Count, 'device_resident': bool, 'shortened': Optional[str],
+    'find_unused_parameters': bool, 'sync_bn': Optional[Text],
+    'custom_imports': dict, 'custom_imports.imports': Union[Text, list[Text]],
+    'custom_imports.allow_failed_imports': bool,
+    'model_wrapper_cfg': Optional[dict], 'model_wrapper_cfg.broadcast_buffers': bool,
+    'model_wrapper_cfg.find_unused_parameters': bool,
+    'randomness': dict, 'randomness.seed': Optional[Seed], 'randomness.deterministic': bool,
+    'randomness.diff_rank_seed': bool,
+    'env_cfg': dict, 'env_cfg.cudnn_benchmark': bool,
+    'env_cfg.mp_cfg': Optional[dict],
+    'env_cfg.mp_cfg.mp_start_method': Optional[Literal[MP_START_METHODS]],
+    'env_cfg.mp_cfg.opencv_num_threads': NonNegativeInt,
+    'env_cfg.dist_cfg': Optional[dict], 'env_cfg.dist_cfg.backend': Text,
+    'env_cfg.resource_limit': Count,
+    'log_processor': dict, 'log_processor.window_size': Count, 'log_processor.by_epoch': bool,
+    'log_processor.num_digits': Annotated[int, Range(0, 16)],
+    'log_processor.log_with_hierarchy': bool, 'log_processor.custom_cfg': Optional[list[dict]],
+    'log_processor.mean_pattern': Text,
+    'visualizer': Optional[dict], 'visualizer.name': Text,
+    'visualizer.save_dir': Optional[Text],
+    'auto_scale_lr': Optional[dict], 'auto_scale_lr.enable': bool,
+    'auto_scale_lr.base_batch_size': Count,
+    # loops (train_cfg's options are also held to its loop class's annotations)
+    'train_cfg': Optional[dict], 'train_cfg.by_epoch': bool, 'train_cfg.max_epochs': Count,
+    'train_cfg.max_iters': Count, 'train_cfg.val_interval': Count,
+    'train_cfg.val_begin': Optional[NonNegativeInt],
+    **{f'{split}_cfg': Optional[dict] for split in ('val', 'test')},
+    **{f'{split}_cfg.fp16': bool for split in ('val', 'test')},
+    **{f'{split}_dataloader{"." if key else ""}{key}': kind
+       for split in SPLITS for key, kind in _LOADER_KEYS.items()},
+    # the optimiser (torch reads its options as numbers, mmengine the wrapper's)
+    'optim_wrapper': dict, 'optim_wrapper.optimizer': dict,
+    'optim_wrapper.optimizer.lr': NonNegative, 'optim_wrapper.optimizer.weight_decay': NonNegative,
+    'optim_wrapper.optimizer.momentum': NonNegative, 'optim_wrapper.optimizer.dampening': NonNegative,
+    'optim_wrapper.optimizer.betas': _Betas, 'optim_wrapper.optimizer.eps': NonNegative,
+    **{f'optim_wrapper.optimizer.{switch}': bool for switch in (
+        'amsgrad', 'nesterov', 'maximize', 'capturable', 'differentiable')},
+    'optim_wrapper.optimizer.fused': Optional[bool], 'optim_wrapper.optimizer.foreach': Optional[bool],
+    'optim_wrapper.accumulative_counts': Annotated[int, Range(1, 10 ** 6)],
+    'optim_wrapper.clip_grad': Optional[dict], 'optim_wrapper.clip_grad.max_norm': Positive,
+    'optim_wrapper.clip_grad.norm_type': Annotated[float, Range(0, low_open=True, finite=False)],
+    'optim_wrapper.clip_grad.clip_value': Positive,
+    'optim_wrapper.clip_grad.error_if_nonfinite': bool,
+    'optim_wrapper.clip_grad.type': Literal['norm', 'value'],
+    'optim_wrapper.dtype': Optional[Literal['float16', 'bfloat16']],
+    'optim_wrapper.loss_scale': Union[Literal['dynamic'], Positive, dict],
+    # mmengine's default hooks (<= 0 is mmengine's "at the end only" / "keep all")
+    'default_hooks': Optional[dict],
+    'default_hooks.checkpoint.interval': int, 'default_hooks.checkpoint.max_keep_ckpts': int,
+    'default_hooks.checkpoint.by_epoch': bool, 'default_hooks.checkpoint.save_optimizer': bool,
+    'default_hooks.checkpoint.save_param_scheduler': bool,
+    'default_hooks.checkpoint.save_last': bool, 'default_hooks.checkpoint.save_begin': NonNegativeInt,
+    'default_hooks.checkpoint.out_dir': Optional[Text],
+    'default_hooks.checkpoint.filename_tmpl': Optional[Text],
+    'default_hooks.checkpoint.save_best': Optional[Union[Text, list[Text]]],
+    'default_hooks.checkpoint.rule': Optional[Union[Literal['greater', 'less'],
+                                                    list[Literal['greater', 'less']]]],
+    'default_hooks.checkpoint.greater_keys': Optional[list[Text]],
+    'default_hooks.checkpoint.less_keys': Optional[list[Text]],
+    'default_hooks.checkpoint.published_keys': Optional[Union[Text, list[Text]]],
+    'default_hooks.logger.interval': Count, 'default_hooks.logger.ignore_last': bool,
+    'default_hooks.logger.interval_exp_name': Count, 'default_hooks.logger.log_metric_by_epoch': bool,
+    'default_hooks.logger.keep_local': bool, 'default_hooks.logger.out_dir': Optional[Text],
+    # mmengine's parameter schedulers: factors (finite >= 0: gamma=-1 flips the learning
+    # rate's sign, nan makes it NaN) and step counts
+    'param_scheduler': Optional[Union[dict, list[dict]]],
+    **{f'param_scheduler.*.{key}': NonNegative for key in (
+        'gamma', 'start_factor', 'end_factor', 'factor', 'eta_min', 'power')},
+    **{f'param_scheduler.*.{key}': Count for key in ('step_size', 'T_max', 'total_iters')},
+    'param_scheduler.*.eta_min_ratio': Optional[NonNegative],
+    'param_scheduler.*.milestones': list[Count],
+    'param_scheduler.*.begin': NonNegativeInt, 'param_scheduler.*.end': Count,
+    'param_scheduler.*.by_epoch': bool, 'param_scheduler.*.convert_to_iter_based': bool,
+    'param_scheduler.*.verbose': bool,
+}
+# top-level helper variables of configs/_base_/ (dicts copied into the entries above, where
+# their keys are checked): no key of their own is read
+CONFIG_HELPERS = ('dataset', 'loader', 'paths', 'train_source', 'test_source',
+                  'dataset_variant')
+
+
+def declared_values(cfg, table: dict = None):
+    """``(key, value, kind)`` of each key of ``cfg`` the table (default :data:`RUNNER_KEYS`)
+    declares, in its order: ``key`` as messages name it (``param_scheduler[0].gamma``). A
+    ``param_scheduler`` dict counts as a list of one."""
+    for pattern, kind in (RUNNER_KEYS if table is None else table).items():
+        found = [('', cfg._cfg_dict if isinstance(cfg, Config) else cfg)]
+        for part in pattern.split('.'):
+            found = [(f'{name}{sep}{key}', child) for name, value in found
+                     for sep, key, child in _children(value, part, name)]
+        for name, value in found:
+            yield name, value, kind
+
+
+def _children(value, part: str, name: str):
+    if part == '*':
+        if isinstance(value, dict) and name.endswith('param_scheduler'):
+            value = [value]
+        items = enumerate(value) if isinstance(value, (list, tuple)) else ()
+        return [('', f'[{index}]', item) for index, item in items]
+    if isinstance(value, dict) and part in value:
+        return [('.' if name else '', part, value[part])]
+    return []
+
+
+def check_runner_kinds(cfg, where: str) -> None:
+    """:func:`vpn_plugin.config_types.check_value` of every key of :data:`RUNNER_KEYS` in
+    ``cfg``: ``ValueError`` ``'<where>: <key>=<value>; expected <kind>'``."""
+    from vpn_plugin.config_types import check_value
+    for key, value, kind in declared_values(cfg):
+        check_value(f'{where}: {key}', value, kind)
 
 
 def build_runner(cfg) -> Runner:
