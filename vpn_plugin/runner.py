@@ -902,6 +902,7 @@ RUNNER_KEYS = {
     'selection': Optional[Text], 'observation': Text, 'window_policy': Text,
     'batch_size': Count, 'device_resident': bool, 'shortened': Optional[str],
     'find_unused_parameters': bool, 'sync_bn': Optional[Text],
+    'vis_backends': Optional[list[dict]],
     'custom_imports': dict, 'custom_imports.imports': Union[Text, list[Text]],
     'custom_imports.allow_failed_imports': bool,
     'model_wrapper_cfg': Optional[dict], 'model_wrapper_cfg.broadcast_buffers': bool,
@@ -978,7 +979,7 @@ RUNNER_KEYS = {
 # top-level helper variables of configs/_base_/ (dicts copied into the entries above, where
 # their keys are checked): no key of their own is read
 CONFIG_HELPERS = ('dataset', 'loader', 'paths', 'train_source', 'test_source',
-                  'dataset_variant')
+                  'dataset_variant', 'union', 'union_sources', 'union_model')
 
 
 def declared_values(cfg, table: dict = None):
