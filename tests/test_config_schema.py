@@ -117,7 +117,7 @@ def test_every_table_key_refuses_values_not_of_its_kind(base_cfg):
 @pytest.mark.parametrize('key, value, expected', [
     ('train_dataloader.batch_size', True, 'an integer >= 1'),
     ('optim_wrapper.optimizer.lr', math.nan, 'a finite number >= 0'),
-    ('randomness.seed', -1, 'an integer >= 0 and <= 4.29497e+09 (or None)'),
+    ('randomness.seed', -1, 'an integer >= 0 and <= 4294967295 (or None)'),
     ('default_hooks.checkpoint.rule', 'max', "one of 'greater', 'less'"),
     ('env_cfg.mp_cfg.mp_start_method', 'abc', "one of 'fork', 'spawn', 'forkserver'"),
     ('train_dataloader.persistent_workers', None, 'True or False'),

@@ -47,10 +47,16 @@ class Range:
                                            else value <= self.high)))
 
     def describe(self) -> str:
-        bounds = [f'{">" if self.low_open else ">="} {self.low:g}' if self.low is not None else '',
-                  f'{"<" if self.high_open else "<="} {self.high:g}' if self.high is not None
+        bounds = [f'{">" if self.low_open else ">="} {_bound(self.low)}' if self.low is not None
+                  else '',
+                  f'{"<" if self.high_open else "<="} {_bound(self.high)}' if self.high is not None
                   else '']
         return ' and '.join(b for b in bounds if b)
+
+
+def _bound(number) -> str:
+    """A bound in words: integers in full (numpy's seed range ends at 4294967295, not 4.29e+09)."""
+    return str(int(number)) if float(number).is_integer() else f'{number:g}'
 
 
 @dataclasses.dataclass(frozen=True)
