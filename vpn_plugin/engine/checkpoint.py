@@ -302,18 +302,21 @@ def _plain(value):
     return value.to_dict() if hasattr(value, 'to_dict') else value
 
 
-def model_option_differences(trained_cfg_text, model_cfg) -> list:
+def model_option_differences(trained_cfg_text, model_cfg, locations: bool = True) -> list:
     """'key: X in training, Y here' for each option of ``model_cfg`` that differs from the
     ``model`` of ``trained_cfg_text`` (a checkpoint's ``meta['cfg']``, mmengine's config
-    text); [] when it holds no readable config."""
+    text); [] when it holds no readable config. Without ``locations``, options that differ
+    only in file locations (a moved data root; what the files hold is checked by content)
+    are left out."""
     run = _run_config(trained_cfg_text)
     trained = run.get('model') if run is not None else None
     if not isinstance(model_cfg, dict) or not isinstance(trained, dict):
         return []
-    return [f'model.{key}: {_plain(trained.get(key))!r} in training, '
-            f'{_plain(model_cfg.get(key))!r} here'
-            for key in sorted(set(trained) | set(model_cfg))
-            if _plain(trained.get(key)) != _plain(model_cfg.get(key))]
+    lines = [f'model.{key}: {_plain(trained.get(key))!r} in training, '
+             f'{_plain(model_cfg.get(key))!r} here'
+             for key in sorted(set(trained) | set(model_cfg))
+             if _plain(trained.get(key)) != _plain(model_cfg.get(key))]
+    return lines if locations else [line for line in lines if not _path_only(line)]
 
 
 PKG_DEFAULTS = dict(count_mode='window', smoothing=0.0, union='pool', extra_datasets=[],
@@ -366,9 +369,7 @@ def resume_option_differences(trained_cfg_text, cfg) -> list:
     that differ from the checkpoint's run (``meta['cfg']``): the model state would not load
     or would continue under other options, and mmengine restores the optimiser's state, lr
     included, so a changed lr is never applied."""
-    path_like = lambda text: isinstance(text, str) and ('/' in text or '\\' in text)  # noqa: E731
-    differences = [line for line in model_option_differences(trained_cfg_text, cfg.get('model'))
-                   if not line.endswith(' here') or not _path_only(line, path_like)]
+    differences = model_option_differences(trained_cfg_text, cfg.get('model'), locations=False)
     trained = _run_config(trained_cfg_text)
     if trained is None:  # no readable config: nothing to compare
         return differences
@@ -413,15 +414,20 @@ def ema_hook_differences(trained_hooks, hooks) -> list:
             if before[kind].get(key) != now[kind].get(key)]
 
 
-def _path_only(line: str, path_like) -> bool:
-    """Whether a 'model.key: X in training, Y here' line differs only in file locations."""
+def _path_only(line: str) -> bool:
+    """Whether a 'model.key: X in training, Y here' line differs only in file locations
+    (strings with a path separator)."""
     import ast
+
+    def path_like(text) -> bool:
+        return isinstance(text, str) and ('/' in text or '\\' in text)
     try:
         key, rest = line.split(': ', 1)
         before, after = rest[:-len(' here')].split(' in training, ')
         old, new = ast.literal_eval(before), ast.literal_eval(after)
     except (ValueError, SyntaxError):
         return False
+
     def strip(value):
         if isinstance(value, dict):
             return {k: strip(v) for k, v in value.items()}
