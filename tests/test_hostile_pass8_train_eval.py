@@ -45,7 +45,7 @@ def test_pkg_perturbation_values_of_another_kind_are_refused(perturbation, expec
 @pytest.mark.parametrize('value', ['abc', -1, [], float('nan')])
 def test_pkg_recount_is_a_switch(value):
     """Before: read by truth value ('abc' recounted the graph a checkpoint carries)."""
-    with pytest.raises(ValueError, match=re.escape(f'PKGBuilder.recount={value!r}; expected '
+    with pytest.raises(ValueError, match=re.escape(f'model.pkg.recount={value!r}; expected '
                                                    'True or False')):
         checked({'model.pkg.recount': value})
 

@@ -25,6 +25,7 @@ import dataclasses
 import inspect
 import math
 import numbers
+import os
 import types
 import typing
 from typing import Annotated, Any, Literal, Union
@@ -81,7 +82,42 @@ def check_value(name: str, value, annotation) -> None:
     """``ValueError`` ``'<name>=<value>; expected <kind>'`` unless ``value`` is of the kind
     ``annotation`` declares (the rules of this module's docstring)."""
     if not conforms(value, annotation):
+        name, value, annotation = _first_wrong_item(name, value, annotation)
         raise ValueError(f'{name}={value!r}; expected {describe(annotation)}')
+
+
+def _first_wrong_item(name: str, value, annotation):
+    """(name, value, annotation) of the first item of a list or dict of the right container
+    kind that does not conform (``loss_weights.task='abc'``, ``extra_metrics[1]=0``), else
+    the arguments themselves."""
+    base, constraints = _unwrap(annotation)
+    origin, args = typing.get_origin(base), typing.get_args(base)
+    if origin in (Union, types.UnionType):
+        containers = [m for m in args if _unwrap(m)[0] is not type(None)
+                      and _container_kind_fits(value, m)]
+        return _first_wrong_item(name, value, containers[0]) if len(containers) == 1 \
+            else (name, value, annotation)
+    if constraints or not _container_kind_fits(value, base):
+        return name, value, annotation
+    if _is_mapping(base, origin) and len(args) == 2:
+        for key, item in value.items():
+            if not conforms(key, args[0]):
+                return f'{name} key', key, args[0]
+            if not conforms(item, args[1]):
+                return _first_wrong_item(f'{name}.{key}', item, args[1])
+    members = [a for a in args if a is not Ellipsis]
+    if _is_sequence(base, origin) and members and (origin is not tuple or Ellipsis in args):
+        for index, item in enumerate(value):
+            if not conforms(item, members[0]):
+                return _first_wrong_item(f'{name}[{index}]', item, members[0])
+    return name, value, annotation
+
+
+def _container_kind_fits(value, annotation) -> bool:
+    base = _unwrap(annotation)[0]
+    origin = typing.get_origin(base)
+    return ((_is_mapping(base, origin) and isinstance(value, collections.abc.Mapping))
+            or (_is_sequence(base, origin) and isinstance(value, (list, tuple))))
 
 
 def conforms(value, annotation) -> bool:
@@ -117,6 +153,8 @@ def _conforms_base(value, annotation, infinite: bool = False) -> bool:
                 and (math.isfinite(value) or (infinite and not math.isnan(value))))
     if annotation is str:
         return isinstance(value, str)
+    if isinstance(annotation, type) and issubclass(annotation, os.PathLike):
+        return isinstance(value, os.PathLike)  # a Path (a config's path is a string)
     if _is_sequence(annotation, origin):
         if not isinstance(value, (list, tuple)):
             return False
@@ -164,7 +202,8 @@ def describe(annotation) -> str:
                            (origin is not tuple or Ellipsis in args) else
                            f' of {len(members)} values' if members else '')
     if _is_mapping(annotation, origin):
-        return 'a dict'
+        return 'a dict' + (f' (each value {describe(args[1])})' if len(args) == 2 and
+                           args[1] is not Any else '')
     return getattr(annotation, '__name__', str(annotation))
 
 
