@@ -142,14 +142,19 @@ def test_the_table_accepts_the_kinds_mmengine_reads(base_cfg):
     check_config_entries(cfg, BASE)
 
 
-def test_a_refused_config_writes_nothing(tmp_path):
+@pytest.mark.parametrize('option, expected', [
+    ('log_processor.window_size=1.5', r"log_processor\.window_size=1\.5; expected an integer >= 1"),
+    # read by the data locations and the horizon before the entries are checked
+    ('data_root=0', r'data_root=0; expected a non-empty string'),
+    ('train_dataloader=0', r'train_dataloader=0; expected a dict \(or None\)'),
+])
+def test_a_refused_config_writes_nothing(tmp_path, option, expected):
     """(c) tools/train.py with one value of the wrong kind: refused, no work dir, no log
     folder, no checkpoint."""
     from tool_modules import load_tool
     work_dir = tmp_path / 'work'
-    with pytest.raises((SystemExit, ValueError),
-                       match=r"log_processor\.window_size=1\.5; expected an integer >= 1"):
+    with pytest.raises((SystemExit, ValueError), match=f'{BASE}: {expected}'):
         load_tool('train').main([str(REPO / BASE), '--work-dir', str(work_dir),
-                                 '--cfg-options', 'log_processor.window_size=1.5'])
+                                 '--cfg-options', option])
     # the work dir's lock file beside it (vpn_plugin.locks) is all there is
     assert [p.name for p in tmp_path.iterdir()] in ([], ['.work.lock'])

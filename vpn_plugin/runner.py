@@ -524,6 +524,9 @@ def check_config_entries(cfg, where: str) -> None:
     check_runner_kinds(cfg, where)  # each value's kind first (lr='abc'), then the options
     check_hook_entries(cfg, where)  # before they are read as lists of dicts below
     entries = [('model', MODELS, cfg.model)] if cfg.get('model') else []
+    step_model = (cfg.get('model') or {}).get('step_model')  # PKGBeamSearchPlanner's network
+    if isinstance(step_model, dict) and step_model.get('type'):
+        entries.append(('model.step_model', MODELS, step_model))
     entries += [(f'{split}_dataloader.dataset', DATASETS, cfg[f'{split}_dataloader'].dataset)
                 for split in ('train', 'val', 'test')
                 if cfg.get(f'{split}_dataloader') and cfg[f'{split}_dataloader'].get('dataset')]
@@ -541,8 +544,6 @@ def check_config_entries(cfg, where: str) -> None:
         _check_arguments(f'{where}: {name}', registry, entry)
     check_run_values(cfg, where)
     check_runner_options(cfg, where)
-    if isinstance(cfg.get('model'), dict):
-        check_model_numbers(cfg.model, where)
     if pkg is not None:
         try:
             build_pkg_builder(copy.deepcopy(pkg))
@@ -602,7 +603,10 @@ def _check_chained_arguments(where: str, registry, entry: dict) -> None:
             break
     else:
         return None  # every class takes any keyword
-    _check_keys(f'{where} ({entry["type"]})', {k: v for k, v in entry.items() if k != 'type'},
+    given = {k: v for k, v in entry.items() if k != 'type'}
+    from vpn_plugin.config_types import check_options
+    check_options(where, cls, {k: v for k, v in given.items() if k != 'optimizer'})
+    _check_keys(f'{where} ({entry["type"]})', given,
                 (options | {'convert_to_iter_based'}) - {'self', 'optimizer'})
 
 
@@ -777,42 +781,6 @@ def check_save_best(cfg, save_best, where: str) -> None:
                              'is chosen by one of them (val_evaluator.prefix names their prefix)')
 
 
-# model options every planner reads the same way: counts and sizes (integers >= 1), dropout
-# probabilities in [0, 1), temperatures and ratios > 0 (None: a model's default)
-MODEL_COUNTS = ('num_actions', 'num_tasks', 'horizon', 'feature_dim', 'text_dim', 'embed_dim',
-                'hidden_dim', 'dim', 'depth', 'num_heads', 'num_layers', 'dvl_layers',
-                'n_timesteps', 'step_n_timesteps', 'max_observed')
-MODEL_PROBABILITIES = ('dropout', 'input_dropout')
-MODEL_POSITIVE = ('mlp_ratio', 'dvl_temperature', 'align_temperature')
-
-
-def check_model_numbers(model: dict, where: str) -> None:
-    """The model options of :data:`MODEL_COUNTS` etc. are numbers of their kind (``8.9`` is no
-    task count, ``0`` no horizon): ``ValueError`` naming the config and the option, before
-    any model is built (a torch layer of 8.9 units fails with a TypeError)."""
-    from vpn_plugin.errors import check_numbers
-    optional = _optional_options(model.get('type'))  # None there means "the model's default"
-    given = {key: value for key, value in model.items() if value is not None or
-             key not in optional}
-    prefix = f'{where}: model.'
-    check_numbers({k: given[k] for k in MODEL_COUNTS if k in given}, prefix, integer=True, low=1)
-    check_numbers({k: given[k] for k in MODEL_PROBABILITIES if k in given}, prefix, low=0,
-                  high=1, high_open=True)
-    check_numbers({k: given[k] for k in MODEL_POSITIVE if k in given}, prefix, low=0,
-                  low_open=True)
-
-
-def _optional_options(model_type) -> set:
-    """The options whose default is None in the registered model ``model_type``'s
-    ``__init__`` (an unknown type: every option, the type check names it)."""
-    from mmaction.registry import MODELS
-    cls = MODELS.get(model_type) if isinstance(model_type, str) else model_type
-    if not isinstance(cls, type):
-        return set(MODEL_COUNTS + MODEL_PROBABILITIES + MODEL_POSITIVE)
-    return {name for name, p in inspect.signature(cls.__init__).parameters.items()
-            if p.default is None}
-
-
 def resolve_dataset_references(cfg):
     """Replace each string of ``model.pkg.extra_datasets`` (a key such as
     ``'val_dataloader.dataset'``) by that dataset config of ``cfg``; returns ``cfg``."""
@@ -851,12 +819,11 @@ def _check_arguments(where: str, registry, entry: dict) -> None:
 
 
 def check_loop_counts(cfg) -> None:
-    """``train_cfg.val_begin`` past ``max_epochs`` (the kinds of both: :data:`RUNNER_KEYS`,
-    checked first here, before the horizon and data locations are applied)."""
+    """The kinds of the runner's keys (:func:`check_runner_kinds`) before the horizon and the
+    data locations are applied (``data_root=0`` or ``train_dataloader=0`` would be read there
+    first), and ``train_cfg.val_begin`` not past ``max_epochs``."""
     where = cfg.filename or 'config'
-    for key, value, kind in declared_values(cfg, {k: v for k, v in RUNNER_KEYS.items()
-                                                  if k.startswith('train_cfg')}):
-        check_value(f'{where}: {key}', value, kind)
+    check_runner_kinds(cfg, where)
     train_cfg = cfg.get('train_cfg') or {}
     begin, epochs = train_cfg.get('val_begin'), train_cfg.get('max_epochs')
     if begin is not None and isinstance(epochs, int) and begin > epochs \
@@ -892,7 +859,8 @@ _LOADER_KEYS = {
 }
 RUNNER_KEYS = {
     # top level: mmengine's Runner and this project's switches and variables
-    'resume': bool, 'load_from': Optional[Text], 'work_dir': Text,
+    'resume': bool, 'load_from': Optional[Union[Text, os.PathLike]],
+    'work_dir': Union[Text, os.PathLike],
     'launcher': Literal['none', 'pytorch', 'slurm', 'mpi'],
     'log_level': Literal[LOG_LEVELS], 'default_scope': Literal['mmaction'],
     'experiment_name': Optional[Text], 'runner_type': Text,
