@@ -10,8 +10,8 @@ from mmengine.config import Config
 
 import vpn_plugin.mm  # noqa: F401  (registration)
 from vpn_plugin.config_types import conforms
-from vpn_plugin.runner import (CONFIG_HELPERS, RUNNER_KEYS, check_config_entries,
-                               check_runner_kinds)
+from vpn_plugin.runner import check_config_entries
+from vpn_plugin.runner_keys import CONFIG_HELPERS, RUNNER_KEYS, check_runner_kinds
 
 REPO = Path(__file__).resolve().parents[1]
 BASE = 'configs/synthetic/vpn_crosstask_t3_synthetic.py'
