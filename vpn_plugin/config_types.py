@@ -3,7 +3,7 @@
 A registered class declares its options' kinds by the annotations of its ``__init__``
 (``num_actions: Count``, ``dropout: Probability``, ``allow_encode: bool``); the runner's own
 keys, which mmengine and torch read, are declared in a table beside it
-(:data:`vpn_plugin.runner`). :func:`check_value` holds a value to its kind with the same rules
+(:data:`vpn_plugin.runner_keys.RUNNER_KEYS`). :func:`check_value` holds a value to its kind with the same rules
 everywhere, so that no option is read by its truth value or as a number it is not:
 
 - ``bool``: only ``True`` / ``False`` (``1``, ``'yes'``, ``None`` are no switch);
