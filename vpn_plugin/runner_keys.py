@@ -80,11 +80,13 @@ RUNNER_KEYS = {
     # the optimiser (torch reads its options as numbers, mmengine the wrapper's)
     'optim_wrapper': dict, 'optim_wrapper.optimizer': dict,
     'optim_wrapper.optimizer.lr': NonNegative, 'optim_wrapper.optimizer.weight_decay': NonNegative,
-    'optim_wrapper.optimizer.momentum': NonNegative, 'optim_wrapper.optimizer.dampening': NonNegative,
+    'optim_wrapper.optimizer.momentum': NonNegative,
+    'optim_wrapper.optimizer.dampening': NonNegative,
     'optim_wrapper.optimizer.betas': _Betas, 'optim_wrapper.optimizer.eps': NonNegative,
     **{f'optim_wrapper.optimizer.{switch}': bool for switch in (
         'amsgrad', 'nesterov', 'maximize', 'capturable', 'differentiable')},
-    'optim_wrapper.optimizer.fused': Optional[bool], 'optim_wrapper.optimizer.foreach': Optional[bool],
+    'optim_wrapper.optimizer.fused': Optional[bool],
+    'optim_wrapper.optimizer.foreach': Optional[bool],
     'optim_wrapper.accumulative_counts': Annotated[int, Range(1, 10 ** 6)],
     'optim_wrapper.clip_grad': Optional[dict], 'optim_wrapper.clip_grad.max_norm': Positive,
     'optim_wrapper.clip_grad.norm_type': Annotated[float, Range(0, low_open=True, finite=False)],
@@ -98,7 +100,8 @@ RUNNER_KEYS = {
     'default_hooks.checkpoint.interval': int, 'default_hooks.checkpoint.max_keep_ckpts': int,
     'default_hooks.checkpoint.by_epoch': bool, 'default_hooks.checkpoint.save_optimizer': bool,
     'default_hooks.checkpoint.save_param_scheduler': bool,
-    'default_hooks.checkpoint.save_last': bool, 'default_hooks.checkpoint.save_begin': NonNegativeInt,
+    'default_hooks.checkpoint.save_last': bool,
+    'default_hooks.checkpoint.save_begin': NonNegativeInt,
     'default_hooks.checkpoint.out_dir': Optional[Text],
     'default_hooks.checkpoint.filename_tmpl': Optional[Text],
     'default_hooks.checkpoint.save_best': Optional[Union[Text, list[Text]]],
@@ -108,7 +111,8 @@ RUNNER_KEYS = {
     'default_hooks.checkpoint.less_keys': Optional[list[Text]],
     'default_hooks.checkpoint.published_keys': Optional[Union[Text, list[Text]]],
     'default_hooks.logger.interval': Count, 'default_hooks.logger.ignore_last': bool,
-    'default_hooks.logger.interval_exp_name': Count, 'default_hooks.logger.log_metric_by_epoch': bool,
+    'default_hooks.logger.interval_exp_name': Count,
+    'default_hooks.logger.log_metric_by_epoch': bool,
     'default_hooks.logger.keep_local': bool, 'default_hooks.logger.out_dir': Optional[Text],
     # mmengine's parameter schedulers: factors (finite >= 0: gamma=-1 flips the learning
     # rate's sign, nan makes it NaN) and step counts
