@@ -181,7 +181,7 @@ def test_each_hostile_value_on_a_shipped_config_is_refused_by_name_or_of_the_dec
             try:
                 check_config_entries(cfg, config)
             except ValueError as error:
-                named = (f'perturbations[0].{option}={value!r}' if name in PLACED
+                named = (f'perturbations[0]: {name}.{option}={value!r}' if name in PLACED
                          else f'{key}.{option}={value!r}')
                 if named not in str(error) and (kind is None or not conforms(value, kind)):
                     problems.append(f'{named}: refused without naming it: {error}')

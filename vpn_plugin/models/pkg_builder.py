@@ -144,7 +144,7 @@ class PKGBuilder:
         self.extra_datasets, self.seed, self.recount = list(extra_datasets), seed, recount
         for index, config in enumerate(perturbations):  # their options' declared kinds
             if isinstance(config, dict) and TASK_UTILS.get(config.get('type')) is not None:
-                check_options(f'PKGBuilder.perturbations[{index}]',
+                check_options(f'PKGBuilder.perturbations[{index}]: {config["type"]}',
                               TASK_UTILS.get(config['type']),
                               {k: v for k, v in config.items() if k != 'type'})
         self.perturbations = [p if callable(p) else TASK_UTILS.build(dict(p))
