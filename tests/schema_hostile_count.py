@@ -40,11 +40,21 @@ ENTRIES = {
     'PDPPWarmupStepLR': ('configs/baselines/kepp_coin_t3.py', 'param_scheduler.0'),
     'StepsPerEpochBatchSampler': ('configs/baselines/kepp_coin_t3.py',
                                   'train_dataloader.batch_sampler'),
+    'CheckpointHook': ('configs/vpn_niv_t3.py', 'default_hooks.checkpoint'),
+    **{name: ('configs/vpn_niv_t3.py', 'model.pkg.perturbations.0')
+       for name in ('DataFraction', 'LabelNoise', 'EdgeDropout', 'WeightNoise')},
 }
+# a valid entry put in place first for the classes a shipped config does not hold
+PLACED = {'DataFraction': dict(fraction=1.0), 'LabelNoise': dict(fraction=0.1),
+          'EdgeDropout': dict(fraction=0.1), 'WeightNoise': dict(sigma=0.1)}
 OBJECTS = {'optimizer', 'sampler', 'action_embeddings'}  # passed in Python, not by a config
 
 
-def entry_of(cfg, key):
+def entry_of(cfg, key, name=None):
+    """The entry at ``key`` of ``cfg`` (a valid one of class ``name`` put there first when
+    it is one of :data:`PLACED`)."""
+    if name in PLACED:
+        cfg.model.setdefault('pkg', {})['perturbations'] = [dict(type=name, **PLACED[name])]
     node = cfg
     for part in key.split('.'):
         node = node[int(part)] if isinstance(node, list) else node[part]
@@ -81,7 +91,7 @@ def main():
                 if not args.kinds:
                     verdicts[pair] = option in declared and conforms(value, declared[option])
                 cfg = copy.deepcopy(loaded[config])
-                entry_of(cfg, key)[option] = value
+                entry_of(cfg, key, name)[option] = value
                 try:
                     check_config_entries(cfg, config)
                 except Exception:  # noqa: BLE001  (refused, any way)

@@ -15,12 +15,13 @@ from typing import Dict, Literal, Optional, Sequence, Tuple
 
 import pytest
 
+from schema_hostile_count import ENTRIES, HOSTILE, PLACED, entry_of
+
 from vpn_plugin.config_types import (Count, DropoutRate, Fraction, NonNegative, NonNegativeInt,
                                      Positive, Probability, Seed, Text, check_value, conforms,
                                      describe, option_types)
 
 NAN, INF = float('nan'), float('inf')
-HOSTILE = (0, -1, 1.5, 'abc', None, True, [], {}, 1e9, NAN, INF)
 
 # value -> verdict per kind, written out (not computed by the module)
 KINDS = {
@@ -87,6 +88,9 @@ def test_a_refusal_names_the_option_the_value_and_the_kind(value, annotation, me
 
 # ------------------------------------------------------------ every registered class
 # options whose kind is an object, not a config value (documented in the class)
+# classes no config sets: S3D (tools/extract_features.py builds it), AtomicDumpResults
+# (tools/test.py --dump adds it)
+UNCONFIGURED = {'S3D', 'AtomicDumpResults'}
 OBJECT_OPTIONS = {('CEFITO', 'action_embeddings'),  # a tensor given in Python
                   ('PDPPWarmupStepLR', 'optimizer'),  # the runner passes the optimizer
                   ('StepsPerEpochBatchSampler', 'sampler')}  # the runner passes the sampler
@@ -133,59 +137,67 @@ def test_every_option_of_every_registered_class_has_a_checked_kind_and_a_conform
     assert not problems, '\n'.join(problems)
 
 
-# entry of a shipped config that holds each class (key path in the loaded config)
-SHIPPED = {
-    'ViterbiPlanNet': ('configs/vpn_niv_t3.py', 'model'),
-    'PlanningDataset': ('configs/vpn_niv_t3.py', 'train_dataloader.dataset'),
-    'PlanningMetric': ('configs/vpn_niv_t3.py', 'test_evaluator'),
-    'PKGBuilder': ('configs/vpn_niv_t3.py', 'model.pkg'),
+# entries check_config_entries does not yet hold to their class (runner.py, schema2's scope:
+# /tmp/schema1_to_schema2.md); strict: the mark goes when the runner checks them
+RUNNER_UNCHECKED = {
+    'EndpointMLP': 'model.step_model is not checked by check_config_entries',
+    'PDPPDiffusion': 'model.step_model is not checked by check_config_entries',
+    'StepsPerEpochBatchSampler': 'train_dataloader.batch_sampler is not checked',
+    'PDPPWarmupStepLR': 'param_scheduler entries are checked for their keys only',
+    'CheckpointHook': 'default_hooks.checkpoint is checked for its keys only (save_best=0: '
+                      'a TypeError in check_save_best)',
 }
 
 
-def hostile_cases():
-    """(config, entry key, class name, option, value) for each shipped entry's options."""
-    import vpn_plugin.mm  # noqa: F401
-    classes = registered_classes()
-    cases = []
-    for name, (config, key) in SHIPPED.items():
-        for option, _ in own_options(classes[name][1]):
-            cases += [(config, key, name, option, value) for value in HOSTILE]
-    return cases
+def shipped_classes():
+    return [pytest.param(name, marks=pytest.mark.xfail(reason=RUNNER_UNCHECKED[name],
+                                                       strict=True))
+            if name in RUNNER_UNCHECKED else name for name in ENTRIES]
 
 
 @pytest.fixture(scope='module')
 def shipped_configs():
     from vpn_plugin.data_paths import REPO_ROOT, load_config
-    return {config: load_config(str(REPO_ROOT / config)) for config, _ in SHIPPED.values()}
+    return {config: load_config(str(REPO_ROOT / config))
+            for config in sorted({config for config, _ in ENTRIES.values()})}
 
 
+@pytest.mark.parametrize('name', shipped_classes())
 def test_each_hostile_value_on_a_shipped_config_is_refused_by_name_or_of_the_declared_kind(
-        shipped_configs):
+        name, shipped_configs):
+    """Each option of class ``name``, in a shipped config, set to each of :data:`HOSTILE`."""
     from vpn_plugin.runner import check_config_entries
-    classes = registered_classes()
-    problems, refused = [], 0
-    for config, key, name, option, value in hostile_cases():
-        cfg = copy.deepcopy(shipped_configs[config])
-        entry = cfg
-        for part in key.split('.'):
-            entry = entry[part]
-        entry[option] = value
-        declared = option_types(classes[name][1]).get(option)
-        try:
-            check_config_entries(cfg, config)
-        except ValueError as error:
-            refused += 1
-            named = f'{key}.{option}={value!r}'
-            if named not in str(error) and declared is not None \
-                    and not conforms(value, declared):
-                problems.append(f'{name}.{option}={value!r}: refused without naming '
-                                f'{named}: {error}')
+    registry, cls = registered_classes()[name]
+    config, key = ENTRIES[name]
+    declared = option_types(cls)
+    problems = []
+    for option, _ in own_options(cls):
+        if (name, option) in OBJECT_OPTIONS:
             continue
-        if declared is None or not conforms(value, declared):
-            problems.append(f'{name}.{option}={value!r} passed the check; expected '
-                            f'{describe(declared) if declared else "a declared kind"}')
-    assert refused, 'no hostile value refused'
+        for value in HOSTILE:
+            cfg = copy.deepcopy(shipped_configs[config])
+            entry_of(cfg, key, name)[option] = value
+            kind = declared.get(option)
+            try:
+                check_config_entries(cfg, config)
+            except ValueError as error:
+                named = (f'perturbations[0]: {name}.{option}={value!r}' if name in PLACED
+                         else f'{key}.{option}={value!r}')
+                if named not in str(error) and (kind is None or not conforms(value, kind)):
+                    problems.append(f'{named}: refused without naming it: {error}')
+                continue
+            if kind is None or not conforms(value, kind):
+                problems.append(f'{key}.{option}={value!r} passed the check; expected '
+                                f'{describe(kind) if kind else "a declared kind"}')
     assert not problems, '\n'.join(problems[:40]) + f'\n({len(problems)} in all)'
+
+
+def test_every_registered_vpn_plugin_class_with_options_is_measured():
+    """Every class with config options has a shipped entry above (a new class gets one)."""
+    missing = [name for name, (_, cls) in registered_classes().items()
+               if name not in ENTRIES and name not in UNCONFIGURED and any(o not in ('self',) for o, _ in own_options(cls))
+               and not all((name, o) in OBJECT_OPTIONS for o, _ in own_options(cls))]
+    assert not missing, missing
 
 
 def test_every_shipped_config_passes_the_check():

@@ -46,7 +46,8 @@ class ConcatPlanningDataset(Dataset):
     """
 
     def __init__(self, sources: Sequence[dict], horizon: Count, split: Literal[SPLITS] = 'train',
-                 select: Optional[Sequence[Text]] = None, data_root: Optional[Union[Text, os.PathLike]] = None,
+                 select: Optional[Sequence[Text]] = None,
+                 data_root: Optional[Union[Text, os.PathLike]] = None,
                  dataset_options: Optional[dict] = None):
         if split not in SPLITS:
             raise ValueError(f'ConcatPlanningDataset: split={split!r}; expected one of {SPLITS}')

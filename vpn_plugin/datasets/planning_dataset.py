@@ -98,18 +98,21 @@ class PlanningDataset(Dataset):
     ``__getitems__`` returns the items (torch's default). Same batches, same values.
     """
 
-    def __init__(self, data_root: Union[Text, os.PathLike], horizon: Count, taxonomy: Union[Text, os.PathLike], feature_dir: Union[Text, os.PathLike],
+    def __init__(self, data_root: Union[Text, os.PathLike], horizon: Count,
+                 taxonomy: Union[Text, os.PathLike], feature_dir: Union[Text, os.PathLike],
                  split: Literal[SPLITS] = 'train', window_file: Optional[Text] = None,
                  video_list: Optional[Text] = None, annotation_dir: Optional[Text] = None,
                  tasks_primary: Optional[Text] = None, annotation_file: Optional[Text] = None,
-                 annotation_format: Literal[tuple(ANNOTATION_FORMATS)] = 'json', other_split: Optional[Text] = None,
-                 annotation_taxonomy: Optional[Text] = None,
-                 frame_dim: Count = 512, observation: Literal[RECIPES] = 'authors', window_policy: Literal[WINDOW_POLICIES] = 'keep',
-                 val_fraction: Probability = 0.1, split_seed: NonNegativeInt = 0,
-                 subset_fraction: Optional[Fraction] = None, subset_seed: NonNegativeInt = 0,
-                 observed_steps: NonNegativeInt = 0, skip_bad_videos: bool = False,
-                 cache_dir: Optional[Union[Text, os.PathLike]] = None, device_resident: bool = False,
-                 limit: Optional[Count] = None, limit_seed: NonNegativeInt = 0):
+                 annotation_format: Literal[tuple(ANNOTATION_FORMATS)] = 'json',
+                 other_split: Optional[Text] = None, annotation_taxonomy: Optional[Text] = None,
+                 frame_dim: Count = 512, observation: Literal[RECIPES] = 'authors',
+                 window_policy: Literal[WINDOW_POLICIES] = 'keep', val_fraction: Probability = 0.1,
+                 split_seed: NonNegativeInt = 0, subset_fraction: Optional[Fraction] = None,
+                 subset_seed: NonNegativeInt = 0, observed_steps: NonNegativeInt = 0,
+                 skip_bad_videos: bool = False,
+                 cache_dir: Optional[Union[Text, os.PathLike]] = None,
+                 device_resident: bool = False, limit: Optional[Count] = None,
+                 limit_seed: NonNegativeInt = 0):
         if split not in SPLITS:
             raise ValueError(f'split={split!r}; expected one of {SPLITS}')
         where = 'PlanningDataset: '

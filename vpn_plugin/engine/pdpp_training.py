@@ -107,10 +107,9 @@ class PDPPWarmupStepLR(LRSchedulerMixin, _ParamScheduler):
     config: ``by_epoch=True, convert_to_iter_based=True`` and no ``end``, so it is the train
     loop's iterations, shortened runs included)."""
 
-    def __init__(self, optimizer, begin: NonNegativeInt = 0, end: int = INF, total_steps: Optional[Count]=None,
-                 last_step: int = -1, by_epoch: bool = True, verbose: bool = False):
-        # 1.5 or inf steps would be accepted by the comparisons below (inf: lr 0 throughout,
-        # nan: a NaN lr), 'abc' a TypeError; a negative begin stretches the warm-up unsaid
+    def __init__(self, optimizer, begin: NonNegativeInt = 0, end: int = INF,
+                 total_steps: Optional[Count] = None, last_step: int = -1, by_epoch: bool = True,
+                 verbose: bool = False):
         check_number('PDPPWarmupStepLR: total_steps', total_steps, integer=True, low=1,
                      optional=True)
         check_number('PDPPWarmupStepLR: begin', begin, integer=True, low=0)
@@ -157,7 +156,8 @@ class PDPPEMAHook(ScheduledEMAHook, EMAHook):
     allowed: their EMA is the model of the last multiple of ``interval``, as there.
     """
 
-    def __init__(self, decay: Annotated[float, Range(0, 1, low_open=True, high_open=True)] = 0.995, start_step: NonNegativeInt = 400, interval: Count = 10):
+    def __init__(self, decay: Annotated[float, Range(0, 1, low_open=True, high_open=True)] = 0.995,
+                 start_step: NonNegativeInt = 400, interval: Count = 10):
         check_ema_settings('PDPPEMAHook', decay, start_step, interval=interval)
         if start_step < interval or start_step % interval:
             raise ValueError(f'PDPPEMAHook: start_step={start_step} must be a positive '
@@ -210,9 +210,10 @@ class TaskClassifierHook(Hook):
     priority = 'HIGH'
     SCHEDULES = CLASSIFIER_SCHEDULES
 
-    def __init__(self, lr: Positive = 1e-4, weight_decay: NonNegative = 0.0, max_iters: Optional[Count]=None,
-                 val_interval: Optional[Count]=None, schedule: Literal[CLASSIFIER_SCHEDULES] = 'warmup_step', max_epochs: Optional[Count]=None,
-                 batch_size: Optional[Count]=None):
+    def __init__(self, lr: Positive = 1e-4, weight_decay: NonNegative = 0.0,
+                 max_iters: Optional[Count] = None, val_interval: Optional[Count] = None,
+                 schedule: Literal[CLASSIFIER_SCHEDULES] = 'warmup_step',
+                 max_epochs: Optional[Count] = None, batch_size: Optional[Count] = None):
         if schedule not in self.SCHEDULES:
             raise ValueError(f'TaskClassifierHook schedule={schedule!r}; expected one of '
                              f'{self.SCHEDULES}')

@@ -64,8 +64,10 @@ class PlanningMetric(BaseMetric):
     default_prefix = 'plan'
 
     def __init__(self, out_file: Optional[Text] = None, authors_selection: bool = False,
-                 extra_metrics: Sequence[Literal[EXTRA_METRICS]] = (), miou_batch_size: Optional[Count] = None,
-                 collect_device: Literal['cpu', 'gpu'] = 'cpu', prefix: Optional[Text] = None) -> None:
+                 extra_metrics: Sequence[Literal[EXTRA_METRICS]] = (),
+                 miou_batch_size: Optional[Count] = None,
+                 collect_device: Literal['cpu', 'gpu'] = 'cpu',
+                 prefix: Optional[Text] = None) -> None:
         _check_options(authors_selection, miou_batch_size, collect_device, prefix)
         super().__init__(collect_device=collect_device, prefix=prefix)
         self.out_file, self.authors_selection = _checked_out_file(out_file), authors_selection

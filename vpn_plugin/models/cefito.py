@@ -28,7 +28,8 @@ import os
 from pathlib import Path
 from typing import Annotated, Dict, Literal, Optional, Union
 
-from vpn_plugin.config_types import Count, NonNegativeInt, Probability, Positive, NonNegative, Text, Range
+from vpn_plugin.config_types import (Count, NonNegative, NonNegativeInt, Positive, Probability,
+                                     Range, Text)
 import torch
 from mmengine.logging import print_log
 
@@ -36,7 +37,8 @@ from mmaction.registry import MODELS
 
 from ..core import energy_field, energy_search, negatives
 from ..errors import check_bool, check_choice, check_numbers
-from .base_planner import ActionCount, Horizon, BasePlanner, check_loss_terms, num_parameters, task_fields
+from .base_planner import (ActionCount, BasePlanner, Horizon, check_loss_terms, num_parameters,
+                           task_fields)
 from .pdpp import TaskClassifier, warn_unread_pkg
 from .temporal_unet import MAX_FEATURE_DIM
 from .text_embeddings import NO_TEXT, load_action_features, stand_in_label
@@ -107,16 +109,23 @@ class CEFITO(BasePlanner):
 
     text_feature_buffers = ('field.predictor.action_embeddings',)
 
-    def __init__(self, feature_dim: Annotated[int, Range(1, MAX_FEATURE_DIM)], num_actions: ActionCount, num_tasks: ActionCount, horizon: Horizon,
-                 taxonomy: Union[Text, os.PathLike], text_embeddings: Optional[dict] = None, text_dim: Annotated[int, Range(1, MAX_FEATURE_DIM)] = 512,
-                 hidden_dim: Annotated[int, Range(1, 4096)] = 384, depth: Annotated[int, Range(1, 64)] = 4, num_heads: Count = 6,
-                 mlp_ratio: Annotated[float, Range(0, MAX_MLP_RATIO, low_open=True)] = 4.0, causal: bool = True, num_negatives: Annotated[int, Range(1, MAX_NEGATIVES)] = 50,
-                 hard_negative_ratio: Probability = 0.8, permutation_negative_ratio: Probability = 0.0,
-                 min_margin: NonNegative = 0.01, max_margin: NonNegative = 0.1,
-                 margin_order_weight: NonNegative = 0.0, aux_weight: NonNegative = 1.0,
-                 observation_noise: NonNegative = 0.0, negative_rng: Literal[NEGATIVE_RNGS] = 'per_sample',
-                 negative_seed: NonNegativeInt = 0, search: Literal[SEARCHES] = 'tree', chunk_size: Count = 50_000,
-                 top_k: Annotated[int, Range(1, MAX_TOP_K)] = 1, tie_break: Literal[energy_search.TIE_BREAKS] = 'sequence', task_source: Literal[TASK_SOURCES] = 'classifier',
+    def __init__(self, feature_dim: Annotated[int, Range(1, MAX_FEATURE_DIM)],
+                 num_actions: ActionCount, num_tasks: ActionCount, horizon: Horizon,
+                 taxonomy: Union[Text, os.PathLike], text_embeddings: Optional[dict] = None,
+                 text_dim: Annotated[int, Range(1, MAX_FEATURE_DIM)] = 512,
+                 hidden_dim: Annotated[int, Range(1, 4096)] = 384,
+                 depth: Annotated[int, Range(1, 64)] = 4, num_heads: Count = 6,
+                 mlp_ratio: Annotated[float, Range(0, MAX_MLP_RATIO, low_open=True)] = 4.0,
+                 causal: bool = True, num_negatives: Annotated[int, Range(1, MAX_NEGATIVES)] = 50,
+                 hard_negative_ratio: Probability = 0.8,
+                 permutation_negative_ratio: Probability = 0.0, min_margin: NonNegative = 0.01,
+                 max_margin: NonNegative = 0.1, margin_order_weight: NonNegative = 0.0,
+                 aux_weight: NonNegative = 1.0, observation_noise: NonNegative = 0.0,
+                 negative_rng: Literal[NEGATIVE_RNGS] = 'per_sample',
+                 negative_seed: NonNegativeInt = 0, search: Literal[SEARCHES] = 'tree',
+                 chunk_size: Count = 50_000, top_k: Annotated[int, Range(1, MAX_TOP_K)] = 1,
+                 tie_break: Literal[energy_search.TIE_BREAKS] = 'sequence',
+                 task_source: Literal[TASK_SOURCES] = 'classifier',
                  max_sequences: Optional[Count] = 300_000,
                  tokens_per_second: Positive = DEFAULT_TOKENS_PER_SECOND,
                  action_embeddings: Optional[torch.Tensor] = None,

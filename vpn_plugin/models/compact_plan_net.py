@@ -90,16 +90,15 @@ class CompactPlanNet(BasePlanner):
     task_source, task_score, plan_uses_task = 'classifier', 'probability', False
     text_feature_buffers = ('state_before', 'state_after')
 
-    def __init__(self, feature_dim: Count, num_actions: ActionCount, num_tasks: ActionCount, horizon: Horizon,
-                 embed_dim: Count = 128, num_layers: Count = 2, num_heads: Count = 4,
-                 dropout: DropoutRate = 0.2, use_dvl: bool = True, decode: Literal[DECODE_MODES] = 'dvl_viterbi',
-                 dvl_temperature: Positive = 1.0, dvl_layers: Count = 1,
-                 loss_weights: Optional[Dict[str, NonNegative]] = None,
+    def __init__(self, feature_dim: Count, num_actions: ActionCount, num_tasks: ActionCount,
+                 horizon: Horizon, embed_dim: Count = 128, num_layers: Count = 2,
+                 num_heads: Count = 4, dropout: DropoutRate = 0.2, use_dvl: bool = True,
+                 decode: Literal[DECODE_MODES] = 'dvl_viterbi', dvl_temperature: Positive = 1.0,
+                 dvl_layers: Count = 1, loss_weights: Optional[Dict[str, NonNegative]] = None,
                  text_embeddings: Optional[dict] = None, align_temperature: Positive = 0.1,
                  freeze_visual: bool = False, cross_horizon: Literal[CROSS_HORIZON_MODES] = None,
                  max_observed: Count = 8, init_visual_from: Optional[Text] = None,
-                 pkg: Optional[dict] = None,
-                 data_preprocessor: Optional[dict] = None):
+                 pkg: Optional[dict] = None, data_preprocessor: Optional[dict] = None):
         super().__init__(num_actions, horizon, pkg, data_preprocessor)
         self.text_source = text_embeddings  # what text_features_identity records
         self._check_options(decode, cross_horizon, loss_weights, text_embeddings)

@@ -43,6 +43,7 @@ from .pdpp import SEED_STRIDE
 from .temporal_unet import MAX_DIM, MAX_FEATURE_DIM, DiffusionModel, TemporalUNet
 
 SAMPLERS = ('ddim', 'ddpm')
+DiffusionSteps = Annotated[int, Range(1, diffusion.MAX_DIFFUSION_STEPS)]
 TRAIN_PATHS = ('step', 'truth')
 TEST_SET_PKG = 'test-set PKG'
 RELEASED_GRAPH_HORIZON = 4  # the official retrieval (validate_graph_final) and data lists
@@ -289,13 +290,17 @@ class KEPP(BasePlanner):
 
     counted_apart = ('step',)
 
-    def __init__(self, feature_dim: Annotated[int, Range(1, MAX_FEATURE_DIM)], num_actions: ActionCount, horizon: Horizon, dim: Annotated[int, Range(1, MAX_DIM)] = 256,
-                 dim_mults: Sequence[Count]=(1, 2, 4), n_timesteps: Annotated[int, Range(1, diffusion.MAX_DIFFUSION_STEPS)] = 200,
-                 step_n_timesteps: Optional[Annotated[int, Range(1, diffusion.MAX_DIFFUSION_STEPS)]] = None, plan_endpoint_weight: NonNegative = 5.0,
-                 step_endpoint_weight: NonNegative = 10.0, sampling_seed: NonNegativeInt = 0,
-                 sampler: Literal[SAMPLERS] = 'ddim', train_paths: Literal[TRAIN_PATHS] = 'step',
-                 released_graph: Optional[Text] = None, step_checkpoint: Optional[Text] = None,
-                 pkg: Optional[dict] = None, data_preprocessor: Optional[dict] = None):
+    def __init__(self, feature_dim: Annotated[int, Range(1, MAX_FEATURE_DIM)],
+                 num_actions: ActionCount, horizon: Horizon,
+                 dim: Annotated[int, Range(1, MAX_DIM)] = 256,
+                 dim_mults: Sequence[Count] = (1, 2, 4),
+                 n_timesteps: DiffusionSteps = 200,
+                 step_n_timesteps: Optional[DiffusionSteps] = None,
+                 plan_endpoint_weight: NonNegative = 5.0, step_endpoint_weight: NonNegative = 10.0,
+                 sampling_seed: NonNegativeInt = 0, sampler: Literal[SAMPLERS] = 'ddim',
+                 train_paths: Literal[TRAIN_PATHS] = 'step', released_graph: Optional[Text] = None,
+                 step_checkpoint: Optional[Text] = None, pkg: Optional[dict] = None,
+                 data_preprocessor: Optional[dict] = None):
         if pkg is not None and not isinstance(pkg, dict):
             raise ValueError(f'KEPP: model.pkg={pkg!r}; expected a dict of PKGBuilder options '
                              'or None')

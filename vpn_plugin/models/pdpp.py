@@ -31,8 +31,8 @@ from mmaction.registry import MODELS
 from .. import core
 from ..core import diffusion
 from ..errors import check_choice, check_number
-from .base_planner import (ActionCount, Horizon, MAX_ACTIONS, BasePlanner, num_parameters, task_fields,
-                           unread_pkg_note)
+from .base_planner import (ActionCount, Horizon, MAX_ACTIONS, BasePlanner, num_parameters,
+                           task_fields, unread_pkg_note)
 from .temporal_unet import MAX_DIM, MAX_FEATURE_DIM, DiffusionModel, TemporalUNet
 
 DECODES = ('argmax', 'viterbi')
@@ -124,8 +124,11 @@ class PDPPDiffusion(DiffusionModel):
             from the global stream; batches without indices still do).
     """
 
-    def __init__(self, feature_dim: Annotated[int, Range(1, MAX_FEATURE_DIM)], num_actions: ActionCount, num_tasks: ActionCount, horizon: Horizon,
-                 dim: Annotated[int, Range(1, MAX_DIM)] = 256, dim_mults: Sequence[Count]=(1, 2, 4), n_timesteps: Annotated[int, Range(1, diffusion.MAX_DIFFUSION_STEPS)] = 200,
+    def __init__(self, feature_dim: Annotated[int, Range(1, MAX_FEATURE_DIM)],
+                 num_actions: ActionCount, num_tasks: ActionCount, horizon: Horizon,
+                 dim: Annotated[int, Range(1, MAX_DIM)] = 256,
+                 dim_mults: Sequence[Count] = (1, 2, 4),
+                 n_timesteps: Annotated[int, Range(1, diffusion.MAX_DIFFUSION_STEPS)] = 200,
                  endpoint_weight: NonNegative = 10.0, middle_actions: bool = True,
                  sampling_seed: NonNegativeInt = 0):
         super().__init__()
@@ -261,10 +264,14 @@ class PDPP(BasePlanner):
     # the task classifier (cross-entropy, its own stage) conditions the diffusion
     task_source, task_score, plan_uses_task = 'classifier', 'probability', True
 
-    def __init__(self, feature_dim: Annotated[int, Range(1, MAX_FEATURE_DIM)], num_actions: ActionCount, num_tasks: ActionCount, horizon: Horizon,
-                 dim: Annotated[int, Range(1, MAX_DIM)] = 256, dim_mults: Sequence[Count]=(1, 2, 4), n_timesteps: Annotated[int, Range(1, diffusion.MAX_DIFFUSION_STEPS)] = 200,
-                 endpoint_weight: NonNegative = 10.0, sampling_seed: NonNegativeInt = 0, decode: Literal[DECODES] = 'argmax',
-                 pkg: Optional[dict] = None, data_preprocessor: Optional[dict] = None):
+    def __init__(self, feature_dim: Annotated[int, Range(1, MAX_FEATURE_DIM)],
+                 num_actions: ActionCount, num_tasks: ActionCount, horizon: Horizon,
+                 dim: Annotated[int, Range(1, MAX_DIM)] = 256,
+                 dim_mults: Sequence[Count] = (1, 2, 4),
+                 n_timesteps: Annotated[int, Range(1, diffusion.MAX_DIFFUSION_STEPS)] = 200,
+                 endpoint_weight: NonNegative = 10.0, sampling_seed: NonNegativeInt = 0,
+                 decode: Literal[DECODES] = 'argmax', pkg: Optional[dict] = None,
+                 data_preprocessor: Optional[dict] = None):
         super().__init__(num_actions, horizon, pkg, data_preprocessor)
         check_choice('model.decode', decode, DECODES)
         self.decode = decode

@@ -16,7 +16,7 @@ import itertools
 from collections.abc import Mapping
 from typing import List, Literal, Optional, Sequence
 
-from vpn_plugin.config_types import NonNegativeInt, Probability, Fraction, NonNegative
+from vpn_plugin.config_types import Fraction, NonNegative, NonNegativeInt, Probability, check_options
 import numpy as np
 
 from mmaction.registry import DATASETS, TASK_UTILS
@@ -125,7 +125,8 @@ class PKGBuilder:
             trained model (SCHEMA w/ PKG under perturbed graphs).
     """
 
-    def __init__(self, count_mode: Literal[core.pkg.COUNT_MODES] = 'window', smoothing: NonNegative = 0.0, union: Literal[UNION_MODES] = 'pool',
+    def __init__(self, count_mode: Literal[core.pkg.COUNT_MODES] = 'window',
+                 smoothing: NonNegative = 0.0, union: Literal[UNION_MODES] = 'pool',
                  extra_datasets: Sequence[dict] = (), perturbations: Sequence[dict] = (),
                  seed: NonNegativeInt = 0, recount: bool = False):
         check_choice('PKGBuilder.count_mode', count_mode, core.pkg.COUNT_MODES)
@@ -141,6 +142,11 @@ class PKGBuilder:
                                  'dicts (e.g. [dict(type=...)]), or [] for none')
         self.count_mode, self.smoothing, self.union = count_mode, smoothing, union
         self.extra_datasets, self.seed, self.recount = list(extra_datasets), seed, recount
+        for index, config in enumerate(perturbations):  # their options' declared kinds
+            if isinstance(config, dict) and TASK_UTILS.get(config.get('type')) is not None:
+                check_options(f'PKGBuilder.perturbations[{index}]: {config["type"]}',
+                              TASK_UTILS.get(config['type']),
+                              {k: v for k, v in config.items() if k != 'type'})
         self.perturbations = [p if callable(p) else TASK_UTILS.build(dict(p))
                               for p in perturbations]
         self._check_order()

@@ -47,10 +47,12 @@ class LLMPlanner(BasePlanner):
     follows_data_horizon = True
 
     def __init__(self, backend: dict, train_dataset: dict, anchors: Text = ORACLE,
-                 with_pkg: bool = False, num_examples: NonNegativeInt = 5, scope: Literal['task', 'dataset'] = 'task',
-                 seed: NonNegativeInt = 0, templates: Optional[Dict[str, Text]] = None, concurrency: Count = 4,
+                 with_pkg: bool = False, num_examples: NonNegativeInt = 5,
+                 scope: Literal['task', 'dataset'] = 'task', seed: NonNegativeInt = 0,
+                 templates: Optional[Dict[str, Text]] = None, concurrency: Count = 4,
                  allow_failures: bool = False, vlm: bool = False, pkg: Optional[dict] = None,
-                 prompt_set: Literal[tuple(PROMPT_SETS)] = 'ours', data_preprocessor: Optional[dict] = None):
+                 prompt_set: Literal[tuple(PROMPT_SETS)] = 'ours',
+                 data_preprocessor: Optional[dict] = None):
         train = annotation_windows(train_dataset)
         super().__init__(train.taxonomy.num_actions, train.horizon, pkg, data_preprocessor)
         graph = self.build_pkg(train)
