@@ -110,6 +110,8 @@ RUNNER_KEYS = {
     'default_hooks.checkpoint.greater_keys': Optional[list[Text]],
     'default_hooks.checkpoint.less_keys': Optional[list[Text]],
     'default_hooks.checkpoint.published_keys': Optional[Union[Text, list[Text]]],
+    'default_hooks.checkpoint.file_client_args': Optional[dict],
+    'default_hooks.checkpoint.backend_args': Optional[dict],
     'default_hooks.logger.interval': Count, 'default_hooks.logger.ignore_last': bool,
     'default_hooks.logger.interval_exp_name': Count,
     'default_hooks.logger.log_metric_by_epoch': bool,
