@@ -197,8 +197,8 @@ def test_an_existing_output_that_is_a_link_names_the_file_it_would_replace(tmp_p
 def test_a_test_horizon_of_another_kind_is_refused(value):
     """Before: 0, [] and {} read as "no test_horizon" (the training horizon tested, no word)."""
     from vpn_plugin.data_paths import apply_horizon
-    with pytest.raises(ValueError, match=re.escape(f'test_horizon = {value!r}; expected an '
-                                                   'integer >= 1')):
+    with pytest.raises(ValueError, match=re.escape(f'test_horizon={value!r}; expected an '
+                                                   'integer >= 1')):  # by load_config now
         apply_horizon(load_config(NIV_CONFIG, {'test_horizon': value}))
 
 
