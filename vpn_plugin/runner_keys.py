@@ -44,7 +44,8 @@ RUNNER_KEYS = {
     'experiment_name': Optional[Text], 'runner_type': Text,
     'unchecked_checkpoint': Optional[bool], 'load_partial': Optional[bool],
     'horizon': Count, 'test_horizon': Optional[Count],
-    'data_root': Text, 'feature_dir': Text, 'cache_dir': Text,
+    # None: refused where a path is built from it (data_paths.resolve_paths names the path)
+    'data_root': Optional[Text], 'feature_dir': Optional[Text], 'cache_dir': Optional[Text],
     'selection': Optional[Text], 'observation': Text, 'window_policy': Text,
     'batch_size': Count, 'device_resident': bool, 'shortened': Optional[str],
     'find_unused_parameters': bool, 'sync_bn': Optional[Text],
