@@ -9,7 +9,9 @@ planner) with one seed, evaluated at one test horizon. Two encodings are accepte
   ``variant`` entries become ``variant/<name>``; ``params`` may be empty; ``settings`` and
   ``failures`` are JSON texts.
 
-Fields of a row:
+Fields of a row (their kinds are declared once, in :data:`ROW_SCHEMA`, and every row read is
+held to them: a value of another kind is refused naming the file, line, field, value and kind,
+``results.jsonl:3: field seed=True; expected an integer >= 0 ...``):
 
 =============== ======== ===============================================================
 field           type     meaning
