@@ -33,6 +33,7 @@ def _check_distribution(distribution: dict, name: str) -> np.ndarray:
     return probs
 
 
+@checked_arguments
 def entropy_bits(distribution: dict) -> float:
     """Shannon entropy (bits) of a {outcome: probability} distribution."""
     probs = _check_distribution(distribution, 'distribution')
@@ -40,6 +41,7 @@ def entropy_bits(distribution: dict) -> float:
     return float(-(probs * np.log2(probs)).sum())
 
 
+@checked_arguments
 def js_divergence(p: dict, q: dict) -> float:
     """Jensen-Shannon divergence (bits) between two {outcome: probability} distributions."""
     _check_distribution(p, 'p'), _check_distribution(q, 'q')
