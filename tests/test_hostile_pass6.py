@@ -298,7 +298,7 @@ def results_copy(tmp_path, edit) -> Path:
     (lambda rows: rows[0].update(dataset=rows[0]['dataset'].upper()),
      r"results name the dataset 'niv' as \['NIV', 'niv'\]"),
     # before: a row labelled '' in the table
-    (lambda rows: rows[0].update(method=''), r'field "method" = \'\'; expected a method name'),
+    (lambda rows: rows[0].update(method=''), r"field method=''; expected a non-empty string"),
     # before: an impossible row (SR 50 with mAcc 10) averaged into the table
     (lambda rows: rows[0]['metrics'].update(success_rate=50.0, mean_accuracy=10.0),
      r'metrics.success_rate = 50 exceeds metrics.mean_accuracy = 10'),
