@@ -79,6 +79,12 @@ class PKGBeamSearchPlanner(BasePlanner):
         super().__init__(num_actions, horizon, pkg, data_preprocessor)
         self.beam_width = beam_width
         step_model = dict(step_model or dict(type='EndpointMLP'))
+        given = dict(feature_dim=feature_dim, num_actions=num_actions, horizon=horizon)
+        for key in [k for k in given if k in step_model and step_model[k] != given[k]]:
+            # dict(step_model, feature_dim=...) below replaced it without a word
+            raise ValueError(f'model.step_model.{key}={step_model[key]!r} contradicts model.'
+                             f'{key}={given[key]!r}: the step model is built with the '
+                             f"planner's {key}; leave model.step_model.{key} out")
         if step_model.get('type') == 'PDPPDiffusion':
             step_model.setdefault('horizon', horizon)
             self.counted_apart = ('step_model.task_head',)
