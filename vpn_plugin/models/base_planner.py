@@ -167,7 +167,8 @@ class BasePlanner(BaseModel):
                              f'{FORWARD_MODES}')
         horizon = self.eval_horizon(data_samples, training=(mode == 'loss'))
         if mode == 'loss':
-            return self.loss(inputs, data_samples)
+            with named_divergence(self, inputs):
+                return self.loss(inputs, data_samples)
         if mode == 'tensor':
             return self.tensor(inputs, horizon)
         self.require_pkg()
@@ -264,6 +265,32 @@ def named_overflow(inputs: Dict[str, torch.Tensor]):
             f'largest |value| {largest:.3g}): observations this far off the scale the model '
             'was trained on overflow the network; expected features of the training data\'s '
             'scale (same extraction and normalisation)') from error
+
+
+@contextlib.contextmanager
+def named_divergence(model, inputs: Dict[str, torch.Tensor]):
+    """A decoder's refusal of non-finite values computed in training from finite observations
+    says so, with the step and the model's largest weight (weight_decay=1e9 scaled every
+    weight by -9e5 in the first optimizer step; the next step ended in "log_emissions holds
+    NaN or +inf values", naming no cause)."""
+    from vpn_plugin.core.viterbi import NonFiniteValues
+    try:
+        yield
+    except NonFiniteValues as error:
+        if not all(bool(torch.isfinite(v).all()) for v in inputs.values()
+                   if isinstance(v, torch.Tensor) and v.is_floating_point()):
+            raise
+        from mmengine.logging import MessageHub
+        step = MessageHub.get_current_instance().get_info('iter')
+        at = f' at iteration {step + 1}' if step is not None else ''
+        largest = max(((float(p.detach().abs().max()), name)
+                       for name, p in model.named_parameters() if p.numel()), default=(0, '-'))
+        raise NonFiniteLossError(
+            f'{type(model).__name__}: training{at}: {error}, computed from finite observations; '
+            f'the largest |weight| is {largest[0]:.3g} ({largest[1]}): the optimizer steps '
+            'before diverged (a learning rate or optim_wrapper.optimizer.weight_decay so large '
+            'that a step overshoots); training stopped, no checkpoint is written from here; '
+            'fix the setting and start again') from error
 
 
 def check_finite_loss(loss: torch.Tensor, what: str, terms: Optional[dict] = None) -> None:
