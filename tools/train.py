@@ -242,12 +242,35 @@ def apply_args(cfg, args):
     if args.seed is not None:
         check_flags_agree(args.cfg_options, {'--seed': ('randomness.seed', args.seed)})
         randomness['seed'] = args.seed
+    check_switches_agree(args)
     if args.deterministic:
         randomness['deterministic'] = True
     if args.tensorboard:
         cfg.visualizer.vis_backends.append(dict(type='TensorboardVisBackend'))
     apply_mmaction_flags(cfg, args)
     return cfg
+
+
+NO_VALIDATE_KEYS = ('val_cfg', 'val_dataloader', 'val_evaluator',
+                    'default_hooks.checkpoint.save_best')  # what --no-validate drops
+
+
+def check_switches_agree(args) -> None:
+    """A switch given with a ``--cfg-options`` key that says otherwise (``--deterministic``
+    with ``randomness.deterministic=False``; ``--auto-scale-lr`` with ``auto_scale_lr.enable=
+    False`` scaled the learning rate; ``--no-validate`` with ``val_dataloader.batch_size=8``):
+    the switch won and the option was dropped without a word; refused naming both, as
+    ``--seed`` against ``randomness.seed``."""
+    options = args.cfg_options or {}
+    check_flags_agree(options, {
+        '--deterministic': ('randomness.deterministic', True if args.deterministic else None),
+        '--auto-scale-lr': ('auto_scale_lr.enable', True if args.auto_scale_lr else None),
+        '--diff-rank-seed': ('randomness.diff_rank_seed', True if args.diff_rank_seed else None)})
+    dropped = [key for key in options if args.no_validate and any(
+        key == name or key.startswith(name + '.') for name in NO_VALIDATE_KEYS)]
+    if dropped:
+        raise ValueError(f'--no-validate drops the validation loop and --cfg-options '
+                         f'{dropped[0]}={options[dropped[0]]} sets it; give one of the two')
 
 
 def load_config(args):
