@@ -45,6 +45,8 @@ import inspect
 import logging
 import os
 import os.path as osp
+import pathlib
+import re
 import sys
 
 from . import compat_applied  # noqa: F401  (compat fixes before OpenMMLab)
@@ -683,6 +685,24 @@ def check_run_values(cfg, where: str) -> None:
                          'from the key')
     for split, loop in (('val', 'ValLoop'), ('test', 'TestLoop')):
         check_evaluation_loop(cfg, split, loop, where)
+        check_evaluation_loader(cfg.get(f'{split}_dataloader'), split, where)
+    check_checkpoint_outputs(cfg, where)
+    check_schedule_spans(cfg.get('param_scheduler'), where)
+    pattern = (cfg.get('log_processor') or {}).get('mean_pattern')
+    if isinstance(pattern, str):
+        try:  # else a raw re.error traceback at the first log line, the run under way
+            re.compile(pattern)
+        except re.error as error:
+            raise ValueError(f'{where}: log_processor.mean_pattern={pattern!r} is no regular '
+                             f"expression ({error}); expected one such as "
+                             "'.*(loss|time|data_time|grad_norm).*'") from None
+    for split in ('train', 'val', 'test'):
+        collate = (cfg.get(f'{split}_dataloader') or {}).get('collate_fn')
+        kind = collate.get('type') if isinstance(collate, dict) else collate
+        if collate is not None and str(kind).split('.')[-1] != 'planning_collate':
+            raise ValueError(f'{where}: {split}_dataloader.collate_fn={collate!r}; expected '
+                             "dict(type='planning_collate'): the planners read its batches "
+                             '(another collate ended in "error: 0" inside the model)')
     backends = (cfg.get('visualizer') or {}).get('vis_backends')
     if backends is not None and (not isinstance(backends, (list, tuple)) or not all(
             isinstance(b, dict) and b.get('type') for b in backends)):
@@ -744,6 +764,77 @@ def check_evaluation_loop(cfg, split: str, loop: str, where: str) -> None:
                          'precision on a GPU)')
 
 
+def check_evaluation_loader(loader, split: str, where: str) -> None:
+    """A validation or test dataloader scores each window of its split exactly once: no
+    ``drop_last`` (a test with batch_size=100 scored 200 of NIV's 270 windows, exit 0), no
+    ``num_batch_per_epoch`` (mmengine cuts the dataset to that many batches: 8 of 270 scored,
+    exit 0) and a finite sampler (``InfiniteSampler`` never ended the test)."""
+    if not isinstance(loader, dict):
+        return
+    name = f'{where}: {split}_dataloader'
+    batch_sampler = loader.get('batch_sampler')
+    drops = [('drop_last', loader.get('drop_last'))] + (
+        [('batch_sampler.drop_last', batch_sampler.get('drop_last'))]
+        if isinstance(batch_sampler, dict) else [])
+    for key, value in drops:
+        if value is True:
+            raise ValueError(f'{name}.{key}=True leaves the windows of the last incomplete batch '
+                             f'out of the {split} metrics; expected False (each {split} window '
+                             'is scored once)')
+    if loader.get('num_batch_per_epoch') is not None:
+        raise ValueError(f'{name}.num_batch_per_epoch={loader["num_batch_per_epoch"]!r} scores '
+                         f'only that many batches of the {split} windows; expected None (to '
+                         f'score fewer windows on purpose give {split}_dataloader.dataset.limit'
+                         '=N, which the results name)')
+    sampler = loader.get('sampler')
+    kind = str(sampler.get('type')).split('.')[-1] if isinstance(sampler, dict) else None
+    if kind is not None and kind != 'DefaultSampler':
+        why = ('an endless sampler never ends the loop' if 'Infinite' in kind
+               else 'another sampler may repeat or leave out windows')
+        raise ValueError(f'{name}.sampler.type={sampler.get("type")!r}; expected '
+                         f"'DefaultSampler', which gives each {split} window once ({why})")
+
+
+def check_schedule_spans(schedulers, where: str) -> None:
+    """Each parameter scheduler's ``begin`` before its ``end`` (mmengine said "end should be
+    larger than begin, but got begin=5, end=2", naming no scheduler)."""
+    for index, scheduler in enumerate(schedulers if isinstance(schedulers, list)
+                                      else [schedulers]):
+        if not isinstance(scheduler, dict):
+            continue
+        begin, end = scheduler.get('begin', 0), scheduler.get('end')
+        if isinstance(begin, int) and isinstance(end, int) and end <= begin:
+            raise ValueError(f'{where}: param_scheduler[{index}] ({scheduler.get("type")}): '
+                             f'begin={begin}, end={end}; expected begin < end (the epochs or '
+                             'iterations it is active in: [begin, end))')
+
+
+def check_checkpoint_outputs(cfg, where: str) -> None:
+    """Where the checkpoint and logger hooks write, checked before the run (after it, a
+    ``filename_tmpl`` naming a folder or an ``out_dir`` that is a file failed at the first
+    save, an epoch in, with advice about disk space): ``filename_tmpl`` a file name, each
+    ``out_dir`` a folder or a path one can be made at."""
+    hooks = cfg.get('default_hooks') or {}
+    checkpoint = hooks.get('checkpoint') if isinstance(hooks.get('checkpoint'), dict) else {}
+    template = checkpoint.get('filename_tmpl')
+    if isinstance(template, str) and (os.sep in template or (os.altsep or os.sep) in template
+                                      or template.strip() in ('.', '..')):
+        raise ValueError(f'{where}: default_hooks.checkpoint.filename_tmpl={template!r} names '
+                         "a folder; expected a file name such as 'epoch_{}.pth' (checkpoints "
+                         'are written to the work dir, or to default_hooks.checkpoint.out_dir)')
+    for hook in ('checkpoint', 'logger'):
+        options = hooks.get(hook)
+        out_dir = options.get('out_dir') if isinstance(options, dict) else None
+        if not isinstance(out_dir, str):
+            continue
+        blocked = next((p for p in [out_dir, *map(str, pathlib.Path(out_dir).parents)]
+                        if os.path.lexists(p) and not os.path.isdir(p)), None)
+        if blocked is not None:
+            raise ValueError(f'{where}: default_hooks.{hook}.out_dir={out_dir!r}: {blocked} is '
+                             'a file, not a folder; expected a folder to write into (the run '
+                             "adds a folder named after the work dir's)")
+
+
 def check_save_best(cfg, save_best, where: str) -> None:
     """``default_hooks.checkpoint.save_best`` must be a key the validation metrics have
     (``val_evaluator.prefix=x`` or ``save_best='plan/nosuch'`` ended after the first epoch
@@ -776,6 +867,25 @@ def check_save_best(cfg, save_best, where: str) -> None:
                              f'key of the validation metrics {sorted(keys)}'
                              f'{close_match_hint(str(key), sorted(keys))}; the best checkpoint '
                              'is chosen by one of them (val_evaluator.prefix names their prefix)')
+    check_rule_direction(cfg, [save_best] if isinstance(save_best, str) else list(save_best),
+                         where)
+
+
+def check_rule_direction(cfg, best: list, where: str) -> None:
+    """Every score of ``PlanningMetric`` is better when higher: ``rule='less'`` (or the key in
+    ``less_keys``) kept the worst validation's checkpoint as the 'best' one, which the test
+    then scored, without a word."""
+    checkpoint = (cfg.get('default_hooks') or {}).get('checkpoint') or {}
+    rules = checkpoint.get('rule')
+    rules = [rules] * len(best) if rules is None or isinstance(rules, str) else list(rules)
+    less = set(checkpoint.get('less_keys') or ())
+    for key, rule in zip(best, rules):
+        if rule == 'less' or key in less:
+            setting = "rule='less'" if rule == 'less' else f'less_keys={sorted(less)}'
+            raise ValueError(f'{where}: default_hooks.checkpoint.{setting} for save_best='
+                             f'{key!r}, a score where higher is better: the worst validation '
+                             "would be kept as the best checkpoint; expected rule='greater' "
+                             '(or None, inferred from the key)')
 
 
 def resolve_dataset_references(cfg):
