@@ -141,3 +141,30 @@ def test_a_switch_contradicted_by_a_cfg_option_is_refused(tmp_path, flag, option
         train.load_config(args)
     args = train.parse_args([NIV_CONFIG, flag, '--work-dir', str(tmp_path)])
     train.load_config(args)  # the switch alone still passes
+
+
+RUN_CFG = """optim_wrapper = dict(optimizer=dict(type='AdamW', lr=0.0009))
+randomness = dict(seed=0)
+val_cfg = dict(type='ValLoop')
+default_hooks = dict(checkpoint=dict(type='CheckpointHook', save_best='plan/success_rate',
+                                     rule='greater'))
+"""
+
+
+@pytest.mark.parametrize('change, expected', [
+    # before: exit 0, the last epoch clipped (val SR 4.92 against 6.56 for the plain resume)
+    ("optim_wrapper = dict(optimizer=dict(type='AdamW', lr=0.0009), clip_grad=dict(max_norm=0.001))",
+     "optim_wrapper.clip_grad: None in the run, {'max_norm': 0.001} here"),
+    # before: mmengine restored the run's seed 0 with a warning that did not say so
+    ('randomness = dict(seed=5)', 'randomness.seed: 0 in the run, 5 here'),
+    # before: miou_set's scores compared with the success rate's best; that best file removed
+    ("default_hooks = dict(checkpoint=dict(type='CheckpointHook', save_best='plan/miou_set', "
+     "rule='greater'))",
+     "default_hooks.checkpoint.save_best: 'plan/success_rate' in the run, 'plan/miou_set' here"),
+])
+def test_a_resume_names_a_changed_clip_seed_or_best_key(change, expected):
+    from mmengine.config import Config
+    from vpn_plugin.engine.checkpoint import resume_option_differences
+    assert resume_option_differences(RUN_CFG, Config.fromstring(RUN_CFG, '.py')) == []
+    changed = Config.fromstring(RUN_CFG + change + '\n', '.py')
+    assert resume_option_differences(RUN_CFG, changed) == [expected]

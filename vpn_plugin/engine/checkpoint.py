@@ -392,8 +392,23 @@ def schedule_differences(trained, cfg) -> list:
     pairs = [('param_scheduler', _plain(trained.get('param_scheduler')),
               _plain(cfg.get('param_scheduler'))),
              ('train_dataloader.batch_size', batch_size(trained), batch_size(cfg))]
+    # applied from the resumed epoch on (clip_grad=0.001 changed the last epoch without a
+    # word), or never (a changed seed: mmengine restores the run's, with a warning that does
+    # not say so); the best checkpoint so far was chosen by the run's save_best / rule, and a
+    # new key compared its scores with the old key's best (the old best file removed)
+    keys = ['optim_wrapper.clip_grad', 'optim_wrapper.accumulative_counts', 'randomness.seed']
+    if trained.get('val_cfg') is not None and cfg.get('val_cfg') is not None:
+        keys += ['default_hooks.checkpoint.save_best', 'default_hooks.checkpoint.rule']
+    pairs += [(key, _plain(_dotted(trained, key)), _plain(_dotted(cfg, key))) for key in keys]
     return [f'{key}: {before!r} in the run, {now!r} here' for key, before, now in pairs
             if before != now]
+
+
+def _dotted(config, key: str):
+    """The value at a dotted ``key`` of a config (None where a part is missing)."""
+    for part in key.split('.'):
+        config = config.get(part) if hasattr(config, 'get') else None
+    return config
 
 
 EMA_HOOKS = ('PDPPEMAHook', 'CEFITOEMAHook', 'EMAHook')
