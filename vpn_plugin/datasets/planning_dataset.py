@@ -153,6 +153,13 @@ class PlanningDataset(Dataset):
             tasks_primary=tasks_primary, annotation_file=annotation_file,
             annotation_format=annotation_format, other_split=other_split,
             annotation_taxonomy=annotation_taxonomy))
+        held_out = dict(val_fraction=val_fraction, split_seed=split_seed)
+        if split == 'test' and any(held_out[k] != HELD_OUT_KEYS[k] for k in HELD_OUT_KEYS):
+            given = ', '.join(f'{k}={v!r}' for k, v in held_out.items() if v != HELD_OUT_KEYS[k])
+            raise ValueError(f'PlanningDataset (test): {given}; these draw the validation videos '
+                             'out of the training split and would be ignored here (the test '
+                             'split is always read whole): set them on train_dataloader.dataset '
+                             'and val_dataloader.dataset')
         windows, self._videos = self._select_split(windows, videos, val_fraction, split_seed)
         windows = self._subset(windows, subset_fraction, subset_seed)
         if subset_fraction is not None and split == 'train':
