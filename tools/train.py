@@ -213,6 +213,9 @@ def mark_fewer_epochs(cfg, args) -> None:
     limit = ((cfg.get('train_dataloader') or {}).get('dataset') or {}).get('limit')
     if limit is not None:
         reasons.append(f'training split limit={limit} windows')
+    batches = (cfg.get('train_dataloader') or {}).get('num_batch_per_epoch')
+    if batches is not None:  # mmengine cuts the training split to that many batches: unmarked
+        reasons.append(f'train_dataloader.num_batch_per_epoch={batches}')
     if reasons:
         cfg.shortened = '; '.join(reasons)
 
