@@ -168,3 +168,42 @@ def test_a_resume_names_a_changed_clip_seed_or_best_key(change, expected):
     assert resume_option_differences(RUN_CFG, Config.fromstring(RUN_CFG, '.py')) == []
     changed = Config.fromstring(RUN_CFG + change + '\n', '.py')
     assert resume_option_differences(RUN_CFG, changed) == [expected]
+
+
+@pytest.mark.parametrize('option, given', [('val_fraction', 0.5), ('split_seed', 5)])
+def test_held_out_options_on_the_test_split_are_refused(tiny_crosstask, option, given):
+    """Before: read and ignored (the test split is read whole), exit 0 without a word."""
+    from mmaction.registry import DATASETS
+    with pytest.raises(ValueError, match=re.escape(f'PlanningDataset (test): {option}={given!r}; '
+                                                   'these draw the validation videos')):
+        DATASETS.build(dict(tiny_crosstask['test_dataset'], **{option: given}))
+    DATASETS.build(dict(tiny_crosstask['test_dataset'], val_fraction=0.1, split_seed=0))
+
+
+def test_a_test_that_observes_otherwise_than_training_is_named():
+    """Before: observed_steps=1 at the test of a run trained with 0 moved SR from 12.59 to
+    17.41 and observation='concat3' on an 'authors' run (the same 1536 dims) was scored,
+    both without a word (the override warning compared model options only)."""
+    from mmengine.config import Config
+    from vpn_plugin.runner import observation_differences
+    trained = ("train_dataloader = dict(dataset=dict(type='PlanningDataset', "
+               "observation='authors', window_policy='authors'))\n")
+    same = Config.fromstring(trained.replace('train_', 'test_'), '.py')
+    assert observation_differences(trained, same) == []
+    changed = Config.fromstring(trained.replace('train_', 'test_').replace(
+        "observation='authors'", "observation='concat3', observed_steps=1"), '.py')
+    assert observation_differences(trained, changed) == [
+        "test_dataloader.dataset.observation: 'authors' in training, 'concat3' here",
+        'test_dataloader.dataset.observed_steps: 0 in training, 1 here']
+
+
+def test_a_training_cut_to_a_few_batches_is_marked_shortened(tmp_path):
+    """Before: train_dataloader.num_batch_per_epoch=1 trained one batch per epoch and its
+    checkpoints were not marked shortened (a training split limit was)."""
+    from tool_modules import load_tool
+    train = load_tool('train')
+    args = train.parse_args([NIV_CONFIG, '--work-dir', str(tmp_path), '--cfg-options',
+                             'train_dataloader.num_batch_per_epoch=1'])
+    assert 'train_dataloader.num_batch_per_epoch=1' in train.load_config(args).shortened
+    assert not train.load_config(train.parse_args([NIV_CONFIG, '--work-dir', str(tmp_path)])
+                                 ).get('shortened')

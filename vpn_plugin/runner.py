@@ -369,8 +369,10 @@ class PlanningRunner(Runner):
         ``train_paths``) change nothing here, test-time ones (``decode``, ``search``, seeds)
         change the measurement; either way the test says so."""
         from vpn_plugin.engine.checkpoint import model_option_differences
-        differences = model_option_differences((checkpoint.get('meta') or {}).get('cfg'),
-                                               self.cfg.get('model'), locations=False)
+        trained_cfg = (checkpoint.get('meta') or {}).get('cfg')
+        differences = model_option_differences(trained_cfg, self.cfg.get('model'),
+                                               locations=False)
+        differences += observation_differences(trained_cfg, self.cfg)
         if differences:
             self.logger.warning(f'{filename} was trained with other model options than this '
                                 f'test\'s config: {"; ".join(differences)}; the test uses the '
@@ -487,6 +489,29 @@ class PlanningRunner(Runner):
         a training, the run's timestamped log dir for a test."""
         name = osp.basename(self.cfg.filename) if self.cfg.filename else f'{self.timestamp}.py'
         return osp.join(self.work_dir if training else self.log_dir, name)
+
+
+OBSERVATION_KEYS = ('observation', 'observed_steps', 'window_policy', 'frame_dim')
+
+
+def observation_differences(trained_cfg_text, cfg) -> list:
+    """'test_dataloader.dataset.key: X in training, Y here' for what the test observes or
+    scores otherwise than the checkpoint's training split did (``observed_steps=1`` at test
+    of a run trained with 0 changed SR from 12.59 to 17.41 without a word; ``observation=
+    'concat3'`` on an 'authors' run has the same 1536 dims, so no size check sees it)."""
+    from vpn_plugin.engine.checkpoint import _run_config
+    trained = _run_config(trained_cfg_text)
+    before = ((trained or {}).get('train_dataloader') or {}).get('dataset') or {}
+    now = (cfg.get('test_dataloader') or {}).get('dataset') or {}
+    if not before or not now:
+        return []
+    from vpn_plugin.datasets.planning_dataset import PlanningDataset
+    defaults = {name: p.default for name, p in
+                inspect.signature(PlanningDataset.__init__).parameters.items()}
+    pairs = [(key, before.get(key, defaults[key]), now.get(key, defaults[key]))
+             for key in OBSERVATION_KEYS]
+    return [f'test_dataloader.dataset.{key}: {old!r} in training, {new!r} here'
+            for key, old, new in pairs if old != new]
 
 
 def rank_line(env_cfg: dict, rank: int, world: int, accelerator: bool) -> str:
@@ -697,9 +722,11 @@ def check_run_values(cfg, where: str) -> None:
                              f"expression ({error}); expected one such as "
                              "'.*(loss|time|data_time|grad_norm).*'") from None
     for split in ('train', 'val', 'test'):
-        collate = (cfg.get(f'{split}_dataloader') or {}).get('collate_fn')
+        loader = cfg.get(f'{split}_dataloader') or {}
+        collate, dataset = loader.get('collate_fn'), loader.get('dataset') or {}
         kind = collate.get('type') if isinstance(collate, dict) else collate
-        if collate is not None and str(kind).split('.')[-1] != 'planning_collate':
+        planning = str(dataset.get('type')).split('.')[-1] == 'PlanningDataset'
+        if planning and collate is not None and str(kind).split('.')[-1] != 'planning_collate':
             raise ValueError(f'{where}: {split}_dataloader.collate_fn={collate!r}; expected '
                              "dict(type='planning_collate'): the planners read its batches "
                              '(another collate ended in "error: 0" inside the model)')
