@@ -207,3 +207,11 @@ def test_a_training_cut_to_a_few_batches_is_marked_shortened(tmp_path):
     assert 'train_dataloader.num_batch_per_epoch=1' in train.load_config(args).shortened
     assert not train.load_config(train.parse_args([NIV_CONFIG, '--work-dir', str(tmp_path)])
                                  ).get('shortened')
+
+
+def test_an_unknown_distributed_backend_is_named():
+    """Before: "AssertionError: Unknown backend type abc", a traceback inside
+    init_process_group on each rank of tools/dist_train.sh (no key named)."""
+    with pytest.raises(ValueError, match=r"env_cfg.dist_cfg.backend='abc'; expected one of"):
+        checked({'env_cfg.dist_cfg.backend': 'abc'})
+    checked({'env_cfg.dist_cfg.backend': 'gloo'})  # still passes

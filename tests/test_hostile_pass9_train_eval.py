@@ -99,8 +99,8 @@ def test_schedule_keys_of_another_kind_are_refused(option, value, expected):
 @pytest.mark.parametrize('options', [
     {}, {'auto_scale_lr.enable': True}, {'optim_wrapper.accumulative_counts': 4},
     {'param_scheduler.0.gamma': 0.5}, {'log_processor.num_digits': 0},
-    {'default_hooks.logger.ignore_last': True}, {'default_hooks.checkpoint.rule': 'less'},
-    {'default_hooks.checkpoint.rule': None}])
+    {'default_hooks.logger.ignore_last': True}, {'default_hooks.checkpoint.rule': 'greater'},
+    {'default_hooks.checkpoint.rule': None}])  # 'less' on a score: test_hostile_pass10_train_eval
 def test_valid_schedule_keys_still_pass(options):
     checked(options)
 

@@ -713,6 +713,7 @@ def check_run_values(cfg, where: str) -> None:
         check_evaluation_loader(cfg.get(f'{split}_dataloader'), split, where)
     check_checkpoint_outputs(cfg, where)
     check_schedule_spans(cfg.get('param_scheduler'), where)
+    check_dist_backend(cfg, where)
     pattern = (cfg.get('log_processor') or {}).get('mean_pattern')
     if isinstance(pattern, str):
         try:  # else a raw re.error traceback at the first log line, the run under way
@@ -834,6 +835,22 @@ def check_schedule_spans(schedulers, where: str) -> None:
             raise ValueError(f'{where}: param_scheduler[{index}] ({scheduler.get("type")}): '
                              f'begin={begin}, end={end}; expected begin < end (the epochs or '
                              'iterations it is active in: [begin, end))')
+
+
+# what mmengine's init_dist passes to torch besides torch's own Backend.backend_list
+MMENGINE_DIST_BACKENDS = ('hccl', 'cncl', 'mccl', 'musa')
+
+
+def check_dist_backend(cfg, where: str) -> None:
+    """``env_cfg.dist_cfg.backend`` one torch (or mmengine's device plugins) knows: 'abc'
+    was an AssertionError traceback "Unknown backend type abc" inside init_process_group on
+    every rank of a distributed run (and unread by a one-process run)."""
+    import torch.distributed
+    backend = ((cfg.get('env_cfg') or {}).get('dist_cfg') or {}).get('backend')
+    known = [b for b in torch.distributed.Backend.backend_list if b != 'undefined']
+    if isinstance(backend, str) and backend.lower() not in (*known, *MMENGINE_DIST_BACKENDS):
+        raise ValueError(f'{where}: env_cfg.dist_cfg.backend={backend!r}; expected one of '
+                         f'{known + list(MMENGINE_DIST_BACKENDS)} (gloo on CPUs, nccl on GPUs)')
 
 
 def check_checkpoint_outputs(cfg, where: str) -> None:
