@@ -32,7 +32,7 @@ from vpn_plugin.data_paths import (add_runner_arguments, data_path_args,
 from vpn_plugin.errors import (POSITIVE_INT, check_file, path_argument, tool_main,
                                write_text_atomically)
 from vpn_plugin.outputs import add_overwrite_argument, check_output
-from vpn_plugin.runner import build_runner
+from vpn_plugin.runner import build_runner, evaluator_output_locks
 from vpn_plugin.smoke import SMOKE, limit_test_windows
 
 UNCHECKED_METRIC = 'checkpoint/unchecked'  # in the metrics of an unchecked_checkpoint=True test
@@ -190,7 +190,13 @@ def main(argv=None):
 
 
 def run_test(args):
-    runner = build_runner(load_config(args))
+    cfg = load_config(args)
+    with evaluator_output_locks(cfg):
+        return test_locked(args, cfg)
+
+
+def test_locked(args, cfg):
+    runner = build_runner(cfg)
     if args.checkpoint is None:
         require_parameter_free(runner.model, args.config)
     metrics = runner.test()

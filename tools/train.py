@@ -27,7 +27,7 @@ from vpn_plugin.engine.checkpoint_hook import best_checkpoints, no_resume_point_
 from vpn_plugin.engine.pre_stage import PRE_STAGE_FILES
 from vpn_plugin.errors import (check_file, check_folder_target, path_argument, seed_argument,
                                tool_main)
-from vpn_plugin.runner import build_runner
+from vpn_plugin.runner import build_runner, evaluator_output_locks
 from vpn_plugin.smoke import smoke_config
 
 
@@ -303,7 +303,7 @@ def main(argv=None):
     cfg = read_config(args.config, args.cfg_options, horizon=args.horizon,
                       **data_path_args(args))
     check_folder_target(work_dir_of(cfg, args))  # before its lock file is made beside it
-    with work_dir_lock(work_dir_of(cfg, args), args.launcher):
+    with work_dir_lock(work_dir_of(cfg, args), args.launcher), evaluator_output_locks(cfg):
         runner = build_runner(apply_args(cfg, args))
         require_trainable(runner.model, args.config)
         runner.train()

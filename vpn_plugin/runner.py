@@ -40,6 +40,7 @@ atomically (a full disk never leaves a partial checkpoint; ``vpn_plugin.engine.c
 from __future__ import annotations
 
 import collections
+import contextlib
 import copy
 import inspect
 import logging
@@ -694,6 +695,28 @@ def _evaluators(evaluator) -> list:
     if isinstance(evaluator, dict) and evaluator.get('type'):
         return [evaluator]
     return [e for e in evaluator if isinstance(e, dict)] if isinstance(evaluator, list) else []
+
+
+def evaluator_output_locks(cfg) -> contextlib.ExitStack:
+    """Rank 0 holds a lock on each evaluator's ``out_file`` for the whole run (as tools/test.py
+    on ``--out`` / ``--out-metrics``): two tests at once with one ``test_evaluator.out_file``
+    both exited 0, the file holding one of them, the other's per-sample scores replaced
+    without a word. A second run writing there is refused at its start."""
+    from vpn_plugin.locks import exclusive_lock, lock_path_of
+    stack = contextlib.ExitStack()
+    if os.environ.get('RANK', '0') != '0':  # only rank 0 computes and writes the metrics
+        return stack
+    try:
+        for split in ('val', 'test'):
+            for evaluator in _evaluators(cfg.get(f'{split}_evaluator')):
+                out = evaluator.get('out_file')
+                if isinstance(out, (str, os.PathLike)) and str(out):
+                    stack.enter_context(exclusive_lock(
+                        lock_path_of(out), wait=False, what=f'{split}_evaluator.out_file {out}'))
+    except BaseException:
+        stack.close()
+        raise
+    return stack
 
 
 def check_run_values(cfg, where: str) -> None:
