@@ -243,3 +243,28 @@ def test_an_evaluator_out_file_in_use_by_another_run_is_refused(tmp_path):
         thread.join()
     with evaluator_output_locks(cfg):  # free again: taken
         pass
+
+
+def test_an_output_onto_a_file_the_config_reads_is_refused_even_with_overwrite(tmp_path):
+    """Before: ``test.py --data-root COPY --out-metrics COPY/niv/taxonomy.json --overwrite``
+    replaced the taxonomy the test had read (exit 0): only the config file and the
+    checkpoint counted as inputs (W8b, data loss)."""
+    from vpn_plugin.outputs import check_spares_config_inputs
+    data = tmp_path / 'data'
+    (data / 'niv').mkdir(parents=True)
+    taxonomy = data / 'niv' / 'taxonomy.json'
+    taxonomy.write_text('{"actions": []}')
+    text = tmp_path / 'text.npy'
+    text.write_bytes(b'x')
+    config = dict(test_dataloader=dict(dataset=dict(data_root=str(data))),
+                  model=dict(text_embeddings=dict(file=str(text))), work_dir=str(tmp_path))
+    with pytest.raises(ValueError, match=re.escape(
+            f'--out-metrics {taxonomy}: is inside {data}, a folder this command reads '
+            '(test_dataloader.dataset.data_root)')):
+        check_spares_config_inputs(taxonomy, 'metrics', '--out-metrics', config)
+    with pytest.raises(ValueError, match=r'is a file this command reads \(model.text_embeddings'):
+        check_spares_config_inputs(text, 'predictions', '--out', config)
+    earlier = tmp_path / 'metrics.json'  # an earlier metrics file in the work dir: replaced
+    earlier.write_text('{"plan/success_rate": 1.0}')
+    check_spares_config_inputs(earlier, 'metrics', '--out-metrics', config)
+    check_spares_config_inputs(tmp_path / 'new.json', 'metrics', '--out-metrics', config)

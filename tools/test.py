@@ -31,7 +31,8 @@ from vpn_plugin.data_paths import (add_runner_arguments, data_path_args,
                                   load_config as read_config, set_launcher)
 from vpn_plugin.errors import (POSITIVE_INT, check_file, path_argument, tool_main,
                                write_text_atomically)
-from vpn_plugin.outputs import add_overwrite_argument, check_output
+from vpn_plugin.outputs import (add_overwrite_argument, check_output,
+                                check_spares_config_inputs)
 from vpn_plugin.runner import build_runner, evaluator_output_locks
 from vpn_plugin.smoke import SMOKE, limit_test_windows
 
@@ -191,6 +192,9 @@ def main(argv=None):
 
 def run_test(args):
     cfg = load_config(args)
+    for flag, path, kind in (('--out', args.out, 'predictions'),
+                             ('--out-metrics', args.out_metrics, 'metrics')):
+        check_spares_config_inputs(path, kind, flag, cfg.to_dict())
     with evaluator_output_locks(cfg):
         return test_locked(args, cfg)
 

@@ -229,6 +229,46 @@ def check_output(path, kind: str, flag: str, inputs: Iterable = (), overwrite: b
     return target if os.path.islink(text) else path
 
 
+WRITTEN_KEYS = ('work_dir', 'cache_dir', 'out_file', 'out_dir', 'save_dir')  # a config's outputs
+
+
+def config_inputs(config, key: str = '') -> Iterable:
+    """``(key, path)`` of every string of ``config`` (a dict, at any depth) that names an
+    existing file or folder, except the places it writes (:data:`WRITTEN_KEYS`)."""
+    if isinstance(config, dict):
+        for name, value in config.items():
+            if str(name) not in WRITTEN_KEYS:
+                yield from config_inputs(value, f'{key}.{name}' if key else str(name))
+    elif isinstance(config, (list, tuple)):
+        for index, value in enumerate(config):
+            yield from config_inputs(value, f'{key}[{index}]')
+    elif isinstance(config, str) and os.path.isabs(config) and config != os.sep \
+            and os.path.exists(config):
+        yield key, config
+
+
+def check_spares_config_inputs(path, kind: str, flag: str, config) -> None:
+    """An existing ``path`` that is not an earlier output of ``kind`` may not be a file the
+    config reads, nor lie inside a folder it reads (its data root, feature folder): with
+    ``--overwrite``, ``test.py --out-metrics <data root>/niv/taxonomy.json`` replaced the
+    taxonomy the test had just read. ``ValueError`` naming the flag, the key and the path;
+    no flag allows it."""
+    if path is None or not os.path.isfile(str(path)):
+        return
+    target = Path(os.path.realpath(str(path)))
+    if _recognised(KINDS[kind], target):
+        return
+    for key, source in config_inputs(config):
+        folder = os.path.isdir(source)
+        inside = folder and os.path.commonpath([str(target), os.path.realpath(source)]) \
+            == os.path.realpath(source)
+        if inside or (not folder and same_file(target, Path(source))):
+            where = f'inside {source}, a folder' if inside else 'a file'
+            raise ValueError(f'{flag} {path}: is {where} this command reads ({key}); it would '
+                             f'be replaced by the {KINDS[kind].what}. Choose a file name '
+                             'outside its inputs')
+
+
 def _kind_of_existing(target: Path) -> str:
     """'' when ``target`` (as given, or resolved) may be written: absent or a plain file,
     outside the system folders; else what it is."""
