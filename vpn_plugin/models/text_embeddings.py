@@ -10,6 +10,7 @@ The descriptions (``state_descriptions.json``: ``{task name: {action name: {"bef
 and cached to a ``.pt`` file whose name hashes the encoder and the exact texts, so a change of
 encoder, taxonomy or descriptions never reuses a stale cache.
 """
+import contextlib
 import hashlib
 import logging
 import os
@@ -228,10 +229,7 @@ def state_embeddings(action_names: Sequence[str], action_task_names: Sequence[st
                                 'disabled (model.text_embeddings.allow_encode=False)')
     else:
         embeddings = encode_texts(flat, encoder, pooling=pooling)
-        cache.parent.mkdir(parents=True, exist_ok=True)
-        partial = cache.with_suffix(f'.{os.getpid()}.tmp')
-        torch.save(embeddings, partial)
-        os.replace(partial, cache)  # atomic: parallel ranks never read a half-written file
+        _write_cache(cache, embeddings)
     num_actions, num_states = len(before), len(before[0])
     embeddings = embeddings.view(2, num_actions, num_states, -1)
     return embeddings[0], embeddings[1]
@@ -288,11 +286,25 @@ def _cached_encoding(texts: Sequence[str], kind: str, encoder, cache_dir, allow_
         raise FileNotFoundError(f'text embedding cache {cache} is missing and encoding is '
                                 'disabled (model.text_embeddings.allow_encode=False)')
     embeddings = encode_texts(list(texts), encoder, pooling=pooling)
-    cache.parent.mkdir(parents=True, exist_ok=True)
-    partial = cache.with_suffix(f'.{os.getpid()}.tmp')
-    torch.save(embeddings, partial)
-    os.replace(partial, cache)  # atomic: parallel ranks never read a half-written file
+    _write_cache(cache, embeddings)
     return embeddings
+
+
+def _write_cache(cache: Path, embeddings: torch.Tensor) -> None:
+    """Save an encoding as ``cache``, atomically (parallel ranks never read a half-written
+    file); an unwritable ``model.text_embeddings.cache_dir`` is named as that option (the bare
+    ``OSError`` named a path, not the key to change)."""
+    partial = cache.with_suffix(f'.{os.getpid()}.tmp')
+    try:
+        cache.parent.mkdir(parents=True, exist_ok=True)
+        torch.save(embeddings, partial)
+        os.replace(partial, cache)
+    except OSError as error:
+        with contextlib.suppress(OSError):
+            partial.unlink(missing_ok=True)
+        raise OSError(f'model.text_embeddings.cache_dir={str(cache.parent)!r}: the text-feature '
+                      f'cache cannot be written there ({error.strerror or error}); expected a '
+                      'writable folder (set model.text_embeddings.cache_dir)') from None
 
 
 def check_cache_options(cache_dir, allow_encode) -> None:

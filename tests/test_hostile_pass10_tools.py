@@ -1,0 +1,62 @@
+"""Ninth hostile pass (issue 37), the tools around training (hostile22).
+
+Each test is a case that was wrong, silent or vague on f24bbf3 (case ids of
+/tmp/hostile22_log.md; the eighth pass's leftovers are named by what they were).
+"""
+import re
+from pathlib import Path
+
+import pytest
+import torch
+
+from tool_modules import load_tool
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def user_error(tool: str, argv) -> str:
+    """The message ``tool`` stops with (exit status 1 or argparse's 2, with a text)."""
+    with pytest.raises(SystemExit) as stopped:
+        load_tool(tool).main([str(a) for a in argv])
+    assert stopped.value.code != 0, f'{tool}: exit code {stopped.value.code!r}'
+    return str(stopped.value.code)
+
+
+# ------------------------------------------------------------------- leftovers of pass 8
+def test_text_cache_dir_that_cannot_be_written_names_the_option(shared_data, tmp_path,
+                                                                monkeypatch):
+    """hostile20 L9: text_embeddings.cache_dir='/proc/x' stopped with FileNotFoundError
+    "[Errno 2] No such file or directory: '/proc/x'" (the path, not the option to change)."""
+    from vpn_plugin.models import text_embeddings
+    monkeypatch.setattr(text_embeddings, 'encode_texts',
+                        lambda texts, encoder, pooling: torch.zeros(len(texts), 4))
+    blocker = tmp_path / 'a_file'
+    blocker.write_text('x')
+    with pytest.raises(OSError, match=r"model.text_embeddings.cache_dir='.*a_file/x': the "
+                                      r'text-feature cache cannot be written there'):
+        text_embeddings.load_action_features(taxonomy=shared_data / 'niv' / 'taxonomy.json',
+                                             cache_dir=str(blocker / 'x'))
+    assert blocker.read_text() == 'x'
+
+
+@pytest.mark.parametrize('argv, pattern', [
+    (['--size', 'unet_dim=0'], r'--size unet_dim=0: expected an integer >= 1'),
+    (['--size', 'batch_size=-4'], r'--size batch_size=-4: expected an integer >= 1'),
+    (['--official-python', '/nonexistent/python'],
+     r'--official-python /nonexistent/python: does not exist'),
+])
+def test_compare_official_training_checks_options_before_writing(tmp_path, capsys, argv,
+                                                                 pattern):
+    """hostile20: --size unet_dim=0 and a missing --official-python were found only after
+    ~45 s and 50 MB of synthetic features had been written into --out."""
+    official = tmp_path / 'PDPP'
+    from vpn_plugin.protocol.official.pdpp import METHOD
+    for name in METHOD.required:
+        (official / name).parent.mkdir(parents=True, exist_ok=True)
+        (official / name).write_text('')
+    out = tmp_path / 'out'
+    message = user_error('compare_official_training',
+                         ['--method', 'pdpp', '--official-dir', official, '--epochs', 5,
+                          '--out', out, *argv])
+    assert re.search(pattern, message + capsys.readouterr().err), message
+    assert not out.exists()
