@@ -3,6 +3,7 @@
 Each test is a case that was wrong, silent or vague on f24bbf3 (case ids of
 /tmp/hostile22_log.md; the eighth pass's leftovers are named by what they were).
 """
+import json
 import re
 from pathlib import Path
 
@@ -60,3 +61,15 @@ def test_compare_official_training_checks_options_before_writing(tmp_path, capsy
                           '--out', out, *argv])
     assert re.search(pattern, message + capsys.readouterr().err), message
     assert not out.exists()
+
+
+# ------------------------------------------------------------------- export_windows
+def test_export_windows_feature_prefix_is_a_folder(shared_data, tmp_path):
+    """C17: --feature-prefix 'feats' (a folder without its trailing '/') wrote
+    "featschanging_tire_0001.npy", a file of no folder, without a word."""
+    out = tmp_path / 'w.json'
+    load_tool('export_windows').main(['--dataset', 'niv', '--data-root', str(shared_data),
+                                      '--split', 'test', '--horizon', '3', '--out', str(out),
+                                      '--feature-prefix', 'feats'])
+    records = json.loads(out.read_text())
+    assert records[0]['id']['feature'] == 'feats/changing_tire_0001.npy'
