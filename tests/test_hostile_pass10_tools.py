@@ -73,3 +73,20 @@ def test_export_windows_feature_prefix_is_a_folder(shared_data, tmp_path):
                                       '--feature-prefix', 'feats'])
     records = json.loads(out.read_text())
     assert records[0]['id']['feature'] == 'feats/changing_tire_0001.npy'
+
+
+# ------------------------------------------------------------------- plan.py
+@pytest.mark.parametrize('argv, pattern', [
+    (['--start-time', '0', '--goal-time', '5'],
+     r'--start-time, --goal-time: for --video / --features only'),
+    (['--random-weights'], r'--random-weights: for --video / --features only'),
+    (['--features', 'x.npz', '--start-time', '1', '--goal-time', '5', '--indices', '3'],
+     r'--indices: dataset samples; --features plans one video'),
+])
+def test_plan_flags_of_the_other_mode_are_refused(tmp_path, capsys, argv, pattern):
+    """E46, E27: dataset samples planned with --start-time/--goal-time given (the samples'
+    annotated times were used, the flags ignored), and --features with --indices 3 (ignored),
+    both exit 0 without a word."""
+    user_error('plan', ['cfg.py', tmp_path / 'epoch_1.pth', *argv])
+    message = capsys.readouterr().err
+    assert re.search(pattern, message), message

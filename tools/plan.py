@@ -35,7 +35,7 @@ def parse_args(argv=None):
     parser.add_argument('checkpoint', nargs='?')
     parser.add_argument('--checkpoint', dest='checkpoint_option', metavar='CHECKPOINT',
                         help='the planner checkpoint (instead of the second positional)')
-    parser.add_argument('--indices', type=NON_NEGATIVE_INT, nargs='+', default=[0, 1, 2],
+    parser.add_argument('--indices', type=NON_NEGATIVE_INT, nargs='+',
                         help='dataset sample indices (default: 0 1 2)')
     parser.add_argument('--split', choices=('test', 'val', 'train'), default='test',
                         help='which dataloader of the config to take samples from')
@@ -80,6 +80,9 @@ def parse_args(argv=None):
                           f'checkpoint as --checkpoint {args.config}, or as CONFIG CHECKPOINT)'
                           if args.config else '')
         parser.error(f'{mode} needs --checkpoint CKPT{read_as_config}')
+    if (args.video or args.features) and args.indices is not None:
+        parser.error(f'--indices: dataset samples; {"--video" if args.video else "--features"} '
+                     'plans one video of your own (leave --indices out)')
     if args.features:
         if args.start_time is None or args.goal_time is None:
             parser.error('--features needs --start-time and --goal-time (seconds)')
@@ -97,6 +100,15 @@ def parse_args(argv=None):
         if args.task is not None:
             parser.error('--task is for --video / --features (dataset samples carry their '
                          'true task)')
+        given = [flag for flag, value in (('--start-time', args.start_time),
+                                          ('--goal-time', args.goal_time),
+                                          ('--s3d-weights', args.s3d_weights),
+                                          ('--random-weights', args.random_weights))
+                 if value is not None and value is not False]
+        if given:  # were ignored: the samples' own annotated times were planned
+            parser.error(f'{", ".join(given)}: for --video / --features only (dataset samples '
+                         'carry their annotated start and goal)')
+        args.indices = [0, 1, 2] if args.indices is None else args.indices
     else:
         if args.start_time is None or args.goal_time is None:
             parser.error('--video needs --start-time and --goal-time (seconds)')
