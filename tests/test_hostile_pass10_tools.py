@@ -90,3 +90,14 @@ def test_plan_flags_of_the_other_mode_are_refused(tmp_path, capsys, argv, patter
     user_error('plan', ['cfg.py', tmp_path / 'epoch_1.pth', *argv])
     message = capsys.readouterr().err
     assert re.search(pattern, message), message
+
+
+# ------------------------------------------------------------------- extract_features
+def test_an_absurd_frame_rate_is_refused_before_decoding():
+    """G37c: extract_features --fps 1e9 on a 3 s clip ran (187,500,000 chunks, ETA 1747 h), and
+    the ffmpeg it started outlived the run when it was terminated."""
+    from vpn_plugin.video.recipe import FrameRecipe
+    with pytest.raises(ValueError, match=r'fps=1e\+09: expected a positive number of frames per '
+                                         r'second up to 1000'):
+        FrameRecipe(fps=1e9)
+    assert FrameRecipe(fps=1000).fps == 1000
