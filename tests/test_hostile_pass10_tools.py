@@ -101,3 +101,20 @@ def test_an_absurd_frame_rate_is_refused_before_decoding():
                                          r'second up to 1000'):
         FrameRecipe(fps=1e9)
     assert FrameRecipe(fps=1000).fps == 1000
+
+
+def test_files_of_a_video_folder_that_are_not_extracted_are_named(tmp_path, capsys):
+    """G31: a folder holding a.mp4, c.wmv and README.txt extracted a.mp4 alone; the .wmv video
+    and the README were left out without a word."""
+    from test_extract_features import write_video
+    videos = tmp_path / 'videos'
+    videos.mkdir()
+    write_video(videos / 'a.mp4', 4)
+    (videos / 'c.wmv').write_bytes((videos / 'a.mp4').read_bytes())
+    (videos / 'README.txt').write_text('notes')
+    load_tool('extract_features').main([str(videos), '--out', str(videos / 'features'),
+                                        '--random-weights', '--size', '16', '--num-workers', '0'])
+    err = capsys.readouterr().err
+    assert re.search(r'skipped 2 file\(s\) not named as videos \(.mp4, .*\): README.txt, c.wmv '
+                     r'\(rename a video', err), err
+    assert sorted(p.name for p in (videos / 'features').glob('*.npz')) == ['a.npz']

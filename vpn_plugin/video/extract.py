@@ -91,6 +91,22 @@ def list_videos(inputs: Sequence, extensions: Sequence[str] = VIDEO_EXTENSIONS) 
     return sorted(videos)
 
 
+def non_videos(inputs: Sequence, out_dir=None,
+               extensions: Sequence[str] = VIDEO_EXTENSIONS) -> List[Path]:
+    """The files of the folders in ``inputs`` that :func:`list_videos` leaves out (not named
+    ``extensions``: a README, a .wmv or .3gp video), outside ``out_dir``: for the tool to count
+    and name them (a skipped video was left out without a word)."""
+    out = Path(out_dir).resolve() if out_dir is not None else None
+    found = set()
+    for item in map(Path, inputs):
+        if item.is_dir():
+            found.update(p for p in item.rglob('*') if not p.is_dir()
+                         and p.suffix.lower() not in extensions
+                         and not (out is not None and (out == p.resolve().parent
+                                                       or out in p.resolve().parents)))
+    return sorted(found)
+
+
 def feature_name(video: Path, naming: str = 'stem') -> str:
     if naming not in NAMINGS:
         raise ValueError(f'naming={naming!r} is unknown; expected one of {NAMINGS}')
