@@ -118,3 +118,22 @@ def test_files_of_a_video_folder_that_are_not_extracted_are_named(tmp_path, caps
     assert re.search(r'skipped 2 file\(s\) not named as videos \(.mp4, .*\): README.txt, c.wmv '
                      r'\(rename a video', err), err
     assert sorted(p.name for p in (videos / 'features').glob('*.npz')) == ['a.npz']
+
+
+def test_plan_save_features_does_not_replace_a_video_of_a_feature_folder(tmp_path, capsys):
+    """P9: plan.py --video a.mp4 --random-weights --save-features <extraction>/x.npz replaced
+    that extraction's x.npz with random-weights features, without --overwrite (the file was
+    taken for an earlier --save-features)."""
+    import numpy as np
+    folder = tmp_path / 'extracted'
+    folder.mkdir()
+    (folder / 'extraction.json').write_text('{}')
+    np.savez(folder / 'x.npz', frames_features=np.ones((3, 512), np.float32),
+             usable=np.bool_(True))
+    before = (folder / 'x.npz').read_bytes()
+    message = user_error('plan', ['cfg.py', tmp_path / 'epoch_1.pth', '--video', 'a.mp4',
+                                  '--start-time', '0', '--goal-time', '2', '--random-weights',
+                                  '--save-features', folder / 'x.npz'])
+    assert re.search(r'the file exists in a feature folder \(beside its extraction.json\).*'
+                     r'pass --overwrite', message + capsys.readouterr().err)
+    assert (folder / 'x.npz').read_bytes() == before

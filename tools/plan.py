@@ -192,6 +192,23 @@ def save_features(path, features, s3d, warning: str) -> None:
     print(f'features: {path}' + ('' if s3d.usable else ' (UNUSABLE: random S3D weights)'))
 
 
+def check_not_in_a_feature_folder(path, overwrite: bool) -> None:
+    """An existing ``--save-features`` file of a feature folder (extraction.json or
+    provenance.json beside it: extract_features' or a dataset's) is one video of that folder,
+    not an earlier --save-features: replaced only with --overwrite (its features were replaced
+    by this video's, random-weights ones too, and the folder's record no longer held)."""
+    from pathlib import Path
+    from vpn_plugin.datasets.provenance import PROVENANCE_FILE
+    from vpn_plugin.video.extract import MANIFEST
+    path = Path(path)
+    records = [name for name in (MANIFEST, PROVENANCE_FILE) if (path.parent / name).is_file()]
+    if path.exists() and records and not overwrite:
+        raise ValueError(f'--save-features {path}: the file exists in a feature folder (beside '
+                         f'its {" and ".join(records)}): it is one video of that folder, not an '
+                         'earlier --save-features; choose another name, or pass --overwrite to '
+                         'replace it')
+
+
 @tool_main
 def main(argv=None):
     args = parse_args(argv)
@@ -199,6 +216,7 @@ def main(argv=None):
         args.save_features = check_output(
             args.save_features, 'features', '--save-features',
             (args.video, args.checkpoint, args.config, args.s3d_weights), args.overwrite)
+        check_not_in_a_feature_folder(args.save_features, args.overwrite)
     from vpn_plugin.apis import build_split_dataset, inference_planner, init_planner
     from vpn_plugin.models.plan_display import format_plan
 
