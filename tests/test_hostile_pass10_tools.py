@@ -137,3 +137,24 @@ def test_plan_save_features_does_not_replace_a_video_of_a_feature_folder(tmp_pat
     assert re.search(r'the file exists in a feature folder \(beside its extraction.json\).*'
                      r'pass --overwrite', message + capsys.readouterr().err)
     assert (folder / 'x.npz').read_bytes() == before
+
+
+# ------------------------------------------------------------------- check_reference
+@pytest.mark.parametrize('edit, pattern', [
+    (lambda text: text[:100], r'CEFITO loader annotations .*loader_annotations.json: line 7 '
+                              r'column 4: Unterminated string'),
+    (lambda text: text.replace('"vid"', '"video"', 1),
+     r"loader_annotations.json: record 0: no 'vid' \(of the record"),
+])
+def test_cefito_loader_fixture_errors_name_the_file_and_record(tmp_path, edit, pattern):
+    """H14, H14b: check_reference.py on a copy of cefito_small_t3 whose
+    loader_annotations.json was truncated stopped with "Unterminated string starting at: line
+    7 column 4 (char 92)" (no file), one without a record's "vid" with "error: vid"."""
+    from reference_fixtures import copy_fixture, reference_dir
+    from vpn_plugin.oracles import cefito
+    fixture = copy_fixture(reference_dir('cefito_small_t3'), tmp_path)
+    path = fixture / 'loader_annotations.json'
+    path.write_text(edit(path.read_text()))
+    meta = json.loads((fixture / 'meta.json').read_text())
+    with pytest.raises(ValueError, match=pattern):
+        cefito.loader_outputs(fixture, meta)
