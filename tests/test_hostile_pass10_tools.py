@@ -158,3 +158,15 @@ def test_cefito_loader_fixture_errors_name_the_file_and_record(tmp_path, edit, p
     meta = json.loads((fixture / 'meta.json').read_text())
     with pytest.raises(ValueError, match=pattern):
         cefito.loader_outputs(fixture, meta)
+
+
+def test_cefito_fixture_without_its_training_step_file_fails(tmp_path, capsys):
+    """H19: check_reference.py on a copy of cefito_small_t3 without train_step.npz printed
+    PASS, exit 0: the AdamW + EMA step was left unchecked without a word."""
+    from reference_fixtures import copy_fixture, reference_dir
+    fixture = copy_fixture(reference_dir('cefito_small_t3'), tmp_path)
+    (fixture / 'train_step.npz').unlink()
+    assert load_tool('check_reference').main([str(fixture), '--no-sensitivity']) == 1
+    out = capsys.readouterr().out
+    assert re.search(r'train_step.npz:\* \(the file; the AdamW \+ EMA step\) \(not recorded: '
+                     r'the fixture lacks', out), out

@@ -706,11 +706,19 @@ def check_fixture(fixture, meta: dict):
                          ('grads_auxiliary.npz', grads_auxiliary),
                          ('head_grads.npz', head_grads)):
         rows += compare_grads(fixture / name, values, GRAD_TOLERANCE)
+    # an absent file is a failing row: the check passed without the optimiser step or the
+    # loader, and said nothing of it
     if (fixture / 'train_step.npz').is_file():
         rows += train_step_rows(model, meta, fixture, inputs)
+    else:
+        rows.append(cmp.one_side_row('train_step.npz:* (the file; the AdamW + EMA step)',
+                                     False, True, OUTPUT_TOLERANCE))
     if (fixture / 'loader_outputs.npz').is_file():
         loader = loader_outputs(fixture, meta)
         rows += compare_file(fixture / 'loader_outputs.npz', loader, 0.0,
                              names=sorted(k for k in read_npz(fixture / 'loader_outputs.npz')
                                           if not re.fullmatch(r'state_window_.+_ranges', k)))
+    else:
+        rows.append(cmp.one_side_row('loader_outputs.npz:* (the file; the official loader\'s '
+                                     'arrays)', False, True, 0.0))
     return rows, header_ok
