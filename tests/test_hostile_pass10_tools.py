@@ -170,3 +170,17 @@ def test_cefito_fixture_without_its_training_step_file_fails(tmp_path, capsys):
     out = capsys.readouterr().out
     assert re.search(r'train_step.npz:\* \(the file; the AdamW \+ EMA step\) \(not recorded: '
                      r'the fixture lacks', out), out
+
+
+# ------------------------------------------------------------------- check_authors_loader
+def test_authors_loader_check_names_windows_of_one_side(tmp_path, capsys):
+    """N11: a fixture whose windows.json has one window more than expected.npz printed "21
+    mismatching windows" for every field and nothing about which window was extra."""
+    from reference_fixtures import copy_fixture, reference_dir
+    fixture = copy_fixture(reference_dir('authors_loader_small'), tmp_path)
+    windows = json.loads((fixture / 'windows.json').read_text())
+    (fixture / 'windows.json').write_text(json.dumps(windows + windows[:1]))
+    assert load_tool('check_authors_loader').main([str(fixture)]) == 1
+    out = capsys.readouterr().out
+    assert 'the dataset kept 21 windows, expected.npz holds 20: windows only the dataset kept ' \
+           '[20], only the authors\' loader []' in out, out
