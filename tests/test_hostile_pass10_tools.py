@@ -176,8 +176,10 @@ def test_cefito_fixture_without_its_training_step_file_fails(tmp_path, capsys):
 def test_authors_loader_check_names_windows_of_one_side(tmp_path, capsys):
     """N11: a fixture whose windows.json has one window more than expected.npz printed "21
     mismatching windows" for every field and nothing about which window was extra."""
-    from reference_fixtures import copy_fixture, reference_dir
-    fixture = copy_fixture(reference_dir('authors_loader_small'), tmp_path)
+    from reference_fixtures import REFERENCE, copy_fixture
+    if not (REFERENCE / 'authors_loader_small' / 'windows.json').is_file():
+        pytest.skip(f'authors_loader_small not found in {REFERENCE}')
+    fixture = copy_fixture(REFERENCE / 'authors_loader_small', tmp_path)
     windows = json.loads((fixture / 'windows.json').read_text())
     (fixture / 'windows.json').write_text(json.dumps(windows + windows[:1]))
     assert load_tool('check_authors_loader').main([str(fixture)]) == 1
