@@ -186,3 +186,18 @@ def test_authors_loader_check_names_windows_of_one_side(tmp_path, capsys):
     out = capsys.readouterr().out
     assert 'the dataset kept 21 windows, expected.npz holds 20: windows only the dataset kept ' \
            '[20], only the authors\' loader []' in out, out
+
+
+# ------------------------------------------------------------------- convert_authors_checkpoint
+def test_convert_authors_checkpoint_of_another_method_names_src_and_config(tmp_path, capsys):
+    """L9: SCHEMA's state_dict.npz with a ViterbiPlanNet config stopped with "parameter
+    'state_decoder.logit_scale' is not one of the official model's" (a KeyError, neither the
+    file nor the config named)."""
+    from reference_fixtures import reference_dir
+    src = reference_dir('schema_crosstask_t3') / 'state_dict.npz'
+    message = user_error('convert_authors_checkpoint', [
+        src, tmp_path / 'out.pth', '--config', REPO / 'configs' / 'vpn_crosstask_t3.py'])
+    assert re.search(rf"SRC {re.escape(str(src))} into the ViterbiPlanNet of --config .*"
+                     r"vpn_crosstask_t3.py: parameter 'state_decoder.logit_scale' is not one",
+                     message + capsys.readouterr().err)
+    assert not (tmp_path / 'out.pth').exists()
