@@ -201,3 +201,14 @@ def test_convert_authors_checkpoint_of_another_method_names_src_and_config(tmp_p
                      r"vpn_crosstask_t3.py: parameter 'state_decoder.logit_scale' is not one",
                      message + capsys.readouterr().err)
     assert not (tmp_path / 'out.pth').exists()
+
+
+# ------------------------------------------------------------------- model_stats
+def test_cefito_heads_not_dividing_the_width_name_both_keys():
+    """K18: model_stats configs/baselines/cefito_niv_t3.py model.num_heads=7 stopped with
+    'hidden dim 384 is not divisible by num_heads=7' (neither key nor a valid value)."""
+    from vpn_plugin.core.energy_field import Attention
+    with pytest.raises(ValueError, match=r'hidden_dim=384 is not divisible by num_heads=7 '
+                                         r'\(.*model.hidden_dim / model.num_heads\); expected '
+                                         r'num_heads among \[1, 2, 3, 4, 6, 8,'):
+        Attention(384, 7)
