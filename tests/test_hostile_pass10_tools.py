@@ -212,3 +212,18 @@ def test_cefito_heads_not_dividing_the_width_name_both_keys():
                                          r'\(.*model.hidden_dim / model.num_heads\); expected '
                                          r'num_heads among \[1, 2, 3, 4, 6, 8,'):
         Attention(384, 7)
+
+
+# ------------------------------------------------------------------- quickstart
+def test_quickstart_names_the_dataset_of_its_config(tmp_path):
+    """Q6: quickstart --config configs/vpn_niv_t3.py trained and tested NIV and printed the
+    table under 'ViterbiPlanNet, CrossTask T=3'; with NIV data missing it said 'CrossTask
+    annotations not found'."""
+    tool = load_tool('quickstart')
+    with pytest.raises(SystemExit, match=r'NIV annotations \(of --config .*vpn_niv_t3.py\) not '
+                                         r'found in .*nowhere/niv'):
+        tool.main(['--config', str(REPO / 'configs' / 'vpn_niv_t3.py'),
+                   '--data-root', str(tmp_path / 'nowhere'), '--epochs', '1'])
+    from vpn_plugin.data_paths import load_config
+    assert tool.config_dataset(load_config(REPO / 'configs' / 'vpn_niv_t3.py')) == 'niv'
+    assert tool.config_dataset(load_config(REPO / tool.CONFIG)) == 'crosstask'
