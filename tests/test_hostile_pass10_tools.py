@@ -227,3 +227,11 @@ def test_quickstart_names_the_dataset_of_its_config(tmp_path):
     from vpn_plugin.data_paths import load_config
     assert tool.config_dataset(load_config(REPO / 'configs' / 'vpn_niv_t3.py')) == 'niv'
     assert tool.config_dataset(load_config(REPO / tool.CONFIG)) == 'crosstask'
+
+
+# ------------------------------------------------------------------- benchmark_*
+def test_benchmark_checked_arguments_sizes_name_the_entry():
+    """J4: benchmark_checked_arguments --sizes abc stopped with "invalid literal for int()
+    with base 10: 'abc'" (neither the option nor the form); benchmark_dvl named both."""
+    with pytest.raises(SystemExit, match=r"--sizes entry 'abc': expected BxTxN"):
+        load_tool('benchmark_checked_arguments').main(['--sizes', '1x3x4', 'abc'])
