@@ -235,3 +235,20 @@ def test_benchmark_checked_arguments_sizes_name_the_entry():
     with base 10: 'abc'" (neither the option nor the form); benchmark_dvl named both."""
     with pytest.raises(SystemExit, match=r"--sizes entry 'abc': expected BxTxN"):
         load_tool('benchmark_checked_arguments').main(['--sizes', '1x3x4', 'abc'])
+
+
+# ------------------------------------------------------------------- Python API
+@pytest.mark.parametrize('device, pattern', [
+    (3, r'init_planner\(\) argument device 3 is not a torch device|init_planner\(\) argument '
+        r'device 3: this machine has'),
+    ('cuda:7', r"init_planner\(\) argument device 'cuda:7': this machine has \d+ CUDA"),
+])
+def test_init_planner_device_is_checked_first(device, pattern):
+    """F28: init_planner(cfg, ckpt, device=3) built the model and loaded the checkpoint, then
+    stopped with torch's "Cannot access accelerator device when none is available" (no
+    argument named)."""
+    if torch.cuda.device_count() > 7:
+        pytest.skip('a machine with 8 GPUs has cuda:7')
+    from vpn_plugin.apis import init_planner
+    with pytest.raises(ValueError, match=pattern):
+        init_planner('no_such_config.py', device=device)

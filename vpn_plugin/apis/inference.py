@@ -91,6 +91,8 @@ def init_planner(config, checkpoint: Optional[PathName] = None,
     from mmaction.registry import MODELS
     from vpn_plugin.datasets.planning_dataset import config_metainfo
     from vpn_plugin.engine.checkpoint import UNCHECKED_KEY, load_weights, read_checkpoint
+    from vpn_plugin.video.extract import checked_device
+    checked_device(device, 'init_planner() argument device')  # before the model is built
     cfg = _config(config, cfg_options)
     _import_custom_modules(cfg)
     init_default_scope(cfg.get('default_scope', 'mmaction'))
