@@ -185,8 +185,10 @@ def print_dry_run(args, protocol, units, runner) -> None:
                         args.epoch_seconds, args.checkpoint_interval, smoke=args.smoke)
     print('\n'.join(format_plan(planned, args.epoch_seconds)))
     stages = len(planned) - len(units)
+    configs = check_units(units)
+    videos = runner.check_feature_files(units)
     print(f'{len(units)} runs' + (f' (+{stages} pre-training stages)' if stages else '')
-          + f'; {check_units(units)} configs checked')
+          + f'; {configs} configs checked; feature files checked: {videos} videos, none missing')
 
 
 def slurm_request(args):
@@ -215,6 +217,7 @@ def launch_on_slurm(args, protocol, units, runner):
     todo = [u for u in units if not runner.is_done(u, runner.done_keys())]
     check_units(todo)
     runner.check_requirements(todo)
+    runner.check_feature_files(todo)
     plan, jobs = submit(runner, units, request, args.epoch_seconds, command=shlex.join(sys.argv))
     for text in plan.warnings:
         print(f'warning: {text}', file=sys.stderr)

@@ -1,0 +1,65 @@
+"""Ninth hostile pass (issue 37), the protocol and what follows training (hostile21): the
+eighth pass's vague cases left (run_protocol --dry-run and --feature-dir, a refusal printed once
+per rank, a long bootstrap without a word) and this pass's findings, each test failing on main
+f24bbf3 (the behaviour before its fix)."""
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+KEPT = ROOT / 'docs' / 'results_data' / 'main_t3_crosstask.jsonl'
+
+
+def tool(*args, **kwargs) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, *map(str, args)], cwd=ROOT, capture_output=True,
+                          text=True, timeout=120, **kwargs)
+
+
+# ------------------------------------------------------------ pass 8's vague cases
+def niv_runner(tmp_path, feature_dir, smoke=False):
+    from vpn_plugin.protocol.runner import ProtocolRunner, expand_units, load_protocol
+    protocol = load_protocol(str(ROOT / 'configs' / 'protocol' / 'standard_niv.py'))
+    units = expand_units(protocol, seeds=[0], methods=['ViterbiPlanNet'], horizons=[3])
+    runner = ProtocolRunner(protocol, tmp_path / 'out', smoke=smoke,
+                            data_paths=dict(feature_dir=str(feature_dir)))
+    return runner, units
+
+
+def niv_stems(shared_data, split) -> list:
+    rows = json.loads((shared_data / 'niv' / 'splits' / f'{split}_T3.json').read_text())
+    return sorted({Path(row['id']['feature']).stem for row in rows})
+
+
+@pytest.mark.parametrize('smoke', [False, True])
+def test_a_dry_run_names_a_feature_dir_without_the_features(tmp_path, shared_data, smoke):
+    """Before (pass 8, P4): --dry-run (local or Slurm) with a --feature-dir that does not hold
+    the dataset's features listed the runs and said nothing; each run (each queued Slurm
+    task) failed later."""
+    runner, units = niv_runner(tmp_path, tmp_path / 'nothing_here', smoke)
+    with pytest.raises(ValueError, match=r'vpn_niv_t3\.py \(train split\): feature_dir .*'
+                       r'nothing_here does not exist, so it holds no feature file for (\d+) '
+                       r'of the \1 videos'):
+        runner.check_feature_files(units)
+
+
+def test_a_dry_run_names_the_one_missing_feature_file(tmp_path, shared_data):
+    """Every video but one has a file: a full run would fail on it, so the dry run says so;
+    a --smoke run reads a stratified few windows, so there only a folder without any of the
+    split's videos is refused."""
+    folder = tmp_path / 'features'
+    folder.mkdir()
+    stems = sorted(set(niv_stems(shared_data, 'train')) | set(niv_stems(shared_data, 'test')))
+    for stem in stems[1:]:
+        (folder / f'{stem}.npz').touch()
+    runner, units = niv_runner(tmp_path, folder)
+    with pytest.raises(ValueError, match=rf'holds no feature file for 1 of the \d+ videos .* '
+                       rf'e\.g\. .*{stems[0]}\.npy \(nor \.npz\)'):
+        runner.check_feature_files(units)
+    runner, units = niv_runner(tmp_path, folder, smoke=True)
+    assert runner.check_feature_files(units) == len(stems)
+    (folder / f'{stems[0]}.npy').touch()
+    runner, units = niv_runner(tmp_path, folder)
+    assert runner.check_feature_files(units) == len(stems)
