@@ -63,3 +63,22 @@ def test_a_dry_run_names_the_one_missing_feature_file(tmp_path, shared_data):
     (folder / f'{stems[0]}.npy').touch()
     runner, units = niv_runner(tmp_path, folder)
     assert runner.check_feature_files(units) == len(stems)
+
+
+def test_a_refusal_of_a_distributed_run_is_printed_once(tmp_path, monkeypatch, capsys):
+    """Before (pass 8): tools/dist_train.sh CONFIG 2 with a refused option printed the same
+    "error: ..." once per rank. Now rank 0 prints it; tools/dist_run.py prints another rank's
+    message only when it differs from rank 0's."""
+    from vpn_plugin.errors import DIST_ERRORS_VARIABLE, explained_errors
+    sys.path.insert(0, str(ROOT / 'tools'))
+    from dist_run import print_rank_messages
+    monkeypatch.setenv(DIST_ERRORS_VARIABLE, str(tmp_path))
+    for rank, reason in (('0', 'bad option'), ('1', 'bad option'), ('2', 'other')):
+        monkeypatch.setenv('RANK', rank)
+        with pytest.raises(SystemExit) as ended, explained_errors():
+            raise ValueError(reason)
+        assert ended.value.code == (f'error: {reason}\n(set VPN_TRACEBACK=1 for the '
+                                    'traceback)' if rank == '0' else 1)
+    print_rank_messages(str(tmp_path))
+    printed = capsys.readouterr().err
+    assert 'bad option' not in printed and printed.startswith('rank 2: error: other\n')
