@@ -96,6 +96,7 @@ import contextlib
 import csv
 import io
 import json
+import math
 import os
 import re
 from dataclasses import asdict, dataclass, field
@@ -189,9 +190,42 @@ def row_from_dict(record: dict, source: str = '<dict>') -> ResultRow:
         values[name] = _as_text(record.get(name), name, source)
     for name in ('settings', 'failures', 'usage', 'features', 'variant'):
         values[name] = _as_dict(record.get(name), name, source)
-    values['failures'] = {k: _as_int(v, f'failures.{k}', source)
+    values['failures'] = {k: _as_count(v, f'failures.{k}', source)
                           for k, v in values['failures'].items()}
+    _check_usage(values['usage'], source)
     return ResultRow(**values)
+
+
+# usage fields that tables read or sum (the others are kept as they are)
+USAGE_COUNTS = ('requests', 'retries', 'failed', 'cache_hits', 'prompt_tokens',
+                'completion_tokens', 'cached_prompt_tokens', 'cached_completion_tokens',
+                'replies_without_usage', 'total_tokens', 'paid_tokens')
+USAGE_COSTS = ('cost_of_answers', 'cost_paid', 'cost')
+
+
+def _as_count(value, name, source) -> int:
+    value = _as_int(value, name, source)
+    if value < 0:
+        raise ValueError(f'{source}: field "{name}" = {value}; expected a count >= 0')
+    return value
+
+
+def _check_usage(usage: dict, source) -> None:
+    """Counts are integers >= 0; costs and ``price_per_1k`` ([prompt, completion]) finite
+    numbers >= 0: a Tokens or Cost column shows them."""
+    for name, value in usage.items():
+        if name in USAGE_COUNTS:
+            _as_count(value, f'usage.{name}', source)
+        elif name in USAGE_COSTS or name == 'price_per_1k':
+            prices = value if name == 'price_per_1k' and isinstance(value, list) else [value]
+            if name == 'price_per_1k' and len(prices) != 2:
+                raise ValueError(f'{source}: field "usage.price_per_1k" = {value!r}; expected '
+                                 '[prompt price, completion price] per 1000 tokens')
+            for price in prices:
+                number = _as_float(price, f'usage.{name}', source)
+                if not (math.isfinite(number) and number >= 0):
+                    raise ValueError(f'{source}: field "usage.{name}" = {value!r}; expected '
+                                     'finite number(s) >= 0')
 
 
 # text fields: absent or null = ''; a number, bool, list or dict is no name, path or reason
