@@ -138,3 +138,14 @@ def test_failure_counts_and_usage_of_another_kind_are_named(tmp_path, name, valu
     path = edited_row(tmp_path, name, value, usage={'total_tokens': 100, 'paid_tokens': 100})
     with pytest.raises(ValueError, match=rf'results\.jsonl:1: field "{name}" .*{expected}'):
         read_results(path)
+
+
+def test_a_params_axis_over_many_decades_keeps_its_labels_apart():
+    """Before: plots.py params with a 1e9-parameter method beside 1M ones put ten 1-2-5 ticks
+    on a column-wide axis ('5M10M20M 50M100M200M500M1000M' ran into each other; looked at)."""
+    from vpn_plugin.protocol.plots import MAX_LOG_TICKS, format_count, log_ticks
+    ticks = log_ticks(0.855e6 / 1.15, 1e9 * 1.15)
+    assert [format_count(t) for t in ticks] == ['1M', '10M', '100M', '1B']
+    assert len(log_ticks(1.0, 1e30)) <= MAX_LOG_TICKS
+    assert [format_count(t) for t in log_ticks(0.855e6 / 1.15, 5.55e6 * 1.15)] == \
+        ['1M', '2M', '5M']  # a narrow range keeps the 1-2-5 series

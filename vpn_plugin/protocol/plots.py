@@ -766,15 +766,26 @@ def log_ticks(low: float, high: float, count: int = 5) -> list[float]:
     ticks (a wide range), else about ``count`` evenly spaced round values (a narrow range)."""
     from matplotlib.ticker import MaxNLocator
     decades = range(math.floor(math.log10(low)), math.ceil(math.log10(high)) + 1)
-    series = [m * 10.0 ** k for k in decades for m in (1, 2, 5) if low <= m * 10.0 ** k <= high]
+    for mantissas in ((1, 2, 5), (1,)):  # over a few decades, the labels of 1-2-5 collide
+        series = [m * 10.0 ** k for k in decades for m in mantissas
+                  if low <= m * 10.0 ** k <= high]
+        if len(series) <= MAX_LOG_TICKS:
+            break
+    if len(series) > MAX_LOG_TICKS:  # many decades: every n-th one
+        series = series[::math.ceil(len(series) / MAX_LOG_TICKS)]
     if len(series) >= 3:
         return series
     ticks = MaxNLocator(nbins=count, steps=[1, 2, 2.5, 5, 10]).tick_values(low, high)
     return [float(t) for t in ticks if low <= t <= high]
 
 
+MAX_LOG_TICKS = 7  # labels of a column-wide log axis that do not run into each other
+
+
 def format_count(value: float) -> str:
-    """``850000 -> '0.85M'``, ``12000 -> '12K'``."""
+    """``850000 -> '0.85M'``, ``12000 -> '12K'``, ``2e9 -> '2B'``."""
+    if value >= 1e9:
+        return f'{value / 1e9:g}B'
     if value >= 1e6:
         return f'{value / 1e6:g}M'
     if value >= 1e3:
