@@ -149,3 +149,24 @@ def test_a_params_axis_over_many_decades_keeps_its_labels_apart():
     assert len(log_ticks(1.0, 1e30)) <= MAX_LOG_TICKS
     assert [format_count(t) for t in log_ticks(0.855e6 / 1.15, 5.55e6 * 1.15)] == \
         ['1M', '2M', '5M']  # a narrow range keeps the 1-2-5 series
+
+
+# ------------------------------------------------------------ protocol folders
+@pytest.mark.parametrize('copied', [False, True])
+def test_a_finished_training_without_its_checkpoint_says_how_to_go_on(tmp_path, copied):
+    """Before: a finished unit (train_done.json) whose tested checkpoint was deleted failed
+    its tests with "checkpoint ... does not exist", and in a copied protocol folder with
+    "... give the checkpoint to continue from as --resume CKPT" (run_protocol has no
+    --resume); a finished unit is never trained again, so neither says how to go on."""
+    from vpn_plugin.protocol.runner import finished_training
+    work_dir = tmp_path / 'ViterbiPlanNet' / 'T3' / 'seed0'
+    work_dir.mkdir(parents=True)
+    origin = (tmp_path / 'elsewhere' if copied else work_dir) / 'best_epoch_3.pth'
+    (work_dir / 'train_done.json').write_text(json.dumps(dict(
+        checkpoint=str(origin), params=1, shortened='', selection='unified: best')))
+    with pytest.raises(ValueError, match=r'train_done\.json records a finished training whose '
+                       r'tested checkpoint best_epoch_3\.pth is not in its work dir .* put the '
+                       r'checkpoint back, or remove the work dir'):
+        finished_training(work_dir)
+    (work_dir / 'best_epoch_3.pth').write_bytes(b'x')
+    assert finished_training(work_dir).checkpoint == str(work_dir / 'best_epoch_3.pth')

@@ -927,9 +927,18 @@ def finished_training(work_dir) -> Trained | None:
     marker = Path(work_dir) / TRAIN_DONE
     if not marker.is_file():
         return None
-    from vpn_plugin.engine.checkpoint import record_inside
+    from vpn_plugin.engine.checkpoint import is_inside
     info = read_json(marker, 'training record')
-    checkpoint = record_inside(info['checkpoint'], work_dir, str(marker))
+    checkpoint = info['checkpoint']
+    if not is_inside(checkpoint, work_dir):  # a moved or copied protocol folder
+        checkpoint = str(Path(work_dir) / Path(checkpoint).name)
+    if not Path(checkpoint).is_file():
+        raise ValueError(
+            f'{marker} records a finished training whose tested checkpoint '
+            f'{Path(checkpoint).name} is not in its work dir {work_dir} (deleted, or not '
+            'copied with the folder), so its tests cannot run; the protocol never trains a '
+            f'finished unit again: put the checkpoint back, or remove the work dir (the '
+            'training then starts over) and rerun the same command')
     return Trained(checkpoint, info['params'], info.get('shortened', ''),
                    info.get('selection', ''))
 
