@@ -170,3 +170,23 @@ def test_a_finished_training_without_its_checkpoint_says_how_to_go_on(tmp_path, 
         finished_training(work_dir)
     (work_dir / 'best_epoch_3.pth').write_bytes(b'x')
     assert finished_training(work_dir).checkpoint == str(work_dir / 'best_epoch_3.pth')
+
+
+def test_a_method_with_a_model_per_horizon_shows_its_params_range(tmp_path):
+    """Before: report.py of a cross-horizon protocol showed 'ViterbiPlanNet (train T=test T)'
+    with Params 5.51M, the largest of its T=3/4/5 models (5.48M, 5.49M, 5.51M), without a
+    word."""
+    from vpn_plugin.protocol.report import build_table, to_markdown
+    from vpn_plugin.protocol.results import read_results
+    rows = [json.loads(line) for line in KEPT.read_text().splitlines()]
+    for row in rows:
+        if row['method'] == 'ViterbiPlanNet' and row['seed'] == 0:  # its T=4 model
+            row.update(horizon=4, train_horizon=4, params=5494726)
+    path = tmp_path / 'results.jsonl'
+    path.write_text(''.join(json.dumps(row) + '\n' for row in rows))
+    text = to_markdown(build_table(read_results(path), ['success_rate'], num_resamples=10,
+                                   num_diff_resamples=10))
+    line = next(t for t in text.splitlines() if t.startswith('| ViterbiPlanNet'))
+    assert '| 5.49M-5.55M |' in line
+    assert "Params a-b: the method's models differ in size across the columns" in text
+    assert '| 5.55M |' in next(t for t in text.splitlines() if t.startswith('| Base Model'))

@@ -108,7 +108,7 @@ class Table:
     methods: list
     columns: list          # (dataset, horizon, metric)
     cells: dict            # (method, column) -> CellStats
-    params: dict           # method -> int | None
+    params: dict           # method -> sorted distinct counts of its rows (() when none)
     best: dict = field(default_factory=dict)      # column -> set of methods
     second: dict = field(default_factory=dict)    # column -> set of methods
     improvements: dict = field(default_factory=dict)  # column -> Improvement | None
@@ -385,11 +385,11 @@ def _check_named(methods, ours, reference, rows):
 
 
 def _params(rows, methods) -> dict:
-    params = {}
-    for method in methods:
-        counts = {r.params for r in rows if r.method == method and r.params is not None}
-        params[method] = max(counts) if counts else None
-    return params
+    """method -> the sorted distinct parameter counts of its rows: several when its models
+    differ across the columns (one model per horizon), shown as a range."""
+    return {method: tuple(sorted({r.params for r in rows
+                                  if r.method == method and r.params is not None}))
+            for method in methods}
 
 
 def _rank(table: Table, column) -> None:
@@ -461,14 +461,28 @@ def _column_label(table: Table, column, latex=False) -> str:
 
 
 def _show_params(table: Table) -> bool:
-    return any(v is not None for v in table.params.values())
+    return any(table.params.values())
+
+
+def _params_text(counts: tuple) -> str:
+    """``(5482390,) -> '5.48M'``; ``(5482390, 5507062) -> '5.48M-5.51M'``; ``() -> '-'``."""
+    if len(counts) > 1:
+        return f'{format_params(counts[0])}-{format_params(counts[-1])}'
+    return format_params(counts[0] if counts else None)
+
+
+def _params_legend(table: Table) -> str:
+    if not any(len(counts) > 1 for counts in table.params.values()):
+        return ''
+    return ('Params a-b: the method\'s models differ in size across the columns (one model per '
+            'horizon or dataset): the smallest and the largest.')
 
 
 def _extra_columns(table: Table) -> list:
     """(header, method -> text) of the Params, Tokens and Cost columns the table shows."""
     columns = []
     if _show_params(table):
-        columns.append(('Params', lambda m: format_params(table.params[m])))
+        columns.append(('Params', lambda m: _params_text(table.params[m])))
     headers = {'total_tokens': 'Tokens', 'paid_tokens': 'Paid tokens',
                'cost_of_answers': 'Cost', 'cost_paid': 'Paid'}
     for name in ('total_tokens', 'paid_tokens', 'cost_of_answers', 'cost_paid'):
@@ -601,7 +615,8 @@ def _legend(table: Table, latex: bool) -> str:
                                   table.features,
                                   _pkg_source_legend(table),
                                   _stand_in_legend(table), _selection_legend(table),
-                                  _oracle_legend(table), _usage_legend(table)]))
+                                  _oracle_legend(table), _usage_legend(table),
+                                  _params_legend(table)]))
     shown = {c[2] for c in table.columns}
     if 'plan_jsd' in shown or 'plan_entropy' in shown:
         text += (' Decoding diversity on windows sharing start and goal actions: entropy of the '
