@@ -190,3 +190,23 @@ def test_a_method_with_a_model_per_horizon_shows_its_params_range(tmp_path):
     assert '| 5.49M-5.55M |' in line
     assert "Params a-b: the method's models differ in size across the columns" in text
     assert '| 5.55M |' in next(t for t in text.splitlines() if t.startswith('| Base Model'))
+
+
+# ------------------------------------------------------------ Slurm
+def test_a_time_limit_inside_submitits_signal_lead_is_refused(tmp_path):
+    """Before: --launcher slurm --time-limit 1 submitted; submitit's USR2 comes 90 s before the
+    limit, so the task checkpointed and requeued at once, 4 times, then failed with
+    "Job not requeued because: timed-out too many times" (real cluster, job 291)."""
+    from mmengine.config import Config
+    from vpn_plugin.protocol.runner import ProtocolRunner, expand_units
+    from vpn_plugin.protocol.slurm import SlurmRequest, plan_array
+    protocol = Config.fromfile(ROOT / 'configs/protocol/standard_niv.py')
+    units = expand_units(protocol, seeds=[0], horizons=[3], methods=['ViterbiPlanNet'])
+    runner = ProtocolRunner(protocol, tmp_path, max_epochs=80)
+    with pytest.raises(ValueError, match=r'--time-limit 00:01:00: submitit signals a task to '
+                       r'checkpoint and requeue 90 s before .* expected at least 2 minutes'):
+        plan_array(runner, units, SlurmRequest('debug', time_limit=1), 4.32,
+                   limit=(120, 'partition debug MaxTime 2:00:00'))
+    plan = plan_array(runner, units, SlurmRequest('debug', time_limit=2), 4.32,
+                      limit=(120, 'partition debug MaxTime 2:00:00'))
+    assert plan.time_limit == 2
