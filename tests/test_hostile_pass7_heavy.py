@@ -113,3 +113,21 @@ def test_a_test_with_other_model_options_than_the_training_names_them(shared_dat
     assert model_option_differences(text, tested.model) == [
         "model.train_paths: 'step' in training, 'truth' here"]
     assert model_option_differences(None, tested.model) == []  # no config recorded
+
+
+def test_a_moved_data_root_is_no_model_option_difference(shared_data):
+    """Before: tools/test.py of a CEFITO checkpoint under a moved data root warned that it
+    was "trained with other model options" (the text features' path); what the files hold
+    is checked by content (SHA-256), so a location-only difference is not a changed option,
+    while a changed value beside it still is."""
+    from vpn_plugin.data_paths import apply_horizon, load_config, resolve_paths
+    from vpn_plugin.engine.checkpoint import model_option_differences
+    path = 'configs/baselines/cefito_niv_t3.py'
+    trained = resolve_paths(apply_horizon(load_config(path)))
+    moved = resolve_paths(apply_horizon(load_config(path, {'data_root': '/elsewhere/niv'})))
+    text = trained.pretty_text
+    assert model_option_differences(text, moved.model)  # the locations differ...
+    assert model_option_differences(text, moved.model, locations=False) == []  # ...only they
+    moved.model.top_k = 2
+    assert model_option_differences(text, moved.model, locations=False) == [
+        'model.top_k: 1 in training, 2 here']

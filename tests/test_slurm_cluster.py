@@ -113,7 +113,9 @@ def wait_until(condition, what: str, timeout: float = TIMEOUT):
     start = time.time()
     while not condition():
         if time.time() - start > timeout:
-            raise AssertionError(f'{what}: not after {timeout} s (slurm logs: {SLURM_DIR}/log)')
+            jobs = sh('scontrol', 'show', 'job', check=False)  # why it waits: Reason=, state
+            raise AssertionError(f'{what}: not after {timeout} s (slurm logs: {SLURM_DIR}/log)'
+                                 f'\nscontrol show job:\n{jobs[-4000:]}')
         time.sleep(0.5)
 
 

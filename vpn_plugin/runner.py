@@ -367,7 +367,7 @@ class PlanningRunner(Runner):
         change the measurement; either way the test says so."""
         from vpn_plugin.engine.checkpoint import model_option_differences
         differences = model_option_differences((checkpoint.get('meta') or {}).get('cfg'),
-                                               self.cfg.get('model'))
+                                               self.cfg.get('model'), locations=False)
         if differences:
             self.logger.warning(f'{filename} was trained with other model options than this '
                                 f'test\'s config: {"; ".join(differences)}; the test uses the '

@@ -294,19 +294,29 @@ def _run_config(trained_cfg_text):
         return None
 
 
-def model_option_differences(trained_cfg_text, model_cfg) -> list:
+def _plain(value):
+    """A config value as plain Python (ConfigDicts as dicts, at any depth in lists): what
+    the option comparisons below compare and print."""
+    if isinstance(value, (list, tuple)):
+        return [_plain(item) for item in value]
+    return value.to_dict() if hasattr(value, 'to_dict') else value
+
+
+def model_option_differences(trained_cfg_text, model_cfg, locations: bool = True) -> list:
     """'key: X in training, Y here' for each option of ``model_cfg`` that differs from the
     ``model`` of ``trained_cfg_text`` (a checkpoint's ``meta['cfg']``, mmengine's config
-    text); [] when it holds no readable config."""
+    text); [] when it holds no readable config. Without ``locations``, options that differ
+    only in file locations (a moved data root; what the files hold is checked by content)
+    are left out."""
     run = _run_config(trained_cfg_text)
     trained = run.get('model') if run is not None else None
     if not isinstance(model_cfg, dict) or not isinstance(trained, dict):
         return []
-    plain = lambda value: value.to_dict() if hasattr(value, 'to_dict') else value  # noqa: E731
-    return [f'model.{key}: {plain(trained.get(key))!r} in training, '
-            f'{plain(model_cfg.get(key))!r} here'
-            for key in sorted(set(trained) | set(model_cfg))
-            if plain(trained.get(key)) != plain(model_cfg.get(key))]
+    lines = [f'model.{key}: {_plain(trained.get(key))!r} in training, '
+             f'{_plain(model_cfg.get(key))!r} here'
+             for key in sorted(set(trained) | set(model_cfg))
+             if _plain(trained.get(key)) != _plain(model_cfg.get(key))]
+    return lines if locations else [line for line in lines if not _path_only(line)]
 
 
 PKG_DEFAULTS = dict(count_mode='window', smoothing=0.0, union='pool', extra_datasets=[],
@@ -336,17 +346,15 @@ def check_loaded_pkg(checkpoint: dict, filename: str, model_cfg) -> None:
     trained = run.get('model') if run is not None else None
     if not isinstance(trained, dict):
         return
-    plain = lambda value: value.to_dict() if hasattr(value, 'to_dict') else (  # noqa: E731
-        [plain(v) for v in value] if isinstance(value, (list, tuple)) else value)
     given, counted = dict(PKG_DEFAULTS, **pkg), dict(PKG_DEFAULTS, **(trained.get('pkg') or {}))
     for options in (given, counted):  # where the extra datasets lie may change, not which
         options['extra_datasets'] = [
-            {k: v for k, v in plain(d).items() if k not in PKG_LOCATION_KEYS}
+            {k: v for k, v in _plain(d).items() if k not in PKG_LOCATION_KEYS}
             if hasattr(d, 'items') else d for d in options['extra_datasets'] or []]
     keys = [k for k in PKG_DEFAULTS if k != 'seed' or given['perturbations']
             or counted['perturbations']]
-    differ = [f'{k}: {plain(counted[k])!r} in training, {plain(given[k])!r} here' for k in keys
-              if plain(counted[k]) != plain(given[k])]
+    differ = [f'{k}: {_plain(counted[k])!r} in training, {_plain(given[k])!r} here'
+              for k in keys if _plain(counted[k]) != _plain(given[k])]
     if differ:
         raise ValueError(f'{filename} carries the PKG its training counted, and this config\'s '
                          f'model.pkg asks for another graph ({"; ".join(differ)}): it would be '
@@ -361,9 +369,7 @@ def resume_option_differences(trained_cfg_text, cfg) -> list:
     that differ from the checkpoint's run (``meta['cfg']``): the model state would not load
     or would continue under other options, and mmengine restores the optimiser's state, lr
     included, so a changed lr is never applied."""
-    path_like = lambda text: isinstance(text, str) and ('/' in text or '\\' in text)  # noqa: E731
-    differences = [line for line in model_option_differences(trained_cfg_text, cfg.get('model'))
-                   if not line.endswith(' here') or not _path_only(line, path_like)]
+    differences = model_option_differences(trained_cfg_text, cfg.get('model'), locations=False)
     trained = _run_config(trained_cfg_text)
     if trained is None:  # no readable config: nothing to compare
         return differences
@@ -381,15 +387,10 @@ def schedule_differences(trained, cfg) -> list:
     """'param_scheduler: X in the run, Y here' and the training batch size likewise: mmengine
     restores each scheduler's state (``gamma=0.1`` on a run of 0.65 was never applied) and a
     resumed run at another batch size trains its last epochs otherwise than its first."""
-    def plain(value):
-        if isinstance(value, (list, tuple)):
-            return [plain(item) for item in value]
-        return value.to_dict() if hasattr(value, 'to_dict') else value
-
     def batch_size(config):
         return (config.get('train_dataloader') or {}).get('batch_size')
-    pairs = [('param_scheduler', plain(trained.get('param_scheduler')),
-              plain(cfg.get('param_scheduler'))),
+    pairs = [('param_scheduler', _plain(trained.get('param_scheduler')),
+              _plain(cfg.get('param_scheduler'))),
              ('train_dataloader.batch_size', batch_size(trained), batch_size(cfg))]
     return [f'{key}: {before!r} in the run, {now!r} here' for key, before, now in pairs
             if before != now]
@@ -413,15 +414,20 @@ def ema_hook_differences(trained_hooks, hooks) -> list:
             if before[kind].get(key) != now[kind].get(key)]
 
 
-def _path_only(line: str, path_like) -> bool:
-    """Whether a 'model.key: X in training, Y here' line differs only in file locations."""
+def _path_only(line: str) -> bool:
+    """Whether a 'model.key: X in training, Y here' line differs only in file locations
+    (strings with a path separator)."""
     import ast
+
+    def path_like(text) -> bool:
+        return isinstance(text, str) and ('/' in text or '\\' in text)
     try:
         key, rest = line.split(': ', 1)
         before, after = rest[:-len(' here')].split(' in training, ')
         old, new = ast.literal_eval(before), ast.literal_eval(after)
     except (ValueError, SyntaxError):
         return False
+
     def strip(value):
         if isinstance(value, dict):
             return {k: strip(v) for k, v in value.items()}
