@@ -3,6 +3,7 @@ eighth pass's vague cases left (run_protocol --dry-run and --feature-dir, a refu
 per rank, a long bootstrap without a word) and this pass's findings, each test failing on main
 f24bbf3 (the behaviour before its fix)."""
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -37,32 +38,50 @@ def niv_stems(shared_data, split) -> list:
 def test_a_dry_run_names_a_feature_dir_without_the_features(tmp_path, shared_data, smoke):
     """Before (pass 8, P4): --dry-run (local or Slurm) with a --feature-dir that does not hold
     the dataset's features listed the runs and said nothing; each run (each queued Slurm
-    task) failed later."""
+    task) failed later. Now the dry run warns per split; a submission refuses."""
     runner, units = niv_runner(tmp_path, tmp_path / 'nothing_here', smoke)
-    with pytest.raises(ValueError, match=r'vpn_niv_t3\.py \(train split\): feature_dir .*'
-                       r'nothing_here does not exist, so it holds no feature file for (\d+) '
-                       r'of the \1 videos'):
-        runner.check_feature_files(units)
+    checked, problems = runner.check_feature_files(units)
+    assert [p.split(':')[0] for p in problems] == [
+        f'configs/vpn_niv_t3.py ({split} split)' for split in ('train', 'val', 'test')]
+    assert re.search(r'feature_dir .*nothing_here does not exist, so it holds no feature file '
+                     r'for (\d+) of the \1 videos this split reads', problems[0])
 
 
 def test_a_dry_run_names_the_one_missing_feature_file(tmp_path, shared_data):
     """Every video but one has a file: a full run would fail on it, so the dry run says so;
-    a --smoke run reads a stratified few windows, so there only a folder without any of the
-    split's videos is refused."""
+    a --smoke run reads a stratified few windows, so there only a split without any of its
+    videos counts."""
     folder = tmp_path / 'features'
     folder.mkdir()
     stems = sorted(set(niv_stems(shared_data, 'train')) | set(niv_stems(shared_data, 'test')))
     for stem in stems[1:]:
         (folder / f'{stem}.npz').touch()
     runner, units = niv_runner(tmp_path, folder)
-    with pytest.raises(ValueError, match=rf'holds no feature file for 1 of the \d+ videos .* '
-                       rf'e\.g\. .*{stems[0]}\.npy \(nor \.npz\)'):
-        runner.check_feature_files(units)
+    checked, (problem,) = runner.check_feature_files(units)
+    assert re.search(rf'holds no feature file for 1 of the \d+ videos .* '
+                     rf'e\.g\. .*{stems[0]}\.npy \(nor \.npz\)', problem)
     runner, units = niv_runner(tmp_path, folder, smoke=True)
-    assert runner.check_feature_files(units) == len(stems)
+    assert runner.check_feature_files(units) == (len(stems), [])
     (folder / f'{stems[0]}.npy').touch()
     runner, units = niv_runner(tmp_path, folder)
-    assert runner.check_feature_files(units) == len(stems)
+    assert runner.check_feature_files(units) == (len(stems), [])
+
+
+def test_a_slurm_submission_without_the_features_submits_nothing(tmp_path, shared_data, capsys):
+    sys.path.insert(0, str(ROOT / 'tests'))
+    from tool_modules import load_tool
+    argv = ['configs/protocol/standard_niv.py', '--seeds', '0', '--horizons', '3', '--methods',
+            'ViterbiPlanNet', '--smoke', '--feature-dir', str(tmp_path / 'none'), '--out',
+            str(tmp_path / 'out')]
+    tool = load_tool('run_protocol')
+    tool.main(argv + ['--dry-run'])
+    captured = capsys.readouterr()
+    assert '3 splits lack feature files (warnings above): these runs would fail' in captured.out
+    assert captured.err.count('warning: configs/vpn_niv_t3.py') == 3
+    with pytest.raises(SystemExit, match=r'nothing was submitted: configs/vpn_niv_t3\.py '
+                       r'\(train split\): feature_dir'):
+        tool.main(argv + ['--launcher', 'slurm', '--partition', 'debug'])
+    assert not (tmp_path / 'out' / 'standard_niv' / 'slurm').exists()
 
 
 def test_a_refusal_of_a_distributed_run_is_printed_once(tmp_path, monkeypatch, capsys):

@@ -643,29 +643,39 @@ class ProtocolRunner:
                     raise SystemExit(f'protocol {self.protocol} needs {requires}; {config} '
                                      f'(T={horizon}, {split}): {error}') from error
 
-    def check_feature_files(self, units: list[TrainUnit]) -> int:
+    def check_feature_files(self, units: list[TrainUnit]) -> tuple[int, list]:
         """Every feature file the trainings and tests of ``units`` read must exist (a look
-        at the names only, nothing is read): a dry run or a Slurm submission with a wrong
-        ``--feature-dir`` stops here, not in each unit after hours in the queue. Splits
-        that read a subset of their windows (``limit``, ``subset_fraction``: ``--smoke``)
-        are refused only when none of their videos has a file. Returns the videos checked."""
-        seen, checked = set(), 0
+        at the names only, nothing is read): (videos checked, one message per split that
+        lacks some). A Slurm submission refuses them (each task would fail after its time in
+        the queue), a dry run prints them. Splits that read a subset of their windows
+        (``limit``, ``subset_fraction``: ``--smoke``) count only when none of their videos
+        has a file."""
+        seen, checked, problems, configs = set(), 0, [], set()
         for unit in with_stages(units):
             jobs = [(unit.config, unit.cfg_options, None, ('train', 'val'))] if unit.train else []
             jobs += [(s.config, {**unit.cfg_options, **s.cfg_options}, s.horizon, ('test',))
                      for s in unit.tests]
             for config, options, test_horizon, splits in jobs:
+                job = (config, json.dumps(options, sort_keys=True, default=str), unit.horizon,
+                       test_horizon, splits)  # the seeds of a run read the same videos
+                if job in configs:
+                    continue
+                configs.add(job)
                 cfg = self.build_cfg(config, options, unit.seed, self.root, unit.horizon,
                                      test_horizon)
                 if self.smoke:
                     smoke_config(cfg)
                 for split in splits:
-                    dataset = (cfg.get(f'{split}_dataloader') or {}).get('dataset')
-                    key = json.dumps(dataset, sort_keys=True, default=str)
-                    if dataset and key not in seen:
+                    dataset = (cfg.get(f'{split}_dataloader') or {}).get('dataset') or {}
+                    key = json.dumps({k: dataset.get(k) for k in FEATURE_CHECK_KEYS},
+                                     sort_keys=True, default=str)
+                    if key not in seen:
                         seen.add(key)
-                        checked += missing_feature_files(dataset, f'{config} ({split} split)')
-        return checked
+                        count, problem = missing_feature_files(
+                            dataset, f'{config} ({split} split)')
+                        checked += count
+                        problems += [problem] if problem else []
+        return checked, problems
 
     def run_unit(self, unit: TrainUnit, done: set | None = None, wait: bool = True,
                  record=None) -> list[ResultRow]:
@@ -877,40 +887,60 @@ def diversity_metrics(per_sample_file: Path) -> dict:
     return dict(plan_entropy=diversity['pred_entropy'], plan_jsd=diversity['js_divergence'])
 
 
-def missing_feature_files(dataset: dict, where: str) -> int:
-    """Check that a ``PlanningDataset`` config's videos have feature files (names only);
-    returns the videos checked (0 for a dataset of another kind). ``ValueError`` naming the
-    folder, how many videos lack a file, the first of them and how to make them."""
+FEATURE_CHECK_KEYS = ('feature_dir', 'data_root', 'taxonomy', 'horizon', 'split', 'val_fraction',
+                      'split_seed', 'limit', 'subset_fraction', 'skip_bad_videos',
+                      'window_file', 'video_list', 'annotation_dir', 'tasks_primary',
+                      'annotation_file', 'annotation_format', 'other_split',
+                      'annotation_taxonomy')  # what missing_feature_files reads
+
+
+@functools.lru_cache(maxsize=64)
+def _source_stems(data_root, taxonomy, horizon, sources: str) -> tuple:
+    """The feature stem of each window of a source (read once per call of a tool)."""
+    from vpn_plugin.datasets.sources import read_source, source_path
+    from vpn_plugin.datasets.taxonomy import load_taxonomy
+    windows, _, _ = read_source(data_root, load_taxonomy(source_path(data_root, taxonomy,
+                                                                     horizon)),
+                                horizon, **json.loads(sources))
+    return tuple(w.feature for w in windows)
+
+
+def missing_feature_files(dataset: dict, where: str) -> tuple[int, str]:
+    """Whether a ``PlanningDataset`` config's videos have feature files (names only):
+    (videos checked, '' or a message naming the folder, how many videos lack a file, the
+    first of them and how to make them); (0, '') for a dataset of another kind."""
     from vpn_plugin.datasets.features import feature_fix_hint, find_feature_file
     from vpn_plugin.datasets.planning_dataset import PlanningDataset
-    from vpn_plugin.datasets.sources import SOURCE_KEYS, read_source, source_path
-    from vpn_plugin.datasets.taxonomy import load_taxonomy
+    from vpn_plugin.datasets.sources import SOURCE_KEYS
     if not {'feature_dir', 'data_root', 'taxonomy', 'horizon'} <= set(dataset) \
             or dataset.get('skip_bad_videos'):  # skipped videos are counted by the run
-        return 0
+        return 0, ''
     horizon, feature_dir = dataset['horizon'], Path(dataset['feature_dir'])
-    taxonomy = load_taxonomy(source_path(dataset['data_root'], dataset['taxonomy'], horizon))
-    windows, _, _ = read_source(dataset['data_root'], taxonomy, horizon,
-                                **{k: dataset[k] for k in SOURCE_KEYS if k in dataset})
+    try:
+        stems = _source_stems(str(dataset['data_root']), str(dataset['taxonomy']), horizon,
+                              json.dumps({k: dataset[k] for k in SOURCE_KEYS if k in dataset},
+                                         sort_keys=True))
+    except (OSError, ValueError) as error:  # annotations absent or bad: the run says so too
+        return 0, f'{where}: {error}'
+
     split = dataset.get('split', 'train')
     if split != 'test':
-        held = [PlanningDataset.held_out(w.feature, dataset.get('val_fraction', 0.1),
-                                         dataset.get('split_seed', 0)) for w in windows]
-        windows = [w for w, h in zip(windows, held) if h == (split == 'val')]
-    stems = sorted({w.feature for w in windows})
+        stems = [s for s in stems if PlanningDataset.held_out(
+            s, dataset.get('val_fraction', 0.1), dataset.get('split_seed', 0)) == (split == 'val')]
+    stems = sorted(set(stems))
     missing = [s for s in stems if not feature_dir.is_dir()
                or not find_feature_file(feature_dir, s).exists()]
     partial = dataset.get('limit') is not None or dataset.get('subset_fraction') is not None
-    if missing and (len(missing) == len(stems) or not partial):
-        first = find_feature_file(feature_dir, missing[0]) if feature_dir.is_dir() \
-            else feature_dir / f'{missing[0]}.npy'
-        folder = 'holds' if feature_dir.is_dir() else 'does not exist, so it holds'
-        raise ValueError(
-            f'{where}: feature_dir {feature_dir} {folder} no feature file for {len(missing)} '
-            f'of the {len(stems)} videos this split reads, e.g. {first} (nor .npz); the run '
-            f'would fail on the first of them. '
-            f'{feature_fix_hint(feature_dir, dataset["data_root"])}')
-    return len(stems)
+    if not missing or (partial and len(missing) < len(stems)):
+        return len(stems), ''
+    first = find_feature_file(feature_dir, missing[0]) if feature_dir.is_dir() \
+        else feature_dir / f'{missing[0]}.npy'
+    folder = 'holds' if feature_dir.is_dir() else 'does not exist, so it holds'
+    return len(stems), (
+        f'{where}: feature_dir {feature_dir} {folder} no feature file for {len(missing)} '
+        f'of the {len(stems)} videos this split reads, e.g. {first} (nor .npz); the run '
+        f'would fail on the first of them. '
+        f'{feature_fix_hint(feature_dir, dataset["data_root"])}')
 
 
 def read_features(dataloader) -> dict:
