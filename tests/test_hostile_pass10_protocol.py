@@ -229,3 +229,22 @@ def test_a_time_limit_inside_submitits_signal_lead_is_refused(tmp_path):
     plan = plan_array(runner, units, SlurmRequest('debug', time_limit=2), 4.32,
                       limit=(120, 'partition debug MaxTime 2:00:00'))
     assert plan.time_limit == 2
+
+
+def test_an_expected_list_of_another_protocol_is_refused(tmp_path):
+    """Before: a results file with the .expected list of another protocol beside it (copied
+    or renamed) was reported as missing that protocol's rows (--allow-missing: its methods as
+    empty ¶ rows), while its own missing rows were left unmarked."""
+    from vpn_plugin.protocol.expected import IDENTITY, missing_rows
+    from vpn_plugin.protocol.results import read_results
+    path = tmp_path / 'results.jsonl'
+    path.write_text(KEPT.read_text())
+    rows = read_results(path)
+    foreign = dict({name: getattr(rows[0], name) for name in IDENTITY}, protocol='standard_niv')
+    path.with_suffix('.expected').write_text(json.dumps(foreign) + '\n')
+    with pytest.raises(ValueError, match=r"results\.expected lists the rows of protocol\(s\) "
+                       r"\['standard_niv'\], while .*results\.jsonl holds rows of \['main_t3'\]"):
+        missing_rows(path, rows)
+    own = dict(foreign, protocol='main_t3', seed=7)
+    path.with_suffix('.expected').write_text(json.dumps(own) + '\n')
+    assert [row.seed for row in missing_rows(path, rows)] == [7]
