@@ -248,3 +248,46 @@ def test_an_expected_list_of_another_protocol_is_refused(tmp_path):
     own = dict(foreign, protocol='main_t3', seed=7)
     path.with_suffix('.expected').write_text(json.dumps(own) + '\n')
     assert [row.seed for row in missing_rows(path, rows)] == [7]
+
+
+# ------------------------------------------------------------ figures: variant values on an axis
+EFFICIENCY = ROOT / 'docs' / 'results_data' / 'sample_efficiency_niv.jsonl'
+
+
+def efficiency_rows(tmp_path, value):
+    from vpn_plugin.protocol.results import read_results
+    rows = [json.loads(line) for line in EFFICIENCY.read_text().splitlines()]
+    for row in rows:
+        if row['method'] == 'ViterbiPlanNet' and row['variant'] == {'train_fraction': 0.05}:
+            row['variant']['train_fraction'] = value
+    path = tmp_path / 'results.jsonl'
+    path.write_text(''.join(json.dumps(row) + '\n' for row in rows))
+    return [r for r in read_results(path) if r.horizon == 3]
+
+
+@pytest.mark.parametrize('value', [True, 'abc', None, [], float('nan'), float('inf')])
+def test_a_variant_value_that_is_no_number_is_not_drawn(tmp_path, value):
+    """Before: plots.py curve / efficiency drew train_fraction=true at x=1, averaging those
+    runs with the train_fraction=1.0 runs into one point of '3-6 seeds' (a wrong point), left
+    a NaN point out of the line without a word, and crashed with a bare TypeError on null,
+    [] or {} ("float() argument must be ...", no row named)."""
+    from vpn_plugin.protocol.plots import curve_values, efficiency_values
+    rows = efficiency_rows(tmp_path, value)
+    expected = rf"results row of 'ViterbiPlanNet' \(seed 0, T=3\): variant train_fraction="
+    with pytest.raises(ValueError, match=expected + r'.*expected a finite number'):
+        curve_values(rows, 'train_fraction', 'success_rate')
+    with pytest.raises(ValueError, match=expected + r'.*expected a finite number'):
+        efficiency_values(rows)
+
+
+@pytest.mark.parametrize('value', [0, -1, 1.5])
+def test_a_training_share_outside_0_1_is_not_drawn(tmp_path, value):
+    """Before: plots.py efficiency drew train_fraction 1.5 at 150% of the training windows
+    (0 at 0%, -1 at -100%). A curve of another variant may take any number."""
+    from vpn_plugin.protocol.plots import curve_values, efficiency_values
+    rows = efficiency_rows(tmp_path, value)
+    with pytest.raises(ValueError, match=r'variant train_fraction=.*; expected the share of '
+                       r'the training windows used, in \(0, 1\]'):
+        efficiency_values(rows)
+    (panel,) = curve_values(rows, 'train_fraction', 'success_rate').values()
+    assert float(value) in panel['ViterbiPlanNet']

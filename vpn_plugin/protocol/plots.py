@@ -344,7 +344,7 @@ def curve_values(rows: list[ResultRow], x_key: str, metric: str,
         group = None if group_key is None else str(row.variant.get(group_key))
         panel = values.setdefault((row.dataset, row.horizon), {})
         panel.setdefault((row.method, group), {}).setdefault(
-            float(row.variant[x_key]), []).append(row.metrics[metric])
+            variant_number(row, x_key), []).append(row.metrics[metric])
     panels = {}
     for key, lines in sorted(values.items(), key=lambda item: str(item[0])):
         shared = {m: lines.pop((m, 'none')) for m, g in list(lines) if g == 'none'}
@@ -355,6 +355,23 @@ def curve_values(rows: list[ResultRow], x_key: str, metric: str,
     if not panels:
         raise ValueError('no results rows to plot')
     return panels
+
+
+def variant_number(row: ResultRow, key: str) -> float:
+    """``row.variant[key]`` as the finite number an axis draws; a bool (``true`` would join
+    the points at 1), text, null, list or NaN is refused, naming the row."""
+    value = row.variant[key]
+    number = None
+    if isinstance(value, (int, float, str)) and not isinstance(value, bool):
+        try:
+            number = float(value)
+        except ValueError:
+            pass
+    if number is None or not math.isfinite(number):
+        raise ValueError(f'results row of {row.method!r} (seed {row.seed}, T={row.horizon}): '
+                         f'variant {key}={value!r}; expected a finite number (this figure '
+                         'draws it on an axis)')
+    return number
 
 
 def seeds_per_point(lines: dict) -> list[int]:
@@ -464,7 +481,11 @@ def efficiency_values(rows: list[ResultRow], metric: str = 'success_rate',
             raise ValueError(f'results row of {row.method!r} (seed {row.seed}, T={row.horizon}) '
                              f'needs variant {x_key!r} and metric {metric!r}; it has variant '
                              f'{row.variant} and metrics {sorted(row.metrics)}')
-        x = 100.0 * float(row.variant[x_key])
+        x = 100.0 * variant_number(row, x_key)
+        if not 0 < x <= 100:
+            raise ValueError(f'results row of {row.method!r} (seed {row.seed}, T={row.horizon}):'
+                             f' variant {x_key}={row.variant[x_key]!r}; expected the share of '
+                             'the training windows used, in (0, 1]')
         values.setdefault((row.method, row.horizon), {}).setdefault(x, []).append(
             row.metrics[metric])
     if not values:
@@ -623,7 +644,7 @@ def pkg_quality_panels(rows: list[ResultRow], metric: str = 'success_rate',
         if kind == REFERENCE:
             unperturbed.setdefault(row.method, []).append(row.metrics[metric])
         elif kind in PKG_PERTURBATIONS:
-            x = PKG_PERTURBATIONS[kind].to_x(float(row.variant['level']))
+            x = PKG_PERTURBATIONS[kind].to_x(variant_number(row, 'level'))
             values.setdefault(row.method, {}).setdefault(kind, {}).setdefault(x, []).append(
                 row.metrics[metric])
         else:
