@@ -291,3 +291,26 @@ def test_a_training_share_outside_0_1_is_not_drawn(tmp_path, value):
         efficiency_values(rows)
     (panel,) = curve_values(rows, 'train_fraction', 'success_rate').values()
     assert float(value) in panel['ViterbiPlanNet']
+
+
+@pytest.mark.parametrize('value, expected', [
+    (True, 'variant level=True; expected a finite number'),
+    (float('nan'), 'variant level=nan; expected a finite number'),
+    (-1, r'edge dropout level=-1; expected a level \[0, 1\]'),
+    (1.5, r'edge dropout level=1.5; expected a level \[0, 1\]')])
+def test_a_pkg_quality_level_outside_its_range_is_not_drawn(tmp_path, value, expected):
+    """Before: plots.py pkg-quality drew an edge-dropout level of true at 100% of the edges
+    dropped, -1 at -100%, 1.5 at 150%, and left NaN out without a word."""
+    from vpn_plugin.protocol.plots import pkg_quality_panels
+    from vpn_plugin.protocol.results import read_results
+    source = ROOT / 'docs' / 'results_data' / 'pkg_quality_niv.jsonl'
+    rows = [json.loads(line) for line in source.read_text().splitlines()]
+    for row in rows:
+        if row['method'] == 'ViterbiPlanNet' and row['variant'] == {
+                'level': 0.1, 'perturbation': 'edge_dropout'}:
+            row['variant']['level'] = value
+    path = tmp_path / 'results.jsonl'
+    path.write_text(''.join(json.dumps(row) + '\n' for row in rows))
+    with pytest.raises(ValueError, match=r"results row of 'ViterbiPlanNet' \(seed 0, T=3\): "
+                       + expected):
+        pkg_quality_panels(read_results(path), num_resamples=10)

@@ -609,13 +609,23 @@ class Perturbation:
     panel: int
     label: str
     to_x: object  # level -> x value of the panel's axis
+    levels: str   # the levels the perturbation takes (vpn_plugin/core/pkg.py checks them)
+
+    def check(self, row: ResultRow, level: float) -> None:
+        inside = {'[0, 1]': 0 <= level <= 1, '(0, 1]': 0 < level <= 1,
+                  '>= 0': level >= 0}[self.levels]
+        if not inside:
+            raise ValueError(f'results row of {row.method!r} (seed {row.seed}, T={row.horizon}):'
+                             f' {self.label} level={row.variant["level"]!r}; expected a level '
+                             f'{self.levels}')
 
 
 PKG_PERTURBATIONS = {
-    'edge_dropout': Perturbation(0, 'edge dropout', lambda level: 100.0 * level),
-    'weight_noise': Perturbation(1, 'weight noise', lambda level: level),
-    'data_fraction': Perturbation(2, 'partial data', lambda level: 100.0 * (1.0 - level)),
-    'label_noise': Perturbation(2, 'label noise', lambda level: 100.0 * level),
+    'edge_dropout': Perturbation(0, 'edge dropout', lambda level: 100.0 * level, '[0, 1]'),
+    'weight_noise': Perturbation(1, 'weight noise', lambda level: level, '>= 0'),
+    'data_fraction': Perturbation(2, 'partial data', lambda level: 100.0 * (1.0 - level),
+                                  '(0, 1]'),
+    'label_noise': Perturbation(2, 'label noise', lambda level: 100.0 * level, '[0, 1]'),
 }
 PKG_PANEL_XLABELS = ('PKG edges dropped (%)', 'Weight noise s.d. (probability)',
                      'Windows missing or relabelled (%)')
@@ -644,7 +654,9 @@ def pkg_quality_panels(rows: list[ResultRow], metric: str = 'success_rate',
         if kind == REFERENCE:
             unperturbed.setdefault(row.method, []).append(row.metrics[metric])
         elif kind in PKG_PERTURBATIONS:
-            x = PKG_PERTURBATIONS[kind].to_x(variant_number(row, 'level'))
+            level = variant_number(row, 'level')
+            PKG_PERTURBATIONS[kind].check(row, level)
+            x = PKG_PERTURBATIONS[kind].to_x(level)
             values.setdefault(row.method, {}).setdefault(kind, {}).setdefault(x, []).append(
                 row.metrics[metric])
         else:
