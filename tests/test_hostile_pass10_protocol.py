@@ -314,3 +314,23 @@ def test_a_pkg_quality_level_outside_its_range_is_not_drawn(tmp_path, value, exp
     with pytest.raises(ValueError, match=r"results row of 'ViterbiPlanNet' \(seed 0, T=3\): "
                        + expected):
         pkg_quality_panels(read_results(path), num_resamples=10)
+
+
+def test_a_unit_whose_folder_moved_while_it_ran_says_so(tmp_path, monkeypatch):
+    """Before (Slurm, real cluster): a protocol folder moved while its task trained failed with
+    "FileNotFoundError: ... vis_data/<stamp>.json" (mmengine's log path), and the unit's
+    state was written into a folder recreated at the old place."""
+    from vpn_plugin.protocol.runner import ProtocolRunner
+    runner, (unit,) = niv_runner(tmp_path, tmp_path / 'features')
+    work_dir = runner.work_dir(unit)
+
+    def moving(self, unit, work_dir, done):
+        work_dir.rename(tmp_path / 'moved')
+        work_dir.mkdir()  # as mmengine's logger makes its folders again
+        raise FileNotFoundError(f'{work_dir}/vis_data/20261128_103425.json')
+        yield
+    monkeypatch.setattr(ProtocolRunner, '_unit_rows', moving)
+    with pytest.raises(RuntimeError, match=r'the work dir .*seed0 was moved or removed while '
+                       r'this unit ran .*FileNotFoundError.*rerun the same command with --out'):
+        list(runner.unit_rows(unit, set()))
+    assert not (work_dir / 'unit_state.json').exists()

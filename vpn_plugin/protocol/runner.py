@@ -710,9 +710,16 @@ class ProtocolRunner:
                 return
             claim_work_dir(work_dir, self.identity(unit))
             unit_started(work_dir)
+            claimed = _inode(work_dir)
             try:
                 yield from self._unit_rows(unit, work_dir, done)
             except Exception as error:
+                if _inode(work_dir) != claimed:  # not the folder it started in: say so
+                    raise RuntimeError(
+                        f'the work dir {work_dir} was moved or removed while this unit ran (the '
+                        'protocol folder moved?), and then it failed: '
+                        f'{type(error).__name__}: {error}; its files are at the new place: rerun '
+                        'the same command with --out pointing there') from error
                 unit_failed(work_dir, error)
                 with contextlib.suppress(AttributeError, TypeError):  # where the traceback is
                     error.unit_state_file = str(work_dir / STATE_FILE)
@@ -903,6 +910,15 @@ def _source_stems(data_root, taxonomy, horizon, sources: str) -> tuple:
                                                                      horizon)),
                                 horizon, **json.loads(sources))
     return tuple(w.feature for w in windows)
+
+
+def _inode(folder: Path):
+    """(device, inode) of ``folder``; None when it is gone."""
+    try:
+        stat = folder.stat()
+    except OSError:
+        return None
+    return stat.st_dev, stat.st_ino
 
 
 def missing_feature_files(dataset: dict, where: str) -> tuple[int, str]:
