@@ -273,7 +273,7 @@ def test_a_variant_value_that_is_no_number_is_not_drawn(tmp_path, value):
     [] or {} ("float() argument must be ...", no row named)."""
     from vpn_plugin.protocol.plots import curve_values, efficiency_values
     rows = efficiency_rows(tmp_path, value)
-    expected = rf"results row of 'ViterbiPlanNet' \(seed 0, T=3\): variant train_fraction="
+    expected = r"results row of 'ViterbiPlanNet' \(seed 0, T=3\): variant train_fraction="
     with pytest.raises(ValueError, match=expected + r'.*expected a finite number'):
         curve_values(rows, 'train_fraction', 'success_rate')
     with pytest.raises(ValueError, match=expected + r'.*expected a finite number'):
