@@ -136,26 +136,27 @@ def edited_row(tmp_path, name, value, usage=None) -> Path:
 
 
 @pytest.mark.parametrize('name, value, expected', [
-    ('failures.unparseable', -1, 'expected a count >= 0'),
-    ('usage.total_tokens', -1, 'expected a count >= 0'),
-    ('usage.total_tokens', 1.5, 'must be an integer, got 1.5'),
-    ('usage.total_tokens', True, 'must be an integer, got True'),
-    ('usage.total_tokens', 'abc', "must be an integer, got 'abc'"),
-    ('usage.total_tokens', None, 'must be an integer, got None'),
-    ('usage.paid_tokens', float('inf'), 'must be an integer, got inf'),
-    ('usage.cost_paid', -1, r'= -1; expected finite number\(s\) >= 0'),
-    ('usage.cost_paid', float('nan'), r'= nan; expected finite number\(s\) >= 0'),
-    ('usage.cost_paid', [], 'must be a number, got'),
-    ('usage.cost_of_answers', {}, 'must be a number, got'),
-    ('usage.price_per_1k', [1.0], r'expected \[prompt price, completion price\]'),
+    ('failures.unparseable', -1, 'expected an integer >= 0'),
+    ('usage.total_tokens', -1, 'expected an integer >= 0'),
+    ('usage.total_tokens', 1.5, 'expected an integer >= 0'),
+    ('usage.total_tokens', True, 'expected an integer >= 0'),
+    ('usage.total_tokens', 'abc', 'expected an integer >= 0'),
+    ('usage.total_tokens', None, 'expected an integer >= 0'),
+    ('usage.paid_tokens', float('inf'), 'expected an integer >= 0'),
+    ('usage.cost_paid', -1, 'expected a finite number >= 0'),
+    ('usage.cost_paid', float('nan'), 'expected a finite number >= 0'),
+    ('usage.cost_paid', [], 'expected a finite number >= 0'),
+    ('usage.cost_of_answers', {}, 'expected a finite number >= 0'),
+    ('usage.price_per_1k', [1.0], 'expected a'),
 ])
 def test_failure_counts_and_usage_of_another_kind_are_named(tmp_path, name, value, expected):
     """Before: report.py showed a failure count of -1 windows, Tokens -1 / 1 (of 1.5 or true) /
     'infB', Paid -1.00 / nan / inf, and crashed with a TypeError naming no file on 'abc', null
-    or {} (usage.total_tokens, usage.cost_paid)."""
+    or {} (usage.total_tokens, usage.cost_paid). (Failure counts: also main's ROW_SCHEMA.)"""
     from vpn_plugin.protocol.results import read_results
     path = edited_row(tmp_path, name, value, usage={'total_tokens': 100, 'paid_tokens': 100})
-    with pytest.raises(ValueError, match=rf'results\.jsonl:1: field "{name}" .*{expected}'):
+    with pytest.raises(ValueError, match=rf'results\.jsonl:1: field {re.escape(name)}=.*'
+                       + expected):
         read_results(path)
 
 

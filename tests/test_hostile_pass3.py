@@ -115,9 +115,9 @@ def test_a_smoke_run_of_a_config_with_a_bad_epoch_count_is_refused(epochs):
     value before any check saw it)."""
     from vpn_plugin.data_paths import load_config
     from vpn_plugin.smoke import smoke_config
-    cfg = load_config('configs/vpn_niv_t3.py', {'train_cfg.max_epochs': epochs})
     with pytest.raises(ValueError, match=r'train_cfg.max_epochs=.*; expected an integer >= 1'):
-        smoke_config(cfg)
+        # refused by load_config already (runner_keys), before the smoke schedule
+        smoke_config(load_config('configs/vpn_niv_t3.py', {'train_cfg.max_epochs': epochs}))
 
 
 @pytest.mark.parametrize('size', [0, -1, 1.5])
@@ -125,9 +125,9 @@ def test_a_smoke_run_of_a_bad_batch_size_is_refused(size):
     """Before: --smoke read batch_size=0 as unset (8 windows), 1.5 as 1 and -1 as "limit=-4"."""
     from vpn_plugin.data_paths import load_config
     from vpn_plugin.smoke import smoke_config
-    cfg = load_config('configs/vpn_niv_t3.py', {'train_dataloader.batch_size': size})
     with pytest.raises(ValueError, match=r'train_dataloader.batch_size=.*; expected an integer >= 1'):
-        smoke_config(cfg)
+        # refused by load_config already (runner_keys), before the smoke schedule
+        smoke_config(load_config('configs/vpn_niv_t3.py', {'train_dataloader.batch_size': size}))
 
 
 @pytest.mark.parametrize('option, value, said', [
@@ -148,9 +148,10 @@ def test_run_options_of_a_config_are_named(option, value, said):
     scored an unchecked checkpoint (any truthy value)."""
     from vpn_plugin.data_paths import load_config
     from vpn_plugin.runner import check_config_entries
-    cfg = load_config('configs/vpn_niv_t3.py', {option: value})
     with pytest.raises(ValueError, match=f'configs/vpn_niv_t3.py: {re.escape(said)}'):
-        check_config_entries(cfg, 'configs/vpn_niv_t3.py')
+        # the runner's own keys are refused by load_config already (runner_keys)
+        check_config_entries(load_config('configs/vpn_niv_t3.py', {option: value}),
+                             'configs/vpn_niv_t3.py')
 
 
 @pytest.mark.parametrize('suffix, content', [('.pth', b'PK\x03\x04'), ('.txt', b'model = 1')])

@@ -252,7 +252,7 @@ def test_video_observations_of_an_unknown_split_are_refused(niv_planner, tmp_pat
     from mmengine.config import Config
     from vpn_plugin.apis import plan_from_features, video_observations
     frames = np.zeros((30, 512), np.float32)
-    with pytest.raises(ValueError, match=r"split 'dev' is unknown; expected one of"):
+    with pytest.raises(ValueError, match=r"argument split='dev'; expected one of"):
         video_observations(niv_planner.cfg, frames, 1, 5, split='dev')
     bare = Config(dict(model=dict(type='ViterbiPlanNet')))
     with pytest.raises(ValueError, match=r'no test_dataloader.dataset, whose observation recipe'):

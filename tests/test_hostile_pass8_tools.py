@@ -21,8 +21,8 @@ def emissions(batch=2, horizon=3):
 
 
 @pytest.mark.parametrize('kwargs, pattern', [
-    (dict(temperature=math.inf), r'temperature \(gamma\)=inf; expected a finite number > 0'),  # d1
-    (dict(temperature='1'), r"temperature \(gamma\)='1'"),  # d17
+    (dict(temperature=math.inf), r'argument temperature=inf; expected a finite number > 0'),  # d1
+    (dict(temperature='1'), r"argument temperature='1'"),  # d17
     (dict(num_layers=2.0), r'num_layers=2.0; expected an integer >= 1'),  # d7
     (dict(num_layers=math.nan), r'num_layers=nan'),  # d6
     (dict(clamp_probs='1e-10'), r"clamp_probs='1e-10'"),  # d9
@@ -62,8 +62,8 @@ def test_probability_viterbi_refuses_prior_shape_and_unnormalised_rows():  # v22
     (lambda: pkg.build_pkg([[0, 0]], True), r'num_actions=True'),  # p4
     (lambda: pkg.build_pkg([[0, 1, 2, 0]], 3, horizon=2.5), r'horizon=2.5'),  # p5
     (lambda: pkg.build_pkg([np.array([[0, 1], [2, 0]])], 3), r'sequence 0 has shape \(2, 2\)'),  # p9
-    (lambda: pkg.weight_noise(PKG, math.nan), r'weight_noise sigma=nan'),  # p12
-    (lambda: pkg.weight_noise(PKG, math.inf), r'weight_noise sigma=inf'),  # p13
+    (lambda: pkg.weight_noise(PKG, math.nan), r'weight_noise\(\) argument sigma=nan'),  # p12
+    (lambda: pkg.weight_noise(PKG, math.inf), r'weight_noise\(\) argument sigma=inf'),  # p13
 ])
 def test_pkg_values_that_gave_nan_or_zero_graphs_refused(call, pattern):
     with pytest.raises(ValueError, match=pattern):
@@ -173,8 +173,8 @@ def test_video_observations_negative_time_and_tensor_frames(planner):
     from vpn_plugin.apis import video_observations
     model, _, _ = planner
     frames = np.random.default_rng(0).standard_normal((40, 512)).astype(np.float32)
-    with pytest.raises(ValueError, match=r'start_time=-0.4; expected a finite number of '
-                                         r'seconds >= 0'):
+    with pytest.raises(ValueError, match=r'argument start_time=-0.4; expected a finite number '
+                                         r'>= 0'):
         video_observations(model.cfg, frames, -0.4, 10)
     from_tensor = video_observations(model.cfg, torch.from_numpy(frames), 1, 10)
     for a, b in zip(from_tensor, video_observations(model.cfg, frames, 1, 10)):

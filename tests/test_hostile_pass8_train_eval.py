@@ -45,7 +45,7 @@ def test_pkg_perturbation_values_of_another_kind_are_refused(perturbation, expec
 @pytest.mark.parametrize('value', ['abc', -1, [], float('nan')])
 def test_pkg_recount_is_a_switch(value):
     """Before: read by truth value ('abc' recounted the graph a checkpoint carries)."""
-    with pytest.raises(ValueError, match=re.escape(f'PKGBuilder.recount={value!r}; expected '
+    with pytest.raises(ValueError, match=re.escape(f'model.pkg.recount={value!r}; expected '
                                                    'True or False')):
         checked({'model.pkg.recount': value})
 
@@ -99,10 +99,10 @@ def test_viterbi_plan_net_options_of_another_kind_are_refused(option, value, exp
     ('env_cfg.cudnn_benchmark', 1.5, r'env_cfg.cudnn_benchmark=1.5; expected True or False'),
     # before: AssertionError "scope_name should be a string"; 'abc': "ViterbiPlanNet is not
     # in the mmengine::model registry"
-    ('default_scope', 0, r"default_scope=0; expected 'mmaction'"),
-    ('default_scope', 'abc', r"default_scope='abc'; expected 'mmaction'"),
+    ('default_scope', 0, r"default_scope=0; expected one of 'mmaction'"),
+    ('default_scope', 'abc', r"default_scope='abc'; expected one of 'mmaction'"),
     # before: "error: abc" / TypeError "Level not an integer or a valid string"; True ran
-    ('log_level', 'abc', r"log_level='abc'; expected one of \('DEBUG'"),
+    ('log_level', 'abc', r"log_level='abc'; expected one of 'DEBUG', 'INFO'"),
     ('log_level', True, r'log_level=True; expected one of'),
     # before: mmengine's TypeError naming no key
     ('visualizer.vis_backends', 0, r'visualizer.vis_backends=0; expected a list of backend'),

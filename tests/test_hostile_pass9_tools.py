@@ -28,10 +28,10 @@ def user_error(tool: str, argv) -> str:
 
 # ------------------------------------------------------------------- leftovers of pass 7
 @pytest.mark.parametrize('call, pattern', [
-    (lambda: pkg.edge_dropout(PKG, 0.5, seed=-1), r'edge_dropout seed=-1; expected an integer'),
-    (lambda: pkg.weight_noise(PKG, 0.1, seed=1.5), r'weight_noise seed=1.5; expected an integer'),
-    (lambda: pkg.subsample_sequences([[0, 1]], 0.5, seed=True), r'subsample_sequences seed=True'),
-    (lambda: pkg.label_noise([[0, 1]], 0.5, [[0, 1]], seed='0'), r"label_noise seed='0'"),
+    (lambda: pkg.edge_dropout(PKG, 0.5, seed=-1), r'edge_dropout\(\) argument seed=-1; expected an integer'),
+    (lambda: pkg.weight_noise(PKG, 0.1, seed=1.5), r'weight_noise\(\) argument seed=1.5; expected an integer'),
+    (lambda: pkg.subsample_sequences([[0, 1]], 0.5, seed=True), r'subsample_sequences\(\) argument seed=True'),
+    (lambda: pkg.label_noise([[0, 1]], 0.5, [[0, 1]], seed='0'), r"label_noise\(\) argument seed='0'"),
 ])
 def test_perturbation_seeds_are_named(call, pattern):
     """A56: edge_dropout(seed=-1) stopped with numpy's 'expected non-negative integer'."""
@@ -137,13 +137,13 @@ def test_stratified_sample_limit_and_tasks_are_integers():
     """s13: limit=True drew 1 window; s14: float tasks [0.5, 1.7, 1.2] were truncated to
     [0, 1, 1] (other strata); s12: limit 2.5 in a slice TypeError; s17: seed -1 numpy's."""
     from vpn_plugin.core import stats
-    with pytest.raises(ValueError, match=r'--limit True: expected an integer'):
+    with pytest.raises(ValueError, match=r'stratified_sample\(\) argument limit=True; expected an integer'):
         stats.stratified_sample([0, 0, 1, 1, 2], True)
     with pytest.raises(TypeError, match=r'tasks hold float64 values'):
         stats.stratified_sample([0.5, 1.7, 1.2], 2)
-    with pytest.raises(ValueError, match=r'--limit 2.5'):
+    with pytest.raises(ValueError, match=r'stratified_sample\(\) argument limit=2.5'):
         stats.stratified_sample([0, 0, 1, 1, 2], 2.5)
-    with pytest.raises(ValueError, match=r'stratified_sample seed=-1'):
+    with pytest.raises(ValueError, match=r'stratified_sample\(\) argument seed=-1'):
         stats.stratified_sample([0, 0, 1, 1, 2], 2, seed=-1)
 
 

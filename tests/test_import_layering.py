@@ -25,6 +25,8 @@ FLOORS = {
     'vpn_plugin.benchmark': 0,
     'vpn_plugin.progress': 0,
     'vpn_plugin.secret_keys': 0,
+    'vpn_plugin.config_types': 0,  # the declared kinds of config options (pure Python)
+    'vpn_plugin.runner_keys': 1,  # the declared kinds of the runner's own keys (config_types)
     'vpn_plugin.compat_applied': 1,
     'vpn_plugin.outputs': 1,  # errors.file_on_the_way
     'vpn_plugin.core': 2,

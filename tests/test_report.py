@@ -221,7 +221,7 @@ def test_shortened_runs_are_marked_in_table_and_caption(tmp_path):
     assert build_table(read_results(csv_path), ['success_rate']).shortened == table.shortened
     bad = tmp_path / 'bad.jsonl'
     bad.write_text(json.dumps({**asdict(rows[0]), 'shortened': 3}) + '\n')
-    with pytest.raises(ValueError, match=r'bad.jsonl:1.*"shortened"'):
+    with pytest.raises(ValueError, match=r'bad.jsonl:1: field shortened=3; expected a string'):
         read_results(bad)
 
 
@@ -255,7 +255,7 @@ def test_jsonl_csv_roundtrip_and_errors(tmp_path, three_methods):
         read_results(bad)
     bad.write_text(json.dumps({'method': 'x', 'seed': 'a', 'horizon': 3,
                                'metrics': {'success_rate': 1}}) + '\n')
-    with pytest.raises(ValueError, match='"seed" must be an integer'):
+    with pytest.raises(ValueError, match="bad.jsonl:1: field seed='a'; expected an integer"):
         read_results(bad)
     with pytest.raises(ValueError, match='no results rows match'):
         filter_rows(three_methods, protocol='ablation')

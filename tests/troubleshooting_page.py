@@ -33,11 +33,12 @@ SECTIONS = [
      'around.'),
     ('Config files, `--cfg-options` and tool flags',
      ['vpn_plugin/errors.py', 'vpn_plugin/data_paths.py', 'vpn_plugin/runner.py',
-      'tools/train.py|--auto-scale-lr', 'tools/train.py|--amp',
+      'vpn_plugin/config_types.py', 'tools/train.py|--auto-scale-lr', 'tools/train.py|--amp',
       'tools/make_synthetic_features.py', 'tools/quickstart.py',
       'tools/convert_authors_checkpoint.py', 'vpn_plugin/compat.py|dist_cfg'],
      'The message names the config file, the key and the close match; a misspelled key is '
-     'refused because it would be ignored. Data locations are the top-level `data_root`, '
+     'refused because it would be ignored, and so is a value of another kind than its option '
+     'declares (`True` for a count, `nan` for a weight). Data locations are the top-level `data_root`, '
      '`feature_dir`, `cache_dir` (or `--data-root` / `--feature-dir`): [data.md](data.md); the '
      'horizon is set once (`horizon = T`, `--horizon T`): '
      '[methods.md](methods.md#configs-horizon-and-the-pkg).'),

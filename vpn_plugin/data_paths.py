@@ -288,6 +288,8 @@ def load_config(path, cfg_options=None, *, data_root=None, feature_dir=None, hor
         cfg.merge_from_dict(cfg_options)
         if any(key.split('.')[0] == 'custom_imports' for key in cfg_options):
             import_custom_modules(path, cfg.custom_imports)
+    from vpn_plugin.runner_keys import check_runner_kinds
+    check_runner_kinds(cfg, str(path))  # read below (horizon, data_root, the loaders)
     apply_horizon(cfg, horizon, test_horizon)
     return resolve_paths(cfg, data_root=data_root, feature_dir=feature_dir, declared=declared)
 

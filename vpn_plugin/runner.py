@@ -56,6 +56,7 @@ from mmaction.registry import RUNNERS
 from vpn_plugin.data_paths import (apply_horizon, check_config_keys, pkg_extra_datasets,
                                   resolve_paths)
 from vpn_plugin.errors import check_folder_target
+from vpn_plugin.runner_keys import check_runner_kinds
 
 GPU_ONLY_BACKENDS = ('nccl',)
 # log records that go to the log file only, by the start of their message
@@ -517,8 +518,12 @@ def check_config_entries(cfg, where: str) -> None:
     from mmaction.registry import DATASETS, HOOKS, LOOPS, METRICS, MODELS, TASK_UTILS
     from vpn_plugin.models.pkg_builder import build_pkg_builder
     cfg = resolve_dataset_references(copy.deepcopy(cfg))
+    check_runner_kinds(cfg, where)  # each value's kind first (lr='abc'), then the options
     check_hook_entries(cfg, where)  # before they are read as lists of dicts below
     entries = [('model', MODELS, cfg.model)] if cfg.get('model') else []
+    step_model = (cfg.get('model') or {}).get('step_model')  # PKGBeamSearchPlanner's network
+    if isinstance(step_model, dict) and step_model.get('type'):
+        entries.append(('model.step_model', MODELS, step_model))
     entries += [(f'{split}_dataloader.dataset', DATASETS, cfg[f'{split}_dataloader'].dataset)
                 for split in ('train', 'val', 'test')
                 if cfg.get(f'{split}_dataloader') and cfg[f'{split}_dataloader'].get('dataset')]
@@ -534,10 +539,8 @@ def check_config_entries(cfg, where: str) -> None:
                 for split in ('val', 'test') for evaluator in _evaluators(cfg.get(f'{split}_evaluator'))]
     for name, registry, entry in entries:
         _check_arguments(f'{where}: {name}', registry, entry)
-    check_run_numbers(cfg, where)  # the values it names first (lr='abc'), then the options
+    check_run_values(cfg, where)
     check_runner_options(cfg, where)
-    if isinstance(cfg.get('model'), dict):
-        check_model_numbers(cfg.model, where)
     if pkg is not None:
         try:
             build_pkg_builder(copy.deepcopy(pkg))
@@ -597,7 +600,10 @@ def _check_chained_arguments(where: str, registry, entry: dict) -> None:
             break
     else:
         return None  # every class takes any keyword
-    _check_keys(f'{where} ({entry["type"]})', {k: v for k, v in entry.items() if k != 'type'},
+    given = {k: v for k, v in entry.items() if k != 'type'}
+    from vpn_plugin.config_types import check_options
+    check_options(where, cls, {k: v for k, v in given.items() if k != 'optimizer'})
+    _check_keys(f'{where} ({entry["type"]})', given,
                 (options | {'convert_to_iter_based'}) - {'self', 'optimizer'})
 
 
@@ -663,149 +669,18 @@ def _evaluators(evaluator) -> list:
     return [e for e in evaluator if isinstance(e, dict)] if isinstance(evaluator, list) else []
 
 
-def check_run_numbers(cfg, where: str) -> None:
-    """The switches ``unchecked_checkpoint`` / ``load_partial`` (True or False), the optimiser's
-    learning rate (a finite number >= 0) and ``randomness.seed`` (an integer in numpy's
-    [0, 2**32 - 1], or None): named, not left to a TypeError inside torch or numpy,
-    or (``lr=inf``) to a training that ends in NaN emissions."""
-    from vpn_plugin.engine.checkpoint import PARTIAL_LOAD_KEY, UNCHECKED_KEY
-    from vpn_plugin.errors import check_bool, check_number
-    for switch in (UNCHECKED_KEY, PARTIAL_LOAD_KEY):  # 'yes' would be read as True
-        if cfg.get(switch) is not None:
-            check_bool(f'{where}: {switch}', cfg[switch])
-    optimizer = (cfg.get('optim_wrapper') or {}).get('optimizer') or {}
-    if isinstance(optimizer, dict) and 'lr' in optimizer:
-        check_number(f'{where}: optim_wrapper.optimizer.lr', optimizer['lr'], low=0)
-    clip = (cfg.get('optim_wrapper') or {}).get('clip_grad') or {}
-    if isinstance(clip, dict) and 'max_norm' in clip:  # a negative one flips every gradient
-        check_number(f'{where}: optim_wrapper.clip_grad.max_norm', clip['max_norm'], low=0,
-                     low_open=True)
+def check_run_values(cfg, where: str) -> None:
+    """The checks of the runner's own entries that are about more than one value's kind
+    (each value's kind: :func:`check_runner_kinds`): ``save_best`` a key of the validation
+    metrics, ``rule`` one per ``save_best`` key, the validation and test loops all-or-none,
+    ``visualizer.vis_backends`` backend configs."""
     checkpoint = (cfg.get('default_hooks') or {}).get('checkpoint') or {}
-    for key in ('interval', 'max_keep_ckpts'):  # <= 0: at the end only / keep all (mmengine)
-        if key in checkpoint:  # None too: mmengine compares it with 0 after the first epoch
-            check_number(f'{where}: default_hooks.checkpoint.{key}', checkpoint[key],
-                         integer=True)
     check_save_best(cfg, checkpoint.get('save_best'), where)
-    randomness = cfg.get('randomness') or {}
-    if isinstance(randomness, dict):
-        check_number(f'{where}: randomness.seed', randomness.get('seed'), integer=True, low=0,
-                     high=2 ** 32 - 1, optional=True)
-    check_runtime_keys(cfg, where)
-    check_schedule_keys(cfg, where)
-    check_loader_switches(cfg, where)
-
-
-LOADER_SWITCHES = ('persistent_workers', 'pin_memory', 'drop_last')
-MP_START_METHODS = ('fork', 'spawn', 'forkserver')
-
-
-def check_loader_switches(cfg, where: str) -> None:
-    """Each dataloader's switches are True or False (torch read ``pin_memory='abc'`` and
-    ``persistent_workers=None`` by truth value, refused ``persistent_workers='abc'`` as
-    "needs num_workers > 0" and ``drop_last=0`` naming no dataloader) and
-    ``env_cfg.mp_cfg.mp_start_method`` one of Python's start methods (was "cannot find
-    context for 'abc'", no key named)."""
-    from vpn_plugin.errors import check_bool, check_choice
-    for split in ('train', 'val', 'test'):
-        loader = cfg.get(f'{split}_dataloader')
-        if not isinstance(loader, dict):
-            continue
-        for key in LOADER_SWITCHES:
-            if key in loader:
-                check_bool(f'{where}: {split}_dataloader.{key}', loader[key])
-    mp_cfg = (cfg.get('env_cfg') or {}).get('mp_cfg') if isinstance(cfg.get('env_cfg'),
-                                                                     dict) else None
-    if isinstance(mp_cfg, dict) and mp_cfg.get('mp_start_method') is not None:
-        check_choice(f'{where}: env_cfg.mp_cfg.mp_start_method', mp_cfg['mp_start_method'],
-                     MP_START_METHODS)
-
-
-# numeric options of mmengine's parameter schedulers: factors (finite >= 0; gamma=-1 flipped
-# the learning rate's sign at the first step, nan made it NaN) and step counts (integers >= 1)
-SCHEDULER_FACTORS = ('gamma', 'start_factor', 'end_factor', 'factor', 'eta_min', 'power')
-SCHEDULER_COUNTS = ('step_size', 'T_max', 'total_iters')
-
-
-def check_schedule_keys(cfg, where: str) -> None:
-    """Options mmengine takes as they come, found wrong (if ever) only when first used:
-    ``auto_scale_lr.enable`` by truth value ('abc' scaled the learning rate),
-    ``optim_wrapper.accumulative_counts`` (1e9: the optimizer never stepped until the last
-    iteration; 1.5 and True taken), the numbers of each ``param_scheduler`` (``gamma='abc'`` or
-    ``nan`` ran a smoke test and failed or trained on a NaN rate at epoch 40),
-    ``log_processor.num_digits`` ("Format specifier missing precision" at the first log line),
-    ``default_hooks.logger.ignore_last`` and ``default_hooks.checkpoint.rule`` (mmengine's
-    TypeError / AssertionError naming no key)."""
-    from vpn_plugin.errors import check_bool, check_number
-    scale = cfg.get('auto_scale_lr')
-    if isinstance(scale, dict):
-        if 'enable' in scale:
-            check_bool(f'{where}: auto_scale_lr.enable', scale['enable'])
-        if 'base_batch_size' in scale:
-            check_number(f'{where}: auto_scale_lr.base_batch_size', scale['base_batch_size'],
-                         integer=True, low=1)
-    wrapper = cfg.get('optim_wrapper')
-    if isinstance(wrapper, dict) and 'accumulative_counts' in wrapper:
-        check_number(f'{where}: optim_wrapper.accumulative_counts',
-                     wrapper['accumulative_counts'], integer=True, low=1, high=10 ** 6)
-    schedulers = cfg.get('param_scheduler')
-    for index, scheduler in enumerate(schedulers if isinstance(schedulers, list)
-                                      else [schedulers]):
-        if not isinstance(scheduler, dict):
-            continue
-        for key in SCHEDULER_FACTORS:
-            if key in scheduler:
-                check_number(f'{where}: param_scheduler[{index}].{key}', scheduler[key], low=0)
-        for key in SCHEDULER_COUNTS:
-            if key in scheduler:
-                check_number(f'{where}: param_scheduler[{index}].{key}', scheduler[key],
-                             integer=True, low=1)
-    processor = cfg.get('log_processor')
-    if isinstance(processor, dict) and 'num_digits' in processor:
-        check_number(f'{where}: log_processor.num_digits', processor['num_digits'],
-                     integer=True, low=0, high=16)
-    hooks = cfg.get('default_hooks') or {}
-    logger = hooks.get('logger')
-    if isinstance(logger, dict) and 'ignore_last' in logger:
-        check_bool(f'{where}: default_hooks.logger.ignore_last', logger['ignore_last'])
-    checkpoint = hooks.get('checkpoint')
-    if isinstance(checkpoint, dict) and checkpoint.get('rule', None) is not None:
-        rules = checkpoint['rule'] if isinstance(checkpoint['rule'], list) else [checkpoint['rule']]
-        if not rules or any(rule not in ('greater', 'less') for rule in rules):
-            raise ValueError(f"{where}: default_hooks.checkpoint.rule={checkpoint['rule']!r}; "
-                             "expected 'greater' or 'less' (a list of them, one per save_best "
-                             'key), or None to infer it from the key')
-
-
-LOG_LEVELS = ('DEBUG', 'INFO', 'WARNING', 'ERROR', 'CRITICAL')
-
-
-def check_runtime_keys(cfg, where: str) -> None:
-    """The Runner's own top-level keys, which mmengine takes as they come: ``resume='abc'``
-    and ``log_processor.by_epoch='no'`` by truth value, ``log_processor.window_size=0`` as
-    the whole history (-1: NaN losses logged), ``default_scope=0`` / ``log_level=1.5`` /
-    ``visualizer.vis_backends=0`` as a traceback that names no key, ``default_scope='abc'``
-    as "ViterbiPlanNet is not in the mmengine::model registry"."""
-    from vpn_plugin.errors import check_bool, check_number
-    switches = {'resume': cfg.get('resume', False)}  # mmengine reads each by truth value
-    for entry, key in (('randomness', 'deterministic'), ('randomness', 'diff_rank_seed'),
-                       ('env_cfg', 'cudnn_benchmark')):
-        if isinstance(cfg.get(entry), dict) and key in cfg[entry]:
-            switches[f'{entry}.{key}'] = cfg[entry][key]
-    for name, value in switches.items():
-        check_bool(f'{where}: {name}', value)
-    processor = cfg.get('log_processor') or {}
-    if isinstance(processor, dict):
-        if 'window_size' in processor:
-            check_number(f'{where}: log_processor.window_size', processor['window_size'],
-                         integer=True, low=1)
-        if 'by_epoch' in processor:
-            check_bool(f'{where}: log_processor.by_epoch', processor['by_epoch'])
-    if 'default_scope' in cfg and cfg.default_scope != 'mmaction':
-        raise ValueError(f"{where}: default_scope={cfg.default_scope!r}; expected 'mmaction' "
-                         "(vpn_plugin's models, datasets and hooks are in MMAction2's registries)")
-    level = cfg.get('log_level', 'INFO')
-    if level not in LOG_LEVELS:
-        raise ValueError(f'{where}: log_level={level!r}; expected one of {LOG_LEVELS}')
+    rule = checkpoint.get('rule') if isinstance(checkpoint, dict) else None
+    if isinstance(rule, list) and not rule:
+        raise ValueError(f"{where}: default_hooks.checkpoint.rule=[]; expected 'greater' or "
+                         "'less' (a list of them, one per save_best key), or None to infer it "
+                         'from the key')
     for split, loop in (('val', 'ValLoop'), ('test', 'TestLoop')):
         check_evaluation_loop(cfg, split, loop, where)
     backends = (cfg.get('visualizer') or {}).get('vis_backends')
@@ -903,42 +778,6 @@ def check_save_best(cfg, save_best, where: str) -> None:
                              'is chosen by one of them (val_evaluator.prefix names their prefix)')
 
 
-# model options every planner reads the same way: counts and sizes (integers >= 1), dropout
-# probabilities in [0, 1), temperatures and ratios > 0 (None: a model's default)
-MODEL_COUNTS = ('num_actions', 'num_tasks', 'horizon', 'feature_dim', 'text_dim', 'embed_dim',
-                'hidden_dim', 'dim', 'depth', 'num_heads', 'num_layers', 'dvl_layers',
-                'n_timesteps', 'step_n_timesteps', 'max_observed')
-MODEL_PROBABILITIES = ('dropout', 'input_dropout')
-MODEL_POSITIVE = ('mlp_ratio', 'dvl_temperature', 'align_temperature')
-
-
-def check_model_numbers(model: dict, where: str) -> None:
-    """The model options of :data:`MODEL_COUNTS` etc. are numbers of their kind (``8.9`` is no
-    task count, ``0`` no horizon): ``ValueError`` naming the config and the option, before
-    any model is built (a torch layer of 8.9 units fails with a TypeError)."""
-    from vpn_plugin.errors import check_numbers
-    optional = _optional_options(model.get('type'))  # None there means "the model's default"
-    given = {key: value for key, value in model.items() if value is not None or
-             key not in optional}
-    prefix = f'{where}: model.'
-    check_numbers({k: given[k] for k in MODEL_COUNTS if k in given}, prefix, integer=True, low=1)
-    check_numbers({k: given[k] for k in MODEL_PROBABILITIES if k in given}, prefix, low=0,
-                  high=1, high_open=True)
-    check_numbers({k: given[k] for k in MODEL_POSITIVE if k in given}, prefix, low=0,
-                  low_open=True)
-
-
-def _optional_options(model_type) -> set:
-    """The options whose default is None in the registered model ``model_type``'s
-    ``__init__`` (an unknown type: every option, the type check names it)."""
-    from mmaction.registry import MODELS
-    cls = MODELS.get(model_type) if isinstance(model_type, str) else model_type
-    if not isinstance(cls, type):
-        return set(MODEL_COUNTS + MODEL_PROBABILITIES + MODEL_POSITIVE)
-    return {name for name, p in inspect.signature(cls.__init__).parameters.items()
-            if p.default is None}
-
-
 def resolve_dataset_references(cfg):
     """Replace each string of ``model.pkg.extra_datasets`` (a key such as
     ``'val_dataloader.dataset'``) by that dataset config of ``cfg``; returns ``cfg``."""
@@ -961,6 +800,8 @@ def _check_arguments(where: str, registry, entry: dict) -> None:
     if cls is None:
         raise ValueError(f'{where}: type {entry.get("type")!r} is not registered in '
                          f'{registry.name}')
+    from vpn_plugin.config_types import check_options
+    check_options(where, cls, {k: v for k, v in entry.items() if k != 'type'})
     params = inspect.signature(cls.__init__).parameters
     if any(p.kind == p.VAR_KEYWORD for p in params.values()):
         return
@@ -974,35 +815,20 @@ def _check_arguments(where: str, registry, entry: dict) -> None:
                          + getattr(cls, 'options_hint', ''))
 
 
-LOOP_COUNTS = ('max_epochs', 'max_iters', 'val_interval')  # train_cfg entries: integers >= 1
-
-
 def check_loop_counts(cfg) -> None:
-    """``train_cfg.max_epochs=abc`` / ``-5`` / ``0`` (and ``max_iters``, ``val_interval``):
-    refused naming the config and the key, not left to a TypeError or an empty training."""
+    """The kinds of the runner's keys (:func:`check_runner_kinds`) before the horizon and the
+    data locations are applied (``data_root=0`` or ``train_dataloader=0`` would be read there
+    first), and ``train_cfg.val_begin`` not past ``max_epochs``."""
+    where = cfg.filename or 'config'
+    check_runner_kinds(cfg, where)
     train_cfg = cfg.get('train_cfg') or {}
-    for key in LOOP_COUNTS:
-        value = train_cfg.get(key)
-        if value is not None and (isinstance(value, bool) or not isinstance(value, int)
-                                  or value < 1):
-            raise ValueError(f'{cfg.filename or "config"}: train_cfg.{key}={value!r}; expected '
-                             'an integer >= 1')
-    check_validation_start(cfg, train_cfg)
-
-
-def check_validation_start(cfg, train_cfg) -> None:
-    """``train_cfg.val_begin`` is an epoch number (a string failed at the first validation
-    with a TypeError); past ``max_epochs`` no validation runs and no checkpoint is selected,
-    which is said by ``--no-validate``, not by a number."""
-    from vpn_plugin.errors import check_number
     begin, epochs = train_cfg.get('val_begin'), train_cfg.get('max_epochs')
-    where = f'{cfg.filename or "config"}: train_cfg.val_begin'
-    check_number(where, begin, integer=True, optional=True)
     if begin is not None and isinstance(epochs, int) and begin > epochs \
             and cfg.get('val_cfg') is not None:
-        raise ValueError(f'{where}={begin} is past train_cfg.max_epochs={epochs}: no validation '
-                         'would run and no checkpoint would be selected; to train without '
-                         'validation give --no-validate, else an epoch <= max_epochs')
+        raise ValueError(f'{where}: train_cfg.val_begin={begin} is past train_cfg.max_epochs='
+                         f'{epochs}: no validation would run and no checkpoint would be '
+                         'selected; to train without validation give --no-validate, else an '
+                         'epoch <= max_epochs')
 
 
 def build_runner(cfg) -> Runner:

@@ -16,8 +16,10 @@ registration module (``tests/test_import_layering.py``)."""
 from __future__ import annotations
 
 import copy
+import os
+import typing
 from pathlib import Path
-from typing import Iterable, Optional, Sequence
+from typing import Iterable, Literal, Optional, Union
 
 import numpy as np
 import torch
@@ -25,9 +27,11 @@ import torch
 from .. import compat_applied  # noqa: F401  (compat fixes before any OpenMMLab import)
 from mmengine.dataset import default_collate
 
-from ..errors import check_bool, check_number
+from ..config_types import Count, NonNegative, checked_arguments
 
-SPLITS = ('train', 'val', 'test')
+Split = Literal['train', 'val', 'test']
+SPLITS = typing.get_args(Split)
+PathName = Union[str, os.PathLike]  # a file given by name (a str or a Path)
 DEFAULT_FRAME_DIM = 512
 
 
@@ -56,13 +60,12 @@ def _import_custom_modules(cfg) -> None:
         import_modules_from_strings(**cfg['custom_imports'])
 
 
-def build_split_dataset(cfg, split: str = 'test'):
+@checked_arguments
+def build_split_dataset(cfg, split: Split = 'test'):
     """The dataset of ``cfg.<split>_dataloader`` (split in 'train', 'val', 'test'); ``cfg``: a
     config path or ``Config`` (e.g. ``model.cfg`` of :func:`init_planner`), its data
     locations resolved from the repository root whatever the working directory."""
     from mmaction.registry import DATASETS
-    if split not in SPLITS:
-        raise ValueError(f'split {split!r} is unknown; expected one of {SPLITS}')
     cfg = _config(cfg, None)
     loader = cfg.get(f'{split}_dataloader')
     if not loader or not loader.get('dataset'):
@@ -70,9 +73,10 @@ def build_split_dataset(cfg, split: str = 'test'):
     return DATASETS.build(copy.deepcopy(loader['dataset']))
 
 
-def init_planner(config, checkpoint: Optional[str] = None, device: str = 'cpu',
-                 cfg_options: Optional[dict] = None, partial: bool = False,
-                 unchecked: bool = False):
+@checked_arguments
+def init_planner(config, checkpoint: Optional[PathName] = None,
+                 device: Union[str, torch.device] = 'cpu', cfg_options: Optional[dict] = None,
+                 partial: bool = False, unchecked: bool = False):
     """A planner in eval mode from a config (path or ``Config``) and an optional checkpoint.
 
     The checkpoint must fit the model exactly and record what it was trained for, which must
@@ -87,8 +91,6 @@ def init_planner(config, checkpoint: Optional[str] = None, device: str = 'cpu',
     from mmaction.registry import MODELS
     from vpn_plugin.datasets.planning_dataset import config_metainfo
     from vpn_plugin.engine.checkpoint import UNCHECKED_KEY, load_weights, read_checkpoint
-    check_bool('partial', partial)  # 'no' would read as True and load what fits
-    check_bool('unchecked', unchecked)  # 'no' would skip the checkpoint's checks
     cfg = _config(config, cfg_options)
     _import_custom_modules(cfg)
     init_default_scope(cfg.get('default_scope', 'mmaction'))
@@ -106,9 +108,11 @@ def init_planner(config, checkpoint: Optional[str] = None, device: str = 'cpu',
     return model.to(device).eval()
 
 
+@checked_arguments
 @torch.no_grad()
-def inference_planner(model, dataset, indices: Sequence[int], mode: str = 'predict',
-                      batch_size: int = 256):
+def inference_planner(model, dataset, indices: Iterable[int],
+                      mode: Literal['predict', 'tensor', 'loss'] = 'predict',
+                      batch_size: Count = 256):
     """The planner's outputs for ``dataset[i]``, i in ``indices``, in that order.
 
     ``mode='predict'``: a list of ``ActionDataSample`` (``pred_plan`` (T,), ``gt_plan``, ...);
@@ -121,7 +125,6 @@ def inference_planner(model, dataset, indices: Sequence[int], mode: str = 'predi
     for i in indices:  # 1.7 would silently be sample 1
         if isinstance(i, bool) or not isinstance(i, (int, np.integer)):
             raise TypeError(f'sample index {i!r} is a {type(i).__name__}; expected an integer')
-    check_number('batch_size', batch_size, integer=True, low=1)  # -1 returned no sample
     indices = [int(i) for i in indices]
     for i in indices:
         if not 0 <= i < len(dataset):
@@ -199,8 +202,9 @@ def features_usable(record: dict, source, allow_unusable: bool = False) -> bool:
     return bool(value)
 
 
-def video_observations(cfg, feature_file, start_time: float, goal_time: float,
-                       split: str = 'test', allow_unusable: bool = False):
+@checked_arguments
+def video_observations(cfg, feature_file, start_time: NonNegative, goal_time: NonNegative,
+                       split: Split = 'test', allow_unusable: bool = False):
     """The start and goal observations ``(D',)``, ``(D',)`` (float32 tensors) of a video's
     feature file, observed as the datasets of ``cfg`` observe them (their ``observation``
     recipe and ``frame_dim``).
@@ -222,9 +226,6 @@ def video_observations(cfg, feature_file, start_time: float, goal_time: float,
                                               require_feature_file)
     from vpn_plugin.datasets.observations import frame_indices, observe
     cfg = _config(cfg, None)
-    if split not in SPLITS:
-        raise ValueError(f'split {split!r} is unknown; expected one of {SPLITS} (the dataloader '
-                         'whose observation recipe and frame_dim the observations follow)')
     dataset = (cfg.get(f'{split}_dataloader') or {}).get('dataset')
     if not dataset:  # its recipe and frame_dim would be assumed
         raise ValueError(f'{cfg.filename}: no {split}_dataloader.dataset, whose observation '
@@ -244,11 +245,6 @@ def video_observations(cfg, feature_file, start_time: float, goal_time: float,
         record = read_feature_record(require_feature_file(feature_file))
     frames = checked_frames(record, feature_file, frame_dim)
     usable = features_usable(record, feature_file, allow_unusable)
-    for name, value in (('start_time', start_time), ('goal_time', goal_time)):
-        if isinstance(value, bool) or not isinstance(value, (int, float, np.number)) \
-                or not np.isfinite(value) or value < 0:  # -0.4 would round to second 0
-            raise ValueError(f'{feature_file}: {name}={value!r}; expected a finite number of '
-                             'seconds >= 0')
     start, goal = round_time(start_time), round_time(goal_time)
     latest = len(frames) + GOAL_OVERSHOOT_S
     if not 0 <= start <= goal <= latest or start >= len(frames) or start_time > goal_time:

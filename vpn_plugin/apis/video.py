@@ -4,16 +4,17 @@ made them) and ``plan_from_video`` (a planner's plan between two moments of the 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Optional
+from typing import Optional, Union
 
 import numpy as np
 import torch
 
 from .. import compat_applied  # noqa: F401  (compat fixes before any OpenMMLab import)
 from ..core.metrics import NO_PLAN
+from ..config_types import Count, NonNegative, Seed, checked_arguments
 from ..errors import check_file
 from ..video import FrameRecipe, embed_frames, iter_frame_blocks
-from .inference import (RANDOM_WEIGHTS_WARNING, mark_unusable, plan_from_features,
+from .inference import (RANDOM_WEIGHTS_WARNING, Split, mark_unusable, plan_from_features,
                         video_observations)
 
 WEIGHTS_URL = 'https://www.rocq.inria.fr/cluster-willow/amiech/howto100m/s3d_howto100m.pth'
@@ -25,8 +26,9 @@ WEIGHTS_HELP = (
     '--s3d-weights /path/to/s3d_howto100m.pth (extract_features.py: --weights)')
 
 
-def init_s3d(weights=None, dict_path=None, device: str = 'cpu', random_weights: bool = False,
-             seed: int = 0):
+@checked_arguments
+def init_s3d(weights=None, dict_path=None, device: Union[str, torch.device] = 'cpu',
+             random_weights: bool = False, seed: Seed = 0):
     """``models.S3D`` in eval mode with ``weights`` (``s3d_howto100m.pth``) loaded under
     the official names with strict loading (``engine.checkpoint``: torch's weights_only
     loader). ``random_weights``: seeded random weights instead, for pipeline checks only
@@ -64,8 +66,9 @@ def load_s3d_weights(model, checkpoint: dict, weights) -> None:
             f'{WEIGHTS_HELP}') from None
 
 
-def video_features(s3d, video, recipe: FrameRecipe = FrameRecipe(), batch_chunks: int = 8,
-                   block_chunks: int = 64) -> np.ndarray:
+@checked_arguments
+def video_features(s3d, video, recipe: FrameRecipe = FrameRecipe(), batch_chunks: Count = 8,
+                   block_chunks: Count = 64) -> np.ndarray:
     """(ceil(frames / chunk), 512) float32: one ``video_embedding`` row per chunk of
     ``recipe.chunk`` frames (one per second at 16 fps) of the video file ``video``."""
     blocks = iter_frame_blocks(video, recipe, block_chunks * recipe.chunk)
@@ -73,8 +76,9 @@ def video_features(s3d, video, recipe: FrameRecipe = FrameRecipe(), batch_chunks
                            for frames in blocks]).astype(np.float32)
 
 
-def plan_from_video(model, s3d, video, start_time: float, goal_time: float,
-                    recipe: FrameRecipe = FrameRecipe(), split: str = 'test',
+@checked_arguments
+def plan_from_video(model, s3d, video, start_time: NonNegative, goal_time: NonNegative,
+                    recipe: FrameRecipe = FrameRecipe(), split: Split = 'test',
                     return_features: bool = False, task=None):
     """The plan of ``model`` (``init_planner``) from the state at ``start_time`` to the state at
     ``goal_time`` (seconds) of the video file ``video``: its features (``video_features`` with

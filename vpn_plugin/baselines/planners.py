@@ -15,6 +15,8 @@ Both are ``BasePlanner`` s: the PKG is built from ``model.pkg`` (``PKGHook`` fil
 train/val/test), and both plan at the horizon of the data.
 Shapes: B batch, D feature dim, H hidden dim, T horizon, N actions.
 """
+from vpn_plugin.config_types import Count, DropoutRate
+from vpn_plugin.models.base_planner import ActionCount, Horizon
 import math
 from typing import Dict, Optional
 
@@ -34,8 +36,8 @@ class EndpointMLP(nn.Sequential):
     """Step model: an MLP on the concatenated start/goal observations -> logits of the first
     and the last action, trained with cross-entropy. 2D -> H -> GELU -> dropout -> 2N."""
 
-    def __init__(self, feature_dim: int, num_actions: int, hidden_dim: int = 256,
-                 dropout: float = 0.2):
+    def __init__(self, feature_dim: Count, num_actions: ActionCount, hidden_dim: Count = 256,
+                 dropout: DropoutRate = 0.2):
         super().__init__(nn.Linear(2 * feature_dim, hidden_dim), nn.GELU(), nn.Dropout(dropout),
                          nn.Linear(hidden_dim, 2 * num_actions))
         self.num_actions = num_actions
@@ -71,8 +73,8 @@ class PKGBeamSearchPlanner(BasePlanner):
 
     follows_data_horizon = True
 
-    def __init__(self, feature_dim: int, num_actions: int, horizon: int,
-                 step_model: Optional[dict] = None, beam_width: int = 10,
+    def __init__(self, feature_dim: Count, num_actions: ActionCount, horizon: Horizon,
+                 step_model: Optional[dict] = None, beam_width: Count = 10,
                  pkg: Optional[dict] = None, data_preprocessor: Optional[dict] = None):
         super().__init__(num_actions, horizon, pkg, data_preprocessor)
         self.beam_width = beam_width

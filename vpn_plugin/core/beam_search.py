@@ -4,7 +4,7 @@ Plain torch; no mmaction/mmengine import.
 """
 import torch
 
-from ..errors import check_number
+from ..config_types import Count, checked_arguments
 
 
 def reachable_in(log_transitions: torch.Tensor, target: int, max_steps: int) -> torch.Tensor:
@@ -42,8 +42,9 @@ def _beam_search_one(log_transitions, first: int, last: int, horizon: int, beam_
     return path, final[best]
 
 
+@checked_arguments
 def pkg_beam_search(log_transitions: torch.Tensor, first: torch.Tensor, last: torch.Tensor,
-                    horizon: int, beam_width: int = 10):
+                    horizon: Count, beam_width: Count = 10):
     """Most probable PKG paths of length T from ``first`` to ``last`` (beam search).
 
     The score of a path a_1..a_T is sum_t log A[a_t, a_{t+1}]. Prefixes from which ``last``
@@ -61,8 +62,6 @@ def pkg_beam_search(log_transitions: torch.Tensor, first: torch.Tensor, last: to
         paths (B, T) long and scores (B,) (log probability of each path).
     """
     _check_log_transitions(log_transitions)
-    check_number('horizon', horizon, integer=True, low=1)
-    check_number('beam_width', beam_width, integer=True, low=1)
     first, last = _action_ids(first, 'first'), _action_ids(last, 'last')
     if first.shape != last.shape:
         raise ValueError(f'first {tuple(first.shape)} and last {tuple(last.shape)} differ in shape')

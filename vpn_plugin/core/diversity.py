@@ -8,7 +8,7 @@ from collections import Counter, defaultdict
 
 import numpy as np
 
-from ..errors import check_number
+from ..config_types import Count, checked_arguments
 from .metrics import as_plans
 
 SUM_TOLERANCE = 1e-9
@@ -33,6 +33,7 @@ def _check_distribution(distribution: dict, name: str) -> np.ndarray:
     return probs
 
 
+@checked_arguments
 def entropy_bits(distribution: dict) -> float:
     """Shannon entropy (bits) of a {outcome: probability} distribution."""
     probs = _check_distribution(distribution, 'distribution')
@@ -40,6 +41,7 @@ def entropy_bits(distribution: dict) -> float:
     return float(-(probs * np.log2(probs)).sum())
 
 
+@checked_arguments
 def js_divergence(p: dict, q: dict) -> float:
     """Jensen-Shannon divergence (bits) between two {outcome: probability} distributions."""
     _check_distribution(p, 'p'), _check_distribution(q, 'q')
@@ -55,7 +57,8 @@ def _kl_bits(p, q):
     return (p[mask] * np.log2(p[mask] / q[mask])).sum()
 
 
-def decoding_diversity(pred, gt, min_group_size: int = 2) -> dict:
+@checked_arguments
+def decoding_diversity(pred, gt, min_group_size: Count = 2) -> dict:
     """Diversity of predicted plans within groups of windows sharing GT start and goal actions.
 
     Args:
@@ -66,7 +69,6 @@ def decoding_diversity(pred, gt, min_group_size: int = 2) -> dict:
         dict with the mean over groups of ``pred_entropy``, ``gt_entropy`` (bits) and
         ``js_divergence`` (bits, pred vs GT), plus ``num_groups`` and ``num_windows`` used.
     """
-    check_number('min_group_size', min_group_size, integer=True, low=1)
     pred, gt = as_plans(pred, 'pred', allow_no_plan=True), as_plans(gt, 'gt')
     if pred.shape != gt.shape:
         raise ValueError(f'pred {pred.shape} and gt {gt.shape} must have the same (M, T) shape')

@@ -39,18 +39,21 @@ from __future__ import annotations
 
 import logging
 import math
-from typing import Optional, Tuple
+import typing
+from typing import Literal, Optional, Tuple
 
 import torch
 
-from ..errors import check_number
+from ..config_types import Count, Positive, checked_arguments
+from .pkg import ClampProbability
 from .viterbi import check_chain_inputs
 
 # per dtype: (WIDTH, EDGE_RANGE) in nats; WIDTH + EDGE_RANGE keeps products normal floats
 LEVEL_LIMITS = {torch.float32: (40.0, 30.0), torch.float64: (300.0, 300.0),
                 torch.float16: (4.0, 4.0), torch.bfloat16: (40.0, 30.0)}
 MAX_LEVELS = 6
-IMPLEMENTATIONS = ('auto', 'levels', 'dense')
+Implementation = Literal['auto', 'levels', 'dense']
+IMPLEMENTATIONS = typing.get_args(Implementation)
 _LOGGER = logging.getLogger(__name__)
 _fallback_logged = False  # the first dense fallback of the process is logged, with its reason
 
@@ -269,10 +272,12 @@ def _clamp_log(values: torch.Tensor, clamp_probs: Optional[float]) -> torch.Tens
     return values if clamp_probs is None else values.clamp(min=math.log(clamp_probs))
 
 
+@checked_arguments
 def differentiable_viterbi(log_emissions: torch.Tensor, log_transitions: torch.Tensor,
-                           log_prior: Optional[torch.Tensor] = None, temperature: float = 1.0,
-                           *, clamp_probs: Optional[float] = None, num_layers: int = 1,
-                           impl: str = 'auto') -> Tuple[torch.Tensor, torch.Tensor]:
+                           log_prior: Optional[torch.Tensor] = None,
+                           temperature: Positive = 1.0, *,
+                           clamp_probs: Optional[ClampProbability] = None,
+                           num_layers: Count = 1, impl: Implementation = 'auto') -> Tuple[torch.Tensor, torch.Tensor]:
     """Soft plan ``(B, T, N)`` and log partition ``(B,)`` of the chain (module docstring).
 
     Args:
@@ -292,10 +297,6 @@ def differentiable_viterbi(log_emissions: torch.Tensor, log_transitions: torch.T
             elsewhere), ``'levels'`` (matrix products, dense where they cannot apply) or
             ``'dense'`` (log space, no value read back to the host). Same values.
     """
-    check_number('temperature (gamma)', temperature, low=0, low_open=True)
-    check_number('clamp_probs', clamp_probs, low=0, high=1, low_open=True, high_open=True,
-                 optional=True)
-    check_number('num_layers', num_layers, integer=True, low=1)
     emissions, transitions, prior = check_chain_inputs(log_emissions, log_transitions,
                                                        log_prior)
     impl = resolve_impl(impl, emissions.device)

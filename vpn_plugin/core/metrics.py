@@ -34,7 +34,7 @@ from typing import Dict
 import numpy as np
 import torch
 
-from ..errors import check_number
+from ..config_types import Count, checked_arguments
 
 METRIC_NAMES = ('success_rate', 'mean_accuracy', 'miou_set', 'miou_legacy',
                 'first_accuracy', 'last_accuracy')
@@ -42,9 +42,10 @@ EXTRA_METRICS = ('miou_batch',)
 NO_PLAN = -1  # the id of every step of a window without a plan (module docstring)
 
 
-def no_plan(horizon: int) -> list:
+@checked_arguments
+def no_plan(horizon: Count) -> list:
     """The plan (T,) a planner emits for a window it could not plan: [NO_PLAN] * T."""
-    return [NO_PLAN] * int(horizon)
+    return [NO_PLAN] * horizon
 
 
 def no_plan_rows(plans: np.ndarray) -> np.ndarray:
@@ -130,7 +131,8 @@ def planning_metrics(pred, gt) -> Dict[str, float]:
     return {name: float(values.mean()) for name, values in scores.items()}
 
 
-def miou_batch(pred, gt, batch_size: int) -> float:
+@checked_arguments
+def miou_batch(pred, gt, batch_size: Count) -> float:
     """PDPP's batch-level mIoU in percent (their ``inference.py``, ``MIoU1``) of plans (M, T).
 
     The M samples, in the given order, are cut into consecutive batches of ``batch_size``
@@ -142,7 +144,6 @@ def miou_batch(pred, gt, batch_size: int) -> float:
     pred, gt = as_plans(pred, 'pred', allow_no_plan=True), as_plans(gt, 'gt')
     if pred.shape != gt.shape or len(pred) == 0:
         raise ValueError(f'pred {pred.shape} and gt {gt.shape}; expected equal (M, T), M > 0')
-    check_number('miou_batch batch_size', batch_size, integer=True, low=1)
     total = 0.0
     for begin in range(0, len(pred), batch_size):
         batch = slice(begin, begin + batch_size)

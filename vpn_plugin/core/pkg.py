@@ -18,14 +18,20 @@ videos, label noise) are seeded with a ``numpy.random.Generator``.
 """
 from __future__ import annotations
 
-from typing import Iterable, List, Optional, Sequence
+import typing
+from typing import Annotated, Iterable, List, Literal, Optional, Sequence
 
 import numpy as np
 import torch
 
-from ..errors import check_number
+from ..config_types import (Count, NonNegative, Probability, Range, Seed,
+                            checked_arguments)
 
-COUNT_MODES = ('window', 'video')
+CountMode = Literal['window', 'video']
+COUNT_MODES = typing.get_args(CountMode)
+PairHorizon = Annotated[int, Range(2)]  # a window of T >= 2 steps holds a transition
+# a floor of probabilities in (0, 1) (the authors' 1e-10)
+ClampProbability = Annotated[float, Range(0, 1, low_open=True, high_open=True)]
 ROW_SUM_TOLERANCE = 1e-6
 
 
@@ -114,13 +120,11 @@ def pair_weights(length: int, horizon: Optional[int]) -> np.ndarray:
     return np.maximum(last - first + 1, 0).astype(np.float64)
 
 
-def transition_counts(sequences: Iterable[Sequence[int]], num_actions: int, *,
-                      count_mode: str = 'window', horizon: Optional[int] = None) -> np.ndarray:
+@checked_arguments
+def transition_counts(sequences: Iterable[Sequence[int]], num_actions: Count, *,
+                      count_mode: CountMode = 'window', horizon: Optional[PairHorizon] = None
+                      ) -> np.ndarray:
     """(N, N) float64 weighted counts of consecutive pairs (see module docstring)."""
-    if count_mode not in COUNT_MODES:
-        raise ValueError(f'count_mode={count_mode!r} is unknown; expected one of {COUNT_MODES}')
-    check_number('num_actions', num_actions, integer=True, low=1)
-    check_number('horizon', horizon, integer=True, low=2, optional=True)
     counts = np.zeros((num_actions, num_actions))
     for array in _as_sequences(sequences, num_actions):
         weights = pair_weights(len(array), horizon if count_mode == 'window' else None)
@@ -128,22 +132,23 @@ def transition_counts(sequences: Iterable[Sequence[int]], num_actions: int, *,
     return counts
 
 
-def build_pkg(sequences: Iterable[Sequence[int]], num_actions: int, *, smoothing: float = 0.0,
-              count_mode: str = 'window', horizon: Optional[int] = None) -> np.ndarray:
+@checked_arguments
+def build_pkg(sequences: Iterable[Sequence[int]], num_actions: Count, *,
+              smoothing: NonNegative = 0.0, count_mode: CountMode = 'window',
+              horizon: Optional[PairHorizon] = None) -> np.ndarray:
     """(N, N) float64 row-stochastic PKG ``P[from, to]`` counted on action-id sequences.
 
     ``smoothing`` (additive / Laplace) is added to every entry of the rows that have at least
     one observed transition; unobserved rows stay all-zero (no outgoing edge).
     """
-    check_number('num_actions', num_actions, integer=True, low=1)
-    check_number('smoothing', smoothing, low=0)
     counts = transition_counts(sequences, num_actions, count_mode=count_mode, horizon=horizon)
     observed = counts.sum(1, keepdims=True) > 0
     counts = counts + smoothing * observed
     return _normalise_rows(counts)
 
 
-def pkg_log_transitions(pkg, clamp: Optional[float] = None,
+@checked_arguments
+def pkg_log_transitions(pkg, clamp: Optional[ClampProbability] = None,
                         dtype: torch.dtype = torch.float32) -> torch.Tensor:
     """(N, N) log transition probabilities of a PKG for the DVL / Viterbi.
 
@@ -155,8 +160,6 @@ def pkg_log_transitions(pkg, clamp: Optional[float] = None,
                         '(log probabilities hold -inf)')
     array = check_pkg(pkg)
     if clamp is not None:
-        if not 0 < clamp < 1:
-            raise ValueError(f'clamp={clamp}; expected a probability in (0, 1)')
         array = np.maximum(array, clamp)
     with np.errstate(divide='ignore'):
         return torch.from_numpy(np.log(array)).to(dtype)
@@ -175,8 +178,10 @@ def pkg_coverage(sequences: Iterable[Sequence[int]], pkg) -> float:
     return 100.0 * float(np.mean(covered))
 
 
-def union_pkg(*sources, num_actions: Optional[int] = None, count_mode: str = 'video',
-              horizon: Optional[int] = None, smoothing: float = 0.0) -> np.ndarray:
+@checked_arguments
+def union_pkg(*sources, num_actions: Optional[Count] = None, count_mode: CountMode = 'video',
+              horizon: Optional[PairHorizon] = None, smoothing: NonNegative = 0.0
+              ) -> np.ndarray:
     """Dataset-independent PKG (N, N) from several PKGs and/or sequence collections.
 
     Each source is either an (N, N) PKG or an iterable of action-id sequences (counted with
@@ -213,22 +218,17 @@ def _source_pkg(source, index, num_actions, count_mode, horizon, smoothing) -> n
 
 
 # ----------------------------------------------------------------------------- perturbations
-def _check_fraction(name: str, value: float) -> None:
-    check_number(name, value, low=0, high=1)
-
-
 def _seeded_rng(name: str, seed: int) -> np.random.Generator:
-    """The generator of a perturbation's ``seed`` (an integer >= 0, numpy's rule), named."""
-    check_number(f'{name} seed', seed, integer=True, low=0)
+    """The generator of a perturbation's ``seed`` (its kind checked by the decorator)."""
     return np.random.default_rng(seed)
 
 
-def edge_dropout(pkg, fraction: float, seed: int = 0) -> np.ndarray:
+@checked_arguments
+def edge_dropout(pkg, fraction: Probability, seed: Seed = 0) -> np.ndarray:
     """PKG with ``round(fraction * edges)`` random edges removed, rows renormalised.
 
     A row that loses all its edges becomes all-zero (no outgoing edge).
     """
-    _check_fraction('edge_dropout fraction', fraction)
     array = check_pkg(pkg).copy()
     rows, cols = np.nonzero(array)
     drop = _seeded_rng('edge_dropout', seed).choice(len(rows), int(round(fraction * len(rows))),
@@ -237,21 +237,21 @@ def edge_dropout(pkg, fraction: float, seed: int = 0) -> np.ndarray:
     return _normalise_rows(array)
 
 
-def weight_noise(pkg, sigma: float, seed: int = 0) -> np.ndarray:
+@checked_arguments
+def weight_noise(pkg, sigma: NonNegative, seed: Seed = 0) -> np.ndarray:
     """PKG with N(0, sigma^2) noise added to the existing edge weights, clipped at 0 and rows
     renormalised. Only existing edges are perturbed (no new edge appears); an edge whose noisy
     weight falls to 0 is removed, and a row that loses all edges becomes all-zero."""
-    check_number('weight_noise sigma', sigma, low=0)
     array = check_pkg(pkg)
     noise = _seeded_rng('weight_noise', seed).normal(0.0, sigma, size=array.shape)
     noisy = np.where(array > 0, np.maximum(array + noise, 0.0), 0.0)
     return _normalise_rows(noisy)
 
 
-def subsample_sequences(sequences: Sequence[Sequence[int]], fraction: float,
-                        seed: int = 0) -> List[List[int]]:
+@checked_arguments
+def subsample_sequences(sequences: Iterable[Sequence[int]], fraction: Probability,
+                        seed: Seed = 0) -> List[List[int]]:
     """A random ``fraction`` of the sequences (at least one), original order kept."""
-    _check_fraction('subsample fraction', fraction)
     sequences = [_integer_ids(s, f'sequence {i}').tolist() for i, s in enumerate(sequences)]
     if not sequences:
         return []
@@ -261,15 +261,15 @@ def subsample_sequences(sequences: Sequence[Sequence[int]], fraction: float,
     return [sequences[i] for i in chosen]
 
 
-def label_noise(sequences: Sequence[Sequence[int]], fraction: float,
-                task_actions: Sequence[Sequence[int]], seed: int = 0, *,
-                tasks: Optional[Sequence[int]] = None) -> List[List[int]]:
+@checked_arguments
+def label_noise(sequences: Iterable[Sequence[int]], fraction: Probability,
+                task_actions: Iterable[Sequence[int]], seed: Seed = 0, *,
+                tasks: Optional[Iterable[int]] = None) -> List[List[int]]:
     """Sequences with ``round(fraction * labels)`` step labels replaced by a random *other*
     action of the sequence's task. ``tasks`` gives each sequence's task index into
     ``task_actions``; when None, the task is inferred as the one whose action set holds most
     of the sequence's labels (lowest task index on ties). Labels of single-action tasks
     cannot change."""
-    _check_fraction('label_noise fraction', fraction)
     sequences = [_integer_ids(s, f'sequence {i}').tolist() for i, s in enumerate(sequences)]
     task_sets = [set(_integer_ids(actions, f'task_actions {i}').tolist())
                  for i, actions in enumerate(task_actions)]

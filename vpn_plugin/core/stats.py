@@ -11,13 +11,12 @@ here, where their script continues one stream.
 """
 from __future__ import annotations
 
-import numbers
 import random
-from typing import Optional, Tuple
+from typing import Annotated, Optional, Tuple
 
 import numpy as np
 
-from ..errors import check_bool, check_number
+from ..config_types import Count, Range, Seed, checked_arguments
 
 AUTHORS_SEED = 42          # calculate_results.py: random.seed(42)
 AUTHORS_RESAMPLES = 1000   # calculate_results.py: bootstrap(..., n_iterations=1000)
@@ -29,6 +28,7 @@ MIN_SEEDS_FOR_CI = 3
 MAX_RESAMPLES = 1_000_000
 RESAMPLES_LIMIT_WHY = ("the authors' draw costs about 18 s and 200 MB per table cell and "
                        'million resamples; their K is 1000')
+ConfidenceLevel = Annotated[float, Range(0, 1, low_open=True, high_open=True)]  # 0.90: 90 %
 
 
 def shows_ci(num_seeds: int) -> bool:
@@ -36,8 +36,9 @@ def shows_ci(num_seeds: int) -> bool:
     return num_seeds >= MIN_SEEDS_FOR_CI
 
 
-def seed_interval(scores, num_resamples: int = AUTHORS_RESAMPLES, level: float = 0.90,
-                  seed: int = AUTHORS_SEED) -> Tuple[float, Optional[float], Optional[float]]:
+@checked_arguments
+def seed_interval(scores, num_resamples: Count = AUTHORS_RESAMPLES,
+                  level: ConfidenceLevel = 0.90, seed: Seed = AUTHORS_SEED) -> Tuple[float, Optional[float], Optional[float]]:
     """(mean, low, high) of per-seed ``scores`` (n,): :func:`bootstrap_ci` when
     :func:`shows_ci` allows one, else (mean, None, None). Tables and figures both ask this."""
     scores = _as_scores(scores, 'scores')
@@ -58,14 +59,11 @@ def _as_scores(values, name: str) -> np.ndarray:
     return array
 
 
-def _check_options(num_resamples: int, level: float) -> None:
-    check_number('num_resamples', num_resamples, integer=True, low=1)
-    check_number('level', level)
+def _check_resamples(num_resamples: int) -> None:
+    """Its kind is checked by ``checked_arguments``; its cap here, with the reason."""
     if num_resamples > MAX_RESAMPLES:
         raise ValueError(f'num_resamples={num_resamples}; expected 1 .. {MAX_RESAMPLES} '
                          f'({RESAMPLES_LIMIT_WHY})')
-    if not 0 < level < 1:
-        raise ValueError(f'level={level}; expected a confidence level in (0, 1)')
 
 
 def _percentiles(statistics: np.ndarray, level: float) -> Tuple[float, float]:
@@ -81,23 +79,26 @@ def _resample_indices(rng: random.Random, size: int, num_resamples: int) -> np.n
                      for _ in range(num_resamples)], dtype=np.int64)
 
 
-def bootstrap_ci(scores, num_resamples: int = AUTHORS_RESAMPLES, level: float = 0.90,
-                 seed: int = AUTHORS_SEED) -> Tuple[float, float, float]:
+@checked_arguments
+def bootstrap_ci(scores, num_resamples: Count = AUTHORS_RESAMPLES,
+                 level: ConfidenceLevel = 0.90, seed: Seed = AUTHORS_SEED) -> Tuple[float, float, float]:
     """(mean, low, high): the mean of ``scores`` (n,) and its percentile-bootstrap interval.
 
     ``num_resamples`` resamples of the n scores with replacement; [low, high] are the
     ``(1 - level) / 2`` and ``(1 + level) / 2`` percentiles of the resampled means. The
     paper's "±" is ``high - low``.
     """
-    _check_options(num_resamples, level)
+    _check_resamples(num_resamples)
     scores = _as_scores(scores, 'scores')
     index = _resample_indices(random.Random(seed), len(scores), num_resamples)
     low, high = _percentiles(scores[index].mean(1), level)
     return float(scores.mean()), low, high
 
 
-def bootstrap_difference(a, b, num_resamples: int = AUTHORS_RESAMPLES, level: float = 0.90,
-                         seed: int = AUTHORS_SEED, *, paired: bool = False
+@checked_arguments
+def bootstrap_difference(a, b, num_resamples: Count = AUTHORS_RESAMPLES,
+                         level: ConfidenceLevel = 0.90, seed: Seed = AUTHORS_SEED, *,
+                         paired: bool = False
                          ) -> Tuple[float, float, float, bool]:
     """(delta, low, high, significant) for ``mean(a) - mean(b)``; a (n_a,), b (n_b,).
 
@@ -106,8 +107,7 @@ def bootstrap_difference(a, b, num_resamples: int = AUTHORS_RESAMPLES, level: fl
     mean(B*). ``paired=True`` (``a[i]``, ``b[i]`` share seed i) resamples pair indices jointly.
     [low, high] is the percentile interval of delta*; ``significant`` iff 0 lies outside it.
     """
-    _check_options(num_resamples, level)
-    check_bool('paired', paired)
+    _check_resamples(num_resamples)
     a, b = _as_scores(a, 'a'), _as_scores(b, 'b')
     rng = random.Random(seed)
     if paired:
@@ -123,7 +123,8 @@ def bootstrap_difference(a, b, num_resamples: int = AUTHORS_RESAMPLES, level: fl
     return float(a.mean() - b.mean()), low, high, not (low <= 0.0 <= high)
 
 
-def stratified_sample(tasks, limit: int | None, seed: int = 0) -> np.ndarray:
+@checked_arguments
+def stratified_sample(tasks, limit: Count | None, seed: Seed = 0) -> np.ndarray:
     """Indices (sorted) of ``limit`` windows drawn without replacement, stratified over tasks.
 
     Each task gets its share of ``limit`` in proportion to its windows (largest remainders
@@ -136,13 +137,8 @@ def stratified_sample(tasks, limit: int | None, seed: int = 0) -> np.ndarray:
     if given.size and not np.issubdtype(given.dtype, np.integer):  # 1.7 is not a task index
         raise TypeError(f'tasks hold {given.dtype} values; expected integer task indices')
     tasks = given.astype(np.int64).reshape(-1)
-    if limit is not None and (isinstance(limit, bool) or not isinstance(limit, numbers.Integral)):
-        raise ValueError(f'--limit {limit!r}: expected an integer number of windows')
     if limit is None or limit >= len(tasks):
         return np.arange(len(tasks))
-    if limit < 1:
-        raise ValueError(f'--limit {limit}: expected at least 1 window')
-    check_number('stratified_sample seed', seed, integer=True, low=0)
     names, counts = np.unique(tasks, return_counts=True)
     quotas = limit * counts / len(tasks)
     shares = np.floor(quotas).astype(np.int64)

@@ -13,6 +13,8 @@ from typing import Optional, Tuple
 
 import torch
 
+from ..config_types import Count, checked_arguments
+
 ROW_SUM_TOLERANCE = 1e-3
 
 
@@ -157,9 +159,10 @@ def _predecessor_step(transitions: torch.Tensor):
     return step
 
 
+@checked_arguments
 @torch.no_grad()
 def viterbi_decode_probs(emissions: torch.Tensor, transitions: torch.Tensor,
-                         prior: Optional[torch.Tensor] = None, chunk_elements: int = 2 ** 23
+                         prior: Optional[torch.Tensor] = None, chunk_elements: Count = 2 ** 23
                          ) -> Tuple[torch.Tensor, torch.Tensor]:
     """SCHEMA's Viterbi (its ``models/utils.py``): paths ``(B, T)`` long and likelihoods ``(B,)``.
 

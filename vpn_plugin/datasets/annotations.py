@@ -29,8 +29,9 @@ import math
 import numbers
 from dataclasses import dataclass
 from pathlib import Path
-from typing import List, Optional, Sequence, Tuple
+from typing import Iterable, List, Optional, Sequence, Tuple
 
+from ..config_types import Count, NonNegativeInt, checked_arguments
 from ..errors import read_json, unique_keys
 from .taxonomy import Taxonomy
 from .validation import (AnnotationWarnings, as_int, as_seconds, check_fields,
@@ -101,7 +102,8 @@ def read_crosstask_tasks(path) -> dict:
     return tasks
 
 
-def read_crosstask_csv(path, taxonomy: Taxonomy, task: int, vid: str = '') -> list:
+@checked_arguments
+def read_crosstask_csv(path, taxonomy: Taxonomy, task: NonNegativeInt, vid: str = '') -> list:
     """One CrossTask annotation CSV -> [(start, end, global action id)] in file order."""
     path = Path(path)
     actions = taxonomy.task_actions[task]
@@ -520,7 +522,8 @@ def _check_action_task(path, vid, where, action, task, taxonomy) -> None:
                             f"sample's task {taxonomy.task_keys[task]!r} (task_id {task})")
 
 
-def build_windows(videos: Sequence[VideoAnnotation], horizon: int) -> List[Window]:
+@checked_arguments
+def build_windows(videos: Iterable[VideoAnnotation], horizon: Count) -> List[Window]:
     """Slide a length-``horizon`` window over each video's steps (annotation order)."""
     windows = []
     for video in videos:
@@ -550,7 +553,8 @@ def chain_windows(windows: Sequence[Window]) -> List[VideoAnnotation]:
     return list(videos.values())
 
 
-def read_window_file(path, taxonomy: Taxonomy, horizon: int,
+@checked_arguments
+def read_window_file(path, taxonomy: Taxonomy, horizon: Count,
                      warnings: Optional[AnnotationWarnings] = None
                      ) -> Tuple[List[Window], List[BadVideoError]]:
     """A unified-protocol window file -> (windows, bad-video errors).

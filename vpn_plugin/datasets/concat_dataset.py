@@ -15,9 +15,11 @@ Batches are gathered on the device (``PlanningDataset.__getitems__``) when every
 source is ``device_resident`` (the dataset configs' default).
 """
 import dataclasses
+import os
 from pathlib import Path
-from typing import List, Optional, Sequence
+from typing import List, Literal, Optional, Sequence, Union
 
+from vpn_plugin.config_types import Count, Text
 import numpy as np
 from mmaction.registry import DATASETS
 from torch.utils.data import Dataset
@@ -43,8 +45,9 @@ class ConcatPlanningDataset(Dataset):
         dataset_options: options given to every source's dataset (e.g. ``subset_fraction``).
     """
 
-    def __init__(self, sources: Sequence[dict], horizon: int, split: str = 'train',
-                 select: Optional[Sequence[str]] = None, data_root: Optional[str] = None,
+    def __init__(self, sources: Sequence[dict], horizon: Count, split: Literal[SPLITS] = 'train',
+                 select: Optional[Sequence[Text]] = None,
+                 data_root: Optional[Union[Text, os.PathLike]] = None,
                  dataset_options: Optional[dict] = None):
         if split not in SPLITS:
             raise ValueError(f'ConcatPlanningDataset: split={split!r}; expected one of {SPLITS}')

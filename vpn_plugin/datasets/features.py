@@ -21,6 +21,7 @@ from pathlib import Path
 
 import numpy as np
 
+from ..config_types import Count, checked_arguments
 from .annotations import BadVideoError
 from .safe_pickle import RefusedGlobalError, safe_load
 from .validation import check_real_floats
@@ -69,7 +70,8 @@ def feature_fix_hint(feature_dir, data_root) -> str:
             f'or convert them: {convert}')
 
 
-def load_features(path, frame_dim: int, vid: str = '', fix_hint: str = '') -> np.ndarray:
+@checked_arguments
+def load_features(path, frame_dim: Count, vid: str = '', fix_hint: str = '') -> np.ndarray:
     """Read one video's frames -> (L, D) float32; BadVideoError names the file and problem."""
     path = require_feature_file(path, vid, fix_hint)
     record = read_feature_record(path, vid, frames_only=True)
@@ -146,6 +148,7 @@ def check_float32_range(frames: np.ndarray, path, vid: str = '') -> None:
                             'as float32: expected values within it')
 
 
+@checked_arguments
 def read_feature_record(path, vid: str = '', frames_only: bool = False) -> dict:
     """Every field of a feature file in any layout (module docstring) as a dict; a plain array
     comes back as ``{'frames_features': array}``. Runs no code from the file.

@@ -35,6 +35,7 @@ from typing import Optional, Sequence, Tuple
 
 import numpy as np
 
+from ..config_types import Count, checked_arguments
 from ..errors import check_choice
 
 RECIPES = ('authors', 'concat3', 'kepp', 'mean3')
@@ -42,7 +43,8 @@ WINDOW_POLICIES = ('keep', 'authors')
 CONCATENATED = ('authors', 'concat3', 'kepp')
 
 
-def observation_dim(recipe: str, frame_dim: int) -> int:
+@checked_arguments
+def observation_dim(recipe: str, frame_dim: Count) -> int:
     """Size of one observation vector for a recipe."""
     check_choice('observation', recipe, RECIPES)
     return 3 * frame_dim if recipe in CONCATENATED else frame_dim

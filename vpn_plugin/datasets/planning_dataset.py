@@ -6,8 +6,9 @@ import logging
 import os
 from collections import Counter
 from pathlib import Path
-from typing import List, Optional
+from typing import List, Literal, Optional, Union
 
+from vpn_plugin.config_types import Count, NonNegativeInt, Probability, Fraction, Text
 import numpy as np
 import torch
 from mmaction.registry import DATASETS
@@ -24,7 +25,7 @@ from ..errors import check_bool, check_choice, check_folder_target, check_number
 from ..secret_keys import read_or_make_secret
 from .observations import (RECIPES, WINDOW_POLICIES, observation_dim,
                            outside_video, step_map, window_observations)
-from .sources import SOURCE_KEYS, read_source, source_path, source_windows
+from .sources import ANNOTATION_FORMATS, SOURCE_KEYS, read_source, source_path, source_windows
 from .taxonomy import load_taxonomy
 from ..data_paths import check_resolved
 from .validation import AnnotationWarnings, check_disjoint
@@ -97,18 +98,21 @@ class PlanningDataset(Dataset):
     ``__getitems__`` returns the items (torch's default). Same batches, same values.
     """
 
-    def __init__(self, data_root, horizon: int, taxonomy: str, feature_dir: str,
-                 split: str = 'train', window_file: Optional[str] = None,
-                 video_list: Optional[str] = None, annotation_dir: Optional[str] = None,
-                 tasks_primary: Optional[str] = None, annotation_file: Optional[str] = None,
-                 annotation_format: str = 'json', other_split: Optional[str] = None,
-                 annotation_taxonomy: Optional[str] = None,
-                 frame_dim: int = 512, observation: str = 'authors', window_policy: str = 'keep',
-                 val_fraction: float = 0.1, split_seed: int = 0,
-                 subset_fraction: Optional[float] = None, subset_seed: int = 0,
-                 observed_steps: int = 0, skip_bad_videos: bool = False,
-                 cache_dir: Optional[str] = None, device_resident: bool = False,
-                 limit: Optional[int] = None, limit_seed: int = 0):
+    def __init__(self, data_root: Union[Text, os.PathLike], horizon: Count,
+                 taxonomy: Union[Text, os.PathLike], feature_dir: Union[Text, os.PathLike],
+                 split: Literal[SPLITS] = 'train', window_file: Optional[Text] = None,
+                 video_list: Optional[Text] = None, annotation_dir: Optional[Text] = None,
+                 tasks_primary: Optional[Text] = None, annotation_file: Optional[Text] = None,
+                 annotation_format: Literal[tuple(ANNOTATION_FORMATS)] = 'json',
+                 other_split: Optional[Text] = None, annotation_taxonomy: Optional[Text] = None,
+                 frame_dim: Count = 512, observation: Literal[RECIPES] = 'authors',
+                 window_policy: Literal[WINDOW_POLICIES] = 'keep', val_fraction: Probability = 0.1,
+                 split_seed: NonNegativeInt = 0, subset_fraction: Optional[Fraction] = None,
+                 subset_seed: NonNegativeInt = 0, observed_steps: NonNegativeInt = 0,
+                 skip_bad_videos: bool = False,
+                 cache_dir: Optional[Union[Text, os.PathLike]] = None,
+                 device_resident: bool = False, limit: Optional[Count] = None,
+                 limit_seed: NonNegativeInt = 0):
         if split not in SPLITS:
             raise ValueError(f'split={split!r}; expected one of {SPLITS}')
         where = 'PlanningDataset: '

@@ -11,6 +11,8 @@ checkpoints with the trained classifier and PKG.
 """
 from __future__ import annotations
 
+from typing import Annotated
+from vpn_plugin.config_types import Count, NonNegativeInt, Range
 import torch
 from mmengine.hooks import EMAHook
 
@@ -39,7 +41,8 @@ def ema_update(ema: torch.nn.Module, model: torch.nn.Module, step: int, decay: f
 class CEFITOEMAHook(ScheduledEMAHook, EMAHook):
     """Official CEFITO EMA (module docstring): ``decay``, ``start_step``, ``update_every``."""
 
-    def __init__(self, decay: float = 0.995, start_step: int = 400, update_every: int = 10):
+    def __init__(self, decay: Annotated[float, Range(0, 1, low_open=True, high_open=True)] = 0.995,
+                 start_step: NonNegativeInt = 400, update_every: Count = 10):
         check_ema_settings('CEFITOEMAHook', decay, start_step, update_every=update_every)
         super().__init__(momentum=1 - decay, interval=1, update_buffers=False)
         self.decay, self.start_step, self.update_every = decay, start_step, update_every

@@ -24,6 +24,8 @@ import copy
 import itertools
 from pathlib import Path
 
+from typing import Optional
+from vpn_plugin.config_types import Count, Positive, NonNegative
 import torch
 from mmengine.dist import broadcast, is_main_process
 from mmengine.hooks import Hook
@@ -83,8 +85,8 @@ class KEPPStepModelHook(Hook):
 
     priority = 'HIGH'
 
-    def __init__(self, lr=None, weight_decay: float = 0.0, max_iters=None):
-        # lr=0 or max_iters=0 would fall back to the optimiser's lr / the run's steps unsaid
+    def __init__(self, lr: Optional[Positive] = None, weight_decay: NonNegative = 0.0,
+                 max_iters: Optional[Count] = None):
         check_number('KEPPStepModelHook: lr', lr, low=0, low_open=True, optional=True)
         check_number('KEPPStepModelHook: weight_decay', weight_decay, low=0)
         check_number('KEPPStepModelHook: max_iters', max_iters, integer=True, low=1,

@@ -27,6 +27,8 @@ import itertools
 import time
 from pathlib import Path
 
+from typing import Annotated, Literal, Optional
+from vpn_plugin.config_types import Count, NonNegativeInt, Positive, NonNegative, Range
 import torch
 from mmengine.dist import broadcast, is_main_process
 from mmengine.hooks import EMAHook, Hook
@@ -61,7 +63,7 @@ class StepsPerEpochBatchSampler:
     covers steps e * steps_per_epoch onwards, so a resumed run draws the same batches.
     """
 
-    def __init__(self, sampler, batch_size: int, steps_per_epoch: int, drop_last: bool = True):
+    def __init__(self, sampler, batch_size: Count, steps_per_epoch: Count, drop_last: bool = True):
         if not (hasattr(sampler, 'set_epoch') and hasattr(sampler, 'epoch')):
             raise TypeError(f'StepsPerEpochBatchSampler needs a sampler with set_epoch/epoch '
                             f'(DefaultSampler); got {type(sampler).__name__}')
@@ -105,10 +107,9 @@ class PDPPWarmupStepLR(LRSchedulerMixin, _ParamScheduler):
     config: ``by_epoch=True, convert_to_iter_based=True`` and no ``end``, so it is the train
     loop's iterations, shortened runs included)."""
 
-    def __init__(self, optimizer, begin: int = 0, end: int = INF, total_steps=None,
-                 last_step: int = -1, by_epoch: bool = True, verbose: bool = False):
-        # 1.5 or inf steps would be accepted by the comparisons below (inf: lr 0 throughout,
-        # nan: a NaN lr), 'abc' a TypeError; a negative begin stretches the warm-up unsaid
+    def __init__(self, optimizer, begin: NonNegativeInt = 0, end: int = INF,
+                 total_steps: Optional[Count] = None, last_step: int = -1, by_epoch: bool = True,
+                 verbose: bool = False):
         check_number('PDPPWarmupStepLR: total_steps', total_steps, integer=True, low=1,
                      optional=True)
         check_number('PDPPWarmupStepLR: begin', begin, integer=True, low=0)
@@ -155,7 +156,8 @@ class PDPPEMAHook(ScheduledEMAHook, EMAHook):
     allowed: their EMA is the model of the last multiple of ``interval``, as there.
     """
 
-    def __init__(self, decay: float = 0.995, start_step: int = 400, interval: int = 10):
+    def __init__(self, decay: Annotated[float, Range(0, 1, low_open=True, high_open=True)] = 0.995,
+                 start_step: NonNegativeInt = 400, interval: Count = 10):
         check_ema_settings('PDPPEMAHook', decay, start_step, interval=interval)
         if start_step < interval or start_step % interval:
             raise ValueError(f'PDPPEMAHook: start_step={start_step} must be a positive '
@@ -185,6 +187,9 @@ class PDPPEMAHook(ScheduledEMAHook, EMAHook):
 
 
 # ---------------------------------------------------------------------- stage 1
+CLASSIFIER_SCHEDULES = ('warmup_step', 'constant')  # TaskClassifierHook.schedule
+
+
 @HOOKS.register_module()
 class TaskClassifierHook(Hook):
     """Train the task classifier of every ``PDPPDiffusion`` / ``TaskClassifier`` (CEFITO's)
@@ -203,11 +208,12 @@ class TaskClassifierHook(Hook):
     """
 
     priority = 'HIGH'
-    SCHEDULES = ('warmup_step', 'constant')
+    SCHEDULES = CLASSIFIER_SCHEDULES
 
-    def __init__(self, lr: float = 1e-4, weight_decay: float = 0.0, max_iters=None,
-                 val_interval=None, schedule: str = 'warmup_step', max_epochs=None,
-                 batch_size=None):
+    def __init__(self, lr: Positive = 1e-4, weight_decay: NonNegative = 0.0,
+                 max_iters: Optional[Count] = None, val_interval: Optional[Count] = None,
+                 schedule: Literal[CLASSIFIER_SCHEDULES] = 'warmup_step',
+                 max_epochs: Optional[Count] = None, batch_size: Optional[Count] = None):
         if schedule not in self.SCHEDULES:
             raise ValueError(f'TaskClassifierHook schedule={schedule!r}; expected one of '
                              f'{self.SCHEDULES}')

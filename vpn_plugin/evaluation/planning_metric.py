@@ -21,8 +21,9 @@ from __future__ import annotations
 
 import json
 import os
-from typing import Dict, List, Optional, Sequence
+from typing import Dict, List, Literal, Optional, Sequence
 
+from vpn_plugin.config_types import Count, Text
 import numpy as np
 import torch
 from mmengine.evaluator import BaseMetric
@@ -62,9 +63,11 @@ class PlanningMetric(BaseMetric):
     """
     default_prefix = 'plan'
 
-    def __init__(self, out_file: Optional[str] = None, authors_selection: bool = False,
-                 extra_metrics: Sequence[str] = (), miou_batch_size: Optional[int] = None,
-                 collect_device: str = 'cpu', prefix: Optional[str] = None) -> None:
+    def __init__(self, out_file: Optional[Text] = None, authors_selection: bool = False,
+                 extra_metrics: Sequence[Literal[EXTRA_METRICS]] = (),
+                 miou_batch_size: Optional[Count] = None,
+                 collect_device: Literal['cpu', 'gpu'] = 'cpu',
+                 prefix: Optional[Text] = None) -> None:
         _check_options(authors_selection, miou_batch_size, collect_device, prefix)
         super().__init__(collect_device=collect_device, prefix=prefix)
         self.out_file, self.authors_selection = _checked_out_file(out_file), authors_selection

@@ -28,8 +28,9 @@ their number. Never emit an id outside the taxonomy for it (the legacy mIoU woul
 """
 import contextlib
 import functools
+from vpn_plugin.config_types import Range
 import math
-from typing import Dict, List, Optional
+from typing import Annotated, Dict, List, Optional
 
 import numpy as np
 import torch
@@ -48,6 +49,8 @@ MAX_ACTIONS = 46_340
 # a plan of more steps than this is no procedure window (the datasets' longest are ~30 steps); a
 # horizon of 10**9 was a torch allocation error deep in a model's build
 MAX_HORIZON = 1024
+ActionCount = Annotated[int, Range(1, MAX_ACTIONS)]  # N, K: a taxonomy the planner can hold
+Horizon = Annotated[int, Range(1, MAX_HORIZON)]  # T
 # data_samples key -> ActionDataSample field of the ground truth copied into each result
 TRUTH_FIELDS = (('plan', 'gt_plan'), ('task', 'gt_task'), ('index', 'sample_idx'))
 

@@ -24,9 +24,12 @@ Shapes: B batch, T horizon, E observation dim, N actions, K tasks.
 from __future__ import annotations
 
 import logging
+import os
 from pathlib import Path
-from typing import Dict, Optional
+from typing import Annotated, Dict, Literal, Optional, Union
 
+from vpn_plugin.config_types import (Count, NonNegative, NonNegativeInt, Positive, Probability,
+                                     Range, Text)
 import torch
 from mmengine.logging import print_log
 
@@ -34,7 +37,8 @@ from mmaction.registry import MODELS
 
 from ..core import energy_field, energy_search, negatives
 from ..errors import check_bool, check_choice, check_numbers
-from .base_planner import BasePlanner, check_loss_terms, num_parameters, task_fields
+from .base_planner import (ActionCount, BasePlanner, Horizon, check_loss_terms, num_parameters,
+                           task_fields)
 from .pdpp import TaskClassifier, warn_unread_pkg
 from .temporal_unet import MAX_FEATURE_DIM
 from .text_embeddings import NO_TEXT, load_action_features, stand_in_label
@@ -105,20 +109,27 @@ class CEFITO(BasePlanner):
 
     text_feature_buffers = ('field.predictor.action_embeddings',)
 
-    def __init__(self, feature_dim: int, num_actions: int, num_tasks: int, horizon: int,
-                 taxonomy, text_embeddings: Optional[dict] = None, text_dim: int = 512,
-                 hidden_dim: int = 384, depth: int = 4, num_heads: int = 6,
-                 mlp_ratio: float = 4.0, causal: bool = True, num_negatives: int = 50,
-                 hard_negative_ratio: float = 0.8, permutation_negative_ratio: float = 0.0,
-                 min_margin: float = 0.01, max_margin: float = 0.1,
-                 margin_order_weight: float = 0.0, aux_weight: float = 1.0,
-                 observation_noise: float = 0.0, negative_rng: str = 'per_sample',
-                 negative_seed: int = 0, search: str = 'tree', chunk_size: int = 50_000,
-                 top_k: int = 1, tie_break: str = 'sequence', task_source: str = 'classifier',
-                 max_sequences: Optional[int] = 300_000,
-                 tokens_per_second: float = DEFAULT_TOKENS_PER_SECOND,
+    def __init__(self, feature_dim: Annotated[int, Range(1, MAX_FEATURE_DIM)],
+                 num_actions: ActionCount, num_tasks: ActionCount, horizon: Horizon,
+                 taxonomy: Union[Text, os.PathLike], text_embeddings: Optional[dict] = None,
+                 text_dim: Annotated[int, Range(1, MAX_FEATURE_DIM)] = 512,
+                 hidden_dim: Annotated[int, Range(1, 4096)] = 384,
+                 depth: Annotated[int, Range(1, 64)] = 4, num_heads: Count = 6,
+                 mlp_ratio: Annotated[float, Range(0, MAX_MLP_RATIO, low_open=True)] = 4.0,
+                 causal: bool = True, num_negatives: Annotated[int, Range(1, MAX_NEGATIVES)] = 50,
+                 hard_negative_ratio: Probability = 0.8,
+                 permutation_negative_ratio: Probability = 0.0, min_margin: NonNegative = 0.01,
+                 max_margin: NonNegative = 0.1, margin_order_weight: NonNegative = 0.0,
+                 aux_weight: NonNegative = 1.0, observation_noise: NonNegative = 0.0,
+                 negative_rng: Literal[NEGATIVE_RNGS] = 'per_sample',
+                 negative_seed: NonNegativeInt = 0, search: Literal[SEARCHES] = 'tree',
+                 chunk_size: Count = 50_000, top_k: Annotated[int, Range(1, MAX_TOP_K)] = 1,
+                 tie_break: Literal[energy_search.TIE_BREAKS] = 'sequence',
+                 task_source: Literal[TASK_SOURCES] = 'classifier',
+                 max_sequences: Optional[Count] = 300_000,
+                 tokens_per_second: Positive = DEFAULT_TOKENS_PER_SECOND,
                  action_embeddings: Optional[torch.Tensor] = None,
-                 loss_weights: Optional[dict] = None, pkg: Optional[dict] = None,
+                 loss_weights: Optional[Dict[str, NonNegative]] = None, pkg: Optional[dict] = None,
                  data_preprocessor: Optional[dict] = None):
         super().__init__(num_actions, horizon, pkg, data_preprocessor)
         self.text_source = text_embeddings  # what text_features_identity records

@@ -7,8 +7,9 @@ start/goal with MiniLM state-description embeddings. It is NOT the paper's netwo
 Shapes: B batch, D feature dim, E embed dim, T horizon, N actions, K tasks,
 S state sentences per action, Dt text-embedding dim.
 """
+from vpn_plugin.config_types import Count, DropoutRate, Positive, NonNegative, Text
 import math
-from typing import Dict, List, Optional
+from typing import Dict, List, Literal, Optional
 
 import torch
 import torch.nn.functional as F
@@ -18,7 +19,7 @@ from mmaction.registry import MODELS
 
 from .. import core
 from ..errors import check_bool, check_choice
-from .base_planner import BasePlanner, check_loss_terms, task_fields
+from .base_planner import ActionCount, Horizon, BasePlanner, check_loss_terms, task_fields
 from .pretrained_encoder import init_visual_encoder
 from .text_embeddings import taxonomy_state_embeddings
 from .viterbi_plan_net import DECODE_MODES
@@ -89,16 +90,15 @@ class CompactPlanNet(BasePlanner):
     task_source, task_score, plan_uses_task = 'classifier', 'probability', False
     text_feature_buffers = ('state_before', 'state_after')
 
-    def __init__(self, feature_dim: int, num_actions: int, num_tasks: int, horizon: int,
-                 embed_dim: int = 128, num_layers: int = 2, num_heads: int = 4,
-                 dropout: float = 0.2, use_dvl: bool = True, decode: str = 'dvl_viterbi',
-                 dvl_temperature: float = 1.0, dvl_layers: int = 1,
-                 loss_weights: Optional[Dict[str, float]] = None,
-                 text_embeddings: Optional[dict] = None, align_temperature: float = 0.1,
-                 freeze_visual: bool = False, cross_horizon: Optional[str] = None,
-                 max_observed: int = 8, init_visual_from: Optional[str] = None,
-                 pkg: Optional[dict] = None,
-                 data_preprocessor: Optional[dict] = None):
+    def __init__(self, feature_dim: Count, num_actions: ActionCount, num_tasks: ActionCount,
+                 horizon: Horizon, embed_dim: Count = 128, num_layers: Count = 2,
+                 num_heads: Count = 4, dropout: DropoutRate = 0.2, use_dvl: bool = True,
+                 decode: Literal[DECODE_MODES] = 'dvl_viterbi', dvl_temperature: Positive = 1.0,
+                 dvl_layers: Count = 1, loss_weights: Optional[Dict[str, NonNegative]] = None,
+                 text_embeddings: Optional[dict] = None, align_temperature: Positive = 0.1,
+                 freeze_visual: bool = False, cross_horizon: Literal[CROSS_HORIZON_MODES] = None,
+                 max_observed: Count = 8, init_visual_from: Optional[Text] = None,
+                 pkg: Optional[dict] = None, data_preprocessor: Optional[dict] = None):
         super().__init__(num_actions, horizon, pkg, data_preprocessor)
         self.text_source = text_embeddings  # what text_features_identity records
         self._check_options(decode, cross_horizon, loss_weights, text_embeddings)

@@ -26,8 +26,9 @@ The paper counts the plan U-Net (42,184,335 at CrossTask N=133, D=1536); the ste
 Shapes: B batch, T horizon, N actions, D observation dim.
 """
 import os
-from typing import Dict, Optional
+from typing import Annotated, Dict, Literal, Optional, Sequence
 
+from vpn_plugin.config_types import Count, NonNegativeInt, NonNegative, Text, Range
 import numpy as np
 import torch
 from mmengine.logging import print_log
@@ -37,11 +38,12 @@ from mmaction.registry import MODELS
 from ..core import diffusion, kepp_paths
 from ..datasets.safe_pickle import safe_load_digraph
 from ..errors import check_choice, check_file, check_number
-from .base_planner import BasePlanner, num_parameters
+from .base_planner import ActionCount, Horizon, BasePlanner, num_parameters
 from .pdpp import SEED_STRIDE
-from .temporal_unet import DiffusionModel, TemporalUNet
+from .temporal_unet import MAX_DIM, MAX_FEATURE_DIM, DiffusionModel, TemporalUNet
 
 SAMPLERS = ('ddim', 'ddpm')
+DiffusionSteps = Annotated[int, Range(1, diffusion.MAX_DIFFUSION_STEPS)]
 TRAIN_PATHS = ('step', 'truth')
 TEST_SET_PKG = 'test-set PKG'
 RELEASED_GRAPH_HORIZON = 4  # the official retrieval (validate_graph_final) and data lists
@@ -288,13 +290,17 @@ class KEPP(BasePlanner):
 
     counted_apart = ('step',)
 
-    def __init__(self, feature_dim: int, num_actions: int, horizon: int, dim: int = 256,
-                 dim_mults=(1, 2, 4), n_timesteps: int = 200,
-                 step_n_timesteps: Optional[int] = None, plan_endpoint_weight: float = 5.0,
-                 step_endpoint_weight: float = 10.0, sampling_seed: int = 0,
-                 sampler: str = 'ddim', train_paths: str = 'step',
-                 released_graph: Optional[str] = None, step_checkpoint: Optional[str] = None,
-                 pkg: Optional[dict] = None, data_preprocessor: Optional[dict] = None):
+    def __init__(self, feature_dim: Annotated[int, Range(1, MAX_FEATURE_DIM)],
+                 num_actions: ActionCount, horizon: Horizon,
+                 dim: Annotated[int, Range(1, MAX_DIM)] = 256,
+                 dim_mults: Sequence[Count] = (1, 2, 4),
+                 n_timesteps: DiffusionSteps = 200,
+                 step_n_timesteps: Optional[DiffusionSteps] = None,
+                 plan_endpoint_weight: NonNegative = 5.0, step_endpoint_weight: NonNegative = 10.0,
+                 sampling_seed: NonNegativeInt = 0, sampler: Literal[SAMPLERS] = 'ddim',
+                 train_paths: Literal[TRAIN_PATHS] = 'step', released_graph: Optional[Text] = None,
+                 step_checkpoint: Optional[Text] = None, pkg: Optional[dict] = None,
+                 data_preprocessor: Optional[dict] = None):
         if pkg is not None and not isinstance(pkg, dict):
             raise ValueError(f'KEPP: model.pkg={pkg!r}; expected a dict of PKGBuilder options '
                              'or None')

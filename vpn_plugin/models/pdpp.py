@@ -18,8 +18,9 @@ The paper counts the U-Net only (41,866,647 at CrossTask N=133, K=18, D=1536); t
 Shapes: B batch, T horizon, K tasks, N actions, D observation dim, C = K + N + D.
 """
 import logging
-from typing import Dict, Optional
+from typing import Annotated, Dict, Literal, Optional, Sequence
 
+from vpn_plugin.config_types import Count, NonNegativeInt, NonNegative, Range
 import torch
 import torch.nn.functional as F
 from mmengine.logging import print_log
@@ -30,9 +31,9 @@ from mmaction.registry import MODELS
 from .. import core
 from ..core import diffusion
 from ..errors import check_choice, check_number
-from .base_planner import (MAX_ACTIONS, BasePlanner, num_parameters, task_fields,
-                           unread_pkg_note)
-from .temporal_unet import MAX_FEATURE_DIM, DiffusionModel, TemporalUNet
+from .base_planner import (ActionCount, Horizon, MAX_ACTIONS, BasePlanner, num_parameters,
+                           task_fields, unread_pkg_note)
+from .temporal_unet import MAX_DIM, MAX_FEATURE_DIM, DiffusionModel, TemporalUNet
 
 DECODES = ('argmax', 'viterbi')
 SEED_STRIDE = 1_000_003  # per-window noise seed = sampling_seed * stride + window index
@@ -123,10 +124,13 @@ class PDPPDiffusion(DiffusionModel):
             from the global stream; batches without indices still do).
     """
 
-    def __init__(self, feature_dim: int, num_actions: int, num_tasks: int, horizon: int,
-                 dim: int = 256, dim_mults=(1, 2, 4), n_timesteps: int = 200,
-                 endpoint_weight: float = 10.0, middle_actions: bool = True,
-                 sampling_seed: int = 0):
+    def __init__(self, feature_dim: Annotated[int, Range(1, MAX_FEATURE_DIM)],
+                 num_actions: ActionCount, num_tasks: ActionCount, horizon: Horizon,
+                 dim: Annotated[int, Range(1, MAX_DIM)] = 256,
+                 dim_mults: Sequence[Count] = (1, 2, 4),
+                 n_timesteps: Annotated[int, Range(1, diffusion.MAX_DIFFUSION_STEPS)] = 200,
+                 endpoint_weight: NonNegative = 10.0, middle_actions: bool = True,
+                 sampling_seed: NonNegativeInt = 0):
         super().__init__()
         self.check_horizon('PDPP', horizon, dim_mults)
         self.check_inputs('PDPP', feature_dim, sampling_seed)
@@ -260,10 +264,14 @@ class PDPP(BasePlanner):
     # the task classifier (cross-entropy, its own stage) conditions the diffusion
     task_source, task_score, plan_uses_task = 'classifier', 'probability', True
 
-    def __init__(self, feature_dim: int, num_actions: int, num_tasks: int, horizon: int,
-                 dim: int = 256, dim_mults=(1, 2, 4), n_timesteps: int = 200,
-                 endpoint_weight: float = 10.0, sampling_seed: int = 0, decode: str = 'argmax',
-                 pkg: Optional[dict] = None, data_preprocessor: Optional[dict] = None):
+    def __init__(self, feature_dim: Annotated[int, Range(1, MAX_FEATURE_DIM)],
+                 num_actions: ActionCount, num_tasks: ActionCount, horizon: Horizon,
+                 dim: Annotated[int, Range(1, MAX_DIM)] = 256,
+                 dim_mults: Sequence[Count] = (1, 2, 4),
+                 n_timesteps: Annotated[int, Range(1, diffusion.MAX_DIFFUSION_STEPS)] = 200,
+                 endpoint_weight: NonNegative = 10.0, sampling_seed: NonNegativeInt = 0,
+                 decode: Literal[DECODES] = 'argmax', pkg: Optional[dict] = None,
+                 data_preprocessor: Optional[dict] = None):
         super().__init__(num_actions, horizon, pkg, data_preprocessor)
         check_choice('model.decode', decode, DECODES)
         self.decode = decode

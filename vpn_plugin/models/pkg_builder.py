@@ -14,8 +14,9 @@ perturbation is refused (it would have nothing to act on).
 import inspect
 import itertools
 from collections.abc import Mapping
-from typing import List, Optional, Sequence
+from typing import List, Literal, Optional, Sequence
 
+from vpn_plugin.config_types import Fraction, NonNegative, NonNegativeInt, Probability, check_options
 import numpy as np
 
 from mmaction.registry import DATASETS, TASK_UTILS
@@ -54,7 +55,7 @@ class GraphPerturbation:
 class DataFraction(SequencePerturbation):
     """Keep a seeded ``fraction`` of the training sequences (sample-efficiency study)."""
 
-    def __init__(self, fraction: float):
+    def __init__(self, fraction: Fraction):
         _check_fraction('DataFraction', fraction, low_open=True)
         self.fraction = fraction
 
@@ -66,7 +67,7 @@ class DataFraction(SequencePerturbation):
 class LabelNoise(SequencePerturbation):
     """Replace a seeded ``fraction`` of the steps by another action of the same task."""
 
-    def __init__(self, fraction: float):
+    def __init__(self, fraction: Probability):
         _check_fraction('LabelNoise', fraction)
         self.fraction = fraction
 
@@ -78,7 +79,7 @@ class LabelNoise(SequencePerturbation):
 class EdgeDropout(GraphPerturbation):
     """Remove a seeded ``fraction`` of the graph's edges (rows renormalised)."""
 
-    def __init__(self, fraction: float):
+    def __init__(self, fraction: Probability):
         _check_fraction('EdgeDropout', fraction)
         self.fraction = fraction
 
@@ -90,7 +91,7 @@ class EdgeDropout(GraphPerturbation):
 class WeightNoise(GraphPerturbation):
     """Seeded noise of scale ``sigma`` on the edge weights (rows renormalised)."""
 
-    def __init__(self, sigma: float):
+    def __init__(self, sigma: NonNegative):
         # NaN would empty the graph (every weight NaN, renormalised to 0), True read as 1.0
         check_number('WeightNoise.sigma', sigma, low=0)
         self.sigma = sigma
@@ -124,9 +125,10 @@ class PKGBuilder:
             trained model (SCHEMA w/ PKG under perturbed graphs).
     """
 
-    def __init__(self, count_mode: str = 'window', smoothing: float = 0.0, union: str = 'pool',
+    def __init__(self, count_mode: Literal[core.pkg.COUNT_MODES] = 'window',
+                 smoothing: NonNegative = 0.0, union: Literal[UNION_MODES] = 'pool',
                  extra_datasets: Sequence[dict] = (), perturbations: Sequence[dict] = (),
-                 seed: int = 0, recount: bool = False):
+                 seed: NonNegativeInt = 0, recount: bool = False):
         check_choice('PKGBuilder.count_mode', count_mode, core.pkg.COUNT_MODES)
         check_choice('PKGBuilder.union', union, UNION_MODES)
         check_number('PKGBuilder.smoothing', smoothing, low=0)
@@ -140,6 +142,11 @@ class PKGBuilder:
                                  'dicts (e.g. [dict(type=...)]), or [] for none')
         self.count_mode, self.smoothing, self.union = count_mode, smoothing, union
         self.extra_datasets, self.seed, self.recount = list(extra_datasets), seed, recount
+        for index, config in enumerate(perturbations):  # their options' declared kinds
+            if isinstance(config, dict) and TASK_UTILS.get(config.get('type')) is not None:
+                check_options(f'PKGBuilder.perturbations[{index}]: {config["type"]}',
+                              TASK_UTILS.get(config['type']),
+                              {k: v for k, v in config.items() if k != 'type'})
         self.perturbations = [p if callable(p) else TASK_UTILS.build(dict(p))
                               for p in perturbations]
         self._check_order()

@@ -23,6 +23,7 @@ import re
 from pathlib import Path
 from typing import Dict, List, Optional, Sequence
 
+from vpn_plugin.config_types import Count, Text
 import numpy as np
 import torch
 import torch.nn.functional as F
@@ -206,7 +207,7 @@ class S3D(nn.Module):
         space_to_depth: the HowTo100M layout; False: a plain 3x7x7 stride-2 ``conv1``.
     """
 
-    def __init__(self, dict_path: Optional[str] = None, num_classes: int = EMBEDDING_DIM,
+    def __init__(self, dict_path: Optional[Text] = None, num_classes: Count = EMBEDDING_DIM,
                  gating: bool = True, space_to_depth: bool = True):
         super().__init__()
         self.space_to_depth = space_to_depth

@@ -33,8 +33,9 @@ parameter counts and checkpoints are the official ones. Cross-attention projects
 memory once per batch instead of once per sample, and attends to it with the batch's queries
 as the rows of one attention (same function; ``multi_head_attention``).
 """
+from vpn_plugin.config_types import DropoutRate, NonNegative, Text, Range
 import math
-from typing import Dict, Optional
+from typing import Annotated, Dict, Literal, Optional
 
 import torch
 import torch.nn.functional as F
@@ -45,8 +46,8 @@ from mmaction.registry import MODELS
 
 from .. import core
 from ..errors import check_bool, check_choice, check_number, check_numbers
-from .base_planner import (MAX_ACTIONS, BasePlanner, check_loss_terms, num_parameters,
-                           task_fields)
+from .base_planner import (ActionCount, Horizon, MAX_ACTIONS, BasePlanner, check_loss_terms,
+                           num_parameters, task_fields)
 from .pretrained_encoder import init_visual_encoder
 from .state_encoder import INIT_LOGIT_SCALE
 from .state_encoder import OFFICIAL_PREFIXES as STATE_ENCODER_PREFIXES
@@ -254,13 +255,17 @@ class SCHEMA(BasePlanner):
     task_source, task_score, plan_uses_task = 'classifier', 'probability', True
     text_feature_buffers = ('state_encoder.state_features',)
 
-    def __init__(self, num_actions: int, num_tasks: int, horizon: int, feature_dim: int = 1536,
-                 text_dim: int = 768, embed_dim: int = 128, num_heads: int = 32,
-                 num_layers: int = 2, mlp_ratio: int = 2, dropout: float = 0.2,
-                 input_dropout: float = 0.4, no_state_task: bool = False,
-                 text_embeddings: Optional[dict] = None, decode: str = 'viterbi',
-                 loss_weights: Optional[Dict[str, float]] = None, freeze_visual: bool = False,
-                 init_visual_from: Optional[str] = None,
+    def __init__(self, num_actions: ActionCount, num_tasks: ActionCount, horizon: Horizon,
+                 feature_dim: Annotated[int, Range(1, MAX_FEATURE_DIM)] = 1536,
+                 text_dim: Annotated[int, Range(1, MAX_FEATURE_DIM)] = 768,
+                 embed_dim: Annotated[int, Range(1, 4096)] = 128,
+                 num_heads: Annotated[int, Range(1, 4096)] = 32,
+                 num_layers: Annotated[int, Range(1, 64)] = 2,
+                 mlp_ratio: Annotated[int, Range(1, 64)] = 2, dropout: DropoutRate = 0.2,
+                 input_dropout: DropoutRate = 0.4, no_state_task: bool = False,
+                 text_embeddings: Optional[dict] = None, decode: Literal[DECODE_MODES] = 'viterbi',
+                 loss_weights: Optional[Dict[str, NonNegative]] = None,
+                 freeze_visual: bool = False, init_visual_from: Optional[Text] = None,
                  pkg: Optional[dict] = None, data_preprocessor: Optional[dict] = None):
         super().__init__(num_actions, horizon, pkg, data_preprocessor)
         self.text_source = text_embeddings  # what text_features_identity records

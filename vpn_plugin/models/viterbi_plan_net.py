@@ -19,8 +19,9 @@ Network (names of the authors' modules in brackets, see ``AUTHORS_PREFIXES``):
   DVL over log(soft plan) gives the authors' "viterbi-DVL" decoding, and the hard Viterbi
   over the soft plan with the raw PKG gives their "viterbi-DVL+VD" decoding.
 """
-from typing import Dict, Optional
+from typing import Annotated, Dict, Literal, Optional
 
+from vpn_plugin.config_types import Count, DropoutRate, NonNegative, Text, Range
 import torch
 import torch.nn.functional as F
 from mmengine.logging import print_log
@@ -30,7 +31,8 @@ from mmaction.registry import MODELS
 
 from .. import core
 from ..errors import check_bool, check_choice, check_number
-from .base_planner import BasePlanner, check_loss_terms, num_parameters, task_fields
+from .base_planner import (ActionCount, BasePlanner, Horizon, check_loss_terms, num_parameters,
+                           task_fields)
 from .state_encoder import OFFICIAL_PREFIXES as STATE_ENCODER_PREFIXES
 from .pretrained_encoder import init_visual_encoder
 from .state_encoder import StateEncoder, rename_legacy_keys
@@ -109,15 +111,17 @@ class ViterbiPlanNet(BasePlanner):
     text_feature_buffers = ('state_encoder.state_features',)
     official_prefixes = AUTHORS_PREFIXES  # their checkpoints' names (oracles.authors)
 
-    def __init__(self, num_actions: int, num_tasks: int, horizon: int, feature_dim: int = 1536,
-                 text_dim: int = 768, embed_dim: int = 128, mlp_ratio: int = 2,
-                 dropout: float = 0.2, input_dropout: float = 0.4,
-                 text_embeddings: Optional[dict] = None, use_dvl: bool = True,
-                 dvl_layers: int = 1, decode: str = 'dvl_viterbi',
-                 loss_weights: Optional[Dict[str, float]] = None,
-                 cross_horizon: Optional[str] = None, freeze_visual: bool = False,
-                 init_visual_from: Optional[str] = None,
-                 pkg: Optional[dict] = None, data_preprocessor: Optional[dict] = None):
+    def __init__(self, num_actions: ActionCount, num_tasks: ActionCount, horizon: Horizon,
+                 feature_dim: Count = 1536, text_dim: Count = 768,
+                 embed_dim: Annotated[int, Range(1, 4096)] = 128,
+                 mlp_ratio: Annotated[int, Range(1, 64)] = 2, dropout: DropoutRate = 0.2,
+                 input_dropout: DropoutRate = 0.4, text_embeddings: Optional[dict] = None,
+                 use_dvl: bool = True, dvl_layers: Count = 1,
+                 decode: Literal[DECODE_MODES] = 'dvl_viterbi',
+                 loss_weights: Optional[Dict[str, NonNegative]] = None,
+                 cross_horizon: Literal[CROSS_HORIZON_MODES] = None, freeze_visual: bool = False,
+                 init_visual_from: Optional[Text] = None, pkg: Optional[dict] = None,
+                 data_preprocessor: Optional[dict] = None):
         super().__init__(num_actions, horizon, pkg, data_preprocessor)
         self.text_source = text_embeddings  # what text_features_identity records
         check_loss_terms(loss_weights, LOSS_TERMS)  # before merging: '{}' is no dict

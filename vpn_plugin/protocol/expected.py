@@ -15,7 +15,8 @@ import json
 from pathlib import Path
 
 from vpn_plugin.errors import write_text_atomically
-from .results import ResultRow, locked_results
+from vpn_plugin.config_types import check_value
+from .results import ROW_SCHEMA, ResultRow, locked_results
 
 SUFFIX = '.expected'
 IDENTITY = ('protocol', 'dataset', 'method', 'config', 'seed', 'horizon', 'train_horizon',
@@ -48,6 +49,8 @@ def read_expected(results_file) -> list[ResultRow] | None:
     for number, line in enumerate(path.read_text().splitlines(), 1):
         try:
             fields = json.loads(line)
+            for name in IDENTITY:  # the same kinds as the results rows' (ROW_SCHEMA)
+                check_value(f'{path}:{number}: field {name}', fields[name], ROW_SCHEMA[name])
             rows.append(ResultRow(metrics={}, **{k: fields[k] for k in IDENTITY}))
         except (json.JSONDecodeError, KeyError, TypeError) as error:
             raise ValueError(f'{path}:{number}: not an expected row ({error}); the file is '

@@ -27,6 +27,7 @@ import numpy as np
 
 from vpn_plugin.core.metrics import METRIC_NAMES
 from vpn_plugin.core.stats import MIN_SEEDS_FOR_CI, seed_interval
+from vpn_plugin.config_types import Count, NonNegativeInt, checked_arguments
 from vpn_plugin.errors import OutputWriteError, check_file, read_json, replace_atomically
 from vpn_plugin.outputs import FIGURE_MARKER, OVERLAP_TABLE_MARKER
 from .results import METRIC_LABELS, SHORTENED_MARK, ResultRow, shortened_reason
@@ -120,7 +121,8 @@ def ci_label(what: str, seed_counts) -> str:
 
 
 # --------------------------------------------------------- what one figure may pool
-def select_horizon(rows, horizon=None):
+@checked_arguments
+def select_horizon(rows, horizon: Count | None = None):
     """The rows at test horizon ``horizon`` (``None``: all); an empty selection names the
     horizons the rows have."""
     if horizon is None:
@@ -303,7 +305,8 @@ def save_figure(fig, out_stem) -> list[Path]:
     return paths
 
 
-def ci_lines(values: dict, num_resamples: int = 100) -> dict:
+@checked_arguments
+def ci_lines(values: dict, num_resamples: Count = 100) -> dict:
     """``{line: {x: [value per seed]}}`` -> ``{line: [(x, mean, low, high), ...]}`` sorted by x
     (mean and 90% bootstrap CI over the seeds; ``None`` bounds with fewer than
     :data:`MIN_SEEDS_FOR_CI` seeds, ``core.stats.seed_interval``)."""
@@ -379,8 +382,9 @@ def seeds_per_point(lines: dict) -> list[int]:
     return [len(v) for by_x in lines.values() for v in by_x.values()]
 
 
+@checked_arguments
 def curve_points(rows: list[ResultRow], x_key: str, metric: str, group_key: str | None = None,
-                 num_resamples: int = 100) -> dict:
+                 num_resamples: Count = 100) -> dict:
     """``{line name: [(x, mean, low, high), ...]}`` sorted by x, over seeds, of rows of ONE
     dataset and test horizon (else refused: :func:`curve_values` gives a panel each)."""
     refuse_mix(rows, 'horizon', '--horizon')
@@ -423,8 +427,9 @@ def panel_title(dataset: str, horizon: int, panels) -> str:
     return f'{name}, T={horizon}' if len(datasets) > 1 else f'T={horizon}'
 
 
-def plot_curves(rows, x_key, metric, out_stem, *, group_key=None, log_x=False,
-                xlabel=None) -> list[Path]:
+@checked_arguments
+def plot_curves(rows, x_key: str, metric: str, out_stem, *, group_key: str | None = None,
+                log_x: bool = False, xlabel: str | None = None) -> list[Path]:
     """Metric vs a study setting with CI bands (the note below says what they are), one
     panel per dataset and test horizon (one column wide for one panel, two for more), every
     plotted x value a tick; saves PNG and PDF."""
@@ -495,8 +500,9 @@ def efficiency_values(rows: list[ResultRow], metric: str = 'success_rate',
     return dict(sorted(values.items(), key=lambda item: (item[0][1], item[0][0])))
 
 
+@checked_arguments
 def efficiency_points(rows: list[ResultRow], metric: str = 'success_rate',
-                      x_key: str = 'train_fraction', num_resamples: int = 100) -> dict:
+                      x_key: str = 'train_fraction', num_resamples: Count = 100) -> dict:
     """``{(method, horizon): [(percent of training windows, mean, low, high), ...]}``.
 
     x is ``variant[x_key]`` in percent, the CI is over seeds.
@@ -632,8 +638,9 @@ PKG_PANEL_XLABELS = ('PKG edges dropped (%)', 'Weight noise s.d. (probability)',
 REFERENCE = 'none'
 
 
+@checked_arguments
 def pkg_quality_panels(rows: list[ResultRow], metric: str = 'success_rate',
-                       num_resamples: int = 100) -> tuple:
+                       num_resamples: Count = 100) -> tuple:
     """``(panels, references)`` of the PKG-quality figure.
 
     ``panels``: three dicts ``{(method, line label): [(x, mean, low, high), ...]}`` (see
@@ -756,7 +763,8 @@ def plot_pkg_quality(rows, out_stem, *, metric='success_rate') -> list[Path]:
 
 
 # -------------------------------------------------------------------- params vs metric
-def params_points(rows: list[ResultRow], metric: str, horizon: int | None = None) -> dict:
+@checked_arguments
+def params_points(rows: list[ResultRow], metric: str, horizon: Count | None = None) -> dict:
     """``{method: (params, mean, low, high)}`` for methods with a parameter count (0 included:
     planners without parameters); methods whose rows have none are left out
     (:func:`methods_without_count` names them)."""
@@ -988,8 +996,9 @@ def _overlap_counts(method_file, reference_file) -> np.ndarray:
     return counts
 
 
+@checked_arguments
 def error_overlap(rows: list[ResultRow], method: str, reference: str,
-                  horizon: int | None = None) -> Overlap:
+                  horizon: Count | None = None) -> Overlap:
     """Windows fixed / introduced by ``method`` against ``reference`` over the seeds both ran
     (rows with a ``per_sample_file``); percentages are per-seed means with a 90% CI."""
     if method == reference:
@@ -1168,7 +1177,8 @@ class Overlap3:
         return sum(self.counts.values())
 
 
-def error_overlap3(rows: list[ResultRow], methods, horizon: int | None = None) -> Overlap3:
+@checked_arguments
+def error_overlap3(rows: list[ResultRow], methods, horizon: Count | None = None) -> Overlap3:
     """:class:`Overlap3` of three methods over the seeds all three ran (rows with a
     ``per_sample_file``, as :func:`error_overlap`)."""
     methods = tuple(methods)
@@ -1246,7 +1256,8 @@ def plot_error_overlap3(overlap: Overlap3, out_stem) -> list[Path]:
 
 
 # ------------------------------------------------------------------------ qualitative
-def top_actions(emissions, soft_plan, gt_plan, pred_plan, k: int = 8) -> list[int]:
+@checked_arguments
+def top_actions(emissions, soft_plan, gt_plan, pred_plan, k: Count = 8) -> list[int]:
     """Column indices to show: the ground-truth and predicted actions and each step's
     emission argmax, then the actions with the highest probability at any step (emissions or
     soft plan) up to ``k`` (more only when those alone need it), in their original column
@@ -1289,8 +1300,9 @@ QUALITATIVE_MARKERS = {'ground truth': dict(marker='s', s=55, facecolors='none',
                        'predicted plan': dict(marker='o', s=10, c='black')}
 
 
+@checked_arguments
 def plot_qualitative(emissions, soft_plan, action_names, out_stem, *, gt_plan, pred_plan,
-                     k: int = 8, shortened: str = '', features: str = '') -> list[Path]:
+                     k: Count = 8, shortened: str = '', features: str = '') -> list[Path]:
     """Emissions and DVL soft plan of one window as (action x step) heatmaps over the
     :func:`top_actions` of its task, one column wide; ground truth = square in both panels,
     each step's emission argmax = diamond in the emissions panel, predicted plan = dot in the
@@ -1356,7 +1368,9 @@ def action_key(names, width: int = 62) -> str:
                       for i, name in enumerate(names))
 
 
-def qualitative_from_checkpoint(config: str, checkpoint: str, index: int = 0,
+@checked_arguments
+def qualitative_from_checkpoint(config: str | Path, checkpoint: str | Path,
+                                index: NonNegativeInt = 0,
                                 cfg_options: dict | None = None) -> dict:
     """Inputs of :func:`plot_qualitative` for test sample ``index`` of a trained model (with
     ``shortened`` when the checkpoint's epoch is before the config's ``max_epochs``), plus

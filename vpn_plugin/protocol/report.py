@@ -45,13 +45,15 @@ from __future__ import annotations
 
 import json
 import sys
+import typing
 from dataclasses import dataclass, field
-from typing import Optional
+from typing import Literal, Optional
 
 import numpy as np
 
 from vpn_plugin.core.stats import AUTHORS_RESAMPLES, AUTHORS_SEED, MIN_SEEDS_FOR_CI, \
-    bootstrap_difference, seed_interval, shows_ci
+    ConfidenceLevel, bootstrap_difference, seed_interval, shows_ci
+from vpn_plugin.config_types import Count, NonNegativeInt, Seed, checked_arguments
 from vpn_plugin.errors import check_names
 from .provenance import (SYNTHETIC_MARK, UNUSABLE_MARK, check_feature_mix, feature_marks,
                          features_note)
@@ -67,7 +69,8 @@ CELL_IDENTITY = ('protocol', 'config', 'train_horizon', 'variant', 'settings', '
 # the sample seed is the row's seed; a step model may be trained per seed; and the seed of
 # settings.pretrained, the pre-training stage each seed runs)
 PER_SEED_SETTINGS = ('sample_seed', 'step_checkpoint', 'anchors_file')
-CI_STYLES = ('width', 'half-width')  # width: the paper's p95 - p5; half-width: (p95 - p5) / 2
+CIStyle = Literal['width', 'half-width']
+CI_STYLES = typing.get_args(CIStyle)  # width: the paper's p95 - p5; half-width: (p95 - p5) / 2
 TEST_SET_PKG_MARK = '§'
 STAND_IN_MARK = '‡'
 MISSING_MARK = '¶'
@@ -139,11 +142,13 @@ def ci_spread(stats, ci_style: str) -> Optional[float]:
     return width if ci_style == 'width' else width / 2
 
 
+@checked_arguments
 def build_table(rows: list[ResultRow], metrics=DEFAULT_METRICS, *, methods=None,
-                ours=None, reference=None, num_resamples=AUTHORS_RESAMPLES,
-                num_diff_resamples=AUTHORS_RESAMPLES, level=0.90, seed=AUTHORS_SEED,
-                ci_style='width', paired=False, missing=(),
-                allow_mixed_features=False) -> Table:
+                ours=None, reference=None, num_resamples: Count = AUTHORS_RESAMPLES,
+                num_diff_resamples: Count = AUTHORS_RESAMPLES,
+                level: ConfidenceLevel = 0.90, seed: Seed = AUTHORS_SEED,
+                ci_style: CIStyle = 'width', paired: bool = False, missing=(),
+                allow_mixed_features: bool = False) -> Table:
     """Aggregate rows into a :class:`Table` (conventions: module docstring).
 
     ``methods`` fixes the row order (default: order of first appearance). Several rows of the
@@ -153,8 +158,6 @@ def build_table(rows: list[ResultRow], metrics=DEFAULT_METRICS, *, methods=None,
     """
     if not rows:
         raise ValueError('no results rows to report')
-    if ci_style not in CI_STYLES:
-        raise ValueError(f'ci_style={ci_style!r}; expected one of {CI_STYLES}')
     check_names(metrics, METRIC_RANGES, '--metrics')
     check_one_run_per_cell(rows)
     per_seed = _collect(rows, metrics)
@@ -500,7 +503,8 @@ def _usage_cell(table: Table, name: str):
     return text
 
 
-def to_markdown(table: Table, *, title: str = '', digits: int = 2) -> str:
+@checked_arguments
+def to_markdown(table: Table, *, title: str = '', digits: NonNegativeInt = 2) -> str:
     """Markdown: bold best, ``<u>`` second, ``±`` the CI spread, ``*`` significant."""
     extra = _extra_columns(table)
     header = ['Method'] + [name for name, _ in extra] + \
@@ -524,7 +528,9 @@ def _markdown_row(cells) -> str:
                              for cell in cells) + ' |'
 
 
-def to_latex(table: Table, *, title: str = '', label: str = '', digits: int = 2) -> str:
+@checked_arguments
+def to_latex(table: Table, *, title: str = '', label: str = '',
+             digits: NonNegativeInt = 2) -> str:
     """A ``table`` environment (booktabs): ``\\textbf`` best, ``\\underline`` second."""
     extra = _extra_columns(table)
     spec = 'l' + 'r' * len(extra) + 'c' * len(table.columns)

@@ -9,7 +9,9 @@ planner) with one seed, evaluated at one test horizon. Two encodings are accepte
   ``variant`` entries become ``variant/<name>``; ``params`` may be empty; ``settings`` and
   ``failures`` are JSON texts.
 
-Fields of a row:
+Fields of a row (their kinds are declared once, in :data:`ROW_SCHEMA`, and every row read is
+held to them: a value of another kind is refused naming the file, line, field, value and kind,
+``results.jsonl:3: field seed=True; expected an integer >= 0 ...``):
 
 =============== ======== ===============================================================
 field           type     meaning
@@ -96,12 +98,14 @@ import contextlib
 import csv
 import io
 import json
-import math
 import os
 import re
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Iterable
+from typing import Annotated, Iterable, Optional, Union
+
+from vpn_plugin.config_types import (Count, NonNegative, NonNegativeInt, Range, Seed, Text,
+                                     check_value)
 
 from vpn_plugin.errors import check_file, check_names, unique_keys
 
@@ -152,8 +156,37 @@ class ResultRow:
                 json.dumps(self.settings, sort_keys=True, default=str))
 
 
+# The declared kind of every field of a results row (vpn_plugin.config_types), held on reading
+# every row by one rule: a value of another kind (0 or [] for a text, True for a seed, 'abc'
+# for a dict) is refused naming the file, line, field, value and kind, never read by its truth
+# value. Absent = the dataclass default; ``null`` = the same for optional fields.
+ROW_SCHEMA = {
+    'method': Text, 'seed': Seed, 'horizon': Count, 'metrics': dict,
+    'params': Optional[NonNegativeInt], 'train_horizon': Optional[Count],
+    **{name: Optional[str] for name in ('dataset', 'config', 'protocol', 'per_sample_file',
+                                        'work_dir', 'pkg_source', 'selection')},
+    'shortened': Optional[Union[str, bool]],  # true = 'shortened', false = a full run
+    **{name: Optional[dict] for name in ('variant', 'features', 'settings', 'usage')},
+    'failures': Optional[dict[str, NonNegativeInt]],
+}
+# the range of each metric (percentages in [0, 100]); another name is refused
+METRIC_KINDS = {name: Annotated[float, Range(low, high)]
+                for name, (low, high) in METRIC_RANGES.items()}
+DICT_FIELDS = ('variant', 'features', 'settings', 'usage', 'failures')  # JSON text in CSV cells
+# the usage fields a Tokens / Cost column reads or sums (tools/llm_eval.py; others are kept as
+# they are): counts, costs, and the price per 1000 [prompt, completion] tokens
+USAGE_KINDS = {
+    **dict.fromkeys(('requests', 'retries', 'failed', 'cache_hits', 'prompt_tokens',
+                     'completion_tokens', 'cached_prompt_tokens', 'cached_completion_tokens',
+                     'replies_without_usage', 'total_tokens', 'paid_tokens'), NonNegativeInt),
+    **dict.fromkeys(('cost_of_answers', 'cost_paid', 'cost'), NonNegative),
+    'price_per_1k': tuple[NonNegative, NonNegative],
+}
+
+
 def row_from_dict(record: dict, source: str = '<dict>') -> ResultRow:
-    """Validate one record and build a :class:`ResultRow`; errors name ``source``."""
+    """Validate one record against :data:`ROW_SCHEMA` and build a :class:`ResultRow`; errors
+    name ``source`` (file:line), the field, its value and the expected kind."""
     if not isinstance(record, dict):
         raise ValueError(f'{source}: a results row must be a JSON object of fields, got '
                          f'{record!r:.80}')
@@ -161,99 +194,33 @@ def row_from_dict(record: dict, source: str = '<dict>') -> ResultRow:
     if missing:
         raise ValueError(f'{source}: results row lacks required field(s) {missing}; '
                          f'got fields {sorted(record)}')
-    known = set(ResultRow.__dataclass_fields__)
-    unknown = sorted(set(record) - known)
-    if unknown:
-        raise ValueError(f'{source}: unknown results field(s) {unknown}; expected a subset of '
-                         f'{sorted(known)}')
-    if not isinstance(record['metrics'], dict) or not record['metrics']:
-        raise ValueError(f'{source}: field "metrics" must be a non-empty dict of name -> percent, '
-                         f'got {record["metrics"]!r}')
-    values = dict(record)
-    values['seed'] = _as_int(record['seed'], 'seed', source)
-    values['horizon'] = _as_int(record['horizon'], 'horizon', source)
-    values['metrics'] = {k: _as_metric(k, v, source) for k, v in record['metrics'].items()}
-    _check_metrics_agree(values['metrics'], source)
-    if not isinstance(record['method'], str) or not visible_name(record['method']):
-        raise ValueError(f'{source}: field "method" = {record["method"]!r}; expected a method '
+    check_names(record, ROW_SCHEMA, f'{source}: results field')
+    for name, value in record.items():
+        check_value(f'{source}: field {name}', value, ROW_SCHEMA[name])
+    if not record['metrics']:
+        raise ValueError(f'{source}: field metrics={{}}; expected a non-empty dict of '
+                         'name -> percent')
+    check_names(record['metrics'], METRIC_KINDS, f'{source}: field "metrics"')
+    for name, value in record['metrics'].items():
+        check_value(f'{source}: field metrics.{name}', value, METRIC_KINDS[name])
+    _check_metrics_agree(record['metrics'], source)
+    if not visible_name(record['method']):
+        raise ValueError(f'{source}: field method={record["method"]!r}; expected a method '
                          'name (a table row is labelled by it)')
-    for name in ('params', 'train_horizon'):
-        if record.get(name) not in (None, ''):
-            values[name] = _as_int(record[name], name, source)
-            if values[name] < 0 or (name == 'train_horizon' and values[name] < 1):
-                raise ValueError(f'{source}: field "{name}" = {values[name]}; expected a count '
-                                 f'>= {0 if name == "params" else 1}')
-        else:
-            values[name] = None
-    values['shortened'] = _as_shortened(record.get('shortened'), source)
-    for name in TEXT_FIELDS:
-        values[name] = _as_text(record.get(name), name, source)
-    for name in ('settings', 'failures', 'usage', 'features', 'variant'):
-        values[name] = _as_dict(record.get(name), name, source)
-    values['failures'] = {k: _as_count(v, f'failures.{k}', source)
-                          for k, v in values['failures'].items()}
-    _check_usage(values['usage'], source)
+    for name, value in (record.get('usage') or {}).items():
+        if name in USAGE_KINDS:
+            check_value(f'{source}: field usage.{name}', value, USAGE_KINDS[name])
+    values = {name: value for name, value in record.items() if value is not None}
+    values['metrics'] = {name: float(value) for name, value in record['metrics'].items()}
+    values['shortened'] = _as_shortened(record.get('shortened'))
     return ResultRow(**values)
 
 
-# usage fields that tables read or sum (the others are kept as they are)
-USAGE_COUNTS = ('requests', 'retries', 'failed', 'cache_hits', 'prompt_tokens',
-                'completion_tokens', 'cached_prompt_tokens', 'cached_completion_tokens',
-                'replies_without_usage', 'total_tokens', 'paid_tokens')
-USAGE_COSTS = ('cost_of_answers', 'cost_paid', 'cost')
-
-
-def _as_count(value, name, source) -> int:
-    value = _as_int(value, name, source)
-    if value < 0:
-        raise ValueError(f'{source}: field "{name}" = {value}; expected a count >= 0')
-    return value
-
-
-def _check_usage(usage: dict, source) -> None:
-    """Counts are integers >= 0; costs and ``price_per_1k`` ([prompt, completion]) finite
-    numbers >= 0: a Tokens or Cost column shows them."""
-    for name, value in usage.items():
-        if name in USAGE_COUNTS:
-            _as_count(value, f'usage.{name}', source)
-        elif name in USAGE_COSTS or name == 'price_per_1k':
-            prices = value if name == 'price_per_1k' and isinstance(value, list) else [value]
-            if name == 'price_per_1k' and len(prices) != 2:
-                raise ValueError(f'{source}: field "usage.price_per_1k" = {value!r}; expected '
-                                 '[prompt price, completion price] per 1000 tokens')
-            for price in prices:
-                number = _as_float(price, f'usage.{name}', source)
-                if not (math.isfinite(number) and number >= 0):
-                    raise ValueError(f'{source}: field "usage.{name}" = {value!r}; expected '
-                                     'finite number(s) >= 0')
-
-
-# text fields: absent or null = ''; a number, bool, list or dict is no name, path or reason
-TEXT_FIELDS = ('dataset', 'config', 'protocol', 'per_sample_file', 'work_dir', 'pkg_source',
-               'selection')
-
-
-def _as_text(value, name, source) -> str:
-    if value is None:
+def _as_shortened(value) -> str:
+    """The ``shortened`` field (of :data:`ROW_SCHEMA`'s kind) as a reason ('' = full run)."""
+    if value in (None, False, 'false', 'False'):
         return ''
-    if not isinstance(value, str):
-        raise ValueError(f'{source}: field "{name}" must be a string, got {value!r}')
-    return value
-
-
-def _as_shortened(value, source) -> str:
-    """The ``shortened`` field as a reason string ('' = full run)."""
-    if not isinstance(value, (str, bool, type(None))):
-        raise ValueError(f'{source}: field "shortened" must be a reason string or a bool, '
-                         f'got {value!r}')
-    if value in (None, '', False, 'false', 'False'):
-        return ''
-    if value in (True, 'true', 'True'):
-        return 'shortened'
-    if not isinstance(value, str):
-        raise ValueError(f'{source}: field "shortened" must be a reason string or a bool, '
-                         f'got {value!r}')
-    return value
+    return 'shortened' if value in (True, 'true', 'True') else value
 
 
 SHORTENED_MARK = '†'  # beside a method shortened in tables (report.py) and figures (plots.py)
@@ -261,39 +228,9 @@ SHORTENED_MARK = '†'  # beside a method shortened in tables (report.py) and fi
 
 def shortened_reason(row: ResultRow) -> str:
     """Why ``row`` comes from a shortened run ('' = a full run): the one reader of the field."""
-    return _as_shortened(getattr(row, 'shortened', ''), f'row of {row.method!r}')
-
-
-def _as_dict(value, name, source) -> dict:
-    """A dict field; CSV cells hold it as JSON text; absent or empty = ``{}``."""
-    if value in (None, ''):
-        return {}
-    if isinstance(value, str):
-        try:
-            value = json.loads(value)
-        except json.JSONDecodeError:
-            pass
-    if not isinstance(value, dict):
-        raise ValueError(f'{source}: field "{name}" must be a dict (JSON object), got {value!r}')
-    return value
-
-
-def _as_int(value, name, source):
-    """An integer field: a JSON integer (``true`` and ``1.5`` are not; CSV text is converted
-    by the CSV reader)."""
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise ValueError(f'{source}: field "{name}" must be an integer, got {value!r}')
-    return value
-
-
-def _as_float(value, name, source):
-    """A JSON number (a string such as "25" is not: CSV cells are converted on reading)."""
-    if isinstance(value, (bool, str)):
-        raise ValueError(f'{source}: field "{name}" must be a number, got {value!r}')
-    try:
-        return float(value)
-    except (TypeError, ValueError):
-        raise ValueError(f'{source}: field "{name}" must be a number, got {value!r}') from None
+    value = getattr(row, 'shortened', '')
+    check_value(f'row of {row.method!r}: field shortened', value, ROW_SCHEMA['shortened'])
+    return _as_shortened(value)
 
 
 # a window solved (every step right) has every step right, its first and last too: the success
@@ -318,18 +255,6 @@ def visible_name(name: str) -> str:
     whitespace runs as one space."""
     import unicodedata
     return ' '.join(''.join(c for c in name if unicodedata.category(c) != 'Cf').split())
-
-
-def _as_metric(name: str, value, source) -> float:
-    """A known metric (:data:`METRIC_RANGES`) with a finite value in its range."""
-    check_names([name], METRIC_RANGES, f'{source}: field "metrics"')
-    number = _as_float(value, f'metrics.{name}', source)
-    low, high = METRIC_RANGES[name]
-    if not low <= number <= high:  # also NaN
-        expected = ('a percentage in [0, 100]' if name in PERCENT_METRICS
-                    else f'a value in [{low:g}, {high:g}]')
-        raise ValueError(f'{source}: field "metrics.{name}" = {number!r}; expected {expected}')
-    return number
 
 
 def read_results(paths: str | Path | Iterable[str | Path], *,
@@ -439,6 +364,8 @@ def _unflatten(record: dict) -> dict:
         elif name.startswith('variant/'):
             if value != '':
                 out['variant'][name[len('variant/'):]] = _parse_scalar(value)
+        elif name in DICT_FIELDS and value != '':
+            out[name] = _parse_scalar(value)
         elif value != '' or name in REQUIRED_FIELDS:
             out[name] = value
     return out

@@ -8,13 +8,15 @@ from pathlib import Path
 
 import numpy as np
 
+from ...config_types import Count, checked_arguments
 from ...errors import check_file, write_text_atomically
 
 ORACLE = 'oracle'
 
 
-def load_anchor_predictions(path: str | Path, num_samples: int | None,
-                            num_actions: int | None = None) -> tuple[np.ndarray, np.ndarray]:
+@checked_arguments
+def load_anchor_predictions(path: str | Path, num_samples: Count | None,
+                            num_actions: Count | None = None) -> tuple[np.ndarray, np.ndarray]:
     """First/last actions predicted by a step model, in dataset order, checked before any
     request is sent.
 

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import numpy as np
 
+from ...config_types import Count, NonNegativeInt, Positive, checked_arguments
 from ...core.stats import stratified_sample  # noqa: F401  (the one window sampler)
 from ...errors import write_text_atomically
 from .anchors import ORACLE
@@ -29,7 +30,8 @@ def build_queries(plans, tasks, *, anchors=ORACLE, indices=None,
             for i in indices]
 
 
-def make_query(index: int, plan: list, task: int, anchors=ORACLE,
+@checked_arguments
+def make_query(index: NonNegativeInt, plan: list, task: NonNegativeInt, anchors=ORACLE,
                action_task=None) -> PlanningQuery:
     """The query of window ``index`` (ground-truth ``plan`` (T,) and ``task``).
 
@@ -52,7 +54,9 @@ def make_query(index: int, plan: list, task: int, anchors=ORACLE,
                          gt_plan=[int(a) for a in plan], first=first, last=last)
 
 
-def attach_frames(queries, windows, video_root, *, num_frames=4, folder_fps=1.0) -> None:
+@checked_arguments
+def attach_frames(queries, windows, video_root, *, num_frames: Count = 4,
+                  folder_fps: Positive = 1.0) -> None:
     """Fill start/goal frames from the first and last step segments of each window.
 
     ``windows[i]`` needs ``vid``, ``feature`` (file stem) and ``times`` ((start, end) per step);
@@ -76,12 +80,11 @@ def _window_video(video_root, window):
             raise FileNotFoundError(f'{by_vid}; {by_stem}') from None
 
 
-def run_planner(planner: PromptPlanner, queries, *, concurrency=4,
-                progress=True) -> list[PlanOutcome]:
+@checked_arguments
+def run_planner(planner: PromptPlanner, queries, *, concurrency: Count = 4,
+                progress: bool = True) -> list[PlanOutcome]:
     """Outcomes in query order; ``concurrency`` requests in flight; tqdm bar on stderr."""
     from tqdm import tqdm
-    if concurrency < 1:
-        raise ValueError(f'concurrency {concurrency}: expected at least 1')
     with ThreadPoolExecutor(max_workers=concurrency) as pool:
         results = pool.map(planner.plan, queries)
         bar = tqdm(results, total=len(queries), desc='planning', unit='window',

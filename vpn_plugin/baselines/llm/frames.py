@@ -6,15 +6,17 @@ from pathlib import Path
 
 import numpy as np
 
+from ...config_types import Count, NonNegative, Positive, checked_arguments
+
 IMAGE_SUFFIXES = ('.jpg', '.jpeg', '.png', '.bmp')
 VIDEO_SUFFIXES = ('.mp4', '.avi', '.mkv', '.webm', '.mov')
 
 
-def clip_frame_times(start_s: float, end_s: float, num_frames: int) -> np.ndarray:
+@checked_arguments
+def clip_frame_times(start_s: NonNegative, end_s: NonNegative, num_frames: Count) -> np.ndarray:
     """``num_frames`` times evenly inside [start_s, end_s] (segment centres)."""
-    if end_s < start_s or num_frames < 1:
-        raise ValueError(f'clip [{start_s}, {end_s}] s with {num_frames} frames: expected '
-                         'end >= start and at least one frame')
+    if end_s < start_s:
+        raise ValueError(f'clip [{start_s}, {end_s}] s: expected end >= start')
     return start_s + (np.arange(num_frames) + 0.5) * (end_s - start_s) / num_frames
 
 
@@ -30,8 +32,10 @@ def find_video_source(video_root: str | Path, vid: str) -> Path:
                             f'{root / vid}{{{",".join(VIDEO_SUFFIXES)}}}')
 
 
-def read_clip_frames(source: str | Path, start_s: float, end_s: float, num_frames: int,
-                     *, folder_fps: float = 1.0, max_side: int = 512) -> list[bytes]:
+@checked_arguments
+def read_clip_frames(source: str | Path, start_s: NonNegative, end_s: NonNegative,
+                     num_frames: Count, *, folder_fps: Positive = 1.0,
+                     max_side: Count = 512) -> list[bytes]:
     """JPEG bytes of ``num_frames`` frames of [start_s, end_s] from a video file or a folder.
 
     A folder holds one image per frame in name order, at ``folder_fps`` frames per second.

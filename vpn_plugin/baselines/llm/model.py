@@ -4,8 +4,9 @@ a command line over the same model (queries of chosen windows, VLM frames, resul
 from __future__ import annotations
 
 from collections import Counter
-from typing import Optional
+from typing import Dict, Literal, Optional
 
+from vpn_plugin.config_types import Count, NonNegativeInt, Text
 import torch
 from mmengine.logging import print_log
 
@@ -16,7 +17,7 @@ from .anchors import ORACLE, load_anchor_predictions
 from .backends import build_backend
 from .evaluate import failure_causes, make_query, run_planner, token_summary
 from .planner import STATUSES, PromptPlanner
-from .prompting import PromptBuilder
+from .prompting import PROMPT_SETS, PromptBuilder
 from .windows import annotation_windows
 
 
@@ -45,11 +46,13 @@ class LLMPlanner(BasePlanner):
 
     follows_data_horizon = True
 
-    def __init__(self, backend: dict, train_dataset: dict, anchors: str = ORACLE,
-                 with_pkg: bool = False, num_examples: int = 5, scope: str = 'task',
-                 seed: int = 0, templates: Optional[dict] = None, concurrency: int = 4,
+    def __init__(self, backend: dict, train_dataset: dict, anchors: Text = ORACLE,
+                 with_pkg: bool = False, num_examples: NonNegativeInt = 5,
+                 scope: Literal['task', 'dataset'] = 'task', seed: NonNegativeInt = 0,
+                 templates: Optional[Dict[str, Text]] = None, concurrency: Count = 4,
                  allow_failures: bool = False, vlm: bool = False, pkg: Optional[dict] = None,
-                 prompt_set: str = 'ours', data_preprocessor: Optional[dict] = None):
+                 prompt_set: Literal[tuple(PROMPT_SETS)] = 'ours',
+                 data_preprocessor: Optional[dict] = None):
         train = annotation_windows(train_dataset)
         super().__init__(train.taxonomy.num_actions, train.horizon, pkg, data_preprocessor)
         graph = self.build_pkg(train)

@@ -1,0 +1,277 @@
+"""The declared kind of every config option, checked before a run.
+
+A registered class declares its options' kinds by the annotations of its ``__init__``
+(``num_actions: Count``, ``dropout: Probability``, ``allow_encode: bool``); the runner's own
+keys, which mmengine and torch read, are declared in a table beside it
+(:data:`vpn_plugin.runner_keys.RUNNER_KEYS`). :func:`check_value` holds a value to its kind with the same rules
+everywhere, so that no option is read by its truth value or as a number it is not:
+
+- ``bool``: only ``True`` / ``False`` (``1``, ``'yes'``, ``None`` are no switch);
+- ``int``: an integer, never a bool (``True`` is no count) nor ``1.0``;
+- ``float``: an int or float, never a bool, finite unless its :class:`Range` says
+  ``finite=False``;
+- ``str``: a string; ``list[X]`` / ``tuple[X, ...]`` / ``Sequence[X]``: a list or tuple (a
+  string is no list of names); ``dict`` / ``Mapping``: a dict; ``Literal[...]``: one of them;
+  ``Optional`` / ``Union``: any of the members;
+- ``Annotated[X, Range(...)]`` bounds a number, ``Annotated[str, NON_EMPTY]`` refuses ``''``.
+
+Any other annotation (a torch class, a callable) is not checked here: the class's own check
+holds. Plain Python, importable without MMAction2.
+"""
+from __future__ import annotations
+
+import collections.abc
+import dataclasses
+import inspect
+import math
+import numbers
+import os
+import types
+import typing
+from typing import Annotated, Any, Literal, Union
+
+
+@dataclasses.dataclass(frozen=True)
+class Range:
+    """Bounds of a number (``*_open``: the bound itself excluded)."""
+    low: float | None = None
+    high: float | None = None
+    low_open: bool = False
+    high_open: bool = False
+    finite: bool = True
+
+    def holds(self, value) -> bool:
+        if not math.isfinite(value):
+            return not self.finite and not math.isnan(value)
+        return ((self.low is None or (value > self.low if self.low_open else value >= self.low))
+                and (self.high is None or (value < self.high if self.high_open
+                                           else value <= self.high)))
+
+    def describe(self) -> str:
+        bounds = [f'{">" if self.low_open else ">="} {_bound(self.low)}' if self.low is not None
+                  else '',
+                  f'{"<" if self.high_open else "<="} {_bound(self.high)}' if self.high is not None
+                  else '']
+        return ' and '.join(b for b in bounds if b)
+
+
+def _bound(number) -> str:
+    """A bound in words: integers in full (numpy's seed range ends at 4294967295, not 4.29e+09)."""
+    return str(int(number)) if float(number).is_integer() else f'{number:g}'
+
+
+@dataclasses.dataclass(frozen=True)
+class NonEmpty:
+    """A string that is not empty nor only blanks (a path, a name)."""
+
+
+NON_EMPTY = NonEmpty()
+
+Count = Annotated[int, Range(1)]                     # a size, a number of steps: >= 1
+NonNegativeInt = Annotated[int, Range(0)]            # an index, a number that may be 0
+Probability = Annotated[float, Range(0, 1)]          # [0, 1]
+Fraction = Annotated[float, Range(0, 1, low_open=True)]  # (0, 1]: a share of something
+DropoutRate = Annotated[float, Range(0, 1, high_open=True)]  # [0, 1)
+Positive = Annotated[float, Range(0, low_open=True)]  # > 0: a temperature, a scale
+NonNegative = Annotated[float, Range(0)]             # >= 0: a weight, a learning rate
+Seed = Annotated[int, Range(0, 2 ** 32 - 1)]         # numpy's seed range
+Text = Annotated[str, NON_EMPTY]                     # a name, a path
+
+
+def check_value(name: str, value, annotation) -> None:
+    """``ValueError`` ``'<name>=<value>; expected <kind>'`` unless ``value`` is of the kind
+    ``annotation`` declares (the rules of this module's docstring)."""
+    if not conforms(value, annotation):
+        name, value, annotation = _first_wrong_item(name, value, annotation)
+        raise ValueError(f'{name}={value!r}; expected {describe(annotation)}')
+
+
+def _first_wrong_item(name: str, value, annotation):
+    """(name, value, annotation) of the first item of a list or dict of the right container
+    kind that does not conform (``loss_weights.task='abc'``, ``extra_metrics[1]=0``), else
+    the arguments themselves."""
+    base, constraints = _unwrap(annotation)
+    origin, args = typing.get_origin(base), typing.get_args(base)
+    if origin in (Union, types.UnionType):
+        containers = [m for m in args if _unwrap(m)[0] is not type(None)
+                      and _container_kind_fits(value, m)]
+        return _first_wrong_item(name, value, containers[0]) if len(containers) == 1 \
+            else (name, value, annotation)
+    if constraints or not _container_kind_fits(value, base):
+        return name, value, annotation
+    if _is_mapping(base, origin) and len(args) == 2:
+        for key, item in value.items():
+            if not conforms(key, args[0]):
+                return f'{name} key', key, args[0]
+            if not conforms(item, args[1]):
+                return _first_wrong_item(f'{name}.{key}', item, args[1])
+    members = [a for a in args if a is not Ellipsis]
+    if _is_sequence(base, origin) and members and (origin is not tuple or Ellipsis in args):
+        for index, item in enumerate(value):
+            if not conforms(item, members[0]):
+                return _first_wrong_item(f'{name}[{index}]', item, members[0])
+    return name, value, annotation
+
+
+def _container_kind_fits(value, annotation) -> bool:
+    base = _unwrap(annotation)[0]
+    origin = typing.get_origin(base)
+    return ((_is_mapping(base, origin) and isinstance(value, collections.abc.Mapping))
+            or (_is_sequence(base, origin) and isinstance(value, (list, tuple))))
+
+
+def conforms(value, annotation) -> bool:
+    """Whether ``value`` is of the kind ``annotation`` declares (unknown kinds: True)."""
+    annotation, constraints = _unwrap(annotation)
+    infinite = any(isinstance(c, Range) and not c.finite for c in constraints)
+    if not _conforms_base(value, annotation, infinite):
+        return False
+    for constraint in constraints:
+        if isinstance(constraint, Range) and not constraint.holds(value):
+            return False
+        if isinstance(constraint, NonEmpty) and not value.strip():
+            return False
+    return True
+
+
+def _conforms_base(value, annotation, infinite: bool = False) -> bool:
+    origin, args = typing.get_origin(annotation), typing.get_args(annotation)
+    if annotation is Any or annotation is inspect.Parameter.empty:
+        return True
+    if annotation is None or annotation is type(None):
+        return value is None
+    if origin in (Union, types.UnionType):
+        return any(conforms(value, member) for member in args)
+    if origin is Literal:
+        return any(value == choice and type(value) is type(choice) for choice in args)
+    if annotation is bool:
+        return isinstance(value, bool)
+    if annotation is int:
+        return isinstance(value, numbers.Integral) and not isinstance(value, bool)
+    if annotation is float:
+        return (isinstance(value, numbers.Real) and not isinstance(value, bool)
+                and (math.isfinite(value) or (infinite and not math.isnan(value))))
+    if annotation is str:
+        return isinstance(value, str)
+    if isinstance(annotation, type) and issubclass(annotation, os.PathLike):
+        return isinstance(value, os.PathLike)  # a Path (a config's path is a string)
+    if _is_sequence(annotation, origin):
+        if not isinstance(value, (list, tuple)):
+            return False
+        members = [a for a in args if a is not Ellipsis]
+        if origin is tuple and members and Ellipsis not in args:
+            return len(value) == len(members) and all(map(conforms, value, members))
+        return not members or all(conforms(item, members[0]) for item in value)
+    if _is_mapping(annotation, origin):
+        if not isinstance(value, collections.abc.Mapping):
+            return False
+        if len(args) == 2:
+            return all(conforms(k, args[0]) and conforms(v, args[1]) for k, v in value.items())
+        return True
+    return True  # a class of its own (a module, a tensor, a callable): not a config kind
+
+
+def describe(annotation) -> str:
+    """The kind ``annotation`` declares, in words: 'an integer >= 1 (or None)'."""
+    annotation, constraints = _unwrap(annotation)
+    origin, args = typing.get_origin(annotation), typing.get_args(annotation)
+    bounds = ' and '.join(c.describe() for c in constraints if isinstance(c, Range)
+                          and c.describe())
+    infinite = any(isinstance(c, Range) and not c.finite for c in constraints)
+    if origin in (Union, types.UnionType):
+        members = [m for m in args if m is not type(None)]
+        words = ' or '.join(describe(m) for m in members)
+        return words + (' (or None)' if len(members) < len(args) else '')
+    if origin is Literal:
+        return 'one of ' + ', '.join(repr(choice) for choice in args)
+    if annotation is bool:
+        return 'True or False'
+    if annotation is int:
+        return 'an integer' + (f' {bounds}' if bounds else '')
+    if annotation is float:
+        kind = 'a number' if infinite else 'a finite number'
+        return kind + (f' {bounds}' if bounds else '')
+    if annotation is str:
+        return 'a non-empty string' if any(isinstance(c, NonEmpty) for c in constraints) \
+            else 'a string'
+    if annotation is None or annotation is type(None):
+        return 'None'
+    if _is_sequence(annotation, origin):
+        members = [a for a in args if a is not Ellipsis]
+        return 'a list' + (f' (each {describe(members[0])})' if members and
+                           (origin is not tuple or Ellipsis in args) else
+                           f' of {len(members)} values' if members else '')
+    if _is_mapping(annotation, origin):
+        return 'a dict' + (f' (each value {describe(args[1])})' if len(args) == 2 and
+                           args[1] is not Any else '')
+    return getattr(annotation, '__name__', str(annotation))
+
+
+def _unwrap(annotation):
+    """(base annotation, its Annotated constraints)."""
+    if typing.get_origin(annotation) is Annotated:
+        base, *constraints = typing.get_args(annotation)
+        return base, constraints
+    return annotation, []
+
+
+def _is_sequence(annotation, origin) -> bool:
+    kind = origin or annotation
+    return kind in (list, tuple, collections.abc.Sequence, typing.Sequence, typing.List,
+                    typing.Tuple)
+
+
+def _is_mapping(annotation, origin) -> bool:
+    kind = origin or annotation
+    return kind in (dict, collections.abc.Mapping, typing.Dict, typing.Mapping)
+
+
+def option_types(cls) -> dict:
+    """``{option: annotation}`` of the ``__init__`` of ``cls`` (string annotations resolved in
+    its module; an option whose annotation cannot be resolved is left out)."""
+    function = cls.__init__ if isinstance(cls, type) else cls
+    try:
+        hints = typing.get_type_hints(function, include_extras=True)
+    except Exception:  # a name only imported for type checkers: resolve option by option
+        hints = {}
+        namespace = getattr(inspect.getmodule(function), '__dict__', {})
+        for name, parameter in inspect.signature(function).parameters.items():
+            try:
+                annotation = parameter.annotation
+                hints[name] = eval(annotation, namespace) if isinstance(annotation, str) \
+                    else annotation
+            except Exception:
+                continue
+    hints.pop('return', None)
+    return {name: hint for name, hint in hints.items() if name != 'self'}
+
+
+def check_options(where: str, cls, options: dict) -> None:
+    """:func:`check_value` of each of ``options`` (a config entry without its ``type``)
+    against the annotation of that option of ``cls.__init__``; ``where`` names the entry
+    (``'cfg.py: model'`` gives ``'cfg.py: model.dropout=True; expected ...'``)."""
+    declared = option_types(cls)
+    for name, value in options.items():
+        if name in declared:
+            check_value(f'{where}.{name}', value, declared[name])
+
+
+def checked_arguments(function):
+    """Decorator for a public function: each argument is held to its parameter's annotation
+    as a config value is (``bootstrap(num_resamples=True)`` is refused, not read as 1):
+    ``ValueError`` ``'<function>() argument <name>=<value>; expected <kind>'``."""
+    import functools
+    signature = inspect.signature(function)
+    declared = {}
+
+    @functools.wraps(function)
+    def wrapper(*args, **kwargs):
+        if not declared:
+            declared.update(option_types(function) or {None: None})
+        bound = signature.bind(*args, **kwargs)
+        for name, value in bound.arguments.items():
+            if name in declared:
+                check_value(f'{function.__qualname__}() argument {name}', value, declared[name])
+        return function(*args, **kwargs)
+    wrapper.checked_arguments = True  # the marker tests walk the package for
+    return wrapper
