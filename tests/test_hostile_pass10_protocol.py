@@ -335,3 +335,27 @@ def test_a_unit_whose_folder_moved_while_it_ran_says_so(tmp_path, monkeypatch):
                        r'this unit ran .*FileNotFoundError.*rerun the same command with --out'):
         list(runner.unit_rows(unit, set()))
     assert not (work_dir / 'unit_state.json').exists()
+
+
+# ------------------------------------------------------------ protocol configs
+def user_protocol(tmp_path, runs: str):
+    from vpn_plugin.protocol.runner import load_protocol
+    path = tmp_path / 'mine.py'
+    path.write_text(f"_base_ = ['{ROOT}/configs/_base_/protocols/standard.py']\n"
+                    f"dataset = 'niv'\nprotocol = 'mine'\nruns = {runs}\n")
+    return load_protocol(str(path))
+
+
+@pytest.mark.parametrize('runs, expected', [
+    ("[dict(method='A', config='configs/vpn_niv_t3.py', horizons=[3])] * 2",
+     r"runs 'A' and 'A' .* both train in the work dir A/T3"),
+    ("[dict(method='A', config='configs/vpn_niv_t3.py', horizons=[3], "
+     "tests=[dict(method='B'), dict(method='B')])]",
+     r"the tests of run 'A' give the row\(s\) 'B' T=3 twice")])
+def test_a_run_or_test_declared_twice_is_refused(tmp_path, runs, expected):
+    """Before: a protocol with the same run twice (or one test's row twice) was listed twice by
+    --dry-run (and its time counted twice); running it trained once and wrote one row, the
+    second declaration dropped without a word."""
+    from vpn_plugin.protocol.runner import expand_units
+    with pytest.raises(ValueError, match=expected):
+        expand_units(user_protocol(tmp_path, runs), seeds=[0])

@@ -241,7 +241,34 @@ def expand_units(protocol_cfg, seeds=None, methods=None, horizons=None) -> list[
                                    bool(run.get('train', True)), specs,
                                    stages.link(run.get('pretrained'), horizon, seed)))
     check_main_table(protocol_cfg.protocol, units[:len(per_run)])
+    _check_own_work_dirs(protocol_cfg.protocol, [r for r, *_ in per_run], units[:len(per_run)])
     return units
+
+
+def _check_own_work_dirs(protocol: str, runs: list, units: list[TrainUnit]) -> None:
+    """Two runs of a protocol that train in one work dir (the same method name or slug and
+    horizon) would be one training: the second run would reuse the first's, or be refused
+    when its options differ, only when it runs; refused here, naming both."""
+    seen = {}
+    for index, unit in enumerate(units):
+        where = (unit.slug, unit.horizon)
+        if where in seen:
+            first = seen[where]
+            raise ValueError(
+                f'protocol {protocol!r}: runs {runs[first].get("method")!r} and '
+                f'{runs[index].get("method")!r} (entries {first} and {index} of its '
+                f'trainings) both train in the work dir {unit.slug}/T{unit.horizon}; expected '
+                'each run once, with its own method name or slug')
+        seen[where] = index
+        rows = [(spec.method, spec.horizon, json.dumps(spec.variant, sort_keys=True))
+                for spec in unit.tests]
+        twice = sorted({row[:2] for row in rows if rows.count(row) > 1})
+        if twice:
+            raise ValueError(
+                f'protocol {protocol!r}: the tests of run {runs[index].get("method")!r} give '
+                f'the row(s) {", ".join(f"{m!r} T={h}" for m, h in twice)} twice (one method '
+                'name, horizon and variant); expected each row once: give each test its own '
+                'method name or variant')
 
 
 class _StageUnits:
