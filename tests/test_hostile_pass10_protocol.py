@@ -359,3 +359,15 @@ def test_a_run_or_test_declared_twice_is_refused(tmp_path, runs, expected):
     from vpn_plugin.protocol.runner import expand_units
     with pytest.raises(ValueError, match=expected):
         expand_units(user_protocol(tmp_path, runs), seeds=[0])
+
+
+@pytest.mark.parametrize('name', ['../x', 'a/b', '..', '.'])
+def test_a_protocol_name_that_is_a_path_is_refused(tmp_path, name):
+    """Before: protocol = '../x' put the runs and results in <--out>/../x, outside --out."""
+    path = tmp_path / 'mine.py'
+    path.write_text(f"_base_ = ['{ROOT}/configs/_base_/protocols/standard.py']\n"
+                    f"dataset = 'niv'\nprotocol = {name!r}\n")
+    from vpn_plugin.protocol.runner import load_protocol
+    with pytest.raises(ValueError, match=rf"mine\.py: protocol = {re.escape(repr(name))}; "
+                       'expected a plain name'):
+        load_protocol(str(path))

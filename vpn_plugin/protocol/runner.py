@@ -175,6 +175,10 @@ def check_protocol_values(cfg, path) -> None:
         if not isinstance(value, str) or not value.strip():
             raise ValueError(f'{path}: {where} = {value!r}; expected a non-empty name')
     name(cfg.protocol, 'protocol')
+    if cfg.protocol in ('.', '..') or any(c in cfg.protocol for c in '/\\'):
+        raise ValueError(f'{path}: protocol = {cfg.protocol!r}; expected a plain name: it is '
+                         'the folder of the runs and results under --out (a path would put '
+                         'them elsewhere)')
     if 'seeds' in cfg:
         seeds = cfg.seeds
         if not isinstance(seeds, (list, tuple)) or not seeds:
