@@ -371,3 +371,18 @@ def test_a_protocol_name_that_is_a_path_is_refused(tmp_path, name):
     with pytest.raises(ValueError, match=rf"mine\.py: protocol = {re.escape(repr(name))}; "
                        'expected a plain name'):
         load_protocol(str(path))
+
+
+def test_a_run_without_training_of_a_model_with_weights_is_refused():
+    """Before: a protocol run dict(method='A', config='configs/vpn_niv_t3.py', train=False)
+    wrote a row 'A' (SR 6.25 on the smoke windows) of a ViterbiPlanNet with its random
+    initial weights, without a word; train=False is for parameter-free planners."""
+    import torch
+    from vpn_plugin.protocol.runner import TestSpec, _check_untrained
+    spec = TestSpec('A', 'configs/vpn_niv_t3.py', 3)
+    with pytest.raises(ValueError, match=r"'A' \(configs/vpn_niv_t3\.py\): its run has "
+                       r'train=False, but its model Linear has 12 trainable parameters'):
+        _check_untrained(spec, torch.nn.Linear(3, 3))
+    frozen = torch.nn.Linear(3, 3).requires_grad_(False)
+    _check_untrained(spec, frozen)
+    _check_untrained(spec, torch.nn.Module())

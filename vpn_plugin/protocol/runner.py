@@ -868,12 +868,28 @@ class ProtocolRunner:
         if isinstance(evaluator, dict) and evaluator.get('type') == 'PlanningMetric':
             evaluator['out_file'] = str(test_dir / 'per_sample.json')
         runner = build_runner(cfg)  # PKGHook fills the PKG when no checkpoint carries it
+        if checkpoint is None:
+            _check_untrained(spec, runner.model)
         metrics = runner.test()
         limit = getattr(runner.test_dataloader.dataset, 'limited', None)
         return Tested(metrics=clean_metrics(metrics), params=num_parameters(runner.model),
                       limited=f'limit={limit[0]} of {limit[1]} test windows' if limit else '',
                       features=read_features(runner.test_dataloader),
                       ema_mark=runner.tested_ema_mark)
+
+
+def _check_untrained(spec: TestSpec, model) -> None:
+    """A run with ``train=False`` is scored as built: its model must have nothing to learn
+    (a parameter-free planner such as 'PKG + uniform emissions'), else its row would be the
+    score of random weights."""
+    model = getattr(model, 'module', model)
+    trainable = sum(p.numel() for p in model.parameters() if p.requires_grad)
+    if trainable:
+        raise ValueError(f'{spec.method!r} ({spec.config}): its run has train=False, but its '
+                         f'model {type(model).__name__} has {trainable} trainable parameters, '
+                         'so it would be scored with its random initial weights; train=False '
+                         "is for planners without parameters (e.g. 'PKG + uniform emissions'): "
+                         'drop it, or freeze the model')
 
 
 def selected_checkpoint(cfg, work_dir: Path) -> tuple:
