@@ -20,7 +20,7 @@ Shapes: B batch, T horizon, K tasks, N actions, D observation dim, C = K + N + D
 import logging
 from typing import Annotated, Dict, Literal, Optional, Sequence
 
-from vpn_plugin.config_types import Count, NonNegativeInt, NonNegative, Range
+from vpn_plugin.config_types import Count, NonNegative, Range, Seed
 import torch
 import torch.nn.functional as F
 from mmengine.logging import print_log
@@ -130,7 +130,7 @@ class PDPPDiffusion(DiffusionModel):
                  dim_mults: Sequence[Count] = (1, 2, 4),
                  n_timesteps: Annotated[int, Range(1, diffusion.MAX_DIFFUSION_STEPS)] = 200,
                  endpoint_weight: NonNegative = 10.0, middle_actions: bool = True,
-                 sampling_seed: NonNegativeInt = 0):
+                 sampling_seed: Seed = 0):
         super().__init__()
         self.check_horizon('PDPP', horizon, dim_mults)
         self.check_inputs('PDPP', feature_dim, sampling_seed)
@@ -269,7 +269,7 @@ class PDPP(BasePlanner):
                  dim: Annotated[int, Range(1, MAX_DIM)] = 256,
                  dim_mults: Sequence[Count] = (1, 2, 4),
                  n_timesteps: Annotated[int, Range(1, diffusion.MAX_DIFFUSION_STEPS)] = 200,
-                 endpoint_weight: NonNegative = 10.0, sampling_seed: NonNegativeInt = 0,
+                 endpoint_weight: NonNegative = 10.0, sampling_seed: Seed = 0,
                  decode: Literal[DECODES] = 'argmax', pkg: Optional[dict] = None,
                  data_preprocessor: Optional[dict] = None):
         super().__init__(num_actions, horizon, pkg, data_preprocessor)
