@@ -156,6 +156,10 @@ class CEFITO(BasePlanner):
         check_numbers(dict(hidden_dim=hidden_dim), high=4096)
         check_numbers(dict(depth=depth), high=64)
         check_numbers(dict(mlp_ratio=mlp_ratio), high=MAX_MLP_RATIO)
+        if int(hidden_dim * mlp_ratio) < 1:  # the blocks' MLP would have no hidden unit
+            raise ValueError(f'CEFITO model.mlp_ratio={mlp_ratio:g} with hidden_dim={hidden_dim} '
+                             f'gives MLPs of int({hidden_dim} x {mlp_ratio:g}) = 0 hidden units; '
+                             f'expected mlp_ratio >= {1 / hidden_dim:.3g} (official 4.0)')
         check_numbers(dict(num_negatives=num_negatives), integer=True, high=MAX_NEGATIVES)
         check_numbers(dict(top_k=top_k), integer=True, high=MAX_TOP_K)
         check_bool('model.causal', causal)  # 'x', 0 or None would be read by truth value
