@@ -1,0 +1,176 @@
+"""Ninth hostile pass (issue 37), the heavy methods and the core math called directly
+(hostile24).
+
+Each test is a case that was wrong, silent or vague on be118b8 (case ids of
+/tmp/hostile24_log.md).
+"""
+import re
+
+import numpy as np
+import pytest
+import torch
+
+from vpn_plugin.core import dvl, metrics, pkg, stats, viterbi
+
+
+def log_emissions(num_actions: int = 4) -> torch.Tensor:
+    """(2, 3, N) log probabilities."""
+    noise = torch.randn(2, 3, num_actions, generator=torch.Generator().manual_seed(0))
+    return torch.log_softmax(noise, -1)
+
+
+def random_pkg(num_actions: int = 4) -> np.ndarray:
+    """(N, N) float64 row-stochastic."""
+    counts = np.random.default_rng(1).random((num_actions, num_actions))
+    return counts / counts.sum(1, keepdims=True)
+
+
+LOG_PKG = pkg.pkg_log_transitions(random_pkg())
+
+
+# ------------------------------------------------------------------- DVL temperature / floor
+@pytest.mark.parametrize('temperature', [1e-40, 1e300])
+def test_dvl_refuses_a_temperature_beyond_the_dtype(temperature):
+    """DV1 / DV3: temperature=1e-40 turned every finite log value into -inf (a feasible
+    chain returned u = 0 and log Z = -inf, as if no path existed); 1e300 gave log Z = +inf."""
+    with pytest.raises(ValueError, match=re.escape(f'temperature={temperature:g}: ') + r'.*expected a '
+                                         r'temperature in \['):
+        dvl.differentiable_viterbi(log_emissions(), LOG_PKG, temperature=temperature)
+    soft, log_z = dvl.differentiable_viterbi(log_emissions(), LOG_PKG, temperature=1e-6)
+    assert torch.isfinite(log_z).all()  # a small temperature that fits still runs
+    assert torch.equal(soft.argmax(-1), viterbi.viterbi_decode(log_emissions(), LOG_PKG)[0])
+
+
+@pytest.mark.parametrize('call, pattern', [
+    (lambda: dvl.differentiable_viterbi(log_emissions(), LOG_PKG, clamp_probs=0.9),
+     r'clamp_probs=0.9 with N=4 actions adds up to 3.6 to a row'),
+    (lambda: pkg.pkg_log_transitions(random_pkg(), clamp=0.5),
+     r'pkg_log_transitions\(\) argument clamp=0.5 with N=4 actions'),
+])
+def test_a_probability_floor_must_keep_rows_distributions(call, pattern):
+    """DV13: clamp_probs=0.9 floored every probability to the same value (uniform marginals,
+    the emissions erased, no word); PK14: pkg_log_transitions(clamp=0.5) returned rows
+    summing to 2, which the decoder then refused as not coming "from pkg_log_transitions"."""
+    with pytest.raises(ValueError, match=pattern):
+        call()
+    assert pkg.pkg_log_transitions(random_pkg(), clamp=1e-10).shape == (4, 4)  # the authors'
+
+
+# ------------------------------------------------------------------- decoders' inputs
+@pytest.mark.parametrize('dtype', [torch.bfloat16, torch.float16])
+def test_decoders_read_a_pkg_stored_in_a_half_dtype(dtype):
+    """V9 / V10: pkg_log_transitions(dtype=torch.bfloat16) of a valid PKG was refused by
+    viterbi_decode ("row 2 has probabilities summing to 1.00123"): the 1e-3 row-sum tolerance
+    is below bfloat16's rounding."""
+    counts = np.random.default_rng(0).random((133, 133))
+    log_transitions = pkg.pkg_log_transitions(counts / counts.sum(1, keepdims=True), dtype=dtype)
+    paths, _ = viterbi.viterbi_decode(log_emissions(133), log_transitions)
+    assert paths.shape == (2, 3)
+    soft, _ = dvl.differentiable_viterbi(log_emissions(133), log_transitions)
+    assert soft.shape == (2, 3, 133)
+    with pytest.raises(ValueError, match='row 0 has probabilities summing to'):
+        viterbi.viterbi_decode(log_emissions(133), log_transitions + 0.05)  # still refused
+
+
+@pytest.mark.parametrize('call, error, pattern', [
+    (lambda: viterbi.viterbi_decode(torch.empty(2, 3, 4, device='meta'),
+                                    torch.empty(4, 4, device='meta')),
+     ValueError, 'log_emissions is on the meta device'),
+    (lambda: viterbi.viterbi_decode_probs(log_emissions().exp().numpy(),
+                                          LOG_PKG.exp().numpy()),
+     TypeError, 'emissions is a ndarray; expected a torch.Tensor'),
+    (lambda: pkg.pkg_log_transitions(random_pkg(), dtype='float32'),
+     TypeError, "dtype='float32'; expected a floating-point torch.dtype"),
+    (lambda: pkg.check_pkg(random_pkg() + 0.5j),
+     TypeError, 'pkg has dtype complex128; expected real probabilities'),
+])
+def test_decoder_and_pkg_inputs_are_named(call, error, pattern):
+    """V15: meta tensors stopped with "Tensor.item() cannot be called on meta tensors"; VP5:
+    numpy inputs with "'numpy.ndarray' object has no attribute 'dim'"; PK16: dtype='float32'
+    with "'str' object has no attribute 'is_floating_point'"; PK18: a complex PKG lost its
+    imaginary part under a numpy ComplexWarning and was used."""
+    with pytest.raises(error, match=pattern):
+        call()
+
+
+def test_union_pkg_refuses_a_square_integer_matrix():
+    """PK21: a deterministic PKG given as an integer (N, N) array (a permutation) was read
+    as N sequences of action ids and counted into another graph, without a word."""
+    permutation = np.eye(3, dtype=np.int64)[[1, 2, 0]]  # 0 -> 1 -> 2 -> 0
+    with pytest.raises(TypeError, match=r'square \(3, 3\) int64 array, which reads as a PKG '
+                                        'and as 3 sequences alike'):
+        pkg.union_pkg(permutation, num_actions=3)
+    assert np.array_equal(pkg.union_pkg(permutation.astype(float)), permutation)
+    windows = pkg.union_pkg([[0, 1, 2], [1, 2, 0], [2, 0, 1]], num_actions=3)  # as a list
+    assert np.array_equal(windows, permutation)
+
+
+# ------------------------------------------------------------------- bootstrap
+@pytest.mark.parametrize('scores, error, pattern', [
+    ([True, False, True], TypeError, 'scores holds bool values'),
+    (['10', '20', '30'], TypeError, 'scores holds <U2 values'),
+    ('abc', TypeError, 'scores is a str; expected one score per seed'),
+    ({'a': 1.0, 'b': 2.0, 'c': 3.0}, TypeError, 'scores is a dict'),
+    (None, TypeError, 'scores is a NoneType'),
+    ((x for x in [1.0, 2.0, 3.0]), TypeError, 'scores is a generator'),
+    ([1e308, 1e308, 1e308], ValueError, 'whose sum overflows float64'),
+])
+def test_bootstrap_scores_are_numbers(scores, error, pattern):
+    """S1 / S2: booleans and numeric strings were read as numbers (True as 1, '10' as 10.0);
+    S3 / S4 / S21 / S22: 'abc', a dict, None and a generator stopped with numpy's words
+    ("could not convert string to float", None as "NaN or infinite values: [nan]");
+    S14: scores of 1e308 returned (inf, nan, nan) with exit 0."""
+    with pytest.raises(error, match=pattern):
+        stats.bootstrap_ci(scores)
+
+
+def test_bootstrap_reads_a_tensor_that_requires_grad():
+    """S5: stopped with torch's "Can't call numpy() on Tensor that requires grad"."""
+    mean, low, high = stats.bootstrap_ci(torch.tensor([1.0, 2.0, 3.0], requires_grad=True))
+    assert (mean, low, high) == stats.bootstrap_ci([1.0, 2.0, 3.0])
+
+
+@pytest.mark.parametrize('call, pattern', [
+    (lambda: stats.bootstrap_ci([5.0]), 'scores has 1 score'),
+    (lambda: stats.bootstrap_difference([50.0], [49.0]), 'a has 1 score'),
+    (lambda: stats.bootstrap_difference([50.0, 51.0], [49.0, 48.0]), 'a has 2 score'),
+    (lambda: stats.bootstrap_difference([50.0, 51.0, 52.0], [49.0]), 'b has 1 score'),
+])
+def test_no_interval_nor_significance_below_three_seeds(call, pattern):
+    """S6 / S7 / S8: bootstrap_ci([5.0]) returned the interval (5, 5, 5) and
+    bootstrap_difference([50], [49]) "significant" True: one seed's interval is a point,
+    against the project's rule (MIN_SEEDS_FOR_CI: fewer seeds give the mean only)."""
+    with pytest.raises(ValueError, match=pattern + r'\(s\); expected at least 3 seeds'):
+        call()
+    assert stats.seed_interval([5.0]) == (5.0, None, None)  # the path for any seed count
+
+
+def test_stratified_sample_refuses_a_table_of_tasks():
+    """S15: tasks of shape (2, M) were flattened and the returned indices pointed into the
+    flattened table."""
+    with pytest.raises(ValueError, match=r'tasks has shape \(2, 3\); expected one task index'):
+        stats.stratified_sample(np.array([[0, 0, 1], [1, 2, 2]]), 2)
+
+
+# ------------------------------------------------------------------- models' options
+@pytest.mark.parametrize('config', ['pdpp_niv_t3.py', 'kepp_niv_t3.py'])
+def test_sampling_seed_within_the_seed_range(config):
+    """TP19: model.sampling_seed=2**45 trained a whole run, then stopped at the first
+    validation with torch's "Overflow when unpacking long long" (x_T's generator is seeded
+    with sampling_seed * 1000003 + window)."""
+    from vpn_plugin.data_paths import load_config
+    from vpn_plugin.runner import check_config_entries
+    cfg = load_config(f'configs/baselines/{config}', {'model.sampling_seed': 2 ** 45})
+    with pytest.raises(ValueError, match=r'model.sampling_seed=35184372088832; expected an '
+                                         r'integer >= 0 and <= 4294967295'):
+        check_config_entries(cfg, cfg.filename)
+
+
+def test_cefito_mlp_of_no_hidden_unit_refused():
+    """CA8 / TC8: model.mlp_ratio=1e-6 built MLPs of int(384 x 1e-6) = 0 hidden units (a torch
+    UserWarning "Initializing zero-element tensors is a no-op" the only word) and trained."""
+    from vpn_plugin.models.cefito import CEFITO
+    with pytest.raises(ValueError, match=r'mlp_ratio=1e-06 with hidden_dim=384 gives MLPs of '
+                                         r'int\(384 x 1e-06\) = 0 hidden units'):
+        CEFITO(feature_dim=1536, num_actions=48, num_tasks=5, horizon=3,
+               taxonomy='unused.json', mlp_ratio=1e-6)
