@@ -259,6 +259,8 @@ class PlanningRunner(Runner):
         before leaves the work dir's record of its earlier run as it was."""
         from vpn_plugin.engine.checkpoint import new_run_id
         self.run_id = new_run_id()  # a resume takes the checkpoint's (load_checkpoint)
+        check_training_hooks(getattr(self.model, 'module', self.model), self.hooks,
+                             self.cfg.filename or 'config')
         self.log_shortened()
         self.log_test_windows()
         if self.rank != 0:
@@ -485,6 +487,21 @@ class PlanningRunner(Runner):
         a training, the run's timestamped log dir for a test."""
         name = osp.basename(self.cfg.filename) if self.cfg.filename else f'{self.timestamp}.py'
         return osp.join(self.work_dir if training else self.log_dir, name)
+
+
+def check_training_hooks(model, hooks, where: str) -> None:
+    """A planner trained in stages (its ``training_hooks``: PDPP's and CEFITO's task
+    classifier, KEPP's step model) is trained only with the hooks of its stages: without
+    them KEPP stopped at its first step with a RuntimeError traceback, PDPP / CEFITO trained
+    around an untrained classifier."""
+    present = {type(hook).__name__ for hook in hooks}
+    missing = [name for name in getattr(model, 'training_hooks', ()) if name not in present]
+    if missing:
+        raise ValueError(f'{where}: {type(model).__name__} is trained in stages, but the run\'s '
+                         f'custom_hooks hold no {" / ".join(missing)} (its first stage); '
+                         f"expected custom_hooks to include dict(type='{missing[0]}') as the "
+                         'method\'s base config does (a --cfg-options custom_hooks=[...] '
+                         'replaces the whole list)')
 
 
 def rank_line(env_cfg: dict, rank: int, world: int, accelerator: bool) -> str:

@@ -103,6 +103,7 @@ class CEFITO(BasePlanner):
     """
 
     counted_apart = ('classifier',)
+    training_hooks = ('TaskClassifierHook',)  # its first stage (runner.check_training_hooks)
     # the search plans within the actions of the task: the classifier's (cross-entropy, its
     # own stage) or the true one (``task_source``, set per model)
     task_score, plan_uses_task = 'probability', True

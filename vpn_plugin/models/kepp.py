@@ -289,6 +289,7 @@ class KEPP(BasePlanner):
     """
 
     counted_apart = ('step',)
+    training_hooks = ('KEPPStepModelHook',)  # its first stage (runner.check_training_hooks)
 
     def __init__(self, feature_dim: Annotated[int, Range(1, MAX_FEATURE_DIM)],
                  num_actions: ActionCount, horizon: Horizon,

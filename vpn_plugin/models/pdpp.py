@@ -261,6 +261,7 @@ class PDPP(BasePlanner):
     ('argmax': official; 'viterbi': hard Viterbi through the PKG) and ``pkg``."""
 
     counted_apart = ('diffusion.task_head',)
+    training_hooks = ('TaskClassifierHook',)  # its first stage (runner.check_training_hooks)
     # the task classifier (cross-entropy, its own stage) conditions the diffusion
     task_source, task_score, plan_uses_task = 'classifier', 'probability', True
 
