@@ -195,3 +195,31 @@ def test_training_a_staged_planner_needs_its_stage_hook(planner, hook):
         check_training_hooks(model_class.__new__(model_class), [PKGHook()], 'cfg.py')
     stage = type(hook, (), {})()  # a hook of that name: accepted
     check_training_hooks(model_class.__new__(model_class), [PKGHook(), stage], 'cfg.py')
+
+
+# ------------------------------------------------------------------- report API
+def result_rows(method: str = 'vpn', **metric) -> list:
+    from vpn_plugin.protocol.results import ResultRow
+    base = dict(success_rate=30.0, mean_accuracy=50.0, miou_set=60.0)
+    return [ResultRow(method=method, seed=seed, horizon=3, dataset='niv', protocol='main',
+                      metrics={**base, **(metric if seed == 0 else {})}) for seed in range(3)]
+
+
+@pytest.mark.parametrize('rows, pattern', [
+    (result_rows(success_rate=float('nan')), r'metrics.success_rate=nan; expected a finite'),
+    (result_rows(success_rate=150.0), r'metrics.success_rate=150.0; expected .* <= 100'),
+    (result_rows(success_rate=-5.0), r'metrics.success_rate=-5.0; expected .*>= 0'),
+    (result_rows(success_rate='30'), r"metrics.success_rate='30'; expected"),
+    (result_rows(success_rate=True), r'metrics.success_rate=True; expected'),
+    (result_rows(mean_accuracy=float('inf')), r'metrics.mean_accuracy=inf; expected'),
+    (result_rows(''), r"method=''; expected a non-empty string"),
+])
+def test_build_table_holds_rows_of_the_api_to_the_row_rules(rows, pattern):
+    """R2 / R3 / R5 / R20: rows built in memory with a success rate of 150, -5 or True, or an
+    empty method name, were averaged into the table (71.00 ± 79.33 ...) without a word;
+    R1 / R15: NaN / inf stopped with "scores holds NaN or infinite values: [nan, 31.0, 32.0]"
+    (no method, seed nor metric named); R4: '30' was parsed as 30.0. Rows read from files
+    were already held to these rules (results.row_from_dict)."""
+    from vpn_plugin.protocol.report import build_table
+    with pytest.raises(ValueError, match=r"rows\[0\] \(method '.*', seed 0\): field " + pattern):
+        build_table(rows)

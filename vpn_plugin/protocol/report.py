@@ -45,7 +45,7 @@ from __future__ import annotations
 
 import json
 import typing
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from typing import Literal, Optional
 
 import numpy as np
@@ -58,7 +58,7 @@ from .provenance import (SYNTHETIC_MARK, UNUSABLE_MARK, check_feature_mix, featu
                          features_note)
 from vpn_plugin.outputs import REPORT_LATEX_MARKER, REPORT_MARKDOWN_MARKER
 from .results import (METRIC_LABELS, METRIC_RANGES, SHORTENED_MARK, ResultRow,
-                      shortened_reason)
+                      row_from_dict, shortened_reason)
 
 DEFAULT_METRICS = ('success_rate', 'mean_accuracy', 'miou_set')
 # what the rows pooled in one cell must share (besides method, dataset and test horizon)
@@ -157,6 +157,7 @@ def build_table(rows: list[ResultRow], metrics=DEFAULT_METRICS, *, methods=None,
     """
     if not rows:
         raise ValueError('no results rows to report')
+    check_rows(rows)
     check_names(metrics, METRIC_RANGES, '--metrics')
     check_one_run_per_cell(rows)
     per_seed = _collect(rows, metrics)
@@ -192,6 +193,14 @@ def build_table(rows: list[ResultRow], metrics=DEFAULT_METRICS, *, methods=None,
         _rank(table, column)
         table.improvements[column] = _improvement(table, column, ours, reference, seed)
     return table
+
+
+def check_rows(rows: list[ResultRow]) -> None:
+    """Rows built in memory (the Python API) held to the rules of every row read from a file
+    (``results.row_from_dict``): a NaN, 150 or True success rate, an empty method name are
+    refused naming the row, not averaged into a cell."""
+    for index, row in enumerate(rows):
+        row_from_dict(asdict(row), f'rows[{index}] (method {row.method!r}, seed {row.seed})')
 
 
 def _cell(values: dict, num_resamples, level, seed) -> CellStats:
