@@ -223,3 +223,16 @@ def test_build_table_holds_rows_of_the_api_to_the_row_rules(rows, pattern):
     from vpn_plugin.protocol.report import build_table
     with pytest.raises(ValueError, match=r"rows\[0\] \(method '.*', seed 0\): field " + pattern):
         build_table(rows)
+
+
+def test_a_paired_difference_without_common_seeds_is_refused():
+    """R12: build_table(paired=True) of two methods with no seed in common printed "Δ: none"
+    and "-" cells: the asked comparison vanished without its reason."""
+    from vpn_plugin.protocol.report import build_table
+    ours, other = result_rows('a'), result_rows('b')
+    for row in other:
+        row.seed += 3
+    with pytest.raises(ValueError, match=r"paired Δ of 'a' minus 'b': no seed in common \(seeds "
+                                         r'\[0, 1, 2\] and \[3, 4, 5\]\)'):
+        build_table(ours + other, ours='a', reference='b', paired=True)
+    assert build_table(ours + other, ours='a', reference='b').improvements  # unpaired: a Δ

@@ -392,8 +392,11 @@ def _improvement(table, column, ours, reference, seed):
         return None
     a, b = _compared_values(table.cells[(ours, column)].values,
                             table.cells[(reference, column)].values, table.paired)
-    if a is None:
-        return None
+    if a is None:  # the asked paired comparison would vanish as "Δ: none"
+        raise ValueError(f'paired Δ of {ours!r} minus {reference!r}: no seed in common (seeds '
+                         f'{sorted(table.cells[(ours, column)].values)} and '
+                         f'{sorted(table.cells[(reference, column)].values)}); expected runs of '
+                         'the same seeds, or paired=False (tools/report.py without --paired)')
     if not shows_ci(min(len(a), len(b))):
         return Improvement(ours, reference, float(a.mean() - b.mean()), None, None, False,
                            (len(a), len(b)))
