@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Annotated, Dict, Literal, Optional, Union
 
 from vpn_plugin.config_types import (Count, NonNegative, NonNegativeInt, Positive, Probability,
-                                     Range, Text)
+                                     Range, Text, check_options)
 import torch
 from mmengine.logging import print_log
 
@@ -70,7 +70,11 @@ def check_text_config(text_embeddings) -> None:
     """``model.text_embeddings`` is None (no text features: zeros, marked) or a non-empty
     ``load_action_features`` dict; 0, [] or {} would be read as None by truth value."""
     from collections.abc import Mapping
-    if text_embeddings is None or (isinstance(text_embeddings, Mapping) and text_embeddings):
+    if text_embeddings is None:
+        return
+    if isinstance(text_embeddings, Mapping) and text_embeddings:
+        # each option held to load_action_features' kinds (encoder=5 labelled rows "of 5")
+        check_options('model.text_embeddings', load_action_features, text_embeddings)
         return
     raise ValueError(f'model.text_embeddings={text_embeddings!r}; expected a dict of '
                      'load_action_features options (e.g. taxonomy=..., encoder=None, '
