@@ -234,8 +234,12 @@ def _source_pkg(source, index, num_actions, count_mode, horizon, smoothing) -> n
         raise ValueError(f'union_pkg source {index} (a {type(source).__name__}) is read as a '
                          'sequence collection; pass num_actions to count it, or give a PKG as a '
                          'float (N, N) numpy array or torch tensor')
-    return build_pkg(source, num_actions, smoothing=smoothing, count_mode=count_mode,
-                     horizon=horizon)
+    try:
+        return build_pkg(source, num_actions, smoothing=smoothing, count_mode=count_mode,
+                         horizon=horizon)
+    except TypeError as error:  # e.g. a PKG given as nested lists of probabilities
+        raise TypeError(f'union_pkg source {index}, read as a sequence collection: {error} (a '
+                        'PKG must be a float numpy array or torch tensor (N, N))') from None
 
 
 # ----------------------------------------------------------------------------- perturbations
