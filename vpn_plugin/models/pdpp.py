@@ -280,6 +280,8 @@ class PDPP(BasePlanner):
         self.diffusion = PDPPDiffusion(feature_dim, num_actions, num_tasks, horizon, dim,
                                        dim_mults, n_timesteps, endpoint_weight,
                                        sampling_seed=sampling_seed)
+        # what plan_from_features checks a given task and observations against
+        self.num_tasks, self.feature_dim = num_tasks, feature_dim
         print_log(f'PDPP: U-Net {num_parameters(self):,} parameters, task classifier '
                   f'{num_parameters(self.diffusion.task_head):,} (counted apart) '
                   f'(N={num_actions}, K={num_tasks}, D={feature_dim}, T={horizon}, '
