@@ -236,3 +236,39 @@ def test_a_paired_difference_without_common_seeds_is_refused():
                                          r'\[0, 1, 2\] and \[3, 4, 5\]\)'):
         build_table(ours + other, ours='a', reference='b', paired=True)
     assert build_table(ours + other, ours='a', reference='b').improvements  # unpaired: a Δ
+
+
+@pytest.mark.parametrize('encoder', [5, '', '   '])
+def test_text_feature_options_held_to_their_kinds(encoder):
+    """TX13 / TX16 / TX17: model.text_embeddings=dict(file=..., encoder=5) (or '' / blanks)
+    was accepted and its rows labelled "file f64.npy of 5, not the paper's CLIP": the
+    options of the text_embeddings dict were held to no kind."""
+    from vpn_plugin.models.cefito import check_text_config
+    with pytest.raises(ValueError, match=re.escape(f'model.text_embeddings.encoder={encoder!r}; '
+                                                   'expected a non-empty string (or None)')):
+        check_text_config(dict(file='features.npy', encoder=encoder))
+    check_text_config(dict(file='features.npy', encoder='clip-vit-base-patch32'))
+
+
+def test_union_pkg_says_a_pkg_must_be_an_array():
+    """PK22: a PKG given as nested lists of probabilities stopped with "sequence 0 holds
+    float64 values [...]; expected integer action ids", not saying how a PKG is given."""
+    with pytest.raises(TypeError, match=r'union_pkg source 0, read as a sequence collection: '
+                                        r'.*a PKG must be a float numpy array or torch tensor'):
+        pkg.union_pkg(random_pkg().tolist(), num_actions=4)
+
+
+def test_plan_from_features_checks_a_pdpp_task_and_width():
+    """AP4: plan_from_features(pdpp, start, goal, task=5) with NIV's 5 tasks (0..4) planned
+    and recorded given_task=5: the PDPP planner exposed no num_tasks (nor feature_dim) to
+    check against."""
+    from vpn_plugin.apis import plan_from_features
+    from vpn_plugin.models.pdpp import PDPP
+    model = PDPP(feature_dim=24, num_actions=6, num_tasks=5, horizon=3, dim=32,
+                 dim_mults=(1,), n_timesteps=10)
+    start = torch.zeros(2, 24)
+    with pytest.raises(ValueError, match=r'task=5; expected 2 task index\(es\) in 0..4'):
+        plan_from_features(model, start, start, task=5)
+    with pytest.raises(ValueError, match=r'start observations of shape \(2, 12\); expected '
+                                         r'\(B, 24\)'):
+        plan_from_features(model, start[:, :12], start[:, :12])
