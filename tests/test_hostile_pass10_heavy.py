@@ -272,3 +272,16 @@ def test_plan_from_features_checks_a_pdpp_task_and_width():
     with pytest.raises(ValueError, match=r'start observations of shape \(2, 12\); expected '
                                          r'\(B, 24\)'):
         plan_from_features(model, start[:, :12], start[:, :12])
+
+
+def test_init_planner_names_a_pre_stage_file(tmp_path):
+    """AP21: init_planner(cfg, 'task_classifier.pth') stopped with "does not fit the model
+    PDPP of the config: missing keys [...] (and 163 more)", not saying it is a pre-stage
+    file (tools/test.py said so)."""
+    from vpn_plugin.apis import init_planner
+    pre_stage = tmp_path / 'task_classifier.pth'
+    torch.save(dict(identity=dict(horizon=3), state_dicts={}), pre_stage)
+    with pytest.raises(ValueError, match=r'task_classifier.pth is a pre-stage file, the task '
+                                         r'classifier \(TaskClassifierHook\), not a checkpoint'):
+        init_planner('configs/baselines/pdpp_niv_t3.py', pre_stage,
+                     cfg_options={'model.dim': 32, 'model.dim_mults': [1]})

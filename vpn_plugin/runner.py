@@ -55,6 +55,7 @@ from mmengine.runner import Runner
 from mmaction.registry import RUNNERS
 from vpn_plugin.data_paths import (apply_horizon, check_config_keys, pkg_extra_datasets,
                                   resolve_paths)
+from vpn_plugin.engine.pre_stage import check_not_pre_stage
 from vpn_plugin.errors import check_folder_target
 from vpn_plugin.runner_keys import check_runner_kinds
 
@@ -512,19 +513,6 @@ def rank_line(env_cfg: dict, rank: int, world: int, accelerator: bool) -> str:
     backend = (env_cfg.get('dist_cfg') or {}).get('backend', '?')
     return (f'rank {rank}/{world}: {device}, backend {backend}, '
             f'{torch.get_num_threads()} thread(s)')
-
-
-def check_not_pre_stage(checkpoint: dict, filename) -> None:
-    """A pre-stage file (``task_classifier.pth``, ``kepp_step_model.pth``: an ``identity`` and
-    no ``meta``) given as a checkpoint: ``ValueError`` naming it (it failed as a KeyError
-    'state_dict' in the EMA hook, or as a list of missing keys)."""
-    from vpn_plugin.engine.pre_stage import PRE_STAGE_FILES
-    if isinstance(checkpoint, dict) and 'identity' in checkpoint and 'meta' not in checkpoint:
-        what = PRE_STAGE_FILES.get(os.path.basename(str(filename)),
-                                   "a pre-stage's weights (TaskClassifierHook / KEPPStepModelHook)")
-        raise ValueError(f'{filename} is a pre-stage file, {what}, not a checkpoint of a run: '
-                         'give an epoch_<n>.pth or best_*.pth of its work dir (the pre-stage '
-                         'is inside every checkpoint)')
 
 
 def check_config_entries(cfg, where: str) -> None:
