@@ -46,7 +46,7 @@ from __future__ import annotations
 import json
 import sys
 import typing
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from typing import Literal, Optional
 
 import numpy as np
@@ -59,7 +59,7 @@ from .provenance import (SYNTHETIC_MARK, UNUSABLE_MARK, check_feature_mix, featu
                          features_note)
 from vpn_plugin.outputs import REPORT_LATEX_MARKER, REPORT_MARKDOWN_MARKER
 from .results import (METRIC_LABELS, METRIC_RANGES, SHORTENED_MARK, ResultRow,
-                      shortened_reason)
+                      row_from_dict, shortened_reason)
 
 DEFAULT_METRICS = ('success_rate', 'mean_accuracy', 'miou_set')
 # what the rows pooled in one cell must share (besides method, dataset and test horizon)
@@ -158,6 +158,7 @@ def build_table(rows: list[ResultRow], metrics=DEFAULT_METRICS, *, methods=None,
     """
     if not rows:
         raise ValueError('no results rows to report')
+    check_rows(rows)
     check_names(metrics, METRIC_RANGES, '--metrics')
     check_one_run_per_cell(rows)
     per_seed = _collect(rows, metrics)
@@ -231,6 +232,14 @@ class BootstrapProgress:
 def _column_name(column) -> str:
     dataset, horizon, metric = column
     return f'{dataset} T={horizon} {metric}'
+
+
+def check_rows(rows: list[ResultRow]) -> None:
+    """Rows built in memory (the Python API) held to the rules of every row read from a file
+    (``results.row_from_dict``): a NaN, 150 or True success rate, an empty method name are
+    refused naming the row, not averaged into a cell."""
+    for index, row in enumerate(rows):
+        row_from_dict(asdict(row), f'rows[{index}] (method {row.method!r}, seed {row.seed})')
 
 
 def _cell(values: dict, num_resamples, level, seed) -> CellStats:
@@ -422,8 +431,11 @@ def _improvement(table, column, ours, reference, seed):
         return None
     a, b = _compared_values(table.cells[(ours, column)].values,
                             table.cells[(reference, column)].values, table.paired)
-    if a is None:
-        return None
+    if a is None:  # the asked paired comparison would vanish as "Δ: none"
+        raise ValueError(f'paired Δ of {ours!r} minus {reference!r}: no seed in common (seeds '
+                         f'{sorted(table.cells[(ours, column)].values)} and '
+                         f'{sorted(table.cells[(reference, column)].values)}); expected runs of '
+                         'the same seeds, or paired=False (tools/report.py without --paired)')
     if not shows_ci(min(len(a), len(b))):
         return Improvement(ours, reference, float(a.mean() - b.mean()), None, None, False,
                            (len(a), len(b)))
