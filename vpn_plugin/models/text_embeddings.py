@@ -16,12 +16,13 @@ import logging
 import os
 import re
 from pathlib import Path
-from typing import List, Optional, Sequence, Tuple
+from typing import List, Optional, Sequence, Tuple, Union
 
 import numpy as np
 import torch
 from mmengine.logging import print_log
 
+from ..config_types import Text
 from ..errors import (check_bool, check_choice, check_file, check_number, read_json,
                       unique_keys, what_the_file_is)
 
@@ -244,9 +245,10 @@ def _clip_eot_features(model, batch) -> torch.Tensor:
                  attention_mask=batch['attention_mask']).pooler_output
 
 
-def load_action_features(file: Optional[str] = None, taxonomy: Optional[str] = None,
-                         encoder: Optional[str] = None, pooling: str = 'clip_eot',
-                         cache_dir: str = 'data/text_cache', allow_encode: bool = True,
+def load_action_features(file: Optional[Text] = None, taxonomy: Optional[str] = None,
+                         encoder: Optional[Text] = None, pooling: str = 'clip_eot',
+                         cache_dir: Union[str, os.PathLike] = 'data/text_cache',
+                         allow_encode: bool = True,
                          pad_to: Optional[int] = None) -> torch.Tensor:
     """Action-name features (N, Dt) (CEFITO): ``file``, a plain (N, Dt) ``.npy`` (made by
     ``tools/make_text_features.py --action-names``), or the bare action names of ``taxonomy``
