@@ -196,7 +196,9 @@ def test_bootstrap_bad_input():
         bootstrap_ci([1.0, np.nan])
     with pytest.raises(ValueError, match='paired'):
         bootstrap_difference([1.0, 2.0], [1.0], paired=True)
-    assert bootstrap_difference([1.0, 2.0], [1.0])[0] == pytest.approx(0.5)
+    assert bootstrap_difference([1.0, 2.0, 3.0], [1.0, 1.0, 1.0])[0] == pytest.approx(1.0)
+    with pytest.raises(ValueError, match='expected at least 3 seeds'):  # no interval from 1
+        bootstrap_difference([1.0, 2.0], [1.0])
     with pytest.raises(ValueError, match='level'):
         bootstrap_ci([1.0], level=1.5)
 

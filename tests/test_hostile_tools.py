@@ -42,9 +42,9 @@ def test_every_tool_ends_a_user_error_with_one_message(tmp_path, monkeypatch):
         f"_base_ = [{str(REPO / 'configs/vpn_niv_t3.py')!r}]\n"
         "train_dataloader = dict(dataset=dict(taxonomy='no_such_taxonomy.json'))\n")
     cases = {
-        'report': ([results], r'results.jsonl:2: field "metrics.success_rate" must be a number'),
+        'report': ([results], r"results.jsonl:2: field metrics.success_rate='x'; expected a finite number"),
         'plots': (['curve', results, '--x', 'level', '--out', tmp_path / 'fig'],
-                  r'results.jsonl:2: field "metrics.success_rate"'),
+                  r"results.jsonl:2: field metrics.success_rate='x'"),
         'run_protocol': ([protocol, '--dry-run'], r'missing_config.py'),
         'llm_eval': (['--config', bad_config, '--base-url', 'http://127.0.0.1:9/v1',
                       '--model', 'm', '--out', tmp_path / 'llm.jsonl'], r'no_such_taxonomy.json'),
@@ -59,7 +59,7 @@ def test_every_tool_ends_a_user_error_with_one_message(tmp_path, monkeypatch):
         assert message.startswith('error: ') and 'VPN_TRACEBACK=1' in message, (tool, message)
         assert __import__('re').search(expected, message), (tool, message)
     monkeypatch.setenv('VPN_TRACEBACK', '1')
-    with pytest.raises(ValueError, match='must be a number'):
+    with pytest.raises(ValueError, match="success_rate='x'; expected a finite number"):
         load_tool('report').main([str(results)])
 
 

@@ -17,6 +17,7 @@ import time
 import torch
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from vpn_plugin.benchmark import parse_size  # noqa: E402
 from vpn_plugin.errors import POSITIVE_INT, tool_main  # noqa: E402
 from vpn_plugin.config_types import checked_arguments  # noqa: E402
 from vpn_plugin.core import differentiable_viterbi, viterbi_decode_probs  # noqa: E402
@@ -58,11 +59,13 @@ def main(argv=None) -> None:
                         help='BxTxN entries')
     parser.add_argument('--calls', type=POSITIVE_INT, default=2000)
     args = parser.parse_args(argv)
+    for size in args.sizes:  # every entry checked before the first is measured
+        parse_size(size)
     torch.set_num_threads(1)
     print(f'{"function":<24} {"B x T x N":<11} {"checked":>11} {"unchecked":>11} '
           f'{"difference":>11} {"check alone":>12}')
     for size in args.sizes:
-        batch, horizon, num_actions = (int(part) for part in size.split('x'))
+        batch, horizon, num_actions = parse_size(size)
         emissions, transitions = inputs(batch, horizon, num_actions)
         cases = [('differentiable_viterbi', differentiable_viterbi, (emissions, transitions),
                   dict(temperature=1.0, num_layers=1, impl='auto')),

@@ -48,7 +48,7 @@ import warnings  # noqa: E402
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
 
-from vpn_plugin.benchmark import environment_line  # noqa: E402
+from vpn_plugin.benchmark import environment_line, parse_size  # noqa: E402
 from vpn_plugin.core import differentiable_viterbi, pkg_log_transitions  # noqa: E402
 from vpn_plugin.errors import POSITIVE_FLOAT, POSITIVE_INT, tool_main  # noqa: E402
 
@@ -208,16 +208,6 @@ def worker_main(args) -> None:
 
 
 # ----------------------------------------------------------------------------- driver
-def parse_size(text: str):
-    try:
-        batch, horizon, num_actions = (int(v) for v in text.lower().split('x'))
-    except ValueError:
-        raise SystemExit(f'--sizes entry {text!r}: expected BxTxN, e.g. 256x3x48') from None
-    if min(batch, horizon, num_actions) < 1:
-        raise SystemExit(f'--sizes entry {text!r}: B, T and N must be >= 1, e.g. 256x3x48')
-    return batch, horizon, num_actions
-
-
 def check_device(device: str) -> None:
     """``--device``: a torch device this machine has."""
     try:

@@ -70,6 +70,13 @@ def compare(fixture) -> dict:
     want = expected(data)
     dataset = build_dataset(fixture, want['actions'].shape[1], want['start'].shape[1] // 3)
     got = ours(dataset)
+    if len(got['window_index']) != len(want['window_index']):  # every window counts below
+        kept, recorded = ([int(i) for i in side['window_index']] for side in (got, want))
+        print(f'the dataset kept {len(kept)} windows, expected.npz holds {len(recorded)}: '
+              f'windows only the dataset kept {sorted(set(kept) - set(recorded))[:10]}, only '
+              f'the authors\' loader {sorted(set(recorded) - set(kept))[:10]} (window_index '
+              'of windows.json)' + ('' if set(kept) != set(recorded) else
+                                    '; the same indices, some twice'))
     return {field: mismatches(np.asarray(got[field]), np.asarray(want[field]))
             for field in FIELDS}
 

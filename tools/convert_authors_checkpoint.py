@@ -74,9 +74,15 @@ def main(argv=None) -> int:
     if not hasattr(model, 'official_prefixes'):
         raise SystemExit(f'{args.config}: model type {cfg.model.type} has no official '
                          'checkpoint naming; expected a ViterbiPlanNet or SCHEMA config')
-    install_authors_weights(model, read_authors_state_dict(args.src),
-                            read_pkg(args.pkg, num_actions=model.num_actions)
-                            if args.pkg else None)
+    state, pkg = read_authors_state_dict(args.src), (
+        read_pkg(args.pkg, num_actions=model.num_actions) if args.pkg else None)
+    try:
+        install_authors_weights(model, state, pkg)
+    except (ValueError, KeyError) as error:  # a parameter named without file or config
+        reason = error.args[0] if isinstance(error, KeyError) else error
+        raise ValueError(f'SRC {args.src} into the {cfg.model.type} of --config {args.config}: '
+                         f'{reason} (a state dict of another method, dataset or horizon than '
+                         'the config?)') from None
     meta = dict(source=str(args.src), pkg=str(args.pkg), config=str(args.config),
                 converted_by=CONVERTED_MARKER, **recorded_setting(model, config_metainfo(
                     (cfg.get('test_dataloader') or {}).get('dataset'))))

@@ -6,10 +6,13 @@ above) instead of torchrun's traceback of its launcher and failure table.
     python tools/dist_run.py --nproc_per_node=2 tools/train.py CONFIG --launcher pytorch
 """
 import logging
+import os
 import signal
 import sys
+import tempfile
+from pathlib import Path
 
-from vpn_plugin.errors import tool_main
+from vpn_plugin.errors import DIST_ERRORS_VARIABLE, tool_main
 
 
 def failure_summary(failures) -> str:
@@ -45,6 +48,17 @@ def signal_name(number: int) -> str:
         return f'signal {number}'
 
 
+def print_rank_messages(folder: str) -> None:
+    """The messages the ranks other than 0 left in ``folder`` (``errors.leave_to_rank_zero``;
+    rank 0 printed its own), each distinct one once, naming its ranks."""
+    messages = {}
+    for path in sorted(Path(folder).glob('rank*.txt'), key=lambda p: int(p.stem[4:])):
+        messages.setdefault(path.read_text(encoding='utf-8'), []).append(int(path.stem[4:]))
+    for text, ranks in messages.items():
+        if 0 not in ranks:
+            print(f'rank {", ".join(map(str, ranks))}: {text}', file=sys.stderr)
+
+
 def check_port_free(address: str, port: int) -> None:
     """The first node's rendezvous port must be free: another distributed run on it would
     end this one with torch's 40-line DistNetworkError traceback of each rank."""
@@ -65,16 +79,23 @@ def check_port_free(address: str, port: int) -> None:
 @tool_main
 def main(argv=None) -> int:
     from torch.distributed import run
-    from torch.distributed.elastic.multiprocessing.api import SignalException
-    from torch.distributed.elastic.multiprocessing.errors import ChildFailedError
     # torchrun logs each failed process as an ERROR line before raising; the line below says it
     logging.getLogger('torch.distributed.elastic').setLevel(logging.CRITICAL)
     args = run.parse_args(sys.argv[1:] if argv is None else argv)
     if args.node_rank == 0:
         check_port_free(args.master_addr, args.master_port)
+    with tempfile.TemporaryDirectory(prefix='vpn_dist_errors_') as folder:
+        os.environ[DIST_ERRORS_VARIABLE] = folder  # the ranks' messages (errors.py)
+        return run_torchrun(run, args, folder)
+
+
+def run_torchrun(run, args, folder: str) -> int:
+    from torch.distributed.elastic.multiprocessing.api import SignalException
+    from torch.distributed.elastic.multiprocessing.errors import ChildFailedError
     try:
         run.run(args)
     except ChildFailedError as error:
+        print_rank_messages(folder)
         print(f'{error.name}: {failure_summary(error.failures)}', file=sys.stderr)
         return next((f.exitcode for _, f in sorted(error.failures.items())
                      if f.exitcode and f.exitcode > 0), 1)

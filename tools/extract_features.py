@@ -102,12 +102,18 @@ def main(argv=None):
     from vpn_plugin.compat import shutdown_distributed
     from vpn_plugin.datasets.provenance import write_provenance
     from vpn_plugin.video import extract_videos, list_videos, merge_failures
+    from vpn_plugin.video.extract import VIDEO_EXTENSIONS, non_videos
 
     recipe = recipe_from_args(args)
     videos = list_videos(args.inputs)
     if not videos:
         raise FileNotFoundError(f'no video file in {args.inputs}')
     rank, world, device = distributed(args.launcher)
+    skipped = non_videos(args.inputs, args.out)
+    if skipped and rank == 0:
+        print(f'skipped {len(skipped)} file(s) not named as videos ({", ".join(VIDEO_EXTENSIONS)}'
+              f'): {", ".join(p.name for p in skipped[:5])}{", ..." if len(skipped) > 5 else ""}'
+              ' (rename a video to one of these extensions to extract it)', file=sys.stderr)
     s3d = load_s3d_for_tool(args.weights, args.random_weights,
                             checked_device(args.device) if args.device else device)
     extra = dict(usable=np.bool_(not args.random_weights))

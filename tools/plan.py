@@ -35,7 +35,7 @@ def parse_args(argv=None):
     parser.add_argument('checkpoint', nargs='?')
     parser.add_argument('--checkpoint', dest='checkpoint_option', metavar='CHECKPOINT',
                         help='the planner checkpoint (instead of the second positional)')
-    parser.add_argument('--indices', type=NON_NEGATIVE_INT, nargs='+', default=[0, 1, 2],
+    parser.add_argument('--indices', type=NON_NEGATIVE_INT, nargs='+',
                         help='dataset sample indices (default: 0 1 2)')
     parser.add_argument('--split', choices=('test', 'val', 'train'), default='test',
                         help='which dataloader of the config to take samples from')
@@ -80,6 +80,9 @@ def parse_args(argv=None):
                           f'checkpoint as --checkpoint {args.config}, or as CONFIG CHECKPOINT)'
                           if args.config else '')
         parser.error(f'{mode} needs --checkpoint CKPT{read_as_config}')
+    if (args.video or args.features) and args.indices is not None:
+        parser.error(f'--indices: dataset samples; {"--video" if args.video else "--features"} '
+                     'plans one video of your own (leave --indices out)')
     if args.features:
         if args.start_time is None or args.goal_time is None:
             parser.error('--features needs --start-time and --goal-time (seconds)')
@@ -97,6 +100,15 @@ def parse_args(argv=None):
         if args.task is not None:
             parser.error('--task is for --video / --features (dataset samples carry their '
                          'true task)')
+        given = [flag for flag, value in (('--start-time', args.start_time),
+                                          ('--goal-time', args.goal_time),
+                                          ('--s3d-weights', args.s3d_weights),
+                                          ('--random-weights', args.random_weights))
+                 if value is not None and value is not False]
+        if given:  # were ignored: the samples' own annotated times were planned
+            parser.error(f'{", ".join(given)}: for --video / --features only (dataset samples '
+                         'carry their annotated start and goal)')
+        args.indices = [0, 1, 2] if args.indices is None else args.indices
     else:
         if args.start_time is None or args.goal_time is None:
             parser.error('--video needs --start-time and --goal-time (seconds)')
@@ -180,6 +192,23 @@ def save_features(path, features, s3d, warning: str) -> None:
     print(f'features: {path}' + ('' if s3d.usable else ' (UNUSABLE: random S3D weights)'))
 
 
+def check_not_in_a_feature_folder(path, overwrite: bool) -> None:
+    """An existing ``--save-features`` file of a feature folder (extraction.json or
+    provenance.json beside it: extract_features' or a dataset's) is one video of that folder,
+    not an earlier --save-features: replaced only with --overwrite (its features were replaced
+    by this video's, random-weights ones too, and the folder's record no longer held)."""
+    from pathlib import Path
+    from vpn_plugin.datasets.provenance import PROVENANCE_FILE
+    from vpn_plugin.video.extract import MANIFEST
+    path = Path(path)
+    records = [name for name in (MANIFEST, PROVENANCE_FILE) if (path.parent / name).is_file()]
+    if path.exists() and records and not overwrite:
+        raise ValueError(f'--save-features {path}: the file exists in a feature folder (beside '
+                         f'its {" and ".join(records)}): it is one video of that folder, not an '
+                         'earlier --save-features; choose another name, or pass --overwrite to '
+                         'replace it')
+
+
 @tool_main
 def main(argv=None):
     args = parse_args(argv)
@@ -187,6 +216,7 @@ def main(argv=None):
         args.save_features = check_output(
             args.save_features, 'features', '--save-features',
             (args.video, args.checkpoint, args.config, args.s3d_weights), args.overwrite)
+        check_not_in_a_feature_folder(args.save_features, args.overwrite)
     from vpn_plugin.apis import build_split_dataset, inference_planner, init_planner
     from vpn_plugin.models.plan_display import format_plan
 

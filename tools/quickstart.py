@@ -15,7 +15,7 @@ import sys
 import time
 from pathlib import Path
 
-from vpn_plugin.errors import POSITIVE_INT, path_argument, tool_main
+from vpn_plugin.errors import POSITIVE_INT, path_argument, seed_argument, tool_main
 
 ROOT = Path(__file__).resolve().parents[1]
 CONFIG = 'configs/synthetic/vpn_crosstask_t3_quickstart.py'
@@ -41,7 +41,7 @@ def parse_args(argv=None):
     parser.add_argument('--work-dir', type=path_argument,
                         help=f'default: {DEFAULTS["work_dir"]}')
     parser.add_argument('--epochs', type=POSITIVE_INT, help='override the schedule length')
-    parser.add_argument('--seed', type=int, default=0)
+    parser.add_argument('--seed', type=seed_argument, default=0)
     parser.add_argument('--threads', type=POSITIVE_INT, default=1,
                         help='torch intra-op threads (1 is fastest for this small model on a '
                         'busy 2-core CPU)')
@@ -61,15 +61,28 @@ class Progress:
               flush=True)
 
 
-def ensure_features(data_root: str, out: str):
-    """Generate the synthetic features unless the folder already holds them."""
+DATASET_LABELS = dict(crosstask='CrossTask', niv='NIV', coin='COIN')
+
+
+def config_dataset(cfg) -> str:
+    """The folder name of the config's test annotations ('crosstask' for the quickstart
+    config): what the features are made for and what the results table says (another
+    --config trained NIV under the title 'CrossTask T=3')."""
+    dataset = (cfg.get('test_dataloader') or {}).get('dataset') or {}
+    return Path(str(dataset.get('data_root', 'crosstask'))).name
+
+
+def ensure_features(data_root: str, out: str, dataset: str, config: str):
+    """Generate the synthetic features unless the folder already holds them (a dataset of
+    the shared layout by its name, any other by the config's videos)."""
     feature_dir = Path(out) / 'features'
     if feature_dir.is_dir() and any(feature_dir.iterdir()):
         print(f'features found in {feature_dir}, reusing them (what they are: the "features:" '
               'line of the results)')
         return
-    command = [sys.executable, str(ROOT / 'tools/make_synthetic_features.py'), '--dataset',
-               'crosstask', '--data-root', data_root, '--out', out]
+    source = ['--dataset', dataset] if dataset in DATASET_LABELS else ['--config', config]
+    command = [sys.executable, str(ROOT / 'tools/make_synthetic_features.py'), *source,
+               '--data-root', data_root, '--out', out]
     print(' '.join(command), flush=True)
     status = subprocess.run(command, cwd=ROOT).returncode
     if status:
@@ -88,13 +101,13 @@ def build_config(args):
     return cfg
 
 
-def print_table(metrics: dict, epochs: int, features: dict):
+def print_table(metrics: dict, epochs: int, features: dict, title: str):
     """The metrics, under a title naming what the model was trained and tested on (the
     feature folder's provenance record: another folder given with --features is named as
     what it is, never called synthetic)."""
     kind = 'synthetic features' if features.get('kind') == 'synthetic' else \
         f'{features.get("kind", "unknown")} features'
-    print(f'\nViterbiPlanNet, CrossTask T=3, {kind}, {epochs} epochs, official test windows')
+    print(f'\n{title}, {kind}, {epochs} epochs, official test windows')
     print(f'features: {features.get("label", "not recorded")}')
     print(f'{"metric":<26}{"value (%)":>10}')
     print('-' * 36)
@@ -121,28 +134,33 @@ def main(argv=None):
     args = parse_args(argv)
     os.chdir(ROOT)
     progress = Progress(4)
-    progress.step(1, 'synthetic features for the real CrossTask annotations')
-    if not (Path(args.data_root) / 'crosstask').is_dir():
-        raise SystemExit(f'CrossTask annotations not found in {args.data_root}/crosstask; '
-                         'pass --data-root (the shared data folder)')
-    ensure_features(args.data_root, args.features)
-
-    progress.step(2, 'training ViterbiPlanNet (T=3) with the mmengine Runner')
-    import torch
     import vpn_plugin.mm  # noqa: F401  (compat + registration)
+    cfg = build_config(args)
+    dataset_name = config_dataset(cfg)
+    label = DATASET_LABELS.get(dataset_name, dataset_name)
+    title = f'{cfg.model.type}, {label} T={cfg.model.get("horizon", cfg.get("horizon"))}'
+    progress.step(1, f'synthetic features for the real {label} annotations')
+    if not (Path(args.data_root) / dataset_name).is_dir():
+        raise SystemExit(f'{label} annotations (of --config {args.config}) not found in '
+                         f'{args.data_root}/{dataset_name}; pass --data-root (the shared data '
+                         'folder)')
+    ensure_features(args.data_root, args.features, dataset_name, str(ROOT / args.config))
+
+    progress.step(2, f'training {title} with the mmengine Runner')
+    import torch
     from mmengine.model import is_model_wrapper
     from vpn_plugin.runner import build_runner
     torch.set_num_threads(args.threads)
     from vpn_plugin.apis import inference_planner
     from vpn_plugin.models.plan_display import format_plan
-    cfg = build_config(args)
     runner = build_runner(cfg)
     runner.train()
 
     progress.step(3, 'evaluating the last-epoch model on the official test windows')
     metrics = runner.test()
     from vpn_plugin.protocol.runner import read_features
-    print_table(metrics, cfg.train_cfg.max_epochs, read_features(runner.test_dataloader))
+    print_table(metrics, cfg.train_cfg.max_epochs, read_features(runner.test_dataloader),
+                title)
 
     progress.step(4, 'example plans (predicted | ground truth)')
     dataset = runner.test_dataloader.dataset

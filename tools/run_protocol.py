@@ -185,8 +185,14 @@ def print_dry_run(args, protocol, units, runner) -> None:
                         args.epoch_seconds, args.checkpoint_interval, smoke=args.smoke)
     print('\n'.join(format_plan(planned, args.epoch_seconds)))
     stages = len(planned) - len(units)
+    configs = check_units(units)
+    videos, problems = runner.check_feature_files(units)
+    for text in problems:
+        print(f'warning: {text}', file=sys.stderr)
+    found = (f'{len(problems)} splits lack feature files (warnings above): these runs would '
+             'fail' if problems else f'the feature files of {videos} videos found')
     print(f'{len(units)} runs' + (f' (+{stages} pre-training stages)' if stages else '')
-          + f'; {check_units(units)} configs checked')
+          + f'; {configs} configs checked; {found}')
 
 
 def slurm_request(args):
@@ -215,6 +221,9 @@ def launch_on_slurm(args, protocol, units, runner):
     todo = [u for u in units if not runner.is_done(u, runner.done_keys())]
     check_units(todo)
     runner.check_requirements(todo)
+    problems = runner.check_feature_files(todo)[1]
+    if problems:  # each task would fail after its wait in the queue
+        raise ValueError('nothing was submitted: ' + '\n'.join(problems))
     plan, jobs = submit(runner, units, request, args.epoch_seconds, command=shlex.join(sys.argv))
     for text in plan.warnings:
         print(f'warning: {text}', file=sys.stderr)

@@ -36,3 +36,15 @@ def environment_line(device) -> str:
     return (f'device: {device_name(device)} | torch {torch.__version__} | CUDA {cuda} | '
             f'{torch.get_num_threads()} torch thread(s), {os.cpu_count()} CPU cores, '
             f'load average {load}')
+
+
+def parse_size(text: str) -> tuple:
+    """(B, T, N) of a ``--sizes`` entry 'BxTxN' of the benchmark tools, else ``SystemExit``
+    naming the entry and the form."""
+    try:
+        batch, horizon, num_actions = (int(v) for v in text.lower().split('x'))
+    except ValueError:
+        raise SystemExit(f'--sizes entry {text!r}: expected BxTxN, e.g. 256x3x48') from None
+    if min(batch, horizon, num_actions) < 1:
+        raise SystemExit(f'--sizes entry {text!r}: B, T and N must be >= 1, e.g. 256x3x48')
+    return batch, horizon, num_actions

@@ -102,8 +102,26 @@ def explained_errors():
         message = explained_message(error)
         if message is None or os.environ.get(TRACEBACK_VARIABLE):
             raise
-        raise SystemExit(f'error: {message}\n'
-                         f'(set {TRACEBACK_VARIABLE}=1 for the traceback)') from None
+        text = f'error: {message}\n(set {TRACEBACK_VARIABLE}=1 for the traceback)'
+        raise SystemExit(1 if leave_to_rank_zero(text) else text) from None
+
+
+DIST_ERRORS_VARIABLE = 'VPN_DIST_ERRORS'  # set by tools/dist_run.py: its ranks' messages
+
+
+def leave_to_rank_zero(text: str) -> bool:
+    """In a run of ``tools/dist_run.py`` (which sets ``VPN_DIST_ERRORS`` to a folder), a
+    rank's message goes to that folder, and only rank 0 prints it: the same refusal printed
+    once per process reads as N problems. ``dist_run.py`` prints the messages of the other
+    ranks that differ from rank 0's. True when this process should print nothing."""
+    folder, rank = os.environ.get(DIST_ERRORS_VARIABLE), os.environ.get('RANK')
+    if not folder or rank is None or not os.path.isdir(folder):
+        return False
+    try:
+        Path(folder, f'rank{int(rank)}.txt').write_text(text, encoding='utf-8')
+    except (OSError, ValueError):
+        return False
+    return rank != '0'
 
 
 def tool_main(main):

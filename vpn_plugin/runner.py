@@ -58,6 +58,7 @@ from mmengine.runner import Runner
 from mmaction.registry import RUNNERS
 from vpn_plugin.data_paths import (apply_horizon, check_config_keys, pkg_extra_datasets,
                                   resolve_paths)
+from vpn_plugin.engine.pre_stage import check_not_pre_stage
 from vpn_plugin.errors import check_folder_target
 from vpn_plugin.runner_keys import check_runner_kinds
 
@@ -262,6 +263,8 @@ class PlanningRunner(Runner):
         before leaves the work dir's record of its earlier run as it was."""
         from vpn_plugin.engine.checkpoint import new_run_id
         self.run_id = new_run_id()  # a resume takes the checkpoint's (load_checkpoint)
+        check_training_hooks(getattr(self.model, 'module', self.model), self.hooks,
+                             self.cfg.filename or 'config')
         self.log_shortened()
         self.log_test_windows()
         if self.rank != 0:
@@ -515,6 +518,21 @@ def observation_differences(trained_cfg_text, cfg) -> list:
             for key, old, new in pairs if old != new]
 
 
+def check_training_hooks(model, hooks, where: str) -> None:
+    """A planner trained in stages (its ``training_hooks``: PDPP's and CEFITO's task
+    classifier, KEPP's step model) is trained only with the hooks of its stages: without
+    them KEPP stopped at its first step with a RuntimeError traceback, PDPP / CEFITO trained
+    around an untrained classifier."""
+    present = {type(hook).__name__ for hook in hooks}
+    missing = [name for name in getattr(model, 'training_hooks', ()) if name not in present]
+    if missing:
+        raise ValueError(f'{where}: {type(model).__name__} is trained in stages, but the run\'s '
+                         f'custom_hooks hold no {" / ".join(missing)} (its first stage); '
+                         f"expected custom_hooks to include dict(type='{missing[0]}') as the "
+                         'method\'s base config does (a --cfg-options custom_hooks=[...] '
+                         'replaces the whole list)')
+
+
 def rank_line(env_cfg: dict, rank: int, world: int, accelerator: bool) -> str:
     """The one line each process of a distributed run prints: which rank, on what."""
     import torch
@@ -523,19 +541,6 @@ def rank_line(env_cfg: dict, rank: int, world: int, accelerator: bool) -> str:
     backend = (env_cfg.get('dist_cfg') or {}).get('backend', '?')
     return (f'rank {rank}/{world}: {device}, backend {backend}, '
             f'{torch.get_num_threads()} thread(s)')
-
-
-def check_not_pre_stage(checkpoint: dict, filename) -> None:
-    """A pre-stage file (``task_classifier.pth``, ``kepp_step_model.pth``: an ``identity`` and
-    no ``meta``) given as a checkpoint: ``ValueError`` naming it (it failed as a KeyError
-    'state_dict' in the EMA hook, or as a list of missing keys)."""
-    from vpn_plugin.engine.pre_stage import PRE_STAGE_FILES
-    if isinstance(checkpoint, dict) and 'identity' in checkpoint and 'meta' not in checkpoint:
-        what = PRE_STAGE_FILES.get(os.path.basename(str(filename)),
-                                   "a pre-stage's weights (TaskClassifierHook / KEPPStepModelHook)")
-        raise ValueError(f'{filename} is a pre-stage file, {what}, not a checkpoint of a run: '
-                         'give an epoch_<n>.pth or best_*.pth of its work dir (the pre-stage '
-                         'is inside every checkpoint)')
 
 
 def check_config_entries(cfg, where: str) -> None:

@@ -91,6 +91,9 @@ def init_planner(config, checkpoint: Optional[PathName] = None,
     from mmaction.registry import MODELS
     from vpn_plugin.datasets.planning_dataset import config_metainfo
     from vpn_plugin.engine.checkpoint import UNCHECKED_KEY, load_weights, read_checkpoint
+    from vpn_plugin.engine.pre_stage import check_not_pre_stage
+    from vpn_plugin.video.extract import checked_device
+    checked_device(device, 'init_planner() argument device')  # before the model is built
     cfg = _config(config, cfg_options)
     _import_custom_modules(cfg)
     init_default_scope(cfg.get('default_scope', 'mmaction'))
@@ -98,8 +101,10 @@ def init_planner(config, checkpoint: Optional[PathName] = None,
     model.unchecked_checkpoint = []
     if checkpoint is not None:
         data_meta = config_metainfo((cfg.get('test_dataloader') or {}).get('dataset'))
+        loaded = read_checkpoint(checkpoint, logger='silent')
+        check_not_pre_stage(loaded, checkpoint)  # a task_classifier.pth: named, not a key list
         model.unchecked_checkpoint = load_weights(
-            model, read_checkpoint(checkpoint, logger='silent'), str(checkpoint),
+            model, loaded, str(checkpoint),
             partial=partial, data_meta=data_meta, require_meta=True,
             unchecked=unchecked or bool(cfg.get(UNCHECKED_KEY, False)))
     if not bool(getattr(model, 'pkg_ready', True)) and cfg.get('train_dataloader'):

@@ -45,8 +45,8 @@ from typing import Literal, Optional, Tuple
 import torch
 
 from ..config_types import Count, Positive, checked_arguments
-from .pkg import ClampProbability
-from .viterbi import check_chain_inputs
+from .pkg import ClampProbability, check_clamp
+from .viterbi import check_chain_inputs, values_checkable
 
 # per dtype: (WIDTH, EDGE_RANGE) in nats; WIDTH + EDGE_RANGE keeps products normal floats
 LEVEL_LIMITS = {torch.float32: (40.0, 30.0), torch.float64: (300.0, 300.0),
@@ -268,6 +268,30 @@ def resolve_impl(impl: str, device: torch.device) -> str:
     return impl
 
 
+def _check_temperature_fits(emissions, transitions, prior, temperature: float) -> None:
+    """Refuse a temperature at which the chain divided by it leaves the dtype's range: a tiny
+    one turns finite log values into -inf (a feasible chain read as infeasible: u = 0,
+    log Z = -inf), a huge one overflows log Z = gamma * logsumexp(...) to +inf."""
+    if not values_checkable(emissions):
+        return
+    horizon, num_actions = emissions.shape[1], emissions.shape[2]
+    largest = 0.0
+    for values in (emissions, transitions, prior):
+        finite = values.detach()[torch.isfinite(values.detach())]
+        if finite.numel():
+            largest = max(largest, float(finite.abs().max()))
+    limit = torch.finfo(emissions.dtype).max / (2 * (horizon + 1))
+    lowest = largest / limit
+    highest = limit / max(1.0, math.log(num_actions))
+    if not lowest <= temperature <= highest:
+        raise ValueError(f'differentiable_viterbi() argument temperature={temperature:g}: the '
+                         f'chain (log values up to {largest:.3g} in magnitude, T={horizon}, '
+                         f'N={num_actions}) divided by it leaves the range of '
+                         f'{emissions.dtype} (a feasible chain would read as infeasible, or '
+                         f'log Z overflow); expected a temperature in [{lowest:.3g}, '
+                         f'{highest:.3g}]')
+
+
 def _clamp_log(values: torch.Tensor, clamp_probs: Optional[float]) -> torch.Tensor:
     return values if clamp_probs is None else values.clamp(min=math.log(clamp_probs))
 
@@ -301,6 +325,11 @@ def differentiable_viterbi(log_emissions: torch.Tensor, log_transitions: torch.T
                                                        log_prior)
     impl = resolve_impl(impl, emissions.device)
     gamma = float(temperature)
+    check_clamp('differentiable_viterbi() argument clamp_probs', clamp_probs,
+                emissions.shape[-1])
+    _check_temperature_fits(_clamp_log(emissions, clamp_probs),
+                            _clamp_log(transitions, clamp_probs),
+                            _clamp_log(prior, clamp_probs), gamma)
     transitions = _clamp_log(transitions, clamp_probs) / gamma
     prior = _clamp_log(prior, clamp_probs) / gamma
     floor = clamp_probs or torch.finfo(emissions.dtype).tiny

@@ -54,7 +54,10 @@ class Attention(nn.Module):
     def __init__(self, dim: int, num_heads: int, causal: bool = True):
         super().__init__()
         if dim % num_heads:
-            raise ValueError(f'hidden dim {dim} is not divisible by num_heads={num_heads}')
+            heads = [h for h in range(1, min(dim, 64) + 1) if dim % h == 0]
+            raise ValueError(f'hidden_dim={dim} is not divisible by num_heads={num_heads} (the '
+                             f'energy field\'s attention, model.hidden_dim / model.num_heads); '
+                             f'expected num_heads among {heads}')
         self.num_heads, self.causal = num_heads, causal
         self.qkv = nn.Linear(dim, 3 * dim)
         self.proj = nn.Linear(dim, dim)

@@ -26,6 +26,7 @@ import torch
 
 from ..config_types import (Count, NonNegative, Probability, Range, Seed,
                             checked_arguments)
+from .viterbi import ROW_SUM_TOLERANCE as DECODER_ROW_TOLERANCE
 
 CountMode = Literal['window', 'video']
 COUNT_MODES = typing.get_args(CountMode)
@@ -68,6 +69,18 @@ def _integer_ids(sequence, name: str) -> np.ndarray:
     return array.astype(np.int64).reshape(-1)
 
 
+def check_clamp(name: str, clamp: Optional[float], num_actions: int) -> None:
+    """Refuse a probability floor that turns rows into no distribution: flooring N
+    probabilities at ``clamp`` adds up to ``N * clamp`` to a row, which must stay within the
+    decoders' row-sum tolerance (the authors' 1e-10 adds 1e-7 at COIN's N=778; 0.5 would make
+    every edge alike)."""
+    if clamp is not None and clamp * num_actions > DECODER_ROW_TOLERANCE:
+        raise ValueError(f'{name}={clamp:g} with N={num_actions} actions adds up to '
+                         f'{clamp * num_actions:.3g} to a row of probabilities; expected a floor '
+                         f'<= {DECODER_ROW_TOLERANCE / num_actions:.3g} (rows must still sum to '
+                         f'1 within {DECODER_ROW_TOLERANCE:g}; the authors clamp at 1e-10)')
+
+
 def check_pkg(pkg, name: str = 'pkg') -> np.ndarray:
     """``pkg`` as a float64 (N, N) array after checking it is a valid PKG.
 
@@ -76,8 +89,10 @@ def check_pkg(pkg, name: str = 'pkg') -> np.ndarray:
     if isinstance(pkg, torch.Tensor) and pkg.device.type == 'meta':
         raise ValueError(f'{name} is on the meta device, which holds no values; expected a '
                          'PKG with data (N, N)')
-    array = np.asarray(pkg.detach().cpu() if isinstance(pkg, torch.Tensor) else pkg,
-                       dtype=np.float64)
+    given = np.asarray(pkg.detach().cpu() if isinstance(pkg, torch.Tensor) else pkg)
+    if np.iscomplexobj(given):
+        raise TypeError(f'{name} has dtype {given.dtype}; expected real probabilities')
+    array = np.asarray(given, dtype=np.float64)
     if array.ndim != 2 or array.shape[0] != array.shape[1]:
         raise ValueError(f'{name} has shape {array.shape}; expected a square (N, N) matrix')
     if not np.isfinite(array).all():
@@ -155,10 +170,11 @@ def pkg_log_transitions(pkg, clamp: Optional[ClampProbability] = None,
     Zero probabilities become ``-inf`` (forbidden edges), or ``log(clamp)`` when ``clamp`` is
     given (the authors clamp at 1e-10, which keeps every edge marginally possible).
     """
-    if not dtype.is_floating_point:
-        raise TypeError(f'pkg_log_transitions dtype={dtype}; expected a floating-point dtype '
-                        '(log probabilities hold -inf)')
+    if not isinstance(dtype, torch.dtype) or not dtype.is_floating_point:
+        raise TypeError(f'pkg_log_transitions dtype={dtype!r}; expected a floating-point '
+                        'torch.dtype such as torch.float32 (log probabilities hold -inf)')
     array = check_pkg(pkg)
+    check_clamp('pkg_log_transitions() argument clamp', clamp, len(array))
     if clamp is not None:
         array = np.maximum(array, clamp)
     with np.errstate(divide='ignore'):
@@ -206,15 +222,24 @@ def union_pkg(*sources, num_actions: Optional[Count] = None, count_mode: CountMo
 
 
 def _source_pkg(source, index, num_actions, count_mode, horizon, smoothing) -> np.ndarray:
-    if isinstance(source, (np.ndarray, torch.Tensor)) and np.ndim(source) == 2 \
-            and np.issubdtype(np.asarray(source).dtype, np.floating):
-        return check_pkg(source, name=f'union_pkg source {index}')
+    if isinstance(source, (np.ndarray, torch.Tensor)) and np.ndim(source) == 2:
+        if np.issubdtype(np.asarray(source).dtype, np.floating):
+            return check_pkg(source, name=f'union_pkg source {index}')
+        if source.shape[0] == source.shape[1]:  # a 0/1 adjacency or count matrix, or windows?
+            raise TypeError(f'union_pkg source {index} is a square {tuple(source.shape)} '
+                            f'{np.asarray(source).dtype} array, which reads as a PKG and as '
+                            f'{source.shape[0]} sequences alike; expected a PKG as a float '
+                            'array, or the sequences as a list of lists')
     if num_actions is None:
         raise ValueError(f'union_pkg source {index} (a {type(source).__name__}) is read as a '
                          'sequence collection; pass num_actions to count it, or give a PKG as a '
                          'float (N, N) numpy array or torch tensor')
-    return build_pkg(source, num_actions, smoothing=smoothing, count_mode=count_mode,
-                     horizon=horizon)
+    try:
+        return build_pkg(source, num_actions, smoothing=smoothing, count_mode=count_mode,
+                         horizon=horizon)
+    except TypeError as error:  # e.g. a PKG given as nested lists of probabilities
+        raise TypeError(f'union_pkg source {index}, read as a sequence collection: {error} (a '
+                        'PKG must be a float numpy array or torch tensor (N, N))') from None
 
 
 # ----------------------------------------------------------------------------- perturbations

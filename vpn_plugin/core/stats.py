@@ -11,6 +11,7 @@ here, where their script continues one stream.
 """
 from __future__ import annotations
 
+import numbers
 import random
 from typing import Annotated, Optional, Tuple
 
@@ -48,7 +49,23 @@ def seed_interval(scores, num_resamples: Count = AUTHORS_RESAMPLES,
 
 
 def _as_scores(values, name: str) -> np.ndarray:
-    array = np.asarray(values, dtype=np.float64)
+    """(n,) float64 scores from a list, array or tensor of numbers (a bool or a string is no
+    score: ``True`` would count as 1, ``'12.5'`` be parsed)."""
+    if values is None or isinstance(values, (str, bytes, dict, set)) or not (
+            hasattr(values, '__len__') or isinstance(values, numbers.Real)):
+        raise TypeError(f'{name} is a {type(values).__name__}; expected one score per seed '
+                        '(n,): a list, array or tensor of numbers')
+    if hasattr(values, 'detach'):  # a torch tensor, e.g. one that requires grad
+        values = values.detach().cpu().numpy()
+    try:
+        given = np.asarray(values)
+    except ValueError as error:  # ragged nested lists
+        raise ValueError(f'{name} is no (n,) array of scores ({error})') from None
+    if given.size and (given.dtype == bool or not np.issubdtype(given.dtype, np.number)
+                       or np.iscomplexobj(given)):
+        raise TypeError(f'{name} holds {given.dtype} values {given.tolist()!r:.80}; expected '
+                        'real numbers (one score per seed)')
+    array = given.astype(np.float64)
     if array.ndim > 1:  # (seeds, metrics) flattened would mix metrics into one mean
         raise ValueError(f'{name} has shape {array.shape}; expected one score per seed (n,)')
     array = array.reshape(-1)
@@ -56,7 +73,21 @@ def _as_scores(values, name: str) -> np.ndarray:
         raise ValueError(f'{name} is empty; expected at least one score')
     if not np.isfinite(array).all():
         raise ValueError(f'{name} holds NaN or infinite values: {array.tolist()}')
+    with np.errstate(over='ignore'):
+        overflows = not np.isfinite(np.abs(array).sum())
+    if overflows:
+        raise ValueError(f'{name} holds values up to {np.abs(array).max():.3g}, whose sum '
+                         'overflows float64; expected scores (e.g. percent)')
     return array
+
+
+def _check_seeds(scores: np.ndarray, name: str) -> None:
+    """The one rule (:data:`MIN_SEEDS_FOR_CI`): no interval nor significance from fewer
+    seeds (one seed's "interval" is a point, read as certainty)."""
+    if not shows_ci(len(scores)):
+        raise ValueError(f'{name} has {len(scores)} score(s); expected at least '
+                         f'{MIN_SEEDS_FOR_CI} seeds for a bootstrap interval (fewer give the '
+                         'mean only, no interval nor significance: seed_interval)')
 
 
 def _check_resamples(num_resamples: int) -> None:
@@ -90,6 +121,7 @@ def bootstrap_ci(scores, num_resamples: Count = AUTHORS_RESAMPLES,
     """
     _check_resamples(num_resamples)
     scores = _as_scores(scores, 'scores')
+    _check_seeds(scores, 'scores')
     index = _resample_indices(random.Random(seed), len(scores), num_resamples)
     low, high = _percentiles(scores[index].mean(1), level)
     return float(scores.mean()), low, high
@@ -109,11 +141,13 @@ def bootstrap_difference(a, b, num_resamples: Count = AUTHORS_RESAMPLES,
     """
     _check_resamples(num_resamples)
     a, b = _as_scores(a, 'a'), _as_scores(b, 'b')
+    if paired and len(a) != len(b):
+        raise ValueError(f'paired bootstrap got {len(a)} scores in a and {len(b)} in b; '
+                         'expected one pair per seed (or pass paired=False)')
+    _check_seeds(a, 'a')
+    _check_seeds(b, 'b')
     rng = random.Random(seed)
     if paired:
-        if len(a) != len(b):
-            raise ValueError(f'paired bootstrap got {len(a)} scores in a and {len(b)} in b; '
-                             'expected one pair per seed (or pass paired=False)')
         index = _resample_indices(rng, len(a), num_resamples)
         deltas = (a[index] - b[index]).mean(1)
     else:
@@ -136,6 +170,9 @@ def stratified_sample(tasks, limit: Count | None, seed: Seed = 0) -> np.ndarray:
     given = np.asarray(tasks)
     if given.size and not np.issubdtype(given.dtype, np.integer):  # 1.7 is not a task index
         raise TypeError(f'tasks hold {given.dtype} values; expected integer task indices')
+    if given.ndim > 1:  # flattened, the indices would point into no list of windows
+        raise ValueError(f'tasks has shape {given.shape}; expected one task index per window '
+                         '(M,)')
     tasks = given.astype(np.int64).reshape(-1)
     if limit is None or limit >= len(tasks):
         return np.arange(len(tasks))

@@ -27,9 +27,26 @@ def values_checkable(tensor: torch.Tensor) -> bool:
     return tensor.device.type == 'cpu' and not torch.compiler.is_compiling()
 
 
-def _require_float(tensor, name: str) -> torch.Tensor:
+def _require_tensor(tensor, name: str) -> torch.Tensor:
+    """``tensor`` if it is a torch.Tensor holding values (not on the meta device)."""
     if not isinstance(tensor, torch.Tensor):
         raise TypeError(f'{name} is a {type(tensor).__name__}; expected a torch.Tensor')
+    if tensor.device.type == 'meta':
+        raise ValueError(f'{name} is on the meta device, which holds no values; expected a '
+                         'tensor with data (cpu or cuda)')
+    return tensor
+
+
+def row_sum_tolerance(dtype: torch.dtype, num_actions: int) -> float:
+    """How far from 1 a row of (log) probabilities stored in ``dtype`` may sum: 1e-3, or the
+    rounding of the dtype where it is coarser (bfloat16 rounds each log value by up to 2^-8
+    relative, so a row of N values can miss 1 by up to log(N) * 2^-8)."""
+    eps = torch.finfo(dtype).eps if dtype.is_floating_point else 0.0
+    return max(ROW_SUM_TOLERANCE, eps * max(1.0, math.log(max(num_actions, 1))))
+
+
+def _require_float(tensor, name: str) -> torch.Tensor:
+    _require_tensor(tensor, name)
     if not tensor.is_floating_point():
         raise TypeError(f'{name} has dtype {tensor.dtype}; expected a floating-point tensor')
     if not values_checkable(tensor):
@@ -94,7 +111,8 @@ def check_rows_normalised(log_transitions: torch.Tensor) -> None:
     if not values_checkable(log_transitions):
         return
     sums = log_transitions.detach().double().exp().sum(1)
-    bad = ((sums - 1).abs() > ROW_SUM_TOLERANCE) & (sums != 0)
+    tolerance = row_sum_tolerance(log_transitions.dtype, len(sums))
+    bad = ((sums - 1).abs() > tolerance) & (sums != 0)
     if bad.any():
         row = int(bad.nonzero()[0])
         raise ValueError(f'log_transitions row {row} has probabilities summing to '
@@ -193,6 +211,10 @@ def _check_probabilities(emissions, transitions, prior) -> None:
     """Refuse what :func:`viterbi_decode_probs` would decode into a meaningless path: other
     shapes than (B >= 1, T >= 1, N), (N, N), (N,); on the CPU, NaN / infinite / negative
     values (log values given for probabilities) and transition rows not summing to 1 or 0."""
+    for name, values in (('emissions', emissions), ('transitions', transitions),
+                         ('prior', prior)):
+        if values is not None:
+            _require_tensor(values, name)
     if emissions.dim() != 3 or 0 in emissions.shape \
             or tuple(transitions.shape) != (emissions.shape[-1],) * 2:
         raise ValueError(f'emissions {tuple(emissions.shape)} and transitions '
@@ -211,7 +233,8 @@ def _check_probabilities(emissions, transitions, prior) -> None:
                              '(finite, >= 0; log values belong to viterbi_decode)')
     if values_checkable(transitions):
         sums = transitions.detach().double().sum(1)
-        bad = ((sums - 1).abs() > ROW_SUM_TOLERANCE) & (sums != 0)
+        tolerance = row_sum_tolerance(transitions.dtype, len(sums))
+        bad = ((sums - 1).abs() > tolerance) & (sums != 0)
         if bad.any():
             row = int(bad.nonzero()[0])
             raise ValueError(f'transitions row {row} sums to {float(sums[row]):.6g}; expected '

@@ -47,11 +47,14 @@ def window_record(window: Window, taxonomy: Taxonomy, fields: Sequence[str] = ('
 def write_window_file(path, windows: Sequence[Window], taxonomy: Taxonomy, layout: str,
                       prefix=None) -> List[dict]:
     """Write ``windows`` to ``path`` in ``WINDOW_LAYOUTS[layout]`` (``prefix``: the feature
-    folder, default the layout's); returns the records."""
+    folder, default the layout's; a folder given without its trailing '/' gets one: 'feats'
+    wrote 'featscoffee_0001.npy'); returns the records."""
     if layout not in WINDOW_LAYOUTS:
         raise ValueError(f'layout {layout!r}; expected one of {sorted(WINDOW_LAYOUTS)}')
     spec = WINDOW_LAYOUTS[layout]
     prefix = spec['prefix'] if prefix is None else prefix
+    if prefix and not prefix.endswith('/'):
+        prefix += '/'
     records = [window_record(w, taxonomy, spec['fields'], prefix) for w in windows]
     write_text_atomically(path, json.dumps(records, indent=4), 'window file')
     return records

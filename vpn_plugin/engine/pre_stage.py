@@ -21,6 +21,7 @@ from __future__ import annotations
 import hashlib
 import io
 import json
+import os
 
 import torch
 from mmengine.logging import print_log
@@ -127,3 +128,15 @@ def save_pre_stage(path, payload: dict) -> None:
                        lambda path, cause: OutputWriteError(
                            f'cannot save the pre-stage file {path}: {cause}; nothing was '
                            'written there (free disk space or give a writable --work-dir)'))
+
+
+def check_not_pre_stage(checkpoint: dict, filename) -> None:
+    """A pre-stage file (``task_classifier.pth``, ``kepp_step_model.pth``: an ``identity`` and
+    no ``meta``) given as a checkpoint: ``ValueError`` naming it (it failed as a KeyError
+    'state_dict' in the EMA hook, or as a list of missing keys)."""
+    if isinstance(checkpoint, dict) and 'identity' in checkpoint and 'meta' not in checkpoint:
+        what = PRE_STAGE_FILES.get(os.path.basename(str(filename)),
+                                   "a pre-stage's weights (TaskClassifierHook / KEPPStepModelHook)")
+        raise ValueError(f'{filename} is a pre-stage file, {what}, not a checkpoint of a run: '
+                         'give an epoch_<n>.pth or best_*.pth of its work dir (the pre-stage '
+                         'is inside every checkpoint)')

@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Annotated, Dict, Literal, Optional, Union
 
 from vpn_plugin.config_types import (Count, NonNegative, NonNegativeInt, Positive, Probability,
-                                     Range, Text)
+                                     Range, Text, check_options)
 import torch
 from mmengine.logging import print_log
 
@@ -70,7 +70,11 @@ def check_text_config(text_embeddings) -> None:
     """``model.text_embeddings`` is None (no text features: zeros, marked) or a non-empty
     ``load_action_features`` dict; 0, [] or {} would be read as None by truth value."""
     from collections.abc import Mapping
-    if text_embeddings is None or (isinstance(text_embeddings, Mapping) and text_embeddings):
+    if text_embeddings is None:
+        return
+    if isinstance(text_embeddings, Mapping) and text_embeddings:
+        # each option held to load_action_features' kinds (encoder=5 labelled rows "of 5")
+        check_options('model.text_embeddings', load_action_features, text_embeddings)
         return
     raise ValueError(f'model.text_embeddings={text_embeddings!r}; expected a dict of '
                      'load_action_features options (e.g. taxonomy=..., encoder=None, '
@@ -103,6 +107,7 @@ class CEFITO(BasePlanner):
     """
 
     counted_apart = ('classifier',)
+    training_hooks = ('TaskClassifierHook',)  # its first stage (runner.check_training_hooks)
     # the search plans within the actions of the task: the classifier's (cross-entropy, its
     # own stage) or the true one (``task_source``, set per model)
     task_score, plan_uses_task = 'probability', True
@@ -156,6 +161,10 @@ class CEFITO(BasePlanner):
         check_numbers(dict(hidden_dim=hidden_dim), high=4096)
         check_numbers(dict(depth=depth), high=64)
         check_numbers(dict(mlp_ratio=mlp_ratio), high=MAX_MLP_RATIO)
+        if int(hidden_dim * mlp_ratio) < 1:  # the blocks' MLP would have no hidden unit
+            raise ValueError(f'CEFITO model.mlp_ratio={mlp_ratio:g} with hidden_dim={hidden_dim} '
+                             f'gives MLPs of int({hidden_dim} x {mlp_ratio:g}) = 0 hidden units; '
+                             f'expected mlp_ratio >= {1 / hidden_dim:.3g} (official 4.0)')
         check_numbers(dict(num_negatives=num_negatives), integer=True, high=MAX_NEGATIVES)
         check_numbers(dict(top_k=top_k), integer=True, high=MAX_TOP_K)
         check_bool('model.causal', causal)  # 'x', 0 or None would be read by truth value

@@ -28,7 +28,7 @@ Shapes: B batch, T horizon, N actions, D observation dim.
 import os
 from typing import Annotated, Dict, Literal, Optional, Sequence
 
-from vpn_plugin.config_types import Count, NonNegativeInt, NonNegative, Text, Range
+from vpn_plugin.config_types import Count, NonNegative, Text, Range, Seed
 import numpy as np
 import torch
 from mmengine.logging import print_log
@@ -289,6 +289,7 @@ class KEPP(BasePlanner):
     """
 
     counted_apart = ('step',)
+    training_hooks = ('KEPPStepModelHook',)  # its first stage (runner.check_training_hooks)
 
     def __init__(self, feature_dim: Annotated[int, Range(1, MAX_FEATURE_DIM)],
                  num_actions: ActionCount, horizon: Horizon,
@@ -297,7 +298,7 @@ class KEPP(BasePlanner):
                  n_timesteps: DiffusionSteps = 200,
                  step_n_timesteps: Optional[DiffusionSteps] = None,
                  plan_endpoint_weight: NonNegative = 5.0, step_endpoint_weight: NonNegative = 10.0,
-                 sampling_seed: NonNegativeInt = 0, sampler: Literal[SAMPLERS] = 'ddim',
+                 sampling_seed: Seed = 0, sampler: Literal[SAMPLERS] = 'ddim',
                  train_paths: Literal[TRAIN_PATHS] = 'step', released_graph: Optional[Text] = None,
                  step_checkpoint: Optional[Text] = None, pkg: Optional[dict] = None,
                  data_preprocessor: Optional[dict] = None):

@@ -20,7 +20,7 @@ Shapes: B batch, T horizon, K tasks, N actions, D observation dim, C = K + N + D
 import logging
 from typing import Annotated, Dict, Literal, Optional, Sequence
 
-from vpn_plugin.config_types import Count, NonNegativeInt, NonNegative, Range
+from vpn_plugin.config_types import Count, NonNegative, Range, Seed
 import torch
 import torch.nn.functional as F
 from mmengine.logging import print_log
@@ -130,7 +130,7 @@ class PDPPDiffusion(DiffusionModel):
                  dim_mults: Sequence[Count] = (1, 2, 4),
                  n_timesteps: Annotated[int, Range(1, diffusion.MAX_DIFFUSION_STEPS)] = 200,
                  endpoint_weight: NonNegative = 10.0, middle_actions: bool = True,
-                 sampling_seed: NonNegativeInt = 0):
+                 sampling_seed: Seed = 0):
         super().__init__()
         self.check_horizon('PDPP', horizon, dim_mults)
         self.check_inputs('PDPP', feature_dim, sampling_seed)
@@ -261,6 +261,7 @@ class PDPP(BasePlanner):
     ('argmax': official; 'viterbi': hard Viterbi through the PKG) and ``pkg``."""
 
     counted_apart = ('diffusion.task_head',)
+    training_hooks = ('TaskClassifierHook',)  # its first stage (runner.check_training_hooks)
     # the task classifier (cross-entropy, its own stage) conditions the diffusion
     task_source, task_score, plan_uses_task = 'classifier', 'probability', True
 
@@ -269,7 +270,7 @@ class PDPP(BasePlanner):
                  dim: Annotated[int, Range(1, MAX_DIM)] = 256,
                  dim_mults: Sequence[Count] = (1, 2, 4),
                  n_timesteps: Annotated[int, Range(1, diffusion.MAX_DIFFUSION_STEPS)] = 200,
-                 endpoint_weight: NonNegative = 10.0, sampling_seed: NonNegativeInt = 0,
+                 endpoint_weight: NonNegative = 10.0, sampling_seed: Seed = 0,
                  decode: Literal[DECODES] = 'argmax', pkg: Optional[dict] = None,
                  data_preprocessor: Optional[dict] = None):
         super().__init__(num_actions, horizon, pkg, data_preprocessor)
@@ -279,6 +280,8 @@ class PDPP(BasePlanner):
         self.diffusion = PDPPDiffusion(feature_dim, num_actions, num_tasks, horizon, dim,
                                        dim_mults, n_timesteps, endpoint_weight,
                                        sampling_seed=sampling_seed)
+        # what plan_from_features checks a given task and observations against
+        self.num_tasks, self.feature_dim = num_tasks, feature_dim
         print_log(f'PDPP: U-Net {num_parameters(self):,} parameters, task classifier '
                   f'{num_parameters(self.diffusion.task_head):,} (counted apart) '
                   f'(N={num_actions}, K={num_tasks}, D={feature_dim}, T={horizon}, '

@@ -167,7 +167,10 @@ class DiffusionModel(nn.Module):
         stride, ``True`` read as 1, a float or NaN refused only at the first sample)."""
         check_number(f'{method} model.feature_dim', feature_dim, integer=True, low=1,
                      high=MAX_FEATURE_DIM)
-        check_number(f'{method} model.sampling_seed', sampling_seed, integer=True, low=0)
+        # x_T's generator is seeded with sampling_seed * 1000003 + window (KEPP: x 2 + stream),
+        # which torch accepts below 2**64: the seed range of numpy, as every seed here
+        check_number(f'{method} model.sampling_seed', sampling_seed, integer=True, low=0,
+                     high=2 ** 32 - 1)
 
     def register_schedule(self, n_timesteps: int) -> None:
         """``core.diffusion.SCHEDULE_BUFFERS`` of n steps as buffers, and the DDIM timesteps."""

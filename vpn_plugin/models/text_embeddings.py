@@ -10,17 +10,19 @@ The descriptions (``state_descriptions.json``: ``{task name: {action name: {"bef
 and cached to a ``.pt`` file whose name hashes the encoder and the exact texts, so a change of
 encoder, taxonomy or descriptions never reuses a stale cache.
 """
+import contextlib
 import hashlib
 import logging
 import os
 import re
 from pathlib import Path
-from typing import List, Optional, Sequence, Tuple
+from typing import List, Optional, Sequence, Tuple, Union
 
 import numpy as np
 import torch
 from mmengine.logging import print_log
 
+from ..config_types import Text
 from ..errors import (check_bool, check_choice, check_file, check_number, read_json,
                       unique_keys, what_the_file_is)
 
@@ -228,10 +230,7 @@ def state_embeddings(action_names: Sequence[str], action_task_names: Sequence[st
                                 'disabled (model.text_embeddings.allow_encode=False)')
     else:
         embeddings = encode_texts(flat, encoder, pooling=pooling)
-        cache.parent.mkdir(parents=True, exist_ok=True)
-        partial = cache.with_suffix(f'.{os.getpid()}.tmp')
-        torch.save(embeddings, partial)
-        os.replace(partial, cache)  # atomic: parallel ranks never read a half-written file
+        _write_cache(cache, embeddings)
     num_actions, num_states = len(before), len(before[0])
     embeddings = embeddings.view(2, num_actions, num_states, -1)
     return embeddings[0], embeddings[1]
@@ -246,9 +245,10 @@ def _clip_eot_features(model, batch) -> torch.Tensor:
                  attention_mask=batch['attention_mask']).pooler_output
 
 
-def load_action_features(file: Optional[str] = None, taxonomy: Optional[str] = None,
-                         encoder: Optional[str] = None, pooling: str = 'clip_eot',
-                         cache_dir: str = 'data/text_cache', allow_encode: bool = True,
+def load_action_features(file: Optional[Text] = None, taxonomy: Optional[str] = None,
+                         encoder: Optional[Text] = None, pooling: str = 'clip_eot',
+                         cache_dir: Union[str, os.PathLike] = 'data/text_cache',
+                         allow_encode: bool = True,
                          pad_to: Optional[int] = None) -> torch.Tensor:
     """Action-name features (N, Dt) (CEFITO): ``file``, a plain (N, Dt) ``.npy`` (made by
     ``tools/make_text_features.py --action-names``), or the bare action names of ``taxonomy``
@@ -288,11 +288,25 @@ def _cached_encoding(texts: Sequence[str], kind: str, encoder, cache_dir, allow_
         raise FileNotFoundError(f'text embedding cache {cache} is missing and encoding is '
                                 'disabled (model.text_embeddings.allow_encode=False)')
     embeddings = encode_texts(list(texts), encoder, pooling=pooling)
-    cache.parent.mkdir(parents=True, exist_ok=True)
-    partial = cache.with_suffix(f'.{os.getpid()}.tmp')
-    torch.save(embeddings, partial)
-    os.replace(partial, cache)  # atomic: parallel ranks never read a half-written file
+    _write_cache(cache, embeddings)
     return embeddings
+
+
+def _write_cache(cache: Path, embeddings: torch.Tensor) -> None:
+    """Save an encoding as ``cache``, atomically (parallel ranks never read a half-written
+    file); an unwritable ``model.text_embeddings.cache_dir`` is named as that option (the bare
+    ``OSError`` named a path, not the key to change)."""
+    partial = cache.with_suffix(f'.{os.getpid()}.tmp')
+    try:
+        cache.parent.mkdir(parents=True, exist_ok=True)
+        torch.save(embeddings, partial)
+        os.replace(partial, cache)
+    except OSError as error:
+        with contextlib.suppress(OSError):
+            partial.unlink(missing_ok=True)
+        raise OSError(f'model.text_embeddings.cache_dir={str(cache.parent)!r}: the text-feature '
+                      f'cache cannot be written there ({error.strerror or error}); expected a '
+                      'writable folder (set model.text_embeddings.cache_dir)') from None
 
 
 def check_cache_options(cache_dir, allow_encode) -> None:

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import copy
 import itertools
-import json
 import math
 import random
 import re
@@ -32,6 +31,7 @@ import torch.nn.functional as F
 from ..core import energy_field, energy_search, metrics, negatives
 from ..datasets import observations
 from ..engine.cefito_training import ema_update
+from ..errors import read_json
 from ..models.pdpp import observation_pair
 from . import compare as cmp, optimiser_step
 from .compare import (GRAD_TOLERANCE, OUTPUT_TOLERANCE, build_registered, check_ids,
@@ -500,20 +500,40 @@ def train_step_rows(model, meta: dict, fixture: Path, inputs: dict) -> list:
 
 
 # ---------------------------------------------------------------------- the loader
+def _loader_record(record, index: int, features: dict, fixture: Path) -> tuple:
+    """(``id`` dict, frames, [(start, end)], [action]) of record ``index`` of
+    loader_annotations.json, else ``ValueError`` naming the file, the record and what is
+    missing (a bare KeyError said only "vid")."""
+    where = f'{fixture / "loader_annotations.json"}: record {index}'
+    try:
+        info = record['id']
+        frames = features[info['vid']]
+        times = [(int(s), int(e)) for s, e, _ in info['legal_range']]
+        labels = [int(a) for _, _, a in info['legal_range']]
+        int(info['task_id']), int(info['event_class_top1'])
+    except KeyError as error:
+        raise ValueError(f'{where}: no {error.args[0]!r} (of the record, its "id", or the '
+                         'videos of loader_inputs.npz); expected {"id": {"vid", "task_id", '
+                         '"event_class_top1", "legal_range": [[start, end, action], ...]}}'
+                         ) from None
+    except (TypeError, ValueError) as error:
+        raise ValueError(f'{where}: {error}; expected {{"id": {{"vid", "task_id", '
+                         '"event_class_top1", "legal_range": [[start, end, action], ...]}}') \
+            from None
+    return info, frames, times, labels
+
+
 def loader_outputs(fixture: Path, meta: dict) -> dict:
     """The official loader's arrays from this plugin's window rule (``datasets.observations``:
     the 'authors' frames t-1..t+1 and the 'authors' window policy), padded to T."""
-    records = json.loads((fixture / 'loader_annotations.json').read_text())
+    records = read_json(fixture / 'loader_annotations.json', 'CEFITO loader annotations')
     features = read_npz(fixture / 'loader_inputs.npz')
     horizon = int(meta.get('loader', {}).get('horizon', meta['horizon']))
     out = {}
     for source in ('ground_truth', 'predicted'):
         rows = dict(states=[], actions=[], task=[], gt_task=[], record_index=[])
         for index, record in enumerate(records):
-            info = record['id']
-            frames = features[info['vid']]
-            times = [(int(s), int(e)) for s, e, _ in info['legal_range']]
-            labels = [int(a) for _, _, a in info['legal_range']]
+            info, frames, times, labels = _loader_record(record, index, features, fixture)
             steps = observations.step_map(times, len(frames), 'authors')
             if steps is None:
                 continue
@@ -686,11 +706,19 @@ def check_fixture(fixture, meta: dict):
                          ('grads_auxiliary.npz', grads_auxiliary),
                          ('head_grads.npz', head_grads)):
         rows += compare_grads(fixture / name, values, GRAD_TOLERANCE)
+    # an absent file is a failing row: the check passed without the optimiser step or the
+    # loader, and said nothing of it
     if (fixture / 'train_step.npz').is_file():
         rows += train_step_rows(model, meta, fixture, inputs)
+    else:
+        rows.append(cmp.one_side_row('train_step.npz:* (the file; the AdamW + EMA step)',
+                                     False, True, OUTPUT_TOLERANCE))
     if (fixture / 'loader_outputs.npz').is_file():
         loader = loader_outputs(fixture, meta)
         rows += compare_file(fixture / 'loader_outputs.npz', loader, 0.0,
                              names=sorted(k for k in read_npz(fixture / 'loader_outputs.npz')
                                           if not re.fullmatch(r'state_window_.+_ranges', k)))
+    else:
+        rows.append(cmp.one_side_row('loader_outputs.npz:* (the file; the official loader\'s '
+                                     'arrays)', False, True, 0.0))
     return rows, header_ok

@@ -65,10 +65,33 @@ def missing_rows(results_files, rows: list[ResultRow]) -> list[ResultRow]:
     missing = {}
     for results_file in [results_files] if isinstance(results_files, (str, Path)) \
             else results_files:
-        for row in read_expected(results_file) or []:
+        expected = read_expected(results_file) or []
+        check_expected_is_its_own(results_file, expected)
+        for row in expected:
             if row.key() not in present:
                 missing.setdefault(row.key(), row)
     return list(missing.values())
+
+
+APPENDED_PROTOCOLS = ('llm',)  # rows tools/llm_eval.py may append to a protocol's results
+
+
+def check_expected_is_its_own(results_file, expected: list[ResultRow]) -> None:
+    """The expected rows must be of the protocol of the results file's rows: an ``.expected``
+    copied beside another protocol's results would list that protocol's rows as missing and
+    leave this one's gaps unmarked."""
+    from .results import read_results
+    if not expected:
+        return
+    own = {row.protocol for row in read_results(results_file, empty_ok=True)
+           if row.protocol not in APPENDED_PROTOCOLS}
+    named = {row.protocol for row in expected}
+    if own and not own & named:
+        raise ValueError(
+            f'{expected_file(results_file)} lists the rows of protocol(s) {sorted(named)}, '
+            f'while {results_file} holds rows of {sorted(own)}: it is the list of another '
+            'results file (copied or renamed beside this one?); delete it (the table is then '
+            'taken as complete) or put back the list its tools/run_protocol.py run wrote')
 
 
 def describe_row(row: ResultRow) -> str:

@@ -347,7 +347,7 @@ def curve_values(rows: list[ResultRow], x_key: str, metric: str,
         group = None if group_key is None else str(row.variant.get(group_key))
         panel = values.setdefault((row.dataset, row.horizon), {})
         panel.setdefault((row.method, group), {}).setdefault(
-            float(row.variant[x_key]), []).append(row.metrics[metric])
+            variant_number(row, x_key), []).append(row.metrics[metric])
     panels = {}
     for key, lines in sorted(values.items(), key=lambda item: str(item[0])):
         shared = {m: lines.pop((m, 'none')) for m, g in list(lines) if g == 'none'}
@@ -358,6 +358,23 @@ def curve_values(rows: list[ResultRow], x_key: str, metric: str,
     if not panels:
         raise ValueError('no results rows to plot')
     return panels
+
+
+def variant_number(row: ResultRow, key: str) -> float:
+    """``row.variant[key]`` as the finite number an axis draws; a bool (``true`` would join
+    the points at 1), text, null, list or NaN is refused, naming the row."""
+    value = row.variant[key]
+    number = None
+    if isinstance(value, (int, float, str)) and not isinstance(value, bool):
+        try:
+            number = float(value)
+        except ValueError:
+            pass
+    if number is None or not math.isfinite(number):
+        raise ValueError(f'results row of {row.method!r} (seed {row.seed}, T={row.horizon}): '
+                         f'variant {key}={value!r}; expected a finite number (this figure '
+                         'draws it on an axis)')
+    return number
 
 
 def seeds_per_point(lines: dict) -> list[int]:
@@ -469,7 +486,11 @@ def efficiency_values(rows: list[ResultRow], metric: str = 'success_rate',
             raise ValueError(f'results row of {row.method!r} (seed {row.seed}, T={row.horizon}) '
                              f'needs variant {x_key!r} and metric {metric!r}; it has variant '
                              f'{row.variant} and metrics {sorted(row.metrics)}')
-        x = 100.0 * float(row.variant[x_key])
+        x = 100.0 * variant_number(row, x_key)
+        if not 0 < x <= 100:
+            raise ValueError(f'results row of {row.method!r} (seed {row.seed}, T={row.horizon}):'
+                             f' variant {x_key}={row.variant[x_key]!r}; expected the share of '
+                             'the training windows used, in (0, 1]')
         values.setdefault((row.method, row.horizon), {}).setdefault(x, []).append(
             row.metrics[metric])
     if not values:
@@ -594,13 +615,23 @@ class Perturbation:
     panel: int
     label: str
     to_x: object  # level -> x value of the panel's axis
+    levels: str   # the levels the perturbation takes (vpn_plugin/core/pkg.py checks them)
+
+    def check(self, row: ResultRow, level: float) -> None:
+        inside = {'[0, 1]': 0 <= level <= 1, '(0, 1]': 0 < level <= 1,
+                  '>= 0': level >= 0}[self.levels]
+        if not inside:
+            raise ValueError(f'results row of {row.method!r} (seed {row.seed}, T={row.horizon}):'
+                             f' {self.label} level={row.variant["level"]!r}; expected a level '
+                             f'{self.levels}')
 
 
 PKG_PERTURBATIONS = {
-    'edge_dropout': Perturbation(0, 'edge dropout', lambda level: 100.0 * level),
-    'weight_noise': Perturbation(1, 'weight noise', lambda level: level),
-    'data_fraction': Perturbation(2, 'partial data', lambda level: 100.0 * (1.0 - level)),
-    'label_noise': Perturbation(2, 'label noise', lambda level: 100.0 * level),
+    'edge_dropout': Perturbation(0, 'edge dropout', lambda level: 100.0 * level, '[0, 1]'),
+    'weight_noise': Perturbation(1, 'weight noise', lambda level: level, '>= 0'),
+    'data_fraction': Perturbation(2, 'partial data', lambda level: 100.0 * (1.0 - level),
+                                  '(0, 1]'),
+    'label_noise': Perturbation(2, 'label noise', lambda level: 100.0 * level, '[0, 1]'),
 }
 PKG_PANEL_XLABELS = ('PKG edges dropped (%)', 'Weight noise s.d. (probability)',
                      'Windows missing or relabelled (%)')
@@ -630,7 +661,9 @@ def pkg_quality_panels(rows: list[ResultRow], metric: str = 'success_rate',
         if kind == REFERENCE:
             unperturbed.setdefault(row.method, []).append(row.metrics[metric])
         elif kind in PKG_PERTURBATIONS:
-            x = PKG_PERTURBATIONS[kind].to_x(float(row.variant['level']))
+            level = variant_number(row, 'level')
+            PKG_PERTURBATIONS[kind].check(row, level)
+            x = PKG_PERTURBATIONS[kind].to_x(level)
             values.setdefault(row.method, {}).setdefault(kind, {}).setdefault(x, []).append(
                 row.metrics[metric])
         else:
@@ -774,15 +807,26 @@ def log_ticks(low: float, high: float, count: int = 5) -> list[float]:
     ticks (a wide range), else about ``count`` evenly spaced round values (a narrow range)."""
     from matplotlib.ticker import MaxNLocator
     decades = range(math.floor(math.log10(low)), math.ceil(math.log10(high)) + 1)
-    series = [m * 10.0 ** k for k in decades for m in (1, 2, 5) if low <= m * 10.0 ** k <= high]
+    for mantissas in ((1, 2, 5), (1,)):  # over a few decades, the labels of 1-2-5 collide
+        series = [m * 10.0 ** k for k in decades for m in mantissas
+                  if low <= m * 10.0 ** k <= high]
+        if len(series) <= MAX_LOG_TICKS:
+            break
+    if len(series) > MAX_LOG_TICKS:  # many decades: every n-th one
+        series = series[::math.ceil(len(series) / MAX_LOG_TICKS)]
     if len(series) >= 3:
         return series
     ticks = MaxNLocator(nbins=count, steps=[1, 2, 2.5, 5, 10]).tick_values(low, high)
     return [float(t) for t in ticks if low <= t <= high]
 
 
+MAX_LOG_TICKS = 7  # labels of a column-wide log axis that do not run into each other
+
+
 def format_count(value: float) -> str:
-    """``850000 -> '0.85M'``, ``12000 -> '12K'``."""
+    """``850000 -> '0.85M'``, ``12000 -> '12K'``, ``2e9 -> '2B'``."""
+    if value >= 1e9:
+        return f'{value / 1e9:g}B'
     if value >= 1e6:
         return f'{value / 1e6:g}M'
     if value >= 1e3:

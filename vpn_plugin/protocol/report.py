@@ -44,8 +44,9 @@ results reader refuses values outside a metric's range.
 from __future__ import annotations
 
 import json
+import sys
 import typing
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from typing import Literal, Optional
 
 import numpy as np
@@ -58,7 +59,7 @@ from .provenance import (SYNTHETIC_MARK, UNUSABLE_MARK, check_feature_mix, featu
                          features_note)
 from vpn_plugin.outputs import REPORT_LATEX_MARKER, REPORT_MARKDOWN_MARKER
 from .results import (METRIC_LABELS, METRIC_RANGES, SHORTENED_MARK, ResultRow,
-                      shortened_reason)
+                      row_from_dict, shortened_reason)
 
 DEFAULT_METRICS = ('success_rate', 'mean_accuracy', 'miou_set')
 # what the rows pooled in one cell must share (besides method, dataset and test horizon)
@@ -110,7 +111,7 @@ class Table:
     methods: list
     columns: list          # (dataset, horizon, metric)
     cells: dict            # (method, column) -> CellStats
-    params: dict           # method -> int | None
+    params: dict           # method -> sorted distinct counts of its rows (() when none)
     best: dict = field(default_factory=dict)      # column -> set of methods
     second: dict = field(default_factory=dict)    # column -> set of methods
     improvements: dict = field(default_factory=dict)  # column -> Improvement | None
@@ -157,6 +158,7 @@ def build_table(rows: list[ResultRow], metrics=DEFAULT_METRICS, *, methods=None,
     """
     if not rows:
         raise ValueError('no results rows to report')
+    check_rows(rows)
     check_names(metrics, METRIC_RANGES, '--metrics')
     check_one_run_per_cell(rows)
     per_seed = _collect(rows, metrics)
@@ -169,11 +171,15 @@ def build_table(rows: list[ResultRow], metrics=DEFAULT_METRICS, *, methods=None,
                      if r.method in methods})
     columns = [(d, h, m) for d, h in groups for m in metrics]
     cells = {}
+    progress = BootstrapProgress(
+        sum(shows_ci(len(v)) for (m, *c), v in per_seed.items() if m in methods
+            and tuple(c) in columns), len(columns), num_resamples, num_diff_resamples)
     for method in methods:
         for column in columns:
             values = per_seed.get((method,) + column)
             if values:
                 cells[(method, column)] = _cell(values, num_resamples, level, seed)
+                progress.step(shows_ci(len(values)), f'{method} {_column_name(column)}')
     table = Table(methods, columns, cells, _params(rows, methods), level=level,
                   ci_style=ci_style, paired=paired, num_resamples=num_resamples,
                   num_diff_resamples=num_diff_resamples, shortened=_shortened(rows, methods),
@@ -191,7 +197,49 @@ def build_table(rows: list[ResultRow], metrics=DEFAULT_METRICS, *, methods=None,
     for column in columns:
         _rank(table, column)
         table.improvements[column] = _improvement(table, column, ours, reference, seed)
+        progress.step(True, f'Δ {_column_name(column)}', diff=True)
     return table
+
+
+PROGRESS_RESAMPLES = 100_000  # from here one interval takes seconds (K=1e6, 5 seeds: ~18 s)
+
+
+class BootstrapProgress:
+    """A line on stderr per bootstrap interval when ``num_resamples`` or
+    ``num_diff_resamples`` reach ``PROGRESS_RESAMPLES`` (a table of many cells then runs for
+    minutes): which cell, how many done, elapsed and ETA (``progress.Progress``)."""
+
+    def __init__(self, intervals: int, differences: int, num_resamples: int,
+                 num_diff_resamples: int):
+        from .progress import Progress
+        self.cells = num_resamples >= PROGRESS_RESAMPLES
+        self.diffs = num_diff_resamples >= PROGRESS_RESAMPLES
+        total = intervals * self.cells + differences * self.diffs
+        self.progress = Progress(total) if total else None
+        if self.progress:
+            print(f'report: {total} bootstrap intervals of up to '
+                  f'{max(num_resamples, num_diff_resamples)} resamples each (seconds each; '
+                  '--num-resamples / --num-diff-resamples set K)', file=sys.stderr, flush=True)
+
+    def step(self, bootstrapped: bool, what: str, diff: bool = False) -> None:
+        if self.progress is None or not bootstrapped or not (self.diffs if diff else self.cells):
+            return
+        self.progress.done()
+        print(f'report: bootstrap of {what}{self.progress.text()}', file=sys.stderr,
+              flush=True)
+
+
+def _column_name(column) -> str:
+    dataset, horizon, metric = column
+    return f'{dataset} T={horizon} {metric}'
+
+
+def check_rows(rows: list[ResultRow]) -> None:
+    """Rows built in memory (the Python API) held to the rules of every row read from a file
+    (``results.row_from_dict``): a NaN, 150 or True success rate, an empty method name are
+    refused naming the row, not averaged into a cell."""
+    for index, row in enumerate(rows):
+        row_from_dict(asdict(row), f'rows[{index}] (method {row.method!r}, seed {row.seed})')
 
 
 def _cell(values: dict, num_resamples, level, seed) -> CellStats:
@@ -349,11 +397,11 @@ def _check_named(methods, ours, reference, rows):
 
 
 def _params(rows, methods) -> dict:
-    params = {}
-    for method in methods:
-        counts = {r.params for r in rows if r.method == method and r.params is not None}
-        params[method] = max(counts) if counts else None
-    return params
+    """method -> the sorted distinct parameter counts of its rows: several when its models
+    differ across the columns (one model per horizon), shown as a range."""
+    return {method: tuple(sorted({r.params for r in rows
+                                  if r.method == method and r.params is not None}))
+            for method in methods}
 
 
 def _rank(table: Table, column) -> None:
@@ -383,8 +431,11 @@ def _improvement(table, column, ours, reference, seed):
         return None
     a, b = _compared_values(table.cells[(ours, column)].values,
                             table.cells[(reference, column)].values, table.paired)
-    if a is None:
-        return None
+    if a is None:  # the asked paired comparison would vanish as "Δ: none"
+        raise ValueError(f'paired Δ of {ours!r} minus {reference!r}: no seed in common (seeds '
+                         f'{sorted(table.cells[(ours, column)].values)} and '
+                         f'{sorted(table.cells[(reference, column)].values)}); expected runs of '
+                         'the same seeds, or paired=False (tools/report.py without --paired)')
     if not shows_ci(min(len(a), len(b))):
         return Improvement(ours, reference, float(a.mean() - b.mean()), None, None, False,
                            (len(a), len(b)))
@@ -425,14 +476,28 @@ def _column_label(table: Table, column, latex=False) -> str:
 
 
 def _show_params(table: Table) -> bool:
-    return any(v is not None for v in table.params.values())
+    return any(table.params.values())
+
+
+def _params_text(counts: tuple) -> str:
+    """``(5482390,) -> '5.48M'``; ``(5482390, 5507062) -> '5.48M-5.51M'``; ``() -> '-'``."""
+    if len(counts) > 1:
+        return f'{format_params(counts[0])}-{format_params(counts[-1])}'
+    return format_params(counts[0] if counts else None)
+
+
+def _params_legend(table: Table) -> str:
+    if not any(len(counts) > 1 for counts in table.params.values()):
+        return ''
+    return ('Params a-b: the method\'s models differ in size across the columns (one model per '
+            'horizon or dataset): the smallest and the largest.')
 
 
 def _extra_columns(table: Table) -> list:
     """(header, method -> text) of the Params, Tokens and Cost columns the table shows."""
     columns = []
     if _show_params(table):
-        columns.append(('Params', lambda m: format_params(table.params[m])))
+        columns.append(('Params', lambda m: _params_text(table.params[m])))
     headers = {'total_tokens': 'Tokens', 'paid_tokens': 'Paid tokens',
                'cost_of_answers': 'Cost', 'cost_paid': 'Paid'}
     for name in ('total_tokens', 'paid_tokens', 'cost_of_answers', 'cost_paid'):
@@ -568,7 +633,8 @@ def _legend(table: Table, latex: bool) -> str:
                                   table.features,
                                   _pkg_source_legend(table),
                                   _stand_in_legend(table), _selection_legend(table),
-                                  _oracle_legend(table), _usage_legend(table)]))
+                                  _oracle_legend(table), _usage_legend(table),
+                                  _params_legend(table)]))
     shown = {c[2] for c in table.columns}
     if 'plan_jsd' in shown or 'plan_entropy' in shown:
         text += (' Decoding diversity on windows sharing start and goal actions: entropy of the '

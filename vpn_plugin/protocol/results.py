@@ -104,7 +104,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Annotated, Iterable, Optional, Union
 
-from vpn_plugin.config_types import (Count, NonNegativeInt, Range, Seed, Text, check_value)
+from vpn_plugin.config_types import (Count, NonNegative, NonNegativeInt, Range, Seed, Text,
+                                     check_value)
 
 from vpn_plugin.errors import check_file, check_names, unique_keys
 
@@ -172,6 +173,15 @@ ROW_SCHEMA = {
 METRIC_KINDS = {name: Annotated[float, Range(low, high)]
                 for name, (low, high) in METRIC_RANGES.items()}
 DICT_FIELDS = ('variant', 'features', 'settings', 'usage', 'failures')  # JSON text in CSV cells
+# the usage fields a Tokens / Cost column reads or sums (tools/llm_eval.py; others are kept as
+# they are): counts, costs, and the price per 1000 [prompt, completion] tokens
+USAGE_KINDS = {
+    **dict.fromkeys(('requests', 'retries', 'failed', 'cache_hits', 'prompt_tokens',
+                     'completion_tokens', 'cached_prompt_tokens', 'cached_completion_tokens',
+                     'replies_without_usage', 'total_tokens', 'paid_tokens'), NonNegativeInt),
+    **dict.fromkeys(('cost_of_answers', 'cost_paid', 'cost'), NonNegative),
+    'price_per_1k': tuple[NonNegative, NonNegative],
+}
 
 
 def row_from_dict(record: dict, source: str = '<dict>') -> ResultRow:
@@ -197,6 +207,9 @@ def row_from_dict(record: dict, source: str = '<dict>') -> ResultRow:
     if not visible_name(record['method']):
         raise ValueError(f'{source}: field method={record["method"]!r}; expected a method '
                          'name (a table row is labelled by it)')
+    for name, value in (record.get('usage') or {}).items():
+        if name in USAGE_KINDS:
+            check_value(f'{source}: field usage.{name}', value, USAGE_KINDS[name])
     values = {name: value for name, value in record.items() if value is not None}
     values['metrics'] = {name: float(value) for name, value in record['metrics'].items()}
     values['shortened'] = _as_shortened(record.get('shortened'))

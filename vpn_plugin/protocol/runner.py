@@ -175,6 +175,10 @@ def check_protocol_values(cfg, path) -> None:
         if not isinstance(value, str) or not value.strip():
             raise ValueError(f'{path}: {where} = {value!r}; expected a non-empty name')
     name(cfg.protocol, 'protocol')
+    if cfg.protocol in ('.', '..') or any(c in cfg.protocol for c in '/\\'):
+        raise ValueError(f'{path}: protocol = {cfg.protocol!r}; expected a plain name: it is '
+                         'the folder of the runs and results under --out (a path would put '
+                         'them elsewhere)')
     if 'seeds' in cfg:
         seeds = cfg.seeds
         if not isinstance(seeds, (list, tuple)) or not seeds:
@@ -241,7 +245,34 @@ def expand_units(protocol_cfg, seeds=None, methods=None, horizons=None) -> list[
                                    bool(run.get('train', True)), specs,
                                    stages.link(run.get('pretrained'), horizon, seed)))
     check_main_table(protocol_cfg.protocol, units[:len(per_run)])
+    _check_own_work_dirs(protocol_cfg.protocol, [r for r, *_ in per_run], units[:len(per_run)])
     return units
+
+
+def _check_own_work_dirs(protocol: str, runs: list, units: list[TrainUnit]) -> None:
+    """Two runs of a protocol that train in one work dir (the same method name or slug and
+    horizon) would be one training: the second run would reuse the first's, or be refused
+    when its options differ, only when it runs; refused here, naming both."""
+    seen = {}
+    for index, unit in enumerate(units):
+        where = (unit.slug, unit.horizon)
+        if where in seen:
+            first = seen[where]
+            raise ValueError(
+                f'protocol {protocol!r}: runs {runs[first].get("method")!r} and '
+                f'{runs[index].get("method")!r} (entries {first} and {index} of its '
+                f'trainings) both train in the work dir {unit.slug}/T{unit.horizon}; expected '
+                'each run once, with its own method name or slug')
+        seen[where] = index
+        rows = [(spec.method, spec.horizon, json.dumps(spec.variant, sort_keys=True))
+                for spec in unit.tests]
+        twice = sorted({row[:2] for row in rows if rows.count(row) > 1})
+        if twice:
+            raise ValueError(
+                f'protocol {protocol!r}: the tests of run {runs[index].get("method")!r} give '
+                f'the row(s) {", ".join(f"{m!r} T={h}" for m, h in twice)} twice (one method '
+                'name, horizon and variant); expected each row once: give each test its own '
+                'method name or variant')
 
 
 class _StageUnits:
@@ -643,6 +674,40 @@ class ProtocolRunner:
                     raise SystemExit(f'protocol {self.protocol} needs {requires}; {config} '
                                      f'(T={horizon}, {split}): {error}') from error
 
+    def check_feature_files(self, units: list[TrainUnit]) -> tuple[int, list]:
+        """Every feature file the trainings and tests of ``units`` read must exist (a look
+        at the names only, nothing is read): (videos checked, one message per split that
+        lacks some). A Slurm submission refuses them (each task would fail after its time in
+        the queue), a dry run prints them. Splits that read a subset of their windows
+        (``limit``, ``subset_fraction``: ``--smoke``) count only when none of their videos
+        has a file."""
+        seen, checked, problems, configs = set(), 0, [], set()
+        for unit in with_stages(units):
+            jobs = [(unit.config, unit.cfg_options, None, ('train', 'val'))] if unit.train else []
+            jobs += [(s.config, {**unit.cfg_options, **s.cfg_options}, s.horizon, ('test',))
+                     for s in unit.tests]
+            for config, options, test_horizon, splits in jobs:
+                job = (config, json.dumps(options, sort_keys=True, default=str), unit.horizon,
+                       test_horizon, splits)  # the seeds of a run read the same videos
+                if job in configs:
+                    continue
+                configs.add(job)
+                cfg = self.build_cfg(config, options, unit.seed, self.root, unit.horizon,
+                                     test_horizon)
+                if self.smoke:
+                    smoke_config(cfg)
+                for split in splits:
+                    dataset = (cfg.get(f'{split}_dataloader') or {}).get('dataset') or {}
+                    key = json.dumps({k: dataset.get(k) for k in FEATURE_CHECK_KEYS},
+                                     sort_keys=True, default=str)
+                    if key not in seen:
+                        seen.add(key)
+                        count, problem = missing_feature_files(
+                            dataset, f'{config} ({split} split)')
+                        checked += count
+                        problems += [problem] if problem else []
+        return checked, problems
+
     def run_unit(self, unit: TrainUnit, done: set | None = None, wait: bool = True,
                  record=None) -> list[ResultRow]:
         """The unit function: train ``unit`` (resuming its work dir's last checkpoint when an
@@ -676,9 +741,16 @@ class ProtocolRunner:
                 return
             claim_work_dir(work_dir, self.identity(unit))
             unit_started(work_dir)
+            claimed = _inode(work_dir)
             try:
                 yield from self._unit_rows(unit, work_dir, done)
             except Exception as error:
+                if _inode(work_dir) != claimed:  # not the folder it started in: say so
+                    raise RuntimeError(
+                        f'the work dir {work_dir} was moved or removed while this unit ran (the '
+                        'protocol folder moved?), and then it failed: '
+                        f'{type(error).__name__}: {error}; its files are at the new place: rerun '
+                        'the same command with --out pointing there') from error
                 unit_failed(work_dir, error)
                 with contextlib.suppress(AttributeError, TypeError):  # where the traceback is
                     error.unit_state_file = str(work_dir / STATE_FILE)
@@ -796,12 +868,28 @@ class ProtocolRunner:
         if isinstance(evaluator, dict) and evaluator.get('type') == 'PlanningMetric':
             evaluator['out_file'] = str(test_dir / 'per_sample.json')
         runner = build_runner(cfg)  # PKGHook fills the PKG when no checkpoint carries it
+        if checkpoint is None:
+            _check_untrained(spec, runner.model)
         metrics = runner.test()
         limit = getattr(runner.test_dataloader.dataset, 'limited', None)
         return Tested(metrics=clean_metrics(metrics), params=num_parameters(runner.model),
                       limited=f'limit={limit[0]} of {limit[1]} test windows' if limit else '',
                       features=read_features(runner.test_dataloader),
                       ema_mark=runner.tested_ema_mark)
+
+
+def _check_untrained(spec: TestSpec, model) -> None:
+    """A run with ``train=False`` is scored as built: its model must have nothing to learn
+    (a parameter-free planner such as 'PKG + uniform emissions'), else its row would be the
+    score of random weights."""
+    model = getattr(model, 'module', model)
+    trainable = sum(p.numel() for p in model.parameters() if p.requires_grad)
+    if trainable:
+        raise ValueError(f'{spec.method!r} ({spec.config}): its run has train=False, but its '
+                         f'model {type(model).__name__} has {trainable} trainable parameters, '
+                         'so it would be scored with its random initial weights; train=False '
+                         "is for planners without parameters (e.g. 'PKG + uniform emissions'): "
+                         'drop it, or freeze the model')
 
 
 def selected_checkpoint(cfg, work_dir: Path) -> tuple:
@@ -853,6 +941,71 @@ def diversity_metrics(per_sample_file: Path) -> dict:
     return dict(plan_entropy=diversity['pred_entropy'], plan_jsd=diversity['js_divergence'])
 
 
+FEATURE_CHECK_KEYS = ('feature_dir', 'data_root', 'taxonomy', 'horizon', 'split', 'val_fraction',
+                      'split_seed', 'limit', 'subset_fraction', 'skip_bad_videos',
+                      'window_file', 'video_list', 'annotation_dir', 'tasks_primary',
+                      'annotation_file', 'annotation_format', 'other_split',
+                      'annotation_taxonomy')  # what missing_feature_files reads
+
+
+@functools.lru_cache(maxsize=64)
+def _source_stems(data_root, taxonomy, horizon, sources: str) -> tuple:
+    """The feature stem of each window of a source (read once per call of a tool)."""
+    from vpn_plugin.datasets.sources import read_source, source_path
+    from vpn_plugin.datasets.taxonomy import load_taxonomy
+    windows, _, _ = read_source(data_root, load_taxonomy(source_path(data_root, taxonomy,
+                                                                     horizon)),
+                                horizon, **json.loads(sources))
+    return tuple(w.feature for w in windows)
+
+
+def _inode(folder: Path):
+    """(device, inode) of ``folder``; None when it is gone."""
+    try:
+        stat = folder.stat()
+    except OSError:
+        return None
+    return stat.st_dev, stat.st_ino
+
+
+def missing_feature_files(dataset: dict, where: str) -> tuple[int, str]:
+    """Whether a ``PlanningDataset`` config's videos have feature files (names only):
+    (videos checked, '' or a message naming the folder, how many videos lack a file, the
+    first of them and how to make them); (0, '') for a dataset of another kind."""
+    from vpn_plugin.datasets.features import feature_fix_hint, find_feature_file
+    from vpn_plugin.datasets.planning_dataset import PlanningDataset
+    from vpn_plugin.datasets.sources import SOURCE_KEYS
+    if not {'feature_dir', 'data_root', 'taxonomy', 'horizon'} <= set(dataset) \
+            or dataset.get('skip_bad_videos'):  # skipped videos are counted by the run
+        return 0, ''
+    horizon, feature_dir = dataset['horizon'], Path(dataset['feature_dir'])
+    try:
+        stems = _source_stems(str(dataset['data_root']), str(dataset['taxonomy']), horizon,
+                              json.dumps({k: dataset[k] for k in SOURCE_KEYS if k in dataset},
+                                         sort_keys=True))
+    except (OSError, ValueError) as error:  # annotations absent or bad: the run says so too
+        return 0, f'{where}: {error}'
+
+    split = dataset.get('split', 'train')
+    if split != 'test':
+        stems = [s for s in stems if PlanningDataset.held_out(
+            s, dataset.get('val_fraction', 0.1), dataset.get('split_seed', 0)) == (split == 'val')]
+    stems = sorted(set(stems))
+    missing = [s for s in stems if not feature_dir.is_dir()
+               or not find_feature_file(feature_dir, s).exists()]
+    partial = dataset.get('limit') is not None or dataset.get('subset_fraction') is not None
+    if not missing or (partial and len(missing) < len(stems)):
+        return len(stems), ''
+    first = find_feature_file(feature_dir, missing[0]) if feature_dir.is_dir() \
+        else feature_dir / f'{missing[0]}.npy'
+    folder = 'holds' if feature_dir.is_dir() else 'does not exist, so it holds'
+    return len(stems), (
+        f'{where}: feature_dir {feature_dir} {folder} no feature file for {len(missing)} '
+        f'of the {len(stems)} videos this split reads, e.g. {first} (nor .npz); the run '
+        f'would fail on the first of them. '
+        f'{feature_fix_hint(feature_dir, dataset["data_root"])}')
+
+
 def read_features(dataloader) -> dict:
     """The provenance record (``datasets/provenance.py``) of the feature folders a built
     dataloader's dataset reads."""
@@ -867,9 +1020,18 @@ def finished_training(work_dir) -> Trained | None:
     marker = Path(work_dir) / TRAIN_DONE
     if not marker.is_file():
         return None
-    from vpn_plugin.engine.checkpoint import record_inside
+    from vpn_plugin.engine.checkpoint import is_inside
     info = read_json(marker, 'training record')
-    checkpoint = record_inside(info['checkpoint'], work_dir, str(marker))
+    checkpoint = info['checkpoint']
+    if not is_inside(checkpoint, work_dir):  # a moved or copied protocol folder
+        checkpoint = str(Path(work_dir) / Path(checkpoint).name)
+    if not Path(checkpoint).is_file():
+        raise ValueError(
+            f'{marker} records a finished training whose tested checkpoint '
+            f'{Path(checkpoint).name} is not in its work dir {work_dir} (deleted, or not '
+            'copied with the folder), so its tests cannot run; the protocol never trains a '
+            f'finished unit again: put the checkpoint back, or remove the work dir (the '
+            'training then starts over) and rerun the same command')
     return Trained(checkpoint, info['params'], info.get('shortened', ''),
                    info.get('selection', ''))
 

@@ -67,6 +67,7 @@ from .unit_state import unit_failed
 
 SAFETY_FACTOR = 2.0     # time limit = the task's estimate x this + MINUTES_PER_UNIT per unit ...
 MINUTES_PER_UNIT = 10   # ... for what the cost model leaves out: start-up, tests, checkpoints
+SIGNAL_LEAD_SECONDS = 90  # submitit's --signal=USR2@90 (slurm_signal_delay_s, its default)
 SPREAD_NOTE = 8.0       # the dry run suggests one array per method beyond this cost ratio
 # sbatch options that have their own flag (--slurm-options must not set them)
 OWN_FLAGS = {'partition': '--partition', 'p': '--partition', 'time': '--time-limit',
@@ -275,6 +276,13 @@ def plan_array(runner, units, request: SlurmRequest, epoch_seconds: float,
     longest = max(tasks, key=lambda t: t.seconds) if tasks else None
     if request.time_limit:
         plan.time_limit, plan.limit_note = request.time_limit, '--time-limit'
+        if request.time_limit * 60 <= SIGNAL_LEAD_SECONDS:
+            raise ValueError(
+                f'--time-limit {format_slurm_time(request.time_limit)}: submitit signals a task '
+                f'to checkpoint and requeue {SIGNAL_LEAD_SECONDS} s before its time limit, so '
+                'under this limit every task is requeued as soon as it starts and ends '
+                f'"timed-out too many times"; expected at least '
+                f'{SIGNAL_LEAD_SECONDS // 60 + 1} minutes')
         if partition_max and request.time_limit > partition_max:
             raise ValueError(f'--time-limit {format_slurm_time(request.time_limit)} is above '
                              f'the {partition_note}')

@@ -52,21 +52,22 @@ FEATURE_SUFFIX = '.npz'
 
 
 # ---------------------------------------------------------------------- which videos
-def checked_device(device: str) -> str:
-    """``--device`` as given, refused by name when torch cannot use it here."""
+def checked_device(device, name: str = '--device'):
+    """``device`` (the option ``name``: '--device', or an API argument) as given, refused by
+    name when torch cannot use it here."""
     import torch
     try:
         parsed = torch.device(device)
-    except RuntimeError:
-        raise ValueError(f'--device {device!r} is not a torch device; expected cpu, cuda or '
+    except (RuntimeError, TypeError):
+        raise ValueError(f'{name} {device!r} is not a torch device; expected cpu, cuda or '
                          'cuda:N') from None
     if parsed.type not in ('cpu', 'cuda'):
-        raise ValueError(f'--device {device!r}: a {parsed.type} device holds no data to '
-                         'run S3D on; expected cpu, cuda or cuda:N')
+        raise ValueError(f'{name} {device!r}: a {parsed.type} device holds no data to '
+                         'run on; expected cpu, cuda or cuda:N')
     if parsed.type == 'cuda':
         count = torch.cuda.device_count() if torch.cuda.is_available() else 0
         if (parsed.index or 0) >= count:
-            raise ValueError(f'--device {device!r}: this machine has {count} CUDA device(s) '
+            raise ValueError(f'{name} {device!r}: this machine has {count} CUDA device(s) '
                              f'usable by this torch (CUDA build: {torch.version.cuda}); '
                              'expected cpu' + (f' or cuda:0..{count - 1}' if count else ''))
     return device
@@ -89,6 +90,22 @@ def list_videos(inputs: Sequence, extensions: Sequence[str] = VIDEO_EXTENSIONS) 
             raise OSError(f'{item} is {path_kind(item)}; expected a video file or a folder of '
                           'videos')
     return sorted(videos)
+
+
+def non_videos(inputs: Sequence, out_dir=None,
+               extensions: Sequence[str] = VIDEO_EXTENSIONS) -> List[Path]:
+    """The files of the folders in ``inputs`` that :func:`list_videos` leaves out (not named
+    ``extensions``: a README, a .wmv or .3gp video), outside ``out_dir``: for the tool to count
+    and name them (a skipped video was left out without a word)."""
+    out = Path(out_dir).resolve() if out_dir is not None else None
+    found = set()
+    for item in map(Path, inputs):
+        if item.is_dir():
+            found.update(p for p in item.rglob('*') if not p.is_dir()
+                         and p.suffix.lower() not in extensions
+                         and not (out is not None and (out == p.resolve().parent
+                                                       or out in p.resolve().parents)))
+    return sorted(found)
 
 
 def feature_name(video: Path, naming: str = 'stem') -> str:

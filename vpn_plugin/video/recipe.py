@@ -13,6 +13,7 @@ from typing import Optional
 from ..errors import POSITIVE_FLOAT, POSITIVE_INT
 
 CROPS = ('center', 'none')
+MAX_FPS = 1000  # a frame per millisecond: more only repeats decoded frames
 MAX_SIZE = 1024
 DEFAULT_FPS = 16.0
 
@@ -34,8 +35,11 @@ class FrameRecipe:
     chunk: int = 16
 
     def __post_init__(self):
-        if self.fps is not None and not self.fps > 0:
-            raise ValueError(f'fps={self.fps}: expected a positive number or None')
+        if self.fps is not None and not 0 < self.fps <= MAX_FPS:
+            raise ValueError(f'fps={self.fps:g}: expected a positive number of frames per second '
+                             f'up to {MAX_FPS} (or --native-fps: the file\'s own frames); '
+                             'beyond it ffmpeg repeats every decoded frame (--fps 1e9 made a 3 s '
+                             'clip 187,500,000 chunks)')
         if self.crop not in CROPS:
             raise ValueError(f'crop={self.crop!r} is unknown; expected one of {CROPS}')
         if not 2 <= self.size <= MAX_SIZE or self.size % 2:
