@@ -72,11 +72,12 @@ class PauseAfterEpochOnRequestHook(Hook):
 
 @HOOKS.register_module()
 class FailForSeedHook(Hook):
-    """A test of seed ``seed`` fails (tests/test_protocol_units.py: one failing unit)."""
+    """A test of seed ``seed`` (None: of every seed) fails (tests/test_protocol_units.py: one
+    failing unit; tests/test_slurm_cluster.py: a run that fails in its job)."""
 
-    def __init__(self, seed: int):
+    def __init__(self, seed: int | None):
         self.seed = seed
 
     def before_test(self, runner):
-        if runner.seed == self.seed:
-            raise ValueError(f'planned failure of seed {self.seed}')
+        if self.seed is None or runner.seed == self.seed:
+            raise ValueError(f'planned failure of seed {runner.seed}')

@@ -428,15 +428,16 @@ def test_a_resume_refuses_a_real_best_checkpoint(tiny_crosstask, tmp_path):
     from vpn_plugin.engine.checkpoint_hook import RESUME_POINT_KEY
     config = write_tiny_pdpp_ema_config(tmp_path, tiny_crosstask)
     train = load_tool('train').main
-    train([str(config), '--work-dir', str(tmp_path / 'run'), '--cfg-options',
-           'train_cfg.max_epochs=1', 'train_cfg.val_interval=1',
-           'default_hooks.checkpoint.save_best=plan/success_rate',
-           'default_hooks.checkpoint.rule=greater'])
+    options = ['--cfg-options', 'train_cfg.max_epochs=1', 'train_cfg.val_interval=1',
+               'default_hooks.checkpoint.save_best=plan/success_rate',
+               'default_hooks.checkpoint.rule=greater']
+    train([str(config), '--work-dir', str(tmp_path / 'run'), *options])
     assert read_checkpoint(tmp_path / 'run/epoch_1.pth')['meta'][RESUME_POINT_KEY] is True
     (best,) = (tmp_path / 'run').glob('best_*.pth')
     assert read_checkpoint(best)['meta'][RESUME_POINT_KEY] is False
     with pytest.raises(SystemExit, match=r'best_.*pth: a best checkpoint'):
-        train([str(config), '--work-dir', str(tmp_path / 'resumed'), '--resume', str(best)])
+        train([str(config), '--work-dir', str(tmp_path / 'resumed'), '--resume', str(best),
+               *options])  # the run's options: only the checkpoint's kind is wrong
 
 
 def test_a_tested_ema_checkpoint_without_its_raw_weights_is_not_called_the_raw_model():

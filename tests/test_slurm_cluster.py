@@ -3,7 +3,7 @@
 The cluster is started by ``.ci/start_slurm.sh`` when none answers (root and apt-get needed,
 else these tests skip with the reason). One small protocol runs once for every test of this
 file (module fixture :func:`scenario`): ViterbiPlanNet (tiny, 2 epochs, a checkpoint each), the
-PKG with uniform emissions and a run whose test video list is missing ("Broken"), 2 seeds,
+PKG with uniform emissions and a run whose tests fail in their jobs ("Broken"), 2 seeds,
 packed two units per array task, two tasks at once. While it runs: the same command is
 submitted again, one task is cancelled, and the task training ViterbiPlanNet is requeued after
 the first epoch's checkpoint of seed 0 (submitit's ``USR2``: checkpoint and requeue, as at a
@@ -74,9 +74,10 @@ def write_protocol(folder: Path, tiny: dict) -> Path:
     options = {f'{split}_dataloader.dataset': dict(tiny[f'{split}_dataset'], _delete_=True)
                for split in ('train', 'val', 'test')}
     options['model.num_actions'] = tiny['num_actions']
-    broken = dict(options)
-    broken['test_dataloader.dataset'] = dict(options['test_dataloader.dataset'],
-                                             video_list='/nonexistent/test_videos.json')
+    broken = dict(options)  # fails in its job, not at submission (which checks the data)
+    broken['custom_imports'] = dict(imports=['vpn_plugin.mm', 'resume_pause_hook'],
+                                    allow_failed_imports=False)
+    broken['custom_hooks'] = [dict(type='PKGHook'), dict(type='FailForSeedHook', seed=None)]
     uniform = str(REPO / 'configs/baselines/uniform_emissions_crosstask_t3.py')
     protocol = folder / 'cluster_protocol.py'
     protocol.write_text(
@@ -229,8 +230,7 @@ def test_the_array_survives_a_second_submission_scancel_requeues_and_slurmd_kill
     assert states == ['done (requeued 1 time)', 'done', 'failed', 'done (requeued 2 times)',
                       'interrupted', 'interrupted'], out
     assert lines[2].startswith(f'Broken T=3 seed=0 | failed | job {array}_1 | ')
-    assert lines[2].endswith(f'{array}_1_0_log.err | FileNotFoundError: annotation file '
-                             '/nonexistent/test_videos.json does not exist')
+    assert lines[2].endswith(f'{array}_1_0_log.err | ValueError: planned failure of seed 0')
     # '(CANCELLED)' while squeue still lists the cancelled task; without accounting, later not
     assert re.search(rf'its task {array}_2 ended (\(CANCELLED\) )?before the unit finished$',
                      lines[4]), lines[4]

@@ -343,7 +343,9 @@ def test_pretraining_stage_is_trained_once_loaded_frozen_and_never_retrained(
                                   'model.init_visual_from' for r in rows)
     Path(encoder).unlink()  # a lost stage checkpoint is an error, never a silent retraining
     third = protocol([1.0])
-    with pytest.raises(UnitsFailedError, match='FileNotFoundError: .*never retrained silently'):
+    with pytest.raises(UnitsFailedError, match='records a finished training whose tested '
+                       'checkpoint epoch_1.pth is not in its work dir .*never trains a '
+                       'finished unit again'):
         ProtocolRunner(third, tmp_path, max_epochs=1, batch_size=64).run(expand_units(third))
 
 

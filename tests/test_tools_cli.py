@@ -25,10 +25,13 @@ def test_no_validate_drops_validation_and_best_checkpoint(toy_config, monkeypatc
     plain = train_config(toy_config, '--cfg-options',
                          'default_hooks.checkpoint.save_best=toy/accuracy')
     assert plain.val_dataloader is not None and plain.default_hooks.checkpoint.save_best
-    cfg = train_config(toy_config, '--no-validate', '--cfg-options',
-                       'default_hooks.checkpoint.save_best=toy/accuracy')
+    cfg = train_config(toy_config, '--no-validate')
     assert cfg.val_cfg is None and cfg.val_dataloader is None and cfg.val_evaluator is None
     assert 'save_best' not in cfg.default_hooks.checkpoint
+    with pytest.raises(ValueError, match='--no-validate drops the validation loop and '
+                                        '--cfg-options default_hooks.checkpoint.save_best'):
+        train_config(toy_config, '--no-validate', '--cfg-options',
+                     'default_hooks.checkpoint.save_best=toy/accuracy')  # contradictory
 
 
 def test_auto_scale_lr_and_diff_rank_seed(toy_config, monkeypatch):

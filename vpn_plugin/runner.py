@@ -755,7 +755,11 @@ def check_run_values(cfg, where: str) -> None:
         collate, dataset = loader.get('collate_fn'), loader.get('dataset') or {}
         kind = collate.get('type') if isinstance(collate, dict) else collate
         planning = str(dataset.get('type')).split('.')[-1] == 'PlanningDataset'
-        if planning and collate is not None and str(kind).split('.')[-1] != 'planning_collate':
+        # mmengine's default_collate stacks the per-item dicts as planning_collate does;
+        # device-resident batches come whole from the dataset and need planning_collate
+        allowed = ('planning_collate',) if dataset.get('device_resident') is True else \
+            ('planning_collate', 'default_collate')
+        if planning and collate is not None and str(kind).split('.')[-1] not in allowed:
             raise ValueError(f'{where}: {split}_dataloader.collate_fn={collate!r}; expected '
                              "dict(type='planning_collate'): the planners read its batches "
                              '(another collate ended in "error: 0" inside the model)')
