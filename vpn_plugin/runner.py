@@ -372,7 +372,8 @@ class PlanningRunner(Runner):
         checkpoint was trained with (its ``meta['cfg']``): training-only ones (loss weights,
         ``train_paths``) change nothing here, test-time ones (``decode``, ``search``, seeds)
         change the measurement; either way the test says so."""
-        from vpn_plugin.engine.checkpoint import model_option_differences
+        from vpn_plugin.engine.checkpoint import (model_option_differences,
+                                                  observation_differences)
         trained_cfg = (checkpoint.get('meta') or {}).get('cfg')
         differences = model_option_differences(trained_cfg, self.cfg.get('model'),
                                                locations=False)
@@ -493,29 +494,6 @@ class PlanningRunner(Runner):
         a training, the run's timestamped log dir for a test."""
         name = osp.basename(self.cfg.filename) if self.cfg.filename else f'{self.timestamp}.py'
         return osp.join(self.work_dir if training else self.log_dir, name)
-
-
-OBSERVATION_KEYS = ('observation', 'observed_steps', 'window_policy', 'frame_dim')
-
-
-def observation_differences(trained_cfg_text, cfg) -> list:
-    """'test_dataloader.dataset.key: X in training, Y here' for what the test observes or
-    scores otherwise than the checkpoint's training split did (``observed_steps=1`` at test
-    of a run trained with 0 changed SR from 12.59 to 17.41 without a word; ``observation=
-    'concat3'`` on an 'authors' run has the same 1536 dims, so no size check sees it)."""
-    from vpn_plugin.engine.checkpoint import _run_config
-    trained = _run_config(trained_cfg_text)
-    before = ((trained or {}).get('train_dataloader') or {}).get('dataset') or {}
-    now = (cfg.get('test_dataloader') or {}).get('dataset') or {}
-    if not before or not now:
-        return []
-    from vpn_plugin.datasets.planning_dataset import PlanningDataset
-    defaults = {name: p.default for name, p in
-                inspect.signature(PlanningDataset.__init__).parameters.items()}
-    pairs = [(key, before.get(key, defaults[key]), now.get(key, defaults[key]))
-             for key in OBSERVATION_KEYS]
-    return [f'test_dataloader.dataset.{key}: {old!r} in training, {new!r} here'
-            for key, old, new in pairs if old != new]
 
 
 def check_training_hooks(model, hooks, where: str) -> None:
