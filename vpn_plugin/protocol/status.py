@@ -126,6 +126,50 @@ def squeue_tasks(jobs) -> dict:
     return queued
 
 
+def folder_marker(root) -> str:
+    """The sbatch ``--comment`` of a protocol folder's jobs (``vpn_plugin:`` and a hash of its
+    absolute path: a path may hold spaces or letters sbatch options do not carry), by which
+    :func:`marked_arrays` finds them without the records."""
+    import hashlib
+    digest = hashlib.sha256(str(Path(root).absolute()).encode()).hexdigest()[:16]
+    return f'vpn_plugin:{digest}'
+
+
+def marked_arrays(marker: str) -> dict:
+    """``{array job id: state}`` of the jobs ``squeue`` lists as queued or running with the
+    comment ``marker``; ``{}`` where there is no ``squeue`` (no Slurm here)."""
+    command = ['squeue', '-h', '-r', '-O', 'JobArrayID:|,Comment:|,State:|']
+    try:
+        done = subprocess.run(command, capture_output=True, text=True, timeout=60)
+    except OSError:
+        return {}
+    except subprocess.TimeoutExpired:
+        raise RuntimeError('squeue did not answer in 60 s; what is queued is unknown') from None
+    if done.returncode:
+        raise RuntimeError(f'{" ".join(command)} failed: {done.stderr.strip()}; what is queued '
+                           'is unknown')
+    arrays = {}
+    for line in done.stdout.splitlines():
+        fields = [field.strip() for field in line.split('|')]
+        if len(fields) >= 3 and fields[1] == marker and fields[2] in ALIVE_STATES:
+            arrays.setdefault(fields[0].split('_')[0], fields[2])
+    return arrays
+
+
+def recorded_arrays(folder: Path) -> set:
+    """The array job ids of every submission in ``folder``'s records."""
+    path = Path(folder) / RECORDS
+    if not path.is_file():
+        return set()
+    arrays = set()
+    for line in path.read_text().splitlines():
+        try:
+            arrays.add(str(json.loads(line)['array']))
+        except (ValueError, KeyError, TypeError):
+            continue  # read_submissions names a broken line
+    return arrays
+
+
 def _int(text: str) -> int:
     try:
         return int(text)

@@ -1,0 +1,135 @@
+"""Tenth hostile pass (issue 37), the protocol and what follows training (meaning4): the ninth
+pass's leftovers in this scope and this pass's findings, each test failing on main 1c6544e (the
+behaviour before its fix)."""
+import json
+import math
+from pathlib import Path
+
+import numpy as np
+import pytest
+from mmengine.config import Config
+
+from tool_modules import load_tool
+from vpn_plugin.core.stats import bootstrap_ci, bootstrap_difference, seed_interval
+from vpn_plugin.protocol.runner import ProtocolRunner, expand_units
+from vpn_plugin.protocol.slurm import SlurmRequest, plan_array, submit
+from vpn_plugin.protocol.status import RECORDS
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+# ------------------------------------------------------------ leftover 1: --poll-seconds
+@pytest.mark.parametrize('value', ['86400', '601', 'inf'])
+def test_poll_seconds_has_an_upper_bound(capsys, value):
+    """Before: --poll-seconds 86400 was taken: --wait looked at the queue once a day."""
+    tool = load_tool('run_protocol')
+    with pytest.raises(SystemExit) as exit_:
+        tool.parse_args(['configs/protocol/standard_niv.py', '--launcher', 'slurm',
+                         '--partition', 'debug', '--wait', '--poll-seconds', value])
+    assert exit_.value.code == 2
+    assert ('expected a number > 0.0 and <= 600.0 (--wait must see the end of the protocol '
+            'within 10 minutes)') in capsys.readouterr().err
+    args = tool.parse_args(['configs/protocol/standard_niv.py', '--launcher', 'slurm',
+                            '--partition', 'debug', '--wait', '--poll-seconds', '600'])
+    assert args.poll_seconds == 600.0
+
+
+# ------------------------------------------------------------ leftover 2: the time floor
+def niv_plan(tmp_path, request, limit):
+    protocol = Config.fromfile(REPO / 'configs/protocol/standard_niv.py')
+    units = expand_units(protocol, seeds=[0], horizons=[3], methods=['ViterbiPlanNet'])
+    return plan_array(ProtocolRunner(protocol, tmp_path, max_epochs=30), units, request, 4.32,
+                      limit=limit)
+
+
+def test_a_partition_maxtime_below_the_floor_is_refused(tmp_path):
+    """Before: a partition with MaxTime 1 minute capped the cost model's limit to 1 minute,
+    below submitit's 90 s signal lead: every task requeued as it started, nothing trained."""
+    with pytest.raises(ValueError, match=r'--partition tiny: its MaxTime caps every task at '
+                       r'00:01:00 \(partition tiny MaxTime 1\).* expected a partition whose '
+                       r'MaxTime is at least 2 minutes'):
+        niv_plan(tmp_path, SlurmRequest('tiny'), (1, 'partition tiny MaxTime 1'))
+    # a --time-limit above such a MaxTime stays refused as before, and 2 minutes pass
+    with pytest.raises(ValueError, match='MaxTime'):
+        niv_plan(tmp_path, SlurmRequest('tiny', time_limit=2), (1, 'partition tiny MaxTime 1'))
+    plan = niv_plan(tmp_path, SlurmRequest('short'), (2, 'partition short MaxTime 2'))
+    assert plan.time_limit == 2
+
+
+# ------------------------------------------------------------ leftover 3: records deleted
+def test_a_running_job_the_records_lost_is_named_not_submitted_again(tmp_path):
+    """Before: the records folder deleted while its array ran, the same command submitted the
+    units a second time (the unit lock then kept it to one row)."""
+    from vpn_plugin.protocol.slurm import check_unrecorded_jobs
+    folder = tmp_path / 'standard_niv' / 'slurm'
+    folder.mkdir(parents=True)
+    with pytest.raises(RuntimeError, match=r'job array 296 \(RUNNING\) of this protocol folder '
+                       r'.* does not record it .*scancel 296'):
+        check_unrecorded_jobs(folder, {'296': 'RUNNING'})
+    (folder / RECORDS).write_text(json.dumps(dict(array='296', tasks=[])) + '\n')
+    check_unrecorded_jobs(folder, {'296': 'RUNNING'})  # recorded: a resubmission skips its units
+    check_unrecorded_jobs(folder, {})
+
+
+def test_submit_asks_slurm_for_the_folders_jobs_and_marks_its_own(tmp_path, monkeypatch):
+    from vpn_plugin.protocol.status import folder_marker
+    protocol = Config.fromfile(REPO / 'configs/protocol/standard_niv.py')
+    units = expand_units(protocol, seeds=[0], horizons=[3], methods=['ViterbiPlanNet'])
+    runner = ProtocolRunner(protocol, tmp_path, max_epochs=30)
+    asked = []
+
+    def marked(marker):
+        asked.append(marker)
+        return {'7': 'PENDING'}
+    with pytest.raises(RuntimeError, match='job array 7 .PENDING.'):
+        submit(runner, units, SlurmRequest('debug'), 4.32, marked=marked,
+               limit=(120, 'partition debug MaxTime 2:00:00'))
+    assert asked == [folder_marker(runner.root)]
+    assert folder_marker(runner.root) != folder_marker(tmp_path / 'copy' / 'standard_niv')
+    assert not list((tmp_path / 'standard_niv' / 'slurm').glob('*_submission.sh'))
+
+
+def test_the_marker_becomes_the_sbatch_comment(tmp_path, monkeypatch):
+    from submitit.slurm import slurm
+    from vpn_plugin.protocol.slurm import make_executor, parse_options
+    monkeypatch.setattr(slurm.SlurmExecutor, 'affinity', classmethod(lambda cls: 2))
+    executor = make_executor(tmp_path, SlurmRequest('gpu'), 90, 'vpn_x',
+                             marker='vpn_plugin:0123456789abcdef')._executor
+    lines = slurm._make_sbatch_string(command='run', folder=tmp_path, map_count=1,
+                                      **executor.parameters).splitlines()
+    assert '#SBATCH --comment=vpn_plugin:0123456789abcdef' in lines
+    with pytest.raises(ValueError, match='comment is set by'):
+        parse_options(['comment=mine'])
+
+
+# ------------------------------------------------------------ leftover 4: score contents
+@pytest.mark.parametrize('scores, message', [
+    ([20.0, True, 30.0], r"scores\[1\] = True \(bool\)"),
+    ([20.0, np.True_, 30.0], r"scores\[1\] = .*True \(bool_?\)"),
+    ([20.0, 25.0, '30.0'], r"scores\[2\] = '30.0' \(str\)"),
+    ([20.0, None, 30.0], r"scores\[1\] = None \(NoneType\)"),
+    ([20.0, 25.0, float('nan')], r"scores\[2\] = nan"),
+    (np.array([20.0, np.inf, 30.0]), r"scores\[1\] = inf"),
+    (np.array([20.0, 'x', 30.0], dtype=object), r"scores\[1\] = 'x' \(str\)"),
+])
+def test_score_contents_are_checked_at_the_stats_entry(scores, message):
+    """Before: [20, True, 30] was averaged as [20, 1, 30] (np.asarray makes True 1.0), and a
+    NaN was named without its position."""
+    for call in (lambda: seed_interval(scores), lambda: bootstrap_ci(scores)):
+        with pytest.raises((TypeError, ValueError), match=message):
+            call()
+    for name, call in (('a', lambda: bootstrap_difference(scores, [1.0, 2.0, 3.0])),
+                       ('b', lambda: bootstrap_difference([1.0, 2.0, 3.0], scores))):
+        with pytest.raises((TypeError, ValueError), match=message.replace('scores', name)):
+            call()
+
+
+def test_numbers_of_every_kind_still_pass():
+    import torch
+    expected = seed_interval([20.0, 25.0, 30.0])
+    for scores in ([20, 25, 30], (20.0, 25.0, 30.0), np.array([20, 25, 30], dtype=np.int32),
+                   [np.float32(20), np.float64(25), np.int64(30)],
+                   torch.tensor([20.0, 25.0, 30.0], requires_grad=True),
+                   [torch.tensor(20.0), torch.tensor(25.0), torch.tensor(30.0)]):
+        assert seed_interval(scores) == pytest.approx(expected)
+    assert math.isclose(seed_interval([7.5])[0], 7.5)
