@@ -133,3 +133,25 @@ def test_numbers_of_every_kind_still_pass():
                    [torch.tensor(20.0), torch.tensor(25.0), torch.tensor(30.0)]):
         assert seed_interval(scores) == pytest.approx(expected)
     assert math.isclose(seed_interval([7.5])[0], 7.5)
+
+
+# ------------------------------------------------------------ this pass's findings
+KEPT = REPO / 'docs' / 'results_data' / 'main_t3_crosstask.jsonl'
+
+
+@pytest.mark.parametrize('field, value', [('selection', 'unified: best val/success_rate'),
+                                          ('shortened', '')])
+def test_a_cell_never_pools_seeds_of_two_checkpoint_selections(field, value):
+    """Before (R20 / R18): one seed's row tested on its best-validation checkpoint (or marked a
+    full run) among seeds tested on the last epoch was averaged into the same cell; the
+    caption listed both selections without saying which seeds."""
+    from vpn_plugin.protocol.report import build_table
+    from vpn_plugin.protocol.results import read_results
+    rows = read_results(KEPT)
+    for row in rows:
+        if row.method == 'ViterbiPlanNet' and row.seed == 1:
+            setattr(row, field, value)
+    with pytest.raises(ValueError, match=rf"rows of method 'ViterbiPlanNet' \(dataset "
+                       rf"'crosstask', T=3\) differ in {field}: .*\(seed 1\)"):
+        build_table(rows)
+    build_table(read_results(KEPT))

@@ -64,7 +64,7 @@ from .results import (METRIC_LABELS, METRIC_RANGES, SHORTENED_MARK, ResultRow,
 DEFAULT_METRICS = ('success_rate', 'mean_accuracy', 'miou_set')
 # what the rows pooled in one cell must share (besides method, dataset and test horizon)
 CELL_IDENTITY = ('protocol', 'config', 'train_horizon', 'variant', 'settings', 'pkg_source',
-                 'params')
+                 'params', 'selection', 'shortened')
 # settings that legitimately differ across the seeds of one run setting (llm_eval.py rows:
 # the sample seed is the row's seed; a step model may be trained per seed; and the seed of
 # settings.pretrained, the pre-training stage each seed runs)
