@@ -155,3 +155,14 @@ def test_a_cell_never_pools_seeds_of_two_checkpoint_selections(field, value):
                        rf"'crosstask', T=3\) differ in {field}: .*\(seed 1\)"):
         build_table(rows)
     build_table(read_results(KEPT))
+
+
+def test_a_filter_that_matches_no_row_names_what_the_rows_hold():
+    """Before (R32 / R33 / R44): "no results rows match protocol=None dataset='niv' ..." did
+    not say which datasets, protocols or variant settings the file holds."""
+    from vpn_plugin.protocol.results import filter_rows, read_results
+    rows = read_results(REPO / 'docs' / 'results_data' / 'sample_efficiency_niv.jsonl')
+    with pytest.raises(ValueError, match=r"dataset='crosstask' .*; the 60 rows hold protocol\(s\) "
+                       r"\['sample_efficiency_niv'\], dataset\(s\) \['niv'\], variant setting\(s\) "
+                       r"\['train_fraction=0.05', 'train_fraction=0.1'"):
+        filter_rows(rows, dataset='crosstask')
