@@ -166,3 +166,32 @@ def test_a_filter_that_matches_no_row_names_what_the_rows_hold():
                        r"\['sample_efficiency_niv'\], dataset\(s\) \['niv'\], variant setting\(s\) "
                        r"\['train_fraction=0.05', 'train_fraction=0.1'"):
         filter_rows(rows, dataset='crosstask')
+
+
+def test_keep_results_refuses_two_measurements_of_one_run(tmp_path):
+    """Before (K4): a results file holding one run's row twice with other metrics (a rerun
+    appended) was kept as it was ("kept 31 rows"), a file report.py then refused."""
+    lines = KEPT.read_text().splitlines()
+    row = json.loads(lines[0])
+    row['metrics'] = dict(row['metrics'], success_rate=0.05)
+    given = tmp_path / 'given.jsonl'
+    given.write_text('\n'.join(lines + [json.dumps(row)]) + '\n')
+    tool = load_tool('keep_results')
+    with pytest.raises(SystemExit, match=r"two rows of one run: 'train DVL / infer argmax' seed "
+                       r"0 T=3 \(protocol 'main_t3'\) with other success_rate \(success_rate "
+                       r"0.0 and 0.05\)"):
+        tool.main([str(given), '--out', str(tmp_path / 'kept.jsonl')])
+    assert not (tmp_path / 'kept.jsonl').exists()
+
+
+def test_report_names_the_two_values_of_a_duplicate_seed(tmp_path):
+    """Before (R3 / R4): "duplicate results ...; filter by protocol/variant first", advice that
+    cannot help: rows differing in protocol or variant never reach one cell."""
+    from vpn_plugin.protocol.report import build_table
+    from vpn_plugin.protocol.results import read_results
+    rows = read_results(KEPT)
+    copy = [r for r in rows if r.method == 'ViterbiPlanNet' and r.seed == 0][0]
+    from dataclasses import replace
+    with pytest.raises(ValueError, match=r"seed=0: two rows of one run setting \(success_rate "
+                       r"25.8\d* and 25.8\d*\), the same row twice"):
+        build_table(rows + [replace(copy)])

@@ -377,9 +377,14 @@ def _collect(rows, metrics) -> dict:
                     '--metrics every row has, or rerun that seed')
             values = per_seed.setdefault((row.method, row.dataset, row.horizon, metric), {})
             if row.seed in values:
+                same = values[row.seed] == row.metrics[metric]
                 raise ValueError(
                     f'duplicate results for method={row.method!r} dataset={row.dataset!r} '
-                    f'horizon={row.horizon} seed={row.seed}; filter by protocol/variant first')
+                    f'horizon={row.horizon} seed={row.seed}: two rows of one run setting '
+                    f'({metric} {values[row.seed]:g} and {row.metrics[metric]:g}), '
+                    + ('the same row twice (a results file copied into another?)' if same else
+                       'two measurements of one run (a rerun appended instead of replacing '
+                       'its row?)') + '; a cell holds one row per seed: keep one')
             values[row.seed] = row.metrics[metric]
     return per_seed
 
