@@ -195,3 +195,18 @@ def test_report_names_the_two_values_of_a_duplicate_seed(tmp_path):
     with pytest.raises(ValueError, match=r"seed=0: two rows of one run setting \(success_rate "
                        r"25.8\d* and 25.8\d*\), the same row twice"):
         build_table(rows + [replace(copy)])
+
+
+def test_a_log_x_curve_refuses_a_point_it_cannot_draw(tmp_path):
+    """Before (P7): a curve with --log-x over rows with train_fraction 0 exited 0, the x=0
+    points gone from the figure (matplotlib drops x <= 0 on a log axis)."""
+    from vpn_plugin.protocol.plots import plot_curves
+    from vpn_plugin.protocol.results import read_results
+    rows = read_results(REPO / 'docs' / 'results_data' / 'sample_efficiency_niv.jsonl')
+    for row in rows:
+        if row.variant['train_fraction'] == 0.05:
+            row.variant['train_fraction'] = 0
+    with pytest.raises(ValueError, match=r"train_fraction=0 \(line '.*', niv T=3\): a log x axis "
+                       r"\(--log-x\) cannot show a value <= 0"):
+        plot_curves(rows, 'train_fraction', 'success_rate', tmp_path / 'fig', log_x=True)
+    assert not list(tmp_path.iterdir())

@@ -427,6 +427,18 @@ def panel_title(dataset: str, horizon: int, panels) -> str:
     return f'{name}, T={horizon}' if len(datasets) > 1 else f'T={horizon}'
 
 
+def check_log_axis(values: dict, x_key: str) -> None:
+    """A log x axis has no place for x <= 0: matplotlib would drop those points without a
+    word (``values``: :func:`curve_values`'s)."""
+    for (dataset, horizon), lines in values.items():
+        for line, points in lines.items():
+            bad = sorted(x for x in points if not x > 0)
+            if bad:
+                raise ValueError(f'{x_key}={bad[0]:g} (line {line!r}, {dataset} T={horizon}): a '
+                                 'log x axis (--log-x) cannot show a value <= 0, so its point '
+                                 'would vanish; expected positive values, or leave out --log-x')
+
+
 @checked_arguments
 def plot_curves(rows, x_key: str, metric: str, out_stem, *, group_key: str | None = None,
                 log_x: bool = False, xlabel: str | None = None) -> list[Path]:
@@ -435,6 +447,8 @@ def plot_curves(rows, x_key: str, metric: str, out_stem, *, group_key: str | Non
     plotted x value a tick; saves PNG and PDF."""
     from matplotlib.ticker import FixedLocator, NullLocator
     values = curve_values(rows, x_key, metric, group_key)
+    if log_x:
+        check_log_axis(values, x_key)
     panels = {key: ci_lines(lines) for key, lines in values.items()}
     names = list(dict.fromkeys(line for lines in panels.values() for line in lines))
     styles = figure_styles(names)
