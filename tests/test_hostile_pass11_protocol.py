@@ -210,3 +210,22 @@ def test_a_log_x_curve_refuses_a_point_it_cannot_draw(tmp_path):
                        r"\(--log-x\) cannot show a value <= 0"):
         plot_curves(rows, 'train_fraction', 'success_rate', tmp_path / 'fig', log_x=True)
     assert not list(tmp_path.iterdir())
+
+
+def test_an_interval_without_a_neighbour_is_drawn_as_an_error_bar():
+    """Before (P3 / P4): a curve or efficiency figure of one x value noted "Bands: 90% bootstrap
+    CI over 3 seeds per point" and drew no interval: a band of one x has no width."""
+    import matplotlib
+    matplotlib.use('Agg')
+    import matplotlib.pyplot as plt
+    from vpn_plugin.protocol.plots import _draw_line
+    fig, ax = plt.subplots()
+    _draw_line(ax, [(1.0, 30.0, 28.0, 33.0)])  # one point
+    _draw_line(ax, [(1.0, 30.0, 28.0, 33.0), (2.0, 31.0, None, None),
+                    (3.0, 32.0, 30.0, 34.0), (4.0, 33.0, 31.0, 35.0)])  # 1 alone, 3-4 a band
+    bars = [c for c in ax.containers if isinstance(c, matplotlib.container.ErrorbarContainer)]
+    assert len(bars) == 2
+    segments = [seg for bar in bars for seg in bar.lines[2][0].get_segments()]
+    assert sorted((float(s[0][0]), float(s[0][1]), float(s[1][1])) for s in segments) == [
+        (1.0, 28.0, 33.0), (1.0, 28.0, 33.0)]
+    plt.close(fig)

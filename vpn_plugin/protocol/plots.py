@@ -402,6 +402,13 @@ def _draw_line(ax, points, **style):
     line, = ax.plot(x, mean, **style)
     if np.isfinite(low).any():
         ax.fill_between(x, low, high, color=line.get_color(), alpha=0.2, linewidth=0)
+    # a band needs two neighbouring intervals: an interval alone (one x, or between gaps)
+    # would vanish, so it is drawn as an error bar
+    has = np.isfinite(low)
+    alone = has & ~(np.r_[False, has[:-1]] | np.r_[has[1:], False])
+    if alone.any():
+        ax.errorbar(x[alone], mean[alone], yerr=[(mean - low)[alone], (high - mean)[alone]],
+                    fmt='none', ecolor=line.get_color(), elinewidth=0.8, capsize=2)
     return line
 
 
