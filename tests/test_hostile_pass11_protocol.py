@@ -229,3 +229,20 @@ def test_an_interval_without_a_neighbour_is_drawn_as_an_error_bar():
     assert sorted((float(s[0][0]), float(s[0][1]), float(s[1][1])) for s in segments) == [
         (1.0, 28.0, 33.0), (1.0, 28.0, 33.0)]
     plt.close(fig)
+
+
+@pytest.mark.parametrize('group, message', [
+    ('train_fraction', r'--group train_fraction is the --x key: each line would be one point'),
+    ('nonexistent', r"--group 'nonexistent' is no variant key of the rows; they have none "
+                    r'besides --x'),
+])
+def test_a_curve_group_names_another_variant_key(tmp_path, group, message):
+    """Before (P19): --group equal to --x drew a line of one point per x value, the legend
+    over the axes (exit 0); (P14) a --group key no row has was refused as "rows ... differ in
+    variant", not naming the key."""
+    from vpn_plugin.protocol.plots import plot_curves
+    from vpn_plugin.protocol.results import read_results
+    rows = read_results(REPO / 'docs' / 'results_data' / 'sample_efficiency_niv.jsonl')
+    with pytest.raises(ValueError, match=message):
+        plot_curves(rows, 'train_fraction', 'success_rate', tmp_path / 'fig', group_key=group)
+    assert not list(tmp_path.iterdir())

@@ -340,6 +340,8 @@ def curve_values(rows: list[ResultRow], x_key: str, metric: str,
         if metric not in row.metrics:
             raise ValueError(f'results row of {row.method!r} has no metric {metric!r}; it has '
                              f'{sorted(row.metrics)}')
+    if group_key is not None:
+        check_group_key(rows, x_key, group_key)
     check_points(rows, (x_key,) + ((group_key,) if group_key else ()))
     several = len({r.method for r in rows}) > 1
     values = {}
@@ -358,6 +360,20 @@ def curve_values(rows: list[ResultRow], x_key: str, metric: str,
     if not panels:
         raise ValueError('no results rows to plot')
     return panels
+
+
+def check_group_key(rows, x_key: str, group_key: str) -> None:
+    """``group_key`` names the lines: a variant key of the rows other than the x axis's
+    (the x key as a group gives a line of one point per x value)."""
+    keys = sorted({k for r in rows for k in r.variant if k != x_key})
+    others = keys or 'none besides --x'
+    if group_key == x_key:
+        raise ValueError(f'--group {group_key} is the --x key: each line would be one point '
+                         f'at its own x; expected another variant key of the rows ({others}), '
+                         'or no --group for a line per method')
+    if group_key not in keys:
+        raise ValueError(f'--group {group_key!r} is no variant key of the rows; they have '
+                         f'{others} (leave out --group for a line per method)')
 
 
 def variant_number(row: ResultRow, key: str) -> float:
