@@ -63,7 +63,7 @@ def test_a_running_job_the_records_lost_is_named_not_submitted_again(tmp_path):
     from vpn_plugin.protocol.slurm import check_unrecorded_jobs
     folder = tmp_path / 'standard_niv' / 'slurm'
     folder.mkdir(parents=True)
-    with pytest.raises(RuntimeError, match=r'job array 296 \(RUNNING\) of this protocol folder '
+    with pytest.raises(ValueError, match=r'job array 296 \(RUNNING\) of this protocol folder '
                        r'.* does not record it .*scancel 296'):
         check_unrecorded_jobs(folder, {'296': 'RUNNING'})
     (folder / RECORDS).write_text(json.dumps(dict(array='296', tasks=[])) + '\n')
@@ -81,7 +81,7 @@ def test_submit_asks_slurm_for_the_folders_jobs_and_marks_its_own(tmp_path, monk
     def marked(marker):
         asked.append(marker)
         return {'7': 'PENDING'}
-    with pytest.raises(RuntimeError, match='job array 7 .PENDING.'):
+    with pytest.raises(ValueError, match='job array 7 .PENDING.'):
         submit(runner, units, SlurmRequest('debug'), 4.32, marked=marked,
                limit=(120, 'partition debug MaxTime 2:00:00'))
     assert asked == [folder_marker(runner.root)]

@@ -85,7 +85,7 @@ OWN_FLAGS = {'partition': '--partition', 'p': '--partition', 'time': '--time-lim
              'gres': '--gpus-per-run', 'mem': '--mem-per-run', 'requeue': '(always on)',
              'no-requeue': '(requeue is always on)', 'output': '(the log folder)',
              'error': '(the log folder)', 'signal': '(submitit)', 'open-mode': '(submitit)',
-             'comment': '(it marks the protocol folder\'s jobs, slurm.check_unrecorded_jobs)'}
+             'comment': '(this tool: it marks the protocol folder\'s jobs)'}
 
 
 @dataclass
@@ -506,7 +506,7 @@ def check_unrecorded_jobs(folder: Path, alive: dict) -> None:
     unrecorded = sorted(set(alive) - recorded_arrays(folder))
     if unrecorded:
         jobs = ', '.join(f'{job} ({alive[job]})' for job in unrecorded)
-        raise RuntimeError(
+        raise ValueError(
             f'job array {jobs} of this protocol folder ({folder.parent}) is still queued or '
             f'running, but {folder / RECORDS} does not record it (deleted or replaced?), so '
             'its units would be submitted a second time; nothing was submitted: wait for it '
