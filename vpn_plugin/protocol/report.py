@@ -386,7 +386,9 @@ def _collect(rows, metrics) -> dict:
                        'two measurements of one run (a rerun appended instead of replacing '
                        'its row?)') + '; a cell holds one row per seed: keep one')
             values[row.seed] = row.metrics[metric]
-    return per_seed
+    # in seed order, as the authors' script lists them: the bootstrap draws positions, so
+    # the rows' order in the file (tasks of a job array end in any order) must not matter
+    return {key: dict(sorted(values.items())) for key, values in per_seed.items()}
 
 
 def _check_named(methods, ours, reference, rows):
