@@ -261,3 +261,19 @@ def test_a_table_does_not_depend_on_the_order_of_its_rows():
                 {key: (i.delta, i.low, i.high) for key, i in table.improvements.items()})
     forward, backward = numbers(build_table(rows)), numbers(build_table(rows[::-1]))
     assert backward == forward
+
+
+def test_a_figure_does_not_depend_on_the_order_of_its_rows(tmp_path, monkeypatch):
+    """Before: the sample-efficiency rows reversed drew other CI bands (the seeds' values in
+    file order enter the position-drawing bootstrap)."""
+    from vpn_plugin.protocol import plots
+    tool = load_tool('plots')
+    given = REPO / 'docs' / 'results_data' / 'sample_efficiency_niv.jsonl'
+    reversed_file = tmp_path / 'reversed.jsonl'
+    reversed_file.write_text('\n'.join(given.read_text().splitlines()[::-1]) + '\n')
+    drawn = []
+    monkeypatch.setattr(plots, 'plot_sample_efficiency', lambda rows, out, **kw: drawn.append(
+        plots.efficiency_points(rows, kw['metric'])) or [])
+    for path in (given, reversed_file):
+        tool.main(['efficiency', str(path), '--out', str(tmp_path / path.stem)])
+    assert drawn[0] == drawn[1]
