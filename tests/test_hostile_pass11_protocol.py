@@ -277,3 +277,15 @@ def test_a_figure_does_not_depend_on_the_order_of_its_rows(tmp_path, monkeypatch
     for path in (given, reversed_file):
         tool.main(['efficiency', str(path), '--out', str(tmp_path / path.stem)])
     assert drawn[0] == drawn[1]
+
+
+def test_a_missing_row_names_the_options_of_its_run():
+    """Before (X9): a protocol edited between runs (ViterbiPlanNet with model.decode changed)
+    failed its unit; report.py then said "missing: ViterbiPlanNet seed=0 T=3
+    configs/vpn_niv_t3.py" beside a ViterbiPlanNet seed 0 row of that config."""
+    from vpn_plugin.protocol.expected import describe_row
+    from vpn_plugin.protocol.results import ResultRow
+    row = ResultRow('ViterbiPlanNet', 0, 3, {'success_rate': 1.0}, config='configs/vpn_niv_t3.py',
+                    settings={'cfg_options': {'model.decode': 'emission_argmax'}})
+    assert describe_row(row) == ("ViterbiPlanNet seed=0 T=3 configs/vpn_niv_t3.py with "
+                                 "model.decode='emission_argmax'")
