@@ -362,6 +362,8 @@ def _identity_value(row: ResultRow, name: str, free_variant=()) -> str:
             value['pretrained'] = {k: v for k, v in value['pretrained'].items() if k != 'seed'}
     if name == 'variant':
         value = {k: v for k, v in value.items() if k not in free_variant}
+    if name == 'shortened':  # full run or not; the reasons' words may differ (true, a text)
+        value = 'shortened' if value else 'full run'
     return json.dumps(value, sort_keys=True, default=str)
 
 
