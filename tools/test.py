@@ -159,10 +159,21 @@ def shortened_reasons(runner) -> str:
     return '; '.join(reason for reason in reasons if reason)
 
 
-def write_metrics(metrics, path, shortened: str = ''):
+def test_notes(runner) -> dict:
+    """What the metrics JSON names beside the numbers: the options this test changed from
+    the checkpoint's training (``PlanningRunner.changed_from_training``) and the features
+    whose statistics differ from the training features' (``feature_scale_note``)."""
+    return dict(changed_from_training=getattr(runner, 'changed_from_training', ''),
+                feature_statistics=getattr(runner, 'feature_statistics_note', ''))
+
+
+def write_metrics(metrics, path, shortened: str = '', notes: dict = None):
+    """The metrics as floats, and the marks of what they are not: ``shortened`` and the
+    ``notes`` that are set (e.g. ``changed_from_training``)."""
     values = {key: float(value) for key, value in metrics.items()}
     if shortened:
         values['shortened'] = shortened
+    values.update({key: note for key, note in (notes or {}).items() if note})
     write_text_atomically(path, json.dumps(values, indent=2), 'metrics file')
 
 
@@ -216,7 +227,7 @@ def test_locked(args, cfg):
                               f'({shortened})')
     if runner.rank == 0:
         path = args.out_metrics or osp.join(runner.log_dir, 'test_metrics.json')
-        write_metrics(metrics, path, shortened)
+        write_metrics(metrics, path, shortened, test_notes(runner))
         runner.logger.info(f'test metrics written to {path}' + (
             ' (marked shortened)' if shortened else ''))
     shutdown_distributed()
