@@ -414,7 +414,9 @@ TRAINING_OPTIONS = {
     'optim_wrapper.accumulative_counts': (SAME, IRRELEVANT),
     'param_scheduler': (SAME, IRRELEVANT),  # mmengine restores each scheduler's state
     'train_dataloader.batch_size': (SAME, IRRELEVANT),
-    'randomness.seed': (SAME, NAMED),  # mmengine restores the run's; a sampler draws with it
+    # mmengine restores the run's; a test draws nothing with it (PDPP / KEPP sample with
+    # per-window seeds, model.sampling_seed: a model option)
+    'randomness.seed': (SAME, IRRELEVANT),
     'custom_hooks.<EMA>.*': (SAME, IRRELEVANT),
     'default_hooks.checkpoint.save_best': (SAME, IRRELEVANT),
     'default_hooks.checkpoint.rule': (SAME, IRRELEVANT),
