@@ -445,11 +445,6 @@ class PlanningRunner(Runner):
                 check_finite(state_dict_of(checkpoint, filename), f'{filename} (EMA weights)')
         if self.testing:
             self.check_tested_ema(checkpoint, filename)
-            self.log_model_overrides(checkpoint, filename)
-            self.feature_statistics_note = feature_statistics_note(
-                checkpoint, filename, self._feature_statistics('test'))
-            if self.feature_statistics_note:
-                self.logger.warning(self.feature_statistics_note)
         if not self.cfg.get(PARTIAL_LOAD_KEY):
             check_loaded_pkg(checkpoint, filename, self.cfg.get('model'))
         if isinstance(checkpoint.get('ema_state_dict'), dict):  # checked by read_checkpoint;
@@ -461,6 +456,12 @@ class PlanningRunner(Runner):
             model, checkpoint, filename, partial=partial and not is_resuming(self),
             data_meta=self._built_data_meta(), require_meta=isinstance(model, BasePlanner),
             unchecked=bool(self.cfg.get(UNCHECKED_KEY, False)))
+        if self.testing:  # once it loaded: a refused checkpoint's test is no measurement
+            self.log_model_overrides(checkpoint, filename)
+            self.feature_statistics_note = feature_statistics_note(
+                checkpoint, filename, self._feature_statistics('test'))
+            if self.feature_statistics_note:
+                self.logger.warning(self.feature_statistics_note)
         self._has_loaded = True
         self.logger.info(f'Load checkpoint from {filename}')
         return checkpoint
