@@ -17,6 +17,9 @@ param_scheduler = [dict(type='MultiStepLR', milestones=[20], gamma=0.65)]
 randomness = dict(seed=0)
 train_dataloader = dict(batch_size=32, dataset=dict(type='PlanningDataset', horizon=3,
     observation='authors', val_fraction=0.1, feature_dir='/data/niv/features'))
+val_dataloader = dict(batch_size=32, dataset=dict(type='PlanningDataset', horizon=3,
+    observation='authors', split='val', feature_dir='/data/niv/features'))
+val_cfg = dict(type='ValLoop')
 test_dataloader = dict(batch_size=32, dataset=dict(type='PlanningDataset', horizon=3,
     observation='authors', split='test', feature_dir='/data/niv/features'))
 train_cfg = dict(max_epochs=50)
@@ -56,6 +59,11 @@ def differences(change: dict, purpose: str):
     ({'test_dataloader.dataset.feature_dir': '/moved/niv/features'}, 'test', [], []),
     ({'optim_wrapper.optimizer.lr': 0.1}, 'resume',
      ['optim_wrapper.optimizer.lr: 0.001 in the run, 0.1 here'], []),
+    # before: exit 0; the validation of the resumed epochs observed 1 step (val SR 3.28 ->
+    # 11.48) and save_best compared those scores with the run's best of 0 observed steps
+    ({'val_dataloader.dataset.observed_steps': 1}, 'resume',
+     ['val_dataloader.dataset.observed_steps: 0 in the run, 1 here'], []),
+    ({'val_dataloader.dataset.observed_steps': 1}, 'test', [], []),
     ({'train_dataloader.dataset.val_fraction': 0.2}, 'resume',
      ['train_dataloader.dataset.val_fraction: 0.1 in the run, 0.2 here'], []),
 ])

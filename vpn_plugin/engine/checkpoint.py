@@ -489,13 +489,24 @@ def _section_lines(name, before, now) -> list:
 
 
 def _dataset_lines(trained, cfg, purpose: str) -> list:
-    """('dataset.<key>', line) for the dataset options of the table that the training split
-    of ``trained`` and this config's resumed training split / test split set otherwise."""
-    loader = 'train_dataloader' if purpose == 'resume' else 'test_dataloader'
-    before = _plain(_dotted(trained, 'train_dataloader.dataset')) or {}
-    now = _plain(_dotted(cfg, f'{loader}.dataset')) or {}
-    if not before or not now or before.get('type') != now.get('type'):
-        return []
+    """('dataset.<key>', line) for the dataset options of the table that differ: at a test,
+    the training split of ``trained`` against this config's test split; at a resume, each
+    training and validation split against this config's (a validation observed otherwise
+    from the resumed epoch on had its scores compared with the run's best: save_best)."""
+    pairs = [('train_dataloader', 'test_dataloader')] if purpose == 'test' else \
+        [('train_dataloader', 'train_dataloader')] + (
+            [('val_dataloader', 'val_dataloader')] if trained.get('val_cfg') is not None
+            and cfg.get('val_cfg') is not None else [])
+    lines = []
+    for trained_loader, loader in pairs:
+        before = _plain(_dotted(trained, f'{trained_loader}.dataset')) or {}
+        now = _plain(_dotted(cfg, f'{loader}.dataset')) or {}
+        if before and now and before.get('type') == now.get('type'):
+            lines += _dataset_option_lines(before, now, loader)
+    return lines
+
+
+def _dataset_option_lines(before: dict, now: dict, loader: str) -> list:
     from ..datasets.planning_dataset import PlanningDataset
     defaults = {name: p.default for name, p in
                 inspect.signature(PlanningDataset.__init__).parameters.items()}
