@@ -141,3 +141,31 @@ def test_a_wider_task_head_is_named(caplog):
     assert lines == ["c.py: model.num_tasks=180 is wider than the training dataset's 5 tasks: "
                      '175 task outputs are never trained (set model.num_tasks=5 unless that '
                      'is meant)']
+
+
+def test_resume_true_in_an_empty_work_dir_says_it_starts_afresh(tmp_path):
+    """Before: the config's resume=True (mmengine's auto-resume) in a work dir without a
+    checkpoint started a new run without a word (tools/train.py --resume refuses it)."""
+    from vpn_plugin.runner import PlanningRunner
+    lines = []
+    runner = object.__new__(PlanningRunner)
+    runner.__dict__.update(_has_loaded=False, _resume=True, _load_from=None,
+                           _distributed=False, testing=False, _work_dir=str(tmp_path),
+                           logger=type('Logger', (), {'info': lambda _, m: lines.append(m)})(),
+                           write_config=lambda training: None)
+    runner.load_or_resume()
+    assert lines == [f'resume=True: the work dir {tmp_path} holds no checkpoint to resume '
+                     "from; the run starts afresh (mmengine's auto-resume; tools/train.py "
+                     '--resume refuses this case)']
+
+
+def test_resume_auto_in_an_empty_work_dir_says_it_starts_afresh(tmp_path, capsys):
+    """Before: `tools/train.py --resume auto` with nothing to resume started afresh silently
+    (R_auto_empty)."""
+    from tool_modules import load_tool
+    train = load_tool('train')
+    cfg = Config(dict(work_dir=str(tmp_path)))
+    train.set_resume(cfg, 'auto')
+    assert not cfg.resume
+    assert f'--resume auto: {tmp_path} holds no checkpoint to resume from: the run starts ' \
+        'afresh' in capsys.readouterr().err
