@@ -151,11 +151,16 @@ def require_parameter_free(model, config):
 def shortened_reasons(runner) -> str:
     """Why these metrics are not the full test of a full run ('' when they are): the loaded
     checkpoint's ``meta['shortened']``, EMA weights that are not the trained ones the config
-    asks for (``PlanningRunner.tested_ema_mark``) and the limited test windows."""
+    asks for (``PlanningRunner.tested_ema_mark``), the limited test windows and the test
+    videos ``skip_bad_videos`` skipped."""
     reasons = [getattr(runner, 'loaded_shortened', ''), getattr(runner, 'tested_ema_mark', '')]
     limited = getattr(runner.test_dataloader.dataset, 'limited', None)
     if limited:
         reasons.append(f'limit={limited[0]} of {limited[1]} test windows')
+    skipped = getattr(runner.test_dataloader.dataset, 'skipped', None)
+    if skipped:  # skip_bad_videos=True: the windows of those videos are not scored
+        reasons.append('skip_bad_videos: test videos skipped (' + ', '.join(
+            f'{n} {reason}' for reason, n in sorted(skipped.items())) + ')')
     return '; '.join(reason for reason in reasons if reason)
 
 
