@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import math
 
-import numpy as np
 import pytest
 import torch
 
@@ -62,3 +61,83 @@ def test_check_bool_is_check_values_rule():
     with pytest.raises(ValueError, match=r"^model.use_dvl=1; expected True or False$"):
         check_bool('model.use_dvl', 1)
     assert check_bool('model.use_dvl', False) is False
+
+
+# ------------------------------------------------ registered classes built in Python
+def test_every_registered_class_checks_its_annotations_at_construction():
+    """The runner checks a config's options before it builds anything; a class built in
+    Python is held to the same annotations by ``checked_arguments`` on its ``__init__``."""
+    from test_config_types import own_options, registered_classes
+    unchecked = [name for name, (_, cls) in registered_classes().items()
+                 if own_options(cls) and '__init__' in vars(cls)  # not mmengine's own
+                 and name not in ('DRN', 'S3D')  # a stand-in; built by a tool, not a config
+                 and not getattr(cls.__init__, 'checked_arguments', False)]
+    assert not unchecked, unchecked
+
+
+@pytest.mark.parametrize('options, message', [
+    (dict(dropout=1.0), r'^model.dropout=1.0; expected a finite number >= 0 and < 1$'),
+    (dict(input_dropout=-0.1), r'^model.input_dropout=-0.1; expected a finite number >= 0'),
+    (dict(feature_dim=0), r'^model.feature_dim=0; expected an integer >= 1$'),
+    (dict(dvl_layers=True), r'^model.dvl_layers=True; expected an integer >= 1$'),
+    (dict(freeze_visual='no'), r"^model.freeze_visual='no'; expected True or False$"),
+])
+def test_a_planner_built_in_python_is_held_to_its_annotations(options, message):
+    """Before: dropout=1.0 built a network whose transformer drops everything, -0.1 failed in
+    torch naming no option, feature_dim=0 built a (0 -> E) layer."""
+    from vpn_plugin.models import ViterbiPlanNet
+    with pytest.raises(ValueError, match=message):
+        ViterbiPlanNet(num_actions=5, num_tasks=2, horizon=3,
+                       loss_weights=dict(state=0), **options)
+
+
+def test_a_perturbation_built_in_python_is_held_to_its_annotation():
+    from vpn_plugin.models.pkg_builder import DataFraction, EdgeDropout, PKGBuilder
+    with pytest.raises(ValueError, match=r'^DataFraction.fraction=0; expected a finite number > 0'):
+        DataFraction(0)
+    with pytest.raises(ValueError, match=r'^EdgeDropout.fraction=True; expected a finite'):
+        EdgeDropout(True)
+    with pytest.raises(ValueError, match=r"^PKGBuilder.count_mode='windows'; expected one of"):
+        PKGBuilder(count_mode='windows')
+    assert PKGBuilder(perturbations=[EdgeDropout(0.5)]).seed == 0  # an object passes
+
+
+# ------------------------------------------------ core meanings a kind cannot say
+def _chain(num_actions=4):
+    generator = torch.Generator().manual_seed(0)
+    emissions = torch.randn(2, 3, num_actions, generator=generator).log_softmax(-1)
+    transitions = torch.rand(num_actions, num_actions, generator=generator).log_softmax(-1)
+    return emissions, transitions
+
+
+@pytest.mark.parametrize('prior, total', [
+    (torch.zeros(4), '4'),  # scores, not log probabilities: N times the mass
+    (torch.full((4,), -math.inf), '0'),  # no mass: every chain infeasible
+    (torch.tensor([0.5, 0.5, 0.5, 0.5]).log(), '2'),
+])
+def test_a_prior_that_is_no_distribution_is_refused(prior, total):
+    """Before: decoded, with log partitions shifted by log(total) (the transitions' rows were
+    held to 1, the prior was not)."""
+    from vpn_plugin.core import differentiable_viterbi, viterbi_decode, viterbi_decode_probs
+    emissions, transitions = _chain()
+    for decode in (differentiable_viterbi, viterbi_decode):
+        with pytest.raises(ValueError, match=rf'^log_prior has probabilities summing to {total};'):
+            decode(emissions, transitions, prior)
+    with pytest.raises(ValueError, match=rf'^prior has probabilities summing to {total};'):
+        viterbi_decode_probs(emissions.exp(), transitions.exp(), prior.exp())
+
+
+def test_a_normalised_prior_still_decodes_as_before():
+    from vpn_plugin.core import differentiable_viterbi
+    emissions, transitions = _chain()
+    prior = torch.tensor([0.7, 0.1, 0.2, 0.0]).log()
+    soft, log_z = differentiable_viterbi(emissions, transitions, prior)
+    assert torch.allclose(soft.sum(-1), torch.ones(2, 3), atol=1e-5) and log_z.isfinite().all()
+
+
+def test_a_fraction_of_zero_keeps_no_sequence_rather_than_one():
+    """Before: ``subsample_sequences(s, 0.0)`` returned one sequence (its annotation allowed 0,
+    its rule kept at least one); DataFraction already refused 0."""
+    from vpn_plugin.core import subsample_sequences
+    with pytest.raises(ValueError, match=r'fraction=0.0; expected a finite number > 0 and <= 1'):
+        subsample_sequences([[0, 1], [1, 2]], 0.0)

@@ -29,13 +29,14 @@ from pathlib import Path
 from typing import Annotated, Dict, Literal, Optional, Union
 
 from vpn_plugin.config_types import (Count, NonNegative, NonNegativeInt, Positive, Probability,
-                                     Range, Text, check_options)
+                                     Range, Text, check_options, checked_arguments)
 import torch
 from mmengine.logging import print_log
 
 from mmaction.registry import MODELS
 
 from ..core import energy_field, energy_search, negatives
+from ..datasets import Taxonomy
 from ..errors import check_bool, check_choice, check_numbers
 from .base_planner import (ActionCount, BasePlanner, Horizon, check_loss_terms, num_parameters,
                            task_fields)
@@ -114,9 +115,10 @@ class CEFITO(BasePlanner):
 
     text_feature_buffers = ('field.predictor.action_embeddings',)
 
+    @checked_arguments(prefix='model.')
     def __init__(self, feature_dim: Annotated[int, Range(1, MAX_FEATURE_DIM)],
                  num_actions: ActionCount, num_tasks: ActionCount, horizon: Horizon,
-                 taxonomy: Union[Text, os.PathLike], text_embeddings: Optional[dict] = None,
+                 taxonomy: Union[Text, os.PathLike, dict, Taxonomy], text_embeddings: Optional[dict] = None,
                  text_dim: Annotated[int, Range(1, MAX_FEATURE_DIM)] = 512,
                  hidden_dim: Annotated[int, Range(1, 4096)] = 384,
                  depth: Annotated[int, Range(1, 64)] = 4, num_heads: Count = 6,

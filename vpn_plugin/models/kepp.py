@@ -28,7 +28,7 @@ Shapes: B batch, T horizon, N actions, D observation dim.
 import os
 from typing import Annotated, Dict, Literal, Optional, Sequence
 
-from vpn_plugin.config_types import Count, NonNegative, Text, Range, Seed
+from vpn_plugin.config_types import Count, NonNegative, Text, Range, Seed, checked_arguments
 import numpy as np
 import torch
 from mmengine.logging import print_log
@@ -291,6 +291,7 @@ class KEPP(BasePlanner):
     counted_apart = ('step',)
     training_hooks = ('KEPPStepModelHook',)  # its first stage (runner.check_training_hooks)
 
+    @checked_arguments(prefix='model.')
     def __init__(self, feature_dim: Annotated[int, Range(1, MAX_FEATURE_DIM)],
                  num_actions: ActionCount, horizon: Horizon,
                  dim: Annotated[int, Range(1, MAX_DIM)] = 256,
