@@ -141,3 +141,36 @@ def test_a_fraction_of_zero_keeps_no_sequence_rather_than_one():
     from vpn_plugin.core import subsample_sequences
     with pytest.raises(ValueError, match=r'fraction=0.0; expected a finite number > 0 and <= 1'):
         subsample_sequences([[0, 1], [1, 2]], 0.0)
+
+
+def test_compact_plan_net_heads_that_do_not_divide_the_width_are_named():
+    """Before: torch's ``AssertionError: embed_dim must be divisible by num_heads`` (no option
+    named, and no user error: a traceback in the tools)."""
+    from vpn_plugin.models import CompactPlanNet
+    with pytest.raises(ValueError, match=r'^model.embed_dim=16 with num_heads=3; expected an '
+                                         r'embed_dim divisible by num_heads'):
+        CompactPlanNet(feature_dim=8, num_actions=5, num_tasks=2, horizon=3, embed_dim=16,
+                       num_heads=3, loss_weights=dict(align=0))
+
+
+@pytest.mark.parametrize('api', ['plan_from_features', 'inference_planner'])
+def test_asking_for_plans_leaves_the_model_in_the_mode_it_had(api):
+    """Before: both called ``model.eval()`` and left it so: a planner asked for plans in the
+    middle of training (a hook of your own) trained on without dropout."""
+    from vpn_plugin.apis import inference_planner, plan_from_features
+    from vpn_plugin.models import ViterbiPlanNet
+    model = ViterbiPlanNet(num_actions=5, num_tasks=2, horizon=3, feature_dim=8, embed_dim=16,
+                           loss_weights=dict(state=0))
+    model.log_transitions.copy_(torch.full((5, 5), 0.2).log())
+    model.pkg_ready.fill_(True)
+    model.train()
+    start, goal = torch.randn(2, 8), torch.randn(2, 8)
+    if api == 'plan_from_features':
+        plans = plan_from_features(model, start, goal)
+    else:
+        from mmaction.structures import ActionDataSample
+        sample = ActionDataSample()
+        sample.set_field(torch.tensor([0, 1, 2]), 'gt_plan')
+        dataset = [dict(inputs=dict(start=start[0], goal=goal[0]), data_samples=sample)]
+        plans = inference_planner(model, dataset, [0])
+    assert model.training and len(plans) in (1, 2)

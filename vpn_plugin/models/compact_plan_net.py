@@ -104,6 +104,10 @@ class CompactPlanNet(BasePlanner):
         super().__init__(num_actions, horizon, pkg, data_preprocessor)
         self.text_source = text_embeddings  # what text_features_identity records
         self._check_text_source(loss_weights, text_embeddings)
+        if embed_dim % num_heads:  # torch's assertion named neither option
+            raise ValueError(f'model.embed_dim={embed_dim} with num_heads={num_heads}; expected '
+                             'an embed_dim divisible by num_heads (each head gets embed_dim / '
+                             'num_heads dimensions)')
         self.num_tasks = num_tasks
         self.feature_dim = feature_dim
         self.use_dvl, self.decode, self.cross_horizon = use_dvl, decode, cross_horizon
