@@ -33,7 +33,7 @@ from ..core import diffusion
 from ..errors import check_number
 from .base_planner import (ActionCount, Horizon, MAX_ACTIONS, BasePlanner, num_parameters,
                            task_fields, unread_pkg_note)
-from .temporal_unet import MAX_DIM, MAX_FEATURE_DIM, DiffusionModel, TemporalUNet
+from .temporal_unet import GROUPS, MAX_DIM, MAX_FEATURE_DIM, DiffusionModel, TemporalUNet
 
 DECODES = ('argmax', 'viterbi')
 SEED_STRIDE = 1_000_003  # per-window noise seed = sampling_seed * stride + window index
@@ -127,7 +127,7 @@ class PDPPDiffusion(DiffusionModel):
     @checked_arguments(prefix='PDPP model.')
     def __init__(self, feature_dim: Annotated[int, Range(1, MAX_FEATURE_DIM)],
                  num_actions: ActionCount, num_tasks: ActionCount, horizon: Horizon,
-                 dim: Annotated[int, Range(1, MAX_DIM)] = 256,
+                 dim: Annotated[int, Range(GROUPS, MAX_DIM)] = 256,
                  dim_mults: Sequence[Count] = (1, 2, 4),
                  n_timesteps: Annotated[int, Range(1, diffusion.MAX_DIFFUSION_STEPS)] = 200,
                  endpoint_weight: NonNegative = 10.0, middle_actions: bool = True,
@@ -264,10 +264,10 @@ class PDPP(BasePlanner):
     # the task classifier (cross-entropy, its own stage) conditions the diffusion
     task_source, task_score, plan_uses_task = 'classifier', 'probability', True
 
-    @checked_arguments(prefix='model.')
+    @checked_arguments(prefix='PDPP model.')
     def __init__(self, feature_dim: Annotated[int, Range(1, MAX_FEATURE_DIM)],
                  num_actions: ActionCount, num_tasks: ActionCount, horizon: Horizon,
-                 dim: Annotated[int, Range(1, MAX_DIM)] = 256,
+                 dim: Annotated[int, Range(GROUPS, MAX_DIM)] = 256,
                  dim_mults: Sequence[Count] = (1, 2, 4),
                  n_timesteps: Annotated[int, Range(1, diffusion.MAX_DIFFUSION_STEPS)] = 200,
                  endpoint_weight: NonNegative = 10.0, sampling_seed: Seed = 0,
