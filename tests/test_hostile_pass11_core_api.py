@@ -174,3 +174,13 @@ def test_asking_for_plans_leaves_the_model_in_the_mode_it_had(api):
         dataset = [dict(inputs=dict(start=start[0], goal=goal[0]), data_samples=sample)]
         plans = inference_planner(model, dataset, [0])
     assert model.training and len(plans) in (1, 2)
+
+
+def test_an_empty_list_of_plans_is_called_empty():
+    """Before: ``plan_distribution([])`` said 'plans has shape (1, 0)' (the empty list read as
+    one plan of length 0)."""
+    from vpn_plugin.core import plan_distribution, planning_metrics
+    with pytest.raises(ValueError, match=r'^plans is empty; expected plans \(M, T\) with M >= 1'):
+        plan_distribution([])
+    with pytest.raises(ValueError, match=r'^pred is empty;'):
+        planning_metrics([], [])
