@@ -514,6 +514,10 @@ def filter_rows(rows: list[ResultRow], *, protocol=None, dataset=None, horizons=
         if '=' not in item:
             raise ValueError(f'variant filter {item!r} must look like key=value')
         key, value = item.split('=', 1)
+        if key in wanted:  # a row has one value per key: the later one would silently win
+            raise ValueError(f'variant filter {key!r} is given twice ({key}={json.dumps(wanted[key])} '
+                             f'and {item}); a row has one {key}: give it once (one table per '
+                             'value)')
         wanted[key] = _parse_scalar(value)
     kept = [r for r in rows
             if (protocol is None or r.protocol == protocol)
