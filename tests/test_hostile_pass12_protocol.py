@@ -1,0 +1,62 @@
+"""Eleventh hostile pass (issue 37, part B, confirm4): the protocol and what follows training;
+each test fails on main e8caac6 (the behaviour before its fix)."""
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from tool_modules import load_tool
+from vpn_plugin.protocol.plots import error_overlap
+from vpn_plugin.protocol.results import filter_rows, read_results
+
+REPO = Path(__file__).resolve().parents[1]
+DATA = REPO / 'docs' / 'results_data'
+
+
+def test_variant_filter_refuses_one_key_twice():
+    """Before (R55): --variant train_fraction=0.1 train_fraction=0.5 kept the 0.5 rows only,
+    the first filter dropped without a word."""
+    rows = read_results(DATA / 'sample_efficiency_niv.jsonl')
+    with pytest.raises(ValueError, match=r"variant filter 'train_fraction' is given twice "
+                       r"\(train_fraction=0.1 and train_fraction=0.5\)"):
+        filter_rows(rows, variant=['train_fraction=0.1', 'train_fraction=0.5'])
+    assert {r.variant['train_fraction'] for r in
+            filter_rows(rows, variant=['train_fraction=0.5'])} == {0.5}
+
+
+def copied_t6(tmp_path) -> Path:
+    """docs/results_data/main_t6_niv.jsonl and its per-sample dumps, copied into tmp_path."""
+    shutil.copytree(DATA / 'main_t6_niv', tmp_path / 'main_t6_niv')
+    shutil.copy(DATA / 'main_t6_niv.jsonl', tmp_path / 'main_t6_niv.jsonl')
+    return tmp_path / 'main_t6_niv.jsonl'
+
+
+def test_overlap_refuses_a_dump_of_another_seed(tmp_path):
+    """Before (P16): seed 1's dump copied over seed 0's: the overlap counted seed 1's windows
+    twice and seed 0's never, exit 0."""
+    results = copied_t6(tmp_path)
+    dumps = tmp_path / 'main_t6_niv'
+    rows = read_results(results)
+    assert error_overlap(rows, 'ViterbiPlanNet', 'SCHEMA w/o PKG').seeds == [0, 1, 2]
+    shutil.copy(dumps / 'viterbiplannet_T6_seed1.json', dumps / 'viterbiplannet_T6_seed0.json')
+    with pytest.raises(ValueError, match=r"viterbiplannet_T6_seed0.json records \w+ = [\d.]+, but "
+                       r"the row of 'ViterbiPlanNet' seed 0 T=6 it belongs to has [\d.]+; expected "
+                       r"the dump of that very test"):
+        error_overlap(read_results(results), 'ViterbiPlanNet', 'SCHEMA w/o PKG')
+
+
+@pytest.mark.parametrize('damage', ['truncated', 'other seed'])
+def test_keep_results_refuses_a_damaged_dump(tmp_path, damage):
+    """Before (K4, K3): a truncated dump, or another seed's, was archived ("kept 18 rows, 3
+    per-sample dumps"), exit 0; the damage showed only when a figure read the kept copy."""
+    results = copied_t6(tmp_path)
+    dump = tmp_path / 'main_t6_niv' / 'viterbiplannet_T6_seed0.json'
+    if damage == 'truncated':
+        dump.write_text(dump.read_text()[:len(dump.read_text()) // 2])
+    else:
+        shutil.copy(dump.with_name('viterbiplannet_T6_seed1.json'), dump)
+    tool = load_tool('keep_results')
+    with pytest.raises(SystemExit, match=r'viterbiplannet_T6_seed0.json'):
+        tool.main([str(results), '--out', str(tmp_path / 'kept.jsonl'), '--dumps', 'ViterbiPlanNet'])
+    assert not (tmp_path / 'kept.jsonl').exists() and not (tmp_path / 'kept').exists()
