@@ -60,3 +60,21 @@ def test_keep_results_refuses_a_damaged_dump(tmp_path, damage):
     with pytest.raises(SystemExit, match=r'viterbiplannet_T6_seed0.json'):
         tool.main([str(results), '--out', str(tmp_path / 'kept.jsonl'), '--dumps', 'ViterbiPlanNet'])
     assert not (tmp_path / 'kept.jsonl').exists() and not (tmp_path / 'kept').exists()
+
+
+def test_masked_seed_is_no_score():
+    """Before (S3): bootstrap_ci of a masked array averaged the masked seed's value (mean 43.5
+    of [20, 99 masked, 30, 25])."""
+    import numpy as np
+    from vpn_plugin.core.stats import bootstrap_ci
+    with pytest.raises(ValueError, match=r'scores is a masked array with masked entries at \[1\]'):
+        bootstrap_ci(np.ma.masked_array([20.0, 99.0, 30.0, 25.0], mask=[0, 1, 0, 0]))
+    assert bootstrap_ci(np.ma.masked_array([20.0, 25.0, 30.0]))[0] == 25.0
+
+
+def test_bfloat16_scores_are_read():
+    """Before (S4): a bfloat16 tensor of scores: "TypeError: Got unsupported ScalarType
+    BFloat16", naming no argument."""
+    import torch
+    from vpn_plugin.core.stats import bootstrap_ci
+    assert bootstrap_ci(torch.tensor([20.0, 25.0, 30.0], dtype=torch.bfloat16))[0] == 25.0
