@@ -78,3 +78,18 @@ def test_bfloat16_scores_are_read():
     import torch
     from vpn_plugin.core.stats import bootstrap_ci
     assert bootstrap_ci(torch.tensor([20.0, 25.0, 30.0], dtype=torch.bfloat16))[0] == 25.0
+
+
+def test_variant_filter_refuses_a_number_written_as_a_string(tmp_path):
+    """Before (R71): seed 1's rows holding train_fraction "0.1" (a string): --variant
+    train_fraction=0.1 dropped them without a word (a table of n=2)."""
+    lines = (DATA / 'sample_efficiency_niv.jsonl').read_text().splitlines()
+    records = [json.loads(line) for line in lines]
+    for record in records:
+        if record['seed'] == 1:
+            record['variant']['train_fraction'] = str(record['variant']['train_fraction'])
+    given = tmp_path / 'given.jsonl'
+    given.write_text(''.join(json.dumps(r) + '\n' for r in records))
+    with pytest.raises(ValueError, match=r"row of '[^']+' seed 1 T=3 has variant train_fraction="
+                       r'"0.1" \(a string\) where the filter train_fraction=0.1 asks the number'):
+        filter_rows(read_results(given), variant=['train_fraction=0.1'])

@@ -522,7 +522,7 @@ def filter_rows(rows: list[ResultRow], *, protocol=None, dataset=None, horizons=
     kept = [r for r in rows
             if (protocol is None or r.protocol == protocol)
             and (dataset is None or r.dataset == dataset)
-            and all(r.variant.get(k) == v for k, v in wanted.items())]
+            and all(_variant_matches(r, k, v) for k, v in wanted.items())]
     # a name that matches nothing is a typo: it would silently drop a method or a column
     check_names(horizons, sorted({r.horizon for r in kept}), '--horizons')
     kept = [r for r in kept if horizons is None or r.horizon in horizons]
@@ -533,6 +533,21 @@ def filter_rows(rows: list[ResultRow], *, protocol=None, dataset=None, horizons=
                          f'horizons={horizons} variant={list(variant or ())} methods={methods}; '
                          f'the {len(rows)} rows hold {_held(rows)}')
     return kept
+
+
+def _variant_matches(row: ResultRow, key: str, wanted) -> bool:
+    """Whether ``row.variant[key]`` is ``wanted``; a value that is the same setting written as
+    another kind (``"0.1"`` for 0.1) is refused, not dropped: the filter would silently lose
+    that seed."""
+    value = row.variant.get(key)
+    if value == wanted:
+        return True
+    if isinstance(value, str) and not isinstance(wanted, str) and _parse_scalar(value) == wanted:
+        raise ValueError(f'row of {row.method!r} seed {row.seed} T={row.horizon} has variant '
+                         f'{key}={json.dumps(value)} (a string) where the filter {key}='
+                         f'{json.dumps(wanted)} asks the number; expected the number as the '
+                         'other rows write it (fix that row)')
+    return False
 
 
 def _held(rows: list[ResultRow]) -> str:
