@@ -93,3 +93,14 @@ def test_variant_filter_refuses_a_number_written_as_a_string(tmp_path):
     with pytest.raises(ValueError, match=r"row of '[^']+' seed 1 T=3 has variant train_fraction="
                        r'"0.1" \(a string\) where the filter train_fraction=0.1 asks the number'):
         filter_rows(read_results(given), variant=['train_fraction=0.1'])
+
+
+def test_mem_per_run_without_unit_below_a_gigabyte_is_refused():
+    """Before (F20): --mem-per-run 16 went to sbatch as --mem=16, i.e. 16 MB (a task killed
+    for memory on a cluster that enforces it), and the dry run showed "memory 16"."""
+    from vpn_plugin.protocol.slurm import parse_memory
+    with pytest.raises(ValueError, match=r"--mem-per-run '16': sbatch reads a number without a "
+                       r"unit as megabytes \(16 MB, too little for a training\); expected the unit "
+                       r"written: 16G, or 16M if megabytes are meant"):
+        parse_memory('16')
+    assert [parse_memory(v) for v in ('16G', '16M', '4000', '1t')] == ['16G', '16M', '4000', '1T']

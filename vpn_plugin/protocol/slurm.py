@@ -158,7 +158,12 @@ def parse_memory(text: str) -> str:
     if not re.fullmatch(r'[1-9]\d*[KMGT]?', str(text).strip().upper()):
         raise ValueError(f'--mem-per-run {text!r}: expected a size as sbatch --mem takes it, '
                          'e.g. 16G or 4000M')
-    return str(text).strip().upper()
+    size = str(text).strip().upper()
+    if size.isdigit() and int(size) < 1024:  # "16" meant as 16G is 16 MB to sbatch
+        raise ValueError(f'--mem-per-run {text!r}: sbatch reads a number without a unit as '
+                         f'megabytes ({size} MB, too little for a training); expected the unit '
+                         f'written: {size}G, or {size}M if megabytes are meant')
+    return size
 
 
 def parse_options(items) -> dict:
