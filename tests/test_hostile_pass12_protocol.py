@@ -104,3 +104,18 @@ def test_mem_per_run_without_unit_below_a_gigabyte_is_refused():
                        r"written: 16G, or 16M if megabytes are meant"):
         parse_memory('16')
     assert [parse_memory(v) for v in ('16G', '16M', '4000', '1t')] == ['16G', '16M', '4000', '1T']
+
+
+def test_rename_a_method_whose_name_holds_an_equals_sign():
+    """Before (X17): --rename 'ViterbiPlanNet (train T=6)=VPN' split at the first '=': "'ViterbiPlanNet
+    (train T' is not a method ...; did you mean 'ViterbiPlanNet (train T=6)'?", a name no
+    rename could reach (the cross-horizon protocol's method names hold '=')."""
+    from dataclasses import replace
+    from vpn_plugin.protocol.results import rename_methods
+    rows = [replace(r, method='ViterbiPlanNet (train T=6)') if r.method == 'ViterbiPlanNet' else r
+            for r in read_results(DATA / 'main_t3_crosstask.jsonl')]
+    known = {r.method for r in rows}
+    renamed = rename_methods(rows, ['ViterbiPlanNet (train T=6)=VPN (T=6)'], known)
+    assert 'VPN (T=6)' in {r.method for r in renamed}
+    assert 'ViterbiPlanNet (train T=6)' not in {r.method for r in renamed}
+    assert {r.method for r in rename_methods(rows, ['Base Model=a=b'], known)} >= {'a=b'}

@@ -568,7 +568,7 @@ def rename_methods(rows: list[ResultRow], renames: list[str], known=None) -> lis
     for item in renames or ():
         if '=' not in item:
             raise ValueError(f'rename {item!r} must look like OLD=NEW')
-        old, new = item.split('=', 1)
+        old, new = _split_rename(item, known)
         if not visible_name(new):
             raise ValueError(f'rename {item!r}: the new name {new!r} is empty or invisible; a '
                              'table row needs a name to show')
@@ -585,6 +585,17 @@ def rename_methods(rows: list[ResultRow], renames: list[str], known=None) -> lis
             raise ValueError(f'rename {old}={new}: {new!r} is already a method of the results; '
                              'two methods would merge into one row')
     return [replace(r, method=mapping.get(r.method, r.method)) for r in rows]
+
+
+def _split_rename(item: str, known) -> tuple:
+    """(OLD, NEW) of ``'OLD=NEW'``: at the first ``=``, unless OLD is then no known method and
+    a later ``=`` gives one (a method named with ``=``, e.g. ``ViterbiPlanNet (train T=6)``)."""
+    cuts = [i for i, char in enumerate(item) if char == '=']
+    if known is not None:
+        for cut in cuts:
+            if item[:cut] in known:
+                return item[:cut], item[cut + 1:]
+    return item[:cuts[0]], item[cuts[0] + 1:]
 
 
 def mean_over_datasets(rows: list[ResultRow]) -> list[ResultRow]:
