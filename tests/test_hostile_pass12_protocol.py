@@ -119,3 +119,32 @@ def test_rename_a_method_whose_name_holds_an_equals_sign():
     assert 'VPN (T=6)' in {r.method for r in renamed}
     assert 'ViterbiPlanNet (train T=6)' not in {r.method for r in renamed}
     assert {r.method for r in rename_methods(rows, ['Base Model=a=b'], known)} >= {'a=b'}
+
+
+def test_finished_rows_of_other_features_are_not_done(tmp_path):
+    """Before (X18/X22): a finished smoke protocol rerun with --feature-dir at other features
+    (every array x 2, another fingerprint) said "2 runs, 2 already finished, 0 to run", exit 0,
+    the old features' rows standing for the new ones."""
+    import numpy as np
+    from dataclasses import replace
+    from mmengine.config import Config
+    from vpn_plugin.datasets.provenance import folder_fingerprint
+    from vpn_plugin.protocol.results import append_result
+    from vpn_plugin.protocol.runner import ProtocolRunner, expand_units
+    features = tmp_path / 'features'
+    features.mkdir()
+    np.savez(features / 'a.npz', frames_features=np.zeros((4, 2), np.float32))
+    protocol = Config.fromfile(REPO / 'configs/protocol/standard_niv.py')
+    units = expand_units(protocol, seeds=[0], horizons=[3], methods=['ViterbiPlanNet'])
+    runner = ProtocolRunner(protocol, tmp_path / 'out', smoke=True,
+                            data_paths={'feature_dir': str(features)})
+    runner.root.mkdir(parents=True)
+    row = runner.row_for(units[0], units[0].tests[0], metrics={'success_rate': 1.0})
+    made_with = folder_fingerprint(features)['fingerprint']
+    append_result(runner.results_file, replace(row, features={'fingerprint': made_with}))
+    runner.check_done_features(units)  # the same features: done
+    np.savez(features / 'a.npz', frames_features=np.ones((4, 2), np.float32))
+    with pytest.raises(ValueError, match=rf"holds the row of 'ViterbiPlanNet' seed 0 T=3, tested "
+                       rf"on features of fingerprint {made_with}, but its test now reads .*features "
+                       r"\(fingerprint [0-9a-f]{16}\): other features"):
+        runner.check_done_features(units)
