@@ -42,3 +42,15 @@ def test_dvl_keeps_correct_chains():
     assert math.isinf(float(log_z[1])) and float(soft[0, :, 0].max()) == 0.0
     core.differentiable_viterbi(log_emissions.half(), log_transitions)
     core.differentiable_viterbi(log_emissions.bfloat16(), log_transitions)
+
+
+def test_beam_search_refuses_probabilities_as_log_transitions():
+    """A matrix of probabilities (rows summing to 1, not logs) was searched as log scores:
+    the path maximised a sum of probabilities, its score 0.43 read as a log probability."""
+    _, log_transitions = _chain()
+    with pytest.raises(ValueError, match='row 0 has probabilities summing to 6.1'):
+        core.pkg_beam_search(log_transitions.exp(), torch.tensor([0]), torch.tensor([2]), 3)
+    paths, scores = core.pkg_beam_search(log_transitions, torch.tensor([0]), torch.tensor([2]), 3,
+                                         beam_width=5)
+    best = max(range(5), key=lambda m: float(log_transitions[0, m] + log_transitions[m, 2]))
+    assert paths.tolist() == [[0, best, 2]]
