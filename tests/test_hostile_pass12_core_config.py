@@ -5,6 +5,7 @@ import pytest
 import torch
 
 from vpn_plugin import core
+from test_train import tiny_cfg  # noqa: F401  (fixture)
 
 
 def _chain(offset=0.0, dtype=torch.float32):
@@ -54,3 +55,18 @@ def test_beam_search_refuses_probabilities_as_log_transitions():
                                          beam_width=5)
     best = max(range(5), key=lambda m: float(log_transitions[0, m] + log_transitions[m, 2]))
     assert paths.tolist() == [[0, best, 2]]
+
+
+def test_a_training_loader_without_a_batch_is_refused(tiny_cfg, tmp_path):
+    """train_dataloader.batch_size=100000 with drop_last=True: 0 iterations per epoch, the
+    untrained model saved as best/epoch checkpoints, exit 0 (confirm5 K8)."""
+    import copy
+    from vpn_plugin.runner import build_runner
+    cfg = copy.deepcopy(tiny_cfg)
+    cfg.work_dir = str(tmp_path / 'run')
+    cfg.merge_from_dict({'train_dataloader.batch_size': 100000,
+                         'train_dataloader.drop_last': True, 'train_cfg.max_epochs': 1})
+    with pytest.raises(ValueError, match=r'train_dataloader yields no batch: 262 training '
+                                         r'windows .*batch_size=100000, drop_last=True'):
+        build_runner(cfg).train()
+    assert not list((tmp_path / 'run').glob('*.pth'))
