@@ -1,11 +1,14 @@
 """Confirmation pass (issue 37, part B, confirm5): core math called directly."""
 import math
+from pathlib import Path
 
 import pytest
 import torch
 
 from vpn_plugin import core
 from test_train import tiny_cfg  # noqa: F401  (fixture)
+
+CONFIGS = Path(__file__).resolve().parents[1] / 'configs'
 
 
 def _chain(offset=0.0, dtype=torch.float32):
@@ -70,3 +73,21 @@ def test_a_training_loader_without_a_batch_is_refused(tiny_cfg, tmp_path):
                                          r'windows .*batch_size=100000, drop_last=True'):
         build_runner(cfg).train()
     assert not list((tmp_path / 'run').glob('*.pth'))
+
+
+def test_validation_on_test_videos_needs_the_authors_selection(shared_data):
+    """--cfg-options val_dataloader.dataset.window_file=splits/test_T3.json selected the
+    checkpoint on test videos (10% of them, seeded) and reported the unified protocol, exit 0
+    (confirm5 K25 / F19); the authors' selection configs say so and still load."""
+    from vpn_plugin.data_paths import load_config
+    from vpn_plugin.datasets.planning_dataset import check_split_disjoint
+    options = {'data_root': str(shared_data)}
+    moved = load_config(str(CONFIGS / 'vpn_niv_t3.py'), dict(
+        options, **{'val_dataloader.dataset.window_file': 'splits/test_T3.json'}))
+    with pytest.raises(ValueError, match=r'val_dataloader.dataset / test_dataloader.dataset: '
+                                         r'42 video\(s\) are in both the validation and the '
+                                         r"test split.*selection=None.*selection='authors'"):
+        check_split_disjoint(moved)
+    check_split_disjoint(load_config(str(CONFIGS / 'vpn_niv_t3.py'), options))
+    check_split_disjoint(load_config(str(CONFIGS / 'selection/vpn_niv_t3_authors.py'),
+                                     options))
