@@ -109,3 +109,17 @@ def test_test_limit_flag_against_the_limit_option_is_refused(tmp_path, flag):
     same = '10' if flag[0] == '--limit' else '32'
     args = test_tool.parse_args(argv + ['--cfg-options', f'test_dataloader.dataset.limit={same}'])
     assert test_tool.load_config(args).test_dataloader.dataset.limit == int(same)
+
+
+def test_pkg_of_strings_and_union_of_another_size_are_refused():
+    """check_pkg([['0.5', '0.5'], ['1', '0']]) parsed the strings as probabilities;
+    union_pkg(pkg_5x5, num_actions=7) returned a 5x5 PKG, num_actions ignored (confirm5
+    block 1 #58, #40)."""
+    import numpy as np
+    with pytest.raises(TypeError, match='pkg has dtype <U3; expected real probabilities'):
+        core.check_pkg([['0.5', '0.5'], ['1', '0']])
+    pkg = core.build_pkg([[0, 1, 2], [1, 2, 3], [2, 3, 4]], 5)
+    with pytest.raises(ValueError, match='source 0 is a PKG of 5 actions but num_actions=7'):
+        core.union_pkg(pkg, num_actions=7)
+    assert np.array_equal(core.union_pkg(pkg, [[0, 1]], num_actions=5)[2], pkg[2])
+    assert core.check_pkg(np.eye(3, dtype=bool)).dtype == np.float64

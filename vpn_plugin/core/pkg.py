@@ -90,7 +90,7 @@ def check_pkg(pkg, name: str = 'pkg') -> np.ndarray:
         raise ValueError(f'{name} is on the meta device, which holds no values; expected a '
                          'PKG with data (N, N)')
     given = np.asarray(pkg.detach().cpu() if isinstance(pkg, torch.Tensor) else pkg)
-    if np.iscomplexobj(given):
+    if np.iscomplexobj(given) or given.dtype.kind in 'USO':  # '0.5' would be parsed
         raise TypeError(f'{name} has dtype {given.dtype}; expected real probabilities')
     array = np.asarray(given, dtype=np.float64)
     if array.ndim != 2 or array.shape[0] != array.shape[1]:
@@ -224,7 +224,12 @@ def union_pkg(*sources, num_actions: Optional[Count] = None, count_mode: CountMo
 def _source_pkg(source, index, num_actions, count_mode, horizon, smoothing) -> np.ndarray:
     if isinstance(source, (np.ndarray, torch.Tensor)) and np.ndim(source) == 2:
         if np.issubdtype(np.asarray(source).dtype, np.floating):
-            return check_pkg(source, name=f'union_pkg source {index}')
+            pkg = check_pkg(source, name=f'union_pkg source {index}')
+            if num_actions is not None and len(pkg) != num_actions:  # was ignored unsaid
+                raise ValueError(f'union_pkg source {index} is a PKG of {len(pkg)} actions but '
+                                 f'num_actions={num_actions}; expected PKGs of the one action '
+                                 'space num_actions names')
+            return pkg
         if source.shape[0] == source.shape[1]:  # a 0/1 adjacency or count matrix, or windows?
             raise TypeError(f'union_pkg source {index} is a square {tuple(source.shape)} '
                             f'{np.asarray(source).dtype} array, which reads as a PKG and as '
