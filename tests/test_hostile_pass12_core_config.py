@@ -123,3 +123,11 @@ def test_pkg_of_strings_and_union_of_another_size_are_refused():
         core.union_pkg(pkg, num_actions=7)
     assert np.array_equal(core.union_pkg(pkg, [[0, 1]], num_actions=5)[2], pkg[2])
     assert core.check_pkg(np.eye(3, dtype=bool)).dtype == np.float64
+
+
+def test_load_config_options_that_are_no_dict_are_named():
+    """load_config(path, 'model.dropout=0.2'): "no top-level config key ''" (confirm5 API #49)."""
+    from vpn_plugin.data_paths import load_config
+    with pytest.raises(TypeError, match=r"cfg_options='model.dropout=0.2'; expected a dict of "
+                                        r'dotted keys'):
+        load_config(str(CONFIGS / 'vpn_niv_t3.py'), 'model.dropout=0.2')
