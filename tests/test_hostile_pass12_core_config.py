@@ -156,3 +156,17 @@ def test_miou_batch_size_without_the_batch_metric_is_refused():
                                          r'extra_metrics \(\[\]\) computes nothing'):
         PlanningMetric(miou_batch_size=8)
     assert PlanningMetric(extra_metrics=['miou_batch'], miou_batch_size=8).miou_batch_size == 8
+
+
+def test_a_training_loss_without_a_term_is_named():
+    """model.loss_weights.plan=0 .state=0 .task=0: the first step ended in "AttributeError:
+    'int' object has no attribute 'detach'" (confirm5 K88)."""
+    from vpn_plugin.models import ViterbiPlanNet
+    model = ViterbiPlanNet(num_actions=5, num_tasks=2, horizon=3, feature_dim=8, embed_dim=16,
+                           loss_weights=dict(state=0, plan=0, task=0))
+    with pytest.raises(ValueError, match=r"ViterbiPlanNet: the training loss has no term .*"
+                                         r"model.loss_weights=\{'state': 0, 'plan': 0, "
+                                         r"'task': 0\} are all 0"):
+        model.parse_losses({})
+    loss, _ = model.parse_losses({'loss_plan': torch.tensor(0.5)})
+    assert float(loss) == 0.5
