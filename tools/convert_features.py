@@ -9,11 +9,15 @@ files are read without running any code from them: a pickle naming anything but 
 arrays, numbers and strings is refused. The public files also load as they are; converting
 saves the unpickling at every cache rebuild. Other files (a README) are skipped by name and
 counted. Prints a summary (converted, kept, refused with reasons, skipped) and exits 1 when a
-file was refused. ``<dst>/provenance.json`` says the folder was converted from ``--src`` and
+file was refused. One conversion into a ``--dst`` at a time: the run holds ``--dst``'s lock
+(``.<dst name>.lock`` beside it, vpn_plugin/locks.py), and a second one is refused naming the
+process. Each file is written to a hidden ``.<stem>.npz.partial-<host>-<pid>`` and renamed when
+complete; a killed run's temporary files are removed by the next run, which says how many. ``<dst>/provenance.json`` says the folder was converted from ``--src`` and
 carries the source's own record (synthetic, extracted, ...; none: user features), so results
 rows trained on it name their features (vpn_plugin/datasets/provenance.py).
 """
 import argparse
+import glob
 import sys
 from collections import Counter
 from pathlib import Path
@@ -27,6 +31,7 @@ from vpn_plugin.datasets.provenance import (PROVENANCE_FILE, describe, feature_f
                                              write_provenance)
 from vpn_plugin.errors import (POSITIVE_INT, check_folder_target, path_argument, path_kind,
                                tool_main)
+from vpn_plugin.locks import exclusive_lock, lock_path_of
 from vpn_plugin.outputs import check_output, same_file
 from vpn_plugin.video.extract import write_features_atomically
 
@@ -111,6 +116,19 @@ def check_outputs(files, dst: Path, overwrite: bool) -> None:
         check_output(dst / f'{stem}.npz', 'features', '--dst', sources, overwrite=True)
 
 
+def remove_stale_partials(files, dst: Path) -> list:
+    """The temporary files (``.<stem>.npz.partial-*``, vpn_plugin/video/extract.py's
+    ``write_features_atomically``) that a killed conversion left in ``dst`` for the stems of
+    ``files``, removed; returns their names. Called under ``--dst``'s lock: no other
+    conversion is writing them."""
+    removed = []
+    for stem in sorted({src.stem for src in files}):
+        for stale in sorted(dst.glob(f'.{glob.escape(stem)}.npz.partial-*')):
+            stale.unlink(missing_ok=True)
+            removed.append(stale.name)
+    return removed
+
+
 def convert_all(files, dst: Path, frame_dim: int, overwrite: bool) -> dict:
     """Convert every file into ``dst`` (checked and made by ``main``); returns counts and the
     refusal messages by reason."""
@@ -131,8 +149,11 @@ def convert_all(files, dst: Path, frame_dim: int, overwrite: bool) -> dict:
     return dict(counts=counts, refused=refused)
 
 
-def print_summary(result: dict, dst: Path) -> None:
+def print_summary(result: dict, dst: Path, removed=()) -> None:
     counts = result['counts']
+    if removed:
+        print(f'removed {len(removed)} temporary file(s) that a stopped conversion left in '
+              f'{dst} (e.g. {removed[0]})')
     print(f'converted {counts["converted"]} files, kept {counts["kept"]} existing .npz (use '
           f'--overwrite), refused {counts["refused"]} -> {dst}')
     if counts['object fields left out']:
@@ -157,6 +178,29 @@ def skipped_listing(others) -> None:
               + listing(rest, lambda p: p.name + ('/' if p.is_dir() else ' (dangling link)')))
 
 
+def convert_locked(src: Path, dst: Path, args) -> tuple:
+    """(result, removed temporary files, skipped entries): the checks and the conversion,
+    under ``--dst``'s lock (module docstring)."""
+    check_destination(src, dst)
+    files, others = source_files(src)
+    if not files:
+        raise FileNotFoundError(f'--src {src}: no feature files there (expected a folder of '
+                                '<task>_<vid>.npy/.npz files' + (
+                                    f'; it holds {len(others)} other files, e.g. '
+                                    f'{others[0].name}' if others else '') + ')')
+    # the record first: a run stopped part-way (a full disk, a kill) is then an earlier
+    # conversion of this --src, which the next run resumes (check_destination)
+    check_outputs(files, dst, args.overwrite)
+    dst.mkdir(parents=True, exist_ok=True)
+    removed = remove_stale_partials(files, dst)
+    record = dict(kind='converted', tool='convert_features.py',
+                  source_folder=str(src.resolve()), source=read_record(src))
+    write_provenance(dst, record)
+    result = convert_all(files, dst, args.frame_dim, args.overwrite)
+    write_provenance(dst, record)  # again: its fingerprint of the files now there
+    return result, removed, others
+
+
 @tool_main
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split('\n')[0])
@@ -173,23 +217,10 @@ def main(argv=None) -> int:
         raise FileNotFoundError(f'--src {src}: ' + ('does not exist' if kind is None else
                                                     f'is {kind}, not a folder') +
                                 '; expected a folder of <task>_<vid>.npy/.npz files')
-    check_destination(src, dst)
-    files, others = source_files(src)
-    if not files:
-        raise FileNotFoundError(f'--src {src}: no feature files there (expected a folder of '
-                                '<task>_<vid>.npy/.npz files' + (
-                                    f'; it holds {len(others)} other files, e.g. '
-                                    f'{others[0].name}' if others else '') + ')')
-    # the record first: a run stopped part-way (a full disk, a kill) is then an earlier
-    # conversion of this --src, which the next run resumes (check_destination)
-    check_outputs(files, dst, args.overwrite)
-    dst.mkdir(parents=True, exist_ok=True)
-    record = dict(kind='converted', tool='convert_features.py',
-                  source_folder=str(src.resolve()), source=read_record(src))
-    write_provenance(dst, record)
-    result = convert_all(files, dst, args.frame_dim, args.overwrite)
-    write_provenance(dst, record)  # again: its fingerprint of the files now there
-    print_summary(result, dst)
+    check_destination(src, dst)  # before the lock file is made beside --dst; again under it
+    with exclusive_lock(lock_path_of(dst), wait=False, what=f'--dst {dst} (a conversion)'):
+        result, removed, others = convert_locked(src, dst, args)
+    print_summary(result, dst, removed)
     skipped_listing(others)
     return 1 if result['counts']['refused'] else 0
 

@@ -16,7 +16,6 @@ registration module (``tests/test_import_layering.py``)."""
 from __future__ import annotations
 
 import copy
-import os
 import typing
 from pathlib import Path
 from typing import Iterable, Literal, Optional, Union
@@ -27,11 +26,10 @@ import torch
 from .. import compat_applied  # noqa: F401  (compat fixes before any OpenMMLab import)
 from mmengine.dataset import default_collate
 
-from ..config_types import Count, NonNegative, checked_arguments
+from ..config_types import Count, NonNegative, PathLike, checked_arguments
 
 Split = Literal['train', 'val', 'test']
 SPLITS = typing.get_args(Split)
-PathName = Union[str, os.PathLike]  # a file given by name (a str or a Path)
 DEFAULT_FRAME_DIM = 512
 
 
@@ -74,7 +72,7 @@ def build_split_dataset(cfg, split: Split = 'test'):
 
 
 @checked_arguments
-def init_planner(config, checkpoint: Optional[PathName] = None,
+def init_planner(config, checkpoint: Optional[PathLike] = None,
                  device: Union[str, torch.device] = 'cpu', cfg_options: Optional[dict] = None,
                  partial: bool = False, unchecked: bool = False):
     """A planner in eval mode from a config (path or ``Config``) and an optional checkpoint.
@@ -92,7 +90,7 @@ def init_planner(config, checkpoint: Optional[PathName] = None,
     from vpn_plugin.datasets.planning_dataset import config_metainfo
     from vpn_plugin.engine.checkpoint import UNCHECKED_KEY, load_weights, read_checkpoint
     from vpn_plugin.engine.pre_stage import check_not_pre_stage
-    from vpn_plugin.video.extract import checked_device
+    from vpn_plugin.errors import checked_device
     checked_device(device, 'init_planner() argument device')  # before the model is built
     cfg = _config(config, cfg_options)
     _import_custom_modules(cfg)
