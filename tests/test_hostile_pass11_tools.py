@@ -122,3 +122,126 @@ def test_a_path_kind_lets_str_and_pathlike_through(tmp_path):
         assert read_feature_record(value)['frames_features'].shape == (2, 3)
     assert not conforms(BytesNamed(), PathLike)
     assert conforms(None, PathLike | None) and not conforms(None, PathLike)
+
+
+# ------------------------------------------------------------------- the pass's cases
+def test_a3_a_rerun_with_another_frame_dim_refuses_the_kept_files(tmp_path, capsys):
+    """A3: a rerun with --frame-dim 1024 into a --dst converted at 512 'kept 3 existing' and
+    exited 0: the folder held 512-d features where 1024 was asked."""
+    src, dst = feature_folder(tmp_path / 'src', 3), tmp_path / 'dst'
+    assert load_tool('convert_features').main(['--src', str(src), '--dst', str(dst)]) == 0
+    capsys.readouterr()
+    assert load_tool('convert_features').main(
+        ['--src', str(src), '--dst', str(dst), '--frame-dim', '1024']) == 1
+    out = capsys.readouterr().out
+    assert 'refused (kept file of another dimension): 3 files' in out
+    assert f'{dst}/1_v0.npz: kept from an earlier run, holds frames of shape (4, 512); ' \
+           '--frame-dim 1024 expects (seconds, 1024)' in out
+    assert load_tool('convert_features').main(['--src', str(src), '--dst', str(dst)]) == 0
+
+
+def test_a4_a_converted_file_whose_source_is_gone_is_named(tmp_path, capsys):
+    """A4: after a source file was removed, the rerun kept its .npz in --dst (labelled
+    'converted from --src') without a word."""
+    src, dst = feature_folder(tmp_path / 'src', 3), tmp_path / 'dst'
+    assert load_tool('convert_features').main(['--src', str(src), '--dst', str(dst)]) == 0
+    (src / '1_v2.npy').unlink()
+    capsys.readouterr()
+    assert load_tool('convert_features').main(['--src', str(src), '--dst', str(dst)]) == 0
+    assert (f'warning: {dst} holds 1 feature file(s) with no source in --src any more (e.g. '
+            '1_v2.npz)') in capsys.readouterr().out
+
+
+def test_a10_a_dst_that_is_a_dangling_link_is_made_at_its_target(tmp_path):
+    """A10: --dst a symlink to a folder not made yet stopped in "[Errno 17] File exists"."""
+    src = feature_folder(tmp_path / 'src')
+    (tmp_path / 'link').symlink_to(tmp_path / 'real')
+    assert load_tool('convert_features').main(['--src', str(src), '--dst',
+                                               str(tmp_path / 'link')]) == 0
+    assert sorted(p.name for p in (tmp_path / 'real').iterdir()) == [
+        '1_v0.npz', '1_v1.npz', 'provenance.json']
+
+
+@pytest.fixture
+def recorded_uniform(tiny_crosstask, tmp_path):
+    """(config, checkpoint): a uniform-emission planner saved with its PKG and its training
+    config (meta['cfg']), as a training saves it."""
+    import torch
+    from mmaction.registry import MODELS
+    from vpn_plugin.data_paths import load_config
+    import vpn_plugin.mm  # noqa: F401  (registration)
+    from test_pkg_builder import tiny_uniform_config
+    from tiny_configs import save_recorded
+    config = tiny_uniform_config(tiny_crosstask, tmp_path)
+    model = MODELS.build(dict(type='UniformEmissionPlanner', num_actions=133, horizon=3))
+    model.set_pkg(np.roll(np.eye(133), 1, axis=1))
+    path = save_recorded(model, tmp_path / 'chain.pth', tiny_crosstask['test_dataset'])
+    checkpoint = torch.load(path, weights_only=False)
+    checkpoint['meta']['cfg'] = load_config(str(config)).pretty_text  # as the runner's cfg
+    torch.save(checkpoint, path)
+    return config, path
+
+
+def test_c5_plans_name_the_options_that_differ_from_training(recorded_uniform, capsys):
+    """C5, C24, C29: plan.py / init_planner with test_dataloader.dataset.observation='concat3'
+    (the same 1536 dims as 'authors'), observed_steps=1 or another window_policy planned from a
+    checkpoint trained otherwise without a word (test.py names them)."""
+    import warnings
+    from vpn_plugin.apis import init_planner
+    config, checkpoint = recorded_uniform
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter('always')
+        model = init_planner(str(config), str(checkpoint))
+    assert model.option_differences == [] and not [
+        w for w in caught if 'trained with other options' in str(w.message)]  # no wolf
+    with pytest.warns(UserWarning, match=r"test_dataloader.dataset.observed_steps: 0 in "
+                                         r"training, 1 here; the plans use the config's"):
+        model = init_planner(str(config), str(checkpoint),
+                             cfg_options={'test_dataloader.dataset.observed_steps': 1})
+    assert model.option_differences == [
+        'test_dataloader.dataset.observed_steps: 0 in training, 1 here']
+    capsys.readouterr()
+    load_tool('plan').main([str(config), str(checkpoint), '--indices', '0', '--cfg-options',
+                            'test_dataloader.dataset.window_policy=authors'])
+    out = capsys.readouterr()
+    assert (f"WARNING: {checkpoint} was trained with other options: test_dataloader.dataset."
+            "window_policy: 'keep' in training, 'authors' here") in out.out
+    assert 'UserWarning' not in out.err
+
+
+def test_c25_plans_from_a_checkpoints_pkg_against_another_configs_pkg_are_refused(
+        recorded_uniform):
+    """C25: plan.py --cfg-options model.pkg.smoothing=1.0 decoded with the checkpoint's graph
+    (smoothing 0) without a word; test.py refuses it (check_loaded_pkg)."""
+    from vpn_plugin.apis import init_planner
+    config, checkpoint = recorded_uniform
+    with pytest.raises(ValueError, match=r"carries the PKG its training counted, and this "
+                                         r"config's model.pkg asks for another graph "
+                                         r"\(smoothing: 0.0 in training, 1.0 here\)"):
+        init_planner(str(config), str(checkpoint), cfg_options={'model.pkg.smoothing': 1.0})
+
+
+def test_d1_a_synthetic_rerun_with_other_settings_says_what_it_replaced(tmp_path, capsys):
+    """D1: make_synthetic_features --seed 1 into a folder of seed 0 rewrote its 141 files
+    under the same names without a word (a checkpoint trained on them no longer matches)."""
+    shared = Path(__file__).resolve().parents[1] / '..' / 'shared' / 'data'
+    tool = load_tool('make_synthetic_features')
+    argv = ['--dataset', 'niv', '--data-root', str(shared), '--out', str(tmp_path / 'syn')]
+    tool.main(argv)
+    capsys.readouterr()
+    tool.main(argv + ['--seed', '1'])
+    assert (f"{tmp_path / 'syn' / 'features'}: replaced the features of the earlier run (seed "
+            "0 -> 1); checkpoints trained on the earlier ones no longer match these"
+            ) in capsys.readouterr().out
+    tool.main(argv + ['--seed', '1'])
+    assert 'replaced' not in capsys.readouterr().out
+
+
+def test_e8_both_text_sources_are_said_to_exclude_each_other(capsys):
+    """E8: --action-names with --state-descriptions was answered "give --state-descriptions
+    or --action-names" (both had been given)."""
+    with pytest.raises(SystemExit):
+        load_tool('make_text_features').main(['--taxonomy', 'x.json', '--out', 'x.npy',
+                                              '--action-names', '--state-descriptions', 'y'])
+    assert '--action-names (CEFITO: (N, Dt) action names) exclude each other' in \
+        capsys.readouterr().err

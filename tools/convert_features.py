@@ -18,7 +18,9 @@ rows trained on it name their features (vpn_plugin/datasets/provenance.py).
 """
 import argparse
 import glob
+import os
 import sys
+import zipfile
 from collections import Counter
 from pathlib import Path
 
@@ -129,6 +131,33 @@ def remove_stale_partials(files, dst: Path) -> list:
     return removed
 
 
+def stored_frames_shape(path: Path) -> tuple:
+    """The shape of ``frames_features`` in a converted ``.npz``, from its header (the array is
+    not read)."""
+    with zipfile.ZipFile(path) as archive, archive.open(f'{FEATURE_KEY}.npy') as member:
+        version = np.lib.format.read_magic(member)
+        read_header = (np.lib.format.read_array_header_1_0 if version == (1, 0)
+                       else np.lib.format.read_array_header_2_0)
+        return tuple(read_header(member)[0])
+
+
+def check_kept(out: Path, frame_dim: int) -> None:
+    """A ``<stem>.npz`` kept from an earlier run must hold frames of ``--frame-dim``: a rerun
+    with another ``--frame-dim`` would otherwise keep every file of the other dimension and
+    exit 0 (``BadVideoError``, reason 'kept file of another dimension')."""
+    try:
+        shape = stored_frames_shape(out)
+    except (OSError, KeyError, ValueError, zipfile.BadZipFile) as error:
+        raise BadVideoError(out.stem, 'kept file unreadable',
+                            f'{out}: kept from an earlier run but unreadable ({error}); pass '
+                            '--overwrite to convert it again') from None
+    if len(shape) != 2 or shape[1] != frame_dim:
+        raise BadVideoError(out.stem, 'kept file of another dimension',
+                            f'{out}: kept from an earlier run, holds frames of shape {shape}; '
+                            f'--frame-dim {frame_dim} expects (seconds, {frame_dim}): convert '
+                            'into a new --dst, or pass --overwrite to convert it again')
+
+
 def convert_all(files, dst: Path, frame_dim: int, overwrite: bool) -> dict:
     """Convert every file into ``dst`` (checked and made by ``main``); returns counts and the
     refusal messages by reason."""
@@ -136,7 +165,12 @@ def convert_all(files, dst: Path, frame_dim: int, overwrite: bool) -> dict:
     for src in files:
         out = dst / f'{src.stem}.npz'
         if out.exists() and not overwrite:
-            counts['kept'] += 1
+            try:
+                check_kept(out, frame_dim)
+                counts['kept'] += 1
+            except BadVideoError as err:
+                counts['refused'] += 1
+                refused.setdefault(err.reason, []).append(str(err))
         else:
             try:
                 counts['object fields left out'] += convert_file(src, out, frame_dim)
@@ -160,6 +194,12 @@ def print_summary(result: dict, dst: Path, removed=()) -> None:
         print(f'left out {counts["object fields left out"]} object fields (not arrays)')
     for reason, messages in sorted(result['refused'].items()):
         print(f'  refused ({reason}): {len(messages)} files, e.g. {messages[0]}')
+    orphans = result.get('orphans') or []
+    if orphans:
+        print(f'warning: {dst} holds {len(orphans)} feature file(s) with no source in --src any '
+              f'more (e.g. {orphans[0]}), converted by an earlier run from a file since removed '
+              'or renamed: they are read as features of these videos; remove them if their '
+              'sources were removed on purpose')
 
 
 def skipped_listing(others) -> None:
@@ -191,13 +231,15 @@ def convert_locked(src: Path, dst: Path, args) -> tuple:
     # the record first: a run stopped part-way (a full disk, a kill) is then an earlier
     # conversion of this --src, which the next run resumes (check_destination)
     check_outputs(files, dst, args.overwrite)
-    dst.mkdir(parents=True, exist_ok=True)
+    Path(os.path.realpath(dst)).mkdir(parents=True, exist_ok=True)  # a dangling link: its target
     removed = remove_stale_partials(files, dst)
     record = dict(kind='converted', tool='convert_features.py',
                   source_folder=str(src.resolve()), source=read_record(src))
     write_provenance(dst, record)
     result = convert_all(files, dst, args.frame_dim, args.overwrite)
     write_provenance(dst, record)  # again: its fingerprint of the files now there
+    result['orphans'] = [p.name for p in feature_files(dst)
+                         if p.stem not in {src.stem for src in files}]
     return result, removed, others
 
 

@@ -83,12 +83,18 @@ def init_planner(config, checkpoint: Optional[PathLike] = None,
     or the config's ``unchecked_checkpoint=True``: score a checkpoint that records nothing,
     ``model.unchecked_checkpoint`` then lists what was not checked). The PKG comes from the
     checkpoint; when none carries it and the config has a ``train_dataloader``, it is counted
-    on the training split (as ``PKGHook`` does). The config is kept as ``model.cfg``.
+    on the training split (as ``PKGHook`` does); a config whose ``model.pkg`` asks for another
+    graph than the one the checkpoint carries is refused (``check_loaded_pkg``, as for a test).
+    The options of the config that differ from those the checkpoint was trained with (its
+    model's, and what the test split observes: ``observation``, ``observed_steps``, ...) are
+    listed in ``model.option_differences`` and said in a ``UserWarning`` (the plans use the
+    config's). The config is kept as ``model.cfg``.
     """
     from mmengine.registry import init_default_scope
     from mmaction.registry import MODELS
     from vpn_plugin.datasets.planning_dataset import config_metainfo
-    from vpn_plugin.engine.checkpoint import UNCHECKED_KEY, load_weights, read_checkpoint
+    from vpn_plugin.engine.checkpoint import (UNCHECKED_KEY, check_loaded_pkg, load_weights,
+                                              read_checkpoint)
     from vpn_plugin.engine.pre_stage import check_not_pre_stage
     from vpn_plugin.errors import checked_device
     checked_device(device, 'init_planner() argument device')  # before the model is built
@@ -96,7 +102,7 @@ def init_planner(config, checkpoint: Optional[PathLike] = None,
     _import_custom_modules(cfg)
     init_default_scope(cfg.get('default_scope', 'mmaction'))
     model = MODELS.build(cfg.model)
-    model.unchecked_checkpoint = []
+    model.unchecked_checkpoint, model.option_differences = [], []
     if checkpoint is not None:
         data_meta = config_metainfo((cfg.get('test_dataloader') or {}).get('dataset'))
         loaded = read_checkpoint(checkpoint, logger='silent')
@@ -105,10 +111,28 @@ def init_planner(config, checkpoint: Optional[PathLike] = None,
             model, loaded, str(checkpoint),
             partial=partial, data_meta=data_meta, require_meta=True,
             unchecked=unchecked or bool(cfg.get(UNCHECKED_KEY, False)))
+        if not partial:
+            check_loaded_pkg(loaded, str(checkpoint), cfg.get('model'))
+        model.option_differences = _option_differences(loaded, checkpoint, cfg)
     if not bool(getattr(model, 'pkg_ready', True)) and cfg.get('train_dataloader'):
         model.build_pkg(build_split_dataset(cfg, 'train'))
     model.cfg = cfg
     return model.to(device).eval()
+
+
+def _option_differences(loaded: dict, checkpoint, cfg) -> list:
+    """'key: X in training, Y here' for each model and test-observation option of ``cfg`` that
+    differs from the checkpoint's training config (locations aside); warned (init_planner)."""
+    import warnings
+    from vpn_plugin.engine.checkpoint import model_option_differences, observation_differences
+    trained_cfg = (loaded.get('meta') or {}).get('cfg')
+    differences = (model_option_differences(trained_cfg, cfg.get('model'), locations=False)
+                   + observation_differences(trained_cfg, cfg))
+    if differences:
+        warnings.warn(f'{checkpoint} was trained with other options than this config: '
+                      f'{"; ".join(differences)}; the plans use the config\'s', UserWarning,
+                      stacklevel=3)
+    return differences
 
 
 @checked_arguments
