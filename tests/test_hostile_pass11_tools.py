@@ -245,3 +245,15 @@ def test_e8_both_text_sources_are_said_to_exclude_each_other(capsys):
                                               '--action-names', '--state-descriptions', 'y'])
     assert '--action-names (CEFITO: (N, Dt) action names) exclude each other' in \
         capsys.readouterr().err
+
+
+def test_h8_plan_checks_the_configs_entries_before_planning(recorded_uniform, tmp_path):
+    """H8: plan.py --features with test_dataloader.dataset.window_policy='drop' (no such
+    policy) planned without a word: --features builds no dataset, whose check refuses it."""
+    config, checkpoint = recorded_uniform
+    np.save(tmp_path / 'video.npy', np.zeros((30, 512), np.float32))
+    message = user_error('plan', [config, checkpoint, '--features', tmp_path / 'video.npy',
+                                  '--start-time', '2', '--goal-time', '20', '--cfg-options',
+                                  'test_dataloader.dataset.window_policy=drop'])
+    assert "test_dataloader.dataset.window_policy='drop'; expected one of 'keep', 'authors'" \
+        in message

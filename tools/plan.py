@@ -240,6 +240,10 @@ def main(argv=None):
         cfg = config_from_checkpoint(args.checkpoint, args.cfg_options, **data_path_args(args))
     if args.decode:
         cfg.model.decode = args.decode
+    from vpn_plugin.runner import check_config_entries
+    # every entry's options, as train/test check them: --features and --video build no
+    # dataset, whose own check would refuse window_policy='drop' (H8: planned without a word)
+    check_config_entries(cfg, args.config or str(args.checkpoint))
     if args.video:
         return plan_video(args, cfg)
     if args.features:
