@@ -8,7 +8,8 @@ from collections import Counter
 from pathlib import Path
 from typing import List, Literal, Optional, Union
 
-from vpn_plugin.config_types import Count, NonNegativeInt, Probability, Fraction, Text
+from vpn_plugin.config_types import (Count, NonNegativeInt, Probability, Fraction, Text,
+                                     checked_arguments)
 import numpy as np
 import torch
 from mmaction.registry import DATASETS
@@ -98,6 +99,7 @@ class PlanningDataset(Dataset):
     ``__getitems__`` returns the items (torch's default). Same batches, same values.
     """
 
+    @checked_arguments(prefix='PlanningDataset: ')
     def __init__(self, data_root: Union[Text, os.PathLike], horizon: Count,
                  taxonomy: Union[Text, os.PathLike], feature_dir: Union[Text, os.PathLike],
                  split: Literal[SPLITS] = 'train', window_file: Optional[Text] = None,

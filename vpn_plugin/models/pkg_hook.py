@@ -11,6 +11,7 @@ from mmengine.hooks import Hook
 from mmengine.model import is_model_wrapper
 
 from mmaction.registry import DATASETS, HOOKS
+from vpn_plugin.config_types import checked_arguments
 
 from .base_planner import BasePlanner
 
@@ -25,6 +26,7 @@ class PKGHook(Hook):
                     "count_mode=..., perturbations=[dict(type='EdgeDropout', fraction=0.1)], "
                     '...)')
 
+    @checked_arguments(prefix='PKGHook: ')
     def __init__(self):
         """No options: the graph's options are the model's ``pkg`` (a study option given to
         the hook is an unknown-option error, e.g. in ``run_protocol --dry-run``)."""
