@@ -1,0 +1,98 @@
+"""Tenth hostile pass (issue 37), PDPP / KEPP / CEFITO through the tools and their files
+(meaning2).
+
+Each test is a leftover of the ninth pass or a case of /tmp/meaning2_log.md that was wrong,
+silent or vague on 1c6544e.
+"""
+import itertools
+import re
+
+import pytest
+import torch
+
+from vpn_plugin.core import pkg
+from vpn_plugin.engine.checkpoint import CheckpointMismatchError, load_weights
+
+PLANNER_TYPES = ('PDPP', 'KEPP', 'CEFITO', 'ViterbiPlanNet')  # SCHEMA, CompactPlanNet alike
+
+
+# ------------------------------------------------------------ PK13: build_pkg's action count
+@pytest.mark.parametrize('call', [
+    lambda n: pkg.build_pkg([[0, 1]], n),
+    lambda n: pkg.transition_counts([[0, 1]], n),
+    lambda n: pkg.union_pkg([[0, 1]], num_actions=n)])
+def test_build_pkg_refuses_an_action_count_beyond_memory(call):
+    """PK13 (hostile24, left): build_pkg(num_actions=10**9) stopped with numpy's "Unable to
+    allocate 6.94 EiB for an array with shape (1000000000, 1000000000)", the argument not
+    named. The cap follows from the machine's memory."""
+    memory = pkg.physical_memory_bytes()
+    cap = int((memory / (pkg.PKG_MATRICES_HELD * 8)) ** 0.5)
+    with pytest.raises(ValueError, match=r'argument num_actions=1000000000: a PKG over '
+                                         r'1000000000 actions holds 3 \(N, N\) float64 matrices.*'
+                                         rf'EiB, more than this machine\'s .* of memory; '
+                                         rf'expected num_actions <= {cap}'):
+        call(10 ** 9)
+    assert call(3).shape == (3, 3)  # a taxonomy's size still counts
+
+
+def test_pkg_memory_cap_is_the_memory_not_a_number():
+    """The refusal reads the memory it is given: N=1000 (24 MB) fits 1 GiB, not 1 MiB."""
+    pkg.check_pkg_fits_memory('num_actions', 1000, memory=2 ** 30)
+    with pytest.raises(ValueError, match=r'num_actions=1000: .* 22.9 MiB, more than this '
+                                         r"machine's 1 MiB of memory; expected num_actions <= 209"):
+        pkg.check_pkg_fits_memory('num_actions', 1000, memory=2 ** 20)
+
+
+# ------------------------------------------------------ AP23: a checkpoint of another planner
+def planner_checkpoint(model_type: str, horizon: int = 3) -> dict:
+    """A checkpoint as tools/train.py writes it, of ``model_type`` (meta['cfg'] records it)."""
+    cfg = f"model = dict(type='{model_type}', horizon={horizon})\n"
+    return dict(meta=dict(cfg=cfg, dataset_meta=dict(horizon=horizon)),
+                state_dict={'other.weight': torch.zeros(2, 2)})
+
+
+def stand_in_model(class_name: str, horizon: int = 3) -> torch.nn.Module:
+    """A module whose class is named as a planner (load_weights names the model's class)."""
+    model = type(class_name, (torch.nn.Module,), {})()
+    model.layer = torch.nn.Linear(2, 2)
+    model.horizon = horizon
+    return model
+
+
+@pytest.mark.parametrize('config_type,checkpoint_type',
+                         list(itertools.permutations(PLANNER_TYPES, 2)))
+def test_load_weights_names_the_checkpoints_planner(config_type, checkpoint_type):
+    """AP23 (hostile24, left): a checkpoint of another planner was refused with a list of
+    missing keys only; the model type its meta records is named, for every pair."""
+    expected = (rf"checkpoint ckpt.pth \(a checkpoint of {checkpoint_type}: its meta's config "
+                rf"has model.type='{checkpoint_type}'; the config builds {config_type}\) does "
+                rf'not fit the model {config_type} of the config: missing keys')
+    with pytest.raises(CheckpointMismatchError, match=expected):
+        load_weights(stand_in_model(config_type), planner_checkpoint(checkpoint_type), 'ckpt.pth')
+    # another horizon too: the meta refusal comes first and names the planner as well
+    with pytest.raises(CheckpointMismatchError, match=rf'\(a checkpoint of {checkpoint_type}: .* '
+                                                      r'was trained for another setting'):
+        load_weights(stand_in_model(config_type), planner_checkpoint(checkpoint_type, 4),
+                     'ckpt.pth')
+
+
+@pytest.mark.parametrize('recorded', ['PDPP', 'mmaction.PDPP'])
+def test_load_weights_says_nothing_of_the_same_planner(recorded):
+    """No cry wolf: a checkpoint of the config's own planner (scoped or not) that does not
+    fit is refused with its keys, without a word of another planner."""
+    with pytest.raises(CheckpointMismatchError) as error:
+        load_weights(stand_in_model('PDPP'), planner_checkpoint(recorded), 'ckpt.pth')
+    assert 'a checkpoint of' not in str(error.value)
+    assert 'does not fit the model PDPP' in str(error.value)
+
+
+def test_init_planner_names_a_kepp_checkpoint_on_a_pdpp_config(tmp_path):
+    """AP23 through the API: init_planner(pdpp config, a KEPP checkpoint)."""
+    from vpn_plugin.apis import init_planner
+    path = tmp_path / 'epoch_1.pth'
+    torch.save(planner_checkpoint('KEPP'), path)
+    with pytest.raises(CheckpointMismatchError, match=r"epoch_1.pth \(a checkpoint of KEPP: its "
+                                                      r"meta's config has model.type='KEPP'; the "
+                                                      r'config builds PDPP\) does not fit'):
+        init_planner('configs/baselines/pdpp_niv_t3.py', path,
+                     cfg_options={'model.dim': 32, 'model.dim_mults': [1]})
