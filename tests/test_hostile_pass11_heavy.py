@@ -96,3 +96,23 @@ def test_init_planner_names_a_kepp_checkpoint_on_a_pdpp_config(tmp_path):
                                                       r'config builds PDPP\) does not fit'):
         init_planner('configs/baselines/pdpp_niv_t3.py', path,
                      cfg_options={'model.dim': 32, 'model.dim_mults': [1]})
+
+
+@pytest.mark.parametrize('resume', [False, True])
+def test_runner_refuses_another_planners_checkpoint_first(tmp_path, resume):
+    """E2: tools/test.py kepp_niv_t3.py <a PDPP epoch_1.pth> said "carries the PKG its
+    training counted, and this config's model.pkg asks for another graph (count_mode:
+    'window' in training, 'video' here)" after a warning listing ten model options: all
+    consequences of a checkpoint of another planner, which was never named. The runner now
+    refuses it first (test, load_from and --resume alike)."""
+    from types import SimpleNamespace
+    from mmengine.config import Config
+    from vpn_plugin.runner import PlanningRunner
+    path = tmp_path / 'epoch_1.pth'
+    torch.save(planner_checkpoint('PDPP'), path)
+    runner = SimpleNamespace(model=stand_in_model('KEPP'), cfg=Config({}), _resume=resume)
+    with pytest.raises(CheckpointMismatchError, match=r"epoch_1.pth \(a checkpoint of PDPP: its "
+                                                      r"meta's config has model.type='PDPP'; the "
+                                                      r'config builds KEPP\) is not a checkpoint '
+                                                      r"of the config's planner"):
+        PlanningRunner.load_checkpoint(runner, str(path))

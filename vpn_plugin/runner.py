@@ -389,7 +389,8 @@ class PlanningRunner(Runner):
         config's ``load_partial = True`` (or ``strict=False``), never when resuming."""
         from vpn_plugin.compat import is_resuming
         from vpn_plugin.engine.checkpoint import (PARTIAL_LOAD_KEY, RUN_KEY, UNCHECKED_KEY,
-                                                  check_finite, check_loaded_pkg, load_weights,
+                                                  check_finite, check_loaded_pkg,
+                                                  check_same_planner, load_weights,
                                                   read_checkpoint, resume_option_differences,
                                                   state_dict_of)
         from vpn_plugin.engine.checkpoint_hook import check_resume_point
@@ -398,6 +399,9 @@ class PlanningRunner(Runner):
         from vpn_plugin.models.base_planner import BasePlanner
         checkpoint = read_checkpoint(filename, map_location)
         check_not_pre_stage(checkpoint, filename)
+        model = self.model.module if is_model_wrapper(self.model) else self.model
+        if is_resuming(self) or not self.cfg.get(PARTIAL_LOAD_KEY):  # before what follows
+            check_same_planner(checkpoint, model, filename)  # from another planner
         self.loaded_shortened = str((checkpoint.get('meta') or {}).get('shortened') or '')
         wanted = str(self.cfg.get('shortened') or '')
         smoke = any(text.startswith('smoke') for text in (self.loaded_shortened, wanted))
@@ -434,7 +438,6 @@ class PlanningRunner(Runner):
         if isinstance(checkpoint.get('ema_state_dict'), dict):  # checked by read_checkpoint;
             checkpoint['ema_state_dict'].pop(RUN_KEY, None)  # no tensor of the EMA model
         self.call_hook('after_load_checkpoint', checkpoint=checkpoint)
-        model = self.model.module if is_model_wrapper(self.model) else self.model
         partial = bool(self.cfg.get(PARTIAL_LOAD_KEY, False)) if strict is None else not strict
         self.unchecked_checkpoint = load_weights(
             model, checkpoint, filename, partial=partial and not is_resuming(self),

@@ -697,6 +697,19 @@ def other_model_note(checkpoint: dict, model) -> str:
             f'the config builds {name}) ')
 
 
+def check_same_planner(checkpoint: dict, model, source: str) -> None:
+    """``CheckpointMismatchError`` when ``checkpoint``'s run trained another planner than
+    ``model`` (:func:`other_model_note`): before the PKG, option and key comparisons, whose
+    differences would all follow from that one."""
+    note = other_model_note(checkpoint, model)
+    if note:
+        raise CheckpointMismatchError(
+            f'checkpoint {source} {note}is not a checkpoint of the config\'s planner. Test it '
+            f'with the config it was trained with; to start fine-tuning from it, set '
+            f'{PARTIAL_LOAD_KEY}=True (loads only the tensors that fit)',
+            problems=note.strip())
+
+
 def _unrecorded_fields(checkpoint, model, source, required: bool, unchecked: bool,
                        logger) -> list:
     """A fitting checkpoint that records nothing to check it by (:func:`unrecorded`) is
