@@ -130,17 +130,19 @@ def physical_memory_bytes() -> Optional[int]:
         return None
 
 
-def check_pkg_fits_memory(name: str, num_actions: int, memory: Optional[int] = None) -> None:
+def check_pkg_fits_memory(name: str, num_actions: int, memory: Optional[int] = None,
+                          matrices: int = PKG_MATRICES_HELD) -> None:
     """Refuse an action count whose (N, N) matrices cannot fit this machine's memory (the
     cap follows from the memory, not from a taxonomy size: numpy's own refusal names neither
     the argument nor the cap)."""
     memory = physical_memory_bytes() if memory is None else memory
-    needed = PKG_MATRICES_HELD * 8 * num_actions ** 2
+    needed = matrices * 8 * num_actions ** 2
     if memory is None or needed <= memory:
         return
-    cap = int((memory / (PKG_MATRICES_HELD * 8)) ** 0.5)
+    cap = int((memory / (matrices * 8)) ** 0.5)
+    held = f'{matrices} (N, N) float64 matrices' if matrices > 1 else 'an (N, N) float64 matrix'
     raise ValueError(f'{name}={num_actions}: a PKG over {num_actions} actions holds '
-                     f'{PKG_MATRICES_HELD} (N, N) float64 matrices while it is counted, '
+                     f'{held} while it is counted, '
                      f'{_bytes_text(needed)}, more than this machine\'s {_bytes_text(memory)} '
                      f'of memory; expected num_actions <= {cap} (the taxonomy\'s action count)')
 
@@ -148,9 +150,9 @@ def check_pkg_fits_memory(name: str, num_actions: int, memory: Optional[int] = N
 def _bytes_text(size: float) -> str:
     for unit in ('B', 'KiB', 'MiB', 'GiB', 'TiB', 'PiB'):
         if size < 1024:
-            return f'{size:.3g} {unit}'
+            return f'{size:.4g} {unit}'
         size /= 1024
-    return f'{size:.3g} EiB'
+    return f'{size:.4g} EiB'
 
 
 def pair_weights(length: int, horizon: Optional[int]) -> np.ndarray:
@@ -176,7 +178,7 @@ def transition_counts(sequences: Iterable[Sequence[int]], num_actions: Count, *,
                       count_mode: CountMode = 'window', horizon: Optional[PairHorizon] = None
                       ) -> np.ndarray:
     """(N, N) float64 weighted counts of consecutive pairs (see module docstring)."""
-    check_pkg_fits_memory('transition_counts() argument num_actions', num_actions)
+    check_pkg_fits_memory('transition_counts() argument num_actions', num_actions, matrices=1)
     counts = np.zeros((num_actions, num_actions))
     for array in _as_sequences(sequences, num_actions):
         weights = pair_weights(len(array), horizon if count_mode == 'window' else None)
