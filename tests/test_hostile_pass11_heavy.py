@@ -116,3 +116,21 @@ def test_runner_refuses_another_planners_checkpoint_first(tmp_path, resume):
                                                       r'config builds KEPP\) is not a checkpoint '
                                                       r"of the config's planner"):
         PlanningRunner.load_checkpoint(runner, str(path))
+
+
+def test_cefito_ground_truth_task_is_named():
+    """A46: model.task_source='ground_truth' (the true task of each window restricts the
+    search: an oracle input) built and ran without a word; the default says nothing."""
+    from unittest import mock
+    from vpn_plugin.models import cefito
+
+    def logged(task_source):  # the constructor stopped right after the option checks
+        with mock.patch.object(cefito, 'print_log') as log, \
+                mock.patch.object(cefito, 'check_loss_terms', side_effect=StopIteration):
+            with pytest.raises(StopIteration):
+                cefito.CEFITO(feature_dim=8, num_actions=4, num_tasks=1, horizon=3,
+                              taxonomy='taxonomy.json', task_source=task_source)
+        return ' '.join(str(call) for call in log.call_args_list)
+    assert "model.task_source='ground_truth'" in logged('ground_truth')
+    assert 'oracle' in logged('ground_truth')
+    assert 'oracle' not in logged('classifier')

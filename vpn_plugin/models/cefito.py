@@ -144,6 +144,12 @@ class CEFITO(BasePlanner):
         check_choice('model.search', search, SEARCHES)
         check_choice('model.tie_break', tie_break, energy_search.TIE_BREAKS)
         check_choice('model.task_source', task_source, TASK_SOURCES)
+        if task_source == 'ground_truth':  # an oracle input, never a default: said every run
+            print_log("CEFITO: model.task_source='ground_truth': each window's plans are "
+                      "searched among the actions of its TRUE task (the official NIV configs' "
+                      'oracle_task), not the task classifier\'s prediction: an oracle setting, '
+                      'not comparable with planners that infer the task', logger='current',
+                      level=logging.WARNING)
         check_loss_terms(loss_weights, LOSS_TERMS)
         check_numbers(dict(
             num_tasks=num_tasks, feature_dim=feature_dim, text_dim=text_dim,
