@@ -134,3 +134,22 @@ def test_cefito_ground_truth_task_is_named():
     assert "model.task_source='ground_truth'" in logged('ground_truth')
     assert 'oracle' in logged('ground_truth')
     assert 'oracle' not in logged('classifier')
+
+
+def test_train_resolves_extra_dataset_keys_and_refuses_the_test_split():
+    """T23: model.pkg.extra_datasets=['val_dataloader.dataset'] (documented) reached tools/
+    train.py's PKGBuilder unresolved ("expected a list of config dicts"; only protocols
+    resolved it); 'test_dataloader.dataset' would count the PKG on the test windows."""
+    from vpn_plugin.data_paths import load_config
+    from vpn_plugin.runner import resolve_dataset_references
+    config = 'configs/baselines/pdpp_niv_t3.py'
+    cfg = load_config(config, {'model.decode': 'viterbi',
+                               'model.pkg.extra_datasets': ['test_dataloader.dataset']})
+    with pytest.raises(ValueError, match=r"extra_datasets\[0\] = 'test_dataloader.dataset': "
+                                         r'the PKG would be counted on the test windows'):
+        resolve_dataset_references(cfg)
+    cfg = load_config(config, {'model.pkg.extra_datasets': ['val_dataloader.dataset']})
+    assert resolve_dataset_references(cfg).model.pkg.extra_datasets[0]['type']
+    import inspect
+    from vpn_plugin.runner import PlanningRunner
+    assert 'resolve_dataset_references(' in inspect.getsource(PlanningRunner.from_cfg)

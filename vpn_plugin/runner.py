@@ -191,7 +191,7 @@ class PlanningRunner(Runner):
         from vpn_plugin.datasets.planning_dataset import check_split_disjoint
         check_config_keys(cfg)
         check_loop_counts(cfg)
-        cfg = resolve_paths(apply_horizon(cfg))
+        cfg = resolve_dataset_references(resolve_paths(apply_horizon(cfg)))  # as protocols
         check_config_entries(cfg, cfg.filename or 'config')
         check_split_disjoint(cfg)  # no test video among the training videos
         check_folder_target(cfg.work_dir)
@@ -950,6 +950,11 @@ def resolve_dataset_references(cfg):
     ``'val_dataloader.dataset'``) by that dataset config of ``cfg``; returns ``cfg``."""
     extra = pkg_extra_datasets(cfg)
     for index, item in enumerate(extra):
+        if isinstance(item, str) and item.split('.')[0] == 'test_dataloader':
+            raise ValueError(f'{cfg.filename}: model.pkg.extra_datasets[{index}] = {item!r}: '
+                             'the PKG would be counted on the test windows it is scored on (a '
+                             "test-set graph); expected a training-side key such as "
+                             "'val_dataloader.dataset'")
         if isinstance(item, str):
             value = cfg
             for key in item.split('.'):
