@@ -153,3 +153,24 @@ def test_train_resolves_extra_dataset_keys_and_refuses_the_test_split():
     import inspect
     from vpn_plugin.runner import PlanningRunner
     assert 'resolve_dataset_references(' in inspect.getsource(PlanningRunner.from_cfg)
+
+
+@pytest.mark.parametrize('hooks,message', [
+    (['PDPPEMAHook', 'PDPPEMAHook'], r'custom_hooks hold 2 EMA hooks \(PDPPEMAHook, PDPPEMAHook\)'),
+    (['PDPPEMAHook', 'EMAHook'], r'custom_hooks hold 2 EMA hooks \(PDPPEMAHook, EMAHook\)'),
+    (['TaskClassifierHook', 'TaskClassifierHook'], r'custom_hooks hold TaskClassifierHook 2 times')])
+def test_training_refuses_two_ema_or_stage_hooks(hooks, message):
+    """T20 / T21: a PDPP config with two PDPPEMAHooks (decay 0.995 and 0.9) or two
+    TaskClassifierHooks trained without a word."""
+    from mmaction.registry import HOOKS
+    from vpn_plugin.runner import check_training_hooks
+    import vpn_plugin.mm  # noqa: F401  (registers the hooks)
+    options = dict(PDPPEMAHook=dict(decay=0.995, start_step=400, interval=10))
+    built = [HOOKS.build(dict(type=name, **options.get(name, {}))) for name in hooks]
+    model = type('PDPP', (), {'training_hooks': ('TaskClassifierHook',)})()
+    with pytest.raises(ValueError, match=message):
+        check_training_hooks(model, built + [HOOKS.build(dict(type='TaskClassifierHook'))]
+                             if 'TaskClassifierHook' not in hooks else built, 'cfg.py')
+    check_training_hooks(model, built[:1] + ([HOOKS.build(dict(type='TaskClassifierHook'))]
+                                             if 'TaskClassifierHook' not in hooks else []),
+                         'cfg.py')  # one of each: trained as before

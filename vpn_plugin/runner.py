@@ -504,6 +504,7 @@ def check_training_hooks(model, hooks, where: str) -> None:
     classifier, KEPP's step model) is trained only with the hooks of its stages: without
     them KEPP stopped at its first step with a RuntimeError traceback, PDPP / CEFITO trained
     around an untrained classifier."""
+    check_hooks_once(hooks, getattr(model, 'training_hooks', ()), where)
     present = {type(hook).__name__ for hook in hooks}
     missing = [name for name in getattr(model, 'training_hooks', ()) if name not in present]
     if missing:
@@ -512,6 +513,24 @@ def check_training_hooks(model, hooks, where: str) -> None:
                          f"expected custom_hooks to include dict(type='{missing[0]}') as the "
                          'method\'s base config does (a --cfg-options custom_hooks=[...] '
                          'replaces the whole list)')
+
+
+def check_hooks_once(hooks, stage_hooks, where: str) -> None:
+    """One EMA hook and one hook per training stage: two EMA hooks swap their averages into
+    one model in turn (which one is validated, tested and saved depends on their order; the
+    second's EMA state overwrites the first's in the checkpoint), two stage hooks train the
+    stage twice."""
+    from mmengine.hooks import EMAHook
+    names = [type(hook).__name__ for hook in hooks]
+    ema = [name for hook, name in zip(hooks, names) if isinstance(hook, EMAHook)]
+    twice = [name for name in dict.fromkeys(names) if name in stage_hooks and
+             names.count(name) > 1]
+    if len(ema) > 1 or twice:
+        what = f'{len(ema)} EMA hooks ({", ".join(ema)})' if len(ema) > 1 else \
+            f'{twice[0]} {names.count(twice[0])} times'
+        raise ValueError(f'{where}: custom_hooks hold {what}; expected one EMA hook and one '
+                         'hook per training stage (two EMA hooks swap their averages into the '
+                         'same model in turn, and the checkpoint keeps only the last one\'s)')
 
 
 def rank_line(env_cfg: dict, rank: int, world: int, accelerator: bool) -> str:
