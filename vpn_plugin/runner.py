@@ -525,12 +525,14 @@ def check_hooks_once(hooks, stage_hooks, where: str) -> None:
     ema = [name for hook, name in zip(hooks, names) if isinstance(hook, EMAHook)]
     twice = [name for name in dict.fromkeys(names) if name in stage_hooks and
              names.count(name) > 1]
-    if len(ema) > 1 or twice:
-        what = f'{len(ema)} EMA hooks ({", ".join(ema)})' if len(ema) > 1 else \
-            f'{twice[0]} {names.count(twice[0])} times'
-        raise ValueError(f'{where}: custom_hooks hold {what}; expected one EMA hook and one '
-                         'hook per training stage (two EMA hooks swap their averages into the '
-                         'same model in turn, and the checkpoint keeps only the last one\'s)')
+    if len(ema) > 1:
+        raise ValueError(f'{where}: custom_hooks hold {len(ema)} EMA hooks ({", ".join(ema)}); '
+                         'expected one (two EMA hooks swap their averages into the same model '
+                         'in turn, and the checkpoint keeps only the last one\'s)')
+    if twice:
+        raise ValueError(f'{where}: custom_hooks hold {twice[0]} {names.count(twice[0])} times; '
+                         'expected one hook per training stage (a second would train the stage '
+                         'again, over the first)')
 
 
 def rank_line(env_cfg: dict, rank: int, world: int, accelerator: bool) -> str:
