@@ -136,23 +136,29 @@ def test_cefito_ground_truth_task_is_named():
     assert 'oracle' not in logged('classifier')
 
 
-def test_train_resolves_extra_dataset_keys_and_refuses_the_test_split():
+def test_train_resolves_extra_dataset_keys_and_names_the_test_split():
     """T23: model.pkg.extra_datasets=['val_dataloader.dataset'] (documented) reached tools/
     train.py's PKGBuilder unresolved ("expected a list of config dicts"; only protocols
-    resolved it); 'test_dataloader.dataset' would count the PKG on the test windows."""
+    resolved it); 'test_dataloader.dataset' counts the PKG on the test windows: said (the
+    union_pkg protocol's oracle row asks for it on purpose)."""
+    from unittest import mock
+    import vpn_plugin.runner as runner_module
     from vpn_plugin.data_paths import load_config
-    from vpn_plugin.runner import resolve_dataset_references
     config = 'configs/baselines/pdpp_niv_t3.py'
     cfg = load_config(config, {'model.decode': 'viterbi',
                                'model.pkg.extra_datasets': ['test_dataloader.dataset']})
-    with pytest.raises(ValueError, match=r"extra_datasets\[0\] = 'test_dataloader.dataset': "
-                                         r'the PKG would be counted on the test windows'):
-        resolve_dataset_references(cfg)
+    with mock.patch('mmengine.logging.print_log') as log:
+        resolved = runner_module.resolve_dataset_references(cfg)
+    assert "extra_datasets[0] = 'test_dataloader.dataset': the PKG is counted on the test " \
+        'windows' in str(log.call_args)
+    assert resolved.model.pkg.extra_datasets[0]['type']
     cfg = load_config(config, {'model.pkg.extra_datasets': ['val_dataloader.dataset']})
-    assert resolve_dataset_references(cfg).model.pkg.extra_datasets[0]['type']
+    with mock.patch('mmengine.logging.print_log') as log:
+        assert runner_module.resolve_dataset_references(cfg).model.pkg.extra_datasets[0]['type']
+    assert not log.called  # the validation videos are training-side: nothing to say
     import inspect
-    from vpn_plugin.runner import PlanningRunner
-    assert 'resolve_dataset_references(' in inspect.getsource(PlanningRunner.from_cfg)
+    assert 'resolve_dataset_references(' in inspect.getsource(
+        runner_module.PlanningRunner.from_cfg)  # tools/train.py resolves them too
 
 
 @pytest.mark.parametrize('hooks,message', [

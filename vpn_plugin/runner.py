@@ -972,10 +972,11 @@ def resolve_dataset_references(cfg):
     extra = pkg_extra_datasets(cfg)
     for index, item in enumerate(extra):
         if isinstance(item, str) and item.split('.')[0] == 'test_dataloader':
-            raise ValueError(f'{cfg.filename}: model.pkg.extra_datasets[{index}] = {item!r}: '
-                             'the PKG would be counted on the test windows it is scored on (a '
-                             "test-set graph); expected a training-side key such as "
-                             "'val_dataloader.dataset'")
+            from mmengine.logging import print_log
+            print_log(f'{cfg.filename}: model.pkg.extra_datasets[{index}] = {item!r}: the PKG '
+                      'is counted on the test windows it is scored on (a test-set graph: an '
+                      "oracle upper bound, as the union_pkg protocol's oracle row, never a "
+                      'result)', logger='current', level=logging.WARNING)
         if isinstance(item, str):
             value = cfg
             for key in item.split('.'):
