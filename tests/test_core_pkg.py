@@ -111,7 +111,9 @@ def test_subsample_sequences_fraction_and_order():
     kept = subsample_sequences(sequences, 0.3, seed=0)
     assert len(kept) == 3 and kept == sorted(kept) and all(s in sequences for s in kept)
     assert kept == subsample_sequences(sequences, 0.3, seed=0)
-    assert len(subsample_sequences(sequences, 0.0, seed=0)) == 1
+    assert len(subsample_sequences(sequences, 0.01, seed=0)) == 1  # at least one
+    with pytest.raises(ValueError, match=r'fraction=0.0; expected a finite number > 0'):
+        subsample_sequences(sequences, 0.0, seed=0)  # no share of the data: not one sequence
 
 
 def test_label_noise_replaces_fraction_within_task():

@@ -145,11 +145,11 @@ def build(model: dict):
 
 
 @pytest.mark.parametrize('option, value, message', [
-    ('dim', 0, r'TemporalUNet dim=0; expected an integer >= 32'),
-    ('dim', 'x', r"TemporalUNet dim='x'; expected an integer"),
-    ('dim', 10**9, r'TemporalUNet dim=1000000000; expected an integer >= 32 and <= 4096'),
-    ('dim_mults', 2, r'TemporalUNet dim_mults=2; expected a non-empty list of integers'),
-    ('dim_mults', [1, 'x', 4], r"TemporalUNet dim_mults=\(1, 'x', 4\): entry='x'"),
+    ('dim', 0, r'KEPP model.dim=0; expected an integer >= 32 and <= 4096'),
+    ('dim', 'x', r"KEPP model.dim='x'; expected an integer"),
+    ('dim', 10**9, r'KEPP model.dim=1000000000; expected an integer >= 32 and <= 4096'),
+    ('dim_mults', 2, r'KEPP model.dim_mults=2; expected a list \(each an integer >= 1\)'),
+    ('dim_mults', [1, 'x', 4], r"KEPP model.dim_mults\[1\]='x'; expected an integer >= 1"),
     ('feature_dim', 0, r'KEPP model.feature_dim=0; expected an integer >= 1'),
     ('feature_dim', True, r'KEPP model.feature_dim=True; expected an integer'),
     ('feature_dim', 10**9, r'KEPP model.feature_dim=1000000000; expected an integer >= 1 and '
@@ -157,10 +157,10 @@ def build(model: dict):
     ('sampling_seed', 'x', r"KEPP model.sampling_seed='x'; expected an integer >= 0"),
     ('sampling_seed', True, r'KEPP model.sampling_seed=True; expected an integer >= 0'),
     ('sampling_seed', float('nan'), r'KEPP model.sampling_seed=nan; expected an integer'),
-    ('released_graph', 0, r'KEPP: model.released_graph=0; expected a file path or None'),
-    ('released_graph', False, r'KEPP: model.released_graph=False; expected a file path'),
-    ('step_checkpoint', '', r"KEPP: model.step_checkpoint=''; expected a file path or None"),
-    ('num_actions', 10**9, r'model.num_actions=1000000000; expected an integer <= 46340'),
+    ('released_graph', 0, r'KEPP model.released_graph=0; expected a non-empty string \(or None\)'),
+    ('released_graph', False, r'KEPP model.released_graph=False; expected a non-empty string'),
+    ('step_checkpoint', '', r"KEPP model.step_checkpoint=''; expected a non-empty string \(or None\)"),
+    ('num_actions', 10**9, r'model.num_actions=1000000000; expected an integer >= 1 and <= 46340'),
     ('pkg', dict(count_mode='video', smoothing=float('nan')),
      r'PKGBuilder.smoothing=nan; expected a finite number >= 0'),
     ('pkg', dict(count_mode='video', smoothing='x'),
@@ -185,9 +185,8 @@ def test_kepp_options_are_named_when_built(option, value, message):
     ('num_tasks', 'x', r"PDPP model.num_tasks='x'; expected an integer >= 1"),
     ('num_tasks', 10**9, r'PDPP model.num_tasks=1000000000; expected an integer >= 1 and '
                          r'<= 46340'),
-    ('n_timesteps', float('nan'), r'model.n_timesteps \(diffusion steps\)=nan; expected an '
-                                  r'integer >= 1'),
-    ('n_timesteps', 'x', r"model.n_timesteps \(diffusion steps\)='x'"),
+    ('n_timesteps', float('nan'), r'PDPP model.n_timesteps=nan; expected an integer >= 1'),
+    ('n_timesteps', 'x', r"PDPP model.n_timesteps='x'; expected an integer"),
 ])
 def test_pdpp_options_are_named_when_built(option, value, message):
     """Before: endpoint_weight nan / -1 / 'x' and num_tasks=0 were built (a NaN or negative

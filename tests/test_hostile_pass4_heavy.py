@@ -168,10 +168,10 @@ def cefito_model_cfg(shared_data):
     ('taxonomy', None, 'model.taxonomy=None; expected the taxonomy JSON file'),
     ('pkg', dict(type='PKGBuilder', extra_datasets='x'), "PKGBuilder.extra_datasets='x'; expected a list"),
     ('pkg', dict(type='PKGBuilder', perturbations=None), 'PKGBuilder.perturbations=None; expected a list'),
-    ('mlp_ratio', 1e9, 'model.mlp_ratio=1000000000.0; expected a finite number <= 64'),
-    ('depth', 10 ** 9, 'model.depth=1000000000; expected a finite number <= 64'),
-    ('hidden_dim', 10 ** 9, 'model.hidden_dim=1000000000; expected a finite number <= 4096'),
-    ('feature_dim', 10 ** 9, 'model.feature_dim=1000000000; expected a finite number <= 16384'),
+    ('mlp_ratio', 1e9, 'model.mlp_ratio=1000000000.0; expected a finite number > 0 and <= 64'),
+    ('depth', 10 ** 9, 'model.depth=1000000000; expected an integer >= 1 and <= 64'),
+    ('hidden_dim', 10 ** 9, 'model.hidden_dim=1000000000; expected an integer >= 1 and <= 4096'),
+    ('feature_dim', 10 ** 9, 'model.feature_dim=1000000000; expected an integer >= 1 and <= 16384'),
 ])
 def test_cefito_options_are_named_when_built(cefito_model_cfg, option, value, expected):
     """Before: causal 0 / 'x' / None (and -1, nan, 1.5, [1]) built a model by truth value;
@@ -228,8 +228,8 @@ def test_an_ema_state_dict_stripped_of_its_shared_list_is_refused(tmp_path):
 
 # ---------------------------------------------------------------------- SCHEMA options
 @pytest.mark.parametrize('option, value, expected', [
-    ('init_visual_from', 0, 'SCHEMA: model.init_visual_from=0; expected the path of a planner'),
-    ('init_visual_from', True, 'SCHEMA: model.init_visual_from=True; expected the path'),
+    ('init_visual_from', 0, 'SCHEMA model.init_visual_from=0; expected a non-empty string (or None)'),
+    ('init_visual_from', True, 'SCHEMA model.init_visual_from=True; expected a non-empty string'),
     ('text_embeddings', 'x', "model.text_embeddings='x'; expected a dict"),
     ('text_embeddings', 0, 'model.text_embeddings=0; expected a dict'),
 ])

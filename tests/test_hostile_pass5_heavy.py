@@ -95,9 +95,9 @@ def test_a_float64_inf_is_still_named_inf(tmp_path):
 
 # ---------------------------------------------------------------------- model sizes
 @pytest.mark.parametrize('option, expected', [
-    ('num_negatives', 'model.num_negatives=1000000000; expected an integer <= 10000'),
-    ('top_k', 'model.top_k=1000000000; expected an integer <= 10000'),
-    ('horizon', 'model.horizon=1000000000; expected an integer <= 1024'),
+    ('num_negatives', 'model.num_negatives=1000000000; expected an integer >= 1 and <= 10000'),
+    ('top_k', 'model.top_k=1000000000; expected an integer >= 1 and <= 10000'),
+    ('horizon', 'model.horizon=1000000000; expected an integer >= 1 and <= 1024'),
 ])
 def test_cefito_sizes_of_a_billion_are_refused_when_built(cefito_model_cfg, option, expected):
     """Before: num_negatives and top_k of 10**9 built (and failed allocating, or searched for

@@ -255,8 +255,9 @@ def test_train_seed_flag_and_randomness_seed_option_may_not_contradict():
 
 @pytest.mark.parametrize('options, expected', [
     (dict(authors_selection='abc'), r"authors_selection='abc'; expected True or False"),
-    (dict(prefix=1.5), r'prefix=1.5; expected a name without "/"'),
-    (dict(collect_device='abc'), r"collect_device='abc'; expected 'cpu' or 'gpu'"),
+    (dict(prefix=1.5), r'prefix=1.5; expected a non-empty string \(or None\)'),
+    (dict(prefix='a/b'), r'prefix=\'a/b\'; expected a name without "/"'),
+    (dict(collect_device='abc'), r"collect_device='abc'; expected one of 'cpu', 'gpu'"),
     (dict(miou_batch_size='abc'), r"miou_batch_size='abc'; expected an integer"),
 ])
 def test_planning_metric_options_of_another_kind_are_refused(options, expected):

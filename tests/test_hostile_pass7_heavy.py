@@ -37,8 +37,9 @@ def test_a_billion_diffusion_steps_are_refused_before_allocating(shared_data, co
     with pytest.raises(ValueError) as err:
         MODELS.build(model)
     message = str(err.value)
-    assert message.startswith(f'model.{option}') and ('=1000000000; expected an integer >= 1 '
-                                                      'and <= 100000') in message
+    method = config.split('/')[-1].split('_')[0].upper()  # 'PDPP model.n_timesteps=...'
+    assert message.startswith(f'{method} model.{option}=1000000000; expected an integer >= 1 '
+                              'and <= 100000'), message
 
 
 # ---------------------------------------------------------------------- pre-stage log

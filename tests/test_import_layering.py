@@ -19,16 +19,16 @@ PACKAGE = Path(__file__).resolve().parents[1] / 'vpn_plugin'
 # room -> floor; a room imports only rooms of lower floors
 FLOORS = {
     'vpn_plugin': 0,  # the package itself imports nothing
-    'vpn_plugin.errors': 0,
     'vpn_plugin.compat': 0,
     'vpn_plugin.locks': 0,
     'vpn_plugin.benchmark': 0,
     'vpn_plugin.progress': 0,
     'vpn_plugin.secret_keys': 0,
     'vpn_plugin.config_types': 0,  # the declared kinds of config options (pure Python)
+    'vpn_plugin.errors': 1,  # check_number / check_bool: config_types' kind rule
     'vpn_plugin.runner_keys': 1,  # the declared kinds of the runner's own keys (config_types)
     'vpn_plugin.compat_applied': 1,
-    'vpn_plugin.outputs': 1,  # errors.file_on_the_way
+    'vpn_plugin.outputs': 2,  # errors.file_on_the_way
     'vpn_plugin.core': 2,
     'vpn_plugin.video': 2,
     'vpn_plugin.data_paths': 3,

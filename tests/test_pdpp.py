@@ -287,7 +287,7 @@ def test_pdpp_planner_decodes_and_refuses_bad_settings():
     for changes, message in ((dict(horizon=2), 'needs T >= 3'),
                              (dict(n_timesteps=5), 'below the 10 DDIM steps'),
                              (dict(dim=48), 'multiple of 32'),
-                             (dict(decode='beam'), "model.decode='beam' is unknown")):
+                             (dict(decode='beam'), "model.decode='beam'; expected one of")):
         options = dict(type='PDPP', feature_dim=8, num_actions=6, num_tasks=2, horizon=3,
                        dim=32, n_timesteps=20)
         with pytest.raises(ValueError, match=message):

@@ -97,7 +97,7 @@ def test_miou_batch_extra_is_reported_with_its_batch_size():
     assert 'miou_batch' not in evaluate(PlanningMetric(), samples, batch_size=5)
     with pytest.raises(ValueError, match='needs miou_batch_size'):
         PlanningMetric(extra_metrics=['miou_batch'])
-    with pytest.raises(ValueError, match=r"extra_metrics \['miou'\] are unknown"):
+    with pytest.raises(ValueError, match=r"extra_metrics\[0\]='miou'; expected one of 'miou_batch'"):
         PlanningMetric(extra_metrics=['miou'], miou_batch_size=8)
 
 

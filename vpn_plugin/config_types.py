@@ -41,7 +41,7 @@ class Range:
     finite: bool = True
 
     def holds(self, value) -> bool:
-        if not math.isfinite(value):
+        if not isinstance(value, numbers.Integral) and not _finite(value):
             return not self.finite and not math.isnan(value)
         return ((self.low is None or (value > self.low if self.low_open else value >= self.low))
                 and (self.high is None or (value < self.high if self.high_open
@@ -53,6 +53,14 @@ class Range:
                   f'{"<" if self.high_open else "<="} {_bound(self.high)}' if self.high is not None
                   else '']
         return ' and '.join(b for b in bounds if b)
+
+
+def _finite(value) -> bool:
+    """``math.isfinite``, False (not OverflowError) for an integer beyond a float's range."""
+    try:
+        return math.isfinite(value)
+    except OverflowError:
+        return False
 
 
 def _bound(number) -> str:
@@ -150,7 +158,8 @@ def _conforms_base(value, annotation, infinite: bool = False) -> bool:
         return isinstance(value, numbers.Integral) and not isinstance(value, bool)
     if annotation is float:
         return (isinstance(value, numbers.Real) and not isinstance(value, bool)
-                and (math.isfinite(value) or (infinite and not math.isnan(value))))
+                and (_finite(value) or (infinite and not isinstance(value, numbers.Integral)
+                                        and not math.isnan(value))))
     if annotation is str:
         return isinstance(value, str)
     if isinstance(annotation, type) and issubclass(annotation, os.PathLike):
@@ -256,13 +265,23 @@ def check_options(where: str, cls, options: dict) -> None:
             check_value(f'{where}.{name}', value, declared[name])
 
 
-def checked_arguments(function):
+def checked_arguments(function=None, *, prefix: str | None = None):
     """Decorator for a public function: each argument is held to its parameter's annotation
     as a config value is (``bootstrap(num_resamples=True)`` is refused, not read as 1):
-    ``ValueError`` ``'<function>() argument <name>=<value>; expected <kind>'``."""
+    ``ValueError`` ``'<function>() argument <name>=<value>; expected <kind>'``.
+
+    On a registered class's ``__init__``, ``@checked_arguments(prefix='model.')`` names an
+    option as its config does (``'model.dropout=1.0; expected ...'``), so that a class built
+    in Python is held to the same kinds as one built from a config (the runner checks those
+    before it builds anything); the ``__init__`` body keeps only what a kind cannot say (one
+    option against another, sizes of files)."""
+    if function is None:
+        return lambda function: checked_arguments(function, prefix=prefix)
     import functools
     signature = inspect.signature(function)
     declared = {}
+    where = (lambda name: f'{prefix}{name}') if prefix is not None else \
+        (lambda name: f'{function.__qualname__}() argument {name}')
 
     @functools.wraps(function)
     def wrapper(*args, **kwargs):
@@ -271,7 +290,7 @@ def checked_arguments(function):
         bound = signature.bind(*args, **kwargs)
         for name, value in bound.arguments.items():
             if name in declared:
-                check_value(f'{function.__qualname__}() argument {name}', value, declared[name])
+                check_value(where(name), value, declared[name])
         return function(*args, **kwargs)
     wrapper.checked_arguments = True  # the marker tests walk the package for
     return wrapper

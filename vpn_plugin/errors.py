@@ -11,7 +11,7 @@ its traceback (for debugging). A collective that failed because another process 
 distributed run stopped ends the same way, in one line that says so. Other exceptions keep
 their traceback.
 
-Pure Python (no torch / OpenMMLab import).
+Pure Python (no torch / OpenMMLab import; the kind rule is :mod:`config_types`').
 """
 from __future__ import annotations
 
@@ -24,6 +24,9 @@ import math
 import os
 import pickle
 from pathlib import Path
+from typing import Annotated, Optional
+
+from .config_types import Range, check_value
 
 USER_ERRORS = (OSError, ValueError, LookupError, pickle.UnpicklingError, SyntaxError)
 TRACEBACK_VARIABLE = 'VPN_TRACEBACK'
@@ -219,19 +222,18 @@ def at_least(kind, low, strict: bool = False, high=None, why: str = ''):
     ``strict``), so that e.g. ``--max-epochs 0`` is refused instead of ignored; with ``high``,
     also <= ``high`` (``why`` says why, in the message)."""
     what = 'an integer' if kind is int else 'a number'
+    bounds = Range(low, high, low_open=strict).describe()  # one bound format: check_value's
 
     def parse(text: str):
         try:
             value = kind(text)
         except ValueError:
             raise argparse.ArgumentTypeError(f'{text!r} is not {what}') from None
-        if not math.isfinite(value) or value < low or (strict and value == low) \
-                or (high is not None and value > high):
-            bound = '' if high is None else f' and <= {high}{why and f" ({why})"}'
-            raise argparse.ArgumentTypeError(f'{text}: expected {what} {">" if strict else ">="} '
-                                             f'{low}{bound}')
+        if not Range(low, high, low_open=strict).holds(value):
+            raise argparse.ArgumentTypeError(f'{text}: expected {what} {bounds}'
+                                             f'{why and f" ({why})" if high is not None else ""}')
         return value
-    parse.__name__ = f'{kind.__name__} {">" if strict else ">="} {low}'
+    parse.__name__ = f'{kind.__name__} {bounds}'
     return parse
 
 
@@ -241,29 +243,17 @@ def check_number(name: str, value, *, integer: bool = False, low=None, high=None
     with ``integer``; never a bool or a string), finite, in the range ``low`` .. ``high``
     (``*_open``: the bound excluded); ``None`` passes with ``optional``. Returns it; else a
     ``ValueError`` naming it, its value and the range. Nothing is coerced: ``0`` is not
-    "unset", ``8.9`` is not an id."""
-    import numbers
-    if value is None and optional:
-        return value
-    kind = numbers.Integral if integer else numbers.Real
-    valid = isinstance(value, kind) and not isinstance(value, bool) and math.isfinite(value)
-    if valid:
-        valid = ((low is None or (value > low if low_open else value >= low))
-                 and (high is None or (value < high if high_open else value <= high)))
-    if not valid:
-        bounds = [f'{">" if low_open else ">="} {low}' if low is not None else '',
-                  f'{"<" if high_open else "<="} {high}' if high is not None else '']
-        expected = ' and '.join(b for b in bounds if b)
-        raise ValueError(f'{name}={value!r}; expected {"an integer" if integer else "a finite number"}'
-                         f'{" " + expected if expected else ""}{" (or None)" if optional else ""}')
+    "unset", ``8.9`` is not an id. The rule is :func:`config_types.check_value`'s (one rule
+    for a config option, a public argument and a class's own check)."""
+    kind = Annotated[int if integer else float, Range(low, high, low_open, high_open)]
+    check_value(name, value, Optional[kind] if optional else kind)
     return value
 
 
 def check_bool(name: str, value) -> bool:
     """A switch ``name`` must be ``True`` or ``False`` (``'yes'``, ``1`` or ``'False'`` would be
-    read by truth value): ``ValueError`` otherwise."""
-    if not isinstance(value, bool):
-        raise ValueError(f'{name}={value!r}; expected True or False')
+    read by truth value): ``ValueError`` otherwise (:func:`config_types.check_value`'s rule)."""
+    check_value(name, value, bool)
     return value
 
 

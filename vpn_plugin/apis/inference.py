@@ -15,6 +15,7 @@ are imported when it is read, as ``mmaction.apis`` relies on; this library impor
 registration module (``tests/test_import_layering.py``)."""
 from __future__ import annotations
 
+import contextlib
 import copy
 import os
 import typing
@@ -113,6 +114,18 @@ def init_planner(config, checkpoint: Optional[PathName] = None,
     return model.to(device).eval()
 
 
+@contextlib.contextmanager
+def evaluating(model):
+    """``model`` in eval mode inside, back in the mode it had after: a planner asked for plans
+    in the middle of training (a hook of your own) trains on with its dropout."""
+    was_training = model.training
+    model.eval()
+    try:
+        yield model
+    finally:
+        model.train(was_training)
+
+
 @checked_arguments
 @torch.no_grad()
 def inference_planner(model, dataset, indices: Iterable[int],
@@ -135,12 +148,12 @@ def inference_planner(model, dataset, indices: Iterable[int],
         if not 0 <= i < len(dataset):
             raise IndexError(f'sample index {i} is out of range; the dataset has '
                              f'{len(dataset)} samples (0..{len(dataset) - 1})')
-    model.eval()
     outputs = []
-    for begin in range(0, len(indices), batch_size):
-        batch = default_collate([dataset[i] for i in indices[begin:begin + batch_size]])
-        batch = model.data_preprocessor(batch, False)
-        outputs.append(model(batch['inputs'], batch['data_samples'], mode=mode))
+    with evaluating(model):
+        for begin in range(0, len(indices), batch_size):
+            batch = default_collate([dataset[i] for i in indices[begin:begin + batch_size]])
+            batch = model.data_preprocessor(batch, False)
+            outputs.append(model(batch['inputs'], batch['data_samples'], mode=mode))
     if mode == 'tensor':
         return torch.cat(outputs) if outputs else torch.empty(0)
     return [sample for chunk in outputs for sample in chunk]
@@ -287,11 +300,10 @@ def plan_from_features(model, start, goal, task=None):
         raise ValueError(f'{type(model).__name__} plans within the true task '
                          "(model.task_source='ground_truth'): give the task the video shows, "
                          'plan_from_features(..., task=K) (tools/plan.py: --task NAME)')
-    model.eval()
-    batch = model.data_preprocessor({'inputs': {'start': start, 'goal': goal},
-                                     'data_samples': None if given is None else {'task': given}},
-                                    False)
-    samples = model(batch['inputs'], batch['data_samples'], mode='predict')
+    with evaluating(model):
+        batch = model.data_preprocessor({'inputs': {'start': start, 'goal': goal}, 'data_samples':
+                                         None if given is None else {'task': given}}, False)
+        samples = model(batch['inputs'], batch['data_samples'], mode='predict')
     for index, sample in enumerate(samples):
         if given is not None:
             if 'gt_task' in sample:  # the given task, not a ground truth

@@ -15,7 +15,7 @@ Both are ``BasePlanner`` s: the PKG is built from ``model.pkg`` (``PKGHook`` fil
 train/val/test), and both plan at the horizon of the data.
 Shapes: B batch, D feature dim, H hidden dim, T horizon, N actions.
 """
-from vpn_plugin.config_types import Count, DropoutRate
+from vpn_plugin.config_types import Count, DropoutRate, checked_arguments
 from vpn_plugin.models.base_planner import ActionCount, Horizon
 import math
 from typing import Dict, Optional
@@ -36,6 +36,7 @@ class EndpointMLP(nn.Sequential):
     """Step model: an MLP on the concatenated start/goal observations -> logits of the first
     and the last action, trained with cross-entropy. 2D -> H -> GELU -> dropout -> 2N."""
 
+    @checked_arguments(prefix='model.')
     def __init__(self, feature_dim: Count, num_actions: ActionCount, hidden_dim: Count = 256,
                  dropout: DropoutRate = 0.2):
         super().__init__(nn.Linear(2 * feature_dim, hidden_dim), nn.GELU(), nn.Dropout(dropout),
@@ -73,6 +74,7 @@ class PKGBeamSearchPlanner(BasePlanner):
 
     follows_data_horizon = True
 
+    @checked_arguments(prefix='model.')
     def __init__(self, feature_dim: Count, num_actions: ActionCount, horizon: Horizon,
                  step_model: Optional[dict] = None, beam_width: Count = 10,
                  pkg: Optional[dict] = None, data_preprocessor: Optional[dict] = None):

@@ -66,6 +66,8 @@ def as_plans(plans, name: str, allow_no_plan: bool = False) -> np.ndarray:
     except ValueError as error:  # ragged nested lists
         raise ValueError(f'{name} is not a rectangular (M, T) array of plans ({error}); '
                          'expected every plan to have the same length T') from None
+    if array.ndim == 1 and array.size == 0:  # [] is no plan of length 0: it is no plans
+        raise ValueError(f'{name} is empty; expected plans (M, T) with M >= 1 and T >= 1')
     if array.ndim == 1:
         array = array[None]
     if array.ndim != 2 or array.shape[1] == 0:

@@ -25,7 +25,7 @@ from typing import Annotated, Iterable, List, Literal, Optional, Sequence
 import numpy as np
 import torch
 
-from ..config_types import (Count, NonNegative, Probability, Range, Seed,
+from ..config_types import (Count, Fraction, NonNegative, Probability, Range, Seed,
                             checked_arguments)
 from .viterbi import ROW_SUM_TOLERANCE as DECODER_ROW_TOLERANCE
 
@@ -314,7 +314,7 @@ def weight_noise(pkg, sigma: NonNegative, seed: Seed = 0) -> np.ndarray:
 
 
 @checked_arguments
-def subsample_sequences(sequences: Iterable[Sequence[int]], fraction: Probability,
+def subsample_sequences(sequences: Iterable[Sequence[int]], fraction: Fraction,
                         seed: Seed = 0) -> List[List[int]]:
     """A random ``fraction`` of the sequences (at least one), original order kept."""
     sequences = [_integer_ids(s, f'sequence {i}').tolist() for i, s in enumerate(sequences)]

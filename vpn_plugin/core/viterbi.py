@@ -85,6 +85,7 @@ def check_chain_inputs(log_emissions: torch.Tensor, log_transitions: torch.Tenso
         if tuple(log_prior.shape) != (num_actions,):
             raise ValueError(f'log_prior has shape {tuple(log_prior.shape)}; expected '
                              f'({num_actions},)')
+        check_distribution(log_prior, 'log_prior', log=True)
     return log_emissions, log_transitions.to(**like), log_prior.to(**like)
 
 
@@ -103,6 +104,21 @@ def _check_sums_fit(log_emissions: torch.Tensor) -> None:
                          f'scores below {bound:.3g} in magnitude, so that sums over the '
                          f'{log_emissions.shape[1]} steps fit {log_emissions.dtype} (log '
                          'probabilities, not raw scores scaled up)')
+
+
+def check_distribution(prior: torch.Tensor, name: str, log: bool = False) -> None:
+    """Refuse a prior (N,) whose probabilities (``log``: log probabilities) do not sum to 1:
+    all zeros (every chain infeasible) or a vector of scores (0 everywhere in log space: N
+    times the mass) would decode, but the likelihoods and log partitions would not be those
+    of a distribution."""
+    if not values_checkable(prior):
+        return
+    values = prior.detach().double()
+    total = float((values.exp() if log else values).sum())
+    if not abs(total - 1) <= row_sum_tolerance(prior.dtype, len(prior)):
+        raise ValueError(f'{name} has probabilities summing to {total:.6g}; expected '
+                         f'{"log " if log else ""}probabilities of a distribution over the N '
+                         'actions (summing to 1), or None for the uniform prior')
 
 
 def check_rows_normalised(log_transitions: torch.Tensor) -> None:
@@ -231,6 +247,8 @@ def _check_probabilities(emissions, transitions, prior) -> None:
             bad = values[~torch.isfinite(values) | (values < 0)][0]
             raise ValueError(f'{name} holds the value {float(bad)}; expected probabilities '
                              '(finite, >= 0; log values belong to viterbi_decode)')
+    if prior is not None:
+        check_distribution(prior, 'prior')
     if values_checkable(transitions):
         sums = transitions.detach().double().sum(1)
         tolerance = row_sum_tolerance(transitions.dtype, len(sums))

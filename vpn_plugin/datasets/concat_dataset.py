@@ -19,7 +19,7 @@ import os
 from pathlib import Path
 from typing import List, Literal, Optional, Sequence, Union
 
-from vpn_plugin.config_types import Count, Text
+from vpn_plugin.config_types import Count, Text, checked_arguments
 import numpy as np
 from mmaction.registry import DATASETS
 from torch.utils.data import Dataset
@@ -45,6 +45,7 @@ class ConcatPlanningDataset(Dataset):
         dataset_options: options given to every source's dataset (e.g. ``subset_fraction``).
     """
 
+    @checked_arguments(prefix='ConcatPlanningDataset: ')
     def __init__(self, sources: Sequence[dict], horizon: Count, split: Literal[SPLITS] = 'train',
                  select: Optional[Sequence[Text]] = None,
                  data_root: Optional[Union[Text, os.PathLike]] = None,

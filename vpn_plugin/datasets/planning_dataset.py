@@ -8,7 +8,8 @@ from collections import Counter
 from pathlib import Path
 from typing import List, Literal, Optional, Union
 
-from vpn_plugin.config_types import Count, NonNegativeInt, Probability, Fraction, Text
+from vpn_plugin.config_types import (Count, NonNegativeInt, Probability, Fraction, Text,
+                                     checked_arguments)
 import numpy as np
 import torch
 from mmaction.registry import DATASETS
@@ -98,6 +99,7 @@ class PlanningDataset(Dataset):
     ``__getitems__`` returns the items (torch's default). Same batches, same values.
     """
 
+    @checked_arguments(prefix='PlanningDataset: ')
     def __init__(self, data_root: Union[Text, os.PathLike], horizon: Count,
                  taxonomy: Union[Text, os.PathLike], feature_dir: Union[Text, os.PathLike],
                  split: Literal[SPLITS] = 'train', window_file: Optional[Text] = None,
@@ -558,6 +560,18 @@ class PlanningDataset(Dataset):
     @property
     def metainfo(self) -> dict:
         return dataset_metainfo(self.taxonomy, self.horizon, self.feature_dim)
+
+    def feature_statistics(self) -> dict:
+        """Mean and standard deviation over every start and goal observation value (what a
+        checkpoint records of its training features, ``engine.checkpoint.FEATURE_STATS_KEY``,
+        and a test compares: features of another scale or extractor); computed once."""
+        if getattr(self, '_feature_statistics', None) is None:
+            values = np.concatenate([np.asarray(self.start, np.float64).ravel(),
+                                     np.asarray(self.goal, np.float64).ravel()])
+            self._feature_statistics = dict(
+                mean=float(values.mean()) if values.size else 0.0,
+                std=float(values.std()) if values.size else 0.0, values=int(values.size))
+        return self._feature_statistics
 
 
 def dataset_metainfo(taxonomy, horizon: int, feature_dim: int) -> dict:

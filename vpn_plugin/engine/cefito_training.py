@@ -12,7 +12,7 @@ checkpoints with the trained classifier and PKG.
 from __future__ import annotations
 
 from typing import Annotated
-from vpn_plugin.config_types import Count, NonNegativeInt, Range
+from vpn_plugin.config_types import Count, NonNegativeInt, Range, checked_arguments
 import torch
 from mmengine.hooks import EMAHook
 
@@ -41,6 +41,7 @@ def ema_update(ema: torch.nn.Module, model: torch.nn.Module, step: int, decay: f
 class CEFITOEMAHook(ScheduledEMAHook, EMAHook):
     """Official CEFITO EMA (module docstring): ``decay``, ``start_step``, ``update_every``."""
 
+    @checked_arguments(prefix='CEFITOEMAHook: ')
     def __init__(self, decay: Annotated[float, Range(0, 1, low_open=True, high_open=True)] = 0.995,
                  start_step: NonNegativeInt = 400, update_every: Count = 10):
         check_ema_settings('CEFITOEMAHook', decay, start_step, update_every=update_every)

@@ -25,7 +25,7 @@ import itertools
 from pathlib import Path
 
 from typing import Optional
-from vpn_plugin.config_types import Count, Positive, NonNegative
+from vpn_plugin.config_types import Count, Positive, NonNegative, checked_arguments
 import torch
 from mmengine.dist import broadcast, is_main_process
 from mmengine.hooks import Hook
@@ -36,7 +36,6 @@ from torch.utils.data import DataLoader
 from mmaction.registry import HOOKS
 from vpn_plugin.core.diffusion import pdpp_lr_multiplier
 from vpn_plugin.datasets.planning_dataset import planning_collate
-from vpn_plugin.errors import check_number
 from vpn_plugin.models.base_planner import check_finite_loss
 from vpn_plugin.models.kepp import KEPP
 
@@ -85,12 +84,9 @@ class KEPPStepModelHook(Hook):
 
     priority = 'HIGH'
 
+    @checked_arguments(prefix='KEPPStepModelHook: ')
     def __init__(self, lr: Optional[Positive] = None, weight_decay: NonNegative = 0.0,
                  max_iters: Optional[Count] = None):
-        check_number('KEPPStepModelHook: lr', lr, low=0, low_open=True, optional=True)
-        check_number('KEPPStepModelHook: weight_decay', weight_decay, low=0)
-        check_number('KEPPStepModelHook: max_iters', max_iters, integer=True, low=1,
-                     optional=True)
         self.lr, self.weight_decay, self.max_iters = lr, weight_decay, max_iters
 
     def settings(self, runner, model: KEPP) -> dict:

@@ -28,7 +28,8 @@ import time
 from pathlib import Path
 
 from typing import Annotated, Literal, Optional
-from vpn_plugin.config_types import Count, NonNegativeInt, Positive, NonNegative, Range
+from vpn_plugin.config_types import (Count, NonNegativeInt, Positive, NonNegative, Range,
+                                     checked_arguments)
 import torch
 from mmengine.dist import broadcast, is_main_process
 from mmengine.hooks import EMAHook, Hook
@@ -63,15 +64,11 @@ class StepsPerEpochBatchSampler:
     covers steps e * steps_per_epoch onwards, so a resumed run draws the same batches.
     """
 
+    @checked_arguments(prefix='StepsPerEpochBatchSampler: ')
     def __init__(self, sampler, batch_size: Count, steps_per_epoch: Count, drop_last: bool = True):
         if not (hasattr(sampler, 'set_epoch') and hasattr(sampler, 'epoch')):
             raise TypeError(f'StepsPerEpochBatchSampler needs a sampler with set_epoch/epoch '
                             f'(DefaultSampler); got {type(sampler).__name__}')
-        # 'abc' or None would be a TypeError naming nothing, 1.5 fail at len(); drop_last='no'
-        # or 1 would be read by truth value
-        for name, value in (('steps_per_epoch', steps_per_epoch), ('batch_size', batch_size)):
-            check_number(f'StepsPerEpochBatchSampler: {name}', value, integer=True, low=1)
-        check_bool('StepsPerEpochBatchSampler: drop_last', drop_last)
         self.sampler, self.batch_size = sampler, batch_size
         self.steps_per_epoch, self.drop_last = steps_per_epoch, drop_last
 
@@ -107,12 +104,10 @@ class PDPPWarmupStepLR(LRSchedulerMixin, _ParamScheduler):
     config: ``by_epoch=True, convert_to_iter_based=True`` and no ``end``, so it is the train
     loop's iterations, shortened runs included)."""
 
+    @checked_arguments(prefix='PDPPWarmupStepLR: ')
     def __init__(self, optimizer, begin: NonNegativeInt = 0, end: int = INF,
                  total_steps: Optional[Count] = None, last_step: int = -1, by_epoch: bool = True,
                  verbose: bool = False):
-        check_number('PDPPWarmupStepLR: total_steps', total_steps, integer=True, low=1,
-                     optional=True)
-        check_number('PDPPWarmupStepLR: begin', begin, integer=True, low=0)
         self.total_steps = total_steps if total_steps is not None else end - begin
         if (total_steps is None and end == INF) or self.total_steps < 1:
             raise ValueError(f'PDPPWarmupStepLR: total_steps={self.total_steps}; give end (a '
@@ -156,6 +151,7 @@ class PDPPEMAHook(ScheduledEMAHook, EMAHook):
     allowed: their EMA is the model of the last multiple of ``interval``, as there.
     """
 
+    @checked_arguments(prefix='PDPPEMAHook: ')
     def __init__(self, decay: Annotated[float, Range(0, 1, low_open=True, high_open=True)] = 0.995,
                  start_step: NonNegativeInt = 400, interval: Count = 10):
         check_ema_settings('PDPPEMAHook', decay, start_step, interval=interval)
@@ -210,23 +206,13 @@ class TaskClassifierHook(Hook):
     priority = 'HIGH'
     SCHEDULES = CLASSIFIER_SCHEDULES
 
+    @checked_arguments(prefix='TaskClassifierHook: ')
     def __init__(self, lr: Positive = 1e-4, weight_decay: NonNegative = 0.0,
                  max_iters: Optional[Count] = None, val_interval: Optional[Count] = None,
                  schedule: Literal[CLASSIFIER_SCHEDULES] = 'warmup_step',
                  max_epochs: Optional[Count] = None, batch_size: Optional[Count] = None):
-        if schedule not in self.SCHEDULES:
-            raise ValueError(f'TaskClassifierHook schedule={schedule!r}; expected one of '
-                             f'{self.SCHEDULES}')
         if max_epochs is not None and max_iters is not None:
             raise ValueError('TaskClassifierHook: give max_iters or max_epochs, not both')
-        # a NaN or infinite lr trains NaN weights; 0 epochs marks an untrained head ready;
-        # batch_size=0 would fall back to the loader's, True would be 1
-        check_number('TaskClassifierHook: lr', lr, low=0, low_open=True)
-        check_number('TaskClassifierHook: weight_decay', weight_decay, low=0)
-        for name, value in (('max_iters', max_iters), ('val_interval', val_interval),
-                            ('max_epochs', max_epochs), ('batch_size', batch_size)):
-            check_number(f'TaskClassifierHook: {name}', value, integer=True, low=1,
-                         optional=True)
         self.lr, self.weight_decay = lr, weight_decay
         self.max_iters, self.val_interval = max_iters, val_interval
         self.schedule, self.max_epochs, self.batch_size = schedule, max_epochs, batch_size

@@ -27,6 +27,7 @@ from mmengine.logging import print_log
 
 from mmaction.registry import HOOKS
 from vpn_plugin.compat import is_resuming
+from vpn_plugin.config_types import checked_arguments
 
 from .random_states import get_rng_states, set_rng_states
 
@@ -43,6 +44,7 @@ class RNGStateHook(Hook):
 
     priority = 'LOWEST'
 
+    @checked_arguments(prefix='RNGStateHook: ')
     def __init__(self):
         self._resumed = None  # RNG states from the resumed checkpoint, until training starts
         self._before_val = None  # training's states while validation runs

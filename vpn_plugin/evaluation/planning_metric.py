@@ -23,7 +23,7 @@ import json
 import os
 from typing import Dict, List, Literal, Optional, Sequence
 
-from vpn_plugin.config_types import Count, Text
+from vpn_plugin.config_types import Count, Text, checked_arguments
 import numpy as np
 import torch
 from mmengine.evaluator import BaseMetric
@@ -63,21 +63,15 @@ class PlanningMetric(BaseMetric):
     """
     default_prefix = 'plan'
 
+    @checked_arguments(prefix='PlanningMetric: ')
     def __init__(self, out_file: Optional[Text] = None, authors_selection: bool = False,
                  extra_metrics: Sequence[Literal[EXTRA_METRICS]] = (),
                  miou_batch_size: Optional[Count] = None,
                  collect_device: Literal['cpu', 'gpu'] = 'cpu',
                  prefix: Optional[Text] = None) -> None:
-        _check_options(authors_selection, miou_batch_size, collect_device, prefix)
+        _check_prefix(prefix)
         super().__init__(collect_device=collect_device, prefix=prefix)
         self.out_file, self.authors_selection = _checked_out_file(out_file), authors_selection
-        if isinstance(extra_metrics, str) or not isinstance(extra_metrics, (list, tuple)):
-            raise ValueError(f'PlanningMetric: extra_metrics={extra_metrics!r}; expected a list '
-                             f'of names among {EXTRA_METRICS} ([] for none)')
-        unknown = sorted(set(extra_metrics) - set(EXTRA_METRICS))
-        if unknown:
-            raise ValueError(f'PlanningMetric: extra_metrics {unknown} are unknown; expected '
-                             f'some of {EXTRA_METRICS}')
         if 'miou_batch' in extra_metrics and miou_batch_size is None:
             raise ValueError("PlanningMetric: extra_metrics 'miou_batch' needs miou_batch_size "
                              '(its value depends on the evaluation batch size)')
@@ -134,18 +128,10 @@ class PlanningMetric(BaseMetric):
         write_text_atomically(self.out_file, json.dumps(payload), 'per-sample scores')
 
 
-def _check_options(authors_selection, miou_batch_size, collect_device, prefix) -> None:
-    """Options of another kind were taken as they came: ``authors_selection='abc'`` as True,
-    ``prefix=1.5`` as the key prefix '1.5/', ``collect_device='abc'`` failed after the
-    whole test, ``miou_batch_size='abc'`` was kept unread."""
-    from ..errors import check_bool, check_number
-    check_bool('PlanningMetric: authors_selection', authors_selection)
-    check_number('PlanningMetric: miou_batch_size', miou_batch_size, integer=True, low=1,
-                 optional=True)
-    if collect_device not in ('cpu', 'gpu'):
-        raise ValueError(f"PlanningMetric: collect_device={collect_device!r}; expected 'cpu' or "
-                         "'gpu' (where the processes' results are gathered)")
-    if prefix is not None and (not isinstance(prefix, str) or not prefix or '/' in prefix):
+def _check_prefix(prefix) -> None:
+    """``prefix=1.5`` was taken as the key prefix '1.5/' (the kinds of the other options are
+    the ``__init__`` annotations', checked by ``checked_arguments``)."""
+    if prefix is not None and '/' in prefix:
         raise ValueError(f'PlanningMetric: prefix={prefix!r}; expected a name without "/" (the '
                          f'metric keys are <prefix>/success_rate, ...), or None for '
                          f'{PlanningMetric.default_prefix!r}')

@@ -28,7 +28,7 @@ their number. Never emit an id outside the taxonomy for it (the legacy mIoU woul
 """
 import contextlib
 import functools
-from vpn_plugin.config_types import Range
+from vpn_plugin.config_types import Range, checked_arguments
 import math
 from typing import Annotated, Dict, List, Optional
 
@@ -40,7 +40,7 @@ from mmengine.model import BaseModel
 from mmaction.structures import ActionDataSample
 
 from .. import core
-from ..errors import check_number, check_numbers
+from ..errors import check_numbers
 from .pkg_builder import build_pkg_builder, changed_pkg_options
 
 FORWARD_MODES = ('loss', 'predict', 'tensor')
@@ -79,13 +79,10 @@ class BasePlanner(BaseModel):
     text_feature_buffers: tuple = ()
     text_source: Optional[dict] = None
 
-    def __init__(self, num_actions: int, horizon: int, pkg: Optional[dict] = None,
+    @checked_arguments(prefix='model.')  # every planner's __init__ is checked the same way
+    def __init__(self, num_actions: ActionCount, horizon: Horizon, pkg: Optional[dict] = None,
                  data_preprocessor: Optional[dict] = None):
         super().__init__(data_preprocessor=data_preprocessor)
-        check_numbers(dict(num_actions=num_actions, horizon=horizon), integer=True, low=1)
-        # the planner holds (N, N) transition matrices: a count past MAX_ACTIONS is no taxonomy
-        check_number('model.num_actions', num_actions, integer=True, high=MAX_ACTIONS)
-        check_number('model.horizon', horizon, integer=True, high=MAX_HORIZON)
         self.num_actions, self.horizon = num_actions, horizon
         self.pkg_builder = build_pkg_builder(pkg)
         self.register_buffer('log_transitions',

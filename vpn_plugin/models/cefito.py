@@ -29,14 +29,15 @@ from pathlib import Path
 from typing import Annotated, Dict, Literal, Optional, Union
 
 from vpn_plugin.config_types import (Count, NonNegative, NonNegativeInt, Positive, Probability,
-                                     Range, Text, check_options)
+                                     Range, Text, check_options, checked_arguments)
 import torch
 from mmengine.logging import print_log
 
 from mmaction.registry import MODELS
 
 from ..core import energy_field, energy_search, negatives
-from ..errors import check_bool, check_choice, check_numbers
+from ..datasets import Taxonomy
+from ..errors import check_numbers
 from .base_planner import (ActionCount, BasePlanner, Horizon, check_loss_terms, num_parameters,
                            task_fields)
 from .pdpp import TaskClassifier, warn_unread_pkg
@@ -114,9 +115,11 @@ class CEFITO(BasePlanner):
 
     text_feature_buffers = ('field.predictor.action_embeddings',)
 
+    @checked_arguments(prefix='model.')
     def __init__(self, feature_dim: Annotated[int, Range(1, MAX_FEATURE_DIM)],
                  num_actions: ActionCount, num_tasks: ActionCount, horizon: Horizon,
-                 taxonomy: Union[Text, os.PathLike], text_embeddings: Optional[dict] = None,
+                 taxonomy: Union[Text, os.PathLike, dict, Taxonomy],
+                 text_embeddings: Optional[dict] = None,
                  text_dim: Annotated[int, Range(1, MAX_FEATURE_DIM)] = 512,
                  hidden_dim: Annotated[int, Range(1, 4096)] = 384,
                  depth: Annotated[int, Range(1, 64)] = 4, num_heads: Count = 6,
@@ -140,10 +143,6 @@ class CEFITO(BasePlanner):
         self.text_source = text_embeddings  # what text_features_identity records
         warn_unread_pkg(dict(type=type(self).__name__, pkg=pkg))
         check_text_config(text_embeddings)
-        check_choice('model.negative_rng', negative_rng, NEGATIVE_RNGS)
-        check_choice('model.search', search, SEARCHES)
-        check_choice('model.tie_break', tie_break, energy_search.TIE_BREAKS)
-        check_choice('model.task_source', task_source, TASK_SOURCES)
         if task_source == 'ground_truth':  # an oracle input, never a default: said every run
             print_log("CEFITO: model.task_source='ground_truth': each window's plans are "
                       "searched among the actions of its TRUE task (the official NIV configs' "
@@ -151,37 +150,17 @@ class CEFITO(BasePlanner):
                       'not comparable with planners that infer the task', logger='current',
                       level=logging.WARNING)
         check_loss_terms(loss_weights, LOSS_TERMS)
-        check_numbers(dict(
-            num_tasks=num_tasks, feature_dim=feature_dim, text_dim=text_dim,
-            hidden_dim=hidden_dim, depth=depth, num_heads=num_heads, chunk_size=chunk_size,
-            top_k=top_k, num_negatives=num_negatives), integer=True, low=1)
-        check_numbers(dict(hard_negative_ratio=hard_negative_ratio,
-                           permutation_negative_ratio=permutation_negative_ratio), low=0, high=1)
-        check_numbers(dict(min_margin=min_margin, margin_order_weight=margin_order_weight,
-                           aux_weight=aux_weight, observation_noise=observation_noise), low=0)
-        check_numbers(dict(max_margin=max_margin), low=min_margin)
-        check_numbers(dict(mlp_ratio=mlp_ratio, tokens_per_second=tokens_per_second), low=0,
-                      low_open=True)
-        # sizes a model can hold (1e9: an allocation error), as SCHEMA's
-        check_numbers(dict(feature_dim=feature_dim, text_dim=text_dim), high=MAX_FEATURE_DIM)
-        check_numbers(dict(hidden_dim=hidden_dim), high=4096)
-        check_numbers(dict(depth=depth), high=64)
-        check_numbers(dict(mlp_ratio=mlp_ratio), high=MAX_MLP_RATIO)
+        check_numbers(dict(max_margin=max_margin), low=min_margin)  # kinds: the annotations
         if int(hidden_dim * mlp_ratio) < 1:  # the blocks' MLP would have no hidden unit
             raise ValueError(f'CEFITO model.mlp_ratio={mlp_ratio:g} with hidden_dim={hidden_dim} '
                              f'gives MLPs of int({hidden_dim} x {mlp_ratio:g}) = 0 hidden units; '
                              f'expected mlp_ratio >= {1 / hidden_dim:.3g} (official 4.0)')
-        check_numbers(dict(num_negatives=num_negatives), integer=True, high=MAX_NEGATIVES)
-        check_numbers(dict(top_k=top_k), integer=True, high=MAX_TOP_K)
-        check_bool('model.causal', causal)  # 'x', 0 or None would be read by truth value
         if not causal and search == 'tree':  # the tree reuses each prefix's hidden states
             raise ValueError("model.causal=False with model.search='tree': the prefix-tree "
                              'search scores a sequence from its prefixes\' hidden states, the '
                              'energies of a causal predictor only (a non-causal one would be '
                              "scored as if causal); use model.search='chunked' (full "
                              'sequences) for a non-causal predictor')
-        check_numbers(dict(max_sequences=max_sequences), integer=True, low=1, optional=True)
-        check_numbers(dict(negative_seed=negative_seed), integer=True, low=0)
         if negative_rng == 'global' and negative_seed:
             raise ValueError(f"model.negative_seed={negative_seed} with negative_rng='global': the "
                              "global stream is seeded by the run's seed (--seed / "

@@ -7,7 +7,8 @@ start/goal with MiniLM state-description embeddings. It is NOT the paper's netwo
 Shapes: B batch, D feature dim, E embed dim, T horizon, N actions, K tasks,
 S state sentences per action, Dt text-embedding dim.
 """
-from vpn_plugin.config_types import Count, DropoutRate, Positive, NonNegative, Text
+from vpn_plugin.config_types import (Count, DropoutRate, Positive, NonNegative, Text,
+                                     checked_arguments)
 import math
 from typing import Dict, List, Literal, Optional
 
@@ -18,7 +19,7 @@ from torch import nn
 from mmaction.registry import MODELS
 
 from .. import core
-from ..errors import check_bool, check_choice
+from ..errors import check_choice
 from .base_planner import ActionCount, Horizon, BasePlanner, check_loss_terms, task_fields
 from .pretrained_encoder import init_visual_encoder
 from .text_embeddings import taxonomy_state_embeddings
@@ -90,6 +91,7 @@ class CompactPlanNet(BasePlanner):
     task_source, task_score, plan_uses_task = 'classifier', 'probability', False
     text_feature_buffers = ('state_before', 'state_after')
 
+    @checked_arguments(prefix='model.')
     def __init__(self, feature_dim: Count, num_actions: ActionCount, num_tasks: ActionCount,
                  horizon: Horizon, embed_dim: Count = 128, num_layers: Count = 2,
                  num_heads: Count = 4, dropout: DropoutRate = 0.2, use_dvl: bool = True,
@@ -101,8 +103,11 @@ class CompactPlanNet(BasePlanner):
                  pkg: Optional[dict] = None, data_preprocessor: Optional[dict] = None):
         super().__init__(num_actions, horizon, pkg, data_preprocessor)
         self.text_source = text_embeddings  # what text_features_identity records
-        self._check_options(decode, cross_horizon, loss_weights, text_embeddings)
-        check_bool('model.use_dvl', use_dvl)
+        self._check_text_source(loss_weights, text_embeddings)
+        if embed_dim % num_heads:  # torch's assertion named neither option
+            raise ValueError(f'model.embed_dim={embed_dim} with num_heads={num_heads}; expected '
+                             'an embed_dim divisible by num_heads (each head gets embed_dim / '
+                             'num_heads dimensions)')
         self.num_tasks = num_tasks
         self.feature_dim = feature_dim
         self.use_dvl, self.decode, self.cross_horizon = use_dvl, decode, cross_horizon
@@ -131,9 +136,7 @@ class CompactPlanNet(BasePlanner):
         self._init_alignment(text_embeddings, embed_dim, num_actions)
 
     @staticmethod
-    def _check_options(decode, cross_horizon, loss_weights, text_embeddings):
-        check_choice('model.decode', decode, DECODE_MODES)
-        check_choice('model.cross_horizon', cross_horizon, CROSS_HORIZON_MODES)
+    def _check_text_source(loss_weights, text_embeddings):
         check_loss_terms(loss_weights, LOSS_TERMS)
         if (loss_weights or {}).get('align', 1.0) > 0 and text_embeddings is None:
             raise ValueError('model.text_embeddings is missing but the alignment loss is on '

@@ -28,7 +28,7 @@ Shapes: B batch, T horizon, N actions, D observation dim.
 import os
 from typing import Annotated, Dict, Literal, Optional, Sequence
 
-from vpn_plugin.config_types import Count, NonNegative, Text, Range, Seed
+from vpn_plugin.config_types import Count, NonNegative, Text, Range, Seed, checked_arguments
 import numpy as np
 import torch
 from mmengine.logging import print_log
@@ -40,7 +40,7 @@ from ..datasets.safe_pickle import safe_load_digraph
 from ..errors import check_choice, check_file, check_number
 from .base_planner import ActionCount, Horizon, BasePlanner, num_parameters
 from .pdpp import SEED_STRIDE
-from .temporal_unet import MAX_DIM, MAX_FEATURE_DIM, DiffusionModel, TemporalUNet
+from .temporal_unet import GROUPS, MAX_DIM, MAX_FEATURE_DIM, DiffusionModel, TemporalUNet
 
 SAMPLERS = ('ddim', 'ddpm')
 DiffusionSteps = Annotated[int, Range(1, diffusion.MAX_DIFFUSION_STEPS)]
@@ -291,9 +291,10 @@ class KEPP(BasePlanner):
     counted_apart = ('step',)
     training_hooks = ('KEPPStepModelHook',)  # its first stage (runner.check_training_hooks)
 
+    @checked_arguments(prefix='KEPP model.')
     def __init__(self, feature_dim: Annotated[int, Range(1, MAX_FEATURE_DIM)],
                  num_actions: ActionCount, horizon: Horizon,
-                 dim: Annotated[int, Range(1, MAX_DIM)] = 256,
+                 dim: Annotated[int, Range(GROUPS, MAX_DIM)] = 256,
                  dim_mults: Sequence[Count] = (1, 2, 4),
                  n_timesteps: DiffusionSteps = 200,
                  step_n_timesteps: Optional[DiffusionSteps] = None,

@@ -20,7 +20,7 @@ Shapes: B batch, T horizon, K tasks, N actions, D observation dim, C = K + N + D
 import logging
 from typing import Annotated, Dict, Literal, Optional, Sequence
 
-from vpn_plugin.config_types import Count, NonNegative, Range, Seed
+from vpn_plugin.config_types import Count, NonNegative, Range, Seed, checked_arguments
 import torch
 import torch.nn.functional as F
 from mmengine.logging import print_log
@@ -30,10 +30,10 @@ from mmaction.registry import MODELS
 
 from .. import core
 from ..core import diffusion
-from ..errors import check_choice, check_number
+from ..errors import check_number
 from .base_planner import (ActionCount, Horizon, MAX_ACTIONS, BasePlanner, num_parameters,
                            task_fields, unread_pkg_note)
-from .temporal_unet import MAX_DIM, MAX_FEATURE_DIM, DiffusionModel, TemporalUNet
+from .temporal_unet import GROUPS, MAX_DIM, MAX_FEATURE_DIM, DiffusionModel, TemporalUNet
 
 DECODES = ('argmax', 'viterbi')
 SEED_STRIDE = 1_000_003  # per-window noise seed = sampling_seed * stride + window index
@@ -124,9 +124,10 @@ class PDPPDiffusion(DiffusionModel):
             from the global stream; batches without indices still do).
     """
 
+    @checked_arguments(prefix='PDPP model.')
     def __init__(self, feature_dim: Annotated[int, Range(1, MAX_FEATURE_DIM)],
                  num_actions: ActionCount, num_tasks: ActionCount, horizon: Horizon,
-                 dim: Annotated[int, Range(1, MAX_DIM)] = 256,
+                 dim: Annotated[int, Range(GROUPS, MAX_DIM)] = 256,
                  dim_mults: Sequence[Count] = (1, 2, 4),
                  n_timesteps: Annotated[int, Range(1, diffusion.MAX_DIFFUSION_STEPS)] = 200,
                  endpoint_weight: NonNegative = 10.0, middle_actions: bool = True,
@@ -134,8 +135,6 @@ class PDPPDiffusion(DiffusionModel):
         super().__init__()
         self.check_horizon('PDPP', horizon, dim_mults)
         self.check_inputs('PDPP', feature_dim, sampling_seed)
-        check_number('PDPP model.endpoint_weight', endpoint_weight, low=0)
-        check_number('PDPP model.num_tasks', num_tasks, integer=True, low=1, high=MAX_ACTIONS)
         self.num_actions, self.num_tasks, self.horizon = num_actions, num_tasks, horizon
         self.feature_dim = feature_dim
         self.endpoint_weight, self.middle_actions = endpoint_weight, middle_actions
@@ -265,16 +264,16 @@ class PDPP(BasePlanner):
     # the task classifier (cross-entropy, its own stage) conditions the diffusion
     task_source, task_score, plan_uses_task = 'classifier', 'probability', True
 
+    @checked_arguments(prefix='PDPP model.')
     def __init__(self, feature_dim: Annotated[int, Range(1, MAX_FEATURE_DIM)],
                  num_actions: ActionCount, num_tasks: ActionCount, horizon: Horizon,
-                 dim: Annotated[int, Range(1, MAX_DIM)] = 256,
+                 dim: Annotated[int, Range(GROUPS, MAX_DIM)] = 256,
                  dim_mults: Sequence[Count] = (1, 2, 4),
                  n_timesteps: Annotated[int, Range(1, diffusion.MAX_DIFFUSION_STEPS)] = 200,
                  endpoint_weight: NonNegative = 10.0, sampling_seed: Seed = 0,
                  decode: Literal[DECODES] = 'argmax', pkg: Optional[dict] = None,
                  data_preprocessor: Optional[dict] = None):
         super().__init__(num_actions, horizon, pkg, data_preprocessor)
-        check_choice('model.decode', decode, DECODES)
         self.decode = decode
         warn_unread_pkg(dict(type=type(self).__name__, decode=decode, pkg=pkg))
         self.diffusion = PDPPDiffusion(feature_dim, num_actions, num_tasks, horizon, dim,

@@ -14,25 +14,17 @@ perturbation is refused (it would have nothing to act on).
 import inspect
 import itertools
 from collections.abc import Mapping
-from typing import List, Literal, Optional, Sequence
+from typing import Callable, List, Literal, Optional, Sequence, Union
 
-from vpn_plugin.config_types import Fraction, NonNegative, NonNegativeInt, Probability, check_options
+from vpn_plugin.config_types import (Fraction, NonNegative, NonNegativeInt, Probability,
+                                     check_options, checked_arguments)
 import numpy as np
 
 from mmaction.registry import DATASETS, TASK_UTILS
 
 from .. import core
-from ..errors import check_bool, check_choice, check_number
 
 UNION_MODES = ('pool', 'mean')
-
-
-def _check_fraction(owner: str, value: float, low_open: bool = False) -> None:
-    # a number only: True would read as 1.0 (every edge dropped), 'abc' as a TypeError
-    check_number(f'{owner}.fraction', value)
-    if not (0.0 < value <= 1.0 if low_open else 0.0 <= value <= 1.0):
-        bounds = '(0, 1]' if low_open else '[0, 1]'
-        raise ValueError(f'{owner}: fraction={value} is out of range; expected {bounds}')
 
 
 class SequencePerturbation:
@@ -55,8 +47,8 @@ class GraphPerturbation:
 class DataFraction(SequencePerturbation):
     """Keep a seeded ``fraction`` of the training sequences (sample-efficiency study)."""
 
+    @checked_arguments(prefix='DataFraction.')
     def __init__(self, fraction: Fraction):
-        _check_fraction('DataFraction', fraction, low_open=True)
         self.fraction = fraction
 
     def __call__(self, sequences, taxonomy, seed):
@@ -67,8 +59,8 @@ class DataFraction(SequencePerturbation):
 class LabelNoise(SequencePerturbation):
     """Replace a seeded ``fraction`` of the steps by another action of the same task."""
 
+    @checked_arguments(prefix='LabelNoise.')
     def __init__(self, fraction: Probability):
-        _check_fraction('LabelNoise', fraction)
         self.fraction = fraction
 
     def __call__(self, sequences, taxonomy, seed):
@@ -79,8 +71,8 @@ class LabelNoise(SequencePerturbation):
 class EdgeDropout(GraphPerturbation):
     """Remove a seeded ``fraction`` of the graph's edges (rows renormalised)."""
 
+    @checked_arguments(prefix='EdgeDropout.')
     def __init__(self, fraction: Probability):
-        _check_fraction('EdgeDropout', fraction)
         self.fraction = fraction
 
     def __call__(self, pkg, seed):
@@ -91,9 +83,8 @@ class EdgeDropout(GraphPerturbation):
 class WeightNoise(GraphPerturbation):
     """Seeded noise of scale ``sigma`` on the edge weights (rows renormalised)."""
 
+    @checked_arguments(prefix='WeightNoise.')
     def __init__(self, sigma: NonNegative):
-        # NaN would empty the graph (every weight NaN, renormalised to 0), True read as 1.0
-        check_number('WeightNoise.sigma', sigma, low=0)
         self.sigma = sigma
 
     def __call__(self, pkg, seed):
@@ -125,15 +116,12 @@ class PKGBuilder:
             trained model (SCHEMA w/ PKG under perturbed graphs).
     """
 
+    @checked_arguments(prefix='PKGBuilder.')
     def __init__(self, count_mode: Literal[core.pkg.COUNT_MODES] = 'window',
                  smoothing: NonNegative = 0.0, union: Literal[UNION_MODES] = 'pool',
-                 extra_datasets: Sequence[dict] = (), perturbations: Sequence[dict] = (),
+                 extra_datasets: Sequence[Union[dict, Callable]] = (),
+                 perturbations: Sequence[Union[dict, Callable]] = (),
                  seed: NonNegativeInt = 0, recount: bool = False):
-        check_choice('PKGBuilder.count_mode', count_mode, core.pkg.COUNT_MODES)
-        check_choice('PKGBuilder.union', union, UNION_MODES)
-        check_number('PKGBuilder.smoothing', smoothing, low=0)
-        check_number('PKGBuilder.seed', seed, integer=True, low=0)
-        check_bool('PKGBuilder.recount', recount)  # 'no' or [] would be read by truth value
         for name, configs in (('extra_datasets', extra_datasets),
                               ('perturbations', perturbations)):
             if not isinstance(configs, (list, tuple)) or not all(

@@ -33,7 +33,7 @@ parameter counts and checkpoints are the official ones. Cross-attention projects
 memory once per batch instead of once per sample, and attends to it with the batch's queries
 as the rows of one attention (same function; ``multi_head_attention``).
 """
-from vpn_plugin.config_types import DropoutRate, NonNegative, Text, Range
+from vpn_plugin.config_types import DropoutRate, NonNegative, Text, Range, checked_arguments
 import math
 from typing import Annotated, Dict, Literal, Optional
 
@@ -255,6 +255,7 @@ class SCHEMA(BasePlanner):
     task_source, task_score, plan_uses_task = 'classifier', 'probability', True
     text_feature_buffers = ('state_encoder.state_features',)
 
+    @checked_arguments(prefix='SCHEMA model.')
     def __init__(self, num_actions: ActionCount, num_tasks: ActionCount, horizon: Horizon,
                  feature_dim: Annotated[int, Range(1, MAX_FEATURE_DIM)] = 1536,
                  text_dim: Annotated[int, Range(1, MAX_FEATURE_DIM)] = 768,

@@ -21,7 +21,7 @@ Network (names of the authors' modules in brackets, see ``AUTHORS_PREFIXES``):
 """
 from typing import Annotated, Dict, Literal, Optional
 
-from vpn_plugin.config_types import Count, DropoutRate, NonNegative, Text, Range
+from vpn_plugin.config_types import Count, DropoutRate, NonNegative, Text, Range, checked_arguments
 import torch
 import torch.nn.functional as F
 from mmengine.logging import print_log
@@ -30,7 +30,7 @@ from torch import nn
 from mmaction.registry import MODELS
 
 from .. import core
-from ..errors import check_bool, check_choice, check_number
+from ..errors import check_choice
 from .base_planner import (ActionCount, BasePlanner, Horizon, check_loss_terms, num_parameters,
                            task_fields)
 from .state_encoder import OFFICIAL_PREFIXES as STATE_ENCODER_PREFIXES
@@ -64,13 +64,6 @@ def repeat_last_emission(log_emissions: torch.Tensor, eval_horizon: int) -> torc
         return log_emissions
     last = log_emissions[:, -1:].expand(-1, horizon - eval_horizon + 1, -1)
     return torch.cat([log_emissions[:, :eval_horizon - 1], last], 1)
-
-
-def _check_layers(dvl_layers) -> int:
-    if isinstance(dvl_layers, bool) or not isinstance(dvl_layers, int) or dvl_layers < 1:
-        raise ValueError(f'model.dvl_layers={dvl_layers!r}; expected an integer >= 1 (stacked '
-                         'DVL layers; 1 = the released code)')
-    return dvl_layers
 
 
 @MODELS.register_module()
@@ -111,6 +104,7 @@ class ViterbiPlanNet(BasePlanner):
     text_feature_buffers = ('state_encoder.state_features',)
     official_prefixes = AUTHORS_PREFIXES  # their checkpoints' names (oracles.authors)
 
+    @checked_arguments(prefix='model.')
     def __init__(self, num_actions: ActionCount, num_tasks: ActionCount, horizon: Horizon,
                  feature_dim: Count = 1536, text_dim: Count = 768,
                  embed_dim: Annotated[int, Range(1, 4096)] = 128,
@@ -128,16 +122,11 @@ class ViterbiPlanNet(BasePlanner):
         self.loss_weights = {**dict(state=1.0, plan=1.0, task=1.0), **(loss_weights or {})}
         if not self.loss_weights['task'] > 0:  # an untrained head predicts no task
             self.task_source = None
-        self._check_options(decode, cross_horizon, text_embeddings)
-        # as SCHEMA's check_sizes: None or 1.5 failed inside torch (no option named), 1e9 in
-        # the allocator; use_dvl=0 / 'no' was read by truth value
-        check_number('model.embed_dim', embed_dim, integer=True, low=1, high=4096)
-        check_number('model.mlp_ratio', mlp_ratio, integer=True, low=1, high=64)
-        check_bool('model.use_dvl', use_dvl)
+        self._check_text_source(text_embeddings)
         self.num_tasks = num_tasks
         self.feature_dim, self.embed_dim = feature_dim, embed_dim
         self.use_dvl, self.decode, self.cross_horizon = use_dvl, decode, cross_horizon
-        self.dvl_layers = _check_layers(dvl_layers)
+        self.dvl_layers = dvl_layers
         self.state_encoder = StateEncoder(num_actions, feature_dim, text_dim, embed_dim,
                                           input_dropout, text_embeddings, type(self).__name__)
         init_visual_encoder(self.state_encoder.visual_encoder, init_visual_from,
@@ -154,9 +143,7 @@ class ViterbiPlanNet(BasePlanner):
         print_log(f'{type(self).__name__}: {num_parameters(self):,} parameters (N={num_actions},'
                   f' K={num_tasks}, T={horizon}, E={embed_dim})', logger='current')
 
-    def _check_options(self, decode, cross_horizon, text_embeddings):
-        check_choice('model.decode', decode, DECODE_MODES)
-        check_choice('model.cross_horizon', cross_horizon, CROSS_HORIZON_MODES)
+    def _check_text_source(self, text_embeddings):
         if self.loss_weights['state'] > 0 and text_embeddings is None:
             raise ValueError('model.text_embeddings is missing but the state loss is on '
                              "(loss_weights['state'] > 0): give text_embeddings=dict(file="

@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections import Counter
 from typing import Dict, Literal, Optional
 
-from vpn_plugin.config_types import Count, NonNegativeInt, Text
+from vpn_plugin.config_types import Count, NonNegativeInt, Text, checked_arguments
 import torch
 from mmengine.logging import print_log
 
@@ -46,6 +46,7 @@ class LLMPlanner(BasePlanner):
 
     follows_data_horizon = True
 
+    @checked_arguments(prefix='model.')
     def __init__(self, backend: dict, train_dataset: dict, anchors: Text = ORACLE,
                  with_pkg: bool = False, num_examples: NonNegativeInt = 5,
                  scope: Literal['task', 'dataset'] = 'task', seed: NonNegativeInt = 0,
