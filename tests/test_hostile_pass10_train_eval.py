@@ -185,7 +185,10 @@ def test_a_test_that_observes_otherwise_than_training_is_named():
     17.41 and observation='concat3' on an 'authors' run (the same 1536 dims) was scored,
     both without a word (the override warning compared model options only)."""
     from mmengine.config import Config
-    from vpn_plugin.engine.checkpoint import observation_differences
+    from vpn_plugin.engine.checkpoint import training_option_differences
+
+    def observation_differences(trained_cfg, cfg):
+        return training_option_differences(trained_cfg, cfg, 'test').named
     trained = ("train_dataloader = dict(dataset=dict(type='PlanningDataset', "
                "observation='authors', window_policy='authors'))\n")
     same = Config.fromstring(trained.replace('train_', 'test_'), '.py')

@@ -57,8 +57,8 @@ def test_file_descriptor_numbers_are_no_paths():
 def test_planning_metric_out_file_of_another_kind_is_refused(value):
     """Before: 0, [] and {} read as "no per-sample file" (nothing written, exit 0)."""
     from vpn_plugin.evaluation.planning_metric import PlanningMetric
-    with pytest.raises(ValueError, match=re.escape(f'PlanningMetric out_file={value!r}: '
-                                                   'expected a file name ending in .json')):
+    with pytest.raises(ValueError, match=re.escape(f'PlanningMetric: out_file={value!r}; '
+                                                   'expected a non-empty string (or None)')):
         PlanningMetric(out_file=value)
 
 
@@ -205,7 +205,7 @@ def test_a_test_horizon_of_another_kind_is_refused(value):
 def test_a_dataset_data_root_of_none_is_named():
     """Before: "expected str, bytes or os.PathLike object, not NoneType" (no key named)."""
     from vpn_plugin.datasets.planning_dataset import PlanningDataset
-    with pytest.raises(ValueError, match=r'data_root=None; expected a folder path'):
+    with pytest.raises(ValueError, match=r'PlanningDataset: data_root=None; expected a non-empty string or PathLike'):
         PlanningDataset(data_root=None, taxonomy='taxonomy.json', feature_dir='features',
                         window_file='w.json', horizon=3)
 

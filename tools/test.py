@@ -151,18 +151,34 @@ def require_parameter_free(model, config):
 def shortened_reasons(runner) -> str:
     """Why these metrics are not the full test of a full run ('' when they are): the loaded
     checkpoint's ``meta['shortened']``, EMA weights that are not the trained ones the config
-    asks for (``PlanningRunner.tested_ema_mark``) and the limited test windows."""
+    asks for (``PlanningRunner.tested_ema_mark``), the limited test windows and the test
+    videos ``skip_bad_videos`` skipped."""
     reasons = [getattr(runner, 'loaded_shortened', ''), getattr(runner, 'tested_ema_mark', '')]
     limited = getattr(runner.test_dataloader.dataset, 'limited', None)
     if limited:
         reasons.append(f'limit={limited[0]} of {limited[1]} test windows')
+    skipped = getattr(runner.test_dataloader.dataset, 'skipped', None)
+    if skipped:  # skip_bad_videos=True: the windows of those videos are not scored
+        reasons.append('skip_bad_videos: test videos skipped (' + ', '.join(
+            f'{n} {reason}' for reason, n in sorted(skipped.items())) + ')')
     return '; '.join(reason for reason in reasons if reason)
 
 
-def write_metrics(metrics, path, shortened: str = ''):
+def test_notes(runner) -> dict:
+    """What the metrics JSON names beside the numbers: the options this test changed from
+    the checkpoint's training (``PlanningRunner.changed_from_training``) and the features
+    whose statistics differ from the training features' (``feature_scale_note``)."""
+    return dict(changed_from_training=getattr(runner, 'changed_from_training', ''),
+                feature_statistics=getattr(runner, 'feature_statistics_note', ''))
+
+
+def write_metrics(metrics, path, shortened: str = '', notes: dict = None):
+    """The metrics as floats, and the marks of what they are not: ``shortened`` and the
+    ``notes`` that are set (e.g. ``changed_from_training``)."""
     values = {key: float(value) for key, value in metrics.items()}
     if shortened:
         values['shortened'] = shortened
+    values.update({key: note for key, note in (notes or {}).items() if note})
     write_text_atomically(path, json.dumps(values, indent=2), 'metrics file')
 
 
@@ -216,7 +232,7 @@ def test_locked(args, cfg):
                               f'({shortened})')
     if runner.rank == 0:
         path = args.out_metrics or osp.join(runner.log_dir, 'test_metrics.json')
-        write_metrics(metrics, path, shortened)
+        write_metrics(metrics, path, shortened, test_notes(runner))
         runner.logger.info(f'test metrics written to {path}' + (
             ' (marked shortened)' if shortened else ''))
     shutdown_distributed()

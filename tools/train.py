@@ -155,6 +155,9 @@ def set_resume(cfg, resume):
               f'only {", ".join(best)} (best validation weights, no '
               'optimizer or schedule state: not a resume point): the run starts afresh and '
               'replaces it', file=sys.stderr)
+    else:
+        print(f'--resume auto: {cfg.work_dir} holds no checkpoint to resume from: the run '
+              'starts afresh', file=sys.stderr)
 
 
 def check_resume_load_from(args) -> None:

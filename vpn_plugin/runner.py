@@ -184,6 +184,8 @@ class PlanningRunner(Runner):
     # a test's mark of a checkpoint whose EMA weights are not the trained ones the config's EMA
     # hook asks for ('' when they are: engine.ema.scored_ema_note)
     tested_ema_mark = ''
+    changed_from_training = ''  # what log_model_overrides named
+    feature_statistics_note = ''  # test features unlike the training features'
     testing = False
 
     @classmethod
@@ -191,7 +193,7 @@ class PlanningRunner(Runner):
         from vpn_plugin.datasets.planning_dataset import check_split_disjoint
         check_config_keys(cfg)
         check_loop_counts(cfg)
-        cfg = resolve_paths(apply_horizon(cfg))
+        cfg = resolve_dataset_references(resolve_paths(apply_horizon(cfg)))  # as protocols
         check_config_entries(cfg, cfg.filename or 'config')
         check_split_disjoint(cfg)  # no test video among the training videos
         check_folder_target(cfg.work_dir)
@@ -286,6 +288,11 @@ class PlanningRunner(Runner):
             from vpn_plugin.engine.checkpoint import latest_checkpoint_in
             self._load_from = latest_checkpoint_in(self.work_dir)
             self._resume = self._load_from is not None  # mmengine would read the record again
+            if not self._resume and not self.testing:
+                self.logger.info(f'resume=True: the work dir {self.work_dir} holds no '
+                                 'checkpoint to resume from; the run starts afresh '
+                                 "(mmengine's auto-resume; tools/train.py --resume refuses "
+                                 'this case)')
         if self._distributed:
             self.check_ranks_agree()
         super().load_or_resume()
@@ -303,6 +310,12 @@ class PlanningRunner(Runner):
             if isinstance(loop, BaseLoop) and dataset is not None:
                 datasets[split] = dataset
         return datasets
+
+    def _feature_statistics(self, split: str) -> dict | None:
+        """The built ``split`` dataset's ``feature_statistics()`` (None without one)."""
+        dataset = self._built_datasets().get(split)
+        statistics = getattr(dataset, 'feature_statistics', None)
+        return statistics() if callable(statistics) else None
 
     def train_data_digest(self) -> str:
         """What the training loop's dataset holds (``engine.rank_agreement.dataset_digest``;
@@ -368,20 +381,23 @@ class PlanningRunner(Runner):
                                 'schedule or test set; checkpoints and results are marked')
 
     def log_model_overrides(self, checkpoint: dict, filename: str) -> None:
-        """A warning naming the model options of the config that differ from those the
-        checkpoint was trained with (its ``meta['cfg']``): training-only ones (loss weights,
-        ``train_paths``) change nothing here, test-time ones (``decode``, ``search``, seeds)
-        change the measurement; either way the test says so."""
-        from vpn_plugin.engine.checkpoint import (model_option_differences,
-                                                  observation_differences)
-        trained_cfg = (checkpoint.get('meta') or {}).get('cfg')
-        differences = model_option_differences(trained_cfg, self.cfg.get('model'),
-                                               locations=False)
-        differences += observation_differences(trained_cfg, self.cfg)
-        if differences:
-            self.logger.warning(f'{filename} was trained with other model options than this '
-                                f'test\'s config: {"; ".join(differences)}; the test uses the '
-                                'config\'s (a training-only option changes nothing here)')
+        """The options of the config that differ from those the checkpoint was trained with
+        (its ``meta['cfg']``), as ``engine.checkpoint.TRAINING_OPTIONS`` rules for a test:
+        refused, or a warning naming them and :attr:`changed_from_training` (which
+        ``tools/test.py`` writes into the metrics)."""
+        from vpn_plugin.engine.checkpoint import training_option_differences
+        found = training_option_differences((checkpoint.get('meta') or {}).get('cfg'),
+                                            self.cfg, 'test')
+        if found.refused:
+            raise ValueError(f'{filename} was trained with other options than this test\'s '
+                             f'config: {"; ".join(found.refused)}; test it with the options '
+                             'it was trained with')
+        self.changed_from_training = '; '.join(found.named)
+        if found.named:
+            self.logger.warning(f'{filename} was trained with other options than this '
+                                f'test\'s config: {self.changed_from_training}; the test uses '
+                                'the config\'s (a training-only option changes nothing here) '
+                                'and its metrics say so (changed_from_training)')
 
     def load_checkpoint(self, filename: str, map_location='cpu', strict=None, revise_keys=None):
         """mmengine's ``load_checkpoint`` (``load_from`` and ``resume`` call it) with strict
@@ -389,7 +405,9 @@ class PlanningRunner(Runner):
         config's ``load_partial = True`` (or ``strict=False``), never when resuming."""
         from vpn_plugin.compat import is_resuming
         from vpn_plugin.engine.checkpoint import (PARTIAL_LOAD_KEY, RUN_KEY, UNCHECKED_KEY,
-                                                  check_finite, check_loaded_pkg, load_weights,
+                                                  check_finite, check_loaded_pkg,
+                                                  check_same_planner, feature_statistics_note,
+                                                  load_weights,
                                                   read_checkpoint, resume_option_differences,
                                                   state_dict_of)
         from vpn_plugin.engine.checkpoint_hook import check_resume_point
@@ -398,6 +416,9 @@ class PlanningRunner(Runner):
         from vpn_plugin.models.base_planner import BasePlanner
         checkpoint = read_checkpoint(filename, map_location)
         check_not_pre_stage(checkpoint, filename)
+        model = self.model.module if is_model_wrapper(self.model) else self.model
+        if is_resuming(self) or not self.cfg.get(PARTIAL_LOAD_KEY):  # before what follows
+            check_same_planner(checkpoint, model, filename)  # from another planner
         self.loaded_shortened = str((checkpoint.get('meta') or {}).get('shortened') or '')
         wanted = str(self.cfg.get('shortened') or '')
         smoke = any(text.startswith('smoke') for text in (self.loaded_shortened, wanted))
@@ -428,18 +449,22 @@ class PlanningRunner(Runner):
                 check_finite(state_dict_of(checkpoint, filename), f'{filename} (EMA weights)')
         if self.testing:
             self.check_tested_ema(checkpoint, filename)
-            self.log_model_overrides(checkpoint, filename)
         if not self.cfg.get(PARTIAL_LOAD_KEY):
             check_loaded_pkg(checkpoint, filename, self.cfg.get('model'))
         if isinstance(checkpoint.get('ema_state_dict'), dict):  # checked by read_checkpoint;
             checkpoint['ema_state_dict'].pop(RUN_KEY, None)  # no tensor of the EMA model
         self.call_hook('after_load_checkpoint', checkpoint=checkpoint)
-        model = self.model.module if is_model_wrapper(self.model) else self.model
         partial = bool(self.cfg.get(PARTIAL_LOAD_KEY, False)) if strict is None else not strict
         self.unchecked_checkpoint = load_weights(
             model, checkpoint, filename, partial=partial and not is_resuming(self),
             data_meta=self._built_data_meta(), require_meta=isinstance(model, BasePlanner),
             unchecked=bool(self.cfg.get(UNCHECKED_KEY, False)))
+        if self.testing:  # once it loaded: a refused checkpoint's test is no measurement
+            self.log_model_overrides(checkpoint, filename)
+            self.feature_statistics_note = feature_statistics_note(
+                checkpoint, filename, self._feature_statistics('test'))
+            if self.feature_statistics_note:
+                self.logger.warning(self.feature_statistics_note)
         self._has_loaded = True
         self.logger.info(f'Load checkpoint from {filename}')
         return checkpoint
@@ -474,7 +499,7 @@ class PlanningRunner(Runner):
     def save_checkpoint(self, out_dir: str, filename: str, *args, **kwargs) -> None:
         """mmengine's ``save_checkpoint``, written to a temporary name and renamed into place
         (:func:`vpn_plugin.engine.checkpoint.save_atomically`)."""
-        from vpn_plugin.engine.checkpoint import save_atomically
+        from vpn_plugin.engine.checkpoint import FEATURE_STATS_KEY, save_atomically
         from vpn_plugin.engine.checkpoint_hook import RESUME_POINT_KEY, save_failure_hint
         from vpn_plugin.engine.rank_agreement import TRAIN_DATA_KEY, WORLD_SIZE_KEY
         meta = dict(kwargs.get('meta') or {}, **{WORLD_SIZE_KEY: self._world_size})
@@ -484,6 +509,9 @@ class PlanningRunner(Runner):
             meta[TRAIN_DATA_KEY] = self.train_data_digest()
         if self.cfg.get('shortened'):
             meta['shortened'] = self.cfg.shortened
+        statistics = self._feature_statistics('train')
+        if statistics:
+            meta[FEATURE_STATS_KEY] = statistics
         kwargs['meta'] = meta
         save = super().save_checkpoint
         save_atomically(lambda temporary: save(out_dir, osp.basename(temporary), *args, **kwargs),
@@ -501,6 +529,7 @@ def check_training_hooks(model, hooks, where: str) -> None:
     classifier, KEPP's step model) is trained only with the hooks of its stages: without
     them KEPP stopped at its first step with a RuntimeError traceback, PDPP / CEFITO trained
     around an untrained classifier."""
+    check_hooks_once(hooks, getattr(model, 'training_hooks', ()), where)
     present = {type(hook).__name__ for hook in hooks}
     missing = [name for name in getattr(model, 'training_hooks', ()) if name not in present]
     if missing:
@@ -509,6 +538,26 @@ def check_training_hooks(model, hooks, where: str) -> None:
                          f"expected custom_hooks to include dict(type='{missing[0]}') as the "
                          'method\'s base config does (a --cfg-options custom_hooks=[...] '
                          'replaces the whole list)')
+
+
+def check_hooks_once(hooks, stage_hooks, where: str) -> None:
+    """One EMA hook and one hook per training stage: two EMA hooks swap their averages into
+    one model in turn (which one is validated, tested and saved depends on their order; the
+    second's EMA state overwrites the first's in the checkpoint), two stage hooks train the
+    stage twice."""
+    from mmengine.hooks import EMAHook
+    names = [type(hook).__name__ for hook in hooks]
+    ema = [name for hook, name in zip(hooks, names) if isinstance(hook, EMAHook)]
+    twice = [name for name in dict.fromkeys(names) if name in stage_hooks and
+             names.count(name) > 1]
+    if len(ema) > 1:
+        raise ValueError(f'{where}: custom_hooks hold {len(ema)} EMA hooks ({", ".join(ema)}); '
+                         'expected one (two EMA hooks swap their averages into the same model '
+                         'in turn, and the checkpoint keeps only the last one\'s)')
+    if twice:
+        raise ValueError(f'{where}: custom_hooks hold {twice[0]} {names.count(twice[0])} times; '
+                         'expected one hook per training stage (a second would train the stage '
+                         'again, over the first)')
 
 
 def rank_line(env_cfg: dict, rank: int, world: int, accelerator: bool) -> str:
@@ -947,6 +996,12 @@ def resolve_dataset_references(cfg):
     ``'val_dataloader.dataset'``) by that dataset config of ``cfg``; returns ``cfg``."""
     extra = pkg_extra_datasets(cfg)
     for index, item in enumerate(extra):
+        if isinstance(item, str) and item.split('.')[0] == 'test_dataloader':
+            from mmengine.logging import print_log
+            print_log(f'{cfg.filename}: model.pkg.extra_datasets[{index}] = {item!r}: the PKG '
+                      'is counted on the test windows it is scored on (a test-set graph: an '
+                      "oracle upper bound, as the union_pkg protocol's oracle row, never a "
+                      'result)', logger='current', level=logging.WARNING)
         if isinstance(item, str):
             value = cfg
             for key in item.split('.'):

@@ -18,6 +18,7 @@ videos, label noise) are seeded with a ``numpy.random.Generator``.
 """
 from __future__ import annotations
 
+import os
 import typing
 from typing import Annotated, Iterable, List, Literal, Optional, Sequence
 
@@ -117,6 +118,43 @@ def _normalise_rows(counts: np.ndarray) -> np.ndarray:
 
 
 # ----------------------------------------------------------------------------- building
+# build_pkg holds three (N, N) float64 matrices at once (counts, smoothed counts, the PKG)
+PKG_MATRICES_HELD = 3
+
+
+def physical_memory_bytes() -> Optional[int]:
+    """The machine's physical memory in bytes; None where the OS does not say."""
+    try:
+        return os.sysconf('SC_PAGE_SIZE') * os.sysconf('SC_PHYS_PAGES')
+    except (AttributeError, ValueError, OSError):
+        return None
+
+
+def check_pkg_fits_memory(name: str, num_actions: int, memory: Optional[int] = None,
+                          matrices: int = PKG_MATRICES_HELD) -> None:
+    """Refuse an action count whose (N, N) matrices cannot fit this machine's memory (the
+    cap follows from the memory, not from a taxonomy size: numpy's own refusal names neither
+    the argument nor the cap)."""
+    memory = physical_memory_bytes() if memory is None else memory
+    needed = matrices * 8 * num_actions ** 2
+    if memory is None or needed <= memory:
+        return
+    cap = int((memory / (matrices * 8)) ** 0.5)
+    held = f'{matrices} (N, N) float64 matrices' if matrices > 1 else 'an (N, N) float64 matrix'
+    raise ValueError(f'{name}={num_actions}: a PKG over {num_actions} actions holds '
+                     f'{held} while it is counted, '
+                     f'{_bytes_text(needed)}, more than this machine\'s {_bytes_text(memory)} '
+                     f'of memory; expected num_actions <= {cap} (the taxonomy\'s action count)')
+
+
+def _bytes_text(size: float) -> str:
+    for unit in ('B', 'KiB', 'MiB', 'GiB', 'TiB', 'PiB'):
+        if size < 1024:
+            return f'{size:.4g} {unit}'
+        size /= 1024
+    return f'{size:.4g} EiB'
+
+
 def pair_weights(length: int, horizon: Optional[int]) -> np.ndarray:
     """(length - 1,) number of sliding windows of ``horizon`` steps containing each pair.
 
@@ -140,6 +178,7 @@ def transition_counts(sequences: Iterable[Sequence[int]], num_actions: Count, *,
                       count_mode: CountMode = 'window', horizon: Optional[PairHorizon] = None
                       ) -> np.ndarray:
     """(N, N) float64 weighted counts of consecutive pairs (see module docstring)."""
+    check_pkg_fits_memory('transition_counts() argument num_actions', num_actions, matrices=1)
     counts = np.zeros((num_actions, num_actions))
     for array in _as_sequences(sequences, num_actions):
         weights = pair_weights(len(array), horizon if count_mode == 'window' else None)
@@ -156,6 +195,7 @@ def build_pkg(sequences: Iterable[Sequence[int]], num_actions: Count, *,
     ``smoothing`` (additive / Laplace) is added to every entry of the rows that have at least
     one observed transition; unobserved rows stay all-zero (no outgoing edge).
     """
+    check_pkg_fits_memory('build_pkg() argument num_actions', num_actions)
     counts = transition_counts(sequences, num_actions, count_mode=count_mode, horizon=horizon)
     observed = counts.sum(1, keepdims=True) > 0
     counts = counts + smoothing * observed

@@ -561,6 +561,18 @@ class PlanningDataset(Dataset):
     def metainfo(self) -> dict:
         return dataset_metainfo(self.taxonomy, self.horizon, self.feature_dim)
 
+    def feature_statistics(self) -> dict:
+        """Mean and standard deviation over every start and goal observation value (what a
+        checkpoint records of its training features, ``engine.checkpoint.FEATURE_STATS_KEY``,
+        and a test compares: features of another scale or extractor); computed once."""
+        if getattr(self, '_feature_statistics', None) is None:
+            values = np.concatenate([np.asarray(self.start, np.float64).ravel(),
+                                     np.asarray(self.goal, np.float64).ravel()])
+            self._feature_statistics = dict(
+                mean=float(values.mean()) if values.size else 0.0,
+                std=float(values.std()) if values.size else 0.0, values=int(values.size))
+        return self._feature_statistics
+
 
 def dataset_metainfo(taxonomy, horizon: int, feature_dim: int) -> dict:
     """A dataset's ``metainfo``: what training records in a checkpoint's

@@ -60,7 +60,7 @@ import re
 import uuid
 from collections import OrderedDict
 from pathlib import Path
-from typing import Optional
+from typing import NamedTuple, Optional
 
 import torch
 
@@ -320,26 +320,34 @@ def model_option_differences(trained_cfg_text, model_cfg, locations: bool = True
     return lines if locations else [line for line in lines if not _path_only(line)]
 
 
-OBSERVATION_KEYS = ('observation', 'observed_steps', 'window_policy', 'frame_dim')
+FEATURE_STATS_KEY = 'feature_statistics'  # meta: the training features' mean / std
+# a test's features are named when their mean moves by more than this many training standard
+# deviations or their standard deviation differs by more than this factor: the same features
+# of another split move by hundredths; another scale (x10) or extractor by far more
+FEATURE_MEAN_SHIFT, FEATURE_STD_RATIO = 0.5, 1.5
 
 
-def observation_differences(trained_cfg_text, cfg) -> list:
-    """'test_dataloader.dataset.key: X in training, Y here' for what the test observes or
-    scores otherwise than the checkpoint's training split did (``observed_steps=1`` at test
-    of a run trained with 0 changed SR from 12.59 to 17.41 without a word; ``observation=
-    'concat3'`` on an 'authors' run has the same 1536 dims, so no size check sees it)."""
-    trained = _run_config(trained_cfg_text)
-    before = ((trained or {}).get('train_dataloader') or {}).get('dataset') or {}
-    now = (cfg.get('test_dataloader') or {}).get('dataset') or {}
-    if not before or not now:
-        return []
-    from ..datasets.planning_dataset import PlanningDataset
-    defaults = {name: p.default for name, p in
-                inspect.signature(PlanningDataset.__init__).parameters.items()}
-    pairs = [(key, before.get(key, defaults[key]), now.get(key, defaults[key]))
-             for key in OBSERVATION_KEYS]
-    return [f'test_dataloader.dataset.{key}: {old!r} in training, {new!r} here'
-            for key, old, new in pairs if old != new]
+def feature_statistics_note(checkpoint: dict, filename: str, tested: Optional[dict]) -> str:
+    """'' when the test features' statistics (``PlanningDataset.feature_statistics``) are those
+    of the checkpoint's training features (its ``meta[FEATURE_STATS_KEY]``) at the scale of
+    :data:`FEATURE_MEAN_SHIFT` / :data:`FEATURE_STD_RATIO`, or either is unknown; else the
+    line that names both."""
+    trained = (checkpoint.get('meta') or {}).get(FEATURE_STATS_KEY)
+    if not isinstance(trained, dict) or not isinstance(tested, dict) or \
+            not tested.get('values'):
+        return ''
+    try:
+        mean, std = float(trained['mean']), float(trained['std'])
+        test_mean, test_std = float(tested['mean']), float(tested['std'])
+    except (KeyError, TypeError, ValueError):
+        return ''
+    ratio = max(test_std, 1e-12) / max(std, 1e-12)
+    if abs(test_mean - mean) <= FEATURE_MEAN_SHIFT * max(std, 1e-12) and \
+            1 / FEATURE_STD_RATIO <= ratio <= FEATURE_STD_RATIO:
+        return ''
+    return (f'the test features have mean {test_mean:.4g}, std {test_std:.4g}; {filename} '
+            f'was trained on features of mean {mean:.4g}, std {std:.4g} (features of another '
+            'scale or extractor?)')
 
 
 PKG_DEFAULTS = dict(count_mode='window', smoothing=0.0, union='pool', extra_datasets=[],
@@ -386,45 +394,138 @@ def check_loaded_pkg(checkpoint: dict, filename: str, model_cfg) -> None:
                          'split, or give the model.pkg the checkpoint was trained with')
 
 
-def resume_option_differences(trained_cfg_text, cfg) -> list:
-    """What a resume cannot honour: 'key: X in the run, Y here' for the model options (other
-    than file locations, which a moved run may change) and the optimiser options of ``cfg``
-    that differ from the checkpoint's run (``meta['cfg']``): the model state would not load
-    or would continue under other options, and mmengine restores the optimiser's state, lr
-    included, so a changed lr is never applied."""
-    differences = model_option_differences(trained_cfg_text, cfg.get('model'), locations=False)
+SAME, NAMED, IRRELEVANT = 'same', 'named', 'irrelevant'
+
+# The one table of what a training run fixes that changes a measurement when a resume or a
+# test of its checkpoint sets it otherwise: key -> (at resume, at test). SAME refuses, naming
+# the key, the run's value, the value here and the checkpoint; NAMED is a warning and a mark
+# of the result (test_metrics.json's 'changed_from_training'); IRRELEVANT passes: the option
+# does not act there. 'model.*' is each model option (file locations left out: a moved run;
+# what the files hold is checked by digest and meta), 'dataset.<key>' the training split's
+# dataset against the resumed training split's (resume) or the test split's (test), with
+# PlanningDataset's defaults. Options not listed act on neither: file locations, max_epochs (a
+# run may be extended: rank_agreement.check_resume_epoch), the evaluator; model.pkg is
+# check_loaded_pkg's, the EMA tested engine.ema's, the training data's content
+# check_resume_data's (a digest). save_best / rule matter only when both runs validate.
+TRAINING_OPTIONS = {
+    'model.*': (SAME, NAMED),
+    'optim_wrapper.optimizer.*': (SAME, IRRELEVANT),  # mmengine restores the optimiser's lr
+    'optim_wrapper.clip_grad': (SAME, IRRELEVANT),
+    'optim_wrapper.accumulative_counts': (SAME, IRRELEVANT),
+    'param_scheduler': (SAME, IRRELEVANT),  # mmengine restores each scheduler's state
+    'train_dataloader.batch_size': (SAME, IRRELEVANT),
+    # mmengine restores the run's; a test draws nothing with it (PDPP / KEPP sample with
+    # per-window seeds, model.sampling_seed: a model option)
+    'randomness.seed': (SAME, IRRELEVANT),
+    'custom_hooks.<EMA>.*': (SAME, IRRELEVANT),
+    'default_hooks.checkpoint.save_best': (SAME, IRRELEVANT),
+    'default_hooks.checkpoint.rule': (SAME, IRRELEVANT),
+    'dataset.horizon': (SAME, NAMED),  # a cross-horizon test is allowed, and named
+    'dataset.observation': (SAME, NAMED),  # 'concat3' on an 'authors' run: same 1536 dims
+    'dataset.observed_steps': (SAME, NAMED),  # 1 at test of a run of 0: SR 12.59 -> 17.41
+    'dataset.window_policy': (SAME, NAMED),
+    'dataset.frame_dim': (SAME, NAMED),
+    'dataset.val_fraction': (SAME, IRRELEVANT),  # which training videos validate
+    'dataset.split_seed': (SAME, IRRELEVANT),
+    'dataset.subset_fraction': (SAME, IRRELEVANT),
+    'dataset.subset_seed': (SAME, IRRELEVANT),
+}
+PURPOSES = ('resume', 'test')
+
+
+class OptionDifferences(NamedTuple):
+    """'key: X in training, Y here' lines of :func:`training_option_differences`, by class."""
+    refused: list
+    named: list
+
+
+def training_option_differences(trained_cfg_text, cfg, purpose: str) -> OptionDifferences:
+    """Each option of :data:`TRAINING_OPTIONS` that ``cfg`` sets otherwise than the run of
+    ``trained_cfg_text`` (a checkpoint's ``meta['cfg']``), sorted by its class for
+    ``purpose`` ('resume' or 'test'); nothing when no readable config is recorded."""
+    column = PURPOSES.index(purpose)
     trained = _run_config(trained_cfg_text)
-    if trained is None:  # no readable config: nothing to compare
-        return differences
-    before = ((trained.get('optim_wrapper') or {}).get('optimizer')) or {}
-    now = ((cfg.get('optim_wrapper') or {}).get('optimizer')) or {}
-    differences += [f'optim_wrapper.optimizer.{key}: {before.get(key)!r} in the run, '
-                    f'{now.get(key)!r} here' for key in sorted(set(before) | set(now))
-                    if before.get(key) != now.get(key)]
-    differences += ema_hook_differences(trained.get('custom_hooks'), cfg.get('custom_hooks'))
-    differences += schedule_differences(trained, cfg)
-    return [line.replace(' in training, ', ' in the run, ') for line in differences]
+    found = OptionDifferences([], [])
+    if trained is None:
+        return found
+    where = ' in the run, ' if purpose == 'resume' else ' in training, '
+    for rule, line in _option_lines(trained_cfg_text, trained, cfg, purpose):
+        verdict = TRAINING_OPTIONS[rule][column]
+        if verdict != IRRELEVANT:
+            target = found.refused if verdict == SAME else found.named
+            target.append(line.replace(' in training, ', where))
+    return found
 
 
-def schedule_differences(trained, cfg) -> list:
-    """'param_scheduler: X in the run, Y here' and the training batch size likewise: mmengine
-    restores each scheduler's state (``gamma=0.1`` on a run of 0.65 was never applied) and a
-    resumed run at another batch size trains its last epochs otherwise than its first."""
-    def batch_size(config):
-        return (config.get('train_dataloader') or {}).get('batch_size')
-    pairs = [('param_scheduler', _plain(trained.get('param_scheduler')),
-              _plain(cfg.get('param_scheduler'))),
-             ('train_dataloader.batch_size', batch_size(trained), batch_size(cfg))]
-    # applied from the resumed epoch on (clip_grad=0.001 changed the last epoch without a
-    # word), or never (a changed seed: mmengine restores the run's, with a warning that does
-    # not say so); the best checkpoint so far was chosen by the run's save_best / rule, and a
-    # new key compared its scores with the old key's best (the old best file removed)
-    keys = ['optim_wrapper.clip_grad', 'optim_wrapper.accumulative_counts', 'randomness.seed']
-    if trained.get('val_cfg') is not None and cfg.get('val_cfg') is not None:
-        keys += ['default_hooks.checkpoint.save_best', 'default_hooks.checkpoint.rule']
-    pairs += [(key, _plain(_dotted(trained, key)), _plain(_dotted(cfg, key))) for key in keys]
-    return [f'{key}: {before!r} in the run, {now!r} here' for key, before, now in pairs
-            if before != now]
+def _option_lines(trained_cfg_text, trained, cfg, purpose: str) -> list:
+    """(table key, 'key: X in training, Y here') for each option of :data:`TRAINING_OPTIONS`
+    that differs (``trained``: the parsed ``trained_cfg_text``); the EMA and checkpoint ones
+    only where the table may act on them."""
+    lines = [('model.*', line) for line in
+             model_option_differences(trained_cfg_text, cfg.get('model'), locations=False)]
+    lines += [('optim_wrapper.optimizer.*', line) for line in _section_lines(
+        'optim_wrapper.optimizer', _dotted(trained, 'optim_wrapper.optimizer'),
+        _dotted(cfg, 'optim_wrapper.optimizer'))]
+    if purpose == 'resume':
+        lines += [('custom_hooks.<EMA>.*', line) for line in
+                  ema_hook_differences(trained.get('custom_hooks'), cfg.get('custom_hooks'))]
+    for key in TRAINING_OPTIONS:
+        if key.endswith('*') or key.startswith('dataset.'):
+            continue
+        if key.startswith('default_hooks.checkpoint.') and (
+                trained.get('val_cfg') is None or cfg.get('val_cfg') is None):
+            continue
+        before, now = _plain(_dotted(trained, key)), _plain(_dotted(cfg, key))
+        if before != now:
+            lines.append((key, f'{key}: {before!r} in training, {now!r} here'))
+    return lines + _dataset_lines(trained, cfg, purpose)
+
+
+def _section_lines(name, before, now) -> list:
+    """'name.key: X in training, Y here' for each key of two config sections that differs."""
+    before, now = _plain(before) or {}, _plain(now) or {}
+    return [f'{name}.{key}: {before.get(key)!r} in training, {now.get(key)!r} here'
+            for key in sorted(set(before) | set(now)) if before.get(key) != now.get(key)]
+
+
+def _dataset_lines(trained, cfg, purpose: str) -> list:
+    """('dataset.<key>', line) for the dataset options of the table that differ: at a test,
+    the training split of ``trained`` against this config's test split; at a resume, each
+    training and validation split against this config's (a validation observed otherwise
+    from the resumed epoch on had its scores compared with the run's best: save_best)."""
+    pairs = [('train_dataloader', 'test_dataloader')] if purpose == 'test' else \
+        [('train_dataloader', 'train_dataloader')] + (
+            [('val_dataloader', 'val_dataloader')] if trained.get('val_cfg') is not None
+            and cfg.get('val_cfg') is not None else [])
+    lines = []
+    for trained_loader, loader in pairs:
+        before = _plain(_dotted(trained, f'{trained_loader}.dataset')) or {}
+        now = _plain(_dotted(cfg, f'{loader}.dataset')) or {}
+        if before and now and before.get('type') == now.get('type'):
+            lines += _dataset_option_lines(before, now, loader)
+    return lines
+
+
+def _dataset_option_lines(before: dict, now: dict, loader: str) -> list:
+    from ..datasets.planning_dataset import PlanningDataset
+    defaults = {name: p.default for name, p in
+                inspect.signature(PlanningDataset.__init__).parameters.items()}
+    lines = []
+    for rule in TRAINING_OPTIONS:
+        if rule.startswith('dataset.'):
+            key = rule.split('.', 1)[1]
+            old, new = before.get(key, defaults.get(key)), now.get(key, defaults.get(key))
+            if old != new:
+                lines.append((rule, f'{loader}.dataset.{key}: {old!r} in training, '
+                                    f'{new!r} here'))
+    return lines
+
+
+def resume_option_differences(trained_cfg_text, cfg) -> list:
+    """What a resume cannot honour (:data:`TRAINING_OPTIONS`' SAME at resume): the model
+    state would not load or would continue under other options, and mmengine restores the
+    optimiser's and schedulers' state, so a changed lr is never applied."""
+    return training_option_differences(trained_cfg_text, cfg, 'resume').refused
 
 
 def _dotted(config, key: str):
@@ -638,9 +739,10 @@ def load_weights(model, checkpoint: dict, source: str, *, partial: bool = False,
         check_pkg_rows(state, source)
     wrong_meta = meta_mismatches(checkpoint, model, data_meta) + \
         text_features_mismatch(checkpoint, model)
+    other_model = other_model_note(checkpoint, model)
     if wrong_meta and not partial:
         raise CheckpointMismatchError(
-            f'checkpoint {source} was trained for another setting than the config: '
+            f'checkpoint {source} {other_model}was trained for another setting than the config: '
             f'{"; ".join(wrong_meta)} (its meta). Test it with the config it was '
             f'trained with (same horizon, dataset, actions, tasks, text features); to start '
             f'fine-tuning from it, set {PARTIAL_LOAD_KEY}=True',
@@ -666,17 +768,47 @@ def load_weights(model, checkpoint: dict, source: str, *, partial: bool = False,
                                   unchecked, logger)
     if not partial:
         raise CheckpointMismatchError(
-            f'checkpoint {source} does not fit the model {type(model).__name__} of the config: '
+            f'checkpoint {source} {other_model}does not fit the model {type(model).__name__} '
+            'of the config: '
             f'{problems}. Test it with the config it was trained with (same model, horizon, '
             f'dataset); to start fine-tuning from it, set {PARTIAL_LOAD_KEY}=True (loads only '
             'the tensors that fit)', problems=problems)
     from mmengine.logging import print_log
     if wrong_meta:
         problems = '; '.join([problems] + wrong_meta) if problems else '; '.join(wrong_meta)
-    print_log(f'{PARTIAL_LOAD_KEY}=True: loaded the tensors of {source} that fit '
+    print_log(f'{PARTIAL_LOAD_KEY}=True: loaded the tensors of {source} {other_model}that fit '
               f'{type(model).__name__}; left as built: {problems}', logger=logger,
               level=logging.WARNING)
     return []
+
+
+def other_model_note(checkpoint: dict, model) -> str:
+    """'(a checkpoint of KEPP: its meta's config has model.type='KEPP'; the config builds
+    PDPP) ' when the run that wrote ``checkpoint`` (``meta['cfg']``) trained another model
+    type than ``model``'s class; '' when it is the same or nothing is recorded. A missing-key
+    list alone does not tell the user that the file is of another planner."""
+    run = _run_config((checkpoint.get('meta') or {}).get('cfg'))
+    trained = (run.get('model') or {}).get('type') if run is not None else None
+    if not isinstance(trained, str):
+        return ''
+    name = type(model).__name__
+    if trained.rsplit('.', 1)[-1] == name:  # 'mmaction.PDPP' is PDPP too
+        return ''
+    return (f"(a checkpoint of {trained}: its meta's config has model.type={trained!r}; "
+            f'the config builds {name}) ')
+
+
+def check_same_planner(checkpoint: dict, model, source: str) -> None:
+    """``CheckpointMismatchError`` when ``checkpoint``'s run trained another planner than
+    ``model`` (:func:`other_model_note`): before the PKG, option and key comparisons, whose
+    differences would all follow from that one."""
+    note = other_model_note(checkpoint, model)
+    if note:
+        raise CheckpointMismatchError(
+            f'checkpoint {source} {note}is not a checkpoint of the config\'s planner. Test it '
+            f'with the config it was trained with; to start fine-tuning from it, set '
+            f'{PARTIAL_LOAD_KEY}=True (loads only the tensors that fit)',
+            problems=note.strip())
 
 
 def _unrecorded_fields(checkpoint, model, source, required: bool, unchecked: bool,

@@ -7,7 +7,10 @@ how the graph is counted is the model's ``pkg`` config (``PKGBuilder``). A graph
 already there (``model.pkg_ready``, e.g. loaded from a checkpoint: the runner loads it
 before these hooks run) is kept.
 """
+import logging
+
 from mmengine.hooks import Hook
+from mmengine.logging import print_log
 from mmengine.model import is_model_wrapper
 
 from mmaction.registry import DATASETS, HOOKS
@@ -75,6 +78,13 @@ def check_model_fits_data(model_cfg: dict, dataset, where: str) -> None:
                          f'{meta["num_actions"]} actions (its taxonomy); set '
                          f'model.num_actions={meta["num_actions"]}')
     labels = getattr(dataset, 'tasks', None)
+    if isinstance(tasks, int) and isinstance(meta.get('num_tasks'), int) and \
+            tasks > meta['num_tasks']:  # allowed: the head of a run on a subset of tasks
+        print_log(
+            f'{where}: model.num_tasks={tasks} is wider than the training dataset\'s '
+            f'{meta["num_tasks"]} tasks: {tasks - meta["num_tasks"]} task outputs are never '
+            f'trained (set model.num_tasks={meta["num_tasks"]} unless that is meant)',
+            logger='current', level=logging.WARNING)
     if tasks is not None and labels is not None and len(labels) and int(max(labels)) >= tasks:
         raise ValueError(f'{where}: model.num_tasks={tasks!r}, but the training windows have '
                          f'task labels up to {int(max(labels))} (the taxonomy has '

@@ -529,8 +529,17 @@ def filter_rows(rows: list[ResultRow], *, protocol=None, dataset=None, horizons=
     kept = [r for r in kept if methods is None or r.method in methods]
     if not kept:
         raise ValueError(f'no results rows match protocol={protocol!r} dataset={dataset!r} '
-                         f'horizons={horizons} variant={list(variant or ())} methods={methods}')
+                         f'horizons={horizons} variant={list(variant or ())} methods={methods}; '
+                         f'the {len(rows)} rows hold {_held(rows)}')
     return kept
+
+
+def _held(rows: list[ResultRow]) -> str:
+    """What the rows hold, per filter: protocols, datasets and variant settings."""
+    settings = sorted({f'{k}={json.dumps(v)}' for r in rows for k, v in r.variant.items()})
+    return (f'protocol(s) {sorted({r.protocol for r in rows})}, dataset(s) '
+            f'{sorted({r.dataset for r in rows})}, variant setting(s) '
+            f'{settings[:12] + ["..."] * (len(settings) > 12) or "none"}')
 
 
 def rename_methods(rows: list[ResultRow], renames: list[str], known=None) -> list[ResultRow]:
