@@ -122,18 +122,21 @@ def init_planner(config, checkpoint: Optional[PathLike] = None,
 
 
 def _option_differences(loaded: dict, checkpoint, cfg) -> list:
-    """'key: X in training, Y here' for each model and test-observation option of ``cfg`` that
-    differs from the checkpoint's training config (locations aside); warned (init_planner)."""
+    """'key: X in training, Y here' for each option of ``cfg`` that differs from the
+    checkpoint's training config as ``engine.checkpoint.TRAINING_OPTIONS`` rules for a test
+    (the runner's one table): refused, or warned and returned (init_planner)."""
     import warnings
-    from vpn_plugin.engine.checkpoint import model_option_differences, observation_differences
-    trained_cfg = (loaded.get('meta') or {}).get('cfg')
-    differences = (model_option_differences(trained_cfg, cfg.get('model'), locations=False)
-                   + observation_differences(trained_cfg, cfg))
-    if differences:
+    from vpn_plugin.engine.checkpoint import training_option_differences
+    found = training_option_differences((loaded.get('meta') or {}).get('cfg'), cfg, 'test')
+    if found.refused:
+        raise ValueError(f'{checkpoint} was trained with other options than this config: '
+                         f'{"; ".join(found.refused)}; plan with the options it was trained '
+                         'with')
+    if found.named:
         warnings.warn(f'{checkpoint} was trained with other options than this config: '
-                      f'{"; ".join(differences)}; the plans use the config\'s', UserWarning,
+                      f'{"; ".join(found.named)}; the plans use the config\'s', UserWarning,
                       stacklevel=3)
-    return differences
+    return list(found.named)
 
 
 @contextlib.contextmanager
