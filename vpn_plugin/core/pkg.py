@@ -345,6 +345,7 @@ def label_noise(sequences: Iterable[Sequence[int]], fraction: Probability,
         tasks = [_sequence_task(s, task_sets, i) if s else -1 for i, s in enumerate(sequences)]
     else:
         tasks = _check_tasks(tasks, len(sequences), len(task_sets))
+        _check_labels_in_tasks(sequences, tasks, task_sets)
     for index in np.sort(chosen):
         i, t = positions[index]
         candidates = sorted(task_sets[tasks[i]] - {sequences[i][t]})
@@ -363,6 +364,19 @@ def _check_tasks(tasks: Sequence[int], num_sequences: int, num_tasks: int) -> Li
         raise ValueError(f'label_noise task index {bad[0]}; expected 0..{num_tasks - 1} '
                          '(indices into task_actions)')
     return tasks
+
+
+def _check_labels_in_tasks(sequences: List[List[int]], tasks: List[int],
+                           task_sets: List[set]) -> None:
+    """A given task must hold its sequence's labels: noise draws "another action of the
+    task", which means nothing for a step the task does not have."""
+    for i, (sequence, task) in enumerate(zip(sequences, tasks)):
+        foreign = [(t, a) for t, a in enumerate(sequence) if a not in task_sets[task]]
+        if foreign:
+            t, action = foreign[0]
+            raise ValueError(f'label_noise sequence {i} step {t}: action {action} is not among '
+                             f'task {task}\'s actions {sorted(task_sets[task])} (tasks[{i}]={task}); '
+                             'expected every label of a sequence in its given task')
 
 
 def _sequence_task(sequence: List[int], task_sets: List[set], index: int) -> int:
