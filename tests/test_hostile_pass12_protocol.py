@@ -144,7 +144,11 @@ def test_finished_rows_of_other_features_are_not_done(tmp_path):
     append_result(runner.results_file, replace(row, features={'fingerprint': made_with}))
     runner.check_done_features(units)  # the same features: done
     np.savez(features / 'a.npz', frames_features=np.ones((4, 2), np.float32))
-    with pytest.raises(ValueError, match=rf"holds the row of 'ViterbiPlanNet' seed 0 T=3, tested "
-                       rf"on features of fingerprint {made_with}, but its test now reads .*features "
-                       r"\(fingerprint [0-9a-f]{16}\): other features"):
+    message = (rf"holds the row of 'ViterbiPlanNet' seed 0 T=3, tested on features of fingerprint "
+               rf"{made_with}, but its test now reads .*features \(fingerprint [0-9a-f]{{16}}\): "
+               r"other features")
+    with pytest.raises(ValueError, match=message):
         runner.check_done_features(units)
+    from vpn_plugin.protocol.slurm import SlurmRequest, plan_array  # the Slurm path (H3)
+    with pytest.raises(ValueError, match=message):
+        plan_array(runner, units, SlurmRequest('debug'), 4.32, limit=(120, 'partition debug'))
