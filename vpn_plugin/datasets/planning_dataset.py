@@ -475,18 +475,24 @@ class PlanningDataset(Dataset):
         print_log(f'PlanningDataset ({self.split}, T={self.horizon}): {len(self.windows)} '
                   f'windows of {videos} videos ({self.data_root.name}{limited})', 'current')
 
-    def _log_window_counts(self) -> None:
+    def window_count_summary(self) -> str:
+        """'window_policy=...: 267 dropped, 3 relabelled of 270 windows; why' ('' when the
+        policy changed no window): what the log says and a test's metrics JSON names."""
         if not self.window_counts:
-            return
+            return ''
         summary = ', '.join(f'{n} {what}' for what, n in sorted(self.window_counts.items()))
         why = ('a step ends at or past the video\'s last frame: clamped windows are observed '
                'at its last frames with their annotated labels' if self.window_policy == 'keep'
                else 'a step ends at or past the video\'s last frame: it takes the previous '
                'step\'s observations and action (relabelled), or the window has no step inside '
-               'the video (dropped), as in the authors\' loader')
-        print_log(f'PlanningDataset ({self.split}, T={self.horizon}, window_policy='
-                  f'{self.window_policy!r}): {summary} of {len(self._pkg_windows)} windows; '
-                  f'{why}', 'current')
+               'the video (dropped, not scored), as in the authors\' loader')
+        return (f'window_policy={self.window_policy!r}: {summary} of {len(self._pkg_windows)} '
+                f'windows; {why}')
+
+    def _log_window_counts(self) -> None:
+        if self.window_counts:
+            print_log(f'PlanningDataset ({self.split}, T={self.horizon}, '
+                      f'{self.window_count_summary()}', 'current')
 
     def _log_warnings(self) -> None:
         """Suspicious annotations (``validation.AnnotationWarnings``): one WARNING line."""
