@@ -43,3 +43,38 @@ def test_a_test_whose_windows_the_policy_dropped_names_them_in_its_metrics(
     assert short['test_windows'].startswith("window_policy='authors': ")
     assert f'{105 - scored} dropped' in short['test_windows']
     assert 'of 105 windows' in short['test_windows'] and 'not scored' in short['test_windows']
+
+
+def _niv_splits(shared_data, val_change: dict, selection=None):
+    class Config(dict):
+        filename = 'cfg.py'
+    base = dict(type='PlanningDataset', data_root=str(shared_data / 'niv'),
+                taxonomy='taxonomy.json', horizon=3, feature_dir='/nowhere')
+    loaders = dict(
+        train_dataloader=dict(dataset=dict(base, window_file='splits/train_T3.json')),
+        val_dataloader=dict(dataset=dict(dict(base, split='val',
+                                              window_file='splits/train_T3.json'), **val_change)),
+        test_dataloader=dict(dataset=dict(base, split='test',
+                                          window_file='splits/test_T3.json')))
+    return Config(loaders, **({} if selection is None else dict(selection=selection)))
+
+
+def test_validation_on_training_or_test_windows_is_refused_unless_authors_selection(
+        shared_data):
+    """Before: val_dataloader.dataset.split='test' on the training window file validated on all
+    697 NIV training windows (the 636 trained on among them), and window_file=test_T3.json
+    selected on 10% of the test videos; both trained with exit 0 and a test logged
+    'model selection: unified (held-out training videos)'."""
+    import pytest
+    from vpn_plugin.datasets.planning_dataset import check_split_disjoint
+    check_split_disjoint(_niv_splits(shared_data, {}))  # the configs' own: nothing said
+    with pytest.raises(ValueError, match=r"cfg.py: val_dataloader.dataset.split='test' reads "
+                       r"the training split's own source .* windows it was trained on"):
+        check_split_disjoint(_niv_splits(shared_data, dict(split='test')))
+    with pytest.raises(ValueError, match=r"cfg.py: val_dataloader.dataset reads \d+ video\(s\) "
+                       r"of the test split, .* with selection='unified'"):
+        check_split_disjoint(_niv_splits(shared_data, dict(window_file='splits/test_T3.json')))
+    # the authors' selection validates on the test windows on purpose (configs/_base_/selection)
+    check_split_disjoint(_niv_splits(shared_data, dict(split='test',
+                                                       window_file='splits/test_T3.json'),
+                                     selection='authors'))

@@ -625,6 +625,8 @@ def check_split_disjoint(cfg) -> None:
     check_split_roles(dict(train=train, val=val, test=test), cfg.filename or 'config')
     if train and val:
         check_held_out_agrees(train, val, cfg.filename or 'config')
+        check_validation_source(train, val, test, cfg.get('selection', 'unified'),
+                                cfg.filename or 'config')
     if not (train and test):
         return
     check_disjoint(source_videos(train), source_videos(test),
@@ -656,6 +658,35 @@ def check_split_roles(datasets: dict, where: str) -> None:
                 + '; change the window or annotation file instead to use other data')
 
 
+def _same_source(one: dict, other: dict) -> bool:
+    return all(one.get(key) == other.get(key) for key in ('data_root', *SOURCE_KEYS))
+
+
+def check_validation_source(train: dict, val: dict, test: Optional[dict], selection: str,
+                            where: str) -> None:
+    """Validation selects the checkpoint: a 'test' split of the training source is the
+    windows it trains on, and validation videos among the test videos are a test-set selection,
+    allowed only as ``selection='authors'`` (configs/_base_/selection), which the results name
+    (before: either ran as selection='unified', 'held-out training videos')."""
+    if val.get('split') == 'test' and _same_source(train, val):
+        raise ValueError(
+            f"{where}: val_dataloader.dataset.split='test' reads the training split's own "
+            "source (the 'test' split of a window file is all its windows): the checkpoint "
+            'would be selected on windows it was trained on; validate on split=\'val\' (held-'
+            'out training videos) or on the test windows with selection=\'authors\' '
+            '(configs/_base_/selection)')
+    if selection == 'authors' or not test or _same_source(train, val):
+        return
+    shared = sorted(source_videos(val) & source_videos(test))
+    if shared:
+        raise ValueError(
+            f'{where}: val_dataloader.dataset reads {len(shared)} video(s) of the test split, '
+            f"e.g. {shared[:3]}, with selection={selection!r} (held-out training videos): the "
+            'checkpoint would be selected on test windows and reported as not. Validate on the '
+            "training source (split='val'), or give selection='authors' "
+            '(configs/_base_/selection) for the authors\' test-set selection, named as such')
+
+
 def _planning_dataset(cfg, split: str) -> Optional[dict]:
     dataset = (cfg.get(f'{split}_dataloader') or {}).get('dataset')
     if dataset and str(dataset.get('type', '')).split('.')[-1] == 'PlanningDataset':
@@ -672,7 +703,7 @@ def check_held_out_agrees(train: dict, val: dict, where: str) -> None:
     validation videos are also trained on (or training videos are used by neither)."""
     if train.get('split', 'train') != 'train' or val.get('split') != 'val':
         return
-    if any(train.get(key) != val.get(key) for key in ('data_root', *SOURCE_KEYS)):
+    if not _same_source(train, val):
         return  # validation on another source: nothing is held out of the training one
     for key, default in HELD_OUT_KEYS.items():
         ours, theirs = train.get(key, default), val.get(key, default)
