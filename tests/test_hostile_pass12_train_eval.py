@@ -78,3 +78,41 @@ def test_validation_on_training_or_test_windows_is_refused_unless_authors_select
     check_split_disjoint(_niv_splits(shared_data, dict(split='test',
                                                        window_file='splits/test_T3.json'),
                                      selection='authors'))
+
+
+RUN_CFG = """model = dict(type='ViterbiPlanNet', num_actions=48, num_tasks=5, horizon=3)
+optim_wrapper = dict(optimizer=dict(type='AdamW', lr=0.001))
+train_dataloader = dict(batch_size=32, sampler=dict(type='DefaultSampler', shuffle=True),
+    dataset=dict(type='PlanningDataset', horizon=3, feature_dir='/data/niv/features'))
+val_dataloader = dict(batch_size=32, dataset=dict(type='PlanningDataset', horizon=3,
+    split='val', feature_dir='/data/niv/features'))
+val_cfg = dict(type='ValLoop')
+test_dataloader = dict(batch_size=32, dataset=dict(type='PlanningDataset', horizon=3,
+    split='test', feature_dir='/data/niv/features'))
+"""
+
+
+def test_a_resume_that_shuffles_groups_or_validates_otherwise_is_refused():
+    """Before: --resume with train_dataloader.sampler.shuffle=False or sampler.seed=5 continued
+    the run in another window order, val_dataloader.dataset.limit=10 compared 10 validation
+    windows with the run's best on 61 (save_best), each with exit 0 and no word;
+    optim_wrapper.paramwise_cfg failed in torch's words ('a different number of parameter
+    groups'). A test of the checkpoint is not concerned by any of them."""
+    from mmengine.config import Config
+    from vpn_plugin.engine.checkpoint import training_option_differences
+
+    def found(change, purpose):
+        cfg = Config.fromstring(RUN_CFG, '.py')
+        cfg.merge_from_dict(change)
+        return training_option_differences(RUN_CFG, cfg, purpose)
+    assert found({}, 'resume') == ([], [])
+    cases = [({'train_dataloader.sampler.shuffle': False},
+              "train_dataloader.sampler: {'type': 'DefaultSampler', 'shuffle': True} in the "
+              "run, {'type': 'DefaultSampler', 'shuffle': False} here"),
+             ({'optim_wrapper.paramwise_cfg': dict(bias_lr_mult=2.0)},
+              "optim_wrapper.paramwise_cfg: None in the run, {'bias_lr_mult': 2.0} here"),
+             ({'val_dataloader.dataset.limit': 10},
+              'val_dataloader.dataset.limit: None in the run, 10 here')]
+    for change, line in cases:
+        assert found(change, 'resume').refused == [line]
+        assert found(change, 'test') == ([], [])

@@ -414,6 +414,10 @@ TRAINING_OPTIONS = {
     'optim_wrapper.accumulative_counts': (SAME, IRRELEVANT),
     'param_scheduler': (SAME, IRRELEVANT),  # mmengine restores each scheduler's state
     'train_dataloader.batch_size': (SAME, IRRELEVANT),
+    # the order of the resumed epochs' windows (shuffle, seed, another sampler type) and the
+    # optimiser's parameter groups (a resume with other groups failed in torch's own words)
+    'train_dataloader.sampler': (SAME, IRRELEVANT),
+    'optim_wrapper.paramwise_cfg': (SAME, IRRELEVANT),
     # mmengine restores the run's; a test draws nothing with it (PDPP / KEPP sample with
     # per-window seeds, model.sampling_seed: a model option)
     'randomness.seed': (SAME, IRRELEVANT),
@@ -429,6 +433,10 @@ TRAINING_OPTIONS = {
     'dataset.split_seed': (SAME, IRRELEVANT),
     'dataset.subset_fraction': (SAME, IRRELEVANT),
     'dataset.subset_seed': (SAME, IRRELEVANT),
+    # a validation on fewer windows from the resumed epoch on had its scores compared with the
+    # run's best (save_best); the training split's are its data digest's too
+    'dataset.limit': (SAME, IRRELEVANT),
+    'dataset.limit_seed': (SAME, IRRELEVANT),
 }
 PURPOSES = ('resume', 'test')
 
