@@ -116,3 +116,21 @@ def test_a_resume_that_shuffles_groups_or_validates_otherwise_is_refused():
     for change, line in cases:
         assert found(change, 'resume').refused == [line]
         assert found(change, 'test') == ([], [])
+
+
+def test_an_endless_training_sampler_in_an_epoch_loop_is_refused():
+    """Before: train_dataloader.sampler.type='InfiniteSampler' (EpochBasedTrainLoop) trained
+    past num_batch_per_epoch=2 ('Epoch(train) [2][110/2]', ETA '-1 day, 23:47:58') without end."""
+    import pytest
+    from vpn_plugin.runner import check_run_values
+
+    def check(sampler, loop):
+        check_run_values(dict(train_dataloader=dict(sampler=dict(type=sampler)),
+                              train_cfg=loop), 'cfg.py')
+    check('DefaultSampler', dict(max_epochs=2))
+    check('InfiniteSampler', dict(type='IterBasedTrainLoop', max_iters=10))
+    for loop in (dict(max_epochs=2), dict(type='EpochBasedTrainLoop', max_epochs=2)):
+        with pytest.raises(ValueError, match=r"cfg.py: train_dataloader.sampler.type="
+                           r"'InfiniteSampler' with train_cfg.type='EpochBasedTrainLoop': an "
+                           'endless sampler never ends an epoch'):
+            check('InfiniteSampler', loop)
