@@ -134,3 +134,18 @@ def test_an_endless_training_sampler_in_an_epoch_loop_is_refused():
                            r"'InfiniteSampler' with train_cfg.type='EpochBasedTrainLoop': an "
                            'endless sampler never ends an epoch'):
             check('InfiniteSampler', loop)
+
+
+def test_resume_flag_against_resume_false_is_refused():
+    """Before: train.py --resume CKPT --cfg-options resume=False resumed CKPT, the option
+    dropped without a word (the other flag/option pairs were already refused as contradicting)."""
+    import pytest
+    from tool_modules import load_tool
+    train = load_tool('train')
+    for flag in (['--resume'], ['--resume', 'auto'], ['--resume', '/x/epoch_1.pth']):
+        args = train.parse_args(['cfg.py', *flag, '--cfg-options', 'resume=False'])
+        with pytest.raises(SystemExit, match=r'--resume.* and --cfg-options resume=False '
+                           'contradict each other'):
+            train.check_resume_load_from(args)
+    train.check_resume_load_from(train.parse_args(['cfg.py', '--resume', '--cfg-options',
+                                                   'resume=True']))
