@@ -149,3 +149,16 @@ def test_resume_flag_against_resume_false_is_refused():
             train.check_resume_load_from(args)
     train.check_resume_load_from(train.parse_args(['cfg.py', '--resume', '--cfg-options',
                                                    'resume=True']))
+
+
+def test_a_resume_that_adds_or_drops_an_ema_hook_is_refused():
+    """Before: --resume with a config adding custom_hooks EMAHook started an EMA at the resumed
+    epoch (exit 0, no word); only the options of a hook present in both runs were compared."""
+    from vpn_plugin.engine.checkpoint import ema_hook_differences
+    pkg, ema = dict(type='PKGHook'), dict(type='EMAHook', momentum=0.01)
+    assert ema_hook_differences([pkg, ema], [pkg, ema]) == []
+    assert ema_hook_differences([pkg], [pkg, ema]) == [
+        "custom_hooks.EMAHook: none in the run, present here (an EMA started or dropped mid-run "
+        "averages neither run's weights)"]
+    assert ema_hook_differences([pkg, ema], [pkg])[0].startswith(
+        'custom_hooks.EMAHook: present in the run, none here')

@@ -554,7 +554,11 @@ def ema_hook_differences(trained_hooks, hooks) -> list:
         return {h.get('type'): dict(h) for h in entries or () if isinstance(h, dict)
                 and h.get('type') in EMA_HOOKS}
     before, now = ema(trained_hooks), ema(hooks)
-    return [f'custom_hooks.{kind}.{key}: {before[kind].get(key)!r} in the run, '
+    added = [f'custom_hooks.{kind}: {"none" if kind not in before else "present"} in the run, '
+             f'{"none" if kind not in now else "present"} here (an EMA started or dropped '
+             'mid-run averages neither run\'s weights)'
+             for kind in sorted(set(before) ^ set(now))]
+    return added + [f'custom_hooks.{kind}.{key}: {before[kind].get(key)!r} in the run, '
             f'{now[kind].get(key)!r} here'
             for kind in sorted(set(before) & set(now))
             for key in sorted(set(before[kind]) | set(now[kind]))
