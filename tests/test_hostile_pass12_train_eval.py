@@ -97,7 +97,8 @@ def test_a_resume_that_shuffles_groups_or_validates_otherwise_is_refused():
     the run in another window order, val_dataloader.dataset.limit=10 compared 10 validation
     windows with the run's best on 61 (save_best), each with exit 0 and no word;
     optim_wrapper.paramwise_cfg failed in torch's words ('a different number of parameter
-    groups'). A test of the checkpoint is not concerned by any of them."""
+    groups'); --auto-scale-lr (lr x2) trained on at the restored lr 9e-4. A test of the
+    checkpoint is not concerned by any of them."""
     from mmengine.config import Config
     from vpn_plugin.engine.checkpoint import training_option_differences
 
@@ -111,6 +112,8 @@ def test_a_resume_that_shuffles_groups_or_validates_otherwise_is_refused():
               "run, {'type': 'DefaultSampler', 'shuffle': False} here"),
              ({'optim_wrapper.paramwise_cfg': dict(bias_lr_mult=2.0)},
               "optim_wrapper.paramwise_cfg: None in the run, {'bias_lr_mult': 2.0} here"),
+             ({'auto_scale_lr': dict(enable=True, base_batch_size=16)},
+              "auto_scale_lr: None in the run, {'enable': True, 'base_batch_size': 16} here"),
              ({'val_dataloader.dataset.limit': 10},
               'val_dataloader.dataset.limit: None in the run, 10 here')]
     for change, line in cases:

@@ -418,6 +418,8 @@ TRAINING_OPTIONS = {
     # optimiser's parameter groups (a resume with other groups failed in torch's own words)
     'train_dataloader.sampler': (SAME, IRRELEVANT),
     'optim_wrapper.paramwise_cfg': (SAME, IRRELEVANT),
+    # --auto-scale-lr scales the config's lr, which the restored optimiser state replaces
+    'auto_scale_lr': (SAME, IRRELEVANT),
     # mmengine restores the run's; a test draws nothing with it (PDPP / KEPP sample with
     # per-window seeds, model.sampling_seed: a model option)
     'randomness.seed': (SAME, IRRELEVANT),
