@@ -178,3 +178,20 @@ def test_limit_flag_against_the_test_dataset_limit_is_refused():
     with pytest.raises(SystemExit, match=r'--limit 10 and --cfg-options test_dataloader.dataset.'
                        'limit=20 contradict each other'):
         test.load_config(args)
+
+
+def test_a_checkpoint_pkg_without_any_edge_is_refused():
+    """Before: log_transitions all -1e30 (each row 'no outgoing edge') loaded, and the test
+    decoded through a graph with no edge at all (exit 0, SR 0, no word)."""
+    import pytest
+    import torch
+    from vpn_plugin.engine.checkpoint import check_pkg_rows
+    uniform = torch.full((4, 4), 0.25).log()
+    check_pkg_rows({'log_transitions': uniform, 'pkg_ready': torch.tensor(True)}, 'a.pth')
+    sparse = uniform.clone()
+    sparse[1] = float('-inf')  # one action without a successor: allowed
+    check_pkg_rows({'log_transitions': sparse, 'pkg_ready': torch.tensor(True)}, 'a.pth')
+    with pytest.raises(ValueError, match=r'checkpoint a.pth: tensor log_transitions: '
+                       'log_transitions holds no edge at all'):
+        check_pkg_rows({'log_transitions': torch.full((4, 4), -1e30),
+                        'pkg_ready': torch.tensor(True)}, 'a.pth')

@@ -699,6 +699,10 @@ def check_pkg_rows(state: dict, source: str) -> None:
             continue  # the placeholder of an unfilled PKG: PKGHook fills it
         try:
             check_rows_normalised(value)
+            if value.numel() and not bool((value.detach().double().exp() > 0).any()):
+                raise ValueError('log_transitions holds no edge at all (every row all -inf: '
+                                 'no action may follow any other); a PKG counted from a '
+                                 'training split has edges')
         except ValueError as error:
             raise ValueError(f'checkpoint {source}: tensor {key}: {error}; an edited or '
                              'damaged PKG: use the checkpoint as its training wrote it, or set '
