@@ -107,8 +107,9 @@ def test_union_pkg_refuses_a_square_integer_matrix():
 
 # ------------------------------------------------------------------- bootstrap
 @pytest.mark.parametrize('scores, error, pattern', [
-    ([True, False, True], TypeError, 'scores holds bool values'),
-    (['10', '20', '30'], TypeError, 'scores holds <U2 values'),
+    ([True, False, True], TypeError, r'scores\[0\] = True \(bool\)'),
+    (['10', '20', '30'], TypeError, r"scores\[0\] = '10' \(str\)"),
+    (np.array([True, False, True]), TypeError, 'scores holds bool values'),
     ('abc', TypeError, 'scores is a str; expected one score per seed'),
     ({'a': 1.0, 'b': 2.0, 'c': 3.0}, TypeError, 'scores is a dict'),
     (None, TypeError, 'scores is a NoneType'),

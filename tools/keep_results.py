@@ -57,7 +57,7 @@ def check_own_folder(folder: Path, out: Path) -> None:
 
 def check_distinct_rows(rows) -> None:
     """The same row twice (a results file copied into another) is refused, not kept twice."""
-    seen = {}
+    seen, runs = {}, {}
     for row in rows:
         key = repr(replace(row, work_dir='', per_sample_file=''))
         if key in seen:
@@ -65,6 +65,17 @@ def check_distinct_rows(rows) -> None:
                              f'(protocol {row.protocol!r}) is in the results twice; every row '
                              'is kept once: drop the copy')
         seen[key] = row
+        other = runs.setdefault(row.key(), row)
+        if other is not row:  # one run's identity, other metrics: two measurements of it
+            changed = sorted(name for name in set(row.metrics) | set(other.metrics)
+                             if row.metrics.get(name) != other.metrics.get(name))
+            raise ValueError(f'two rows of one run: {row.method!r} seed {row.seed} '
+                             f'T={row.horizon} (protocol {row.protocol!r}) with other '
+                             f'{", ".join(changed) or "paths or provenance"} '
+                             + (f'({changed[0]} {other.metrics.get(changed[0])} and '
+                                f'{row.metrics.get(changed[0])})' if changed else '')
+                             + '; a kept file holds one row per run (report.py would refuse '
+                             'it): keep the one you mean')
 
 
 def kept_rows(rows, dumps: set, staging: Path, folder: Path) -> list:

@@ -100,6 +100,9 @@ def check_output_files(args) -> None:
 
 
 def figure_from_results(args, rows):
+    # seeds in order, as report.py's cells: a point's bootstrap draws positions, so the
+    # rows' order in the file (a job array's tasks end in any order) must not move a band
+    rows = sorted(rows, key=lambda row: row.seed)
     if args.kind == 'curve':
         return plots.plot_curves(rows, args.x, args.metric, args.out, group_key=args.group,
                                  log_x=args.log_x)

@@ -42,6 +42,7 @@ from vpn_plugin.protocol.runner import (ProtocolRunner, UnitsFailedError,  # noq
                                          check_units, expand_units, load_protocol,
                                          with_stages)
 from vpn_plugin.errors import (NON_NEGATIVE_INT, POSITIVE_FLOAT, POSITIVE_INT,  # noqa: E402
+                               at_least,
                                check_folder_target, join_dash_values, path_argument,
                                seed_argument, tool_main)
 
@@ -90,6 +91,10 @@ def parse_args(argv=None):
     return args
 
 
+# --wait looks at squeue and the work dirs at least this often: its bar and ETA are redrawn each
+# minute, and a longer pause (86400 for 86.4) would leave the protocol's end unseen for as long
+MAX_POLL_SECONDS = 600.0
+POLL_LIMIT_WHY = '--wait must see the end of the protocol within 10 minutes'
 SLURM_FLAGS = ('partition', 'gpus_per_run', 'cpus_per_run', 'mem_per_run', 'time_limit',
                'max_parallel', 'runs_per_job', 'max_requeues', 'slurm_options', 'wait')
 
@@ -121,8 +126,11 @@ def add_launcher_arguments(parser) -> None:
     group.add_argument('--wait', action='store_true',
                        help='after submitting, wait with a progress bar and ETA until every '
                        'unit has ended; exit status 1 when one failed')
-    group.add_argument('--poll-seconds', type=POSITIVE_FLOAT, default=15.0,
-                       help='--wait: seconds between two looks at squeue and the work dirs')
+    group.add_argument('--poll-seconds', default=15.0,
+                       type=at_least(float, 0.0, strict=True, high=MAX_POLL_SECONDS,
+                                     why=POLL_LIMIT_WHY),
+                       help='--wait: seconds between two looks at squeue and the work dirs '
+                       f'(at most {MAX_POLL_SECONDS:g})')
 
 
 def check_launcher_arguments(parser, args, argv) -> None:

@@ -193,7 +193,7 @@ class PlanningRunner(Runner):
         from vpn_plugin.datasets.planning_dataset import check_split_disjoint
         check_config_keys(cfg)
         check_loop_counts(cfg)
-        cfg = resolve_paths(apply_horizon(cfg))
+        cfg = resolve_dataset_references(resolve_paths(apply_horizon(cfg)))  # as protocols
         check_config_entries(cfg, cfg.filename or 'config')
         check_split_disjoint(cfg)  # no test video among the training videos
         check_folder_target(cfg.work_dir)
@@ -269,6 +269,8 @@ class PlanningRunner(Runner):
                              self.cfg.filename or 'config')
         self.log_shortened()
         self.log_test_windows()
+        if self._train_loop is not None:
+            check_train_batches(self.train_loop.dataloader, self.cfg.filename or 'config')
         if self.rank != 0:
             return super().train()
         from vpn_plugin.engine.checkpoint import remove_partial_files
@@ -406,7 +408,8 @@ class PlanningRunner(Runner):
         from vpn_plugin.compat import is_resuming
         from vpn_plugin.engine.checkpoint import (PARTIAL_LOAD_KEY, RUN_KEY, UNCHECKED_KEY,
                                                   check_finite, check_loaded_pkg,
-                                                  feature_statistics_note, load_weights,
+                                                  check_same_planner, feature_statistics_note,
+                                                  load_weights,
                                                   read_checkpoint, resume_option_differences,
                                                   state_dict_of)
         from vpn_plugin.engine.checkpoint_hook import check_resume_point
@@ -415,6 +418,9 @@ class PlanningRunner(Runner):
         from vpn_plugin.models.base_planner import BasePlanner
         checkpoint = read_checkpoint(filename, map_location)
         check_not_pre_stage(checkpoint, filename)
+        model = self.model.module if is_model_wrapper(self.model) else self.model
+        if is_resuming(self) or not self.cfg.get(PARTIAL_LOAD_KEY):  # before what follows
+            check_same_planner(checkpoint, model, filename)  # from another planner
         self.loaded_shortened = str((checkpoint.get('meta') or {}).get('shortened') or '')
         wanted = str(self.cfg.get('shortened') or '')
         smoke = any(text.startswith('smoke') for text in (self.loaded_shortened, wanted))
@@ -450,7 +456,6 @@ class PlanningRunner(Runner):
         if isinstance(checkpoint.get('ema_state_dict'), dict):  # checked by read_checkpoint;
             checkpoint['ema_state_dict'].pop(RUN_KEY, None)  # no tensor of the EMA model
         self.call_hook('after_load_checkpoint', checkpoint=checkpoint)
-        model = self.model.module if is_model_wrapper(self.model) else self.model
         partial = bool(self.cfg.get(PARTIAL_LOAD_KEY, False)) if strict is None else not strict
         self.unchecked_checkpoint = load_weights(
             model, checkpoint, filename, partial=partial and not is_resuming(self),
@@ -526,6 +531,7 @@ def check_training_hooks(model, hooks, where: str) -> None:
     classifier, KEPP's step model) is trained only with the hooks of its stages: without
     them KEPP stopped at its first step with a RuntimeError traceback, PDPP / CEFITO trained
     around an untrained classifier."""
+    check_hooks_once(hooks, getattr(model, 'training_hooks', ()), where)
     present = {type(hook).__name__ for hook in hooks}
     missing = [name for name in getattr(model, 'training_hooks', ()) if name not in present]
     if missing:
@@ -534,6 +540,45 @@ def check_training_hooks(model, hooks, where: str) -> None:
                          f"expected custom_hooks to include dict(type='{missing[0]}') as the "
                          'method\'s base config does (a --cfg-options custom_hooks=[...] '
                          'replaces the whole list)')
+
+
+def check_train_batches(loader, where: str) -> None:
+    """A training loader that yields no batch (``train_dataloader.batch_size`` above the
+    training windows with ``drop_last=True``) trained nothing: every epoch ran 0 iterations and
+    the run saved its untrained model as trained checkpoints, exit 0."""
+    try:
+        batches = len(loader)
+    except TypeError:  # an iterable dataset: no length to check
+        return
+    if batches:
+        return
+    sampler = loader.batch_sampler
+    batch_size = getattr(sampler, 'batch_size', loader.batch_size)
+    drop_last = getattr(sampler, 'drop_last', loader.drop_last)
+    raise ValueError(f'{where}: train_dataloader yields no batch: {len(loader.dataset)} training '
+                     f'windows (this process) with batch_size={batch_size}, drop_last={drop_last} '
+                     'give 0 iterations per epoch, so the run would save an untrained model; '
+                     f'expected a batch_size <= {len(loader.dataset)} or drop_last=False')
+
+
+def check_hooks_once(hooks, stage_hooks, where: str) -> None:
+    """One EMA hook and one hook per training stage: two EMA hooks swap their averages into
+    one model in turn (which one is validated, tested and saved depends on their order; the
+    second's EMA state overwrites the first's in the checkpoint), two stage hooks train the
+    stage twice."""
+    from mmengine.hooks import EMAHook
+    names = [type(hook).__name__ for hook in hooks]
+    ema = [name for hook, name in zip(hooks, names) if isinstance(hook, EMAHook)]
+    twice = [name for name in dict.fromkeys(names) if name in stage_hooks and
+             names.count(name) > 1]
+    if len(ema) > 1:
+        raise ValueError(f'{where}: custom_hooks hold {len(ema)} EMA hooks ({", ".join(ema)}); '
+                         'expected one (two EMA hooks swap their averages into the same model '
+                         'in turn, and the checkpoint keeps only the last one\'s)')
+    if twice:
+        raise ValueError(f'{where}: custom_hooks hold {twice[0]} {names.count(twice[0])} times; '
+                         'expected one hook per training stage (a second would train the stage '
+                         'again, over the first)')
 
 
 def rank_line(env_cfg: dict, rank: int, world: int, accelerator: bool) -> str:
@@ -988,6 +1033,12 @@ def resolve_dataset_references(cfg):
     ``'val_dataloader.dataset'``) by that dataset config of ``cfg``; returns ``cfg``."""
     extra = pkg_extra_datasets(cfg)
     for index, item in enumerate(extra):
+        if isinstance(item, str) and item.split('.')[0] == 'test_dataloader':
+            from mmengine.logging import print_log
+            print_log(f'{cfg.filename}: model.pkg.extra_datasets[{index}] = {item!r}: the PKG '
+                      'is counted on the test windows it is scored on (a test-set graph: an '
+                      "oracle upper bound, as the union_pkg protocol's oracle row, never a "
+                      'result)', logger='current', level=logging.WARNING)
         if isinstance(item, str):
             value = cfg
             for key in item.split('.'):

@@ -18,6 +18,7 @@ videos, label noise) are seeded with a ``numpy.random.Generator``.
 """
 from __future__ import annotations
 
+import os
 import typing
 from typing import Annotated, Iterable, List, Literal, Optional, Sequence
 
@@ -90,7 +91,7 @@ def check_pkg(pkg, name: str = 'pkg') -> np.ndarray:
         raise ValueError(f'{name} is on the meta device, which holds no values; expected a '
                          'PKG with data (N, N)')
     given = np.asarray(pkg.detach().cpu() if isinstance(pkg, torch.Tensor) else pkg)
-    if np.iscomplexobj(given):
+    if np.iscomplexobj(given) or given.dtype.kind in 'USO':  # '0.5' would be parsed
         raise TypeError(f'{name} has dtype {given.dtype}; expected real probabilities')
     array = np.asarray(given, dtype=np.float64)
     if array.ndim != 2 or array.shape[0] != array.shape[1]:
@@ -117,6 +118,43 @@ def _normalise_rows(counts: np.ndarray) -> np.ndarray:
 
 
 # ----------------------------------------------------------------------------- building
+# build_pkg holds three (N, N) float64 matrices at once (counts, smoothed counts, the PKG)
+PKG_MATRICES_HELD = 3
+
+
+def physical_memory_bytes() -> Optional[int]:
+    """The machine's physical memory in bytes; None where the OS does not say."""
+    try:
+        return os.sysconf('SC_PAGE_SIZE') * os.sysconf('SC_PHYS_PAGES')
+    except (AttributeError, ValueError, OSError):
+        return None
+
+
+def check_pkg_fits_memory(name: str, num_actions: int, memory: Optional[int] = None,
+                          matrices: int = PKG_MATRICES_HELD) -> None:
+    """Refuse an action count whose (N, N) matrices cannot fit this machine's memory (the
+    cap follows from the memory, not from a taxonomy size: numpy's own refusal names neither
+    the argument nor the cap)."""
+    memory = physical_memory_bytes() if memory is None else memory
+    needed = matrices * 8 * num_actions ** 2
+    if memory is None or needed <= memory:
+        return
+    cap = int((memory / (matrices * 8)) ** 0.5)
+    held = f'{matrices} (N, N) float64 matrices' if matrices > 1 else 'an (N, N) float64 matrix'
+    raise ValueError(f'{name}={num_actions}: a PKG over {num_actions} actions holds '
+                     f'{held} while it is counted, '
+                     f'{_bytes_text(needed)}, more than this machine\'s {_bytes_text(memory)} '
+                     f'of memory; expected num_actions <= {cap} (the taxonomy\'s action count)')
+
+
+def _bytes_text(size: float) -> str:
+    for unit in ('B', 'KiB', 'MiB', 'GiB', 'TiB', 'PiB'):
+        if size < 1024:
+            return f'{size:.4g} {unit}'
+        size /= 1024
+    return f'{size:.4g} EiB'
+
+
 def pair_weights(length: int, horizon: Optional[int]) -> np.ndarray:
     """(length - 1,) number of sliding windows of ``horizon`` steps containing each pair.
 
@@ -140,6 +178,7 @@ def transition_counts(sequences: Iterable[Sequence[int]], num_actions: Count, *,
                       count_mode: CountMode = 'window', horizon: Optional[PairHorizon] = None
                       ) -> np.ndarray:
     """(N, N) float64 weighted counts of consecutive pairs (see module docstring)."""
+    check_pkg_fits_memory('transition_counts() argument num_actions', num_actions, matrices=1)
     counts = np.zeros((num_actions, num_actions))
     for array in _as_sequences(sequences, num_actions):
         weights = pair_weights(len(array), horizon if count_mode == 'window' else None)
@@ -156,6 +195,7 @@ def build_pkg(sequences: Iterable[Sequence[int]], num_actions: Count, *,
     ``smoothing`` (additive / Laplace) is added to every entry of the rows that have at least
     one observed transition; unobserved rows stay all-zero (no outgoing edge).
     """
+    check_pkg_fits_memory('build_pkg() argument num_actions', num_actions)
     counts = transition_counts(sequences, num_actions, count_mode=count_mode, horizon=horizon)
     observed = counts.sum(1, keepdims=True) > 0
     counts = counts + smoothing * observed
@@ -224,7 +264,12 @@ def union_pkg(*sources, num_actions: Optional[Count] = None, count_mode: CountMo
 def _source_pkg(source, index, num_actions, count_mode, horizon, smoothing) -> np.ndarray:
     if isinstance(source, (np.ndarray, torch.Tensor)) and np.ndim(source) == 2:
         if np.issubdtype(np.asarray(source).dtype, np.floating):
-            return check_pkg(source, name=f'union_pkg source {index}')
+            pkg = check_pkg(source, name=f'union_pkg source {index}')
+            if num_actions is not None and len(pkg) != num_actions:  # was ignored unsaid
+                raise ValueError(f'union_pkg source {index} is a PKG of {len(pkg)} actions but '
+                                 f'num_actions={num_actions}; expected PKGs of the one action '
+                                 'space num_actions names')
+            return pkg
         if source.shape[0] == source.shape[1]:  # a 0/1 adjacency or count matrix, or windows?
             raise TypeError(f'union_pkg source {index} is a square {tuple(source.shape)} '
                             f'{np.asarray(source).dtype} array, which reads as a PKG and as '
@@ -305,6 +350,7 @@ def label_noise(sequences: Iterable[Sequence[int]], fraction: Probability,
         tasks = [_sequence_task(s, task_sets, i) if s else -1 for i, s in enumerate(sequences)]
     else:
         tasks = _check_tasks(tasks, len(sequences), len(task_sets))
+        _check_labels_in_tasks(sequences, tasks, task_sets)
     for index in np.sort(chosen):
         i, t = positions[index]
         candidates = sorted(task_sets[tasks[i]] - {sequences[i][t]})
@@ -323,6 +369,19 @@ def _check_tasks(tasks: Sequence[int], num_sequences: int, num_tasks: int) -> Li
         raise ValueError(f'label_noise task index {bad[0]}; expected 0..{num_tasks - 1} '
                          '(indices into task_actions)')
     return tasks
+
+
+def _check_labels_in_tasks(sequences: List[List[int]], tasks: List[int],
+                           task_sets: List[set]) -> None:
+    """A given task must hold its sequence's labels: noise draws "another action of the
+    task", which means nothing for a step the task does not have."""
+    for i, (sequence, task) in enumerate(zip(sequences, tasks)):
+        foreign = [(t, a) for t, a in enumerate(sequence) if a not in task_sets[task]]
+        if foreign:
+            t, action = foreign[0]
+            raise ValueError(f'label_noise sequence {i} step {t}: action {action} is not among '
+                             f'task {task}\'s actions {sorted(task_sets[task])} (tasks[{i}]={task}); '
+                             'expected every label of a sequence in its given task')
 
 
 def _sequence_task(sequence: List[int], task_sets: List[set], index: int) -> int:

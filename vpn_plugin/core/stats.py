@@ -57,6 +57,7 @@ def _as_scores(values, name: str) -> np.ndarray:
                         '(n,): a list, array or tensor of numbers')
     if hasattr(values, 'detach'):  # a torch tensor, e.g. one that requires grad
         values = values.detach().cpu().numpy()
+    _check_entries(values, name)
     try:
         given = np.asarray(values)
     except ValueError as error:  # ragged nested lists
@@ -72,13 +73,37 @@ def _as_scores(values, name: str) -> np.ndarray:
     if array.size == 0:
         raise ValueError(f'{name} is empty; expected at least one score')
     if not np.isfinite(array).all():
-        raise ValueError(f'{name} holds NaN or infinite values: {array.tolist()}')
+        position = int(np.flatnonzero(~np.isfinite(array))[0])
+        raise ValueError(f'{name}[{position}] = {float(array[position])!r} among '
+                         f'{array.tolist()!r:.80}; expected a finite score (a NaN is a seed '
+                         'whose metric was never computed: averaged, it would make the whole '
+                         'cell NaN)')
     with np.errstate(over='ignore'):
         overflows = not np.isfinite(np.abs(array).sum())
     if overflows:
         raise ValueError(f'{name} holds values up to {np.abs(array).max():.3g}, whose sum '
                          'overflows float64; expected scores (e.g. percent)')
     return array
+
+
+def _check_entries(values, name: str) -> None:
+    """Each entry of a 1-D list or tuple (or object array) of scores is a real number, not a
+    bool (``True`` would count as 1), a string (``'12.5'`` would be parsed, ``'n/a'`` refused
+    as a dtype) or ``None``; the first that is not is named with its position. NaN and the
+    dtype of numeric arrays are checked after conversion, by :func:`_as_scores`."""
+    if isinstance(values, np.ndarray) and values.dtype != object:
+        return
+    if not isinstance(values, (list, tuple, np.ndarray)):
+        return
+    for position, value in enumerate(values):
+        if isinstance(value, (list, tuple, np.ndarray)) and getattr(value, 'ndim', 1) != 0:
+            continue  # nested: the shape check names it
+        if getattr(value, 'ndim', None) == 0 and hasattr(value, 'item'):
+            value = value.item()  # a 0-d array or tensor
+        if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Real):
+            raise TypeError(f'{name}[{position}] = {value!r} ({type(value).__name__}) among '
+                            f'{list(values)!r:.80}; expected a real number, one score per '
+                            'seed (a bool would count as 1 or 0, a string is no score)')
 
 
 def _check_seeds(scores: np.ndarray, name: str) -> None:

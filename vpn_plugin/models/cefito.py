@@ -143,6 +143,12 @@ class CEFITO(BasePlanner):
         self.text_source = text_embeddings  # what text_features_identity records
         warn_unread_pkg(dict(type=type(self).__name__, pkg=pkg))
         check_text_config(text_embeddings)
+        if task_source == 'ground_truth':  # an oracle input, never a default: said every run
+            print_log("CEFITO: model.task_source='ground_truth': each window's plans are "
+                      "searched among the actions of its TRUE task (the official NIV configs' "
+                      'oracle_task), not the task classifier\'s prediction: an oracle setting, '
+                      'not comparable with planners that infer the task', logger='current',
+                      level=logging.WARNING)
         check_loss_terms(loss_weights, LOSS_TERMS)
         check_numbers(dict(max_margin=max_margin), low=min_margin)  # kinds: the annotations
         if int(hidden_dim * mlp_ratio) < 1:  # the blocks' MLP would have no hidden unit

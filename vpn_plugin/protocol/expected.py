@@ -95,11 +95,14 @@ def check_expected_is_its_own(results_file, expected: list[ResultRow]) -> None:
 
 
 def describe_row(row: ResultRow) -> str:
-    """``ViterbiPlanNet seed=2 T=3 configs/vpn_crosstask_t3.py`` (+ training horizon and
-    variant when they say more)."""
+    """``ViterbiPlanNet seed=2 T=3 configs/vpn_crosstask_t3.py`` (+ training horizon,
+    variant and the run's --cfg-options when they say more)."""
     text = f'{row.method} seed={row.seed} T={row.horizon} {row.config}'
     if row.train_horizon not in (None, row.horizon):
         text += f' (trained at T={row.train_horizon})'
     if row.variant:
         text += ' ' + ', '.join(f'{k}={v}' for k, v in sorted(row.variant.items()))
+    options = (row.settings or {}).get('cfg_options')
+    if options:  # a row of the same method and seed with other options may be there
+        text += ' with ' + ', '.join(f'{k}={v!r}' for k, v in sorted(options.items()))
     return text

@@ -27,7 +27,7 @@ import numpy as np
 
 from vpn_plugin.core.metrics import METRIC_NAMES
 from vpn_plugin.core.stats import MIN_SEEDS_FOR_CI, seed_interval
-from vpn_plugin.config_types import Count, NonNegativeInt, checked_arguments
+from vpn_plugin.config_types import Count, NonNegativeInt, PathLike, checked_arguments
 from vpn_plugin.errors import OutputWriteError, check_file, read_json, replace_atomically
 from vpn_plugin.outputs import FIGURE_MARKER, OVERLAP_TABLE_MARKER
 from .results import METRIC_LABELS, SHORTENED_MARK, ResultRow, shortened_reason
@@ -340,6 +340,8 @@ def curve_values(rows: list[ResultRow], x_key: str, metric: str,
         if metric not in row.metrics:
             raise ValueError(f'results row of {row.method!r} has no metric {metric!r}; it has '
                              f'{sorted(row.metrics)}')
+    if group_key is not None:
+        check_group_key(rows, x_key, group_key)
     check_points(rows, (x_key,) + ((group_key,) if group_key else ()))
     several = len({r.method for r in rows}) > 1
     values = {}
@@ -358,6 +360,20 @@ def curve_values(rows: list[ResultRow], x_key: str, metric: str,
     if not panels:
         raise ValueError('no results rows to plot')
     return panels
+
+
+def check_group_key(rows, x_key: str, group_key: str) -> None:
+    """``group_key`` names the lines: a variant key of the rows other than the x axis's
+    (the x key as a group gives a line of one point per x value)."""
+    keys = sorted({k for r in rows for k in r.variant if k != x_key})
+    others = keys or 'none besides --x'
+    if group_key == x_key:
+        raise ValueError(f'--group {group_key} is the --x key: each line would be one point '
+                         f'at its own x; expected another variant key of the rows ({others}), '
+                         'or no --group for a line per method')
+    if group_key not in keys:
+        raise ValueError(f'--group {group_key!r} is no variant key of the rows; they have '
+                         f'{others} (leave out --group for a line per method)')
 
 
 def variant_number(row: ResultRow, key: str) -> float:
@@ -402,6 +418,13 @@ def _draw_line(ax, points, **style):
     line, = ax.plot(x, mean, **style)
     if np.isfinite(low).any():
         ax.fill_between(x, low, high, color=line.get_color(), alpha=0.2, linewidth=0)
+    # a band needs two neighbouring intervals: an interval alone (one x, or between gaps)
+    # would vanish, so it is drawn as an error bar
+    has = np.isfinite(low)
+    alone = has & ~(np.r_[False, has[:-1]] | np.r_[has[1:], False])
+    if alone.any():
+        ax.errorbar(x[alone], mean[alone], yerr=[(mean - low)[alone], (high - mean)[alone]],
+                    fmt='none', ecolor=line.get_color(), elinewidth=0.8, capsize=2)
     return line
 
 
@@ -427,6 +450,18 @@ def panel_title(dataset: str, horizon: int, panels) -> str:
     return f'{name}, T={horizon}' if len(datasets) > 1 else f'T={horizon}'
 
 
+def check_log_axis(values: dict, x_key: str) -> None:
+    """A log x axis has no place for x <= 0: matplotlib would drop those points without a
+    word (``values``: :func:`curve_values`'s)."""
+    for (dataset, horizon), lines in values.items():
+        for line, points in lines.items():
+            bad = sorted(x for x in points if not x > 0)
+            if bad:
+                raise ValueError(f'{x_key}={bad[0]:g} (line {line!r}, {dataset} T={horizon}): a '
+                                 'log x axis (--log-x) cannot show a value <= 0, so its point '
+                                 'would vanish; expected positive values, or leave out --log-x')
+
+
 @checked_arguments
 def plot_curves(rows, x_key: str, metric: str, out_stem, *, group_key: str | None = None,
                 log_x: bool = False, xlabel: str | None = None) -> list[Path]:
@@ -435,6 +470,8 @@ def plot_curves(rows, x_key: str, metric: str, out_stem, *, group_key: str | Non
     plotted x value a tick; saves PNG and PDF."""
     from matplotlib.ticker import FixedLocator, NullLocator
     values = curve_values(rows, x_key, metric, group_key)
+    if log_x:
+        check_log_axis(values, x_key)
     panels = {key: ci_lines(lines) for key, lines in values.items()}
     names = list(dict.fromkeys(line for lines in panels.values() for line in lines))
     styles = figure_styles(names)
@@ -945,7 +982,8 @@ def _log_params_axis(ax, counts) -> None:
 
 
 # ---------------------------------------------------------------------- error overlap
-def read_success(per_sample_file) -> dict:
+@checked_arguments
+def read_success(per_sample_file: PathLike) -> dict:
     """``{sample_idx: (solved, gt_plan tuple)}`` from a PlanningMetric per-sample dump."""
     path = check_file(per_sample_file, 'per-sample dump', missing=(
         f'per-sample dump {per_sample_file} does not exist (PlanningMetric out_file; a results '
@@ -1369,7 +1407,7 @@ def action_key(names, width: int = 62) -> str:
 
 
 @checked_arguments
-def qualitative_from_checkpoint(config: str | Path, checkpoint: str | Path,
+def qualitative_from_checkpoint(config: PathLike, checkpoint: PathLike,
                                 index: NonNegativeInt = 0,
                                 cfg_options: dict | None = None) -> dict:
     """Inputs of :func:`plot_qualitative` for test sample ``index`` of a trained model (with

@@ -64,7 +64,7 @@ from .results import (METRIC_LABELS, METRIC_RANGES, SHORTENED_MARK, ResultRow,
 DEFAULT_METRICS = ('success_rate', 'mean_accuracy', 'miou_set')
 # what the rows pooled in one cell must share (besides method, dataset and test horizon)
 CELL_IDENTITY = ('protocol', 'config', 'train_horizon', 'variant', 'settings', 'pkg_source',
-                 'params')
+                 'params', 'selection', 'shortened')
 # settings that legitimately differ across the seeds of one run setting (llm_eval.py rows:
 # the sample seed is the row's seed; a step model may be trained per seed; and the seed of
 # settings.pretrained, the pre-training stage each seed runs)
@@ -362,6 +362,8 @@ def _identity_value(row: ResultRow, name: str, free_variant=()) -> str:
             value['pretrained'] = {k: v for k, v in value['pretrained'].items() if k != 'seed'}
     if name == 'variant':
         value = {k: v for k, v in value.items() if k not in free_variant}
+    if name == 'shortened':  # full run or not; the reasons' words may differ (true, a text)
+        value = 'shortened' if value else 'full run'
     return json.dumps(value, sort_keys=True, default=str)
 
 
@@ -377,11 +379,18 @@ def _collect(rows, metrics) -> dict:
                     '--metrics every row has, or rerun that seed')
             values = per_seed.setdefault((row.method, row.dataset, row.horizon, metric), {})
             if row.seed in values:
+                same = values[row.seed] == row.metrics[metric]
                 raise ValueError(
                     f'duplicate results for method={row.method!r} dataset={row.dataset!r} '
-                    f'horizon={row.horizon} seed={row.seed}; filter by protocol/variant first')
+                    f'horizon={row.horizon} seed={row.seed}: two rows of one run setting '
+                    f'({metric} {values[row.seed]:g} and {row.metrics[metric]:g}), '
+                    + ('the same row twice (a results file copied into another?)' if same else
+                       'two measurements of one run (a rerun appended instead of replacing '
+                       'its row?)') + '; a cell holds one row per seed: keep one')
             values[row.seed] = row.metrics[metric]
-    return per_seed
+    # in seed order, as the authors' script lists them: the bootstrap draws positions, so
+    # the rows' order in the file (tasks of a job array end in any order) must not matter
+    return {key: dict(sorted(values.items())) for key, values in per_seed.items()}
 
 
 def _check_named(methods, ours, reference, rows):

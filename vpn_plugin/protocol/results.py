@@ -104,8 +104,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Annotated, Iterable, Optional, Union
 
-from vpn_plugin.config_types import (Count, NonNegative, NonNegativeInt, Range, Seed, Text,
-                                     check_value)
+from vpn_plugin.config_types import (Count, NonNegative, NonNegativeInt, PathLike, Range, Seed,
+                                     Text, check_value, checked_arguments)
 
 from vpn_plugin.errors import check_file, check_names, unique_keys
 
@@ -389,7 +389,8 @@ def _parse_scalar(text: str):
         return text
 
 
-def append_result(path: str | Path, row: ResultRow) -> bool:
+@checked_arguments
+def append_result(path: PathLike, row: ResultRow) -> bool:
     """Append one row to a ``.jsonl`` results file (created with its folders if absent),
     unless the file already holds a row of the same run (:meth:`ResultRow.key`): returns
     whether it was appended. Under the file's lock (:func:`locked_results`), so concurrent
@@ -403,7 +404,8 @@ def append_result(path: str | Path, row: ResultRow) -> bool:
     return True
 
 
-def replace_result(path: str | Path, row: ResultRow) -> int:
+@checked_arguments
+def replace_result(path: PathLike, row: ResultRow) -> int:
     """Write ``row`` to a ``.jsonl`` results file in place of the rows of the same run
     (:meth:`ResultRow.key`), so that rerunning a command never duplicates its row; returns
     how many rows were replaced. The read-modify-write holds the file's lock
@@ -487,7 +489,8 @@ def _keyed_lines(path: Path) -> list:
             for number, line in enumerate(lines, 1)]
 
 
-def write_results_csv(path: str | Path, rows: list[ResultRow]) -> None:
+@checked_arguments
+def write_results_csv(path: PathLike, rows: list[ResultRow]) -> None:
     """Write rows as CSV (``metric/<name>`` and ``variant/<name>`` columns)."""
     metric_names = sorted({k for r in rows for k in r.metrics})
     variant_names = sorted({k for r in rows for k in r.variant})
@@ -526,8 +529,17 @@ def filter_rows(rows: list[ResultRow], *, protocol=None, dataset=None, horizons=
     kept = [r for r in kept if methods is None or r.method in methods]
     if not kept:
         raise ValueError(f'no results rows match protocol={protocol!r} dataset={dataset!r} '
-                         f'horizons={horizons} variant={list(variant or ())} methods={methods}')
+                         f'horizons={horizons} variant={list(variant or ())} methods={methods}; '
+                         f'the {len(rows)} rows hold {_held(rows)}')
     return kept
+
+
+def _held(rows: list[ResultRow]) -> str:
+    """What the rows hold, per filter: protocols, datasets and variant settings."""
+    settings = sorted({f'{k}={json.dumps(v)}' for r in rows for k, v in r.variant.items()})
+    return (f'protocol(s) {sorted({r.protocol for r in rows})}, dataset(s) '
+            f'{sorted({r.dataset for r in rows})}, variant setting(s) '
+            f'{settings[:12] + ["..."] * (len(settings) > 12) or "none"}')
 
 
 def rename_methods(rows: list[ResultRow], renames: list[str], known=None) -> list[ResultRow]:

@@ -41,7 +41,15 @@ Records
     ``<out>/<protocol>/slurm/``: submitit's files (``<job>_submission.sh``, pickles, the task
     logs ``<array>_<index>_0_log.out`` / ``.err``) and ``submissions.jsonl``, one line per
     submission: the array job, each task's id, log and units (by work dir), the resources.
-    ``--status`` (``status.py``) and a resubmission read them.
+    ``--status`` (``status.py``) and a resubmission read them. Each array carries the
+    sbatch ``--comment`` :func:`status.folder_marker` of its protocol folder: a submission
+    asks ``squeue`` for the folder's queued or running arrays and refuses when one of them is
+    not in the records (the records deleted or replaced while it runs would send its units
+    a second time).
+Time limits
+    A limit at or below submitit's signal lead (:data:`SIGNAL_LEAD_SECONDS`) requeues every
+    task as it starts: ``--time-limit`` is refused below 2 minutes, and so is a partition
+    whose ``MaxTime`` caps every limit below that floor.
 """
 from __future__ import annotations
 
@@ -62,7 +70,8 @@ from vpn_plugin.locks import exclusive_lock, lock_path_of
 from .dry_run import format_duration, plan_runs
 from .progress import Progress, log, unit_name
 from .runner import TRAIN_DONE, claim_work_dir, with_stages
-from .status import RECORDS, read_submissions, slurm_folder, squeue_tasks
+from .status import (RECORDS, folder_marker, marked_arrays, read_submissions, recorded_arrays,
+                     slurm_folder, squeue_tasks)
 from .unit_state import unit_failed
 
 SAFETY_FACTOR = 2.0     # time limit = the task's estimate x this + MINUTES_PER_UNIT per unit ...
@@ -75,7 +84,8 @@ OWN_FLAGS = {'partition': '--partition', 'p': '--partition', 'time': '--time-lim
              'c': '--cpus-per-run', 'gpus': '--gpus-per-run', 'gpus-per-node': '--gpus-per-run',
              'gres': '--gpus-per-run', 'mem': '--mem-per-run', 'requeue': '(always on)',
              'no-requeue': '(requeue is always on)', 'output': '(the log folder)',
-             'error': '(the log folder)', 'signal': '(submitit)', 'open-mode': '(submitit)'}
+             'error': '(the log folder)', 'signal': '(submitit)', 'open-mode': '(submitit)',
+             'comment': '(this tool: it marks the protocol folder\'s jobs)'}
 
 
 @dataclass
@@ -271,6 +281,7 @@ def plan_array(runner, units, request: SlurmRequest, epoch_seconds: float,
     tasks = pack(todo, seconds, request.runs_per_job)
     check_partition_cpus(request.partition, request.cpus_per_run)  # whoever read the limit
     partition_max, partition_note = limit if limit else partition_limit(request.partition)
+    check_time_floor(request, partition_max, partition_note)
     plan = ArrayPlan(tasks, 0, '', len(units) - len(open_units), len(open_units) - len(todo),
                      _per_method(todo, seconds))
     longest = max(tasks, key=lambda t: t.seconds) if tasks else None
@@ -296,6 +307,20 @@ def plan_array(runner, units, request: SlurmRequest, epoch_seconds: float,
                               else f'; {partition_note}'))
     plan.warnings = _warnings(plan, request)
     return plan
+
+
+def check_time_floor(request: SlurmRequest, partition_max, partition_note: str) -> None:
+    """A partition whose ``MaxTime`` is at or below submitit's signal lead
+    (:data:`SIGNAL_LEAD_SECONDS`) caps every limit below the floor ``--time-limit`` has: each
+    task would be signalled to requeue as it starts and end "timed-out too many times"
+    without training. Refused, naming the partition, its MaxTime and the floor."""
+    if partition_max and partition_max * 60 <= SIGNAL_LEAD_SECONDS:
+        raise ValueError(
+            f'--partition {request.partition}: its MaxTime caps every task at '
+            f'{format_slurm_time(partition_max)} ({partition_note}), but submitit signals a task '
+            f'to checkpoint and requeue {SIGNAL_LEAD_SECONDS} s before its time limit, so every '
+            'task would be requeued as soon as it starts and nothing would train; expected a '
+            f'partition whose MaxTime is at least {SIGNAL_LEAD_SECONDS // 60 + 1} minutes')
 
 
 def _method(unit) -> str:
@@ -436,13 +461,13 @@ def set_threads(cpus: int) -> int:
 
 # ---------------------------------------------------------------------------- submission
 def make_executor(folder: Path, request: SlurmRequest, time_limit: int, name: str,
-                  cluster: str = 'slurm'):
+                  cluster: str = 'slurm', marker: str = ''):
     """The submitit executor of the array (``cluster='local'``: submitit's local executor,
     for tests without Slurm)."""
     import submitit
     executor = submitit.AutoExecutor(folder, cluster=cluster,
                                      slurm_max_num_timeout=request.max_requeues)
-    options = dict(request.options, requeue=True)
+    options = dict(request.options, requeue=True, **({'comment': marker} if marker else {}))
     executor.update_parameters(
         name=name, timeout_min=time_limit, cpus_per_task=request.cpus_per_run,
         gpus_per_node=request.gpus_per_run, slurm_partition=request.partition,
@@ -474,8 +499,23 @@ def submit_array(executor, task, tasks) -> list:
                          'check --slurm-options, --partition and the resources') from None
 
 
+def check_unrecorded_jobs(folder: Path, alive: dict) -> None:
+    """``alive`` (``{array: state}``, the jobs Slurm lists with this protocol folder's
+    comment) must all be in the records: a records folder deleted or replaced while its job
+    runs would send that job's units a second time."""
+    unrecorded = sorted(set(alive) - recorded_arrays(folder))
+    if unrecorded:
+        jobs = ', '.join(f'{job} ({alive[job]})' for job in unrecorded)
+        raise ValueError(
+            f'job array {jobs} of this protocol folder ({folder.parent}) is still queued or '
+            f'running, but {folder / RECORDS} does not record it (deleted or replaced?), so '
+            'its units would be submitted a second time; nothing was submitted: wait for it '
+            f'to end (squeue -j {unrecorded[0]}) or cancel it (scancel {" ".join(unrecorded)}), '
+            'then submit again')
+
+
 def submit(runner, units, request: SlurmRequest, epoch_seconds: float, *, command: str = '',
-           cluster: str = 'slurm', queue=squeue_tasks, limit=None):
+           cluster: str = 'slurm', queue=squeue_tasks, limit=None, marked=marked_arrays):
     """Submit the units of ``units`` neither done nor queued as one array; returns
     (:class:`ArrayPlan`, submitit's jobs, one per task: none when nothing was submitted). Held
     under the records' lock, so two submissions at once never send a unit twice."""
@@ -483,6 +523,8 @@ def submit(runner, units, request: SlurmRequest, epoch_seconds: float, *, comman
     folder.mkdir(parents=True, exist_ok=True)
     records = folder / RECORDS
     with exclusive_lock(lock_path_of(records), what=f'Slurm records {records}'):
+        if cluster == 'slurm':
+            check_unrecorded_jobs(folder, marked(folder_marker(runner.root)))
         plan = plan_array(runner, units, request, epoch_seconds,
                           queued_work_dirs(folder, queue), limit)
         runner.expect(units)  # tools/report.py names the rows still missing
@@ -490,7 +532,7 @@ def submit(runner, units, request: SlurmRequest, epoch_seconds: float, *, comman
             return plan, []
         task = ProtocolTask(runner, os.getcwd(), request.cpus_per_run, request.max_requeues)
         executor = make_executor(folder, request, plan.time_limit,
-                                 f'vpn_{runner.protocol}', cluster)
+                                 f'vpn_{runner.protocol}', cluster, folder_marker(runner.root))
         jobs = submit_array(executor, task, plan.tasks)
         record = dict(array=str(jobs[0].job_id).split('_')[0], submitted=time.time(),
                       command=command, partition=request.partition,

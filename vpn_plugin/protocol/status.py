@@ -109,21 +109,64 @@ def squeue_tasks(jobs) -> dict:
         return {}
     command = ['squeue', '-h', '-r', '-t', 'all', '-j', ','.join(arrays),
                '-O', 'JobArrayID:|,State:|,TimeUsed:|,RestartCnt:|,Reason:|']
+    return {fields[0]: QueuedTask(fields[1], fields[2], _int(fields[3]), fields[4])
+            for fields in squeue_lines(command, 5) if fields[0]}
+
+
+def squeue_lines(command: list, width: int, no_slurm_ok: bool = False) -> list:
+    """The ``|``-separated fields of each line ``squeue`` prints for ``command`` (lines of
+    fewer than ``width`` fields left out); ``[]`` when every job asked for has been forgotten,
+    or (``no_slurm_ok``) there is no ``squeue`` here. Raises ``RuntimeError`` when it cannot
+    answer (what is queued is then unknown)."""
     try:
         done = subprocess.run(command, capture_output=True, text=True, timeout=60)
-    except (OSError, subprocess.TimeoutExpired) as error:
+    except OSError as error:
+        if no_slurm_ok:
+            return []
+        raise RuntimeError(f'squeue failed ({error}); what is queued is unknown') from None
+    except subprocess.TimeoutExpired as error:
         raise RuntimeError(f'squeue failed ({error}); what is queued is unknown') from None
     if done.returncode and 'Invalid job id' in done.stderr:
-        return {}  # every job has ended and been forgotten
+        return []  # every job has ended and been forgotten
     if done.returncode:
         raise RuntimeError(f'{" ".join(command)} failed: {done.stderr.strip()}; what is queued '
                            'is unknown')
-    queued = {}
-    for line in done.stdout.splitlines():
-        fields = [field.strip() for field in line.split('|')]
-        if len(fields) >= 5 and fields[0]:
-            queued[fields[0]] = QueuedTask(fields[1], fields[2], _int(fields[3]), fields[4])
-    return queued
+    rows = ([field.strip() for field in line.split('|')] for line in done.stdout.splitlines())
+    return [fields for fields in rows if len(fields) >= width]
+
+
+def folder_marker(root) -> str:
+    """The sbatch ``--comment`` of a protocol folder's jobs (``vpn_plugin:`` and a hash of its
+    absolute path: a path may hold spaces or letters sbatch options do not carry), by which
+    :func:`marked_arrays` finds them without the records."""
+    import hashlib
+    digest = hashlib.sha256(str(Path(root).absolute()).encode()).hexdigest()[:16]
+    return f'vpn_plugin:{digest}'
+
+
+def marked_arrays(marker: str) -> dict:
+    """``{array job id: state}`` of the jobs ``squeue`` lists as queued or running with the
+    comment ``marker``; ``{}`` where there is no ``squeue`` (no Slurm here)."""
+    command = ['squeue', '-h', '-r', '-O', 'JobArrayID:|,Comment:|,State:|']
+    arrays = {}
+    for fields in squeue_lines(command, 3, no_slurm_ok=True):
+        if fields[1] == marker and fields[2] in ALIVE_STATES:
+            arrays.setdefault(fields[0].split('_')[0], fields[2])
+    return arrays
+
+
+def recorded_arrays(folder: Path) -> set:
+    """The array job ids of every submission in ``folder``'s records."""
+    path = Path(folder) / RECORDS
+    if not path.is_file():
+        return set()
+    arrays = set()
+    for line in path.read_text().splitlines():
+        try:
+            arrays.add(str(json.loads(line)['array']))
+        except (ValueError, KeyError, TypeError):
+            continue  # read_submissions names a broken line
+    return arrays
 
 
 def _int(text: str) -> int:
