@@ -167,19 +167,6 @@ def test_a_resume_that_adds_or_drops_an_ema_hook_is_refused():
         'custom_hooks.EMAHook: present in the run, none here')
 
 
-def test_limit_flag_against_the_test_dataset_limit_is_refused():
-    """Before: test.py --limit 10 --cfg-options test_dataloader.dataset.limit=20 scored 10
-    windows, the option dropped without a word."""
-    import pytest
-    from tool_modules import load_tool
-    test = load_tool('test')
-    args = test.parse_args(['configs/vpn_niv_t3.py', '--limit', '10', '--cfg-options',
-                            'test_dataloader.dataset.limit=20'])
-    with pytest.raises(SystemExit, match=r'--limit 10 and --cfg-options test_dataloader.dataset.'
-                       'limit=20 contradict each other'):
-        test.load_config(args)
-
-
 def test_a_checkpoint_pkg_without_any_edge_is_refused():
     """Before: log_transitions all -1e30 (each row 'no outgoing edge') loaded, and the test
     decoded through a graph with no edge at all (exit 0, SR 0, no word)."""

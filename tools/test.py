@@ -98,10 +98,6 @@ def load_config(args):
                       **data_path_args(args))
     set_launcher(cfg, args)
     cfg.work_dir = test_work_dir(args, cfg)
-    given = (args.cfg_options or {}).get('test_dataloader.dataset.limit')
-    if args.limit and given is not None and given != args.limit:
-        raise SystemExit(f'--limit {args.limit} and --cfg-options test_dataloader.dataset.limit='
-                         f'{given} contradict each other; give one of the two')
     if args.limit or args.smoke:
         # --limit 10 with --cfg-options test_dataloader.dataset.limit=20 scored 10, unsaid
         check_flags_agree(args.cfg_options, {
