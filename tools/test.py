@@ -171,9 +171,14 @@ def shortened_reasons(runner) -> str:
 def test_notes(runner) -> dict:
     """What the metrics JSON names beside the numbers: the options this test changed from
     the checkpoint's training (``PlanningRunner.changed_from_training``) and the features
-    whose statistics differ from the training features' (``feature_scale_note``)."""
+    whose statistics differ from the training features' (``feature_scale_note``), and the
+    test windows the window policy dropped (not scored) or relabelled (features shorter than
+    the annotated steps: 267 of 270 NIV windows dropped and the metrics said nothing)."""
+    dataset = getattr(getattr(runner, 'test_dataloader', None), 'dataset', None)
+    dropped = 'dropped' in (getattr(dataset, 'window_counts', None) or {})
     return dict(changed_from_training=getattr(runner, 'changed_from_training', ''),
-                feature_statistics=getattr(runner, 'feature_statistics_note', ''))
+                feature_statistics=getattr(runner, 'feature_statistics_note', ''),
+                test_windows=dataset.window_count_summary() if dropped else '')
 
 
 def write_metrics(metrics, path, shortened: str = '', notes: dict = None):

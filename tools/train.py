@@ -164,6 +164,9 @@ def check_resume_load_from(args) -> None:
     """``--resume`` continues the work dir's latest checkpoint (or its CKPT): a
     ``--cfg-options load_from=X`` given with it was replaced without a word (mmengine's own
     resume=True would continue X), or met "holds no checkpoint to resume from"."""
+    if (args.cfg_options or {}).get('resume', True) is False:
+        raise SystemExit(f'--resume{"" if args.resume == LATEST else " " + args.resume} and '
+                         '--cfg-options resume=False contradict each other; give one of the two')
     given = (args.cfg_options or {}).get('load_from')
     if given is None or (args.resume not in (LATEST, 'auto')
                          and osp.abspath(str(given)) == osp.abspath(args.resume)):

@@ -787,6 +787,7 @@ def check_run_values(cfg, where: str) -> None:
     for split, loop in (('val', 'ValLoop'), ('test', 'TestLoop')):
         check_evaluation_loop(cfg, split, loop, where)
         check_evaluation_loader(cfg.get(f'{split}_dataloader'), split, where)
+    check_training_sampler(cfg, where)
     check_checkpoint_outputs(cfg, where)
     check_schedule_spans(cfg.get('param_scheduler'), where)
     check_dist_backend(cfg, where)
@@ -901,6 +902,21 @@ def check_evaluation_loader(loader, split: str, where: str) -> None:
                else 'another sampler may repeat or leave out windows')
         raise ValueError(f'{name}.sampler.type={sampler.get("type")!r}; expected '
                          f"'DefaultSampler', which gives each {split} window once ({why})")
+
+
+def check_training_sampler(cfg, where: str) -> None:
+    """An epoch-based training needs a sampler whose epochs end: ``InfiniteSampler`` under
+    ``EpochBasedTrainLoop`` trained on past ``num_batch_per_epoch`` and ``max_epochs`` with
+    an ETA of '-1 day' (an iteration-based loop is the one it is for)."""
+    loader, loop = cfg.get('train_dataloader'), cfg.get('train_cfg')
+    sampler = loader.get('sampler') if isinstance(loader, dict) else None
+    kind = str(sampler.get('type')).split('.')[-1] if isinstance(sampler, dict) else ''
+    loop_type = str(loop.get('type', 'EpochBasedTrainLoop' if loop.get('by_epoch', True)
+                             else 'IterBasedTrainLoop')) if isinstance(loop, dict) else ''
+    if 'Infinite' in kind and 'EpochBased' in loop_type:
+        raise ValueError(f'{where}: train_dataloader.sampler.type={sampler.get("type")!r} '
+                         f'with train_cfg.type={loop_type!r}: an endless sampler never ends an '
+                         "epoch (the run trains on past max_epochs); expected 'DefaultSampler'")
 
 
 def check_schedule_spans(schedulers, where: str) -> None:

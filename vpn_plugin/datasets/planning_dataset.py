@@ -475,18 +475,24 @@ class PlanningDataset(Dataset):
         print_log(f'PlanningDataset ({self.split}, T={self.horizon}): {len(self.windows)} '
                   f'windows of {videos} videos ({self.data_root.name}{limited})', 'current')
 
-    def _log_window_counts(self) -> None:
+    def window_count_summary(self) -> str:
+        """'window_policy=...: 267 dropped, 3 relabelled of 270 windows; why' ('' when the
+        policy changed no window): what the log says and a test's metrics JSON names."""
         if not self.window_counts:
-            return
+            return ''
         summary = ', '.join(f'{n} {what}' for what, n in sorted(self.window_counts.items()))
         why = ('a step ends at or past the video\'s last frame: clamped windows are observed '
                'at its last frames with their annotated labels' if self.window_policy == 'keep'
                else 'a step ends at or past the video\'s last frame: it takes the previous '
                'step\'s observations and action (relabelled), or the window has no step inside '
-               'the video (dropped), as in the authors\' loader')
-        print_log(f'PlanningDataset ({self.split}, T={self.horizon}, window_policy='
-                  f'{self.window_policy!r}): {summary} of {len(self._pkg_windows)} windows; '
-                  f'{why}', 'current')
+               'the video (dropped, not scored), as in the authors\' loader')
+        return (f'window_policy={self.window_policy!r}: {summary} of {len(self._pkg_windows)} '
+                f'windows; {why}')
+
+    def _log_window_counts(self) -> None:
+        if self.window_counts:
+            print_log(f'PlanningDataset ({self.split}, T={self.horizon}, '
+                      f'{self.window_count_summary()}', 'current')
 
     def _log_warnings(self) -> None:
         """Suspicious annotations (``validation.AnnotationWarnings``): one WARNING line."""
@@ -619,6 +625,7 @@ def check_split_disjoint(cfg) -> None:
     check_split_roles(dict(train=train, val=val, test=test), cfg.filename or 'config')
     if train and val:
         check_held_out_agrees(train, val, cfg.filename or 'config')
+        check_validation_source(train, val, cfg.filename or 'config')
     if val and test and cfg.get('selection') != 'authors':
         check_selection_held_out(source_videos(val), source_videos(test), cfg)
     if not (train and test):
@@ -668,6 +675,23 @@ def check_split_roles(datasets: dict, where: str) -> None:
                 + '; change the window or annotation file instead to use other data')
 
 
+def _same_source(one: dict, other: dict) -> bool:
+    return all(one.get(key) == other.get(key) for key in ('data_root', *SOURCE_KEYS))
+
+
+def check_validation_source(train: dict, val: dict, where: str) -> None:
+    """Validation selects the checkpoint: a 'test' split of the training split's own source
+    is all its windows, the trained ones among them (before: validated on 16 of the 697 NIV
+    training windows and logged as selection='unified', 'held-out training videos')."""
+    if val.get('split') == 'test' and _same_source(train, val):
+        raise ValueError(
+            f"{where}: val_dataloader.dataset.split='test' reads the training split's own "
+            "source (the 'test' split of a window file is all its windows): the checkpoint "
+            'would be selected on windows it was trained on; validate on split=\'val\' (held-'
+            'out training videos) or on the test windows with selection=\'authors\' '
+            '(configs/_base_/selection)')
+
+
 def _planning_dataset(cfg, split: str) -> Optional[dict]:
     dataset = (cfg.get(f'{split}_dataloader') or {}).get('dataset')
     if dataset and str(dataset.get('type', '')).split('.')[-1] == 'PlanningDataset':
@@ -684,7 +708,7 @@ def check_held_out_agrees(train: dict, val: dict, where: str) -> None:
     validation videos are also trained on (or training videos are used by neither)."""
     if train.get('split', 'train') != 'train' or val.get('split') != 'val':
         return
-    if any(train.get(key) != val.get(key) for key in ('data_root', *SOURCE_KEYS)):
+    if not _same_source(train, val):
         return  # validation on another source: nothing is held out of the training one
     for key, default in HELD_OUT_KEYS.items():
         ours, theirs = train.get(key, default), val.get(key, default)

@@ -414,6 +414,12 @@ TRAINING_OPTIONS = {
     'optim_wrapper.accumulative_counts': (SAME, IRRELEVANT),
     'param_scheduler': (SAME, IRRELEVANT),  # mmengine restores each scheduler's state
     'train_dataloader.batch_size': (SAME, IRRELEVANT),
+    # the order of the resumed epochs' windows (shuffle, seed, another sampler type) and the
+    # optimiser's parameter groups (a resume with other groups failed in torch's own words)
+    'train_dataloader.sampler': (SAME, IRRELEVANT),
+    'optim_wrapper.paramwise_cfg': (SAME, IRRELEVANT),
+    # --auto-scale-lr scales the config's lr, which the restored optimiser state replaces
+    'auto_scale_lr': (SAME, IRRELEVANT),
     # mmengine restores the run's; a test draws nothing with it (PDPP / KEPP sample with
     # per-window seeds, model.sampling_seed: a model option)
     'randomness.seed': (SAME, IRRELEVANT),
@@ -432,6 +438,10 @@ TRAINING_OPTIONS = {
     'dataset.split_seed': (SAME, IRRELEVANT),
     'dataset.subset_fraction': (SAME, IRRELEVANT),
     'dataset.subset_seed': (SAME, IRRELEVANT),
+    # a validation on fewer windows from the resumed epoch on had its scores compared with the
+    # run's best (save_best); the training split's are its data digest's too
+    'dataset.limit': (SAME, IRRELEVANT),
+    'dataset.limit_seed': (SAME, IRRELEVANT),
 }
 PURPOSES = ('resume', 'test')
 
@@ -549,7 +559,11 @@ def ema_hook_differences(trained_hooks, hooks) -> list:
         return {h.get('type'): dict(h) for h in entries or () if isinstance(h, dict)
                 and h.get('type') in EMA_HOOKS}
     before, now = ema(trained_hooks), ema(hooks)
-    return [f'custom_hooks.{kind}.{key}: {before[kind].get(key)!r} in the run, '
+    added = [f'custom_hooks.{kind}: {"none" if kind not in before else "present"} in the run, '
+             f'{"none" if kind not in now else "present"} here (an EMA started or dropped '
+             'mid-run averages neither run\'s weights)'
+             for kind in sorted(set(before) ^ set(now))]
+    return added + [f'custom_hooks.{kind}.{key}: {before[kind].get(key)!r} in the run, '
             f'{now[kind].get(key)!r} here'
             for kind in sorted(set(before) & set(now))
             for key in sorted(set(before[kind]) | set(now[kind]))
@@ -688,6 +702,10 @@ def check_pkg_rows(state: dict, source: str) -> None:
             continue  # the placeholder of an unfilled PKG: PKGHook fills it
         try:
             check_rows_normalised(value)
+            if value.numel() and not bool((value.detach().double().exp() > 0).any()):
+                raise ValueError('log_transitions holds no edge at all (every row all -inf: '
+                                 'no action may follow any other); a PKG counted from a '
+                                 'training split has edges')
         except ValueError as error:
             raise ValueError(f'checkpoint {source}: tensor {key}: {error}; an edited or '
                              'damaged PKG: use the checkpoint as its training wrote it, or set '
