@@ -1,0 +1,33 @@
+"""Tenth hostile pass, part B (confirm2: PDPP / KEPP / CEFITO through the tools and apis): the
+cases it found, each a test that fails on the pass's start commit e8caac6."""
+from types import SimpleNamespace
+
+import pytest
+import torch
+from mmengine.config import Config
+
+from vpn_plugin.apis.inference import _given_tasks
+
+
+def _niv_model(shared_data, num_tasks=None):
+    """A stand-in planner with init_planner's ``cfg`` (the NIV test split) and no task head
+    (KEPP's case) unless ``num_tasks``."""
+    dataset = dict(type='PlanningDataset', data_root=str(shared_data / 'niv'),
+                   taxonomy='taxonomy.json', window_file='splits/test_T3.json', horizon=3)
+    return SimpleNamespace(num_tasks=num_tasks, cfg=Config(dict(test_dataloader=dict(
+        dataset=dataset))))
+
+
+def test_task_of_a_planner_without_task_head_is_checked_against_its_taxonomy(shared_data):
+    # I19: plan_from_features(KEPP on NIV, ..., task=99) kept given_task=99 without a word
+    # (NIV has 5 tasks; KEPP has no num_tasks)
+    with pytest.raises(ValueError, match=r'task=99; expected 1 task index\(es\) in 0\.\.4'):
+        _given_tasks(_niv_model(shared_data), 99, 1)
+
+
+def test_task_in_range_still_given_to_a_planner_without_task_head(shared_data):
+    assert _given_tasks(_niv_model(shared_data), 4, 2).tolist() == [4, 4]
+    # a model built by hand (no cfg) is not checked against a taxonomy it does not know
+    assert _given_tasks(SimpleNamespace(num_tasks=None), 7, 1).tolist() == [7]
+    assert _given_tasks(SimpleNamespace(num_tasks=None, cfg=None), 7, 1).tolist() == [7]
+
