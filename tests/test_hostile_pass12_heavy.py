@@ -31,3 +31,33 @@ def test_task_in_range_still_given_to_a_planner_without_task_head(shared_data):
     assert _given_tasks(SimpleNamespace(num_tasks=None), 7, 1).tolist() == [7]
     assert _given_tasks(SimpleNamespace(num_tasks=None, cfg=None), 7, 1).tolist() == [7]
 
+
+def _niv_pdpp_cfg(shared_data, extra_window_file):
+    from vpn_plugin.data_paths import load_config
+    extra = dict(type='PlanningDataset', data_root='{data_root}/niv', taxonomy='taxonomy.json',
+                 window_file=extra_window_file, split='test', horizon=3)
+    return load_config('configs/baselines/pdpp_niv_t3.py', {
+        'model.decode': 'viterbi', 'model.pkg.extra_datasets': [extra],
+        'data_root': str(shared_data)})
+
+
+@pytest.mark.parametrize('window_file, warned', [('splits/test_T3.json', True),
+                                                 ('splits/train_T3.json', False)])
+def test_extra_pkg_dataset_of_test_videos_is_named(shared_data, window_file, warned,
+                                                     monkeypatch):
+    # TP17: model.pkg.extra_datasets=[the NIV test windows as a dataset dict] trained (PKG of
+    # 110 edges, the test windows counted in) without a word; the 'test_dataloader.dataset'
+    # key gets a WARNING (meaning2's T23), the same windows written out did not
+    import mmengine.logging
+    from vpn_plugin.data_paths import apply_horizon, resolve_paths
+    from vpn_plugin.runner import warn_test_videos_in_pkg
+    cfg = resolve_paths(apply_horizon(_niv_pdpp_cfg(shared_data, window_file)))
+    seen = []
+    monkeypatch.setattr(mmengine.logging, 'print_log', lambda msg, *a, **k: seen.append(msg))
+    warn_test_videos_in_pkg(cfg, 0, cfg.model.pkg.extra_datasets[0])
+    text = ' '.join(seen)
+    if warned:
+        assert 'model.pkg.extra_datasets[0] holds' in text and 'video(s) of the test split' in text
+        assert 'oracle upper bound' in text
+    else:
+        assert text == ''
