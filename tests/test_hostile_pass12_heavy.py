@@ -61,3 +61,26 @@ def test_extra_pkg_dataset_of_test_videos_is_named(shared_data, window_file, war
         assert 'oracle upper bound' in text
     else:
         assert text == ''
+
+
+@pytest.mark.parametrize('key, value', [('observation', 'concat3'), ('window_policy', 'keep'),
+                                        ('device_resident', False)])
+def test_top_level_dataset_variable_given_late_is_refused(key, value):
+    # E32: tools/test.py pdpp_niv_t3 P0/epoch_1.pth --cfg-options observation=concat3 exited 0
+    # with the metrics of 'authors' observations: the datasets copied the variable when the
+    # config file was read, the late option reached nothing
+    from vpn_plugin.data_paths import load_config
+    with pytest.raises(ValueError, match=rf'--cfg-options {key}=.* changes the top-level '
+                                         rf'variable only.*test_dataloader\.dataset\.{key}='):
+        load_config('configs/baselines/pdpp_niv_t3.py', {key: value})
+
+
+def test_dataset_variables_set_where_they_act_still_load():
+    from vpn_plugin.data_paths import load_config
+    cfg = load_config('configs/baselines/pdpp_niv_t3.py', {'observation': 'authors'})
+    assert cfg.test_dataloader.dataset.observation == 'authors'  # the same value: no effect lost
+    cfg = load_config('configs/baselines/pdpp_niv_t3.py', {
+        'train_dataloader.dataset.observation': 'concat3',
+        'val_dataloader.dataset.observation': 'concat3',
+        'test_dataloader.dataset.observation': 'concat3'})
+    assert cfg.test_dataloader.dataset.observation == 'concat3'
