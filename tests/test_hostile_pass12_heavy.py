@@ -84,3 +84,30 @@ def test_dataset_variables_set_where_they_act_still_load():
         'val_dataloader.dataset.observation': 'concat3',
         'test_dataloader.dataset.observation': 'concat3'})
     assert cfg.test_dataloader.dataset.observation == 'concat3'
+
+
+def _graph_file(tmp_path, weight):
+    import pickle
+    import networkx as nx
+    graph = nx.DiGraph()
+    graph.add_edge(0, 1, weight=weight)
+    path = tmp_path / 'graph.pkl'
+    path.write_bytes(pickle.dumps(graph))
+    return path
+
+
+def test_released_graph_with_numpy_float32_probabilities_is_read(tmp_path):
+    # G4: a released graph whose weights are np.float32(1.0) (a graph built from numpy arrays)
+    # was refused with "weight np.float32(1.0) (float32); expected a float in [0, 1]"
+    import numpy as np
+    from vpn_plugin.models.kepp import released_graph
+    graph = released_graph(_graph_file(tmp_path, np.float32(1.0)), 48, 4)
+    assert graph.num_edges == 1
+
+
+@pytest.mark.parametrize('weight', ['np.float32(2.0)', 'np.int64(1)', 'np.bool_(True)'])
+def test_released_graph_numpy_values_still_checked(tmp_path, weight):
+    import numpy as np
+    from vpn_plugin.models.kepp import released_graph
+    with pytest.raises(ValueError, match=r'expected a float in \[0, 1\]'):
+        released_graph(_graph_file(tmp_path, eval(weight)), 48, 4)
