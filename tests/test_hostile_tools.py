@@ -184,7 +184,7 @@ def test_make_text_features_refuses_an_out_name_numpy_would_change(tmp_path):
 @pytest.mark.parametrize('argv,expected', [
     (['--sizes', '0x3x48'], "'0x3x48': B, T and N must be >= 1"),
     (['--sizes', '4x3x48', '4x3'], "'4x3': expected BxTxN"),
-    (['--device', 'banana'], "--device 'banana': not a torch device"),
+    (['--device', 'banana'], "--device 'banana' is not a torch device; expected cpu, cuda"),
 ])
 def test_benchmark_dvl_refuses_bad_sizes_and_devices_before_running(argv, expected):
     """Today these exit 0 with errors inside the table cells."""
@@ -196,7 +196,8 @@ def test_benchmark_dvl_refuses_zero_threads_and_cuda_without_a_gpu(capsys):
     assert 'argument --threads' in argparse_error('benchmark_dvl', ['--threads', '0'], capsys)
     import torch
     if not torch.cuda.is_available():
-        assert 'has no CUDA GPU' in user_error('benchmark_dvl', ['--device', 'cuda'])
+        assert "--device 'cuda': this machine has 0 CUDA device(s)" in user_error(
+            'benchmark_dvl', ['--device', 'cuda'])
 
 
 def test_llm_eval_refuses_cfg_options_it_does_not_read(tmp_path):

@@ -50,7 +50,8 @@ import torch  # noqa: E402
 
 from vpn_plugin.benchmark import environment_line, parse_size  # noqa: E402
 from vpn_plugin.core import differentiable_viterbi, pkg_log_transitions  # noqa: E402
-from vpn_plugin.errors import POSITIVE_FLOAT, POSITIVE_INT, tool_main  # noqa: E402
+from vpn_plugin.errors import (POSITIVE_FLOAT, POSITIVE_INT, checked_device,  # noqa: E402
+                               tool_main)
 
 warnings.filterwarnings('ignore', message='.*arg_constraints')  # torch-struct's noise
 METHODS = ('ours', 'autograd', 'torch_struct', 'ours_dense', 'ours_levels')
@@ -208,19 +209,6 @@ def worker_main(args) -> None:
 
 
 # ----------------------------------------------------------------------------- driver
-def check_device(device: str) -> None:
-    """``--device``: a torch device this machine has."""
-    try:
-        kind = torch.device(device).type
-    except (RuntimeError, ValueError):
-        raise SystemExit(f'--device {device!r}: not a torch device; expected cpu or cuda[:i]') \
-            from None
-    if kind == 'cuda' and not torch.cuda.is_available():
-        raise SystemExit(f'--device {device}: this machine has no CUDA GPU; use --device cpu')
-    if kind not in ('cpu', 'cuda'):
-        raise SystemExit(f'--device {device}: expected cpu or cuda[:i]')
-
-
 def run_case(method, size, graph, args) -> dict:
     command = [sys.executable, str(Path(__file__).resolve()), '--worker', method,
                '--worker-size', size, '--worker-graph', graph, '--device', args.device,
@@ -281,7 +269,7 @@ def main(argv=None) -> None:
     args = parser.parse_args(argv)
     if args.worker:
         return worker_main(args)
-    check_device(args.device)
+    checked_device(args.device)
     for size in args.sizes:  # every entry checked before any is run
         parse_size(size)
     cap = f' address-space cap {args.max_gb:g} GB per worker' if args.device == 'cpu' else ''

@@ -72,7 +72,7 @@ def time_network(s3d, batch: int, size: int, repeats: int, device: str) -> float
 @tool_main
 def main(argv=None):
     args = parse_args(argv)
-    from vpn_plugin.video.extract import checked_device
+    from vpn_plugin.errors import checked_device
     args.device = checked_device(args.device)  # before a traceback from torch
     import vpn_plugin.mm  # noqa: F401
     from vpn_plugin.apis import init_s3d

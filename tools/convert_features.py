@@ -9,12 +9,18 @@ files are read without running any code from them: a pickle naming anything but 
 arrays, numbers and strings is refused. The public files also load as they are; converting
 saves the unpickling at every cache rebuild. Other files (a README) are skipped by name and
 counted. Prints a summary (converted, kept, refused with reasons, skipped) and exits 1 when a
-file was refused. ``<dst>/provenance.json`` says the folder was converted from ``--src`` and
+file was refused. One conversion into a ``--dst`` at a time: the run holds ``--dst``'s lock
+(``.<dst name>.lock`` beside it, vpn_plugin/locks.py), and a second one is refused naming the
+process. Each file is written to a hidden ``.<stem>.npz.partial-<host>-<pid>`` and renamed when
+complete; a killed run's temporary files are removed by the next run, which says how many. ``<dst>/provenance.json`` says the folder was converted from ``--src`` and
 carries the source's own record (synthetic, extracted, ...; none: user features), so results
 rows trained on it name their features (vpn_plugin/datasets/provenance.py).
 """
 import argparse
+import glob
+import os
 import sys
+import zipfile
 from collections import Counter
 from pathlib import Path
 
@@ -27,6 +33,7 @@ from vpn_plugin.datasets.provenance import (PROVENANCE_FILE, describe, feature_f
                                              write_provenance)
 from vpn_plugin.errors import (POSITIVE_INT, check_folder_target, path_argument, path_kind,
                                tool_main)
+from vpn_plugin.locks import exclusive_lock, lock_path_of
 from vpn_plugin.outputs import check_output, same_file
 from vpn_plugin.video.extract import write_features_atomically
 
@@ -111,6 +118,46 @@ def check_outputs(files, dst: Path, overwrite: bool) -> None:
         check_output(dst / f'{stem}.npz', 'features', '--dst', sources, overwrite=True)
 
 
+def remove_stale_partials(files, dst: Path) -> list:
+    """The temporary files (``.<stem>.npz.partial-*``, vpn_plugin/video/extract.py's
+    ``write_features_atomically``) that a killed conversion left in ``dst`` for the stems of
+    ``files``, removed; returns their names. Called under ``--dst``'s lock: no other
+    conversion is writing them."""
+    removed = []
+    for stem in sorted({src.stem for src in files}):
+        for stale in sorted(dst.glob(f'.{glob.escape(stem)}.npz.partial-*')):
+            stale.unlink(missing_ok=True)
+            removed.append(stale.name)
+    return removed
+
+
+def stored_frames_shape(path: Path) -> tuple:
+    """The shape of ``frames_features`` in a converted ``.npz``, from its header (the array is
+    not read)."""
+    with zipfile.ZipFile(path) as archive, archive.open(f'{FEATURE_KEY}.npy') as member:
+        version = np.lib.format.read_magic(member)
+        read_header = (np.lib.format.read_array_header_1_0 if version == (1, 0)
+                       else np.lib.format.read_array_header_2_0)
+        return tuple(read_header(member)[0])
+
+
+def check_kept(out: Path, frame_dim: int) -> None:
+    """A ``<stem>.npz`` kept from an earlier run must hold frames of ``--frame-dim``: a rerun
+    with another ``--frame-dim`` would otherwise keep every file of the other dimension and
+    exit 0 (``BadVideoError``, reason 'kept file of another dimension')."""
+    try:
+        shape = stored_frames_shape(out)
+    except (OSError, KeyError, ValueError, zipfile.BadZipFile) as error:
+        raise BadVideoError(out.stem, 'kept file unreadable',
+                            f'{out}: kept from an earlier run but unreadable ({error}); pass '
+                            '--overwrite to convert it again') from None
+    if len(shape) != 2 or shape[1] != frame_dim:
+        raise BadVideoError(out.stem, 'kept file of another dimension',
+                            f'{out}: kept from an earlier run, holds frames of shape {shape}; '
+                            f'--frame-dim {frame_dim} expects (seconds, {frame_dim}): convert '
+                            'into a new --dst, or pass --overwrite to convert it again')
+
+
 def convert_all(files, dst: Path, frame_dim: int, overwrite: bool) -> dict:
     """Convert every file into ``dst`` (checked and made by ``main``); returns counts and the
     refusal messages by reason."""
@@ -118,7 +165,12 @@ def convert_all(files, dst: Path, frame_dim: int, overwrite: bool) -> dict:
     for src in files:
         out = dst / f'{src.stem}.npz'
         if out.exists() and not overwrite:
-            counts['kept'] += 1
+            try:
+                check_kept(out, frame_dim)
+                counts['kept'] += 1
+            except BadVideoError as err:
+                counts['refused'] += 1
+                refused.setdefault(err.reason, []).append(str(err))
         else:
             try:
                 counts['object fields left out'] += convert_file(src, out, frame_dim)
@@ -131,14 +183,23 @@ def convert_all(files, dst: Path, frame_dim: int, overwrite: bool) -> dict:
     return dict(counts=counts, refused=refused)
 
 
-def print_summary(result: dict, dst: Path) -> None:
+def print_summary(result: dict, dst: Path, removed=()) -> None:
     counts = result['counts']
+    if removed:
+        print(f'removed {len(removed)} temporary file(s) that a stopped conversion left in '
+              f'{dst} (e.g. {removed[0]})')
     print(f'converted {counts["converted"]} files, kept {counts["kept"]} existing .npz (use '
           f'--overwrite), refused {counts["refused"]} -> {dst}')
     if counts['object fields left out']:
         print(f'left out {counts["object fields left out"]} object fields (not arrays)')
     for reason, messages in sorted(result['refused'].items()):
         print(f'  refused ({reason}): {len(messages)} files, e.g. {messages[0]}')
+    orphans = result.get('orphans') or []
+    if orphans:
+        print(f'warning: {dst} holds {len(orphans)} feature file(s) with no source in --src any '
+              f'more (e.g. {orphans[0]}), converted by an earlier run from a file since removed '
+              'or renamed: they are read as features of these videos; remove them if their '
+              'sources were removed on purpose')
 
 
 def skipped_listing(others) -> None:
@@ -157,6 +218,31 @@ def skipped_listing(others) -> None:
               + listing(rest, lambda p: p.name + ('/' if p.is_dir() else ' (dangling link)')))
 
 
+def convert_locked(src: Path, dst: Path, args) -> tuple:
+    """(result, removed temporary files, skipped entries): the checks and the conversion,
+    under ``--dst``'s lock (module docstring)."""
+    check_destination(src, dst)
+    files, others = source_files(src)
+    if not files:
+        raise FileNotFoundError(f'--src {src}: no feature files there (expected a folder of '
+                                '<task>_<vid>.npy/.npz files' + (
+                                    f'; it holds {len(others)} other files, e.g. '
+                                    f'{others[0].name}' if others else '') + ')')
+    # the record first: a run stopped part-way (a full disk, a kill) is then an earlier
+    # conversion of this --src, which the next run resumes (check_destination)
+    check_outputs(files, dst, args.overwrite)
+    Path(os.path.realpath(dst)).mkdir(parents=True, exist_ok=True)  # a dangling link: its target
+    removed = remove_stale_partials(files, dst)
+    record = dict(kind='converted', tool='convert_features.py',
+                  source_folder=str(src.resolve()), source=read_record(src))
+    write_provenance(dst, record)
+    result = convert_all(files, dst, args.frame_dim, args.overwrite)
+    write_provenance(dst, record)  # again: its fingerprint of the files now there
+    result['orphans'] = [p.name for p in feature_files(dst)
+                         if p.stem not in {src.stem for src in files}]
+    return result, removed, others
+
+
 @tool_main
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split('\n')[0])
@@ -173,23 +259,10 @@ def main(argv=None) -> int:
         raise FileNotFoundError(f'--src {src}: ' + ('does not exist' if kind is None else
                                                     f'is {kind}, not a folder') +
                                 '; expected a folder of <task>_<vid>.npy/.npz files')
-    check_destination(src, dst)
-    files, others = source_files(src)
-    if not files:
-        raise FileNotFoundError(f'--src {src}: no feature files there (expected a folder of '
-                                '<task>_<vid>.npy/.npz files' + (
-                                    f'; it holds {len(others)} other files, e.g. '
-                                    f'{others[0].name}' if others else '') + ')')
-    # the record first: a run stopped part-way (a full disk, a kill) is then an earlier
-    # conversion of this --src, which the next run resumes (check_destination)
-    check_outputs(files, dst, args.overwrite)
-    dst.mkdir(parents=True, exist_ok=True)
-    record = dict(kind='converted', tool='convert_features.py',
-                  source_folder=str(src.resolve()), source=read_record(src))
-    write_provenance(dst, record)
-    result = convert_all(files, dst, args.frame_dim, args.overwrite)
-    write_provenance(dst, record)  # again: its fingerprint of the files now there
-    print_summary(result, dst)
+    check_destination(src, dst)  # before the lock file is made beside --dst; again under it
+    with exclusive_lock(lock_path_of(dst), wait=False, what=f'--dst {dst} (a conversion)'):
+        result, removed, others = convert_locked(src, dst, args)
+    print_summary(result, dst, removed)
     skipped_listing(others)
     return 1 if result['counts']['refused'] else 0
 

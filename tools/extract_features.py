@@ -23,7 +23,7 @@ import torch
 
 from vpn_plugin.errors import NON_NEGATIVE_INT, POSITIVE_INT, path_argument, tool_main
 from vpn_plugin.video.recipe import add_recipe_arguments, recipe_from_args
-from vpn_plugin.video.extract import checked_device
+from vpn_plugin.errors import checked_device
 
 LAUNCHERS = ('none', 'pytorch', 'slurm')
 

@@ -28,7 +28,7 @@ from vpn_plugin.datasets.synthetic import (DEFAULT_DTYPES, DTYPES, FORMATS,
                                            SyntheticFeatureGenerator, config_videos,
                                            dataset_videos, synthetic_record,
                                            write_manifest, write_synthetic_features)
-from vpn_plugin.datasets.provenance import write_provenance
+from vpn_plugin.datasets.provenance import feature_files, write_provenance
 from vpn_plugin.errors import (NON_NEGATIVE_INT, POSITIVE_INT, check_folder_target,
                                path_argument, read_json,
                                tool_main)
@@ -97,7 +97,31 @@ def write_folder(args, taxonomy, videos, features: Path) -> None:
     record = synthetic_record(vars(args), info)
     write_manifest(features.parent, record)  # beside the folder: it is ours to replace
     write_provenance(features, record)  # inside it: travels with the features
+    say_replaced(features, earlier, record, videos)
     print(json.dumps(info))
+
+
+SETTINGS = ('dataset', 'config', 'seed', 'difficulty', 'frame_dim', 'dtype')
+
+
+def say_replaced(features: Path, earlier, record: dict, videos) -> None:
+    """An earlier synthetic run into ``features`` with other settings (another seed,
+    difficulty, dataset, ...) had its files replaced under the same names: said, so that a
+    checkpoint trained on them is not taken to still match; and its files of videos this run
+    does not write (another dataset's) are named, since they now carry this run's record."""
+    if not earlier:
+        return
+    changed = [f'{key} {earlier.get(key)!r} -> {record.get(key)!r}' for key in SETTINGS
+               if earlier.get(key) != record.get(key)]
+    if changed:
+        print(f'{features}: replaced the features of the earlier run ({", ".join(changed)}); '
+              'checkpoints trained on the earlier ones no longer match these')
+    ours = {v.feature for v in videos}
+    others = sorted(p.name for p in feature_files(features) if p.stem not in ours)
+    if others:
+        print(f'warning: {features} also holds {len(others)} feature file(s) of no video of '
+              f'this run (e.g. {others[0]}), left by an earlier run: remove them, or use a '
+              'folder per dataset')
 
 
 def earlier_run(features: Path):

@@ -57,7 +57,11 @@ def parse_args(argv=None):
                         '--action-names clip_eot; else mean)')
     add_overwrite_argument(parser, '--out')
     args = parser.parse_args(argv)
-    if args.action_names == (args.state_descriptions is not None):
+    if args.action_names and args.state_descriptions is not None:
+        parser.error('--state-descriptions (ViterbiPlanNet: (N, 6, Dt) state sentences) and '
+                     '--action-names (CEFITO: (N, Dt) action names) exclude each other; give '
+                     'one of the two')
+    if not args.action_names and args.state_descriptions is None:
         parser.error('give --state-descriptions (ViterbiPlanNet) or --action-names (CEFITO)')
     return args
 

@@ -142,8 +142,7 @@ def plan_video(args, cfg) -> None:
     taxonomy = config_taxonomy(cfg, args.split)
     task = None if args.task is None else taxonomy.task_index(args.task)
     s3d = load_s3d_for_tool(args.s3d_weights, args.random_weights)
-    model = init_planner(cfg, args.checkpoint)
-    print_unchecked(model, args.checkpoint)
+    model = planner(init_planner, cfg, args.checkpoint)
     sample, features = plan_from_video(model, s3d, args.video, args.start_time,
                                        args.goal_time, recipe_from_args(args), args.split,
                                        return_features=True, task=task)
@@ -162,10 +161,9 @@ def plan_features(args, cfg) -> None:
     record = read_feature_record(args.features)
     taxonomy = config_taxonomy(cfg, args.split)
     task = None if args.task is None else taxonomy.task_index(args.task)
-    model = init_planner(cfg, args.checkpoint)
+    model = planner(init_planner, cfg, args.checkpoint)
     start, goal = video_observations(model.cfg, args.features, args.start_time, args.goal_time,
                                      args.split, allow_unusable=True)
-    print_unchecked(model, args.checkpoint)
     sample = plan_from_features(model, start, goal, task=task)[0]
     seconds = int(len(record['frames_features']))
     sample.set_field(seconds, 'num_seconds', field_type='metainfo')
@@ -174,8 +172,23 @@ def plan_features(args, cfg) -> None:
                                       args.goal_time, source='features')))
 
 
+def planner(init_planner, cfg, checkpoint):
+    """``init_planner`` with its option-difference warning printed as a WARNING line (one per
+    option) instead of Python's warning format; and the UNCHECKED mark."""
+    import warnings
+    with warnings.catch_warnings():
+        warnings.filterwarnings('ignore', message='.*was trained with other options than this')
+        model = init_planner(cfg, checkpoint)
+    print_unchecked(model, checkpoint)
+    return model
+
+
 def print_unchecked(model, checkpoint) -> None:
-    """The mark of plans from a checkpoint scored with unchecked_checkpoint=True."""
+    """The mark of plans from a checkpoint scored with unchecked_checkpoint=True, and the
+    options of the config that differ from the checkpoint's training (init_planner)."""
+    for line in getattr(model, 'option_differences', []):
+        print(f'WARNING: {checkpoint} was trained with other options: {line} (the plans use '
+              'the config\'s)')
     if model.unchecked_checkpoint:
         print(f'*** UNCHECKED checkpoint {checkpoint}: it records no '
               f'{", ".join(model.unchecked_checkpoint)} (unchecked_checkpoint=True) ***')
@@ -227,12 +240,15 @@ def main(argv=None):
         cfg = config_from_checkpoint(args.checkpoint, args.cfg_options, **data_path_args(args))
     if args.decode:
         cfg.model.decode = args.decode
+    from vpn_plugin.runner import check_config_entries
+    # every entry's options, as train/test check them: --features and --video build no
+    # dataset, whose own check would refuse window_policy='drop' (H8: planned without a word)
+    check_config_entries(cfg, args.config or str(args.checkpoint))
     if args.video:
         return plan_video(args, cfg)
     if args.features:
         return plan_features(args, cfg)
-    model = init_planner(cfg, args.checkpoint)
-    print_unchecked(model, args.checkpoint)
+    model = planner(init_planner, cfg, args.checkpoint)
     dataset = build_split_dataset(cfg, args.split)
     for sample in inference_planner(model, dataset, args.indices):
         print('\n'.join(format_plan(sample, dataset.taxonomy)))

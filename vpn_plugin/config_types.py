@@ -13,7 +13,10 @@ everywhere, so that no option is read by its truth value or as a number it is no
 - ``str``: a string; ``list[X]`` / ``tuple[X, ...]`` / ``Sequence[X]``: a list or tuple (a
   string is no list of names); ``dict`` / ``Mapping``: a dict; ``Literal[...]``: one of them;
   ``Optional`` / ``Union``: any of the members;
-- ``Annotated[X, Range(...)]`` bounds a number, ``Annotated[str, NON_EMPTY]`` refuses ``''``.
+- ``Annotated[X, Range(...)]`` bounds a number, ``Annotated[str, NON_EMPTY]`` refuses ``''``;
+- :class:`PathLike`: a file or folder given by name, a non-empty ``str`` or an ``os.PathLike``
+  whose ``os.fspath`` is a ``str`` (a ``pathlib.Path``); bytes, a file descriptor number and
+  a name with a NUL character are refused naming the argument.
 
 Any other annotation (a torch class, a callable) is not checked here: the class's own check
 holds. Plain Python, importable without MMAction2.
@@ -84,6 +87,20 @@ Positive = Annotated[float, Range(0, low_open=True)]  # > 0: a temperature, a sc
 NonNegative = Annotated[float, Range(0)]             # >= 0: a weight, a learning rate
 Seed = Annotated[int, Range(0, 2 ** 32 - 1)]         # numpy's seed range
 Text = Annotated[str, NON_EMPTY]                     # a name, a path
+
+
+class PathLike:
+    """The declared kind of a path argument (module docstring): ``str`` or ``os.PathLike``
+    naming a file or folder. Never instantiated: an annotation only."""
+
+
+def _is_path(value) -> bool:
+    if isinstance(value, os.PathLike):
+        try:
+            value = os.fspath(value)
+        except TypeError:
+            return False
+    return isinstance(value, str) and bool(value.strip()) and '\x00' not in value
 
 
 def check_value(name: str, value, annotation) -> None:
@@ -162,6 +179,8 @@ def _conforms_base(value, annotation, infinite: bool = False) -> bool:
                                         and not math.isnan(value))))
     if annotation is str:
         return isinstance(value, str)
+    if annotation is PathLike:
+        return _is_path(value)
     if isinstance(annotation, type) and issubclass(annotation, os.PathLike):
         return isinstance(value, os.PathLike)  # a Path (a config's path is a string)
     if _is_sequence(annotation, origin):
@@ -205,6 +224,9 @@ def describe(annotation) -> str:
             else 'a string'
     if annotation is None or annotation is type(None):
         return 'None'
+    if annotation is PathLike:
+        return ('a path (a non-empty str or a pathlib.Path; bytes and file descriptors are not '
+                'read)')
     if _is_sequence(annotation, origin):
         members = [a for a in args if a is not Ellipsis]
         return 'a list' + (f' (each {describe(members[0])})' if members and

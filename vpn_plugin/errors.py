@@ -11,7 +11,8 @@ its traceback (for debugging). A collective that failed because another process 
 distributed run stopped ends the same way, in one line that says so. Other exceptions keep
 their traceback.
 
-Pure Python (no torch / OpenMMLab import; the kind rule is :mod:`config_types`').
+Pure Python (no torch / OpenMMLab import at module level; :func:`checked_device` imports torch
+when called; the kind rule is :mod:`config_types`').
 """
 from __future__ import annotations
 
@@ -335,6 +336,29 @@ def path_kind(path) -> str | None:
              (stat.S_ISFIFO, 'a FIFO'), (stat.S_ISCHR, 'a character device'),
              (stat.S_ISBLK, 'a block device'), (stat.S_ISSOCK, 'a socket'))
     return next((name for test, name in kinds if test(mode)), 'not a regular file')
+
+
+def checked_device(device, name: str = '--device'):
+    """``device`` (the option ``name``: '--device', or an API argument such as
+    'init_planner() argument device') as given, refused by name when torch cannot use it here:
+    the one device check of the tools and the API (extraction, inference, benchmarks)."""
+    import torch
+    try:
+        parsed = torch.device(device)
+    except (RuntimeError, TypeError, ValueError):
+        raise ValueError(f'{name} {device!r} is not a torch device; expected cpu, cuda or '
+                         'cuda:N') from None
+    if parsed.type not in ('cpu', 'cuda'):
+        raise ValueError(f'{name} {device!r}: a {parsed.type} device holds no data to '
+                         'run on; expected cpu, cuda or cuda:N')
+    if parsed.type == 'cuda':
+        count = torch.cuda.device_count() if torch.cuda.is_available() else 0
+        if (parsed.index or 0) >= count:
+            raise ValueError(f'{name} {device!r}: this machine has {count} CUDA device(s) '
+                             f'usable by this torch (CUDA build: {torch.version.cuda}); '
+                             'expected cpu' + (f' or cuda:0..{count - 1}' if count else ''))
+    return device
+
 
 EMPTY_ZIP_MAGIC, ZIP_MAGIC, NPY_MAGIC = b'PK\x05\x06', b'PK\x03\x04', b'\x93NUMPY'
 

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import contextlib
 import copy
-import os
 import typing
 from pathlib import Path
 from typing import Iterable, Literal, Optional, Union
@@ -28,11 +27,10 @@ import torch
 from .. import compat_applied  # noqa: F401  (compat fixes before any OpenMMLab import)
 from mmengine.dataset import default_collate
 
-from ..config_types import Count, NonNegative, checked_arguments
+from ..config_types import Count, NonNegative, PathLike, checked_arguments
 
 Split = Literal['train', 'val', 'test']
 SPLITS = typing.get_args(Split)
-PathName = Union[str, os.PathLike]  # a file given by name (a str or a Path)
 DEFAULT_FRAME_DIM = 512
 
 
@@ -75,7 +73,7 @@ def build_split_dataset(cfg, split: Split = 'test'):
 
 
 @checked_arguments
-def init_planner(config, checkpoint: Optional[PathName] = None,
+def init_planner(config, checkpoint: Optional[PathLike] = None,
                  device: Union[str, torch.device] = 'cpu', cfg_options: Optional[dict] = None,
                  partial: bool = False, unchecked: bool = False):
     """A planner in eval mode from a config (path or ``Config``) and an optional checkpoint.
@@ -86,20 +84,26 @@ def init_planner(config, checkpoint: Optional[PathName] = None,
     or the config's ``unchecked_checkpoint=True``: score a checkpoint that records nothing,
     ``model.unchecked_checkpoint`` then lists what was not checked). The PKG comes from the
     checkpoint; when none carries it and the config has a ``train_dataloader``, it is counted
-    on the training split (as ``PKGHook`` does). The config is kept as ``model.cfg``.
+    on the training split (as ``PKGHook`` does); a config whose ``model.pkg`` asks for another
+    graph than the one the checkpoint carries is refused (``check_loaded_pkg``, as for a test).
+    The options of the config that differ from those the checkpoint was trained with (its
+    model's, and what the test split observes: ``observation``, ``observed_steps``, ...) are
+    listed in ``model.option_differences`` and said in a ``UserWarning`` (the plans use the
+    config's). The config is kept as ``model.cfg``.
     """
     from mmengine.registry import init_default_scope
     from mmaction.registry import MODELS
     from vpn_plugin.datasets.planning_dataset import config_metainfo
-    from vpn_plugin.engine.checkpoint import UNCHECKED_KEY, load_weights, read_checkpoint
+    from vpn_plugin.engine.checkpoint import (UNCHECKED_KEY, check_loaded_pkg, load_weights,
+                                              read_checkpoint)
     from vpn_plugin.engine.pre_stage import check_not_pre_stage
-    from vpn_plugin.video.extract import checked_device
+    from vpn_plugin.errors import checked_device
     checked_device(device, 'init_planner() argument device')  # before the model is built
     cfg = _config(config, cfg_options)
     _import_custom_modules(cfg)
     init_default_scope(cfg.get('default_scope', 'mmaction'))
     model = MODELS.build(cfg.model)
-    model.unchecked_checkpoint = []
+    model.unchecked_checkpoint, model.option_differences = [], []
     if checkpoint is not None:
         data_meta = config_metainfo((cfg.get('test_dataloader') or {}).get('dataset'))
         loaded = read_checkpoint(checkpoint, logger='silent')
@@ -108,10 +112,31 @@ def init_planner(config, checkpoint: Optional[PathName] = None,
             model, loaded, str(checkpoint),
             partial=partial, data_meta=data_meta, require_meta=True,
             unchecked=unchecked or bool(cfg.get(UNCHECKED_KEY, False)))
+        if not partial:
+            check_loaded_pkg(loaded, str(checkpoint), cfg.get('model'))
+        model.option_differences = _option_differences(loaded, checkpoint, cfg)
     if not bool(getattr(model, 'pkg_ready', True)) and cfg.get('train_dataloader'):
         model.build_pkg(build_split_dataset(cfg, 'train'))
     model.cfg = cfg
     return model.to(device).eval()
+
+
+def _option_differences(loaded: dict, checkpoint, cfg) -> list:
+    """'key: X in training, Y here' for each option of ``cfg`` that differs from the
+    checkpoint's training config as ``engine.checkpoint.TRAINING_OPTIONS`` rules for a test
+    (the runner's one table): refused, or warned and returned (init_planner)."""
+    import warnings
+    from vpn_plugin.engine.checkpoint import training_option_differences
+    found = training_option_differences((loaded.get('meta') or {}).get('cfg'), cfg, 'test')
+    if found.refused:
+        raise ValueError(f'{checkpoint} was trained with other options than this config: '
+                         f'{"; ".join(found.refused)}; plan with the options it was trained '
+                         'with')
+    if found.named:
+        warnings.warn(f'{checkpoint} was trained with other options than this config: '
+                      f'{"; ".join(found.named)}; the plans use the config\'s', UserWarning,
+                      stacklevel=3)
+    return list(found.named)
 
 
 @contextlib.contextmanager

@@ -11,7 +11,7 @@ import torch
 
 from .. import compat_applied  # noqa: F401  (compat fixes before any OpenMMLab import)
 from ..core.metrics import NO_PLAN
-from ..config_types import Count, NonNegative, Seed, checked_arguments
+from ..config_types import Count, NonNegative, PathLike, Seed, checked_arguments
 from ..errors import check_file
 from ..video import FrameRecipe, embed_frames, iter_frame_blocks
 from .inference import (RANDOM_WEIGHTS_WARNING, Split, mark_unusable, plan_from_features,
@@ -27,7 +27,7 @@ WEIGHTS_HELP = (
 
 
 @checked_arguments
-def init_s3d(weights=None, dict_path=None, device: Union[str, torch.device] = 'cpu',
+def init_s3d(weights: Optional[PathLike] = None, dict_path: Optional[PathLike] = None, device: Union[str, torch.device] = 'cpu',
              random_weights: bool = False, seed: Seed = 0):
     """``models.S3D`` in eval mode with ``weights`` (``s3d_howto100m.pth``) loaded under
     the official names with strict loading (``engine.checkpoint``: torch's weights_only
@@ -67,7 +67,7 @@ def load_s3d_weights(model, checkpoint: dict, weights) -> None:
 
 
 @checked_arguments
-def video_features(s3d, video, recipe: FrameRecipe = FrameRecipe(), batch_chunks: Count = 8,
+def video_features(s3d, video: PathLike, recipe: FrameRecipe = FrameRecipe(), batch_chunks: Count = 8,
                    block_chunks: Count = 64) -> np.ndarray:
     """(ceil(frames / chunk), 512) float32: one ``video_embedding`` row per chunk of
     ``recipe.chunk`` frames (one per second at 16 fps) of the video file ``video``."""
@@ -77,7 +77,7 @@ def video_features(s3d, video, recipe: FrameRecipe = FrameRecipe(), batch_chunks
 
 
 @checked_arguments
-def plan_from_video(model, s3d, video, start_time: NonNegative, goal_time: NonNegative,
+def plan_from_video(model, s3d, video: PathLike, start_time: NonNegative, goal_time: NonNegative,
                     recipe: FrameRecipe = FrameRecipe(), split: Split = 'test',
                     return_features: bool = False, task=None):
     """The plan of ``model`` (``init_planner``) from the state at ``start_time`` to the state at

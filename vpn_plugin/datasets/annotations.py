@@ -31,7 +31,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterable, List, Optional, Sequence, Tuple
 
-from ..config_types import Count, NonNegativeInt, checked_arguments
+from ..config_types import Count, NonNegativeInt, PathLike, checked_arguments
 from ..errors import read_json, unique_keys
 from .taxonomy import Taxonomy
 from .validation import (AnnotationWarnings, as_int, as_seconds, check_fields,
@@ -80,7 +80,8 @@ def round_time(seconds: float) -> int:
     return int(round(float(seconds)))
 
 
-def read_crosstask_tasks(path) -> dict:
+@checked_arguments
+def read_crosstask_tasks(path: PathLike) -> dict:
     """``tasks_primary.txt`` -> {task id: (name, [ordered step names])}."""
     path = Path(path)
     lines = [ln.strip() for ln in _read_text(path).splitlines()]
@@ -103,7 +104,7 @@ def read_crosstask_tasks(path) -> dict:
 
 
 @checked_arguments
-def read_crosstask_csv(path, taxonomy: Taxonomy, task: NonNegativeInt, vid: str = '') -> list:
+def read_crosstask_csv(path: PathLike, taxonomy: Taxonomy, task: NonNegativeInt, vid: str = '') -> list:
     """One CrossTask annotation CSV -> [(start, end, global action id)] in file order."""
     path = Path(path)
     actions = taxonomy.task_actions[task]
@@ -186,7 +187,8 @@ def check_crosstask_taxonomy(taxonomy: Taxonomy, tasks_primary: dict) -> None:
                 'step numbers need the full (133-action) taxonomy')
 
 
-def read_video_list(path, taxonomy: Taxonomy) -> List[dict]:
+@checked_arguments
+def read_video_list(path: PathLike, taxonomy: Taxonomy) -> List[dict]:
     """Video list JSON -> [{'vid', 'task' (index), 'feature' (file stem)}].
 
     Accepts the CrossTask ``{"vid", "task"}`` and the NIV ``{"feature", "task_id"}`` entries.
@@ -262,7 +264,8 @@ def crosstask_videos(video_list, annotation_dir, taxonomy: Taxonomy, tasks_prima
     return videos, bad
 
 
-def read_json_annotations(path, taxonomy: Taxonomy,
+@checked_arguments
+def read_json_annotations(path: PathLike, taxonomy: Taxonomy,
                           warnings: Optional[AnnotationWarnings] = None
                           ) -> Tuple[List[VideoAnnotation], List[BadVideoError]]:
     """Our per-video JSON (module docstring) -> (videos, bad videos)."""
@@ -295,7 +298,8 @@ def json_video_ids(path) -> set:
     return {str(e['vid']) for e in entries if isinstance(e, dict) and 'vid' in e}
 
 
-def read_coin_annotations(path, taxonomy: Taxonomy,
+@checked_arguments
+def read_coin_annotations(path: PathLike, taxonomy: Taxonomy,
                           warnings: Optional[AnnotationWarnings] = None
                           ) -> Tuple[List[VideoAnnotation], List[BadVideoError]]:
     """COIN's per-video JSON (module docstring) -> (videos, bad videos), in file order.
@@ -554,7 +558,7 @@ def chain_windows(windows: Sequence[Window]) -> List[VideoAnnotation]:
 
 
 @checked_arguments
-def read_window_file(path, taxonomy: Taxonomy, horizon: Count,
+def read_window_file(path: PathLike, taxonomy: Taxonomy, horizon: Count,
                      warnings: Optional[AnnotationWarnings] = None
                      ) -> Tuple[List[Window], List[BadVideoError]]:
     """A unified-protocol window file -> (windows, bad-video errors).

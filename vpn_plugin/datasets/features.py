@@ -21,7 +21,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ..config_types import Count, checked_arguments
+from ..config_types import Count, PathLike, checked_arguments
 from .annotations import BadVideoError
 from .safe_pickle import RefusedGlobalError, safe_load
 from .validation import check_real_floats
@@ -31,7 +31,8 @@ FEATURE_KEY = 'frames_features'
 SYNTHETIC_DATASETS = ('crosstask', 'niv', 'coin')
 
 
-def find_feature_file(feature_dir, stem: str) -> Path:
+@checked_arguments
+def find_feature_file(feature_dir: PathLike, stem: str) -> Path:
     """``<feature_dir>/<stem>.npz`` if it exists, else ``<stem>.npy`` (may not exist); both
     present is a ``ValueError`` (two versions of one video's features: which one is right?)."""
     npz, npy = Path(feature_dir) / f'{stem}.npz', Path(feature_dir) / f'{stem}.npy'
@@ -71,14 +72,15 @@ def feature_fix_hint(feature_dir, data_root) -> str:
 
 
 @checked_arguments
-def load_features(path, frame_dim: Count, vid: str = '', fix_hint: str = '') -> np.ndarray:
+def load_features(path: PathLike, frame_dim: Count, vid: str = '', fix_hint: str = '') -> np.ndarray:
     """Read one video's frames -> (L, D) float32; BadVideoError names the file and problem."""
     path = require_feature_file(path, vid, fix_hint)
     record = read_feature_record(path, vid, frames_only=True)
     return checked_frames(record, path, frame_dim, vid)
 
 
-def require_feature_file(path, vid: str = '', fix_hint: str = '') -> Path:
+@checked_arguments
+def require_feature_file(path: PathLike, vid: str = '', fix_hint: str = '') -> Path:
     """``path`` as a Path; BadVideoError when no such file exists, or when it is no regular
     file (a FIFO would block the read for ever, ``/dev/zero`` never end)."""
     path, kind = Path(path), path_kind(path)
@@ -149,7 +151,7 @@ def check_float32_range(frames: np.ndarray, path, vid: str = '') -> None:
 
 
 @checked_arguments
-def read_feature_record(path, vid: str = '', frames_only: bool = False) -> dict:
+def read_feature_record(path: PathLike, vid: str = '', frames_only: bool = False) -> dict:
     """Every field of a feature file in any layout (module docstring) as a dict; a plain array
     comes back as ``{'frames_features': array}``. Runs no code from the file.
     ``frames_only``: an npz archive's other members are not read (faster)."""

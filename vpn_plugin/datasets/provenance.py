@@ -30,6 +30,8 @@ import json
 import os
 from pathlib import Path
 
+from ..config_types import PathLike, checked_arguments
+
 PROVENANCE_FILE = 'provenance.json'
 LEGACY_SYNTHETIC = 'synthetic_manifest.json'  # in the parent of features/ (before provenance)
 LEGACY_EXTRACTION = 'extraction.json'  # tools/extract_features.py's resume guard
@@ -43,7 +45,8 @@ UNUSABLE_KINDS = ('random-weights',)
 _CACHE: dict = {}
 
 
-def feature_files(folder) -> list:
+@checked_arguments
+def feature_files(folder: PathLike) -> list:
     """The feature files of ``folder`` (``*.npz`` / ``*.npy``, hidden files aside), sorted."""
     folder = Path(folder)
     if not folder.is_dir():
@@ -79,7 +82,8 @@ def _sample_order(path: Path) -> str:
     return hashlib.sha1(path.name.encode()).hexdigest()
 
 
-def write_provenance(folder, record: dict) -> Path:
+@checked_arguments
+def write_provenance(folder: PathLike, record: dict) -> Path:
     """Write ``<folder>/provenance.json``: ``record`` (``kind`` and what made the files) and
     the folder's fingerprint as it is now; atomic (temporary file + rename)."""
     if record.get('kind') not in KINDS:
@@ -93,7 +97,8 @@ def write_provenance(folder, record: dict) -> Path:
     return path
 
 
-def read_record(folder) -> dict:
+@checked_arguments
+def read_record(folder: PathLike) -> dict:
     """The folder's provenance record: ``provenance.json``, else an older manifest, else
     ``{'kind': 'user'}``; a damaged record is an error naming the file."""
     folder = Path(folder)
@@ -126,7 +131,8 @@ def _json(path: Path) -> dict:
     return record
 
 
-def feature_provenance(folder) -> dict:
+@checked_arguments
+def feature_provenance(folder: PathLike) -> dict:
     """A row's ``features`` record of one folder: ``kind``, ``label``, ``folder``,
     ``fingerprint``, ``files`` and the record's details (module docstring)."""
     folder = Path(folder)

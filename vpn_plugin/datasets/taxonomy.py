@@ -3,6 +3,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import List
 
+from ..config_types import PathLike, checked_arguments
 from ..errors import read_json
 
 
@@ -66,7 +67,8 @@ class _Pairs(list):
     """A JSON object as its (key, value) pairs in file order: duplicate keys stay visible."""
 
 
-def load_taxonomy(path) -> Taxonomy:
+@checked_arguments
+def load_taxonomy(path: PathLike) -> Taxonomy:
     """Read a taxonomy JSON ``{"<idx>_[<task id>_]<name>": {"<action id>": "<name>"}}``.
 
     Raises ValueError naming the file and key when task indices are not 0..K-1 in order,

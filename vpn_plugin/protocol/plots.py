@@ -27,7 +27,7 @@ import numpy as np
 
 from vpn_plugin.core.metrics import METRIC_NAMES
 from vpn_plugin.core.stats import MIN_SEEDS_FOR_CI, seed_interval
-from vpn_plugin.config_types import Count, NonNegativeInt, checked_arguments
+from vpn_plugin.config_types import Count, NonNegativeInt, PathLike, checked_arguments
 from vpn_plugin.errors import OutputWriteError, check_file, read_json, replace_atomically
 from vpn_plugin.outputs import FIGURE_MARKER, OVERLAP_TABLE_MARKER
 from .results import METRIC_LABELS, SHORTENED_MARK, ResultRow, shortened_reason
@@ -982,7 +982,8 @@ def _log_params_axis(ax, counts) -> None:
 
 
 # ---------------------------------------------------------------------- error overlap
-def read_success(per_sample_file) -> dict:
+@checked_arguments
+def read_success(per_sample_file: PathLike) -> dict:
     """``{sample_idx: (solved, gt_plan tuple)}`` from a PlanningMetric per-sample dump."""
     path = check_file(per_sample_file, 'per-sample dump', missing=(
         f'per-sample dump {per_sample_file} does not exist (PlanningMetric out_file; a results '
@@ -1406,7 +1407,7 @@ def action_key(names, width: int = 62) -> str:
 
 
 @checked_arguments
-def qualitative_from_checkpoint(config: str | Path, checkpoint: str | Path,
+def qualitative_from_checkpoint(config: PathLike, checkpoint: PathLike,
                                 index: NonNegativeInt = 0,
                                 cfg_options: dict | None = None) -> dict:
     """Inputs of :func:`plot_qualitative` for test sample ``index`` of a trained model (with

@@ -104,8 +104,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Annotated, Iterable, Optional, Union
 
-from vpn_plugin.config_types import (Count, NonNegative, NonNegativeInt, Range, Seed, Text,
-                                     check_value)
+from vpn_plugin.config_types import (Count, NonNegative, NonNegativeInt, PathLike, Range, Seed,
+                                     Text, check_value, checked_arguments)
 
 from vpn_plugin.errors import check_file, check_names, unique_keys
 
@@ -389,7 +389,8 @@ def _parse_scalar(text: str):
         return text
 
 
-def append_result(path: str | Path, row: ResultRow) -> bool:
+@checked_arguments
+def append_result(path: PathLike, row: ResultRow) -> bool:
     """Append one row to a ``.jsonl`` results file (created with its folders if absent),
     unless the file already holds a row of the same run (:meth:`ResultRow.key`): returns
     whether it was appended. Under the file's lock (:func:`locked_results`), so concurrent
@@ -403,7 +404,8 @@ def append_result(path: str | Path, row: ResultRow) -> bool:
     return True
 
 
-def replace_result(path: str | Path, row: ResultRow) -> int:
+@checked_arguments
+def replace_result(path: PathLike, row: ResultRow) -> int:
     """Write ``row`` to a ``.jsonl`` results file in place of the rows of the same run
     (:meth:`ResultRow.key`), so that rerunning a command never duplicates its row; returns
     how many rows were replaced. The read-modify-write holds the file's lock
@@ -487,7 +489,8 @@ def _keyed_lines(path: Path) -> list:
             for number, line in enumerate(lines, 1)]
 
 
-def write_results_csv(path: str | Path, rows: list[ResultRow]) -> None:
+@checked_arguments
+def write_results_csv(path: PathLike, rows: list[ResultRow]) -> None:
     """Write rows as CSV (``metric/<name>`` and ``variant/<name>`` columns)."""
     metric_names = sorted({k for r in rows for k in r.metrics})
     variant_names = sorted({k for r in rows for k in r.variant})

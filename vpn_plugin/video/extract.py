@@ -52,27 +52,6 @@ FEATURE_SUFFIX = '.npz'
 
 
 # ---------------------------------------------------------------------- which videos
-def checked_device(device, name: str = '--device'):
-    """``device`` (the option ``name``: '--device', or an API argument) as given, refused by
-    name when torch cannot use it here."""
-    import torch
-    try:
-        parsed = torch.device(device)
-    except (RuntimeError, TypeError):
-        raise ValueError(f'{name} {device!r} is not a torch device; expected cpu, cuda or '
-                         'cuda:N') from None
-    if parsed.type not in ('cpu', 'cuda'):
-        raise ValueError(f'{name} {device!r}: a {parsed.type} device holds no data to '
-                         'run on; expected cpu, cuda or cuda:N')
-    if parsed.type == 'cuda':
-        count = torch.cuda.device_count() if torch.cuda.is_available() else 0
-        if (parsed.index or 0) >= count:
-            raise ValueError(f'{name} {device!r}: this machine has {count} CUDA device(s) '
-                             f'usable by this torch (CUDA build: {torch.version.cuda}); '
-                             'expected cpu' + (f' or cuda:0..{count - 1}' if count else ''))
-    return device
-
-
 def list_videos(inputs: Sequence, extensions: Sequence[str] = VIDEO_EXTENSIONS) -> List[Path]:
     """Files as given, folders searched recursively for ``extensions``; sorted, unique. A
     name with such an extension that is no readable file (a dangling link, a FIFO) is listed

@@ -8,14 +8,14 @@ from pathlib import Path
 
 import numpy as np
 
-from ...config_types import Count, checked_arguments
+from ...config_types import Count, PathLike, checked_arguments
 from ...errors import check_file, write_text_atomically
 
 ORACLE = 'oracle'
 
 
 @checked_arguments
-def load_anchor_predictions(path: str | Path, num_samples: Count | None,
+def load_anchor_predictions(path: PathLike, num_samples: Count | None,
                             num_actions: Count | None = None) -> tuple[np.ndarray, np.ndarray]:
     """First/last actions predicted by a step model, in dataset order, checked before any
     request is sent.
@@ -63,7 +63,8 @@ def _anchor_array(record: dict, key: str, path: Path, num_samples: int,
     return values.astype(np.int64)
 
 
-def save_anchor_predictions(path: str | Path, first, last) -> None:
+@checked_arguments
+def save_anchor_predictions(path: PathLike, first, last) -> None:
     write_text_atomically(path, json.dumps({'first': [int(a) for a in first],
                                             'last': [int(a) for a in last]}), 'anchors file')
 

@@ -4,11 +4,10 @@ from __future__ import annotations
 import json
 import sys
 from concurrent.futures import ThreadPoolExecutor
-from pathlib import Path
 
 import numpy as np
 
-from ...config_types import Count, NonNegativeInt, Positive, checked_arguments
+from ...config_types import Count, NonNegativeInt, PathLike, Positive, checked_arguments
 from ...core.stats import stratified_sample  # noqa: F401  (the one window sampler)
 from ...errors import write_text_atomically
 from .anchors import ORACLE
@@ -55,7 +54,7 @@ def make_query(index: NonNegativeInt, plan: list, task: NonNegativeInt, anchors=
 
 
 @checked_arguments
-def attach_frames(queries, windows, video_root, *, num_frames: Count = 4,
+def attach_frames(queries, windows, video_root: PathLike, *, num_frames: Count = 4,
                   folder_fps: Positive = 1.0) -> None:
     """Fill start/goal frames from the first and last step segments of each window.
 
@@ -171,7 +170,8 @@ def cost_summary(record: dict) -> str:
             'completion tokens)')
 
 
-def write_outcomes(path: str | Path, queries, outcomes: list[PlanOutcome], setting: dict) -> None:
+@checked_arguments
+def write_outcomes(path: PathLike, queries, outcomes: list[PlanOutcome], setting: dict) -> None:
     """Per-window JSON Lines: plan, ground truth, status; the first line is the setting."""
     lines = [json.dumps({'setting': setting})]
     for query, outcome in zip(queries, outcomes):

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ...config_types import Count, NonNegative, Positive, checked_arguments
+from ...config_types import Count, NonNegative, PathLike, Positive, checked_arguments
 
 IMAGE_SUFFIXES = ('.jpg', '.jpeg', '.png', '.bmp')
 VIDEO_SUFFIXES = ('.mp4', '.avi', '.mkv', '.webm', '.mov')
@@ -20,7 +20,8 @@ def clip_frame_times(start_s: NonNegative, end_s: NonNegative, num_frames: Count
     return start_s + (np.arange(num_frames) + 0.5) * (end_s - start_s) / num_frames
 
 
-def find_video_source(video_root: str | Path, vid: str) -> Path:
+@checked_arguments
+def find_video_source(video_root: PathLike, vid: str) -> Path:
     """``<root>/<vid>.<video ext>`` or a frames folder ``<root>/<vid>/``."""
     root = Path(video_root)
     if (root / vid).is_dir():
@@ -33,7 +34,7 @@ def find_video_source(video_root: str | Path, vid: str) -> Path:
 
 
 @checked_arguments
-def read_clip_frames(source: str | Path, start_s: NonNegative, end_s: NonNegative,
+def read_clip_frames(source: PathLike, start_s: NonNegative, end_s: NonNegative,
                      num_frames: Count, *, folder_fps: Positive = 1.0,
                      max_side: Count = 512) -> list[bytes]:
     """JPEG bytes of ``num_frames`` frames of [start_s, end_s] from a video file or a folder.
