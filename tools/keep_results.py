@@ -25,6 +25,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from vpn_plugin.errors import check_names, tool_main, write_text_atomically  # noqa: E402
 from vpn_plugin.outputs import check_output  # noqa: E402
 from vpn_plugin.protocol.results import read_results, results_text  # noqa: E402
+from vpn_plugin.protocol.plots import check_row_dump  # noqa: E402
 
 
 def parse_args(argv=None):
@@ -92,6 +93,7 @@ def kept_rows(rows, dumps: set, staging: Path, folder: Path) -> list:
             raise FileNotFoundError(f'the row of {row.method!r} seed {row.seed} T={row.horizon} '
                                     f'has no per-sample dump to keep (per_sample_file '
                                     f'{row.per_sample_file!r})')
+        check_row_dump(row)  # a truncated dump or one of another test is not archived
         slug = re.sub(r'[^a-z0-9]+', '_', row.method.lower()).strip('_')
         variant = ''.join(f'_{k}-{v}' for k, v in sorted(row.variant.items()))
         name = f'{slug}_T{row.horizon}{variant}_seed{row.seed}.json'

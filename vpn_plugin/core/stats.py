@@ -56,7 +56,13 @@ def _as_scores(values, name: str) -> np.ndarray:
         raise TypeError(f'{name} is a {type(values).__name__}; expected one score per seed '
                         '(n,): a list, array or tensor of numbers')
     if hasattr(values, 'detach'):  # a torch tensor, e.g. one that requires grad
-        values = values.detach().cpu().numpy()
+        values = values.detach().cpu()
+        # numpy has no bfloat16: scores of any float dtype are read as float64
+        values = (values.double() if values.is_floating_point() else values).numpy()
+    if np.ma.is_masked(values):  # np.asarray would average the masked seeds' values
+        raise ValueError(f'{name} is a masked array with masked entries at '
+                         f'{np.flatnonzero(np.ma.getmaskarray(values)).tolist()}; expected one '
+                         'score per seed that ran (drop the missing seeds: values.compressed())')
     _check_entries(values, name)
     try:
         given = np.asarray(values)

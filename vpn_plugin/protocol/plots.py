@@ -983,8 +983,8 @@ def _log_params_axis(ax, counts) -> None:
 
 # ---------------------------------------------------------------------- error overlap
 @checked_arguments
-def read_success(per_sample_file: PathLike) -> dict:
-    """``{sample_idx: (solved, gt_plan tuple)}`` from a PlanningMetric per-sample dump."""
+def read_dump(per_sample_file: PathLike) -> dict:
+    """A PlanningMetric per-sample dump (``sample_idx``, ``gt_plan``, ``scores``, ``metrics``)."""
     path = check_file(per_sample_file, 'per-sample dump', missing=(
         f'per-sample dump {per_sample_file} does not exist (PlanningMetric out_file; a results '
         'row\'s per_sample_file, relative to its results file; rows written before 2026-11-27 '
@@ -992,8 +992,29 @@ def read_success(per_sample_file: PathLike) -> dict:
         'the results file)'))
     dump = read_json(path, 'per-sample dump')
     for key in ('sample_idx', 'gt_plan', 'scores'):
-        if key not in dump:
+        if not isinstance(dump, dict) or key not in dump:
             raise ValueError(f'{path}: no field {key!r}; expected a PlanningMetric out_file dump')
+    return dump
+
+
+def check_row_dump(row: ResultRow) -> None:
+    """The row's per-sample dump is the one its metrics were computed from: the metrics the
+    dump records equal the row's (a dump of another seed, method or run copied over it would
+    count other windows' outcomes under this row's name)."""
+    recorded = read_dump(row.per_sample_file).get('metrics') or {}
+    for name in sorted(set(recorded) & set(row.metrics)):
+        if not math.isclose(recorded[name], row.metrics[name], rel_tol=1e-9, abs_tol=1e-9):
+            raise ValueError(
+                f'per-sample dump {row.per_sample_file} records {name} = {recorded[name]:g}, '
+                f'but the row of {row.method!r} seed {row.seed} T={row.horizon} it belongs to has '
+                f'{row.metrics[name]:g}; expected the dump of that very test (a dump of another '
+                'seed, method or run in its place?)')
+
+
+@checked_arguments
+def read_success(per_sample_file: PathLike) -> dict:
+    """``{sample_idx: (solved, gt_plan tuple)}`` from a PlanningMetric per-sample dump."""
+    dump = read_dump(per_sample_file)
     solved = dump['scores']['success_rate']
     return {int(i): (score >= 50.0, tuple(gt))
             for i, score, gt in zip(dump['sample_idx'], solved, dump['gt_plan'])}
@@ -1050,6 +1071,8 @@ def error_overlap(rows: list[ResultRow], method: str, reference: str,
 
     def dumps(name):
         chosen = [r for r in compared if r.method == name]
+        for row in chosen:
+            check_row_dump(row)
         found = {r.seed: r.per_sample_file for r in chosen}
         if not found:
             raise ValueError(f'no results row of {name!r}' + (f' at T={horizon}' if horizon

@@ -517,11 +517,15 @@ def filter_rows(rows: list[ResultRow], *, protocol=None, dataset=None, horizons=
         if '=' not in item:
             raise ValueError(f'variant filter {item!r} must look like key=value')
         key, value = item.split('=', 1)
+        if key in wanted:  # a row has one value per key: the later one would silently win
+            raise ValueError(f'variant filter {key!r} is given twice ({key}={json.dumps(wanted[key])} '
+                             f'and {item}); a row has one {key}: give it once (one table per '
+                             'value)')
         wanted[key] = _parse_scalar(value)
     kept = [r for r in rows
             if (protocol is None or r.protocol == protocol)
             and (dataset is None or r.dataset == dataset)
-            and all(r.variant.get(k) == v for k, v in wanted.items())]
+            and all(_variant_matches(r, k, v) for k, v in wanted.items())]
     # a name that matches nothing is a typo: it would silently drop a method or a column
     check_names(horizons, sorted({r.horizon for r in kept}), '--horizons')
     kept = [r for r in kept if horizons is None or r.horizon in horizons]
@@ -532,6 +536,21 @@ def filter_rows(rows: list[ResultRow], *, protocol=None, dataset=None, horizons=
                          f'horizons={horizons} variant={list(variant or ())} methods={methods}; '
                          f'the {len(rows)} rows hold {_held(rows)}')
     return kept
+
+
+def _variant_matches(row: ResultRow, key: str, wanted) -> bool:
+    """Whether ``row.variant[key]`` is ``wanted``; a value that is the same setting written as
+    another kind (``"0.1"`` for 0.1) is refused, not dropped: the filter would silently lose
+    that seed."""
+    value = row.variant.get(key)
+    if value == wanted:
+        return True
+    if isinstance(value, str) and not isinstance(wanted, str) and _parse_scalar(value) == wanted:
+        raise ValueError(f'row of {row.method!r} seed {row.seed} T={row.horizon} has variant '
+                         f'{key}={json.dumps(value)} (a string) where the filter {key}='
+                         f'{json.dumps(wanted)} asks the number; expected the number as the '
+                         'other rows write it (fix that row)')
+    return False
 
 
 def _held(rows: list[ResultRow]) -> str:
@@ -552,7 +571,7 @@ def rename_methods(rows: list[ResultRow], renames: list[str], known=None) -> lis
     for item in renames or ():
         if '=' not in item:
             raise ValueError(f'rename {item!r} must look like OLD=NEW')
-        old, new = item.split('=', 1)
+        old, new = _split_rename(item, known)
         if not visible_name(new):
             raise ValueError(f'rename {item!r}: the new name {new!r} is empty or invisible; a '
                              'table row needs a name to show')
@@ -569,6 +588,17 @@ def rename_methods(rows: list[ResultRow], renames: list[str], known=None) -> lis
             raise ValueError(f'rename {old}={new}: {new!r} is already a method of the results; '
                              'two methods would merge into one row')
     return [replace(r, method=mapping.get(r.method, r.method)) for r in rows]
+
+
+def _split_rename(item: str, known) -> tuple:
+    """(OLD, NEW) of ``'OLD=NEW'``: at the first ``=``, unless OLD is then no known method and
+    a later ``=`` gives one (a method named with ``=``, e.g. ``ViterbiPlanNet (train T=6)``)."""
+    cuts = [i for i, char in enumerate(item) if char == '=']
+    if known is not None:
+        for cut in cuts:
+            if item[:cut] in known:
+                return item[:cut], item[cut + 1:]
+    return item[:cuts[0]], item[cuts[0] + 1:]
 
 
 def mean_over_datasets(rows: list[ResultRow]) -> list[ResultRow]:

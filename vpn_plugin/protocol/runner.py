@@ -583,6 +583,7 @@ class ProtocolRunner:
             raise ValueError(f'jobs={jobs}; expected >= 1 runs at once')
         done = self.done_keys()
         todo = [u for u in units if not self.is_done(u, done)]
+        self.check_done_features([u for u in units if u not in todo])
         check_units(todo)
         self.check_requirements(todo)
         self.expect(units)
@@ -655,6 +656,42 @@ class ProtocolRunner:
             f'{len(failures)} protocol run(s) failed (the others ran; their rows are in '
             f'{self.results_file}); fix the cause and rerun the same command to run only '
             'what is missing:\n' + '\n'.join(lines), failures)
+
+    def check_done_features(self, units: list[TrainUnit]) -> None:
+        """A finished unit counts as done for the features it was tested on: its rows'
+        ``features.fingerprint`` must be the one of the feature folder its tests read now
+        (``--feature-dir`` pointing at other features would otherwise exit 0 with the old
+        features' rows, "already finished")."""
+        from vpn_plugin.datasets.provenance import folder_fingerprint
+        rows = {row.key(): row for row in read_results(self.results_file, empty_ok=True)} \
+            if units and self.results_file.is_file() else {}
+        folders = {}
+        for unit in units:
+            for spec in unit.tests:
+                row = rows.get(self.row_for(unit, spec).key())
+                recorded = (row.features or {}).get('fingerprint') if row else None
+                if not recorded or '+' in recorded:  # not recorded, or a union's folders
+                    continue
+                job = (spec.config, json.dumps({**unit.cfg_options, **spec.cfg_options},
+                                               sort_keys=True, default=str), unit.horizon,
+                       spec.horizon)
+                if job not in folders:
+                    cfg = self.build_cfg(spec.config, {**unit.cfg_options, **spec.cfg_options},
+                                         unit.seed, self.root, unit.horizon, spec.horizon)
+                    folder = ((cfg.get('test_dataloader') or {}).get('dataset') or {}).get(
+                        'feature_dir')
+                    folders[job] = folder if folder and Path(folder).is_dir() else None
+                if folders[job] is None:
+                    continue
+                now = folder_fingerprint(folders[job])['fingerprint']
+                if now != recorded:
+                    raise ValueError(
+                        f'{self.results_file} holds the row of {spec.method!r} seed '
+                        f'{unit.seed} T={spec.horizon}, tested on features of fingerprint '
+                        f'{recorded}, but its test now reads {folders[job]} (fingerprint '
+                        f'{now}): other features; the protocol never passes rows of other '
+                        'features off as done: give another --out for these features, or the '
+                        'feature folder the rows were made with')
 
     def check_requirements(self, units: list[TrainUnit]) -> None:
         """For a protocol with ``requires`` (data beyond ../shared/data, e.g. COIN's

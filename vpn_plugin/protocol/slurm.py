@@ -158,7 +158,12 @@ def parse_memory(text: str) -> str:
     if not re.fullmatch(r'[1-9]\d*[KMGT]?', str(text).strip().upper()):
         raise ValueError(f'--mem-per-run {text!r}: expected a size as sbatch --mem takes it, '
                          'e.g. 16G or 4000M')
-    return str(text).strip().upper()
+    size = str(text).strip().upper()
+    if size.isdigit() and int(size) < 1024:  # "16" meant as 16G is 16 MB to sbatch
+        raise ValueError(f'--mem-per-run {text!r}: sbatch reads a number without a unit as '
+                         f'megabytes ({size} MB, too little for a training); expected the unit '
+                         f'written: {size}G, or {size}M if megabytes are meant')
+    return size
 
 
 def parse_options(items) -> dict:
@@ -276,6 +281,7 @@ def plan_array(runner, units, request: SlurmRequest, epoch_seconds: float,
     partition's (minutes, note), read from Slurm when not given."""
     done = runner.done_keys()
     open_units = [u for u in units if not runner.is_done(u, done)]
+    runner.check_done_features([u for u in units if u not in open_units])
     todo = [u for u in open_units if str(Path(runner.work_dir(u)).absolute()) not in queued]
     seconds = unit_seconds(runner, todo, epoch_seconds)
     tasks = pack(todo, seconds, request.runs_per_job)
