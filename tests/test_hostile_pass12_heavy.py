@@ -1,5 +1,5 @@
 """Tenth hostile pass, part B (confirm2: PDPP / KEPP / CEFITO through the tools and apis): the
-cases it found, each a test that fails on the pass's start commit e8caac6."""
+cases it found, each a test that fails on the code the cases ran on (d480dc8, main with meaning2)."""
 from types import SimpleNamespace
 
 import pytest
