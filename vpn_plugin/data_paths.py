@@ -289,6 +289,7 @@ def load_config(path, cfg_options=None, *, data_root=None, feature_dir=None, hor
         _refuse_derived_horizons(path, cfg_options)
         _check_list_indices(path, cfg, cfg_options)
         cfg.merge_from_dict(cfg_options)
+        _refuse_inert_variables(path, cfg, cfg_options)
         if any(key.split('.')[0] == 'custom_imports' for key in cfg_options):
             import_custom_modules(path, cfg.custom_imports)
     from vpn_plugin.runner_keys import check_runner_kinds
@@ -599,6 +600,31 @@ def check_split_locations(cfg) -> None:
                              f'{key}=DIR' + (f' (or --{key.replace("_", "-")} DIR)'
                                              if key != 'cache_dir' else ''))
 
+
+# top-level variables of configs/_base_/datasets/planning_dataset.py that are copied into the
+# dataset dicts when the config file is parsed: --cfg-options after parsing does not reach them
+DATASET_VARIABLES = ('observation', 'window_policy', 'device_resident')
+
+
+def _refuse_inert_variables(path, cfg, cfg_options: dict) -> None:
+    """``--cfg-options observation=concat3`` changes the top-level variable only: the datasets
+    keep the value the file gave them (a test of 'authors' observations said nothing):
+    ``ValueError`` naming the dataset keys to set instead."""
+    for key in DATASET_VARIABLES:
+        if key not in cfg_options:
+            continue
+        kept = {}
+        for split in ('train', 'val', 'test'):
+            dataset = (cfg.get(f'{split}_dataloader') or {}).get('dataset') or {}
+            if hasattr(dataset, 'get') and key in dataset and dataset[key] != cfg_options[key]:
+                kept[f'{split}_dataloader.dataset.{key}'] = dataset[key]
+        if kept:
+            listed = ', '.join(f'{where}={value!r}' for where, value in kept.items())
+            raise ValueError(
+                f'{path}: --cfg-options {key}={cfg_options[key]!r} changes the top-level '
+                'variable only, which the config copied into its datasets when it was read: '
+                f'they keep {listed}; set those keys instead (--cfg-options '
+                + ' '.join(f'{where}={cfg_options[key]}' for where in kept) + ')')
 
 def _refuse_derived_horizons(path, cfg_options: dict) -> None:
     """``model.horizon=4`` etc. would be overwritten by :func:`apply_horizon`: refuse it."""

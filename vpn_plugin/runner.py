@@ -193,7 +193,11 @@ class PlanningRunner(Runner):
         from vpn_plugin.datasets.planning_dataset import check_split_disjoint
         check_config_keys(cfg)
         check_loop_counts(cfg)
-        cfg = resolve_dataset_references(resolve_paths(apply_horizon(cfg)))  # as protocols
+        cfg = resolve_paths(apply_horizon(cfg))
+        for index, item in enumerate(pkg_extra_datasets(cfg)):  # a key is named when resolved
+            if hasattr(item, 'get'):
+                warn_test_videos_in_pkg(cfg, index, item)
+        cfg = resolve_dataset_references(cfg)  # as protocols
         check_config_entries(cfg, cfg.filename or 'config')
         check_split_disjoint(cfg)  # no test video among the training videos
         check_folder_target(cfg.work_dir)
@@ -1049,6 +1053,24 @@ def resolve_dataset_references(cfg):
                                  "'val_dataloader.dataset'")
             extra[index] = copy.deepcopy(value)
     return cfg
+
+
+def warn_test_videos_in_pkg(cfg, index: int, dataset) -> None:
+    """An extra PKG dataset given as a config dict that holds videos of the test split (e.g.
+    the test window file written out instead of the ``'test_dataloader.dataset'`` key) counts
+    the test windows into the graph they are scored with: the same WARNING as the key."""
+    from vpn_plugin.datasets.planning_dataset import source_videos
+    test = (cfg.get('test_dataloader') or {}).get('dataset') or {}
+    if dataset.get('type') != 'PlanningDataset' or test.get('type') != 'PlanningDataset':
+        return
+    shared = sorted(source_videos(dict(dataset)) & source_videos(dict(test)))
+    if shared:
+        from mmengine.logging import print_log
+        print_log(f'{cfg.filename}: model.pkg.extra_datasets[{index}] holds {len(shared)} '
+                  f'video(s) of the test split, e.g. {shared[:3]}: the PKG is counted on the '
+                  'test windows it is scored on (a test-set graph: an oracle upper bound, as '
+                  "the union_pkg protocol's oracle row, never a result)", logger='current',
+                  level=logging.WARNING)
 
 
 def _check_arguments(where: str, registry, entry: dict) -> None:

@@ -355,11 +355,25 @@ def _given_tasks(model, task, batch_size: int) -> torch.Tensor:
         raise TypeError(f'task={task!r}; expected a task index or {batch_size} of them')
     values = values.long().expand(batch_size) if values.dim() == 0 else values.long()
     num_tasks = getattr(model, 'num_tasks', None)
+    if num_tasks is None:  # a planner without a task head (KEPP): its config's taxonomy
+        num_tasks = _config_num_tasks(model)
     if len(values) != batch_size or (num_tasks is not None and not bool(
             ((values >= 0) & (values < num_tasks)).all())):
         raise ValueError(f'task={task!r}; expected {batch_size} task index(es) in 0..'
                          f'{"K-1" if num_tasks is None else num_tasks - 1}')
     return values.clone()
+
+
+
+def _config_num_tasks(model) -> Optional[int]:
+    """The task count of the taxonomy of ``model.cfg``'s test split (``init_planner`` keeps the
+    config), None without one: a task index of a planner that has no task head is still an
+    index of its dataset's taxonomy."""
+    from vpn_plugin.datasets.planning_dataset import config_metainfo
+    cfg = getattr(model, 'cfg', None)
+    dataset = ((cfg.get('test_dataloader') or {}).get('dataset')) if cfg is not None else None
+    meta = config_metainfo(dataset) if dataset else None
+    return None if meta is None else meta['num_tasks']
 
 
 def _observation_batch(model, values, name: str) -> torch.Tensor:

@@ -260,6 +260,8 @@ def _checked_edges(path, nodes, successors) -> dict:
                                  f'{sorted(attributes)}); expected the transition probability, '
                                  'a float in [0, 1]')
             weight = attributes['weight']
+            if isinstance(weight, np.floating):  # a graph built from numpy arrays (float32)
+                weight = float(weight)
             if not (isinstance(weight, float) and 0 <= weight <= 1):
                 raise ValueError(f'{where} has weight {weight!r} ({type(weight).__name__}); '
                                  'expected a float in [0, 1] (the transition probability, '
