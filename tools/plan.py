@@ -146,6 +146,7 @@ def plan_video(args, cfg) -> None:
     sample, features = plan_from_video(model, s3d, args.video, args.start_time,
                                        args.goal_time, recipe_from_args(args), args.split,
                                        return_features=True, task=task)
+    print_features_note([sample])
     print('\n'.join(format_video_plan(sample, taxonomy, args.video, args.start_time,
                                       args.goal_time)))
     if args.save_features:
@@ -165,6 +166,7 @@ def plan_features(args, cfg) -> None:
     start, goal = video_observations(model.cfg, args.features, args.start_time, args.goal_time,
                                      args.split, allow_unusable=True)
     sample = plan_from_features(model, start, goal, task=task)[0]
+    print_features_note([sample])
     seconds = int(len(record['frames_features']))
     sample.set_field(seconds, 'num_seconds', field_type='metainfo')
     sample.set_field(goal_note(args.goal_time, seconds), 'goal_note', field_type='metainfo')
@@ -179,6 +181,8 @@ def planner(init_planner, cfg, checkpoint):
     with warnings.catch_warnings():
         warnings.filterwarnings('ignore', message='.*was trained with other options than this')
         model = init_planner(cfg, checkpoint)
+    # the features planned from, unlike the training features: a WARNING line (print_notes)
+    warnings.filterwarnings('ignore', message='the features planned from have mean')
     print_unchecked(model, checkpoint)
     return model
 
@@ -192,6 +196,14 @@ def print_unchecked(model, checkpoint) -> None:
     if model.unchecked_checkpoint:
         print(f'*** UNCHECKED checkpoint {checkpoint}: it records no '
               f'{", ".join(model.unchecked_checkpoint)} (unchecked_checkpoint=True) ***')
+
+
+def print_features_note(samples) -> None:
+    """The WARNING line of features unlike the checkpoint's training features (another scale or
+    extractor: ``apis.features_note``), once."""
+    notes = {sample.metainfo.get('features_note') for sample in samples} - {None}
+    for note in sorted(notes):
+        print(f'WARNING: {note}')
 
 
 def save_features(path, features, s3d, warning: str) -> None:
@@ -250,7 +262,9 @@ def main(argv=None):
         return plan_features(args, cfg)
     model = planner(init_planner, cfg, args.checkpoint)
     dataset = build_split_dataset(cfg, args.split)
-    for sample in inference_planner(model, dataset, args.indices):
+    samples = inference_planner(model, dataset, args.indices)
+    print_features_note(samples)
+    for sample in samples:
         print('\n'.join(format_plan(sample, dataset.taxonomy)))
         print()
 
