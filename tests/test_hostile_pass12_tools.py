@@ -77,3 +77,23 @@ def test_c2_inference_planner_names_a_dataset_of_another_scale(recorded_with_sta
     with pytest.warns(UserWarning, match='the features planned from have mean'):
         samples = inference_planner(model, test, [0])
     assert 'was trained on features of mean' in samples[0].metainfo['features_note']
+
+
+def test_m10_two_runs_saving_features_to_one_new_file_keep_the_first(tmp_path):
+    """M10: two plan.py --video runs of different videos with --save-features X (X new) at
+    once both exited 0 and said "features: X"; X held the second video's features, the first
+    run's replaced without a word (neither had --overwrite). The run that finds X written
+    meanwhile now keeps it and fails naming it; a file there when the run began (an earlier
+    --save-features, --overwrite) is replaced as before."""
+    from types import SimpleNamespace
+    plan = load_tool('plan')
+    path = tmp_path / 'same.npz'
+    s3d = SimpleNamespace(usable=True)
+    plan.save_features(path, np.ones((6, 512), np.float32), s3d, '', existed=False)
+    with pytest.raises(ValueError, match=r'--save-features .*same.npz: another process wrote '
+                                         r'that file while this run extracted its features'):
+        plan.save_features(path, np.zeros((4, 512), np.float32), s3d, '', existed=False)
+    assert np.load(path)['frames_features'].shape == (6, 512)
+    assert [p.name for p in tmp_path.iterdir()] == ['same.npz']  # no temporary left
+    plan.save_features(path, np.zeros((4, 512), np.float32), s3d, '', existed=True)
+    assert np.load(path)['frames_features'].shape == (4, 512)
