@@ -184,3 +184,14 @@ def test_an_empty_list_of_plans_is_called_empty():
         plan_distribution([])
     with pytest.raises(ValueError, match=r'^pred is empty;'):
         planning_metrics([], [])
+
+
+def test_label_noise_refuses_a_label_outside_its_given_task():
+    """Before (meaning5, left silent): with ``tasks`` given, a step its task does not have was
+    replaced by one of the task's actions without a word."""
+    from vpn_plugin.core import label_noise
+    task_actions = [[0, 1], [2, 3]]
+    with pytest.raises(ValueError, match=r"label_noise sequence 1 step 2: action 1 is not among "
+                                         r"task 1's actions \[2, 3\] \(tasks\[1\]=1\)"):
+        label_noise([[0, 1], [2, 3, 1]], 0.5, task_actions, seed=0, tasks=[0, 1])
+    assert label_noise([[0, 1], [2, 3]], 0.0, task_actions, tasks=[0, 1]) == [[0, 1], [2, 3]]

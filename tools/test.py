@@ -26,7 +26,7 @@ import os.path as osp
 
 import vpn_plugin.compat_applied  # noqa: F401  (compat fixes before configs are parsed)
 from vpn_plugin.compat import exit_distributed_rank, shutdown_distributed
-from vpn_plugin.data_paths import (add_runner_arguments, data_path_args,
+from vpn_plugin.data_paths import (add_runner_arguments, check_flags_agree, data_path_args,
                                   check_work_dir_option,
                                   load_config as read_config, set_launcher)
 from vpn_plugin.errors import (POSITIVE_INT, check_file, path_argument, tool_main,
@@ -99,6 +99,10 @@ def load_config(args):
     set_launcher(cfg, args)
     cfg.work_dir = test_work_dir(args, cfg)
     if args.limit or args.smoke:
+        # --limit 10 with --cfg-options test_dataloader.dataset.limit=20 scored 10, unsaid
+        check_flags_agree(args.cfg_options, {
+            '--limit' if args.limit else '--smoke': ('test_dataloader.dataset.limit',
+                                                     args.limit or SMOKE['test_windows'])})
         limit_test_windows(cfg, args.limit or SMOKE['test_windows'])
     cfg.load_from = args.checkpoint
     cfg.resume = False

@@ -275,6 +275,9 @@ def load_config(path, cfg_options=None, *, data_root=None, feature_dir=None, hor
     """The mmengine ``Config`` of ``path`` with ``cfg_options`` merged, the horizon applied and
     the data locations resolved to absolute paths (:func:`resolve_paths`; rules: module
     docstring)."""
+    if cfg_options is not None and not isinstance(cfg_options, dict):  # 'a=1' read as keys
+        raise TypeError(f'{path}: cfg_options={cfg_options!r}; expected a dict of dotted keys '
+                        "and values, e.g. {'model.dropout': 0.2} (or None)")
     cfg = read_config_file(path)
     check_config_keys(cfg, cfg_options)  # a misspelled key (horizn=4) is refused
     check_flags_agree(cfg_options, {'--data-root': ('data_root', data_root),

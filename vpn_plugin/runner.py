@@ -269,6 +269,8 @@ class PlanningRunner(Runner):
                              self.cfg.filename or 'config')
         self.log_shortened()
         self.log_test_windows()
+        if self._train_loop is not None:
+            check_train_batches(self.train_loop.dataloader, self.cfg.filename or 'config')
         if self.rank != 0:
             return super().train()
         from vpn_plugin.engine.checkpoint import remove_partial_files
@@ -538,6 +540,25 @@ def check_training_hooks(model, hooks, where: str) -> None:
                          f"expected custom_hooks to include dict(type='{missing[0]}') as the "
                          'method\'s base config does (a --cfg-options custom_hooks=[...] '
                          'replaces the whole list)')
+
+
+def check_train_batches(loader, where: str) -> None:
+    """A training loader that yields no batch (``train_dataloader.batch_size`` above the
+    training windows with ``drop_last=True``) trained nothing: every epoch ran 0 iterations and
+    the run saved its untrained model as trained checkpoints, exit 0."""
+    try:
+        batches = len(loader)
+    except TypeError:  # an iterable dataset: no length to check
+        return
+    if batches:
+        return
+    sampler = loader.batch_sampler
+    batch_size = getattr(sampler, 'batch_size', loader.batch_size)
+    drop_last = getattr(sampler, 'drop_last', loader.drop_last)
+    raise ValueError(f'{where}: train_dataloader yields no batch: {len(loader.dataset)} training '
+                     f'windows (this process) with batch_size={batch_size}, drop_last={drop_last} '
+                     'give 0 iterations per epoch, so the run would save an untrained model; '
+                     f'expected a batch_size <= {len(loader.dataset)} or drop_last=False')
 
 
 def check_hooks_once(hooks, stage_hooks, where: str) -> None:

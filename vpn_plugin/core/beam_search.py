@@ -5,6 +5,7 @@ Plain torch; no mmaction/mmengine import.
 import torch
 
 from ..config_types import Count, checked_arguments
+from .viterbi import check_rows_normalised
 
 
 def reachable_in(log_transitions: torch.Tensor, target: int, max_steps: int) -> torch.Tensor:
@@ -82,7 +83,8 @@ def pkg_beam_search(log_transitions: torch.Tensor, first: torch.Tensor, last: to
 
 
 def _check_log_transitions(log_transitions) -> None:
-    """(N, N) floating-point tensor without NaN or +inf (-inf: no edge)."""
+    """(N, N) floating-point tensor without NaN or +inf (-inf: no edge), whose rows are log
+    probabilities (a matrix of probabilities was summed as log scores without a word)."""
     if not isinstance(log_transitions, torch.Tensor) or not log_transitions.is_floating_point():
         raise TypeError(f'log_transitions is a {type(log_transitions).__name__} of dtype '
                         f'{getattr(log_transitions, "dtype", None)}; expected a floating-point '
@@ -93,6 +95,7 @@ def _check_log_transitions(log_transitions) -> None:
             (torch.isnan(log_transitions) | (log_transitions == float('inf'))).any()):
         raise ValueError('log_transitions holds NaN or +inf values; expected log probabilities '
                          '(-inf for no edge)')
+    check_rows_normalised(log_transitions)
 
 
 def _action_ids(ids, name: str) -> torch.Tensor:

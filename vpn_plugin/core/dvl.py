@@ -292,6 +292,36 @@ def _check_temperature_fits(emissions, transitions, prior, temperature: float) -
                          f'{highest:.3g}]')
 
 
+@torch.no_grad()
+def check_soft_plan_sums(soft_plan: torch.Tensor, log_partition: torch.Tensor,
+                         log_emissions: torch.Tensor) -> None:
+    """Refuse a soft plan (B, T, N) whose rows of a feasible sample (finite log partition (B,))
+    do not sum to 1: log emissions of a large common magnitude (raw scores around 1e6 in
+    float32) cancel in alpha + beta - log Z beyond the dtype's precision, and the marginals
+    came back off by 0.1 (entries of 16 at 1e8) without a word. Tolerance 1e-2, or the
+    dtype's rounding where it is coarser (half precision)."""
+    if not values_checkable(soft_plan):
+        return
+    feasible = torch.isfinite(log_partition)
+    if not bool(feasible.any()):
+        return
+    deviation = (soft_plan.detach()[feasible].double().sum(-1) - 1).abs()  # (B', T)
+    num_actions = soft_plan.shape[-1]
+    tolerance = max(1e-2, 8 * torch.finfo(soft_plan.dtype).eps * max(1.0, math.log(num_actions)))
+    if float(deviation.max()) <= tolerance:
+        return
+    sample, step = (int(i) for i in (deviation == deviation.max()).nonzero()[0])
+    sample = int(feasible.nonzero()[sample])
+    row = float(soft_plan[sample, step].double().sum())
+    finite = log_emissions.detach()[torch.isfinite(log_emissions.detach())]
+    raise ValueError(
+        f'differentiable_viterbi: the soft plan of sample {sample} sums to {row:.4g} at step '
+        f'{step} (expected 1): its log emissions (up to {float(finite.abs().max()):.3g} in '
+        f'magnitude, log partition {float(log_partition[sample]):.3g}) exceed the precision of '
+        f'{soft_plan.dtype}; expected log probabilities or scores of moderate scale (e.g. the '
+        'log_softmax of the logits), or float64 emissions')
+
+
 def _clamp_log(values: torch.Tensor, clamp_probs: Optional[float]) -> torch.Tensor:
     return values if clamp_probs is None else values.clamp(min=math.log(clamp_probs))
 
@@ -338,6 +368,7 @@ def differentiable_viterbi(log_emissions: torch.Tensor, log_transitions: torch.T
         return _ViterbiChain.apply(_clamp_log(log_emissions, clamp_probs) / gamma, transitions,
                                    prior, gamma, impl)
     soft_plan, log_partition = layer(emissions)
+    check_soft_plan_sums(soft_plan, log_partition, emissions)
     for _ in range(num_layers - 1):
         soft_plan, log_partition = layer(torch.log(soft_plan.clamp(min=floor)))
     return soft_plan, log_partition

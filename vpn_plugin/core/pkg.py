@@ -91,7 +91,7 @@ def check_pkg(pkg, name: str = 'pkg') -> np.ndarray:
         raise ValueError(f'{name} is on the meta device, which holds no values; expected a '
                          'PKG with data (N, N)')
     given = np.asarray(pkg.detach().cpu() if isinstance(pkg, torch.Tensor) else pkg)
-    if np.iscomplexobj(given):
+    if np.iscomplexobj(given) or given.dtype.kind in 'USO':  # '0.5' would be parsed
         raise TypeError(f'{name} has dtype {given.dtype}; expected real probabilities')
     array = np.asarray(given, dtype=np.float64)
     if array.ndim != 2 or array.shape[0] != array.shape[1]:
@@ -264,7 +264,12 @@ def union_pkg(*sources, num_actions: Optional[Count] = None, count_mode: CountMo
 def _source_pkg(source, index, num_actions, count_mode, horizon, smoothing) -> np.ndarray:
     if isinstance(source, (np.ndarray, torch.Tensor)) and np.ndim(source) == 2:
         if np.issubdtype(np.asarray(source).dtype, np.floating):
-            return check_pkg(source, name=f'union_pkg source {index}')
+            pkg = check_pkg(source, name=f'union_pkg source {index}')
+            if num_actions is not None and len(pkg) != num_actions:  # was ignored unsaid
+                raise ValueError(f'union_pkg source {index} is a PKG of {len(pkg)} actions but '
+                                 f'num_actions={num_actions}; expected PKGs of the one action '
+                                 'space num_actions names')
+            return pkg
         if source.shape[0] == source.shape[1]:  # a 0/1 adjacency or count matrix, or windows?
             raise TypeError(f'union_pkg source {index} is a square {tuple(source.shape)} '
                             f'{np.asarray(source).dtype} array, which reads as a PKG and as '
@@ -345,6 +350,7 @@ def label_noise(sequences: Iterable[Sequence[int]], fraction: Probability,
         tasks = [_sequence_task(s, task_sets, i) if s else -1 for i, s in enumerate(sequences)]
     else:
         tasks = _check_tasks(tasks, len(sequences), len(task_sets))
+        _check_labels_in_tasks(sequences, tasks, task_sets)
     for index in np.sort(chosen):
         i, t = positions[index]
         candidates = sorted(task_sets[tasks[i]] - {sequences[i][t]})
@@ -363,6 +369,19 @@ def _check_tasks(tasks: Sequence[int], num_sequences: int, num_tasks: int) -> Li
         raise ValueError(f'label_noise task index {bad[0]}; expected 0..{num_tasks - 1} '
                          '(indices into task_actions)')
     return tasks
+
+
+def _check_labels_in_tasks(sequences: List[List[int]], tasks: List[int],
+                           task_sets: List[set]) -> None:
+    """A given task must hold its sequence's labels: noise draws "another action of the
+    task", which means nothing for a step the task does not have."""
+    for i, (sequence, task) in enumerate(zip(sequences, tasks)):
+        foreign = [(t, a) for t, a in enumerate(sequence) if a not in task_sets[task]]
+        if foreign:
+            t, action = foreign[0]
+            raise ValueError(f'label_noise sequence {i} step {t}: action {action} is not among '
+                             f'task {task}\'s actions {sorted(task_sets[task])} (tasks[{i}]={task}); '
+                             'expected every label of a sequence in its given task')
 
 
 def _sequence_task(sequence: List[int], task_sets: List[set], index: int) -> int:

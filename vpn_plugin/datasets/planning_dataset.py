@@ -625,11 +625,29 @@ def check_split_disjoint(cfg) -> None:
     check_split_roles(dict(train=train, val=val, test=test), cfg.filename or 'config')
     if train and val:
         check_held_out_agrees(train, val, cfg.filename or 'config')
+    if val and test and cfg.get('selection') != 'authors':
+        check_selection_held_out(source_videos(val), source_videos(test), cfg)
     if not (train and test):
         return
     check_disjoint(source_videos(train), source_videos(test),
                    f'{cfg.filename or "config"}: train_dataloader.dataset / '
                    'test_dataloader.dataset')
+
+
+def check_selection_held_out(val_videos: set, test_videos: set, cfg) -> None:
+    """Validation on test videos is the authors' test-set selection, which a config names
+    (``selection = 'authors'``, configs/_base_/selection): a ``val_dataloader`` moved onto the
+    test windows (``--cfg-options val_dataloader.dataset.window_file=splits/test_T3.json``)
+    selected the checkpoint on test videos and reported it as the unified protocol."""
+    shared = sorted(val_videos & test_videos)
+    if shared:
+        raise ValueError(
+            f'{cfg.filename or "config"}: val_dataloader.dataset / test_dataloader.dataset: '
+            f'{len(shared)} video(s) are in both the validation and the test split, e.g. '
+            f'{shared[:5]}, with selection={cfg.get("selection")!r}: the checkpoint would be '
+            'selected on test windows; validate on held-out training videos (the dataset '
+            "base's val_dataloader), or set selection='authors' to report the authors' "
+            'test-set selection as such (configs/_base_/selection)')
 
 
 # the splits each dataloader may read: a training on the 'test' split of its window file (its

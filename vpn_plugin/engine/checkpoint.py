@@ -421,6 +421,9 @@ TRAINING_OPTIONS = {
     'custom_hooks.<EMA>.*': (SAME, IRRELEVANT),
     'default_hooks.checkpoint.save_best': (SAME, IRRELEVANT),
     'default_hooks.checkpoint.rule': (SAME, IRRELEVANT),
+    # how the run chose its checkpoint: a test of a unified run under selection='authors'
+    # logged "model selection: authors" without a word (confirm5 T16)
+    'selection': (SAME, NAMED),
     'dataset.horizon': (SAME, NAMED),  # a cross-horizon test is allowed, and named
     'dataset.observation': (SAME, NAMED),  # 'concat3' on an 'authors' run: same 1536 dims
     'dataset.observed_steps': (SAME, NAMED),  # 1 at test of a run of 0: SR 12.59 -> 17.41

@@ -75,6 +75,11 @@ class PlanningMetric(BaseMetric):
         if 'miou_batch' in extra_metrics and miou_batch_size is None:
             raise ValueError("PlanningMetric: extra_metrics 'miou_batch' needs miou_batch_size "
                              '(its value depends on the evaluation batch size)')
+        if miou_batch_size is not None and 'miou_batch' not in extra_metrics:  # was unread
+            raise ValueError(f'PlanningMetric: miou_batch_size={miou_batch_size} without '
+                             f"'miou_batch' in extra_metrics ({list(extra_metrics)}) computes "
+                             "nothing; expected extra_metrics=['miou_batch'] with it, or no "
+                             'miou_batch_size')
         self.extra_metrics, self.miou_batch_size = tuple(extra_metrics), miou_batch_size
 
     def process(self, data_batch, data_samples: Sequence[dict]) -> None:

@@ -223,6 +223,13 @@ class BasePlanner(BaseModel):
         (:func:`check_finite_loss`): no optimizer step, no checkpoint of NaN weights."""
         from mmengine.logging import MessageHub
         loss, log_vars = super().parse_losses(losses)
+        if not isinstance(loss, torch.Tensor):  # no 'loss' term: an AttributeError on int 0
+            weights = getattr(self, 'loss_weights', None)
+            raise ValueError(f'{type(self).__name__}: the training loss has no term (the model '
+                             f'returned {sorted(losses)}, none named loss*)'
+                             + (f'; model.loss_weights={dict(weights)} are all 0'
+                                if weights is not None else '')
+                             + ': nothing would be learned; expected a loss weight > 0')
         step = MessageHub.get_current_instance().get_info('iter')
         check_finite_loss(loss, f'{type(self).__name__}: the training loss' + (
             f' at iteration {step + 1}' if step is not None else ''), log_vars)
