@@ -19,6 +19,7 @@ its task comes from (the planner's classifier with its probability, the ground t
 ``--task NAME``: the task the video shows) and warns when its actions leave that task.
 """
 import argparse
+import os
 import sys
 
 from vpn_plugin.data_paths import (add_cfg_options, add_data_arguments, check_flags_agree,
@@ -146,10 +147,12 @@ def plan_video(args, cfg) -> None:
     sample, features = plan_from_video(model, s3d, args.video, args.start_time,
                                        args.goal_time, recipe_from_args(args), args.split,
                                        return_features=True, task=task)
+    print_features_note([sample])
     print('\n'.join(format_video_plan(sample, taxonomy, args.video, args.start_time,
                                       args.goal_time)))
     if args.save_features:
-        save_features(args.save_features, features, s3d, RANDOM_WEIGHTS_WARNING)
+        save_features(args.save_features, features, s3d, RANDOM_WEIGHTS_WARNING,
+                      args.save_features_existed)
 
 
 def plan_features(args, cfg) -> None:
@@ -165,6 +168,7 @@ def plan_features(args, cfg) -> None:
     start, goal = video_observations(model.cfg, args.features, args.start_time, args.goal_time,
                                      args.split, allow_unusable=True)
     sample = plan_from_features(model, start, goal, task=task)[0]
+    print_features_note([sample])
     seconds = int(len(record['frames_features']))
     sample.set_field(seconds, 'num_seconds', field_type='metainfo')
     sample.set_field(goal_note(args.goal_time, seconds), 'goal_note', field_type='metainfo')
@@ -179,6 +183,8 @@ def planner(init_planner, cfg, checkpoint):
     with warnings.catch_warnings():
         warnings.filterwarnings('ignore', message='.*was trained with other options than this')
         model = init_planner(cfg, checkpoint)
+    # the features planned from, unlike the training features: a WARNING line (print_notes)
+    warnings.filterwarnings('ignore', message='the features planned from have mean')
     print_unchecked(model, checkpoint)
     return model
 
@@ -194,14 +200,31 @@ def print_unchecked(model, checkpoint) -> None:
               f'{", ".join(model.unchecked_checkpoint)} (unchecked_checkpoint=True) ***')
 
 
-def save_features(path, features, s3d, warning: str) -> None:
-    """The video's features in the datasets' layout, marked unusable for random weights."""
+def print_features_note(samples) -> None:
+    """The WARNING line of features unlike the checkpoint's training features (another scale or
+    extractor: ``apis.features_note``), once."""
+    notes = {sample.metainfo.get('features_note') for sample in samples} - {None}
+    for note in sorted(notes):
+        print(f'WARNING: {note}')
+
+
+def save_features(path, features, s3d, warning: str, existed: bool = True) -> None:
+    """The video's features in the datasets' layout, marked unusable for random weights.
+    ``existed``: the file was there when the run began (checked then, as check_output rules);
+    else a file that another run wrote there meanwhile is kept and the run fails."""
     from pathlib import Path
     import numpy as np
     from vpn_plugin.video.extract import write_features_atomically
     extra = {} if s3d.usable else dict(warning=np.str_(warning))
-    write_features_atomically(Path(path), dict(frames_features=features,
-                                               usable=np.bool_(s3d.usable), **extra))
+    try:
+        write_features_atomically(Path(path), dict(frames_features=features,
+                                                   usable=np.bool_(s3d.usable), **extra),
+                                  replace=existed)
+    except FileExistsError:
+        raise ValueError(f'--save-features {path}: another process wrote that file while this '
+                         'run extracted its features (it did not exist when the run began); '
+                         'it was kept and nothing was written: choose another name, or pass '
+                         '--overwrite') from None
     print(f'features: {path}' + ('' if s3d.usable else ' (UNUSABLE: random S3D weights)'))
 
 
@@ -230,6 +253,7 @@ def main(argv=None):
             args.save_features, 'features', '--save-features',
             (args.video, args.checkpoint, args.config, args.s3d_weights), args.overwrite)
         check_not_in_a_feature_folder(args.save_features, args.overwrite)
+        args.save_features_existed = args.overwrite or os.path.lexists(args.save_features)
     from vpn_plugin.apis import build_split_dataset, inference_planner, init_planner
     from vpn_plugin.models.plan_display import format_plan
 
@@ -250,7 +274,9 @@ def main(argv=None):
         return plan_features(args, cfg)
     model = planner(init_planner, cfg, args.checkpoint)
     dataset = build_split_dataset(cfg, args.split)
-    for sample in inference_planner(model, dataset, args.indices):
+    samples = inference_planner(model, dataset, args.indices)
+    print_features_note(samples)
+    for sample in samples:
         print('\n'.join(format_plan(sample, dataset.taxonomy)))
         print()
 

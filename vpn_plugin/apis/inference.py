@@ -89,13 +89,16 @@ def init_planner(config, checkpoint: Optional[PathLike] = None,
     The options of the config that differ from those the checkpoint was trained with (its
     model's, and what the test split observes: ``observation``, ``observed_steps``, ...) are
     listed in ``model.option_differences`` and said in a ``UserWarning`` (the plans use the
-    config's). The config is kept as ``model.cfg``.
+    config's). The statistics of the checkpoint's training features are kept as
+    ``model.training_feature_statistics``: :func:`inference_planner` and
+    :func:`plan_from_features` name features of another scale or extractor
+    (:func:`features_note`). The config is kept as ``model.cfg``.
     """
     from mmengine.registry import init_default_scope
     from mmaction.registry import MODELS
     from vpn_plugin.datasets.planning_dataset import config_metainfo
-    from vpn_plugin.engine.checkpoint import (UNCHECKED_KEY, check_loaded_pkg, load_weights,
-                                              read_checkpoint)
+    from vpn_plugin.engine.checkpoint import (FEATURE_STATS_KEY, UNCHECKED_KEY, check_loaded_pkg,
+                                              load_weights, read_checkpoint)
     from vpn_plugin.engine.pre_stage import check_not_pre_stage
     from vpn_plugin.errors import checked_device
     checked_device(device, 'init_planner() argument device')  # before the model is built
@@ -115,10 +118,28 @@ def init_planner(config, checkpoint: Optional[PathLike] = None,
         if not partial:
             check_loaded_pkg(loaded, str(checkpoint), cfg.get('model'))
         model.option_differences = _option_differences(loaded, checkpoint, cfg)
+        model.training_feature_statistics = (loaded.get('meta') or {}).get(FEATURE_STATS_KEY)
+        model.checkpoint_name = str(checkpoint)
     if not bool(getattr(model, 'pkg_ready', True)) and cfg.get('train_dataloader'):
         model.build_pkg(build_split_dataset(cfg, 'train'))
     model.cfg = cfg
     return model.to(device).eval()
+
+
+def features_note(model, statistics: Optional[dict], what: str) -> str:
+    """'' when the features planned from (``statistics``: ``observation_statistics``) are like
+    the training features of the checkpoint ``model`` was loaded from (as a test compares them:
+    ``engine.checkpoint.feature_statistics_note``) or either is unknown; else that line, also
+    said in a ``UserWarning``."""
+    import warnings
+    from vpn_plugin.engine.checkpoint import FEATURE_STATS_KEY, feature_statistics_note
+    trained = getattr(model, 'training_feature_statistics', None)
+    note = feature_statistics_note({'meta': {FEATURE_STATS_KEY: trained}},
+                                   getattr(model, 'checkpoint_name', 'the checkpoint'),
+                                   statistics, what) if trained else ''
+    if note:
+        warnings.warn(note, UserWarning, stacklevel=3)
+    return note
 
 
 def _option_differences(loaded: dict, checkpoint, cfg) -> list:
@@ -160,6 +181,8 @@ def inference_planner(model, dataset, indices: Iterable[int],
 
     ``mode='predict'``: a list of ``ActionDataSample`` (``pred_plan`` (T,), ``gt_plan``, ...);
     ``mode='tensor'``: the model's tensor output, concatenated over the batches (M, ...).
+    A dataset whose features are unlike the checkpoint's training features is named
+    (:func:`features_note`; each predicted sample's metainfo ``features_note``).
     """
     if isinstance(indices, (int, np.integer)) or not isinstance(indices, Iterable):
         raise TypeError(f'indices={indices!r}; expected a sequence of sample indices (e.g. '
@@ -173,6 +196,9 @@ def inference_planner(model, dataset, indices: Iterable[int],
         if not 0 <= i < len(dataset):
             raise IndexError(f'sample index {i} is out of range; the dataset has '
                              f'{len(dataset)} samples (0..{len(dataset) - 1})')
+    statistics = getattr(dataset, 'feature_statistics', None)
+    note = features_note(model, statistics() if callable(statistics) else None,
+                         'features planned from') if indices else ''
     outputs = []
     with evaluating(model):
         for begin in range(0, len(indices), batch_size):
@@ -181,7 +207,10 @@ def inference_planner(model, dataset, indices: Iterable[int],
             outputs.append(model(batch['inputs'], batch['data_samples'], mode=mode))
     if mode == 'tensor':
         return torch.cat(outputs) if outputs else torch.empty(0)
-    return [sample for chunk in outputs for sample in chunk]
+    samples = [sample for chunk in outputs for sample in chunk]
+    for sample in samples if note else ():
+        sample.set_metainfo(dict(features_note=note))
+    return samples
 
 
 def step_model_anchors(config, checkpoint, dataset,
@@ -313,13 +342,16 @@ def plan_from_features(model, start, goal, task=None):
     model's other outputs (``pred_task`` and ``pred_task_score`` with ``task_source`` in the
     metainfo, ``soft_plan`` (T, N), ...); no ground truth. Every sample's metainfo has
     ``usable``: False (and ``warning``) for observations of random S3D weights
-    (:class:`UnusableObservations`).
+    (:class:`UnusableObservations`), and ``features_note`` when the observations are unlike the
+    checkpoint's training features (:func:`features_note`).
     """
     usable = not any(isinstance(v, UnusableObservations) for v in (start, goal))
     start, goal = _observation_batch(model, start, 'start'), _observation_batch(model, goal, 'goal')
     if start.shape != goal.shape:
         raise ValueError(f'start {tuple(start.shape)} and goal {tuple(goal.shape)} observations '
                          'must have the same shape (B, D)')
+    from vpn_plugin.datasets.planning_dataset import observation_statistics
+    note = features_note(model, observation_statistics(start, goal), 'features planned from')
     given = None if task is None else _given_tasks(model, task, len(start))
     if given is None and getattr(model, 'task_source', None) == 'ground_truth':
         raise ValueError(f'{type(model).__name__} plans within the true task '
@@ -338,6 +370,8 @@ def plan_from_features(model, start, goal, task=None):
                 sample.set_metainfo(dict(task_source='given'))
         sample.set_metainfo(dict(usable=usable) if usable else
                             dict(usable=False, warning=RANDOM_WEIGHTS_WARNING))
+        if note:
+            sample.set_metainfo(dict(features_note=note))
     return samples
 
 

@@ -572,12 +572,18 @@ class PlanningDataset(Dataset):
         checkpoint records of its training features, ``engine.checkpoint.FEATURE_STATS_KEY``,
         and a test compares: features of another scale or extractor); computed once."""
         if getattr(self, '_feature_statistics', None) is None:
-            values = np.concatenate([np.asarray(self.start, np.float64).ravel(),
-                                     np.asarray(self.goal, np.float64).ravel()])
-            self._feature_statistics = dict(
-                mean=float(values.mean()) if values.size else 0.0,
-                std=float(values.std()) if values.size else 0.0, values=int(values.size))
+            self._feature_statistics = observation_statistics(self.start, self.goal)
         return self._feature_statistics
+
+
+def observation_statistics(start, goal) -> dict:
+    """``mean``, ``std`` and the number of ``values`` over every value of start and goal
+    observations (arrays or tensors (B, D)): a dataset's ``feature_statistics`` and those of
+    the observations a planner is given (``apis.plan_from_features``)."""
+    values = np.concatenate([np.asarray(start, np.float64).ravel(),
+                             np.asarray(goal, np.float64).ravel()])
+    return dict(mean=float(values.mean()) if values.size else 0.0,
+                std=float(values.std()) if values.size else 0.0, values=int(values.size))
 
 
 def dataset_metainfo(taxonomy, horizon: int, feature_dim: int) -> dict:

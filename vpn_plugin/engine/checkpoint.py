@@ -327,11 +327,12 @@ FEATURE_STATS_KEY = 'feature_statistics'  # meta: the training features' mean / 
 FEATURE_MEAN_SHIFT, FEATURE_STD_RATIO = 0.5, 1.5
 
 
-def feature_statistics_note(checkpoint: dict, filename: str, tested: Optional[dict]) -> str:
-    """'' when the test features' statistics (``PlanningDataset.feature_statistics``) are those
-    of the checkpoint's training features (its ``meta[FEATURE_STATS_KEY]``) at the scale of
-    :data:`FEATURE_MEAN_SHIFT` / :data:`FEATURE_STD_RATIO`, or either is unknown; else the
-    line that names both."""
+def feature_statistics_note(checkpoint: dict, filename: str, tested: Optional[dict],
+                            what: str = 'test features') -> str:
+    """'' when the statistics of the features tested or planned from (``what``;
+    ``datasets.planning_dataset.observation_statistics``) are those of the checkpoint's training
+    features (its ``meta[FEATURE_STATS_KEY]``) at the scale of :data:`FEATURE_MEAN_SHIFT` /
+    :data:`FEATURE_STD_RATIO`, or either is unknown; else the line that names both."""
     trained = (checkpoint.get('meta') or {}).get(FEATURE_STATS_KEY)
     if not isinstance(trained, dict) or not isinstance(tested, dict) or \
             not tested.get('values'):
@@ -345,7 +346,7 @@ def feature_statistics_note(checkpoint: dict, filename: str, tested: Optional[di
     if abs(test_mean - mean) <= FEATURE_MEAN_SHIFT * max(std, 1e-12) and \
             1 / FEATURE_STD_RATIO <= ratio <= FEATURE_STD_RATIO:
         return ''
-    return (f'the test features have mean {test_mean:.4g}, std {test_std:.4g}; {filename} '
+    return (f'the {what} have mean {test_mean:.4g}, std {test_std:.4g}; {filename} '
             f'was trained on features of mean {mean:.4g}, std {std:.4g} (features of another '
             'scale or extractor?)')
 

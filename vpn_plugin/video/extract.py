@@ -151,19 +151,26 @@ class VideoBlocks(IterableDataset):
 
 
 # ---------------------------------------------------------------------- writing
-def write_features_atomically(path: Path, arrays: Dict[str, np.ndarray]) -> None:
+def write_features_atomically(path: Path, arrays: Dict[str, np.ndarray],
+                              replace: bool = True) -> None:
     """``np.savez`` to a hidden temporary name beside ``path``, fsync, rename into place; a
-    failed write (a full disk) leaves no file and raises ``OutputWriteError`` naming ``path``."""
+    failed write (a full disk) leaves no file and raises ``OutputWriteError`` naming ``path``.
+    ``replace=False``: a file that appeared at ``path`` meanwhile (another run's) is kept and
+    ``FileExistsError`` raised (hard link into place, which never replaces)."""
     temporary = path.with_name(f'.{path.name}.partial-{socket.gethostname()}-{os.getpid()}')
     try:
         with open(temporary, 'wb') as f:
             np.savez(f, **arrays)
             f.flush()
             os.fsync(f.fileno())
-        os.replace(temporary, path)
+        if replace:
+            os.replace(temporary, path)
+        else:
+            os.link(temporary, path)
+            temporary.unlink()
     except BaseException as error:
         temporary.unlink(missing_ok=True)
-        if isinstance(error, OSError):
+        if isinstance(error, OSError) and not isinstance(error, FileExistsError):
             hint = ('free disk space and run again to resume' if error.errno in
                     (errno.ENOSPC, errno.EDQUOT) else 'fix that and run again to resume')
             raise OutputWriteError(f'cannot write the feature file {path}: '
