@@ -299,9 +299,9 @@ def test_train_then_test_through_the_tools(tiny_schema_config, tmp_path, monkeyp
     # the test names a model option that differs from the checkpoint's training (hostile12)
     logs = {decode: next((tmp_path / decode).rglob('*.log')).read_text()
             for decode in ('viterbi', 'argmax')}
-    assert ("epoch_6.pth was trained with other model options than this test's config: "
+    assert ("epoch_6.pth was trained with other options than this test's config: "
             "model.decode: 'viterbi' in training, 'argmax' here;") in logs['argmax']
-    assert 'trained with other model options' not in logs['viterbi']
+    assert 'trained with other options' not in logs['viterbi']
     # bad configs end with one message (SystemExit), before anything is written
     for options, message in (
             (['test_horizon=4'], 'SCHEMA plans only the horizon it was built for'),

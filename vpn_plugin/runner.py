@@ -402,8 +402,8 @@ class PlanningRunner(Runner):
         if found.named:
             self.logger.warning(f'{filename} was trained with other options than this '
                                 f'test\'s config: {self.changed_from_training}; the test uses '
-                                'the config\'s (a training-only option changes nothing here) '
-                                'and its metrics say so (changed_from_training)')
+                                'this config\'s values (an option only training reads changes '
+                                'nothing here) and its metrics say so (changed_from_training)')
 
     def load_checkpoint(self, filename: str, map_location='cpu', strict=None, revise_keys=None):
         """mmengine's ``load_checkpoint`` (``load_from`` and ``resume`` call it) with strict
