@@ -19,8 +19,9 @@ import numpy as np
 import torch
 
 from .. import core
-from .compare import (GRAD_TOLERANCE, OUTPUT_TOLERANCE, check_ids, compare, compare_file,
-                      compare_grads, grad_summary, read_fixture_meta, read_npz, set_fixture_sizes)
+from .compare import (GRAD_TOLERANCE, OUTPUT_TOLERANCE, check_finite_arrays, check_ids, compare,
+                      compare_file, compare_grads, grad_summary, read_fixture_meta, read_npz,
+                      set_fixture_sizes)
 from ..errors import check_file, check_number
 from ..models.state_encoder import plugin_name
 
@@ -34,8 +35,9 @@ def read_authors_state_dict(path) -> Dict[str, torch.Tensor]:
     """The authors' parameters {their name: float32 tensor} of a ``.pth`` or ``.npz`` file."""
     path = check_file(path, "the official state dict (SRC)")
     if path.suffix == '.npz':
-        with np.load(path, allow_pickle=False) as arrays:
-            return {k: torch.from_numpy(arrays[k].astype(np.float32)) for k in arrays.files}
+        arrays = read_npz(path)  # a truncated file or object array: named
+        return {k: torch.from_numpy(v.astype(np.float32)) for k, v in
+                checked_parameters(path, arrays).items()}
     try:
         state = torch.load(path, map_location='cpu', weights_only=True)
     except (pickle.UnpicklingError, RuntimeError, EOFError) as error:
@@ -47,7 +49,20 @@ def read_authors_state_dict(path) -> Dict[str, torch.Tensor]:
     if not isinstance(state, dict) or not all(torch.is_tensor(v) for v in state.values()):
         raise ValueError(f'{path}: expected a state dict {{name: tensor}} saved by the '
                          "authors' code (torch.save(model.state_dict(), ...))")
+    checked_parameters(path, {k: v.numpy() if v.dtype != torch.bfloat16 else v.float().numpy()
+                              for k, v in state.items()})
     return {k: v.float() for k, v in state.items()}
+
+
+def checked_parameters(path, arrays: Dict[str, np.ndarray]) -> Dict[str, np.ndarray]:
+    """``arrays`` when each is a finite real number array: a string, bool or NaN/inf parameter
+    would be converted into a model that plans nothing, without saying why."""
+    for name, value in arrays.items():
+        if value.dtype.kind not in 'iuf':
+            raise ValueError(f'{path}: parameter {name!r} is a {value.dtype} array; expected '
+                             "the official model's real-valued weights")
+    check_finite_arrays(path, arrays)
+    return arrays
 
 
 def read_pkg(path, field: str = 'transition_matrix', num_actions: Optional[int] = None
