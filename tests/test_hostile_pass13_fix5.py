@@ -46,3 +46,52 @@ def test_k9_truncated_and_k24_string_state_dicts_are_named(tmp_path):
     with pytest.raises(ValueError, match=f"{strings}: parameter 'task_decoder.0.weight' is a <U1 "
                        "array; expected the official model's real-valued weights"):
         read_authors_state_dict(strings)
+
+
+def _damaged_video(path):
+    """A 96-frame video with 3000 bytes zeroed a third of the way in: ffmpeg decodes it to
+    the end, reporting errors."""
+    import cv2
+    writer = cv2.VideoWriter(str(path), cv2.VideoWriter_fourcc(*'mp4v'), 16, (40, 30))
+    rng = np.random.default_rng(0)
+    for _ in range(96):
+        writer.write(rng.integers(0, 256, (30, 40, 3), dtype=np.uint8))
+    writer.release()
+    data = bytearray(path.read_bytes())
+    data[len(data) // 3:len(data) // 3 + 3000] = bytes(3000)
+    path.write_bytes(bytes(data))
+    return path
+
+
+def test_x6_a_video_ffmpeg_decodes_with_errors_is_named_counted_and_recorded(tmp_path):
+    """X6: a video with damaged data in the middle was extracted (rc 0, all frames) with
+    ffmpeg's error lines thrown away: features of concealed frames without a word."""
+    import warnings
+    from vpn_plugin.apis import init_s3d
+    from vpn_plugin.datasets.features import load_features, read_feature_record
+    from vpn_plugin.video import FrameRecipe, decode_video, extract_videos
+    recipe = FrameRecipe(size=16)
+    videos = tmp_path / 'videos'
+    videos.mkdir()
+    damaged = _damaged_video(videos / 'damaged.mp4')
+    clean = videos / 'clean.mp4'
+    import cv2
+    writer = cv2.VideoWriter(str(clean), cv2.VideoWriter_fourcc(*'mp4v'), 16, (40, 30))
+    for value in range(20):
+        writer.write(np.full((30, 40, 3), value * 10, np.uint8))
+    writer.release()
+    with warnings.catch_warnings():
+        warnings.simplefilter('error')
+        decode_video(clean, recipe)  # no word on a clean file
+    with pytest.warns(UserWarning, match=r'damaged\.mp4: ffmpeg decoded it but reported \d+ '
+                      r'error line\(s\)'):
+        decode_video(damaged, recipe)
+    import io
+    stream = io.StringIO()
+    result = extract_videos(init_s3d(random_weights=True), [clean, damaged], tmp_path / 'out',
+                            recipe, num_workers=0, progress_stream=stream)
+    assert sorted(result.done) == ['clean', 'damaged'] and list(result.damaged) == [str(damaged)]
+    assert f'WARNING: {damaged}: ffmpeg decoded it but reported' in stream.getvalue()
+    assert 'damage' in read_feature_record(tmp_path / 'out' / 'damaged.npz')
+    assert 'damage' not in read_feature_record(tmp_path / 'out' / 'clean.npz')
+    assert load_features(tmp_path / 'out' / 'damaged.npz', 512, 'damaged').shape == (6, 512)

@@ -126,7 +126,8 @@ def main(argv=None):
                             barrier=torch.distributed.barrier if world > 1 else lambda: None)
     print(f'rank {rank}/{world}: {len(result.done)} written, {len(result.skipped)} already '
           f'there, {len(result.failed)} failed; {result.frames} frames in '
-          f'{result.seconds:.1f} s')
+          f'{result.seconds:.1f} s' + (f'; {len(result.damaged)} written from damaged data '
+                                        '(named above)' if result.damaged else ''))
     if world > 1:
         torch.distributed.barrier()
     failures = merge_failures(args.out, world) if rank == 0 else []

@@ -8,6 +8,7 @@ import math
 import re
 import subprocess
 import tempfile
+import warnings
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterator, Optional, Tuple
@@ -41,12 +42,15 @@ def ffmpeg_command(path, recipe: FrameRecipe) -> list:
 
 
 def iter_frame_blocks(path, recipe: FrameRecipe, block_frames: int,
-                      header: Optional[VideoHeader] = None) -> Iterator[np.ndarray]:
+                      header: Optional[VideoHeader] = None,
+                      damage: Optional[list] = None) -> Iterator[np.ndarray]:
     """Blocks of up to ``block_frames`` frames (n, S, S, 3) uint8, JPEG round trip applied.
     ``header``: the file's :func:`probe_video` when the caller already has it (else probed
     here). Raises ``UnreadableVideoError`` (missing file, no video, ffmpeg error, no frame,
     truncated frame) after the blocks it could read: a caller keeps nothing of a video that
-    fails."""
+    fails. ``damage``: a list that gets one line (:func:`damage_note`) when ffmpeg decoded the
+    file but reported errors (damaged data: the frames there are concealed or repeated);
+    without it that is a ``UserWarning``."""
     path = Path(path)
     if header is None:
         header = probe_video(path)
@@ -72,10 +76,17 @@ def iter_frame_blocks(path, recipe: FrameRecipe, block_frames: int,
                 process.kill()
             process.stdout.close()
             code = process.wait()
+        errors.seek(0)
+        messages = errors.read()
         if code != 0:
-            errors.seek(0)
             raise UnreadableVideoError(path, f'ffmpeg failed (exit {code}): '
-                                             f'{_last_line(errors.read())}')
+                                             f'{_last_line(messages)}')
+        if messages.strip():
+            note = damage_note(messages)
+            if damage is None:
+                warnings.warn(f'{path}: {note}', stacklevel=2)
+            else:
+                damage.append(note)
         if total == 0:
             stated = header.seconds if header is not None else None
             if recipe.fps is not None and stated:
@@ -183,6 +194,15 @@ def _read_exactly(stream, size: int) -> bytes:
         parts.append(part)
         left -= len(part)
     return b''.join(parts)
+
+
+def damage_note(messages: bytes) -> str:
+    """What ffmpeg's errors on a file it decoded to the end mean for its features."""
+    count = len([line for line in messages.splitlines() if line.strip()])
+    return (f'ffmpeg decoded it but reported {count} error line(s) (last: '
+            f'{_last_line(messages)}): damaged data, whose frames ffmpeg concealed or '
+            'repeated; its features are kept (re-encode or replace the file to extract it '
+            'cleanly)')
 
 
 def _last_line(raw: bytes) -> str:

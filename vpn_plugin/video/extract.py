@@ -132,22 +132,22 @@ class VideoBlocks(IterableDataset):
         worker, workers = (info.id, info.num_workers) if info else (0, 1)
         block_frames = self.block_chunks * self.recipe.chunk
         for index in range(worker, len(self.videos), workers):
-            item = dict(index=index, error='', expected=None)
+            item = dict(index=index, error='', expected=None, damage='')
             try:
                 header = probe_video(self.videos[index])
                 frames = expected_frames(header, self.recipe)
                 item['expected'] = None if frames is None else chunk_count(frames,
                                                                            self.recipe.chunk)
-                pending = None  # one block of lookahead: the last one is marked
+                pending, damage = None, []  # one block of lookahead: the last one is marked
                 for frames in iter_frame_blocks(self.videos[index], self.recipe, block_frames,
-                                                header):
+                                                header, damage):
                     if pending is not None:
                         yield dict(item, frames=pending, last=False)
                     pending = frames
             except UnreadableVideoError as error:
                 yield dict(item, frames=None, last=True, error=error.reason)
                 continue
-            yield dict(item, frames=pending, last=True)
+            yield dict(item, frames=pending, last=True, damage=' '.join(damage))
 
 
 # ---------------------------------------------------------------------- writing
@@ -264,6 +264,7 @@ class ExtractionResult:
     done: List[str] = field(default_factory=list)      # names written by this run
     skipped: List[str] = field(default_factory=list)   # already there (resumed)
     failed: Dict[str, str] = field(default_factory=dict)  # video path -> reason
+    damaged: Dict[str, str] = field(default_factory=dict)  # written, but ffmpeg reported errors
     frames: int = 0
     seconds: float = 0.0
 
@@ -383,8 +384,13 @@ def extract_videos(network: Callable, videos: Sequence[Path], out_dir, recipe: F
                 dict(frames_features=features, num_frames=np.int64(counts[index]),
                      source=np.str_(str(video)), video_bytes=np.int64(Path(video).stat().st_size),
                      recipe=np.str_(json.dumps(recipe.as_dict(), sort_keys=True)),
-                     **(extra or {})))
+                     **(extra or {}), **(dict(damage=np.str_(item['damage']))
+                                         if item['damage'] else {})))
             result.done.append(name)
+            if item['damage']:
+                result.damaged[str(video)] = item['damage']
+                print(f'[rank {rank}] WARNING: {video}: {item["damage"]} ({name}{FEATURE_SUFFIX}'
+                      ' records it as "damage")', file=progress_stream, flush=True)
             decoded = counts.pop(index)
             result.frames += decoded
             progress.video_done(index, len(features))
