@@ -95,3 +95,37 @@ def test_x6_a_video_ffmpeg_decodes_with_errors_is_named_counted_and_recorded(tmp
     assert 'damage' in read_feature_record(tmp_path / 'out' / 'damaged.npz')
     assert 'damage' not in read_feature_record(tmp_path / 'out' / 'clean.npz')
     assert load_features(tmp_path / 'out' / 'damaged.npz', 512, 'damaged').shape == (6, 512)
+
+
+def _flat_video(path, frames, value):
+    import cv2
+    writer = cv2.VideoWriter(str(path), cv2.VideoWriter_fourcc(*'mp4v'), 16, (40, 30))
+    for index in range(frames):
+        writer.write(np.full((30, 40, 3), (value + 7 * index) % 256, np.uint8))
+    writer.release()
+    return path
+
+
+def test_x22_a_video_replaced_by_another_of_the_same_size_is_not_resumed_as_done(tmp_path):
+    """X22: a.mp4 extracted, then replaced by another video padded to the same byte count:
+    the resume skipped it as 'already there' and kept the old video's features."""
+    import os
+    from vpn_plugin.apis import init_s3d
+    from vpn_plugin.video import FrameRecipe, extract_videos
+    recipe, s3d = FrameRecipe(size=16), init_s3d(random_weights=True)
+    videos = tmp_path / 'videos'
+    videos.mkdir()
+    first = _flat_video(videos / 'a.mp4', 40, 0)
+    other = _flat_video(tmp_path / 'other.mp4', 20, 100)
+    extract_videos(s3d, [first], tmp_path / 'out', recipe, num_workers=0)
+    os.utime(first, ns=(10**18, 10**18))  # touched, same content: still resumed
+    assert extract_videos(s3d, [first], tmp_path / 'out', recipe, num_workers=0).skipped == ['a']
+    size, stat = first.stat().st_size, first.stat()
+    data = other.read_bytes()
+    assert len(data) < size
+    first.write_bytes(data + bytes(size - len(data)))
+    os.utime(first, ns=(stat.st_atime_ns, stat.st_mtime_ns))  # mtime restored too
+    with pytest.raises(ValueError, match=r'a\.npz: already there, but not a complete feature '
+                       r'file of this extraction \(made from .*a\.mp4 when its content had '
+                       r'SHA-256 [0-9a-f]{16}\.\.\.; .*a\.mp4 has other content now'):
+        extract_videos(s3d, [first], tmp_path / 'out', recipe, num_workers=0)

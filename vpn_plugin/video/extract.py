@@ -24,6 +24,7 @@
 from __future__ import annotations
 
 import errno
+import hashlib
 import json
 import os
 import socket
@@ -244,6 +245,8 @@ def check_finished(path: Path, recipe: FrameRecipe, extra: Optional[dict] = None
                 raise ValueError(f'made from {source} when it had {int(archive["video_bytes"])} '
                                  f'bytes; {video} has {Path(video).stat().st_size} now (another '
                                  'video under that name?)')
+            if video is not None and 'video_sha256' in archive.files:
+                check_same_video(archive, Path(video), source)
             found = json.loads(str(archive['recipe']))
             if found != recipe.as_dict():
                 raise ValueError(f'extracted with the recipe {found}, this run asks for '
@@ -257,6 +260,37 @@ def check_finished(path: Path, recipe: FrameRecipe, extra: Optional[dict] = None
                          f'extraction ({error}); the extraction stops before any video (the '
                          'file is left as it is): remove it (its video is then extracted '
                          'again) or give another --out folder') from None
+
+
+def video_identity(video: Path) -> dict:
+    """What a feature file records of its video: the stat record and the content's SHA-256, so
+    that a resume recognises the same video without reading it, and another video of the same
+    name and size (even with its mtime restored: the ctime changes) by its content (the rule
+    of ``datasets.file_digests``, which sits above this module)."""
+    return dict(video_stat=_stat_record(video), video_sha256=np.str_(_sha256(video)))
+
+
+def check_same_video(archive, video: Path, source) -> None:
+    """``ValueError`` when ``video`` is not the video ``archive``'s features were made from:
+    hashed again only when its stat record changed (a copied or touched file of the same
+    content still resumes)."""
+    if np.array_equal(archive['video_stat'], _stat_record(video)):
+        return
+    if _sha256(video) != str(archive['video_sha256']):
+        raise ValueError(f'made from {source} when its content had SHA-256 '
+                         f'{str(archive["video_sha256"])[:16]}...; {video} has other content '
+                         'now (the same name and size: another or re-encoded video?)')
+
+
+def _stat_record(path: Path) -> np.ndarray:
+    status = os.stat(path)
+    return np.array([status.st_dev, status.st_ino, status.st_size, status.st_mtime_ns,
+                     status.st_ctime_ns], np.int64)
+
+
+def _sha256(path: Path) -> str:
+    with open(path, 'rb') as handle:
+        return hashlib.file_digest(handle, 'sha256').hexdigest()
 
 
 @dataclass
@@ -383,6 +417,7 @@ def extract_videos(network: Callable, videos: Sequence[Path], out_dir, recipe: F
                 out_dir / f'{name}{FEATURE_SUFFIX}',
                 dict(frames_features=features, num_frames=np.int64(counts[index]),
                      source=np.str_(str(video)), video_bytes=np.int64(Path(video).stat().st_size),
+                     **video_identity(Path(video)),
                      recipe=np.str_(json.dumps(recipe.as_dict(), sort_keys=True)),
                      **(extra or {}), **(dict(damage=np.str_(item['damage']))
                                          if item['damage'] else {})))
