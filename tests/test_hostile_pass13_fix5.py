@@ -129,3 +129,24 @@ def test_x22_a_video_replaced_by_another_of_the_same_size_is_not_resumed_as_done
                        r'file of this extraction \(made from .*a\.mp4 when its content had '
                        r'SHA-256 [0-9a-f]{16}\.\.\.; .*a\.mp4 has other content now'):
         extract_videos(s3d, [first], tmp_path / 'out', recipe, num_workers=0)
+
+
+def test_h1b_a_truncated_video_decoded_in_part_is_named_with_the_chunks_it_lost(tmp_path):
+    """H1b: a 6 s video (index at the front) cut in half gave 2 of its 6 rows with rc 0 and
+    no word."""
+    import io
+    import subprocess
+    import imageio_ffmpeg
+    from vpn_plugin.apis import init_s3d
+    from vpn_plugin.video import FrameRecipe, extract_videos
+    video = tmp_path / 'cut.mp4'
+    subprocess.run([imageio_ffmpeg.get_ffmpeg_exe(), '-loglevel', 'error', '-y', '-f', 'lavfi',
+                    '-i', 'testsrc=size=64x48:rate=16', '-t', '6', '-movflags', 'faststart',
+                    str(video)], check=True)
+    video.write_bytes(video.read_bytes()[:video.stat().st_size // 2])
+    stream = io.StringIO()
+    result = extract_videos(init_s3d(random_weights=True), [video], tmp_path / 'out',
+                            FrameRecipe(size=16), num_workers=0, progress_stream=stream)
+    assert list(result.damaged) == [str(video)]
+    assert 'ffmpeg decoded it but reported' in stream.getvalue()
+    assert 'of the 6 chunks its header states' in stream.getvalue()

@@ -200,9 +200,9 @@ def damage_note(messages: bytes) -> str:
     """What ffmpeg's errors on a file it decoded to the end mean for its features."""
     count = len([line for line in messages.splitlines() if line.strip()])
     return (f'ffmpeg decoded it but reported {count} error line(s) (last: '
-            f'{_last_line(messages)}): damaged data, whose frames ffmpeg concealed or '
-            'repeated; its features are kept (re-encode or replace the file to extract it '
-            'cleanly)')
+            f'{_last_line(messages)}): damaged data, whose frames ffmpeg concealed, '
+            'repeated or could not decode; its features are kept (re-encode or replace the '
+            'file to extract it cleanly)')
 
 
 def _last_line(raw: bytes) -> str:

@@ -424,8 +424,11 @@ def extract_videos(network: Callable, videos: Sequence[Path], out_dir, recipe: F
             result.done.append(name)
             if item['damage']:
                 result.damaged[str(video)] = item['damage']
-                print(f'[rank {rank}] WARNING: {video}: {item["damage"]} ({name}{FEATURE_SUFFIX}'
-                      ' records it as "damage")', file=progress_stream, flush=True)
+                short = (f'; {len(features)} of the {item["expected"]} chunks its header states'
+                         if item['expected'] and len(features) < item['expected'] else '')
+                print(f'[rank {rank}] WARNING: {video}: {item["damage"]}{short} ({name}'
+                      f'{FEATURE_SUFFIX} records it as "damage")', file=progress_stream,
+                      flush=True)
             decoded = counts.pop(index)
             result.frames += decoded
             progress.video_done(index, len(features))
