@@ -150,3 +150,48 @@ def test_h1b_a_truncated_video_decoded_in_part_is_named_with_the_chunks_it_lost(
     assert list(result.damaged) == [str(video)]
     assert 'ffmpeg decoded it but reported' in stream.getvalue()
     assert 'of the 6 chunks its header states' in stream.getvalue()
+
+
+def test_h5_two_egoper_conversions_into_one_out_cannot_mix(tmp_path, monkeypatch):
+    """H5: two convert_egoper runs (--errors drop / keep) into one --out wrote their five files
+    one by one, unlocked: train.json of one choice could sit beside conversion.json and
+    dataset.py of the other. Now one run holds --out's lock and writes all files or none."""
+    import sys
+    sys.path.insert(0, str(__import__('pathlib').Path(__file__).parent))
+    from test_egoper import write_egoper
+    from tool_modules import load_tool
+    from vpn_plugin.locks import lock_path_of
+    write_egoper(tmp_path)
+    argv = [str(tmp_path / 'annotation.json'), '--split-dir', str(tmp_path / 'splits'),
+            '--out', str(tmp_path / 'out'), '--errors', 'drop']
+    import multiprocessing
+    ready, release = multiprocessing.Event(), multiprocessing.Event()
+    holder = multiprocessing.get_context('fork').Process(
+        target=_hold_lock, args=(lock_path_of(tmp_path / 'out'), ready, release))
+    holder.start()
+    try:
+        assert ready.wait(20)
+        with pytest.raises(SystemExit, match=r'--out .*out \(an EgoPER conversion\) is in '
+                           r'use by another process'):
+            load_tool('convert_egoper').main(argv)
+    finally:
+        release.set()
+        holder.join(20)
+    assert not (tmp_path / 'out').exists()
+    import vpn_plugin.errors as errors
+    load_tool('convert_egoper').main(argv)
+    before = {p.name: p.read_text() for p in (tmp_path / 'out').iterdir()}
+
+    def fail_midway(*args, **kwargs):
+        raise OSError(28, 'No space left on device')
+    monkeypatch.setattr(errors, 'replace_all_atomically', fail_midway)
+    with pytest.raises(SystemExit, match='No space left'):
+        load_tool('convert_egoper').main(argv[:-1] + ['keep'])
+    assert {p.name: p.read_text() for p in (tmp_path / 'out').iterdir()} == before
+
+
+def _hold_lock(path, ready, release):
+    from vpn_plugin.locks import exclusive_lock
+    with exclusive_lock(path, wait=False):
+        ready.set()
+        release.wait(20)

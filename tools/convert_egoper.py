@@ -5,8 +5,9 @@
 
 Writes ``<out>/{taxonomy,train,test}.json`` (format: configs/_base_/datasets/custom_json.py),
 ``<out>/conversion.json`` (the choices and the counts of dropped / kept segments) and
-``<out>/dataset.py``, a dataset config for them. Background segments (action 0) are dropped;
-segments with ``action_type > 0`` (an error kind) are kept as their action or dropped, as
+``<out>/dataset.py``, a dataset config for them: all of them or none (one conversion into an
+``--out`` at a time: a second is refused while the first holds ``--out``'s lock). Background
+segments (action 0) are dropped; segments with ``action_type > 0`` (an error kind) are kept as their action or dropped, as
 ``--errors`` says (no default: it changes the task); the choice is recorded in
 conversion.json and, through ``dataset.py``'s ``dataset_variant``, in every protocol results
 row. Feature files: ``<feature dir>/<stem>.npy|.npz`` with the stem from ``--feature-stem``
@@ -20,6 +21,7 @@ from pathlib import Path
 
 from vpn_plugin.datasets.egoper import ERROR_CHOICES, SPLIT_FILES, check_out_dir, convert_egoper
 from vpn_plugin.errors import path_argument, tool_main
+from vpn_plugin.locks import exclusive_lock, lock_path_of
 from vpn_plugin.outputs import add_overwrite_argument
 
 
@@ -42,8 +44,12 @@ def main(argv=None) -> int:
     split_files = [p for name in SPLIT_FILES.values()
                    for p in Path(args.split_dir).glob(f'**/{name}')]
     check_out_dir(args.out, [args.annotation, *split_files], args.overwrite)
-    record = convert_egoper(args.annotation, args.split_dir, args.out, args.errors,
-                            args.feature_stem, args.feature_dir)
+    Path(args.out).parent.mkdir(parents=True, exist_ok=True)  # the lock file's folder
+    with exclusive_lock(lock_path_of(args.out), wait=False,
+                        what=f'--out {args.out} (an EgoPER conversion)'):
+        check_out_dir(args.out, [args.annotation, *split_files], args.overwrite)
+        record = convert_egoper(args.annotation, args.split_dir, args.out, args.errors,
+                                args.feature_stem, args.feature_dir)
     print(json.dumps(record, indent=1))
     return 0
 

@@ -274,13 +274,14 @@ def _check_found(splits: Dict[str, str], videos: dict, split_dir) -> None:
 
 
 def _write(out_dir: Path, taxonomy, videos, record, feature_dir) -> None:
-    out_dir.mkdir(parents=True, exist_ok=True)
-    (out_dir / 'taxonomy.json').write_text(json.dumps(taxonomy, indent=1))
-    for split, items in videos.items():
-        (out_dir / f'{split}.json').write_text(json.dumps(items, indent=1))
-    (out_dir / 'conversion.json').write_text(json.dumps(record, indent=1))
-    (out_dir / 'dataset.py').write_text(dataset_config_text(out_dir, record['errors'],
-                                                            feature_dir))
+    """Every file or none (a killed or failed run leaves no mix of two conversions)."""
+    from ..errors import write_texts_atomically
+    texts = {out_dir / 'taxonomy.json': json.dumps(taxonomy, indent=1)}
+    texts.update({out_dir / f'{split}.json': json.dumps(items, indent=1)
+                  for split, items in videos.items()})
+    texts[out_dir / 'conversion.json'] = json.dumps(record, indent=1)
+    texts[out_dir / 'dataset.py'] = dataset_config_text(out_dir, record['errors'], feature_dir)
+    write_texts_atomically(texts, 'the converted dataset')
 
 
 def dataset_config_text(out_dir: Path, errors: str, feature_dir: Optional[str]) -> str:
