@@ -195,3 +195,20 @@ def _hold_lock(path, ready, release):
     with exclusive_lock(path, wait=False):
         ready.set()
         release.wait(20)
+
+
+def test_h6_flat_and_per_task_split_lists_together_are_refused(tmp_path):
+    """H6: splits/training.txt + test.txt (coffee only) beside splits/tea/training.txt and
+    test.txt: the per-task lists were ignored without a word (tea's videos 'in no split')."""
+    import sys
+    sys.path.insert(0, str(__import__('pathlib').Path(__file__).parent))
+    from test_egoper import write_egoper
+    from vpn_plugin.datasets.egoper import convert_egoper
+    write_egoper(tmp_path, per_task=True)
+    (tmp_path / 'splits' / 'training.txt').write_text('coffee_u1_a\n')
+    (tmp_path / 'splits' / 'test.txt').write_text('coffee_u2_b\n')
+    with pytest.raises(ValueError, match=r'--split-dir .*splits: both .*training\.txt and '
+                       r'per-task lists \(.*coffee/training\.txt, .*tea/training\.txt\); '
+                       'expected one layout'):
+        convert_egoper(tmp_path / 'annotation.json', tmp_path / 'splits', tmp_path / 'out',
+                       'drop')

@@ -105,8 +105,13 @@ def read_splits(split_dir: Path, tasks: List[str]) -> Dict[str, str]:
         raise ValueError(f'--split-dir {split_dir}: is a file; expected the folder holding '
                          'training.txt and test.txt (or <task>/training.txt ...)')
     for split, name in SPLIT_FILES.items():
-        files = [split_dir / name] if (split_dir / name).is_file() else \
-            [split_dir / task / name for task in tasks if (split_dir / task / name).is_file()]
+        per_task = [split_dir / task / name for task in tasks
+                    if (split_dir / task / name).is_file()]
+        if (split_dir / name).is_file() and per_task:
+            raise ValueError(f'--split-dir {split_dir}: both {split_dir / name} and per-task '
+                             f'lists ({", ".join(map(str, per_task[:3]))}); expected one '
+                             'layout (the other lists would be ignored): remove one')
+        files = [split_dir / name] if (split_dir / name).is_file() else per_task
         if not files:
             raise FileNotFoundError(f'{split_dir}: no {name} (expected {split_dir / name} or '
                                     f'{split_dir}/<task>/{name}, one video id per line)')
