@@ -212,3 +212,16 @@ def test_h6_flat_and_per_task_split_lists_together_are_refused(tmp_path):
                        'expected one layout'):
         convert_egoper(tmp_path / 'annotation.json', tmp_path / 'splits', tmp_path / 'out',
                        'drop')
+
+
+def test_c15_a_cache_dir_that_is_a_dangling_symlink_is_named(tmp_path):
+    """C15: cache_dir a symbolic link to a missing folder: '[Errno 17] File exists'."""
+    from vpn_plugin.errors import check_folder_target
+    link = tmp_path / 'cache'
+    link.symlink_to(tmp_path / 'gone' / 'cache')
+    with pytest.raises(NotADirectoryError, match=r'cache_dir .*cache is a symbolic link to '
+                       r'.*gone/cache, which does not exist; expected a folder \(made when '
+                       r'missing\) for the observation cache: make its target or give another '
+                       r'--cfg-options cache_dir=DIR'):
+        check_folder_target(link, 'cache_dir', 'the observation cache',
+                            '--cfg-options cache_dir=DIR', writable=False)
