@@ -225,3 +225,20 @@ def test_c15_a_cache_dir_that_is_a_dangling_symlink_is_named(tmp_path):
                        r'--cfg-options cache_dir=DIR'):
         check_folder_target(link, 'cache_dir', 'the observation cache',
                             '--cfg-options cache_dir=DIR', writable=False)
+
+
+def test_h37_a_video_with_two_video_streams_is_refused_naming_them(tmp_path):
+    """H37: a file with two video streams was extracted from the one ffmpeg picks by its own
+    rule, recorded nowhere."""
+    import subprocess
+    import imageio_ffmpeg
+    from vpn_plugin.video import UnreadableVideoError
+    from vpn_plugin.video.decode import probe_video
+    video = tmp_path / 'two.mp4'
+    subprocess.run([imageio_ffmpeg.get_ffmpeg_exe(), '-loglevel', 'error', '-y', '-f', 'lavfi',
+                    '-i', 'testsrc=size=64x48:rate=16', '-f', 'lavfi', '-i',
+                    'testsrc2=size=32x24:rate=8', '-t', '1', '-map', '0:v', '-map', '1:v',
+                    str(video)], check=True)
+    with pytest.raises(UnreadableVideoError, match=r'2 video streams \(Video: .*64x48.*; '
+                       r'Video: .*32x24.*\); expected one'):
+        probe_video(video)

@@ -140,9 +140,14 @@ def probe_video(path) -> VideoHeader:
                     if line.strip().startswith('Stream #0:') and ': ' in line)
     if container.endswith('_pipe') or container in IMAGE_FORMATS:
         raise UnreadableVideoError(path, f'a still image ({container}), not a video')
-    if not any(s.startswith('Video:') and 'attached pic' not in s for s in streams):
+    videos = [s for s in streams if s.startswith('Video:') and 'attached pic' not in s]
+    if not videos:
         raise UnreadableVideoError(path, 'no video stream (ffmpeg finds: '
                                          f'{"; ".join(streams) or "no stream"})')
+    if len(videos) > 1:  # ffmpeg would pick one by its own rule, recorded nowhere
+        raise UnreadableVideoError(path, f'{len(videos)} video streams ({"; ".join(videos)}); '
+                                         'expected one: keep the one to extract (ffmpeg -i '
+                                         f'{path} -map 0:v:N -c copy <new file>)')
     found = DURATION.search(text)
     seconds = None
     if found:
