@@ -177,3 +177,43 @@ def test_plans_name_another_folder_and_what_was_not_compared(trained, tiny_cross
     out = capsys.readouterr()
     assert out.out.count('records too little') == 1, out.out
     assert 'Warning' not in out.err
+
+
+def test_a_resume_from_a_checkpoint_without_records_says_what_it_cannot_compare(trained,
+                                                                                tmp_path, capsys):
+    """A resume compares the run's options (meta['cfg']) and training data (its digest) with
+    the checkpoint's; one without them resumed without a word. Now one warning line; a resume
+    of a checkpoint that records both says nothing of it."""
+    config, checkpoint, _ = trained
+    train = load_tool('train')
+    for name, removed in (('full', ()), ('bare', ('cfg', 'train_data'))):
+        loaded = torch.load(checkpoint, weights_only=False)
+        for key in removed:
+            del loaded['meta'][key]
+        work_dir = tmp_path / name
+        work_dir.mkdir()
+        torch.save(loaded, work_dir / 'epoch_1.pth')
+        train.main([str(config), '--work-dir', str(work_dir), '--no-validate', '--resume',
+                    str(work_dir / 'epoch_1.pth'), '--cfg-options', 'train_cfg.max_epochs=2'])
+        lines = [line for line in capsys.readouterr().out.splitlines()
+                 if 'records too little' in line]
+        if not removed:
+            assert lines == []
+        else:
+            assert len(lines) == 1 and lines[0].endswith(
+                "with this resumed run; not compared: training options (no training config, "
+                "meta['cfg']); training data (no training data digest, meta['train_data'])"), lines
+
+
+def test_an_earlier_metrics_file_with_notes_is_replaced_as_tools_test_output(tmp_path):
+    """test_metrics.json with notes (changed_from_training, not_compared, feature_statistics,
+    test_windows) was not recognised as tools/test.py's own earlier output: a rerun with the
+    same --out-metrics was refused unless --overwrite."""
+    from vpn_plugin.outputs import KINDS
+    path = tmp_path / 'm.json'
+    path.write_text(json.dumps({'plan/success_rate': 1.0, 'not_compared': ['a'],
+                                'changed_from_training': ['b'], 'feature_statistics': 'c',
+                                'test_windows': 'd', 'shortened': 'e'}))
+    assert KINDS['metrics'].recognise(path)
+    path.write_text(json.dumps({'plan/success_rate': 1.0, 'not_compared': [1]}))
+    assert not KINDS['metrics'].recognise(path)

@@ -446,6 +446,7 @@ class PlanningRunner(Runner):
                                  'load): resume with the run\'s options, or start a new run '
                                  'in another --work-dir')
             check_resume_point(checkpoint, filename)
+            self.say_not_compared(checkpoint, filename, 'this resumed run')
             self.run_id = (checkpoint.get('meta') or {}).get(RUN_KEY) or self.run_id
             check_resume_world_size(checkpoint, filename, self._world_size)
             check_resume_data(checkpoint, filename, self.train_data_digest())
@@ -482,15 +483,22 @@ class PlanningRunner(Runner):
         (``engine.checkpoint.features_folder_note``): a warning and an entry of
         :attr:`changed_from_training`; what the checkpoint records too little to compare
         (``engine.checkpoint.not_compared``): one warning line and :attr:`not_compared`."""
-        from vpn_plugin.engine.checkpoint import (features_folder_note, not_compared,
-                                                  not_compared_line)
+        from vpn_plugin.engine.checkpoint import features_folder_note
         folder_note = features_folder_note(checkpoint, filename, self._feature_dir('test'))
         if folder_note:
             self.logger.warning(folder_note)
             self.changed_from_training = list(self.changed_from_training) + [folder_note]
-        self.not_compared = not_compared(checkpoint)
-        if self.not_compared:
-            self.logger.warning(not_compared_line(filename, self.not_compared))
+        self.not_compared = self.say_not_compared(checkpoint, filename, 'this test')
+
+    def say_not_compared(self, checkpoint: dict, filename: str, what: str) -> list:
+        """What ``checkpoint`` records too little to compare with ``what`` (a test, a resumed
+        run: ``engine.checkpoint.not_compared``), said in one warning line; returned."""
+        from vpn_plugin.engine.checkpoint import (RESUMED_RECORDS, TESTED_RECORDS, not_compared,
+                                                  not_compared_line)
+        missing = not_compared(checkpoint, TESTED_RECORDS if self.testing else RESUMED_RECORDS)
+        if missing:
+            self.logger.warning(not_compared_line(filename, missing, what))
+        return missing
 
     def _feature_dir(self, split: str):
         """The feature folder of the built ``split`` dataset (None without one)."""

@@ -66,6 +66,7 @@ import torch
 
 from ..errors import check_file, replace_atomically, what_the_file_is
 from ..core.viterbi import check_rows_normalised
+from .rank_agreement import TRAIN_DATA_KEY
 
 PARTIAL_LOAD_KEY = 'load_partial'  # top-level config variable: the opt-in for partial loading
 UNCHECKED_KEY = 'unchecked_checkpoint'  # top-level config variable: score a checkpoint that
@@ -395,10 +396,15 @@ TRAINING_RECORDS = {
     'features_folder': (FEATURES_FOLDER_KEY,
                         'training feature files (no training feature folder fingerprint, '
                         f'meta[\'{FEATURES_FOLDER_KEY}\'])'),
+    # compared at resume only (engine.rank_agreement.check_resume_data)
+    'train_data': (TRAIN_DATA_KEY,
+                   f"training data (no training data digest, meta['{TRAIN_DATA_KEY}'])"),
 }
+TESTED_RECORDS = ('cfg', 'feature_statistics', 'features_folder')  # what a test compares
+RESUMED_RECORDS = ('cfg', 'train_data')  # what a resume compares
 
 
-def not_compared(checkpoint: dict, records=tuple(TRAINING_RECORDS)) -> list:
+def not_compared(checkpoint: dict, records=TESTED_RECORDS) -> list:
     """One short string per record of :data:`TRAINING_RECORDS` (``records``: those the caller
     compares) that ``checkpoint`` lacks, so that its training cannot be compared with this run
     (converted authors' checkpoints and bare state dicts record no config; checkpoints older
