@@ -217,3 +217,25 @@ def test_an_earlier_metrics_file_with_notes_is_replaced_as_tools_test_output(tmp
     assert KINDS['metrics'].recognise(path)
     path.write_text(json.dumps({'plan/success_rate': 1.0, 'not_compared': [1]}))
     assert not KINDS['metrics'].recognise(path)
+
+
+def test_a_union_records_each_sources_folder_and_statistics(tiny_crosstask, tmp_path):
+    """A union training (ConcatPlanningDataset, the dataset-independent PKG protocol) recorded
+    neither feature statistics nor a folder: every test of it would say 'not compared'. Now it
+    records each source's folder and the union's statistics; a test of one source on the
+    training folder says nothing, on negated features names that source."""
+    from mmaction.registry import DATASETS
+    from test_studies import union_dataset
+    from vpn_plugin.engine.checkpoint import (features_folder_note, features_folder_record,
+                                              not_compared)
+    import vpn_plugin.mm  # noqa: F401  (registration)
+    train = DATASETS.build(union_dataset(tmp_path, tiny_crosstask))
+    meta = dict(cfg='x = 1', feature_statistics=train.feature_statistics(),
+                features_folder=features_folder_record(train.feature_dirs))
+    assert set(meta['features_folder']['sources']) == {'a', 'b'}
+    assert not_compared({'meta': meta}) == []
+    test_b = DATASETS.build(union_dataset(tmp_path, tiny_crosstask, 'test', select=['b']))
+    assert features_folder_note({'meta': meta}, 'u.pth', test_b.feature_dirs) == ''
+    negated = negated_copy(Path(tiny_crosstask['feature_dir']), tmp_path / 'negated')
+    note = features_folder_note({'meta': meta}, 'u.pth', {'b': negated})
+    assert note.startswith(f'the test features of b are read from {negated.resolve()}')

@@ -501,8 +501,10 @@ class PlanningRunner(Runner):
         return missing
 
     def _feature_dir(self, split: str):
-        """The feature folder of the built ``split`` dataset (None without one)."""
-        return getattr(self._built_datasets().get(split), 'feature_dir', None)
+        """The feature folder of the built ``split`` dataset (a union's ``{source: folder}``:
+        ``feature_dirs``; None without one)."""
+        dataset = self._built_datasets().get(split)
+        return getattr(dataset, 'feature_dirs', None) or getattr(dataset, 'feature_dir', None)
 
     def check_tested_ema(self, checkpoint: dict, filename: str) -> None:
         """A warning and :attr:`tested_ema_mark` when the test scores weights that are not

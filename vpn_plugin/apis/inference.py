@@ -171,8 +171,8 @@ def features_folder_note(model, dataset) -> str:
     if name is None:  # no checkpoint loaded
         return ''
     meta = {FEATURES_FOLDER_KEY: getattr(model, 'training_features_folder', None)}
-    return note({'meta': meta}, name, getattr(dataset, 'feature_dir', None),
-                'features planned from')
+    folder = getattr(dataset, 'feature_dirs', None) or getattr(dataset, 'feature_dir', None)
+    return note({'meta': meta}, name, folder, 'features planned from')
 
 
 def _option_differences(loaded: dict, checkpoint, cfg) -> list:

@@ -358,9 +358,13 @@ FEATURES_FOLDER_KEY = 'features_folder'  # meta: the training feature folder and
 def features_folder_record(feature_dir) -> Optional[dict]:
     """``{'folder', 'fingerprint', 'files', 'bytes'}`` of a feature folder
     (``datasets.provenance.folder_fingerprint``, the one protocol rows and pre-stages use;
-    cached per process); None without a folder. What a checkpoint's
-    ``meta[FEATURES_FOLDER_KEY]`` records of its training features."""
+    cached per process); for a union's ``{source name: folder}``, ``{'sources': {name:
+    record}}``; None without a folder. What a checkpoint's ``meta[FEATURES_FOLDER_KEY]``
+    records of its training features."""
     from ..datasets.provenance import folder_fingerprint
+    if isinstance(feature_dir, dict):
+        sources = {name: features_folder_record(folder) for name, folder in feature_dir.items()}
+        return dict(sources=sources) if sources and all(sources.values()) else None
     if not feature_dir or not isinstance(feature_dir, (str, os.PathLike)) or \
             not Path(feature_dir).is_dir():
         return None
@@ -369,15 +373,22 @@ def features_folder_record(feature_dir) -> Optional[dict]:
 
 def features_folder_note(checkpoint: dict, filename: str, feature_dir,
                          what: str = 'test features') -> str:
-    """'' when the folder the features are read from (``feature_dir``) has the fingerprint of
-    the checkpoint's training feature folder (its ``meta[FEATURES_FOLDER_KEY]``; a copy of the
-    folder elsewhere has it too), or either is unknown; else the line that names both
-    (features of another synthetic seed, negated ones: same mean and std, other files)."""
+    """'' when the folder the features are read from (``feature_dir``; a union's ``{source
+    name: folder}``, each compared with the training folder of that source) has the
+    fingerprint of the checkpoint's training feature folder (its ``meta[FEATURES_FOLDER_KEY]``;
+    a copy of the folder elsewhere has it too), or either is unknown; else the line that names
+    both (features of another synthetic seed, negated ones: same mean and std, other files)."""
     trained = (checkpoint.get('meta') or {}).get(FEATURES_FOLDER_KEY)
-    if not isinstance(trained, dict) or not trained.get('fingerprint'):
+    if not isinstance(trained, dict):
         return ''
-    now = features_folder_record(feature_dir)
-    if now is None or now['fingerprint'] == trained['fingerprint']:
+    if isinstance(feature_dir, dict) and isinstance(trained.get('sources'), dict):
+        return '; '.join(note for note in (
+            features_folder_note({'meta': {FEATURES_FOLDER_KEY: trained['sources'][name]}},
+                                 filename, folder, f'{what} of {name}')
+            for name, folder in feature_dir.items() if name in trained['sources']) if note)
+    now = None if isinstance(feature_dir, dict) else features_folder_record(feature_dir)
+    if now is None or not trained.get('fingerprint') or \
+            now['fingerprint'] == trained['fingerprint']:
         return ''
     return (f'the {what} are read from {now["folder"]} (fingerprint {now["fingerprint"]}, '
             f'{now["files"]} files); {filename} was trained on the features of '
