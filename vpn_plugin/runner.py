@@ -495,7 +495,16 @@ class PlanningRunner(Runner):
         run: ``engine.checkpoint.not_compared``), said in one warning line; returned."""
         from vpn_plugin.engine.checkpoint import (RESUMED_RECORDS, TESTED_RECORDS, not_compared,
                                                   not_compared_line)
-        missing = not_compared(checkpoint, TESTED_RECORDS if self.testing else RESUMED_RECORDS)
+        from vpn_plugin.models.base_planner import BasePlanner
+        model = self.model.module if is_model_wrapper(self.model) else self.model
+        if not isinstance(model, BasePlanner):  # MMAction2's own models record none of these
+            return []
+        split = 'test' if self.testing else 'train'
+        present = dict(feature_statistics=self._feature_statistics(split) is not None,
+                       features_folder=bool(self._feature_dir(split)))
+        records = [record for record in (TESTED_RECORDS if self.testing else RESUMED_RECORDS)
+                   if present.get(record, True)]  # what this run has to compare with
+        missing = not_compared(checkpoint, records)
         if missing:
             self.logger.warning(not_compared_line(filename, missing, what))
         return missing
