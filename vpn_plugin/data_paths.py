@@ -467,13 +467,17 @@ def resolve_paths(cfg, *, data_root=None, feature_dir=None, declared=None):
             raise ValueError(f'{_name(cfg)}: --{name.replace("_", "-")} needs a config that '
                              f'defines the variable {name!r} (inherit a dataset base from '
                              'configs/_base_/datasets/)')
-    targets, moved = {}, []
+    targets, file_targets, moved = {}, {}, []
     for name in PATH_VARIABLES:
+        if name in declared and declared[name] is not None:
+            file_targets[name] = _absolute(_fill(str(declared[name]), file_targets), REPO_ROOT)
         if cfg.get(name) is None:
             continue
         current = _fill(str(cfg[name]), targets)
         from_file = name in declared and str(cfg[name]) == str(declared[name])
-        if flags.get(name) is not None or (name in declared and not from_file):
+        resolved_before = _absolute(current, Path.cwd()) == file_targets.get(name)
+        if flags.get(name) is not None or (name in declared and not from_file
+                                           and not resolved_before):
             moved.append(name)  # a flag, --cfg-options or a caller's value
         # a config file's relative paths are read from the repository root, others from the CWD
         targets[name] = _absolute(flags.get(name) or current,
@@ -568,11 +572,15 @@ def _map_strings(node, move, prefix: str = '') -> None:
 
 
 def _require_use(cfg, name: str, target: str) -> None:
-    """A moved location must be read by some path of the config, or the move does nothing."""
+    """A moved location must be read by some path of the config, or the move does nothing.
+    A helper variable (``paths = dict(feature_dir='{feature_dir}')``, a ``_name``) reads
+    nothing itself: a dataset whose own absolute path ignores the move is not a use."""
     used = []
 
     def find(key: str, text: str) -> str:
-        if key != name and (text == target or text.startswith(target.rstrip('/') + '/')):
+        top = key.split('.')[0]
+        helper = top.startswith('_') or top in PLUGIN_KEYS
+        if not helper and (text == target or text.startswith(target.rstrip('/') + '/')):
             used.append(key)
         return text
 
