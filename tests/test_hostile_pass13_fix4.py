@@ -178,3 +178,19 @@ def test_fixture_with_another_fixtures_meta_names_both_methods(tmp_path):
     (tmp_path / 'dict.npy').write_bytes(b'')
     (tmp_path / 'head_grads.npz').write_bytes(b'')
     check_fixture_files(tmp_path, {'method': 'S3D'}, 'S3D')
+
+
+def test_pkg_quality_row_without_level_names_the_missing_key():
+    """confirm4 P11: a pkg-quality row without variant.level was refused as rows that
+    "differ in settings", not by its missing key."""
+    from vpn_plugin.protocol.plots import pkg_quality_panels
+    from vpn_plugin.protocol.results import ResultRow
+    rows = [ResultRow('VPN', seed, 3, {'success_rate': 40.0},
+                      variant=dict(perturbation='edge_dropout', level=0.1)) for seed in range(2)]
+    rows.append(ResultRow('VPN', 2, 3, {'success_rate': 40.0},
+                          variant=dict(perturbation='weight_noise')))
+    with pytest.raises(ValueError, match=r"results row of 'VPN' \(seed 2, T=3\): variant "
+                                         r"perturbation='weight_noise' without variant.level; "
+                                         'expected its level, a number >= 0'):
+        pkg_quality_panels(rows)
+    assert pkg_quality_panels(rows[:2], num_resamples=10)[0][0]  # the full rows draw
