@@ -194,3 +194,16 @@ def test_pkg_quality_row_without_level_names_the_missing_key():
                                          'expected its level, a number >= 0'):
         pkg_quality_panels(rows)
     assert pkg_quality_panels(rows[:2], num_resamples=10)[0][0]  # the full rows draw
+
+
+def test_a_model_without_parameters_to_train_is_not_wrapped_in_ddp():
+    """confirm1 D_test_dist_uniform: tools/test.py of UniformEmissionPlanner in 2 processes
+    ended on each rank in torch's "DistributedDataParallel is not needed when a module
+    doesn't have any parameter that requires a gradient" traceback. (By hand, torchrun
+    --nproc_per_node 2: SR 3.0303, mIoU 8.1818, as one process.)"""
+    import logging
+    from vpn_plugin.baselines.planners import UniformEmissionPlanner
+    from vpn_plugin.runner import PlanningRunner
+    model = UniformEmissionPlanner(num_actions=4, horizon=3)
+    runner = types.SimpleNamespace(distributed=True, logger=logging.getLogger('fix4'))
+    assert PlanningRunner.wrap_model(runner, None, model) is model

@@ -285,6 +285,20 @@ class PlanningRunner(Runner):
             remove_partial_files(self.work_dir)  # of a killed run; no one else writes here
             return super().train()
 
+    def wrap_model(self, model_wrapper_cfg, model):
+        """mmengine's, except that in a distributed run a model without a parameter that
+        requires a gradient (UniformEmissionPlanner) is not wrapped: torch's
+        DistributedDataParallel refuses such a module ("is not needed when a module doesn't
+        have any parameter that requires a gradient"), and there is nothing to synchronise;
+        each process evaluates its share of the windows with the model as it is."""
+        if self.distributed and not is_model_wrapper(model) \
+                and not any(p.requires_grad for p in model.parameters()):
+            from mmengine.device import get_device
+            self.logger.info(f'{type(model).__name__} has no parameter to train: not wrapped '
+                             'in DistributedDataParallel (nothing to synchronise)')
+            return model.to(get_device())
+        return super().wrap_model(model_wrapper_cfg, model)
+
     def load_or_resume(self) -> None:
         """mmengine's, with the work dir's ``last_checkpoint`` record resolved inside the work
         dir (``engine.checkpoint.latest_checkpoint_in``: a copied or moved work dir resumes
