@@ -103,14 +103,15 @@ FIXTURE_FILES = {
 
 
 def check_fixture_files(fixture: Path, meta: dict, method: str) -> None:
-    """A folder that lacks the files of the method its meta.json names and holds those of
-    another (a meta.json copied from another fixture) is refused, naming the method, the
+    """A folder that holds none of the files of the method its meta.json names and holds
+    those of another (a meta.json copied from another fixture) is refused, naming the method, the
     missing files and the method(s) whose files the folder holds; a ``component`` folder (a
     part of a fixture) is not concerned."""
     if meta.get('component'):
         return
-    missing = [name for name in FIXTURE_FILES.get(method, ()) if not (fixture / name).is_file()]
-    if not missing:
+    own = FIXTURE_FILES.get(method, ())
+    missing = [name for name in own if not (fixture / name).is_file()]
+    if not missing or len(missing) < len(own):  # some held: its checker names what lacks
         return
     fits = [other for other, names in FIXTURE_FILES.items()
             if other != method and all((fixture / name).is_file() for name in names)]
