@@ -126,7 +126,7 @@ def test_non_finite_number_flag_says_not_finite(text):
     """confirm3 M16: ``plan.py --goal-time inf`` said "expected a number >= 0" (inf is)."""
     from vpn_plugin.errors import NON_NEGATIVE_FLOAT
     with pytest.raises(argparse.ArgumentTypeError,
-                       match=rf'{text}: not a finite number; expected a finite number >= 0'):
+                       match=rf'{text}: not a finite number; expected a number >= 0'):
         NON_NEGATIVE_FLOAT(text)
     assert NON_NEGATIVE_FLOAT('95') == 95.0
 

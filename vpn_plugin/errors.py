@@ -230,12 +230,11 @@ def at_least(kind, low, strict: bool = False, high=None, why: str = ''):
             value = kind(text)
         except ValueError:
             raise argparse.ArgumentTypeError(f'{text!r} is not {what}') from None
+        expected = f'expected {what} {bounds}{why and f" ({why})" if high is not None else ""}'
         if kind is float and not math.isfinite(value):  # float("inf") parses; inf >= 0 holds
-            raise argparse.ArgumentTypeError(f'{text}: not a finite number; expected a finite '
-                                             f'number {bounds}')
+            raise argparse.ArgumentTypeError(f'{text}: not a finite number; {expected}')
         if not Range(low, high, low_open=strict).holds(value):
-            raise argparse.ArgumentTypeError(f'{text}: expected {what} {bounds}'
-                                             f'{why and f" ({why})" if high is not None else ""}')
+            raise argparse.ArgumentTypeError(f'{text}: {expected}')
         return value
     parse.__name__ = f'{kind.__name__} {bounds}'
     return parse
