@@ -61,7 +61,8 @@ def load_step_model(path, model: KEPP, expected: dict, settings=None) -> dict:
     the config names (``model.step_checkpoint``) is not the run's to delete: its refusals say
     to give another or unset the option."""
     advice = RETRAIN
-    if model.step_checkpoint and Path(path) == Path(model.step_checkpoint):
+    named = getattr(model, 'step_checkpoint', None)
+    if named and Path(path) == Path(named):
         advice = ('give model.step_checkpoint a step model saved by KEPPStepModelHook '
                   f'({STEP_FILE} in a KEPP work dir), or unset it to train one')
         if not Path(path).is_file():
