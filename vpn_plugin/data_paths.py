@@ -347,18 +347,16 @@ def read_config_file(path):
         raise ValueError(f'config file {path}: a {Path(path).suffix or "name without"} '
                          f'extension; expected a config ({", ".join(CONFIG_SUFFIXES)}), e.g. '
                          'configs/vpn_niv_t3.py')
+    cycle = base_cycle(Path(path).resolve())  # mmengine recurses on it for seconds, then
+    if cycle:                                  # ends in a RecursionError naming no file
+        raise ValueError(f'{path}: its _base_ files inherit from each other in a cycle: '
+                         f'{" -> ".join(map(str, cycle))}; expected a chain that ends')
     try:
         return Config.fromfile(str(path))
     except NameError as error:  # e.g. YAML text ("_base_: [a.py]") in a .py file
         raise ValueError(f'{not_python_reason(error) or path}: {error}; the config file does '
                          'not run as Python (a .py config sets keys with `key = value` and '
                          'quotes its strings; YAML text needs a .yaml name)') from None
-    except RecursionError:
-        cycle = base_cycle(Path(path).resolve())
-        if not cycle:
-            raise
-        raise ValueError(f'{path}: its _base_ files inherit from each other in a cycle: '
-                         f'{" -> ".join(map(str, cycle))}; expected a chain that ends') from None
     except SyntaxError as error:
         where = config_with_syntax_error(Path(path)) or Path(path)
         raise SyntaxError(f'{where}: line {error.lineno}: {error.msg}; the config file does not '
