@@ -184,7 +184,8 @@ class PlanningRunner(Runner):
     # a test's mark of a checkpoint whose EMA weights are not the trained ones the config's EMA
     # hook asks for ('' when they are: engine.ema.scored_ema_note)
     tested_ema_mark = ''
-    changed_from_training = ''  # what log_model_overrides named
+    changed_from_training = ()  # what log_model_overrides named, one string per difference
+    not_compared = ()  # what the tested checkpoint records too little to compare (one string each)
     feature_statistics_note = ''  # test features unlike the training features'
     testing = False
 
@@ -270,7 +271,8 @@ class PlanningRunner(Runner):
         from vpn_plugin.engine.checkpoint import new_run_id
         self.run_id = new_run_id()  # a resume takes the checkpoint's (load_checkpoint)
         check_training_hooks(getattr(self.model, 'module', self.model), self.hooks,
-                             self.cfg.filename or 'config')
+                             self.cfg.filename or 'config',
+                             loads=bool(self._resume or self._load_from))
         self.log_shortened()
         self.log_test_windows()
         if self._train_loop is not None:
@@ -283,6 +285,20 @@ class PlanningRunner(Runner):
                             what=f'work dir {self.work_dir}'):
             remove_partial_files(self.work_dir)  # of a killed run; no one else writes here
             return super().train()
+
+    def wrap_model(self, model_wrapper_cfg, model):
+        """mmengine's, except that in a distributed run a model without a parameter that
+        requires a gradient (UniformEmissionPlanner) is not wrapped: torch's
+        DistributedDataParallel refuses such a module ("is not needed when a module doesn't
+        have any parameter that requires a gradient"), and there is nothing to synchronise;
+        each process evaluates its share of the windows with the model as it is."""
+        if self.distributed and not is_model_wrapper(model) \
+                and not any(p.requires_grad for p in model.parameters()):
+            from mmengine.device import get_device
+            self.logger.info(f'{type(model).__name__} has no parameter to train: not wrapped '
+                             'in DistributedDataParallel (nothing to synchronise)')
+            return model.to(get_device())
+        return super().wrap_model(model_wrapper_cfg, model)
 
     def load_or_resume(self) -> None:
         """mmengine's, with the work dir's ``last_checkpoint`` record resolved inside the work
@@ -398,10 +414,10 @@ class PlanningRunner(Runner):
             raise ValueError(f'{filename} was trained with other options than this test\'s '
                              f'config: {"; ".join(found.refused)}; test it with the options '
                              'it was trained with')
-        self.changed_from_training = '; '.join(found.named)
+        self.changed_from_training = list(found.named)
         if found.named:
             self.logger.warning(f'{filename} was trained with other options than this '
-                                f'test\'s config: {self.changed_from_training}; the test uses '
+                                f'test\'s config: {"; ".join(found.named)}; the test uses '
                                 'this config\'s values (an option only training reads changes '
                                 'nothing here) and its metrics say so (changed_from_training)')
 
@@ -445,6 +461,7 @@ class PlanningRunner(Runner):
                                  'load): resume with the run\'s options, or start a new run '
                                  'in another --work-dir')
             check_resume_point(checkpoint, filename)
+            self.say_not_compared(checkpoint, filename, 'this resumed run')
             self.run_id = (checkpoint.get('meta') or {}).get(RUN_KEY) or self.run_id
             check_resume_world_size(checkpoint, filename, self._world_size)
             check_resume_data(checkpoint, filename, self.train_data_digest())
@@ -471,9 +488,47 @@ class PlanningRunner(Runner):
                 checkpoint, filename, self._feature_statistics('test'))
             if self.feature_statistics_note:
                 self.logger.warning(self.feature_statistics_note)
+            self.compare_training_features(checkpoint, filename)
         self._has_loaded = True
         self.logger.info(f'Load checkpoint from {filename}')
         return checkpoint
+
+    def compare_training_features(self, checkpoint: dict, filename: str) -> None:
+        """A test of features read from another folder content than the training features
+        (``engine.checkpoint.features_folder_note``): a warning and an entry of
+        :attr:`changed_from_training`; what the checkpoint records too little to compare
+        (``engine.checkpoint.not_compared``): one warning line and :attr:`not_compared`."""
+        from vpn_plugin.engine.checkpoint import features_folder_note
+        folder_note = features_folder_note(checkpoint, filename, self._feature_dir('test'))
+        if folder_note:
+            self.logger.warning(folder_note)
+            self.changed_from_training = list(self.changed_from_training) + [folder_note]
+        self.not_compared = self.say_not_compared(checkpoint, filename, 'this test')
+
+    def say_not_compared(self, checkpoint: dict, filename: str, what: str) -> list:
+        """What ``checkpoint`` records too little to compare with ``what`` (a test, a resumed
+        run: ``engine.checkpoint.not_compared``), said in one warning line; returned."""
+        from vpn_plugin.engine.checkpoint import (RESUMED_RECORDS, TESTED_RECORDS, not_compared,
+                                                  not_compared_line)
+        from vpn_plugin.models.base_planner import BasePlanner
+        model = self.model.module if is_model_wrapper(self.model) else self.model
+        if not isinstance(model, BasePlanner):  # MMAction2's own models record none of these
+            return []
+        split = 'test' if self.testing else 'train'
+        present = dict(feature_statistics=self._feature_statistics(split) is not None,
+                       features_folder=bool(self._feature_dir(split)))
+        records = [record for record in (TESTED_RECORDS if self.testing else RESUMED_RECORDS)
+                   if present.get(record, True)]  # what this run has to compare with
+        missing = not_compared(checkpoint, records)
+        if missing:
+            self.logger.warning(not_compared_line(filename, missing, what))
+        return missing
+
+    def _feature_dir(self, split: str):
+        """The feature folder of the built ``split`` dataset (a union's ``{source: folder}``:
+        ``feature_dirs``; None without one)."""
+        dataset = self._built_datasets().get(split)
+        return getattr(dataset, 'feature_dirs', None) or getattr(dataset, 'feature_dir', None)
 
     def check_tested_ema(self, checkpoint: dict, filename: str) -> None:
         """A warning and :attr:`tested_ema_mark` when the test scores weights that are not
@@ -505,7 +560,8 @@ class PlanningRunner(Runner):
     def save_checkpoint(self, out_dir: str, filename: str, *args, **kwargs) -> None:
         """mmengine's ``save_checkpoint``, written to a temporary name and renamed into place
         (:func:`vpn_plugin.engine.checkpoint.save_atomically`)."""
-        from vpn_plugin.engine.checkpoint import FEATURE_STATS_KEY, save_atomically
+        from vpn_plugin.engine.checkpoint import (FEATURE_STATS_KEY, FEATURES_FOLDER_KEY,
+                                                  features_folder_record, save_atomically)
         from vpn_plugin.engine.checkpoint_hook import RESUME_POINT_KEY, save_failure_hint
         from vpn_plugin.engine.rank_agreement import TRAIN_DATA_KEY, WORLD_SIZE_KEY
         meta = dict(kwargs.get('meta') or {}, **{WORLD_SIZE_KEY: self._world_size})
@@ -518,6 +574,9 @@ class PlanningRunner(Runner):
         statistics = self._feature_statistics('train')
         if statistics:
             meta[FEATURE_STATS_KEY] = statistics
+        folder = features_folder_record(self._feature_dir('train'))
+        if folder:
+            meta[FEATURES_FOLDER_KEY] = folder
         kwargs['meta'] = meta
         save = super().save_checkpoint
         save_atomically(lambda temporary: save(out_dir, osp.basename(temporary), *args, **kwargs),
@@ -530,11 +589,13 @@ class PlanningRunner(Runner):
         return osp.join(self.work_dir if training else self.log_dir, name)
 
 
-def check_training_hooks(model, hooks, where: str) -> None:
+def check_training_hooks(model, hooks, where: str, loads: bool = False) -> None:
     """A planner trained in stages (its ``training_hooks``: PDPP's and CEFITO's task
     classifier, KEPP's step model) is trained only with the hooks of its stages: without
     them KEPP stopped at its first step with a RuntimeError traceback, PDPP / CEFITO trained
-    around an untrained classifier."""
+    around an untrained classifier. A planner trained afresh (not ``loads`` a checkpoint,
+    which carries its graph) needs the PKGHook that counts its PKG: without it the first
+    step stopped with "the PKG was never filled"."""
     check_hooks_once(hooks, getattr(model, 'training_hooks', ()), where)
     present = {type(hook).__name__ for hook in hooks}
     missing = [name for name in getattr(model, 'training_hooks', ()) if name not in present]
@@ -544,6 +605,14 @@ def check_training_hooks(model, hooks, where: str) -> None:
                          f"expected custom_hooks to include dict(type='{missing[0]}') as the "
                          'method\'s base config does (a --cfg-options custom_hooks=[...] '
                          'replaces the whole list)')
+    from vpn_plugin.models.base_planner import BasePlanner
+    if isinstance(model, BasePlanner) and not loads and 'PKGHook' not in present \
+            and not bool(getattr(model, 'pkg_ready', False)):
+        raise ValueError(f"{where}: custom_hooks hold no dict(type='PKGHook'), which counts "
+                         f'the PKG of {type(model).__name__} on the training set before the '
+                         "first step; expected custom_hooks to include dict(type='PKGHook') "
+                         'as the base config does (a --cfg-options custom_hooks=[...] replaces '
+                         'the whole list)')
 
 
 def check_train_batches(loader, where: str) -> None:
@@ -654,6 +723,7 @@ def check_runner_options(cfg, where: str) -> None:
     loader_keys = sorted({*_parameters(torch.utils.data.DataLoader.__init__), *DATALOADER_KEYS})
     for split in ('train', 'val', 'test'):
         _check_keys(f'{where}: {split}_dataloader', cfg.get(f'{split}_dataloader'), loader_keys)
+        check_persistent_workers(f'{where}: {split}_dataloader', cfg.get(f'{split}_dataloader'))
     wrapper = cfg.get('optim_wrapper')
     if isinstance(wrapper, dict) and 'constructor' not in wrapper:
         _check_optim_wrapper(f'{where}: optim_wrapper', wrapper, OPTIM_WRAPPERS, OPTIMIZERS)
@@ -666,6 +736,17 @@ def check_runner_options(cfg, where: str) -> None:
         if isinstance(scheduler, dict) and scheduler.get('type'):
             _check_chained_arguments(f'{where}: param_scheduler[{index}]', PARAM_SCHEDULERS,
                                      scheduler)
+
+
+def check_persistent_workers(where: str, loader) -> None:
+    """``persistent_workers=True`` keeps worker processes that ``num_workers=0`` never
+    starts (torch: "persistent_workers option needs num_workers > 0", at the first epoch)."""
+    if isinstance(loader, dict) and loader.get('persistent_workers') is True \
+            and loader.get('num_workers', 0) == 0:
+        raise ValueError(f'{where}.persistent_workers=True with {where.split(": ")[-1]}.'
+                         f'num_workers={loader.get("num_workers", 0)}: there are no worker '
+                         'processes to keep; expected num_workers >= 1, or '
+                         'persistent_workers=False')
 
 
 def _check_chained_arguments(where: str, registry, entry: dict) -> None:
