@@ -405,10 +405,6 @@ def check_folder_target(path, what: str = 'work dir', holds: str = 'the logs and
     if kind not in (None, 'a folder'):
         raise NotADirectoryError(f'{what} {path} is {kind}; expected a folder (made when missing) '
                                  f'for {holds}: give another {flag}')
-    if kind is None and os.path.islink(path):  # makedirs says only "File exists"
-        raise NotADirectoryError(f'{what} {path} is a symbolic link to {os.readlink(path)}, '
-                                 'which does not exist; expected a folder (made when missing) '
-                                 f'for {holds}: make its target or give another {flag}')
     above = file_on_the_way(path)
     if above is not None:
         raise NotADirectoryError(f'{what} {path}: {above} is {path_kind(above)}, not a folder; '

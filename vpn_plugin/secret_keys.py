@@ -19,7 +19,8 @@ def read_or_make_secret(path: Path, what: str, forged: str, consequence: str) ->
     it costs."""
     path = Path(path)
     if not path.exists():
-        path.parent.mkdir(parents=True, exist_ok=True)
+        Path(os.path.realpath(path.parent)).mkdir(parents=True, exist_ok=True)  # a dangling
+        # link to a folder: made at its target (as convert_features' --dst)
         temporary = path.with_name(f'{path.name}.{os.getpid()}.{threading.get_ident()}.partial')
         descriptor = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
         with os.fdopen(descriptor, 'w') as handle:

@@ -451,7 +451,7 @@ class PlanningDataset(Dataset):
             return
         tmp = path.with_suffix(f'.{os.getpid()}.tmp.npz')  # atomic for concurrent runs
         try:
-            path.parent.mkdir(parents=True, exist_ok=True)
+            Path(os.path.realpath(path.parent)).mkdir(parents=True, exist_ok=True)
             np.savez(tmp, **arrays, key=np.str_(key),
                      digest=np.str_(payload_digest(arrays, key, self._cache_secret)))
             tmp.replace(path)
