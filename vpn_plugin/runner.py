@@ -391,15 +391,11 @@ class PlanningRunner(Runner):
         (its ``meta['cfg']``), as ``engine.checkpoint.TRAINING_OPTIONS`` rules for a test:
         refused, or a warning naming them and :attr:`changed_from_training` (which
         ``tools/test.py`` writes into the metrics)."""
-        from vpn_plugin.engine.checkpoint import training_option_differences
-        found = training_option_differences((checkpoint.get('meta') or {}).get('cfg'),
-                                            self.cfg, 'test')
-        if found.refused:
-            raise ValueError(f'{filename} was trained with other options than this test\'s '
-                             f'config: {"; ".join(found.refused)}; test it with the options '
-                             'it was trained with')
-        self.changed_from_training = '; '.join(found.named)
-        if found.named:
+        from vpn_plugin.engine.checkpoint import check_test_options
+        named = check_test_options((checkpoint.get('meta') or {}).get('cfg'), self.cfg,
+                                   filename, 'test it')
+        self.changed_from_training = '; '.join(named)
+        if named:
             self.logger.warning(f'{filename} was trained with other options than this '
                                 f'test\'s config: {self.changed_from_training}; the test uses '
                                 'this config\'s values (an option only training reads changes '

@@ -145,19 +145,16 @@ def features_note(model, statistics: Optional[dict], what: str) -> str:
 def _option_differences(loaded: dict, checkpoint, cfg) -> list:
     """'key: X in training, Y here' for each option of ``cfg`` that differs from the
     checkpoint's training config as ``engine.checkpoint.TRAINING_OPTIONS`` rules for a test
-    (the runner's one table): refused, or warned and returned (init_planner)."""
+    (the runner's one table, :func:`~vpn_plugin.engine.checkpoint.check_test_options`):
+    refused, or warned and returned (init_planner)."""
     import warnings
-    from vpn_plugin.engine.checkpoint import training_option_differences
-    found = training_option_differences((loaded.get('meta') or {}).get('cfg'), cfg, 'test')
-    if found.refused:
-        raise ValueError(f'{checkpoint} was trained with other options than this config: '
-                         f'{"; ".join(found.refused)}; plan with the options it was trained '
-                         'with')
-    if found.named:
+    from vpn_plugin.engine.checkpoint import check_test_options
+    named = check_test_options((loaded.get('meta') or {}).get('cfg'), cfg, checkpoint, 'plan')
+    if named:
         warnings.warn(f'{checkpoint} was trained with other options than this config: '
-                      f'{"; ".join(found.named)}; the plans use the config\'s', UserWarning,
+                      f'{"; ".join(named)}; the plans use the config\'s', UserWarning,
                       stacklevel=3)
-    return list(found.named)
+    return named
 
 
 @contextlib.contextmanager

@@ -471,6 +471,19 @@ def training_option_differences(trained_cfg_text, cfg, purpose: str) -> OptionDi
     return found
 
 
+def check_test_options(trained_cfg_text, cfg, source, use: str) -> list:
+    """The 'key: X in training, Y here' lines a test or plan from the run of
+    ``trained_cfg_text`` (a checkpoint's ``meta['cfg']``) names (:data:`TRAINING_OPTIONS`,
+    NAMED at test), after refusing those it cannot honour (SAME): ``ValueError`` naming
+    ``source`` (the checkpoint) and what to ``use`` it for ('test it', 'plan')."""
+    found = training_option_differences(trained_cfg_text, cfg, 'test')
+    if found.refused:
+        raise ValueError(f'{source} was trained with other options than this config: '
+                         f'{"; ".join(found.refused)}; {use} with the options it was trained '
+                         'with')
+    return list(found.named)
+
+
 def _option_lines(trained_cfg_text, trained, cfg, purpose: str) -> list:
     """(table key, 'key: X in training, Y here') for each option of :data:`TRAINING_OPTIONS`
     that differs (``trained``: the parsed ``trained_cfg_text``); the EMA and checkpoint ones

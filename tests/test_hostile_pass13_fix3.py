@@ -1,0 +1,87 @@
+"""Session 9 phase 1 (issue 37), fix3: one way to do each thing (closing8's review) and the
+suite's time. Each test names what main at 230a96d did."""
+import logging
+from types import SimpleNamespace
+
+import pytest
+from mmengine.config import Config
+
+import vpn_plugin.mm  # noqa: F401  (registration)
+from vpn_plugin.engine import checkpoint as checkpoint_module
+
+RUN_CFG = """model = dict(type='ViterbiPlanNet', num_actions=48, num_tasks=5, horizon=3,
+    loss_weight=1.0, decode='viterbi')
+optim_wrapper = dict(optimizer=dict(type='AdamW', lr=0.001))
+randomness = dict(seed=0)
+train_dataloader = dict(batch_size=32, dataset=dict(type='PlanningDataset', horizon=3,
+    observation='authors', feature_dir='/data/niv/features'))
+test_dataloader = dict(batch_size=32, dataset=dict(type='PlanningDataset', horizon=3,
+    observation='authors', split='test', feature_dir='/data/niv/features'))
+"""
+
+
+def _config(change: dict) -> Config:
+    cfg = Config.fromstring(RUN_CFG, '.py')
+    cfg.merge_from_dict(change)
+    return cfg
+
+
+def _test_and_plan(cfg):
+    """What a test (the runner) and a plan (init_planner) make of ``cfg`` against RUN_CFG:
+    (the runner's changed_from_training, init_planner's option_differences), or the error."""
+    from vpn_plugin.apis.inference import _option_differences
+    from vpn_plugin.runner import PlanningRunner
+    runner = SimpleNamespace(cfg=cfg, logger=logging.getLogger('fix3'))
+    PlanningRunner.log_model_overrides(runner, {'meta': {'cfg': RUN_CFG}}, 'epoch_3.pth')
+    with pytest.warns(UserWarning) if runner.changed_from_training else _no_warning():
+        named = _option_differences({'meta': {'cfg': RUN_CFG}}, 'epoch_3.pth', cfg)
+    return runner.changed_from_training, named
+
+
+class _no_warning:
+    def __enter__(self):
+        import warnings
+        self.caught = warnings.catch_warnings(record=True)
+        self.list = self.caught.__enter__()
+        warnings.simplefilter('always')
+
+    def __exit__(self, *exc):
+        self.caught.__exit__(*exc)
+        assert not [w for w in self.list if 'trained with other options' in str(w.message)]
+
+
+def test_test_and_plan_decide_options_through_one_function(monkeypatch):
+    """Before: runner.log_model_overrides and apis.inference._option_differences each called
+    training_option_differences(..., 'test') and raised / warned in their own words (a twin);
+    engine.checkpoint had no check_test_options."""
+    from vpn_plugin.engine.checkpoint import check_test_options
+    named = check_test_options(RUN_CFG, _config({'model.decode': 'argmax'}), 'epoch_3.pth',
+                               'test it')
+    assert named == ["model.decode: 'viterbi' in training, 'argmax' here"]
+    assert check_test_options(RUN_CFG, _config({}), 'epoch_3.pth', 'plan') == []
+    assert check_test_options(None, _config({}), 'epoch_3.pth', 'plan') == []
+    assert _test_and_plan(_config({'model.decode': 'argmax'})) == (named[0], named)
+    assert _test_and_plan(_config({})) == ('', [])
+    # an option the table refuses at a test: both callers raise the one message
+    monkeypatch.setitem(checkpoint_module.TRAINING_OPTIONS, 'dataset.horizon',
+                        (checkpoint_module.SAME, checkpoint_module.SAME))
+    changed = _config({'test_dataloader.dataset.horizon': 4})
+    expected = ('epoch_3.pth was trained with other options than this config: '
+                'test_dataloader.dataset.horizon: 3 in training, 4 here; {} with the options '
+                'it was trained with')
+    with pytest.raises(ValueError) as raised:
+        check_test_options(RUN_CFG, changed, 'epoch_3.pth', 'test it')
+    assert str(raised.value) == expected.format('test it')
+    with pytest.raises(ValueError) as raised:
+        _test_and_plan(changed)
+    assert str(raised.value) == expected.format('test it')  # the runner's, first
+    from vpn_plugin.apis.inference import _option_differences
+    with pytest.raises(ValueError) as raised:
+        _option_differences({'meta': {'cfg': RUN_CFG}}, 'epoch_3.pth', changed)
+    assert str(raised.value) == expected.format('plan')
+    # both go through it: replaced, both see the replacement
+    calls = []
+    monkeypatch.setattr(checkpoint_module, 'check_test_options',
+                        lambda *args: calls.append(args[2:]) or [])
+    _test_and_plan(_config({'model.decode': 'argmax'}))
+    assert calls == [('epoch_3.pth', 'test it'), ('epoch_3.pth', 'plan')]
