@@ -85,3 +85,19 @@ def test_test_and_plan_decide_options_through_one_function(monkeypatch):
                         lambda *args: calls.append(args[2:]) or [])
     _test_and_plan(_config({'model.decode': 'argmax'}))
     assert calls == [('epoch_3.pth', 'test it'), ('epoch_3.pth', 'plan')]
+
+
+def test_one_function_per_name_for_features_notes():
+    """Before: two functions named features_note, protocol/provenance's (which feature folder
+    rows were measured on) and apis.inference's (a planner's training feature statistics
+    against the features planned from)."""
+    import re
+    from pathlib import Path
+
+    import vpn_plugin
+    from vpn_plugin.apis import inference
+    package = Path(vpn_plugin.__file__).parent
+    defined = sorted(str(path.relative_to(package)) for path in package.rglob('*.py')
+                     if re.search(r'^def features_note\(', path.read_text(), re.M))
+    assert defined == ['protocol/provenance.py']
+    assert callable(inference.feature_scale_note) and not hasattr(inference, 'features_note')
