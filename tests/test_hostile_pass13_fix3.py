@@ -101,3 +101,9 @@ def test_one_function_per_name_for_features_notes():
                      if re.search(r'^def features_note\(', path.read_text(), re.M))
     assert defined == ['protocol/provenance.py']
     assert callable(inference.feature_scale_note) and not hasattr(inference, 'features_note')
+
+
+def test_a_resume_reads_the_options_table_directly():
+    """Before: engine.checkpoint.resume_option_differences, a one-line wrapper over
+    training_option_differences(..., 'resume').refused with one caller (the runner)."""
+    assert not hasattr(checkpoint_module, 'resume_option_differences')

@@ -410,8 +410,8 @@ class PlanningRunner(Runner):
                                                   check_finite, check_loaded_pkg,
                                                   check_same_planner, feature_statistics_note,
                                                   load_weights,
-                                                  read_checkpoint, resume_option_differences,
-                                                  state_dict_of)
+                                                  read_checkpoint, state_dict_of,
+                                                  training_option_differences)
         from vpn_plugin.engine.checkpoint_hook import check_resume_point
         from vpn_plugin.engine.rank_agreement import (check_resume_data, check_resume_epoch,
                                                        check_resume_world_size)
@@ -431,8 +431,8 @@ class PlanningRunner(Runner):
                              'a smoke run never continues a full run or the reverse: give '
                              'another --work-dir')
         if is_resuming(self):
-            changed = resume_option_differences((checkpoint.get('meta') or {}).get('cfg'),
-                                                self.cfg)
+            changed = training_option_differences((checkpoint.get('meta') or {}).get('cfg'),
+                                                  self.cfg, 'resume').refused
             if changed:
                 raise ValueError(f'--resume {filename}: this config changes options the run '
                                  f'was trained with: {"; ".join(changed)}; a resumed run '

@@ -548,13 +548,6 @@ def _dataset_option_lines(before: dict, now: dict, loader: str) -> list:
     return lines
 
 
-def resume_option_differences(trained_cfg_text, cfg) -> list:
-    """What a resume cannot honour (:data:`TRAINING_OPTIONS`' SAME at resume): the model
-    state would not load or would continue under other options, and mmengine restores the
-    optimiser's and schedulers' state, so a changed lr is never applied."""
-    return training_option_differences(trained_cfg_text, cfg, 'resume').refused
-
-
 def _dotted(config, key: str):
     """The value at a dotted ``key`` of a config (None where a part is missing)."""
     for part in key.split('.'):
