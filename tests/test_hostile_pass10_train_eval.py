@@ -212,30 +212,16 @@ def test_an_unknown_distributed_backend_is_named():
     checked({'env_cfg.dist_cfg.backend': 'gloo'})  # still passes
 
 
-def test_an_evaluator_out_file_in_use_by_another_run_is_refused(tmp_path):
+def test_an_evaluator_out_file_in_use_by_another_run_is_refused(tmp_path, lock_held_elsewhere):
     """Before: two tests at once with one test_evaluator.out_file both exited 0; the file held
     the first one's per-sample scores, the second's replaced without a word (W5)."""
-    import threading
     from mmengine.config import Config
-    from vpn_plugin.locks import exclusive_lock, lock_path_of
     from vpn_plugin.runner import evaluator_output_locks
     out = tmp_path / 'per_sample.json'
     cfg = Config(dict(test_evaluator=dict(type='PlanningMetric', out_file=str(out))))
-    held, release = threading.Event(), threading.Event()
-
-    def other_run():  # another run's lock: another open file description
-        with exclusive_lock(lock_path_of(out), wait=False, what='other'):
-            held.set()
-            release.wait(10)
-    thread = threading.Thread(target=other_run)
-    thread.start()
-    held.wait(10)
-    try:
+    with lock_held_elsewhere(out, wait=False, what='other'):  # another run's
         with pytest.raises(Exception, match=re.escape(f'test_evaluator.out_file {out}')):
             evaluator_output_locks(cfg)
-    finally:
-        release.set()
-        thread.join()
     with evaluator_output_locks(cfg):  # free again: taken
         pass
 
