@@ -1,6 +1,7 @@
 """Session 9 phase 1 (issue 37), fix3: one way to do each thing (closing8's review) and the
 suite's time. Each test names what main at 230a96d did."""
 import logging
+import re
 from types import SimpleNamespace
 
 import pytest
@@ -107,3 +108,58 @@ def test_a_resume_reads_the_options_table_directly():
     """Before: engine.checkpoint.resume_option_differences, a one-line wrapper over
     training_option_differences(..., 'resume').refused with one caller (the runner)."""
     assert not hasattr(checkpoint_module, 'resume_option_differences')
+
+
+@pytest.fixture
+def kind_checks(monkeypatch):
+    """The names each kind check (config_types.check_value) was asked about, in order."""
+    from vpn_plugin import config_types, errors
+    names, original = [], config_types.check_value
+
+    def recorded(name, value, kind):
+        names.append(name)
+        return original(name, value, kind)
+    monkeypatch.setattr(config_types, 'check_value', recorded)
+    monkeypatch.setattr(errors, 'check_value', recorded)
+    return names
+
+
+def _checked_twice(names, prefixes) -> list:
+    """The options of the ``prefixes`` (an __init__'s) whose kind was checked more than once."""
+    ours = [name for name in names if name.startswith(prefixes)]
+    return sorted({name for name in ours if ours.count(name) > 1})
+
+
+def test_a_built_hook_model_or_dataset_checks_each_option_kind_once(kind_checks,
+                                                                    tiny_crosstask):
+    """Before: the __init__ bodies repeated the kinds their @checked_arguments annotations
+    check (the EMA hooks' check_ema_settings, SCHEMA's check_sizes, PlanningDataset's
+    check_numbers / check_bool / check_choice): 'PDPPEMAHook: decay' was checked twice."""
+    from mmaction.registry import DATASETS, HOOKS, MODELS
+    HOOKS.build(dict(type='PDPPEMAHook', decay=0.99, start_step=20, interval=10))
+    HOOKS.build(dict(type='CEFITOEMAHook', decay=0.99, start_step=20, update_every=10))
+    MODELS.build(dict(type='SCHEMA', num_actions=5, num_tasks=2, horizon=3, feature_dim=8,
+                      text_dim=4, embed_dim=8, num_heads=2, num_layers=1, mlp_ratio=1,
+                      dropout=0.1, input_dropout=0.1, no_state_task=True, decode='argmax'))
+    DATASETS.build(dict(tiny_crosstask['test_dataset'], frame_dim=512, split_seed=0,
+                        subset_seed=0, observed_steps=1, val_fraction=0.1,
+                        skip_bad_videos=False, device_resident=False, observation='concat3',
+                        window_policy='keep'))
+    for name in ('PDPPEMAHook: decay', 'CEFITOEMAHook: update_every', 'SCHEMA model.dropout',
+                 'SCHEMA model.num_heads', 'PlanningDataset: horizon',
+                 'PlanningDataset: split_seed', 'PlanningDataset: device_resident'):
+        assert name in kind_checks  # the annotation's check still runs
+    assert _checked_twice(kind_checks, ('PDPPEMAHook: ', 'CEFITOEMAHook: ', 'SCHEMA model.',
+                                        'PlanningDataset: ')) == []
+
+
+@pytest.mark.parametrize('built, message', [
+    (dict(type='PDPPEMAHook', decay=1.0), 'PDPPEMAHook: decay=1.0; expected'),
+    (dict(type='CEFITOEMAHook', start_step=-1), 'CEFITOEMAHook: start_step=-1; expected'),
+    (dict(type='CEFITOEMAHook', update_every=True), 'CEFITOEMAHook: update_every=True;'),
+    (dict(type='PDPPEMAHook', start_step=15, interval=10), 'must be a positive multiple'),
+])
+def test_the_ema_hooks_still_refuse_bad_settings(built, message):
+    from mmaction.registry import HOOKS
+    with pytest.raises(ValueError, match=re.escape(message)):
+        HOOKS.build(built)
