@@ -163,3 +163,52 @@ def test_the_ema_hooks_still_refuse_bad_settings(built, message):
     from mmaction.registry import HOOKS
     with pytest.raises(ValueError, match=re.escape(message)):
         HOOKS.build(built)
+
+
+def test_step_progress_can_stay_quiet_while_short():
+    from vpn_plugin.progress import StepProgress
+    now, lines = [0.0], []
+    progress = StepProgress('search', 10, lines.append, unit='sequences', interval=5,
+                            quiet=5, clock=lambda: now[0])
+    for _ in range(4):  # 1 s per unit: nothing before 5 s
+        now[0] += 1
+        progress.update()
+    assert lines == []
+    now[0] += 1
+    progress.update()  # 5 s: the first line, with its ETA
+    assert lines == ['search: 5/10 sequences (50%), 0:00:05 elapsed, ETA 0:00:05']
+    for _ in range(5):
+        now[0] += 1
+        progress.update()
+    assert lines[-1] == 'search: 10/10 sequences (100%), 0:00:10 elapsed, ETA 0:00:00'
+    assert len(lines) == 2  # 5 s, then 10 s (the interval and the last unit: one line)
+    quick = []
+    fast = StepProgress('search', 3, quick.append, quiet=5, clock=lambda: 0.0)
+    fast.update(3)
+    assert quick == []  # a search shorter than quiet says nothing, not even its end
+
+
+@pytest.mark.parametrize('scorer', ['chunked', 'tree'])
+def test_a_long_cefito_search_logs_its_progress_and_eta(monkeypatch, scorer):
+    """Before: a CEFITO search='chunked' (or 'tree') batch of hours logged nothing until it
+    ended (closing8); now a search longer than SEARCH_PROGRESS_SECONDS logs the (sample,
+    sequence) pairs scored, elapsed and ETA, as the pre-stages do."""
+    import torch
+    from test_cefito import tiny_cefito
+    from vpn_plugin.models import cefito
+    model = tiny_cefito()  # A(c): 3, 3 and 2 actions at T=3
+    lines = []
+    monkeypatch.setattr(cefito, 'print_log', lambda text, **_: lines.append(text))
+    start, goal, tasks = torch.randn(4, 12), torch.randn(4, 12), torch.tensor([0, 1, 2, 0])
+    plans, _ = model.plan(start, goal, tasks, scorer=scorer, chunk_size=8)
+    assert lines == []  # a short search stays silent (the default quiet time)
+    monkeypatch.setattr(cefito, 'SEARCH_PROGRESS_SECONDS', 0.0)
+    again, _ = model.plan(start, goal, tasks, scorer=scorer, chunk_size=8)
+    assert torch.equal(plans, again)
+    total = 2 * 3 ** 3 + 3 ** 3 + 2 ** 3  # 2 samples of task 0, one of tasks 1 and 2
+    assert lines[0].startswith(f'CEFITO search ({scorer}, T=3): '
+                               f'{8 if scorer == "chunked" else 54}/{total} sequences (')
+    assert lines[-1].startswith(f'CEFITO search ({scorer}, T=3): {total}/{total} sequences '
+                                '(100%), ') and lines[-1].endswith('ETA 0:00:00')
+    counts = [int(line.split(': ')[1].split('/')[0]) for line in lines]
+    assert counts == sorted(counts) and len(lines) > (2 if scorer == 'chunked' else 1)
