@@ -77,3 +77,16 @@ def lock_held_elsewhere():
             release.set()
             thread.join()
     return held_elsewhere
+
+
+@pytest.fixture
+def sinfo_of_no_nodes(tmp_path, monkeypatch):
+    """A ``sinfo`` on PATH that lists no node (the partition's CPUs unchecked), for tests of
+    plan_array's other rules: the real one, where Slurm is installed but its controller is
+    down, waits 9 s per call before it fails."""
+    folder = tmp_path / 'fake_slurm_bin'
+    folder.mkdir()
+    sinfo = folder / 'sinfo'
+    sinfo.write_text('#!/bin/sh\nexit 0\n')
+    sinfo.chmod(0o755)
+    monkeypatch.setenv('PATH', f'{folder}{os.pathsep}{os.environ["PATH"]}')

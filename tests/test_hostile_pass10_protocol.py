@@ -213,7 +213,7 @@ def test_a_method_with_a_model_per_horizon_shows_its_params_range(tmp_path):
 
 
 # ------------------------------------------------------------ Slurm
-def test_a_time_limit_inside_submitits_signal_lead_is_refused(tmp_path):
+def test_a_time_limit_inside_submitits_signal_lead_is_refused(tmp_path, sinfo_of_no_nodes):
     """Before: --launcher slurm --time-limit 1 submitted; submitit's USR2 comes 90 s before the
     limit, so the task checkpointed and requeued at once, 4 times, then failed with
     "Job not requeued because: timed-out too many times" (real cluster, job 291)."""
