@@ -61,8 +61,8 @@ def test_test_and_plan_decide_options_through_one_function(monkeypatch):
     assert named == ["model.decode: 'viterbi' in training, 'argmax' here"]
     assert check_test_options(RUN_CFG, _config({}), 'epoch_3.pth', 'plan') == []
     assert check_test_options(None, _config({}), 'epoch_3.pth', 'plan') == []
-    assert _test_and_plan(_config({'model.decode': 'argmax'})) == (named[0], named)
-    assert _test_and_plan(_config({})) == ('', [])
+    assert _test_and_plan(_config({'model.decode': 'argmax'})) == (named, named)
+    assert _test_and_plan(_config({})) == ([], [])
     # an option the table refuses at a test: both callers raise the one message
     monkeypatch.setitem(checkpoint_module.TRAINING_OPTIONS, 'dataset.horizon',
                         (checkpoint_module.SAME, checkpoint_module.SAME))
