@@ -52,7 +52,7 @@ from typing import Literal, Optional
 import numpy as np
 
 from vpn_plugin.core.stats import AUTHORS_RESAMPLES, AUTHORS_SEED, MIN_SEEDS_FOR_CI, \
-    ConfidenceLevel, bootstrap_difference, seed_interval, shows_ci
+    ConfidenceLevel, bootstrap_difference, check_resamples, seed_interval, shows_ci
 from vpn_plugin.config_types import Count, NonNegativeInt, Seed, checked_arguments
 from vpn_plugin.errors import check_names
 from .provenance import (SYNTHETIC_MARK, UNUSABLE_MARK, check_feature_mix, feature_marks,
@@ -158,6 +158,8 @@ def build_table(rows: list[ResultRow], metrics=DEFAULT_METRICS, *, methods=None,
     """
     if not rows:
         raise ValueError('no results rows to report')
+    check_resamples(num_resamples)
+    check_resamples(num_diff_resamples, 'num_diff_resamples')
     check_rows(rows)
     check_names(metrics, METRIC_RANGES, '--metrics')
     check_one_run_per_cell(rows)
