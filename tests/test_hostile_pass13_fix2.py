@@ -43,3 +43,39 @@ def test_report_refuses_a_resample_count_below_the_floor(capsys):
     with pytest.raises(ValueError, match='num_diff_resamples=1; expected at least 20'):
         build_table(read_results(KEPT), ['success_rate'], num_resamples=20,
                     num_diff_resamples=1)
+
+
+# ------------------------------------------------------------ left 4: a file's dataset horizon
+def child_config(tmp_path, body: str, base: str = 'configs/vpn_niv_t3.py') -> Path:
+    path = tmp_path / 'child.py'
+    path.write_text(f"_base_ = ['{ROOT / base}']\n{body}")
+    return path
+
+
+@pytest.mark.parametrize('split', ['train', 'val', 'test'])
+def test_a_config_file_whose_dataset_horizon_contradicts_horizon_is_refused(tmp_path, split):
+    """Before (confirm5 F16): train_dataloader.dataset.horizon=4 in a config file under
+    horizon = 3 trained at T=3 without a word (apply_horizon overwrote it); the same key
+    through --cfg-options was already refused."""
+    from vpn_plugin.data_paths import load_config
+    path = child_config(tmp_path, f'{split}_dataloader = dict(dataset=dict(horizon=4))\n')
+    top = 'test_horizon' if split == 'test' else 'horizon'
+    with pytest.raises(ValueError, match=rf'child.py: {split}_dataloader.dataset.horizon=4 '
+                       rf'contradicts {top}=3 .*set {top} = 4'):
+        load_config(path)
+
+
+def test_a_dataset_horizon_that_agrees_or_is_a_base_copy_passes(tmp_path):
+    """The same value passes; so does the base's stale copy (planning_dataset.py writes its
+    horizon = 3 into the datasets) under a child's horizon = 6 or --horizon 5, which
+    apply_horizon exists to overwrite."""
+    from vpn_plugin.data_paths import load_config
+    cfg = load_config(child_config(tmp_path, 'train_dataloader = dict(dataset=dict(horizon=3))\n'))
+    assert cfg.train_dataloader.dataset.horizon == 3
+    cfg = load_config(child_config(tmp_path, 'horizon = 6\n'))
+    assert (cfg.train_dataloader.dataset.horizon, cfg.model.horizon) == (6, 6)
+    cfg = load_config(ROOT / 'configs' / 'vpn_niv_t3.py', horizon=5)
+    assert cfg.test_dataloader.dataset.horizon == 5
+    path = child_config(tmp_path, 'model = dict(horizon=4)\n')
+    with pytest.raises(ValueError, match='model.horizon=4 contradicts horizon=3'):
+        load_config(path)
