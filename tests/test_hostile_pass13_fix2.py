@@ -79,3 +79,175 @@ def test_a_dataset_horizon_that_agrees_or_is_a_base_copy_passes(tmp_path):
     path = child_config(tmp_path, 'model = dict(horizon=4)\n')
     with pytest.raises(ValueError, match='model.horizon=4 contradicts horizon=3'):
         load_config(path)
+
+
+# ------------------------------------------------------------ left 5: result rows
+def row_record(**fields) -> dict:
+    from dataclasses import asdict
+    from vpn_plugin.protocol.results import read_results
+    return {**asdict(read_results(KEPT)[0]), **fields}
+
+
+def test_plan_entropy_is_bounded(tmp_path):
+    """Before (confirm4 R12): plan_entropy = 1e9 bits was read (only >= 0 was checked), a cell
+    of 333333334.26 ± 666666665.74. Now at most 64 bits for any row (an entropy of n plans is
+    at most log2 n bits) and at most the row's own bound (``metric_bounds``, written by the
+    protocol: log2 of the largest group)."""
+    from vpn_plugin.protocol.results import row_from_dict
+    metrics = {'success_rate': 10.0, 'plan_entropy': 1e9}
+    with pytest.raises(ValueError, match=r'metrics.plan_entropy=1000000000.0; expected a finite '
+                       r'number >= 0 and <= 64'):
+        row_from_dict(row_record(metrics=metrics), 'r.jsonl:1')
+    metrics['plan_entropy'] = 3.5
+    with pytest.raises(ValueError, match=r'r.jsonl:1: metrics.plan_entropy = 3.5 exceeds '
+                       r'metric_bounds.plan_entropy = 2'):
+        row_from_dict(row_record(metrics=metrics, metric_bounds={'plan_entropy': 2.0}),
+                      'r.jsonl:1')
+    row = row_from_dict(row_record(metrics=metrics, metric_bounds={'plan_entropy': 4.0}))
+    assert row.metric_bounds == {'plan_entropy': 4.0}
+    assert row_from_dict(row_record(metrics=metrics)).metric_bounds == {}  # an older row
+
+
+def test_the_protocol_records_the_entropy_bound(tmp_path):
+    import json
+    import math
+    from vpn_plugin.protocol.runner import diversity_metrics
+    dump = tmp_path / 'per_sample.json'
+    gt = [[1, 2, 3]] * 5 + [[4, 5, 6]] * 2
+    pred = [[1, 2, 3], [1, 7, 3], [1, 8, 3], [1, 9, 3], [1, 2, 3], [4, 5, 6], [4, 5, 6]]
+    dump.write_text(json.dumps(dict(pred_plan=pred, gt_plan=gt)))
+    bounds = {}
+    metrics = diversity_metrics(dump, bounds)
+    assert bounds == {'plan_entropy': math.log2(5)}
+    assert 0 < metrics['plan_entropy'] <= bounds['plan_entropy']
+
+
+@pytest.mark.parametrize('fields, said', [
+    (dict(horizon=6, train_horizon=6), "names config configs/vpn_crosstask_t3.py, whose "
+     "horizon = 3, but the row says train_horizon=6"),                        # R19
+    (dict(train_horizon=6), 'whose horizon = 3, but the row says train_horizon=6'),  # R21
+    (dict(horizon=6, train_horizon=None), 'whose horizon = 3, but the row says horizon=6'),
+    (dict(dataset='niv'), "whose test data is 'crosstask', but the row says dataset='niv'"),  # R20
+])
+def test_a_row_that_contradicts_its_config_is_refused(monkeypatch, fields, said):
+    """Before (confirm4 R19/R20/R21): rows of configs/vpn_crosstask_t3.py made a T=6 column,
+    a NIV column, or a plain T=3 cell of a model trained at T=6."""
+    from vpn_plugin.protocol.report import build_table
+    from vpn_plugin.protocol.results import read_results
+    from dataclasses import replace
+    monkeypatch.chdir(ROOT)
+    rows = read_results(KEPT)
+    assert rows[0].config == 'configs/vpn_crosstask_t3.py'
+    rows = [replace(r, **fields) if r.method == rows[0].method else r for r in rows]
+    with pytest.raises(ValueError, match=f"row of '{rows[0].method}' .*{said}"):
+        build_table(rows, ['success_rate'], num_resamples=20, num_diff_resamples=20)
+
+
+def test_rows_of_the_cross_horizon_protocol_agree_with_their_configs(monkeypatch):
+    """No cry wolf: a model of configs/vpn_niv_t6.py tested at T=3 (the cross-horizon
+    protocol's rows), a union model tested on one dataset, and every kept table."""
+    from vpn_plugin.protocol.results import ResultRow, check_rows_match_configs, read_results
+    from vpn_plugin.protocol.runner import expand_units, load_protocol
+    monkeypatch.chdir(ROOT)
+    rows = []
+    for name in ('cross_horizon_niv', 'dataset_independent_pkg_coin'):
+        protocol = load_protocol(f'configs/protocol/{name}.py')
+        rows += [ResultRow(method=s.method, seed=0, horizon=s.horizon,
+                           metrics={'success_rate': 1.0},
+                           dataset=protocol.dataset, config=s.config,
+                           train_horizon=u.horizon if u.train else None,
+                           settings={'cfg_options': {**u.cfg_options, **s.cfg_options}})
+                 for u in expand_units(protocol, seeds=[0]) for s in u.tests]
+    assert {(r.horizon, r.train_horizon) for r in rows} >= {(3, 6), (4, 4)}
+    check_rows_match_configs(rows + read_results(KEPT))
+
+
+def test_a_rename_keeps_the_training_horizon(tmp_path, capsys):
+    """Before (confirm4 R21): --rename 'ViterbiPlanNet (train T=6)=VPN' showed rows trained at
+    T=6 as a plain 'VPN' T=3 cell beside the models trained at T=3."""
+    from dataclasses import replace
+    from vpn_plugin.protocol.results import append_result, read_results, rename_methods
+    rows = [replace(r, method='ViterbiPlanNet (train T=6)', train_horizon=6, config='')
+            for r in read_results(KEPT) if r.method == 'ViterbiPlanNet']
+    renamed = rename_methods(rows, ['ViterbiPlanNet (train T=6)=VPN'], {rows[0].method})
+    assert {r.method for r in renamed} == {'VPN (train T=6)'}
+    said = rename_methods(rows, ['ViterbiPlanNet (train T=6)=VPN T=6'], {rows[0].method})
+    assert {r.method for r in said} == {'VPN T=6'}  # already says it
+    path = tmp_path / 'cross.jsonl'
+    for row in rows:
+        append_result(path, row)
+    load_tool('report').main([str(path), '--rename', 'ViterbiPlanNet (train T=6)=VPN',
+                              '--methods', 'ViterbiPlanNet (train T=6)', '--metrics',
+                              'success_rate', '--num-resamples', '20',
+                              '--num-diff-resamples', '20'])
+    assert '| VPN (train T=6)' in capsys.readouterr().out
+
+
+# ------------------------------------------------------------ next 2: a test's trust in its row
+def test_a_test_s_caveats_reach_its_row():
+    """Before: a protocol row of a test with changed options (model.decode), a checkpoint that
+    recorded no feature statistics, features of another scale, CEFITO given the true task or
+    a KEPP checkpoint whose graph holds test videos read as any other row. Now
+    ``test_caveats`` carries them into the row (either shape of test_metrics.json's lists)."""
+    import types
+    import torch
+    from vpn_plugin.protocol.runner import test_caveats
+    model = types.SimpleNamespace(task_source='ground_truth')
+    runner = types.SimpleNamespace(
+        model=model, changed_from_training="model.decode: 'viterbi' in training; seed: 0",
+        not_compared=['feature scale (no training feature statistics)'],
+        feature_statistics_note='test features: mean moved by 3 training std')
+    assert test_caveats(runner) == {
+        'changed_from_training': ["model.decode: 'viterbi' in training", 'seed: 0'],
+        'not_compared': ['feature scale (no training feature statistics)'],
+        'feature_scale': 'test features: mean moved by 3 training std',
+        'task_source': 'ground_truth'}
+    plain = types.SimpleNamespace(model=torch.nn.Linear(1, 1), changed_from_training='')
+    assert test_caveats(plain) == {}
+
+
+def caveat_rows(caveats: dict):
+    from dataclasses import replace
+    from vpn_plugin.protocol.results import read_results
+    return [replace(r, caveats=caveats) if r.method == 'ViterbiPlanNet' else r
+            for r in read_results(KEPT)]
+
+
+def test_rows_read_caveats_in_both_shapes_and_refuse_others(tmp_path):
+    from vpn_plugin.protocol.results import (caveat_lines, read_results, row_from_dict,
+                                             write_results_csv)
+    old = row_from_dict(row_record(caveats={'changed_from_training': 'a: 1; b: 2'}))
+    new = row_from_dict(row_record(caveats={'changed_from_training': ['a: 1', 'b: 2']}))
+    assert caveat_lines(old) == caveat_lines(new) == {'changed_from_training': ['a: 1', 'b: 2']}
+    with pytest.raises(ValueError, match="r.jsonl:1: field caveats.task_source='classifier'"):
+        row_from_dict(row_record(caveats={'task_source': 'classifier'}), 'r.jsonl:1')
+    with pytest.raises(ValueError, match='caveats'):
+        row_from_dict(row_record(caveats={'changed_from_trainnig': ['a']}), 'r.jsonl:1')
+    rows = caveat_rows({'not_compared': ['training options']})
+    write_results_csv(tmp_path / 'r.csv', rows)
+    assert [r.caveats for r in read_results(tmp_path / 'r.csv')] == [r.caveats for r in rows]
+
+
+def test_report_marks_each_kind_of_caveat():
+    """One mark per kind beside the method, explained under the table (Markdown and LaTeX);
+    a table without caveats is unchanged (the kept docs table)."""
+    from vpn_plugin.protocol.report import build_table, to_latex, to_markdown
+    caveats = {'changed_from_training': ["model.decode: 'viterbi' in training"],
+               'not_compared': ['feature scale'], 'feature_scale': 'mean moved',
+               'task_source': 'ground_truth'}
+    table = build_table(caveat_rows(caveats), ['success_rate'], num_resamples=20,
+                        num_diff_resamples=20)
+    markdown = to_markdown(table)
+    assert '| ViterbiPlanNet†‖♯♭≈⋆ |' in markdown
+    assert ("♯ tested with options that differ from the checkpoint's training (ViterbiPlanNet: "
+            "model.decode: 'viterbi' in training).") in markdown
+    assert '♭ the checkpoint did not record what the test compares' in markdown
+    assert '≈ test features of another scale' in markdown
+    assert '⋆ given the true task of each window' in markdown
+    latex = to_latex(table)
+    assert (r'ViterbiPlanNet\textsuperscript{\dag}\textsuperscript{\textbardbl}'
+            r'\textsuperscript{$\sharp$}') in latex
+    assert '♯' not in latex and r'\textsuperscript{$\star$} given the true task' in latex
+    plain = to_markdown(build_table(caveat_rows({}), ['success_rate'], num_resamples=20,
+                                    num_diff_resamples=20))
+    assert not any(mark in plain for mark in '♯♭≈⋆')

@@ -129,9 +129,11 @@ def main(argv=None):
     if args.average_datasets:
         rows = mean_over_datasets(rows)
     known = {r.method for r in rows + missing}
+    before = rows + missing
     rows, missing = (rename_methods(rows, args.rename, known),
                      rename_methods(missing, args.rename, known))
-    order = [dict(i.split('=', 1) for i in args.rename).get(m, m) for m in args.methods or []]
+    order = [name for m in args.methods or [] for name in dict.fromkeys(
+        new.method for old, new in zip(before, rows + missing) if old.method == m) or [m]]
     table = build_table(rows, args.metrics, methods=order or None, ours=args.ours,
                         reference=args.reference, ci_style=args.ci_style, paired=args.paired,
                         num_resamples=args.num_resamples,
