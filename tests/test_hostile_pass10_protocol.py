@@ -201,7 +201,8 @@ def test_a_method_with_a_model_per_horizon_shows_its_params_range(tmp_path):
     rows = [json.loads(line) for line in KEPT.read_text().splitlines()]
     for row in rows:
         if row['method'] == 'ViterbiPlanNet' and row['seed'] == 0:  # its T=4 model
-            row.update(horizon=4, train_horizon=4, params=5494726)
+            row.update(horizon=4, train_horizon=4, params=5494726,
+                       config='configs/vpn_crosstask_t4.py')
     path = tmp_path / 'results.jsonl'
     path.write_text(''.join(json.dumps(row) + '\n' for row in rows))
     text = to_markdown(build_table(read_results(path), ['success_rate'], num_resamples=20,
