@@ -88,15 +88,15 @@ def test_a_test_row_names_the_changed_options_in_its_metrics(tmp_path):
     test = load_tool('test')
     path = tmp_path / 'm.json'
     test.write_metrics({'plan/success_rate': 12.5}, str(path), '',
-                       dict(changed_from_training='x: 0 in training, 1 here',
+                       dict(changed_from_training=['x: 0 in training, 1 here'],
                             feature_statistics=''))
     assert json.loads(path.read_text()) == {'plan/success_rate': 12.5,
-                                            'changed_from_training': 'x: 0 in training, 1 here'}
+                                            'changed_from_training': ['x: 0 in training, 1 here']}
 
     class Runner:
-        changed_from_training = 'x: 0 in training, 1 here'
+        changed_from_training = ['x: 0 in training, 1 here']
         feature_statistics_note = ''
-    assert test.test_notes(Runner())['changed_from_training'] == 'x: 0 in training, 1 here'
+    assert test.test_notes(Runner())['changed_from_training'] == ['x: 0 in training, 1 here']
 
 
 def test_features_of_another_scale_are_named_and_the_other_split_is_not(tiny_crosstask):

@@ -182,19 +182,25 @@ def planner(init_planner, cfg, checkpoint):
     import warnings
     with warnings.catch_warnings():
         warnings.filterwarnings('ignore', message='.*was trained with other options than this')
+        warnings.filterwarnings('ignore', message='.* records too little to compare')
         model = init_planner(cfg, checkpoint)
-    # the features planned from, unlike the training features: a WARNING line (print_notes)
-    warnings.filterwarnings('ignore', message='the features planned from have mean')
+    # the features planned from, unlike the training features (their scale, their folder): a
+    # WARNING line (print_features_note)
+    warnings.filterwarnings('ignore', message='the features planned from ')
     print_unchecked(model, checkpoint)
     return model
 
 
 def print_unchecked(model, checkpoint) -> None:
-    """The mark of plans from a checkpoint scored with unchecked_checkpoint=True, and the
-    options of the config that differ from the checkpoint's training (init_planner)."""
+    """The mark of plans from a checkpoint scored with unchecked_checkpoint=True, the
+    options of the config that differ from the checkpoint's training, and what the
+    checkpoint records too little to compare (init_planner)."""
+    from vpn_plugin.engine.checkpoint import not_compared_line
     for line in getattr(model, 'option_differences', []):
         print(f'WARNING: {checkpoint} was trained with other options: {line} (the plans use '
               'the config\'s)')
+    if getattr(model, 'not_compared', None):
+        print(f'WARNING: {not_compared_line(checkpoint, model.not_compared, "these plans")}')
     if model.unchecked_checkpoint:
         print(f'*** UNCHECKED checkpoint {checkpoint}: it records no '
               f'{", ".join(model.unchecked_checkpoint)} (unchecked_checkpoint=True) ***')

@@ -169,16 +169,26 @@ def shortened_reasons(runner) -> str:
 
 
 def test_notes(runner) -> dict:
-    """What the metrics JSON names beside the numbers: the options this test changed from
-    the checkpoint's training (``PlanningRunner.changed_from_training``) and the features
-    whose statistics differ from the training features' (``feature_scale_note``), and the
-    test windows the window policy dropped (not scored) or relabelled (features shorter than
-    the annotated steps: 267 of 270 NIV windows dropped and the metrics said nothing)."""
+    """What the metrics JSON names beside the numbers: the options (and the training feature
+    files) this test changed from the checkpoint's training (``changed_from_training``, a list
+    of strings), what the checkpoint records too little to compare (``not_compared``, a list of
+    strings: ``engine.checkpoint.not_compared``), the features whose statistics differ from the
+    training features' (``feature_statistics``), and the test windows the window policy
+    dropped (not scored) or relabelled (features shorter than the annotated steps: 267 of 270
+    NIV windows dropped and the metrics said nothing)."""
     dataset = getattr(getattr(runner, 'test_dataloader', None), 'dataset', None)
     dropped = 'dropped' in (getattr(dataset, 'window_counts', None) or {})
-    return dict(changed_from_training=getattr(runner, 'changed_from_training', ''),
+    return dict(changed_from_training=_strings(getattr(runner, 'changed_from_training', ())),
+                not_compared=_strings(getattr(runner, 'not_compared', ())),
                 feature_statistics=getattr(runner, 'feature_statistics_note', ''),
                 test_windows=dataset.window_count_summary() if dropped else '')
+
+
+def _strings(value) -> list:
+    """A note as a JSON list of strings (one string stays one entry)."""
+    if isinstance(value, str):
+        return [value] if value else []
+    return [str(item) for item in value or () if item]
 
 
 def write_metrics(metrics, path, shortened: str = '', notes: dict = None):

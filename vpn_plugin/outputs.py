@@ -97,11 +97,19 @@ def never(path: Path) -> bool:
     return False
 
 
+# the notes tools/test.py writes beside the numbers (a string or a list of strings each)
+METRICS_NOTES = ('shortened', 'changed_from_training', 'not_compared', 'feature_statistics',
+                 'test_windows')
+
+
 def _metrics(value) -> bool:
-    """mmengine's metrics: ``{'<prefix>/<name>': number}`` (``plan/success_rate``), with
-    ``'shortened': <why>`` when they are (``tools/test.py --limit``, a smoke checkpoint)."""
+    """mmengine's metrics: ``{'<prefix>/<name>': number}`` (``plan/success_rate``), with the
+    notes of :data:`METRICS_NOTES` when there are (``'shortened': <why>`` for
+    ``tools/test.py --limit`` or a smoke checkpoint, ``not_compared``, ...)."""
+    def note(v) -> bool:
+        return isinstance(v, str) or (isinstance(v, list) and all(isinstance(i, str) for i in v))
     return isinstance(value, dict) and bool(value) and all(
-        (k == 'shortened' and isinstance(v, str)) or (
+        (k in METRICS_NOTES and note(v)) or (
             isinstance(k, str) and '/' in k and isinstance(v, (int, float))
             and not isinstance(v, bool)) for k, v in value.items())
 

@@ -184,7 +184,8 @@ class PlanningRunner(Runner):
     # a test's mark of a checkpoint whose EMA weights are not the trained ones the config's EMA
     # hook asks for ('' when they are: engine.ema.scored_ema_note)
     tested_ema_mark = ''
-    changed_from_training = ''  # what log_model_overrides named
+    changed_from_training = ()  # what log_model_overrides named, one string per difference
+    not_compared = ()  # what the tested checkpoint records too little to compare (one string each)
     feature_statistics_note = ''  # test features unlike the training features'
     testing = False
 
@@ -398,10 +399,10 @@ class PlanningRunner(Runner):
             raise ValueError(f'{filename} was trained with other options than this test\'s '
                              f'config: {"; ".join(found.refused)}; test it with the options '
                              'it was trained with')
-        self.changed_from_training = '; '.join(found.named)
+        self.changed_from_training = list(found.named)
         if found.named:
             self.logger.warning(f'{filename} was trained with other options than this '
-                                f'test\'s config: {self.changed_from_training}; the test uses '
+                                f'test\'s config: {"; ".join(found.named)}; the test uses '
                                 'this config\'s values (an option only training reads changes '
                                 'nothing here) and its metrics say so (changed_from_training)')
 
@@ -445,6 +446,7 @@ class PlanningRunner(Runner):
                                  'load): resume with the run\'s options, or start a new run '
                                  'in another --work-dir')
             check_resume_point(checkpoint, filename)
+            self.say_not_compared(checkpoint, filename, 'this resumed run')
             self.run_id = (checkpoint.get('meta') or {}).get(RUN_KEY) or self.run_id
             check_resume_world_size(checkpoint, filename, self._world_size)
             check_resume_data(checkpoint, filename, self.train_data_digest())
@@ -471,9 +473,47 @@ class PlanningRunner(Runner):
                 checkpoint, filename, self._feature_statistics('test'))
             if self.feature_statistics_note:
                 self.logger.warning(self.feature_statistics_note)
+            self.compare_training_features(checkpoint, filename)
         self._has_loaded = True
         self.logger.info(f'Load checkpoint from {filename}')
         return checkpoint
+
+    def compare_training_features(self, checkpoint: dict, filename: str) -> None:
+        """A test of features read from another folder content than the training features
+        (``engine.checkpoint.features_folder_note``): a warning and an entry of
+        :attr:`changed_from_training`; what the checkpoint records too little to compare
+        (``engine.checkpoint.not_compared``): one warning line and :attr:`not_compared`."""
+        from vpn_plugin.engine.checkpoint import features_folder_note
+        folder_note = features_folder_note(checkpoint, filename, self._feature_dir('test'))
+        if folder_note:
+            self.logger.warning(folder_note)
+            self.changed_from_training = list(self.changed_from_training) + [folder_note]
+        self.not_compared = self.say_not_compared(checkpoint, filename, 'this test')
+
+    def say_not_compared(self, checkpoint: dict, filename: str, what: str) -> list:
+        """What ``checkpoint`` records too little to compare with ``what`` (a test, a resumed
+        run: ``engine.checkpoint.not_compared``), said in one warning line; returned."""
+        from vpn_plugin.engine.checkpoint import (RESUMED_RECORDS, TESTED_RECORDS, not_compared,
+                                                  not_compared_line)
+        from vpn_plugin.models.base_planner import BasePlanner
+        model = self.model.module if is_model_wrapper(self.model) else self.model
+        if not isinstance(model, BasePlanner):  # MMAction2's own models record none of these
+            return []
+        split = 'test' if self.testing else 'train'
+        present = dict(feature_statistics=self._feature_statistics(split) is not None,
+                       features_folder=bool(self._feature_dir(split)))
+        records = [record for record in (TESTED_RECORDS if self.testing else RESUMED_RECORDS)
+                   if present.get(record, True)]  # what this run has to compare with
+        missing = not_compared(checkpoint, records)
+        if missing:
+            self.logger.warning(not_compared_line(filename, missing, what))
+        return missing
+
+    def _feature_dir(self, split: str):
+        """The feature folder of the built ``split`` dataset (a union's ``{source: folder}``:
+        ``feature_dirs``; None without one)."""
+        dataset = self._built_datasets().get(split)
+        return getattr(dataset, 'feature_dirs', None) or getattr(dataset, 'feature_dir', None)
 
     def check_tested_ema(self, checkpoint: dict, filename: str) -> None:
         """A warning and :attr:`tested_ema_mark` when the test scores weights that are not
@@ -505,7 +545,8 @@ class PlanningRunner(Runner):
     def save_checkpoint(self, out_dir: str, filename: str, *args, **kwargs) -> None:
         """mmengine's ``save_checkpoint``, written to a temporary name and renamed into place
         (:func:`vpn_plugin.engine.checkpoint.save_atomically`)."""
-        from vpn_plugin.engine.checkpoint import FEATURE_STATS_KEY, save_atomically
+        from vpn_plugin.engine.checkpoint import (FEATURE_STATS_KEY, FEATURES_FOLDER_KEY,
+                                                  features_folder_record, save_atomically)
         from vpn_plugin.engine.checkpoint_hook import RESUME_POINT_KEY, save_failure_hint
         from vpn_plugin.engine.rank_agreement import TRAIN_DATA_KEY, WORLD_SIZE_KEY
         meta = dict(kwargs.get('meta') or {}, **{WORLD_SIZE_KEY: self._world_size})
@@ -518,6 +559,9 @@ class PlanningRunner(Runner):
         statistics = self._feature_statistics('train')
         if statistics:
             meta[FEATURE_STATS_KEY] = statistics
+        folder = features_folder_record(self._feature_dir('train'))
+        if folder:
+            meta[FEATURES_FOLDER_KEY] = folder
         kwargs['meta'] = meta
         save = super().save_checkpoint
         save_atomically(lambda temporary: save(out_dir, osp.basename(temporary), *args, **kwargs),

@@ -97,8 +97,9 @@ def init_planner(config, checkpoint: Optional[PathLike] = None,
     from mmengine.registry import init_default_scope
     from mmaction.registry import MODELS
     from vpn_plugin.datasets.planning_dataset import config_metainfo
-    from vpn_plugin.engine.checkpoint import (FEATURE_STATS_KEY, UNCHECKED_KEY, check_loaded_pkg,
-                                              load_weights, read_checkpoint)
+    from vpn_plugin.engine.checkpoint import (FEATURE_STATS_KEY, FEATURES_FOLDER_KEY,
+                                              UNCHECKED_KEY, check_loaded_pkg, load_weights,
+                                              read_checkpoint)
     from vpn_plugin.engine.pre_stage import check_not_pre_stage
     from vpn_plugin.errors import checked_device
     checked_device(device, 'init_planner() argument device')  # before the model is built
@@ -106,7 +107,7 @@ def init_planner(config, checkpoint: Optional[PathLike] = None,
     _import_custom_modules(cfg)
     init_default_scope(cfg.get('default_scope', 'mmaction'))
     model = MODELS.build(cfg.model)
-    model.unchecked_checkpoint, model.option_differences = [], []
+    model.unchecked_checkpoint, model.option_differences, model.not_compared = [], [], []
     if checkpoint is not None:
         data_meta = config_metainfo((cfg.get('test_dataloader') or {}).get('dataset'))
         loaded = read_checkpoint(checkpoint, logger='silent')
@@ -119,17 +120,20 @@ def init_planner(config, checkpoint: Optional[PathLike] = None,
             check_loaded_pkg(loaded, str(checkpoint), cfg.get('model'))
         model.option_differences = _option_differences(loaded, checkpoint, cfg)
         model.training_feature_statistics = (loaded.get('meta') or {}).get(FEATURE_STATS_KEY)
+        model.training_features_folder = (loaded.get('meta') or {}).get(FEATURES_FOLDER_KEY)
         model.checkpoint_name = str(checkpoint)
+        model.not_compared = _not_compared(loaded, checkpoint)
     if not bool(getattr(model, 'pkg_ready', True)) and cfg.get('train_dataloader'):
         model.build_pkg(build_split_dataset(cfg, 'train'))
     model.cfg = cfg
     return model.to(device).eval()
 
 
-def features_note(model, statistics: Optional[dict], what: str) -> str:
+def features_note(model, statistics: Optional[dict], what: str, dataset=None) -> str:
     """'' when the features planned from (``statistics``: ``observation_statistics``) are like
     the training features of the checkpoint ``model`` was loaded from (as a test compares them:
-    ``engine.checkpoint.feature_statistics_note``) or either is unknown; else that line, also
+    ``engine.checkpoint.feature_statistics_note``) or either is unknown, and ``dataset``'s
+    feature folder is the training one (:func:`features_folder_note`); else those lines, also
     said in a ``UserWarning``."""
     import warnings
     from vpn_plugin.engine.checkpoint import FEATURE_STATS_KEY, feature_statistics_note
@@ -137,9 +141,38 @@ def features_note(model, statistics: Optional[dict], what: str) -> str:
     note = feature_statistics_note({'meta': {FEATURE_STATS_KEY: trained}},
                                    getattr(model, 'checkpoint_name', 'the checkpoint'),
                                    statistics, what) if trained else ''
+    folder = features_folder_note(model, dataset) if dataset is not None else ''
+    note = '; '.join(line for line in (note, folder) if line)
     if note:
         warnings.warn(note, UserWarning, stacklevel=3)
     return note
+
+
+def _not_compared(loaded: dict, checkpoint) -> list:
+    """What ``loaded`` records too little to compare with the plans' config and features
+    (``engine.checkpoint.not_compared``: its training config, feature statistics, feature
+    folder), said in one ``UserWarning``."""
+    import warnings
+    from vpn_plugin.engine.checkpoint import not_compared, not_compared_line
+    missing = not_compared(loaded)
+    if missing:
+        warnings.warn(not_compared_line(str(checkpoint), missing, 'these plans'), UserWarning,
+                      stacklevel=3)
+    return missing
+
+
+def features_folder_note(model, dataset) -> str:
+    """'' when ``dataset``'s feature folder has the fingerprint of the training feature folder
+    of the checkpoint ``model`` was loaded from (``engine.checkpoint.features_folder_note``, as
+    a test compares them), has no folder, or the checkpoint records none (init_planner said
+    so: ``model.not_compared``); else that line."""
+    from vpn_plugin.engine.checkpoint import FEATURES_FOLDER_KEY, features_folder_note as note
+    name = getattr(model, 'checkpoint_name', None)
+    if name is None:  # no checkpoint loaded
+        return ''
+    meta = {FEATURES_FOLDER_KEY: getattr(model, 'training_features_folder', None)}
+    folder = getattr(dataset, 'feature_dirs', None) or getattr(dataset, 'feature_dir', None)
+    return note({'meta': meta}, name, folder, 'features planned from')
 
 
 def _option_differences(loaded: dict, checkpoint, cfg) -> list:
@@ -198,7 +231,7 @@ def inference_planner(model, dataset, indices: Iterable[int],
                              f'{len(dataset)} samples (0..{len(dataset) - 1})')
     statistics = getattr(dataset, 'feature_statistics', None)
     note = features_note(model, statistics() if callable(statistics) else None,
-                         'features planned from') if indices else ''
+                         'features planned from', dataset) if indices else ''
     outputs = []
     with evaluating(model):
         for begin in range(0, len(indices), batch_size):

@@ -124,6 +124,16 @@ class ConcatPlanningDataset(Dataset):
     device_fields = PlanningDataset.device_fields
     metainfo = PlanningDataset.metainfo
 
+    # mean and std over every start and goal observation value of the union (what a checkpoint
+    # records of its training features and a test compares), as a PlanningDataset's
+    feature_statistics = PlanningDataset.feature_statistics
+
+    @property
+    def feature_dirs(self) -> dict:
+        """``{source name: feature folder}`` of the sources whose windows are kept (what a
+        checkpoint records of its training features, ``engine.checkpoint.features_folder_record``)."""
+        return {name: part.feature_dir for name, part in self.parts.items()}
+
     def pkg_sequences(self, count_mode: str = 'window') -> List[List[int]]:
         """Every selected source's sequences (``PlanningDataset.pkg_sequences``) in the joined
         action space."""

@@ -66,6 +66,7 @@ import torch
 
 from ..errors import check_file, replace_atomically, what_the_file_is
 from ..core.viterbi import check_rows_normalised
+from .rank_agreement import TRAIN_DATA_KEY
 
 PARTIAL_LOAD_KEY = 'load_partial'  # top-level config variable: the opt-in for partial loading
 UNCHECKED_KEY = 'unchecked_checkpoint'  # top-level config variable: score a checkpoint that
@@ -349,6 +350,94 @@ def feature_statistics_note(checkpoint: dict, filename: str, tested: Optional[di
     return (f'the {what} have mean {test_mean:.4g}, std {test_std:.4g}; {filename} '
             f'was trained on features of mean {mean:.4g}, std {std:.4g} (features of another '
             'scale or extractor?)')
+
+
+FEATURES_FOLDER_KEY = 'features_folder'  # meta: the training feature folder and fingerprint
+
+
+def features_folder_record(feature_dir) -> Optional[dict]:
+    """``{'folder', 'fingerprint', 'files', 'bytes'}`` of a feature folder
+    (``datasets.provenance.folder_fingerprint``, the one protocol rows and pre-stages use;
+    cached per process); for a union's ``{source name: folder}``, ``{'sources': {name:
+    record}}``; None without a folder. What a checkpoint's ``meta[FEATURES_FOLDER_KEY]``
+    records of its training features."""
+    from ..datasets.provenance import folder_fingerprint
+    if isinstance(feature_dir, dict):
+        sources = {name: features_folder_record(folder) for name, folder in feature_dir.items()}
+        return dict(sources=sources) if sources and all(sources.values()) else None
+    if not feature_dir or not isinstance(feature_dir, (str, os.PathLike)) or \
+            not Path(feature_dir).is_dir():
+        return None
+    return dict(folder=str(Path(feature_dir).resolve()), **folder_fingerprint(feature_dir))
+
+
+def features_folder_note(checkpoint: dict, filename: str, feature_dir,
+                         what: str = 'test features') -> str:
+    """'' when the folder the features are read from (``feature_dir``; a union's ``{source
+    name: folder}``, each compared with the training folder of that source) has the
+    fingerprint of the checkpoint's training feature folder (its ``meta[FEATURES_FOLDER_KEY]``;
+    a copy of the folder elsewhere has it too), or either is unknown; else the line that names
+    both (features of another synthetic seed, negated ones: same mean and std, other files)."""
+    trained = (checkpoint.get('meta') or {}).get(FEATURES_FOLDER_KEY)
+    if not isinstance(trained, dict):
+        return ''
+    if isinstance(feature_dir, dict) and isinstance(trained.get('sources'), dict):
+        return '; '.join(note for note in (
+            features_folder_note({'meta': {FEATURES_FOLDER_KEY: trained['sources'][name]}},
+                                 filename, folder, f'{what} of {name}')
+            for name, folder in feature_dir.items() if name in trained['sources']) if note)
+    now = None if isinstance(feature_dir, dict) else features_folder_record(feature_dir)
+    if now is None or not trained.get('fingerprint') or \
+            now['fingerprint'] == trained['fingerprint']:
+        return ''
+    return (f'the {what} are read from {now["folder"]} (fingerprint {now["fingerprint"]}, '
+            f'{now["files"]} files); {filename} was trained on the features of '
+            f'{trained.get("folder")} (fingerprint {trained["fingerprint"]}, '
+            f'{trained.get("files")} files): other feature files than the training ones '
+            '(another seed, extractor or subset?)')
+
+
+# what a checkpoint's meta must record for a test, init_planner or plan.py to compare its
+# training with this run: record -> (meta key, what is then not compared)
+TRAINING_RECORDS = {
+    'cfg': ('cfg', 'training options (no training config, meta[\'cfg\'])'),
+    'feature_statistics': (FEATURE_STATS_KEY,
+                           'feature scale (no training feature statistics, '
+                           f'meta[\'{FEATURE_STATS_KEY}\'])'),
+    'features_folder': (FEATURES_FOLDER_KEY,
+                        'training feature files (no training feature folder fingerprint, '
+                        f'meta[\'{FEATURES_FOLDER_KEY}\'])'),
+    # compared at resume only (engine.rank_agreement.check_resume_data)
+    'train_data': (TRAIN_DATA_KEY,
+                   f"training data (no training data digest, meta['{TRAIN_DATA_KEY}'])"),
+}
+TESTED_RECORDS = ('cfg', 'feature_statistics', 'features_folder')  # what a test compares
+RESUMED_RECORDS = ('cfg', 'train_data')  # what a resume compares
+
+
+def not_compared(checkpoint: dict, records=TESTED_RECORDS) -> list:
+    """One short string per record of :data:`TRAINING_RECORDS` (``records``: those the caller
+    compares) that ``checkpoint`` lacks, so that its training cannot be compared with this run
+    (converted authors' checkpoints and bare state dicts record no config; checkpoints older
+    than the feature statistics or the folder fingerprint lack those); [] when all are there.
+    Written as ``not_compared`` in test_metrics.json and said in one line by every caller."""
+    meta = checkpoint.get('meta') if isinstance(checkpoint, dict) else None
+    meta = meta if isinstance(meta, dict) else {}
+    missing = []
+    for record in records:
+        key, text = TRAINING_RECORDS[record]
+        value = meta.get(key)
+        if record == 'cfg':
+            value = _run_config(value)
+        if not value:
+            missing.append(text)
+    return missing
+
+
+def not_compared_line(filename: str, missing: list, what: str = 'this test') -> str:
+    """The one line that says what ``filename``'s training could not be compared by."""
+    return (f'{filename} records too little to compare its training with {what}; not '
+            f'compared: {"; ".join(missing)}')
 
 
 PKG_DEFAULTS = dict(count_mode='window', smoothing=0.0, union='pool', extra_datasets=[],

@@ -61,11 +61,9 @@ def features_fingerprint(feature_dir: str):
     """The feature folder's fingerprint (``datasets.provenance.folder_fingerprint``): features
     regenerated in place (another seed, another extractor) keep the folder's path, so the
     path alone let a pre-stage trained on the old files be reused. None without a folder."""
-    from pathlib import Path
-    from vpn_plugin.datasets.provenance import folder_fingerprint
-    if not feature_dir or not Path(feature_dir).is_dir():
-        return None
-    return folder_fingerprint(feature_dir)['fingerprint']
+    from vpn_plugin.engine.checkpoint import features_folder_record
+    record = features_folder_record(feature_dir)
+    return record['fingerprint'] if record else None
 
 
 def describe(identity: dict, keys) -> str:
