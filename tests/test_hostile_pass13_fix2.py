@@ -207,6 +207,10 @@ def test_a_test_s_caveats_reach_its_row():
     listed = types.SimpleNamespace(model=torch.nn.Linear(1, 1), not_compared=(),
                                    changed_from_training=["model.decode: 'viterbi'; 'argmax'"])
     assert test_caveats(listed) == {'changed_from_training': ["model.decode: 'viterbi'; 'argmax'"]}
+    # the ablation's own test option (in the row's settings and name) is no caveat
+    assert test_caveats(listed, declared={'model.decode': 'argmax'}) == {}
+    assert test_caveats(runner, declared={'model.decode': 'argmax'})['changed_from_training'] \
+        == ['seed: 0']
 
 
 def caveat_rows(caveats: dict):

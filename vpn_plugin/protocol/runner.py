@@ -917,7 +917,8 @@ class ProtocolRunner:
         return Tested(metrics=clean_metrics(metrics), params=num_parameters(runner.model),
                       limited=f'limit={limit[0]} of {limit[1]} test windows' if limit else '',
                       features=read_features(runner.test_dataloader),
-                      ema_mark=runner.tested_ema_mark, caveats=test_caveats(runner),
+                      ema_mark=runner.tested_ema_mark,
+                      caveats=test_caveats(runner, declared=spec.cfg_options),
                       test_set_pkg=bool(getattr(_bare(runner.model), 'test_set_pkg', False)))
 
 
@@ -925,15 +926,19 @@ def _bare(model):
     return getattr(model, 'module', model)
 
 
-def test_caveats(runner) -> dict:
+def test_caveats(runner, declared=()) -> dict:
     """What a test recorded about its own trust, as a row's ``caveats`` (results.py): the
     options that differ from the checkpoint's training and what it could not compare
     (``PlanningRunner.changed_from_training`` / ``not_compared``: a list, or a '; '-joined
-    text), a feature-scale note, and a planner given the true task."""
+    text), a feature-scale note, and a planner given the true task. An option the protocol's
+    test itself sets (``declared``: its ``cfg_options``, e.g. the ablation's
+    ``model.decode``; in the row's settings and method name) is no caveat."""
     caveats = {}
     for kind in ('changed_from_training', 'not_compared'):
         value = getattr(runner, kind, None) or []
         lines = value.split('; ') if isinstance(value, str) else [str(v) for v in value]
+        if kind == 'changed_from_training':
+            lines = [line for line in lines if line.split(': ', 1)[0] not in declared]
         if lines:
             caveats[kind] = lines
     if getattr(runner, 'feature_statistics_note', ''):
