@@ -40,7 +40,7 @@ def test_check_number_says_what_check_value_says(value, limits):
 
 
 def test_bounds_of_argparse_types_read_as_check_values():
-    with pytest.raises(Exception, match=r"nan: expected a number >= 0$"):
+    with pytest.raises(Exception, match=r"nan: not a finite number; expected a number >= 0$"):
         at_least(float, 0.0)('nan')
     with pytest.raises(Exception, match=r"expected an integer >= 1 and <= 10 \(why\)$"):
         at_least(int, 1, high=10, why='why')('11')

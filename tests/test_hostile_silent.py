@@ -744,4 +744,4 @@ def test_a_price_that_is_no_number_is_refused(capsys):
     """Before: --price-per-1k nan passed the check (nan < 0 is False): the row's cost was NaN."""
     message = parser_error('llm_eval', ['--config', 'c.py', '--model', 'm', '--price-per-1k',
                                         'nan'], capsys)
-    assert 'argument --price-per-1k: nan: expected a number >= 0' in message
+    assert 'argument --price-per-1k: nan: not a finite number; expected a number >= 0' in message

@@ -287,6 +287,29 @@ def check_options(where: str, cls, options: dict) -> None:
             check_value(f'{where}.{name}', value, declared[name])
 
 
+class OptionsError(TypeError, ValueError):
+    """A call whose options do not fit the signature (a required one missing, an unknown
+    one): the ``TypeError`` Python gives, and a user error for the tools (``errors``), since
+    a config entry gives the options."""
+
+
+def argument_error(error: TypeError, where, args, function) -> str:
+    """``inspect.Signature.bind``'s refusal naming the option as a config does
+    (``model.num_actions``) and whose it is (a ``_delete_=True`` entry keeps none of its
+    base's options)."""
+    import re
+    owner = type(args[0]).__name__ if args and function.__name__ == '__init__' \
+        else function.__qualname__
+    named = re.search(r"argument:? '(\w+)'", str(error))
+    if not named:
+        return f'{owner}: {error}'
+    name = named.group(1)
+    if 'missing' in str(error):
+        return (f'{where(name)} is missing: a required option of {owner} (an entry with '
+                "_delete_=True keeps none of its base config's options)")
+    return f'{where(name)}: {error}'
+
+
 def checked_arguments(function=None, *, prefix: str | None = None):
     """Decorator for a public function: each argument is held to its parameter's annotation
     as a config value is (``bootstrap(num_resamples=True)`` is refused, not read as 1):
@@ -309,7 +332,10 @@ def checked_arguments(function=None, *, prefix: str | None = None):
     def wrapper(*args, **kwargs):
         if not declared:
             declared.update(option_types(function) or {None: None})
-        bound = signature.bind(*args, **kwargs)
+        try:
+            bound = signature.bind(*args, **kwargs)
+        except TypeError as error:  # "missing a required argument: 'num_actions'"
+            raise OptionsError(argument_error(error, where, args, function)) from None
         for name, value in bound.arguments.items():
             if name in declared:
                 check_value(where(name), value, declared[name])

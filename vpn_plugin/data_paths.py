@@ -429,8 +429,16 @@ def read_config_file(path):
         raise ValueError(f'config file {path}: a {Path(path).suffix or "name without"} '
                          f'extension; expected a config ({", ".join(CONFIG_SUFFIXES)}), e.g. '
                          'configs/vpn_niv_t3.py')
+    cycle = base_cycle(Path(path).resolve())  # mmengine recurses on it for seconds, then
+    if cycle:                                  # ends in a RecursionError naming no file
+        raise ValueError(f'{path}: its _base_ files inherit from each other in a cycle: '
+                         f'{" -> ".join(map(str, cycle))}; expected a chain that ends')
     try:
         return Config.fromfile(str(path))
+    except NameError as error:  # e.g. YAML text ("_base_: [a.py]") in a .py file
+        raise ValueError(f'{not_python_reason(error) or path}: {error}; the config file does '
+                         'not run as Python (a .py config sets keys with `key = value` and '
+                         'quotes its strings; YAML text needs a .yaml name)') from None
     except SyntaxError as error:
         where = config_with_syntax_error(Path(path)) or Path(path)
         raise SyntaxError(f'{where}: line {error.lineno}: {error.msg}; the config file does not '
@@ -446,27 +454,69 @@ def read_config_file(path):
 def config_with_syntax_error(path: Path, seen=None):
     """The file of ``path`` or of its ``_base_`` files (read as literals) that does not parse
     (None when each parses, or a base cannot be named)."""
-    import ast
     seen = set() if seen is None else seen
     if path in seen or not path.is_file():
         return None
     seen.add(path)
     try:
-        tree = ast.parse(path.read_text(), str(path))
+        bases = literal_base_files(path)
     except SyntaxError:
         return path
-    bases = [node.value for node in tree.body if isinstance(node, ast.Assign)
-             and any(getattr(t, 'id', None) == '_base_' for t in node.targets)]
-    for node in bases:
+    for base in bases:
+        found = config_with_syntax_error(base, seen)
+        if found:
+            return found
+    return None
+
+
+def literal_base_files(path: Path) -> list:
+    """The ``_base_`` files a .py config ``path`` names as literals, resolved against its
+    folder (a name built at run time is not listed); ``SyntaxError`` when it does not parse."""
+    import ast
+    tree = ast.parse(path.read_text(), str(path))
+    found = []
+    for node in tree.body:
+        if not (isinstance(node, ast.Assign)
+                and any(getattr(t, 'id', None) == '_base_' for t in node.targets)):
+            continue
         try:
-            value = ast.literal_eval(node)
+            value = ast.literal_eval(node.value)
         except ValueError:
             continue
-        for base in [value] if isinstance(value, str) else list(value):
-            found = config_with_syntax_error((path.parent / str(base)).resolve(), seen)
-            if found:
-                return found
-    return None
+        found += [(path.parent / str(b)).resolve()
+                  for b in ([value] if isinstance(value, str) else list(value))]
+    return found
+
+
+def base_cycle(path: Path, chain=()) -> list:
+    """The ``_base_`` files of ``path`` that inherit from each other in a cycle, as the chain
+    ``[a, b, a]`` (mmengine recurses without end on it), or [] when none is found."""
+    if path in chain:
+        return [*chain[chain.index(path):], path]
+    if path.suffix != '.py' or not path.is_file():
+        return []
+    try:
+        bases = literal_base_files(path)
+    except SyntaxError:
+        return []
+    for base in bases:
+        cycle = base_cycle(base, (*chain, path))
+        if cycle:
+            return cycle
+    return []
+
+
+def not_python_reason(error: NameError) -> str:
+    """``file: line N`` of the config line whose name is not defined (the innermost frame of
+    a config file: mmengine compiles each with its own file name), '' when none is found."""
+    where = ''
+    traceback = error.__traceback__
+    while traceback is not None:
+        code = traceback.tb_frame.f_code
+        if code.co_name == '<module>' and code.co_filename.endswith('.py'):
+            where = f'{code.co_filename}: line {traceback.tb_lineno}'
+        traceback = traceback.tb_next
+    return where
 
 
 def known_config_keys() -> set:
@@ -549,13 +599,17 @@ def resolve_paths(cfg, *, data_root=None, feature_dir=None, declared=None):
             raise ValueError(f'{_name(cfg)}: --{name.replace("_", "-")} needs a config that '
                              f'defines the variable {name!r} (inherit a dataset base from '
                              'configs/_base_/datasets/)')
-    targets, moved = {}, []
+    targets, file_targets, moved = {}, {}, []
     for name in PATH_VARIABLES:
+        if name in declared and declared[name] is not None:
+            file_targets[name] = _absolute(_fill(str(declared[name]), file_targets), REPO_ROOT)
         if cfg.get(name) is None:
             continue
         current = _fill(str(cfg[name]), targets)
         from_file = name in declared and str(cfg[name]) == str(declared[name])
-        if flags.get(name) is not None or (name in declared and not from_file):
+        resolved_before = _absolute(current, Path.cwd()) == file_targets.get(name)
+        if flags.get(name) is not None or (name in declared and not from_file
+                                           and not resolved_before):
             moved.append(name)  # a flag, --cfg-options or a caller's value
         # a config file's relative paths are read from the repository root, others from the CWD
         targets[name] = _absolute(flags.get(name) or current,
@@ -650,11 +704,15 @@ def _map_strings(node, move, prefix: str = '') -> None:
 
 
 def _require_use(cfg, name: str, target: str) -> None:
-    """A moved location must be read by some path of the config, or the move does nothing."""
+    """A moved location must be read by some path of the config, or the move does nothing.
+    A helper variable (``paths = dict(feature_dir='{feature_dir}')``, a ``_name``) reads
+    nothing itself: a dataset whose own absolute path ignores the move is not a use."""
     used = []
 
     def find(key: str, text: str) -> str:
-        if key != name and (text == target or text.startswith(target.rstrip('/') + '/')):
+        top = key.split('.')[0]
+        helper = top.startswith('_') or top in PLUGIN_KEYS
+        if not helper and (text == target or text.startswith(target.rstrip('/') + '/')):
             used.append(key)
         return text
 

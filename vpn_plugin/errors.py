@@ -224,15 +224,18 @@ def at_least(kind, low, strict: bool = False, high=None, why: str = ''):
     also <= ``high`` (``why`` says why, in the message)."""
     what = 'an integer' if kind is int else 'a number'
     bounds = Range(low, high, low_open=strict).describe()  # one bound format: check_value's
+    because = f' ({why})' if why and high is not None else ''
 
     def parse(text: str):
         try:
             value = kind(text)
         except ValueError:
             raise argparse.ArgumentTypeError(f'{text!r} is not {what}') from None
+        if kind is float and not math.isfinite(value):  # float("inf") parses; inf >= 0 holds
+            raise argparse.ArgumentTypeError(f'{text}: not a finite number; expected {what} '
+                                             f'{bounds}{because}')
         if not Range(low, high, low_open=strict).holds(value):
-            raise argparse.ArgumentTypeError(f'{text}: expected {what} {bounds}'
-                                             f'{why and f" ({why})" if high is not None else ""}')
+            raise argparse.ArgumentTypeError(f'{text}: expected {what} {bounds}{because}')
         return value
     parse.__name__ = f'{kind.__name__} {bounds}'
     return parse

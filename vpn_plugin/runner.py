@@ -271,7 +271,8 @@ class PlanningRunner(Runner):
         from vpn_plugin.engine.checkpoint import new_run_id
         self.run_id = new_run_id()  # a resume takes the checkpoint's (load_checkpoint)
         check_training_hooks(getattr(self.model, 'module', self.model), self.hooks,
-                             self.cfg.filename or 'config')
+                             self.cfg.filename or 'config',
+                             loads=bool(self._resume or self._load_from))
         self.log_shortened()
         self.log_test_windows()
         if self._train_loop is not None:
@@ -284,6 +285,20 @@ class PlanningRunner(Runner):
                             what=f'work dir {self.work_dir}'):
             remove_partial_files(self.work_dir)  # of a killed run; no one else writes here
             return super().train()
+
+    def wrap_model(self, model_wrapper_cfg, model):
+        """mmengine's, except that in a distributed run a model without a parameter that
+        requires a gradient (UniformEmissionPlanner) is not wrapped: torch's
+        DistributedDataParallel refuses such a module ("is not needed when a module doesn't
+        have any parameter that requires a gradient"), and there is nothing to synchronise;
+        each process evaluates its share of the windows with the model as it is."""
+        if self.distributed and not is_model_wrapper(model) \
+                and not any(p.requires_grad for p in model.parameters()):
+            from mmengine.device import get_device
+            self.logger.info(f'{type(model).__name__} has no parameter to train: not wrapped '
+                             'in DistributedDataParallel (nothing to synchronise)')
+            return model.to(get_device())
+        return super().wrap_model(model_wrapper_cfg, model)
 
     def load_or_resume(self) -> None:
         """mmengine's, with the work dir's ``last_checkpoint`` record resolved inside the work
@@ -574,11 +589,13 @@ class PlanningRunner(Runner):
         return osp.join(self.work_dir if training else self.log_dir, name)
 
 
-def check_training_hooks(model, hooks, where: str) -> None:
+def check_training_hooks(model, hooks, where: str, loads: bool = False) -> None:
     """A planner trained in stages (its ``training_hooks``: PDPP's and CEFITO's task
     classifier, KEPP's step model) is trained only with the hooks of its stages: without
     them KEPP stopped at its first step with a RuntimeError traceback, PDPP / CEFITO trained
-    around an untrained classifier."""
+    around an untrained classifier. A planner trained afresh (not ``loads`` a checkpoint,
+    which carries its graph) needs the PKGHook that counts its PKG: without it the first
+    step stopped with "the PKG was never filled"."""
     check_hooks_once(hooks, getattr(model, 'training_hooks', ()), where)
     present = {type(hook).__name__ for hook in hooks}
     missing = [name for name in getattr(model, 'training_hooks', ()) if name not in present]
@@ -588,6 +605,14 @@ def check_training_hooks(model, hooks, where: str) -> None:
                          f"expected custom_hooks to include dict(type='{missing[0]}') as the "
                          'method\'s base config does (a --cfg-options custom_hooks=[...] '
                          'replaces the whole list)')
+    from vpn_plugin.models.base_planner import BasePlanner
+    if isinstance(model, BasePlanner) and not loads and 'PKGHook' not in present \
+            and not bool(getattr(model, 'pkg_ready', False)):
+        raise ValueError(f"{where}: custom_hooks hold no dict(type='PKGHook'), which counts "
+                         f'the PKG of {type(model).__name__} on the training set before the '
+                         "first step; expected custom_hooks to include dict(type='PKGHook') "
+                         'as the base config does (a --cfg-options custom_hooks=[...] replaces '
+                         'the whole list)')
 
 
 def check_train_batches(loader, where: str) -> None:
@@ -698,6 +723,7 @@ def check_runner_options(cfg, where: str) -> None:
     loader_keys = sorted({*_parameters(torch.utils.data.DataLoader.__init__), *DATALOADER_KEYS})
     for split in ('train', 'val', 'test'):
         _check_keys(f'{where}: {split}_dataloader', cfg.get(f'{split}_dataloader'), loader_keys)
+        check_persistent_workers(f'{where}: {split}_dataloader', cfg.get(f'{split}_dataloader'))
     wrapper = cfg.get('optim_wrapper')
     if isinstance(wrapper, dict) and 'constructor' not in wrapper:
         _check_optim_wrapper(f'{where}: optim_wrapper', wrapper, OPTIM_WRAPPERS, OPTIMIZERS)
@@ -710,6 +736,17 @@ def check_runner_options(cfg, where: str) -> None:
         if isinstance(scheduler, dict) and scheduler.get('type'):
             _check_chained_arguments(f'{where}: param_scheduler[{index}]', PARAM_SCHEDULERS,
                                      scheduler)
+
+
+def check_persistent_workers(where: str, loader) -> None:
+    """``persistent_workers=True`` keeps worker processes that ``num_workers=0`` never
+    starts (torch: "persistent_workers option needs num_workers > 0", at the first epoch)."""
+    if isinstance(loader, dict) and loader.get('persistent_workers') is True \
+            and loader.get('num_workers', 0) == 0:
+        raise ValueError(f'{where}.persistent_workers=True with {where.split(": ")[-1]}.'
+                         f'num_workers={loader.get("num_workers", 0)}: there are no worker '
+                         'processes to keep; expected num_workers >= 1, or '
+                         'persistent_workers=False')
 
 
 def _check_chained_arguments(where: str, registry, entry: dict) -> None:

@@ -61,6 +61,9 @@ def as_plans(plans, name: str, allow_no_plan: bool = False) -> np.ndarray:
             raise ValueError(f'{name} is on the meta device, which holds no values; expected '
                              'plans (M, T) with data')
         plans = plans.detach().cpu().numpy()
+    if isinstance(plans, (str, bytes)):  # numpy reads '123' as a 0-d array of text
+        raise TypeError(f'{name} is a {type(plans).__name__} ({plans!r:.40}); expected plans '
+                        '(M, T) of integer action ids (a numpy array, tensor or nested list)')
     try:
         array = np.asarray(plans)
     except ValueError as error:  # ragged nested lists

@@ -504,6 +504,9 @@ TRAINING_OPTIONS = {
     'optim_wrapper.accumulative_counts': (SAME, IRRELEVANT),
     'param_scheduler': (SAME, IRRELEVANT),  # mmengine restores each scheduler's state
     'train_dataloader.batch_size': (SAME, IRRELEVANT),
+    # the windows an epoch draws (a shortened run's): the training data's digest differed,
+    # refused as "other training data" naming val_fraction / subset / limit (confirm1 O_nbpe3)
+    'train_dataloader.num_batch_per_epoch': (SAME, IRRELEVANT),
     # the order of the resumed epochs' windows (shuffle, seed, another sampler type) and the
     # optimiser's parameter groups (a resume with other groups failed in torch's own words)
     'train_dataloader.sampler': (SAME, IRRELEVANT),

@@ -41,8 +41,8 @@ from vpn_plugin.models.kepp import KEPP
 
 from .checkpoint import check_finite
 from .pdpp_training import EpochCurve, to_device
-from .pre_stage import (DATA_KEYS, STEP_FILE, check_identity, data_identity, read_pre_stage,
-                        save_pre_stage, stage_progress)
+from .pre_stage import (DATA_KEYS, RETRAIN, STEP_FILE, check_identity, data_identity,
+                        read_pre_stage, save_pre_stage, stage_progress)
 from .random_states import load_first_draw, own_seeded_stream
 
 EMA_DECAY, EMA_START, EMA_INTERVAL = 0.995, 400, 10
@@ -57,14 +57,23 @@ def training_identity(model: KEPP, dataset) -> dict:
 
 def load_step_model(path, model: KEPP, expected: dict, settings=None) -> dict:
     """Load a step model saved by the hook into ``model.step``; returns the saved dict. The
-    file must have been trained on ``expected`` (and with ``settings``, when given)."""
-    saved = read_pre_stage(path, 'a KEPP step model saved by KEPPStepModelHook',
-                           ('identity', 'state_dict'))
+    file must have been trained on ``expected`` (and with ``settings``, when given). A file
+    the config names (``model.step_checkpoint``) is not the run's to delete: its refusals say
+    to give another or unset the option."""
+    advice = RETRAIN
+    named = getattr(model, 'step_checkpoint', None)
+    if named and Path(path) == Path(named):
+        advice = ('give model.step_checkpoint a step model saved by KEPPStepModelHook '
+                  f'({STEP_FILE} in a KEPP work dir), or unset it to train one')
+        if not Path(path).is_file():
+            raise ValueError(f'model.step_checkpoint={str(path)!r}: no such file; {advice}')
+    saved = read_pre_stage(path, f'{WHAT} saved by KEPPStepModelHook', ('identity', 'state_dict'),
+                           advice)
     identity, state = saved['identity'], saved['state_dict']
     check_finite(state, f'{path} (the saved step model)')
     keys = DATA_KEYS + tuple(sorted(settings or {}))
     check_identity(path, WHAT, {**identity, **(saved.get('settings') or {})},
-                   {**expected, **(settings or {})}, keys)
+                   {**expected, **(settings or {})}, keys, advice)
     try:
         model.step.load_state_dict(state)
     except RuntimeError as error:

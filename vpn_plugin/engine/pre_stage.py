@@ -70,8 +70,13 @@ def describe(identity: dict, keys) -> str:
     return ', '.join(f'{key}={identity.get(key, "not recorded")}' for key in keys)
 
 
-def check_identity(path, what: str, saved: dict, expected: dict, keys) -> None:
-    """Refuse a saved pre-stage whose ``keys`` differ from this run's, naming both."""
+RETRAIN = 'delete it to retrain'  # the advice for the run's own pre-stage file
+
+
+def check_identity(path, what: str, saved: dict, expected: dict, keys,
+                   advice: str = RETRAIN) -> None:
+    """Refuse a saved pre-stage whose ``keys`` differ from this run's, naming both
+    (``advice``: what to do, for the run's own file or a file the config names)."""
     differ = [key for key in keys if key in expected and saved.get(key) != expected[key]
               and not (key in LATER_KEYS and key not in saved)]
     if differ:
@@ -79,10 +84,10 @@ def check_identity(path, what: str, saved: dict, expected: dict, keys) -> None:
             f'{path}: {what} trained for {saved.get("dataset", "?")} ({describe(saved, differ)}), '
             f'but this run is {expected.get("dataset", "?")} ({describe(expected, differ)}); '
             'it is never reused for another run: use the file of this dataset, horizon and '
-            'settings, or delete it to retrain')
+            f'settings, or {advice}')
 
 
-def read_pre_stage(path, what: str, keys) -> dict:
+def read_pre_stage(path, what: str, keys, advice: str = RETRAIN) -> dict:
     """The dict a pre-stage hook saved at ``path``, read with ``weights_only``; ``ValueError``
     naming the file, ``what`` it should hold and why it does not (torch's reason without its
     advice to load it unrestricted) when it is unreadable, not a dict or lacks ``keys``."""
@@ -92,14 +97,14 @@ def read_pre_stage(path, what: str, keys) -> dict:
     except Exception as error:  # noqa: BLE001  (any unreadable file: say which)
         reason = (unpickler_reason(error) if 'weights_only' in str(error)
                   else str(error).split('. ')[0].strip() or 'an empty or unreadable file')
-        raise ValueError(f'{path}: not {what} ({type(error).__name__}: {reason}); delete it '
-                         'to retrain') from None
+        raise ValueError(f'{path}: not {what} ({type(error).__name__}: {reason}); '
+                         f'{advice}') from None
     missing = [key for key in keys if key not in saved] if isinstance(saved, dict) else keys
     if missing:
         found = f'keys {sorted(map(str, saved))}' if isinstance(saved, dict) else \
             f'a {type(saved).__name__}'
         raise ValueError(f'{path}: not {what}: it holds {found}, without {list(missing)}; '
-                         'delete it to retrain')
+                         f'{advice}')
     return saved
 
 

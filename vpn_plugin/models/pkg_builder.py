@@ -16,6 +16,7 @@ import itertools
 from collections.abc import Mapping
 from typing import Callable, List, Literal, Optional, Sequence, Union
 
+from vpn_plugin.errors import close_match_hint
 from vpn_plugin.config_types import (Fraction, NonNegative, NonNegativeInt, Probability,
                                      check_options, checked_arguments)
 import numpy as np
@@ -99,6 +100,24 @@ class UniformGraph(GraphPerturbation):
         return np.full(pkg.shape, 1.0 / pkg.shape[0])
 
 
+def known_perturbations() -> List[str]:
+    """The names of the registered perturbations: the classes of TASK_UTILS with a
+    ``stage`` of 'sequences' or 'graph' (also a user's own, registered in their module)."""
+    return sorted(name for name, cls in TASK_UTILS.module_dict.items()
+                  if getattr(cls, 'stage', None) in ('sequences', 'graph'))
+
+
+def check_perturbation_type(name: str, kind) -> None:
+    """A perturbation config's ``type`` must name a registered perturbation (a class is
+    taken as it is): ``ValueError`` naming ``name``, the value, the known ones and the
+    closest, instead of the registry's KeyError."""
+    if isinstance(kind, type) or (isinstance(kind, str) and kind in known_perturbations()):
+        return
+    known = known_perturbations()
+    raise ValueError(f'{name}={kind!r} is not a known perturbation; expected one of {known}'
+                     f'{close_match_hint(kind, known)}')
+
+
 @TASK_UTILS.register_module()
 class PKGBuilder:
     """Counts the (perturbed) PKG (N, N) of a training dataset (module docstring).
@@ -131,6 +150,9 @@ class PKGBuilder:
         self.count_mode, self.smoothing, self.union = count_mode, smoothing, union
         self.extra_datasets, self.seed, self.recount = list(extra_datasets), seed, recount
         for index, config in enumerate(perturbations):  # their options' declared kinds
+            if isinstance(config, dict):
+                check_perturbation_type(f'PKGBuilder.perturbations[{index}].type',
+                                        config.get('type'))
             if isinstance(config, dict) and TASK_UTILS.get(config.get('type')) is not None:
                 check_options(f'PKGBuilder.perturbations[{index}]: {config["type"]}',
                               TASK_UTILS.get(config['type']),

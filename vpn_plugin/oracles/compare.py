@@ -91,6 +91,39 @@ CHECKERS = {
 }
 
 
+# the files a fixture of each method holds that no other method's does (SCHEMA's are all
+# shared): a meta.json copied from another fixture names a method the folder does not fit
+FIXTURE_FILES = {
+    'ViterbiPlanNet': ('authors_state_dict.npz',),
+    'PDPP': ('head_state_dict.npz', 'head_grads.npz'),
+    'CEFITO': ('train_step.npz', 'loader_annotations.json'),
+    'KEPP': ('step_state_dict.npz', 'step_grads.npz'),
+    'S3D': ('dict.npy',),
+}
+
+
+def check_fixture_files(fixture: Path, meta: dict, method: str) -> None:
+    """A folder that holds none of the files of the method its meta.json names and holds
+    those of another (a meta.json copied from another fixture) is refused, naming the method, the
+    missing files and the method(s) whose files the folder holds; a ``component`` folder (a
+    part of a fixture) is not concerned."""
+    if meta.get('component'):
+        return
+    own = FIXTURE_FILES.get(method, ())
+    missing = [name for name in own if not (fixture / name).is_file()]
+    if not missing or len(missing) < len(own):  # some held: its checker names what lacks
+        return
+    fits = [other for other, names in FIXTURE_FILES.items()
+            if other != method and all((fixture / name).is_file() for name in names)]
+    if not fits:  # a fixture of its method with a file missing: the checker names it
+        return
+    held = f'its files are those of a {" / ".join(fits)} fixture'
+    raise FileNotFoundError(f'{fixture / "meta.json"} names method={method!r}, but the folder '
+                            f'has no {missing} (files of every {method} fixture); {held}: a '
+                            'meta.json of another fixture? Give the fixture\'s own meta.json, '
+                            f'or the {method} fixture folder')
+
+
 def read_fixture_meta(fixture: Path) -> dict:
     path = Path(fixture) / 'meta.json'
     if path_kind(fixture) not in (None, 'a folder'):  # e.g. its meta.json given for the folder
@@ -121,7 +154,9 @@ def check_fixture(fixture) -> Tuple[List[Row], bool, dict]:
     begin_check()
     fixture = Path(fixture)
     meta = read_fixture_meta(fixture)
-    module = importlib.import_module(CHECKERS[fixture_method(meta, fixture)])
+    method = fixture_method(meta, fixture)
+    check_fixture_files(fixture, meta, method)
+    module = importlib.import_module(CHECKERS[method])
     rows, header_ok = module.check_fixture(fixture, meta)
     return rows, header_ok, meta
 

@@ -688,6 +688,13 @@ def pkg_quality_panels(rows: list[ResultRow], metric: str = 'success_rate',
     """
     refuse_mix(rows, 'horizon', '--horizon')
     refuse_mix(rows, 'dataset', '--dataset')
+    for row in rows:  # before check_points, which would call the rows "differ in settings"
+        kind = row.variant.get('perturbation')
+        if kind in PKG_PERTURBATIONS and 'level' not in row.variant:
+            raise ValueError(f'results row of {row.method!r} (seed {row.seed}, T={row.horizon}):'
+                             f' variant perturbation={kind!r} without variant.level; expected '
+                             f'its level, a number {PKG_PERTURBATIONS[kind].levels} (the '
+                             'pkg_quality protocol writes both)')
     check_points(rows, ('perturbation', 'level'))
     unperturbed, values = {}, {}
     for row in rows:
