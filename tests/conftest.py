@@ -46,3 +46,47 @@ def single_thread():
     torch.set_num_threads(1)
     yield
     torch.set_num_threads(threads)
+
+
+@pytest.fixture
+def lock_held_elsewhere():
+    """``with lock_held_elsewhere(path, **exclusive_lock_options):`` the lock of ``path``
+    (``locks.lock_path_of``) is held by another thread meanwhile: another open file
+    description, as another process would hold it."""
+    import contextlib
+    import threading
+    from vpn_plugin.locks import exclusive_lock, lock_path_of
+
+    @contextlib.contextmanager
+    def held_elsewhere(path, **options):
+        held, release = threading.Event(), threading.Event()
+
+        def other_process():
+            with exclusive_lock(lock_path_of(path), **options):
+                held.set()
+                release.wait(30)
+        thread = threading.Thread(target=other_process)
+        thread.start()
+        if not held.wait(30):
+            release.set()
+            thread.join()
+            raise RuntimeError(f'the other thread did not take the lock of {path}')
+        try:
+            yield
+        finally:
+            release.set()
+            thread.join()
+    return held_elsewhere
+
+
+@pytest.fixture
+def sinfo_of_no_nodes(tmp_path, monkeypatch):
+    """A ``sinfo`` on PATH that lists no node (the partition's CPUs unchecked), for tests of
+    plan_array's other rules: the real one, where Slurm is installed but its controller is
+    down, waits 9 s per call before it fails."""
+    folder = tmp_path / 'fake_slurm_bin'
+    folder.mkdir()
+    sinfo = folder / 'sinfo'
+    sinfo.write_text('#!/bin/sh\nexit 0\n')
+    sinfo.chmod(0o755)
+    monkeypatch.setenv('PATH', f'{folder}{os.pathsep}{os.environ["PATH"]}')

@@ -235,10 +235,10 @@ def test_report_refuses_someones_markdown_and_rewrites_its_own_table(tmp_path, c
         'report', [results, '--metrics', 'success_rate', '--out', tmp_path / 'link'])
     for _ in range(2):  # its own table: rewritten without --overwrite
         load_tool('report').main([str(results), '--metrics', 'success_rate', '--num-resamples',
-                                  '10', '--num-diff-resamples', '10', '--out',
+                                  '20', '--num-diff-resamples', '20', '--out',
                                   str(tmp_path / 'table')])
-    load_tool('report').main([str(results), '--metrics', 'success_rate', '--num-resamples', '10',
-                              '--num-diff-resamples', '10', '--out', str(tmp_path / 'mine'),
+    load_tool('report').main([str(results), '--metrics', 'success_rate', '--num-resamples', '20',
+                              '--num-diff-resamples', '20', '--out', str(tmp_path / 'mine'),
                               '--overwrite'])
     assert (tmp_path / 'mine.md').read_text() != '# my notes\n'
     assert 'expected a file stem' in user_error(  # '<dir>/' wrote <dir>.md beside it

@@ -110,15 +110,15 @@ def test_a_long_bootstrap_says_how_far_it_is(monkeypatch, capsys):
     from vpn_plugin.protocol import report
     from vpn_plugin.protocol.results import read_results
     rows = read_results(KEPT)
-    monkeypatch.setattr(report, 'PROGRESS_RESAMPLES', 20)
-    report.build_table(rows, ['success_rate'], num_resamples=20, num_diff_resamples=5)
+    monkeypatch.setattr(report, 'PROGRESS_RESAMPLES', 21)
+    report.build_table(rows, ['success_rate'], num_resamples=21, num_diff_resamples=20)
     lines = capsys.readouterr().err.splitlines()
     cells = len({r.method for r in rows})
-    assert lines[0].startswith(f'report: {cells} bootstrap intervals of up to 20 resamples')
+    assert lines[0].startswith(f'report: {cells} bootstrap intervals of up to 21 resamples')
     assert lines[-1].startswith(f'report: bootstrap of {rows[-1].method} crosstask T=3 '
                                 f'success_rate ({cells}/{cells} done, elapsed')
     assert len(lines) == cells + 1 and 'eta' in lines[-1]
-    report.build_table(rows, ['success_rate'], num_resamples=19, num_diff_resamples=19)
+    report.build_table(rows, ['success_rate'], num_resamples=20, num_diff_resamples=20)
     assert capsys.readouterr().err == ''
 
 
@@ -201,11 +201,12 @@ def test_a_method_with_a_model_per_horizon_shows_its_params_range(tmp_path):
     rows = [json.loads(line) for line in KEPT.read_text().splitlines()]
     for row in rows:
         if row['method'] == 'ViterbiPlanNet' and row['seed'] == 0:  # its T=4 model
-            row.update(horizon=4, train_horizon=4, params=5494726)
+            row.update(horizon=4, train_horizon=4, params=5494726,
+                       config='configs/vpn_crosstask_t4.py')
     path = tmp_path / 'results.jsonl'
     path.write_text(''.join(json.dumps(row) + '\n' for row in rows))
-    text = to_markdown(build_table(read_results(path), ['success_rate'], num_resamples=10,
-                                   num_diff_resamples=10))
+    text = to_markdown(build_table(read_results(path), ['success_rate'], num_resamples=20,
+                                   num_diff_resamples=20))
     line = next(t for t in text.splitlines() if t.startswith('| ViterbiPlanNet'))
     assert '| 5.49M-5.55M |' in line
     assert "Params a-b: the method's models differ in size across the columns" in text
@@ -213,7 +214,7 @@ def test_a_method_with_a_model_per_horizon_shows_its_params_range(tmp_path):
 
 
 # ------------------------------------------------------------ Slurm
-def test_a_time_limit_inside_submitits_signal_lead_is_refused(tmp_path):
+def test_a_time_limit_inside_submitits_signal_lead_is_refused(tmp_path, sinfo_of_no_nodes):
     """Before: --launcher slurm --time-limit 1 submitted; submitit's USR2 comes 90 s before the
     limit, so the task checkpointed and requeued at once, 4 times, then failed with
     "Job not requeued because: timed-out too many times" (real cluster, job 291)."""
@@ -314,7 +315,7 @@ def test_a_pkg_quality_level_outside_its_range_is_not_drawn(tmp_path, value, exp
     path.write_text(''.join(json.dumps(row) + '\n' for row in rows))
     with pytest.raises(ValueError, match=r"results row of 'ViterbiPlanNet' \(seed 0, T=3\): "
                        + expected):
-        pkg_quality_panels(read_results(path), num_resamples=10)
+        pkg_quality_panels(read_results(path), num_resamples=20)
 
 
 def test_a_unit_whose_folder_moved_while_it_ran_says_so(tmp_path, monkeypatch):

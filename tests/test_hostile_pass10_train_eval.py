@@ -8,6 +8,7 @@ import pytest
 import torch
 
 import vpn_plugin.mm  # noqa: F401  (registration)
+from tiny_configs import option_differences
 from vpn_plugin.data_paths import REPO_ROOT, load_config
 
 NIV_CONFIG = str(REPO_ROOT / 'configs/vpn_niv_t3.py')
@@ -163,11 +164,8 @@ default_hooks = dict(checkpoint=dict(type='CheckpointHook', save_best='plan/succ
      "default_hooks.checkpoint.save_best: 'plan/success_rate' in the run, 'plan/miou_set' here"),
 ])
 def test_a_resume_names_a_changed_clip_seed_or_best_key(change, expected):
-    from mmengine.config import Config
-    from vpn_plugin.engine.checkpoint import resume_option_differences
-    assert resume_option_differences(RUN_CFG, Config.fromstring(RUN_CFG, '.py')) == []
-    changed = Config.fromstring(RUN_CFG + change + '\n', '.py')
-    assert resume_option_differences(RUN_CFG, changed) == [expected]
+    assert option_differences(RUN_CFG, 'resume') == ([], [])
+    assert option_differences(RUN_CFG, 'resume', RUN_CFG + change + '\n') == ([expected], [])
 
 
 @pytest.mark.parametrize('option, given', [('val_fraction', 0.5), ('split_seed', 5)])
@@ -184,20 +182,14 @@ def test_a_test_that_observes_otherwise_than_training_is_named():
     """Before: observed_steps=1 at the test of a run trained with 0 moved SR from 12.59 to
     17.41 and observation='concat3' on an 'authors' run (the same 1536 dims) was scored,
     both without a word (the override warning compared model options only)."""
-    from mmengine.config import Config
-    from vpn_plugin.engine.checkpoint import training_option_differences
-
-    def observation_differences(trained_cfg, cfg):
-        return training_option_differences(trained_cfg, cfg, 'test').named
     trained = ("train_dataloader = dict(dataset=dict(type='PlanningDataset', "
                "observation='authors', window_policy='authors'))\n")
-    same = Config.fromstring(trained.replace('train_', 'test_'), '.py')
-    assert observation_differences(trained, same) == []
-    changed = Config.fromstring(trained.replace('train_', 'test_').replace(
-        "observation='authors'", "observation='concat3', observed_steps=1"), '.py')
-    assert observation_differences(trained, changed) == [
-        "test_dataloader.dataset.observation: 'authors' in training, 'concat3' here",
-        'test_dataloader.dataset.observed_steps: 0 in training, 1 here']
+    tested = trained.replace('train_', 'test_')
+    assert option_differences(trained, 'test', tested) == ([], [])
+    assert option_differences(trained, 'test', tested.replace(
+        "observation='authors'", "observation='concat3', observed_steps=1")) == ([], [
+            "test_dataloader.dataset.observation: 'authors' in training, 'concat3' here",
+            'test_dataloader.dataset.observed_steps: 0 in training, 1 here'])
 
 
 def test_a_training_cut_to_a_few_batches_is_marked_shortened(tmp_path):
@@ -220,30 +212,16 @@ def test_an_unknown_distributed_backend_is_named():
     checked({'env_cfg.dist_cfg.backend': 'gloo'})  # still passes
 
 
-def test_an_evaluator_out_file_in_use_by_another_run_is_refused(tmp_path):
+def test_an_evaluator_out_file_in_use_by_another_run_is_refused(tmp_path, lock_held_elsewhere):
     """Before: two tests at once with one test_evaluator.out_file both exited 0; the file held
     the first one's per-sample scores, the second's replaced without a word (W5)."""
-    import threading
     from mmengine.config import Config
-    from vpn_plugin.locks import exclusive_lock, lock_path_of
     from vpn_plugin.runner import evaluator_output_locks
     out = tmp_path / 'per_sample.json'
     cfg = Config(dict(test_evaluator=dict(type='PlanningMetric', out_file=str(out))))
-    held, release = threading.Event(), threading.Event()
-
-    def other_run():  # another run's lock: another open file description
-        with exclusive_lock(lock_path_of(out), wait=False, what='other'):
-            held.set()
-            release.wait(10)
-    thread = threading.Thread(target=other_run)
-    thread.start()
-    held.wait(10)
-    try:
+    with lock_held_elsewhere(out, wait=False, what='other'):  # another run's
         with pytest.raises(Exception, match=re.escape(f'test_evaluator.out_file {out}')):
             evaluator_output_locks(cfg)
-    finally:
-        release.set()
-        thread.join()
     with evaluator_output_locks(cfg):  # free again: taken
         pass
 

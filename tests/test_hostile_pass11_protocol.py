@@ -43,7 +43,7 @@ def niv_plan(tmp_path, request, limit):
                       limit=limit)
 
 
-def test_a_partition_maxtime_below_the_floor_is_refused(tmp_path):
+def test_a_partition_maxtime_below_the_floor_is_refused(tmp_path, sinfo_of_no_nodes):
     """Before: a partition with MaxTime 1 minute capped the cost model's limit to 1 minute,
     below submitit's 90 s signal lead: every task requeued as it started, nothing trained."""
     with pytest.raises(ValueError, match=r'--partition tiny: its MaxTime caps every task at '

@@ -7,6 +7,7 @@ import pytest
 from mmengine.config import Config
 
 import vpn_plugin.mm  # noqa: F401  (registration)
+from tiny_configs import option_differences
 from vpn_plugin.engine.checkpoint import (IRRELEVANT, NAMED, SAME, TRAINING_OPTIONS,
                                           feature_statistics_note, training_option_differences)
 
@@ -27,9 +28,7 @@ train_cfg = dict(max_epochs=50)
 
 
 def differences(change: dict, purpose: str):
-    cfg = Config.fromstring(RUN_CFG, '.py')
-    cfg.merge_from_dict(change)
-    return training_option_differences(RUN_CFG, cfg, purpose)
+    return option_differences(RUN_CFG, purpose, change=change)
 
 
 @pytest.mark.parametrize('change, purpose, refused, named', [

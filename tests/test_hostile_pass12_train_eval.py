@@ -7,6 +7,7 @@ import os
 import numpy as np
 
 import vpn_plugin.mm  # noqa: F401  (registration)
+from tiny_configs import option_differences
 
 
 def _short_features(source: str, target, seconds: int) -> str:
@@ -99,13 +100,8 @@ def test_a_resume_that_shuffles_groups_or_validates_otherwise_is_refused():
     optim_wrapper.paramwise_cfg failed in torch's words ('a different number of parameter
     groups'); --auto-scale-lr (lr x2) trained on at the restored lr 9e-4. A test of the
     checkpoint is not concerned by any of them."""
-    from mmengine.config import Config
-    from vpn_plugin.engine.checkpoint import training_option_differences
-
     def found(change, purpose):
-        cfg = Config.fromstring(RUN_CFG, '.py')
-        cfg.merge_from_dict(change)
-        return training_option_differences(RUN_CFG, cfg, purpose)
+        return option_differences(RUN_CFG, purpose, change=change)
     assert found({}, 'resume') == ([], [])
     cases = [({'train_dataloader.sampler.shuffle': False},
               "train_dataloader.sampler: {'type': 'DefaultSampler', 'shuffle': True} in the "

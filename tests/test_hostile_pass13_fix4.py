@@ -193,7 +193,7 @@ def test_pkg_quality_row_without_level_names_the_missing_key():
                                          r"perturbation='weight_noise' without variant.level; "
                                          'expected its level, a number >= 0'):
         pkg_quality_panels(rows)
-    assert pkg_quality_panels(rows[:2], num_resamples=10)[0][0]  # the full rows draw
+    assert pkg_quality_panels(rows[:2], num_resamples=20)[0][0]  # the full rows draw
 
 
 def test_a_model_without_parameters_to_train_is_not_wrapped_in_ddp():

@@ -11,6 +11,7 @@ import torch
 
 from test_hostile_pass4_heavy import cefito_model_cfg  # noqa: F401  (a fixture)
 from test_kepp import tiny_kepp
+from tiny_configs import option_differences
 
 
 # ---------------------------------------------------------------------- PDPP's lr schedule
@@ -206,15 +207,11 @@ def test_a_resume_names_the_options_it_cannot_honour():
     optimiser state; the same lr 7.5e-5 at epoch 3 as the unchanged resume), exit 0 without a
     word; ``model.n_timesteps=20`` failed with a traceback loading the EMA's state dict. The
     runner now refuses with this list (checked by hand: R2n/R3n in the log)."""
-    from mmengine.config import Config
-    from vpn_plugin.engine.checkpoint import resume_option_differences
-    same = Config.fromstring(RUN_CFG, '.py')
-    assert resume_option_differences(RUN_CFG, same) == []
-    moved = Config.fromstring(RUN_CFG.replace('/a/', '/b/'), '.py')  # data and caches moved
-    assert resume_option_differences(RUN_CFG, moved) == []
-    changed = Config.fromstring(RUN_CFG.replace('lr=0.0003', 'lr=0.001').replace(
-        'n_timesteps=50', 'n_timesteps=20'), '.py')
-    assert resume_option_differences(RUN_CFG, changed) == [
+    assert option_differences(RUN_CFG, 'resume') == ([], [])
+    moved = RUN_CFG.replace('/a/', '/b/')  # data and caches moved
+    assert option_differences(RUN_CFG, 'resume', moved) == ([], [])
+    changed = RUN_CFG.replace('lr=0.0003', 'lr=0.001').replace('n_timesteps=50', 'n_timesteps=20')
+    assert option_differences(RUN_CFG, 'resume', changed).refused == [
         'model.n_timesteps: 50 in the run, 20 here',
         'optim_wrapper.optimizer.lr: 0.0003 in the run, 0.001 here']
 
@@ -224,11 +221,8 @@ def test_a_resume_names_a_changed_ema_decay():
     averaging with decay 0.9 after 0.995, exit 0 without a word (epoch 3's metrics differed
     from the unchanged resume). The classifier's lr (its head comes from the checkpoint) is
     not an EMA option and is not named."""
-    from mmengine.config import Config
-    from vpn_plugin.engine.checkpoint import resume_option_differences
-    changed = Config.fromstring(RUN_CFG.replace('decay=0.995', 'decay=0.9').replace(
-        'lr=0.0001', 'lr=0.0002'), '.py')
-    assert resume_option_differences(RUN_CFG, changed) == [
+    changed = RUN_CFG.replace('decay=0.995', 'decay=0.9').replace('lr=0.0001', 'lr=0.0002')
+    assert option_differences(RUN_CFG, 'resume', changed).refused == [
         'custom_hooks.PDPPEMAHook.decay: 0.995 in the run, 0.9 here']
 
 

@@ -57,10 +57,10 @@ def test_a_cell_of_seeds_with_two_pkg_sources_is_refused():
     rows = [r for r in read_results(KEPT) if r.method == 'ViterbiPlanNet']
     rows[0].pkg_source = 'test-set PKG'
     with pytest.raises(ValueError, match=r'differ in pkg_source: "test-set PKG" \(seed 0\)'):
-        build_table(rows, ['success_rate'], num_resamples=10, num_diff_resamples=10)
+        build_table(rows, ['success_rate'], num_resamples=20, num_diff_resamples=20)
     for row in rows:
         row.pkg_source = 'test-set PKG'
-    assert build_table(rows, ['success_rate'], num_resamples=10, num_diff_resamples=10)
+    assert build_table(rows, ['success_rate'], num_resamples=20, num_diff_resamples=20)
 
 
 # ------------------------------------------------------------ report.py flags
@@ -69,7 +69,7 @@ def test_ours_and_reference_naming_one_method_are_refused():
     rows = read_results(KEPT)
     with pytest.raises(ValueError, match="--ours and --reference both name 'ViterbiPlanNet'"):
         build_table(rows, ['success_rate'], ours='ViterbiPlanNet', reference='ViterbiPlanNet',
-                    num_resamples=10, num_diff_resamples=10)
+                    num_resamples=20, num_diff_resamples=20)
 
 
 @pytest.mark.parametrize('new', ['', ' ', '\u200b'])
@@ -131,4 +131,4 @@ def test_seeds_of_one_cell_with_two_parameter_counts_are_refused():
     rows = [r for r in read_results(KEPT) if r.method == 'ViterbiPlanNet']
     rows[0].params = 1
     with pytest.raises(ValueError, match=r'differ in params: 1 \(seed 0\)'):
-        build_table(rows, ['success_rate'], num_resamples=10, num_diff_resamples=10)
+        build_table(rows, ['success_rate'], num_resamples=20, num_diff_resamples=20)

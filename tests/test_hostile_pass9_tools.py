@@ -4,7 +4,6 @@ Each test is a case that was wrong, silent or vague on b5995ac (case ids of
 /tmp/hostile19_log.md; the seventh pass's leftovers keep their ids of /tmp/hostile15_log.md).
 """
 import re
-import threading
 from pathlib import Path
 
 import numpy as np
@@ -91,27 +90,14 @@ def test_location_variable_set_to_none_is_named(tmp_path):
         load_config(str(REPO / 'configs/vpn_niv_t3.py'), cfg_options={'cache_dir': None})
 
 
-def test_two_synthetic_runs_into_one_folder_the_second_refused(tmp_path, shared_data):
+def test_two_synthetic_runs_into_one_folder_the_second_refused(tmp_path, shared_data,
+                                                               lock_held_elsewhere):
     """B8: two make_synthetic_features runs into one folder both exited 0 (no lock: the files
     are the last writer's, and a mix of two seeds with one manifest was possible)."""
-    from vpn_plugin.locks import exclusive_lock, lock_path_of
     out = tmp_path / 'out'
-    holding, release = threading.Event(), threading.Event()
-
-    def first_run():  # holds the folder's lock as a running first run does
-        with exclusive_lock(lock_path_of(out / 'features')):
-            holding.set()
-            release.wait(10)
-
-    thread = threading.Thread(target=first_run)
-    thread.start()
-    holding.wait(10)
-    try:  # the lock is re-entrant within a thread only: another thread is another holder
+    with lock_held_elsewhere(out / 'features'):  # as a running first run holds it
         message = user_error('make_synthetic_features', ['--dataset', 'niv', '--data-root',
                                                          shared_data, '--out', out])
-    finally:
-        release.set()
-        thread.join()
     assert f'feature folder {out / "features"} is in use by another process' in message
     assert not (out / 'features').exists()
 

@@ -138,11 +138,11 @@ def resumable_checkpoint(epoch: int = 2) -> dict:
 
 def resume_checked(options: dict, epoch: int = 2):
     """What PlanningRunner.load_checkpoint checks before resuming (epoch, then the options)."""
-    from vpn_plugin.engine.checkpoint import resume_option_differences
+    from vpn_plugin.engine.checkpoint import training_option_differences
     from vpn_plugin.engine.rank_agreement import check_resume_epoch
     checkpoint, cfg = copy.deepcopy(resumable_checkpoint(epoch)), load_config(NIV_CONFIG, options)
     check_resume_epoch(checkpoint, 'run/epoch_2.pth', cfg)
-    changed = resume_option_differences(checkpoint['meta']['cfg'], cfg)
+    changed = training_option_differences(checkpoint['meta']['cfg'], cfg, 'resume').refused
     if changed:
         raise ValueError('; '.join(changed))
 

@@ -96,32 +96,18 @@ def test_two_protocol_runs_on_one_out_train_each_unit_once(tmp_path):
         'each unit trained by one process'
 
 
-def test_train_refuses_a_work_dir_another_process_trains_in(tmp_path, monkeypatch):
-    import threading
+def test_train_refuses_a_work_dir_another_process_trains_in(tmp_path, monkeypatch,
+                                                            lock_held_elsewhere):
     from test_hostile_checkpoints import toy_config_text
-    from vpn_plugin.locks import exclusive_lock, lock_path_of
     monkeypatch.delenv('VPN_TRACEBACK', raising=False)
     monkeypatch.setenv('LOCAL_RANK', '0')
     work_dir = tmp_path / 'work'
     config = tmp_path / 'toy.py'
     config.write_text(toy_config_text(work_dir))
-    held, release = threading.Event(), threading.Event()
-
-    def other_trainer():  # another open file description: as another process would lock
-        with exclusive_lock(lock_path_of(work_dir)):
-            held.set()
-            release.wait(30)
-
-    thread = threading.Thread(target=other_trainer)
-    thread.start()
-    held.wait(30)
-    try:
+    with lock_held_elsewhere(work_dir):  # another trainer's
         with pytest.raises(SystemExit, match=rf'^error: work dir {work_dir} is in use by '
                                              rf'another process \(pid {os.getpid()}'):
             load_tool('train').main([str(config)])
-    finally:
-        release.set()
-        thread.join()
     assert not list(work_dir.glob('*.pth'))
 
 

@@ -138,7 +138,7 @@ def test_cpus_above_the_partitions_nodes_are_refused_with_a_known_time_limit(tmp
 
 
 def test_the_time_limit_is_the_longest_task_times_the_factor_capped_by_the_partition(
-        monkeypatch, tmp_path):
+        monkeypatch, tmp_path, sinfo_of_no_nodes):
     tool = load_tool('run_protocol')
     protocol = Config.fromfile(REPO / 'configs/protocol/standard_niv.py')
     units = expand_units(protocol, seeds=[0, 1], horizons=[3],
@@ -185,7 +185,7 @@ def test_the_time_limit_is_the_longest_task_times_the_factor_capped_by_the_parti
 
 # ------------------------------------------------------------------------------- dispatch
 def test_local_executor_runs_the_units_of_a_local_run_and_a_failure_stops_no_other(
-        tiny_crosstask, tmp_path, single_thread):
+        tiny_crosstask, tmp_path, single_thread, sinfo_of_no_nodes):
     """submitit's local executor runs the array's tasks as the cluster would (a process each,
     the pickled task): the rows are the local run's, the broken unit is failed with its error
     and log, the unit packed after it still ran; then what a resubmission would send."""

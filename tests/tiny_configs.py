@@ -78,3 +78,15 @@ def differing_tensors(first: dict, second: dict) -> list:
             if torch.is_tensor(value) and not (torch.is_tensor(other) and torch.equal(value, other)):
                 differ.append(f'{part}[{key}]')
     return differ
+
+
+def option_differences(trained_text: str, purpose: str, config_text: str = None,
+                       change: dict = None):
+    """``engine.checkpoint.training_option_differences`` at ``purpose`` ('resume', 'test')
+    between the run of the config text ``trained_text`` and the config of ``config_text``
+    (the run's own by default) with the dotted keys of ``change`` set."""
+    from mmengine.config import Config
+    from vpn_plugin.engine.checkpoint import training_option_differences
+    cfg = Config.fromstring(trained_text if config_text is None else config_text, '.py')
+    cfg.merge_from_dict(change or {})
+    return training_option_differences(trained_text, cfg, purpose)

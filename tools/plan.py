@@ -208,7 +208,7 @@ def print_unchecked(model, checkpoint) -> None:
 
 def print_features_note(samples) -> None:
     """The WARNING line of features unlike the checkpoint's training features (another scale or
-    extractor: ``apis.features_note``), once."""
+    extractor: ``apis.inference.feature_scale_note``), once."""
     notes = {sample.metainfo.get('features_note') for sample in samples} - {None}
     for note in sorted(notes):
         print(f'WARNING: {note}')

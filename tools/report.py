@@ -23,8 +23,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from vpn_plugin.core.stats import (AUTHORS_RESAMPLES, MAX_RESAMPLES,  # noqa: E402
-                                   RESAMPLES_LIMIT_WHY)
+from vpn_plugin.core.stats import AUTHORS_RESAMPLES, check_resamples  # noqa: E402
 from vpn_plugin.protocol.report import (CI_STYLES, DEFAULT_METRICS, build_table,  # noqa: E402
                                          to_latex, to_markdown)
 from vpn_plugin.protocol.expected import (describe_row, expected_file,  # noqa: E402
@@ -61,10 +60,9 @@ def parse_args(argv=None):
     parser.add_argument('--paired', action='store_true',
                         help='improvements: paired bootstrap over the common seeds instead of '
                              "the paper's independent resampling of each method's seeds")
-    resamples = at_least(int, 1, high=MAX_RESAMPLES, why=RESAMPLES_LIMIT_WHY)
-    parser.add_argument('--num-resamples', type=resamples, default=AUTHORS_RESAMPLES,
+    parser.add_argument('--num-resamples', type=resamples_argument, default=AUTHORS_RESAMPLES,
                         help='bootstrap resamples K of each cell (the authors: 1000)')
-    parser.add_argument('--num-diff-resamples', type=resamples, default=AUTHORS_RESAMPLES,
+    parser.add_argument('--num-diff-resamples', type=resamples_argument, default=AUTHORS_RESAMPLES,
                         help='bootstrap resamples K of each improvement')
     parser.add_argument('--allow-mixed-features', action='store_true',
                         help='allow rows of one dataset trained or tested on different feature '
@@ -94,6 +92,16 @@ def output_files(args) -> tuple:
                  for path, kind in zip(files, ('report_markdown', 'report_latex')))
 
 
+def resamples_argument(text: str) -> int:
+    """An argparse ``type``: a bootstrap K within the one bound (``stats.check_resamples``)."""
+    try:
+        return check_resamples(int(text), 'K')
+    except ValueError as error:
+        raise argparse.ArgumentTypeError(
+            str(error) if text.strip().lstrip('+-').isdigit() else f'{text!r} is not an integer'
+        ) from None
+
+
 def latex_label(text: str) -> str:
     """An argparse ``type``: a LaTeX ``\\label`` key, written as it is (a brace, backslash,
     ``%`` or ``#`` would break the .tex file)."""
@@ -121,9 +129,11 @@ def main(argv=None):
     if args.average_datasets:
         rows = mean_over_datasets(rows)
     known = {r.method for r in rows + missing}
+    before = rows + missing
     rows, missing = (rename_methods(rows, args.rename, known),
                      rename_methods(missing, args.rename, known))
-    order = [dict(i.split('=', 1) for i in args.rename).get(m, m) for m in args.methods or []]
+    order = [name for m in args.methods or [] for name in dict.fromkeys(
+        new.method for old, new in zip(before, rows + missing) if old.method == m) or [m]]
     table = build_table(rows, args.metrics, methods=order or None, ours=args.ours,
                         reference=args.reference, ci_style=args.ci_style, paired=args.paired,
                         num_resamples=args.num_resamples,

@@ -190,6 +190,7 @@ def apply_horizon(cfg, horizon=None, test_horizon=None):
     # 0, [] or {} were read as "no test_horizon" (the training horizon tested without a word)
     test_horizon = (_positive_horizon(cfg, 'test_horizon')
                     if cfg.get('test_horizon') is not None else horizon)
+    _refuse_contradicting_horizons(cfg, horizon, test_horizon)
     model = cfg.get('model')
     if model is not None:
         if _accepts_horizon(model):
@@ -204,6 +205,87 @@ def apply_horizon(cfg, horizon=None, test_horizon=None):
             _set_dataset_horizon(loader.get('dataset'), value)
     _check_test_horizon(cfg, horizon, test_horizon)
     return cfg
+
+
+def _horizon_places(cfg, horizon: int, test_horizon: int):
+    """(key, value the config holds, value apply_horizon writes) of every place it writes."""
+    model = cfg.get('model')
+    if model is not None:
+        if _accepts_horizon(model):
+            yield 'model.horizon', model.get('horizon'), horizon
+        yield 'model.train_dataset.horizon', _dataset_horizon(model.get('train_dataset')), horizon
+        for i, dataset in enumerate(pkg_extra_datasets(cfg)):
+            yield f'model.pkg.extra_datasets.{i}.horizon', _dataset_horizon(dataset), horizon
+    for split, value in (('train', horizon), ('val', horizon), ('test', test_horizon)):
+        loader = cfg.get(f'{split}_dataloader')
+        if hasattr(loader, 'get'):
+            yield (f'{split}_dataloader.dataset.horizon', _dataset_horizon(loader.get('dataset')),
+                   value)
+
+
+def _dataset_horizon(dataset):
+    return dataset.get('horizon') if hasattr(dataset, 'items') and 'type' in dataset else None
+
+
+def _refuse_contradicting_horizons(cfg, horizon: int, test_horizon: int) -> None:
+    """A config FILE whose dataset (or model) horizon contradicts its top-level ``horizon``
+    (``train_dataloader.dataset.horizon=4`` under ``horizon = 3`` trained T=3 without a word)
+    is refused naming both. A base file's copy of its own ``horizon`` (the stale value this
+    function's caller exists to overwrite, e.g. 3 under a child's ``horizon = 6``) passes: a
+    value is a contradiction only when no file of the ``_base_`` chain has it as ``horizon`` /
+    ``test_horizon``. Configs not read from a file (no chain to tell) are not compared."""
+    path = cfg.filename
+    if not path or not Path(path).is_file():
+        return
+    chain = None
+    for key, value, written in _horizon_places(cfg, horizon, test_horizon):
+        if value is None or value == written:
+            continue
+        chain = _chain_horizons(Path(path)) if chain is None else chain
+        if value in chain:
+            continue
+        top = 'test_horizon' if key.startswith('test_') else 'horizon'
+        raise ValueError(f'{path}: {key}={value!r} contradicts {top}={written} (the horizon is '
+                         f'set in one place: {top} is written into the model and the datasets, '
+                         f'so this run would use {written}); set {top} = {value} (or --horizon '
+                         f'{value}) instead of {key}, or remove {key}')
+
+
+def _chain_horizons(path: Path) -> set:
+    """The literal top-level ``horizon`` / ``test_horizon`` values of ``path`` and its
+    ``_base_`` files, each read alone (a stale dataset horizon is one of them)."""
+    from mmengine.config import Config
+    values, todo, seen = set(), [path.resolve()], set()
+    while todo:
+        file = todo.pop()
+        if file in seen or not file.is_file():
+            continue
+        seen.add(file)
+        own = _own_top_level(file)
+        values.update(v for k, v in own.items() if k in ('horizon', 'test_horizon')
+                      and isinstance(v, int) and not isinstance(v, bool))
+        for base in Config._get_base_files(str(file)):
+            if '::' not in str(base):  # a package's base (mmaction::...) sets no horizon
+                todo.append((file.parent / str(base)).resolve())
+    return values
+
+
+def _own_top_level(file: Path) -> dict:
+    """The literal top-level assignments of one config file, without its bases."""
+    import ast
+    if file.suffix != '.py':
+        import mmengine
+        loaded = mmengine.load(str(file))
+        return dict(loaded) if isinstance(loaded, dict) else {}
+    own = {}
+    for node in ast.parse(file.read_text()).body:
+        if isinstance(node, ast.Assign) and len(node.targets) == 1 \
+                and isinstance(node.targets[0], ast.Name):
+            try:
+                own[node.targets[0].id] = ast.literal_eval(node.value)
+            except (ValueError, TypeError, SyntaxError, RecursionError):
+                continue
+    return own
 
 
 def _check_test_horizon(cfg, horizon: int, test_horizon: int) -> None:

@@ -1,11 +1,13 @@
 """Progress lines with a true ETA for the long loops outside mmengine's train loop: the
-pre-stages (a task classifier, KEPP's step model and its predictions), feature extraction.
+pre-stages (a task classifier, KEPP's step model and its predictions), feature extraction,
+a CEFITO batch's search (silent while short: ``quiet``).
 
 :class:`StepProgress` counts work units (steps, windows, chunks) toward a known total and emits
 ``'<what>: 40/2000 steps (2%), 0:01:10 elapsed, ETA 0:56:10, <extra>'``: at the first unit (an
-early ETA), then at most every ``interval`` seconds, and when the total is reached. ``total``
-may be an estimate that is refined on the way (feature extraction: the videos' durations). ETA =
-the units left x the measured seconds per unit since the start. ``emit`` receives each line (a
+early ETA; with ``quiet``, the first unit after that many seconds), then at most every
+``interval`` seconds, and when the total is reached. ``total`` may be an estimate that is
+refined on the way (feature extraction: the videos' durations). ETA = the units left x the
+measured seconds per unit since the start. ``emit`` receives each line (a
 logger's ``print_log``, a ``print`` to stderr); ``clock`` gives seconds (a fake one in tests).
 """
 from __future__ import annotations
@@ -27,10 +29,13 @@ class StepProgress:
     """Progress of ``total`` units of ``unit`` (module docstring)."""
 
     def __init__(self, what: str, total: int, emit: Callable[[str], None], *,
-                 unit: str = 'steps', interval: float = 30.0, clock=time.monotonic):
+                 unit: str = 'steps', interval: float = 30.0, clock=time.monotonic,
+                 quiet: float = 0.0):
+        """``quiet``: no line before that many seconds (a loop that is mostly short, such as
+        one batch's search, stays silent unless it is long)."""
         self.what, self.total, self.emit, self.unit = what, max(int(total), 0), emit, unit
-        self.interval, self.clock = interval, clock
-        self.done, self.ended = 0, False
+        self.interval, self.clock, self.quiet = interval, clock, quiet
+        self.done, self.ended, self.shown = 0, False, False
         self.started = self.last = clock()
 
     def eta_seconds(self) -> float:
@@ -53,11 +58,12 @@ class StepProgress:
     def update(self, count: int = 1, extra: str = '') -> None:
         """``count`` more units done; emits a line when due (module docstring). ``extra``: a
         string, or a callable giving one (only computed when a line is emitted)."""
-        first = self.done == 0
         self.done += count
         now = self.clock()
         last = self.done >= self.total and not self.ended
         self.ended = self.ended or last
-        if first or last or now - self.last >= self.interval:
-            self.last = now
+        if now - self.started < self.quiet:
+            return
+        if not self.shown or last or now - self.last >= self.interval:
+            self.last, self.shown = now, True
             self.emit(self.line(extra() if callable(extra) else extra))

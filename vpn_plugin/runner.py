@@ -407,17 +407,13 @@ class PlanningRunner(Runner):
         (its ``meta['cfg']``), as ``engine.checkpoint.TRAINING_OPTIONS`` rules for a test:
         refused, or a warning naming them and :attr:`changed_from_training` (which
         ``tools/test.py`` writes into the metrics)."""
-        from vpn_plugin.engine.checkpoint import training_option_differences
-        found = training_option_differences((checkpoint.get('meta') or {}).get('cfg'),
-                                            self.cfg, 'test')
-        if found.refused:
-            raise ValueError(f'{filename} was trained with other options than this test\'s '
-                             f'config: {"; ".join(found.refused)}; test it with the options '
-                             'it was trained with')
-        self.changed_from_training = list(found.named)
-        if found.named:
+        from vpn_plugin.engine.checkpoint import check_test_options
+        named = check_test_options((checkpoint.get('meta') or {}).get('cfg'), self.cfg,
+                                   filename, 'test it')
+        self.changed_from_training = named
+        if named:
             self.logger.warning(f'{filename} was trained with other options than this '
-                                f'test\'s config: {"; ".join(found.named)}; the test uses '
+                                f'test\'s config: {"; ".join(named)}; the test uses '
                                 'this config\'s values (an option only training reads changes '
                                 'nothing here) and its metrics say so (changed_from_training)')
 
@@ -430,8 +426,8 @@ class PlanningRunner(Runner):
                                                   check_finite, check_loaded_pkg,
                                                   check_same_planner, feature_statistics_note,
                                                   load_weights,
-                                                  read_checkpoint, resume_option_differences,
-                                                  state_dict_of)
+                                                  read_checkpoint, state_dict_of,
+                                                  training_option_differences)
         from vpn_plugin.engine.checkpoint_hook import check_resume_point
         from vpn_plugin.engine.rank_agreement import (check_resume_data, check_resume_epoch,
                                                        check_resume_world_size)
@@ -451,8 +447,8 @@ class PlanningRunner(Runner):
                              'a smoke run never continues a full run or the reverse: give '
                              'another --work-dir')
         if is_resuming(self):
-            changed = resume_option_differences((checkpoint.get('meta') or {}).get('cfg'),
-                                                self.cfg)
+            changed = training_option_differences((checkpoint.get('meta') or {}).get('cfg'),
+                                                  self.cfg, 'resume').refused
             if changed:
                 raise ValueError(f'--resume {filename}: this config changes options the run '
                                  f'was trained with: {"; ".join(changed)}; a resumed run '

@@ -92,7 +92,7 @@ def init_planner(config, checkpoint: Optional[PathLike] = None,
     config's). The statistics of the checkpoint's training features are kept as
     ``model.training_feature_statistics``: :func:`inference_planner` and
     :func:`plan_from_features` name features of another scale or extractor
-    (:func:`features_note`). The config is kept as ``model.cfg``.
+    (:func:`feature_scale_note`). The config is kept as ``model.cfg``.
     """
     from mmengine.registry import init_default_scope
     from mmaction.registry import MODELS
@@ -129,7 +129,7 @@ def init_planner(config, checkpoint: Optional[PathLike] = None,
     return model.to(device).eval()
 
 
-def features_note(model, statistics: Optional[dict], what: str, dataset=None) -> str:
+def feature_scale_note(model, statistics: Optional[dict], what: str, dataset=None) -> str:
     """'' when the features planned from (``statistics``: ``observation_statistics``) are like
     the training features of the checkpoint ``model`` was loaded from (as a test compares them:
     ``engine.checkpoint.feature_statistics_note``) or either is unknown, and ``dataset``'s
@@ -178,19 +178,16 @@ def features_folder_note(model, dataset) -> str:
 def _option_differences(loaded: dict, checkpoint, cfg) -> list:
     """'key: X in training, Y here' for each option of ``cfg`` that differs from the
     checkpoint's training config as ``engine.checkpoint.TRAINING_OPTIONS`` rules for a test
-    (the runner's one table): refused, or warned and returned (init_planner)."""
+    (the runner's one table, :func:`~vpn_plugin.engine.checkpoint.check_test_options`):
+    refused, or warned and returned (init_planner)."""
     import warnings
-    from vpn_plugin.engine.checkpoint import training_option_differences
-    found = training_option_differences((loaded.get('meta') or {}).get('cfg'), cfg, 'test')
-    if found.refused:
-        raise ValueError(f'{checkpoint} was trained with other options than this config: '
-                         f'{"; ".join(found.refused)}; plan with the options it was trained '
-                         'with')
-    if found.named:
+    from vpn_plugin.engine.checkpoint import check_test_options
+    named = check_test_options((loaded.get('meta') or {}).get('cfg'), cfg, checkpoint, 'plan')
+    if named:
         warnings.warn(f'{checkpoint} was trained with other options than this config: '
-                      f'{"; ".join(found.named)}; the plans use the config\'s', UserWarning,
+                      f'{"; ".join(named)}; the plans use the config\'s', UserWarning,
                       stacklevel=3)
-    return list(found.named)
+    return named
 
 
 @contextlib.contextmanager
@@ -215,7 +212,7 @@ def inference_planner(model, dataset, indices: Iterable[int],
     ``mode='predict'``: a list of ``ActionDataSample`` (``pred_plan`` (T,), ``gt_plan``, ...);
     ``mode='tensor'``: the model's tensor output, concatenated over the batches (M, ...).
     A dataset whose features are unlike the checkpoint's training features is named
-    (:func:`features_note`; each predicted sample's metainfo ``features_note``).
+    (:func:`feature_scale_note`; each predicted sample's metainfo ``features_note``).
     """
     if isinstance(indices, (int, np.integer)) or not isinstance(indices, Iterable):
         raise TypeError(f'indices={indices!r}; expected a sequence of sample indices (e.g. '
@@ -230,8 +227,8 @@ def inference_planner(model, dataset, indices: Iterable[int],
             raise IndexError(f'sample index {i} is out of range; the dataset has '
                              f'{len(dataset)} samples (0..{len(dataset) - 1})')
     statistics = getattr(dataset, 'feature_statistics', None)
-    note = features_note(model, statistics() if callable(statistics) else None,
-                         'features planned from', dataset) if indices else ''
+    note = feature_scale_note(model, statistics() if callable(statistics) else None,
+                              'features planned from', dataset) if indices else ''
     outputs = []
     with evaluating(model):
         for begin in range(0, len(indices), batch_size):
@@ -376,7 +373,7 @@ def plan_from_features(model, start, goal, task=None):
     metainfo, ``soft_plan`` (T, N), ...); no ground truth. Every sample's metainfo has
     ``usable``: False (and ``warning``) for observations of random S3D weights
     (:class:`UnusableObservations`), and ``features_note`` when the observations are unlike the
-    checkpoint's training features (:func:`features_note`).
+    checkpoint's training features (:func:`feature_scale_note`).
     """
     usable = not any(isinstance(v, UnusableObservations) for v in (start, goal))
     start, goal = _observation_batch(model, start, 'start'), _observation_batch(model, goal, 'goal')
@@ -384,7 +381,7 @@ def plan_from_features(model, start, goal, task=None):
         raise ValueError(f'start {tuple(start.shape)} and goal {tuple(goal.shape)} observations '
                          'must have the same shape (B, D)')
     from vpn_plugin.datasets.planning_dataset import observation_statistics
-    note = features_note(model, observation_statistics(start, goal), 'features planned from')
+    note = feature_scale_note(model, observation_statistics(start, goal), 'features planned from')
     given = None if task is None else _given_tasks(model, task, len(start))
     if given is None and getattr(model, 'task_source', None) == 'ground_truth':
         raise ValueError(f'{type(model).__name__} plans within the true task '

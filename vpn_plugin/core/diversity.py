@@ -67,7 +67,8 @@ def decoding_diversity(pred, gt, min_group_size: Count = 2) -> dict:
             ``gt[:, -1]``; groups smaller than ``min_group_size`` are skipped.
     Returns:
         dict with the mean over groups of ``pred_entropy``, ``gt_entropy`` (bits) and
-        ``js_divergence`` (bits, pred vs GT), plus ``num_groups`` and ``num_windows`` used.
+        ``js_divergence`` (bits, pred vs GT), plus ``num_groups`` and ``num_windows`` used
+        and ``largest_group`` (its windows; ``pred_entropy`` <= log2 of it).
     """
     pred, gt = as_plans(pred, 'pred', allow_no_plan=True), as_plans(gt, 'gt')
     if pred.shape != gt.shape:
@@ -83,7 +84,7 @@ def decoding_diversity(pred, gt, min_group_size: Count = 2) -> dict:
     pred_entropy, gt_entropy, jsd = stats.mean(0)
     return dict(pred_entropy=float(pred_entropy), gt_entropy=float(gt_entropy),
                 js_divergence=float(jsd), num_groups=len(kept),
-                num_windows=int(sum(map(len, kept))))
+                num_windows=int(sum(map(len, kept))), largest_group=max(map(len, kept)))
 
 
 def _group_stats(pred, gt):

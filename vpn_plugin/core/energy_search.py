@@ -75,10 +75,11 @@ def expand_table(table: torch.Tensor, where: torch.Tensor, horizon: int) -> torc
 
 def chunked_energies(energy_fn: Callable, start: torch.Tensor, goal: torch.Tensor,
                      actions: torch.Tensor, horizon: int, chunk_size: int = 50_000,
-                     calls: list = None) -> torch.Tensor:
+                     calls: list = None, scored: Callable[[int], None] = None) -> torch.Tensor:
     """Full-sequence scoring (official): start, goal (G, E) normalised, actions A(c) (|A|,);
     ``energy_fn(start (R, E), sequences (R, T), goal (R, E)) -> (R,)``. Returns (G, |A|^T).
-    ``calls`` (a list) receives the rows of each ``energy_fn`` call."""
+    ``calls`` (a list) receives the rows of each ``energy_fn`` call, ``scored`` (a progress
+    count) the same after each call."""
     group = start.shape[0]
     total = actions.numel() ** horizon
     per_chunk = max(1, chunk_size // group)
@@ -90,6 +91,8 @@ def chunked_energies(energy_fn: Callable, start: torch.Tensor, goal: torch.Tenso
                            goal.repeat_interleave(len(chunk), 0))
         if calls is not None:
             calls.append(len(chunk) * group)
+        if scored is not None:
+            scored(len(chunk) * group)
         tables.append(scores.view(group, len(chunk)))
     return torch.cat(tables, 1)
 
@@ -172,17 +175,23 @@ def search_cost(sizes: Sequence[int], horizon: int) -> Dict[str, float]:
 
 
 def energy_table(field, start, goal, actions, horizon: int, scorer: str = 'tree',
-                 chunk_size: int = 50_000, calls: list = None) -> torch.Tensor:
+                 chunk_size: int = 50_000, calls: list = None,
+                 scored: Callable[[int], None] = None) -> torch.Tensor:
     """(G, |A|^T) energies of a group (module docstring), same-embedding actions scored
-    once. ``scorer`` 'tree' (prefix tree) or 'chunked' (full sequences, official)."""
+    once. ``scorer`` 'tree' (prefix tree) or 'chunked' (full sequences, official).
+    ``scored`` (a progress count) receives the (sample, sequence) pairs as they are scored:
+    the chunked scorer's after each chunk, the tree's once; G x |A|^T in all."""
+    scored = scored or (lambda count: None)
     unique, where = representatives(actions, field.predictor.action_embeddings)
     if scorer == 'tree':
         table = prefix_tree_energies(field, start, goal, unique, horizon, chunk_size)
+        scored(table.numel())
     elif scorer == 'chunked':
         table = chunked_energies(field.energies, start, goal, unique, horizon, chunk_size,
-                                 calls)
+                                 calls, scored)
     else:
         raise ValueError(f'scorer={scorer!r}; expected one of (\'tree\', \'chunked\')')
+    scored(start.shape[0] * actions.numel() ** horizon - table.numel())  # tied copies
     if unique.numel() == actions.numel():
         return table
     return expand_table(table, where, horizon)

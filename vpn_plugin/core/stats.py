@@ -29,6 +29,12 @@ MIN_SEEDS_FOR_CI = 3
 MAX_RESAMPLES = 1_000_000
 RESAMPLES_LIMIT_WHY = ("the authors' draw costs about 18 s and 200 MB per table cell and "
                        'million resamples; their K is 1000')
+# A 90 % percentile interval of K resampled means reads its ends at positions 0.05 (K-1) and
+# 0.95 (K-1): below 20 resamples they fall within one order statistic of the extremes (K=1: one
+# mean, an "interval" that can exclude the seeds' mean; K=10: the 2nd and 9th of ten)
+MIN_RESAMPLES = 20
+RESAMPLES_FLOOR_WHY = ('a 90 % percentile interval needs enough resamples for its 5 % and '
+                       '95 % quantiles to be distinct order statistics; the authors use 1000')
 ConfidenceLevel = Annotated[float, Range(0, 1, low_open=True, high_open=True)]  # 0.90: 90 %
 
 
@@ -42,6 +48,7 @@ def seed_interval(scores, num_resamples: Count = AUTHORS_RESAMPLES,
                   level: ConfidenceLevel = 0.90, seed: Seed = AUTHORS_SEED) -> Tuple[float, Optional[float], Optional[float]]:
     """(mean, low, high) of per-seed ``scores`` (n,): :func:`bootstrap_ci` when
     :func:`shows_ci` allows one, else (mean, None, None). Tables and figures both ask this."""
+    check_resamples(num_resamples)
     scores = _as_scores(scores, 'scores')
     if not shows_ci(len(scores)):
         return float(scores.mean()), None, None
@@ -121,11 +128,17 @@ def _check_seeds(scores: np.ndarray, name: str) -> None:
                          'mean only, no interval nor significance: seed_interval)')
 
 
-def _check_resamples(num_resamples: int) -> None:
-    """Its kind is checked by ``checked_arguments``; its cap here, with the reason."""
+def check_resamples(num_resamples: int, name: str = 'num_resamples') -> int:
+    """The one bound of a bootstrap's K (every interval, table, figure and ``report.py`` flag
+    goes through it; its kind is checked by ``checked_arguments``): ``MIN_RESAMPLES`` ..
+    ``MAX_RESAMPLES``, each with its reason. Returns it."""
+    if num_resamples < MIN_RESAMPLES:
+        raise ValueError(f'{name}={num_resamples}; expected at least {MIN_RESAMPLES} '
+                         f'({RESAMPLES_FLOOR_WHY})')
     if num_resamples > MAX_RESAMPLES:
-        raise ValueError(f'num_resamples={num_resamples}; expected 1 .. {MAX_RESAMPLES} '
+        raise ValueError(f'{name}={num_resamples}; expected {MIN_RESAMPLES} .. {MAX_RESAMPLES} '
                          f'({RESAMPLES_LIMIT_WHY})')
+    return num_resamples
 
 
 def _percentiles(statistics: np.ndarray, level: float) -> Tuple[float, float]:
@@ -150,7 +163,7 @@ def bootstrap_ci(scores, num_resamples: Count = AUTHORS_RESAMPLES,
     ``(1 - level) / 2`` and ``(1 + level) / 2`` percentiles of the resampled means. The
     paper's "±" is ``high - low``.
     """
-    _check_resamples(num_resamples)
+    check_resamples(num_resamples)
     scores = _as_scores(scores, 'scores')
     _check_seeds(scores, 'scores')
     index = _resample_indices(random.Random(seed), len(scores), num_resamples)
@@ -170,7 +183,7 @@ def bootstrap_difference(a, b, num_resamples: Count = AUTHORS_RESAMPLES,
     mean(B*). ``paired=True`` (``a[i]``, ``b[i]`` share seed i) resamples pair indices jointly.
     [low, high] is the percentile interval of delta*; ``significant`` iff 0 lies outside it.
     """
-    _check_resamples(num_resamples)
+    check_resamples(num_resamples)
     a, b = _as_scores(a, 'a'), _as_scores(b, 'b')
     if paired and len(a) != len(b):
         raise ValueError(f'paired bootstrap got {len(a)} scores in a and {len(b)} in b; '

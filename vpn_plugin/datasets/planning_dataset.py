@@ -22,7 +22,7 @@ from .annotations import BadVideoError, Window, chain_windows, read_video_list
 from .features import feature_fix_hint, find_feature_file, load_features
 from ..core.stats import stratified_sample
 from .file_digests import file_digests
-from ..errors import check_bool, check_choice, check_folder_target, check_number, check_numbers
+from ..errors import check_folder_target
 from ..secret_keys import read_or_make_secret
 from .observations import (RECIPES, WINDOW_POLICIES, observation_dim,
                            outside_video, step_map, window_observations)
@@ -115,23 +115,11 @@ class PlanningDataset(Dataset):
                  cache_dir: Optional[Union[Text, os.PathLike]] = None,
                  device_resident: bool = False, limit: Optional[Count] = None,
                  limit_seed: NonNegativeInt = 0):
-        if split not in SPLITS:
-            raise ValueError(f'split={split!r}; expected one of {SPLITS}')
-        where = 'PlanningDataset: '
-        check_numbers(dict(horizon=horizon, frame_dim=frame_dim), where, integer=True, low=1)
-        check_numbers(dict(split_seed=split_seed, subset_seed=subset_seed,
-                           observed_steps=observed_steps), where, integer=True, low=0)
-        check_number(f'{where}val_fraction', val_fraction, low=0, high=1)
-        check_number(f'{where}subset_fraction', subset_fraction, low=0, high=1, low_open=True,
-                     optional=True)
-        for name, value in (('skip_bad_videos', skip_bad_videos),
-                            ('device_resident', device_resident)):
-            check_bool(f'{where}{name}', value)
-        if not 0 <= observed_steps < horizon:
+        # each option's kind is its annotation's (checked_arguments); here what one option
+        # says of another, and the files
+        if not observed_steps < horizon:
             raise ValueError(f'observed_steps={observed_steps}; expected 0 <= k < '
                              f'horizon={horizon}')
-        check_choice('observation', observation, RECIPES)
-        check_choice('window_policy', window_policy, WINDOW_POLICIES)
         check_resolved(data_root=data_root, feature_dir=feature_dir, cache_dir=cache_dir)
         for name, value in (('data_root', data_root), ('feature_dir', feature_dir)):
             if not isinstance(value, (str, os.PathLike)) or not str(value):  # None: a TypeError

@@ -18,7 +18,6 @@ from mmengine.hooks import EMAHook
 
 from mmaction.registry import HOOKS
 
-from .pdpp_training import check_ema_settings
 from .ema import ScheduledEMAHook, copy_frozen_and_buffers, sync_pre_stages
 
 
@@ -44,7 +43,6 @@ class CEFITOEMAHook(ScheduledEMAHook, EMAHook):
     @checked_arguments(prefix='CEFITOEMAHook: ')
     def __init__(self, decay: Annotated[float, Range(0, 1, low_open=True, high_open=True)] = 0.995,
                  start_step: NonNegativeInt = 400, update_every: Count = 10):
-        check_ema_settings('CEFITOEMAHook', decay, start_step, update_every=update_every)
         super().__init__(momentum=1 - decay, interval=1, update_buffers=False)
         self.decay, self.start_step, self.update_every = decay, start_step, update_every
 

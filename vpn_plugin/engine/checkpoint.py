@@ -563,6 +563,19 @@ def training_option_differences(trained_cfg_text, cfg, purpose: str) -> OptionDi
     return found
 
 
+def check_test_options(trained_cfg_text, cfg, source, use: str) -> list:
+    """The 'key: X in training, Y here' lines a test or plan from the run of
+    ``trained_cfg_text`` (a checkpoint's ``meta['cfg']``) names (:data:`TRAINING_OPTIONS`,
+    NAMED at test), after refusing those it cannot honour (SAME): ``ValueError`` naming
+    ``source`` (the checkpoint) and what to ``use`` it for ('test it', 'plan')."""
+    found = training_option_differences(trained_cfg_text, cfg, 'test')
+    if found.refused:
+        raise ValueError(f'{source} was trained with other options than this config: '
+                         f'{"; ".join(found.refused)}; {use} with the options it was trained '
+                         'with')
+    return list(found.named)
+
+
 def _option_lines(trained_cfg_text, trained, cfg, purpose: str) -> list:
     """(table key, 'key: X in training, Y here') for each option of :data:`TRAINING_OPTIONS`
     that differs (``trained``: the parsed ``trained_cfg_text``); the EMA and checkpoint ones
@@ -625,13 +638,6 @@ def _dataset_option_lines(before: dict, now: dict, loader: str) -> list:
                 lines.append((rule, f'{loader}.dataset.{key}: {old!r} in training, '
                                     f'{new!r} here'))
     return lines
-
-
-def resume_option_differences(trained_cfg_text, cfg) -> list:
-    """What a resume cannot honour (:data:`TRAINING_OPTIONS`' SAME at resume): the model
-    state would not load or would continue under other options, and mmengine restores the
-    optimiser's and schedulers' state, so a changed lr is never applied."""
-    return training_option_differences(trained_cfg_text, cfg, 'resume').refused
 
 
 def _dotted(config, key: str):

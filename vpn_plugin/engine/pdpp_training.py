@@ -131,15 +131,6 @@ class PDPPWarmupStepLR(LRSchedulerMixin, _ParamScheduler):
         return [base * factor for base in self.base_values]
 
 
-def check_ema_settings(hook: str, decay, start_step, **every) -> None:
-    """An EMA hook's ``decay`` is a number in (0, 1), ``start_step`` an integer >= 0, its
-    interval (``every``: one name and value) an integer >= 1: ``ValueError`` naming them."""
-    check_number(f'{hook}: decay', decay, low=0, high=1, low_open=True, high_open=True)
-    check_number(f'{hook}: start_step', start_step, integer=True, low=0)
-    for name, value in every.items():
-        check_number(f'{hook}: {name}', value, integer=True, low=1)
-
-
 @HOOKS.register_module()
 class PDPPEMAHook(ScheduledEMAHook, EMAHook):
     """mmengine's ``EMAHook`` with the official PDPP ``Trainer`` schedule (module docstring).
@@ -154,7 +145,6 @@ class PDPPEMAHook(ScheduledEMAHook, EMAHook):
     @checked_arguments(prefix='PDPPEMAHook: ')
     def __init__(self, decay: Annotated[float, Range(0, 1, low_open=True, high_open=True)] = 0.995,
                  start_step: NonNegativeInt = 400, interval: Count = 10):
-        check_ema_settings('PDPPEMAHook', decay, start_step, interval=interval)
         if start_step < interval or start_step % interval:
             raise ValueError(f'PDPPEMAHook: start_step={start_step} must be a positive '
                              f'multiple of interval={interval}')

@@ -38,6 +38,7 @@ from mmaction.registry import MODELS
 from ..core import energy_field, energy_search, negatives
 from ..datasets import Taxonomy
 from ..errors import check_numbers
+from ..progress import StepProgress
 from .base_planner import (ActionCount, BasePlanner, Horizon, check_loss_terms, num_parameters,
                            task_fields)
 from .pdpp import TaskClassifier, warn_unread_pkg
@@ -46,6 +47,8 @@ from .text_embeddings import NO_TEXT, load_action_features, stand_in_label
 
 NEGATIVE_RNGS = ('per_sample', 'global')
 SEARCHES = ('tree', 'chunked')
+# a batch's search longer than this logs its progress and ETA, then at most this often
+SEARCH_PROGRESS_SECONDS = 30.0
 TASK_SOURCES = ('classifier', 'ground_truth')
 LOSS_TERMS = ('loss_contrastive', 'loss_auxiliary')
 GIVEN = 'given as a tensor (action_embeddings)'
@@ -363,17 +366,29 @@ class CEFITO(BasePlanner):
         plans = torch.zeros(len(start), top_k, self.horizon, dtype=torch.long,
                             device=start.device)
         energies = torch.zeros(len(start), top_k, device=start.device)
-        for task, members in energy_search.group_by_task(tasks):
+        groups = energy_search.group_by_task(tasks)
+        progress = self.search_progress(scorer or self.search, groups)
+        for task, members in groups:
             actions = torch.tensor(self.task_to_actions[task], device=start.device)
             table = energy_search.energy_table(self.field, start[members], goal[members],
                                                actions, self.horizon, scorer or self.search,
-                                               chunk_size)
+                                               chunk_size, scored=progress.update)
             order, best = energy_search.select_top_k(table, top_k, tie_break or self.tie_break,
                                                      chunk_size)
             plans[members] = energy_search.decode_candidates(
                 order.reshape(-1), actions, self.horizon).view(len(members), top_k, -1)
             energies[members] = best
         return plans, energies
+
+    def search_progress(self, scorer: str, groups) -> StepProgress:
+        """The progress line of a batch's search (``vpn_plugin.progress``), in (sample,
+        sequence) pairs scored: silent unless the search lasts SEARCH_PROGRESS_SECONDS."""
+        total = sum(len(members) * len(self.task_to_actions[task]) ** self.horizon
+                    for task, members in groups)
+        return StepProgress(f'CEFITO search ({scorer}, T={self.horizon})', total,
+                            lambda text: print_log(text, logger='current'),
+                            unit='sequences', interval=SEARCH_PROGRESS_SECONDS,
+                            quiet=SEARCH_PROGRESS_SECONDS)
 
     def predict_fields(self, inputs, data_samples, horizon: int) -> dict:
         tasks = self.task_prediction(inputs, data_samples)

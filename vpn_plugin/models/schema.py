@@ -45,8 +45,8 @@ from torch import nn
 from mmaction.registry import MODELS
 
 from .. import core
-from ..errors import check_bool, check_choice, check_number, check_numbers
-from .base_planner import (ActionCount, Horizon, MAX_ACTIONS, BasePlanner, check_loss_terms,
+from ..errors import check_choice
+from .base_planner import (ActionCount, Horizon, BasePlanner, check_loss_terms,
                            num_parameters, task_fields)
 from .pretrained_encoder import init_visual_encoder
 from .state_encoder import INIT_LOGIT_SCALE
@@ -213,18 +213,6 @@ class ActionDecoder(nn.Module):
         return out, self.classifier(out[:, 1::2])
 
 
-def check_sizes(dropout, input_dropout, no_state_task, **sizes) -> None:
-    """SCHEMA's sizes are integers in a range a model can hold (``True`` is no head count, 0
-    layers no decoder), its dropouts probabilities, ``no_state_task`` a switch."""
-    limits = dict(num_tasks=MAX_ACTIONS, feature_dim=MAX_FEATURE_DIM, text_dim=MAX_FEATURE_DIM,
-                  embed_dim=4096, num_heads=4096, num_layers=64, mlp_ratio=64)
-    for name, value in sizes.items():
-        check_number(f'SCHEMA model.{name}', value, integer=True, low=1, high=limits[name])
-    check_numbers(dict(dropout=dropout, input_dropout=input_dropout), 'SCHEMA model.', low=0,
-                  high=1, high_open=True)
-    check_bool('SCHEMA model.no_state_task', no_state_task)
-
-
 @MODELS.register_module()
 class SCHEMA(BasePlanner):
     """SCHEMA's planner (module docstring).
@@ -270,12 +258,8 @@ class SCHEMA(BasePlanner):
                  pkg: Optional[dict] = None, data_preprocessor: Optional[dict] = None):
         super().__init__(num_actions, horizon, pkg, data_preprocessor)
         self.text_source = text_embeddings  # what text_features_identity records
-        check_choice('model.decode', decode, DECODE_MODES)
+        # each option's kind is its annotation's (checked_arguments); here what it cannot say
         check_loss_terms(loss_weights, DEFAULT_LOSS_WEIGHTS)
-        check_sizes(num_tasks=num_tasks, feature_dim=feature_dim, text_dim=text_dim,
-                    embed_dim=embed_dim, num_heads=num_heads, num_layers=num_layers,
-                    mlp_ratio=mlp_ratio, dropout=dropout, input_dropout=input_dropout,
-                    no_state_task=no_state_task)
         if horizon < 2 or embed_dim % num_heads:
             raise ValueError(f'SCHEMA: horizon={horizon} must be >= 2 and embed_dim='
                              f'{embed_dim} a multiple of num_heads={num_heads}')

@@ -52,14 +52,15 @@ from typing import Literal, Optional
 import numpy as np
 
 from vpn_plugin.core.stats import AUTHORS_RESAMPLES, AUTHORS_SEED, MIN_SEEDS_FOR_CI, \
-    ConfidenceLevel, bootstrap_difference, seed_interval, shows_ci
+    ConfidenceLevel, bootstrap_difference, check_resamples, seed_interval, shows_ci
 from vpn_plugin.config_types import Count, NonNegativeInt, Seed, checked_arguments
 from vpn_plugin.errors import check_names
 from .provenance import (SYNTHETIC_MARK, UNUSABLE_MARK, check_feature_mix, feature_marks,
                          features_note)
 from vpn_plugin.outputs import REPORT_LATEX_MARKER, REPORT_MARKDOWN_MARKER
 from .results import (METRIC_LABELS, METRIC_RANGES, SHORTENED_MARK, ResultRow,
-                      row_from_dict, shortened_reason)
+                      caveat_lines, check_rows_match_configs, row_from_dict,
+                      shortened_reason)
 
 DEFAULT_METRICS = ('success_rate', 'mean_accuracy', 'miou_set')
 # what the rows pooled in one cell must share (besides method, dataset and test horizon)
@@ -74,6 +75,17 @@ CI_STYLES = typing.get_args(CIStyle)  # width: the paper's p95 - p5; half-width:
 TEST_SET_PKG_MARK = '§'
 STAND_IN_MARK = '‡'
 MISSING_MARK = '¶'
+# what a test recorded about its own trust (a row's caveats): one mark per kind, explained
+# under the table with the methods and lines of each
+CAVEAT_MARKS = {'changed_from_training': '♯', 'not_compared': '♭', 'feature_scale': '≈',
+                'task_source': '⋆'}
+CAVEAT_WORDS = {
+    'changed_from_training': 'tested with options that differ from the checkpoint\'s training',
+    'not_compared': 'the checkpoint did not record what the test compares, so it was not '
+                    'compared',
+    'feature_scale': 'test features of another scale than the training features\'',
+    'task_source': 'given the true task of each window (an oracle input, not a comparable '
+                   'result)'}
 MISSING_LISTED = 8  # missing rows the caption names (the rest counted)
 # +1: higher is better (default), -1: lower is better, 0: descriptive (no marks, no delta)
 METRIC_DIRECTION = {'plan_jsd': -1, 'plan_entropy': 0}
@@ -131,6 +143,7 @@ class Table:
     features: str = ''                             # the caption's features sentences
     missing: dict = field(default_factory=dict)    # (method, column) -> seeds missing
     missing_rows: list = field(default_factory=list)  # descriptions of the missing rows
+    caveats: dict = field(default_factory=dict)    # method -> {kind: sorted lines}
 
 
 def ci_spread(stats, ci_style: str) -> Optional[float]:
@@ -158,7 +171,10 @@ def build_table(rows: list[ResultRow], metrics=DEFAULT_METRICS, *, methods=None,
     """
     if not rows:
         raise ValueError('no results rows to report')
+    check_resamples(num_resamples)
+    check_resamples(num_diff_resamples, 'num_diff_resamples')
     check_rows(rows)
+    check_rows_match_configs(rows)
     check_names(metrics, METRIC_RANGES, '--metrics')
     check_one_run_per_cell(rows)
     per_seed = _collect(rows, metrics)
@@ -193,7 +209,8 @@ def build_table(rows: list[ResultRow], metrics=DEFAULT_METRICS, *, methods=None,
                   feature_marks=feature_marks(shown),
                   features=features_note(shown, DATASET_LABELS),
                   missing=_missing_cells(missing, methods, metrics),
-                  missing_rows=_missing_descriptions(missing, methods))
+                  missing_rows=_missing_descriptions(missing, methods),
+                  caveats=_caveats(shown))
     for column in columns:
         _rank(table, column)
         table.improvements[column] = _improvement(table, column, ours, reference, seed)
@@ -261,6 +278,16 @@ def _missing_cells(missing, methods, metrics) -> dict:
 def _missing_descriptions(missing, methods) -> list:
     from .expected import describe_row
     return [describe_row(row) for row in missing if row.method in methods]
+
+
+def _caveats(rows) -> dict:
+    """method -> {kind: sorted lines} of the rows' caveats (any seed's)."""
+    found = {}
+    for row in rows:
+        for kind, lines in caveat_lines(row).items():
+            found.setdefault(row.method, {}).setdefault(kind, set()).update(lines)
+    return {method: {kind: sorted(lines) for kind, lines in kinds.items()}
+            for method, kinds in found.items()}
 
 
 def _stand_ins(rows, methods) -> dict:
@@ -581,6 +608,8 @@ def _method_label(table: Table, method: str) -> str:
     label = method + (SHORTENED_MARK if method in table.shortened else '') + \
         table.feature_marks.get(method, '') + \
         (STAND_IN_MARK if method in table.stand_ins else '') + \
+        ''.join(CAVEAT_MARKS[kind] for kind in CAVEAT_MARKS
+                if kind in table.caveats.get(method, {})) + \
         (f'{TEST_SET_PKG_MARK} ({", ".join(table.pkg_sources[method])})'
          if method in table.pkg_sources else '')
     failed = table.failures.get(method)
@@ -641,7 +670,8 @@ def _legend(table: Table, latex: bool) -> str:
                                   _few_seeds_legend(table), _shortened_legend(table),
                                   table.features,
                                   _pkg_source_legend(table),
-                                  _stand_in_legend(table), _selection_legend(table),
+                                  _stand_in_legend(table), _caveat_legend(table),
+                                  _selection_legend(table),
                                   _oracle_legend(table), _usage_legend(table),
                                   _params_legend(table)]))
     shown = {c[2] for c in table.columns}
@@ -735,6 +765,17 @@ def _pkg_source_legend(table: Table) -> str:
             'not comparable to the other rows.')
 
 
+def _caveat_legend(table: Table) -> str:
+    """One sentence per kind of caveat: its mark, what it means, each method's lines."""
+    parts = []
+    for kind, mark in CAVEAT_MARKS.items():
+        methods = [m for m in table.methods if kind in table.caveats.get(m, {})]
+        if methods:
+            said = '; '.join(f'{m}: {", ".join(table.caveats[m][kind])}' for m in methods)
+            parts.append(f'{mark} {CAVEAT_WORDS[kind]} ({said}).')
+    return ' '.join(parts)
+
+
 def _stand_in_legend(table: Table) -> str:
     if not table.stand_ins:
         return ''
@@ -783,7 +824,11 @@ def _latex_escape(text: str, keep_math: bool = False) -> str:
                     TEST_SET_PKG_MARK: r'\textsuperscript{\S}',
                     SYNTHETIC_MARK: r'\textsuperscript{\textbardbl}',
                     UNUSABLE_MARK: r'\textsuperscript{$\times$}',
-                    MISSING_MARK: r'\textsuperscript{\P}'}
+                    MISSING_MARK: r'\textsuperscript{\P}',
+                    CAVEAT_MARKS['changed_from_training']: r'\textsuperscript{$\sharp$}',
+                    CAVEAT_MARKS['not_compared']: r'\textsuperscript{$\flat$}',
+                    CAVEAT_MARKS['feature_scale']: r'\textsuperscript{$\approx$}',
+                    CAVEAT_MARKS['task_source']: r'\textsuperscript{$\star$}'}
     if not keep_math:  # a name of the user's own (method, title) is text, never markup
         replacements.update({'$': r'\$', '\\': r'\textbackslash{}', '{': r'\{', '}': r'\}',
                              '~': r'\textasciitilde{}', '^': r'\textasciicircum{}'})

@@ -23,10 +23,14 @@ metrics         dict     metric name -> value in percent; the keys of
                          ``vpn_plugin.core.planning_metrics``: ``success_rate``,
                          ``mean_accuracy``, ``miou_set``, ``miou_legacy``,
                          ``first_accuracy``, ``last_accuracy`` (a subset is allowed),
-                         each in [0, 100]; the protocol adds ``plan_entropy`` (>= 0) and
-                         ``plan_jsd`` (in [0, 1]) (decoding diversity in bits,
-                         ``vpn_plugin.core.diversity``). Other names, values outside
+                         each in [0, 100]; the protocol adds ``plan_entropy`` (in
+                         [0, 64]) and ``plan_jsd`` (in [0, 1]) (decoding diversity in
+                         bits, ``vpn_plugin.core.diversity``). Other names, values outside
                          these ranges and NaN are refused (:data:`METRIC_RANGES`)
+metric_bounds   dict     metric name -> the largest value this row's evaluation could give
+                         (default ``{}``): ``plan_entropy``'s is log2 of its largest group
+                         of windows (an empirical distribution of n plans has at most
+                         log2 n bits); a metric above its bound is refused
 params          int|None number of model parameters (``None`` when not applicable)
 dataset         str      ``crosstask`` | ``niv`` | ``coin`` | anything (default ``''``)
 config          str      config file (or model name for prompted planners; default ``''``)
@@ -77,11 +81,23 @@ usage           dict     what a prompted run consumed (LLM rows; default ``{}``)
                          ``price_per_1k`` [prompt, completion], ``cost_of_answers`` and
                          ``cost_paid`` (in the price's unit; rows written before these
                          two have ``cost`` = the cost of the answers used)
+caveats         dict     what the test recorded about its own trust (default ``{}``; rows
+                         written before this field have none): ``changed_from_training``
+                         (options of the test that differ from the checkpoint's
+                         training, e.g. ``model.decode``), ``not_compared`` (what the
+                         checkpoint did not record, so it was not compared, e.g. its
+                         feature statistics), each a list of lines (or one '; '-joined
+                         text, as test_metrics.json held it first); ``feature_scale`` (the
+                         test features' mean / std far from the training features');
+                         ``task_source`` = ``ground_truth`` (the true task given to the
+                         planner: an oracle input, CEFITO's ``oracle_task``).
+                         ``tools/report.py`` marks such rows, one mark per kind
 =============== ======== ===============================================================
 
 Identity (:meth:`ResultRow.key`): every field except ``metrics``, ``params``, the paths,
 ``shortened`` and ``pkg_source`` (derived from ``settings``), ``selection`` (derived from the
-config), ``features`` (a record of the data the config read), ``failures`` and ``usage``.
+config), ``features`` (a record of the data the config read), ``failures``, ``usage``,
+``metric_bounds`` and ``caveats``.
 A results file holds one row per identity:
 :func:`replace_result` swaps a rerun's row in, :func:`append_result` skips a row that is
 already there.
@@ -96,13 +112,14 @@ from __future__ import annotations
 
 import contextlib
 import csv
+import functools
 import io
 import json
 import os
 import re
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Annotated, Iterable, Optional, Union
+from typing import Annotated, Iterable, Literal, Optional, Union
 
 from vpn_plugin.config_types import (Count, NonNegative, NonNegativeInt, PathLike, Range, Seed,
                                      Text, check_value, checked_arguments)
@@ -120,8 +137,11 @@ PERCENT_METRICS = ('success_rate', 'mean_accuracy', 'miou_set', 'miou_legacy', '
                    'last_accuracy')  # vpn_plugin.core.planning_metrics
 # the range of every metric a row may hold (a value outside it is refused, as is another name)
 METRIC_RANGES = {**{name: (0.0, 100.0) for name in PERCENT_METRICS},
-                 'plan_entropy': (0.0, float('inf')), 'plan_jsd': (0.0, 1.0),
+                 'plan_entropy': (0.0, 64.0), 'plan_jsd': (0.0, 1.0),
                  'authors_selection': (0.0, 100.001)}  # SR + 1e-5 x a percentage
+# plan_entropy is a mean over groups of windows of the entropy of each group's predicted
+# plans: at most log2 of the largest group, and 64 bits would need 2**64 windows. A row
+# records its own, tighter bound in ``metric_bounds`` (core.diversity: largest_group).
 REQUIRED_FIELDS = ('method', 'seed', 'horizon', 'metrics')
 INTEGER_FIELDS = ('seed', 'horizon', 'params', 'train_horizon')
 
@@ -148,6 +168,8 @@ class ResultRow:
     settings: dict = field(default_factory=dict)
     failures: dict = field(default_factory=dict)
     usage: dict = field(default_factory=dict)
+    metric_bounds: dict = field(default_factory=dict)
+    caveats: dict = field(default_factory=dict)
 
     def key(self) -> tuple:
         """Identity of a run (module docstring): resuming and replacing rows compare it."""
@@ -168,11 +190,19 @@ ROW_SCHEMA = {
     'shortened': Optional[Union[str, bool]],  # true = 'shortened', false = a full run
     **{name: Optional[dict] for name in ('variant', 'features', 'settings', 'usage')},
     'failures': Optional[dict[str, NonNegativeInt]],
+    'metric_bounds': Optional[dict[str, NonNegative]],
+    'caveats': Optional[dict],
 }
+# the kinds of what a test records about its own trust (``caveats``); a list of lines or one
+# '; '-joined text (test_metrics.json's first shape)
+CAVEAT_KINDS = {'changed_from_training': Union[str, list[str]],
+                'not_compared': Union[str, list[str]], 'feature_scale': str,
+                'task_source': Literal['ground_truth']}
 # the range of each metric (percentages in [0, 100]); another name is refused
 METRIC_KINDS = {name: Annotated[float, Range(low, high)]
                 for name, (low, high) in METRIC_RANGES.items()}
-DICT_FIELDS = ('variant', 'features', 'settings', 'usage', 'failures')  # JSON text in CSV cells
+DICT_FIELDS = ('variant', 'features', 'settings', 'usage', 'failures', 'metric_bounds',
+               'caveats')  # JSON text in CSV cells
 # the usage fields a Tokens / Cost column reads or sums (tools/llm_eval.py; others are kept as
 # they are): counts, costs, and the price per 1000 [prompt, completion] tokens
 USAGE_KINDS = {
@@ -204,6 +234,10 @@ def row_from_dict(record: dict, source: str = '<dict>') -> ResultRow:
     for name, value in record['metrics'].items():
         check_value(f'{source}: field metrics.{name}', value, METRIC_KINDS[name])
     _check_metrics_agree(record['metrics'], source)
+    _check_metric_bounds(record['metrics'], record.get('metric_bounds') or {}, source)
+    check_names(record.get('caveats') or {}, CAVEAT_KINDS, f'{source}: field "caveats"')
+    for name, value in (record.get('caveats') or {}).items():
+        check_value(f'{source}: field caveats.{name}', value, CAVEAT_KINDS[name])
     if not visible_name(record['method']):
         raise ValueError(f'{source}: field method={record["method"]!r}; expected a method '
                          'name (a table row is labelled by it)')
@@ -248,6 +282,30 @@ def _check_metrics_agree(metrics: dict, source) -> None:
                              f'metrics.{name} = {metrics[name]:g}; a solved window has every '
                              'step right, so one evaluation never gives that (an edited or '
                              'mixed-up row?)')
+
+
+def caveat_lines(row: ResultRow) -> dict:
+    """``row``'s caveats as kind -> lines (a '; '-joined text split; empty ones left out):
+    the one reader of the field."""
+    lines = {}
+    for kind, value in (row.caveats or {}).items():
+        found = [value] if kind in ('feature_scale', 'task_source') else (
+            value.split('; ') if isinstance(value, str) else list(value))
+        found = [line for line in found if line]
+        if found:
+            lines[kind] = found
+    return lines
+
+
+def _check_metric_bounds(metrics: dict, bounds: dict, source) -> None:
+    """A metric above the bound its row records (``metric_bounds``) cannot come from that
+    evaluation: ``ValueError`` naming both."""
+    check_names(bounds, METRIC_KINDS, f'{source}: field "metric_bounds"')
+    for name, bound in bounds.items():
+        if name in metrics and metrics[name] > bound + 1e-9:
+            raise ValueError(f'{source}: metrics.{name} = {metrics[name]:g} exceeds '
+                             f'metric_bounds.{name} = {bound:g}, the most its evaluation can '
+                             'give (an edited or mixed-up row?)')
 
 
 def visible_name(name: str) -> str:
@@ -562,7 +620,8 @@ def _held(rows: list[ResultRow]) -> str:
 
 
 def rename_methods(rows: list[ResultRow], renames: list[str], known=None) -> list[ResultRow]:
-    """Copies of rows with methods renamed by ``'OLD=NEW'`` items (display names in tables);
+    """Copies of rows with methods renamed by ``'OLD=NEW'`` items (display names in tables;
+    :func:`renamed`);
     with ``known`` (the methods of the selected rows), an OLD that is none of them is refused
     (a chain ``A=X X=Y`` or a typo would rename nothing)."""
     from dataclasses import replace
@@ -587,7 +646,84 @@ def rename_methods(rows: list[ResultRow], renames: list[str], known=None) -> lis
         if new in present and new != old and new not in mapping:
             raise ValueError(f'rename {old}={new}: {new!r} is already a method of the results; '
                              'two methods would merge into one row')
-    return [replace(r, method=mapping.get(r.method, r.method)) for r in rows]
+    return [replace(r, method=renamed(r, mapping)) for r in rows]
+
+
+def renamed(row: ResultRow, mapping: dict) -> str:
+    """``row``'s method after ``mapping`` (OLD -> NEW); a row trained at another horizon than
+    it was tested keeps saying so (``VPN (train T=6)``), as the cross-horizon protocol's
+    names do: a rename never makes it a plain cell beside the models trained at its T."""
+    new = mapping.get(row.method, row.method)
+    trained = row.train_horizon
+    if new == row.method or trained in (None, row.horizon) or f'T={trained}' in new:
+        return new
+    return f'{new} (train T={trained})'
+
+
+def _joined_caveats(rows: list) -> dict:
+    """The caveats of rows averaged into one (each kind's lines, once each)."""
+    joined = {}
+    for row in rows:
+        for kind, lines in caveat_lines(row).items():
+            joined.setdefault(kind, [])
+            joined[kind] += [line for line in lines if line not in joined[kind]]
+    text = {'feature_scale': '; '.join, 'task_source': lambda lines: lines[0]}
+    return {kind: text.get(kind, list)(lines) for kind, lines in joined.items()}
+
+
+KNOWN_DATASETS = ('crosstask', 'niv', 'coin')  # a config's data_root ends with its name
+
+
+def check_rows_match_configs(rows: list[ResultRow]) -> None:
+    """A row that names a config file (found from here) must have been run at its horizon
+    and on its dataset: the config's ``horizon`` is the row's training horizon
+    (``train_horizon``, else ``horizon``; a row without ``train_horizon`` may also be at the
+    config's ``test_horizon``), and a config whose test data_root ends with a dataset of
+    :data:`KNOWN_DATASETS` is that dataset (the row's ``settings.cfg_options`` merged first:
+    a union model tested on one of its datasets). ``ValueError`` naming both; a config not
+    found here (a model name, another machine's path) is not compared."""
+    for row in rows:
+        options = (row.settings or {}).get('cfg_options') or {}
+        facts = _config_facts(row.config, json.dumps(options, sort_keys=True, default=str))
+        if facts is None:
+            continue
+        horizon, test_horizon, dataset = facts
+        where = (f'row of {row.method!r} (seed {row.seed}, dataset {row.dataset!r}, T='
+                 f'{row.horizon}, train_horizon={row.train_horizon}) names config {row.config}')
+        allowed = {horizon} if row.train_horizon is not None else {horizon, test_horizon}
+        trained = row.train_horizon if row.train_horizon is not None else row.horizon
+        if horizon is not None and trained not in allowed:
+            field_name = 'train_horizon' if row.train_horizon is not None else 'horizon'
+            raise ValueError(f'{where}, whose horizon = {horizon}'
+                             + (f' (test_horizon = {test_horizon})'
+                                if test_horizon != horizon else '')
+                             + f', but the row says {field_name}={trained}: a row of another '
+                             'run or an edited one; fix its config or its horizon')
+        if dataset and visible_name(row.dataset).lower() in KNOWN_DATASETS \
+                and visible_name(row.dataset).lower() != dataset:
+            raise ValueError(f'{where}, whose test data is {dataset!r}, but the row says '
+                             f'dataset={row.dataset!r}: a row of another run or an edited '
+                             'one; fix its config or its dataset')
+
+
+@functools.lru_cache(maxsize=256)
+def _config_facts(config: str, options_json: str):
+    """(horizon, test_horizon, dataset or '') of a config file with ``cfg_options`` merged;
+    None when ``config`` is no file here."""
+    if not config or not Path(config).is_file() or Path(config).suffix not in (
+            '.py', '.json', '.yaml', '.yml'):
+        return None
+    from vpn_plugin.data_paths import read_config_file
+    cfg = read_config_file(config)
+    options = json.loads(options_json)
+    if options:
+        cfg.merge_from_dict(options)
+    horizon = cfg.get('horizon')
+    test_horizon = cfg.get('test_horizon') or horizon
+    dataset = ((cfg.get('test_dataloader') or {}).get('dataset') or {})
+    root = dataset.get('data_root') if hasattr(dataset, 'get') else None
+    name = Path(str(root)).name.lower() if isinstance(root, str) else ''
+    return horizon, test_horizon, name if name in KNOWN_DATASETS else ''
 
 
 def _split_rename(item: str, known) -> tuple:
@@ -645,5 +781,8 @@ def mean_over_datasets(rows: list[ResultRow]) -> list[ResultRow]:
             metrics={m: sum(r.metrics[m] for r in parts) / len(parts) for m in sorted(common)},
             params=max((r.params for r in parts if r.params is not None), default=None),
             features=averaged_features([r.features for r in parts]),
+            metric_bounds={m: max(r.metric_bounds[m] for r in parts) for m in sorted(common)
+                           if all(m in r.metric_bounds for r in parts)},
+            caveats=_joined_caveats(parts),
             config='', per_sample_file='', work_dir='', settings={}, failures={}))
     return averaged

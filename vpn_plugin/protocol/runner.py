@@ -69,6 +69,7 @@ import copy
 import dataclasses
 import functools
 import json
+import math
 import re
 import time
 from dataclasses import dataclass, field
@@ -141,6 +142,8 @@ class Tested:
     # the checkpoint's EMA weights are not the trained ones its config asks for ('' when they
     # are: ``PlanningRunner.tested_ema_mark``)
     ema_mark: str = ''
+    caveats: dict = field(default_factory=dict)  # the row's (results.py), from test_caveats
+    test_set_pkg: bool = False  # the tested model's graph holds test videos (KEPP's buffer)
 
 
 def load_protocol(path: str):
@@ -810,13 +813,15 @@ class ProtocolRunner:
                                test_dir, '; '.join(filter(None, (trained.shortened,
                                                                  tested.limited,
                                                                  tested.ema_mark))))
-            row.selection = trained.selection
+            row.selection, row.caveats = trained.selection, tested.caveats
+            if tested.test_set_pkg:  # a checkpoint's graph, whatever the test config says
+                row.pkg_source = 'test-set PKG'
             row.features = run_features(trained_features(work_dir) if unit.train else None,
                                         tested.features)
             per_sample = test_dir / 'per_sample.json'
             if per_sample.is_file():
                 row.per_sample_file = str(per_sample)
-                row.metrics.update(diversity_metrics(per_sample))
+                row.metrics.update(diversity_metrics(per_sample, row.metric_bounds))
             yield row
 
     def record(self, row: ResultRow, done: set) -> None:
@@ -912,7 +917,35 @@ class ProtocolRunner:
         return Tested(metrics=clean_metrics(metrics), params=num_parameters(runner.model),
                       limited=f'limit={limit[0]} of {limit[1]} test windows' if limit else '',
                       features=read_features(runner.test_dataloader),
-                      ema_mark=runner.tested_ema_mark)
+                      ema_mark=runner.tested_ema_mark,
+                      caveats=test_caveats(runner, declared=spec.cfg_options),
+                      test_set_pkg=bool(getattr(_bare(runner.model), 'test_set_pkg', False)))
+
+
+def _bare(model):
+    return getattr(model, 'module', model)
+
+
+def test_caveats(runner, declared=()) -> dict:
+    """What a test recorded about its own trust, as a row's ``caveats`` (results.py): the
+    options that differ from the checkpoint's training and what it could not compare
+    (``PlanningRunner.changed_from_training`` / ``not_compared``: a list, or a '; '-joined
+    text), a feature-scale note, and a planner given the true task. An option the protocol's
+    test itself sets (``declared``: its ``cfg_options``, e.g. the ablation's
+    ``model.decode``; in the row's settings and method name) is no caveat."""
+    caveats = {}
+    for kind in ('changed_from_training', 'not_compared'):
+        value = getattr(runner, kind, None) or []
+        lines = value.split('; ') if isinstance(value, str) else [str(v) for v in value]
+        if kind == 'changed_from_training':
+            lines = [line for line in lines if line.split(': ', 1)[0] not in declared]
+        if lines:
+            caveats[kind] = lines
+    if getattr(runner, 'feature_statistics_note', ''):
+        caveats['feature_scale'] = runner.feature_statistics_note
+    if getattr(_bare(runner.model), 'task_source', None) == 'ground_truth':
+        caveats['task_source'] = 'ground_truth'
+    return caveats
 
 
 def _check_untrained(spec: TestSpec, model) -> None:
@@ -963,8 +996,9 @@ def claim_work_dir(work_dir: Path, identity: dict) -> None:
     write_text_atomically(record, json.dumps(wanted, sort_keys=True, indent=1), 'run record')
 
 
-def diversity_metrics(per_sample_file: Path) -> dict:
-    """``plan_entropy`` / ``plan_jsd`` (bits) from a ``PlanningMetric`` per-sample dump.
+def diversity_metrics(per_sample_file: Path, bounds: dict) -> dict:
+    """``plan_entropy`` / ``plan_jsd`` (bits) from a ``PlanningMetric`` per-sample dump;
+    ``bounds`` (the row's ``metric_bounds``) gets ``plan_entropy``'s: log2 of the largest group.
 
     Empty (with a logged reason) when the dump has no group of windows sharing start and goal.
     """
@@ -975,6 +1009,7 @@ def diversity_metrics(per_sample_file: Path) -> dict:
     except ValueError as error:
         log(f'    no decoding diversity for {per_sample_file}: {error}')
         return {}
+    bounds['plan_entropy'] = math.log2(diversity['largest_group'])
     return dict(plan_entropy=diversity['pred_entropy'], plan_jsd=diversity['js_divergence'])
 
 
