@@ -1,0 +1,63 @@
+"""Session 9, the eleventh hostile pass (issue 37's confirmation pass), engineer pass2 (PDPP,
+KEPP, CEFITO through tools/train.py / tools/test.py and the Python API): one test per silent
+case found and fixed (each fails at 90c6eb9, the commit the pass ran on).
+
+- A3 / A4: a KEPP step model named by hand (``model.step_checkpoint``) trained with other
+  settings than the run's step options (lr, endpoint weight, ...) was reused with one INFO line:
+  the run's options changed nothing in its step model, without a word. Now a WARNING names
+  each differing setting. The step model's endpoint weight (a training-only option of the step
+  model) is recorded in its settings, so the run's own file of another weight is refused.
+- C4: a checkpoint whose ``meta['features_folder']`` holds no fingerprint was counted as
+  compared (``not_compared`` empty) though nothing was compared (features of another folder
+  passed unnamed).
+"""
+from types import SimpleNamespace
+
+import pytest
+import torch
+
+
+def fake_runner(lr=3e-4, seed=0):
+    loader = SimpleNamespace(batch_size=8, batch_sampler=None)
+    optim = SimpleNamespace(param_groups=[dict(lr=lr, initial_lr=lr)])
+    return SimpleNamespace(train_dataloader=loader, optim_wrapper=optim, max_iters=4,
+                           seed=seed)
+
+
+def fake_kepp(endpoint_weight=10.0):
+    return SimpleNamespace(step=SimpleNamespace(sampling_seed=0,
+                                                endpoint_weight=endpoint_weight))
+
+
+def test_a3_step_settings_record_the_endpoint_weight():
+    from vpn_plugin.engine.kepp_training import KEPPStepModelHook
+    settings = KEPPStepModelHook().settings(fake_runner(), fake_kepp(1.0))
+    assert settings['endpoint_weight'] == 1.0
+
+
+def test_a3_own_step_file_of_another_endpoint_weight_is_refused():
+    from vpn_plugin.engine.pre_stage import DATA_KEYS, check_identity
+    saved = dict(dataset='niv', lr=3e-4, endpoint_weight=10.0)
+    with pytest.raises(ValueError, match='endpoint_weight=10.0.*endpoint_weight=1.0'):
+        check_identity('kepp_step_model.pth', 'a KEPP step model', saved,
+                       dict(dataset='niv', lr=3e-4, endpoint_weight=1.0),
+                       DATA_KEYS + ('endpoint_weight', 'lr'))
+    # a file saved before the weight was recorded is still reused
+    check_identity('kepp_step_model.pth', 'a KEPP step model', dict(dataset='niv', lr=3e-4),
+                   dict(dataset='niv', lr=3e-4, endpoint_weight=1.0),
+                   DATA_KEYS + ('endpoint_weight', 'lr'))
+
+
+def test_a3_a4_named_step_file_of_other_settings_is_named(capsys):
+    from vpn_plugin.engine.kepp_training import KEPPStepModelHook, warn_other_settings
+    run = KEPPStepModelHook(lr=1e-3).settings(fake_runner(), fake_kepp(1.0))
+    saved = dict(settings=dict(run, lr=3e-4, endpoint_weight=10.0))
+    lines = warn_other_settings('K0/kepp_step_model.pth', saved, run)
+    assert lines == ['lr: 0.0003 in the file, 0.001 in this run',
+                     'endpoint_weight: 10.0 in the file, 1.0 in this run']
+    said = capsys.readouterr().out
+    assert 'WARNING - K0/kepp_step_model.pth (model.step_checkpoint) was trained with other ' \
+        'settings' in said and 'change nothing in its step model' in said
+    # the same settings: nothing said; a file without a setting: not compared
+    assert warn_other_settings('f', dict(settings=dict(run)), run) == []
+    assert warn_other_settings('f', dict(settings=dict(lr=1e-3)), run) == []
