@@ -61,3 +61,15 @@ def test_a3_a4_named_step_file_of_other_settings_is_named(capsys):
     # the same settings: nothing said; a file without a setting: not compared
     assert warn_other_settings('f', dict(settings=dict(run)), run) == []
     assert warn_other_settings('f', dict(settings=dict(lr=1e-3)), run) == []
+
+
+def test_c4_features_folder_without_fingerprint_is_not_compared():
+    from vpn_plugin.engine.checkpoint import not_compared
+    meta = dict(cfg='model = dict(type="PDPP")\n', feature_statistics=dict(mean=0, std=1),
+                features_folder=dict(folder='/data/features', files=3))
+    missing = not_compared(dict(meta=meta))
+    assert len(missing) == 1 and 'training feature files' in missing[0]
+    meta['features_folder']['fingerprint'] = 'b7cac2b0110a190e'
+    assert not_compared(dict(meta=meta)) == []
+    meta['features_folder'] = dict(sources=dict(a=dict(fingerprint='x')))
+    assert not_compared(dict(meta=meta)) == []
