@@ -36,16 +36,19 @@ def test_a3_step_settings_record_the_endpoint_weight():
 
 
 def test_a3_own_step_file_of_another_endpoint_weight_is_refused():
+    from vpn_plugin.engine.kepp_training import recorded_settings
     from vpn_plugin.engine.pre_stage import DATA_KEYS, check_identity
-    saved = dict(dataset='niv', lr=3e-4, endpoint_weight=10.0)
-    with pytest.raises(ValueError, match='endpoint_weight=10.0.*endpoint_weight=1.0'):
-        check_identity('kepp_step_model.pth', 'a KEPP step model', saved,
-                       dict(dataset='niv', lr=3e-4, endpoint_weight=1.0),
-                       DATA_KEYS + ('endpoint_weight', 'lr'))
-    # a file saved before the weight was recorded is still reused
-    check_identity('kepp_step_model.pth', 'a KEPP step model', dict(dataset='niv', lr=3e-4),
-                   dict(dataset='niv', lr=3e-4, endpoint_weight=1.0),
-                   DATA_KEYS + ('endpoint_weight', 'lr'))
+    keys = DATA_KEYS + ('endpoint_weight', 'lr')
+    run = dict(dataset='niv', lr=3e-4, endpoint_weight=1.0)
+    for saved in (dict(lr=3e-4, endpoint_weight=10.0), dict(lr=3e-4)):  # the second: older
+        with pytest.raises(ValueError, match='endpoint_weight=10.0.*endpoint_weight=1.0'):
+            check_identity('kepp_step_model.pth', 'a KEPP step model',
+                           dict(dataset='niv', **recorded_settings(dict(settings=saved))),
+                           run, keys)
+    # an older file (the official 10) in a run of the official weight is reused
+    check_identity('kepp_step_model.pth', 'a KEPP step model',
+                   dict(dataset='niv', **recorded_settings(dict(settings=dict(lr=3e-4)))),
+                   dict(run, endpoint_weight=10.0), keys)
 
 
 def test_a3_a4_named_step_file_of_other_settings_is_named(capsys):
@@ -60,7 +63,12 @@ def test_a3_a4_named_step_file_of_other_settings_is_named(capsys):
         'settings' in said and 'change nothing in its step model' in said
     # the same settings: nothing said; a file without a setting: not compared
     assert warn_other_settings('f', dict(settings=dict(run)), run) == []
-    assert warn_other_settings('f', dict(settings=dict(lr=1e-3)), run) == []
+    assert warn_other_settings('f', dict(settings=dict(lr=1e-3)), dict(lr=1e-3)) == []
+    # a file saved before the endpoint weight was recorded: trained with the official 10
+    older = {key: value for key, value in run.items() if key != 'endpoint_weight'}
+    assert warn_other_settings('f', dict(settings=older), run) == [
+        'endpoint_weight: 10.0 in the file, 1.0 in this run']
+    assert warn_other_settings('f', dict(settings=older), dict(run, endpoint_weight=10.0)) == []
 
 
 def test_c4_features_folder_without_fingerprint_is_not_compared():

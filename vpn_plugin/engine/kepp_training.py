@@ -47,6 +47,8 @@ from .pre_stage import (DATA_KEYS, RETRAIN, STEP_FILE, check_identity, data_iden
 from .random_states import load_first_draw, own_seeded_stream
 
 EMA_DECAY, EMA_START, EMA_INTERVAL = 0.995, 400, 10
+# settings a step model file saved before they were recorded was trained with (the official)
+UNRECORDED_SETTINGS = dict(endpoint_weight=10.0)
 WHAT = 'a KEPP step model'
 
 
@@ -73,7 +75,7 @@ def load_step_model(path, model: KEPP, expected: dict, settings=None) -> dict:
     identity, state = saved['identity'], saved['state_dict']
     check_finite(state, f'{path} (the saved step model)')
     keys = DATA_KEYS + tuple(sorted(settings or {}))
-    check_identity(path, WHAT, {**identity, **(saved.get('settings') or {})},
+    check_identity(path, WHAT, {**identity, **recorded_settings(saved)},
                    {**expected, **(settings or {})}, keys, advice)
     try:
         model.step.load_state_dict(state)
@@ -84,12 +86,19 @@ def load_step_model(path, model: KEPP, expected: dict, settings=None) -> dict:
     return saved
 
 
+def recorded_settings(saved: dict) -> dict:
+    """The settings a step model file was trained with: those it records, and for a file saved
+    before a setting was recorded the official value it was then trained with
+    (:data:`UNRECORDED_SETTINGS`)."""
+    return {**UNRECORDED_SETTINGS, **(saved.get('settings') or {})}
+
+
 def warn_other_settings(path, saved: dict, settings: dict) -> list:
     """Name the settings a step model chosen by hand (``model.step_checkpoint``: its data
-    checked, its settings not) was trained with that differ from this run's step options:
-    the run's own options for the step model (lr, steps, endpoint weight, ...) then change
-    nothing. Returns the lines (a file saved before a setting was recorded: not compared)."""
-    recorded = saved.get('settings') or {}
+    checked, its settings not) was trained with (:func:`recorded_settings`) that differ from
+    this run's step options: the run's own options for the step model (lr, steps, endpoint
+    weight, seed, ...) then change nothing. Returns the lines."""
+    recorded = recorded_settings(saved)
     lines = [f'{key}: {recorded[key]!r} in the file, {value!r} in this run'
              for key, value in settings.items() if key in recorded and recorded[key] != value]
     if lines:

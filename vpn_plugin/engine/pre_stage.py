@@ -36,7 +36,7 @@ PRE_STAGE_FILES = {CLASSIFIER_FILE: 'the task classifier (TaskClassifierHook)',
 DATA_KEYS = ('actions_sha1', 'windows_sha1', 'feature_dir', 'features_fingerprint', 'horizon',
              'num_actions', 'num_tasks', 'feature_dim')
 # keys a file saved before they were recorded lacks: compared only when it has them
-LATER_KEYS = ('features_fingerprint', 'endpoint_weight')
+LATER_KEYS = ('features_fingerprint',)
 PROGRESS_SECONDS = 30.0  # a pre-stage logs its progress at most this often
 
 
