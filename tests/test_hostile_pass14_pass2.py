@@ -81,3 +81,29 @@ def test_c4_features_folder_without_fingerprint_is_not_compared():
     assert not_compared(dict(meta=meta)) == []
     meta['features_folder'] = dict(sources=dict(a=dict(fingerprint='x')))
     assert not_compared(dict(meta=meta)) == []
+
+
+@pytest.mark.parametrize('config, options, said', [
+    ('cefito_niv_t3.py', {'custom_hooks.1.max_iters': 5}, 'give max_iters or max_epochs'),
+    ('pdpp_niv_t3.py', {'custom_hooks.1.max_iters': 0}, 'max_iters=0; expected an integer'),
+    ('cefito_niv_t3.py', {'custom_hooks.1.max_epochs': 0}, 'max_epochs=0; expected'),
+    ('pdpp_niv_t3.py', {'custom_hooks.2.interval': 0}, 'interval=0; expected'),
+])
+def test_g14_smoke_refuses_hook_options_a_full_run_refuses(config, options, said):
+    """--smoke rewrote the pre-stage steps and EMA intervals before the options were checked:
+    a config a full run refuses trained (G14: max_iters beside max_epochs; K1-K3)."""
+    import vpn_plugin.mm  # noqa: F401  (registers the hooks)
+    from vpn_plugin.data_paths import load_config
+    from vpn_plugin.smoke import smoke_config
+    cfg = load_config(f'configs/baselines/{config}', options)
+    with pytest.raises(ValueError, match=f'custom_hooks.*{said}'):
+        smoke_config(cfg)
+
+
+def test_g14_smoke_of_the_shipped_planners_still_runs():
+    import vpn_plugin.mm  # noqa: F401
+    from vpn_plugin.data_paths import load_config
+    from vpn_plugin.smoke import smoke_config
+    for name in ('pdpp', 'kepp', 'cefito'):
+        cfg = smoke_config(load_config(f'configs/baselines/{name}_niv_t3.py'))
+        assert cfg.shortened
