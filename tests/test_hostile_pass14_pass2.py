@@ -107,3 +107,21 @@ def test_g14_smoke_of_the_shipped_planners_still_runs():
     for name in ('pdpp', 'kepp', 'cefito'):
         cfg = smoke_config(load_config(f'configs/baselines/{name}_niv_t3.py'))
         assert cfg.shortened
+
+
+def test_d12_pre_stage_of_the_same_features_in_another_folder_is_reused():
+    """A task classifier / step model trained on a feature folder is reused when the run reads
+    the same files from another folder (same fingerprint: moved or copied); D12 refused it
+    naming only the two paths. Another fingerprint is still refused."""
+    from vpn_plugin.engine.pre_stage import DATA_KEYS, check_identity
+    saved = dict(dataset='niv', feature_dir='/data/a/features', features_fingerprint='b7ca')
+    check_identity('task_classifier.pth', 'a task classifier', saved,
+                   dict(saved, feature_dir='/fast/copy/features'), DATA_KEYS)
+    with pytest.raises(ValueError, match='features_fingerprint=b7ca.*features_fingerprint=9a5d'):
+        check_identity('task_classifier.pth', 'a task classifier', saved,
+                       dict(saved, feature_dir='/fast/copy/features',
+                            features_fingerprint='9a5d'), DATA_KEYS)
+    older = dict(dataset='niv', feature_dir='/data/a/features')  # no fingerprint recorded
+    with pytest.raises(ValueError, match='feature_dir=/data/a/features'):
+        check_identity('task_classifier.pth', 'a task classifier', older,
+                       dict(saved, feature_dir='/fast/copy/features'), DATA_KEYS)
