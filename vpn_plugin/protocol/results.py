@@ -651,11 +651,12 @@ def rename_methods(rows: list[ResultRow], renames: list[str], known=None) -> lis
 
 def renamed(row: ResultRow, mapping: dict) -> str:
     """``row``'s method after ``mapping`` (OLD -> NEW); a row trained at another horizon than
-    it was tested keeps saying so (``VPN (train T=6)``), as the cross-horizon protocol's
-    names do: a rename never makes it a plain cell beside the models trained at its T."""
+    it was tested says so (``VPN (train T=6)``), as the cross-horizon protocol's names do,
+    renamed or not: it is never a plain cell beside the models trained at its T. A name that
+    already says ``T=6`` (as a whole: ``T=60`` is another horizon) is kept."""
     new = mapping.get(row.method, row.method)
     trained = row.train_horizon
-    if new == row.method or trained in (None, row.horizon) or f'T={trained}' in new:
+    if trained in (None, row.horizon) or re.search(rf'(?<![\w.])T={trained}(?![\w.])', new):
         return new
     return f'{new} (train T={trained})'
 
