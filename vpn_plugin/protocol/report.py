@@ -199,7 +199,7 @@ def build_table(rows: list[ResultRow], metrics=DEFAULT_METRICS, *, methods=None,
     table = Table(methods, columns, cells, _params(rows, methods), level=level,
                   ci_style=ci_style, paired=paired, num_resamples=num_resamples,
                   num_diff_resamples=num_diff_resamples, shortened=_shortened(rows, methods),
-                  pkg_sources=_pkg_sources(rows, methods),
+                  pkg_sources=pkg_sources_of(rows, methods),
                   stand_ins=_stand_ins(rows, methods),
                   failures=_failures(rows, methods),
                   selections=sorted({r.selection for r in rows
@@ -210,7 +210,7 @@ def build_table(rows: list[ResultRow], metrics=DEFAULT_METRICS, *, methods=None,
                   features=features_note(shown, DATASET_LABELS),
                   missing=_missing_cells(missing, methods, metrics),
                   missing_rows=_missing_descriptions(missing, methods),
-                  caveats=_caveats(shown))
+                  caveats=caveats_of(shown))
     for column in columns:
         _rank(table, column)
         table.improvements[column] = _improvement(table, column, ours, reference, seed)
@@ -280,7 +280,7 @@ def _missing_descriptions(missing, methods) -> list:
     return [describe_row(row) for row in missing if row.method in methods]
 
 
-def _caveats(rows) -> dict:
+def caveats_of(rows) -> dict:
     """method -> {kind: sorted lines} of the rows' caveats (any seed's)."""
     found = {}
     for row in rows:
@@ -299,7 +299,7 @@ def _stand_ins(rows, methods) -> dict:
     return {method: sorted(found) for method, found in labels.items()}
 
 
-def _pkg_sources(rows, methods) -> dict:
+def pkg_sources_of(rows, methods) -> dict:
     sources = {}
     for row in rows:
         if row.pkg_source and row.method in methods:
@@ -608,8 +608,7 @@ def _method_label(table: Table, method: str) -> str:
     label = method + (SHORTENED_MARK if method in table.shortened else '') + \
         table.feature_marks.get(method, '') + \
         (STAND_IN_MARK if method in table.stand_ins else '') + \
-        ''.join(CAVEAT_MARKS[kind] for kind in CAVEAT_MARKS
-                if kind in table.caveats.get(method, {})) + \
+        caveat_suffix(method, table.caveats) + \
         (f'{TEST_SET_PKG_MARK} ({", ".join(table.pkg_sources[method])})'
          if method in table.pkg_sources else '')
     failed = table.failures.get(method)
@@ -758,7 +757,12 @@ def _shortened_legend(table: Table) -> str:
 
 
 def _pkg_source_legend(table: Table) -> str:
-    if not table.pkg_sources:
+    return pkg_source_sentence(table.pkg_sources)
+
+
+def pkg_source_sentence(pkg_sources: dict) -> str:
+    """The sentence under a table or figure with test-set-PKG rows ('' without)."""
+    if not pkg_sources:
         return ''
     return (f'{TEST_SET_PKG_MARK} test-set PKG: the graph was loaded from a released file '
             'built with test videos (KEPP\'s NIV graph), not from the run\'s training videos: '
@@ -766,14 +770,40 @@ def _pkg_source_legend(table: Table) -> str:
 
 
 def _caveat_legend(table: Table) -> str:
-    """One sentence per kind of caveat: its mark, what it means, each method's lines."""
+    return ' '.join(caveat_sentences(table.methods, table.caveats))
+
+
+def caveat_sentences(methods, caveats: dict) -> list:
+    """One sentence per kind of caveat (``caveats``: method -> {kind: lines}, as
+    :func:`_caveats` gives): its mark, what it means, each method's lines (tables and
+    figures)."""
     parts = []
     for kind, mark in CAVEAT_MARKS.items():
-        methods = [m for m in table.methods if kind in table.caveats.get(m, {})]
-        if methods:
-            said = '; '.join(f'{m}: {", ".join(table.caveats[m][kind])}' for m in methods)
+        marked = [m for m in methods if kind in caveats.get(m, {})]
+        if marked:
+            said = '; '.join(f'{m}: {", ".join(caveats[m][kind])}' for m in marked)
             parts.append(f'{mark} {CAVEAT_WORDS[kind]} ({said}).')
-    return ' '.join(parts)
+    return parts
+
+
+# the same kinds in a figure's note, short (the marks beside the names say which methods)
+CAVEAT_SHORT = {'changed_from_training': 'options changed from training',
+                'not_compared': 'training facts not recorded, not compared',
+                'feature_scale': 'features of another scale than training',
+                'task_source': 'true task given (oracle input)'}
+
+
+def caveat_note(caveats: dict) -> str:
+    """One short sentence of the caveat kinds present (figures; '' without)."""
+    kinds = [kind for kind in CAVEAT_MARKS if any(kind in found for found in caveats.values())]
+    return '; '.join(f'{CAVEAT_MARKS[kind]} {CAVEAT_SHORT[kind]}' for kind in kinds) + \
+        ('; see the results rows\' caveats' if kinds else '')
+
+
+def caveat_suffix(method: str, caveats: dict) -> str:
+    """The caveat marks after a method's name (tables and figures)."""
+    return ''.join(CAVEAT_MARKS[kind] for kind in CAVEAT_MARKS
+                   if kind in caveats.get(method, {}))
 
 
 def _stand_in_legend(table: Table) -> str:
