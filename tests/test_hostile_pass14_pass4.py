@@ -1,0 +1,106 @@
+"""Eleventh hostile pass, the confirmation pass (issue 37), protocol and everything after
+training (pass4): each test fails on main 90c6eb9 (case ids of /tmp/pass4_log.md)."""
+import json
+from pathlib import Path
+
+import pytest
+
+from tool_modules import load_tool
+
+ROOT = Path(__file__).resolve().parents[1]
+T3 = ROOT / 'docs' / 'results_data' / 'main_t3_crosstask.jsonl'
+T6 = ROOT / 'docs' / 'results_data' / 'main_t6_niv.jsonl'
+
+
+def edited_rows(tmp_path, source: Path, name: str, edit, which=lambda row: True) -> Path:
+    """A copy of a kept results file with ``edit(row)`` applied to the rows ``which`` picks."""
+    rows = [json.loads(line) for line in source.read_text().splitlines()]
+    for row in rows:
+        if which(row):
+            edit(row)
+            row['per_sample_file'] = ''
+    path = tmp_path / name
+    path.write_text(''.join(json.dumps(row) + '\n' for row in rows))
+    return path
+
+
+def trained_at_6_tested_at_3(row):
+    row.update(horizon=3, train_horizon=6, config='configs/vpn_niv_t6_eval_t3.py')
+
+
+def test_report_names_rows_trained_at_another_horizon_without_a_rename(tmp_path, capsys):
+    """R14 / R15: rows trained at T=6 and tested at T=3 under a plain method name were shown as
+    plain T=3 cells (nothing in the table said T=6); the '(train T=6)' rule held only for
+    --rename."""
+    path = edited_rows(tmp_path, T6, 'cross.jsonl', trained_at_6_tested_at_3)
+    load_tool('report').main([str(path), '--metrics', 'success_rate'])
+    table = capsys.readouterr().out
+    assert '| ViterbiPlanNet (train T=6)' in table
+    assert '| SCHEMA w/ PKG (train T=6)' in table
+
+
+def test_a_rename_holding_another_horizon_keeps_the_training_horizon(tmp_path, capsys):
+    """R18: 'VPN (T=60 ablation)' held the text 'T=6', so a row trained at T=6 lost its
+    '(train T=6)'."""
+    path = edited_rows(tmp_path, T6, 'cross.jsonl', trained_at_6_tested_at_3)
+    load_tool('report').main([str(path), '--metrics', 'success_rate', '--rename',
+                              'ViterbiPlanNet=VPN (T=60 ablation)', 'Base Model=Base (T=6)'])
+    table = capsys.readouterr().out
+    assert '| VPN (T=60 ablation) (train T=6)' in table
+    assert '| Base (T=6)' in table and 'Base (T=6) (train' not in table
+
+
+def test_same_horizon_rows_keep_their_names(capsys):
+    """No mark on rows trained at their test horizon (the kept docs table is unchanged)."""
+    load_tool('report').main([str(T3), '--metrics', 'success_rate'])
+    assert 'train T=' not in capsys.readouterr().out
+
+
+@pytest.mark.parametrize('edit, expected', [
+    (lambda row: row.update(dataset='coin'), "whose test data is 'niv', but the row says "
+                                             "dataset='coin'"),
+    (lambda row: row.update(horizon=3, train_horizon=3), 'whose horizon = 6, but the row says '
+                                                         'train_horizon=3')])
+@pytest.mark.parametrize('tool', ['plots', 'keep_results'])
+def test_plots_and_keep_results_refuse_rows_that_contradict_their_config(tmp_path, edit,
+                                                                        expected, tool):
+    """P1b / P2b / K2 / K3: report.py refused a row whose dataset or horizon contradicts the
+    config it names; plots.py drew it (with --dataset / --horizon) and keep_results.py
+    archived it, exit 0."""
+    path = edited_rows(tmp_path, T6, 'edited.jsonl', edit,
+                       lambda row: row['method'] == 'ViterbiPlanNet')
+    rows = [json.loads(line) for line in path.read_text().splitlines()]
+    vpn = next(row for row in rows if row['method'] == 'ViterbiPlanNet')
+    argv = (['params', str(path), '--dataset', vpn['dataset'], '--horizon',
+             str(vpn['horizon']), '--methods', 'ViterbiPlanNet', '--out', str(tmp_path / 'f')]
+            if tool == 'plots' else [str(path), '--out', str(tmp_path / 'kept.jsonl')])
+    with pytest.raises(SystemExit) as stopped:
+        load_tool(tool).main(argv)
+    assert expected in str(stopped.value)
+    assert not list(tmp_path.glob('f.*')) and not (tmp_path / 'kept.jsonl').exists()
+
+
+def test_figures_mark_caveats_and_test_set_graphs_as_tables_do(tmp_path):
+    """P3 / P4b: a figure of rows whose test recorded caveats (options changed from training,
+    not compared, feature scale, the true task given) or a test-set PKG drew them as plain
+    points; report.py marks each (♯ ♭ ≈ ⋆ §)."""
+    from vpn_plugin.protocol.plots import Marks
+    from vpn_plugin.protocol.results import read_results
+    caveats = {'changed_from_training': ['model.decode: viterbi; argmax'],
+               'not_compared': 'feature statistics', 'feature_scale': 'x10',
+               'task_source': 'ground_truth'}
+
+    def edit(row):
+        row['caveats'] = caveats
+        row['pkg_source'] = 'test-set PKG'
+    path = edited_rows(tmp_path, T3, 'caveats.jsonl', edit,
+                       lambda row: row['method'] == 'ViterbiPlanNet')
+    marks = Marks.of(read_results(path))
+    assert marks.label('ViterbiPlanNet').endswith('♯♭≈⋆§')
+    assert marks.label('Base Model') == 'Base Model†‖'
+    notes = marks.notes().replace('\n', ' ')
+    for words in ('♯ options changed from training', '♭ training facts not recorded',
+                  '≈ features of another scale', '⋆ true task given', '§ test-set PKG'):
+        assert words in notes
+    plain = Marks.of(read_results(T3))
+    assert '♯' not in plain.notes() and '§' not in plain.notes()
