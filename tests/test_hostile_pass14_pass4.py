@@ -104,3 +104,15 @@ def test_figures_mark_caveats_and_test_set_graphs_as_tables_do(tmp_path):
         assert words in notes
     plain = Marks.of(read_results(T3))
     assert '♯' not in plain.notes() and '§' not in plain.notes()
+
+
+def test_a_row_of_egoper_under_a_crosstask_config_is_refused(tmp_path):
+    """R4: a row saying dataset 'egoper' under configs/vpn_crosstask_t3.py (test data
+    CrossTask) was not compared (only crosstask / niv / coin rows were): an 'egoper' column of
+    CrossTask runs, exit 0."""
+    path = edited_rows(tmp_path, T3, 'egoper.jsonl', lambda row: row.update(dataset='egoper'),
+                       lambda row: row['method'] == 'ViterbiPlanNet')
+    with pytest.raises(SystemExit) as stopped:
+        load_tool('report').main([str(path)])
+    assert "whose test data is 'crosstask', but the row says dataset='egoper'" in \
+        str(stopped.value)

@@ -673,6 +673,9 @@ def _joined_caveats(rows: list) -> dict:
 
 
 KNOWN_DATASETS = ('crosstask', 'niv', 'coin')  # a config's data_root ends with its name
+# the dataset names a row is compared by: a converted EgoPER folder has the user's name, but a
+# row saying 'egoper' under a config of CrossTask / NIV / COIN contradicts it all the same
+ROW_DATASETS = KNOWN_DATASETS + ('egoper',)
 
 
 def check_rows_match_configs(rows: list[ResultRow]) -> None:
@@ -700,7 +703,7 @@ def check_rows_match_configs(rows: list[ResultRow]) -> None:
                                 if test_horizon != horizon else '')
                              + f', but the row says {field_name}={trained}: a row of another '
                              'run or an edited one; fix its config or its horizon')
-        if dataset and visible_name(row.dataset).lower() in KNOWN_DATASETS \
+        if dataset and visible_name(row.dataset).lower() in ROW_DATASETS \
                 and visible_name(row.dataset).lower() != dataset:
             raise ValueError(f'{where}, whose test data is {dataset!r}, but the row says '
                              f'dataset={row.dataset!r}: a row of another run or an edited '
