@@ -116,3 +116,28 @@ def test_a_row_of_egoper_under_a_crosstask_config_is_refused(tmp_path):
         load_tool('report').main([str(path)])
     assert "whose test data is 'crosstask', but the row says dataset='egoper'" in \
         str(stopped.value)
+
+
+def test_a_cross_horizon_test_is_no_caveat_of_its_own_row():
+    """X7: every row of a correct cross_horizon_niv run (trained T=6, tested T=3/4/5) carried
+    changed_from_training 'test_dataloader.dataset.horizon: 6 in training, 3 here' and
+    report.py marked it ♯: a false alarm, the horizon being the protocol's own test setting
+    (in the row's horizon, train_horizon and name). Another changed option is still named."""
+    import types
+
+    import torch
+
+    from vpn_plugin.protocol.runner import (TestSpec, TrainUnit, declared_test_options,
+                                            test_caveats)
+    unit = TrainUnit(slug='vpn', config='configs/vpn_niv_t6.py', horizon=6, seed=0,
+                     cfg_options={}, variant={}, train=True, tests=[])
+    runner = types.SimpleNamespace(model=torch.nn.Linear(1, 1), not_compared=[],
+                                   changed_from_training=[
+                                       'test_dataloader.dataset.horizon: 6 in training, 3 here',
+                                       "model.decode: 'dvl_viterbi' in training, 'viterbi' here"])
+    cross = TestSpec(method='ViterbiPlanNet (train T=6)', config=unit.config, horizon=3)
+    assert test_caveats(runner, declared=declared_test_options(unit, cross)) == {
+        'changed_from_training': ["model.decode: 'dvl_viterbi' in training, 'viterbi' here"]}
+    same = TestSpec(method='ViterbiPlanNet', config=unit.config, horizon=6)
+    assert len(test_caveats(runner, declared=declared_test_options(unit, same))[
+        'changed_from_training']) == 2

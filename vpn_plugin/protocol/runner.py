@@ -918,8 +918,18 @@ class ProtocolRunner:
                       limited=f'limit={limit[0]} of {limit[1]} test windows' if limit else '',
                       features=read_features(runner.test_dataloader),
                       ema_mark=runner.tested_ema_mark,
-                      caveats=test_caveats(runner, declared=spec.cfg_options),
+                      caveats=test_caveats(runner, declared=declared_test_options(unit, spec)),
                       test_set_pkg=bool(getattr(_bare(runner.model), 'test_set_pkg', False)))
+
+
+def declared_test_options(unit: TrainUnit, spec: TestSpec) -> dict:
+    """What the protocol's test itself sets against the training (no caveat of its row): the
+    spec's ``cfg_options`` and, for a cross-horizon test, the test horizon (in the row's
+    ``horizon`` / ``train_horizon`` and method name)."""
+    declared = dict(spec.cfg_options)
+    if spec.horizon != unit.horizon:
+        declared['test_dataloader.dataset.horizon'] = spec.horizon
+    return declared
 
 
 def _bare(model):
