@@ -141,3 +141,19 @@ def test_a_cross_horizon_test_is_no_caveat_of_its_own_row():
     same = TestSpec(method='ViterbiPlanNet', config=unit.config, horizon=6)
     assert len(test_caveats(runner, declared=declared_test_options(unit, same))[
         'changed_from_training']) == 2
+
+
+@pytest.mark.parametrize('level, floor', [(0.95, 40), (0.99, 200)])
+def test_the_resample_floor_follows_the_level(level, floor):
+    """S1 / S2: bootstrap_ci(scores, 20, level=0.99) gave (24.8, 21.49, 28.0): with 20
+    resampled means the 0.5 % and 99.5 % ends are the two extreme means, the very defect the
+    floor of 20 stops at 90 %. The floor is now 2 / (1 - level) (20 at 90 %, unchanged)."""
+    from vpn_plugin.core import stats
+    scores = [20.0, 25.0, 30.0, 22.0, 27.0]
+    for call in (lambda k: stats.bootstrap_ci(scores, k, level=level),
+                 lambda k: stats.seed_interval(scores, k, level=level),
+                 lambda k: stats.bootstrap_difference(scores, scores[::-1], k, level=level)):
+        with pytest.raises(ValueError, match=f'expected at least {floor} '):
+            call(floor - 1)
+        call(floor)
+    stats.bootstrap_ci(scores, 20, level=0.90)
