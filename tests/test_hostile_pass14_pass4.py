@@ -157,3 +157,29 @@ def test_the_resample_floor_follows_the_level(level, floor):
             call(floor - 1)
         call(floor)
     stats.bootstrap_ci(scores, 20, level=0.90)
+
+
+def test_finished_rows_of_an_edited_config_are_not_done(tmp_path):
+    """X8: a finished smoke protocol rerun after its method config was edited (model.dropout
+    0.9 added) said "1 runs, 1 already finished", exit 0, the old config's row standing for
+    the edited one (and with the row deleted, the old training was tested again)."""
+    from mmengine.config import Config
+    from vpn_plugin.protocol.runner import (ProtocolRunner, claim_work_dir, expand_units,
+                                            with_stages)
+    config = tmp_path / 'my_vpn_niv_t3.py'
+    config.write_text(f"_base_ = ['{ROOT}/configs/vpn_niv_t3.py']\n")
+    protocol = Config(dict(protocol='myproto', dataset='niv', seeds=[0], horizons=[3],
+                           runs=[dict(method='VPN', config=str(config), horizons=[3])]))
+    units = expand_units(protocol, seeds=[0], horizons=[3], methods=['VPN'])
+    runner = ProtocolRunner(protocol, tmp_path / 'out', smoke=True)
+    (unit,) = with_stages(units)
+    claim_work_dir(runner.work_dir(unit), runner.identity(unit))
+    runner.check_done_configs(units)  # the same config: done
+    claim_work_dir(runner.work_dir(unit), runner.identity(unit))
+    config.write_text(config.read_text() + 'model = dict(dropout=0.9)\n')
+    with pytest.raises(ValueError, match=r'my_vpn_niv_t3.py changed since .* ran it \(config '
+                                         r'digest [0-9a-f]{16} there, [0-9a-f]{16} now'):
+        runner.check_done_configs(units)
+    with pytest.raises(ValueError, match=r"holds a run made with other settings \("
+                                         r"config_digest: '[0-9a-f]{16}' there"):
+        claim_work_dir(runner.work_dir(unit), runner.identity(unit))

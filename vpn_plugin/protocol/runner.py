@@ -545,7 +545,8 @@ class ProtocolRunner:
 
     def identity(self, unit: TrainUnit) -> dict:
         """What ``run.json`` records: everything that changes the training's result."""
-        return dict(config=unit.config, seed=unit.seed, cfg_options=unit.cfg_options,
+        return dict(config=unit.config, config_digest=config_digest(unit.config),
+                    seed=unit.seed, cfg_options=unit.cfg_options,
                     train=unit.train, **self.overrides(unit), **self._pretrained_identity(unit))
 
     def _pretrained_identity(self, unit: TrainUnit) -> dict:
@@ -586,6 +587,7 @@ class ProtocolRunner:
             raise ValueError(f'jobs={jobs}; expected >= 1 runs at once')
         done = self.done_keys()
         todo = [u for u in units if not self.is_done(u, done)]
+        self.check_done_configs([u for u in units if u not in todo])
         self.check_done_features([u for u in units if u not in todo])
         check_units(todo)
         self.check_requirements(todo)
@@ -659,6 +661,23 @@ class ProtocolRunner:
             f'{len(failures)} protocol run(s) failed (the others ran; their rows are in '
             f'{self.results_file}); fix the cause and rerun the same command to run only '
             'what is missing:\n' + '\n'.join(lines), failures)
+
+    def check_done_configs(self, units: list[TrainUnit]) -> None:
+        """A finished unit counts as done for the config it was run with: a config file (or
+        one of its ``_base_`` files) edited since (``run.json``'s ``config_digest``) would
+        otherwise exit 0 with the rows of the old config, "already finished"."""
+        for unit in units:
+            for stage in with_stages([unit]):
+                record = Path(self.work_dir(stage)) / 'run.json'
+                recorded = read_json(record, 'work dir record').get('config_digest') \
+                    if record.is_file() else None
+                if recorded and recorded != config_digest(stage.config):
+                    raise ValueError(
+                        f'{stage.config} changed since {self.work_dir(stage)} ran it (config '
+                        f'digest {recorded} there, {config_digest(stage.config)} now: the file '
+                        'or one of its _base_ files was edited); the protocol never passes '
+                        'rows of another config off as done: give another --out, or restore '
+                        'the config')
 
     def check_done_features(self, units: list[TrainUnit]) -> None:
         """A finished unit counts as done for the features it was tested on: its rows'
@@ -985,6 +1004,21 @@ def selected_checkpoint(cfg, work_dir: Path) -> tuple:
     return (Path(work_dir) / 'last_checkpoint').read_text().strip(), f'{split}: last epoch'
 
 
+def config_digest(config: str) -> str:
+    """A digest of a config as its file and ``_base_`` files now read (16 hex digits)."""
+    path = Path(config)
+    stat = path.stat() if path.is_file() else None
+    return _config_digest(str(path), stat and (stat.st_mtime_ns, stat.st_size))
+
+
+@functools.lru_cache(maxsize=256)
+def _config_digest(config: str, stamp) -> str:
+    import hashlib
+    from vpn_plugin.data_paths import read_config_file
+    text = json.dumps(read_config_file(config).to_dict(), sort_keys=True, default=str)
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
 def claim_work_dir(work_dir: Path, identity: dict) -> None:
     """Record ``identity`` in ``<work_dir>/run.json``, or check it against the one there: a
     work dir made with other settings (or by a version that recorded none) is refused."""
@@ -992,6 +1026,8 @@ def claim_work_dir(work_dir: Path, identity: dict) -> None:
     wanted = json.loads(json.dumps(identity, sort_keys=True, default=str))
     if record.is_file():
         found = read_json(record, 'work dir record')
+        if 'config_digest' not in found:  # recorded before the digest: not compared
+            wanted.pop('config_digest', None)
         if found != wanted:
             changed = '; '.join(f'{k}: {found.get(k)!r} there, {wanted.get(k)!r} now'
                                 for k in sorted(set(found) | set(wanted))
