@@ -183,3 +183,15 @@ def test_finished_rows_of_an_edited_config_are_not_done(tmp_path):
     with pytest.raises(ValueError, match=r"holds a run made with other settings \("
                                          r"config_digest: '[0-9a-f]{16}' there"):
         claim_work_dir(runner.work_dir(unit), runner.identity(unit))
+
+
+def test_build_table_names_rows_trained_at_another_horizon(tmp_path):
+    """M14: the Python API (build_table) showed rows trained at T=6 and tested at T=3 under
+    their plain names; --methods / --ours / --reference given by those names still work."""
+    from vpn_plugin.protocol.report import build_table
+    from vpn_plugin.protocol.results import read_results
+    rows = read_results(edited_rows(tmp_path, T6, 'cross.jsonl', trained_at_6_tested_at_3))
+    assert build_table(rows, ['success_rate']).methods[0] == 'ViterbiPlanNet (train T=6)'
+    table = build_table(rows, ['success_rate'], methods=['ViterbiPlanNet', 'Base Model'],
+                        ours='ViterbiPlanNet', reference='Base Model')
+    assert table.methods == ['ViterbiPlanNet (train T=6)', 'Base Model (train T=6)']

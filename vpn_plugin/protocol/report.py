@@ -59,7 +59,7 @@ from .provenance import (SYNTHETIC_MARK, UNUSABLE_MARK, check_feature_mix, featu
                          features_note)
 from vpn_plugin.outputs import REPORT_LATEX_MARKER, REPORT_MARKDOWN_MARKER
 from .results import (METRIC_LABELS, METRIC_RANGES, SHORTENED_MARK, ResultRow,
-                      caveat_lines, check_rows_match_configs, row_from_dict,
+                      caveat_lines, check_rows_match_configs, renamed, row_from_dict,
                       shortened_reason)
 
 DEFAULT_METRICS = ('success_rate', 'mean_accuracy', 'miou_set')
@@ -175,6 +175,8 @@ def build_table(rows: list[ResultRow], metrics=DEFAULT_METRICS, *, methods=None,
     check_resamples(num_diff_resamples, 'num_diff_resamples', level=level)
     check_rows(rows)
     check_rows_match_configs(rows)
+    rows, missing, methods, ours, reference = _training_horizons_named(
+        rows, missing, methods, ours, reference)
     check_names(metrics, METRIC_RANGES, '--metrics')
     check_one_run_per_cell(rows)
     per_seed = _collect(rows, metrics)
@@ -216,6 +218,24 @@ def build_table(rows: list[ResultRow], metrics=DEFAULT_METRICS, *, methods=None,
         table.improvements[column] = _improvement(table, column, ours, reference, seed)
         progress.step(True, f'Δ {_column_name(column)}', diff=True)
     return table
+
+
+def _training_horizons_named(rows, missing, methods, ours, reference) -> tuple:
+    """Rows trained at another horizon than tested named so (``results.renamed``: 'VPN
+    (train T=6)'), as report.py names them, and ``methods`` / ``ours`` / ``reference`` given
+    by their plain names followed to theirs (a method both trained at its T and tested at
+    another keeps both rows)."""
+    from dataclasses import replace
+    names = {}
+    for row in list(rows) + list(missing):
+        names.setdefault(row.method, []).append(renamed(row, {}))
+    follow = {old: list(dict.fromkeys(new)) for old, new in names.items()}
+    rows = [replace(r, method=renamed(r, {})) for r in rows]
+    missing = [replace(r, method=renamed(r, {})) for r in missing]
+    if methods:
+        methods = [new for m in methods for new in follow.get(m, [m])]
+    one = {old: new[0] for old, new in follow.items() if len(new) == 1}
+    return rows, missing, methods, one.get(ours, ours), one.get(reference, reference)
 
 
 PROGRESS_RESAMPLES = 100_000  # from here one interval takes seconds (K=1e6, 5 seeds: ~18 s)
