@@ -195,3 +195,30 @@ def test_build_table_names_rows_trained_at_another_horizon(tmp_path):
     table = build_table(rows, ['success_rate'], methods=['ViterbiPlanNet', 'Base Model'],
                         ours='ViterbiPlanNet', reference='Base Model')
     assert table.methods == ['ViterbiPlanNet (train T=6)', 'Base Model (train T=6)']
+
+
+def test_a_protocol_results_file_of_other_rows_or_a_link_is_refused(tmp_path):
+    """X10 / L6b: a protocol's results file that was a symbolic link to another protocol's
+    file got its row appended there (cross_horizon_niv's file then held a standard_niv row),
+    and one holding an llm_eval.py row (--out into it) was read as this protocol's, exit 0."""
+    from mmengine.config import Config
+    from vpn_plugin.protocol.results import ResultRow, append_result
+    from vpn_plugin.protocol.runner import ProtocolRunner
+    protocol = Config.fromfile(ROOT / 'configs/protocol/standard_niv.py')
+    runner = ProtocolRunner(protocol, tmp_path / 'out', smoke=True)
+    runner.root.mkdir(parents=True)
+    other = tmp_path / 'cross.jsonl'
+    append_result(other, ResultRow('ViterbiPlanNet (train T=6)', 0, 3, {'success_rate': 1.0},
+                                   protocol='cross_horizon_niv'))
+    runner.results_file.symlink_to(other)
+    with pytest.raises(ValueError, match=r'results_smoke.jsonl is a symbolic link to .*cross'):
+        runner.done_keys()
+    runner.results_file.unlink()
+    append_result(runner.results_file, ResultRow('ViterbiPlanNet', 0, 3, {'success_rate': 1.0},
+                                                 protocol=runner.protocol))
+    assert len(runner.done_keys()) == 1
+    append_result(runner.results_file, ResultRow('fake [oracle first/last]', 0, 3,
+                                                 {'success_rate': 1.0}, protocol='llm'))
+    with pytest.raises(ValueError, match=r"holds rows of another protocol than 'standard_niv': "
+                                         r"'fake \[oracle first/last\]' \(protocol 'llm'\)"):
+        runner.done_keys()

@@ -502,9 +502,26 @@ class ProtocolRunner:
         self.results_file = self.root / f'{_slug("results", given)}{SMOKE_SUFFIX * smoke}.jsonl'
 
     def done_keys(self) -> set:
-        if not self.results_file.is_file():
+        """The identities of the rows in the protocol's results file, which holds this
+        protocol's rows only: a symbolic link (to another protocol's file) or a row of
+        another protocol (an llm_eval.py --out into it, a copied file) is refused, as the
+        protocol would write its rows into that other file or beside those rows."""
+        path = self.results_file
+        if path.is_symlink():
+            raise ValueError(f'{path} is a symbolic link to {path.resolve()}; the protocol '
+                             'writes its rows into its own results file: remove the link (or '
+                             'give another --out)')
+        if not path.is_file():
             return set()
-        return {row.key() for row in read_results(self.results_file, empty_ok=True)}
+        rows = read_results(path, empty_ok=True)
+        foreign = sorted({(r.protocol, r.method) for r in rows
+                          if r.protocol not in ('', self.protocol)})  # '': not recorded
+        if foreign:
+            raise ValueError(f'{path} holds rows of another protocol than {self.protocol!r}: '
+                             + ', '.join(f'{m!r} (protocol {p!r})' for p, m in foreign[:5])
+                             + '; a protocol\'s results file holds its own rows only: move '
+                             'those rows to a file of their own (or give another --out)')
+        return {row.key() for row in rows}
 
     def is_done(self, unit: TrainUnit, done: set) -> bool:
         """Every row of ``unit`` is among ``done`` (:meth:`done_keys`)."""
