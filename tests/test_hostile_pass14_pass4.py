@@ -222,3 +222,18 @@ def test_a_protocol_results_file_of_other_rows_or_a_link_is_refused(tmp_path):
     with pytest.raises(ValueError, match=r"holds rows of another protocol than 'standard_niv': "
                                          r"'fake \[oracle first/last\]' \(protocol 'llm'\)"):
         runner.done_keys()
+
+
+def test_a_row_whose_config_does_not_load_is_named(tmp_path):
+    """R7 / R11: a row whose settings.cfg_options do not merge into its config ('horizon.x'
+    onto an integer) ended report.py in mmengine's TypeError traceback naming no row."""
+    def edit(row):
+        row['settings']['cfg_options']['horizon.x'] = 1
+    path = edited_rows(tmp_path, T3, 'bad.jsonl', edit,
+                       lambda row: row['method'] == 'ViterbiPlanNet')
+    with pytest.raises(SystemExit) as stopped:
+        load_tool('report').main([str(path)])
+    assert ("row of 'ViterbiPlanNet' (seed 0, dataset 'crosstask', T=3, train_horizon=3) names "
+            "config configs/vpn_crosstask_t3.py (with its settings.cfg_options") in \
+        str(stopped.value)
+    assert 'which does not load to compare the row with it: TypeError' in str(stopped.value)

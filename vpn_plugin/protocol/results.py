@@ -688,12 +688,18 @@ def check_rows_match_configs(rows: list[ResultRow]) -> None:
     found here (a model name, another machine's path) is not compared."""
     for row in rows:
         options = (row.settings or {}).get('cfg_options') or {}
-        facts = _config_facts(row.config, json.dumps(options, sort_keys=True, default=str))
+        where = (f'row of {row.method!r} (seed {row.seed}, dataset {row.dataset!r}, T='
+                 f'{row.horizon}, train_horizon={row.train_horizon}) names config {row.config}')
+        try:
+            facts = _config_facts(row.config, json.dumps(options, sort_keys=True, default=str))
+        except Exception as error:  # the config (or the row's cfg_options on it) does not load
+            raise ValueError(f'{where} (with its settings.cfg_options {options}), which does not '
+                             f'load to compare the row with it: {type(error).__name__}: '
+                             f'{" ".join(str(error).split()) or "no message"}; fix the row or '
+                             'the config') from error
         if facts is None:
             continue
         horizon, test_horizon, dataset = facts
-        where = (f'row of {row.method!r} (seed {row.seed}, dataset {row.dataset!r}, T='
-                 f'{row.horizon}, train_horizon={row.train_horizon}) names config {row.config}')
         allowed = {horizon} if row.train_horizon is not None else {horizon, test_horizon}
         trained = row.train_horizon if row.train_horizon is not None else row.horizon
         if horizon is not None and trained not in allowed:
