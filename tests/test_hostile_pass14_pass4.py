@@ -37,6 +37,12 @@ def test_report_names_rows_trained_at_another_horizon_without_a_rename(tmp_path,
     table = capsys.readouterr().out
     assert '| ViterbiPlanNet (train T=6)' in table
     assert '| SCHEMA w/ PKG (train T=6)' in table
+    # the plain names still choose the rows and the improvement row
+    load_tool('report').main([str(path), '--metrics', 'success_rate', '--methods',
+                              'ViterbiPlanNet', 'Base Model', '--ours', 'ViterbiPlanNet',
+                              '--reference', 'Base Model'])
+    table = capsys.readouterr().out
+    assert 'Δ: ViterbiPlanNet (train T=6) minus Base Model (train T=6)' in table
 
 
 def test_a_rename_holding_another_horizon_keeps_the_training_horizon(tmp_path, capsys):
