@@ -243,3 +243,22 @@ def test_a_row_whose_config_does_not_load_is_named(tmp_path):
             "config configs/vpn_crosstask_t3.py (with its settings.cfg_options") in \
         str(stopped.value)
     assert 'which does not load to compare the row with it: TypeError' in str(stopped.value)
+
+
+def test_status_of_a_finished_unit_whose_rows_are_missing(tmp_path):
+    """V4: with the results file of a finished smoke run deleted (unit_state.json 'done'),
+    --status said 'its process ended before the unit finished (killed or interrupted)'."""
+    from mmengine.config import Config
+    from vpn_plugin.protocol.runner import ProtocolRunner, expand_units
+    from vpn_plugin.protocol.status import unit_statuses
+    protocol = Config.fromfile(ROOT / 'configs/protocol/standard_niv.py')
+    units = expand_units(protocol, seeds=[0], horizons=[3], methods=['ViterbiPlanNet'])
+    runner = ProtocolRunner(protocol, tmp_path / 'out', smoke=True)
+    work_dir = Path(runner.work_dir(units[0]))
+    work_dir.mkdir(parents=True)
+    (work_dir / 'unit_state.json').write_text(json.dumps(
+        dict(state='done', started=1.0, ended=2.0, pid=1, host='vm', attempts=1)))
+    (status,) = unit_statuses(runner, units, queue=lambda jobs: {})
+    assert status.state == 'interrupted'
+    assert 'its run finished, but its rows are not in' in status.why
+    assert 'killed' not in status.why
