@@ -495,7 +495,8 @@ class PlanningRunner(Runner):
         :attr:`changed_from_training`; what the checkpoint records too little to compare
         (``engine.checkpoint.not_compared``): one warning line and :attr:`not_compared`."""
         from vpn_plugin.engine.checkpoint import features_folder_note
-        folder_note = features_folder_note(checkpoint, filename, self._feature_dir('test'))
+        folder_note = features_folder_note(checkpoint, filename, self._feature_dir('test'),
+                                           dataset=self._built_datasets().get('test'))
         if folder_note:
             self.logger.warning(folder_note)
             self.changed_from_training = list(self.changed_from_training) + [folder_note]
@@ -570,7 +571,10 @@ class PlanningRunner(Runner):
         statistics = self._feature_statistics('train')
         if statistics:
             meta[FEATURE_STATS_KEY] = statistics
-        folder = features_folder_record(self._feature_dir('train'))
+        if getattr(self, '_features_folder_record', None) is None:  # hashed once a run
+            self._features_folder_record = features_folder_record(
+                self._feature_dir('train'), self._built_datasets().get('train')) or {}
+        folder = self._features_folder_record
         if folder:
             meta[FEATURES_FOLDER_KEY] = folder
         kwargs['meta'] = meta

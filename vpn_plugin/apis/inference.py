@@ -172,7 +172,7 @@ def features_folder_note(model, dataset) -> str:
         return ''
     meta = {FEATURES_FOLDER_KEY: getattr(model, 'training_features_folder', None)}
     folder = getattr(dataset, 'feature_dirs', None) or getattr(dataset, 'feature_dir', None)
-    return note({'meta': meta}, name, folder, 'features planned from')
+    return note({'meta': meta}, name, folder, 'features planned from', dataset)
 
 
 def _option_differences(loaded: dict, checkpoint, cfg) -> list:

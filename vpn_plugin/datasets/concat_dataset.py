@@ -134,6 +134,10 @@ class ConcatPlanningDataset(Dataset):
         checkpoint records of its training features, ``engine.checkpoint.features_folder_record``)."""
         return {name: part.feature_dir for name, part in self.parts.items()}
 
+    def feature_files_read(self) -> dict:
+        """``{source name: the feature files its windows read}`` (``PlanningDataset``'s)."""
+        return {name: part.feature_files_read() for name, part in self.parts.items()}
+
     def pkg_sequences(self, count_mode: str = 'window') -> List[List[int]]:
         """Every selected source's sequences (``PlanningDataset.pkg_sequences``) in the joined
         action space."""

@@ -376,15 +376,29 @@ class PlanningDataset(Dataset):
         misses the cache."""
         if not self.cache_dir:
             return None, None
-        stems = sorted({w.feature for w in windows})
-        paths = [find_feature_file(self.feature_dir, stem) for stem in stems]
-        digests = file_digests(paths, Path(self.cache_dir) / DIGEST_MEMO, self._cache_secret)
+        paths = self.feature_files_read(windows)
+        digests = self.feature_digests(paths)
         key = json.dumps([CACHE_VERSION, self.recipe, self.window_policy, self.frame_dim,
                           self.observed_steps, self.skip_bad_videos,
                           [[str(p), d] for p, d in zip(paths, digests)],
                           [(w.feature, w.times) for w in windows]])
         name = f'obs_{hashlib.sha256(key.encode()).hexdigest()[:20]}.npz'
         return Path(self.cache_dir) / name, key
+
+    def feature_files_read(self, windows=None) -> list:
+        """The feature files ``windows`` (default: the dataset's) read, one per video, sorted
+        by video (what a test compares with its checkpoint's training files,
+        ``engine.checkpoint.features_folder_note``)."""
+        stems = sorted({w.feature for w in (self.windows if windows is None else windows)})
+        return [find_feature_file(self.feature_dir, stem) for stem in stems]
+
+    def feature_digests(self, paths) -> list:
+        """``file_digests`` of ``paths``, remembered in the observation cache's memo (keyed
+        with its secret) where there is a ``cache_dir``: a folder already hashed costs
+        nothing."""
+        if not self.cache_dir:
+            return file_digests(paths)
+        return file_digests(paths, Path(self.cache_dir) / DIGEST_MEMO, self._cache_secret)
 
     @functools.cached_property
     def _cache_secret(self) -> bytes:

@@ -353,48 +353,102 @@ def feature_statistics_note(checkpoint: dict, filename: str, tested: Optional[di
 
 
 FEATURES_FOLDER_KEY = 'features_folder'  # meta: the training feature folder and fingerprint
+FILE_DIGEST_CHARS = 16  # hex digits of each feature file's sha256 a checkpoint records
+NAMED_FILES = 3  # files a note names (then a count)
 
 
-def features_folder_record(feature_dir) -> Optional[dict]:
+def features_folder_record(feature_dir, dataset=None) -> Optional[dict]:
     """``{'folder', 'fingerprint', 'files', 'bytes'}`` of a feature folder
     (``datasets.provenance.folder_fingerprint``, the one protocol rows and pre-stages use;
-    cached per process); for a union's ``{source name: folder}``, ``{'sources': {name:
-    record}}``; None without a folder. What a checkpoint's ``meta[FEATURES_FOLDER_KEY]``
-    records of its training features."""
-    from ..datasets.provenance import folder_fingerprint
+    cached per process), with ``dataset`` (the planning dataset reading the folder) also
+    ``'digests'``: ``{file name: first FILE_DIGEST_CHARS hex of its sha256}`` of every feature
+    file of the folder (``dataset.feature_digests``: the observation cache's memo); for a
+    union's ``{source name: folder}``, ``{'sources': {name: record}}``; None without a folder.
+    What a checkpoint's ``meta[FEATURES_FOLDER_KEY]`` records of its training features."""
+    from ..datasets.provenance import feature_files, folder_fingerprint
     if isinstance(feature_dir, dict):
-        sources = {name: features_folder_record(folder) for name, folder in feature_dir.items()}
+        parts = getattr(dataset, 'parts', None) or {}
+        sources = {name: features_folder_record(folder, parts.get(name))
+                   for name, folder in feature_dir.items()}
         return dict(sources=sources) if sources and all(sources.values()) else None
     if not feature_dir or not isinstance(feature_dir, (str, os.PathLike)) or \
             not Path(feature_dir).is_dir():
         return None
-    return dict(folder=str(Path(feature_dir).resolve()), **folder_fingerprint(feature_dir))
+    record = dict(folder=str(Path(feature_dir).resolve()), **folder_fingerprint(feature_dir))
+    if callable(getattr(dataset, 'feature_digests', None)):
+        files = feature_files(feature_dir)
+        record['digests'] = {path.name: digest[:FILE_DIGEST_CHARS] for path, digest
+                             in zip(files, dataset.feature_digests(files))}
+    return record
 
 
 def features_folder_note(checkpoint: dict, filename: str, feature_dir,
-                         what: str = 'test features') -> str:
-    """'' when the folder the features are read from (``feature_dir``; a union's ``{source
-    name: folder}``, each compared with the training folder of that source) has the
-    fingerprint of the checkpoint's training feature folder (its ``meta[FEATURES_FOLDER_KEY]``;
-    a copy of the folder elsewhere has it too), or either is unknown; else the line that names
-    both (features of another synthetic seed, negated ones: same mean and std, other files)."""
+                         what: str = 'test features', dataset=None) -> str:
+    """'' when the features are read from the checkpoint's training feature files (its
+    ``meta[FEATURES_FOLDER_KEY]``), or either is unknown; else the line that names both
+    (features of another synthetic seed, negated ones: same mean and std, other files).
+    ``feature_dir``: the folder read (a union's ``{source name: folder}``, each compared with
+    the training folder of that source). A record with per-file ``digests`` is compared file by
+    file on the files ``dataset`` reads (``dataset.feature_files_read``; without a dataset,
+    every feature file of the folder): a file of another content, or one the training folder did
+    not have, is named; a copy elsewhere, a subset or a superset of the training files is not.
+    An older record (the folder's fingerprint only) is compared by fingerprint."""
     trained = (checkpoint.get('meta') or {}).get(FEATURES_FOLDER_KEY)
     if not isinstance(trained, dict):
         return ''
     if isinstance(feature_dir, dict) and isinstance(trained.get('sources'), dict):
+        parts = getattr(dataset, 'parts', None) or {}
         return '; '.join(note for note in (
             features_folder_note({'meta': {FEATURES_FOLDER_KEY: trained['sources'][name]}},
-                                 filename, folder, f'{what} of {name}')
+                                 filename, folder, f'{what} of {name}', parts.get(name))
             for name, folder in feature_dir.items() if name in trained['sources']) if note)
     now = None if isinstance(feature_dir, dict) else features_folder_record(feature_dir)
-    if now is None or not trained.get('fingerprint') or \
-            now['fingerprint'] == trained['fingerprint']:
+    if now is None or not trained.get('fingerprint'):
+        return ''
+    if isinstance(trained.get('digests'), dict):
+        differs = _files_not_trained_on(trained['digests'], feature_dir, dataset)
+    else:  # a checkpoint older than the per-file digests
+        differs = '' if now['fingerprint'] == trained['fingerprint'] else \
+            'other feature files than the training ones (another seed, extractor or subset?)'
+    if not differs:
         return ''
     return (f'the {what} are read from {now["folder"]} (fingerprint {now["fingerprint"]}, '
             f'{now["files"]} files); {filename} was trained on the features of '
             f'{trained.get("folder")} (fingerprint {trained["fingerprint"]}, '
-            f'{trained.get("files")} files): other feature files than the training ones '
-            '(another seed, extractor or subset?)')
+            f'{trained.get("files")} files): {differs}')
+
+
+def _files_not_trained_on(digests: dict, feature_dir, dataset) -> str:
+    """'' when every file read from ``feature_dir`` (:func:`features_folder_note`) has its
+    recorded training ``digests``; else what differs, the first files named."""
+    from ..datasets.file_digests import MISSING, NOT_A_FILE, file_digests
+    from ..datasets.provenance import feature_files
+    read = dataset.feature_files_read() if callable(
+        getattr(dataset, 'feature_files_read', None)) else feature_files(feature_dir)
+    hashing = getattr(dataset, 'feature_digests', None)
+    found = hashing(read) if callable(hashing) else file_digests(read)
+    other, absent = [], []
+    for path, digest in zip(read, found):
+        if digest in (MISSING, NOT_A_FILE):  # the dataset's reader names these
+            continue
+        if Path(path).name not in digests:
+            absent.append(Path(path).name)
+        elif digests[Path(path).name] != digest[:len(digests[Path(path).name])]:
+            other.append(Path(path).name)
+    said = []
+    if other:
+        said.append(f'{len(other)} of the {len(read)} files read differ from the training '
+                    f'files of the same name ({_first_names(other)}): other features (another '
+                    'seed or extractor?)')
+    if absent:
+        said.append(f'{len(absent)} of the {len(read)} files read were not in the training '
+                    f'folder ({_first_names(absent)})')
+    return '; '.join(said)
+
+
+def _first_names(names: list) -> str:
+    more = f', ... ({len(names) - NAMED_FILES} more)' if len(names) > NAMED_FILES else ''
+    return ', '.join(names[:NAMED_FILES]) + more
 
 
 # what a checkpoint's meta must record for a test, init_planner or plan.py to compare its
