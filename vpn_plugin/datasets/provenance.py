@@ -67,7 +67,7 @@ def folder_fingerprint(folder) -> dict:
         digest = hashlib.sha256()
         for name, size, _ in listing:
             digest.update(f'{name}\0{size}\n'.encode())
-        for path in sorted(files, key=_sample_order)[:SAMPLED_FILES]:
+        for path in sampled_files(files):
             with open(path, 'rb') as handle:
                 for block in iter(lambda: handle.read(1 << 20), b''):
                     digest.update(block)
@@ -80,6 +80,23 @@ def folder_fingerprint(folder) -> dict:
 
 def _sample_order(path: Path) -> str:
     return hashlib.sha1(path.name.encode()).hexdigest()
+
+
+def sampled_files(files) -> list:
+    """The :data:`SAMPLED_FILES` of ``files`` whose contents a fingerprint reads (chosen by
+    name: the same names give the same sample)."""
+    return sorted(files, key=_sample_order)[:SAMPLED_FILES]
+
+
+def folder_contents(folder) -> dict:
+    """``{'sizes': {name: bytes}, 'sampled': {name: sha256 16 hex digits}}`` of a feature
+    folder (every feature file's size; the contents of the files :func:`sampled_files` picks):
+    what lets two folders be compared on the files they share, where a fingerprint changes
+    with any file added or removed."""
+    from .file_digests import sha256_of
+    files = feature_files(folder)
+    return dict(sizes={p.name: p.stat().st_size for p in files},
+                sampled={p.name: sha256_of(p)[:16] for p in sampled_files(files)})
 
 
 @checked_arguments

@@ -361,14 +361,15 @@ def features_folder_record(feature_dir) -> Optional[dict]:
     cached per process); for a union's ``{source name: folder}``, ``{'sources': {name:
     record}}``; None without a folder. What a checkpoint's ``meta[FEATURES_FOLDER_KEY]``
     records of its training features."""
-    from ..datasets.provenance import folder_fingerprint
+    from ..datasets.provenance import folder_contents, folder_fingerprint
     if isinstance(feature_dir, dict):
         sources = {name: features_folder_record(folder) for name, folder in feature_dir.items()}
         return dict(sources=sources) if sources and all(sources.values()) else None
     if not feature_dir or not isinstance(feature_dir, (str, os.PathLike)) or \
             not Path(feature_dir).is_dir():
         return None
-    return dict(folder=str(Path(feature_dir).resolve()), **folder_fingerprint(feature_dir))
+    return dict(folder=str(Path(feature_dir).resolve()), **folder_fingerprint(feature_dir),
+                **folder_contents(feature_dir))
 
 
 def features_folder_note(checkpoint: dict, filename: str, feature_dir,
@@ -390,11 +391,41 @@ def features_folder_note(checkpoint: dict, filename: str, feature_dir,
     if now is None or not trained.get('fingerprint') or \
             now['fingerprint'] == trained['fingerprint']:
         return ''
+    differ = shared_files_differ(trained, now)
+    if differ == []:  # files added or removed, the shared ones the training's
+        return ''
     return (f'the {what} are read from {now["folder"]} (fingerprint {now["fingerprint"]}, '
             f'{now["files"]} files); {filename} was trained on the features of '
             f'{trained.get("folder")} (fingerprint {trained["fingerprint"]}, '
-            f'{trained.get("files")} files): other feature files than the training ones '
-            '(another seed, extractor or subset?)')
+            f'{trained.get("files")} files)'
+            + (f'; of the files both hold, {differ}' if differ else '')
+            + ': other feature files than the training ones (another seed, extractor or '
+            'subset?)')
+
+
+def shared_files_differ(trained: dict, now: dict):
+    """What differs between the feature files that a training folder's record (``trained``,
+    :func:`features_folder_record`) and ``now`` both hold: [] when nothing, else the
+    differing files named (size, or content of a sampled file); None when either record
+    lacks the contents (older checkpoints: their fingerprints alone are compared) or the
+    folders share no sampled file (contents not comparable). A file added to the folder or
+    removed from it since the training (another video extracted) is no other feature."""
+    sizes, sampled = trained.get('sizes'), trained.get('sampled')
+    if not (isinstance(sizes, dict) and isinstance(sampled, dict) and 'sizes' in now):
+        return None
+    checked = [name for name in sampled if name in now['sizes']]
+    if not checked:
+        return None
+    from ..datasets.file_digests import sha256_of
+    resized = sorted(name for name, size in now['sizes'].items()
+                     if name in sizes and sizes[name] != size)
+    rewritten = sorted(name for name in checked if name not in resized and
+                       sha256_of(Path(now['folder']) / name)[:16] != sampled[name])
+    if not resized and not rewritten:
+        return []
+    return (f'{len(resized)} of {len(set(sizes) & set(now["sizes"]))} have another size '
+            f'({_listed(resized)}), {len(rewritten)} of {len(checked)} sampled have other '
+            f'contents ({_listed(rewritten)})')
 
 
 # what a checkpoint's meta must record for a test, init_planner or plan.py to compare its

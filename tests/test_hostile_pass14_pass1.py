@@ -1,0 +1,70 @@
+"""Hostile pass 14 (issue 37's confirmation pass), engineer pass1: tests of training
+against test (the training feature folder record, ``not_compared``). Each fails at 90c6eb9."""
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from vpn_plugin.engine.checkpoint import (features_folder_note, features_folder_record,
+                                          not_compared)
+
+
+def feature_folder(folder: Path, videos: int = 12, seed: int = 0, sign: float = 1.0) -> Path:
+    """``videos`` small synthetic feature files (``frames_features`` of shape (T, 8))."""
+    folder.mkdir(parents=True, exist_ok=True)
+    rng = np.random.default_rng(seed)
+    for i in range(videos):
+        np.savez(folder / f'task_{i:04d}.npz',
+                 frames_features=sign * rng.normal(size=(5 + i, 8)).astype(np.float32))
+    return folder
+
+
+def note_for(trained: Path, tested: Path) -> str:
+    meta = {'features_folder': features_folder_record(trained)}
+    return features_folder_note({'meta': meta}, 'run.pth', tested)
+
+
+def test_a_folder_with_one_more_or_one_fewer_video_is_no_other_feature(tmp_path):
+    """P_plus1 / P_minus_train / P_extra_npy: the training folder with one more video (or one
+    training video removed) was named 'other feature files than the training ones' in every
+    test, and written to changed_from_training, though every file both hold is the same."""
+    import shutil
+    trained = feature_folder(tmp_path / 'trained')
+    more = Path(shutil.copytree(trained, tmp_path / 'more'))
+    np.savez(more / 'zz_new_0001.npz', frames_features=np.ones((4, 8), np.float32))
+    assert note_for(trained, more) == ''
+    fewer = Path(shutil.copytree(trained, tmp_path / 'fewer'))
+    (fewer / 'task_0003.npz').unlink()
+    assert note_for(trained, fewer) == ''
+
+
+def test_other_features_are_still_named_with_the_files_that_differ(tmp_path):
+    """Features of another seed (same names and sizes) or negated: named, as before, now with
+    the shared files that differ; a copy names nothing."""
+    import shutil
+    trained = feature_folder(tmp_path / 'trained')
+    assert note_for(trained, Path(shutil.copytree(trained, tmp_path / 'copy'))) == ''
+    for name, other in (('seed', feature_folder(tmp_path / 'seed1', seed=1)),
+                        ('neg', feature_folder(tmp_path / 'neg', sign=-1.0))):
+        note = note_for(trained, other)
+        assert note.startswith(f'the test features are read from {other.resolve()} '), name
+        assert '0 of 12 have another size' in note and '8 of 8 sampled have other contents' \
+            in note, note
+        assert note.endswith('other feature files than the training ones (another seed, '
+                             'extractor or subset?)')
+    resized = Path(shutil.copytree(trained, tmp_path / 'resized'))
+    np.savez(resized / 'task_0002.npz', frames_features=np.zeros((50, 8), np.float32))
+    assert "1 of 12 have another size (['task_0002.npz'])" in note_for(trained, resized)
+
+
+def test_a_checkpoint_recorded_before_the_contents_compares_fingerprints(tmp_path):
+    """A record without the per-file contents (checkpoints written at 90c6eb9) keeps the
+    fingerprint comparison: one more video is named there (nothing to compare it by)."""
+    import shutil
+    trained = feature_folder(tmp_path / 'trained')
+    record = {k: v for k, v in features_folder_record(trained).items()
+              if k not in ('sizes', 'sampled')}
+    more = Path(shutil.copytree(trained, tmp_path / 'more'))
+    np.savez(more / 'zz_new_0001.npz', frames_features=np.ones((4, 8), np.float32))
+    assert 'other feature files' in features_folder_note(
+        {'meta': {'features_folder': record}}, 'old.pth', more)
