@@ -68,3 +68,23 @@ def test_a_checkpoint_recorded_before_the_contents_compares_fingerprints(tmp_pat
     np.savez(more / 'zz_new_0001.npz', frames_features=np.ones((4, 8), np.float32))
     assert 'other feature files' in features_folder_note(
         {'meta': {'features_folder': record}}, 'old.pth', more)
+
+
+@pytest.mark.parametrize('record, value', [
+    ('features_folder', 'abc'), ('features_folder', ['x']),
+    ('features_folder', {'folder': '/f', 'fingerprint': ''}),
+    ('features_folder', {'folder': '/f', 'fingerprint': None}),
+    ('features_folder', {'sources': {}}), ('features_folder', {'sources': {'a': 'x'}}),
+    ('feature_statistics', {'mean': 'abc', 'std': None}),
+    ('feature_statistics', [{'mean': 0.0, 'std': 1.0}]),
+    ('feature_statistics', {'mean': 0.0}),
+])
+def test_a_record_nothing_can_read_is_not_compared(record, value):
+    """K_ff_str, K_ff_list, K_ff_fp_empty, K_ff_fp_none, K_stats_str, K_stats_list: a meta
+    record of another shape was compared with nothing (the comparisons return '' on it) and
+    not_compared did not list it: the test exited 0 saying nothing."""
+    meta = {'cfg': 'x = 1', 'feature_statistics': {'mean': 0.0, 'std': 1.0},
+            'features_folder': {'folder': '/f', 'fingerprint': 'ab'}}
+    meta[record] = value
+    missing = not_compared({'meta': meta})
+    assert len(missing) == 1 and f"meta['{record}']" in missing[0], missing

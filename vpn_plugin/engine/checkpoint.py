@@ -460,9 +460,29 @@ def not_compared(checkpoint: dict, records=TESTED_RECORDS) -> list:
         value = meta.get(key)
         if record == 'cfg':
             value = _run_config(value)
-        if not value:
+        if not value or not _comparable(record, value):
             missing.append(text)
     return missing
+
+
+def _comparable(record: str, value) -> bool:
+    """Whether a recorded ``value`` of ``record`` is one the comparisons can read: a feature
+    statistics record with a finite mean and std, a feature folder record with a fingerprint
+    (a union's: each source's); a record of another shape was compared with nothing."""
+    if record == 'feature_statistics':
+        try:
+            return all(math.isfinite(float(value[key])) for key in ('mean', 'std'))
+        except (KeyError, TypeError, ValueError):
+            return False
+    if record == 'features_folder':
+        if not isinstance(value, dict):
+            return False
+        if 'sources' in value:
+            sources = value['sources']
+            return isinstance(sources, dict) and bool(sources) and all(
+                _comparable(record, source) for source in sources.values())
+        return isinstance(value.get('fingerprint'), str) and bool(value['fingerprint'])
+    return True
 
 
 def not_compared_line(filename: str, missing: list, what: str = 'this test') -> str:
