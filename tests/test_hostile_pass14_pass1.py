@@ -88,3 +88,12 @@ def test_a_record_nothing_can_read_is_not_compared(record, value):
     meta[record] = value
     missing = not_compared({'meta': meta})
     assert len(missing) == 1 and f"meta['{record}']" in missing[0], missing
+
+
+def test_a_config_recorded_as_a_dict_is_not_compared_not_a_traceback():
+    """K_cfg_dict: meta['cfg'] holding a dict stopped the test with "TypeError: unhashable
+    type: 'dict'" (the parsed-config cache); now it is a config nothing can read."""
+    meta = {'cfg': {'model': {}}, 'feature_statistics': {'mean': 0.0, 'std': 1.0},
+            'features_folder': {'folder': '/f', 'fingerprint': 'ab'}}
+    assert not_compared({'meta': meta}) == [
+        "training options (no training config, meta['cfg'])"]

@@ -282,14 +282,16 @@ def meta_mismatches(checkpoint: dict, model, data_meta: Optional[dict] = None) -
     return list(wrong.values())
 
 
-@functools.lru_cache(maxsize=4)
 def _run_config(trained_cfg_text):
     """A checkpoint's ``meta['cfg']`` (mmengine's config text) parsed once per load: the PKG,
-    resume and test-override checks each read it; None when it is no readable config.
-    Read only: the parsed Config is shared."""
+    resume and test-override checks each read it; None when it is no readable config (a
+    dict or list there as well: no cache key). Read only: the parsed Config is shared."""
+    return _parsed_config(trained_cfg_text) if isinstance(trained_cfg_text, str) else None
+
+
+@functools.lru_cache(maxsize=4)
+def _parsed_config(trained_cfg_text: str):
     from mmengine.config import Config
-    if not isinstance(trained_cfg_text, str):
-        return None
     try:
         return Config.fromstring(trained_cfg_text, '.py')
     except Exception:  # noqa: BLE001  (a config text of another version: nothing to compare)
