@@ -97,3 +97,17 @@ def test_a_config_recorded_as_a_dict_is_not_compared_not_a_traceback():
             'features_folder': {'folder': '/f', 'fingerprint': 'ab'}}
     assert not_compared({'meta': meta}) == [
         "training options (no training config, meta['cfg'])"]
+
+
+def test_a_union_record_tested_on_one_folder_is_compared_with_its_sources(tmp_path):
+    """K_ff_sources: a checkpoint whose folder record is a union's ({'sources': ...}) tested
+    on one folder compared nothing (no fingerprint at the top) and said nothing; now the
+    folder is compared with each source: one of them is enough, none names it."""
+    import shutil
+    trained = feature_folder(tmp_path / 'trained')
+    meta = {'features_folder': {'sources': {'a': features_folder_record(trained)}}}
+    copy = Path(shutil.copytree(trained, tmp_path / 'copy'))
+    assert features_folder_note({'meta': meta}, 'u.pth', copy) == ''
+    other = feature_folder(tmp_path / 'neg', sign=-1.0)
+    assert 'other feature files than the training ones' in \
+        features_folder_note({'meta': meta}, 'u.pth', other)

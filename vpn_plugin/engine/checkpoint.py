@@ -389,6 +389,12 @@ def features_folder_note(checkpoint: dict, filename: str, feature_dir,
             features_folder_note({'meta': {FEATURES_FOLDER_KEY: trained['sources'][name]}},
                                  filename, folder, f'{what} of {name}')
             for name, folder in feature_dir.items() if name in trained['sources']) if note)
+    if isinstance(trained.get('sources'), dict) and trained['sources'] and \
+            not isinstance(feature_dir, dict):  # a union's checkpoint tested on one folder
+        notes = [features_folder_note({'meta': {FEATURES_FOLDER_KEY: source}}, filename,
+                                      feature_dir, what)
+                 for source in trained['sources'].values() if isinstance(source, dict)]
+        return '' if not notes or '' in notes else notes[0]
     now = None if isinstance(feature_dir, dict) else features_folder_record(feature_dir)
     if now is None or not trained.get('fingerprint') or \
             now['fingerprint'] == trained['fingerprint']:
