@@ -111,3 +111,18 @@ def test_a_union_record_tested_on_one_folder_is_compared_with_its_sources(tmp_pa
     other = feature_folder(tmp_path / 'neg', sign=-1.0)
     assert 'other feature files than the training ones' in \
         features_folder_note({'meta': meta}, 'u.pth', other)
+
+
+def test_the_same_features_in_another_file_format_are_no_other_features(tmp_path):
+    """H_asnpy: the training .npz files saved as .npy arrays (same frames) were named 'other
+    feature files than the training ones'; now the sampled videos' frames arrays are compared
+    when the folders share no file name. Other arrays in .npy are still named."""
+    trained = feature_folder(tmp_path / 'trained')
+    for sign, name in ((1.0, 'npy'), (-1.0, 'npy_negated')):
+        folder = tmp_path / name
+        folder.mkdir()
+        for path in trained.glob('*.npz'):
+            np.save(folder / f'{path.stem}.npy', sign * np.load(path)['frames_features'])
+        note = note_for(trained, folder)
+        assert (note == '') == (sign > 0), note
+    assert '8 of 8 sampled videos have other frames arrays' in note

@@ -423,7 +423,7 @@ def shared_files_differ(trained: dict, now: dict):
         return None
     checked = [name for name in sampled if name in now['sizes']]
     if not checked:
-        return None
+        return _converted_files_differ(trained, now)
     from ..datasets.file_digests import sha256_of
     resized = sorted(name for name, size in now['sizes'].items()
                      if name in sizes and sizes[name] != size)
@@ -434,6 +434,25 @@ def shared_files_differ(trained: dict, now: dict):
     return (f'{len(resized)} of {len(set(sizes) & set(now["sizes"]))} have another size '
             f'({_listed(resized)}), {len(rewritten)} of {len(checked)} sampled have other '
             f'contents ({_listed(rewritten)})')
+
+
+def _converted_files_differ(trained: dict, now: dict):
+    """Folders that share no file name (the same videos in another file format, .npz
+    converted to .npy): the frames arrays of the training's sampled files against the files of
+    the same stems here ([] when all are equal, else the differing stems); None when the
+    record has no arrays or no stem is here."""
+    from ..datasets.provenance import features_digest
+    arrays = trained.get('arrays')
+    if not isinstance(arrays, dict):
+        return None
+    here = {Path(name).stem: name for name in now['sizes']}
+    stems = [stem for stem in arrays if stem in here]
+    if not stems:
+        return None
+    other = sorted(stem for stem in stems
+                   if features_digest(Path(now['folder']) / here[stem]) != arrays[stem])
+    return [] if not other else (f'{len(other)} of {len(stems)} sampled videos have other '
+                                 f'frames arrays ({_listed(other)})')
 
 
 # what a checkpoint's meta must record for a test, init_planner or plan.py to compare its
