@@ -431,9 +431,11 @@ def shared_files_differ(trained: dict, now: dict):
                        sha256_of(Path(now['folder']) / name)[:16] != sampled[name])
     if not resized and not rewritten:
         return []
-    return (f'{len(resized)} of {len(set(sizes) & set(now["sizes"]))} have another size '
-            f'({_listed(resized)}), {len(rewritten)} of {len(checked)} sampled have other '
-            f'contents ({_listed(rewritten)})')
+    shared = len(set(sizes) & set(now['sizes']))
+    return ', '.join(part for part in (
+        resized and f'{len(resized)} of {shared} have another size ({_listed(resized)})',
+        rewritten and f'{len(rewritten)} of {len(checked)} sampled have other contents '
+                      f'({_listed(rewritten)})') if part)
 
 
 def _converted_files_differ(trained: dict, now: dict):
