@@ -5,6 +5,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from test_train import tiny_cfg  # noqa: F401  (fixture)
+
 from vpn_plugin.engine.checkpoint import (features_folder_note, features_folder_record,
                                           not_compared)
 
@@ -126,3 +128,20 @@ def test_the_same_features_in_another_file_format_are_no_other_features(tmp_path
         note = note_for(trained, folder)
         assert (note == '') == (sign > 0), note
     assert '8 of 8 sampled videos have other frames arrays' in note
+
+
+def test_a_smoke_run_resumed_as_another_smoke_run_is_not_called_a_full_run(tiny_cfg, tmp_path):
+    """K_resume_no_train_data: a smoke run resumed with --smoke and another max_epochs was
+    refused (rightly) as 'a smoke run never continues a full run or the reverse', though
+    both are smoke runs; now the reason names what differs."""
+    from test_hostile_pass4 import planning_runner
+    cfg = tiny_cfg
+    work_dir = tmp_path / 'run'
+    planning_runner(cfg, work_dir, **{'train_cfg.max_epochs': 1, 'train_cfg.val_interval': 1},
+                    shortened='smoke: A').train()
+    resumed = planning_runner(cfg, work_dir, **{'train_cfg.max_epochs': 2}, resume=True,
+                              shortened='smoke: B')
+    with pytest.raises(ValueError, match=r'shortened=smoke: A, this config is shortened=smoke:'
+                                         r' B; a smoke run continues only the smoke run of the '
+                                         r'same config'):
+        resumed.train()

@@ -441,11 +441,16 @@ class PlanningRunner(Runner):
         wanted = str(self.cfg.get('shortened') or '')
         smoke = any(text.startswith('smoke') for text in (self.loaded_shortened, wanted))
         if is_resuming(self) and smoke and self.loaded_shortened != wanted:
-            raise ValueError(f'--resume {filename}: a run of shortened='
-                             f'{self.loaded_shortened or "none (the full run)"}, this config is '
-                             f'shortened={self.cfg.get("shortened") or "none (the full run)"}; '
-                             'a smoke run never continues a full run or the reverse: give '
-                             'another --work-dir')
+            loaded = self.loaded_shortened or 'none (the full run)'
+            here = self.cfg.get('shortened') or 'none (the full run)'
+            if all(text.startswith('smoke') for text in (self.loaded_shortened, wanted)):
+                raise ValueError(f'--resume {filename}: a run of shortened={loaded}, this config '
+                                 f'is shortened={here}; a smoke run continues only the smoke run '
+                                 'of the same config (the two marks differ in what they name of '
+                                 'it): give another --work-dir')
+            raise ValueError(f'--resume {filename}: a run of shortened={loaded}, this config is '
+                             f'shortened={here}; a smoke run never continues a full run or the '
+                             'reverse: give another --work-dir')
         if is_resuming(self):
             changed = training_option_differences((checkpoint.get('meta') or {}).get('cfg'),
                                                   self.cfg, 'resume').refused
