@@ -145,3 +145,18 @@ def test_a_smoke_run_resumed_as_another_smoke_run_is_not_called_a_full_run(tiny_
                                          r' B; a smoke run continues only the smoke run of the '
                                          r'same config'):
         resumed.train()
+
+
+def test_a_test_on_the_training_windows_is_named_as_such(tmp_path):
+    """X_test_wf_train: test_dataloader.dataset.window_file = the training windows was refused
+    as a validation problem ('in both the validation and the test split ... validate on
+    held-out training videos'); now as what it is: videos both trained and tested on."""
+    from vpn_plugin.data_paths import load_config, resolve_paths, apply_horizon
+    from vpn_plugin.datasets.planning_dataset import check_split_disjoint
+    cfg = resolve_paths(apply_horizon(load_config(
+        str(Path(__file__).resolve().parents[1] / 'configs/vpn_niv_t3.py'),
+        {'feature_dir': str(tmp_path),
+         'test_dataloader.dataset.window_file': 'splits/train_T3.json'})))
+    with pytest.raises(ValueError, match=r'train_dataloader.dataset / test_dataloader.dataset: '
+                                         r'\d+ video\(s\) are in both the training and the test'):
+        check_split_disjoint(cfg)
