@@ -160,3 +160,24 @@ def test_a_test_on_the_training_windows_is_named_as_such(tmp_path):
     with pytest.raises(ValueError, match=r'train_dataloader.dataset / test_dataloader.dataset: '
                                          r'\d+ video\(s\) are in both the training and the test'):
         check_split_disjoint(cfg)
+
+
+def test_a_planners_evaluator_must_score_plans(tmp_path):
+    """X_test_evaluator_type: test_evaluator.type=AccMetric (mmaction2's classifier metric)
+    stopped the test with "error: pred_score"; now refused naming the key, the value and the
+    metric expected. The dump of --out (a DumpResults) and PlanningMetric pass."""
+    from vpn_plugin.data_paths import load_config, resolve_paths, apply_horizon
+    from vpn_plugin.runner import check_planning_evaluators
+
+    def config(**options):
+        return resolve_paths(apply_horizon(load_config(
+            str(Path(__file__).resolve().parents[1] / 'configs/vpn_niv_t3.py'),
+            {'feature_dir': str(tmp_path), **options})))
+    check_planning_evaluators(config(), 'vpn_niv_t3.py')
+    check_planning_evaluators(config(test_evaluator=[
+        dict(type='PlanningMetric'), dict(type='AtomicDumpResults', out_file_path='x.pkl')]),
+        'vpn_niv_t3.py')
+    with pytest.raises(ValueError, match=r"vpn_niv_t3.py: test_evaluator type='AccMetric' "
+                                         r'does not score plans: ViterbiPlanNet predicts'):
+        check_planning_evaluators(config(**{'test_evaluator.type': 'AccMetric'}),
+                                  'vpn_niv_t3.py')
