@@ -80,8 +80,10 @@ def test_a_subset_holding_the_test_files_and_a_superset_say_nothing(tiny_crossta
 
 def test_a_checkpoint_with_only_the_folder_fingerprint_is_compared_as_before(tiny_crosstask,
                                                                               tmp_path):
-    checkpoint = record_of(tiny_crosstask, dataset=False)
-    assert 'digests' not in checkpoint['meta']['features_folder']
+    record = record_of(tiny_crosstask, dataset=False)['meta']['features_folder']
+    assert 'digests' not in record
+    checkpoint = {'meta': {'features_folder': {key: record[key] for key in (
+        'folder', 'fingerprint', 'files', 'bytes')}}}  # a checkpoint before pass1's contents
     subset = subset_folder(tiny_crosstask, tmp_path / 'subset')
     note = note_on(tiny_crosstask, checkpoint, subset, tmp_path / 'c')
     assert 'other feature files than the training ones' in note
@@ -92,10 +94,11 @@ def test_a_read_file_of_other_content_is_named(tiny_crosstask, tmp_path):
     checkpoint = record_of(tiny_crosstask)
     negated = negated_copy(Path(tiny_crosstask['feature_dir']), tmp_path / 'negated')
     note = note_on(tiny_crosstask, checkpoint, negated, tmp_path / 'c1')
+    from vpn_plugin.engine.checkpoint import SHOWN
     read = len(files_read(tiny_crosstask))
     assert note.startswith(f'the test features are read from {negated.resolve()} (fingerprint ')
     assert f'{read} of the {read} files read differ from the training files' in note
-    assert f'({read - 3} more)' in note
+    assert f'(and {read - SHOWN} more)' in note
     one = subset_folder(tiny_crosstask, tmp_path / 'one')
     name = files_read(tiny_crosstask)[0].name
     with np.load(one / name) as data:
@@ -104,7 +107,7 @@ def test_a_read_file_of_other_content_is_named(tiny_crosstask, tmp_path):
     np.savez(one / name, **fields)
     note = note_on(tiny_crosstask, checkpoint, one, tmp_path / 'c2')
     assert f'1 of the {read} files read differ from the training files of the same name ' \
-           f'({name}): other features' in note, note
+           f"(['{name}']): other features" in note, note
 
 
 def test_a_read_file_the_training_folder_did_not_have_is_named(tiny_crosstask, tmp_path):
@@ -116,7 +119,7 @@ def test_a_read_file_the_training_folder_did_not_have_is_named(tiny_crosstask, t
     note = note_on(tiny_crosstask, checkpoint, Path(tiny_crosstask['feature_dir']),
                    tmp_path / 'c')
     assert f'1 of the {len(files_read(tiny_crosstask))} files read were not in the training ' \
-           f'folder ({name})' in note, note
+           f"folder (['{name}'])" in note, note
 
 
 @pytest.mark.parametrize('kind', ['subset', 'superset'])
