@@ -388,13 +388,30 @@ def features_folder_note(checkpoint: dict, filename: str, feature_dir,
             for name, folder in feature_dir.items() if name in trained['sources']) if note)
     now = None if isinstance(feature_dir, dict) else features_folder_record(feature_dir)
     if now is None or not trained.get('fingerprint') or \
-            now['fingerprint'] == trained['fingerprint']:
+            now['fingerprint'] == trained['fingerprint'] or \
+            converted_from(now, trained) or converted_from(trained, now):
         return ''
     return (f'the {what} are read from {now["folder"]} (fingerprint {now["fingerprint"]}, '
             f'{now["files"]} files); {filename} was trained on the features of '
             f'{trained.get("folder")} (fingerprint {trained["fingerprint"]}, '
             f'{trained.get("files")} files): other feature files than the training ones '
             '(another seed, extractor or subset?)')
+
+
+def converted_from(converted: dict, source: dict) -> bool:
+    """Whether the folder of ``converted`` (a :func:`features_folder_record`) is, unchanged, a
+    ``tools/convert_features.py`` conversion of the files ``source`` fingerprints: the same
+    features in our ``.npz`` layout (its ``provenance.json`` records the source folder's
+    fingerprint at conversion, ``source_fingerprint``, and the converted files' own)."""
+    from ..datasets.provenance import read_record
+    folder = converted.get('folder')
+    try:
+        record = read_record(folder) if folder and Path(folder).is_dir() else {}
+    except (OSError, ValueError):
+        return False
+    return (record.get('kind') == 'converted' and bool(source.get('fingerprint'))
+            and record.get('source_fingerprint') == source['fingerprint']
+            and record.get('recorded_fingerprint') == converted.get('fingerprint'))
 
 
 # what a checkpoint's meta must record for a test, init_planner or plan.py to compare its

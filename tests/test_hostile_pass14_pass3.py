@@ -1,0 +1,53 @@
+"""Hostile pass 14 (pass3, the confirmation pass's tools around training). Each test fails on
+90c6eb9."""
+import pickle
+
+import numpy as np
+
+from tool_modules import load_tool
+from vpn_plugin.engine.checkpoint import features_folder_note, features_folder_record
+
+
+def _public_folder(folder, seed=0):
+    """Three videos in the public layout (a pickled dict named .npy), as downloaded."""
+    folder.mkdir()
+    rng = np.random.default_rng(seed)
+    for video in ('1_a', '1_b', '2_c'):
+        frames = rng.normal(size=(12, 512)).astype(np.float32)
+        with open(folder / f'{video}.npy', 'wb') as handle:
+            pickle.dump({'frames_features': frames, 'cls': 1}, handle)
+    return folder
+
+
+def _trained_on(folder):
+    return {'meta': {'features_folder': features_folder_record(folder)}}
+
+
+def test_w1_converted_copy_of_the_training_features_is_no_other_features(tmp_path, capsys):
+    """W1: trained on the public .npy files, converted once (docs/data.md's optional step) and
+    tested on the converted folder: test_metrics.json said 'other feature files than the
+    training ones' (a false caveat: the same features). Either direction is the same
+    features; a converted folder edited after, or a source changed after, still is named."""
+    src = _public_folder(tmp_path / 'public')
+    dst = tmp_path / 'converted'
+    assert load_tool('convert_features').main(['--src', str(src), '--dst', str(dst)]) == 0
+    assert features_folder_note(_trained_on(src), 'ck.pth', dst) == ''
+    assert features_folder_note(_trained_on(dst), 'ck.pth', src) == ''
+    other = _public_folder(tmp_path / 'other', seed=1)
+    assert 'other feature files' in features_folder_note(_trained_on(other), 'ck.pth', dst)
+    trained_src = _trained_on(src)
+    np.savez(dst / '1_a.npz', frames_features=np.zeros((12, 512), np.float32))
+    assert 'other feature files' in features_folder_note(trained_src, 'ck.pth', dst)
+
+
+def test_w1_a_resumed_conversion_of_a_changed_source_is_not_taken_as_the_same(tmp_path):
+    """A rerun keeps the .npz converted from the source's earlier files (documented resume):
+    the converted folder then is not the source as it is now, so no equivalence is recorded."""
+    src = _public_folder(tmp_path / 'public')
+    dst = tmp_path / 'converted'
+    tool = load_tool('convert_features')
+    assert tool.main(['--src', str(src), '--dst', str(dst)]) == 0
+    with open(src / '1_a.npy', 'wb') as handle:
+        pickle.dump({'frames_features': np.ones((13, 512), np.float32)}, handle)
+    assert tool.main(['--src', str(src), '--dst', str(dst)]) == 0
+    assert 'other feature files' in features_folder_note(_trained_on(src), 'ck.pth', dst)
