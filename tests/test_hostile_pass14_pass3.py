@@ -51,3 +51,25 @@ def test_w1_a_resumed_conversion_of_a_changed_source_is_not_taken_as_the_same(tm
         pickle.dump({'frames_features': np.ones((13, 512), np.float32)}, handle)
     assert tool.main(['--src', str(src), '--dst', str(dst)]) == 0
     assert 'other feature files' in features_folder_note(_trained_on(src), 'ck.pth', dst)
+
+
+def test_h9_h14_a_cross_horizon_config_exports_and_counts_the_horizon_asked(tmp_path):
+    """H9: export_windows --config vpn_niv_t6_eval_t3.py --split test --horizon 6 wrote the T=3
+    test windows and printed '(T=6, test)'; H14: dataset_stats --config of that config gave
+    the T=3 test windows (270) and their PKG coverage in the rows of T=4, 5 and 6."""
+    import json
+    from vpn_plugin.datasets.sources import config_dataset
+    from vpn_plugin.datasets.stats import window_statistics
+    config = 'configs/vpn_niv_t6_eval_t3.py'
+    for horizon in (3, 6):
+        dataset = config_dataset(config, 'test', horizon)
+        assert dataset['horizon'] == horizon
+    out = tmp_path / 'w.json'
+    assert load_tool('export_windows').main(['--config', config, '--split', 'test',
+                                             '--horizon', '6', '--out', str(out)]) == 0
+    windows = json.loads(out.read_text())
+    assert {len(w['id']['legal_range']) for w in windows} == {6}
+    mixed, plain = (window_statistics(config=c, horizons=(3, 6))
+                    for c in (config, 'configs/vpn_niv_t6.py'))
+    assert [r['test_windows'] for r in mixed] == [r['test_windows'] for r in plain]
+    assert mixed[0]['test_windows'] != mixed[1]['test_windows']
