@@ -73,3 +73,33 @@ def test_h9_h14_a_cross_horizon_config_exports_and_counts_the_horizon_asked(tmp_
                     for c in (config, 'configs/vpn_niv_t6.py'))
     assert [r['test_windows'] for r in mixed] == [r['test_windows'] for r in plain]
     assert mixed[0]['test_windows'] != mixed[1]['test_windows']
+
+
+def test_h19_quickstart_refuses_a_file_work_dir_before_generating_features(tmp_path,
+                                                                          shared_data):
+    """H19: quickstart --work-dir <a file> generated 1.3 GB of CrossTask features (32 s) and
+    only then refused the work dir."""
+    import pytest
+    (tmp_path / 'afile').write_text('mine')
+    with pytest.raises(SystemExit, match='afile is a regular file'):
+        load_tool('quickstart').main(['--work-dir', str(tmp_path / 'afile'), '--features',
+                                      str(tmp_path / 'f'), '--data-root', str(shared_data)])
+    assert not (tmp_path / 'f').exists()
+
+
+def test_h20_quickstart_does_not_reuse_features_of_another_dataset(tmp_path, shared_data):
+    """H20: features/ holding another dataset's synthetic features (CrossTask, from an earlier
+    quickstart) were 'found, reusing them' for an NIV config, which then failed on a missing
+    video with a hint to generate into the same folder."""
+    import json
+    import pytest
+    features = tmp_path / 'f' / 'features'
+    features.mkdir(parents=True)
+    np.savez(features / '105222_x.npz', frames_features=np.zeros((3, 512), np.float32))
+    (features / 'provenance.json').write_text(json.dumps({'kind': 'synthetic',
+                                                          'dataset': 'crosstask'}))
+    with pytest.raises(SystemExit, match="holds synthetic features of dataset 'crosstask'.*"
+                                         "this config reads 'niv'"):
+        load_tool('quickstart').main(['--config', 'configs/vpn_niv_t3.py', '--features',
+                                      str(tmp_path / 'f'), '--work-dir', str(tmp_path / 'run'),
+                                      '--data-root', str(shared_data)])
