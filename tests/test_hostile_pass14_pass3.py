@@ -103,3 +103,21 @@ def test_h20_quickstart_does_not_reuse_features_of_another_dataset(tmp_path, sha
         load_tool('quickstart').main(['--config', 'configs/vpn_niv_t3.py', '--features',
                                       str(tmp_path / 'f'), '--work-dir', str(tmp_path / 'run'),
                                       '--data-root', str(shared_data)])
+
+
+def test_c3_c5_skipped_hidden_files_and_fifos_are_counted_and_named(tmp_path, capsys):
+    """C3: a hidden '.v1.npy' (e.g. macOS '._v1.npy') in --src was skipped without being
+    counted; C5: a FIFO named fifo.npy was listed as a 'dangling link'."""
+    import os
+    src = tmp_path / 'src'
+    src.mkdir()
+    frames = np.zeros((4, 512), np.float32)
+    np.save(src / 'v2.npy', frames)
+    np.save(src / '.v1.npy', frames)
+    os.mkfifo(src / 'fifo.npy')
+    assert load_tool('convert_features').main(['--src', str(src), '--dst',
+                                               str(tmp_path / 'dst')]) == 0
+    out = capsys.readouterr().out
+    assert 'converted 1 files' in out
+    assert 'skipped 1 hidden entries' in out and '.v1.npy' in out
+    assert 'fifo.npy (not a regular file)' in out and 'dangling' not in out.split('fifo.npy')[1][:20]
