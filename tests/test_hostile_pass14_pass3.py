@@ -121,3 +121,23 @@ def test_c3_c5_skipped_hidden_files_and_fifos_are_counted_and_named(tmp_path, ca
     assert 'converted 1 files' in out
     assert 'skipped 1 hidden entries' in out and '.v1.npy' in out
     assert 'fifo.npy (not a regular file)' in out and 'dangling' not in out.split('fifo.npy')[1][:20]
+
+
+def test_h54_a_copy_of_some_training_files_is_the_training_features(tmp_path):
+    """H54: the test videos' files copied from the training folder (byte for byte) into a
+    folder of their own: test_metrics.json said 'other feature files than the training ones'.
+    A copy with one file changed, or a training folder changed since, still is named."""
+    import shutil
+    src = _public_folder(tmp_path / 'train')
+    trained = _trained_on(src)
+    subset = tmp_path / 'subset'
+    subset.mkdir()
+    for name in ('1_a.npy', '2_c.npy'):
+        shutil.copy(src / name, subset / name)
+    assert features_folder_note(trained, 'ck.pth', subset) == ''
+    with open(subset / '2_c.npy', 'wb') as handle:
+        pickle.dump({'frames_features': np.ones((12, 512), np.float32)}, handle)
+    assert 'other feature files' in features_folder_note(trained, 'ck.pth', subset)
+    shutil.copy(src / '2_c.npy', subset / '2_c.npy')
+    (src / '1_b.npy').unlink()  # the training folder itself changed: nothing to vouch for
+    assert 'other feature files' in features_folder_note(trained, 'ck.pth', subset)

@@ -389,13 +389,35 @@ def features_folder_note(checkpoint: dict, filename: str, feature_dir,
     now = None if isinstance(feature_dir, dict) else features_folder_record(feature_dir)
     if now is None or not trained.get('fingerprint') or \
             now['fingerprint'] == trained['fingerprint'] or \
-            converted_from(now, trained) or converted_from(trained, now):
+            converted_from(now, trained) or converted_from(trained, now) or \
+            files_of_training_folder(now, trained):
         return ''
     return (f'the {what} are read from {now["folder"]} (fingerprint {now["fingerprint"]}, '
             f'{now["files"]} files); {filename} was trained on the features of '
             f'{trained.get("folder")} (fingerprint {trained["fingerprint"]}, '
             f'{trained.get("files")} files): other feature files than the training ones '
             '(another seed, extractor or subset?)')
+
+
+def files_of_training_folder(now: dict, trained: dict) -> bool:
+    """Whether every feature file of the folder of ``now`` is byte for byte the file of the
+    same name in the training folder ``trained`` records, that folder being unchanged since
+    training (its fingerprint): a copy of some of the training files (the test videos on a
+    faster disk) reads the training features. Read only when the fingerprints differ."""
+    import filecmp
+    from ..datasets.provenance import feature_files, folder_fingerprint
+    folder = trained.get('folder')
+    if not folder or not Path(folder).is_dir() or not trained.get('fingerprint'):
+        return False
+    try:
+        if folder_fingerprint(folder)['fingerprint'] != trained['fingerprint']:
+            return False
+        files = feature_files(now['folder'])
+        return bool(files) and all(
+            (Path(folder) / path.name).is_file() and
+            filecmp.cmp(path, Path(folder) / path.name, shallow=False) for path in files)
+    except OSError:
+        return False
 
 
 def converted_from(converted: dict, source: dict) -> bool:
