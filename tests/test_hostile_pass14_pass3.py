@@ -141,3 +141,31 @@ def test_h54_a_copy_of_some_training_files_is_the_training_features(tmp_path):
     shutil.copy(src / '2_c.npy', subset / '2_c.npy')
     (src / '1_b.npy').unlink()  # the training folder itself changed: nothing to vouch for
     assert 'other feature files' in features_folder_note(trained, 'ck.pth', subset)
+
+
+def test_h58_features_of_another_time_step_are_refused_by_name(tmp_path):
+    """H58: extract_features --chunk 8 (16 fps: a row per 0.5 s), then plan.py --features: exit 0,
+    '6 s of S3D features' for a 3 s video, the plan read from the wrong seconds; also plan.py
+    --video --fps 8 (a row per 2 s). A recipe of about one row per second still reads."""
+    import json
+    import pytest
+    from vpn_plugin.apis.video import plan_from_video
+    from vpn_plugin.datasets.annotations import BadVideoError
+    from vpn_plugin.datasets.features import checked_frames
+    from vpn_plugin.video import FrameRecipe
+    frames = np.zeros((6, 512), np.float32)
+    for chunk, fps in ((16, 16.0), (32, 30.0), (8, 8.0)):
+        record = {'frames_features': frames, 'recipe': np.array(json.dumps(
+            {'fps': fps, 'chunk': chunk}))}
+        assert checked_frames(record, 'a.npz', 512).shape == (6, 512)
+    assert checked_frames({'frames_features': frames, 'recipe': json.dumps(
+        {'fps': None, 'chunk': 16})}, 'a.npz', 512).shape == (6, 512)  # native fps: not known
+    record = {'frames_features': frames, 'recipe': np.array(json.dumps({'fps': 16.0,
+                                                                         'chunk': 8}))}
+    with pytest.raises(BadVideoError, match=r'a\.npz: field "recipe": frame recipe chunk 8 at '
+                                            r'16 fps: one feature row per 0\.5 s; expected one '
+                                            'row per second'):
+        checked_frames(record, 'a.npz', 512)
+    with pytest.raises(ValueError, match=r'v\.mp4: frame recipe chunk 16 at 8 fps: one feature '
+                                         r'row per 2 s'):
+        plan_from_video(None, None, tmp_path / 'v.mp4', 0, 1, FrameRecipe(fps=8.0))
