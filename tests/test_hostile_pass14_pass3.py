@@ -169,3 +169,13 @@ def test_h58_features_of_another_time_step_are_refused_by_name(tmp_path):
     with pytest.raises(ValueError, match=r'v\.mp4: frame recipe chunk 16 at 8 fps: one feature '
                                          r'row per 2 s'):
         plan_from_video(None, None, tmp_path / 'v.mp4', 0, 1, FrameRecipe(fps=8.0))
+
+
+def test_h58_extract_features_refuses_a_recipe_no_reader_takes(tmp_path):
+    """H58 at its source: extract_features --chunk 8 wrote features of 0.5 s per row, which
+    every reader now refuses; the tool refuses before decoding anything."""
+    import pytest
+    with pytest.raises(SystemExit, match='one feature row per 0.5 s.*nothing was extracted'):
+        load_tool('extract_features').main([str(tmp_path / 'v.mp4'), '--out', str(tmp_path / 'o'),
+                                            '--random-weights', '--chunk', '8'])
+    assert not (tmp_path / 'o').exists()
