@@ -29,8 +29,8 @@ from mmengine.utils import ProgressBar
 
 from vpn_plugin.datasets.annotations import BadVideoError
 from vpn_plugin.datasets.features import FEATURE_KEY, checked_frames, read_feature_record
-from vpn_plugin.datasets.provenance import (PROVENANCE_FILE, describe, feature_files,
-                                             folder_fingerprint, read_record, write_provenance)
+from vpn_plugin.datasets.provenance import (PROVENANCE_FILE, describe, feature_files, read_record,
+                                             write_provenance)
 from vpn_plugin.errors import (POSITIVE_INT, check_folder_target, path_argument, path_kind,
                                tool_main)
 from vpn_plugin.locks import exclusive_lock, lock_path_of
@@ -247,20 +247,13 @@ def convert_locked(src: Path, dst: Path, args) -> tuple:
     check_outputs(files, dst, args.overwrite)
     Path(os.path.realpath(dst)).mkdir(parents=True, exist_ok=True)  # a dangling link: its target
     removed = remove_stale_partials(files, dst)
-    earlier = read_record(dst) if (dst / PROVENANCE_FILE).is_file() else {}
     record = dict(kind='converted', tool='convert_features.py',
                   source_folder=str(src.resolve()), source=read_record(src))
     write_provenance(dst, record)
     result = convert_all(files, dst, args.frame_dim, args.overwrite)
+    write_provenance(dst, record)  # again: its fingerprint of the files now there
     result['orphans'] = [p.name for p in feature_files(dst)
                          if p.stem not in {src.stem for src in files}]
-    source_now = folder_fingerprint(src)['fingerprint']
-    if not result['refused'] and not result['orphans'] and (
-            not result['counts']['kept'] or earlier.get('source_fingerprint') == source_now):
-        # every file of --src, as it is now, is in --dst: a test of a checkpoint trained on
-        # either folder reads the same features (engine.checkpoint.converted_from)
-        record['source_fingerprint'] = source_now
-    write_provenance(dst, record)  # again: its fingerprint of the files now there
     return result, removed, others
 
 

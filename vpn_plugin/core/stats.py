@@ -11,6 +11,7 @@ here, where their script continues one stream.
 """
 from __future__ import annotations
 
+import math
 import numbers
 import random
 from typing import Annotated, Optional, Tuple
@@ -48,7 +49,7 @@ def seed_interval(scores, num_resamples: Count = AUTHORS_RESAMPLES,
                   level: ConfidenceLevel = 0.90, seed: Seed = AUTHORS_SEED) -> Tuple[float, Optional[float], Optional[float]]:
     """(mean, low, high) of per-seed ``scores`` (n,): :func:`bootstrap_ci` when
     :func:`shows_ci` allows one, else (mean, None, None). Tables and figures both ask this."""
-    check_resamples(num_resamples)
+    check_resamples(num_resamples, level=level)
     scores = _as_scores(scores, 'scores')
     if not shows_ci(len(scores)):
         return float(scores.mean()), None, None
@@ -128,17 +129,29 @@ def _check_seeds(scores: np.ndarray, name: str) -> None:
                          'mean only, no interval nor significance: seed_interval)')
 
 
-def check_resamples(num_resamples: int, name: str = 'num_resamples') -> int:
+def check_resamples(num_resamples: int, name: str = 'num_resamples',
+                    level: float = 0.90) -> int:
     """The one bound of a bootstrap's K (every interval, table, figure and ``report.py`` flag
     goes through it; its kind is checked by ``checked_arguments``): ``MIN_RESAMPLES`` ..
-    ``MAX_RESAMPLES``, each with its reason. Returns it."""
-    if num_resamples < MIN_RESAMPLES:
-        raise ValueError(f'{name}={num_resamples}; expected at least {MIN_RESAMPLES} '
-                         f'({RESAMPLES_FLOOR_WHY})')
+    ``MAX_RESAMPLES``, each with its reason; a wider ``level`` needs more (:func:`min_resamples`:
+    K=20 at 99 % reads its ends off the two extreme resampled means). Returns it."""
+    floor = min_resamples(level)
+    if num_resamples < floor:
+        why = RESAMPLES_FLOOR_WHY if floor == MIN_RESAMPLES else (
+            f'a {level:.4g} percentile interval reads its ends at the {(1 - level) / 2:.4g} and '
+            f'{(1 + level) / 2:.4g} quantiles of the resampled means: below {floor} resamples '
+            'they are the extreme ones')
+        raise ValueError(f'{name}={num_resamples}; expected at least {floor} ({why})')
     if num_resamples > MAX_RESAMPLES:
-        raise ValueError(f'{name}={num_resamples}; expected {MIN_RESAMPLES} .. {MAX_RESAMPLES} '
+        raise ValueError(f'{name}={num_resamples}; expected {floor} .. {MAX_RESAMPLES} '
                          f'({RESAMPLES_LIMIT_WHY})')
     return num_resamples
+
+
+def min_resamples(level: float = 0.90) -> int:
+    """The fewest resamples a ``level`` interval is read from: each tail, (1 - level) / 2 of
+    K, holds at least one resampled mean (20 at 90 %, 40 at 95 %, 200 at 99 %)."""
+    return max(MIN_RESAMPLES, math.ceil(round(2.0 / (1.0 - level), 6)))
 
 
 def _percentiles(statistics: np.ndarray, level: float) -> Tuple[float, float]:
@@ -163,7 +176,7 @@ def bootstrap_ci(scores, num_resamples: Count = AUTHORS_RESAMPLES,
     ``(1 - level) / 2`` and ``(1 + level) / 2`` percentiles of the resampled means. The
     paper's "±" is ``high - low``.
     """
-    check_resamples(num_resamples)
+    check_resamples(num_resamples, level=level)
     scores = _as_scores(scores, 'scores')
     _check_seeds(scores, 'scores')
     index = _resample_indices(random.Random(seed), len(scores), num_resamples)
@@ -183,7 +196,7 @@ def bootstrap_difference(a, b, num_resamples: Count = AUTHORS_RESAMPLES,
     mean(B*). ``paired=True`` (``a[i]``, ``b[i]`` share seed i) resamples pair indices jointly.
     [low, high] is the percentile interval of delta*; ``significant`` iff 0 lies outside it.
     """
-    check_resamples(num_resamples)
+    check_resamples(num_resamples, level=level)
     a, b = _as_scores(a, 'a'), _as_scores(b, 'b')
     if paired and len(a) != len(b):
         raise ValueError(f'paired bootstrap got {len(a)} scores in a and {len(b)} in b; '
