@@ -51,15 +51,22 @@ def test_a3_own_step_file_of_another_endpoint_weight_is_refused():
                    dict(run, endpoint_weight=10.0), keys)
 
 
-def test_a3_a4_named_step_file_of_other_settings_is_named(capsys):
+def test_a3_a4_named_step_file_of_other_settings_is_named(monkeypatch):
+    import logging
+    from vpn_plugin.engine import kepp_training
     from vpn_plugin.engine.kepp_training import KEPPStepModelHook, warn_other_settings
+    logged = []  # the logger's own stream depends on which runner ran before in this process
+    monkeypatch.setattr(kepp_training, 'print_log',
+                        lambda message, logger=None, level=logging.INFO: logged.append(
+                            (level, message)))
     run = KEPPStepModelHook(lr=1e-3).settings(fake_runner(), fake_kepp(1.0))
     saved = dict(settings=dict(run, lr=3e-4, endpoint_weight=10.0))
     lines = warn_other_settings('K0/kepp_step_model.pth', saved, run)
     assert lines == ['lr: 0.0003 in the file, 0.001 in this run',
                      'endpoint_weight: 10.0 in the file, 1.0 in this run']
-    said = capsys.readouterr().out
-    assert 'WARNING - K0/kepp_step_model.pth (model.step_checkpoint) was trained with other ' \
+    (level, said), = logged
+    assert level == logging.WARNING
+    assert 'K0/kepp_step_model.pth (model.step_checkpoint) was trained with other ' \
         'settings' in said and 'change nothing in its step model' in said
     # the same settings: nothing said; a file without a setting: not compared
     assert warn_other_settings('f', dict(settings=dict(run)), run) == []
