@@ -11,6 +11,7 @@ here, where their script continues one stream.
 """
 from __future__ import annotations
 
+import math
 import numbers
 import random
 from typing import Annotated, Optional, Tuple
@@ -48,7 +49,7 @@ def seed_interval(scores, num_resamples: Count = AUTHORS_RESAMPLES,
                   level: ConfidenceLevel = 0.90, seed: Seed = AUTHORS_SEED) -> Tuple[float, Optional[float], Optional[float]]:
     """(mean, low, high) of per-seed ``scores`` (n,): :func:`bootstrap_ci` when
     :func:`shows_ci` allows one, else (mean, None, None). Tables and figures both ask this."""
-    check_resamples(num_resamples)
+    check_resamples(num_resamples, level=level)
     scores = _as_scores(scores, 'scores')
     if not shows_ci(len(scores)):
         return float(scores.mean()), None, None
@@ -128,15 +129,30 @@ def _check_seeds(scores: np.ndarray, name: str) -> None:
                          'mean only, no interval nor significance: seed_interval)')
 
 
-def check_resamples(num_resamples: int, name: str = 'num_resamples') -> int:
+def resample_floor(level: float = 0.90) -> int:
+    """The fewest resamples whose ``level`` percentile interval reads its ends at least one
+    order statistic inside the extremes: :data:`MIN_RESAMPLES` at 90 %, and 1 / tail where the
+    tail ``(1 - level) / 2`` is smaller (200 at 99 %, 2000 at 99.9 %: K=20 at 99 % read the
+    ends off the smallest and largest resampled means)."""
+    tail = (1.0 - level) / 2.0
+    return max(MIN_RESAMPLES, math.ceil(round(1.0 / tail, 6)))
+
+
+def check_resamples(num_resamples: int, name: str = 'num_resamples',
+                    level: float = 0.90) -> int:
     """The one bound of a bootstrap's K (every interval, table, figure and ``report.py`` flag
-    goes through it; its kind is checked by ``checked_arguments``): ``MIN_RESAMPLES`` ..
-    ``MAX_RESAMPLES``, each with its reason. Returns it."""
-    if num_resamples < MIN_RESAMPLES:
-        raise ValueError(f'{name}={num_resamples}; expected at least {MIN_RESAMPLES} '
-                         f'({RESAMPLES_FLOOR_WHY})')
+    goes through it; its kind is checked by ``checked_arguments``): :func:`resample_floor` of
+    the interval's ``level`` .. ``MAX_RESAMPLES``, each with its reason. Returns it."""
+    floor = resample_floor(level)
+    if num_resamples < floor:
+        why = (RESAMPLES_FLOOR_WHY if floor == MIN_RESAMPLES else
+               f'a {100 * level:g} % percentile interval reads its ends at the '
+               f'{100 * (1 - level) / 2:g} % and {100 * (1 + level) / 2:g} % quantiles of the '
+               f'resampled means: below {floor} resamples they fall within one order statistic '
+               'of the smallest and largest; the authors use 1000 at 90 %')
+        raise ValueError(f'{name}={num_resamples}; expected at least {floor} ({why})')
     if num_resamples > MAX_RESAMPLES:
-        raise ValueError(f'{name}={num_resamples}; expected {MIN_RESAMPLES} .. {MAX_RESAMPLES} '
+        raise ValueError(f'{name}={num_resamples}; expected {floor} .. {MAX_RESAMPLES} '
                          f'({RESAMPLES_LIMIT_WHY})')
     return num_resamples
 
@@ -163,7 +179,7 @@ def bootstrap_ci(scores, num_resamples: Count = AUTHORS_RESAMPLES,
     ``(1 - level) / 2`` and ``(1 + level) / 2`` percentiles of the resampled means. The
     paper's "±" is ``high - low``.
     """
-    check_resamples(num_resamples)
+    check_resamples(num_resamples, level=level)
     scores = _as_scores(scores, 'scores')
     _check_seeds(scores, 'scores')
     index = _resample_indices(random.Random(seed), len(scores), num_resamples)
@@ -183,7 +199,7 @@ def bootstrap_difference(a, b, num_resamples: Count = AUTHORS_RESAMPLES,
     mean(B*). ``paired=True`` (``a[i]``, ``b[i]`` share seed i) resamples pair indices jointly.
     [low, high] is the percentile interval of delta*; ``significant`` iff 0 lies outside it.
     """
-    check_resamples(num_resamples)
+    check_resamples(num_resamples, level=level)
     a, b = _as_scores(a, 'a'), _as_scores(b, 'b')
     if paired and len(a) != len(b):
         raise ValueError(f'paired bootstrap got {len(a)} scores in a and {len(b)} in b; '

@@ -171,8 +171,8 @@ def build_table(rows: list[ResultRow], metrics=DEFAULT_METRICS, *, methods=None,
     """
     if not rows:
         raise ValueError('no results rows to report')
-    check_resamples(num_resamples)
-    check_resamples(num_diff_resamples, 'num_diff_resamples')
+    check_resamples(num_resamples, level=level)
+    check_resamples(num_diff_resamples, 'num_diff_resamples', level)
     check_rows(rows)
     check_rows_match_configs(rows)
     check_names(metrics, METRIC_RANGES, '--metrics')
