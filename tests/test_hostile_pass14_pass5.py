@@ -26,3 +26,29 @@ def test_report_table_floor_follows_its_level():
     from vpn_plugin.protocol.report import build_table
     with pytest.raises(ValueError, match=r'num_resamples=1000; expected at least 2000'):
         build_table([object()], level=0.999)
+
+
+# ------------------------------------------------ B10 / B9: a perturbation of no known stage
+def test_pkg_builder_refuses_a_perturbation_it_would_never_apply():
+    """Before: PKGBuilder(perturbations=[a callable with stage='Graph']) built, and build()
+    returned the unperturbed graph (neither stage matched); a plain function raised
+    AttributeError: 'function' object has no attribute 'stage'."""
+    from vpn_plugin.models.pkg_builder import GraphPerturbation, PKGBuilder
+
+    class Typo:
+        stage = 'Graph'
+
+        def __call__(self, pkg, seed):
+            return pkg
+
+    for perturbation, stage in ((Typo(), "'Graph'"), (lambda pkg, seed: pkg, 'None')):
+        with pytest.raises(ValueError, match=rf'PKGBuilder.perturbations\[0\] .* has '
+                                             rf"stage={stage}; expected one of \('sequences', "
+                                             r"'graph'\)"):
+            PKGBuilder(perturbations=[perturbation])
+
+    class Fine(GraphPerturbation):
+        def __call__(self, pkg, seed):
+            return pkg
+    assert len(PKGBuilder(perturbations=[Fine(), dict(type='EdgeDropout', fraction=0.1)])
+               .perturbations) == 2
