@@ -52,3 +52,37 @@ def test_pkg_builder_refuses_a_perturbation_it_would_never_apply():
             return pkg
     assert len(PKGBuilder(perturbations=[Fine(), dict(type='EdgeDropout', fraction=0.1)])
                .perturbations) == 2
+
+
+# ------------------------------------------------ V1-V3, K9: variables the base already copied
+ROOT = __import__('pathlib').Path(__file__).resolve().parents[1]
+
+
+@pytest.mark.parametrize('line, kept', [
+    ("observation = 'mean3'", "train_dataloader.dataset.observation='authors'"),
+    ("window_policy = 'keep'", "train_dataloader.dataset.window_policy='authors'"),
+    ('batch_size = 7', 'train_dataloader.batch_size=256')])
+def test_a_child_file_setting_a_copied_variable_is_refused(tmp_path, line, kept):
+    """Before: a child of configs/vpn_niv_t3.py that wrote observation = 'mean3' (or
+    window_policy, batch_size) trained on the base's 'authors' observations (batch 256)
+    without a word: the base had copied the variable into its loaders when it was read."""
+    from vpn_plugin.data_paths import load_config
+    child = tmp_path / 'child.py'
+    child.write_text(f"_base_ = ['{ROOT}/configs/vpn_niv_t3.py']\n{line}\n")
+    with pytest.raises(ValueError, match=rf'child.py: {line.split()[0]} = .* changes the '
+                                         rf'top-level variable only.*keep {kept}'):
+        load_config(str(child))
+    # the same value written where it lands loads
+    key, value = line.split(' = ')
+    place = 'dict(batch_size=7)' if key == 'batch_size' else f'dict(dataset=dict({line.replace(" = ", "=")}))'
+    child.write_text(f"_base_ = ['{ROOT}/configs/vpn_niv_t3.py']\n{line}\n" + ''.join(
+        f'{split}_dataloader = {place}\n' for split in ('train', 'val', 'test')))
+    assert load_config(str(child)).train_dataloader.get('batch_size') in (7, 256)
+
+
+def test_cfg_options_batch_size_alone_is_refused():
+    """Before: --cfg-options batch_size=7 trained with batch 256 (3 iterations an epoch)."""
+    from vpn_plugin.data_paths import load_config
+    with pytest.raises(ValueError, match=r'--cfg-options batch_size=7 changes the top-level '
+                                         r'variable only.*train_dataloader.batch_size=256'):
+        load_config(str(ROOT / 'configs/vpn_niv_t3.py'), {'batch_size': 7})

@@ -254,20 +254,27 @@ def _refuse_contradicting_horizons(cfg, horizon: int, test_horizon: int) -> None
 def _chain_horizons(path: Path) -> set:
     """The literal top-level ``horizon`` / ``test_horizon`` values of ``path`` and its
     ``_base_`` files, each read alone (a stale dataset horizon is one of them)."""
-    from mmengine.config import Config
-    values, todo, seen = set(), [path.resolve()], set()
-    while todo:
-        file = todo.pop()
-        if file in seen or not file.is_file():
-            continue
-        seen.add(file)
+    values = set()
+    for file in _chain_files(path):
         own = _own_top_level(file)
         values.update(v for k, v in own.items() if k in ('horizon', 'test_horizon')
                       and isinstance(v, int) and not isinstance(v, bool))
-        for base in Config._get_base_files(str(file)):
-            if '::' not in str(base):  # a package's base (mmaction::...) sets no horizon
-                todo.append((file.parent / str(base)).resolve())
     return values
+
+
+def _chain_files(path: Path) -> list:
+    """``path`` and the files of its ``_base_`` chain (a package's base, mmaction::..., sets
+    no variable of this project and is left out)."""
+    from mmengine.config import Config
+    files, todo = [], [path.resolve()]
+    while todo:
+        file = todo.pop()
+        if file in files or not file.is_file():
+            continue
+        files.append(file)
+        todo += [(file.parent / str(base)).resolve()
+                 for base in Config._get_base_files(str(file)) if '::' not in str(base)]
+    return files
 
 
 def _own_top_level(file: Path) -> dict:
@@ -374,6 +381,7 @@ def load_config(path, cfg_options=None, *, data_root=None, feature_dir=None, hor
         _refuse_inert_variables(path, cfg, cfg_options)
         if any(key.split('.')[0] == 'custom_imports' for key in cfg_options):
             import_custom_modules(path, cfg.custom_imports)
+    refuse_inert_file_variables(cfg)
     from vpn_plugin.runner_keys import check_runner_kinds
     check_runner_kinds(cfg, str(path))  # read below (horizon, data_root, the loaders)
     apply_horizon(cfg, horizon, test_horizon)
@@ -744,20 +752,36 @@ def check_split_locations(cfg) -> None:
 # top-level variables of configs/_base_/datasets/planning_dataset.py that are copied into the
 # dataset dicts when the config file is parsed: --cfg-options after parsing does not reach them
 DATASET_VARIABLES = ('observation', 'window_policy', 'device_resident')
+# top-level variables the dataset base copies into its loaders / datasets when it is read
+# ({variable: (helper dict that copies it, the place it lands)}): a later change of the
+# variable alone reaches none of them
+COPIED_VARIABLES = {**{key: ('dataset', f'dataset.{key}') for key in DATASET_VARIABLES},
+                    'batch_size': ('loader', 'batch_size')}
+
+
+def _copies_kept(cfg, key: str, value) -> dict:
+    """{'<split>_dataloader.<place>': value held} of the loaders whose copy of the top-level
+    variable ``key`` is not ``value``."""
+    kept = {}
+    place = COPIED_VARIABLES[key][1]
+    for split in ('train', 'val', 'test'):
+        node = cfg.get(f'{split}_dataloader') or {}
+        for part in place.split('.')[:-1]:
+            node = node.get(part) if hasattr(node, 'get') else None
+        last = place.split('.')[-1]
+        if hasattr(node, 'get') and last in node and node[last] != value:
+            kept[f'{split}_dataloader.{place}'] = node[last]
+    return kept
 
 
 def _refuse_inert_variables(path, cfg, cfg_options: dict) -> None:
-    """``--cfg-options observation=concat3`` changes the top-level variable only: the datasets
-    keep the value the file gave them (a test of 'authors' observations said nothing):
-    ``ValueError`` naming the dataset keys to set instead."""
-    for key in DATASET_VARIABLES:
+    """``--cfg-options observation=concat3`` (or ``batch_size=7``) changes the top-level
+    variable only: the datasets and loaders keep the value the file gave them (a test of
+    'authors' observations said nothing): ``ValueError`` naming the keys to set instead."""
+    for key in COPIED_VARIABLES:
         if key not in cfg_options:
             continue
-        kept = {}
-        for split in ('train', 'val', 'test'):
-            dataset = (cfg.get(f'{split}_dataloader') or {}).get('dataset') or {}
-            if hasattr(dataset, 'get') and key in dataset and dataset[key] != cfg_options[key]:
-                kept[f'{split}_dataloader.dataset.{key}'] = dataset[key]
+        kept = _copies_kept(cfg, key, cfg_options[key])
         if kept:
             listed = ', '.join(f'{where}={value!r}' for where, value in kept.items())
             raise ValueError(
@@ -765,6 +789,50 @@ def _refuse_inert_variables(path, cfg, cfg_options: dict) -> None:
                 'variable only, which the config copied into its datasets when it was read: '
                 f'they keep {listed}; set those keys instead (--cfg-options '
                 + ' '.join(f'{where}={cfg_options[key]}' for where in kept) + ')')
+
+
+def refuse_inert_file_variables(cfg) -> None:
+    """A config file that sets ``observation = 'mean3'`` (or ``window_policy``,
+    ``device_resident``, ``batch_size``) under a base that already copied the variable into
+    its datasets and loaders changes nothing (the run trained on the base's values without a
+    word): ``ValueError`` naming the file, the variable and the keys to set instead. The file
+    that copies it (the one that also defines the ``dataset`` / ``loader`` helper) is exempt."""
+    path = cfg.filename
+    if not path or not Path(path).is_file():
+        return
+    for file in _chain_files(Path(path)):
+        own, assigned = _own_top_level(file), _assigned_names(file)
+        for key, (helper, place) in COPIED_VARIABLES.items():
+            if key not in own or helper in assigned:
+                continue
+            kept = _copies_kept(cfg, key, own[key])
+            if kept:
+                listed = ', '.join(f'{where}={value!r}' for where, value in kept.items())
+                raise ValueError(
+                    f'{file}: {key} = {own[key]!r} changes the top-level variable only: its '
+                    f'base copied {key} into the loaders when it was read, and they keep '
+                    f'{listed}; set those keys in this file instead (e.g. '
+                    f'train_dataloader = {_nested_dict(place, own[key])}, one per split), or '
+                    'remove the variable')
+
+
+def _nested_dict(place: str, value) -> str:
+    """``'dataset.observation'``, 'mean3' -> ``"dict(dataset=dict(observation='mean3'))"``."""
+    text = repr(value)
+    for part in reversed(place.split('.')):
+        text = f'dict({part}={text})'
+    return text
+
+
+def _assigned_names(file: Path) -> set:
+    """The names one config file assigns at top level (any value, without its bases)."""
+    import ast
+    if file.suffix != '.py':
+        return set(_own_top_level(file))
+    return {target.id for node in ast.parse(file.read_text()).body
+            if isinstance(node, ast.Assign) for target in node.targets
+            if isinstance(target, ast.Name)}
+
 
 def _refuse_derived_horizons(path, cfg_options: dict) -> None:
     """``model.horizon=4`` etc. would be overwritten by :func:`apply_horizon`: refuse it."""
