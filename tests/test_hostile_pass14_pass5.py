@@ -86,3 +86,25 @@ def test_cfg_options_batch_size_alone_is_refused():
     with pytest.raises(ValueError, match=r'--cfg-options batch_size=7 changes the top-level '
                                          r'variable only.*train_dataloader.batch_size=256'):
         load_config(str(ROOT / 'configs/vpn_niv_t3.py'), {'batch_size': 7})
+
+
+# ------------------------------------------------ K1, K26: a training that keeps no checkpoint
+@pytest.mark.parametrize('options', [dict(interval=10, save_begin=1000),
+                                     dict(interval=-1), dict(interval=600)])
+def test_a_training_that_would_save_no_checkpoint_is_refused(options):
+    """Before: --cfg-options default_hooks.checkpoint.save_begin=1000 (or interval=-1)
+    save_last=False save_best=None trained 500 epochs, saved nothing, exit 0."""
+    from types import SimpleNamespace
+
+    from vpn_plugin.engine.checkpoint_hook import KillSafeCheckpointHook
+    from vpn_plugin.runner import check_saves_a_checkpoint
+    loop = SimpleNamespace(max_epochs=500)
+    hook = KillSafeCheckpointHook(save_last=False, **options)
+    with pytest.raises(ValueError, match=r'cfg.py: default_hooks.checkpoint saves no checkpoint '
+                                         r'in train_cfg.max_epochs=500 epochs'):
+        check_saves_a_checkpoint([hook], loop, True, 'cfg.py')
+    for keeps in (KillSafeCheckpointHook(**options),  # save_last
+                  KillSafeCheckpointHook(save_last=False, save_best='plan/success_rate', rule='greater',
+                                         **options),
+                  KillSafeCheckpointHook(save_last=False, interval=10, save_begin=500)):
+        check_saves_a_checkpoint([keeps], loop, True, 'cfg.py')

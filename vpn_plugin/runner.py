@@ -277,6 +277,8 @@ class PlanningRunner(Runner):
         self.log_test_windows()
         if self._train_loop is not None:
             check_train_batches(self.train_loop.dataloader, self.cfg.filename or 'config')
+            check_saves_a_checkpoint(self.hooks, self.train_loop, self._val_loop is not None,
+                                     self.cfg.filename or 'config')
         if self.rank != 0:
             return super().train()
         from vpn_plugin.engine.checkpoint import remove_partial_files
@@ -628,6 +630,30 @@ def check_train_batches(loader, where: str) -> None:
                      f'windows (this process) with batch_size={batch_size}, drop_last={drop_last} '
                      'give 0 iterations per epoch, so the run would save an untrained model; '
                      f'expected a batch_size <= {len(loader.dataset)} or drop_last=False')
+
+
+def check_saves_a_checkpoint(hooks, train_loop, validates: bool, where: str) -> None:
+    """An epoch-based training whose checkpoint hook would save nothing (``save_last=False``,
+    no ``save_best`` with a validation loop, and an ``interval`` <= 0 or a first save past
+    ``max_epochs``) trained for hours and kept no checkpoint, exit 0: refused naming the
+    options. A run without a checkpoint hook, or saving by iteration, is left alone."""
+    from mmengine.hooks import CheckpointHook
+    epochs = getattr(train_loop, 'max_epochs', None)
+    hook = next((h for h in hooks if isinstance(h, CheckpointHook)), None)
+    if hook is None or not hook.by_epoch or not isinstance(epochs, int):
+        return
+    if hook.save_last or (hook.save_best is not None and validates):
+        return
+    first = hook.save_begin if hook.save_begin > 0 else hook.interval
+    if hook.interval > 0 and first <= epochs:
+        return
+    best = hook.save_best if validates else f'{hook.save_best} (no validation loop)'
+    raise ValueError(f'{where}: default_hooks.checkpoint saves no checkpoint in '
+                     f'train_cfg.max_epochs={epochs} epochs (interval={hook.interval}, '
+                     f'save_begin={hook.save_begin}, save_last=False, save_best={best}): '
+                     'the run would train and keep nothing; expected save_last=True, a '
+                     'save_best with validation, or an interval and save_begin within the '
+                     'epochs')
 
 
 def check_hooks_once(hooks, stage_hooks, where: str) -> None:
