@@ -108,3 +108,17 @@ def test_a_training_that_would_save_no_checkpoint_is_refused(options):
                                          **options),
                   KillSafeCheckpointHook(save_last=False, interval=10, save_begin=500)):
         check_saves_a_checkpoint([keeps], loop, True, 'cfg.py')
+
+
+# ------------------------------------------------ C2: a known key in another case
+def test_a_top_level_key_in_capitals_is_refused(tmp_path):
+    """Before: a child config with HORIZON = 4 trained T=3 without a word (only keys within
+    difflib's 0.8 of a known one were named; 'HORIZON' vs 'horizon' scores 0)."""
+    from vpn_plugin.data_paths import load_config
+    child = tmp_path / 'child.py'
+    child.write_text(f"_base_ = ['{ROOT}/configs/vpn_niv_t3.py']\nHORIZON = 4\n")
+    with pytest.raises(ValueError, match=r"child.py: top-level config key 'HORIZON' is unknown; "
+                                         r"did you mean 'horizon'\?"):
+        load_config(str(child))
+    child.write_text(f"_base_ = ['{ROOT}/configs/vpn_niv_t3.py']\n_HORIZON = 4\nsteps = 2\n")
+    assert load_config(str(child)).horizon == 3  # helper variables stay free
