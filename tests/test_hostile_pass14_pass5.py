@@ -122,3 +122,42 @@ def test_a_top_level_key_in_capitals_is_refused(tmp_path):
         load_config(str(child))
     child.write_text(f"_base_ = ['{ROOT}/configs/vpn_niv_t3.py']\n_HORIZON = 4\nsteps = 2\n")
     assert load_config(str(child)).horizon == 3  # helper variables stay free
+
+
+# ------------------------------------------------ vague messages of config files (C7, B1, C11, C13, B6)
+def test_config_files_that_cannot_be_read_are_named(tmp_path):
+    """Before: a Latin-1 config: "'utf-8' codec can't decode byte 0xe9" (no file); the same
+    base twice: mmengine's "Duplicate key is not allowed among bases" (no file); an empty
+    YAML: AttributeError 'NoneType' object has no attribute 'get'; model = 'ViterbiPlanNet':
+    AttributeError 'str' object has no attribute 'get'; a dataset dict(_delete_=True, ...):
+    "error: data_root"."""
+    from vpn_plugin.data_paths import load_config
+    base = f"_base_ = ['{ROOT}/configs/vpn_niv_t3.py']\n"
+    latin = tmp_path / 'latin.py'
+    latin.write_bytes(base.encode() + b'# caf\xe9\n')
+    child = tmp_path / 'child.py'
+    child.write_text("_base_ = ['./latin.py']\n")
+    for path in (latin, child):
+        with pytest.raises(ValueError, match=r"latin.py: line 2: byte b'\\xe9' is not UTF-8"):
+            load_config(str(path))
+    twice = tmp_path / 'twice.py'
+    twice.write_text(f"_base_ = ['{ROOT}/configs/vpn_niv_t3.py', '{ROOT}/configs/vpn_niv_t3.py']\n")
+    with pytest.raises(ValueError, match=r'twice.py: its _base_ files .* set the same keys'):
+        load_config(str(twice))
+    empty = tmp_path / 'empty.yaml'
+    empty.write_text('')
+    with pytest.raises(ValueError, match=r'empty.yaml: holds NoneType .*expected a mapping'):
+        load_config(str(empty))
+    named = tmp_path / 'named.py'
+    named.write_text(base + "model = 'ViterbiPlanNet'\n")
+    with pytest.raises(ValueError, match=r"named.py: model = 'ViterbiPlanNet'; expected a model "
+                                         'dict with a type'):
+        load_config(str(named))
+
+
+def test_a_dataset_config_without_its_required_options_names_them():
+    from vpn_plugin.config_types import OptionsError
+    from vpn_plugin.datasets.sources import source_windows
+    with pytest.raises(OptionsError, match=r'PlanningDataset: data_root, taxonomy missing: '
+                                           r'required options'):
+        source_windows(dict(type='PlanningDataset', horizon=3))

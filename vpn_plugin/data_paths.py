@@ -190,8 +190,12 @@ def apply_horizon(cfg, horizon=None, test_horizon=None):
     # 0, [] or {} were read as "no test_horizon" (the training horizon tested without a word)
     test_horizon = (_positive_horizon(cfg, 'test_horizon')
                     if cfg.get('test_horizon') is not None else horizon)
-    _refuse_contradicting_horizons(cfg, horizon, test_horizon)
     model = cfg.get('model')
+    if model is not None and not hasattr(model, 'get'):  # model = 'ViterbiPlanNet'
+        raise ValueError(f'{cfg.filename or "config"}: model = {model!r}; expected a model dict '
+                         "with a type, e.g. model = dict(type='ViterbiPlanNet', ...) (or inherit "
+                         "one: _base_ = ['configs/vpn_niv_t3.py'])")
+    _refuse_contradicting_horizons(cfg, horizon, test_horizon)
     if model is not None:
         if _accepts_horizon(model):
             model['horizon'] = horizon
@@ -437,12 +441,15 @@ def read_config_file(path):
         raise ValueError(f'config file {path}: a {Path(path).suffix or "name without"} '
                          f'extension; expected a config ({", ".join(CONFIG_SUFFIXES)}), e.g. '
                          'configs/vpn_niv_t3.py')
+    for file in _readable_chain(Path(path)):  # mmengine reads each file as UTF-8
+        check_utf8(file)
+        check_mapping_file(file)
     cycle = base_cycle(Path(path).resolve())  # mmengine recurses on it for seconds, then
     if cycle:                                  # ends in a RecursionError naming no file
         raise ValueError(f'{path}: its _base_ files inherit from each other in a cycle: '
                          f'{" -> ".join(map(str, cycle))}; expected a chain that ends')
     try:
-        return Config.fromfile(str(path))
+        loaded = Config.fromfile(str(path))
     except NameError as error:  # e.g. YAML text ("_base_: [a.py]") in a .py file
         raise ValueError(f'{not_python_reason(error) or path}: {error}; the config file does '
                          'not run as Python (a .py config sets keys with `key = value` and '
@@ -457,6 +464,59 @@ def read_config_file(path):
             raise FileNotFoundError(f'{path}: the file {missing} it inherits (_base_) or reads '
                                     'does not exist') from None
         raise
+    except KeyError as error:  # mmengine's words for keys its bases both set
+        if 'Duplicate key is not allowed among bases' not in str(error):
+            raise
+        raise ValueError(f'{path}: its _base_ files {Config._get_base_files(str(path))} set '
+                         f'the same keys ({str(error).split("Duplicate keys:")[-1].strip()[:200]}'
+                         '); mmengine merges bases only when they set different keys: inherit '
+                         'one of them (each configs/ file is a whole config)') from None
+    return loaded
+
+
+def _readable_chain(path: Path) -> list:
+    """``path`` and the ``_base_`` files that can be read of its chain, in order."""
+    from mmengine.config import Config
+    files, todo = [], [path.resolve()]
+    while todo:
+        file = todo.pop(0)
+        if file in files or not file.is_file():
+            continue
+        files.append(file)
+        try:
+            todo += [(file.parent / str(base)).resolve()
+                     for base in Config._get_base_files(str(file)) if '::' not in str(base)]
+        except (UnicodeDecodeError, SyntaxError, ValueError, OSError, AttributeError):
+            continue  # mmengine's reading of the file names what is wrong with it
+    return files
+
+
+def check_mapping_file(file: Path) -> None:
+    """A .json / .yaml config must hold a mapping of keys (an empty YAML file reads as None:
+    mmengine failed with "'NoneType' object has no attribute 'get'")."""
+    if file.suffix == '.py':
+        return
+    import mmengine
+    try:
+        loaded = mmengine.load(str(file))
+    except Exception as error:  # noqa: BLE001 - the parser's own words, with the file named
+        raise ValueError(f'{file}: does not parse as {file.suffix[1:].upper()} ({error})') \
+            from None
+    if not isinstance(loaded, dict):
+        raise ValueError(f'{file}: holds {type(loaded).__name__} {str(loaded)[:60]!r}; expected '
+                         'a mapping of config keys (e.g. _base_: [configs/vpn_niv_t3.py] and '
+                         'the keys it changes); an empty file is no config')
+
+
+def check_utf8(file: Path) -> None:
+    """A config file that is not UTF-8 text (mmengine's UnicodeDecodeError named no file)."""
+    try:
+        file.read_bytes().decode('utf-8')
+    except UnicodeDecodeError as error:
+        line = error.object[:error.start].count(b'\n') + 1
+        raise ValueError(f'{file}: line {line}: byte {error.object[error.start:error.start + 1]!r}'
+                         f' is not UTF-8 ({error.reason}); expected a config file saved as '
+                         'UTF-8') from None
 
 
 def config_with_syntax_error(path: Path, seen=None):
