@@ -161,3 +161,26 @@ def test_a_dataset_config_without_its_required_options_names_them():
     with pytest.raises(OptionsError, match=r'PlanningDataset: data_root, taxonomy missing: '
                                            r'required options'):
         source_windows(dict(type='PlanningDataset', horizon=3))
+
+
+# ------------------------------------------------ C24: miou_batch of samples without sample_idx
+def test_planning_metric_keeps_the_given_order_of_samples_without_an_index():
+    """Before: PlanningMetric sorted results by (sample_idx, gt, pred); samples without a
+    sample_idx (all -1) were re-ordered by their ground truth, so the order-dependent
+    miou_batch gave 83.33 where core.miou_batch of the same plans in the given order is 50."""
+    import torch
+
+    from vpn_plugin.core import miou_batch
+    from vpn_plugin.evaluation.planning_metric import PlanningMetric
+    pairs = (([0, 1], [0, 1]), ([2, 3], [2, 2]), ([0, 0], [1, 1]))
+    metric = PlanningMetric(extra_metrics=['miou_batch'], miou_batch_size=2)
+    for pred, gt in pairs:
+        metric.process({}, [dict(pred_plan=torch.tensor(pred), gt_plan=torch.tensor(gt))])
+    expected = miou_batch([p for p, _ in pairs], [g for _, g in pairs], 2)
+    assert expected == 50.0
+    assert metric.compute_metrics(metric.results)['miou_batch'] == expected
+    indexed = PlanningMetric(extra_metrics=['miou_batch'], miou_batch_size=2)
+    for index, (pred, gt) in reversed(list(enumerate(pairs))):  # a dataset's order restored
+        indexed.process({}, [dict(sample_idx=index, pred_plan=torch.tensor(pred),
+                                  gt_plan=torch.tensor(gt))])
+    assert indexed.compute_metrics(indexed.results)['miou_batch'] == expected
