@@ -184,3 +184,19 @@ def test_planning_metric_keeps_the_given_order_of_samples_without_an_index():
         indexed.process({}, [dict(sample_idx=index, pred_plan=torch.tensor(pred),
                                   gt_plan=torch.tensor(gt))])
     assert indexed.compute_metrics(indexed.results)['miou_batch'] == expected
+
+
+# ------------------------------------------------ C6 / R17: an option at its default is no change
+def test_an_option_given_at_its_default_is_not_a_change_from_training():
+    """Before: a test (or init_planner) with --cfg-options model.dvl_layers=1 of a run whose
+    config left dvl_layers out wrote changed_from_training ['model.dvl_layers: None in
+    training, 1 here'] on a correct run; dvl_layers=2 said 'None in training' for the 1 used."""
+    from mmengine.config import Config
+
+    import vpn_plugin.mm  # noqa: F401  (registers the planners)
+    from vpn_plugin.engine.checkpoint import model_option_differences
+    trained = dict(type='ViterbiPlanNet', num_actions=48, num_tasks=5, horizon=3)
+    text = Config(dict(model=trained)).pretty_text
+    assert model_option_differences(text, dict(trained, dvl_layers=1)) == []
+    assert model_option_differences(text, dict(trained, dvl_layers=2)) == [
+        'model.dvl_layers: 1 in training, 2 here']
