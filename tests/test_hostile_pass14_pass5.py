@@ -200,3 +200,35 @@ def test_an_option_given_at_its_default_is_not_a_change_from_training():
     assert model_option_differences(text, dict(trained, dvl_layers=1)) == []
     assert model_option_differences(text, dict(trained, dvl_layers=2)) == [
         'model.dvl_layers: 1 in training, 2 here']
+
+
+# ------------------------------------------------ D5: a top-level _delete_; E11: prefetch_factor
+def test_a_top_level_delete_is_refused(tmp_path):
+    """Before: a child config with `_delete_ = True` at the top trained the whole base config
+    unchanged (mmengine reads _delete_ inside a dict only)."""
+    from vpn_plugin.data_paths import load_config
+    child = tmp_path / 'child.py'
+    child.write_text(f"_base_ = ['{ROOT}/configs/vpn_niv_t3.py']\n_delete_ = True\n")
+    with pytest.raises(ValueError, match=r'child.py: a top-level _delete_ = True deletes nothing'):
+        load_config(str(child))
+
+
+def test_prefetch_factor_without_workers_names_the_keys():
+    """Before: torch's 'prefetch_factor option could only be specified in multiprocessing'
+    when the loader was built, naming no loader."""
+    from vpn_plugin.runner import check_persistent_workers
+    with pytest.raises(ValueError, match=r'cfg.py: train_dataloader.prefetch_factor=2 with '
+                                         r'train_dataloader.num_workers=0'):
+        check_persistent_workers('cfg.py: train_dataloader', dict(num_workers=0, prefetch_factor=2))
+    check_persistent_workers('cfg.py: train_dataloader', dict(num_workers=2, prefetch_factor=2))
+
+
+def test_randomness_without_a_seed_names_it():
+    """Before: randomness = dict(_delete_=True) raised TypeError 'Runner.set_randomness()
+    missing 1 required positional argument: seed' (a traceback)."""
+    from mmengine.config import Config
+
+    from vpn_plugin.runner import check_runner_options
+    with pytest.raises(ValueError, match=r'cfg.py: randomness.seed is missing'):
+        check_runner_options(Config(dict(randomness=dict(deterministic=False))), 'cfg.py')
+    check_runner_options(Config(dict(randomness=dict(seed=None))), 'cfg.py')

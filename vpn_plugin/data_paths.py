@@ -607,6 +607,11 @@ def check_config_keys(cfg, overrides=None) -> None:
                          'several methods), not a training or dataset config: run it with '
                          'tools/run_protocol.py, or give this tool the config of one of its '
                          'runs (its runs[i].config, e.g. configs/vpn_niv_t3.py)')
+    if '_delete_' in cfg:  # mmengine reads _delete_ inside a dict only: at the top, nothing
+        raise ValueError(f'{where}: a top-level _delete_ = {cfg["_delete_"]!r} deletes nothing '
+                         '(mmengine reads _delete_=True inside a dict, e.g. model = dict('
+                         "_delete_=True, type=...)); expected it inside the entry to replace, or a "
+                         'config without _base_ to start from nothing')
     check_misspelled([k for k in cfg.keys() if not k.startswith('_')], known,
                      f'{where}: top-level config key')
     for key in sorted({str(k).split('.')[0] for k in overrides or {}}):

@@ -742,6 +742,11 @@ def check_runner_options(cfg, where: str) -> None:
     _check_keys(f'{where}: env_cfg', cfg.get('env_cfg'), ENV_CFG_KEYS)
     _check_keys(f'{where}: randomness', cfg.get('randomness'),
                 _parameters(Runner.set_randomness))
+    if isinstance(cfg.get('randomness'), dict) and 'seed' not in cfg.randomness:
+        raise ValueError(f'{where}: randomness.seed is missing: a required option of mmengine\'s '
+                         "Runner.set_randomness (an entry with _delete_=True keeps none of its "
+                         'base config\'s options); expected randomness=dict(seed=0, ...), or '
+                         'seed=None for a random one')
     loader_keys = sorted({*_parameters(torch.utils.data.DataLoader.__init__), *DATALOADER_KEYS})
     for split in ('train', 'val', 'test'):
         _check_keys(f'{where}: {split}_dataloader', cfg.get(f'{split}_dataloader'), loader_keys)
@@ -769,6 +774,12 @@ def check_persistent_workers(where: str, loader) -> None:
                          f'num_workers={loader.get("num_workers", 0)}: there are no worker '
                          'processes to keep; expected num_workers >= 1, or '
                          'persistent_workers=False')
+    if isinstance(loader, dict) and loader.get('prefetch_factor') is not None \
+            and loader.get('num_workers', 0) == 0:  # torch: "... only be specified in ..."
+        raise ValueError(f'{where}.prefetch_factor={loader["prefetch_factor"]} with '
+                         f'{where.split(": ")[-1]}.num_workers=0: batches are prefetched by '
+                         'worker processes, and there are none; expected num_workers >= 1, or '
+                         'prefetch_factor=None')
 
 
 def _check_chained_arguments(where: str, registry, entry: dict) -> None:
