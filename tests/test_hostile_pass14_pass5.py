@@ -232,3 +232,12 @@ def test_randomness_without_a_seed_names_it():
     with pytest.raises(ValueError, match=r'cfg.py: randomness.seed is missing'):
         check_runner_options(Config(dict(randomness=dict(deterministic=False))), 'cfg.py')
     check_runner_options(Config(dict(randomness=dict(seed=None))), 'cfg.py')
+
+
+def test_a_pair_of_bounded_values_says_the_bound():
+    """Before: betas=[0.9, 1.0] was refused as 'expected a list of 2 values' (it is one)."""
+    from vpn_plugin.data_paths import load_config
+    with pytest.raises(ValueError, match=r'betas=\[0.9, 1.0\]; expected a list of 2 values '
+                                         r'\(each a finite number >= 0 and < 1\)'):
+        load_config(str(ROOT / 'configs/vpn_niv_t3.py'),
+                    {'optim_wrapper.optimizer.betas': [0.9, 1.0]})
