@@ -241,3 +241,13 @@ def test_a_pair_of_bounded_values_says_the_bound():
                                          r'\(each a finite number >= 0 and < 1\)'):
         load_config(str(ROOT / 'configs/vpn_niv_t3.py'),
                     {'optim_wrapper.optimizer.betas': [0.9, 1.0]})
+
+
+def test_a_loader_without_a_dataset_names_it():
+    """Before: train_dataloader = dict(_delete_=True, batch_size=4) built the runner and
+    failed in torch's sampler: TypeError: object of type 'NoneType' has no len()."""
+    from mmengine.config import Config
+
+    from vpn_plugin.runner import check_runner_options
+    with pytest.raises(ValueError, match=r'cfg.py: train_dataloader.dataset is missing'):
+        check_runner_options(Config(dict(train_dataloader=dict(batch_size=4))), 'cfg.py')

@@ -751,6 +751,12 @@ def check_runner_options(cfg, where: str) -> None:
     for split in ('train', 'val', 'test'):
         _check_keys(f'{where}: {split}_dataloader', cfg.get(f'{split}_dataloader'), loader_keys)
         check_persistent_workers(f'{where}: {split}_dataloader', cfg.get(f'{split}_dataloader'))
+        loader = cfg.get(f'{split}_dataloader')
+        if isinstance(loader, dict) and loader.get('dataset') is None:  # _delete_=True
+            raise ValueError(f'{where}: {split}_dataloader.dataset is missing: a loader reads a '
+                             "dataset (an entry with _delete_=True keeps none of its base "
+                             "config's options); expected dataset=dict(type=...), or "
+                             f'{split}_dataloader=None for no such loop')
     wrapper = cfg.get('optim_wrapper')
     if isinstance(wrapper, dict) and 'constructor' not in wrapper:
         _check_optim_wrapper(f'{where}: optim_wrapper', wrapper, OPTIM_WRAPPERS, OPTIMIZERS)
