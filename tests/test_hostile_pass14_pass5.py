@@ -248,6 +248,7 @@ def test_a_loader_without_a_dataset_names_it():
     failed in torch's sampler: TypeError: object of type 'NoneType' has no len()."""
     from mmengine.config import Config
 
-    from vpn_plugin.runner import check_runner_options
+    from vpn_plugin.runner import check_loader_datasets
     with pytest.raises(ValueError, match=r'cfg.py: train_dataloader.dataset is missing'):
-        check_runner_options(Config(dict(train_dataloader=dict(batch_size=4))), 'cfg.py')
+        check_loader_datasets(Config(dict(train_dataloader=dict(batch_size=4))), 'cfg.py')
+    check_loader_datasets(Config(dict(train_dataloader=dict(dataset=dict(type='X')))), 'cfg.py')

@@ -715,6 +715,7 @@ def check_config_entries(cfg, where: str) -> None:
                 for split in ('val', 'test') for evaluator in _evaluators(cfg.get(f'{split}_evaluator'))]
     for name, registry, entry in entries:
         _check_arguments(f'{where}: {name}', registry, entry)
+    check_loader_datasets(cfg, where)
     check_run_values(cfg, where)
     check_runner_options(cfg, where)
     if pkg is not None:
@@ -729,6 +730,18 @@ ENV_CFG_KEYS = ('cudnn_benchmark', 'mp_cfg', 'dist_cfg', 'resource_limit')  # Ru
 DATALOADER_KEYS = ('dataset', 'sampler', 'batch_sampler', 'collate_fn', 'worker_init_fn',
                    'num_batch_per_epoch')
 OPTIM_WRAPPER_BUILD_KEYS = ('type', 'optimizer', 'constructor', 'paramwise_cfg')
+
+
+def check_loader_datasets(cfg, where: str) -> None:
+    """A loader without a dataset (``train_dataloader = dict(_delete_=True, batch_size=4)``)
+    was built and failed in torch's sampler: "object of type 'NoneType' has no len()"."""
+    for split in ('train', 'val', 'test'):
+        loader = cfg.get(f'{split}_dataloader')
+        if isinstance(loader, dict) and loader.get('dataset') is None:
+            raise ValueError(f'{where}: {split}_dataloader.dataset is missing: a loader reads a '
+                             "dataset (an entry with _delete_=True keeps none of its base "
+                             "config's options); expected dataset=dict(type=...), or "
+                             f'{split}_dataloader=None for no such loop')
 
 
 def check_runner_options(cfg, where: str) -> None:
@@ -751,12 +764,6 @@ def check_runner_options(cfg, where: str) -> None:
     for split in ('train', 'val', 'test'):
         _check_keys(f'{where}: {split}_dataloader', cfg.get(f'{split}_dataloader'), loader_keys)
         check_persistent_workers(f'{where}: {split}_dataloader', cfg.get(f'{split}_dataloader'))
-        loader = cfg.get(f'{split}_dataloader')
-        if isinstance(loader, dict) and loader.get('dataset') is None:  # _delete_=True
-            raise ValueError(f'{where}: {split}_dataloader.dataset is missing: a loader reads a '
-                             "dataset (an entry with _delete_=True keeps none of its base "
-                             "config's options); expected dataset=dict(type=...), or "
-                             f'{split}_dataloader=None for no such loop')
     wrapper = cfg.get('optim_wrapper')
     if isinstance(wrapper, dict) and 'constructor' not in wrapper:
         _check_optim_wrapper(f'{where}: optim_wrapper', wrapper, OPTIM_WRAPPERS, OPTIMIZERS)
