@@ -252,3 +252,13 @@ def test_a_loader_without_a_dataset_names_it():
     with pytest.raises(ValueError, match=r'cfg.py: train_dataloader.dataset is missing'):
         check_loader_datasets(Config(dict(train_dataloader=dict(batch_size=4))), 'cfg.py')
     check_loader_datasets(Config(dict(train_dataloader=dict(dataset=dict(type='X')))), 'cfg.py')
+
+
+def test_load_config_refuses_an_empty_data_location():
+    """Before: load_config(path, data_root='') used the config's data root without a word (an
+    unset $DATA_ROOT in a script); the CLI flags already refused ''."""
+    from vpn_plugin.data_paths import load_config
+    for name in ('data_root', 'feature_dir'):
+        with pytest.raises(ValueError, match=rf"load_config\(\) argument {name}=''; expected a "
+                                             'folder path'):
+            load_config(str(ROOT / 'configs/vpn_niv_t3.py'), **{name: ''})

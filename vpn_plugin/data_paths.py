@@ -371,6 +371,11 @@ def load_config(path, cfg_options=None, *, data_root=None, feature_dir=None, hor
     if cfg_options is not None and not isinstance(cfg_options, dict):  # 'a=1' read as keys
         raise TypeError(f'{path}: cfg_options={cfg_options!r}; expected a dict of dotted keys '
                         "and values, e.g. {'model.dropout': 0.2} (or None)")
+    for name, value in (('data_root', data_root), ('feature_dir', feature_dir)):
+        if value is not None and (not isinstance(value, (str, os.PathLike)) or not str(value)):
+            raise ValueError(f'load_config() argument {name}={value!r}; expected a folder path '
+                             "(or None for the config's own): an empty one was read as not "
+                             'given')
     cfg = read_config_file(path)
     check_config_keys(cfg, cfg_options)  # a misspelled key (horizn=4) is refused
     check_flags_agree(cfg_options, {'--data-root': ('data_root', data_root),
