@@ -829,9 +829,9 @@ COPIED_VARIABLES = {**{key: ('dataset', f'dataset.{key}') for key in DATASET_VAR
                     'batch_size': ('loader', 'batch_size')}
 
 
-def _copies_kept(cfg, key: str, value) -> dict:
-    """{'<split>_dataloader.<place>': value held} of the loaders whose copy of the top-level
-    variable ``key`` is not ``value``."""
+def _copies_kept(cfg, key: str, value) -> tuple:
+    """({'<split>_dataloader.<place>': value held}, the same as text) of the loaders whose
+    copy of the top-level variable ``key`` is not ``value``."""
     kept = {}
     place = COPIED_VARIABLES[key][1]
     for split in ('train', 'val', 'test'):
@@ -841,7 +841,7 @@ def _copies_kept(cfg, key: str, value) -> dict:
         last = place.split('.')[-1]
         if hasattr(node, 'get') and last in node and node[last] != value:
             kept[f'{split}_dataloader.{place}'] = node[last]
-    return kept
+    return kept, ', '.join(f'{where}={held!r}' for where, held in kept.items())
 
 
 def _refuse_inert_variables(path, cfg, cfg_options: dict) -> None:
@@ -851,9 +851,8 @@ def _refuse_inert_variables(path, cfg, cfg_options: dict) -> None:
     for key in COPIED_VARIABLES:
         if key not in cfg_options:
             continue
-        kept = _copies_kept(cfg, key, cfg_options[key])
+        kept, listed = _copies_kept(cfg, key, cfg_options[key])
         if kept:
-            listed = ', '.join(f'{where}={value!r}' for where, value in kept.items())
             raise ValueError(
                 f'{path}: --cfg-options {key}={cfg_options[key]!r} changes the top-level '
                 'variable only, which the config copied into its datasets when it was read: '
@@ -875,9 +874,8 @@ def refuse_inert_file_variables(cfg) -> None:
         for key, (helper, place) in COPIED_VARIABLES.items():
             if key not in own or helper in assigned:
                 continue
-            kept = _copies_kept(cfg, key, own[key])
+            kept, listed = _copies_kept(cfg, key, own[key])
             if kept:
-                listed = ', '.join(f'{where}={value!r}' for where, value in kept.items())
                 raise ValueError(
                     f'{file}: {key} = {own[key]!r} changes the top-level variable only: its '
                     f'base copied {key} into the loaders when it was read, and they keep '
