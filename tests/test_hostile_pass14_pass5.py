@@ -262,3 +262,25 @@ def test_load_config_refuses_an_empty_data_location():
         with pytest.raises(ValueError, match=rf"load_config\(\) argument {name}=''; expected a "
                                              'folder path'):
             load_config(str(ROOT / 'configs/vpn_niv_t3.py'), **{name: ''})
+
+
+# ------------------------------------------------ vague: A38, A64, D5
+def test_numpy_horizon_meta_sequences_and_huge_ids():
+    """Before: load_config(horizon=np.int64(4)) was refused as 'expected an integer >= 1';
+    build_pkg of a meta tensor raised torch's "can't convert meta device type tensor to
+    numpy" naming no sequence; planning_metrics of the id 2**70 said 'dtype object; expected
+    integer action ids' for an integer."""
+    import numpy as np
+    import torch
+
+    from vpn_plugin import core
+    from vpn_plugin.data_paths import load_config
+    cfg = load_config(str(ROOT / 'configs/vpn_niv_t3.py'), horizon=np.int64(4))
+    assert cfg.horizon == 4 and type(cfg.horizon) is int
+    with pytest.raises(ValueError, match=r'horizon = np.float64\(4.0\); expected an integer'):
+        load_config(str(ROOT / 'configs/vpn_niv_t3.py'), horizon=np.float64(4.0))
+    with pytest.raises(ValueError, match=r'sequence 0 is a tensor on the meta device'):
+        core.build_pkg([torch.tensor([0, 1], device='meta')], 3)
+    with pytest.raises(ValueError, match=r'pred holds action id 1180591620717411303424, beyond '
+                                         r'int64'):
+        core.planning_metrics([[2 ** 70, 1]], [[0, 1]])

@@ -180,10 +180,10 @@ def apply_horizon(cfg, horizon=None, test_horizon=None):
     ``test_horizon`` defaults to ``horizon``. A config without ``horizon`` is left unchanged.
     Applying it twice is the same as once.
     """
-    if horizon is not None:
-        cfg['horizon'] = horizon
+    if horizon is not None:  # a numpy integer given from Python is an integer
+        cfg['horizon'] = _python_int(horizon)
     if test_horizon is not None:
-        cfg['test_horizon'] = test_horizon
+        cfg['test_horizon'] = _python_int(test_horizon)
     if cfg.get('horizon') is None:
         return cfg
     horizon = _positive_horizon(cfg, 'horizon')
@@ -209,6 +209,17 @@ def apply_horizon(cfg, horizon=None, test_horizon=None):
             _set_dataset_horizon(loader.get('dataset'), value)
     _check_test_horizon(cfg, horizon, test_horizon)
     return cfg
+
+
+def _python_int(value):
+    """``value`` as a Python int when it is a 0-d numpy / torch integer (np.int64(4) from
+    Python was refused as 'expected an integer'), else as given (:func:`_positive_horizon`
+    checks it)."""
+    if hasattr(value, 'item') and getattr(value, 'ndim', None) == 0:
+        item = value.item()
+        if isinstance(item, int) and not isinstance(item, bool):
+            return item
+    return value
 
 
 def _horizon_places(cfg, horizon: int, test_horizon: int):
