@@ -284,3 +284,19 @@ def test_numpy_horizon_meta_sequences_and_huge_ids():
     with pytest.raises(ValueError, match=r'pred holds action id 1180591620717411303424, beyond '
                                          r'int64'):
         core.planning_metrics([[2 ** 70, 1]], [[0, 1]])
+
+
+# ------------------------------------------------ B C12: a helper of the bases set and unread
+def test_a_child_setting_an_unread_base_helper_is_refused(tmp_path):
+    """Before: a child of configs/vpn_niv_t3.py with dataset = 'crosstask' trained on NIV: the
+    bases had used their own `dataset` helper when they were read."""
+    from vpn_plugin.data_paths import load_config
+    child = tmp_path / 'child.py'
+    child.write_text(f"_base_ = ['{ROOT}/configs/vpn_niv_t3.py']\ndataset = 'crosstask'\n")
+    with pytest.raises(ValueError, match=r'child.py: dataset = \.\.\. sets a helper variable of '
+                                         r'its base files'):
+        load_config(str(child))
+    child.write_text(f"_base_ = ['{ROOT}/configs/vpn_niv_t3.py']\n"
+                     "dataset = dict(type='PlanningDataset', observation='authors')\n"
+                     'test_dataloader = dict(dataset=dataset)\n')  # read here: allowed
+    assert load_config(str(child)).test_dataloader.dataset.observation == 'authors'

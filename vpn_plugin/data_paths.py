@@ -402,6 +402,7 @@ def load_config(path, cfg_options=None, *, data_root=None, feature_dir=None, hor
         if any(key.split('.')[0] == 'custom_imports' for key in cfg_options):
             import_custom_modules(path, cfg.custom_imports)
     refuse_inert_file_variables(cfg)
+    refuse_inert_helpers(cfg)
     from vpn_plugin.runner_keys import check_runner_kinds
     check_runner_kinds(cfg, str(path))  # read below (horizon, data_root, the loaders)
     apply_horizon(cfg, horizon, test_horizon)
@@ -893,6 +894,30 @@ def refuse_inert_file_variables(cfg) -> None:
                     f'{listed}; set those keys in this file instead (e.g. '
                     f'train_dataloader = {_nested_dict(place, own[key])}, one per split), or '
                     'remove the variable')
+
+
+def refuse_inert_helpers(cfg) -> None:
+    """A config file with a ``_base_`` that assigns a helper of the base files
+    (``dataset = 'crosstask'``; ``runner_keys.CONFIG_HELPERS``) and never reads it: the bases
+    used their own when they were read, so the value reaches no key (a NIV run without a
+    word). ``dataset_variant`` is read by the protocol and left out."""
+    import ast
+    from vpn_plugin.runner_keys import CONFIG_HELPERS
+    path = Path(cfg.filename) if cfg.filename else None
+    if path is None or path.suffix != '.py' or not path.is_file():
+        return
+    tree = ast.parse(path.read_text())
+    assigned = _assigned_names(path)
+    read = {node.id for node in ast.walk(tree)
+            if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load)}
+    for name in CONFIG_HELPERS:
+        if name != 'dataset_variant' and '_base_' in assigned and name in assigned \
+                and name not in read:
+            raise ValueError(f'{path}: {name} = ... sets a helper variable of its base files, '
+                             'which they used when they were read; here nothing reads it, so '
+                             'it changes no key of the run; set the keys it fed instead (e.g. '
+                             'train_dataloader = dict(dataset=dict(...))), or inherit the '
+                             "config of the dataset you mean (_base_ = ['configs/...'])")
 
 
 def _nested_dict(place: str, value) -> str:
