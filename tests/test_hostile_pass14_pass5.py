@@ -300,3 +300,13 @@ def test_a_child_setting_an_unread_base_helper_is_refused(tmp_path):
                      "dataset = dict(type='PlanningDataset', observation='authors')\n"
                      'test_dataloader = dict(dataset=dataset)\n')  # read here: allowed
     assert load_config(str(child)).test_dataloader.dataset.observation == 'authors'
+
+
+def test_a_yaml_child_setting_a_base_helper_is_refused(tmp_path):
+    """A .yaml child's `dataset: crosstask` reaches no key either (found on this pass's own
+    fix, which read .py files only)."""
+    from vpn_plugin.data_paths import load_config
+    child = tmp_path / 'child.yaml'
+    child.write_text(f"_base_: ['{ROOT}/configs/vpn_niv_t3.py']\ndataset: crosstask\n")
+    with pytest.raises(ValueError, match=r'child.yaml: dataset = \.\.\. sets a helper variable'):
+        load_config(str(child))

@@ -904,12 +904,12 @@ def refuse_inert_helpers(cfg) -> None:
     import ast
     from vpn_plugin.runner_keys import CONFIG_HELPERS
     path = Path(cfg.filename) if cfg.filename else None
-    if path is None or path.suffix != '.py' or not path.is_file():
+    if path is None or not path.is_file():
         return
-    tree = ast.parse(path.read_text())
     assigned = _assigned_names(path)
-    read = {node.id for node in ast.walk(tree)
-            if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load)}
+    read = ({node.id for node in ast.walk(ast.parse(path.read_text()))
+             if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load)}
+            if path.suffix == '.py' else set())  # a .yaml / .json key reads no other key
     for name in CONFIG_HELPERS:
         if name != 'dataset_variant' and '_base_' in assigned and name in assigned \
                 and name not in read:
