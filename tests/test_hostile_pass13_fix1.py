@@ -129,8 +129,11 @@ def test_a_checkpoint_without_records_lists_what_was_not_compared(trained, tmp_p
 
 def test_not_compared_is_decided_in_one_place():
     from vpn_plugin.engine.checkpoint import not_compared
-    assert not_compared({'meta': {'cfg': 'x = 1', 'feature_statistics': {'mean': 0},
+    assert not_compared({'meta': {'cfg': 'x = 1', 'feature_statistics': {'mean': 0, 'std': 1},
                                   'features_folder': {'fingerprint': 'ab'}}}) == []
+    # statistics without a std compare nothing (pass14 pass1 K_stats_*): not compared
+    assert len(not_compared({'meta': {'cfg': 'x = 1', 'feature_statistics': {'mean': 0},
+                                      'features_folder': {'fingerprint': 'ab'}}})) == 1
     assert len(not_compared({'meta': {'cfg': 'not python ('}})) == 3  # unreadable config too
     assert len(not_compared({})) == 3  # a bare state dict (no meta)
     assert not_compared({}, ('features_folder',)) == [

@@ -24,7 +24,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from vpn_plugin.errors import check_names, tool_main, write_text_atomically  # noqa: E402
 from vpn_plugin.outputs import check_output  # noqa: E402
-from vpn_plugin.protocol.results import read_results, results_text  # noqa: E402
+from vpn_plugin.protocol.results import (check_rows_match_configs, read_results,  # noqa: E402
+                                         results_text)
 from vpn_plugin.protocol.plots import check_row_dump  # noqa: E402
 
 
@@ -116,6 +117,7 @@ def main(argv=None):
         raise ValueError(f'{out} (or {folder}/) exists; give --overwrite to replace it')
     rows = read_results(args.results)
     check_distinct_rows(rows)
+    check_rows_match_configs(rows)  # a row that report.py would refuse is not archived
     check_names(args.dumps, list(dict.fromkeys(r.method for r in rows)), '--dumps')
     check_own_folder(folder, out)
     staging = folder.with_name(f'.{folder.name}.{os.getpid()}.tmp')

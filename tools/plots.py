@@ -38,7 +38,8 @@ from vpn_plugin.errors import (NON_NEGATIVE_INT, POSITIVE_INT, check_names,  # n
                                path_argument, tool_main)
 from vpn_plugin.outputs import add_overwrite_argument, check_output, stem_files  # noqa: E402
 from vpn_plugin.protocol.provenance import check_feature_mix  # noqa: E402
-from vpn_plugin.protocol.results import METRIC_RANGES, filter_rows, read_results  # noqa: E402
+from vpn_plugin.protocol.results import (METRIC_RANGES, check_rows_match_configs,  # noqa: E402
+                                         filter_rows, read_results, rename_methods)
 
 
 def parse_args(argv=None):
@@ -146,6 +147,8 @@ def main(argv=None):
             check_names([args.metric], METRIC_RANGES, '--metric')
         rows = filter_rows(read_results(args.results), protocol=args.protocol,
                            methods=args.methods)
+        check_rows_match_configs(rows)
+        rows = rename_methods(rows, [])  # rows trained at another horizon say so
         rows = plots.select_horizon(plots.select_dataset(rows, args.dataset), args.horizon)
         check_feature_mix(rows, args.allow_mixed_features)
         paths = figure_from_results(args, rows)

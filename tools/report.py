@@ -134,8 +134,13 @@ def main(argv=None):
                      rename_methods(missing, args.rename, known))
     order = [name for m in args.methods or [] for name in dict.fromkeys(
         new.method for old, new in zip(before, rows + missing) if old.method == m) or [m]]
-    table = build_table(rows, args.metrics, methods=order or None, ours=args.ours,
-                        reference=args.reference, ci_style=args.ci_style, paired=args.paired,
+    def followed(name):  # a plain name given for rows named '(train T=6)' by the rule above
+        new = {n.method for o, n in zip(before, rows + missing) if o.method == name}
+        return new.pop() if len(new) == 1 and next(iter(new)).startswith(
+            f'{name} (train T=') else name
+    table = build_table(rows, args.metrics, methods=order or None, ours=followed(args.ours),
+                        reference=followed(args.reference), ci_style=args.ci_style,
+                        paired=args.paired,
                         num_resamples=args.num_resamples,
                         num_diff_resamples=args.num_diff_resamples, missing=missing,
                         allow_mixed_features=args.allow_mixed_features)

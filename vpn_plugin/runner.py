@@ -443,11 +443,16 @@ class PlanningRunner(Runner):
         wanted = str(self.cfg.get('shortened') or '')
         smoke = any(text.startswith('smoke') for text in (self.loaded_shortened, wanted))
         if is_resuming(self) and smoke and self.loaded_shortened != wanted:
-            raise ValueError(f'--resume {filename}: a run of shortened='
-                             f'{self.loaded_shortened or "none (the full run)"}, this config is '
-                             f'shortened={self.cfg.get("shortened") or "none (the full run)"}; '
-                             'a smoke run never continues a full run or the reverse: give '
-                             'another --work-dir')
+            loaded = self.loaded_shortened or 'none (the full run)'
+            here = self.cfg.get('shortened') or 'none (the full run)'
+            if all(text.startswith('smoke') for text in (self.loaded_shortened, wanted)):
+                raise ValueError(f'--resume {filename}: a run of shortened={loaded}, this config '
+                                 f'is shortened={here}; a smoke run continues only the smoke run '
+                                 'of the same config (the two marks differ in what they name of '
+                                 'it): give another --work-dir')
+            raise ValueError(f'--resume {filename}: a run of shortened={loaded}, this config is '
+                             f'shortened={here}; a smoke run never continues a full run or the '
+                             'reverse: give another --work-dir')
         if is_resuming(self):
             changed = training_option_differences((checkpoint.get('meta') or {}).get('cfg'),
                                                   self.cfg, 'resume').refused
@@ -716,6 +721,7 @@ def check_config_entries(cfg, where: str) -> None:
     for name, registry, entry in entries:
         _check_arguments(f'{where}: {name}', registry, entry)
     check_loader_datasets(cfg, where)
+    check_planning_evaluators(cfg, where)
     check_run_values(cfg, where)
     check_runner_options(cfg, where)
     if pkg is not None:
@@ -872,6 +878,29 @@ def _check_hook(where: str, registry, hook: dict) -> None:
                     - {'kwargs', 'args'})
     else:
         _check_arguments(where, registry, hook)
+
+
+def check_planning_evaluators(cfg, where: str) -> None:
+    """A planner's val/test evaluators score plans: PlanningMetric (or a subclass) or a dump
+    of the predictions; another metric (mmaction2's AccMetric) stopped the test with "error:
+    pred_score", a key of a classifier's outputs. MMAction2's own models are not checked."""
+    from mmaction.registry import METRICS, MODELS
+    from mmengine.evaluator import DumpResults
+    from vpn_plugin.evaluation.planning_metric import PlanningMetric
+    from vpn_plugin.models.base_planner import BasePlanner
+    model_type = (cfg.get('model') or {}).get('type')
+    model_class = MODELS.get(model_type) if isinstance(model_type, str) else None
+    if not (isinstance(model_class, type) and issubclass(model_class, BasePlanner)):
+        return
+    for split in ('val', 'test'):
+        for evaluator in _evaluators(cfg.get(f'{split}_evaluator')):
+            metric = evaluator['type']
+            metric_class = METRICS.get(metric) if isinstance(metric, str) else metric
+            if isinstance(metric_class, type) and \
+                    not issubclass(metric_class, (PlanningMetric, DumpResults)):
+                raise ValueError(f'{where}: {split}_evaluator type={metric!r} does not score '
+                                 f'plans: {model_type} predicts action plans; expected '
+                                 "type='PlanningMetric' (or a subclass), as the base config")
 
 
 def _evaluators(evaluator) -> list:

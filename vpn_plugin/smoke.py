@@ -57,6 +57,25 @@ def limit_test_windows(cfg, count: int) -> None:
     limit_windows(loader['dataset'], count, f'{cfg.filename}: test_dataloader.dataset')
 
 
+def check_shortened_hooks(cfg, where: str) -> None:
+    """Build each hook entry a smoke run rewrites (pre-stage steps, EMA copies) as the config
+    gives it, so that an option a full run refuses (``max_iters=0``, ``max_iters`` beside
+    ``max_epochs``) is refused here too instead of being overwritten by the smoke's values;
+    ``ValueError`` naming ``where`` and the entry."""
+    import copy
+    from mmaction.registry import HOOKS
+    for index, hook in enumerate(cfg.get('custom_hooks') or []):
+        if not isinstance(hook, dict) or hook.get('type') not in (*PRE_STAGE_HOOKS,
+                                                                  *EMA_COPY_EVERY):
+            continue
+        try:
+            HOOKS.build(copy.deepcopy(dict(hook)))
+        except (TypeError, ValueError) as error:
+            raise ValueError(f'{where}: custom_hooks.{index} ({hook["type"]}): {error} (as a '
+                             'full run refuses it; --smoke checks the config before shortening '
+                             'it)') from None
+
+
 def smoke_config(cfg, test_windows: int = SMOKE['test_windows']):
     """Shorten ``cfg`` in place into a smoke run (module docstring); returns it."""
     from vpn_plugin.errors import check_number
@@ -78,6 +97,7 @@ def smoke_config(cfg, test_windows: int = SMOKE['test_windows']):
             sampler['steps_per_epoch'] = SMOKE['steps']
         limit_windows(loader.dataset, SMOKE['steps'] * loader.batch_size,
                       f'{where}: train_dataloader.dataset')
+        check_shortened_hooks(cfg, where)
         for hook in cfg.get('custom_hooks') or []:
             if hook.get('type') in PRE_STAGE_HOOKS:
                 hook.update(max_iters=SMOKE['pre_stage_steps'])

@@ -129,32 +129,29 @@ def _check_seeds(scores: np.ndarray, name: str) -> None:
                          'mean only, no interval nor significance: seed_interval)')
 
 
-def resample_floor(level: float = 0.90) -> int:
-    """The fewest resamples whose ``level`` percentile interval reads its ends at least one
-    order statistic inside the extremes: :data:`MIN_RESAMPLES` at 90 %, and 1 / tail where the
-    tail ``(1 - level) / 2`` is smaller (200 at 99 %, 2000 at 99.9 %: K=20 at 99 % read the
-    ends off the smallest and largest resampled means)."""
-    tail = (1.0 - level) / 2.0
-    return max(MIN_RESAMPLES, math.ceil(round(1.0 / tail, 6)))
-
-
 def check_resamples(num_resamples: int, name: str = 'num_resamples',
                     level: float = 0.90) -> int:
     """The one bound of a bootstrap's K (every interval, table, figure and ``report.py`` flag
-    goes through it; its kind is checked by ``checked_arguments``): :func:`resample_floor` of
-    the interval's ``level`` .. ``MAX_RESAMPLES``, each with its reason. Returns it."""
-    floor = resample_floor(level)
+    goes through it; its kind is checked by ``checked_arguments``): ``MIN_RESAMPLES`` ..
+    ``MAX_RESAMPLES``, each with its reason; a wider ``level`` needs more (:func:`min_resamples`:
+    K=20 at 99 % reads its ends off the two extreme resampled means). Returns it."""
+    floor = min_resamples(level)
     if num_resamples < floor:
-        why = (RESAMPLES_FLOOR_WHY if floor == MIN_RESAMPLES else
-               f'a {100 * level:g} % percentile interval reads its ends at the '
-               f'{100 * (1 - level) / 2:g} % and {100 * (1 + level) / 2:g} % quantiles of the '
-               f'resampled means: below {floor} resamples they fall within one order statistic '
-               'of the smallest and largest; the authors use 1000 at 90 %')
+        why = RESAMPLES_FLOOR_WHY if floor == MIN_RESAMPLES else (
+            f'a {level:.4g} percentile interval reads its ends at the {(1 - level) / 2:.4g} and '
+            f'{(1 + level) / 2:.4g} quantiles of the resampled means: below {floor} resamples '
+            'they are the extreme ones')
         raise ValueError(f'{name}={num_resamples}; expected at least {floor} ({why})')
     if num_resamples > MAX_RESAMPLES:
         raise ValueError(f'{name}={num_resamples}; expected {floor} .. {MAX_RESAMPLES} '
                          f'({RESAMPLES_LIMIT_WHY})')
     return num_resamples
+
+
+def min_resamples(level: float = 0.90) -> int:
+    """The fewest resamples a ``level`` interval is read from: each tail, (1 - level) / 2 of
+    K, holds at least one resampled mean (20 at 90 %, 40 at 95 %, 200 at 99 %)."""
+    return max(MIN_RESAMPLES, math.ceil(round(2.0 / (1.0 - level), 6)))
 
 
 def _percentiles(statistics: np.ndarray, level: float) -> Tuple[float, float]:

@@ -620,13 +620,12 @@ def check_split_disjoint(cfg) -> None:
     if train and val:
         check_held_out_agrees(train, val, cfg.filename or 'config')
         check_validation_source(train, val, cfg.filename or 'config')
+    if train and test:  # first: a test moved onto training windows overlaps validation too
+        check_disjoint(source_videos(train), source_videos(test),
+                       f'{cfg.filename or "config"}: train_dataloader.dataset / '
+                       'test_dataloader.dataset')
     if val and test and cfg.get('selection') != 'authors':
         check_selection_held_out(source_videos(val), source_videos(test), cfg)
-    if not (train and test):
-        return
-    check_disjoint(source_videos(train), source_videos(test),
-                   f'{cfg.filename or "config"}: train_dataloader.dataset / '
-                   'test_dataloader.dataset')
 
 
 def check_selection_held_out(val_videos: set, test_videos: set, cfg) -> None:

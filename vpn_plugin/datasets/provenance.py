@@ -67,7 +67,7 @@ def folder_fingerprint(folder) -> dict:
         digest = hashlib.sha256()
         for name, size, _ in listing:
             digest.update(f'{name}\0{size}\n'.encode())
-        for path in sorted(files, key=_sample_order)[:SAMPLED_FILES]:
+        for path in sampled_files(files):
             with open(path, 'rb') as handle:
                 for block in iter(lambda: handle.read(1 << 20), b''):
                     digest.update(block)
@@ -80,6 +80,42 @@ def folder_fingerprint(folder) -> dict:
 
 def _sample_order(path: Path) -> str:
     return hashlib.sha1(path.name.encode()).hexdigest()
+
+
+def sampled_files(files) -> list:
+    """The :data:`SAMPLED_FILES` of ``files`` whose contents a fingerprint reads (chosen by
+    name: the same names give the same sample)."""
+    return sorted(files, key=_sample_order)[:SAMPLED_FILES]
+
+
+def folder_contents(folder) -> dict:
+    """``{'sizes': {name: bytes}, 'sampled': {name: sha256 16 hex digits}, 'arrays': {stem:
+    features_digest}}`` of a feature folder (every feature file's size; the contents and the
+    frames arrays of the files :func:`sampled_files` picks):
+    what lets two folders be compared on the files they share, where a fingerprint changes
+    with any file added or removed."""
+    from .file_digests import sha256_of
+    files = feature_files(folder)
+    sample = sampled_files(files)
+    return dict(sizes={p.name: p.stat().st_size for p in files},
+                sampled={p.name: sha256_of(p)[:16] for p in sample},
+                arrays={p.stem: features_digest(p) for p in sample})
+
+
+def features_digest(path) -> str:
+    """16 hex digits over a feature file's frames array (dtype, shape and values), whatever
+    its layout (.npz, .npy, pickle): the same features converted to another file format
+    have the same digest; '' when the file cannot be read."""
+    import numpy as np
+    from .features import read_feature_record
+    try:
+        frames = np.ascontiguousarray(read_feature_record(path, frames_only=True)
+                                      ['frames_features'])
+    except Exception:  # noqa: BLE001  (unreadable here: the dataset names it when it reads it)
+        return ''
+    digest = hashlib.sha256(f'{frames.dtype.str}{frames.shape}'.encode())
+    digest.update(frames.tobytes())
+    return digest.hexdigest()[:16]
 
 
 @checked_arguments

@@ -282,14 +282,16 @@ def meta_mismatches(checkpoint: dict, model, data_meta: Optional[dict] = None) -
     return list(wrong.values())
 
 
-@functools.lru_cache(maxsize=4)
 def _run_config(trained_cfg_text):
     """A checkpoint's ``meta['cfg']`` (mmengine's config text) parsed once per load: the PKG,
-    resume and test-override checks each read it; None when it is no readable config.
-    Read only: the parsed Config is shared."""
+    resume and test-override checks each read it; None when it is no readable config (a
+    dict or list there as well: no cache key). Read only: the parsed Config is shared."""
+    return _parsed_config(trained_cfg_text) if isinstance(trained_cfg_text, str) else None
+
+
+@functools.lru_cache(maxsize=4)
+def _parsed_config(trained_cfg_text: str):
     from mmengine.config import Config
-    if not isinstance(trained_cfg_text, str):
-        return None
     try:
         return Config.fromstring(trained_cfg_text, '.py')
     except Exception:  # noqa: BLE001  (a config text of another version: nothing to compare)
@@ -379,14 +381,15 @@ def features_folder_record(feature_dir) -> Optional[dict]:
     cached per process); for a union's ``{source name: folder}``, ``{'sources': {name:
     record}}``; None without a folder. What a checkpoint's ``meta[FEATURES_FOLDER_KEY]``
     records of its training features."""
-    from ..datasets.provenance import folder_fingerprint
+    from ..datasets.provenance import folder_contents, folder_fingerprint
     if isinstance(feature_dir, dict):
         sources = {name: features_folder_record(folder) for name, folder in feature_dir.items()}
         return dict(sources=sources) if sources and all(sources.values()) else None
     if not feature_dir or not isinstance(feature_dir, (str, os.PathLike)) or \
             not Path(feature_dir).is_dir():
         return None
-    return dict(folder=str(Path(feature_dir).resolve()), **folder_fingerprint(feature_dir))
+    return dict(folder=str(Path(feature_dir).resolve()), **folder_fingerprint(feature_dir),
+                **folder_contents(feature_dir))
 
 
 def features_folder_note(checkpoint: dict, filename: str, feature_dir,
@@ -404,15 +407,72 @@ def features_folder_note(checkpoint: dict, filename: str, feature_dir,
             features_folder_note({'meta': {FEATURES_FOLDER_KEY: trained['sources'][name]}},
                                  filename, folder, f'{what} of {name}')
             for name, folder in feature_dir.items() if name in trained['sources']) if note)
+    if isinstance(trained.get('sources'), dict) and trained['sources'] and \
+            not isinstance(feature_dir, dict):  # a union's checkpoint tested on one folder
+        notes = [features_folder_note({'meta': {FEATURES_FOLDER_KEY: source}}, filename,
+                                      feature_dir, what)
+                 for source in trained['sources'].values() if isinstance(source, dict)]
+        return '' if not notes or '' in notes else notes[0]
     now = None if isinstance(feature_dir, dict) else features_folder_record(feature_dir)
     if now is None or not trained.get('fingerprint') or \
             now['fingerprint'] == trained['fingerprint']:
         return ''
+    differ = shared_files_differ(trained, now)
+    if differ == []:  # files added or removed, the shared ones the training's
+        return ''
     return (f'the {what} are read from {now["folder"]} (fingerprint {now["fingerprint"]}, '
             f'{now["files"]} files); {filename} was trained on the features of '
             f'{trained.get("folder")} (fingerprint {trained["fingerprint"]}, '
-            f'{trained.get("files")} files): other feature files than the training ones '
-            '(another seed, extractor or subset?)')
+            f'{trained.get("files")} files)'
+            + (f'; of the files both hold, {differ}' if differ else '')
+            + ': other feature files than the training ones (another seed, extractor or '
+            'subset?)')
+
+
+def shared_files_differ(trained: dict, now: dict):
+    """What differs between the feature files that a training folder's record (``trained``,
+    :func:`features_folder_record`) and ``now`` both hold: [] when nothing, else the
+    differing files named (size, or content of a sampled file); None when either record
+    lacks the contents (older checkpoints: their fingerprints alone are compared) or the
+    folders share no sampled file (contents not comparable). A file added to the folder or
+    removed from it since the training (another video extracted) is no other feature."""
+    sizes, sampled = trained.get('sizes'), trained.get('sampled')
+    if not (isinstance(sizes, dict) and isinstance(sampled, dict) and 'sizes' in now):
+        return None
+    checked = [name for name in sampled if name in now['sizes']]
+    if not checked:
+        return _converted_files_differ(trained, now)
+    from ..datasets.file_digests import sha256_of
+    resized = sorted(name for name, size in now['sizes'].items()
+                     if name in sizes and sizes[name] != size)
+    rewritten = sorted(name for name in checked if name not in resized and
+                       sha256_of(Path(now['folder']) / name)[:16] != sampled[name])
+    if not resized and not rewritten:
+        return []
+    shared = len(set(sizes) & set(now['sizes']))
+    return ', '.join(part for part in (
+        resized and f'{len(resized)} of {shared} have another size ({_listed(resized)})',
+        rewritten and f'{len(rewritten)} of {len(checked)} sampled have other contents '
+                      f'({_listed(rewritten)})') if part)
+
+
+def _converted_files_differ(trained: dict, now: dict):
+    """Folders that share no file name (the same videos in another file format, .npz
+    converted to .npy): the frames arrays of the training's sampled files against the files of
+    the same stems here ([] when all are equal, else the differing stems); None when the
+    record has no arrays or no stem is here."""
+    from ..datasets.provenance import features_digest
+    arrays = trained.get('arrays')
+    if not isinstance(arrays, dict):
+        return None
+    here = {Path(name).stem: name for name in now['sizes']}
+    stems = [stem for stem in arrays if stem in here]
+    if not stems:
+        return None
+    other = sorted(stem for stem in stems
+                   if features_digest(Path(now['folder']) / here[stem]) != arrays[stem])
+    return [] if not other else (f'{len(other)} of {len(stems)} sampled videos have other '
+                                 f'frames arrays ({_listed(other)})')
 
 
 # what a checkpoint's meta must record for a test, init_planner or plan.py to compare its
@@ -447,9 +507,29 @@ def not_compared(checkpoint: dict, records=TESTED_RECORDS) -> list:
         value = meta.get(key)
         if record == 'cfg':
             value = _run_config(value)
-        if not value:
+        if not value or not _comparable(record, value):
             missing.append(text)
     return missing
+
+
+def _comparable(record: str, value) -> bool:
+    """Whether a recorded ``value`` of ``record`` is one the comparisons can read: a feature
+    statistics record with a finite mean and std, a feature folder record with a fingerprint
+    (a union's: each source's); a record of another shape was compared with nothing."""
+    if record == 'feature_statistics':
+        try:
+            return all(math.isfinite(float(value[key])) for key in ('mean', 'std'))
+        except (KeyError, TypeError, ValueError):
+            return False
+    if record == 'features_folder':
+        if not isinstance(value, dict):
+            return False
+        if 'sources' in value:
+            sources = value['sources']
+            return isinstance(sources, dict) and bool(sources) and all(
+                _comparable(record, source) for source in sources.values())
+        return isinstance(value.get('fingerprint'), str) and bool(value['fingerprint'])
+    return True
 
 
 def not_compared_line(filename: str, missing: list, what: str = 'this test') -> str:

@@ -8,11 +8,11 @@ once (DDIM, per-window seeds), which the plan model's training paths are retriev
 log their progress with an ETA (``engine.pre_stage``).
 Saved as ``<work_dir>/kepp_step_model.pth`` (a pre-stage file, ``engine.pre_stage``: no
 checkpoint of the run) with what it was trained on (the training windows and features,
-horizon, action count, feature dim), how (steps, lr, batch size, seed) and its predictions on
-the training windows, and reused from there (a restart of the run in its work dir: the
-predictions too), from ``model.step_checkpoint`` (data checked, settings not: a file chosen
-by hand) or from a loaded KEPP checkpoint; never retrained silently, and a file of another
-dataset, horizon, action count or setting is refused naming both.
+horizon, action count, feature dim), how (steps, lr, batch size, seed, endpoint weight) and
+its predictions on the training windows, and reused from there (a restart of the run in its
+work dir: the predictions too), from ``model.step_checkpoint`` (data checked, settings not: a
+file chosen by hand; settings that differ from the run's are named in a warning) or from a
+loaded KEPP checkpoint; never retrained silently, and a file of another dataset, horizon, action count or setting is refused naming both.
 Trained, loaded or reused, the step model and its predictions run on their own random streams
 seeded with the run's seed (``random_states.own_seeded_stream``), as the official step script
 runs in its own seeded process before the plan script: the plan model's training then draws
@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import copy
 import itertools
+import logging
 from pathlib import Path
 
 from typing import Optional
@@ -46,6 +47,8 @@ from .pre_stage import (DATA_KEYS, RETRAIN, STEP_FILE, check_identity, data_iden
 from .random_states import load_first_draw, own_seeded_stream
 
 EMA_DECAY, EMA_START, EMA_INTERVAL = 0.995, 400, 10
+# settings a step model file saved before they were recorded was trained with (the official)
+UNRECORDED_SETTINGS = dict(endpoint_weight=10.0)
 WHAT = 'a KEPP step model'
 
 
@@ -72,7 +75,7 @@ def load_step_model(path, model: KEPP, expected: dict, settings=None) -> dict:
     identity, state = saved['identity'], saved['state_dict']
     check_finite(state, f'{path} (the saved step model)')
     keys = DATA_KEYS + tuple(sorted(settings or {}))
-    check_identity(path, WHAT, {**identity, **(saved.get('settings') or {})},
+    check_identity(path, WHAT, {**identity, **recorded_settings(saved)},
                    {**expected, **(settings or {})}, keys, advice)
     try:
         model.step.load_state_dict(state)
@@ -81,6 +84,30 @@ def load_step_model(path, model: KEPP, expected: dict, settings=None) -> dict:
                          f'({" ".join(str(error).split())})') from None
     model.step_ready.fill_(True)
     return saved
+
+
+def recorded_settings(saved: dict) -> dict:
+    """The settings a step model file was trained with: those it records, and for a file saved
+    before a setting was recorded the official value it was then trained with
+    (:data:`UNRECORDED_SETTINGS`)."""
+    return {**UNRECORDED_SETTINGS, **(saved.get('settings') or {})}
+
+
+def warn_other_settings(path, saved: dict, settings: dict) -> list:
+    """Name the settings a step model chosen by hand (``model.step_checkpoint``: its data
+    checked, its settings not) was trained with (:func:`recorded_settings`) that differ from
+    this run's step options: the run's own options for the step model (lr, steps, endpoint
+    weight, seed, ...) then change nothing. Returns the lines."""
+    recorded = recorded_settings(saved)
+    lines = [f'{key}: {recorded[key]!r} in the file, {value!r} in this run'
+             for key, value in settings.items() if key in recorded and recorded[key] != value]
+    if lines:
+        print_log(f'{path} (model.step_checkpoint) was trained with other settings than this '
+                  f'run\'s step model: {"; ".join(lines)}; it is reused as it is, so these '
+                  'options of the run change nothing in its step model (unset '
+                  'model.step_checkpoint to train one with them)', logger='current',
+                  level=logging.WARNING)
+    return lines
 
 
 @HOOKS.register_module()
@@ -106,7 +133,8 @@ class KEPPStepModelHook(Hook):
                     batch_size=loader.batch_size or loader.batch_sampler.batch_size,
                     lr=self.lr or group.get('initial_lr', group['lr']),
                     weight_decay=self.weight_decay, seed=runner.seed,
-                    sampling_seed=model.step.sampling_seed)
+                    sampling_seed=model.step.sampling_seed,
+                    endpoint_weight=model.step.endpoint_weight)
 
     def before_train(self, runner) -> None:
         model = runner.model.module if is_model_wrapper(runner.model) else runner.model
@@ -132,6 +160,8 @@ class KEPPStepModelHook(Hook):
                                     None if model.step_checkpoint else settings)
             print_log(f'KEPPStepModelHook: the step model reused from {source} (not '
                       'retrained)', logger='current')
+            if model.step_checkpoint:
+                warn_other_settings(source, saved, settings)
         else:
             saved = self.train(runner, model, dataset, identity, settings, path)
         if model.train_paths == 'step':

@@ -76,9 +76,14 @@ RETRAIN = 'delete it to retrain'  # the advice for the run's own pre-stage file
 def check_identity(path, what: str, saved: dict, expected: dict, keys,
                    advice: str = RETRAIN) -> None:
     """Refuse a saved pre-stage whose ``keys`` differ from this run's, naming both
-    (``advice``: what to do, for the run's own file or a file the config names)."""
+    (``advice``: what to do, for the run's own file or a file the config names). A feature
+    folder of another path with the recorded fingerprint holds the same files (moved or
+    copied): not a difference."""
+    moved = bool(saved.get('features_fingerprint')) and \
+        saved.get('features_fingerprint') == expected.get('features_fingerprint')
     differ = [key for key in keys if key in expected and saved.get(key) != expected[key]
-              and not (key in LATER_KEYS and key not in saved)]
+              and not (key in LATER_KEYS and key not in saved)
+              and not (key == 'feature_dir' and moved)]  # the same files in another folder
     if differ:
         raise ValueError(
             f'{path}: {what} trained for {saved.get("dataset", "?")} ({describe(saved, differ)}), '

@@ -195,18 +195,23 @@ class Marks:
     shortened: dict = field(default_factory=dict)
     features: dict = field(default_factory=dict)
     features_text: str = ''
+    caveats: dict = field(default_factory=dict)      # method -> {kind: lines} (report.py's)
+    pkg_sources: dict = field(default_factory=dict)  # method -> test-set PKG sources
 
     @classmethod
     def of(cls, rows) -> 'Marks':
         from .provenance import feature_marks, features_note
-        from .report import DATASET_LABELS
+        from .report import DATASET_LABELS, caveats_of, pkg_sources_of
         return cls(shortened_methods(rows), feature_marks(rows),
-                   features_note(rows, DATASET_LABELS))
+                   features_note(rows, DATASET_LABELS), caveats_of(rows),
+                   pkg_sources_of(rows, {r.method for r in rows}))
 
     def suffix(self, method: str) -> str:
-        """The marks after a method's name."""
+        """The marks after a method's name, as the tables put them."""
+        from .report import TEST_SET_PKG_MARK, caveat_suffix
         return (SHORTENED_MARK if method in self.shortened else '') + \
-            self.features.get(method, '')
+            self.features.get(method, '') + caveat_suffix(method, self.caveats) + \
+            (TEST_SET_PKG_MARK if method in self.pkg_sources else '')
 
     def label(self, method: str) -> str:
         """A method's name in a figure with its marks."""
@@ -216,9 +221,14 @@ class Marks:
         """The note lines on shortened runs and features, wrapped to the figure's width."""
         import re
         import textwrap
+        from .report import TEST_SET_PKG_MARK, caveat_note
         sentences = re.split(r' (?=[‖✗] )', self.features_text)  # each mark's own line
+        sentences.append(caveat_note(self.caveats))
+        if self.pkg_sources:
+            sentences.append(f'{TEST_SET_PKG_MARK} test-set PKG (a released graph built with '
+                             'test videos): not comparable')
         return footnote(shortened_note(self.shortened),
-                        *(textwrap.fill(s, NOTE_WIDTH.get(width, 64)) for s in sentences))
+                        *(textwrap.fill(s, NOTE_WIDTH.get(width, 64)) for s in sentences if s))
 
     @classmethod
     def merge(cls, all_marks) -> 'Marks':
@@ -228,6 +238,8 @@ class Marks:
         for marks in all_marks:
             merged.shortened.update(marks.shortened)
             merged.features.update(marks.features)
+            merged.caveats.update(marks.caveats)
+            merged.pkg_sources.update(marks.pkg_sources)
             merged.features_text = merged.features_text or marks.features_text
         return merged
 

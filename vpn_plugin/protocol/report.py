@@ -59,7 +59,7 @@ from .provenance import (SYNTHETIC_MARK, UNUSABLE_MARK, check_feature_mix, featu
                          features_note)
 from vpn_plugin.outputs import REPORT_LATEX_MARKER, REPORT_MARKDOWN_MARKER
 from .results import (METRIC_LABELS, METRIC_RANGES, SHORTENED_MARK, ResultRow,
-                      caveat_lines, check_rows_match_configs, row_from_dict,
+                      caveat_lines, check_rows_match_configs, renamed, row_from_dict,
                       shortened_reason)
 
 DEFAULT_METRICS = ('success_rate', 'mean_accuracy', 'miou_set')
@@ -172,9 +172,11 @@ def build_table(rows: list[ResultRow], metrics=DEFAULT_METRICS, *, methods=None,
     if not rows:
         raise ValueError('no results rows to report')
     check_resamples(num_resamples, level=level)
-    check_resamples(num_diff_resamples, 'num_diff_resamples', level)
+    check_resamples(num_diff_resamples, 'num_diff_resamples', level=level)
     check_rows(rows)
     check_rows_match_configs(rows)
+    rows, missing, methods, ours, reference = _training_horizons_named(
+        rows, missing, methods, ours, reference)
     check_names(metrics, METRIC_RANGES, '--metrics')
     check_one_run_per_cell(rows)
     per_seed = _collect(rows, metrics)
@@ -199,7 +201,7 @@ def build_table(rows: list[ResultRow], metrics=DEFAULT_METRICS, *, methods=None,
     table = Table(methods, columns, cells, _params(rows, methods), level=level,
                   ci_style=ci_style, paired=paired, num_resamples=num_resamples,
                   num_diff_resamples=num_diff_resamples, shortened=_shortened(rows, methods),
-                  pkg_sources=_pkg_sources(rows, methods),
+                  pkg_sources=pkg_sources_of(rows, methods),
                   stand_ins=_stand_ins(rows, methods),
                   failures=_failures(rows, methods),
                   selections=sorted({r.selection for r in rows
@@ -210,12 +212,30 @@ def build_table(rows: list[ResultRow], metrics=DEFAULT_METRICS, *, methods=None,
                   features=features_note(shown, DATASET_LABELS),
                   missing=_missing_cells(missing, methods, metrics),
                   missing_rows=_missing_descriptions(missing, methods),
-                  caveats=_caveats(shown))
+                  caveats=caveats_of(shown))
     for column in columns:
         _rank(table, column)
         table.improvements[column] = _improvement(table, column, ours, reference, seed)
         progress.step(True, f'Δ {_column_name(column)}', diff=True)
     return table
+
+
+def _training_horizons_named(rows, missing, methods, ours, reference) -> tuple:
+    """Rows trained at another horizon than tested named so (``results.renamed``: 'VPN
+    (train T=6)'), as report.py names them, and ``methods`` / ``ours`` / ``reference`` given
+    by their plain names followed to theirs (a method both trained at its T and tested at
+    another keeps both rows)."""
+    from dataclasses import replace
+    names = {}
+    for row in list(rows) + list(missing):
+        names.setdefault(row.method, []).append(renamed(row, {}))
+    follow = {old: list(dict.fromkeys(new)) for old, new in names.items()}
+    rows = [replace(r, method=renamed(r, {})) for r in rows]
+    missing = [replace(r, method=renamed(r, {})) for r in missing]
+    if methods:
+        methods = [new for m in methods for new in follow.get(m, [m])]
+    one = {old: new[0] for old, new in follow.items() if len(new) == 1}
+    return rows, missing, methods, one.get(ours, ours), one.get(reference, reference)
 
 
 PROGRESS_RESAMPLES = 100_000  # from here one interval takes seconds (K=1e6, 5 seeds: ~18 s)
@@ -280,7 +300,7 @@ def _missing_descriptions(missing, methods) -> list:
     return [describe_row(row) for row in missing if row.method in methods]
 
 
-def _caveats(rows) -> dict:
+def caveats_of(rows) -> dict:
     """method -> {kind: sorted lines} of the rows' caveats (any seed's)."""
     found = {}
     for row in rows:
@@ -299,7 +319,7 @@ def _stand_ins(rows, methods) -> dict:
     return {method: sorted(found) for method, found in labels.items()}
 
 
-def _pkg_sources(rows, methods) -> dict:
+def pkg_sources_of(rows, methods) -> dict:
     sources = {}
     for row in rows:
         if row.pkg_source and row.method in methods:
@@ -608,8 +628,7 @@ def _method_label(table: Table, method: str) -> str:
     label = method + (SHORTENED_MARK if method in table.shortened else '') + \
         table.feature_marks.get(method, '') + \
         (STAND_IN_MARK if method in table.stand_ins else '') + \
-        ''.join(CAVEAT_MARKS[kind] for kind in CAVEAT_MARKS
-                if kind in table.caveats.get(method, {})) + \
+        caveat_suffix(method, table.caveats) + \
         (f'{TEST_SET_PKG_MARK} ({", ".join(table.pkg_sources[method])})'
          if method in table.pkg_sources else '')
     failed = table.failures.get(method)
@@ -758,7 +777,12 @@ def _shortened_legend(table: Table) -> str:
 
 
 def _pkg_source_legend(table: Table) -> str:
-    if not table.pkg_sources:
+    return pkg_source_sentence(table.pkg_sources)
+
+
+def pkg_source_sentence(pkg_sources: dict) -> str:
+    """The sentence under a table or figure with test-set-PKG rows ('' without)."""
+    if not pkg_sources:
         return ''
     return (f'{TEST_SET_PKG_MARK} test-set PKG: the graph was loaded from a released file '
             'built with test videos (KEPP\'s NIV graph), not from the run\'s training videos: '
@@ -766,14 +790,40 @@ def _pkg_source_legend(table: Table) -> str:
 
 
 def _caveat_legend(table: Table) -> str:
-    """One sentence per kind of caveat: its mark, what it means, each method's lines."""
+    return ' '.join(caveat_sentences(table.methods, table.caveats))
+
+
+def caveat_sentences(methods, caveats: dict) -> list:
+    """One sentence per kind of caveat (``caveats``: method -> {kind: lines}, as
+    :func:`_caveats` gives): its mark, what it means, each method's lines (tables and
+    figures)."""
     parts = []
     for kind, mark in CAVEAT_MARKS.items():
-        methods = [m for m in table.methods if kind in table.caveats.get(m, {})]
-        if methods:
-            said = '; '.join(f'{m}: {", ".join(table.caveats[m][kind])}' for m in methods)
+        marked = [m for m in methods if kind in caveats.get(m, {})]
+        if marked:
+            said = '; '.join(f'{m}: {", ".join(caveats[m][kind])}' for m in marked)
             parts.append(f'{mark} {CAVEAT_WORDS[kind]} ({said}).')
-    return ' '.join(parts)
+    return parts
+
+
+# the same kinds in a figure's note, short (the marks beside the names say which methods)
+CAVEAT_SHORT = {'changed_from_training': 'options changed from training',
+                'not_compared': 'training facts not recorded, not compared',
+                'feature_scale': 'features of another scale than training',
+                'task_source': 'true task given (oracle input)'}
+
+
+def caveat_note(caveats: dict) -> str:
+    """One short sentence of the caveat kinds present (figures; '' without)."""
+    kinds = [kind for kind in CAVEAT_MARKS if any(kind in found for found in caveats.values())]
+    return '; '.join(f'{CAVEAT_MARKS[kind]} {CAVEAT_SHORT[kind]}' for kind in kinds) + \
+        ('; see the results rows\' caveats' if kinds else '')
+
+
+def caveat_suffix(method: str, caveats: dict) -> str:
+    """The caveat marks after a method's name (tables and figures)."""
+    return ''.join(CAVEAT_MARKS[kind] for kind in CAVEAT_MARKS
+                   if kind in caveats.get(method, {}))
 
 
 def _stand_in_legend(table: Table) -> str:

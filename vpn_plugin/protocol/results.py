@@ -651,11 +651,12 @@ def rename_methods(rows: list[ResultRow], renames: list[str], known=None) -> lis
 
 def renamed(row: ResultRow, mapping: dict) -> str:
     """``row``'s method after ``mapping`` (OLD -> NEW); a row trained at another horizon than
-    it was tested keeps saying so (``VPN (train T=6)``), as the cross-horizon protocol's
-    names do: a rename never makes it a plain cell beside the models trained at its T."""
+    it was tested says so (``VPN (train T=6)``), as the cross-horizon protocol's names do,
+    renamed or not: it is never a plain cell beside the models trained at its T. A name that
+    already says ``T=6`` (as a whole: ``T=60`` is another horizon) is kept."""
     new = mapping.get(row.method, row.method)
     trained = row.train_horizon
-    if new == row.method or trained in (None, row.horizon) or f'T={trained}' in new:
+    if trained in (None, row.horizon) or re.search(rf'(?<![\w.])T={trained}(?![\w.])', new):
         return new
     return f'{new} (train T={trained})'
 
@@ -672,6 +673,9 @@ def _joined_caveats(rows: list) -> dict:
 
 
 KNOWN_DATASETS = ('crosstask', 'niv', 'coin')  # a config's data_root ends with its name
+# the dataset names a row is compared by: a converted EgoPER folder has the user's name, but a
+# row saying 'egoper' under a config of CrossTask / NIV / COIN contradicts it all the same
+ROW_DATASETS = KNOWN_DATASETS + ('egoper',)
 
 
 def check_rows_match_configs(rows: list[ResultRow]) -> None:
@@ -684,12 +688,18 @@ def check_rows_match_configs(rows: list[ResultRow]) -> None:
     found here (a model name, another machine's path) is not compared."""
     for row in rows:
         options = (row.settings or {}).get('cfg_options') or {}
-        facts = _config_facts(row.config, json.dumps(options, sort_keys=True, default=str))
+        where = (f'row of {row.method!r} (seed {row.seed}, dataset {row.dataset!r}, T='
+                 f'{row.horizon}, train_horizon={row.train_horizon}) names config {row.config}')
+        try:
+            facts = _config_facts(row.config, json.dumps(options, sort_keys=True, default=str))
+        except Exception as error:  # the config (or the row's cfg_options on it) does not load
+            raise ValueError(f'{where} (with its settings.cfg_options {options}), which does not '
+                             f'load to compare the row with it: {type(error).__name__}: '
+                             f'{" ".join(str(error).split()) or "no message"}; fix the row or '
+                             'the config') from error
         if facts is None:
             continue
         horizon, test_horizon, dataset = facts
-        where = (f'row of {row.method!r} (seed {row.seed}, dataset {row.dataset!r}, T='
-                 f'{row.horizon}, train_horizon={row.train_horizon}) names config {row.config}')
         allowed = {horizon} if row.train_horizon is not None else {horizon, test_horizon}
         trained = row.train_horizon if row.train_horizon is not None else row.horizon
         if horizon is not None and trained not in allowed:
@@ -699,7 +709,7 @@ def check_rows_match_configs(rows: list[ResultRow]) -> None:
                                 if test_horizon != horizon else '')
                              + f', but the row says {field_name}={trained}: a row of another '
                              'run or an edited one; fix its config or its horizon')
-        if dataset and visible_name(row.dataset).lower() in KNOWN_DATASETS \
+        if dataset and visible_name(row.dataset).lower() in ROW_DATASETS \
                 and visible_name(row.dataset).lower() != dataset:
             raise ValueError(f'{where}, whose test data is {dataset!r}, but the row says '
                              f'dataset={row.dataset!r}: a row of another run or an edited '

@@ -502,9 +502,26 @@ class ProtocolRunner:
         self.results_file = self.root / f'{_slug("results", given)}{SMOKE_SUFFIX * smoke}.jsonl'
 
     def done_keys(self) -> set:
-        if not self.results_file.is_file():
+        """The identities of the rows in the protocol's results file, which holds this
+        protocol's rows only: a symbolic link (to another protocol's file) or a row of
+        another protocol (an llm_eval.py --out into it, a copied file) is refused, as the
+        protocol would write its rows into that other file or beside those rows."""
+        path = self.results_file
+        if path.is_symlink():
+            raise ValueError(f'{path} is a symbolic link to {path.resolve()}; the protocol '
+                             'writes its rows into its own results file: remove the link (or '
+                             'give another --out)')
+        if not path.is_file():
             return set()
-        return {row.key() for row in read_results(self.results_file, empty_ok=True)}
+        rows = read_results(path, empty_ok=True)
+        foreign = sorted({(r.protocol, r.method) for r in rows
+                          if r.protocol not in ('', self.protocol)})  # '': not recorded
+        if foreign:
+            raise ValueError(f'{path} holds rows of another protocol than {self.protocol!r}: '
+                             + ', '.join(f'{m!r} (protocol {p!r})' for p, m in foreign[:5])
+                             + '; a protocol\'s results file holds its own rows only: move '
+                             'those rows to a file of their own (or give another --out)')
+        return {row.key() for row in rows}
 
     def is_done(self, unit: TrainUnit, done: set) -> bool:
         """Every row of ``unit`` is among ``done`` (:meth:`done_keys`)."""
@@ -545,7 +562,8 @@ class ProtocolRunner:
 
     def identity(self, unit: TrainUnit) -> dict:
         """What ``run.json`` records: everything that changes the training's result."""
-        return dict(config=unit.config, seed=unit.seed, cfg_options=unit.cfg_options,
+        return dict(config=unit.config, config_digest=config_digest(unit.config),
+                    seed=unit.seed, cfg_options=unit.cfg_options,
                     train=unit.train, **self.overrides(unit), **self._pretrained_identity(unit))
 
     def _pretrained_identity(self, unit: TrainUnit) -> dict:
@@ -586,6 +604,7 @@ class ProtocolRunner:
             raise ValueError(f'jobs={jobs}; expected >= 1 runs at once')
         done = self.done_keys()
         todo = [u for u in units if not self.is_done(u, done)]
+        self.check_done_configs([u for u in units if u not in todo])
         self.check_done_features([u for u in units if u not in todo])
         check_units(todo)
         self.check_requirements(todo)
@@ -659,6 +678,23 @@ class ProtocolRunner:
             f'{len(failures)} protocol run(s) failed (the others ran; their rows are in '
             f'{self.results_file}); fix the cause and rerun the same command to run only '
             'what is missing:\n' + '\n'.join(lines), failures)
+
+    def check_done_configs(self, units: list[TrainUnit]) -> None:
+        """A finished unit counts as done for the config it was run with: a config file (or
+        one of its ``_base_`` files) edited since (``run.json``'s ``config_digest``) would
+        otherwise exit 0 with the rows of the old config, "already finished"."""
+        for unit in units:
+            for stage in with_stages([unit]):
+                record = Path(self.work_dir(stage)) / 'run.json'
+                recorded = read_json(record, 'work dir record').get('config_digest') \
+                    if record.is_file() else None
+                if recorded and recorded != config_digest(stage.config):
+                    raise ValueError(
+                        f'{stage.config} changed since {self.work_dir(stage)} ran it (config '
+                        f'digest {recorded} there, {config_digest(stage.config)} now: the file '
+                        'or one of its _base_ files was edited); the protocol never passes '
+                        'rows of another config off as done: give another --out, or restore '
+                        'the config')
 
     def check_done_features(self, units: list[TrainUnit]) -> None:
         """A finished unit counts as done for the features it was tested on: its rows'
@@ -918,8 +954,18 @@ class ProtocolRunner:
                       limited=f'limit={limit[0]} of {limit[1]} test windows' if limit else '',
                       features=read_features(runner.test_dataloader),
                       ema_mark=runner.tested_ema_mark,
-                      caveats=test_caveats(runner, declared=spec.cfg_options),
+                      caveats=test_caveats(runner, declared=declared_test_options(unit, spec)),
                       test_set_pkg=bool(getattr(_bare(runner.model), 'test_set_pkg', False)))
+
+
+def declared_test_options(unit: TrainUnit, spec: TestSpec) -> dict:
+    """What the protocol's test itself sets against the training (no caveat of its row): the
+    spec's ``cfg_options`` and, for a cross-horizon test, the test horizon (in the row's
+    ``horizon`` / ``train_horizon`` and method name)."""
+    declared = dict(spec.cfg_options)
+    if spec.horizon != unit.horizon:
+        declared['test_dataloader.dataset.horizon'] = spec.horizon
+    return declared
 
 
 def _bare(model):
@@ -975,6 +1021,21 @@ def selected_checkpoint(cfg, work_dir: Path) -> tuple:
     return (Path(work_dir) / 'last_checkpoint').read_text().strip(), f'{split}: last epoch'
 
 
+def config_digest(config: str) -> str:
+    """A digest of a config as its file and ``_base_`` files now read (16 hex digits)."""
+    path = Path(config)
+    stat = path.stat() if path.is_file() else None
+    return _config_digest(str(path), stat and (stat.st_mtime_ns, stat.st_size))
+
+
+@functools.lru_cache(maxsize=256)
+def _config_digest(config: str, stamp) -> str:
+    import hashlib
+    from vpn_plugin.data_paths import read_config_file
+    text = json.dumps(read_config_file(config).to_dict(), sort_keys=True, default=str)
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
 def claim_work_dir(work_dir: Path, identity: dict) -> None:
     """Record ``identity`` in ``<work_dir>/run.json``, or check it against the one there: a
     work dir made with other settings (or by a version that recorded none) is refused."""
@@ -982,6 +1043,8 @@ def claim_work_dir(work_dir: Path, identity: dict) -> None:
     wanted = json.loads(json.dumps(identity, sort_keys=True, default=str))
     if record.is_file():
         found = read_json(record, 'work dir record')
+        if 'config_digest' not in found:  # recorded before the digest: not compared
+            wanted.pop('config_digest', None)
         if found != wanted:
             changed = '; '.join(f'{k}: {found.get(k)!r} there, {wanted.get(k)!r} now'
                                 for k in sorted(set(found) | set(wanted))

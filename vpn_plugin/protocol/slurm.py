@@ -281,6 +281,7 @@ def plan_array(runner, units, request: SlurmRequest, epoch_seconds: float,
     partition's (minutes, note), read from Slurm when not given."""
     done = runner.done_keys()
     open_units = [u for u in units if not runner.is_done(u, done)]
+    runner.check_done_configs([u for u in units if u not in open_units])
     runner.check_done_features([u for u in units if u not in open_units])
     todo = [u for u in open_units if str(Path(runner.work_dir(u)).absolute()) not in queued]
     seconds = unit_seconds(runner, todo, epoch_seconds)

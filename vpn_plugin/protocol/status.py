@@ -230,6 +230,10 @@ def _status(runner, unit, work_dir: Path, task, queued: dict, done: set) -> Unit
         status.state = 'interrupted'
         status.why = (f'its task {job} ended ({in_queue.state}) before the unit finished'
                       if in_queue else f'its task {job} ended before the unit finished')
+    elif state.get('state') == 'done':  # finished, but its rows are not in the results file
+        status.state = 'interrupted'
+        status.why = (f'its run finished, but its rows are not in {runner.results_file} '
+                      '(deleted, or another results file?): a rerun tests it again')
     elif state:
         status.state = 'interrupted'
         status.why = 'its process ended before the unit finished (killed or interrupted)'
