@@ -64,8 +64,9 @@ def source_files(src: Path) -> tuple:
     ``*.npz``; the others (a README, a listing, a subfolder, a dangling symlink) are skipped by
     name and counted, never read. Two feature files of one stem are refused (both would become
     ``<stem>.npz``: which one holds this video's features?)."""
-    entries = sorted(p for p in src.iterdir() if not p.name.startswith('.'))
-    files = [p for p in entries if p.is_file() and p.suffix in FEATURE_SUFFIXES]
+    entries = sorted(src.iterdir())
+    files = [p for p in entries if p.is_file() and p.suffix in FEATURE_SUFFIXES
+             and not p.name.startswith('.')]  # a hidden file is no video's (skipped, counted)
     by_stem = {}
     for path in files:
         by_stem.setdefault(path.stem, []).append(path.name)
@@ -207,6 +208,11 @@ def skipped_listing(others) -> None:
     no file (a subfolder is not read; a dangling link)."""
     def listing(paths, show):
         return ', '.join(show(p) for p in paths[:5]) + (', ...' if len(paths) > 5 else '')
+    hidden = [p for p in others if p.name.startswith('.')]
+    if hidden:
+        print(f'skipped {len(hidden)} hidden entries (names starting with ".": no video\'s '
+              'features): ' + listing(hidden, lambda p: p.name))
+    others = [p for p in others if not p.name.startswith('.')]
     files = [p for p in others if p.is_file()]
     if files:
         print(f'skipped {len(files)} files not named *.npy / *.npz (not feature files): '
@@ -214,8 +220,16 @@ def skipped_listing(others) -> None:
     rest = [p for p in others if not p.is_file()]
     if rest:
         print(f'skipped {len(rest)} entries that are not files (a subfolder is not read; a '
-              'dangling link has no file): '
-              + listing(rest, lambda p: p.name + ('/' if p.is_dir() else ' (dangling link)')))
+              'dangling link has no file): ' + listing(rest, entry_kind))
+
+
+def entry_kind(path: Path) -> str:
+    """A skipped entry's name with what it is: ``sub/``, ``x.npy (dangling link)``, ``x.npy
+    (not a regular file)`` (a FIFO, a socket, a device)."""
+    if path.is_dir():
+        return path.name + '/'
+    return path.name + (' (dangling link)' if path.is_symlink() and not path.exists()
+                        else ' (not a regular file)')
 
 
 def convert_locked(src: Path, dst: Path, args) -> tuple:

@@ -21,6 +21,7 @@ from pathlib import Path
 
 import torch
 
+from vpn_plugin.datasets.features import row_seconds_problem
 from vpn_plugin.errors import NON_NEGATIVE_INT, POSITIVE_INT, path_argument, tool_main
 from vpn_plugin.video.recipe import add_recipe_arguments, recipe_from_args
 from vpn_plugin.errors import checked_device
@@ -105,6 +106,9 @@ def main(argv=None):
     from vpn_plugin.video.extract import VIDEO_EXTENSIONS, non_videos
 
     recipe = recipe_from_args(args)
+    problem = row_seconds_problem(recipe.as_dict())
+    if problem:  # no reader would take the features (datasets.features.checked_frames)
+        raise ValueError(f'{problem}; nothing was extracted')
     videos = list_videos(args.inputs)
     if not videos:
         raise FileNotFoundError(f'no video file in {args.inputs}')

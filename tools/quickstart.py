@@ -15,7 +15,9 @@ import sys
 import time
 from pathlib import Path
 
-from vpn_plugin.errors import POSITIVE_INT, path_argument, seed_argument, tool_main
+from vpn_plugin.datasets.provenance import read_record
+from vpn_plugin.errors import (POSITIVE_INT, check_folder_target, path_argument, seed_argument,
+                               tool_main)
 
 ROOT = Path(__file__).resolve().parents[1]
 CONFIG = 'configs/synthetic/vpn_crosstask_t3_quickstart.py'
@@ -77,6 +79,11 @@ def ensure_features(data_root: str, out: str, dataset: str, config: str):
     the shared layout by its name, any other by the config's videos)."""
     feature_dir = Path(out) / 'features'
     if feature_dir.is_dir() and any(feature_dir.iterdir()):
+        made_for = read_record(feature_dir).get('dataset')
+        if made_for not in (None, dataset):
+            raise SystemExit(f'--features {out}: {feature_dir} holds synthetic features of '
+                             f"dataset '{made_for}' ({feature_dir / 'provenance.json'}); this "
+                             f"config reads '{dataset}': give another --features folder")
         print(f'features found in {feature_dir}, reusing them (what they are: the "features:" '
               'line of the results)')
         return
@@ -136,6 +143,7 @@ def main(argv=None):
     progress = Progress(4)
     import vpn_plugin.mm  # noqa: F401  (compat + registration)
     cfg = build_config(args)
+    check_folder_target(args.work_dir)  # before minutes of feature generation
     dataset_name = config_dataset(cfg)
     label = DATASET_LABELS.get(dataset_name, dataset_name)
     title = f'{cfg.model.type}, {label} T={cfg.model.get("horizon", cfg.get("horizon"))}'

@@ -11,6 +11,7 @@ import torch
 
 from .. import compat_applied  # noqa: F401  (compat fixes before any OpenMMLab import)
 from ..core.metrics import NO_PLAN
+from ..datasets.features import row_seconds_problem
 from ..config_types import Count, NonNegative, PathLike, Seed, checked_arguments
 from ..errors import check_file
 from ..video import FrameRecipe, embed_frames, iter_frame_blocks
@@ -87,6 +88,9 @@ def plan_from_video(model, s3d, video: PathLike, start_time: NonNegative, goal_t
     (``plan_from_features``). Returns one ``ActionDataSample`` (``pred_plan`` (T,), ...) whose
     metainfo has ``usable`` False when ``s3d`` has random weights (``init_s3d(random_weights=
     True)`` is the request for them) (``return_features``: and the features)."""
+    problem = row_seconds_problem(recipe.as_dict())
+    if problem:  # before minutes of extraction
+        raise ValueError(f'{video}: {problem}')
     features = video_features(s3d, video, recipe)
     try:
         start, goal = video_observations(model.cfg, features, start_time, goal_time, split)

@@ -15,6 +15,7 @@ Pickled payloads (raw pickles, object ``.npy`` files and object npz members) are
 ``safe_pickle.SafeUnpickler``: numpy arrays, numbers and strings only, no code from the file
 runs; any other global is refused with an error naming the file and the global.
 """
+import json
 import os
 import zipfile
 from pathlib import Path
@@ -100,8 +101,42 @@ def require_feature_file(path: PathLike, vid: str = '', fix_hint: str = '') -> P
     return path
 
 
+ROW_SECONDS_TOLERANCE = 0.1  # "about one per second": chunk 32 at 30 fps (1.07 s) still reads
+
+
+def row_seconds_problem(recipe) -> str:
+    """'' when a frame recipe (``{'fps', 'chunk', ...}``, or its JSON text as extraction records
+    it in a feature file's ``recipe`` field) gives about one feature row per second, the time
+    base of every annotation and plan time (row t = second t; the public features: 16 frames
+    at 16 fps); else what it gives instead. A recipe without a known fps (the file's own
+    frames) cannot be told."""
+    if isinstance(recipe, np.ndarray) and recipe.ndim == 0:
+        recipe = recipe.item()
+    if isinstance(recipe, (str, bytes)):
+        try:
+            recipe = json.loads(recipe)
+        except ValueError:
+            return ''
+    if not isinstance(recipe, dict):
+        return ''
+    fps, chunk = recipe.get('fps'), recipe.get('chunk')
+    if not isinstance(fps, (int, float)) or not isinstance(chunk, (int, float)) or fps <= 0:
+        return ''
+    seconds = chunk / fps
+    if abs(seconds - 1) <= ROW_SECONDS_TOLERANCE:
+        return ''
+    return (f'frame recipe chunk {chunk:g} at {fps:g} fps: one feature row per {seconds:g} s; '
+            'expected one row per second (chunk = fps, as the public features: 16 frames at '
+            '16 fps), the time base of annotations and plan times (row t = second t)')
+
+
 def checked_frames(record: dict, path, frame_dim: int, vid: str = '') -> np.ndarray:
-    """A record's ``frames_features`` (L, D) float32, checked: 2-D, D = frame_dim, finite."""
+    """A record's ``frames_features`` (L, D) float32, checked: 2-D, D = frame_dim, finite, and
+    one row per second when the record says its frame recipe (:func:`row_seconds_problem`)."""
+    problem = row_seconds_problem(record['recipe']) if 'recipe' in record else ''
+    if problem:
+        raise BadVideoError(vid, 'features of another time step',
+                            f'{path}: field "recipe": {problem}')
     frames = frames_of(record, path, vid)
     if frames.ndim != 2 or frames.shape[0] < 1 or frames.shape[1] != frame_dim:
         raise BadVideoError(vid, 'wrong feature dimension',

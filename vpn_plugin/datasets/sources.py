@@ -184,11 +184,13 @@ def dataset_config(dataset: str, split: str, horizon: int, data_root=None) -> di
 
 def config_dataset(config, split: str, horizon: int, data_root=None) -> dict:
     """The ``split`` ('train' or 'test') dataset dict of any config (a custom dataset's
-    included) at ``horizon``, with ``data_root`` (default: the config's)."""
+    included) at ``horizon``, with ``data_root`` (default: the config's). Both splits are
+    read at ``horizon``: a cross-horizon config's own ``test_horizon`` (e.g.
+    vpn_niv_t6_eval_t3.py's T=3) does not replace the horizon asked for."""
     from ..data_paths import load_config
     if split not in ('train', 'test'):
         raise ValueError(f"split {split!r}; expected 'train' or 'test'")
-    cfg = load_config(str(config), data_root=data_root, horizon=horizon)
+    cfg = load_config(str(config), data_root=data_root, horizon=horizon, test_horizon=horizon)
     loader = cfg.get(f'{split}_dataloader') or {}
     if 'dataset' not in loader:
         raise ValueError(f'{config}: no {split}_dataloader.dataset; expected a training config '
