@@ -269,8 +269,7 @@ def benchmark_runner(args, work_dir):
     cfg.train_cfg.val_interval = total + 1  # no validation inside the measurement
     for key in ('val_dataloader', 'val_evaluator', 'val_cfg'):
         cfg[key] = None  # the loop would validate after its last epoch
-    cfg.default_hooks.checkpoint = dict(type='CheckpointHook', interval=total + 1,
-                                        save_last=False)
+    cfg.default_hooks.checkpoint = None  # a measurement keeps no checkpoint
     cfg.default_hooks.logger = dict(type='LoggerHook', interval=10 ** 6)
     return build_planning_runner(cfg)
 

@@ -229,9 +229,12 @@ def describe(annotation) -> str:
                 'read)')
     if _is_sequence(annotation, origin):
         members = [a for a in args if a is not Ellipsis]
+        fixed = [describe(member) for member in members]  # betas: (b1, b2), each in [0, 1)
         return 'a list' + (f' (each {describe(members[0])})' if members and
                            (origin is not tuple or Ellipsis in args) else
-                           f' of {len(members)} values' if members else '')
+                           f' of {len(members)} values'
+                           + (f' (each {fixed[0]})' if len(set(fixed)) == 1
+                              else f' ({", ".join(fixed)})') if members else '')
     if _is_mapping(annotation, origin):
         return 'a dict' + (f' (each value {describe(args[1])})' if len(args) == 2 and
                            args[1] is not Any else '')

@@ -180,18 +180,22 @@ def apply_horizon(cfg, horizon=None, test_horizon=None):
     ``test_horizon`` defaults to ``horizon``. A config without ``horizon`` is left unchanged.
     Applying it twice is the same as once.
     """
-    if horizon is not None:
-        cfg['horizon'] = horizon
+    if horizon is not None:  # a numpy integer given from Python is an integer
+        cfg['horizon'] = _python_int(horizon)
     if test_horizon is not None:
-        cfg['test_horizon'] = test_horizon
+        cfg['test_horizon'] = _python_int(test_horizon)
     if cfg.get('horizon') is None:
         return cfg
     horizon = _positive_horizon(cfg, 'horizon')
     # 0, [] or {} were read as "no test_horizon" (the training horizon tested without a word)
     test_horizon = (_positive_horizon(cfg, 'test_horizon')
                     if cfg.get('test_horizon') is not None else horizon)
-    _refuse_contradicting_horizons(cfg, horizon, test_horizon)
     model = cfg.get('model')
+    if model is not None and not hasattr(model, 'get'):  # model = 'ViterbiPlanNet'
+        raise ValueError(f'{cfg.filename or "config"}: model = {model!r}; expected a model dict '
+                         "with a type, e.g. model = dict(type='ViterbiPlanNet', ...) (or inherit "
+                         "one: _base_ = ['configs/vpn_niv_t3.py'])")
+    _refuse_contradicting_horizons(cfg, horizon, test_horizon)
     if model is not None:
         if _accepts_horizon(model):
             model['horizon'] = horizon
@@ -205,6 +209,17 @@ def apply_horizon(cfg, horizon=None, test_horizon=None):
             _set_dataset_horizon(loader.get('dataset'), value)
     _check_test_horizon(cfg, horizon, test_horizon)
     return cfg
+
+
+def _python_int(value):
+    """``value`` as a Python int when it is a 0-d numpy / torch integer (np.int64(4) from
+    Python was refused as 'expected an integer'), else as given (:func:`_positive_horizon`
+    checks it)."""
+    if hasattr(value, 'item') and getattr(value, 'ndim', None) == 0:
+        item = value.item()
+        if isinstance(item, int) and not isinstance(item, bool):
+            return item
+    return value
 
 
 def _horizon_places(cfg, horizon: int, test_horizon: int):
@@ -254,20 +269,27 @@ def _refuse_contradicting_horizons(cfg, horizon: int, test_horizon: int) -> None
 def _chain_horizons(path: Path) -> set:
     """The literal top-level ``horizon`` / ``test_horizon`` values of ``path`` and its
     ``_base_`` files, each read alone (a stale dataset horizon is one of them)."""
-    from mmengine.config import Config
-    values, todo, seen = set(), [path.resolve()], set()
-    while todo:
-        file = todo.pop()
-        if file in seen or not file.is_file():
-            continue
-        seen.add(file)
+    values = set()
+    for file in _chain_files(path):
         own = _own_top_level(file)
         values.update(v for k, v in own.items() if k in ('horizon', 'test_horizon')
                       and isinstance(v, int) and not isinstance(v, bool))
-        for base in Config._get_base_files(str(file)):
-            if '::' not in str(base):  # a package's base (mmaction::...) sets no horizon
-                todo.append((file.parent / str(base)).resolve())
     return values
+
+
+def _chain_files(path: Path) -> list:
+    """``path`` and the files of its ``_base_`` chain (a package's base, mmaction::..., sets
+    no variable of this project and is left out)."""
+    from mmengine.config import Config
+    files, todo = [], [path.resolve()]
+    while todo:
+        file = todo.pop()
+        if file in files or not file.is_file():
+            continue
+        files.append(file)
+        todo += [(file.parent / str(base)).resolve()
+                 for base in Config._get_base_files(str(file)) if '::' not in str(base)]
+    return files
 
 
 def _own_top_level(file: Path) -> dict:
@@ -360,6 +382,11 @@ def load_config(path, cfg_options=None, *, data_root=None, feature_dir=None, hor
     if cfg_options is not None and not isinstance(cfg_options, dict):  # 'a=1' read as keys
         raise TypeError(f'{path}: cfg_options={cfg_options!r}; expected a dict of dotted keys '
                         "and values, e.g. {'model.dropout': 0.2} (or None)")
+    for name, value in (('data_root', data_root), ('feature_dir', feature_dir)):
+        if value is not None and (not isinstance(value, (str, os.PathLike)) or not str(value)):
+            raise ValueError(f'load_config() argument {name}={value!r}; expected a folder path '
+                             "(or None for the config's own): an empty one was read as not "
+                             'given')
     cfg = read_config_file(path)
     check_config_keys(cfg, cfg_options)  # a misspelled key (horizn=4) is refused
     check_flags_agree(cfg_options, {'--data-root': ('data_root', data_root),
@@ -374,6 +401,8 @@ def load_config(path, cfg_options=None, *, data_root=None, feature_dir=None, hor
         _refuse_inert_variables(path, cfg, cfg_options)
         if any(key.split('.')[0] == 'custom_imports' for key in cfg_options):
             import_custom_modules(path, cfg.custom_imports)
+    refuse_inert_file_variables(cfg)
+    refuse_inert_helpers(cfg)
     from vpn_plugin.runner_keys import check_runner_kinds
     check_runner_kinds(cfg, str(path))  # read below (horizon, data_root, the loaders)
     apply_horizon(cfg, horizon, test_horizon)
@@ -429,12 +458,15 @@ def read_config_file(path):
         raise ValueError(f'config file {path}: a {Path(path).suffix or "name without"} '
                          f'extension; expected a config ({", ".join(CONFIG_SUFFIXES)}), e.g. '
                          'configs/vpn_niv_t3.py')
+    for file in _readable_chain(Path(path)):  # mmengine reads each file as UTF-8
+        check_utf8(file)
+        check_mapping_file(file)
     cycle = base_cycle(Path(path).resolve())  # mmengine recurses on it for seconds, then
     if cycle:                                  # ends in a RecursionError naming no file
         raise ValueError(f'{path}: its _base_ files inherit from each other in a cycle: '
                          f'{" -> ".join(map(str, cycle))}; expected a chain that ends')
     try:
-        return Config.fromfile(str(path))
+        loaded = Config.fromfile(str(path))
     except NameError as error:  # e.g. YAML text ("_base_: [a.py]") in a .py file
         raise ValueError(f'{not_python_reason(error) or path}: {error}; the config file does '
                          'not run as Python (a .py config sets keys with `key = value` and '
@@ -449,6 +481,59 @@ def read_config_file(path):
             raise FileNotFoundError(f'{path}: the file {missing} it inherits (_base_) or reads '
                                     'does not exist') from None
         raise
+    except KeyError as error:  # mmengine's words for keys its bases both set
+        if 'Duplicate key is not allowed among bases' not in str(error):
+            raise
+        raise ValueError(f'{path}: its _base_ files {Config._get_base_files(str(path))} set '
+                         f'the same keys ({str(error).split("Duplicate keys:")[-1].strip()[:200]}'
+                         '); mmengine merges bases only when they set different keys: inherit '
+                         'one of them (each configs/ file is a whole config)') from None
+    return loaded
+
+
+def _readable_chain(path: Path) -> list:
+    """``path`` and the ``_base_`` files that can be read of its chain, in order."""
+    from mmengine.config import Config
+    files, todo = [], [path.resolve()]
+    while todo:
+        file = todo.pop(0)
+        if file in files or not file.is_file():
+            continue
+        files.append(file)
+        try:
+            todo += [(file.parent / str(base)).resolve()
+                     for base in Config._get_base_files(str(file)) if '::' not in str(base)]
+        except (UnicodeDecodeError, SyntaxError, ValueError, OSError, AttributeError):
+            continue  # mmengine's reading of the file names what is wrong with it
+    return files
+
+
+def check_mapping_file(file: Path) -> None:
+    """A .json / .yaml config must hold a mapping of keys (an empty YAML file reads as None:
+    mmengine failed with "'NoneType' object has no attribute 'get'")."""
+    if file.suffix == '.py':
+        return
+    import mmengine
+    try:
+        loaded = mmengine.load(str(file))
+    except Exception as error:  # noqa: BLE001 - the parser's own words, with the file named
+        raise ValueError(f'{file}: does not parse as {file.suffix[1:].upper()} ({error})') \
+            from None
+    if not isinstance(loaded, dict):
+        raise ValueError(f'{file}: holds {type(loaded).__name__} {str(loaded)[:60]!r}; expected '
+                         'a mapping of config keys (e.g. _base_: [configs/vpn_niv_t3.py] and '
+                         'the keys it changes); an empty file is no config')
+
+
+def check_utf8(file: Path) -> None:
+    """A config file that is not UTF-8 text (mmengine's UnicodeDecodeError named no file)."""
+    try:
+        file.read_bytes().decode('utf-8')
+    except UnicodeDecodeError as error:
+        line = error.object[:error.start].count(b'\n') + 1
+        raise ValueError(f'{file}: line {line}: byte {error.object[error.start:error.start + 1]!r}'
+                         f' is not UTF-8 ({error.reason}); expected a config file saved as '
+                         'UTF-8') from None
 
 
 def config_with_syntax_error(path: Path, seen=None):
@@ -539,6 +624,11 @@ def check_config_keys(cfg, overrides=None) -> None:
                          'several methods), not a training or dataset config: run it with '
                          'tools/run_protocol.py, or give this tool the config of one of its '
                          'runs (its runs[i].config, e.g. configs/vpn_niv_t3.py)')
+    if '_delete_' in cfg:  # mmengine reads _delete_ inside a dict only: at the top, nothing
+        raise ValueError(f'{where}: a top-level _delete_ = {cfg["_delete_"]!r} deletes nothing '
+                         '(mmengine reads _delete_=True inside a dict, e.g. model = dict('
+                         "_delete_=True, type=...)); expected it inside the entry to replace, or a "
+                         'config without _base_ to start from nothing')
     check_misspelled([k for k in cfg.keys() if not k.startswith('_')], known,
                      f'{where}: top-level config key')
     for key in sorted({str(k).split('.')[0] for k in overrides or {}}):
@@ -744,27 +834,109 @@ def check_split_locations(cfg) -> None:
 # top-level variables of configs/_base_/datasets/planning_dataset.py that are copied into the
 # dataset dicts when the config file is parsed: --cfg-options after parsing does not reach them
 DATASET_VARIABLES = ('observation', 'window_policy', 'device_resident')
+# top-level variables the dataset base copies into its loaders / datasets when it is read
+# ({variable: (helper dict that copies it, the place it lands)}): a later change of the
+# variable alone reaches none of them
+COPIED_VARIABLES = {**{key: ('dataset', f'dataset.{key}') for key in DATASET_VARIABLES},
+                    'batch_size': ('loader', 'batch_size')}
+
+
+def _copies_kept(cfg, key: str, value) -> tuple:
+    """({'<split>_dataloader.<place>': value held}, the same as text) of the loaders whose
+    copy of the top-level variable ``key`` is not ``value``."""
+    kept = {}
+    place = COPIED_VARIABLES[key][1]
+    for split in ('train', 'val', 'test'):
+        node = cfg.get(f'{split}_dataloader') or {}
+        for part in place.split('.')[:-1]:
+            node = node.get(part) if hasattr(node, 'get') else None
+        last = place.split('.')[-1]
+        if hasattr(node, 'get') and last in node and node[last] != value:
+            kept[f'{split}_dataloader.{place}'] = node[last]
+    return kept, ', '.join(f'{where}={held!r}' for where, held in kept.items())
 
 
 def _refuse_inert_variables(path, cfg, cfg_options: dict) -> None:
-    """``--cfg-options observation=concat3`` changes the top-level variable only: the datasets
-    keep the value the file gave them (a test of 'authors' observations said nothing):
-    ``ValueError`` naming the dataset keys to set instead."""
-    for key in DATASET_VARIABLES:
+    """``--cfg-options observation=concat3`` (or ``batch_size=7``) changes the top-level
+    variable only: the datasets and loaders keep the value the file gave them (a test of
+    'authors' observations said nothing): ``ValueError`` naming the keys to set instead."""
+    for key in COPIED_VARIABLES:
         if key not in cfg_options:
             continue
-        kept = {}
-        for split in ('train', 'val', 'test'):
-            dataset = (cfg.get(f'{split}_dataloader') or {}).get('dataset') or {}
-            if hasattr(dataset, 'get') and key in dataset and dataset[key] != cfg_options[key]:
-                kept[f'{split}_dataloader.dataset.{key}'] = dataset[key]
+        kept, listed = _copies_kept(cfg, key, cfg_options[key])
         if kept:
-            listed = ', '.join(f'{where}={value!r}' for where, value in kept.items())
             raise ValueError(
                 f'{path}: --cfg-options {key}={cfg_options[key]!r} changes the top-level '
                 'variable only, which the config copied into its datasets when it was read: '
                 f'they keep {listed}; set those keys instead (--cfg-options '
                 + ' '.join(f'{where}={cfg_options[key]}' for where in kept) + ')')
+
+
+def refuse_inert_file_variables(cfg) -> None:
+    """A config file that sets ``observation = 'mean3'`` (or ``window_policy``,
+    ``device_resident``, ``batch_size``) under a base that already copied the variable into
+    its datasets and loaders changes nothing (the run trained on the base's values without a
+    word): ``ValueError`` naming the file, the variable and the keys to set instead. The file
+    that copies it (the one that also defines the ``dataset`` / ``loader`` helper) is exempt."""
+    path = cfg.filename
+    if not path or not Path(path).is_file():
+        return
+    for file in _chain_files(Path(path)):
+        own, assigned = _own_top_level(file), _assigned_names(file)
+        for key, (helper, place) in COPIED_VARIABLES.items():
+            if key not in own or helper in assigned:
+                continue
+            kept, listed = _copies_kept(cfg, key, own[key])
+            if kept:
+                raise ValueError(
+                    f'{file}: {key} = {own[key]!r} changes the top-level variable only: its '
+                    f'base copied {key} into the loaders when it was read, and they keep '
+                    f'{listed}; set those keys in this file instead (e.g. '
+                    f'train_dataloader = {_nested_dict(place, own[key])}, one per split), or '
+                    'remove the variable')
+
+
+def refuse_inert_helpers(cfg) -> None:
+    """A config file with a ``_base_`` that assigns a helper of the base files
+    (``dataset = 'crosstask'``; ``runner_keys.CONFIG_HELPERS``) and never reads it: the bases
+    used their own when they were read, so the value reaches no key (a NIV run without a
+    word). ``dataset_variant`` is read by the protocol and left out."""
+    import ast
+    from vpn_plugin.runner_keys import CONFIG_HELPERS
+    path = Path(cfg.filename) if cfg.filename else None
+    if path is None or not path.is_file():
+        return
+    assigned = _assigned_names(path)
+    read = ({node.id for node in ast.walk(ast.parse(path.read_text()))
+             if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load)}
+            if path.suffix == '.py' else set())  # a .yaml / .json key reads no other key
+    for name in CONFIG_HELPERS:
+        if name != 'dataset_variant' and '_base_' in assigned and name in assigned \
+                and name not in read:
+            raise ValueError(f'{path}: {name} = ... sets a helper variable of its base files, '
+                             'which they used when they were read; here nothing reads it, so '
+                             'it changes no key of the run; set the keys it fed instead (e.g. '
+                             'train_dataloader = dict(dataset=dict(...))), or inherit the '
+                             "config of the dataset you mean (_base_ = ['configs/...'])")
+
+
+def _nested_dict(place: str, value) -> str:
+    """``'dataset.observation'``, 'mean3' -> ``"dict(dataset=dict(observation='mean3'))"``."""
+    text = repr(value)
+    for part in reversed(place.split('.')):
+        text = f'dict({part}={text})'
+    return text
+
+
+def _assigned_names(file: Path) -> set:
+    """The names one config file assigns at top level (any value, without its bases)."""
+    import ast
+    if file.suffix != '.py':
+        return set(_own_top_level(file))
+    return {target.id for node in ast.parse(file.read_text()).body
+            if isinstance(node, ast.Assign) for target in node.targets
+            if isinstance(target, ast.Name)}
+
 
 def _refuse_derived_horizons(path, cfg_options: dict) -> None:
     """``model.horizon=4`` etc. would be overwritten by :func:`apply_horizon`: refuse it."""

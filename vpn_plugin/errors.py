@@ -211,7 +211,8 @@ def check_misspelled(names, known, what: str, cutoff: float = 0.8) -> None:
     for name in names:
         if name in known:
             continue
-        match = difflib.get_close_matches(str(name), known, n=1, cutoff=cutoff)
+        match = [k for k in known if k.lower() == str(name).lower()]  # HORIZON for horizon
+        match = match or difflib.get_close_matches(str(name), known, n=1, cutoff=cutoff)
         if match:
             raise ValueError(f'{what} {name!r} is unknown; did you mean {match[0]!r}? (a '
                              'misspelled key would be ignored; name a helper variable '

@@ -277,6 +277,8 @@ class PlanningRunner(Runner):
         self.log_test_windows()
         if self._train_loop is not None:
             check_train_batches(self.train_loop.dataloader, self.cfg.filename or 'config')
+            check_saves_a_checkpoint(self.hooks, self.train_loop, self._val_loop is not None,
+                                     self.cfg.filename or 'config')
         if self.rank != 0:
             return super().train()
         from vpn_plugin.engine.checkpoint import remove_partial_files
@@ -639,6 +641,30 @@ def check_train_batches(loader, where: str) -> None:
                      f'expected a batch_size <= {len(loader.dataset)} or drop_last=False')
 
 
+def check_saves_a_checkpoint(hooks, train_loop, validates: bool, where: str) -> None:
+    """An epoch-based training whose checkpoint hook would save nothing (``save_last=False``,
+    no ``save_best`` with a validation loop, and an ``interval`` <= 0 or a first save past
+    ``max_epochs``) trained for hours and kept no checkpoint, exit 0: refused naming the
+    options. A run without a checkpoint hook, or saving by iteration, is left alone."""
+    from mmengine.hooks import CheckpointHook
+    epochs = getattr(train_loop, 'max_epochs', None)
+    hook = next((h for h in hooks if isinstance(h, CheckpointHook)), None)
+    if hook is None or not hook.by_epoch or not isinstance(epochs, int):
+        return
+    if hook.save_last or (hook.save_best is not None and validates):
+        return
+    first = hook.save_begin if hook.save_begin > 0 else hook.interval
+    if hook.interval > 0 and first <= epochs:
+        return
+    best = hook.save_best if validates else f'{hook.save_best} (no validation loop)'
+    raise ValueError(f'{where}: default_hooks.checkpoint saves no checkpoint in '
+                     f'train_cfg.max_epochs={epochs} epochs (interval={hook.interval}, '
+                     f'save_begin={hook.save_begin}, save_last=False, save_best={best}): '
+                     'the run would train and keep nothing; expected save_last=True, a '
+                     'save_best with validation, or an interval and save_begin within the '
+                     'epochs')
+
+
 def check_hooks_once(hooks, stage_hooks, where: str) -> None:
     """One EMA hook and one hook per training stage: two EMA hooks swap their averages into
     one model in turn (which one is validated, tested and saved depends on their order; the
@@ -698,6 +724,7 @@ def check_config_entries(cfg, where: str) -> None:
                 for split in ('val', 'test') for evaluator in _evaluators(cfg.get(f'{split}_evaluator'))]
     for name, registry, entry in entries:
         _check_arguments(f'{where}: {name}', registry, entry)
+    check_loader_datasets(cfg, where)
     check_planning_evaluators(cfg, where)
     check_run_values(cfg, where)
     check_runner_options(cfg, where)
@@ -715,6 +742,18 @@ DATALOADER_KEYS = ('dataset', 'sampler', 'batch_sampler', 'collate_fn', 'worker_
 OPTIM_WRAPPER_BUILD_KEYS = ('type', 'optimizer', 'constructor', 'paramwise_cfg')
 
 
+def check_loader_datasets(cfg, where: str) -> None:
+    """A loader without a dataset (``train_dataloader = dict(_delete_=True, batch_size=4)``)
+    was built and failed in torch's sampler: "object of type 'NoneType' has no len()"."""
+    for split in ('train', 'val', 'test'):
+        loader = cfg.get(f'{split}_dataloader')
+        if isinstance(loader, dict) and loader.get('dataset') is None:
+            raise ValueError(f'{where}: {split}_dataloader.dataset is missing: a loader reads a '
+                             "dataset (an entry with _delete_=True keeps none of its base "
+                             "config's options); expected dataset=dict(type=...), or "
+                             f'{split}_dataloader=None for no such loop')
+
+
 def check_runner_options(cfg, where: str) -> None:
     """The runner's own entries take only options their mmengine/torch classes read:
     ``env_cfg`` (an unknown key is ignored without a word), ``randomness``, each dataloader,
@@ -726,6 +765,11 @@ def check_runner_options(cfg, where: str) -> None:
     _check_keys(f'{where}: env_cfg', cfg.get('env_cfg'), ENV_CFG_KEYS)
     _check_keys(f'{where}: randomness', cfg.get('randomness'),
                 _parameters(Runner.set_randomness))
+    if isinstance(cfg.get('randomness'), dict) and 'seed' not in cfg.randomness:
+        raise ValueError(f'{where}: randomness.seed is missing: a required option of mmengine\'s '
+                         "Runner.set_randomness (an entry with _delete_=True keeps none of its "
+                         'base config\'s options); expected randomness=dict(seed=0, ...), or '
+                         'seed=None for a random one')
     loader_keys = sorted({*_parameters(torch.utils.data.DataLoader.__init__), *DATALOADER_KEYS})
     for split in ('train', 'val', 'test'):
         _check_keys(f'{where}: {split}_dataloader', cfg.get(f'{split}_dataloader'), loader_keys)
@@ -753,6 +797,12 @@ def check_persistent_workers(where: str, loader) -> None:
                          f'num_workers={loader.get("num_workers", 0)}: there are no worker '
                          'processes to keep; expected num_workers >= 1, or '
                          'persistent_workers=False')
+    if isinstance(loader, dict) and loader.get('prefetch_factor') is not None \
+            and loader.get('num_workers', 0) == 0:  # torch: "... only be specified in ..."
+        raise ValueError(f'{where}.prefetch_factor={loader["prefetch_factor"]} with '
+                         f'{where.split(": ")[-1]}.num_workers=0: batches are prefetched by '
+                         'worker processes, and there are none; expected num_workers >= 1, or '
+                         'prefetch_factor=None')
 
 
 def _check_chained_arguments(where: str, registry, entry: dict) -> None:

@@ -75,6 +75,10 @@ def as_plans(plans, name: str, allow_no_plan: bool = False) -> np.ndarray:
         array = array[None]
     if array.ndim != 2 or array.shape[1] == 0:
         raise ValueError(f'{name} has shape {array.shape}; expected plans (M, T) with T >= 1')
+    if array.size and array.dtype == object and all(
+            isinstance(v, int) and not isinstance(v, bool) for v in array.ravel()):
+        raise ValueError(f'{name} holds action id {max(array.ravel(), key=abs)}, beyond int64; '
+                         'expected ids that fit int64 (an index into the taxonomy)')
     if array.size and not np.issubdtype(array.dtype, np.integer):
         raise TypeError(f'{name} has dtype {array.dtype}; expected integer action ids')
     if array.size and array.dtype == np.uint64 and int(array.max()) > np.iinfo(np.int64).max:

@@ -60,6 +60,9 @@ def _integer_ids(sequence, name: str) -> np.ndarray:
     if isinstance(sequence, (str, bytes)) or not hasattr(sequence, '__iter__'):
         raise TypeError(f'{name} is a {type(sequence).__name__} ({sequence!r:.60}); expected a '
                         'list of action ids')
+    if getattr(getattr(sequence, 'device', None), 'type', None) == 'meta':
+        raise ValueError(f'{name} is a tensor on the meta device, which holds no values; '
+                         'expected action ids with data (cpu or cuda)')
     array = np.asarray(list(sequence))
     if array.size and not np.issubdtype(array.dtype, np.integer):
         raise TypeError(f'{name} holds {array.dtype} values {array.tolist()}; '

@@ -135,6 +135,12 @@ def source_windows(dataset_cfg: dict, warnings=None) -> Tuple[Taxonomy, List[Win
     ``PlanningDataset`` config dict (no features read, no validation hold-out). Bad videos
     raise their error, or are left out with ``skip_bad_videos=True``; ``warnings``
     (``validation.AnnotationWarnings``) counts what is merely suspicious, and those left out."""
+    missing = [key for key in ('data_root', 'taxonomy', 'horizon') if key not in dataset_cfg]
+    if missing:  # dict(_delete_=True, type='PlanningDataset'): mmengine's KeyError 'data_root'
+        from vpn_plugin.config_types import OptionsError
+        raise OptionsError(f'{dataset_cfg.get("type", "PlanningDataset")}: '
+                           f'{", ".join(missing)} missing: required options of the dataset (an '
+                           "entry with _delete_=True keeps none of its base config's options)")
     horizon = int(dataset_cfg['horizon'])
     path = source_path(dataset_cfg['data_root'], dataset_cfg['taxonomy'], horizon)
     if not path.exists():

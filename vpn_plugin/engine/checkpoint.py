@@ -316,11 +316,29 @@ def model_option_differences(trained_cfg_text, model_cfg, locations: bool = True
     trained = run.get('model') if run is not None else None
     if not isinstance(model_cfg, dict) or not isinstance(trained, dict):
         return []
-    lines = [f'model.{key}: {_plain(trained.get(key))!r} in training, '
-             f'{_plain(model_cfg.get(key))!r} here'
+    # a key one side leaves out holds its class's default (dvl_layers=1 given at test to a
+    # run that left it out was 'None in training, 1 here': a change that is none)
+    defaults = (_option_defaults(trained.get('type'))
+                if trained.get('type') == model_cfg.get('type') else {})
+
+    def value(options, key):
+        return _plain(options[key]) if key in options else defaults.get(key)
+    lines = [f'model.{key}: {value(trained, key)!r} in training, {value(model_cfg, key)!r} here'
              for key in sorted(set(trained) | set(model_cfg))
-             if _plain(trained.get(key)) != _plain(model_cfg.get(key))]
+             if value(trained, key) != value(model_cfg, key)]
     return lines if locations else [line for line in lines if not _path_only(line)]
+
+
+def _option_defaults(model_type) -> dict:
+    """{option: default} of the ``__init__`` of the registered model ``model_type`` ({} when
+    it is not registered)."""
+    from mmaction.registry import MODELS
+    cls = MODELS.get(model_type) if isinstance(model_type, str) else None
+    if not isinstance(cls, type):
+        return {}
+    return {name: parameter.default
+            for name, parameter in inspect.signature(cls.__init__).parameters.items()
+            if parameter.default is not inspect.Parameter.empty}
 
 
 FEATURE_STATS_KEY = 'feature_statistics'  # meta: the training features' mean / std

@@ -102,7 +102,11 @@ class PlanningMetric(BaseMetric):
         """Mean of the per-sample scores over all collected results."""
         if not results:
             raise ValueError('PlanningMetric got no results to evaluate')
-        results = sorted(results, key=lambda r: (r['sample_idx'], r['gt_plan'], r['pred_plan']))
+        if all(r['sample_idx'] >= 0 for r in results):  # dataset order, whatever the ranks'
+            results = sorted(results, key=lambda r: (r['sample_idx'], r['gt_plan'],
+                                                     r['pred_plan']))
+        # samples without a sample_idx keep the order given: sorted by their plans, the
+        # order-dependent miou_batch was computed over batches of another order
         horizons = {len(r['gt_plan']) for r in results} | {len(r['pred_plan']) for r in results}
         if len(horizons) != 1:
             raise ValueError(f'PlanningMetric got plans of lengths {sorted(horizons)}; expected '

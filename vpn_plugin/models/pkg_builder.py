@@ -44,6 +44,9 @@ class GraphPerturbation:
         raise NotImplementedError
 
 
+PERTURBATION_STAGES = (SequencePerturbation.stage, GraphPerturbation.stage)
+
+
 @TASK_UTILS.register_module()
 class DataFraction(SequencePerturbation):
     """Keep a seeded ``fraction`` of the training sequences (sample-efficiency study)."""
@@ -162,6 +165,15 @@ class PKGBuilder:
         self._check_order()
 
     def _check_order(self) -> None:
+        for index, perturbation in enumerate(self.perturbations):
+            # build() applies a perturbation by its stage: any other one would never run
+            stage = getattr(perturbation, 'stage', None)
+            if stage not in PERTURBATION_STAGES:
+                raise ValueError(
+                    f'PKGBuilder.perturbations[{index}] ({perturbation!r:.60}) has stage='
+                    f'{stage!r}; expected one of {PERTURBATION_STAGES} (a callable built in '
+                    'Python subclasses SequencePerturbation or GraphPerturbation), or it '
+                    'would never be applied')
         stages = [p.stage for p in self.perturbations]
         if 'graph' in stages and 'sequences' in stages[stages.index('graph'):]:
             names = [type(p).__name__ for p in self.perturbations]
