@@ -132,7 +132,6 @@ def report_error(path, *flags) -> str:
 @pytest.mark.parametrize('field, other', [
     ('protocol', dict(protocol='ablation')),
     ('variant', dict(variant={'decode': 'emission_argmax'})),
-    ('train_horizon', dict(train_horizon=6)),
     ('settings', dict(settings={'max_epochs': 3})),
 ])
 def test_report_refuses_to_pool_rows_of_different_runs(tmp_path, field, other, monkeypatch):
@@ -145,6 +144,19 @@ def test_report_refuses_to_pool_rows_of_different_runs(tmp_path, field, other, m
     message = report_error(jsonl(tmp_path / 'r.jsonl', rows))
     assert f'differ in {field}' in message and "'VPN'" in message, message
     assert 'seed 2' in message
+
+
+def test_report_shows_a_seed_of_another_training_horizon_apart(tmp_path, capsys):
+    """A seed trained at T=6 never lands in the T=3-trained cell: it is its own row,
+    'VPN (train T=6)' (pass4 R14), and the VPN cell keeps its two seeds."""
+    rows = [row('VPN', s, 50.0, protocol='standard') for s in (0, 1)]
+    rows += [row('VPN', 2, 1.0, protocol='standard', train_horizon=6)]
+    rows += [row('Base', s, 40.0, protocol='standard') for s in (0, 1, 2)]
+    load_tool('report').main([str(jsonl(tmp_path / 'r.jsonl', rows)),
+                              '--metrics', 'success_rate', 'mean_accuracy'])
+    table = capsys.readouterr().out
+    assert '| VPN | **50.00** | **50.00** |' in table
+    assert '| VPN (train T=6) | 1.00 | 1.00 |' in table
 
 
 @pytest.mark.parametrize('metrics, expected', [
