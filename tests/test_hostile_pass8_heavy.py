@@ -236,7 +236,8 @@ def test_an_edited_text_feature_cache_is_refused_naming_it(tmp_path, content, ma
     (model.text_embeddings.cache_dir) as they were: a NaN entry stopped training at a NaN loss
     at iteration 1, blaming "a NaN or negative loss weight, a learning rate so large ..."; a
     short, dict or truncated cache failed later or as torch's error."""
-    from vpn_plugin.models.text_embeddings import DEFAULT_ENCODER, _cached_encoding, cache_key
+    from vpn_plugin.models.text_embeddings import (DEFAULT_ENCODER, _cached_encoding, _write_cache,
+                                                   cache_key)
     texts = ['a', 'b', 'c']
     cache = tmp_path / f"actions_{cache_key(DEFAULT_ENCODER, texts)}.pt"
     good = torch.ones(3, 4)
@@ -249,7 +250,8 @@ def test_an_edited_text_feature_cache_is_refused_naming_it(tmp_path, content, ma
     names = sorted(p.name for p in tmp_path.iterdir())
     with pytest.raises(ValueError, match=match):
         _cached_encoding(texts, 'actions', None, tmp_path, False, 'mean')
-    torch.save(good, cache)
+    _write_cache(cache, good)  # as an encoding writes it: signed with the folder's key
+    names = sorted(p.name for p in tmp_path.iterdir())
     assert torch.equal(_cached_encoding(texts, 'actions', None, tmp_path, False, 'mean'), good)
     assert sorted(p.name for p in tmp_path.iterdir()) == names
 

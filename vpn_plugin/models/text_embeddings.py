@@ -221,16 +221,7 @@ def state_embeddings(action_names: Sequence[str], action_task_names: Sequence[st
     check_cache_options(cache_dir, allow_encode)
     before, after = state_texts(action_names, action_task_names, descriptions_file)
     flat = [t for texts in before + after for t in texts]
-    encoder_name = (encoder or DEFAULT_ENCODER) + ('' if pooling == 'mean' else f':{pooling}')
-    cache = Path(cache_dir) / f'states_{cache_key(encoder_name, flat)}.pt'
-    if cache.is_file():
-        embeddings = torch.load(cache, weights_only=True)
-    elif not allow_encode:
-        raise FileNotFoundError(f'text embedding cache {cache} is missing and encoding is '
-                                'disabled (model.text_embeddings.allow_encode=False)')
-    else:
-        embeddings = encode_texts(flat, encoder, pooling=pooling)
-        _write_cache(cache, embeddings)
+    embeddings = _cached_encoding(flat, 'states', encoder, cache_dir, allow_encode, pooling)
     num_actions, num_states = len(before), len(before[0])
     embeddings = embeddings.view(2, num_actions, num_states, -1)
     return embeddings[0], embeddings[1]
@@ -283,8 +274,19 @@ def _cached_encoding(texts: Sequence[str], kind: str, encoder, cache_dir, allow_
     encoder_name = (encoder or DEFAULT_ENCODER) + ('' if pooling == 'mean' else f':{pooling}')
     cache = Path(cache_dir) / f'{kind}_{cache_key(encoder_name, texts)}.pt'
     if cache.is_file():
-        return _checked_cache(cache, len(texts))
-    if not allow_encode:
+        features = _checked_cache(cache, len(texts))
+        if _signed_by_this_folder(cache, features):
+            return features
+        if not allow_encode:
+            raise ValueError(f'{cache}: the text-feature cache carries no valid checksum of its '
+                             'folder (edited in place, copied from elsewhere, or written before '
+                             'caches were signed), so its rows cannot be trusted to be the texts\' '
+                             'encodings; delete it (or set model.text_embeddings.allow_encode='
+                             'True) to encode the texts again')
+        print_log(f'{cache}: the text-feature cache carries no valid checksum of its folder '
+                  '(edited, copied or older): the texts are encoded again', logger='current',
+                  level=logging.WARNING)
+    elif not allow_encode:
         raise FileNotFoundError(f'text embedding cache {cache} is missing and encoding is '
                                 'disabled (model.text_embeddings.allow_encode=False)')
     embeddings = encode_texts(list(texts), encoder, pooling=pooling)
@@ -300,6 +302,10 @@ def _write_cache(cache: Path, embeddings: torch.Tensor) -> None:
     try:
         cache.parent.mkdir(parents=True, exist_ok=True)
         torch.save(embeddings, partial)
+        signature = _signature_file(cache)
+        signed = signature.with_name(f'{signature.name}.{os.getpid()}.tmp')
+        signed.write_text(_signature(cache.parent, cache.name, embeddings, make_key=True) + '\n')
+        os.replace(signed, signature)  # before the cache: a reader never sees it unsigned
         os.replace(partial, cache)
     except OSError as error:
         with contextlib.suppress(OSError):
@@ -307,6 +313,42 @@ def _write_cache(cache: Path, embeddings: torch.Tensor) -> None:
         raise OSError(f'model.text_embeddings.cache_dir={str(cache.parent)!r}: the text-feature '
                       f'cache cannot be written there ({error.strerror or error}); expected a '
                       'writable folder (set model.text_embeddings.cache_dir)') from None
+
+
+CACHE_KEY_FILE = '.text_cache_key'  # the folder's secret (vpn_plugin.secret_keys)
+
+
+def _signature_file(cache: Path) -> Path:
+    return cache.with_name(cache.name + '.sig')
+
+
+def _signature(folder: Path, name: str, features: torch.Tensor, make_key: bool = False):
+    """The keyed checksum of a cache file's name and features (None: the folder has no key
+    and ``make_key`` is False): a cache edited in place, or copied from another folder, fails
+    it. Keyed on the values, not the file's bytes (torch.save names its archive after the
+    temporary file: two ranks writing the same encoding write other bytes)."""
+    import hmac
+    from ..secret_keys import read_or_make_secret
+    key_file = Path(folder) / CACHE_KEY_FILE
+    if not (make_key or key_file.is_file()):
+        return None
+    secret = read_or_make_secret(key_file, 'the text-feature cache key',
+                                 'text-feature cache checksums',
+                                 'every cached text encoding is encoded again')
+    values = features.detach().cpu().contiguous()
+    content = f'{name}\0{values.dtype}\0{tuple(values.shape)}\0'.encode() + \
+        values.view(torch.uint8).numpy().tobytes()
+    return hmac.new(secret, content, hashlib.sha256).hexdigest()
+
+
+def _signed_by_this_folder(cache: Path, features: torch.Tensor) -> bool:
+    import hmac
+    signature_file = _signature_file(cache)
+    if not signature_file.is_file():
+        return False
+    expected = _signature(cache.parent, cache.name, features)
+    return expected is not None and hmac.compare_digest(
+        expected, signature_file.read_text().strip())
 
 
 def check_cache_options(cache_dir, allow_encode) -> None:
