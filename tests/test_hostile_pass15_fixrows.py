@@ -216,3 +216,82 @@ def test_a_refused_training_in_an_existing_work_dir_keeps_what_was_there(tiny_cr
                            'default_hooks.checkpoint.interval=-1',
                            'default_hooks.checkpoint.save_best=None'])
     assert sorted(p.name for p in work_dir.iterdir()) == ['20200101_000000', 'notes.txt']
+
+
+# ------------------------------------------------------------ figures: no text touches another
+def drawn_texts(fig) -> list:
+    """(text, window extent) of every text a saved figure shows: tick labels of ticks inside
+    the view only (matplotlib keeps labels of ticks outside it, undrawn)."""
+    from matplotlib.text import Text
+    fig.canvas.draw()
+    renderer = fig.canvas.get_renderer()
+    ticks, shown = set(), []
+    for ax in fig.axes:
+        for axis in (ax.xaxis, ax.yaxis):
+            low, high = sorted(axis.get_view_interval())
+            for tick in axis.get_major_ticks() + axis.get_minor_ticks():
+                ticks.update(map(id, (tick.label1, tick.label2)))
+                if low - 1e-9 <= tick.get_loc() <= high + 1e-9:
+                    shown += [t for t in (tick.label1, tick.label2) if t.get_visible()]
+    shown += [t for t in fig.findobj(Text) if id(t) not in ticks and t.get_visible()]
+    return [(t.get_text(), t.get_window_extent(renderer)) for t in shown if t.get_text().strip()]
+
+
+def text_clashes(monkeypatch) -> list:
+    """Filled, per figure saved, with the pairs of texts less than 1 point apart, and the note
+    line (the figure's supxlabel) less than 3 points from any other text."""
+    import itertools
+    from vpn_plugin.protocol import plots
+    clashes, save = [], plots.save_figure
+
+    def checked(fig, out_stem):
+        point = fig.dpi / 72
+        texts = drawn_texts(fig)
+        note = fig._supxlabel.get_text() if fig._supxlabel is not None else None
+        for (a, box_a), (b, box_b) in itertools.combinations(texts, 2):
+            gap = 3 if note in (a, b) else 1
+            if box_a.padded(gap * point / 2).overlaps(box_b.padded(gap * point / 2)):
+                clashes.append((Path(out_stem).name, a, b))
+        return save(fig, out_stem)
+    monkeypatch.setattr(plots, 'save_figure', checked)
+    return clashes
+
+
+def test_the_overlap_figures_note_line_keeps_clear_of_the_panels(tmp_path, monkeypatch):
+    """closing9 (noticed): the overlap figure's note line touched the last line of the panels'
+    percentages (1 point apart)."""
+    from test_report_plots import overlap_rows
+    from vpn_plugin.protocol.plots import error_overlap, plot_error_overlap
+    clashes = text_clashes(monkeypatch)
+    rows, _ = overlap_rows(tmp_path)
+    for row in rows:
+        row.shortened = 'max_epochs=60 (config: 500)'
+    overlap = error_overlap(rows, 'VPN', 'Base')
+    for count in (1, 2, 3):
+        plot_error_overlap([overlap] * count, tmp_path / f'venn{count}')
+    assert clashes == []
+
+
+def test_close_x_values_do_not_print_their_tick_labels_over_each_other(tmp_path, monkeypatch):
+    """closing9 (noticed): a curve over train_fraction 0.05, 0.1, 0.25, 0.5, 1 printed '0.05'
+    and '0.1' over each other; the label that would touch its neighbour is left out (its tick
+    stays), the last one always shown."""
+    from vpn_plugin.protocol.plots import plot_curves
+    from vpn_plugin.protocol.results import ResultRow
+    clashes = text_clashes(monkeypatch)
+    rows = [ResultRow(method, seed, horizon, {'success_rate': 10 * horizon + 20 * f + seed - drop},
+                      variant=dict(train_fraction=f))
+            for seed in range(3) for horizon in (3, 6) for f in (0.05, 0.1, 0.25, 0.5, 1.0)
+            for method, drop in (('ViterbiPlanNet', 0), ('w/o PKG', 5))]
+    plot_curves(rows, 'train_fraction', 'success_rate', tmp_path / 'curve')
+    plot_curves([r for r in rows if r.horizon == 3], 'train_fraction', 'success_rate',
+                tmp_path / 'one', log_x=True)
+    assert clashes == []
+    from vpn_plugin.protocol.plots import thin_tick_labels
+    from vpn_plugin.protocol.plots import _pyplot
+    fig, ax = _pyplot().subplots(figsize=(3, 1))
+    ax.set_xticks([0.0, 0.01, 0.02, 0.5, 0.98, 1.0], ['0', '0.01', '0.02', '0.5', '0.98', '1'])
+    ax.set_xlim(0, 1)
+    thin_tick_labels(ax)
+    assert [label.get_text() for label in ax.get_xticklabels()] == ['0', '', '', '0.5', '', '1']
+    assert list(ax.get_xticks()) == [0.0, 0.01, 0.02, 0.5, 0.98, 1.0]

@@ -319,7 +319,7 @@ def _fully_read(value) -> bool:
 
 
 def literal_assignments(file: Path, base: dict | None = None) -> dict:
-    """The top-level assignments of one config file (without ``_base_``) read WITHOUT running
+    """The top-level assignments of one config file (its bases not merged) read WITHOUT running
     its code: literals, ``dict(...)`` of them (``**`` included), names assigned earlier in the
     file, ``_base_.x`` / ``{{_base_.x}}`` of ``base`` (its bases' merged values) and f-strings of
     those; any other value is :data:`UNREAD`. A .json / .yaml file is read with the safe
@@ -327,11 +327,11 @@ def literal_assignments(file: Path, base: dict | None = None) -> dict:
     import ast
     file = Path(file)
     if file.suffix != '.py':
-        return {k: v for k, v in _safe_mapping(file).items() if k != '_base_'}
+        return _safe_mapping(file)
     names: dict = {}
     for node in ast.parse(file.read_text(encoding='utf-8'), str(file)).body:
         if isinstance(node, ast.Assign) and len(node.targets) == 1 \
-                and isinstance(node.targets[0], ast.Name) and node.targets[0].id != '_base_':
+                and isinstance(node.targets[0], ast.Name):
             names[node.targets[0].id] = _literal(node.value, names, base or {})
     return names
 
@@ -451,6 +451,7 @@ def literal_config(path, chain: tuple = ()) -> dict:
         check_file(file, f'_base_ file of {path}')
         base.update(literal_config(file, (*chain, path)))
     own = literal_assignments(path, base)
+    own.pop('_base_', None)
     return Config._merge_a_into_b(own, base)
 
 
