@@ -443,9 +443,8 @@ def literal_config(path, chain: tuple = ()) -> dict:
     :data:`UNREAD`). A base of a package (``mmaction::...``) is not read."""
     from mmengine.config import Config
     path = Path(path).resolve()
-    if path in chain:
-        raise ValueError(f'{path}: its _base_ files inherit from each other in a cycle: '
-                         f'{" -> ".join(map(str, (*chain, path)))}; expected a chain that ends')
+    if path in chain:  # refused before (read_config_safely: check_no_base_cycle)
+        return {}
     base: dict = {}
     for file in literal_chain_bases(path):
         check_file(file, f'_base_ file of {path}')
@@ -465,11 +464,9 @@ def read_config_safely(path):
     code (:func:`literal_config`; a value that is not a literal is :data:`UNREAD`), so a
     results file from elsewhere runs no code of a config it names. A ``mmengine.Config``."""
     from mmengine.config import Config
-    check_file(path, 'config file')
+    check_config_file(path)
+    check_no_base_cycle(path)
     resolved = Path(path).resolve()
-    if resolved.suffix not in CONFIG_SUFFIXES:
-        raise ValueError(f'config file {path}: a {resolved.suffix or "name without"} '
-                         f'extension; expected a config ({", ".join(CONFIG_SUFFIXES)})')
     if all(file.is_relative_to(REPOSITORY_CONFIGS) for file in _literal_chain(resolved)):
         return read_config_file(path)
     return Config(literal_config(resolved), filename=str(path))
@@ -639,18 +636,11 @@ def read_config_file(path):
     regular file, a syntax error (in it or in one of its ``_base_`` files: which one, line),
     a ``_base_`` file that does not exist."""
     from mmengine.config import Config
-    check_file(path, 'config file')
-    if Path(path).suffix not in CONFIG_SUFFIXES:  # mmengine: "Only py/yml/yaml/json type ..."
-        raise ValueError(f'config file {path}: a {Path(path).suffix or "name without"} '
-                         f'extension; expected a config ({", ".join(CONFIG_SUFFIXES)}), e.g. '
-                         'configs/vpn_niv_t3.py')
+    check_config_file(path)
     for file in _readable_chain(Path(path)):  # mmengine reads each file as UTF-8
         check_utf8(file)
         check_mapping_file(file)
-    cycle = base_cycle(Path(path).resolve())  # mmengine recurses on it for seconds, then
-    if cycle:                                  # ends in a RecursionError naming no file
-        raise ValueError(f'{path}: its _base_ files inherit from each other in a cycle: '
-                         f'{" -> ".join(map(str, cycle))}; expected a chain that ends')
+    check_no_base_cycle(path)
     try:
         loaded = Config.fromfile(str(path))
     except NameError as error:  # e.g. YAML text ("_base_: [a.py]") in a .py file
@@ -675,6 +665,24 @@ def read_config_file(path):
                          '); mmengine merges bases only when they set different keys: inherit '
                          'one of them (each configs/ file is a whole config)') from None
     return loaded
+
+
+def check_config_file(path) -> None:
+    """``path`` is a regular file with a config's extension (:data:`CONFIG_SUFFIXES`)."""
+    check_file(path, 'config file')
+    if Path(path).suffix not in CONFIG_SUFFIXES:  # mmengine: "Only py/yml/yaml/json type ..."
+        raise ValueError(f'config file {path}: a {Path(path).suffix or "name without"} '
+                         f'extension; expected a config ({", ".join(CONFIG_SUFFIXES)}), e.g. '
+                         'configs/vpn_niv_t3.py')
+
+
+def check_no_base_cycle(path) -> None:
+    """mmengine recurses on ``_base_`` files that inherit from each other for seconds, then
+    ends in a RecursionError naming no file: refused naming the chain (:func:`base_cycle`)."""
+    cycle = base_cycle(Path(path).resolve())
+    if cycle:
+        raise ValueError(f'{path}: its _base_ files inherit from each other in a cycle: '
+                         f'{" -> ".join(map(str, cycle))}; expected a chain that ends')
 
 
 def _readable_chain(path: Path) -> list:
@@ -764,11 +772,11 @@ def base_cycle(path: Path, chain=()) -> list:
     ``[a, b, a]`` (mmengine recurses without end on it), or [] when none is found."""
     if path in chain:
         return [*chain[chain.index(path):], path]
-    if path.suffix != '.py' or not path.is_file():
+    if not path.is_file():
         return []
     try:
-        bases = literal_base_files(path)
-    except SyntaxError:
+        bases = literal_chain_bases(path)
+    except Exception:  # noqa: BLE001 - a file that does not parse: its reader names why
         return []
     for base in bases:
         cycle = base_cycle(base, (*chain, path))
