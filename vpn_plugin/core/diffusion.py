@@ -12,10 +12,12 @@ Shapes: B batch, T horizon, K condition dims, N actions, D observation dim, n di
 from __future__ import annotations
 
 import math
-from typing import Callable, Dict, List, Optional, Tuple
+from typing import Annotated, Callable, Dict, List, Optional, Tuple
 
 import numpy as np
 import torch
+
+from ..config_types import Count, Range, checked_arguments
 
 SCHEDULE_BUFFERS = (
     'betas', 'alphas_cumprod', 'alphas_cumprod_prev', 'sqrt_alphas_cumprod',
@@ -68,9 +70,12 @@ def _numpy_sqrt(values: torch.Tensor) -> torch.Tensor:
     return torch.from_numpy(np.sqrt(values.cpu().numpy())).to(values.device)
 
 
-def ddim_timesteps(num_steps: int, ddim_steps: int = DDIM_STEPS) -> np.ndarray:
+@checked_arguments
+def ddim_timesteps(num_steps: Annotated[int, Range(1, MAX_DIFFUSION_STEPS)],
+                   ddim_steps: Count = DDIM_STEPS) -> np.ndarray:
     """The official ``ddim_timestep_seq`` ('uniform'): ``range(0, n, n // ddim_steps)``; the
-    sampler jumps through its first ``ddim_steps`` entries, last to first."""
+    sampler jumps through its first ``ddim_steps`` entries, last to first (``ddim_steps=0``
+    was a ZeroDivisionError naming nothing)."""
     if num_steps < ddim_steps:
         raise ValueError(f'n_timesteps={num_steps} is below the {ddim_steps} DDIM steps; '
                          f'expected n_timesteps >= {ddim_steps}')

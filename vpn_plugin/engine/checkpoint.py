@@ -880,9 +880,21 @@ def text_features_mismatch(checkpoint: dict, model) -> list:
     if recorded.get('sha256') == ours['sha256']:
         return _declaration_mismatch(recorded, ours)
     return [f"text features: trained with {recorded.get('kind', '?')} from "
-            f"{recorded.get('source', '?')} (sha256 {str(recorded.get('sha256'))[:12]}, shape "
-            f"{recorded.get('shape')}), the config gives {ours['kind']} from {ours['source']} "
-            f"(sha256 {ours['sha256'][:12]}, shape {ours['shape']})"]
+            f"{recorded.get('source', '?')}{_read_from(recorded)} (sha256 "
+            f"{str(recorded.get('sha256'))[:12]}, shape {recorded.get('shape')}), the config "
+            f"gives {ours['kind']} from {ours['source']}{_read_from(ours)} (sha256 "
+            f"{ours['sha256'][:12]}, shape {ours['shape']})"]
+
+
+def _read_from(identity: dict) -> str:
+    """', read from <cache files>' of a text-feature identity of encoded texts (a ``file``
+    source names its file already); ', cache file not recorded' for an older checkpoint's."""
+    files = identity.get('cache_files')
+    if isinstance(files, list) and files:
+        return f", read from {', '.join(map(str, files))}"
+    source = str(identity.get('source', ''))
+    return '' if source.startswith(('file ', 'given in code')) or 'cache_files' in identity \
+        else ', cache file not recorded'
 
 
 def _declaration_mismatch(recorded: dict, ours: dict) -> list:
