@@ -114,3 +114,38 @@ def test_j1_refusal_names_both_cache_files():
     older = {k: v for k, v in recorded.items() if k != 'cache_files'}
     [message] = text_features_mismatch(dict(meta=dict(text_features=older)), model)
     assert f'from {source}, cache file not recorded (sha256 aaaa' in message
+
+
+def test_start_slurm_stops_a_daemon_its_pid_files_do_not_name(tmp_path):
+    """A slurmctld / slurmd left by an earlier run (another clone, another $VPN_SLURM_DIR, a
+    deleted pid file) held the ports and the node with another state folder: the script
+    started a second set beside it (which could not bind) and test_slurm_cluster's requeue
+    failed ("Job credential revoked"). Now it is stopped, and named, before the start. A
+    stand-in process named slurmctld (a copy of sleep) plays the leftover."""
+    import os
+    import shutil
+    import subprocess
+    import time
+    from pathlib import Path
+    start = Path(__file__).resolve().parents[1] / '.ci' / 'start_slurm.sh'
+    if os.geteuid() != 0 or not shutil.which('slurmctld'):
+        pytest.skip('needs root and Slurm installed (.ci/run installs it)')
+    leftover_binary = tmp_path / 'slurmctld'
+    shutil.copy(shutil.which('sleep'), leftover_binary)
+    leftover = subprocess.Popen([str(leftover_binary), '600'], start_new_session=True)
+    try:
+        done = subprocess.run([str(start)], capture_output=True, text=True, timeout=300)
+        assert done.returncode == 0, done.stderr
+        assert f'stopping slurmctld (pid {leftover.pid}): not started from' in done.stderr
+        for _ in range(50):
+            if leftover.poll() is not None:
+                break
+            time.sleep(0.1)
+        assert leftover.poll() is not None, 'the leftover slurmctld still runs'
+        # the cluster this folder's pid files name is up, and left alone by a second start
+        again = subprocess.run([str(start)], capture_output=True, text=True, timeout=300)
+        assert again.returncode == 0 and 'stopping' not in again.stderr, again.stderr
+    finally:
+        if leftover.poll() is None:
+            leftover.kill()
+        leftover.wait()

@@ -309,8 +309,9 @@ def _cache_file(texts: Sequence[str], kind: str, encoder, cache_dir, pooling) ->
 
 def cache_files(text_cfg, loader: str = 'load_state_features') -> List[str]:
     """The absolute paths of the cache files that ``text_cfg``, given to the loader named
-    ``loader`` (its defaults fill the options the config leaves out), reads; [] for a ``file``.
-    Joined ``sources``: each source's, in order."""
+    ``loader`` (its defaults fill the options the config leaves out), reads; [] for a ``file``,
+    and where the texts cannot be read now (a record names no cache then; it never fails a
+    save). Joined ``sources``: each source's, in order."""
     if not text_cfg:
         return []
     cfg = dict(text_cfg)
@@ -323,13 +324,16 @@ def cache_files(text_cfg, loader: str = 'load_state_features') -> List[str]:
     options = {name: parameter.default for name, parameter in
                inspect.signature(globals()[loader]).parameters.items()}
     options.update(cfg)
-    taxonomy = load_taxonomy(options['taxonomy'])
-    if options.get('state_descriptions'):
-        texts, kind = _flat(*state_texts(taxonomy.action_names, [
-            taxonomy.task_names[task] for task in taxonomy.action_task],
-            options['state_descriptions'])), 'states'
-    else:
-        texts, kind = taxonomy.action_names, 'actions'
+    try:
+        taxonomy = load_taxonomy(options['taxonomy'])
+        if options.get('state_descriptions'):
+            texts, kind = _flat(*state_texts(taxonomy.action_names, [
+                taxonomy.task_names[task] for task in taxonomy.action_task],
+                options['state_descriptions'])), 'states'
+        else:
+            texts, kind = taxonomy.action_names, 'actions'
+    except (OSError, ValueError, KeyError):
+        return []
     return [str(Path(_cache_file(texts, kind, options['encoder'], options['cache_dir'],
                                  options['pooling'])).resolve())]
 
