@@ -149,3 +149,55 @@ def test_start_slurm_stops_a_daemon_its_pid_files_do_not_name(tmp_path):
         if leftover.poll() is None:
             leftover.kill()
         leftover.wait()
+
+
+# ---------------------------------------------- degenerate sizes in core functions (item 5)
+@pytest.mark.parametrize('call, message', [
+    # an IndexError / an empty schedule / a ZeroDivisionError, naming nothing, before
+    (lambda d: d.cosine_beta_schedule(-1), r'cosine_beta_schedule\(\) argument num_steps=-1; '
+                                            'expected an integer >= 1'),
+    (lambda d: d.cosine_beta_schedule(0), r'argument num_steps=0; expected an integer >= 1'),
+    (lambda d: d.pdpp_lr_multiplier(5, 0), r'pdpp_lr_multiplier\(\) argument total_steps=0; '
+                                            'expected an integer >= 1'),
+    (lambda d: d.sinusoidal_embedding(torch.ones(1), 2), r'argument dim=2; expected an '
+                                                         'integer >= 4'),
+    (lambda d: d.sinusoidal_embedding(torch.ones(1), 5), r'argument dim=5; expected an even '
+                                                         'integer >= 4'),
+    (lambda d: d.project_conditions(torch.zeros(1, 1, 5), torch.zeros(1, 1), torch.zeros(1, 2),
+                                    torch.zeros(1, 2)),
+     r'x has shape \(1, 1, 5\); expected \(B, T, K\+N\+D\) with T >= 2'),
+])
+def test_diffusion_functions_refuse_degenerate_sizes(call, message):
+    from vpn_plugin.core import diffusion
+    with pytest.raises(ValueError, match=message):
+        call(diffusion)
+
+
+def test_diffusion_functions_at_their_smallest_sizes_match_the_formulas():
+    import math
+    from vpn_plugin.core import diffusion
+    # one step: the official grid linspace(0, n + 1, n + 1) = [0, 2] over n + 1 = 2, so
+    # abar ends at cos(pi / 2) ** 2 = 0 and the one beta is clipped to 0.999
+    f = [math.cos((x / 2 + 0.008) / 1.008 * math.pi / 2) ** 2 for x in (0.0, 2.0)]
+    assert diffusion.cosine_beta_schedule(1).tolist() == pytest.approx(
+        [min(1 - f[1] / f[0], 0.999)])
+    # dim 4: w = (1, 1e-4): [sin t, sin t/1e4, cos t, cos t/1e4]
+    t = 3.0
+    assert diffusion.sinusoidal_embedding(torch.tensor([t]), 4)[0].tolist() == pytest.approx(
+        [math.sin(t), math.sin(t * 1e-4), math.cos(t), math.cos(t * 1e-4)], rel=1e-5)
+    assert diffusion.pdpp_lr_multiplier(0, 1) == 0.0
+    # two steps: start at 0, goal at 1, nothing in between
+    x = diffusion.project_conditions(torch.full((1, 2, 4), 7.0), torch.ones(1, 1),
+                                     torch.full((1, 2), 2.0), torch.full((1, 2), 3.0))
+    assert x.tolist() == [[[1.0, 7.0, 2.0, 2.0], [1.0, 7.0, 3.0, 3.0]]]
+
+
+def test_top_k_of_no_candidate_and_a_full_confidence_level_are_refused():
+    from vpn_plugin.core.energy_search import select_top_k
+    from vpn_plugin.core.stats import min_resamples
+    with pytest.raises(ValueError, match=r'energy table \(2, 0\) holds no candidate sequence'):
+        select_top_k(torch.zeros(2, 0), 1)  # before: an expand error naming sizes only
+    with pytest.raises(ValueError, match=r'min_resamples\(\) argument level=1.0; expected a '
+                                         'finite number > 0 and < 1'):
+        min_resamples(1.0)  # before: ZeroDivisionError
+    assert min_resamples(0.99) == 200  # 2 / (1 - level)
