@@ -108,10 +108,13 @@ def test_a_float16_copy_is_named_as_the_same_features_in_another_dtype(tmp_path)
     trained_on = feature_folder(tmp_path / 'trained')
     half = feature_folder(tmp_path / 'half', dtype=np.float16)
     note = note_for(trained_on, half)
-    assert '20 of the 20 files read hold the training features rounded to float16' in note
+    assert '20 of the 20 files read equal the training features at float16 precision only' \
+        in note
     assert 'the same features in another dtype' in note and 'other features' not in note
     # as .npy (another format and dtype) too; negated float16 features are other features
-    assert 'rounded to float16' in note_for(trained_on, as_npy(half, tmp_path / 'half_npy'))
+    half_npy = as_npy(half, tmp_path / 'half_npy')
+    assert 'at float16 precision only' in note_for(trained_on, half_npy)
+    assert 'at float16 precision only' in note_for(half, trained_on)  # trained on float16
     negated = feature_folder(tmp_path / 'neg16', sign=-1.0, dtype=np.float16)
     assert 'other features' in note_for(trained_on, negated)
 

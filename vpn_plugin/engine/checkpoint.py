@@ -483,8 +483,8 @@ def _files_not_trained_on(trained: dict, folder, dataset) -> str:
 
 def half_text(names) -> str:
     """What a file equal to its training file at float16 precision only holds."""
-    return (f'hold the training features rounded to float16 ({_listed(names)}): the same '
-            'features in another dtype, equal at float16 precision only (about 3 significant '
+    return (f'equal the training features at float16 precision only ({_listed(names)}): the '
+            'same features in another dtype (one side stored as float16: about 3 significant '
             'digits)')
 
 
