@@ -428,7 +428,8 @@ def features_folder_note(checkpoint: dict, filename: str, feature_dir,
     the training folder of that source). The files ``dataset`` reads
     (``dataset.feature_files_read``; without a dataset, every feature file of the folder) are
     compared with the record's per-file digests (:func:`_files_not_trained_on`): a file of
-    another content, or one the training folder did not have, is named; a copy elsewhere, a
+    another content, or one the training folder did not have (a file the dataset reads), is
+    named; a copy elsewhere, a
     subset or a superset of the training files, the same frames in another file format are
     not. A record without per-file digests is compared with nothing (``not_compared`` says
     so)."""
