@@ -450,15 +450,15 @@ class PlanningRunner(Runner):
         (its ``meta['cfg']``), as ``engine.checkpoint.TRAINING_OPTIONS`` rules for a test:
         refused, or a warning naming them and :attr:`changed_from_training` (which
         ``tools/test.py`` writes into the metrics)."""
-        from vpn_plugin.engine.checkpoint import check_test_options
+        from vpn_plugin.engine.checkpoint import check_test_options, named_options_text
         named = check_test_options((checkpoint.get('meta') or {}).get('cfg'), self.cfg,
                                    filename, 'test it')
         self.changed_from_training = named
         if named:
             self.logger.warning(f'{filename} was trained with other options than this '
                                 f'test\'s config: {"; ".join(named)}; the test uses '
-                                'this config\'s values (an option only training reads changes '
-                                'nothing here) and its metrics say so (changed_from_training)')
+                                f'this config\'s values ({named_options_text(named)}) and its '
+                                'metrics say so (changed_from_training)')
 
     def load_checkpoint(self, filename: str, map_location='cpu', strict=None, revise_keys=None):
         """mmengine's ``load_checkpoint`` (``load_from`` and ``resume`` call it) with strict
