@@ -5,6 +5,7 @@ from pathlib import Path
 
 import pytest
 
+from tiny_configs import tiny_vpn_config
 from tool_modules import load_tool
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -173,17 +174,6 @@ def test_the_literal_reading_of_a_shipped_config_is_what_mmengine_reads(config, 
 
 
 # ------------------------------------------- a refused training leaves no mmengine log folder
-def tiny_vpn_config(tmp_path, tiny_crosstask, **dataset) -> Path:
-    """configs/vpn_crosstask_t3.py on the tiny CrossTask subset (``dataset``: options of its
-    three splits)."""
-    config = tmp_path / 'vpn_tiny.py'
-    splits = ''.join(f"{split}_dataloader = dict(dataset=dict(_delete_=True, "
-                     f"**{dict(tiny_crosstask[f'{split}_dataset'], **dataset)!r}))\n"
-                     for split in ('train', 'val', 'test'))
-    config.write_text(f"_base_ = [{str(ROOT / 'configs/vpn_crosstask_t3.py')!r}]\n" + splits)
-    return config
-
-
 @pytest.mark.parametrize('refusal', ['checkpoint', 'features'])
 def test_a_training_refused_before_its_first_epoch_leaves_nothing(tiny_crosstask, tmp_path,
                                                                   refusal):
@@ -192,7 +182,7 @@ def test_a_training_refused_before_its_first_epoch_leaves_nothing(tiny_crosstask
     (its log and ``vis_data/config.py``); so did a training feature folder that does not exist.
     Now the work dir this run made is gone again (the work-dir lock beside it is all there is)."""
     features = {} if refusal == 'checkpoint' else {'feature_dir': str(tmp_path / 'no_features')}
-    config = tiny_vpn_config(tmp_path, tiny_crosstask, **features)
+    config = tiny_vpn_config(tiny_crosstask, tmp_path, **features)
     options = (['--cfg-options', 'default_hooks.checkpoint.save_last=False',
                 'default_hooks.checkpoint.interval=-1', 'default_hooks.checkpoint.save_best=None']
                if refusal == 'checkpoint' else [])
@@ -207,7 +197,7 @@ def test_a_training_refused_before_its_first_epoch_leaves_nothing(tiny_crosstask
 def test_a_refused_training_in_an_existing_work_dir_keeps_what_was_there(tiny_crosstask,
                                                                          tmp_path):
     """Only what the refused run made goes: an existing work dir and its files stay."""
-    config = tiny_vpn_config(tmp_path, tiny_crosstask)
+    config = tiny_vpn_config(tiny_crosstask, tmp_path)
     work_dir = tmp_path / 'work'
     (work_dir / '20200101_000000').mkdir(parents=True)
     (work_dir / 'notes.txt').write_text('mine')
