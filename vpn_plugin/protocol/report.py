@@ -681,9 +681,14 @@ def _improvement_cells(table, base_digits, latex) -> list:
     return cells
 
 
+LATEX_PM, LATEX_DELTA = '\ue000', '\ue001'  # stand-ins for $\pm$ / $\Delta$ until escaped
+
+
 def _legend(table: Table, latex: bool) -> str:
-    pm = r'$\pm$' if latex else '±'
-    delta = r'$\Delta$' if latex else 'Δ'
+    r"""The caption; in LaTeX every name of the user's (methods, features) is escaped as
+    text, as in the table's rows: only the legend's own ``$\pm$`` / ``$\Delta$`` are math."""
+    pm = LATEX_PM if latex else '±'
+    delta = LATEX_DELTA if latex else 'Δ'
     text = ' '.join(filter(None, [_missing_legend(table),
                                   _cell_legend(table, pm), _improvement_legend(table, delta, pm),
                                   _few_seeds_legend(table), _shortened_legend(table),
@@ -698,7 +703,9 @@ def _legend(table: Table, latex: bool) -> str:
         text += (' Decoding diversity on windows sharing start and goal actions: entropy of the '
                  'predicted plans (descriptive, not ranked) and their JS divergence from the '
                  'ground-truth plans (lower is better), in bits.')
-    return _latex_escape(text, keep_math=True) if latex else text
+    if not latex:
+        return text
+    return _latex_escape(text).replace(LATEX_PM, r'$\pm$').replace(LATEX_DELTA, r'$\Delta$')
 
 
 def _percentile_names(level: float) -> tuple:
@@ -867,7 +874,9 @@ def _selection_legend(table: Table) -> str:
     return f'Tested checkpoints: {"; ".join(table.selections)}.'
 
 
-def _latex_escape(text: str, keep_math: bool = False) -> str:
+def _latex_escape(text: str) -> str:
+    """``text`` (a name of the user's: method, title, caption) as LaTeX text, never markup;
+    the report's marks as their LaTeX symbols."""
     replacements = {'&': r'\&', '%': r'\%', '_': r'\_', '#': r'\#',
                     SHORTENED_MARK: r'\textsuperscript{\dag}',
                     STAND_IN_MARK: r'\textsuperscript{\ddag}',
@@ -879,7 +888,6 @@ def _latex_escape(text: str, keep_math: bool = False) -> str:
                     CAVEAT_MARKS['not_compared']: r'\textsuperscript{$\flat$}',
                     CAVEAT_MARKS['feature_scale']: r'\textsuperscript{$\approx$}',
                     CAVEAT_MARKS['task_source']: r'\textsuperscript{$\star$}'}
-    if not keep_math:  # a name of the user's own (method, title) is text, never markup
-        replacements.update({'$': r'\$', '\\': r'\textbackslash{}', '{': r'\{', '}': r'\}',
-                             '~': r'\textasciitilde{}', '^': r'\textasciicircum{}'})
+    replacements.update({'$': r'\$', '\\': r'\textbackslash{}', '{': r'\{', '}': r'\}',
+                         '~': r'\textasciitilde{}', '^': r'\textasciicircum{}'})
     return ''.join(replacements.get(ch, ch) for ch in text)

@@ -117,6 +117,7 @@ import io
 import json
 import os
 import re
+import sys
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Annotated, Iterable, Literal, Optional, Union
@@ -699,21 +700,28 @@ def check_rows_match_configs(rows: list[ResultRow]) -> None:
     ``null`` it would pass as a plain cell of its test horizon. ``ValueError`` naming the row
     (file:line when read from one) and the config's values; a config not found here (a model
     name, another machine's path) is not compared. The config's code is run only for a config
-    of this repository's ``configs/`` (``data_paths.read_config_safely``)."""
+    of this repository's ``configs/`` (``data_paths.read_config_safely``). A relative path is
+    looked up from the current folder, then from the repository (where the protocol runner
+    writes them from); the configs found in neither are named on stderr with their rows' count
+    (not compared, never silently)."""
+    unfound = {}
     for row in rows:
         options = (row.settings or {}).get('cfg_options') or {}
         where = (f'{row_source(row) + ": " if row_source(row) else ""}row of {row.method!r} '
                  f'(seed {row.seed}, dataset {row.dataset!r}, T={row.horizon}, '
                  f'train_horizon={json.dumps(row.train_horizon)}) names config {row.config}')
+        path = config_file(row.config)
+        if path is None:
+            if row.config:
+                unfound.setdefault(row.config, []).append(row)
+            continue
         try:
-            facts = _config_facts(row.config, json.dumps(options, sort_keys=True, default=str))
+            facts = _config_facts(path, json.dumps(options, sort_keys=True, default=str))
         except Exception as error:  # the config (or the row's cfg_options on it) does not load
             raise ValueError(f'{where} (with its settings.cfg_options {options}), which does not '
                              f'load to compare the row with it: {type(error).__name__}: '
                              f'{" ".join(str(error).split()) or "no message"}; fix the row or '
                              'the config') from error
-        if facts is None:
-            continue
         horizon, test_horizon, dataset = facts
         trained = row.train_horizon if row.train_horizon is not None else row.horizon
         if horizon is not None and row.train_horizon is None and row.horizon != horizon \
@@ -738,15 +746,36 @@ def check_rows_match_configs(rows: list[ResultRow]) -> None:
             raise ValueError(f'{where}, whose test data is {dataset!r}, but the row says '
                              f'dataset={row.dataset!r}: a row of another run or an edited '
                              'one; fix its config or its dataset')
+    if unfound:
+        listed = '; '.join(f'{config} ({len(found)} row{"s" * (len(found) > 1)}, e.g. '
+                           f'{row_source(found[0]) or repr(found[0].method)})'
+                           for config, found in list(unfound.items())[:5])
+        more = f' and {len(unfound) - 5} more' if len(unfound) > 5 else ''
+        print(f'note: {sum(map(len, unfound.values()))} results rows name a config that is no '
+              f'config file here (looked up from {Path.cwd()} and from {_repository()}): '
+              f'{listed}{more}; their horizon and dataset are not compared with a config',
+              file=sys.stderr)
+
+
+def _repository() -> Path:
+    from vpn_plugin.data_paths import REPO_ROOT
+    return REPO_ROOT
+
+
+def config_file(config: str):
+    """The config file a row's ``config`` names (:func:`check_rows_match_configs`): from the
+    current folder, else (a relative path) from the repository; ``None`` when neither is a
+    config file (a model name, another machine's path)."""
+    if not config or Path(config).suffix not in ('.py', '.json', '.yaml', '.yml'):
+        return None
+    candidates = [Path(config)] + ([] if Path(config).is_absolute() else [_repository() / config])
+    return next((str(path) for path in candidates if path.is_file()), None)
 
 
 @functools.lru_cache(maxsize=256)
 def _config_facts(config: str, options_json: str):
-    """(horizon, test_horizon, dataset or '') of a config file with ``cfg_options`` merged;
-    None when ``config`` is no file here."""
-    if not config or not Path(config).is_file() or Path(config).suffix not in (
-            '.py', '.json', '.yaml', '.yml'):
-        return None
+    """(horizon, test_horizon, dataset or '') of a config file (:func:`config_file`) with
+    ``cfg_options`` merged."""
     from vpn_plugin.data_paths import UNREAD, read_config_safely
     cfg = read_config_safely(config)
     options = json.loads(options_json)

@@ -70,6 +70,7 @@ import dataclasses
 import functools
 import json
 import math
+import os
 import re
 import time
 from dataclasses import dataclass, field
@@ -220,6 +221,8 @@ def expand_units(protocol_cfg, seeds=None, methods=None, horizons=None) -> list[
         tests = run.get('tests') or [dict()]
         for horizon in run.get('horizons') or [None]:
             config = _config_path(run['config'], horizon, dataset)
+            check_config_found(protocol_cfg, f'runs[{index}].config', run['config'], config,
+                               horizon)
             horizon = horizon or _config_horizon(config)
             trained.add(horizon)
             if horizons and horizon not in horizons:
@@ -359,6 +362,24 @@ def _mark_unread_pkg(spec: TestSpec, run_options: dict) -> None:
         spec.variant['pkg_unread'] = note
 
 
+def check_config_found(protocol_cfg, field_name: str, template: str, config: str,
+                       horizon) -> None:
+    """``ValueError`` naming the protocol, its field and value, what it was filled to and
+    why, when ``config`` (``template`` filled) is no file."""
+    if Path(config).is_file():
+        return
+    dataset = protocol_cfg.get('dataset', '')
+    filled = [f'dataset {dataset!r}' for _ in [0] if '{dataset}' in template] + \
+        [f'T={horizon}' for _ in [0] if '{T}' in template and horizon]
+    why = (' (the protocol sets no dataset = ..., which fills {dataset})'
+           if '{dataset}' in template and not dataset else '')
+    raise ValueError(f'protocol {protocol_cfg.get("protocol")!r}: {field_name} {template!r}'
+                     + (f' gives {config!r} ({", ".join(filled)})' if config != template else '')
+                     + f', which is no file{why}; a relative path is read from the current '
+                     f'folder ({os.getcwd()}); expected a config file: run from the '
+                     "repository, or give the config's path")
+
+
 def _config_path(template: str, horizon, dataset: str) -> str:
     """``template`` with ``{T}`` (when a horizon is given) and ``{dataset}`` filled."""
     path = template.replace('{dataset}', dataset)
@@ -464,6 +485,14 @@ class UnitsFailedError(RuntimeError):
         self.failures = failures
 
 
+def training_horizon(unit: TrainUnit, spec: TestSpec):
+    """A row's ``train_horizon``: the unit's horizon for a training, and for an untrained
+    planner tested at another horizon than its unit's (its test config is built with
+    ``horizon`` = the unit's, so its PKG is counted on those training windows); ``None``
+    (= the row's own ``horizon``) for an untrained planner tested at its unit's horizon."""
+    return unit.horizon if unit.train or spec.horizon != unit.horizon else None
+
+
 class ProtocolRunner:
     """Executes training units and appends one results row per finished test.
 
@@ -532,7 +561,7 @@ class ProtocolRunner:
         return ResultRow(method=spec.method, seed=unit.seed, horizon=spec.horizon,
                          metrics=metrics or {'pending': 0.0}, params=params,
                          dataset=self.dataset, config=spec.config,
-                         train_horizon=unit.horizon if unit.train else None,
+                         train_horizon=training_horizon(unit, spec),
                          protocol=self.protocol, variant={**unit.variant, **spec.variant},
                          per_sample_file='', work_dir=str(work_dir), shortened=shortened,
                          pkg_source=pkg_source(spec.config, {**unit.cfg_options,
