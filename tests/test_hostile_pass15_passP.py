@@ -105,3 +105,16 @@ def test_a_protocol_config_that_is_no_file_is_named(protocol, expected, monkeypa
     with pytest.raises(ValueError) as refused:
         expand_units(Config(dict(protocol='p', seeds=[0], **protocol)))
     assert expected in str(refused.value)
+
+
+def test_a_refusal_names_the_config_file_a_relative_path_found(tmp_path, monkeypatch):
+    """H11: from a folder holding a configs/vpn_niv_t6.py of its own (horizon = 3), the
+    repository's rows were refused naming only 'configs/vpn_niv_t6.py', read as the
+    repository's; the refusal now names the file read."""
+    (tmp_path / 'configs').mkdir()
+    (tmp_path / 'configs' / 'vpn_niv_t6.py').write_text('horizon = 3\n')
+    monkeypatch.chdir(tmp_path)
+    path = rows_of(tmp_path, 'rows.jsonl', lambda row: None)
+    assert ('whose horizon = 3, but the row says train_horizon=6: a row of another run or an '
+            'edited one; fix its config or its horizon (the config file read: '
+            f'{tmp_path / "configs" / "vpn_niv_t6.py"})') in tool_refusal('report', [str(path)])

@@ -723,6 +723,8 @@ def check_rows_match_configs(rows: list[ResultRow]) -> None:
                              f'{" ".join(str(error).split()) or "no message"}; fix the row or '
                              'the config') from error
         horizon, test_horizon, dataset = facts
+        read = ('' if Path(row.config).is_absolute()  # which file a relative path found
+                else f' (the config file read: {Path(path).resolve()})')
         trained = row.train_horizon if row.train_horizon is not None else row.horizon
         if horizon is not None and row.train_horizon is None and row.horizon != horizon \
                 and row.horizon == test_horizon:
@@ -733,19 +735,19 @@ def check_rows_match_configs(rows: list[ResultRow]) -> None:
                              f'T={row.horizon} (a planner without parameters counts its PKG on '
                              f'the training windows of horizon = {horizon} too); expected '
                              f'train_horizon: {horizon} in the row (shown as '
-                             f'"{row.method} (train T={horizon})")')
+                             f'"{row.method} (train T={horizon})")' + read)
         if horizon is not None and trained != horizon:
             field_name = 'train_horizon' if row.train_horizon is not None else 'horizon'
             raise ValueError(f'{where}, whose horizon = {horizon}'
                              + (f' (test_horizon = {test_horizon})'
                                 if test_horizon != horizon else '')
                              + f', but the row says {field_name}={trained}: a row of another '
-                             'run or an edited one; fix its config or its horizon')
+                             'run or an edited one; fix its config or its horizon' + read)
         if dataset and visible_name(row.dataset).lower() in ROW_DATASETS \
                 and visible_name(row.dataset).lower() != dataset:
             raise ValueError(f'{where}, whose test data is {dataset!r}, but the row says '
                              f'dataset={row.dataset!r}: a row of another run or an edited '
-                             'one; fix its config or its dataset')
+                             'one; fix its config or its dataset' + read)
     if unfound:
         listed = '; '.join(f'{config} ({len(found)} row{"s" * (len(found) > 1)}, e.g. '
                            f'{row_source(found[0]) or repr(found[0].method)})'
@@ -764,12 +766,13 @@ def _repository() -> Path:
 
 def config_file(config: str):
     """The config file a row's ``config`` names (:func:`check_rows_match_configs`): from the
-    current folder, else (a relative path) from the repository; ``None`` when neither is a
-    config file (a model name, another machine's path)."""
+    current folder, else (a relative path) from the repository, as an absolute path (the
+    facts are cached by it); ``None`` when neither is a config file (a model name, another
+    machine's path)."""
     if not config or Path(config).suffix not in ('.py', '.json', '.yaml', '.yml'):
         return None
     candidates = [Path(config)] + ([] if Path(config).is_absolute() else [_repository() / config])
-    return next((str(path) for path in candidates if path.is_file()), None)
+    return next((str(path.absolute()) for path in candidates if path.is_file()), None)
 
 
 @functools.lru_cache(maxsize=256)
