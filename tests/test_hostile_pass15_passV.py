@@ -1,0 +1,85 @@
+"""Hostile pass 15 (passV: video and feature tools, dataset readers): what it found, each case
+with a test that fails on 2d3cae8."""
+import json
+
+import numpy as np
+import pytest
+import torch
+
+from vpn_plugin.datasets.annotations import BadVideoError
+from vpn_plugin.datasets.features import load_features
+from vpn_plugin.video import FrameRecipe, UnreadableVideoError, extract_videos
+
+SIZE = 16  # the smallest S3D input (test_extract_features)
+
+
+def write_video(path, frames: int, fps: int):
+    import cv2
+    writer = cv2.VideoWriter(str(path), cv2.VideoWriter_fourcc(*'mp4v'), fps, (40, 30))
+    rng = np.random.default_rng(fps)
+    for _ in range(frames):
+        writer.write(np.full((30, 40, 3), rng.integers(0, 256, 3), np.uint8))
+    writer.release()
+    return path
+
+
+@pytest.fixture(scope='module')
+def s3d():
+    from vpn_plugin.apis import init_s3d
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield init_s3d(random_weights=True)
+    torch.set_num_threads(threads)
+
+
+def test_native_fps_rows_that_are_not_seconds_are_refused_per_video(s3d, tmp_path):
+    """passV H3: --native-fps on a 30 fps video made 16-frame rows of 0.53 s, written with exit 0
+    and read by every reader as seconds (a 2 s clip: '4 s of features'). Now that video fails by
+    name (failures), a 16 fps one is written with the rate it was judged at, and reads."""
+    fast = write_video(tmp_path / 'fast.mp4', 60, 30)  # 2 s at 30 fps
+    slow = write_video(tmp_path / 'slow.mp4', 32, 16)  # 2 s at 16 fps
+    out = tmp_path / 'out'
+    result = extract_videos(s3d, [fast, slow], out, FrameRecipe(fps=None, size=SIZE),
+                            num_workers=0)
+    assert list(result.failed) == [str(fast)]
+    assert 'one feature row per 0.5333 s' in result.failed[str(fast)]
+    assert "the file's own 30 fps (--native-fps)" in result.failed[str(fast)]
+    assert not (out / 'fast.npz').exists()
+    assert float(np.load(out / 'slow.npz')['native_fps']) == 16.0
+    assert load_features(out / 'slow.npz', 512).shape == (2, 512)
+
+
+def test_plan_from_a_native_fps_video_refuses_rows_that_are_not_seconds(s3d, tmp_path):
+    """passV H5: tools/plan.py --video CLIP --native-fps planned a 4 s, 30 fps clip as '8 s of
+    S3D features' (the state 'at 7 s' read at 3.7 s)."""
+    from vpn_plugin.apis.video import video_features
+    fast = write_video(tmp_path / 'fast.mp4', 60, 30)
+    with pytest.raises(UnreadableVideoError, match=r'fast\.mp4: frame recipe chunk 16 at the '
+                       r"file's own 30 fps \(--native-fps\): one feature row per 0.5333 s"):
+        video_features(s3d, fast, FrameRecipe(fps=None, size=SIZE))
+
+
+@pytest.mark.parametrize('fields, message', [
+    (dict(recipe=dict(fps=8.0, chunk=16)), 'one feature row per 2 s'),
+    (dict(recipe=dict(fps=None, chunk=16)), 'no field "native_fps": the seconds of a row'),
+    (dict(recipe=dict(fps=None, chunk=16), native_fps=30.0), 'per 0.5333 s'),
+])
+def test_the_dataset_reader_reads_the_time_step_of_an_npz(tmp_path, fields, message):
+    """passV H25: load_features (every dataset, train and test) read only frames_features of an
+    npz, so a file whose recorded recipe gives 2 s per row was trained and tested on as one row
+    per second, exit 0 (tools/test.py: SR 57.14 on the shifted rows); pass3's refusal held only
+    for plan.py --features and convert_features."""
+    path = tmp_path / 'video.npz'
+    frames = np.zeros((20, 512), np.float32)
+    np.savez(path, frames_features=frames, **{
+        key: np.str_(json.dumps(value)) if key == 'recipe' else np.float64(value)
+        for key, value in fields.items()})
+    with pytest.raises(BadVideoError, match=message):
+        load_features(path, 512)
+
+
+def test_a_native_fps_file_at_its_recorded_rate_reads(tmp_path):
+    path = tmp_path / 'video.npz'
+    np.savez(path, frames_features=np.zeros((5, 512), np.float32),
+             recipe=np.str_(json.dumps(dict(fps=None, chunk=16))), native_fps=np.float64(16))
+    assert load_features(path, 512).shape == (5, 512)
