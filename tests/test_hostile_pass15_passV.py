@@ -1,6 +1,7 @@
 """Hostile pass 15 (passV: video and feature tools, dataset readers): what it found, each case
 with a test that fails on 2d3cae8."""
 import json
+import re
 
 import numpy as np
 import pytest
@@ -83,3 +84,51 @@ def test_a_native_fps_file_at_its_recorded_rate_reads(tmp_path):
     np.savez(path, frames_features=np.zeros((5, 512), np.float32),
              recipe=np.str_(json.dumps(dict(fps=None, chunk=16))), native_fps=np.float64(16))
     assert load_features(path, 512).shape == (5, 512)
+
+
+def kitchen_copy(tmp_path, edit):
+    """examples/custom_dataset/kitchen in ``tmp_path/kitchen`` with ``edit(test entries)``."""
+    import shutil
+    from pathlib import Path
+    source = Path(__file__).resolve().parents[1] / 'examples/custom_dataset/kitchen'
+    root = tmp_path / 'kitchen'
+    shutil.copytree(source, root)
+    entries = json.loads((root / 'test.json').read_text())
+    edit(entries)
+    (root / 'test.json').write_text(json.dumps(entries))
+    return root
+
+
+def test_a_feature_name_with_a_path_writes_no_file_outside_the_folder(tmp_path):
+    """passV H44 (data loss): test.json's "feature": "../../victim/features/precious" made
+    make_synthetic_features.py replace victim/features/precious.npz, outside its --out, exit 0
+    (and the datasets read such a stem outside their feature folder)."""
+    from pathlib import Path
+    from tool_modules import load_tool
+    victim = tmp_path / 'victim/features/precious.npz'
+    victim.parent.mkdir(parents=True)
+    np.savez(victim, frames_features=np.ones((5, 512), np.float32))
+    before = victim.read_bytes()
+    root = kitchen_copy(tmp_path, lambda entries: entries[0].__setitem__(
+        'feature', '../../victim/features/precious'))
+    config = Path(__file__).resolve().parents[1] / 'examples/custom_dataset/vpn_kitchen_t3.py'
+    with pytest.raises(SystemExit) as raised:
+        load_tool('make_synthetic_features').main(['--config', str(config), '--data-root',
+                                                   str(root), '--out', str(tmp_path / 'syn')])
+    assert victim.read_bytes() == before
+    assert re.search(r'test\.json: entry 0 \(vid tea_12\): field "feature": feature file name '
+                     r"'../../victim/features/precious' is no file name", str(raised.value))
+    assert not (tmp_path / 'syn').exists()
+
+
+@pytest.mark.parametrize('edit, message', [
+    (lambda entries: entries[0].__setitem__('vid', 'tea/12'),
+     r'entry 0 \(vid tea/12\): "<task>_<vid>": feature file name \'0_make_tea_tea/12\''),
+    (lambda entries: entries[0].__setitem__('feature', '..'), r'field "feature": .* \'\.\.\''),
+])
+def test_the_per_video_json_refuses_feature_names_that_are_paths(tmp_path, edit, message):
+    from vpn_plugin.datasets import load_taxonomy, read_json_annotations
+    root = kitchen_copy(tmp_path, edit)
+    videos, bad = read_json_annotations(root / 'test.json', load_taxonomy(root / 'taxonomy.json'))
+    assert len(videos) == 6 and len(bad) == 1 and bad[0].reason == 'feature name is a path'
+    assert re.search(message, str(bad[0])), str(bad[0])

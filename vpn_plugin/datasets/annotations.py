@@ -35,7 +35,7 @@ from ..config_types import Count, NonNegativeInt, PathLike, checked_arguments
 from ..errors import read_json, unique_keys
 from .taxonomy import Taxonomy
 from .validation import (AnnotationWarnings, as_int, as_seconds, check_fields,
-                         first_duplicates, normalized_name, temporal_order)
+                         file_stem_problem, first_duplicates, normalized_name, temporal_order)
 
 JSON_VIDEO_FIELDS = ('vid', 'task', 'steps', 'feature')  # our per-video JSON
 VIDEO_LIST_FIELDS = (('vid', 'task', 'length'), ('feature', 'task_id'))  # CrossTask, NIV
@@ -206,6 +206,9 @@ def read_video_list(path: PathLike, taxonomy: Taxonomy) -> List[dict]:
                                  'the video id (a non-empty string)')
             task = _task_of(path, f'entry {i}: field "task"', entry['task'], taxonomy)
             stem = f"{entry['task']}_{entry['vid']}"
+            if file_stem_problem(stem):
+                raise ValueError(f'{path}: entry {i}: fields "task", "vid" = {entry["task"]!r}, '
+                                 f'{entry["vid"]!r}: {file_stem_problem(stem)}')
             videos.append(dict(vid=str(entry['vid']), task=task, feature=stem, entry=i,
                                **({'length': entry['length']} if 'length' in entry else {})))
         elif isinstance(entry, dict) and 'feature' in entry and 'task_id' in entry:
@@ -395,7 +398,11 @@ def _coin_video(path, i, vid, record, taxonomy, warnings=None) -> VideoAnnotatio
              for j, step in enumerate(record['annotation'])]
     check_step_order(path, vid, f'{where}: field "annotation"', [s for s, _, _ in steps],
                      warnings)
-    return VideoAnnotation(vid, task, f"{record['class']}_{task}_{vid}", steps, str(path))
+    stem = f"{record['class']}_{task}_{vid}"
+    if file_stem_problem(stem):
+        raise BadVideoError(vid, 'feature name is a path', f'{path}: {where} (vid {vid}): '
+                            f'{file_stem_problem(stem)}')
+    return VideoAnnotation(vid, task, stem, steps, str(path))
 
 
 def _coin_step(path, where, vid, step, task, taxonomy) -> Tuple[float, float, int]:
@@ -447,6 +454,10 @@ def _task_of(path, where: str, key, taxonomy: Taxonomy) -> int:
 def _json_video(path, i, entry, taxonomy, warnings=None) -> VideoAnnotation:
     vid = str(entry['vid'])
     task = _task_of(path, f'entry {i} (vid {vid}): field "task"', entry['task'], taxonomy)
+    if file_stem_problem(_json_stem(entry)):
+        field = 'field "feature"' if 'feature' in entry else '"<task>_<vid>"'
+        raise BadVideoError(vid, 'feature name is a path', f'{path}: entry {i} (vid {vid}): '
+                            f'{field}: {file_stem_problem(_json_stem(entry))}')
     if not isinstance(entry['steps'], list):
         raise BadVideoError(vid, 'annotation row does not parse',
                             f'{path}: entry {i} (vid {vid}): field "steps" must be a list of '
