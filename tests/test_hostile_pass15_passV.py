@@ -132,3 +132,16 @@ def test_the_per_video_json_refuses_feature_names_that_are_paths(tmp_path, edit,
     videos, bad = read_json_annotations(root / 'test.json', load_taxonomy(root / 'taxonomy.json'))
     assert len(videos) == 6 and len(bad) == 1 and bad[0].reason == 'feature name is a path'
     assert re.search(message, str(bad[0])), str(bad[0])
+
+
+def test_a_start_time_refused_after_rounding_says_it_was_rounded():
+    """passV V08 (vague): plan.py --video (3 s) --start-time 2.9 was refused with 'expected ...
+    start_time < the video's 3 frames', which 2.9 is: the rounding to whole seconds was unsaid."""
+    from vpn_plugin.apis import video_observations
+    from vpn_plugin.data_paths import REPO_ROOT
+    frames = np.zeros((3, 512), np.float32)
+    with pytest.raises(ValueError, match=r"start_time=2.9, goal_time=3.4 s, read at seconds 3 "
+                       r"and 3 \(times are rounded to whole seconds, one feature row each\); "
+                       r"expected .* a start second before the video's 3 seconds of features "
+                       r"\(0..2\)"):
+        video_observations(REPO_ROOT / 'configs/vpn_niv_t3.py', frames, 2.9, 3.4)
