@@ -351,7 +351,7 @@ def video_observations(cfg, feature_file, start_time: NonNegative, goal_time: No
     latest = len(frames) + GOAL_OVERSHOOT_S
     if not 0 <= start <= goal <= latest or start >= len(frames) or start_time > goal_time:
         raise ValueError(f'{feature_file}: start_time={start_time}, goal_time={goal_time} s, '
-                         f'read at seconds {start} and {goal} (times are rounded to whole '
+                         f'read at seconds {start:g} and {goal:g} (times are rounded to whole '
                          f'seconds, one feature row each); expected 0 <= start_time <= '
                          f'goal_time <= {latest} s and a start second before the video\'s '
                          f'{len(frames)} seconds of features (0..{len(frames) - 1})')
