@@ -145,3 +145,19 @@ def test_a_start_time_refused_after_rounding_says_it_was_rounded():
                        r"expected .* a start second before the video's 3 seconds of features "
                        r"\(0..2\)"):
         video_observations(REPO_ROOT / 'configs/vpn_niv_t3.py', frames, 2.9, 3.4)
+
+
+def test_a_conversion_replacing_an_earlier_one_with_other_choices_says_so(tmp_path, capsys):
+    """passV G09 (silent): convert_egoper.py --errors keep into the --out of an earlier
+    --errors drop conversion replaced its dataset (other steps) without a word."""
+    from test_egoper import convert, write_egoper
+    write_egoper(tmp_path)
+    assert convert(tmp_path, 'drop') == 0
+    assert 'replaced' not in capsys.readouterr().err
+    assert convert(tmp_path, 'drop') == 0  # the same conversion again: nothing to say
+    assert 'replaced' not in capsys.readouterr().err
+    assert convert(tmp_path, 'keep') == 0
+    err = capsys.readouterr().err
+    assert re.search(r"out: replaced the earlier conversion there \(errors 'drop' -> 'keep'; "
+                     r"segments .*\); checkpoints and results of the earlier dataset no longer "
+                     r"match it", err), err
