@@ -161,3 +161,26 @@ def test_a_conversion_replacing_an_earlier_one_with_other_choices_says_so(tmp_pa
     assert re.search(r"out: replaced the earlier conversion there \(errors 'drop' -> 'keep'; "
                      r"segments .*\); checkpoints and results of the earlier dataset no longer "
                      r"match it", err), err
+
+
+def test_state_descriptions_of_no_taxonomy_action_are_named(tmp_path, capsys):
+    """passV TX11 (silent): make_text_features.py encoded the taxonomy's actions and ignored a
+    task of state_descriptions.json that the taxonomy lacks ('make coffee') without a word."""
+    from pathlib import Path
+    from tool_modules import load_tool
+    root = Path(__file__).resolve().parents[1] / 'examples/custom_dataset/kitchen'
+    descriptions = json.loads((root / 'state_descriptions.json').read_text())
+    descriptions['make coffee'] = {'grind beans': {'before': ['a', 'b', 'c'],
+                                                   'after': ['d', 'e', 'f']}}
+    (tmp_path / 'sd.json').write_text(json.dumps(descriptions))
+    load_tool('make_text_features').main([
+        '--taxonomy', str(root / 'taxonomy.json'), '--state-descriptions',
+        str(tmp_path / 'sd.json'), '--out', str(tmp_path / 'sf.npy')])
+    out = capsys.readouterr().out
+    assert np.load(tmp_path / 'sf.npy').shape == (9, 6, 384)
+    assert re.search(r"note: 1 state description\(s\) of .*sd\.json are of no action of "
+                     r".*taxonomy\.json and were not encoded: make coffee / grind beans", out), out
+    load_tool('make_text_features').main([  # all of them used: nothing to say
+        '--taxonomy', str(root / 'taxonomy.json'), '--state-descriptions',
+        str(root / 'state_descriptions.json'), '--out', str(tmp_path / 'sf2.npy')])
+    assert 'note:' not in capsys.readouterr().out
