@@ -184,3 +184,17 @@ def test_state_descriptions_of_no_taxonomy_action_are_named(tmp_path, capsys):
         '--taxonomy', str(root / 'taxonomy.json'), '--state-descriptions',
         str(root / 'state_descriptions.json'), '--out', str(tmp_path / 'sf2.npy')])
     assert 'note:' not in capsys.readouterr().out
+
+
+def test_a_link_loop_is_not_called_a_missing_target(tmp_path):
+    """passV R2 (vague): loop1 -> loop2 -> loop1 was 'a broken symbolic link to loop2, which
+    does not exist' (loop2 exists, as a link)."""
+    import os
+    os.symlink('loop1.npz', tmp_path / 'loop2.npz')
+    os.symlink('loop2.npz', tmp_path / 'loop1.npz')
+    with pytest.raises(BadVideoError, match=r'loop1\.npz is a broken symbolic link to '
+                       r'loop2\.npz, which is itself a link: the links form a loop'):
+        load_features(tmp_path / 'loop1.npz', 512)
+    os.symlink('gone.npz', tmp_path / 'dangling.npz')
+    with pytest.raises(BadVideoError, match=r'to gone\.npz, which does not exist'):
+        load_features(tmp_path / 'dangling.npz', 512)

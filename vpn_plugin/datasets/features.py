@@ -91,9 +91,12 @@ def require_feature_file(path: PathLike, vid: str = '', fix_hint: str = '') -> P
     if kind is None:  # find_feature_file looked for the .npz first
         nor = f' (nor {path.stem}.npz)' if path.suffix == '.npy' else ''
         if path.is_symlink():  # it is listed by ls: say where it points
+            target = os.readlink(path)
+            why = ('is itself a link: the links form a loop' if os.path.islink(
+                path.parent / target) else 'does not exist')
             raise BadVideoError(vid, 'missing feature file', f'feature file {path}{of_video} '
-                                f'is a broken symbolic link to {os.readlink(path)}, which does '
-                                'not exist; expected a link to a feature file')
+                                f'is a broken symbolic link to {target}, which {why}; expected '
+                                'a link to a feature file')
         raise BadVideoError(vid, 'missing feature file', f'feature file {path} does not exist'
                             f'{nor}{of_video}. {fix_hint}'.rstrip())
     if kind != 'a regular file':
