@@ -198,3 +198,30 @@ def test_a_link_loop_is_not_called_a_missing_target(tmp_path):
     os.symlink('gone.npz', tmp_path / 'dangling.npz')
     with pytest.raises(BadVideoError, match=r'to gone\.npz, which does not exist'):
         load_features(tmp_path / 'dangling.npz', 512)
+
+
+def test_slurm_extract_names_a_partition_the_cluster_lacks(tmp_path):
+    """passV H39 (vague): slurm_extract.sh gpu ... on a cluster without partition 'gpu' ended
+    with srun's 'Invalid generic resource (gres) specification' alone."""
+    import os
+    import subprocess
+    from pathlib import Path
+    tools = Path(__file__).resolve().parents[1] / 'tools'
+    bin_dir = tmp_path / 'bin'
+    bin_dir.mkdir()
+    (bin_dir / 'sinfo').write_text('#!/bin/sh\nprintf "debug\\nlong\\nlong\\n"\n')
+    (bin_dir / 'srun').write_text('#!/bin/sh\necho "srun $*"\n')
+    for tool in ('sinfo', 'srun'):
+        (bin_dir / tool).chmod(0o755)
+    env = {**os.environ, 'PATH': f'{bin_dir}:{os.environ["PATH"]}'}
+
+    def run(partition):
+        return subprocess.run(['bash', str(tools / 'slurm_extract.sh'), partition, 'job',
+                               'clip.mp4', '--out', 'o'], capture_output=True, text=True,
+                              env=env, cwd=tmp_path, timeout=60)
+    refused = run('gpu')
+    assert refused.returncode == 2
+    assert ('error: PARTITION=gpu is no partition of this cluster (sinfo lists: debug long); '
+            'expected one of them') in refused.stderr
+    assert 'srun' not in refused.stdout
+    assert run('long').stdout.startswith('srun -p long ')
