@@ -225,3 +225,24 @@ def test_slurm_extract_names_a_partition_the_cluster_lacks(tmp_path):
             'expected one of them') in refused.stderr
     assert 'srun' not in refused.stdout
     assert run('long').stdout.startswith('srun -p long ')
+
+
+def test_a_test_set_file_recording_two_seconds_per_row_is_refused_by_the_dataset(tmp_path):
+    """passV H25 end to end: tools/test.py scored a kitchen test set one of whose files records
+    chunk 16 at 8 fps (SR 57.14, exit 0); an observation cache built before the check (cache
+    version 5) served it too."""
+    from pathlib import Path
+    from tool_modules import load_tool
+    from vpn_plugin.apis import build_split_dataset
+    from vpn_plugin.data_paths import load_config
+    root = kitchen_copy(tmp_path, lambda entries: None)
+    config = Path(__file__).resolve().parents[1] / 'examples/custom_dataset/vpn_kitchen_t3.py'
+    load_tool('make_synthetic_features').main(['--config', str(config), '--data-root', str(root)])
+    cfg = load_config(config, data_root=root)
+    assert len(build_split_dataset(cfg, 'test')) == 14  # the cache is built
+    path = root / 'features/0_make_tea_tea_12.npz'
+    frames = np.load(path)['frames_features']
+    np.savez(path, frames_features=frames, recipe=np.str_(json.dumps(dict(fps=8.0, chunk=16))))
+    with pytest.raises(BadVideoError, match=r'0_make_tea_tea_12\.npz: field "recipe": frame '
+                       r'recipe chunk 16 at 8 fps: one feature row per 2 s'):
+        build_split_dataset(load_config(config, data_root=root), 'test')
