@@ -246,3 +246,29 @@ def test_a_test_set_file_recording_two_seconds_per_row_is_refused_by_the_dataset
     with pytest.raises(BadVideoError, match=r'0_make_tea_tea_12\.npz: field "recipe": frame '
                        r'recipe chunk 16 at 8 fps: one feature row per 2 s'):
         build_split_dataset(load_config(config, data_root=root), 'test')
+
+
+@pytest.mark.parametrize('edit, message', [
+    (lambda record: record.__setitem__('annotations_extra', []),
+     r"entry 0 \(vid v0\): unknown field\(s\) 'annotations_extra' \(did you mean 'annotation'\?\)"),
+    (lambda record: record['annotation'][0].__setitem__('segmnt', [1.0, 2.0]),
+     r"annotation\[0\] \(vid v0\): unknown field\(s\) 'segmnt'"),
+])
+def test_a_coin_record_with_an_unknown_field_is_refused(tmp_path, shared_data, edit, message):
+    """passV C02 (silent): a COIN per-video record with a field COIN has not
+    ('annotations_extra') was read without a word, as our per-video JSON refuses."""
+    from vpn_plugin.datasets import load_taxonomy
+    from vpn_plugin.datasets.annotations import read_coin_annotations
+    taxonomy = load_taxonomy(shared_data / 'coin/taxonomy.json')
+    task = 0
+    action = taxonomy.action_task.index(task)
+    record = {'recipe_type': task, 'class': taxonomy.task_names[task], 'subset': 'training',
+              'annotation': [{'id': str(action + 1), 'segment': [0.0, 1.0],
+                              'label': taxonomy.action_names[action]}]}
+    path = tmp_path / 'coin_train_70.json'
+    path.write_text(json.dumps([{'v0': record}]))
+    assert len(read_coin_annotations(path, taxonomy)[0]) == 1
+    edit(record)
+    path.write_text(json.dumps([{'v0': record}]))
+    with pytest.raises(ValueError, match=message):
+        read_coin_annotations(path, taxonomy)

@@ -39,6 +39,9 @@ from .validation import (AnnotationWarnings, as_int, as_seconds, check_fields,
 
 JSON_VIDEO_FIELDS = ('vid', 'task', 'steps', 'feature')  # our per-video JSON
 VIDEO_LIST_FIELDS = (('vid', 'task', 'length'), ('feature', 'task_id'))  # CrossTask, NIV
+COIN_RECORD_FIELDS = ('recipe_type', 'class', 'annotation', 'video_url', 'start', 'end',
+                      'duration', 'subset')  # every field of COIN.json's records
+COIN_STEP_FIELDS = ('id', 'segment', 'label')
 WINDOW_FIELDS = ('id', 'instruction_len')  # a window file's sample
 WINDOW_ID_FIELDS = ('vid', 'task', 'feature', 'legal_range', 'task_id', 'task_name', 'actions')
 
@@ -370,6 +373,7 @@ def _iter_coin_records(path: Path):
             raise ValueError(f'{path}: entry {i} (vid {vid}): expected a record with '
                              f'"recipe_type", "class" and a list "annotation"; missing or '
                              f'wrong: {missing or ["annotation"]}')
+        check_fields(record, COIN_RECORD_FIELDS, f'{path}: entry {i} (vid {vid})')
         if 'subset' in record:  # a 'testing' video inside a training file: a leak
             first_subset = first_subset or (i, vid, record['subset'])
             if record['subset'] != first_subset[2]:
@@ -416,6 +420,7 @@ def _coin_step(path, where, vid, step, task, taxonomy) -> Tuple[float, float, in
                             f'{path}: {where} (vid {vid}) = {str(step)[:200]}: {err!r}; '
                             'expected {"id": "<COIN step id>", "segment": [start_s, end_s]}'
                             ) from None
+    check_fields(step, COIN_STEP_FIELDS, f'{path}: {where} (vid {vid})')
     where = f'{where} (field "id" = {raw!r}: action id {action} = COIN id - 1)'
     _check_step(path, vid, where, start, end, action, taxonomy)
     _check_action_task(path, vid, where, action, task, taxonomy)
