@@ -139,6 +139,9 @@ def select_top_k(table: torch.Tensor, top_k: int, tie_break: str = 'sequence',
     if tie_break not in TIE_BREAKS:
         raise ValueError(f'tie_break={tie_break!r}; expected one of {TIE_BREAKS}')
     group, total = table.shape
+    if not total:  # no candidate sequence: an expand error naming sizes only
+        raise ValueError(f'select_top_k: the energy table {tuple(table.shape)} holds no '
+                         'candidate sequence; expected (G, M) energies with M >= 1')
     k = min(top_k, total)
     if tie_break == 'sequence':
         order = torch.sort(table, dim=1, stable=True).indices[:, :k]
