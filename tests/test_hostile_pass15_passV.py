@@ -5,13 +5,12 @@ import re
 
 import numpy as np
 import pytest
-import torch
+
+from test_extract_features import SIZE, s3d  # noqa: F401  (s3d: the random-weights S3D fixture)
 
 from vpn_plugin.datasets.annotations import BadVideoError
 from vpn_plugin.datasets.features import load_features
 from vpn_plugin.video import FrameRecipe, UnreadableVideoError, extract_videos
-
-SIZE = 16  # the smallest S3D input (test_extract_features)
 
 
 def write_video(path, frames: int, fps: int):
@@ -24,13 +23,6 @@ def write_video(path, frames: int, fps: int):
     return path
 
 
-@pytest.fixture(scope='module')
-def s3d():
-    from vpn_plugin.apis import init_s3d
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield init_s3d(random_weights=True)
-    torch.set_num_threads(threads)
 
 
 def test_native_fps_rows_that_are_not_seconds_are_refused_per_video(s3d, tmp_path):
