@@ -264,3 +264,17 @@ def test_a_coin_record_with_an_unknown_field_is_refused(tmp_path, shared_data, e
     path.write_text(json.dumps([{'v0': record}]))
     with pytest.raises(ValueError, match=message):
         read_coin_annotations(path, taxonomy)
+
+
+def test_a_native_fps_file_without_its_rate_is_not_resumed(s3d, tmp_path):
+    """A --native-fps file written before extraction recorded native_fps is refused by every
+    reader; resuming into its folder must not skip it as finished."""
+    slow = write_video(tmp_path / 'slow.mp4', 32, 16)
+    out, recipe = tmp_path / 'out', FrameRecipe(fps=None, size=SIZE)
+    extract_videos(s3d, [slow], out, recipe, num_workers=0)
+    fields = dict(np.load(out / 'slow.npz'))
+    del fields['native_fps']
+    np.savez(out / 'slow.npz', **fields)
+    with pytest.raises(ValueError, match=r'slow\.npz: already there, but not a complete feature '
+                       r'file of this extraction \(the video\'s own frames without the rate'):
+        extract_videos(s3d, [slow], out, recipe, num_workers=0)

@@ -141,7 +141,7 @@ def time_step_problem(record: dict) -> str:
     if (recipe_dict(record['recipe']) or {}).get('fps', 0) is None:
         return ('frame recipe of the video\'s own frames (fps null, --native-fps) and no field '
                 '"native_fps": the seconds of a row cannot be told (16 frames at 30 fps are '
-                '0.53 s); extract it again: extraction now records the rate')
+                '0.53 s); remove it and extract it again: extraction now records the rate')
     return ''
 
 

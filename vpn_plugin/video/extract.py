@@ -256,6 +256,9 @@ def check_finished(path: Path, recipe: FrameRecipe, extra: Optional[dict] = None
             if found != recipe.as_dict():
                 raise ValueError(f'extracted with the recipe {found}, this run asks for '
                                  f'{recipe.as_dict()}')
+            if recipe.fps is None and 'native_fps' not in archive.files:
+                raise ValueError('the video\'s own frames without the rate they were judged '
+                                 'at (native_fps): written before extraction recorded it')
             if extra and 'usable' in extra and 'usable' in archive.files \
                     and bool(archive['usable']) != bool(extra['usable']):
                 raise ValueError(f'usable={bool(archive["usable"])} (random weights: False), '
