@@ -278,3 +278,18 @@ def test_a_native_fps_file_without_its_rate_is_not_resumed(s3d, tmp_path):
     with pytest.raises(ValueError, match=r'slow\.npz: already there, but not a complete feature '
                        r'file of this extraction \(the video\'s own frames without the rate'):
         extract_videos(s3d, [slow], out, recipe, num_workers=0)
+
+
+def test_a_video_named_with_a_newline_is_one_failure(s3d, tmp_path):
+    """passV H61 (a false record): an empty video named 'bad<newline>name.mp4' became two lines
+    of failures.tsv ('nl/bad' and 'name.mp4<TAB>reason') and the run said '2 video(s) could not
+    be read' while its summary said 1 failed."""
+    from vpn_plugin.video import merge_failures
+    bad = tmp_path / 'bad\nname.mp4'
+    bad.write_bytes(b'')
+    out = tmp_path / 'out'
+    result = extract_videos(s3d, [bad], out, FrameRecipe(size=SIZE), num_workers=0)
+    assert list(result.failed) == [str(bad)]
+    lines = merge_failures(out, 1)
+    assert lines == [f'{tmp_path}/bad\\nname.mp4\tan empty file (0 bytes), not a video']
+    assert (out / 'failures.tsv').read_text().count('\n') == 1

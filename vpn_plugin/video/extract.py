@@ -20,7 +20,8 @@
   only the videos in flight. ``<out>/extraction.json`` holds the recipe and weights; a run with
   another recipe or weights into the same folder is refused.
 * A video that cannot be decoded leaves no file; it is listed with the reason in
-  ``<out>/failures.tsv`` (``failures.rank<r>.tsv`` per process, merged by rank 0).
+  ``<out>/failures.tsv`` (``failures.rank<r>.tsv`` per process, merged by rank 0; a tab or
+  newline of the path escaped: :func:`tsv_field`).
 """
 from __future__ import annotations
 
@@ -411,7 +412,7 @@ def extract_videos(network: Callable, videos: Sequence[Path], out_dir, recipe: F
         if item['error']:
             done = sum(len(part) for part in rows.pop(index, []))
             result.failed[str(video)] = item['error']
-            _append_line(failures, f'{video}\t{_one_line(item["error"])}')
+            _append_line(failures, f'{tsv_field(str(video))}\t{_one_line(item["error"])}')
             progress.video_done(index, done)
             continue
         frames = item['frames']
@@ -485,6 +486,14 @@ def _append_line(path: Path, line: str) -> None:
         raise OutputWriteError(f'cannot write the failure list {path}: '
                                f'{error.strerror or error} (free disk space and run again)'
                                ) from error
+
+
+def tsv_field(text: str) -> str:
+    """``text`` as one field of a line of ``failures.tsv``: a backslash, tab, newline or
+    carriage return of a file name written ``\\\\``, ``\\t``, ``\\n``, ``\\r`` (a video named
+    with a newline was two failure lines, and the run counted two failed videos)."""
+    return (text.replace('\\', '\\\\').replace('\t', '\\t').replace('\n', '\\n')
+            .replace('\r', '\\r'))
 
 
 def _one_line(text: str) -> str:
