@@ -465,6 +465,7 @@ def read_config_file(path):
     if cycle:                                  # ends in a RecursionError naming no file
         raise ValueError(f'{path}: its _base_ files inherit from each other in a cycle: '
                          f'{" -> ".join(map(str, cycle))}; expected a chain that ends')
+    from mmengine.config.utils import ConfigParsingError
     try:
         loaded = Config.fromfile(str(path))
     except NameError as error:  # e.g. YAML text ("_base_: [a.py]") in a .py file
@@ -481,6 +482,14 @@ def read_config_file(path):
             raise FileNotFoundError(f'{path}: the file {missing} it inherits (_base_) or reads '
                                     'does not exist') from None
         raise
+    except ConfigParsingError as error:  # mmengine's words for an `import` beside `_base_`
+        if 'lazy_import' not in str(error):
+            raise
+        where = _top_level_import(Path(path)) or str(path)
+        raise ValueError(f'{where}: an import statement before `_base_ = [...]`: mmengine '
+                         'then reads the file as a "lazy import" config, which cannot inherit '
+                         'with _base_; expected _base_ first, or no import (plugin modules go '
+                         "in custom_imports = dict(imports=['my_module']))") from None
     except KeyError as error:  # mmengine's words for keys its bases both set
         if 'Duplicate key is not allowed among bases' not in str(error):
             raise
@@ -489,6 +498,25 @@ def read_config_file(path):
                          '); mmengine merges bases only when they set different keys: inherit '
                          'one of them (each configs/ file is a whole config)') from None
     return loaded
+
+
+def _top_level_import(path: Path, seen=None) -> str:
+    """``file: line N`` of the first top-level import statement of ``path`` or of its
+    ``_base_`` files (read as literals), '' when none is found."""
+    import ast
+    seen = set() if seen is None else seen
+    if path in seen or path.suffix != '.py' or not path.is_file():
+        return ''
+    seen.add(path)
+    try:
+        tree = ast.parse(path.read_text(), str(path))
+        bases = literal_base_files(path)
+    except (SyntaxError, ValueError):
+        return ''
+    for node in tree.body:
+        if isinstance(node, (ast.Import, ast.ImportFrom)):
+            return f'{path}: line {node.lineno}'
+    return next((found for found in (_top_level_import(b, seen) for b in bases) if found), '')
 
 
 def _readable_chain(path: Path) -> list:
@@ -568,8 +596,12 @@ def literal_base_files(path: Path) -> list:
             value = ast.literal_eval(node.value)
         except ValueError:
             continue
-        found += [(path.parent / str(b)).resolve()
-                  for b in ([value] if isinstance(value, str) else list(value))]
+        names = [value] if isinstance(value, str) else value
+        if not isinstance(names, (list, tuple)) or not all(isinstance(b, str) for b in names):
+            raise ValueError(f'{path}: line {node.lineno}: _base_ = {value!r}; expected the '
+                             'file name of a config, or a list of them (e.g. _base_ = '
+                             "['../_base_/datasets/crosstask.py'])")
+        found += [(path.parent / b).resolve() for b in names]
     return found
 
 
