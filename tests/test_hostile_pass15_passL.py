@@ -220,3 +220,23 @@ def test_an_import_before_base_is_named_and_never_run(tmp_path):
                                                    'before `_base_ = [...]`')):
         read_config_file(config)
     assert not (tmp_path / 'ran').exists()
+
+
+def test_a_nan_energy_is_refused_not_ranked_last():
+    import torch
+    from vpn_plugin.core.energy_search import select_top_k
+    for tie_break in ('sequence', 'topk'):
+        with pytest.raises(ValueError, match=re.escape(
+                'select_top_k: the energy of candidate 1 of row 0 is NaN (1 of 3); expected '
+                'finite energies')):
+            select_top_k(torch.tensor([[3.0, float('nan'), 2.0]]), 2, tie_break)
+    order, energies = select_top_k(torch.tensor([[3.0, float('-inf'), 2.0]]), 2)
+    assert order.tolist() == [[1, 2]] and energies[0, 1] == 2.0
+
+
+def test_a_kepp_graph_refuses_non_integer_action_ids():
+    from vpn_plugin.core.kepp_paths import build_graph
+    with pytest.raises(TypeError, match=re.escape("video 'v' sequence holds float64 values "
+                                                  '[0.5, 1.0]; expected integer action ids')):
+        build_graph([('v', [0.5, 1])])
+    assert build_graph([('v', np.array([0, 1]))]).edges() == [(0, 1, 1.0)]
