@@ -240,3 +240,28 @@ def test_a_kepp_graph_refuses_non_integer_action_ids():
                                                   '[0.5, 1.0]; expected integer action ids')):
         build_graph([('v', [0.5, 1])])
     assert build_graph([('v', np.array([0, 1]))]).edges() == [(0, 1, 1.0)]
+
+
+def test_an_anchors_file_with_unknown_fields_is_refused(tmp_path):
+    from vpn_plugin.baselines.llm.anchors import load_anchor_predictions
+    path = tmp_path / 'anchors.npz'
+    np.savez(path, first=np.zeros(3, int), last=np.ones(3, int), extra=np.zeros(3))
+    with pytest.raises(ValueError, match=re.escape(
+            "holds field(s) ['extra'] besides \"first\" and \"last\"")):
+        load_anchor_predictions(path, 3, 5)
+    np.savez(path, first=np.zeros(3, int), last=np.ones(3, int))
+    assert [a.tolist() for a in load_anchor_predictions(path, 3, 5)] == [[0] * 3, [1] * 3]
+
+
+def test_prompts_holding_fewer_examples_than_asked_are_said_and_recorded(tiny_config, tmp_path,
+                                                                         capsys):
+    from vpn_plugin.protocol.results import read_results
+    tool = load_tool('llm_eval')
+    with FakeOpenAIServer(echo_anchors) as server:
+        run_tool(tool, server, tiny_config, tmp_path, '--num-examples', '100000')
+        run_tool(tool, server, tiny_config, tmp_path / 'five')  # the default 5: no record
+    assert 'note: --num-examples 100000: 12 of 12 prompts hold fewer examples' in \
+        capsys.readouterr().err
+    fewest, most = read_results(tmp_path / 'results.jsonl')[0].settings['examples_per_prompt']
+    assert 0 < fewest <= most < 100000
+    assert 'examples_per_prompt' not in read_results(tmp_path / 'five' / 'results.jsonl')[0].settings
