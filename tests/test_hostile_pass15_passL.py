@@ -265,3 +265,21 @@ def test_prompts_holding_fewer_examples_than_asked_are_said_and_recorded(tiny_co
     fewest, most = read_results(tmp_path / 'results.jsonl')[0].settings['examples_per_prompt']
     assert 0 < fewest <= most < 100000
     assert 'examples_per_prompt' not in read_results(tmp_path / 'five' / 'results.jsonl')[0].settings
+
+
+@pytest.mark.parametrize('option', [{'test_horizon': 4}, {'data_root': '/elsewhere'},
+                                    {'feature_dir': '/elsewhere/features'}])
+def test_a_variable_the_config_does_not_define_is_refused_not_recorded(tmp_path, option):
+    """X3/X6: on a config whose datasets hold their own horizon and paths, the option changed
+    nothing, and llm_eval's row recorded it in settings.cfg_options."""
+    from vpn_plugin.data_paths import load_config
+    config = tmp_path / 'own.py'
+    dataset = dict(type='PlanningDataset', horizon=3, data_root=str(tmp_path))
+    config.write_text(f'train_dataloader = dict(dataset={dataset!r})\n'
+                      f"test_dataloader = dict(dataset={dict(dataset, split='test')!r})\n")
+    (key, value), = option.items()
+    with pytest.raises(ValueError, match=re.escape(
+            f'{config}: --cfg-options {key}={value!r}: the config defines no {key} variable '
+            '(its datasets set their own), so the option would change nothing')):
+        load_config(config, option)
+    assert load_config(config).test_dataloader.dataset.horizon == 3

@@ -395,6 +395,7 @@ def load_config(path, cfg_options=None, *, data_root=None, feature_dir=None, hor
                       where=str(path), paths=('data_root', 'feature_dir'))
     declared = {name: cfg[name] for name in PATH_VARIABLES if cfg.get(name) is not None}
     if cfg_options:
+        _refuse_undefined_variables(path, cfg, cfg_options)
         _refuse_derived_horizons(path, cfg_options)
         _check_list_indices(path, cfg, cfg_options)
         cfg.merge_from_dict(cfg_options)
@@ -886,6 +887,26 @@ def _copies_kept(cfg, key: str, value) -> tuple:
         if hasattr(node, 'get') and last in node and node[last] != value:
             kept[f'{split}_dataloader.{place}'] = node[last]
     return kept, ', '.join(f'{where}={held!r}' for where, held in kept.items())
+
+
+def _refuse_undefined_variables(path, cfg, cfg_options: dict) -> None:
+    """``--cfg-options data_root=... / feature_dir=... / cache_dir=...`` on a config that defines
+    no such variable (its datasets hold their own paths), or ``test_horizon=T`` on one without
+    ``horizon`` (``apply_horizon`` leaves it unchanged), changed nothing without a word, and the
+    run recorded the option: ``ValueError`` naming the key and what to set instead."""
+    for key in ('test_horizon', *PATH_VARIABLES):
+        if key not in cfg_options or cfg.get(key) is not None:
+            continue
+        if key == 'test_horizon':
+            if cfg.get('horizon') is not None or 'horizon' in cfg_options:
+                continue
+            instead = ('give horizon=T with it (the horizons are then written into the '
+                       'datasets), or edit the datasets of the config')
+        else:
+            instead = "edit the datasets' own paths in the config"
+        raise ValueError(f'{path}: --cfg-options {key}={cfg_options[key]!r}: the config defines '
+                         f'no {key} variable (its datasets set their own), so the option would '
+                         f'change nothing; {instead}')
 
 
 def _refuse_inert_variables(path, cfg, cfg_options: dict) -> None:
