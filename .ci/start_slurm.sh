@@ -5,9 +5,13 @@
 #   .ci/start_slurm.sh          # prints "slurm: up (...)" once `sinfo` shows the node idle
 #
 # Root only (it writes /etc/slurm/slurm.conf and starts daemons). State, spool, pid and log files
-# live in $VPN_SLURM_DIR (default /tmp/vpn_slurm). Daemons already running are left alone, those
-# not running (e.g. a killed slurmd) are started; an /etc/slurm/slurm.conf that this script did
-# not write (a real cluster's) is never replaced: that cluster is used when it answers.
+# live in $VPN_SLURM_DIR (default /tmp/vpn_slurm). Daemons this folder's pid files name are left
+# alone while the configuration is unchanged, those not running (e.g. a killed slurmd) are
+# started; a slurmctld or slurmd that they do not name (left by an earlier run of another clone or
+# another $VPN_SLURM_DIR, or whose pid file was deleted) is stopped first, each named on stderr:
+# it held the ports and the node with another state folder (a requeue then failed with "Job
+# credential revoked"). An /etc/slurm/slurm.conf that this script did not write (a real
+# cluster's) is never replaced: that cluster is used when it answers.
 # Exit status: 0 up; 77 cannot be done here (not root, no apt-get), with the reason on stderr;
 # anything else: failed (the daemons' logs are in $VPN_SLURM_DIR/log).
 set -euo pipefail
@@ -98,6 +102,38 @@ NodeName=$HOST CPUs=$CPUS RealMemory=$MEMORY State=UNKNOWN
 PartitionName=$PARTITION Nodes=$HOST Default=YES MaxTime=2:00:00 State=UP
 PartitionName=long Nodes=$HOST MaxTime=2-00:00:00 State=UP
 EOF
+
+# every slurmctld / slurmd daemon running now (/proc: a zombie does not count, nor a daemon's
+# own short-lived fork, whose parent has the same name)
+daemon_pids() {
+    local status parent
+    for status in /proc/[0-9]*/status; do
+        grep -qsx "Name:[[:space:]]*$1" "$status" || continue
+        grep -qs '^State:[[:space:]]*[^Z[:space:]]' "$status" || continue
+        parent=$(awk '/^PPid:/ {print $2}' "$status" 2>/dev/null)
+        grep -qsx "Name:[[:space:]]*$1" "/proc/$parent/status" && continue
+        basename "$(dirname "$status")"
+    done
+    return 0
+}
+
+# daemons this folder's pid files do not name: stopped (TERM, then KILL after 10 s)
+for daemon in slurmctld slurmd; do
+    ours=$(cat "$DIR/$daemon.pid" 2>/dev/null || true)
+    for pid in $(daemon_pids "$daemon"); do
+        [ "$pid" = "$ours" ] && running "$DIR/$daemon.pid" && continue
+        say "stopping $daemon (pid $pid): not started from $DIR (an earlier run's, of another clone or folder)"
+        kill "$pid" 2>/dev/null || continue
+        for _ in $(seq 100); do
+            grep -qs '^State:[[:space:]]*[^Z[:space:]]' "/proc/$pid/status" || break
+            sleep 0.1
+        done
+        if grep -qs '^State:[[:space:]]*[^Z[:space:]]' "/proc/$pid/status"; then
+            kill -KILL "$pid" 2>/dev/null || true
+            sleep 0.5
+        fi
+    done
+done
 
 if ! cmp -s "$DIR/slurm.conf" "$CONF"; then
     # a changed configuration: the daemons this script started read it anew

@@ -120,7 +120,7 @@ def test_a_checkpoint_without_records_lists_what_was_not_compared(trained, tmp_p
     assert metrics['not_compared'] == [
         "training options (no training config, meta['cfg'])",
         "feature scale (no training feature statistics, meta['feature_statistics'])",
-        "training feature files (no training feature folder fingerprint, "
+        "training feature files (no per-file digests of the training feature folder, "
         "meta['features_folder'])"]
     lines = [line for line in capsys.readouterr().out.splitlines()
              if 'records too little' in line]
@@ -130,14 +130,14 @@ def test_a_checkpoint_without_records_lists_what_was_not_compared(trained, tmp_p
 def test_not_compared_is_decided_in_one_place():
     from vpn_plugin.engine.checkpoint import not_compared
     assert not_compared({'meta': {'cfg': 'x = 1', 'feature_statistics': {'mean': 0, 'std': 1},
-                                  'features_folder': {'fingerprint': 'ab'}}}) == []
+                                  'features_folder': {'digests': {}}}}) == []
     # statistics without a std compare nothing (pass14 pass1 K_stats_*): not compared
     assert len(not_compared({'meta': {'cfg': 'x = 1', 'feature_statistics': {'mean': 0},
-                                      'features_folder': {'fingerprint': 'ab'}}})) == 1
+                                      'features_folder': {'digests': {}}}})) == 1
     assert len(not_compared({'meta': {'cfg': 'not python ('}})) == 3  # unreadable config too
     assert len(not_compared({})) == 3  # a bare state dict (no meta)
     assert not_compared({}, ('features_folder',)) == [
-        "training feature files (no training feature folder fingerprint, "
+        "training feature files (no per-file digests of the training feature folder, "
         "meta['features_folder'])"]
 
 
@@ -173,7 +173,7 @@ def test_plans_name_another_folder_and_what_was_not_compared(trained, tiny_cross
         model = init_planner(str(config), str(tmp_path / 'old.pth'))
     assert model.not_compared == [
         "training options (no training config, meta['cfg'])",
-        "training feature files (no training feature folder fingerprint, "
+        "training feature files (no per-file digests of the training feature folder, "
         "meta['features_folder'])"]
     capsys.readouterr()
     plan.main([str(config), str(tmp_path / 'old.pth'), '--indices', '0'])

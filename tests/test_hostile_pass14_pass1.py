@@ -50,26 +50,30 @@ def test_other_features_are_still_named_with_the_files_that_differ(tmp_path):
                         ('neg', feature_folder(tmp_path / 'neg', sign=-1.0))):
         note = note_for(trained, other)
         assert note.startswith(f'the test features are read from {other.resolve()} '), name
-        assert 'of the files both hold, 8 of 8 sampled have other contents' in note, note
-        assert 'another size' not in note, note
-        assert note.endswith('other feature files than the training ones (another seed, '
-                             'extractor or subset?)')
+        assert note.endswith('12 of the 12 files read differ from the training files of the '
+                             "same name (['task_0000.npz', 'task_0001.npz', 'task_0002.npz', "
+                             "'task_0003.npz', 'task_0004.npz', 'task_0005.npz', "
+                             "'task_0006.npz', 'task_0007.npz'] (and 4 more)): other features "
+                             '(another seed or extractor?)'), note
     resized = Path(shutil.copytree(trained, tmp_path / 'resized'))
     np.savez(resized / 'task_0002.npz', frames_features=np.zeros((50, 8), np.float32))
-    assert "1 of 12 have another size (['task_0002.npz'])" in note_for(trained, resized)
+    assert "1 of the 12 files read differ from the training files of the same name " \
+        "(['task_0002.npz'])" in note_for(trained, resized)
 
 
-def test_a_checkpoint_recorded_before_the_contents_compares_fingerprints(tmp_path):
-    """A record without the per-file contents (checkpoints written at 90c6eb9) keeps the
-    fingerprint comparison: one more video is named there (nothing to compare it by)."""
-    import shutil
+def test_a_record_without_per_file_digests_compares_nothing_and_says_so(tmp_path):
+    """A record of the folder fingerprint only (written between 90c6eb9 and fixrec, never
+    shipped) is compared with nothing (a fingerprint names a superset as other features):
+    not_compared lists it."""
     trained = feature_folder(tmp_path / 'trained')
     record = {k: v for k, v in features_folder_record(trained).items()
-              if k not in ('sizes', 'sampled')}
-    more = Path(shutil.copytree(trained, tmp_path / 'more'))
-    np.savez(more / 'zz_new_0001.npz', frames_features=np.ones((4, 8), np.float32))
-    assert 'other feature files' in features_folder_note(
-        {'meta': {'features_folder': record}}, 'old.pth', more)
+              if k not in ('digests', 'frames')}
+    negated = feature_folder(tmp_path / 'neg', sign=-1.0)
+    meta = {'features_folder': record}
+    assert features_folder_note({'meta': meta}, 'old.pth', negated) == ''
+    assert not_compared({'meta': meta}, ('features_folder',)) == [
+        "training feature files (no per-file digests of the training feature folder, "
+        "meta['features_folder'])"]
 
 
 @pytest.mark.parametrize('record, value', [
@@ -86,7 +90,7 @@ def test_a_record_nothing_can_read_is_not_compared(record, value):
     record of another shape was compared with nothing (the comparisons return '' on it) and
     not_compared did not list it: the test exited 0 saying nothing."""
     meta = {'cfg': 'x = 1', 'feature_statistics': {'mean': 0.0, 'std': 1.0},
-            'features_folder': {'folder': '/f', 'fingerprint': 'ab'}}
+            'features_folder': {'folder': '/f', 'fingerprint': 'ab', 'digests': {}}}
     meta[record] = value
     missing = not_compared({'meta': meta})
     assert len(missing) == 1 and f"meta['{record}']" in missing[0], missing
@@ -96,7 +100,7 @@ def test_a_config_recorded_as_a_dict_is_not_compared_not_a_traceback():
     """K_cfg_dict: meta['cfg'] holding a dict stopped the test with "TypeError: unhashable
     type: 'dict'" (the parsed-config cache); now it is a config nothing can read."""
     meta = {'cfg': {'model': {}}, 'feature_statistics': {'mean': 0.0, 'std': 1.0},
-            'features_folder': {'folder': '/f', 'fingerprint': 'ab'}}
+            'features_folder': {'folder': '/f', 'fingerprint': 'ab', 'digests': {}}}
     assert not_compared({'meta': meta}) == [
         "training options (no training config, meta['cfg'])"]
 
@@ -111,7 +115,7 @@ def test_a_union_record_tested_on_one_folder_is_compared_with_its_sources(tmp_pa
     copy = Path(shutil.copytree(trained, tmp_path / 'copy'))
     assert features_folder_note({'meta': meta}, 'u.pth', copy) == ''
     other = feature_folder(tmp_path / 'neg', sign=-1.0)
-    assert 'other feature files than the training ones' in \
+    assert 'differ from the training files' in \
         features_folder_note({'meta': meta}, 'u.pth', other)
 
 
@@ -127,7 +131,7 @@ def test_the_same_features_in_another_file_format_are_no_other_features(tmp_path
             np.save(folder / f'{path.stem}.npy', sign * np.load(path)['frames_features'])
         note = note_for(trained, folder)
         assert (note == '') == (sign > 0), note
-    assert '8 of 8 sampled videos have other frames arrays' in note
+    assert '12 of the 12 files read differ from the training files' in note
 
 
 def test_a_smoke_run_resumed_as_another_smoke_run_is_not_called_a_full_run(tiny_cfg, tmp_path):

@@ -84,9 +84,9 @@ def test_c4_features_folder_without_fingerprint_is_not_compared():
                 features_folder=dict(folder='/data/features', files=3))
     missing = not_compared(dict(meta=meta))
     assert len(missing) == 1 and 'training feature files' in missing[0]
-    meta['features_folder']['fingerprint'] = 'b7cac2b0110a190e'
+    meta['features_folder']['digests'] = {'a.npz': 'b7cac2b0110a190e'}
     assert not_compared(dict(meta=meta)) == []
-    meta['features_folder'] = dict(sources=dict(a=dict(fingerprint='x')))
+    meta['features_folder'] = dict(sources=dict(a=dict(digests={})))
     assert not_compared(dict(meta=meta)) == []
 
 

@@ -35,10 +35,11 @@ def test_w1_converted_copy_of_the_training_features_is_no_other_features(tmp_pat
     assert features_folder_note(_trained_on(src), 'ck.pth', dst) == ''
     assert features_folder_note(_trained_on(dst), 'ck.pth', src) == ''
     other = _public_folder(tmp_path / 'other', seed=1)
-    assert 'other feature files' in features_folder_note(_trained_on(other), 'ck.pth', dst)
+    assert 'differ from the training files' in features_folder_note(_trained_on(other), 'ck.pth',
+                                                                    dst)
     trained_src = _trained_on(src)
     np.savez(dst / '1_a.npz', frames_features=np.zeros((12, 512), np.float32))
-    assert 'other feature files' in features_folder_note(trained_src, 'ck.pth', dst)
+    assert 'differ from the training files' in features_folder_note(trained_src, 'ck.pth', dst)
 
 
 def test_w1_a_resumed_conversion_of_a_changed_source_is_not_taken_as_the_same(tmp_path):
@@ -51,7 +52,8 @@ def test_w1_a_resumed_conversion_of_a_changed_source_is_not_taken_as_the_same(tm
     with open(src / '1_a.npy', 'wb') as handle:
         pickle.dump({'frames_features': np.ones((13, 512), np.float32)}, handle)
     assert tool.main(['--src', str(src), '--dst', str(dst)]) == 0
-    assert 'other feature files' in features_folder_note(_trained_on(src), 'ck.pth', dst)
+    assert 'differ from the training files' in features_folder_note(_trained_on(src), 'ck.pth',
+                                                                    dst)
 
 
 def test_h9_h14_a_cross_horizon_config_exports_and_counts_the_horizon_asked(tmp_path):
@@ -138,7 +140,7 @@ def test_h54_a_copy_of_some_training_files_is_the_training_features(tmp_path):
     assert features_folder_note(trained, 'ck.pth', subset) == ''
     with open(subset / '2_c.npy', 'wb') as handle:
         pickle.dump({'frames_features': np.ones((12, 512), np.float32)}, handle)
-    assert 'other feature files' in features_folder_note(trained, 'ck.pth', subset)
+    assert 'differ from the training files' in features_folder_note(trained, 'ck.pth', subset)
 
 
 def test_h58_features_of_another_time_step_are_refused_by_name(tmp_path):

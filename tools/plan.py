@@ -143,7 +143,7 @@ def plan_video(args, cfg) -> None:
     taxonomy = config_taxonomy(cfg, args.split)
     task = None if args.task is None else taxonomy.task_index(args.task)
     s3d = load_s3d_for_tool(args.s3d_weights, args.random_weights)
-    model = planner(init_planner, cfg, args.checkpoint)
+    model = planner(init_planner, cfg, args.checkpoint, files=False)
     sample, features = plan_from_video(model, s3d, args.video, args.start_time,
                                        args.goal_time, recipe_from_args(args), args.split,
                                        return_features=True, task=task)
@@ -159,6 +159,7 @@ def plan_features(args, cfg) -> None:
     """``--features``: the plan between two moments of a video's features file (a file of
     random S3D weights is planned from, its plans marked UNUSABLE as the CLI marks videos)."""
     from vpn_plugin.apis import init_planner, plan_from_features, video_observations
+    from vpn_plugin.apis.inference import feature_file_note
     from vpn_plugin.apis.video import config_taxonomy, format_video_plan, goal_note
     from vpn_plugin.datasets.features import read_feature_record
     record = read_feature_record(args.features)
@@ -169,6 +170,9 @@ def plan_features(args, cfg) -> None:
                                      args.split, allow_unusable=True)
     sample = plan_from_features(model, start, goal, task=task)[0]
     print_features_note([sample])
+    note = feature_file_note(model, args.features)  # a training video's file of other content
+    if note:
+        print(f'WARNING: {note}')
     seconds = int(len(record['frames_features']))
     sample.set_field(seconds, 'num_seconds', field_type='metainfo')
     sample.set_field(goal_note(args.goal_time, seconds), 'goal_note', field_type='metainfo')
@@ -176,14 +180,20 @@ def plan_features(args, cfg) -> None:
                                       args.goal_time, source='features')))
 
 
-def planner(init_planner, cfg, checkpoint):
+def planner(init_planner, cfg, checkpoint, files: bool = True):
     """``init_planner`` with its option-difference warning printed as a WARNING line (one per
-    option) instead of Python's warning format; and the UNCHECKED mark."""
+    option) instead of Python's warning format; and the UNCHECKED mark. ``files=False``
+    (``--video``: features extracted now, no feature file to compare with the training files):
+    the training feature files are not listed as not compared."""
     import warnings
     with warnings.catch_warnings():
         warnings.filterwarnings('ignore', message='.*was trained with other options than this')
         warnings.filterwarnings('ignore', message='.* records too little to compare')
         model = init_planner(cfg, checkpoint)
+    if not files:
+        from vpn_plugin.engine.checkpoint import TRAINING_RECORDS
+        model.not_compared = [entry for entry in model.not_compared
+                              if entry != TRAINING_RECORDS['features_folder'][1]]
     # the features planned from, unlike the training features (their scale, their folder): a
     # WARNING line (print_features_note)
     warnings.filterwarnings('ignore', message='the features planned from ')

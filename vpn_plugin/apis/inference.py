@@ -129,13 +129,28 @@ def init_planner(config, checkpoint: Optional[PathLike] = None,
     return model.to(device).eval()
 
 
+CALLER_SKIPS = ('vpn_plugin', 'torch', 'functools', 'contextlib')  # the library, its decorators
+
+
+def warn_caller(message: str) -> None:
+    """A ``UserWarning`` pointing at the first caller outside the library (and the decorators
+    around its functions: ``config_types.checked_arguments``, ``torch.no_grad``), whichever of
+    the API's functions says it: a fixed ``stacklevel`` pointed into the decorator."""
+    import sys
+    import warnings
+    frame, level = sys._getframe(1), 1
+    while frame is not None and \
+            frame.f_globals.get('__name__', '').split('.')[0] in CALLER_SKIPS:
+        frame, level = frame.f_back, level + 1
+    warnings.warn(message, UserWarning, stacklevel=level + 1)
+
+
 def feature_scale_note(model, statistics: Optional[dict], what: str, dataset=None) -> str:
     """'' when the features planned from (``statistics``: ``observation_statistics``) are like
     the training features of the checkpoint ``model`` was loaded from (as a test compares them:
     ``engine.checkpoint.feature_statistics_note``) or either is unknown, and ``dataset``'s
     feature folder is the training one (:func:`features_folder_note`); else those lines, also
     said in a ``UserWarning``."""
-    import warnings
     from vpn_plugin.engine.checkpoint import FEATURE_STATS_KEY, feature_statistics_note
     trained = getattr(model, 'training_feature_statistics', None)
     note = feature_statistics_note({'meta': {FEATURE_STATS_KEY: trained}},
@@ -144,7 +159,7 @@ def feature_scale_note(model, statistics: Optional[dict], what: str, dataset=Non
     folder = features_folder_note(model, dataset) if dataset is not None else ''
     note = '; '.join(line for line in (note, folder) if line)
     if note:
-        warnings.warn(note, UserWarning, stacklevel=3)
+        warn_caller(note)
     return note
 
 
@@ -152,20 +167,18 @@ def _not_compared(loaded: dict, checkpoint) -> list:
     """What ``loaded`` records too little to compare with the plans' config and features
     (``engine.checkpoint.not_compared``: its training config, feature statistics, feature
     folder), said in one ``UserWarning``."""
-    import warnings
     from vpn_plugin.engine.checkpoint import not_compared, not_compared_line
     missing = not_compared(loaded)
     if missing:
-        warnings.warn(not_compared_line(str(checkpoint), missing, 'these plans'), UserWarning,
-                      stacklevel=3)
+        warn_caller(not_compared_line(str(checkpoint), missing, 'these plans'))
     return missing
 
 
 def features_folder_note(model, dataset) -> str:
-    """'' when ``dataset``'s feature folder has the fingerprint of the training feature folder
-    of the checkpoint ``model`` was loaded from (``engine.checkpoint.features_folder_note``, as
-    a test compares them), has no folder, or the checkpoint records none (init_planner said
-    so: ``model.not_compared``); else that line."""
+    """'' when the feature files ``dataset`` reads are training files of the checkpoint
+    ``model`` was loaded from (``engine.checkpoint.features_folder_note``, as a test compares
+    them), it has no folder, or the checkpoint records none (init_planner said so:
+    ``model.not_compared``); else that line."""
     from vpn_plugin.engine.checkpoint import FEATURES_FOLDER_KEY, features_folder_note as note
     name = getattr(model, 'checkpoint_name', None)
     if name is None:  # no checkpoint loaded
@@ -175,18 +188,44 @@ def features_folder_note(model, dataset) -> str:
     return note({'meta': meta}, name, folder, 'features planned from', dataset)
 
 
+def feature_file_note(model, path) -> str:
+    """'' unless the features file ``path`` (one video's, ``tools/plan.py --features``) has
+    the name or stem of a training feature file of the checkpoint ``model`` was loaded from
+    and another content (``engine.checkpoint.files_unlike_training``); else the line naming
+    it. A file of no training video's name (a video of your own) has nothing to be compared
+    with; a checkpoint without the per-file record compares nothing (``model.not_compared``
+    says so)."""
+    from vpn_plugin.engine.checkpoint import files_unlike_training, half_text
+    trained = getattr(model, 'training_features_folder', None)
+    name = getattr(model, 'checkpoint_name', 'the checkpoint')
+    records = list(trained['sources'].values()) if isinstance(trained, dict) and isinstance(
+        trained.get('sources'), dict) else [trained]
+    notes = []
+    for record in records:
+        if not isinstance(record, dict) or not isinstance(record.get('digests'), dict):
+            continue
+        other, absent, half = files_unlike_training(record, [path])
+        if not other and not absent and not half:
+            return ''  # a training file, byte for byte or in another format
+        if other or half:
+            notes.append(f'the features planned from, {path}, ' + (
+                f'{half_text([Path(path).name])} (training folder {record.get("folder")})'
+                if half else
+                f'differ from the training file of the same video in {record.get("folder")} '
+                f'({name} was trained on it): other features (another seed or extractor?)'))
+    return notes[0] if notes else ''
+
+
 def _option_differences(loaded: dict, checkpoint, cfg) -> list:
     """'key: X in training, Y here' for each option of ``cfg`` that differs from the
     checkpoint's training config as ``engine.checkpoint.TRAINING_OPTIONS`` rules for a test
     (the runner's one table, :func:`~vpn_plugin.engine.checkpoint.check_test_options`):
     refused, or warned and returned (init_planner)."""
-    import warnings
     from vpn_plugin.engine.checkpoint import check_test_options
     named = check_test_options((loaded.get('meta') or {}).get('cfg'), cfg, checkpoint, 'plan')
     if named:
-        warnings.warn(f'{checkpoint} was trained with other options than this config: '
-                      f'{"; ".join(named)}; the plans use the config\'s', UserWarning,
-                      stacklevel=3)
+        warn_caller(f'{checkpoint} was trained with other options than this config: '
+                    f'{"; ".join(named)}; the plans use the config\'s')
     return named
 
 

@@ -12,10 +12,12 @@ Shapes: B batch, T horizon, K condition dims, N actions, D observation dim, n di
 from __future__ import annotations
 
 import math
-from typing import Callable, Dict, List, Optional, Tuple
+from typing import Annotated, Callable, Dict, List, Optional, Tuple
 
 import numpy as np
 import torch
+
+from ..config_types import Count, NonNegativeInt, Range, checked_arguments
 
 SCHEDULE_BUFFERS = (
     'betas', 'alphas_cumprod', 'alphas_cumprod_prev', 'sqrt_alphas_cumprod',
@@ -26,9 +28,11 @@ DDIM_STEPS = 10  # the official sampler's fixed number of jumps
 # the most diffusion steps a model takes (official 50-1000): 10**9 allocated ~10 float64
 # schedules of 7.5 GiB each (the process was killed for memory, no option named)
 MAX_DIFFUSION_STEPS = 100_000
+DiffusionSteps = Annotated[int, Range(1, MAX_DIFFUSION_STEPS)]
 
 
-def cosine_beta_schedule(num_steps: int, s: float = 0.008) -> torch.Tensor:
+@checked_arguments
+def cosine_beta_schedule(num_steps: DiffusionSteps, s: float = 0.008) -> torch.Tensor:
     """Betas (n,) float32 of the cosine schedule, computed in float64 and clipped to
     [0, 0.999] before the cast (as the official ``helpers.cosine_beta_schedule``)."""
     x = np.linspace(0, num_steps + 1, num_steps + 1)
@@ -38,11 +42,10 @@ def cosine_beta_schedule(num_steps: int, s: float = 0.008) -> torch.Tensor:
     return torch.tensor(np.clip(betas, 0, 0.999), dtype=torch.float32)
 
 
-def diffusion_schedule(num_steps: int) -> Dict[str, torch.Tensor]:
+@checked_arguments
+def diffusion_schedule(num_steps: DiffusionSteps) -> Dict[str, torch.Tensor]:
     """The official ``GaussianDiffusion`` buffers, each (n,) float32, keyed by
     :data:`SCHEDULE_BUFFERS` (products and roots in float32 torch, as there)."""
-    if num_steps < 1:
-        raise ValueError(f'n_timesteps={num_steps}; expected >= 1')
     betas = cosine_beta_schedule(num_steps)
     alphas = 1. - betas
     cumprod = torch.cumprod(alphas, 0)
@@ -68,9 +71,11 @@ def _numpy_sqrt(values: torch.Tensor) -> torch.Tensor:
     return torch.from_numpy(np.sqrt(values.cpu().numpy())).to(values.device)
 
 
-def ddim_timesteps(num_steps: int, ddim_steps: int = DDIM_STEPS) -> np.ndarray:
+@checked_arguments
+def ddim_timesteps(num_steps: DiffusionSteps, ddim_steps: Count = DDIM_STEPS) -> np.ndarray:
     """The official ``ddim_timestep_seq`` ('uniform'): ``range(0, n, n // ddim_steps)``; the
-    sampler jumps through its first ``ddim_steps`` entries, last to first."""
+    sampler jumps through its first ``ddim_steps`` entries, last to first (``ddim_steps=0``
+    was a ZeroDivisionError naming nothing)."""
     if num_steps < ddim_steps:
         raise ValueError(f'n_timesteps={num_steps} is below the {ddim_steps} DDIM steps; '
                          f'expected n_timesteps >= {ddim_steps}')
@@ -98,6 +103,10 @@ def project_conditions(x: torch.Tensor, task_onehot: torch.Tensor, start: torch.
     ``zero_middle``: every dim of steps 1..T-2 is zero (KEPP's step model)."""
     num_tasks, dim = task_onehot.shape[-1], start.shape[-1]
     steps = x.shape[1]
+    if x.dim() != 3 or steps < 2:  # T=1 was "negative dimension -1", naming nothing
+        raise ValueError(f'project_conditions: x has shape {tuple(x.shape)}; expected (B, T, '
+                         'K+N+D) with T >= 2 (the start observation at step 0, the goal at '
+                         'step T-1)')
     middle = start.new_zeros(start.shape[0], steps - 2, dim)
     observations = torch.cat([start[:, None], middle, goal[:, None]], 1)
     block = task_onehot if task_onehot.dim() == 3 else task_onehot[:, None].expand(-1, steps, -1)
@@ -175,7 +184,8 @@ def ddim_step(denoise: Callable[[torch.Tensor, torch.Tensor], torch.Tensor], x: 
     return x0, project(x0 * prev.sqrt() + (1 - prev).sqrt() * eps)
 
 
-def pdpp_lr_multiplier(step: int, total_steps: int) -> float:
+@checked_arguments
+def pdpp_lr_multiplier(step: NonNegativeInt, total_steps: Count) -> float:
     """Official ``get_lr_schedule_with_warmup`` factor at optimiser step ``step`` (0-based) of
     ``total_steps``: linear warm-up over total*20/120 steps (0 at step 0), then halved every
     total*30/120 steps."""
@@ -185,8 +195,13 @@ def pdpp_lr_multiplier(step: int, total_steps: int) -> float:
     return max(0.5 ** ((step - warmup) // decay), 0.)
 
 
-def sinusoidal_embedding(t: torch.Tensor, dim: int) -> torch.Tensor:
-    """(B, dim) ``[sin(t w), cos(t w)]`` with w_i = exp(-i ln(10000) / (dim/2 - 1)) for t (B,)."""
+@checked_arguments
+def sinusoidal_embedding(t: torch.Tensor, dim: Annotated[int, Range(4)]) -> torch.Tensor:
+    """(B, dim) ``[sin(t w), cos(t w)]`` with w_i = exp(-i ln(10000) / (dim/2 - 1)) for t (B,)
+    (dim 2 divided by zero, an odd dim gave dim - 1 columns)."""
+    if dim % 2:
+        raise ValueError(f'sinusoidal_embedding() argument dim={dim}; expected an even integer '
+                         '>= 4 (half sine, half cosine columns)')
     half = dim // 2
     frequencies = torch.exp(torch.arange(half, device=t.device) * -(math.log(10000) / (half - 1)))
     angles = t[:, None] * frequencies[None, :]

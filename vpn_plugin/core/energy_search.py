@@ -146,6 +146,9 @@ def select_top_k(table: torch.Tensor, top_k: int, tie_break: str = 'sequence',
                          'finite energies (a NaN comes from the energy field: its weights or '
                          'its inputs)')
     group, total = table.shape
+    if not total:  # no candidate sequence: an expand error naming sizes only
+        raise ValueError(f'select_top_k: the energy table {tuple(table.shape)} holds no '
+                         'candidate sequence; expected (G, M) energies with M >= 1')
     k = min(top_k, total)
     if tie_break == 'sequence':
         order = torch.sort(table, dim=1, stable=True).indices[:, :k]

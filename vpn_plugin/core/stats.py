@@ -148,7 +148,8 @@ def check_resamples(num_resamples: int, name: str = 'num_resamples',
     return num_resamples
 
 
-def min_resamples(level: float = 0.90) -> int:
+@checked_arguments
+def min_resamples(level: ConfidenceLevel = 0.90) -> int:
     """The fewest resamples a ``level`` interval is read from: each tail, (1 - level) / 2 of
     K, holds at least one resampled mean (20 at 90 %, 40 at 95 %, 200 at 99 %)."""
     return max(MIN_RESAMPLES, math.ceil(round(2.0 / (1.0 - level), 6)))

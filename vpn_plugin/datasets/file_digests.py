@@ -54,11 +54,13 @@ def entry_mac(secret: bytes, key: str, stamp: list, digest: str) -> str:
 
 
 def file_digests(paths: Iterable, memo: Optional[Path] = None,
-                 secret: Optional[bytes] = None) -> List[str]:
+                 secret: Optional[bytes] = None, digest_of=None) -> List[str]:
     """SHA-256 (hex) of each file of ``paths`` (:data:`MISSING` for an absent one), from the
     ``memo`` file where the stat record is unchanged (module docstring), which is updated;
     with ``secret`` (the cache's key, ``vpn_plugin.secret_keys.read_or_make_secret``) a memo entry is used only
-    with its keyed checksum (:func:`entry_mac`), so an edited memo costs a re-hash."""
+    with its keyed checksum (:func:`entry_mac`), so an edited memo costs a re-hash.
+    ``digest_of``: another digest of a file than :func:`sha256_of` (a memo file of its own:
+    one memo per digest)."""
     remembered, digests, changed = read_memo(memo), [], False
     for path in map(Path, paths):
         try:
@@ -77,7 +79,7 @@ def file_digests(paths: Iterable, memo: Optional[Path] = None,
                 secret is None or entry[6] == entry_mac(secret, key, before, str(entry[5]))):
             digests.append(entry[5])
             continue
-        digest = sha256_of(path)
+        digest = (digest_of or sha256_of)(path)
         if _stamp(os.stat(path)) == before:  # not rewritten while it was read
             mac = [] if secret is None else [entry_mac(secret, key, before, digest)]
             remembered[key], changed = before + [digest] + mac, True

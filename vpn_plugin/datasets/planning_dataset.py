@@ -34,6 +34,7 @@ from .validation import AnnotationWarnings, check_disjoint
 SPLITS = ('train', 'val', 'test')
 CACHE_VERSION = 5  # bump when the cached arrays or their meaning change
 DIGEST_MEMO = 'feature_digests.json'  # in cache_dir: the feature files' remembered digests
+FRAMES_MEMO = 'frames_digests.json'  # in cache_dir: their frames arrays' remembered digests
 CACHE_KEY = '.cache_key'  # in cache_dir: the secret of the cache's keyed checksums
 _PROCESS_SECRET = os.urandom(32)  # the key of a cache_dir that cannot be written
 CACHE_ARRAYS = {'readable', 'outside', 'maps', 'start', 'goal', 'observed', 'messages'}
@@ -392,13 +393,16 @@ class PlanningDataset(Dataset):
         stems = sorted({w.feature for w in (self.windows if windows is None else windows)})
         return [find_feature_file(self.feature_dir, stem) for stem in stems]
 
-    def feature_digests(self, paths) -> list:
-        """``file_digests`` of ``paths``, remembered in the observation cache's memo (keyed
-        with its secret) where there is a ``cache_dir``: a folder already hashed costs
-        nothing."""
+    def feature_digests(self, paths, frames: bool = False) -> list:
+        """``file_digests`` of ``paths`` (with ``frames``, the digests of their frames arrays,
+        ``provenance.frames_digest``), remembered in the observation cache's memo (keyed with
+        its secret) where there is a ``cache_dir``: a folder already hashed costs nothing."""
+        from .provenance import frames_digest
+        digest_of = dict(digest_of=frames_digest) if frames else {}
         if not self.cache_dir:
-            return file_digests(paths)
-        return file_digests(paths, Path(self.cache_dir) / DIGEST_MEMO, self._cache_secret)
+            return file_digests(paths, **digest_of)
+        return file_digests(paths, Path(self.cache_dir) / (FRAMES_MEMO if frames else DIGEST_MEMO),
+                            self._cache_secret, **digest_of)
 
     @functools.cached_property
     def _cache_secret(self) -> bytes:

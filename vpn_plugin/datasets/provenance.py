@@ -88,24 +88,15 @@ def sampled_files(files) -> list:
     return sorted(files, key=_sample_order)[:SAMPLED_FILES]
 
 
-def folder_contents(folder) -> dict:
-    """``{'sizes': {name: bytes}, 'sampled': {name: sha256 16 hex digits}, 'arrays': {stem:
-    features_digest}}`` of a feature folder (every feature file's size; the contents and the
-    frames arrays of the files :func:`sampled_files` picks):
-    what lets two folders be compared on the files they share, where a fingerprint changes
-    with any file added or removed."""
-    from .file_digests import sha256_of
-    files = feature_files(folder)
-    sample = sampled_files(files)
-    return dict(sizes={p.name: p.stat().st_size for p in files},
-                sampled={p.name: sha256_of(p)[:16] for p in sample},
-                arrays={p.stem: features_digest(p) for p in sample})
+HALF_DIGEST = 'float16'  # the precision of a frames array's second digest (frames_digest)
 
 
-def features_digest(path) -> str:
-    """16 hex digits over a feature file's frames array (dtype, shape and values), whatever
-    its layout (.npz, .npy, pickle): the same features converted to another file format
-    have the same digest; '' when the file cannot be read."""
+def frames_digest(path) -> str:
+    """'<exact> <half>' of a feature file's frames array, 16 hex digits each, whatever its
+    layout (.npz, .npy, pickle): exact over its dtype, shape and values (the same features
+    converted to another file format have the same), half over its shape and values rounded
+    to float16 (the same features stored as float16 have the same; negated or other features
+    do not); '' when the file cannot be read."""
     import numpy as np
     from .features import read_feature_record
     try:
@@ -113,9 +104,11 @@ def features_digest(path) -> str:
                                       ['frames_features'])
     except Exception:  # noqa: BLE001  (unreadable here: the dataset names it when it reads it)
         return ''
-    digest = hashlib.sha256(f'{frames.dtype.str}{frames.shape}'.encode())
-    digest.update(frames.tobytes())
-    return digest.hexdigest()[:16]
+    exact = hashlib.sha256(f'{frames.dtype.str}{frames.shape}'.encode())
+    exact.update(frames.tobytes())
+    half = hashlib.sha256(f'{frames.shape}'.encode())
+    half.update(np.ascontiguousarray(frames, dtype=np.float16).tobytes())
+    return f'{exact.hexdigest()[:16]} {half.hexdigest()[:16]}'
 
 
 @checked_arguments

@@ -317,24 +317,35 @@ def model_option_differences(trained_cfg_text, model_cfg, locations: bool = True
     if not isinstance(model_cfg, dict) or not isinstance(trained, dict):
         return []
     # a key one side leaves out holds its class's default (dvl_layers=1 given at test to a
-    # run that left it out was 'None in training, 1 here': a change that is none)
-    defaults = (_option_defaults(trained.get('type'))
-                if trained.get('type') == model_cfg.get('type') else {})
+    # run that left it out was 'None in training, 1 here': a change that is none), and a value
+    # the class resolves from another option is compared resolved (KEPP's step_n_timesteps
+    # None: the plan's n_timesteps)
+    cls = _model_class(trained.get('type')) if trained.get('type') == model_cfg.get('type') \
+        else None
+    defaults = _option_defaults(cls)
+    keys = sorted(set(trained) | set(model_cfg))
 
-    def value(options, key):
-        return _plain(options[key]) if key in options else defaults.get(key)
-    lines = [f'model.{key}: {value(trained, key)!r} in training, {value(model_cfg, key)!r} here'
-             for key in sorted(set(trained) | set(model_cfg))
-             if value(trained, key) != value(model_cfg, key)]
+    def values(options) -> dict:
+        found = {key: _plain(options[key]) if key in options else defaults.get(key)
+                 for key in keys}
+        resolve = getattr(cls, 'resolved_options', None)
+        return resolve(found) if callable(resolve) else found
+    before, now = values(trained), values(model_cfg)
+    lines = [f'model.{key}: {before[key]!r} in training, {now[key]!r} here'
+             for key in keys if before[key] != now[key]]
     return lines if locations else [line for line in lines if not _path_only(line)]
 
 
-def _option_defaults(model_type) -> dict:
-    """{option: default} of the ``__init__`` of the registered model ``model_type`` ({} when
-    it is not registered)."""
+def _model_class(model_type):
+    """The registered model class of ``model_type`` (None when it is not registered)."""
     from mmaction.registry import MODELS
     cls = MODELS.get(model_type) if isinstance(model_type, str) else None
-    if not isinstance(cls, type):
+    return cls if isinstance(cls, type) else None
+
+
+def _option_defaults(cls) -> dict:
+    """{option: default} of the ``__init__`` of the model class ``cls`` ({} for None)."""
+    if cls is None:
         return {}
     return {name: parameter.default
             for name, parameter in inspect.signature(cls.__init__).parameters.items()
@@ -372,20 +383,22 @@ def feature_statistics_note(checkpoint: dict, filename: str, tested: Optional[di
             'scale or extractor?)')
 
 
-FEATURES_FOLDER_KEY = 'features_folder'  # meta: the training feature folder and fingerprint
+FEATURES_FOLDER_KEY = 'features_folder'  # meta: the training feature folder, file by file
 FILE_DIGEST_CHARS = 16  # hex digits of each feature file's sha256 a checkpoint records
 
 
 def features_folder_record(feature_dir, dataset=None) -> Optional[dict]:
-    """``{'folder', 'fingerprint', 'files', 'bytes'}`` of a feature folder
-    (``datasets.provenance.folder_fingerprint``, the one protocol rows and pre-stages use;
-    cached per process) and its contents (``datasets.provenance.folder_contents``), with
-    ``dataset`` (the planning dataset reading the folder) also ``'digests'``: ``{file name:
-    first FILE_DIGEST_CHARS hex of its sha256}`` of every feature file of the folder
-    (``dataset.feature_digests``: the observation cache's memo); for a union's ``{source name:
-    folder}``, ``{'sources': {name: record}}``; None without a folder. What a checkpoint's
-    ``meta[FEATURES_FOLDER_KEY]`` records of its training features."""
-    from ..datasets.provenance import feature_files, folder_contents, folder_fingerprint
+    """What a checkpoint's ``meta[FEATURES_FOLDER_KEY]`` records of its training features:
+    ``{'folder', 'fingerprint', 'files', 'bytes'}`` of the feature folder (what the notes show:
+    ``datasets.provenance.folder_fingerprint``) and, for every feature file of the folder, what
+    a test compares: ``'digests'``, ``{file name: first FILE_DIGEST_CHARS hex of its sha256}``,
+    and ``'frames'``, ``{file stem: its frames array's digests}``
+    (``datasets.provenance.frames_digest``: the same features in another file format or dtype),
+    through ``dataset.feature_digests`` (the planning dataset reading the folder: the
+    observation cache's memos, a folder hashed before costs nothing) when given; for a union's
+    ``{source name: folder}``, ``{'sources': {name: record}}``; None without a folder."""
+    from ..datasets.file_digests import file_digests
+    from ..datasets.provenance import feature_files, folder_fingerprint, frames_digest
     if isinstance(feature_dir, dict):
         parts = getattr(dataset, 'parts', None) or {}
         sources = {name: features_folder_record(folder, parts.get(name))
@@ -394,13 +407,16 @@ def features_folder_record(feature_dir, dataset=None) -> Optional[dict]:
     if not feature_dir or not isinstance(feature_dir, (str, os.PathLike)) or \
             not Path(feature_dir).is_dir():
         return None
-    record = dict(folder=str(Path(feature_dir).resolve()), **folder_fingerprint(feature_dir),
-                  **folder_contents(feature_dir))
-    if callable(getattr(dataset, 'feature_digests', None)):
-        files = feature_files(feature_dir)
-        record['digests'] = {path.name: digest[:FILE_DIGEST_CHARS] for path, digest
-                             in zip(files, dataset.feature_digests(files))}
-    return record
+    files = feature_files(feature_dir)
+    hashing = getattr(dataset, 'feature_digests', None)
+    if callable(hashing):
+        digests, frames = hashing(files), hashing(files, frames=True)
+    else:
+        digests, frames = file_digests(files), file_digests(files, digest_of=frames_digest)
+    return dict(folder=str(Path(feature_dir).resolve()), **folder_fingerprint(feature_dir),
+                digests={path.name: digest[:FILE_DIGEST_CHARS]
+                         for path, digest in zip(files, digests)},
+                frames={path.stem: pair for path, pair in zip(files, frames) if ' ' in pair})
 
 
 def features_folder_note(checkpoint: dict, filename: str, feature_dir,
@@ -409,11 +425,14 @@ def features_folder_note(checkpoint: dict, filename: str, feature_dir,
     ``meta[FEATURES_FOLDER_KEY]``), or either is unknown; else the line that names both
     (features of another synthetic seed, negated ones: same mean and std, other files).
     ``feature_dir``: the folder read (a union's ``{source name: folder}``, each compared with
-    the training folder of that source). A record with per-file ``digests`` is compared file by
-    file on the files ``dataset`` reads (``dataset.feature_files_read``; without a dataset,
-    every feature file of the folder): a file of another content, or one the training folder did
-    not have, is named; a copy elsewhere, a subset or a superset of the training files is not.
-    An older record (the folder's fingerprint only) is compared by fingerprint."""
+    the training folder of that source). The files ``dataset`` reads
+    (``dataset.feature_files_read``; without a dataset, every feature file of the folder) are
+    compared with the record's per-file digests (:func:`_files_not_trained_on`): a file of
+    another content, or one the training folder did not have (a file the dataset reads), is
+    named; a copy elsewhere, a
+    subset or a superset of the training files, the same frames in another file format are
+    not. A record without per-file digests is compared with nothing (``not_compared`` says
+    so)."""
     trained = (checkpoint.get('meta') or {}).get(FEATURES_FOLDER_KEY)
     if not isinstance(trained, dict):
         return ''
@@ -429,104 +448,80 @@ def features_folder_note(checkpoint: dict, filename: str, feature_dir,
                                       feature_dir, what, dataset)
                  for source in trained['sources'].values() if isinstance(source, dict)]
         return '' if not notes or '' in notes else notes[0]
-    now = None if isinstance(feature_dir, dict) else features_folder_record(feature_dir)
-    if now is None or not trained.get('fingerprint'):
+    if not isinstance(trained.get('digests'), dict) or not feature_dir or \
+            not isinstance(feature_dir, (str, os.PathLike)) or not Path(feature_dir).is_dir():
         return ''
-    if isinstance(trained.get('digests'), dict):
-        differs = _files_not_trained_on(trained, now, dataset)
-        tail = f': {differs}'
-    else:  # a checkpoint older than the per-file digests
-        differ = None if now['fingerprint'] == trained['fingerprint'] else \
-            shared_files_differ(trained, now)
-        differs = now['fingerprint'] != trained['fingerprint'] and differ != []
-        tail = ((f'; of the files both hold, {differ}' if differ else '')
-                + ': other feature files than the training ones (another seed, extractor or '
-                'subset?)')
+    differs = _files_not_trained_on(trained, feature_dir, dataset)
     if not differs:
         return ''
-    return (f'the {what} are read from {now["folder"]} (fingerprint {now["fingerprint"]}, '
-            f'{now["files"]} files); {filename} was trained on the features of '
-            f'{trained.get("folder")} (fingerprint {trained["fingerprint"]}, '
-            f'{trained.get("files")} files)' + tail)
+    from ..datasets.provenance import folder_fingerprint
+    now = folder_fingerprint(feature_dir)  # shown only
+    return (f'the {what} are read from {Path(feature_dir).resolve()} (fingerprint '
+            f'{now["fingerprint"]}, {now["files"]} files); {filename} was trained on the '
+            f'features of {trained.get("folder")} (fingerprint {trained.get("fingerprint")}, '
+            f'{trained.get("files")} files): {differs}')
 
 
-def _files_not_trained_on(trained: dict, now: dict, dataset) -> str:
-    """'' when every feature file ``dataset`` reads (``feature_files_read``; without one,
-    every feature file of the folder ``now``) has the content of the training file of its name
-    (``trained['digests']``); else what differs, the first files named. Files of the training
-    videos in another format (.npz saved as .npy) are the training ones when their frames
-    arrays are (:func:`_converted_files_differ`)."""
-    from ..datasets.file_digests import MISSING, NOT_A_FILE, file_digests
+def _files_not_trained_on(trained: dict, folder, dataset) -> str:
+    """'' when every feature file ``dataset`` reads (``feature_files_read``) is a training file
+    (:func:`files_unlike_training`); else what differs, the first files named. Without a
+    dataset every feature file of ``folder`` is compared, and a file the training folder did
+    not have is not named (nothing says it is read: another video added since)."""
     from ..datasets.provenance import feature_files
-    digests = trained['digests']
-    read = dataset.feature_files_read() if callable(
-        getattr(dataset, 'feature_files_read', None)) else feature_files(now['folder'])
-    hashing = getattr(dataset, 'feature_digests', None)
-    found = hashing(read) if callable(hashing) else file_digests(read)
-    other, absent = [], []
-    for name, digest in zip((Path(path).name for path in read), found):
-        if digest in (MISSING, NOT_A_FILE):  # the dataset's reader names these
-            continue
-        if name not in digests:
-            absent.append(name)
-        elif digests[name] != digest[:FILE_DIGEST_CHARS]:
-            other.append(name)
-    stems = {Path(name).stem for name in digests}
-    if absent and all(Path(name).stem in stems for name in absent) and \
-            _converted_files_differ(trained, now) == []:
-        absent = []
-    return '; '.join(part for part in (
+    reads = callable(getattr(dataset, 'feature_files_read', None))
+    read = dataset.feature_files_read() if reads else feature_files(folder)
+    other, absent, half = files_unlike_training(trained, read,
+                                                getattr(dataset, 'feature_digests', None))
+    absent = absent if reads else []
+    return '; '.join(filter(None, (
         other and f'{len(other)} of the {len(read)} files read differ from the training files '
                   f'of the same name ({_listed(other)}): other features (another seed or '
                   'extractor?)',
         absent and f'{len(absent)} of the {len(read)} files read were not in the training '
-                   f'folder ({_listed(absent)})') if part)
+                   f'folder ({_listed(absent)})',
+        half and f'{len(half)} of the {len(read)} files read {half_text(half)}')))
 
 
-def shared_files_differ(trained: dict, now: dict):
-    """What differs between the feature files that a training folder's record (``trained``,
-    :func:`features_folder_record`) and ``now`` both hold: [] when nothing, else the
-    differing files named (size, or content of a sampled file); None when either record
-    lacks the contents (older checkpoints: their fingerprints alone are compared) or the
-    folders share no sampled file (contents not comparable). A file added to the folder or
-    removed from it since the training (another video extracted) is no other feature."""
-    sizes, sampled = trained.get('sizes'), trained.get('sampled')
-    if not (isinstance(sizes, dict) and isinstance(sampled, dict) and 'sizes' in now):
-        return None
-    checked = [name for name in sampled if name in now['sizes']]
-    if not checked:
-        return _converted_files_differ(trained, now)
-    from ..datasets.file_digests import sha256_of
-    resized = sorted(name for name, size in now['sizes'].items()
-                     if name in sizes and sizes[name] != size)
-    rewritten = sorted(name for name in checked if name not in resized and
-                       sha256_of(Path(now['folder']) / name)[:16] != sampled[name])
-    if not resized and not rewritten:
-        return []
-    shared = len(set(sizes) & set(now['sizes']))
-    return ', '.join(part for part in (
-        resized and f'{len(resized)} of {shared} have another size ({_listed(resized)})',
-        rewritten and f'{len(rewritten)} of {len(checked)} sampled have other contents '
-                      f'({_listed(rewritten)})') if part)
+def half_text(names) -> str:
+    """What a file equal to its training file at float16 precision only holds."""
+    return (f'equal the training features at float16 precision only ({_listed(names)}): the '
+            'same features in another dtype (one side stored as float16: about 3 significant '
+            'digits)')
 
 
-def _converted_files_differ(trained: dict, now: dict):
-    """Folders that share no file name (the same videos in another file format, .npz
-    converted to .npy): the frames arrays of the training's sampled files against the files of
-    the same stems here ([] when all are equal, else the differing stems); None when the
-    record has no arrays or no stem is here."""
-    from ..datasets.provenance import features_digest
-    arrays = trained.get('arrays')
-    if not isinstance(arrays, dict):
-        return None
-    here = {Path(name).stem: name for name in now['sizes']}
-    stems = [stem for stem in arrays if stem in here]
-    if not stems:
-        return None
-    other = sorted(stem for stem in stems
-                   if features_digest(Path(now['folder']) / here[stem]) != arrays[stem])
-    return [] if not other else (f'{len(other)} of {len(stems)} sampled videos have other '
-                                 f'frames arrays ({_listed(other)})')
+def files_unlike_training(trained: dict, read, hashing=None) -> tuple:
+    """(other, absent, half): the names of the files ``read`` whose content is not the
+    training file's of their name (``trained['digests']``, a checkpoint's
+    :func:`features_folder_record`) nor, in another file format, the frames array of the
+    training file of their stem (``trained['frames']``); those of no training file's name or
+    stem; those equal to their training file's frames at float16 precision only (another
+    dtype). ``hashing``: a planning dataset's ``feature_digests`` (its memos). The frames
+    arrays are read only of the files whose bytes are no training file's."""
+    from ..datasets.file_digests import MISSING, NOT_A_FILE, file_digests
+    from ..datasets.provenance import frames_digest
+    digests, frames = trained['digests'], trained.get('frames')
+    frames = frames if isinstance(frames, dict) else {}
+    found = hashing(read) if callable(hashing) else file_digests(read)
+    other, absent, unmatched = [], [], []
+    for path, digest in zip(map(Path, read), found):
+        if digest in (MISSING, NOT_A_FILE):  # the dataset's reader names these
+            continue
+        if digests.get(path.name) == digest[:FILE_DIGEST_CHARS]:
+            continue
+        if path.stem in frames:
+            unmatched.append(path)
+        else:
+            (other if path.name in digests else absent).append(path.name)
+    arrays = (hashing(unmatched, frames=True) if callable(hashing) else
+              file_digests(unmatched, digest_of=frames_digest)) if unmatched else []
+    half = []
+    for path, pair in zip(unmatched, arrays):
+        recorded, found = str(frames[path.stem]).split(' '), pair.split(' ')
+        if found[0] == recorded[0]:
+            continue  # the training frames, in another file format
+        same_half = len(recorded) == 2 and len(found) == 2 and found[1] == recorded[1]
+        (half if same_half else other).append(path.name)
+    return other, absent, half
 
 
 # what a checkpoint's meta must record for a test, init_planner or plan.py to compare its
@@ -537,8 +532,8 @@ TRAINING_RECORDS = {
                            'feature scale (no training feature statistics, '
                            f'meta[\'{FEATURE_STATS_KEY}\'])'),
     'features_folder': (FEATURES_FOLDER_KEY,
-                        'training feature files (no training feature folder fingerprint, '
-                        f'meta[\'{FEATURES_FOLDER_KEY}\'])'),
+                        'training feature files (no per-file digests of the training feature '
+                        f'folder, meta[\'{FEATURES_FOLDER_KEY}\'])'),
     # compared at resume only (engine.rank_agreement.check_resume_data)
     'train_data': (TRAIN_DATA_KEY,
                    f"training data (no training data digest, meta['{TRAIN_DATA_KEY}'])"),
@@ -551,7 +546,7 @@ def not_compared(checkpoint: dict, records=TESTED_RECORDS) -> list:
     """One short string per record of :data:`TRAINING_RECORDS` (``records``: those the caller
     compares) that ``checkpoint`` lacks, so that its training cannot be compared with this run
     (converted authors' checkpoints and bare state dicts record no config; checkpoints older
-    than the feature statistics or the folder fingerprint lack those); [] when all are there.
+    than the feature statistics or the per-file digests lack those); [] when all are there.
     Written as ``not_compared`` in test_metrics.json and said in one line by every caller."""
     meta = checkpoint.get('meta') if isinstance(checkpoint, dict) else None
     meta = meta if isinstance(meta, dict) else {}
@@ -568,7 +563,7 @@ def not_compared(checkpoint: dict, records=TESTED_RECORDS) -> list:
 
 def _comparable(record: str, value) -> bool:
     """Whether a recorded ``value`` of ``record`` is one the comparisons can read: a feature
-    statistics record with a finite mean and std, a feature folder record with a fingerprint
+    statistics record with a finite mean and std, a feature folder record with per-file digests
     (a union's: each source's); a record of another shape was compared with nothing."""
     if record == 'feature_statistics':
         try:
@@ -582,7 +577,7 @@ def _comparable(record: str, value) -> bool:
             sources = value['sources']
             return isinstance(sources, dict) and bool(sources) and all(
                 _comparable(record, source) for source in sources.values())
-        return isinstance(value.get('fingerprint'), str) and bool(value['fingerprint'])
+        return isinstance(value.get('digests'), dict)
     return True
 
 
@@ -726,6 +721,25 @@ def check_test_options(trained_cfg_text, cfg, source, use: str) -> list:
                          f'{"; ".join(found.refused)}; {use} with the options it was trained '
                          'with')
     return list(found.named)
+
+
+# what an option a test names (a line of check_test_options, by its start) does at the test
+OPTION_KINDS = (
+    ('test_dataloader.dataset.', "the test split's options change what is tested (its "
+                                 'windows and what they observe)'),
+    ('selection', 'selection says how the run chose its checkpoint: the test scores the '
+                  'checkpoint given'),
+    ('model.', 'a model option changes the plans where the model reads it at test (decoding, '
+               'sampling, search: decode, top_k, sampling_seed, sampler) and nothing where '
+               'only training reads it (a loss weight, a pre-stage\'s schedule)'),
+)
+
+
+def named_options_text(named) -> str:
+    """What the options of ``named`` (:func:`check_test_options`' lines) do at a test, one
+    clause per kind present (:data:`OPTION_KINDS`)."""
+    return '; '.join(text for start, text in OPTION_KINDS
+                     if any(line.startswith(start) for line in named))
 
 
 def _option_lines(trained_cfg_text, trained, cfg, purpose: str) -> list:
@@ -880,9 +894,21 @@ def text_features_mismatch(checkpoint: dict, model) -> list:
     if recorded.get('sha256') == ours['sha256']:
         return _declaration_mismatch(recorded, ours)
     return [f"text features: trained with {recorded.get('kind', '?')} from "
-            f"{recorded.get('source', '?')} (sha256 {str(recorded.get('sha256'))[:12]}, shape "
-            f"{recorded.get('shape')}), the config gives {ours['kind']} from {ours['source']} "
-            f"(sha256 {ours['sha256'][:12]}, shape {ours['shape']})"]
+            f"{recorded.get('source', '?')}{_read_from(recorded)} (sha256 "
+            f"{str(recorded.get('sha256'))[:12]}, shape {recorded.get('shape')}), the config "
+            f"gives {ours['kind']} from {ours['source']}{_read_from(ours)} (sha256 "
+            f"{ours['sha256'][:12]}, shape {ours['shape']})"]
+
+
+def _read_from(identity: dict) -> str:
+    """', read from <cache files>' of a text-feature identity of encoded texts (a ``file``
+    source names its file already); ', cache file not recorded' for an older checkpoint's."""
+    files = identity.get('cache_files')
+    if isinstance(files, list) and files:
+        return f", read from {', '.join(map(str, files))}"
+    source = str(identity.get('source', ''))
+    return '' if source.startswith(('file ', 'given in code')) or 'cache_files' in identity \
+        else ', cache file not recorded'
 
 
 def _declaration_mismatch(recorded: dict, ours: dict) -> list:

@@ -53,17 +53,27 @@ def data_identity(dataset, **sizes) -> dict:
     return dict(dataset=str(getattr(taxonomy, 'path', type(dataset).__name__)),
                 actions_sha1=fingerprint(list(getattr(taxonomy, 'action_names', []))),
                 windows_sha1=fingerprint(windows), num_windows=len(windows),
-                feature_dir=feature_dir, features_fingerprint=features_fingerprint(feature_dir),
-                **sizes)
+                feature_dir=feature_dir,
+                features_fingerprint=features_fingerprint(dataset, feature_dir), **sizes)
 
 
-def features_fingerprint(feature_dir: str):
-    """The feature folder's fingerprint (``datasets.provenance.folder_fingerprint``): features
-    regenerated in place (another seed, another extractor) keep the folder's path, so the
-    path alone let a pre-stage trained on the old files be reused. None without a folder."""
-    from vpn_plugin.engine.checkpoint import features_folder_record
-    record = features_folder_record(feature_dir)
-    return record['fingerprint'] if record else None
+def features_fingerprint(dataset, feature_dir: str):
+    """16 hex digits over the name and SHA-256 of each feature file the training ``dataset``
+    reads (``feature_files_read`` / ``feature_digests``: the observation cache's memo; without
+    them, every feature file of ``feature_dir``): features regenerated in place (another seed,
+    another extractor, one file rewritten with its size kept) keep the folder's path, so the
+    path alone let a pre-stage trained on the old files be reused; the same files in another
+    folder (moved, copied) have the same. None without a folder."""
+    from pathlib import Path
+    from vpn_plugin.datasets.file_digests import file_digests
+    from vpn_plugin.datasets.provenance import feature_files
+    if not feature_dir or not Path(feature_dir).is_dir():
+        return None
+    reading, hashing = (getattr(dataset, name, None)
+                        for name in ('feature_files_read', 'feature_digests'))
+    files = reading() if callable(reading) else feature_files(feature_dir)
+    digests = hashing(files) if callable(hashing) else file_digests(files)
+    return fingerprint([[Path(path).name, digest] for path, digest in zip(files, digests)])
 
 
 def describe(identity: dict, keys) -> str:

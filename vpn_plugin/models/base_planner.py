@@ -77,6 +77,7 @@ class BasePlanner(BaseModel):
     plan_uses_task: bool = False
     # the (non-persistent) buffers holding a planner's text features, and their config
     text_feature_buffers: tuple = ()
+    text_loader = 'load_state_features'  # the models.text_embeddings loader of text_source
     text_source: Optional[dict] = None
 
     @checked_arguments(prefix='model.')  # every planner's __init__ is checked the same way
@@ -155,7 +156,7 @@ class BasePlanner(BaseModel):
         if not tensors:
             return None
         from .text_embeddings import features_identity
-        return features_identity(tensors, self.text_source)
+        return features_identity(tensors, self.text_source, self.text_loader)
 
     # ------------------------------------------------------------------ forward
     def forward(self, inputs: Dict[str, torch.Tensor], data_samples=None, mode: str = 'tensor'):

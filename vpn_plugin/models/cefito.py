@@ -117,6 +117,7 @@ class CEFITO(BasePlanner):
     task_score, plan_uses_task = 'probability', True
 
     text_feature_buffers = ('field.predictor.action_embeddings',)
+    text_loader = 'load_action_features'
 
     @checked_arguments(prefix='model.')
     def __init__(self, feature_dim: Annotated[int, Range(1, MAX_FEATURE_DIM)],

@@ -90,6 +90,7 @@ class CompactPlanNet(BasePlanner):
     # the task head's softmax regresses one-hot targets; the plan does not use it
     task_source, task_score, plan_uses_task = 'classifier', 'probability', False
     text_feature_buffers = ('state_before', 'state_after')
+    text_loader = 'taxonomy_state_embeddings'
 
     @checked_arguments(prefix='model.')
     def __init__(self, feature_dim: Count, num_actions: ActionCount, num_tasks: ActionCount,

@@ -293,6 +293,15 @@ class KEPP(BasePlanner):
     counted_apart = ('step',)
     training_hooks = ('KEPPStepModelHook',)  # its first stage (runner.check_training_hooks)
 
+    @staticmethod
+    def resolved_options(options: dict) -> dict:
+        """``options`` (a config's ``model``, defaults filled) with ``step_n_timesteps`` None
+        resolved as ``__init__`` does (the plan's ``n_timesteps``): what a test compares with
+        its training's (``engine.checkpoint.model_option_differences``)."""
+        if options.get('step_n_timesteps') is None:
+            return dict(options, step_n_timesteps=options.get('n_timesteps'))
+        return options
+
     @checked_arguments(prefix='KEPP model.')
     def __init__(self, feature_dim: Annotated[int, Range(1, MAX_FEATURE_DIM)],
                  num_actions: ActionCount, horizon: Horizon,

