@@ -29,6 +29,7 @@ datasets (which load configs too) and knows no planner or runner (docs/design.md
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 from pathlib import Path
 
@@ -723,6 +724,9 @@ def _readable_chain(path: Path) -> list:
         if file in files or not file.is_file():
             continue
         files.append(file)
+        if file.suffix == '.py':  # a _base_ naming no files: refused naming it (mmengine's
+            with contextlib.suppress(SyntaxError):  # "'int' object is not iterable")
+                literal_base_files(file)
         try:
             todo += [(file.parent / str(base)).resolve()
                      for base in Config._get_base_files(str(file)) if '::' not in str(base)]
