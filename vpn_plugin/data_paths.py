@@ -29,6 +29,7 @@ datasets (which load configs too) and knows no planner or runner (docs/design.md
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 from pathlib import Path
 
@@ -578,6 +579,7 @@ def load_config(path, cfg_options=None, *, data_root=None, feature_dir=None, hor
                       where=str(path), paths=('data_root', 'feature_dir'))
     declared = {name: cfg[name] for name in PATH_VARIABLES if cfg.get(name) is not None}
     if cfg_options:
+        _refuse_undefined_variables(path, cfg, cfg_options)
         _refuse_derived_horizons(path, cfg_options)
         _check_list_indices(path, cfg, cfg_options)
         cfg.merge_from_dict(cfg_options)
@@ -641,6 +643,7 @@ def read_config_file(path):
         check_utf8(file)
         check_mapping_file(file)
     check_no_base_cycle(path)
+    from mmengine.config.utils import ConfigParsingError
     try:
         loaded = Config.fromfile(str(path))
     except NameError as error:  # e.g. YAML text ("_base_: [a.py]") in a .py file
@@ -657,6 +660,14 @@ def read_config_file(path):
             raise FileNotFoundError(f'{path}: the file {missing} it inherits (_base_) or reads '
                                     'does not exist') from None
         raise
+    except ConfigParsingError as error:  # mmengine's words for an `import` beside `_base_`
+        if 'lazy_import' not in str(error):
+            raise
+        where = _top_level_import(Path(path)) or str(path)
+        raise ValueError(f'{where}: an import statement before `_base_ = [...]`: mmengine '
+                         'then reads the file as a "lazy import" config, which cannot inherit '
+                         'with _base_; expected _base_ first, or no import (plugin modules go '
+                         "in custom_imports = dict(imports=['my_module']))") from None
     except KeyError as error:  # mmengine's words for keys its bases both set
         if 'Duplicate key is not allowed among bases' not in str(error):
             raise
@@ -685,6 +696,25 @@ def check_no_base_cycle(path) -> None:
                          f'{" -> ".join(map(str, cycle))}; expected a chain that ends')
 
 
+def _top_level_import(path: Path, seen=None) -> str:
+    """``file: line N`` of the first top-level import statement of ``path`` or of its
+    ``_base_`` files (read as literals), '' when none is found."""
+    import ast
+    seen = set() if seen is None else seen
+    if path in seen or path.suffix != '.py' or not path.is_file():
+        return ''
+    seen.add(path)
+    try:
+        tree = ast.parse(path.read_text(), str(path))
+        bases = literal_base_files(path)
+    except (SyntaxError, ValueError):
+        return ''
+    for node in tree.body:
+        if isinstance(node, (ast.Import, ast.ImportFrom)):
+            return f'{path}: line {node.lineno}'
+    return next((found for found in (_top_level_import(b, seen) for b in bases) if found), '')
+
+
 def _readable_chain(path: Path) -> list:
     """``path`` and the ``_base_`` files that can be read of its chain, in order."""
     from mmengine.config import Config
@@ -694,6 +724,9 @@ def _readable_chain(path: Path) -> list:
         if file in files or not file.is_file():
             continue
         files.append(file)
+        if file.suffix == '.py':  # a _base_ naming no files: refused naming it (mmengine's
+            with contextlib.suppress(SyntaxError):  # "'int' object is not iterable")
+                literal_base_files(file)
         try:
             todo += [(file.parent / str(base)).resolve()
                      for base in Config._get_base_files(str(file)) if '::' not in str(base)]
@@ -762,8 +795,12 @@ def literal_base_files(path: Path) -> list:
             value = ast.literal_eval(node.value)
         except ValueError:
             continue
-        found += [(path.parent / str(b)).resolve()
-                  for b in ([value] if isinstance(value, str) else list(value))]
+        names = [value] if isinstance(value, str) else value
+        if not isinstance(names, (list, tuple)) or not all(isinstance(b, str) for b in names):
+            raise ValueError(f'{path}: line {node.lineno}: _base_ = {value!r}; expected the '
+                             'file name of a config, or a list of them (e.g. _base_ = '
+                             "['../_base_/datasets/crosstask.py'])")
+        found += [(path.parent / b).resolve() for b in names]
     return found
 
 
@@ -1048,6 +1085,26 @@ def _copies_kept(cfg, key: str, value) -> tuple:
         if hasattr(node, 'get') and last in node and node[last] != value:
             kept[f'{split}_dataloader.{place}'] = node[last]
     return kept, ', '.join(f'{where}={held!r}' for where, held in kept.items())
+
+
+def _refuse_undefined_variables(path, cfg, cfg_options: dict) -> None:
+    """``--cfg-options data_root=... / feature_dir=... / cache_dir=...`` on a config that defines
+    no such variable (its datasets hold their own paths), or ``test_horizon=T`` on one without
+    ``horizon`` (``apply_horizon`` leaves it unchanged), changed nothing without a word, and the
+    run recorded the option: ``ValueError`` naming the key and what to set instead."""
+    for key in ('test_horizon', *PATH_VARIABLES):
+        if key not in cfg_options or cfg.get(key) is not None:
+            continue
+        if key == 'test_horizon':
+            if cfg.get('horizon') is not None or 'horizon' in cfg_options:
+                continue
+            instead = ('give horizon=T with it (the horizons are then written into the '
+                       'datasets), or edit the datasets of the config')
+        else:
+            instead = "edit the datasets' own paths in the config"
+        raise ValueError(f'{path}: --cfg-options {key}={cfg_options[key]!r}: the config defines '
+                         f'no {key} variable (its datasets set their own), so the option would '
+                         f'change nothing; {instead}')
 
 
 def _refuse_inert_variables(path, cfg, cfg_options: dict) -> None:
