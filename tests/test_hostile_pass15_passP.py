@@ -118,3 +118,26 @@ def test_a_refusal_names_the_config_file_a_relative_path_found(tmp_path, monkeyp
     assert ('whose horizon = 3, but the row says train_horizon=6: a row of another run or an '
             'edited one; fix its config or its horizon (the config file read: '
             f'{tmp_path / "configs" / "vpn_niv_t6.py"})') in tool_refusal('report', [str(path)])
+
+
+def test_a_row_written_before_the_fix_is_refused_saying_what_it_needs(tmp_path, monkeypatch):
+    """P02 / P13 / P23 / P24: the untrained planner's rows written with ``train_horizon: null``
+    before the runner's fix were refused as "a row of another run or an edited one" only; the
+    refusal now says what such a row needs (a row with parameters gets no such hint)."""
+    from dataclasses import replace
+    from vpn_plugin.protocol.results import check_rows_match_configs
+    from vpn_plugin.protocol.runner import ProtocolRunner, expand_units
+    monkeypatch.chdir(ROOT)
+    protocol = untrained_protocol(horizons=(3,))
+    unit = expand_units(protocol)[0]
+    row = replace(ProtocolRunner(protocol, tmp_path, smoke=True).row_for(
+        unit, unit.tests[0], metrics={'success_rate': 3.0}, params=0), train_horizon=None)
+    hint = ('(the row of an untrained planner tested at T=3 under this config, which '
+            'tools/run_protocol.py wrote with train_horizon: null until 2026-11-28, needs '
+            'train_horizon: 6)')
+    with pytest.raises(ValueError, match='a row of another run or an edited one') as refused:
+        check_rows_match_configs([row])
+    assert hint in str(refused.value)
+    with pytest.raises(ValueError) as refused:
+        check_rows_match_configs([replace(row, params=5)])
+    assert hint not in str(refused.value)

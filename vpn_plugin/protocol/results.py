@@ -742,7 +742,12 @@ def check_rows_match_configs(rows: list[ResultRow]) -> None:
                              + (f' (test_horizon = {test_horizon})'
                                 if test_horizon != horizon else '')
                              + f', but the row says {field_name}={trained}: a row of another '
-                             'run or an edited one; fix its config or its horizon' + read)
+                             'run or an edited one; fix its config or its horizon'
+                             + (f' (the row of an untrained planner tested at T={row.horizon} '
+                                'under this config, which tools/run_protocol.py wrote with '
+                                'train_horizon: null until 2026-11-28, needs train_horizon: '
+                                f'{horizon})' if row.train_horizon is None and not row.params
+                                else '') + read)
         if dataset and visible_name(row.dataset).lower() in ROW_DATASETS \
                 and visible_name(row.dataset).lower() != dataset:
             raise ValueError(f'{where}, whose test data is {dataset!r}, but the row says '
