@@ -34,7 +34,9 @@ metric_bounds   dict     metric name -> the largest value this row's evaluation 
 params          int|None number of model parameters (``None`` when not applicable)
 dataset         str      ``crosstask`` | ``niv`` | ``coin`` | anything (default ``''``)
 config          str      config file (or model name for prompted planners; default ``''``)
-train_horizon   int|None horizon the model was trained at (``None`` = same as ``horizon``)
+train_horizon   int|None horizon the model was trained at (``None`` = same as ``horizon``); an
+                         untrained planner tested at another horizon than its run's records
+                         its run's (its PKG is counted on those training windows)
 protocol        str      protocol name, e.g. ``standard``, ``ablation`` (default ``''``)
 variant         dict     study settings, e.g. ``{"train_fraction": 0.1}`` (default ``{}``)
 per_sample_file str      optional path to the ``PlanningMetric`` per-sample dump
