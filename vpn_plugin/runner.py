@@ -411,7 +411,7 @@ class PlanningRunner(Runner):
         ``tools/test.py`` writes into the metrics)."""
         from vpn_plugin.engine.checkpoint import check_test_options, named_options_text
         named = check_test_options((checkpoint.get('meta') or {}).get('cfg'), self.cfg,
-                                   filename, 'test it')
+                                   filename, 'test it', checkpoint.get('state_dict'))
         self.changed_from_training = named
         if named:
             self.logger.warning(f'{filename} was trained with other options than this '

@@ -222,7 +222,8 @@ def _option_differences(loaded: dict, checkpoint, cfg) -> list:
     (the runner's one table, :func:`~vpn_plugin.engine.checkpoint.check_test_options`):
     refused, or warned and returned (init_planner)."""
     from vpn_plugin.engine.checkpoint import check_test_options
-    named = check_test_options((loaded.get('meta') or {}).get('cfg'), cfg, checkpoint, 'plan')
+    named = check_test_options((loaded.get('meta') or {}).get('cfg'), cfg, checkpoint, 'plan',
+                               loaded.get('state_dict'))
     if named:
         warn_caller(f'{checkpoint} was trained with other options than this config: '
                     f'{"; ".join(named)}; the plans use the config\'s')

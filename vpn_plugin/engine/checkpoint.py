@@ -710,17 +710,31 @@ def training_option_differences(trained_cfg_text, cfg, purpose: str) -> OptionDi
     return found
 
 
-def check_test_options(trained_cfg_text, cfg, source, use: str) -> list:
+def check_test_options(trained_cfg_text, cfg, source, use: str,
+                       state_dict: Optional[dict] = None) -> list:
     """The 'key: X in training, Y here' lines a test or plan from the run of
     ``trained_cfg_text`` (a checkpoint's ``meta['cfg']``) names (:data:`TRAINING_OPTIONS`,
     NAMED at test), after refusing those it cannot honour (SAME): ``ValueError`` naming
-    ``source`` (the checkpoint) and what to ``use`` it for ('test it', 'plan')."""
+    ``source`` (the checkpoint) and what to ``use`` it for ('test it', 'plan'). Model options
+    that the checkpoint's ``state_dict`` makes unread (the model class's
+    ``options_unread_with(state_dict)``: KEPP's ``step_checkpoint`` beside a trained step
+    model) are not named: the test does not use them."""
     found = training_option_differences(trained_cfg_text, cfg, 'test')
     if found.refused:
         raise ValueError(f'{source} was trained with other options than this config: '
                          f'{"; ".join(found.refused)}; {use} with the options it was trained '
                          'with')
-    return list(found.named)
+    unread = _options_unread_with(cfg.get('model'), state_dict)
+    return [line for line in found.named
+            if not any(line.startswith(f'model.{key}: ') for key in unread)]
+
+
+def _options_unread_with(model_cfg, state_dict) -> tuple:
+    """The model options that a model of ``model_cfg`` loading ``state_dict`` does not read
+    (its class's ``options_unread_with``); () without either."""
+    cls = _model_class(model_cfg.get('type')) if isinstance(model_cfg, dict) else None
+    unread = getattr(cls, 'options_unread_with', None)
+    return tuple(unread(state_dict)) if callable(unread) and isinstance(state_dict, dict) else ()
 
 
 # what an option a test names (a line of check_test_options, by its start) does at the test

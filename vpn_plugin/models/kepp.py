@@ -429,6 +429,14 @@ class KEPP(BasePlanner):
         self._note_step_checkpoint_unused(state_dict, prefix)
         super()._load_from_state_dict(state_dict, prefix, *args, **kwargs)
 
+    @staticmethod
+    def options_unread_with(state_dict: dict) -> tuple:
+        """The options a model loading ``state_dict`` (a checkpoint's) does not read:
+        ``step_checkpoint`` when it holds a trained step model (its own is used; a test's
+        other ``model.step_checkpoint`` changes nothing, so it is no 'changed from training')."""
+        ready = state_dict.get('step_ready')
+        return ('step_checkpoint',) if ready is not None and bool(ready) else ()
+
     def _note_step_checkpoint_unused(self, state_dict, prefix) -> None:
         """A checkpoint holding a trained step model brings its own: ``model.step_checkpoint``
         is then not read, which the log says (it was silently ignored)."""

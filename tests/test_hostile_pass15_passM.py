@@ -1,0 +1,38 @@
+"""Hostile pass 15 (passM: PDPP / KEPP / CEFITO, the API, text-feature caches): each test
+fails on 5f87edc."""
+import os
+
+import pytest
+import torch
+
+
+def test_h9_a_step_checkpoint_the_checkpoint_makes_unread_is_no_change_from_training():
+    """tools/test.py on a KEPP checkpoint with --cfg-options model.step_checkpoint=OTHER:
+    the model logs that the option is not used (the checkpoint holds its own trained step
+    model) and the metrics were those of the plain test, yet test_metrics.json said
+    'changed_from_training: model.step_checkpoint: None in training, OTHER here' (a false
+    caveat). Without a trained step model in the checkpoint the option is read: named."""
+    from mmengine.config import Config
+    from vpn_plugin.engine.checkpoint import check_test_options
+    import vpn_plugin.mm  # noqa: F401  (KEPP registered)
+    trained = "model = dict(type='KEPP', feature_dim=8, num_actions=5, horizon=3)\n"
+    cfg = Config.fromstring(trained.replace(')', ", step_checkpoint='/x/other.pth')"), '.py')
+    line = "model.step_checkpoint: None in training, '/x/other.pth' here"
+    assert check_test_options(trained, cfg, 'c.pth', 'test it',
+                              {'step_ready': torch.tensor(True)}) == []
+    assert check_test_options(trained, cfg, 'c.pth', 'test it',
+                              {'step_ready': torch.tensor(False)}) == [line]
+    assert check_test_options(trained, cfg, 'c.pth', 'test it') == [line]
+
+
+def test_t6_a_text_cache_key_of_binary_bytes_is_named(tmp_path):
+    """A text-feature cache folder whose .text_cache_key holds random bytes raised a bare
+    UnicodeDecodeError naming no file; now the key file is named with what to do."""
+    from vpn_plugin.secret_keys import read_or_make_secret
+    key = tmp_path / '.text_cache_key'
+    key.write_bytes(b'\xe9' + os.urandom(31))
+    key.chmod(0o600)
+    with pytest.raises(ValueError, match=r'the text-feature cache key .*\.text_cache_key is not '
+                                         r'a key this tool wrote \(64 hex digits\); delete it'):
+        read_or_make_secret(key, 'the text-feature cache key', 'checksums',
+                            'every cached text encoding is encoded again')
