@@ -36,3 +36,28 @@ def test_t6_a_text_cache_key_of_binary_bytes_is_named(tmp_path):
                                          r'a key this tool wrote \(64 hex digits\); delete it'):
         read_or_make_secret(key, 'the text-feature cache key', 'checksums',
                             'every cached text encoding is encoded again')
+
+
+def test_h10_h12_a_dict_over_a_base_none_names_the_config_and_the_way_out(tmp_path):
+    """A CEFITO config with text_embeddings=None given text features by --cfg-options
+    model.text_embeddings.file=X (the way --cfg-options' own refusal of dict(...) advises),
+    or by a child config without _delete_: a raw 20-line mmengine TypeError traceback."""
+    from pathlib import Path
+    from vpn_plugin.data_paths import load_config
+    repo = Path(__file__).resolve().parents[1]
+    base = tmp_path / 'no_text.py'
+    base.write_text(f"_base_ = ['{repo}/configs/baselines/cefito_crosstask_t3.py']\n"
+                    "model = dict(text_embeddings=dict(_delete_=True))\n"
+                    "model['text_embeddings'] = None\n")
+    with pytest.raises(ValueError, match=r"--cfg-options of .*no_text\.py: text_embeddings="
+                                         r"\{'file': 'x\.npy'\} is a dict, but the base config "
+                                         r'sets text_embeddings to None, so its keys cannot be '
+                                         r'set one by one; expected the override in a config '
+                                         r'file of your own'):
+        load_config(str(base), {'model.text_embeddings.file': 'x.npy'})
+    child = tmp_path / 'child.py'
+    child.write_text(f"_base_ = ['{base}']\nmodel = dict(text_embeddings=dict(file='x.npy'))\n")
+    with pytest.raises(ValueError, match=r'child\.py: text_embeddings=.* is a dict, but the base '
+                                         r'config sets text_embeddings to None; expected a dict '
+                                         r'over a base dict, or `_delete_=True`'):
+        load_config(str(child))
