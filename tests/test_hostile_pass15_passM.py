@@ -61,3 +61,15 @@ def test_h10_h12_a_dict_over_a_base_none_names_the_config_and_the_way_out(tmp_pa
                                          r'config sets text_embeddings to None; expected a dict '
                                          r'over a base dict, or `_delete_=True`'):
         load_config(str(child))
+
+
+def test_t11_a_cache_path_that_is_a_folder_is_named(tmp_path):
+    """The cache file's own path a directory (encoding on): the refusal blamed the folder
+    ("cannot be written there (Is a directory)") without naming the path that is one."""
+    from vpn_plugin.models.text_embeddings import _write_cache
+    cache = tmp_path / 'actions_0123.pt'
+    cache.mkdir()
+    with pytest.raises(OSError, match=r'the text-feature cache cannot be written there \(Is a '
+                                      r'directory: .*actions_0123\.pt\); expected a writable '
+                                      r'folder where actions_0123\.pt is a file or free'):
+        _write_cache(cache, torch.zeros(2, 3))
