@@ -73,3 +73,18 @@ def test_t11_a_cache_path_that_is_a_folder_is_named(tmp_path):
                                       r'directory: .*actions_0123\.pt\); expected a writable '
                                       r'folder where actions_0123\.pt is a file or free'):
         _write_cache(cache, torch.zeros(2, 3))
+
+
+def test_k4_check_authors_reference_names_a_fixture_of_another_method(tmp_path):
+    """tools/check_authors_reference.py on the PDPP fixture listed 18 'unknown fields' and 9
+    'missing fields' of its meta.json: the fixture of another method, and the tool that
+    checks it, were not named."""
+    import json
+    from pathlib import Path
+    from vpn_plugin.oracles.authors import read_meta
+    meta = json.loads((Path(__file__).resolve().parents[1] / '../shared/reference/pdpp_small_t3/'
+                       'meta.json').read_text())
+    (tmp_path / 'meta.json').write_text(json.dumps(meta))
+    with pytest.raises(ValueError, match=r"meta\.json: method='PDPP', a fixture of another "
+                                         r"method .*check this one with .*check_reference\.py"):
+        read_meta(tmp_path)
