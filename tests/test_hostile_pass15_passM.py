@@ -88,3 +88,19 @@ def test_k4_check_authors_reference_names_a_fixture_of_another_method(tmp_path):
     with pytest.raises(ValueError, match=r"meta\.json: method='PDPP', a fixture of another "
                                          r"method .*check this one with .*check_reference\.py"):
         read_meta(tmp_path)
+
+
+@pytest.mark.parametrize('options, said', [
+    (dict(n_timesteps=1), r'model\.n_timesteps=1: fewer diffusion steps than the 10 jumps of the '
+                          r'official DDIM sampler; expected model\.n_timesteps >= 10'),
+    (dict(n_timesteps=20, step_n_timesteps=5), r'model\.step_n_timesteps=5: .*expected '
+                                               r'model\.step_n_timesteps >= 10')])
+def test_c8_too_few_diffusion_steps_name_the_model_option(options, said):
+    """tools/train.py PDPP --cfg-options model.n_timesteps=1 said 'n_timesteps=1 is below
+    the 10 DDIM steps' (core's words: no model option; KEPP's step_n_timesteps=5 was called
+    n_timesteps)."""
+    import vpn_plugin.mm  # noqa: F401
+    from mmaction.registry import MODELS
+    with pytest.raises(ValueError, match=said):
+        MODELS.build(dict(type='KEPP', feature_dim=8, num_actions=5, horizon=3, dim=32,
+                          **options))

@@ -75,7 +75,8 @@ class KEPPDiffusion(DiffusionModel):
         self.endpoint_weight, self.middle_weight = endpoint_weight, middle_weight
         self.zero_middle, self.sampling_seed, self.stream = zero_middle, sampling_seed, stream
         self.unet = TemporalUNet(condition_dim + num_actions + feature_dim, dim, tuple(dim_mults))
-        self.register_schedule(n_timesteps)
+        self.register_schedule(n_timesteps, 'model.n_timesteps' if stream == 0
+                               else 'model.step_n_timesteps')
 
     @property
     def channels(self) -> int:
