@@ -104,3 +104,16 @@ def test_c8_too_few_diffusion_steps_name_the_model_option(options, said):
     with pytest.raises(ValueError, match=said):
         MODELS.build(dict(type='KEPP', feature_dim=8, num_actions=5, horizon=3, dim=32,
                           **options))
+
+
+def test_a54_a_config_without_a_test_split_says_the_dataset_was_not_compared():
+    """init_planner(Config without test_dataloader, checkpoint): the checkpoint's action and
+    task names were compared with nothing (meta_mismatches skips the data keys), yet
+    model.not_compared was [] and nothing was said."""
+    from vpn_plugin.apis import inference
+    loaded = {'meta': {}, 'state_dict': {}}
+    with pytest.warns(UserWarning, match=r'not compared: .*the dataset it was trained for \(the '
+                                         r'config has no test_dataloader\.dataset'):
+        missing = inference._not_compared(loaded, 'c.pth', True)
+    assert missing[-1] == inference.NO_TEST_SPLIT
+    assert inference.NO_TEST_SPLIT not in inference._not_compared(loaded, 'c.pth')
