@@ -10,7 +10,7 @@ from mmaction.registry import DATASETS, MODELS
 from test_pkg_builder import REPO, tiny_uniform_config
 from vpn_plugin import core
 from vpn_plugin.apis import build_split_dataset, inference_planner, init_planner
-from tiny_configs import save_recorded
+from tiny_configs import save_recorded, tiny_vpn_config
 from tool_modules import load_tool
 
 
@@ -94,16 +94,6 @@ def test_integer_observations_and_fractional_sample_indices_are_refused():
     for index in (1.7, True, '1'):
         with pytest.raises(TypeError, match=f'sample index {index!r} is a'):
             inference_planner(model, [None] * 3, [0, index])
-
-
-def tiny_vpn_config(tiny_crosstask, tmp_path) -> Path:
-    """configs/vpn_crosstask_t3.py (the authors' network) on the tiny CrossTask subset."""
-    config = tmp_path / 'vpn_tiny.py'
-    splits = ''.join(f"{split}_dataloader = dict(dataset=dict(_delete_=True, "
-                     f"**{tiny_crosstask[f'{split}_dataset']!r}))\n"
-                     for split in ('train', 'val', 'test'))
-    config.write_text(f"_base_ = [{str(REPO / 'configs/vpn_crosstask_t3.py')!r}]\n" + splits)
-    return config
 
 
 def test_plan_from_a_new_videos_features_equals_the_dataset_path(tiny_crosstask, tmp_path,
