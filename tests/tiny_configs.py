@@ -17,6 +17,18 @@ def write_tiny_config(path: Path, base: Path, body: str, tiny_crosstask: dict, b
     return path
 
 
+def tiny_vpn_config(tiny_crosstask: dict, tmp_path: Path, **dataset) -> Path:
+    """configs/vpn_crosstask_t3.py (the authors' network) on the tiny CrossTask subset
+    (``dataset``: options given to its three splits)."""
+    repo = Path(__file__).resolve().parents[1]
+    config = tmp_path / 'vpn_tiny.py'
+    splits = ''.join(f"{split}_dataloader = dict(dataset=dict(_delete_=True, "
+                     f"**{dict(tiny_crosstask[f'{split}_dataset'], **dataset)!r}))\n"
+                     for split in ('train', 'val', 'test'))
+    config.write_text(f"_base_ = [{str(repo / 'configs/vpn_crosstask_t3.py')!r}]\n" + splits)
+    return config
+
+
 def save_recorded(model, path: Path, dataset_cfg: dict) -> Path:
     """``model`` saved as training saves it: its tensors and what it was trained for
     (``engine.checkpoint.recorded_setting``: the metainfo of ``dataset_cfg``, a

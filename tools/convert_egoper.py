@@ -48,10 +48,31 @@ def main(argv=None) -> int:
     with exclusive_lock(lock_path_of(args.out), wait=False,
                         what=f'--out {args.out} (an EgoPER conversion)'):
         check_out_dir(args.out, [args.annotation, *split_files], args.overwrite)
+        earlier = earlier_conversion(args.out)
         record = convert_egoper(args.annotation, args.split_dir, args.out, args.errors,
                                 args.feature_stem, args.feature_dir)
     print(json.dumps(record, indent=1))
+    say_replaced(args.out, earlier, record)
     return 0
+
+
+def earlier_conversion(out) -> dict:
+    """The ``conversion.json`` an earlier conversion left in ``out`` ({} if none; check_out_dir
+    has refused any other file there)."""
+    path = Path(out) / 'conversion.json'
+    return json.loads(path.read_text()) if path.is_file() else {}
+
+
+def say_replaced(out, earlier: dict, record: dict) -> None:
+    """An earlier conversion in ``out`` with other choices or inputs (``--errors drop`` ->
+    ``keep``, another annotation.json) was replaced: said, so that a checkpoint or result of
+    the earlier dataset is not taken to still match."""
+    changed = [f'{key} {earlier.get(key)!r} -> {record.get(key)!r}' for key in record
+               if earlier and earlier.get(key) != record.get(key)]
+    if changed:
+        print(f'{out}: replaced the earlier conversion there ({"; ".join(changed)}); '
+              'checkpoints and results of the earlier dataset no longer match it',
+              file=sys.stderr)
 
 
 if __name__ == '__main__':

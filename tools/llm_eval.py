@@ -234,24 +234,29 @@ def setting(args, anchors: str) -> dict:
             'num_examples': args.num_examples, 'prompt_set': args.prompt_set}
 
 
-def run_settings(args, num_windows: int, num_test_windows: int) -> dict:
-    """Everything else that changes the replies or the score (the row's ``settings``)."""
+def run_settings(args, num_windows: int, num_test_windows: int, examples=()) -> dict:
+    """Everything else that changes the replies or the score (the row's ``settings``);
+    ``examples``: the number of examples of each prompt (``examples_per_prompt`` [fewest,
+    most] when some prompt holds fewer than --num-examples)."""
     settings = {'backend': args.backend, 'base_url': args.base_url,
                 'temperature': args.temperature, 'max_tokens': args.max_tokens,
                 'limit': args.limit if num_windows < num_test_windows else None,
                 'sample_seed': args.seed, 'num_windows': num_windows,
                 'anchors_file': args.anchors_file, 'step_checkpoint': args.step_checkpoint,
                 'cfg_options': args.cfg_options or {}}
+    if examples and min(examples) < args.num_examples:
+        settings['examples_per_prompt'] = [min(examples), max(examples)]
     if args.vlm:
         settings.update(num_frames=args.num_frames, frames_fps=args.frames_fps)
     return settings
 
 
-def write_results(args, cfg, test_set, queries, outcomes, summary, usage, anchors, files):
+def write_results(args, cfg, test_set, queries, outcomes, summary, usage, anchors, files,
+                  examples=()):
     """Outcomes, summary and the results row; ``usage``: :func:`usage_record` (the answers
-    used and what this run paid, apart)."""
+    used and what this run paid, apart); ``examples``: :func:`run_settings`."""
     variant = setting(args, anchors)
-    settings = run_settings(args, len(queries), len(test_set))
+    settings = run_settings(args, len(queries), len(test_set), examples)
     write_outcomes(files['outcomes'], queries, outcomes, variant)
     write_text_atomically(files['summary'], json.dumps(dict(
         summary, usage=usage, setting=variant, settings=settings), indent=2), 'LLM summary')
@@ -306,6 +311,8 @@ def main(argv=None):
     if args.vlm:
         attach_frames(queries, test_set.windows, args.video_root, num_frames=args.num_frames,
                       folder_fps=args.frames_fps)
+    examples = [model.planner.prompts.example_count(q) for q in queries]
+    note_fewer_examples(args.num_examples, examples)
     outcomes = model.plan_queries(queries, progress=not args.no_progress)
     check_failures(outcomes, args.allow_failures, model.usage)
     files = output_files(args, anchors_label)
@@ -313,9 +320,19 @@ def main(argv=None):
     summary = summarize(queries, outcomes, per_sample_file=files['per_sample'])
     usage = usage_record(model.usage, args.price_per_1k)
     replaced = write_results(args, cfg, test_set, queries, outcomes, summary, usage,
-                             anchors_label, files)
+                             anchors_label, files, examples)
     report(summary, usage, anchors_label, args.out, files, replaced)
     return summary
+
+
+def note_fewer_examples(asked: int, examples: list) -> None:
+    """Say when some prompts hold fewer examples than --num-examples (their task has fewer
+    training windows); the row records it (:func:`run_settings`)."""
+    fewer = sum(count < asked for count in examples)
+    if fewer:
+        print(f'note: --num-examples {asked}: {fewer} of {len(examples)} prompts hold fewer '
+              f'examples (as few as {min(examples)}): their task has no more training windows; '
+              'the results row records examples_per_prompt [fewest, most]', file=sys.stderr)
 
 
 def check_failures(outcomes, allow: bool, usage: dict) -> None:

@@ -119,6 +119,21 @@ def main(argv=None):
     print(f'{out}: {tuple(features.shape)} (N actions, 6 sentences, Dt = {features.shape[2]}; '
           f'{pooling} pooling); in the config: model.text_dim={features.shape[2]}, '
           f"model.text_embeddings=dict(file='{out}')")
+    say_unused(args.taxonomy, args.state_descriptions)
+
+
+def say_unused(taxonomy_file, descriptions_file) -> None:
+    """The state descriptions no action of the taxonomy reads (not encoded), named."""
+    from vpn_plugin.datasets import load_taxonomy
+    from vpn_plugin.models.text_embeddings import unused_descriptions
+    taxonomy = load_taxonomy(taxonomy_file)
+    unused = unused_descriptions(taxonomy.action_names,
+                                 [taxonomy.task_names[t] for t in taxonomy.action_task],
+                                 descriptions_file)
+    if unused:
+        print(f'note: {len(unused)} state description(s) of {descriptions_file} are of no action '
+              f'of {taxonomy_file} and were not encoded: {", ".join(unused[:5])}'
+              f'{", ..." if len(unused) > 5 else ""}')
 
 
 if __name__ == '__main__':

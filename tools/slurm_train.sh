@@ -18,6 +18,15 @@ GPUS_PER_NODE=${GPUS_PER_NODE:-8}
 CPUS_PER_TASK=${CPUS_PER_TASK:-4}
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 PYTHON=${PYTHON:-"$ROOT/.venv/bin/python"}
+# a partition the cluster does not have: srun says only "Invalid generic resource (gres)
+# specification" (it checks --gres first), naming neither
+if command -v sinfo >/dev/null 2>&1; then
+    PARTITIONS=$(sinfo -h -o %R 2>/dev/null | sort -u | tr '\n' ' ' || true)
+    if [ -n "$PARTITIONS" ] && ! printf ' %s ' "$PARTITIONS" | grep -q " $PARTITION "; then
+        echo "error: PARTITION=$PARTITION is no partition of this cluster (sinfo lists: ${PARTITIONS% }); expected one of them" >&2
+        exit 2
+    fi
+fi
 # shellcheck disable=SC2086  # SRUN_ARGS is a list of options
 srun -p "$PARTITION" \
     --job-name="$JOB_NAME" \

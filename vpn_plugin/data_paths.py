@@ -29,6 +29,7 @@ datasets (which load configs too) and knows no planner or runner (docs/design.md
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import re
 from pathlib import Path
@@ -294,21 +295,204 @@ def _chain_files(path: Path) -> list:
 
 
 def _own_top_level(file: Path) -> dict:
-    """The literal top-level assignments of one config file, without its bases."""
+    """The literal top-level assignments of one config file, without its bases (a value that
+    is not read as a literal, :func:`literal_assignments`, is left out)."""
+    return {name: value for name, value in literal_assignments(file).items()
+            if _fully_read(value)}
+
+
+class Unread:
+    """A config value that is not a literal (a call, an arithmetic expression, a name of no
+    earlier assignment): :func:`literal_assignments` does not run code to know it."""
+
+    def __repr__(self) -> str:
+        return '<not a literal>'
+
+
+UNREAD = Unread()
+
+
+def _fully_read(value) -> bool:
+    if isinstance(value, dict):
+        return all(_fully_read(v) for v in value.values())
+    if isinstance(value, (list, tuple)):
+        return all(_fully_read(v) for v in value)
+    return value is not UNREAD
+
+
+def literal_assignments(file: Path, base: dict | None = None) -> dict:
+    """The top-level assignments of one config file (its bases not merged) read WITHOUT running
+    its code: literals, ``dict(...)`` of them (``**`` included), names assigned earlier in the
+    file, ``_base_.x`` / ``{{_base_.x}}`` of ``base`` (its bases' merged values) and f-strings of
+    those; any other value is :data:`UNREAD`. A .json / .yaml file is read with the safe
+    parsers (no tag builds an object)."""
     import ast
+    file = Path(file)
     if file.suffix != '.py':
-        import mmengine
-        loaded = mmengine.load(str(file))
-        return dict(loaded) if isinstance(loaded, dict) else {}
-    own = {}
-    for node in ast.parse(file.read_text()).body:
+        return _safe_mapping(file)
+    names: dict = {}
+    for node in ast.parse(file.read_text(encoding='utf-8'), str(file)).body:
         if isinstance(node, ast.Assign) and len(node.targets) == 1 \
                 and isinstance(node.targets[0], ast.Name):
-            try:
-                own[node.targets[0].id] = ast.literal_eval(node.value)
-            except (ValueError, TypeError, SyntaxError, RecursionError):
-                continue
-    return own
+            names[node.targets[0].id] = _literal(node.value, names, base or {})
+    return names
+
+
+def _safe_mapping(file: Path) -> dict:
+    """A .json / .yaml config's mapping read with ``json`` / ``yaml.safe_load`` (no tag builds
+    an object; {} when it holds no mapping)."""
+    import json
+    text = file.read_text(encoding='utf-8')
+    if file.suffix == '.json':
+        loaded = json.loads(text)
+    else:
+        import yaml
+        loaded = yaml.safe_load(text)
+    return dict(loaded) if isinstance(loaded, dict) else {}
+
+
+def _literal(node, names: dict, base: dict):
+    """The value of expression ``node`` (:func:`literal_assignments`), else :data:`UNREAD`."""
+    import ast
+    if isinstance(node, ast.Constant):
+        return node.value
+    if isinstance(node, (ast.List, ast.Tuple)):
+        items = [_literal(item, names, base) for item in node.elts]
+        return items if isinstance(node, ast.List) else tuple(items)
+    if isinstance(node, ast.Dict):
+        return _literal_dict([(None if key is None else _literal(key, names, base),
+                               _literal(value, names, base))
+                              for key, value in zip(node.keys, node.values)])
+    if isinstance(node, ast.Call) and getattr(node.func, 'id', None) == 'dict' \
+            and 'dict' not in names and len(node.args) <= 1:
+        return _literal_dict([(None, _literal(arg, names, base)) for arg in node.args]
+                             + [(item.arg, _literal(item.value, names, base))
+                                for item in node.keywords])
+    if isinstance(node, ast.BinOp):
+        return _literal_arithmetic(node.op, _literal(node.left, names, base),
+                                   _literal(node.right, names, base))
+    if isinstance(node, ast.Name):
+        return names.get(node.id, UNREAD)
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub):
+        value = _literal(node.operand, names, base)
+        return -value if isinstance(value, (int, float)) and not isinstance(value, bool) \
+            else UNREAD
+    if isinstance(node, ast.Set) and len(node.elts) == 1 and isinstance(node.elts[0], ast.Set) \
+            and len(node.elts[0].elts) == 1:  # mmengine's {{_base_.x}} placeholder
+        return _literal(node.elts[0].elts[0], names, base)
+    if isinstance(node, ast.Attribute):
+        chain = []
+        while isinstance(node, ast.Attribute):
+            chain.insert(0, node.attr)
+            node = node.value
+        value = base if getattr(node, 'id', None) == '_base_' else UNREAD
+        for attr in chain:
+            value = value.get(attr, UNREAD) if isinstance(value, dict) else UNREAD
+        return value
+    if isinstance(node, ast.JoinedStr):
+        parts = []
+        for part in node.values:
+            value = (_literal(part.value, names, base) if isinstance(part, ast.FormattedValue)
+                     and part.conversion == -1 and part.format_spec is None
+                     else part.value if isinstance(part, ast.Constant) else UNREAD)
+            if value is UNREAD or isinstance(value, (dict, list, tuple)):
+                return UNREAD
+            parts.append(str(value))
+        return ''.join(parts)
+    return UNREAD
+
+
+LITERAL_NUMBER_BOUND = 10 ** 18  # larger numbers are not computed (a chain of products)
+
+
+def _literal_arithmetic(op, left, right):
+    """``left op right`` for numbers (+ - * /, //) and ``+`` of two texts or lists, else
+    :data:`UNREAD`."""
+    import ast
+    import operator
+    numbers = all(isinstance(v, (int, float)) and not isinstance(v, bool)
+                  and abs(v) <= LITERAL_NUMBER_BOUND for v in (left, right))
+    ops = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul,
+           ast.Div: operator.truediv, ast.FloorDiv: operator.floordiv}
+    if numbers and type(op) in ops and not (isinstance(op, (ast.Div, ast.FloorDiv))
+                                            and right == 0):
+        return ops[type(op)](left, right)
+    if isinstance(op, ast.Add) and type(left) is type(right) and isinstance(left, (str, list)):
+        return left + right
+    return UNREAD
+
+
+def _literal_dict(items: list):
+    """A dict of (key, value) pairs; key None = ``**value`` (a dict, else the whole is
+    :data:`UNREAD`)."""
+    out = {}
+    for key, value in items:
+        if key is None:
+            if not isinstance(value, dict):
+                return UNREAD
+            out.update(value)
+        elif key is UNREAD or isinstance(key, (dict, list)):
+            return UNREAD
+        else:
+            out[key] = value
+    return out
+
+
+def literal_config(path, chain: tuple = ()) -> dict:
+    """A config file's values as mmengine merges them (its ``_base_`` files first, each base
+    setting its own keys, then the file's own over them, ``_delete_`` honoured), read WITHOUT
+    running any of its code (:func:`literal_assignments`; a value that is not a literal is
+    :data:`UNREAD`). A base of a package (``mmaction::...``) is not read."""
+    from mmengine.config import Config
+    path = Path(path).resolve()
+    if path in chain:  # refused before (read_config_safely: check_no_base_cycle)
+        return {}
+    base: dict = {}
+    for file in literal_chain_bases(path):
+        check_file(file, f'_base_ file of {path}')
+        base.update(literal_config(file, (*chain, path)))
+    own = literal_assignments(path, base)
+    own.pop('_base_', None)
+    return Config._merge_a_into_b(own, base)
+
+
+REPOSITORY_CONFIGS = REPO_ROOT / 'configs'  # the configs whose code a reader may run
+
+
+def read_config_safely(path):
+    """A config's values for a reader of someone else's files (a results row names its config):
+    a config that, with every ``_base_`` file, lies in this repository's ``configs/`` is read
+    by mmengine (:func:`read_config_file`, its code run); any other is read WITHOUT running its
+    code (:func:`literal_config`; a value that is not a literal is :data:`UNREAD`), so a
+    results file from elsewhere runs no code of a config it names. A ``mmengine.Config``."""
+    from mmengine.config import Config
+    check_config_file(path)
+    check_no_base_cycle(path)
+    resolved = Path(path).resolve()
+    if all(file.is_relative_to(REPOSITORY_CONFIGS) for file in _literal_chain(resolved)):
+        return read_config_file(path)
+    return Config(literal_config(resolved), filename=str(path))
+
+
+def _literal_chain(path: Path, seen=None) -> list:
+    """``path`` and its ``_base_`` files (:func:`literal_chain_bases`), each once."""
+    seen = [] if seen is None else seen
+    if path not in seen:
+        seen.append(path)
+        if path.is_file():
+            for base in literal_chain_bases(path):
+                _literal_chain(base, seen)
+    return seen
+
+
+def literal_chain_bases(path: Path) -> list:
+    """The ``_base_`` files of ``path`` read without running its code (:func:`literal_base_files`;
+    package bases, with ``::``, left out)."""
+    if path.suffix == '.py':
+        return [base for base in literal_base_files(path) if '::' not in str(base)]
+    bases = _safe_mapping(path).get('_base_') or []
+    return [(path.parent / str(b)).resolve() for b in ([bases] if isinstance(bases, str)
+                                                        else list(bases)) if '::' not in str(b)]
 
 
 def _check_test_horizon(cfg, horizon: int, test_horizon: int) -> None:
@@ -396,6 +580,7 @@ def load_config(path, cfg_options=None, *, data_root=None, feature_dir=None, hor
                       where=str(path), paths=('data_root', 'feature_dir'))
     declared = {name: cfg[name] for name in PATH_VARIABLES if cfg.get(name) is not None}
     if cfg_options:
+        _refuse_undefined_variables(path, cfg, cfg_options)
         _refuse_derived_horizons(path, cfg_options)
         _check_list_indices(path, cfg, cfg_options)
         try:
@@ -476,18 +661,12 @@ def read_config_file(path):
     regular file, a syntax error (in it or in one of its ``_base_`` files: which one, line),
     a ``_base_`` file that does not exist."""
     from mmengine.config import Config
-    check_file(path, 'config file')
-    if Path(path).suffix not in CONFIG_SUFFIXES:  # mmengine: "Only py/yml/yaml/json type ..."
-        raise ValueError(f'config file {path}: a {Path(path).suffix or "name without"} '
-                         f'extension; expected a config ({", ".join(CONFIG_SUFFIXES)}), e.g. '
-                         'configs/vpn_niv_t3.py')
+    check_config_file(path)
     for file in _readable_chain(Path(path)):  # mmengine reads each file as UTF-8
         check_utf8(file)
         check_mapping_file(file)
-    cycle = base_cycle(Path(path).resolve())  # mmengine recurses on it for seconds, then
-    if cycle:                                  # ends in a RecursionError naming no file
-        raise ValueError(f'{path}: its _base_ files inherit from each other in a cycle: '
-                         f'{" -> ".join(map(str, cycle))}; expected a chain that ends')
+    check_no_base_cycle(path)
+    from mmengine.config.utils import ConfigParsingError
     try:
         loaded = Config.fromfile(str(path))
     except NameError as error:  # e.g. YAML text ("_base_: [a.py]") in a .py file
@@ -510,6 +689,14 @@ def read_config_file(path):
         raise ValueError(f'{path}: {inherit_error_text(error)}; expected a dict over a base '
                          'dict, or `_delete_=True` in the dict to replace the base\'s value '
                          '(e.g. text_embeddings=dict(_delete_=True, file=...))') from None
+    except ConfigParsingError as error:  # mmengine's words for an `import` beside `_base_`
+        if 'lazy_import' not in str(error):
+            raise
+        where = _top_level_import(Path(path)) or str(path)
+        raise ValueError(f'{where}: an import statement before `_base_ = [...]`: mmengine '
+                         'then reads the file as a "lazy import" config, which cannot inherit '
+                         'with _base_; expected _base_ first, or no import (plugin modules go '
+                         "in custom_imports = dict(imports=['my_module']))") from None
     except KeyError as error:  # mmengine's words for keys its bases both set
         if 'Duplicate key is not allowed among bases' not in str(error):
             raise
@@ -518,6 +705,43 @@ def read_config_file(path):
                          '); mmengine merges bases only when they set different keys: inherit '
                          'one of them (each configs/ file is a whole config)') from None
     return loaded
+
+
+def check_config_file(path) -> None:
+    """``path`` is a regular file with a config's extension (:data:`CONFIG_SUFFIXES`)."""
+    check_file(path, 'config file')
+    if Path(path).suffix not in CONFIG_SUFFIXES:  # mmengine: "Only py/yml/yaml/json type ..."
+        raise ValueError(f'config file {path}: a {Path(path).suffix or "name without"} '
+                         f'extension; expected a config ({", ".join(CONFIG_SUFFIXES)}), e.g. '
+                         'configs/vpn_niv_t3.py')
+
+
+def check_no_base_cycle(path) -> None:
+    """mmengine recurses on ``_base_`` files that inherit from each other for seconds, then
+    ends in a RecursionError naming no file: refused naming the chain (:func:`base_cycle`)."""
+    cycle = base_cycle(Path(path).resolve())
+    if cycle:
+        raise ValueError(f'{path}: its _base_ files inherit from each other in a cycle: '
+                         f'{" -> ".join(map(str, cycle))}; expected a chain that ends')
+
+
+def _top_level_import(path: Path, seen=None) -> str:
+    """``file: line N`` of the first top-level import statement of ``path`` or of its
+    ``_base_`` files (read as literals), '' when none is found."""
+    import ast
+    seen = set() if seen is None else seen
+    if path in seen or path.suffix != '.py' or not path.is_file():
+        return ''
+    seen.add(path)
+    try:
+        tree = ast.parse(path.read_text(), str(path))
+        bases = literal_base_files(path)
+    except (SyntaxError, ValueError):
+        return ''
+    for node in tree.body:
+        if isinstance(node, (ast.Import, ast.ImportFrom)):
+            return f'{path}: line {node.lineno}'
+    return next((found for found in (_top_level_import(b, seen) for b in bases) if found), '')
 
 
 def _readable_chain(path: Path) -> list:
@@ -529,6 +753,9 @@ def _readable_chain(path: Path) -> list:
         if file in files or not file.is_file():
             continue
         files.append(file)
+        if file.suffix == '.py':  # a _base_ naming no files: refused naming it (mmengine's
+            with contextlib.suppress(SyntaxError):  # "'int' object is not iterable")
+                literal_base_files(file)
         try:
             todo += [(file.parent / str(base)).resolve()
                      for base in Config._get_base_files(str(file)) if '::' not in str(base)]
@@ -597,8 +824,12 @@ def literal_base_files(path: Path) -> list:
             value = ast.literal_eval(node.value)
         except ValueError:
             continue
-        found += [(path.parent / str(b)).resolve()
-                  for b in ([value] if isinstance(value, str) else list(value))]
+        names = [value] if isinstance(value, str) else value
+        if not isinstance(names, (list, tuple)) or not all(isinstance(b, str) for b in names):
+            raise ValueError(f'{path}: line {node.lineno}: _base_ = {value!r}; expected the '
+                             'file name of a config, or a list of them (e.g. _base_ = '
+                             "['../_base_/datasets/crosstask.py'])")
+        found += [(path.parent / b).resolve() for b in names]
     return found
 
 
@@ -607,11 +838,11 @@ def base_cycle(path: Path, chain=()) -> list:
     ``[a, b, a]`` (mmengine recurses without end on it), or [] when none is found."""
     if path in chain:
         return [*chain[chain.index(path):], path]
-    if path.suffix != '.py' or not path.is_file():
+    if not path.is_file():
         return []
     try:
-        bases = literal_base_files(path)
-    except SyntaxError:
+        bases = literal_chain_bases(path)
+    except Exception:  # noqa: BLE001 - a file that does not parse: its reader names why
         return []
     for base in bases:
         cycle = base_cycle(base, (*chain, path))
@@ -883,6 +1114,26 @@ def _copies_kept(cfg, key: str, value) -> tuple:
         if hasattr(node, 'get') and last in node and node[last] != value:
             kept[f'{split}_dataloader.{place}'] = node[last]
     return kept, ', '.join(f'{where}={held!r}' for where, held in kept.items())
+
+
+def _refuse_undefined_variables(path, cfg, cfg_options: dict) -> None:
+    """``--cfg-options data_root=... / feature_dir=... / cache_dir=...`` on a config that defines
+    no such variable (its datasets hold their own paths), or ``test_horizon=T`` on one without
+    ``horizon`` (``apply_horizon`` leaves it unchanged), changed nothing without a word, and the
+    run recorded the option: ``ValueError`` naming the key and what to set instead."""
+    for key in ('test_horizon', *PATH_VARIABLES):
+        if key not in cfg_options or cfg.get(key) is not None:
+            continue
+        if key == 'test_horizon':
+            if cfg.get('horizon') is not None or 'horizon' in cfg_options:
+                continue
+            instead = ('give horizon=T with it (the horizons are then written into the '
+                       'datasets), or edit the datasets of the config')
+        else:
+            instead = "edit the datasets' own paths in the config"
+        raise ValueError(f'{path}: --cfg-options {key}={cfg_options[key]!r}: the config defines '
+                         f'no {key} variable (its datasets set their own), so the option would '
+                         f'change nothing; {instead}')
 
 
 def _refuse_inert_variables(path, cfg, cfg_options: dict) -> None:

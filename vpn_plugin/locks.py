@@ -55,6 +55,9 @@ def exclusive_lock(path, *, wait: bool = True, what: str = ''):
             depths[path] -= 1
         return
     path.parent.mkdir(parents=True, exist_ok=True)
+    if path.is_dir():  # open() would fail with a bare "[Errno 21] Is a directory"
+        raise IsADirectoryError(f'lock file {path}{f" of {what}" if what else ""} is a folder; '
+                                'expected a lock file (remove the folder; no process holds it)')
     with open(path, 'a+') as handle:
         if fcntl is not None:
             _acquire(handle, path, wait, what)

@@ -188,6 +188,42 @@ class PlanningRunner(Runner):
     not_compared = ()  # what the tested checkpoint records too little to compare (one string each)
     feature_statistics_note = ''  # test features unlike the training features'
     testing = False
+    made_work_dir = False  # this runner made its work dir (removed again by a refused run)
+    began = ''  # 'before_train' / 'before_test' once the loop began (call_hook)
+
+    def __init__(self, *args, **kwargs):
+        work_dir = kwargs.get('work_dir', args[1] if len(args) > 1 else None)
+        made = isinstance(work_dir, str) and not osp.exists(work_dir)
+        super().__init__(*args, **kwargs)
+        self.made_work_dir = made
+
+    @contextlib.contextmanager
+    def nothing_left_if_refused(self, loop: str):
+        """A run refused (or failed) before its ``loop`` began (``'before_train'`` /
+        ``'before_test'`` ran) exits non-zero and leaves nothing: the log folder it claimed
+        (:func:`claim_log_dir`: its log, ``vis_data/config.py``) is removed, and so is its work
+        dir when this runner made it and nothing else is in it. A run that began keeps its log."""
+        self.began = ''
+        try:
+            yield
+        except Exception:
+            if self.began != loop and self.rank == 0:
+                self.remove_log_dir()
+            raise
+
+    def remove_log_dir(self) -> None:
+        """Close the log file and remove this run's log folder (and its work dir, when this
+        runner made it and it is now empty)."""
+        import shutil
+        for handler in list(self.logger.handlers):
+            if isinstance(handler, logging.FileHandler) and \
+                    osp.abspath(handler.baseFilename).startswith(osp.abspath(self.log_dir) + os.sep):
+                handler.close()
+                self.logger.removeHandler(handler)
+        shutil.rmtree(self.log_dir, ignore_errors=True)
+        if self.made_work_dir:
+            with contextlib.suppress(OSError):
+                os.rmdir(self.work_dir)  # only when empty
 
     @classmethod
     def from_cfg(cls, cfg) -> 'PlanningRunner':
@@ -268,6 +304,10 @@ class PlanningRunner(Runner):
         another process trains in is refused (rank 0 holds it for all ranks). The config is
         written once the checkpoint to resume is loaded (:meth:`load_or_resume`): a run refused
         before leaves the work dir's record of its earlier run as it was."""
+        with self.nothing_left_if_refused('before_train'):
+            return self._train()
+
+    def _train(self):
         from vpn_plugin.engine.checkpoint import new_run_id
         self.run_id = new_run_id()  # a resume takes the checkpoint's (load_checkpoint)
         check_training_hooks(getattr(self.model, 'module', self.model), self.hooks,
@@ -342,13 +382,20 @@ class PlanningRunner(Runner):
         return statistics() if callable(statistics) else None
 
     def train_data_digest(self) -> str:
-        """What the training loop's dataset holds (``engine.rank_agreement.dataset_digest``;
-        '' without a built training loop), computed once."""
+        """What the training loop's dataset holds (:meth:`data_digest`)."""
+        return self.data_digest('train')
+
+    def data_digest(self, split: str) -> str:
+        """What the built ``split`` loop's dataset holds (``engine.rank_agreement.
+        dataset_digest``; '' without one: no training loop, a run that does not validate),
+        computed once a run: checkpoints record the training and validation sets' and a
+        resume compares them."""
         from vpn_plugin.engine.rank_agreement import dataset_digest
-        if not getattr(self, '_train_data_digest', ''):
-            dataset = self._built_datasets().get('train')
-            self._train_data_digest = dataset_digest(dataset) if dataset is not None else ''
-        return self._train_data_digest
+        digests = self.__dict__.setdefault('_data_digests', {})
+        if not digests.get(split):
+            dataset = self._built_datasets().get(split)
+            digests[split] = dataset_digest(dataset) if dataset is not None else ''
+        return digests[split]
 
     def check_ranks_agree(self) -> None:
         """Every rank read the same config, datasets and checkpoint
@@ -356,8 +403,8 @@ class PlanningRunner(Runner):
         training set is hashed once (:meth:`train_data_digest`, which the checkpoints record)."""
         from vpn_plugin.engine.rank_agreement import (check_ranks_agree, dataset_digest,
                                                       what_this_rank_read)
-        digests = {split: self.train_data_digest() if split == 'train' else dataset_digest(data)
-                   for split, data in self._built_datasets().items()}
+        digests = {split: self.data_digest(split) if split in ('train', 'val') else
+                   dataset_digest(data) for split, data in self._built_datasets().items()}
         checkpoint = None if self._has_loaded else self._load_from
         check_ranks_agree(what_this_rank_read(self.cfg, digests, checkpoint))
 
@@ -393,10 +440,11 @@ class PlanningRunner(Runner):
 
     def test(self):
         """mmengine's ``test``, its config written to the test's log dir (:meth:`dump_config`)."""
-        self.write_config(training=False)
-        self.log_shortened()
-        self.testing = True
-        return super().test()
+        with self.nothing_left_if_refused('before_test'):
+            self.write_config(training=False)
+            self.log_shortened()
+            self.testing = True
+            return super().test()
 
     def log_shortened(self) -> None:
         """A warning line when the config is a shortened run (module docstring)."""
@@ -468,6 +516,7 @@ class PlanningRunner(Runner):
             self.run_id = (checkpoint.get('meta') or {}).get(RUN_KEY) or self.run_id
             check_resume_world_size(checkpoint, filename, self._world_size)
             check_resume_data(checkpoint, filename, self.train_data_digest())
+            check_resume_data(checkpoint, filename, self.data_digest('val'), validation=True)
             check_resume_epoch(checkpoint, filename, self.cfg)
             if isinstance(checkpoint.get('ema_state_dict'), dict):
                 # its state_dict, the EMA weights, goes into the EMA copy (mmengine's swap),
@@ -555,6 +604,8 @@ class PlanningRunner(Runner):
         included, whichever it is), the run's id recorded in the checkpoint's meta and EMA
         state (``engine.checkpoint.bind_ema_to_run``)."""
         super().call_hook(fn_name, **kwargs)
+        if fn_name in ('before_train', 'before_test'):
+            self.began = fn_name  # nothing_left_if_refused: the loop began
         if fn_name == 'before_save_checkpoint':
             from vpn_plugin.engine.checkpoint import bind_ema_to_run, new_run_id
             self.run_id = self.run_id or new_run_id()
@@ -567,12 +618,14 @@ class PlanningRunner(Runner):
         from vpn_plugin.engine.checkpoint import (FEATURE_STATS_KEY, FEATURES_FOLDER_KEY,
                                                   features_folder_record, save_atomically)
         from vpn_plugin.engine.checkpoint_hook import RESUME_POINT_KEY, save_failure_hint
-        from vpn_plugin.engine.rank_agreement import TRAIN_DATA_KEY, WORLD_SIZE_KEY
+        from vpn_plugin.engine.rank_agreement import TRAIN_DATA_KEY, VAL_DATA_KEY, WORLD_SIZE_KEY
         meta = dict(kwargs.get('meta') or {}, **{WORLD_SIZE_KEY: self._world_size})
         # mmengine saves a best checkpoint without the schedule: no point to resume from
         meta[RESUME_POINT_KEY] = kwargs.get('save_param_scheduler', True) is not False
         if self.train_data_digest():
             meta[TRAIN_DATA_KEY] = self.train_data_digest()
+        if self.data_digest('val'):
+            meta[VAL_DATA_KEY] = self.data_digest('val')
         if self.cfg.get('shortened'):
             meta['shortened'] = self.cfg.shortened
         statistics = self._feature_statistics('train')

@@ -395,9 +395,11 @@ def video_observations(cfg, feature_file, start_time: NonNegative, goal_time: No
     start, goal = round_time(start_time), round_time(goal_time)
     latest = len(frames) + GOAL_OVERSHOOT_S
     if not 0 <= start <= goal <= latest or start >= len(frames) or start_time > goal_time:
-        raise ValueError(f'{feature_file}: start_time={start_time}, goal_time={goal_time} s; '
-                         f'expected 0 <= start_time <= goal_time <= {latest} s and start_time < '
-                         f'the video\'s {len(frames)} frames (one per second)')
+        raise ValueError(f'{feature_file}: start_time={start_time}, goal_time={goal_time} s, '
+                         f'read at seconds {start:g} and {goal:g} (times are rounded to whole '
+                         f'seconds, one feature row each); expected 0 <= start_time <= '
+                         f'goal_time <= {latest} s and a start second before the video\'s '
+                         f'{len(frames)} seconds of features (0..{len(frames) - 1})')
     first, last = frame_indices(recipe, start, goal, len(frames))
     observations = (torch.from_numpy(observe(frames, first, recipe)).float(),
                     torch.from_numpy(observe(frames, last, recipe)).float())

@@ -31,6 +31,7 @@ from typing import Callable, Dict, List, Sequence, Tuple
 import torch
 
 from .energy_field import energy, grow_cache
+from .viterbi import values_checkable
 
 TIE_BREAKS = ('sequence', 'topk')
 
@@ -138,6 +139,12 @@ def select_top_k(table: torch.Tensor, top_k: int, tie_break: str = 'sequence',
     increasing energy (module docstring for ``tie_break`` and the repeated worst plan)."""
     if tie_break not in TIE_BREAKS:
         raise ValueError(f'tie_break={tie_break!r}; expected one of {TIE_BREAKS}')
+    if values_checkable(table) and bool(torch.isnan(table).any()):  # sorted last, unseen
+        row, column = (int(i) for i in torch.isnan(table).nonzero()[0])
+        raise ValueError(f'select_top_k: the energy of candidate {column} of row {row} is NaN '
+                         f'({int(torch.isnan(table).sum())} of {table.numel()}); expected '
+                         'finite energies (a NaN comes from the energy field: its weights or '
+                         'its inputs)')
     group, total = table.shape
     if not total:  # no candidate sequence: an expand error naming sizes only
         raise ValueError(f'select_top_k: the energy table {tuple(table.shape)} holds no '

@@ -26,6 +26,8 @@ from typing import Dict, Iterable, List, Optional, Sequence, Tuple
 
 import numpy as np
 
+from .pkg import _integer_ids
+
 NUM_PATHS = 2  # the official n=2 of validate_graph_final
 PATH_PROBABILITIES = (2 / 3, 1 / 3)  # official PKGLabelOnehot / LLMLabelOnehot weights
 
@@ -94,8 +96,8 @@ class KEPPGraph:
 def build_graph(videos: Iterable[Tuple[object, Sequence[int]]]) -> KEPPGraph:
     """The KEPP graph of (video id, action sequence) pairs (module docstring)."""
     sequences: Dict[object, List[int]] = {}
-    for video, sequence in videos:
-        sequences[video] = [int(a) for a in sequence]  # first position, last sequence
+    for video, sequence in videos:  # first position, last sequence; 0.5 is no action id
+        sequences[video] = _integer_ids(sequence, f'video {video!r} sequence').tolist()
     counts: Dict[int, Dict[int, int]] = {}
     for sequence in sequences.values():
         for u, v in zip(sequence[:-1], sequence[1:]):

@@ -35,10 +35,13 @@ from ..config_types import Count, NonNegativeInt, PathLike, checked_arguments
 from ..errors import read_json, unique_keys
 from .taxonomy import Taxonomy
 from .validation import (AnnotationWarnings, as_int, as_seconds, check_fields,
-                         first_duplicates, normalized_name, temporal_order)
+                         file_stem_problem, first_duplicates, normalized_name, temporal_order)
 
 JSON_VIDEO_FIELDS = ('vid', 'task', 'steps', 'feature')  # our per-video JSON
 VIDEO_LIST_FIELDS = (('vid', 'task', 'length'), ('feature', 'task_id'))  # CrossTask, NIV
+COIN_RECORD_FIELDS = ('recipe_type', 'class', 'annotation', 'video_url', 'start', 'end',
+                      'duration', 'subset')  # every field of COIN.json's records
+COIN_STEP_FIELDS = ('id', 'segment', 'label')
 WINDOW_FIELDS = ('id', 'instruction_len')  # a window file's sample
 WINDOW_ID_FIELDS = ('vid', 'task', 'feature', 'legal_range', 'task_id', 'task_name', 'actions')
 
@@ -206,6 +209,9 @@ def read_video_list(path: PathLike, taxonomy: Taxonomy) -> List[dict]:
                                  'the video id (a non-empty string)')
             task = _task_of(path, f'entry {i}: field "task"', entry['task'], taxonomy)
             stem = f"{entry['task']}_{entry['vid']}"
+            if file_stem_problem(stem):
+                raise ValueError(f'{path}: entry {i}: fields "task", "vid" = {entry["task"]!r}, '
+                                 f'{entry["vid"]!r}: {file_stem_problem(stem)}')
             videos.append(dict(vid=str(entry['vid']), task=task, feature=stem, entry=i,
                                **({'length': entry['length']} if 'length' in entry else {})))
         elif isinstance(entry, dict) and 'feature' in entry and 'task_id' in entry:
@@ -367,6 +373,7 @@ def _iter_coin_records(path: Path):
             raise ValueError(f'{path}: entry {i} (vid {vid}): expected a record with '
                              f'"recipe_type", "class" and a list "annotation"; missing or '
                              f'wrong: {missing or ["annotation"]}')
+        check_fields(record, COIN_RECORD_FIELDS, f'{path}: entry {i} (vid {vid})')
         if 'subset' in record:  # a 'testing' video inside a training file: a leak
             first_subset = first_subset or (i, vid, record['subset'])
             if record['subset'] != first_subset[2]:
@@ -395,7 +402,11 @@ def _coin_video(path, i, vid, record, taxonomy, warnings=None) -> VideoAnnotatio
              for j, step in enumerate(record['annotation'])]
     check_step_order(path, vid, f'{where}: field "annotation"', [s for s, _, _ in steps],
                      warnings)
-    return VideoAnnotation(vid, task, f"{record['class']}_{task}_{vid}", steps, str(path))
+    stem = f"{record['class']}_{task}_{vid}"
+    if file_stem_problem(stem):
+        raise BadVideoError(vid, 'feature name is a path', f'{path}: {where} (vid {vid}): '
+                            f'{file_stem_problem(stem)}')
+    return VideoAnnotation(vid, task, stem, steps, str(path))
 
 
 def _coin_step(path, where, vid, step, task, taxonomy) -> Tuple[float, float, int]:
@@ -409,6 +420,7 @@ def _coin_step(path, where, vid, step, task, taxonomy) -> Tuple[float, float, in
                             f'{path}: {where} (vid {vid}) = {str(step)[:200]}: {err!r}; '
                             'expected {"id": "<COIN step id>", "segment": [start_s, end_s]}'
                             ) from None
+    check_fields(step, COIN_STEP_FIELDS, f'{path}: {where} (vid {vid})')
     where = f'{where} (field "id" = {raw!r}: action id {action} = COIN id - 1)'
     _check_step(path, vid, where, start, end, action, taxonomy)
     _check_action_task(path, vid, where, action, task, taxonomy)
@@ -447,6 +459,10 @@ def _task_of(path, where: str, key, taxonomy: Taxonomy) -> int:
 def _json_video(path, i, entry, taxonomy, warnings=None) -> VideoAnnotation:
     vid = str(entry['vid'])
     task = _task_of(path, f'entry {i} (vid {vid}): field "task"', entry['task'], taxonomy)
+    if file_stem_problem(_json_stem(entry)):
+        field = 'field "feature"' if 'feature' in entry else '"<task>_<vid>"'
+        raise BadVideoError(vid, 'feature name is a path', f'{path}: entry {i} (vid {vid}): '
+                            f'{field}: {file_stem_problem(_json_stem(entry))}')
     if not isinstance(entry['steps'], list):
         raise BadVideoError(vid, 'annotation row does not parse',
                             f'{path}: entry {i} (vid {vid}): field "steps" must be a list of '

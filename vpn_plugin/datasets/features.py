@@ -15,7 +15,6 @@ Pickled payloads (raw pickles, object ``.npy`` files and object npz members) are
 ``safe_pickle.SafeUnpickler``: numpy arrays, numbers and strings only, no code from the file
 runs; any other global is refused with an error naming the file and the global.
 """
-import json
 import os
 import zipfile
 from pathlib import Path
@@ -26,9 +25,12 @@ from ..config_types import Count, PathLike, checked_arguments
 from .annotations import BadVideoError
 from .safe_pickle import RefusedGlobalError, safe_load
 from .validation import check_real_floats
+from ..video.recipe import (ROW_SECONDS_TOLERANCE, recipe_dict,  # noqa: F401
+                            row_seconds_problem)
 from vpn_plugin.errors import NPY_MAGIC, ZIP_MAGIC, path_kind, tool_command, what_the_file_is
 
 FEATURE_KEY = 'frames_features'
+TIME_STEP_KEYS = ('recipe', 'native_fps')  # an extraction's record of a row's seconds
 SYNTHETIC_DATASETS = ('crosstask', 'niv', 'coin')
 
 
@@ -89,9 +91,12 @@ def require_feature_file(path: PathLike, vid: str = '', fix_hint: str = '') -> P
     if kind is None:  # find_feature_file looked for the .npz first
         nor = f' (nor {path.stem}.npz)' if path.suffix == '.npy' else ''
         if path.is_symlink():  # it is listed by ls: say where it points
+            target = os.readlink(path)
+            why = ('is itself a link: the links form a loop' if os.path.islink(
+                path.parent / target) else 'does not exist')
             raise BadVideoError(vid, 'missing feature file', f'feature file {path}{of_video} '
-                                f'is a broken symbolic link to {os.readlink(path)}, which does '
-                                'not exist; expected a link to a feature file')
+                                f'is a broken symbolic link to {target}, which {why}; expected '
+                                'a link to a feature file')
         raise BadVideoError(vid, 'missing feature file', f'feature file {path} does not exist'
                             f'{nor}{of_video}. {fix_hint}'.rstrip())
     if kind != 'a regular file':
@@ -101,39 +106,10 @@ def require_feature_file(path: PathLike, vid: str = '', fix_hint: str = '') -> P
     return path
 
 
-ROW_SECONDS_TOLERANCE = 0.1  # "about one per second": chunk 32 at 30 fps (1.07 s) still reads
-
-
-def row_seconds_problem(recipe) -> str:
-    """'' when a frame recipe (``{'fps', 'chunk', ...}``, or its JSON text as extraction records
-    it in a feature file's ``recipe`` field) gives about one feature row per second, the time
-    base of every annotation and plan time (row t = second t; the public features: 16 frames
-    at 16 fps); else what it gives instead. A recipe without a known fps (the file's own
-    frames) cannot be told."""
-    if isinstance(recipe, np.ndarray) and recipe.ndim == 0:
-        recipe = recipe.item()
-    if isinstance(recipe, (str, bytes)):
-        try:
-            recipe = json.loads(recipe)
-        except ValueError:
-            return ''
-    if not isinstance(recipe, dict):
-        return ''
-    fps, chunk = recipe.get('fps'), recipe.get('chunk')
-    if not isinstance(fps, (int, float)) or not isinstance(chunk, (int, float)) or fps <= 0:
-        return ''
-    seconds = chunk / fps
-    if abs(seconds - 1) <= ROW_SECONDS_TOLERANCE:
-        return ''
-    return (f'frame recipe chunk {chunk:g} at {fps:g} fps: one feature row per {seconds:g} s; '
-            'expected one row per second (chunk = fps, as the public features: 16 frames at '
-            '16 fps), the time base of annotations and plan times (row t = second t)')
-
-
 def checked_frames(record: dict, path, frame_dim: int, vid: str = '') -> np.ndarray:
     """A record's ``frames_features`` (L, D) float32, checked: 2-D, D = frame_dim, finite, and
     one row per second when the record says its frame recipe (:func:`row_seconds_problem`)."""
-    problem = row_seconds_problem(record['recipe']) if 'recipe' in record else ''
+    problem = time_step_problem(record)
     if problem:
         raise BadVideoError(vid, 'features of another time step',
                             f'{path}: field "recipe": {problem}')
@@ -148,6 +124,25 @@ def checked_frames(record: dict, path, frame_dim: int, vid: str = '') -> np.ndar
                             f'{path}: field "{FEATURE_KEY}" has NaN/inf values in frames '
                             f'{bad[:10].tolist()} ({len(bad)} frames)')
     return np.require(frames, np.float32, ['C', 'W'])  # a writable copy only when needed
+
+
+def time_step_problem(record: dict) -> str:
+    """'' unless the record's extraction fields say its rows are not about one second each: its
+    ``recipe`` (:func:`row_seconds_problem`), judged at its ``native_fps`` for a recipe of the
+    video's own frames (``--native-fps``; a record of such a recipe without ``native_fps``,
+    written before extraction recorded it, cannot be told and is refused)."""
+    if 'recipe' not in record:
+        return ''
+    native = record.get('native_fps')
+    native = float(np.asarray(native)) if native is not None else None
+    problem = row_seconds_problem(record['recipe'], native)
+    if problem or native is not None:
+        return problem
+    if (recipe_dict(record['recipe']) or {}).get('fps', 0) is None:
+        return ('frame recipe of the video\'s own frames (fps null, --native-fps) and no field '
+                '"native_fps": the seconds of a row cannot be told (16 frames at 30 fps are '
+                '0.53 s); remove it and extract it again: extraction now records the rate')
+    return ''
 
 
 def frames_of(record: dict, path, vid: str = '') -> np.ndarray:
@@ -227,8 +222,9 @@ def _read_npz(f, frames_only: bool) -> dict:
         if not members:  # e.g. a torch.save file (data.pkl, data/0, ...)
             raise ValueError(f'a zip archive without .npy members (it holds '
                              f'{archive.namelist()[:5]}: a torch.save file?)')
-        if frames_only and f'{FEATURE_KEY}.npy' in members:
-            members = [f'{FEATURE_KEY}.npy']
+        if frames_only and f'{FEATURE_KEY}.npy' in members:  # and what says a row's time
+            members = [f'{name}.npy' for name in (FEATURE_KEY,) + TIME_STEP_KEYS
+                       if f'{name}.npy' in members]
         record = {}
         for name in members:
             with archive.open(name) as member:

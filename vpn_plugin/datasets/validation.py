@@ -86,6 +86,18 @@ def normalized_name(name) -> str:
     return re.sub(r'[^0-9a-z]', '', str(name).lower())
 
 
+def file_stem_problem(stem: str) -> str:
+    """'' when ``stem`` (a video's feature file name without extension) names a file in the
+    feature folder; else why not: a stem with a folder separator or '..' would read, and the
+    synthetic-feature tool write, a file outside it (``../../other/features/x`` replaced
+    ``other/features/x.npz``)."""
+    if stem in ('', '.', '..') or '/' in stem or '\\' in stem or '\0' in stem:
+        return (f'feature file name {stem!r} is no file name of the feature folder (it holds '
+                "a '/', '\\' or is '', '.' or '..'): expected a plain file name (rename the "
+                'video id or give "feature")')
+    return ''
+
+
 def check_fields(record: dict, known, where: str) -> None:
     """A record of an annotation file holds only the ``known`` fields (a field of the user's
     own starts with ``_``): a misspelled field (``"featur"``) would be ignored and its default

@@ -66,13 +66,7 @@ def state_texts(action_names: Sequence[str], action_task_names: Sequence[str],
     Returns:
         ``(before, after)``: N lists of S sentences each (S is the same for all actions).
     """
-    descriptions = read_json(descriptions_file, 'state descriptions',
-                             object_pairs_hook=unique_keys(descriptions_file, 'state descriptions'))
-    if not isinstance(descriptions, dict):
-        raise ValueError(f'{descriptions_file}: holds a {type(descriptions).__name__}; expected '
-                         '{task name: {action name: {"before": [...], "after": [...]}}}')
-    by_task = _by_normalized_name(descriptions_file, descriptions, 'task', lambda actions: (
-        _by_normalized_name(descriptions_file, actions, 'action')))
+    _, by_task = _read_descriptions(descriptions_file)
     from ..datasets.validation import as_sentences
     before, after = [], []
     for action_id, (action, task) in enumerate(zip(action_names, action_task_names)):
@@ -88,6 +82,31 @@ def state_texts(action_names: Sequence[str], action_task_names: Sequence[str],
         raise ValueError(f'{descriptions_file}: actions have different numbers of state '
                          f'descriptions {sorted(sizes)}; expected the same count for all')
     return before, after
+
+
+def unused_descriptions(action_names: Sequence[str], action_task_names: Sequence[str],
+                        descriptions_file: str) -> List[str]:
+    """'task / action' of each entry of ``descriptions_file`` that no action of the taxonomy
+    reads (:func:`state_texts`): another dataset's tasks, or names the taxonomy spells
+    otherwise."""
+    descriptions, by_task = _read_descriptions(descriptions_file)
+    used = {id(_find_description(by_task, task, action))
+            for action, task in zip(action_names, action_task_names)}
+    return [f'{task} / {action}' for task, actions in descriptions.items()
+            for action, entry in actions.items() if id(entry) not in used]
+
+
+def _read_descriptions(descriptions_file) -> Tuple[dict, dict]:
+    """(the file's ``{task: {action: entry}}``, the same ``{normalized task: {normalized
+    action: entry}}``)."""
+    descriptions = read_json(descriptions_file, 'state descriptions',
+                             object_pairs_hook=unique_keys(descriptions_file, 'state descriptions'))
+    if not isinstance(descriptions, dict):
+        raise ValueError(f'{descriptions_file}: holds a {type(descriptions).__name__}; expected '
+                         '{task name: {action name: {"before": [...], "after": [...]}}}')
+    by_task = _by_normalized_name(descriptions_file, descriptions, 'task', lambda actions: (
+        _by_normalized_name(descriptions_file, actions, 'action')))
+    return descriptions, by_task
 
 
 def _by_normalized_name(path, entries, kind: str, value=lambda entry: entry) -> dict:

@@ -521,7 +521,36 @@ def plot_curves(rows, x_key: str, metric: str, out_stem, *, group_key: str | Non
                    ncol=min(len(labels), 2 if width == ONE_COLUMN else 4),
                    title=footnote(ci_label('Bands', seeds), marks.notes(width)),
                    title_fontsize=6.5)
+        for ax in axes[0]:
+            thin_tick_labels(ax)
         return save_figure(fig, out_stem)
+
+
+TICK_LABEL_GAP = 3.0  # points between two x tick labels (:func:`thin_tick_labels`)
+
+
+def thin_tick_labels(ax, gap: float = TICK_LABEL_GAP) -> None:
+    """Blank the x tick labels that would touch a neighbour (0.05 and 0.1 on a linear axis of
+    0..1): from the left, a label is kept when it lies ``gap`` points clear of the last kept
+    one; the last label is always kept (the one before it gives way). Every tick mark stays."""
+    fig = ax.figure
+    fig.canvas.draw()
+    renderer = fig.canvas.get_renderer()
+    ticks = list(ax.get_xticks())
+    texts = [label.get_text() for label in ax.get_xticklabels()]
+    spans = [(label.get_window_extent(renderer).x0, label.get_window_extent(renderer).x1)
+             for label in ax.get_xticklabels()]
+    pad = gap * fig.dpi / 72
+    kept = []
+    for index in sorted(range(len(ticks)), key=lambda i: ticks[i]):
+        if not texts[index]:
+            continue
+        while kept and spans[kept[-1]][1] + pad > spans[index][0] \
+                and ticks[index] == max(ticks):
+            kept.pop()  # the last label stays, the one before it gives way
+        if not kept or spans[kept[-1]][1] + pad <= spans[index][0]:
+            kept.append(index)
+    ax.set_xticks(ticks, [text if i in kept else '' for i, text in enumerate(texts)])
 
 
 # ----------------------------------------------------------------- sample efficiency
@@ -1194,9 +1223,10 @@ def plot_error_overlap(overlaps: list[Overlap], out_stem) -> list[Path]:
     aspect = (ylim[1] - ylim[0]) / (VENN_XLIM[1] - VENN_XLIM[0])
     marks = Marks.merge([o.marks for o in overlaps])
     with paper_style() as plt:
-        fig, axes = plt.subplots(1, len(overlaps), figsize=(width, 0.9 * panel * aspect + 0.2),
+        fig, axes = plt.subplots(1, len(overlaps), figsize=(width, 0.9 * panel * aspect + 0.35),
                                  squeeze=False, layout='constrained')
-        fig.get_layout_engine().set(w_pad=0.01, h_pad=0.01, wspace=0.0)
+        # h_pad: the note line (supxlabel) 3 points and more below the panels' lowest text
+        fig.get_layout_engine().set(w_pad=0.01, h_pad=0.05, wspace=0.0)
         colour = distinct_colours([m for o in overlaps for m in (o.reference, o.method)])
         for ax, o in zip(axes[0], overlaps):
             _venn_panel(ax, o, colour, ylim)

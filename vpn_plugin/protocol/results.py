@@ -247,7 +247,15 @@ def row_from_dict(record: dict, source: str = '<dict>') -> ResultRow:
     values = {name: value for name, value in record.items() if value is not None}
     values['metrics'] = {name: float(value) for name, value in record['metrics'].items()}
     values['shortened'] = _as_shortened(record.get('shortened'))
-    return ResultRow(**values)
+    row = ResultRow(**values)
+    row.read_from = source  # not a field: never written, no part of the row's identity
+    return row
+
+
+def row_source(row: ResultRow) -> str:
+    """Where ``row`` was read (``results.jsonl:3``, :func:`row_from_dict`; '' for a row built
+    in memory), for messages that name the row."""
+    return getattr(row, 'read_from', '')
 
 
 def _as_shortened(value) -> str:
@@ -646,7 +654,10 @@ def rename_methods(rows: list[ResultRow], renames: list[str], known=None) -> lis
         if new in present and new != old and new not in mapping:
             raise ValueError(f'rename {old}={new}: {new!r} is already a method of the results; '
                              'two methods would merge into one row')
-    return [replace(r, method=renamed(r, mapping)) for r in rows]
+    renamed_rows = [replace(r, method=renamed(r, mapping)) for r in rows]
+    for new, row in zip(renamed_rows, rows):
+        new.read_from = row_source(row)
+    return renamed_rows
 
 
 def renamed(row: ResultRow, mapping: dict) -> str:
@@ -681,15 +692,19 @@ ROW_DATASETS = KNOWN_DATASETS + ('egoper',)
 def check_rows_match_configs(rows: list[ResultRow]) -> None:
     """A row that names a config file (found from here) must have been run at its horizon
     and on its dataset: the config's ``horizon`` is the row's training horizon
-    (``train_horizon``, else ``horizon``; a row without ``train_horizon`` may also be at the
-    config's ``test_horizon``), and a config whose test data_root ends with a dataset of
+    (``train_horizon``, else ``horizon``), and a config whose test data_root ends with a dataset of
     :data:`KNOWN_DATASETS` is that dataset (the row's ``settings.cfg_options`` merged first:
-    a union model tested on one of its datasets). ``ValueError`` naming both; a config not
-    found here (a model name, another machine's path) is not compared."""
+    a union model tested on one of its datasets). A config that trains at one horizon and tests
+    at another (``configs/vpn_niv_t6_eval_t3.py``) needs the row's ``train_horizon``: with
+    ``null`` it would pass as a plain cell of its test horizon. ``ValueError`` naming the row
+    (file:line when read from one) and the config's values; a config not found here (a model
+    name, another machine's path) is not compared. The config's code is run only for a config
+    of this repository's ``configs/`` (``data_paths.read_config_safely``)."""
     for row in rows:
         options = (row.settings or {}).get('cfg_options') or {}
-        where = (f'row of {row.method!r} (seed {row.seed}, dataset {row.dataset!r}, T='
-                 f'{row.horizon}, train_horizon={row.train_horizon}) names config {row.config}')
+        where = (f'{row_source(row) + ": " if row_source(row) else ""}row of {row.method!r} '
+                 f'(seed {row.seed}, dataset {row.dataset!r}, T={row.horizon}, '
+                 f'train_horizon={json.dumps(row.train_horizon)}) names config {row.config}')
         try:
             facts = _config_facts(row.config, json.dumps(options, sort_keys=True, default=str))
         except Exception as error:  # the config (or the row's cfg_options on it) does not load
@@ -700,9 +715,18 @@ def check_rows_match_configs(rows: list[ResultRow]) -> None:
         if facts is None:
             continue
         horizon, test_horizon, dataset = facts
-        allowed = {horizon} if row.train_horizon is not None else {horizon, test_horizon}
         trained = row.train_horizon if row.train_horizon is not None else row.horizon
-        if horizon is not None and trained not in allowed:
+        if horizon is not None and row.train_horizon is None and row.horizon != horizon \
+                and row.horizon == test_horizon:
+            raise ValueError(f'{where}, which trains at horizon = {horizon} and tests at '
+                             f'test_horizon = {test_horizon}, but the row says train_horizon='
+                             f'null (trained at its own T={row.horizon}): it would be shown as a '
+                             f'plain T={row.horizon} cell beside the models trained at '
+                             f'T={row.horizon} (a planner without parameters counts its PKG on '
+                             f'the training windows of horizon = {horizon} too); expected '
+                             f'train_horizon: {horizon} in the row (shown as '
+                             f'"{row.method} (train T={horizon})")')
+        if horizon is not None and trained != horizon:
             field_name = 'train_horizon' if row.train_horizon is not None else 'horizon'
             raise ValueError(f'{where}, whose horizon = {horizon}'
                              + (f' (test_horizon = {test_horizon})'
@@ -723,16 +747,22 @@ def _config_facts(config: str, options_json: str):
     if not config or not Path(config).is_file() or Path(config).suffix not in (
             '.py', '.json', '.yaml', '.yml'):
         return None
-    from vpn_plugin.data_paths import read_config_file
-    cfg = read_config_file(config)
+    from vpn_plugin.data_paths import UNREAD, read_config_safely
+    cfg = read_config_safely(config)
     options = json.loads(options_json)
     if options:
         cfg.merge_from_dict(options)
     horizon = cfg.get('horizon')
     test_horizon = cfg.get('test_horizon') or horizon
-    dataset = ((cfg.get('test_dataloader') or {}).get('dataset') or {})
+    for name, value in (('horizon', horizon), ('test_horizon', test_horizon)):
+        if value is UNREAD:
+            raise ValueError(f'{config}: {name} is not a literal (a config outside the '
+                             "repository's configs/ folder is read without running its code); "
+                             f'expected {name} = <integer> in the file or its _base_ files')
+    loader = cfg.get('test_dataloader')
+    dataset = loader.get('dataset') if hasattr(loader, 'get') else None
     root = dataset.get('data_root') if hasattr(dataset, 'get') else None
-    name = Path(str(root)).name.lower() if isinstance(root, str) else ''
+    name = Path(root).name.lower() if isinstance(root, str) else ''
     return horizon, test_horizon, name if name in KNOWN_DATASETS else ''
 
 

@@ -16,7 +16,7 @@ from typing import Iterator, Optional, Tuple
 import numpy as np
 
 from ..errors import path_kind
-from .recipe import FrameRecipe
+from .recipe import FrameRecipe, row_seconds_problem
 
 
 class UnreadableVideoError(ValueError):
@@ -54,6 +54,7 @@ def iter_frame_blocks(path, recipe: FrameRecipe, block_frames: int,
     path = Path(path)
     if header is None:
         header = probe_video(path)
+    check_time_step(path, header, recipe)
     frame_bytes = recipe.size * recipe.size * 3
     with tempfile.TemporaryFile() as errors:  # ffmpeg's messages: unnamed, in $TMPDIR
         process = subprocess.Popen(ffmpeg_command(path, recipe), stdout=subprocess.PIPE,
@@ -160,14 +161,36 @@ def expected_frames(header: VideoHeader, recipe: FrameRecipe) -> Optional[int]:
     """The frames decoding the file with ``recipe`` will give, from its stated duration x
     ``recipe.fps`` (the file's own frames: the rate its video stream states); None when the
     file states neither. An estimate, for progress lines."""
-    fps = recipe.fps
-    if fps is None:  # the file's own frames: the rate its video stream states
-        stated = (STREAM_FPS.search(s) for s in header.streams if s.startswith('Video:'))
-        found = next((m for m in stated if m), None)
-        fps = float(found.group(1)) if found else None
+    fps = recipe.fps if recipe.fps is not None else stream_fps(header)
     if fps is None or header.seconds is None:
         return None
     return math.ceil(header.seconds * fps)
+
+
+def stream_fps(header: VideoHeader) -> Optional[float]:
+    """The frame rate the file's video stream states (``ffmpeg -i``: '30 fps'); None when it
+    states none."""
+    stated = (STREAM_FPS.search(s) for s in header.streams if s.startswith('Video:'))
+    found = next((m for m in stated if m), None)
+    return float(found.group(1)) if found else None
+
+
+def check_time_step(path, header: VideoHeader, recipe: FrameRecipe) -> None:
+    """``UnreadableVideoError`` unless ``recipe`` gives about one feature row per second of
+    this video: with the file's own frames (``recipe.fps`` None, ``--native-fps``) a row is
+    ``recipe.chunk`` frames at the rate the video states (16 at 30 fps: 0.53 s, which every
+    reader would take for a second); a file that states no rate cannot be told."""
+    if recipe.fps is not None:
+        return  # the recipe alone says it (refused before any video: row_seconds_problem)
+    fps = stream_fps(header)
+    if fps is None:
+        raise UnreadableVideoError(path, 'its video stream states no frame rate, so the '
+                                         'seconds of a feature row of its own frames '
+                                         '(--native-fps) cannot be told; give --fps')
+    problem = row_seconds_problem(recipe.as_dict(), fps)
+    if problem:
+        raise UnreadableVideoError(path, f'{problem}: give --fps {recipe.chunk} (its frames '
+                                         f'resampled to {recipe.chunk} per second)')
 
 
 def decode_video(path, recipe: FrameRecipe = FrameRecipe()) -> np.ndarray:

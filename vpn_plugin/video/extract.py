@@ -6,7 +6,8 @@
 * Decoding runs in DataLoader workers (:class:`VideoBlocks`), which stream each video as blocks
   of whole chunks; the network embeds them in the main process, ``batch_chunks`` at a time.
 * Output: ``<out>/<name>.npz`` (``np.savez``: ``frames_features`` (N, 512) float32, one row
-  per 16-frame chunk, plus ``num_frames``, ``recipe``, ``weights``, ``usable``, ``source``),
+  per 16-frame chunk, plus ``num_frames``, ``recipe``, ``weights``, ``usable``, ``source``;
+  ``native_fps`` for a recipe of the video's own frames: the rate its stream states),
   the layout ``vpn_plugin.datasets.features`` reads, so ``--feature-dir <out>`` works as is.
   ``name`` is the video's file stem (``naming='parent_stem'``: ``<folder>_<stem>``, e.g.
   CrossTask's ``<task>_<vid>`` from ``videos/<task>/<vid>.mp4``).
@@ -19,7 +20,8 @@
   only the videos in flight. ``<out>/extraction.json`` holds the recipe and weights; a run with
   another recipe or weights into the same folder is refused.
 * A video that cannot be decoded leaves no file; it is listed with the reason in
-  ``<out>/failures.tsv`` (``failures.rank<r>.tsv`` per process, merged by rank 0).
+  ``<out>/failures.tsv`` (``failures.rank<r>.tsv`` per process, merged by rank 0; a tab or
+  newline of the path escaped: :func:`tsv_field`).
 """
 from __future__ import annotations
 
@@ -42,7 +44,8 @@ from ..errors import (OutputWriteError, check_folder_target, path_kind, read_jso
                       write_text_atomically)
 from ..progress import StepProgress
 from .chunking import chunk_count, embed_frames
-from .decode import UnreadableVideoError, expected_frames, iter_frame_blocks, probe_video
+from .decode import (UnreadableVideoError, expected_frames, iter_frame_blocks, probe_video,
+                     stream_fps)
 from .recipe import FrameRecipe
 
 VIDEO_EXTENSIONS = ('.mp4', '.webm', '.mkv', '.avi', '.mov', '.m4v', '.mpg', '.mpeg', '.flv')
@@ -120,7 +123,8 @@ def _identity(item):
 
 
 class VideoBlocks(IterableDataset):
-    """Yields ``dict(index, frames (n, S, S, 3) uint8, last, error, expected)`` per block of
+    """Yields ``dict(index, frames (n, S, S, 3) uint8, last, error, expected[, native_fps])``
+    (``native_fps``: the rate the video states, for a recipe of its own frames) per block of
     each video (``index`` into ``videos``; ``expected``: the chunks its header promises, None
     when unknown); a video that fails yields one item with ``error`` set (its earlier blocks
     are to be discarded). Workers split the videos ``[worker::workers]``."""
@@ -139,6 +143,8 @@ class VideoBlocks(IterableDataset):
                 frames = expected_frames(header, self.recipe)
                 item['expected'] = None if frames is None else chunk_count(frames,
                                                                            self.recipe.chunk)
+                if self.recipe.fps is None:  # the rows' time step (checked when decoding)
+                    item['native_fps'] = stream_fps(header)
                 pending, damage = None, []  # one block of lookahead: the last one is marked
                 for frames in iter_frame_blocks(self.videos[index], self.recipe, block_frames,
                                                 header, damage):
@@ -251,6 +257,9 @@ def check_finished(path: Path, recipe: FrameRecipe, extra: Optional[dict] = None
             if found != recipe.as_dict():
                 raise ValueError(f'extracted with the recipe {found}, this run asks for '
                                  f'{recipe.as_dict()}')
+            if recipe.fps is None and 'native_fps' not in archive.files:
+                raise ValueError('the video\'s own frames without the rate they were judged '
+                                 'at (native_fps): written before extraction recorded it')
             if extra and 'usable' in extra and 'usable' in archive.files \
                     and bool(archive['usable']) != bool(extra['usable']):
                 raise ValueError(f'usable={bool(archive["usable"])} (random weights: False), '
@@ -403,7 +412,7 @@ def extract_videos(network: Callable, videos: Sequence[Path], out_dir, recipe: F
         if item['error']:
             done = sum(len(part) for part in rows.pop(index, []))
             result.failed[str(video)] = item['error']
-            _append_line(failures, f'{video}\t{_one_line(item["error"])}')
+            _append_line(failures, f'{tsv_field(str(video))}\t{_one_line(item["error"])}')
             progress.video_done(index, done)
             continue
         frames = item['frames']
@@ -419,6 +428,8 @@ def extract_videos(network: Callable, videos: Sequence[Path], out_dir, recipe: F
                      source=np.str_(str(video)), video_bytes=np.int64(Path(video).stat().st_size),
                      **video_identity(Path(video)),
                      recipe=np.str_(json.dumps(recipe.as_dict(), sort_keys=True)),
+                     **({} if item.get('native_fps') is None else
+                        dict(native_fps=np.float64(item['native_fps']))),
                      **(extra or {}), **(dict(damage=np.str_(item['damage']))
                                          if item['damage'] else {})))
             result.done.append(name)
@@ -475,6 +486,14 @@ def _append_line(path: Path, line: str) -> None:
         raise OutputWriteError(f'cannot write the failure list {path}: '
                                f'{error.strerror or error} (free disk space and run again)'
                                ) from error
+
+
+def tsv_field(text: str) -> str:
+    """``text`` as one field of a line of ``failures.tsv``: a backslash, tab, newline or
+    carriage return of a file name written ``\\\\``, ``\\t``, ``\\n``, ``\\r`` (a video named
+    with a newline was two failure lines, and the run counted two failed videos)."""
+    return (text.replace('\\', '\\\\').replace('\t', '\\t').replace('\n', '\\n')
+            .replace('\r', '\\r'))
 
 
 def _one_line(text: str) -> str:

@@ -8,7 +8,10 @@ non-overlapping 16-frame chunks, the last one padded with black; uint8 / 255, no
 from __future__ import annotations
 
 import dataclasses
+import json
 from typing import Optional
+
+import numpy as np
 
 from ..errors import POSITIVE_FLOAT, POSITIVE_INT
 
@@ -16,6 +19,7 @@ CROPS = ('center', 'none')
 MAX_FPS = 1000  # a frame per millisecond: more only repeats decoded frames
 MAX_SIZE = 1024
 DEFAULT_FPS = 16.0
+ROW_SECONDS_TOLERANCE = 0.1  # "about one per second": chunk 32 at 30 fps (1.07 s) still reads
 
 
 @dataclasses.dataclass(frozen=True)
@@ -92,3 +96,41 @@ def recipe_from_args(args) -> FrameRecipe:
     return FrameRecipe(fps=fps, crop=args.crop,
                        size=args.size, jpeg_quality=args.jpeg_quality or None,
                        chunk=args.chunk)
+
+
+def row_seconds_problem(recipe, native_fps: Optional[float] = None) -> str:
+    """'' when a frame recipe (``{'fps', 'chunk', ...}``, or its JSON text as extraction records
+    it in a feature file's ``recipe`` field) gives about one feature row per second, the time
+    base of every annotation and plan time (row t = second t; the public features: 16 frames
+    at 16 fps); else what it gives instead. A recipe without an fps (the file's own frames,
+    ``--native-fps``) is judged at ``native_fps``, the rate the video states
+    (``decode.check_time_step``); without it, it cannot be told here."""
+    recipe = recipe_dict(recipe)
+    if recipe is None:
+        return ''
+    fps, chunk = recipe.get('fps'), recipe.get('chunk')
+    native = fps is None and native_fps is not None
+    if native:
+        fps = native_fps
+    if not isinstance(fps, (int, float)) or not isinstance(chunk, (int, float)) or fps <= 0:
+        return ''
+    seconds = chunk / fps
+    if abs(seconds - 1) <= ROW_SECONDS_TOLERANCE:
+        return ''
+    rate = f"the file's own {fps:g} fps (--native-fps)" if native else f'{fps:g} fps'
+    return (f'frame recipe chunk {chunk:g} at {rate}: one feature row per {seconds:.4g} s; '
+            'expected one row per second (chunk = fps, as the public features: 16 frames at '
+            '16 fps), the time base of annotations and plan times (row t = second t)')
+
+
+def recipe_dict(recipe) -> Optional[dict]:
+    """A recorded frame recipe (a dict, its JSON text, or a 0-d array of it) as a dict; None
+    when it is none of these."""
+    if isinstance(recipe, np.ndarray) and recipe.ndim == 0:
+        recipe = recipe.item()
+    if isinstance(recipe, (str, bytes)):
+        try:
+            recipe = json.loads(recipe)
+        except ValueError:
+            return None
+    return recipe if isinstance(recipe, dict) else None

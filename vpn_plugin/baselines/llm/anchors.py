@@ -41,6 +41,11 @@ def load_anchor_predictions(path: PathLike, num_samples: Count | None,
     if not isinstance(record, dict):
         raise ValueError(f'{path}: holds a {type(record).__name__}; expected {{"first": [...], '
                          '"last": [...]}')
+    unknown = sorted(set(record) - {'first', 'last'})
+    if unknown:  # dropped, they would go unread without a word
+        raise ValueError(f'{path}: holds field(s) {unknown} besides "first" and "last"; '
+                         'expected only the step model\'s first and last actions (as '
+                         '--save-anchors writes them)')
     return tuple(_anchor_array(record, key, path, num_samples, num_actions)
                  for key in ('first', 'last'))
 

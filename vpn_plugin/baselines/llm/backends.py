@@ -67,6 +67,12 @@ class RequestFailedError(RuntimeError):
         self.kind = kind
 
 
+def _warn(message: str) -> None:
+    """A line on stderr that a progress bar in flight does not swallow (tqdm's write)."""
+    from tqdm import tqdm
+    tqdm.write(message, file=sys.stderr)
+
+
 class ResponseCache:
     """One JSON file per request under ``root``, keyed by a hash of everything that changes a
     reply: the endpoint (base URL or local model path), model, messages and sampling params.
@@ -140,35 +146,49 @@ class ResponseCache:
                                      sort_keys=True))
 
     def checksum(self, key: str, request: dict, text: str, prompt_tokens,
-                 completion_tokens) -> str:
-        """HMAC-SHA256, with the cache's secret key, of the reply bound to its request."""
+                 completion_tokens, usage_reported: bool = True) -> str:
+        """HMAC-SHA256, with the cache's secret key, of the reply bound to its request. A reply
+        whose endpoint sent no token counts (``usage_reported`` False) signs that too, so that
+        neither a true nor a false "no usage reported" can be written in by hand (the entries
+        of replies with usage sign what they signed before)."""
         import hmac
-        blob = json.dumps([key, request, text, prompt_tokens, completion_tokens],
-                          ensure_ascii=False, sort_keys=True)
+        fields = [key, request, text, prompt_tokens, completion_tokens]
+        if not usage_reported:
+            fields.append({'usage_reported': False})
+        blob = json.dumps(fields, ensure_ascii=False, sort_keys=True)
         return hmac.new(self._secret, blob.encode('utf-8'), hashlib.sha256).hexdigest()
 
     def _path(self, key: str) -> Path:
         return self.root / key[:2] / f'{key}.json'
 
+    def holds(self, key: str) -> bool:
+        """Whether an entry (of any content, even a damaged one) stands at ``key``'s path."""
+        path = self._path(key)
+        return path.exists() or path.is_symlink()
+
     def get(self, key: str, request: dict | None = None) -> ChatReply | None:
         """The cached reply of ``key`` (sent as ``request``, :meth:`request_record`);
         ``None`` when absent, corrupt or not this request's (then named and discarded)."""
         path = self._path(key)
+        if path.is_dir() and not path.is_symlink():  # os.replace could never write it
+            raise IsADirectoryError(f'reply cache entry {path} is a folder; expected a JSON '
+                                    'file written by this cache (remove the folder: the request '
+                                    'is sent again)')
         if not path.is_file():
             return None
         try:
             entry = json.loads(path.read_text(encoding='utf-8'))
             reply = checked_reply(entry['text'], entry['prompt_tokens'],
                                   entry['completion_tokens'], cached=True)
-            reply.usage_reported = bool(entry.get('usage_reported', True))
+            reply.usage_reported = entry.get('usage_reported', True)
             problem = self._mismatch(entry, key, request)
         except (ValueError, KeyError, TypeError) as err:  # JSON, fields, checked_reply
             problem = repr(err)
         if problem is None:
             return reply
         path.unlink()
-        print(f'warning: discarded the corrupt cache entry {path} ({problem}); the request is '
-              'sent again', file=sys.stderr)
+        _warn(f'warning: discarded the corrupt cache entry {path} ({problem}); the request is '
+              'sent again')
         return None
 
     def _mismatch(self, entry: dict, key: str, request: dict | None) -> str | None:
@@ -179,6 +199,9 @@ class ResponseCache:
         if entry.get('checksum_kind') != CHECKSUM_KIND:
             return ('its checksum is not keyed with this cache\'s secret key (written by an '
                     'older version, or by hand)')
+        if not isinstance(entry.get('usage_reported', True), bool):
+            return (f'its usage_reported is {entry["usage_reported"]!r}; expected true or false '
+                    '(written by hand)')
         if entry['key'] != key:
             return f'it holds the reply to another request (key {str(entry["key"])[:12]}...)'
         if request is not None and entry['request'] != request:
@@ -187,7 +210,7 @@ class ResponseCache:
             return f'it was answered for another request: {", ".join(fields)} differ'
         import hmac
         expected = self.checksum(key, entry['request'], entry['text'], entry['prompt_tokens'],
-                                 entry['completion_tokens'])
+                                 entry['completion_tokens'], entry.get('usage_reported', True))
         if not hmac.compare_digest(str(entry['checksum']), expected):
             return ('its reply was edited after it was written, or the entry was not written '
                     'with this cache\'s secret key (checksum mismatch)')
@@ -196,7 +219,8 @@ class ResponseCache:
     @contextlib.contextmanager
     def locked(self, key: str):
         from vpn_plugin.locks import exclusive_lock
-        with exclusive_lock(self._path(key).with_suffix('.lock')):
+        with exclusive_lock(self._path(key).with_suffix('.lock'),
+                            what=f'the reply cache entry {key[:12]}...'):
             yield
 
     def put(self, key: str, reply: ChatReply, request: dict | None = None) -> None:
@@ -205,7 +229,7 @@ class ResponseCache:
         tmp = path.with_suffix(f'.tmp{os.getpid()}.{threading.get_ident()}')
         request = request or {}
         checksum = self.checksum(key, request, reply.text, reply.prompt_tokens,
-                                 reply.completion_tokens)
+                                 reply.completion_tokens, reply.usage_reported)
         tmp.write_text(json.dumps({'text': reply.text, 'prompt_tokens': reply.prompt_tokens,
                                    'completion_tokens': reply.completion_tokens, 'key': key,
                                    'request': request, 'checksum': checksum,
@@ -216,11 +240,13 @@ class ResponseCache:
 
 
 class UsageCounter:
-    """Thread-safe counts of requests, retries and tokens (fresh vs from the cache)."""
+    """Thread-safe counts of requests, retries and tokens (fresh vs from the cache);
+    ``cache_discarded``: cached replies found damaged, edited or not their request's
+    (:meth:`ResponseCache.get`), discarded and asked again (paid again)."""
 
-    FIELDS = ('requests', 'retries', 'failed', 'cache_hits', 'prompt_tokens',
-              'completion_tokens', 'cached_prompt_tokens', 'cached_completion_tokens',
-              'replies_without_usage')
+    FIELDS = ('requests', 'retries', 'failed', 'cache_hits', 'cache_discarded',
+              'prompt_tokens', 'completion_tokens', 'cached_prompt_tokens',
+              'cached_completion_tokens', 'replies_without_usage')
 
     def __init__(self):
         self._lock = threading.Lock()
@@ -271,7 +297,10 @@ class CachedChatBackend:
         with self._locks_guard:
             lock = self._key_locks.setdefault(key, threading.Lock())
         with lock, self.cache.locked(key):
+            held = self.cache.holds(key)
             reply = self.cache.get(key, request)
+            if reply is None and held:  # an entry stood there and was discarded
+                self.usage.add(cache_discarded=1)
             if reply is None:
                 reply = self._request(messages)
                 if not reply.truncated:  # a cut-off reply is asked again next time
@@ -403,7 +432,13 @@ def resolve_api_key(env_name: str | None, base_url=None) -> str:
 class TransformersChatBackend(CachedChatBackend):
     """A local ``transformers`` chat model (text only); images in messages are rejected.
 
-    ``model`` is a local path or hub id of a model with a chat template.
+    ``model`` is a local path or hub id of a model with a chat template. With a cache, the
+    cached replies are keyed by the model's files too (:func:`model_fingerprint`: the SHA-256
+    of every file of its folder), not by its name alone: other weights saved at the same path
+    (a fine-tune written in place, a relative path read from another folder) are asked afresh,
+    never served the replies of the former ones. A generation that stops at ``max_tokens``
+    new tokens without ending is ``truncated`` (never cached), as an endpoint's
+    ``finish_reason`` "length".
     """
 
     def __init__(self, model: str, *, params: dict | None = None, cache_dir=None,
@@ -415,8 +450,10 @@ class TransformersChatBackend(CachedChatBackend):
         from transformers import pipeline
         super().__init__(cache_dir)
         self.model, self.params = model, dict(params or {})
-        self.endpoint = f'transformers:{device}'
         self.pipe = pipeline('text-generation', model=model, device=device)
+        self.endpoint = f'transformers:{device}'
+        if self.cache is not None:  # after loading: a hub id is downloaded by then
+            self.endpoint += f' files sha256:{model_fingerprint(model, self.cache)}'
         self._lock = threading.Lock()
 
     def _request(self, messages: list) -> ChatReply:
@@ -428,16 +465,42 @@ class TransformersChatBackend(CachedChatBackend):
                     'do_sample': self.params.get('temperature', 0) > 0}
         if generate['do_sample']:
             generate['temperature'] = self.params['temperature']
+        self.usage.add(requests=1)
         with self._lock:
             output = self.pipe(messages, **generate)
         text = output[0]['generated_text'][-1]['content']
         tokenizer = self.pipe.tokenizer
         prompt = tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
+        completion_tokens = len(tokenizer(text, add_special_tokens=False)['input_ids'])
         try:
-            return checked_reply(text, len(tokenizer(prompt)['input_ids']),
-                                 len(tokenizer(text)['input_ids']))
+            reply = checked_reply(text, len(tokenizer(prompt)['input_ids']), completion_tokens)
         except MalformedReplyError as err:
+            self.usage.add(failed=1)
             raise RequestFailedError(f'{self.model}: {err}', 'malformed_response') from err
+        # the end of sequence is not part of the text: a reply as long as the limit was cut
+        reply.truncated = completion_tokens >= generate['max_new_tokens']
+        return reply
+
+
+def model_fingerprint(model: str, cache: ResponseCache) -> str:
+    """The first 16 hex digits of the SHA-256 of a local model's files (relative names and
+    contents, ``datasets.file_digests``: remembered in the cache folder per file stat record,
+    so a model is hashed once); a hub id is fingerprinted by its downloaded snapshot folder,
+    if any (else by its name: what transformers will download)."""
+    from vpn_plugin.datasets.file_digests import file_digests
+    folder = Path(model).expanduser()
+    if not folder.is_dir():
+        try:
+            from huggingface_hub import snapshot_download
+            folder = Path(snapshot_download(str(model), local_files_only=True))
+        except (ImportError, OSError, ValueError):  # not a downloaded hub id: only its name
+            return hashlib.sha256(f'name:{model}'.encode()).hexdigest()[:16]
+    cache_root = cache.root.resolve()
+    files = sorted(p for p in folder.rglob('*') if p.is_file()
+                   and cache_root not in p.resolve().parents)  # a cache inside the model folder
+    digests = file_digests(files, memo=cache.root / '.model_digests.json', secret=cache._secret)
+    listing = [[str(p.relative_to(folder)), d] for p, d in zip(files, digests)]
+    return hashlib.sha256(json.dumps(listing).encode()).hexdigest()[:16]
 
 
 def build_backend(cfg: dict):

@@ -130,7 +130,10 @@ def token_summary(usage: dict) -> str:
             f"prompt {usage['cached_prompt_tokens']}, completion "
             f"{usage['cached_completion_tokens']}"
             + (f"; {usage['replies_without_usage']} replies reported no token usage: counted "
-               '0 tokens, their cost is unknown' if usage.get('replies_without_usage') else ''))
+               '0 tokens, their cost is unknown' if usage.get('replies_without_usage') else '')
+            + (f"; {usage['cache_discarded']} cached replies were damaged, edited or not their "
+               'request\'s (each named above): discarded and asked again'
+               if usage.get('cache_discarded') else ''))
 
 
 def usage_record(usage: dict, price_per_1k=None) -> dict:

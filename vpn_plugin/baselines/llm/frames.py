@@ -39,8 +39,11 @@ def read_clip_frames(source: PathLike, start_s: NonNegative, end_s: NonNegative,
                      max_side: Count = 512) -> list[bytes]:
     """JPEG bytes of ``num_frames`` frames of [start_s, end_s] from a video file or a folder.
 
-    A folder holds one image per frame in name order, at ``folder_fps`` frames per second.
-    Times past the end of the video are clamped to the last frame.
+    A folder holds one image per frame in name order, at ``folder_fps`` frames per second;
+    numbers in the names are compared as numbers (``2.jpg`` before ``10.jpg``, as ffmpeg's
+    ``%d.jpg`` writes them). A time up to one frame past the last is read at the last frame
+    (annotations round to seconds); a clip further past the end is refused (a truncated
+    folder or video, another frame rate than ``folder_fps``), naming the times and the length.
     """
     source = Path(source)
     times = clip_frame_times(start_s, end_s, num_frames)
@@ -51,9 +54,12 @@ def read_clip_frames(source: PathLike, start_s: NonNegative, end_s: NonNegative,
 
 def _read_folder(folder: Path, times: np.ndarray, fps: float) -> list[np.ndarray]:
     import cv2
-    files = sorted(p for p in folder.iterdir() if p.suffix.lower() in IMAGE_SUFFIXES)
+    files = sorted((p for p in folder.iterdir() if p.suffix.lower() in IMAGE_SUFFIXES),
+                   key=_name_order)
     if not files:
         raise FileNotFoundError(f'frames folder {folder}: no images ({", ".join(IMAGE_SUFFIXES)})')
+    _check_within(f'frames folder {folder}', times, fps, len(files),
+                  f'{fps:g} frames per second (--frames-fps)')
     frames = []
     for t in times:
         path = files[min(int(t * fps), len(files) - 1)]
@@ -62,6 +68,23 @@ def _read_folder(folder: Path, times: np.ndarray, fps: float) -> list[np.ndarray
             raise ValueError(f'frame {path}: cannot be read as an image')
         frames.append(image)
     return frames
+
+
+def _name_order(path: Path) -> list:
+    """Sort key of a frame file: its name with the digit runs compared as numbers."""
+    import re
+    return [(0, int(part), part) if part.isdigit() else (1, 0, part)
+            for part in re.split(r'(\d+)', path.name)]
+
+
+def _check_within(source: str, times: np.ndarray, fps: float, count: int, rate: str) -> None:
+    """Refuse clip times (s) more than one frame past the ``count`` frames of ``source``."""
+    late = times[np.floor(times * fps) > count]
+    if len(late):
+        raise ValueError(f'{source}: the clip frame at {late[0]:.2f} s lies past its end ('
+                         f'{count} frames at {rate}: {count / fps:.2f} s); expected frames '
+                         'that cover the annotated segments (a truncated folder or video, '
+                         'or another frame rate)')
 
 
 def _read_video(path: Path, times: np.ndarray) -> list[np.ndarray]:
@@ -74,6 +97,7 @@ def _read_video(path: Path, times: np.ndarray) -> list[np.ndarray]:
         count = int(capture.get(cv2.CAP_PROP_FRAME_COUNT))
         if fps <= 0 or count <= 0:
             raise ValueError(f'video {path}: unknown frame rate ({fps}) or frame count ({count})')
+        _check_within(f'video {path}', times, fps, count, f'{fps:g} frames per second')
         frames = []
         for t in times:
             capture.set(cv2.CAP_PROP_POS_FRAMES, min(int(t * fps), count - 1))

@@ -142,14 +142,22 @@ class PromptBuilder:
         extra = [a for a in (query.first, query.last) if a is not None and a not in actions]
         return actions + sorted(set(extra))
 
-    def examples(self, query: PlanningQuery) -> str:
+    def _example_pool(self, query: PlanningQuery) -> np.ndarray:
+        """Indices of the training windows the examples of ``query`` are drawn from."""
         pool = np.arange(len(self.train_plans))
-        if self.scope == 'task':
-            pool = pool[self.train_tasks == query.task]
-        if len(pool) == 0 or self.num_examples == 0:
+        return pool[self.train_tasks == query.task] if self.scope == 'task' else pool
+
+    def example_count(self, query: PlanningQuery) -> int:
+        """How many examples the prompt of ``query`` holds: ``num_examples``, or fewer when
+        its pool (the task's training windows) is smaller."""
+        return min(self.num_examples, len(self._example_pool(query)))
+
+    def examples(self, query: PlanningQuery) -> str:
+        pool = self._example_pool(query)
+        if self.example_count(query) == 0:
             return '(none)'
         rng = np.random.default_rng([self.seed, query.index])
-        chosen = rng.choice(pool, size=min(self.num_examples, len(pool)), replace=False)
+        chosen = rng.choice(pool, size=self.example_count(query), replace=False)
         return '\n'.join(f'{format_sequence(self.train_plans[i])} = '
                          f'{format_names(self.taxonomy, self.train_plans[i])}' for i in chosen)
 
