@@ -41,8 +41,8 @@ def test_vpn_task_loss_weight_of_another_kind_is_named(value):
 @pytest.mark.parametrize('value', [1.5, True, [], float('nan')])
 def test_a_text_feature_file_that_is_no_path_is_named(value):
     """Before: "stat: path should be string, bytes, os.PathLike or integer, not float"."""
-    with pytest.raises(ValueError, match=re.escape(f'model.text_embeddings.file={value!r}: '
-                                                   'expected a file path')):
+    with pytest.raises(ValueError, match=re.escape(f'model.text_embeddings.file={value!r}; '
+                                                   'expected a path')):
         tiny_planner(text_embeddings=dict(file=value))
 
 

@@ -285,7 +285,7 @@ def test_pdpp_planner_decodes_and_refuses_bad_settings():
     with pytest.raises(ValueError, match='horizon mismatch'):
         model(inputs, samples, mode='predict')
     for changes, message in ((dict(horizon=2), 'needs T >= 3'),
-                             (dict(n_timesteps=5), 'below the 10 DDIM steps'),
+                             (dict(n_timesteps=5), r'model\.n_timesteps=5: fewer diffusion'),
                              (dict(dim=48), 'multiple of 32'),
                              (dict(decode='beam'), "model.decode='beam'; expected one of")):
         options = dict(type='PDPP', feature_dim=8, num_actions=6, num_tasks=2, horizon=3,

@@ -31,6 +31,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import os
+import re
 from pathlib import Path
 
 from . import compat_applied  # noqa: F401  (compat fixes before any OpenMMLab import)
@@ -582,7 +583,15 @@ def load_config(path, cfg_options=None, *, data_root=None, feature_dir=None, hor
         _refuse_undefined_variables(path, cfg, cfg_options)
         _refuse_derived_horizons(path, cfg_options)
         _check_list_indices(path, cfg, cfg_options)
-        cfg.merge_from_dict(cfg_options)
+        try:
+            cfg.merge_from_dict(cfg_options)
+        except TypeError as error:  # a KEY.SUB=VALUE under a key the config sets to None
+            if 'cannot inherit from base' not in str(error):
+                raise
+            raise ValueError(f'--cfg-options of {path}: {inherit_error_text(error)}, so its '
+                             'keys cannot be set one by one; expected the override in a config '
+                             f"file of your own (_base_ = ['{path}'] and the dict with "
+                             '_delete_=True)') from None
         _refuse_inert_variables(path, cfg, cfg_options)
         if any(key.split('.')[0] == 'custom_imports' for key in cfg_options):
             import_custom_modules(path, cfg.custom_imports)
@@ -633,6 +642,20 @@ def check_flags_agree(cfg_options, flags: dict, where: str = '', paths=()) -> No
 CONFIG_SUFFIXES = ('.py', '.json', '.yaml', '.yml')  # what mmengine's Config reads
 
 
+def inherit_error_text(error: TypeError) -> str:
+    """mmengine's "X=... in child config cannot inherit from base because X is a dict in the
+    child config but is of type <class 'NoneType'> in base config" as 'X=... is a dict, but the
+    base config sets X to NoneType'."""
+    match = re.match(r"(.*?) in child config cannot inherit from base because (\S+) is a dict "
+                     r"in the child config but is of type <class '(\w+)'> in base config",
+                     str(error), re.S)
+    if not match:
+        return str(error)
+    value, key, kind = match.groups()
+    return (f'{value[:200]} is a dict, but the base config sets {key} to '
+            f'{"None" if kind == "NoneType" else "a " + kind}')
+
+
 def read_config_file(path):
     """``mmengine.Config.fromfile(path)`` with its failures naming the file: ``path`` not a
     regular file, a syntax error (in it or in one of its ``_base_`` files: which one, line),
@@ -660,6 +683,12 @@ def read_config_file(path):
             raise FileNotFoundError(f'{path}: the file {missing} it inherits (_base_) or reads '
                                     'does not exist') from None
         raise
+    except TypeError as error:  # mmengine: a dict set over a base's non-dict
+        if 'cannot inherit from base' not in str(error):
+            raise
+        raise ValueError(f'{path}: {inherit_error_text(error)}; expected a dict over a base '
+                         'dict, or `_delete_=True` in the dict to replace the base\'s value '
+                         '(e.g. text_embeddings=dict(_delete_=True, file=...))') from None
     except ConfigParsingError as error:  # mmengine's words for an `import` beside `_base_`
         if 'lazy_import' not in str(error):
             raise

@@ -382,13 +382,20 @@ class PlanningRunner(Runner):
         return statistics() if callable(statistics) else None
 
     def train_data_digest(self) -> str:
-        """What the training loop's dataset holds (``engine.rank_agreement.dataset_digest``;
-        '' without a built training loop), computed once."""
+        """What the training loop's dataset holds (:meth:`data_digest`)."""
+        return self.data_digest('train')
+
+    def data_digest(self, split: str) -> str:
+        """What the built ``split`` loop's dataset holds (``engine.rank_agreement.
+        dataset_digest``; '' without one: no training loop, a run that does not validate),
+        computed once a run: checkpoints record the training and validation sets' and a
+        resume compares them."""
         from vpn_plugin.engine.rank_agreement import dataset_digest
-        if not getattr(self, '_train_data_digest', ''):
-            dataset = self._built_datasets().get('train')
-            self._train_data_digest = dataset_digest(dataset) if dataset is not None else ''
-        return self._train_data_digest
+        digests = self.__dict__.setdefault('_data_digests', {})
+        if not digests.get(split):
+            dataset = self._built_datasets().get(split)
+            digests[split] = dataset_digest(dataset) if dataset is not None else ''
+        return digests[split]
 
     def check_ranks_agree(self) -> None:
         """Every rank read the same config, datasets and checkpoint
@@ -396,8 +403,8 @@ class PlanningRunner(Runner):
         training set is hashed once (:meth:`train_data_digest`, which the checkpoints record)."""
         from vpn_plugin.engine.rank_agreement import (check_ranks_agree, dataset_digest,
                                                       what_this_rank_read)
-        digests = {split: self.train_data_digest() if split == 'train' else dataset_digest(data)
-                   for split, data in self._built_datasets().items()}
+        digests = {split: self.data_digest(split) if split in ('train', 'val') else
+                   dataset_digest(data) for split, data in self._built_datasets().items()}
         checkpoint = None if self._has_loaded else self._load_from
         check_ranks_agree(what_this_rank_read(self.cfg, digests, checkpoint))
 
@@ -452,7 +459,7 @@ class PlanningRunner(Runner):
         ``tools/test.py`` writes into the metrics)."""
         from vpn_plugin.engine.checkpoint import check_test_options, named_options_text
         named = check_test_options((checkpoint.get('meta') or {}).get('cfg'), self.cfg,
-                                   filename, 'test it')
+                                   filename, 'test it', checkpoint.get('state_dict'))
         self.changed_from_training = named
         if named:
             self.logger.warning(f'{filename} was trained with other options than this '
@@ -509,6 +516,7 @@ class PlanningRunner(Runner):
             self.run_id = (checkpoint.get('meta') or {}).get(RUN_KEY) or self.run_id
             check_resume_world_size(checkpoint, filename, self._world_size)
             check_resume_data(checkpoint, filename, self.train_data_digest())
+            check_resume_data(checkpoint, filename, self.data_digest('val'), validation=True)
             check_resume_epoch(checkpoint, filename, self.cfg)
             if isinstance(checkpoint.get('ema_state_dict'), dict):
                 # its state_dict, the EMA weights, goes into the EMA copy (mmengine's swap),
@@ -610,12 +618,14 @@ class PlanningRunner(Runner):
         from vpn_plugin.engine.checkpoint import (FEATURE_STATS_KEY, FEATURES_FOLDER_KEY,
                                                   features_folder_record, save_atomically)
         from vpn_plugin.engine.checkpoint_hook import RESUME_POINT_KEY, save_failure_hint
-        from vpn_plugin.engine.rank_agreement import TRAIN_DATA_KEY, WORLD_SIZE_KEY
+        from vpn_plugin.engine.rank_agreement import TRAIN_DATA_KEY, VAL_DATA_KEY, WORLD_SIZE_KEY
         meta = dict(kwargs.get('meta') or {}, **{WORLD_SIZE_KEY: self._world_size})
         # mmengine saves a best checkpoint without the schedule: no point to resume from
         meta[RESUME_POINT_KEY] = kwargs.get('save_param_scheduler', True) is not False
         if self.train_data_digest():
             meta[TRAIN_DATA_KEY] = self.train_data_digest()
+        if self.data_digest('val'):
+            meta[VAL_DATA_KEY] = self.data_digest('val')
         if self.cfg.get('shortened'):
             meta['shortened'] = self.cfg.shortened
         statistics = self._feature_statistics('train')

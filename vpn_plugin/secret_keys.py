@@ -47,7 +47,7 @@ def read_or_make_secret(path: Path, what: str, forged: str, consequence: str) ->
         raise PermissionError(f'{what} {path} has mode {mode:04o}: others could read it and '
                               f'forge {forged}; expected 0600 (chmod 600 {path}, or delete it: '
                               f'{consequence})')
-    secret = path.read_text().strip()
+    secret = path.read_bytes().decode('ascii', errors='replace').strip()  # any bytes: named
     if len(secret) != 64 or any(c not in '0123456789abcdef' for c in secret):
         raise ValueError(f'{what} {path} is not a key this tool wrote (64 hex digits); delete '
                          f'it: a new key is made and {consequence}')

@@ -122,7 +122,7 @@ def init_planner(config, checkpoint: Optional[PathLike] = None,
         model.training_feature_statistics = (loaded.get('meta') or {}).get(FEATURE_STATS_KEY)
         model.training_features_folder = (loaded.get('meta') or {}).get(FEATURES_FOLDER_KEY)
         model.checkpoint_name = str(checkpoint)
-        model.not_compared = _not_compared(loaded, checkpoint)
+        model.not_compared = _not_compared(loaded, checkpoint, data_meta is None)
     if not bool(getattr(model, 'pkg_ready', True)) and cfg.get('train_dataloader'):
         model.build_pkg(build_split_dataset(cfg, 'train'))
     model.cfg = cfg
@@ -163,12 +163,17 @@ def feature_scale_note(model, statistics: Optional[dict], what: str, dataset=Non
     return note
 
 
-def _not_compared(loaded: dict, checkpoint) -> list:
+NO_TEST_SPLIT = ('the dataset it was trained for (the config has no test_dataloader.dataset '
+                 'to compare its action and task names and counts and feature size with)')
+
+
+def _not_compared(loaded: dict, checkpoint, no_test_split: bool = False) -> list:
     """What ``loaded`` records too little to compare with the plans' config and features
     (``engine.checkpoint.not_compared``: its training config, feature statistics, feature
-    folder), said in one ``UserWarning``."""
+    folder), and, with ``no_test_split``, the dataset meta a config without a test split
+    cannot be compared with, said in one ``UserWarning``."""
     from vpn_plugin.engine.checkpoint import not_compared, not_compared_line
-    missing = not_compared(loaded)
+    missing = list(not_compared(loaded)) + ([NO_TEST_SPLIT] if no_test_split else [])
     if missing:
         warn_caller(not_compared_line(str(checkpoint), missing, 'these plans'))
     return missing
@@ -222,7 +227,8 @@ def _option_differences(loaded: dict, checkpoint, cfg) -> list:
     (the runner's one table, :func:`~vpn_plugin.engine.checkpoint.check_test_options`):
     refused, or warned and returned (init_planner)."""
     from vpn_plugin.engine.checkpoint import check_test_options
-    named = check_test_options((loaded.get('meta') or {}).get('cfg'), cfg, checkpoint, 'plan')
+    named = check_test_options((loaded.get('meta') or {}).get('cfg'), cfg, checkpoint, 'plan',
+                               loaded.get('state_dict'))
     if named:
         warn_caller(f'{checkpoint} was trained with other options than this config: '
                     f'{"; ".join(named)}; the plans use the config\'s')

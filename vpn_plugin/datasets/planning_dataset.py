@@ -35,7 +35,8 @@ SPLITS = ('train', 'val', 'test')
 CACHE_VERSION = 6  # bump when the cached arrays or their meaning change (6: built by a reader
 # that checks the time step an npz records: caches of 5 served features of 2 s per row)
 DIGEST_MEMO = 'feature_digests.json'  # in cache_dir: the feature files' remembered digests
-FRAMES_MEMO = 'frames_digests.json'  # in cache_dir: their frames arrays' remembered digests
+FRAMES_MEMO = 'frames_digests_v2.json'  # in cache_dir: their frames arrays' remembered digests
+#   (v2: provenance.frames_digest as read, float32, with the stored dtype)
 CACHE_KEY = '.cache_key'  # in cache_dir: the secret of the cache's keyed checksums
 _PROCESS_SECRET = os.urandom(32)  # the key of a cache_dir that cannot be written
 CACHE_ARRAYS = {'readable', 'outside', 'maps', 'start', 'goal', 'observed', 'messages'}

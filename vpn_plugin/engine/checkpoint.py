@@ -364,7 +364,8 @@ def feature_statistics_note(checkpoint: dict, filename: str, tested: Optional[di
     """'' when the statistics of the features tested or planned from (``what``;
     ``datasets.planning_dataset.observation_statistics``) are those of the checkpoint's training
     features (its ``meta[FEATURE_STATS_KEY]``) at the scale of :data:`FEATURE_MEAN_SHIFT` /
-    :data:`FEATURE_STD_RATIO`, or either is unknown; else the line that names both."""
+    :data:`FEATURE_STD_RATIO`, or either is unknown (a record of no finite mean and std is
+    :func:`not_compared`'s); else the line that names both."""
     trained = (checkpoint.get('meta') or {}).get(FEATURE_STATS_KEY)
     if not isinstance(trained, dict) or not isinstance(tested, dict) or \
             not tested.get('values'):
@@ -373,6 +374,8 @@ def feature_statistics_note(checkpoint: dict, filename: str, tested: Optional[di
         mean, std = float(trained['mean']), float(trained['std'])
         test_mean, test_std = float(tested['mean']), float(tested['std'])
     except (KeyError, TypeError, ValueError):
+        return ''
+    if not _comparable('feature_statistics', trained):  # a NaN record: not_compared says so
         return ''
     ratio = max(test_std, 1e-12) / max(std, 1e-12)
     if abs(test_mean - mean) <= FEATURE_MEAN_SHIFT * max(std, 1e-12) and \
@@ -495,8 +498,9 @@ def files_unlike_training(trained: dict, read, hashing=None) -> tuple:
     :func:`features_folder_record`) nor, in another file format, the frames array of the
     training file of their stem (``trained['frames']``); those of no training file's name or
     stem; those equal to their training file's frames at float16 precision only (another
-    dtype). ``hashing``: a planning dataset's ``feature_digests`` (its memos). The frames
-    arrays are read only of the files whose bytes are no training file's."""
+    dtype: :func:`_same_at_float16`). ``hashing``: a planning dataset's ``feature_digests``
+    (its memos). The frames arrays are read only of the files whose bytes are no training
+    file's."""
     from ..datasets.file_digests import MISSING, NOT_A_FILE, file_digests
     from ..datasets.provenance import frames_digest
     digests, frames = trained['digests'], trained.get('frames')
@@ -519,9 +523,21 @@ def files_unlike_training(trained: dict, read, hashing=None) -> tuple:
         recorded, found = str(frames[path.stem]).split(' '), pair.split(' ')
         if found[0] == recorded[0]:
             continue  # the training frames, in another file format
-        same_half = len(recorded) == 2 and len(found) == 2 and found[1] == recorded[1]
-        (half if same_half else other).append(path.name)
+        (half if _same_at_float16(recorded, found) else other).append(path.name)
     return other, absent, half
+
+
+def _same_at_float16(recorded: list, found: list) -> bool:
+    """Whether two frames digests (``datasets.provenance.frames_digest``, split) of arrays
+    that differ as read are the same features with one side stored as float16: equal at
+    float16 precision and one stored dtype float16 (a record without dtypes, written before
+    they were recorded: equal at float16 precision). Two float32 (or float64) files equal at
+    float16 precision only hold other values: changed below float16 precision, not another
+    dtype."""
+    if len(recorded) < 2 or len(found) < 2 or found[1] != recorded[1]:
+        return False
+    dtypes = recorded[2:3] + found[2:3]
+    return len(dtypes) < 2 or 'float16' in dtypes
 
 
 # what a checkpoint's meta must record for a test, init_planner or plan.py to compare its
@@ -710,17 +726,31 @@ def training_option_differences(trained_cfg_text, cfg, purpose: str) -> OptionDi
     return found
 
 
-def check_test_options(trained_cfg_text, cfg, source, use: str) -> list:
+def check_test_options(trained_cfg_text, cfg, source, use: str,
+                       state_dict: Optional[dict] = None) -> list:
     """The 'key: X in training, Y here' lines a test or plan from the run of
     ``trained_cfg_text`` (a checkpoint's ``meta['cfg']``) names (:data:`TRAINING_OPTIONS`,
     NAMED at test), after refusing those it cannot honour (SAME): ``ValueError`` naming
-    ``source`` (the checkpoint) and what to ``use`` it for ('test it', 'plan')."""
+    ``source`` (the checkpoint) and what to ``use`` it for ('test it', 'plan'). Model options
+    that the checkpoint's ``state_dict`` makes unread (the model class's
+    ``options_unread_with(state_dict)``: KEPP's ``step_checkpoint`` beside a trained step
+    model) are not named: the test does not use them."""
     found = training_option_differences(trained_cfg_text, cfg, 'test')
     if found.refused:
         raise ValueError(f'{source} was trained with other options than this config: '
                          f'{"; ".join(found.refused)}; {use} with the options it was trained '
                          'with')
-    return list(found.named)
+    unread = _options_unread_with(cfg.get('model'), state_dict)
+    return [line for line in found.named
+            if not any(line.startswith(f'model.{key}: ') for key in unread)]
+
+
+def _options_unread_with(model_cfg, state_dict) -> tuple:
+    """The model options that a model of ``model_cfg`` loading ``state_dict`` does not read
+    (its class's ``options_unread_with``); () without either."""
+    cls = _model_class(model_cfg.get('type')) if isinstance(model_cfg, dict) else None
+    unread = getattr(cls, 'options_unread_with', None)
+    return tuple(unread(state_dict)) if callable(unread) and isinstance(state_dict, dict) else ()
 
 
 # what an option a test names (a line of check_test_options, by its start) does at the test

@@ -26,6 +26,7 @@ import numpy as np
 DATASET_ARRAYS = ('start', 'goal', 'observed', 'plans', 'tasks')
 WORLD_SIZE_KEY = 'world_size'
 TRAIN_DATA_KEY = 'train_data'  # dataset_digest of the training windows a checkpoint was trained on
+VAL_DATA_KEY = 'val_data'  # dataset_digest of the validation windows its run validated on
 
 
 def flat_config(cfg) -> dict:
@@ -125,19 +126,30 @@ def check_resume_world_size(checkpoint: dict, filename: str, world_size: int) ->
                      f'{recorded} ({how}), or start a new run in another --work-dir')
 
 
-def check_resume_data(checkpoint: dict, filename: str, digest: str) -> None:
+def check_resume_data(checkpoint: dict, filename: str, digest: str,
+                      validation: bool = False) -> None:
     """A checkpoint continues only on the training data it was trained on (``digest``: this
-    run's :func:`dataset_digest` of its training set; '' when unknown)."""
-    recorded = (checkpoint.get('meta') or {}).get(TRAIN_DATA_KEY)
+    run's :func:`dataset_digest` of its training set; '' when unknown); with ``validation``,
+    only on the validation data its run validated on (``digest``: of this run's validation
+    set): the resumed epochs' scores are compared with the run's best (``save_best``)."""
+    recorded = (checkpoint.get('meta') or {}).get(VAL_DATA_KEY if validation else
+                                                    TRAIN_DATA_KEY)
     if not recorded or not digest or recorded == digest:
         return
+    if validation:
+        raise ValueError(f'--resume {filename}: its run validated on other validation data '
+                         f'(content {recorded}; this run reads {digest}): its feature files, '
+                         'annotations or split options differ, so the resumed epochs would be '
+                         "scored on other windows than the run's first ones and compared with "
+                         'their best (save_best). Give the same --feature-dir / --data-root / '
+                         'options, resume without validation (--no-validate), or start a new '
+                         'run in another --work-dir')
     raise ValueError(f'--resume {filename}: trained on other training data (content {recorded}; '
                      f'this run reads {digest}): its feature folder, annotations or split options '
                      '(val_fraction, subset, limit) differ, so the resumed run would train its '
                      'last epochs on other data than its first. Give the same --feature-dir / '
                      '--data-root / options, or start a new run in another --work-dir (load_from '
                      'to fine-tune from its weights)')
-
 
 
 def check_resume_epoch(checkpoint: dict, filename: str, cfg) -> None:

@@ -75,7 +75,8 @@ class KEPPDiffusion(DiffusionModel):
         self.endpoint_weight, self.middle_weight = endpoint_weight, middle_weight
         self.zero_middle, self.sampling_seed, self.stream = zero_middle, sampling_seed, stream
         self.unet = TemporalUNet(condition_dim + num_actions + feature_dim, dim, tuple(dim_mults))
-        self.register_schedule(n_timesteps)
+        self.register_schedule(n_timesteps, 'model.n_timesteps' if stream == 0
+                               else 'model.step_n_timesteps')
 
     @property
     def channels(self) -> int:
@@ -428,6 +429,14 @@ class KEPP(BasePlanner):
         self._check_graph_source(state_dict, prefix)
         self._note_step_checkpoint_unused(state_dict, prefix)
         super()._load_from_state_dict(state_dict, prefix, *args, **kwargs)
+
+    @staticmethod
+    def options_unread_with(state_dict: dict) -> tuple:
+        """The options a model loading ``state_dict`` (a checkpoint's) does not read:
+        ``step_checkpoint`` when it holds a trained step model (its own is used; a test's
+        other ``model.step_checkpoint`` changes nothing, so it is no 'changed from training')."""
+        ready = state_dict.get('step_ready')
+        return ('step_checkpoint',) if ready is not None and bool(ready) else ()
 
     def _note_step_checkpoint_unused(self, state_dict, prefix) -> None:
         """A checkpoint holding a trained step model brings its own: ``model.step_checkpoint``

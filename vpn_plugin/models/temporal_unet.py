@@ -172,10 +172,15 @@ class DiffusionModel(nn.Module):
         check_number(f'{method} model.sampling_seed', sampling_seed, integer=True, low=0,
                      high=2 ** 32 - 1)
 
-    def register_schedule(self, n_timesteps: int) -> None:
-        """``core.diffusion.SCHEDULE_BUFFERS`` of n steps as buffers, and the DDIM timesteps."""
-        check_number('model.n_timesteps (diffusion steps)', n_timesteps, integer=True, low=1,
+    def register_schedule(self, n_timesteps: int, option: str = 'model.n_timesteps') -> None:
+        """``core.diffusion.SCHEDULE_BUFFERS`` of n steps as buffers, and the DDIM timesteps
+        (``option``: the config key of n, named when it is fewer than the DDIM jumps)."""
+        check_number(f'{option} (diffusion steps)', n_timesteps, integer=True, low=1,
                      high=diffusion.MAX_DIFFUSION_STEPS)
+        if n_timesteps < diffusion.DDIM_STEPS:  # ddim_timesteps' own words named no key
+            raise ValueError(f'{option}={n_timesteps}: fewer diffusion steps than the '
+                             f'{diffusion.DDIM_STEPS} jumps of the official DDIM sampler; '
+                             f'expected {option} >= {diffusion.DDIM_STEPS}')
         for name, value in diffusion.diffusion_schedule(n_timesteps).items():
             self.register_buffer(name, value)
         self.ddim_timestep_seq = diffusion.ddim_timesteps(n_timesteps)

@@ -374,8 +374,9 @@ def _write_cache(cache: Path, embeddings: torch.Tensor) -> None:
         with contextlib.suppress(OSError):
             partial.unlink(missing_ok=True)
         raise OSError(f'model.text_embeddings.cache_dir={str(cache.parent)!r}: the text-feature '
-                      f'cache cannot be written there ({error.strerror or error}); expected a '
-                      'writable folder (set model.text_embeddings.cache_dir)') from None
+                      f'cache cannot be written there ({error.strerror or error}: {cache}); '
+                      f'expected a writable folder where {cache.name} is a file or free (set '
+                      'model.text_embeddings.cache_dir)') from None
 
 
 CACHE_KEY_FILE = '.text_cache_key'  # the folder's secret (vpn_plugin.secret_keys)

@@ -22,7 +22,7 @@ from .. import core
 from .compare import (GRAD_TOLERANCE, OUTPUT_TOLERANCE, check_finite_arrays, check_ids, compare,
                       compare_file, compare_grads, grad_summary, read_fixture_meta, read_npz,
                       set_fixture_sizes)
-from ..errors import check_file, check_number
+from ..errors import check_file, check_number, tool_command
 from ..models.state_encoder import plugin_name
 
 META_FIELDS = ('case', 'dataset', 'num_actions', 'num_tasks', 'horizon', 'eval_horizon',
@@ -131,6 +131,11 @@ def install_authors_weights(model, authors: Dict[str, torch.Tensor], pkg=None):
 # ---------------------------------------------------------------- reference check
 def read_meta(fixture: Path) -> dict:
     meta = read_fixture_meta(fixture)
+    if meta.get('method', 'ViterbiPlanNet') != 'ViterbiPlanNet':
+        raise ValueError(f'{fixture / "meta.json"}: method={meta["method"]!r}, a fixture of '
+                         'another method than the ViterbiPlanNet authors\' code; expected a '
+                         'ViterbiPlanNet fixture (no method, or method=\'ViterbiPlanNet\'): check '
+                         f'this one with {tool_command("check_reference.py")} {fixture}')
     unknown = sorted(set(meta) - set(META_FIELDS))
     missing = sorted(set(META_FIELDS) - set(meta) - {'case', 'seed', 'method'})
     if unknown or missing:
