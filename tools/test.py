@@ -205,7 +205,7 @@ def output_locks(args) -> contextlib.ExitStack:
     """Rank 0 holds a lock on each output file given (``--out``, ``--out-metrics``) for the
     whole test: a second test writing there at the same time is refused at its start (two
     tests at once into one --out-metrics both exited 0, the first one's numbers replaced by
-    the second's without a word)."""
+    the second's without a word). A refused test removes the lock files it made."""
     from vpn_plugin.locks import exclusive_lock, lock_path_of
     stack = contextlib.ExitStack()
     if os.environ.get('RANK', '0') != '0':  # torchrun's other ranks write nothing
@@ -213,7 +213,7 @@ def output_locks(args) -> contextlib.ExitStack:
     for flag, path in (('--out', args.out), ('--out-metrics', args.out_metrics)):
         if path is not None:
             stack.enter_context(exclusive_lock(lock_path_of(path), wait=False,
-                                               what=f'{flag} {path}'))
+                                               what=f'{flag} {path}', discard_if_refused=True))
     return stack
 
 
@@ -237,7 +237,8 @@ def run_test(args):
 def test_locked(args, cfg):
     runner = build_runner(cfg)
     if args.checkpoint is None:
-        require_parameter_free(runner.model, args.config)
+        with runner.nothing_left_if_refused('before_test'):  # no log folder of a refusal
+            require_parameter_free(runner.model, args.config)
     metrics = runner.test()
     runner.logger.info(f"model selection: {runner.cfg.get('selection', 'unified')} "
                        '(unified: held-out training videos; authors: best test-window SR)')

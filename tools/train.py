@@ -292,13 +292,14 @@ def work_dir_lock(work_dir, launcher: str = 'none'):
     """The work dir's lock (``vpn_plugin.locks``), held from the check that it holds no other
     run's checkpoints to the end of the training: a second training started into the same
     work dir meanwhile is refused instead of overwriting this one's checkpoints (rank 0 holds
-    it for all ranks)."""
+    it for all ranks). A refused training removes the lock file it made."""
     from vpn_plugin.locks import exclusive_lock, lock_path_of
     rank = os.environ.get('RANK') or (os.environ.get('SLURM_PROCID') if launcher == 'slurm'
                                       else None) or '0'
     if int(rank) != 0:  # before init_dist: the launcher's variables
         return contextlib.nullcontext()
-    return exclusive_lock(lock_path_of(work_dir), wait=False, what=f'work dir {work_dir}')
+    return exclusive_lock(lock_path_of(work_dir), wait=False, what=f'work dir {work_dir}',
+                          discard_if_refused=True)  # a refused training leaves no lock file
 
 
 @tool_main
@@ -311,7 +312,8 @@ def main(argv=None):
     check_folder_target(work_dir_of(cfg, args))  # before its lock file is made beside it
     with work_dir_lock(work_dir_of(cfg, args), args.launcher), evaluator_output_locks(cfg):
         runner = build_runner(apply_args(cfg, args))
-        require_trainable(runner.model, args.config)
+        with runner.nothing_left_if_refused('before_train'):  # no log folder of a refusal
+            require_trainable(runner.model, args.config)
         runner.train()
     shutdown_distributed()
 

@@ -1,9 +1,10 @@
 """Exclusive file locks for what concurrent processes share: results files, work dirs and the
 LLM reply cache.
 
-:func:`exclusive_lock` holds an ``flock`` on a lock file (created if absent, never deleted:
-deleting a lock file races with a process about to lock it) for the duration of a ``with``
-block. ``wait=True`` blocks until the lock is free; ``wait=False`` raises :class:`LockBusyError`
+:func:`exclusive_lock` holds an ``flock`` on a lock file (created if absent) for the duration
+of a ``with`` block. A lock file is deleted only by the process that holds it, and only one it
+made for a block that raised (``discard_if_refused``: a refused run leaves nothing); a process
+that locked a file deleted meanwhile opens the path again (one lock per path, never two). ``wait=True`` blocks until the lock is free; ``wait=False`` raises :class:`LockBusyError`
 naming the process that holds it. The lock is re-entrant within one thread (a protocol run
 holds its work dir's lock while ``PlanningRunner.train`` takes it again) and released when the
 process dies, even by ``kill -9``.
@@ -42,9 +43,11 @@ def lock_path_of(target) -> Path:
 
 
 @contextlib.contextmanager
-def exclusive_lock(path, *, wait: bool = True, what: str = ''):
+def exclusive_lock(path, *, wait: bool = True, what: str = '', discard_if_refused: bool = False):
     """Hold an exclusive lock on the lock file ``path`` (module docstring); ``what`` names
-    the guarded thing in :class:`LockBusyError`'s message."""
+    the guarded thing in :class:`LockBusyError`'s message. ``discard_if_refused``: when the
+    block raises, the lock file and the folders made for it are removed again if this call
+    made them (what was there before stays)."""
     path = Path(os.path.realpath(path))  # one key per file: 'a/../b' and 'b' are one lock
     depths = _held.__dict__.setdefault('paths', {})
     if depths.get(path):
@@ -54,13 +57,12 @@ def exclusive_lock(path, *, wait: bool = True, what: str = ''):
         finally:
             depths[path] -= 1
         return
-    path.parent.mkdir(parents=True, exist_ok=True)
     if path.is_dir():  # open() would fail with a bare "[Errno 21] Is a directory"
         raise IsADirectoryError(f'lock file {path}{f" of {what}" if what else ""} is a folder; '
                                 'expected a lock file (remove the folder; no process holds it)')
-    with open(path, 'a+') as handle:
-        if fcntl is not None:
-            _acquire(handle, path, wait, what)
+    made_folders = missing_folders(path.parent)
+    handle, made = _open_locked(path, wait, what)
+    with handle:
         handle.seek(0)
         handle.truncate()
         handle.write(f'{os.getpid()}\n')
@@ -68,10 +70,65 @@ def exclusive_lock(path, *, wait: bool = True, what: str = ''):
         depths[path] = 1
         try:
             yield
+        except BaseException:
+            if discard_if_refused and made:  # still held: no other process locks it meanwhile
+                _discard(path, made_folders)
+            raise
         finally:
             del depths[path]
             if fcntl is not None:
                 fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+def _open_locked(path: Path, wait: bool, what: str) -> tuple:
+    """(handle, made): the lock file ``path`` opened and locked, ``made`` when this call
+    created it. A file its holder deleted (``discard_if_refused``) between this call's opening
+    and its locking is no lock any more: the path is opened again."""
+    while True:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            handle, made = open(path, 'x+'), True
+        except FileExistsError:
+            try:
+                handle, made = open(path, 'r+'), False
+            except FileNotFoundError:  # deleted by its holder meanwhile
+                continue
+        try:
+            if fcntl is not None:
+                _acquire(handle, path, wait, what)
+        except BaseException:
+            handle.close()
+            raise
+        if fcntl is None or _is_at(handle, path):
+            return handle, made
+        handle.close()
+
+
+def _is_at(handle, path: Path) -> bool:
+    """Whether the open file ``handle`` is still the file at ``path``."""
+    try:
+        at, held = os.stat(path), os.fstat(handle.fileno())
+    except FileNotFoundError:
+        return False
+    return (at.st_dev, at.st_ino) == (held.st_dev, held.st_ino)
+
+
+def missing_folders(folder) -> list:
+    """``folder`` and its parents that do not exist, deepest first: what making it makes
+    (and what a refused run removes again, when empty)."""
+    folder = Path(os.path.abspath(folder))
+    return [path for path in (folder, *folder.parents) if not path.exists()]
+
+
+def _discard(path: Path, made_folders: list) -> None:
+    """Remove the lock file ``path`` and, when empty, the folders made for it (deepest first)."""
+    with contextlib.suppress(OSError):
+        path.unlink()
+    for folder in made_folders:
+        try:
+            folder.rmdir()
+        except OSError:  # not empty: something else is in it now
+            break
 
 
 def _acquire(handle, path: Path, wait: bool, what: str) -> None:

@@ -188,42 +188,51 @@ class PlanningRunner(Runner):
     not_compared = ()  # what the tested checkpoint records too little to compare (one string each)
     feature_statistics_note = ''  # test features unlike the training features'
     testing = False
-    made_work_dir = False  # this runner made its work dir (removed again by a refused run)
+    made_folders = ()  # the work dir and its parents this runner made (a refused run removes)
     began = ''  # 'before_train' / 'before_test' once the loop began (call_hook)
 
     def __init__(self, *args, **kwargs):
         work_dir = kwargs.get('work_dir', args[1] if len(args) > 1 else None)
-        made = isinstance(work_dir, str) and not osp.exists(work_dir)
-        super().__init__(*args, **kwargs)
-        self.made_work_dir = made
+        from vpn_plugin.locks import missing_folders
+        self.made_folders = missing_folders(work_dir) if isinstance(work_dir, str) else ()
+        try:
+            super().__init__(*args, **kwargs)
+        except BaseException:  # e.g. a model refused when built: its claimed log folder goes
+            if getattr(self, '_log_dir', None) and getattr(self, '_rank', 0) == 0:
+                self.remove_log_dir()
+            raise
 
     @contextlib.contextmanager
     def nothing_left_if_refused(self, loop: str):
         """A run refused (or failed) before its ``loop`` began (``'before_train'`` /
         ``'before_test'`` ran) exits non-zero and leaves nothing: the log folder it claimed
         (:func:`claim_log_dir`: its log, ``vis_data/config.py``) is removed, and so is its work
-        dir when this runner made it and nothing else is in it. A run that began keeps its log."""
+        dir and its parents when this runner made them and nothing else is in them. A run
+        that began keeps its log."""
         self.began = ''
         try:
             yield
-        except Exception:
+        except BaseException:  # a SystemExit refusal (require_trainable) too
             if self.began != loop and self.rank == 0:
                 self.remove_log_dir()
             raise
 
     def remove_log_dir(self) -> None:
-        """Close the log file and remove this run's log folder (and its work dir, when this
-        runner made it and it is now empty)."""
+        """Close the log file and remove this run's log folder (and its work dir and the
+        parents this runner made, those now empty)."""
         import shutil
-        for handler in list(self.logger.handlers):
+        logger = getattr(self, '_logger', None)  # None when refused before it was built
+        for handler in list(logger.handlers if logger is not None else ()):
             if isinstance(handler, logging.FileHandler) and \
                     osp.abspath(handler.baseFilename).startswith(osp.abspath(self.log_dir) + os.sep):
                 handler.close()
-                self.logger.removeHandler(handler)
+                logger.removeHandler(handler)
         shutil.rmtree(self.log_dir, ignore_errors=True)
-        if self.made_work_dir:
-            with contextlib.suppress(OSError):
-                os.rmdir(self.work_dir)  # only when empty
+        for folder in self.made_folders:  # deepest first
+            try:
+                os.rmdir(folder)  # only when empty
+            except OSError:
+                break
 
     @classmethod
     def from_cfg(cls, cfg) -> 'PlanningRunner':
@@ -324,7 +333,7 @@ class PlanningRunner(Runner):
         from vpn_plugin.engine.checkpoint import remove_partial_files
         from vpn_plugin.locks import exclusive_lock, lock_path_of
         with exclusive_lock(lock_path_of(self.work_dir), wait=False,
-                            what=f'work dir {self.work_dir}'):
+                            what=f'work dir {self.work_dir}', discard_if_refused=True):
             remove_partial_files(self.work_dir)  # of a killed run; no one else writes here
             return super().train()
 
@@ -982,7 +991,8 @@ def evaluator_output_locks(cfg) -> contextlib.ExitStack:
                 out = evaluator.get('out_file')
                 if isinstance(out, (str, os.PathLike)) and str(out):
                     stack.enter_context(exclusive_lock(
-                        lock_path_of(out), wait=False, what=f'{split}_evaluator.out_file {out}'))
+                        lock_path_of(out), wait=False, what=f'{split}_evaluator.out_file {out}',
+                        discard_if_refused=True))
     except BaseException:
         stack.close()
         raise

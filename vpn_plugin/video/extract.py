@@ -375,8 +375,8 @@ def extract_videos(network: Callable, videos: Sequence[Path], out_dir, recipe: F
     progress_stream = progress_stream or sys.stderr  # the stream of now, not of the import
     out_dir = Path(out_dir)
     check_folder_target(out_dir, '--out', 'the feature files', '--out')
+    names = output_names(videos, naming)  # a refused name collision makes no --out folder
     out_dir.mkdir(parents=True, exist_ok=True)
-    names = output_names(videos, naming)
     settings = settings or dict(recipe=recipe.as_dict())
     check_manifest(out_dir, settings)
     barrier()  # every rank has checked the folder: no rank checks while rank 0 writes into it
