@@ -84,7 +84,7 @@ def _open_locked(path: Path, wait: bool, what: str) -> tuple:
     """(handle, made): the lock file ``path`` opened and locked, ``made`` when this call
     created it. A file its holder deleted (``discard_if_refused``) between this call's opening
     and its locking is no lock any more: the path is opened again."""
-    while True:
+    for _ in range(1000):  # each turn another process deleted the file: a few at most
         path.parent.mkdir(parents=True, exist_ok=True)
         try:
             handle, made = open(path, 'x+'), True
@@ -93,6 +93,8 @@ def _open_locked(path: Path, wait: bool, what: str) -> tuple:
                 handle, made = open(path, 'r+'), False
             except FileNotFoundError:  # deleted by its holder meanwhile
                 continue
+        except FileNotFoundError:  # its folder, made for a refused run, removed meanwhile
+            continue
         try:
             if fcntl is not None:
                 _acquire(handle, path, wait, what)
@@ -102,6 +104,8 @@ def _open_locked(path: Path, wait: bool, what: str) -> tuple:
         if fcntl is None or _is_at(handle, path):
             return handle, made
         handle.close()
+    raise OSError(f'lock file {path}{f" of {what}" if what else ""} was deleted at each of 1000 '
+                  'attempts to lock it; expected a lock file that stays while it is locked')
 
 
 def _is_at(handle, path: Path) -> bool:
