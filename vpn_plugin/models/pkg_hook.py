@@ -62,6 +62,30 @@ class PKGHook(Hook):
         if not isinstance(model, BasePlanner) or bool(model.pkg_ready):
             return
         model.build_pkg(training_dataset(runner))
+        mark_recount(runner, model.recount_difference())
+
+
+RECOUNT_LINE = 'model.pkg.recount: '
+
+
+def mark_recount(runner, difference) -> None:
+    """The ``changed_from_training`` line of ``model.pkg.recount`` (a test's): dropped when
+    the recounted graph is the checkpoint's (the option changed nothing), else followed by
+    what differs; logged either way. ``difference``: ``BasePlanner.recount_difference``."""
+    lines = list(getattr(runner, 'changed_from_training', ()) or ())
+    if difference is None or not any(line.startswith(RECOUNT_LINE) for line in lines):
+        return
+    if difference == 'same graph':
+        runner.changed_from_training = [line for line in lines
+                                        if not line.startswith(RECOUNT_LINE)]
+    else:
+        runner.changed_from_training = [f'{line} (recounted: {difference})'
+                                        if line.startswith(RECOUNT_LINE) else line
+                                        for line in lines]
+    print_log(f'model.pkg.recount: recounted: {difference}'
+              + (' (not named in changed_from_training)' if difference == 'same graph' else ''),
+              logger='current', level=logging.INFO if difference == 'same graph'
+              else logging.WARNING)
 
 
 def check_model_fits_data(model_cfg: dict, dataset, where: str) -> None:
