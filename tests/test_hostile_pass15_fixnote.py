@@ -6,10 +6,11 @@
   (EOFError)"), while an edited one was encoded again with one warning: a damaged cache
   (empty, truncated, NaN, foreign) is now encoded again with one warning naming the file and
   what is wrong with it; with encoding off it is refused as before.
-- ``--cfg-options model.pkg.recount=True`` was listed in test_metrics.json's
-  ``changed_from_training`` even when the recounted graph was the checkpoint's (same
-  metrics): PKGHook now compares the two, drops the line when they agree and says what differs
-  when they do not.
+- ``--cfg-options model.pkg.recount=True`` (or ``=False``) was listed in test_metrics.json's
+  ``changed_from_training`` (the whole ``model.pkg``) even when the recounted graph was the
+  checkpoint's (same metrics): ``recount`` is no training option now (nor are PKGBuilder's
+  defaults spelled out); PKGHook compares the recounted graph with the checkpoint's and names
+  it only where they differ, with what differs.
 - PDPP's ``plan_from_features`` drew x_T from torch's global stream, ``inference_planner`` and
   the test runner seed it by the window's sample index: another plan for the same window.
   ``plan_from_features(..., index=i)`` now gives the tested plan; both docstrings and the docs
@@ -125,13 +126,16 @@ def _viterbi_pdpp(recount):
                              pkg=dict(type='PKGBuilder', recount=recount)))
 
 
-@pytest.mark.parametrize('recounted_on, kept', [
+@pytest.mark.parametrize('recounted_on, added', [
     ([[0, 1, 2], [3, 4, 5]], None),
-    ([[0, 1, 2], [3, 4, 5], [2, 0, 1]], r'model\.pkg\.recount: False in training, True here '
-                                        r'\(recounted: another graph than the checkpoint\'s: 1 '
-                                        r'edge\(s\) added, 0 removed')])
-def test_a_recount_that_changed_nothing_is_not_named(recounted_on, kept):
+    ([[0, 1, 2], [3, 4, 5], [2, 0, 1]], "model.pkg.recount: the checkpoint's graph in training, "
+                                        "recounted here: another graph than the checkpoint's: "
+                                        "1 edge(s) added, 0 removed, largest probability "
+                                        "change 1")])
+def test_a_recount_is_named_only_where_it_counted_another_graph(recounted_on, added):
+    from vpn_plugin.engine.checkpoint import model_option_differences
     from vpn_plugin.models.pkg_hook import PKGHook
+    from mmengine.config import Config
     trained = _viterbi_pdpp(False)
     trained.build_pkg(_Training([[0, 1, 2], [3, 4, 5]]))
     tested = _viterbi_pdpp(True)
@@ -139,14 +143,50 @@ def test_a_recount_that_changed_nothing_is_not_named(recounted_on, kept):
     assert not bool(tested.pkg_ready)
     other = 'model.decode_temperature: 1.0 in training, 2.0 here'
     runner = SimpleNamespace(model=tested, _train_dataloader=SimpleNamespace(
-        dataset=_Training(recounted_on)), changed_from_training=[
-        'model.pkg.recount: False in training, True here', other])
+        dataset=_Training(recounted_on)), changed_from_training=[other])
     PKGHook.fill(runner)
     assert bool(tested.pkg_ready)
-    if kept is None:
+    if added is None:
         assert runner.changed_from_training == [other]
         assert torch.equal(tested.log_transitions, trained.log_transitions)
     else:
-        assert __import__('re').match(kept, runner.changed_from_training[0]), \
-            runner.changed_from_training
-        assert runner.changed_from_training[1:] == [other]
+        assert runner.changed_from_training == [other, added]
+    # the option itself is no training option (nor are PKGBuilder's defaults spelled out)
+    text = Config(dict(model=dict(type='PDPP', pkg=dict(type='PKGBuilder')))).pretty_text
+    assert model_option_differences(text, dict(type='PDPP', pkg=dict(
+        type='PKGBuilder', smoothing=0.0, recount=True))) == []
+    assert model_option_differences(text, dict(type='PDPP', pkg=dict(
+        type='PKGBuilder', smoothing=1.0, recount=True)))[0].startswith('model.pkg: ')
+
+
+def test_tools_test_with_a_recount_of_the_same_graph_names_no_change(tiny_crosstask, tmp_path):
+    """The hostile pass's run: ``tools/test.py vpn ... epoch_1.pth --cfg-options
+    model.pkg.recount=True`` wrote ``changed_from_training: ['model.pkg.recount: False in
+    training, True here']`` beside the metrics of the unchanged test; a recount with
+    ``smoothing=1`` is named with what differs."""
+    import json
+    import os
+    from test_apis import tiny_vpn_config
+    from tool_modules import load_tool
+    os.environ.setdefault('LOCAL_RANK', '0')
+    config = tiny_vpn_config(tiny_crosstask, tmp_path)
+    load_tool('train').main([str(config), '--work-dir', str(tmp_path / 'run'), '--no-validate',
+                             '--cfg-options', 'train_cfg.max_epochs=1'])
+
+    def run_test(name, *options):
+        out = tmp_path / f'{name}.json'
+        load_tool('test').main([str(config), str(tmp_path / 'run' / 'epoch_1.pth'),
+                                '--work-dir', str(tmp_path / name), '--out-metrics', str(out),
+                                '--cfg-options', *options])
+        return json.loads(out.read_text())
+
+    plain = run_test('plain', 'model.pkg.recount=False')
+    same = run_test('same', 'model.pkg.recount=True')
+    assert 'changed_from_training' not in same, same
+    assert same == plain
+    assert 'changed_from_training' not in plain, plain  # before: the whole model.pkg named
+    other = run_test('other', 'model.pkg.recount=True', 'model.pkg.smoothing=1.0')
+    changed = other['changed_from_training']
+    assert len(changed) == 2 and changed[0].startswith('model.pkg: '), changed
+    assert changed[1].startswith("model.pkg.recount: the checkpoint's graph in training, "
+                                 "recounted here: another graph than the checkpoint's: "), changed

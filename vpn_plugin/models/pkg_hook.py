@@ -65,27 +65,21 @@ class PKGHook(Hook):
         mark_recount(runner, model.recount_difference())
 
 
-RECOUNT_LINE = 'model.pkg.recount: '
-
-
 def mark_recount(runner, difference) -> None:
-    """The ``changed_from_training`` line of ``model.pkg.recount`` (a test's): dropped when
-    the recounted graph is the checkpoint's (the option changed nothing), else followed by
-    what differs; logged either way. ``difference``: ``BasePlanner.recount_difference``."""
-    lines = list(getattr(runner, 'changed_from_training', ()) or ())
-    if difference is None or not any(line.startswith(RECOUNT_LINE) for line in lines):
+    """``model.pkg.recount`` over a loaded checkpoint's graph: logged, and where it counted
+    another graph a line of the runner's ``changed_from_training`` (a recount of the same
+    graph changed nothing and is not named). ``difference``: ``BasePlanner.
+    recount_difference`` (None: no checkpoint's graph was replaced)."""
+    if difference is None:
         return
     if difference == 'same graph':
-        runner.changed_from_training = [line for line in lines
-                                        if not line.startswith(RECOUNT_LINE)]
-    else:
-        runner.changed_from_training = [f'{line} (recounted: {difference})'
-                                        if line.startswith(RECOUNT_LINE) else line
-                                        for line in lines]
-    print_log(f'model.pkg.recount: recounted: {difference}'
-              + (' (not named in changed_from_training)' if difference == 'same graph' else ''),
-              logger='current', level=logging.INFO if difference == 'same graph'
-              else logging.WARNING)
+        print_log('model.pkg.recount: the recounted graph is the checkpoint\'s (same graph)',
+                  logger='current')
+        return
+    line = f'model.pkg.recount: the checkpoint\'s graph in training, recounted here: {difference}'
+    print_log(line, logger='current', level=logging.WARNING)
+    if hasattr(runner, 'changed_from_training'):
+        runner.changed_from_training = list(runner.changed_from_training or ()) + [line]
 
 
 def check_model_fits_data(model_cfg: dict, dataset, where: str) -> None:
