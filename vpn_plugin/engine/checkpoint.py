@@ -328,7 +328,7 @@ def model_option_differences(trained_cfg_text, model_cfg, locations: bool = True
     def values(options) -> dict:
         found = {key: _plain(options[key]) if key in options else defaults.get(key)
                  for key in keys}
-        if isinstance(found.get('pkg', {}), dict) and 'pkg' in found:
+        if 'pkg' in found and (found['pkg'] is None or isinstance(found['pkg'], dict)):
             found['pkg'] = _pkg_options(found['pkg'])
         resolve = getattr(cls, 'resolved_options', None)
         return resolve(found) if callable(resolve) else found
