@@ -158,8 +158,11 @@ def test_h58_features_of_another_time_step_are_refused_by_name(tmp_path):
         record = {'frames_features': frames, 'recipe': np.array(json.dumps(
             {'fps': fps, 'chunk': chunk}))}
         assert checked_frames(record, 'a.npz', 512).shape == (6, 512)
-    assert checked_frames({'frames_features': frames, 'recipe': json.dumps(
-        {'fps': None, 'chunk': 16})}, 'a.npz', 512).shape == (6, 512)  # native fps: not known
+    with pytest.raises(BadVideoError, match='no field "native_fps"'):  # passV F20: the seconds
+        checked_frames({'frames_features': frames, 'recipe': json.dumps(  # of a row unknown
+            {'fps': None, 'chunk': 16})}, 'a.npz', 512)
+    assert checked_frames({'frames_features': frames, 'native_fps': 16.0, 'recipe': json.dumps(
+        {'fps': None, 'chunk': 16})}, 'a.npz', 512).shape == (6, 512)
     record = {'frames_features': frames, 'recipe': np.array(json.dumps({'fps': 16.0,
                                                                          'chunk': 8}))}
     with pytest.raises(BadVideoError, match=r'a\.npz: field "recipe": frame recipe chunk 8 at '

@@ -754,8 +754,8 @@ def _readable_chain(path: Path) -> list:
             continue
         files.append(file)
         if file.suffix == '.py':  # a _base_ naming no files: refused naming it (mmengine's
-            with contextlib.suppress(SyntaxError):  # "'int' object is not iterable")
-                literal_base_files(file)
+            with contextlib.suppress(SyntaxError, UnicodeDecodeError):  # "'int' object is
+                literal_base_files(file)  # not iterable"); not UTF-8: check_utf8 names it
         try:
             todo += [(file.parent / str(base)).resolve()
                      for base in Config._get_base_files(str(file)) if '::' not in str(base)]

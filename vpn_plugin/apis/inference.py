@@ -255,6 +255,8 @@ def inference_planner(model, dataset, indices: Iterable[int],
     """The planner's outputs for ``dataset[i]``, i in ``indices``, in that order.
 
     ``mode='predict'``: a list of ``ActionDataSample`` (``pred_plan`` (T,), ``gt_plan``, ...);
+    a stochastic planner's noise (PDPP, KEPP) is seeded by the sample index, as in the test
+    runner: the plans the test scored (:func:`plan_from_features` needs ``index=`` for them).
     ``mode='tensor'``: the model's tensor output, concatenated over the batches (M, ...).
     A dataset whose features are unlike the checkpoint's training features is named
     (:func:`feature_scale_note`; each predicted sample's metainfo ``features_note``).
@@ -407,7 +409,7 @@ def video_observations(cfg, feature_file, start_time: NonNegative, goal_time: No
 
 
 @torch.no_grad()
-def plan_from_features(model, start, goal, task=None):
+def plan_from_features(model, start, goal, task=None, index=None):
     """Plans of ``model`` for start/goal observations of your own: ``start``, ``goal`` (B, D) or
     (D,) arrays or tensors (e.g. from :func:`video_observations`), D = the model's input size.
 
@@ -421,6 +423,12 @@ def plan_from_features(model, start, goal, task=None):
     ``usable``: False (and ``warning``) for observations of random S3D weights
     (:class:`UnusableObservations`), and ``features_note`` when the observations are unlike the
     checkpoint's training features (:func:`feature_scale_note`).
+
+    ``index``: a stochastic planner's noise (PDPP's x_T, KEPP's draws) is seeded by a window's
+    sample index in the test runner and :func:`inference_planner`; give the dataset index of
+    these observations (or B of them) for the plan the test scored. None: these observations
+    are no dataset's window, and the noise is drawn from torch's global stream (another plan
+    than the test's for the same window; ``torch.manual_seed`` makes it repeatable).
     """
     usable = not any(isinstance(v, UnusableObservations) for v in (start, goal))
     start, goal = _observation_batch(model, start, 'start'), _observation_batch(model, goal, 'goal')
@@ -434,9 +442,12 @@ def plan_from_features(model, start, goal, task=None):
         raise ValueError(f'{type(model).__name__} plans within the true task '
                          "(model.task_source='ground_truth'): give the task the video shows, "
                          'plan_from_features(..., task=K) (tools/plan.py: --task NAME)')
+    samples = {} if given is None else {'task': given}
+    if index is not None:
+        samples['index'] = _sample_indices(index, len(start))
     with evaluating(model):
-        batch = model.data_preprocessor({'inputs': {'start': start, 'goal': goal}, 'data_samples':
-                                         None if given is None else {'task': given}}, False)
+        batch = model.data_preprocessor({'inputs': {'start': start, 'goal': goal},
+                                         'data_samples': samples or None}, False)
         samples = model(batch['inputs'], batch['data_samples'], mode='predict')
     for index, sample in enumerate(samples):
         if given is not None:
@@ -450,6 +461,17 @@ def plan_from_features(model, start, goal, task=None):
         if note:
             sample.set_metainfo(dict(features_note=note))
     return samples
+
+
+def _sample_indices(index, batch_size: int) -> torch.Tensor:
+    """(B,) int64 sample indices from one index or B of them (``plan_from_features``)."""
+    values = torch.as_tensor(index) if not isinstance(index, str) else None
+    if values is None or values.is_floating_point() or values.dtype == torch.bool or \
+            values.dim() > 1 or values.numel() not in (1, batch_size) or \
+            (values.numel() and int(values.min()) < 0):
+        raise ValueError(f'index={index!r}; expected the dataset index of the observations '
+                         f'(an integer >= 0) or {batch_size} of them')
+    return values.long().reshape(-1).expand(batch_size).clone()
 
 
 def _given_tasks(model, task, batch_size: int) -> torch.Tensor:

@@ -328,12 +328,23 @@ def model_option_differences(trained_cfg_text, model_cfg, locations: bool = True
     def values(options) -> dict:
         found = {key: _plain(options[key]) if key in options else defaults.get(key)
                  for key in keys}
+        if 'pkg' in found and (found['pkg'] is None or isinstance(found['pkg'], dict)):
+            found['pkg'] = _pkg_options(found['pkg'])
         resolve = getattr(cls, 'resolved_options', None)
         return resolve(found) if callable(resolve) else found
     before, now = values(trained), values(model_cfg)
     lines = [f'model.{key}: {before[key]!r} in training, {now[key]!r} here'
              for key in keys if before[key] != now[key]]
     return lines if locations else [line for line in lines if not _path_only(line)]
+
+
+def _pkg_options(pkg: Optional[dict]) -> dict:
+    """``model.pkg`` with PKGBuilder's defaults filled, without ``recount``: whether a test
+    counts the graph again is no training option (PKGHook names a recount that gave another
+    graph than the checkpoint's: ``pkg_hook.mark_recount``)."""
+    options = {**PKG_DEFAULTS, 'type': 'PKGBuilder', **(pkg or {})}
+    options.pop('recount', None)
+    return options
 
 
 def _model_class(model_type):

@@ -112,6 +112,23 @@ class BasePlanner(BaseModel):
                   logger='current')
         return pkg
 
+    def recount_difference(self) -> Optional[str]:
+        """After ``model.pkg.recount`` counted the graph again over a loaded checkpoint's:
+        'same graph' when the two agree (probabilities within 1e-6, the same edges), else what
+        differs; None when no checkpoint's graph was replaced."""
+        loaded = getattr(self, 'checkpoint_transitions', None)
+        if loaded is None or not bool(self.pkg_ready):
+            return None
+        old, new = loaded.double().exp().cpu(), self.log_transitions.detach().double().exp().cpu()
+        if old.shape != new.shape:
+            return f'another graph ({tuple(old.shape)} in the checkpoint, {tuple(new.shape)} now)'
+        added, removed = int(((new > 0) & (old == 0)).sum()), int(((old > 0) & (new == 0)).sum())
+        largest = float((new - old).abs().max()) if old.numel() else 0.0
+        if not added and not removed and largest <= 1e-6:
+            return 'same graph'
+        return (f'another graph than the checkpoint\'s: {added} edge(s) added, {removed} removed, '
+                f'largest probability change {largest:.3g}')
+
     def set_pkg(self, pkg) -> None:
         """Install a PKG given as transition probabilities (N, N) [from, to]."""
         expected = (self.num_actions, self.num_actions)
@@ -141,6 +158,10 @@ class BasePlanner(BaseModel):
         if prefix + 'log_transitions' in state_dict and prefix + 'pkg_ready' not in state_dict:
             state_dict[prefix + 'pkg_ready'] = torch.tensor(True)
         if self.pkg_builder.recount:  # model.pkg.recount: PKGHook counts the config's graph
+            loaded, ready = (state_dict.get(prefix + key) for key in ('log_transitions',
+                                                                      'pkg_ready'))
+            self.checkpoint_transitions = loaded.detach().clone() if torch.is_tensor(
+                loaded) and torch.is_tensor(ready) and bool(ready) else None
             state_dict[prefix + 'log_transitions'] = self.log_transitions.clone()
             state_dict[prefix + 'pkg_ready'] = torch.tensor(False)
         super()._load_from_state_dict(state_dict, prefix, local_metadata, strict,

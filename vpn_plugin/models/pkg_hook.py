@@ -62,6 +62,24 @@ class PKGHook(Hook):
         if not isinstance(model, BasePlanner) or bool(model.pkg_ready):
             return
         model.build_pkg(training_dataset(runner))
+        mark_recount(runner, model.recount_difference())
+
+
+def mark_recount(runner, difference) -> None:
+    """``model.pkg.recount`` over a loaded checkpoint's graph: logged, and where it counted
+    another graph a line of the runner's ``changed_from_training`` (a recount of the same
+    graph changed nothing and is not named). ``difference``: ``BasePlanner.
+    recount_difference`` (None: no checkpoint's graph was replaced)."""
+    if difference is None:
+        return
+    if difference == 'same graph':
+        print_log('model.pkg.recount: the recounted graph is the checkpoint\'s (same graph)',
+                  logger='current')
+        return
+    line = f'model.pkg.recount: the checkpoint\'s graph in training, recounted here: {difference}'
+    print_log(line, logger='current', level=logging.WARNING)
+    if hasattr(runner, 'changed_from_training'):
+        runner.changed_from_training = list(runner.changed_from_training or ()) + [line]
 
 
 def check_model_fits_data(model_cfg: dict, dataset, where: str) -> None:

@@ -300,24 +300,42 @@ def _cached_encoding(texts: Sequence[str], kind: str, encoder, cache_dir, allow_
     options' kinds: held by the public loaders' ``checked_arguments``)."""
     cache = _cache_file(texts, kind, encoder, cache_dir, pooling)
     if cache.is_file():
-        features = _checked_cache(cache, len(texts))
-        if _signed_by_this_folder(cache, features):
+        features = _trusted_cache(cache, len(texts), allow_encode)
+        if features is not None:
             return features
-        if not allow_encode:
-            raise ValueError(f'{cache}: the text-feature cache carries no valid checksum of its '
-                             'folder (edited in place, copied from elsewhere, or written before '
-                             'caches were signed), so its rows cannot be trusted to be the texts\' '
-                             'encodings; delete it (or set model.text_embeddings.allow_encode='
-                             'True) to encode the texts again')
-        print_log(f'{cache}: the text-feature cache carries no valid checksum of its folder '
-                  '(edited, copied or older): the texts are encoded again', logger='current',
-                  level=logging.WARNING)
     elif not allow_encode:
         raise FileNotFoundError(f'text embedding cache {cache} is missing and encoding is '
                                 'disabled (model.text_embeddings.allow_encode=False)')
     embeddings = encode_texts(list(texts), encoder, pooling=pooling)
     _write_cache(cache, embeddings)
     return embeddings
+
+
+def _trusted_cache(cache: Path, count: int, allow_encode: bool) -> Optional[torch.Tensor]:
+    """The features (count, D) of ``cache`` when it is sound and signed by its folder; None
+    (after one warning naming the file and what is wrong) when the texts are to be encoded
+    again: damaged (empty, truncated, NaN, foreign) or unsigned, with ``allow_encode``;
+    ``ValueError`` naming the file without it."""
+    try:
+        features = _checked_cache(cache, count)
+    except ValueError as damage:
+        if not allow_encode:
+            raise
+        print_log(f'{damage} (model.text_embeddings.allow_encode=True: the texts are encoded '
+                  'again now and the cache rewritten)', logger='current', level=logging.WARNING)
+        return None
+    if _signed_by_this_folder(cache, features):
+        return features
+    if not allow_encode:
+        raise ValueError(f'{cache}: the text-feature cache carries no valid checksum of its '
+                         'folder (edited in place, copied from elsewhere, or written before '
+                         'caches were signed), so its rows cannot be trusted to be the texts\' '
+                         'encodings; delete it (or set model.text_embeddings.allow_encode='
+                         'True) to encode the texts again')
+    print_log(f'{cache}: the text-feature cache carries no valid checksum of its folder '
+              '(edited, copied or older): the texts are encoded again', logger='current',
+              level=logging.WARNING)
+    return None
 
 
 def _cache_file(texts: Sequence[str], kind: str, encoder, cache_dir, pooling) -> Path:
@@ -417,8 +435,11 @@ def _signed_by_this_folder(cache: Path, features: torch.Tensor) -> bool:
 
 def _checked_cache(cache: Path, count: int) -> torch.Tensor:
     """A cached encoding of ``count`` texts: a finite float tensor (count, D), else
-    ``ValueError`` naming the file (an edited, truncated or foreign cache was used as it is:
-    NaN features stopped training at a NaN loss blaming the settings)."""
+    ``ValueError`` naming the file (an empty, edited, truncated or foreign cache was used as
+    it is: NaN features stopped training at a NaN loss blaming the settings)."""
+    if cache.stat().st_size == 0:
+        raise ValueError(f'{cache}: an empty text-feature cache (0 bytes: an interrupted '
+                         'write?); delete it to encode the texts again')
     try:
         features = torch.load(cache, weights_only=True)
     except Exception as error:  # noqa: BLE001  (any unreadable file: say which)
