@@ -88,9 +88,6 @@ def sampled_files(files) -> list:
     return sorted(files, key=_sample_order)[:SAMPLED_FILES]
 
 
-HALF_DIGEST = 'float16'  # the precision of a frames array's second digest (frames_digest)
-
-
 def frames_digest(path) -> str:
     """'<exact> <half> <dtype>' of a feature file's frames array, 16 hex digits each, whatever
     its layout (.npz, .npy, pickle): exact over its shape and values as every reader passes

@@ -411,8 +411,7 @@ def features_folder_record(feature_dir, dataset=None) -> Optional[dict]:
     through ``dataset.feature_digests`` (the planning dataset reading the folder: the
     observation cache's memos, a folder hashed before costs nothing) when given; for a union's
     ``{source name: folder}``, ``{'sources': {name: record}}``; None without a folder."""
-    from ..datasets.file_digests import file_digests
-    from ..datasets.provenance import feature_files, folder_fingerprint, frames_digest
+    from ..datasets.provenance import feature_files, folder_fingerprint
     if isinstance(feature_dir, dict):
         parts = getattr(dataset, 'parts', None) or {}
         sources = {name: features_folder_record(folder, parts.get(name))
@@ -423,10 +422,7 @@ def features_folder_record(feature_dir, dataset=None) -> Optional[dict]:
         return None
     files = feature_files(feature_dir)
     hashing = getattr(dataset, 'feature_digests', None)
-    if callable(hashing):
-        digests, frames = hashing(files), hashing(files, frames=True)
-    else:
-        digests, frames = file_digests(files), file_digests(files, digest_of=frames_digest)
+    digests, frames = _digests(files, hashing), _digests(files, hashing, frames=True)
     return dict(folder=str(Path(feature_dir).resolve()), **folder_fingerprint(feature_dir),
                 digests={path.name: digest[:FILE_DIGEST_CHARS]
                          for path, digest in zip(files, digests)},
@@ -512,11 +508,10 @@ def files_unlike_training(trained: dict, read, hashing=None) -> tuple:
     dtype: :func:`_same_at_float16`). ``hashing``: a planning dataset's ``feature_digests``
     (its memos). The frames arrays are read only of the files whose bytes are no training
     file's."""
-    from ..datasets.file_digests import MISSING, NOT_A_FILE, file_digests
-    from ..datasets.provenance import frames_digest
+    from ..datasets.file_digests import MISSING, NOT_A_FILE
     digests, frames = trained['digests'], trained.get('frames')
     frames = frames if isinstance(frames, dict) else {}
-    found = hashing(read) if callable(hashing) else file_digests(read)
+    found = _digests(read, hashing)
     other, absent, unmatched = [], [], []
     for path, digest in zip(map(Path, read), found):
         if digest in (MISSING, NOT_A_FILE):  # the dataset's reader names these
@@ -527,8 +522,7 @@ def files_unlike_training(trained: dict, read, hashing=None) -> tuple:
             unmatched.append(path)
         else:
             (other if path.name in digests else absent).append(path.name)
-    arrays = (hashing(unmatched, frames=True) if callable(hashing) else
-              file_digests(unmatched, digest_of=frames_digest)) if unmatched else []
+    arrays = _digests(unmatched, hashing, frames=True) if unmatched else []
     half = []
     for path, pair in zip(unmatched, arrays):
         recorded, found = str(frames[path.stem]).split(' '), pair.split(' ')
@@ -536,6 +530,17 @@ def files_unlike_training(trained: dict, read, hashing=None) -> tuple:
             continue  # the training frames, in another file format
         (half if _same_at_float16(recorded, found) else other).append(path.name)
     return other, absent, half
+
+
+def _digests(paths, hashing=None, frames: bool = False) -> list:
+    """``file_digests`` of ``paths`` (with ``frames``, of their frames arrays:
+    ``datasets.provenance.frames_digest``), through ``hashing`` when given (a planning
+    dataset's ``feature_digests``: its memos)."""
+    from ..datasets.file_digests import file_digests
+    from ..datasets.provenance import frames_digest
+    if callable(hashing):
+        return hashing(paths, frames=True) if frames else hashing(paths)
+    return file_digests(paths, digest_of=frames_digest) if frames else file_digests(paths)
 
 
 def _same_at_float16(recorded: list, found: list) -> bool:
