@@ -280,6 +280,15 @@ def option_types(cls) -> dict:
     return {name: hint for name, hint in hints.items() if name != 'self'}
 
 
+def option_defaults(cls) -> dict:
+    """``{option: default}`` of the ``__init__`` of ``cls`` (or of the function ``cls``): the
+    options that have one."""
+    function = cls.__init__ if isinstance(cls, type) else cls
+    return {name: parameter.default
+            for name, parameter in inspect.signature(function).parameters.items()
+            if parameter.default is not inspect.Parameter.empty}
+
+
 def check_options(where: str, cls, options: dict) -> None:
     """:func:`check_value` of each of ``options`` (a config entry without its ``type``)
     against the annotation of that option of ``cls.__init__``; ``where`` names the entry

@@ -356,11 +356,8 @@ def _model_class(model_type):
 
 def _option_defaults(cls) -> dict:
     """{option: default} of the ``__init__`` of the model class ``cls`` ({} for None)."""
-    if cls is None:
-        return {}
-    return {name: parameter.default
-            for name, parameter in inspect.signature(cls.__init__).parameters.items()
-            if parameter.default is not inspect.Parameter.empty}
+    from ..config_types import option_defaults
+    return {} if cls is None else option_defaults(cls)
 
 
 FEATURE_STATS_KEY = 'feature_statistics'  # meta: the training features' mean / std

