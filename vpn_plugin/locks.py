@@ -128,10 +128,16 @@ def _discard(path: Path, made_folders: list) -> None:
     """Remove the lock file ``path`` and, when empty, the folders made for it (deepest first)."""
     with contextlib.suppress(OSError):
         path.unlink()
+    remove_made_folders(made_folders)
+
+
+def remove_made_folders(made_folders) -> None:
+    """Remove the folders :func:`missing_folders` listed (deepest first), each only while it
+    is empty: the first that is not (something else is in it now) ends the removal."""
     for folder in made_folders:
         try:
-            folder.rmdir()
-        except OSError:  # not empty: something else is in it now
+            os.rmdir(folder)
+        except OSError:
             break
 
 

@@ -228,11 +228,8 @@ class PlanningRunner(Runner):
                 handler.close()
                 logger.removeHandler(handler)
         shutil.rmtree(self.log_dir, ignore_errors=True)
-        for folder in self.made_folders:  # deepest first
-            try:
-                os.rmdir(folder)  # only when empty
-            except OSError:
-                break
+        from vpn_plugin.locks import remove_made_folders
+        remove_made_folders(self.made_folders)
 
     @classmethod
     def from_cfg(cls, cfg) -> 'PlanningRunner':
