@@ -38,3 +38,21 @@ def test_resuming_a_finished_run_logs_that_nothing_is_trained(tiny_crosstask, tm
     assert f'--resume {tmp_path / "run" / "epoch_1.pth"}: the checkpoint has trained all 1 ' \
            "epochs of the config's train_cfg.max_epochs=1: nothing is trained (the run is " \
            'complete)' in run_logs(tmp_path / 'run')
+
+
+@pytest.mark.parametrize('tool', ['train', 'test'])
+def test_a_cfg_options_value_with_a_space_is_refused(tool, capsys):
+    """T1-T3, H35, H36: mmengine's DictAction removes every space of a --cfg-options value:
+    ``feature_dir=/data/a b`` trained (exit 0, no word) on /data/ab, another folder that
+    existed; a text-features path with a space was refused naming a path never given."""
+    parse = load_tool(tool).parse_args
+    with pytest.raises(SystemExit):
+        parse(['c.py', '--cfg-options', 'feature_dir=/data/a b'])
+    assert "--cfg-options feature_dir=/data/a b: the value holds a space, which mmengine's " \
+           '--cfg-options removes (it would read feature_dir=/data/ab)' in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        parse(['c.py', '--cfg-options', "model.text_embeddings.file='/t e/x.npy'"])
+    assert 'it would read model.text_embeddings.file=/te/x.npy' in capsys.readouterr().err
+    # spaces mmengine's removal leaves harmless: beside a list's commas and brackets, around
+    parsed = parse(['c.py', '--cfg-options', 'a=[1, 2]', 'b=(x, y)', 'c= 3 ', 'd=[ 1 ,2 ]'])
+    assert parsed.cfg_options == {'a': [1, 2], 'b': ('x', 'y'), 'c': 3, 'd': [1, 2]}
