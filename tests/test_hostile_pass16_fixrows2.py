@@ -251,3 +251,39 @@ def test_pkg_defaults_are_pkg_builders_and_the_literal_they_replace():
                                     'perturbations', 'seed']  # the order messages name them
     pkg_defaults()['extra_datasets'].append('x')
     assert pkg_defaults()['extra_datasets'] == []
+
+
+def test_test_metrics_name_the_test_and_training_horizons():
+    """closing10 noticed (item 1, test.py side), fails on 72181f1: test_metrics.json said
+    neither horizon, so a cross-horizon test's metrics (configs/vpn_niv_t6_eval_t3.py: a model
+    of T=6 on the T=3 windows) read as a plain test. test.py now writes ``horizon`` (the test
+    windows') and ``train_horizon`` (the model's, which a checkpoint's recorded training
+    horizon must equal); a model without a horizon writes neither."""
+    from types import SimpleNamespace
+    import vpn_plugin.mm  # noqa: F401
+    from mmaction.registry import MODELS
+    from tool_modules import load_tool
+    tool = load_tool('test')
+    model = MODELS.build(dict(type='UniformEmissionPlanner', num_actions=4, horizon=6))
+    runner = SimpleNamespace(model=model, test_dataloader=SimpleNamespace(
+        dataset=SimpleNamespace(horizon=3, window_counts={})))
+    notes = tool.test_notes(runner)
+    assert (notes['horizon'], notes['train_horizon']) == (3, 6)
+    assert tool.tested_horizons(SimpleNamespace(), runner.test_dataloader.dataset) == {}
+
+
+def test_a_checkpoint_tested_with_a_config_of_another_horizon_is_told_the_cross_horizon_way():
+    """closing10 noticed (item 1, test.py side), fails on 72181f1: tools/test.py with a config
+    of another horizon than the checkpoint's (configs/vpn_niv_t3.py for a T=6 checkpoint) stays
+    refused, since the model is built for T=3 (a model whose steps are its horizon's: not the
+    trained one); the refusal now says how to test it on T=3 windows."""
+    import vpn_plugin.mm  # noqa: F401
+    from mmaction.registry import MODELS
+    from vpn_plugin.engine.checkpoint import CheckpointMismatchError, load_weights
+    model = MODELS.build(dict(type='UniformEmissionPlanner', num_actions=4, horizon=3))
+    checkpoint = {'state_dict': model.state_dict(), 'meta': {'dataset_meta': {'horizon': 6}}}
+    with pytest.raises(CheckpointMismatchError) as refused:
+        load_weights(model, checkpoint, 't6.pth')
+    assert ("horizon=6 in the checkpoint, 3 in the config's model (a test of it on T=3 "
+            'windows: the config it was trained with and test_horizon=3, e.g. --cfg-options '
+            'test_horizon=3, as configs/vpn_niv_t6_eval_t3.py does)') in str(refused.value)

@@ -272,7 +272,11 @@ def meta_mismatches(checkpoint: dict, model, data_meta: Optional[dict] = None) -
         ours = getattr(model, key, None)
         if key in recorded and ours is not None and recorded[key] != ours:
             wrong[key] = (f'{key}={recorded[key]!r} in the checkpoint, {ours!r} in the '
-                          "config's model")
+                          "config's model" + (
+                              f' (a test of it on T={ours} windows: the config it was trained '
+                              f'with and test_horizon={ours}, e.g. --cfg-options test_horizon='
+                              f'{ours}, as configs/vpn_niv_t6_eval_t3.py does)'
+                              if key == 'horizon' else ''))
     for key in DATA_META:
         if key in wrong or key not in recorded or key not in (data_meta or {}):
             continue
