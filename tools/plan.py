@@ -159,7 +159,7 @@ def plan_features(args, cfg) -> None:
     """``--features``: the plan between two moments of a video's features file (a file of
     random S3D weights is planned from, its plans marked UNUSABLE as the CLI marks videos)."""
     from vpn_plugin.apis import init_planner, plan_from_features, video_observations
-    from vpn_plugin.apis.inference import feature_file_note
+    from vpn_plugin.apis.inference import feature_file_note, window_index
     from vpn_plugin.apis.video import config_taxonomy, format_video_plan, goal_note
     from vpn_plugin.datasets.features import read_feature_record
     record = read_feature_record(args.features)
@@ -168,7 +168,13 @@ def plan_features(args, cfg) -> None:
     model = planner(init_planner, cfg, args.checkpoint)
     start, goal = video_observations(model.cfg, args.features, args.start_time, args.goal_time,
                                      args.split, allow_unusable=True)
-    sample = plan_from_features(model, start, goal, task=task)[0]
+    # a window of the config's split: its index seeds a stochastic planner's noise as the
+    # test runner does (PDPP's x_T, KEPP's draws), so the plan is the one the test scored
+    index = window_index(model.cfg, args.split, args.features, start, goal)
+    sample = plan_from_features(model, start, goal, task=task, index=index)[0]
+    if index is not None:
+        print(f'{args.features} from {args.start_time:g} s to {args.goal_time:g} s is window '
+              f'{index} of the {args.split} split: planned as its test planned it')
     print_features_note([sample])
     note = feature_file_note(model, args.features)  # a training video's file of other content
     if note:
@@ -235,7 +241,7 @@ def save_features(path, features, s3d, warning: str, existed: bool = True) -> No
     try:
         write_features_atomically(Path(path), dict(frames_features=features,
                                                    usable=np.bool_(s3d.usable), **extra),
-                                  replace=existed)
+                                  replace=existed, resumable=False)
     except FileExistsError:
         raise ValueError(f'--save-features {path}: another process wrote that file while this '
                          'run extracted its features (it did not exist when the run began); '
