@@ -42,11 +42,18 @@ if command -v sinfo >/dev/null 2>&1; then
     GRES=${GRES% }
     MOST=$(printf '%s\n' "$GRES" | tr ' ,' '\n\n' | sed -n 's/^gpu\(:[^:(]*\)\{0,1\}:\([0-9][0-9]*\).*/\2/p' \
         | sort -n | tail -1)
-    if [ -n "$GRES" ] && [ "${MOST:-0}" -lt "$GPUS_PER_NODE" ]; then
+    # only sinfo's gres syntax is judged ((null), name[:type]:count[(...)]); other output
+    # (an older sinfo's, a wrapper's) leaves the choice to srun
+    UNKNOWN=$(printf '%s\n' "$GRES" | tr ' ,' '\n\n' | grep -cvE '^(\(null\)|[A-Za-z_]+(:[^:( ]+)?:[0-9]+.*)?$' || true)
+    if [ -n "$GRES" ] && [ "$UNKNOWN" = 0 ] && [ "${MOST:-0}" -lt "$GPUS_PER_NODE" ]; then
+        if [ -n "$MOST" ]; then
+            FIX="or GPUS_PER_NODE=$MOST (and GPUS a multiple of it)"
+        else
+            FIX="(this one has none: one task per GPU; on CPUs run tools/${VPN_TOOL:-train.py} without Slurm)"
+        fi
         echo "error: PARTITION=$PARTITION has ${MOST:-no} GPU(s) per node (sinfo gres: $GRES), but" \
              "GPUS_PER_NODE=$GPUS_PER_NODE asks for $GPUS_PER_NODE (srun --gres=gpu:$GPUS_PER_NODE);" \
-             "expected a partition with GPUs (sinfo -o '%P %G' lists them), or GPUS_PER_NODE=N" \
-             "(and GPUS) at most what it has" >&2
+             "expected a partition with GPUs (sinfo -o '%P %G' lists them) $FIX" >&2
         exit 2
     fi
 fi
