@@ -181,23 +181,26 @@ def write_features_atomically(path: Path, arrays: Dict[str, np.ndarray],
     except BaseException as error:
         temporary.unlink(missing_ok=True)
         if isinstance(error, OSError) and not isinstance(error, FileExistsError):
-            raise OutputWriteError(_write_failure(path, error, resumable)) from error
+            _raise_write_failure(path, error, resumable)
         raise
 
 
-def _write_failure(path: Path, error: OSError, resumable: bool) -> str:
-    """What a failed feature write says: the file, the error with its errno name, and what
-    to do (free space / fix it, then run again: resumed, or the whole run)."""
+def _raise_write_failure(path: Path, error: OSError, resumable: bool) -> None:
+    """``OutputWriteError`` of a failed feature write: the file, the error with its errno
+    name, and what to do (free space / fix it, then run again: resumed, or the whole run)."""
     full = error.errno in (errno.ENOSPC, errno.EDQUOT)
     name = errno.errorcode.get(error.errno) if error.errno is not None else None
     what = f'{error.strerror or error}' + (f' ({name})' if name else '')
     if resumable:
         hint = 'free disk space and run again to resume' if full else \
             'fix that and run again to resume'
-        return (f'cannot write the feature file {path}: {what}; it was not written (the files '
-                f'written before it are complete: {hint})')
-    return (f'cannot write the feature file {path}: {what}; nothing was written ({path} is as '
-            f'it was before the run): {"free disk space" if full else "fix that"} and run again')
+        raise OutputWriteError(f'cannot write the feature file {path}: {what}; it was not '
+                               f'written (the files written before it are complete: {hint})'
+                               ) from error
+    raise OutputWriteError(f'cannot write the feature file {path}: {what}; nothing was written '
+                           f'({path} is as it was before the run): '
+                           f'{"free disk space" if full else "fix that"} and run again'
+                           ) from error
 
 
 def check_manifest(out_dir: Path, settings: dict) -> None:
