@@ -235,16 +235,16 @@ def test_a_forged_meta_cfg_is_named_with_what_the_weights_show():
     weights = {'diffusion.betas': torch.linspace(1e-4, 0.02, 20)}
     assert check_test_options(PDPP_CFG.format(200), cfg, 'c.pth', 'test it', weights) == [
         "model.n_timesteps: 200 in the checkpoint's meta['cfg'] (its training config), but "
-        'its weights show 20 (diffusion.betas: a diffusion schedule of 20 steps); 20 here, '
-        'which this test uses (as the weights)']
+        'its weights show 20 (diffusion.betas: a diffusion schedule of 20 steps); 20 here '
+        'is used, as the weights show']
     kepp = ("model = dict(type='KEPP', feature_dim=8, num_actions=5, horizon=3, "
             "n_timesteps=20, step_n_timesteps={})\n")
     weights = {'plan.betas': torch.zeros(20), 'step.betas': torch.zeros(30)}
     assert check_test_options(kepp.format(50), Config.fromstring(kepp.format(30), '.py'),
                               'c.pth', 'test it', weights) == [
         "model.step_n_timesteps: 50 in the checkpoint's meta['cfg'] (its training config), "
-        'but its weights show 30 (step.betas: a diffusion schedule of 30 steps); 30 here, '
-        'which this test uses (as the weights)']
+        'but its weights show 30 (step.betas: a diffusion schedule of 30 steps); 30 here '
+        'is used, as the weights show']
 
 
 def test_an_honest_meta_cfg_keeps_its_lines():

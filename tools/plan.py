@@ -14,7 +14,9 @@ the same options. ``--random-weights`` (instead of ``--s3d-weights``) runs the p
 random S3D weights, for checks only: its plans are marked UNUSABLE. ``--features FILE`` plans
 from one video's features already extracted (a file of ``extract_features.py`` or
 ``--save-features``, or any per-video layout the datasets read): no S3D, no video; a file
-written with random weights (``usable`` false) is marked UNUSABLE as well. Each plan says where
+written with random weights (``usable`` false) is marked UNUSABLE as well; a file of the
+config's ``--split`` feature folder at the times of one of its windows is planned as its test
+planned it (the window index seeds a stochastic planner's noise: PDPP, KEPP). Each plan says where
 its task comes from (the planner's classifier with its probability, the ground truth, or
 ``--task NAME``: the task the video shows) and warns when its actions leave that task.
 """

@@ -789,8 +789,8 @@ def _weights_against_cfg(named: list, trained_cfg_text, model_cfg, state_dict) -
             value, what = shown[key]
             line = (f"model.{key}: {before[key]!r} in the checkpoint's meta['cfg'] (its "
                     f'training config), but its weights show {value!r} ({what}); '
-                    f'{now[key]!r} here, which this test uses'
-                    + (' (as the weights)' if now[key] == value else ''))
+                    f'{now[key]!r} here is used'
+                    + (', as the weights show' if now[key] == value else ''))
         lines.append(line)
     return lines
 
