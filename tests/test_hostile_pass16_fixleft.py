@@ -365,14 +365,18 @@ def _build(config):
 
 
 def test_damaged_feature_files_read_are_counted_logged_and_carried_into_the_caveats(
-        feature_copy, tmp_path, capsys):
+        feature_copy, tmp_path, monkeypatch):
     """Before: extract_features recorded "damage" in a damaged video's npz, and no dataset,
     log, test_metrics.json or results row said that the scores were measured on it."""
     from types import SimpleNamespace
     from tool_modules import load_tool
     from vpn_plugin.protocol.results import row_from_dict
     from vpn_plugin.protocol.runner import test_caveats
+    from vpn_plugin.datasets import planning_dataset
     from vpn_plugin.runner import PlanningRunner
+    logged = []
+    monkeypatch.setattr(planning_dataset, 'print_log', lambda message, logger=None, level=20:
+                        logged.append((level, message)))
     folder, config = feature_copy
     stems = sorted({w.feature for w in _build(config).windows})
     for stem in stems[:2]:
@@ -382,10 +386,9 @@ def test_damaged_feature_files_read_are_counted_logged_and_carried_into_the_cave
     for cache in (None, tmp_path / 'cache', tmp_path / 'cache'):  # built, cached, read back
         dataset = _build(dict(config, cache_dir=cache and str(cache)))
         assert dataset.damaged_files() == [f'{stem}.npz: {DAMAGE}' for stem in stems[:2]]
-    lines = [line for line in capsys.readouterr().out.splitlines() if 'damaged video' in line]
-    # one line (mmengine's logger shows a repeated warning once)
-    assert len(lines) == 1 and ' - WARNING - ' in lines[0]
-    line = lines[-1].split(' - WARNING - ', 1)[1]
+    lines = [(level, line) for level, line in logged if 'damaged video' in line]
+    assert len(lines) == 3 and all(level == 30 for level, _ in lines)  # one per build
+    line = lines[-1][1]
     assert line.startswith('PlanningDataset (test, T=3): 2 feature file(s) read record a '
                            'damaged video')
     assert f'{stems[0]}.npz: {DAMAGE}; {stems[1]}.npz' in line
@@ -409,13 +412,18 @@ def test_damaged_feature_files_read_are_counted_logged_and_carried_into_the_cave
 
 
 @pytest.mark.parametrize('layout', ['same', 'float16', 'npy', 'moved', 'empty note'])
-def test_undamaged_copies_of_features_give_no_damage_caveat(feature_copy, tmp_path, layout):
+def test_undamaged_copies_of_features_give_no_damage_caveat(feature_copy, tmp_path, layout,
+                                                            monkeypatch):
     """No false caveat: copies in another dtype or layout, a moved folder, an empty note."""
     import shutil
     from types import SimpleNamespace
     from tool_modules import load_tool
     from vpn_plugin.protocol.runner import test_caveats
+    from vpn_plugin.datasets import planning_dataset
     from vpn_plugin.runner import PlanningRunner
+    logged = []
+    monkeypatch.setattr(planning_dataset, 'print_log',
+                        lambda message, logger=None, level=20: logged.append(message))
     folder, config = feature_copy
     for path in sorted(folder.glob('*.npz')):
         frames = np.load(path)['frames_features']
@@ -431,6 +439,7 @@ def test_undamaged_copies_of_features_give_no_damage_caveat(feature_copy, tmp_pa
         config = dict(config, feature_dir=str(tmp_path / 'elsewhere'))
     dataset = _build(config)
     assert dataset.damaged_files() == []
+    assert logged and not [line for line in logged if 'damage' in line]
     runner = SimpleNamespace(_test_loop=SimpleNamespace(
         dataloader=SimpleNamespace(dataset=dataset)), model=torch.nn.Linear(1, 1))
     assert PlanningRunner.damaged_test_files(runner) == []
