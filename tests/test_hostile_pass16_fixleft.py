@@ -314,30 +314,24 @@ def test_plan_py_features_of_a_test_window_give_the_plan_the_test_scored(
         assert planned[-1] == tested, i
 
 
-def test_plan_py_features_of_no_window_plan_as_before(tiny_pdpp_checkpoint, tiny_crosstask,
-                                                      capsys):
+def test_features_of_no_window_are_not_called_one(tiny_pdpp_checkpoint, tiny_crosstask):
     """No false claim: times of no test window, or a copy of the file in another folder, are
-    planned from torch's global stream and not called a window."""
+    no window (planned from torch's global stream, as before)."""
     import shutil
-    from tool_modules import load_tool
-    config, checkpoint = tiny_pdpp_checkpoint
     import vpn_plugin.apis as apis
+    config, checkpoint = tiny_pdpp_checkpoint
     dataset = apis.build_split_dataset(str(config), 'test')
     window = dataset.windows[5]
     source = Path(tiny_crosstask['feature_dir']) / f'{window.feature}.npz'
     copy = Path(str(checkpoint)).parent / 'copy' / source.name
     copy.parent.mkdir(exist_ok=True)
     shutil.copy(source, copy)
-    load_tool('plan').main([str(config), str(checkpoint), '--features', str(copy),
-                            '--start-time', str(window.times[0][0]), '--goal-time',
-                            str(window.times[-1][1])])
-    assert 'of the test split: planned as' not in capsys.readouterr().out
-    start, goal = apis.video_observations(str(config), source, window.times[0][0] + 1,
-                                          window.times[-1][1])
-    assert apis.inference.window_index(str(config), 'test', source, start, goal) is None
-    start, goal = apis.video_observations(str(config), source, window.times[0][0],
-                                          window.times[-1][1])
+    times = (window.times[0][0], window.times[-1][1])
+    start, goal = apis.video_observations(str(config), source, *times)
     assert apis.inference.window_index(str(config), 'test', source, start, goal) == 5
+    assert apis.inference.window_index(str(config), 'test', copy, start, goal) is None
+    start, goal = apis.video_observations(str(config), source, times[0] + 1, times[1])
+    assert apis.inference.window_index(str(config), 'test', source, start, goal) is None
 
 
 # ------------------------------------------------ 2: a damaged video's note reaches logs and rows
