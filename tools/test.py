@@ -185,7 +185,7 @@ def test_notes(runner) -> dict:
                 feature_statistics=getattr(runner, 'feature_statistics_note', ''),
                 test_windows=dataset.window_count_summary() if dropped else '',
                 damaged_features=getattr(runner, 'damaged_test_files', list)(),
-                **tested_horizons(runner.model, dataset))
+                **tested_horizons(getattr(runner, 'model', None), dataset))
 
 
 def tested_horizons(model, dataset) -> dict:
