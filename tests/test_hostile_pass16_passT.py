@@ -31,7 +31,7 @@ def test_resuming_a_finished_run_logs_that_nothing_is_trained(tiny_crosstask, tm
     monkeypatch.setenv('LOCAL_RANK', '0')
     train = load_tool('train').main
     config = config_on(tiny_crosstask, tiny_crosstask['feature_dir'], tmp_path / 'a')
-    one = ['--cfg-options', 'train_cfg.max_epochs=1', 'train_cfg.val_interval=1']
+    one = ['--no-validate', '--cfg-options', 'train_cfg.max_epochs=1']
     train([str(config), '--work-dir', str(tmp_path / 'run'), *one])
     assert 'nothing is trained' not in run_logs(tmp_path / 'run')
     train([str(config), '--work-dir', str(tmp_path / 'run'), '--resume', *one])
