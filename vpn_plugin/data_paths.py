@@ -83,6 +83,16 @@ def add_cfg_options(parser: argparse.ArgumentParser, help: str, **kwargs) -> Non
             if bad:
                 parser.error(f'{option_string} {bad[0]}: expected KEY=VALUE (e.g. '
                              'train_cfg.max_epochs=5; a list: KEY=[a,b]), got no "=" or no key')
+            spaced = [item for item in values or ()
+                      if SPACE_INSIDE.search(item.split('=', 1)[1])]
+            if spaced:  # mmengine's DictAction removes every space of a value
+                key, value = spaced[0].split('=', 1)
+                parser.error(f'{option_string} {spaced[0]}: the value holds a space, which '
+                             f"mmengine's --cfg-options removes (it would read {key}="
+                             f"{value.strip(chr(39) + chr(34)).replace(' ', '')}); expected a "
+                             'value without spaces: give a path with spaces through the '
+                             "tool's own flag (--feature-dir, --data-root, --work-dir) or in a "
+                             "config file of your own (_base_ = ['<config>'])")
             try:
                 super().__call__(parser, namespace, values, option_string)
             except RecursionError:  # mmengine's parser on some nested values
@@ -97,6 +107,9 @@ def add_cfg_options(parser: argparse.ArgumentParser, help: str, **kwargs) -> Non
     parser.add_argument('--cfg-options', nargs='+', action=CfgOptions, help=help, **kwargs)
 
 
+# a space between two characters of a value (not one beside a list's brackets or commas):
+# what mmengine's DictAction would remove, joining the two
+SPACE_INSIDE = re.compile(r'[^\s,\[\]()]\s+[^\s,\[\]()]')
 DICT_VALUE_HINT = ("mmengine's --cfg-options reads plain values, lists [a,b] and tuples (a,b), "
                    'not dict(...): set the keys one by one (KEY.SUB=VALUE) or write the '
                    "override in a config file of your own (_base_ = ['<config>'])")
