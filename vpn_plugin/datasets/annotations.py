@@ -413,7 +413,7 @@ def _coin_step(path, where, vid, step, task, taxonomy) -> Tuple[float, float, in
     """One COIN step -> (start, end, global action id = COIN id - 1), checked."""
     try:
         raw = step['id']
-        action = int(str(raw)) - 1
+        action = _coin_id(raw) - 1
         start, end = step['segment']  # numbers of seconds, checked below (never coerced)
     except (ValueError, TypeError, KeyError) as err:
         raise BadVideoError(vid, 'annotation row does not parse',
@@ -431,6 +431,17 @@ def _coin_step(path, where, vid, step, task, taxonomy) -> Tuple[float, float, in
                             f'{action} of {taxonomy.path} is {taxonomy.action_names[action]!r}; '
                             'expected the name of its id (an edited id or label?)')
     return float(start), float(end), action
+
+
+def _coin_id(raw) -> int:
+    """A COIN step id: a JSON integer or its decimal text ("373"); ValueError for any other
+    spelling int() would take ("3_7_3", Arabic-Indic digits, "373.0", true)."""
+    text = raw.strip() if isinstance(raw, str) else raw
+    if isinstance(text, str) and text.isascii() and text.lstrip('+').isdigit():
+        return int(text)
+    if isinstance(text, int) and not isinstance(text, bool):
+        return text
+    raise ValueError(f'COIN step id {raw!r} is not a decimal integer')
 
 
 def split_overlap(videos: Sequence[VideoAnnotation], others: set, path, other_path
