@@ -175,3 +175,24 @@ def test_a_refused_conversion_leaves_no_lock_file(tmp_path):
         load_tool('convert_features').main(['--src', str(src), '--dst', str(tmp_path / 'conv')])
     assert sorted(p.name for p in tmp_path.iterdir()) == before
     shutil.rmtree(src)
+
+
+@pytest.mark.parametrize('field, value, read', [
+    ('vid', ['tea_00'], False), ('feature', None, False), ('vid', {'a': 1}, False),
+    ('feature', True, False), ('vid', 17, True), ('feature', 5, True), ('feature', 'x', True)])
+def test_a_video_id_or_feature_stem_is_text(tmp_path, field, value, read):
+    """passV J13, J19 (silent): a per-video JSON entry's vid ['tea_00'] or "feature": null was
+    read through str() (feature file "make_tea_['tea_00']", "None"), never named."""
+    from vpn_plugin.datasets.annotations import read_json_annotations
+    from vpn_plugin.datasets.taxonomy import load_taxonomy
+    (tmp_path / 'taxonomy.json').write_text(json.dumps({'0_t': {'0': 'a', '1': 'b'}}))
+    taxonomy = load_taxonomy(tmp_path / 'taxonomy.json')
+    entry = {'vid': 'v0', 'task': 't', 'steps': [[0, 1, 0], [2, 3, 1]], field: value}
+    path = tmp_path / 'train.json'
+    path.write_text(json.dumps([entry]))
+    videos, bad = read_json_annotations(path, taxonomy)
+    if read:
+        assert len(videos) == 1 and not bad
+    else:
+        assert not videos and f'field "{field}" = {value!r}; expected a text or an integer' \
+            in str(bad[0])

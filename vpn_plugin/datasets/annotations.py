@@ -468,6 +468,12 @@ def _task_of(path, where: str, key, taxonomy: Taxonomy) -> int:
 
 
 def _json_video(path, i, entry, taxonomy, warnings=None) -> VideoAnnotation:
+    for name, value, what in (('vid', entry['vid'], 'a video id'),
+                              ('feature', entry.get('feature', ''), 'a file stem, or no field')):
+        if isinstance(value, bool) or not isinstance(value, (str, int)):  # never str() of a list
+            raise BadVideoError(str(entry['vid']), 'annotation row does not parse',
+                                f'{path}: entry {i}: field "{name}" = {value!r}; expected a '
+                                f'text or an integer ({what})')
     vid = str(entry['vid'])
     task = _task_of(path, f'entry {i} (vid {vid}): field "task"', entry['task'], taxonomy)
     if file_stem_problem(_json_stem(entry)):
