@@ -192,6 +192,8 @@ def check_time_step(path, header: VideoHeader, recipe: FrameRecipe) -> None:
     video states (16 at 30 fps: 0.53 s, which every reader would take for a second); a file
     that states no rate cannot be told."""
     native = None
+    if recipe.fps is not None and row_seconds_problem(recipe.as_dict()):
+        return  # the recipe alone says it: refused before any video by the tools
     if recipe.fps is None:
         native = stream_fps(header)
         if native is None:
