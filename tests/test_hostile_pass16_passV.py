@@ -196,3 +196,20 @@ def test_a_video_id_or_feature_stem_is_text(tmp_path, field, value, read):
     else:
         assert not videos and f'field "{field}" = {value!r}; expected a text or an integer' \
             in str(bad[0])
+
+
+@pytest.mark.parametrize('tasks, message', [
+    ({'0_t': {'0': 'a', '\u0661': 'b'}}, "task '0_t': action id '\u0661' is not an integer"),
+    ({'0_t': {'0': 'a'}, '\u0661_u': {'1': 'b'}}, "task key '\u0661_u' does not parse"),
+    ({'0_t': {'0': 'a', '01': 'b'}}, None)])
+def test_taxonomy_ids_are_ascii_digits(tmp_path, tasks, message):
+    """passV T01, T03 (silent): a taxonomy action id '١' (Arabic-Indic one) or task index '١'
+    was read as 1 (str.isdigit() and int() take any Unicode digit)."""
+    from vpn_plugin.datasets.taxonomy import load_taxonomy
+    path = tmp_path / 'taxonomy.json'
+    path.write_text(json.dumps(tasks, ensure_ascii=False), encoding='utf-8')
+    if message is None:
+        assert load_taxonomy(path).action_names == ['a', 'b']
+    else:
+        with pytest.raises(ValueError, match=message):
+            load_taxonomy(path)
