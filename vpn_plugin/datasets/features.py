@@ -18,6 +18,7 @@ runs; any other global is refused with an error naming the file and the global.
 import os
 import zipfile
 from pathlib import Path
+from typing import Optional
 
 import numpy as np
 
@@ -26,11 +27,12 @@ from .annotations import BadVideoError
 from .safe_pickle import RefusedGlobalError, safe_load
 from .validation import check_real_floats
 from ..video.recipe import (ROW_SECONDS_TOLERANCE, recipe_dict,  # noqa: F401
-                            row_seconds_problem)
+                            recipe_number_problem, row_seconds_problem)
 from vpn_plugin.errors import NPY_MAGIC, ZIP_MAGIC, path_kind, tool_command, what_the_file_is
 
 FEATURE_KEY = 'frames_features'
 TIME_STEP_KEYS = ('recipe', 'native_fps')  # an extraction's record of a row's seconds
+DAMAGE_KEY = 'damage'  # extract_features' note of a video that ffmpeg decoded with errors
 SYNTHETIC_DATASETS = ('crosstask', 'niv', 'coin')
 
 
@@ -75,11 +77,31 @@ def feature_fix_hint(feature_dir, data_root) -> str:
 
 
 @checked_arguments
-def load_features(path: PathLike, frame_dim: Count, vid: str = '', fix_hint: str = '') -> np.ndarray:
-    """Read one video's frames -> (L, D) float32; BadVideoError names the file and problem."""
+def load_features(path: PathLike, frame_dim: Count, vid: str = '', fix_hint: str = '',
+                  damage: Optional[dict] = None) -> np.ndarray:
+    """Read one video's frames -> (L, D) float32; BadVideoError names the file and problem.
+    ``damage``: a dict that gets ``{file name: note}`` when the file records a damaged video
+    (:func:`damage_note`)."""
     path = require_feature_file(path, vid, fix_hint)
     record = read_feature_record(path, vid, frames_only=True)
-    return checked_frames(record, path, frame_dim, vid)
+    frames = checked_frames(record, path, frame_dim, vid)
+    note = damage_note(record)
+    if note and damage is not None:
+        damage[path.name] = note
+    return frames
+
+
+def damage_note(record: dict) -> str:
+    """The ``damage`` note a feature record holds ('' without): extract_features writes it
+    when ffmpeg decoded the video but reported errors (frames concealed or repeated)."""
+    note = record.get(DAMAGE_KEY)
+    if note is None:
+        return ''
+    note = np.asarray(note)
+    if note.size != 1 or note.dtype.kind not in 'US':
+        return ''
+    note = note.item()
+    return (note.decode('utf-8', 'replace') if isinstance(note, bytes) else note).strip()
 
 
 @checked_arguments
@@ -127,15 +149,19 @@ def checked_frames(record: dict, path, frame_dim: int, vid: str = '') -> np.ndar
 
 
 def time_step_problem(record: dict) -> str:
-    """'' unless the record's extraction fields say its rows are not about one second each: its
-    ``recipe`` (:func:`row_seconds_problem`), judged at its ``native_fps`` for a recipe of the
-    video's own frames (``--native-fps``; a record of such a recipe without ``native_fps``,
-    written before extraction recorded it, cannot be told and is refused)."""
+    """'' unless the record's extraction fields say its rows are not one second each: its
+    ``recipe`` (:func:`row_seconds_problem`, over the record's rows), judged at its
+    ``native_fps`` for a recipe of the video's own frames (``--native-fps``; a record of such a
+    recipe without ``native_fps``, written before extraction recorded it, cannot be told and is
+    refused), or a recipe whose numbers cannot be judged (:func:`recipe_number_problem`)."""
     if 'recipe' not in record:
         return ''
-    native = record.get('native_fps')
-    native = float(np.asarray(native)) if native is not None else None
-    problem = row_seconds_problem(record['recipe'], native)
+    native = _recorded_number(record.get('native_fps'))
+    problem = recipe_number_problem(record['recipe'], native)
+    if problem:
+        return problem
+    shape = np.shape(record.get(FEATURE_KEY)) if FEATURE_KEY in record else ()
+    problem = row_seconds_problem(record['recipe'], native, shape[0] if shape else None)
     if problem or native is not None:
         return problem
     if (recipe_dict(record['recipe']) or {}).get('fps', 0) is None:
@@ -143,6 +169,21 @@ def time_step_problem(record: dict) -> str:
                 '"native_fps": the seconds of a row cannot be told (16 frames at 30 fps are '
                 '0.53 s); remove it and extract it again: extraction now records the rate')
     return ''
+
+
+def _recorded_number(value):
+    """A recorded scalar (a 0-d array, a number, its text) as a Python number; anything else
+    (an array of several values, other text) as it is, for the caller to name."""
+    if value is None:
+        return None
+    if isinstance(value, np.ndarray) and value.ndim == 0:
+        value = value.item()
+    if isinstance(value, (str, bytes)):
+        try:
+            return float(value)
+        except ValueError:
+            return value
+    return value
 
 
 def frames_of(record: dict, path, vid: str = '') -> np.ndarray:
@@ -223,7 +264,7 @@ def _read_npz(f, frames_only: bool) -> dict:
             raise ValueError(f'a zip archive without .npy members (it holds '
                              f'{archive.namelist()[:5]}: a torch.save file?)')
         if frames_only and f'{FEATURE_KEY}.npy' in members:  # and what says a row's time
-            members = [f'{name}.npy' for name in (FEATURE_KEY,) + TIME_STEP_KEYS
+            members = [f'{name}.npy' for name in (FEATURE_KEY, DAMAGE_KEY) + TIME_STEP_KEYS
                        if f'{name}.npy' in members]
         record = {}
         for name in members:
