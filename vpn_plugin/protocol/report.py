@@ -601,13 +601,14 @@ def to_markdown(table: Table, *, title: str = '', digits: NonNegativeInt = 2) ->
     return '\n'.join(lines) + '\n'
 
 
-_MARKDOWN_SPECIAL = re.compile(r'[\\`*\[\]<>~]|(?<![0-9A-Za-z])_|_(?![0-9A-Za-z])')
+_MARKDOWN_SPECIAL = re.compile(r'[\\`*<>~]|\](?=[(\[])|(?<![0-9A-Za-z])_|_(?![0-9A-Za-z])')
 
 
 def _markdown_escape(text: str) -> str:
     """``text`` (a name of the user's: method, title, caption) as Markdown text, never markup:
-    ``*VPN*`` stays ``*VPN*`` (not italic), ``<b>`` is no HTML; an ``_`` inside a word
-    (``max_epochs``), which emphasises nothing, is kept as it is."""
+    ``*VPN*`` stays ``*VPN*`` (not italic), ``<b>`` is no HTML, ``[a](b)`` no link; an ``_``
+    inside a word (``max_epochs``) and brackets not followed by ``(`` / ``[`` (``gpt [oracle]``),
+    which mark up nothing, are kept as they are."""
     return _MARKDOWN_SPECIAL.sub(lambda match: '\\' + match.group(0), text)
 
 
