@@ -83,11 +83,24 @@ def add_cfg_options(parser: argparse.ArgumentParser, help: str, **kwargs) -> Non
             if bad:
                 parser.error(f'{option_string} {bad[0]}: expected KEY=VALUE (e.g. '
                              'train_cfg.max_epochs=5; a list: KEY=[a,b]), got no "=" or no key')
+            given = getattr(namespace, '_cfg_options_given', {})  # key -> text, every flag
+            for item in values:
+                key, text = item.split('=', 1)
+                if given.get(key, text) != text:  # mmengine keeps the last without a word
+                    parser.error(f'{option_string}: {key} is given twice, {key}={given[key]} '
+                                 f'and {key}={text}; expected one value per key')
+                given[key] = text
+            namespace._cfg_options_given = given
             try:
                 super().__call__(parser, namespace, values, option_string)
             except RecursionError:  # mmengine's parser on some nested values
                 parser.error(f'{option_string} {" ".join(values)}: cannot be parsed; '
                              + DICT_VALUE_HINT)
+            except AssertionError as error:  # mmengine: "Imbalanced brackets exist in [1,2"
+                wrong = next((item for item in values if str(error).endswith(
+                    item.split('=', 1)[1])), ' '.join(values))
+                parser.error(f'{option_string} {wrong}: {error}; expected a plain value or a '
+                             'list [a,b] / tuple (a,b) with every bracket closed')
             calls = [f'{key}={value}' for key, parsed in getattr(namespace, self.dest).items()
                      for value in _strings_in(parsed) if value.lstrip().startswith('dict(')]
             if calls:  # read as the text "dict(type='PKGHook')", not as a dict
@@ -825,7 +838,9 @@ def literal_base_files(path: Path) -> list:
         except ValueError:
             continue
         names = [value] if isinstance(value, str) else value
-        if not isinstance(names, (list, tuple)) or not all(isinstance(b, str) for b in names):
+        # a tuple too is refused: mmengine reads only a str or a list (a tuple ended in
+        # "join() argument must be str ..., not 'tuple'")
+        if not isinstance(names, list) or not all(isinstance(b, str) for b in names):
             raise ValueError(f'{path}: line {node.lineno}: _base_ = {value!r}; expected the '
                              'file name of a config, or a list of them (e.g. _base_ = '
                              "['../_base_/datasets/crosstask.py'])")

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+import math
 import sys
 from concurrent.futures import ThreadPoolExecutor
 
@@ -156,8 +157,12 @@ def usage_record(usage: dict, price_per_1k=None) -> dict:
         record['price_per_1k'] = [prompt_price, completion_price]
 
         def cost(prompt_tokens, completion_tokens):
-            return round((prompt_tokens * prompt_price + completion_tokens * completion_price)
-                         / 1000, 6)
+            value = (prompt_tokens * prompt_price + completion_tokens * completion_price) / 1000
+            if not math.isfinite(value):  # a row would record a cost of inf (JSON Infinity)
+                raise ValueError(f'--price-per-1k {prices}: the cost of {prompt_tokens} prompt '
+                                 f'and {completion_tokens} completion tokens overflows a float '
+                                 '(inf); expected a price per 1000 tokens (e.g. 0.15)')
+            return round(value, 6)
         record['cost_of_answers'] = cost(prompt, completion)
         record['cost_paid'] = cost(usage['prompt_tokens'], usage['completion_tokens'])
     return record
