@@ -12,7 +12,11 @@ training): each test fails on 72181f1.
 - K5/K31: --cfg-options KEY=a KEY=b kept b without a word; K10: unbalanced brackets ended in
   mmengine's bare AssertionError; KH6: ``_base_ = ('a.py',)`` in mmengine's join() TypeError;
 - AN15/AN16: an anchors .npz named .NPZ was read as JSON ("utf-8 codec can't decode"), JSON
-  named .npz met numpy's advice to unpickle it.
+  named .npz met numpy's advice to unpickle it;
+- P1: a reply {"plan": [..], "plan": [..]} was read as its last plan (json keeps the last key);
+- P8: a priced run whose replies reported no token usage printed and recorded a cost of 0.00;
+- T6-T8: a local model folder that cannot load ended in transformers' / safetensors' / torch's
+  own words (for a file given as --model: torch's advice to unpickle it).
 """
 import json
 import random
@@ -126,3 +130,36 @@ def test_an_anchors_archive_is_read_whatever_its_suffix_case(tmp_path):
                                          r'.npz, it is no .npz \(zip\) archive\)') as error:
         load_anchor_predictions(tmp_path / 'b.npz', 2, 5)
     assert 'pickle' not in str(error.value)
+
+
+def test_a_reply_giving_the_plan_key_twice_is_not_read_as_its_last_plan():
+    from vpn_plugin.baselines.llm.parsing import ActionMatcher, ReplyParseError, parse_plan
+    matcher = ActionMatcher(['a', 'b', 'c', 'd'], [0, 1, 2, 3])
+    with pytest.raises(ReplyParseError, match="the key 'plan' twice with different values"):
+        parse_plan('{"plan": [3, 3, 3], "plan": [0, 1, 2]}', matcher, 3)
+    assert parse_plan('{"plan": [0, 1, 2], "plan": [0, 1, 2]}', matcher, 3) == [0, 1, 2]
+
+
+def test_a_priced_run_with_replies_of_unknown_usage_records_no_cost():
+    from vpn_plugin.baselines.llm.evaluate import cost_summary, usage_record
+    usage = dict.fromkeys(('prompt_tokens', 'completion_tokens', 'cached_prompt_tokens',
+                           'cached_completion_tokens'), 0)
+    record = usage_record(dict(usage, replies_without_usage=12), [1.0])
+    assert 'cost_paid' not in record and 'cost_of_answers' not in record
+    assert cost_summary(record).startswith('cost unknown: 12 replies reported no token usage')
+    record = usage_record(dict(usage, prompt_tokens=1000, replies_without_usage=0), [1.0])
+    assert record['cost_paid'] == 1.0 and cost_summary(record).startswith('cost paid')
+
+
+def test_a_local_model_that_cannot_load_is_named(tmp_path):
+    from test_llm_local import write_tiny_chat_model
+    from vpn_plugin.baselines.llm.backends import TransformersChatBackend
+    (tmp_path / 'config.json').write_text('{}')
+    with pytest.raises(ValueError, match=f'transformers model {tmp_path}/config.json: a file; '
+                                         'expected a local model folder'):
+        TransformersChatBackend(str(tmp_path / 'config.json'))
+    write_tiny_chat_model(tmp_path / 'model')
+    (tmp_path / 'model' / 'tokenizer.json').unlink()
+    with pytest.raises(ValueError, match=f'transformers model {tmp_path}/model: cannot be loaded '
+                                         '.*expected a complete local model folder'):
+        TransformersChatBackend(str(tmp_path / 'model'))
