@@ -16,7 +16,9 @@ training): each test fails on 72181f1.
 - P1: a reply {"plan": [..], "plan": [..]} was read as its last plan (json keeps the last key);
 - P8: a priced run whose replies reported no token usage printed and recorded a cost of 0.00;
 - T6-T8: a local model folder that cannot load ended in transformers' / safetensors' / torch's
-  own words (for a file given as --model: torch's advice to unpickle it).
+  own words (for a file given as --model: torch's advice to unpickle it);
+- LIT-c2: data_paths.literal_config (report.py, plots.py, keep_results.py read others' configs
+  with it) left ``'{{ fileDirname }}/data'`` as text where mmengine reads the folder's path.
 """
 import json
 import random
@@ -163,3 +165,14 @@ def test_a_local_model_that_cannot_load_is_named(tmp_path):
     with pytest.raises(ValueError, match=f'transformers model {tmp_path}/model: cannot be loaded '
                                          '.*expected a complete local model folder'):
         TransformersChatBackend(str(tmp_path / 'model'))
+
+
+def test_the_literal_reader_fills_mmengine_predefined_variables(tmp_path):
+    from mmengine.config import Config
+    from vpn_plugin.data_paths import literal_config
+    (tmp_path / 'base.py').write_text("d = dict(a=1)\n")
+    (tmp_path / 'cfg.py').write_text("_base_ = ['base.py']\nhere = '{{ fileDirname }}/data'\n"
+                                     "name = '{{fileBasenameNoExtension}}'\n")
+    read = literal_config(tmp_path / 'cfg.py')
+    assert read['here'] == f'{tmp_path}/data' and read['name'] == 'cfg'
+    assert read == Config.fromfile(tmp_path / 'cfg.py').to_dict()

@@ -344,18 +344,30 @@ def literal_assignments(file: Path, base: dict | None = None) -> dict:
     if file.suffix != '.py':
         return _safe_mapping(file)
     names: dict = {}
-    for node in ast.parse(file.read_text(encoding='utf-8'), str(file)).body:
+    for node in ast.parse(config_text(file), str(file)).body:
         if isinstance(node, ast.Assign) and len(node.targets) == 1 \
                 and isinstance(node.targets[0], ast.Name):
             names[node.targets[0].id] = _literal(node.value, names, base or {})
     return names
 
 
+def config_text(file: Path) -> str:
+    """A config file's text as mmengine parses it: its predefined variables
+    (``{{ fileDirname }}``, ``{{ fileBasename }}``, ...) filled in by mmengine's own
+    substitution (read literally they stayed placeholder text where mmengine reads a path)."""
+    import tempfile
+    from mmengine.config import Config
+    with tempfile.TemporaryDirectory() as folder:
+        filled = Path(folder) / Path(file).name
+        Config._substitute_predefined_vars(str(file), str(filled))
+        return filled.read_text(encoding='utf-8')
+
+
 def _safe_mapping(file: Path) -> dict:
     """A .json / .yaml config's mapping read with ``json`` / ``yaml.safe_load`` (no tag builds
     an object; {} when it holds no mapping)."""
     import json
-    text = file.read_text(encoding='utf-8')
+    text = config_text(file)
     if file.suffix == '.json':
         loaded = json.loads(text)
     else:
