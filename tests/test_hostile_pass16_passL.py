@@ -18,7 +18,9 @@ training): each test fails on 72181f1.
 - T6-T8: a local model folder that cannot load ended in transformers' / safetensors' / torch's
   own words (for a file given as --model: torch's advice to unpickle it);
 - LIT-c2: data_paths.literal_config (report.py, plots.py, keep_results.py read others' configs
-  with it) left ``'{{ fileDirname }}/data'`` as text where mmengine reads the folder's path.
+  with it) left ``'{{ fileDirname }}/data'`` as text where mmengine reads the folder's path;
+- VF4: a VLM frames folder holding 0001.jpg and 0001.png (two extractions) counted each image
+  as a frame: the frame of 6 s was sent for 13 s.
 """
 import json
 import random
@@ -176,3 +178,15 @@ def test_the_literal_reader_fills_mmengine_predefined_variables(tmp_path):
     read = literal_config(tmp_path / 'cfg.py')
     assert read['here'] == f'{tmp_path}/data' and read['name'] == 'cfg'
     assert read == Config.fromfile(tmp_path / 'cfg.py').to_dict()
+
+
+def test_two_images_of_one_frame_are_refused_not_counted_twice(tmp_path):
+    import cv2
+    from vpn_plugin.baselines.llm.frames import read_clip_frames
+    for i in range(1, 31):
+        cv2.imwrite(str(tmp_path / f'{i:04d}.jpg'), np.full((8, 8, 3), i * 8, np.uint8))
+    (frame,) = read_clip_frames(tmp_path, 12, 14, 1)  # t = 13 s: the 14th frame
+    assert round(cv2.imdecode(np.frombuffer(frame, np.uint8), 1).mean() / 8) == 14
+    cv2.imwrite(str(tmp_path / '0001.png'), np.full((8, 8, 3), 8, np.uint8))
+    with pytest.raises(ValueError, match='0001.jpg and 0001.png are two images of one frame'):
+        read_clip_frames(tmp_path, 12, 14, 1)
