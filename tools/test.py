@@ -175,13 +175,15 @@ def test_notes(runner) -> dict:
     strings: ``engine.checkpoint.not_compared``), the features whose statistics differ from the
     training features' (``feature_statistics``), and the test windows the window policy
     dropped (not scored) or relabelled (features shorter than the annotated steps: 267 of 270
-    NIV windows dropped and the metrics said nothing)."""
+    NIV windows dropped and the metrics said nothing), and the test feature files read that
+    record a damaged video (``damaged_features``: '<file>: <note>' each)."""
     dataset = getattr(getattr(runner, 'test_dataloader', None), 'dataset', None)
     dropped = 'dropped' in (getattr(dataset, 'window_counts', None) or {})
     return dict(changed_from_training=_strings(getattr(runner, 'changed_from_training', ())),
                 not_compared=_strings(getattr(runner, 'not_compared', ())),
                 feature_statistics=getattr(runner, 'feature_statistics_note', ''),
-                test_windows=dataset.window_count_summary() if dropped else '')
+                test_windows=dataset.window_count_summary() if dropped else '',
+                damaged_features=getattr(runner, 'damaged_test_files', list)())
 
 
 def _strings(value) -> list:

@@ -452,6 +452,14 @@ class PlanningRunner(Runner):
             self.testing = True
             return super().test()
 
+    def damaged_test_files(self) -> list:
+        """'<file>: <note>' of each test feature file read that records a damaged video
+        (``PlanningDataset.damaged_files``; the dataset logged them in one WARNING line): what
+        test_metrics.json and a results row's caveats carry."""
+        loop = getattr(self, '_test_loop', None)  # a config dict until the test built it
+        dataset = getattr(getattr(loop, 'dataloader', None), 'dataset', None)
+        return list(getattr(dataset, 'damaged_files', list)())
+
     def log_shortened(self) -> None:
         """A warning line when the config is a shortened run (module docstring)."""
         if self.cfg.get('shortened'):

@@ -312,10 +312,23 @@ def model_option_differences(trained_cfg_text, model_cfg, locations: bool = True
     text); [] when it holds no readable config. Without ``locations``, options that differ
     only in file locations (a moved data root; what the files hold is checked by content)
     are left out."""
+    found = _model_option_values(trained_cfg_text, model_cfg)
+    if found is None:
+        return []
+    keys, before, now = found
+    lines = [f'model.{key}: {before[key]!r} in training, {now[key]!r} here'
+             for key in keys if before[key] != now[key]]
+    return lines if locations else [line for line in lines if not _path_only(line)]
+
+
+def _model_option_values(trained_cfg_text, model_cfg) -> Optional[tuple]:
+    """(keys, {key: value in training}, {key: value here}) of the ``model`` options of
+    ``trained_cfg_text`` and ``model_cfg``, defaults filled and resolved as the class
+    resolves them; None when either holds no model config."""
     run = _run_config(trained_cfg_text)
     trained = run.get('model') if run is not None else None
     if not isinstance(model_cfg, dict) or not isinstance(trained, dict):
-        return []
+        return None
     # a key one side leaves out holds its class's default (dvl_layers=1 given at test to a
     # run that left it out was 'None in training, 1 here': a change that is none), and a value
     # the class resolves from another option is compared resolved (KEPP's step_n_timesteps
@@ -332,10 +345,7 @@ def model_option_differences(trained_cfg_text, model_cfg, locations: bool = True
             found['pkg'] = _pkg_options(found['pkg'])
         resolve = getattr(cls, 'resolved_options', None)
         return resolve(found) if callable(resolve) else found
-    before, now = values(trained), values(model_cfg)
-    lines = [f'model.{key}: {before[key]!r} in training, {now[key]!r} here'
-             for key in keys if before[key] != now[key]]
-    return lines if locations else [line for line in lines if not _path_only(line)]
+    return keys, values(trained), values(model_cfg)
 
 
 def _pkg_options(pkg: Optional[dict]) -> dict:
@@ -754,8 +764,35 @@ def check_test_options(trained_cfg_text, cfg, source, use: str,
                          f'{"; ".join(found.refused)}; {use} with the options it was trained '
                          'with')
     unread = _options_unread_with(cfg.get('model'), state_dict)
-    return [line for line in found.named
-            if not any(line.startswith(f'model.{key}: ') for key in unread)]
+    named = [line for line in found.named
+             if not any(line.startswith(f'model.{key}: ') for key in unread)]
+    return _weights_against_cfg(named, trained_cfg_text, cfg.get('model'), state_dict)
+
+
+def _weights_against_cfg(named: list, trained_cfg_text, model_cfg, state_dict) -> list:
+    """``named`` with the line of each model option that the checkpoint's weights show
+    (the class's ``options_shown_by(state_dict)``: PDPP's diffusion steps, the length of its
+    schedule) otherwise than its ``meta['cfg']`` claims (a forged or hand-edited record)
+    worded so: the value of each, and the one this test uses (its model's, which loads
+    those weights)."""
+    cls = _model_class(model_cfg.get('type')) if isinstance(model_cfg, dict) else None
+    shown_by = getattr(cls, 'options_shown_by', None)
+    shown = shown_by(state_dict) if callable(shown_by) and isinstance(state_dict, dict) else {}
+    found = _model_option_values(trained_cfg_text, model_cfg) if shown else None
+    if found is None:
+        return named
+    _, before, now = found
+    lines = []
+    for line in named:
+        key = line.split(': ', 1)[0][len('model.'):] if line.startswith('model.') else None
+        if key in shown and before.get(key) != shown[key][0]:
+            value, what = shown[key]
+            line = (f"model.{key}: {before[key]!r} in the checkpoint's meta['cfg'] (its "
+                    f'training config), but its weights show {value!r} ({what}); '
+                    f'{now[key]!r} here is used'
+                    + (', as the weights show' if now[key] == value else ''))
+        lines.append(line)
+    return lines
 
 
 def _options_unread_with(model_cfg, state_dict) -> tuple:

@@ -92,7 +92,9 @@ caveats         dict     what the test recorded about its own trust (default ``{
                          text, as test_metrics.json held it first); ``feature_scale`` (the
                          test features' mean / std far from the training features');
                          ``task_source`` = ``ground_truth`` (the true task given to the
-                         planner: an oracle input, CEFITO's ``oracle_task``).
+                         planner: an oracle input, CEFITO's ``oracle_task``);
+                         ``damaged_features`` ('<file>: <note>' of each test feature file
+                         read that records a damaged video: extract_features' ``damage``).
                          ``tools/report.py`` marks such rows, one mark per kind
 =============== ======== ===============================================================
 
@@ -200,7 +202,8 @@ ROW_SCHEMA = {
 # '; '-joined text (test_metrics.json's first shape)
 CAVEAT_KINDS = {'changed_from_training': Union[str, list[str]],
                 'not_compared': Union[str, list[str]], 'feature_scale': str,
-                'task_source': Literal['ground_truth']}
+                'task_source': Literal['ground_truth'],
+                'damaged_features': Union[str, list[str]]}
 # the range of each metric (percentages in [0, 100]); another name is refused
 METRIC_KINDS = {name: Annotated[float, Range(low, high)]
                 for name, (low, high) in METRIC_RANGES.items()}

@@ -1005,7 +1005,8 @@ def test_caveats(runner, declared=()) -> dict:
     """What a test recorded about its own trust, as a row's ``caveats`` (results.py): the
     options that differ from the checkpoint's training and what it could not compare
     (``PlanningRunner.changed_from_training`` / ``not_compared``: a list, or a '; '-joined
-    text), a feature-scale note, and a planner given the true task. An option the protocol's
+    text), a feature-scale note, a planner given the true task, and the test feature files
+    read that record a damaged video (``PlanningRunner.damaged_test_files``). An option the protocol's
     test itself sets (``declared``: its ``cfg_options``, e.g. the ablation's
     ``model.decode``; in the row's settings and method name) is no caveat."""
     caveats = {}
@@ -1020,6 +1021,9 @@ def test_caveats(runner, declared=()) -> dict:
         caveats['feature_scale'] = runner.feature_statistics_note
     if getattr(_bare(runner.model), 'task_source', None) == 'ground_truth':
         caveats['task_source'] = 'ground_truth'
+    damaged = getattr(runner, 'damaged_test_files', list)()
+    if damaged:
+        caveats['damaged_features'] = damaged
     return caveats
 
 
