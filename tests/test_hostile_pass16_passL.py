@@ -20,7 +20,8 @@ training): each test fails on 72181f1.
 - LIT-c2: data_paths.literal_config (report.py, plots.py, keep_results.py read others' configs
   with it) left ``'{{ fileDirname }}/data'`` as text where mmengine reads the folder's path;
 - VF4: a VLM frames folder holding 0001.jpg and 0001.png (two extractions) counted each image
-  as a frame: the frame of 6 s was sent for 13 s.
+  as a frame: the frame of 6 s was sent for 13 s;
+- TP6: tools/test.py with an empty checkpoint argument said "checkpoint  does not exist".
 """
 import json
 import random
@@ -190,3 +191,11 @@ def test_two_images_of_one_frame_are_refused_not_counted_twice(tmp_path):
     cv2.imwrite(str(tmp_path / '0001.png'), np.full((8, 8, 3), 8, np.uint8))
     with pytest.raises(ValueError, match='0001.jpg and 0001.png are two images of one frame'):
         read_clip_frames(tmp_path, 12, 14, 1)
+
+
+def test_an_empty_checkpoint_path_is_named(capsys):
+    with pytest.raises(SystemExit):
+        load_tool('test').parse_args(['configs/vpn_crosstask_t3.py', ''])
+    assert "argument checkpoint: '' is an empty path" in capsys.readouterr().err
+    args = load_tool('test').parse_args(['configs/vpn_crosstask_t3.py'])
+    assert args.checkpoint is None  # leaving it out is still allowed
