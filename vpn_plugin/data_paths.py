@@ -355,8 +355,12 @@ def config_text(file: Path) -> str:
     """A config file's text as mmengine parses it: its predefined variables
     (``{{ fileDirname }}``, ``{{ fileBasename }}``, ...) filled in by mmengine's own
     substitution (read literally they stayed placeholder text where mmengine reads a path)."""
+    import re
     import tempfile
     from mmengine.config import Config
+    text = Path(file).read_text(encoding='utf-8')
+    if not re.search(r'\{\{\s*file(Dirname|Basename|BasenameNoExtension|Extension)\s*\}\}', text):
+        return text  # nothing to fill (no temporary file: most configs)
     with tempfile.TemporaryDirectory() as folder:
         filled = Path(folder) / Path(file).name
         Config._substitute_predefined_vars(str(file), str(filled))
