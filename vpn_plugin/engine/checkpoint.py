@@ -272,7 +272,11 @@ def meta_mismatches(checkpoint: dict, model, data_meta: Optional[dict] = None) -
         ours = getattr(model, key, None)
         if key in recorded and ours is not None and recorded[key] != ours:
             wrong[key] = (f'{key}={recorded[key]!r} in the checkpoint, {ours!r} in the '
-                          "config's model")
+                          "config's model" + (
+                              f' (a test of it on T={ours} windows: the config it was trained '
+                              f'with and test_horizon={ours}, e.g. --cfg-options test_horizon='
+                              f'{ours}, as configs/vpn_niv_t6_eval_t3.py does)'
+                              if key == 'horizon' else ''))
     for key in DATA_META:
         if key in wrong or key not in recorded or key not in (data_meta or {}):
             continue
@@ -352,7 +356,7 @@ def _pkg_options(pkg: Optional[dict]) -> dict:
     """``model.pkg`` with PKGBuilder's defaults filled, without ``recount``: whether a test
     counts the graph again is no training option (PKGHook names a recount that gave another
     graph than the checkpoint's: ``pkg_hook.mark_recount``)."""
-    options = {**PKG_DEFAULTS, 'type': 'PKGBuilder', **(pkg or {})}
+    options = {**pkg_defaults(), 'type': 'PKGBuilder', **(pkg or {})}
     options.pop('recount', None)
     return options
 
@@ -626,8 +630,17 @@ def not_compared_line(filename: str, missing: list, what: str = 'this test') -> 
             f'compared: {"; ".join(missing)}')
 
 
-PKG_DEFAULTS = dict(count_mode='window', smoothing=0.0, union='pool', extra_datasets=[],
-                    perturbations=[], seed=0)  # PKGBuilder's: what decides the graph
+def pkg_defaults() -> dict:
+    """PKGBuilder's option defaults (``config_types.option_defaults``), what decides the graph
+    (a new dict each call): ``recount`` left out (whether a test counts the graph again is no
+    option of the graph), sequences as lists (a config's ``extra_datasets=[]`` is the
+    default ``()``)."""
+    from ..config_types import option_defaults
+    from ..models.pkg_builder import PKGBuilder
+    return {key: list(value) if isinstance(value, tuple) else value
+            for key, value in option_defaults(PKGBuilder).items() if key != 'recount'}
+
+
 PKG_LOCATION_KEYS = ('data_root', 'feature_dir', 'cache_dir', 'device_resident')
 
 
@@ -653,12 +666,13 @@ def check_loaded_pkg(checkpoint: dict, filename: str, model_cfg) -> None:
     trained = run.get('model') if run is not None else None
     if not isinstance(trained, dict):
         return
-    given, counted = dict(PKG_DEFAULTS, **pkg), dict(PKG_DEFAULTS, **(trained.get('pkg') or {}))
+    defaults = pkg_defaults()
+    given, counted = dict(defaults, **pkg), dict(defaults, **(trained.get('pkg') or {}))
     for options in (given, counted):  # where the extra datasets lie may change, not which
         options['extra_datasets'] = [
             {k: v for k, v in _plain(d).items() if k not in PKG_LOCATION_KEYS}
             if hasattr(d, 'items') else d for d in options['extra_datasets'] or []]
-    keys = [k for k in PKG_DEFAULTS if k != 'seed' or given['perturbations']
+    keys = [k for k in defaults if k != 'seed' or given['perturbations']
             or counted['perturbations']]
     differ = [f'{k}: {_plain(counted[k])!r} in training, {_plain(given[k])!r} here'
               for k in keys if _plain(counted[k]) != _plain(given[k])]
