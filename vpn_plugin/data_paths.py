@@ -93,11 +93,24 @@ def add_cfg_options(parser: argparse.ArgumentParser, help: str, **kwargs) -> Non
                              'value without spaces: give a path with spaces through the '
                              "tool's own flag (--feature-dir, --data-root, --work-dir) or in a "
                              "config file of your own (_base_ = ['<config>'])")
+            given = getattr(namespace, '_cfg_options_given', {})  # key -> text, every flag
+            for item in values:
+                key, text = item.split('=', 1)
+                if given.get(key, text) != text:  # mmengine keeps the last without a word
+                    parser.error(f'{option_string}: {key} is given twice, {key}={given[key]} '
+                                 f'and {key}={text}; expected one value per key')
+                given[key] = text
+            namespace._cfg_options_given = given
             try:
                 super().__call__(parser, namespace, values, option_string)
             except RecursionError:  # mmengine's parser on some nested values
                 parser.error(f'{option_string} {" ".join(values)}: cannot be parsed; '
                              + DICT_VALUE_HINT)
+            except AssertionError as error:  # mmengine: "Imbalanced brackets exist in [1,2"
+                wrong = next((item for item in values if str(error).endswith(
+                    item.split('=', 1)[1])), ' '.join(values))
+                parser.error(f'{option_string} {wrong}: {error}; expected a plain value or a '
+                             'list [a,b] / tuple (a,b) with every bracket closed')
             calls = [f'{key}={value}' for key, parsed in getattr(namespace, self.dest).items()
                      for value in _strings_in(parsed) if value.lstrip().startswith('dict(')]
             if calls:  # read as the text "dict(type='PKGHook')", not as a dict
@@ -366,7 +379,7 @@ def literal_assignments(file: Path, base: dict | None = None) -> dict:
     if file.suffix != '.py':
         return _safe_mapping(file)
     names: dict = {}
-    for node in ast.parse(file.read_text(encoding='utf-8'), str(file)).body:
+    for node in ast.parse(config_text(file), str(file)).body:
         if isinstance(node, ast.Assign):  # x = 1; x = y = 1; x, y = 1, 2
             value = _literal(node.value, names, base or {})
             for target in node.targets:
@@ -448,11 +461,27 @@ def _root_names(node) -> set:
     return {node.id} if isinstance(node, ast.Name) else set()
 
 
+def config_text(file: Path) -> str:
+    """A config file's text as mmengine parses it: its predefined variables
+    (``{{ fileDirname }}``, ``{{ fileBasename }}``, ...) filled in by mmengine's own
+    substitution (read literally they stayed placeholder text where mmengine reads a path)."""
+    import re
+    import tempfile
+    from mmengine.config import Config
+    text = Path(file).read_text(encoding='utf-8')
+    if not re.search(r'\{\{\s*file(Dirname|Basename|BasenameNoExtension|Extension)\s*\}\}', text):
+        return text  # nothing to fill (no temporary file: most configs)
+    with tempfile.TemporaryDirectory() as folder:
+        filled = Path(folder) / Path(file).name
+        Config._substitute_predefined_vars(str(file), str(filled))
+        return filled.read_text(encoding='utf-8')
+
+
 def _safe_mapping(file: Path) -> dict:
     """A .json / .yaml config's mapping read with ``json`` / ``yaml.safe_load`` (no tag builds
     an object; {} when it holds no mapping)."""
     import json
-    text = file.read_text(encoding='utf-8')
+    text = config_text(file)
     if file.suffix == '.json':
         loaded = json.loads(text)
     else:
@@ -915,7 +944,9 @@ def literal_base_files(path: Path) -> list:
         except ValueError:
             continue
         names = [value] if isinstance(value, str) else value
-        if not isinstance(names, (list, tuple)) or not all(isinstance(b, str) for b in names):
+        # a tuple too is refused: mmengine reads only a str or a list (a tuple ended in
+        # "join() argument must be str ..., not 'tuple'")
+        if not isinstance(names, list) or not all(isinstance(b, str) for b in names):
             raise ValueError(f'{path}: line {node.lineno}: _base_ = {value!r}; expected the '
                              'file name of a config, or a list of them (e.g. _base_ = '
                              "['../_base_/datasets/crosstask.py'])")
