@@ -380,10 +380,85 @@ def literal_assignments(file: Path, base: dict | None = None) -> dict:
         return _safe_mapping(file)
     names: dict = {}
     for node in ast.parse(config_text(file), str(file)).body:
-        if isinstance(node, ast.Assign) and len(node.targets) == 1 \
-                and isinstance(node.targets[0], ast.Name):
-            names[node.targets[0].id] = _literal(node.value, names, base or {})
+        if isinstance(node, ast.Assign):  # x = 1; x = y = 1; x, y = 1, 2
+            value = _literal(node.value, names, base or {})
+            for target in node.targets:
+                _bind_literal(target, value, names)
+        elif isinstance(node, ast.AnnAssign) and node.value is not None:  # x: int = 1
+            _bind_literal(node.target, _literal(node.value, names, base or {}), names)
+        elif isinstance(node, ast.AugAssign):  # x += 1
+            _bind_literal(node.target, _literal(ast.BinOp(
+                ast.Name(getattr(node.target, 'id', ''), ast.Load()), node.op, node.value),
+                names, base or {}), names)
+        elif isinstance(node, ast.Delete):
+            for target in node.targets:
+                names.pop(getattr(target, 'id', None), None)
+        for name in _names_set_inside(node):  # if/for/with/import, x.update(...), (x := 1)
+            names[name] = UNREAD
     return names
+
+
+def _bind_literal(target, value, names: dict) -> None:
+    """``names[target] = value`` for a name, element by element for a tuple/list target of a
+    tuple/list value of its length; any other target (``x[0] = ...``, ``*rest``) makes the
+    names it touches :data:`UNREAD` (:func:`literal_assignments`)."""
+    import ast
+    if isinstance(target, ast.Name):
+        names[target.id] = value
+    elif isinstance(target, (ast.Tuple, ast.List)) and isinstance(value, (list, tuple)) \
+            and len(value) == len(target.elts) \
+            and not any(isinstance(item, ast.Starred) for item in target.elts):
+        for item, part in zip(target.elts, value):
+            _bind_literal(item, part, names)
+    else:
+        for node in ast.walk(target):
+            if isinstance(node, ast.Name):
+                names[node.id] = UNREAD
+
+
+def _names_set_inside(statement) -> set:
+    """Names a top-level statement sets other than by the plain assignments
+    :func:`literal_assignments` reads: any name stored inside an ``if``/``for``/``with``/
+    ``try`` (mmengine runs them: a value read from the file's text alone would be false), an
+    import, a ``def``/``class``, a walrus, a subscript or attribute store (``x['k'] = 1``)
+    and an object a method is called on (``x.update(...)``). Function and class bodies are
+    not entered (their names are local)."""
+    import ast
+    found = set()
+    plain = isinstance(statement, (ast.Assign, ast.AnnAssign, ast.AugAssign, ast.Delete))
+    if isinstance(statement, (ast.Import, ast.ImportFrom)):
+        return {(alias.asname or alias.name).split('.')[0] for alias in statement.names}
+    if isinstance(statement, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+        return {statement.name}
+    pending = [statement]
+    while pending:
+        node = pending.pop()
+        if node is not statement and isinstance(
+                node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)):
+            if not isinstance(node, ast.Lambda):
+                found.add(node.name)
+            continue
+        if isinstance(node, (ast.Import, ast.ImportFrom)):
+            found |= {(a.asname or a.name).split('.')[0] for a in node.names}
+        if isinstance(node, ast.NamedExpr):
+            found.add(node.target.id)
+        elif isinstance(node, ast.Name) and not isinstance(node.ctx, ast.Load) and not plain:
+            found.add(node.id)
+        elif isinstance(node, (ast.Subscript, ast.Attribute)) \
+                and not isinstance(node.ctx, ast.Load):
+            found |= _root_names(node)
+        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
+            found |= _root_names(node.func.value)
+        pending.extend(ast.iter_child_nodes(node))
+    return found
+
+
+def _root_names(node) -> set:
+    """The name an attribute/subscript chain starts from (``x`` of ``x['a'].b``)."""
+    import ast
+    while isinstance(node, (ast.Attribute, ast.Subscript)):
+        node = node.value
+    return {node.id} if isinstance(node, ast.Name) else set()
 
 
 def config_text(file: Path) -> str:
