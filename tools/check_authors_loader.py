@@ -20,6 +20,7 @@ from vpn_plugin.errors import check_file, tool_main
 from vpn_plugin.oracles.compare import read_npz
 
 FIELDS = ('window_index', 'start', 'goal', 'observed', 'actions', 'tasks')
+RECORDED = ('window_index', 'states', 'start', 'goal', 'actions', 'tasks')  # expected.npz's
 
 
 def build_dataset(fixture: Path, horizon: int, frame_dim: int) -> PlanningDataset:
@@ -67,6 +68,12 @@ def compare(fixture) -> dict:
             f'{fixture}: no {name}; expected an authors-loader fixture folder (windows.json, '
             'features/, taxonomy.json, expected.npz: ../shared/reference/authors_loader_small)'))
     data = read_npz(fixture / 'expected.npz')  # a truncated file, an object or missing array named
+    unknown = sorted(set(data) - set(RECORDED))
+    if unknown:  # an array no field is compared with was skipped without a word
+        raise ValueError(f'{fixture / "expected.npz"}: arrays {unknown} are none of the '
+                         f'recorded fields this check compares; expected only {list(RECORDED)} '
+                         '(../shared/reference/authors_loader_small/README.md: a fixture of '
+                         'another layout?)')
     want = expected(data)
     dataset = build_dataset(fixture, want['actions'].shape[1], want['start'].shape[1] // 3)
     got = ours(dataset)
