@@ -28,7 +28,7 @@ def test_tc12_a_cache_dir_that_is_a_file_is_named_as_such(tmp_path):
     assert folder.read_text() == 'x'
 
 
-def test_l11_an_authors_loader_oracle_array_no_field_compares_is_named(tmp_path):
+def test_l11_l20_an_authors_loader_oracle_array_or_value_no_field_compares_is_named(tmp_path):
     """check_authors_loader.py on a copy of authors_loader_small whose expected.npz holds one
     more array: 'OK: the dataset reproduces the authors' loader', the array never compared
     and never named. Now refused, naming the array and the arrays the check reads."""
@@ -41,12 +41,28 @@ def test_l11_an_authors_loader_oracle_array_no_field_compares_is_named(tmp_path)
         pytest.skip('../shared/reference/authors_loader_small is not here')
     for name in ('windows.json', 'taxonomy.json'):
         (tmp_path / name).write_bytes((source / name).read_bytes())
+    (tmp_path / 'features').symlink_to(source / 'features')
     with np.load(source / 'expected.npz') as recorded:
-        np.savez(tmp_path / 'expected.npz', mine=np.zeros(3), **recorded)
+        recorded = dict(recorded)
+    np.savez(tmp_path / 'expected.npz', mine=np.zeros(3), **recorded)
     with pytest.raises(ValueError, match=r"expected\.npz: arrays \['mine'\] are none of the "
                                          r'recorded fields this check compares; expected only '
                                          r"\['window_index', 'states'"):
         compare(tmp_path)
+    # L20: an inf in states where no compared field reads it (start frames of step 0 are
+    # 'start', which the file also records) passed as "OK"
+    states = recorded['states'].copy()
+    states[1, 0, 0, 0, 0] = np.inf
+    np.savez(tmp_path / 'expected.npz', **dict(recorded, states=states))
+    with pytest.raises(ValueError, match=r'expected\.npz: states holds 1 NaN/inf value\(s\)'):
+        compare(tmp_path)
+    states[1, 0, 0, 0, 0] = 0.5  # finite, but no longer the recorded start
+    np.savez(tmp_path / 'expected.npz', **dict(recorded, states=states))
+    with pytest.raises(ValueError, match=r'expected\.npz: start is not states\[:, 0, 0\] '
+                                         r'flattened'):
+        compare(tmp_path)
+    np.savez(tmp_path / 'expected.npz', **recorded)  # the oracle as shipped: 0 mismatches
+    assert not any(compare(tmp_path).values())
 
 
 def test_f64_a_fixture_re_saved_as_float64_feeds_the_model_float32(tmp_path):

@@ -17,7 +17,7 @@ import numpy as np
 
 from vpn_plugin.datasets import PlanningDataset
 from vpn_plugin.errors import check_file, tool_main
-from vpn_plugin.oracles.compare import read_npz
+from vpn_plugin.oracles.compare import check_finite_arrays, read_npz
 
 FIELDS = ('window_index', 'start', 'goal', 'observed', 'actions', 'tasks')
 RECORDED = ('window_index', 'states', 'start', 'goal', 'actions', 'tasks')  # expected.npz's
@@ -46,6 +46,13 @@ def expected(data) -> dict:
         raise ValueError(f'{getattr(data, "path", "expected.npz")}: states has shape '
                          f'{states.shape}; expected (W, T, 2, 3, D) for the W >= 1 windows the '
                          "authors' loader kept")
+    path = getattr(data, 'path', 'expected.npz')
+    check_finite_arrays(path, data)  # an inf in a part of states no field compares passed
+    for name, part in (('start', states[:, 0, 0]), ('goal', states[:, -1, 1])):
+        if not np.array_equal(part.reshape(count, -1), np.asarray(data[name])):
+            raise ValueError(f'{path}: {name} is not states[:, {0 if name == "start" else -1}, '
+                             f'{0 if name == "start" else 1}] flattened (README); expected one '
+                             'oracle, not two that disagree')
     return dict(window_index=data['window_index'], start=data['start'], goal=data['goal'],
                 observed=states[:, :-1, 1].reshape(count, states.shape[1] - 1, -1),
                 actions=data['actions'], tasks=data['tasks'])
