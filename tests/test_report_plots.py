@@ -554,15 +554,18 @@ def test_markers_at_one_parameter_count_are_dodged(tmp_path, monkeypatch):
             for seed in range(3) for m in ('VPN', 'Base')]
     plot_params_vs_metric(rows, 'success_rate', tmp_path / 'p')
     assert lines['VPN'] != lines['Base']
-    assert any(plots.DODGED_NOTE in text for text in texts)  # the note says so
+    assert any(plots.DODGED_NOTE in ' '.join(text.split()) for text in texts)  # the note says so
     texts.clear()
     plot_params_vs_metric([r for r in rows if r.method == 'VPN'], 'success_rate', tmp_path / 'q')
     assert texts and not any(plots.DODGED_NOTE in text for text in texts)  # nothing dodged
-    drawn = plots.dodged_positions({'A': 5e6, 'B': 5e6, 'C': 1e5}, log=True)
-    assert drawn['C'] == pytest.approx(1e5)
+    drawn, spread = plots.dodged_positions({'A': (5e6, 20.0, 19.0, 21.0),
+                                            'B': (5e6, 20.5, None, None),
+                                            'C': (1e5, 20.0, 19.0, 21.0)}, log=True)
+    assert drawn['C'] == pytest.approx(1e5) and spread == [['A', 'B']]
     assert np.log10(drawn['B']) - np.log10(drawn['A']) == pytest.approx(plots.DODGE_DECADES)
     assert np.sqrt(drawn['A'] * drawn['B']) == pytest.approx(5e6)
-    assert plots.dodged_positions({'U': 0, 'L': 0}, log=False) == {
+    assert plots.dodged_positions({'U': (0, 3.0, None, None), 'L': (0, 3.0, None, None)},
+                                  log=False)[0] == {
         'U': pytest.approx(-plots.DODGE_ZERO / 2), 'L': pytest.approx(plots.DODGE_ZERO / 2)}
 
 

@@ -26,7 +26,8 @@ from vpn_plugin.runner import unique_experiment_name
 
 ROOT = Path(__file__).resolve().parents[1]
 BASE_CONFIG = ROOT / 'configs/synthetic/vpn_crosstask_t3_synthetic.py'
-EPOCHS, BATCH = 30, 32
+EPOCHS, BATCH = 15, 32  # ViterbiPlanNet at 15 epochs: SR 13.3 (untrained 1.9), mAcc 44.4 (13.0)
+BASE_EPOCHS = 30  # the Base Model learns slower (at 15: first-step accuracy 14.3, untrained 4.8)
 DIST_EPOCHS = 4
 
 
@@ -111,7 +112,8 @@ def test_base_model_training_beats_untrained_model(tiny_cfg, tmp_path):
     """The Base Model (the authors' MSE, mean over B*T*N, on the sigmoid emissions; no DVL)
     learns to rank the true action first, although that loss keeps every emission small."""
     base_model = {'model.use_dvl': False, 'model.decode': 'emission_argmax'}
-    runner = make_runner(tiny_cfg, tmp_path, **base_model)
+    runner = make_runner(tiny_cfg, tmp_path, **base_model, **{
+        'train_cfg.max_epochs': BASE_EPOCHS, 'train_cfg.val_interval': BASE_EPOCHS})
     runner.train()
     metrics = runner.test()
     cfg = copy.deepcopy(tiny_cfg)
@@ -121,7 +123,7 @@ def test_base_model_training_beats_untrained_model(tiny_cfg, tmp_path):
     samples = inference_planner(runner.model, dataset, list(range(len(dataset))))
     emissions = torch.stack([s.emissions for s in samples])  # (M, T, N)
     truth = emissions.gather(-1, torch.as_tensor(dataset.plans)[..., None])
-    print(f'Base Model, tiny CrossTask T=3 after {EPOCHS} epochs: {metrics}; '
+    print(f'Base Model, tiny CrossTask T=3 after {BASE_EPOCHS} epochs: {metrics}; '
           f'untrained: {untrained}; emission of the true action: {truth.mean():.3f}')
     assert truth.mean() > 2 * emissions.mean()
     # measured: mAcc 14.0 vs 1.9 untrained, first-step accuracy 19.0 vs 4.8

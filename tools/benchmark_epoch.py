@@ -59,7 +59,7 @@ from mmengine.hooks import Hook
 from vpn_plugin.benchmark import environment_line
 from vpn_plugin.data_paths import add_cfg_options, load_config
 from vpn_plugin.errors import POSITIVE_INT, path_argument, tool_main
-from vpn_plugin.runner import build_runner as build_planning_runner
+from vpn_plugin.runner import build_runner as build_planning_runner, close_log_files
 
 PHASES = ('data', 'forward', 'backward', 'optimiser', 'hooks', 'other')
 
@@ -293,16 +293,20 @@ def main(argv=None):
         return time_versus(args)
     with tempfile.TemporaryDirectory() as work_dir:
         runner = benchmark_runner(args, work_dir)
-        began = time.perf_counter()
-        # Built here so that the one-off dataset build is timed apart; train() reuses it.
-        runner._train_dataloader = runner.build_dataloader(runner._train_dataloader)
-        build_seconds = time.perf_counter() - began
-        dataset = runner._train_dataloader.dataset
-        clock, phases = EpochClock(args.epochs), PhaseClock(get_device() == 'cuda')
-        runner.register_hook(clock, priority='LOWEST')
-        runner.register_hook(_Instrument(phases, args.epochs), priority='HIGHEST')
-        runner.train()
-        tested = time_test_pass(runner) if args.test else None
+        try:
+            began = time.perf_counter()
+            # Built here so that the one-off dataset build is timed apart; train() reuses it.
+            runner._train_dataloader = runner.build_dataloader(runner._train_dataloader)
+            build_seconds = time.perf_counter() - began
+            dataset = runner._train_dataloader.dataset
+            clock, phases = EpochClock(args.epochs), PhaseClock(get_device() == 'cuda')
+            runner.register_hook(clock, priority='LOWEST')
+            runner.register_hook(_Instrument(phases, args.epochs), priority='HIGHEST')
+            runner.train()
+            tested = time_test_pass(runner) if args.test else None
+        finally:  # the folder goes: the runner's logger (mmengine's current one, which
+            # later messages of this process reach) keeps no log file inside it
+            close_log_files(runner.logger, work_dir)
     loader = runner.train_dataloader
     batch = loader.batch_size or loader.batch_sampler.batch_size  # PDPP: a batch sampler
     print(f'\n{environment_line(get_device())}')

@@ -38,18 +38,18 @@ from vpn_plugin.outputs import check_output, same_file
 from vpn_plugin.video.extract import write_features_atomically
 
 
-def convert_file(src: Path, dst: Path, frame_dim: int) -> int:
+def convert_file(src: Path, dst: Path, frame_dim: int) -> list:
     """One file -> ``dst`` (.npz); the frames are validated (shape, NaN/inf) first.
-    Returns the number of object fields left out."""
+    Returns the names of the object fields left out."""
     record = read_feature_record(src, src.stem)
     frames = checked_frames(record, src, frame_dim, src.stem)
-    extra, left_out = {}, 0
+    extra, left_out = {}, []
     for key, value in record.items():
         array = np.asarray(value)
         if key == FEATURE_KEY:
             continue
         if array.dtype == object:
-            left_out += 1
+            left_out.append(key)
         else:
             extra[key] = array
     write_features_atomically(dst, {FEATURE_KEY: frames, **extra})  # never a partial file
@@ -163,6 +163,7 @@ def convert_all(files, dst: Path, frame_dim: int, overwrite: bool) -> dict:
     """Convert every file into ``dst`` (checked and made by ``main``); returns counts and the
     refusal messages by reason."""
     counts, refused, bar = Counter(), {}, ProgressBar(len(files), file=sys.stderr)
+    left_out = []  # (file name, field) of each object field left out
     for src in files:
         out = dst / f'{src.stem}.npz'
         if out.exists() and not overwrite:
@@ -174,14 +175,16 @@ def convert_all(files, dst: Path, frame_dim: int, overwrite: bool) -> dict:
                 refused.setdefault(err.reason, []).append(str(err))
         else:
             try:
-                counts['object fields left out'] += convert_file(src, out, frame_dim)
+                fields = convert_file(src, out, frame_dim)
+                left_out += [(src.name, field) for field in fields]
+                counts['object fields left out'] += len(fields)
                 counts['converted'] += 1
             except BadVideoError as err:
                 counts['refused'] += 1
                 refused.setdefault(err.reason, []).append(str(err))
         bar.update()
     print(file=sys.stderr)
-    return dict(counts=counts, refused=refused)
+    return dict(counts=counts, refused=refused, left_out=left_out)
 
 
 def print_summary(result: dict, dst: Path, removed=()) -> None:
@@ -192,7 +195,10 @@ def print_summary(result: dict, dst: Path, removed=()) -> None:
     print(f'converted {counts["converted"]} files, kept {counts["kept"]} existing .npz (use '
           f'--overwrite), refused {counts["refused"]} -> {dst}')
     if counts['object fields left out']:
-        print(f'left out {counts["object fields left out"]} object fields (not arrays)')
+        left_out = result.get('left_out') or []
+        named = ', '.join(f'{name}: field "{field}"' for name, field in left_out[:5])
+        print(f'left out {counts["object fields left out"]} object fields (not arrays): '
+              f'{named}{", ..." * (len(left_out) > 5)}')
     for reason, messages in sorted(result['refused'].items()):
         print(f'  refused ({reason}): {len(messages)} files, e.g. {messages[0]}')
     orphans = result.get('orphans') or []

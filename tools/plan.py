@@ -14,7 +14,9 @@ the same options. ``--random-weights`` (instead of ``--s3d-weights``) runs the p
 random S3D weights, for checks only: its plans are marked UNUSABLE. ``--features FILE`` plans
 from one video's features already extracted (a file of ``extract_features.py`` or
 ``--save-features``, or any per-video layout the datasets read): no S3D, no video; a file
-written with random weights (``usable`` false) is marked UNUSABLE as well. Each plan says where
+written with random weights (``usable`` false) is marked UNUSABLE as well; a file of the
+config's ``--split`` feature folder at the times of one of its windows is planned as its test
+planned it (the window index seeds a stochastic planner's noise: PDPP, KEPP). Each plan says where
 its task comes from (the planner's classifier with its probability, the ground truth, or
 ``--task NAME``: the task the video shows) and warns when its actions leave that task.
 """
@@ -159,7 +161,7 @@ def plan_features(args, cfg) -> None:
     """``--features``: the plan between two moments of a video's features file (a file of
     random S3D weights is planned from, its plans marked UNUSABLE as the CLI marks videos)."""
     from vpn_plugin.apis import init_planner, plan_from_features, video_observations
-    from vpn_plugin.apis.inference import feature_file_note
+    from vpn_plugin.apis.inference import feature_file_note, window_index
     from vpn_plugin.apis.video import config_taxonomy, format_video_plan, goal_note
     from vpn_plugin.datasets.features import read_feature_record
     record = read_feature_record(args.features)
@@ -168,7 +170,13 @@ def plan_features(args, cfg) -> None:
     model = planner(init_planner, cfg, args.checkpoint)
     start, goal = video_observations(model.cfg, args.features, args.start_time, args.goal_time,
                                      args.split, allow_unusable=True)
-    sample = plan_from_features(model, start, goal, task=task)[0]
+    # a window of the config's split: its index seeds a stochastic planner's noise as the
+    # test runner does (PDPP's x_T, KEPP's draws), so the plan is the one the test scored
+    index = window_index(model.cfg, args.split, args.features, start, goal)
+    sample = plan_from_features(model, start, goal, task=task, index=index)[0]
+    if index is not None:
+        print(f'{args.features} from {args.start_time:g} s to {args.goal_time:g} s is window '
+              f'{index} of the {args.split} split: planned as its test planned it')
     print_features_note([sample])
     note = feature_file_note(model, args.features)  # a training video's file of other content
     if note:
@@ -235,7 +243,7 @@ def save_features(path, features, s3d, warning: str, existed: bool = True) -> No
     try:
         write_features_atomically(Path(path), dict(frames_features=features,
                                                    usable=np.bool_(s3d.usable), **extra),
-                                  replace=existed)
+                                  replace=existed, resumable=False)
     except FileExistsError:
         raise ValueError(f'--save-features {path}: another process wrote that file while this '
                          'run extracted its features (it did not exist when the run began); '

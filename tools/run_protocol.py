@@ -226,7 +226,9 @@ def launch_on_slurm(args, protocol, units, runner):
         plan = plan_array(runner, units, request, args.epoch_seconds, dry_run_queued(runner))
         print('\n'.join(format_array_plan(plan, request, args.epoch_seconds)))
         return plan
-    todo = [u for u in units if not runner.is_done(u, runner.done_keys())]
+    done = runner.done_keys()
+    runner.drop_replaced_rows()
+    todo = [u for u in units if not runner.is_done(u, done)]
     check_units(todo)
     runner.check_requirements(todo)
     problems = runner.check_feature_files(todo)[1]

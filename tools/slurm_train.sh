@@ -27,6 +27,36 @@ if command -v sinfo >/dev/null 2>&1; then
         exit 2
     fi
 fi
+# one task per GPU: a partition without GPUs (or fewer per node than GPUS_PER_NODE) ends with
+# srun's bare "Invalid generic resource (gres) specification", naming neither
+case "$GPUS_PER_NODE" in
+    ''|*[!0-9]*|0)
+        echo "error: GPUS_PER_NODE=$GPUS_PER_NODE; expected a whole number >= 1 (one task per GPU;" \
+             "on CPUs, run tools/${VPN_TOOL:-train.py} on one host, or several through the dist_*.sh" \
+             "scripts' torchrun)" >&2
+        exit 2 ;;
+esac
+if command -v sinfo >/dev/null 2>&1; then
+    # %G: the gres of the partition's nodes, e.g. gpu:8, gpu:a100:4(S:0-1), (null)
+    GRES=$(sinfo -h -p "$PARTITION" -o %G 2>/dev/null | sort -u | tr '\n' ' ' || true)
+    GRES=${GRES% }
+    MOST=$(printf '%s\n' "$GRES" | tr ' ,' '\n\n' | sed -n 's/^gpu\(:[^:(]*\)\{0,1\}:\([0-9][0-9]*\).*/\2/p' \
+        | sort -n | tail -1)
+    # only sinfo's gres syntax is judged ((null), name[:type]:count[(...)]); other output
+    # (an older sinfo's, a wrapper's) leaves the choice to srun
+    UNKNOWN=$(printf '%s\n' "$GRES" | tr ' ,' '\n\n' | grep -cvE '^(\(null\)|[A-Za-z_]+(:[^:( ]+)?:[0-9]+.*)?$' || true)
+    if [ -n "$GRES" ] && [ "$UNKNOWN" = 0 ] && [ "${MOST:-0}" -lt "$GPUS_PER_NODE" ]; then
+        if [ -n "$MOST" ]; then
+            FIX="or GPUS_PER_NODE=$MOST (and GPUS a multiple of it)"
+        else
+            FIX="(this one has none: one task per GPU; on CPUs run tools/${VPN_TOOL:-train.py} without Slurm)"
+        fi
+        echo "error: PARTITION=$PARTITION has ${MOST:-no} GPU(s) per node (sinfo gres: $GRES), but" \
+             "GPUS_PER_NODE=$GPUS_PER_NODE asks for $GPUS_PER_NODE (srun --gres=gpu:$GPUS_PER_NODE);" \
+             "expected a partition with GPUs (sinfo -o '%P %G' lists them) $FIX" >&2
+        exit 2
+    fi
+fi
 # shellcheck disable=SC2086  # SRUN_ARGS is a list of options
 srun -p "$PARTITION" \
     --job-name="$JOB_NAME" \

@@ -169,19 +169,35 @@ def shortened_reasons(runner) -> str:
 
 
 def test_notes(runner) -> dict:
-    """What the metrics JSON names beside the numbers: the options (and the training feature
+    """What the metrics JSON names beside the numbers: the test and training horizons
+    (:func:`tested_horizons`), the options (and the training feature
     files) this test changed from the checkpoint's training (``changed_from_training``, a list
     of strings), what the checkpoint records too little to compare (``not_compared``, a list of
     strings: ``engine.checkpoint.not_compared``), the features whose statistics differ from the
     training features' (``feature_statistics``), and the test windows the window policy
     dropped (not scored) or relabelled (features shorter than the annotated steps: 267 of 270
-    NIV windows dropped and the metrics said nothing)."""
+    NIV windows dropped and the metrics said nothing), and the test feature files read that
+    record a damaged video (``damaged_features``: '<file>: <note>' each)."""
     dataset = getattr(getattr(runner, 'test_dataloader', None), 'dataset', None)
     dropped = 'dropped' in (getattr(dataset, 'window_counts', None) or {})
     return dict(changed_from_training=_strings(getattr(runner, 'changed_from_training', ())),
                 not_compared=_strings(getattr(runner, 'not_compared', ())),
                 feature_statistics=getattr(runner, 'feature_statistics_note', ''),
-                test_windows=dataset.window_count_summary() if dropped else '')
+                test_windows=dataset.window_count_summary() if dropped else '',
+                damaged_features=getattr(runner, 'damaged_test_files', list)(),
+                **tested_horizons(getattr(runner, 'model', None), dataset))
+
+
+def tested_horizons(model, dataset) -> dict:
+    """``{'horizon': T', 'train_horizon': T}`` of a planner's test ({} for a model without a
+    horizon): the test windows' horizon and the one the model was built for, which a loaded
+    checkpoint's recorded training horizon must equal (``engine.checkpoint.meta_mismatches``),
+    as a results row names them (``configs/vpn_niv_t6_eval_t3.py``: 3 and 6)."""
+    model = getattr(model, 'module', model)  # a distributed wrapper
+    horizons = (getattr(dataset, 'horizon', None), getattr(model, 'horizon', None))
+    if not all(isinstance(h, int) and not isinstance(h, bool) for h in horizons):
+        return {}
+    return dict(horizon=horizons[0], train_horizon=horizons[1])
 
 
 def _strings(value) -> list:

@@ -305,10 +305,11 @@ class OptionsError(TypeError, ValueError):
     a config entry gives the options."""
 
 
-def argument_error(error: TypeError, where, args, function) -> str:
+def argument_error(error: TypeError, where, args, function, config: bool = True) -> str:
     """``inspect.Signature.bind``'s refusal naming the option as a config does
     (``model.num_actions``) and whose it is (a ``_delete_=True`` entry keeps none of its
-    base's options)."""
+    base's options); ``config=False`` (a function called from Python, named
+    ``f() argument x``): a missing one is asked for as the call's argument."""
     import re
     owner = type(args[0]).__name__ if args and function.__name__ == '__init__' \
         else function.__qualname__
@@ -316,9 +317,14 @@ def argument_error(error: TypeError, where, args, function) -> str:
     if not named:
         return f'{owner}: {error}'
     name = named.group(1)
-    if 'missing' in str(error):
+    if 'missing' in str(error) and config:
         return (f'{where(name)} is missing: a required option of {owner} (an entry with '
                 "_delete_=True keeps none of its base config's options)")
+    if 'missing' in str(error):  # a direct Python call: no config entry to blame
+        return (f'{where(name)} is missing: a required argument of {owner}(); expected '
+                f'{owner}(..., {name}=...) in a Python call (from a config, the entry '
+                'that builds it must set it: one with _delete_=True keeps none of its base '
+                "config's options)")
     return f'{where(name)}: {error}'
 
 
@@ -347,7 +353,8 @@ def checked_arguments(function=None, *, prefix: str | None = None):
         try:
             bound = signature.bind(*args, **kwargs)
         except TypeError as error:  # "missing a required argument: 'num_actions'"
-            raise OptionsError(argument_error(error, where, args, function)) from None
+            raise OptionsError(argument_error(error, where, args, function,
+                                              config=prefix is not None)) from None
         for name, value in bound.arguments.items():
             if name in declared:
                 check_value(where(name), value, declared[name])

@@ -272,25 +272,47 @@ def _chain_horizons(path: Path) -> set:
     """The literal top-level ``horizon`` / ``test_horizon`` values of ``path`` and its
     ``_base_`` files, each read alone (a stale dataset horizon is one of them)."""
     values = set()
-    for file in _chain_files(path):
+    for file in config_chain(path):
         own = _own_top_level(file)
         values.update(v for k, v in own.items() if k in ('horizon', 'test_horizon')
                       and isinstance(v, int) and not isinstance(v, bool))
     return values
 
 
-def _chain_files(path: Path) -> list:
-    """``path`` and the files of its ``_base_`` chain (a package's base, mmaction::..., sets
-    no variable of this project and is left out)."""
+def config_chain(path, literal: bool = False) -> list:
+    """``path`` and the files of its ``_base_`` chain, each once, ``path`` first then breadth
+    first; files that do not exist and package bases (``mmaction::...``, which set no variable
+    of this project) are left out. The one walk of a config's chain, with two readers of a
+    file's ``_base_``, both needed:
+
+    * default: mmengine's own (``Config._get_base_files``, which evaluates the ``_base_``
+      expression), for a config whose code mmengine runs anyway (the user's, the
+      repository's): a ``_base_`` built at run time (``['../' + 'x.py']``) is followed, so the
+      horizon and inert-variable checks see every file the run reads (a literal reader would
+      miss that base: its stale dataset horizon was then refused as a contradiction);
+    * ``literal``: :func:`literal_chain_bases`, WITHOUT running code, for a config that may
+      be someone else's (:func:`read_config_safely`): a ``_base_`` that is no literal is not
+      followed.
+
+    A file whose ``_base_`` cannot be read (a syntax error, not UTF-8, no list of names) ends
+    its branch: the reader of the file (mmengine, :func:`literal_config`) names what is wrong."""
     from mmengine.config import Config
-    files, todo = [], [path.resolve()]
+
+    def bases(file: Path) -> list:
+        if literal:
+            return literal_chain_bases(file)
+        return [(file.parent / str(base)).resolve()
+                for base in Config._get_base_files(str(file)) if '::' not in str(base)]
+    files, todo = [], [Path(path).resolve()]
     while todo:
-        file = todo.pop()
+        file = todo.pop(0)
         if file in files or not file.is_file():
             continue
         files.append(file)
-        todo += [(file.parent / str(base)).resolve()
-                 for base in Config._get_base_files(str(file)) if '::' not in str(base)]
+        try:
+            todo += bases(file)
+        except (UnicodeDecodeError, SyntaxError, ValueError, OSError, AttributeError):
+            continue
     return files
 
 
@@ -469,20 +491,10 @@ def read_config_safely(path):
     check_config_file(path)
     check_no_base_cycle(path)
     resolved = Path(path).resolve()
-    if all(file.is_relative_to(REPOSITORY_CONFIGS) for file in _literal_chain(resolved)):
+    if all(file.is_relative_to(REPOSITORY_CONFIGS)
+           for file in config_chain(resolved, literal=True)):
         return read_config_file(path)
     return Config(literal_config(resolved), filename=str(path))
-
-
-def _literal_chain(path: Path, seen=None) -> list:
-    """``path`` and its ``_base_`` files (:func:`literal_chain_bases`), each once."""
-    seen = [] if seen is None else seen
-    if path not in seen:
-        seen.append(path)
-        if path.is_file():
-            for base in literal_chain_bases(path):
-                _literal_chain(base, seen)
-    return seen
 
 
 def literal_chain_bases(path: Path) -> list:
@@ -662,9 +674,10 @@ def read_config_file(path):
     a ``_base_`` file that does not exist."""
     from mmengine.config import Config
     check_config_file(path)
-    for file in _readable_chain(Path(path)):  # mmengine reads each file as UTF-8
+    for file in config_chain(path):  # mmengine reads each file as UTF-8
         check_utf8(file)
         check_mapping_file(file)
+        check_base_names(file)
     check_no_base_cycle(path)
     from mmengine.config.utils import ConfigParsingError
     try:
@@ -744,24 +757,13 @@ def _top_level_import(path: Path, seen=None) -> str:
     return next((found for found in (_top_level_import(b, seen) for b in bases) if found), '')
 
 
-def _readable_chain(path: Path) -> list:
-    """``path`` and the ``_base_`` files that can be read of its chain, in order."""
-    from mmengine.config import Config
-    files, todo = [], [path.resolve()]
-    while todo:
-        file = todo.pop(0)
-        if file in files or not file.is_file():
-            continue
-        files.append(file)
-        if file.suffix == '.py':  # a _base_ naming no files: refused naming it (mmengine's
-            with contextlib.suppress(SyntaxError, UnicodeDecodeError):  # "'int' object is
-                literal_base_files(file)  # not iterable"); not UTF-8: check_utf8 names it
-        try:
-            todo += [(file.parent / str(base)).resolve()
-                     for base in Config._get_base_files(str(file)) if '::' not in str(base)]
-        except (UnicodeDecodeError, SyntaxError, ValueError, OSError, AttributeError):
-            continue  # mmengine's reading of the file names what is wrong with it
-    return files
+def check_base_names(file: Path) -> None:
+    """A .py config whose ``_base_`` names no files (``_base_ = 5``: mmengine's "'int' object is
+    not iterable") is refused naming it (:func:`literal_base_files`); one that does not parse
+    or is not UTF-8 is left to the checks that name those."""
+    if file.suffix == '.py':
+        with contextlib.suppress(SyntaxError, UnicodeDecodeError):
+            literal_base_files(file)
 
 
 def check_mapping_file(file: Path) -> None:
@@ -1161,7 +1163,7 @@ def refuse_inert_file_variables(cfg) -> None:
     path = cfg.filename
     if not path or not Path(path).is_file():
         return
-    for file in _chain_files(Path(path)):
+    for file in config_chain(path):
         own, assigned = _own_top_level(file), _assigned_names(file)
         for key, (helper, place) in COPIED_VARIABLES.items():
             if key not in own or helper in assigned:

@@ -126,6 +126,20 @@ def _log_file_failed(handler: logging.FileHandler, record) -> None:
                            'lines). Free disk space or give a writable --work-dir') from error
 
 
+def close_log_files(logger, folder: str) -> None:
+    """Close and detach the log files of ``logger`` (a logging.Logger or None) inside
+    ``folder`` (which is going away):
+    mmengine's current logger stays a runner's after its run, and its log file, opened in mode
+    'a', would be reopened by the next message once anything closed logging's handlers
+    (``logging.config.dictConfig``, which importing submitit runs): FileNotFoundError from a
+    message of an unrelated call, e.g. "cannot read checkpoint" of a good file."""
+    for handler in list(logger.handlers if logger is not None else ()):
+        if isinstance(handler, logging.FileHandler) and \
+                osp.abspath(handler.baseFilename).startswith(osp.abspath(folder) + os.sep):
+            handler.close()
+            logger.removeHandler(handler)
+
+
 _RUNNERS_PER_NAME = collections.Counter()  # runners built in this process, by experiment name
 
 
@@ -221,12 +235,7 @@ class PlanningRunner(Runner):
         """Close the log file and remove this run's log folder (and its work dir and the
         parents this runner made, those now empty)."""
         import shutil
-        logger = getattr(self, '_logger', None)  # None when refused before it was built
-        for handler in list(logger.handlers if logger is not None else ()):
-            if isinstance(handler, logging.FileHandler) and \
-                    osp.abspath(handler.baseFilename).startswith(osp.abspath(self.log_dir) + os.sep):
-                handler.close()
-                logger.removeHandler(handler)
+        close_log_files(getattr(self, '_logger', None), self.log_dir)  # None: refused before
         shutil.rmtree(self.log_dir, ignore_errors=True)
         from vpn_plugin.locks import remove_made_folders
         remove_made_folders(self.made_folders)
@@ -451,6 +460,14 @@ class PlanningRunner(Runner):
             self.log_shortened()
             self.testing = True
             return super().test()
+
+    def damaged_test_files(self) -> list:
+        """'<file>: <note>' of each test feature file read that records a damaged video
+        (``PlanningDataset.damaged_files``; the dataset logged them in one WARNING line): what
+        test_metrics.json and a results row's caveats carry."""
+        loop = getattr(self, '_test_loop', None)  # a config dict until the test built it
+        dataset = getattr(getattr(loop, 'dataloader', None), 'dataset', None)
+        return list(getattr(dataset, 'damaged_files', list)())
 
     def log_shortened(self) -> None:
         """A warning line when the config is a shortened run (module docstring)."""

@@ -463,6 +463,28 @@ def plan_from_features(model, start, goal, task=None, index=None):
     return samples
 
 
+def window_index(cfg, split: Split, feature_file, start, goal) -> Optional[int]:
+    """The index in ``cfg``'s ``split`` dataset of the window whose observations are exactly
+    ``start``, ``goal`` (D,) (:func:`video_observations` of ``feature_file``), when
+    ``feature_file`` is one of that dataset's files (in its ``feature_dir``): what
+    :func:`plan_from_features` takes as ``index`` for the plan the test scored (a stochastic
+    planner's noise is seeded by it). None for a file of no such folder (the dataset is not
+    built) or observations of no window of it (the lowest index when several windows hold
+    the same ones)."""
+    cfg = _config(cfg, None)
+    folder = ((cfg.get(f'{split}_dataloader') or {}).get('dataset') or {}).get('feature_dir')
+    path = Path(feature_file)
+    if not folder or not path.parent.resolve() == Path(folder).resolve():
+        return None
+    dataset = build_split_dataset(cfg, split)
+    start, goal = (torch.as_tensor(v).float().numpy() for v in (start, goal))
+    for i, window in enumerate(dataset.windows):
+        if window.feature == path.stem and np.array_equal(dataset.start[i], start) \
+                and np.array_equal(dataset.goal[i], goal):
+            return i
+    return None
+
+
 def _sample_indices(index, batch_size: int) -> torch.Tensor:
     """(B,) int64 sample indices from one index or B of them (``plan_from_features``)."""
     values = torch.as_tensor(index) if not isinstance(index, str) else None

@@ -146,8 +146,9 @@ def viterbi_decode(log_emissions: torch.Tensor, log_transitions: torch.Tensor,
     Score of a path x: ``log_prior[x_1] + sum_t log_emissions[t, x_t]
     + sum_t log_transitions[x_{t-1}, x_t]`` (uniform ``-log N`` prior when None).
     Ties go to the lowest action id (predecessor and final state). When no path is feasible
-    (every path crosses a forbidden edge) the score is ``-inf`` and the path is the
-    lowest-id tie.
+    (every path crosses a forbidden edge or a ``-inf`` emission or prior) the score is
+    ``-inf`` and the path is the lowest-id one of those all-``-inf`` ties: all zeros (the
+    backpointers of an infeasible trellis point anywhere).
     """
     emissions, transitions, prior = check_chain_inputs(log_emissions, log_transitions,
                                                        log_prior)
@@ -163,7 +164,9 @@ def viterbi_decode(log_emissions: torch.Tensor, log_transitions: torch.Tensor,
     path = [last]
     for argbest in reversed(backpointers):
         path.append(argbest.gather(1, path[-1].unsqueeze(1)).squeeze(1))
-    return torch.stack(path[::-1], 1), scores
+    paths = torch.stack(path[::-1], 1)
+    infeasible = scores == -math.inf  # (B,)
+    return paths.masked_fill(infeasible.unsqueeze(1), 0), scores
 
 
 SPARSE_FRACTION = 0.1  # edge lists below this share of finite transitions (e.g. COIN's PKG)

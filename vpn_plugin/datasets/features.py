@@ -18,6 +18,7 @@ runs; any other global is refused with an error naming the file and the global.
 import os
 import zipfile
 from pathlib import Path
+from typing import Optional
 
 import numpy as np
 
@@ -31,6 +32,7 @@ from vpn_plugin.errors import NPY_MAGIC, ZIP_MAGIC, path_kind, tool_command, wha
 
 FEATURE_KEY = 'frames_features'
 TIME_STEP_KEYS = ('recipe', 'native_fps')  # an extraction's record of a row's seconds
+DAMAGE_KEY = 'damage'  # extract_features' note of a video that ffmpeg decoded with errors
 SYNTHETIC_DATASETS = ('crosstask', 'niv', 'coin')
 
 
@@ -75,11 +77,31 @@ def feature_fix_hint(feature_dir, data_root) -> str:
 
 
 @checked_arguments
-def load_features(path: PathLike, frame_dim: Count, vid: str = '', fix_hint: str = '') -> np.ndarray:
-    """Read one video's frames -> (L, D) float32; BadVideoError names the file and problem."""
+def load_features(path: PathLike, frame_dim: Count, vid: str = '', fix_hint: str = '',
+                  damage: Optional[dict] = None) -> np.ndarray:
+    """Read one video's frames -> (L, D) float32; BadVideoError names the file and problem.
+    ``damage``: a dict that gets ``{file name: note}`` when the file records a damaged video
+    (:func:`damage_note`)."""
     path = require_feature_file(path, vid, fix_hint)
     record = read_feature_record(path, vid, frames_only=True)
-    return checked_frames(record, path, frame_dim, vid)
+    frames = checked_frames(record, path, frame_dim, vid)
+    note = damage_note(record)
+    if note and damage is not None:
+        damage[path.name] = note
+    return frames
+
+
+def damage_note(record: dict) -> str:
+    """The ``damage`` note a feature record holds ('' without): extract_features writes it
+    when ffmpeg decoded the video but reported errors (frames concealed or repeated)."""
+    note = record.get(DAMAGE_KEY)
+    if note is None:
+        return ''
+    note = np.asarray(note)
+    if note.size != 1 or note.dtype.kind not in 'US':
+        return ''
+    note = note.item()
+    return (note.decode('utf-8', 'replace') if isinstance(note, bytes) else note).strip()
 
 
 @checked_arguments
@@ -223,7 +245,7 @@ def _read_npz(f, frames_only: bool) -> dict:
             raise ValueError(f'a zip archive without .npy members (it holds '
                              f'{archive.namelist()[:5]}: a torch.save file?)')
         if frames_only and f'{FEATURE_KEY}.npy' in members:  # and what says a row's time
-            members = [f'{name}.npy' for name in (FEATURE_KEY,) + TIME_STEP_KEYS
+            members = [f'{name}.npy' for name in (FEATURE_KEY, DAMAGE_KEY) + TIME_STEP_KEYS
                        if f'{name}.npy' in members]
         record = {}
         for name in members:

@@ -32,14 +32,17 @@ from ..data_paths import check_resolved
 from .validation import AnnotationWarnings, check_disjoint
 
 SPLITS = ('train', 'val', 'test')
-CACHE_VERSION = 6  # bump when the cached arrays or their meaning change (6: built by a reader
-# that checks the time step an npz records: caches of 5 served features of 2 s per row)
+CACHE_VERSION = 7  # bump when the cached arrays or their meaning change (6: built by a reader
+# that checks the time step an npz records: caches of 5 served features of 2 s per row; 7: the
+# files' damage notes, 'damaged')
 DIGEST_MEMO = 'feature_digests.json'  # in cache_dir: the feature files' remembered digests
 FRAMES_MEMO = 'frames_digests_v2.json'  # in cache_dir: their frames arrays' remembered digests
 #   (v2: provenance.frames_digest as read, float32, with the stored dtype)
 CACHE_KEY = '.cache_key'  # in cache_dir: the secret of the cache's keyed checksums
 _PROCESS_SECRET = os.urandom(32)  # the key of a cache_dir that cannot be written
-CACHE_ARRAYS = {'readable', 'outside', 'maps', 'start', 'goal', 'observed', 'messages'}
+CACHE_ARRAYS = {'readable', 'outside', 'maps', 'start', 'goal', 'observed', 'messages',
+                'damaged'}
+DAMAGED_LISTED = 3  # damaged feature files the warning line names (the rest counted)
 
 
 def payload_digest(arrays: dict, key: str, secret: bytes) -> str:
@@ -163,6 +166,7 @@ class PlanningDataset(Dataset):
         self._log_skips()
         self._log_window_counts()
         self._log_warnings()
+        self._log_damage()
         if not self.windows:
             raise ValueError(f'PlanningDataset: split {split!r} (horizon {horizon}) has no windows '
                              f'from {window_file or video_list or annotation_file} (val_fraction='
@@ -268,6 +272,9 @@ class PlanningDataset(Dataset):
             reason, text = str(message).split('\t', 1)
             self.skipped[reason] += 1
             self._skip_messages.append(text)
+        # video stem -> (file name, note) of each file read that records a damaged video
+        self._damage = {stem: (name, note) for stem, name, note in
+                        (str(line).split('\t', 2) for line in arrays['damaged'])}
         readable = arrays['readable']
         bad_features = {w.feature for w, k in zip(windows, readable) if not k}
         if self._videos is not None and bad_features:
@@ -303,21 +310,26 @@ class PlanningDataset(Dataset):
                              'GiB of observations, more than this machine can allocate; '
                              'expected frame_dim = the width of the feature files (e.g. 512 '
                              'for S3D)') from None
-        messages = []
+        messages, damaged = [], []
         self._check_feature_dir()
         for n, (stem, idx) in enumerate(by_video.items()):
             self._progress(n, len(by_video))
+            damage = {}
             try:
-                self._extract_video(stem, [windows[i] for i in idx], idx, arrays)
+                self._extract_video(stem, [windows[i] for i in idx], idx, arrays, damage)
             except BadVideoError as err:
                 if not self.skip_bad_videos:
                     raise
                 arrays['readable'][idx] = False
                 messages.append(f'{err.reason}\t{err}')
+                continue
+            damaged += [f'{stem}\t{name}\t{" ".join(note.split())}'
+                        for name, note in damage.items()]
         kept = arrays['readable'] & (arrays['maps'][:, 0] >= 0)
         for key in ('start', 'goal', 'observed'):
             arrays[key] = arrays[key][kept]
         arrays['messages'] = np.array(messages, dtype=str)
+        arrays['damaged'] = np.array(damaged, dtype=str)
         return arrays
 
     def _check_feature_dir(self) -> None:
@@ -329,10 +341,10 @@ class PlanningDataset(Dataset):
             raise FileNotFoundError(f'PlanningDataset: feature_dir {self.feature_dir} does not '
                                     f'exist. {feature_fix_hint(self.feature_dir, self.data_root)}')
 
-    def _extract_video(self, stem, video_windows, idx, arrays) -> None:
+    def _extract_video(self, stem, video_windows, idx, arrays, damage: dict) -> None:
         path = find_feature_file(self.feature_dir, stem)
         frames = load_features(path, self.frame_dim, video_windows[0].vid,
-                               feature_fix_hint(self.feature_dir, self.data_root))
+                               feature_fix_hint(self.feature_dir, self.data_root), damage)
         length = len(frames)
         for i, w in zip(idx, video_windows):
             if self.window_policy == 'keep':
@@ -509,6 +521,24 @@ class PlanningDataset(Dataset):
             print_log(f'PlanningDataset ({self.split}, T={self.horizon}): {count} '
                       f'warning{"s" * (count > 1)} about the annotations (kept): '
                       f'{self.warnings.summary()}', 'current', logging.WARNING)
+
+    def damaged_files(self) -> list:
+        """'<file>: <note>' of each feature file this dataset's windows read that records a
+        damaged video (extract_features' ``damage`` note: ffmpeg decoded it with errors, its
+        frames there concealed or repeated), sorted by video."""
+        stems = sorted({w.feature for w in self.windows} & set(self._damage))
+        return [f'{self._damage[stem][0]}: {self._damage[stem][1]}' for stem in stems]
+
+    def _log_damage(self) -> None:
+        """One WARNING line: how many feature files read record a damaged video, the first
+        named (kept: they are the features the extraction gave)."""
+        damaged = self.damaged_files()
+        if damaged:
+            more = f'; and {len(damaged) - DAMAGED_LISTED} more' * (len(damaged) > DAMAGED_LISTED)
+            print_log(f'PlanningDataset ({self.split}, T={self.horizon}): {len(damaged)} feature '
+                      f'file(s) read record a damaged video (extract_features\' "damage" note: '
+                      'ffmpeg decoded it with errors, frames there concealed or repeated; kept): '
+                      f'{"; ".join(damaged[:DAMAGED_LISTED])}{more}', 'current', logging.WARNING)
 
     def _log_skips(self) -> None:
         if not self.skipped:

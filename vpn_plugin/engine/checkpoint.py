@@ -272,7 +272,11 @@ def meta_mismatches(checkpoint: dict, model, data_meta: Optional[dict] = None) -
         ours = getattr(model, key, None)
         if key in recorded and ours is not None and recorded[key] != ours:
             wrong[key] = (f'{key}={recorded[key]!r} in the checkpoint, {ours!r} in the '
-                          "config's model")
+                          "config's model" + (
+                              f' (a test of it on T={ours} windows: the config it was trained '
+                              f'with and test_horizon={ours}, e.g. --cfg-options test_horizon='
+                              f'{ours}, as configs/vpn_niv_t6_eval_t3.py does)'
+                              if key == 'horizon' else ''))
     for key in DATA_META:
         if key in wrong or key not in recorded or key not in (data_meta or {}):
             continue
@@ -312,10 +316,23 @@ def model_option_differences(trained_cfg_text, model_cfg, locations: bool = True
     text); [] when it holds no readable config. Without ``locations``, options that differ
     only in file locations (a moved data root; what the files hold is checked by content)
     are left out."""
+    found = _model_option_values(trained_cfg_text, model_cfg)
+    if found is None:
+        return []
+    keys, before, now = found
+    lines = [f'model.{key}: {before[key]!r} in training, {now[key]!r} here'
+             for key in keys if before[key] != now[key]]
+    return lines if locations else [line for line in lines if not _path_only(line)]
+
+
+def _model_option_values(trained_cfg_text, model_cfg) -> Optional[tuple]:
+    """(keys, {key: value in training}, {key: value here}) of the ``model`` options of
+    ``trained_cfg_text`` and ``model_cfg``, defaults filled and resolved as the class
+    resolves them; None when either holds no model config."""
     run = _run_config(trained_cfg_text)
     trained = run.get('model') if run is not None else None
     if not isinstance(model_cfg, dict) or not isinstance(trained, dict):
-        return []
+        return None
     # a key one side leaves out holds its class's default (dvl_layers=1 given at test to a
     # run that left it out was 'None in training, 1 here': a change that is none), and a value
     # the class resolves from another option is compared resolved (KEPP's step_n_timesteps
@@ -332,17 +349,14 @@ def model_option_differences(trained_cfg_text, model_cfg, locations: bool = True
             found['pkg'] = _pkg_options(found['pkg'])
         resolve = getattr(cls, 'resolved_options', None)
         return resolve(found) if callable(resolve) else found
-    before, now = values(trained), values(model_cfg)
-    lines = [f'model.{key}: {before[key]!r} in training, {now[key]!r} here'
-             for key in keys if before[key] != now[key]]
-    return lines if locations else [line for line in lines if not _path_only(line)]
+    return keys, values(trained), values(model_cfg)
 
 
 def _pkg_options(pkg: Optional[dict]) -> dict:
     """``model.pkg`` with PKGBuilder's defaults filled, without ``recount``: whether a test
     counts the graph again is no training option (PKGHook names a recount that gave another
     graph than the checkpoint's: ``pkg_hook.mark_recount``)."""
-    options = {**PKG_DEFAULTS, 'type': 'PKGBuilder', **(pkg or {})}
+    options = {**pkg_defaults(), 'type': 'PKGBuilder', **(pkg or {})}
     options.pop('recount', None)
     return options
 
@@ -616,8 +630,17 @@ def not_compared_line(filename: str, missing: list, what: str = 'this test') -> 
             f'compared: {"; ".join(missing)}')
 
 
-PKG_DEFAULTS = dict(count_mode='window', smoothing=0.0, union='pool', extra_datasets=[],
-                    perturbations=[], seed=0)  # PKGBuilder's: what decides the graph
+def pkg_defaults() -> dict:
+    """PKGBuilder's option defaults (``config_types.option_defaults``), what decides the graph
+    (a new dict each call): ``recount`` left out (whether a test counts the graph again is no
+    option of the graph), sequences as lists (a config's ``extra_datasets=[]`` is the
+    default ``()``)."""
+    from ..config_types import option_defaults
+    from ..models.pkg_builder import PKGBuilder
+    return {key: list(value) if isinstance(value, tuple) else value
+            for key, value in option_defaults(PKGBuilder).items() if key != 'recount'}
+
+
 PKG_LOCATION_KEYS = ('data_root', 'feature_dir', 'cache_dir', 'device_resident')
 
 
@@ -643,12 +666,13 @@ def check_loaded_pkg(checkpoint: dict, filename: str, model_cfg) -> None:
     trained = run.get('model') if run is not None else None
     if not isinstance(trained, dict):
         return
-    given, counted = dict(PKG_DEFAULTS, **pkg), dict(PKG_DEFAULTS, **(trained.get('pkg') or {}))
+    defaults = pkg_defaults()
+    given, counted = dict(defaults, **pkg), dict(defaults, **(trained.get('pkg') or {}))
     for options in (given, counted):  # where the extra datasets lie may change, not which
         options['extra_datasets'] = [
             {k: v for k, v in _plain(d).items() if k not in PKG_LOCATION_KEYS}
             if hasattr(d, 'items') else d for d in options['extra_datasets'] or []]
-    keys = [k for k in PKG_DEFAULTS if k != 'seed' or given['perturbations']
+    keys = [k for k in defaults if k != 'seed' or given['perturbations']
             or counted['perturbations']]
     differ = [f'{k}: {_plain(counted[k])!r} in training, {_plain(given[k])!r} here'
               for k in keys if _plain(counted[k]) != _plain(given[k])]
@@ -754,8 +778,35 @@ def check_test_options(trained_cfg_text, cfg, source, use: str,
                          f'{"; ".join(found.refused)}; {use} with the options it was trained '
                          'with')
     unread = _options_unread_with(cfg.get('model'), state_dict)
-    return [line for line in found.named
-            if not any(line.startswith(f'model.{key}: ') for key in unread)]
+    named = [line for line in found.named
+             if not any(line.startswith(f'model.{key}: ') for key in unread)]
+    return _weights_against_cfg(named, trained_cfg_text, cfg.get('model'), state_dict)
+
+
+def _weights_against_cfg(named: list, trained_cfg_text, model_cfg, state_dict) -> list:
+    """``named`` with the line of each model option that the checkpoint's weights show
+    (the class's ``options_shown_by(state_dict)``: PDPP's diffusion steps, the length of its
+    schedule) otherwise than its ``meta['cfg']`` claims (a forged or hand-edited record)
+    worded so: the value of each, and the one this test uses (its model's, which loads
+    those weights)."""
+    cls = _model_class(model_cfg.get('type')) if isinstance(model_cfg, dict) else None
+    shown_by = getattr(cls, 'options_shown_by', None)
+    shown = shown_by(state_dict) if callable(shown_by) and isinstance(state_dict, dict) else {}
+    found = _model_option_values(trained_cfg_text, model_cfg) if shown else None
+    if found is None:
+        return named
+    _, before, now = found
+    lines = []
+    for line in named:
+        key = line.split(': ', 1)[0][len('model.'):] if line.startswith('model.') else None
+        if key in shown and before.get(key) != shown[key][0]:
+            value, what = shown[key]
+            line = (f"model.{key}: {before[key]!r} in the checkpoint's meta['cfg'] (its "
+                    f'training config), but its weights show {value!r} ({what}); '
+                    f'{now[key]!r} here is used'
+                    + (', as the weights show' if now[key] == value else ''))
+        lines.append(line)
+    return lines
 
 
 def _options_unread_with(model_cfg, state_dict) -> tuple:

@@ -431,6 +431,17 @@ class KEPP(BasePlanner):
         super()._load_from_state_dict(state_dict, prefix, *args, **kwargs)
 
     @staticmethod
+    def options_shown_by(state_dict: dict) -> dict:
+        """{option: (value, what shows it)} of the options a checkpoint's weights fix: the
+        diffusion steps of the plan and step models (``PDPP.options_shown_by``)."""
+        shown = {}
+        for option, prefix in (('n_timesteps', 'plan.'), ('step_n_timesteps', 'step.')):
+            steps = DiffusionModel.steps_shown_by(state_dict, prefix)
+            if steps:
+                shown[option] = steps['n']
+        return shown
+
+    @staticmethod
     def options_unread_with(state_dict: dict) -> tuple:
         """The options a model loading ``state_dict`` (a checkpoint's) does not read:
         ``step_checkpoint`` when it holds a trained step model (its own is used; a test's

@@ -290,6 +290,13 @@ class PDPP(BasePlanner):
     def plans_read_pkg(cls, model_cfg: dict) -> bool:
         return model_cfg.get('decode', 'argmax') != 'argmax'
 
+    @staticmethod
+    def options_shown_by(state_dict: dict) -> dict:
+        """{option: (value, what shows it)} of the options a checkpoint's weights fix
+        (``engine.checkpoint.check_test_options`` sets them against its ``meta['cfg']``)."""
+        shown = DiffusionModel.steps_shown_by(state_dict, 'diffusion.')
+        return {'n_timesteps': shown['n']} if shown else {}
+
     def loss(self, inputs, data_samples) -> Dict[str, torch.Tensor]:
         return self.diffusion.loss(inputs, data_samples)
 

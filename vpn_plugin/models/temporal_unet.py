@@ -188,6 +188,16 @@ class DiffusionModel(nn.Module):
     def schedule(self) -> Dict[str, torch.Tensor]:
         return {name: getattr(self, name) for name in diffusion.SCHEDULE_BUFFERS}
 
+    @staticmethod
+    def steps_shown_by(state_dict: Mapping, prefix: str) -> dict:
+        """``{'n': (diffusion steps, what shows them)}`` of the schedule a state dict holds
+        under ``prefix`` (its ``betas``: one per step); {} without one."""
+        betas = state_dict.get(f'{prefix}betas')
+        if not isinstance(betas, torch.Tensor) or betas.dim() != 1:
+            return {}
+        return {'n': (int(betas.shape[0]), f'{prefix}betas: a diffusion schedule of '
+                                           f'{int(betas.shape[0])} steps')}
+
 
 def official_name(name: str) -> str:
     """The official PDPP parameter name of one of ``TemporalUNet``'s (``*.conv.*`` of a

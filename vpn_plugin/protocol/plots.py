@@ -920,31 +920,58 @@ def format_count(value: float) -> str:
 
 
 DODGE_DECADES, DODGE_ZERO = 0.035, 0.3  # spacing of markers sharing an x (log / "0" axis)
-DODGED_NOTE = 'Markers sharing a parameter count drawn side by side'
+MARKER_SPAN = 0.04  # of the y axis: the height of a marker (5 pt on the ~1.9 in axes), caps
+DODGED_NOTE = 'markers drawn side by side, since they would hide each other'
 
 
-def dodged_positions(xs: dict, log: bool) -> dict:
-    """``{method: x drawn}``: methods at the same x or nearly (one parameter count, counts
-    closer than :data:`DODGE_DECADES`, or several planners without parameters) are spread
-    symmetrically around their centre, :data:`DODGE_DECADES` apart on a log axis (a factor)
-    or :data:`DODGE_ZERO` on the "0" axis, so that no marker hides another's error bar; a
-    method alone at its x stays there."""
-    position = (lambda x: math.log10(x)) if log else (lambda x: x)
+def dodged_positions(points: dict, log: bool, y_room: float = 0.0) -> tuple[dict, list]:
+    """``({method: x drawn}, [[methods spread], ...])`` of ``points`` (``{method: (x, mean,
+    low, high)}``, :func:`params_points`): every marker is drawn at its true x, except markers
+    that coincide, i.e. lie closer in x than :data:`DODGE_DECADES` (one parameter count, or
+    nearly; all x on the "0" axis) and overlap in y (their error bars, or the means when there
+    are none, each widened by ``y_room`` either side: half a marker), directly or through a
+    chain of such markers: those are spread symmetrically around their mean x in the order of
+    their counts (one count: the legend's), :data:`DODGE_DECADES` apart on a log axis (a
+    factor) or :data:`DODGE_ZERO` on the "0" axis, so that none hides another's error bar;
+    :func:`dodged_note` names them and their counts."""
     step = DODGE_DECADES if log else DODGE_ZERO
-    groups = []
-    for method in sorted(xs, key=lambda m: xs[m]):  # neighbours closer than a step: one group
-        if groups and position(xs[method]) - position(xs[groups[-1][-1]]) < step:
-            groups[-1].append(method)
-        else:
-            groups.append([method])
-    drawn = {}
-    for methods in groups:
-        centre = np.mean([position(xs[m]) for m in methods])
-        for i, method in enumerate(sorted(methods, key=list(xs).index)):
-            at = centre + step * (i - (len(methods) - 1) / 2) if len(methods) > 1 \
-                else position(xs[method])
-            drawn[method] = 10 ** at if log else at
-    return drawn
+    order = list(points)
+    at = {method: math.log10(p[0]) if log else float(p[0]) for method, p in points.items()}
+    extent = {method: (min(v for v in p[1:] if v is not None) - y_room,
+                       max(v for v in p[1:] if v is not None) + y_room)
+              for method, p in points.items()}
+    groups = {method: {method} for method in points}  # united while two coincide
+    for first, second in itertools.combinations(order, 2):
+        if (not log or abs(at[first] - at[second]) < step) and \
+                extent[first][0] <= extent[second][1] and extent[second][0] <= extent[first][1]:
+            united = groups[first] | groups[second]
+            for method in united:
+                groups[method] = united
+    drawn, spread = {method: float(p[0]) for method, p in points.items()}, []
+    for group in {id(g): g for g in groups.values() if len(g) > 1}.values():
+        methods = sorted(group, key=lambda m: (at[m], order.index(m)))
+        centre = float(np.mean([at[m] for m in methods]))
+        for i, method in enumerate(methods):
+            x = centre + step * (i - (len(methods) - 1) / 2)
+            drawn[method] = 10 ** x if log else x
+        spread.append(methods)
+    return drawn, sorted(spread, key=lambda methods: order.index(methods[0]))
+
+
+def dodged_note(points: dict, spread: list) -> str:
+    """The figure's note on the markers :func:`dodged_positions` spread ('' when none), wrapped:
+    which methods and their counts, e.g. "VPN and Base (5.55M parameters each): markers drawn
+    side by side, since they would hide each other"."""
+    import textwrap
+    if not spread:
+        return ''
+    parts = []
+    for methods in spread:
+        counts = list(dict.fromkeys(format_count(float(f'{points[m][0]:.3g}')) for m in methods))
+        parts.append(f'{", ".join(methods[:-1])} and {methods[-1]} ('
+                     + (f'{counts[0]} parameters each)' if len(counts) == 1
+                        else f'{", ".join(counts)} parameters)'))
+    return textwrap.fill('; '.join(parts) + f': {DODGED_NOTE}', NOTE_WIDTH[ONE_COLUMN])
 
 
 def plot_params_vs_metric(rows, metric, out_stem, *, horizon=None) -> list[Path]:
@@ -963,13 +990,14 @@ def plot_params_vs_metric(rows, metric, out_stem, *, horizon=None) -> list[Path]
     with paper_style() as plt:
         fig, axes = _params_axes(plt, bool(zero), bool(counted), height)
         style = figure_styles(points)
-        dodged = False
+        keep_y_span(axes[0], *y_extent(list(points.values())), metric in METRIC_NAMES,
+                    marker_room=True)
+        bottom, top = axes[0].get_ylim()
+        spread = []
         for ax, group in zip(axes, [g for g in (zero, counted) if g]):
-            drawn_x = dodged_positions({m: p[0] for m, p in group.items()},
-                                       log=group is counted)
-            dodged = dodged or any(
-                not math.isclose(drawn_x[m], p[0], rel_tol=1e-9, abs_tol=1e-9)
-                for m, p in group.items())
+            drawn_x, shared = dodged_positions(group, log=group is counted,
+                                               y_room=MARKER_SPAN / 2 * (top - bottom))
+            spread += shared
             for method, (params, mean, lo, hi) in group.items():
                 ax.errorbar([drawn_x[method]], [mean],
                             yerr=None if lo is None else [[mean - lo], [hi - mean]],
@@ -977,15 +1005,13 @@ def plot_params_vs_metric(rows, metric, out_stem, *, horizon=None) -> list[Path]
                             capthick=1.2, label=method, **style[method])
         if counted:
             _log_params_axis(axes[-1], [p[0] for p in counted.values()])
-        keep_y_span(axes[0], *y_extent(list(points.values())), metric in METRIC_NAMES,
-                    marker_room=True)
         axes[0].set_ylabel(axis_label(metric))
         for ax in axes:
             ax.grid(alpha=0.3)
         handles = {h.get_label(): h for ax in axes for h in ax.get_legend_handles_labels()[0]}
         fig.legend([handles[m] for m in points], labels, loc='outside lower center',
                    ncol=columns, title=footnote(ci_label('Error bars', seeds),
-                                                DODGED_NOTE if dodged else '', marks.notes()),
+                                                dodged_note(points, spread), marks.notes()),
                    title_fontsize=6.5, handletextpad=0.3, columnspacing=1.0)
         return save_figure(fig, out_stem)
 

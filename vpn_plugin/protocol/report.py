@@ -78,14 +78,16 @@ MISSING_MARK = '¶'
 # what a test recorded about its own trust (a row's caveats): one mark per kind, explained
 # under the table with the methods and lines of each
 CAVEAT_MARKS = {'changed_from_training': '♯', 'not_compared': '♭', 'feature_scale': '≈',
-                'task_source': '⋆'}
+                'task_source': '⋆', 'damaged_features': '☒'}
 CAVEAT_WORDS = {
     'changed_from_training': 'tested with options that differ from the checkpoint\'s training',
     'not_compared': 'the checkpoint did not record what the test compares, so it was not '
                     'compared',
     'feature_scale': 'test features of another scale than the training features\'',
     'task_source': 'given the true task of each window (an oracle input, not a comparable '
-                   'result)'}
+                   'result)',
+    'damaged_features': 'tested on feature files of damaged videos (ffmpeg decoded them with '
+                        'errors: frames concealed or repeated)'}
 MISSING_LISTED = 8  # missing rows the caption names (the rest counted)
 # +1: higher is better (default), -1: lower is better, 0: descriptive (no marks, no delta)
 METRIC_DIRECTION = {'plan_jsd': -1, 'plan_entropy': 0}

@@ -92,7 +92,9 @@ caveats         dict     what the test recorded about its own trust (default ``{
                          text, as test_metrics.json held it first); ``feature_scale`` (the
                          test features' mean / std far from the training features');
                          ``task_source`` = ``ground_truth`` (the true task given to the
-                         planner: an oracle input, CEFITO's ``oracle_task``).
+                         planner: an oracle input, CEFITO's ``oracle_task``);
+                         ``damaged_features`` ('<file>: <note>' of each test feature file
+                         read that records a damaged video: extract_features' ``damage``).
                          ``tools/report.py`` marks such rows, one mark per kind
 =============== ======== ===============================================================
 
@@ -114,6 +116,7 @@ from __future__ import annotations
 
 import contextlib
 import csv
+import dataclasses
 import functools
 import io
 import json
@@ -200,7 +203,8 @@ ROW_SCHEMA = {
 # '; '-joined text (test_metrics.json's first shape)
 CAVEAT_KINDS = {'changed_from_training': Union[str, list[str]],
                 'not_compared': Union[str, list[str]], 'feature_scale': str,
-                'task_source': Literal['ground_truth']}
+                'task_source': Literal['ground_truth'],
+                'damaged_features': Union[str, list[str]]}
 # the range of each metric (percentages in [0, 100]); another name is refused
 METRIC_KINDS = {name: Annotated[float, Range(low, high)]
                 for name, (low, high) in METRIC_RANGES.items()}
@@ -462,15 +466,79 @@ def _parse_scalar(text: str):
 def append_result(path: PathLike, row: ResultRow) -> bool:
     """Append one row to a ``.jsonl`` results file (created with its folders if absent),
     unless the file already holds a row of the same run (:meth:`ResultRow.key`): returns
-    whether it was appended. Under the file's lock (:func:`locked_results`), so concurrent
-    writers never double a row."""
+    whether it was appended. A row it replaces (:func:`replaced_identity`: the same test
+    written with ``train_horizon: null`` by an older runner) is removed in the same write.
+    Under the file's lock (:func:`locked_results`), so concurrent writers never double a row."""
     path = _jsonl_path(path)
     with locked_results(path):
-        if any(key == row.key() for key, _ in _keyed_lines(path)):
+        lines = _keyed_lines(path, rows=True)
+        if any(key == row.key() for key, _, _ in lines):
             return False
+        replaced = {replaced_identity(row)} - {None}
+        if any(_is_replaced(old, replaced) for _, _, old in lines):
+            _rewrite(path, [line for _, line, old in lines if not _is_replaced(old, replaced)]
+                     + [_row_line(row, path)])
+            return True
         with path.open('a') as handle:
             handle.write(_row_line(row, path) + '\n')
     return True
+
+
+def replaced_identity(row: ResultRow):
+    """The identity of the row that ``row`` replaces (None when none): the same test (its
+    :meth:`ResultRow.key` with ``train_horizon`` null, and the same test folder ``work_dir``,
+    resolved: :func:`_old_identity`) recorded with ``train_horizon: null``, where ``row`` was trained at another
+    horizon than it was tested. ``tools/run_protocol.py`` wrote an untrained planner tested
+    at another horizon than its run's so until 2026-11-28 (its PKG is counted at the run's
+    horizon); a resumed protocol tests it again, and its new row takes the old one's place,
+    which would otherwise stay beside it (``tools/report.py`` refuses it). ``row``'s paths
+    are read as they are (a row being written: from here; a row read from a file: resolved
+    from its folder by the reader)."""
+    if row.train_horizon is None or row.train_horizon == row.horizon or not row.work_dir:
+        return None
+    return _old_identity(dataclasses.replace(row, train_horizon=None))
+
+
+def _is_replaced(old: ResultRow, replaced) -> bool:
+    """Whether ``old`` (read from a results file) is the row of one of the ``replaced``
+    identities (:func:`replaced_identity`; a set, or a dict of them)."""
+    return _old_identity(old) in replaced
+
+
+def _old_identity(old: ResultRow):
+    """What :func:`replaced_identity` gives for the row ``old`` may be (None: no such row).
+    The method is left out: the test folder names it, and report.py names a row trained at
+    another horizon ``<method> (train T=6)`` before it compares."""
+    if old.train_horizon is not None or not old.work_dir:
+        return None
+    return dataclasses.replace(old, method='').key(), str(Path(old.work_dir).resolve())
+
+
+def drop_replaced_rows(path: PathLike) -> list[str]:
+    """Remove from the results file ``path`` the rows that another row of the file replaces
+    (:func:`replaced_identity`), in one atomic rewrite under its lock; returns their
+    ``file:line`` (none: the file is left as it is). A protocol run again calls it first: a
+    file that a resume by an older runner left with both rows is read by report.py again."""
+    path = Path(path)
+    if not path.is_file() or path.suffix != '.jsonl':
+        return []
+    with locked_results(path):
+        lines = _keyed_lines(path, rows=True)
+        replaced = {replaced_identity(row) for _, _, row in lines} - {None}
+        stale = [number for number, (_, _, old) in enumerate(lines, 1)
+                 if _is_replaced(old, replaced)]
+        if stale:
+            _rewrite(path, [line for number, (_, line, _) in enumerate(lines, 1)
+                            if number not in stale])
+    return [f'{path}:{number}' for number in stale]
+
+
+def _rewrite(path: Path, lines: list) -> None:
+    """Replace results file ``path`` with ``lines`` atomically (temp file + rename; the caller
+    holds its lock)."""
+    tmp = path.with_name(f'.{path.name}.{os.getpid()}.tmp')
+    tmp.write_text(''.join(line + '\n' for line in lines))
+    os.replace(tmp, path)
 
 
 @checked_arguments
@@ -484,9 +552,7 @@ def replace_result(path: PathLike, row: ResultRow) -> int:
     with locked_results(path):
         lines = _keyed_lines(path)
         kept = [line for key, line in lines if key != row.key()]
-        tmp = path.with_name(f'.{path.name}.{os.getpid()}.tmp')
-        tmp.write_text(''.join(line + '\n' for line in kept) + _row_line(row, path) + '\n')
-        os.replace(tmp, path)
+        _rewrite(path, kept + [_row_line(row, path)])
     return len(lines) - len(kept)
 
 
@@ -548,14 +614,17 @@ def _jsonl_path(path) -> Path:
     return path
 
 
-def _keyed_lines(path: Path) -> list:
-    """``(row key, line)`` of every row of ``path`` (none when it does not exist); a line that
-    is not a valid row raises an error naming it (nothing is written into such a file)."""
+def _keyed_lines(path: Path, rows: bool = False) -> list:
+    """``(row key, line)`` of every row of ``path`` (none when it does not exist), with
+    ``rows`` ``(row key, line, row)`` (its paths read from the file's folder); a line that is
+    not a valid row raises an error naming it (nothing is written into such a file)."""
     if not path.is_file():
         return []
     lines = [line for line in path.read_text().splitlines() if line.strip()]
-    return [(_read_json_line(line, f'{path}:{number}').key(), line)
-            for number, line in enumerate(lines, 1)]
+    read = [_read_json_line(line, f'{path}:{number}') for number, line in enumerate(lines, 1)]
+    if rows:
+        return [(row.key(), line, row) for row, line in zip(_resolve_paths(read, path), lines)]
+    return [(row.key(), line) for row, line in zip(read, lines)]
 
 
 @checked_arguments
@@ -707,11 +776,21 @@ def check_rows_match_configs(rows: list[ResultRow]) -> None:
     writes them from); the configs found in neither are named on stderr with their rows' count
     (not compared, never silently)."""
     unfound = {}
+    replacing = {replaced_identity(row): row for row in rows}
+    replacing.pop(None, None)
     for row in rows:
         options = (row.settings or {}).get('cfg_options') or {}
         where = (f'{row_source(row) + ": " if row_source(row) else ""}row of {row.method!r} '
                  f'(seed {row.seed}, dataset {row.dataset!r}, T={row.horizon}, '
                  f'train_horizon={json.dumps(row.train_horizon)}) names config {row.config}')
+        newer = replacing.get(_old_identity(row))
+        if newer is not None:  # both rows: an older runner's and the resumed protocol's
+            raise ValueError(f'{where}: a row written with train_horizon: null by '
+                             'tools/run_protocol.py before 2026-11-28, which the row of the same '
+                             f'test {row_source(newer) or repr(newer.method)} (train_horizon: '
+                             f'{newer.train_horizon}) replaces; expected one row per test: run '
+                             'the protocol command again (it removes the old row) or delete '
+                             'this line')
         path = config_file(row.config)
         if path is None:
             if row.config:

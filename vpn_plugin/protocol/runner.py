@@ -83,7 +83,7 @@ from vpn_plugin.smoke import SMOKE, limit_test_windows, smoke_config
 from .configs import config_with_options, parsed_config
 from .dry_run import CPU_EPOCH_SECONDS, plan_runs
 from .progress import Progress, log, unit_name
-from .results import ResultRow, append_result, read_results
+from .results import ResultRow, append_result, drop_replaced_rows, read_results
 from .unit_state import STATE_FILE, read_unit_state, unit_done, unit_failed, unit_started
 
 
@@ -493,6 +493,19 @@ def training_horizon(unit: TrainUnit, spec: TestSpec):
     return unit.horizon if unit.train or spec.horizon != unit.horizon else None
 
 
+def built_horizons(unit: TrainUnit, spec: TestSpec, options: dict) -> dict:
+    """``{'horizon': T, 'test_horizon': T'}`` the test was built with (``horizon`` = the
+    unit's, ``test_horizon`` = the test's, as :meth:`ProtocolRunner.test` builds it) when its
+    config file says another ``horizon`` than the unit's (a test entry's own ``config`` of
+    another horizon, e.g. ``uniform_emissions_niv_t3.py`` under a T=6 run); {} otherwise. The
+    row records them in ``settings.cfg_options``, so that the row says how its config was
+    run: ``tools/report.py`` compares the row with the config read with them, instead of
+    refusing the protocol's own row as "another run or an edited one"."""
+    if config_with_options(spec.config, options).get('horizon') in (None, unit.horizon):
+        return {}
+    return {'horizon': unit.horizon, 'test_horizon': spec.horizon}
+
+
 class ProtocolRunner:
     """Executes training units and appends one results row per finished test.
 
@@ -552,6 +565,17 @@ class ProtocolRunner:
                              'those rows to a file of their own (or give another --out)')
         return {row.key() for row in rows}
 
+    def drop_replaced_rows(self) -> None:
+        """Remove the rows of the results file that later rows of the same tests replace
+        (``results.drop_replaced_rows``: an untrained planner tested at another horizon than
+        its run's, written with ``train_horizon: null`` before 2026-11-28 and tested again by
+        a resume), saying which; a run or a submission calls it, never ``--status``."""
+        dropped = drop_replaced_rows(self.results_file)
+        if dropped:
+            log(f'removed {len(dropped)} row(s) written with train_horizon: null by an older '
+                'runner, each replaced by the row of the same test that says its training '
+                f'horizon: {", ".join(dropped[:5])}' + (' ...' if len(dropped) > 5 else ''))
+
     def is_done(self, unit: TrainUnit, done: set) -> bool:
         """Every row of ``unit`` is among ``done`` (:meth:`done_keys`)."""
         return all(self.row_for(unit, spec).key() in done for spec in unit.tests)
@@ -577,10 +601,11 @@ class ProtocolRunner:
                                                             else {}))
 
     def settings(self, unit: TrainUnit, spec: TestSpec) -> dict:
-        """A row's ``settings``: the overrides, the test's merged ``cfg_options`` and the
-        pre-training stage (if any)."""
-        return dict(self.overrides(unit), cfg_options={**unit.cfg_options, **spec.cfg_options},
-                    **self._pretrained_identity(unit))
+        """A row's ``settings``: the overrides, the test's merged ``cfg_options`` (with
+        :func:`built_horizons`) and the pre-training stage (if any)."""
+        options = {**unit.cfg_options, **spec.cfg_options}
+        return dict(self.overrides(unit), cfg_options={**options, **built_horizons(
+            unit, spec, options)}, **self._pretrained_identity(unit))
 
     def work_dir(self, unit: TrainUnit) -> Path:
         """Work dir of a training unit (also listed by ``--dry-run``)."""
@@ -632,6 +657,7 @@ class ProtocolRunner:
         if jobs < 1:
             raise ValueError(f'jobs={jobs}; expected >= 1 runs at once')
         done = self.done_keys()
+        self.drop_replaced_rows()
         todo = [u for u in units if not self.is_done(u, done)]
         self.check_done_configs([u for u in units if u not in todo])
         self.check_done_features([u for u in units if u not in todo])
@@ -1005,7 +1031,8 @@ def test_caveats(runner, declared=()) -> dict:
     """What a test recorded about its own trust, as a row's ``caveats`` (results.py): the
     options that differ from the checkpoint's training and what it could not compare
     (``PlanningRunner.changed_from_training`` / ``not_compared``: a list, or a '; '-joined
-    text), a feature-scale note, and a planner given the true task. An option the protocol's
+    text), a feature-scale note, a planner given the true task, and the test feature files
+    read that record a damaged video (``PlanningRunner.damaged_test_files``). An option the protocol's
     test itself sets (``declared``: its ``cfg_options``, e.g. the ablation's
     ``model.decode``; in the row's settings and method name) is no caveat."""
     caveats = {}
@@ -1020,6 +1047,9 @@ def test_caveats(runner, declared=()) -> dict:
         caveats['feature_scale'] = runner.feature_statistics_note
     if getattr(_bare(runner.model), 'task_source', None) == 'ground_truth':
         caveats['task_source'] = 'ground_truth'
+    damaged = getattr(runner, 'damaged_test_files', list)()
+    if damaged:
+        caveats['damaged_features'] = damaged
     return caveats
 
 

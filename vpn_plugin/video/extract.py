@@ -159,11 +159,14 @@ class VideoBlocks(IterableDataset):
 
 # ---------------------------------------------------------------------- writing
 def write_features_atomically(path: Path, arrays: Dict[str, np.ndarray],
-                              replace: bool = True) -> None:
+                              replace: bool = True, resumable: bool = True) -> None:
     """``np.savez`` to a hidden temporary name beside ``path``, fsync, rename into place; a
-    failed write (a full disk) leaves no file and raises ``OutputWriteError`` naming ``path``.
-    ``replace=False``: a file that appeared at ``path`` meanwhile (another run's) is kept and
-    ``FileExistsError`` raised (hard link into place, which never replaces)."""
+    failed write (a full disk) leaves no file and raises ``OutputWriteError`` naming ``path``
+    and the error (errno). ``resumable``: the file is one of a folder that a run again
+    resumes (an extraction, a conversion); else (one file, ``plan.py --save-features``) the
+    message says that nothing was written. ``replace=False``: a file that appeared at
+    ``path`` meanwhile (another run's) is kept and ``FileExistsError`` raised (hard link into
+    place, which never replaces)."""
     temporary = path.with_name(f'.{path.name}.partial-{socket.gethostname()}-{os.getpid()}')
     try:
         with open(temporary, 'wb') as f:
@@ -178,12 +181,26 @@ def write_features_atomically(path: Path, arrays: Dict[str, np.ndarray],
     except BaseException as error:
         temporary.unlink(missing_ok=True)
         if isinstance(error, OSError) and not isinstance(error, FileExistsError):
-            hint = ('free disk space and run again to resume' if error.errno in
-                    (errno.ENOSPC, errno.EDQUOT) else 'fix that and run again to resume')
-            raise OutputWriteError(f'cannot write the feature file {path}: '
-                                   f'{error.strerror or error}; it was not written (the files '
-                                   f'written before it are complete: {hint})') from error
+            _raise_write_failure(path, error, resumable)
         raise
+
+
+def _raise_write_failure(path: Path, error: OSError, resumable: bool) -> None:
+    """``OutputWriteError`` of a failed feature write: the file, the error with its errno
+    name, and what to do (free space / fix it, then run again: resumed, or the whole run)."""
+    full = error.errno in (errno.ENOSPC, errno.EDQUOT)
+    name = errno.errorcode.get(error.errno) if error.errno is not None else None
+    what = f'{error.strerror or error}' + (f' ({name})' if name else '')
+    if resumable:
+        hint = 'free disk space and run again to resume' if full else \
+            'fix that and run again to resume'
+        raise OutputWriteError(f'cannot write the feature file {path}: {what}; it was not '
+                               f'written (the files written before it are complete: {hint})'
+                               ) from error
+    raise OutputWriteError(f'cannot write the feature file {path}: {what}; nothing was written '
+                           f'({path} is as it was before the run): '
+                           f'{"free disk space" if full else "fix that"} and run again'
+                           ) from error
 
 
 def check_manifest(out_dir: Path, settings: dict) -> None:
