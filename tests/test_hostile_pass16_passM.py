@@ -81,5 +81,19 @@ def test_f64_a_fixture_re_saved_as_float64_feeds_the_model_float32(tmp_path):
     assert read['transition_matrix'].dtype == np.float64
     assert np.array_equal(read['transition_matrix'], counted)
     assert read['actions'].dtype == np.int64
-    np.savez(tmp_path / 'outputs.npz', x=noise.astype(np.float64))  # compared, not fed: as is
+    np.savez(tmp_path / 'outputs.npz', x=noise.astype(np.float64))  # compared: as is ...
     assert read_npz(tmp_path / 'outputs.npz')['x'].dtype == np.float64
+    from vpn_plugin.oracles.compare import as_state  # ... but a recorded chain state is fed
+    assert as_state(noise.astype(np.float64)).dtype == torch.float32
+    assert as_state(counted).dtype == torch.float64
+
+
+def test_b6_an_index_beyond_int64_is_named():
+    """plan_from_features(..., index=2**70): torch's bare 'ValueError: Overflow when unpacking
+    long long' named neither the argument nor what was expected."""
+    from vpn_plugin.apis.inference import _sample_indices
+    for index in (2 ** 70, [1, 2 ** 70], [None]):
+        with pytest.raises(ValueError, match=r'index=.*; expected the dataset index of the '
+                                             r'observations \(an integer >= 0\) or 2 of them'):
+            _sample_indices(index, 2)
+    assert _sample_indices(2 ** 63 - 1, 2).tolist() == [2 ** 63 - 1] * 2

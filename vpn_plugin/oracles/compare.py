@@ -553,7 +553,10 @@ def one_side_row(label: str, recorded: bool, ours: bool, tolerance: float,
 
 # ---------------------------------------------------------------- chains and argmaxes
 def as_state(value) -> torch.Tensor:
-    return value if torch.is_tensor(value) else torch.from_numpy(np.ascontiguousarray(value))
+    """A recorded chain state as the tensor fed to a step (``float32_if_exact``: a fixture
+    re-saved as float64 feeds what the official chain held)."""
+    return value if torch.is_tensor(value) else torch.from_numpy(
+        np.ascontiguousarray(float32_if_exact(np.asarray(value))))
 
 
 def run_chain(step, state, steps: int):
