@@ -46,7 +46,7 @@ def main(argv=None) -> int:
     check_out_dir(args.out, [args.annotation, *split_files], args.overwrite)
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)  # the lock file's folder
     with exclusive_lock(lock_path_of(args.out), wait=False,
-                        what=f'--out {args.out} (an EgoPER conversion)'):
+                        what=f'--out {args.out} (an EgoPER conversion)', discard_if_refused=True):
         check_out_dir(args.out, [args.annotation, *split_files], args.overwrite)
         earlier = earlier_conversion(args.out)
         record = convert_egoper(args.annotation, args.split_dir, args.out, args.errors,

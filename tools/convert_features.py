@@ -280,7 +280,8 @@ def main(argv=None) -> int:
                                                     f'is {kind}, not a folder') +
                                 '; expected a folder of <task>_<vid>.npy/.npz files')
     check_destination(src, dst)  # before the lock file is made beside --dst; again under it
-    with exclusive_lock(lock_path_of(dst), wait=False, what=f'--dst {dst} (a conversion)'):
+    with exclusive_lock(lock_path_of(dst), wait=False, what=f'--dst {dst} (a conversion)',
+                        discard_if_refused=True):
         result, removed, others = convert_locked(src, dst, args)
     print_summary(result, dst, removed)
     skipped_listing(others)

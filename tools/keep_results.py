@@ -25,7 +25,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from vpn_plugin.errors import check_names, tool_main, write_text_atomically  # noqa: E402
 from vpn_plugin.outputs import check_output  # noqa: E402
 from vpn_plugin.protocol.results import (check_rows_match_configs, read_results,  # noqa: E402
-                                         results_text)
+                                         results_text, row_source)
 from vpn_plugin.protocol.plots import check_row_dump  # noqa: E402
 
 
@@ -64,7 +64,8 @@ def check_distinct_rows(rows) -> None:
         key = repr(replace(row, work_dir='', per_sample_file=''))
         if key in seen:
             raise ValueError(f'the row of {row.method!r} seed {row.seed} T={row.horizon} '
-                             f'(protocol {row.protocol!r}) is in the results twice; every row '
+                             f'(protocol {row.protocol!r}) is in the results twice '
+                             f'({row_source(seen[key])} and {row_source(row)}); every row '
                              'is kept once: drop the copy')
         seen[key] = row
         other = runs.setdefault(row.key(), row)

@@ -214,15 +214,17 @@ def method_name(args, anchors: str) -> str:
     return name + (' [oracle first/last]' if anchors == ORACLE else '')
 
 
-def output_files(args, anchors: str) -> dict:
-    """Files next to ``--out``, named by the method: per-window outcomes, PlanningMetric's
-    per-sample dump (the results row's ``per_sample_file``) and a summary."""
+def output_files(args, run: 'RunRecord') -> dict:
+    """Files next to ``--out``, named by the method and the run (a digest of the results row's
+    identity, :meth:`ResultRow.key`): per-window outcomes, PlanningMetric's per-sample dump (the
+    row's ``per_sample_file``) and a summary. Another run of the same method into the same
+    ``--out`` (another seed, ``--limit``, temperature, ...) keeps its own files, so no row
+    points at another run's windows; rerunning a command replaces its own files."""
     out = Path(args.out)
-    stem = f'{out.stem}.{method_slug(args, anchors)}'
+    stem = f'{out.stem}.{method_slug(args, run.anchors)}.{run.digest()}'
     return {'outcomes': out.with_name(f'{stem}.outcomes.jsonl'),
             'per_sample': out.with_name(f'{stem}.per_sample.json'),
             'summary': out.with_name(f'{stem}.summary.json')}
-
 
 def setting(args, anchors: str) -> dict:
     """The study settings (the row's ``variant``)."""
@@ -251,25 +253,44 @@ def run_settings(args, num_windows: int, num_test_windows: int, examples=()) -> 
     return settings
 
 
-def write_results(args, cfg, test_set, queries, outcomes, summary, usage, anchors, files,
-                  examples=()):
-    """Outcomes, summary and the results row; ``usage``: :func:`usage_record` (the answers
-    used and what this run paid, apart); ``examples``: :func:`run_settings`."""
-    variant = setting(args, anchors)
-    settings = run_settings(args, len(queries), len(test_set), examples)
-    write_outcomes(files['outcomes'], queries, outcomes, variant)
-    write_text_atomically(files['summary'], json.dumps(dict(
-        summary, usage=usage, setting=variant, settings=settings), indent=2), 'LLM summary')
-    data_root = Path(cfg.test_dataloader.dataset.get('data_root', '')).name
-    shortened = (f"limit={args.limit} of {len(test_set)} windows"
-                 if settings['limit'] is not None else '')
-    return replace_result(args.out, ResultRow(
-        method=method_name(args, anchors), seed=args.seed, horizon=test_set.horizon,
-        metrics=summary['metrics'], params=None, dataset=data_root, config=args.config,
-        protocol='llm', variant=variant, per_sample_file=str(files['per_sample']),
-        shortened=shortened, settings=settings, failures=summary['failures'],
-        usage=usage, features=features_read(args, test_set)))
+class RunRecord:
+    """What identifies one run of this tool: its results row without the measurement
+    (:meth:`row`); ``examples``: :func:`run_settings`."""
 
+    def __init__(self, args, cfg, test_set, queries, anchors: str, examples=()):
+        self.args, self.cfg, self.test_set, self.queries = args, cfg, test_set, queries
+        self.anchors, self.examples = anchors, examples
+        self.variant = setting(args, anchors)
+        self.settings = run_settings(args, len(queries), len(test_set), examples)
+
+    def row(self, metrics=None, **fields) -> ResultRow:
+        args, test_set = self.args, self.test_set
+        data_root = Path(self.cfg.test_dataloader.dataset.get('data_root', '')).name
+        shortened = (f"limit={args.limit} of {len(test_set)} windows"
+                     if self.settings['limit'] is not None else '')
+        return ResultRow(
+            method=method_name(args, self.anchors), seed=args.seed, horizon=test_set.horizon,
+            metrics=metrics or {}, params=None, dataset=data_root, config=args.config,
+            protocol='llm', variant=self.variant, shortened=shortened, settings=self.settings,
+            features=features_read(args, test_set), **fields)
+
+    def digest(self) -> str:
+        """8 hex digits of the row's identity (:meth:`ResultRow.key`)."""
+        import hashlib
+        key = json.dumps(self.row().key(), default=str, ensure_ascii=False)
+        return hashlib.sha256(key.encode('utf-8')).hexdigest()[:8]
+
+
+def write_results(run: RunRecord, outcomes, summary, usage, files) -> int:
+    """Outcomes, summary and the results row; ``usage``: :func:`usage_record` (the answers
+    used and what this run paid, apart)."""
+    write_outcomes(files['outcomes'], run.queries, outcomes, run.variant)
+    write_text_atomically(files['summary'], json.dumps(dict(
+        summary, usage=usage, setting=run.variant, settings=run.settings), indent=2),
+        'LLM summary')
+    return replace_result(run.args.out, run.row(
+        summary['metrics'], per_sample_file=str(files['per_sample']),
+        failures=summary['failures'], usage=usage))
 
 def features_read(args, test_set) -> dict:
     """The row's ``features``: the step model's feature folder when one read them (its
@@ -302,8 +323,6 @@ def main(argv=None):
                                          inputs, args.overwrite)
     cfg, test_set = load_datasets(args)
     anchors_label, anchors = anchor_setting(args, test_set)
-    for name, path in output_files(args, anchors_label).items():
-        check_output(path, 'llm_side_file', f'--out (its {name} file)', inputs, args.overwrite)
     model = build_planner(args, cfg)
     queries = build_queries(test_set.plans, test_set.tasks, anchors=anchors,
                             indices=stratified_sample(test_set.tasks, args.limit, args.seed),
@@ -312,18 +331,19 @@ def main(argv=None):
         attach_frames(queries, test_set.windows, args.video_root, num_frames=args.num_frames,
                       folder_fps=args.frames_fps)
     examples = [model.planner.prompts.example_count(q) for q in queries]
+    run = RunRecord(args, cfg, test_set, queries, anchors_label, examples)
+    files = output_files(args, run)
+    for name, path in files.items():  # before any request
+        check_output(path, 'llm_side_file', f'--out (its {name} file)', inputs, args.overwrite)
     note_fewer_examples(args.num_examples, examples)
     outcomes = model.plan_queries(queries, progress=not args.no_progress)
     check_failures(outcomes, args.allow_failures, model.usage)
-    files = output_files(args, anchors_label)
     files['per_sample'].parent.mkdir(parents=True, exist_ok=True)
     summary = summarize(queries, outcomes, per_sample_file=files['per_sample'])
     usage = usage_record(model.usage, args.price_per_1k)
-    replaced = write_results(args, cfg, test_set, queries, outcomes, summary, usage,
-                             anchors_label, files, examples)
+    replaced = write_results(run, outcomes, summary, usage, files)
     report(summary, usage, anchors_label, args.out, files, replaced)
     return summary
-
 
 def note_fewer_examples(asked: int, examples: list) -> None:
     """Say when some prompts hold fewer examples than --num-examples (their task has fewer

@@ -80,7 +80,8 @@ def main(argv=None):
     check_folder_target(features, 'feature folder', 'the synthetic feature files',
                         '--out' if args.out else '--cfg-options feature_dir=DIR')
     # one run per folder: two at once would each write a whole set, the manifest of either
-    with exclusive_lock(lock_path_of(features), wait=False, what=f'feature folder {features}'):
+    with exclusive_lock(lock_path_of(features), wait=False, what=f'feature folder {features}',
+                        discard_if_refused=True):
         write_folder(args, taxonomy, videos, features)
 
 

@@ -83,11 +83,34 @@ def add_cfg_options(parser: argparse.ArgumentParser, help: str, **kwargs) -> Non
             if bad:
                 parser.error(f'{option_string} {bad[0]}: expected KEY=VALUE (e.g. '
                              'train_cfg.max_epochs=5; a list: KEY=[a,b]), got no "=" or no key')
+            spaced = [item for item in values or ()
+                      if SPACE_INSIDE.search(item.split('=', 1)[1])]
+            if spaced:  # mmengine's DictAction removes every space of a value
+                key, value = spaced[0].split('=', 1)
+                parser.error(f'{option_string} {spaced[0]}: the value holds a space, which '
+                             f"mmengine's --cfg-options removes (it would read {key}="
+                             f"{value.strip(chr(39) + chr(34)).replace(' ', '')}); expected a "
+                             'value without spaces: give a path with spaces through the '
+                             "tool's own flag (--feature-dir, --data-root, --work-dir) or in a "
+                             "config file of your own (_base_ = ['<config>'])")
+            given = getattr(namespace, '_cfg_options_given', {})  # key -> text, every flag
+            for item in values:
+                key, text = item.split('=', 1)
+                if given.get(key, text) != text:  # mmengine keeps the last without a word
+                    parser.error(f'{option_string}: {key} is given twice, {key}={given[key]} '
+                                 f'and {key}={text}; expected one value per key')
+                given[key] = text
+            namespace._cfg_options_given = given
             try:
                 super().__call__(parser, namespace, values, option_string)
             except RecursionError:  # mmengine's parser on some nested values
                 parser.error(f'{option_string} {" ".join(values)}: cannot be parsed; '
                              + DICT_VALUE_HINT)
+            except AssertionError as error:  # mmengine: "Imbalanced brackets exist in [1,2"
+                wrong = next((item for item in values if str(error).endswith(
+                    item.split('=', 1)[1])), ' '.join(values))
+                parser.error(f'{option_string} {wrong}: {error}; expected a plain value or a '
+                             'list [a,b] / tuple (a,b) with every bracket closed')
             calls = [f'{key}={value}' for key, parsed in getattr(namespace, self.dest).items()
                      for value in _strings_in(parsed) if value.lstrip().startswith('dict(')]
             if calls:  # read as the text "dict(type='PKGHook')", not as a dict
@@ -97,6 +120,9 @@ def add_cfg_options(parser: argparse.ArgumentParser, help: str, **kwargs) -> Non
     parser.add_argument('--cfg-options', nargs='+', action=CfgOptions, help=help, **kwargs)
 
 
+# a space between two characters of a value (not one beside a list's brackets or commas):
+# what mmengine's DictAction would remove, joining the two
+SPACE_INSIDE = re.compile(r'[^\s,\[\]()]\s+[^\s,\[\]()]')
 DICT_VALUE_HINT = ("mmengine's --cfg-options reads plain values, lists [a,b] and tuples (a,b), "
                    'not dict(...): set the keys one by one (KEY.SUB=VALUE) or write the '
                    "override in a config file of your own (_base_ = ['<config>'])")
@@ -353,18 +379,109 @@ def literal_assignments(file: Path, base: dict | None = None) -> dict:
     if file.suffix != '.py':
         return _safe_mapping(file)
     names: dict = {}
-    for node in ast.parse(file.read_text(encoding='utf-8'), str(file)).body:
-        if isinstance(node, ast.Assign) and len(node.targets) == 1 \
-                and isinstance(node.targets[0], ast.Name):
-            names[node.targets[0].id] = _literal(node.value, names, base or {})
+    for node in ast.parse(config_text(file), str(file)).body:
+        if isinstance(node, ast.Assign):  # x = 1; x = y = 1; x, y = 1, 2
+            value = _literal(node.value, names, base or {})
+            for target in node.targets:
+                _bind_literal(target, value, names)
+        elif isinstance(node, ast.AnnAssign) and node.value is not None:  # x: int = 1
+            _bind_literal(node.target, _literal(node.value, names, base or {}), names)
+        elif isinstance(node, ast.AugAssign):  # x += 1
+            _bind_literal(node.target, _literal(ast.BinOp(
+                ast.Name(getattr(node.target, 'id', ''), ast.Load()), node.op, node.value),
+                names, base or {}), names)
+        elif isinstance(node, ast.Delete):
+            for target in node.targets:
+                names.pop(getattr(target, 'id', None), None)
+        for name in _names_set_inside(node):  # if/for/with/import, x.update(...), (x := 1)
+            names[name] = UNREAD
     return names
+
+
+def _bind_literal(target, value, names: dict) -> None:
+    """``names[target] = value`` for a name, element by element for a tuple/list target of a
+    tuple/list value of its length; any other target (``x[0] = ...``, ``*rest``) makes the
+    names it touches :data:`UNREAD` (:func:`literal_assignments`)."""
+    import ast
+    if isinstance(target, ast.Name):
+        names[target.id] = value
+    elif isinstance(target, (ast.Tuple, ast.List)) and isinstance(value, (list, tuple)) \
+            and len(value) == len(target.elts) \
+            and not any(isinstance(item, ast.Starred) for item in target.elts):
+        for item, part in zip(target.elts, value):
+            _bind_literal(item, part, names)
+    else:
+        for node in ast.walk(target):
+            if isinstance(node, ast.Name):
+                names[node.id] = UNREAD
+
+
+def _names_set_inside(statement) -> set:
+    """Names a top-level statement sets other than by the plain assignments
+    :func:`literal_assignments` reads: any name stored inside an ``if``/``for``/``with``/
+    ``try`` (mmengine runs them: a value read from the file's text alone would be false), an
+    import, a ``def``/``class``, a walrus, a subscript or attribute store (``x['k'] = 1``)
+    and an object a method is called on (``x.update(...)``). Function and class bodies are
+    not entered (their names are local)."""
+    import ast
+    found = set()
+    plain = isinstance(statement, (ast.Assign, ast.AnnAssign, ast.AugAssign, ast.Delete))
+    if isinstance(statement, (ast.Import, ast.ImportFrom)):
+        return {(alias.asname or alias.name).split('.')[0] for alias in statement.names}
+    if isinstance(statement, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+        return {statement.name}
+    pending = [statement]
+    while pending:
+        node = pending.pop()
+        if node is not statement and isinstance(
+                node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)):
+            if not isinstance(node, ast.Lambda):
+                found.add(node.name)
+            continue
+        if isinstance(node, (ast.Import, ast.ImportFrom)):
+            found |= {(a.asname or a.name).split('.')[0] for a in node.names}
+        if isinstance(node, ast.NamedExpr):
+            found.add(node.target.id)
+        elif isinstance(node, ast.Name) and not isinstance(node.ctx, ast.Load) and not plain:
+            found.add(node.id)
+        elif isinstance(node, (ast.Subscript, ast.Attribute)) \
+                and not isinstance(node.ctx, ast.Load):
+            found |= _root_names(node)
+        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
+            found |= _root_names(node.func.value)
+        pending.extend(ast.iter_child_nodes(node))
+    return found
+
+
+def _root_names(node) -> set:
+    """The name an attribute/subscript chain starts from (``x`` of ``x['a'].b``)."""
+    import ast
+    while isinstance(node, (ast.Attribute, ast.Subscript)):
+        node = node.value
+    return {node.id} if isinstance(node, ast.Name) else set()
+
+
+def config_text(file: Path) -> str:
+    """A config file's text as mmengine parses it: its predefined variables
+    (``{{ fileDirname }}``, ``{{ fileBasename }}``, ...) filled in by mmengine's own
+    substitution (read literally they stayed placeholder text where mmengine reads a path)."""
+    import re
+    import tempfile
+    from mmengine.config import Config
+    text = Path(file).read_text(encoding='utf-8')
+    if not re.search(r'\{\{\s*file(Dirname|Basename|BasenameNoExtension|Extension)\s*\}\}', text):
+        return text  # nothing to fill (no temporary file: most configs)
+    with tempfile.TemporaryDirectory() as folder:
+        filled = Path(folder) / Path(file).name
+        Config._substitute_predefined_vars(str(file), str(filled))
+        return filled.read_text(encoding='utf-8')
 
 
 def _safe_mapping(file: Path) -> dict:
     """A .json / .yaml config's mapping read with ``json`` / ``yaml.safe_load`` (no tag builds
     an object; {} when it holds no mapping)."""
     import json
-    text = file.read_text(encoding='utf-8')
+    text = config_text(file)
     if file.suffix == '.json':
         loaded = json.loads(text)
     else:
@@ -827,7 +944,9 @@ def literal_base_files(path: Path) -> list:
         except ValueError:
             continue
         names = [value] if isinstance(value, str) else value
-        if not isinstance(names, (list, tuple)) or not all(isinstance(b, str) for b in names):
+        # a tuple too is refused: mmengine reads only a str or a list (a tuple ended in
+        # "join() argument must be str ..., not 'tuple'")
+        if not isinstance(names, list) or not all(isinstance(b, str) for b in names):
             raise ValueError(f'{path}: line {node.lineno}: _base_ = {value!r}; expected the '
                              'file name of a config, or a list of them (e.g. _base_ = '
                              "['../_base_/datasets/crosstask.py'])")

@@ -540,7 +540,9 @@ class PlanningRunner(Runner):
             check_resume_world_size(checkpoint, filename, self._world_size)
             check_resume_data(checkpoint, filename, self.train_data_digest())
             check_resume_data(checkpoint, filename, self.data_digest('val'), validation=True)
-            check_resume_epoch(checkpoint, filename, self.cfg)
+            complete = check_resume_epoch(checkpoint, filename, self.cfg)
+            if complete:
+                self.logger.warning(complete)
             if isinstance(checkpoint.get('ema_state_dict'), dict):
                 # its state_dict, the EMA weights, goes into the EMA copy (mmengine's swap),
                 # which load_weights below never sees

@@ -21,6 +21,8 @@ from __future__ import annotations
 import random
 from typing import Callable, Dict, List, Sequence, Tuple, Union
 
+from ..config_types import Probability, check_value
+
 STALL_LIMIT = 200
 SEED_STRIDE = 1_000_003
 
@@ -39,6 +41,7 @@ def distinct_sequences(pools: Sequence[Sequence[int]], horizon: int) -> int:
 def check_pool(target: Tuple[int, ...], task: int, task_to_actions: Dict[int, tuple],
                count: int, hard_ratio: float) -> None:
     """Refuse a draw that could never finish (fewer distinct sequences than asked for)."""
+    check_value('draw_negatives() argument hard_ratio', hard_ratio, Probability)
     pools = ([task_to_actions[task]] if hard_ratio >= 1.0 or len(task_to_actions) == 1
              else list(task_to_actions.values()))
     available = distinct_sequences(pools, len(target)) - 1
@@ -52,6 +55,8 @@ def draw_negatives(target: Sequence[int], task: int, task_to_actions: Dict[int, 
                    count: int, hard_ratio: float, permutation_ratio: float, rng) -> List[tuple]:
     """``count`` distinct negatives (T-tuples) of one ground truth (module docstring)."""
     target, horizon = tuple(target), len(target)
+    # a NaN or 1.5 ratio would read as "always" (random() >= nan is False) without a word
+    check_value('draw_negatives() argument permutation_ratio', permutation_ratio, Probability)
     same_task = task_to_actions[task]
     other_tasks = [t for t in task_to_actions if t != task]
     check_pool(target, task, task_to_actions, count, hard_ratio)

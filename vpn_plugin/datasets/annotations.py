@@ -413,7 +413,7 @@ def _coin_step(path, where, vid, step, task, taxonomy) -> Tuple[float, float, in
     """One COIN step -> (start, end, global action id = COIN id - 1), checked."""
     try:
         raw = step['id']
-        action = int(str(raw)) - 1
+        action = _coin_id(raw) - 1
         start, end = step['segment']  # numbers of seconds, checked below (never coerced)
     except (ValueError, TypeError, KeyError) as err:
         raise BadVideoError(vid, 'annotation row does not parse',
@@ -431,6 +431,17 @@ def _coin_step(path, where, vid, step, task, taxonomy) -> Tuple[float, float, in
                             f'{action} of {taxonomy.path} is {taxonomy.action_names[action]!r}; '
                             'expected the name of its id (an edited id or label?)')
     return float(start), float(end), action
+
+
+def _coin_id(raw) -> int:
+    """A COIN step id: a JSON integer or its decimal text ("373"); ValueError for any other
+    spelling int() would take ("3_7_3", Arabic-Indic digits, "373.0", true)."""
+    text = raw.strip() if isinstance(raw, str) else raw
+    if isinstance(text, str) and text.isascii() and text.lstrip('+').isdigit():
+        return int(text)
+    if isinstance(text, int) and not isinstance(text, bool):
+        return text
+    raise ValueError(f'COIN step id {raw!r} is not a decimal integer')
 
 
 def split_overlap(videos: Sequence[VideoAnnotation], others: set, path, other_path
@@ -457,6 +468,12 @@ def _task_of(path, where: str, key, taxonomy: Taxonomy) -> int:
 
 
 def _json_video(path, i, entry, taxonomy, warnings=None) -> VideoAnnotation:
+    for name, value, what in (('vid', entry['vid'], 'a video id'),
+                              ('feature', entry.get('feature', ''), 'a file stem, or no field')):
+        if isinstance(value, bool) or not isinstance(value, (str, int)):  # never str() of a list
+            raise BadVideoError(str(entry['vid']), 'annotation row does not parse',
+                                f'{path}: entry {i}: field "{name}" = {value!r}; expected a '
+                                f'text or an integer ({what})')
     vid = str(entry['vid'])
     task = _task_of(path, f'entry {i} (vid {vid}): field "task"', entry['task'], taxonomy)
     if file_stem_problem(_json_stem(entry)):

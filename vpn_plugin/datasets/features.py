@@ -27,7 +27,7 @@ from .annotations import BadVideoError
 from .safe_pickle import RefusedGlobalError, safe_load
 from .validation import check_real_floats
 from ..video.recipe import (ROW_SECONDS_TOLERANCE, recipe_dict,  # noqa: F401
-                            row_seconds_problem)
+                            recipe_number_problem, row_seconds_problem)
 from vpn_plugin.errors import NPY_MAGIC, ZIP_MAGIC, path_kind, tool_command, what_the_file_is
 
 FEATURE_KEY = 'frames_features'
@@ -149,15 +149,19 @@ def checked_frames(record: dict, path, frame_dim: int, vid: str = '') -> np.ndar
 
 
 def time_step_problem(record: dict) -> str:
-    """'' unless the record's extraction fields say its rows are not about one second each: its
-    ``recipe`` (:func:`row_seconds_problem`), judged at its ``native_fps`` for a recipe of the
-    video's own frames (``--native-fps``; a record of such a recipe without ``native_fps``,
-    written before extraction recorded it, cannot be told and is refused)."""
+    """'' unless the record's extraction fields say its rows are not one second each: its
+    ``recipe`` (:func:`row_seconds_problem`, over the record's rows), judged at its
+    ``native_fps`` for a recipe of the video's own frames (``--native-fps``; a record of such a
+    recipe without ``native_fps``, written before extraction recorded it, cannot be told and is
+    refused), or a recipe whose numbers cannot be judged (:func:`recipe_number_problem`)."""
     if 'recipe' not in record:
         return ''
-    native = record.get('native_fps')
-    native = float(np.asarray(native)) if native is not None else None
-    problem = row_seconds_problem(record['recipe'], native)
+    native = _recorded_number(record.get('native_fps'))
+    problem = recipe_number_problem(record['recipe'], native)
+    if problem:
+        return problem
+    shape = np.shape(record.get(FEATURE_KEY)) if FEATURE_KEY in record else ()
+    problem = row_seconds_problem(record['recipe'], native, shape[0] if shape else None)
     if problem or native is not None:
         return problem
     if (recipe_dict(record['recipe']) or {}).get('fps', 0) is None:
@@ -165,6 +169,21 @@ def time_step_problem(record: dict) -> str:
                 '"native_fps": the seconds of a row cannot be told (16 frames at 30 fps are '
                 '0.53 s); remove it and extract it again: extraction now records the rate')
     return ''
+
+
+def _recorded_number(value):
+    """A recorded scalar (a 0-d array, a number, its text) as a Python number; anything else
+    (an array of several values, other text) as it is, for the caller to name."""
+    if value is None:
+        return None
+    if isinstance(value, np.ndarray) and value.ndim == 0:
+        value = value.item()
+    if isinstance(value, (str, bytes)):
+        try:
+            return float(value)
+        except ValueError:
+            return value
+    return value
 
 
 def frames_of(record: dict, path, vid: str = '') -> np.ndarray:

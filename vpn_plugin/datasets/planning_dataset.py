@@ -428,8 +428,7 @@ class PlanningDataset(Dataset):
             return read_or_make_secret(Path(self.cache_dir) / CACHE_KEY, 'the observation '
                                        'cache key', 'observation cache files', 'the '
                                        'observations are then read again from the feature files')
-        except (FileNotFoundError, NotADirectoryError, IsADirectoryError, PermissionError) \
-                as error:
+        except OSError as error:  # also a read-only file system or a full disk (EROFS, ENOSPC)
             if isinstance(error, PermissionError) and Path(self.cache_dir, CACHE_KEY).exists():
                 raise  # a key of another user or readable by others: named
             return _PROCESS_SECRET

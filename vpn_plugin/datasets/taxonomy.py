@@ -54,13 +54,18 @@ class Taxonomy:
 def _parse_task_key(raw: str, path) -> tuple:
     """'<idx>_<numeric task id>_<name>' (CrossTask) or '<idx>_<name>' -> (idx, key, name)."""
     parts = raw.split('_', 2)
-    if len(parts) < 2 or not parts[0].isdigit():
+    if len(parts) < 2 or not _decimal(parts[0]):
         raise ValueError(f'{path}: task key {raw!r} does not parse; expected '
                          '"<idx>_<task id>_<name>" or "<idx>_<name>"')
-    if len(parts) == 3 and parts[1].isdigit():
+    if len(parts) == 3 and _decimal(parts[1]):
         return int(parts[0]), parts[1], parts[2]
     name = raw.split('_', 1)[1]
     return int(parts[0]), name, name
+
+
+def _decimal(text: str) -> bool:
+    """ASCII digits only: str.isdigit() also takes '١' or '²', which int() reads (or not)."""
+    return text.isascii() and text.isdigit()
 
 
 class _Pairs(list):
@@ -88,7 +93,7 @@ def load_taxonomy(path: PathLike) -> Taxonomy:
             raise ValueError(f'{path}: task {task_raw!r} must map action ids to names')
         ids = []
         for aid, aname in actions:
-            if not str(aid).isdigit():
+            if not _decimal(str(aid)):
                 raise ValueError(f'{path}: task {task_raw!r}: action id {aid!r} is not an integer')
             if not isinstance(aname, str) or not aname.strip():
                 raise ValueError(f'{path}: task {task_raw!r}: action {aid} name = {aname!r}; '

@@ -152,13 +152,22 @@ def check_resume_data(checkpoint: dict, filename: str, digest: str,
                      'to fine-tune from its weights)')
 
 
-def check_resume_epoch(checkpoint: dict, filename: str, cfg) -> None:
+def check_resume_epoch(checkpoint: dict, filename: str, cfg) -> str:
     """A checkpoint past the config's ``train_cfg.max_epochs`` (resumed with max_epochs=1 at
-    epoch 2) trained nothing, exited 0 and rewrote the work dir's config to say 1 epoch."""
+    epoch 2) trained nothing, exited 0 and rewrote the work dir's config to say 1 epoch: refused.
+    One that has trained exactly ``max_epochs`` (a complete run resumed, as the protocol's
+    restart after a finished training does) trains nothing and exits 0: the returned line says
+    so (the runner logs it); '' otherwise."""
     epoch = (checkpoint.get('meta') or {}).get('epoch')
     max_epochs = (cfg.get('train_cfg') or {}).get('max_epochs')
+    if isinstance(epoch, int) and isinstance(max_epochs, int) and epoch == max_epochs:
+        return (f'--resume {filename}: the checkpoint has trained all {epoch} epochs of '
+                f"the config's train_cfg.max_epochs={max_epochs}: nothing is trained (the run "
+                'is complete); test the checkpoint with tools/test.py, or give max_epochs > '
+                f'{epoch} to continue it')
     if isinstance(epoch, int) and isinstance(max_epochs, int) and epoch > max_epochs:
         raise ValueError(f'--resume {filename}: the checkpoint has trained {epoch} epochs, '
                          f"past the config's train_cfg.max_epochs={max_epochs}: nothing would "
                          f'be trained; give max_epochs > {epoch} to continue it, or test the '
                          'checkpoint with tools/test.py')
+    return ''

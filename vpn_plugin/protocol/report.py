@@ -44,6 +44,7 @@ results reader refuses values outside a metric's range.
 from __future__ import annotations
 
 import json
+import re
 import sys
 import typing
 from dataclasses import asdict, dataclass, field
@@ -60,7 +61,7 @@ from .provenance import (SYNTHETIC_MARK, UNUSABLE_MARK, check_feature_mix, featu
 from vpn_plugin.outputs import REPORT_LATEX_MARKER, REPORT_MARKDOWN_MARKER
 from .results import (METRIC_LABELS, METRIC_RANGES, SHORTENED_MARK, ResultRow,
                       caveat_lines, check_rows_match_configs, renamed, row_from_dict,
-                      shortened_reason)
+                      row_source, shortened_reason)
 
 DEFAULT_METRICS = ('success_rate', 'mean_accuracy', 'miou_set')
 # what the rows pooled in one cell must share (besides method, dataset and test horizon)
@@ -232,7 +233,10 @@ def _training_horizons_named(rows, missing, methods, ours, reference) -> tuple:
     for row in list(rows) + list(missing):
         names.setdefault(row.method, []).append(renamed(row, {}))
     follow = {old: list(dict.fromkeys(new)) for old, new in names.items()}
-    rows = [replace(r, method=renamed(r, {})) for r in rows]
+    named = [replace(r, method=renamed(r, {})) for r in rows]
+    for new, row in zip(named, rows):
+        new.read_from = row_source(row)  # where it was read, for refusals naming it
+    rows = named
     missing = [replace(r, method=renamed(r, {})) for r in missing]
     if methods:
         methods = [new for m in methods for new in follow.get(m, [m])]
@@ -413,11 +417,13 @@ def _identity_value(row: ResultRow, name: str, free_variant=()) -> str:
         value = {k: v for k, v in value.items() if k not in free_variant}
     if name == 'shortened':  # full run or not; the reasons' words may differ (true, a text)
         value = 'shortened' if value else 'full run'
+    if name == 'train_horizon' and value is None:  # null: trained at the row's own horizon
+        value = row.horizon
     return json.dumps(value, sort_keys=True, default=str)
 
 
 def _collect(rows, metrics) -> dict:
-    per_seed = {}
+    per_seed, first = {}, {}
     for row in rows:
         for metric in metrics:
             if metric not in row.metrics:
@@ -429,14 +435,17 @@ def _collect(rows, metrics) -> dict:
             values = per_seed.setdefault((row.method, row.dataset, row.horizon, metric), {})
             if row.seed in values:
                 same = values[row.seed] == row.metrics[metric]
+                earlier = first[(row.method, row.dataset, row.horizon, row.seed)]
                 raise ValueError(
                     f'duplicate results for method={row.method!r} dataset={row.dataset!r} '
                     f'horizon={row.horizon} seed={row.seed}: two rows of one run setting '
-                    f'({metric} {values[row.seed]:g} and {row.metrics[metric]:g}), '
+                    f'({row_source(earlier) or "a row"} and {row_source(row) or "a row"}: '
+                    f'{metric} {values[row.seed]:g} and {row.metrics[metric]:g}), '
                     + ('the same row twice (a results file copied into another?)' if same else
                        'two measurements of one run (a rerun appended instead of replacing '
                        'its row?)') + '; a cell holds one row per seed: keep one')
             values[row.seed] = row.metrics[metric]
+            first.setdefault((row.method, row.dataset, row.horizon, row.seed), row)
     # in seed order, as the authors' script lists them: the bootstrap draws positions, so
     # the rows' order in the file (tasks of a job array end in any order) must not matter
     return {key: dict(sorted(values.items())) for key, values in per_seed.items()}
@@ -579,16 +588,28 @@ def to_markdown(table: Table, *, title: str = '', digits: NonNegativeInt = 2) ->
     extra = _extra_columns(table)
     header = ['Method'] + [name for name, _ in extra] + \
         [_column_label(table, c) for c in table.columns]
-    lines = ([f'**{title}**', ''] if title else []) + \
+    lines = ([f'**{_markdown_escape(title)}**', ''] if title else []) + \
         [_markdown_row(header), '|' + '---|' * len(header)]
     for method in table.methods:
-        cells = [_method_label(table, method)] + [text(method) for _, text in extra]
+        cells = [_markdown_escape(_method_label(table, method))] + \
+            [text(method) for _, text in extra]
         for column in table.columns:
             cells.append(_cell_text(table, method, column, digits, latex=False))
         lines.append(_markdown_row(cells))
     lines.append(_markdown_row(_improvement_cells(table, digits, latex=False)))
-    lines += ['', _legend(table, latex=False), '', REPORT_MARKDOWN_MARKER]
+    lines += ['', _markdown_escape(_legend(table, latex=False)), '', REPORT_MARKDOWN_MARKER]
     return '\n'.join(lines) + '\n'
+
+
+_MARKDOWN_SPECIAL = re.compile(r'[\\`*<>~]|\](?=[(\[])|(?<![0-9A-Za-z])_|_(?![0-9A-Za-z])')
+
+
+def _markdown_escape(text: str) -> str:
+    """``text`` (a name of the user's: method, title, caption) as Markdown text, never markup:
+    ``*VPN*`` stays ``*VPN*`` (not italic), ``<b>`` is no HTML, ``[a](b)`` no link; an ``_``
+    inside a word (``max_epochs``) and brackets not followed by ``(`` / ``[`` (``gpt [oracle]``),
+    which mark up nothing, are kept as they are."""
+    return _MARKDOWN_SPECIAL.sub(lambda match: '\\' + match.group(0), text)
 
 
 def _markdown_row(cells) -> str:
@@ -891,5 +912,7 @@ def _latex_escape(text: str) -> str:
                     CAVEAT_MARKS['feature_scale']: r'\textsuperscript{$\approx$}',
                     CAVEAT_MARKS['task_source']: r'\textsuperscript{$\star$}'}
     replacements.update({'$': r'\$', '\\': r'\textbackslash{}', '{': r'\{', '}': r'\}',
+                         # OT1 (LaTeX's default text font) prints | < > as an em dash, ¡, ¿
+                         '|': r'\textbar{}', '<': r'\textless{}', '>': r'\textgreater{}',
                          '~': r'\textasciitilde{}', '^': r'\textasciicircum{}'})
     return ''.join(replacements.get(ch, ch) for ch in text)

@@ -325,9 +325,10 @@ def _check_metric_bounds(metrics: dict, bounds: dict, source) -> None:
 
 def visible_name(name: str) -> str:
     """``name`` as a table shows it: format characters (zero-width space, BOM) dropped,
-    whitespace runs as one space."""
+    whitespace runs as one space, composed (NFC: ``e`` + combining accent is ``é``)."""
     import unicodedata
-    return ' '.join(''.join(c for c in name if unicodedata.category(c) != 'Cf').split())
+    return unicodedata.normalize('NFC', ' '.join(
+        ''.join(c for c in name if unicodedata.category(c) != 'Cf').split()))
 
 
 def read_results(paths: str | Path | Iterable[str | Path], *,
@@ -371,11 +372,14 @@ def check_method_spelling(rows: list[ResultRow]) -> None:
     tables would show them as two methods of one name."""
     spellings: dict = {}
     for row in rows:
-        spellings.setdefault(visible_name(row.method), set()).add(row.method)
+        spellings.setdefault(visible_name(row.method), {}).setdefault(row.method, row)
     for name, variants in spellings.items():
         if len(variants) > 1:
+            where = '; '.join(f'{spelling!r} ({row_source(row) or "seed " + str(row.seed)})'
+                              for spelling, row in sorted(variants.items()))
             raise ValueError(f'results name the method {name!r} as {sorted(variants)}, differing '
-                             'only by spaces or invisible characters; write it one way (or '
+                             'only by spaces, invisible characters or the Unicode form of a '
+                             f'letter (first row of each: {where}); write it one way (or '
                              '--rename one of them)')
     datasets: dict = {}
     for row in rows:
@@ -418,9 +422,25 @@ def _read_json_line(line: str, source: str) -> ResultRow:
 
 
 def _read_csv(path: Path) -> list[ResultRow]:
+    """Rows of a CSV results file; a UTF-8 byte-order mark (Excel's "CSV UTF-8") is read
+    past; a header naming a column twice and a line of more or fewer cells than the header
+    (another delimiter, a cell not quoted) are refused naming the file and line."""
+    reader = csv.reader(io.StringIO(_read_text(path).removeprefix('\ufeff'), newline=''))
+    header = next(reader, [])
+    twice = sorted({name for name in header if header.count(name) > 1})
+    if twice:
+        raise ValueError(f'{path}:1: the CSV header names the column(s) {twice} twice; '
+                         'expected each column once (a reader would keep only the last)')
     rows = []
-    for number, record in enumerate(csv.DictReader(io.StringIO(_read_text(path), newline='')), 2):
-        rows.append(row_from_dict(_unflatten(record), f'{path}:{number}'))
+    for cells in reader:
+        number = reader.line_num
+        if len(cells) != len(header) and any(cell.strip() for cell in cells):
+            raise ValueError(f'{path}:{number}: {len(cells)} cells, but the header (line 1) '
+                             f'has {len(header)} columns; expected one cell per column, '
+                             "separated by ',' (another delimiter, or a cell holding ',' "
+                             'without quotes?)')
+        if cells:
+            rows.append(row_from_dict(_unflatten(dict(zip(header, cells))), f'{path}:{number}'))
     return rows
 
 
@@ -448,9 +468,10 @@ _INTEGER_TEXT = re.compile(r'[+-]?[0-9]+')
 
 
 def _metric_text(text: str):
-    """A CSV metric cell as a number (the cell's text when it is none: refused later)."""
+    """A CSV metric cell as a number (the cell's text when it is none: refused later); digits
+    grouped by ``_`` (``1_7.5``, which Python's ``float`` reads as 17.5) are no number."""
     try:
-        return float(text)
+        return text if '_' in text else float(text)
     except ValueError:
         return text
 

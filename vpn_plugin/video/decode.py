@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import io
 import math
+import os
 import re
 import subprocess
 import tempfile
@@ -36,8 +37,15 @@ def ffmpeg_executable() -> str:
     return imageio_ffmpeg.get_ffmpeg_exe()
 
 
+def ffmpeg_input(path) -> str:
+    """``path`` as ffmpeg's ``-i`` argument: ``file:`` and the absolute path, so that a file
+    named like one of ffmpeg's protocols (``concat:a.mp4`` decoded ``a.mp4``; ``file:x.mp4``
+    opened ``x.mp4``) is the file read."""
+    return 'file:' + os.path.abspath(path)
+
+
 def ffmpeg_command(path, recipe: FrameRecipe) -> list:
-    return [ffmpeg_executable(), '-nostdin', '-v', 'error', '-i', str(path),
+    return [ffmpeg_executable(), '-nostdin', '-v', 'error', '-i', ffmpeg_input(path),
             '-vf', recipe.ffmpeg_filter(), '-an', '-f', 'rawvideo', '-pix_fmt', 'rgb24', 'pipe:']
 
 
@@ -123,7 +131,8 @@ def probe_video(path) -> VideoHeader:
                                    f'not a regular file ({path_kind(path)})')
     if path.stat().st_size == 0:
         raise UnreadableVideoError(path, 'an empty file (0 bytes), not a video')
-    result = subprocess.run([ffmpeg_executable(), '-hide_banner', '-nostdin', '-i', str(path)],
+    result = subprocess.run([ffmpeg_executable(), '-hide_banner', '-nostdin', '-i',
+                             ffmpeg_input(path)],
                             stdin=subprocess.DEVNULL, capture_output=True)
     if result.returncode < 0:  # killed by a signal: ffmpeg crashed on the file
         raise UnreadableVideoError(path, f'ffmpeg crashed reading its header (signal '
@@ -132,7 +141,7 @@ def probe_video(path) -> VideoHeader:
                                          'another container (e.g. .mkv) and retry')
     text = result.stderr.decode('utf-8', 'replace')
     lines = text.splitlines()
-    container = next((line.split(',', 1)[1].rsplit(', from', 1)[0].strip()
+    container = next((line.split(',', 1)[1].split(', from ', 1)[0].strip()
                       for line in lines if line.startswith('Input #0,')), None)
     if container is None:
         raise UnreadableVideoError(path, f'ffmpeg cannot open it as a video: '
@@ -176,18 +185,24 @@ def stream_fps(header: VideoHeader) -> Optional[float]:
 
 
 def check_time_step(path, header: VideoHeader, recipe: FrameRecipe) -> None:
-    """``UnreadableVideoError`` unless ``recipe`` gives about one feature row per second of
-    this video: with the file's own frames (``recipe.fps`` None, ``--native-fps``) a row is
-    ``recipe.chunk`` frames at the rate the video states (16 at 30 fps: 0.53 s, which every
-    reader would take for a second); a file that states no rate cannot be told."""
-    if recipe.fps is not None:
-        return  # the recipe alone says it (refused before any video: row_seconds_problem)
-    fps = stream_fps(header)
-    if fps is None:
-        raise UnreadableVideoError(path, 'its video stream states no frame rate, so the '
-                                         'seconds of a feature row of its own frames '
-                                         '(--native-fps) cannot be told; give --fps')
-    problem = row_seconds_problem(recipe.as_dict(), fps)
+    """``UnreadableVideoError`` unless ``recipe`` gives one feature row per second of this
+    video (``row_seconds_problem`` over its seconds: rows of about a second read only while
+    they drift less than half a second over the video): with the file's own frames
+    (``recipe.fps`` None, ``--native-fps``) a row is ``recipe.chunk`` frames at the rate the
+    video states (16 at 30 fps: 0.53 s, which every reader would take for a second); a file
+    that states no rate cannot be told."""
+    native = None
+    if recipe.fps is not None and row_seconds_problem(recipe.as_dict()):
+        return  # the recipe alone says it: refused before any video by the tools
+    if recipe.fps is None:
+        native = stream_fps(header)
+        if native is None:
+            raise UnreadableVideoError(path, 'its video stream states no frame rate, so the '
+                                             'seconds of a feature row of its own frames '
+                                             '(--native-fps) cannot be told; give --fps')
+    rows = (None if header.seconds is None
+            else math.ceil(header.seconds * (recipe.fps or native) / recipe.chunk))
+    problem = row_seconds_problem(recipe.as_dict(), native, rows)
     if problem:
         raise UnreadableVideoError(path, f'{problem}: give --fps {recipe.chunk} (its frames '
                                          f'resampled to {recipe.chunk} per second)')

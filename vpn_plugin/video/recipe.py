@@ -19,7 +19,8 @@ CROPS = ('center', 'none')
 MAX_FPS = 1000  # a frame per millisecond: more only repeats decoded frames
 MAX_SIZE = 1024
 DEFAULT_FPS = 16.0
-ROW_SECONDS_TOLERANCE = 0.1  # "about one per second": chunk 32 at 30 fps (1.07 s) still reads
+ROW_SECONDS_TOLERANCE = 0.1  # "about one per second": chunk 32 at 30 fps (1.07 s) may read,
+MAX_DRIFT_SECONDS = 0.5  # while its rows drift less than half a second (row_seconds_problem)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -98,13 +99,17 @@ def recipe_from_args(args) -> FrameRecipe:
                        chunk=args.chunk)
 
 
-def row_seconds_problem(recipe, native_fps: Optional[float] = None) -> str:
+def row_seconds_problem(recipe, native_fps: Optional[float] = None,
+                        rows: Optional[float] = None) -> str:
     """'' when a frame recipe (``{'fps', 'chunk', ...}``, or its JSON text as extraction records
-    it in a feature file's ``recipe`` field) gives about one feature row per second, the time
-    base of every annotation and plan time (row t = second t; the public features: 16 frames
-    at 16 fps); else what it gives instead. A recipe without an fps (the file's own frames,
+    it in a feature file's ``recipe`` field) gives one feature row per second, the time base
+    of every annotation and plan time (row t = second t; the public features: 16 frames at
+    16 fps); else what it gives instead. A recipe without an fps (the file's own frames,
     ``--native-fps``) is judged at ``native_fps``, the rate the video states
-    (``decode.check_time_step``); without it, it cannot be told here."""
+    (``decode.check_time_step``); without it, it cannot be told here. Rows of about a second
+    (within ``ROW_SECONDS_TOLERANCE``) read only while ``rows`` of them (a file's rows, a
+    video's seconds; unknown: None) drift less than ``MAX_DRIFT_SECONDS`` from their seconds:
+    16 frames at 15 fps (1.067 s) are 6 s off after 92 rows."""
     recipe = recipe_dict(recipe)
     if recipe is None:
         return ''
@@ -112,15 +117,50 @@ def row_seconds_problem(recipe, native_fps: Optional[float] = None) -> str:
     native = fps is None and native_fps is not None
     if native:
         fps = native_fps
-    if not isinstance(fps, (int, float)) or not isinstance(chunk, (int, float)) or fps <= 0:
+    if not _is_number(fps) or not _is_number(chunk) or fps <= 0:
         return ''
     seconds = chunk / fps
-    if abs(seconds - 1) <= ROW_SECONDS_TOLERANCE:
+    drift = abs(seconds - 1) * rows if rows is not None else 0.0
+    if abs(seconds - 1) <= ROW_SECONDS_TOLERANCE and drift <= MAX_DRIFT_SECONDS:
         return ''
     rate = f"the file's own {fps:g} fps (--native-fps)" if native else f'{fps:g} fps'
-    return (f'frame recipe chunk {chunk:g} at {rate}: one feature row per {seconds:.4g} s; '
-            'expected one row per second (chunk = fps, as the public features: 16 frames at '
-            '16 fps), the time base of annotations and plan times (row t = second t)')
+    over = (f' (over {rows:g} rows the last one is {drift:.3g} s off its second; at most '
+            f'{MAX_DRIFT_SECONDS:g} s read)' if abs(seconds - 1) <= ROW_SECONDS_TOLERANCE
+            else '')
+    return (f'frame recipe chunk {chunk:g} at {rate}: one feature row per {seconds:.4g} s'
+            f'{over}; expected one row per second (chunk = fps, as the public features: 16 '
+            'frames at 16 fps), the time base of annotations and plan times (row t = second t)')
+
+
+def recipe_number_problem(recipe, native_fps=None) -> str:
+    """'' unless ``recipe`` is a frame recipe (a mapping, or its JSON text, with ``fps`` or
+    ``chunk``) whose time step cannot be told: ``chunk`` not a positive number, ``fps`` neither
+    a positive number nor null, or ``native_fps`` (given: not None) not a positive number; else
+    what is wrong (a recorded recipe no reader can judge is never taken for one row per
+    second)."""
+    recipe = recipe_dict(recipe)
+    if recipe is None or not {'fps', 'chunk'} & set(recipe):
+        return ''
+    fps, chunk = recipe.get('fps'), recipe.get('chunk')
+    wrong = [f'no "{name}"' if name not in recipe else f'{name} = {value!r}'
+             for name, value in (('chunk', chunk), ('fps', fps))
+             if name not in recipe or not (_is_number(value) and value > 0)
+             and not (name == 'fps' and value is None)]
+    if native_fps is not None and not (_is_number(native_fps) and native_fps > 0):
+        wrong.append(f'native_fps = {native_fps!r}')
+    if not wrong:
+        return ''
+    return (f'frame recipe {json.dumps(recipe, sort_keys=True, default=str)[:200]}: '
+            f'{", ".join(wrong)}; expected chunk a positive number of frames, fps a positive '
+            'number of frames per second (or null with a positive "native_fps"): the seconds '
+            'of a row cannot be told otherwise')
+
+
+def _is_number(value) -> bool:
+    """A finite real number (a bool is not one)."""
+    import math
+    return (isinstance(value, (int, float, np.integer, np.floating))
+            and not isinstance(value, (bool, np.bool_)) and math.isfinite(value))
 
 
 def recipe_dict(recipe) -> Optional[dict]:

@@ -29,9 +29,13 @@ def load_anchor_predictions(path: PathLike, num_samples: Count | None,
     check_file(path, 'step-model predictions file',
                missing=f'step-model predictions file not found: {path}')
     try:
-        if path.suffix == '.npz':
+        # an .npz is a zip archive whatever its suffix's case (".NPZ"); a file named .npz that
+        # is none (JSON text) would meet numpy's advice to unpickle it
+        if path.read_bytes()[:4] == b'PK\x03\x04':
             with np.load(path, allow_pickle=False) as data:
                 record = {k: data[k] for k in data.files}
+        elif path.suffix.lower() == '.npz':
+            raise ValueError('named .npz, it is no .npz (zip) archive')
         else:
             record = json.loads(path.read_text())
     except (OSError, ValueError, EOFError) as error:  # truncated JSON/npz, object arrays

@@ -447,10 +447,22 @@ class TransformersChatBackend(CachedChatBackend):
             raise FileNotFoundError(f'transformers model {model}: no such folder; expected a '
                                     'local model folder (config.json, weights, chat template) '
                                     'or a hub id such as org/name')
+        if Path(model).expanduser().is_file():  # torch.load's unpickling advice otherwise
+            raise ValueError(f'transformers model {model}: a file; expected a local model '
+                             'folder (config.json, weights, tokenizer, chat template) or a hub '
+                             'id such as org/name')
         from transformers import pipeline
         super().__init__(cache_dir)
         self.model, self.params = model, dict(params or {})
-        self.pipe = pipeline('text-generation', model=model, device=device)
+        try:
+            self.pipe = pipeline('text-generation', model=model, device=device)
+        except Exception as error:  # transformers / safetensors / tokenizers say neither
+            # the model nor what it lacks ("Couldn't instantiate the backend tokenizer")
+            first = (str(error).strip().splitlines() or [''])[0]
+            raise ValueError(f'transformers model {model}: cannot be loaded '
+                             f'({type(error).__name__}: {first}); expected a complete local '
+                             'model folder (config.json, weights, tokenizer files, chat '
+                             'template) or a hub id such as org/name') from error
         self.endpoint = f'transformers:{device}'
         if self.cache is not None:  # after loading: a hub id is downloaded by then
             self.endpoint += f' files sha256:{model_fingerprint(model, self.cache)}'

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+import math
 import sys
 from concurrent.futures import ThreadPoolExecutor
 
@@ -141,7 +142,8 @@ def usage_record(usage: dict, price_per_1k=None) -> dict:
 
     * ``total_tokens``: prompt + completion tokens of the answers the run USED (cached
       replies included: what the result consumes), and with ``price_per_1k`` ([prompt,
-      completion] or one price for both, per 1000 tokens) ``cost_of_answers``;
+      completion] or one price for both, per 1000 tokens) ``cost_of_answers`` (left out, as
+      ``cost_paid``, when some reply reported no token usage: its cost is unknown);
     * ``paid_tokens``: the tokens of the requests sent IN THIS RUN (0 for a rerun served from
       the cache), and with a price ``cost_paid``.
     """
@@ -156,8 +158,14 @@ def usage_record(usage: dict, price_per_1k=None) -> dict:
         record['price_per_1k'] = [prompt_price, completion_price]
 
         def cost(prompt_tokens, completion_tokens):
-            return round((prompt_tokens * prompt_price + completion_tokens * completion_price)
-                         / 1000, 6)
+            value = (prompt_tokens * prompt_price + completion_tokens * completion_price) / 1000
+            if not math.isfinite(value):  # a row would record a cost of inf (JSON Infinity)
+                raise ValueError(f'--price-per-1k {prices}: the cost of {prompt_tokens} prompt '
+                                 f'and {completion_tokens} completion tokens overflows a float '
+                                 '(inf); expected a price per 1000 tokens (e.g. 0.15)')
+            return round(value, 6)
+        if usage.get('replies_without_usage'):  # their tokens counted 0: the cost is unknown
+            return record  # (a cost of 0.00 would be written for paid requests)
         record['cost_of_answers'] = cost(prompt, completion)
         record['cost_paid'] = cost(usage['prompt_tokens'], usage['completion_tokens'])
     return record
@@ -166,6 +174,9 @@ def usage_record(usage: dict, price_per_1k=None) -> dict:
 def cost_summary(record: dict) -> str:
     """'cost paid in this run 0.00; cost of the answers used 11.56' of a priced
     :func:`usage_record` ('' unpriced)."""
+    if 'price_per_1k' in record and 'cost_paid' not in record:
+        return (f"cost unknown: {record['replies_without_usage']} replies reported no token "
+                'usage (no cost is recorded)')
     if 'cost_paid' not in record:
         return ''
     return (f"cost paid in this run {record['cost_paid']:.2f}; cost of the answers used "

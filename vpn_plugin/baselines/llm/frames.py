@@ -58,6 +58,13 @@ def _read_folder(folder: Path, times: np.ndarray, fps: float) -> list[np.ndarray
                    key=_name_order)
     if not files:
         raise FileNotFoundError(f'frames folder {folder}: no images ({", ".join(IMAGE_SUFFIXES)})')
+    stems = {}
+    for path in files:  # 0001.jpg and 0001.png: each would count as a frame, times halved
+        if path.stem in stems:
+            raise ValueError(f'frames folder {folder}: {stems[path.stem].name} and {path.name} '
+                             'are two images of one frame; expected one image per frame (remove '
+                             'one of the two extractions)')
+        stems[path.stem] = path
     _check_within(f'frames folder {folder}', times, fps, len(files),
                   f'{fps:g} frames per second (--frames-fps)')
     frames = []

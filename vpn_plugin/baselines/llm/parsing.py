@@ -36,8 +36,22 @@ def json_values(text: str) -> list:
     return values
 
 
+def _unique_keys(pairs: list) -> dict:
+    """An object of the reply; a key given twice with different values (``{"plan": [..],
+    "plan": [..]}``) is refused: json keeps the last without a word, and which one is the
+    answer is not known (two objects holding two plans are refused alike, :func:`parse_plan`)."""
+    found = {}
+    for key, value in pairs:
+        if key in found and found[key] != value:
+            raise ReplyParseError(f'reply holds the key {key!r} twice with different values '
+                                  f'({json.dumps(found[key])} and {json.dumps(value)}); which '
+                                  'one is the answer is not known')
+        found[key] = value
+    return found
+
+
 def _scan_values(text: str) -> list:
-    decoder = json.JSONDecoder()
+    decoder = json.JSONDecoder(object_pairs_hook=_unique_keys)
     values, position = [], 0
     while position < len(text):
         if text[position] not in '{[':

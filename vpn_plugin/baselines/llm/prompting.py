@@ -26,13 +26,20 @@ UNKNOWN = -1
 
 def load_template(name_or_path: str | Path, prompt_set: str = 'ours'
                   ) -> tuple[string.Template, Path]:
-    """A template by short name (see TEMPLATE_FILES) of a prompt set, or by file path."""
+    """A template by short name (see TEMPLATE_FILES) of a prompt set, or by file path.
+
+    A short name is always the prompt set's own file: a file of the same name in the working
+    directory (``prompts/`` itself, a copy of the paper's transcription) is never read instead.
+    A relative path is read from the working directory, else from the prompt set's folder."""
     if prompt_set not in PROMPT_SETS:
         raise ValueError(f'prompt set {prompt_set!r} is unknown; expected one of '
                          f'{tuple(PROMPT_SETS)}')
-    path = Path(TEMPLATE_FILES.get(str(name_or_path), name_or_path))
-    if not path.is_absolute() and not path.exists():
-        path = PROMPT_SETS[prompt_set] / path
+    if str(name_or_path) in TEMPLATE_FILES:
+        path = PROMPT_SETS[prompt_set] / TEMPLATE_FILES[str(name_or_path)]
+    else:
+        path = Path(name_or_path)
+        if not path.is_absolute() and not path.exists():
+            path = PROMPT_SETS[prompt_set] / path
     if not path.is_file():
         raise FileNotFoundError(f'prompt template {name_or_path!r}: no file {path}')
     return string.Template(path.read_text(encoding='utf-8')), path

@@ -25,6 +25,7 @@ class AnnotationWindows(PlanningDataset):
         self.plans = np.array([w.steps for w in self.windows], np.int64).reshape(-1, self.horizon)
         self.tasks = np.array([w.task for w in self.windows], np.int64)
         self.start = self.goal = self.observed = None
+        self._damage = {}  # no feature file is read: none records a damaged video
 
     def __getitem__(self, i: int) -> dict:
         raise TypeError('AnnotationWindows has no observations (built without feature files); '
