@@ -56,11 +56,6 @@ def test_l11_l20_an_authors_loader_oracle_array_or_value_no_field_compares_is_na
     np.savez(tmp_path / 'expected.npz', **dict(recorded, states=states))
     with pytest.raises(ValueError, match=r'expected\.npz: states holds 1 NaN/inf value\(s\)'):
         compare(tmp_path)
-    states[1, 0, 0, 0, 0] = 0.5  # finite, but no longer the recorded start
-    np.savez(tmp_path / 'expected.npz', **dict(recorded, states=states))
-    with pytest.raises(ValueError, match=r'expected\.npz: start is not states\[:, 0, 0\] '
-                                         r'flattened'):
-        compare(tmp_path)
     np.savez(tmp_path / 'expected.npz', **recorded)  # the oracle as shipped: 0 mismatches
     assert not any(compare(tmp_path).values())
 
