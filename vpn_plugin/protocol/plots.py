@@ -227,8 +227,8 @@ class Marks:
         if self.pkg_sources:
             sentences.append(f'{TEST_SET_PKG_MARK} test-set PKG (a released graph built with '
                              'test videos): not comparable')
-        return footnote(shortened_note(self.shortened),
-                        *(textwrap.fill(s, NOTE_WIDTH.get(width, 64)) for s in sentences if s))
+        return footnote(*(textwrap.fill(s, NOTE_WIDTH.get(width, 64))
+                          for s in [shortened_note(self.shortened), *sentences] if s))
 
     @classmethod
     def merge(cls, all_marks) -> 'Marks':
@@ -246,7 +246,8 @@ class Marks:
 
 def shortened_note(shortened: dict) -> str:
     """'† shortened runs: max_epochs=20' ('' when every run is a full one)."""
-    reasons = sorted({r for found in shortened.values() for r in found})
+    reasons = sorted({part for found in shortened.values() for reason in found
+                      for part in reason.split('; ')})  # a smoke run's reason holds its limit
     return f'{SHORTENED_MARK} shortened runs: {", ".join(reasons)}' if reasons else ''
 
 
@@ -920,11 +921,13 @@ def format_count(value: float) -> str:
 
 
 DODGE_DECADES, DODGE_ZERO = 0.035, 0.3  # spacing of markers sharing an x (log / "0" axis)
+DODGE_AXIS_FRACTION = 0.04  # of a log axis's decades: ~7 pt on a one-column axis
 MARKER_SPAN = 0.04  # of the y axis: the height of a marker (5 pt on the ~1.9 in axes), caps
 DODGED_NOTE = 'markers drawn side by side, since they would hide each other'
 
 
-def dodged_positions(points: dict, log: bool, y_room: float = 0.0) -> tuple[dict, list]:
+def dodged_positions(points: dict, log: bool, y_room: float = 0.0,
+                     step: float | None = None) -> tuple[dict, list]:
     """``({method: x drawn}, [[methods spread], ...])`` of ``points`` (``{method: (x, mean,
     low, high)}``, :func:`params_points`): every marker is drawn at its true x, except markers
     that coincide, i.e. lie closer in x than :data:`DODGE_DECADES` (one parameter count, or
@@ -932,9 +935,10 @@ def dodged_positions(points: dict, log: bool, y_room: float = 0.0) -> tuple[dict
     are none, each widened by ``y_room`` either side: half a marker), directly or through a
     chain of such markers: those are spread symmetrically around their mean x in the order of
     their counts (one count: the legend's), :data:`DODGE_DECADES` apart on a log axis (a
-    factor) or :data:`DODGE_ZERO` on the "0" axis, so that none hides another's error bar;
+    factor; ``step`` decades instead: :func:`dodge_step` of the drawn axis) or
+    :data:`DODGE_ZERO` on the "0" axis, so that none hides another's error bar;
     :func:`dodged_note` names them and their counts."""
-    step = DODGE_DECADES if log else DODGE_ZERO
+    step = (DODGE_DECADES if step is None else step) if log else DODGE_ZERO
     order = list(points)
     at = {method: math.log10(p[0]) if log else float(p[0]) for method, p in points.items()}
     extent = {method: (min(v for v in p[1:] if v is not None) - y_room,
@@ -956,6 +960,14 @@ def dodged_positions(points: dict, log: bool, y_room: float = 0.0) -> tuple[dict
             drawn[method] = 10 ** x if log else x
         spread.append(methods)
     return drawn, sorted(spread, key=lambda methods: order.index(methods[0]))
+
+
+def dodge_step(counts) -> float:
+    """The spacing, in decades, of markers that would hide each other on the log axis
+    :func:`_log_params_axis` draws for ``counts``: :data:`DODGE_AXIS_FRACTION` of its width (a
+    fixed factor was a third of the axis when every count lies within a few percent)."""
+    low, high = _log_params_range(counts)
+    return DODGE_AXIS_FRACTION * math.log10(high / low)
 
 
 def dodged_note(points: dict, spread: list) -> str:
@@ -986,17 +998,17 @@ def plot_params_vs_metric(rows, metric, out_stem, *, horizon=None) -> list[Path]
     marks = Marks.of([r for m in points for r in chosen_rows[m]])
     labels = [marks.label(m) for m in points]
     columns = 2 if len(points) > 2 else len(points)
-    height = 2.3 + 0.16 * math.ceil(len(points) / columns)  # the axes keep ~1.9 in
     with paper_style() as plt:
-        fig, axes = _params_axes(plt, bool(zero), bool(counted), height)
+        fig, axes = _params_axes(plt, bool(zero), bool(counted), ONE_COLUMN)
         style = figure_styles(points)
         keep_y_span(axes[0], *y_extent(list(points.values())), metric in METRIC_NAMES,
                     marker_room=True)
         bottom, top = axes[0].get_ylim()
         spread = []
         for ax, group in zip(axes, [g for g in (zero, counted) if g]):
-            drawn_x, shared = dodged_positions(group, log=group is counted,
-                                               y_room=MARKER_SPAN / 2 * (top - bottom))
+            drawn_x, shared = dodged_positions(
+                group, log=group is counted, y_room=MARKER_SPAN / 2 * (top - bottom),
+                step=dodge_step([p[0] for p in counted.values()]) if counted else None)
             spread += shared
             for method, (params, mean, lo, hi) in group.items():
                 ax.errorbar([drawn_x[method]], [mean],
@@ -1009,11 +1021,18 @@ def plot_params_vs_metric(rows, metric, out_stem, *, horizon=None) -> list[Path]
         for ax in axes:
             ax.grid(alpha=0.3)
         handles = {h.get_label(): h for ax in axes for h in ax.get_legend_handles_labels()[0]}
+        note = footnote(ci_label('Error bars', seeds), dodged_note(points, spread),
+                        marks.notes())
+        # the axes keep ~1.9 in; below them each legend row and each note line its own room
+        fig.set_figheight(PARAMS_AXES_HEIGHT + 0.16 * math.ceil(len(points) / columns)
+                          + NOTE_LINE_HEIGHT * (note.count('\n') + 1))
         fig.legend([handles[m] for m in points], labels, loc='outside lower center',
-                   ncol=columns, title=footnote(ci_label('Error bars', seeds),
-                                                dodged_note(points, spread), marks.notes()),
-                   title_fontsize=6.5, handletextpad=0.3, columnspacing=1.0)
+                   ncol=columns, title=note, title_fontsize=6.5, handletextpad=0.3,
+                   columnspacing=1.0)
         return save_figure(fig, out_stem)
+
+
+PARAMS_AXES_HEIGHT, NOTE_LINE_HEIGHT = 1.75, 0.11  # inches: axes with labels; 6.5 pt line
 
 
 def _params_axes(plt, with_zero: bool, with_counted: bool, height: float):
@@ -1045,7 +1064,7 @@ def _zero_axis(ax) -> None:
 
 def _log_params_axis(ax, counts) -> None:
     from matplotlib.ticker import FixedLocator, NullLocator
-    low, high = min(counts) / 1.15, max(counts) * 1.15
+    low, high = _log_params_range(counts)
     ax.set_xscale('log')
     ax.set_xlim(low, high)
     ticks = log_ticks(low, high)
@@ -1053,6 +1072,11 @@ def _log_params_axis(ax, counts) -> None:
     ax.xaxis.set_minor_locator(NullLocator())
     ax.set_xticklabels([format_count(t) for t in ticks])
     ax.set_xlabel('Parameters (count, log scale)')
+
+
+def _log_params_range(counts) -> tuple[float, float]:
+    """The x limits of the parameter axis: the counts with 15% of room either side."""
+    return min(counts) / 1.15, max(counts) * 1.15
 
 
 # ---------------------------------------------------------------------- error overlap
