@@ -329,7 +329,7 @@ def test_a_feature_file_that_cannot_be_written_gives_the_right_hint(tmp_path):
     free disk space and run again'."""
     from vpn_plugin.errors import OutputWriteError
     from vpn_plugin.video.extract import write_features_atomically
-    with pytest.raises(OutputWriteError, match=r'No such file or directory; it was not written '
+    with pytest.raises(OutputWriteError, match=r'No such file or directory \(ENOENT\); it was not written '
                                                r'\(.*: fix that and run again'):
         write_features_atomically(tmp_path / 'nosuch' / 'f.npz', dict(a=np.zeros(2)))
 

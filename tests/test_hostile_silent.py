@@ -555,7 +555,7 @@ def test_a_full_disk_during_extraction_names_the_feature_file(two_videos, s3d, t
     monkeypatch.setattr(np, 'savez', full)
     out = tmp_path / 'out'
     with pytest.raises(OutputWriteError, match=rf'cannot write the feature file {out}/a.npz: '
-                                               r'No space left on device; it was not written'):
+                                               r'No space left on device \(ENOSPC\); it was not written'):
         extract_videos(s3d, list_videos([two_videos]), out, FrameRecipe(size=SIZE),
                        num_workers=0)
     assert not list(out.glob('*.npz')) and not list(out.glob('.*partial*'))

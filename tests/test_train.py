@@ -302,6 +302,7 @@ def test_test_tool_out_pickles_predictions_and_metrics_go_to_json(trained, tiny_
     # statistics or folder, and the metrics say what could not be compared
     assert [note.split(' (')[0] for note in written.pop('not_compared')] == [
         'feature scale', 'training feature files']
+    assert (written.pop('horizon'), written.pop('train_horizon')) == (3, 3)
     assert set(written) == {f'plan/{name}' for name in vpn_plugin.core.METRIC_NAMES}
     assert written == pytest.approx({k: float(v) for k, v in returned.items()})
     with open(predictions, 'rb') as file:

@@ -17,9 +17,10 @@ import numpy as np
 
 from vpn_plugin.datasets import PlanningDataset
 from vpn_plugin.errors import check_file, tool_main
-from vpn_plugin.oracles.compare import read_npz
+from vpn_plugin.oracles.compare import check_finite_arrays, read_npz
 
 FIELDS = ('window_index', 'start', 'goal', 'observed', 'actions', 'tasks')
+RECORDED = ('window_index', 'states', 'start', 'goal', 'actions', 'tasks')  # expected.npz's
 
 
 def build_dataset(fixture: Path, horizon: int, frame_dim: int) -> PlanningDataset:
@@ -45,6 +46,8 @@ def expected(data) -> dict:
         raise ValueError(f'{getattr(data, "path", "expected.npz")}: states has shape '
                          f'{states.shape}; expected (W, T, 2, 3, D) for the W >= 1 windows the '
                          "authors' loader kept")
+    path = getattr(data, 'path', 'expected.npz')
+    check_finite_arrays(path, data)  # an inf in a part of states no field compares passed
     return dict(window_index=data['window_index'], start=data['start'], goal=data['goal'],
                 observed=states[:, :-1, 1].reshape(count, states.shape[1] - 1, -1),
                 actions=data['actions'], tasks=data['tasks'])
@@ -67,6 +70,12 @@ def compare(fixture) -> dict:
             f'{fixture}: no {name}; expected an authors-loader fixture folder (windows.json, '
             'features/, taxonomy.json, expected.npz: ../shared/reference/authors_loader_small)'))
     data = read_npz(fixture / 'expected.npz')  # a truncated file, an object or missing array named
+    unknown = sorted(set(data) - set(RECORDED))
+    if unknown:  # an array no field is compared with was skipped without a word
+        raise ValueError(f'{fixture / "expected.npz"}: arrays {unknown} are none of the '
+                         f'recorded fields this check compares; expected only {list(RECORDED)} '
+                         '(../shared/reference/authors_loader_small/README.md: a fixture of '
+                         'another layout?)')
     want = expected(data)
     dataset = build_dataset(fixture, want['actions'].shape[1], want['start'].shape[1] // 3)
     got = ours(dataset)

@@ -99,17 +99,21 @@ def never(path: Path) -> bool:
 
 # the notes tools/test.py writes beside the numbers (a string or a list of strings each)
 METRICS_NOTES = ('shortened', 'changed_from_training', 'not_compared', 'feature_statistics',
-                 'test_windows')
+                 'test_windows', 'damaged_features')
+# the horizons it names (tools/test.py tested_horizons): test windows' and training's T
+METRICS_HORIZONS = ('horizon', 'train_horizon')
 
 
 def _metrics(value) -> bool:
     """mmengine's metrics: ``{'<prefix>/<name>': number}`` (``plan/success_rate``), with the
     notes of :data:`METRICS_NOTES` when there are (``'shortened': <why>`` for
-    ``tools/test.py --limit`` or a smoke checkpoint, ``not_compared``, ...)."""
+    ``tools/test.py --limit`` or a smoke checkpoint, ``not_compared``, ...) and the horizons
+    of :data:`METRICS_HORIZONS` (whole numbers)."""
     def note(v) -> bool:
         return isinstance(v, str) or (isinstance(v, list) and all(isinstance(i, str) for i in v))
     return isinstance(value, dict) and bool(value) and all(
-        (k in METRICS_NOTES and note(v)) or (
+        (k in METRICS_NOTES and note(v))
+        or (k in METRICS_HORIZONS and isinstance(v, int) and not isinstance(v, bool)) or (
             isinstance(k, str) and '/' in k and isinstance(v, (int, float))
             and not isinstance(v, bool)) for k, v in value.items())
 

@@ -487,7 +487,10 @@ def window_index(cfg, split: Split, feature_file, start, goal) -> Optional[int]:
 
 def _sample_indices(index, batch_size: int) -> torch.Tensor:
     """(B,) int64 sample indices from one index or B of them (``plan_from_features``)."""
-    values = torch.as_tensor(index) if not isinstance(index, str) else None
+    try:  # 2**70: torch's bare 'Overflow when unpacking long long'
+        values = torch.as_tensor(index) if not isinstance(index, str) else None
+    except (TypeError, ValueError, RuntimeError, OverflowError):
+        values = None
     if values is None or values.is_floating_point() or values.dtype == torch.bool or \
             values.dim() > 1 or values.numel() not in (1, batch_size) or \
             (values.numel() and int(values.min()) < 0):

@@ -12,6 +12,7 @@ encoder, taxonomy or descriptions never reuses a stale cache.
 """
 import contextlib
 import hashlib
+import json
 import logging
 import os
 import re
@@ -377,6 +378,11 @@ def _write_cache(cache: Path, embeddings: torch.Tensor) -> None:
     file); an unwritable ``model.text_embeddings.cache_dir`` is named as that option (the bare
     ``OSError`` named a path, not the key to change)."""
     partial = cache.with_suffix(f'.{os.getpid()}.tmp')
+    folder = next((p for p in [cache.parent, *cache.parent.parents] if p.exists()), None)
+    if folder is not None and not folder.is_dir():  # mkdir's "File exists" named the cache
+        raise OSError(f'model.text_embeddings.cache_dir={str(cache.parent)!r}: {folder} is a '
+                      'file, not a folder; expected a writable folder for the text-feature '
+                      'cache (set model.text_embeddings.cache_dir)')
     try:
         cache.parent.mkdir(parents=True, exist_ok=True)
         torch.save(embeddings, partial)
@@ -533,8 +539,21 @@ def stand_in_label(text_cfg, width: Optional[int] = None) -> Optional[str]:
     encoder = text_cfg.get('encoder')
     name = Path(str(encoder)).name if encoder not in (None, DEFAULT_ENCODER) else \
         'all-MiniLM-L6-v2'
-    pad = f', zero-padded to {text_cfg["pad_to"]}-d' if text_cfg.get('pad_to') else ''
+    width = width or _encoder_width(encoder)  # an encoder already pad_to wide pads nothing
+    pad = f', zero-padded to {text_cfg["pad_to"]}-d' if text_cfg.get('pad_to') and (
+        width is None or width < text_cfg['pad_to']) else ''
     return f"stand-in {name} ({text_cfg.get('pooling')}-pooled{pad}), not the paper's CLIP"
+
+
+def _encoder_width(encoder) -> Optional[int]:
+    """The width of a local encoder's mean-pooled features (``hidden_size`` of its
+    ``config.json``, a CLIP model's text tower's); None when it cannot be read."""
+    try:
+        config = json.loads((Path(resolve_encoder_path(encoder)) / 'config.json').read_text())
+        config = config.get('text_config') or config
+        return int(config['hidden_size'])
+    except Exception:  # noqa: BLE001  (no encoder here: the label keeps pad_to)
+        return None
 
 
 UNDECLARED = 'encoder not declared (taken as the paper\'s CLIP)'
