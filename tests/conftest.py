@@ -3,6 +3,13 @@ from pathlib import Path
 
 import pytest
 
+# One torch/OpenMP thread per test process (and the tools it starts), unless the environment
+# sets it: `make test` runs a process per core, and two OpenMP threads per process on two busy
+# cores spin at every barrier (a tiny U-Net forward 100x slower; the suite's models are too
+# small to gain from a second thread). Set before any test module imports torch.
+for _name in ('OMP_NUM_THREADS', 'MKL_NUM_THREADS'):
+    os.environ.setdefault(_name, '1')
+
 REPO_ROOT = Path(__file__).resolve().parents[1]
 SHARED_DATA = Path(os.environ.get('VPN_SHARED_DATA', REPO_ROOT.parent / 'shared' / 'data'))
 
