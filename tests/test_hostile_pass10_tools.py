@@ -33,8 +33,9 @@ def test_text_cache_dir_that_cannot_be_written_names_the_option(shared_data, tmp
                         lambda texts, encoder, pooling: torch.zeros(len(texts), 4))
     blocker = tmp_path / 'a_file'
     blocker.write_text('x')
-    with pytest.raises(OSError, match=r"model.text_embeddings.cache_dir='.*a_file/x': the "
-                                      r'text-feature cache cannot be written there'):
+    with pytest.raises(OSError, match=r"model.text_embeddings.cache_dir='.*a_file/x': .*"
+                                      r'a_file is a file, not a folder; expected a writable '
+                                      r'folder for the text-feature cache'):
         text_embeddings.load_action_features(taxonomy=shared_data / 'niv' / 'taxonomy.json',
                                              cache_dir=str(blocker / 'x'))
     assert blocker.read_text() == 'x'

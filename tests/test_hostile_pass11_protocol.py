@@ -193,8 +193,9 @@ def test_report_names_the_two_values_of_a_duplicate_seed(tmp_path):
     rows = read_results(KEPT)
     copy = [r for r in rows if r.method == 'ViterbiPlanNet' and r.seed == 0][0]
     from dataclasses import replace
-    with pytest.raises(ValueError, match=r"seed=0: two rows of one run setting \(success_rate "
-                       r"25.8\d* and 25.8\d*\), the same row twice"):
+    with pytest.raises(ValueError, match=r"seed=0: two rows of one run setting \(.*"
+                       r"main_t3_crosstask.jsonl:\d+ and a row: success_rate 25.8\d* and "
+                       r"25.8\d*\), the same row twice"):
         build_table(rows + [replace(copy)])
 
 

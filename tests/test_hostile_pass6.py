@@ -294,7 +294,7 @@ def results_copy(tmp_path, edit) -> Path:
 @pytest.mark.parametrize('edit, expected', [
     # before: a second 'ViterbiPlanNet' row (an invisible zero-width space), exit 0
     (lambda rows: rows[0].update(method=rows[0]['method'] + '\u200b'),
-     r'differing only by spaces or invisible characters'),
+     r'differing only by spaces, invisible characters or the Unicode form'),
     # before: 'NIV' and 'niv' drawn as two datasets of one table
     (lambda rows: rows[0].update(dataset=rows[0]['dataset'].upper()),
      r"results name the dataset 'niv' as \['NIV', 'niv'\]"),

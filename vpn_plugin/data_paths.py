@@ -83,8 +83,9 @@ def add_cfg_options(parser: argparse.ArgumentParser, help: str, **kwargs) -> Non
             if bad:
                 parser.error(f'{option_string} {bad[0]}: expected KEY=VALUE (e.g. '
                              'train_cfg.max_epochs=5; a list: KEY=[a,b]), got no "=" or no key')
-            spaced = [item for item in values or ()
-                      if SPACE_INSIDE.search(item.split('=', 1)[1])]
+            spaced = [item for item in values or ()  # code is named as such later
+                      if SPACE_INSIDE.search(item.split('=', 1)[1])
+                      and not looks_like_code(item.split('=', 1)[1])]
             if spaced:  # mmengine's DictAction removes every space of a value
                 key, value = spaced[0].split('=', 1)
                 parser.error(f'{option_string} {spaced[0]}: the value holds a space, which '
