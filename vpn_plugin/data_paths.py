@@ -427,8 +427,6 @@ def _names_set_inside(statement) -> set:
     import ast
     found = set()
     plain = isinstance(statement, (ast.Assign, ast.AnnAssign, ast.AugAssign, ast.Delete))
-    if isinstance(statement, (ast.Import, ast.ImportFrom)):
-        return {(alias.asname or alias.name).split('.')[0] for alias in statement.names}
     if isinstance(statement, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
         return {statement.name}
     pending = [statement]
@@ -466,7 +464,6 @@ def config_text(file: Path) -> str:
     """A config file's text as mmengine parses it: its predefined variables
     (``{{ fileDirname }}``, ``{{ fileBasename }}``, ...) filled in by mmengine's own
     substitution (read literally they stayed placeholder text where mmengine reads a path)."""
-    import re
     import tempfile
     from mmengine.config import Config
     text = Path(file).read_text(encoding='utf-8')
