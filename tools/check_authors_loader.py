@@ -16,7 +16,7 @@ from pathlib import Path
 import numpy as np
 
 from vpn_plugin.datasets import PlanningDataset
-from vpn_plugin.errors import check_file, tool_main
+from vpn_plugin.errors import check_file, path_kind, tool_main
 from vpn_plugin.oracles.compare import check_finite_arrays, read_npz
 
 FIELDS = ('window_index', 'start', 'goal', 'observed', 'actions', 'tasks')
@@ -62,10 +62,17 @@ def mismatches(got: np.ndarray, want: np.ndarray) -> int:
     return int(differ.any(axis=1).sum())
 
 
+FILES = ('windows.json', 'taxonomy.json', 'expected.npz')
+
+
 def compare(fixture) -> dict:
     """Field -> number of mismatching windows."""
     fixture = Path(fixture)
-    for name in ('windows.json', 'taxonomy.json', 'expected.npz'):
+    if path_kind(fixture) not in (None, 'a folder'):  # e.g. its windows.json given
+        raise NotADirectoryError(f'fixture {fixture} is {path_kind(fixture)}; expected the '
+                                 'authors-loader fixture folder (the one holding windows.json'
+                                 f'{": " + str(fixture.parent) if fixture.name in FILES else ""})')
+    for name in FILES:
         check_file(fixture / name, 'fixture file', missing=(
             f'{fixture}: no {name}; expected an authors-loader fixture folder (windows.json, '
             'features/, taxonomy.json, expected.npz: ../shared/reference/authors_loader_small)'))

@@ -28,24 +28,7 @@ from pathlib import Path
 import vpn_plugin.mm  # noqa: F401  (compat + registration)
 from vpn_plugin.oracles.compare import check_fixture, print_report
 from vpn_plugin.oracles.sensitivity import print_sensitivity
-from vpn_plugin.errors import REPO_ROOT, tool_command, tool_main
-
-
-def other_check(folder: Path) -> str:
-    """The check that fits a folder of ../shared/reference that is not a model fixture (no
-    meta.json), recognised by its files; '' when none is known."""
-    folder = folder.resolve()
-    if (folder / 'windows.json').is_file() and (folder / 'expected.npz').is_file():
-        return ("it is the authors' data loader oracle: check the dataset against it with "
-                f'{tool_command("check_authors_loader.py")} {folder}')
-    if (folder / 'expected_frames_features.npy').is_file():
-        return ('it holds feature-file layouts: read (and convert) them with '
-                f'{tool_command("convert_features.py")} --src {folder} --dst /tmp/layouts; '
-                f'the layout test: cd {REPO_ROOT} && python -m pytest tests/test_features.py')
-    if (folder / 'sequence_completion.txt').is_file():
-        return ("it holds the paper's prompts: prompts/paper/ is checked against them by "
-                f'cd {REPO_ROOT} && python -m pytest tests/test_llm_prompting.py -k paper')
-    return ''
+from vpn_plugin.errors import tool_main
 
 
 @tool_main
@@ -58,10 +41,6 @@ def main(argv=None) -> int:
                         'weights, with one weight moved by 0.05, judged at the tolerances '
                         'measured here; printed where a tolerance was widened)')
     args = parser.parse_args(argv)
-    folder = Path(args.fixture)
-    if folder.is_dir() and not (folder / 'meta.json').is_file() and other_check(folder):
-        raise FileNotFoundError(f'{folder}: no meta.json, so not a model fixture; '
-                                f'{other_check(folder)}')
     rows, header_ok, _ = check_fixture(args.fixture)
     ok = print_report(rows, header_ok)
     if args.no_sensitivity:

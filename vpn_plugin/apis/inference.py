@@ -488,7 +488,7 @@ def window_index(cfg, split: Split, feature_file, start, goal) -> Optional[int]:
 def _sample_indices(index, batch_size: int) -> torch.Tensor:
     """(B,) int64 sample indices from one index or B of them (``plan_from_features``)."""
     try:  # 2**70: torch's bare 'Overflow when unpacking long long'
-        values = torch.as_tensor(index) if not isinstance(index, str) else None
+        values = _integer_tensor(index) if not isinstance(index, str) else None
     except (TypeError, ValueError, RuntimeError, OverflowError):
         values = None
     if values is None or values.is_floating_point() or values.dtype == torch.bool or \
@@ -499,14 +499,28 @@ def _sample_indices(index, batch_size: int) -> torch.Tensor:
     return values.long().reshape(-1).expand(batch_size).clone()
 
 
+def _integer_tensor(value) -> torch.Tensor:
+    """``torch.as_tensor(value)``, with numpy's and torch's unsigned integers (np.uint64(5),
+    a uint32 array: torch refused or could not compare them, a valid index refused) read as
+    int64; ``OverflowError`` for one beyond int64."""
+    if torch.is_tensor(value) and value.dtype in (torch.uint16, torch.uint32, torch.uint64):
+        value = np.asarray(value.tolist(), dtype=np.uint64)
+    if isinstance(value, (np.integer, np.ndarray)) and np.asarray(value).dtype.kind == 'u':
+        value = np.asarray(value)
+        if value.size and int(value.max()) > np.iinfo(np.int64).max:
+            raise OverflowError(f'{int(value.max())} is beyond int64')
+        value = value.astype(np.int64)
+    return torch.as_tensor(value)
+
+
 def _given_tasks(model, task, batch_size: int) -> torch.Tensor:
     """(B,) int64 task indices from one index or B of them, checked against the model."""
     if isinstance(task, str):
         raise TypeError(f'task={task!r} is a name; expected its index in the taxonomy '
                         '(load_taxonomy(...).task_index(name) gives it)')
     try:
-        values = torch.as_tensor(task)
-    except (TypeError, ValueError, RuntimeError) as error:  # e.g. [None], ragged lists
+        values = _integer_tensor(task)
+    except (TypeError, ValueError, RuntimeError, OverflowError) as error:  # [None], ragged
         raise TypeError(f'task={task!r}; expected a task index or {batch_size} of them '
                         f'(integers; torch reads: {error})') from None
     if values.is_floating_point() or values.dtype == torch.bool or values.dim() > 1:

@@ -72,7 +72,7 @@ from typing import Callable, Dict, List, Mapping, Optional, Sequence, Tuple
 import numpy as np
 import torch
 
-from vpn_plugin.errors import check_number, path_kind, read_json
+from vpn_plugin.errors import REPO_ROOT, check_number, path_kind, read_json, tool_command
 
 OUTPUT_TOLERANCE, GRAD_TOLERANCE = 1e-4, 1e-3
 PERTURBATION = 1e-6            # relative perturbation of the inputs that measures conditioning
@@ -124,6 +124,23 @@ def check_fixture_files(fixture: Path, meta: dict, method: str) -> None:
                             f'or the {method} fixture folder')
 
 
+def other_check(folder: Path) -> str:
+    """The check that fits a folder of ../shared/reference that is not a model fixture (no
+    meta.json), recognised by its files; '' when none is known."""
+    folder = folder.resolve()
+    if (folder / 'windows.json').is_file() and (folder / 'expected.npz').is_file():
+        return ("it is the authors' data loader oracle: check the dataset against it with "
+                f'{tool_command("check_authors_loader.py")} {folder}')
+    if (folder / 'expected_frames_features.npy').is_file():
+        return ('it holds feature-file layouts: read (and convert) them with '
+                f'{tool_command("convert_features.py")} --src {folder} --dst /tmp/layouts; '
+                f'the layout test: cd {REPO_ROOT} && python -m pytest tests/test_features.py')
+    if (folder / 'sequence_completion.txt').is_file():
+        return ("it holds the paper's prompts: prompts/paper/ is checked against them by "
+                f'cd {REPO_ROOT} && python -m pytest tests/test_llm_prompting.py -k paper')
+    return ''
+
+
 def read_fixture_meta(fixture: Path) -> dict:
     path = Path(fixture) / 'meta.json'
     if path_kind(fixture) not in (None, 'a folder'):  # e.g. its meta.json given for the folder
@@ -131,6 +148,9 @@ def read_fixture_meta(fixture: Path) -> dict:
         raise NotADirectoryError(f'fixture {fixture} is {path_kind(fixture)}; expected the '
                                  f'fixture folder (the one holding meta.json: {folder})')
     if not path.is_file():
+        other = other_check(Path(fixture)) if path_kind(fixture) == 'a folder' else ''
+        if other:
+            raise FileNotFoundError(f'{fixture}: no meta.json, so not a model fixture; {other}')
         raise FileNotFoundError(f'{path}: no meta.json; expected an oracle fixture folder of '
                                 '../shared/reference (meta.json, inputs.npz, outputs.npz, ...)')
     meta = read_json(path, 'fixture meta')
@@ -554,9 +574,14 @@ def one_side_row(label: str, recorded: bool, ours: bool, tolerance: float,
 # ---------------------------------------------------------------- chains and argmaxes
 def as_state(value) -> torch.Tensor:
     """A recorded chain state as the tensor fed to a step (``float32_if_exact``: a fixture
-    re-saved as float64 feeds what the official chain held)."""
-    return value if torch.is_tensor(value) else torch.from_numpy(
-        np.ascontiguousarray(float32_if_exact(np.asarray(value))))
+    re-saved as float64 feeds what the official chain held; a float16 recording is fed as the
+    float32 of its values: the chain computes in float32, and the rows then show how far the
+    rounded recording is from ours, where torch refused the mixed dtypes with a traceback)."""
+    if torch.is_tensor(value):
+        return value
+    value = float32_if_exact(native_order(np.asarray(value)))
+    return torch.from_numpy(np.ascontiguousarray(
+        value.astype(np.float32) if value.dtype == np.float16 else value))
 
 
 def run_chain(step, state, steps: int):
@@ -767,11 +792,30 @@ def read_npz(path: Path) -> Dict[str, np.ndarray]:
     except (ValueError, OSError, EOFError, zipfile.BadZipFile) as error:
         raise ValueError(f'{path}: cannot read the recorded arrays ({error}); expected the '
                          "fixture's .npz of numeric arrays, complete") from None
+    check_real_arrays(path, arrays)
+    arrays = {name: native_order(value) for name, value in arrays.items()}
     if is_fed_file(path):
         check_finite_arrays(path, arrays)
     if Path(path).name.endswith('inputs.npz'):
         arrays = {name: float32_if_exact(value) for name, value in arrays.items()}
     return RecordedArrays(path, arrays)
+
+
+def check_real_arrays(path, arrays: Mapping[str, np.ndarray]) -> None:
+    """Every array of ``arrays`` (read from ``path``) holds booleans, integers, real floats or
+    text, as the official codes record them; else ``ValueError`` naming the file, the array and
+    its dtype (a complex array was compared by its real part only: a wrong recording passed)."""
+    for name, value in arrays.items():
+        if value.dtype.kind not in 'biufUS':
+            raise ValueError(f'{path}: {name} is a {value.dtype} array; expected real numbers '
+                             '(bool, integer or floating point) or text, as the official code '
+                             'records them (a fixture of another layout?)')
+
+
+def native_order(value: np.ndarray) -> np.ndarray:
+    """``value`` in the machine's byte order (the same values): a fixture re-saved big-endian
+    is fed to torch, which refuses another byte order."""
+    return value if value.dtype.isnative else value.astype(value.dtype.newbyteorder('='))
 
 
 def float32_if_exact(value: np.ndarray) -> np.ndarray:

@@ -1,0 +1,121 @@
+"""Issue 37, the fourteenth hostile pass (passM: PDPP/KEPP/CEFITO, the API, the oracle
+checkers; log /tmp/passM_log.md). Each test fails on 22f9984."""
+from types import SimpleNamespace
+
+import numpy as np
+import pytest
+import torch
+
+from test_hostile_outputs import user_error
+from vpn_plugin.apis.inference import _given_tasks, _sample_indices
+from vpn_plugin.oracles.compare import as_state, read_npz
+
+REAL_FORMS = {  # the same values in every dtype / layout a fixture may be re-saved in
+    'float32': lambda v: v, 'float64': lambda v: v.astype(np.float64),
+    'big-endian': lambda v: v.astype('>f4'), 'fortran': np.asfortranarray,
+    'int64': lambda v: np.round(v * 100).astype(np.int64), 'bool': lambda v: v > 0}
+
+
+def saved(tmp_path, name: str, arrays: dict, compressed: bool = False):
+    path = tmp_path / name
+    (np.savez_compressed if compressed else np.savez)(path, **arrays)
+    return path
+
+
+# ---------------------------------------------------------------- H9: a complex recording
+def test_h9_a_complex_recorded_array_is_refused_by_name(tmp_path):
+    """H9: outputs.npz holding x_start as complex64 (imaginary part not 0) PASSED: as_array
+    cast it to float64, dropping the imaginary part (only numpy's ComplexWarning)."""
+    value = np.linspace(-1, 1, 24, dtype=np.float32).reshape(2, 3, 4)
+    path = saved(tmp_path, 'outputs.npz', {'x_start': (value + 1j).astype(np.complex64),
+                                           'loss': np.float32(0.5)})
+    with pytest.raises(ValueError, match=r"outputs.npz: x_start is a complex64 array; "
+                                         r"expected real numbers"):
+        read_npz(path)
+
+
+@pytest.mark.parametrize('form', sorted(REAL_FORMS))
+@pytest.mark.parametrize('compressed', [False, True])
+def test_h9_real_arrays_in_every_form_still_read_as_recorded(tmp_path, form, compressed):
+    """No false refusal: the check reads every real dtype, byte order (as the machine's: torch
+    is fed them), memory order and text (fixtures hold names as '<U..' arrays), compressed or
+    not, with keys in any order."""
+    value = REAL_FORMS[form](np.linspace(-1, 1, 24, dtype=np.float32).reshape(2, 3, 4))
+    arrays = {'names': np.array(['a', 'bb']), 'x': value, 'ids': np.arange(3, dtype=np.uint8)}
+    path = saved(tmp_path, 'outputs.npz', dict(reversed(list(arrays.items()))), compressed)
+    read = read_npz(path)
+    assert sorted(read) == sorted(arrays)
+    for key, want in arrays.items():
+        assert read[key].dtype == want.dtype.newbyteorder('=') and np.array_equal(read[key],
+                                                                                 want)
+
+
+# ---------------------------------------------------------- G_p_outputs_f16: fed float16
+def test_g_p_outputs_f16_a_float16_chain_state_is_fed_as_float32():
+    """G_p_outputs_f16: a PDPP fixture whose outputs.npz was re-saved as float16 stopped with
+    torch's "Input type (c10::Half) and bias type (float) should be the same" (the recorded
+    DDIM states are fed to the U-Net): they are fed as the float32 of their values, and the
+    rows show how far the rounded recording is."""
+    layer = torch.nn.Linear(4, 4)
+    state = np.linspace(-1, 1, 8, dtype=np.float32).reshape(2, 4)
+    for recorded in (state.astype(np.float16), state, state.astype(np.float64),
+                     state.astype('>f2'), np.asfortranarray(state.astype(np.float16))):
+        fed = as_state(recorded)
+        assert fed.dtype == torch.float32
+        assert np.array_equal(fed.numpy(), np.asarray(recorded).astype(np.float32))
+        layer(fed)  # torch takes it
+
+
+# ------------------------------------------------------ H22 / B25 / H24: unsigned integers
+@pytest.mark.parametrize('index', [5, np.int64(5), np.uint64(5), np.uint32(5), np.uint16(5),
+                                   np.uint8(5), torch.tensor(5, dtype=torch.uint8),
+                                   torch.tensor(5, dtype=torch.uint32),
+                                   torch.tensor([5], dtype=torch.uint64),
+                                   np.array([5], dtype=np.uint64)])
+def test_h22_b25_an_unsigned_index_is_the_index(index):
+    """B25 / H22: index=np.uint64(5) was refused ("expected ... an integer >= 0"),
+    np.uint32(5) stopped with torch's '"min_all" not implemented for 'UInt32''."""
+    assert _sample_indices(index, 1).tolist() == [5]
+    assert _sample_indices(np.array([5, 6], dtype=np.uint64), 2).tolist() == [5, 6]
+
+
+def test_h22_an_unsigned_index_beyond_int64_is_refused_by_name():
+    with pytest.raises(ValueError, match=r'index=np.uint64\(18446744073709551615\); expected '
+                                         r'the dataset index'):
+        _sample_indices(np.uint64(2 ** 64 - 1), 1)
+    with pytest.raises(ValueError, match=r'index=.*; expected the dataset index'):
+        _sample_indices(np.array([3, 2 ** 63], dtype=np.uint64), 2)
+
+
+def test_h24_an_unsigned_task_is_the_task():
+    """H24: task=np.uint64(1) was refused ("torch reads: an integer is required")."""
+    model = SimpleNamespace(num_tasks=3)
+    assert _given_tasks(model, np.uint64(1), 1).tolist() == [1]
+    assert _given_tasks(model, np.array([2, 0], dtype=np.uint32), 2).tolist() == [2, 0]
+    with pytest.raises(ValueError, match=r'task=np.uint64\(7\); expected 1 task index'):
+        _given_tasks(model, np.uint64(7), 1)
+
+
+# ---------------------------------------------------- H36, H15 and the known loader item
+def test_h36_check_authors_loader_given_its_windows_json_names_the_folder(tmp_path):
+    """H36: check_authors_loader.py .../windows.json said "windows.json: no windows.json"."""
+    (tmp_path / 'windows.json').write_text('[]')
+    message = user_error('check_authors_loader', [tmp_path / 'windows.json'])
+    assert (f'fixture {tmp_path / "windows.json"} is a regular file; expected the '
+            'authors-loader fixture folder (the one holding windows.json: '
+            f'{tmp_path})') in message
+
+
+@pytest.mark.parametrize('files, check', [
+    (('windows.json', 'expected.npz'), 'check_authors_loader.py'),
+    (('expected_frames_features.npy',), 'convert_features.py'),
+    (('sequence_completion.txt',), 'tests/test_llm_prompting.py -k paper')])
+def test_check_authors_reference_points_a_non_fixture_folder_to_its_check(tmp_path, files,
+                                                                          check):
+    """Known item (closing11) and H15: check_authors_reference.py on authors_loader_small or
+    feature_layouts said only "no meta.json"; check_reference.py named the check that fits."""
+    for name in files:
+        (tmp_path / name).write_text('')
+    for tool in ('check_authors_reference', 'check_reference'):
+        message = user_error(tool, [tmp_path])
+        assert 'no meta.json, so not a model fixture' in message and check in message
