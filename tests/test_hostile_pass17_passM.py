@@ -119,3 +119,35 @@ def test_check_authors_reference_points_a_non_fixture_folder_to_its_check(tmp_pa
     for tool in ('check_authors_reference', 'check_reference'):
         message = user_error(tool, [tmp_path])
         assert 'no meta.json, so not a model fixture' in message and check in message
+
+
+# ------------------------------------------------------- known item: a reordered taxonomy
+@pytest.mark.parametrize('order', ['reversed', 'shuffled', 'rotated'])
+@pytest.mark.parametrize('name', ['crosstask/taxonomy_133.json', 'authors_loader'])
+def test_a_taxonomy_listing_its_tasks_in_another_order_is_the_same_taxonomy(tmp_path, order,
+                                                                             name):
+    """Known item (closing11, passM L15): taxonomy.json with its task keys in reverse order
+    (each key carries its index, "2_task2" first) was refused ("has index 2, expected 0")."""
+    import json
+    import random
+    from reference_fixtures import REFERENCE
+    from vpn_plugin.datasets import load_taxonomy
+    source = (REFERENCE / 'authors_loader_small/taxonomy.json' if name == 'authors_loader'
+              else REFERENCE.parent / 'data' / name)
+    if not source.is_file():
+        pytest.skip(f'{source} not found')
+    items = list(json.loads(source.read_text()).items())
+    items = {'reversed': items[::-1], 'rotated': items[1:] + items[:1],
+             'shuffled': random.Random(3).sample(items, len(items))}[order]
+    assert [k for k, _ in items] != list(json.loads(source.read_text()))
+    path = tmp_path / 'taxonomy.json'
+    path.write_text(json.dumps(dict(items), indent=3, ensure_ascii=False))
+    assert load_taxonomy(path) == load_taxonomy(source)
+
+
+def test_a_taxonomy_with_a_missing_task_index_is_still_refused(tmp_path):
+    path = tmp_path / 'taxonomy.json'
+    path.write_text('{"2_b": {"1": "y"}, "0_a": {"0": "x"}}')
+    with pytest.raises(ValueError, match=r"task '2_b' has index 2, expected 1"):
+        from vpn_plugin.datasets import load_taxonomy
+        load_taxonomy(path)

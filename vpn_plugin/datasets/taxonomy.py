@@ -76,7 +76,9 @@ class _Pairs(list):
 def load_taxonomy(path: PathLike) -> Taxonomy:
     """Read a taxonomy JSON ``{"<idx>_[<task id>_]<name>": {"<action id>": "<name>"}}``.
 
-    Raises ValueError naming the file and key when task indices are not 0..K-1 in order,
+    Tasks are read in the order of the index their key carries (a file listing them in
+    another order is the same taxonomy). Raises ValueError naming the file and key when task
+    indices are not 0..K-1 (each once),
     action ids are not exactly 0..N-1, or an action id appears twice (in one task or in two).
     """
     path = Path(path)
@@ -85,6 +87,9 @@ def load_taxonomy(path: PathLike) -> Taxonomy:
         raise ValueError(f'{path}: expected a non-empty JSON object of tasks')
     names, keys, task_actions, action_names = [], [], [], {}
     action_task = {}
+    # the keys carry their index: tasks in another order are read in index order (stable: a
+    # duplicated or missing index is named below)
+    raw = sorted(raw, key=lambda pair: _parse_task_key(pair[0], path)[0])
     for expected_idx, (task_raw, actions) in enumerate(raw):
         idx, key, name = _parse_task_key(task_raw, path)
         if idx != expected_idx:
