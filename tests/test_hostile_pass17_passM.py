@@ -151,3 +151,43 @@ def test_a_taxonomy_with_a_missing_task_index_is_still_refused(tmp_path):
     with pytest.raises(ValueError, match=r"task '2_b' has index 2, expected 1"):
         from vpn_plugin.datasets import load_taxonomy
         load_taxonomy(path)
+
+
+# ------------------------------------------------- known item: a half-precision checkpoint
+def loaded_warnings(stored: dict, caplog) -> list:
+    """The WARNING lines ``engine.checkpoint.load_weights`` logs loading ``stored`` (a state
+    dict) into a float32 Linear(3, 2), and checks the weights are the stored values."""
+    import logging
+    from vpn_plugin.engine.checkpoint import load_weights
+    model = torch.nn.Linear(3, 2)
+    logger = logging.getLogger('pass17_passM_checkpoint')
+    with caplog.at_level(logging.WARNING, logger=logger.name):
+        load_weights(model, {'state_dict': stored}, 'ckpt.pth', logger=logger)
+    for key, value in stored.items():
+        assert torch.equal(model.state_dict()[key], value.float())
+    return [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING]
+
+
+@pytest.mark.parametrize('dtype', [torch.float16, torch.bfloat16])
+def test_a_half_precision_checkpoint_is_named_when_loaded(caplog, dtype):
+    """Known item (closing11, passM M2): a checkpoint whose state_dict was re-saved as float16
+    loaded without a word; the model then runs with rounded weights, not those trained."""
+    torch.manual_seed(0)
+    stored = {'weight': torch.randn(2, 3).to(dtype), 'bias': torch.randn(2)}
+    messages = loaded_warnings(stored, caplog)
+    assert messages == [f'checkpoint ckpt.pth: 1 of its 2 floating tensors are stored in '
+                        f'{dtype} (first weight), coarser than the model\'s torch.float32: the '
+                        'model runs with their rounded values, not with the weights as trained '
+                        '(a checkpoint saved in half precision?)']
+
+
+@pytest.mark.parametrize('form', ['float32', 'float64', 'non-contiguous', 'reordered'])
+def test_a_checkpoint_as_fine_as_the_model_loads_without_a_caveat(caplog, form):
+    """No false caveat: float32, float64 (finer), a transposed view, keys in another order."""
+    torch.manual_seed(0)
+    weight, bias = torch.randn(2, 3), torch.randn(2)
+    stored = {'float32': {'weight': weight, 'bias': bias},
+              'float64': {'weight': weight.double(), 'bias': bias.double()},
+              'non-contiguous': {'weight': weight.t().contiguous().t(), 'bias': bias},
+              'reordered': {'bias': bias, 'weight': weight}}[form]
+    assert loaded_warnings(stored, caplog) == []

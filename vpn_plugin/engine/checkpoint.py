@@ -1155,6 +1155,10 @@ def load_weights(model, checkpoint: dict, source: str, *, partial: bool = False,
     missing = [key for key in keys.missing_keys if key not in wrong]  # listed with shapes
     problems = '; '.join(filter(None, [mismatch_text(missing, keys.unexpected_keys, wrong),
                                        other]))
+    reduced = reduced_precision_note(state, expected)
+    if reduced:
+        from mmengine.logging import print_log
+        print_log(f'checkpoint {source}: {reduced}', logger=logger, level=logging.WARNING)
     if not problems and not wrong_meta:
         return _unrecorded_fields(checkpoint, model, source, require_meta and not partial,
                                   unchecked, logger)
@@ -1172,6 +1176,27 @@ def load_weights(model, checkpoint: dict, source: str, *, partial: bool = False,
               f'{type(model).__name__}; left as built: {problems}', logger=logger,
               level=logging.WARNING)
     return []
+
+
+def reduced_precision_note(state: dict, expected: dict) -> str:
+    """What a checkpoint's tensors stored in a coarser float than the model's parameters
+    (float16 or bfloat16 weights for a float32 model: a file converted to half precision) make
+    of the model: it computes with their rounded values, not with weights as trained; '' when
+    every floating tensor is stored at least as finely as its parameter."""
+    def coarser(key) -> bool:
+        value, own = state[key], expected.get(key)
+        return (torch.is_tensor(value) and torch.is_tensor(own) and value.is_floating_point()
+                and own.is_floating_point()
+                and torch.finfo(value.dtype).eps > torch.finfo(own.dtype).eps)
+    lower = [key for key in state if coarser(key)]
+    if not lower:
+        return ''
+    floating = sum(torch.is_tensor(v) and v.is_floating_point() for v in state.values())
+    dtypes = ', '.join(sorted({str(state[key].dtype) for key in lower}))
+    return (f'{len(lower)} of its {floating} floating tensors are stored in {dtypes} (first '
+            f'{lower[0]}), coarser than the model\'s {expected[lower[0]].dtype}: the model runs '
+            'with their rounded values, not with the weights as trained (a checkpoint saved in '
+            'half precision?)')
 
 
 def other_model_note(checkpoint: dict, model) -> str:
