@@ -24,6 +24,7 @@ import functools
 import math
 import os
 import pickle
+import re
 from pathlib import Path
 from typing import Annotated, Optional
 
@@ -219,6 +220,30 @@ def check_misspelled(names, known, what: str, cutoff: float = 0.8) -> None:
                              "with a leading '_')")
 
 
+DECIMAL_INT = re.compile(r'\s*([+-]?)([0-9]+)\s*')
+DECIMAL_NUMBER = re.compile(r'\s*[+-]?(?:(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][+-]?[0-9]+)?'
+                            r'|inf|infinity|nan)\s*', re.IGNORECASE)
+
+
+def decimal_int(text, signed: bool = False) -> Optional[int]:
+    """The integer that ``text`` spells in ASCII decimal digits (an optional ``+``, ``-`` only
+    when ``signed``, surrounding whitespace), else None. The one rule of every reader of ids
+    and integer arguments: ``int()`` also reads ``'1_6'`` (16), Arabic-Indic ``'١٦'`` or
+    fullwidth ``'１６'`` digits, which no file or command line means as a number."""
+    found = DECIMAL_INT.fullmatch(text) if isinstance(text, str) else None
+    if found is None or (found.group(1) == '-' and not signed):
+        return None
+    return int(found.group(1) + found.group(2))
+
+
+def decimal_number(text) -> Optional[float]:
+    """The number that ``text`` spells in ASCII (``'16'``, ``'1.6e1'``, ``'inf'``), else None
+    (``float()`` also reads ``'1_6'`` and other digits: :func:`decimal_int`)."""
+    if not isinstance(text, str) or DECIMAL_NUMBER.fullmatch(text) is None:
+        return None
+    return float(text)
+
+
 def at_least(kind, low, strict: bool = False, high=None, why: str = ''):
     """An argparse ``type``: a ``kind`` (``int`` or ``float``) >= ``low`` (> ``low`` when
     ``strict``), so that e.g. ``--max-epochs 0`` is refused instead of ignored; with ``high``,
@@ -228,10 +253,10 @@ def at_least(kind, low, strict: bool = False, high=None, why: str = ''):
     because = f' ({why})' if why and high is not None else ''
 
     def parse(text: str):
-        try:
-            value = kind(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f'{text!r} is not {what}') from None
+        value = decimal_int(text, signed=True) if kind is int else decimal_number(text)
+        if value is None:  # int()/float() would read '1_6' or other digits
+            spelled = ' spelled in ASCII digits' if not text.isascii() or '_' in text else ''
+            raise argparse.ArgumentTypeError(f'{text!r} is not {what}{spelled}')
         if kind is float and not math.isfinite(value):  # float("inf") parses; inf >= 0 holds
             raise argparse.ArgumentTypeError(f'{text}: not a finite number; expected {what} '
                                              f'{bounds}{because}')

@@ -32,7 +32,7 @@ from pathlib import Path
 from typing import Iterable, List, Optional, Sequence, Tuple
 
 from ..config_types import Count, NonNegativeInt, PathLike, checked_arguments
-from ..errors import read_json, unique_keys
+from ..errors import decimal_int, decimal_number, read_json, unique_keys
 from .taxonomy import Taxonomy
 from .validation import (AnnotationWarnings, as_int, as_seconds, check_fields,
                          file_stem_problem, first_duplicates, normalized_name, temporal_order)
@@ -94,7 +94,8 @@ def read_crosstask_tasks(path: PathLike) -> dict:
             i += 1
             continue
         block = lines[i:i + 5]
-        if len(block) < 5 or not block[0].isdigit() or not block[3].isdigit():
+        if len(block) < 5 or not all(part.isascii() and part.isdigit()  # '١' is no task id
+                                     for part in (block[0], block[3])):
             raise ValueError(f'{path}: line {i + 1}: expected a 5-line task block '
                              '(id, name, URL, number of steps, steps), got {block!r}')
         steps = block[4].split(',')
@@ -115,9 +116,10 @@ def read_crosstask_csv(path: PathLike, taxonomy: Taxonomy, task: NonNegativeInt,
     for lineno, row in enumerate(csv.reader(_read_text(path, vid).splitlines()), 1):
         if not row:
             continue
-        try:
-            number, start, end = int(row[0]), float(row[1]), float(row[2])
-            if len(row) != 3:
+        try:  # ASCII numbers only: int()/float() would read '1_7' as 17 or other digits
+            number, start, end = (decimal_int(row[0]), decimal_number(row[1]),
+                                  decimal_number(row[2]))
+            if len(row) != 3 or None in (number, start, end):
                 raise ValueError
         except (ValueError, IndexError):
             raise BadVideoError(vid, 'annotation row does not parse',
@@ -436,11 +438,10 @@ def _coin_step(path, where, vid, step, task, taxonomy) -> Tuple[float, float, in
 def _coin_id(raw) -> int:
     """A COIN step id: a JSON integer or its decimal text ("373"); ValueError for any other
     spelling int() would take ("3_7_3", Arabic-Indic digits, "373.0", true)."""
-    text = raw.strip() if isinstance(raw, str) else raw
-    if isinstance(text, str) and text.isascii() and text.lstrip('+').isdigit():
-        return int(text)
-    if isinstance(text, int) and not isinstance(text, bool):
-        return text
+    if isinstance(raw, str) and decimal_int(raw) is not None:
+        return decimal_int(raw)
+    if isinstance(raw, int) and not isinstance(raw, bool):
+        return raw
     raise ValueError(f'COIN step id {raw!r} is not a decimal integer')
 
 
