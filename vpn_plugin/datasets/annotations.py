@@ -468,13 +468,20 @@ def _task_of(path, where: str, key, taxonomy: Taxonomy) -> int:
         raise ValueError(f'{path}: {where}: {err}') from None
 
 
-def _json_video(path, i, entry, taxonomy, warnings=None) -> VideoAnnotation:
-    for name, value, what in (('vid', entry['vid'], 'a video id'),
-                              ('feature', entry.get('feature', ''), 'a file stem, or no field')):
+def _check_text_fields(path, where: str, vid, fields) -> None:
+    """Each ``(name, value, what)`` of ``fields`` must be a text or an integer: a list, null
+    or bool would be read through str() (``["a.npy"]`` as the file ``a``, null as 'None')."""
+    for name, value, what in fields:
         if isinstance(value, bool) or not isinstance(value, (str, int)):  # never str() of a list
-            raise BadVideoError(str(entry['vid']), 'annotation row does not parse',
-                                f'{path}: entry {i}: field "{name}" = {value!r}; expected a '
+            raise BadVideoError(str(vid), 'annotation row does not parse',
+                                f'{path}: {where}: field "{name}" = {value!r}; expected a '
                                 f'text or an integer ({what})')
+
+
+def _json_video(path, i, entry, taxonomy, warnings=None) -> VideoAnnotation:
+    _check_text_fields(path, f'entry {i}', entry['vid'], (
+        ('vid', entry['vid'], 'a video id'),
+        ('feature', entry.get('feature', ''), 'a file stem, or no field')))
     vid = str(entry['vid'])
     task = _task_of(path, f'entry {i} (vid {vid}): field "task"', entry['task'], taxonomy)
     if file_stem_problem(_json_stem(entry)):
@@ -653,8 +660,15 @@ def _count_repeated_windows(path, windows: List[Window], warnings) -> None:
 
 
 def _window_from_sample(path, i, sample, meta, taxonomy, seen, warnings=None) -> Window:
+    _check_text_fields(path, f'sample {i}', meta.get('vid', meta['feature']), (
+        (name, meta[name], what) for name, what in (
+            ('feature', 'a feature file name'), ('vid', 'a video id'), ('task', 'a task key'),
+            ('task_name', 'a task name')) if name in meta))
     stem = Path(str(meta['feature'])).stem
     vid = str(meta.get('vid', stem))
+    if file_stem_problem(stem):
+        raise BadVideoError(vid, 'feature name is a path', f'{path}: sample {i} (vid {vid}): '
+                            f'field "feature" = {meta["feature"]!r}: {file_stem_problem(stem)}')
     rows = [step_values(path, vid, f'sample {i}: legal_range[{j}]', row)
             for j, row in enumerate(meta['legal_range'])]
     task = _sample_task(path, i, vid, meta, taxonomy)
@@ -736,8 +750,8 @@ def _check_window_names(path, i, vid, meta, stem, task, actions, taxonomy) -> No
 
 
 def _read_text(path: Path, vid: Optional[str] = None) -> str:
-    try:
-        return path.read_text()
+    try:  # utf-8-sig: a file saved by a Windows editor starts with a BOM, no part of its text
+        return path.read_text(encoding='utf-8-sig')
     except (OSError, UnicodeDecodeError) as err:
         if vid is not None:
             raise BadVideoError(vid, 'annotation file missing or unreadable',

@@ -150,6 +150,8 @@ def probe_video(path) -> VideoHeader:
                     if line.strip().startswith('Stream #0:') and ': ' in line)
     if container.endswith('_pipe') or container in IMAGE_FORMATS:
         raise UnreadableVideoError(path, f'a still image ({container}), not a video')
+    if container == 'gif' and _source_frames(path) == 1:  # a GIF is an image or an animation
+        raise UnreadableVideoError(path, 'a still image (a GIF of one frame), not a video')
     videos = [s for s in streams if s.startswith('Video:') and 'attached pic' not in s]
     if not videos:
         raise UnreadableVideoError(path, 'no video stream (ffmpeg finds: '
@@ -164,6 +166,16 @@ def probe_video(path) -> VideoHeader:
         hours, minutes, rest = (float(part) for part in found.groups())
         seconds = hours * 3600 + minutes * 60 + rest
     return VideoHeader(container, streams, seconds)
+
+
+def _source_frames(path) -> Optional[int]:
+    """The frames of the file's video stream as stored (decoded, no rate conversion: GIFs are
+    small); None when ffmpeg does not say."""
+    result = subprocess.run([ffmpeg_executable(), '-hide_banner', '-nostdin', '-i',
+                             ffmpeg_input(path), '-map', '0:v:0', '-fps_mode', 'passthrough',
+                             '-f', 'null', '-'], stdin=subprocess.DEVNULL, capture_output=True)
+    counts = re.findall(rb'frame=\s*(\d+)', result.stderr)
+    return int(counts[-1]) if counts else None
 
 
 def expected_frames(header: VideoHeader, recipe: FrameRecipe) -> Optional[int]:
