@@ -314,3 +314,35 @@ def test_a_checkpoint_refused_as_s3d_weights_says_what_s3d_needs(tmp_path):
 def test_decimal_number_reads_ascii_numbers_only():
     assert decimal_number('1.6e1') == 16.0 and decimal_number(' -2 ') == -2.0
     assert decimal_number('1_6') is None and decimal_number('\u0661') is None
+
+
+# ---------------------------------------------------------------- known items
+@pytest.mark.parametrize('stream, rate', [
+    ('Video: h264 (High), yuv420p, 64x48, 8 kb/s, 15.51 fps, 16 tbr, 480 tbn (default)', 16.0),
+    ('Video: h264, yuv420p, 64x48, 29.97 fps, 29.97 tbr, 30k tbn', 29.97),
+    ('Video: h264, yuv420p, 64x48, 1000 fps, 1k tbr, 16k tbn', 1000.0),
+    ('Video: mjpeg, yuvj420p, 64x48, 30 fps', 30.0)])
+def test_the_native_rate_is_the_rate_frames_come_out_at(stream, rate):
+    """Known item: a variable-frame-rate video (8 then 24 fps: ffmpeg states '15.51 fps, 16 tbr')
+    decoded with --native-fps gives 65 frames over 3.94 s, 16 a second (its tbr), but its
+    native_fps record (and the time-step check) took the stated 15.51."""
+    from vpn_plugin.video.decode import VideoHeader, stream_fps
+    assert stream_fps(VideoHeader('mov', (stream,), 4.0)) == pytest.approx(rate)
+
+
+def test_progress_never_shows_more_chunks_than_its_total():
+    """Known item: the progress line read "28/27 chunks (104%)" (a video gave more chunks than
+    its header promised)."""
+    import io
+    import re
+    from vpn_plugin.video.extract import Progress
+    stream = io.StringIO()
+    progress = Progress(2, 0, stream, interval=0.0)
+    progress.expect(0, 27)
+    progress.expect(1, None)  # no header: counted at the mean, 27
+    progress.video_done(1, 0)  # it failed: the total is 27
+    for _ in range(28):  # the first gives one chunk more than its header states
+        progress.chunks(1, 'v0')
+    progress.video_done(0, 28)
+    shown = [tuple(map(int, m)) for m in re.findall(r'(\d+)/(\d+) chunks', stream.getvalue())]
+    assert shown and all(done <= total for done, total in shown)

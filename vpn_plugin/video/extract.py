@@ -372,6 +372,9 @@ class Progress:
         self.steps.total = max(int(sum(self.expected.values()) + mean * left), self.steps.done)
 
     def chunks(self, count: int, name: str) -> None:
+        # a video giving more chunks than its header promised (or one that failed after some)
+        # raises the total: never "28/27 chunks (104%)"
+        self.steps.total = max(self.steps.total, self.steps.done + count)
         self.steps.update(count, extra=lambda: (
             f'{self.steps.rate():.2f} chunks/s, {self.videos}/{self.total_videos} videos done, '
             f'in flight: {name}'))
