@@ -346,3 +346,46 @@ def test_progress_never_shows_more_chunks_than_its_total():
     progress.video_done(0, 28)
     shown = [tuple(map(int, m)) for m in re.findall(r'(\d+)/(\d+) chunks', stream.getvalue())]
     assert shown and all(done <= total for done, total in shown)
+
+
+from test_hostile_pass16_fixleft import tiny_pdpp_checkpoint  # noqa: E402,F401 (a fixture)
+
+
+def test_plan_py_features_says_the_file_records_damage(tiny_pdpp_checkpoint, tiny_crosstask,
+                                                       tmp_path, capsys):
+    """passV H11 (silent): plan.py --features of a file recording that its video was decoded
+    from damaged data (extract_features' "damage" note) planned without a word (a clean file
+    has no note: test_a_damage_record_in_any_form_is_carried)."""
+    from pathlib import Path
+    from tool_modules import load_tool
+    config, checkpoint = tiny_pdpp_checkpoint
+    source = sorted(Path(tiny_crosstask['feature_dir']).glob('*.npz'))[0]
+    with np.load(source) as archive:
+        fields = dict(archive)
+    np.savez(tmp_path / 'damaged.npz', **fields, damage=np.str_('ffmpeg decoded it but '
+                                                                 'reported 2 error line(s)'))
+    capsys.readouterr()
+    load_tool('plan').main([str(config), str(checkpoint), '--features',
+                            str(tmp_path / 'damaged.npz'), '--start-time', '0',
+                            '--goal-time', '3'])
+    assert ('records that its video was decoded from damaged data: ffmpeg decoded it but '
+            'reported 2 error line(s)') in capsys.readouterr().out
+
+
+@pytest.mark.parametrize('feature, message', [
+    (['./x/changing_tire_0001.npy'], 'expected a text or an integer'),
+    (None, 'expected a text or an integer'), ('', "feature file name '' is no file name")])
+def test_an_niv_video_list_names_its_video_by_text(shared_data, tmp_path, feature, message):
+    """As W01-W03 for NIV's video lists ({"feature", "task_id"}): a list was read as its file
+    through str(), null as the video 'None'."""
+    from vpn_plugin.datasets.annotations import read_video_list
+    from vpn_plugin.datasets.taxonomy import load_taxonomy
+    entries = json.loads((shared_data / 'niv/splits/test_videos.json').read_text())[:3]
+    taxonomy = load_taxonomy(shared_data / 'niv/taxonomy.json')
+    path = tmp_path / 'test_videos.json'
+    path.write_text(json.dumps(entries))
+    assert len(read_video_list(path, taxonomy)) == 3
+    entries[0]['feature'] = feature
+    path.write_text(json.dumps(entries))
+    with pytest.raises(ValueError, match=message):
+        read_video_list(path, taxonomy)

@@ -218,7 +218,12 @@ def read_video_list(path: PathLike, taxonomy: Taxonomy) -> List[dict]:
                                **({'length': entry['length']} if 'length' in entry else {})))
         elif isinstance(entry, dict) and 'feature' in entry and 'task_id' in entry:
             check_fields(entry, VIDEO_LIST_FIELDS[1], f'{path}: entry {i}')
+            _check_text_fields(path, f'entry {i}', entry['feature'],
+                               (('feature', entry['feature'], 'a feature file name'),))
             stem = Path(str(entry['feature'])).stem
+            if file_stem_problem(stem):
+                raise ValueError(f'{path}: entry {i}: field "feature" = {entry["feature"]!r}: '
+                                 f'{file_stem_problem(stem)}')
             task = _task_of(path, f'entry {i}: field "task_id"', entry['task_id'], taxonomy)
             videos.append(dict(vid=stem, task=task, feature=stem))
         else:
