@@ -1,0 +1,70 @@
+"""Fourteenth hostile pass, engineer passL (LLM/VLM baselines, core math, configs before
+training): each test fails on 22f9984 (checked in a worktree of it).
+
+- VF6/VF10/VF13b (+ the known cover.jpg): a VLM frames folder was read by position in name
+  order: 1.jpg beside 0001.jpg counted every frame twice (the frame of 6 s sent for 13 s), a
+  missing 0011.jpg shifted every later time by a frame, a second extraction img_*.jpg beside
+  frame_*.jpg (or a cover.jpg) lengthened the folder so that clips past the end were read.
+"""
+import numpy as np
+import pytest
+
+
+def write_frames(folder, names, values=None):
+    import cv2
+    folder.mkdir(parents=True, exist_ok=True)
+    for index, name in enumerate(names):
+        value = (values[index] if values else index + 1) * 4
+        cv2.imwrite(str(folder / name), np.full((8, 8, 3), value, np.uint8))
+    return folder
+
+
+def frame_numbers(jpegs):
+    import cv2
+    return [round(cv2.imdecode(np.frombuffer(j, np.uint8), 1).mean() / 4) for j in jpegs]
+
+
+@pytest.mark.parametrize('prefix,extra,match', [
+    ('', [f'{i}.jpg' for i in range(1, 31)], '0001.jpg and 1.jpg are two images of one frame'),
+    ('frame_', [f'img_{i:04d}.jpg' for i in range(1, 31)],
+     'frame_0001.jpg and img_0001.jpg are two images of one frame'),
+    ('', ['cover.jpg'], 'cover.jpg is no numbered frame like 0001.jpg'),
+    ('', ['._0001.jpg'], '._0001.jpg and 0001.jpg are two images of one frame'),
+    ('', ['thumb_77.png'], 'named in 2 different ways'),
+])
+def test_images_that_are_no_frames_of_the_folder_are_refused(tmp_path, prefix, extra, match):
+    from vpn_plugin.baselines.llm.frames import read_clip_frames
+    main = [f'{prefix}{i:04d}.jpg' for i in range(1, 31)]
+    folder = write_frames(tmp_path / 'v', main)
+    assert frame_numbers(read_clip_frames(folder, 12, 14, 1)) == [14]  # t = 13 s
+    write_frames(folder, extra, [1] * len(extra))
+    with pytest.raises(ValueError, match=match.replace('.', r'\.')):
+        read_clip_frames(folder, 12, 14, 1)
+    with pytest.raises(ValueError, match=match.replace('.', r'\.')):
+        read_clip_frames(folder, 40, 42, 1)  # past the 30 s: never read from the extra images
+
+
+@pytest.mark.parametrize('numbers,missing', [
+    ([*range(1, 11), *range(12, 32)], 'frame number(s) 11 missing among 0001.jpg .. 0031.jpg'),
+    (range(5, 31), 'frame number(s) 1-4 missing among 0005.jpg .. 0030.jpg'),
+])
+def test_a_missing_frame_number_is_refused_not_shifted_over(tmp_path, numbers, missing):
+    from vpn_plugin.baselines.llm.frames import read_clip_frames
+    folder = write_frames(tmp_path / 'v', [f'{n:04d}.jpg' for n in numbers], list(numbers))
+    with pytest.raises(ValueError, match=missing.replace('(', r'\(').replace(')', r'\)')):
+        read_clip_frames(folder, 12, 14, 1)
+
+
+@pytest.mark.parametrize('names,fps,expected', [
+    ([f'{i:04d}.jpg' for i in range(1, 31)], 1, [14]),           # ffmpeg %04d: from 1
+    ([f'{i:05d}.png' for i in range(0, 30)], 1, [14]),           # from 0
+    ([f'frame_{i}.JPG' for i in range(1, 31)], 1, [14]),         # prefix, upper-case suffix
+    ([f'{i}.jpg' for i in range(1, 61)], 2, [27]),          # 2 fps: t = 13 s -> 27th
+])
+def test_numbered_frames_of_one_extraction_are_read_as_before(tmp_path, names, fps, expected):
+    import os
+    from vpn_plugin.baselines.llm.frames import read_clip_frames
+    folder = write_frames(tmp_path / 'v', names)
+    os.symlink(folder, tmp_path / 'link')
+    for source in (folder, tmp_path / 'link'):
+        assert frame_numbers(read_clip_frames(source, 12, 14, 1, folder_fps=fps)) == expected
