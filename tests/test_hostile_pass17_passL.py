@@ -5,6 +5,9 @@ training): each test fails on 22f9984 (checked in a worktree of it).
   order: 1.jpg beside 0001.jpg counted every frame twice (the frame of 6 s sent for 13 s), a
   missing 0011.jpg shifted every later time by a frame, a second extraction img_*.jpg beside
   frame_*.jpg (or a cover.jpg) lengthened the folder so that clips past the end were read.
+- LIT1-3/LIT7-9: data_paths.literal_config missed a change made through another name of the
+  same dict or list (``b = a; b['x'] = 2``, ``outer = dict(ds=inner); inner['h'] = 5``,
+  ``lst2 += [2]``): the stale value was returned as read (mmengine reads the changed one).
 """
 import numpy as np
 import pytest
@@ -68,3 +71,35 @@ def test_numbered_frames_of_one_extraction_are_read_as_before(tmp_path, names, f
     os.symlink(folder, tmp_path / 'link')
     for source in (folder, tmp_path / 'link'):
         assert frame_numbers(read_clip_frames(source, 12, 14, 1, folder_fps=fps)) == expected
+
+
+ALIASED = {
+    'a = b = dict(x=1)\nb["x"] = 2\n': ['a', 'b'],
+    'a = dict(x=1)\nb = a\nb.update(x=2)\n': ['a', 'b'],
+    'lst = [1]\nlst2 = lst\nlst2 += [2]\n': ['lst'],
+    'inner = dict(h=3)\nouter = dict(ds=inner)\ninner["h"] = 5\n': ['inner', 'outer'],
+    'ds = dict(h=3)\ndl = [ds]\ndl[0]["h"] = 6\n': ['ds', 'dl'],
+    'base = dict(h=3)\nother = base\nother.setdefault("k", 1)\nother["h"] = 7\n': ['base', 'other'],
+}
+
+
+@pytest.mark.parametrize('text', ALIASED)
+def test_a_change_through_another_name_is_not_read_as_the_old_value(tmp_path, text):
+    from mmengine.config import Config
+    from vpn_plugin.data_paths import UNREAD, literal_config
+    path = tmp_path / 'c.py'
+    path.write_text(text)
+    literal, executed = literal_config(path), Config.fromfile(str(path)).to_dict()
+    for name in executed:  # every value read is mmengine's; the changed ones are not read
+        assert literal[name] is UNREAD if name in ALIASED[text] else literal[name] == executed[name]
+
+
+def test_values_shared_but_never_changed_are_still_read(tmp_path):
+    from vpn_plugin.data_paths import literal_config
+    path = tmp_path / 'c.py'
+    path.write_text('inner = dict(h=3)\nouter = dict(ds=inner, copy=dict(**inner))\n'
+                    'alias = inner\nlst = [1]\nlst2 = lst + [2]\nn = 1\nn += 2\n'
+                    'other = dict(h=4)\nother["h"] = 5\n')
+    literal = literal_config(path)
+    assert literal['outer'] == {'ds': {'h': 3}, 'copy': {'h': 3}} and literal['alias'] == {'h': 3}
+    assert literal['lst'] == [1] and literal['lst2'] == [1, 2] and literal['n'] == 3

@@ -381,6 +381,7 @@ def literal_assignments(file: Path, base: dict | None = None) -> dict:
         return _safe_mapping(file)
     names: dict = {}
     for node in ast.parse(config_text(file), str(file)).body:
+        changed = _objects_changed_in_place(node, names)
         if isinstance(node, ast.Assign):  # x = 1; x = y = 1; x, y = 1, 2
             value = _literal(node.value, names, base or {})
             for target in node.targets:
@@ -396,7 +397,51 @@ def literal_assignments(file: Path, base: dict | None = None) -> dict:
                 names.pop(getattr(target, 'id', None), None)
         for name in _names_set_inside(node):  # if/for/with/import, x.update(...), (x := 1)
             names[name] = UNREAD
+        _forget_shared(names, changed)
     return names
+
+
+def _objects_changed_in_place(statement, names: dict) -> list:
+    """The dicts and lists of ``names`` that ``statement`` may change in place (with those
+    they hold): stored into (``x['k'] = 1``, ``x[0]['h'] = 1``), a method called on them
+    (``x.update(...)``), ``x += [..]`` on a list.
+    Another name may hold the same object (``b = a``, ``outer = dict(ds=inner)``, ``[ds]``):
+    :func:`_forget_shared` makes those :data:`UNREAD` too."""
+    import ast
+    roots = set()
+    for node in ast.walk(statement):
+        if isinstance(node, (ast.Subscript, ast.Attribute)) and not isinstance(node.ctx, ast.Load):
+            roots |= _root_names(node)
+        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
+            roots |= _root_names(node.func.value)
+        elif isinstance(node, ast.AugAssign) and isinstance(node.target, ast.Name):
+            roots.add(node.target.id)
+    changed, pending = [], [names.get(name) for name in roots]
+    while pending:  # x[0]['h'] = 1 changes a dict held inside x
+        value = pending.pop()
+        if isinstance(value, (dict, list, tuple)):
+            changed += [value] if isinstance(value, (dict, list)) else []
+            pending.extend(value.values() if isinstance(value, dict) else value)
+    return changed
+
+
+def _forget_shared(names: dict, changed: list) -> None:
+    """Every name whose value is or holds (at any depth) one of the ``changed`` objects
+    becomes :data:`UNREAD`: Python changed it through the alias, the literal reading did not."""
+    if not changed:
+        return
+    targets = {id(item) for item in changed}
+
+    def holds(value) -> bool:
+        if id(value) in targets:
+            return True
+        items = value.values() if isinstance(value, dict) else value \
+            if isinstance(value, (list, tuple)) else ()
+        return any(holds(item) for item in items)
+
+    for name, value in names.items():
+        if value is not UNREAD and holds(value):
+            names[name] = UNREAD
 
 
 def _bind_literal(target, value, names: dict) -> None:
