@@ -8,9 +8,13 @@ training): each test fails on 22f9984 (checked in a worktree of it).
 - LIT1-3/LIT7-9: data_paths.literal_config missed a change made through another name of the
   same dict or list (``b = a; b['x'] = 2``, ``outer = dict(ds=inner); inner['h'] = 5``,
   ``lst2 += [2]``): the stale value was returned as read (mmengine reads the changed one).
+- K1-K15, T13: numbers in other digits or with "_" were read by every number flag and by
+  --cfg-options: --seed ３ as 3, --num-examples 5_0 as 50, optimizer.lr=1e-3_0 as 1e-30.
 """
 import numpy as np
 import pytest
+
+from tool_modules import load_tool
 
 
 def write_frames(folder, names, values=None):
@@ -103,3 +107,35 @@ def test_values_shared_but_never_changed_are_still_read(tmp_path):
     literal = literal_config(path)
     assert literal['outer'] == {'ds': {'h': 3}, 'copy': {'h': 3}} and literal['alias'] == {'h': 3}
     assert literal['lst'] == [1] and literal['lst2'] == [1, 2] and literal['n'] == 3
+
+
+@pytest.mark.parametrize('tool,argv,shown', [
+    ('train', ['--cfg-options', 'train_cfg.max_epochs=\u0665'], "'\u0665' is written in other digits"),
+    ('train', ['--cfg-options', 'train_cfg.max_epochs=1_0'], "'1_0' has \"_\" between its digits"),
+    ('train', ['--cfg-options', 'optim_wrapper.optimizer.lr=1e-3_0'], 'reads it as 1e-30'),
+    ('train', ['--cfg-options', 'model.loss_weights=[1,\uff12]'], "'\uff12' is written in other"),
+    ('train', ['--horizon', '\uff14'], "argument --horizon: '\uff14' is written in other digits"),
+    ('train', ['--seed', '1_0'], "argument --seed: '1_0' has \"_\" between its digits"),
+    ('test', ['x.pth', '--limit', '\u0663'], "argument --limit: '\u0663' is written in other"),
+    ('test', ['x.pth', '--local-rank', '\uff13'], "--local_rank: '\uff13' is written"),
+    ('llm_eval', ['--model', 'm', '--base-url', 'http://h/v1', '--num-examples', '5_0'],
+     "argument --num-examples: '5_0' has"),
+    ('llm_eval', ['--model', 'm', '--base-url', 'http://h/v1', '--price-per-1k', '\u0661'],
+     "argument --price-per-1k: '\u0661' is written in other digits"),
+])
+def test_numbers_in_other_digits_or_with_underscores_are_refused(tool, argv, shown, capsys):
+    config = ['--config'] if tool == 'llm_eval' else []
+    with pytest.raises(SystemExit):
+        load_tool(tool).parse_args([*config, 'configs/vpn_crosstask_t3.py', *argv])
+    assert shown in capsys.readouterr().err
+
+
+def test_plain_numbers_and_texts_with_underscores_still_parse():
+    args = load_tool('train').parse_args([
+        'configs/vpn_crosstask_t3.py', '--seed', '10', '--horizon', '4', '--cfg-options',
+        'train_cfg.max_epochs=+5', 'optim_wrapper.optimizer.lr=1e-3', 'work_dir=/tmp/run_1',
+        'model.loss_weights=[1,2.5]', 'model.type=VPN_x'])
+    assert (args.seed, args.horizon) == (10, 4)
+    assert args.cfg_options['train_cfg.max_epochs'] == 5
+    assert args.cfg_options['optim_wrapper.optimizer.lr'] == 1e-3
+    assert args.cfg_options['work_dir'] == '/tmp/run_1'

@@ -35,7 +35,8 @@ import re
 from pathlib import Path
 
 from . import compat_applied  # noqa: F401  (compat fixes before any OpenMMLab import)
-from .errors import check_file, check_misspelled, close_match_hint
+from .errors import (NON_NEGATIVE_INT, POSITIVE_INT, check_file, check_misspelled,
+                     close_match_hint, number_text_problem)
 
 PATH_VARIABLES = ('data_root', 'feature_dir', 'cache_dir')
 # Top-level config keys besides the Runner's arguments: mmengine's (read by Runner / from_cfg /
@@ -94,6 +95,13 @@ def add_cfg_options(parser: argparse.ArgumentParser, help: str, **kwargs) -> Non
                              'value without spaces: give a path with spaces through the '
                              "tool's own flag (--feature-dir, --data-root, --work-dir) or in a "
                              "config file of your own (_base_ = ['<config>'])")
+            for item in values:  # mmengine's DictAction reads '٥' as 5, '1_0' as 10
+                key, text = item.split('=', 1)
+                odd = next(((token, number_text_problem(token)) for token in
+                            re.split(r'[\[\]\(\),]', text) if number_text_problem(token)), None)
+                if odd:
+                    parser.error(f'{option_string} {item}: {odd[0]!r} {odd[1]}; expected a '
+                                 'number in ASCII digits 0-9 without "_"')
             given = getattr(namespace, '_cfg_options_given', {})  # key -> text, every flag
             for item in values:
                 key, text = item.split('=', 1)
@@ -149,7 +157,7 @@ def add_runner_arguments(parser: argparse.ArgumentParser, example: str) -> None:
     parser.add_argument('--launcher', choices=['none', 'pytorch', 'slurm', 'mpi'],
                         default='none', help='job launcher')
     # torch.distributed.launch passes --local-rank; torchrun sets LOCAL_RANK.
-    parser.add_argument('--local-rank', '--local_rank', type=int, default=0)
+    parser.add_argument('--local-rank', '--local_rank', type=NON_NEGATIVE_INT, default=0)
     add_horizon_argument(parser)
     add_data_arguments(parser)
 
@@ -194,7 +202,7 @@ def set_launcher(cfg, args: argparse.Namespace) -> None:
 
 def add_horizon_argument(parser: argparse.ArgumentParser) -> None:
     """The ``--horizon`` flag of ``tools/train.py`` / ``tools/test.py``."""
-    parser.add_argument('--horizon', type=int, metavar='T',
+    parser.add_argument('--horizon', type=POSITIVE_INT, metavar='T',
                         help="planning horizon (overrides the config's `horizon`: model, "
                         "train/val and test datasets; a config's `test_horizon` still sets "
                         'the test windows, --cfg-options test_horizon=T changes it)')
