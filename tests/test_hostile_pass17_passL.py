@@ -10,6 +10,19 @@ training): each test fails on 22f9984 (checked in a worktree of it).
   ``lst2 += [2]``): the stale value was returned as read (mmengine reads the changed one).
 - K1-K15, T13: numbers in other digits or with "_" were read by every number flag and by
   --cfg-options: --seed ３ as 3, --num-examples 5_0 as 50, optimizer.lr=1e-3_0 as 1e-30.
+- TR5: --backend transformers with --base-url ran the local model and recorded the unused
+  endpoint in the row's settings (a false record).
+- AN13/AN9/AN10: an anchors JSON saved with a BOM was refused; a true among the ids was read
+  as action 1, a key given twice as its last list.
+- HS13: bootstrap_ci refused Fraction scores ("expected real numbers"); CT1: a Literal
+  argument refused np.str_('dense') ("expected one of ... 'dense'").
+- P1/P2/P4: a reply of two different bare lists was read as the first, an action object whose
+  id and name disagree as its id, a response of two choices as the first: now unparseable /
+  a malformed response. P7/P10: token counts "100" and true were read as 100 and 1 (the
+  client's model coerced them before checked_reply); P8: a reply with only its prompt count
+  was said to have "reported no token usage: counted 0 tokens".
+- known: a price whose cost overflows is refused after the requests were paid: the message
+  now says that a rerun is served from the cache.
 """
 import numpy as np
 import pytest
@@ -139,3 +152,103 @@ def test_plain_numbers_and_texts_with_underscores_still_parse():
     assert args.cfg_options['train_cfg.max_epochs'] == 5
     assert args.cfg_options['optim_wrapper.optimizer.lr'] == 1e-3
     assert args.cfg_options['work_dir'] == '/tmp/run_1'
+
+
+def test_a_base_url_with_the_local_backend_is_refused_not_recorded(capsys):
+    with pytest.raises(SystemExit):
+        load_tool('llm_eval').parse_args(['--config', 'configs/vpn_crosstask_t3.py', '--model',
+                                          'models/tiny', '--backend', 'transformers',
+                                          '--base-url', 'http://127.0.0.1:9/v1'])
+    assert ('--base-url is for the openai backend; --backend transformers runs the local model '
+            'models/tiny in this process') in capsys.readouterr().err
+
+
+@pytest.mark.parametrize('text,error', [
+    ('\ufeff{"first": [1, 2], "last": [3, 4]}', None),
+    ('{"first": [true, 2], "last": [3, 4]}', 'field "first"[0] = true; expected an action id'),
+    ('{"first": [0, 0], "last": [3, 4], "first": [1, 2]}', "the key 'first' is given twice"),
+])
+def test_an_anchors_file_is_read_as_written(tmp_path, text, error):
+    from vpn_plugin.baselines.llm.anchors import load_anchor_predictions
+    path = tmp_path / 'anchors.json'
+    path.write_text(text, encoding='utf-8')
+    if error is None:
+        first, last = load_anchor_predictions(path, 2, 10)
+        assert first.tolist() == [1, 2] and last.tolist() == [3, 4]
+    else:
+        with pytest.raises(ValueError, match=error.replace('[', r'\[')):
+            load_anchor_predictions(path, 2, 10)
+
+
+def test_real_numbers_of_other_kinds_are_read():
+    from fractions import Fraction
+    import torch
+    from vpn_plugin.core.dvl import differentiable_viterbi
+    from vpn_plugin.core.stats import bootstrap_ci
+    assert bootstrap_ci([Fraction(31), Fraction(30), Fraction(33)]) == bootstrap_ci([31, 30, 33])
+    emissions = torch.zeros(1, 2, 2, dtype=torch.float64)
+    transitions = torch.full((2, 2), 0.5, dtype=torch.float64).log()
+    assert differentiable_viterbi(emissions, transitions, impl=np.str_('dense'))[1].tolist() == \
+        differentiable_viterbi(emissions, transitions, impl='dense')[1].tolist()
+    with pytest.raises(ValueError, match="impl=True; expected one of"):
+        differentiable_viterbi(emissions, transitions, impl=True)
+
+
+@pytest.mark.parametrize('reply,match', [
+    ('I would say [0, 3, 2], or perhaps [0, 1, 2].', 'reply holds 2 different lists'),
+    ('{"plan": [0, {"action_id": 1, "action_name": "pour water"}, 2]}', 'disagree'),
+])
+def test_a_reply_naming_two_answers_is_not_read_as_one(reply, match):
+    from test_llm_prompting import make_taxonomy
+    from vpn_plugin.baselines.llm.parsing import ActionMatcher, ReplyParseError, parse_plan
+    matcher = ActionMatcher(make_taxonomy().action_names, range(6))
+    with pytest.raises(ReplyParseError, match=match):
+        parse_plan(reply, matcher, 3)
+    assert parse_plan('Given [0, -1, 2]: {"plan": [0, {"action_id": 1, "action_name": '
+                      '"Boil  water"}, 2]}', matcher, 3) == [0, 1, 2]
+    assert parse_plan('[0, 1, 2] that is ```[0, 1, 2]```', matcher, 3) == [0, 1, 2]
+
+
+def raw_body(usage, choices=1):
+    import json
+    usage = {**usage, 'total_tokens': 107}  # complete: the client's model then coerces types
+    return {'raw': json.dumps({
+        'id': 'x', 'object': 'chat.completion', 'created': 0, 'model': 'fake-model',
+        'choices': [{'index': i, 'finish_reason': 'stop', 'message': {
+            'role': 'assistant', 'content': '{"plan": [0, %d, 2]}' % (1 + i)}}
+            for i in range(choices)], 'usage': usage})}
+
+
+@pytest.mark.parametrize('body,failure,tokens', [
+    (raw_body({'prompt_tokens': '100', 'completion_tokens': 7}), "prompt_tokens is '100'", None),
+    (raw_body({'prompt_tokens': True, 'completion_tokens': 7}), 'prompt_tokens is True', None),
+    (raw_body({'prompt_tokens': 100, 'completion_tokens': 7}, choices=2), 'holds 2 choices',
+     None),
+    (raw_body({'prompt_tokens': 100.0, 'completion_tokens': 7.0}), None, (100, 7)),
+    (raw_body({'prompt_tokens': 100, 'completion_tokens': None}), None, (100, 0)),
+])
+def test_a_response_is_read_as_the_endpoint_wrote_it(tmp_path, body, failure, tokens):
+    from fake_openai_server import FakeOpenAIServer
+    from test_hostile_llm import plan_once
+    from vpn_plugin.baselines.llm.evaluate import token_summary
+    with FakeOpenAIServer(lambda prompt, attempt: body) as server:
+        outcome, usage = plan_once(server, tmp_path / 'cache')
+    if failure:
+        assert outcome.status == 'request_failed' and failure in outcome.detail
+    else:
+        assert outcome.status == 'ok'
+        assert (usage['prompt_tokens'], usage['completion_tokens']) == tokens
+        partial = tokens == (100, 0)
+        assert usage['replies_without_usage'] == int(partial)
+        assert ('reported no token usage or only part of it: a missing count is counted 0'
+                in token_summary(usage)) == partial
+
+
+def test_a_cost_overflow_says_a_rerun_is_served_from_the_cache():
+    from vpn_plugin.baselines.llm.evaluate import usage_record
+    usage = dict.fromkeys(('prompt_tokens', 'completion_tokens', 'cached_prompt_tokens',
+                           'cached_completion_tokens'), 0)
+    usage.update(prompt_tokens=2014, completion_tokens=48)
+    with pytest.raises(ValueError, match='no row was written: rerun with the price, the replies '
+                                         'are served from the cache'):
+        usage_record(usage, [1e308])

@@ -112,6 +112,10 @@ def parse_args(argv=None):
 def check_args(parser, args):
     if args.backend == 'openai' and not args.base_url:
         parser.error('--base-url is required with the openai backend')
+    if args.backend == 'transformers' and (args.base_url or args.api_key_env):
+        given = '--base-url' if args.base_url else '--api-key-env'  # unread, yet in the row
+        parser.error(f'{given} is for the openai backend; --backend transformers runs the local '
+                     f'model {args.model} in this process: drop {given}')
     if args.vlm and not args.video_root:
         parser.error('--vlm needs --video-root (videos or frames folders of the test windows)')
     if bool(args.step_config) != bool(args.step_checkpoint):
