@@ -22,11 +22,15 @@ training): each test fails on 22f9984 (checked in a worktree of it).
   client's model coerced them before checked_reply); P8: a reply with only its prompt count
   was said to have "reported no token usage: counted 0 tokens".
 - known: a price whose cost overflows is refused after the requests were paid: the message
-  now says that a rerun is served from the cache.
+  now says that a rerun is served from the cache. A config reached through a symbolic link
+  elsewhere was refused (mmengine looked for its _base_ beside the link: a false refusal). A
+  results row of llm_eval held the config path as typed: the same run given a relative and an
+  absolute path wrote two rows.
 """
 import numpy as np
 import pytest
 
+from test_llm_tools import tiny_config  # noqa: F401  (a fixture)
 from tool_modules import load_tool
 
 
@@ -252,3 +256,35 @@ def test_a_cost_overflow_says_a_rerun_is_served_from_the_cache():
     with pytest.raises(ValueError, match='no row was written: rerun with the price, the replies '
                                          'are served from the cache'):
         usage_record(usage, [1e308])
+
+
+def test_a_config_reached_through_a_link_elsewhere_reads_as_its_target(tmp_path):
+    import os
+    from vpn_plugin.data_paths import load_config, read_config_file
+    os.symlink(os.path.abspath('configs/vpn_crosstask_t3.py'), tmp_path / 't3.py')
+    linked, plain = read_config_file(tmp_path / 't3.py'), read_config_file(
+        'configs/vpn_crosstask_t3.py')
+    assert linked.to_dict() == plain.to_dict()
+    assert load_config(tmp_path / 't3.py').to_dict() == load_config(
+        'configs/vpn_crosstask_t3.py').to_dict()
+    args = load_tool('train').parse_args([str(tmp_path / 't3.py'), '--cfg-options',
+                                          'train_cfg.max_epochs=5'])
+    assert args.cfg_options == {'train_cfg.max_epochs': 5}
+
+
+def test_the_same_llm_run_given_a_relative_or_absolute_config_is_one_row(
+        tiny_config, tmp_path, monkeypatch):
+    from fake_openai_server import FakeOpenAIServer
+    from test_llm_tools import echo_anchors, run_tool
+    from vpn_plugin.data_paths import REPO_ROOT, row_config_path
+    from vpn_plugin.protocol.results import read_results
+    tool = load_tool('llm_eval')
+    monkeypatch.chdir(tiny_config.parent.parent)
+    relative = f'{tiny_config.parent.name}/./{tiny_config.name}'
+    with FakeOpenAIServer(echo_anchors) as server:
+        run_tool(tool, server, tiny_config, tmp_path)
+        run_tool(tool, server, relative, tmp_path)
+    rows = read_results(tmp_path / 'results.jsonl')
+    assert len(rows) == 1 and rows[0].config == str(tiny_config)
+    assert row_config_path(f'{REPO_ROOT}/configs/../configs/vpn_coin_t3.py') == \
+        'configs/vpn_coin_t3.py'

@@ -37,7 +37,7 @@ from vpn_plugin.baselines.llm.windows import annotation_windows
 from vpn_plugin.datasets.planning_dataset import check_split_disjoint
 from vpn_plugin.protocol.results import ResultRow, read_results, replace_result
 from vpn_plugin.data_paths import (PATH_VARIABLES, add_cfg_options, add_data_arguments,
-                                   data_path_args, load_config)
+                                   data_path_args, load_config, row_config_path)
 from vpn_plugin.outputs import add_overwrite_argument, check_output
 from vpn_plugin.errors import (NON_NEGATIVE_FLOAT, NON_NEGATIVE_INT, POSITIVE_FLOAT,
                                POSITIVE_INT, path_argument, seed_argument, text_argument,
@@ -274,7 +274,8 @@ class RunRecord:
                      if self.settings['limit'] is not None else '')
         return ResultRow(
             method=method_name(args, self.anchors), seed=args.seed, horizon=test_set.horizon,
-            metrics=metrics or {}, params=None, dataset=data_root, config=args.config,
+            metrics=metrics or {}, params=None, dataset=data_root,
+            config=row_config_path(args.config),
             protocol='llm', variant=self.variant, shortened=shortened, settings=self.settings,
             features=features_read(args, test_set), **fields)
 

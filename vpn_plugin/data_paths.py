@@ -649,6 +649,17 @@ def literal_config(path, chain: tuple = ()) -> dict:
 REPOSITORY_CONFIGS = REPO_ROOT / 'configs'  # the configs whose code a reader may run
 
 
+def row_config_path(path) -> str:
+    """The config path a results row records (part of its identity): relative to the
+    repository for its files (``configs/x.py``, however it was typed and from whatever working
+    directory), else absolute; ``..`` and ``.`` folded, links kept."""
+    absolute = Path(os.path.normpath(os.path.abspath(path)))
+    try:
+        return str(absolute.relative_to(REPO_ROOT))
+    except ValueError:
+        return str(absolute)
+
+
 def read_config_safely(path):
     """A config's values for a reader of someone else's files (a results row names its config):
     a config that, with every ``_base_`` file, lies in this repository's ``configs/`` is read
@@ -839,7 +850,8 @@ def inherit_error_text(error: TypeError) -> str:
 def read_config_file(path):
     """``mmengine.Config.fromfile(path)`` with its failures naming the file: ``path`` not a
     regular file, a syntax error (in it or in one of its ``_base_`` files: which one, line),
-    a ``_base_`` file that does not exist."""
+    a ``_base_`` file that does not exist. A symbolic link is read as the file it points to
+    (its ``_base_`` paths are relative to that file, as :func:`config_chain` reads them)."""
     from mmengine.config import Config
     check_config_file(path)
     for file in config_chain(path):  # mmengine reads each file as UTF-8
@@ -848,8 +860,10 @@ def read_config_file(path):
         check_base_names(file)
     check_no_base_cycle(path)
     from mmengine.config.utils import ConfigParsingError
+    # a link to a config elsewhere: mmengine would look for its _base_ files beside the link
+    source = os.path.realpath(path) if Path(path).is_symlink() else str(path)
     try:
-        loaded = Config.fromfile(str(path))
+        loaded = Config.fromfile(source)
     except NameError as error:  # e.g. YAML text ("_base_: [a.py]") in a .py file
         raise ValueError(f'{not_python_reason(error) or path}: {error}; the config file does '
                          'not run as Python (a .py config sets keys with `key = value` and '
