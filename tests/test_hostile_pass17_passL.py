@@ -276,7 +276,6 @@ def test_the_same_llm_run_given_a_relative_or_absolute_config_is_one_row(
         tiny_config, tmp_path, monkeypatch):
     from fake_openai_server import FakeOpenAIServer
     from test_llm_tools import echo_anchors, run_tool
-    from vpn_plugin.data_paths import REPO_ROOT, row_config_path
     from vpn_plugin.protocol.results import read_results
     tool = load_tool('llm_eval')
     monkeypatch.chdir(tiny_config.parent.parent)
@@ -286,5 +285,6 @@ def test_the_same_llm_run_given_a_relative_or_absolute_config_is_one_row(
         run_tool(tool, server, relative, tmp_path)
     rows = read_results(tmp_path / 'results.jsonl')
     assert len(rows) == 1 and rows[0].config == str(tiny_config)
+    from vpn_plugin.data_paths import REPO_ROOT, row_config_path
     assert row_config_path(f'{REPO_ROOT}/configs/../configs/vpn_coin_t3.py') == \
         'configs/vpn_coin_t3.py'
