@@ -26,6 +26,9 @@ training): each test fails on 22f9984 (checked in a worktree of it).
   elsewhere was refused (mmengine looked for its _base_ beside the link: a false refusal). A
   results row of llm_eval held the config path as typed: the same run given a relative and an
   absolute path wrote two rows.
+- T4/T5: a _base_ name with a trailing space ended in mmengine's 'file "... " does not exist'
+  (the inheriting config not named); _base_ assigned twice was read by mmengine as its first
+  value (an empty config: "model = None") and by the literal reader as both.
 """
 import numpy as np
 import pytest
@@ -288,3 +291,20 @@ def test_the_same_llm_run_given_a_relative_or_absolute_config_is_one_row(
     from vpn_plugin.data_paths import REPO_ROOT, row_config_path
     assert row_config_path(f'{REPO_ROOT}/configs/../configs/vpn_coin_t3.py') == \
         'configs/vpn_coin_t3.py'
+
+
+@pytest.mark.parametrize('text,shown', [
+    ("_base_ = ['{t3} ']\n", "the file '{t3} ' it inherits (_base_) does not exist (its name "
+                             "ends or starts with a space)"),
+    ("_base_ = []\n_base_ = ['{t3}']\n", 'lines 1, 2: _base_ is assigned 2 times; mmengine '
+                                         'reads only the first ([])'),
+])
+def test_a_base_mmengine_would_misread_is_named(tmp_path, text, shown):
+    import os
+    from vpn_plugin.data_paths import read_config_file
+    t3 = os.path.abspath('configs/vpn_crosstask_t3.py')
+    config = tmp_path / 'c.py'
+    config.write_text(text.format(t3=t3))
+    with pytest.raises((ValueError, FileNotFoundError)) as error:
+        read_config_file(config)
+    assert f'{config}: ' in str(error.value) and shown.format(t3=t3) in str(error.value)

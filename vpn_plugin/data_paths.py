@@ -874,6 +874,13 @@ def read_config_file(path):
                           'parse as Python') from None
     except FileNotFoundError as error:
         missing = getattr(error, 'filename', None)
+        named = re.fullmatch(r'file "(.*)" does not exist', str(error), re.S)
+        if missing is None and named:  # mmengine's check_file_exist: no filename attribute
+            missing = named.group(1)
+            if missing != missing.strip():
+                raise FileNotFoundError(f'{path}: the file {missing!r} it inherits (_base_) '
+                                        'does not exist (its name ends or starts with a space); '
+                                        'expected the name of a config file') from None
         if missing and Path(missing).resolve() != Path(path).resolve():
             raise FileNotFoundError(f'{path}: the file {missing} it inherits (_base_) or reads '
                                     'does not exist') from None
@@ -1000,10 +1007,14 @@ def literal_base_files(path: Path) -> list:
     import ast
     tree = ast.parse(path.read_text(), str(path))
     found = []
-    for node in tree.body:
-        if not (isinstance(node, ast.Assign)
-                and any(getattr(t, 'id', None) == '_base_' for t in node.targets)):
-            continue
+    assigned = [node for node in tree.body if isinstance(node, ast.Assign)
+                and any(getattr(t, 'id', None) == '_base_' for t in node.targets)]
+    if len(assigned) > 1:  # mmengine reads the first, Python would keep the last
+        raise ValueError(f'{path}: lines {", ".join(str(n.lineno) for n in assigned)}: _base_ is '
+                         f'assigned {len(assigned)} times; mmengine reads only the first '
+                         f'({ast.get_source_segment(path.read_text(), assigned[0].value)}); '
+                         'expected one _base_ = [...] listing every base file')
+    for node in assigned:
         try:
             value = ast.literal_eval(node.value)
         except ValueError:
