@@ -97,10 +97,11 @@ def add_cfg_options(parser: argparse.ArgumentParser, help: str, **kwargs) -> Non
                              "config file of your own (_base_ = ['<config>'])")
             for item in values:  # mmengine's DictAction reads '٥' as 5, '1_0' as 10
                 key, text = item.split('=', 1)
-                odd = next(((token, number_text_problem(token)) for token in
-                            re.split(r'[\[\]\(\),]', text) if number_text_problem(token)), None)
-                if odd:
-                    parser.error(f'{option_string} {item}: {odd[0]!r} {odd[1]}; expected a '
+                token = next((token for token in re.split(r'[\[\]\(\),]', text)
+                              if number_text_problem(token)), None)
+                if token is not None:
+                    problem = number_text_problem(token)
+                    parser.error(f'{option_string} {item}: {token!r} {problem}; expected a '
                                  'number in ASCII digits 0-9 without "_"')
             given = getattr(namespace, '_cfg_options_given', {})  # key -> text, every flag
             for item in values:
