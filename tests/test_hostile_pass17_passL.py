@@ -308,3 +308,11 @@ def test_a_base_mmengine_would_misread_is_named(tmp_path, text, shown):
     with pytest.raises((ValueError, FileNotFoundError)) as error:
         read_config_file(config)
     assert f'{config}: ' in str(error.value) and shown.format(t3=t3) in str(error.value)
+
+
+def test_an_empty_video_is_named_as_empty(tmp_path):
+    from vpn_plugin.baselines.llm.frames import read_clip_frames
+    (tmp_path / 'v.mp4').write_bytes(b'')
+    with pytest.raises(ValueError, match=r'v\.mp4: it is empty \(0 bytes\); expected a video '
+                                         'file OpenCV decodes'):
+        read_clip_frames(tmp_path / 'v.mp4', 12, 14, 1)

@@ -135,7 +135,10 @@ def _read_video(path: Path, times: np.ndarray) -> list[np.ndarray]:
     capture = cv2.VideoCapture(str(path))
     try:
         if not capture.isOpened():
-            raise FileNotFoundError(f'video {path}: OpenCV cannot open it')
+            size = path.stat().st_size if path.is_file() else None
+            why = 'it is empty (0 bytes)' if size == 0 else 'OpenCV cannot open it'
+            raise ValueError(f'video {path}: {why}; expected a video file OpenCV decodes '
+                             f'({", ".join(VIDEO_SUFFIXES)}), or a folder of its frames')
         fps = capture.get(cv2.CAP_PROP_FPS) or 0.0
         count = int(capture.get(cv2.CAP_PROP_FRAME_COUNT))
         if fps <= 0 or count <= 0:
