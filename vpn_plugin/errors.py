@@ -24,7 +24,6 @@ import functools
 import math
 import os
 import pickle
-import re
 from pathlib import Path
 from typing import Annotated, Optional
 
@@ -220,28 +219,47 @@ def check_misspelled(names, known, what: str, cutoff: float = 0.8) -> None:
                              "with a leading '_')")
 
 
-DECIMAL_INT = re.compile(r'\s*([+-]?)([0-9]+)\s*')
-DECIMAL_NUMBER = re.compile(r'\s*[+-]?(?:(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][+-]?[0-9]+)?'
-                            r'|inf|infinity|nan)\s*', re.IGNORECASE)
+def number_text_problem(text: str) -> str | None:
+    """Why ``text``, which Python's ``int()`` / ``float()`` read as a number, is not written as
+    one: other digits than ASCII 0-9 (``'٥'``, ``'３'``) or ``_`` between digits (``'1_0'`` is
+    10, ``'1e-3_0'`` is 1e-30: a typo kept as another number). None for plain numbers and for
+    any text that is no number at all."""
+    stripped = text.strip()
+    if stripped.isascii() and '_' not in stripped:
+        return None
+    for kind in (int, float):
+        try:
+            kind(stripped)
+        except ValueError:
+            continue
+        return ('is written in other digits than ASCII 0-9' if not stripped.isascii() else
+                f'has "_" between its digits (Python reads it as {kind(stripped)!r})')
+    return None
 
 
 def decimal_int(text, signed: bool = False) -> Optional[int]:
-    """The integer that ``text`` spells in ASCII decimal digits (an optional ``+``, ``-`` only
-    when ``signed``, surrounding whitespace), else None. The one rule of every reader of ids
-    and integer arguments: ``int()`` also reads ``'1_6'`` (16), Arabic-Indic ``'١٦'`` or
-    fullwidth ``'１６'`` digits, which no file or command line means as a number."""
-    found = DECIMAL_INT.fullmatch(text) if isinstance(text, str) else None
-    if found is None or (found.group(1) == '-' and not signed):
+    """The integer that ``text`` spells in ASCII decimal digits (surrounding whitespace, a
+    ``+``; a ``-`` only when ``signed``), else None: the value side of
+    :func:`number_text_problem`, for the readers of ids in files (taxonomy keys, COIN step
+    ids, CrossTask rows), which ``int()`` would read from ``'1_6'`` or ``'١٦'``."""
+    if not isinstance(text, str) or number_text_problem(text):
         return None
-    return int(found.group(1) + found.group(2))
+    try:
+        value = int(text)
+    except ValueError:
+        return None
+    return value if signed or not text.strip().startswith('-') else None
 
 
 def decimal_number(text) -> Optional[float]:
-    """The number that ``text`` spells in ASCII (``'16'``, ``'1.6e1'``, ``'inf'``), else None
-    (``float()`` also reads ``'1_6'`` and other digits: :func:`decimal_int`)."""
-    if not isinstance(text, str) or DECIMAL_NUMBER.fullmatch(text) is None:
+    """The number that ``text`` spells in ASCII (``'16'``, ``' 1.6e1'``, ``'inf'``), else None
+    (:func:`decimal_int`'s rule for a recorded rate or a time)."""
+    if not isinstance(text, str) or number_text_problem(text):
         return None
-    return float(text)
+    try:
+        return float(text)
+    except ValueError:
+        return None
 
 
 def at_least(kind, low, strict: bool = False, high=None, why: str = ''):
@@ -253,10 +271,14 @@ def at_least(kind, low, strict: bool = False, high=None, why: str = ''):
     because = f' ({why})' if why and high is not None else ''
 
     def parse(text: str):
-        value = decimal_int(text, signed=True) if kind is int else decimal_number(text)
-        if value is None:  # int()/float() would read '1_6' or other digits
-            spelled = ' spelled in ASCII digits' if not text.isascii() or '_' in text else ''
-            raise argparse.ArgumentTypeError(f'{text!r} is not {what}{spelled}')
+        other_form = number_text_problem(text)
+        if other_form:
+            raise argparse.ArgumentTypeError(f'{text!r} {other_form}; expected {what} {bounds}'
+                                             f'{because}, in ASCII digits 0-9 without "_"')
+        try:
+            value = kind(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f'{text!r} is not {what}') from None
         if kind is float and not math.isfinite(value):  # float("inf") parses; inf >= 0 holds
             raise argparse.ArgumentTypeError(f'{text}: not a finite number; expected {what} '
                                              f'{bounds}{because}')
