@@ -349,9 +349,6 @@ def test_progress_never_shows_more_chunks_than_its_total():
     assert shown and all(done <= total for done, total in shown)
 
 
-from test_hostile_pass16_fixleft import tiny_pdpp_checkpoint  # noqa: E402,F401 (a fixture)
-
-
 def test_plan_py_features_says_the_file_records_damage(tiny_pdpp_checkpoint, tiny_crosstask,
                                                        tmp_path, capsys):
     """passV H11 (silent): plan.py --features of a file recording that its video was decoded
