@@ -601,14 +601,14 @@ def to_markdown(table: Table, *, title: str = '', digits: NonNegativeInt = 2) ->
     return '\n'.join(lines) + '\n'
 
 
-_MARKDOWN_SPECIAL = re.compile(r'[\\`*<>~]|\](?=[(\[])|(?<![0-9A-Za-z])_|_(?![0-9A-Za-z])')
+_MARKDOWN_SPECIAL = re.compile(r'[\\`*<>~$]|\](?=[(\[])|(?<![0-9A-Za-z])_|_(?![0-9A-Za-z])')
 
 
 def _markdown_escape(text: str) -> str:
     """``text`` (a name of the user's: method, title, caption) as Markdown text, never markup:
     ``*VPN*`` stays ``*VPN*`` (not italic), ``<b>`` is no HTML, ``[a](b)`` no link; an ``_``
     inside a word (``max_epochs``) and brackets not followed by ``(`` / ``[`` (``gpt [oracle]``),
-    which mark up nothing, are kept as they are."""
+    which mark up nothing, are kept as they are; ``$k$`` is no math (GitHub renders it)."""
     return _MARKDOWN_SPECIAL.sub(lambda match: '\\' + match.group(0), text)
 
 
@@ -910,9 +910,18 @@ def _latex_escape(text: str) -> str:
                     CAVEAT_MARKS['changed_from_training']: r'\textsuperscript{$\sharp$}',
                     CAVEAT_MARKS['not_compared']: r'\textsuperscript{$\flat$}',
                     CAVEAT_MARKS['feature_scale']: r'\textsuperscript{$\approx$}',
-                    CAVEAT_MARKS['task_source']: r'\textsuperscript{$\star$}'}
+                    CAVEAT_MARKS['task_source']: r'\textsuperscript{$\star$}',
+                    CAVEAT_MARKS['damaged_features']: r'\textsuperscript{$\otimes$}'}
     replacements.update({'$': r'\$', '\\': r'\textbackslash{}', '{': r'\{', '}': r'\}',
                          # OT1 (LaTeX's default text font) prints | < > as an em dash, ¡, ¿
                          '|': r'\textbar{}', '<': r'\textless{}', '>': r'\textgreater{}',
                          '~': r'\textasciitilde{}', '^': r'\textasciicircum{}'})
-    return ''.join(replacements.get(ch, ch) for ch in text)
+    text = _LATEX_LINE_BREAKS.sub(' ', text)  # a blank line is \par: no cell nor caption holds one
+    return _LATEX_LIGATURES.sub(lambda m: m.group(0)[0] + '{}', ''.join(
+        replacements.get(ch, ch) for ch in text))
+
+
+# TeX's ligatures of the default fonts would print another name than the user's: '--' an en
+# dash, '---' an em dash, '?`' and '!`' as ¿ and ¡, '``' a curly quote: '{}' breaks each
+_LATEX_LIGATURES = re.compile(r'-(?=-)|[?!`](?=`)')
+_LATEX_LINE_BREAKS = re.compile(r'\s*\n\s*')
