@@ -380,7 +380,9 @@ def literal_assignments(file: Path, base: dict | None = None) -> dict:
     if file.suffix != '.py':
         return _safe_mapping(file)
     names: dict = {}
-    for node in ast.parse(config_text(file), str(file)).body:
+    tree = ast.parse(config_text(file), str(file))
+    _refuse_name_writers(tree, file)
+    for node in tree.body:
         if isinstance(node, ast.Assign):  # x = 1; x = y = 1; x, y = 1, 2
             value = _literal(node.value, names, base or {})
             for target in node.targets:
@@ -397,6 +399,26 @@ def literal_assignments(file: Path, base: dict | None = None) -> dict:
         for name in _names_set_inside(node):  # if/for/with/import, x.update(...), (x := 1)
             names[name] = UNREAD
     return names
+
+
+# builtins that set or delete a config's names out of sight of its assignments (``exec("horizon
+# = 3")``, ``globals()['horizon'] = 3``, ``vars().update(...)``): a file naming one of them has
+# values its text alone does not tell
+NAME_WRITERS = ('exec', 'eval', 'globals', 'locals', 'vars', 'setattr', 'delattr',
+                '__import__', '__builtins__', 'compile')
+
+
+def _refuse_name_writers(tree, file: Path) -> None:
+    """``ValueError`` naming the file, line and builtin when ``tree`` uses one of
+    :data:`NAME_WRITERS` anywhere (a function body too: it may be called at the top)."""
+    import ast
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Name) and node.id in NAME_WRITERS:
+            raise ValueError(
+                f'{file}:{node.lineno}: uses {node.id}, which can set any value of the config '
+                "out of sight of its assignments; a config outside the repository's configs/ "
+                'folder is read without running its code: expected plain assignments '
+                '(name = value)')
 
 
 def _bind_literal(target, value, names: dict) -> None:
@@ -510,10 +532,11 @@ def _literal(node, names: dict, base: dict):
                                    _literal(node.right, names, base))
     if isinstance(node, ast.Name):
         return names.get(node.id, UNREAD)
-    if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub):
-        value = _literal(node.operand, names, base)
-        return -value if isinstance(value, (int, float)) and not isinstance(value, bool) \
-            else UNREAD
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, (ast.USub, ast.UAdd)):
+        value = _literal(node.operand, names, base)  # -6, +6 (ast.literal_eval reads both)
+        if not isinstance(value, (int, float)) or isinstance(value, bool):
+            return UNREAD
+        return -value if isinstance(node.op, ast.USub) else value
     if isinstance(node, ast.Set) and len(node.elts) == 1 and isinstance(node.elts[0], ast.Set) \
             and len(node.elts[0].elts) == 1:  # mmengine's {{_base_.x}} placeholder
         return _literal(node.elts[0].elts[0], names, base)

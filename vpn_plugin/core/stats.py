@@ -72,6 +72,11 @@ def _as_scores(values, name: str) -> np.ndarray:
                          f'{np.flatnonzero(np.ma.getmaskarray(values)).tolist()}; expected one '
                          'score per seed that ran (drop the missing seeds: values.compressed())')
     _check_entries(values, name)
+    if isinstance(values, (list, tuple)) or getattr(values, 'dtype', None) == object:
+        # entries checked real above: a Fraction is one (numpy keeps it an object)
+        values = [float(v.item() if hasattr(v, 'item') and getattr(v, 'ndim', 1) == 0 else v)
+                  if isinstance(v, numbers.Real) or getattr(v, 'ndim', None) == 0 else v
+                  for v in values]
     try:
         given = np.asarray(values)
     except ValueError as error:  # ragged nested lists
