@@ -458,7 +458,10 @@ def _check_named(methods, ours, reference, rows):
                          'compares two methods: name another --reference')
     for name in (ours, reference):
         if name is not None and name not in known:
-            raise ValueError(f'method {name!r} not in the results; known methods: {sorted(known)}')
+            raise ValueError(f'--ours/--reference: method {name!r} is not among the rows the '
+                             'table is made of (the results kept by --methods, --protocol, '
+                             '--dataset, --horizons and --variant, after --rename); their '
+                             f'methods: {sorted(known)}')
         if name is not None and name not in methods:
             methods.append(name)
 
