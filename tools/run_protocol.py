@@ -28,6 +28,7 @@ On a Slurm cluster, ``--launcher slurm --partition P`` submits the units as one 
     .venv/bin/python tools/run_protocol.py configs/protocol/standard_niv.py --max-epochs 30 --status
 """
 import argparse
+import contextlib
 import os
 import shlex
 import sys
@@ -155,6 +156,8 @@ def check_launcher_arguments(parser, args, argv) -> None:
 def main(argv=None):
     args = parse_args(argv)
     check_folder_target(args.out, 'protocol output folder', 'the work dirs and results', '--out')
+    if args.status:
+        return show_status(args)
     protocol = load_protocol(args.protocol)
     units = expand_units(protocol, seeds=args.seeds, methods=args.methods,
                          horizons=args.horizons)
@@ -163,10 +166,6 @@ def main(argv=None):
                             log_level=args.log_level, data_paths=data_path_args(args),
                             checkpoint_interval=args.checkpoint_interval,
                             epoch_seconds=args.epoch_seconds, smoke=args.smoke)
-    if args.status:
-        from vpn_plugin.protocol.status import format_status, unit_statuses
-        print('\n'.join(format_status(unit_statuses(runner, units))))
-        return units
     if args.launcher == 'slurm':
         return launch_on_slurm(args, protocol, units, runner)
     if args.dry_run:
@@ -270,6 +269,36 @@ def dry_run_queued(runner) -> set:
     except RuntimeError as error:
         print(f'note: {error}; the dry run counts no unit as queued', file=sys.stderr)
         return set()
+
+
+def show_status(args):
+    """``--status``: every unit's state. It only reads, so it works from any folder: the
+    protocol's relative config paths (``configs/...``) that are no file from the current folder
+    are read from the repository, as a results row's config is (``results.config_file``)."""
+    from vpn_plugin.data_paths import REPO_ROOT
+    from vpn_plugin.protocol.status import format_status, unit_statuses
+    for name in ('protocol', 'out', 'data_root', 'feature_dir'):
+        if getattr(args, name, None) is not None:
+            setattr(args, name, os.path.abspath(getattr(args, name)))
+    protocol = load_protocol(args.protocol)
+    try:
+        units = expand_units(protocol, seeds=args.seeds, methods=args.methods,
+                             horizons=args.horizons)
+        here = os.getcwd()
+    except ValueError as error:
+        if 'which is no file' not in str(error) or Path.cwd().resolve() == REPO_ROOT.resolve():
+            raise
+        here = str(REPO_ROOT)
+    with contextlib.chdir(here):
+        units = expand_units(protocol, seeds=args.seeds, methods=args.methods,
+                             horizons=args.horizons)
+        runner = ProtocolRunner(protocol, args.out, max_epochs=args.max_epochs,
+                                val_interval=args.val_interval, batch_size=args.batch_size,
+                                log_level=args.log_level, data_paths=data_path_args(args),
+                                checkpoint_interval=args.checkpoint_interval,
+                                epoch_seconds=args.epoch_seconds, smoke=args.smoke)
+        print('\n'.join(format_status(unit_statuses(runner, units))))
+    return units
 
 
 def status_command(args) -> str:
