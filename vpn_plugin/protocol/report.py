@@ -646,6 +646,10 @@ def to_latex(table: Table, *, title: str = '', label: str = '',
     if label:
         lines.append(rf'\label{{{label}}}')
     lines.append(r'\end{table}')
+    unicode = sorted({ch for line in lines for ch in line if ord(ch) > 127})
+    if unicode:  # pdfLaTeX stops at the first one it has no definition of
+        lines.insert(1, f'% holds non-ASCII characters ({" ".join(unicode)}): compile with '
+                     'LuaLaTeX or XeLaTeX (a Unicode font), or define them for pdfLaTeX')
     return '\n'.join(lines) + '\n'
 
 
