@@ -232,3 +232,24 @@ def test_status_works_from_another_folder(tmp_path, monkeypatch, capsys):
     out = capsys.readouterr().out
     assert '2 units: 0 done, 2 not started' in out, out
     assert os.getcwd() == str(tmp_path)
+
+
+# --------------------------------------- known item: a row's config with a nested horizon
+def test_a_rows_config_whose_dataset_horizon_contradicts_its_own_is_refused(tmp_path):
+    """Known item (closing11): the row checks compared only the top-level horizon: a config
+    whose test dataset says horizon=4 under test_horizon 6 (its run would be refused) passed.
+    No false refusal: a base's stale copy (vpn_niv_t6's datasets under horizon 6) passes."""
+    base = f"_base_ = ['{ROOT / 'configs' / 'vpn_niv_t6.py'}']\n"
+    nested = tmp_path / 'nested.py'
+    nested.write_text(base + 'test_dataloader = dict(dataset=dict(horizon=4))\n')
+    plain = tmp_path / 'plain.py'
+    plain.write_text(base + 'horizon = 6\n')
+
+    def config(path):
+        def edit(row):
+            if row['config'] == 'configs/vpn_niv_t6.py':
+                row['config'] = str(path)
+        return edit
+    message = tool_refusal('report', [str(rows_of(tmp_path, 'n.jsonl', config(nested)))])
+    assert 'test_dataloader.dataset.horizon=4 contradicts test_horizon=6' in message
+    load_tool('report').main([str(rows_of(tmp_path, 'p.jsonl', config(plain)))])

@@ -224,7 +224,7 @@ def apply_horizon(cfg, horizon=None, test_horizon=None):
         raise ValueError(f'{cfg.filename or "config"}: model = {model!r}; expected a model dict '
                          "with a type, e.g. model = dict(type='ViterbiPlanNet', ...) (or inherit "
                          "one: _base_ = ['configs/vpn_niv_t3.py'])")
-    _refuse_contradicting_horizons(cfg, horizon, test_horizon)
+    refuse_contradicting_horizons(cfg, horizon, test_horizon)
     if model is not None:
         if _accepts_horizon(model):
             model['horizon'] = horizon
@@ -271,7 +271,7 @@ def _dataset_horizon(dataset):
     return dataset.get('horizon') if hasattr(dataset, 'items') and 'type' in dataset else None
 
 
-def _refuse_contradicting_horizons(cfg, horizon: int, test_horizon: int) -> None:
+def refuse_contradicting_horizons(cfg, horizon: int, test_horizon: int) -> None:
     """A config FILE whose dataset (or model) horizon contradicts its top-level ``horizon``
     (``train_dataloader.dataset.horizon=4`` under ``horizon = 3`` trained T=3 without a word)
     is refused naming both. A base file's copy of its own ``horizon`` (the stale value this
@@ -283,7 +283,7 @@ def _refuse_contradicting_horizons(cfg, horizon: int, test_horizon: int) -> None
         return
     chain = None
     for key, value, written in _horizon_places(cfg, horizon, test_horizon):
-        if value is None or value == written:
+        if value is None or value is UNREAD or value == written:
             continue
         chain = _chain_horizons(Path(path)) if chain is None else chain
         if value in chain:
