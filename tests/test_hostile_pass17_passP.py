@@ -253,3 +253,16 @@ def test_a_rows_config_whose_dataset_horizon_contradicts_its_own_is_refused(tmp_
     message = tool_refusal('report', [str(rows_of(tmp_path, 'n.jsonl', config(nested)))])
     assert 'test_dataloader.dataset.horizon=4 contradicts test_horizon=6' in message
     load_tool('report').main([str(rows_of(tmp_path, 'p.jsonl', config(plain)))])
+
+
+def test_a_curve_marker_at_zero_is_drawn_whole(tmp_path, monkeypatch):
+    """F06 (silent): the curve figure's y axis started at 0, so the markers of a method at
+    SR 0 (Base Model at 5-25 % of the training windows) were cut in half."""
+    from vpn_plugin.protocol import plots
+    from vpn_plugin.protocol.results import read_results
+    kept = {}
+    monkeypatch.setattr(plots, 'save_figure', lambda fig, stem: kept.setdefault('fig', fig))
+    rows = read_results([ROOT / 'docs' / 'results_data' / 'sample_efficiency_niv.jsonl'])
+    plots.plot_curves(rows, 'train_fraction', 'success_rate', tmp_path / 'c', log_x=True)
+    ax = kept['fig'].axes[0]
+    assert ax.get_ylim()[0] < 0 and min(ax.get_yticks()) >= 0

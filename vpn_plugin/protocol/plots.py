@@ -523,7 +523,7 @@ def plot_curves(rows, x_key: str, metric: str, out_stem, *, group_key: str | Non
                 ax.set_title(panel_title(dataset, horizon, panels), fontsize=7, pad=3)
         keep_y_span(axes[0][0], *y_extent([p for curves in panels.values()
                                            for points in curves.values() for p in points]),
-                    metric in METRIC_NAMES)
+                    metric in METRIC_NAMES, marker_room=True)  # a marker at 0 drawn whole
         axes[0][0].set_ylabel(axis_label(metric))
         handles, labels = axes[0][0].get_legend_handles_labels()
         for ax in axes[0][1:]:
