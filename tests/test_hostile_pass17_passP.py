@@ -266,3 +266,13 @@ def test_a_curve_marker_at_zero_is_drawn_whole(tmp_path, monkeypatch):
     plots.plot_curves(rows, 'train_fraction', 'success_rate', tmp_path / 'c', log_x=True)
     ax = kept['fig'].axes[0]
     assert ax.get_ylim()[0] < 0 and min(ax.get_yticks()) >= 0
+
+
+def test_a_builtin_reached_as_an_attribute_is_refused_too(tmp_path):
+    """As C_exec: `__import__('builtins').exec(...)` sets horizon 3 as well."""
+    from mmengine.config import Config
+    from vpn_plugin.data_paths import literal_config
+    path = foreign(tmp_path, 'attr', "horizon = 6\n__import__('builtins').exec('horizon = 3')\n")
+    assert Config.fromfile(path).horizon == 3
+    with pytest.raises(ValueError, match=r'attr\.py:3: uses exec'):
+        literal_config(path)

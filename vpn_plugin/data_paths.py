@@ -402,20 +402,23 @@ def literal_assignments(file: Path, base: dict | None = None) -> dict:
 
 
 # builtins that set or delete a config's names out of sight of its assignments (``exec("horizon
-# = 3")``, ``globals()['horizon'] = 3``, ``vars().update(...)``): a file naming one of them has
-# values its text alone does not tell
-NAME_WRITERS = ('exec', 'eval', 'globals', 'locals', 'vars', 'setattr', 'delattr',
-                '__import__', '__builtins__', 'compile')
+# = 3")``, ``globals()['horizon'] = 3``, ``vars().update(...)``, ``builtins.exec(...)``): a file
+# using one of them has values its text alone does not tell
+NAME_WRITERS = ('exec', 'eval', 'globals', 'locals', 'vars', 'setattr', 'delattr', 'compile',
+                '__dict__')
 
 
 def _refuse_name_writers(tree, file: Path) -> None:
     """``ValueError`` naming the file, line and builtin when ``tree`` uses one of
-    :data:`NAME_WRITERS` anywhere (a function body too: it may be called at the top)."""
+    :data:`NAME_WRITERS` anywhere, by name or as an attribute (a function body too: it may be
+    called at the top)."""
     import ast
     for node in ast.walk(tree):
-        if isinstance(node, ast.Name) and node.id in NAME_WRITERS:
+        name = node.id if isinstance(node, ast.Name) else \
+            node.attr if isinstance(node, ast.Attribute) else None
+        if name in NAME_WRITERS:
             raise ValueError(
-                f'{file}:{node.lineno}: uses {node.id}, which can set any value of the config '
+                f'{file}:{node.lineno}: uses {name}, which can set any value of the config '
                 "out of sight of its assignments; a config outside the repository's configs/ "
                 'folder is read without running its code: expected plain assignments '
                 '(name = value)')
