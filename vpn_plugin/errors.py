@@ -219,6 +219,24 @@ def check_misspelled(names, known, what: str, cutoff: float = 0.8) -> None:
                              "with a leading '_')")
 
 
+def number_text_problem(text: str) -> str | None:
+    """Why ``text``, which Python's ``int()`` / ``float()`` read as a number, is not written as
+    one: other digits than ASCII 0-9 (``'٥'``, ``'３'``) or ``_`` between digits (``'1_0'`` is
+    10, ``'1e-3_0'`` is 1e-30: a typo kept as another number). None for plain numbers and for
+    any text that is no number at all."""
+    stripped = text.strip()
+    if stripped.isascii() and '_' not in stripped:
+        return None
+    for kind in (int, float):
+        try:
+            kind(stripped)
+        except ValueError:
+            continue
+        return ('is written in other digits than ASCII 0-9' if not stripped.isascii() else
+                f'has "_" between its digits (Python reads it as {kind(stripped)!r})')
+    return None
+
+
 def at_least(kind, low, strict: bool = False, high=None, why: str = ''):
     """An argparse ``type``: a ``kind`` (``int`` or ``float``) >= ``low`` (> ``low`` when
     ``strict``), so that e.g. ``--max-epochs 0`` is refused instead of ignored; with ``high``,
@@ -228,6 +246,10 @@ def at_least(kind, low, strict: bool = False, high=None, why: str = ''):
     because = f' ({why})' if why and high is not None else ''
 
     def parse(text: str):
+        other_form = number_text_problem(text)
+        if other_form:
+            raise argparse.ArgumentTypeError(f'{text!r} {other_form}; expected {what} {bounds}'
+                                             f'{because}, in ASCII digits 0-9 without "_"')
         try:
             value = kind(text)
         except ValueError:

@@ -11,6 +11,7 @@ here, where their script continues one stream.
 """
 from __future__ import annotations
 
+import contextlib
 import math
 import numbers
 import random
@@ -72,11 +73,11 @@ def _as_scores(values, name: str) -> np.ndarray:
                          f'{np.flatnonzero(np.ma.getmaskarray(values)).tolist()}; expected one '
                          'score per seed that ran (drop the missing seeds: values.compressed())')
     _check_entries(values, name)
-    if isinstance(values, (list, tuple)) or getattr(values, 'dtype', None) == object:
-        # entries checked real above: a Fraction is one (numpy keeps it an object)
-        values = [float(v.item() if hasattr(v, 'item') and getattr(v, 'ndim', 1) == 0 else v)
-                  if isinstance(v, numbers.Real) or getattr(v, 'ndim', None) == 0 else v
-                  for v in values]
+    if isinstance(values, (list, tuple)) and all(isinstance(v, numbers.Real) for v in values) \
+            and any(not isinstance(v, (int, float, np.number)) for v in values):
+        with contextlib.suppress(OverflowError):  # Fraction(31, 1): a real number numpy
+            values = [float(v) for v in values]     # holds as an object
+
     try:
         given = np.asarray(values)
     except ValueError as error:  # ragged nested lists
