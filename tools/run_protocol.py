@@ -161,11 +161,7 @@ def main(argv=None):
     protocol = load_protocol(args.protocol)
     units = expand_units(protocol, seeds=args.seeds, methods=args.methods,
                          horizons=args.horizons)
-    runner = ProtocolRunner(protocol, args.out, max_epochs=args.max_epochs,
-                            val_interval=args.val_interval, batch_size=args.batch_size,
-                            log_level=args.log_level, data_paths=data_path_args(args),
-                            checkpoint_interval=args.checkpoint_interval,
-                            epoch_seconds=args.epoch_seconds, smoke=args.smoke)
+    runner = protocol_runner(protocol, args)
     if args.launcher == 'slurm':
         return launch_on_slurm(args, protocol, units, runner)
     if args.dry_run:
@@ -271,6 +267,15 @@ def dry_run_queued(runner) -> set:
         return set()
 
 
+def protocol_runner(protocol, args) -> ProtocolRunner:
+    """The runner of ``protocol`` with the command line's settings."""
+    return ProtocolRunner(protocol, args.out, max_epochs=args.max_epochs,
+                          val_interval=args.val_interval, batch_size=args.batch_size,
+                          log_level=args.log_level, data_paths=data_path_args(args),
+                          checkpoint_interval=args.checkpoint_interval,
+                          epoch_seconds=args.epoch_seconds, smoke=args.smoke)
+
+
 def show_status(args):
     """``--status``: every unit's state. It only reads, so it works from any folder: the
     protocol's relative config paths (``configs/...``) that are no file from the current folder
@@ -281,23 +286,19 @@ def show_status(args):
         if getattr(args, name, None) is not None:
             setattr(args, name, os.path.abspath(getattr(args, name)))
     protocol = load_protocol(args.protocol)
+    def expanded():
+        return expand_units(protocol, seeds=args.seeds, methods=args.methods,
+                            horizons=args.horizons)
+    here = os.getcwd()
     try:
-        units = expand_units(protocol, seeds=args.seeds, methods=args.methods,
-                             horizons=args.horizons)
-        here = os.getcwd()
+        units = expanded()
     except ValueError as error:
         if 'which is no file' not in str(error) or Path.cwd().resolve() == REPO_ROOT.resolve():
             raise
-        here = str(REPO_ROOT)
+        here, units = str(REPO_ROOT), None
     with contextlib.chdir(here):
-        units = expand_units(protocol, seeds=args.seeds, methods=args.methods,
-                             horizons=args.horizons)
-        runner = ProtocolRunner(protocol, args.out, max_epochs=args.max_epochs,
-                                val_interval=args.val_interval, batch_size=args.batch_size,
-                                log_level=args.log_level, data_paths=data_path_args(args),
-                                checkpoint_interval=args.checkpoint_interval,
-                                epoch_seconds=args.epoch_seconds, smoke=args.smoke)
-        print('\n'.join(format_status(unit_statuses(runner, units))))
+        units = units or expanded()
+        print('\n'.join(format_status(unit_statuses(protocol_runner(protocol, args), units))))
     return units
 
 
