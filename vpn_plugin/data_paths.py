@@ -233,7 +233,7 @@ def apply_horizon(cfg, horizon=None, test_horizon=None):
         raise ValueError(f'{cfg.filename or "config"}: model = {model!r}; expected a model dict '
                          "with a type, e.g. model = dict(type='ViterbiPlanNet', ...) (or inherit "
                          "one: _base_ = ['configs/vpn_niv_t3.py'])")
-    _refuse_contradicting_horizons(cfg, horizon, test_horizon)
+    refuse_contradicting_horizons(cfg, horizon, test_horizon)
     if model is not None:
         if _accepts_horizon(model):
             model['horizon'] = horizon
@@ -280,7 +280,7 @@ def _dataset_horizon(dataset):
     return dataset.get('horizon') if hasattr(dataset, 'items') and 'type' in dataset else None
 
 
-def _refuse_contradicting_horizons(cfg, horizon: int, test_horizon: int) -> None:
+def refuse_contradicting_horizons(cfg, horizon: int, test_horizon: int) -> None:
     """A config FILE whose dataset (or model) horizon contradicts its top-level ``horizon``
     (``train_dataloader.dataset.horizon=4`` under ``horizon = 3`` trained T=3 without a word)
     is refused naming both. A base file's copy of its own ``horizon`` (the stale value this
@@ -292,7 +292,7 @@ def _refuse_contradicting_horizons(cfg, horizon: int, test_horizon: int) -> None
         return
     chain = None
     for key, value, written in _horizon_places(cfg, horizon, test_horizon):
-        if value is None or value == written:
+        if value is None or value is UNREAD or value == written:
             continue
         chain = _chain_horizons(Path(path)) if chain is None else chain
         if value in chain:
@@ -389,7 +389,9 @@ def literal_assignments(file: Path, base: dict | None = None) -> dict:
     if file.suffix != '.py':
         return _safe_mapping(file)
     names: dict = {}
-    for node in ast.parse(config_text(file), str(file)).body:
+    tree = ast.parse(config_text(file), str(file))
+    _refuse_name_writers(tree, file)
+    for node in tree.body:
         changed = _objects_changed_in_place(node, names)
         if isinstance(node, ast.Assign):  # x = 1; x = y = 1; x, y = 1, 2
             value = _literal(node.value, names, base or {})
@@ -408,6 +410,29 @@ def literal_assignments(file: Path, base: dict | None = None) -> dict:
             names[name] = UNREAD
         _forget_shared(names, changed)
     return names
+
+
+# builtins that set or delete a config's names out of sight of its assignments (``exec("horizon
+# = 3")``, ``globals()['horizon'] = 3``, ``vars().update(...)``, ``builtins.exec(...)``): a file
+# using one of them has values its text alone does not tell
+NAME_WRITERS = ('exec', 'eval', 'globals', 'locals', 'vars', 'setattr', 'delattr', 'compile',
+                '__dict__')
+
+
+def _refuse_name_writers(tree, file: Path) -> None:
+    """``ValueError`` naming the file, line and builtin when ``tree`` uses one of
+    :data:`NAME_WRITERS` anywhere, by name or as an attribute (a function body too: it may be
+    called at the top)."""
+    import ast
+    for node in ast.walk(tree):
+        name = node.id if isinstance(node, ast.Name) else \
+            node.attr if isinstance(node, ast.Attribute) else None
+        if name in NAME_WRITERS:
+            raise ValueError(
+                f'{file}:{node.lineno}: uses {name}, which can set any value of the config '
+                "out of sight of its assignments; a config outside the repository's configs/ "
+                'folder is read without running its code: expected plain assignments '
+                '(name = value)')
 
 
 def _objects_changed_in_place(statement, names: dict) -> list:
@@ -564,10 +589,11 @@ def _literal(node, names: dict, base: dict):
                                    _literal(node.right, names, base))
     if isinstance(node, ast.Name):
         return names.get(node.id, UNREAD)
-    if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub):
-        value = _literal(node.operand, names, base)
-        return -value if isinstance(value, (int, float)) and not isinstance(value, bool) \
-            else UNREAD
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, (ast.USub, ast.UAdd)):
+        value = _literal(node.operand, names, base)  # -6, +6 (ast.literal_eval reads both)
+        if not isinstance(value, (int, float)) or isinstance(value, bool):
+            return UNREAD
+        return -value if isinstance(node.op, ast.USub) else value
     if isinstance(node, ast.Set) and len(node.elts) == 1 and isinstance(node.elts[0], ast.Set) \
             and len(node.elts[0].elts) == 1:  # mmengine's {{_base_.x}} placeholder
         return _literal(node.elts[0].elts[0], names, base)
