@@ -192,6 +192,10 @@ def test_names_like_the_builtins_and_every_repository_config_still_read(tmp_path
     from vpn_plugin.data_paths import literal_config
     path = foreign(tmp_path, 'names', "executor = 'x'\nmy_vars = dict(a=1)\nhorizon = 6\n")
     assert literal_config(path)['horizon'] == 6
+    # mmengine's own keys named as builtins: `compile = True` (Runner's torch.compile switch)
+    path = foreign(tmp_path, 'own', "compile = True\nvars = dict(a=1)\nhorizon = 6\n"
+                                    "flag = compile\nmodel = dict(compile=compile)\n")
+    assert literal_config(path)['horizon'] == 6 and literal_config(path)['flag'] is True
     for config in ('configs/vpn_niv_t6.py', 'configs/protocol/standard_niv.py'):
         literal_config(ROOT / config)
 

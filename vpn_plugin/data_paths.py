@@ -424,9 +424,13 @@ def _refuse_name_writers(tree, file: Path) -> None:
     :data:`NAME_WRITERS` anywhere, by name or as an attribute (a function body too: it may be
     called at the top)."""
     import ast
+    own = {node.id for node in ast.walk(tree)  # the file's own names (mmengine's ``compile = True``)
+           if isinstance(node, ast.Name) and not isinstance(node.ctx, ast.Load)}
+    called = {id(node.func) for node in ast.walk(tree) if isinstance(node, ast.Call)}
     for node in ast.walk(tree):
-        name = node.id if isinstance(node, ast.Name) else \
-            node.attr if isinstance(node, ast.Attribute) else None
+        name = node.id if isinstance(node, ast.Name) and node.id not in own else \
+            node.attr if isinstance(node, ast.Attribute) and (
+                id(node) in called or node.attr == '__dict__') else None
         if name in NAME_WRITERS:
             raise ValueError(
                 f'{file}:{node.lineno}: uses {name}, which can set any value of the config '
