@@ -83,3 +83,43 @@ def test_K_noframes_note_words_it_not_compared(tmp_path, training_folder):
     note = features_folder_note({'meta': {'features_folder': record}}, 'ck.pth', copy)
     assert 'other features' not in note and 'differ from' not in note
     assert 'not compared' in note and '2 of the 2 files read' in note
+
+
+# ------------------------------------------------ H7-H13, P7, P8: numbers in other spellings
+SPELLED = [('test', ['C.py', 'K.pth', '--limit', '1_0'], 'H7'),
+           ('test', ['C.py', 'K.pth', '--limit', '٥'], 'H8'),
+           ('test', ['C.py', 'K.pth', '--horizon', '0_3'], 'H9'),
+           ('test', ['C.py', 'K.pth', '--cfg-options', 'test_dataloader.dataset.limit=1_2'], 'H11'),
+           ('train', ['C.py', '--cfg-options', 'train_cfg.max_epochs=0_1'], 'H12'),
+           ('train', ['C.py', '--seed', '٧'], 'H13'),
+           ('train', ['C.py', '--cfg-options', 'a=[1,2_0]'], 'H12 list'),
+           ('train', ['C.py', '--cfg-options', "a='1_0'"], 'H12 quoted'),
+           ('plan', ['C.py', 'K.pth', '--indices', '1_0'], 'P7'),
+           ('plan', ['C.py', 'K.pth', '--features', 'f.npz', '--start-time', '1_0',
+                     '--goal-time', '60'], 'P8')]
+
+
+@pytest.mark.parametrize('tool,argv,case', SPELLED, ids=[case for *_, case in SPELLED])
+def test_H7_numbers_spelled_otherwise_are_refused_by_the_parser(tool, argv, case, capsys):
+    """int() / float() read '1_0' as 10 and '٥' as 5: --limit, --horizon, --seed, plan.py's
+    --indices / --start-time and --cfg-options values ran with the number without a word."""
+    from tool_modules import load_tool
+    with pytest.raises(SystemExit) as exit_:
+        load_tool(tool).parse_args(argv)
+    assert exit_.value.code == 2
+    assert 'ASCII digits 0-9' in capsys.readouterr().err
+
+
+def test_H7_plain_numbers_still_read():
+    """No false refusal: the same numbers in ASCII decimal, signs, exponents, lists, and
+    texts that are no numbers (a path holding '1_0', a name) read as before."""
+    from tool_modules import load_tool
+    args = load_tool('test').parse_args(
+        ['C.py', 'K.pth', '--limit', '10', '--horizon', '3', '--cfg-options', 'a=1e-3',
+         'b=[1,2]', 'c=(1,.5)', 'd=x_1', 'e=/data/run_1_0', 'f=-2', 'g=None', 'h=+5'])
+    assert (args.limit, args.horizon) == (10, 3)
+    assert args.cfg_options == {'a': 0.001, 'b': [1, 2], 'c': (1, 0.5), 'd': 'x_1',
+                                'e': '/data/run_1_0', 'f': -2, 'g': None, 'h': 5}
+    assert load_tool('train').parse_args(['C.py', '--seed', '7']).seed == 7
+    plan = load_tool('plan').parse_args(['C.py', 'K.pth', '--indices', '10', '0'])
+    assert plan.indices == [10, 0]

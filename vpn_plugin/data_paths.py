@@ -35,7 +35,8 @@ import re
 from pathlib import Path
 
 from . import compat_applied  # noqa: F401  (compat fixes before any OpenMMLab import)
-from .errors import check_file, check_misspelled, close_match_hint
+from .errors import (DECIMAL_HINT, POSITIVE_INT, check_file, check_misspelled, close_match_hint,
+                     decimal_text)
 
 PATH_VARIABLES = ('data_root', 'feature_dir', 'cache_dir')
 # Top-level config keys besides the Runner's arguments: mmengine's (read by Runner / from_cfg /
@@ -72,6 +73,22 @@ def data_path_args(args: argparse.Namespace) -> dict:
                 feature_dir=getattr(args, 'feature_dir', None))
 
 
+def check_cfg_numbers(parser, option_string: str, items) -> None:
+    """A ``--cfg-options`` value (or item of a list / tuple value) that mmengine's DictAction
+    would read as a number through int() / float() must be written in ASCII decimal
+    (``errors.decimal_text``): '1_0' would become 10, '٥' 5, without a word."""
+    for item in items or ():
+        for atom in re.split(r'[\[\](),]', item.split('=', 1)[1]):
+            text = atom.strip().strip('\'"')
+            try:
+                float(text)
+            except ValueError:
+                continue
+            if not decimal_text(text):
+                parser.error(f'{option_string} {item}: {text!r} would be read as the number '
+                             f'{float(text):g}; expected a number {DECIMAL_HINT}')
+
+
 def add_cfg_options(parser: argparse.ArgumentParser, help: str, **kwargs) -> None:
     """``--cfg-options KEY=VALUE ...`` (mmengine's ``DictAction``), with an item that is not
     ``KEY=VALUE`` (``--cfg-options foo``) refused by the parser naming it."""
@@ -94,6 +111,7 @@ def add_cfg_options(parser: argparse.ArgumentParser, help: str, **kwargs) -> Non
                              'value without spaces: give a path with spaces through the '
                              "tool's own flag (--feature-dir, --data-root, --work-dir) or in a "
                              "config file of your own (_base_ = ['<config>'])")
+            check_cfg_numbers(parser, option_string, values)
             given = getattr(namespace, '_cfg_options_given', {})  # key -> text, every flag
             for item in values:
                 key, text = item.split('=', 1)
@@ -194,7 +212,7 @@ def set_launcher(cfg, args: argparse.Namespace) -> None:
 
 def add_horizon_argument(parser: argparse.ArgumentParser) -> None:
     """The ``--horizon`` flag of ``tools/train.py`` / ``tools/test.py``."""
-    parser.add_argument('--horizon', type=int, metavar='T',
+    parser.add_argument('--horizon', type=POSITIVE_INT, metavar='T',
                         help="planning horizon (overrides the config's `horizon`: model, "
                         "train/val and test datasets; a config's `test_horizon` still sets "
                         'the test windows, --cfg-options test_horizon=T changes it)')

@@ -24,6 +24,7 @@ import functools
 import math
 import os
 import pickle
+import re
 from pathlib import Path
 from typing import Annotated, Optional
 
@@ -219,6 +220,20 @@ def check_misspelled(names, known, what: str, cutoff: float = 0.8) -> None:
                              "with a leading '_')")
 
 
+_DECIMAL = {int: re.compile(r'[+-]?[0-9]+'),
+            float: re.compile(r'[+-]?([0-9]+(\.[0-9]*)?|\.[0-9]+)([eE][+-]?[0-9]+)?'
+                              r'|[+-]?(inf|infinity|nan)', re.IGNORECASE)}
+DECIMAL_HINT = ("written with the ASCII digits 0-9 (Python's int() and float() also read '_' "
+                "separators and other scripts' digits: '1_0' as 10, '٥' as 5)")
+
+
+def decimal_text(text: str, integer: bool = False) -> bool:
+    """Whether ``text`` (surrounding spaces aside) is a number written in ASCII decimal
+    (``integer``: an integer's digits only): the one rule for a number typed on a command
+    line (argparse ``type``s, ``--cfg-options`` values)."""
+    return bool(_DECIMAL[int if integer else float].fullmatch(text.strip()))
+
+
 def at_least(kind, low, strict: bool = False, high=None, why: str = ''):
     """An argparse ``type``: a ``kind`` (``int`` or ``float``) >= ``low`` (> ``low`` when
     ``strict``), so that e.g. ``--max-epochs 0`` is refused instead of ignored; with ``high``,
@@ -232,6 +247,8 @@ def at_least(kind, low, strict: bool = False, high=None, why: str = ''):
             value = kind(text)
         except ValueError:
             raise argparse.ArgumentTypeError(f'{text!r} is not {what}') from None
+        if not decimal_text(text, integer=kind is int):
+            raise argparse.ArgumentTypeError(f'{text!r}: expected {what} {DECIMAL_HINT}')
         if kind is float and not math.isfinite(value):  # float("inf") parses; inf >= 0 holds
             raise argparse.ArgumentTypeError(f'{text}: not a finite number; expected {what} '
                                              f'{bounds}{because}')
