@@ -123,3 +123,60 @@ def test_H7_plain_numbers_still_read():
     assert load_tool('train').parse_args(['C.py', '--seed', '7']).seed == 7
     plan = load_tool('plan').parse_args(['C.py', 'K.pth', '--indices', '10', '0'])
     assert plan.indices == [10, 0]
+
+
+# ------------------------------------------------ P6, P16: plan.py planned from damaged files
+DAMAGE = 'ffmpeg: corrupt frame at 12 s'
+
+
+@pytest.fixture(scope='module')
+def damaged_copy(tiny_crosstask, tmp_path_factory):
+    """An untrained tiny VPN checkpoint saved as training saves one, and a copy of the tiny
+    features where one test video's file records a damaged video; (config, checkpoint,
+    folder, damaged stem, index of a window of it, index of a window of another video)."""
+    import shutil
+
+    import torch
+    from tiny_configs import save_recorded, tiny_vpn_config
+    from vpn_plugin.apis import build_split_dataset, init_planner
+    folder = tmp_path_factory.mktemp('passT_damage')
+    config = tiny_vpn_config(tiny_crosstask, folder)
+    torch.manual_seed(0)
+    model = init_planner(str(config))
+    checkpoint = save_recorded(model, folder / 'vpn.pth', tiny_crosstask['train_dataset'])
+    copy = folder / 'features'
+    shutil.copytree(tiny_crosstask['feature_dir'], copy)
+    windows = build_split_dataset(model.cfg, 'test').windows
+    stem = windows[0].feature
+    with np.load(copy / f'{stem}.npz') as archive:
+        record = {key: archive[key] for key in archive.files}
+    np.savez(copy / f'{stem}.npz', **record, damage=np.str_(DAMAGE))
+    other = next(i for i, w in enumerate(windows) if w.feature != stem)
+    (folder / 'copy').mkdir()
+    on_copy = tiny_vpn_config(tiny_crosstask, folder / 'copy', feature_dir=str(copy))
+    return on_copy, checkpoint, copy, stem, 0, other
+
+
+def test_P16_plan_py_indices_of_a_damaged_video_warn(damaged_copy, capsys):
+    """Before: plan.py --indices of a window of a damaged video printed its plan without a
+    word (tools/test.py warns and records damaged_features); a window of another video of the
+    same folder has nothing to say."""
+    from tool_modules import load_tool
+    config, checkpoint, copy, stem, damaged, other = damaged_copy
+    plan = load_tool('plan')
+    plan.main([str(config), str(checkpoint), '--indices', str(damaged)])
+    out = capsys.readouterr().out
+    assert 'record a damaged video' in out and f'{stem}.npz: {DAMAGE}' in out
+    plan.main([str(config), str(checkpoint), '--indices', str(other)])
+    assert 'damaged video' not in capsys.readouterr().out
+
+
+def test_P6_plan_py_features_of_a_damaged_file_warn(damaged_copy, capsys):
+    """Before: plan.py --features FILE of a file recording a damaged video said nothing."""
+    from tool_modules import load_tool
+    config, checkpoint, copy, stem, _, _ = damaged_copy
+    path = copy / f'{stem}.npz'
+    load_tool('plan').main([str(config), str(checkpoint), '--features', str(path),
+                            '--start-time', '1', '--goal-time', '5'])
+    out = capsys.readouterr().out
+    assert 'record a damaged video' in out and f'{path}: {DAMAGE}' in out

@@ -163,7 +163,7 @@ def plan_features(args, cfg) -> None:
     from vpn_plugin.apis import init_planner, plan_from_features, video_observations
     from vpn_plugin.apis.inference import feature_file_note, window_index
     from vpn_plugin.apis.video import config_taxonomy, format_video_plan, goal_note
-    from vpn_plugin.datasets.features import read_feature_record
+    from vpn_plugin.datasets.features import damage_note, read_feature_record
     record = read_feature_record(args.features)
     taxonomy = config_taxonomy(cfg, args.split)
     task = None if args.task is None else taxonomy.task_index(args.task)
@@ -181,6 +181,7 @@ def plan_features(args, cfg) -> None:
     note = feature_file_note(model, args.features)  # a training video's file of other content
     if note:
         print(f'WARNING: {note}')
+    print_damage([f'{args.features}: {damage_note(record)}'] if damage_note(record) else [])
     seconds = int(len(record['frames_features']))
     sample.set_field(seconds, 'num_seconds', field_type='metainfo')
     sample.set_field(goal_note(args.goal_time, seconds), 'goal_note', field_type='metainfo')
@@ -230,6 +231,15 @@ def print_features_note(samples) -> None:
     notes = {sample.metainfo.get('features_note') for sample in samples} - {None}
     for note in sorted(notes):
         print(f'WARNING: {note}')
+
+
+def print_damage(damaged) -> None:
+    """The WARNING line of the feature files planned from that record a damaged video
+    ('<file>: <note>' each; extract_features' ``damage`` note), as tools/test.py warns."""
+    if damaged:
+        print(f'WARNING: {len(damaged)} feature file(s) planned from record a damaged video '
+              '(extract_features\' "damage" note: ffmpeg decoded it with errors, frames there '
+              f'concealed or repeated): {"; ".join(damaged)}')
 
 
 def save_features(path, features, s3d, warning: str, existed: bool = True) -> None:
@@ -300,6 +310,7 @@ def main(argv=None):
     dataset = build_split_dataset(cfg, args.split)
     samples = inference_planner(model, dataset, args.indices)
     print_features_note(samples)
+    print_damage(dataset.damaged_files(args.indices))
     for sample in samples:
         print('\n'.join(format_plan(sample, dataset.taxonomy)))
         print()
