@@ -180,3 +180,55 @@ def test_P6_plan_py_features_of_a_damaged_file_warn(damaged_copy, capsys):
                             '--start-time', '1', '--goal-time', '5'])
     out = capsys.readouterr().out
     assert 'record a damaged video' in out and f'{path}: {DAMAGE}' in out
+
+
+# ------------------------------------------------ known item: lock files of finished runs
+def test_a_finished_lock_leaves_no_lock_file_and_keeps_one_that_was_there(tmp_path):
+    """Before: every successful run left '.<name>.lock' beside its work dir / --out file
+    (only refused runs removed theirs). A lock file this call made goes when its block ends;
+    one that was there before stays; re-entrant use keeps it until the outer block ends."""
+    from vpn_plugin.locks import exclusive_lock, lock_path_of
+    path = lock_path_of(tmp_path / 'work')
+    with exclusive_lock(path):
+        assert path.exists()
+        with exclusive_lock(path):
+            pass
+        assert path.exists()
+    assert not path.exists() and list(tmp_path.iterdir()) == []
+    path.write_text('')
+    with exclusive_lock(path):
+        pass
+    assert path.exists()
+
+
+def test_a_lock_waited_on_while_its_file_goes_is_taken_on_the_path(tmp_path):
+    """A process that waited on a finished holder's file (deleted as it finished) holds the
+    lock of the path, not of the deleted file: a third process is refused meanwhile."""
+    import threading
+
+    from vpn_plugin.locks import LockBusyError, exclusive_lock
+    path = tmp_path / '.w.lock'
+    inside, release, results = threading.Event(), threading.Event(), []
+
+    def second():
+        with exclusive_lock(path):  # waits for the first, then holds the path's lock
+            inside.set()
+            release.wait(10)
+
+    with exclusive_lock(path):
+        worker = threading.Thread(target=second)
+        worker.start()
+        import time
+        time.sleep(0.3)  # the worker has opened the first holder's file and waits
+    assert inside.wait(10)
+    import subprocess
+    import sys
+    code = ('import sys\nfrom vpn_plugin.locks import exclusive_lock, LockBusyError\n'
+            'try:\n    with exclusive_lock(sys.argv[1], wait=False): print("taken")\n'
+            'except LockBusyError: print("busy")\n')
+    results.append(subprocess.run([sys.executable, '-c', code, str(path)], text=True,
+                                  capture_output=True).stdout.strip())
+    release.set()
+    worker.join(10)
+    assert results == ['busy']
+    assert not path.exists()
