@@ -232,3 +232,37 @@ def test_a_lock_waited_on_while_its_file_goes_is_taken_on_the_path(tmp_path):
     worker.join(10)
     assert results == ['busy']
     assert not path.exists()
+
+
+# ------------------------------------------------ known item: training files of damaged videos
+def test_training_files_of_damaged_videos_are_recorded_and_named_at_test(tiny_crosstask,
+                                                                         tmp_path):
+    """Before: a training on feature files recording a damaged video logged them, but its
+    checkpoint kept no record, so its test (test_metrics.json, a results row) said nothing.
+    Now meta['damaged_features'] holds them and the test names them ('training file ...');
+    the finished run leaves no lock file beside its work dir."""
+    import json
+    import shutil
+
+    import torch
+    from tiny_configs import tiny_vpn_config
+    from tool_modules import load_tool
+    from vpn_plugin.apis import build_split_dataset, init_planner
+    copy = tmp_path / 'features'
+    shutil.copytree(tiny_crosstask['feature_dir'], copy)
+    config = tiny_vpn_config(tiny_crosstask, tmp_path, feature_dir=str(copy))
+    train_stem = build_split_dataset(init_planner(str(config)).cfg, 'train').windows[0].feature
+    with np.load(copy / f'{train_stem}.npz') as archive:
+        record = {key: archive[key] for key in archive.files}
+    np.savez(copy / f'{train_stem}.npz', **record, damage=np.str_(DAMAGE))
+    work = tmp_path / 'work'
+    load_tool('train').main([str(config), '--work-dir', str(work), '--no-validate',
+                             '--cfg-options', 'train_cfg.max_epochs=1'])
+    assert not (tmp_path / '.work.lock').exists()
+    meta = torch.load(work / 'epoch_1.pth', map_location='cpu', weights_only=False)['meta']
+    assert meta['damaged_features'] == [f'{train_stem}.npz: {DAMAGE}']
+    load_tool('test').main([str(config), str(work / 'epoch_1.pth'), '--work-dir',
+                            str(tmp_path / 'test'), '--out-metrics', str(tmp_path / 'm.json')])
+    metrics = json.loads((tmp_path / 'm.json').read_text())
+    assert metrics['damaged_features'] == [f'training file {train_stem}.npz: {DAMAGE}']
+    assert not (tmp_path / '.m.json.lock').exists()

@@ -409,6 +409,8 @@ def feature_statistics_note(checkpoint: dict, filename: str, tested: Optional[di
 
 
 FEATURES_FOLDER_KEY = 'features_folder'  # meta: the training feature folder, file by file
+# meta: '<file>: <note>' of each training feature file that records a damaged video
+TRAINING_DAMAGE_KEY = 'damaged_features'
 FILE_DIGEST_CHARS = 16  # hex digits of each feature file's sha256 a checkpoint records
 
 
