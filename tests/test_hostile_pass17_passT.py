@@ -266,3 +266,27 @@ def test_training_files_of_damaged_videos_are_recorded_and_named_at_test(tiny_cr
     metrics = json.loads((tmp_path / 'm.json').read_text())
     assert metrics['damaged_features'] == [f'training file {train_stem}.npz: {DAMAGE}']
     assert not (tmp_path / '.m.json.lock').exists()
+
+
+# ------------------------------------------------ H55: --data-root that moves half the config
+def test_H55_data_root_that_would_leave_the_datasets_is_refused(tiny_crosstask, shared_data,
+                                                                  tmp_path):
+    """Before: --data-root R on a config whose datasets hold an absolute data_root moved the
+    model's text features to R and left the datasets reading the old folder, exit 0. Now
+    refused naming the dataset; a root that holds them (the same folder, a link to it) is
+    read as before."""
+    import os
+
+    from tiny_configs import tiny_vpn_config
+    from vpn_plugin.data_paths import load_config
+    config = tiny_vpn_config(tiny_crosstask, tmp_path)
+    partial = tmp_path / 'partial' / 'crosstask'
+    partial.mkdir(parents=True)
+    with pytest.raises(ValueError, match=r"--data-root .*partial: train_dataloader\.dataset\."
+                                         r"data_root='.*' is not built from the variable"):
+        load_config(str(config), data_root=str(partial.parent))
+    os.symlink(shared_data, tmp_path / 'link')
+    for root in (shared_data, tmp_path / 'link'):
+        cfg = load_config(str(config), data_root=str(root))
+        assert cfg.test_dataloader.dataset.data_root == tiny_crosstask['test_dataset'][
+            'data_root']
