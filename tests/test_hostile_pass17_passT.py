@@ -290,3 +290,22 @@ def test_H55_data_root_that_would_leave_the_datasets_is_refused(tiny_crosstask, 
         cfg = load_config(str(config), data_root=str(root))
         assert cfg.test_dataloader.dataset.data_root == tiny_crosstask['test_dataset'][
             'data_root']
+
+
+# ------------------------------------------------ known item: a second call in one process
+def test_lines_after_a_tools_run_do_not_reach_its_log_file(tiny_crosstask, tmp_path):
+    """Before: mmengine's current logger kept the finished run's log file open, so a tool
+    called again in the same process and refused before its own logger existed wrote its
+    lines into the previous run's log. The run's log is complete and closed when main
+    returns."""
+    from mmengine.logging import print_log
+    from tiny_configs import write_tiny_config
+    from tool_modules import load_tool, run_logs
+    repo = __import__('pathlib').Path(__file__).resolve().parents[1]
+    config = write_tiny_config(tmp_path / 'uniform.py',
+                               repo / 'configs/baselines/uniform_emissions_crosstask_t3.py',
+                               '', tiny_crosstask, batch_size=64)
+    load_tool('test').main([str(config), '--work-dir', str(tmp_path / 'run'), '--limit', '4'])
+    assert 'SHORTENED' in run_logs(tmp_path / 'run')
+    print_log('a line of the next call', logger='current')
+    assert 'a line of the next call' not in run_logs(tmp_path / 'run')
