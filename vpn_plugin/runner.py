@@ -472,7 +472,7 @@ class PlanningRunner(Runner):
         loop = getattr(self, '_test_loop', None)  # a config dict until the test built it
         dataset = getattr(getattr(loop, 'dataloader', None), 'dataset', None)
         return list(getattr(dataset, 'damaged_files', list)()) + [
-            f'training file {line}' for line in self.trained_on_damaged]
+            f'training file {line}' for line in getattr(self, 'trained_on_damaged', ())]
 
     def note_trained_on_damaged(self, checkpoint: dict, filename: str) -> None:
         """The training feature files of damaged videos a tested checkpoint records
