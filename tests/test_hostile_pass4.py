@@ -30,9 +30,13 @@ def _agree_in_process(rank: int, store: str, reads: list, out: str) -> None:
 
 
 def _agree_in_two_processes(tmp_path, reads: list) -> list:
+    """Each call its own rendezvous file: a FileStore left by an earlier group can be read by
+    the next one (a gloo "connection refused" under load)."""
+    import tempfile
     import torch.multiprocessing as mp
-    out = str(tmp_path / 'result')
-    mp.spawn(_agree_in_process, args=(str(tmp_path / 'store'), reads, out), nprocs=2)
+    run = Path(tempfile.mkdtemp(dir=tmp_path))
+    out = str(run / 'result')
+    mp.spawn(_agree_in_process, args=(str(run / 'store'), reads, out), nprocs=2)
     return [Path(f'{out}.{rank}').read_text() for rank in range(2)]
 
 

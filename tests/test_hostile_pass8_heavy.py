@@ -147,7 +147,7 @@ def test_an_out_folder_inside_the_official_checkout_is_refused_before_writing(tm
     KEPP/sub/official_copy, which copied itself until the path was too long (106 MB of
     official_copy/sub/official_copy/... left in the checkout), and failed with a list of
     paths."""
-    from test_compare_official_training import kepp_stand_in, tool_error
+    from official_stand_ins import kepp_stand_in, tool_error
     checkout = kepp_stand_in(tmp_path)
     before = sorted(p.relative_to(checkout) for p in checkout.rglob('*'))
     message = tool_error('--method', 'kepp', '--official-dir', checkout, '--epochs', 5,

@@ -37,7 +37,7 @@ from vpn_plugin.baselines.llm.windows import annotation_windows
 from vpn_plugin.datasets.planning_dataset import check_split_disjoint
 from vpn_plugin.protocol.results import ResultRow, read_results, replace_result
 from vpn_plugin.data_paths import (PATH_VARIABLES, add_cfg_options, add_data_arguments,
-                                   data_path_args, load_config)
+                                   data_path_args, load_config, row_config_path)
 from vpn_plugin.outputs import add_overwrite_argument, check_output
 from vpn_plugin.errors import (NON_NEGATIVE_FLOAT, NON_NEGATIVE_INT, POSITIVE_FLOAT,
                                POSITIVE_INT, path_argument, seed_argument, text_argument,
@@ -112,6 +112,10 @@ def parse_args(argv=None):
 def check_args(parser, args):
     if args.backend == 'openai' and not args.base_url:
         parser.error('--base-url is required with the openai backend')
+    if args.backend == 'transformers' and (args.base_url or args.api_key_env):
+        given = '--base-url' if args.base_url else '--api-key-env'  # unread, yet in the row
+        parser.error(f'{given} is for the openai backend; --backend transformers runs the local '
+                     f'model {args.model} in this process: drop {given}')
     if args.vlm and not args.video_root:
         parser.error('--vlm needs --video-root (videos or frames folders of the test windows)')
     if bool(args.step_config) != bool(args.step_checkpoint):
@@ -270,7 +274,8 @@ class RunRecord:
                      if self.settings['limit'] is not None else '')
         return ResultRow(
             method=method_name(args, self.anchors), seed=args.seed, horizon=test_set.horizon,
-            metrics=metrics or {}, params=None, dataset=data_root, config=args.config,
+            metrics=metrics or {}, params=None, dataset=data_root,
+            config=row_config_path(args.config),
             protocol='llm', variant=self.variant, shortened=shortened, settings=self.settings,
             features=features_read(args, test_set), **fields)
 

@@ -21,7 +21,8 @@ import vpn_plugin.compat_applied  # noqa: F401  (compat fixes before configs are
 from vpn_plugin.compat import exit_distributed_rank, shutdown_distributed
 from vpn_plugin.data_paths import (add_runner_arguments, check_flags_agree, data_path_args,
                                   check_work_dir_option,
-                                  load_config as read_config, set_launcher)
+                                  load_config as read_config, read_config_file,
+                                  set_launcher)
 from vpn_plugin.engine.checkpoint import latest_checkpoint_in
 from vpn_plugin.engine.checkpoint_hook import best_checkpoints, no_resume_point_note
 from vpn_plugin.engine.pre_stage import PRE_STAGE_FILES
@@ -212,8 +213,7 @@ def mark_fewer_epochs(cfg, args) -> None:
     reasons = []
     epochs = (args.cfg_options or {}).get('train_cfg.max_epochs')
     if epochs is not None:
-        from mmengine.config import Config
-        planned = (Config.fromfile(args.config).get('train_cfg') or {}).get('max_epochs')
+        planned = (read_config_file(args.config).get('train_cfg') or {}).get('max_epochs')
         if isinstance(planned, int) and isinstance(epochs, int) and epochs < planned:
             reasons.append(f'max_epochs={epochs} (config: {planned})')
     limit = ((cfg.get('train_dataloader') or {}).get('dataset') or {}).get('limit')

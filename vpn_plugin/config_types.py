@@ -168,7 +168,7 @@ def _conforms_base(value, annotation, infinite: bool = False) -> bool:
     if origin in (Union, types.UnionType):
         return any(conforms(value, member) for member in args)
     if origin is Literal:
-        return any(value == choice and type(value) is type(choice) for choice in args)
+        return any(_literal_matches(value, choice) for choice in args)
     if annotation is bool:
         return isinstance(value, bool)
     if annotation is int:
@@ -197,6 +197,18 @@ def _conforms_base(value, annotation, infinite: bool = False) -> bool:
             return all(conforms(k, args[0]) and conforms(v, args[1]) for k, v in value.items())
         return True
     return True  # a class of its own (a module, a tensor, a callable): not a config kind
+
+
+def _literal_matches(value, choice) -> bool:
+    """``value`` is the ``Literal`` choice: equal and of its kind (a numpy string or integer of
+    the same value is; a bool is no 1, a '1' no 1)."""
+    if isinstance(value, bool) or isinstance(choice, bool):
+        return type(value) is type(choice) and value == choice
+    if isinstance(choice, str):
+        return isinstance(value, str) and value == choice
+    if isinstance(choice, int):
+        return isinstance(value, numbers.Integral) and value == choice
+    return type(value) is type(choice) and value == choice
 
 
 def describe(annotation) -> str:

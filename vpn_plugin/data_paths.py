@@ -35,8 +35,8 @@ import re
 from pathlib import Path
 
 from . import compat_applied  # noqa: F401  (compat fixes before any OpenMMLab import)
-from .errors import (DECIMAL_HINT, POSITIVE_INT, check_file, check_misspelled, close_match_hint,
-                     decimal_text)
+from .errors import (NON_NEGATIVE_INT, POSITIVE_INT, check_file, check_misspelled,
+                     close_match_hint, number_text_problem)
 
 PATH_VARIABLES = ('data_root', 'feature_dir', 'cache_dir')
 # Top-level config keys besides the Runner's arguments: mmengine's (read by Runner / from_cfg /
@@ -73,22 +73,6 @@ def data_path_args(args: argparse.Namespace) -> dict:
                 feature_dir=getattr(args, 'feature_dir', None))
 
 
-def check_cfg_numbers(parser, option_string: str, items) -> None:
-    """A ``--cfg-options`` value (or item of a list / tuple value) that mmengine's DictAction
-    would read as a number through int() / float() must be written in ASCII decimal
-    (``errors.decimal_text``): '1_0' would become 10, '٥' 5, without a word."""
-    for item in items or ():
-        for atom in re.split(r'[\[\](),]', item.split('=', 1)[1]):
-            text = atom.strip().strip('\'"')
-            try:
-                float(text)
-            except ValueError:
-                continue
-            if not decimal_text(text):
-                parser.error(f'{option_string} {item}: {text!r} would be read as the number '
-                             f'{float(text):g}; expected a number {DECIMAL_HINT}')
-
-
 def add_cfg_options(parser: argparse.ArgumentParser, help: str, **kwargs) -> None:
     """``--cfg-options KEY=VALUE ...`` (mmengine's ``DictAction``), with an item that is not
     ``KEY=VALUE`` (``--cfg-options foo``) refused by the parser naming it."""
@@ -111,7 +95,14 @@ def add_cfg_options(parser: argparse.ArgumentParser, help: str, **kwargs) -> Non
                              'value without spaces: give a path with spaces through the '
                              "tool's own flag (--feature-dir, --data-root, --work-dir) or in a "
                              "config file of your own (_base_ = ['<config>'])")
-            check_cfg_numbers(parser, option_string, values)
+            for item in values:  # mmengine's DictAction reads '٥' as 5, '1_0' as 10
+                key, text = item.split('=', 1)  # and "'1_0'" too: it strips the quotes first
+                tokens = (token.strip().strip('\'"') for token in re.split(r'[\[\]\(\),]', text))
+                token = next((token for token in tokens if number_text_problem(token)), None)
+                if token is not None:
+                    problem = number_text_problem(token)
+                    parser.error(f'{option_string} {item}: {token!r} {problem}; expected a '
+                                 'number in ASCII digits 0-9 without "_"')
             given = getattr(namespace, '_cfg_options_given', {})  # key -> text, every flag
             for item in values:
                 key, text = item.split('=', 1)
@@ -167,7 +158,7 @@ def add_runner_arguments(parser: argparse.ArgumentParser, example: str) -> None:
     parser.add_argument('--launcher', choices=['none', 'pytorch', 'slurm', 'mpi'],
                         default='none', help='job launcher')
     # torch.distributed.launch passes --local-rank; torchrun sets LOCAL_RANK.
-    parser.add_argument('--local-rank', '--local_rank', type=int, default=0)
+    parser.add_argument('--local-rank', '--local_rank', type=NON_NEGATIVE_INT, default=0)
     add_horizon_argument(parser)
     add_data_arguments(parser)
 
@@ -399,6 +390,7 @@ def literal_assignments(file: Path, base: dict | None = None) -> dict:
         return _safe_mapping(file)
     names: dict = {}
     for node in ast.parse(config_text(file), str(file)).body:
+        changed = _objects_changed_in_place(node, names)
         if isinstance(node, ast.Assign):  # x = 1; x = y = 1; x, y = 1, 2
             value = _literal(node.value, names, base or {})
             for target in node.targets:
@@ -414,7 +406,51 @@ def literal_assignments(file: Path, base: dict | None = None) -> dict:
                 names.pop(getattr(target, 'id', None), None)
         for name in _names_set_inside(node):  # if/for/with/import, x.update(...), (x := 1)
             names[name] = UNREAD
+        _forget_shared(names, changed)
     return names
+
+
+def _objects_changed_in_place(statement, names: dict) -> list:
+    """The dicts and lists of ``names`` that ``statement`` may change in place (with those
+    they hold): stored into (``x['k'] = 1``, ``x[0]['h'] = 1``), a method called on them
+    (``x.update(...)``), ``x += [..]`` on a list.
+    Another name may hold the same object (``b = a``, ``outer = dict(ds=inner)``, ``[ds]``):
+    :func:`_forget_shared` makes those :data:`UNREAD` too."""
+    import ast
+    roots = set()
+    for node in ast.walk(statement):
+        if isinstance(node, (ast.Subscript, ast.Attribute)) and not isinstance(node.ctx, ast.Load):
+            roots |= _root_names(node)
+        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
+            roots |= _root_names(node.func.value)
+        elif isinstance(node, ast.AugAssign) and isinstance(node.target, ast.Name):
+            roots.add(node.target.id)
+    changed, pending = [], [names.get(name) for name in roots]
+    while pending:  # x[0]['h'] = 1 changes a dict held inside x
+        value = pending.pop()
+        if isinstance(value, (dict, list, tuple)):
+            changed += [value] if isinstance(value, (dict, list)) else []
+            pending.extend(value.values() if isinstance(value, dict) else value)
+    return changed
+
+
+def _forget_shared(names: dict, changed: list) -> None:
+    """Every name whose value is or holds (at any depth) one of the ``changed`` objects
+    becomes :data:`UNREAD`: Python changed it through the alias, the literal reading did not."""
+    if not changed:
+        return
+    targets = {id(item) for item in changed}
+
+    def holds(value) -> bool:
+        if id(value) in targets:
+            return True
+        items = value.values() if isinstance(value, dict) else value \
+            if isinstance(value, (list, tuple)) else ()
+        return any(holds(item) for item in items)
+
+    for name, value in names.items():
+        if value is not UNREAD and holds(value):
+            names[name] = UNREAD
 
 
 def _bind_literal(target, value, names: dict) -> None:
@@ -614,6 +650,17 @@ def literal_config(path, chain: tuple = ()) -> dict:
 REPOSITORY_CONFIGS = REPO_ROOT / 'configs'  # the configs whose code a reader may run
 
 
+def row_config_path(path) -> str:
+    """The config path a results row records (part of its identity): relative to the
+    repository for its files (``configs/x.py``, however it was typed and from whatever working
+    directory), else absolute; ``..`` and ``.`` folded, links kept."""
+    absolute = Path(os.path.normpath(os.path.abspath(path)))
+    try:
+        return str(absolute.relative_to(REPO_ROOT))
+    except ValueError:
+        return str(absolute)
+
+
 def read_config_safely(path):
     """A config's values for a reader of someone else's files (a results row names its config):
     a config that, with every ``_base_`` file, lies in this repository's ``configs/`` is read
@@ -804,7 +851,8 @@ def inherit_error_text(error: TypeError) -> str:
 def read_config_file(path):
     """``mmengine.Config.fromfile(path)`` with its failures naming the file: ``path`` not a
     regular file, a syntax error (in it or in one of its ``_base_`` files: which one, line),
-    a ``_base_`` file that does not exist."""
+    a ``_base_`` file that does not exist. A symbolic link is read as the file it points to
+    (its ``_base_`` paths are relative to that file, as :func:`config_chain` reads them)."""
     from mmengine.config import Config
     check_config_file(path)
     for file in config_chain(path):  # mmengine reads each file as UTF-8
@@ -813,8 +861,10 @@ def read_config_file(path):
         check_base_names(file)
     check_no_base_cycle(path)
     from mmengine.config.utils import ConfigParsingError
+    # a link to a config elsewhere: mmengine would look for its _base_ files beside the link
+    source = os.path.realpath(path) if Path(path).is_symlink() else str(path)
     try:
-        loaded = Config.fromfile(str(path))
+        loaded = Config.fromfile(source)
     except NameError as error:  # e.g. YAML text ("_base_: [a.py]") in a .py file
         raise ValueError(f'{not_python_reason(error) or path}: {error}; the config file does '
                          'not run as Python (a .py config sets keys with `key = value` and '
@@ -825,6 +875,13 @@ def read_config_file(path):
                           'parse as Python') from None
     except FileNotFoundError as error:
         missing = getattr(error, 'filename', None)
+        named = re.fullmatch(r'file "(.*)" does not exist', str(error), re.S)
+        if missing is None and named:  # mmengine's check_file_exist: no filename attribute
+            missing = named.group(1)
+            if missing != missing.strip():
+                raise FileNotFoundError(f'{path}: the file {missing!r} it inherits (_base_) '
+                                        'does not exist (its name ends or starts with a space); '
+                                        'expected the name of a config file') from None
         if missing and Path(missing).resolve() != Path(path).resolve():
             raise FileNotFoundError(f'{path}: the file {missing} it inherits (_base_) or reads '
                                     'does not exist') from None
@@ -951,10 +1008,14 @@ def literal_base_files(path: Path) -> list:
     import ast
     tree = ast.parse(path.read_text(), str(path))
     found = []
-    for node in tree.body:
-        if not (isinstance(node, ast.Assign)
-                and any(getattr(t, 'id', None) == '_base_' for t in node.targets)):
-            continue
+    assigned = [node for node in tree.body if isinstance(node, ast.Assign)
+                and any(getattr(t, 'id', None) == '_base_' for t in node.targets)]
+    if len(assigned) > 1:  # mmengine reads the first, Python would keep the last
+        raise ValueError(f'{path}: lines {", ".join(str(n.lineno) for n in assigned)}: _base_ is '
+                         f'assigned {len(assigned)} times; mmengine reads only the first '
+                         f'({ast.get_source_segment(path.read_text(), assigned[0].value)}); '
+                         'expected one _base_ = [...] listing every base file')
+    for node in assigned:
         try:
             value = ast.literal_eval(node.value)
         except ValueError:

@@ -24,7 +24,6 @@ import functools
 import math
 import os
 import pickle
-import re
 from pathlib import Path
 from typing import Annotated, Optional
 
@@ -240,18 +239,22 @@ def check_misspelled(names, known, what: str, cutoff: float = 0.8) -> None:
                              "with a leading '_')")
 
 
-_DECIMAL = {int: re.compile(r'[+-]?[0-9]+'),
-            float: re.compile(r'[+-]?([0-9]+(\.[0-9]*)?|\.[0-9]+)([eE][+-]?[0-9]+)?'
-                              r'|[+-]?(inf|infinity|nan)', re.IGNORECASE)}
-DECIMAL_HINT = ("written with the ASCII digits 0-9 (Python's int() and float() also read '_' "
-                "separators and other scripts' digits: '1_0' as 10, '٥' as 5)")
-
-
-def decimal_text(text: str, integer: bool = False) -> bool:
-    """Whether ``text`` (surrounding spaces aside) is a number written in ASCII decimal
-    (``integer``: an integer's digits only): the one rule for a number typed on a command
-    line (argparse ``type``s, ``--cfg-options`` values)."""
-    return bool(_DECIMAL[int if integer else float].fullmatch(text.strip()))
+def number_text_problem(text: str) -> str | None:
+    """Why ``text``, which Python's ``int()`` / ``float()`` read as a number, is not written as
+    one: other digits than ASCII 0-9 (``'٥'``, ``'３'``) or ``_`` between digits (``'1_0'`` is
+    10, ``'1e-3_0'`` is 1e-30: a typo kept as another number). None for plain numbers and for
+    any text that is no number at all."""
+    stripped = text.strip()
+    if stripped.isascii() and '_' not in stripped:
+        return None
+    for kind in (int, float):
+        try:
+            kind(stripped)
+        except ValueError:
+            continue
+        return ('is written in other digits than ASCII 0-9' if not stripped.isascii() else
+                f'has "_" between its digits (Python reads it as {kind(stripped)!r})')
+    return None
 
 
 def at_least(kind, low, strict: bool = False, high=None, why: str = ''):
@@ -263,12 +266,14 @@ def at_least(kind, low, strict: bool = False, high=None, why: str = ''):
     because = f' ({why})' if why and high is not None else ''
 
     def parse(text: str):
+        other_form = number_text_problem(text)
+        if other_form:
+            raise argparse.ArgumentTypeError(f'{text!r} {other_form}; expected {what} {bounds}'
+                                             f'{because}, in ASCII digits 0-9 without "_"')
         try:
             value = kind(text)
         except ValueError:
             raise argparse.ArgumentTypeError(f'{text!r} is not {what}') from None
-        if not decimal_text(text, integer=kind is int):
-            raise argparse.ArgumentTypeError(f'{text!r}: expected {what} {DECIMAL_HINT}')
         if kind is float and not math.isfinite(value):  # float("inf") parses; inf >= 0 holds
             raise argparse.ArgumentTypeError(f'{text}: not a finite number; expected {what} '
                                              f'{bounds}{because}')

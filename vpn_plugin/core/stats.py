@@ -11,6 +11,7 @@ here, where their script continues one stream.
 """
 from __future__ import annotations
 
+import contextlib
 import math
 import numbers
 import random
@@ -72,6 +73,11 @@ def _as_scores(values, name: str) -> np.ndarray:
                          f'{np.flatnonzero(np.ma.getmaskarray(values)).tolist()}; expected one '
                          'score per seed that ran (drop the missing seeds: values.compressed())')
     _check_entries(values, name)
+    if isinstance(values, (list, tuple)) and all(isinstance(v, numbers.Real) for v in values) \
+            and any(not isinstance(v, (int, float, np.number)) for v in values):
+        with contextlib.suppress(OverflowError):  # Fraction(31, 1): a real number numpy
+            values = [float(v) for v in values]     # holds as an object
+
     try:
         given = np.asarray(values)
     except ValueError as error:  # ragged nested lists

@@ -522,8 +522,8 @@ def files_unlike_training(trained: dict, read, hashing=None) -> tuple:
     dtype: :func:`_same_at_float16`); those whose bytes are not the training file's of their
     name or stem and whose stem the record has no frames digest of (a partial or edited
     record: the same features in another dtype or format cannot be told from others, so
-    they are called neither). ``hashing``: a planning dataset's ``feature_digests`` (its memos). The frames
-    arrays are read only of the files whose bytes are no training file's."""
+    they are called neither). ``hashing``: a planning dataset's ``feature_digests`` (its
+    memos). The frames arrays are read only of the files whose bytes are no training file's."""
     from ..datasets.file_digests import MISSING, NOT_A_FILE
     digests, frames = trained['digests'], trained.get('frames')
     frames = frames if isinstance(frames, dict) else {}

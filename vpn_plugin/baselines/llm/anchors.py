@@ -36,8 +36,9 @@ def load_anchor_predictions(path: PathLike, num_samples: Count | None,
                 record = {k: data[k] for k in data.files}
         elif path.suffix.lower() == '.npz':
             raise ValueError('named .npz, it is no .npz (zip) archive')
-        else:
-            record = json.loads(path.read_text())
+        else:  # a BOM (Notepad) is no part of the JSON; a key twice: which list is meant?
+            record = json.loads(path.read_text(encoding='utf-8-sig'),
+                                object_pairs_hook=_unique_keys)
     except (OSError, ValueError, EOFError) as error:  # truncated JSON/npz, object arrays
         raise ValueError(f'{path}: cannot read the step-model predictions ({error}); expected '
                          '{"first": [ints], "last": [ints]} (JSON) or an .npz of two integer '
@@ -54,10 +55,23 @@ def load_anchor_predictions(path: PathLike, num_samples: Count | None,
                  for key in ('first', 'last'))
 
 
+def _unique_keys(pairs: list) -> dict:
+    keys = [key for key, _ in pairs]
+    twice = sorted({key for key in keys if keys.count(key) > 1})
+    if twice:
+        raise ValueError(f'the key {twice[0]!r} is given twice (json would keep the last '
+                         'without a word)')
+    return dict(pairs)
+
+
 def _anchor_array(record: dict, key: str, path: Path, num_samples: int,
                   num_actions: int | None = None) -> np.ndarray:
     if key not in record:
         raise ValueError(f'{path}: missing field "{key}" (expected "first" and "last" lists)')
+    if isinstance(record[key], list) and any(isinstance(v, bool) for v in record[key]):
+        index = next(i for i, v in enumerate(record[key]) if isinstance(v, bool))
+        raise ValueError(f'{path}: field "{key}"[{index}] = {json.dumps(record[key][index])}; '
+                         'expected an action id (an integer; a bool would be read as 0 or 1)')
     values = np.asarray(record[key])
     expected = (num_samples if num_samples is not None else len(values),)
     if values.shape != expected or not np.issubdtype(values.dtype, np.integer):

@@ -48,11 +48,20 @@ def checked_reply(text, prompt_tokens, completion_tokens, cached: bool = False) 
     for name, value in (('prompt_tokens', prompt_tokens),
                         ('completion_tokens', completion_tokens)):
         value = 0 if value is None else value
+        if isinstance(value, float) and value.is_integer():  # 100.0: the count 100 in JSON
+            value = int(value)
         if isinstance(value, bool) or not isinstance(value, int) or value < 0:
             raise MalformedReplyError(f'the reply\'s usage.{name} is {value!r}; expected a '
                                       'token count (an integer >= 0)')
         counts.append(value)
     return ChatReply(text, *counts, cached=cached)
+
+
+def _raw_usage(raw) -> dict:
+    """The ``usage`` object of a raw completion response's JSON body ({} when it has none)."""
+    body = json.loads(raw.http_response.text)
+    usage = body.get('usage') if isinstance(body, dict) else None
+    return usage if isinstance(usage, dict) else {}
 
 
 class RequestFailedError(RuntimeError):
@@ -339,9 +348,9 @@ class OpenAIChatBackend(CachedChatBackend):
         for attempt in range(self.max_retries + 1):
             self.usage.add(requests=1, retries=int(attempt > 0))
             try:
-                response = self.client.chat.completions.create(
+                raw = self.client.chat.completions.with_raw_response.create(
                     model=self.model, messages=messages, **self.params)
-                return self._to_reply(response)
+                return self._to_reply(raw.parse(), _raw_usage(raw))
             except self.openai.APIError as err:
                 if not self._retryable(err) or attempt == self.max_retries:
                     self.usage.add(failed=1)
@@ -390,16 +399,22 @@ class OpenAIChatBackend(CachedChatBackend):
         return min(asked, self.max_backoff)
 
     @staticmethod
-    def _to_reply(response) -> ChatReply:
+    def _to_reply(response, usage: dict | None = None) -> ChatReply:
+        """The reply of a completion ``response``; ``usage``: its token counts as the endpoint
+        wrote them (:func:`_raw_usage`; the client's model reads "100" or true as a count)."""
         if not getattr(response, 'choices', None):
             raise MalformedReplyError(f'response without choices: {response!r:.200}')
-        usage = response.usage
+        if len(response.choices) > 1:  # n=1 is asked: which one is the answer is not known
+            raise MalformedReplyError(f'the response holds {len(response.choices)} choices; '
+                                      'expected one (one completion was asked)')
+        if usage is None:
+            usage = {name: getattr(response.usage, name, None)
+                     for name in ('prompt_tokens', 'completion_tokens')}
         reply = checked_reply(response.choices[0].message.content,
-                              getattr(usage, 'prompt_tokens', None),
-                              getattr(usage, 'completion_tokens', None))
+                              usage.get('prompt_tokens'), usage.get('completion_tokens'))
         reply.truncated = getattr(response.choices[0], 'finish_reason', None) == 'length'
-        reply.usage_reported = usage is not None and None not in (
-            getattr(usage, 'prompt_tokens', None), getattr(usage, 'completion_tokens', None))
+        reply.usage_reported = None not in (usage.get('prompt_tokens'),
+                                            usage.get('completion_tokens'))
         return reply
 
 

@@ -130,8 +130,9 @@ def token_summary(usage: dict) -> str:
             f"{usage['prompt_tokens']}, completion {usage['completion_tokens']}; from cache: "
             f"prompt {usage['cached_prompt_tokens']}, completion "
             f"{usage['cached_completion_tokens']}"
-            + (f"; {usage['replies_without_usage']} replies reported no token usage: counted "
-               '0 tokens, their cost is unknown' if usage.get('replies_without_usage') else '')
+            + (f"; {usage['replies_without_usage']} replies reported no token usage or only "
+               'part of it: a missing count is counted 0, their cost is unknown'
+               if usage.get('replies_without_usage') else '')
             + (f"; {usage['cache_discarded']} cached replies were damaged, edited or not their "
                'request\'s (each named above): discarded and asked again'
                if usage.get('cache_discarded') else ''))
@@ -162,7 +163,9 @@ def usage_record(usage: dict, price_per_1k=None) -> dict:
             if not math.isfinite(value):  # a row would record a cost of inf (JSON Infinity)
                 raise ValueError(f'--price-per-1k {prices}: the cost of {prompt_tokens} prompt '
                                  f'and {completion_tokens} completion tokens overflows a float '
-                                 '(inf); expected a price per 1000 tokens (e.g. 0.15)')
+                                 '(inf); expected a price per 1000 tokens (e.g. 0.15); no '
+                                 'row was written: rerun with the price, the replies are '
+                                 'served from the cache (only cut-off replies are asked again)')
             return round(value, 6)
         if usage.get('replies_without_usage'):  # their tokens counted 0: the cost is unknown
             return record  # (a cost of 0.00 would be written for paid requests)
@@ -176,7 +179,7 @@ def cost_summary(record: dict) -> str:
     :func:`usage_record` ('' unpriced)."""
     if 'price_per_1k' in record and 'cost_paid' not in record:
         return (f"cost unknown: {record['replies_without_usage']} replies reported no token "
-                'usage (no cost is recorded)')
+                'usage or only part of it (no cost is recorded)')
     if 'cost_paid' not in record:
         return ''
     return (f"cost paid in this run {record['cost_paid']:.2f}; cost of the answers used "

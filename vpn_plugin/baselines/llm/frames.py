@@ -39,9 +39,9 @@ def read_clip_frames(source: PathLike, start_s: NonNegative, end_s: NonNegative,
                      max_side: Count = 512) -> list[bytes]:
     """JPEG bytes of ``num_frames`` frames of [start_s, end_s] from a video file or a folder.
 
-    A folder holds one image per frame in name order, at ``folder_fps`` frames per second;
-    numbers in the names are compared as numbers (``2.jpg`` before ``10.jpg``, as ffmpeg's
-    ``%d.jpg`` writes them). A time up to one frame past the last is read at the last frame
+    A folder holds one image per frame, numbered (``1.jpg`` or ``0001.jpg`` .. as ffmpeg's
+    ``%d.jpg`` / ``%04d.jpg`` write them, from 0 or 1, none missing), at ``folder_fps`` frames
+    per second; other images in it are refused (:func:`_numbered_frames`). A time up to one frame past the last is read at the last frame
     (annotations round to seconds); a clip further past the end is refused (a truncated
     folder or video, another frame rate than ``folder_fps``), naming the times and the length.
     """
@@ -54,17 +54,7 @@ def read_clip_frames(source: PathLike, start_s: NonNegative, end_s: NonNegative,
 
 def _read_folder(folder: Path, times: np.ndarray, fps: float) -> list[np.ndarray]:
     import cv2
-    files = sorted((p for p in folder.iterdir() if p.suffix.lower() in IMAGE_SUFFIXES),
-                   key=_name_order)
-    if not files:
-        raise FileNotFoundError(f'frames folder {folder}: no images ({", ".join(IMAGE_SUFFIXES)})')
-    stems = {}
-    for path in files:  # 0001.jpg and 0001.png: each would count as a frame, times halved
-        if path.stem in stems:
-            raise ValueError(f'frames folder {folder}: {stems[path.stem].name} and {path.name} '
-                             'are two images of one frame; expected one image per frame (remove '
-                             'one of the two extractions)')
-        stems[path.stem] = path
+    files = _numbered_frames(folder)
     _check_within(f'frames folder {folder}', times, fps, len(files),
                   f'{fps:g} frames per second (--frames-fps)')
     frames = []
@@ -77,11 +67,57 @@ def _read_folder(folder: Path, times: np.ndarray, fps: float) -> list[np.ndarray
     return frames
 
 
-def _name_order(path: Path) -> list:
-    """Sort key of a frame file: its name with the digit runs compared as numbers."""
+def _numbered_frames(folder: Path) -> list[Path]:
+    """The images of a frames folder in time order: one name pattern with a frame number
+    (``0001.jpg``, ``frame_12.png``: the last run of digits), numbers consecutive from 0 or 1.
+    Anything else is refused, naming the files: an image without a number (``cover.jpg``) or
+    of another pattern (``._0001.jpg``) would be counted as frames after the last one, a
+    number given twice (``1.jpg`` beside ``0001.jpg``, ``0001.png`` beside ``0001.jpg``,
+    ``img_0001.jpg`` beside ``frame_0001.jpg``: two extractions) as two frames, a missing
+    number (``0011.jpg``) would shift every later time by a frame."""
     import re
-    return [(0, int(part), part) if part.isdigit() else (1, 0, part)
-            for part in re.split(r'(\d+)', path.name)]
+    images = sorted(p for p in folder.iterdir() if p.suffix.lower() in IMAGE_SUFFIXES)
+    if not images:
+        raise FileNotFoundError(f'frames folder {folder}: no images ({", ".join(IMAGE_SUFFIXES)})')
+    parsed = {path: re.fullmatch(r'(.*?)([0-9]+)([^0-9]*)', path.stem) for path in images}
+    unnumbered = [path.name for path, match in parsed.items() if match is None]
+    if unnumbered:
+        example = next((p.name for p, m in parsed.items() if m), '0001.jpg')
+        raise ValueError(f'frames folder {folder}: {unnumbered[0]} is no numbered frame like '
+                         f'{example} ({len(unnumbered)} such image(s)); expected only the frames '
+                         f'in the folder, numbered (move {unnumbered[0]} out)')
+    numbered, patterns = {}, {}
+    for path, match in parsed.items():
+        number = int(match.group(2))
+        if number in numbered:
+            raise ValueError(f'frames folder {folder}: {numbered[number].name} and {path.name} '
+                             f'are two images of one frame (number {number}); expected one '
+                             'image per frame (remove one of the two extractions)')
+        numbered[number] = path
+        patterns.setdefault((match.group(1), match.group(3), path.suffix.lower()), path.name)
+    if len(patterns) > 1:
+        first, second = list(patterns.values())[:2]
+        raise ValueError(f'frames folder {folder}: {first} and {second} are named in '
+                         f'{len(patterns)} different ways; expected the frames of one '
+                         'extraction only, one name pattern (remove the other images)')
+    numbers = sorted(numbered)
+    missing = sorted(set(range(min(numbers[0], 1), numbers[-1] + 1)) - set(numbers))
+    if missing:
+        raise ValueError(f'frames folder {folder}: frame number(s) {_ranges(missing)} missing '
+                         f'among {numbered[numbers[0]].name} .. {numbered[numbers[-1]].name}; '
+                         'expected consecutive frames from 0 or 1 (a missing frame would '
+                         'shift every later time by a frame)')
+    return [numbered[n] for n in numbers]
+
+
+def _ranges(numbers: list) -> str:
+    """'11, 15-17' of sorted ints (at most 5 runs shown)."""
+    runs, start = [], numbers[0]
+    for previous, number in zip(numbers, numbers[1:] + [None]):
+        if number != previous + 1:
+            runs.append(str(start) if start == previous else f'{start}-{previous}')
+            start = number
+    return ', '.join(runs[:5]) + (f' (and {len(runs) - 5} more runs)' if len(runs) > 5 else '')
 
 
 def _check_within(source: str, times: np.ndarray, fps: float, count: int, rate: str) -> None:
@@ -99,7 +135,10 @@ def _read_video(path: Path, times: np.ndarray) -> list[np.ndarray]:
     capture = cv2.VideoCapture(str(path))
     try:
         if not capture.isOpened():
-            raise FileNotFoundError(f'video {path}: OpenCV cannot open it')
+            size = path.stat().st_size if path.is_file() else None
+            why = 'it is empty (0 bytes)' if size == 0 else 'OpenCV cannot open it'
+            raise ValueError(f'video {path}: {why}; expected a video file OpenCV decodes '
+                             f'({", ".join(VIDEO_SUFFIXES)}), or a folder of its frames')
         fps = capture.get(cv2.CAP_PROP_FPS) or 0.0
         count = int(capture.get(cv2.CAP_PROP_FRAME_COUNT))
         if fps <= 0 or count <= 0:

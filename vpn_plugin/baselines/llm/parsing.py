@@ -106,13 +106,19 @@ class ActionMatcher:
         return action_id
 
     def _match_dict(self, item: dict) -> int:
-        """``{"action_id", "action_name"}``: the id decides when present, else the name."""
-        for key in ID_KEYS:
-            if item.get(key) is not None:
-                return self.match(item[key])
-        for key in NAME_KEYS:
-            if item.get(key) is not None:
-                return self.match(str(item[key]))
+        """``{"action_id", "action_name"}``: the id when present, else the name; both given,
+        they must agree (as in ``"<id>: <name>"``): which one is meant is not known."""
+        ids = [self.match(item[key]) for key in ID_KEYS if item.get(key) is not None]
+        names = [item[key] for key in NAME_KEYS if item.get(key) is not None]
+        if ids and names:
+            name_id = self.by_name.get(_normalise(str(names[0])))
+            if name_id != ids[0]:
+                raise ReplyParseError(f'action object {item!r}: the id {ids[0]} and the name '
+                                      f'{names[0]!r} disagree; which one is meant is not known')
+        if ids:
+            return ids[0]
+        if names:
+            return self.match(str(names[0]))
         raise ReplyParseError(f'action object {item!r}: expected a key among {ID_KEYS + NAME_KEYS}')
 
 
@@ -121,9 +127,10 @@ def parse_plan(text: str, matcher: ActionMatcher, horizon: int,
     """``{"plan": [...]}`` or a bare list of ``horizon`` actions -> list of ids.
 
     An object with a plan key (see PLAN_KEYS) wins over bare lists (which may be the prompt's
-    incomplete sequence echoed in the prose); without one, the first top-level list is the plan;
+    incomplete sequence echoed in the prose); without one, the top-level list is the plan;
     with ``any_key`` and neither, the only list of an object (``{"completed_sequence": [...]}``:
-    the paper's prompts ask for "a JSON format" of no fixed shape).
+    the paper's prompts ask for "a JSON format" of no fixed shape). Two different candidates
+    of the kind chosen (two plans, two bare lists) are refused: which is the answer is unknown.
     """
     values = json_values(text)
     keyed = [v[k] for v in values if isinstance(v, dict) for k in PLAN_KEYS
@@ -134,6 +141,10 @@ def parse_plan(text: str, matcher: ActionMatcher, horizon: int,
         raise ReplyParseError(f'reply holds {len(keyed)} different plans under {PLAN_KEYS}; '
                               f'which one is the answer is not known: {text[:200]!r}')
     plans = keyed or [v for v in values if isinstance(v, list)] or only_lists
+    if len({json.dumps(plan) for plan in plans}) > 1:  # bare lists, or lists of objects
+        raise ReplyParseError(f'reply holds {len(plans)} different lists and no object with a '
+                              f'list under {PLAN_KEYS}; which one is the answer is not known: '
+                              f'{text[:200]!r}')
     if not plans:
         raise ReplyParseError(f'reply holds no object with a list under any of {PLAN_KEYS} '
                               f'nor a JSON list: {text[:200]!r}')
