@@ -309,3 +309,15 @@ def test_lines_after_a_tools_run_do_not_reach_its_log_file(tiny_crosstask, tmp_p
     assert 'SHORTENED' in run_logs(tmp_path / 'run')
     print_log('a line of the next call', logger='current')
     assert 'a line of the next call' not in run_logs(tmp_path / 'run')
+
+
+def test_H43_an_out_file_brings_no_prefix_warning(tmp_path, monkeypatch):
+    """Noticed (H43): every test with --out logged mmengine's WARNING "The prefix is not set in
+    metric class AtomicDumpResults." (noise beside the warnings that matter)."""
+    import mmengine.evaluator.metric as metric
+    from vpn_plugin.evaluation.dump_results import AtomicDumpResults
+    logged = []
+    monkeypatch.setattr(metric, 'print_log', lambda message, *args, **kwargs:
+                        logged.append(message))
+    AtomicDumpResults(out_file_path=str(tmp_path / 'p.pkl'))
+    assert not [line for line in logged if 'prefix is not set' in line]
