@@ -96,9 +96,9 @@ def add_cfg_options(parser: argparse.ArgumentParser, help: str, **kwargs) -> Non
                              "tool's own flag (--feature-dir, --data-root, --work-dir) or in a "
                              "config file of your own (_base_ = ['<config>'])")
             for item in values:  # mmengine's DictAction reads '٥' as 5, '1_0' as 10
-                key, text = item.split('=', 1)
-                token = next((token for token in re.split(r'[\[\]\(\),]', text)
-                              if number_text_problem(token)), None)
+                key, text = item.split('=', 1)  # and "'1_0'" too: it strips the quotes first
+                tokens = (token.strip().strip('\'"') for token in re.split(r'[\[\]\(\),]', text))
+                token = next((token for token in tokens if number_text_problem(token)), None)
                 if token is not None:
                     problem = number_text_problem(token)
                     parser.error(f'{option_string} {item}: {token!r} {problem}; expected a '
@@ -1199,8 +1199,32 @@ def resolve_paths(cfg, *, data_root=None, feature_dir=None, declared=None):
     _relocate(cfg, targets, literals, unset)
     for name in moved:
         _require_use(cfg, name, targets[name])
+    if flags['data_root'] is not None:
+        _require_datasets_moved(cfg, targets['data_root'])
     check_split_locations(cfg)
     return cfg
+
+
+def _require_datasets_moved(cfg, root: str) -> None:
+    """``--data-root`` moved ``data_root``: a train/val/test dataset whose ``data_root`` is
+    not built from it (an absolute path elsewhere) would stay where it is while the paths built
+    from the variable (the model's text features) move: refused, naming it. A path that is
+    inside the new root (through links too) is left alone."""
+    real = os.path.realpath(root)
+    for loader in ('train_dataloader', 'val_dataloader', 'test_dataloader'):
+        dataset = (cfg.get(loader) or {}).get('dataset') if hasattr(cfg.get(loader), 'get') \
+            else None
+        value = dataset.get('data_root') if hasattr(dataset, 'get') else None
+        if not isinstance(value, str) or '{' in value:
+            continue
+        where = os.path.realpath(value)
+        if where != real and not where.startswith(real.rstrip(os.sep) + os.sep):
+            raise ValueError(f'{_name(cfg)}: --data-root {root}: {loader}.dataset.data_root='
+                             f'{value!r} is not built from the variable data_root, so it would '
+                             'stay where it is while the paths built from data_root move; '
+                             "expected it written as '{data_root}/<dataset>' (as "
+                             'configs/_base_/datasets/ do), or set it with --cfg-options '
+                             f'{loader}.dataset.data_root=DIR')
 
 
 def _name(cfg) -> str:

@@ -87,8 +87,8 @@ CAVEAT_WORDS = {
     'feature_scale': 'test features of another scale than the training features\'',
     'task_source': 'given the true task of each window (an oracle input, not a comparable '
                    'result)',
-    'damaged_features': 'tested on feature files of damaged videos (ffmpeg decoded them with '
-                        'errors: frames concealed or repeated)'}
+    'damaged_features': 'tested (or trained) on feature files of damaged videos (ffmpeg '
+                        'decoded them with errors: frames concealed or repeated)'}
 MISSING_LISTED = 8  # missing rows the caption names (the rest counted)
 # +1: higher is better (default), -1: lower is better, 0: descriptive (no marks, no delta)
 METRIC_DIRECTION = {'plan_jsd': -1, 'plan_entropy': 0}

@@ -94,7 +94,9 @@ caveats         dict     what the test recorded about its own trust (default ``{
                          ``task_source`` = ``ground_truth`` (the true task given to the
                          planner: an oracle input, CEFITO's ``oracle_task``);
                          ``damaged_features`` ('<file>: <note>' of each test feature file
-                         read that records a damaged video: extract_features' ``damage``).
+                         read that records a damaged video: extract_features' ``damage``;
+                         'training file <file>: <note>' of each the checkpoint was trained
+                         on).
                          ``tools/report.py`` marks such rows, one mark per kind
 =============== ======== ===============================================================
 
