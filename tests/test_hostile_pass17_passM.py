@@ -191,3 +191,22 @@ def test_a_checkpoint_as_fine_as_the_model_loads_without_a_caveat(caplog, form):
               'non-contiguous': {'weight': weight.t().contiguous().t(), 'bias': bias},
               'reordered': {'bias': bias, 'weight': weight}}[form]
     assert loaded_warnings(stored, caplog) == []
+
+
+# ------------------------------------------- after the stop: a scalar recorded as shape (1,)
+@pytest.mark.parametrize('name', ['sampler50_seed', 'negatives_seed', 'decode_task'])
+def test_a_cefito_seed_recorded_with_another_shape_is_named(tmp_path, name):
+    """Found after the stop (not counted): cefito_small_t3 re-saved with np.asfortranarray
+    (0-d arrays become shape (1,)) stopped with "TypeError: only 0-dimensional arrays can be
+    converted to Python scalars" at int(inputs['sampler50_seed'])."""
+    import shutil
+    from reference_fixtures import reference_dir
+    from vpn_plugin.oracles.compare import check_fixture
+    fixture = tmp_path / 'cefito'
+    shutil.copytree(reference_dir('cefito_small_t3'), fixture)
+    arrays = dict(np.load(fixture / 'inputs.npz'))
+    arrays[name] = arrays[name].reshape(1)
+    np.savez(fixture / 'inputs.npz', **arrays)
+    with pytest.raises(ValueError, match=rf'inputs.npz: {name} has shape \(1,\); expected '
+                                         r'\(\) from meta.json'):
+        check_fixture(fixture)

@@ -671,7 +671,8 @@ def check_fixture(fixture, meta: dict):
     b, t, e = meta.get('batch', len(inputs['actions'])), meta['horizon'], meta['observation_dim']
     n, text = meta['num_actions'], meta.get('text_dim', inputs['action_embeddings'].shape[-1])
     cmp.check_shapes(fixture / 'inputs.npz', inputs, dict(  # the embeddings size the model
-        action_embeddings=(n, text), states=(b, t + 1, e), actions=(b, t), tasks=(b,)),
+        action_embeddings=(n, text), states=(b, t + 1, e), actions=(b, t), tasks=(b,),
+        negatives_seed=(), sampler50_seed=(), decode_task=()),  # scalars: int() of them
         f'batch={b}, horizon={t}, num_actions={n}, observation_dim={e}, text_dim={text}')
     print(f'fixture {fixture}: CEFITO N={meta["num_actions"]} K={meta["num_tasks"]} '
           f'T={meta["horizon"]} E={meta["observation_dim"]} H={meta["hidden_dim"]} '
