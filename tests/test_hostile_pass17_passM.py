@@ -210,3 +210,18 @@ def test_a_cefito_seed_recorded_with_another_shape_is_named(tmp_path, name):
     with pytest.raises(ValueError, match=rf'inputs.npz: {name} has shape \(1,\); expected '
                                          r'\(\) from meta.json'):
         check_fixture(fixture)
+
+
+@pytest.mark.parametrize('dtype', [np.int32, np.int16, np.uint16, np.uint32, np.int64,
+                                   np.uint8])
+def test_fed_ids_stored_in_another_integer_width_are_fed_as_the_official_int64(tmp_path,
+                                                                               dtype):
+    """Found after the stop (not counted): pdpp_small_t3 with every integer array re-saved as
+    int32 (the same ids) stopped with torch's "one_hot is only applicable to index tensor of
+    type LongTensor". Ids wider than a byte are fed as int64; uint8 (video frames) stays."""
+    ids = np.array([[0, 2, 1], [1, 1, 0]], dtype=dtype)
+    read = read_npz(saved(tmp_path, 'inputs.npz', {'task_sample': ids}))['task_sample']
+    assert read.dtype == (np.uint8 if dtype == np.uint8 else np.int64)
+    assert np.array_equal(read, ids)
+    torch.nn.functional.one_hot(torch.from_numpy(read).long() if dtype == np.uint8
+                                else torch.from_numpy(read), 3)

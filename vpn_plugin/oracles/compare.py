@@ -797,7 +797,7 @@ def read_npz(path: Path) -> Dict[str, np.ndarray]:
     if is_fed_file(path):
         check_finite_arrays(path, arrays)
     if Path(path).name.endswith('inputs.npz'):
-        arrays = {name: float32_if_exact(value) for name, value in arrays.items()}
+        arrays = {name: int64_ids(float32_if_exact(value)) for name, value in arrays.items()}
     return RecordedArrays(path, arrays)
 
 
@@ -816,6 +816,17 @@ def native_order(value: np.ndarray) -> np.ndarray:
     """``value`` in the machine's byte order (the same values): a fixture re-saved big-endian
     is fed to torch, which refuses another byte order."""
     return value if value.dtype.isnative else value.astype(value.dtype.newbyteorder('='))
+
+
+def int64_ids(value: np.ndarray) -> np.ndarray:
+    """An input array of integers wider than a byte (int16/int32, uint16/uint32) as int64,
+    the official codes' ids and indices (the same values: torch's one_hot and indexing take
+    int64 only, and refused a fixture re-saved with int32 ids by a traceback); bytes (uint8
+    video frames) and int64 stay."""
+    if value.dtype.kind in 'iu' and 1 < value.dtype.itemsize and value.dtype != np.int64 \
+            and value.dtype != np.uint64:
+        return value.astype(np.int64)
+    return value
 
 
 def float32_if_exact(value: np.ndarray) -> np.ndarray:
