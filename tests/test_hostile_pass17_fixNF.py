@@ -150,3 +150,29 @@ def test_local_model_folder_is_recorded_as_one_path_however_typed(orders, tmp_pa
     args = tool.parse_args(['--config', str(orders['plain'][2]), '--base-url',
                             'http://127.0.0.1:9/v1', '--model', 'A/'])
     assert tool.setting(args, 'oracle')['model'] == 'A/'  # a server's name: not a folder
+
+
+def test_retrieve_says_when_an_action_is_no_node_of_the_graph(monkeypatch):
+    """Item 2 (passL KP8): an action the graph never saw got the official fallback marked
+    'none' (as a pair with no walk). The official find_top_n_paths returns no path when the
+    start or end node is not in the graph ("Skip ..."): the same fallback, now kind 'unseen',
+    counted as a fallback, and KEPP's log line names the unseen action."""
+    import torch
+    from test_kepp import tiny_kepp
+    from vpn_plugin.core import kepp_paths
+    from vpn_plugin.models import kepp
+    logged = []
+    monkeypatch.setattr(kepp, 'print_log', lambda message, *a, **k: logged.append(message))
+    graph = kepp_paths.build_graph([(0, [0, 1, 2]), (1, [2, 0])])
+    assert kepp_paths.retrieve(graph, 0, 77, 3) == ([[0, 0, 77]] * 2, 'unseen')
+    assert kepp_paths.retrieve(graph, 1, 1, 3) == ([[1, 1, 1]] * 2, 'none')  # nodes, no walk
+    assert kepp_paths.retrieve(graph, 0, 2, 3)[1] == 'one'
+    retriever = kepp_paths.PathRetriever(graph, 3)
+    assert retriever.batch([0, 1], [77, 1])[1].tolist() == [True, True]
+    model = tiny_kepp(horizon=3)
+    model.set_graph(graph)
+    logged.clear()
+    model.path_block(torch.tensor([5, 1]), torch.tensor([2, 1]), 'cpu')
+    text = ' '.join(logged)
+    assert 'start action 5 never occurs in the PKG' in text
+    assert 'no walk of 3 nodes from action 1 to 1' in text
