@@ -101,3 +101,23 @@ def sinfo_of_no_nodes(tmp_path, monkeypatch):
     sinfo.write_text('#!/bin/sh\nexit 0\n')
     sinfo.chmod(0o755)
     monkeypatch.setenv('PATH', f'{folder}{os.pathsep}{os.environ["PATH"]}')
+
+
+@pytest.fixture(scope='session')
+def tiny_pdpp_checkpoint(tiny_crosstask, tmp_path_factory):
+    """A tiny PDPP config (20 diffusion steps, 512-d 'mean3' observations) and an untrained
+    checkpoint of it saved as training saves one (its tensors and recorded setting)."""
+    import torch
+    from tiny_configs import save_recorded, write_tiny_config
+    from vpn_plugin.apis import init_planner
+    folder = tmp_path_factory.mktemp('fixleft_pdpp')
+    config = write_tiny_config(folder / 'tiny_pdpp.py',
+                               REPO_ROOT / 'configs/baselines/pdpp_crosstask_t3.py',
+                               "model = dict(feature_dim=512, num_tasks=3, dim=32, "
+                               "n_timesteps=20)\n", tiny_crosstask, batch_size=32,
+                               steps_per_epoch=3)
+    torch.manual_seed(0)
+    model = init_planner(str(config))
+    model.diffusion.classifier_ready.fill_(True)  # an untrained classifier: its plans serve
+    dataset_cfg = dict(tiny_crosstask['train_dataset'], observation='mean3')
+    return config, save_recorded(model, folder / 'pdpp.pth', dataset_cfg)

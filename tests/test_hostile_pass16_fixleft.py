@@ -265,25 +265,6 @@ def test_an_honest_meta_cfg_keeps_its_lines():
 
 
 # ------------------------------------------------ 8: plan.py --features plans a window as tested
-@pytest.fixture(scope='module')
-def tiny_pdpp_checkpoint(tiny_crosstask, tmp_path_factory):
-    """A tiny PDPP config (20 diffusion steps, 512-d 'mean3' observations) and an untrained
-    checkpoint of it saved as training saves one (its tensors and recorded setting)."""
-    from tiny_configs import save_recorded, write_tiny_config
-    from vpn_plugin.apis import init_planner
-    folder = tmp_path_factory.mktemp('fixleft_pdpp')
-    config = write_tiny_config(folder / 'tiny_pdpp.py',
-                               REPO / 'configs/baselines/pdpp_crosstask_t3.py',
-                               "model = dict(feature_dim=512, num_tasks=3, dim=32, "
-                               "n_timesteps=20)\n", tiny_crosstask, batch_size=32,
-                               steps_per_epoch=3)
-    torch.manual_seed(0)
-    model = init_planner(str(config))
-    model.diffusion.classifier_ready.fill_(True)  # an untrained classifier: its plans serve
-    dataset_cfg = dict(tiny_crosstask['train_dataset'], observation='mean3')
-    return config, save_recorded(model, folder / 'pdpp.pth', dataset_cfg)
-
-
 def test_plan_py_features_of_a_test_window_give_the_plan_the_test_scored(
         tiny_pdpp_checkpoint, tiny_crosstask, capsys, monkeypatch):
     """Before: plan.py --features FILE --start-time S --goal-time G of test window i drew

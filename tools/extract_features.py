@@ -103,16 +103,22 @@ def main(argv=None):
     from vpn_plugin.compat import shutdown_distributed
     from vpn_plugin.datasets.provenance import write_provenance
     from vpn_plugin.video import extract_videos, list_videos, merge_failures
-    from vpn_plugin.video.extract import VIDEO_EXTENSIONS, non_videos
+    from vpn_plugin.video.extract import VIDEO_EXTENSIONS, linked_folders, non_videos
 
     recipe = recipe_from_args(args)
     problem = row_seconds_problem(recipe.as_dict())
     if problem:  # no reader would take the features (datasets.features.checked_frames)
         raise ValueError(f'{problem}; nothing was extracted')
-    videos = list_videos(args.inputs)
+    videos, linked = list_videos(args.inputs), linked_folders(args.inputs)
+    not_searched = (f'{len(linked)} linked folder(s) not searched (a link can loop): '
+                    f'{", ".join(str(p) for p in linked[:5])}{", ..." if len(linked) > 5 else ""}'
+                    ' (give a linked folder as an input to extract its videos)') if linked else ''
     if not videos:
-        raise FileNotFoundError(f'no video file in {args.inputs}')
+        raise FileNotFoundError(f'no video file in {args.inputs}'
+                                + (f'; {not_searched}' if not_searched else ''))
     rank, world, device = distributed(args.launcher)
+    if not_searched and rank == 0:
+        print(f'skipped {not_searched}', file=sys.stderr)
     skipped = non_videos(args.inputs, args.out)
     if skipped and rank == 0:
         print(f'skipped {len(skipped)} file(s) not named as videos ({", ".join(VIDEO_EXTENSIONS)}'

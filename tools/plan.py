@@ -150,11 +150,14 @@ def plan_video(args, cfg) -> None:
                                        args.goal_time, recipe_from_args(args), args.split,
                                        return_features=True, task=task)
     print_features_note([sample])
+    damage = sample.metainfo.get('damage', '')
+    if damage:  # as extract_features says it (and records it in the features file)
+        print(f'WARNING: {args.video}: {damage}')
     print('\n'.join(format_video_plan(sample, taxonomy, args.video, args.start_time,
                                       args.goal_time)))
     if args.save_features:
         save_features(args.save_features, features, s3d, RANDOM_WEIGHTS_WARNING,
-                      args.save_features_existed)
+                      args.save_features_existed, damage)
 
 
 def plan_features(args, cfg) -> None:
@@ -163,7 +166,7 @@ def plan_features(args, cfg) -> None:
     from vpn_plugin.apis import init_planner, plan_from_features, video_observations
     from vpn_plugin.apis.inference import feature_file_note, window_index
     from vpn_plugin.apis.video import config_taxonomy, format_video_plan, goal_note
-    from vpn_plugin.datasets.features import read_feature_record
+    from vpn_plugin.datasets.features import damage_note, read_feature_record
     record = read_feature_record(args.features)
     taxonomy = config_taxonomy(cfg, args.split)
     task = None if args.task is None else taxonomy.task_index(args.task)
@@ -181,6 +184,9 @@ def plan_features(args, cfg) -> None:
     note = feature_file_note(model, args.features)  # a training video's file of other content
     if note:
         print(f'WARNING: {note}')
+    if damage_note(record):  # extract_features' note of a video decoded from damaged data
+        print(f'WARNING: {args.features} records that its video was decoded from damaged data: '
+              f'{damage_note(record)}')
     seconds = int(len(record['frames_features']))
     sample.set_field(seconds, 'num_seconds', field_type='metainfo')
     sample.set_field(goal_note(args.goal_time, seconds), 'goal_note', field_type='metainfo')
@@ -232,14 +238,19 @@ def print_features_note(samples) -> None:
         print(f'WARNING: {note}')
 
 
-def save_features(path, features, s3d, warning: str, existed: bool = True) -> None:
-    """The video's features in the datasets' layout, marked unusable for random weights.
+def save_features(path, features, s3d, warning: str, existed: bool = True,
+                  damage: str = '') -> None:
+    """The video's features in the datasets' layout, marked unusable for random weights
+    (``damage``: ffmpeg's note of a damaged video, recorded as extract_features records it).
     ``existed``: the file was there when the run began (checked then, as check_output rules);
     else a file that another run wrote there meanwhile is kept and the run fails."""
     from pathlib import Path
     import numpy as np
+    from vpn_plugin.datasets.features import DAMAGE_KEY
     from vpn_plugin.video.extract import write_features_atomically
     extra = {} if s3d.usable else dict(warning=np.str_(warning))
+    if damage:
+        extra[DAMAGE_KEY] = np.str_(damage)
     try:
         write_features_atomically(Path(path), dict(frames_features=features,
                                                    usable=np.bool_(s3d.usable), **extra),

@@ -237,6 +237,31 @@ def number_text_problem(text: str) -> str | None:
     return None
 
 
+def decimal_int(text, signed: bool = False) -> Optional[int]:
+    """The integer that ``text`` spells in ASCII decimal digits (surrounding whitespace, a
+    ``+``; a ``-`` only when ``signed``), else None: the value side of
+    :func:`number_text_problem`, for the readers of ids in files (taxonomy keys, COIN step
+    ids, CrossTask rows), which ``int()`` would read from ``'1_6'`` or ``'١٦'``."""
+    if not isinstance(text, str) or number_text_problem(text):
+        return None
+    try:
+        value = int(text)
+    except ValueError:
+        return None
+    return value if signed or not text.strip().startswith('-') else None
+
+
+def decimal_number(text) -> Optional[float]:
+    """The number that ``text`` spells in ASCII (``'16'``, ``' 1.6e1'``, ``'inf'``), else None
+    (:func:`decimal_int`'s rule for a recorded rate or a time)."""
+    if not isinstance(text, str) or number_text_problem(text):
+        return None
+    try:
+        return float(text)
+    except ValueError:
+        return None
+
+
 def at_least(kind, low, strict: bool = False, high=None, why: str = ''):
     """An argparse ``type``: a ``kind`` (``int`` or ``float``) >= ``low`` (> ``low`` when
     ``strict``), so that e.g. ``--max-epochs 0`` is refused instead of ignored; with ``high``,

@@ -49,7 +49,12 @@ def init_s3d(weights: Optional[PathLike] = None, dict_path: Optional[PathLike] =
         torch.manual_seed(seed)
         model = S3D(dict_path=None if dict_path is None else str(dict_path))
     if not random_weights:
-        load_s3d_weights(model, read_checkpoint(weights, logger='silent'), weights)
+        try:
+            checkpoint = read_checkpoint(weights, logger='silent')
+        except ValueError as error:  # a planner checkpoint's wording: say what S3D needs
+            raise ValueError(f'{error} [read as S3D weights: expected the S3D_HowTo100M state '
+                             f'dict. {WEIGHTS_HELP}]') from None
+        load_s3d_weights(model, checkpoint, weights)
     model.usable = not random_weights
     return model.to(device).eval()
 
@@ -69,10 +74,12 @@ def load_s3d_weights(model, checkpoint: dict, weights) -> None:
 
 @checked_arguments
 def video_features(s3d, video: PathLike, recipe: FrameRecipe = FrameRecipe(), batch_chunks: Count = 8,
-                   block_chunks: Count = 64) -> np.ndarray:
+                   block_chunks: Count = 64, damage: Optional[list] = None) -> np.ndarray:
     """(ceil(frames / chunk), 512) float32: one ``video_embedding`` row per chunk of
-    ``recipe.chunk`` frames (one per second at 16 fps) of the video file ``video``."""
-    blocks = iter_frame_blocks(video, recipe, block_chunks * recipe.chunk)
+    ``recipe.chunk`` frames (one per second at 16 fps) of the video file ``video``.
+    ``damage``: a list that gets ffmpeg's note when it decoded the file from damaged data
+    (``decode.damage_note``; without it, a ``UserWarning``)."""
+    blocks = iter_frame_blocks(video, recipe, block_chunks * recipe.chunk, damage=damage)
     return np.concatenate([embed_frames(s3d, frames, recipe.chunk, batch_chunks).numpy()
                            for frames in blocks]).astype(np.float32)
 
@@ -91,7 +98,8 @@ def plan_from_video(model, s3d, video: PathLike, start_time: NonNegative, goal_t
     problem = row_seconds_problem(recipe.as_dict())
     if problem:  # before minutes of extraction
         raise ValueError(f'{video}: {problem}')
-    features = video_features(s3d, video, recipe)
+    damage = []
+    features = video_features(s3d, video, recipe, damage=damage)
     try:
         start, goal = video_observations(model.cfg, features, start_time, goal_time, split)
     except ValueError as error:  # name the video, not its in-memory features
@@ -101,6 +109,7 @@ def plan_from_video(model, s3d, video: PathLike, start_time: NonNegative, goal_t
     sample = plan_from_features(model, start, goal, task)[0]
     sample.set_field(int(len(features)), 'num_seconds', field_type='metainfo')
     sample.set_field(goal_note(goal_time, len(features)), 'goal_note', field_type='metainfo')
+    sample.set_field(' '.join(damage), 'damage', field_type='metainfo')  # '' when clean
     return (sample, features) if return_features else sample
 
 

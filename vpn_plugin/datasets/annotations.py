@@ -34,7 +34,7 @@ from pathlib import Path
 from typing import Iterable, List, Optional, Sequence, Tuple
 
 from ..config_types import Count, NonNegativeInt, PathLike, checked_arguments
-from ..errors import read_json, unique_keys
+from ..errors import decimal_int, decimal_number, read_json, unique_keys
 from .taxonomy import Taxonomy
 from .validation import (AnnotationWarnings, as_int, as_seconds, check_fields,
                          file_stem_problem, first_duplicates, normalized_name, temporal_order)
@@ -111,7 +111,8 @@ def read_crosstask_tasks(path: PathLike) -> dict:
             i += 1
             continue
         block = lines[i:i + 5]
-        if len(block) < 5 or not block[0].isdigit() or not block[3].isdigit():
+        if len(block) < 5 or not all(part.isascii() and part.isdigit()  # '١' is no task id
+                                     for part in (block[0], block[3])):
             raise ValueError(f'{path}: line {i + 1}: expected a 5-line task block '
                              '(id, name, URL, number of steps, steps), got {block!r}')
         steps = block[4].split(',')
@@ -132,9 +133,10 @@ def read_crosstask_csv(path: PathLike, taxonomy: Taxonomy, task: NonNegativeInt,
     for lineno, row in enumerate(csv.reader(_read_text(path, vid).splitlines()), 1):
         if not row:
             continue
-        try:
-            number, start, end = int(row[0]), float(row[1]), float(row[2])
-            if len(row) != 3:
+        try:  # ASCII numbers only: int()/float() would read '1_7' as 17 or other digits
+            number, start, end = (decimal_int(row[0]), decimal_number(row[1]),
+                                  decimal_number(row[2]))
+            if len(row) != 3 or None in (number, start, end):
                 raise ValueError
         except (ValueError, IndexError):
             raise BadVideoError(vid, 'annotation row does not parse',
@@ -233,7 +235,12 @@ def read_video_list(path: PathLike, taxonomy: Taxonomy) -> List[dict]:
                                **({'length': entry['length']} if 'length' in entry else {})))
         elif isinstance(entry, dict) and 'feature' in entry and 'task_id' in entry:
             check_fields(entry, VIDEO_LIST_FIELDS[1], f'{path}: entry {i}')
+            _check_text_fields(path, f'entry {i}', entry['feature'],
+                               (('feature', entry['feature'], 'a feature file name'),))
             stem = Path(str(entry['feature'])).stem
+            if file_stem_problem(stem):
+                raise ValueError(f'{path}: entry {i}: field "feature" = {entry["feature"]!r}: '
+                                 f'{file_stem_problem(stem)}')
             task = _task_of(path, f'entry {i}: field "task_id"', entry['task_id'], taxonomy)
             videos.append(dict(vid=stem, task=task, feature=stem))
         else:
@@ -453,11 +460,10 @@ def _coin_step(path, where, vid, step, task, taxonomy) -> Tuple[float, float, in
 def _coin_id(raw) -> int:
     """A COIN step id: a JSON integer or its decimal text ("373"); ValueError for any other
     spelling int() would take ("3_7_3", Arabic-Indic digits, "373.0", true)."""
-    text = raw.strip() if isinstance(raw, str) else raw
-    if isinstance(text, str) and text.isascii() and text.lstrip('+').isdigit():
-        return int(text)
-    if isinstance(text, int) and not isinstance(text, bool):
-        return text
+    if isinstance(raw, str) and decimal_int(raw) is not None:
+        return decimal_int(raw)
+    if isinstance(raw, int) and not isinstance(raw, bool):
+        return raw
     raise ValueError(f'COIN step id {raw!r} is not a decimal integer')
 
 
@@ -484,13 +490,20 @@ def _task_of(path, where: str, key, taxonomy: Taxonomy) -> int:
         raise ValueError(f'{path}: {where}: {err}') from None
 
 
-def _json_video(path, i, entry, taxonomy, warnings=None) -> VideoAnnotation:
-    for name, value, what in (('vid', entry['vid'], 'a video id'),
-                              ('feature', entry.get('feature', ''), 'a file stem, or no field')):
+def _check_text_fields(path, where: str, vid, fields) -> None:
+    """Each ``(name, value, what)`` of ``fields`` must be a text or an integer: a list, null
+    or bool would be read through str() (``["a.npy"]`` as the file ``a``, null as 'None')."""
+    for name, value, what in fields:
         if isinstance(value, bool) or not isinstance(value, (str, int)):  # never str() of a list
-            raise BadVideoError(str(entry['vid']), 'annotation row does not parse',
-                                f'{path}: entry {i}: field "{name}" = {value!r}; expected a '
+            raise BadVideoError(str(vid), 'annotation row does not parse',
+                                f'{path}: {where}: field "{name}" = {value!r}; expected a '
                                 f'text or an integer ({what})')
+
+
+def _json_video(path, i, entry, taxonomy, warnings=None) -> VideoAnnotation:
+    _check_text_fields(path, f'entry {i}', entry['vid'], (
+        ('vid', entry['vid'], 'a video id'),
+        ('feature', entry.get('feature', ''), 'a file stem, or no field')))
     vid = str(entry['vid'])
     task = _task_of(path, f'entry {i} (vid {vid}): field "task"', entry['task'], taxonomy)
     if file_stem_problem(_json_stem(entry)):
@@ -669,8 +682,15 @@ def _count_repeated_windows(path, windows: List[Window], warnings) -> None:
 
 
 def _window_from_sample(path, i, sample, meta, taxonomy, seen, warnings=None) -> Window:
+    _check_text_fields(path, f'sample {i}', meta.get('vid', meta['feature']), (
+        (name, meta[name], what) for name, what in (
+            ('feature', 'a feature file name'), ('vid', 'a video id'), ('task', 'a task key'),
+            ('task_name', 'a task name')) if name in meta))
     stem = Path(str(meta['feature'])).stem
     vid = str(meta.get('vid', stem))
+    if file_stem_problem(stem):
+        raise BadVideoError(vid, 'feature name is a path', f'{path}: sample {i} (vid {vid}): '
+                            f'field "feature" = {meta["feature"]!r}: {file_stem_problem(stem)}')
     rows = [step_values(path, vid, f'sample {i}: legal_range[{j}]', row)
             for j, row in enumerate(meta['legal_range'])]
     task = _sample_task(path, i, vid, meta, taxonomy)
@@ -752,8 +772,8 @@ def _check_window_names(path, i, vid, meta, stem, task, actions, taxonomy) -> No
 
 
 def _read_text(path: Path, vid: Optional[str] = None) -> str:
-    try:
-        return path.read_text()
+    try:  # utf-8-sig: a file saved by a Windows editor starts with a BOM, no part of its text
+        return path.read_text(encoding='utf-8-sig')
     except (OSError, UnicodeDecodeError) as err:
         if vid is not None:
             raise BadVideoError(vid, 'annotation file missing or unreadable',

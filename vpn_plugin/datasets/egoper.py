@@ -117,7 +117,8 @@ def read_splits(split_dir: Path, tasks: List[str]) -> Dict[str, str]:
                                     f'{split_dir}/<task>/{name}, one video id per line)')
         listed = 0
         for path in files:
-            for number, line in enumerate(path.read_text().splitlines(), 1):
+            # utf-8-sig: a list saved by a Windows editor starts with a BOM, no part of an id
+            for number, line in enumerate(path.read_text(encoding='utf-8-sig').splitlines(), 1):
                 vid = line.strip()
                 if not vid:
                     continue

@@ -28,7 +28,8 @@ from .safe_pickle import RefusedGlobalError, safe_load
 from .validation import check_real_floats
 from ..video.recipe import (ROW_SECONDS_TOLERANCE, recipe_dict,  # noqa: F401
                             recipe_number_problem, row_seconds_problem)
-from vpn_plugin.errors import NPY_MAGIC, ZIP_MAGIC, path_kind, tool_command, what_the_file_is
+from vpn_plugin.errors import (NPY_MAGIC, ZIP_MAGIC, decimal_number, path_kind, tool_command,
+                               what_the_file_is)
 
 FEATURE_KEY = 'frames_features'
 TIME_STEP_KEYS = ('recipe', 'native_fps')  # an extraction's record of a row's seconds
@@ -98,10 +99,14 @@ def damage_note(record: dict) -> str:
     if note is None:
         return ''
     note = np.asarray(note)
-    if note.size != 1 or note.dtype.kind not in 'US':
-        return ''
-    note = note.item()
-    return (note.decode('utf-8', 'replace') if isinstance(note, bytes) else note).strip()
+    if note.dtype.kind in 'US':  # one note, or several (each kept)
+        texts = [n.decode('utf-8', 'replace') if isinstance(n, bytes) else str(n)
+                 for n in note.ravel().tolist()]
+        return '; '.join(t.strip() for t in texts if t.strip())
+    if note.size == 1 and note.dtype.kind in 'biuf' and not note.item():
+        return ''  # a flag 0 / False: not damaged
+    return f'field "{DAMAGE_KEY}" = {np.array2string(note, threshold=5)[:200]} (no text note)'
+
 
 
 @checked_arguments
@@ -178,11 +183,10 @@ def _recorded_number(value):
         return None
     if isinstance(value, np.ndarray) and value.ndim == 0:
         value = value.item()
-    if isinstance(value, (str, bytes)):
-        try:
-            return float(value)
-        except ValueError:
-            return value
+    if isinstance(value, (str, bytes)):  # ASCII only: float() reads '1_6' or '١٦' as 16
+        text = value.decode('utf-8', 'replace') if isinstance(value, bytes) else value
+        number = decimal_number(text)
+        return value if number is None else number
     return value
 
 
@@ -260,6 +264,11 @@ EXPECTED_LAYOUTS = (f'a .npy array (seconds, D), an npz archive with "{FEATURE_K
 def _read_npz(f, frames_only: bool) -> dict:
     with zipfile.ZipFile(f) as archive:
         members = [n for n in archive.namelist() if n.endswith('.npy')]
+        twice = sorted({n for n in members if members.count(n) > 1})
+        if twice:  # zipfile would read the last of them without a word
+            raise ValueError(f'the archive holds {len(members)} members, {twice[0]!r} more than '
+                             'once (two arrays under one name: which one is meant cannot be '
+                             'told); expected each member once')
         if not members:  # e.g. a torch.save file (data.pkl, data/0, ...)
             raise ValueError(f'a zip archive without .npy members (it holds '
                              f'{archive.namelist()[:5]}: a torch.save file?)')

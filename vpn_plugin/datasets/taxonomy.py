@@ -4,7 +4,7 @@ from pathlib import Path
 from typing import List
 
 from ..config_types import PathLike, checked_arguments
-from ..errors import read_json
+from ..errors import decimal_int, read_json
 
 
 @dataclass
@@ -37,8 +37,9 @@ class Taxonomy:
             for names in (self.task_keys, self.task_names, self.file_keys):
                 if str(key) in names:
                     return names.index(str(key))
-            if (isinstance(key, int) or str(key).isdigit()) and 0 <= int(key) < self.num_tasks:
-                return int(key)
+            index = key if isinstance(key, int) else decimal_int(key)
+            if index is not None and 0 <= index < self.num_tasks:
+                return index
         raise ValueError(f'task {key!r} is not a task of taxonomy {self.path}; expected a task '
                          f'name {self.task_names[:3]}..., a key {self.file_keys[:3]}... or an '
                          f'index 0..{self.num_tasks - 1}')
@@ -64,8 +65,8 @@ def _parse_task_key(raw: str, path) -> tuple:
 
 
 def _decimal(text: str) -> bool:
-    """ASCII digits only: str.isdigit() also takes '١' or '²', which int() reads (or not)."""
-    return text.isascii() and text.isdigit()
+    """ASCII digits only (``errors.decimal_int``, without sign or spaces: a key's parts)."""
+    return text.isascii() and text.isdigit() and decimal_int(text) is not None
 
 
 class _Pairs(list):

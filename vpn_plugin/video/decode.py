@@ -108,6 +108,7 @@ def iter_frame_blocks(path, recipe: FrameRecipe, block_frames: int,
 
 IMAGE_FORMATS = ('image2',)  # and every '*_pipe' demuxer (png_pipe, jpeg_pipe): a still image
 STREAM_FPS = re.compile(r'(\d+(?:\.\d+)?) fps\b')
+STREAM_TBR = re.compile(r'(\d+(?:\.\d+)?)(k?) tbr\b')  # '16 tbr', '1k tbr'
 DURATION = re.compile(r'Duration: (\d+):(\d\d):(\d\d(?:\.\d+)?)')
 
 
@@ -150,6 +151,8 @@ def probe_video(path) -> VideoHeader:
                     if line.strip().startswith('Stream #0:') and ': ' in line)
     if container.endswith('_pipe') or container in IMAGE_FORMATS:
         raise UnreadableVideoError(path, f'a still image ({container}), not a video')
+    if container == 'gif' and _source_frames(path) == 1:  # a GIF is an image or an animation
+        raise UnreadableVideoError(path, 'a still image (a GIF of one frame), not a video')
     videos = [s for s in streams if s.startswith('Video:') and 'attached pic' not in s]
     if not videos:
         raise UnreadableVideoError(path, 'no video stream (ffmpeg finds: '
@@ -166,6 +169,16 @@ def probe_video(path) -> VideoHeader:
     return VideoHeader(container, streams, seconds)
 
 
+def _source_frames(path) -> Optional[int]:
+    """The frames of the file's video stream as stored (decoded, no rate conversion: GIFs are
+    small); None when ffmpeg does not say."""
+    result = subprocess.run([ffmpeg_executable(), '-hide_banner', '-nostdin', '-i',
+                             ffmpeg_input(path), '-map', '0:v:0', '-fps_mode', 'passthrough',
+                             '-f', 'null', '-'], stdin=subprocess.DEVNULL, capture_output=True)
+    counts = re.findall(rb'frame=\s*(\d+)', result.stderr)
+    return int(counts[-1]) if counts else None
+
+
 def expected_frames(header: VideoHeader, recipe: FrameRecipe) -> Optional[int]:
     """The frames decoding the file with ``recipe`` will give, from its stated duration x
     ``recipe.fps`` (the file's own frames: the rate its video stream states); None when the
@@ -177,10 +190,15 @@ def expected_frames(header: VideoHeader, recipe: FrameRecipe) -> Optional[int]:
 
 
 def stream_fps(header: VideoHeader) -> Optional[float]:
-    """The frame rate the file's video stream states (``ffmpeg -i``: '30 fps'); None when it
-    states none."""
-    stated = (STREAM_FPS.search(s) for s in header.streams if s.startswith('Video:'))
-    found = next((m for m in stated if m), None)
+    """The rate of the frames ffmpeg gives for the file's own frames (``ffmpeg -i``: its 'tbr',
+    '16 tbr': a variable-rate video's frames come out at that constant rate, repeated or
+    dropped; 8 then 24 fps, stated '15.51 fps', gives 16 frames a second), else the rate it
+    states ('30 fps'); None when it states neither."""
+    video = [s for s in header.streams if s.startswith('Video:')]
+    tbr = next((m for m in map(STREAM_TBR.search, video) if m), None)
+    if tbr:
+        return float(tbr.group(1)) * (1000 if tbr.group(2) else 1)
+    found = next((m for m in map(STREAM_FPS.search, video) if m), None)
     return float(found.group(1)) if found else None
 
 

@@ -57,9 +57,11 @@ FEATURE_SUFFIX = '.npz'
 
 # ---------------------------------------------------------------------- which videos
 def list_videos(inputs: Sequence, extensions: Sequence[str] = VIDEO_EXTENSIONS) -> List[Path]:
-    """Files as given, folders searched recursively for ``extensions``; sorted, unique. A
-    name with such an extension that is no readable file (a dangling link, a FIFO) is listed
-    too: the extraction fails it by name instead of leaving it out without a word."""
+    """Files as given, folders searched recursively for ``extensions``; sorted, unique (one
+    file named twice, in any spelling of its folder, ``a/../v.mp4`` and ``v.mp4``, is read
+    once, under its first spelling in sorted order). A name with such an extension that is no
+    readable file (a dangling link, a FIFO) is listed too: the extraction fails it by name
+    instead of leaving it out without a word."""
     videos = set()
     for item in map(Path, inputs):
         if item.is_dir():
@@ -72,7 +74,10 @@ def list_videos(inputs: Sequence, extensions: Sequence[str] = VIDEO_EXTENSIONS) 
         else:
             raise OSError(f'{item} is {path_kind(item)}; expected a video file or a folder of '
                           'videos')
-    return sorted(videos)
+    unique = {}
+    for video in sorted(videos):  # the file itself: its folder resolved, its own name kept
+        unique.setdefault(Path(os.path.realpath(video.parent)) / video.name, video)
+    return sorted(unique.values())
 
 
 def non_videos(inputs: Sequence, out_dir=None,
@@ -88,6 +93,18 @@ def non_videos(inputs: Sequence, out_dir=None,
                          and p.suffix.lower() not in extensions
                          and not (out is not None and (out == p.resolve().parent
                                                        or out in p.resolve().parents)))
+    return sorted(found)
+
+
+def linked_folders(inputs: Sequence) -> List[Path]:
+    """The symbolic links to folders inside the folders in ``inputs``: :func:`list_videos`
+    does not enter them (a link can loop back); for the tool to name them (the videos in
+    a linked folder were left out without a word). A linked folder given as an input is
+    searched."""
+    found = set()
+    for item in map(Path, inputs):
+        if item.is_dir():
+            found.update(p for p in item.rglob('*') if p.is_symlink() and p.is_dir())
     return sorted(found)
 
 
@@ -355,6 +372,9 @@ class Progress:
         self.steps.total = max(int(sum(self.expected.values()) + mean * left), self.steps.done)
 
     def chunks(self, count: int, name: str) -> None:
+        # a video giving more chunks than its header promised (or one that failed after some)
+        # raises the total: never "28/27 chunks (104%)"
+        self.steps.total = max(self.steps.total, self.steps.done + count)
         self.steps.update(count, extra=lambda: (
             f'{self.steps.rate():.2f} chunks/s, {self.videos}/{self.total_videos} videos done, '
             f'in flight: {name}'))

@@ -138,14 +138,16 @@ def recipe_number_problem(recipe, native_fps=None) -> str:
     a positive number nor null, or ``native_fps`` (given: not None) not a positive number; else
     what is wrong (a recorded recipe no reader can judge is never taken for one row per
     second)."""
+    twice = _keys_given_twice(recipe)
     recipe = recipe_dict(recipe)
     if recipe is None or not {'fps', 'chunk'} & set(recipe):
         return ''
     fps, chunk = recipe.get('fps'), recipe.get('chunk')
-    wrong = [f'no "{name}"' if name not in recipe else f'{name} = {value!r}'
-             for name, value in (('chunk', chunk), ('fps', fps))
-             if name not in recipe or not (_is_number(value) and value > 0)
-             and not (name == 'fps' and value is None)]
+    wrong = [f'"{name}" given twice (JSON keeps the last)' for name in twice] + [
+        f'no "{name}"' if name not in recipe else f'{name} = {value!r}'
+        for name, value in (('chunk', chunk), ('fps', fps))
+        if name not in recipe or not (_is_number(value) and value > 0)
+        and not (name == 'fps' and value is None)]
     if native_fps is not None and not (_is_number(native_fps) and native_fps > 0):
         wrong.append(f'native_fps = {native_fps!r}')
     if not wrong:
@@ -161,6 +163,26 @@ def _is_number(value) -> bool:
     import math
     return (isinstance(value, (int, float, np.integer, np.floating))
             and not isinstance(value, (bool, np.bool_)) and math.isfinite(value))
+
+
+def _keys_given_twice(recipe) -> list:
+    """The keys a recipe's JSON text gives more than once (json.loads keeps the last: the
+    record says two things), [] for anything else."""
+    if isinstance(recipe, np.ndarray) and recipe.ndim == 0:
+        recipe = recipe.item()
+    if not isinstance(recipe, (str, bytes)):
+        return []
+    twice = []
+
+    def pairs_hook(pairs):
+        keys = [key for key, _ in pairs]
+        twice.extend(sorted({key for key in keys if keys.count(key) > 1}))
+        return dict(pairs)
+    try:
+        json.loads(recipe, object_pairs_hook=pairs_hook)
+    except ValueError:
+        return []
+    return twice
 
 
 def recipe_dict(recipe) -> Optional[dict]:
