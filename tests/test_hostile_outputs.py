@@ -96,7 +96,8 @@ def test_an_output_inside_a_file_or_a_stem_that_names_no_file_is_refused(tmp_pat
     for stem in ('', '.', 'figures/', '..'):
         with pytest.raises(ValueError, match='expected a file stem'):
             stem_files(stem, ('.png', '.pdf'))
-    assert stem_files('docs/table.v2', ('.md',)) == [Path('docs/table.md')]
+    assert stem_files('docs/table.md', ('.md',)) == [Path('docs/table.md')]
+    assert stem_files('docs/table.v2', ('.md',)) == [Path('docs/table.v2.md')]  # pass17 H01
 
 
 def test_an_existing_file_of_another_kind_needs_overwrite_and_its_own_kind_does_not(tmp_path):

@@ -238,6 +238,15 @@ def print_features_note(samples) -> None:
         print(f'WARNING: {note}')
 
 
+def print_damage(damaged) -> None:
+    """The WARNING line of the feature files planned from that record a damaged video
+    ('<file>: <note>' each; extract_features' ``damage`` note), as tools/test.py warns."""
+    if damaged:
+        print(f'WARNING: {len(damaged)} feature file(s) planned from record a damaged video '
+              '(extract_features\' "damage" note: ffmpeg decoded it with errors, frames there '
+              f'concealed or repeated): {"; ".join(damaged)}')
+
+
 def save_features(path, features, s3d, warning: str, existed: bool = True,
                   damage: str = '') -> None:
     """The video's features in the datasets' layout, marked unusable for random weights
@@ -311,6 +320,7 @@ def main(argv=None):
     dataset = build_split_dataset(cfg, args.split)
     samples = inference_planner(model, dataset, args.indices)
     print_features_note(samples)
+    print_damage(dataset.damaged_files(args.indices))
     for sample in samples:
         print('\n'.join(format_plan(sample, dataset.taxonomy)))
         print()

@@ -28,6 +28,7 @@ On a Slurm cluster, ``--launcher slurm --partition P`` submits the units as one 
     .venv/bin/python tools/run_protocol.py configs/protocol/standard_niv.py --max-epochs 30 --status
 """
 import argparse
+import contextlib
 import os
 import shlex
 import sys
@@ -155,18 +156,12 @@ def check_launcher_arguments(parser, args, argv) -> None:
 def main(argv=None):
     args = parse_args(argv)
     check_folder_target(args.out, 'protocol output folder', 'the work dirs and results', '--out')
+    if args.status:
+        return show_status(args)
     protocol = load_protocol(args.protocol)
     units = expand_units(protocol, seeds=args.seeds, methods=args.methods,
                          horizons=args.horizons)
-    runner = ProtocolRunner(protocol, args.out, max_epochs=args.max_epochs,
-                            val_interval=args.val_interval, batch_size=args.batch_size,
-                            log_level=args.log_level, data_paths=data_path_args(args),
-                            checkpoint_interval=args.checkpoint_interval,
-                            epoch_seconds=args.epoch_seconds, smoke=args.smoke)
-    if args.status:
-        from vpn_plugin.protocol.status import format_status, unit_statuses
-        print('\n'.join(format_status(unit_statuses(runner, units))))
-        return units
+    runner = protocol_runner(protocol, args)
     if args.launcher == 'slurm':
         return launch_on_slurm(args, protocol, units, runner)
     if args.dry_run:
@@ -270,6 +265,41 @@ def dry_run_queued(runner) -> set:
     except RuntimeError as error:
         print(f'note: {error}; the dry run counts no unit as queued', file=sys.stderr)
         return set()
+
+
+def protocol_runner(protocol, args) -> ProtocolRunner:
+    """The runner of ``protocol`` with the command line's settings."""
+    return ProtocolRunner(protocol, args.out, max_epochs=args.max_epochs,
+                          val_interval=args.val_interval, batch_size=args.batch_size,
+                          log_level=args.log_level, data_paths=data_path_args(args),
+                          checkpoint_interval=args.checkpoint_interval,
+                          epoch_seconds=args.epoch_seconds, smoke=args.smoke)
+
+
+def show_status(args):
+    """``--status``: every unit's state. It only reads, so it works from any folder: the
+    protocol's relative config paths (``configs/...``) that are no file from the current folder
+    are read from the repository, as a results row's config is (``results.config_file``)."""
+    from vpn_plugin.data_paths import REPO_ROOT
+    from vpn_plugin.protocol.status import format_status, unit_statuses
+    for name in ('protocol', 'out', 'data_root', 'feature_dir'):
+        if getattr(args, name, None) is not None:
+            setattr(args, name, os.path.abspath(getattr(args, name)))
+    protocol = load_protocol(args.protocol)
+    def expanded():
+        return expand_units(protocol, seeds=args.seeds, methods=args.methods,
+                            horizons=args.horizons)
+    here = os.getcwd()
+    try:
+        units = expanded()
+    except ValueError as error:
+        if 'which is no file' not in str(error) or Path.cwd().resolve() == REPO_ROOT.resolve():
+            raise
+        here, units = str(REPO_ROOT), None
+    with contextlib.chdir(here):
+        units = units or expanded()
+        print('\n'.join(format_status(unit_statuses(protocol_runner(protocol, args), units))))
+    return units
 
 
 def status_command(args) -> str:

@@ -96,9 +96,9 @@ def add_cfg_options(parser: argparse.ArgumentParser, help: str, **kwargs) -> Non
                              "tool's own flag (--feature-dir, --data-root, --work-dir) or in a "
                              "config file of your own (_base_ = ['<config>'])")
             for item in values:  # mmengine's DictAction reads '٥' as 5, '1_0' as 10
-                key, text = item.split('=', 1)
-                token = next((token for token in re.split(r'[\[\]\(\),]', text)
-                              if number_text_problem(token)), None)
+                key, text = item.split('=', 1)  # and "'1_0'" too: it strips the quotes first
+                tokens = (token.strip().strip('\'"') for token in re.split(r'[\[\]\(\),]', text))
+                token = next((token for token in tokens if number_text_problem(token)), None)
                 if token is not None:
                     problem = number_text_problem(token)
                     parser.error(f'{option_string} {item}: {token!r} {problem}; expected a '
@@ -233,7 +233,7 @@ def apply_horizon(cfg, horizon=None, test_horizon=None):
         raise ValueError(f'{cfg.filename or "config"}: model = {model!r}; expected a model dict '
                          "with a type, e.g. model = dict(type='ViterbiPlanNet', ...) (or inherit "
                          "one: _base_ = ['configs/vpn_niv_t3.py'])")
-    _refuse_contradicting_horizons(cfg, horizon, test_horizon)
+    refuse_contradicting_horizons(cfg, horizon, test_horizon)
     if model is not None:
         if _accepts_horizon(model):
             model['horizon'] = horizon
@@ -280,7 +280,7 @@ def _dataset_horizon(dataset):
     return dataset.get('horizon') if hasattr(dataset, 'items') and 'type' in dataset else None
 
 
-def _refuse_contradicting_horizons(cfg, horizon: int, test_horizon: int) -> None:
+def refuse_contradicting_horizons(cfg, horizon: int, test_horizon: int) -> None:
     """A config FILE whose dataset (or model) horizon contradicts its top-level ``horizon``
     (``train_dataloader.dataset.horizon=4`` under ``horizon = 3`` trained T=3 without a word)
     is refused naming both. A base file's copy of its own ``horizon`` (the stale value this
@@ -292,7 +292,7 @@ def _refuse_contradicting_horizons(cfg, horizon: int, test_horizon: int) -> None
         return
     chain = None
     for key, value, written in _horizon_places(cfg, horizon, test_horizon):
-        if value is None or value == written:
+        if value is None or value is UNREAD or value == written:
             continue
         chain = _chain_horizons(Path(path)) if chain is None else chain
         if value in chain:
@@ -389,7 +389,9 @@ def literal_assignments(file: Path, base: dict | None = None) -> dict:
     if file.suffix != '.py':
         return _safe_mapping(file)
     names: dict = {}
-    for node in ast.parse(config_text(file), str(file)).body:
+    tree = ast.parse(config_text(file), str(file))
+    _refuse_name_writers(tree, file)
+    for node in tree.body:
         changed = _objects_changed_in_place(node, names)
         if isinstance(node, ast.Assign):  # x = 1; x = y = 1; x, y = 1, 2
             value = _literal(node.value, names, base or {})
@@ -408,6 +410,33 @@ def literal_assignments(file: Path, base: dict | None = None) -> dict:
             names[name] = UNREAD
         _forget_shared(names, changed)
     return names
+
+
+# builtins that set or delete a config's names out of sight of its assignments (``exec("horizon
+# = 3")``, ``globals()['horizon'] = 3``, ``vars().update(...)``, ``builtins.exec(...)``): a file
+# using one of them has values its text alone does not tell
+NAME_WRITERS = ('exec', 'eval', 'globals', 'locals', 'vars', 'setattr', 'delattr', 'compile',
+                '__dict__')
+
+
+def _refuse_name_writers(tree, file: Path) -> None:
+    """``ValueError`` naming the file, line and builtin when ``tree`` uses one of
+    :data:`NAME_WRITERS` anywhere, by name or as an attribute (a function body too: it may be
+    called at the top)."""
+    import ast
+    own = {node.id for node in ast.walk(tree)  # the file's own names (mmengine's ``compile = True``)
+           if isinstance(node, ast.Name) and not isinstance(node.ctx, ast.Load)}
+    called = {id(node.func) for node in ast.walk(tree) if isinstance(node, ast.Call)}
+    for node in ast.walk(tree):
+        name = node.id if isinstance(node, ast.Name) and node.id not in own else \
+            node.attr if isinstance(node, ast.Attribute) and (
+                id(node) in called or node.attr == '__dict__') else None
+        if name in NAME_WRITERS:
+            raise ValueError(
+                f'{file}:{node.lineno}: uses {name}, which can set any value of the config '
+                "out of sight of its assignments; a config outside the repository's configs/ "
+                'folder is read without running its code: expected plain assignments '
+                '(name = value)')
 
 
 def _objects_changed_in_place(statement, names: dict) -> list:
@@ -564,10 +593,11 @@ def _literal(node, names: dict, base: dict):
                                    _literal(node.right, names, base))
     if isinstance(node, ast.Name):
         return names.get(node.id, UNREAD)
-    if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub):
-        value = _literal(node.operand, names, base)
-        return -value if isinstance(value, (int, float)) and not isinstance(value, bool) \
-            else UNREAD
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, (ast.USub, ast.UAdd)):
+        value = _literal(node.operand, names, base)  # -6, +6 (ast.literal_eval reads both)
+        if not isinstance(value, (int, float)) or isinstance(value, bool):
+            return UNREAD
+        return -value if isinstance(node.op, ast.USub) else value
     if isinstance(node, ast.Set) and len(node.elts) == 1 and isinstance(node.elts[0], ast.Set) \
             and len(node.elts[0].elts) == 1:  # mmengine's {{_base_.x}} placeholder
         return _literal(node.elts[0].elts[0], names, base)
@@ -1170,8 +1200,32 @@ def resolve_paths(cfg, *, data_root=None, feature_dir=None, declared=None):
     _relocate(cfg, targets, literals, unset)
     for name in moved:
         _require_use(cfg, name, targets[name])
+    if flags['data_root'] is not None:
+        _require_datasets_moved(cfg, targets['data_root'])
     check_split_locations(cfg)
     return cfg
+
+
+def _require_datasets_moved(cfg, root: str) -> None:
+    """``--data-root`` moved ``data_root``: a train/val/test dataset whose ``data_root`` is
+    not built from it (an absolute path elsewhere) would stay where it is while the paths built
+    from the variable (the model's text features) move: refused, naming it. A path that is
+    inside the new root (through links too) is left alone."""
+    real = os.path.realpath(root)
+    for loader in ('train_dataloader', 'val_dataloader', 'test_dataloader'):
+        dataset = (cfg.get(loader) or {}).get('dataset') if hasattr(cfg.get(loader), 'get') \
+            else None
+        value = dataset.get('data_root') if hasattr(dataset, 'get') else None
+        if not isinstance(value, str) or '{' in value:
+            continue
+        where = os.path.realpath(value)
+        if where != real and not where.startswith(real.rstrip(os.sep) + os.sep):
+            raise ValueError(f'{_name(cfg)}: --data-root {root}: {loader}.dataset.data_root='
+                             f'{value!r} is not built from the variable data_root, so it would '
+                             'stay where it is while the paths built from data_root move; '
+                             "expected it written as '{data_root}/<dataset>' (as "
+                             'configs/_base_/datasets/ do), or set it with --cfg-options '
+                             f'{loader}.dataset.data_root=DIR')
 
 
 def _name(cfg) -> str:

@@ -129,12 +129,32 @@ def leave_to_rank_zero(text: str) -> bool:
 
 
 def tool_main(main):
-    """Decorator for a tool's ``main(argv=None)``: runs it under :func:`explained_errors`."""
+    """Decorator for a tool's ``main(argv=None)``: runs it under :func:`explained_errors`;
+    when it returns or ends, the log files its runs opened are closed
+    (:func:`close_run_log_files`)."""
     @functools.wraps(main)
     def run(*args, **kwargs):
-        with explained_errors():
-            return main(*args, **kwargs)
+        try:
+            with explained_errors():
+                return main(*args, **kwargs)
+        finally:
+            close_run_log_files()
     return run
+
+
+def close_run_log_files() -> None:
+    """Close and detach the log files of mmengine's loggers (when mmengine is loaded): its
+    current logger stays the last run's after the run, so the next call of a tool in the same
+    process (a notebook, a test suite), refused before its own logger exists, wrote its lines
+    into the previous run's log file."""
+    import logging
+    import sys
+    module = sys.modules.get('mmengine.logging')
+    for logger in list(getattr(getattr(module, 'MMLogger', None), '_instance_dict', {}).values()):
+        for handler in list(logger.handlers):
+            if isinstance(handler, logging.FileHandler):
+                handler.close()
+                logger.removeHandler(handler)
 
 
 def is_mmaction_tool(script) -> bool:

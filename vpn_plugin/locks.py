@@ -3,8 +3,11 @@ LLM reply cache.
 
 :func:`exclusive_lock` holds an ``flock`` on a lock file (created if absent) for the duration
 of a ``with`` block. A lock file is deleted only by the process that holds it, and only one it
-made for a block that raised (``discard_if_refused``: a refused run leaves nothing); a process
-that locked a file deleted meanwhile opens the path again (one lock per path, never two). ``wait=True`` blocks until the lock is free; ``wait=False`` raises :class:`LockBusyError`
+made: when its block ends normally (a finished run leaves no ``.<name>.lock`` beside its
+outputs) and, with the folders made for it, when its block raised (``discard_if_refused``: a
+refused run leaves nothing); a lock file that was there before stays. A process that locked a
+file deleted meanwhile opens the path again (one lock per path, never two). ``wait=True``
+blocks until the lock is free; ``wait=False`` raises :class:`LockBusyError`
 naming the process that holds it. The lock is re-entrant within one thread (a protocol run
 holds its work dir's lock while ``PlanningRunner.train`` takes it again) and released when the
 process dies, even by ``kill -9``.
@@ -74,6 +77,10 @@ def exclusive_lock(path, *, wait: bool = True, what: str = '', discard_if_refuse
             if discard_if_refused and made:  # still held: no other process locks it meanwhile
                 _discard(path, made_folders)
             raise
+        else:
+            if made:  # still held: a process waiting on it opens the path again (_is_at)
+                with contextlib.suppress(OSError):
+                    path.unlink()
         finally:
             del depths[path]
             if fcntl is not None:

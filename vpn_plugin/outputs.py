@@ -307,16 +307,28 @@ def _recognised(output: OutputKind, path: Path) -> bool:
         return False
 
 
+# the endings of every output a stem names (report.py: .md/.tex; plots.py: .png/.pdf, and the
+# overlap figure's .md): a stem given with one of them (``--out fig.png``) names the same files
+STEM_SUFFIXES = ('.md', '.tex', '.png', '.pdf')
+
+
 def stem_files(stem, suffixes: Iterable[str], flag: str = '--out') -> list:
     """The files ``<stem><suffix>`` an output stem names (``report.py --out docs/table``:
-    ``docs/table.md`` and ``.tex``; a suffix of the stem is replaced, as ``Path.with_suffix``
-    does); ``ValueError`` for a stem that names no file (empty, ``.``, ending in ``/``)."""
+    ``docs/table.md`` and ``.tex``). A stem ending in one of ``suffixes`` or
+    :data:`STEM_SUFFIXES` (``docs/table.md``) has it replaced; any other ending is part of the
+    name (``--out table.v2`` writes ``table.v2.md``; replaced, it would be ``table.md``, the
+    table of ``--out table``, overwritten). ``ValueError`` for a stem that names no file
+    (empty, ``.``, ending in ``/``)."""
     text = '' if stem is None else str(stem)
     if not text.strip() or text.endswith(os.sep) or Path(text).name in ('', '.', '..'):
         raise ValueError(f'{flag} {text!r}: expected a file stem, a file name without its '
                          f'extension (it writes <stem>{"/".join(suffixes)}), not a folder or an '
                          'empty name')
-    return [Path(text).with_suffix(suffix) for suffix in suffixes]
+    suffixes = tuple(suffixes)
+    path = Path(text)
+    if path.suffix.lower() in (*suffixes, *STEM_SUFFIXES):
+        path = path.with_suffix('')
+    return [path.with_name(path.name + suffix) for suffix in suffixes]
 
 
 def add_overwrite_argument(parser, what: str = 'the output files') -> None:

@@ -461,13 +461,35 @@ class PlanningRunner(Runner):
             self.testing = True
             return super().test()
 
+    trained_on_damaged = ()  # the tested checkpoint's training files of damaged videos
+
     def damaged_test_files(self) -> list:
         """'<file>: <note>' of each test feature file read that records a damaged video
-        (``PlanningDataset.damaged_files``; the dataset logged them in one WARNING line): what
-        test_metrics.json and a results row's caveats carry."""
+        (``PlanningDataset.damaged_files``; the dataset logged them in one WARNING line), then
+        'training file <file>: <note>' of each the tested checkpoint was trained on
+        (:meth:`note_trained_on_damaged`): what test_metrics.json and a results row's caveats
+        carry."""
         loop = getattr(self, '_test_loop', None)  # a config dict until the test built it
         dataset = getattr(getattr(loop, 'dataloader', None), 'dataset', None)
-        return list(getattr(dataset, 'damaged_files', list)())
+        return list(getattr(dataset, 'damaged_files', list)()) + [
+            f'training file {line}' for line in getattr(self, 'trained_on_damaged', ())]
+
+    def note_trained_on_damaged(self, checkpoint: dict, filename: str) -> None:
+        """The training feature files of damaged videos a tested checkpoint records
+        (``meta[TRAINING_DAMAGE_KEY]``, written by :meth:`save_checkpoint`): one WARNING line,
+        and :meth:`damaged_test_files` names them."""
+        from vpn_plugin.datasets.planning_dataset import DAMAGED_LISTED
+        from vpn_plugin.engine.checkpoint import TRAINING_DAMAGE_KEY
+        recorded = (checkpoint.get('meta') or {}).get(TRAINING_DAMAGE_KEY) or []
+        self.trained_on_damaged = [str(line) for line in recorded] \
+            if isinstance(recorded, (list, tuple)) else [str(recorded)]
+        damaged = self.trained_on_damaged
+        if damaged:
+            more = f'; and {len(damaged) - DAMAGED_LISTED} more' * (len(damaged) > DAMAGED_LISTED)
+            self.logger.warning(f'{filename} was trained on {len(damaged)} feature file(s) that '
+                                'record a damaged video (extract_features\' "damage" note: '
+                                'ffmpeg decoded it with errors, frames there concealed or '
+                                f'repeated): {"; ".join(damaged[:DAMAGED_LISTED])}{more}')
 
     def log_shortened(self) -> None:
         """A warning line when the config is a shortened run (module docstring)."""
@@ -566,6 +588,7 @@ class PlanningRunner(Runner):
             if self.feature_statistics_note:
                 self.logger.warning(self.feature_statistics_note)
             self.compare_training_features(checkpoint, filename)
+            self.note_trained_on_damaged(checkpoint, filename)
         self._has_loaded = True
         self.logger.info(f'Load checkpoint from {filename}')
         return checkpoint
@@ -641,7 +664,8 @@ class PlanningRunner(Runner):
         """mmengine's ``save_checkpoint``, written to a temporary name and renamed into place
         (:func:`vpn_plugin.engine.checkpoint.save_atomically`)."""
         from vpn_plugin.engine.checkpoint import (FEATURE_STATS_KEY, FEATURES_FOLDER_KEY,
-                                                  features_folder_record, save_atomically)
+                                                  TRAINING_DAMAGE_KEY, features_folder_record,
+                                                  save_atomically)
         from vpn_plugin.engine.checkpoint_hook import RESUME_POINT_KEY, save_failure_hint
         from vpn_plugin.engine.rank_agreement import TRAIN_DATA_KEY, VAL_DATA_KEY, WORLD_SIZE_KEY
         meta = dict(kwargs.get('meta') or {}, **{WORLD_SIZE_KEY: self._world_size})
@@ -662,6 +686,9 @@ class PlanningRunner(Runner):
         folder = self._features_folder_record
         if folder:
             meta[FEATURES_FOLDER_KEY] = folder
+        damaged = getattr(self._built_datasets().get('train'), 'damaged_files', list)()
+        if damaged:  # named when the checkpoint is tested (note_trained_on_damaged)
+            meta[TRAINING_DAMAGE_KEY] = damaged
         kwargs['meta'] = meta
         save = super().save_checkpoint
         save_atomically(lambda temporary: save(out_dir, osp.basename(temporary), *args, **kwargs),

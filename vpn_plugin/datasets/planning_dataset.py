@@ -521,11 +521,13 @@ class PlanningDataset(Dataset):
                       f'warning{"s" * (count > 1)} about the annotations (kept): '
                       f'{self.warnings.summary()}', 'current', logging.WARNING)
 
-    def damaged_files(self) -> list:
-        """'<file>: <note>' of each feature file this dataset's windows read that records a
-        damaged video (extract_features' ``damage`` note: ffmpeg decoded it with errors, its
-        frames there concealed or repeated), sorted by video."""
-        stems = sorted({w.feature for w in self.windows} & set(self._damage))
+    def damaged_files(self, indices=None) -> list:
+        """'<file>: <note>' of each feature file this dataset's windows (those of ``indices``
+        when given) read that records a damaged video (extract_features' ``damage`` note:
+        ffmpeg decoded it with errors, its frames there concealed or repeated), sorted by
+        video."""
+        windows = self.windows if indices is None else [self.windows[i] for i in indices]
+        stems = sorted({w.feature for w in windows} & set(self._damage))
         return [f'{self._damage[stem][0]}: {self._damage[stem][1]}' for stem in stems]
 
     def _log_damage(self) -> None:

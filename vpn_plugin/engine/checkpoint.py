@@ -409,6 +409,8 @@ def feature_statistics_note(checkpoint: dict, filename: str, tested: Optional[di
 
 
 FEATURES_FOLDER_KEY = 'features_folder'  # meta: the training feature folder, file by file
+# meta: '<file>: <note>' of each training feature file that records a damaged video
+TRAINING_DAMAGE_KEY = 'damaged_features'
 FILE_DIGEST_CHARS = 16  # hex digits of each feature file's sha256 a checkpoint records
 
 
@@ -491,8 +493,8 @@ def _files_not_trained_on(trained: dict, folder, dataset) -> str:
     from ..datasets.provenance import feature_files
     reads = callable(getattr(dataset, 'feature_files_read', None))
     read = dataset.feature_files_read() if reads else feature_files(folder)
-    other, absent, half = files_unlike_training(trained, read,
-                                                getattr(dataset, 'feature_digests', None))
+    other, absent, half, unknown = files_unlike_training(
+        trained, read, getattr(dataset, 'feature_digests', None))
     absent = absent if reads else []
     return '; '.join(filter(None, (
         other and f'{len(other)} of the {len(read)} files read differ from the training files '
@@ -500,7 +502,8 @@ def _files_not_trained_on(trained: dict, folder, dataset) -> str:
                   'extractor?)',
         absent and f'{len(absent)} of the {len(read)} files read were not in the training '
                    f'folder ({_listed(absent)})',
-        half and f'{len(half)} of the {len(read)} files read {half_text(half)}')))
+        half and f'{len(half)} of the {len(read)} files read {half_text(half)}',
+        unknown and f'{len(unknown)} of the {len(read)} files read {unknown_text(unknown)}')))
 
 
 def half_text(names) -> str:
@@ -511,19 +514,22 @@ def half_text(names) -> str:
 
 
 def files_unlike_training(trained: dict, read, hashing=None) -> tuple:
-    """(other, absent, half): the names of the files ``read`` whose content is not the
-    training file's of their name (``trained['digests']``, a checkpoint's
+    """(other, absent, half, unknown): the names of the files ``read`` whose content is not
+    the training file's of their name (``trained['digests']``, a checkpoint's
     :func:`features_folder_record`) nor, in another file format, the frames array of the
     training file of their stem (``trained['frames']``); those of no training file's name or
     stem; those equal to their training file's frames at float16 precision only (another
-    dtype: :func:`_same_at_float16`). ``hashing``: a planning dataset's ``feature_digests``
-    (its memos). The frames arrays are read only of the files whose bytes are no training
-    file's."""
+    dtype: :func:`_same_at_float16`); those whose bytes are not the training file's of their
+    name or stem and whose stem the record has no frames digest of (a partial or edited
+    record: the same features in another dtype or format cannot be told from others, so
+    they are called neither). ``hashing``: a planning dataset's ``feature_digests`` (its
+    memos). The frames arrays are read only of the files whose bytes are no training file's."""
     from ..datasets.file_digests import MISSING, NOT_A_FILE
     digests, frames = trained['digests'], trained.get('frames')
     frames = frames if isinstance(frames, dict) else {}
     found = _digests(read, hashing)
-    other, absent, unmatched = [], [], []
+    other, absent, unmatched, unknown = [], [], [], []
+    trained_stems = {Path(str(name)).stem for name in digests}
     for path, digest in zip(map(Path, read), found):
         if digest in (MISSING, NOT_A_FILE):  # the dataset's reader names these
             continue
@@ -531,8 +537,10 @@ def files_unlike_training(trained: dict, read, hashing=None) -> tuple:
             continue
         if path.stem in frames:
             unmatched.append(path)
+        elif path.name in digests or path.stem in trained_stems:  # frames unrecorded
+            unknown.append(path.name)
         else:
-            (other if path.name in digests else absent).append(path.name)
+            absent.append(path.name)
     arrays = _digests(unmatched, hashing, frames=True) if unmatched else []
     half = []
     for path, pair in zip(unmatched, arrays):
@@ -540,7 +548,15 @@ def files_unlike_training(trained: dict, read, hashing=None) -> tuple:
         if found[0] == recorded[0]:
             continue  # the training frames, in another file format
         (half if _same_at_float16(recorded, found) else other).append(path.name)
-    return other, absent, half
+    return other, absent, half, unknown
+
+
+def unknown_text(names) -> str:
+    """What a file of another content than its training file's, whose frames the record
+    lacks, is (:func:`files_unlike_training`'s ``unknown``)."""
+    return (f'are not the training files of the same name byte for byte, and the checkpoint '
+            f'records no frames digest of them ({_listed(names)}): whether their features '
+            'differ (or are the same in another format or dtype) is not compared')
 
 
 def _digests(paths, hashing=None, frames: bool = False) -> list:

@@ -12,7 +12,10 @@ from ..errors import OutputWriteError, replace_atomically
 @METRICS.register_module()
 class AtomicDumpResults(DumpResults):
     """``DumpResults`` whose pickle is the complete file or absent; a failed write raises
-    ``OutputWriteError`` naming the file."""
+    ``OutputWriteError`` naming the file. It adds no metric; its prefix only keeps mmengine
+    from warning "The prefix is not set" on every ``--out``."""
+
+    default_prefix = 'dump'
 
     def compute_metrics(self, results: list) -> dict:
         replace_atomically(

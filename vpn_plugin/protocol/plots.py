@@ -29,7 +29,7 @@ from vpn_plugin.core.metrics import METRIC_NAMES
 from vpn_plugin.core.stats import MIN_SEEDS_FOR_CI, seed_interval
 from vpn_plugin.config_types import Count, NonNegativeInt, PathLike, checked_arguments
 from vpn_plugin.errors import OutputWriteError, check_file, read_json, replace_atomically
-from vpn_plugin.outputs import FIGURE_MARKER, OVERLAP_TABLE_MARKER
+from vpn_plugin.outputs import FIGURE_MARKER, OVERLAP_TABLE_MARKER, stem_files
 from .results import METRIC_LABELS, SHORTENED_MARK, ResultRow, shortened_reason
 
 ONE_COLUMN, TWO_COLUMNS = 3.3, 6.9  # inches
@@ -303,9 +303,9 @@ def paper_style():
 
 def save_figure(fig, out_stem) -> list[Path]:
     """Write ``<out_stem>.png`` and ``<out_stem>.pdf``; returns both paths."""
-    out_stem = Path(out_stem)
-    out_stem.parent.mkdir(parents=True, exist_ok=True)
-    paths = [out_stem.with_suffix('.png'), out_stem.with_suffix('.pdf')]
+    paths = stem_files(out_stem, ('.png', '.pdf'))
+    paths[0].parent.mkdir(parents=True, exist_ok=True)
+    plain_texts(fig)
     for path in paths:  # the marker tells tools/plots.py its earlier figures (outputs.py)
         def write(temporary, path=path):  # atomic: a full disk leaves no 0-byte figure
             with open(temporary, 'wb') as handle:
@@ -316,6 +316,19 @@ def save_figure(fig, out_stem) -> list[Path]:
             'space or choose another --out)'))
     _pyplot().close(fig)
     return paths
+
+
+def plain_texts(fig) -> None:
+    """Every text of ``fig`` but its tick labels drawn as written: matplotlib reads ``$...$``
+    as math (a method named ``pipe $x$`` would show an italic x), and no text of the figures
+    is math; tick labels keep it (a log axis writes its powers of ten with it)."""
+    from matplotlib.text import Text
+    ticks = {id(label) for ax in fig.axes for axis in (ax.xaxis, ax.yaxis)
+             for tick in axis.get_major_ticks() + axis.get_minor_ticks()
+             for label in (tick.label1, tick.label2)}
+    for text in fig.findobj(Text):
+        if id(text) not in ticks:
+            text.set_parse_math(False)
 
 
 @checked_arguments
@@ -510,7 +523,7 @@ def plot_curves(rows, x_key: str, metric: str, out_stem, *, group_key: str | Non
                 ax.set_title(panel_title(dataset, horizon, panels), fontsize=7, pad=3)
         keep_y_span(axes[0][0], *y_extent([p for curves in panels.values()
                                            for points in curves.values() for p in points]),
-                    metric in METRIC_NAMES)
+                    metric in METRIC_NAMES, marker_room=True)  # a marker at 0 drawn whole
         axes[0][0].set_ylabel(axis_label(metric))
         handles, labels = axes[0][0].get_legend_handles_labels()
         for ax in axes[0][1:]:
@@ -1004,19 +1017,20 @@ def plot_params_vs_metric(rows, metric, out_stem, *, horizon=None) -> list[Path]
         keep_y_span(axes[0], *y_extent(list(points.values())), metric in METRIC_NAMES,
                     marker_room=True)
         bottom, top = axes[0].get_ylim()
-        spread = []
+        spread, drawn_counts = [], []
         for ax, group in zip(axes, [g for g in (zero, counted) if g]):
             drawn_x, shared = dodged_positions(
                 group, log=group is counted, y_room=MARKER_SPAN / 2 * (top - bottom),
                 step=dodge_step([p[0] for p in counted.values()]) if counted else None)
             spread += shared
+            drawn_counts += [drawn_x[m] for m in group] if group is counted else []
             for method, (params, mean, lo, hi) in group.items():
                 ax.errorbar([drawn_x[method]], [mean],
                             yerr=None if lo is None else [[mean - lo], [hi - mean]],
                             linestyle='none', markersize=5, capsize=3, elinewidth=1.2,
                             capthick=1.2, label=method, **style[method])
         if counted:
-            _log_params_axis(axes[-1], [p[0] for p in counted.values()])
+            _log_params_axis(axes[-1], [p[0] for p in counted.values()], drawn_counts)
         axes[0].set_ylabel(axis_label(metric))
         for ax in axes:
             ax.grid(alpha=0.3)
@@ -1062,9 +1076,14 @@ def _zero_axis(ax) -> None:
     ax.set_xlabel('Parameters' if len(ax.figure.axes) == 1 else '')
 
 
-def _log_params_axis(ax, counts) -> None:
+def _log_params_axis(ax, counts, drawn=()) -> None:
+    """The log axis of ``counts``, widened to hold every marker ``drawn`` (dodged ones lie
+    beside their counts: cut at the axis end, a marker would be half hidden) with room for half
+    a dodge step beyond it."""
     from matplotlib.ticker import FixedLocator, NullLocator
     low, high = _log_params_range(counts)
+    margin = 10 ** (dodge_step(counts) / 2)
+    low, high = min([low, *(x / margin for x in drawn)]), max([high, *(x * margin for x in drawn)])
     ax.set_xscale('log')
     ax.set_xlim(low, high)
     ticks = log_ticks(low, high)
@@ -1284,7 +1303,7 @@ def plot_error_overlap(overlaps: list[Overlap], out_stem) -> list[Path]:
         fig.supxlabel(footnote(f'Window counts summed over {"/".join(map(str, seeds))} seeds; '
                                '% = mean over seeds', marks.notes(width)), fontsize=6.5)
         paths = save_figure(fig, out_stem)
-    table = Path(out_stem).with_suffix('.md')
+    table = stem_files(out_stem, ('.md',))[0]
     place = ('one column wide' if width == ONE_COLUMN
              else 'full width (two columns, LaTeX figure*)')
     table.write_text(overlap_table(overlaps) + f'\nFigure {paths[0].name}: {place} '
@@ -1410,7 +1429,7 @@ def plot_error_overlap3(overlap: Overlap3, out_stem) -> list[Path]:
         fig.supxlabel(footnote(f'Window counts summed over {len(overlap.seeds)} seeds',
                                marks.notes()), fontsize=6.5)
         paths = save_figure(fig, out_stem)
-    table = Path(out_stem).with_suffix('.md')
+    table = stem_files(out_stem, ('.md',))[0]
     table.write_text(overlap3_table(overlap) + f'\n{OVERLAP_TABLE_MARKER}\n')
     return paths + [table]
 

@@ -87,8 +87,8 @@ CAVEAT_WORDS = {
     'feature_scale': 'test features of another scale than the training features\'',
     'task_source': 'given the true task of each window (an oracle input, not a comparable '
                    'result)',
-    'damaged_features': 'tested on feature files of damaged videos (ffmpeg decoded them with '
-                        'errors: frames concealed or repeated)'}
+    'damaged_features': 'tested (or trained) on feature files of damaged videos (ffmpeg '
+                        'decoded them with errors: frames concealed or repeated)'}
 MISSING_LISTED = 8  # missing rows the caption names (the rest counted)
 # +1: higher is better (default), -1: lower is better, 0: descriptive (no marks, no delta)
 METRIC_DIRECTION = {'plan_jsd': -1, 'plan_entropy': 0}
@@ -458,7 +458,10 @@ def _check_named(methods, ours, reference, rows):
                          'compares two methods: name another --reference')
     for name in (ours, reference):
         if name is not None and name not in known:
-            raise ValueError(f'method {name!r} not in the results; known methods: {sorted(known)}')
+            raise ValueError(f'--ours/--reference: method {name!r} is not among the rows the '
+                             'table is made of (the results kept by --methods, --protocol, '
+                             '--dataset, --horizons and --variant, after --rename); their '
+                             f'methods: {sorted(known)}')
         if name is not None and name not in methods:
             methods.append(name)
 
@@ -601,14 +604,14 @@ def to_markdown(table: Table, *, title: str = '', digits: NonNegativeInt = 2) ->
     return '\n'.join(lines) + '\n'
 
 
-_MARKDOWN_SPECIAL = re.compile(r'[\\`*<>~]|\](?=[(\[])|(?<![0-9A-Za-z])_|_(?![0-9A-Za-z])')
+_MARKDOWN_SPECIAL = re.compile(r'[\\`*<>~$]|\](?=[(\[])|(?<![0-9A-Za-z])_|_(?![0-9A-Za-z])')
 
 
 def _markdown_escape(text: str) -> str:
     """``text`` (a name of the user's: method, title, caption) as Markdown text, never markup:
     ``*VPN*`` stays ``*VPN*`` (not italic), ``<b>`` is no HTML, ``[a](b)`` no link; an ``_``
     inside a word (``max_epochs``) and brackets not followed by ``(`` / ``[`` (``gpt [oracle]``),
-    which mark up nothing, are kept as they are."""
+    which mark up nothing, are kept as they are; ``$k$`` is no math (GitHub renders it)."""
     return _MARKDOWN_SPECIAL.sub(lambda match: '\\' + match.group(0), text)
 
 
@@ -643,6 +646,10 @@ def to_latex(table: Table, *, title: str = '', label: str = '',
     if label:
         lines.append(rf'\label{{{label}}}')
     lines.append(r'\end{table}')
+    unicode = sorted({ch for line in lines for ch in line if ord(ch) > 127})
+    if unicode:  # pdfLaTeX stops at the first one it has no definition of
+        lines.insert(1, f'% holds non-ASCII characters ({" ".join(unicode)}): compile with '
+                     'LuaLaTeX or XeLaTeX (a Unicode font), or define them for pdfLaTeX')
     return '\n'.join(lines) + '\n'
 
 
@@ -910,9 +917,18 @@ def _latex_escape(text: str) -> str:
                     CAVEAT_MARKS['changed_from_training']: r'\textsuperscript{$\sharp$}',
                     CAVEAT_MARKS['not_compared']: r'\textsuperscript{$\flat$}',
                     CAVEAT_MARKS['feature_scale']: r'\textsuperscript{$\approx$}',
-                    CAVEAT_MARKS['task_source']: r'\textsuperscript{$\star$}'}
+                    CAVEAT_MARKS['task_source']: r'\textsuperscript{$\star$}',
+                    CAVEAT_MARKS['damaged_features']: r'\textsuperscript{$\otimes$}'}
     replacements.update({'$': r'\$', '\\': r'\textbackslash{}', '{': r'\{', '}': r'\}',
                          # OT1 (LaTeX's default text font) prints | < > as an em dash, ¡, ¿
                          '|': r'\textbar{}', '<': r'\textless{}', '>': r'\textgreater{}',
                          '~': r'\textasciitilde{}', '^': r'\textasciicircum{}'})
-    return ''.join(replacements.get(ch, ch) for ch in text)
+    text = _LATEX_LINE_BREAKS.sub(' ', text)  # a blank line is \par: no cell nor caption holds one
+    return _LATEX_LIGATURES.sub(lambda m: m.group(0)[0] + '{}', ''.join(
+        replacements.get(ch, ch) for ch in text))
+
+
+# TeX's ligatures of the default fonts would print another name than the user's: '--' an en
+# dash, '---' an em dash, '?`' and '!`' as ¿ and ¡, '``' a curly quote: '{}' breaks each
+_LATEX_LIGATURES = re.compile(r'-(?=-)|[?!`](?=`)')
+_LATEX_LINE_BREAKS = re.compile(r'\s*\n\s*')

@@ -94,7 +94,9 @@ caveats         dict     what the test recorded about its own trust (default ``{
                          ``task_source`` = ``ground_truth`` (the true task given to the
                          planner: an oracle input, CEFITO's ``oracle_task``);
                          ``damaged_features`` ('<file>: <note>' of each test feature file
-                         read that records a damaged video: extract_features' ``damage``).
+                         read that records a damaged video: extract_features' ``damage``;
+                         'training file <file>: <note>' of each the checkpoint was trained
+                         on).
                          ``tools/report.py`` marks such rows, one mark per kind
 =============== ======== ===============================================================
 
@@ -886,7 +888,7 @@ def config_file(config: str):
 def _config_facts(config: str, options_json: str):
     """(horizon, test_horizon, dataset or '') of a config file (:func:`config_file`) with
     ``cfg_options`` merged."""
-    from vpn_plugin.data_paths import UNREAD, read_config_safely
+    from vpn_plugin.data_paths import UNREAD, read_config_safely, refuse_contradicting_horizons
     cfg = read_config_safely(config)
     options = json.loads(options_json)
     if options:
@@ -898,6 +900,10 @@ def _config_facts(config: str, options_json: str):
             raise ValueError(f'{config}: {name} is not a literal (a config outside the '
                              "repository's configs/ folder is read without running its code); "
                              f'expected {name} = <integer> in the file or its _base_ files')
+    # a dataset's (or the model's) own horizon other than these: the run would have been
+    # refused, so the row is not this config's (the one rule of data_paths.load_config)
+    if isinstance(horizon, int) and isinstance(test_horizon, int):
+        refuse_contradicting_horizons(cfg, horizon, test_horizon)
     loader = cfg.get('test_dataloader')
     dataset = loader.get('dataset') if hasattr(loader, 'get') else None
     root = dataset.get('data_root') if hasattr(dataset, 'get') else None

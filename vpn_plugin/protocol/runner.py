@@ -198,6 +198,10 @@ def check_protocol_values(cfg, path) -> None:
             name(run['method'], f'runs[{index}].method')
         for horizon in run.get('horizons') or []:
             check_number(f'{path}: runs[{index}].horizons entry', horizon, integer=True, low=1)
+        for number, test in enumerate(run.get('tests') or []):
+            if isinstance(test, dict) and 'horizon' in test:
+                check_number(f'{path}: runs[{index}].tests[{number}].horizon', test['horizon'],
+                             integer=True, low=1)
 
 
 def expand_units(protocol_cfg, seeds=None, methods=None, horizons=None) -> list[TrainUnit]:
