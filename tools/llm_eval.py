@@ -33,6 +33,7 @@ from vpn_plugin.baselines.llm import (ORACLE, attach_frames, build_queries, fail
                                       load_anchor_predictions, save_anchor_predictions,
                                       stratified_sample, summarize, token_summary)
 from vpn_plugin.baselines.llm.evaluate import cost_summary, usage_record, write_outcomes
+from vpn_plugin.baselines.llm.prompting import EXAMPLE_DRAW
 from vpn_plugin.baselines.llm.windows import annotation_windows
 from vpn_plugin.datasets.planning_dataset import check_split_disjoint
 from vpn_plugin.protocol.results import ResultRow, read_results, replace_result
@@ -209,10 +210,19 @@ def build_planner(args, cfg):
         **({'pkg': cfg.model.pkg} if cfg.get('model', {}).get('pkg') else {})))
 
 
+def recorded_model(args) -> str:
+    """The model a row names: a local model folder (``--backend transformers``) as the config
+    path is recorded (:func:`row_config_path`: ``A/``, ``./A`` and ``A`` are one model), else
+    the name as given (an endpoint's model name, a hub id)."""
+    if args.backend == 'transformers' and Path(args.model).exists():
+        return row_config_path(args.model)
+    return args.model
+
+
 def method_name(args, anchors: str) -> str:
     if args.method:
         return args.method
-    name = f'{args.model} (VLM)' if args.vlm else args.model
+    name = f'{recorded_model(args)} (VLM)' if args.vlm else recorded_model(args)
     name += ' + PKG' if args.with_pkg else ''
     name += " [paper's prompts]" if args.prompt_set == 'paper' else ''
     return name + (' [oracle first/last]' if anchors == ORACLE else '')
@@ -235,7 +245,7 @@ def setting(args, anchors: str) -> dict:
     # the task named in the prompt: the ground truth, except with a step model (the task of
     # its predicted first action)
     task_source = 'step_model' if anchors == 'step_model' else 'ground_truth'
-    return {'model': args.model, 'anchors': anchors, 'task_source': task_source,
+    return {'model': recorded_model(args), 'anchors': anchors, 'task_source': task_source,
             'with_pkg': args.with_pkg, 'vlm': args.vlm, 'scope': args.scope,
             'num_examples': args.num_examples, 'prompt_set': args.prompt_set}
 
@@ -249,7 +259,7 @@ def run_settings(args, num_windows: int, num_test_windows: int, examples=()) -> 
                 'limit': args.limit if num_windows < num_test_windows else None,
                 'sample_seed': args.seed, 'num_windows': num_windows,
                 'anchors_file': args.anchors_file, 'step_checkpoint': args.step_checkpoint,
-                'cfg_options': args.cfg_options or {}}
+                'cfg_options': args.cfg_options or {}, 'example_draw': EXAMPLE_DRAW}
     if examples and min(examples) < args.num_examples:
         settings['examples_per_prompt'] = [min(examples), max(examples)]
     if args.vlm:
@@ -331,7 +341,8 @@ def main(argv=None):
     model = build_planner(args, cfg)
     queries = build_queries(test_set.plans, test_set.tasks, anchors=anchors,
                             indices=stratified_sample(test_set.tasks, args.limit, args.seed),
-                            action_task=test_set.taxonomy.action_task)
+                            action_task=test_set.taxonomy.action_task,
+                            keys=test_set.window_keys())
     if args.vlm:
         attach_frames(queries, test_set.windows, args.video_root, num_frames=args.num_frames,
                       folder_fps=args.frames_fps)

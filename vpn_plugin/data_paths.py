@@ -681,9 +681,10 @@ REPOSITORY_CONFIGS = REPO_ROOT / 'configs'  # the configs whose code a reader ma
 
 
 def row_config_path(path) -> str:
-    """The config path a results row records (part of its identity): relative to the
-    repository for its files (``configs/x.py``, however it was typed and from whatever working
-    directory), else absolute; ``..`` and ``.`` folded, links kept."""
+    """The config path a results row records (part of its identity; ``llm_eval.py``'s local
+    model folder too): relative to the repository for its files (``configs/x.py``, however it
+    was typed and from whatever working directory), else absolute; ``..``, ``.`` and a
+    trailing ``/`` folded, links kept."""
     absolute = Path(os.path.normpath(os.path.abspath(path)))
     try:
         return str(absolute.relative_to(REPO_ROOT))

@@ -13,8 +13,10 @@ Retrieval (:func:`top_paths`): every walk of exactly T nodes ``s = v_1 -> ... ->
 existing edges (nodes may repeat; ``e`` and ``s`` may also occur inside), in depth-first order
 over successors in insertion order; weight = product of its T-1 edge weights, multiplied left to
 right; sorted by weight, descending, stably (ties keep depth-first order); the first two are
-kept. One walk -> it twice; none (or s / e not a node) -> the fallback ``[s, .., s, e, .., e]``
-twice (s at steps t < T/2, e after: ``[s, s, e, e]`` at T = 4 as the official code).
+kept. One walk -> it twice; none (or s / e not a node: the official ``find_top_n_paths``
+returns no path then, "Skip if start or end node is not in the graph") -> the fallback
+``[s, .., s, e, .., e]`` twice (s at steps t < T/2, e after: ``[s, s, e, e]`` at T = 4 as the
+official code); :func:`retrieve` says which ('none' or 'unseen').
 
 Generalisation: the official retrieval is hard-wired to T = 4 (``max_path_length=4``); here the
 walk length is the run's horizon T (3..6 in the configs); at T = 4 it is exactly the official
@@ -180,12 +182,25 @@ def fallback_path(start: int, end: int, horizon: int) -> List[int]:
     return [int(start) if 2 * t < horizon else int(end) for t in range(horizon)]
 
 
+FALLBACK_KINDS = ('none', 'unseen')  # the kinds of :func:`retrieve` answered by the fallback
+
+
+def unseen_actions(graph: KEPPGraph, start: int, end: int) -> List[str]:
+    """'start action 77' / 'end action 77' of the pair's actions that are no node of the graph
+    (no training video holds a transition from or to them)."""
+    return [f'{role} action {int(a)}' for role, a in (('start', start), ('end', end))
+            if not graph.has_node(a)]
+
+
 def retrieve(graph: KEPPGraph, start: int, end: int, horizon: int) -> Tuple[List[List[int]], str]:
-    """(two paths of ``horizon`` nodes, kind 'many' / 'one' / 'none'): the official
-    ``validate_graph_final`` at any horizon (module docstring)."""
+    """(two paths of ``horizon`` nodes, kind 'many' / 'one' / 'none' / 'unseen'): the official
+    ``validate_graph_final`` at any horizon (module docstring); the fallback of 'none' (no
+    walk between two nodes) and of 'unseen' (the start or end action is no node of the graph:
+    :func:`unseen_actions`) is the same, as in the official code."""
     paths = [path for path, _ in top_paths(graph, start, end, horizon)]
     if not paths:
-        return [fallback_path(start, end, horizon)] * NUM_PATHS, 'none'
+        kind = 'unseen' if unseen_actions(graph, start, end) else 'none'
+        return [fallback_path(start, end, horizon)] * NUM_PATHS, kind
     if len(paths) == 1:
         return paths * NUM_PATHS, 'one'
     return paths, 'many'
@@ -209,11 +224,11 @@ class PathRetriever:
         if key not in self.cache:
             paths, kind = retrieve(self.graph, key[0], key[1], self.horizon)
             self.cache[key] = (np.asarray(paths, np.int64), kind)
-            if kind == 'none':
+            if kind in FALLBACK_KINDS:
                 self.fallback_pairs.append(key)
         paths, kind = self.cache[key]
-        self.fallback_windows += kind == 'none'
-        return paths, kind == 'none'
+        self.fallback_windows += kind in FALLBACK_KINDS
+        return paths, kind in FALLBACK_KINDS
 
     def batch(self, first: Sequence[int], last: Sequence[int]) -> Tuple[np.ndarray, np.ndarray]:
         """((B, 2, T) int64 paths, (B,) bool fallback used) of B (first, last) pairs."""

@@ -25,6 +25,8 @@ suspicious (steps partly out of temporal order, a window repeated in a window fi
 """
 import csv
 import functools
+import hashlib
+import json
 import math
 import numbers
 from dataclasses import dataclass
@@ -76,6 +78,21 @@ class Window:
     video_num_steps: int
     position: int = 0  # index of the first step within the video
     sample: int = -1  # index of the window in its window file (-1: slid over annotations)
+
+
+def window_identity(window: Window) -> str:
+    """What identifies a window whatever the order of the lists it was read from: its video
+    (``vid``, feature stem) and its steps' places in it (whole-second times) and actions, as
+    JSON. The prompting baselines draw their few-shot examples by it."""
+    return json.dumps([window.vid, window.feature, [list(t) for t in window.times],
+                       list(window.steps)], ensure_ascii=False)
+
+
+def window_key(window: Window) -> int:
+    """:func:`window_identity` as an integer in [0, 2**63) (the first 63 bits of its SHA-256),
+    which a batch carries as an int64 (``data_samples['window_key']``)."""
+    digest = hashlib.sha256(window_identity(window).encode('utf-8')).digest()
+    return int.from_bytes(digest[:8], 'big') >> 1
 
 
 def round_time(seconds: float) -> int:

@@ -18,7 +18,7 @@ from mmengine.logging import print_log
 from mmengine.registry import FUNCTIONS
 from torch.utils.data import Dataset
 
-from .annotations import BadVideoError, Window, chain_windows, read_video_list
+from .annotations import BadVideoError, Window, chain_windows, read_video_list, window_key
 from .features import feature_fix_hint, find_feature_file, load_features
 from ..core.stats import stratified_sample
 from .file_digests import file_digests
@@ -558,13 +558,15 @@ class PlanningDataset(Dataset):
             inputs['observed'] = torch.from_numpy(self.observed[i])
         samples = {'plan': torch.from_numpy(self.plans[i]),
                    'task': torch.tensor(self.tasks[i], dtype=torch.long),
-                   'index': torch.tensor(i, dtype=torch.long)}
+                   'index': torch.tensor(i, dtype=torch.long),
+                   'window_key': torch.tensor(window_key(self.windows[i]), dtype=torch.long)}
         return {'inputs': inputs, 'data_samples': samples}
 
     def __getitems__(self, indices: List[int]):
         """The batch of ``indices`` (B): with ``device_resident``, ONE dict as ``planning_collate``
         gives, ``inputs`` ``start``, ``goal`` (B, D) [``observed`` (B, k, D)], ``data_samples``
-        ``plan`` (B, T), ``task``, ``index`` (B,), gathered on the device; else the B items."""
+        ``plan`` (B, T), ``task``, ``index``, ``window_key`` (B,), gathered on the device; else the B
+        items."""
         if not self.device_resident:
             return [self[i] for i in indices]
         fields = self.device_fields()
@@ -574,15 +576,21 @@ class PlanningDataset(Dataset):
         inputs = {name: batch.pop(name) for name in ('start', 'goal', 'observed') if name in batch}
         return {'inputs': inputs, 'data_samples': batch}
 
+    def window_keys(self) -> np.ndarray:
+        """(M,) int64 :func:`~.annotations.window_key` of each window: what identifies it
+        whatever the order of the video lists (the prompting baselines draw examples by it)."""
+        return np.array([window_key(w) for w in self.windows], np.int64).reshape(-1)
+
     def device_fields(self) -> dict:
         """{field: tensor (M, ...)} of every window on the batch device, built once:
         ``start``, ``goal`` (M, D), [``observed`` (M, k, D)], ``plan`` (M, T), ``task``,
-        ``index`` (M,) int64. CPU tensors share the dataset's arrays."""
+        ``index``, ``window_key`` (M,) int64. CPU tensors share the dataset's arrays."""
         from mmengine.device import get_device
         device = torch.device('cpu' if torch.utils.data.get_worker_info() else get_device())
         if self._fields is None or self._fields[0] != device:
             fields = dict(start=self.start, goal=self.goal, plan=self.plans, task=self.tasks,
-                          index=np.arange(len(self), dtype=np.int64))
+                          index=np.arange(len(self), dtype=np.int64),
+                          window_key=self.window_keys())
             if self.observed_steps:
                 fields['observed'] = self.observed
             self._fields = (device, {name: torch.from_numpy(values).to(device)

@@ -498,8 +498,12 @@ class KEPP(BasePlanner):
         paths, fallback = retriever.batch(first.tolist(), last.tolist())
         for pair in retriever.fallback_pairs[before:]:
             fallback_path = kepp_paths.fallback_path(*pair, self.horizon)
-            print_log(f'KEPP: no walk of {self.horizon} nodes from action {pair[0]} to '
-                      f'{pair[1]} in the PKG; the fallback {fallback_path} is used '
+            unseen = kepp_paths.unseen_actions(retriever.graph, *pair)
+            why = (f'{" and ".join(unseen)} never occurs in the PKG (no training transition; '
+                   'the official retrieval skips such a pair)' if unseen else
+                   f'no walk of {self.horizon} nodes from action {pair[0]} to {pair[1]} in '
+                   'the PKG')
+            print_log(f'KEPP: {why}; the fallback {fallback_path} is used '
                       f'({len(retriever.fallback_pairs)} pairs, {retriever.fallback_windows} '
                       'windows so far)', logger='current', level=30)
         block = torch.from_numpy(kepp_paths.path_block(paths, self.num_actions)).to(device)

@@ -5,6 +5,7 @@ import json
 import math
 import sys
 from concurrent.futures import ThreadPoolExecutor
+from typing import Optional
 
 import numpy as np
 
@@ -18,22 +19,23 @@ from .prompting import PlanningQuery
 
 
 def build_queries(plans, tasks, *, anchors=ORACLE, indices=None,
-                  action_task=None) -> list[PlanningQuery]:
+                  action_task=None, keys=None) -> list[PlanningQuery]:
     """Queries for the windows ``indices`` (default: all) of ``plans`` (M, T) and ``tasks``
-    (M,), e.g. from :func:`stratified_sample`; ``anchors`` and ``action_task`` as in
-    :func:`make_query`."""
+    (M,), e.g. from :func:`stratified_sample`; ``anchors``, ``action_task`` and ``keys`` (M,)
+    (the windows' ``window_keys()``) as in :func:`make_query`."""
     plans, tasks = np.asarray(plans, dtype=np.int64), np.asarray(tasks, dtype=np.int64)
     if isinstance(anchors, str) and anchors != ORACLE:
         raise ValueError(f"anchors {anchors!r}: expected 'oracle' or (first, last) arrays")
     indices = range(len(plans)) if indices is None else [int(i) for i in indices]
-    return [make_query(i, plans[i].tolist(), int(tasks[i]), anchors, action_task)
-            for i in indices]
+    return [make_query(i, plans[i].tolist(), int(tasks[i]), anchors, action_task,
+                       None if keys is None else int(keys[i])) for i in indices]
 
 
 @checked_arguments
 def make_query(index: NonNegativeInt, plan: list, task: NonNegativeInt, anchors=ORACLE,
-               action_task=None) -> PlanningQuery:
-    """The query of window ``index`` (ground-truth ``plan`` (T,) and ``task``).
+               action_task=None, key: Optional[NonNegativeInt] = None) -> PlanningQuery:
+    """The query of window ``index`` (ground-truth ``plan`` (T,) and ``task``); ``key``: the
+    window's identity (``datasets.annotations.window_key``) its examples are drawn by.
 
     ``anchors`` = 'oracle' (ground-truth first and last actions), a ``(first (M,), last (M,))``
     pair from a step model indexed by window, or None (VLM mode: the planner identifies them
@@ -51,7 +53,8 @@ def make_query(index: NonNegativeInt, plan: list, task: NonNegativeInt, anchors=
         if action_task is not None:
             task = int(action_task[first])
     return PlanningQuery(index=int(index), task=int(task), horizon=len(plan),
-                         gt_plan=[int(a) for a in plan], first=first, last=last)
+                         gt_plan=[int(a) for a in plan], first=first, last=last,
+                         key=None if key is None else int(key))
 
 
 @checked_arguments

@@ -17,7 +17,7 @@ from .anchors import ORACLE, load_anchor_predictions
 from .backends import build_backend
 from .evaluate import failure_causes, make_query, run_planner, token_summary
 from .planner import STATUSES, PromptPlanner
-from .prompting import PROMPT_SETS, PromptBuilder
+from .prompting import EXAMPLE_DRAW, PROMPT_SETS, PromptBuilder
 from .windows import annotation_windows
 
 
@@ -59,7 +59,8 @@ class LLMPlanner(BasePlanner):
         graph = self.build_pkg(train)
         prompts = PromptBuilder(train.taxonomy, train.plans, train.tasks, pkg=graph,
                                 with_pkg=with_pkg, num_examples=num_examples, scope=scope,
-                                seed=seed, templates=templates, prompt_set=prompt_set)
+                                seed=seed, templates=templates, prompt_set=prompt_set,
+                                train_keys=train.window_keys())
         self.planner = PromptPlanner(build_backend(backend), prompts, vlm=vlm)
         self.anchors = anchors if anchors == ORACLE else load_anchor_predictions(
             anchors, None, train.taxonomy.num_actions)
@@ -92,9 +93,10 @@ class LLMPlanner(BasePlanner):
                          '(tools/test.py or tools/llm_eval.py)')
 
     def predict_fields(self, inputs, data_samples, horizon: int) -> dict:
-        if not data_samples or not {'plan', 'task', 'index'} <= set(data_samples):
-            raise ValueError('LLMPlanner needs data_samples with plan, task and index '
-                             '(the PlanningDataset batch)')
+        if not data_samples or not {'plan', 'task', 'index', 'window_key'} <= set(data_samples):
+            raise ValueError('LLMPlanner needs data_samples with plan, task, index and '
+                             'window_key (the PlanningDataset batch; the examples are drawn '
+                             f'by window_key); got {sorted(data_samples or {})}')
         if self.planner.vlm:
             raise ValueError('LLMPlanner(vlm=True) needs the clips of each window: run it '
                              'through tools/llm_eval.py --vlm --video-root ...')
@@ -103,11 +105,13 @@ class LLMPlanner(BasePlanner):
             f'{status} {self.status_counts[status]}' for status in STATUSES) + '; '
             + token_summary(self.usage), logger='current')
         return dict(pred_plan=torch.tensor([o.plan for o in outcomes], dtype=torch.long),
-                    metainfo=[{'llm_status': o.status} for o in outcomes])
+                    metainfo=[{'llm_status': o.status, 'example_draw': EXAMPLE_DRAW}
+                              for o in outcomes])
 
     def _queries(self, data_samples) -> list:
         action_task = self.planner.prompts.taxonomy.action_task
-        return [make_query(index, plan, task, self.anchors, action_task)
-                for plan, task, index in zip(data_samples['plan'].tolist(),
-                                             data_samples['task'].tolist(),
-                                             data_samples['index'].tolist())]
+        return [make_query(index, plan, task, self.anchors, action_task, key)
+                for plan, task, index, key in zip(data_samples['plan'].tolist(),
+                                                  data_samples['task'].tolist(),
+                                                  data_samples['index'].tolist(),
+                                                  data_samples['window_key'].tolist())]

@@ -22,6 +22,11 @@ TEMPLATE_FILES = {
     'identification': 'vlm_action_identification.txt',
 }
 UNKNOWN = -1
+# How the few-shot examples are drawn (a results row's ``settings.example_draw``): by the
+# window's identity (``datasets.annotations.window_key``) from the training windows sorted by
+# theirs, so the same videos listed in any order give the same prompts. Rows without it were
+# drawn by the window's position in the test list from the training windows in file order.
+EXAMPLE_DRAW = 'window_identity_v2'
 
 
 def load_template(name_or_path: str | Path, prompt_set: str = 'ours'
@@ -104,6 +109,9 @@ class PlanningQuery:
     last: int | None = None
     start_frames: list[bytes] = field(default_factory=list)   # JPEG bytes, VLM mode
     goal_frames: list[bytes] = field(default_factory=list)
+    # the window's identity (``datasets.annotations.window_key``): its examples are drawn by
+    # it; None for bare arrays (drawn by ``index``)
+    key: int | None = None
 
 
 class PromptBuilder:
@@ -113,24 +121,35 @@ class PromptBuilder:
         taxonomy: the dataset Taxonomy (see docs/design.md).
         train_plans: (M, T) training windows; examples are drawn from them.
         train_tasks: (M,) task of each training window.
+        train_keys: (M,) identity of each training window (``window_key``): the pool is
+            sorted by it (None: in the given order).
         pkg: (N, N) transition probabilities, required with ``with_pkg``.
         num_examples: k example sequences per prompt (from the query's task when
             scope is 'task', else from any task).
         scope: 'task' or 'dataset' taxonomy in the prompt (and accepted in replies).
-        seed: examples are drawn with ``default_rng([seed, query.index])``, so a prompt
-            never depends on the order or concurrency of the run.
+        seed: examples are drawn with ``default_rng([seed, query.key])`` (:data:`EXAMPLE_DRAW`;
+            ``query.index`` for a query without a key), so a prompt never depends on the
+            order of the video lists or the concurrency of the run.
         prompt_set: 'ours' or 'paper' (:data:`PROMPT_SETS`); ``templates`` (short name ->
             file) overrides single templates.
     """
 
     def __init__(self, taxonomy, train_plans, train_tasks, *, pkg=None, with_pkg=False,
-                 num_examples=5, scope='task', seed=0, templates=None, prompt_set='ours'):
+                 num_examples=5, scope='task', seed=0, templates=None, prompt_set='ours',
+                 train_keys=None):
         self.taxonomy = taxonomy
         self.train_plans = np.asarray(train_plans, dtype=np.int64)
         self.train_tasks = np.asarray(train_tasks, dtype=np.int64)
         if self.train_plans.ndim != 2 or len(self.train_plans) != len(self.train_tasks):
             raise ValueError(f'train_plans {self.train_plans.shape} and train_tasks '
                              f'{self.train_tasks.shape}: expected (M, T) and (M,)')
+        self.order = np.arange(len(self.train_plans))  # the pool's order: by identity
+        if train_keys is not None:
+            keys = np.asarray(train_keys, dtype=np.int64)
+            if keys.shape != self.train_tasks.shape:
+                raise ValueError(f'train_keys {keys.shape}: expected one key per training '
+                                 f'window {self.train_tasks.shape}')
+            self.order = np.argsort(keys, kind='stable')
         if with_pkg and pkg is None:
             raise ValueError('with_pkg=True needs a pkg (N, N) array')
         self.pkg, self.with_pkg = pkg, with_pkg
@@ -151,8 +170,8 @@ class PromptBuilder:
 
     def _example_pool(self, query: PlanningQuery) -> np.ndarray:
         """Indices of the training windows the examples of ``query`` are drawn from."""
-        pool = np.arange(len(self.train_plans))
-        return pool[self.train_tasks == query.task] if self.scope == 'task' else pool
+        pool = self.order
+        return pool[self.train_tasks[pool] == query.task] if self.scope == 'task' else pool
 
     def example_count(self, query: PlanningQuery) -> int:
         """How many examples the prompt of ``query`` holds: ``num_examples``, or fewer when
@@ -163,7 +182,7 @@ class PromptBuilder:
         pool = self._example_pool(query)
         if self.example_count(query) == 0:
             return '(none)'
-        rng = np.random.default_rng([self.seed, query.index])
+        rng = np.random.default_rng([self.seed, query.index if query.key is None else query.key])
         chosen = rng.choice(pool, size=self.example_count(query), replace=False)
         return '\n'.join(f'{format_sequence(self.train_plans[i])} = '
                          f'{format_names(self.taxonomy, self.train_plans[i])}' for i in chosen)
