@@ -1,5 +1,7 @@
-"""What the observation cache's content key costs: building a config's datasets with no cache,
-with a cold digest memo (every feature file hashed), and warm (nothing changed).
+"""What the observation cache's content key costs when a config's datasets are built.
+
+Building them with no cache, with a cold digest memo (every feature file hashed), and warm
+(nothing changed).
 
     .venv/bin/python tools/benchmark_observation_cache.py configs/vpn_crosstask_t3.py \
         [--splits train test] [--repeats 2]

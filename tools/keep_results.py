@@ -1,5 +1,6 @@
-"""Keep the per-seed results of a run beside the docs, so that its tables and figures can be
-redrawn later without the work dirs.
+"""Keep the per-seed results of a run beside the docs, to redraw its tables and figures later.
+
+Its work dirs are then no longer needed.
 
     .venv/bin/python tools/keep_results.py work_dirs/docs/niv_t6/main_t6_niv/results_*.jsonl \
         --out docs/results_data/main_t6_niv.jsonl --dumps ViterbiPlanNet 'SCHEMA w/ PKG'

@@ -1,5 +1,6 @@
-"""Encode a dataset's state descriptions (ViterbiPlanNet's (N, 6, Dt)) or action names
-(CEFITO's (N, Dt)) into a text-feature array, offline.
+"""Encode a dataset's state descriptions or action names into a text-feature array, offline.
+
+State descriptions give ViterbiPlanNet's (N, 6, Dt) array, action names CEFITO's (N, Dt).
 
     python tools/make_text_features.py --taxonomy DIR/taxonomy.json \
         --state-descriptions DIR/state_descriptions.json --out DIR/state_features.npy \

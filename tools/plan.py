@@ -1,5 +1,7 @@
-"""Print predicted plans with action names: next to the ground truth for dataset samples, or
-for your own video file (its S3D features extracted as the datasets' were).
+"""Print predicted plans with action names, for dataset samples or for your own video file.
+
+Dataset samples are shown next to their ground truth; a video's S3D features are extracted as
+the datasets' were.
 
     python tools/plan.py CONFIG CHECKPOINT [--indices 0 5 9] [--split test|val|train]
     python tools/plan.py [CONFIG] --checkpoint CKPT --video my.mp4 --start-time 12 \\

@@ -159,8 +159,9 @@ def _children(value, part: str, name: str):
     return []
 
 
-def check_runner_kinds(cfg, where: str) -> None:
-    """:func:`vpn_plugin.config_types.check_value` of every key of :data:`RUNNER_KEYS` in
-    ``cfg``: ``ValueError`` ``'<where>: <key>=<value>; expected <kind>'``."""
-    for key, value, kind in declared_values(cfg):
+def check_runner_kinds(cfg, where: str, table: dict = None) -> None:
+    """:func:`vpn_plugin.config_types.check_value` of every key of :data:`RUNNER_KEYS` (or of
+    ``table``, some of them) in ``cfg``: ``ValueError`` ``'<where>: <key>=<value>; expected
+    <kind>'``."""
+    for key, value, kind in declared_values(cfg, table):
         check_value(f'{where}: {key}', value, kind)

@@ -15,6 +15,7 @@ Pickled payloads (raw pickles, object ``.npy`` files and object npz members) are
 ``safe_pickle.SafeUnpickler``: numpy arrays, numbers and strings only, no code from the file
 runs; any other global is refused with an error naming the file and the global.
 """
+import itertools
 import os
 import zipfile
 from pathlib import Path
@@ -125,12 +126,28 @@ def require_feature_file(path: PathLike, vid: str = '', fix_hint: str = '') -> P
                                 f'is a broken symbolic link to {target}, which {why}; expected '
                                 'a link to a feature file')
         raise BadVideoError(vid, 'missing feature file', f'feature file {path} does not exist'
-                            f'{nor}{of_video}. {fix_hint}'.rstrip())
+                            f'{nor}{of_video}{other_case_hint(path)}. {fix_hint}'.rstrip())
     if kind != 'a regular file':
         raise BadVideoError(vid, 'unreadable feature file',
                             f'feature file {path}{of_video} is {kind}, not a regular file; '
                             'expected a feature file (.npy, .npz or a pickle)')
     return path
+
+
+def other_case_hint(path: Path) -> str:
+    """``'; the folder holds V.NPZ ...'`` when a file of ``path``'s name but for the case of
+    its .npz / .npy extension is there (not read: the layout's names are lower-case); '' when
+    none. Looks up the 14 spellings, not the folder's listing (one missing file of thousands)."""
+    stem, found = path.stem, []
+    for suffix in ('npz', 'npy'):
+        for letters in itertools.product(*((c, c.upper()) for c in suffix)):
+            name = f'{stem}.{"".join(letters)}'
+            if name != f'{stem}.{suffix}' and (path.parent / name).is_file():
+                found.append(name)
+    if not found:
+        return ''
+    return (f'; the folder holds {" and ".join(found)}, whose extension differs only by case: '
+            f'expected {stem}.npz or {stem}.npy (rename it)')
 
 
 def checked_frames(record: dict, path, frame_dim: int, vid: str = '') -> np.ndarray:

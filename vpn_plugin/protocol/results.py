@@ -403,8 +403,11 @@ def _read_json(path: Path) -> list[ResultRow]:
 
 
 def _read_text(path: Path) -> str:
+    """The text of results file ``path`` (.jsonl, .json, .csv); a UTF-8 byte-order mark (a
+    Windows editor's, Excel's "CSV UTF-8") is read past, as the other readers of files
+    (``datasets/annotations.py``) do; errors name the byte of the file."""
     try:
-        return path.read_text(encoding='utf-8')
+        return path.read_text(encoding='utf-8').removeprefix('\ufeff')
     except UnicodeDecodeError as error:
         raise ValueError(f'{path}: not UTF-8 text ({error.reason} at byte {error.start}; a '
                          'compressed or binary file?); expected a results file of JSON '
@@ -424,10 +427,10 @@ def _read_json_line(line: str, source: str) -> ResultRow:
 
 
 def _read_csv(path: Path) -> list[ResultRow]:
-    """Rows of a CSV results file; a UTF-8 byte-order mark (Excel's "CSV UTF-8") is read
-    past; a header naming a column twice and a line of more or fewer cells than the header
-    (another delimiter, a cell not quoted) are refused naming the file and line."""
-    reader = csv.reader(io.StringIO(_read_text(path).removeprefix('\ufeff'), newline=''))
+    """Rows of a CSV results file (its byte-order mark read past: :func:`_read_text`); a
+    header naming a column twice and a line of more or fewer cells than the header (another
+    delimiter, a cell not quoted) are refused naming the file and line."""
+    reader = csv.reader(io.StringIO(_read_text(path), newline=''))
     header = next(reader, [])
     twice = sorted({name for name in header if header.count(name) > 1})
     if twice:
@@ -643,7 +646,7 @@ def _keyed_lines(path: Path, rows: bool = False) -> list:
     not a valid row raises an error naming it (nothing is written into such a file)."""
     if not path.is_file():
         return []
-    lines = [line for line in path.read_text().splitlines() if line.strip()]
+    lines = [line for line in _read_text(path).splitlines() if line.strip()]
     read = [_read_json_line(line, f'{path}:{number}') for number, line in enumerate(lines, 1)]
     if rows:
         return [(row.key(), line, row) for row, line in zip(_resolve_paths(read, path), lines)]
@@ -889,17 +892,21 @@ def _config_facts(config: str, options_json: str):
     """(horizon, test_horizon, dataset or '') of a config file (:func:`config_file`) with
     ``cfg_options`` merged."""
     from vpn_plugin.data_paths import UNREAD, read_config_safely, refuse_contradicting_horizons
+    from vpn_plugin.runner_keys import RUNNER_KEYS, check_runner_kinds
     cfg = read_config_safely(config)
     options = json.loads(options_json)
     if options:
         cfg.merge_from_dict(options)
-    horizon = cfg.get('horizon')
-    test_horizon = cfg.get('test_horizon') or horizon
-    for name, value in (('horizon', horizon), ('test_horizon', test_horizon)):
-        if value is UNREAD:
+    for name in ('horizon', 'test_horizon'):
+        if cfg.get(name) is UNREAD:
             raise ValueError(f'{config}: {name} is not a literal (a config outside the '
                              "repository's configs/ folder is read without running its code); "
                              f'expected {name} = <integer> in the file or its _base_ files')
+    # the run's rule (data_paths.load_config): horizon = 6.0 or test_horizon = 0 is refused there
+    check_runner_kinds(cfg, config, {name: RUNNER_KEYS[name]
+                                     for name in ('horizon', 'test_horizon')})
+    horizon = cfg.get('horizon')
+    test_horizon = cfg.get('test_horizon') or horizon
     # a dataset's (or the model's) own horizon other than these: the run would have been
     # refused, so the row is not this config's (the one rule of data_paths.load_config)
     if isinstance(horizon, int) and isinstance(test_horizon, int):

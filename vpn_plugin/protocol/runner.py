@@ -1170,7 +1170,8 @@ def missing_feature_files(dataset: dict, where: str) -> tuple[int, str]:
     """Whether a ``PlanningDataset`` config's videos have feature files (names only):
     (videos checked, '' or a message naming the folder, how many videos lack a file, the
     first of them and how to make them); (0, '') for a dataset of another kind."""
-    from vpn_plugin.datasets.features import feature_fix_hint, find_feature_file
+    from vpn_plugin.datasets.features import (feature_fix_hint, find_feature_file,
+                                              other_case_hint)
     from vpn_plugin.datasets.planning_dataset import PlanningDataset
     from vpn_plugin.datasets.sources import SOURCE_KEYS
     if not {'feature_dir', 'data_root', 'taxonomy', 'horizon'} <= set(dataset) \
@@ -1199,7 +1200,8 @@ def missing_feature_files(dataset: dict, where: str) -> tuple[int, str]:
     folder = 'holds' if feature_dir.is_dir() else 'does not exist, so it holds'
     return len(stems), (
         f'{where}: feature_dir {feature_dir} {folder} no feature file for {len(missing)} '
-        f'of the {len(stems)} videos this split reads, e.g. {first} (nor .npz); the run '
+        f'of the {len(stems)} videos this split reads, e.g. {first} (nor .npz)'
+        f'{other_case_hint(first)}; the run '
         f'would fail on the first of them. '
         f'{feature_fix_hint(feature_dir, dataset["data_root"])}')
 
