@@ -122,6 +122,7 @@ class ConcatPlanningDataset(Dataset):
     __getitem__ = PlanningDataset.__getitem__
     __getitems__ = PlanningDataset.__getitems__
     device_fields = PlanningDataset.device_fields
+    window_keys = PlanningDataset.window_keys
     metainfo = PlanningDataset.metainfo
 
     # mean and std over every start and goal observation value of the union (what a checkpoint
