@@ -58,8 +58,8 @@ from mmengine.device import get_device
 from mmengine.hooks import Hook
 from vpn_plugin.benchmark import environment_line
 from vpn_plugin.data_paths import add_cfg_options, load_config
-from vpn_plugin.errors import POSITIVE_INT, path_argument, tool_main
-from vpn_plugin.runner import build_runner as build_planning_runner, close_log_files
+from vpn_plugin.errors import POSITIVE_INT, close_log_files, path_argument, tool_main
+from vpn_plugin.runner import build_runner as build_planning_runner
 
 PHASES = ('data', 'forward', 'backward', 'optimiser', 'hooks', 'other')
 

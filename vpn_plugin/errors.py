@@ -147,14 +147,22 @@ def close_run_log_files() -> None:
     current logger stays the last run's after the run, so the next call of a tool in the same
     process (a notebook, a test suite), refused before its own logger exists, wrote its lines
     into the previous run's log file."""
-    import logging
     import sys
     module = sys.modules.get('mmengine.logging')
     for logger in list(getattr(getattr(module, 'MMLogger', None), '_instance_dict', {}).values()):
-        for handler in list(logger.handlers):
-            if isinstance(handler, logging.FileHandler):
-                handler.close()
-                logger.removeHandler(handler)
+        close_log_files(logger)
+
+
+def close_log_files(logger, folder: Optional[str] = None) -> None:
+    """Close and detach the log files of ``logger`` (a logging.Logger or None), only those
+    inside ``folder`` when it is given."""
+    import logging
+    inside = None if folder is None else os.path.abspath(folder) + os.sep
+    for handler in list(logger.handlers if logger is not None else ()):
+        if isinstance(handler, logging.FileHandler) and (
+                inside is None or os.path.abspath(handler.baseFilename).startswith(inside)):
+            handler.close()
+            logger.removeHandler(handler)
 
 
 def is_mmaction_tool(script) -> bool:

@@ -59,7 +59,7 @@ from mmaction.registry import RUNNERS
 from vpn_plugin.data_paths import (apply_horizon, check_config_keys, pkg_extra_datasets,
                                   resolve_paths)
 from vpn_plugin.engine.pre_stage import check_not_pre_stage
-from vpn_plugin.errors import check_folder_target
+from vpn_plugin.errors import check_folder_target, close_log_files
 from vpn_plugin.runner_keys import check_runner_kinds
 
 GPU_ONLY_BACKENDS = ('nccl',)
@@ -124,20 +124,6 @@ def _log_file_failed(handler: logging.FileHandler, record) -> None:
     raise OutputWriteError(f'cannot write the log file {handler.baseFilename}: '
                            f'{error.strerror or error}; the run stopped (its log would miss '
                            'lines). Free disk space or give a writable --work-dir') from error
-
-
-def close_log_files(logger, folder: str) -> None:
-    """Close and detach the log files of ``logger`` (a logging.Logger or None) inside
-    ``folder`` (which is going away):
-    mmengine's current logger stays a runner's after its run, and its log file, opened in mode
-    'a', would be reopened by the next message once anything closed logging's handlers
-    (``logging.config.dictConfig``, which importing submitit runs): FileNotFoundError from a
-    message of an unrelated call, e.g. "cannot read checkpoint" of a good file."""
-    for handler in list(logger.handlers if logger is not None else ()):
-        if isinstance(handler, logging.FileHandler) and \
-                osp.abspath(handler.baseFilename).startswith(osp.abspath(folder) + os.sep):
-            handler.close()
-            logger.removeHandler(handler)
 
 
 _RUNNERS_PER_NAME = collections.Counter()  # runners built in this process, by experiment name
@@ -235,7 +221,11 @@ class PlanningRunner(Runner):
         """Close the log file and remove this run's log folder (and its work dir and the
         parents this runner made, those now empty)."""
         import shutil
-        close_log_files(getattr(self, '_logger', None), self.log_dir)  # None: refused before
+        # mmengine's current logger stays this runner's; its log file, opened in mode 'a',
+        # would be reopened by the next message once anything closed logging's handlers
+        # (importing submitit runs logging.config.dictConfig): FileNotFoundError from an
+        # unrelated call. None: refused before the logger existed
+        close_log_files(getattr(self, '_logger', None), self.log_dir)
         shutil.rmtree(self.log_dir, ignore_errors=True)
         from vpn_plugin.locks import remove_made_folders
         remove_made_folders(self.made_folders)
