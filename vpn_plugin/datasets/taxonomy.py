@@ -65,8 +65,9 @@ def _parse_task_key(raw: str, path) -> tuple:
 
 
 def _decimal(text: str) -> bool:
-    """ASCII digits only (``errors.decimal_int``, without sign or spaces: a key's parts)."""
-    return text.isascii() and text.isdigit() and decimal_int(text) is not None
+    """ASCII digits 0-9 only (``errors.decimal_int``'s rule without its sign or spaces: a key's
+    parts)."""
+    return text.isascii() and text.isdigit()
 
 
 class _Pairs(list):
