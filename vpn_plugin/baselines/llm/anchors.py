@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 
 from ...config_types import Count, PathLike, checked_arguments
-from ...errors import check_file, write_text_atomically
+from ...errors import check_file, unique_keys, write_text_atomically
 
 ORACLE = 'oracle'
 
@@ -37,8 +37,8 @@ def load_anchor_predictions(path: PathLike, num_samples: Count | None,
         elif path.suffix.lower() == '.npz':
             raise ValueError('named .npz, it is no .npz (zip) archive')
         else:  # a BOM (Notepad) is no part of the JSON; a key twice: which list is meant?
-            record = json.loads(path.read_text(encoding='utf-8-sig'),
-                                object_pairs_hook=_unique_keys)
+            record = json.loads(path.read_text(encoding='utf-8-sig'), object_pairs_hook=unique_keys(
+                path, 'step-model predictions file'))
     except (OSError, ValueError, EOFError) as error:  # truncated JSON/npz, object arrays
         raise ValueError(f'{path}: cannot read the step-model predictions ({error}); expected '
                          '{"first": [ints], "last": [ints]} (JSON) or an .npz of two integer '
@@ -53,15 +53,6 @@ def load_anchor_predictions(path: PathLike, num_samples: Count | None,
                          '--save-anchors writes them)')
     return tuple(_anchor_array(record, key, path, num_samples, num_actions)
                  for key in ('first', 'last'))
-
-
-def _unique_keys(pairs: list) -> dict:
-    keys = [key for key, _ in pairs]
-    twice = sorted({key for key in keys if keys.count(key) > 1})
-    if twice:
-        raise ValueError(f'the key {twice[0]!r} is given twice (json would keep the last '
-                         'without a word)')
-    return dict(pairs)
 
 
 def _anchor_array(record: dict, key: str, path: Path, num_samples: int,
