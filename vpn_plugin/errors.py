@@ -537,6 +537,14 @@ def check_file(path, what: str, missing: str | None = None) -> Path:
     raise OSError(f'{what} {path} is {kind}, not a regular file; expected a file')
 
 
+def native_order(value):
+    """A numpy array ``value`` in the machine's byte order (the same values): torch refuses an
+    array of another byte order (a fixture or observations saved big-endian on another
+    machine) with its own words, so every array handed to torch from a user's file or call
+    goes through this."""
+    return value if value.dtype.isnative else value.astype(value.dtype.newbyteorder('='))
+
+
 def read_json(path, what: str = 'JSON file', **options):
     """The parsed JSON of the file ``path`` (:func:`check_file` first); a file that is not
     UTF-8 JSON (truncated, edited, binary) is a ``ValueError`` naming ``what``, the file, the

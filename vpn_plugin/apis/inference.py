@@ -28,6 +28,7 @@ from .. import compat_applied  # noqa: F401  (compat fixes before any OpenMMLab 
 from mmengine.dataset import default_collate
 
 from ..config_types import Count, NonNegative, PathLike, checked_arguments
+from ..errors import native_order
 
 Split = Literal['train', 'val', 'test']
 SPLITS = typing.get_args(Split)
@@ -264,12 +265,14 @@ def inference_planner(model, dataset, indices: Iterable[int],
     A dataset whose features are unlike the checkpoint's training features is named
     (:func:`feature_scale_note`; each predicted sample's metainfo ``features_note``).
     """
-    if isinstance(indices, (int, np.integer)) or not isinstance(indices, Iterable):
+    if isinstance(indices, (int, np.integer)) or not isinstance(indices, Iterable) or (
+            torch.is_tensor(indices) and indices.dim() == 0):
         raise TypeError(f'indices={indices!r}; expected a sequence of sample indices (e.g. '
                         f'[{indices!r}] for one sample)')
     indices = list(indices)  # a generator would be used up by the checks below
-    for i in indices:  # 1.7 would silently be sample 1
-        if isinstance(i, bool) or not isinstance(i, (int, np.integer)):
+    for i in indices:  # 1.7 would silently be sample 1; torch.tensor([3, 4]) holds integers
+        if not _integer_tensor_scalar(i) and (isinstance(i, bool)
+                                              or not isinstance(i, (int, np.integer))):
             raise TypeError(f'sample index {i!r} is a {type(i).__name__}; expected an integer')
     indices = [int(i) for i in indices]
     for i in indices:
@@ -291,6 +294,13 @@ def inference_planner(model, dataset, indices: Iterable[int],
     for sample in samples if note else ():
         sample.set_metainfo(dict(features_note=note))
     return samples
+
+
+def _integer_tensor_scalar(value) -> bool:
+    """Whether ``value`` is a 0-d tensor of an integer dtype (an element of
+    ``torch.tensor([3, 4])``): a sample index, as an ``int``."""
+    return torch.is_tensor(value) and value.dim() == 0 and not (
+        value.is_floating_point() or value.is_complex() or value.dtype == torch.bool)
 
 
 def step_model_anchors(config, checkpoint, dataset,
@@ -508,6 +518,8 @@ def _integer_tensor(value) -> torch.Tensor:
     int64; ``OverflowError`` for one beyond int64."""
     if torch.is_tensor(value) and value.dtype in (torch.uint16, torch.uint32, torch.uint64):
         value = np.asarray(value.tolist(), dtype=np.uint64)
+    if isinstance(value, np.ndarray):  # big-endian: torch's own refusal, a valid index
+        value = native_order(value)
     if isinstance(value, (np.integer, np.ndarray)) and np.asarray(value).dtype.kind == 'u':
         value = np.asarray(value)
         if value.size and int(value.max()) > np.iinfo(np.int64).max:
@@ -553,7 +565,7 @@ def _config_num_tasks(model) -> Optional[int]:
 
 def _observation_batch(model, values, name: str) -> torch.Tensor:
     """(B, D) float32 from (D,) or (B, D), checked against ``model.feature_dim``."""
-    values = torch.as_tensor(values)
+    values = torch.as_tensor(native_order(values) if isinstance(values, np.ndarray) else values)
     if isinstance(values, UnusableObservations):  # the mark is read; the model gets tensors
         values = values.as_subclass(torch.Tensor)
     if values.device.type == 'meta':

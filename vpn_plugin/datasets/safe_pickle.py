@@ -93,7 +93,22 @@ class PickledObject:
 # ... of a user's own graph): kept as inert state, never run
 GRAPH_VIEWS = ('NodeView', 'OutEdgeView', 'InEdgeView', 'DiDegreeView', 'InDegreeView',
                'OutDegreeView')
-GRAPH_GLOBALS = {('networkx.classes.digraph', 'DiGraph'): PickledObject,
+def _reconstructor(cls, base, state):
+    """``copyreg._reconstructor`` as pickle protocols 0 and 1 call it to make an instance
+    (``object.__new__(cls)``, then ``BUILD`` sets its state): admitted for the graph's
+    :class:`PickledObject` only."""
+    if cls is not PickledObject or base is not object or state is not None:
+        raise RefusedGlobalError(f'copyreg._reconstructor({getattr(cls, "__name__", cls)}, '
+                                 f'{getattr(base, "__name__", base)}, {type(state).__name__})')
+    return PickledObject()
+
+
+# protocols 0 and 1 (a graph pickled with pickle.dump(g, f, 0)) build the DiGraph through
+# copyreg._reconstructor(DiGraph, object, None), in Python 2 spellings
+PROTOCOL_0_GLOBALS = {(module, '_reconstructor'): _reconstructor
+                      for module in ('copy_reg', 'copyreg')}
+PROTOCOL_0_GLOBALS.update({(module, 'object'): object for module in ('__builtin__', 'builtins')})
+GRAPH_GLOBALS = {('networkx.classes.digraph', 'DiGraph'): PickledObject, **PROTOCOL_0_GLOBALS,
                  **{('networkx.classes.reportviews', view): PickledObject
                     for view in GRAPH_VIEWS},
                  ('networkx.classes.coreviews', 'AdjacencyView'): PickledObject,

@@ -217,16 +217,19 @@ def check_graph_taxonomy(graph: kepp_paths.KEPPGraph, taxonomy, path) -> None:
 
 def check_saved_graph(state_dict, prefix: str, counted: bool) -> None:
     """A checkpoint's graph buffers agree with each other: an edge (a successor rank) has a
-    weight in (0, 1] and a non-edge none, and a graph counted on training videos has each
-    node's out-weights summing to 1 (released graphs are used as they are). An edited or
-    damaged graph would change every retrieved path without a word."""
+    weight in (0, 1] (a released graph file's edges in [0, 1], as :func:`released_graph`
+    reads them: an edge of weight 0 is still an edge there) and a non-edge none, and a graph
+    counted on training videos has each node's out-weights summing to 1 (released graphs are
+    used as they are). An edited or damaged graph would change every retrieved path without
+    a word."""
     weights, successors = (state_dict.get(prefix + name) for name in
                            ('graph_weights', 'graph_successor_rank'))
     if weights is None or successors is None or weights.shape != successors.shape:
         raise ValueError('KEPP: the checkpoint holds graph_node_rank but no graph_weights / '
                          'graph_successor_rank of one shape: a damaged checkpoint')
     edges = successors >= 0
-    bad = (edges & ~((weights > 0) & (weights <= 1))) | (~edges & (weights != 0))
+    lowest_ok = (weights > 0) if counted else (weights >= 0)
+    bad = (edges & ~(lowest_ok & (weights <= 1))) | (~edges & (weights != 0))
     sums = weights.sum(1)[edges.any(1)]
     if bool(bad.any()) or (counted and not torch.allclose(sums, torch.ones_like(sums))):
         u, v = (bad.nonzero()[0].tolist() if bool(bad.any()) else

@@ -72,7 +72,8 @@ from typing import Callable, Dict, List, Mapping, Optional, Sequence, Tuple
 import numpy as np
 import torch
 
-from vpn_plugin.errors import REPO_ROOT, check_number, path_kind, read_json, tool_command
+from vpn_plugin.errors import (REPO_ROOT, check_number, native_order, path_kind, read_json,
+                               tool_command, unique_keys)
 
 OUTPUT_TOLERANCE, GRAD_TOLERANCE = 1e-4, 1e-3
 PERTURBATION = 1e-6            # relative perturbation of the inputs that measures conditioning
@@ -153,7 +154,7 @@ def read_fixture_meta(fixture: Path) -> dict:
             raise FileNotFoundError(f'{fixture}: no meta.json, so not a model fixture; {other}')
         raise FileNotFoundError(f'{path}: no meta.json; expected an oracle fixture folder of '
                                 '../shared/reference (meta.json, inputs.npz, outputs.npz, ...)')
-    meta = read_json(path, 'fixture meta')
+    meta = read_json(path, 'fixture meta', object_pairs_hook=unique_keys(path, 'fixture meta'))
     if not isinstance(meta, dict):
         raise ValueError(f'{path}: holds a {type(meta).__name__}; expected a JSON object of '
                          'the fixture\'s settings')
@@ -810,12 +811,6 @@ def check_real_arrays(path, arrays: Mapping[str, np.ndarray]) -> None:
             raise ValueError(f'{path}: {name} is a {value.dtype} array; expected real numbers '
                              '(bool, integer or floating point) or text, as the official code '
                              'records them (a fixture of another layout?)')
-
-
-def native_order(value: np.ndarray) -> np.ndarray:
-    """``value`` in the machine's byte order (the same values): a fixture re-saved big-endian
-    is fed to torch, which refuses another byte order."""
-    return value if value.dtype.isnative else value.astype(value.dtype.newbyteorder('='))
 
 
 def int64_ids(value: np.ndarray) -> np.ndarray:

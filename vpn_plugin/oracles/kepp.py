@@ -26,6 +26,7 @@ import numpy as np
 import torch
 
 from ..core import diffusion, kepp_paths
+from ..errors import read_json, unique_keys
 from ..models.temporal_unet import official_name
 from .compare import (GRAD_TOLERANCE, OUTPUT_TOLERANCE, Row, build_registered, check_ids,
                       check_shapes, compare,
@@ -236,13 +237,51 @@ def read_pkg(folder: Path) -> Tuple[dict, dict]:
     loaded = []
     for name in PKG_FILES:
         path = folder / name
-        try:
-            loaded.append(json.loads(path.read_text()))
+        try:  # a key given twice: json kept the last (a wrong first graph passed)
+            loaded.append(read_json(path, 'KEPP PKG oracle',
+                                    object_pairs_hook=unique_keys(path, 'KEPP PKG oracle')))
         except (OSError, ValueError) as error:
             raise ValueError(f'{path}: cannot read the PKG oracle ({error}); expected the JSON '
                              'file of a KEPP PKG fixture (../shared/reference/README.md, '
                              '"Reference outputs of KEPP")') from None
+    check_recorded_ids(loaded[1], folder / PKG_FILES[1])
     return loaded[0], loaded[1]
+
+
+def _recorded_ids(outputs: dict):
+    """(field, value) of every action id, path and count ``outputs.json`` records."""
+    graph = outputs.get('graph') if isinstance(outputs.get('graph'), dict) else {}
+    yield 'graph.nodes', graph.get('nodes')
+    for index, edge in enumerate(graph.get('edges') or []):
+        yield f'graph.edges[{index}][:2]', edge[:2] if isinstance(edge, list) else edge
+    for node, successors in (graph.get('successors') or {}).items():
+        yield f'graph.successors[{node!r}]', successors
+    for kind in ('queries', 'validate'):
+        for index, answer in enumerate(outputs.get(kind) or []):
+            if not isinstance(answer, dict):
+                continue
+            yield f'{kind}[{index}].num_paths', [answer.get('num_paths', 0)]
+            for field in ('top2', 'all_sorted'):
+                for rank, entry in enumerate(answer.get(field) or []):
+                    yield f'{kind}[{index}].{field}[{rank}][0]', (
+                        entry[0] if isinstance(entry, list) and entry else entry)
+            for rank, path in enumerate(answer.get('paths') or []):
+                yield f'{kind}[{index}].paths[{rank}]', path
+
+
+def check_recorded_ids(outputs, path) -> None:
+    """Every action id, path entry and path count of a PKG ``outputs.json`` is a JSON integer:
+    ``true`` or ``1.0`` compared equal to 1 and a damaged recording passed. ``ValueError``
+    naming the file, the field, the value and what was expected."""
+    if not isinstance(outputs, dict):
+        raise ValueError(f'{path}: holds a {type(outputs).__name__}; expected the JSON object '
+                         'of a KEPP PKG fixture ("graph", "queries", "validate")')
+    for field, values in _recorded_ids(outputs):
+        for value in values if isinstance(values, list) else [values]:
+            if isinstance(value, bool) or not isinstance(value, int):
+                raise ValueError(f'{path}: {field} holds {value!r} ({type(value).__name__}); '
+                                 'expected integers (action ids, paths of action ids and path '
+                                 'counts, as the official code records them)')
 
 
 def pkg_graph(inputs: dict, where: str = 'inputs.json') -> kepp_paths.KEPPGraph:
