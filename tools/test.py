@@ -176,8 +176,9 @@ def test_notes(runner) -> dict:
     strings: ``engine.checkpoint.not_compared``), the features whose statistics differ from the
     training features' (``feature_statistics``), and the test windows the window policy
     dropped (not scored) or relabelled (features shorter than the annotated steps: 267 of 270
-    NIV windows dropped and the metrics said nothing), and the test feature files read that
-    record a damaged video (``damaged_features``: '<file>: <note>' each)."""
+    NIV windows dropped and the metrics said nothing), the test feature files read that
+    record a damaged video (``damaged_features``: '<file>: <note>' each), and a graph read from
+    a released file (``test_set_pkg``: :func:`test_set_pkg_note`)."""
     dataset = getattr(getattr(runner, 'test_dataloader', None), 'dataset', None)
     dropped = 'dropped' in (getattr(dataset, 'window_counts', None) or {})
     return dict(changed_from_training=_strings(getattr(runner, 'changed_from_training', ())),
@@ -185,7 +186,21 @@ def test_notes(runner) -> dict:
                 feature_statistics=getattr(runner, 'feature_statistics_note', ''),
                 test_windows=dataset.window_count_summary() if dropped else '',
                 damaged_features=getattr(runner, 'damaged_test_files', list)(),
+                test_set_pkg=test_set_pkg_note(getattr(runner, 'model', None)),
                 **tested_horizons(getattr(runner, 'model', None), dataset))
+
+
+def test_set_pkg_note(model) -> str:
+    """'' unless the tested planner's graph was read from a released graph file (KEPP's
+    ``test_set_pkg`` buffer, what a results row marks): then the log's warning, which the
+    metrics file carries too (it said nothing of it)."""
+    model = getattr(model, 'module', model)  # a distributed wrapper
+    flag = getattr(model, 'test_set_pkg', None)
+    if flag is None or not bool(flag):
+        return ''
+    return (f'test-set PKG: the graph was loaded from a released file (model.released_graph='
+            f'{getattr(model, "released_graph", None)!r}), not counted on the training videos '
+            '(not comparable to the main table)')
 
 
 def tested_horizons(model, dataset) -> dict:

@@ -36,6 +36,7 @@ from mmengine.logging import print_log
 from mmaction.registry import MODELS
 
 from ..core import diffusion, kepp_paths
+from ..core.pkg import check_pkg
 from ..datasets.safe_pickle import safe_load_digraph
 from ..errors import check_choice, check_file, check_number
 from .base_planner import ActionCount, Horizon, BasePlanner, num_parameters
@@ -174,6 +175,11 @@ def released_graph(path, num_actions: int, horizon: int) -> kepp_paths.KEPPGraph
                          f'{num_actions}; use it with its dataset')
     graph = kepp_paths.KEPPGraph(nodes, _checked_edges(path, nodes, successors))
     graph.check_actions(num_actions, source=str(path))
+    # the PKG rule the model installs it with, said of this file (the bare "pkg row 0" named
+    # neither the file nor that a row is an action's out-weights)
+    check_pkg(graph.to_arrays(num_actions)[0],
+              f'{path} (model.released_graph): the PKG of its edge weights (row = the action '
+              'an edge leaves),')
     return graph
 
 
