@@ -16,7 +16,7 @@ from pathlib import Path
 import numpy as np
 
 from vpn_plugin.datasets import PlanningDataset
-from vpn_plugin.errors import check_file, path_kind, tool_main
+from vpn_plugin.errors import check_file, path_argument, path_kind, tool_main
 from vpn_plugin.oracles.compare import check_finite_arrays, read_npz
 
 FIELDS = ('window_index', 'start', 'goal', 'observed', 'actions', 'tasks')
@@ -100,7 +100,7 @@ def compare(fixture) -> dict:
 @tool_main
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split('\n')[0])
-    parser.add_argument('fixture_dir', help='folder with windows.json, features/, '
+    parser.add_argument('fixture_dir', type=path_argument, help='folder with windows.json, features/, '
                         'taxonomy.json, expected.npz')
     counts = compare(parser.parse_args(argv).fixture_dir)
     for field, count in counts.items():

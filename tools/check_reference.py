@@ -28,13 +28,13 @@ from pathlib import Path
 import vpn_plugin.mm  # noqa: F401  (compat + registration)
 from vpn_plugin.oracles.compare import check_fixture, print_report
 from vpn_plugin.oracles.sensitivity import print_sensitivity
-from vpn_plugin.errors import tool_main
+from vpn_plugin.errors import path_argument, tool_main
 
 
 @tool_main
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split('\n')[0])
-    parser.add_argument('fixture', help='fixture folder (meta.json, inputs.npz, outputs.npz, '
+    parser.add_argument('fixture', type=path_argument, help='fixture folder (meta.json, inputs.npz, outputs.npz, '
                         'grads.npz and the official weights)')
     parser.add_argument('--no-sensitivity', action='store_true',
                         help='skip the sensitivity lines (one rerun per module of the '

@@ -362,8 +362,9 @@ def path_argument(text: str) -> str:
     """An argparse ``type`` for a file or folder flag: an empty string (``--work-dir ''``,
     an unset shell variable) is refused instead of falling back to the default."""
     if not text.strip():
-        raise argparse.ArgumentTypeError(f'{text!r} is an empty path; expected a file or folder '
-                                         '(leave the flag out for the default)')
+        raise argparse.ArgumentTypeError(f'{text!r} is an empty path (an unset shell variable?); '
+                                         'expected a file or folder (a flag with a default: '
+                                         'leave it out for the default)')
     return text
 
 

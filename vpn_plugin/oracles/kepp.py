@@ -269,6 +269,16 @@ def _recorded_ids(outputs: dict):
                 yield f'{kind}[{index}].paths[{rank}]', path
 
 
+def _edge_weight_pairs(recorded: list, edges: list) -> list:
+    """(recorded, ours) weight of each edge, matched by (u, v) (an edge list in another order
+    is the order row's failure: its weights are still compared, not shown as inf); an edge on
+    one side only is (inf, 0)."""
+    ours = {(u, v): w for u, v, w in edges}
+    theirs = {(u, v): w for u, v, w in recorded}
+    return [(theirs[key], ours[key]) if key in theirs and key in ours else (math.inf, 0.0)
+            for key in list(theirs) + [key for key in ours if key not in theirs]]
+
+
 def check_recorded_ids(outputs, path) -> None:
     """Every action id, path entry and path count of a PKG ``outputs.json`` is a JSON integer:
     ``true`` or ``1.0`` compared equal to 1 and a damaged recording passed. ``ValueError``
@@ -411,9 +421,7 @@ def pkg_rows(folder: Path, graph: kepp_paths.KEPPGraph) -> List[Row]:
     edges = graph.edges()
     same = [(u, v) for u, v, _ in edges] == [(u, v) for u, v, _ in recorded['edges']]
     rows.append(count_row('pkg:graph edges (order)', int(not same), 1))
-    rows.append(weight_row('pkg:graph edge weights', [(w, e[2]) for (_, _, w), e in
-                                                      zip(recorded['edges'], edges)] if same
-                           else [(math.inf, 0.0)]))
+    rows.append(weight_row('pkg:graph edge weights', _edge_weight_pairs(recorded['edges'], edges)))
     successors = {str(u): [v for v, _ in graph.successors[u]] for u in graph.nodes}
     rows.append(count_row('pkg:graph successors (order)',
                           int(successors != recorded['successors']), 1))
@@ -561,7 +569,9 @@ def check_pkg_fixture(fixture: Path, meta: dict):
     counts = {'num_nodes': len(graph.nodes), 'num_edges': len(graph.edges()),
               'num_queries': len(inputs['queries']),
               'num_validate_pairs': len(inputs['validate_pairs'])}
-    header_ok = report_settings({f'{key}={meta[key]} (files: {value})': meta[key] == value
+    # !r: a count written "9" printed as 9 read "num_nodes=9 (files: 9): MISMATCH"
+    header_ok = report_settings({f'{key}={meta[key]!r} (files: {value})':
+                                 type(meta[key]) is int and meta[key] == value
                                  for key, value in counts.items() if key in meta})
     return pkg_rows(fixture, graph), header_ok
 
