@@ -606,10 +606,15 @@ class ProtocolRunner:
 
     def settings(self, unit: TrainUnit, spec: TestSpec) -> dict:
         """A row's ``settings``: the overrides, the test's merged ``cfg_options`` (with
-        :func:`built_horizons`) and the pre-training stage (if any)."""
+        :func:`built_horizons`), the pre-training stage (if any) and, when windows are
+        limited (``--smoke``, a ``...limit`` option), how they are drawn (``sample_draw``)."""
+        from vpn_plugin.core.stats import SAMPLE_DRAW
         options = {**unit.cfg_options, **spec.cfg_options}
+        limited = self.smoke or any(key.split('.')[-1] == 'limit' and value is not None
+                                    for key, value in options.items())
         return dict(self.overrides(unit), cfg_options={**options, **built_horizons(
-            unit, spec, options)}, **self._pretrained_identity(unit))
+            unit, spec, options)}, **self._pretrained_identity(unit),
+            **({'sample_draw': SAMPLE_DRAW} if limited else {}))
 
     def work_dir(self, unit: TrainUnit) -> Path:
         """Work dir of a training unit (also listed by ``--dry-run``)."""

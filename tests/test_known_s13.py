@@ -1,0 +1,135 @@
+"""Issue 37, the known items closing12 left (fixKnown, session 13), each failing on e251d41."""
+import json
+import random
+from pathlib import Path
+
+import numpy as np
+import pytest
+from fake_openai_server import FakeOpenAIServer
+from mmaction.registry import DATASETS
+from tool_modules import load_tool
+from vpn_plugin.protocol.results import read_results
+
+from test_llm_tools import CLIENT_TIMEOUT_S, echo_anchors
+
+REPO = Path(__file__).resolve().parents[1]
+SAMPLE_DRAW = 'window_identity_v2'  # what rows and metrics record of the identity draw
+
+
+# ------------------------------------------------ 1: --limit draws windows by their identity
+def shuffled_list(path: str, out: Path) -> str:
+    """The video list at ``path`` in another order (the same videos)."""
+    videos = json.loads(Path(path).read_text())
+    random.Random(7).shuffle(videos)
+    out.write_text(json.dumps(videos))
+    return str(out)
+
+
+@pytest.fixture(scope='module')
+def shuffled_test(tiny_crosstask, tmp_path_factory) -> dict:
+    """The tiny CrossTask test split with its video list shuffled."""
+    test = tiny_crosstask['test_dataset']
+    folder = tmp_path_factory.mktemp('known_shuffled')
+    return dict(test, video_list=shuffled_list(test['video_list'], folder / 'test_s.json'))
+
+
+def identities(dataset) -> list:
+    return [(w.vid, w.times, w.steps) for w in dataset.windows]
+
+
+def test_limit_draws_the_same_windows_from_a_shuffled_video_list(tiny_crosstask, shuffled_test):
+    """Before: ``PlanningDataset(limit=)`` (tools/test.py --limit, smoke runs) kept the windows
+    at the drawn list positions, so the same videos listed in another order gave other
+    windows. Now the same windows (and observations) whatever the order."""
+    plain = DATASETS.build(dict(tiny_crosstask['test_dataset'], limit=20, limit_seed=3))
+    other = DATASETS.build(dict(shuffled_test, limit=20, limit_seed=3))
+    assert identities(plain) != identities(other)  # the lists' order is another
+    assert sorted(identities(plain)) == sorted(identities(other))
+    order = {key: i for i, key in enumerate(identities(other))}
+    back = [order[key] for key in identities(plain)]
+    np.testing.assert_array_equal(plain.start, other.start[back])
+    np.testing.assert_array_equal(plain.plans, other.plans[back])
+    seeded = DATASETS.build(dict(tiny_crosstask['test_dataset'], limit=20, limit_seed=4))
+    assert sorted(identities(seeded)) != sorted(identities(plain))  # the seed still draws
+
+
+def test_tools_test_limit_same_numbers_from_a_shuffled_list_and_records_the_draw(
+        tiny_crosstask, shuffled_test, tmp_path):
+    """tools/test.py --limit on the same videos in another order: the same metrics, and
+    test_metrics.json says how the windows were drawn (``sample_draw``); a test of every
+    window says nothing of a draw (no false caveat)."""
+    from tiny_configs import write_tiny_config
+    base = REPO / 'configs/baselines/uniform_emissions_crosstask_t3.py'
+    found = {}
+    for name, data in (('plain', tiny_crosstask),
+                       ('shuffled', dict(tiny_crosstask, test_dataset=shuffled_test))):
+        config = write_tiny_config(tmp_path / f'{name}.py', base, '', data, batch_size=64)
+        for limit in (['--limit', '9'], []):
+            out = tmp_path / f'{name}{len(limit)}.json'
+            load_tool('test').main([str(config), '--work-dir', str(tmp_path / name),
+                                    '--out-metrics', str(out), *limit])
+            found[name, bool(limit)] = json.loads(out.read_text())
+    limited = found['plain', True]
+    assert limited['sample_draw'] == SAMPLE_DRAW and 'limit=9 of 105' in limited['shortened']
+    numbers = {key: value for key, value in limited.items() if '/' in key}
+    assert {key: found['shuffled', True][key] for key in numbers} == pytest.approx(numbers,
+                                                                                   rel=1e-12)
+    assert found['shuffled', True]['sample_draw'] == SAMPLE_DRAW
+    assert limited['plan/mean_accuracy'] != found['plain', False]['plan/mean_accuracy']
+    assert 'sample_draw' not in found['plain', False] and 'shortened' not in found['plain', False]
+
+
+def run_llm_eval(server, config, cache, out, *extra):
+    load_tool('llm_eval').main([
+        '--config', str(config), '--base-url', server.base_url, '--model', 'fake',
+        '--no-progress', '--timeout', str(CLIENT_TIMEOUT_S), '--max-retries', '1',
+        '--backoff', '0.01', '--cache-dir', str(cache), '--out', str(out), *extra])
+    return read_results(out)[-1]
+
+
+def test_llm_eval_limit_plans_the_same_windows_from_a_shuffled_list(
+        tiny_crosstask, shuffled_test, tmp_path):
+    """llm_eval.py --limit on the same videos in another order: every request is answered
+    from the first run's cache (the same windows, the same prompts), the same metrics, and
+    the row records the draw, so tools/report.py never pools it with rows drawn by list
+    position (other settings); a run of every window records no draw."""
+    train = tiny_crosstask['train_dataset']
+    configs = {}
+    for name, test in (('plain', tiny_crosstask['test_dataset']), ('shuffled', shuffled_test)):
+        configs[name] = tmp_path / f'{name}.py'
+        configs[name].write_text(f'train_dataloader = dict(dataset={train!r})\n'
+                                 f'test_dataloader = dict(dataset={test!r})\n')
+    cache = tmp_path / 'cache'
+    with FakeOpenAIServer(echo_anchors) as server:
+        plain = run_llm_eval(server, configs['plain'], cache, tmp_path / 'a.jsonl', '--limit', '7')
+        sent = len(server.requests)
+        again = run_llm_eval(server, configs['shuffled'], cache, tmp_path / 'b.jsonl',
+                             '--limit', '7')
+    assert sent == 7 and (again.usage['cache_hits'], again.usage['requests']) == (7, 0)
+    assert again.metrics == pytest.approx(plain.metrics, rel=1e-12)
+    assert plain.settings['sample_draw'] == again.settings['sample_draw'] == SAMPLE_DRAW
+    tool = load_tool('llm_eval')
+    args = tool.parse_args(['--config', str(configs['plain']), '--model', 'fake', '--limit',
+                            '200', '--base-url', server.base_url, '--out', str(tmp_path / 'c.jsonl')])
+    assert 'sample_draw' not in tool.run_settings(args, 105, 105)  # --limit 200 of 105: all
+    assert tool.run_settings(args, 7, 105)['sample_draw'] == SAMPLE_DRAW
+
+
+def test_protocol_rows_of_limited_tests_record_the_draw(tmp_path):
+    """A protocol's ``--smoke`` rows (test windows limited) and rows of a ``...limit`` option
+    record the draw in their settings, so they never count as done for rows drawn by list
+    position; a full run's rows hold no such setting."""
+    from mmengine.config import Config
+    from vpn_plugin.protocol.runner import ProtocolRunner, TestSpec, TrainUnit
+    config = str(REPO / 'configs/baselines/uniform_emissions_crosstask_t3.py')
+    spec = TestSpec('PKG_uniform_emissions', config, 3)
+    unit = TrainUnit('u', config, 3, 0, {}, {}, False, [spec])
+    protocol = Config(dict(protocol='p', dataset='crosstask'))
+    assert 'sample_draw' not in ProtocolRunner(protocol, tmp_path).settings(unit, spec)
+    smoke = ProtocolRunner(protocol, tmp_path, smoke=True).settings(unit, spec)
+    assert smoke['sample_draw'] == SAMPLE_DRAW
+    limited = TestSpec('PKG_uniform_emissions', config, 3,
+                       {'test_dataloader.dataset.limit': 5})
+    assert ProtocolRunner(protocol, tmp_path).settings(unit, limited)['sample_draw'] == \
+        SAMPLE_DRAW
+
