@@ -133,3 +133,64 @@ def test_protocol_rows_of_limited_tests_record_the_draw(tmp_path):
     assert ProtocolRunner(protocol, tmp_path).settings(unit, limited)['sample_draw'] == \
         SAMPLE_DRAW
 
+
+# ------------------------------------------------ 2: a half-precision checkpoint, recorded
+@pytest.fixture(scope='module')
+def half_checkpoint(tiny_pdpp_checkpoint, tmp_path_factory):
+    """The tiny PDPP checkpoint with its floating tensors re-saved as float16."""
+    import torch
+    config, checkpoint = tiny_pdpp_checkpoint
+    stored = torch.load(checkpoint, map_location='cpu', weights_only=False)
+    stored['state_dict'] = {key: value.half() if value.is_floating_point() else value
+                            for key, value in stored['state_dict'].items()}
+    path = tmp_path_factory.mktemp('known_half') / 'pdpp_f16.pth'
+    torch.save(stored, path)
+    return config, path
+
+
+def test_a_half_precision_checkpoint_is_named_in_test_metrics(tiny_pdpp_checkpoint,
+                                                                half_checkpoint, tmp_path):
+    """Before: test_metrics.json of a float16 checkpoint said nothing of it (only the log
+    did). Now ``reduced_precision`` names it; a float32 checkpoint's metrics hold no such
+    note (no false caveat)."""
+    config = tiny_pdpp_checkpoint[0]
+    found = {}
+    for name, checkpoint in (('half', half_checkpoint[1]), ('full', tiny_pdpp_checkpoint[1])):
+        out = tmp_path / f'{name}.json'
+        load_tool('test').main([str(config), str(checkpoint), '--work-dir', str(tmp_path / name),
+                                '--out-metrics', str(out), '--limit', '6'])
+        found[name] = json.loads(out.read_text())
+    assert found['half']['reduced_precision'].startswith(f'checkpoint {half_checkpoint[1]}: ')
+    assert 'stored in torch.float16' in found['half']['reduced_precision']
+    assert "coarser than the model's torch.float32" in found['half']['reduced_precision']
+    assert 'reduced_precision' not in found['full']
+
+
+def test_a_half_precision_checkpoint_is_a_caveat_of_its_row_and_report():
+    """The protocol's row carries it as a caveat (``caveats.reduced_precision``), the rows
+    file reads it back, and tools/report.py marks the method and says what the mark means;
+    a row without it gets no mark."""
+    from types import SimpleNamespace
+    from test_report import make_rows
+    from dataclasses import asdict
+    from vpn_plugin.protocol.report import build_table, caveat_note, to_markdown
+    from vpn_plugin.protocol.results import row_from_dict
+    from vpn_plugin.protocol.runner import test_caveats
+    note = ("checkpoint c.pth: 40 of its 40 floating tensors are stored in torch.float16 "
+            "(first w), coarser than the model's torch.float32")
+    runner = SimpleNamespace(model=None, reduced_precision_note=note)
+    assert test_caveats(runner) == {'reduced_precision': note}
+    assert test_caveats(SimpleNamespace(model=None)) == {}
+    rows = make_rows('VPN', [2.0, 3.0, 1.0, 4.0, 2.5]) + make_rows('PDPP', [1.0] * 5)
+    for row in rows[:5]:
+        row.caveats = {'reduced_precision': note}
+    rows = [row_from_dict(asdict(row), 'rows.jsonl:1') for row in rows]  # read back
+    text = to_markdown(build_table(rows, ('success_rate',)))
+    assert 'VPN½' in text and 'PDPP½' not in text
+    assert ('½ tested with a checkpoint stored in a coarser float than the model (float16 / '
+            'bfloat16: the weights rounded, not as trained) (VPN: ' + note) in text
+    assert caveat_note({'VPN': {'reduced_precision': [note]}}).startswith(
+        '½ checkpoint in half precision')
+    # found here: a figure of rows with damaged features stopped with KeyError (its short note)
+    assert caveat_note({'VPN': {'damaged_features': ['a.npz: 3 frames lost']}}) == (
+        "☒ damaged videos' features; see the results rows' caveats")

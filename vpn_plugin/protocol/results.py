@@ -96,7 +96,9 @@ caveats         dict     what the test recorded about its own trust (default ``{
                          ``damaged_features`` ('<file>: <note>' of each test feature file
                          read that records a damaged video: extract_features' ``damage``;
                          'training file <file>: <note>' of each the checkpoint was trained
-                         on).
+                         on); ``reduced_precision`` (the tested checkpoint's tensors stored
+                         in a coarser float than the model's, float16 / bfloat16: the
+                         model ran with their rounded values).
                          ``tools/report.py`` marks such rows, one mark per kind
 =============== ======== ===============================================================
 
@@ -206,7 +208,7 @@ ROW_SCHEMA = {
 CAVEAT_KINDS = {'changed_from_training': Union[str, list[str]],
                 'not_compared': Union[str, list[str]], 'feature_scale': str,
                 'task_source': Literal['ground_truth'],
-                'damaged_features': Union[str, list[str]]}
+                'damaged_features': Union[str, list[str]], 'reduced_precision': str}
 # the range of each metric (percentages in [0, 100]); another name is refused
 METRIC_KINDS = {name: Annotated[float, Range(low, high)]
                 for name, (low, high) in METRIC_RANGES.items()}

@@ -1041,7 +1041,8 @@ def test_caveats(runner, declared=()) -> dict:
     options that differ from the checkpoint's training and what it could not compare
     (``PlanningRunner.changed_from_training`` / ``not_compared``: a list, or a '; '-joined
     text), a feature-scale note, a planner given the true task, and the test feature files
-    read that record a damaged video (``PlanningRunner.damaged_test_files``). An option the protocol's
+    read that record a damaged video (``PlanningRunner.damaged_test_files``), and a checkpoint
+    stored in a coarser float than the model (``reduced_precision_note``). An option the protocol's
     test itself sets (``declared``: its ``cfg_options``, e.g. the ablation's
     ``model.decode``; in the row's settings and method name) is no caveat."""
     caveats = {}
@@ -1059,6 +1060,8 @@ def test_caveats(runner, declared=()) -> dict:
     damaged = getattr(runner, 'damaged_test_files', list)()
     if damaged:
         caveats['damaged_features'] = damaged
+    if getattr(runner, 'reduced_precision_note', ''):
+        caveats['reduced_precision'] = runner.reduced_precision_note
     return caveats
 
 
