@@ -194,3 +194,66 @@ def test_a_half_precision_checkpoint_is_a_caveat_of_its_row_and_report():
     # found here: a figure of rows with damaged features stopped with KeyError (its short note)
     assert caveat_note({'VPN': {'damaged_features': ['a.npz: 3 frames lost']}}) == (
         "☒ damaged videos' features; see the results rows' caveats")
+
+
+# ------------------------------------------------ 3: one rule for a BOM, in errors.read_text
+BOM = '\ufeff'
+
+
+def with_bom(source: Path, out: Path) -> Path:
+    out.write_text(BOM + source.read_text(encoding='utf-8'), encoding='utf-8')
+    return out
+
+
+def test_every_json_and_text_reader_reads_past_a_bom(tiny_crosstask, tmp_path):
+    """Before: ``errors.read_json`` (taxonomies, annotation JSON, window and video lists,
+    state descriptions, records) refused a file a Windows editor saved with a BOM, and a
+    prompt template kept it as the prompt's first character, while the annotation, EgoPER,
+    results and anchors readers read past it, each its own way. Now one reader
+    (``errors.read_text``) reads past it for all: the same content as without it."""
+    from vpn_plugin.baselines.llm.anchors import load_anchor_predictions
+    from vpn_plugin.baselines.llm.prompting import load_template
+    from vpn_plugin.datasets.annotations import read_json_file
+    from vpn_plugin.datasets.taxonomy import load_taxonomy
+    from vpn_plugin.errors import read_json
+    taxonomy = Path(tiny_crosstask['taxonomy'])
+    assert load_taxonomy(with_bom(taxonomy, tmp_path / 't.json')).action_names == \
+        load_taxonomy(taxonomy).action_names
+    assert read_json_file(with_bom(taxonomy, tmp_path / 'a.json')) == read_json_file(taxonomy)
+    videos = Path(tiny_crosstask['test_dataset']['video_list'])
+    assert read_json(with_bom(videos, tmp_path / 'v.json')) == read_json(videos)
+    template = REPO / 'prompts/sequence_completion.txt'
+    loaded = load_template(str(with_bom(template, tmp_path / 'p.txt')))[0].template
+    assert loaded == template.read_text(encoding='utf-8') and not loaded.startswith(BOM)
+    (tmp_path / 'anchors.json').write_text(BOM + '{"first": [1], "last": [2]}')
+    assert [list(a) for a in load_anchor_predictions(
+        tmp_path / 'anchors.json', 1)] == [[1], [2]]
+    from vpn_plugin.errors import read_text
+    assert read_text(with_bom(videos, tmp_path / 'v.txt')) == videos.read_text()
+    # only the first character: a BOM inside the text is text (JSON refuses it where it is)
+    (tmp_path / 'twice.json').write_text(BOM + BOM + '{}')
+    with pytest.raises(ValueError, match=r'twice.json: line 1 column 1'):
+        read_json(tmp_path / 'twice.json')
+
+
+def test_a_bad_byte_after_a_bom_is_named_at_its_place_in_the_file(tmp_path):
+    """No regression: the byte a not-UTF-8 error names counts the BOM (the file's own offset,
+    a hex editor's: decoded before the BOM is dropped), for JSON and results files alike."""
+    from vpn_plugin.errors import read_json
+    from vpn_plugin.protocol.results import read_results
+    for name in ('x.json', 'x.jsonl'):
+        (tmp_path / name).write_bytes(BOM.encode('utf-8') + b'{"a": "\xe9"}')
+    with pytest.raises(ValueError, match=r'JSON file .*x\.json: not UTF-8 text \(invalid '
+                                         r'continuation byte at byte 10\b.*expected a JSON file'):
+        read_json(tmp_path / 'x.json')
+    with pytest.raises(ValueError, match=r'x\.jsonl: not UTF-8 text \(invalid continuation byte '
+                                         r'at byte 10; .*expected a results file of JSON lines'):
+        read_results(tmp_path / 'x.jsonl')
+
+
+def test_no_reader_has_its_own_bom_rule():
+    """One way: no module but errors.py decodes with utf-8-sig or strips a BOM itself."""
+    found = [str(path.relative_to(REPO)) for path in (REPO / 'vpn_plugin').rglob('*.py')
+             if path.name != 'errors.py' and ("utf-8-sig" in path.read_text()
+                                             or "removeprefix('\\ufeff')" in path.read_text())]
+    assert found == []

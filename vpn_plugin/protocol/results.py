@@ -134,7 +134,7 @@ from typing import Annotated, Iterable, Literal, Optional, Union
 from vpn_plugin.config_types import (Count, NonNegative, NonNegativeInt, PathLike, Range, Seed,
                                      Text, check_value, checked_arguments)
 
-from vpn_plugin.errors import check_file, check_names, unique_keys
+from vpn_plugin.errors import check_file, check_names, read_text, unique_keys
 
 from vpn_plugin.locks import exclusive_lock, lock_path_of
 from .provenance import averaged_features
@@ -405,15 +405,9 @@ def _read_json(path: Path) -> list[ResultRow]:
 
 
 def _read_text(path: Path) -> str:
-    """The text of results file ``path`` (.jsonl, .json, .csv); a UTF-8 byte-order mark (a
-    Windows editor's, Excel's "CSV UTF-8") is read past, as the other readers of files
-    (``datasets/annotations.py``) do; errors name the byte of the file."""
-    try:
-        return path.read_text(encoding='utf-8').removeprefix('\ufeff')
-    except UnicodeDecodeError as error:
-        raise ValueError(f'{path}: not UTF-8 text ({error.reason} at byte {error.start}; a '
-                         'compressed or binary file?); expected a results file of JSON '
-                         'lines') from None
+    """The text of results file ``path`` (.jsonl, .json, .csv): ``errors.read_text`` (a BOM
+    read past; errors name the byte of the file)."""
+    return read_text(path, '', 'a results file of JSON lines')
 
 
 def _loads(text: str, source: str):
