@@ -110,7 +110,8 @@ def test_llm_eval_limit_plans_the_same_windows_from_a_shuffled_list(
     assert plain.settings['sample_draw'] == again.settings['sample_draw'] == SAMPLE_DRAW
     tool = load_tool('llm_eval')
     args = tool.parse_args(['--config', str(configs['plain']), '--model', 'fake', '--limit',
-                            '200', '--base-url', server.base_url, '--out', str(tmp_path / 'c.jsonl')])
+                            '200', '--base-url', server.base_url,
+                            '--out', str(tmp_path / 'c.jsonl')])
     assert 'sample_draw' not in tool.run_settings(args, 105, 105)  # --limit 200 of 105: all
     assert tool.run_settings(args, 7, 105)['sample_draw'] == SAMPLE_DRAW
 
@@ -257,3 +258,34 @@ def test_no_reader_has_its_own_bom_rule():
              if path.name != 'errors.py' and ("utf-8-sig" in path.read_text()
                                              or "removeprefix('\\ufeff')" in path.read_text())]
     assert found == []
+
+
+# ------------------------------------------------ 4: plan.py says which task is the truth
+def test_plan_py_names_the_true_task_and_the_planners_own(tiny_pdpp_checkpoint, capsys):
+    """Before: plan.py on dataset samples printed "task: X", the annotation's task, which
+    reads like the planner's prediction; the planner's own task (PDPP's classifier) was not
+    shown. Now the annotation is named as such, and the planner's task with its origin."""
+    config, checkpoint = tiny_pdpp_checkpoint
+    load_tool('plan').main([str(config), str(checkpoint), '--indices', '4'])
+    lines = capsys.readouterr().out.splitlines()
+    first = next(i for i, line in enumerate(lines) if line.startswith('sample 4 | '))
+    assert ' | true task (annotation): ' in lines[first]
+    assert lines[first + 1].startswith("  the planner's task: ")
+    assert 'predicted by the task classifier, probability ' in lines[first + 1]
+
+
+def test_plan_py_with_start_time_equal_to_goal_time_says_so(tiny_pdpp_checkpoint,
+                                                              tiny_crosstask, capsys):
+    """Before: --start-time S --goal-time S (or two times of one second) planned T steps
+    between one moment and itself without a remark. Now a note says the two states are one
+    moment; two seconds apart, no note (no false caveat)."""
+    config, checkpoint = tiny_pdpp_checkpoint
+    features = sorted(Path(tiny_crosstask['feature_dir']).glob('*.npz'))[0]
+    found = {}
+    for start, goal in (('2', '2'), ('2', '2.4'), ('2', '4')):
+        load_tool('plan').main([str(config), '--checkpoint', str(checkpoint), '--features',
+                                str(features), '--start-time', start, '--goal-time', goal])
+        found[goal] = capsys.readouterr().out
+    note = 'are the same second (2 s; times are read at whole seconds): the start and goal'
+    assert note in found['2'] and note in found['2.4']
+    assert 'same second' not in found['4']
