@@ -289,3 +289,32 @@ def test_plan_py_with_start_time_equal_to_goal_time_says_so(tiny_pdpp_checkpoint
     note = 'are the same second (2 s; times are read at whole seconds): the start and goal'
     assert note in found['2'] and note in found['2.4']
     assert 'same second' not in found['4']
+
+
+# ------------------------------------------------ 5: the option a checkpoint's shapes follow
+@pytest.mark.parametrize('model, names', [
+    (dict(type='KEPP', feature_dim=8, num_actions=6, horizon=3, dim=32),
+     ['model.n_timesteps is 10 here, but the checkpoint\'s weights show 20 (plan.betas: a '
+      'diffusion schedule of 20 steps): load it with model.n_timesteps=20, the checkpoint\'s',
+      'model.step_n_timesteps is 10 here, but the checkpoint\'s weights show 20 (step.betas']),
+    (dict(type='PDPP', feature_dim=8, num_actions=6, num_tasks=2, horizon=3, dim=32),
+     ['model.n_timesteps is 10 here, but the checkpoint\'s weights show 20 (diffusion.betas']),
+])
+def test_a_test_with_other_diffusion_steps_names_the_option(model, names):
+    """Before: KEPP (and PDPP) tested with ``--cfg-options model.n_timesteps=10`` was refused
+    naming the ``betas`` shapes only; now the option, its value here and the checkpoint's
+    come first. Another misfit (more actions) names no option (no false claim)."""
+    import vpn_plugin.mm  # noqa: F401  (registration)
+    from mmaction.registry import MODELS
+    from vpn_plugin.engine.checkpoint import CheckpointMismatchError, load_weights
+    trained = MODELS.build(dict(model, n_timesteps=20)).state_dict()
+    with pytest.raises(CheckpointMismatchError) as refused:
+        load_weights(MODELS.build(dict(model, n_timesteps=10)), {'state_dict': trained}, 'c.pth')
+    message = str(refused.value)
+    assert message.startswith(f'checkpoint c.pth does not fit the model {model["type"]} of the '
+                              f'config: {names[0]}')
+    assert all(name in message for name in names) and 'betas: (20,) in the checkpoint' in message
+    with pytest.raises(CheckpointMismatchError) as other:
+        load_weights(MODELS.build(dict(model, n_timesteps=20, num_actions=7)),
+                     {'state_dict': trained}, 'c.pth')
+    assert 'model.n_timesteps' not in str(other.value) and 'weights show' not in str(other.value)
