@@ -318,3 +318,33 @@ def test_a_test_with_other_diffusion_steps_names_the_option(model, names):
         load_weights(MODELS.build(dict(model, n_timesteps=20, num_actions=7)),
                      {'state_dict': trained}, 'c.pth')
     assert 'model.n_timesteps' not in str(other.value) and 'weights show' not in str(other.value)
+
+
+# ------------------------------------------------ 6: how much of a row the widest tolerance covers
+def test_the_widest_tolerance_line_says_how_many_entries_it_covers(tmp_path, capsys):
+    """Before: "sensitivity: widest tolerance 1.9 (...): <row>" read as if the whole row (and
+    the check) were judged at 1.9, while the CEFITO AdamW widening covers only the entries whose
+    gradient is round-off (509 of 142,820). Now the line counts them: here 3 of 200 entries of
+    one optimiser-step row have a wide spread."""
+    from vpn_plugin.oracles import compare
+    from vpn_plugin.oracles.optimiser_step import step_row
+    from vpn_plugin.oracles.sensitivity import print_sensitivity
+    rng = np.random.default_rng(0)
+    before = rng.normal(size=200)
+    after = before + rng.normal(size=200) * 1e-3
+    spread = np.zeros(200)
+    spread[[5, 50, 150]] = 1e-3  # three entries the gradient's uncertainty leaves open
+    compare.begin_check()
+    try:
+        rows = [step_row('t.npz:after_adamw.w', before, after, after + 1e-9, spread, 1e-4),
+                step_row('t.npz:after_adamw.b', before[:20], after[:20], after[:20],
+                         np.zeros(20), 1e-4)]
+        assert all(row[4] for row in rows)
+        print_sensitivity(tmp_path, rows)  # no weight file here: the widest line only
+    finally:
+        compare.begin_check()
+    line = capsys.readouterr().out.splitlines()[0]
+    assert line.startswith('sensitivity: widest tolerance ')
+    assert line.endswith("t.npz:after_adamw.w, on 3 of its 200 entries (the others judged at "
+                         "most twice the base; over the check's per-entry rows 3 of 220 "
+                         "entries past twice their base)")
