@@ -348,3 +348,21 @@ def test_the_widest_tolerance_line_says_how_many_entries_it_covers(tmp_path, cap
     assert line.endswith("t.npz:after_adamw.w, on 3 of its 200 entries (the others judged at "
                          "most twice the base; over the check's per-entry rows 3 of 220 "
                          "entries past twice their base)")
+
+
+# ------------------------------------------------ 7: the efficiency figure names what it shows
+def test_the_sample_efficiency_figure_names_its_dataset_and_horizons(tmp_path, monkeypatch):
+    """Before: the sample-efficiency figure (tools/plots.py efficiency) named neither the
+    dataset nor, with one horizon, the horizon. Now its title does; PNG and PDF written."""
+    from test_report_plots import efficiency_rows, figure_texts
+    from vpn_plugin.protocol.plots import plot_sample_efficiency
+    texts = figure_texts(monkeypatch)
+    rows = efficiency_rows()
+    for row in rows:
+        row.dataset = 'crosstask'
+    written = plot_sample_efficiency(rows, tmp_path / 'eff', dashed=['w/o PKG'])
+    assert sorted(path.suffix for path in written) == ['.pdf', '.png']
+    assert 'CrossTask, T=3, 4, 5, 6' in texts
+    texts.clear()
+    plot_sample_efficiency([row for row in rows if row.horizon == 3], tmp_path / 'eff3')
+    assert 'CrossTask, T=3' in texts
