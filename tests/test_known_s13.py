@@ -366,3 +366,23 @@ def test_the_sample_efficiency_figure_names_its_dataset_and_horizons(tmp_path, m
     texts.clear()
     plot_sample_efficiency([row for row in rows if row.horizon == 3], tmp_path / 'eff3')
     assert 'CrossTask, T=3' in texts
+
+
+# ------------------------------------------------ 8: file:line counts the file's blank lines
+def test_a_bad_row_after_a_blank_line_is_named_at_its_line_of_the_file(tmp_path):
+    """Before: the writers' reader (``results._keyed_lines``: append_result, replace_result,
+    drop_replaced_rows) numbered the lines after dropping blank ones, so a bad row on line 4
+    after a blank line was named 'file:3'. Now the file's own line, as read_results names it."""
+    from dataclasses import asdict
+    from test_report import make_rows
+    from vpn_plugin.protocol.results import append_result, read_results, replace_result
+    good = json.dumps(asdict(make_rows('VPN', [2.0])[0]))
+    path = tmp_path / 'rows.jsonl'
+    path.write_text(f'{good}\n\n\n{{"method": "x"}}\n')
+    row = make_rows('PDPP', [1.0])[0]
+    for write in (append_result, replace_result):
+        with pytest.raises(ValueError, match=r'rows\.jsonl:4\b') as refused:
+            write(path, row)
+        assert 'rows.jsonl:2' not in str(refused.value)
+    with pytest.raises(ValueError, match=r'rows\.jsonl:4\b'):
+        read_results(path)

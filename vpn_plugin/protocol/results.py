@@ -494,11 +494,12 @@ def append_result(path: PathLike, row: ResultRow) -> bool:
     path = _jsonl_path(path)
     with locked_results(path):
         lines = _keyed_lines(path, rows=True)
-        if any(key == row.key() for key, _, _ in lines):
+        if any(key == row.key() for key, _, _, _ in lines):
             return False
         replaced = {replaced_identity(row)} - {None}
-        if any(_is_replaced(old, replaced) for _, _, old in lines):
-            _rewrite(path, [line for _, line, old in lines if not _is_replaced(old, replaced)]
+        if any(_is_replaced(old, replaced) for _, _, old, _ in lines):
+            _rewrite(path, [line for _, line, old, _ in lines
+                            if not _is_replaced(old, replaced)]
                      + [_row_line(row, path)])
             return True
         with path.open('a') as handle:
@@ -546,12 +547,10 @@ def drop_replaced_rows(path: PathLike) -> list[str]:
         return []
     with locked_results(path):
         lines = _keyed_lines(path, rows=True)
-        replaced = {replaced_identity(row) for _, _, row in lines} - {None}
-        stale = [number for number, (_, _, old) in enumerate(lines, 1)
-                 if _is_replaced(old, replaced)]
+        replaced = {replaced_identity(row) for _, _, row, _ in lines} - {None}
+        stale = [number for _, _, old, number in lines if _is_replaced(old, replaced)]
         if stale:
-            _rewrite(path, [line for number, (_, line, _) in enumerate(lines, 1)
-                            if number not in stale])
+            _rewrite(path, [line for _, line, _, number in lines if number not in stale])
     return [f'{path}:{number}' for number in stale]
 
 
@@ -638,15 +637,18 @@ def _jsonl_path(path) -> Path:
 
 def _keyed_lines(path: Path, rows: bool = False) -> list:
     """``(row key, line)`` of every row of ``path`` (none when it does not exist), with
-    ``rows`` ``(row key, line, row)`` (its paths read from the file's folder); a line that is
-    not a valid row raises an error naming it (nothing is written into such a file)."""
+    ``rows`` ``(row key, line, row, line number)`` (its paths read from the file's folder;
+    the number of the line in the file, blank lines counted); a line that is not a valid row
+    raises an error naming it, ``file:line`` (nothing is written into such a file)."""
     if not path.is_file():
         return []
-    lines = [line for line in _read_text(path).splitlines() if line.strip()]
-    read = [_read_json_line(line, f'{path}:{number}') for number, line in enumerate(lines, 1)]
+    numbered = [(number, line) for number, line in enumerate(_read_text(path).splitlines(), 1)
+                if line.strip()]
+    read = [_read_json_line(line, f'{path}:{number}') for number, line in numbered]
     if rows:
-        return [(row.key(), line, row) for row, line in zip(_resolve_paths(read, path), lines)]
-    return [(row.key(), line) for row, line in zip(read, lines)]
+        return [(row.key(), line, row, number) for row, (number, line)
+                in zip(_resolve_paths(read, path), numbered)]
+    return [(row.key(), line) for row, (_, line) in zip(read, numbered)]
 
 
 @checked_arguments
