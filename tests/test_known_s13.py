@@ -386,3 +386,36 @@ def test_a_bad_row_after_a_blank_line_is_named_at_its_line_of_the_file(tmp_path)
         assert 'rows.jsonl:2' not in str(refused.value)
     with pytest.raises(ValueError, match=r'rows\.jsonl:4\b'):
         read_results(path)
+
+
+# ------------------------------------------------ 9: a distributed resume's notes, once
+@pytest.mark.parametrize('rank, said', [('0', True), ('1', False)])
+def test_a_distributed_resume_says_what_it_found_on_rank_0_only(tmp_path, monkeypatch, capsys,
+                                                                rank, said):
+    """Before: every process of a 2-process ``--resume`` (torchrun: no rank known to the
+    loggers yet) logged "last_checkpoint names ..., outside the work dir" and printed the
+    '--resume auto' notes: each line once per rank. Now rank 0 alone says them; every rank
+    still resolves the same checkpoint."""
+    import mmengine.logging
+    from mmengine.config import Config
+    logged = []
+    monkeypatch.setattr(mmengine.logging, 'print_log', lambda message, logger=None, level=20:
+                        logged.append(message) if logger != 'silent' else None)
+    monkeypatch.setenv('RANK', rank)
+    train = load_tool('train')
+    moved = tmp_path / 'moved'
+    moved.mkdir()
+    (moved / 'epoch_1.pth').write_bytes(b'x')
+    (moved / 'last_checkpoint').write_text(str(tmp_path / 'first' / 'epoch_1.pth'))
+    cfg = Config(dict(work_dir=str(moved)))
+    train.set_resume(cfg, 'auto')  # torchrun's RANK read whatever the launcher
+    assert cfg.resume and cfg.load_from == str(moved / 'epoch_1.pth')
+    assert [m for m in logged if 'outside the work dir' in m] == ([
+        f'{moved}/last_checkpoint names {tmp_path}/first/epoch_1.pth, outside the work dir '
+        f'{moved} (copied or moved from another run): using {moved}/epoch_1.pth'] if said else [])
+    empty = tmp_path / 'empty'
+    empty.mkdir()
+    cfg = Config(dict(work_dir=str(empty)))
+    train.set_resume(cfg, 'auto')  # torchrun's RANK read whatever the launcher
+    assert not cfg.resume
+    assert ('holds no checkpoint to resume from' in capsys.readouterr().err) is said

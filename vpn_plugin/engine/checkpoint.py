@@ -1392,7 +1392,7 @@ def latest_checkpoint_in(work_dir, logger='current') -> Optional[str]:
     record = Path(work_dir) / LAST_CHECKPOINT
     recorded = record.read_text().strip() if record.is_file() else ''
     if recorded:
-        path = record_inside(recorded, work_dir, str(record))
+        path = record_inside(recorded, work_dir, str(record), logger=logger)
         if Path(path).is_file():
             return path
     newest = newest_checkpoint_in(work_dir)
