@@ -546,9 +546,9 @@ def read_text(path, what: str = '', expected: str = 'UTF-8 text') -> str:
     try:
         return path.read_text(encoding='utf-8').removeprefix('\ufeff')
     except UnicodeDecodeError as error:
-        raise ValueError(f'{what} {path}'.lstrip() + f': not UTF-8 text ({error.reason} at '
-                         f'byte {error.start}; a compressed or binary file?); expected '
-                         f'{expected}') from None
+        where = f'{what} {path}' if what else str(path)
+        raise ValueError(f'{where}: not UTF-8 text ({error.reason} at byte {error.start}; a '
+                         f'compressed or binary file?); expected {expected}') from None
 
 
 def read_json(path, what: str = 'JSON file', **options):
