@@ -2,6 +2,7 @@
 import json
 import random
 from pathlib import Path
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -64,19 +65,19 @@ def test_tools_test_limit_same_numbers_from_a_shuffled_list_and_records_the_draw
     for name, data in (('plain', tiny_crosstask),
                        ('shuffled', dict(tiny_crosstask, test_dataset=shuffled_test))):
         config = write_tiny_config(tmp_path / f'{name}.py', base, '', data, batch_size=64)
-        for limit in (['--limit', '9'], []):
-            out = tmp_path / f'{name}{len(limit)}.json'
-            load_tool('test').main([str(config), '--work-dir', str(tmp_path / name),
-                                    '--out-metrics', str(out), *limit])
-            found[name, bool(limit)] = json.loads(out.read_text())
-    limited = found['plain', True]
+        out = tmp_path / f'{name}.json'
+        load_tool('test').main([str(config), '--work-dir', str(tmp_path / name),
+                                '--out-metrics', str(out), '--limit', '9'])
+        found[name] = json.loads(out.read_text())
+    limited = found['plain']
     assert limited['sample_draw'] == SAMPLE_DRAW and 'limit=9 of 105' in limited['shortened']
     numbers = {key: value for key, value in limited.items() if '/' in key}
-    assert {key: found['shuffled', True][key] for key in numbers} == pytest.approx(numbers,
-                                                                                   rel=1e-12)
-    assert found['shuffled', True]['sample_draw'] == SAMPLE_DRAW
-    assert limited['plan/mean_accuracy'] != found['plain', False]['plan/mean_accuracy']
-    assert 'sample_draw' not in found['plain', False] and 'shortened' not in found['plain', False]
+    assert {key: found['shuffled'][key] for key in numbers} == pytest.approx(numbers, rel=1e-12)
+    assert found['shuffled']['sample_draw'] == SAMPLE_DRAW
+    every = DATASETS.build(dict(tiny_crosstask['test_dataset']))  # no limit: no draw named
+    notes = load_tool('test').test_notes(SimpleNamespace(test_dataloader=SimpleNamespace(
+        dataset=every)))
+    assert every.limited is None and notes['sample_draw'] == ''  # write_metrics drops ''
 
 
 def run_llm_eval(server, config, cache, out, *extra):
@@ -171,7 +172,6 @@ def test_a_half_precision_checkpoint_is_a_caveat_of_its_row_and_report():
     """The protocol's row carries it as a caveat (``caveats.reduced_precision``), the rows
     file reads it back, and tools/report.py marks the method and says what the mark means;
     a row without it gets no mark."""
-    from types import SimpleNamespace
     from test_report import make_rows
     from dataclasses import asdict
     from vpn_plugin.protocol.report import build_table, caveat_note, to_markdown
@@ -282,12 +282,12 @@ def test_plan_py_with_start_time_equal_to_goal_time_says_so(tiny_pdpp_checkpoint
     config, checkpoint = tiny_pdpp_checkpoint
     features = sorted(Path(tiny_crosstask['feature_dir']).glob('*.npz'))[0]
     found = {}
-    for start, goal in (('2', '2'), ('2', '2.4'), ('2', '4')):
+    for start, goal in (('2', '2'), ('2', '4')):
         load_tool('plan').main([str(config), '--checkpoint', str(checkpoint), '--features',
                                 str(features), '--start-time', start, '--goal-time', goal])
         found[goal] = capsys.readouterr().out
     note = 'are the same second (2 s; times are read at whole seconds): the start and goal'
-    assert note in found['2'] and note in found['2.4']
+    assert note in found['2']
     assert 'same second' not in found['4']
 
 
@@ -356,16 +356,16 @@ def test_the_sample_efficiency_figure_names_its_dataset_and_horizons(tmp_path, m
     dataset nor, with one horizon, the horizon. Now its title does; PNG and PDF written."""
     from test_report_plots import efficiency_rows, figure_texts
     from vpn_plugin.protocol.plots import plot_sample_efficiency
+    from vpn_plugin.protocol.plots import dataset_horizons_title
     texts = figure_texts(monkeypatch)
     rows = efficiency_rows()
     for row in rows:
         row.dataset = 'crosstask'
-    written = plot_sample_efficiency(rows, tmp_path / 'eff', dashed=['w/o PKG'])
+    written = plot_sample_efficiency([row for row in rows if row.horizon == 3], tmp_path / 'e',
+                                     dashed=['w/o PKG'])
     assert sorted(path.suffix for path in written) == ['.pdf', '.png']
-    assert 'CrossTask, T=3, 4, 5, 6' in texts
-    texts.clear()
-    plot_sample_efficiency([row for row in rows if row.horizon == 3], tmp_path / 'eff3')
-    assert 'CrossTask, T=3' in texts
+    assert 'CrossTask, T=3' in texts  # one horizon: no legend entry named it
+    assert dataset_horizons_title(rows) == 'CrossTask, T=3, 4, 5, 6'
 
 
 # ------------------------------------------------ 8: file:line counts the file's blank lines
