@@ -180,8 +180,8 @@ def test_notes(runner) -> dict:
     NIV windows dropped and the metrics said nothing), and the test feature files read that
     record a damaged video (``damaged_features``: '<file>: <note>' each), the checkpoint's
     tensors stored in a coarser float than the model's (``reduced_precision``: a float16 or
-    bfloat16 file), and how limited
-    test windows were drawn (``sample_draw``: :data:`~vpn_plugin.core.stats.SAMPLE_DRAW`)."""
+    bfloat16 file), and how limited test windows were drawn (``sample_draw``:
+    :data:`~vpn_plugin.core.stats.SAMPLE_DRAW`)."""
     dataset = getattr(getattr(runner, 'test_dataloader', None), 'dataset', None)
     dropped = 'dropped' in (getattr(dataset, 'window_counts', None) or {})
     return dict(changed_from_training=_strings(getattr(runner, 'changed_from_training', ())),
