@@ -327,8 +327,9 @@ class Measured:
     """What the current check measured: ``values`` (key -> a tolerance, a list of per-step
     tolerances, an uncertainty), ``widened`` (row label -> (widest tolerance the row used, its
     base)), ``entries`` (row label of a per-entry row -> (entries judged past twice the base,
-    all its entries): how much of the row a widening covers); ``replaying``: a rerun on a changed copy of the fixture (``sensitivity``) judges at
-    the measured values and measures nothing (no perturbed runs)."""
+    all its entries): how much of the row a widening covers); ``replaying``: a rerun on a
+    changed copy of the fixture (``sensitivity``) judges at the measured values and measures
+    nothing (no perturbed runs)."""
 
     def __init__(self):
         self.values: Dict[str, object] = {}
