@@ -1,0 +1,80 @@
+"""Fifteenth hostile pass, engineer passL (LLM/VLM baselines, core math, configs before
+training): each test fails on e251d41 (checked in a worktree of it). Log: /tmp/passL_log.md.
+
+- LA1-3/LA11-13/LA23: the literal config reader returned a base's value as read after the
+  file changed it in place (mmengine's ``_base_`` is the bases' merged dict itself:
+  ``_base_.lst.append(3)``, ``ds = _base_.train_dataloader.dataset; ds['horizon'] = 6``).
+  LA27/LA28/LA31-35/LA38: a function of the file changed a value when called (``global h``,
+  a closure, a default argument, an argument passed: ``f(d)``) and the stale value was read.
+  LA4/LA5: configs mmengine / Python refuse (two bases setting one key, ``dict(**a, h=4)``
+  with ``h`` in ``a``) were read as values.
+"""
+import pytest
+
+# ------------------------------------------------ the literal config reader (data_paths)
+BASE = "horizon = 3\ntrain_dataloader = dict(dataset=dict(type='X', horizon=3))\nlst = [1, 2]\n"
+CHANGED = [
+    "_base_ = ['b.py']\nds = _base_.train_dataloader.dataset\nds['horizon'] = 6\n",
+    "_base_ = ['b.py']\n_base_.lst.append(3)\n",
+    "_base_ = ['b.py']\n_base_['train_dataloader']['dataset']['horizon'] = 7\n",
+    "_base_ = ['b.py']\nl = _base_.lst\nl += [9]\n",
+    "_base_ = ['b.py']\nx = [_base_.train_dataloader]\nx[0]['dataset']['horizon'] = 11\n",
+    "h = 3\ndef f():\n    global h\n    h = 13\nf()\n",
+    "h = 3\ndef deco(fn):\n    global h\n    h = 14\n    return fn\n@deco\ndef g(): pass\n",
+    "def f():\n    d['h'] = 9\nd = dict(h=3)\nf()\n",
+    "g = lambda: d.update(h=8)\nd = dict(h=3)\ng()\n",
+    "def f():\n    global h\n    h = 13\nh = 3\nf()\n",
+    "d = dict(h=3)\ndef f(x=d):\n    x['h'] = 17\nf()\n",
+    "def f(x):\n    x['h'] = 18\nd = dict(h=3)\nf(d)\n",
+    "def f(x):\n    x.append(5)\nl = [1]\nf(l)\n",
+]
+
+
+@pytest.mark.parametrize('text', CHANGED)
+def test_a_value_changed_in_place_or_by_a_function_is_never_read_stale(tmp_path, text):
+    """The oracle is mmengine running the file: every value the literal reading gives is
+    mmengine's; what the file changed out of its assignments' sight is UNREAD."""
+    from mmengine.config import Config
+    from vpn_plugin.data_paths import UNREAD, literal_config
+    (tmp_path / 'b.py').write_text(BASE)
+    path = tmp_path / 'c.py'
+    path.write_text(text)
+    literal, executed = literal_config(path), Config.fromfile(str(path)).to_dict()
+    executed.pop('_base_', None)
+    unread = [key for key in executed if literal.get(key) is UNREAD]
+    assert unread  # the changed value is not read
+    for key, value in executed.items():
+        if not callable(value) and literal.get(key) is not UNREAD:
+            assert literal[key] == value, key
+
+
+@pytest.mark.parametrize('text,match', [
+    ("_base_ = ['b.py']\n_base_.horizon = 5\n", r'c.py:2: may change _base_ itself'),
+    ("_base_ = ['b.py']\n_base_.setdefault('extra', 1)\n", r'c.py:2: may change _base_ itself'),
+    ("_base_ = ['b.py', 'b4.py']\n", r"its _base_ files .*b.py and .*b4.py both set 'horizon'"),
+    ("a = {'h': 3}\nd = dict(**a, h=4)\n", r"c.py: line 2: dict\(\) gets the key 'h' twice"),
+])
+def test_a_config_whose_values_cannot_be_known_or_that_mmengine_refuses_is_refused(
+        tmp_path, text, match):
+    from vpn_plugin.data_paths import literal_config
+    (tmp_path / 'b.py').write_text(BASE)
+    (tmp_path / 'b4.py').write_text('horizon = 4\n')
+    path = tmp_path / 'c.py'
+    path.write_text(text)
+    with pytest.raises(ValueError, match=match):
+        literal_config(path)
+
+
+def test_values_of_a_base_read_but_not_changed_are_still_read(tmp_path):
+    """No false refusal: reading a base's values, copying them, calling builtins that change
+    nothing, and a function defined but never called keep every value read."""
+    from vpn_plugin.data_paths import literal_config
+    (tmp_path / 'b.py').write_text(BASE)
+    path = tmp_path / 'c.py'
+    path.write_text("_base_ = ['b.py']\nh = _base_.horizon + 1\nds = _base_.train_dataloader\n"
+                    "n = len([1, 2])\nother = dict(**ds, extra=1)\nm = sorted(_base_.lst)\n"
+                    "test_horizon = {{_base_.horizon}}\n")
+    literal = literal_config(path)
+    assert literal['h'] == 4 and literal['ds'] == {'dataset': {'type': 'X', 'horizon': 3}}
+    assert literal['train_dataloader'] == literal['ds'] and literal['lst'] == [1, 2]
+    assert literal['other']['extra'] == 1 and literal['test_horizon'] == 3
