@@ -78,3 +78,52 @@ def test_values_of_a_base_read_but_not_changed_are_still_read(tmp_path):
     assert literal['h'] == 4 and literal['ds'] == {'dataset': {'type': 'X', 'horizon': 3}}
     assert literal['train_dataloader'] == literal['ds'] and literal['lst'] == [1, 2]
     assert literal['other']['extra'] == 1 and literal['test_horizon'] == 3
+
+
+# ------------------------------------------- NC10: a taxonomy listing a task's actions reordered
+def reordered_taxonomy(shared_data, tmp_path, reverse_tasks=True):
+    import json
+    taxonomy = json.loads((shared_data / 'crosstask/taxonomy_133.json').read_text())
+    tasks = list(taxonomy.items())[::-1] if reverse_tasks else list(taxonomy.items())
+    path = tmp_path / 'taxonomy_rev.json'
+    path.write_text(json.dumps({key: dict(list(actions.items())[::-1]) for key, actions in tasks}))
+    return path
+
+
+def test_a_task_listing_its_actions_out_of_step_order_is_refused_not_relabelled(shared_data,
+                                                                               tmp_path):
+    """NC10: CSV step i+1 was read as the i-th action of the file's order: the same taxonomy
+    with each task's (id: name) pairs reversed relabelled every step (window [2, -1, 3] "pour
+    jello powder ... pour alcohol" became [5, -1, 1] "pour mixture into cup ... pour juice")."""
+    from vpn_plugin.datasets import crosstask_videos
+    from vpn_plugin.datasets.annotations import check_crosstask_taxonomy, read_crosstask_tasks
+    from vpn_plugin.datasets.taxonomy import load_taxonomy
+    root = shared_data / 'crosstask'
+    taxonomy = load_taxonomy(reordered_taxonomy(shared_data, tmp_path))
+    with pytest.raises(ValueError, match=r"task '0_23521_Make Jello Shots' lists its action ids "
+                                         r'in the order \[5, 4, 3, 2, 1, 0\]; .* expected '
+                                         'ascending ids'):
+        crosstask_videos(root / 'splits/test_videos.json', root / 'crosstask_release/annotations',
+                         taxonomy)
+    primary = read_crosstask_tasks(root / 'crosstask_release/tasks_primary.txt')
+    with pytest.raises(ValueError, match=r"task 23521 lists action 5 \('pour mixture into cup'\) "
+                                         r"as step 1, but tasks_primary.txt names step 1 'pour "
+                                         "water'"):
+        check_crosstask_taxonomy(taxonomy, primary)
+
+
+def test_tasks_reordered_but_actions_in_step_order_still_read(shared_data, tmp_path):
+    """No false refusal: the released file, and its tasks listed in reverse order (the keys
+    carry their index), read the same windows."""
+    import json
+    from vpn_plugin.datasets import crosstask_videos
+    from vpn_plugin.datasets.taxonomy import load_taxonomy
+    root = shared_data / 'crosstask'
+    released = json.loads((root / 'taxonomy_133.json').read_text())
+    path = tmp_path / 'tasks_rev.json'
+    path.write_text(json.dumps(dict(list(released.items())[::-1]), indent=3))
+    read = [crosstask_videos(root / 'splits/test_videos.json',
+                             root / 'crosstask_release/annotations', load_taxonomy(p),
+                             root / 'crosstask_release/tasks_primary.txt')[0]
+            for p in (root / 'taxonomy_133.json', path)]
+    assert [(v.vid, v.steps) for v in read[0]] == [(v.vid, v.steps) for v in read[1]]
