@@ -127,3 +127,37 @@ def test_tasks_reordered_but_actions_in_step_order_still_read(shared_data, tmp_p
                              root / 'crosstask_release/tasks_primary.txt')[0]
             for p in (root / 'taxonomy_133.json', path)]
     assert [(v.vid, v.steps) for v in read[0]] == [(v.vid, v.steps) for v in read[1]]
+
+
+# ------------------------------------------------------- R2/R3/R4: replies naming actions
+def matcher_of(names, allowed=None):
+    from vpn_plugin.baselines.llm.parsing import ActionMatcher
+    return ActionMatcher(names, range(len(names)) if allowed is None else allowed)
+
+
+@pytest.mark.parametrize('plan,match', [
+    ('["pour water", "stir", "pour water"]', r"action name 'pour water' names actions \[0, 3\]"),
+    ('[0, {"action_id": 1, "id": 2}, 0]', 'gives 2 ids and 0 names that disagree'),
+    ('[0, {"action_name": "stir", "name": "add egg"}, 0]', 'gives 0 ids and 2 names that disagree'),
+])
+def test_an_action_named_ambiguously_or_twice_differently_is_unparseable(plan, match):
+    """R2: with --scope dataset CrossTask lists "pour water" for 5 tasks; a reply naming it was
+    scored as the LAST of them (the given first step of a Jello window scored wrong: first
+    accuracy 75 for given anchors). R3/R4: two id keys (or two name keys) of one item that
+    disagree were read as the first."""
+    from vpn_plugin.baselines.llm.parsing import ReplyParseError, parse_plan
+    matcher = matcher_of(['pour water', 'stir', 'add egg', 'pour water'])
+    with pytest.raises(ReplyParseError, match=match):
+        parse_plan('{"plan": %s}' % plan, matcher, 3)
+
+
+def test_a_shared_name_of_one_listed_action_and_agreeing_keys_still_parse():
+    """No false refusal: a name shared with an action outside the prompt's list (task scope),
+    an id with a shared name ("3: pour water"), and two keys that agree read as before."""
+    from vpn_plugin.baselines.llm.parsing import parse_plan
+    names = ['pour water', 'stir', 'add egg', 'pour water']
+    assert parse_plan('{"plan": ["pour water", "stir", "add egg"]}',
+                      matcher_of(names, [0, 1, 2]), 3) == [0, 1, 2]
+    assert parse_plan('{"plan": ["3: pour water", {"action_id": 1, "id": 1, "name": "Stir"}, '
+                      '{"action_name": "add egg", "name": "add  egg"}]}', matcher_of(names), 3) \
+        == [3, 1, 2]
