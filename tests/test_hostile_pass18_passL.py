@@ -161,3 +161,14 @@ def test_a_shared_name_of_one_listed_action_and_agreeing_keys_still_parse():
     assert parse_plan('{"plan": ["3: pour water", {"action_id": 1, "id": 1, "name": "Stir"}, '
                       '{"action_name": "add egg", "name": "add  egg"}]}', matcher_of(names), 3) \
         == [3, 1, 2]
+
+
+# ------------------------------------------------------------ K39: a number below float's range
+def test_a_nonzero_number_below_floats_range_is_refused_not_read_as_zero():
+    """K39: --cfg-options optim_wrapper.optimizer.lr=1e-400 trained with a learning rate of
+    0.0 (1e400 was refused as inf, its mirror read as 0 without a word)."""
+    from vpn_plugin.errors import number_text_problem
+    assert 'below the smallest float' in number_text_problem('1e-400')
+    assert 'below the smallest float' in number_text_problem(' -2.5E-999 ')
+    for text in ('0', '0.0', '0e-400', '-0.0', '1e-320', '1e-3', 'abc', '0x0'):
+        assert number_text_problem(text) is None, text
