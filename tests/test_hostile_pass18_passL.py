@@ -9,6 +9,7 @@ training): each test fails on e251d41 (checked in a worktree of it). Log: /tmp/p
   LA4/LA5: configs mmengine / Python refuse (two bases setting one key, ``dict(**a, h=4)``
   with ``h`` in ``a``) were read as values.
 """
+import numpy as np
 import pytest
 
 # ------------------------------------------------ the literal config reader (data_paths)
@@ -172,3 +173,74 @@ def test_a_nonzero_number_below_floats_range_is_refused_not_read_as_zero():
     assert 'below the smallest float' in number_text_problem(' -2.5E-999 ')
     for text in ('0', '0.0', '0e-400', '-0.0', '1e-320', '1e-3', 'abc', '0x0'):
         assert number_text_problem(text) is None, text
+
+
+# ------------------------------------- vague refusals made clear (VF4 family, VF21, CF11, K3, K27)
+@pytest.mark.parametrize('damage,shown', [
+    ('link', 'a symbolic link to nowhere.jpg, which does not exist'),
+    ('empty', r'empty \(0 bytes\)'),
+    ('text', 'OpenCV cannot decode it as an image'),
+    ('folder', 'a folder, not an image file'),
+])
+def test_a_frame_that_is_no_image_says_why(tmp_path, damage, shown):
+    """VF4/VF16/VF18/VF2b: "frame .../0014.jpg: cannot be read as an image" said neither why
+    nor what was expected."""
+    import os
+    import cv2
+    from vpn_plugin.baselines.llm.frames import read_clip_frames
+    for number in range(1, 31):
+        if number != 14:
+            cv2.imwrite(str(tmp_path / f'{number:04d}.jpg'), np.zeros((8, 8, 3), np.uint8))
+    frame = tmp_path / '0014.jpg'
+    {'link': lambda: os.symlink('nowhere.jpg', frame), 'empty': lambda: frame.write_bytes(b''),
+     'text': lambda: frame.write_text('not an image'), 'folder': frame.mkdir}[damage]()
+    with pytest.raises(ValueError, match=f'0014.jpg: {shown}; expected an image file OpenCV '
+                                         r'decodes \(.jpg'):
+        read_clip_frames(tmp_path, 12, 14, 1)
+
+
+def test_a_video_whose_extension_differs_by_case_is_named(tmp_path):
+    """VF21: only vidB.MP4 there: "neither a folder .../vidB nor a file .../vidB{.mp4,...}"."""
+    from vpn_plugin.baselines.llm.frames import find_video_source
+    (tmp_path / 'vidB.MP4').write_bytes(b'x')
+    (tmp_path / 'vidBB.mp4').write_bytes(b'x')
+    with pytest.raises(FileNotFoundError, match=r'the folder holds vidB.MP4, whose extension '
+                                                'differs only by case'):
+        find_video_source(tmp_path, 'vidB')
+    assert find_video_source(tmp_path, 'vidBB') == tmp_path / 'vidBB.mp4'
+
+
+def test_a_file_where_the_cache_keeps_an_entry_folder_is_named_before_any_request(tmp_path):
+    """CF11: a file "39" beside the entry folders ended the run, after its requests, in
+    "[Errno 17] File exists: '.../cache/39'"."""
+    from vpn_plugin.baselines.llm.backends import ResponseCache
+    ResponseCache(tmp_path / 'cache')  # a new cache, then one of its entry folders a file
+    (tmp_path / 'cache/39').write_text('x')
+    (tmp_path / 'cache/4a').mkdir()
+    with pytest.raises(ValueError, match=r'cache: 39 is a file, where the cache keeps its entry '
+                                         r'folder 39/ \(1 such file\(s\)\); expected folders'):
+        ResponseCache(tmp_path / 'cache')
+
+
+def test_a_long_method_name_makes_short_side_file_names():
+    """M6: --method of 300 letters ended in "[Errno 36] File name too long"."""
+    from types import SimpleNamespace
+    from tool_modules import load_tool
+    slug = load_tool('llm_eval').method_slug(SimpleNamespace(method='A' * 300), 'oracle')
+    assert slug == 'a' * 60
+
+
+def test_a_model_type_that_is_no_name_is_refused_naming_it():
+    """K3: --cfg-options model.type=VPN, (a list) ended in mmengine's raw traceback "The key
+    argument of `Registry.get` must be a str, got <class 'list'>"."""
+    from vpn_plugin.runner_keys import check_runner_kinds
+    with pytest.raises(ValueError, match=r"c.py: model.type=\['VPN'\]; expected a non-empty"):
+        check_runner_kinds({'model': {'type': ['VPN']}}, 'c.py')
+    check_runner_kinds({'model': {'type': 'ViterbiPlanNet'}}, 'c.py')
+
+
+def test_an_empty_video_list_is_named_as_empty():
+    """K27: --cfg-options test_dataloader.dataset.video_list= was refused as "got none"."""
+    from vpn_plugin.datasets.sources import read_source
+    with pytest.raises(ValueError, match=r"got none \(video_list='' is empty: expected a file "):
+        read_source('.', None, 3, video_list='')

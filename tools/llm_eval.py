@@ -321,8 +321,14 @@ def features_read(args, test_set) -> dict:
     return dict(kind='none', label='no features: prompts from the annotations')
 
 
+METHOD_SLUG_CHARS = 60  # of the side files' names; the row's digest beside it tells apart
+
+
 def method_slug(args, anchors: str) -> str:
-    return re.sub(r'[^a-z0-9.]+', '-', method_name(args, anchors).lower()).strip('-')
+    """The method name in the side files' names: lower-case letters, digits and dots, at most
+    :data:`METHOD_SLUG_CHARS` (a long --method made a name the file system refuses)."""
+    slug = re.sub(r'[^a-z0-9.]+', '-', method_name(args, anchors).lower()).strip('-')
+    return slug[:METHOD_SLUG_CHARS].strip('-')
 
 
 @tool_main

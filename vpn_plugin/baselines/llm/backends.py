@@ -123,7 +123,15 @@ class ResponseCache:
         a cache of an older version): ``--cache-dir`` pointed at a dataset or work folder
         would scatter the key and entry folders among its files."""
         import re
-        if not self.root.is_dir() or (self.root / self.KEY_FILE).exists():
+        if not self.root.is_dir():
+            return
+        files = sorted(p.name for p in self.root.iterdir()
+                       if re.fullmatch(r'[0-9a-f]{2}', p.name) and not p.is_dir())
+        if files:  # an entry would be written into it: the run would stop after paying
+            raise ValueError(f'--cache-dir {self.root}: {files[0]} is a file, where the cache '
+                             f'keeps its entry folder {files[0]}/ ({len(files)} such file(s)); '
+                             'expected folders of cache entries: move the file out')
+        if (self.root / self.KEY_FILE).exists():
             return
         foreign = sorted(p.name for p in self.root.iterdir()
                          if not (p.is_dir() and re.fullmatch(r'[0-9a-f]{2}', p.name)))
