@@ -244,3 +244,32 @@ def test_an_empty_video_list_is_named_as_empty():
     from vpn_plugin.datasets.sources import read_source
     with pytest.raises(ValueError, match=r"got none \(video_list='' is empty: expected a file "):
         read_source('.', None, 3, video_list='')
+
+
+# ------------------------------------------------ R19: the model that answered is recorded
+def test_replies_from_another_model_than_asked_are_counted_and_kept_in_the_cache(tmp_path):
+    """R19: a response naming "gpt-other" (asked "fake") left no trace in the row, the
+    outcomes, the summary or the cache. Now counted in the usage (the row keeps it) and
+    signed into the cache entry (a rerun from the cache counts it again; an edit is refused);
+    replies of the model asked, and entries written before, are read as before."""
+    import json
+    from vpn_plugin.baselines.llm.backends import ChatReply, ResponseCache, UsageCounter
+    from vpn_plugin.baselines.llm.evaluate import token_summary, usage_record
+    cache = ResponseCache(tmp_path / 'cache')
+    key = 'ab' * 32
+    cache.put(key, ChatReply('{"plan": [0, 1, 2]}', 10, 3, served_model='gpt-other'), {})
+    usage = UsageCounter()
+    for reply in (cache.get(key, {}), ChatReply('x', 1, 1, served_model='fake'),
+                  ChatReply('x', 1, 1)):
+        usage.record_reply(reply, 'fake')
+    record = usage_record(usage.counts)
+    assert record['replies_from_other_models'] == {'gpt-other': 1}
+    assert "1 replies name another model than the one asked: {'gpt-other': 1}" in \
+        token_summary(record)
+    path = next((tmp_path / 'cache').glob('*/*.json'))
+    entry = json.loads(path.read_text())
+    path.write_text(json.dumps({**entry, 'served_model': 'fake'}))
+    assert cache.get(key, {}) is None  # an edited model name: checksum mismatch, discarded
+    cache.put(key, ChatReply('{"plan": [0, 1, 2]}', 10, 3), {})
+    assert 'served_model' not in json.loads(path.read_text())
+    assert cache.get(key, {}).served_model == ''

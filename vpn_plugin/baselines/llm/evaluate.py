@@ -138,7 +138,10 @@ def token_summary(usage: dict) -> str:
                if usage.get('replies_without_usage') else '')
             + (f"; {usage['cache_discarded']} cached replies were damaged, edited or not their "
                'request\'s (each named above): discarded and asked again'
-               if usage.get('cache_discarded') else ''))
+               if usage.get('cache_discarded') else '')
+            + (f"; {sum(usage['replies_from_other_models'].values())} replies name another "
+               f"model than the one asked: {usage['replies_from_other_models']}"
+               if usage.get('replies_from_other_models') else ''))
 
 
 def usage_record(usage: dict, price_per_1k=None) -> dict:
