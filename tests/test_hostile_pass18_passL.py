@@ -273,3 +273,27 @@ def test_replies_from_another_model_than_asked_are_counted_and_kept_in_the_cache
     cache.put(key, ChatReply('{"plan": [0, 1, 2]}', 10, 3), {})
     assert 'served_model' not in json.loads(path.read_text())
     assert cache.get(key, {}).served_model == ''
+
+
+# ------------------------------------- VF20: a frames folder beside a video file of its name
+def test_what_the_frames_came_from_is_returned_and_a_folder_beside_a_video_is_said(tmp_path,
+                                                                                     capsys):
+    """VF20: with vidA/ (frames) and vidA.mp4 both in --video-root the folder was read, at the
+    assumed --frames-fps, without a word or a record. Now attach_frames says it and returns
+    the sources (llm_eval writes them into the row's settings.video_sources)."""
+    from test_llm_endpoint import write_frames_folder, write_video
+    from vpn_plugin.baselines.llm.evaluate import attach_frames, build_queries
+    from vpn_plugin.datasets import Window
+    write_frames_folder(tmp_path / 'vid0', 12)
+    write_video(tmp_path / 'vid1.mp4', 12)
+    windows = [Window(vid=f'vid{i}', task=0, feature=f'c_vid{i}', steps=(0, 1, 2),
+                      times=((0, 3), (4, 7), (8, 11)), video_num_steps=3) for i in (0, 1)]
+    queries = build_queries(np.array([[0, 1, 2]] * 2), np.array([0, 0]))
+    assert attach_frames(queries, windows, tmp_path, num_frames=1) == {
+        'frames_folders': 1, 'video_files': 1}
+    assert 'note:' not in capsys.readouterr().err  # one source each: nothing to say
+    write_video(tmp_path / 'vid0.mp4', 12)
+    assert attach_frames(queries, windows, tmp_path, num_frames=1) == {
+        'frames_folders': 1, 'video_files': 1, 'frames_folders_beside_a_video': 1}
+    assert 'note: 1 frames folder(s) have a video file of their name beside them' in \
+        capsys.readouterr().err
