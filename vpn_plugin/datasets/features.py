@@ -43,8 +43,8 @@ def find_feature_file(feature_dir: PathLike, stem: str) -> Path:
     """``<feature_dir>/<stem>.npz`` if it exists, else ``<stem>.npy`` (may not exist); both
     present is a ``ValueError`` (two versions of one video's features: which one is right?)."""
     npz, npy = Path(feature_dir) / f'{stem}.npz', Path(feature_dir) / f'{stem}.npy'
-    if not npz.exists():
-        return npy
+    if not npz.exists():  # a dangling .npz link and no .npy: the link, which ls lists, is named
+        return npz if npz.is_symlink() and not os.path.lexists(npy) else npy
     if npy.exists():
         raise ValueError(f'{feature_dir}: both {npz.name} and {npy.name} exist for video '
                          f'{stem}; expected one feature file per video: remove the one that is '

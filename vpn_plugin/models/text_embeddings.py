@@ -10,6 +10,7 @@ The descriptions (``state_descriptions.json``: ``{task name: {action name: {"bef
 and cached to a ``.pt`` file whose name hashes the encoder and the exact texts, so a change of
 encoder, taxonomy or descriptions never reuses a stale cache.
 """
+from collections import Counter
 import contextlib
 import hashlib
 import json
@@ -78,10 +79,15 @@ def state_texts(action_names: Sequence[str], action_task_names: Sequence[str],
         where = f'{descriptions_file}: task {task!r}, action {action!r}: '
         before.append(as_sentences(entry['before'], where + '"before"'))
         after.append(as_sentences(entry['after'], where + '"after"'))
-    sizes = {len(s) for s in before + after}
-    if len(sizes) != 1:
-        raise ValueError(f'{descriptions_file}: actions have different numbers of state '
-                         f'descriptions {sorted(sizes)}; expected the same count for all')
+    counts = [(len(s), action_names[i % len(before)], action_task_names[i % len(before)],
+               'before' if i < len(before) else 'after') for i, s in enumerate(before + after)]
+    usual = Counter(count for count, *_ in counts).most_common(1)[0][0] if counts else 0
+    odd = [entry for entry in counts if entry[0] != usual]
+    if odd:
+        count, action, task, field = odd[0]
+        raise ValueError(f'{descriptions_file}: task {task!r}, action {action!r}: "{field}" '
+                         f'holds {count} sentence(s), {len(odd)} list(s) differ from the '
+                         f'{usual} of the others; expected the same count for all actions')
     return before, after
 
 
