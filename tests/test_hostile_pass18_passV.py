@@ -184,3 +184,13 @@ def test_state_description_count_names_the_action(tmp_path):
             tasks.append(key.split('_', 1)[1])
     with pytest.raises(ValueError, match=f"action '{action}': \"before\" holds 2 sentence"):
         state_texts(names, tasks, str(path))
+
+
+# ------------------------------------------------ plan.py --video on a frames folder
+def test_a_frames_folder_given_as_a_video_says_what_is_expected(tmp_path):
+    """passV H62 (vague): `plan.py --video FRAMES_DIR` said only 'not a regular file (a
+    folder)': no word of what it takes (a video file) nor how to make one of the frames."""
+    from vpn_plugin.video.decode import UnreadableVideoError, probe_video
+    (tmp_path / 'vid1').mkdir()
+    with pytest.raises(UnreadableVideoError, match='expected a video file .*-framerate'):
+        probe_video(tmp_path / 'vid1')
