@@ -194,3 +194,34 @@ def test_a_frames_folder_given_as_a_video_says_what_is_expected(tmp_path):
     (tmp_path / 'vid1').mkdir()
     with pytest.raises(UnreadableVideoError, match='expected a video file .*-framerate'):
         probe_video(tmp_path / 'vid1')
+
+
+# ------------------------------------------------ a .npy with data after its array
+def _npy_bytes(array) -> bytes:
+    import io
+    buffer = io.BytesIO()
+    np.save(buffer, array)
+    return buffer.getvalue()
+
+
+def test_a_npy_with_a_second_array_after_the_first_is_refused(tmp_path):
+    """passV R17 (silent): `cat a.npy b.npy > x.npy` read as a.npy's rows, b's unread without
+    a word (np.load stops after the header's count)."""
+    rows = np.arange(6 * 512, dtype=np.float32).reshape(6, 512)
+    (tmp_path / 'x.npy').write_bytes(_npy_bytes(rows) + _npy_bytes(-rows))
+    with pytest.raises(BadVideoError, match=r'bytes follow the \(6, 512\) array'):
+        load_features(tmp_path / 'x.npy', 512)
+
+
+@pytest.mark.parametrize('dtype, order', [('<f4', 'C'), ('>f4', 'F'), ('<f8', 'C'), ('<f2', 'F')])
+def test_npy_and_npz_layouts_still_read_whole(tmp_path, dtype, order):
+    """No false refusal: .npy / npz members in other dtypes and orders, and a pickled dict,
+    end where their array ends."""
+    import pickle
+    rows = (np.arange(6 * 512).reshape(6, 512) % 7).astype(dtype, order=order)
+    np.save(tmp_path / 'a.npy', rows)
+    np.savez_compressed(tmp_path / 'b.npz', frames_features=rows)
+    np.save(tmp_path / 'c.npy', {'frames_features': rows}, allow_pickle=True)
+    (tmp_path / 'd.npy').write_bytes(pickle.dumps({'frames_features': rows}, protocol=4))
+    for name in ('a.npy', 'b.npz', 'c.npy', 'd.npy'):
+        assert np.array_equal(load_features(tmp_path / name, 512), rows.astype(np.float32))

@@ -309,11 +309,15 @@ def _read_npy(f):
     shape, fortran, dtype = read_header(f)
     if not dtype.hasobject:
         f.seek(0)
-        return np.lib.format.read_array(f, allow_pickle=False)
-    array = safe_load(f)
-    if not isinstance(array, np.ndarray) or array.shape != shape:
-        raise ValueError(f'object array payload is {type(array).__name__}, expected an array '
-                         f'of shape {shape}')
+        array = np.lib.format.read_array(f, allow_pickle=False)
+    else:
+        array = safe_load(f)
+        if not isinstance(array, np.ndarray) or array.shape != shape:
+            raise ValueError(f'object array payload is {type(array).__name__}, expected an '
+                             f'array of shape {shape}')
+    if f.read(1):  # np.load stops after the array: data after it (two files joined) unread
+        raise ValueError(f'bytes follow the {shape} array (two .npy files joined, or a '
+                         'damaged one?): only one array per .npy')
     return array
 
 
