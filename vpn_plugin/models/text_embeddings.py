@@ -10,13 +10,13 @@ The descriptions (``state_descriptions.json``: ``{task name: {action name: {"bef
 and cached to a ``.pt`` file whose name hashes the encoder and the exact texts, so a change of
 encoder, taxonomy or descriptions never reuses a stale cache.
 """
-from collections import Counter
 import contextlib
 import hashlib
 import json
 import logging
 import os
 import re
+from collections import Counter
 from pathlib import Path
 from typing import Annotated, List, Literal, Optional, Sequence, Tuple
 
