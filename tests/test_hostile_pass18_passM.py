@@ -179,6 +179,19 @@ def test_pk12_pk14_recorded_ids_of_another_kind_are_refused(tmp_path, where, val
         kepp_oracle.read_pkg(pkg_copy(tmp_path, edit))
 
 
+@pytest.mark.parametrize('where', ['edge', 'path'])
+def test_pk_a_weight_recorded_as_text_is_refused(tmp_path, where):
+    """(After the stop, pk/weights_str) an edge weight "0.2666..." written as text PASSED: the
+    weights row read it as the number."""
+    def edit(outputs):
+        entry = outputs['graph']['edges'][3] if where == 'edge' else outputs['queries'][0]['top2'][0]
+        entry[-1] = str(entry[-1])
+        return json.dumps(outputs)
+    with pytest.raises(ValueError, match=r"outputs.json: (graph.edges\[3\]\[2\]|queries\[0\]"
+                                         r".top2\[0\]\[1\]) = '0.\d+' \(str\); expected a number"):
+        kepp_oracle.read_pkg(pkg_copy(tmp_path, edit))
+
+
 def test_pk_the_plain_pkg_in_other_json_forms_still_reads_the_same(tmp_path):
     """No false refusal: indented, keys sorted, CRLF: the same recorded answers."""
     plain = kepp_oracle.read_pkg(pkg_copy(tmp_path, name='plain'))

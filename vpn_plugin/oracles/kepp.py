@@ -292,6 +292,24 @@ def check_recorded_ids(outputs, path) -> None:
                 raise ValueError(f'{path}: {field} holds {value!r} ({type(value).__name__}); '
                                  'expected integers (action ids, paths of action ids and path '
                                  'counts, as the official code records them)')
+    for field, value in _recorded_weights(outputs):  # "0.25" was read as the number 0.25
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise ValueError(f'{path}: {field} = {value!r} ({type(value).__name__}); expected '
+                             'a number (an edge or path weight, as the official code records '
+                             'it)')
+
+
+def _recorded_weights(outputs: dict):
+    """(field, value) of every edge and path weight ``outputs.json`` records."""
+    graph = outputs.get('graph') if isinstance(outputs.get('graph'), dict) else {}
+    for index, edge in enumerate(graph.get('edges') or []):
+        if isinstance(edge, list) and len(edge) > 2:
+            yield f'graph.edges[{index}][2]', edge[2]
+    for index, answer in enumerate(outputs.get('queries') or []):
+        for field in ('top2', 'all_sorted') if isinstance(answer, dict) else ():
+            for rank, entry in enumerate(answer.get(field) or []):
+                if isinstance(entry, list) and len(entry) > 1:
+                    yield f'queries[{index}].{field}[{rank}][1]', entry[1]
 
 
 def pkg_graph(inputs: dict, where: str = 'inputs.json') -> kepp_paths.KEPPGraph:
