@@ -184,7 +184,8 @@ def test_pk_a_weight_recorded_as_text_is_refused(tmp_path, where):
     """(After the stop, pk/weights_str) an edge weight "0.2666..." written as text PASSED: the
     weights row read it as the number."""
     def edit(outputs):
-        entry = outputs['graph']['edges'][3] if where == 'edge' else outputs['queries'][0]['top2'][0]
+        entry = (outputs['graph']['edges'][3] if where == 'edge'
+                 else outputs['queries'][0]['top2'][0])
         entry[-1] = str(entry[-1])
         return json.dumps(outputs)
     with pytest.raises(ValueError, match=r"outputs.json: (graph.edges\[3\]\[2\]|queries\[0\]"

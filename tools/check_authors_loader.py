@@ -100,8 +100,8 @@ def compare(fixture) -> dict:
 @tool_main
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split('\n')[0])
-    parser.add_argument('fixture_dir', type=path_argument, help='folder with windows.json, features/, '
-                        'taxonomy.json, expected.npz')
+    parser.add_argument('fixture_dir', type=path_argument,
+                        help='folder with windows.json, features/, taxonomy.json, expected.npz')
     counts = compare(parser.parse_args(argv).fixture_dir)
     for field, count in counts.items():
         print(f'{field:>13}: {count} mismatching windows')

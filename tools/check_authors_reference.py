@@ -26,7 +26,8 @@ from vpn_plugin.errors import path_argument, tool_main
 @tool_main
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split('\n')[0])
-    parser.add_argument('fixture', type=path_argument, help='directory with meta.json, inputs.npz, outputs.npz, '
+    parser.add_argument('fixture', type=path_argument,
+                        help='directory with meta.json, inputs.npz, outputs.npz, '
                         'grads.npz, authors_state_dict.npz')
     fixture = Path(parser.parse_args(argv).fixture)
     begin_check()

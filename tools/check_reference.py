@@ -34,7 +34,8 @@ from vpn_plugin.errors import path_argument, tool_main
 @tool_main
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split('\n')[0])
-    parser.add_argument('fixture', type=path_argument, help='fixture folder (meta.json, inputs.npz, outputs.npz, '
+    parser.add_argument('fixture', type=path_argument,
+                        help='fixture folder (meta.json, inputs.npz, outputs.npz, '
                         'grads.npz and the official weights)')
     parser.add_argument('--no-sensitivity', action='store_true',
                         help='skip the sensitivity lines (one rerun per module of the '
