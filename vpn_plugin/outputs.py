@@ -270,15 +270,25 @@ def check_spares_config_inputs(path, kind: str, flag: str, config) -> None:
     target = Path(os.path.realpath(str(path)))
     if _recognised(KINDS[kind], target):
         return
+    read = input_reading(target, config)
+    if read:
+        raise ValueError(f'{flag} {path}: is {read[1]} this command reads ({read[0]}); it '
+                         f'would be replaced by the {KINDS[kind].what}. Choose a file name '
+                         'outside its inputs')
+
+
+def input_reading(path, config) -> Optional[tuple]:
+    """``(key, 'a file' | 'inside <folder>, a folder')`` of the input of ``config``
+    (:func:`config_inputs`) that is the file ``path`` or a folder holding it; None when none
+    is."""
+    target = Path(os.path.realpath(str(path)))
     for key, source in config_inputs(config):
         folder = os.path.isdir(source)
         inside = folder and os.path.commonpath([str(target), os.path.realpath(source)]) \
             == os.path.realpath(source)
         if inside or (not folder and same_file(target, Path(source))):
-            where = f'inside {source}, a folder' if inside else 'a file'
-            raise ValueError(f'{flag} {path}: is {where} this command reads ({key}); it would '
-                             f'be replaced by the {KINDS[kind].what}. Choose a file name '
-                             'outside its inputs')
+            return key, f'inside {source}, a folder' if inside else 'a file'
+    return None
 
 
 def _kind_of_existing(target: Path) -> str:

@@ -318,6 +318,7 @@ class PlanningRunner(Runner):
         check_training_hooks(getattr(self.model, 'module', self.model), self.hooks,
                              self.cfg.filename or 'config',
                              loads=bool(self._resume or self._load_from))
+        self.unmark_uncut_limit()
         self.log_shortened()
         self.log_test_windows()
         if self._train_loop is not None:
@@ -480,6 +481,22 @@ class PlanningRunner(Runner):
                                 'record a damaged video (extract_features\' "damage" note: '
                                 'ffmpeg decoded it with errors, frames there concealed or '
                                 f'repeated): {"; ".join(damaged[:DAMAGED_LISTED])}{more}')
+
+    def unmark_uncut_limit(self) -> None:
+        """A training split ``limit`` at or above its number of windows keeps them all
+        (``PlanningDataset.limited`` is None): the limit reason tools/train.py wrote into
+        ``shortened`` is dropped, logged (``limit=1000`` over 262 windows marked a run whose
+        checkpoints equal the full run's "SHORTENED", and every test of them)."""
+        from vpn_plugin.smoke import drop_uncut_limit, training_limit_reason
+        limit = ((self.cfg.get('train_dataloader') or {}).get('dataset') or {}).get('limit')
+        shortened = str(self.cfg.get('shortened') or '')
+        if self._train_loop is None or training_limit_reason(limit) not in shortened.split('; '):
+            return
+        dataset = getattr(self.train_loop.dataloader, 'dataset', None)
+        if getattr(dataset, 'limited', ()) is None:  # a PlanningDataset kept every window
+            self.cfg.shortened = drop_uncut_limit(shortened, limit)
+            self.logger.info(f'train_dataloader.dataset.limit={limit} keeps all {len(dataset)} '
+                             'training windows: the run is not shortened by it')
 
     def log_shortened(self) -> None:
         """A warning line when the config is a shortened run (module docstring)."""

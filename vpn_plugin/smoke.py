@@ -47,6 +47,19 @@ def limit_windows(dataset: dict, count: int, where: str) -> None:
                          f'option of {" and ".join(LIMITED_DATASETS)})')
 
 
+def training_limit_reason(limit) -> str:
+    """The ``shortened`` reason of a training split cut to ``limit`` windows (tools/train.py
+    writes it; ``PlanningRunner`` drops it when the split has no more windows than that)."""
+    return f'training split limit={limit} windows'
+
+
+def drop_uncut_limit(shortened, limit) -> str:
+    """``shortened`` without :func:`training_limit_reason` of ``limit`` (its other reasons
+    kept): a split of at most ``limit`` windows is read whole, the run is not cut by it."""
+    return '; '.join(reason for reason in str(shortened or '').split('; ')
+                     if reason and reason != training_limit_reason(limit))
+
+
 def limit_test_windows(cfg, count: int) -> None:
     """``tools/test.py --limit N``: the test split keeps N windows stratified over tasks."""
     if count < 1:

@@ -753,6 +753,10 @@ TRAINING_OPTIONS = {
     'dataset.limit_seed': (SAME, IRRELEVANT),
 }
 PURPOSES = ('resume', 'test')
+# what an option of the table means when a config leaves it unset (None): `selection=
+# 'unified'` at a test of a run trained with it unset was named "None in training, 'unified'
+# here" (and refused at a resume), the same selection (tools/test.py logs the unset one so)
+OPTION_DEFAULTS = {'selection': 'unified'}
 
 
 class OptionDifferences(NamedTuple):
@@ -870,7 +874,9 @@ def _option_lines(trained_cfg_text, trained, cfg, purpose: str) -> list:
         if key.startswith('default_hooks.checkpoint.') and (
                 trained.get('val_cfg') is None or cfg.get('val_cfg') is None):
             continue
-        before, now = _plain(_dotted(trained, key)), _plain(_dotted(cfg, key))
+        before, now = (_plain(_dotted(config, key)) for config in (trained, cfg))
+        before, now = (OPTION_DEFAULTS.get(key) if value is None else value
+                       for value in (before, now))
         if before != now:
             lines.append((key, f'{key}: {before!r} in training, {now!r} here'))
     return lines + _dataset_lines(trained, cfg, purpose)
