@@ -111,3 +111,51 @@ def test_E7_smoke_and_limit_together_are_refused(tmp_path):
             'of the two')):
         test.load_config(args)
     assert not any(tmp_path.iterdir())
+
+
+# ------------------ H69/H72: num_batch_per_epoch past the training split: a raw IndexError
+def test_H69_batches_past_the_training_split_are_refused_naming_the_option(tiny_crosstask,
+                                                                          tmp_path):
+    """Before: ``train_dataloader.num_batch_per_epoch=2`` with batch_size 256 over 262
+    training windows: mmengine's slice of 512 windows read past the split, "error: index 269
+    is out of bounds for axis 0 with size 262", and the run's log folder and config copy were
+    left. Now refused naming the option and the sizes; nothing is left."""
+    from tiny_configs import tiny_vpn_config
+    config = tiny_vpn_config(tiny_crosstask, tmp_path)
+    work = tmp_path / 'work'
+    with pytest.raises(SystemExit, match=re.escape(
+            'train_dataloader.num_batch_per_epoch asks for 512 windows per epoch (batches x '
+            'batch_size=256 x processes) of a training split of 262: mmengine would read past '
+            'its end')):
+        load_tool('train').main([str(config), '--work-dir', str(work), '--no-validate',
+                                 '--cfg-options', 'train_dataloader.num_batch_per_epoch=2'])
+    assert not work.exists()
+
+
+# -------------------------- R4: last_checkpoint naming the work dir: "outside the work dir"
+def test_R4_a_record_naming_a_folder_says_so(tmp_path):
+    """Before: a last_checkpoint naming the work dir itself was refused as "names '<W>',
+    outside the work dir <W>, and the work dir holds no <name>" (false: it is the work dir,
+    a folder). A record naming a checkpoint file reads as before."""
+    from vpn_plugin.engine.checkpoint import latest_checkpoint_in
+    work = tmp_path / 'work'
+    work.mkdir()
+    (work / 'last_checkpoint').write_text(str(work))
+    with pytest.raises(ValueError, match=re.escape(
+            f"last_checkpoint names {str(work)!r}, a folder (the work dir itself); expected a "
+            'checkpoint file')):
+        latest_checkpoint_in(work)
+    (work / 'epoch_1.pth').write_bytes(b'x')
+    (work / 'last_checkpoint').write_text(str(work / 'epoch_1.pth'))
+    assert latest_checkpoint_in(work) == str(work / 'epoch_1.pth')
+
+
+# ----------------- R31: the same videos in another order: refused naming causes that held
+def test_R31_other_training_data_names_the_video_lists_and_their_order():
+    """Before: a resume reading the training videos in reverse order was refused (right: the
+    sampler draws windows by position) as "its feature folder, annotations or split options
+    (val_fraction, subset, limit) differ", none of which did."""
+    from vpn_plugin.engine.rank_agreement import TRAIN_DATA_KEY, check_resume_data
+    with pytest.raises(ValueError, match=re.escape(
+            'video lists (their order too: the sampler draws windows by position)')):
+        check_resume_data({'meta': {TRAIN_DATA_KEY: 'a'}}, 'epoch_6.pth', 'b')

@@ -742,6 +742,14 @@ def check_train_batches(loader, where: str) -> None:
         batches = len(loader)
     except TypeError:  # an iterable dataset: no length to check
         return
+    whole = getattr(loader.dataset, '_dataset', None)  # mmengine's num_batch_per_epoch slice
+    if whole is not None and len(loader.dataset) > len(whole):  # read past the end: IndexError
+        size = getattr(loader.batch_sampler, 'batch_size', loader.batch_size)
+        raise ValueError(f'{where}: train_dataloader.num_batch_per_epoch asks for '
+                         f'{len(loader.dataset)} windows per epoch (batches x batch_size='
+                         f'{size} x processes) of a training split of {len(whole)}: mmengine '
+                         'would read past its end; expected batches x batch_size x processes '
+                         f'<= {len(whole)}, or no num_batch_per_epoch for whole epochs')
     if batches:
         return
     sampler = loader.batch_sampler

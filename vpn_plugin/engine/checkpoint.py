@@ -1354,10 +1354,19 @@ def record_inside(recorded: str, work_dir, what: str, required: bool = True,
     path when it lies there; else the file of the same name in ``work_dir`` (a work dir copied
     or moved from another run: logged); else ``ValueError`` naming both paths, or None (logged)
     when not ``required`` (a best-checkpoint record: nothing of this run to replace)."""
+    from mmengine.logging import print_log
+    if os.path.isdir(recorded):  # was "outside the work dir" for the work dir itself
+        itself = ' (the work dir itself)' if Path(recorded).resolve() == Path(
+            work_dir).resolve() else ''
+        text = f'{what} names {recorded!r}, a folder{itself}; expected a checkpoint file'
+        if required:
+            raise ValueError(f'{text}: give the checkpoint to continue from as --resume CKPT, '
+                             f'or write its path into {what}')
+        print_log(f'{text}: the record is dropped', logger=logger, level=logging.WARNING)
+        return None
     if is_inside(recorded, work_dir):
         return recorded
     local = Path(work_dir) / Path(recorded).name
-    from mmengine.logging import print_log
     if Path(recorded).name and local.is_file():
         print_log(f'{what} names {recorded}, outside the work dir {work_dir} (copied or moved '
                   f'from another run): using {local}', logger=logger, level=logging.WARNING)
