@@ -159,3 +159,20 @@ def test_R31_other_training_data_names_the_video_lists_and_their_order():
     with pytest.raises(ValueError, match=re.escape(
             'video lists (their order too: the sampler draws windows by position)')):
         check_resume_data({'meta': {TRAIN_DATA_KEY: 'a'}}, 'epoch_6.pth', 'b')
+
+
+# ---------------------- T27: a run refused at its first step kept a log that did not say so
+def test_T27_a_run_that_stops_after_it_began_says_why_in_its_log(tiny_crosstask, tmp_path):
+    """Before: all-zero ``model.loss_weights`` were refused at the first step (the run had
+    begun: its log folder is kept) and the kept log ended at "Checkpoints will be saved to",
+    nothing of the refusal. Now its last line names the error."""
+    from tiny_configs import tiny_vpn_config
+    config = tiny_vpn_config(tiny_crosstask, tmp_path)
+    work = tmp_path / 'work'
+    with pytest.raises(SystemExit, match='the training loss has no term'):
+        load_tool('train').main([str(config), '--work-dir', str(work), '--no-validate',
+                                 '--cfg-options', 'train_cfg.max_epochs=1',
+                                 'model.loss_weights.state=0', 'model.loss_weights.plan=0',
+                                 'model.loss_weights.task=0'])
+    last = next(work.glob('*/*.log')).read_text().strip().splitlines()[-1]
+    assert 'the run stopped: ValueError: ViterbiPlanNet: the training loss has no term' in last

@@ -212,9 +212,13 @@ class PlanningRunner(Runner):
         self.began = ''
         try:
             yield
-        except BaseException:  # a SystemExit refusal (require_trainable) too
+        except BaseException as error:  # a SystemExit refusal (require_trainable) too
             if self.began != loop and self.rank == 0:
                 self.remove_log_dir()
+            elif isinstance(error, Exception) and getattr(self, 'logger', None) is not None:
+                # the kept log said nothing of why it ends (all-zero loss weights, refused
+                # at the first step, left a log ending at "Checkpoints will be saved to")
+                self.logger.error(f'the run stopped: {type(error).__name__}: {error}')
             raise
 
     def remove_log_dir(self) -> None:
