@@ -217,8 +217,8 @@ def check_spares_inputs(found, cfg) -> None:
         read = input_reading(path, config)
         if read and read[1] == 'a file':
             raise SystemExit(f'--overwrite would delete {path}, a file this run reads '
-                             f'({read[0]}); move it out of the work dir {cfg.work_dir} (or '
-                             'give it from there), then start again')
+                             f'({read[0]}); move it out of the work dir {cfg.work_dir} and point '
+                             f'{read[0]} at its new place, then start again')
 
 
 def mark_fewer_epochs(cfg, args) -> None:
