@@ -321,8 +321,14 @@ def features_read(args, test_set) -> dict:
     return dict(kind='none', label='no features: prompts from the annotations')
 
 
+METHOD_SLUG_CHARS = 60  # of the side files' names; the row's digest beside it tells apart
+
+
 def method_slug(args, anchors: str) -> str:
-    return re.sub(r'[^a-z0-9.]+', '-', method_name(args, anchors).lower()).strip('-')
+    """The method name in the side files' names: lower-case letters, digits and dots, at most
+    :data:`METHOD_SLUG_CHARS` (a long --method made a name the file system refuses)."""
+    slug = re.sub(r'[^a-z0-9.]+', '-', method_name(args, anchors).lower()).strip('-')
+    return slug[:METHOD_SLUG_CHARS].strip('-')
 
 
 @tool_main
@@ -343,11 +349,13 @@ def main(argv=None):
                             indices=stratified_sample(test_set.tasks, args.limit, args.seed),
                             action_task=test_set.taxonomy.action_task,
                             keys=test_set.window_keys())
-    if args.vlm:
-        attach_frames(queries, test_set.windows, args.video_root, num_frames=args.num_frames,
-                      folder_fps=args.frames_fps)
+    sources = attach_frames(queries, test_set.windows, args.video_root,
+                            num_frames=args.num_frames, folder_fps=args.frames_fps) \
+        if args.vlm else None
     examples = [model.planner.prompts.example_count(q) for q in queries]
     run = RunRecord(args, cfg, test_set, queries, anchors_label, examples)
+    if sources is not None:  # what the frames came from (folders read at --frames-fps)
+        run.settings['video_sources'] = sources
     files = output_files(args, run)
     for name, path in files.items():  # before any request
         check_output(path, 'llm_side_file', f'--out (its {name} file)', inputs, args.overwrite)

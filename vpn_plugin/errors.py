@@ -23,6 +23,7 @@ import errno
 import functools
 import math
 import os
+import re
 import pickle
 from pathlib import Path
 from typing import Annotated, Optional
@@ -250,10 +251,18 @@ def check_misspelled(names, known, what: str, cutoff: float = 0.8) -> None:
 def number_text_problem(text: str) -> str | None:
     """Why ``text``, which Python's ``int()`` / ``float()`` read as a number, is not written as
     one: other digits than ASCII 0-9 (``'٥'``, ``'３'``) or ``_`` between digits (``'1_0'`` is
-    10, ``'1e-3_0'`` is 1e-30: a typo kept as another number). None for plain numbers and for
-    any text that is no number at all."""
+    10, ``'1e-3_0'`` is 1e-30: a typo kept as another number), or a number other than 0
+    below float's range (``'1e-400'`` is read as 0.0). None for plain numbers and for any text
+    that is no number at all."""
     stripped = text.strip()
     if stripped.isascii() and '_' not in stripped:
+        try:
+            value = float(stripped)
+        except ValueError:
+            return None
+        mantissa = re.split('[eE]', stripped)[0]
+        if value == 0 and re.search('[1-9]', mantissa) and not stripped.lower().startswith('0x'):
+            return f'is below the smallest float (Python reads it as {value!r})'
         return None
     for kind in (int, float):
         try:
