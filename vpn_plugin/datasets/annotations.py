@@ -34,7 +34,7 @@ from pathlib import Path
 from typing import Iterable, List, Optional, Sequence, Tuple
 
 from ..config_types import Count, NonNegativeInt, PathLike, checked_arguments
-from ..errors import decimal_int, decimal_number, read_json, unique_keys
+from ..errors import decimal_int, decimal_number, read_json, read_text, unique_keys
 from .taxonomy import Taxonomy
 from .validation import (AnnotationWarnings, as_int, as_seconds, check_fields,
                          file_stem_problem, first_duplicates, normalized_name, temporal_order)
@@ -802,9 +802,9 @@ def _check_window_names(path, i, vid, meta, stem, task, actions, taxonomy) -> No
 
 
 def _read_text(path: Path, vid: Optional[str] = None) -> str:
-    try:  # utf-8-sig: a file saved by a Windows editor starts with a BOM, no part of its text
-        return path.read_text(encoding='utf-8-sig')
-    except (OSError, UnicodeDecodeError) as err:
+    try:  # errors.read_text: a BOM (a Windows editor's) is no part of the text
+        return read_text(path, 'annotation file')
+    except (OSError, ValueError) as err:
         if vid is not None:
             raise BadVideoError(vid, 'annotation file missing or unreadable',
                                 f'cannot read annotation file {path}: {err}') from err
