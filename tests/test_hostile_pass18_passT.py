@@ -53,21 +53,25 @@ def test_H67_a_training_limit_that_keeps_every_window_does_not_mark_the_run(tiny
     work = tmp_path / 'work'
     load_tool('train').main([str(config), '--work-dir', str(work), '--no-validate',
                              '--cfg-options', 'train_cfg.max_epochs=1',
-                             'train_dataloader.dataset.limit=100000'])
+                             'train_dataloader.dataset.limit=100000',
+                             'train_dataloader.batch_size=131',
+                             'train_dataloader.num_batch_per_epoch=2'])
     meta = torch.load(work / 'epoch_1.pth', map_location='cpu', weights_only=False)['meta']
     assert meta['shortened'] == 'max_epochs=1 (config: 500)'  # the limit cut nothing
     log = next(work.glob('*/*.log')).read_text()
     assert 'train_dataloader.dataset.limit=100000 keeps all 262 training windows' in log
+    # 2 batches of 131 are the whole split: mmengine's slice cut nothing either
+    assert 'train_dataloader.num_batch_per_epoch=2 covers all 262 training windows' in log
 
 
 def test_H67_the_limit_reason_is_dropped_alone():
     """The other reasons of a shortened run stay; a limit that cuts keeps its mark (the
     runner drops it only when the built split was not limited)."""
-    from vpn_plugin.smoke import drop_uncut_limit, training_limit_reason
+    from vpn_plugin.smoke import drop_reason, training_limit_reason
     both = f'max_epochs=2 (config: 500); {training_limit_reason(1000)}'
-    assert drop_uncut_limit(both, 1000) == 'max_epochs=2 (config: 500)'
-    assert drop_uncut_limit(training_limit_reason(1000), 1000) == ''
-    assert drop_uncut_limit(both, 10) == both
+    assert drop_reason(both, training_limit_reason(1000)) == 'max_epochs=2 (config: 500)'
+    assert drop_reason(training_limit_reason(1000), training_limit_reason(1000)) == ''
+    assert drop_reason(both, training_limit_reason(10)) == both
 
 
 # ------------------ H70/H71: selection='unified' given for a run trained with it unset

@@ -29,7 +29,7 @@ from vpn_plugin.engine.pre_stage import PRE_STAGE_FILES
 from vpn_plugin.errors import (check_file, check_folder_target, path_argument, seed_argument,
                                tool_main)
 from vpn_plugin.runner import build_runner, evaluator_output_locks
-from vpn_plugin.smoke import smoke_config, training_limit_reason
+from vpn_plugin.smoke import batches_reason, smoke_config, training_limit_reason
 
 
 def parse_args(argv=None):
@@ -243,7 +243,7 @@ def mark_fewer_epochs(cfg, args) -> None:
         reasons.append(training_limit_reason(limit))
     batches = (cfg.get('train_dataloader') or {}).get('num_batch_per_epoch')
     if batches is not None:  # mmengine cuts the training split to that many batches: unmarked
-        reasons.append(f'train_dataloader.num_batch_per_epoch={batches}')
+        reasons.append(batches_reason(batches))
     if reasons:
         cfg.shortened = '; '.join(reasons)
 

@@ -325,7 +325,7 @@ class PlanningRunner(Runner):
         check_training_hooks(getattr(self.model, 'module', self.model), self.hooks,
                              self.cfg.filename or 'config',
                              loads=bool(self._resume or self._load_from))
-        self.unmark_uncut_limit()
+        self.unmark_uncut()
         self.log_shortened()
         self.log_test_windows()
         if self._train_loop is not None:
@@ -489,21 +489,32 @@ class PlanningRunner(Runner):
                                 'ffmpeg decoded it with errors, frames there concealed or '
                                 f'repeated): {"; ".join(damaged[:DAMAGED_LISTED])}{more}')
 
-    def unmark_uncut_limit(self) -> None:
-        """A training split ``limit`` at or above its number of windows keeps them all
-        (``PlanningDataset.limited`` is None): the limit reason tools/train.py wrote into
-        ``shortened`` is dropped, logged (``limit=1000`` over 262 windows marked a run whose
-        checkpoints equal the full run's "SHORTENED", and every test of them)."""
-        from vpn_plugin.smoke import drop_uncut_limit, training_limit_reason
-        limit = ((self.cfg.get('train_dataloader') or {}).get('dataset') or {}).get('limit')
+    def unmark_uncut(self) -> None:
+        """The reasons tools/train.py wrote into ``shortened`` for options that cut nothing
+        are dropped, logged: a training split ``limit`` at or above its windows (the built
+        ``PlanningDataset.limited`` is None: ``limit=1000`` over 262 windows marked a run whose
+        checkpoints equal the full run's "SHORTENED", and every test of them), and
+        ``num_batch_per_epoch`` batches that cover the whole split (mmengine's slice is as long
+        as the split)."""
+        from vpn_plugin.smoke import batches_reason, drop_reason, training_limit_reason
         shortened = str(self.cfg.get('shortened') or '')
-        if self._train_loop is None or training_limit_reason(limit) not in shortened.split('; '):
+        if self._train_loop is None or not shortened:
             return
-        dataset = getattr(self.train_loop.dataloader, 'dataset', None)
-        if getattr(dataset, 'limited', ()) is None:  # a PlanningDataset kept every window
-            self.cfg.shortened = drop_uncut_limit(shortened, limit)
-            self.logger.info(f'train_dataloader.dataset.limit={limit} keeps all {len(dataset)} '
-                             'training windows: the run is not shortened by it')
+        loader = self.train_loop.dataloader
+        whole = getattr(loader.dataset, '_dataset', loader.dataset)  # num_batch_per_epoch's slice
+        limit = ((self.cfg.get('train_dataloader') or {}).get('dataset') or {}).get('limit')
+        batches = (self.cfg.get('train_dataloader') or {}).get('num_batch_per_epoch')
+        uncut = [(training_limit_reason(limit), getattr(whole, 'limited', ()) is None,
+                  f'train_dataloader.dataset.limit={limit} keeps all'),
+                 (batches_reason(batches), whole is not loader.dataset
+                  and len(loader.dataset) == len(whole),
+                  f'train_dataloader.num_batch_per_epoch={batches} covers all')]
+        for reason, kept_all, what in uncut:
+            if kept_all and reason in shortened.split('; '):
+                shortened = drop_reason(shortened, reason)
+                self.logger.info(f'{what} {len(whole)} training windows: the run is not '
+                                 'shortened by it')
+        self.cfg.shortened = shortened
 
     def log_shortened(self) -> None:
         """A warning line when the config is a shortened run (module docstring)."""

@@ -53,11 +53,17 @@ def training_limit_reason(limit) -> str:
     return f'training split limit={limit} windows'
 
 
-def drop_uncut_limit(shortened, limit) -> str:
-    """``shortened`` without :func:`training_limit_reason` of ``limit`` (its other reasons
-    kept): a split of at most ``limit`` windows is read whole, the run is not cut by it."""
-    return '; '.join(reason for reason in str(shortened or '').split('; ')
-                     if reason and reason != training_limit_reason(limit))
+def batches_reason(batches) -> str:
+    """The ``shortened`` reason of ``train_dataloader.num_batch_per_epoch`` (tools/train.py
+    writes it; ``PlanningRunner`` drops it when those batches cover the whole split)."""
+    return f'train_dataloader.num_batch_per_epoch={batches}'
+
+
+def drop_reason(shortened, reason: str) -> str:
+    """``shortened`` without ``reason`` (its other reasons kept; '' when none is left): an
+    option that cut nothing does not shorten the run."""
+    return '; '.join(part for part in str(shortened or '').split('; ')
+                     if part and part != reason)
 
 
 def limit_test_windows(cfg, count: int) -> None:
