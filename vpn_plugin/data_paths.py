@@ -416,7 +416,7 @@ def literal_assignments(file: Path, base: dict | None = None) -> dict:
 # = 3")``, ``globals()['horizon'] = 3``, ``vars().update(...)``, ``builtins.exec(...)``): a file
 # using one of them has values its text alone does not tell
 NAME_WRITERS = ('exec', 'eval', 'globals', 'locals', 'vars', 'setattr', 'delattr', 'compile',
-                '__dict__')
+                '__dict__', 'getattr', '__builtins__')
 
 
 def _refuse_name_writers(tree, file: Path) -> None:
@@ -430,13 +430,21 @@ def _refuse_name_writers(tree, file: Path) -> None:
     for node in ast.walk(tree):
         name = node.id if isinstance(node, ast.Name) and node.id not in own else \
             node.attr if isinstance(node, ast.Attribute) and (
-                id(node) in called or node.attr == '__dict__') else None
-        if name in NAME_WRITERS:
+                id(node) in called or _dunder(node.attr)) else None
+        if isinstance(node, (ast.Global, ast.Nonlocal)):  # a function, class body or decorator
+            name = 'global'                                # run at the top sets a config name
+        if name in NAME_WRITERS or name == 'global' or (isinstance(node, ast.Attribute)
+                                                         and _dunder(name or '')):
             raise ValueError(
                 f'{file}:{node.lineno}: uses {name}, which can set any value of the config '
                 "out of sight of its assignments; a config outside the repository's configs/ "
                 'folder is read without running its code: expected plain assignments '
                 '(name = value)')
+
+
+def _dunder(name: str) -> bool:
+    """``__globals__``, ``__dict__``, ...: an attribute that reaches a module's names."""
+    return len(name) > 4 and name.startswith('__') and name.endswith('__')
 
 
 def _objects_changed_in_place(statement, names: dict) -> list:
