@@ -128,15 +128,18 @@ def pre_stage_note(work_dir) -> str:
             'against the config; delete one to retrain it)' if found else '')
 
 
-def set_resume(cfg, resume):
+def set_resume(cfg, resume, launcher: str = 'none'):
     """``--resume CKPT`` / ``--resume`` (latest, must exist) / ``--resume auto`` (latest if
-    any, else a fresh start)."""
+    any, else a fresh start). Resolved by every process of a distributed run before it starts
+    (no rank is known to the loggers yet): rank 0 alone (:func:`launch_rank`) says what it
+    found, once."""
     if resume not in (LATEST, 'auto'):
         check_file(resume, '--resume', missing=f'--resume {resume}: no such checkpoint file')
         cfg.resume, cfg.load_from = True, resume
         return
+    first = launch_rank(launcher) == 0
     try:  # resolved inside the work dir: a copied or moved work dir resumes from its own files
-        latest = latest_checkpoint_in(cfg.work_dir)
+        latest = latest_checkpoint_in(cfg.work_dir, logger='current' if first else 'silent')
     except ValueError as error:
         raise SystemExit(f'--resume: {error}') from None
     if latest is not None and not osp.isfile(latest):
@@ -151,6 +154,8 @@ def set_resume(cfg, resume):
     cfg.resume = latest is not None  # auto with nothing to resume: a fresh start
     if latest is not None:
         cfg.load_from = latest
+    elif not first:
+        return
     elif best := best_checkpoints(cfg.work_dir):  # requeued between best and epoch_1
         print(f'warning: --resume auto: {cfg.work_dir} holds no epoch checkpoint to resume, '
               f'only {", ".join(best)} (best validation weights, no '
@@ -244,7 +249,7 @@ def apply_args(cfg, args):
                          "the config's resume=True) continues from them: give one of the two")
     if args.resume is not None:
         check_resume_load_from(args)
-        set_resume(cfg, args.resume)
+        set_resume(cfg, args.resume, args.launcher)
     elif not cfg.get('resume'):
         check_fresh_work_dir(cfg, args.overwrite)
     randomness = cfg.setdefault('randomness', dict(seed=None))
@@ -288,15 +293,20 @@ def load_config(args):
     return apply_args(cfg, args)
 
 
+def launch_rank(launcher: str = 'none') -> int:
+    """This process's rank before ``init_dist``: the launcher's variables (torchrun's
+    ``RANK``, Slurm's ``SLURM_PROCID``); 0 for a run of one process."""
+    return int(os.environ.get('RANK') or (os.environ.get('SLURM_PROCID') if launcher == 'slurm'
+                                          else None) or '0')
+
+
 def work_dir_lock(work_dir, launcher: str = 'none'):
     """The work dir's lock (``vpn_plugin.locks``), held from the check that it holds no other
     run's checkpoints to the end of the training: a second training started into the same
     work dir meanwhile is refused instead of overwriting this one's checkpoints (rank 0 holds
     it for all ranks). A refused training removes the lock file it made."""
     from vpn_plugin.locks import exclusive_lock, lock_path_of
-    rank = os.environ.get('RANK') or (os.environ.get('SLURM_PROCID') if launcher == 'slurm'
-                                      else None) or '0'
-    if int(rank) != 0:  # before init_dist: the launcher's variables
+    if launch_rank(launcher) != 0:
         return contextlib.nullcontext()
     return exclusive_lock(lock_path_of(work_dir), wait=False, what=f'work dir {work_dir}',
                           discard_if_refused=True)  # a refused training leaves no lock file

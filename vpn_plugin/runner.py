@@ -187,6 +187,9 @@ class PlanningRunner(Runner):
     changed_from_training = ()  # what log_model_overrides named, one string per difference
     not_compared = ()  # what the tested checkpoint records too little to compare (one string each)
     feature_statistics_note = ''  # test features unlike the training features'
+    # the tested checkpoint's tensors stored coarser than the model's ('' when none are:
+    # engine.checkpoint.reduced_precision_note), written into test_metrics.json and rows
+    reduced_precision_note = ''
     testing = False
     made_folders = ()  # the work dir and its parents this runner made (a refused run removes)
     began = ''  # 'before_train' / 'before_test' once the loop began (call_hook)
@@ -510,8 +513,8 @@ class PlanningRunner(Runner):
         from vpn_plugin.engine.checkpoint import (PARTIAL_LOAD_KEY, RUN_KEY, UNCHECKED_KEY,
                                                   check_finite, check_loaded_pkg,
                                                   check_same_planner, feature_statistics_note,
-                                                  load_weights,
-                                                  read_checkpoint, state_dict_of,
+                                                  load_weights, read_checkpoint,
+                                                  reduced_precision_note, state_dict_of,
                                                   training_option_differences)
         from vpn_plugin.engine.checkpoint_hook import check_resume_point
         from vpn_plugin.engine.rank_agreement import (check_resume_data, check_resume_epoch,
@@ -579,6 +582,9 @@ class PlanningRunner(Runner):
                 self.logger.warning(self.feature_statistics_note)
             self.compare_training_features(checkpoint, filename)
             self.note_trained_on_damaged(checkpoint, filename)
+            reduced = reduced_precision_note(state_dict_of(checkpoint, filename),
+                                             model.state_dict())  # load_weights logged it
+            self.reduced_precision_note = f'checkpoint {filename}: {reduced}' if reduced else ''
         self._has_loaded = True
         self.logger.info(f'Load checkpoint from {filename}')
         return checkpoint

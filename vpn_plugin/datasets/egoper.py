@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Dict, List, Optional, Tuple
 
 from ..data_paths import REPO_ROOT
+from ..errors import read_text
 from .annotations import read_json_file
 from .validation import MAX_SECONDS
 
@@ -117,8 +118,8 @@ def read_splits(split_dir: Path, tasks: List[str]) -> Dict[str, str]:
                                     f'{split_dir}/<task>/{name}, one video id per line)')
         listed = 0
         for path in files:
-            # utf-8-sig: a list saved by a Windows editor starts with a BOM, no part of an id
-            for number, line in enumerate(path.read_text(encoding='utf-8-sig').splitlines(), 1):
+            # errors.read_text: a BOM (a Windows editor's) is no part of an id
+            for number, line in enumerate(read_text(path, 'split list').splitlines(), 1):
                 vid = line.strip()
                 if not vid:
                     continue

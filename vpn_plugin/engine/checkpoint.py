@@ -1156,6 +1156,7 @@ def load_weights(model, checkpoint: dict, source: str, *, partial: bool = False,
             f'fine-tuning from it, set {PARTIAL_LOAD_KEY}=True',
             problems=f'{"; ".join(wrong_meta)} (its meta)')
     expected = model.state_dict()
+    options = options_unlike_weights(model, state, expected)  # the option the shapes follow
     wrong = {}  # key -> (what the checkpoint holds, shape in the model)
     for key, value in list(state.items()):
         if key in expected and (not torch.is_tensor(value) or value.shape != expected[key].shape):
@@ -1169,8 +1170,8 @@ def load_weights(model, checkpoint: dict, source: str, *, partial: bool = False,
             del state[key]
     keys, other = _load_fitting(model, state, wrong)
     missing = [key for key in keys.missing_keys if key not in wrong]  # listed with shapes
-    problems = '; '.join(filter(None, [mismatch_text(missing, keys.unexpected_keys, wrong),
-                                       other]))
+    problems = '; '.join(filter(None, [options, mismatch_text(missing, keys.unexpected_keys,
+                                                              wrong), other]))
     reduced = reduced_precision_note(state, expected)
     if reduced:
         from mmengine.logging import print_log
@@ -1192,6 +1193,21 @@ def load_weights(model, checkpoint: dict, source: str, *, partial: bool = False,
               f'{type(model).__name__}; left as built: {problems}', logger=logger,
               level=logging.WARNING)
     return []
+
+
+def options_unlike_weights(model, state: dict, expected: dict) -> str:
+    """'model.<key> is <v> here, but the checkpoint's weights show <w> (<what>): ...' for
+    each option the weights fix (the model class's ``options_shown_by``: PDPP's and KEPP's
+    diffusion steps) that the checkpoint holds otherwise than the model built from the config
+    ('' when none): the option a test changed, named before the tensor shapes it changes."""
+    shown_by = getattr(type(model), 'options_shown_by', None)
+    if not callable(shown_by):
+        return ''
+    theirs, ours = shown_by(state), shown_by(expected)
+    return '; '.join(f'model.{key} is {ours[key][0]!r} here, but the checkpoint\'s weights '
+                     f'show {value!r} ({what}): load it with model.{key}={value!r}, the '
+                     'checkpoint\'s' for key, (value, what) in theirs.items()
+                     if key in ours and ours[key][0] != value)
 
 
 def reduced_precision_note(state: dict, expected: dict) -> str:
@@ -1376,7 +1392,7 @@ def latest_checkpoint_in(work_dir, logger='current') -> Optional[str]:
     record = Path(work_dir) / LAST_CHECKPOINT
     recorded = record.read_text().strip() if record.is_file() else ''
     if recorded:
-        path = record_inside(recorded, work_dir, str(record))
+        path = record_inside(recorded, work_dir, str(record), logger=logger)
         if Path(path).is_file():
             return path
     newest = newest_checkpoint_in(work_dir)

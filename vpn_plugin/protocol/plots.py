@@ -469,6 +469,15 @@ def _line_method(line: str, group_key, rows) -> str:
     return methods[0] if len(methods) == 1 else line.split(': ')[0]
 
 
+def dataset_horizons_title(rows) -> str:
+    """'NIV, T=3' / 'CrossTask, T=3, 4, 5, 6' of rows of one dataset (their test horizons):
+    a figure of one panel says what it measured ('dataset not recorded' for rows without)."""
+    from .report import DATASET_LABELS
+    dataset = rows[0].dataset if rows else ''
+    horizons = ', '.join(str(h) for h in sorted({row.horizon for row in rows}))
+    return f'{DATASET_LABELS.get(dataset, dataset) or "dataset not recorded"}, T={horizons}'
+
+
 def panel_title(dataset: str, horizon: int, panels) -> str:
     """'NIV, T=3' (the dataset only when the panels differ in it)."""
     from .report import DATASET_LABELS
@@ -667,7 +676,8 @@ def plot_sample_efficiency(rows, out_stem, *, metric='success_rate', dashed=(),
                            x_key='train_fraction') -> list[Path]:
     """Metric vs % of training windows, one column wide, log x axis; colours, markers and
     dashes as :func:`efficiency_styles`; the legend names each method (colour, dash) and
-    each horizon (marker)."""
+    each horizon (marker); the title names the dataset and horizons
+    (:func:`dataset_horizons_title`)."""
     from matplotlib.lines import Line2D
     from matplotlib.ticker import FixedLocator, NullLocator
     values = efficiency_values(rows, metric, x_key)
@@ -690,6 +700,7 @@ def plot_sample_efficiency(rows, out_stem, *, metric='success_rate', dashed=(),
         ax.set_xticklabels([f'{x:g}' for x in xs])
         ax.set_xlabel('Training windows used (%)')
         ax.set_ylabel(axis_label(metric))
+        ax.set_title(dataset_horizons_title(rows), fontsize=7, pad=3)
         ax.grid(alpha=0.3)
         handles = [Line2D([], [], color=first[m]['color'], linestyle=first[m]['linestyle'],
                           label=marks.label(m)) for m in methods]

@@ -80,7 +80,7 @@ MISSING_MARK = '¶'
 # what a test recorded about its own trust (a row's caveats): one mark per kind, explained
 # under the table with the methods and lines of each
 CAVEAT_MARKS = {'changed_from_training': '♯', 'not_compared': '♭', 'feature_scale': '≈',
-                'task_source': '⋆', 'damaged_features': '☒'}
+                'task_source': '⋆', 'damaged_features': '☒', 'reduced_precision': '½'}
 CAVEAT_WORDS = {
     'changed_from_training': 'tested with options that differ from the checkpoint\'s training',
     'not_compared': 'the checkpoint did not record what the test compares, so it was not '
@@ -89,7 +89,9 @@ CAVEAT_WORDS = {
     'task_source': 'given the true task of each window (an oracle input, not a comparable '
                    'result)',
     'damaged_features': 'tested (or trained) on feature files of damaged videos (ffmpeg '
-                        'decoded them with errors: frames concealed or repeated)'}
+                        'decoded them with errors: frames concealed or repeated)',
+    'reduced_precision': 'tested with a checkpoint stored in a coarser float than the model '
+                         '(float16 / bfloat16: the weights rounded, not as trained)'}
 MISSING_LISTED = 8  # missing rows the caption names (the rest counted)
 # +1: higher is better (default), -1: lower is better, 0: descriptive (no marks, no delta)
 METRIC_DIRECTION = {'plan_jsd': -1, 'plan_entropy': 0}
@@ -831,7 +833,9 @@ def caveat_sentences(methods, caveats: dict) -> list:
 CAVEAT_SHORT = {'changed_from_training': 'options changed from training',
                 'not_compared': 'training facts not recorded, not compared',
                 'feature_scale': 'features of another scale than training',
-                'task_source': 'true task given (oracle input)'}
+                'task_source': 'true task given (oracle input)',
+                'damaged_features': 'damaged videos\' features',
+                'reduced_precision': 'checkpoint in half precision'}
 
 
 def caveat_note(caveats: dict) -> str:
@@ -902,7 +906,8 @@ def _latex_escape(text: str) -> str:
                     CAVEAT_MARKS['not_compared']: r'\textsuperscript{$\flat$}',
                     CAVEAT_MARKS['feature_scale']: r'\textsuperscript{$\approx$}',
                     CAVEAT_MARKS['task_source']: r'\textsuperscript{$\star$}',
-                    CAVEAT_MARKS['damaged_features']: r'\textsuperscript{$\otimes$}'}
+                    CAVEAT_MARKS['damaged_features']: r'\textsuperscript{$\otimes$}',
+                    CAVEAT_MARKS['reduced_precision']: r'\textsuperscript{$\frac{1}{2}$}'}
     replacements.update({'$': r'\$', '\\': r'\textbackslash{}', '{': r'\{', '}': r'\}',
                          # OT1 (LaTeX's default text font) prints | < > as an em dash, ¡, ¿
                          '|': r'\textbar{}', '<': r'\textless{}', '>': r'\textgreater{}',

@@ -96,7 +96,9 @@ caveats         dict     what the test recorded about its own trust (default ``{
                          ``damaged_features`` ('<file>: <note>' of each test feature file
                          read that records a damaged video: extract_features' ``damage``;
                          'training file <file>: <note>' of each the checkpoint was trained
-                         on).
+                         on); ``reduced_precision`` (the tested checkpoint's tensors stored
+                         in a coarser float than the model's, float16 / bfloat16: the
+                         model ran with their rounded values).
                          ``tools/report.py`` marks such rows, one mark per kind
 =============== ======== ===============================================================
 
@@ -132,7 +134,7 @@ from typing import Annotated, Iterable, Literal, Optional, Union
 from vpn_plugin.config_types import (Count, NonNegative, NonNegativeInt, PathLike, Range, Seed,
                                      Text, check_value, checked_arguments)
 
-from vpn_plugin.errors import check_file, check_names, decimal_number, unique_keys
+from vpn_plugin.errors import check_file, check_names, decimal_number, read_text, unique_keys
 
 from vpn_plugin.locks import exclusive_lock, lock_path_of
 from .provenance import averaged_features
@@ -206,7 +208,7 @@ ROW_SCHEMA = {
 CAVEAT_KINDS = {'changed_from_training': Union[str, list[str]],
                 'not_compared': Union[str, list[str]], 'feature_scale': str,
                 'task_source': Literal['ground_truth'],
-                'damaged_features': Union[str, list[str]]}
+                'damaged_features': Union[str, list[str]], 'reduced_precision': str}
 # the range of each metric (percentages in [0, 100]); another name is refused
 METRIC_KINDS = {name: Annotated[float, Range(low, high)]
                 for name, (low, high) in METRIC_RANGES.items()}
@@ -421,15 +423,9 @@ def json_lines(text: str) -> list:
 
 
 def _read_text(path: Path) -> str:
-    """The text of results file ``path`` (.jsonl, .json, .csv); a UTF-8 byte-order mark (a
-    Windows editor's, Excel's "CSV UTF-8") is read past, as the other readers of files
-    (``datasets/annotations.py``) do; errors name the byte of the file."""
-    try:
-        return path.read_text(encoding='utf-8').removeprefix('\ufeff')
-    except UnicodeDecodeError as error:
-        raise ValueError(f'{path}: not UTF-8 text ({error.reason} at byte {error.start}; a '
-                         'compressed or binary file?); expected a results file of JSON '
-                         'lines') from None
+    """The text of results file ``path`` (.jsonl, .json, .csv): ``errors.read_text`` (a BOM
+    read past; errors name the byte of the file)."""
+    return read_text(path, '', 'a results file of JSON lines')
 
 
 def _loads(text: str, source: str):
@@ -515,11 +511,12 @@ def append_result(path: PathLike, row: ResultRow) -> bool:
     path = _jsonl_path(path)
     with locked_results(path):
         lines = _keyed_lines(path, rows=True)
-        if any(key == row.key() for key, _, _ in lines):
+        if any(key == row.key() for key, _, _, _ in lines):
             return False
         replaced = {replaced_identity(row)} - {None}
-        if any(_is_replaced(old, replaced) for _, _, old in lines):
-            _rewrite(path, [line for _, line, old in lines if not _is_replaced(old, replaced)]
+        if any(_is_replaced(old, replaced) for _, _, old, _ in lines):
+            _rewrite(path, [line for _, line, old, _ in lines
+                            if not _is_replaced(old, replaced)]
                      + [_row_line(row, path)])
             return True
         with path.open('a') as handle:
@@ -567,12 +564,10 @@ def drop_replaced_rows(path: PathLike) -> list[str]:
         return []
     with locked_results(path):
         lines = _keyed_lines(path, rows=True)
-        replaced = {replaced_identity(row) for _, _, row in lines} - {None}
-        stale = [number for number, (_, _, old) in enumerate(lines, 1)
-                 if _is_replaced(old, replaced)]
+        replaced = {replaced_identity(row) for _, _, row, _ in lines} - {None}
+        stale = [number for _, _, old, number in lines if _is_replaced(old, replaced)]
         if stale:
-            _rewrite(path, [line for number, (_, line, _) in enumerate(lines, 1)
-                            if number not in stale])
+            _rewrite(path, [line for _, line, _, number in lines if number not in stale])
     return [f'{path}:{number}' for number in stale]
 
 
@@ -659,15 +654,18 @@ def _jsonl_path(path) -> Path:
 
 def _keyed_lines(path: Path, rows: bool = False) -> list:
     """``(row key, line)`` of every row of ``path`` (none when it does not exist), with
-    ``rows`` ``(row key, line, row)`` (its paths read from the file's folder); a line that is
-    not a valid row raises an error naming it (nothing is written into such a file)."""
+    ``rows`` ``(row key, line, row, line number)`` (its paths read from the file's folder;
+    the number of the line in the file, blank lines counted); a line that is not a valid row
+    raises an error naming it, ``file:line`` (nothing is written into such a file)."""
     if not path.is_file():
         return []
-    lines = [line for line in json_lines(_read_text(path)) if line.strip()]
-    read = [_read_json_line(line, f'{path}:{number}') for number, line in enumerate(lines, 1)]
+    numbered = [(number, line) for number, line in enumerate(json_lines(_read_text(path)), 1)
+                if line.strip()]
+    read = [_read_json_line(line, f'{path}:{number}') for number, line in numbered]
     if rows:
-        return [(row.key(), line, row) for row, line in zip(_resolve_paths(read, path), lines)]
-    return [(row.key(), line) for row, line in zip(read, lines)]
+        return [(row.key(), line, row, number) for row, (number, line)
+                in zip(_resolve_paths(read, path), numbered)]
+    return [(row.key(), line) for row, (_, line) in zip(read, numbered)]
 
 
 @checked_arguments
