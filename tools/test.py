@@ -99,6 +99,9 @@ def load_config(args):
                       **data_path_args(args))
     set_launcher(cfg, args)
     cfg.work_dir = test_work_dir(args, cfg)
+    if args.limit and args.smoke:  # --smoke --limit 5 scored 5 windows, --smoke unsaid
+        raise SystemExit(f'--smoke scores the smoke run\'s {SMOKE["test_windows"]} test windows '
+                         f'and --limit {args.limit} scores {args.limit}: give one of the two')
     if args.limit or args.smoke:
         # --limit 10 with --cfg-options test_dataloader.dataset.limit=20 scored 10, unsaid
         check_flags_agree(args.cfg_options, {

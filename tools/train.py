@@ -29,7 +29,7 @@ from vpn_plugin.engine.pre_stage import PRE_STAGE_FILES
 from vpn_plugin.errors import (check_file, check_folder_target, path_argument, seed_argument,
                                tool_main)
 from vpn_plugin.runner import build_runner, evaluator_output_locks
-from vpn_plugin.smoke import smoke_config
+from vpn_plugin.smoke import batches_reason, smoke_config, training_limit_reason
 
 
 def parse_args(argv=None):
@@ -205,8 +205,25 @@ def check_fresh_work_dir(cfg, overwrite: bool) -> None:
                          + (best_only or '; continue it with --resume, or start afresh with '
                             '--overwrite (deletes them), or pick another --work-dir')
                          + pre_stage_note(cfg.work_dir))
+    check_spares_inputs(found, cfg)
     for path in found:
         path.unlink()
+
+
+def check_spares_inputs(found, cfg) -> None:
+    """``--overwrite`` deletes the work dir's checkpoints, never a file this run reads:
+    ``--overwrite --cfg-options load_from=<work dir>/pretrained.pth`` deleted the weights it
+    was to start from, then failed on the missing file."""
+    from vpn_plugin.outputs import input_reading
+    config = cfg.to_dict()
+    if config.get('load_from'):  # given relative to the working directory
+        config['load_from'] = osp.abspath(str(config['load_from']))
+    for path in found:
+        read = input_reading(path, config)
+        if read and read[1] == 'a file':
+            raise SystemExit(f'--overwrite would delete {path}, a file this run reads '
+                             f'({read[0]}); move it out of the work dir {cfg.work_dir} and point '
+                             f'{read[0]} at its new place, then start again')
 
 
 def mark_fewer_epochs(cfg, args) -> None:
@@ -223,10 +240,10 @@ def mark_fewer_epochs(cfg, args) -> None:
             reasons.append(f'max_epochs={epochs} (config: {planned})')
     limit = ((cfg.get('train_dataloader') or {}).get('dataset') or {}).get('limit')
     if limit is not None:
-        reasons.append(f'training split limit={limit} windows')
+        reasons.append(training_limit_reason(limit))
     batches = (cfg.get('train_dataloader') or {}).get('num_batch_per_epoch')
     if batches is not None:  # mmengine cuts the training split to that many batches: unmarked
-        reasons.append(f'train_dataloader.num_batch_per_epoch={batches}')
+        reasons.append(batches_reason(batches))
     if reasons:
         cfg.shortened = '; '.join(reasons)
 

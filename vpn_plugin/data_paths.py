@@ -439,10 +439,11 @@ def _file_literal(file: Path, node, names: dict, base: dict):
 
 
 # builtins that set or delete a config's names out of sight of its assignments (``exec("horizon
-# = 3")``, ``globals()['horizon'] = 3``, ``vars().update(...)``, ``builtins.exec(...)``): a file
-# using one of them has values its text alone does not tell
+# = 3")``, ``globals()['horizon'] = 3``, ``vars().update(...)``, ``builtins.exec(...)``,
+# ``getattr(builtins, 'exec')``, ``__builtins__['exec']``; an attribute such as ``__globals__`` or
+# ``__dict__`` too: :func:`_dunder`): a file using one has values its text alone does not tell
 NAME_WRITERS = ('exec', 'eval', 'globals', 'locals', 'vars', 'setattr', 'delattr', 'compile',
-                '__dict__')
+                'getattr', '__builtins__')
 
 
 def _refuse_name_writers(tree, file: Path) -> None:
@@ -456,13 +457,18 @@ def _refuse_name_writers(tree, file: Path) -> None:
     for node in ast.walk(tree):
         name = node.id if isinstance(node, ast.Name) and node.id not in own else \
             node.attr if isinstance(node, ast.Attribute) and (
-                id(node) in called or node.attr == '__dict__') else None
-        if name in NAME_WRITERS:
+                id(node) in called or _dunder(node.attr)) else None
+        if name in NAME_WRITERS or isinstance(node, ast.Attribute) and _dunder(name or ''):
             raise ValueError(
                 f'{file}:{node.lineno}: uses {name}, which can set any value of the config '
                 "out of sight of its assignments; a config outside the repository's configs/ "
                 'folder is read without running its code: expected plain assignments '
                 '(name = value)')
+
+
+def _dunder(name: str) -> bool:
+    """``__globals__``, ``__dict__``, ...: an attribute that reaches a module's names."""
+    return len(name) > 4 and name.startswith('__') and name.endswith('__')
 
 
 # builtins that change none of their arguments (a call of anything else may change the dicts

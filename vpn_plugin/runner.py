@@ -215,9 +215,13 @@ class PlanningRunner(Runner):
         self.began = ''
         try:
             yield
-        except BaseException:  # a SystemExit refusal (require_trainable) too
+        except BaseException as error:  # a SystemExit refusal (require_trainable) too
             if self.began != loop and self.rank == 0:
                 self.remove_log_dir()
+            elif isinstance(error, Exception) and getattr(self, 'logger', None) is not None:
+                # the kept log said nothing of why it ends (all-zero loss weights, refused
+                # at the first step, left a log ending at "Checkpoints will be saved to")
+                self.logger.error(f'the run stopped: {type(error).__name__}: {error}')
             raise
 
     def remove_log_dir(self) -> None:
@@ -321,6 +325,7 @@ class PlanningRunner(Runner):
         check_training_hooks(getattr(self.model, 'module', self.model), self.hooks,
                              self.cfg.filename or 'config',
                              loads=bool(self._resume or self._load_from))
+        self.unmark_uncut()
         self.log_shortened()
         self.log_test_windows()
         if self._train_loop is not None:
@@ -483,6 +488,33 @@ class PlanningRunner(Runner):
                                 'record a damaged video (extract_features\' "damage" note: '
                                 'ffmpeg decoded it with errors, frames there concealed or '
                                 f'repeated): {"; ".join(damaged[:DAMAGED_LISTED])}{more}')
+
+    def unmark_uncut(self) -> None:
+        """The reasons tools/train.py wrote into ``shortened`` for options that cut nothing
+        are dropped, logged: a training split ``limit`` at or above its windows (the built
+        ``PlanningDataset.limited`` is None: ``limit=1000`` over 262 windows marked a run whose
+        checkpoints equal the full run's "SHORTENED", and every test of them), and
+        ``num_batch_per_epoch`` batches that cover the whole split (mmengine's slice is as long
+        as the split)."""
+        from vpn_plugin.smoke import batches_reason, drop_reason, training_limit_reason
+        shortened = str(self.cfg.get('shortened') or '')
+        if self._train_loop is None or not shortened:
+            return
+        loader = self.train_loop.dataloader
+        whole = getattr(loader.dataset, '_dataset', loader.dataset)  # num_batch_per_epoch's slice
+        limit = ((self.cfg.get('train_dataloader') or {}).get('dataset') or {}).get('limit')
+        batches = (self.cfg.get('train_dataloader') or {}).get('num_batch_per_epoch')
+        uncut = [(training_limit_reason(limit), getattr(whole, 'limited', ()) is None,
+                  f'train_dataloader.dataset.limit={limit} keeps all'),
+                 (batches_reason(batches), whole is not loader.dataset
+                  and len(loader.dataset) == len(whole),
+                  f'train_dataloader.num_batch_per_epoch={batches} covers all')]
+        for reason, kept_all, what in uncut:
+            if kept_all and reason in shortened.split('; '):
+                shortened = drop_reason(shortened, reason)
+                self.logger.info(f'{what} {len(whole)} training windows: the run is not '
+                                 'shortened by it')
+        self.cfg.shortened = shortened
 
     def log_shortened(self) -> None:
         """A warning line when the config is a shortened run (module docstring)."""
@@ -731,6 +763,14 @@ def check_train_batches(loader, where: str) -> None:
         batches = len(loader)
     except TypeError:  # an iterable dataset: no length to check
         return
+    whole = getattr(loader.dataset, '_dataset', None)  # mmengine's num_batch_per_epoch slice
+    if whole is not None and len(loader.dataset) > len(whole):  # read past the end: IndexError
+        size = getattr(loader.batch_sampler, 'batch_size', loader.batch_size)
+        raise ValueError(f'{where}: train_dataloader.num_batch_per_epoch asks for '
+                         f'{len(loader.dataset)} windows per epoch (batches x batch_size='
+                         f'{size} x processes) of a training split of {len(whole)}: mmengine '
+                         'would read past its end; expected batches x batch_size x processes '
+                         f'<= {len(whole)}, or no num_batch_per_epoch for whole epochs')
     if batches:
         return
     sampler = loader.batch_sampler

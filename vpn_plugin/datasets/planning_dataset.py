@@ -251,7 +251,10 @@ class PlanningDataset(Dataset):
             raise ValueError(f'PlanningDataset: limit={limit!r}; expected an integer >= 1 '
                              '(windows kept, stratified over tasks)')
         total = len(self.windows)
-        if limit >= total:
+        if limit >= total:  # said: --limit 106 over 105 test windows scored all, unsaid
+            print_log(f'PlanningDataset ({self.split}, T={self.horizon}): limit={limit} and the '
+                      f'split has {total} windows: all are kept (not shortened by the limit)',
+                      'current')
             return None
         picked = stratified_sample(self.tasks, limit, seed, keys=self.window_keys())
         self.windows = [self.windows[i] for i in picked]

@@ -753,6 +753,10 @@ TRAINING_OPTIONS = {
     'dataset.limit_seed': (SAME, IRRELEVANT),
 }
 PURPOSES = ('resume', 'test')
+# what an option of the table means when a config leaves it unset (None): `selection=
+# 'unified'` at a test of a run trained with it unset was named "None in training, 'unified'
+# here" (and refused at a resume), the same selection (tools/test.py logs the unset one so)
+OPTION_DEFAULTS = {'selection': 'unified'}
 
 
 class OptionDifferences(NamedTuple):
@@ -870,7 +874,9 @@ def _option_lines(trained_cfg_text, trained, cfg, purpose: str) -> list:
         if key.startswith('default_hooks.checkpoint.') and (
                 trained.get('val_cfg') is None or cfg.get('val_cfg') is None):
             continue
-        before, now = _plain(_dotted(trained, key)), _plain(_dotted(cfg, key))
+        before, now = (_plain(_dotted(config, key)) for config in (trained, cfg))
+        before, now = (OPTION_DEFAULTS.get(key) if value is None else value
+                       for value in (before, now))
         if before != now:
             lines.append((key, f'{key}: {before!r} in training, {now!r} here'))
     return lines + _dataset_lines(trained, cfg, purpose)
@@ -1364,10 +1370,19 @@ def record_inside(recorded: str, work_dir, what: str, required: bool = True,
     path when it lies there; else the file of the same name in ``work_dir`` (a work dir copied
     or moved from another run: logged); else ``ValueError`` naming both paths, or None (logged)
     when not ``required`` (a best-checkpoint record: nothing of this run to replace)."""
+    from mmengine.logging import print_log
+    if os.path.isdir(recorded):  # was "outside the work dir" for the work dir itself
+        itself = ' (the work dir itself)' if Path(recorded).resolve() == Path(
+            work_dir).resolve() else ''
+        text = f'{what} names {recorded!r}, a folder{itself}; expected a checkpoint file'
+        if required:
+            raise ValueError(f'{text}: give the checkpoint to continue from as --resume CKPT, '
+                             f'or write its path into {what}')
+        print_log(f'{text}: the record is dropped', logger=logger, level=logging.WARNING)
+        return None
     if is_inside(recorded, work_dir):
         return recorded
     local = Path(work_dir) / Path(recorded).name
-    from mmengine.logging import print_log
     if Path(recorded).name and local.is_file():
         print_log(f'{what} names {recorded}, outside the work dir {work_dir} (copied or moved '
                   f'from another run): using {local}', logger=logger, level=logging.WARNING)

@@ -58,7 +58,8 @@ from vpn_plugin.config_types import Count, NonNegativeInt, Seed, checked_argumen
 from vpn_plugin.errors import check_names
 from .provenance import (SYNTHETIC_MARK, UNUSABLE_MARK, check_feature_mix, feature_marks,
                          features_note)
-from vpn_plugin.outputs import REPORT_LATEX_MARKER, REPORT_MARKDOWN_MARKER
+from vpn_plugin.outputs import (REPORT_LATEX_MARKER, REPORT_MARKDOWN_MARKER, markdown_row,
+                                markdown_text)
 from .results import (METRIC_LABELS, METRIC_RANGES, SHORTENED_MARK, ResultRow,
                       caveat_lines, check_rows_match_configs, renamed, row_from_dict,
                       row_source, shortened_reason)
@@ -593,35 +594,18 @@ def to_markdown(table: Table, *, title: str = '', digits: NonNegativeInt = 2) ->
     extra = _extra_columns(table)
     header = ['Method'] + [name for name, _ in extra] + \
         [_column_label(table, c) for c in table.columns]
-    lines = ([f'**{_markdown_escape(title)}**', ''] if title else []) + \
-        [_markdown_row(header), '|' + '---|' * len(header)]
+    title = ' '.join(title.split())  # '**Results **' would be no bold: CommonMark's rule
+    lines = ([f'**{markdown_text(title)}**', ''] if title else []) + \
+        [markdown_row(header), '|' + '---|' * len(header)]
     for method in table.methods:
-        cells = [_markdown_escape(_method_label(table, method))] + \
+        cells = [markdown_text(_method_label(table, method))] + \
             [text(method) for _, text in extra]
         for column in table.columns:
             cells.append(_cell_text(table, method, column, digits, latex=False))
-        lines.append(_markdown_row(cells))
-    lines.append(_markdown_row(_improvement_cells(table, digits, latex=False)))
-    lines += ['', _markdown_escape(_legend(table, latex=False)), '', REPORT_MARKDOWN_MARKER]
+        lines.append(markdown_row(cells))
+    lines.append(markdown_row(_improvement_cells(table, digits, latex=False)))
+    lines += ['', markdown_text(_legend(table, latex=False)), '', REPORT_MARKDOWN_MARKER]
     return '\n'.join(lines) + '\n'
-
-
-_MARKDOWN_SPECIAL = re.compile(r'[\\`*<>~$]|\](?=[(\[])|(?<![0-9A-Za-z])_|_(?![0-9A-Za-z])')
-
-
-def _markdown_escape(text: str) -> str:
-    """``text`` (a name of the user's: method, title, caption) as Markdown text, never markup:
-    ``*VPN*`` stays ``*VPN*`` (not italic), ``<b>`` is no HTML, ``[a](b)`` no link; an ``_``
-    inside a word (``max_epochs``) and brackets not followed by ``(`` / ``[`` (``gpt [oracle]``),
-    which mark up nothing, are kept as they are; ``$k$`` is no math (GitHub renders it)."""
-    return _MARKDOWN_SPECIAL.sub(lambda match: '\\' + match.group(0), text)
-
-
-def _markdown_row(cells) -> str:
-    """One table row; a ``|`` or a line break inside a cell (a method named ``A|B``) is
-    escaped so that the row keeps its columns."""
-    return '| ' + ' | '.join(str(cell).replace('|', r'\|').replace('\n', '<br>')
-                             for cell in cells) + ' |'
 
 
 @checked_arguments
@@ -927,13 +911,16 @@ def _latex_escape(text: str) -> str:
     replacements.update({'$': r'\$', '\\': r'\textbackslash{}', '{': r'\{', '}': r'\}',
                          # OT1 (LaTeX's default text font) prints | < > as an em dash, ¡, ¿
                          '|': r'\textbar{}', '<': r'\textless{}', '>': r'\textgreater{}',
-                         '~': r'\textasciitilde{}', '^': r'\textasciicircum{}'})
+                         '~': r'\textasciitilde{}', '^': r'\textasciicircum{}',
+                         # and " as a closing curly quote: the typewriter font has the straight one
+                         '"': r'\texttt{"}'})
     text = _LATEX_LINE_BREAKS.sub(' ', text)  # a blank line is \par: no cell nor caption holds one
     return _LATEX_LIGATURES.sub(lambda m: m.group(0)[0] + '{}', ''.join(
         replacements.get(ch, ch) for ch in text))
 
 
 # TeX's ligatures of the default fonts would print another name than the user's: '--' an en
-# dash, '---' an em dash, '?`' and '!`' as ¿ and ¡, '``' a curly quote: '{}' breaks each
-_LATEX_LIGATURES = re.compile(r'-(?=-)|[?!`](?=`)')
+# dash, '---' an em dash, '?`' and '!`' as ¿ and ¡, '``' and "''" a curly double quote: '{}'
+# breaks each
+_LATEX_LIGATURES = re.compile(r"-(?=-)|[?!`](?=`)|'(?=')")
 _LATEX_LINE_BREAKS = re.compile(r'\s*\n\s*')

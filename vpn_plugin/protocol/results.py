@@ -134,7 +134,7 @@ from typing import Annotated, Iterable, Literal, Optional, Union
 from vpn_plugin.config_types import (Count, NonNegative, NonNegativeInt, PathLike, Range, Seed,
                                      Text, check_value, checked_arguments)
 
-from vpn_plugin.errors import check_file, check_names, read_text, unique_keys
+from vpn_plugin.errors import check_file, check_names, decimal_number, read_text, unique_keys
 
 from vpn_plugin.locks import exclusive_lock, lock_path_of
 from .provenance import averaged_features
@@ -252,6 +252,11 @@ def row_from_dict(record: dict, source: str = '<dict>') -> ResultRow:
     if not visible_name(record['method']):
         raise ValueError(f'{source}: field method={record["method"]!r}; expected a method '
                          'name (a table row is labelled by it)')
+    control = sorted({c for c in record['method'] if _control_character(c)})
+    if control:  # a NUL or BEL prints nothing (Markdown shows U+FFFD) and stops pdfLaTeX
+        raise ValueError(f'{source}: field method={record["method"]!r} holds the control '
+                         f'character(s) {", ".join(repr(c) for c in control)}; expected a '
+                         'name of printable characters (tabs and line breaks allowed)')
     for name, value in (record.get('usage') or {}).items():
         if name in USAGE_KINDS:
             check_value(f'{source}: field usage.{name}', value, USAGE_KINDS[name])
@@ -325,6 +330,12 @@ def _check_metric_bounds(metrics: dict, bounds: dict, source) -> None:
             raise ValueError(f'{source}: metrics.{name} = {metrics[name]:g} exceeds '
                              f'metric_bounds.{name} = {bound:g}, the most its evaluation can '
                              'give (an edited or mixed-up row?)')
+
+
+def _control_character(character: str) -> bool:
+    """Whether ``character`` is a control character (Unicode Cc) other than tab / line breaks."""
+    import unicodedata
+    return unicodedata.category(character) == 'Cc' and character not in '\t\n\r'
 
 
 def visible_name(name: str) -> str:
@@ -401,7 +412,14 @@ def _read_json(path: Path) -> list[ResultRow]:
         records = _loads(text, str(path))
         return [row_from_dict(r, f'{path}[{i}]') for i, r in enumerate(records)]
     return [_read_json_line(line, f'{path}:{number}')
-            for number, line in enumerate(text.splitlines(), 1) if line.strip()]
+            for number, line in enumerate(json_lines(text), 1) if line.strip()]
+
+
+def json_lines(text: str) -> list:
+    """The lines of a JSON-lines text: split at ``\n`` (``\r\n`` too) only. ``str.splitlines``
+    also breaks at U+2028/U+2029/U+0085 and \\x0b/\\x0c/\\x1c-\\x1e, which JSON allows raw inside a
+    string (``json.dumps(..., ensure_ascii=False)`` writes them so): a valid row would be cut."""
+    return [line.removesuffix('\r') for line in text.split('\n')]
 
 
 def _read_text(path: Path) -> str:
@@ -470,11 +488,10 @@ _INTEGER_TEXT = re.compile(r'[+-]?[0-9]+')
 
 def _metric_text(text: str):
     """A CSV metric cell as a number (the cell's text when it is none: refused later); digits
-    grouped by ``_`` (``1_7.5``, which Python's ``float`` reads as 17.5) are no number."""
-    try:
-        return text if '_' in text else float(text)
-    except ValueError:
-        return text
+    grouped by ``_`` (``1_7.5``, which Python's ``float`` reads as 17.5) or other digits than
+    ASCII (``'３.1'``, ``'٨'``) are no number (:func:`errors.decimal_number`)."""
+    value = decimal_number(text)
+    return text if value is None else value
 
 
 def _parse_scalar(text: str):
@@ -642,7 +659,7 @@ def _keyed_lines(path: Path, rows: bool = False) -> list:
     raises an error naming it, ``file:line`` (nothing is written into such a file)."""
     if not path.is_file():
         return []
-    numbered = [(number, line) for number, line in enumerate(_read_text(path).splitlines(), 1)
+    numbered = [(number, line) for number, line in enumerate(json_lines(_read_text(path)), 1)
                 if line.strip()]
     read = [_read_json_line(line, f'{path}:{number}') for number, line in numbered]
     if rows:

@@ -193,9 +193,14 @@ def check_protocol_values(cfg, path) -> None:
             raise ValueError(f'{path}: seeds = {list(seeds)} repeats a seed; expected each once')
     check_number(f'{path}: max_epochs', cfg.get('max_epochs'), integer=True, low=1,
                  optional=True)
+    if 'dataset' in cfg:  # it fills '{dataset}' of the config paths
+        name(cfg.dataset, 'dataset')
     for index, run in enumerate(cfg.runs):
         if 'method' in run:
             name(run['method'], f'runs[{index}].method')
+        if not isinstance(run.get('train', True), bool):  # 'no' would be true: a training
+            raise ValueError(f'{path}: runs[{index}].train = {run["train"]!r}; expected True or '
+                             'False (False: test the config untrained)')
         for horizon in run.get('horizons') or []:
             check_number(f'{path}: runs[{index}].horizons entry', horizon, integer=True, low=1)
         for number, test in enumerate(run.get('tests') or []):
