@@ -121,3 +121,41 @@ def tiny_pdpp_checkpoint(tiny_crosstask, tmp_path_factory):
     model.diffusion.classifier_ready.fill_(True)  # an untrained classifier: its plans serve
     dataset_cfg = dict(tiny_crosstask['train_dataset'], observation='mean3')
     return config, save_recorded(model, folder / 'pdpp.pth', dataset_cfg)
+
+
+# --- xdist: the longest test files first ---------------------------------------------------
+# `make test` runs files on two workers (--dist loadfile). xdist queues the files by their number
+# of tests, so the suite's longest files (one or two end-to-end tests each: the official
+# comparisons, the real-Slurm array) came last, and one worker ran them while the other, out of
+# files, waited. The files below (seconds of one file on a loaded worker, --durations of a full
+# run) start first, longest first; every other file keeps xdist's order after them. A file
+# missing from the table runs all the same (only later); the order changes no test's check.
+LONGEST_FILES = {
+    'tests/test_compat.py': 100,
+    'tests/test_compare_official_kepp_rescore.py': 72,
+    'tests/test_slurm_cluster.py': 60,
+    'tests/test_config_schema.py': 45,
+    'tests/test_compare_official_kepp.py': 40,
+    'tests/test_compare_official_training.py': 40,
+    'tests/test_compare_official_pdpp.py': 38,
+    'tests/test_compare_official_cefito.py': 35,
+}
+
+
+@pytest.hookimpl(optionalhook=True)  # a run without xdist (-p no:xdist) has no such hook
+def pytest_xdist_make_scheduler(config, log):
+    """--dist loadfile with :data:`LONGEST_FILES` queued first (other modes: xdist's own)."""
+    if config.getvalue('dist') != 'loadfile':
+        return None
+    from xdist.scheduler import LoadFileScheduling
+
+    class LongestFilesFirst(LoadFileScheduling):
+        def _assign_work_unit(self, node):
+            # the first call comes after schedule() queued every file: reorder the queue once
+            if not getattr(self, 'longest_queued_first', False):
+                for path in sorted(LONGEST_FILES, key=LONGEST_FILES.get):
+                    if path in self.workqueue:
+                        self.workqueue.move_to_end(path, last=False)
+                self.longest_queued_first = True
+            super()._assign_work_unit(node)
+    return LongestFilesFirst(config, log)
