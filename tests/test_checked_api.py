@@ -169,10 +169,10 @@ def test_pass8_stratified_sample_limit_true_and_float_tasks():
     from vpn_plugin.core.stats import stratified_sample
     with pytest.raises(ValueError, match=r'stratified_sample\(\) argument limit=True; '
                                          r'expected an integer >= 1 \(or None\)'):
-        stratified_sample([0, 1, 1], True)
+        stratified_sample([0, 1, 1], True, keys=range(3))
     with pytest.raises(TypeError, match='tasks hold float64 values; expected integer task'):
-        stratified_sample([0.5, 1.7, 1.2], 2)  # the array's own dtype check, kept
-    assert len(stratified_sample(np.array([0, 1, 1, 2]), np.int32(2))) == 2
+        stratified_sample([0.5, 1.7, 1.2], 2, keys=range(3))  # the array's own dtype check, kept
+    assert len(stratified_sample(np.array([0, 1, 1, 2]), np.int32(2), keys=range(4))) == 2
 
 
 def test_pass8_min_group_size_one_and_a_half():

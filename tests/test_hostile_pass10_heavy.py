@@ -150,7 +150,7 @@ def test_stratified_sample_refuses_a_table_of_tasks():
     """S15: tasks of shape (2, M) were flattened and the returned indices pointed into the
     flattened table."""
     with pytest.raises(ValueError, match=r'tasks has shape \(2, 3\); expected one task index'):
-        stats.stratified_sample(np.array([[0, 0, 1], [1, 2, 2]]), 2)
+        stats.stratified_sample(np.array([[0, 0, 1], [1, 2, 2]]), 2, keys=range(6))
 
 
 # ------------------------------------------------------------------- models' options

@@ -124,13 +124,13 @@ def test_stratified_sample_limit_and_tasks_are_integers():
     [0, 1, 1] (other strata); s12: limit 2.5 in a slice TypeError; s17: seed -1 numpy's."""
     from vpn_plugin.core import stats
     with pytest.raises(ValueError, match=r'stratified_sample\(\) argument limit=True; expected an integer'):
-        stats.stratified_sample([0, 0, 1, 1, 2], True)
+        stats.stratified_sample([0, 0, 1, 1, 2], True, keys=range(5))
     with pytest.raises(TypeError, match=r'tasks hold float64 values'):
-        stats.stratified_sample([0.5, 1.7, 1.2], 2)
+        stats.stratified_sample([0.5, 1.7, 1.2], 2, keys=range(3))
     with pytest.raises(ValueError, match=r'stratified_sample\(\) argument limit=2.5'):
-        stats.stratified_sample([0, 0, 1, 1, 2], 2.5)
+        stats.stratified_sample([0, 0, 1, 1, 2], 2.5, keys=range(5))
     with pytest.raises(ValueError, match=r'stratified_sample\(\) argument seed=-1'):
-        stats.stratified_sample([0, 0, 1, 1, 2], 2, seed=-1)
+        stats.stratified_sample([0, 0, 1, 1, 2], 2, seed=-1, keys=range(5))
 
 
 def test_diversity_refuses_what_is_no_distribution_or_group_size():

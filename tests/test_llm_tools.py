@@ -69,7 +69,7 @@ def test_llm_eval_oracle_with_pkg_writes_results(tiny_crosstask, tiny_config, tm
         # the server counts a word as a token: the row's tokens and cost, by hand
         prompt_words = sum(len(text.split()) for text, _ in server.requests)
     test_set = DATASETS.build(tiny_crosstask['test_dataset'])
-    picked = stratified_sample(test_set.tasks, LIMIT, seed=0)
+    picked = stratified_sample(test_set.tasks, LIMIT, seed=0, keys=test_set.window_keys())
     plans = test_set.plans[picked]
     for name, value in expected_echo_metrics(plans, plans[:, 0], plans[:, -1]).items():
         assert summary['metrics'][name] == pytest.approx(value)
@@ -122,7 +122,7 @@ def test_llm_eval_with_step_model_checkpoint(tiny_crosstask, tiny_config, tmp_pa
                            str(tmp_path / 'step.pth'), '--save-anchors', str(tmp_path / 'a.json'))
     saved = json.loads((tmp_path / 'a.json').read_text())
     assert saved == {'first': first.tolist(), 'last': last.tolist()}
-    picked = stratified_sample(test_set.tasks, LIMIT, seed=0)
+    picked = stratified_sample(test_set.tasks, LIMIT, seed=0, keys=test_set.window_keys())
     expected = expected_echo_metrics(test_set.plans[picked], first[picked], last[picked])
     for name, value in expected.items():
         assert summary['metrics'][name] == pytest.approx(value)
@@ -172,7 +172,7 @@ def test_llm_eval_vlm_mode_from_frames_folders(tiny_crosstask, tiny_config, tmp_
     import cv2
     test_set = DATASETS.build(tiny_crosstask['test_dataset'])
     rng = np.random.default_rng(0)
-    picked = stratified_sample(test_set.tasks, 3, seed=0)
+    picked = stratified_sample(test_set.tasks, 3, seed=0, keys=test_set.window_keys())
     for window in (test_set.windows[i] for i in picked):  # distinct frames: no two requests equal
         folder = tmp_path / 'videos' / window.vid
         folder.mkdir(parents=True, exist_ok=True)
@@ -317,7 +317,8 @@ def fail_one_first_action(action):
 def test_failed_requests_are_counted_in_the_row_only_with_allow_failures(
         tiny_crosstask, tiny_config, tmp_path, capsys):
     test_set = DATASETS.build(tiny_crosstask['test_dataset'])
-    firsts = test_set.plans[stratified_sample(test_set.tasks, LIMIT, seed=0), 0]
+    firsts = test_set.plans[stratified_sample(test_set.tasks, LIMIT, seed=0,
+                                              keys=test_set.window_keys()), 0]
     failing = int(firsts[0])
     expected_failures = int((firsts == failing).sum())
     assert 0 < expected_failures < LIMIT
@@ -362,7 +363,8 @@ def test_text_only_llm_eval_needs_no_feature_files(tiny_crosstask, tmp_path):
         summary = run_tool(tool, server, config, tmp_path, '--with-pkg')
     assert summary['counts']['ok'] == LIMIT
     with_features = DATASETS.build(tiny_crosstask['test_dataset'])  # the same windows
-    plans = with_features.plans[stratified_sample(with_features.tasks, LIMIT, seed=0)]
+    plans = with_features.plans[stratified_sample(with_features.tasks, LIMIT, seed=0,
+                                                  keys=with_features.window_keys())]
     for name, value in expected_echo_metrics(plans, plans[:, 0], plans[:, -1]).items():
         assert summary['metrics'][name] == pytest.approx(value)
 
@@ -373,16 +375,17 @@ def test_limit_draws_a_seeded_sample_stratified_over_tasks(shared_data):
         data_root=str(shared_data / 'crosstask'), taxonomy='taxonomy_133.json',
         feature_dir='/nonexistent', horizon=3, split='test',
         window_file='splits/test_T3_133.json'))
-    tasks = test_set.tasks
+    tasks, keys = test_set.tasks, test_set.window_keys()
     assert len(tasks) == 4531 and len(set(tasks[:100].tolist())) == 1  # the first 100: one task
-    picked = stratified_sample(tasks, 100, seed=0)
+    picked = stratified_sample(tasks, 100, seed=0, keys=keys)
     assert len(picked) == len(set(picked.tolist())) == 100
     names, counts = np.unique(tasks, return_counts=True)
     shares = np.array([(tasks[picked] == name).sum() for name in names])
     assert len(names) == 18 and np.abs(shares - 100 * counts / len(tasks)).max() < 1
-    assert np.array_equal(stratified_sample(tasks, 100, seed=0), picked)
-    assert not np.array_equal(stratified_sample(tasks, 100, seed=1), picked)
-    assert np.array_equal(stratified_sample(tasks, 10 ** 6, seed=0), np.arange(len(tasks)))
+    assert np.array_equal(stratified_sample(tasks, 100, seed=0, keys=keys), picked)
+    assert not np.array_equal(stratified_sample(tasks, 100, seed=1, keys=keys), picked)
+    assert np.array_equal(stratified_sample(tasks, 10 ** 6, seed=0, keys=keys),
+                          np.arange(len(tasks)))
 
 
 def test_llm_planner_model_stops_on_failed_requests(tiny_crosstask, tmp_path):
@@ -414,7 +417,8 @@ def test_text_only_llm_eval_on_coin(shared_data, tmp_path):
         assert len(server.requests) == LIMIT
     test_set = annotation_windows(dataset_config('coin', 'test', 4, shared_data))
     assert len(test_set) == 3391
-    plans = test_set.plans[stratified_sample(test_set.tasks, LIMIT, seed=0)]
+    plans = test_set.plans[stratified_sample(test_set.tasks, LIMIT, seed=0,
+                                             keys=test_set.window_keys())]
     for name, value in expected_echo_metrics(plans, plans[:, 0], plans[:, -1]).items():
         assert summary['metrics'][name] == pytest.approx(value)
     row = read_results(tmp_path / 'results.jsonl')[0]

@@ -66,7 +66,7 @@ def test_a_dataset_without_limit_is_refused():
 def test_limit_keeps_the_windows_the_llm_tool_samples(tiny_crosstask):
     full = DATASETS.build(dict(tiny_crosstask['test_dataset']))
     limited = DATASETS.build(dict(tiny_crosstask['test_dataset'], limit=20, limit_seed=3))
-    picked = stratified_sample(full.tasks, 20, seed=3)
+    picked = stratified_sample(full.tasks, 20, seed=3, keys=full.window_keys())
     assert limited.limited == (20, len(full))
     assert [w.feature for w in limited.windows] == [full.windows[i].feature for i in picked]
     np.testing.assert_array_equal(limited.start, full.start[picked])

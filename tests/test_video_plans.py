@@ -216,7 +216,7 @@ def test_a_dataset_plan_that_leaves_its_true_task_is_flagged():
     sample.gt_plan, sample.gt_task, sample.sample_idx = (torch.tensor([0, 1, 2]),
                                                          torch.tensor(0), torch.tensor(7))
     lines = format_plan(sample, TAXONOMY)
-    assert lines[0] == 'sample 7 | task: Changing a car tire | 2/3 steps right'
+    assert lines[0] == 'sample 7 | true task (annotation): Changing a car tire | 2/3 steps right'
     assert lines[-1].startswith('WARNING: step(s) 2 of 3 are actions of other tasks than '
                                 'Changing a car tire')
 

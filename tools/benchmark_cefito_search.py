@@ -25,7 +25,7 @@ import torch
 
 from vpn_plugin.core import energy_field, energy_search
 from vpn_plugin.datasets import load_taxonomy
-from vpn_plugin.errors import NON_NEGATIVE_INT, POSITIVE_INT, path_argument, tool_main
+from vpn_plugin.errors import NON_NEGATIVE_INT, POSITIVE_INT, path_argument, seed_argument, tool_main
 
 TAXONOMIES = dict(crosstask='taxonomy_133.json', niv='taxonomy.json', coin='taxonomy.json')
 NUM_ACTIONS = dict(crosstask=133, niv=48, coin=778)
@@ -47,7 +47,7 @@ def parse_args(argv=None):
     parser.add_argument('--repeats', type=POSITIVE_INT, default=2,
                         help='alternating timings of each scorer; the fastest is reported (the '
                         'first call of a process pays one-off allocation costs)')
-    parser.add_argument('--seed', type=int, default=0)
+    parser.add_argument('--seed', type=seed_argument, default=0)
     return parser.parse_args(argv)
 
 

@@ -28,7 +28,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import vpn_plugin.mm  # noqa: E402,F401  (compat fixes + registration before configs are read)
-from vpn_plugin.errors import NON_NEGATIVE_INT, POSITIVE_INT, tool_main  # noqa: E402
+from vpn_plugin.errors import NON_NEGATIVE_INT, POSITIVE_INT, at_least, tool_main  # noqa: E402
 from vpn_plugin.protocol.official import METHODS, load_method  # noqa: E402
 from vpn_plugin.protocol.official.framework import Settings, compare, python_of  # noqa: E402
 from vpn_plugin.protocol.official import summary  # noqa: E402
@@ -61,7 +61,7 @@ def parse_args(argv=None):
     parser.add_argument('--size', type=size_option, action='append', default=[],
                         metavar='NAME=VALUE', help="a size both sides set (the plug-in's "
                         "sizes; default: the official script's)")
-    parser.add_argument('--difficulty', type=float, default=0.5,
+    parser.add_argument('--difficulty', type=at_least(float, 0.0, high=1.0), default=0.5,
                         help='synthetic features (tools/make_synthetic_features.py)')
     parser.add_argument('--feature-seed', type=NON_NEGATIVE_INT, default=0)
     parser.add_argument('--frame-dim', type=POSITIVE_INT, default=512,

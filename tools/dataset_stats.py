@@ -11,7 +11,7 @@ import json
 import sys
 
 from vpn_plugin.datasets.stats import format_table, window_statistics
-from vpn_plugin.errors import POSITIVE_INT, path_argument, tool_main
+from vpn_plugin.errors import at_least, path_argument, tool_main
 
 
 @tool_main
@@ -25,14 +25,18 @@ def main(argv=None) -> int:
     parser.add_argument('--data-root', type=path_argument,
                         help='dataset folder (default: ../shared/data with '
                         '--dataset, the config\'s data_root with --config)')
-    parser.add_argument('--horizons', nargs='+', type=POSITIVE_INT, default=[3, 4, 5, 6])
+    parser.add_argument('--horizons', nargs='+', type=at_least(int, 2), default=[3, 4, 5, 6],
+                        help='window lengths T (>= 2: the PKG coverage counts transitions)')
     parser.add_argument('--json', action='store_true', help='print JSON instead of a table')
     args = parser.parse_args(argv)
     data_root = args.data_root or (None if args.config else '../shared/data')
     horizons = list(dict.fromkeys(args.horizons))  # one row per horizon
     rows = window_statistics(args.dataset, data_root, horizons, config=args.config)
     name = args.dataset or args.config
-    print(json.dumps(dict(dataset=name, rows=rows), indent=2) if args.json
+    if args.data_root:  # the counts are of that folder, not of the config's own data_root
+        name = f'{name} (data root {args.data_root})'
+    root = None if data_root is None else str(data_root)
+    print(json.dumps(dict(dataset=name, data_root=root, rows=rows), indent=2) if args.json
           else format_table(name, rows))
     return 0
 

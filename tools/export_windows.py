@@ -21,7 +21,7 @@ from vpn_plugin.datasets.export import WINDOW_LAYOUTS, write_window_file
 from vpn_plugin.datasets.sources import (DATASET_CONFIGS, config_dataset, dataset_config,
                                          source_files, source_windows)
 from vpn_plugin.datasets.validation import AnnotationWarnings
-from vpn_plugin.errors import path_argument, tool_main
+from vpn_plugin.errors import POSITIVE_INT, path_argument, tool_main
 from vpn_plugin.outputs import add_overwrite_argument, check_output
 
 
@@ -33,7 +33,7 @@ def parse_args(argv=None):
                        help='a config whose {train,test}_dataloader.dataset is a '
                        'PlanningDataset (e.g. your copy of configs/_base_/datasets/custom_json.py)')
     parser.add_argument('--split', choices=('train', 'test'), required=True)
-    parser.add_argument('--horizon', type=int, required=True, metavar='T')
+    parser.add_argument('--horizon', type=POSITIVE_INT, required=True, metavar='T')
     parser.add_argument('--out', type=path_argument, required=True, help='output JSON file')
     parser.add_argument('--layout', choices=sorted(WINDOW_LAYOUTS),
                         help="which fields and feature folder the records carry (default: the "

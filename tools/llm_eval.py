@@ -34,6 +34,7 @@ from vpn_plugin.baselines.llm import (ORACLE, attach_frames, build_queries, fail
                                       stratified_sample, summarize, token_summary)
 from vpn_plugin.baselines.llm.evaluate import cost_summary, usage_record, write_outcomes
 from vpn_plugin.baselines.llm.prompting import EXAMPLE_DRAW
+from vpn_plugin.core.stats import SAMPLE_DRAW
 from vpn_plugin.baselines.llm.windows import annotation_windows
 from vpn_plugin.datasets.planning_dataset import check_split_disjoint
 from vpn_plugin.protocol.results import ResultRow, read_results, replace_result
@@ -260,6 +261,8 @@ def run_settings(args, num_windows: int, num_test_windows: int, examples=()) -> 
                 'sample_seed': args.seed, 'num_windows': num_windows,
                 'anchors_file': args.anchors_file, 'step_checkpoint': args.step_checkpoint,
                 'cfg_options': args.cfg_options or {}, 'example_draw': EXAMPLE_DRAW}
+    if settings['limit'] is not None:  # which windows a limit draws (core.stats.SAMPLE_DRAW)
+        settings['sample_draw'] = SAMPLE_DRAW
     if examples and min(examples) < args.num_examples:
         settings['examples_per_prompt'] = [min(examples), max(examples)]
     if args.vlm:
@@ -321,8 +324,14 @@ def features_read(args, test_set) -> dict:
     return dict(kind='none', label='no features: prompts from the annotations')
 
 
+METHOD_SLUG_CHARS = 60  # of the side files' names; the row's digest beside it tells apart
+
+
 def method_slug(args, anchors: str) -> str:
-    return re.sub(r'[^a-z0-9.]+', '-', method_name(args, anchors).lower()).strip('-')
+    """The method name in the side files' names: lower-case letters, digits and dots, at most
+    :data:`METHOD_SLUG_CHARS` (a long --method made a name the file system refuses)."""
+    slug = re.sub(r'[^a-z0-9.]+', '-', method_name(args, anchors).lower()).strip('-')
+    return slug[:METHOD_SLUG_CHARS].strip('-')
 
 
 @tool_main
@@ -339,15 +348,18 @@ def main(argv=None):
     cfg, test_set = load_datasets(args)
     anchors_label, anchors = anchor_setting(args, test_set)
     model = build_planner(args, cfg)
+    keys = test_set.window_keys()
     queries = build_queries(test_set.plans, test_set.tasks, anchors=anchors,
-                            indices=stratified_sample(test_set.tasks, args.limit, args.seed),
-                            action_task=test_set.taxonomy.action_task,
-                            keys=test_set.window_keys())
-    if args.vlm:
-        attach_frames(queries, test_set.windows, args.video_root, num_frames=args.num_frames,
-                      folder_fps=args.frames_fps)
+                            indices=stratified_sample(test_set.tasks, args.limit, args.seed,
+                                                      keys=keys),
+                            action_task=test_set.taxonomy.action_task, keys=keys)
+    sources = attach_frames(queries, test_set.windows, args.video_root,
+                            num_frames=args.num_frames, folder_fps=args.frames_fps) \
+        if args.vlm else None
     examples = [model.planner.prompts.example_count(q) for q in queries]
     run = RunRecord(args, cfg, test_set, queries, anchors_label, examples)
+    if sources is not None:  # what the frames came from (folders read at --frames-fps)
+        run.settings['video_sources'] = sources
     files = output_files(args, run)
     for name, path in files.items():  # before any request
         check_output(path, 'llm_side_file', f'--out (its {name} file)', inputs, args.overwrite)

@@ -29,9 +29,9 @@ from vpn_plugin.datasets.synthetic import (DEFAULT_DTYPES, DTYPES, FORMATS,
                                            dataset_videos, synthetic_record,
                                            write_manifest, write_synthetic_features)
 from vpn_plugin.datasets.provenance import feature_files, write_provenance
-from vpn_plugin.errors import (NON_NEGATIVE_INT, POSITIVE_INT, check_folder_target,
-                               path_argument, read_json,
-                               tool_main)
+from vpn_plugin.data_paths import row_config_path
+from vpn_plugin.errors import (NON_NEGATIVE_INT, POSITIVE_INT, at_least, check_folder_target,
+                               path_argument, read_json, tool_main)
 from vpn_plugin.locks import exclusive_lock, lock_path_of
 from vpn_plugin.outputs import KINDS, add_overwrite_argument, check_output
 
@@ -52,7 +52,7 @@ def parse_args(argv=None):
                         help='output folder (features/ is created in it); required '
                         'with --dataset')
     parser.add_argument('--seed', type=NON_NEGATIVE_INT, default=0)
-    parser.add_argument('--difficulty', type=float, default=0.5,
+    parser.add_argument('--difficulty', type=at_least(float, 0.0, high=1.0), default=0.5,
                         help='0 (easy: clear action signal) .. 1 (hard: weak signal, more noise)')
     parser.add_argument('--format', choices=tuple(FORMATS), default='npz',
                         help='npz: our layout; public: raw pickled dict named .npy, as the '
@@ -89,31 +89,43 @@ def write_folder(args, taxonomy, videos, features: Path) -> None:
     """The synthetic features of ``videos`` into ``features``, with the manifest beside it."""
     earlier = earlier_run(features)
     check_feature_folder(features, videos, args, earlier is not None)
+    had_files = bool(earlier) and features.is_dir() and bool(feature_files(features))
     remove_other_format(features, videos, args.format, earlier)
     generator = SyntheticFeatureGenerator(taxonomy, args.frame_dim, args.difficulty, args.seed)
     print(f'{args.dataset or args.config}: {len(videos)} videos -> {features} ({args.format}, '
           f'{args.dtype})')
     info = write_synthetic_features(videos, generator, features, args.format,
                                     dataset=args.dataset or 'custom', dtype=args.dtype)
-    record = synthetic_record(vars(args), info)
+    # the config as results rows record it (one file however typed: H12 of the fifteenth pass)
+    settings = dict(vars(args), config=args.config and row_config_path(args.config))
+    record = synthetic_record(settings, info)
     write_manifest(features.parent, record)  # beside the folder: it is ours to replace
     write_provenance(features, record)  # inside it: travels with the features
-    say_replaced(features, earlier, record, videos)
+    say_replaced(features, earlier if had_files else None, record, videos)
     print(json.dumps(info))
 
 
 SETTINGS = ('dataset', 'config', 'seed', 'difficulty', 'frame_dim', 'dtype')
 
 
+def _setting(key: str, value):
+    """A recorded setting as compared: an absolute config path in its results-row form
+    (``row_config_path``: an earlier manifest may hold the path as it was typed)."""
+    if key == 'config' and isinstance(value, str) and Path(value).is_absolute():
+        return row_config_path(value)
+    return value
+
+
 def say_replaced(features: Path, earlier, record: dict, videos) -> None:
     """An earlier synthetic run into ``features`` with other settings (another seed,
     difficulty, dataset, ...) had its files replaced under the same names: said, so that a
     checkpoint trained on them is not taken to still match; and its files of videos this run
-    does not write (another dataset's) are named, since they now carry this run's record."""
+    does not write (another dataset's) are named, since they now carry this run's record.
+    ``earlier``: None when the folder held no feature file before (nothing was replaced)."""
     if not earlier:
         return
     changed = [f'{key} {earlier.get(key)!r} -> {record.get(key)!r}' for key in SETTINGS
-               if earlier.get(key) != record.get(key)]
+               if _setting(key, earlier.get(key)) != _setting(key, record.get(key))]
     if changed:
         print(f'{features}: replaced the features of the earlier run ({", ".join(changed)}); '
               'checkpoints trained on the earlier ones no longer match these')

@@ -26,6 +26,7 @@ import os.path as osp
 
 import vpn_plugin.compat_applied  # noqa: F401  (compat fixes before configs are parsed)
 from vpn_plugin.compat import exit_distributed_rank, shutdown_distributed
+from vpn_plugin.core.stats import SAMPLE_DRAW
 from vpn_plugin.data_paths import (add_runner_arguments, check_flags_agree, data_path_args,
                                   check_work_dir_option,
                                   load_config as read_config, set_launcher)
@@ -98,6 +99,9 @@ def load_config(args):
                       **data_path_args(args))
     set_launcher(cfg, args)
     cfg.work_dir = test_work_dir(args, cfg)
+    if args.limit and args.smoke:  # --smoke --limit 5 scored 5 windows, --smoke unsaid
+        raise SystemExit(f'--smoke scores the smoke run\'s {SMOKE["test_windows"]} test windows '
+                         f'and --limit {args.limit} scores {args.limit}: give one of the two')
     if args.limit or args.smoke:
         # --limit 10 with --cfg-options test_dataloader.dataset.limit=20 scored 10, unsaid
         check_flags_agree(args.cfg_options, {
@@ -177,7 +181,10 @@ def test_notes(runner) -> dict:
     training features' (``feature_statistics``), and the test windows the window policy
     dropped (not scored) or relabelled (features shorter than the annotated steps: 267 of 270
     NIV windows dropped and the metrics said nothing), and the test feature files read that
-    record a damaged video (``damaged_features``: '<file>: <note>' each)."""
+    record a damaged video (``damaged_features``: '<file>: <note>' each), the checkpoint's
+    tensors stored in a coarser float than the model's (``reduced_precision``: a float16 or
+    bfloat16 file), and how limited test windows were drawn (``sample_draw``:
+    :data:`~vpn_plugin.core.stats.SAMPLE_DRAW`)."""
     dataset = getattr(getattr(runner, 'test_dataloader', None), 'dataset', None)
     dropped = 'dropped' in (getattr(dataset, 'window_counts', None) or {})
     return dict(changed_from_training=_strings(getattr(runner, 'changed_from_training', ())),
@@ -185,6 +192,8 @@ def test_notes(runner) -> dict:
                 feature_statistics=getattr(runner, 'feature_statistics_note', ''),
                 test_windows=dataset.window_count_summary() if dropped else '',
                 damaged_features=getattr(runner, 'damaged_test_files', list)(),
+                reduced_precision=getattr(runner, 'reduced_precision_note', ''),
+                sample_draw=SAMPLE_DRAW if getattr(dataset, 'limited', None) else '',
                 **tested_horizons(getattr(runner, 'model', None), dataset))
 
 

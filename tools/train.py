@@ -29,7 +29,7 @@ from vpn_plugin.engine.pre_stage import PRE_STAGE_FILES
 from vpn_plugin.errors import (check_file, check_folder_target, path_argument, seed_argument,
                                tool_main)
 from vpn_plugin.runner import build_runner, evaluator_output_locks
-from vpn_plugin.smoke import smoke_config
+from vpn_plugin.smoke import batches_reason, smoke_config, training_limit_reason
 
 
 def parse_args(argv=None):
@@ -128,15 +128,18 @@ def pre_stage_note(work_dir) -> str:
             'against the config; delete one to retrain it)' if found else '')
 
 
-def set_resume(cfg, resume):
+def set_resume(cfg, resume, launcher: str = 'none'):
     """``--resume CKPT`` / ``--resume`` (latest, must exist) / ``--resume auto`` (latest if
-    any, else a fresh start)."""
+    any, else a fresh start). Resolved by every process of a distributed run before it starts
+    (no rank is known to the loggers yet): rank 0 alone (:func:`launch_rank`) says what it
+    found, once."""
     if resume not in (LATEST, 'auto'):
         check_file(resume, '--resume', missing=f'--resume {resume}: no such checkpoint file')
         cfg.resume, cfg.load_from = True, resume
         return
+    first = launch_rank(launcher) == 0
     try:  # resolved inside the work dir: a copied or moved work dir resumes from its own files
-        latest = latest_checkpoint_in(cfg.work_dir)
+        latest = latest_checkpoint_in(cfg.work_dir, logger='current' if first else 'silent')
     except ValueError as error:
         raise SystemExit(f'--resume: {error}') from None
     if latest is not None and not osp.isfile(latest):
@@ -151,6 +154,8 @@ def set_resume(cfg, resume):
     cfg.resume = latest is not None  # auto with nothing to resume: a fresh start
     if latest is not None:
         cfg.load_from = latest
+    elif not first:
+        return
     elif best := best_checkpoints(cfg.work_dir):  # requeued between best and epoch_1
         print(f'warning: --resume auto: {cfg.work_dir} holds no epoch checkpoint to resume, '
               f'only {", ".join(best)} (best validation weights, no '
@@ -200,8 +205,25 @@ def check_fresh_work_dir(cfg, overwrite: bool) -> None:
                          + (best_only or '; continue it with --resume, or start afresh with '
                             '--overwrite (deletes them), or pick another --work-dir')
                          + pre_stage_note(cfg.work_dir))
+    check_spares_inputs(found, cfg)
     for path in found:
         path.unlink()
+
+
+def check_spares_inputs(found, cfg) -> None:
+    """``--overwrite`` deletes the work dir's checkpoints, never a file this run reads:
+    ``--overwrite --cfg-options load_from=<work dir>/pretrained.pth`` deleted the weights it
+    was to start from, then failed on the missing file."""
+    from vpn_plugin.outputs import input_reading
+    config = cfg.to_dict()
+    if config.get('load_from'):  # given relative to the working directory
+        config['load_from'] = osp.abspath(str(config['load_from']))
+    for path in found:
+        read = input_reading(path, config)
+        if read and read[1] == 'a file':
+            raise SystemExit(f'--overwrite would delete {path}, a file this run reads '
+                             f'({read[0]}); move it out of the work dir {cfg.work_dir} and point '
+                             f'{read[0]} at its new place, then start again')
 
 
 def mark_fewer_epochs(cfg, args) -> None:
@@ -218,10 +240,10 @@ def mark_fewer_epochs(cfg, args) -> None:
             reasons.append(f'max_epochs={epochs} (config: {planned})')
     limit = ((cfg.get('train_dataloader') or {}).get('dataset') or {}).get('limit')
     if limit is not None:
-        reasons.append(f'training split limit={limit} windows')
+        reasons.append(training_limit_reason(limit))
     batches = (cfg.get('train_dataloader') or {}).get('num_batch_per_epoch')
     if batches is not None:  # mmengine cuts the training split to that many batches: unmarked
-        reasons.append(f'train_dataloader.num_batch_per_epoch={batches}')
+        reasons.append(batches_reason(batches))
     if reasons:
         cfg.shortened = '; '.join(reasons)
 
@@ -244,7 +266,7 @@ def apply_args(cfg, args):
                          "the config's resume=True) continues from them: give one of the two")
     if args.resume is not None:
         check_resume_load_from(args)
-        set_resume(cfg, args.resume)
+        set_resume(cfg, args.resume, args.launcher)
     elif not cfg.get('resume'):
         check_fresh_work_dir(cfg, args.overwrite)
     randomness = cfg.setdefault('randomness', dict(seed=None))
@@ -288,15 +310,20 @@ def load_config(args):
     return apply_args(cfg, args)
 
 
+def launch_rank(launcher: str = 'none') -> int:
+    """This process's rank before ``init_dist``: the launcher's variables (torchrun's
+    ``RANK``, Slurm's ``SLURM_PROCID``); 0 for a run of one process."""
+    return int(os.environ.get('RANK') or (os.environ.get('SLURM_PROCID') if launcher == 'slurm'
+                                          else None) or '0')
+
+
 def work_dir_lock(work_dir, launcher: str = 'none'):
     """The work dir's lock (``vpn_plugin.locks``), held from the check that it holds no other
     run's checkpoints to the end of the training: a second training started into the same
     work dir meanwhile is refused instead of overwriting this one's checkpoints (rank 0 holds
     it for all ranks). A refused training removes the lock file it made."""
     from vpn_plugin.locks import exclusive_lock, lock_path_of
-    rank = os.environ.get('RANK') or (os.environ.get('SLURM_PROCID') if launcher == 'slurm'
-                                      else None) or '0'
-    if int(rank) != 0:  # before init_dist: the launcher's variables
+    if launch_rank(launcher) != 0:
         return contextlib.nullcontext()
     return exclusive_lock(lock_path_of(work_dir), wait=False, what=f'work dir {work_dir}',
                           discard_if_refused=True)  # a refused training leaves no lock file

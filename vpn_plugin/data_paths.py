@@ -389,34 +389,61 @@ def literal_assignments(file: Path, base: dict | None = None) -> dict:
     if file.suffix != '.py':
         return _safe_mapping(file)
     names: dict = {}
+    base = base or {}
     tree = ast.parse(config_text(file), str(file))
     _refuse_name_writers(tree, file)
+    runs_code = any(isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda,
+                                      ast.ClassDef)) for node in ast.walk(tree))
+    stale_base = set()  # keys of the base whose objects the file changed in place
     for node in tree.body:
-        changed = _objects_changed_in_place(node, names)
+        changed = _objects_changed_in_place(node, names, base, runs_code)
+        if base and any(item is base for item in changed):
+            raise ValueError(f'{file}:{node.lineno}: may change _base_ itself in place (a store '
+                             'or method call on _base_, or a call of a function of the file), '
+                             'which can add or change any value of its bases; a config outside '
+                             "the repository's configs/ folder is read without running its "
+                             'code: expected plain assignments (name = value)')
+        stale_base |= _keys_holding(base, changed)
         if isinstance(node, ast.Assign):  # x = 1; x = y = 1; x, y = 1, 2
-            value = _literal(node.value, names, base or {})
+            value = _file_literal(file, node.value, names, base)
             for target in node.targets:
                 _bind_literal(target, value, names)
         elif isinstance(node, ast.AnnAssign) and node.value is not None:  # x: int = 1
-            _bind_literal(node.target, _literal(node.value, names, base or {}), names)
+            _bind_literal(node.target, _file_literal(file, node.value, names, base), names)
         elif isinstance(node, ast.AugAssign):  # x += 1
             _bind_literal(node.target, _literal(ast.BinOp(
                 ast.Name(getattr(node.target, 'id', ''), ast.Load()), node.op, node.value),
-                names, base or {}), names)
+                names, base), names)
         elif isinstance(node, ast.Delete):
             for target in node.targets:
                 names.pop(getattr(target, 'id', None), None)
         for name in _names_set_inside(node):  # if/for/with/import, x.update(...), (x := 1)
             names[name] = UNREAD
         _forget_shared(names, changed)
+    # a function may set a ``global`` name whenever it is called (a decorator when applied)
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Global):
+            names.update((name, UNREAD) for name in node.names)
+    # mmengine's ``_base_`` is the bases' merged dict itself: an object of it changed in place
+    # (``_base_.x = 1``, ``ds = _base_.dataset; ds['h'] = 1``) is changed in the merged config
+    names.update((key, UNREAD) for key in stale_base)
     return names
 
 
+def _file_literal(file: Path, node, names: dict, base: dict):
+    """:func:`_literal` of an expression of ``file``; its refusals name the file."""
+    try:
+        return _literal(node, names, base)
+    except ValueError as error:
+        raise ValueError(f'{file}: {error}') from None
+
+
 # builtins that set or delete a config's names out of sight of its assignments (``exec("horizon
-# = 3")``, ``globals()['horizon'] = 3``, ``vars().update(...)``, ``builtins.exec(...)``): a file
-# using one of them has values its text alone does not tell
+# = 3")``, ``globals()['horizon'] = 3``, ``vars().update(...)``, ``builtins.exec(...)``,
+# ``getattr(builtins, 'exec')``, ``__builtins__['exec']``; an attribute such as ``__globals__`` or
+# ``__dict__`` too: :func:`_dunder`): a file using one has values its text alone does not tell
 NAME_WRITERS = ('exec', 'eval', 'globals', 'locals', 'vars', 'setattr', 'delattr', 'compile',
-                '__dict__')
+                'getattr', '__builtins__')
 
 
 def _refuse_name_writers(tree, file: Path) -> None:
@@ -430,8 +457,8 @@ def _refuse_name_writers(tree, file: Path) -> None:
     for node in ast.walk(tree):
         name = node.id if isinstance(node, ast.Name) and node.id not in own else \
             node.attr if isinstance(node, ast.Attribute) and (
-                id(node) in called or node.attr == '__dict__') else None
-        if name in NAME_WRITERS:
+                id(node) in called or _dunder(node.attr)) else None
+        if name in NAME_WRITERS or isinstance(node, ast.Attribute) and _dunder(name or ''):
             raise ValueError(
                 f'{file}:{node.lineno}: uses {name}, which can set any value of the config '
                 "out of sight of its assignments; a config outside the repository's configs/ "
@@ -439,22 +466,51 @@ def _refuse_name_writers(tree, file: Path) -> None:
                 '(name = value)')
 
 
-def _objects_changed_in_place(statement, names: dict) -> list:
-    """The dicts and lists of ``names`` that ``statement`` may change in place (with those
-    they hold): stored into (``x['k'] = 1``, ``x[0]['h'] = 1``), a method called on them
-    (``x.update(...)``), ``x += [..]`` on a list.
+def _dunder(name: str) -> bool:
+    """``__globals__``, ``__dict__``, ...: an attribute that reaches a module's names."""
+    return len(name) > 4 and name.startswith('__') and name.endswith('__')
+
+
+# builtins that change none of their arguments (a call of anything else may change the dicts
+# and lists it is given; a function of the file itself, any object it can reach)
+UNCHANGING_CALLS = ('dict', 'list', 'tuple', 'set', 'frozenset', 'str', 'int', 'float', 'bool',
+                    'len', 'sorted', 'min', 'max', 'sum', 'abs', 'round', 'range', 'zip',
+                    'enumerate', 'reversed', 'isinstance', 'repr', 'any', 'all')
+
+
+def _objects_changed_in_place(statement, names: dict, base: dict, runs_code: bool) -> list:
+    """The dicts and lists of ``names`` (and of ``base``, the file's ``_base_``) that
+    ``statement`` may change in place (with those they hold): stored into (``x['k'] = 1``,
+    ``x[0]['h'] = 1``, ``_base_.h = 1``), a method called on them (``x.update(...)``),
+    ``x += [..]`` on a list, passed to a call (``f(x)``: any callable but
+    :data:`UNCHANGING_CALLS`); when the file defines a function, lambda or class, a statement
+    calling anything but those may change every object (the function sees them all).
     Another name may hold the same object (``b = a``, ``outer = dict(ds=inner)``, ``[ds]``):
     :func:`_forget_shared` makes those :data:`UNREAD` too."""
     import ast
-    roots = set()
+    scope = {**names, '_base_': base}
+    roots, objects, calls_code = set(), [], False
+    own = {node.id for node in ast.walk(statement)
+           if isinstance(node, ast.Name) and not isinstance(node.ctx, ast.Load)}
     for node in ast.walk(statement):
         if isinstance(node, (ast.Subscript, ast.Attribute)) and not isinstance(node.ctx, ast.Load):
-            roots |= _root_names(node)
+            objects.append(_container(node.value, scope))
         elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
-            roots |= _root_names(node.func.value)
+            objects.append(_container(node.func.value, scope))
+        elif isinstance(node, ast.Call) and not (
+                isinstance(node.func, ast.Name) and node.func.id in UNCHANGING_CALLS
+                and node.func.id not in names and node.func.id not in own):
+            calls_code = True
+            for argument in [*node.args, *(item.value for item in node.keywords)]:
+                roots |= {name.id for name in ast.walk(argument) if isinstance(name, ast.Name)}
         elif isinstance(node, ast.AugAssign) and isinstance(node.target, ast.Name):
             roots.add(node.target.id)
-    changed, pending = [], [names.get(name) for name in roots]
+        elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) \
+                and (node.decorator_list or isinstance(node, ast.ClassDef)):
+            calls_code = True  # a decorator is called; a class body runs
+    pending = list(scope.values()) if calls_code and runs_code else \
+        [scope.get(name) for name in roots] + objects
+    changed = []
     while pending:  # x[0]['h'] = 1 changes a dict held inside x
         value = pending.pop()
         if isinstance(value, (dict, list, tuple)):
@@ -463,22 +519,54 @@ def _objects_changed_in_place(statement, names: dict) -> list:
     return changed
 
 
+def _container(node, scope: dict):
+    """The object expression ``node`` names (``x``, ``_base_.a.b``, ``x['k'][0]`` with literal
+    keys) as far as it can be followed in ``scope`` without running code; where it cannot
+    (``x[i]``, ``x.get('k')``), the whole object of its root name (so nothing is missed)."""
+    import ast
+    chain = []
+    while isinstance(node, (ast.Attribute, ast.Subscript)):
+        key = node.attr if isinstance(node, ast.Attribute) else \
+            node.slice.value if isinstance(node.slice, ast.Constant) else UNREAD
+        chain.insert(0, key)
+        node = node.value
+    value = scope.get(node.id) if isinstance(node, ast.Name) else None
+    for key in chain:
+        inner = value.get(key, UNREAD) if isinstance(value, dict) and isinstance(key, str) \
+            else value[key] if isinstance(value, (list, tuple)) and isinstance(key, int) \
+            and not isinstance(key, bool) and -len(value) <= key < len(value) else UNREAD
+        if not isinstance(inner, (dict, list, tuple)):
+            break  # a store into this object (or a value it holds that is no container)
+        value = inner
+    return value
+
+
+def _holds(value, targets: set) -> bool:
+    """Whether ``value`` is or holds (at any depth) an object whose ``id`` is in ``targets``."""
+    if id(value) in targets:
+        return True
+    items = value.values() if isinstance(value, dict) else value \
+        if isinstance(value, (list, tuple)) else ()
+    return any(_holds(item, targets) for item in items)
+
+
+def _keys_holding(base: dict, changed: list) -> set:
+    """The keys of ``base`` whose values hold a ``changed`` object (all of them when ``base``
+    itself changed: ``_base_.h = 1``, ``_base_.update(...)``)."""
+    targets = {id(item) for item in changed}
+    if id(base) in targets:
+        return set(base)
+    return {key for key, value in base.items() if _holds(value, targets)}
+
+
 def _forget_shared(names: dict, changed: list) -> None:
     """Every name whose value is or holds (at any depth) one of the ``changed`` objects
     becomes :data:`UNREAD`: Python changed it through the alias, the literal reading did not."""
     if not changed:
         return
     targets = {id(item) for item in changed}
-
-    def holds(value) -> bool:
-        if id(value) in targets:
-            return True
-        items = value.values() if isinstance(value, dict) else value \
-            if isinstance(value, (list, tuple)) else ()
-        return any(holds(item) for item in items)
-
     for name, value in names.items():
-        if value is not UNREAD and holds(value):
+        if value is not UNREAD and _holds(value, targets):
             names[name] = UNREAD
 
 
@@ -585,9 +673,19 @@ def _literal(node, names: dict, base: dict):
                               for key, value in zip(node.keys, node.values)])
     if isinstance(node, ast.Call) and getattr(node.func, 'id', None) == 'dict' \
             and 'dict' not in names and len(node.args) <= 1:
-        return _literal_dict([(None, _literal(arg, names, base)) for arg in node.args]
-                             + [(item.arg, _literal(item.value, names, base))
-                                for item in node.keywords])
+        value = _literal_dict([(None, _literal(arg, names, base)) for arg in node.args]
+                              + [(item.arg, _literal(item.value, names, base))
+                                 for item in node.keywords])
+        keys = [key for item in node.keywords for key in (
+            [item.arg] if item.arg is not None else
+            list(_literal(item.value, names, base)) if isinstance(
+                _literal(item.value, names, base), dict) else [])]
+        twice = sorted({key for key in keys if keys.count(key) > 1})
+        if twice:  # Python: "dict() got multiple values for keyword argument"
+            raise ValueError(f'line {node.lineno}: dict() gets the key {twice[0]!r} twice (as a '
+                             'keyword and through **); Python refuses this call: expected each '
+                             'key once')
+        return value
     if isinstance(node, ast.BinOp):
         return _literal_arithmetic(node.op, _literal(node.left, names, base),
                                    _literal(node.right, names, base))
@@ -668,10 +766,17 @@ def literal_config(path, chain: tuple = ()) -> dict:
     path = Path(path).resolve()
     if path in chain:  # refused before (read_config_safely: check_no_base_cycle)
         return {}
-    base: dict = {}
+    base, source = {}, {}
     for file in literal_chain_bases(path):
         check_file(file, f'_base_ file of {path}')
-        base.update(literal_config(file, (*chain, path)))
+        values = literal_config(file, (*chain, path))
+        twice = sorted(set(values) & set(base))
+        if twice:  # mmengine: "Duplicate key is not allowed among bases"
+            raise ValueError(f'{path}: its _base_ files {source[twice[0]]} and {file} both set '
+                             f'{twice[0]!r} (keys set by two bases: {twice}); expected each key '
+                             'in one base (mmengine refuses this config)')
+        base.update(values)
+        source.update((key, file) for key in values)
     own = literal_assignments(path, base)
     own.pop('_base_', None)
     return Config._merge_a_into_b(own, base)

@@ -23,6 +23,7 @@ import errno
 import functools
 import math
 import os
+import re
 import pickle
 from pathlib import Path
 from typing import Annotated, Optional
@@ -250,10 +251,18 @@ def check_misspelled(names, known, what: str, cutoff: float = 0.8) -> None:
 def number_text_problem(text: str) -> str | None:
     """Why ``text``, which Python's ``int()`` / ``float()`` read as a number, is not written as
     one: other digits than ASCII 0-9 (``'٥'``, ``'３'``) or ``_`` between digits (``'1_0'`` is
-    10, ``'1e-3_0'`` is 1e-30: a typo kept as another number). None for plain numbers and for
-    any text that is no number at all."""
+    10, ``'1e-3_0'`` is 1e-30: a typo kept as another number), or a number other than 0
+    below float's range (``'1e-400'`` is read as 0.0). None for plain numbers and for any text
+    that is no number at all."""
     stripped = text.strip()
     if stripped.isascii() and '_' not in stripped:
+        try:
+            value = float(stripped)
+        except ValueError:
+            return None
+        mantissa = re.split('[eE]', stripped)[0]
+        if value == 0 and re.search('[1-9]', mantissa) and not stripped.lower().startswith('0x'):
+            return f'is below the smallest float (Python reads it as {value!r})'
         return None
     for kind in (int, float):
         try:
@@ -537,17 +546,29 @@ def check_file(path, what: str, missing: str | None = None) -> Path:
     raise OSError(f'{what} {path} is {kind}, not a regular file; expected a file')
 
 
+def read_text(path, what: str = '', expected: str = 'UTF-8 text') -> str:
+    """The text of the file ``path``, UTF-8, a leading byte-order mark read past (Notepad and
+    Excel's "CSV UTF-8" write one; it is no part of the text): the one rule of every reader of
+    the user's text and JSON files. Not UTF-8 is a ``ValueError`` naming ``what``, the file and
+    the byte of the file (a BOM counted: decoded before it is dropped) and ``expected``."""
+    path = Path(path)
+    try:
+        return path.read_text(encoding='utf-8').removeprefix('\ufeff')
+    except UnicodeDecodeError as error:
+        where = f'{what} {path}' if what else str(path)
+        raise ValueError(f'{where}: not UTF-8 text ({error.reason} at byte {error.start}; a '
+                         f'compressed or binary file?); expected {expected}') from None
+
+
 def read_json(path, what: str = 'JSON file', **options):
-    """The parsed JSON of the file ``path`` (:func:`check_file` first); a file that is not
-    UTF-8 JSON (truncated, edited, binary) is a ``ValueError`` naming ``what``, the file, the
-    line and column. ``options``: ``json.loads``'s (e.g. ``object_pairs_hook``)."""
+    """The parsed JSON of the file ``path`` (:func:`check_file` first, :func:`read_text`: a
+    BOM read past); a file that is not UTF-8 JSON (truncated, edited, binary) is a
+    ``ValueError`` naming ``what``, the file, the line and column. ``options``:
+    ``json.loads``'s (e.g. ``object_pairs_hook``)."""
     import json
     path = check_file(path, what)
     try:
-        return json.loads(path.read_text(encoding='utf-8'), **options)
-    except UnicodeDecodeError as error:
-        raise ValueError(f'{what} {path}: not UTF-8 text ({error.reason} at byte '
-                         f'{error.start}); expected a JSON file') from None
+        return json.loads(read_text(path, what, 'a JSON file'), **options)
     except json.JSONDecodeError as error:
         raise ValueError(f'{what} {path}: line {error.lineno} column {error.colno}: '
                          f'{error.msg} (a truncated or edited file?); expected valid JSON'

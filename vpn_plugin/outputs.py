@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import stat
 import zipfile
 from dataclasses import dataclass, field
@@ -42,6 +43,28 @@ REPORT_LATEX_MARKER = '% written by tools/report.py'
 FIGURE_MARKER = 'vpn_plugin tools/plots.py'  # PNG/PDF metadata 'Creator'
 OVERLAP_TABLE_MARKER = '<!-- written by tools/plots.py overlap -->'
 CONVERTED_MARKER = 'tools/convert_authors_checkpoint.py'  # meta.converted_by of a checkpoint
+
+
+# ---------------------------------------------------------------- Markdown of the user's names
+_MARKDOWN_SPECIAL = re.compile(r'[\\`*<>~$&]|\](?=[(\[])|(?<![0-9A-Za-z])_|_(?![0-9A-Za-z])')
+_MARKDOWN_LINE_BREAK = re.compile(r'\r\n|\r|\n')
+
+
+def markdown_text(text: str) -> str:
+    """``text`` (a name of the user's: method, title, caption) as Markdown text, never markup:
+    ``*VPN*`` stays ``*VPN*`` (not italic), ``<b>`` is no HTML, ``[a](b)`` no link, ``&amp;``
+    no entity (it would show as ``&``); an ``_`` inside a word (``max_epochs``) and brackets not
+    followed by ``(`` / ``[`` (``gpt [oracle]``), which mark up nothing, are kept as they are;
+    ``$k$`` is no math (GitHub renders it). The one escape of every Markdown table written."""
+    return _MARKDOWN_SPECIAL.sub(lambda match: '\\' + match.group(0), text)
+
+
+def markdown_row(cells) -> str:
+    """One table row; a ``|`` or a line break (``\\n``, ``\\r``: CommonMark ends a line at
+    either) inside a cell (a method named ``A|B``) is escaped so that the row keeps its
+    columns."""
+    return '| ' + ' | '.join(_MARKDOWN_LINE_BREAK.sub('<br>', str(cell).replace('|', r'\|'))
+                             for cell in cells) + ' |'
 
 
 def _head(path: Path, size: int = MARKER_BYTES) -> bytes:
@@ -99,7 +122,7 @@ def never(path: Path) -> bool:
 
 # the notes tools/test.py writes beside the numbers (a string or a list of strings each)
 METRICS_NOTES = ('shortened', 'changed_from_training', 'not_compared', 'feature_statistics',
-                 'test_windows', 'damaged_features')
+                 'test_windows', 'damaged_features', 'reduced_precision', 'sample_draw')
 # the horizons it names (tools/test.py tested_horizons): test windows' and training's T
 METRICS_HORIZONS = ('horizon', 'train_horizon')
 
@@ -270,15 +293,25 @@ def check_spares_config_inputs(path, kind: str, flag: str, config) -> None:
     target = Path(os.path.realpath(str(path)))
     if _recognised(KINDS[kind], target):
         return
+    read = input_reading(target, config)
+    if read:
+        raise ValueError(f'{flag} {path}: is {read[1]} this command reads ({read[0]}); it '
+                         f'would be replaced by the {KINDS[kind].what}. Choose a file name '
+                         'outside its inputs')
+
+
+def input_reading(path, config) -> Optional[tuple]:
+    """``(key, 'a file' | 'inside <folder>, a folder')`` of the input of ``config``
+    (:func:`config_inputs`) that is the file ``path`` or a folder holding it; None when none
+    is."""
+    target = Path(os.path.realpath(str(path)))
     for key, source in config_inputs(config):
         folder = os.path.isdir(source)
         inside = folder and os.path.commonpath([str(target), os.path.realpath(source)]) \
             == os.path.realpath(source)
         if inside or (not folder and same_file(target, Path(source))):
-            where = f'inside {source}, a folder' if inside else 'a file'
-            raise ValueError(f'{flag} {path}: is {where} this command reads ({key}); it would '
-                             f'be replaced by the {KINDS[kind].what}. Choose a file name '
-                             'outside its inputs')
+            return key, f'inside {source}, a folder' if inside else 'a file'
+    return None
 
 
 def _kind_of_existing(target: Path) -> str:

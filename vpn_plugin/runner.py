@@ -187,6 +187,9 @@ class PlanningRunner(Runner):
     changed_from_training = ()  # what log_model_overrides named, one string per difference
     not_compared = ()  # what the tested checkpoint records too little to compare (one string each)
     feature_statistics_note = ''  # test features unlike the training features'
+    # the tested checkpoint's tensors stored coarser than the model's ('' when none are:
+    # engine.checkpoint.reduced_precision_note), written into test_metrics.json and rows
+    reduced_precision_note = ''
     testing = False
     made_folders = ()  # the work dir and its parents this runner made (a refused run removes)
     began = ''  # 'before_train' / 'before_test' once the loop began (call_hook)
@@ -212,9 +215,13 @@ class PlanningRunner(Runner):
         self.began = ''
         try:
             yield
-        except BaseException:  # a SystemExit refusal (require_trainable) too
+        except BaseException as error:  # a SystemExit refusal (require_trainable) too
             if self.began != loop and self.rank == 0:
                 self.remove_log_dir()
+            elif isinstance(error, Exception) and getattr(self, 'logger', None) is not None:
+                # the kept log said nothing of why it ends (all-zero loss weights, refused
+                # at the first step, left a log ending at "Checkpoints will be saved to")
+                self.logger.error(f'the run stopped: {type(error).__name__}: {error}')
             raise
 
     def remove_log_dir(self) -> None:
@@ -318,6 +325,7 @@ class PlanningRunner(Runner):
         check_training_hooks(getattr(self.model, 'module', self.model), self.hooks,
                              self.cfg.filename or 'config',
                              loads=bool(self._resume or self._load_from))
+        self.unmark_uncut()
         self.log_shortened()
         self.log_test_windows()
         if self._train_loop is not None:
@@ -481,6 +489,33 @@ class PlanningRunner(Runner):
                                 'ffmpeg decoded it with errors, frames there concealed or '
                                 f'repeated): {"; ".join(damaged[:DAMAGED_LISTED])}{more}')
 
+    def unmark_uncut(self) -> None:
+        """The reasons tools/train.py wrote into ``shortened`` for options that cut nothing
+        are dropped, logged: a training split ``limit`` at or above its windows (the built
+        ``PlanningDataset.limited`` is None: ``limit=1000`` over 262 windows marked a run whose
+        checkpoints equal the full run's "SHORTENED", and every test of them), and
+        ``num_batch_per_epoch`` batches that cover the whole split (mmengine's slice is as long
+        as the split)."""
+        from vpn_plugin.smoke import batches_reason, drop_reason, training_limit_reason
+        shortened = str(self.cfg.get('shortened') or '')
+        if self._train_loop is None or not shortened:
+            return
+        loader = self.train_loop.dataloader
+        whole = getattr(loader.dataset, '_dataset', loader.dataset)  # num_batch_per_epoch's slice
+        limit = ((self.cfg.get('train_dataloader') or {}).get('dataset') or {}).get('limit')
+        batches = (self.cfg.get('train_dataloader') or {}).get('num_batch_per_epoch')
+        uncut = [(training_limit_reason(limit), getattr(whole, 'limited', ()) is None,
+                  f'train_dataloader.dataset.limit={limit} keeps all'),
+                 (batches_reason(batches), whole is not loader.dataset
+                  and len(loader.dataset) == len(whole),
+                  f'train_dataloader.num_batch_per_epoch={batches} covers all')]
+        for reason, kept_all, what in uncut:
+            if kept_all and reason in shortened.split('; '):
+                shortened = drop_reason(shortened, reason)
+                self.logger.info(f'{what} {len(whole)} training windows: the run is not '
+                                 'shortened by it')
+        self.cfg.shortened = shortened
+
     def log_shortened(self) -> None:
         """A warning line when the config is a shortened run (module docstring)."""
         if self.cfg.get('shortened'):
@@ -510,8 +545,8 @@ class PlanningRunner(Runner):
         from vpn_plugin.engine.checkpoint import (PARTIAL_LOAD_KEY, RUN_KEY, UNCHECKED_KEY,
                                                   check_finite, check_loaded_pkg,
                                                   check_same_planner, feature_statistics_note,
-                                                  load_weights,
-                                                  read_checkpoint, state_dict_of,
+                                                  load_weights, read_checkpoint,
+                                                  reduced_precision_note, state_dict_of,
                                                   training_option_differences)
         from vpn_plugin.engine.checkpoint_hook import check_resume_point
         from vpn_plugin.engine.rank_agreement import (check_resume_data, check_resume_epoch,
@@ -579,6 +614,9 @@ class PlanningRunner(Runner):
                 self.logger.warning(self.feature_statistics_note)
             self.compare_training_features(checkpoint, filename)
             self.note_trained_on_damaged(checkpoint, filename)
+            reduced = reduced_precision_note(state_dict_of(checkpoint, filename),
+                                             model.state_dict())  # load_weights logged it
+            self.reduced_precision_note = f'checkpoint {filename}: {reduced}' if reduced else ''
         self._has_loaded = True
         self.logger.info(f'Load checkpoint from {filename}')
         return checkpoint
@@ -725,6 +763,14 @@ def check_train_batches(loader, where: str) -> None:
         batches = len(loader)
     except TypeError:  # an iterable dataset: no length to check
         return
+    whole = getattr(loader.dataset, '_dataset', None)  # mmengine's num_batch_per_epoch slice
+    if whole is not None and len(loader.dataset) > len(whole):  # read past the end: IndexError
+        size = getattr(loader.batch_sampler, 'batch_size', loader.batch_size)
+        raise ValueError(f'{where}: train_dataloader.num_batch_per_epoch asks for '
+                         f'{len(loader.dataset)} windows per epoch (batches x batch_size='
+                         f'{size} x processes) of a training split of {len(whole)}: mmengine '
+                         'would read past its end; expected batches x batch_size x processes '
+                         f'<= {len(whole)}, or no num_batch_per_epoch for whole epochs')
     if batches:
         return
     sampler = loader.batch_sampler

@@ -79,6 +79,7 @@ RUNNER_KEYS = {
     **{f'{split}_dataloader{"." if key else ""}{key}': kind
        for split in SPLITS for key, kind in _LOADER_KEYS.items()},
     # the optimiser (torch reads its options as numbers, mmengine the wrapper's)
+    'model.type': Text,  # a registry name (a list from --cfg-options model.type=X, reached mmengine)
     'optim_wrapper': dict, 'optim_wrapper.optimizer': dict,
     'optim_wrapper.optimizer.lr': NonNegative, 'optim_wrapper.optimizer.weight_decay': NonNegative,
     'optim_wrapper.optimizer.momentum': NonNegative,

@@ -47,6 +47,25 @@ def limit_windows(dataset: dict, count: int, where: str) -> None:
                          f'option of {" and ".join(LIMITED_DATASETS)})')
 
 
+def training_limit_reason(limit) -> str:
+    """The ``shortened`` reason of a training split cut to ``limit`` windows (tools/train.py
+    writes it; ``PlanningRunner`` drops it when the split has no more windows than that)."""
+    return f'training split limit={limit} windows'
+
+
+def batches_reason(batches) -> str:
+    """The ``shortened`` reason of ``train_dataloader.num_batch_per_epoch`` (tools/train.py
+    writes it; ``PlanningRunner`` drops it when those batches cover the whole split)."""
+    return f'train_dataloader.num_batch_per_epoch={batches}'
+
+
+def drop_reason(shortened, reason: str) -> str:
+    """``shortened`` without ``reason`` (its other reasons kept; '' when none is left): an
+    option that cut nothing does not shorten the run."""
+    return '; '.join(part for part in str(shortened or '').split('; ')
+                     if part and part != reason)
+
+
 def limit_test_windows(cfg, count: int) -> None:
     """``tools/test.py --limit N``: the test split keeps N windows stratified over tasks."""
     if count < 1:

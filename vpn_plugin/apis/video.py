@@ -163,10 +163,25 @@ def goal_note(goal_time: float, num_seconds: int) -> str:
             f'({num_seconds - 1} s)')
 
 
+def same_moment_note(start_time: float, goal_time: float) -> list:
+    """[the note that start and goal are one second] ([] when they are not): times are read
+    at whole seconds, so the start and goal states are one moment of the video and the plan's
+    steps are not planned from a change between them."""
+    from ..datasets.annotations import round_time
+    if round_time(start_time) != round_time(goal_time):
+        return []
+    return [f'note: the start time {start_time:g} s and the goal time {goal_time:g} s are the '
+            f'same second ({round_time(start_time)} s; times are read at whole seconds): the '
+            'start and goal states are one moment of the video, so these steps are a guess of '
+            'the planner, not planned from a change between them (give the second where the '
+            'goal state is reached)']
+
+
 def format_video_plan(sample, taxonomy, video, start_time, goal_time,
                       source: str = 'video') -> list:
     """Lines: the UNUSABLE mark (random S3D weights), the video (``source`` 'features': its
-    features file) and times, a goal read at the last second (:func:`goal_note`), the task and
+    features file) and times, a goal read at the last second (:func:`goal_note`), start and
+    goal at one second (:func:`same_moment_note`), the task and
     where it comes from (``plan_display.task_lines``), one line per step with the action name,
     and a warning when the plan's actions leave the task."""
     from ..models.plan_display import outside_task_lines, plan_task, task_lines
@@ -178,6 +193,7 @@ def format_video_plan(sample, taxonomy, video, start_time, goal_time,
                     f'{goal_time:g} s']
     if sample.metainfo.get('goal_note'):
         lines.append(sample.metainfo['goal_note'])
+    lines += same_moment_note(start_time, goal_time)
     lines += task_lines(sample, taxonomy)
     for step, action in enumerate(sample.pred_plan.tolist(), 1):
         name = '(no plan)' if action == NO_PLAN else taxonomy.action_names[int(action)]

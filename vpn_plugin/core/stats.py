@@ -221,15 +221,25 @@ def bootstrap_difference(a, b, num_resamples: Count = AUTHORS_RESAMPLES,
     return float(a.mean() - b.mean()), low, high, not (low <= 0.0 <= high)
 
 
+# How ``limit`` windows are drawn (a results row's ``settings.sample_draw``, test_metrics.json's
+# ``sample_draw``): within each task from the windows ordered by their identity
+# (``datasets.annotations.window_key``), so the same videos listed in any order give the same
+# windows. Rows and metrics without it were drawn by the windows' positions in the lists.
+SAMPLE_DRAW = 'window_identity_v2'
+
+
 @checked_arguments
-def stratified_sample(tasks, limit: Count | None, seed: Seed = 0) -> np.ndarray:
+def stratified_sample(tasks, limit: Count | None, seed: Seed = 0, *, keys) -> np.ndarray:
     """Indices (sorted) of ``limit`` windows drawn without replacement, stratified over tasks.
 
     Each task gets its share of ``limit`` in proportion to its windows (largest remainders
-    round), drawn uniformly within the task with ``numpy.random.default_rng(seed)``: the
-    sample has the test set's task mix, not the first task's windows. ``limit`` None or at
-    least the number of windows: every window. The one window sampler: ``llm_eval.py
-    --limit``, ``PlanningDataset(limit=)`` (``tools/test.py --limit``, smoke runs).
+    round), drawn uniformly within the task's windows ordered by their identity ``keys`` (M,)
+    (``PlanningDataset.window_keys()``) with ``numpy.random.default_rng(seed)``
+    (:data:`SAMPLE_DRAW`): the sample has the test set's task mix, not the first task's
+    windows, and depends only on the windows and the seed, never on the order of the lists
+    they were read from. ``limit`` None or at least the number of windows: every window. The
+    one window sampler: ``llm_eval.py --limit``, ``PlanningDataset(limit=)``
+    (``tools/test.py --limit``, smoke runs).
     """
     given = np.asarray(tasks)
     if given.size and not np.issubdtype(given.dtype, np.integer):  # 1.7 is not a task index
@@ -238,6 +248,10 @@ def stratified_sample(tasks, limit: Count | None, seed: Seed = 0) -> np.ndarray:
         raise ValueError(f'tasks has shape {given.shape}; expected one task index per window '
                          '(M,)')
     tasks = given.astype(np.int64).reshape(-1)
+    keys = np.asarray(keys)
+    if keys.shape != tasks.shape or (keys.size and not np.issubdtype(keys.dtype, np.integer)):
+        raise ValueError(f'keys {keys.dtype} {keys.shape}: expected one integer window key per '
+                         f'window {tasks.shape} (PlanningDataset.window_keys())')
     if limit is None or limit >= len(tasks):
         return np.arange(len(tasks))
     names, counts = np.unique(tasks, return_counts=True)
@@ -246,6 +260,7 @@ def stratified_sample(tasks, limit: Count | None, seed: Seed = 0) -> np.ndarray:
     by_remainder = np.argsort(-(quotas - shares), kind='stable')
     shares[by_remainder[:limit - shares.sum()]] += 1
     rng = np.random.default_rng(seed)
-    picked = [rng.choice(np.flatnonzero(tasks == task), share, replace=False)
+    order = np.argsort(keys, kind='stable')  # by identity: the lists' order plays no part
+    picked = [order[rng.choice(np.flatnonzero(tasks[order] == task), share, replace=False)]
               for task, share in zip(names, shares)]
     return np.sort(np.concatenate(picked))

@@ -34,7 +34,7 @@ from pathlib import Path
 from typing import Iterable, List, Optional, Sequence, Tuple
 
 from ..config_types import Count, NonNegativeInt, PathLike, checked_arguments
-from ..errors import decimal_int, decimal_number, read_json, unique_keys
+from ..errors import decimal_int, decimal_number, read_json, read_text, unique_keys
 from .taxonomy import Taxonomy
 from .validation import (AnnotationWarnings, as_int, as_seconds, check_fields,
                          file_stem_problem, first_duplicates, normalized_name, temporal_order)
@@ -193,6 +193,22 @@ def count_suspicious(videos: Sequence[VideoAnnotation], taxonomy: Taxonomy,
                          f'{taxonomy.action_names[actions[again]]!r}')
 
 
+def check_crosstask_step_order(taxonomy: Taxonomy) -> None:
+    """CSV step number i+1 is read as the task's i-th action in the taxonomy file's order: the
+    released taxonomy lists each task's actions in ascending id order. A task listed in
+    another order (a JSON object rewritten or reordered by a tool) would relabel every step
+    without a word: refused unless ``tasks_primary`` names the order
+    (:func:`check_crosstask_taxonomy`)."""
+    for k, actions in enumerate(taxonomy.task_actions):
+        if list(actions) != sorted(actions):
+            raise ValueError(
+                f'{taxonomy.path}: task {taxonomy.file_keys[k]!r} lists its action ids in the '
+                f'order {list(actions)[:8]}{" ..." if len(actions) > 8 else ""}; CrossTask CSV '
+                'step i+1 is read as the i-th action listed, so expected ascending ids (as the '
+                'released taxonomy lists them), or give the dataset tasks_primary '
+                '(crosstask_release/tasks_primary.txt), whose step names fix the order')
+
+
 def check_crosstask_taxonomy(taxonomy: Taxonomy, tasks_primary: dict) -> None:
     """CSV step numbers index the task's actions: the taxonomy must list every step (and
     tasks_primary.txt must list every task of the taxonomy, else the check skips it)."""
@@ -207,6 +223,18 @@ def check_crosstask_taxonomy(taxonomy: Taxonomy, tasks_primary: dict) -> None:
                 f'{taxonomy.path}: task {key} has {len(taxonomy.task_actions[k])} actions but '
                 f'tasks_primary.txt lists {len(tasks_primary[key][1])} steps; CrossTask CSV '
                 'step numbers need the full (133-action) taxonomy')
+        if key in tasks_primary:  # step i+1 is the i-th action listed: the names must agree
+            names = [taxonomy.action_names[a] for a in taxonomy.task_actions[k]]
+            steps = tasks_primary[key][1]
+            wrong = next((i for i, (a, b) in enumerate(zip(names, steps))
+                          if normalized_name(a) != normalized_name(b)), None)
+            if wrong is not None:
+                raise ValueError(
+                    f'{taxonomy.path}: task {key} lists action '
+                    f'{taxonomy.task_actions[k][wrong]} ({names[wrong]!r}) as step {wrong + 1}, '
+                    f'but tasks_primary.txt names step {wrong + 1} {steps[wrong]!r}; expected '
+                    "the task's actions in the order of its steps (CrossTask CSV step numbers "
+                    'index them)')
 
 
 @checked_arguments
@@ -279,6 +307,8 @@ def crosstask_videos(video_list, annotation_dir, taxonomy: Taxonomy, tasks_prima
     """Videos of a CrossTask video list with their CSV steps; returns (videos, bad videos)."""
     if tasks_primary is not None:
         check_crosstask_taxonomy(taxonomy, read_crosstask_tasks(tasks_primary))
+    else:
+        check_crosstask_step_order(taxonomy)
     videos, bad = [], []
     for entry in read_video_list(video_list, taxonomy):
         csv_path = Path(annotation_dir) / f"{entry['feature']}.csv"
@@ -772,9 +802,9 @@ def _check_window_names(path, i, vid, meta, stem, task, actions, taxonomy) -> No
 
 
 def _read_text(path: Path, vid: Optional[str] = None) -> str:
-    try:  # utf-8-sig: a file saved by a Windows editor starts with a BOM, no part of its text
-        return path.read_text(encoding='utf-8-sig')
-    except (OSError, UnicodeDecodeError) as err:
+    try:  # errors.read_text: a BOM (a Windows editor's) is no part of the text
+        return read_text(path, 'annotation file')
+    except (OSError, ValueError) as err:
         if vid is not None:
             raise BadVideoError(vid, 'annotation file missing or unreadable',
                                 f'cannot read annotation file {path}: {err}') from err

@@ -27,8 +27,9 @@ from pathlib import Path
 from typing import Dict, List, Optional, Tuple
 
 from ..data_paths import REPO_ROOT
+from ..errors import read_text
 from .annotations import read_json_file
-from .validation import MAX_SECONDS
+from .validation import MAX_SECONDS, file_stem_problem
 
 ERROR_CHOICES = ('keep', 'drop')
 BACKGROUND = 0
@@ -117,8 +118,8 @@ def read_splits(split_dir: Path, tasks: List[str]) -> Dict[str, str]:
                                     f'{split_dir}/<task>/{name}, one video id per line)')
         listed = 0
         for path in files:
-            # utf-8-sig: a list saved by a Windows editor starts with a BOM, no part of an id
-            for number, line in enumerate(path.read_text(encoding='utf-8-sig').splitlines(), 1):
+            # errors.read_text: a BOM (a Windows editor's) is no part of an id
+            for number, line in enumerate(read_text(path, 'split list').splitlines(), 1):
                 vid = line.strip()
                 if not vid:
                     continue
@@ -254,10 +255,14 @@ def feature_name(feature_stem: str, vid: str, task: str) -> str:
         raise ValueError(f'--feature-stem {feature_stem!r}: ends with a file extension; expected '
                          'the name without it (the loader reads <stem>.npz or <stem>.npy)')
     try:
-        return feature_stem.format(vid=vid, task=task)
+        name = feature_stem.format(vid=vid, task=task)
     except (KeyError, IndexError, ValueError) as error:
         raise ValueError(f'--feature-stem {feature_stem!r}: {type(error).__name__}: {error}; '
                          'expected a file name with the fields {vid} and {task}') from None
+    problem = file_stem_problem(name)  # the dataset readers' rule: refused there, so here
+    if problem:
+        raise ValueError(f'--feature-stem {feature_stem!r} (video {vid}, task {task}): {problem}')
+    return name
 
 
 def _check_feature_stems(videos: dict, feature_stem: str) -> None:

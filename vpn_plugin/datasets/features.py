@@ -43,8 +43,8 @@ def find_feature_file(feature_dir: PathLike, stem: str) -> Path:
     """``<feature_dir>/<stem>.npz`` if it exists, else ``<stem>.npy`` (may not exist); both
     present is a ``ValueError`` (two versions of one video's features: which one is right?)."""
     npz, npy = Path(feature_dir) / f'{stem}.npz', Path(feature_dir) / f'{stem}.npy'
-    if not npz.exists():
-        return npy
+    if not npz.exists():  # a dangling .npz link and no .npy: the link, which ls lists, is named
+        return npz if npz.is_symlink() and not os.path.lexists(npy) else npy
     if npy.exists():
         raise ValueError(f'{feature_dir}: both {npz.name} and {npy.name} exist for video '
                          f'{stem}; expected one feature file per video: remove the one that is '
@@ -309,11 +309,15 @@ def _read_npy(f):
     shape, fortran, dtype = read_header(f)
     if not dtype.hasobject:
         f.seek(0)
-        return np.lib.format.read_array(f, allow_pickle=False)
-    array = safe_load(f)
-    if not isinstance(array, np.ndarray) or array.shape != shape:
-        raise ValueError(f'object array payload is {type(array).__name__}, expected an array '
-                         f'of shape {shape}')
+        array = np.lib.format.read_array(f, allow_pickle=False)
+    else:
+        array = safe_load(f)
+        if not isinstance(array, np.ndarray) or array.shape != shape:
+            raise ValueError(f'object array payload is {type(array).__name__}, expected an '
+                             f'array of shape {shape}')
+    if f.read(1):  # np.load stops after the array: data after it (two files joined) unread
+        raise ValueError(f'bytes follow the {shape} array (two .npy files joined, or a '
+                         'damaged one?): only one array per .npy')
     return array
 
 

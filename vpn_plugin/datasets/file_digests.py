@@ -65,7 +65,7 @@ def file_digests(paths: Iterable, memo: Optional[Path] = None,
     for path in map(Path, paths):
         try:
             status = os.stat(path)
-        except (FileNotFoundError, NotADirectoryError):
+        except OSError:  # no file, or a link loop (ELOOP): its reader names it
             digests.append(MISSING)
             continue
         if not stat.S_ISREG(status.st_mode):  # a folder, FIFO or device: its reader names it

@@ -20,7 +20,7 @@ from torch.utils.data import Dataset
 
 from .annotations import BadVideoError, Window, chain_windows, read_video_list, window_key
 from .features import feature_fix_hint, find_feature_file, load_features
-from ..core.stats import stratified_sample
+from ..core.stats import SAMPLE_DRAW, stratified_sample
 from .file_digests import file_digests
 from ..errors import check_folder_target
 from ..secret_keys import read_or_make_secret
@@ -91,8 +91,9 @@ class PlanningDataset(Dataset):
     ``val_fraction`` by a hash of ``split_seed`` and its feature file stem, so the same videos
     for every horizon; ``'train'`` = the other videos, optionally a seeded
     ``subset_fraction`` of their windows. ``limit=N`` keeps N windows of the split (after the
-    features are read), stratified over tasks (``core.stats.stratified_sample`` with
-    ``limit_seed``, the windows ``llm_eval.py --limit N`` plans): a shortened run
+    features are read), stratified over tasks and drawn by the windows' identity
+    (``core.stats.stratified_sample`` with ``limit_seed``, :data:`~..core.stats.SAMPLE_DRAW`:
+    the windows ``llm_eval.py --limit N`` plans, whatever the lists' order): a shortened run
     (``tools/test.py --limit``, smoke runs), logged; ``self.limited`` is ``(N, all)``.
     ``observed_steps=k`` adds the goal observations of steps 1..k (``inputs['observed']``).
     Bad videos raise a ValueError naming file and field, or with ``skip_bad_videos=True`` are
@@ -250,9 +251,12 @@ class PlanningDataset(Dataset):
             raise ValueError(f'PlanningDataset: limit={limit!r}; expected an integer >= 1 '
                              '(windows kept, stratified over tasks)')
         total = len(self.windows)
-        if limit >= total:
+        if limit >= total:  # said: --limit 106 over 105 test windows scored all, unsaid
+            print_log(f'PlanningDataset ({self.split}, T={self.horizon}): limit={limit} and the '
+                      f'split has {total} windows: all are kept (not shortened by the limit)',
+                      'current')
             return None
-        picked = stratified_sample(self.tasks, limit, seed)
+        picked = stratified_sample(self.tasks, limit, seed, keys=self.window_keys())
         self.windows = [self.windows[i] for i in picked]
         self._pkg_windows = list(self.windows)  # a limited training split: its own PKG
         self._videos = None
@@ -490,7 +494,7 @@ class PlanningDataset(Dataset):
         limited = (f'; subset_fraction={fraction}: {kept} of {total} windows, subset_seed='
                    f'{seed}' if fraction is not None else '')
         limited += (f'; limit: {self.limited[0]} of {self.limited[1]} windows, stratified over '
-                    'tasks' if self.limited else '')
+                    f'tasks, drawn by window identity ({SAMPLE_DRAW})' if self.limited else '')
         print_log(f'PlanningDataset ({self.split}, T={self.horizon}): {len(self.windows)} '
                   f'windows of {videos} videos ({self.data_root.name}{limited})', 'current')
 

@@ -51,8 +51,13 @@ def read_source(data_root, taxonomy: Taxonomy, horizon: int, window_file=None, v
     given = [n for n, v in (('window_file', window_file), ('video_list', video_list),
                             ('annotation_file', annotation_file)) if v]
     if len(given) != 1:
+        empty = [f'{n}={v!r}' for n, v in (('window_file', window_file), ('video_list', video_list),
+                                           ('annotation_file', annotation_file))
+                 if v is not None and not v]  # '' or [] (--cfg-options video_list=): unset
         raise ValueError(f'a dataset needs exactly one of window_file, video_list '
-                         f'(+annotation_dir) or annotation_file; got {given or "none"}')
+                         f'(+annotation_dir) or annotation_file; got {given or "none"}'
+                         + (f' ({", ".join(empty)} is empty: expected a file name)'
+                            if empty else ''))
     check_choice('annotation_format', annotation_format, ANNOTATION_FORMATS)
     if other_split and not annotation_file:
         raise ValueError('other_split names the other split of an annotation_file; '

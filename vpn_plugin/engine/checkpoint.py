@@ -753,6 +753,10 @@ TRAINING_OPTIONS = {
     'dataset.limit_seed': (SAME, IRRELEVANT),
 }
 PURPOSES = ('resume', 'test')
+# what an option of the table means when a config leaves it unset (None): `selection=
+# 'unified'` at a test of a run trained with it unset was named "None in training, 'unified'
+# here" (and refused at a resume), the same selection (tools/test.py logs the unset one so)
+OPTION_DEFAULTS = {'selection': 'unified'}
 
 
 class OptionDifferences(NamedTuple):
@@ -870,7 +874,9 @@ def _option_lines(trained_cfg_text, trained, cfg, purpose: str) -> list:
         if key.startswith('default_hooks.checkpoint.') and (
                 trained.get('val_cfg') is None or cfg.get('val_cfg') is None):
             continue
-        before, now = _plain(_dotted(trained, key)), _plain(_dotted(cfg, key))
+        before, now = (_plain(_dotted(config, key)) for config in (trained, cfg))
+        before, now = (OPTION_DEFAULTS.get(key) if value is None else value
+                       for value in (before, now))
         if before != now:
             lines.append((key, f'{key}: {before!r} in training, {now!r} here'))
     return lines + _dataset_lines(trained, cfg, purpose)
@@ -1156,6 +1162,7 @@ def load_weights(model, checkpoint: dict, source: str, *, partial: bool = False,
             f'fine-tuning from it, set {PARTIAL_LOAD_KEY}=True',
             problems=f'{"; ".join(wrong_meta)} (its meta)')
     expected = model.state_dict()
+    options = options_unlike_weights(model, state, expected)  # the option the shapes follow
     wrong = {}  # key -> (what the checkpoint holds, shape in the model)
     for key, value in list(state.items()):
         if key in expected and (not torch.is_tensor(value) or value.shape != expected[key].shape):
@@ -1169,8 +1176,8 @@ def load_weights(model, checkpoint: dict, source: str, *, partial: bool = False,
             del state[key]
     keys, other = _load_fitting(model, state, wrong)
     missing = [key for key in keys.missing_keys if key not in wrong]  # listed with shapes
-    problems = '; '.join(filter(None, [mismatch_text(missing, keys.unexpected_keys, wrong),
-                                       other]))
+    problems = '; '.join(filter(None, [options, mismatch_text(missing, keys.unexpected_keys,
+                                                              wrong), other]))
     reduced = reduced_precision_note(state, expected)
     if reduced:
         from mmengine.logging import print_log
@@ -1192,6 +1199,21 @@ def load_weights(model, checkpoint: dict, source: str, *, partial: bool = False,
               f'{type(model).__name__}; left as built: {problems}', logger=logger,
               level=logging.WARNING)
     return []
+
+
+def options_unlike_weights(model, state: dict, expected: dict) -> str:
+    """'model.<key> is <v> here, but the checkpoint's weights show <w> (<what>): ...' for
+    each option the weights fix (the model class's ``options_shown_by``: PDPP's and KEPP's
+    diffusion steps) that the checkpoint holds otherwise than the model built from the config
+    ('' when none): the option a test changed, named before the tensor shapes it changes."""
+    shown_by = getattr(type(model), 'options_shown_by', None)
+    if not callable(shown_by):
+        return ''
+    theirs, ours = shown_by(state), shown_by(expected)
+    return '; '.join(f'model.{key} is {ours[key][0]!r} here, but the checkpoint\'s weights '
+                     f'show {value!r} ({what}): load it with model.{key}={value!r}, the '
+                     'checkpoint\'s' for key, (value, what) in theirs.items()
+                     if key in ours and ours[key][0] != value)
 
 
 def reduced_precision_note(state: dict, expected: dict) -> str:
@@ -1348,10 +1370,19 @@ def record_inside(recorded: str, work_dir, what: str, required: bool = True,
     path when it lies there; else the file of the same name in ``work_dir`` (a work dir copied
     or moved from another run: logged); else ``ValueError`` naming both paths, or None (logged)
     when not ``required`` (a best-checkpoint record: nothing of this run to replace)."""
+    from mmengine.logging import print_log
+    if os.path.isdir(recorded):  # was "outside the work dir" for the work dir itself
+        itself = ' (the work dir itself)' if Path(recorded).resolve() == Path(
+            work_dir).resolve() else ''
+        text = f'{what} names {recorded!r}, a folder{itself}; expected a checkpoint file'
+        if required:
+            raise ValueError(f'{text}: give the checkpoint to continue from as --resume CKPT, '
+                             f'or write its path into {what}')
+        print_log(f'{text}: the record is dropped', logger=logger, level=logging.WARNING)
+        return None
     if is_inside(recorded, work_dir):
         return recorded
     local = Path(work_dir) / Path(recorded).name
-    from mmengine.logging import print_log
     if Path(recorded).name and local.is_file():
         print_log(f'{what} names {recorded}, outside the work dir {work_dir} (copied or moved '
                   f'from another run): using {local}', logger=logger, level=logging.WARNING)
@@ -1376,7 +1407,7 @@ def latest_checkpoint_in(work_dir, logger='current') -> Optional[str]:
     record = Path(work_dir) / LAST_CHECKPOINT
     recorded = record.read_text().strip() if record.is_file() else ''
     if recorded:
-        path = record_inside(recorded, work_dir, str(record))
+        path = record_inside(recorded, work_dir, str(record), logger=logger)
         if Path(path).is_file():
             return path
     newest = newest_checkpoint_in(work_dir)

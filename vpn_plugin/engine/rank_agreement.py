@@ -139,13 +139,15 @@ def check_resume_data(checkpoint: dict, filename: str, digest: str,
     if validation:
         raise ValueError(f'--resume {filename}: its run validated on other validation data '
                          f'(content {recorded}; this run reads {digest}): its feature files, '
-                         'annotations or split options differ, so the resumed epochs would be '
+                         'annotations, video lists (their order too) or split options differ, '
+                         'so the resumed epochs would be '
                          "scored on other windows than the run's first ones and compared with "
                          'their best (save_best). Give the same --feature-dir / --data-root / '
                          'options, resume without validation (--no-validate), or start a new '
                          'run in another --work-dir')
     raise ValueError(f'--resume {filename}: trained on other training data (content {recorded}; '
-                     f'this run reads {digest}): its feature folder, annotations or split options '
+                     f'this run reads {digest}): its feature folder, annotations, video lists '
+                     '(their order too: the sampler draws windows by position) or split options '
                      '(val_fraction, subset, limit) differ, so the resumed run would train its '
                      'last epochs on other data than its first. Give the same --feature-dir / '
                      '--data-root / options, or start a new run in another --work-dir (load_from '

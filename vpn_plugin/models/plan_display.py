@@ -7,8 +7,9 @@ from ..core.metrics import NO_PLAN
 
 
 def format_plan(sample, taxonomy, width: int = 32) -> List[str]:
-    """Lines: task, then one row per step with predicted and true action names, and a warning
-    when the plan leaves the task."""
+    """Lines: the sample's true task (its annotation, not a prediction) and the planner's own
+    task when it predicts one, then one row per step with predicted and true action names,
+    and a warning when the plan leaves the true task."""
     pred = [int(a) for a in sample.pred_plan]
     truth = [int(a) for a in sample.gt_plan]
     names = list(taxonomy.action_names)
@@ -17,8 +18,11 @@ def format_plan(sample, taxonomy, width: int = 32) -> List[str]:
     task = taxonomy.task_names[int(sample.gt_task)]
     verdict = 'success' if pred == truth else f'{sum(p == t for p, t in zip(pred, truth))}/' \
                                               f'{len(truth)} steps right'
-    lines = [f'sample {int(sample.sample_idx)} | task: {task} | {verdict}',
-             f'  {"step":<5}{"predicted":<{width}}   {"ground truth"}']
+    lines = [f'sample {int(sample.sample_idx)} | true task (annotation): {task} | {verdict}']
+    if 'pred_task' in sample:
+        lines.append(f'  the planner\'s task: {taxonomy.task_names[int(sample.pred_task)]} '
+                     f'({task_origin(sample.metainfo, sample.get("pred_task_score"))})')
+    lines.append(f'  {"step":<5}{"predicted":<{width}}   {"ground truth"}')
     for step, (p, t) in enumerate(zip(pred, truth), 1):
         mark = '=' if p == t else 'x'
         lines.append(f'  {step:<5}{names[p][:width - 1]:<{width}} {mark} {names[t]}')

@@ -16,6 +16,7 @@ import json
 import logging
 import os
 import re
+from collections import Counter
 from pathlib import Path
 from typing import Annotated, List, Literal, Optional, Sequence, Tuple
 
@@ -78,10 +79,15 @@ def state_texts(action_names: Sequence[str], action_task_names: Sequence[str],
         where = f'{descriptions_file}: task {task!r}, action {action!r}: '
         before.append(as_sentences(entry['before'], where + '"before"'))
         after.append(as_sentences(entry['after'], where + '"after"'))
-    sizes = {len(s) for s in before + after}
-    if len(sizes) != 1:
-        raise ValueError(f'{descriptions_file}: actions have different numbers of state '
-                         f'descriptions {sorted(sizes)}; expected the same count for all')
+    counts = [(len(s), action_names[i % len(before)], action_task_names[i % len(before)],
+               'before' if i < len(before) else 'after') for i, s in enumerate(before + after)]
+    usual = Counter(count for count, *_ in counts).most_common(1)[0][0] if counts else 0
+    odd = [entry for entry in counts if entry[0] != usual]
+    if odd:
+        count, action, task, field = odd[0]
+        raise ValueError(f'{descriptions_file}: task {task!r}, action {action!r}: "{field}" '
+                         f'holds {count} sentence(s), {len(odd)} list(s) differ from the '
+                         f'{usual} of the others; expected the same count for all actions')
     return before, after
 
 

@@ -326,12 +326,15 @@ CONDITIONING_NOTES: List[Tuple[str, bool]] = []
 class Measured:
     """What the current check measured: ``values`` (key -> a tolerance, a list of per-step
     tolerances, an uncertainty), ``widened`` (row label -> (widest tolerance the row used, its
-    base)); ``replaying``: a rerun on a changed copy of the fixture (``sensitivity``) judges at
-    the measured values and measures nothing (no perturbed runs)."""
+    base)), ``entries`` (row label of a per-entry row -> (entries judged past twice the base,
+    all its entries): how much of the row a widening covers); ``replaying``: a rerun on a
+    changed copy of the fixture (``sensitivity``) judges at the measured values and measures
+    nothing (no perturbed runs)."""
 
     def __init__(self):
         self.values: Dict[str, object] = {}
         self.widened: Dict[str, Tuple[float, float]] = {}
+        self.entries: Dict[str, Tuple[int, int]] = {}
         self.replaying = False
 
 
@@ -348,10 +351,13 @@ def measured(key: str, compute: Callable[[], object]):
     return value
 
 
-def mark_widened(label: str, widest: float, base: float) -> None:
-    """Remember that row ``label`` is judged at up to ``widest`` (> ``base``, or NaN)."""
+def mark_widened(label: str, widest: float, base: float, entries=None) -> None:
+    """Remember that row ``label`` is judged at up to ``widest`` (> ``base``, or NaN);
+    ``entries``: (entries judged past twice the base, all entries) of a per-entry row."""
     if not MEASURED.replaying and not widest <= base:
         MEASURED.widened[label] = (widest, base)
+        if entries is not None:
+            MEASURED.entries[label] = entries
 
 
 def replayed_header() -> bool:
@@ -366,6 +372,7 @@ def begin_check() -> None:
     if not MEASURED.replaying:
         MEASURED.values.clear()
         MEASURED.widened.clear()
+        MEASURED.entries.clear()
 
 
 def active_seeds() -> Sequence[int]:

@@ -91,7 +91,8 @@ def step_row(label: str, before, recorded_after, ours_after, spread, tolerance: 
     worst = int(np.argmax(diff / allowed))
     rel, limit = relative(float(diff.flat[worst]), scale), relative(float(allowed.flat[worst]),
                                                                     scale)
-    mark_widened(label, relative(float(allowed.max()), scale), tolerance)
+    mark_widened(label, relative(float(allowed.max()), scale), tolerance,
+                 entries=(int((spread > tolerance * scale).sum()), int(diff.size)))
     return (label, float(diff.max()), rel, limit, bool((diff <= allowed).all()))
 
 

@@ -126,6 +126,19 @@ def widest_row() -> Optional[Tuple[str, float, float]]:
     return label, widest, base
 
 
+def entries_covered(label: str) -> str:
+    """', on N of its M entries (...)' of a per-entry row (``MEASURED.entries``): a widening
+    judges only the entries whose measured uncertainty raised it, the rest of the row stays
+    near its base; with the count over every per-entry row of the check. '' for another row."""
+    if label not in MEASURED.entries:
+        return ''
+    widened, total = MEASURED.entries[label]
+    every = [sum(found) for found in zip(*MEASURED.entries.values())]
+    return (f', on {widened:,} of its {total:,} entries (the others judged at most twice the '
+            f'base; over the check\'s per-entry rows {every[0]:,} of {every[1]:,} entries '
+            'past twice their base)')
+
+
 def moved_line(where: str, rows: List[Row], widened: Dict[str, tuple], widest: str) -> str:
     """The sensitivity line of one module from the rows of its rerun."""
     failed = [row for row in rows if not row[4]]
@@ -181,7 +194,7 @@ def print_sensitivity(fixture, rows: List[Row]) -> None:
         return
     widest, tolerance, base = found
     print(f'sensitivity: widest tolerance {tolerance:.2g} ({ratio(tolerance, base):.3g}x its '
-          f'base {base:.0e}): {widest}')
+          f'base {base:.0e}): {widest}{entries_covered(widest)}')
     widened, clean = dict(MEASURED.widened), {row[0]: row for row in rows}
     for path in sorted(fixture.glob('*state_dict.npz')):
         arrays = compare.read_npz(path)

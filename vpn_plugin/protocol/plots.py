@@ -29,7 +29,8 @@ from vpn_plugin.core.metrics import METRIC_NAMES
 from vpn_plugin.core.stats import MIN_SEEDS_FOR_CI, seed_interval
 from vpn_plugin.config_types import Count, NonNegativeInt, PathLike, checked_arguments
 from vpn_plugin.errors import OutputWriteError, check_file, read_json, replace_atomically
-from vpn_plugin.outputs import FIGURE_MARKER, OVERLAP_TABLE_MARKER, stem_files
+from vpn_plugin.outputs import (FIGURE_MARKER, OVERLAP_TABLE_MARKER, markdown_row, markdown_text,
+                                stem_files)
 from .results import METRIC_LABELS, SHORTENED_MARK, ResultRow, shortened_reason
 
 ONE_COLUMN, TWO_COLUMNS = 3.3, 6.9  # inches
@@ -468,6 +469,15 @@ def _line_method(line: str, group_key, rows) -> str:
     return methods[0] if len(methods) == 1 else line.split(': ')[0]
 
 
+def dataset_horizons_title(rows) -> str:
+    """'NIV, T=3' / 'CrossTask, T=3, 4, 5, 6' of rows of one dataset (their test horizons):
+    a figure of one panel says what it measured ('dataset not recorded' for rows without)."""
+    from .report import DATASET_LABELS
+    dataset = rows[0].dataset if rows else ''
+    horizons = ', '.join(str(h) for h in sorted({row.horizon for row in rows}))
+    return f'{DATASET_LABELS.get(dataset, dataset) or "dataset not recorded"}, T={horizons}'
+
+
 def panel_title(dataset: str, horizon: int, panels) -> str:
     """'NIV, T=3' (the dataset only when the panels differ in it)."""
     from .report import DATASET_LABELS
@@ -507,10 +517,11 @@ def plot_curves(rows, x_key: str, metric: str, out_stem, *, group_key: str | Non
     with paper_style() as plt:
         fig, axes = plt.subplots(1, len(panels), figsize=(width, 2.4), sharey=True,
                                  squeeze=False, layout='constrained')
+        drawn = {}  # label -> its first line: matplotlib's own list skips labels starting '_'
         for ax, ((dataset, horizon), curves) in zip(axes[0], panels.items()):
             for line, points in curves.items():
                 label = line + marks.suffix(_line_method(line, group_key, rows))
-                _draw_line(ax, points, label=label, **styles[line])
+                drawn.setdefault(label, _draw_line(ax, points, label=label, **styles[line]))
             if log_x:
                 ax.set_xscale('log')
             xs = sorted({p[0] for points in curves.values() for p in points})
@@ -525,12 +536,7 @@ def plot_curves(rows, x_key: str, metric: str, out_stem, *, group_key: str | Non
                                            for points in curves.values() for p in points]),
                     metric in METRIC_NAMES, marker_room=True)  # a marker at 0 drawn whole
         axes[0][0].set_ylabel(axis_label(metric))
-        handles, labels = axes[0][0].get_legend_handles_labels()
-        for ax in axes[0][1:]:
-            for handle, label in zip(*ax.get_legend_handles_labels()):
-                if label not in labels:
-                    handles.append(handle)
-                    labels.append(label)
+        handles, labels = list(drawn.values()), list(drawn)
         fig.legend(handles, labels, loc='outside lower center',
                    ncol=min(len(labels), 2 if width == ONE_COLUMN else 4),
                    title=footnote(ci_label('Bands', seeds), marks.notes(width)),
@@ -622,10 +628,18 @@ def distinct_colours(methods) -> dict:
 
 def figure_styles(methods) -> dict:
     """``{method: dict(color, marker)}`` of one figure: :func:`method_styles` markers,
-    :func:`distinct_colours` colours."""
+    :func:`distinct_colours` colours, every (colour, marker) pair distinct (a repeated colour
+    takes the next free marker)."""
     methods = list(dict.fromkeys(methods))
     colours = distinct_colours(methods)
-    return {m: {**style, 'color': colours[m]} for m, style in method_styles(methods).items()}
+    styles, taken = {}, set()
+    for method, style in method_styles(methods).items():
+        colour = colours[method]  # beyond 7 methods colours repeat: the pair must not
+        marker = next((m for m in MARKERS[MARKERS.index(style['marker']):] + MARKERS
+                       if (colour, m) not in taken), style['marker'])
+        taken.add((colour, marker))
+        styles[method] = {**style, 'color': colour, 'marker': marker}
+    return styles
 
 
 def efficiency_styles(lines, dashed=(), order=None) -> dict:
@@ -662,7 +676,8 @@ def plot_sample_efficiency(rows, out_stem, *, metric='success_rate', dashed=(),
                            x_key='train_fraction') -> list[Path]:
     """Metric vs % of training windows, one column wide, log x axis; colours, markers and
     dashes as :func:`efficiency_styles`; the legend names each method (colour, dash) and
-    each horizon (marker)."""
+    each horizon (marker); the title names the dataset and horizons
+    (:func:`dataset_horizons_title`)."""
     from matplotlib.lines import Line2D
     from matplotlib.ticker import FixedLocator, NullLocator
     values = efficiency_values(rows, metric, x_key)
@@ -685,6 +700,7 @@ def plot_sample_efficiency(rows, out_stem, *, metric='success_rate', dashed=(),
         ax.set_xticklabels([f'{x:g}' for x in xs])
         ax.set_xlabel('Training windows used (%)')
         ax.set_ylabel(axis_label(metric))
+        ax.set_title(dataset_horizons_title(rows), fontsize=7, pad=3)
         ax.grid(alpha=0.3)
         handles = [Line2D([], [], color=first[m]['color'], linestyle=first[m]['linestyle'],
                           label=marks.label(m)) for m in methods]
@@ -1017,7 +1033,7 @@ def plot_params_vs_metric(rows, metric, out_stem, *, horizon=None) -> list[Path]
         keep_y_span(axes[0], *y_extent(list(points.values())), metric in METRIC_NAMES,
                     marker_room=True)
         bottom, top = axes[0].get_ylim()
-        spread, drawn_counts = [], []
+        spread, drawn_counts, handles = [], [], {}
         for ax, group in zip(axes, [g for g in (zero, counted) if g]):
             drawn_x, shared = dodged_positions(
                 group, log=group is counted, y_room=MARKER_SPAN / 2 * (top - bottom),
@@ -1025,7 +1041,7 @@ def plot_params_vs_metric(rows, metric, out_stem, *, horizon=None) -> list[Path]
             spread += shared
             drawn_counts += [drawn_x[m] for m in group] if group is counted else []
             for method, (params, mean, lo, hi) in group.items():
-                ax.errorbar([drawn_x[method]], [mean],
+                handles[method] = ax.errorbar([drawn_x[method]], [mean],
                             yerr=None if lo is None else [[mean - lo], [hi - mean]],
                             linestyle='none', markersize=5, capsize=3, elinewidth=1.2,
                             capthick=1.2, label=method, **style[method])
@@ -1034,7 +1050,6 @@ def plot_params_vs_metric(rows, metric, out_stem, *, horizon=None) -> list[Path]
         axes[0].set_ylabel(axis_label(metric))
         for ax in axes:
             ax.grid(alpha=0.3)
-        handles = {h.get_label(): h for ax in axes for h in ax.get_legend_handles_labels()[0]}
         note = footnote(ci_label('Error bars', seeds), dodged_note(points, spread),
                         marks.notes())
         # the axes keep ~1.9 in; below them each legend row and each note line its own room
@@ -1229,18 +1244,19 @@ def overlap_table(overlaps: list[Overlap]) -> str:
              '|---|---|---|---|---|---|---|---|---|---|']
     marks = Marks.merge([o.marks for o in overlaps])
     for o in overlaps:
-        lines.append(f'| {marks.label(o.method)} | {marks.label(o.reference)} | '
-                     f'{len(o.seeds)} | {o.total} | {o.both_fail} | {o.fixed} | '
-                     f'{o.introduced} | {o.both_solve} | {pct(o.fixed_pct)} | '
-                     f'{pct(o.introduced_pct)} |')
+        lines.append(markdown_row([markdown_text(marks.label(o.method)),
+                                   markdown_text(marks.label(o.reference)), len(o.seeds),
+                                   o.total, o.both_fail, o.fixed, o.introduced, o.both_solve,
+                                   pct(o.fixed_pct), pct(o.introduced_pct)]))
     few = sorted({len(o.seeds) for o in overlaps if len(o.seeds) < MIN_SEEDS_FOR_CI})
     lines.append('\nCounts summed over the seeds; percentages: mean over seeds [90% bootstrap CI]'
                  + (f' ({", ".join(f"n={n}" for n in few)}: no CI, fewer than '
                     f'{MIN_SEEDS_FOR_CI} seeds)' if few else '')
                  + '. Fixed: the reference fails, the method solves; introduced: the reverse; '
                  'a percentage is over the seeds whose reference has such windows (n/a: none). '
-                 + ' '.join(filter(None, [shortened_note(marks.shortened) + '.'
-                                          if marks.shortened else '', marks.features_text])))
+                 + markdown_text(' '.join(filter(None, [shortened_note(marks.shortened) + '.'
+                                                        if marks.shortened else '',
+                                                        marks.features_text]))))
     return '\n'.join(lines).rstrip() + '\n'
 
 
@@ -1381,7 +1397,7 @@ def error_overlap3(rows: list[ResultRow], methods, horizon: Count | None = None)
 def overlap3_table(overlap: Overlap3) -> str:
     """Markdown: the eight regions, then the pairwise fixed / introduced table."""
     names = overlap.methods
-    lines = ['| ' + ' | '.join(f'{m} fails' for m in names) + ' | Windows |',
+    lines = [markdown_row([markdown_text(f'{m} fails') for m in names] + ['Windows']),
              '|' + '---|' * 4]
     for pattern, count in sorted(overlap.counts.items(), reverse=True):
         lines.append('| ' + ' | '.join('yes' if f else 'no' for f in pattern) + f' | {count} |')

@@ -58,7 +58,8 @@ from vpn_plugin.config_types import Count, NonNegativeInt, Seed, checked_argumen
 from vpn_plugin.errors import check_names
 from .provenance import (SYNTHETIC_MARK, UNUSABLE_MARK, check_feature_mix, feature_marks,
                          features_note)
-from vpn_plugin.outputs import REPORT_LATEX_MARKER, REPORT_MARKDOWN_MARKER
+from vpn_plugin.outputs import (REPORT_LATEX_MARKER, REPORT_MARKDOWN_MARKER, markdown_row,
+                                markdown_text)
 from .results import (METRIC_LABELS, METRIC_RANGES, SHORTENED_MARK, ResultRow,
                       caveat_lines, check_rows_match_configs, renamed, row_from_dict,
                       row_source, shortened_reason)
@@ -79,7 +80,7 @@ MISSING_MARK = '¶'
 # what a test recorded about its own trust (a row's caveats): one mark per kind, explained
 # under the table with the methods and lines of each
 CAVEAT_MARKS = {'changed_from_training': '♯', 'not_compared': '♭', 'feature_scale': '≈',
-                'task_source': '⋆', 'damaged_features': '☒'}
+                'task_source': '⋆', 'damaged_features': '☒', 'reduced_precision': '½'}
 CAVEAT_WORDS = {
     'changed_from_training': 'tested with options that differ from the checkpoint\'s training',
     'not_compared': 'the checkpoint did not record what the test compares, so it was not '
@@ -88,7 +89,9 @@ CAVEAT_WORDS = {
     'task_source': 'given the true task of each window (an oracle input, not a comparable '
                    'result)',
     'damaged_features': 'tested (or trained) on feature files of damaged videos (ffmpeg '
-                        'decoded them with errors: frames concealed or repeated)'}
+                        'decoded them with errors: frames concealed or repeated)',
+    'reduced_precision': 'tested with a checkpoint stored in a coarser float than the model '
+                         '(float16 / bfloat16: the weights rounded, not as trained)'}
 MISSING_LISTED = 8  # missing rows the caption names (the rest counted)
 # +1: higher is better (default), -1: lower is better, 0: descriptive (no marks, no delta)
 METRIC_DIRECTION = {'plan_jsd': -1, 'plan_entropy': 0}
@@ -591,35 +594,18 @@ def to_markdown(table: Table, *, title: str = '', digits: NonNegativeInt = 2) ->
     extra = _extra_columns(table)
     header = ['Method'] + [name for name, _ in extra] + \
         [_column_label(table, c) for c in table.columns]
-    lines = ([f'**{_markdown_escape(title)}**', ''] if title else []) + \
-        [_markdown_row(header), '|' + '---|' * len(header)]
+    title = ' '.join(title.split())  # '**Results **' would be no bold: CommonMark's rule
+    lines = ([f'**{markdown_text(title)}**', ''] if title else []) + \
+        [markdown_row(header), '|' + '---|' * len(header)]
     for method in table.methods:
-        cells = [_markdown_escape(_method_label(table, method))] + \
+        cells = [markdown_text(_method_label(table, method))] + \
             [text(method) for _, text in extra]
         for column in table.columns:
             cells.append(_cell_text(table, method, column, digits, latex=False))
-        lines.append(_markdown_row(cells))
-    lines.append(_markdown_row(_improvement_cells(table, digits, latex=False)))
-    lines += ['', _markdown_escape(_legend(table, latex=False)), '', REPORT_MARKDOWN_MARKER]
+        lines.append(markdown_row(cells))
+    lines.append(markdown_row(_improvement_cells(table, digits, latex=False)))
+    lines += ['', markdown_text(_legend(table, latex=False)), '', REPORT_MARKDOWN_MARKER]
     return '\n'.join(lines) + '\n'
-
-
-_MARKDOWN_SPECIAL = re.compile(r'[\\`*<>~$]|\](?=[(\[])|(?<![0-9A-Za-z])_|_(?![0-9A-Za-z])')
-
-
-def _markdown_escape(text: str) -> str:
-    """``text`` (a name of the user's: method, title, caption) as Markdown text, never markup:
-    ``*VPN*`` stays ``*VPN*`` (not italic), ``<b>`` is no HTML, ``[a](b)`` no link; an ``_``
-    inside a word (``max_epochs``) and brackets not followed by ``(`` / ``[`` (``gpt [oracle]``),
-    which mark up nothing, are kept as they are; ``$k$`` is no math (GitHub renders it)."""
-    return _MARKDOWN_SPECIAL.sub(lambda match: '\\' + match.group(0), text)
-
-
-def _markdown_row(cells) -> str:
-    """One table row; a ``|`` or a line break inside a cell (a method named ``A|B``) is
-    escaped so that the row keeps its columns."""
-    return '| ' + ' | '.join(str(cell).replace('|', r'\|').replace('\n', '<br>')
-                             for cell in cells) + ' |'
 
 
 @checked_arguments
@@ -847,7 +833,9 @@ def caveat_sentences(methods, caveats: dict) -> list:
 CAVEAT_SHORT = {'changed_from_training': 'options changed from training',
                 'not_compared': 'training facts not recorded, not compared',
                 'feature_scale': 'features of another scale than training',
-                'task_source': 'true task given (oracle input)'}
+                'task_source': 'true task given (oracle input)',
+                'damaged_features': 'damaged videos\' features',
+                'reduced_precision': 'checkpoint in half precision'}
 
 
 def caveat_note(caveats: dict) -> str:
@@ -918,17 +906,21 @@ def _latex_escape(text: str) -> str:
                     CAVEAT_MARKS['not_compared']: r'\textsuperscript{$\flat$}',
                     CAVEAT_MARKS['feature_scale']: r'\textsuperscript{$\approx$}',
                     CAVEAT_MARKS['task_source']: r'\textsuperscript{$\star$}',
-                    CAVEAT_MARKS['damaged_features']: r'\textsuperscript{$\otimes$}'}
+                    CAVEAT_MARKS['damaged_features']: r'\textsuperscript{$\otimes$}',
+                    CAVEAT_MARKS['reduced_precision']: r'\textsuperscript{$\frac{1}{2}$}'}
     replacements.update({'$': r'\$', '\\': r'\textbackslash{}', '{': r'\{', '}': r'\}',
                          # OT1 (LaTeX's default text font) prints | < > as an em dash, ¡, ¿
                          '|': r'\textbar{}', '<': r'\textless{}', '>': r'\textgreater{}',
-                         '~': r'\textasciitilde{}', '^': r'\textasciicircum{}'})
+                         '~': r'\textasciitilde{}', '^': r'\textasciicircum{}',
+                         # and " as a closing curly quote: the typewriter font has the straight one
+                         '"': r'\texttt{"}'})
     text = _LATEX_LINE_BREAKS.sub(' ', text)  # a blank line is \par: no cell nor caption holds one
     return _LATEX_LIGATURES.sub(lambda m: m.group(0)[0] + '{}', ''.join(
         replacements.get(ch, ch) for ch in text))
 
 
 # TeX's ligatures of the default fonts would print another name than the user's: '--' an en
-# dash, '---' an em dash, '?`' and '!`' as ¿ and ¡, '``' a curly quote: '{}' breaks each
-_LATEX_LIGATURES = re.compile(r'-(?=-)|[?!`](?=`)')
+# dash, '---' an em dash, '?`' and '!`' as ¿ and ¡, '``' and "''" a curly double quote: '{}'
+# breaks each
+_LATEX_LIGATURES = re.compile(r"-(?=-)|[?!`](?=`)|'(?=')")
 _LATEX_LINE_BREAKS = re.compile(r'\s*\n\s*')

@@ -96,7 +96,9 @@ caveats         dict     what the test recorded about its own trust (default ``{
                          ``damaged_features`` ('<file>: <note>' of each test feature file
                          read that records a damaged video: extract_features' ``damage``;
                          'training file <file>: <note>' of each the checkpoint was trained
-                         on).
+                         on); ``reduced_precision`` (the tested checkpoint's tensors stored
+                         in a coarser float than the model's, float16 / bfloat16: the
+                         model ran with their rounded values).
                          ``tools/report.py`` marks such rows, one mark per kind
 =============== ======== ===============================================================
 
@@ -132,7 +134,7 @@ from typing import Annotated, Iterable, Literal, Optional, Union
 from vpn_plugin.config_types import (Count, NonNegative, NonNegativeInt, PathLike, Range, Seed,
                                      Text, check_value, checked_arguments)
 
-from vpn_plugin.errors import check_file, check_names, unique_keys
+from vpn_plugin.errors import check_file, check_names, decimal_number, read_text, unique_keys
 
 from vpn_plugin.locks import exclusive_lock, lock_path_of
 from .provenance import averaged_features
@@ -206,7 +208,7 @@ ROW_SCHEMA = {
 CAVEAT_KINDS = {'changed_from_training': Union[str, list[str]],
                 'not_compared': Union[str, list[str]], 'feature_scale': str,
                 'task_source': Literal['ground_truth'],
-                'damaged_features': Union[str, list[str]]}
+                'damaged_features': Union[str, list[str]], 'reduced_precision': str}
 # the range of each metric (percentages in [0, 100]); another name is refused
 METRIC_KINDS = {name: Annotated[float, Range(low, high)]
                 for name, (low, high) in METRIC_RANGES.items()}
@@ -250,6 +252,11 @@ def row_from_dict(record: dict, source: str = '<dict>') -> ResultRow:
     if not visible_name(record['method']):
         raise ValueError(f'{source}: field method={record["method"]!r}; expected a method '
                          'name (a table row is labelled by it)')
+    control = sorted({c for c in record['method'] if _control_character(c)})
+    if control:  # a NUL or BEL prints nothing (Markdown shows U+FFFD) and stops pdfLaTeX
+        raise ValueError(f'{source}: field method={record["method"]!r} holds the control '
+                         f'character(s) {", ".join(repr(c) for c in control)}; expected a '
+                         'name of printable characters (tabs and line breaks allowed)')
     for name, value in (record.get('usage') or {}).items():
         if name in USAGE_KINDS:
             check_value(f'{source}: field usage.{name}', value, USAGE_KINDS[name])
@@ -323,6 +330,12 @@ def _check_metric_bounds(metrics: dict, bounds: dict, source) -> None:
             raise ValueError(f'{source}: metrics.{name} = {metrics[name]:g} exceeds '
                              f'metric_bounds.{name} = {bound:g}, the most its evaluation can '
                              'give (an edited or mixed-up row?)')
+
+
+def _control_character(character: str) -> bool:
+    """Whether ``character`` is a control character (Unicode Cc) other than tab / line breaks."""
+    import unicodedata
+    return unicodedata.category(character) == 'Cc' and character not in '\t\n\r'
 
 
 def visible_name(name: str) -> str:
@@ -399,19 +412,20 @@ def _read_json(path: Path) -> list[ResultRow]:
         records = _loads(text, str(path))
         return [row_from_dict(r, f'{path}[{i}]') for i, r in enumerate(records)]
     return [_read_json_line(line, f'{path}:{number}')
-            for number, line in enumerate(text.splitlines(), 1) if line.strip()]
+            for number, line in enumerate(json_lines(text), 1) if line.strip()]
+
+
+def json_lines(text: str) -> list:
+    """The lines of a JSON-lines text: split at ``\n`` (``\r\n`` too) only. ``str.splitlines``
+    also breaks at U+2028/U+2029/U+0085 and \\x0b/\\x0c/\\x1c-\\x1e, which JSON allows raw inside a
+    string (``json.dumps(..., ensure_ascii=False)`` writes them so): a valid row would be cut."""
+    return [line.removesuffix('\r') for line in text.split('\n')]
 
 
 def _read_text(path: Path) -> str:
-    """The text of results file ``path`` (.jsonl, .json, .csv); a UTF-8 byte-order mark (a
-    Windows editor's, Excel's "CSV UTF-8") is read past, as the other readers of files
-    (``datasets/annotations.py``) do; errors name the byte of the file."""
-    try:
-        return path.read_text(encoding='utf-8').removeprefix('\ufeff')
-    except UnicodeDecodeError as error:
-        raise ValueError(f'{path}: not UTF-8 text ({error.reason} at byte {error.start}; a '
-                         'compressed or binary file?); expected a results file of JSON '
-                         'lines') from None
+    """The text of results file ``path`` (.jsonl, .json, .csv): ``errors.read_text`` (a BOM
+    read past; errors name the byte of the file)."""
+    return read_text(path, '', 'a results file of JSON lines')
 
 
 def _loads(text: str, source: str):
@@ -474,11 +488,10 @@ _INTEGER_TEXT = re.compile(r'[+-]?[0-9]+')
 
 def _metric_text(text: str):
     """A CSV metric cell as a number (the cell's text when it is none: refused later); digits
-    grouped by ``_`` (``1_7.5``, which Python's ``float`` reads as 17.5) are no number."""
-    try:
-        return text if '_' in text else float(text)
-    except ValueError:
-        return text
+    grouped by ``_`` (``1_7.5``, which Python's ``float`` reads as 17.5) or other digits than
+    ASCII (``'３.1'``, ``'٨'``) are no number (:func:`errors.decimal_number`)."""
+    value = decimal_number(text)
+    return text if value is None else value
 
 
 def _parse_scalar(text: str):
@@ -498,11 +511,12 @@ def append_result(path: PathLike, row: ResultRow) -> bool:
     path = _jsonl_path(path)
     with locked_results(path):
         lines = _keyed_lines(path, rows=True)
-        if any(key == row.key() for key, _, _ in lines):
+        if any(key == row.key() for key, _, _, _ in lines):
             return False
         replaced = {replaced_identity(row)} - {None}
-        if any(_is_replaced(old, replaced) for _, _, old in lines):
-            _rewrite(path, [line for _, line, old in lines if not _is_replaced(old, replaced)]
+        if any(_is_replaced(old, replaced) for _, _, old, _ in lines):
+            _rewrite(path, [line for _, line, old, _ in lines
+                            if not _is_replaced(old, replaced)]
                      + [_row_line(row, path)])
             return True
         with path.open('a') as handle:
@@ -550,12 +564,10 @@ def drop_replaced_rows(path: PathLike) -> list[str]:
         return []
     with locked_results(path):
         lines = _keyed_lines(path, rows=True)
-        replaced = {replaced_identity(row) for _, _, row in lines} - {None}
-        stale = [number for number, (_, _, old) in enumerate(lines, 1)
-                 if _is_replaced(old, replaced)]
+        replaced = {replaced_identity(row) for _, _, row, _ in lines} - {None}
+        stale = [number for _, _, old, number in lines if _is_replaced(old, replaced)]
         if stale:
-            _rewrite(path, [line for number, (_, line, _) in enumerate(lines, 1)
-                            if number not in stale])
+            _rewrite(path, [line for _, line, _, number in lines if number not in stale])
     return [f'{path}:{number}' for number in stale]
 
 
@@ -642,15 +654,18 @@ def _jsonl_path(path) -> Path:
 
 def _keyed_lines(path: Path, rows: bool = False) -> list:
     """``(row key, line)`` of every row of ``path`` (none when it does not exist), with
-    ``rows`` ``(row key, line, row)`` (its paths read from the file's folder); a line that is
-    not a valid row raises an error naming it (nothing is written into such a file)."""
+    ``rows`` ``(row key, line, row, line number)`` (its paths read from the file's folder;
+    the number of the line in the file, blank lines counted); a line that is not a valid row
+    raises an error naming it, ``file:line`` (nothing is written into such a file)."""
     if not path.is_file():
         return []
-    lines = [line for line in _read_text(path).splitlines() if line.strip()]
-    read = [_read_json_line(line, f'{path}:{number}') for number, line in enumerate(lines, 1)]
+    numbered = [(number, line) for number, line in enumerate(json_lines(_read_text(path)), 1)
+                if line.strip()]
+    read = [_read_json_line(line, f'{path}:{number}') for number, line in numbered]
     if rows:
-        return [(row.key(), line, row) for row, line in zip(_resolve_paths(read, path), lines)]
-    return [(row.key(), line) for row, line in zip(read, lines)]
+        return [(row.key(), line, row, number) for row, (number, line)
+                in zip(_resolve_paths(read, path), numbered)]
+    return [(row.key(), line) for row, (_, line) in zip(read, numbered)]
 
 
 @checked_arguments

@@ -193,9 +193,14 @@ def check_protocol_values(cfg, path) -> None:
             raise ValueError(f'{path}: seeds = {list(seeds)} repeats a seed; expected each once')
     check_number(f'{path}: max_epochs', cfg.get('max_epochs'), integer=True, low=1,
                  optional=True)
+    if 'dataset' in cfg:  # it fills '{dataset}' of the config paths
+        name(cfg.dataset, 'dataset')
     for index, run in enumerate(cfg.runs):
         if 'method' in run:
             name(run['method'], f'runs[{index}].method')
+        if not isinstance(run.get('train', True), bool):  # 'no' would be true: a training
+            raise ValueError(f'{path}: runs[{index}].train = {run["train"]!r}; expected True or '
+                             'False (False: test the config untrained)')
         for horizon in run.get('horizons') or []:
             check_number(f'{path}: runs[{index}].horizons entry', horizon, integer=True, low=1)
         for number, test in enumerate(run.get('tests') or []):
@@ -606,10 +611,15 @@ class ProtocolRunner:
 
     def settings(self, unit: TrainUnit, spec: TestSpec) -> dict:
         """A row's ``settings``: the overrides, the test's merged ``cfg_options`` (with
-        :func:`built_horizons`) and the pre-training stage (if any)."""
+        :func:`built_horizons`), the pre-training stage (if any) and, when windows are
+        limited (``--smoke``, a ``...limit`` option), how they are drawn (``sample_draw``)."""
+        from vpn_plugin.core.stats import SAMPLE_DRAW
         options = {**unit.cfg_options, **spec.cfg_options}
+        limited = self.smoke or any(key.split('.')[-1] == 'limit' and value is not None
+                                    for key, value in options.items())
         return dict(self.overrides(unit), cfg_options={**options, **built_horizons(
-            unit, spec, options)}, **self._pretrained_identity(unit))
+            unit, spec, options)}, **self._pretrained_identity(unit),
+            **({'sample_draw': SAMPLE_DRAW} if limited else {}))
 
     def work_dir(self, unit: TrainUnit) -> Path:
         """Work dir of a training unit (also listed by ``--dry-run``)."""
@@ -1036,7 +1046,8 @@ def test_caveats(runner, declared=()) -> dict:
     options that differ from the checkpoint's training and what it could not compare
     (``PlanningRunner.changed_from_training`` / ``not_compared``: a list, or a '; '-joined
     text), a feature-scale note, a planner given the true task, and the test feature files
-    read that record a damaged video (``PlanningRunner.damaged_test_files``). An option the protocol's
+    read that record a damaged video (``PlanningRunner.damaged_test_files``), and a checkpoint
+    stored in a coarser float than the model (``reduced_precision_note``). An option the protocol's
     test itself sets (``declared``: its ``cfg_options``, e.g. the ablation's
     ``model.decode``; in the row's settings and method name) is no caveat."""
     caveats = {}
@@ -1054,6 +1065,8 @@ def test_caveats(runner, declared=()) -> dict:
     damaged = getattr(runner, 'damaged_test_files', list)()
     if damaged:
         caveats['damaged_features'] = damaged
+    if getattr(runner, 'reduced_precision_note', ''):
+        caveats['reduced_precision'] = runner.reduced_precision_note
     return caveats
 
 

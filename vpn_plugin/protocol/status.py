@@ -237,6 +237,8 @@ def _status(runner, unit, work_dir: Path, task, queued: dict, done: set) -> Unit
     elif state:
         status.state = 'interrupted'
         status.why = 'its process ended before the unit finished (killed or interrupted)'
+    if status.state == 'interrupted' and not state.get('ended'):
+        status.elapsed = None  # when it died is not recorded: now - start would grow forever
     return status
 
 

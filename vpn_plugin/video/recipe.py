@@ -13,7 +13,7 @@ from typing import Optional
 
 import numpy as np
 
-from ..errors import POSITIVE_FLOAT, POSITIVE_INT
+from ..errors import POSITIVE_FLOAT, POSITIVE_INT, at_least
 
 CROPS = ('center', 'none')
 MAX_FPS = 1000  # a frame per millisecond: more only repeats decoded frames
@@ -83,7 +83,7 @@ def add_recipe_arguments(parser) -> None:
                        help='center: square of side min(w, h) (default); none: whole frame')
     group.add_argument('--size', type=POSITIVE_INT, default=224,
                        help='frame side in pixels after scaling (default 224)')
-    group.add_argument('--jpeg-quality', type=int, default=95,
+    group.add_argument('--jpeg-quality', type=at_least(int, 0, high=100), default=95,
                        help='JPEG round trip quality, 0 for none (default 95, as P3IV)')
     group.add_argument('--chunk', type=POSITIVE_INT, default=16,
                        help='frames per feature row (default 16: non-overlapping, last padded)')

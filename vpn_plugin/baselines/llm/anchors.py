@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 
 from ...config_types import Count, PathLike, checked_arguments
-from ...errors import check_file, unique_keys, write_text_atomically
+from ...errors import check_file, read_text, unique_keys, write_text_atomically
 
 ORACLE = 'oracle'
 
@@ -37,7 +37,7 @@ def load_anchor_predictions(path: PathLike, num_samples: Count | None,
         elif path.suffix.lower() == '.npz':
             raise ValueError('named .npz, it is no .npz (zip) archive')
         else:  # a BOM (Notepad) is no part of the JSON; a key twice: which list is meant?
-            record = json.loads(path.read_text(encoding='utf-8-sig'), object_pairs_hook=unique_keys(
+            record = json.loads(read_text(path), object_pairs_hook=unique_keys(
                 path, 'step-model predictions file'))
     except (OSError, ValueError, EOFError) as error:  # truncated JSON/npz, object arrays
         raise ValueError(f'{path}: cannot read the step-model predictions ({error}); expected '

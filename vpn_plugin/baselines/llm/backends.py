@@ -31,6 +31,7 @@ class ChatReply:
     cached: bool = False
     truncated: bool = False
     usage_reported: bool = True
+    served_model: str = ''  # the model the response says answered ('' not said)
 
 
 class MalformedReplyError(ValueError):
@@ -123,7 +124,15 @@ class ResponseCache:
         a cache of an older version): ``--cache-dir`` pointed at a dataset or work folder
         would scatter the key and entry folders among its files."""
         import re
-        if not self.root.is_dir() or (self.root / self.KEY_FILE).exists():
+        if not self.root.is_dir():
+            return
+        files = sorted(p.name for p in self.root.iterdir()
+                       if re.fullmatch(r'[0-9a-f]{2}', p.name) and not p.is_dir())
+        if files:  # an entry would be written into it: the run would stop after paying
+            raise ValueError(f'--cache-dir {self.root}: {files[0]} is a file, where the cache '
+                             f'keeps its entry folder {files[0]}/ ({len(files)} such file(s)); '
+                             'expected folders of cache entries: move the file out')
+        if (self.root / self.KEY_FILE).exists():
             return
         foreign = sorted(p.name for p in self.root.iterdir()
                          if not (p.is_dir() and re.fullmatch(r'[0-9a-f]{2}', p.name)))
@@ -155,7 +164,7 @@ class ResponseCache:
                                      sort_keys=True))
 
     def checksum(self, key: str, request: dict, text: str, prompt_tokens,
-                 completion_tokens, usage_reported: bool = True) -> str:
+                 completion_tokens, usage_reported: bool = True, served_model: str = '') -> str:
         """HMAC-SHA256, with the cache's secret key, of the reply bound to its request. A reply
         whose endpoint sent no token counts (``usage_reported`` False) signs that too, so that
         neither a true nor a false "no usage reported" can be written in by hand (the entries
@@ -164,6 +173,8 @@ class ResponseCache:
         fields = [key, request, text, prompt_tokens, completion_tokens]
         if not usage_reported:
             fields.append({'usage_reported': False})
+        if served_model:  # the model the endpoint named (entries without one sign as before)
+            fields.append({'served_model': served_model})
         blob = json.dumps(fields, ensure_ascii=False, sort_keys=True)
         return hmac.new(self._secret, blob.encode('utf-8'), hashlib.sha256).hexdigest()
 
@@ -190,6 +201,7 @@ class ResponseCache:
             reply = checked_reply(entry['text'], entry['prompt_tokens'],
                                   entry['completion_tokens'], cached=True)
             reply.usage_reported = entry.get('usage_reported', True)
+            reply.served_model = entry.get('served_model', '')
             problem = self._mismatch(entry, key, request)
         except (ValueError, KeyError, TypeError) as err:  # JSON, fields, checked_reply
             problem = repr(err)
@@ -208,6 +220,9 @@ class ResponseCache:
         if entry.get('checksum_kind') != CHECKSUM_KIND:
             return ('its checksum is not keyed with this cache\'s secret key (written by an '
                     'older version, or by hand)')
+        if not isinstance(entry.get('served_model', ''), str):
+            return (f'its served_model is {entry["served_model"]!r}; expected a model name '
+                    '(written by hand)')
         if not isinstance(entry.get('usage_reported', True), bool):
             return (f'its usage_reported is {entry["usage_reported"]!r}; expected true or false '
                     '(written by hand)')
@@ -219,7 +234,8 @@ class ResponseCache:
             return f'it was answered for another request: {", ".join(fields)} differ'
         import hmac
         expected = self.checksum(key, entry['request'], entry['text'], entry['prompt_tokens'],
-                                 entry['completion_tokens'], entry.get('usage_reported', True))
+                                 entry['completion_tokens'], entry.get('usage_reported', True),
+                                 entry.get('served_model', ''))
         if not hmac.compare_digest(str(entry['checksum']), expected):
             return ('its reply was edited after it was written, or the entry was not written '
                     'with this cache\'s secret key (checksum mismatch)')
@@ -238,12 +254,15 @@ class ResponseCache:
         tmp = path.with_suffix(f'.tmp{os.getpid()}.{threading.get_ident()}')
         request = request or {}
         checksum = self.checksum(key, request, reply.text, reply.prompt_tokens,
-                                 reply.completion_tokens, reply.usage_reported)
+                                 reply.completion_tokens, reply.usage_reported,
+                                 reply.served_model)
         tmp.write_text(json.dumps({'text': reply.text, 'prompt_tokens': reply.prompt_tokens,
                                    'completion_tokens': reply.completion_tokens, 'key': key,
                                    'request': request, 'checksum': checksum,
                                    'checksum_kind': CHECKSUM_KIND,
-                                   'usage_reported': reply.usage_reported}),
+                                   'usage_reported': reply.usage_reported,
+                                   **({'served_model': reply.served_model}
+                                      if reply.served_model else {})}),
                        encoding='utf-8')
         os.replace(tmp, path)
 
@@ -266,9 +285,16 @@ class UsageCounter:
             for name, delta in deltas.items():
                 self.counts[name] += delta
 
-    def record_reply(self, reply: ChatReply):
+    def record_reply(self, reply: ChatReply, asked_model: str = ''):
+        """Counts of ``reply``; one answered by another model than ``asked_model`` (the
+        response names it: an endpoint routing elsewhere, a dated snapshot) is counted under
+        ``replies_from_other_models`` {model: replies}, which the results row keeps."""
         if not reply.usage_reported:
             self.add(replies_without_usage=1)
+        if reply.served_model and asked_model and reply.served_model != asked_model:
+            with self._lock:
+                other = self.counts.setdefault('replies_from_other_models', {})
+                other[reply.served_model] = other.get(reply.served_model, 0) + 1
         if reply.cached:
             self.add(cache_hits=1, cached_prompt_tokens=reply.prompt_tokens,
                      cached_completion_tokens=reply.completion_tokens)
@@ -295,7 +321,7 @@ class CachedChatBackend:
             reply = self._request(messages)
         else:
             reply = self._cached_request(messages)
-        self.usage.record_reply(reply)
+        self.usage.record_reply(reply, self.model)
         return reply
 
     def _cached_request(self, messages: list) -> ChatReply:
@@ -413,6 +439,8 @@ class OpenAIChatBackend(CachedChatBackend):
         reply = checked_reply(response.choices[0].message.content,
                               usage.get('prompt_tokens'), usage.get('completion_tokens'))
         reply.truncated = getattr(response.choices[0], 'finish_reason', None) == 'length'
+        served = getattr(response, 'model', None)
+        reply.served_model = served if isinstance(served, str) else ''
         reply.usage_reported = None not in (usage.get('prompt_tokens'),
                                             usage.get('completion_tokens'))
         return reply

@@ -13,7 +13,7 @@ from ...config_types import Count, NonNegativeInt, PathLike, Positive, checked_a
 from ...core.stats import stratified_sample  # noqa: F401  (the one window sampler)
 from ...errors import write_text_atomically
 from .anchors import ORACLE
-from .frames import find_video_source, read_clip_frames
+from .frames import VIDEO_SUFFIXES, find_video_source, read_clip_frames
 from .planner import STATUSES, PlanOutcome, PromptPlanner
 from .prompting import PlanningQuery
 
@@ -63,14 +63,30 @@ def attach_frames(queries, windows, video_root: PathLike, *, num_frames: Count =
     """Fill start/goal frames from the first and last step segments of each window.
 
     ``windows[i]`` needs ``vid``, ``feature`` (file stem) and ``times`` ((start, end) per step);
-    the video is ``<video_root>/<vid or stem>.<ext>`` or a frames folder of that name.
+    the video is ``<video_root>/<vid or stem>.<ext>`` or a frames folder of that name (the
+    folder when both are there). Returns what was read (the row's ``settings.video_sources``):
+    ``{'frames_folders': n, 'video_files': m}``, with ``frames_folders_beside_a_video`` (the
+    folders that have a video file of their name beside them, read at ``folder_fps``: said).
     """
+    sources = set()
     for query in queries:
         window = windows[query.index]
         source = _window_video(video_root, window)
+        sources.add(source)
         (s0, e0), (s1, e1) = window.times[0], window.times[-1]
         query.start_frames = read_clip_frames(source, s0, e0, num_frames, folder_fps=folder_fps)
         query.goal_frames = read_clip_frames(source, s1, e1, num_frames, folder_fps=folder_fps)
+    folders = sorted(source for source in sources if source.is_dir())
+    beside = [folder for folder in folders if any(
+        (folder.parent / f'{folder.name}{suffix}').is_file() for suffix in VIDEO_SUFFIXES)]
+    record = {'frames_folders': len(folders), 'video_files': len(sources) - len(folders)}
+    if beside:
+        record['frames_folders_beside_a_video'] = len(beside)
+        print(f'note: {len(beside)} frames folder(s) have a video file of their name beside '
+              f'them (e.g. {beside[0]}/ and {beside[0].name}.<ext>): the folders were read, at '
+              f'{folder_fps:g} frames per second (--frames-fps), not the video files',
+              file=sys.stderr)
+    return record
 
 
 def _window_video(video_root, window):
@@ -138,7 +154,10 @@ def token_summary(usage: dict) -> str:
                if usage.get('replies_without_usage') else '')
             + (f"; {usage['cache_discarded']} cached replies were damaged, edited or not their "
                'request\'s (each named above): discarded and asked again'
-               if usage.get('cache_discarded') else ''))
+               if usage.get('cache_discarded') else '')
+            + (f"; {sum(usage['replies_from_other_models'].values())} replies name another "
+               f"model than the one asked: {usage['replies_from_other_models']}"
+               if usage.get('replies_from_other_models') else ''))
 
 
 def usage_record(usage: dict, price_per_1k=None) -> dict:

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import base64
+import os
 from pathlib import Path
 
 import numpy as np
@@ -29,8 +30,13 @@ def find_video_source(video_root: PathLike, vid: str) -> Path:
     for suffix in VIDEO_SUFFIXES:
         if (root / f'{vid}{suffix}').is_file():
             return root / f'{vid}{suffix}'
+    import glob
+    other = sorted(p.name for p in root.glob(f'{glob.escape(vid)}.*')
+                   if p.suffix.lower() in VIDEO_SUFFIXES and p.suffix not in VIDEO_SUFFIXES)
+    hint = (f'; the folder holds {" and ".join(other)}, whose extension differs only by case '
+            '(not read: rename it)') if other else ''
     raise FileNotFoundError(f'video {vid!r}: neither a folder {root / vid} nor a file '
-                            f'{root / vid}{{{",".join(VIDEO_SUFFIXES)}}}')
+                            f'{root / vid}{{{",".join(VIDEO_SUFFIXES)}}}{hint}')
 
 
 @checked_arguments
@@ -62,9 +68,22 @@ def _read_folder(folder: Path, times: np.ndarray, fps: float) -> list[np.ndarray
         path = files[min(int(t * fps), len(files) - 1)]
         image = cv2.imread(str(path))
         if image is None:
-            raise ValueError(f'frame {path}: cannot be read as an image')
+            raise ValueError(f'frame {path}: {_unreadable(path)}; expected an image file '
+                             f'OpenCV decodes ({", ".join(IMAGE_SUFFIXES)})')
         frames.append(image)
     return frames
+
+
+def _unreadable(path: Path) -> str:
+    """Why OpenCV read no image from ``path``: a broken link, a folder, an empty file, or a
+    file it does not decode."""
+    if path.is_symlink() and not path.exists():
+        return f'a symbolic link to {os.readlink(path)}, which does not exist'
+    if path.is_dir():
+        return 'a folder, not an image file'
+    if path.is_file() and path.stat().st_size == 0:
+        return 'empty (0 bytes)'
+    return 'OpenCV cannot decode it as an image'
 
 
 def _numbered_frames(folder: Path) -> list[Path]:

@@ -70,7 +70,18 @@ class ActionMatcher:
 
     def __init__(self, action_names: Sequence[str], allowed_ids: Sequence[int]):
         self.allowed = set(int(a) for a in allowed_ids)
-        self.by_name = {_normalise(action_names[a]): int(a) for a in allowed_ids}
+        self.ids_by_name: dict = {}  # a name several actions share (COIN, CrossTask's dataset)
+        for a in allowed_ids:
+            self.ids_by_name.setdefault(_normalise(action_names[a]), []).append(int(a))
+
+    def _named(self, name: str, text: str):
+        """The id of the action called ``name`` (normalised), None when none is; a name of
+        several actions of the prompt's list is refused: which one is meant is not known."""
+        ids = self.ids_by_name.get(name)
+        if ids and len(ids) > 1:
+            raise ReplyParseError(f'action name {text!r} names actions {ids} of the prompt\'s '
+                                  'list; which one is meant is not known (expected an id)')
+        return ids[0] if ids else None
 
     def match(self, item) -> int:
         if isinstance(item, dict):
@@ -90,13 +101,13 @@ class ActionMatcher:
         """A name, or ``"<id>: <name>"`` as the taxonomy is listed in the prompt (the id and
         the name must then agree)."""
         name = _normalise(text)
-        if name in self.by_name:
-            return self.by_name[name]
+        if name in self.ids_by_name:
+            return self._named(name, text)
         labelled = re.fullmatch(r'(-?\d+)\s*[:.)-]\s*(\S.*)', name)
         if labelled is None:
             raise OutOfTaxonomyError(f'action name {text!r} is not in the taxonomy')
         action_id = self._match_id(int(labelled.group(1)))
-        if self.by_name.get(labelled.group(2)) != action_id:
+        if action_id not in self.ids_by_name.get(labelled.group(2), []):
             raise ReplyParseError(f'action {text!r}: the id {action_id} and the name disagree')
         return action_id
 
@@ -110,9 +121,12 @@ class ActionMatcher:
         they must agree (as in ``"<id>: <name>"``): which one is meant is not known."""
         ids = [self.match(item[key]) for key in ID_KEYS if item.get(key) is not None]
         names = [item[key] for key in NAME_KEYS if item.get(key) is not None]
+        if len(set(ids)) > 1 or len({_normalise(str(name)) for name in names}) > 1:
+            raise ReplyParseError(f'action object {item!r} gives {len(ids)} ids and '
+                                  f'{len(names)} names that disagree; which one is meant is '
+                                  'not known')
         if ids and names:
-            name_id = self.by_name.get(_normalise(str(names[0])))
-            if name_id != ids[0]:
+            if ids[0] not in self.ids_by_name.get(_normalise(str(names[0])), []):
                 raise ReplyParseError(f'action object {item!r}: the id {ids[0]} and the name '
                                       f'{names[0]!r} disagree; which one is meant is not known')
         if ids:

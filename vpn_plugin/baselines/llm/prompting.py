@@ -14,6 +14,8 @@ from typing import Sequence
 
 import numpy as np
 
+from ...errors import read_text
+
 PROMPTS_DIR = Path(__file__).resolve().parents[3] / 'prompts'
 PROMPT_SETS = {'ours': PROMPTS_DIR, 'paper': PROMPTS_DIR / 'paper'}
 TEMPLATE_FILES = {
@@ -47,7 +49,7 @@ def load_template(name_or_path: str | Path, prompt_set: str = 'ours'
             path = PROMPT_SETS[prompt_set] / path
     if not path.is_file():
         raise FileNotFoundError(f'prompt template {name_or_path!r}: no file {path}')
-    return string.Template(path.read_text(encoding='utf-8')), path
+    return string.Template(read_text(path, 'prompt template', 'a UTF-8 text file')), path
 
 
 def render_template(template: string.Template, path: Path, fields: dict) -> str:
