@@ -132,7 +132,7 @@ def tiny_pdpp_checkpoint(tiny_crosstask, tmp_path_factory):
 # failed there (no ../shared beside the clone), estimated: KEPP from its own run, the others
 # from closing12's idle --durations x 5) start first, longest first; every other file (< 50 s
 # there) keeps xdist's order after them. A simulation of xdist's queue from that run's
-# per-test seconds: the two workers end 4439 / 4633 s apart with xdist's order, 4537 / 4534 s
+# per-test seconds: the two workers end 4439 / 4633 s apart with xdist's order, 4537 / 4535 s
 # with this one (2% off the suite's wall time).
 # A file missing from the table runs all the same (only later); the order changes no check.
 LONGEST_FILES = {
