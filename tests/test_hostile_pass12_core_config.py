@@ -141,9 +141,9 @@ def test_a_test_under_another_selection_is_named():
     trained = "model = dict(type='ViterbiPlanNet', num_actions=5)\n"
     cfg = Config.fromstring(trained + "selection = 'authors'\n", '.py')
     assert training_option_differences(trained, cfg, 'test').named == [
-        "selection: None in training, 'authors' here"]
+        "selection: 'unified' in training, 'authors' here"]  # unset: unified (passT H70)
     assert training_option_differences(trained, cfg, 'resume').refused == [
-        "selection: None in the run, 'authors' here"]
+        "selection: 'unified' in the run, 'authors' here"]
     same = Config.fromstring(trained, '.py')
     assert training_option_differences(trained, same, 'test') == ([], [])
 
