@@ -448,3 +448,24 @@ def test_the_last_two_numeric_flags_refuse_other_forms(tool, argv, capsys):
     with pytest.raises(SystemExit) as raised:
         load_tool(tool).parse_args(argv)
     assert raised.value.code == 2 and 'expected' in capsys.readouterr().err
+
+
+# ------------------------------------------ duplicate JSON keys: one rule in read_json
+@pytest.mark.parametrize('reader', ['cefito_loader', 'read_json'])
+def test_a_key_given_twice_is_refused_by_every_json_reader(tmp_path, reader):
+    """passM (left): CEFITO's loader_annotations.json took a key given twice as the last; only
+    the fixture meta reader used ``errors.unique_keys``. ``errors.read_json`` refuses a key
+    given twice unless its caller gives its own ``object_pairs_hook``."""
+    from vpn_plugin.errors import read_json
+    path = tmp_path / 'loader_annotations.json'
+    path.write_text('[{"id": {"vid": "a", "task_id": 1, "task_id": 2}}]')
+    with pytest.raises(ValueError, match=r"loader_annotations\.json: the key 'task_id' is given "
+                                         r'twice in one object.*1 and 2'):
+        if reader == 'read_json':
+            read_json(path, 'CEFITO loader annotations')
+        else:
+            from vpn_plugin.oracles.cefito import loader_outputs
+            loader_outputs(tmp_path, {'horizon': 3})
+    path.write_text('\ufeff[{"id": {"vid": "a", "task_id": 1}}]')  # BOM, each key once: read
+    assert read_json(path) == [{'id': {'vid': 'a', 'task_id': 1}}]
+    assert read_json(path, object_pairs_hook=list) == [[('id', [('vid', 'a'), ('task_id', 1)])]]

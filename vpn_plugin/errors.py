@@ -573,9 +573,11 @@ def read_json(path, what: str = 'JSON file', **options):
     """The parsed JSON of the file ``path`` (:func:`check_file` first, :func:`read_text`: a
     BOM read past); a file that is not UTF-8 JSON (truncated, edited, binary) is a
     ``ValueError`` naming ``what``, the file, the line and column. ``options``:
-    ``json.loads``'s (e.g. ``object_pairs_hook``)."""
+    ``json.loads``'s; without an ``object_pairs_hook``, :func:`unique_keys` (a key given twice
+    in one object is refused: ``json`` would keep only the last)."""
     import json
     path = check_file(path, what)
+    options.setdefault('object_pairs_hook', unique_keys(path, what))
     try:
         return json.loads(read_text(path, what, 'a JSON file'), **options)
     except json.JSONDecodeError as error:

@@ -73,7 +73,7 @@ import numpy as np
 import torch
 
 from vpn_plugin.errors import (REPO_ROOT, check_number, native_order, path_kind, read_json,
-                               tool_command, unique_keys)
+                               tool_command)
 
 OUTPUT_TOLERANCE, GRAD_TOLERANCE = 1e-4, 1e-3
 PERTURBATION = 1e-6            # relative perturbation of the inputs that measures conditioning
@@ -154,7 +154,7 @@ def read_fixture_meta(fixture: Path) -> dict:
             raise FileNotFoundError(f'{fixture}: no meta.json, so not a model fixture; {other}')
         raise FileNotFoundError(f'{path}: no meta.json; expected an oracle fixture folder of '
                                 '../shared/reference (meta.json, inputs.npz, outputs.npz, ...)')
-    meta = read_json(path, 'fixture meta', object_pairs_hook=unique_keys(path, 'fixture meta'))
+    meta = read_json(path, 'fixture meta')
     if not isinstance(meta, dict):
         raise ValueError(f'{path}: holds a {type(meta).__name__}; expected a JSON object of '
                          'the fixture\'s settings')
