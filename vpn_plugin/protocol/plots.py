@@ -1400,7 +1400,7 @@ def overlap3_table(overlap: Overlap3) -> str:
     lines = [markdown_row([markdown_text(f'{m} fails') for m in names] + ['Windows']),
              '|' + '---|' * 4]
     for pattern, count in sorted(overlap.counts.items(), reverse=True):
-        lines.append('| ' + ' | '.join('yes' if f else 'no' for f in pattern) + f' | {count} |')
+        lines.append(markdown_row(['yes' if f else 'no' for f in pattern] + [count]))
     lines.append(f'\n{overlap.total} windows x seeds ({len(overlap.seeds)} seeds: '
                  f'{overlap.seeds}), counts summed over the seeds.\n')
     return '\n'.join(lines) + '\n' + overlap_table(overlap.pairs)

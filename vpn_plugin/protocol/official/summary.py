@@ -22,6 +22,7 @@ import statistics
 import numpy as np
 
 from vpn_plugin.core.stats import bootstrap_ci
+from vpn_plugin.outputs import markdown_row
 from vpn_plugin.protocol.report import build_table, to_markdown
 from vpn_plugin.protocol.results import ResultRow
 
@@ -139,14 +140,14 @@ def loss_table(curves: dict, loss_names, epochs: int) -> str:
     stats = {key: epoch_ci(values) for key, values in curves.items()}
     header = ['epoch'] + [f'{name} ({side})' for name in loss_names
                           for side in ('official', 'ours')]
-    lines = ['| ' + ' | '.join(header) + ' |', '|' + '---|' * len(header)]
+    lines = [markdown_row(header), '|' + '---|' * len(header)]
     for epoch in shown_epochs(epochs):
         cells = [str(epoch)]
         for name in loss_names:
             for side in ('official', 'ours'):
                 mean, low, high = stats[(side, name)][epoch - 1]
                 cells.append(f'{mean:.3f} ± {high - low:.3f}')
-        lines.append('| ' + ' | '.join(cells) + ' |')
+        lines.append(markdown_row(cells))
     return '\n'.join(lines) + '\n'
 
 
