@@ -16,19 +16,21 @@ MARKUP_NAMES = ('*x*', '_cross_', '<b>x</b>', 'R&amp;D', '`code`', '$k$', '~~st~
                 '[x](http://y)', '__init__')
 
 
-def two_datasets(tmp_path, dataset: str, features=True) -> Path:
-    """VPN and Base Model rows of T3, and a copy of each as ``dataset`` (no config: a
-    user's own data)."""
+def two_datasets(tmp_path, dataset, features=True) -> Path:
+    """VPN and Base Model rows of T3, and a copy of each as ``dataset`` (a name or several; no
+    config: a user's own data)."""
     rows = []
     for line in T3.read_text().splitlines():
         row = json.loads(line)
         if row['method'] not in ('ViterbiPlanNet', 'Base Model'):
             continue
         row['per_sample_file'] = ''
-        copied = dict(copy.deepcopy(row), dataset=dataset, config='')
-        if not features:
-            copied['features'] = {}
-        rows += [row, copied]
+        rows.append(row)
+        for name in [dataset] if isinstance(dataset, str) else dataset:
+            copied = dict(copy.deepcopy(row), dataset=name, config='')
+            if not features:
+                copied['features'] = {}
+            rows.append(copied)
     path = tmp_path / 'two.jsonl'
     path.write_text(''.join(json.dumps(row, ensure_ascii=False) + '\n' for row in rows))
     return path
@@ -53,9 +55,11 @@ def test_a_dataset_name_in_a_markdown_header_is_text(tmp_path):
     '<b>x</b>' bold, 'R&amp;D' as 'R&D', '[x](http://y)' a link."""
     from vpn_plugin.protocol.report import build_table, to_markdown
     from vpn_plugin.protocol.results import read_results
+    table = build_table(read_results([two_datasets(tmp_path, MARKUP_NAMES)]),
+                        ['success_rate'], num_resamples=20)
+    shown = header_cells(to_markdown(table))
     for name in MARKUP_NAMES:
-        table = build_table(read_results([two_datasets(tmp_path, name)]), ['success_rate'])
-        assert f'{name} T=3 SR' in header_cells(to_markdown(table)), name
+        assert f'{name} T=3 SR' in shown, (name, shown)
 
 
 def test_plain_dataset_headers_are_written_as_before(tmp_path):
@@ -176,3 +180,97 @@ def test_an_averaged_table_of_recorded_features_is_as_before_but_its_header(tmp_
     rows = mean_over_datasets(read_results([two_datasets(tmp_path, 'other')]))
     markdown = to_markdown(build_table(rows, ['success_rate']))
     assert 'ViterbiPlanNet†‖' in markdown and 'not recorded' not in markdown
+
+
+# ------------------------------------------- PP_tests_dict, PP_tests_empty, PP_variant_list
+PROTOCOL = """protocol = 'pp'
+seeds = [0]
+dataset = 'niv'
+runs = [dict(method='U', config='configs/baselines/uniform_emissions_{{dataset}}_t3.py',
+             train=False{extra})]
+"""
+
+
+@pytest.mark.parametrize('extra, named', [
+    (', tests=dict(horizon=4)', "runs[0].tests = {'horizon': 4}; expected a non-empty list"),
+    (', tests=[]', 'runs[0].tests = []; expected a non-empty list of dicts'),
+    (', variant=[1]', 'runs[0].variant = [1]; expected a dict'),
+    (", cfg_options=[('model.x', 1)]", "runs[0].cfg_options = [('model.x', 1)]; expected a dict"),
+    (', tests=[dict(variant=3)]', 'runs[0].tests[0].variant = 3; expected a dict')])
+def test_protocol_run_fields_of_another_kind_are_refused_naming_them(tmp_path, extra, named):
+    """PP_tests_dict (vague): a dict for tests was read as the list of its keys ("keys: 'h', 'o',
+    ..."); PP_tests_empty (silent): tests=[] was read as the default one test; PP_variant_list
+    (vague): a raw TypeError."""
+    from vpn_plugin.protocol.runner import load_protocol
+    path = tmp_path / 'pp.py'
+    path.write_text(PROTOCOL.format(extra=extra))
+    with pytest.raises(ValueError) as refused:
+        load_protocol(str(path))
+    assert named in str(refused.value) and str(path) in str(refused.value)
+
+
+def test_protocol_runs_written_as_the_format_says_still_load(tmp_path):
+    """No false refusal: tests, variant and cfg_options as the format gives them (and every
+    repository protocol: checked by hand, 42 configs)."""
+    from vpn_plugin.protocol.runner import load_protocol
+    path = tmp_path / 'pp.py'
+    path.write_text(PROTOCOL.format(extra=", variant=dict(a=1), cfg_options={}, tests=[dict(), "
+                                          "dict(horizon=4, variant=dict(b=2), cfg_options={})]"))
+    assert len(load_protocol(str(path)).runs[0]['tests']) == 2
+
+
+# ---------------------------------------------------------- P08: a plain name in overlap --pair
+def test_overlap_names_the_methods_when_a_pair_names_none_of_them():
+    """P08 (vague): '--pair VPN ...' where the rows at T=3 are 'VPN (train T=4)' said "no
+    results row of 'VPN' at T=3 has a per_sample_file" (they have one): now the methods there."""
+    from vpn_plugin.protocol import plots
+    from vpn_plugin.protocol.results import read_results
+    with pytest.raises(ValueError) as refused:
+        plots.error_overlap(read_results([T3]), 'VPN', 'Base Model', horizon=3)
+    assert "'VPN' is not among the valid names" in str(refused.value)
+    assert 'ViterbiPlanNet' in str(refused.value)
+
+
+# ------------------------------------------------ P02: the log of a protocol's declared test
+class _Log:
+    def __init__(self):
+        self.lines = []
+
+    def warning(self, text):
+        self.lines.append(('warning', text))
+
+    def info(self, text):
+        self.lines.append(('info', text))
+
+
+def _overrides(monkeypatch, declared):
+    import types
+    from vpn_plugin.engine import checkpoint
+    from vpn_plugin.runner import PlanningRunner
+    named = ["model.cross_horizon: None in training, 'repeat_last' here",
+             'test_dataloader.dataset.horizon: 4 in training, 3 here',
+             "model.decode: 'viterbi' in training, 'emission_argmax' here"]
+    monkeypatch.setattr(checkpoint, 'check_test_options', lambda *args, **kwargs: list(named))
+    runner = types.SimpleNamespace(cfg={}, logger=_Log())
+    if declared is not None:
+        runner.declared_test_options = declared
+    PlanningRunner.log_model_overrides(runner, {'meta': {}}, 'best.pth')
+    assert runner.changed_from_training == named  # all recorded; test_caveats drops declared
+    return [text for kind, text in runner.logger.lines if kind == 'warning']
+
+
+def test_a_protocol_tests_own_options_are_not_logged_as_caveats(monkeypatch):
+    """P02 (wrong, a false log record): a cross-horizon test of a protocol logged "... and its
+    metrics say so (changed_from_training)" for the options the protocol itself sets, which
+    its row rightly records as no caveat."""
+    warnings = _overrides(monkeypatch, {'model.cross_horizon': 'repeat_last',
+                                        'test_dataloader.dataset.horizon': 3})
+    assert len(warnings) == 1 and 'model.decode' in warnings[0]
+    assert 'cross_horizon' not in warnings[0] and 'dataset.horizon' not in warnings[0]
+
+
+def test_a_plain_test_still_warns_about_every_changed_option(monkeypatch):
+    """No lost warning: tools/test.py (no declared options) names all three."""
+    warnings = _overrides(monkeypatch, None)
+    assert len(warnings) == 1 and all(word in warnings[0] for word in
+                                      ('cross_horizon', 'dataset.horizon', 'model.decode'))
