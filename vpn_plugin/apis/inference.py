@@ -515,7 +515,10 @@ def _sample_indices(index, batch_size: int) -> torch.Tensor:
 def _integer_tensor(value) -> torch.Tensor:
     """``torch.as_tensor(value)``, with numpy's and torch's unsigned integers (np.uint64(5),
     a uint32 array: torch refused or could not compare them, a valid index refused) read as
-    int64; ``OverflowError`` for one beyond int64."""
+    int64, also in a list or tuple ([np.uint64(3), np.uint64(4)]: torch's "an integer is
+    required"); ``OverflowError`` for one beyond int64."""
+    if isinstance(value, (list, tuple)):  # numpy integer scalars as Python ints (bools stay)
+        value = [int(v) if isinstance(v, np.integer) else v for v in value]
     if torch.is_tensor(value) and value.dtype in (torch.uint16, torch.uint32, torch.uint64):
         value = np.asarray(value.tolist(), dtype=np.uint64)
     if isinstance(value, np.ndarray):  # big-endian: torch's own refusal, a valid index
@@ -565,7 +568,14 @@ def _config_num_tasks(model) -> Optional[int]:
 
 def _observation_batch(model, values, name: str) -> torch.Tensor:
     """(B, D) float32 from (D,) or (B, D), checked against ``model.feature_dim``."""
-    values = torch.as_tensor(native_order(values) if isinstance(values, np.ndarray) else values)
+    try:  # an object array, ragged lists, text: torch's words named neither start nor goal
+        values = torch.as_tensor(native_order(values) if isinstance(values, np.ndarray)
+                                 else values)
+    except (TypeError, ValueError, RuntimeError) as error:
+        raise TypeError(f'{name} observations of type {type(values).__name__}'
+                        f'{f" and dtype {values.dtype}" if hasattr(values, "dtype") else ""} '
+                        f'cannot be read as numbers (torch reads: {error}); expected '
+                        'floating-point features, an array or tensor (B, D) or (D,)') from None
     if isinstance(values, UnusableObservations):  # the mark is read; the model gets tensors
         values = values.as_subclass(torch.Tensor)
     if values.device.type == 'meta':
