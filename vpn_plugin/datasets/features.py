@@ -35,6 +35,7 @@ from vpn_plugin.errors import (NPY_MAGIC, ZIP_MAGIC, decimal_number, path_kind, 
 FEATURE_KEY = 'frames_features'
 TIME_STEP_KEYS = ('recipe', 'native_fps')  # an extraction's record of a row's seconds
 DAMAGE_KEY = 'damage'  # extract_features' note of a video that ffmpeg decoded with errors
+USABLE_KEY = 'usable'  # extract_features: False for S3D with random weights (pipeline checks)
 SYNTHETIC_DATASETS = ('crosstask', 'niv', 'coin')
 
 
@@ -87,10 +88,35 @@ def load_features(path: PathLike, frame_dim: Count, vid: str = '', fix_hint: str
     path = require_feature_file(path, vid, fix_hint)
     record = read_feature_record(path, vid, frames_only=True)
     frames = checked_frames(record, path, frame_dim, vid)
+    problem = unusable_problem(record, path)
+    if problem:
+        raise BadVideoError(vid, 'unusable features', problem)
     note = damage_note(record)
     if note and damage is not None:
         damage[path.name] = note
     return frames
+
+
+def unusable_problem(record: dict, path) -> str:
+    """'' unless the record says its features mean nothing (``usable`` false: S3D with random
+    weights, extract_features --random-weights) while its folder is no such extraction (its
+    provenance is not ``random-weights``, whose runs are all marked UNUSABLE): a pipeline
+    check's file copied among real features was read as one of them without a word."""
+    value = np.asarray(record.get(USABLE_KEY, True))
+    if value.dtype != np.bool_ or value.shape != () or bool(value):
+        return ''
+    from .provenance import read_record
+    try:
+        kind = read_record(Path(path).parent).get('kind')
+    except ValueError:  # a damaged record: the folder's kind cannot be told
+        kind = None
+    if kind == 'random-weights':
+        return ''
+    warning = ' '.join(str(np.asarray(record.get('warning', 'random S3D weights'))).split())
+    return (f'{path}: field "{USABLE_KEY}" is false ({warning}) in a folder of {kind} features '
+            f'(its provenance); expected usable features: extract this video again with '
+            f'--weights, or keep random-weights features in a folder of their own (their runs '
+            f'are marked UNUSABLE)')
 
 
 def damage_note(record: dict) -> str:
@@ -290,7 +316,8 @@ def _read_npz(f, frames_only: bool) -> dict:
             raise ValueError(f'a zip archive without .npy members (it holds '
                              f'{archive.namelist()[:5]}: a torch.save file?)')
         if frames_only and f'{FEATURE_KEY}.npy' in members:  # and what says a row's time
-            members = [f'{name}.npy' for name in (FEATURE_KEY, DAMAGE_KEY) + TIME_STEP_KEYS
+            members = [f'{name}.npy' for name in (FEATURE_KEY, DAMAGE_KEY, USABLE_KEY)
+                       + TIME_STEP_KEYS
                        if f'{name}.npy' in members]
         record = {}
         for name in members:

@@ -71,9 +71,10 @@ def format_table(dataset: str, rows: List[dict]) -> str:
               'seen', 'tasks', 'seen', 'PKG coverage %')
     keys = ('horizon', 'train_windows', 'test_windows', 'train_videos', 'test_videos',
             'actions', 'actions_seen', 'tasks', 'tasks_seen', 'pkg_coverage')
-    lines = [f'{dataset}', ' | '.join(header)]
+    from ..outputs import plain_text
+    lines = [plain_text(dataset), ' | '.join(header)]
     lines += [' | '.join(f'{"-" if row[k] is None else row[k]:>{len(h)}}'
                          for k, h in zip(keys, header)) for row in rows]
-    lines += [f'WARNING T={row["horizon"]} {split}: {summary} (kept)'
+    lines += [f'WARNING T={row["horizon"]} {split}: {plain_text(summary)} (kept)'
               for row in rows for split, summary in row.get('warnings', {}).items()]
     return '\n'.join(lines)

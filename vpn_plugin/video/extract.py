@@ -29,6 +29,7 @@ import errno
 import hashlib
 import json
 import os
+import re
 import socket
 import sys
 import tempfile
@@ -111,7 +112,11 @@ def linked_folders(inputs: Sequence) -> List[Path]:
 def feature_name(video: Path, naming: str = 'stem') -> str:
     if naming not in NAMINGS:
         raise ValueError(f'naming={naming!r} is unknown; expected one of {NAMINGS}')
-    return video.stem if naming == 'stem' else f'{video.parent.name}_{video.stem}'
+    if naming == 'stem':
+        return video.stem
+    # the folder the video is in, also when it was named from inside it ('x.mp4': its
+    # parent '' gave '_x.npz'); '..' read as the folder it leads to
+    return f'{Path(os.path.abspath(video)).parent.name}_{video.stem}'
 
 
 def output_names(videos: Sequence[Path], naming: str) -> List[str]:
@@ -244,10 +249,20 @@ def check_manifest(out_dir: Path, settings: dict) -> None:
         found = read_json(path, 'the record of the folder\'s extraction (recipe, weights)')
         if isinstance(found, dict) and 'naming' not in found:  # recorded before naming was
             settings = {k: v for k, v in settings.items() if k != 'naming'}
-        if found != settings:
+        if _by_content(found) != _by_content(settings):
             raise ValueError(f'{path}: the features in {out_dir} were extracted with {found}; '
                              f'this run asks for {settings}. Use another --out folder (or '
                              'remove that one)')
+
+
+def _by_content(settings):
+    """``settings`` with its weights as their sha256 alone: the same weights file under
+    another name (a symlink, a renamed copy of s3d_howto100m.pth) is the same extraction;
+    ``'<name> (sha256 <hex>)'`` is how extract_features.py records them."""
+    if not isinstance(settings, dict) or not isinstance(settings.get('weights'), str):
+        return settings
+    digest = re.search(r'\(sha256 ([0-9a-f]{64})\)$', settings['weights'])
+    return dict(settings, weights=f'sha256 {digest.group(1)}') if digest else settings
 
 
 def write_manifest(out_dir: Path, settings: dict) -> None:
