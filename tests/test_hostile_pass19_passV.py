@@ -186,3 +186,64 @@ def test_a_random_weights_file_among_real_features_is_refused(tmp_path):
     write_features(random, usable=False)
     (random / 'extraction.json').write_text(json.dumps(dict(weights='random')))
     assert load_features(random / 'v.npz', 8).shape == (5, 8)
+    real = tmp_path / 'extracted'  # an extraction with real weights: refused
+    write_features(real, usable=False)
+    (real / 'extraction.json').write_text(json.dumps(dict(weights='s3d.pth (sha256 ab)')))
+    with pytest.raises(BadVideoError, match='in a folder of extracted features'):
+        load_features(real / 'v.npz', 8)
+
+
+# ------------------------------------------------ H35: a test video reading a training file
+def kitchen_with_alias(tmp_path, link) -> Path:
+    """The example's annotations; test video tea_12 reads features/alias.npz, made by ``link``
+    from the training video make_tea_tea_00's file; the whole features folder a link."""
+    root = tmp_path / 'k'
+    root.mkdir()
+    for file in ('taxonomy.json', 'train.json', 'state_descriptions.json'):
+        shutil.copy(KITCHEN / file, root)
+    test = json.loads((KITCHEN / 'test.json').read_text())
+    test[0]['feature'] = 'alias'
+    (root / 'test.json').write_text(json.dumps(test))
+    real = tmp_path / 'real_features'
+    real.mkdir()
+    np.savez(real / 'make_tea_tea_00.npz', frames_features=np.ones((5, 512), np.float32))
+    link(real / 'make_tea_tea_00.npz', real / 'alias.npz')
+    os.symlink(real, root / 'features')
+    return root
+
+
+@pytest.mark.parametrize('link', [lambda src, dst: os.symlink(src.name, dst), os.link])
+def test_a_test_video_reading_a_training_videos_file_through_a_link_is_refused(tmp_path, link):
+    """Before: dataset_stats (and the runner's split check) compared feature names only; a
+    test entry whose feature file was a link to a training video's file passed."""
+    from vpn_plugin.datasets.stats import window_statistics
+    root = kitchen_with_alias(tmp_path, link)
+    config = REPO / 'examples/custom_dataset/vpn_kitchen_t3.py'
+    with pytest.raises(ValueError, match=r"1 test video\(s\) read the feature file of a training "
+                                         r"video under another name, e.g. test 'alias'"):
+        window_statistics(None, str(root), [3], config=config)
+    # no false refusal: a byte copy under another name is another file (it cannot be told)
+    (tmp_path / 'real_features' / 'alias.npz').unlink()
+    shutil.copy(tmp_path / 'real_features' / 'make_tea_tea_00.npz',
+                tmp_path / 'real_features' / 'alias.npz')
+    assert window_statistics(None, str(root), [3], config=config)[0]['test_windows'] == 14
+
+
+# ------------------------------------------------ D25: EgoPER's idx 0 named as an action
+def test_egoper_conversion_refuses_an_action_at_the_background_idx(tmp_path):
+    """Before: action2idx {"pour water": 0, ...} (no "BG") had the 'pour water' segments
+    dropped as background ("background dropped": 2) without naming them."""
+    from test_egoper import ANNOTATION, convert, write_egoper
+    annotation = json.loads(json.dumps(ANNOTATION))
+    annotation['coffee']['action2idx'] = {'pour water': 0, 'grind beans': 1, 'brew': 2,
+                                          'stir': 3}
+    write_egoper(tmp_path, annotation)
+    with pytest.raises(SystemExit, match=r"action2idx maps 'pour water' to 0, the background"):
+        convert(tmp_path, 'drop')
+    assert not (tmp_path / 'out').exists()
+    for name in ('BG', 'background', 'Background'):  # EgoPER's own name: converted
+        annotation['coffee']['action2idx'] = {name: 0, 'pour water': 1, 'grind beans': 2,
+                                              'brew': 3}
+        (tmp_path / name).mkdir()
+        write_egoper(tmp_path / name, annotation)
+        assert convert(tmp_path / name, 'drop') in (0, None)

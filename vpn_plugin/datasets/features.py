@@ -53,6 +53,36 @@ def find_feature_file(feature_dir: PathLike, stem: str) -> Path:
     return npz
 
 
+def check_disjoint_files(train_stems, test_stems, train_dir, test_dir, where: str) -> None:
+    """The test videos must not read a training video's feature file under another name (a
+    symbolic link, a hard link: ``check_disjoint`` compares names only, and a link made the
+    leak invisible): ``ValueError`` naming both names and the file. Folders not there (an
+    annotations-only check) and files not there are left to the dataset, which names them."""
+    def files(stems, folder) -> dict:
+        if not folder or not Path(folder).is_dir():
+            return {}
+        found = {}
+        for stem in sorted(map(str, stems)):
+            try:
+                path = find_feature_file(folder, stem)
+                if path.is_file():
+                    info = path.stat()
+                    found.setdefault((info.st_dev, info.st_ino), (stem, path))
+            except (OSError, ValueError):  # two files, a loop: the dataset names it
+                continue
+        return found
+    train, test = files(train_stems, train_dir), files(test_stems, test_dir)
+    shared = [(train[key], test[key]) for key in sorted(set(train) & set(test))
+              if train[key][0] != test[key][0]]  # one name in both: check_disjoint's
+    if shared:
+        (train_stem, train_path), (test_stem, test_path) = shared[0]
+        raise ValueError(f'{where}: {len(shared)} test video(s) read the feature file of a '
+                         f'training video under another name, e.g. test {test_stem!r} '
+                         f'({test_path}) is the file of training video {train_stem!r} '
+                         f'({os.path.realpath(train_path)}): a link; the test windows must come '
+                         'from videos never trained on (check the feature folder\'s links)')
+
+
 def feature_fix_hint(feature_dir, data_root) -> str:
     """The commands that fill ``feature_dir``: synthetic features (CrossTask, NIV) or a
     conversion of real ones, with this config's paths."""
@@ -107,11 +137,12 @@ def unusable_problem(record: dict, path) -> str:
         return ''
     from .provenance import read_record
     try:
-        kind = read_record(Path(path).parent).get('kind')
+        record_of_folder = read_record(Path(path).parent)
     except ValueError:  # a damaged record: the folder's kind cannot be told
-        kind = None
-    if kind == 'random-weights':
-        return ''
+        record_of_folder = {}
+    kind = record_of_folder.get('kind')
+    if kind == 'random-weights' or (kind == 'extracted' and 'weights' not in record_of_folder):
+        return ''  # a random-weights extraction (or one by the library, weights unrecorded)
     warning = ' '.join(str(np.asarray(record.get('warning', 'random S3D weights'))).split())
     return (f'{path}: field "{USABLE_KEY}" is false ({warning}) in a folder of {kind} features '
             f'(its provenance); expected usable features: extract this video again with '
