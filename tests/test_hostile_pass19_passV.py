@@ -2,6 +2,7 @@
 readers): what it found, each case with a test that fails on ab2cb94 (log: /tmp/passV_log.md),
 and the no-false-caveat copies of each changed comparison."""
 import json
+import re
 import os
 import shutil
 from pathlib import Path
@@ -247,3 +248,20 @@ def test_egoper_conversion_refuses_an_action_at_the_background_idx(tmp_path):
         (tmp_path / name).mkdir()
         write_egoper(tmp_path / name, annotation)
         assert convert(tmp_path / name, 'drop') in (0, None)
+
+
+# ------------------------------------------------ D31, D33, D35: names spelled another way
+@pytest.mark.parametrize('stem, on_disk, hint', [
+    ('caf\u00e9_12', 'cafe\u0301_12.npz', 'another Unicode normalization (NFD'),
+    ('cafe\u0301_12', 'caf\u00e9_12.npz', 'another Unicode normalization (NFC'),
+    ('v_12.npz', 'v_12.npz', "given with its extension; expected the file name without it "
+                             "('v_12')"),
+])
+def test_a_missing_feature_file_names_the_file_spelled_another_way(tmp_path, stem, on_disk,
+                                                                   hint):
+    """Before: "café_12.npy does not exist (nor café_12.npz)" beside a café_12.npz written in
+    NFD (both print alike), and "v_12.npz.npy does not exist" for a stem given with '.npz'."""
+    np.savez(tmp_path / on_disk, frames_features=np.ones((3, 8), np.float32))
+    with pytest.raises(BadVideoError, match=re.escape(hint)):
+        load_features(tmp_path / f'{stem}.npy', 8, 'v')
+    assert load_features(tmp_path / on_disk, 8).shape == (3, 8)  # the file itself reads

@@ -17,6 +17,7 @@ runs; any other global is refused with an error naming the file and the global.
 """
 import itertools
 import os
+import unicodedata
 import zipfile
 from pathlib import Path
 from typing import Optional
@@ -201,10 +202,22 @@ def other_case_hint(path: Path) -> str:
             name = f'{stem}.{"".join(letters)}'
             if name != f'{stem}.{suffix}' and (path.parent / name).is_file():
                 found.append(name)
-    if not found:
-        return ''
-    return (f'; the folder holds {" and ".join(found)}, whose extension differs only by case: '
-            f'expected {stem}.npz or {stem}.npy (rename it)')
+    if found:
+        return (f'; the folder holds {" and ".join(found)}, whose extension differs only by '
+                f'case: expected {stem}.npz or {stem}.npy (rename it)')
+    for form in ('NFC', 'NFD'):  # a name written back by macOS (NFD) looks the same
+        other = unicodedata.normalize(form, stem)
+        found += [(f'{other}.{suffix}', form) for suffix in ('npz', 'npy')
+                  if other != stem and (path.parent / f'{other}.{suffix}').is_file()]
+    if found:
+        return (f'; the folder holds {found[0][0]}, the same letters in another Unicode '
+                f'normalization ({found[0][1]}, as some file systems and copies write names): '
+                f'expected the name as the annotation writes it, {stem!r} (rename the file)')
+    given = Path(stem)
+    if given.suffix.lower() in ('.npz', '.npy') and (path.parent / stem).is_file():
+        return (f'; the folder holds {stem}: the name was given with its extension; expected '
+                f'the file name without it ({given.stem!r})')
+    return ''
 
 
 def checked_frames(record: dict, path, frame_dim: int, vid: str = '') -> np.ndarray:
