@@ -265,3 +265,21 @@ def test_a_missing_feature_file_names_the_file_spelled_another_way(tmp_path, ste
     with pytest.raises(BadVideoError, match=re.escape(hint)):
         load_features(tmp_path / f'{stem}.npy', 8, 'v')
     assert load_features(tmp_path / on_disk, 8).shape == (3, 8)  # the file itself reads
+
+
+# ------------------------------------------------ H52: extraction.json deleted
+def test_an_extraction_folder_without_its_settings_record_is_named_as_such(tmp_path):
+    """Before: a folder extract_features.py wrote (its provenance.json says so) whose
+    extraction.json was deleted was refused as "not a folder this tool extracted into (a
+    dataset's feature folder?)", which was false."""
+    from vpn_plugin.video.extract import check_manifest
+    settings = dict(recipe=dict(fps=16.0, chunk=16), weights='random')
+    write_features(tmp_path / 'ours')
+    (tmp_path / 'ours' / 'provenance.json').write_text(json.dumps(
+        dict(kind='random-weights', tool='extract_features.py')))
+    with pytest.raises(ValueError, match='a provenance.json of extract_features.py, but no '
+                                         'extraction.json'):
+        check_manifest(tmp_path / 'ours', settings)
+    write_features(tmp_path / 'dataset')  # a dataset's folder: as before
+    with pytest.raises(ValueError, match='not a folder this tool extracted into'):
+        check_manifest(tmp_path / 'dataset', settings)

@@ -242,6 +242,12 @@ def check_manifest(out_dir: Path, settings: dict) -> None:
                     f'{", ..." * (len(features) > 3)})' if features else
                     f'{len(found)} file(s) or folder(s) ({", ".join(found[:3])}'
                     f'{", ..." * (len(found) > 3)})')
+            if _extracted_here(out_dir):  # its provenance names this tool: the record is gone
+                raise ValueError(f'--out {out_dir} holds {what} and a provenance.json of '
+                                 f'extract_features.py, but no {MANIFEST}, the record of the '
+                                 'settings its files were extracted with: this run\'s cannot '
+                                 'be checked against them; nothing was written. Put the '
+                                 f'folder\'s {MANIFEST} back, or give a new or empty --out folder')
             raise ValueError(f'--out {out_dir} already holds {what} but no {MANIFEST}: not a '
                              'folder this tool extracted into (a dataset\'s feature folder?); '
                              'nothing was written. Give a new or empty --out folder')
@@ -253,6 +259,15 @@ def check_manifest(out_dir: Path, settings: dict) -> None:
             raise ValueError(f'{path}: the features in {out_dir} were extracted with {found}; '
                              f'this run asks for {settings}. Use another --out folder (or '
                              'remove that one)')
+
+
+def _extracted_here(out_dir: Path) -> bool:
+    """Whether the folder's provenance.json says extract_features.py wrote it."""
+    try:
+        record = json.loads((out_dir / 'provenance.json').read_text(encoding='utf-8'))
+    except (OSError, ValueError):
+        return False
+    return isinstance(record, dict) and record.get('tool') == 'extract_features.py'
 
 
 def _by_content(settings):
