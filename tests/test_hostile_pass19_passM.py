@@ -16,6 +16,7 @@ from tool_modules import load_tool
 from vpn_plugin.apis.inference import _given_tasks, _observation_batch, _sample_indices
 from vpn_plugin.core.pkg import check_pkg
 from vpn_plugin.models.kepp import KEPP, released_graph
+from vpn_plugin.oracles.compare import largest_lines
 
 # one task's actions of CrossTask's taxonomy_133 (Make Jello Shots: 0..5), rows summing to 1
 # only within float16 rounding once stored as float16 (1/3 -> 0.33325)
@@ -132,7 +133,8 @@ class Released:
 
 def saved_graph(path, dtype) -> dict:
     weights, node_rank, successor_rank = released_graph(path, 133, 4).to_arrays(133)
-    return {'test_set_pkg': torch.tensor(True), 'graph_weights': torch.from_numpy(weights).to(dtype),
+    return {'test_set_pkg': torch.tensor(True),
+            'graph_weights': torch.from_numpy(weights).to(dtype),
             'graph_node_rank': torch.from_numpy(node_rank),
             'graph_successor_rank': torch.from_numpy(successor_rank)}
 
@@ -180,3 +182,19 @@ def test_gp1_kt1_a_graph_file_is_not_said_to_hold_other_videos_than_the_run_know
     assert 'cannot tell' in record and 'not counted by this run' in record
     for claim in ("not built from this run's training videos", 'loaded from a released file'):
         assert claim not in said
+
+
+# ------------------------------------------------ noticed (FX c_train_step_lr, on 9469025)
+def test_a_file_summary_names_its_failing_rows_when_its_largest_passes():
+    """c_train_step_lr: 'largest "max rel" of train_step.npz (91 rows): 4.78e-01 (ema_after...;
+    tol 1.9e+00)' named a row passing at a widened tolerance while 44 rows of the file failed
+    at theirs; a file whose largest row fails is said as before."""
+    rows = [('train_step.npz:ema_after.b', 1.0, 4.78e-01, 1.9, True),
+            ('train_step.npz:after_adamw.w', 1.0, 8.7e-02, 1e-4, False),
+            ('outputs.npz:x', 1.0, 2e-05, 1e-4, True), ('grads.npz:g', 1.0, 2.0, 1e-3, False)]
+    lines = largest_lines(rows)
+    assert lines[0].endswith('; 1 other row(s) FAIL at their tolerance, e.g. '
+                             'train_step.npz:after_adamw.w (8.70e-02; tol 1.0e-04)')
+    assert lines[1] == ('largest "max rel" of outputs.npz (1 rows): 2.00e-05 (outputs.npz:x; '
+                        'tol 1.0e-04)')
+    assert lines[2].endswith('(grads.npz:g; tol 1.0e-03, FAIL)')
