@@ -611,14 +611,15 @@ class ProtocolRunner:
 
     def settings(self, unit: TrainUnit, spec: TestSpec) -> dict:
         """A row's ``settings``: the overrides, the test's merged ``cfg_options`` (with
-        :func:`built_horizons`), the pre-training stage (if any) and, when windows are
-        limited (``--smoke``, a ``...limit`` option), how they are drawn (``sample_draw``)."""
+        :func:`built_horizons`), the pre-training stage (if any), how a training subset was
+        drawn (``subset_draw``, :func:`subset_draw`) and, when test windows are limited
+        (``--smoke``, a ``...limit`` option), how they are drawn (``sample_draw``)."""
         from vpn_plugin.core.stats import SAMPLE_DRAW
         options = {**unit.cfg_options, **spec.cfg_options}
         limited = self.smoke or any(key.split('.')[-1] == 'limit' and value is not None
                                     for key, value in options.items())
         return dict(self.overrides(unit), cfg_options={**options, **built_horizons(
-            unit, spec, options)}, **self._pretrained_identity(unit),
+            unit, spec, options)}, **self._pretrained_identity(unit), **subset_draw(unit),
             **({'sample_draw': SAMPLE_DRAW} if limited else {}))
 
     def work_dir(self, unit: TrainUnit) -> Path:
@@ -632,7 +633,8 @@ class ProtocolRunner:
         """What ``run.json`` records: everything that changes the training's result."""
         return dict(config=unit.config, config_digest=config_digest(unit.config),
                     seed=unit.seed, cfg_options=unit.cfg_options,
-                    train=unit.train, **self.overrides(unit), **self._pretrained_identity(unit))
+                    train=unit.train, **self.overrides(unit), **self._pretrained_identity(unit),
+                    **subset_draw(unit))
 
     def _pretrained_identity(self, unit: TrainUnit) -> dict:
         if not unit.pretrained:
@@ -989,7 +991,8 @@ class ProtocolRunner:
         params = num_parameters(runner.model)
         write_text_atomically(marker, json.dumps(dict(
             checkpoint=checkpoint, params=params, shortened=shortened, selection=selection,
-            features=read_features(runner.train_dataloader))), 'training record')
+            features=read_features(runner.train_dataloader), **subset_draw(unit))),
+            'training record')
         return Trained(checkpoint, params, shortened, selection)
 
     def checkpoint_epochs(self, unit: TrainUnit) -> int:
@@ -1025,6 +1028,29 @@ class ProtocolRunner:
                       ema_mark=runner.tested_ema_mark,
                       caveats=test_caveats(runner, declared=declared_test_options(unit, spec)),
                       test_set_pkg=bool(getattr(_bare(runner.model), 'test_set_pkg', False)))
+
+
+def dataset_sets(cfg, loader: str, name: str) -> bool:
+    """Whether ``cfg``'s ``<loader>.dataset`` sets the option ``name`` (not None): on the
+    dataset itself, a union's ``dataset_options`` or a source's ``cfg_options``."""
+    def sets(value) -> bool:
+        if hasattr(value, 'items'):
+            return any((str(key).split('.')[-1] == name and item is not None) or sets(item)
+                       for key, item in value.items())
+        return isinstance(value, (list, tuple)) and any(sets(item) for item in value)
+    return sets((cfg.get(loader) or {}).get('dataset') or {})
+
+
+def subset_draw(unit: TrainUnit) -> dict:
+    """``{'subset_draw': SAMPLE_DRAW}`` when ``unit``'s training split is a
+    ``subset_fraction`` of its windows (the sample-efficiency studies; drawn by the windows'
+    identity, ``core.stats.SAMPLE_DRAW``), else ``{}``: in its rows' settings, its work dir's
+    identity and its training record, so that no row, table or figure takes a subset drawn by
+    list position (before 2026-11-29, recorded nothing) for one drawn by identity."""
+    from vpn_plugin.core.stats import SAMPLE_DRAW
+    cfg = config_with_options(unit.config, unit.cfg_options)
+    return {'subset_draw': SAMPLE_DRAW} if dataset_sets(cfg, 'train_dataloader',
+                                                        'subset_fraction') else {}
 
 
 def declared_test_options(unit: TrainUnit, spec: TestSpec) -> dict:

@@ -1,0 +1,86 @@
+"""Issue 37, the known items closing13 left (fixKnown, session 14), each failing on ab2cb94."""
+import json
+import random
+from pathlib import Path
+
+import pytest
+from mmaction.registry import DATASETS
+
+REPO = Path(__file__).resolve().parents[1]
+SAMPLE_DRAW = 'window_identity_v2'  # what rows and records say of the identity draw
+UNIFORM = REPO / 'configs/baselines/uniform_emissions_crosstask_t3.py'
+
+
+def identities(dataset) -> list:
+    return [(w.vid, w.times, w.steps) for w in dataset.windows]
+
+
+def protocol_runner(tmp_path, **options):
+    from mmengine.config import Config
+    from vpn_plugin.protocol.runner import ProtocolRunner
+    return ProtocolRunner(Config(dict(protocol='p', dataset='crosstask')), tmp_path, **options)
+
+
+# ------------------------------------ 1: subset_fraction drawn by the windows' identity, recorded
+def test_subset_fraction_draws_the_same_windows_from_a_shuffled_video_list(tiny_crosstask,
+                                                                           tmp_path):
+    """Before: ``PlanningDataset(subset_fraction=)`` (the sample-efficiency study's training
+    subsets) kept the windows at randomly drawn list positions: the same videos listed in
+    another order trained on other windows. Now the same windows whatever the order."""
+    train = tiny_crosstask['train_dataset']
+    videos = json.loads(Path(train['video_list']).read_text())
+    random.Random(7).shuffle(videos)
+    (tmp_path / 'train_s.json').write_text(json.dumps(videos))
+    shuffled = dict(train, video_list=str(tmp_path / 'train_s.json'))
+    plain = DATASETS.build(dict(train, subset_fraction=0.3, subset_seed=2))
+    other = DATASETS.build(dict(shuffled, subset_fraction=0.3, subset_seed=2))
+    assert identities(plain) != identities(other)  # the lists' order is another
+    assert sorted(identities(plain)) == sorted(identities(other))
+    seeded = DATASETS.build(dict(train, subset_fraction=0.3, subset_seed=3))
+    assert sorted(identities(seeded)) != sorted(identities(plain))  # the seed still draws
+    every = DATASETS.build(dict(train))
+    assert len(plain) == round(0.3 * len(every)) and set(identities(plain)) < set(
+        identities(every))
+
+
+def test_protocol_records_the_subset_draw_of_subset_runs_only(tmp_path):
+    """A unit training on a ``subset_fraction`` records ``subset_draw`` in its rows' settings
+    and its work dir's identity (a work dir or row of the list position draw is never taken
+    for it); a unit of every training window records nothing new."""
+    from vpn_plugin.protocol.runner import TestSpec, TrainUnit
+    config = str(UNIFORM)
+    spec = TestSpec('PKG_uniform_emissions', config, 3)
+    full = TrainUnit('u', config, 3, 0, {}, {}, False, [spec])
+    subset = TrainUnit('u', config, 3, 0, {'train_dataloader.dataset.subset_fraction': 0.25},
+                       {}, False, [spec])
+    runner = protocol_runner(tmp_path)
+    assert 'subset_draw' not in runner.settings(full, spec)
+    assert 'subset_draw' not in runner.identity(full)
+    assert runner.settings(subset, spec)['subset_draw'] == SAMPLE_DRAW
+    assert runner.identity(subset)['subset_draw'] == SAMPLE_DRAW
+    assert runner.row_for(subset, spec).key() != runner.row_for(full, spec).key()
+
+
+def efficiency_row(method, seed, fraction, draw):
+    from vpn_plugin.protocol.results import ResultRow
+    options = {'train_dataloader.dataset.subset_fraction': fraction}
+    return ResultRow(method=method, seed=seed, horizon=3, metrics={'success_rate': 10.0 + seed},
+                     dataset='crosstask', variant={'train_fraction': fraction},
+                     settings=dict(cfg_options=options, **({'subset_draw': draw} if draw
+                                                            else {})))
+
+
+def test_the_efficiency_figure_never_joins_subsets_of_two_draws():
+    """A sample-efficiency line through a 10% point drawn by list position (a row without
+    ``subset_draw``) and a 50% point drawn by identity is refused, naming both; 100% points
+    (every window, whichever the draw) join either."""
+    from vpn_plugin.protocol.plots import efficiency_values
+    mixed = [efficiency_row('VPN', s, 0.1, None) for s in (0, 1)] + \
+        [efficiency_row('VPN', s, 0.5, SAMPLE_DRAW) for s in (0, 1)]
+    with pytest.raises(ValueError, match=r"drawn in different ways \(list position .*VPN "
+                       r"seed 0 train_fraction=0\.1.*; window_identity_v2: VPN seed 0 "
+                       r"train_fraction=0\.5"):
+        efficiency_values(mixed)
+    one = [efficiency_row('VPN', s, f, SAMPLE_DRAW) for s in (0, 1) for f in (0.1, 0.5)]
+    whole = [efficiency_row('VPN', s, 1.0, None) for s in (0, 1)]
+    assert sorted(efficiency_values(one + whole)[('VPN', 3)]) == [10.0, 50.0, 100.0]
