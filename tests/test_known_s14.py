@@ -84,3 +84,20 @@ def test_the_efficiency_figure_never_joins_subsets_of_two_draws():
     one = [efficiency_row('VPN', s, f, SAMPLE_DRAW) for s in (0, 1) for f in (0.1, 0.5)]
     whole = [efficiency_row('VPN', s, 1.0, None) for s in (0, 1)]
     assert sorted(efficiency_values(one + whole)[('VPN', 3)]) == [10.0, 50.0, 100.0]
+
+
+# ------------------------------------------ 2: a protocol test config's own limit, recorded
+def test_a_test_config_that_limits_its_own_windows_records_the_draw(tmp_path):
+    """Before: only ``--smoke`` and ``...limit`` options were seen; a test config whose own
+    file sets ``test_dataloader.dataset.limit`` wrote rows without ``sample_draw`` (pooled
+    with rows drawn by list position). Now its rows record it; the config without is
+    unchanged."""
+    from vpn_plugin.protocol.runner import TestSpec, TrainUnit
+    limited = tmp_path / 'limited.py'
+    limited.write_text(f'_base_ = [{str(UNIFORM)!r}]\n'
+                       'test_dataloader = dict(dataset=dict(limit=5))\n')
+    runner = protocol_runner(tmp_path)
+    for config, expected in ((str(limited), SAMPLE_DRAW), (str(UNIFORM), None)):
+        spec = TestSpec('PKG_uniform_emissions', config, 3)
+        unit = TrainUnit('u', config, 3, 0, {}, {}, False, [spec])
+        assert runner.settings(unit, spec).get('sample_draw') == expected

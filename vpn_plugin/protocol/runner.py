@@ -613,11 +613,14 @@ class ProtocolRunner:
         """A row's ``settings``: the overrides, the test's merged ``cfg_options`` (with
         :func:`built_horizons`), the pre-training stage (if any), how a training subset was
         drawn (``subset_draw``, :func:`subset_draw`) and, when test windows are limited
-        (``--smoke``, a ``...limit`` option), how they are drawn (``sample_draw``)."""
+        (``--smoke``, a ``...limit`` option, a ``limit`` the test's config file sets), how they
+        are drawn (``sample_draw``). Known before the test: a row's identity says whether it
+        is done."""
         from vpn_plugin.core.stats import SAMPLE_DRAW
         options = {**unit.cfg_options, **spec.cfg_options}
         limited = self.smoke or any(key.split('.')[-1] == 'limit' and value is not None
-                                    for key, value in options.items())
+                                    for key, value in options.items()) or dataset_sets(
+            config_with_options(spec.config, options), 'test_dataloader', 'limit')
         return dict(self.overrides(unit), cfg_options={**options, **built_horizons(
             unit, spec, options)}, **self._pretrained_identity(unit), **subset_draw(unit),
             **({'sample_draw': SAMPLE_DRAW} if limited else {}))
@@ -920,6 +923,10 @@ class ProtocolRunner:
                                test_dir, '; '.join(filter(None, (trained.shortened,
                                                                  tested.limited,
                                                                  tested.ema_mark))))
+            if tested.limited and 'sample_draw' not in row.settings:  # settings() missed it
+                raise RuntimeError(f'{test_dir}: the test kept {tested.limited}, a limit that '
+                                   "the row's settings do not record (sample_draw); no row "
+                                   'is written without it')
             row.selection, row.caveats = trained.selection, tested.caveats
             if tested.test_set_pkg:  # a checkpoint's graph, whatever the test config says
                 row.pkg_source = 'test-set PKG'
