@@ -101,3 +101,39 @@ def test_a_test_config_that_limits_its_own_windows_records_the_draw(tmp_path):
         spec = TestSpec('PKG_uniform_emissions', config, 3)
         unit = TrainUnit('u', config, 3, 0, {}, {}, False, [spec])
         assert runner.settings(unit, spec).get('sample_draw') == expected
+
+
+# ------------------------------------------------------------ 3: one JSON-lines reader
+def test_expected_rows_and_submission_records_keep_a_line_separator_inside_a_string(tmp_path):
+    """Before: protocol/expected.py and status.py split their records with ``splitlines()``,
+    which also breaks at U+2028 / U+0085 (JSON allows them raw in a string): a valid record
+    was cut and refused. Now they read as ``results`` reads (``errors.json_lines``)."""
+    from vpn_plugin.protocol.expected import IDENTITY, expected_file, read_expected
+    from vpn_plugin.protocol.results import ResultRow
+    from vpn_plugin.protocol.status import RECORDS, read_submissions, recorded_arrays
+    method = 'VPN\u2028(new\u0085line)'
+    row = ResultRow(method=method, seed=0, horizon=3, metrics={}, protocol='p')
+    results = tmp_path / 'results.jsonl'
+    expected_file(results).write_text(json.dumps(
+        {name: getattr(row, name) for name in IDENTITY}, ensure_ascii=False) + '\n',
+        encoding='utf-8')
+    (found,) = read_expected(results)
+    assert found.method == method and found.key() == row.key()
+    slurm = tmp_path / 'slurm'
+    slurm.mkdir()
+    log = str(tmp_path / 'logs' / 'x.out')  # <protocol>/logs: as recorded, not moved
+    record = dict(array='41', tasks=[dict(job='41_0', log=log, units=[f'{tmp_path}/u\u2028v'])])
+    (slurm / RECORDS).write_text(json.dumps(record, ensure_ascii=False) + '\n',
+                                 encoding='utf-8')
+    assert read_submissions(slurm) == {f'{tmp_path}/u\u2028v': ('41_0', log)}
+    assert recorded_arrays(slurm) == {'41'}
+
+
+def test_earlier_results_with_a_line_separator_are_recognised_as_results(tmp_path):
+    """The output guard's recognisers read JSON lines by the same rule: a results file whose
+    row holds a raw U+2028 is an earlier results file (before: "not ours")."""
+    from vpn_plugin.outputs import json_objects, results_rows
+    path = tmp_path / 'r.jsonl'
+    path.write_text(json.dumps({'method': 'a\u2028b', 'metrics': {}}, ensure_ascii=False)
+                    + '\n', encoding='utf-8')
+    assert results_rows(path) and json_objects(path)

@@ -569,6 +569,15 @@ def read_text(path, what: str = '', expected: str = 'UTF-8 text') -> str:
                          f'compressed or binary file?); expected {expected}') from None
 
 
+def json_lines(text: str) -> list:
+    """The lines of a JSON-lines text: split at ``\n`` (``\r\n`` too) only, the one rule of
+    every JSON-lines reader (results, expected rows, submission records, earlier outputs).
+    ``str.splitlines`` also breaks at U+2028/U+2029/U+0085 and \\x0b/\\x0c/\\x1c-\\x1e, which JSON
+    allows raw inside a string (``json.dumps(..., ensure_ascii=False)`` writes them so): a
+    valid record would be cut."""
+    return [line.removesuffix('\r') for line in text.split('\n')]
+
+
 def read_json(path, what: str = 'JSON file', **options):
     """The parsed JSON of the file ``path`` (:func:`check_file` first, :func:`read_text`: a
     BOM read past); a file that is not UTF-8 JSON (truncated, edited, binary) is a

@@ -33,7 +33,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Iterable, Optional
 
-from .errors import file_on_the_way
+from .errors import file_on_the_way, json_lines
 
 OVERWRITE_FLAG = '--overwrite'
 MARKER_BYTES = 1 << 20  # how far into a file a marker is looked for (they sit near the top)
@@ -144,7 +144,7 @@ def _metrics(value) -> bool:
 def json_objects(path: Path) -> bool:
     """A JSON object, or JSON lines of objects (a run's summary, outcomes, per-sample dump)."""
     try:
-        lines = [line for line in path.read_text().splitlines() if line.strip()]
+        lines = [line for line in json_lines(path.read_text()) if line.strip()]
         try:
             return isinstance(json.loads('\n'.join(lines)), dict)
         except ValueError:
@@ -157,7 +157,7 @@ def results_rows(path: Path) -> bool:
     """A ``.jsonl`` results file (vpn_plugin/protocol/results.py): every line a JSON object
     with a method and its metrics (empty: a file just created)."""
     try:
-        lines = [line for line in path.read_text().splitlines() if line.strip()]
+        lines = [line for line in json_lines(path.read_text()) if line.strip()]
         return all(isinstance(row, dict) and {'method', 'metrics'} <= set(row)
                    for row in map(json.loads, lines))
     except (ValueError, UnicodeDecodeError):

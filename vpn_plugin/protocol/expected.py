@@ -14,7 +14,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from vpn_plugin.errors import write_text_atomically
+from vpn_plugin.errors import json_lines, read_text, write_text_atomically
 from vpn_plugin.config_types import check_value
 from .results import ROW_SCHEMA, ResultRow, locked_results
 
@@ -46,7 +46,9 @@ def read_expected(results_file) -> list[ResultRow] | None:
     if not path.is_file():
         return None
     rows = []
-    for number, line in enumerate(path.read_text().splitlines(), 1):
+    for number, line in enumerate(json_lines(read_text(path, 'expected rows')), 1):
+        if not line.strip():
+            continue
         try:
             fields = json.loads(line)
             for name in IDENTITY:  # the same kinds as the results rows' (ROW_SCHEMA)
