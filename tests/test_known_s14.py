@@ -137,3 +137,18 @@ def test_earlier_results_with_a_line_separator_are_recognised_as_results(tmp_pat
     path.write_text(json.dumps({'method': 'a\u2028b', 'metrics': {}}, ensure_ascii=False)
                     + '\n', encoding='utf-8')
     assert results_rows(path) and json_objects(path)
+
+
+# ------------------------------------------------------ 4: one duplicate-key hook, replies too
+def test_a_reply_giving_a_key_twice_is_named_by_the_one_duplicate_key_rule():
+    """Before: baselines/llm/parsing had its own hook and wording. Now errors.unique_keys
+    names the reply (no file), the key and both values; the same value twice is read."""
+    from vpn_plugin.baselines.llm.parsing import ActionMatcher, ReplyParseError, parse_plan
+    from vpn_plugin.errors import unique_keys
+    matcher = ActionMatcher(['a', 'b', 'c', 'd'], [0, 1, 2, 3])
+    with pytest.raises(ReplyParseError, match=r"^reply: the key 'plan' is given twice in one "
+                       r"object: \[3, 3, 3\] and \[0, 1, 2\]; JSON would keep only the last"):
+        parse_plan('```json\n{"plan": [3, 3, 3], "plan": [0, 1, 2]}\n```', matcher, 3)
+    assert parse_plan('{"plan": [0, 1, 2], "plan": [0, 1, 2]}', matcher, 3) == [0, 1, 2]
+    with pytest.raises(ValueError, match=r"^JSON file f.json: the key 'a' is given twice"):
+        json.loads('{"a": 1, "a": 1}', object_pairs_hook=unique_keys('f.json'))

@@ -599,19 +599,24 @@ def read_json(path, what: str = 'JSON file', **options):
                          'JSON file of this kind') from None
 
 
-def unique_keys(path, what: str = 'JSON file'):
-    """An ``object_pairs_hook`` for :func:`read_json`: a dict, or a ``ValueError`` naming the
-    file, a key given twice in one object (``json`` would keep only the last), both values and
-    the object's feature / vid / id where it has one."""
+def unique_keys(path, what: str = 'JSON file', *, same_value_ok: bool = False):
+    """An ``object_pairs_hook`` for :func:`read_json` (and every other JSON reader: the one
+    duplicate-key rule): a dict, or a ``ValueError`` naming ``what`` and the file ``path``
+    (None: a text that is no file, e.g. ``what='reply'`` of a model), a key given twice in one
+    object (``json`` would keep only the last), both values and the object's feature / vid /
+    id where it has one. ``same_value_ok``: a key repeated with the same value is read (a
+    model's reply: the answer is not in doubt)."""
+    where = what if path is None else f'{what} {path}'
+
     def pairs_to_dict(pairs):
         seen = {}
         for key, value in pairs:
-            if key in seen:
+            if key in seen and not (same_value_ok and seen[key] == value):
                 fields = dict(pairs)
                 named = next((f' (in the object of {name} {fields[name]!r})'
                               for name in ('feature', 'vid', 'id', 'video_id')
                               if name in fields and name != key), '')
-                raise ValueError(f'{what} {path}: the key {key!r} is given twice in one '
+                raise ValueError(f'{where}: the key {key!r} is given twice in one '
                                  f'object{named}: {_short(seen[key])} and {_short(value)}; '
                                  'JSON would keep only the last: expected each key once')
             seen[key] = value
