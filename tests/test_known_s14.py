@@ -152,3 +152,22 @@ def test_a_reply_giving_a_key_twice_is_named_by_the_one_duplicate_key_rule():
     assert parse_plan('{"plan": [0, 1, 2], "plan": [0, 1, 2]}', matcher, 3) == [0, 1, 2]
     with pytest.raises(ValueError, match=r"^JSON file f.json: the key 'a' is given twice"):
         json.loads('{"a": 1, "a": 1}', object_pairs_hook=unique_keys('f.json'))
+
+
+# ------------------------------------------------- 5: an output that is a symbolic link
+def test_an_output_through_a_symbolic_link_is_refused_unless_overwrite(tmp_path):
+    """Before: ``report --out link`` with link.md a link to an earlier report wrote that
+    report's .md through the link and link.tex beside it (the earlier .tex then disagreed with
+    its .md), without a word. Now refused, naming the link and its target (every tool's output
+    flags: outputs.check_output); --overwrite writes through it, the link kept."""
+    from vpn_plugin.outputs import REPORT_MARKDOWN_MARKER, check_output
+    earlier = tmp_path / 'standard.md'
+    earlier.write_text(f'{REPORT_MARKDOWN_MARKER}\n| a |\n')
+    (tmp_path / 'link.md').symlink_to(earlier)
+    with pytest.raises(ValueError, match=rf'^--out {tmp_path}/link.md: a symbolic link to '
+                       rf'{earlier}; an output is written through a link only when asked.*'
+                       r'or pass --overwrite to write into '):
+        check_output(tmp_path / 'link.md', 'report_markdown', '--out')
+    assert check_output(tmp_path / 'link.md', 'report_markdown', '--out',
+                        overwrite=True) == earlier
+    assert check_output(earlier, 'report_markdown', '--out') == earlier  # its own name: ours

@@ -11,7 +11,12 @@
 * its name does not end in a suffix its format needs (``--save-features x.txt`` would be an
   npz named ``.txt``);
 * it exists and is not recognisably an earlier output of this kind (another checkpoint, a
-  video, someone's ``mine.md``), unless ``--overwrite`` is given.
+  video, someone's ``mine.md``), unless ``--overwrite`` is given;
+* it is a symbolic link, unless ``--overwrite`` is given (then the link's target is written, as
+  a shell redirection would, the link kept): its target has another name, e.g. an earlier
+  report whose ``.tex`` would then disagree with the ``.md`` written through the link.
+  Refused rather than the link replaced: the link is the user's, and where it points is
+  theirs to change.
 
 A tool recognises its own earlier output by its content, never by its name (:data:`KINDS`):
 a marker it writes where the format has room for one (report tables, figures, converted
@@ -222,10 +227,11 @@ def check_output(path, kind: str, flag: str, inputs: Iterable = (), overwrite: b
                  overwrite_flag: str = OVERWRITE_FLAG, exists_advice: str = '') -> Path:
     """The file to write a ``kind`` (:data:`KINDS`) to for the output flag ``flag`` given
     ``path`` (rules: module docstring), else ``ValueError`` naming ``flag``, the path and the
-    reason. A symlink gives its target (written in place of the target, as a shell redirection
-    would; the link stays). ``inputs``: every file the command reads (``None`` is skipped);
-    ``exists_advice``: what to do about an existing file of another kind, where no
-    ``overwrite_flag`` exists (default: another name or that flag)."""
+    reason. A symlink is refused unless ``overwrite`` (then it gives its target: written in
+    place of the target, as a shell redirection would; the link stays). ``inputs``: every
+    file the command reads (``None`` is skipped); ``exists_advice``: what to do about an
+    existing file of another kind or a link, where no ``overwrite_flag`` exists (default:
+    another name or that flag)."""
     output = KINDS[kind]
     text = '' if path is None else str(path)
     if not text.strip():
@@ -261,6 +267,14 @@ def check_output(path, kind: str, flag: str, inputs: Iterable = (), overwrite: b
         link = (f' (a symbolic link to {target}: that file would be replaced, the link kept)'
                 if os.path.islink(text) else '')
         raise ValueError(f'{flag} {text}{link}: the file exists and {why}; {advice}')
+    if os.path.islink(text) and not overwrite:
+        advice = exists_advice or (f'give the file\'s own name, remove the link, or pass '
+                                   f'{overwrite_flag} to write into {target}')
+        raise ValueError(f'{flag} {text}: a symbolic link to {target}; an output is written '
+                         f'through a link only when asked: the file of the other name would be '
+                         'replaced (an earlier output of its own: its other files, e.g. a '
+                         "table's .tex beside its .md, would no longer agree with it); "
+                         f'{advice}')
     return target if os.path.islink(text) else path
 
 
