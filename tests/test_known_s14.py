@@ -171,3 +171,52 @@ def test_an_output_through_a_symbolic_link_is_refused_unless_overwrite(tmp_path)
     assert check_output(tmp_path / 'link.md', 'report_markdown', '--out',
                         overwrite=True) == earlier
     assert check_output(earlier, 'report_markdown', '--out') == earlier  # its own name: ours
+
+
+# ------------------------------------------------------------------- 6: passV leftovers
+def test_convert_features_names_a_loop_of_links_a_loop(tmp_path, capsys):
+    """Before: a skipped ``x.npy -> y.npy -> x.npy`` was listed as "(dangling link)"."""
+    import os
+    from tool_modules import load_tool
+    tool = load_tool('convert_features')
+    os.symlink('y.npy', tmp_path / 'x.npy')
+    os.symlink('x.npy', tmp_path / 'y.npy')
+    os.symlink('gone.npy', tmp_path / 'z.npy')
+    assert tool.entry_kind(tmp_path / 'x.npy') == 'x.npy (loop of links)'
+    assert tool.entry_kind(tmp_path / 'z.npy') == 'z.npy (dangling link)'
+    tool.skipped_listing([tmp_path / 'x.npy', tmp_path / 'z.npy'])
+    assert ('skipped 2 entries that are not files (a subfolder is not read; a dangling link or '
+            'a loop of links has no file): x.npy (loop of links), z.npy (dangling link)'
+            ) in capsys.readouterr().out
+
+
+def test_the_extraction_progress_line_escapes_a_file_name_as_failures_tsv_does():
+    """Before: the progress line printed a tab (or an escape sequence) of a video's name raw;
+    now escaped by the one rule of extraction's lines (``tsv_field``)."""
+    import io
+    from vpn_plugin.video.extract import Progress, tsv_field
+    stream = io.StringIO()
+    progress = Progress(1, 0, stream, interval=0.0)
+    progress.steps.quiet = 0.0
+    progress.expect(0, 2)
+    progress.chunks(2, 'a\tb\x1b[31mc')
+    line = stream.getvalue()
+    assert 'in flight: a\\tb\\x1b[31mc' in line and '\t' not in line and '\x1b' not in line
+    assert tsv_field('a\\b\nc') == 'a\\\\b\\nc'  # failures.tsv as before
+
+
+def test_an_extraction_record_mismatch_names_the_differing_fields_only(tmp_path):
+    """Before: "extracted with {...every setting...}; this run asks for {...}". Now the
+    fields that differ, with both values."""
+    from vpn_plugin.video.extract import check_manifest, write_manifest
+    recorded = dict(recipe=dict(size=16, fps=1.0, chunk=8), weights='s3d.pth', naming='stem',
+                    weights_sha256='ab' * 8)
+    write_manifest(tmp_path, recorded)
+    check_manifest(tmp_path, recorded)
+    asked = dict(recorded, recipe=dict(recorded['recipe'], size=32))
+    with pytest.raises(ValueError) as error:
+        check_manifest(tmp_path, asked)
+    assert str(error.value) == (
+        f'{tmp_path}/extraction.json: the features in {tmp_path} were extracted with other '
+        'settings than this run asks for (recipe.size: 16 there, 32 asked now). Use another '
+        '--out folder (or remove that one)')

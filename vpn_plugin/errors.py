@@ -427,6 +427,17 @@ def path_kind(path) -> str | None:
     return next((name for test, name in kinds if test(mode)), 'not a regular file')
 
 
+def link_loop(path) -> bool:
+    """Whether ``path`` is a symbolic link that leads back to itself (``a -> b -> a``: the
+    system's ELOOP), not a dangling one (its target absent): the one test of every message
+    that names a link leading to no file."""
+    try:
+        os.stat(path)
+    except OSError as error:
+        return error.errno == errno.ELOOP
+    return False
+
+
 def checked_device(device, name: str = '--device'):
     """``device`` (the option ``name``: '--device', or an API argument such as
     'init_planner() argument device') as given, refused by name when torch cannot use it here:
@@ -622,6 +633,26 @@ def unique_keys(path, what: str = 'JSON file', *, same_value_ok: bool = False):
             seen[key] = value
         return seen
     return pairs_to_dict
+
+
+def differences(found, wanted, there: str = 'there', here: str = 'now', prefix: str = '') -> str:
+    """The fields in which two records (dicts, nested) differ, ``'name: <found> there,
+    <wanted> now'`` each ('absent' where one lacks it), '; '-joined, nested fields dotted
+    (``recipe.size``): what a mismatch message names instead of printing both records; ''
+    when they agree."""
+    if not (isinstance(found, dict) and isinstance(wanted, dict)):
+        return '' if found == wanted else \
+            f'{prefix or "value"}: {found!r} {there}, {wanted!r} {here}'
+    parts = []
+    for key in sorted(set(found) | set(wanted), key=str):
+        name = f'{prefix}.{key}' if prefix else str(key)
+        if key in found and key in wanted:
+            parts.append(differences(found[key], wanted[key], there, here, name))
+        else:
+            shown = [repr(record[key]) if key in record else 'absent'
+                     for record in (found, wanted)]
+            parts.append(f'{name}: {shown[0]} {there}, {shown[1]} {here}')
+    return '; '.join(part for part in parts if part)
 
 
 def _short(value) -> str:

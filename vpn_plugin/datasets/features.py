@@ -29,8 +29,8 @@ from .safe_pickle import RefusedGlobalError, safe_load
 from .validation import check_real_floats
 from ..video.recipe import (ROW_SECONDS_TOLERANCE, recipe_dict,  # noqa: F401
                             recipe_number_problem, row_seconds_problem)
-from vpn_plugin.errors import (NPY_MAGIC, ZIP_MAGIC, decimal_number, path_kind, tool_command,
-                               what_the_file_is)
+from vpn_plugin.errors import (NPY_MAGIC, ZIP_MAGIC, decimal_number, link_loop, path_kind,
+                               tool_command, what_the_file_is)
 
 FEATURE_KEY = 'frames_features'
 TIME_STEP_KEYS = ('recipe', 'native_fps')  # an extraction's record of a row's seconds
@@ -120,8 +120,8 @@ def require_feature_file(path: PathLike, vid: str = '', fix_hint: str = '') -> P
         nor = f' (nor {path.stem}.npz)' if path.suffix == '.npy' else ''
         if path.is_symlink():  # it is listed by ls: say where it points
             target = os.readlink(path)
-            why = ('is itself a link: the links form a loop' if os.path.islink(
-                path.parent / target) else 'does not exist')
+            why = ('is itself a link: the links form a loop' if link_loop(path)
+                   else 'does not exist')
             raise BadVideoError(vid, 'missing feature file', f'feature file {path}{of_video} '
                                 f'is a broken symbolic link to {target}, which {why}; expected '
                                 'a link to a feature file')
