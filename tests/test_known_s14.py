@@ -220,3 +220,41 @@ def test_an_extraction_record_mismatch_names_the_differing_fields_only(tmp_path)
         f'{tmp_path}/extraction.json: the features in {tmp_path} were extracted with other '
         'settings than this run asks for (recipe.size: 16 there, 32 asked now). Use another '
         '--out folder (or remove that one)')
+
+
+# ------------------------------------------------------------------- 7: passT leftovers
+def test_a_recount_under_another_val_fraction_names_the_option_and_both_values():
+    """Before: "model.pkg.recount: ... recounted here: another graph than the checkpoint's:
+    ..." without saying why. Now the training split's options that differ from the run's."""
+    from types import SimpleNamespace
+    from mmengine.config import Config
+    from vpn_plugin.models.pkg_hook import mark_recount
+    trained = Config(dict(train_dataloader=dict(dataset=dict(
+        type='PlanningDataset', horizon=3, val_fraction=0.1)))).pretty_text
+    cfg = Config(dict(train_dataloader=dict(dataset=dict(
+        type='PlanningDataset', horizon=3, val_fraction=0.3))))
+    runner = SimpleNamespace(cfg=cfg, trained_cfg_text=trained, changed_from_training=[])
+    mark_recount(runner, "another graph than the checkpoint's: 3 edge(s) added")
+    (line,) = runner.changed_from_training
+    assert line.endswith("3 edge(s) added (the training split is read with other options: "
+                         "train_dataloader.dataset.val_fraction: 0.1 in training, 0.3 here)")
+
+
+def test_a_missing_checkpoint_record_is_stated_not_guessed_at(tmp_path):
+    """Before: a last_checkpoint naming a file that is not there was "a run killed while it
+    rotated its checkpoints" (also when edited by hand). Now what is known."""
+    import logging
+    from mmengine.logging import MMLogger
+    from vpn_plugin.engine.checkpoint import latest_checkpoint_in
+    (tmp_path / 'last_checkpoint').write_text(str(tmp_path / 'epoch_9.pth'))
+    logger = MMLogger.get_instance('known_s14_resume', log_level='WARNING')
+    messages = []
+    handler = logging.Handler()
+    handler.emit = lambda record: messages.append(record.getMessage())
+    logger.addHandler(handler)
+    try:
+        assert latest_checkpoint_in(tmp_path, logger=logger) is None
+    finally:
+        logger.removeHandler(handler)
+    assert messages == [f'{tmp_path}/last_checkpoint names {tmp_path}/epoch_9.pth, which does '
+                        'not exist: the work dir holds no complete checkpoint: a fresh start']

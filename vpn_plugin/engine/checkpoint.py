@@ -907,6 +907,22 @@ def _dataset_lines(trained, cfg, purpose: str) -> list:
     return lines
 
 
+def training_split_differences(trained_cfg_text, cfg) -> list:
+    """'train_dataloader.dataset.<key>: X in training, Y here' for each dataset option of
+    :data:`TRAINING_OPTIONS` (``val_fraction``, ``split_seed``, ``subset_fraction``, ``limit``,
+    ...) that ``cfg``'s training split sets otherwise than the run of ``trained_cfg_text``:
+    why a graph recounted at test time (``model.pkg.recount``) is another; [] when no readable
+    config is recorded or the splits are datasets of another type."""
+    trained = _run_config(trained_cfg_text)
+    if trained is None:
+        return []
+    before = _plain(_dotted(trained, 'train_dataloader.dataset')) or {}
+    now = _plain(_dotted(cfg, 'train_dataloader.dataset')) or {}
+    if not (before and now and before.get('type') == now.get('type')):
+        return []
+    return [line for _, line in _dataset_option_lines(before, now, 'train_dataloader')]
+
+
 def _dataset_option_lines(before: dict, now: dict, loader: str) -> list:
     from ..datasets.planning_dataset import PlanningDataset
     defaults = {name: p.default for name, p in
@@ -1415,9 +1431,8 @@ def latest_checkpoint_in(work_dir, logger='current') -> Optional[str]:
         from mmengine.logging import print_log
         found = (f'resuming from the newest complete checkpoint of the work dir, {newest}'
                  if newest else 'the work dir holds no complete checkpoint: a fresh start')
-        why = (f'{record} names {recorded}, which does not exist (a run killed while it '
-               'rotated its checkpoints)' if recorded else
-               f'{work_dir} has no {LAST_CHECKPOINT} record (a run killed before it wrote one)')
+        why = (f'{record} names {recorded}, which does not exist' if recorded else
+               f'{work_dir} has no {LAST_CHECKPOINT} record')
         print_log(f'{why}: {found}', logger=logger, level=logging.WARNING)
     return newest
 
