@@ -258,3 +258,33 @@ def test_a_missing_checkpoint_record_is_stated_not_guessed_at(tmp_path):
         logger.removeHandler(handler)
     assert messages == [f'{tmp_path}/last_checkpoint names {tmp_path}/epoch_9.pth, which does '
                         'not exist: the work dir holds no complete checkpoint: a fresh start']
+
+
+# ---------------------------------------------- 8: training features rounded to float16
+def test_a_float16_rounded_float32_copy_is_named_the_training_features_rounded(tmp_path):
+    """Before: the training features rounded to float16 and stored as float32 were "other
+    features (another seed or extractor?)". Now said as they are; values changed below
+    float16 precision stay other features; an exact copy has no note."""
+    import numpy as np
+    from vpn_plugin.engine.checkpoint import features_folder_note, features_folder_record
+    frames = np.random.default_rng(0).standard_normal((12, 512)).astype(np.float32)
+    train = tmp_path / 'train'
+    train.mkdir()
+    np.savez(train / 'a_v1.npz', frames_features=frames)
+    record = {'meta': {'features_folder': features_folder_record(train)}}
+    rounded = frames.astype(np.float16).astype(np.float32)
+    nudged = np.where(rounded == frames, frames, (frames + rounded) / 2)  # same float16
+    assert np.array_equal(nudged.astype(np.float16), rounded.astype(np.float16))
+    notes = {}
+    for name, values in (('copy', frames), ('rounded', rounded), ('nudged', nudged)):
+        (tmp_path / name).mkdir()
+        np.savez(tmp_path / name / 'a_v1.npz', frames_features=values)
+        notes[name] = features_folder_note(record, 'ck.pth', tmp_path / name)
+    assert notes['copy'] == ''
+    assert notes['rounded'].endswith(
+        "1 of the 1 files read are the training features rounded to float16 (['a_v1.npz']): "
+        'every '
+        "value the float16 rounding of the training file's (about 3 significant digits), "
+        'stored as a wider float')
+    assert 'other features' not in notes['rounded']
+    assert 'other features (another seed or extractor?)' in notes['nudged']
