@@ -619,8 +619,8 @@ class ProtocolRunner:
         from vpn_plugin.core.stats import SAMPLE_DRAW
         options = {**unit.cfg_options, **spec.cfg_options}
         limited = self.smoke or any(key.split('.')[-1] == 'limit' and value is not None
-                                    for key, value in options.items()) or dataset_sets(
-            config_with_options(spec.config, options), 'test_dataloader', 'limit')
+                                    for key, value in options.items()) or config_sets(
+            spec.config, options, 'test_dataloader', 'limit')
         return dict(self.overrides(unit), cfg_options={**options, **built_horizons(
             unit, spec, options)}, **self._pretrained_identity(unit), **subset_draw(unit),
             **({'sample_draw': SAMPLE_DRAW} if limited else {}))
@@ -1055,9 +1055,22 @@ def subset_draw(unit: TrainUnit) -> dict:
     identity and its training record, so that no row, table or figure takes a subset drawn by
     list position (before 2026-11-29, recorded nothing) for one drawn by identity."""
     from vpn_plugin.core.stats import SAMPLE_DRAW
-    cfg = config_with_options(unit.config, unit.cfg_options)
-    return {'subset_draw': SAMPLE_DRAW} if dataset_sets(cfg, 'train_dataloader',
-                                                        'subset_fraction') else {}
+    return {'subset_draw': SAMPLE_DRAW} if config_sets(
+        unit.config, unit.cfg_options, 'train_dataloader', 'subset_fraction') else {}
+
+
+def config_sets(config: str, cfg_options: dict, loader: str, name: str) -> bool:
+    """:func:`dataset_sets` of ``config`` with ``cfg_options`` merged, remembered per file
+    version and options (a protocol asks it of the same configs for every unit and row)."""
+    stat = os.stat(config)
+    return _config_sets(os.path.abspath(config), stat.st_mtime_ns, stat.st_size,
+                        json.dumps(cfg_options or {}, sort_keys=True, default=str), loader, name)
+
+
+@functools.lru_cache(maxsize=1024)
+def _config_sets(path: str, mtime_ns: int, size: int, options: str, loader: str,
+                 name: str) -> bool:
+    return dataset_sets(config_with_options(path, json.loads(options)), loader, name)
 
 
 def declared_test_options(unit: TrainUnit, spec: TestSpec) -> dict:
