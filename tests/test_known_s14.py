@@ -226,14 +226,16 @@ def test_an_extraction_record_mismatch_names_the_differing_fields_only(tmp_path)
 def test_a_recount_under_another_val_fraction_names_the_option_and_both_values():
     """Before: "model.pkg.recount: ... recounted here: another graph than the checkpoint's:
     ..." without saying why. Now the training split's options that differ from the run's."""
-    from types import SimpleNamespace
+    from types import MethodType, SimpleNamespace
     from mmengine.config import Config
     from vpn_plugin.models.pkg_hook import mark_recount
     trained = Config(dict(train_dataloader=dict(dataset=dict(
         type='PlanningDataset', horizon=3, val_fraction=0.1)))).pretty_text
     cfg = Config(dict(train_dataloader=dict(dataset=dict(
         type='PlanningDataset', horizon=3, val_fraction=0.3))))
+    from vpn_plugin.runner import PlanningRunner
     runner = SimpleNamespace(cfg=cfg, trained_cfg_text=trained, changed_from_training=[])
+    runner.training_split_changes = MethodType(PlanningRunner.training_split_changes, runner)
     mark_recount(runner, "another graph than the checkpoint's: 3 edge(s) added")
     (line,) = runner.changed_from_training
     assert line.endswith("3 edge(s) added (the training split is read with other options: "

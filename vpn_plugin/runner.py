@@ -539,6 +539,13 @@ class PlanningRunner(Runner):
                                 f'this config\'s values ({named_options_text(named)}) and its '
                                 'metrics say so (changed_from_training)')
 
+    def training_split_changes(self) -> list:
+        """The training split's options that differ from the loaded checkpoint's training
+        (``engine.checkpoint.training_split_differences``): why a graph recounted at test time
+        (``model.pkg.recount``, ``models.pkg_hook.mark_recount``) is another."""
+        from vpn_plugin.engine.checkpoint import training_split_differences
+        return training_split_differences(self.trained_cfg_text, self.cfg)
+
     def load_checkpoint(self, filename: str, map_location='cpu', strict=None, revise_keys=None):
         """mmengine's ``load_checkpoint`` (``load_from`` and ``resume`` call it) with strict
         loading (:func:`vpn_plugin.engine.checkpoint.load_weights`): partial only with the

@@ -77,9 +77,7 @@ def mark_recount(runner, difference) -> None:
         print_log('model.pkg.recount: the recounted graph is the checkpoint\'s (same graph)',
                   logger='current')
         return
-    from vpn_plugin.engine.checkpoint import training_split_differences
-    options = training_split_differences(getattr(runner, 'trained_cfg_text', None),
-                                         getattr(runner, 'cfg', None) or {})
+    options = getattr(runner, 'training_split_changes', list)()  # PlanningRunner's
     why = (f' (the training split is read with other options: {"; ".join(options)})'
            if options else '')
     line = (f'model.pkg.recount: the checkpoint\'s graph in training, recounted here: '
