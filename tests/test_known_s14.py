@@ -190,6 +190,24 @@ def test_convert_features_names_a_loop_of_links_a_loop(tmp_path, capsys):
             ) in capsys.readouterr().out
 
 
+def test_every_reader_tells_a_loop_of_links_from_a_dangling_one(tmp_path):
+    """The one test (errors.link_loop) in check_file and the annotation paths' why_absent
+    (before: "broken, or a loop of links" / "dangling, or a loop of links")."""
+    import os
+    from vpn_plugin.datasets.sources import why_absent
+    from vpn_plugin.errors import check_file
+    os.symlink('y.json', tmp_path / 'x.json')
+    os.symlink('x.json', tmp_path / 'y.json')
+    os.symlink('gone.json', tmp_path / 'z.json')
+    with pytest.raises(FileNotFoundError, match=r'x.json is a symbolic link to y.json, which '
+                       r'leads back to itself \(a loop of links\)'):
+        check_file(tmp_path / 'x.json', 'taxonomy')
+    with pytest.raises(FileNotFoundError, match=r'z.json is a symbolic link to gone.json, which '
+                       r'leads to no file \(a dangling link\)'):
+        check_file(tmp_path / 'z.json', 'taxonomy')
+    assert why_absent(tmp_path / 'z.json') == 'is a symlink that leads nowhere (a dangling link)'
+
+
 def test_the_extraction_progress_line_escapes_a_file_name_as_failures_tsv_does():
     """Before: the progress line printed a tab (or an escape sequence) of a video's name raw;
     now escaped by the one rule of extraction's lines (``tsv_field``)."""

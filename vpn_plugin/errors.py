@@ -550,9 +550,10 @@ def check_file(path, what: str, missing: str | None = None) -> Path:
     if kind == 'a regular file':
         return Path(path)
     if kind is None and os.path.islink(path):  # was "does not exist": the name is there
+        why = ('leads back to itself (a loop of links)' if link_loop(path) else
+               'leads to no file (a dangling link)')
         raise FileNotFoundError(f'{what} {path} is a symbolic link to {os.readlink(path)}, '
-                                'which leads to no file (broken, or a loop of links); expected '
-                                'a file')
+                                f'which {why}; expected a file')
     if kind is None:
         raise FileNotFoundError(missing or f'{what} {path} does not exist')
     raise OSError(f'{what} {path} is {kind}, not a regular file; expected a file')
