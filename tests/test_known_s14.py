@@ -59,6 +59,12 @@ def test_protocol_records_the_subset_draw_of_subset_runs_only(tmp_path):
     assert runner.settings(subset, spec)['subset_draw'] == SAMPLE_DRAW
     assert runner.identity(subset)['subset_draw'] == SAMPLE_DRAW
     assert runner.row_for(subset, spec).key() != runner.row_for(full, spec).key()
+    from vpn_plugin.protocol.runner import claim_work_dir
+    before = {k: v for k, v in runner.identity(subset).items() if k != 'subset_draw'}
+    claim_work_dir(tmp_path / 'w', before)  # a work dir of the list position draw
+    with pytest.raises(ValueError, match=r"holds a run made with other settings \(subset_draw: "
+                       r"absent there, 'window_identity_v2' now\); it is never reused"):
+        claim_work_dir(tmp_path / 'w', runner.identity(subset))
 
 
 def efficiency_row(method, seed, fraction, draw):

@@ -77,7 +77,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from vpn_plugin.datasets.provenance import run_features
-from vpn_plugin.errors import read_json, write_text_atomically
+from vpn_plugin.errors import differences, read_json, write_text_atomically
 from vpn_plugin.locks import LockBusyError, exclusive_lock, lock_path_of
 from vpn_plugin.smoke import SMOKE, limit_test_windows, smoke_config
 from .configs import config_with_options, parsed_config
@@ -1168,9 +1168,7 @@ def claim_work_dir(work_dir: Path, identity: dict) -> None:
         if 'config_digest' not in found:  # recorded before the digest: not compared
             wanted.pop('config_digest', None)
         if found != wanted:
-            changed = '; '.join(f'{k}: {found.get(k)!r} there, {wanted.get(k)!r} now'
-                                for k in sorted(set(found) | set(wanted))
-                                if found.get(k) != wanted.get(k))
+            changed = differences(found, wanted)
             raise ValueError(f'{work_dir} holds a run made with other settings ({changed}); it '
                              'is never reused for another run: delete it or give another --out')
         return
