@@ -133,6 +133,10 @@ def test_expected_rows_and_submission_records_keep_a_line_separator_inside_a_str
                                  encoding='utf-8')
     assert read_submissions(slurm) == {f'{tmp_path}/u\u2028v': ('41_0', log)}
     assert recorded_arrays(slurm) == {'41'}
+    expected_file(results).write_text('{"method": "a", "method": "b"}\n')  # the one key rule
+    with pytest.raises(ValueError, match=r"^expected row .*results.expected:1: the key 'method' "
+                       r"is given twice in one object: 'a' and 'b'"):
+        read_expected(results)
 
 
 def test_earlier_results_with_a_line_separator_are_recognised_as_results(tmp_path):

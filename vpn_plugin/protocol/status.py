@@ -25,7 +25,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from vpn_plugin.errors import json_lines, read_text
+from vpn_plugin.errors import json_lines, read_text, unique_keys
 from .dry_run import format_duration
 from .progress import unit_name
 from .unit_state import read_unit_state, unit_status
@@ -78,7 +78,8 @@ def read_submissions(folder: Path) -> dict:
         if not line.strip():
             continue
         try:
-            record = json.loads(line)
+            record = json.loads(line, object_pairs_hook=unique_keys(f'{path}:{number}',
+                                                                     'submission record'))
             for task in record['tasks']:
                 old_root = Path(task['log']).parent.parent  # the protocol folder it was in
                 for work_dir in task['units']:
