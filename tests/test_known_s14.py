@@ -53,9 +53,12 @@ def test_protocol_records_the_subset_draw_of_subset_runs_only(tmp_path):
     full = TrainUnit('u', config, 3, 0, {}, {}, False, [spec])
     subset = TrainUnit('u', config, 3, 0, {'train_dataloader.dataset.subset_fraction': 0.25},
                        {}, False, [spec])
+    whole = TrainUnit('u', config, 3, 0, {'train_dataloader.dataset.subset_fraction': 1.0},
+                      {}, False, [spec])  # every window, whichever the draw
     runner = protocol_runner(tmp_path)
-    assert 'subset_draw' not in runner.settings(full, spec)
-    assert 'subset_draw' not in runner.identity(full)
+    for unit in (full, whole):
+        assert 'subset_draw' not in runner.settings(unit, spec)
+        assert 'subset_draw' not in runner.identity(unit)
     assert runner.settings(subset, spec)['subset_draw'] == SAMPLE_DRAW
     assert runner.identity(subset)['subset_draw'] == SAMPLE_DRAW
     assert runner.row_for(subset, spec).key() != runner.row_for(full, spec).key()

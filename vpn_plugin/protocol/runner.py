@@ -619,8 +619,8 @@ class ProtocolRunner:
         from vpn_plugin.core.stats import SAMPLE_DRAW
         options = {**unit.cfg_options, **spec.cfg_options}
         limited = self.smoke or any(key.split('.')[-1] == 'limit' and value is not None
-                                    for key, value in options.items()) or config_sets(
-            spec.config, options, 'test_dataloader', 'limit')
+                                    for key, value in options.items()) or bool(config_values(
+            spec.config, options, 'test_dataloader', 'limit'))
         return dict(self.overrides(unit), cfg_options={**options, **built_horizons(
             unit, spec, options)}, **self._pretrained_identity(unit), **subset_draw(unit),
             **({'sample_draw': SAMPLE_DRAW} if limited else {}))
@@ -1037,40 +1037,45 @@ class ProtocolRunner:
                       test_set_pkg=bool(getattr(_bare(runner.model), 'test_set_pkg', False)))
 
 
-def dataset_sets(cfg, loader: str, name: str) -> bool:
-    """Whether ``cfg``'s ``<loader>.dataset`` sets the option ``name`` (not None): on the
-    dataset itself, a union's ``dataset_options`` or a source's ``cfg_options``."""
-    def sets(value) -> bool:
+def dataset_values(cfg, loader: str, name: str) -> list:
+    """The values (not None) that ``cfg``'s ``<loader>.dataset`` sets for the option ``name``:
+    on the dataset itself, a union's ``dataset_options`` or a source's ``cfg_options``."""
+    def values(value) -> list:
         if hasattr(value, 'items'):
-            return any((str(key).split('.')[-1] == name and item is not None) or sets(item)
-                       for key, item in value.items())
-        return isinstance(value, (list, tuple)) and any(sets(item) for item in value)
-    return sets((cfg.get(loader) or {}).get('dataset') or {})
+            return [found for key, item in value.items() for found in (
+                [item] if str(key).split('.')[-1] == name and item is not None
+                else values(item))]
+        return [found for item in value for found in values(item)] \
+            if isinstance(value, (list, tuple)) else []
+    return values((cfg.get(loader) or {}).get('dataset') or {})
 
 
 def subset_draw(unit: TrainUnit) -> dict:
     """``{'subset_draw': SAMPLE_DRAW}`` when ``unit``'s training split is a
-    ``subset_fraction`` of its windows (the sample-efficiency studies; drawn by the windows'
-    identity, ``core.stats.SAMPLE_DRAW``), else ``{}``: in its rows' settings, its work dir's
-    identity and its training record, so that no row, table or figure takes a subset drawn by
-    list position (before 2026-11-29, recorded nothing) for one drawn by identity."""
+    ``subset_fraction`` below 1 of its windows (the sample-efficiency studies; drawn by the
+    windows' identity, ``core.stats.SAMPLE_DRAW``), else ``{}`` (a fraction of 1 keeps every
+    window, whichever the draw): in its rows' settings, its work dir's identity and its
+    training record, so that no row, table or figure takes a subset drawn by list position
+    (before 2026-11-29, recorded nothing) for one drawn by identity."""
     from vpn_plugin.core.stats import SAMPLE_DRAW
-    return {'subset_draw': SAMPLE_DRAW} if config_sets(
-        unit.config, unit.cfg_options, 'train_dataloader', 'subset_fraction') else {}
+    fractions = config_values(unit.config, unit.cfg_options, 'train_dataloader',
+                              'subset_fraction')
+    return {'subset_draw': SAMPLE_DRAW} if any(f != 1 for f in fractions) else {}
 
 
-def config_sets(config: str, cfg_options: dict, loader: str, name: str) -> bool:
-    """:func:`dataset_sets` of ``config`` with ``cfg_options`` merged, remembered per file
+def config_values(config: str, cfg_options: dict, loader: str, name: str) -> tuple:
+    """:func:`dataset_values` of ``config`` with ``cfg_options`` merged, remembered per file
     version and options (a protocol asks it of the same configs for every unit and row)."""
     stat = os.stat(config)
-    return _config_sets(os.path.abspath(config), stat.st_mtime_ns, stat.st_size,
-                        json.dumps(cfg_options or {}, sort_keys=True, default=str), loader, name)
+    return _config_values(os.path.abspath(config), stat.st_mtime_ns, stat.st_size,
+                          json.dumps(cfg_options or {}, sort_keys=True, default=str), loader,
+                          name)
 
 
 @functools.lru_cache(maxsize=1024)
-def _config_sets(path: str, mtime_ns: int, size: int, options: str, loader: str,
-                 name: str) -> bool:
-    return dataset_sets(config_with_options(path, json.loads(options)), loader, name)
+def _config_values(path: str, mtime_ns: int, size: int, options: str, loader: str,
+                   name: str) -> tuple:
+    return tuple(dataset_values(config_with_options(path, json.loads(options)), loader, name))
 
 
 def declared_test_options(unit: TrainUnit, spec: TestSpec) -> dict:
