@@ -15,6 +15,7 @@ Pickled payloads (raw pickles, object ``.npy`` files and object npz members) are
 ``safe_pickle.SafeUnpickler``: numpy arrays, numbers and strings only, no code from the file
 runs; any other global is refused with an error naming the file and the global.
 """
+import hashlib
 import itertools
 import os
 import unicodedata
@@ -406,3 +407,24 @@ def _as_record(content, path, vid) -> dict:
     raise BadVideoError(vid, 'unreadable feature file',
                         f'{path}: holds a {type(content).__name__}; expected a dict with '
                         f'"{FEATURE_KEY}" or an array (seconds, D)')
+
+
+def frames_digest(path) -> str:
+    """'<exact> <half> <dtype>' of a feature file's frames array, 16 hex digits each, whatever
+    its layout (.npz, .npy, pickle): exact over its shape and values as every reader passes
+    them on (float32, ``features.frames_of``: the same features converted to another file
+    format, or stored as float64, have the same), half over its shape and values rounded to
+    float16 (the same features stored as float16 have the same; negated or other features do
+    not), and the dtype the file stores (what tells a float16 copy from values changed below
+    float16 precision); '' when the file cannot be read."""
+    try:
+        stored = np.asarray(read_feature_record(path, frames_only=True)['frames_features'])
+        with np.errstate(over='ignore', invalid='ignore'):
+            frames = np.ascontiguousarray(stored, dtype=np.float32)
+    except Exception:  # noqa: BLE001  (unreadable here: the dataset names it when it reads it)
+        return ''
+    exact = hashlib.sha256(f'{frames.dtype.str}{frames.shape}'.encode())
+    exact.update(frames.tobytes())
+    half = hashlib.sha256(f'{frames.shape}'.encode())
+    half.update(np.ascontiguousarray(frames, dtype=np.float16).tobytes())
+    return f'{exact.hexdigest()[:16]} {half.hexdigest()[:16]} {stored.dtype.name}'

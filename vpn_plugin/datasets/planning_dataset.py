@@ -37,7 +37,7 @@ CACHE_VERSION = 7  # bump when the cached arrays or their meaning change (6: bui
 # files' damage notes, 'damaged')
 DIGEST_MEMO = 'feature_digests.json'  # in cache_dir: the feature files' remembered digests
 FRAMES_MEMO = 'frames_digests_v2.json'  # in cache_dir: their frames arrays' remembered digests
-#   (v2: provenance.frames_digest as read, float32, with the stored dtype)
+#   (v2: features.frames_digest as read, float32, with the stored dtype)
 CACHE_KEY = '.cache_key'  # in cache_dir: the secret of the cache's keyed checksums
 _PROCESS_SECRET = os.urandom(32)  # the key of a cache_dir that cannot be written
 CACHE_ARRAYS = {'readable', 'outside', 'maps', 'start', 'goal', 'observed', 'messages',
@@ -418,9 +418,9 @@ class PlanningDataset(Dataset):
 
     def feature_digests(self, paths, frames: bool = False) -> list:
         """``file_digests`` of ``paths`` (with ``frames``, the digests of their frames arrays,
-        ``provenance.frames_digest``), remembered in the observation cache's memo (keyed with
+        ``features.frames_digest``), remembered in the observation cache's memo (keyed with
         its secret) where there is a ``cache_dir``: a folder already hashed costs nothing."""
-        from .provenance import frames_digest
+        from .features import frames_digest
         digest_of = dict(digest_of=frames_digest) if frames else {}
         if not self.cache_dir:
             return file_digests(paths, **digest_of)

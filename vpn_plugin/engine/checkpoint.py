@@ -420,7 +420,7 @@ def features_folder_record(feature_dir, dataset=None) -> Optional[dict]:
     ``datasets.provenance.folder_fingerprint``) and, for every feature file of the folder, what
     a test compares: ``'digests'``, ``{file name: first FILE_DIGEST_CHARS hex of its sha256}``,
     and ``'frames'``, ``{file stem: its frames array's digests}``
-    (``datasets.provenance.frames_digest``: the same features in another file format or dtype),
+    (``datasets.features.frames_digest``: the same features in another file format or dtype),
     through ``dataset.feature_digests`` (the planning dataset reading the folder: the
     observation cache's memos, a folder hashed before costs nothing) when given; for a union's
     ``{source name: folder}``, ``{'sources': {name: record}}``; None without a folder."""
@@ -579,10 +579,10 @@ def unknown_text(names) -> str:
 
 def _digests(paths, hashing=None, frames: bool = False) -> list:
     """``file_digests`` of ``paths`` (with ``frames``, of their frames arrays:
-    ``datasets.provenance.frames_digest``), through ``hashing`` when given (a planning
+    ``datasets.features.frames_digest``), through ``hashing`` when given (a planning
     dataset's ``feature_digests``: its memos)."""
     from ..datasets.file_digests import file_digests
-    from ..datasets.provenance import frames_digest
+    from ..datasets.features import frames_digest
     if callable(hashing):
         return hashing(paths, frames=True) if frames else hashing(paths)
     return file_digests(paths, digest_of=frames_digest) if frames else file_digests(paths)
@@ -603,7 +603,7 @@ def holds_float16_values(path) -> bool:
 
 
 def _same_at_float16(recorded: list, found: list) -> bool:
-    """Whether two frames digests (``datasets.provenance.frames_digest``, split) of arrays
+    """Whether two frames digests (``datasets.features.frames_digest``, split) of arrays
     that differ as read are the same features with one side stored as float16: equal at
     float16 precision and one stored dtype float16 (a record without dtypes, written before
     they were recorded: equal at float16 precision). Two float32 (or float64) files equal at
