@@ -882,7 +882,9 @@ def _option_lines(trained_cfg_text, trained, cfg, purpose: str) -> list:
                 trained.get('val_cfg') is None or cfg.get('val_cfg') is None):
             continue
         before, now = (_configured(config, key) for config in (trained, cfg))
-        if before != now:
+        if before != now:  # shown as each config gives it (its class's defaults compared)
+            before, now = (_plain(_dotted(config, key)) if _dotted(config, key) is not None
+                           else value for config, value in ((trained, before), (cfg, now)))
             lines.append((key, f'{key}: {before!r} in training, {now!r} here'))
     return lines + _dataset_lines(trained, cfg, purpose)
 
