@@ -201,7 +201,8 @@ def feature_file_note(model, path) -> str:
     it. A file of no training video's name (a video of your own) has nothing to be compared
     with; a checkpoint without the per-file record compares nothing (``model.not_compared``
     says so)."""
-    from vpn_plugin.engine.checkpoint import files_unlike_training, half_text, unknown_text
+    from vpn_plugin.engine.checkpoint import (files_unlike_training, half_text, rounded_text,
+                                              unknown_text)
     trained = getattr(model, 'training_features_folder', None)
     name = getattr(model, 'checkpoint_name', 'the checkpoint')
     records = list(trained['sources'].values()) if isinstance(trained, dict) and isinstance(
@@ -210,16 +211,17 @@ def feature_file_note(model, path) -> str:
     for record in records:
         if not isinstance(record, dict) or not isinstance(record.get('digests'), dict):
             continue
-        other, absent, half, unknown = files_unlike_training(record, [path])
-        if not other and not absent and not half and not unknown:
+        other, absent, half, unknown, rounded = files_unlike_training(record, [path])
+        if not other and not absent and not half and not unknown and not rounded:
             return ''  # a training file, byte for byte or in another format
         if unknown:
             notes.append(f'the features planned from, {path}, {unknown_text([Path(path).name])} '
                          f'(training folder {record.get("folder")})')
-        elif other or half:
+        elif other or half or rounded:
+            text = half_text if half else rounded_text
             notes.append(f'the features planned from, {path}, ' + (
-                f'{half_text([Path(path).name])} (training folder {record.get("folder")})'
-                if half else
+                f'{text([Path(path).name])} (training folder {record.get("folder")})'
+                if half or rounded else
                 f'differ from the training file of the same video in {record.get("folder")} '
                 f'({name} was trained on it): other features (another seed or extractor?)'))
     return notes[0] if notes else ''
