@@ -789,6 +789,13 @@ PURPOSES = ('resume', 'test')
 # 'unified'` at a test of a run trained with it unset was named "None in training, 'unified'
 # here" (and refused at a resume), the same selection (tools/test.py logs the unset one so)
 OPTION_DEFAULTS = {'selection': 'unified'}
+# the mmengine registry of the class each configured section builds (its ``type``): an argument
+# the section leaves out holds that class's default (a resume given `sampler.round_up=True`,
+# AdamW's `betas=(0.9, 0.999)`, StepLR's `begin=0` or `accumulative_counts=1`, each the
+# default, was refused as "None in the run, <value> here": the same run)
+SECTION_REGISTRIES = {'optim_wrapper': 'OPTIM_WRAPPERS', 'optim_wrapper.optimizer': 'OPTIMIZERS',
+                      'param_scheduler': 'PARAM_SCHEDULERS',
+                      'train_dataloader.sampler': 'DATA_SAMPLERS'}
 
 
 class OptionDifferences(NamedTuple):
@@ -895,8 +902,8 @@ def _option_lines(trained_cfg_text, trained, cfg, purpose: str) -> list:
     lines = [('model.*', line) for line in
              model_option_differences(trained_cfg_text, cfg.get('model'), locations=False)]
     lines += [('optim_wrapper.optimizer.*', line) for line in _section_lines(
-        'optim_wrapper.optimizer', _dotted(trained, 'optim_wrapper.optimizer'),
-        _dotted(cfg, 'optim_wrapper.optimizer'))]
+        'optim_wrapper.optimizer', _configured(trained, 'optim_wrapper.optimizer'),
+        _configured(cfg, 'optim_wrapper.optimizer'))]
     if purpose == 'resume':
         lines += [('custom_hooks.<EMA>.*', line) for line in
                   ema_hook_differences(trained.get('custom_hooks'), cfg.get('custom_hooks'))]
@@ -906,12 +913,62 @@ def _option_lines(trained_cfg_text, trained, cfg, purpose: str) -> list:
         if key.startswith('default_hooks.checkpoint.') and (
                 trained.get('val_cfg') is None or cfg.get('val_cfg') is None):
             continue
-        before, now = (_plain(_dotted(config, key)) for config in (trained, cfg))
-        before, now = (OPTION_DEFAULTS.get(key) if value is None else value
-                       for value in (before, now))
-        if before != now:
+        before, now = (_configured(config, key) for config in (trained, cfg))
+        if before != now:  # shown as each config gives it (its class's defaults compared)
+            before, now = (_plain(_dotted(config, key)) if _dotted(config, key) is not None
+                           else value for config, value in ((trained, before), (cfg, now)))
             lines.append((key, f'{key}: {before!r} in training, {now!r} here'))
     return lines + _dataset_lines(trained, cfg, purpose)
+
+
+def _configured(config, key: str):
+    """The value at a dotted ``key`` of a config as the run builds it: a section of
+    :data:`SECTION_REGISTRIES` (or each entry of a list of them) with its class's defaults
+    filled in; an option a section leaves unset, that class's default; else
+    :data:`OPTION_DEFAULTS` for an unset value."""
+    value = _with_class_defaults(_plain(_dotted(config, key)), SECTION_REGISTRIES.get(key))
+    section, _, option = key.rpartition('.')
+    if value is None and section in SECTION_REGISTRIES:
+        built = _with_class_defaults(_plain(_dotted(config, section)),
+                                     SECTION_REGISTRIES[section])
+        value = built.get(option) if isinstance(built, dict) else None
+    return OPTION_DEFAULTS.get(key) if value is None else value
+
+
+def _with_class_defaults(value, registry: Optional[str]):
+    """``value`` (a config section: a dict with a ``type``, or a list of them) with each
+    argument its registered class (mmaction's ``registry``, falling back to mmengine's) has a
+    default for and the section leaves out filled in, as plain values (tuples as lists, as
+    :func:`_plain` gives them); ``value`` itself without a registry or a known class."""
+    if registry is None:
+        return value
+    if isinstance(value, list):
+        return [_with_class_defaults(item, registry) for item in value]
+    if not isinstance(value, dict) or not isinstance(value.get('type'), str):
+        return value
+    import mmaction.registry
+    cls = getattr(mmaction.registry, registry).get(value['type'])
+    if cls is None:
+        return value
+    from ..config_types import option_defaults
+    defaults = {}
+    for base in reversed(cls.__mro__):  # a mixin's __init__(*args, **kwargs) passes them on
+        if '__init__' in vars(base) and base is not object:  # (StepLR: StepParamScheduler's)
+            try:
+                defaults.update(option_defaults(vars(base)['__init__']))
+            except (TypeError, ValueError):  # no signature to read
+                continue
+    return _plain_deep({**defaults, **value})
+
+
+def _plain_deep(value):
+    """``value`` with tuples as lists at any depth (a config's ``betas=(0.9, 0.999)`` and the
+    same pair read back from a saved config, or a class default, compare equal)."""
+    if isinstance(value, dict):
+        return {key: _plain_deep(item) for key, item in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_plain_deep(item) for item in value]
+    return value
 
 
 def _section_lines(name, before, now) -> list:
