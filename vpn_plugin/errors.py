@@ -413,13 +413,16 @@ def join_dash_values(parser, argv) -> list:
 
 def path_kind(path) -> str | None:
     """What is at ``path``: None (nothing), 'a regular file', 'a folder', 'a FIFO', 'a
-    character device' (``/dev/zero``), 'a block device', 'a socket'."""
+    character device' (``/dev/zero``), 'a block device', 'a socket', 'a symbolic link loop'."""
     import stat
     try:
         mode = os.stat(path).st_mode
     except FileNotFoundError:
         return None
-    except OSError:  # e.g. a path through a file: nothing of that name is there
+    except OSError as error:  # e.g. a path through a file: nothing of that name is there
+        import errno
+        if error.errno == errno.ELOOP:  # makedirs would say only "File exists"
+            return 'a symbolic link loop (links that lead back to themselves)'
         return None
     kinds = ((stat.S_ISREG, 'a regular file'), (stat.S_ISDIR, 'a folder'),
              (stat.S_ISFIFO, 'a FIFO'), (stat.S_ISCHR, 'a character device'),
