@@ -20,6 +20,8 @@ a valid input against a false refusal. Log: /tmp/passL_log.md.
   Python's message (uncaught ValueError / RecursionError) instead of being unparseable.
 - CA8: ``--cache-dir`` a symbolic link loop: "[Errno 17] File exists".
 - C7: ``train_cfg = dict(max_epochs=5, _delete_=True)``: mmengine's raw TypeError.
+- K30/K32: ``--cfg-options custom_hooks.-1.priority=1`` / ``train_dataloader.dataset={}``:
+  Python's TypeError / AttributeError with a traceback.
 """
 import json
 
@@ -178,3 +180,28 @@ def test_a_training_loop_config_without_type_or_by_epoch_is_named(tmp_path):
     cfg = Config.fromfile(str(config))  # guard: by_epoch instead of type is checked, not refused
     cfg.train_cfg = dict(by_epoch=True, max_epochs=5)
     check_config_entries(cfg, str(config))
+
+
+@pytest.mark.parametrize('option,shown', [
+    ('custom_hooks.-1.priority=1', "custom_hooks is a list of 1 entries and '-1' is no entry "
+                                   r'number; expected custom_hooks.<n>.<key> with n in 0..0'),
+    ('train_dataloader.dataset={}', r'train_dataloader.dataset is a dict of the config \(type, '
+                                    r'.*\) and this value is text \(--cfg-options cannot give a '
+                                    'dict'),
+])
+def test_cfg_options_that_python_could_not_apply_are_named(option, shown):
+    """K30/K32: a raw TypeError ("list indices must be integers or slices, not str") and
+    AttributeError ("'str' object has no attribute 'get'") with a traceback."""
+    from vpn_plugin.data_paths import load_config
+    key, value = option.split('=')
+    with pytest.raises(ValueError, match=f'--cfg-options {key}.*{shown}'):
+        load_config('configs/vpn_crosstask_t3.py', {key: value})
+
+
+def test_cfg_options_setting_list_entries_and_dict_fields_still_apply():
+    """Guard (passes on ab2cb94 too): entry numbers and one field at a time still apply; a
+    dict may still be set to None."""
+    from vpn_plugin.data_paths import load_config
+    cfg = load_config('configs/vpn_crosstask_t3.py', {'custom_hooks.0.priority': 'LOW',
+                                                      'model.loss_weights.plan': 2.0})
+    assert cfg.custom_hooks[0]['priority'] == 'LOW' and cfg.model.loss_weights['plan'] == 2.0
