@@ -907,10 +907,11 @@ def _refuse_dicts_given_as_text(path, cfg, cfg_options: dict) -> None:
                 node = None
                 break
         if isinstance(node, dict) and isinstance(value, str):
-            raise ValueError(f'{path}: --cfg-options {key}={value}: {key} is a dict of the config '
-                             f'({", ".join(map(str, list(node)[:4]))}{" ..." * (len(node) > 4)}) '
-                             'and this value is text (--cfg-options cannot give a dict); '
-                             f'expected one option per field: {key}.<field>=<value>')
+            raise ValueError(f'{path}: --cfg-options {key}={value!r}; expected a dict (the '
+                             f'config\'s {key} holds {", ".join(map(str, list(node)[:4]))}'
+                             f'{" ..." * (len(node) > 4)}; --cfg-options cannot give a dict, '
+                             'mmengine reads {...} as text: set one field at a time, '
+                             f'{key}.<field>=<value>)')
 
 
 def load_config(path, cfg_options=None, *, data_root=None, feature_dir=None, horizon=None,

@@ -413,16 +413,13 @@ def join_dash_values(parser, argv) -> list:
 
 def path_kind(path) -> str | None:
     """What is at ``path``: None (nothing), 'a regular file', 'a folder', 'a FIFO', 'a
-    character device' (``/dev/zero``), 'a block device', 'a socket', 'a symbolic link loop'."""
+    character device' (``/dev/zero``), 'a block device', 'a socket'."""
     import stat
     try:
         mode = os.stat(path).st_mode
     except FileNotFoundError:
         return None
-    except OSError as error:  # e.g. a path through a file: nothing of that name is there
-        import errno
-        if error.errno == errno.ELOOP:  # makedirs would say only "File exists"
-            return 'a symbolic link loop (links that lead back to themselves)'
+    except OSError:  # e.g. a path through a file: nothing of that name is there
         return None
     kinds = ((stat.S_ISREG, 'a regular file'), (stat.S_ISDIR, 'a folder'),
              (stat.S_ISFIFO, 'a FIFO'), (stat.S_ISCHR, 'a character device'),
@@ -494,6 +491,10 @@ def check_folder_target(path, what: str = 'work dir', holds: str = 'the logs and
     if kind not in (None, 'a folder'):
         raise NotADirectoryError(f'{what} {path} is {kind}; expected a folder (made when missing) '
                                  f'for {holds}: give another {flag}')
+    if os.path.islink(path) and not os.path.exists(path) and _link_loops(path):
+        raise NotADirectoryError(f'{what} {path} is a symbolic link to {os.readlink(path)}, '
+                                 'which leads back to itself (a loop); expected a folder (made '
+                                 f'when missing) for {holds}: give another {flag}')
     above = file_on_the_way(path)
     if above is not None:
         raise NotADirectoryError(f'{what} {path}: {above} is {path_kind(above)}, not a folder; '
@@ -503,6 +504,17 @@ def check_folder_target(path, what: str = 'work dir', holds: str = 'the logs and
     if blocked is not None:
         raise PermissionError(f'{what} {path}: {blocked}; expected a folder this user can write '
                               f'{holds} into: give another {flag}')
+
+
+def _link_loops(path) -> bool:
+    """Whether the symbolic link ``path`` leads back to itself (``makedirs`` says only "File
+    exists"; a link to a folder not made yet is made at its target by the tools)."""
+    import errno
+    try:
+        os.stat(path)
+    except OSError as error:
+        return error.errno == errno.ELOOP
+    return False
 
 
 def file_on_the_way(path) -> Path | None:

@@ -74,7 +74,6 @@ class _Pairs(list):
     """A JSON object as its (key, value) pairs in file order: duplicate keys stay visible."""
 
 
-@checked_arguments
 def _line_breaking(name: str) -> list:
     """The characters of ``name`` that break or hide a line where it is printed: control
     characters (Unicode Cc: line feed, tab, NUL, ...) and line / paragraph separators
@@ -83,6 +82,7 @@ def _line_breaking(name: str) -> list:
     return sorted({c for c in name if unicodedata.category(c) in ('Cc', 'Zl', 'Zp')})
 
 
+@checked_arguments
 def load_taxonomy(path: PathLike) -> Taxonomy:
     """Read a taxonomy JSON ``{"<idx>_[<task id>_]<name>": {"<action id>": "<name>"}}``.
 
