@@ -420,7 +420,7 @@ def features_folder_record(feature_dir, dataset=None) -> Optional[dict]:
     ``datasets.provenance.folder_fingerprint``) and, for every feature file of the folder, what
     a test compares: ``'digests'``, ``{file name: first FILE_DIGEST_CHARS hex of its sha256}``,
     and ``'frames'``, ``{file stem: its frames array's digests}``
-    (``datasets.provenance.frames_digest``: the same features in another file format or dtype),
+    (``datasets.features.frames_digest``: the same features in another file format or dtype),
     through ``dataset.feature_digests`` (the planning dataset reading the folder: the
     observation cache's memos, a folder hashed before costs nothing) when given; for a union's
     ``{source name: folder}``, ``{'sources': {name: record}}``; None without a folder."""
@@ -493,7 +493,7 @@ def _files_not_trained_on(trained: dict, folder, dataset) -> str:
     from ..datasets.provenance import feature_files
     reads = callable(getattr(dataset, 'feature_files_read', None))
     read = dataset.feature_files_read() if reads else feature_files(folder)
-    other, absent, half, unknown = files_unlike_training(
+    other, absent, half, unknown, rounded = files_unlike_training(
         trained, read, getattr(dataset, 'feature_digests', None))
     absent = absent if reads else []
     return '; '.join(filter(None, (
@@ -503,6 +503,7 @@ def _files_not_trained_on(trained: dict, folder, dataset) -> str:
         absent and f'{len(absent)} of the {len(read)} files read were not in the training '
                    f'folder ({_listed(absent)})',
         half and f'{len(half)} of the {len(read)} files read {half_text(half)}',
+        rounded and f'{len(rounded)} of the {len(read)} files read {rounded_text(rounded)}',
         unknown and f'{len(unknown)} of the {len(read)} files read {unknown_text(unknown)}')))
 
 
@@ -513,16 +514,27 @@ def half_text(names) -> str:
             'digits)')
 
 
+def rounded_text(names) -> str:
+    """What a file holding its training file's values rounded to float16 (stored in a wider
+    float) is."""
+    return (f'are the training features rounded to float16 ({_listed(names)}): every value '
+            'the float16 rounding of the training file\'s (about 3 significant digits), '
+            'stored as a wider float')
+
+
 def files_unlike_training(trained: dict, read, hashing=None) -> tuple:
-    """(other, absent, half, unknown): the names of the files ``read`` whose content is not
-    the training file's of their name (``trained['digests']``, a checkpoint's
+    """(other, absent, half, unknown, rounded): the names of the files ``read`` whose content
+    is not the training file's of their name (``trained['digests']``, a checkpoint's
     :func:`features_folder_record`) nor, in another file format, the frames array of the
     training file of their stem (``trained['frames']``); those of no training file's name or
     stem; those equal to their training file's frames at float16 precision only (another
     dtype: :func:`_same_at_float16`); those whose bytes are not the training file's of their
     name or stem and whose stem the record has no frames digest of (a partial or edited
     record: the same features in another dtype or format cannot be told from others, so
-    they are called neither). ``hashing``: a planning dataset's ``feature_digests`` (its
+    they are called neither); those equal to their training file's frames at float16
+    precision whose every value is a float16 value, stored in a wider float (the training
+    features rounded to float16: read again to tell them from values changed below float16
+    precision, which stay ``other``). ``hashing``: a planning dataset's ``feature_digests`` (its
     memos). The frames arrays are read only of the files whose bytes are no training file's."""
     from ..datasets.file_digests import MISSING, NOT_A_FILE
     digests, frames = trained['digests'], trained.get('frames')
@@ -542,13 +554,19 @@ def files_unlike_training(trained: dict, read, hashing=None) -> tuple:
         else:
             absent.append(path.name)
     arrays = _digests(unmatched, hashing, frames=True) if unmatched else []
-    half = []
+    half, rounded = [], []
     for path, pair in zip(unmatched, arrays):
         recorded, found = str(frames[path.stem]).split(' '), pair.split(' ')
         if found[0] == recorded[0]:
             continue  # the training frames, in another file format
-        (half if _same_at_float16(recorded, found) else other).append(path.name)
-    return other, absent, half, unknown
+        if _same_at_float16(recorded, found):
+            half.append(path.name)
+        elif len(found) > 1 and len(recorded) > 1 and found[1] == recorded[1] and \
+                holds_float16_values(path):  # float16(found) = float16(training), found exact
+            rounded.append(path.name)
+        else:
+            other.append(path.name)
+    return other, absent, half, unknown, rounded
 
 
 def unknown_text(names) -> str:
@@ -561,17 +579,31 @@ def unknown_text(names) -> str:
 
 def _digests(paths, hashing=None, frames: bool = False) -> list:
     """``file_digests`` of ``paths`` (with ``frames``, of their frames arrays:
-    ``datasets.provenance.frames_digest``), through ``hashing`` when given (a planning
+    ``datasets.features.frames_digest``), through ``hashing`` when given (a planning
     dataset's ``feature_digests``: its memos)."""
     from ..datasets.file_digests import file_digests
-    from ..datasets.provenance import frames_digest
+    from ..datasets.features import frames_digest
     if callable(hashing):
         return hashing(paths, frames=True) if frames else hashing(paths)
     return file_digests(paths, digest_of=frames_digest) if frames else file_digests(paths)
 
 
+def holds_float16_values(path) -> bool:
+    """Whether every value of the frames array of the feature file ``path`` is a float16
+    value (its float16 rounding changes nothing); False when it cannot be read."""
+    import numpy as np
+    from ..datasets.features import read_feature_record
+    try:
+        frames = np.asarray(read_feature_record(path, frames_only=True)['frames_features'],
+                            dtype=np.float32)
+    except Exception:  # noqa: BLE001  (unreadable here: the dataset names it when it reads it)
+        return False
+    with np.errstate(over='ignore', invalid='ignore'):
+        return bool(np.array_equal(frames, frames.astype(np.float16).astype(np.float32)))
+
+
 def _same_at_float16(recorded: list, found: list) -> bool:
-    """Whether two frames digests (``datasets.provenance.frames_digest``, split) of arrays
+    """Whether two frames digests (``datasets.features.frames_digest``, split) of arrays
     that differ as read are the same features with one side stored as float16: equal at
     float16 precision and one stored dtype float16 (a record without dtypes, written before
     they were recorded: equal at float16 precision). Two float32 (or float64) files equal at
@@ -905,6 +937,22 @@ def _dataset_lines(trained, cfg, purpose: str) -> list:
         if before and now and before.get('type') == now.get('type'):
             lines += _dataset_option_lines(before, now, loader)
     return lines
+
+
+def training_split_differences(trained_cfg_text, cfg) -> list:
+    """'train_dataloader.dataset.<key>: X in training, Y here' for each dataset option of
+    :data:`TRAINING_OPTIONS` (``val_fraction``, ``split_seed``, ``subset_fraction``, ``limit``,
+    ...) that ``cfg``'s training split sets otherwise than the run of ``trained_cfg_text``:
+    why a graph recounted at test time (``model.pkg.recount``) is another; [] when no readable
+    config is recorded or the splits are datasets of another type."""
+    trained = _run_config(trained_cfg_text)
+    if trained is None:
+        return []
+    before = _plain(_dotted(trained, 'train_dataloader.dataset')) or {}
+    now = _plain(_dotted(cfg, 'train_dataloader.dataset')) or {}
+    if not (before and now and before.get('type') == now.get('type')):
+        return []
+    return [line for _, line in _dataset_option_lines(before, now, 'train_dataloader')]
 
 
 def _dataset_option_lines(before: dict, now: dict, loader: str) -> list:
@@ -1415,9 +1463,8 @@ def latest_checkpoint_in(work_dir, logger='current') -> Optional[str]:
         from mmengine.logging import print_log
         found = (f'resuming from the newest complete checkpoint of the work dir, {newest}'
                  if newest else 'the work dir holds no complete checkpoint: a fresh start')
-        why = (f'{record} names {recorded}, which does not exist (a run killed while it '
-               'rotated its checkpoints)' if recorded else
-               f'{work_dir} has no {LAST_CHECKPOINT} record (a run killed before it wrote one)')
+        why = (f'{record} names {recorded}, which does not exist' if recorded else
+               f'{work_dir} has no {LAST_CHECKPOINT} record')
         print_log(f'{why}: {found}', logger=logger, level=logging.WARNING)
     return newest
 

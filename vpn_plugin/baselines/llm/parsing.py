@@ -5,6 +5,8 @@ import json
 import re
 from typing import Sequence
 
+from vpn_plugin.errors import unique_keys
+
 PLAN_KEYS = ('plan', 'sequence', 'actions', 'steps')
 ID_KEYS = ('action_id', 'id')
 NAME_KEYS = ('action_name', 'name', 'action')
@@ -36,22 +38,20 @@ def json_values(text: str) -> list:
     return values
 
 
-def _unique_keys(pairs: list) -> dict:
-    """An object of the reply; a key given twice with different values (``{"plan": [..],
-    "plan": [..]}``) is refused: json keeps the last without a word, and which one is the
-    answer is not known (two objects holding two plans are refused alike, :func:`parse_plan`)."""
-    found = {}
-    for key, value in pairs:
-        if key in found and found[key] != value:
-            raise ReplyParseError(f'reply holds the key {key!r} twice with different values '
-                                  f'({json.dumps(found[key])} and {json.dumps(value)}); which '
-                                  'one is the answer is not known')
-        found[key] = value
-    return found
+_REPLY_KEYS = unique_keys(None, 'reply', same_value_ok=True)
+
+
+def _reply_object(pairs: list) -> dict:
+    """An object of the reply; a key given twice with different values: which one is the
+    answer is not known (``errors.unique_keys``), unparseable."""
+    try:
+        return _REPLY_KEYS(pairs)
+    except ValueError as err:
+        raise ReplyParseError(str(err)) from None
 
 
 def _scan_values(text: str) -> list:
-    decoder = json.JSONDecoder(object_pairs_hook=_unique_keys)
+    decoder = json.JSONDecoder(object_pairs_hook=_reply_object)
     values, position = [], 0
     while position < len(text):
         if text[position] not in '{[':
@@ -62,7 +62,7 @@ def _scan_values(text: str) -> list:
             values.append(value)
         except json.JSONDecodeError as err:
             position = max(position + 1, err.pos)  # resume where the malformed value broke
-        except ReplyParseError:
+        except ReplyParseError:  # a key given twice (_reply_object)
             raise
         except (ValueError, RecursionError) as err:  # a number of over 4300 digits, a value
             # nested deeper than Python's recursion limit: the reply is unparseable, not the run
