@@ -864,9 +864,16 @@ def check_config_entries(cfg, where: str) -> None:
                 if cfg.get(f'{split}_dataloader') and cfg[f'{split}_dataloader'].get('dataset')]
     entries += [(f'custom_hooks.{i}', HOOKS, hook)
                 for i, hook in enumerate(cfg.get('custom_hooks') or [])]
-    if (cfg.get('train_cfg') or {}).get('type'):
-        entries.append(('train_cfg', LOOPS, {k: v for k, v in cfg.train_cfg.items()
-                                             if k != 'by_epoch'}))
+    loop = cfg.get('train_cfg') or {}
+    if loop and not loop.get('type'):  # mmengine then picks the loop by by_epoch
+        if 'by_epoch' not in loop:  # e.g. train_cfg = dict(max_epochs=5, _delete_=True)
+            raise ValueError(f'{where}: train_cfg = {dict(loop)!r} names no training loop (no '
+                             "type, no by_epoch); expected type='EpochBasedTrainLoop' (or "
+                             'by_epoch=True / False) beside its options')
+        loop = {'type': 'EpochBasedTrainLoop' if loop['by_epoch'] else 'IterBasedTrainLoop',
+                **loop}
+    if loop.get('type'):
+        entries.append(('train_cfg', LOOPS, {k: v for k, v in loop.items() if k != 'by_epoch'}))
     pkg = (cfg.get('model') or {}).get('pkg')
     if pkg is not None:
         entries.append(('model.pkg', TASK_UTILS, {'type': 'PKGBuilder', **pkg}))
