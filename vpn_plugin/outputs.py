@@ -30,6 +30,7 @@ Pure Python (standard library only).
 from __future__ import annotations
 
 import json
+import math
 import os
 import re
 import stat
@@ -70,6 +71,15 @@ def markdown_row(cells) -> str:
     columns."""
     return '| ' + ' | '.join(_MARKDOWN_LINE_BREAK.sub('<br>', str(cell).replace('|', r'\|'))
                              for cell in cells) + ' |'
+
+
+def money_text(value: float) -> str:
+    """A cost for a table or a summary line: two decimals ('11.56'), or two significant digits
+    for a non-zero amount below half a cent ('0.00033', never a false '0.00')."""
+    value = float(value)
+    if value == 0 or not math.isfinite(value) or abs(value) >= 0.005:
+        return f'{value:.2f}'
+    return f'{value:.{1 - math.floor(math.log10(abs(value)))}f}'
 
 
 def plain_text(text) -> str:
