@@ -817,9 +817,10 @@ def pkg_source_sentence(pkg_sources: dict) -> str:
     """The sentence under a table or figure with test-set-PKG rows ('' without)."""
     if not pkg_sources:
         return ''
-    return (f'{TEST_SET_PKG_MARK} test-set PKG: the graph was loaded from a released file '
-            'built with test videos (KEPP\'s NIV graph), not from the run\'s training videos: '
-            'not comparable to the other rows.')
+    return (f'{TEST_SET_PKG_MARK} test-set PKG: the graph was read from a file '
+            '(model.released_graph), not counted by the run on its training videos; KEPP\'s '
+            'released graphs hold test videos, and which videos another file holds the run cannot '
+            'tell: not comparable to the other rows.')
 
 
 def _caveat_legend(table: Table) -> str:

@@ -44,9 +44,10 @@ work_dir        str      optional run directory
 shortened       str      why the run is not the full one, e.g. ``max_epochs=3``,
                          ``limit=100`` (``true`` is read as ``shortened``); empty or absent
                          = a full run. ``tools/report.py`` marks such rows (``†``).
-pkg_source      str      ``test-set PKG`` when the run's PKG was not built from its training
-                         videos but loaded from a released graph that holds test videos
-                         (KEPP's ``model.released_graph``; derived from the config);
+pkg_source      str      ``test-set PKG`` when the run's PKG was not counted on its training
+                         videos but read from a file (KEPP's ``model.released_graph``, as
+                         KEPP's released graphs, which hold test videos; derived from the
+                         config);
                          ``tools/report.py`` marks such rows (``§``) and the protocols
                          of the main table refuse them; empty = the run's own PKG
 features        dict     what the model was trained and tested on
