@@ -126,6 +126,19 @@ def test_mmaction_models_imports_only_with_fix(tmp_path):
     assert 'BUILD VindLURetrieval' in result.stdout and 'multi-modal' in result.stdout
 
 
+def test_adafactor_optimizer_is_still_transformers_once_built():
+    """fix_transformers_import defers transformers to the build of mmengine's ``Adafactor``
+    (tests/test_import_purity.py: not imported by ``import vpn_plugin.mm``)."""
+    from mmengine.optim.optimizer.builder import TRANSFORMERS_OPTIMIZERS
+    from mmengine.registry import OPTIMIZERS
+    from transformers import Adafactor
+    parameter = torch.nn.Parameter(torch.ones(3))
+    optimizer = OPTIMIZERS.build(dict(type='Adafactor', params=[parameter], lr=0.1,
+                                      relative_step=False, scale_parameter=False))
+    assert isinstance(optimizer, Adafactor) and optimizer.defaults['lr'] == 0.1
+    assert TRANSFORMERS_OPTIMIZERS == ['Adafactor']
+
+
 def test_missing_importlib_metadata_is_reported(monkeypatch):
     monkeypatch.setitem(sys.modules, 'importlib_metadata', None)
     with pytest.raises(ImportError, match="pip install importlib-metadata"):
