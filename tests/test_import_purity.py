@@ -44,11 +44,13 @@ print(json.dumps(dict(registered, transformers_loaded='transformers' in sys.modu
 """
 
 
-def test_import_mm_registers_every_module_with_compat_applied():
+def test_import_mm_registers_every_module_with_compat_applied_and_prints_nothing():
     done = subprocess.run([sys.executable, '-c', REGISTERED], cwd=REPO_ROOT,
                           capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr[-2000:]
-    registered = json.loads(done.stdout.strip().splitlines()[-1])
+    # nothing but the child's own line: `import vpn_plugin.mm` prints nothing (default filters)
+    assert done.stderr.strip() == '' and len(done.stdout.splitlines()) == 1, done.stdout + done.stderr
+    registered = json.loads(done.stdout)
     assert 'PlanningDataset' in registered['DATASETS']
     assert 'PKGHook' in registered['HOOKS']
     assert {'PlanningMetric', 'AtomicDumpResults'} <= set(registered['METRICS'])
