@@ -67,6 +67,14 @@ def markdown_row(cells) -> str:
                              for cell in cells) + ' |'
 
 
+def plain_text(text) -> str:
+    """``text`` (a name of the user's: a folder, a file) for one line of printed plain text (a
+    table's title, a summary line): control and separator characters (a newline, tab, escape,
+    U+2028) written as Python escapes (``\\n``), so that a name cannot break the line or forge
+    one the tool never printed; every other character as it is."""
+    return ''.join(c if c.isprintable() else repr(c)[1:-1] for c in str(text))
+
+
 def _head(path: Path, size: int = MARKER_BYTES) -> bytes:
     with open(path, 'rb') as handle:
         return handle.read(size)

@@ -19,7 +19,7 @@ from mmengine.registry import FUNCTIONS
 from torch.utils.data import Dataset
 
 from .annotations import BadVideoError, Window, chain_windows, read_video_list, window_key
-from .features import feature_fix_hint, find_feature_file, load_features
+from .features import check_disjoint_files, feature_fix_hint, find_feature_file, load_features
 from ..core.stats import SAMPLE_DRAW, stratified_sample
 from .file_digests import file_digests
 from ..errors import check_folder_target
@@ -684,9 +684,11 @@ def check_split_disjoint(cfg) -> None:
         check_held_out_agrees(train, val, cfg.filename or 'config')
         check_validation_source(train, val, cfg.filename or 'config')
     if train and test:  # first: a test moved onto training windows overlaps validation too
-        check_disjoint(source_videos(train), source_videos(test),
-                       f'{cfg.filename or "config"}: train_dataloader.dataset / '
-                       'test_dataloader.dataset')
+        where = f'{cfg.filename or "config"}: train_dataloader.dataset / test_dataloader.dataset'
+        train_videos, test_videos = source_videos(train), source_videos(test)
+        check_disjoint(train_videos, test_videos, where)
+        check_disjoint_files(train_videos, test_videos, train.get('feature_dir'),
+                             test.get('feature_dir'), where)
     if val and test and cfg.get('selection') != 'authors':
         check_selection_held_out(source_videos(val), source_videos(test), cfg)
 

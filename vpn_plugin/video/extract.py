@@ -29,6 +29,7 @@ import errno
 import hashlib
 import json
 import os
+import re
 import socket
 import sys
 import tempfile
@@ -111,7 +112,11 @@ def linked_folders(inputs: Sequence) -> List[Path]:
 def feature_name(video: Path, naming: str = 'stem') -> str:
     if naming not in NAMINGS:
         raise ValueError(f'naming={naming!r} is unknown; expected one of {NAMINGS}')
-    return video.stem if naming == 'stem' else f'{video.parent.name}_{video.stem}'
+    if naming == 'stem':
+        return video.stem
+    # the folder the video is in, also when it was named from inside it ('x.mp4': its
+    # parent '' gave '_x.npz'); '..' read as the folder it leads to
+    return f'{Path(os.path.abspath(video)).parent.name}_{video.stem}'
 
 
 def output_names(videos: Sequence[Path], naming: str) -> List[str]:
@@ -237,6 +242,12 @@ def check_manifest(out_dir: Path, settings: dict) -> None:
                     f'{", ..." * (len(features) > 3)})' if features else
                     f'{len(found)} file(s) or folder(s) ({", ".join(found[:3])}'
                     f'{", ..." * (len(found) > 3)})')
+            if _extracted_here(out_dir):  # its provenance names this tool: the record is gone
+                raise ValueError(f'--out {out_dir} holds {what} and a provenance.json of '
+                                 f'extract_features.py, but no {MANIFEST}, the record of the '
+                                 'settings its files were extracted with: this run\'s cannot '
+                                 'be checked against them; nothing was written. Put the '
+                                 f'folder\'s {MANIFEST} back, or give a new or empty --out folder')
             raise ValueError(f'--out {out_dir} already holds {what} but no {MANIFEST}: not a '
                              'folder this tool extracted into (a dataset\'s feature folder?); '
                              'nothing was written. Give a new or empty --out folder')
@@ -244,10 +255,29 @@ def check_manifest(out_dir: Path, settings: dict) -> None:
         found = read_json(path, 'the record of the folder\'s extraction (recipe, weights)')
         if isinstance(found, dict) and 'naming' not in found:  # recorded before naming was
             settings = {k: v for k, v in settings.items() if k != 'naming'}
-        if found != settings:
+        if _by_content(found) != _by_content(settings):
             raise ValueError(f'{path}: the features in {out_dir} were extracted with {found}; '
                              f'this run asks for {settings}. Use another --out folder (or '
                              'remove that one)')
+
+
+def _extracted_here(out_dir: Path) -> bool:
+    """Whether the folder's provenance.json says extract_features.py wrote it."""
+    try:
+        record = json.loads((out_dir / 'provenance.json').read_text(encoding='utf-8'))
+    except (OSError, ValueError):
+        return False
+    return isinstance(record, dict) and record.get('tool') == 'extract_features.py'
+
+
+def _by_content(settings):
+    """``settings`` with its weights as their sha256 alone: the same weights file under
+    another name (a symlink, a renamed copy of s3d_howto100m.pth) is the same extraction;
+    ``'<name> (sha256 <hex>)'`` is how extract_features.py records them."""
+    if not isinstance(settings, dict) or not isinstance(settings.get('weights'), str):
+        return settings
+    digest = re.search(r'\(sha256 ([0-9a-f]{64})\)$', settings['weights'])
+    return dict(settings, weights=f'sha256 {digest.group(1)}') if digest else settings
 
 
 def write_manifest(out_dir: Path, settings: dict) -> None:
