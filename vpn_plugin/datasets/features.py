@@ -15,6 +15,7 @@ Pickled payloads (raw pickles, object ``.npy`` files and object npz members) are
 ``safe_pickle.SafeUnpickler``: numpy arrays, numbers and strings only, no code from the file
 runs; any other global is refused with an error naming the file and the global.
 """
+import hashlib
 import itertools
 import os
 import unicodedata
@@ -30,8 +31,8 @@ from .safe_pickle import RefusedGlobalError, safe_load
 from .validation import check_real_floats
 from ..video.recipe import (ROW_SECONDS_TOLERANCE, recipe_dict,  # noqa: F401
                             recipe_number_problem, row_seconds_problem)
-from vpn_plugin.errors import (NPY_MAGIC, ZIP_MAGIC, decimal_number, path_kind, tool_command,
-                               what_the_file_is)
+from vpn_plugin.errors import (NPY_MAGIC, ZIP_MAGIC, decimal_number, link_loop, path_kind,
+                               tool_command, what_the_file_is)
 
 FEATURE_KEY = 'frames_features'
 TIME_STEP_KEYS = ('recipe', 'native_fps')  # an extraction's record of a row's seconds
@@ -178,8 +179,8 @@ def require_feature_file(path: PathLike, vid: str = '', fix_hint: str = '') -> P
         nor = f' (nor {path.stem}.npz)' if path.suffix == '.npy' else ''
         if path.is_symlink():  # it is listed by ls: say where it points
             target = os.readlink(path)
-            why = ('is itself a link: the links form a loop' if os.path.islink(
-                path.parent / target) else 'does not exist')
+            why = ('is itself a link: the links form a loop' if link_loop(path)
+                   else 'does not exist')
             raise BadVideoError(vid, 'missing feature file', f'feature file {path}{of_video} '
                                 f'is a broken symbolic link to {target}, which {why}; expected '
                                 'a link to a feature file')
@@ -406,3 +407,24 @@ def _as_record(content, path, vid) -> dict:
     raise BadVideoError(vid, 'unreadable feature file',
                         f'{path}: holds a {type(content).__name__}; expected a dict with '
                         f'"{FEATURE_KEY}" or an array (seconds, D)')
+
+
+def frames_digest(path) -> str:
+    """'<exact> <half> <dtype>' of a feature file's frames array, 16 hex digits each, whatever
+    its layout (.npz, .npy, pickle): exact over its shape and values as every reader passes
+    them on (float32, ``features.frames_of``: the same features converted to another file
+    format, or stored as float64, have the same), half over its shape and values rounded to
+    float16 (the same features stored as float16 have the same; negated or other features do
+    not), and the dtype the file stores (what tells a float16 copy from values changed below
+    float16 precision); '' when the file cannot be read."""
+    try:
+        stored = np.asarray(read_feature_record(path, frames_only=True)['frames_features'])
+        with np.errstate(over='ignore', invalid='ignore'):
+            frames = np.ascontiguousarray(stored, dtype=np.float32)
+    except Exception:  # noqa: BLE001  (unreadable here: the dataset names it when it reads it)
+        return ''
+    exact = hashlib.sha256(f'{frames.dtype.str}{frames.shape}'.encode())
+    exact.update(frames.tobytes())
+    half = hashlib.sha256(f'{frames.shape}'.encode())
+    half.update(np.ascontiguousarray(frames, dtype=np.float16).tobytes())
+    return f'{exact.hexdigest()[:16]} {half.hexdigest()[:16]} {stored.dtype.name}'
