@@ -116,7 +116,9 @@ def transformers_adafactor(params, *args, **kwargs):
 
 
 def fix_transformers_import():
-    """mmengine 0.10.7 imports transformers (~1.2 s CPU) in every process that imports mmengine.optim, only to register its Adafactor optimizer."""
+    """mmengine 0.10.7 imports transformers (~1.2 s CPU) in every process that imports
+    mmengine.optim, only to register its Adafactor optimizer: that import is made to fail
+    once, and ``Adafactor`` is registered as a builder importing transformers when built."""
     if 'mmengine.optim.optimizer.builder' in sys.modules or 'transformers' in sys.modules:
         return  # registered by mmengine itself (transformers imported, or nothing to spare)
     sys.modules['transformers'] = None  # mmengine's `from transformers import Adafactor` fails
@@ -401,7 +403,8 @@ def is_resuming(runner) -> bool:
 
 
 FIXES = (fix_transformers_import, fix_undeclared_importlib_metadata, fix_missing_drn_module,
-         fix_multimodal_autoimport, fix_mmcv_lite_ops_warning, fix_fileio_deprecation_warnings, fix_pkg_resources_lookups,
+         fix_multimodal_autoimport, fix_mmcv_lite_ops_warning, fix_fileio_deprecation_warnings,
+         fix_pkg_resources_lookups,
          fix_checkpoint_weights_only, fix_cpu_init_dist, fix_cpu_ddp_wrapper)
 
 
