@@ -217,7 +217,8 @@ def test_a_second_naming_into_one_folder_is_refused(tmp_path):
     write_manifest(tmp_path, settings('stem'))
     check_manifest(tmp_path, settings('stem'))  # a resume
     with pytest.raises(ValueError, match=r"extraction.json: the features in .* were extracted "
-                                         r"with .*'naming': 'stem'.*'naming': 'parent_stem'"):
+                                         r"with other settings .*\(naming: 'stem' there, "
+                                         r"'parent_stem' asked now\)"):
         check_manifest(tmp_path, settings('parent_stem'))
     old = {k: v for k, v in settings('stem').items() if k != 'naming'}
     (tmp_path / MANIFEST).write_text(json.dumps(old))  # recorded before naming was

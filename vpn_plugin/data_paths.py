@@ -895,8 +895,12 @@ def _check_list_indices(path, cfg, cfg_options: dict) -> None:
 def _refuse_dicts_given_as_text(path, cfg, cfg_options: dict) -> None:
     """A ``--cfg-options`` value replacing a dict of the config with text
     (``train_dataloader.dataset={}``: mmengine reads ``{...}`` as text) is refused naming the
-    key: the run stopped later in Python's "'str' object has no attribute 'get'"."""
+    key: the run stopped later in Python's "'str' object has no attribute 'get'". A default
+    hook (``default_hooks.timer='abc'``) is left to the runner's check, which says that it may
+    also be None (off)."""
     for key, value in cfg_options.items():
+        if re.fullmatch(r'default_hooks\.[^.]+', str(key)):
+            continue
         node = cfg
         for part in str(key).split('.'):
             if isinstance(node, (list, tuple)) and part.isdigit() and int(part) < len(node):
