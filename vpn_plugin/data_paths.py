@@ -440,8 +440,9 @@ def _parse_config(file: Path, text: str):
     try:
         return ast.parse(text, str(file))
     except SyntaxError as error:
-        raise ValueError(f'{file}: line {error.lineno}: {error.msg}; the config file does not '
-                         'parse as Python') from None
+        line = f'line {error.lineno}: ' if error.lineno else ''
+        raise ValueError(f'{file}: {line}{error.msg}; the config file does not parse as '
+                         'Python') from None
     except (ValueError, RecursionError, MemoryError) as error:
         raise ValueError(f'{file}: does not parse as Python ({error})') from None
 
@@ -778,7 +779,12 @@ def literal_config(path, chain: tuple = ()) -> dict:
                              'in one base (mmengine refuses this config)')
         base.update(values)
         source.update((key, file) for key in values)
-    return Config._merge_a_into_b(literal_assignments(path, base), base)
+    try:
+        return Config._merge_a_into_b(literal_assignments(path, base), base)
+    except TypeError as error:  # mmengine: a dict set over a base's non-dict
+        raise ValueError(f'{path}: {inherit_error_text(error)}; expected a dict over a base '
+                         "dict, or `_delete_=True` in the dict to replace the base's value") \
+            from None
 
 
 def _literal_bases(path: Path) -> list:
@@ -788,11 +794,14 @@ def _literal_bases(path: Path) -> list:
     import ast
     text = config_text(path)[0]
     if path.suffix == '.py':
+        tree = _parse_config(path, text)
         literal_base_files(path)  # _base_ assigned twice: refused naming the lines
-        node = next((n for n in _parse_config(path, text).body if isinstance(n, ast.Assign)
+        node = next((n for n in tree.body if isinstance(n, ast.Assign)
                      and getattr(n.targets[0], 'id', None) == '_base_'), None)
         try:
             names = [] if node is None else _literal(node.value, {}, {})
+            if names is UNREAD:
+                raise ValueError('not a text or list of texts')
         except ValueError as error:
             raise ValueError(f'{path}:{node.lineno}: _base_: {error}; expected the file name of '
                              "a config, or a list of them (e.g. _base_ = ['../b.py'])") from None
@@ -838,13 +847,9 @@ def read_config_safely(path):
 
 
 def literal_chain_bases(path: Path) -> list:
-    """The ``_base_`` files of ``path`` read without running its code (:func:`literal_base_files`;
-    package bases, with ``::``, left out)."""
-    if path.suffix == '.py':
-        return [base for base in literal_base_files(path) if '::' not in str(base)]
-    bases = _safe_mapping(path).get('_base_') or []
-    return [(path.parent / str(b)).resolve() for b in ([bases] if isinstance(bases, str)
-                                                        else list(bases)) if '::' not in str(b)]
+    """The ``_base_`` files of ``path`` read without running its code (:func:`_literal_bases`;
+    package bases, with ``::``, left out), as the files they are (links resolved)."""
+    return [Path(os.path.realpath(base)) for base in _literal_bases(path)]
 
 
 def _check_test_horizon(cfg, horizon: int, test_horizon: int) -> None:
