@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import functools
 import os
 import re
 from pathlib import Path
@@ -356,7 +357,14 @@ def _own_top_level(file: Path) -> dict:
     """The literal top-level assignments of one config file, without its bases, for the checks
     of a config mmengine runs anyway (:func:`literal_assignments` with ``strict=False``: a value
     it cannot read is left out)."""
-    return {name: value for name, value in literal_assignments(file, strict=False).items()
+    return dict(_own_values(str(file), Path(file).read_bytes()))
+
+
+@functools.lru_cache(maxsize=1024)
+def _own_values(file: str, content: bytes) -> dict:
+    """:func:`_own_top_level` once per file and content (the every-config checks read each
+    shared base file many times)."""
+    return {name: value for name, value in literal_assignments(Path(file), strict=False).items()
             if _fully_read(value)}
 
 
@@ -588,15 +596,19 @@ def _unread(node, names: dict):
     inner |= {a.arg for n in ast.walk(node) if isinstance(n, ast.Lambda)
               for a in [*n.args.posonlyargs, *n.args.args, *n.args.kwonlyargs,
                         *filter(None, (n.args.vararg, n.args.kwarg))]}
+    called = set()  # the constructors' own names
     for part in ast.walk(node):
         if isinstance(part, ast.Call) and not (
                 isinstance(part.func, ast.Name) and part.func.id in CONSTRUCTORS
                 and part.func.id not in names):
             raise ValueError(f'a call ({ast.unparse(part.func)[:60]}), which may run any code')
+        if isinstance(part, ast.Call):
+            called.add(id(part.func))
         if isinstance(part, (ast.NamedExpr, ast.Yield, ast.YieldFrom, ast.Await)):
             raise ValueError(f'a {type(part).__name__} expression, which sets or runs code')
         if isinstance(part, ast.Name) and isinstance(part.ctx, ast.Load) \
-                and part.id not in names and part.id not in inner and part.id != '_base_':
+                and id(part) not in called and part.id not in names and part.id not in inner \
+                and part.id != '_base_':
             raise ValueError(f'{part.id} is not assigned earlier in the file')
     return UNREAD
 
