@@ -494,7 +494,8 @@ def test_subset_fraction_and_pkg_sequences(tiny_crosstask, monkeypatch):
     # the run's log says the windows are a subset, of how many (issue 38: '64 windows of 49
     # videos (niv)' gave no hint that 572 were left out)
     assert (f'{len(half)} windows of' in logged[0] and f'subset_fraction=0.5: {len(half)} of '
-            f'{len(full)} windows, subset_seed=3)' in logged[0]), logged
+            f'{len(full)} windows, subset_seed=3, stratified over tasks, drawn by window '
+            'identity (window_identity_v2))' in logged[0]), logged
     assert set(map(tuple, half.plans.tolist())) <= set(map(tuple, full.plans.tolist()))
     per_video = full.pkg_sequences('video')
     windows = [tuple(s[p:p + 3]) for s in per_video for p in range(len(s) - 2)]

@@ -115,13 +115,15 @@ def test_an_existing_file_of_another_kind_needs_overwrite_and_its_own_kind_does_
 
 
 def test_a_symlinked_output_is_written_through_to_its_target(tmp_path):
+    """With --overwrite (without: refused, tests/test_known_s14.py)."""
     target = tmp_path / 'target.json'
     target.write_text('{"plan/success_rate": 1.0}')
     (tmp_path / 'link.json').symlink_to(target)
-    assert check_output(tmp_path / 'link.json', 'metrics', '--out-metrics') == target
+    assert check_output(tmp_path / 'link.json', 'metrics', '--out-metrics',
+                        overwrite=True) == target
     (tmp_path / 'dangling.json').symlink_to(tmp_path / 'gone.json')
-    assert check_output(tmp_path / 'dangling.json', 'metrics', '--out-metrics') == \
-        tmp_path / 'gone.json'
+    assert check_output(tmp_path / 'dangling.json', 'metrics', '--out-metrics',
+                        overwrite=True) == tmp_path / 'gone.json'
 
 
 def test_every_kind_recognises_what_its_tool_writes(tmp_path):

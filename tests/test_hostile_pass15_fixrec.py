@@ -53,7 +53,7 @@ def as_npy(source: Path, target: Path) -> Path:
 
 def test_the_record_holds_one_comparison_per_file(tmp_path):
     from vpn_plugin.datasets.file_digests import sha256_of
-    from vpn_plugin.datasets.provenance import frames_digest
+    from vpn_plugin.datasets.features import frames_digest
     folder = feature_folder(tmp_path / 'f')
     record = features_folder_record(folder)
     assert set(record) == {'folder', 'fingerprint', 'files', 'bytes', 'digests', 'frames'}

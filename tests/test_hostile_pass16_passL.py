@@ -140,7 +140,8 @@ def test_an_anchors_archive_is_read_whatever_its_suffix_case(tmp_path):
 def test_a_reply_giving_the_plan_key_twice_is_not_read_as_its_last_plan():
     from vpn_plugin.baselines.llm.parsing import ActionMatcher, ReplyParseError, parse_plan
     matcher = ActionMatcher(['a', 'b', 'c', 'd'], [0, 1, 2, 3])
-    with pytest.raises(ReplyParseError, match="the key 'plan' twice with different values"):
+    with pytest.raises(ReplyParseError, match=r"reply: the key 'plan' is given twice in one "
+                       r"object: \[3, 3, 3\] and \[0, 1, 2\]"):
         parse_plan('{"plan": [3, 3, 3], "plan": [0, 1, 2]}', matcher, 3)
     assert parse_plan('{"plan": [0, 1, 2], "plan": [0, 1, 2]}', matcher, 3) == [0, 1, 2]
 

@@ -54,7 +54,7 @@ def test_K_noframes_record_without_frames_calls_no_copy_other_features(tmp_path,
     record = features_folder_record(training_folder)
     copies = _copies(tmp_path, training_folder)
     for name, path in copies.items():
-        other, absent, half, unknown = files_unlike_training(record, [path])
+        other, absent, half, unknown, _ = files_unlike_training(record, [path])
         if name == 'negated.npz':
             assert (other, absent, half, unknown) == (['a_v1.npz'], [], [], []), name
         else:
@@ -62,10 +62,11 @@ def test_K_noframes_record_without_frames_calls_no_copy_other_features(tmp_path,
     partial = dict(record)
     partial.pop('frames')
     for name, path in copies.items():
-        other, absent, half, unknown = files_unlike_training(partial, [path])
+        other, absent, half, unknown, _ = files_unlike_training(partial, [path])
         assert (other, absent, half) == ([], [], []), name
         assert unknown == [path.name], name
-    other, absent, half, unknown = files_unlike_training(partial, [training_folder / 'a_v1.npz'])
+    other, absent, half, unknown, _ = files_unlike_training(partial,
+                                                            [training_folder / 'a_v1.npz'])
     assert (other, absent, half, unknown) == ([], [], [], [])  # the bytes still compare
 
 

@@ -26,19 +26,26 @@ def test_H13_overwrite_never_deletes_the_load_from_it_reads(tmp_path, monkeypatc
     for name in ('epoch_6.pth', 'pretrained.pth', 'last_checkpoint'):
         (work / name).write_bytes(b'x')
     monkeypatch.chdir(tmp_path)
-    given = 'work/pretrained.pth' if relative else str(work / 'pretrained.pth')
+    # since pass 19 (H10) --overwrite deletes only the files a run writes: a load_from
+    # there is refused when it is one of them (a fine-tuning from the earlier run's epoch_6)
+    given = 'work/epoch_6.pth' if relative else str(work / 'epoch_6.pth')
     cfg = Config(dict(work_dir=str(work), load_from=given))
     with pytest.raises(SystemExit, match=re.escape(
-            f'--overwrite would delete {work / "pretrained.pth"}, a file this run reads '
+            f'--overwrite would delete {work / "epoch_6.pth"}, a file this run reads '
             '(load_from)')):
         train.check_fresh_work_dir(cfg, overwrite=True)
     assert sorted(p.name for p in work.iterdir()) == ['epoch_6.pth', 'last_checkpoint',
                                                       'pretrained.pth']
+    given = 'work/pretrained.pth' if relative else str(work / 'pretrained.pth')
+    train.check_fresh_work_dir(Config(dict(work_dir=str(work), load_from=given)),
+                               overwrite=True)  # the user's weights file: no run's, kept
+    assert sorted(p.name for p in work.iterdir()) == ['pretrained.pth']
+    (work / 'epoch_6.pth').write_bytes(b'x')
     outside = tmp_path / 'pretrained.pth'
     outside.write_bytes(b'x')
     train.check_fresh_work_dir(Config(dict(work_dir=str(work), load_from=str(outside))),
                                overwrite=True)
-    assert sorted(p.name for p in work.iterdir()) == [] and outside.exists()
+    assert sorted(p.name for p in work.iterdir()) == ['pretrained.pth'] and outside.exists()
 
 
 # --------------------- H67/H68: a training limit above the split's windows marked "SHORTENED"

@@ -175,7 +175,8 @@ def test_a_checkpoint_that_is_a_link_loop_is_named_as_such(tmp_path):
     loop = tmp_path / 'loop.pth'
     loop.symlink_to(loop)
     with pytest.raises(FileNotFoundError, match=r'loop.pth is a symbolic link to .*loop.pth, '
-                                                r'which leads to no file \(broken, or a loop'):
+                                                r'which leads back to itself \(a loop of '
+                                                r'links\)'):
         read_checkpoint(loop)
 
 

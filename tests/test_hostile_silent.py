@@ -538,7 +538,8 @@ def test_a_feature_file_that_is_not_this_extractions_is_never_counted_done(
         arrays['recipe'] = np.str_(json.dumps(FrameRecipe(size=SIZE, fps=8).as_dict()))
         np.savez(target, **arrays)
     expected = {'truncated': 'not a zip file', 'foreign': r"no member\(s\) \['num_frames', ",
-                'other recipe': 'extracted with the recipe'}[damage]
+                'other recipe': r'extracted with another recipe than this run asks for '
+                                r'\(fps: 8 there, 16.0 asked now\)'}[damage]
     with pytest.raises(ValueError, match=rf'a.npz: already there, but not a complete feature '
                                          rf'file of this extraction \(.*{expected}.*remove it'):
         extract_videos(s3d, list_videos([two_videos]), out, recipe, num_workers=0)

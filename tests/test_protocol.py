@@ -407,7 +407,7 @@ def test_runs_with_other_settings_are_never_reused(tiny_crosstask, tmp_path, cap
     # the same work dir, other overrides: refused, not silently reused
     edited = beam_search_protocol(tiny_crosstask, **{'model.beam_width': 3})
     with pytest.raises(UnitsFailedError, match=r"seed0_batch_size-64_max_epochs-1 holds a run made "
-                                         r"with other settings \(cfg_options: .*beam_width.*"
+                                         r"with other settings \(cfg_options\.model\.beam_width: .*"
                                          r"delete it or give another --out"):
         ProtocolRunner(edited, tmp_path, max_epochs=1, batch_size=64).run(expand_units(edited))
     assert len(read_results(smoke.results_file)) == 1

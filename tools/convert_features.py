@@ -31,8 +31,8 @@ from vpn_plugin.datasets.annotations import BadVideoError
 from vpn_plugin.datasets.features import FEATURE_KEY, checked_frames, read_feature_record
 from vpn_plugin.datasets.provenance import (PROVENANCE_FILE, describe, feature_files, read_record,
                                              write_provenance)
-from vpn_plugin.errors import (POSITIVE_INT, check_folder_target, path_argument, path_kind,
-                               tool_main)
+from vpn_plugin.errors import (POSITIVE_INT, check_folder_target, link_loop, path_argument,
+                               path_kind, tool_main)
 from vpn_plugin.locks import exclusive_lock, lock_path_of
 from vpn_plugin.outputs import check_output, same_file
 from vpn_plugin.video.extract import write_features_atomically
@@ -226,16 +226,17 @@ def skipped_listing(others) -> None:
     rest = [p for p in others if not p.is_file()]
     if rest:
         print(f'skipped {len(rest)} entries that are not files (a subfolder is not read; a '
-              'dangling link has no file): ' + listing(rest, entry_kind))
+              'dangling link or a loop of links has no file): ' + listing(rest, entry_kind))
 
 
 def entry_kind(path: Path) -> str:
     """A skipped entry's name with what it is: ``sub/``, ``x.npy (dangling link)``, ``x.npy
-    (not a regular file)`` (a FIFO, a socket, a device)."""
+    (loop of links)``, ``x.npy (not a regular file)`` (a FIFO, a socket, a device)."""
     if path.is_dir():
         return path.name + '/'
-    return path.name + (' (dangling link)' if path.is_symlink() and not path.exists()
-                        else ' (not a regular file)')
+    if path.is_symlink() and not path.exists():
+        return path.name + (' (loop of links)' if link_loop(path) else ' (dangling link)')
+    return path.name + ' (not a regular file)'
 
 
 def convert_locked(src: Path, dst: Path, args) -> tuple:

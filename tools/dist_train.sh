@@ -14,7 +14,7 @@ NPROC=$2
 shift 2
 # the counts, checked before torchrun starts (its own answer to "abc" or 0 is a traceback)
 check_count() {  # NAME VALUE LOWEST
-    if ! [[ "$2" =~ ^[0-9]+$ ]] || [ "$2" -lt "$3" ]; then
+    if ! [[ "$2" =~ ^[0-9]+$ ]] || [ "$((10#$2))" -lt "$3" ]; then
         echo "error: $1=$2: expected an integer >= $3" >&2
         exit 2
     fi
@@ -23,6 +23,9 @@ check_count NPROC "$NPROC" 1
 check_count NNODES "${NNODES:-1}" 1
 check_count NODE_RANK "${NODE_RANK:-0}" 0
 check_count PORT "${PORT:-29500}" 1
+# decimal, as torchrun reads them: bash arithmetic took NNODES=08 for octal (a raw "value too
+# great for base" error, then torchrun waited for 8 nodes) and NNODES=010 for 8
+NNODES=$((10#${NNODES:-1})) NODE_RANK=$((10#${NODE_RANK:-0})) PORT=$((10#${PORT:-29500}))
 if [ "${NODE_RANK:-0}" -ge "${NNODES:-1}" ]; then  # torchrun would wait for ever
     echo "error: NODE_RANK=${NODE_RANK:-0}: expected 0..$(( ${NNODES:-1} - 1 )) (NNODES=${NNODES:-1})" >&2
     exit 2

@@ -22,7 +22,7 @@ from vpn_plugin.datasets.sources import (DATASET_CONFIGS, config_dataset, datase
                                          source_files, source_windows)
 from vpn_plugin.datasets.validation import AnnotationWarnings
 from vpn_plugin.errors import POSITIVE_INT, path_argument, tool_main
-from vpn_plugin.outputs import add_overwrite_argument, check_output
+from vpn_plugin.outputs import add_overwrite_argument, check_output, plain_text
 
 
 def parse_args(argv=None):
@@ -80,7 +80,7 @@ def main(argv=None) -> int:
         return 1
     write_window_file(args.out, windows, taxonomy, layout, args.feature_prefix)
     print(f'{len(windows)} windows of {len({w.feature for w in windows})} videos '
-          f'(T={args.horizon}, {args.split}) -> {args.out}')
+          f'(T={args.horizon}, {args.split}) -> {plain_text(args.out)}')
     return 0
 
 

@@ -254,7 +254,8 @@ def setting(args, anchors: str) -> dict:
 def run_settings(args, num_windows: int, num_test_windows: int, examples=()) -> dict:
     """Everything else that changes the replies or the score (the row's ``settings``);
     ``examples``: the number of examples of each prompt (``examples_per_prompt`` [fewest,
-    most] when some prompt holds fewer than --num-examples)."""
+    most] when some prompt holds fewer than --num-examples); ``data_root`` / ``feature_dir``
+    when given (other annotations are other windows: a run on them is another row)."""
     settings = {'backend': args.backend, 'base_url': args.base_url,
                 'temperature': args.temperature, 'max_tokens': args.max_tokens,
                 'limit': args.limit if num_windows < num_test_windows else None,
@@ -263,6 +264,9 @@ def run_settings(args, num_windows: int, num_test_windows: int, examples=()) -> 
                 'cfg_options': args.cfg_options or {}, 'example_draw': EXAMPLE_DRAW}
     if settings['limit'] is not None:  # which windows a limit draws (core.stats.SAMPLE_DRAW)
         settings['sample_draw'] = SAMPLE_DRAW
+    for name, folder in data_path_args(args).items():  # other data: other windows, another run
+        if folder is not None:  # (a run on its own config's data records none: as before)
+            settings[name] = row_config_path(folder)
     if examples and min(examples) < args.num_examples:
         settings['examples_per_prompt'] = [min(examples), max(examples)]
     if args.vlm:

@@ -207,9 +207,8 @@ def test_set_pkg_note(model) -> str:
     flag = getattr(model, 'test_set_pkg', None)
     if flag is None or not bool(flag):
         return ''
-    return (f'test-set PKG: the graph was loaded from a released file (model.released_graph='
-            f'{getattr(model, "released_graph", None)!r}), not counted on the training videos '
-            '(not comparable to the main table)')
+    from vpn_plugin.models.kepp import released_graph_note
+    return released_graph_note(getattr(model, 'released_graph', None))
 
 
 def tested_horizons(model, dataset) -> dict:

@@ -10,8 +10,10 @@ Same flags as MMAction2's ``tools/train.py`` (``--no-validate``, ``--auto-scale-
 """
 import argparse
 import contextlib
+import fnmatch
 import os
 import os.path as osp
+import re
 import sys
 from pathlib import Path
 
@@ -23,8 +25,10 @@ from vpn_plugin.data_paths import (add_runner_arguments, check_flags_agree, data
                                   check_work_dir_option,
                                   load_config as read_config, read_config_file,
                                   set_launcher)
-from vpn_plugin.engine.checkpoint import latest_checkpoint_in
-from vpn_plugin.engine.checkpoint_hook import best_checkpoints, no_resume_point_note
+from vpn_plugin.engine.checkpoint import (CHECKPOINT_NAME, LAST_CHECKPOINT,
+                                          latest_checkpoint_in)
+from vpn_plugin.engine.checkpoint_hook import (BEST_PATTERN, best_checkpoints,
+                                               no_resume_point_note)
 from vpn_plugin.engine.pre_stage import PRE_STAGE_FILES
 from vpn_plugin.errors import (check_file, check_folder_target, path_argument, seed_argument,
                                tool_main)
@@ -109,16 +113,24 @@ def enable_amp(cfg):
 
 
 LATEST = '<latest>'  # --resume without CKPT
-CHECKPOINT_PATTERNS = ('*.pth', 'last_checkpoint')
 
 
-def existing_checkpoints(work_dir) -> list:
-    """Checkpoint files (and mmengine's ``last_checkpoint`` pointer) directly in ``work_dir``;
-    the pre-stage files (``engine.pre_stage.PRE_STAGE_FILES``: a finished task classifier or
-    KEPP step model, reused by any start in the work dir) are none."""
+def existing_checkpoints(work_dir, template=None) -> list:
+    """The files a training run writes directly in ``work_dir``: its epoch / iteration
+    checkpoints (``epoch_N.pth``, ``iter_N.pth``, or the config's checkpoint ``template``,
+    mmengine's ``filename_tmpl``), its best checkpoints (``best_*.pth``) and mmengine's
+    ``last_checkpoint`` record; the pre-stage files (``engine.pre_stage.PRE_STAGE_FILES``: a
+    finished task classifier or KEPP step model, reused by any start in the work dir) are
+    none. Another ``.pth`` beside them (a user's ``s3d_howto100m.pth``) is no run's: never
+    counted, and never deleted by ``--overwrite`` (which deleted every ``*.pth``)."""
     folder = Path(work_dir)
-    return sorted(p for pattern in CHECKPOINT_PATTERNS for p in folder.glob(pattern)
-                  if p.name not in PRE_STAGE_FILES)
+    names = [CHECKPOINT_NAME.pattern, fnmatch.translate(BEST_PATTERN), re.escape(LAST_CHECKPOINT) + '$']
+    if isinstance(template, str) and '{}' in template:
+        names.append(re.escape(template).replace(r'\{\}', r'\d+') + '$')
+    written = re.compile('|'.join(f'(?:{name})' for name in names))
+    return sorted(p for p in folder.iterdir() if written.match(p.name)
+                  and p.name not in PRE_STAGE_FILES and (p.is_file() or p.is_symlink())) \
+        if folder.is_dir() else []
 
 
 def pre_stage_note(work_dir) -> str:
@@ -196,7 +208,8 @@ def require_trainable(model, config) -> None:
 def check_fresh_work_dir(cfg, overwrite: bool) -> None:
     """A fresh run never mixes its checkpoints with another run's: refuse a work dir that
     holds some unless ``--overwrite`` (which deletes them)."""
-    found = existing_checkpoints(cfg.work_dir)
+    template = ((cfg.get('default_hooks') or {}).get('checkpoint') or {}).get('filename_tmpl')
+    found = existing_checkpoints(cfg.work_dir, template)
     if found and not overwrite:
         best_only = (no_resume_point_note(cfg.work_dir)
                      if latest_checkpoint_in(cfg.work_dir) is None else '')
@@ -208,6 +221,9 @@ def check_fresh_work_dir(cfg, overwrite: bool) -> None:
     check_spares_inputs(found, cfg)
     for path in found:
         path.unlink()
+    if found:
+        print(f'--overwrite: deleted {", ".join(p.name for p in found)} of the earlier run in '
+              f'{cfg.work_dir}', file=sys.stderr)
 
 
 def check_spares_inputs(found, cfg) -> None:

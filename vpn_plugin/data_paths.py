@@ -913,6 +913,11 @@ def _check_list_indices(path, cfg, cfg_options: dict) -> None:
     for key in cfg_options:
         node, walked = cfg, []
         for part in str(key).split('.')[:-1]:
+            if isinstance(node, (list, tuple)) and not part.isdigit():  # custom_hooks.-1.x
+                raise ValueError(
+                    f'{path}: --cfg-options {key}: {".".join(walked)} is a list of {len(node)} '
+                    f'entries and {part!r} is no entry number; expected '
+                    f'{".".join(walked)}.<n>.<key> with n in 0..{len(node) - 1} (counted from 0)')
             if isinstance(node, (list, tuple)) and part.isdigit():
                 if int(part) >= len(node):
                     raise ValueError(
@@ -926,6 +931,28 @@ def _check_list_indices(path, cfg, cfg_options: dict) -> None:
             else:
                 break
             walked.append(part)
+
+
+def _refuse_dicts_given_as_text(path, cfg, cfg_options: dict) -> None:
+    """A ``--cfg-options`` value replacing a dict of the config with text
+    (``train_dataloader.dataset={}``: mmengine reads ``{...}`` as text) is refused naming the
+    key: the run stopped later in Python's "'str' object has no attribute 'get'"."""
+    for key, value in cfg_options.items():
+        node = cfg
+        for part in str(key).split('.'):
+            if isinstance(node, (list, tuple)) and part.isdigit() and int(part) < len(node):
+                node = node[int(part)]
+            elif hasattr(node, 'get') and not isinstance(node, (list, tuple)) and part in node:
+                node = node[part]
+            else:
+                node = None
+                break
+        if isinstance(node, dict) and isinstance(value, str):
+            raise ValueError(f'{path}: --cfg-options {key}={value!r}; expected a dict (the '
+                             f'config\'s {key} holds {", ".join(map(str, list(node)[:4]))}'
+                             f'{" ..." * (len(node) > 4)}; --cfg-options cannot give a dict, '
+                             'mmengine reads {...} as text: set one field at a time, '
+                             f'{key}.<field>=<value>)')
 
 
 def load_config(path, cfg_options=None, *, data_root=None, feature_dir=None, horizon=None,
@@ -952,6 +979,7 @@ def load_config(path, cfg_options=None, *, data_root=None, feature_dir=None, hor
         _refuse_undefined_variables(path, cfg, cfg_options)
         _refuse_derived_horizons(path, cfg_options)
         _check_list_indices(path, cfg, cfg_options)
+        _refuse_dicts_given_as_text(path, cfg, cfg_options)
         try:
             cfg.merge_from_dict(cfg_options)
         except TypeError as error:  # a KEY.SUB=VALUE under a key the config sets to None

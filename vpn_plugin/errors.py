@@ -427,6 +427,17 @@ def path_kind(path) -> str | None:
     return next((name for test, name in kinds if test(mode)), 'not a regular file')
 
 
+def link_loop(path) -> bool:
+    """Whether ``path`` is a symbolic link that leads back to itself (``a -> b -> a``: the
+    system's ELOOP), not a dangling one (its target absent): the one test of every message
+    that names a link leading to no file."""
+    try:
+        os.stat(path)
+    except OSError as error:
+        return error.errno == errno.ELOOP
+    return False
+
+
 def checked_device(device, name: str = '--device'):
     """``device`` (the option ``name``: '--device', or an API argument such as
     'init_planner() argument device') as given, refused by name when torch cannot use it here:
@@ -491,6 +502,10 @@ def check_folder_target(path, what: str = 'work dir', holds: str = 'the logs and
     if kind not in (None, 'a folder'):
         raise NotADirectoryError(f'{what} {path} is {kind}; expected a folder (made when missing) '
                                  f'for {holds}: give another {flag}')
+    if os.path.islink(path) and not os.path.exists(path) and _link_loops(path):
+        raise NotADirectoryError(f'{what} {path} is a symbolic link to {os.readlink(path)}, '
+                                 'which leads back to itself (a loop); expected a folder (made '
+                                 f'when missing) for {holds}: give another {flag}')
     above = file_on_the_way(path)
     if above is not None:
         raise NotADirectoryError(f'{what} {path}: {above} is {path_kind(above)}, not a folder; '
@@ -500,6 +515,17 @@ def check_folder_target(path, what: str = 'work dir', holds: str = 'the logs and
     if blocked is not None:
         raise PermissionError(f'{what} {path}: {blocked}; expected a folder this user can write '
                               f'{holds} into: give another {flag}')
+
+
+def _link_loops(path) -> bool:
+    """Whether the symbolic link ``path`` leads back to itself (``makedirs`` says only "File
+    exists"; a link to a folder not made yet is made at its target by the tools)."""
+    import errno
+    try:
+        os.stat(path)
+    except OSError as error:
+        return error.errno == errno.ELOOP
+    return False
 
 
 def file_on_the_way(path) -> Path | None:
@@ -539,9 +565,10 @@ def check_file(path, what: str, missing: str | None = None) -> Path:
     if kind == 'a regular file':
         return Path(path)
     if kind is None and os.path.islink(path):  # was "does not exist": the name is there
+        why = ('leads back to itself (a loop of links)' if link_loop(path) else
+               'leads to no file (a dangling link)')
         raise FileNotFoundError(f'{what} {path} is a symbolic link to {os.readlink(path)}, '
-                                'which leads to no file (broken, or a loop of links); expected '
-                                'a file')
+                                f'which {why}; expected a file')
     if kind is None:
         raise FileNotFoundError(missing or f'{what} {path} does not exist')
     raise OSError(f'{what} {path} is {kind}, not a regular file; expected a file')
@@ -569,6 +596,15 @@ def read_text(path, what: str = '', expected: str = 'UTF-8 text') -> str:
                          f'compressed or binary file?); expected {expected}') from None
 
 
+def json_lines(text: str) -> list:
+    """The lines of a JSON-lines text: split at ``\n`` (``\r\n`` too) only, the one rule of
+    every JSON-lines reader (results, expected rows, submission records, earlier outputs).
+    ``str.splitlines`` also breaks at U+2028/U+2029/U+0085 and \\x0b/\\x0c/\\x1c-\\x1e, which JSON
+    allows raw inside a string (``json.dumps(..., ensure_ascii=False)`` writes them so): a
+    valid record would be cut."""
+    return [line.removesuffix('\r') for line in text.split('\n')]
+
+
 def read_json(path, what: str = 'JSON file', **options):
     """The parsed JSON of the file ``path`` (:func:`check_file` first, :func:`read_text`: a
     BOM read past); a file that is not UTF-8 JSON (truncated, edited, binary) is a
@@ -590,24 +626,49 @@ def read_json(path, what: str = 'JSON file', **options):
                          'JSON file of this kind') from None
 
 
-def unique_keys(path, what: str = 'JSON file'):
-    """An ``object_pairs_hook`` for :func:`read_json`: a dict, or a ``ValueError`` naming the
-    file, a key given twice in one object (``json`` would keep only the last), both values and
-    the object's feature / vid / id where it has one."""
+def unique_keys(path, what: str = 'JSON file', *, same_value_ok: bool = False):
+    """An ``object_pairs_hook`` for :func:`read_json` (and every other JSON reader: the one
+    duplicate-key rule): a dict, or a ``ValueError`` naming ``what`` and the file ``path``
+    (None: a text that is no file, e.g. ``what='reply'`` of a model), a key given twice in one
+    object (``json`` would keep only the last), both values and the object's feature / vid /
+    id where it has one. ``same_value_ok``: a key repeated with the same value is read (a
+    model's reply: the answer is not in doubt)."""
+    where = what if path is None else f'{what} {path}'
+
     def pairs_to_dict(pairs):
         seen = {}
         for key, value in pairs:
-            if key in seen:
+            if key in seen and not (same_value_ok and seen[key] == value):
                 fields = dict(pairs)
                 named = next((f' (in the object of {name} {fields[name]!r})'
                               for name in ('feature', 'vid', 'id', 'video_id')
                               if name in fields and name != key), '')
-                raise ValueError(f'{what} {path}: the key {key!r} is given twice in one '
+                raise ValueError(f'{where}: the key {key!r} is given twice in one '
                                  f'object{named}: {_short(seen[key])} and {_short(value)}; '
                                  'JSON would keep only the last: expected each key once')
             seen[key] = value
         return seen
     return pairs_to_dict
+
+
+def differences(found, wanted, there: str = 'there', here: str = 'now', prefix: str = '') -> str:
+    """The fields in which two records (dicts, nested) differ, ``'name: <found> there,
+    <wanted> now'`` each ('absent' where one lacks it), '; '-joined, nested fields dotted
+    (``recipe.size``): what a mismatch message names instead of printing both records; ''
+    when they agree."""
+    if not (isinstance(found, dict) and isinstance(wanted, dict)):
+        return '' if found == wanted else \
+            f'{prefix or "value"}: {found!r} {there}, {wanted!r} {here}'
+    parts = []
+    for key in sorted(set(found) | set(wanted), key=str):
+        name = f'{prefix}.{key}' if prefix else str(key)
+        if key in found and key in wanted:
+            parts.append(differences(found[key], wanted[key], there, here, name))
+        else:
+            shown = [repr(record[key]) if key in record else 'absent'
+                     for record in (found, wanted)]
+            parts.append(f'{name}: {shown[0]} {there}, {shown[1]} {here}')
+    return '; '.join(part for part in parts if part)
 
 
 def _short(value) -> str:

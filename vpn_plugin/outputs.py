@@ -11,7 +11,12 @@
 * its name does not end in a suffix its format needs (``--save-features x.txt`` would be an
   npz named ``.txt``);
 * it exists and is not recognisably an earlier output of this kind (another checkpoint, a
-  video, someone's ``mine.md``), unless ``--overwrite`` is given.
+  video, someone's ``mine.md``), unless ``--overwrite`` is given;
+* it is a symbolic link, unless ``--overwrite`` is given (then the link's target is written, as
+  a shell redirection would, the link kept): its target has another name, e.g. an earlier
+  report whose ``.tex`` would then disagree with the ``.md`` written through the link.
+  Refused rather than the link replaced: the link is the user's, and where it points is
+  theirs to change.
 
 A tool recognises its own earlier output by its content, never by its name (:data:`KINDS`):
 a marker it writes where the format has room for one (report tables, figures, converted
@@ -25,6 +30,7 @@ Pure Python (standard library only).
 from __future__ import annotations
 
 import json
+import math
 import os
 import re
 import stat
@@ -33,7 +39,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Iterable, Optional
 
-from .errors import file_on_the_way
+from .errors import file_on_the_way, json_lines
 
 OVERWRITE_FLAG = '--overwrite'
 MARKER_BYTES = 1 << 20  # how far into a file a marker is looked for (they sit near the top)
@@ -65,6 +71,23 @@ def markdown_row(cells) -> str:
     columns."""
     return '| ' + ' | '.join(_MARKDOWN_LINE_BREAK.sub('<br>', str(cell).replace('|', r'\|'))
                              for cell in cells) + ' |'
+
+
+def money_text(value: float) -> str:
+    """A cost for a table or a summary line: two decimals ('11.56'), or two significant digits
+    for a non-zero amount below half a cent ('0.00033', never a false '0.00')."""
+    value = float(value)
+    if value == 0 or not math.isfinite(value) or abs(value) >= 0.005:
+        return f'{value:.2f}'
+    return f'{value:.{1 - math.floor(math.log10(abs(value)))}f}'
+
+
+def plain_text(text) -> str:
+    """``text`` (a name of the user's: a folder, a file) for one line of printed plain text (a
+    table's title, a summary line): control and separator characters (a newline, tab, escape,
+    U+2028) written as Python escapes (``\\n``), so that a name cannot break the line or forge
+    one the tool never printed; every other character as it is."""
+    return ''.join(c if c.isprintable() else repr(c)[1:-1] for c in str(text))
 
 
 def _head(path: Path, size: int = MARKER_BYTES) -> bytes:
@@ -144,7 +167,7 @@ def _metrics(value) -> bool:
 def json_objects(path: Path) -> bool:
     """A JSON object, or JSON lines of objects (a run's summary, outcomes, per-sample dump)."""
     try:
-        lines = [line for line in path.read_text().splitlines() if line.strip()]
+        lines = [line for line in json_lines(path.read_text()) if line.strip()]
         try:
             return isinstance(json.loads('\n'.join(lines)), dict)
         except ValueError:
@@ -157,7 +180,7 @@ def results_rows(path: Path) -> bool:
     """A ``.jsonl`` results file (vpn_plugin/protocol/results.py): every line a JSON object
     with a method and its metrics (empty: a file just created)."""
     try:
-        lines = [line for line in path.read_text().splitlines() if line.strip()]
+        lines = [line for line in json_lines(path.read_text()) if line.strip()]
         return all(isinstance(row, dict) and {'method', 'metrics'} <= set(row)
                    for row in map(json.loads, lines))
     except (ValueError, UnicodeDecodeError):
@@ -222,10 +245,11 @@ def check_output(path, kind: str, flag: str, inputs: Iterable = (), overwrite: b
                  overwrite_flag: str = OVERWRITE_FLAG, exists_advice: str = '') -> Path:
     """The file to write a ``kind`` (:data:`KINDS`) to for the output flag ``flag`` given
     ``path`` (rules: module docstring), else ``ValueError`` naming ``flag``, the path and the
-    reason. A symlink gives its target (written in place of the target, as a shell redirection
-    would; the link stays). ``inputs``: every file the command reads (``None`` is skipped);
-    ``exists_advice``: what to do about an existing file of another kind, where no
-    ``overwrite_flag`` exists (default: another name or that flag)."""
+    reason. A symlink is refused unless ``overwrite`` (then it gives its target: written in
+    place of the target, as a shell redirection would; the link stays). ``inputs``: every
+    file the command reads (``None`` is skipped); ``exists_advice``: what to do about an
+    existing file of another kind or a link, where no ``overwrite_flag`` exists (default:
+    another name or that flag)."""
     output = KINDS[kind]
     text = '' if path is None else str(path)
     if not text.strip():
@@ -261,6 +285,14 @@ def check_output(path, kind: str, flag: str, inputs: Iterable = (), overwrite: b
         link = (f' (a symbolic link to {target}: that file would be replaced, the link kept)'
                 if os.path.islink(text) else '')
         raise ValueError(f'{flag} {text}{link}: the file exists and {why}; {advice}')
+    if os.path.islink(text) and not overwrite:
+        advice = exists_advice or (f'give the file\'s own name, remove the link, or pass '
+                                   f'{overwrite_flag} to write into {target}')
+        raise ValueError(f'{flag} {text}: a symbolic link to {target}; an output is written '
+                         f'through a link only when asked: the file of the other name would be '
+                         'replaced (an earlier output of its own: its other files, e.g. a '
+                         "table's .tex beside its .md, would no longer agree with it); "
+                         f'{advice}')
     return target if os.path.islink(text) else path
 
 

@@ -185,6 +185,7 @@ class PlanningRunner(Runner):
     # hook asks for ('' when they are: engine.ema.scored_ema_note)
     tested_ema_mark = ''
     changed_from_training = ()  # what log_model_overrides named, one string per difference
+    trained_cfg_text = None  # the loaded checkpoint's meta["cfg"] (log_model_overrides)
     not_compared = ()  # what the tested checkpoint records too little to compare (one string each)
     feature_statistics_note = ''  # test features unlike the training features'
     # the tested checkpoint's tensors stored coarser than the model's ('' when none are:
@@ -528,14 +529,22 @@ class PlanningRunner(Runner):
         refused, or a warning naming them and :attr:`changed_from_training` (which
         ``tools/test.py`` writes into the metrics)."""
         from vpn_plugin.engine.checkpoint import check_test_options, named_options_text
-        named = check_test_options((checkpoint.get('meta') or {}).get('cfg'), self.cfg,
-                                   filename, 'test it', checkpoint.get('state_dict'))
+        self.trained_cfg_text = (checkpoint.get('meta') or {}).get('cfg')  # mark_recount's
+        named = check_test_options(self.trained_cfg_text, self.cfg, filename, 'test it',
+                                   checkpoint.get('state_dict'))
         self.changed_from_training = named
         if named:
             self.logger.warning(f'{filename} was trained with other options than this '
                                 f'test\'s config: {"; ".join(named)}; the test uses '
                                 f'this config\'s values ({named_options_text(named)}) and its '
                                 'metrics say so (changed_from_training)')
+
+    def training_split_changes(self) -> list:
+        """The training split's options that differ from the loaded checkpoint's training
+        (``engine.checkpoint.training_split_differences``): why a graph recounted at test time
+        (``model.pkg.recount``, ``models.pkg_hook.mark_recount``) is another."""
+        from vpn_plugin.engine.checkpoint import training_split_differences
+        return training_split_differences(self.trained_cfg_text, self.cfg)
 
     def load_checkpoint(self, filename: str, map_location='cpu', strict=None, revise_keys=None):
         """mmengine's ``load_checkpoint`` (``load_from`` and ``resume`` call it) with strict
@@ -855,9 +864,16 @@ def check_config_entries(cfg, where: str) -> None:
                 if cfg.get(f'{split}_dataloader') and cfg[f'{split}_dataloader'].get('dataset')]
     entries += [(f'custom_hooks.{i}', HOOKS, hook)
                 for i, hook in enumerate(cfg.get('custom_hooks') or [])]
-    if (cfg.get('train_cfg') or {}).get('type'):
-        entries.append(('train_cfg', LOOPS, {k: v for k, v in cfg.train_cfg.items()
-                                             if k != 'by_epoch'}))
+    loop = cfg.get('train_cfg') or {}
+    if loop and not loop.get('type'):  # mmengine then picks the loop by by_epoch
+        if 'by_epoch' not in loop:  # e.g. train_cfg = dict(max_epochs=5, _delete_=True)
+            raise ValueError(f'{where}: train_cfg = {dict(loop)!r} names no training loop (no '
+                             "type, no by_epoch); expected type='EpochBasedTrainLoop' (or "
+                             'by_epoch=True / False) beside its options')
+        loop = {'type': 'EpochBasedTrainLoop' if loop['by_epoch'] else 'IterBasedTrainLoop',
+                **loop}
+    if loop.get('type'):
+        entries.append(('train_cfg', LOOPS, {k: v for k, v in loop.items() if k != 'by_epoch'}))
     pkg = (cfg.get('model') or {}).get('pkg')
     if pkg is not None:
         entries.append(('model.pkg', TASK_UTILS, {'type': 'PKGBuilder', **pkg}))

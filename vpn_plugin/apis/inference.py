@@ -201,7 +201,8 @@ def feature_file_note(model, path) -> str:
     it. A file of no training video's name (a video of your own) has nothing to be compared
     with; a checkpoint without the per-file record compares nothing (``model.not_compared``
     says so)."""
-    from vpn_plugin.engine.checkpoint import files_unlike_training, half_text, unknown_text
+    from vpn_plugin.engine.checkpoint import (files_unlike_training, half_text, rounded_text,
+                                              unknown_text)
     trained = getattr(model, 'training_features_folder', None)
     name = getattr(model, 'checkpoint_name', 'the checkpoint')
     records = list(trained['sources'].values()) if isinstance(trained, dict) and isinstance(
@@ -210,16 +211,17 @@ def feature_file_note(model, path) -> str:
     for record in records:
         if not isinstance(record, dict) or not isinstance(record.get('digests'), dict):
             continue
-        other, absent, half, unknown = files_unlike_training(record, [path])
-        if not other and not absent and not half and not unknown:
+        other, absent, half, unknown, rounded = files_unlike_training(record, [path])
+        if not other and not absent and not half and not unknown and not rounded:
             return ''  # a training file, byte for byte or in another format
         if unknown:
             notes.append(f'the features planned from, {path}, {unknown_text([Path(path).name])} '
                          f'(training folder {record.get("folder")})')
-        elif other or half:
+        elif other or half or rounded:
+            text = half_text if half else rounded_text
             notes.append(f'the features planned from, {path}, ' + (
-                f'{half_text([Path(path).name])} (training folder {record.get("folder")})'
-                if half else
+                f'{text([Path(path).name])} (training folder {record.get("folder")})'
+                if half or rounded else
                 f'differ from the training file of the same video in {record.get("folder")} '
                 f'({name} was trained on it): other features (another seed or extractor?)'))
     return notes[0] if notes else ''
@@ -515,7 +517,10 @@ def _sample_indices(index, batch_size: int) -> torch.Tensor:
 def _integer_tensor(value) -> torch.Tensor:
     """``torch.as_tensor(value)``, with numpy's and torch's unsigned integers (np.uint64(5),
     a uint32 array: torch refused or could not compare them, a valid index refused) read as
-    int64; ``OverflowError`` for one beyond int64."""
+    int64, also in a list or tuple ([np.uint64(3), np.uint64(4)]: torch's "an integer is
+    required"); ``OverflowError`` for one beyond int64."""
+    if isinstance(value, (list, tuple)):  # numpy integer scalars as Python ints (bools stay)
+        value = [int(v) if isinstance(v, np.integer) else v for v in value]
     if torch.is_tensor(value) and value.dtype in (torch.uint16, torch.uint32, torch.uint64):
         value = np.asarray(value.tolist(), dtype=np.uint64)
     if isinstance(value, np.ndarray):  # big-endian: torch's own refusal, a valid index
@@ -565,7 +570,14 @@ def _config_num_tasks(model) -> Optional[int]:
 
 def _observation_batch(model, values, name: str) -> torch.Tensor:
     """(B, D) float32 from (D,) or (B, D), checked against ``model.feature_dim``."""
-    values = torch.as_tensor(native_order(values) if isinstance(values, np.ndarray) else values)
+    try:  # an object array, ragged lists, text: torch's words named neither start nor goal
+        values = torch.as_tensor(native_order(values) if isinstance(values, np.ndarray)
+                                 else values)
+    except (TypeError, ValueError, RuntimeError) as error:
+        raise TypeError(f'{name} observations of type {type(values).__name__}'
+                        f'{f" and dtype {values.dtype}" if hasattr(values, "dtype") else ""} '
+                        f'cannot be read as numbers (torch reads: {error}); expected '
+                        'floating-point features, an array or tensor (B, D) or (D,)') from None
     if isinstance(values, UnusableObservations):  # the mark is read; the model gets tensors
         values = values.as_subclass(torch.Tensor)
     if values.device.type == 'meta':

@@ -38,9 +38,13 @@ class KEPPGraph:
     """A weighted digraph with ordered nodes and successors (module docstring).
 
     ``nodes``: list of action ids in insertion order; ``successors[u]``: list of (v, weight)
-    in insertion order (float64 weights; each non-empty list sums to 1)."""
+    in insertion order (float64 weights; each non-empty list sums to 1 within the rounding of
+    ``weights_dtype``, the precision a graph file stored them in: float16 weights miss 1 by
+    float16 rounding)."""
 
-    def __init__(self, nodes: Sequence[int], successors: Dict[int, List[Tuple[int, float]]]):
+    def __init__(self, nodes: Sequence[int], successors: Dict[int, List[Tuple[int, float]]],
+                 weights_dtype=np.float64):
+        self.weights_dtype = np.dtype(weights_dtype)
         self.nodes = [int(n) for n in nodes]
         self.successors = {int(u): [(int(v), float(w)) for v, w in successors.get(u, [])]
                            for u in self.nodes}

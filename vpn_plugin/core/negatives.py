@@ -33,22 +33,50 @@ def sample_rng(seed: int, step: int, index: int) -> random.Random:
     return random.Random((seed * SEED_STRIDE + step) * SEED_STRIDE + index)
 
 
-def distinct_sequences(pools: Sequence[Sequence[int]], horizon: int) -> int:
-    """How many sequences of ``horizon`` actions the union of ``pools`` offers."""
-    return len({a for pool in pools for a in pool}) ** horizon
+def distinct_sequences(pools: Sequence[Sequence[int]], horizon: int,
+                       cap: int | None = None) -> int:
+    """How many sequences of ``horizon`` actions draws from ``pools`` make: each candidate takes
+    all its actions from ONE pool, so the union of the pools' ``pool ** horizon`` sequences
+    (two pools of 2 actions give 8 pairs, not the 16 of their 4 actions); counted up to
+    ``cap`` (None: all) by listing them, a pool of ``cap`` or more sequences returning ``cap``."""
+    distinct = sorted({tuple(sorted(set(pool))) for pool in pools})
+    if cap is not None and any(len(pool) ** horizon >= cap for pool in distinct):
+        return cap
+    seen: set = set()
+    for pool in distinct:
+        for sequence in _sequences(pool, horizon):
+            seen.add(sequence)
+            if cap is not None and len(seen) >= cap:
+                return cap
+    return len(seen)
 
 
 def check_pool(target: Tuple[int, ...], task: int, task_to_actions: Dict[int, tuple],
-               count: int, hard_ratio: float) -> None:
-    """Refuse a draw that could never finish (fewer distinct sequences than asked for)."""
+               count: int, hard_ratio: float, permutation_ratio: float = 0.0) -> None:
+    """Refuse a draw that could never finish (fewer distinct sequences than asked for): the
+    pools drawn from (the task's own unless ``hard_ratio`` is 0 and there are other tasks;
+    the other tasks' unless it is 1 or there are none) and, with ``permutation_ratio``, the
+    ground truth's permutations."""
+    from itertools import permutations
     check_value('draw_negatives() argument hard_ratio', hard_ratio, Probability)
-    pools = ([task_to_actions[task]] if hard_ratio >= 1.0 or len(task_to_actions) == 1
-             else list(task_to_actions.values()))
-    available = distinct_sequences(pools, len(target)) - 1
-    if available < count:
-        raise ValueError(f'cannot draw {count} distinct negatives for the ground truth '
-                         f'{list(target)} of task {task}: its pool offers {available} other '
-                         'sequences; lower model.num_negatives or model.hard_negative_ratio')
+    others = [actions for other, actions in task_to_actions.items() if other != task]
+    pools = ([task_to_actions[task]] if hard_ratio > 0 or not others else []) + \
+        (others if hard_ratio < 1 else [])
+    reachable = distinct_sequences(pools, len(target), cap=count + 2)
+    if reachable < count + 2:  # few enough to list: which of them the loop can collect
+        listed = {seq for pool in pools for seq in _sequences(pool, len(target))}
+        if permutation_ratio > 0 and len(set(target)) >= 2:
+            listed |= set(permutations(target))
+        available = len(listed - {tuple(target)})
+        if available < count:
+            raise ValueError(f'cannot draw {count} distinct negatives for the ground truth '
+                             f'{list(target)} of task {task}: its pool offers {available} other '
+                             'sequences; lower model.num_negatives or model.hard_negative_ratio')
+
+
+def _sequences(pool, horizon: int):
+    from itertools import product
+    return product(sorted(set(pool)), repeat=horizon)
 
 
 def draw_negatives(target: Sequence[int], task: int, task_to_actions: Dict[int, tuple],
@@ -59,7 +87,7 @@ def draw_negatives(target: Sequence[int], task: int, task_to_actions: Dict[int, 
     check_value('draw_negatives() argument permutation_ratio', permutation_ratio, Probability)
     same_task = task_to_actions[task]
     other_tasks = [t for t in task_to_actions if t != task]
-    check_pool(target, task, task_to_actions, count, hard_ratio)
+    check_pool(target, task, task_to_actions, count, hard_ratio, permutation_ratio)
 
     def plain() -> tuple:
         if other_tasks and rng.random() >= hard_ratio:

@@ -88,7 +88,9 @@ def check_clamp(name: str, clamp: Optional[float], num_actions: int) -> None:
 def check_pkg(pkg, name: str = 'pkg') -> np.ndarray:
     """``pkg`` as a float64 (N, N) array after checking it is a valid PKG.
 
-    Valid: square, finite, non-negative, every row sums to 1 or is all-zero.
+    Valid: square, finite, non-negative, every row sums to 1 or is all-zero, within
+    :func:`pkg_row_tolerance` of the dtype ``pkg`` is given in (a float16 PKG's rows miss 1 by
+    its own rounding).
     """
     if isinstance(pkg, torch.Tensor) and pkg.device.type == 'meta':
         raise ValueError(f'{name} is on the meta device, which holds no values; expected a '
@@ -106,12 +108,20 @@ def check_pkg(pkg, name: str = 'pkg') -> np.ndarray:
         raise ValueError(f'{name}[{row}, {col}] = {array[row, col]} is negative; expected '
                          'probabilities >= 0')
     sums = array.sum(1)
-    bad = (np.abs(sums - 1) > ROW_SUM_TOLERANCE) & (sums != 0)
+    bad = (np.abs(sums - 1) > pkg_row_tolerance(given.dtype, (array > 0).sum(1))) & (sums != 0)
     if bad.any():
         row = int(np.flatnonzero(bad)[0])
         raise ValueError(f'{name} row {row} sums to {sums[row]}; expected each row to sum to 1 '
                          '(or be all-zero for an action with no outgoing edge)')
     return array
+
+
+def pkg_row_tolerance(dtype, entries) -> np.ndarray:
+    """How far from 1 a PKG row of ``entries`` non-zero probabilities stored in ``dtype`` may
+    sum: ``ROW_SUM_TOLERANCE``, or the dtype's rounding of each entry where that is coarser
+    (float16 rounds each by up to 2^-11 relative)."""
+    eps = float(np.finfo(dtype).eps) if np.dtype(dtype).kind == 'f' else 0.0
+    return np.maximum(ROW_SUM_TOLERANCE, eps * np.asarray(entries, np.float64))
 
 
 def _normalise_rows(counts: np.ndarray) -> np.ndarray:

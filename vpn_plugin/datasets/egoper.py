@@ -29,10 +29,11 @@ from typing import Dict, List, Optional, Tuple
 from ..data_paths import REPO_ROOT
 from ..errors import read_text
 from .annotations import read_json_file
-from .validation import MAX_SECONDS, file_stem_problem
+from .validation import MAX_SECONDS, file_stem_problem, normalized_name
 
 ERROR_CHOICES = ('keep', 'drop')
 BACKGROUND = 0
+BACKGROUND_NAMES = ('bg', 'background')  # action2idx's name of idx 0 (normalized)
 SPLIT_FILES = {'train': 'training.txt', 'test': 'test.txt'}
 OUTPUT_FILES = ('taxonomy.json', 'train.json', 'test.json', 'conversion.json', 'dataset.py')
 RECORD_KEYS = {'source', 'split_dir', 'errors', 'videos', 'segments'}  # of conversion.json
@@ -150,6 +151,12 @@ def _taxonomy(path: Path, data) -> Tuple[dict, Dict[str, Dict[int, int]]]:
             raise ValueError(f'{path}: task {task!r}: missing field(s) {missing}')
         for field in ('action2idx', 'actiontype2idx'):
             _check_index_map(path, task, field, entry[field])
+        named = [name for name, idx in entry['action2idx'].items() if idx == BACKGROUND]
+        if named and normalized_name(named[0]) not in BACKGROUND_NAMES:
+            raise ValueError(f'{path}: task {task!r}: action2idx maps {named[0]!r} to '
+                             f'{BACKGROUND}, the background idx (EgoPER\'s "BG"), whose '
+                             "segments the conversion drops; expected idx 0 = background "
+                             f'(\'BG\') and the actions from 1 (renumber {named[0]!r})')
         actions = {}
         for name, idx in sorted(entry['action2idx'].items(), key=lambda item: item[1]):
             if idx != BACKGROUND:

@@ -15,8 +15,10 @@ Pickled payloads (raw pickles, object ``.npy`` files and object npz members) are
 ``safe_pickle.SafeUnpickler``: numpy arrays, numbers and strings only, no code from the file
 runs; any other global is refused with an error naming the file and the global.
 """
+import hashlib
 import itertools
 import os
+import unicodedata
 import zipfile
 from pathlib import Path
 from typing import Optional
@@ -29,12 +31,13 @@ from .safe_pickle import RefusedGlobalError, safe_load
 from .validation import check_real_floats
 from ..video.recipe import (ROW_SECONDS_TOLERANCE, recipe_dict,  # noqa: F401
                             recipe_number_problem, row_seconds_problem)
-from vpn_plugin.errors import (NPY_MAGIC, ZIP_MAGIC, decimal_number, path_kind, tool_command,
-                               what_the_file_is)
+from vpn_plugin.errors import (NPY_MAGIC, ZIP_MAGIC, decimal_number, link_loop, path_kind,
+                               tool_command, what_the_file_is)
 
 FEATURE_KEY = 'frames_features'
 TIME_STEP_KEYS = ('recipe', 'native_fps')  # an extraction's record of a row's seconds
 DAMAGE_KEY = 'damage'  # extract_features' note of a video that ffmpeg decoded with errors
+USABLE_KEY = 'usable'  # extract_features: False for S3D with random weights (pipeline checks)
 SYNTHETIC_DATASETS = ('crosstask', 'niv', 'coin')
 
 
@@ -50,6 +53,36 @@ def find_feature_file(feature_dir: PathLike, stem: str) -> Path:
                          f'{stem}; expected one feature file per video: remove the one that is '
                          'not of these features')
     return npz
+
+
+def check_disjoint_files(train_stems, test_stems, train_dir, test_dir, where: str) -> None:
+    """The test videos must not read a training video's feature file under another name (a
+    symbolic link, a hard link: ``check_disjoint`` compares names only, and a link made the
+    leak invisible): ``ValueError`` naming both names and the file. Folders not there (an
+    annotations-only check) and files not there are left to the dataset, which names them."""
+    def files(stems, folder) -> dict:
+        if not folder or not Path(folder).is_dir():
+            return {}
+        found = {}
+        for stem in sorted(map(str, stems)):
+            try:
+                path = find_feature_file(folder, stem)
+                if path.is_file():
+                    info = path.stat()
+                    found.setdefault((info.st_dev, info.st_ino), (stem, path))
+            except (OSError, ValueError):  # two files, a loop: the dataset names it
+                continue
+        return found
+    train, test = files(train_stems, train_dir), files(test_stems, test_dir)
+    shared = [(train[key], test[key]) for key in sorted(set(train) & set(test))
+              if train[key][0] != test[key][0]]  # one name in both: check_disjoint's
+    if shared:
+        (train_stem, train_path), (test_stem, test_path) = shared[0]
+        raise ValueError(f'{where}: {len(shared)} test video(s) read the feature file of a '
+                         f'training video under another name, e.g. test {test_stem!r} '
+                         f'({test_path}) is the file of training video {train_stem!r} '
+                         f'({os.path.realpath(train_path)}): a link; the test windows must come '
+                         'from videos never trained on (check the feature folder\'s links)')
 
 
 def feature_fix_hint(feature_dir, data_root) -> str:
@@ -87,10 +120,36 @@ def load_features(path: PathLike, frame_dim: Count, vid: str = '', fix_hint: str
     path = require_feature_file(path, vid, fix_hint)
     record = read_feature_record(path, vid, frames_only=True)
     frames = checked_frames(record, path, frame_dim, vid)
+    problem = unusable_problem(record, path)
+    if problem:
+        raise BadVideoError(vid, 'unusable features', problem)
     note = damage_note(record)
     if note and damage is not None:
         damage[path.name] = note
     return frames
+
+
+def unusable_problem(record: dict, path) -> str:
+    """'' unless the record says its features mean nothing (``usable`` false: S3D with random
+    weights, extract_features --random-weights) while its folder is no such extraction (its
+    provenance is not ``random-weights``, whose runs are all marked UNUSABLE): a pipeline
+    check's file copied among real features was read as one of them without a word."""
+    value = np.asarray(record.get(USABLE_KEY, True))
+    if value.dtype != np.bool_ or value.shape != () or bool(value):
+        return ''
+    from .provenance import read_record
+    try:
+        record_of_folder = read_record(Path(path).parent)
+    except ValueError:  # a damaged record: the folder's kind cannot be told
+        record_of_folder = {}
+    kind = record_of_folder.get('kind')
+    if kind == 'random-weights' or (kind == 'extracted' and 'weights' not in record_of_folder):
+        return ''  # a random-weights extraction (or one by the library, weights unrecorded)
+    warning = ' '.join(str(np.asarray(record.get('warning', 'random S3D weights'))).split())
+    return (f'{path}: field "{USABLE_KEY}" is false ({warning}) in a folder of {kind} features '
+            f'(its provenance); expected usable features: extract this video again with '
+            f'--weights, or keep random-weights features in a folder of their own (their runs '
+            f'are marked UNUSABLE)')
 
 
 def damage_note(record: dict) -> str:
@@ -120,8 +179,8 @@ def require_feature_file(path: PathLike, vid: str = '', fix_hint: str = '') -> P
         nor = f' (nor {path.stem}.npz)' if path.suffix == '.npy' else ''
         if path.is_symlink():  # it is listed by ls: say where it points
             target = os.readlink(path)
-            why = ('is itself a link: the links form a loop' if os.path.islink(
-                path.parent / target) else 'does not exist')
+            why = ('is itself a link: the links form a loop' if link_loop(path)
+                   else 'does not exist')
             raise BadVideoError(vid, 'missing feature file', f'feature file {path}{of_video} '
                                 f'is a broken symbolic link to {target}, which {why}; expected '
                                 'a link to a feature file')
@@ -144,10 +203,22 @@ def other_case_hint(path: Path) -> str:
             name = f'{stem}.{"".join(letters)}'
             if name != f'{stem}.{suffix}' and (path.parent / name).is_file():
                 found.append(name)
-    if not found:
-        return ''
-    return (f'; the folder holds {" and ".join(found)}, whose extension differs only by case: '
-            f'expected {stem}.npz or {stem}.npy (rename it)')
+    if found:
+        return (f'; the folder holds {" and ".join(found)}, whose extension differs only by '
+                f'case: expected {stem}.npz or {stem}.npy (rename it)')
+    for form in ('NFC', 'NFD'):  # a name written back by macOS (NFD) looks the same
+        other = unicodedata.normalize(form, stem)
+        found += [(f'{other}.{suffix}', form) for suffix in ('npz', 'npy')
+                  if other != stem and (path.parent / f'{other}.{suffix}').is_file()]
+    if found:
+        return (f'; the folder holds {found[0][0]}, the same letters in another Unicode '
+                f'normalization ({found[0][1]}, as some file systems and copies write names): '
+                f'expected the name as the annotation writes it, {stem!r} (rename the file)')
+    given = Path(stem)
+    if given.suffix.lower() in ('.npz', '.npy') and (path.parent / stem).is_file():
+        return (f'; the folder holds {stem}: the name was given with its extension; expected '
+                f'the file name without it ({given.stem!r})')
+    return ''
 
 
 def checked_frames(record: dict, path, frame_dim: int, vid: str = '') -> np.ndarray:
@@ -290,7 +361,8 @@ def _read_npz(f, frames_only: bool) -> dict:
             raise ValueError(f'a zip archive without .npy members (it holds '
                              f'{archive.namelist()[:5]}: a torch.save file?)')
         if frames_only and f'{FEATURE_KEY}.npy' in members:  # and what says a row's time
-            members = [f'{name}.npy' for name in (FEATURE_KEY, DAMAGE_KEY) + TIME_STEP_KEYS
+            members = [f'{name}.npy' for name in (FEATURE_KEY, DAMAGE_KEY, USABLE_KEY)
+                       + TIME_STEP_KEYS
                        if f'{name}.npy' in members]
         record = {}
         for name in members:
@@ -335,3 +407,24 @@ def _as_record(content, path, vid) -> dict:
     raise BadVideoError(vid, 'unreadable feature file',
                         f'{path}: holds a {type(content).__name__}; expected a dict with '
                         f'"{FEATURE_KEY}" or an array (seconds, D)')
+
+
+def frames_digest(path) -> str:
+    """'<exact> <half> <dtype>' of a feature file's frames array, 16 hex digits each, whatever
+    its layout (.npz, .npy, pickle): exact over its shape and values as every reader passes
+    them on (float32, ``features.frames_of``: the same features converted to another file
+    format, or stored as float64, have the same), half over its shape and values rounded to
+    float16 (the same features stored as float16 have the same; negated or other features do
+    not), and the dtype the file stores (what tells a float16 copy from values changed below
+    float16 precision); '' when the file cannot be read."""
+    try:
+        stored = np.asarray(read_feature_record(path, frames_only=True)['frames_features'])
+        with np.errstate(over='ignore', invalid='ignore'):
+            frames = np.ascontiguousarray(stored, dtype=np.float32)
+    except Exception:  # noqa: BLE001  (unreadable here: the dataset names it when it reads it)
+        return ''
+    exact = hashlib.sha256(f'{frames.dtype.str}{frames.shape}'.encode())
+    exact.update(frames.tobytes())
+    half = hashlib.sha256(f'{frames.shape}'.encode())
+    half.update(np.ascontiguousarray(frames, dtype=np.float16).tobytes())
+    return f'{exact.hexdigest()[:16]} {half.hexdigest()[:16]} {stored.dtype.name}'

@@ -19,7 +19,7 @@ from mmengine.registry import FUNCTIONS
 from torch.utils.data import Dataset
 
 from .annotations import BadVideoError, Window, chain_windows, read_video_list, window_key
-from .features import feature_fix_hint, find_feature_file, load_features
+from .features import check_disjoint_files, feature_fix_hint, find_feature_file, load_features
 from ..core.stats import SAMPLE_DRAW, stratified_sample
 from .file_digests import file_digests
 from ..errors import check_folder_target
@@ -37,7 +37,7 @@ CACHE_VERSION = 7  # bump when the cached arrays or their meaning change (6: bui
 # files' damage notes, 'damaged')
 DIGEST_MEMO = 'feature_digests.json'  # in cache_dir: the feature files' remembered digests
 FRAMES_MEMO = 'frames_digests_v2.json'  # in cache_dir: their frames arrays' remembered digests
-#   (v2: provenance.frames_digest as read, float32, with the stored dtype)
+#   (v2: features.frames_digest as read, float32, with the stored dtype)
 CACHE_KEY = '.cache_key'  # in cache_dir: the secret of the cache's keyed checksums
 _PROCESS_SECRET = os.urandom(32)  # the key of a cache_dir that cannot be written
 CACHE_ARRAYS = {'readable', 'outside', 'maps', 'start', 'goal', 'observed', 'messages',
@@ -90,9 +90,12 @@ class PlanningDataset(Dataset):
     of the source (use it with the TRAINING source): each video is held out with probability
     ``val_fraction`` by a hash of ``split_seed`` and its feature file stem, so the same videos
     for every horizon; ``'train'`` = the other videos, optionally a seeded
-    ``subset_fraction`` of their windows. ``limit=N`` keeps N windows of the split (after the
-    features are read), stratified over tasks and drawn by the windows' identity
-    (``core.stats.stratified_sample`` with ``limit_seed``, :data:`~..core.stats.SAMPLE_DRAW`:
+    ``subset_fraction`` of their windows (``subset_seed``; drawn as ``limit`` draws, stratified
+    over tasks by the windows' identity: the sample-efficiency study's subsets, whatever the
+    lists' order; rows and training records say ``subset_draw``). ``limit=N`` keeps N
+    windows of the split (after the features are read), stratified over tasks and drawn by
+    the windows' identity (``core.stats.stratified_sample`` with ``limit_seed``,
+    :data:`~..core.stats.SAMPLE_DRAW`:
     the windows ``llm_eval.py --limit N`` plans, whatever the lists' order): a shortened run
     (``tools/test.py --limit``, smoke runs), logged; ``self.limited`` is ``(N, all)``.
     ``observed_steps=k`` adds the goal observations of steps 1..k (``inputs['observed']``).
@@ -235,8 +238,10 @@ class PlanningDataset(Dataset):
         if not 0 < fraction <= 1:
             raise ValueError(f'subset_fraction={fraction}; expected 0 < fraction <= 1')
         count = max(1, int(round(fraction * len(windows))))
-        pick = np.sort(np.random.default_rng(seed).permutation(len(windows))[:count])
-        self.subset = (fraction, count, len(windows), seed)  # the log line says so
+        # drawn as limit= draws (SAMPLE_DRAW): stratified over tasks, by the windows' identity
+        pick = stratified_sample(np.array([w.task for w in windows], np.int64), count, seed,
+                                 keys=np.array([window_key(w) for w in windows], np.int64))
+        self.subset = (fraction, len(pick), len(windows), seed)  # the log line says so
         return [windows[i] for i in pick]
 
     def _limit(self, limit, seed):
@@ -413,9 +418,9 @@ class PlanningDataset(Dataset):
 
     def feature_digests(self, paths, frames: bool = False) -> list:
         """``file_digests`` of ``paths`` (with ``frames``, the digests of their frames arrays,
-        ``provenance.frames_digest``), remembered in the observation cache's memo (keyed with
+        ``features.frames_digest``), remembered in the observation cache's memo (keyed with
         its secret) where there is a ``cache_dir``: a folder already hashed costs nothing."""
-        from .provenance import frames_digest
+        from .features import frames_digest
         digest_of = dict(digest_of=frames_digest) if frames else {}
         if not self.cache_dir:
             return file_digests(paths, **digest_of)
@@ -492,7 +497,8 @@ class PlanningDataset(Dataset):
         videos = len({w.feature for w in self.windows})
         fraction, kept, total, seed = getattr(self, 'subset', None) or (None,) * 4
         limited = (f'; subset_fraction={fraction}: {kept} of {total} windows, subset_seed='
-                   f'{seed}' if fraction is not None else '')
+                   f'{seed}, stratified over tasks, drawn by window identity ({SAMPLE_DRAW})'
+                   if fraction is not None else '')
         limited += (f'; limit: {self.limited[0]} of {self.limited[1]} windows, stratified over '
                     f'tasks, drawn by window identity ({SAMPLE_DRAW})' if self.limited else '')
         print_log(f'PlanningDataset ({self.split}, T={self.horizon}): {len(self.windows)} '
@@ -684,9 +690,11 @@ def check_split_disjoint(cfg) -> None:
         check_held_out_agrees(train, val, cfg.filename or 'config')
         check_validation_source(train, val, cfg.filename or 'config')
     if train and test:  # first: a test moved onto training windows overlaps validation too
-        check_disjoint(source_videos(train), source_videos(test),
-                       f'{cfg.filename or "config"}: train_dataloader.dataset / '
-                       'test_dataloader.dataset')
+        where = f'{cfg.filename or "config"}: train_dataloader.dataset / test_dataloader.dataset'
+        train_videos, test_videos = source_videos(train), source_videos(test)
+        check_disjoint(train_videos, test_videos, where)
+        check_disjoint_files(train_videos, test_videos, train.get('feature_dir'),
+                             test.get('feature_dir'), where)
     if val and test and cfg.get('selection') != 'authors':
         check_selection_held_out(source_videos(val), source_videos(test), cfg)
 

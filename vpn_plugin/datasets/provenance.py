@@ -88,29 +88,6 @@ def sampled_files(files) -> list:
     return sorted(files, key=_sample_order)[:SAMPLED_FILES]
 
 
-def frames_digest(path) -> str:
-    """'<exact> <half> <dtype>' of a feature file's frames array, 16 hex digits each, whatever
-    its layout (.npz, .npy, pickle): exact over its shape and values as every reader passes
-    them on (float32, ``features.frames_of``: the same features converted to another file
-    format, or stored as float64, have the same), half over its shape and values rounded to
-    float16 (the same features stored as float16 have the same; negated or other features do
-    not), and the dtype the file stores (what tells a float16 copy from values changed below
-    float16 precision); '' when the file cannot be read."""
-    import numpy as np
-    from .features import read_feature_record
-    try:
-        stored = np.asarray(read_feature_record(path, frames_only=True)['frames_features'])
-        with np.errstate(over='ignore', invalid='ignore'):
-            frames = np.ascontiguousarray(stored, dtype=np.float32)
-    except Exception:  # noqa: BLE001  (unreadable here: the dataset names it when it reads it)
-        return ''
-    exact = hashlib.sha256(f'{frames.dtype.str}{frames.shape}'.encode())
-    exact.update(frames.tobytes())
-    half = hashlib.sha256(f'{frames.shape}'.encode())
-    half.update(np.ascontiguousarray(frames, dtype=np.float16).tobytes())
-    return f'{exact.hexdigest()[:16]} {half.hexdigest()[:16]} {stored.dtype.name}'
-
-
 @checked_arguments
 def write_provenance(folder: PathLike, record: dict) -> Path:
     """Write ``<folder>/provenance.json``: ``record`` (``kind`` and what made the files) and

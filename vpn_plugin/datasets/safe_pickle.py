@@ -103,6 +103,14 @@ def _reconstructor(cls, base, state):
     return PickledObject()
 
 
+def _frozen(*args, **kwargs):
+    """Stand-in for ``networkx.classes.function.frozen``: ``nx.freeze(G)`` stores that function
+    as the graph's mutators (``G.add_node`` ...), so a frozen graph's pickle names it as a
+    value of its state (inert: KEPP reads the nodes and edges); a pickle that calls it is
+    refused."""
+    raise RefusedGlobalError('networkx.classes.function.frozen called')
+
+
 # protocols 0 and 1 (a graph pickled with pickle.dump(g, f, 0)) build the DiGraph through
 # copyreg._reconstructor(DiGraph, object, None), in Python 2 spellings
 PROTOCOL_0_GLOBALS = {(module, '_reconstructor'): _reconstructor
@@ -112,12 +120,14 @@ GRAPH_GLOBALS = {('networkx.classes.digraph', 'DiGraph'): PickledObject, **PROTO
                  **{('networkx.classes.reportviews', view): PickledObject
                     for view in GRAPH_VIEWS},
                  ('networkx.classes.coreviews', 'AdjacencyView'): PickledObject,
+                 ('networkx.classes.function', 'frozen'): _frozen,  # nx.freeze(G)
                  ('builtins', 'dict'): dict}
 
 
 class GraphUnpickler(SafeUnpickler):
     """``SafeUnpickler`` that also admits a ``networkx.DiGraph`` (and its cached ``NodeView`` and
-    ``AdjacencyView``) as a :class:`PickledObject`, and ``dict`` (its factories): nothing else."""
+    ``AdjacencyView``) as a :class:`PickledObject`, ``dict`` (its factories) and the mutators
+    of a frozen graph (``nx.freeze``, inert): nothing else."""
 
     def find_class(self, module, name):
         if (module, name) in GRAPH_GLOBALS:

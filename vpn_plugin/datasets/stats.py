@@ -17,6 +17,7 @@ from typing import List
 
 from ..core import build_pkg, pkg_coverage
 from .sources import config_dataset, dataset_config, source_windows
+from .features import check_disjoint_files
 from .validation import AnnotationWarnings, check_disjoint
 
 
@@ -35,9 +36,11 @@ def window_statistics(dataset: str = None, data_root=None, horizons=(3, 4, 5, 6)
         warnings = {'train': AnnotationWarnings(), 'test': AnnotationWarnings()}
         taxonomy, train, _ = source_windows(train_set, warnings['train'])
         _, test, _ = source_windows(test_set, warnings['test'])
-        check_disjoint({w.feature for w in train}, {w.feature for w in test},
-                       f'T={horizon}: {_source_name(train_set)} (train) and '
-                       f'{_source_name(test_set)} (test)')
+        where = (f'T={horizon}: {_source_name(train_set)} (train) and '
+                 f'{_source_name(test_set)} (test)')
+        check_disjoint({w.feature for w in train}, {w.feature for w in test}, where)
+        check_disjoint_files({w.feature for w in train}, {w.feature for w in test},
+                             train_set.get('feature_dir'), test_set.get('feature_dir'), where)
         coverage = None  # no windows on either side (a small dataset at a long horizon)
         if train and test:
             pkg = build_pkg([w.steps for w in train], taxonomy.num_actions,
@@ -71,9 +74,10 @@ def format_table(dataset: str, rows: List[dict]) -> str:
               'seen', 'tasks', 'seen', 'PKG coverage %')
     keys = ('horizon', 'train_windows', 'test_windows', 'train_videos', 'test_videos',
             'actions', 'actions_seen', 'tasks', 'tasks_seen', 'pkg_coverage')
-    lines = [f'{dataset}', ' | '.join(header)]
+    from ..outputs import plain_text
+    lines = [plain_text(dataset), ' | '.join(header)]
     lines += [' | '.join(f'{"-" if row[k] is None else row[k]:>{len(h)}}'
                          for k, h in zip(keys, header)) for row in rows]
-    lines += [f'WARNING T={row["horizon"]} {split}: {summary} (kept)'
+    lines += [f'WARNING T={row["horizon"]} {split}: {plain_text(summary)} (kept)'
               for row in rows for split, summary in row.get('warnings', {}).items()]
     return '\n'.join(lines)

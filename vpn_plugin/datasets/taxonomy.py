@@ -74,6 +74,14 @@ class _Pairs(list):
     """A JSON object as its (key, value) pairs in file order: duplicate keys stay visible."""
 
 
+def _line_breaking(name: str) -> list:
+    """The characters of ``name`` that break or hide a line where it is printed: control
+    characters (Unicode Cc: line feed, tab, NUL, ...) and line / paragraph separators
+    (U+2028, U+2029), each once."""
+    import unicodedata
+    return sorted({c for c in name if unicodedata.category(c) in ('Cc', 'Zl', 'Zp')})
+
+
 @checked_arguments
 def load_taxonomy(path: PathLike) -> Taxonomy:
     """Read a taxonomy JSON ``{"<idx>_[<task id>_]<name>": {"<action id>": "<name>"}}``.
@@ -94,6 +102,10 @@ def load_taxonomy(path: PathLike) -> Taxonomy:
     raw = sorted(raw, key=lambda pair: _parse_task_key(pair[0], path)[0])
     for expected_idx, (task_raw, actions) in enumerate(raw):
         idx, key, name = _parse_task_key(task_raw, path)
+        if _line_breaking(task_raw):  # the task's name is printed in the prompts too
+            raise ValueError(f'{path}: task {task_raw!r} holds the control or line-separator '
+                             f'character(s) {", ".join(map(repr, _line_breaking(task_raw)))}; '
+                             'expected a one-line name')
         if idx != expected_idx:
             raise ValueError(f'{path}: task {task_raw!r} has index {idx}, expected {expected_idx}')
         if not isinstance(actions, _Pairs) or not actions:
@@ -105,6 +117,11 @@ def load_taxonomy(path: PathLike) -> Taxonomy:
             if not isinstance(aname, str) or not aname.strip():
                 raise ValueError(f'{path}: task {task_raw!r}: action {aid} name = {aname!r}; '
                                  'expected a non-empty string')
+            breaking = _line_breaking(aname)
+            if breaking:  # the prompts list one action per line: "2: pour\n99: x" adds one
+                raise ValueError(f'{path}: task {task_raw!r}: action {aid} name = {aname!r} '
+                                 f'holds the control or line-separator character(s) '
+                                 f'{", ".join(map(repr, breaking))}; expected a one-line name')
             if int(aid) in action_names:
                 first = raw[action_task[int(aid)]][0]
                 raise ValueError(f'{path}: task {task_raw!r}: action id {aid} ({aname!r}) is '

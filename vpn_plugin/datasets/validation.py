@@ -15,7 +15,7 @@ from __future__ import annotations
 import functools
 import math
 import numbers
-import re
+import unicodedata
 from collections import Counter
 
 from ..errors import close_match_hint
@@ -82,8 +82,11 @@ def first_duplicates(keys) -> dict:
 
 @functools.lru_cache(maxsize=65536)
 def normalized_name(name) -> str:
-    """Lower-case alphanumerics: 'Make Jello Shots' == 'make_jello-shots'."""
-    return re.sub(r'[^0-9a-z]', '', str(name).lower())
+    """Lower-case letters and digits of any script (and their combining marks), NFKC:
+    'Make Jello Shots' == 'make_jello-shots', '烧水' != '放茶包' (an ASCII-only rule made
+    every Chinese, Arabic or Cyrillic name '', so that all of them were "one name")."""
+    text = unicodedata.normalize('NFKC', str(name)).casefold()
+    return ''.join(c for c in text if c.isalnum() or unicodedata.category(c).startswith('M'))
 
 
 def file_stem_problem(stem: str) -> str:

@@ -420,7 +420,7 @@ def features_folder_record(feature_dir, dataset=None) -> Optional[dict]:
     ``datasets.provenance.folder_fingerprint``) and, for every feature file of the folder, what
     a test compares: ``'digests'``, ``{file name: first FILE_DIGEST_CHARS hex of its sha256}``,
     and ``'frames'``, ``{file stem: its frames array's digests}``
-    (``datasets.provenance.frames_digest``: the same features in another file format or dtype),
+    (``datasets.features.frames_digest``: the same features in another file format or dtype),
     through ``dataset.feature_digests`` (the planning dataset reading the folder: the
     observation cache's memos, a folder hashed before costs nothing) when given; for a union's
     ``{source name: folder}``, ``{'sources': {name: record}}``; None without a folder."""
@@ -493,7 +493,7 @@ def _files_not_trained_on(trained: dict, folder, dataset) -> str:
     from ..datasets.provenance import feature_files
     reads = callable(getattr(dataset, 'feature_files_read', None))
     read = dataset.feature_files_read() if reads else feature_files(folder)
-    other, absent, half, unknown = files_unlike_training(
+    other, absent, half, unknown, rounded = files_unlike_training(
         trained, read, getattr(dataset, 'feature_digests', None))
     absent = absent if reads else []
     return '; '.join(filter(None, (
@@ -503,6 +503,7 @@ def _files_not_trained_on(trained: dict, folder, dataset) -> str:
         absent and f'{len(absent)} of the {len(read)} files read were not in the training '
                    f'folder ({_listed(absent)})',
         half and f'{len(half)} of the {len(read)} files read {half_text(half)}',
+        rounded and f'{len(rounded)} of the {len(read)} files read {rounded_text(rounded)}',
         unknown and f'{len(unknown)} of the {len(read)} files read {unknown_text(unknown)}')))
 
 
@@ -513,16 +514,27 @@ def half_text(names) -> str:
             'digits)')
 
 
+def rounded_text(names) -> str:
+    """What a file holding its training file's values rounded to float16 (stored in a wider
+    float) is."""
+    return (f'are the training features rounded to float16 ({_listed(names)}): every value '
+            'the float16 rounding of the training file\'s (about 3 significant digits), '
+            'stored as a wider float')
+
+
 def files_unlike_training(trained: dict, read, hashing=None) -> tuple:
-    """(other, absent, half, unknown): the names of the files ``read`` whose content is not
-    the training file's of their name (``trained['digests']``, a checkpoint's
+    """(other, absent, half, unknown, rounded): the names of the files ``read`` whose content
+    is not the training file's of their name (``trained['digests']``, a checkpoint's
     :func:`features_folder_record`) nor, in another file format, the frames array of the
     training file of their stem (``trained['frames']``); those of no training file's name or
     stem; those equal to their training file's frames at float16 precision only (another
     dtype: :func:`_same_at_float16`); those whose bytes are not the training file's of their
     name or stem and whose stem the record has no frames digest of (a partial or edited
     record: the same features in another dtype or format cannot be told from others, so
-    they are called neither). ``hashing``: a planning dataset's ``feature_digests`` (its
+    they are called neither); those equal to their training file's frames at float16
+    precision whose every value is a float16 value, stored in a wider float (the training
+    features rounded to float16: read again to tell them from values changed below float16
+    precision, which stay ``other``). ``hashing``: a planning dataset's ``feature_digests`` (its
     memos). The frames arrays are read only of the files whose bytes are no training file's."""
     from ..datasets.file_digests import MISSING, NOT_A_FILE
     digests, frames = trained['digests'], trained.get('frames')
@@ -542,13 +554,19 @@ def files_unlike_training(trained: dict, read, hashing=None) -> tuple:
         else:
             absent.append(path.name)
     arrays = _digests(unmatched, hashing, frames=True) if unmatched else []
-    half = []
+    half, rounded = [], []
     for path, pair in zip(unmatched, arrays):
         recorded, found = str(frames[path.stem]).split(' '), pair.split(' ')
         if found[0] == recorded[0]:
             continue  # the training frames, in another file format
-        (half if _same_at_float16(recorded, found) else other).append(path.name)
-    return other, absent, half, unknown
+        if _same_at_float16(recorded, found):
+            half.append(path.name)
+        elif len(found) > 1 and len(recorded) > 1 and found[1] == recorded[1] and \
+                holds_float16_values(path):  # float16(found) = float16(training), found exact
+            rounded.append(path.name)
+        else:
+            other.append(path.name)
+    return other, absent, half, unknown, rounded
 
 
 def unknown_text(names) -> str:
@@ -561,17 +579,31 @@ def unknown_text(names) -> str:
 
 def _digests(paths, hashing=None, frames: bool = False) -> list:
     """``file_digests`` of ``paths`` (with ``frames``, of their frames arrays:
-    ``datasets.provenance.frames_digest``), through ``hashing`` when given (a planning
+    ``datasets.features.frames_digest``), through ``hashing`` when given (a planning
     dataset's ``feature_digests``: its memos)."""
     from ..datasets.file_digests import file_digests
-    from ..datasets.provenance import frames_digest
+    from ..datasets.features import frames_digest
     if callable(hashing):
         return hashing(paths, frames=True) if frames else hashing(paths)
     return file_digests(paths, digest_of=frames_digest) if frames else file_digests(paths)
 
 
+def holds_float16_values(path) -> bool:
+    """Whether every value of the frames array of the feature file ``path`` is a float16
+    value (its float16 rounding changes nothing); False when it cannot be read."""
+    import numpy as np
+    from ..datasets.features import read_feature_record
+    try:
+        frames = np.asarray(read_feature_record(path, frames_only=True)['frames_features'],
+                            dtype=np.float32)
+    except Exception:  # noqa: BLE001  (unreadable here: the dataset names it when it reads it)
+        return False
+    with np.errstate(over='ignore', invalid='ignore'):
+        return bool(np.array_equal(frames, frames.astype(np.float16).astype(np.float32)))
+
+
 def _same_at_float16(recorded: list, found: list) -> bool:
-    """Whether two frames digests (``datasets.provenance.frames_digest``, split) of arrays
+    """Whether two frames digests (``datasets.features.frames_digest``, split) of arrays
     that differ as read are the same features with one side stored as float16: equal at
     float16 precision and one stored dtype float16 (a record without dtypes, written before
     they were recorded: equal at float16 precision). Two float32 (or float64) files equal at
@@ -757,6 +789,13 @@ PURPOSES = ('resume', 'test')
 # 'unified'` at a test of a run trained with it unset was named "None in training, 'unified'
 # here" (and refused at a resume), the same selection (tools/test.py logs the unset one so)
 OPTION_DEFAULTS = {'selection': 'unified'}
+# the mmengine registry of the class each configured section builds (its ``type``): an argument
+# the section leaves out holds that class's default (a resume given `sampler.round_up=True`,
+# AdamW's `betas=(0.9, 0.999)`, StepLR's `begin=0` or `accumulative_counts=1`, each the
+# default, was refused as "None in the run, <value> here": the same run)
+SECTION_REGISTRIES = {'optim_wrapper': 'OPTIM_WRAPPERS', 'optim_wrapper.optimizer': 'OPTIMIZERS',
+                      'param_scheduler': 'PARAM_SCHEDULERS',
+                      'train_dataloader.sampler': 'DATA_SAMPLERS'}
 
 
 class OptionDifferences(NamedTuple):
@@ -863,8 +902,8 @@ def _option_lines(trained_cfg_text, trained, cfg, purpose: str) -> list:
     lines = [('model.*', line) for line in
              model_option_differences(trained_cfg_text, cfg.get('model'), locations=False)]
     lines += [('optim_wrapper.optimizer.*', line) for line in _section_lines(
-        'optim_wrapper.optimizer', _dotted(trained, 'optim_wrapper.optimizer'),
-        _dotted(cfg, 'optim_wrapper.optimizer'))]
+        'optim_wrapper.optimizer', _configured(trained, 'optim_wrapper.optimizer'),
+        _configured(cfg, 'optim_wrapper.optimizer'))]
     if purpose == 'resume':
         lines += [('custom_hooks.<EMA>.*', line) for line in
                   ema_hook_differences(trained.get('custom_hooks'), cfg.get('custom_hooks'))]
@@ -874,12 +913,62 @@ def _option_lines(trained_cfg_text, trained, cfg, purpose: str) -> list:
         if key.startswith('default_hooks.checkpoint.') and (
                 trained.get('val_cfg') is None or cfg.get('val_cfg') is None):
             continue
-        before, now = (_plain(_dotted(config, key)) for config in (trained, cfg))
-        before, now = (OPTION_DEFAULTS.get(key) if value is None else value
-                       for value in (before, now))
-        if before != now:
+        before, now = (_configured(config, key) for config in (trained, cfg))
+        if before != now:  # shown as each config gives it (its class's defaults compared)
+            before, now = (_plain(_dotted(config, key)) if _dotted(config, key) is not None
+                           else value for config, value in ((trained, before), (cfg, now)))
             lines.append((key, f'{key}: {before!r} in training, {now!r} here'))
     return lines + _dataset_lines(trained, cfg, purpose)
+
+
+def _configured(config, key: str):
+    """The value at a dotted ``key`` of a config as the run builds it: a section of
+    :data:`SECTION_REGISTRIES` (or each entry of a list of them) with its class's defaults
+    filled in; an option a section leaves unset, that class's default; else
+    :data:`OPTION_DEFAULTS` for an unset value."""
+    value = _with_class_defaults(_plain(_dotted(config, key)), SECTION_REGISTRIES.get(key))
+    section, _, option = key.rpartition('.')
+    if value is None and section in SECTION_REGISTRIES:
+        built = _with_class_defaults(_plain(_dotted(config, section)),
+                                     SECTION_REGISTRIES[section])
+        value = built.get(option) if isinstance(built, dict) else None
+    return OPTION_DEFAULTS.get(key) if value is None else value
+
+
+def _with_class_defaults(value, registry: Optional[str]):
+    """``value`` (a config section: a dict with a ``type``, or a list of them) with each
+    argument its registered class (mmaction's ``registry``, falling back to mmengine's) has a
+    default for and the section leaves out filled in, as plain values (tuples as lists, as
+    :func:`_plain` gives them); ``value`` itself without a registry or a known class."""
+    if registry is None:
+        return value
+    if isinstance(value, list):
+        return [_with_class_defaults(item, registry) for item in value]
+    if not isinstance(value, dict) or not isinstance(value.get('type'), str):
+        return value
+    import mmaction.registry
+    cls = getattr(mmaction.registry, registry).get(value['type'])
+    if cls is None:
+        return value
+    from ..config_types import option_defaults
+    defaults = {}
+    for base in reversed(cls.__mro__):  # a mixin's __init__(*args, **kwargs) passes them on
+        if '__init__' in vars(base) and base is not object:  # (StepLR: StepParamScheduler's)
+            try:
+                defaults.update(option_defaults(vars(base)['__init__']))
+            except (TypeError, ValueError):  # no signature to read
+                continue
+    return _plain_deep({**defaults, **value})
+
+
+def _plain_deep(value):
+    """``value`` with tuples as lists at any depth (a config's ``betas=(0.9, 0.999)`` and the
+    same pair read back from a saved config, or a class default, compare equal)."""
+    if isinstance(value, dict):
+        return {key: _plain_deep(item) for key, item in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_plain_deep(item) for item in value]
+    return value
 
 
 def _section_lines(name, before, now) -> list:
@@ -905,6 +994,22 @@ def _dataset_lines(trained, cfg, purpose: str) -> list:
         if before and now and before.get('type') == now.get('type'):
             lines += _dataset_option_lines(before, now, loader)
     return lines
+
+
+def training_split_differences(trained_cfg_text, cfg) -> list:
+    """'train_dataloader.dataset.<key>: X in training, Y here' for each dataset option of
+    :data:`TRAINING_OPTIONS` (``val_fraction``, ``split_seed``, ``subset_fraction``, ``limit``,
+    ...) that ``cfg``'s training split sets otherwise than the run of ``trained_cfg_text``:
+    why a graph recounted at test time (``model.pkg.recount``) is another; [] when no readable
+    config is recorded or the splits are datasets of another type."""
+    trained = _run_config(trained_cfg_text)
+    if trained is None:
+        return []
+    before = _plain(_dotted(trained, 'train_dataloader.dataset')) or {}
+    now = _plain(_dotted(cfg, 'train_dataloader.dataset')) or {}
+    if not (before and now and before.get('type') == now.get('type')):
+        return []
+    return [line for _, line in _dataset_option_lines(before, now, 'train_dataloader')]
 
 
 def _dataset_option_lines(before: dict, now: dict, loader: str) -> list:
@@ -1415,9 +1520,8 @@ def latest_checkpoint_in(work_dir, logger='current') -> Optional[str]:
         from mmengine.logging import print_log
         found = (f'resuming from the newest complete checkpoint of the work dir, {newest}'
                  if newest else 'the work dir holds no complete checkpoint: a fresh start')
-        why = (f'{record} names {recorded}, which does not exist (a run killed while it '
-               'rotated its checkpoints)' if recorded else
-               f'{work_dir} has no {LAST_CHECKPOINT} record (a run killed before it wrote one)')
+        why = (f'{record} names {recorded}, which does not exist' if recorded else
+               f'{work_dir} has no {LAST_CHECKPOINT} record')
         print_log(f'{why}: {found}', logger=logger, level=logging.WARNING)
     return newest
 

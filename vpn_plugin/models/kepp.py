@@ -47,6 +47,18 @@ SAMPLERS = ('ddim', 'ddpm')
 DiffusionSteps = Annotated[int, Range(1, diffusion.MAX_DIFFUSION_STEPS)]
 TRAIN_PATHS = ('step', 'truth')
 TEST_SET_PKG = 'test-set PKG'
+
+
+def released_graph_note(path) -> str:
+    """What a graph read from a file (``model.released_graph``) is, as far as the run knows: the
+    log's warning and the metrics record (``tools/test.py``) say this one text. The run did not
+    count it and cannot tell which videos the file was counted on: it is marked test-set PKG
+    because KEPP's released graphs hold test videos (a user's file may not: "not built from
+    this run's training videos" was said of the run's own training graph)."""
+    return (f'{TEST_SET_PKG}: the graph was read from model.released_graph={str(path)!r}, not '
+            'counted by this run, so it is marked not comparable to the main table (KEPP\'s '
+            'released graphs hold test videos; which videos this file was counted on, the run '
+            'cannot tell)')
 RELEASED_GRAPH_HORIZON = 4  # the official retrieval (validate_graph_final) and data lists
 # the released graph files (nodes, edges) -> (dataset, the action count its ids belong to)
 RELEASED_GRAPHS = {(105, 755): ('CrossTask (105 actions)', 105), (718, 2226): ('COIN', 778),
@@ -173,11 +185,13 @@ def released_graph(path, num_actions: int, horizon: int) -> kepp_paths.KEPPGraph
         raise ValueError(f'{path}: the released {known[0]} graph ({len(nodes)} nodes, {edges} '
                          f'edges) has ids of {known[1]} actions, the model num_actions='
                          f'{num_actions}; use it with its dataset')
-    graph = kepp_paths.KEPPGraph(nodes, _checked_edges(path, nodes, successors))
+    graph = kepp_paths.KEPPGraph(nodes, _checked_edges(path, nodes, successors),
+                                 weights_dtype=_weights_dtype(successors))
     graph.check_actions(num_actions, source=str(path))
     # the PKG rule the model installs it with, said of this file (the bare "pkg row 0" named
-    # neither the file nor that a row is an action's out-weights)
-    check_pkg(graph.to_arrays(num_actions)[0],
+    # neither the file nor that a row is an action's out-weights), at the precision its
+    # weights were stored in (float16 weights' rows miss 1 by float16 rounding)
+    check_pkg(graph.to_arrays(num_actions)[0].astype(graph.weights_dtype),
               f'{path} (model.released_graph): the PKG of its edge weights (row = the action '
               'an edge leaves),')
     return graph
@@ -247,6 +261,14 @@ def check_saved_graph(state_dict, prefix: str, counted: bool) -> None:
         raise ValueError(f'KEPP: the checkpoint\'s graph is inconsistent: {where}; an edited or '
                          'damaged checkpoint (its plan model was trained on the paths of its '
                          'own graph): use the checkpoint as the run saved it')
+
+
+def _weights_dtype(successors) -> np.dtype:
+    """The coarsest float dtype a graph file's edge weights are stored in (float64 for Python
+    floats; numpy floats keep theirs)."""
+    dtypes = {np.dtype(type(attributes.get('weight'))) for row in successors.values()
+              for _, attributes in row if isinstance(attributes.get('weight'), np.floating)}
+    return max(dtypes | {np.dtype(np.float64)}, key=lambda dtype: np.finfo(dtype).eps)
 
 
 def _checked_edges(path, nodes, successors) -> dict:
@@ -389,8 +411,8 @@ class KEPP(BasePlanner):
             graph = released_graph(self.released_graph, self.num_actions, self.horizon)
             if dataset is not None:
                 check_graph_taxonomy(graph, dataset.taxonomy, self.released_graph)
-            source = f'{self.released_graph} ({TEST_SET_PKG}: not built from this run\'s ' \
-                     'training videos; the released NIV graph holds its test videos)'
+            source = f'{self.released_graph} (a graph file, not counted by this run: ' \
+                     f'{TEST_SET_PKG})'
         else:
             if dataset.taxonomy.num_actions != self.num_actions:
                 raise ValueError(f'KEPP: the training dataset has {dataset.taxonomy.num_actions}'
@@ -411,7 +433,7 @@ class KEPP(BasePlanner):
         self.graph_node_rank.copy_(torch.from_numpy(node_rank))
         self.graph_successor_rank.copy_(torch.from_numpy(successor_rank))
         self.test_set_pkg.fill_(test_set)
-        self.set_pkg(weights)
+        self.set_pkg(weights.astype(graph.weights_dtype))  # checked at its file's precision
         self._retriever = None
 
     def retriever(self) -> kepp_paths.PathRetriever:
@@ -422,9 +444,8 @@ class KEPP(BasePlanner):
                                             self.graph_successor_rank)))
             self._retriever = kepp_paths.PathRetriever(graph, self.horizon)
             if bool(self.test_set_pkg):
-                print_log(f'KEPP: {TEST_SET_PKG}: the installed graph was loaded from a released '
-                          'file, not counted on the training videos (not comparable to the '
-                          'main table)', logger='current', level=30)
+                print_log(f'KEPP: {released_graph_note(self.released_graph)}',
+                          logger='current', level=30)
         return self._retriever
 
     def _load_from_state_dict(self, state_dict, prefix, *args, **kwargs):
@@ -494,7 +515,11 @@ class KEPP(BasePlanner):
                 self.released_graph, self.num_actions, self.horizon).to_arrays(self.num_actions)
             saved = [state_dict.get(prefix + name) for name in
                      ('graph_weights', 'graph_node_rank', 'graph_successor_rank')]
-            if any(value is None or not np.array_equal(value.cpu().numpy(), mine)
+            # the file's weights at the precision the checkpoint stores them in: a checkpoint
+            # converted to float32 holds the same graph (its rounding is the reduced-precision
+            # note's), not another one
+            if any(value is None or value.shape != mine.shape or not torch.equal(
+                    value.cpu(), torch.from_numpy(mine).to(value.dtype))
                    for value, mine in zip(saved, (weights, node_rank, successor_rank))):
                 raise ValueError(f'KEPP: the checkpoint\'s graph is not the graph of '
                                  f'model.released_graph={self.released_graph!r}; give the '

@@ -68,15 +68,20 @@ class PKGHook(Hook):
 def mark_recount(runner, difference) -> None:
     """``model.pkg.recount`` over a loaded checkpoint's graph: logged, and where it counted
     another graph a line of the runner's ``changed_from_training`` (a recount of the same
-    graph changed nothing and is not named). ``difference``: ``BasePlanner.
-    recount_difference`` (None: no checkpoint's graph was replaced)."""
+    graph changed nothing and is not named), naming the training split's options that differ
+    from the run's (``val_fraction``: which videos are counted). ``difference``:
+    ``BasePlanner.recount_difference`` (None: no checkpoint's graph was replaced)."""
     if difference is None:
         return
     if difference == 'same graph':
         print_log('model.pkg.recount: the recounted graph is the checkpoint\'s (same graph)',
                   logger='current')
         return
-    line = f'model.pkg.recount: the checkpoint\'s graph in training, recounted here: {difference}'
+    options = getattr(runner, 'training_split_changes', list)()  # PlanningRunner's
+    why = (f' (the training split is read with other options: {"; ".join(options)})'
+           if options else '')
+    line = (f'model.pkg.recount: the checkpoint\'s graph in training, recounted here: '
+            f'{difference}{why}')
     print_log(line, logger='current', level=logging.WARNING)
     if hasattr(runner, 'changed_from_training'):
         runner.changed_from_training = list(runner.changed_from_training or ()) + [line]

@@ -15,7 +15,6 @@ import hashlib
 import json
 import logging
 import os
-import re
 from collections import Counter
 from pathlib import Path
 from typing import Annotated, List, Literal, Optional, Sequence, Tuple
@@ -39,8 +38,10 @@ OPTIONS = 'model.text_embeddings.'
 
 
 def _normalize(name: str) -> str:
-    """Lower-case alphanumerics only: 'UseAnalyticalBalance' == 'Use Analytical Balance'."""
-    return re.sub(r'[^0-9a-z]', '', name.lower())
+    """'UseAnalyticalBalance' == 'Use Analytical Balance' (``validation.normalized_name``,
+    the one rule for names: letters and digits of any script)."""
+    from ..datasets.validation import normalized_name
+    return normalized_name(name)
 
 
 def resolve_encoder_path(encoder: Optional[str]) -> str:
@@ -269,6 +270,26 @@ def _clip_eot_features(model, batch) -> torch.Tensor:
                  attention_mask=batch['attention_mask']).pooler_output
 
 
+def _check_names_told_apart(features: torch.Tensor, taxonomy, encoder) -> None:
+    """(N, Dt) action-name features: two actions of one task with different names
+    (``validation.normalized_name``) must not get one row (an encoder that maps characters
+    outside its vocabulary alike gave '烧水' and '倒水' identical features); ``ValueError``
+    naming the task, the actions and the encoder."""
+    from ..datasets.validation import normalized_name
+    for task, actions in enumerate(taxonomy.task_actions):
+        for i, first in enumerate(actions):
+            for second in actions[i + 1:]:
+                names = taxonomy.action_names[first], taxonomy.action_names[second]
+                if (normalized_name(names[0]) != normalized_name(names[1])
+                        and torch.equal(features[first], features[second])):
+                    raise ValueError(
+                        f'{taxonomy.path}: task {taxonomy.task_names[task]!r}: actions {first} '
+                        f'{names[0]!r} and {second} {names[1]!r} got identical features from '
+                        f'the encoder {encoder or "(the installed MiniLM)"} (it cannot tell '
+                        'their names apart: characters outside its vocabulary?); expected a '
+                        'distinct row per action: give an encoder that reads these names')
+
+
 @checked_arguments(prefix=OPTIONS)
 def load_action_features(file: Optional[PathLike] = None, taxonomy: Optional[PathLike] = None,
                          encoder: Optional[Text] = None, pooling: Pooling = 'clip_eot',
@@ -286,9 +307,10 @@ def load_action_features(file: Optional[PathLike] = None, taxonomy: Optional[Pat
         features = _read_feature_array(file, ndim=2, layout='(N, Dt)')
     else:
         from ..datasets import load_taxonomy
-        names = load_taxonomy(taxonomy).action_names
-        features = _cached_encoding(names, 'actions', encoder, cache_dir, allow_encode,
-                                    pooling)
+        loaded = load_taxonomy(taxonomy)
+        features = _cached_encoding(loaded.action_names, 'actions', encoder, cache_dir,
+                                    allow_encode, pooling)
+        _check_names_told_apart(features, loaded, encoder)
     width = features.shape[-1]
     features = _padded(features[:, None], pad_to)[:, 0]
     declared = dict(file=file, encoder=encoder, pooling=pooling, pad_to=pad_to)

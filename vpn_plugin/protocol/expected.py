@@ -14,7 +14,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from vpn_plugin.errors import write_text_atomically
+from vpn_plugin.errors import json_lines, read_text, unique_keys, write_text_atomically
 from vpn_plugin.config_types import check_value
 from .results import ROW_SCHEMA, ResultRow, locked_results
 
@@ -46,9 +46,12 @@ def read_expected(results_file) -> list[ResultRow] | None:
     if not path.is_file():
         return None
     rows = []
-    for number, line in enumerate(path.read_text().splitlines(), 1):
+    for number, line in enumerate(json_lines(read_text(path, 'expected rows')), 1):
+        if not line.strip():
+            continue
         try:
-            fields = json.loads(line)
+            fields = json.loads(line, object_pairs_hook=unique_keys(f'{path}:{number}',
+                                                                    'expected row'))
             for name in IDENTITY:  # the same kinds as the results rows' (ROW_SCHEMA)
                 check_value(f'{path}:{number}: field {name}', fields[name], ROW_SCHEMA[name])
             rows.append(ResultRow(metrics={}, **{k: fields[k] for k in IDENTITY}))

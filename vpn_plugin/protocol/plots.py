@@ -595,7 +595,28 @@ def efficiency_values(rows: list[ResultRow], metric: str = 'success_rate',
         raise ValueError('no results rows to plot')
     refuse_mix(rows, 'dataset', '--dataset')
     check_points(rows, (x_key,))
+    check_one_subset_draw(rows, x_key)
     return dict(sorted(values.items(), key=lambda item: (item[0][1], item[0][0])))
+
+
+def check_one_subset_draw(rows: list[ResultRow], x_key: str = 'train_fraction') -> None:
+    """The figure's subsets were drawn one way: rows of a share below 100% whose
+    ``settings.subset_draw`` differ (``window_identity_v2``, or none: drawn by list position
+    before 2026-11-29) are refused, naming rows of each draw (a line through both would join
+    two samplings of the windows). A share of 100% keeps every window whichever the draw."""
+    draws = {}
+    for row in rows:
+        if variant_number(row, x_key) < 1:
+            draws.setdefault(str((row.settings or {}).get('subset_draw')
+                                 or 'list position (no settings.subset_draw)'), []).append(
+                f'{row.method} seed {row.seed} {x_key}={row.variant[x_key]}')
+    if len(draws) > 1:
+        found = '; '.join(f'{draw}: {", ".join(names[:3])}' + (' ...' if len(names) > 3 else '')
+                          for draw, names in sorted(draws.items()))
+        raise ValueError(f'the rows\' training subsets were drawn in different ways ({found}); '
+                         'a figure never joins them: rerun the protocol with another --out (its '
+                         'work dirs and rows of the list position draw are not reused) or plot '
+                         'the rows of one draw')
 
 
 @checked_arguments

@@ -59,7 +59,7 @@ from vpn_plugin.errors import check_names
 from .provenance import (SYNTHETIC_MARK, UNUSABLE_MARK, check_feature_mix, feature_marks,
                          features_note)
 from vpn_plugin.outputs import (REPORT_LATEX_MARKER, REPORT_MARKDOWN_MARKER, markdown_row,
-                                markdown_text)
+                                markdown_text, money_text)
 from .results import (METRIC_LABELS, METRIC_RANGES, SHORTENED_MARK, ResultRow,
                       caveat_lines, check_rows_match_configs, renamed, row_from_dict,
                       row_source, shortened_reason)
@@ -584,7 +584,7 @@ def _usage_cell(table: Table, name: str):
         value = table.usage.get(method, {}).get(name)
         if value is None:
             return '-'
-        return format_params(value) if name.endswith('tokens') else f'{value:.2f}'
+        return format_params(value) if name.endswith('tokens') else money_text(value)
     return text
 
 

@@ -134,7 +134,8 @@ from typing import Annotated, Iterable, Literal, Optional, Union
 from vpn_plugin.config_types import (Count, NonNegative, NonNegativeInt, PathLike, Range, Seed,
                                      Text, check_value, checked_arguments)
 
-from vpn_plugin.errors import check_file, check_names, decimal_number, read_text, unique_keys
+from vpn_plugin.errors import (check_file, check_names, decimal_number, json_lines, read_text,
+                               unique_keys)
 
 from vpn_plugin.locks import exclusive_lock, lock_path_of
 from .provenance import averaged_features
@@ -413,13 +414,6 @@ def _read_json(path: Path) -> list[ResultRow]:
         return [row_from_dict(r, f'{path}[{i}]') for i, r in enumerate(records)]
     return [_read_json_line(line, f'{path}:{number}')
             for number, line in enumerate(json_lines(text), 1) if line.strip()]
-
-
-def json_lines(text: str) -> list:
-    """The lines of a JSON-lines text: split at ``\n`` (``\r\n`` too) only. ``str.splitlines``
-    also breaks at U+2028/U+2029/U+0085 and \\x0b/\\x0c/\\x1c-\\x1e, which JSON allows raw inside a
-    string (``json.dumps(..., ensure_ascii=False)`` writes them so): a valid row would be cut."""
-    return [line.removesuffix('\r') for line in text.split('\n')]
 
 
 def _read_text(path: Path) -> str:

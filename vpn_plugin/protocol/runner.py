@@ -77,7 +77,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from vpn_plugin.datasets.provenance import run_features
-from vpn_plugin.errors import read_json, write_text_atomically
+from vpn_plugin.errors import differences, read_json, write_text_atomically
 from vpn_plugin.locks import LockBusyError, exclusive_lock, lock_path_of
 from vpn_plugin.smoke import SMOKE, limit_test_windows, smoke_config
 from .configs import config_with_options, parsed_config
@@ -611,14 +611,18 @@ class ProtocolRunner:
 
     def settings(self, unit: TrainUnit, spec: TestSpec) -> dict:
         """A row's ``settings``: the overrides, the test's merged ``cfg_options`` (with
-        :func:`built_horizons`), the pre-training stage (if any) and, when windows are
-        limited (``--smoke``, a ``...limit`` option), how they are drawn (``sample_draw``)."""
+        :func:`built_horizons`), the pre-training stage (if any), how a training subset was
+        drawn (``subset_draw``, :func:`subset_draw`) and, when test windows are limited
+        (``--smoke``, a ``...limit`` option, a ``limit`` the test's config file sets), how they
+        are drawn (``sample_draw``). Known before the test: a row's identity says whether it
+        is done."""
         from vpn_plugin.core.stats import SAMPLE_DRAW
         options = {**unit.cfg_options, **spec.cfg_options}
         limited = self.smoke or any(key.split('.')[-1] == 'limit' and value is not None
-                                    for key, value in options.items())
+                                    for key, value in options.items()) or bool(config_values(
+            spec.config, options, 'test_dataloader', 'limit'))
         return dict(self.overrides(unit), cfg_options={**options, **built_horizons(
-            unit, spec, options)}, **self._pretrained_identity(unit),
+            unit, spec, options)}, **self._pretrained_identity(unit), **subset_draw(unit),
             **({'sample_draw': SAMPLE_DRAW} if limited else {}))
 
     def work_dir(self, unit: TrainUnit) -> Path:
@@ -632,7 +636,8 @@ class ProtocolRunner:
         """What ``run.json`` records: everything that changes the training's result."""
         return dict(config=unit.config, config_digest=config_digest(unit.config),
                     seed=unit.seed, cfg_options=unit.cfg_options,
-                    train=unit.train, **self.overrides(unit), **self._pretrained_identity(unit))
+                    train=unit.train, **self.overrides(unit), **self._pretrained_identity(unit),
+                    **subset_draw(unit))
 
     def _pretrained_identity(self, unit: TrainUnit) -> dict:
         if not unit.pretrained:
@@ -918,6 +923,10 @@ class ProtocolRunner:
                                test_dir, '; '.join(filter(None, (trained.shortened,
                                                                  tested.limited,
                                                                  tested.ema_mark))))
+            if tested.limited and 'sample_draw' not in row.settings:  # settings() missed it
+                raise RuntimeError(f'{test_dir}: the test kept {tested.limited}, a limit that '
+                                   "the row's settings do not record (sample_draw); no row "
+                                   'is written without it')
             row.selection, row.caveats = trained.selection, tested.caveats
             if tested.test_set_pkg:  # a checkpoint's graph, whatever the test config says
                 row.pkg_source = 'test-set PKG'
@@ -989,7 +998,8 @@ class ProtocolRunner:
         params = num_parameters(runner.model)
         write_text_atomically(marker, json.dumps(dict(
             checkpoint=checkpoint, params=params, shortened=shortened, selection=selection,
-            features=read_features(runner.train_dataloader))), 'training record')
+            features=read_features(runner.train_dataloader), **subset_draw(unit))),
+            'training record')
         return Trained(checkpoint, params, shortened, selection)
 
     def checkpoint_epochs(self, unit: TrainUnit) -> int:
@@ -1025,6 +1035,47 @@ class ProtocolRunner:
                       ema_mark=runner.tested_ema_mark,
                       caveats=test_caveats(runner, declared=declared_test_options(unit, spec)),
                       test_set_pkg=bool(getattr(_bare(runner.model), 'test_set_pkg', False)))
+
+
+def dataset_values(cfg, loader: str, name: str) -> list:
+    """The values (not None) that ``cfg``'s ``<loader>.dataset`` sets for the option ``name``:
+    on the dataset itself, a union's ``dataset_options`` or a source's ``cfg_options``."""
+    def values(value) -> list:
+        if hasattr(value, 'items'):
+            return [found for key, item in value.items() for found in (
+                [item] if str(key).split('.')[-1] == name and item is not None
+                else values(item))]
+        return [found for item in value for found in values(item)] \
+            if isinstance(value, (list, tuple)) else []
+    return values((cfg.get(loader) or {}).get('dataset') or {})
+
+
+def subset_draw(unit: TrainUnit) -> dict:
+    """``{'subset_draw': SAMPLE_DRAW}`` when ``unit``'s training split is a
+    ``subset_fraction`` below 1 of its windows (the sample-efficiency studies; drawn by the
+    windows' identity, ``core.stats.SAMPLE_DRAW``), else ``{}`` (a fraction of 1 keeps every
+    window, whichever the draw): in its rows' settings, its work dir's identity and its
+    training record, so that no row, table or figure takes a subset drawn by list position
+    (before 2026-11-29, recorded nothing) for one drawn by identity."""
+    from vpn_plugin.core.stats import SAMPLE_DRAW
+    fractions = config_values(unit.config, unit.cfg_options, 'train_dataloader',
+                              'subset_fraction')
+    return {'subset_draw': SAMPLE_DRAW} if any(f != 1 for f in fractions) else {}
+
+
+def config_values(config: str, cfg_options: dict, loader: str, name: str) -> tuple:
+    """:func:`dataset_values` of ``config`` with ``cfg_options`` merged, remembered per file
+    version and options (a protocol asks it of the same configs for every unit and row)."""
+    stat = os.stat(config)
+    return _config_values(os.path.abspath(config), stat.st_mtime_ns, stat.st_size,
+                          json.dumps(cfg_options or {}, sort_keys=True, default=str), loader,
+                          name)
+
+
+@functools.lru_cache(maxsize=1024)
+def _config_values(path: str, mtime_ns: int, size: int, options: str, loader: str,
+                   name: str) -> tuple:
+    return tuple(dataset_values(config_with_options(path, json.loads(options)), loader, name))
 
 
 def declared_test_options(unit: TrainUnit, spec: TestSpec) -> dict:
@@ -1122,9 +1173,7 @@ def claim_work_dir(work_dir: Path, identity: dict) -> None:
         if 'config_digest' not in found:  # recorded before the digest: not compared
             wanted.pop('config_digest', None)
         if found != wanted:
-            changed = '; '.join(f'{k}: {found.get(k)!r} there, {wanted.get(k)!r} now'
-                                for k in sorted(set(found) | set(wanted))
-                                if found.get(k) != wanted.get(k))
+            changed = differences(found, wanted)
             raise ValueError(f'{work_dir} holds a run made with other settings ({changed}); it '
                              'is never reused for another run: delete it or give another --out')
         return

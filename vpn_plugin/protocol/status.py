@@ -25,6 +25,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from vpn_plugin.errors import json_lines, read_text, unique_keys
 from .dry_run import format_duration
 from .progress import unit_name
 from .unit_state import read_unit_state, unit_status
@@ -73,11 +74,12 @@ def read_submissions(folder: Path) -> dict:
     tasks = {}
     if not path.is_file():
         return tasks
-    for number, line in enumerate(path.read_text().splitlines(), 1):
+    for number, line in enumerate(json_lines(read_text(path, 'submission records')), 1):
         if not line.strip():
             continue
         try:
-            record = json.loads(line)
+            record = json.loads(line, object_pairs_hook=unique_keys(f'{path}:{number}',
+                                                                     'submission record'))
             for task in record['tasks']:
                 old_root = Path(task['log']).parent.parent  # the protocol folder it was in
                 for work_dir in task['units']:
@@ -161,7 +163,7 @@ def recorded_arrays(folder: Path) -> set:
     if not path.is_file():
         return set()
     arrays = set()
-    for line in path.read_text().splitlines():
+    for line in json_lines(read_text(path, 'submission records')):
         try:
             arrays.add(str(json.loads(line)['array']))
         except (ValueError, KeyError, TypeError):

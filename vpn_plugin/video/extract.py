@@ -29,6 +29,7 @@ import errno
 import hashlib
 import json
 import os
+import re
 import socket
 import sys
 import tempfile
@@ -40,7 +41,7 @@ from typing import Callable, Dict, Iterator, List, Optional, Sequence
 import numpy as np
 from torch.utils.data import DataLoader, IterableDataset, get_worker_info
 
-from ..errors import (OutputWriteError, check_folder_target, path_kind, read_json,
+from ..errors import (OutputWriteError, check_folder_target, differences, path_kind, read_json,
                       write_text_atomically)
 from ..progress import StepProgress
 from .chunking import chunk_count, embed_frames
@@ -111,7 +112,11 @@ def linked_folders(inputs: Sequence) -> List[Path]:
 def feature_name(video: Path, naming: str = 'stem') -> str:
     if naming not in NAMINGS:
         raise ValueError(f'naming={naming!r} is unknown; expected one of {NAMINGS}')
-    return video.stem if naming == 'stem' else f'{video.parent.name}_{video.stem}'
+    if naming == 'stem':
+        return video.stem
+    # the folder the video is in, also when it was named from inside it ('x.mp4': its
+    # parent '' gave '_x.npz'); '..' read as the folder it leads to
+    return f'{Path(os.path.abspath(video)).parent.name}_{video.stem}'
 
 
 def output_names(videos: Sequence[Path], naming: str) -> List[str]:
@@ -237,6 +242,12 @@ def check_manifest(out_dir: Path, settings: dict) -> None:
                     f'{", ..." * (len(features) > 3)})' if features else
                     f'{len(found)} file(s) or folder(s) ({", ".join(found[:3])}'
                     f'{", ..." * (len(found) > 3)})')
+            if _extracted_here(out_dir):  # its provenance names this tool: the record is gone
+                raise ValueError(f'--out {out_dir} holds {what} and a provenance.json of '
+                                 f'extract_features.py, but no {MANIFEST}, the record of the '
+                                 'settings its files were extracted with: this run\'s cannot '
+                                 'be checked against them; nothing was written. Put the '
+                                 f'folder\'s {MANIFEST} back, or give a new or empty --out folder')
             raise ValueError(f'--out {out_dir} already holds {what} but no {MANIFEST}: not a '
                              'folder this tool extracted into (a dataset\'s feature folder?); '
                              'nothing was written. Give a new or empty --out folder')
@@ -244,10 +255,37 @@ def check_manifest(out_dir: Path, settings: dict) -> None:
         found = read_json(path, 'the record of the folder\'s extraction (recipe, weights)')
         if isinstance(found, dict) and 'naming' not in found:  # recorded before naming was
             settings = {k: v for k, v in settings.items() if k != 'naming'}
-        if found != settings:
-            raise ValueError(f'{path}: the features in {out_dir} were extracted with {found}; '
-                             f'this run asks for {settings}. Use another --out folder (or '
-                             'remove that one)')
+        before, now = _by_content(found), _by_content(settings)
+        if before != now:
+            if isinstance(before, dict) and isinstance(now, dict):  # named as recorded
+                absent = object()
+                differ = {k for k in set(before) | set(now)
+                          if before.get(k, absent) != now.get(k, absent)}
+                found, settings = ({k: v for k, v in record.items() if k in differ}
+                                   for record in (found, settings))
+            raise ValueError(f'{path}: the features in {out_dir} were extracted with other '
+                             f'settings than this run asks for ('
+                             f'{differences(found, settings, "there", "asked now")}). Use '
+                             'another --out folder (or remove that one)')
+
+
+def _extracted_here(out_dir: Path) -> bool:
+    """Whether the folder's provenance.json says extract_features.py wrote it."""
+    try:
+        record = json.loads((out_dir / 'provenance.json').read_text(encoding='utf-8'))
+    except (OSError, ValueError):
+        return False
+    return isinstance(record, dict) and record.get('tool') == 'extract_features.py'
+
+
+def _by_content(settings):
+    """``settings`` with its weights as their sha256 alone: the same weights file under
+    another name (a symlink, a renamed copy of s3d_howto100m.pth) is the same extraction;
+    ``'<name> (sha256 <hex>)'`` is how extract_features.py records them."""
+    if not isinstance(settings, dict) or not isinstance(settings.get('weights'), str):
+        return settings
+    digest = re.search(r'\(sha256 ([0-9a-f]{64})\)$', settings['weights'])
+    return dict(settings, weights=f'sha256 {digest.group(1)}') if digest else settings
 
 
 def write_manifest(out_dir: Path, settings: dict) -> None:
@@ -289,8 +327,8 @@ def check_finished(path: Path, recipe: FrameRecipe, extra: Optional[dict] = None
                 check_same_video(archive, Path(video), source)
             found = json.loads(str(archive['recipe']))
             if found != recipe.as_dict():
-                raise ValueError(f'extracted with the recipe {found}, this run asks for '
-                                 f'{recipe.as_dict()}')
+                raise ValueError('extracted with another recipe than this run asks for ('
+                                 f'{differences(found, recipe.as_dict(), "there", "asked now")})')
             if recipe.fps is None and 'native_fps' not in archive.files:
                 raise ValueError('the video\'s own frames without the rate they were judged '
                                  'at (native_fps): written before extraction recorded it')
@@ -377,7 +415,7 @@ class Progress:
         self.steps.total = max(self.steps.total, self.steps.done + count)
         self.steps.update(count, extra=lambda: (
             f'{self.steps.rate():.2f} chunks/s, {self.videos}/{self.total_videos} videos done, '
-            f'in flight: {name}'))
+            f'in flight: {tsv_field(name)}'))
 
     def video_done(self, index: int, chunks: int) -> None:
         """Video ``index`` ended (written or failed) after ``chunks`` chunks: its estimate
@@ -474,8 +512,9 @@ def extract_videos(network: Callable, videos: Sequence[Path], out_dir, recipe: F
                 result.damaged[str(video)] = item['damage']
                 short = (f'; {len(features)} of the {item["expected"]} chunks its header states'
                          if item['expected'] and len(features) < item['expected'] else '')
-                print(f'[rank {rank}] WARNING: {video}: {item["damage"]}{short} ({name}'
-                      f'{FEATURE_SUFFIX} records it as "damage")', file=progress_stream,
+                print(f'[rank {rank}] WARNING: {tsv_field(str(video))}: {item["damage"]}{short} '
+                      f'({tsv_field(name)}{FEATURE_SUFFIX} records it as "damage")',
+                      file=progress_stream,
                       flush=True)
             decoded = counts.pop(index)
             result.frames += decoded
@@ -526,11 +565,14 @@ def _append_line(path: Path, line: str) -> None:
 
 
 def tsv_field(text: str) -> str:
-    """``text`` as one field of a line of ``failures.tsv``: a backslash, tab, newline or
-    carriage return of a file name written ``\\\\``, ``\\t``, ``\\n``, ``\\r`` (a video named
-    with a newline was two failure lines, and the run counted two failed videos)."""
-    return (text.replace('\\', '\\\\').replace('\t', '\\t').replace('\n', '\\n')
+    """``text`` as one field of a line of ``failures.tsv``, and the one way extraction shows a
+    file name in its lines (progress, warnings): a backslash, tab, newline or carriage return
+    written ``\\\\``, ``\\t``, ``\\n``, ``\\r``, any other control character ``\\xNN`` (a video
+    named with a newline was two failure lines, and the run counted two failed videos; a tab
+    or an escape sequence printed raw broke or recoloured the progress line)."""
+    text = (text.replace('\\', '\\\\').replace('\t', '\\t').replace('\n', '\\n')
             .replace('\r', '\\r'))
+    return re.sub(r'[\x00-\x1f\x7f]', lambda match: f'\\x{ord(match.group()):02x}', text)
 
 
 def _one_line(text: str) -> str:

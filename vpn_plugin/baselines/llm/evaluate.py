@@ -12,6 +12,7 @@ import numpy as np
 from ...config_types import Count, NonNegativeInt, PathLike, Positive, checked_arguments
 from ...core.stats import stratified_sample  # noqa: F401  (the one window sampler)
 from ...errors import write_text_atomically
+from ...outputs import money_text
 from .anchors import ORACLE
 from .frames import VIDEO_SUFFIXES, find_video_source, read_clip_frames
 from .planner import STATUSES, PlanOutcome, PromptPlanner
@@ -188,7 +189,7 @@ def usage_record(usage: dict, price_per_1k=None) -> dict:
                                  '(inf); expected a price per 1000 tokens (e.g. 0.15); no '
                                  'row was written: rerun with the price, the replies are '
                                  'served from the cache (only cut-off replies are asked again)')
-            return round(value, 6)
+            return float(f'{value:.10g}')  # no float noise (0.30000000000000004)
         if usage.get('replies_without_usage'):  # their tokens counted 0: the cost is unknown
             return record  # (a cost of 0.00 would be written for paid requests)
         record['cost_of_answers'] = cost(prompt, completion)
@@ -204,9 +205,9 @@ def cost_summary(record: dict) -> str:
                 'usage or only part of it (no cost is recorded)')
     if 'cost_paid' not in record:
         return ''
-    return (f"cost paid in this run {record['cost_paid']:.2f}; cost of the answers used "
-            f"{record['cost_of_answers']:.2f} (at {record['price_per_1k']} per 1k prompt, "
-            'completion tokens)')
+    return (f"cost paid in this run {money_text(record['cost_paid'])}; cost of the answers "
+            f"used {money_text(record['cost_of_answers'])} (at {record['price_per_1k']} per 1k "
+            'prompt, completion tokens)')
 
 
 @checked_arguments

@@ -88,17 +88,17 @@ def _unreadable(path: Path) -> str:
 
 def _numbered_frames(folder: Path) -> list[Path]:
     """The images of a frames folder in time order: one name pattern with a frame number
-    (``0001.jpg``, ``frame_12.png``: the last run of digits), numbers consecutive from 0 or 1.
+    (``0001.jpg``, ``frame_12.png``, ``frame_0001_v2.jpg``: :func:`_frame_numbers`), numbers
+    consecutive from 0 or 1.
     Anything else is refused, naming the files: an image without a number (``cover.jpg``) or
     of another pattern (``._0001.jpg``) would be counted as frames after the last one, a
     number given twice (``1.jpg`` beside ``0001.jpg``, ``0001.png`` beside ``0001.jpg``,
     ``img_0001.jpg`` beside ``frame_0001.jpg``: two extractions) as two frames, a missing
     number (``0011.jpg``) would shift every later time by a frame."""
-    import re
     images = sorted(p for p in folder.iterdir() if p.suffix.lower() in IMAGE_SUFFIXES)
     if not images:
         raise FileNotFoundError(f'frames folder {folder}: no images ({", ".join(IMAGE_SUFFIXES)})')
-    parsed = {path: re.fullmatch(r'(.*?)([0-9]+)([^0-9]*)', path.stem) for path in images}
+    parsed = _frame_numbers(images)
     unnumbered = [path.name for path, match in parsed.items() if match is None]
     if unnumbered:
         example = next((p.name for p, m in parsed.items() if m), '0001.jpg')
@@ -106,14 +106,14 @@ def _numbered_frames(folder: Path) -> list[Path]:
                          f'{example} ({len(unnumbered)} such image(s)); expected only the frames '
                          f'in the folder, numbered (move {unnumbered[0]} out)')
     numbered, patterns = {}, {}
-    for path, match in parsed.items():
-        number = int(match.group(2))
+    for path, (before, digits, after) in parsed.items():
+        number = int(digits)
         if number in numbered:
             raise ValueError(f'frames folder {folder}: {numbered[number].name} and {path.name} '
                              f'are two images of one frame (number {number}); expected one '
                              'image per frame (remove one of the two extractions)')
         numbered[number] = path
-        patterns.setdefault((match.group(1), match.group(3), path.suffix.lower()), path.name)
+        patterns.setdefault((before, after, path.suffix.lower()), path.name)
     if len(patterns) > 1:
         first, second = list(patterns.values())[:2]
         raise ValueError(f'frames folder {folder}: {first} and {second} are named in '
@@ -127,6 +127,30 @@ def _numbered_frames(folder: Path) -> list[Path]:
                          'expected consecutive frames from 0 or 1 (a missing frame would '
                          'shift every later time by a frame)')
     return [numbered[n] for n in numbers]
+
+
+def _frame_numbers(images: list) -> dict:
+    """``{path: (text before, frame number digits, text after)}`` (None: no digit in the name).
+    The frame number is the run of digits that varies among the images named alike (same text
+    around the digits, same suffix): ``frame_0001_v2.jpg``, ``0001_640x480.png``; the last run
+    when none or several vary (one image; ``img1_0001.jpg`` beside ``img2_0001.jpg``, then
+    named in two ways)."""
+    import re
+    groups, found = {}, {}
+    for path in images:
+        parts = re.split(r'([0-9]+)', path.stem)  # text, digits, text, ..., text
+        if len(parts) == 1:
+            found[path] = None
+            continue
+        groups.setdefault((tuple(parts[0::2]), path.suffix.lower()), []).append((path, parts))
+    for members in groups.values():
+        runs = len(members[0][1]) // 2
+        varying = [run for run in range(runs)
+                   if len({int(parts[2 * run + 1]) for _, parts in members}) > 1]
+        at = 2 * (varying[0] if len(varying) == 1 else runs - 1) + 1
+        for path, parts in members:
+            found[path] = (''.join(parts[:at]), parts[at], ''.join(parts[at + 1:]))
+    return {path: found[path] for path in images}
 
 
 def _ranges(numbers: list) -> str:

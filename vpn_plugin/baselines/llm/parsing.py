@@ -5,6 +5,8 @@ import json
 import re
 from typing import Sequence
 
+from vpn_plugin.errors import unique_keys
+
 PLAN_KEYS = ('plan', 'sequence', 'actions', 'steps')
 ID_KEYS = ('action_id', 'id')
 NAME_KEYS = ('action_name', 'name', 'action')
@@ -36,22 +38,20 @@ def json_values(text: str) -> list:
     return values
 
 
-def _unique_keys(pairs: list) -> dict:
-    """An object of the reply; a key given twice with different values (``{"plan": [..],
-    "plan": [..]}``) is refused: json keeps the last without a word, and which one is the
-    answer is not known (two objects holding two plans are refused alike, :func:`parse_plan`)."""
-    found = {}
-    for key, value in pairs:
-        if key in found and found[key] != value:
-            raise ReplyParseError(f'reply holds the key {key!r} twice with different values '
-                                  f'({json.dumps(found[key])} and {json.dumps(value)}); which '
-                                  'one is the answer is not known')
-        found[key] = value
-    return found
+_REPLY_KEYS = unique_keys(None, 'reply', same_value_ok=True)
+
+
+def _reply_object(pairs: list) -> dict:
+    """An object of the reply; a key given twice with different values: which one is the
+    answer is not known (``errors.unique_keys``), unparseable."""
+    try:
+        return _REPLY_KEYS(pairs)
+    except ValueError as err:
+        raise ReplyParseError(str(err)) from None
 
 
 def _scan_values(text: str) -> list:
-    decoder = json.JSONDecoder(object_pairs_hook=_unique_keys)
+    decoder = json.JSONDecoder(object_pairs_hook=_reply_object)
     values, position = [], 0
     while position < len(text):
         if text[position] not in '{[':
@@ -62,6 +62,12 @@ def _scan_values(text: str) -> list:
             values.append(value)
         except json.JSONDecodeError as err:
             position = max(position + 1, err.pos)  # resume where the malformed value broke
+        except ReplyParseError:  # a key given twice (_reply_object)
+            raise
+        except (ValueError, RecursionError) as err:  # a number of over 4300 digits, a value
+            # nested deeper than Python's recursion limit: the reply is unparseable, not the run
+            raise ReplyParseError(f'reply holds a JSON value Python cannot read at character '
+                                  f'{position} ({type(err).__name__}: {str(err)[:120]})') from None
     return values
 
 
@@ -141,10 +147,11 @@ def parse_plan(text: str, matcher: ActionMatcher, horizon: int,
     """``{"plan": [...]}`` or a bare list of ``horizon`` actions -> list of ids.
 
     An object with a plan key (see PLAN_KEYS) wins over bare lists (which may be the prompt's
-    incomplete sequence echoed in the prose); without one, the top-level list is the plan;
-    with ``any_key`` and neither, the only list of an object (``{"completed_sequence": [...]}``:
-    the paper's prompts ask for "a JSON format" of no fixed shape). Two different candidates
-    of the kind chosen (two plans, two bare lists) are refused: which is the answer is unknown.
+    incomplete sequence echoed in the prose); with ``any_key`` and no such key, so does the only
+    list of an object (``{"completed_sequence": [...]}``: the paper's prompts ask for "a JSON
+    format" of no fixed shape); without either, the top-level list is the plan. Two different
+    candidates of the kind chosen (two plans, two bare lists) are refused: which is the answer
+    is unknown.
     """
     values = json_values(text)
     keyed = [v[k] for v in values if isinstance(v, dict) for k in PLAN_KEYS
@@ -154,7 +161,7 @@ def parse_plan(text: str, matcher: ActionMatcher, horizon: int,
     if len({json.dumps(plan) for plan in keyed}) > 1:
         raise ReplyParseError(f'reply holds {len(keyed)} different plans under {PLAN_KEYS}; '
                               f'which one is the answer is not known: {text[:200]!r}')
-    plans = keyed or [v for v in values if isinstance(v, list)] or only_lists
+    plans = keyed or only_lists or [v for v in values if isinstance(v, list)]
     if len({json.dumps(plan) for plan in plans}) > 1:  # bare lists, or lists of objects
         raise ReplyParseError(f'reply holds {len(plans)} different lists and no object with a '
                               f'list under {PLAN_KEYS}; which one is the answer is not known: '
@@ -175,10 +182,16 @@ def _only_list(value: dict):
 
 
 def parse_action(text: str, matcher: ActionMatcher) -> int:
-    """``{"action_id", "action_name"}`` (the first top-level object, or a list holding only
-    it) -> the action id."""
+    """``{"action_id", "action_name"}`` (a top-level object, or a list holding only it) -> the
+    action id. Objects naming different actions are refused, as two plans are
+    (:func:`parse_plan`): which one is the answer is not known."""
     values = [v[0] if isinstance(v, list) and len(v) == 1 else v for v in json_values(text)]
     objects = [v for v in values if isinstance(v, dict)]
     if not objects:
         raise ReplyParseError(f'reply holds no JSON object with action_id: {text[:200]!r}')
-    return matcher.match(objects[0])
+    named = [v for v in objects if any(key in v for key in ID_KEYS + NAME_KEYS)] or objects[:1]
+    ids = sorted({matcher.match(v) for v in named})
+    if len(ids) > 1:
+        raise ReplyParseError(f'reply names {len(ids)} different actions {ids}; which one is '
+                              f'the answer is not known: {text[:200]!r}')
+    return ids[0]
