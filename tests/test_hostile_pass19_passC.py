@@ -179,3 +179,17 @@ def test_a_config_that_is_not_utf8_is_refused_naming_the_line(tmp_path):
     (tmp_path / 'c.py').write_bytes("horizon = 6\nname = 'caf\xe9'\n".encode('latin-1'))
     with pytest.raises(ValueError, match=r"c\.py: line 2: byte b'\\xe9' is not UTF-8"):
         read_config_safely(tmp_path / 'c.py')
+
+
+def test_a_folder_link_into_configs_runs_no_code_of_the_folder_it_sits_in(tmp_path):
+    """Found while fixing (not counted): a row naming ``<theirs>/L/vpn_niv.py`` where ``L``
+    links to configs/_base_/planners was judged a repository config (its files resolved into
+    configs/) and read by mmengine, which finds the base ``../datasets/niv.py`` beside the
+    link: ``<theirs>/datasets/niv.py`` ran. The chain is now followed as mmengine follows it."""
+    from vpn_plugin.data_paths import REPO_ROOT, read_config_safely
+    marker = tmp_path / 'marker'
+    write(tmp_path, {'datasets/niv.py': f"open({str(marker)!r}, 'w').write('ran')\nhorizon = 3\n"})
+    os.symlink(REPO_ROOT / 'configs' / '_base_' / 'planners', tmp_path / 'L')
+    with pytest.raises(ValueError, match=r'datasets/niv\.py:1: a statement outside the subset'):
+        read_config_safely(tmp_path / 'L' / 'vpn_niv.py')
+    assert not marker.exists()

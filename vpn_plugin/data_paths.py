@@ -327,25 +327,27 @@ def config_chain(path, literal: bool = False) -> list:
       repository's): a ``_base_`` built at run time (``['../' + 'x.py']``) is followed, so the
       horizon and inert-variable checks see every file the run reads (a literal reader would
       miss that base: its stale dataset horizon was then refused as a contradiction);
-    * ``literal``: :func:`literal_chain_bases`, WITHOUT running code, for a config that may
-      be someone else's (:func:`read_config_safely`): a ``_base_`` that is no literal is not
-      followed.
+    * ``literal``: :func:`_literal_bases`, WITHOUT running code, for a config that may be
+      someone else's (:func:`read_config_safely`), each base found beside the file as named
+      (as mmengine finds it; each listed as the file it is); a ``_base_`` outside the literal
+      subset ends its branch.
 
     A file whose ``_base_`` cannot be read (a syntax error, not UTF-8, no list of names) ends
     its branch: the reader of the file (mmengine, :func:`literal_config`) names what is wrong."""
     from mmengine.config import Config
 
     def bases(file: Path) -> list:
-        if literal:
-            return literal_chain_bases(file)
+        if literal:  # beside the file as named, as mmengine finds them (links not resolved)
+            return _literal_bases(file)
         return [(file.parent / str(base)).resolve()
                 for base in Config._get_base_files(str(file)) if '::' not in str(base)]
-    files, todo = [], [Path(path).resolve()]
+    files, todo = [], [Path(path) if literal else Path(path).resolve()]
     while todo:
         file = todo.pop(0)
-        if file in files or not file.is_file():
+        real = Path(os.path.realpath(file))
+        if real in files or not file.is_file():
             continue
-        files.append(file)
+        files.append(real)
         try:
             todo += bases(file)
         except (UnicodeDecodeError, SyntaxError, ValueError, OSError, AttributeError):
@@ -700,7 +702,7 @@ def _with_placeholders(file: Path, values: dict, placeholders: dict, base: dict,
 def _holds_placeholder(value, placeholders: dict) -> bool:
     if isinstance(value, str):
         return any(key in value for key in placeholders)
-    items = value.values() if isinstance(value, dict) else value \
+    items = [*value, *value.values()] if isinstance(value, dict) else value \
         if isinstance(value, (list, tuple)) else ()
     return any(_holds_placeholder(item, placeholders) for item in items)
 
@@ -824,7 +826,8 @@ def _literal_bases(path: Path) -> list:
     if not isinstance(names, list) or not all(isinstance(name, str) for name in names):
         raise ValueError(f'{path}{line}: _base_ = {names!r}; expected the file name of a config, '
                          "or a list of them (e.g. _base_ = ['../_base_/datasets/crosstask.py'])")
-    return [Path(os.path.join(os.path.dirname(path), name)) for name in names if '::' not in name]
+    return [Path(os.path.abspath(os.path.join(os.path.dirname(path), name)))  # as mmengine
+            for name in names if '::' not in name]
 
 
 REPOSITORY_CONFIGS = REPO_ROOT / 'configs'  # the configs whose code a reader may run
@@ -846,16 +849,19 @@ def read_config_safely(path):
     """A config's values for a reader of someone else's files (a results row names its config):
     a config that, with every ``_base_`` file, lies in this repository's ``configs/`` is read
     by mmengine (:func:`read_config_file`, its code run); any other is read WITHOUT running its
-    code (:func:`literal_config`; a value that is not a literal is :data:`UNREAD`), so a
+    code, in :data:`LITERAL_SUBSET` (:func:`literal_config`: a config outside it is refused
+    naming file and line; an expression of it that is no literal is :data:`UNREAD`), so a
     results file from elsewhere runs no code of a config it names. A ``mmengine.Config``."""
     from mmengine.config import Config
     check_config_file(path)
     check_no_base_cycle(path)
-    resolved = Path(path).resolve()
+    # the file as read_config_file gives it to mmengine (a link: its target), and each base as
+    # mmengine finds it from there (a folder link then `..` leaves the folder the link is in)
+    source = os.path.realpath(path) if Path(path).is_symlink() else os.path.abspath(path)
     if all(file.is_relative_to(REPOSITORY_CONFIGS)
-           for file in config_chain(resolved, literal=True)):
+           for file in config_chain(source, literal=True)):
         return read_config_file(path)
-    return Config(literal_config(resolved), filename=str(path))
+    return Config(literal_config(source), filename=str(path))
 
 
 def literal_chain_bases(path: Path) -> list:
