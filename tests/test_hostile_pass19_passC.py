@@ -110,6 +110,7 @@ PLAIN = {
 }
 
 
+@pytest.mark.filterwarnings('ignore:The config file')  # mmengine's note on _deprecation_
 @pytest.mark.parametrize('name', sorted(PLAIN))
 def test_valid_foreign_configs_are_still_read_exactly(tmp_path, name):
     from vpn_plugin.data_paths import UNREAD, read_config_safely
