@@ -40,3 +40,14 @@ def test_the_report_cost_column_shows_a_tiny_cost():
     table = SimpleNamespace(usage={'gpt': {'cost_paid': 0.000331, 'cost_of_answers': 12.5}})
     assert _usage_cell(table, 'cost_paid')('gpt') == '0.00033'
     assert _usage_cell(table, 'cost_of_answers')('gpt') == '12.50'
+
+
+def test_the_test_set_pkg_legend_claims_nothing_the_run_cannot_know():
+    """passM's note: the report said every released-graph row's file was 'built with test
+    videos (KEPP's NIV graph)', also of a user's graph counted on the run's own training videos
+    (the log and test_metrics.json say ``kepp.released_graph_note``: the run cannot tell)."""
+    from vpn_plugin.protocol.report import pkg_source_sentence
+    sentence = pkg_source_sentence({'KEPP': 'test-set PKG'})
+    assert 'NIV graph' not in sentence and 'built with test videos' not in sentence
+    assert 'model.released_graph' in sentence and 'cannot' in sentence
+    assert 'not comparable' in sentence and pkg_source_sentence({}) == ''

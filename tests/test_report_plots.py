@@ -257,7 +257,7 @@ def test_error_overlap_refuses_mismatched_dumps(tmp_path):
     rows[1].per_sample_file = write_dump(tmp_path / 'other.json', [True] * 40, other)
     with pytest.raises(ValueError, match='sample 0: ground truth'):
         error_overlap(rows, 'VPN', 'Base')
-    with pytest.raises(ValueError, match="no results row of 'LLM'"):
+    with pytest.raises(ValueError, match="'LLM' is not among the valid names"):  # pass 19 P08
         error_overlap(rows, 'LLM', 'Base')
     rows[1].per_sample_file = str(tmp_path / 'missing.json')
     with pytest.raises(FileNotFoundError, match='missing.json'):

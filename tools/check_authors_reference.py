@@ -17,9 +17,6 @@ import argparse
 import sys
 from pathlib import Path
 
-import vpn_plugin.mm  # noqa: F401  (compat + registration)
-from vpn_plugin.oracles.authors import check_fixture
-from vpn_plugin.oracles.compare import begin_check, print_report
 from vpn_plugin.errors import path_argument, tool_main
 
 
@@ -30,6 +27,9 @@ def main(argv=None) -> int:
                         help='directory with meta.json, inputs.npz, outputs.npz, '
                         'grads.npz, authors_state_dict.npz')
     fixture = Path(parser.parse_args(argv).fixture)
+    import vpn_plugin.mm  # noqa: F401  (compat + registration; after parsing: a fast --help)
+    from vpn_plugin.oracles.authors import check_fixture
+    from vpn_plugin.oracles.compare import begin_check, print_report
     begin_check()
     rows, header_ok = check_fixture(fixture)
     return 0 if print_report(rows, header_ok) else 1

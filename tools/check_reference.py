@@ -25,9 +25,6 @@ import argparse
 import sys
 from pathlib import Path
 
-import vpn_plugin.mm  # noqa: F401  (compat + registration)
-from vpn_plugin.oracles.compare import check_fixture, print_report
-from vpn_plugin.oracles.sensitivity import print_sensitivity
 from vpn_plugin.errors import path_argument, tool_main
 
 
@@ -42,6 +39,10 @@ def main(argv=None) -> int:
                         'weights, with one weight moved by 0.05, judged at the tolerances '
                         'measured here; printed where a tolerance was widened)')
     args = parser.parse_args(argv)
+    # after parsing: --help and a refused argument import no torch (tests/test_import_purity.py)
+    import vpn_plugin.mm  # noqa: F401  (compat + registration)
+    from vpn_plugin.oracles.compare import check_fixture, print_report
+    from vpn_plugin.oracles.sensitivity import print_sensitivity
     rows, header_ok, _ = check_fixture(args.fixture)
     ok = print_report(rows, header_ok)
     if args.no_sensitivity:

@@ -10,7 +10,6 @@ import argparse
 import json
 import sys
 
-from vpn_plugin.datasets.stats import format_table, window_statistics
 from vpn_plugin.errors import at_least, path_argument, tool_main
 
 
@@ -29,6 +28,7 @@ def main(argv=None) -> int:
                         help='window lengths T (>= 2: the PKG coverage counts transitions)')
     parser.add_argument('--json', action='store_true', help='print JSON instead of a table')
     args = parser.parse_args(argv)
+    from vpn_plugin.datasets.stats import format_table, window_statistics  # after: a fast --help
     data_root = args.data_root or (None if args.config else '../shared/data')
     horizons = list(dict.fromkeys(args.horizons))  # one row per horizon
     rows = window_statistics(args.dataset, data_root, horizons, config=args.config)

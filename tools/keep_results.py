@@ -28,6 +28,7 @@ from vpn_plugin.outputs import check_output  # noqa: E402
 from vpn_plugin.protocol.results import (check_rows_match_configs, read_results,  # noqa: E402
                                          results_text, row_source)
 from vpn_plugin.protocol.plots import check_row_dump  # noqa: E402
+from vpn_plugin.protocol.expected import describe_row, expected_file, missing_rows  # noqa: E402
 
 
 def parse_args(argv=None):
@@ -82,6 +83,23 @@ def check_distinct_rows(rows) -> None:
                              'it): keep the one you mean')
 
 
+def check_complete(results: list, rows) -> None:
+    """Rows a protocol was asked for but never wrote (``expected.missing_rows``) end the
+    command naming them: the kept file has no list of the expected rows, so report.py would
+    make the table of an incomplete protocol as a complete one, its cells of fewer seeds
+    unmarked."""
+    missing = missing_rows(results, rows)
+    if missing:
+        lists = ', '.join(str(expected_file(path)) for path in results
+                          if expected_file(path).is_file())
+        listed = '\n'.join(f'  {describe_row(row)}' for row in missing)
+        raise ValueError(f'{len(missing)} results row(s) of the protocol are missing (not run '
+                         f'yet, or failed; the rows it was asked for: {lists}):\n{listed}\n'
+                         'the kept file would not say so (report.py would make its table as '
+                         'complete): finish the protocol first (rerunning the same '
+                         'tools/run_protocol.py command runs only the missing rows)')
+
+
 def kept_rows(rows, dumps: set, staging: Path, folder: Path) -> list:
     """The rows with ``per_sample_file`` pointing to a copy in ``folder`` (methods in
     ``dumps``) or emptied; the copies are written into ``staging`` (renamed to ``folder``
@@ -120,6 +138,7 @@ def main(argv=None):
     rows = read_results(args.results)
     check_distinct_rows(rows)
     check_rows_match_configs(rows)  # a row that report.py would refuse is not archived
+    check_complete(args.results, rows)
     check_names(args.dumps, list(dict.fromkeys(r.method for r in rows)), '--dumps')
     check_own_folder(folder, out)
     staging = folder.with_name(f'.{folder.name}.{os.getpid()}.tmp')

@@ -107,6 +107,30 @@ def fix_fileio_deprecation_warnings():
         file_client.print_log = _without_fileio_deprecations(file_client.print_log)
 
 
+# --- mmengine: transformers imported by every process for one optimizer ----
+
+def transformers_adafactor(params, *args, **kwargs):
+    """transformers' ``Adafactor`` (mmengine's ``Adafactor`` optimizer), imported when built."""
+    from transformers import Adafactor
+    return Adafactor(params, *args, **kwargs)
+
+
+def fix_transformers_import():
+    """mmengine 0.10.7 imports transformers (~1.2 s CPU) in every process that imports
+    mmengine.optim, only to register its Adafactor optimizer: that import is made to fail
+    once, and ``Adafactor`` is registered as a builder importing transformers when built."""
+    if 'mmengine.optim.optimizer.builder' in sys.modules or 'transformers' in sys.modules:
+        return  # registered by mmengine itself (transformers imported, or nothing to spare)
+    sys.modules['transformers'] = None  # mmengine's `from transformers import Adafactor` fails
+    try:
+        import mmengine.optim.optimizer.builder as builder
+    finally:
+        del sys.modules['transformers']
+    if importlib.util.find_spec('transformers') is not None:
+        builder.OPTIMIZERS.register_module(name='Adafactor', module=transformers_adafactor)
+        builder.TRANSFORMERS_OPTIMIZERS.append('Adafactor')
+
+
 # --- mmengine: pkg_resources removed from setuptools >= 81 ------------------
 
 def _distribution(package):
@@ -378,8 +402,9 @@ def is_resuming(runner) -> bool:
     return bool(getattr(runner, '_resume', False))
 
 
-FIXES = (fix_undeclared_importlib_metadata, fix_missing_drn_module, fix_multimodal_autoimport,
-         fix_mmcv_lite_ops_warning, fix_fileio_deprecation_warnings, fix_pkg_resources_lookups,
+FIXES = (fix_transformers_import, fix_undeclared_importlib_metadata, fix_missing_drn_module,
+         fix_multimodal_autoimport, fix_mmcv_lite_ops_warning, fix_fileio_deprecation_warnings,
+         fix_pkg_resources_lookups,
          fix_checkpoint_weights_only, fix_cpu_init_dist, fix_cpu_ddp_wrapper)
 
 

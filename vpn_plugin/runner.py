@@ -533,6 +533,14 @@ class PlanningRunner(Runner):
         named = check_test_options(self.trained_cfg_text, self.cfg, filename, 'test it',
                                    checkpoint.get('state_dict'))
         self.changed_from_training = named
+        # a protocol's test declares what it sets (its cfg_options, a cross-horizon test's
+        # horizon): in its row's settings, no caveat (protocol.runner.test_caveats)
+        declared = getattr(self, 'declared_test_options', ())
+        own = [line for line in named if line.split(': ', 1)[0] in declared]
+        named = [line for line in named if line not in own]
+        if own:
+            self.logger.info(f'{filename}: the protocol\'s test sets {"; ".join(own)} (its '
+                             'row says so: settings, horizon; no caveat)')
         if named:
             self.logger.warning(f'{filename} was trained with other options than this '
                                 f'test\'s config: {"; ".join(named)}; the test uses '

@@ -28,7 +28,8 @@ import numpy as np
 from vpn_plugin.core.metrics import METRIC_NAMES
 from vpn_plugin.core.stats import MIN_SEEDS_FOR_CI, seed_interval
 from vpn_plugin.config_types import Count, NonNegativeInt, PathLike, checked_arguments
-from vpn_plugin.errors import OutputWriteError, check_file, read_json, replace_atomically
+from vpn_plugin.errors import (OutputWriteError, check_file, check_names, read_json,
+                               replace_atomically)
 from vpn_plugin.outputs import (FIGURE_MARKER, OVERLAP_TABLE_MARKER, markdown_row, markdown_text,
                                 stem_files)
 from .results import METRIC_LABELS, SHORTENED_MARK, ResultRow, shortened_reason
@@ -1216,7 +1217,12 @@ def error_overlap(rows: list[ResultRow], method: str, reference: str,
     if method == reference:
         raise ValueError(f'an overlap compares two different methods, got {method!r} twice '
                          '(it would fix and introduce nothing)')
-    rows = [r for r in select_horizon(rows, horizon) if r.per_sample_file]
+    at = select_horizon(rows, horizon)
+    # a name of no row there ('VPN', whose rows at T=3 are 'VPN (train T=4)') is named so,
+    # not as a row without a dump
+    check_names([method, reference], list(dict.fromkeys(r.method for r in at)),
+                '--pair' + (f' (methods at T={horizon})' if horizon else ''))
+    rows = [r for r in at if r.per_sample_file]
     compared = [r for r in rows if r.method in (method, reference)]
     refuse_mix(compared, 'horizon', '--horizon')
     refuse_mix(compared, 'dataset', '--dataset')

@@ -148,7 +148,8 @@ def record_note(record: dict) -> str:
 
 def averaged_features(records: list) -> dict:
     """The ``features`` of a row averaged over datasets: one record of its parts' (empty,
-    not recorded, when any part has none)."""
-    if not records or not all(records):
+    not recorded, when no part has one; a part without one is named 'not recorded' beside the
+    others, whose kinds, e.g. synthetic, still mark the row)."""
+    if not any(records):
         return {}
-    return combine(records)
+    return combine([record or dict(kind='', label='not recorded') for record in records])

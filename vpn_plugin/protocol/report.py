@@ -60,9 +60,9 @@ from .provenance import (SYNTHETIC_MARK, UNUSABLE_MARK, check_feature_mix, featu
                          features_note)
 from vpn_plugin.outputs import (REPORT_LATEX_MARKER, REPORT_MARKDOWN_MARKER, markdown_row,
                                 markdown_text, money_text)
-from .results import (METRIC_LABELS, METRIC_RANGES, SHORTENED_MARK, ResultRow,
-                      caveat_lines, check_rows_match_configs, renamed, row_from_dict,
-                      row_source, shortened_reason)
+from .results import (AVERAGED_DATASETS, METRIC_LABELS, METRIC_RANGES, SHORTENED_MARK,
+                      ResultRow, caveat_lines, check_rows_match_configs, renamed,
+                      row_from_dict, row_source, shortened_reason)
 
 DEFAULT_METRICS = ('success_rate', 'mean_accuracy', 'miou_set')
 # what the rows pooled in one cell must share (besides method, dataset and test horizon)
@@ -419,7 +419,7 @@ def _identity_value(row: ResultRow, name: str, free_variant=()) -> str:
     if name == 'variant':
         value = {k: v for k, v in value.items() if k not in free_variant}
     if name == 'shortened':  # full run or not; the reasons' words may differ (true, a text)
-        value = 'shortened' if value else 'full run'
+        value = 'shortened' if shortened_reason(row) else 'full run'
     if name == 'train_horizon' and value is None:  # null: trained at the row's own horizon
         value = row.horizon
     return json.dumps(value, sort_keys=True, default=str)
@@ -543,7 +543,9 @@ def format_params(count) -> str:
 def _column_label(table: Table, column, latex=False) -> str:
     dataset, horizon, metric = column
     datasets = {c[0] for c in table.columns}
-    prefix = f'{DATASET_LABELS.get(dataset, dataset)} ' if len(datasets) > 1 else ''
+    # a row of --average-datasets names its datasets ('mean(crosstask,niv)'): always shown
+    shown = len(datasets) > 1 or dataset.startswith(AVERAGED_DATASETS)
+    prefix = f'{DATASET_LABELS.get(dataset, dataset)} ' if shown else ''
     label = METRIC_LABELS.get(metric, metric)
     return f'{prefix}T={horizon} {label}'
 
@@ -592,9 +594,10 @@ def _usage_cell(table: Table, name: str):
 def to_markdown(table: Table, *, title: str = '', digits: NonNegativeInt = 2) -> str:
     """Markdown: bold best, ``<u>`` second, ``±`` the CI spread, ``*`` significant."""
     extra = _extra_columns(table)
+    # a dataset is any name of the rows' ('*x*', 'R&amp;D'): the labels are text, never markup
     header = ['Method'] + [name for name, _ in extra] + \
-        [_column_label(table, c) for c in table.columns]
-    title = ' '.join(title.split())  # '**Results **' would be no bold: CommonMark's rule
+        [markdown_text(_column_label(table, c)) for c in table.columns]
+    title = _title_text(title)
     lines = ([f'**{markdown_text(title)}**', ''] if title else []) + \
         [markdown_row(header), '|' + '---|' * len(header)]
     for method in table.methods:
@@ -626,8 +629,9 @@ def to_latex(table: Table, *, title: str = '', label: str = '',
         lines.append(' & '.join(cells) + r' \\')
     lines += [r'\midrule', ' & '.join(_improvement_cells(table, digits, latex=True)) + r' \\',
               r'\bottomrule', r'\end{tabular}']
-    caption = (_latex_escape(title.rstrip('.')) + '. ' if title else '') + \
-        _legend(table, latex=True)
+    title = _title_text(title)
+    caption = (_latex_escape(title) + ('' if title.endswith(('.', '!', '?')) else '.') + ' '
+               if title else '') + _legend(table, latex=True)
     lines.append(rf'\caption{{{caption}}}')
     if label:
         lines.append(rf'\label{{{label}}}')
@@ -637,6 +641,12 @@ def to_latex(table: Table, *, title: str = '', label: str = '',
         lines.insert(1, f'% holds non-ASCII characters ({" ".join(unicode)}): compile with '
                      'LuaLaTeX or XeLaTeX (a Unicode font), or define them for pdfLaTeX')
     return '\n'.join(lines) + '\n'
+
+
+def _title_text(title: str) -> str:
+    """The title as both tables show it: blanks collapsed ('**Results **' would be no bold in
+    CommonMark), a blank title none (in the .md and the .tex alike)."""
+    return ' '.join(title.split())
 
 
 def _method_label(table: Table, method: str) -> str:
@@ -807,9 +817,10 @@ def pkg_source_sentence(pkg_sources: dict) -> str:
     """The sentence under a table or figure with test-set-PKG rows ('' without)."""
     if not pkg_sources:
         return ''
-    return (f'{TEST_SET_PKG_MARK} test-set PKG: the graph was loaded from a released file '
-            'built with test videos (KEPP\'s NIV graph), not from the run\'s training videos: '
-            'not comparable to the other rows.')
+    return (f'{TEST_SET_PKG_MARK} test-set PKG: the graph was read from a file '
+            '(model.released_graph), not counted by the run on its training videos; KEPP\'s '
+            'released graphs hold test videos, and which videos another file holds the run cannot '
+            'tell: not comparable to the other rows.')
 
 
 def _caveat_legend(table: Table) -> str:
@@ -920,7 +931,8 @@ def _latex_escape(text: str) -> str:
 
 
 # TeX's ligatures of the default fonts would print another name than the user's: '--' an en
-# dash, '---' an em dash, '?`' and '!`' as ¿ and ¡, '``' and "''" a curly double quote: '{}'
-# breaks each
-_LATEX_LIGATURES = re.compile(r"-(?=-)|[?!`](?=`)|'(?=')")
+# dash, '---' an em dash, '?`' and '!`' as ¿ and ¡, '``' and "''" a curly double quote, and
+# with T1 (\usepackage[T1]{fontenc}, most papers) ',,' a low double quote „: '{}' breaks each
+# ('<<' / '>>', T1's « », are written as \textless{} / \textgreater{})
+_LATEX_LIGATURES = re.compile(r"-(?=-)|[?!`](?=`)|'(?=')|,(?=,)")
 _LATEX_LINE_BREAKS = re.compile(r'\s*\n\s*')

@@ -44,9 +44,10 @@ work_dir        str      optional run directory
 shortened       str      why the run is not the full one, e.g. ``max_epochs=3``,
                          ``limit=100`` (``true`` is read as ``shortened``); empty or absent
                          = a full run. ``tools/report.py`` marks such rows (``†``).
-pkg_source      str      ``test-set PKG`` when the run's PKG was not built from its training
-                         videos but loaded from a released graph that holds test videos
-                         (KEPP's ``model.released_graph``; derived from the config);
+pkg_source      str      ``test-set PKG`` when the run's PKG was not counted on its training
+                         videos but read from a file (KEPP's ``model.released_graph``, as
+                         KEPP's released graphs, which hold test videos; derived from the
+                         config);
                          ``tools/report.py`` marks such rows (``§``) and the protocols
                          of the main table refuse them; empty = the run's own PKG
 features        dict     what the model was trained and tested on
@@ -277,8 +278,9 @@ def row_source(row: ResultRow) -> str:
 
 def _as_shortened(value) -> str:
     """The ``shortened`` field (of :data:`ROW_SCHEMA`'s kind) as a reason ('' = full run)."""
-    if value in (None, False, 'false', 'False'):
-        return ''
+    if value in (None, False, 'false', 'False') or (
+            isinstance(value, str) and not value.strip()):
+        return ''  # blanks are no reason: a full run, as an empty text
     return 'shortened' if value in (True, 'true', 'True') else value
 
 
@@ -943,6 +945,9 @@ def _split_rename(item: str, known) -> tuple:
     return item[:cuts[0]], item[cuts[0] + 1:]
 
 
+AVERAGED_DATASETS = 'mean('  # the dataset of a mean_over_datasets row: 'mean(crosstask,niv)'
+
+
 def mean_over_datasets(rows: list[ResultRow]) -> list[ResultRow]:
     """One row per (protocol, method, seed, horizon, training horizon, variant) whose metrics
     are the means over the datasets of its rows (the dataset-independent PKG table: tested
@@ -981,7 +986,7 @@ def mean_over_datasets(rows: list[ResultRow]) -> list[ResultRow]:
         stand_ins = sorted({f'{r.dataset}: {r.variant["text_features"]}' for r in parts
                             if r.variant.get('text_features')})
         averaged.append(replace(
-            parts[0], dataset=f'mean({",".join(sorted(by_dataset))})',
+            parts[0], dataset=f'{AVERAGED_DATASETS}{",".join(sorted(by_dataset))})',
             variant={**json.loads(key[5]), **({'text_features': '; '.join(stand_ins)}
                                                if stand_ins else {})},
             metrics={m: sum(r.metrics[m] for r in parts) / len(parts) for m in sorted(common)},

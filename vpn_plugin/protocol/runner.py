@@ -203,10 +203,33 @@ def check_protocol_values(cfg, path) -> None:
                              'False (False: test the config untrained)')
         for horizon in run.get('horizons') or []:
             check_number(f'{path}: runs[{index}].horizons entry', horizon, integer=True, low=1)
+        check_run_kinds(run, f'{path}: runs[{index}]')
         for number, test in enumerate(run.get('tests') or []):
             if isinstance(test, dict) and 'horizon' in test:
                 check_number(f'{path}: runs[{index}].tests[{number}].horizon', test['horizon'],
                              integer=True, low=1)
+
+
+def check_run_kinds(run, where: str) -> None:
+    """A run's ``tests`` a non-empty list of dicts (``tests=[]`` would be read as the default
+    one test, a dict as the list of its keys), its and each test's ``variant`` and
+    ``cfg_options`` dicts; ``ValueError`` naming the file, the field and the value."""
+    def mapping(owner, at):
+        for key in ('variant', 'cfg_options'):
+            if key in owner and not isinstance(owner[key], dict):
+                raise ValueError(f'{at}.{key} = {owner[key]!r}; expected a dict, e.g. '
+                                 f'{key}=dict(...)')
+    mapping(run, where)
+    if 'tests' not in run:
+        return
+    tests = run['tests']
+    if not isinstance(tests, (list, tuple)) or not tests or \
+            not all(isinstance(test, dict) for test in tests):
+        raise ValueError(f'{where}.tests = {tests!r}; expected a non-empty list of dicts, one '
+                         'per test (tests=[dict(), dict(horizon=4)]); left out, the run has one '
+                         'test of its own config and horizon')
+    for number, test in enumerate(tests):
+        mapping(test, f'{where}.tests[{number}]')
 
 
 def expand_units(protocol_cfg, seeds=None, methods=None, horizons=None) -> list[TrainUnit]:
@@ -1027,6 +1050,7 @@ class ProtocolRunner:
         runner = build_runner(cfg)  # PKGHook fills the PKG when no checkpoint carries it
         if checkpoint is None:
             _check_untrained(spec, runner.model)
+        runner.declared_test_options = declared_test_options(unit, spec)  # logged as such
         metrics = runner.test()
         limit = getattr(runner.test_dataloader.dataset, 'limited', None)
         return Tested(metrics=clean_metrics(metrics), params=num_parameters(runner.model),
