@@ -236,6 +236,10 @@ def test_the_literal_walk_runs_no_code_of_a_computed_base(tmp_path):
     from vpn_plugin.data_paths import config_chain
     child = computed_base_config(tmp_path)
     assert ROOT / 'configs/vpn_niv_t3.py' in config_chain(child)
+    # since passC s14 the literal subset computes `+` of texts (no code run) and follows it;
+    # a base built by a call is not followed
+    assert config_chain(child, literal=True) == config_chain(child)
+    child.write_text(f"_base_ = [str({str(ROOT / 'configs/vpn_niv_t3.py')!r})]\nhorizon = 6\n")
     assert config_chain(child, literal=True) == [child]
 
 

@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import functools
 import os
 import re
 from pathlib import Path
@@ -326,25 +327,27 @@ def config_chain(path, literal: bool = False) -> list:
       repository's): a ``_base_`` built at run time (``['../' + 'x.py']``) is followed, so the
       horizon and inert-variable checks see every file the run reads (a literal reader would
       miss that base: its stale dataset horizon was then refused as a contradiction);
-    * ``literal``: :func:`literal_chain_bases`, WITHOUT running code, for a config that may
-      be someone else's (:func:`read_config_safely`): a ``_base_`` that is no literal is not
-      followed.
+    * ``literal``: :func:`_literal_bases`, WITHOUT running code, for a config that may be
+      someone else's (:func:`read_config_safely`), each base found beside the file as named
+      (as mmengine finds it; each listed as the file it is); a ``_base_`` outside the literal
+      subset ends its branch.
 
     A file whose ``_base_`` cannot be read (a syntax error, not UTF-8, no list of names) ends
     its branch: the reader of the file (mmengine, :func:`literal_config`) names what is wrong."""
     from mmengine.config import Config
 
     def bases(file: Path) -> list:
-        if literal:
-            return literal_chain_bases(file)
+        if literal:  # beside the file as named, as mmengine finds them (links not resolved)
+            return _literal_bases(file)
         return [(file.parent / str(base)).resolve()
                 for base in Config._get_base_files(str(file)) if '::' not in str(base)]
-    files, todo = [], [Path(path).resolve()]
+    files, todo = [], [Path(path) if literal else Path(path).resolve()]
     while todo:
         file = todo.pop(0)
-        if file in files or not file.is_file():
+        real = Path(os.path.realpath(file))
+        if real in files or not file.is_file():
             continue
-        files.append(file)
+        files.append(real)
         try:
             todo += bases(file)
         except (UnicodeDecodeError, SyntaxError, ValueError, OSError, AttributeError):
@@ -353,18 +356,32 @@ def config_chain(path, literal: bool = False) -> list:
 
 
 def _own_top_level(file: Path) -> dict:
-    """The literal top-level assignments of one config file, without its bases (a value that
-    is not read as a literal, :func:`literal_assignments`, is left out)."""
-    return {name: value for name, value in literal_assignments(file).items()
+    """The literal top-level assignments of one config file, without its bases, for the checks
+    of a config mmengine runs anyway (:func:`literal_assignments` with ``strict=False``: a value
+    it cannot read is left out)."""
+    return dict(_own_values(str(file), Path(file).read_bytes()))
+
+
+@functools.lru_cache(maxsize=1024)
+def _own_values(file: str, content: bytes) -> dict:
+    """:func:`_own_top_level` once per file and content (the every-config checks read each
+    shared base file many times)."""
+    return {name: value for name, value in literal_assignments(Path(file), strict=False).items()
             if _fully_read(value)}
 
 
 class Unread:
-    """A config value that is not a literal (a call, an arithmetic expression, a name of no
-    earlier assignment): :func:`literal_assignments` does not run code to know it."""
+    """A config value that is not read WITHOUT running code (a comprehension, a subscript, a
+    condition: :data:`LITERAL_SUBSET`)."""
 
     def __repr__(self) -> str:
         return '<not a literal>'
+
+    def __deepcopy__(self, memo):  # one object: ``value is UNREAD`` holds in copies too
+        return self
+
+    def __copy__(self):
+        return self
 
 
 UNREAD = Unread()
@@ -378,366 +395,361 @@ def _fully_read(value) -> bool:
     return value is not UNREAD
 
 
-def literal_assignments(file: Path, base: dict | None = None) -> dict:
+# The subset of Python a config outside the repository's configs/ folder is read in, WITHOUT
+# running its code (results rows name configs of other people's machines). docs/protocol.md
+# ("Which configs a results file can name") lists it for users.
+LITERAL_SUBSET = (
+    'top-level statements: name = value (x = y = value, x, y = a, b), name: type = value, '
+    'name += value on a number or text, the one _base_ = [...] and string docstrings; values: '
+    'literals, lists, tuples, dicts, dict(...)/list(...)/tuple(...) of them, names assigned '
+    'earlier in the file, _base_.x.y, {{_base_.x}} as a whole value, f-strings of those, + - * '
+    '/ // of numbers and + of texts, lists or tuples; a comprehension, subscript, condition '
+    'or other expression without calls is left unread')
+
+
+def literal_assignments(file: Path, base: dict | None = None, strict: bool = True) -> dict:
     """The top-level assignments of one config file (its bases not merged) read WITHOUT running
-    its code: literals, ``dict(...)`` of them (``**`` included), names assigned earlier in the
-    file, ``_base_.x`` / ``{{_base_.x}}`` of ``base`` (its bases' merged values) and f-strings of
-    those; any other value is :data:`UNREAD`. A .json / .yaml file is read with the safe
-    parsers (no tag builds an object)."""
+    its code, in :data:`LITERAL_SUBSET`: ``base`` is its bases' merged values (``_base_.x``,
+    ``{{_base_.x}}``); an expression of the subset that is no literal is :data:`UNREAD`.
+    Anything else (another statement, a call, a store into an object, an import, a name not
+    assigned earlier, ``{{$ENV:default}}``) is refused: ``ValueError`` naming file and line.
+    ``strict=False`` (the checks of a config mmengine runs anyway): such a statement makes
+    every name set so far and every name it stores :data:`UNREAD` instead. A .json / .yaml
+    file is read with the safe parsers (no tag builds an object)."""
     import ast
     file = Path(file)
-    if file.suffix != '.py':
-        return _safe_mapping(file)
-    names: dict = {}
-    base = base or {}
-    tree = ast.parse(config_text(file), str(file))
-    _refuse_name_writers(tree, file)
-    runs_code = any(isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda,
-                                      ast.ClassDef)) for node in ast.walk(tree))
-    stale_base = set()  # keys of the base whose objects the file changed in place
-    for node in tree.body:
-        changed = _objects_changed_in_place(node, names, base, runs_code)
-        if base and any(item is base for item in changed):
-            raise ValueError(f'{file}:{node.lineno}: may change _base_ itself in place (a store '
-                             'or method call on _base_, or a call of a function of the file), '
-                             'which can add or change any value of its bases; a config outside '
-                             "the repository's configs/ folder is read without running its "
-                             'code: expected plain assignments (name = value)')
-        stale_base |= _keys_holding(base, changed)
-        if isinstance(node, ast.Assign):  # x = 1; x = y = 1; x, y = 1, 2
-            value = _file_literal(file, node.value, names, base)
-            for target in node.targets:
-                _bind_literal(target, value, names)
-        elif isinstance(node, ast.AnnAssign) and node.value is not None:  # x: int = 1
-            _bind_literal(node.target, _file_literal(file, node.value, names, base), names)
-        elif isinstance(node, ast.AugAssign):  # x += 1
-            _bind_literal(node.target, _literal(ast.BinOp(
-                ast.Name(getattr(node.target, 'id', ''), ast.Load()), node.op, node.value),
-                names, base), names)
-        elif isinstance(node, ast.Delete):
-            for target in node.targets:
-                names.pop(getattr(target, 'id', None), None)
-        for name in _names_set_inside(node):  # if/for/with/import, x.update(...), (x := 1)
-            names[name] = UNREAD
-        _forget_shared(names, changed)
-    # a function may set a ``global`` name whenever it is called (a decorator when applied)
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Global):
-            names.update((name, UNREAD) for name in node.names)
-    # mmengine's ``_base_`` is the bases' merged dict itself: an object of it changed in place
-    # (``_base_.x = 1``, ``ds = _base_.dataset; ds['h'] = 1``) is changed in the merged config
-    names.update((key, UNREAD) for key in stale_base)
-    return names
-
-
-def _file_literal(file: Path, node, names: dict, base: dict):
-    """:func:`_literal` of an expression of ``file``; its refusals name the file."""
     try:
-        return _literal(node, names, base)
-    except ValueError as error:
-        raise ValueError(f'{file}: {error}') from None
+        text, placeholders = config_text(file)
+    except ValueError:
+        if strict:
+            raise
+        return {}  # {{$NAME:default}}: nothing of the file is known without the run
+    base = base or {}
+    names: dict = {} if file.suffix == '.py' else _safe_mapping(file, text)
+    for node in _parse_config(file, text).body if file.suffix == '.py' else ():
+        try:
+            _read_statement(node, names, base)
+        except ValueError as error:
+            if strict:
+                for key, name in placeholders.items():  # mmengine's text of {{_base_.x}}
+                    error = str(error).replace(repr(key), f'{{{{_base_.{name}}}}}')
+                raise ValueError(f'{file}:{node.lineno}: {error}; a config outside the '
+                                 "repository's configs/ folder is read without running its "
+                                 f'code, in this subset: {LITERAL_SUBSET}') from None
+            stored = {n.id for n in ast.walk(node) if isinstance(n, ast.Name)
+                      and not isinstance(n.ctx, ast.Load)}
+            names = {name: UNREAD for name in {*names, *stored}}
+    names = {name: value for name, value in names.items()  # what mmengine keeps of them
+             if name != '_base_' and name != '_deprecation_' and not name.startswith('__')}
+    return _with_placeholders(file, names, placeholders, base, strict)
 
 
-# builtins that set or delete a config's names out of sight of its assignments (``exec("horizon
-# = 3")``, ``globals()['horizon'] = 3``, ``vars().update(...)``, ``builtins.exec(...)``,
-# ``getattr(builtins, 'exec')``, ``__builtins__['exec']``; an attribute such as ``__globals__`` or
-# ``__dict__`` too: :func:`_dunder`): a file using one has values its text alone does not tell
-NAME_WRITERS = ('exec', 'eval', 'globals', 'locals', 'vars', 'setattr', 'delattr', 'compile',
-                'getattr', '__builtins__')
-
-
-def _refuse_name_writers(tree, file: Path) -> None:
-    """``ValueError`` naming the file, line and builtin when ``tree`` uses one of
-    :data:`NAME_WRITERS` anywhere, by name or as an attribute (a function body too: it may be
-    called at the top)."""
+def _parse_config(file: Path, text: str):
+    """``ast.parse`` of a config's text; what does not parse is refused naming the file."""
     import ast
-    own = {node.id for node in ast.walk(tree)  # the file's own names (mmengine's ``compile = True``)
-           if isinstance(node, ast.Name) and not isinstance(node.ctx, ast.Load)}
-    called = {id(node.func) for node in ast.walk(tree) if isinstance(node, ast.Call)}
-    for node in ast.walk(tree):
-        name = node.id if isinstance(node, ast.Name) and node.id not in own else \
-            node.attr if isinstance(node, ast.Attribute) and (
-                id(node) in called or _dunder(node.attr)) else None
-        if name in NAME_WRITERS or isinstance(node, ast.Attribute) and _dunder(name or ''):
-            raise ValueError(
-                f'{file}:{node.lineno}: uses {name}, which can set any value of the config '
-                "out of sight of its assignments; a config outside the repository's configs/ "
-                'folder is read without running its code: expected plain assignments '
-                '(name = value)')
+    try:
+        return ast.parse(text, str(file))
+    except SyntaxError as error:
+        line = f'line {error.lineno}: ' if error.lineno else ''
+        raise ValueError(f'{file}: {line}{error.msg}; the config file does not parse as '
+                         'Python') from None
+    except (ValueError, RecursionError, MemoryError) as error:
+        raise ValueError(f'{file}: does not parse as Python ({error})') from None
 
 
-def _dunder(name: str) -> bool:
-    """``__globals__``, ``__dict__``, ...: an attribute that reaches a module's names."""
-    return len(name) > 4 and name.startswith('__') and name.endswith('__')
-
-
-# builtins that change none of their arguments (a call of anything else may change the dicts
-# and lists it is given; a function of the file itself, any object it can reach)
-UNCHANGING_CALLS = ('dict', 'list', 'tuple', 'set', 'frozenset', 'str', 'int', 'float', 'bool',
-                    'len', 'sorted', 'min', 'max', 'sum', 'abs', 'round', 'range', 'zip',
-                    'enumerate', 'reversed', 'isinstance', 'repr', 'any', 'all')
-
-
-def _objects_changed_in_place(statement, names: dict, base: dict, runs_code: bool) -> list:
-    """The dicts and lists of ``names`` (and of ``base``, the file's ``_base_``) that
-    ``statement`` may change in place (with those they hold): stored into (``x['k'] = 1``,
-    ``x[0]['h'] = 1``, ``_base_.h = 1``), a method called on them (``x.update(...)``),
-    ``x += [..]`` on a list, passed to a call (``f(x)``: any callable but
-    :data:`UNCHANGING_CALLS`); when the file defines a function, lambda or class, a statement
-    calling anything but those may change every object (the function sees them all).
-    Another name may hold the same object (``b = a``, ``outer = dict(ds=inner)``, ``[ds]``):
-    :func:`_forget_shared` makes those :data:`UNREAD` too."""
+def _read_statement(node, names: dict, base: dict) -> None:
+    """One top-level statement of :data:`LITERAL_SUBSET` into ``names`` (``ValueError``
+    saying why when it is outside)."""
     import ast
-    scope = {**names, '_base_': base}
-    roots, objects, calls_code = set(), [], False
-    own = {node.id for node in ast.walk(statement)
-           if isinstance(node, ast.Name) and not isinstance(node.ctx, ast.Load)}
-    for node in ast.walk(statement):
-        if isinstance(node, (ast.Subscript, ast.Attribute)) and not isinstance(node.ctx, ast.Load):
-            objects.append(_container(node.value, scope))
-        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
-            objects.append(_container(node.func.value, scope))
-        elif isinstance(node, ast.Call) and not (
-                isinstance(node.func, ast.Name) and node.func.id in UNCHANGING_CALLS
-                and node.func.id not in names and node.func.id not in own):
-            calls_code = True
-            for argument in [*node.args, *(item.value for item in node.keywords)]:
-                roots |= {name.id for name in ast.walk(argument) if isinstance(name, ast.Name)}
-        elif isinstance(node, ast.AugAssign) and isinstance(node.target, ast.Name):
-            roots.add(node.target.id)
-        elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) \
-                and (node.decorator_list or isinstance(node, ast.ClassDef)):
-            calls_code = True  # a decorator is called; a class body runs
-    pending = list(scope.values()) if calls_code and runs_code else \
-        [scope.get(name) for name in roots] + objects
-    changed = []
-    while pending:  # x[0]['h'] = 1 changes a dict held inside x
-        value = pending.pop()
-        if isinstance(value, (dict, list, tuple)):
-            changed += [value] if isinstance(value, (dict, list)) else []
-            pending.extend(value.values() if isinstance(value, dict) else value)
-    return changed
-
-
-def _container(node, scope: dict):
-    """The object expression ``node`` names (``x``, ``_base_.a.b``, ``x['k'][0]`` with literal
-    keys) as far as it can be followed in ``scope`` without running code; where it cannot
-    (``x[i]``, ``x.get('k')``), the whole object of its root name (so nothing is missed)."""
-    import ast
-    chain = []
-    while isinstance(node, (ast.Attribute, ast.Subscript)):
-        key = node.attr if isinstance(node, ast.Attribute) else \
-            node.slice.value if isinstance(node.slice, ast.Constant) else UNREAD
-        chain.insert(0, key)
-        node = node.value
-    value = scope.get(node.id) if isinstance(node, ast.Name) else None
-    for key in chain:
-        inner = value.get(key, UNREAD) if isinstance(value, dict) and isinstance(key, str) \
-            else value[key] if isinstance(value, (list, tuple)) and isinstance(key, int) \
-            and not isinstance(key, bool) and -len(value) <= key < len(value) else UNREAD
-        if not isinstance(inner, (dict, list, tuple)):
-            break  # a store into this object (or a value it holds that is no container)
-        value = inner
-    return value
-
-
-def _holds(value, targets: set) -> bool:
-    """Whether ``value`` is or holds (at any depth) an object whose ``id`` is in ``targets``."""
-    if id(value) in targets:
-        return True
-    items = value.values() if isinstance(value, dict) else value \
-        if isinstance(value, (list, tuple)) else ()
-    return any(_holds(item, targets) for item in items)
-
-
-def _keys_holding(base: dict, changed: list) -> set:
-    """The keys of ``base`` whose values hold a ``changed`` object (all of them when ``base``
-    itself changed: ``_base_.h = 1``, ``_base_.update(...)``)."""
-    targets = {id(item) for item in changed}
-    if id(base) in targets:
-        return set(base)
-    return {key for key, value in base.items() if _holds(value, targets)}
-
-
-def _forget_shared(names: dict, changed: list) -> None:
-    """Every name whose value is or holds (at any depth) one of the ``changed`` objects
-    becomes :data:`UNREAD`: Python changed it through the alias, the literal reading did not."""
-    if not changed:
+    if isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant):
+        return  # a docstring
+    if isinstance(node, ast.Assign):
+        if [getattr(t, 'id', None) for t in node.targets] == ['_base_']:
+            return  # the base list (literal_config), which mmengine removes before running
+        value = _literal(node.value, names, base)
+        for target in node.targets:
+            _bind_literal(target, value, names)
         return
-    targets = {id(item) for item in changed}
-    for name, value in names.items():
-        if value is not UNREAD and _holds(value, targets):
-            names[name] = UNREAD
+    if isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name) \
+            and node.target.id != '_base_':
+        if node.value is not None:
+            names[node.target.id] = _literal(node.value, names, base)
+        return
+    if isinstance(node, ast.AugAssign) and isinstance(node.target, ast.Name):
+        current = names.get(node.target.id, UNREAD)
+        if isinstance(current, bool) or not isinstance(current, (int, float, str)):
+            raise ValueError(f'{node.target.id} {type(node.op).__name__} assignment on a value '
+                             'that is not a number or text read from the file (a list or '
+                             'dict is changed in place)')
+        names[node.target.id] = _literal_arithmetic(node.op, current,
+                                                    _literal(node.value, names, base))
+        return
+    raise ValueError(f'a statement outside the subset ({type(node).__name__})')
 
 
 def _bind_literal(target, value, names: dict) -> None:
-    """``names[target] = value`` for a name, element by element for a tuple/list target of a
-    tuple/list value of its length; any other target (``x[0] = ...``, ``*rest``) makes the
-    names it touches :data:`UNREAD` (:func:`literal_assignments`)."""
+    """``names[target] = value`` for a name, element by element for a tuple/list of names
+    given a tuple/list value of its length (an unread value: each name unread); any other
+    target (``x[0] = ...``, ``x.a = ...``, ``*rest``, ``_base_``) is refused."""
     import ast
+    if isinstance(target, ast.Name) and target.id == '_base_':
+        raise ValueError('_base_ assigned with another name or in another form (mmengine reads '
+                         'bases only from _base_ = [...] on its own)')
     if isinstance(target, ast.Name):
         names[target.id] = value
-    elif isinstance(target, (ast.Tuple, ast.List)) and isinstance(value, (list, tuple)) \
-            and len(value) == len(target.elts) \
-            and not any(isinstance(item, ast.Starred) for item in target.elts):
-        for item, part in zip(target.elts, value):
+    elif isinstance(target, (ast.Tuple, ast.List)) and all(
+            isinstance(item, (ast.Name, ast.Tuple, ast.List)) for item in target.elts):
+        if value is UNREAD:
+            parts = [UNREAD] * len(target.elts)
+        elif isinstance(value, (list, tuple)) and len(value) == len(target.elts):
+            parts = value
+        else:
+            raise ValueError(f'{len(target.elts)} names assigned from {value!r}')
+        for item, part in zip(target.elts, parts):
             _bind_literal(item, part, names)
     else:
-        for node in ast.walk(target):
-            if isinstance(node, ast.Name):
-                names[node.id] = UNREAD
+        raise ValueError(f'a store into an object or a starred name ({ast.unparse(target)[:60]})')
 
 
-def _names_set_inside(statement) -> set:
-    """Names a top-level statement sets other than by the plain assignments
-    :func:`literal_assignments` reads: any name stored inside an ``if``/``for``/``with``/
-    ``try`` (mmengine runs them: a value read from the file's text alone would be false), an
-    import, a ``def``/``class``, a walrus, a subscript or attribute store (``x['k'] = 1``)
-    and an object a method is called on (``x.update(...)``). Function and class bodies are
-    not entered (their names are local)."""
-    import ast
-    found = set()
-    plain = isinstance(statement, (ast.Assign, ast.AnnAssign, ast.AugAssign, ast.Delete))
-    if isinstance(statement, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
-        return {statement.name}
-    pending = [statement]
-    while pending:
-        node = pending.pop()
-        if node is not statement and isinstance(
-                node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)):
-            if not isinstance(node, ast.Lambda):
-                found.add(node.name)
-            continue
-        if isinstance(node, (ast.Import, ast.ImportFrom)):
-            found |= {(a.asname or a.name).split('.')[0] for a in node.names}
-        if isinstance(node, ast.NamedExpr):
-            found.add(node.target.id)
-        elif isinstance(node, ast.Name) and not isinstance(node.ctx, ast.Load) and not plain:
-            found.add(node.id)
-        elif isinstance(node, (ast.Subscript, ast.Attribute)) \
-                and not isinstance(node.ctx, ast.Load):
-            found |= _root_names(node)
-        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
-            found |= _root_names(node.func.value)
-        pending.extend(ast.iter_child_nodes(node))
-    return found
-
-
-def _root_names(node) -> set:
-    """The name an attribute/subscript chain starts from (``x`` of ``x['a'].b``)."""
-    import ast
-    while isinstance(node, (ast.Attribute, ast.Subscript)):
-        node = node.value
-    return {node.id} if isinstance(node, ast.Name) else set()
-
-
-def config_text(file: Path) -> str:
-    """A config file's text as mmengine parses it: its predefined variables
-    (``{{ fileDirname }}``, ``{{ fileBasename }}``, ...) filled in by mmengine's own
-    substitution (read literally they stayed placeholder text where mmengine reads a path)."""
-    import tempfile
-    from mmengine.config import Config
-    text = Path(file).read_text(encoding='utf-8')
-    if not re.search(r'\{\{\s*file(Dirname|Basename|BasenameNoExtension|Extension)\s*\}\}', text):
-        return text  # nothing to fill (no temporary file: most configs)
-    with tempfile.TemporaryDirectory() as folder:
-        filled = Path(folder) / Path(file).name
-        Config._substitute_predefined_vars(str(file), str(filled))
-        return filled.read_text(encoding='utf-8')
-
-
-def _safe_mapping(file: Path) -> dict:
-    """A .json / .yaml config's mapping read with ``json`` / ``yaml.safe_load`` (no tag builds
-    an object; {} when it holds no mapping)."""
-    import json
-    text = config_text(file)
-    if file.suffix == '.json':
-        loaded = json.loads(text)
-    else:
-        import yaml
-        loaded = yaml.safe_load(text)
-    return dict(loaded) if isinstance(loaded, dict) else {}
+CONSTRUCTORS = ('dict', 'list', 'tuple')  # the calls of the subset (not rebound in the file)
 
 
 def _literal(node, names: dict, base: dict):
-    """The value of expression ``node`` (:func:`literal_assignments`), else :data:`UNREAD`."""
+    """The value of expression ``node`` in :data:`LITERAL_SUBSET`; :data:`UNREAD` for an
+    expression without calls that it does not compute; ``ValueError`` outside it."""
     import ast
     if isinstance(node, ast.Constant):
         return node.value
     if isinstance(node, (ast.List, ast.Tuple)):
+        if any(isinstance(item, ast.Starred) for item in node.elts):
+            return _unread(node, names)  # [*a, 3]: its length is not known
         items = [_literal(item, names, base) for item in node.elts]
         return items if isinstance(node, ast.List) else tuple(items)
     if isinstance(node, ast.Dict):
         return _literal_dict([(None if key is None else _literal(key, names, base),
                                _literal(value, names, base))
                               for key, value in zip(node.keys, node.values)])
-    if isinstance(node, ast.Call) and getattr(node.func, 'id', None) == 'dict' \
-            and 'dict' not in names and len(node.args) <= 1:
-        value = _literal_dict([(None, _literal(arg, names, base)) for arg in node.args]
-                              + [(item.arg, _literal(item.value, names, base))
-                                 for item in node.keywords])
-        keys = [key for item in node.keywords for key in (
-            [item.arg] if item.arg is not None else
-            list(_literal(item.value, names, base)) if isinstance(
-                _literal(item.value, names, base), dict) else [])]
-        twice = sorted({key for key in keys if keys.count(key) > 1})
-        if twice:  # Python: "dict() got multiple values for keyword argument"
-            raise ValueError(f'line {node.lineno}: dict() gets the key {twice[0]!r} twice (as a '
-                             'keyword and through **); Python refuses this call: expected each '
-                             'key once')
-        return value
+    if isinstance(node, ast.Call):
+        return _literal_call(node, names, base)
     if isinstance(node, ast.BinOp):
         return _literal_arithmetic(node.op, _literal(node.left, names, base),
                                    _literal(node.right, names, base))
     if isinstance(node, ast.Name):
+        if node.id not in names and node.id != '_base_':
+            raise ValueError(f'{node.id} is not assigned earlier in the file')
         return names.get(node.id, UNREAD)
     if isinstance(node, ast.UnaryOp) and isinstance(node.op, (ast.USub, ast.UAdd)):
         value = _literal(node.operand, names, base)  # -6, +6 (ast.literal_eval reads both)
-        if not isinstance(value, (int, float)) or isinstance(value, bool):
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            return -value if isinstance(node.op, ast.USub) else value
+        if value is UNREAD:
             return UNREAD
-        return -value if isinstance(node.op, ast.USub) else value
-    if isinstance(node, ast.Set) and len(node.elts) == 1 and isinstance(node.elts[0], ast.Set) \
-            and len(node.elts[0].elts) == 1:  # mmengine's {{_base_.x}} placeholder
-        return _literal(node.elts[0].elts[0], names, base)
-    if isinstance(node, ast.Attribute):
-        chain = []
-        while isinstance(node, ast.Attribute):
-            chain.insert(0, node.attr)
-            node = node.value
-        value = base if getattr(node, 'id', None) == '_base_' else UNREAD
-        for attr in chain:
-            value = value.get(attr, UNREAD) if isinstance(value, dict) else UNREAD
-        return value
-    if isinstance(node, ast.JoinedStr):
-        parts = []
-        for part in node.values:
-            value = (_literal(part.value, names, base) if isinstance(part, ast.FormattedValue)
-                     and part.conversion == -1 and part.format_spec is None
-                     else part.value if isinstance(part, ast.Constant) else UNREAD)
-            if value is UNREAD or isinstance(value, (dict, list, tuple)):
-                return UNREAD
-            parts.append(str(value))
-        return ''.join(parts)
+        raise ValueError(f'unary {type(node.op).__name__} of {value!r} (Python refuses it)')
+    if isinstance(node, ast.Attribute) and _root_name(node) == '_base_':
+        return _base_value(node, base)
+    if isinstance(node, ast.JoinedStr) and all(
+            isinstance(part, ast.Constant) or part.conversion == -1 and part.format_spec is None
+            for part in node.values):
+        parts = [part.value if isinstance(part, ast.Constant)
+                 else _literal(part.value, names, base) for part in node.values]
+        if any(part is UNREAD or isinstance(part, (dict, list, tuple)) for part in parts):
+            return UNREAD
+        return ''.join(map(str, parts))
+    if isinstance(node, ast.Set) and any(isinstance(item, (ast.Set, ast.Dict, ast.List))
+                                         for item in node.elts):
+        raise ValueError('a set holding a set, dict or list (Python refuses it: unhashable)')
+    return _unread(node, names)
+
+
+def _root_name(node):
+    """``x`` of ``x.a.b`` (None when the chain starts elsewhere)."""
+    import ast
+    while isinstance(node, ast.Attribute):
+        node = node.value
+    return node.id if isinstance(node, ast.Name) else None
+
+
+def _base_value(node, base: dict):
+    """``_base_.a.b``: the bases' merged value (mmengine: AttributeError when it is not
+    there, refused alike)."""
+    import ast
+    chain = []
+    while isinstance(node, ast.Attribute):
+        chain.insert(0, node.attr)
+        node = node.value
+    value = base
+    for depth, attr in enumerate(chain):
+        if value is UNREAD:
+            return UNREAD
+        if not isinstance(value, dict) or attr not in value:
+            raise ValueError(f'_base_.{".".join(chain[:depth + 1])} is no value of its _base_ '
+                             'files')
+        value = value[attr]
+    return value
+
+
+def _unread(node, names: dict):
+    """:data:`UNREAD` for an expression that cannot change anything (no call but the
+    constructors, no walrus, every name assigned earlier or bound inside it), else
+    ``ValueError``."""
+    import ast
+    inner = {n.id for n in ast.walk(node) if isinstance(n, ast.Name)
+             and not isinstance(n.ctx, ast.Load)}
+    inner |= {a.arg for n in ast.walk(node) if isinstance(n, ast.Lambda)
+              for a in [*n.args.posonlyargs, *n.args.args, *n.args.kwonlyargs,
+                        *filter(None, (n.args.vararg, n.args.kwarg))]}
+    called = set()  # the constructors' own names
+    for part in ast.walk(node):
+        if isinstance(part, ast.Call) and not (
+                isinstance(part.func, ast.Name) and part.func.id in CONSTRUCTORS
+                and part.func.id not in names):
+            raise ValueError(f'a call ({ast.unparse(part.func)[:60]}), which may run any code')
+        if isinstance(part, ast.Call):
+            called.add(id(part.func))
+        if isinstance(part, (ast.NamedExpr, ast.Yield, ast.YieldFrom, ast.Await)):
+            raise ValueError(f'a {type(part).__name__} expression, which sets or runs code')
+        if isinstance(part, ast.Name) and isinstance(part.ctx, ast.Load) \
+                and id(part) not in called and part.id not in names and part.id not in inner \
+                and part.id != '_base_':
+            raise ValueError(f'{part.id} is not assigned earlier in the file')
     return UNREAD
+
+
+def _literal_call(node, names: dict, base: dict):
+    """``dict(...)``, ``list(x)``, ``tuple(x)`` (builtins the file did not rebind); any other
+    call is refused: it may run any code."""
+    import ast
+    name = node.func.id if isinstance(node.func, ast.Name) else None
+    if name not in CONSTRUCTORS or name in names:
+        raise ValueError(f'a call ({ast.unparse(node.func)[:60]}), which may run any code')
+    if name != 'dict':
+        if len(node.args) != 1 or node.keywords or isinstance(node.args[0], ast.Starred):
+            return _unread(node, names)
+        value = _literal(node.args[0], names, base)
+        return (list if name == 'list' else tuple)(value) \
+            if isinstance(value, (list, tuple, str)) else _unread(node, names)
+    if len(node.args) > 1 or any(isinstance(arg, ast.Starred) for arg in node.args):
+        return _unread(node, names)
+    items = [(None, _literal(arg, names, base)) for arg in node.args] \
+        + [(item.arg, _literal(item.value, names, base)) for item in node.keywords]
+    keys = [key for name, value in items[len(node.args):]
+            for key in ([name] if name is not None else value if isinstance(value, dict) else [])]
+    odd = [key for key in keys if not isinstance(key, str)]
+    if odd:  # Python: "keywords must be strings"
+        raise ValueError(f'dict(**...) with the key {odd[0]!r} (Python refuses keys that are '
+                         'not strings there)')
+    twice = sorted({key for key in keys if keys.count(key) > 1})
+    if twice:  # Python: "dict() got multiple values for keyword argument"
+        raise ValueError(f'dict() gets the key {twice[0]!r} twice (as a keyword and through '
+                         '**); Python refuses this call: expected each key once')
+    return _literal_dict(items)
+
+
+def config_text(file: Path) -> tuple:
+    """(text, placeholders) of a config file as mmengine evaluates it: its predefined variables
+    (``{{ fileDirname }}``, ``{{ fileExtname }}``, ...) filled in and each ``{{_base_.x}}``
+    replaced by a placeholder text, by mmengine's own substitutions (``placeholders``: text ->
+    ``'x'``, :func:`_with_placeholders`). A ``{{$NAME:default}}`` (an environment variable of
+    the run, unknown here) is refused naming the line. Not UTF-8: refused naming the line."""
+    import tempfile
+    from mmengine.config import Config
+    check_utf8(Path(file))
+    with tempfile.TemporaryDirectory() as folder:
+        filled = str(Path(folder) / Path(file).name)
+        Config._substitute_predefined_vars(str(file), filled)
+        text = Path(filled).read_text(encoding='utf-8')
+        found = ENVIRONMENT_PLACEHOLDER.search(text)
+        if found:
+            line = text[:found.start()].count('\n') + 1
+            raise ValueError(f'{file}: line {line}: {found.group(0)} takes its value from the '
+                             f'environment variable {found.group(1)} of the run, which a '
+                             "results row does not record; a config outside the repository's "
+                             'configs/ folder is read without running it: expected the value '
+                             'itself')
+        placeholders = Config._pre_substitute_base_vars(filled, filled)
+        return Path(filled).read_text(encoding='utf-8'), placeholders
+
+
+# mmengine's {{$NAME:default}} (Config._substitute_env_variables)
+ENVIRONMENT_PLACEHOLDER = re.compile(r'\{\{[\'"]?\s*\$(\w+)\s*:\s*(\S*?)\s*[\'"]?\}\}')
+
+
+def _with_placeholders(file: Path, values: dict, placeholders: dict, base: dict,
+                       strict: bool) -> dict:
+    """``values`` with each whole placeholder value replaced by its ``_base_`` value
+    (mmengine's ``Config._substitute_base_vars``); a placeholder left inside a text (``'{{
+    _base_.x}}/y'``, ``{{_base_.x}} * 2``: mmengine's run gets that text) is refused
+    (``strict=False``: unread)."""
+    from mmengine.config import Config
+    if not placeholders:
+        return values
+    if not strict:
+        return {name: UNREAD if _holds_placeholder(value, placeholders) else value
+                for name, value in values.items()}
+    try:
+        values = Config._substitute_base_vars(values, placeholders, base)
+    except (KeyError, TypeError) as error:
+        raise ValueError(f'{file}: {{{{_base_.{", ".join(sorted(set(placeholders.values())))}}}}}'
+                         f': no such value in its _base_ files ({error})') from None
+    for name, value in values.items():
+        if _holds_placeholder(value, placeholders):
+            raise ValueError(f'{file}: {name}: uses {{{{_base_.x}}}} inside a text or an '
+                             'expression, where mmengine leaves its placeholder text (it '
+                             'replaces only a whole value): expected _base_.x')
+    return values
+
+
+def _holds_placeholder(value, placeholders: dict) -> bool:
+    if isinstance(value, str):
+        return any(key in value for key in placeholders)
+    items = [*value, *value.values()] if isinstance(value, dict) else value \
+        if isinstance(value, (list, tuple)) else ()
+    return any(_holds_placeholder(item, placeholders) for item in items)
+
+
+def _safe_mapping(file: Path, text: str | None = None) -> dict:
+    """A .json / .yaml config's mapping read with ``json`` / ``yaml.safe_load`` (no tag builds
+    an object); one that does not parse or holds no mapping is refused naming the file."""
+    import json
+    import yaml
+    text = config_text(file)[0] if text is None else text
+    try:
+        loaded = json.loads(text) if file.suffix == '.json' else yaml.safe_load(text)
+    except (ValueError, yaml.YAMLError) as error:
+        raise ValueError(f'{file}: does not parse as {file.suffix[1:].upper()} without '
+                         f'running code ({" ".join(str(error).split())}); a YAML tag that '
+                         "builds an object (!!python/...) is not read outside the repository's "
+                         'configs/ folder') from None
+    if not isinstance(loaded, dict):
+        raise ValueError(f'{file}: holds {type(loaded).__name__}; expected a mapping of config '
+                         'keys')
+    return loaded
+
+
+def _literal_number(value) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) \
+        and abs(value) <= LITERAL_NUMBER_BOUND
 
 
 LITERAL_NUMBER_BOUND = 10 ** 18  # larger numbers are not computed (a chain of products)
 
 
 def _literal_arithmetic(op, left, right):
-    """``left op right`` for numbers (+ - * /, //) and ``+`` of two texts or lists, else
-    :data:`UNREAD`."""
+    """``left op right`` for numbers (+ - * /, //) and ``+`` of two texts, lists or tuples;
+    :data:`UNREAD` for another operation; ``ValueError`` for ``+`` that Python refuses."""
     import ast
     import operator
-    numbers = all(isinstance(v, (int, float)) and not isinstance(v, bool)
-                  and abs(v) <= LITERAL_NUMBER_BOUND for v in (left, right))
     ops = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul,
            ast.Div: operator.truediv, ast.FloorDiv: operator.floordiv}
-    if numbers and type(op) in ops and not (isinstance(op, (ast.Div, ast.FloorDiv))
-                                            and right == 0):
+    if _literal_number(left) and _literal_number(right) and type(op) in ops \
+            and not (isinstance(op, (ast.Div, ast.FloorDiv)) and right == 0):
         return ops[type(op)](left, right)
-    if isinstance(op, ast.Add) and type(left) is type(right) and isinstance(left, (str, list)):
+    if isinstance(op, ast.Add) and type(left) is type(right) \
+            and isinstance(left, (str, list, tuple)):
         return left + right
+    if isinstance(op, ast.Add) and UNREAD not in (left, right) and not (
+            isinstance(left, (int, float)) and isinstance(right, (int, float))):
+        raise ValueError(f'{type(left).__name__} + {type(right).__name__} (Python refuses it)')
     return UNREAD
 
 
@@ -760,16 +772,20 @@ def _literal_dict(items: list):
 def literal_config(path, chain: tuple = ()) -> dict:
     """A config file's values as mmengine merges them (its ``_base_`` files first, each base
     setting its own keys, then the file's own over them, ``_delete_`` honoured), read WITHOUT
-    running any of its code (:func:`literal_assignments`; a value that is not a literal is
-    :data:`UNREAD`). A base of a package (``mmaction::...``) is not read."""
+    running any of its code (:func:`literal_assignments`: a config outside
+    :data:`LITERAL_SUBSET` is refused naming file and line; an expression of it that is no
+    literal is :data:`UNREAD`). Each ``_base_`` file is found beside the file as named, as
+    mmengine finds it (a linked base's own bases beside the link). A base of a package
+    (``mmaction::...``) is not read."""
     from mmengine.config import Config
-    path = Path(path).resolve()
-    if path in chain:  # refused before (read_config_safely: check_no_base_cycle)
-        return {}
+    path = Path(path)
+    if Path(os.path.realpath(path)) in chain:
+        raise ValueError(f'{path}: its _base_ files inherit from each other in a cycle: '
+                         f'{" -> ".join(map(str, (*chain, path)))}; expected a chain that ends')
     base, source = {}, {}
-    for file in literal_chain_bases(path):
+    for file in _literal_bases(path):
         check_file(file, f'_base_ file of {path}')
-        values = literal_config(file, (*chain, path))
+        values = literal_config(file, (*chain, Path(os.path.realpath(path))))
         twice = sorted(set(values) & set(base))
         if twice:  # mmengine: "Duplicate key is not allowed among bases"
             raise ValueError(f'{path}: its _base_ files {source[twice[0]]} and {file} both set '
@@ -777,9 +793,41 @@ def literal_config(path, chain: tuple = ()) -> dict:
                              'in one base (mmengine refuses this config)')
         base.update(values)
         source.update((key, file) for key in values)
-    own = literal_assignments(path, base)
-    own.pop('_base_', None)
-    return Config._merge_a_into_b(own, base)
+    try:
+        return Config._merge_a_into_b(literal_assignments(path, base), base)
+    except TypeError as error:  # mmengine: a dict set over a base's non-dict
+        raise ValueError(f'{path}: {inherit_error_text(error)}; expected a dict over a base '
+                         "dict, or `_delete_=True` in the dict to replace the base's value") \
+            from None
+
+
+def _literal_bases(path: Path) -> list:
+    """The ``_base_`` files of ``path`` as mmengine reads them (from its text with the
+    predefined variables filled, joined to the file's folder as named); a ``_base_`` that is
+    not a text or list of texts of :data:`LITERAL_SUBSET` is refused naming the line."""
+    import ast
+    text = config_text(path)[0]
+    if path.suffix == '.py':
+        tree = _parse_config(path, text)
+        literal_base_files(path)  # _base_ assigned twice: refused naming the lines
+        node = next((n for n in tree.body if isinstance(n, ast.Assign)
+                     and getattr(n.targets[0], 'id', None) == '_base_'), None)
+        try:
+            names = [] if node is None else _literal(node.value, {}, {})
+            if names is UNREAD:
+                raise ValueError('not a text or list of texts')
+        except ValueError as error:
+            raise ValueError(f'{path}:{node.lineno}: _base_: {error}; expected the file name of '
+                             "a config, or a list of them (e.g. _base_ = ['../b.py'])") from None
+        line = f':{node.lineno}' if node is not None else ''
+    else:
+        names, line = _safe_mapping(path, text).get('_base_', []), ''
+    names = [names] if isinstance(names, str) else names
+    if not isinstance(names, list) or not all(isinstance(name, str) for name in names):
+        raise ValueError(f'{path}{line}: _base_ = {names!r}; expected the file name of a config, '
+                         "or a list of them (e.g. _base_ = ['../_base_/datasets/crosstask.py'])")
+    return [Path(os.path.abspath(os.path.join(os.path.dirname(path), name)))  # as mmengine
+            for name in names if '::' not in name]
 
 
 REPOSITORY_CONFIGS = REPO_ROOT / 'configs'  # the configs whose code a reader may run
@@ -801,26 +849,25 @@ def read_config_safely(path):
     """A config's values for a reader of someone else's files (a results row names its config):
     a config that, with every ``_base_`` file, lies in this repository's ``configs/`` is read
     by mmengine (:func:`read_config_file`, its code run); any other is read WITHOUT running its
-    code (:func:`literal_config`; a value that is not a literal is :data:`UNREAD`), so a
+    code, in :data:`LITERAL_SUBSET` (:func:`literal_config`: a config outside it is refused
+    naming file and line; an expression of it that is no literal is :data:`UNREAD`), so a
     results file from elsewhere runs no code of a config it names. A ``mmengine.Config``."""
     from mmengine.config import Config
     check_config_file(path)
     check_no_base_cycle(path)
-    resolved = Path(path).resolve()
+    # the file as read_config_file gives it to mmengine (a link: its target), and each base as
+    # mmengine finds it from there (a folder link then `..` leaves the folder the link is in)
+    source = os.path.realpath(path) if Path(path).is_symlink() else os.path.abspath(path)
     if all(file.is_relative_to(REPOSITORY_CONFIGS)
-           for file in config_chain(resolved, literal=True)):
+           for file in config_chain(source, literal=True)):
         return read_config_file(path)
-    return Config(literal_config(resolved), filename=str(path))
+    return Config(literal_config(source), filename=str(path))
 
 
 def literal_chain_bases(path: Path) -> list:
-    """The ``_base_`` files of ``path`` read without running its code (:func:`literal_base_files`;
-    package bases, with ``::``, left out)."""
-    if path.suffix == '.py':
-        return [base for base in literal_base_files(path) if '::' not in str(base)]
-    bases = _safe_mapping(path).get('_base_') or []
-    return [(path.parent / str(b)).resolve() for b in ([bases] if isinstance(bases, str)
-                                                        else list(bases)) if '::' not in str(b)]
+    """The ``_base_`` files of ``path`` read without running its code (:func:`_literal_bases`;
+    package bases, with ``::``, left out), as the files they are (links resolved)."""
+    return [Path(os.path.realpath(base)) for base in _literal_bases(path)]
 
 
 def _check_test_horizon(cfg, horizon: int, test_horizon: int) -> None:

@@ -925,6 +925,11 @@ def _config_facts(config: str, options_json: str):
     loader = cfg.get('test_dataloader')
     dataset = loader.get('dataset') if hasattr(loader, 'get') else None
     root = dataset.get('data_root') if hasattr(dataset, 'get') else None
+    if UNREAD in (loader, dataset, root):  # its dataset is not known: not compared in silence
+        raise ValueError(f'{config}: test_dataloader.dataset.data_root is not a literal (a config '
+                         "outside the repository's configs/ folder is read without running its "
+                         "code); expected data_root = '<folder>/<dataset>' in the file or its "
+                         '_base_ files')
     name = Path(root).name.lower() if isinstance(root, str) else ''
     return horizon, test_horizon, name if name in KNOWN_DATASETS else ''
 
