@@ -71,10 +71,13 @@ def train_toy(config: Path, work_dir: Path, kill_at: int = 0, **options) -> int:
     event ``kill_at`` (in a child process: :func:`run_child`); returns the number of events."""
     from vpn_plugin.runner import build_runner
     torch.set_num_threads(1)
+    # the config is read before the switch: reading it makes and deletes temporary files (
+    # mmengine's, the literal checks', cached per process after the first read), which are no
+    # events of the training and would count in the first run only
+    cfg = load_config(str(config))
+    cfg.merge_from_dict(dict(options, work_dir=str(work_dir)))
     events = kill_switch.install(kill_at)
     try:
-        cfg = load_config(str(config))
-        cfg.merge_from_dict(dict(options, work_dir=str(work_dir)))
         build_runner(cfg).train()
     finally:
         events.uninstall()

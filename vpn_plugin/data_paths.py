@@ -1648,8 +1648,8 @@ def _nested_dict(place: str, value) -> str:
 def _assigned_names(file: Path) -> set:
     """The names one config file assigns at top level (any value, without its bases)."""
     import ast
-    if file.suffix != '.py':
-        return set(_own_top_level(file))
+    if file.suffix != '.py':  # its keys as written, _base_ included (the literal reader drops it)
+        return set(_safe_mapping(file))
     return {target.id for node in ast.parse(file.read_text()).body
             if isinstance(node, ast.Assign) for target in node.targets
             if isinstance(target, ast.Name)}
