@@ -51,3 +51,15 @@ def test_the_test_set_pkg_legend_claims_nothing_the_run_cannot_know():
     assert 'NIV graph' not in sentence and 'built with test videos' not in sentence
     assert 'model.released_graph' in sentence and 'cannot' in sentence
     assert 'not comparable' in sentence and pkg_source_sentence({}) == ''
+
+
+def test_the_shortened_runs_legend_follows_the_tables_order():
+    """passP's note: with ``--methods B A`` the caption listed shortened runs in the results
+    file's order (A first) under a table whose rows read B, A."""
+    from types import SimpleNamespace
+    from vpn_plugin.protocol.report import _shortened_legend
+    table = SimpleNamespace(methods=['B', 'A', 'C'], shortened={'A': ['limit=10'],
+                                                                'B': ['max_epochs=3']})
+    legend = _shortened_legend(table)
+    assert '(B: max_epochs=3; A: limit=10)' in legend
+    assert _shortened_legend(SimpleNamespace(methods=['A'], shortened={})) == ''

@@ -804,7 +804,8 @@ def _missing_legend(table: Table) -> str:
 def _shortened_legend(table: Table) -> str:
     if not table.shortened:
         return ''
-    runs = '; '.join(f'{m}: {", ".join(r)}' for m, r in table.shortened.items())
+    runs = '; '.join(f'{m}: {", ".join(table.shortened[m])}'  # in the table's order
+                     for m in table.methods if m in table.shortened)
     return (f'{SHORTENED_MARK} shortened runs ({runs}), not the full schedule or test set: '
             f'not comparable to the paper.')
 
