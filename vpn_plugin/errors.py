@@ -502,7 +502,7 @@ def check_folder_target(path, what: str = 'work dir', holds: str = 'the logs and
     if kind not in (None, 'a folder'):
         raise NotADirectoryError(f'{what} {path} is {kind}; expected a folder (made when missing) '
                                  f'for {holds}: give another {flag}')
-    if os.path.islink(path) and not os.path.exists(path) and _link_loops(path):
+    if os.path.islink(path) and not os.path.exists(path) and link_loop(path):
         raise NotADirectoryError(f'{what} {path} is a symbolic link to {os.readlink(path)}, '
                                  'which leads back to itself (a loop); expected a folder (made '
                                  f'when missing) for {holds}: give another {flag}')
@@ -515,17 +515,6 @@ def check_folder_target(path, what: str = 'work dir', holds: str = 'the logs and
     if blocked is not None:
         raise PermissionError(f'{what} {path}: {blocked}; expected a folder this user can write '
                               f'{holds} into: give another {flag}')
-
-
-def _link_loops(path) -> bool:
-    """Whether the symbolic link ``path`` leads back to itself (``makedirs`` says only "File
-    exists"; a link to a folder not made yet is made at its target by the tools)."""
-    import errno
-    try:
-        os.stat(path)
-    except OSError as error:
-        return error.errno == errno.ELOOP
-    return False
 
 
 def file_on_the_way(path) -> Path | None:
