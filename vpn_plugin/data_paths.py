@@ -328,20 +328,22 @@ def config_chain(path, literal: bool = False) -> list:
       horizon and inert-variable checks see every file the run reads (a literal reader would
       miss that base: its stale dataset horizon was then refused as a contradiction);
     * ``literal``: :func:`_literal_bases`, WITHOUT running code, for a config that may be
-      someone else's (:func:`read_config_safely`), each base found beside the file as named
-      (as mmengine finds it; each listed as the file it is); a ``_base_`` outside the literal
-      subset ends its branch.
+      someone else's (:func:`read_config_safely`); a ``_base_`` outside the literal subset
+      ends its branch.
 
+    Either way each base is found as mmengine finds it: beside the file as named (a linked
+    base's own bases beside the link, links not resolved), from the file mmengine is given (a
+    linked top file: its target, :func:`read_config_file`); each is listed as the file it is.
     A file whose ``_base_`` cannot be read (a syntax error, not UTF-8, no list of names) ends
     its branch: the reader of the file (mmengine, :func:`literal_config`) names what is wrong."""
     from mmengine.config import Config
 
     def bases(file: Path) -> list:
-        if literal:  # beside the file as named, as mmengine finds them (links not resolved)
+        if literal:
             return _literal_bases(file)
-        return [(file.parent / str(base)).resolve()
+        return [Path(os.path.abspath(os.path.join(os.path.dirname(file), str(base))))
                 for base in Config._get_base_files(str(file)) if '::' not in str(base)]
-    files, todo = [], [Path(path) if literal else Path(path).resolve()]
+    files, todo = [], [_config_source(path)]
     while todo:
         file = todo.pop(0)
         real = Path(os.path.realpath(file))
@@ -353,6 +355,12 @@ def config_chain(path, literal: bool = False) -> list:
         except (UnicodeDecodeError, SyntaxError, ValueError, OSError, AttributeError):
             continue
     return files
+
+
+def _config_source(path) -> Path:
+    """The file mmengine is given for ``path`` (:func:`read_config_file`): a link's target,
+    else the path made absolute (not resolved: its bases are found beside it)."""
+    return Path(os.path.realpath(path) if Path(path).is_symlink() else os.path.abspath(path))
 
 
 def _own_top_level(file: Path) -> dict:
@@ -440,7 +448,8 @@ def literal_assignments(file: Path, base: dict | None = None, strict: bool = Tru
                       and not isinstance(n.ctx, ast.Load)}
             names = {name: UNREAD for name in {*names, *stored}}
     names = {name: value for name, value in names.items()  # what mmengine keeps of them
-             if name != '_base_' and name != '_deprecation_' and not name.startswith('__')}
+             if name != '_base_' and name != '_deprecation_' and not name.startswith('__')
+             and value is not FUNCTION}
     return _with_placeholders(file, names, placeholders, base, strict)
 
 
@@ -464,16 +473,17 @@ def _read_statement(node, names: dict, base: dict) -> None:
     if isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant):
         return  # a docstring
     if isinstance(node, ast.Assign):
-        if [getattr(t, 'id', None) for t in node.targets] == ['_base_']:
-            return  # the base list (literal_config), which mmengine removes before running
-        value = _literal(node.value, names, base)
+        if getattr(node.targets[0], 'id', None) == '_base_':
+            return  # the base list (literal_config): mmengine removes the statement (every target)
+        value = _statement_value(node.value, names, base)
         for target in node.targets:
             _bind_literal(target, value, names)
         return
     if isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name) \
             and node.target.id != '_base_':
+        _check_annotation(node.annotation, names)
         if node.value is not None:
-            names[node.target.id] = _literal(node.value, names, base)
+            names[node.target.id] = _statement_value(node.value, names, base)
         return
     if isinstance(node, ast.AugAssign) and isinstance(node.target, ast.Name):
         current = names.get(node.target.id, UNREAD)
@@ -485,6 +495,40 @@ def _read_statement(node, names: dict, base: dict) -> None:
                                                     _literal(node.value, names, base))
         return
     raise ValueError(f'a statement outside the subset ({type(node).__name__})')
+
+
+def _check_annotation(node, names: dict) -> None:
+    """A top-level annotation is evaluated when the config runs (``x: f() = 1`` calls ``f``):
+    one with a call, a walrus or a lambda, or naming what is neither assigned earlier nor a
+    builtin (a NameError in the run), is refused."""
+    import ast
+    import builtins
+    for part in ast.walk(node):
+        if isinstance(part, (ast.Call, ast.NamedExpr, ast.Lambda, ast.Yield, ast.YieldFrom,
+                             ast.Await)):
+            raise ValueError(f'an annotation holding {type(part).__name__} '
+                             f'({ast.unparse(node)[:60]}): Python evaluates a top-level '
+                             'annotation when the config runs, so it may change any value; '
+                             'expected a type (x: int = 6) or none')
+        if isinstance(part, ast.Name) and part.id not in names \
+                and not hasattr(builtins, part.id):
+            raise ValueError(f'{part.id} (in an annotation) is not assigned earlier in the file '
+                             'nor a builtin (the run stops there: NameError)')
+
+
+FUNCTION = object()  # a top-level lambda: mmengine drops function values from a config
+
+
+def _statement_value(node, names: dict, base: dict):
+    """The value a top-level assignment gives its names: :data:`FUNCTION` for a lambda (or a
+    name holding one), which mmengine leaves out of the config (:func:`literal_assignments`
+    drops it); else :func:`_literal`."""
+    import ast
+    if isinstance(node, ast.Lambda) or isinstance(node, ast.Name) \
+            and names.get(node.id) is FUNCTION:
+        _unread(node, names)
+        return FUNCTION
+    return _literal(node, names, base)
 
 
 def _bind_literal(target, value, names: dict) -> None:
@@ -526,9 +570,14 @@ def _literal(node, names: dict, base: dict):
         items = [_literal(item, names, base) for item in node.elts]
         return items if isinstance(node, ast.List) else tuple(items)
     if isinstance(node, ast.Dict):
-        return _literal_dict([(None if key is None else _literal(key, names, base),
-                               _literal(value, names, base))
-                              for key, value in zip(node.keys, node.values)])
+        if any(isinstance(key, ast.Set) for key in node.keys):
+            raise ValueError('a dict key that is a set (Python refuses it: unhashable)')
+        keys = [None if key is None else _literal(key, names, base) for key in node.keys]
+        for key in keys:
+            if key is not None:
+                _check_hashable(key, 'a dict key')
+        return _literal_dict([(key, _literal(value, names, base))
+                              for key, value in zip(keys, node.values)])
     if isinstance(node, ast.Call):
         return _literal_call(node, names, base)
     if isinstance(node, ast.BinOp):
@@ -537,14 +586,16 @@ def _literal(node, names: dict, base: dict):
     if isinstance(node, ast.Name):
         if node.id not in names and node.id != '_base_':
             raise ValueError(f'{node.id} is not assigned earlier in the file')
-        return names.get(node.id, UNREAD)
-    if isinstance(node, ast.UnaryOp) and isinstance(node.op, (ast.USub, ast.UAdd)):
+        value = names.get(node.id, UNREAD)
+        return UNREAD if value is FUNCTION else value  # a function inside a value: not read
+    if isinstance(node, ast.UnaryOp) and not isinstance(node.op, ast.Not):
         value = _literal(node.operand, names, base)  # -6, +6 (ast.literal_eval reads both)
-        if isinstance(value, (int, float)) and not isinstance(value, bool):
+        refused = python_refuses(node.op, value)
+        if refused:
+            raise ValueError(refused)
+        if _literal_number(value) and isinstance(node.op, (ast.USub, ast.UAdd)):
             return -value if isinstance(node.op, ast.USub) else value
-        if value is UNREAD:
-            return UNREAD
-        raise ValueError(f'unary {type(node.op).__name__} of {value!r} (Python refuses it)')
+        return UNREAD
     if isinstance(node, ast.Attribute) and _root_name(node) == '_base_':
         return _base_value(node, base)
     if isinstance(node, ast.JoinedStr) and all(
@@ -555,10 +606,29 @@ def _literal(node, names: dict, base: dict):
         if any(part is UNREAD or isinstance(part, (dict, list, tuple)) for part in parts):
             return UNREAD
         return ''.join(map(str, parts))
-    if isinstance(node, ast.Set) and any(isinstance(item, (ast.Set, ast.Dict, ast.List))
-                                         for item in node.elts):
-        raise ValueError('a set holding a set, dict or list (Python refuses it: unhashable)')
+    if isinstance(node, ast.Set):  # read to refuse what Python refuses; a set is not read
+        for item in node.elts:
+            if isinstance(item, ast.Set):
+                raise ValueError('a set holding a set (Python refuses it: unhashable)')
+            _check_hashable(_literal(item, names, base), 'a set holding')
+        return UNREAD
+    if isinstance(node, ast.GeneratorExp):  # mmengine cannot copy one into a config
+        _unread(node, names)
+        raise ValueError('a generator expression as a value (mmengine refuses it: it cannot '
+                         'copy a generator); expected a list [...]')
     return _unread(node, names)
+
+
+def _check_hashable(value, what: str) -> None:
+    """A set item or dict key read from a config: a list, dict or set is refused (Python's
+    "unhashable type"); an unread one is not judged."""
+    if isinstance(value, Unread) or not _fully_read(value):
+        return
+    try:
+        hash(value)
+    except TypeError:
+        raise ValueError(f'{what} {value!r} (Python refuses it: unhashable '
+                         f'{type(value).__name__})') from None
 
 
 def _root_name(node):
@@ -617,20 +687,36 @@ def _unread(node, names: dict):
 
 def _literal_call(node, names: dict, base: dict):
     """``dict(...)``, ``list(x)``, ``tuple(x)`` (builtins the file did not rebind); any other
-    call is refused: it may run any code."""
+    call is refused: it may run any code. A call of them that Python refuses (``list(5)``,
+    ``dict(None)``, ``list(a=1)``, two positional values) is refused too."""
     import ast
     name = node.func.id if isinstance(node.func, ast.Name) else None
     if name not in CONSTRUCTORS or name in names:
         raise ValueError(f'a call ({ast.unparse(node.func)[:60]}), which may run any code')
-    if name != 'dict':
-        if len(node.args) != 1 or node.keywords or isinstance(node.args[0], ast.Starred):
-            return _unread(node, names)
-        value = _literal(node.args[0], names, base)
-        return (list if name == 'list' else tuple)(value) \
-            if isinstance(value, (list, tuple, str)) else _unread(node, names)
-    if len(node.args) > 1 or any(isinstance(arg, ast.Starred) for arg in node.args):
+    if len(node.args) > 1 or name != 'dict' and node.keywords:
+        _unread(node, names)
+        raise ValueError(f'{name}() with {len(node.args)} positional values'
+                         + (' and keywords' if node.keywords else '')
+                         + f' (Python refuses it: {name}() takes at most one value'
+                         + (')' if name == 'dict' else ' and no keyword)'))
+    if any(isinstance(arg, (ast.Starred, ast.GeneratorExp)) for arg in node.args):
         return _unread(node, names)
-    items = [(None, _literal(arg, names, base)) for arg in node.args] \
+    values = [_literal(arg, names, base) for arg in node.args]
+    if values and _fully_read(values[0]) and not isinstance(values[0], (str, bytes, list, tuple,
+                                                                      dict)):
+        raise ValueError(f'{name}({values[0]!r}) (Python refuses it: '
+                         f'{type(values[0]).__name__} is not iterable)')
+    if name != 'dict':
+        if not values:
+            return [] if name == 'list' else ()
+        return (list if name == 'list' else tuple)(values[0]) \
+            if isinstance(values[0], (list, tuple, str, dict)) else UNREAD
+    if values and not isinstance(values[0], dict):
+        pairs = _dict_pairs(values[0])
+        if pairs is UNREAD:
+            return UNREAD
+        values = [dict(pairs)]
+    items = [(None, value) for value in values] \
         + [(item.arg, _literal(item.value, names, base)) for item in node.keywords]
     keys = [key for name, value in items[len(node.args):]
             for key in ([name] if name is not None else value if isinstance(value, dict) else [])]
@@ -643,6 +729,22 @@ def _literal_call(node, names: dict, base: dict):
         raise ValueError(f'dict() gets the key {twice[0]!r} twice (as a keyword and through '
                          '**); Python refuses this call: expected each key once')
     return _literal_dict(items)
+
+
+def _dict_pairs(value):
+    """The (key, value) pairs of ``dict(value)`` for a text, list or tuple read from a config
+    (:data:`UNREAD` when an item is not read); ``ValueError`` where Python refuses it (an item
+    that is no pair, an unhashable key)."""
+    if not _fully_read(value):
+        return UNREAD
+    pairs = []
+    for index, item in enumerate(value):
+        if not isinstance(item, (str, bytes, list, tuple)) or len(item) != 2:
+            raise ValueError(f'dict({value!r}): item #{index} {item!r} is no (key, value) pair '
+                             '(Python refuses it)')
+        _check_hashable(item[0], 'a dict key')
+        pairs.append(tuple(item))
+    return pairs
 
 
 def config_text(file: Path) -> tuple:
@@ -658,8 +760,9 @@ def config_text(file: Path) -> tuple:
         filled = str(Path(folder) / Path(file).name)
         Config._substitute_predefined_vars(str(file), filled)
         text = Path(filled).read_text(encoding='utf-8')
-        found = ENVIRONMENT_PLACEHOLDER.search(text)
-        if found:
+        found = next((match for match in ENVIRONMENT_PLACEHOLDER.finditer(text)
+                      if _in_values(match, _value_spans(Path(file), text))), None)
+        if found:  # one in a comment or a docstring changes no value: left as mmengine leaves it
             line = text[:found.start()].count('\n') + 1
             raise ValueError(f'{file}: line {line}: {found.group(0)} takes its value from the '
                              f'environment variable {found.group(1)} of the run, which a '
@@ -668,6 +771,36 @@ def config_text(file: Path) -> tuple:
                              'itself')
         placeholders = Config._pre_substitute_base_vars(filled, filled)
         return Path(filled).read_text(encoding='utf-8'), placeholders
+
+
+def _value_spans(file: Path, text: str):
+    """(start, end) character spans of ``text`` that can be values of the config: its tokens
+    but comments and (.py) docstrings; None when it does not tokenize (all of it counts)."""
+    import ast
+    import io
+    import tokenize
+    import yaml
+    starts = [0]
+    for line in text.splitlines(keepends=True):
+        starts.append(starts[-1] + len(line))
+    try:
+        if file.suffix != '.py':
+            return [(token.start_mark.index, token.end_mark.index) for token in yaml.scan(text)]
+        docstrings = {line for node in ast.parse(text).body if isinstance(node, ast.Expr)
+                      and isinstance(node.value, ast.Constant)
+                      for line in range(node.lineno, node.end_lineno + 1)}
+        return [(starts[token.start[0] - 1] + token.start[1],
+                 starts[token.end[0] - 1] + token.end[1])
+                for token in tokenize.generate_tokens(io.StringIO(text).readline)
+                if token.type != tokenize.COMMENT
+                and not (token.type == tokenize.STRING and token.start[0] in docstrings)]
+    except (SyntaxError, ValueError, tokenize.TokenError, yaml.YAMLError, IndexError):
+        return None
+
+
+def _in_values(match, spans) -> bool:
+    return spans is None or any(start < match.end() and match.start() < end
+                                for start, end in spans)
 
 
 # mmengine's {{$NAME:default}} (Config._substitute_env_variables)
@@ -727,7 +860,7 @@ def _safe_mapping(file: Path, text: str | None = None) -> dict:
 
 
 def _literal_number(value) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool) \
+    return isinstance(value, (int, float, complex)) and not isinstance(value, bool) \
         and abs(value) <= LITERAL_NUMBER_BOUND
 
 
@@ -736,21 +869,59 @@ LITERAL_NUMBER_BOUND = 10 ** 18  # larger numbers are not computed (a chain of p
 
 def _literal_arithmetic(op, left, right):
     """``left op right`` for numbers (+ - * /, //) and ``+`` of two texts, lists or tuples;
-    :data:`UNREAD` for another operation; ``ValueError`` for ``+`` that Python refuses."""
+    :data:`UNREAD` for another operation; ``ValueError`` for one that Python refuses
+    (:func:`python_refuses`: the run stops there)."""
     import ast
     import operator
+    refused = python_refuses(op, left, right)
+    if refused:
+        raise ValueError(refused)
     ops = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul,
            ast.Div: operator.truediv, ast.FloorDiv: operator.floordiv}
-    if _literal_number(left) and _literal_number(right) and type(op) in ops \
-            and not (isinstance(op, (ast.Div, ast.FloorDiv)) and right == 0):
+    if _literal_number(left) and _literal_number(right) and type(op) in ops:
         return ops[type(op)](left, right)
     if isinstance(op, ast.Add) and type(left) is type(right) \
             and isinstance(left, (str, list, tuple)):
         return left + right
-    if isinstance(op, ast.Add) and UNREAD not in (left, right) and not (
-            isinstance(left, (int, float)) and isinstance(right, (int, float))):
-        raise ValueError(f'{type(left).__name__} + {type(right).__name__} (Python refuses it)')
     return UNREAD
+
+
+def python_refuses(op, *operands) -> str:
+    """Why Python refuses the operation ``op`` (an ``ast`` operator) on operands read from a
+    config ('' when it does not, or when an operand is :data:`UNREAD`): the operation is tried
+    on small stand-ins of the operands' types (``'a' * 2.5`` -> ``'a' * 2.0``: a TypeError),
+    and a division by zero is named, so a config whose run stops there is refused rather than
+    read. ``%`` on a text (formatting, which depends on the text) is not judged."""
+    import ast
+    import operator
+    if any(not _fully_read(value) for value in operands):
+        return ''
+    ops = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul,
+           ast.Div: operator.truediv, ast.FloorDiv: operator.floordiv, ast.Mod: operator.mod,
+           ast.Pow: operator.pow, ast.LShift: operator.lshift, ast.RShift: operator.rshift,
+           ast.BitOr: operator.or_, ast.BitXor: operator.xor, ast.BitAnd: operator.and_,
+           ast.MatMult: operator.matmul, ast.Invert: operator.invert, ast.USub: operator.neg,
+           ast.UAdd: operator.pos}
+    if type(op) not in ops or isinstance(op, ast.Mod) and isinstance(operands[0], (str, bytes)):
+        return ''
+    if any(type(value) not in STAND_INS for value in operands):
+        return ''
+    stand_ins = [STAND_INS[type(value)] for value in operands]
+    types = ' and '.join(type(value).__name__ for value in operands)
+    if isinstance(op, (ast.Div, ast.FloorDiv, ast.Mod)) and len(operands) == 2 \
+            and isinstance(operands[1], (int, float, complex)) and operands[1] == 0 \
+            and isinstance(operands[0], (int, float, complex)):
+        return f'{operands[0]!r} {type(op).__name__} 0: a division by zero (Python refuses it)'
+    try:
+        ops[type(op)](*stand_ins)
+    except TypeError as error:
+        return f'{type(op).__name__} of {types} (Python refuses it: {error})'
+    return ''
+
+
+# a small value of each type a config literal has (python_refuses): the operation's types decide
+STAND_INS = {bool: True, int: 2, float: 2.0, complex: 2j, str: 'a', bytes: b'a', list: [1],
+             tuple: (1,), dict: {1: 1}, type(None): None, type(...): ...}
 
 
 def _literal_dict(items: list):
@@ -785,6 +956,11 @@ def literal_config(path, chain: tuple = ()) -> dict:
     base, source = {}, {}
     for file in _literal_bases(path):
         check_file(file, f'_base_ file of {path}')
+        if file.suffix not in CONFIG_SUFFIXES:  # mmengine: "Only py/yml/yaml/json type ..."
+            suffix = file.suffix or 'no'
+            raise ValueError(f'{path}: its _base_ file {file} has {suffix} extension, which '
+                             'mmengine does not read; expected a config '
+                             f'({", ".join(CONFIG_SUFFIXES)})')
         values = literal_config(file, (*chain, Path(os.path.realpath(path))))
         twice = sorted(set(values) & set(base))
         if twice:  # mmengine: "Duplicate key is not allowed among bases"
@@ -826,8 +1002,18 @@ def _literal_bases(path: Path) -> list:
     if not isinstance(names, list) or not all(isinstance(name, str) for name in names):
         raise ValueError(f'{path}{line}: _base_ = {names!r}; expected the file name of a config, '
                          "or a list of them (e.g. _base_ = ['../_base_/datasets/crosstask.py'])")
-    return [Path(os.path.abspath(os.path.join(os.path.dirname(path), name)))  # as mmengine
-            for name in names if '::' not in name]
+    found = []
+    for name in names:
+        if '::' in name:
+            continue
+        written = os.path.join(os.path.dirname(path), name)
+        if not os.path.lexists(written) and os.path.lexists(os.path.abspath(written)):
+            raise FileNotFoundError(f'{path}{line}: its _base_ file {name!r} does not exist as '
+                                    f'written ({written}: mmengine opens that path, where each '
+                                    "folder before a '..' must exist); expected the path of a "
+                                    f'config, e.g. {os.path.relpath(os.path.abspath(written), os.path.dirname(os.path.abspath(path)))!r}')
+        found.append(Path(os.path.abspath(written)))  # as mmengine: beside the file as named
+    return found
 
 
 REPOSITORY_CONFIGS = REPO_ROOT / 'configs'  # the configs whose code a reader may run
@@ -857,17 +1043,11 @@ def read_config_safely(path):
     check_no_base_cycle(path)
     # the file as read_config_file gives it to mmengine (a link: its target), and each base as
     # mmengine finds it from there (a folder link then `..` leaves the folder the link is in)
-    source = os.path.realpath(path) if Path(path).is_symlink() else os.path.abspath(path)
+    source = _config_source(path)
     if all(file.is_relative_to(REPOSITORY_CONFIGS)
            for file in config_chain(source, literal=True)):
         return read_config_file(path)
     return Config(literal_config(source), filename=str(path))
-
-
-def literal_chain_bases(path: Path) -> list:
-    """The ``_base_`` files of ``path`` read without running its code (:func:`_literal_bases`;
-    package bases, with ``::``, left out), as the files they are (links resolved)."""
-    return [Path(os.path.realpath(base)) for base in _literal_bases(path)]
 
 
 def _check_test_horizon(cfg, horizon: int, test_horizon: int) -> None:
@@ -1137,7 +1317,7 @@ def check_config_file(path) -> None:
 def check_no_base_cycle(path) -> None:
     """mmengine recurses on ``_base_`` files that inherit from each other for seconds, then
     ends in a RecursionError naming no file: refused naming the chain (:func:`base_cycle`)."""
-    cycle = base_cycle(Path(path).resolve())
+    cycle = base_cycle(_config_source(path))
     if cycle:
         raise ValueError(f'{path}: its _base_ files inherit from each other in a cycle: '
                          f'{" -> ".join(map(str, cycle))}; expected a chain that ends')
@@ -1242,19 +1422,22 @@ def literal_base_files(path: Path) -> list:
             raise ValueError(f'{path}: line {node.lineno}: _base_ = {value!r}; expected the '
                              'file name of a config, or a list of them (e.g. _base_ = '
                              "['../_base_/datasets/crosstask.py'])")
-        found += [(path.parent / b).resolve() for b in names]
+        found += [Path(os.path.realpath(path.parent / b)) for b in names]  # a loop: not raised
     return found
 
 
 def base_cycle(path: Path, chain=()) -> list:
     """The ``_base_`` files of ``path`` that inherit from each other in a cycle, as the chain
-    ``[a, b, a]`` (mmengine recurses without end on it), or [] when none is found."""
-    if path in chain:
-        return [*chain[chain.index(path):], path]
+    ``[a, b, a]`` (mmengine recurses without end on it), or [] when none is found. Each base
+    is found as mmengine finds it (:func:`_literal_bases`: beside the file as named); two
+    names are one file when they lead to it (a link, ``x/..``)."""
+    same = [os.path.realpath(file) for file in chain]
+    if os.path.realpath(path) in same:
+        return [*chain[same.index(os.path.realpath(path)):], path]
     if not path.is_file():
         return []
     try:
-        bases = literal_chain_bases(path)
+        bases = _literal_bases(path)
     except Exception:  # noqa: BLE001 - a file that does not parse: its reader names why
         return []
     for base in bases:
