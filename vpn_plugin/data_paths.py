@@ -264,7 +264,9 @@ def _python_int(value):
 def _horizon_places(cfg, horizon: int, test_horizon: int):
     """(key, value the config holds, value apply_horizon writes) of every place it writes."""
     model = cfg.get('model')
-    if model is not None:
+    if model is UNREAD:
+        yield 'model', UNREAD, horizon
+    elif model is not None:
         if _accepts_horizon(model):
             yield 'model.horizon', model.get('horizon'), horizon
         yield 'model.train_dataset.horizon', _dataset_horizon(model.get('train_dataset')), horizon
@@ -272,7 +274,9 @@ def _horizon_places(cfg, horizon: int, test_horizon: int):
             yield f'model.pkg.extra_datasets.{i}.horizon', _dataset_horizon(dataset), horizon
     for split, value in (('train', horizon), ('val', horizon), ('test', test_horizon)):
         loader = cfg.get(f'{split}_dataloader')
-        if hasattr(loader, 'get'):
+        if loader is UNREAD or hasattr(loader, 'get') and loader.get('dataset') is UNREAD:
+            yield f'{split}_dataloader.dataset', UNREAD, value
+        elif hasattr(loader, 'get'):
             yield (f'{split}_dataloader.dataset.horizon', _dataset_horizon(loader.get('dataset')),
                    value)
 
@@ -293,7 +297,12 @@ def refuse_contradicting_horizons(cfg, horizon: int, test_horizon: int) -> None:
         return
     chain = None
     for key, value, written in _horizon_places(cfg, horizon, test_horizon):
-        if value is None or value is UNREAD or value == written:
+        if value is UNREAD:  # a config read without running it (read_config_safely)
+            raise ValueError(f'{path}: {key} is not a literal (a config outside the '
+                             "repository's configs/ folder is read without running its code), "
+                             f'so it cannot be compared with the horizon {written} the run '
+                             f'writes there; expected {key} written as a literal, or left out')
+        if value is None or value == written:
             continue
         chain = _chain_horizons(Path(path)) if chain is None else chain
         if value in chain:
@@ -434,7 +443,7 @@ def literal_assignments(file: Path, base: dict | None = None, strict: bool = Tru
         return {}  # {{$NAME:default}}: nothing of the file is known without the run
     base = base or {}
     names: dict = {} if file.suffix == '.py' else _safe_mapping(file, text)
-    for node in _parse_config(file, text).body if file.suffix == '.py' else ():
+    for node in _parse_config(file, text, placeholders).body if file.suffix == '.py' else ():
         try:
             _read_statement(node, names, base)
         except ValueError as error:
@@ -450,18 +459,30 @@ def literal_assignments(file: Path, base: dict | None = None, strict: bool = Tru
     names = {name: value for name, value in names.items()  # what mmengine keeps of them
              if name != '_base_' and name != '_deprecation_' and not name.startswith('__')
              and value is not FUNCTION}
+    from mmengine.config.config import RESERVED_KEYS
+    reserved = sorted(set(names) & set(RESERVED_KEYS))
+    if reserved:  # mmengine: KeyError "filename is reserved for config file"
+        raise ValueError(f'{file}: {reserved[0]} is a name mmengine keeps for the config itself '
+                         f'({", ".join(RESERVED_KEYS)}); expected another name')
     return _with_placeholders(file, names, placeholders, base, strict)
 
 
-def _parse_config(file: Path, text: str):
-    """``ast.parse`` of a config's text; what does not parse is refused naming the file."""
+def _parse_config(file: Path, text: str, placeholders=None):
+    """``ast.parse`` of a config's text (``placeholders``: mmengine's ``{{_base_.x}}`` were
+    replaced in it, :func:`config_text`); what does not parse is refused naming the file."""
     import ast
+    if '\0' in text:  # Python: "source code string cannot contain null bytes" (no line)
+        line = text[:text.index('\0')].count('\n') + 1
+        raise ValueError(f'{file}: line {line}: a NUL character; expected a config file of text '
+                         '(Python refuses null bytes in source code)')
     try:
         return ast.parse(text, str(file))
     except SyntaxError as error:
         line = f'line {error.lineno}: ' if error.lineno else ''
+        how = (' once mmengine has replaced its {{_base_.x}} placeholders (it writes each as a '
+               'quoted text, also inside a string or a comment)' if placeholders else '')
         raise ValueError(f'{file}: {line}{error.msg}; the config file does not parse as '
-                         'Python') from None
+                         f'Python{how}') from None
     except (ValueError, RecursionError, MemoryError) as error:
         raise ValueError(f'{file}: does not parse as Python ({error})') from None
 
@@ -856,6 +877,10 @@ def _safe_mapping(file: Path, text: str | None = None) -> dict:
     if not isinstance(loaded, dict):
         raise ValueError(f'{file}: holds {type(loaded).__name__}; expected a mapping of config '
                          'keys')
+    odd = [key for key in loaded if not isinstance(key, str)]
+    if odd:  # mmengine: "'int' object has no attribute 'startswith'"
+        raise ValueError(f'{file}: the top-level key {odd[0]!r} is {type(odd[0]).__name__}; '
+                         'expected text keys (mmengine refuses others)')
     return loaded
 
 
@@ -982,10 +1007,11 @@ def _literal_bases(path: Path) -> list:
     predefined variables filled, joined to the file's folder as named); a ``_base_`` that is
     not a text or list of texts of :data:`LITERAL_SUBSET` is refused naming the line."""
     import ast
-    text = config_text(path)[0]
+    text, placeholders = config_text(path)
     if path.suffix == '.py':
-        tree = _parse_config(path, text)
-        literal_base_files(path)  # _base_ assigned twice: refused naming the lines
+        tree = _parse_config(path, text, placeholders)
+        with contextlib.suppress(SyntaxError):  # the filled text parses: {{_base_.x}} in it
+            literal_base_files(path)  # _base_ assigned twice: refused naming the lines
         node = next((n for n in tree.body if isinstance(n, ast.Assign)
                      and getattr(n.targets[0], 'id', None) == '_base_'), None)
         try:
@@ -1007,6 +1033,10 @@ def _literal_bases(path: Path) -> list:
         if '::' in name:
             continue
         written = os.path.join(os.path.dirname(path), name)
+        if name != name.strip() and not os.path.lexists(written):
+            raise FileNotFoundError(f'{path}{line}: its _base_ file {name!r} does not exist (its '
+                                    'name ends or starts with a space); expected the name of a '
+                                    'config file')
         if not os.path.lexists(written) and os.path.lexists(os.path.abspath(written)):
             raise FileNotFoundError(f'{path}{line}: its _base_ file {name!r} does not exist as '
                                     f'written ({written}: mmengine opens that path, where each '
