@@ -162,7 +162,7 @@ def test_a_test_data_root_the_reading_cannot_know_is_not_skipped_in_silence(tmp_
     ({'c.yaml': 'horizon: 6\n---\nhorizon: 3\n'}, 'c.yaml', r'c\.yaml: does not parse'),
     ({'c.json': '{"_base_": 5}'}, 'c.json', r'c\.json: _base_ = 5; expected the file name'),
     ({'c.py': 'horizon = ' + ' + '.join(['1'] * 3000) + '\n'}, 'c.py', r'c\.py: does not parse'),
-    ({'c.py': "x = 'a\x00b'\n"}, 'c.py', r'c\.py: source code string cannot contain null'),
+    ({'c.py': "x = 'a\x00b'\n"}, 'c.py', r'c\.py: line 1: a NUL character'),
     ({'c.py': H + "lst = {'0': 7}\n"}, 'c.py', r'c\.py: .* is a dict, but the base config sets lst'),
 ])
 def test_a_refusal_of_the_literal_reading_names_the_file(tmp_path, files, main, match):

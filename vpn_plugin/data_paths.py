@@ -614,8 +614,9 @@ def _literal(node, names: dict, base: dict):
         refused = python_refuses(node.op, value)
         if refused:
             raise ValueError(refused)
-        if _literal_number(value) and isinstance(node.op, (ast.USub, ast.UAdd)):
-            return -value if isinstance(node.op, ast.USub) else value
+        if isinstance(value, bool) or _literal_number(value):  # -True is -1 in Python
+            if isinstance(node.op, (ast.USub, ast.UAdd)):
+                return -value if isinstance(node.op, ast.USub) else +value
         return UNREAD
     if isinstance(node, ast.Attribute) and _root_name(node) == '_base_':
         return _base_value(node, base)
