@@ -416,12 +416,13 @@ def _fully_read(value) -> bool:
 # running its code (results rows name configs of other people's machines). docs/protocol.md
 # ("Which configs a results file can name") lists it for users.
 LITERAL_SUBSET = (
-    'top-level statements: name = value (x = y = value, x, y = a, b), name: type = value, '
-    'name += value on a number or text, the one _base_ = [...] and string docstrings; values: '
-    'literals, lists, tuples, dicts, dict(...)/list(...)/tuple(...) of them, names assigned '
-    'earlier in the file, _base_.x.y, {{_base_.x}} as a whole value, f-strings of those, + - * '
-    '/ // of numbers and + of texts, lists or tuples; a comprehension, subscript, condition '
-    'or other expression without calls is left unread')
+    'top-level statements: name = value (x = y = value, x, y = a, b), name: type = value (a '
+    'type without calls), name += value on a number or text, the one _base_ = [...] and '
+    'string docstrings; values: literals, lists, tuples, dicts, dict(...)/list(...)/tuple(...) '
+    'of them, names assigned earlier in the file, _base_.x.y, {{_base_.x}} as a whole value, '
+    'f-strings of those, + - * / // of numbers and + of texts, lists or tuples (a lambda is left '
+    'out, as mmengine leaves it); a comprehension, subscript, condition or other expression '
+    'without calls is left unread unless Python refuses it for the values read')
 
 
 def literal_assignments(file: Path, base: dict | None = None, strict: bool = True) -> dict:
