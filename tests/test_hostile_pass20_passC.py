@@ -171,3 +171,16 @@ def test_the_results_check_refuses_what_it_cannot_compare(tmp_path, text, option
     path = write(tmp_path, {'c.py': text})
     with pytest.raises(ValueError, match=match):
         facts(path, options)
+
+
+def test_a_block_of_plain_assignments_keeps_the_names_set_before_it(tmp_path):
+    """closing14 Next 2: for a config mmengine runs (the horizon and inert-variable checks read
+    each file's own top level), a statement outside the subset made every name set before it
+    unknown, so those checks skipped the file's horizon without a word; an ``if`` of plain
+    assignments changes only the names it assigns. A call still makes everything unknown."""
+    from vpn_plugin.data_paths import _own_top_level
+    path = tmp_path / 'c.py'
+    path.write_text("horizon = 6\nif True:\n    x = 1\nobservation = 'mean3'\n")
+    assert _own_top_level(path) == {'horizon': 6, 'observation': 'mean3'}
+    path.write_text("horizon = 6\nif True:\n    globals().update(horizon=3)\nobservation = 'm'\n")
+    assert _own_top_level(path) == {'observation': 'm'}

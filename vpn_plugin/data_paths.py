@@ -431,8 +431,9 @@ def literal_assignments(file: Path, base: dict | None = None, strict: bool = Tru
     ``{{_base_.x}}``); an expression of the subset that is no literal is :data:`UNREAD`.
     Anything else (another statement, a call, a store into an object, an import, a name not
     assigned earlier, ``{{$ENV:default}}``) is refused: ``ValueError`` naming file and line.
-    ``strict=False`` (the checks of a config mmengine runs anyway): such a statement makes
-    every name set so far and every name it stores :data:`UNREAD` instead. A .json / .yaml
+    ``strict=False`` (the checks of a config mmengine runs anyway): such a statement makes the
+    names it stores :data:`UNREAD` instead, and every name set so far too when it may change
+    them (:func:`_stores_only_names`). A .json / .yaml
     file is read with the safe parsers (no tag builds an object)."""
     import ast
     file = Path(file)
@@ -456,7 +457,10 @@ def literal_assignments(file: Path, base: dict | None = None, strict: bool = Tru
                                  f'code, in this subset: {LITERAL_SUBSET}') from None
             stored = {n.id for n in ast.walk(node) if isinstance(n, ast.Name)
                       and not isinstance(n.ctx, ast.Load)}
-            names = {name: UNREAD for name in {*names, *stored}}
+            if _stores_only_names(node):  # e.g. an `if` block of plain assignments
+                names.update(dict.fromkeys(stored, UNREAD))
+            else:  # a call, a store into an object, an import...: any name may have changed
+                names = {name: UNREAD for name in {*names, *stored}}
     names = {name: value for name, value in names.items()  # what mmengine keeps of them
              if name != '_base_' and name != '_deprecation_' and not name.startswith('__')
              and value is not FUNCTION}
@@ -466,6 +470,18 @@ def literal_assignments(file: Path, base: dict | None = None, strict: bool = Tru
         raise ValueError(f'{file}: {reserved[0]} is a name mmengine keeps for the config itself '
                          f'({", ".join(RESERVED_KEYS)}); expected another name')
     return _with_placeholders(file, names, placeholders, base, strict)
+
+
+def _stores_only_names(node) -> bool:
+    """A statement outside :data:`LITERAL_SUBSET` that can change no name but those it stores
+    as plain names (an ``if``/``for``/``while`` of assignments without calls): the names set
+    before it keep their values (``strict=False``)."""
+    import ast
+    binders = (ast.Call, ast.Import, ast.ImportFrom, ast.Global, ast.Nonlocal, ast.Try,
+               ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda, ast.Match,
+               ast.With, ast.AsyncWith, ast.ExceptHandler)
+    return not any(isinstance(part, binders) or isinstance(part, (ast.Attribute, ast.Subscript))
+                   and not isinstance(part.ctx, ast.Load) for part in ast.walk(node))
 
 
 def _parse_config(file: Path, text: str, placeholders=None):
