@@ -542,6 +542,17 @@ def unwritable_folder(path) -> str | None:
     return f'{folder}{made} is read-only for user {user}'
 
 
+def broken_link(path) -> str | None:
+    """What a symbolic link ``path`` leading to nothing is ('a symbolic link to X, which leads
+    to no file (a dangling link)' or '... back to itself (a loop of links)'), else None: the
+    name is listed by ``ls`` though no file is there, so "does not exist" would mislead."""
+    if not os.path.islink(path) or os.path.exists(path):
+        return None
+    why = ('leads back to itself (a loop of links)' if link_loop(path) else
+           'leads to no file (a dangling link)')
+    return f'a symbolic link to {os.readlink(path)}, which {why}'
+
+
 def check_file(path, what: str, missing: str | None = None) -> Path:
     """``path`` must be a regular file (what a tool reads as an input): ``FileNotFoundError``
     (``missing``, default ``'<what> <path> does not exist'``) when nothing is there, an
@@ -553,11 +564,9 @@ def check_file(path, what: str, missing: str | None = None) -> Path:
     kind = path_kind(path)
     if kind == 'a regular file':
         return Path(path)
-    if kind is None and os.path.islink(path):  # was "does not exist": the name is there
-        why = ('leads back to itself (a loop of links)' if link_loop(path) else
-               'leads to no file (a dangling link)')
-        raise FileNotFoundError(f'{what} {path} is a symbolic link to {os.readlink(path)}, '
-                                f'which {why}; expected a file')
+    broken = broken_link(path)
+    if broken:  # was "does not exist": the name is there
+        raise FileNotFoundError(f'{what} {path} is {broken}; expected a file')
     if kind is None:
         raise FileNotFoundError(missing or f'{what} {path} does not exist')
     raise OSError(f'{what} {path} is {kind}, not a regular file; expected a file')

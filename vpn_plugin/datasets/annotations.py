@@ -189,8 +189,9 @@ def count_suspicious(videos: Sequence[VideoAnnotation], taxonomy: Taxonomy,
             again, first = next(iter(same.items()))
             warnings.add('tasks with two actions of one name',
                          f'{taxonomy.path}: task {taxonomy.task_keys[task]}: actions '
-                         f'{actions[first]} and {actions[again]} are both '
-                         f'{taxonomy.action_names[actions[again]]!r}')
+                         f'{actions[first]} ({taxonomy.action_names[actions[first]]!r}) and '
+                         f'{actions[again]} ({taxonomy.action_names[actions[again]]!r}) are one '
+                         'name (case, spaces and punctuation ignored)')
 
 
 def check_crosstask_step_order(taxonomy: Taxonomy) -> None:

@@ -69,17 +69,26 @@ def state_texts(action_names: Sequence[str], action_task_names: Sequence[str],
     Returns:
         ``(before, after)``: N lists of S sentences each (S is the same for all actions).
     """
-    _, by_task = _read_descriptions(descriptions_file)
+    descriptions, by_task = _read_descriptions(descriptions_file)
     from ..datasets.validation import as_sentences
-    before, after = [], []
+    before, after, borrowed = [], [], []
     for action_id, (action, task) in enumerate(zip(action_names, action_task_names)):
         entry = _find_description(by_task, task, action)
         if not isinstance(entry, dict) or 'before' not in entry or 'after' not in entry:
             raise KeyError(f'{descriptions_file}: no before/after state description for action '
                            f'{action_id} {action!r} of task {task!r}')
+        if by_task.get(_normalize(task), {}).get(_normalize(action)) is not entry:
+            other = next(name for name in descriptions
+                         if by_task[_normalize(name)].get(_normalize(action)) is entry)
+            borrowed.append(f'action {action_id} {action!r} of task {task!r} <- task {other!r}')
         where = f'{descriptions_file}: task {task!r}, action {action!r}: '
         before.append(as_sentences(entry['before'], where + '"before"'))
         after.append(as_sentences(entry['after'], where + '"after"'))
+    if borrowed:
+        print_log(f'{descriptions_file}: {len(borrowed)} action(s) have no state description '
+                  'under their own task and are encoded with the one of their name under '
+                  f'another task (first: {borrowed[0]}); check that those sentences fit them, '
+                  'or describe them under their own task', 'current', logging.WARNING)
     counts = [(len(s), action_names[i % len(before)], action_task_names[i % len(before)],
                'before' if i < len(before) else 'after') for i, s in enumerate(before + after)]
     usual = Counter(count for count, *_ in counts).most_common(1)[0][0] if counts else 0
