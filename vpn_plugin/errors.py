@@ -543,14 +543,14 @@ def unwritable_folder(path) -> str | None:
 
 
 def broken_link(path) -> str | None:
-    """What a symbolic link ``path`` leading to nothing is ('a symbolic link to X, which leads
-    to no file (a dangling link)' or '... back to itself (a loop of links)'), else None: the
-    name is listed by ``ls`` though no file is there, so "does not exist" would mislead."""
+    """Why a symbolic link ``path`` leads to nothing ('leads to no file (a dangling link)' or
+    'leads back to itself (a loop of links)'), else None (no link, or one to a file): its
+    name is listed by ``ls``, so "does not exist" would mislead; say "a symbolic link to
+    {os.readlink(path)}, which {why}"."""
     if not os.path.islink(path) or os.path.exists(path):
         return None
-    why = ('leads back to itself (a loop of links)' if link_loop(path) else
-           'leads to no file (a dangling link)')
-    return f'a symbolic link to {os.readlink(path)}, which {why}'
+    return ('leads back to itself (a loop of links)' if link_loop(path) else
+            'leads to no file (a dangling link)')
 
 
 def check_file(path, what: str, missing: str | None = None) -> Path:
@@ -564,9 +564,10 @@ def check_file(path, what: str, missing: str | None = None) -> Path:
     kind = path_kind(path)
     if kind == 'a regular file':
         return Path(path)
-    broken = broken_link(path)
-    if broken:  # was "does not exist": the name is there
-        raise FileNotFoundError(f'{what} {path} is {broken}; expected a file')
+    why = broken_link(path)
+    if why:  # was "does not exist": the name is there
+        raise FileNotFoundError(f'{what} {path} is a symbolic link to {os.readlink(path)}, '
+                                f'which {why}; expected a file')
     if kind is None:
         raise FileNotFoundError(missing or f'{what} {path} does not exist')
     raise OSError(f'{what} {path} is {kind}, not a regular file; expected a file')

@@ -131,9 +131,11 @@ def probe_video(path) -> VideoHeader:
     if not path.is_file():
         frames = (' (a folder of frames is no video: ffmpeg -framerate FPS -i '
                   f'{path}/%04d.jpg makes one)') if path.is_dir() else ''
-        raise UnreadableVideoError(path, broken_link(path) or (
-            'no such file' if not path.exists() else
-            f'not a regular file ({path_kind(path)}); expected a video file{frames}'))
+        why = broken_link(path)
+        raise UnreadableVideoError(path, f'a symbolic link to {os.readlink(path)}, which {why}'
+                                   if why else 'no such file' if not path.exists() else
+                                   f'not a regular file ({path_kind(path)}); expected a video '
+                                   f'file{frames}')
     if path.stat().st_size == 0:
         raise UnreadableVideoError(path, 'an empty file (0 bytes), not a video')
     result = subprocess.run([ffmpeg_executable(), '-hide_banner', '-nostdin', '-i',
