@@ -114,6 +114,20 @@ def test_a_dangling_video_link_is_named_a_link(tmp_path):
         probe_video(tmp_path / 'missing.mp4')
 
 
+def test_a_dangling_video_link_named_as_an_input_is_named_a_link(tmp_path):
+    """H76: `extract_features.py vn/dangling.mp4` said "no such video file or folder"."""
+    from vpn_plugin.video.extract import list_videos
+    os.symlink(tmp_path / 'gone.mp4', tmp_path / 'dangling.mp4')
+    with pytest.raises(FileNotFoundError, match=r'dangling\.mp4: a symbolic link to .*gone\.mp4, '
+                                                r'which leads to no file \(a dangling link\)'):
+        list_videos([tmp_path / 'dangling.mp4'])
+    with pytest.raises(FileNotFoundError, match='no such video file or folder'):  # as before
+        list_videos([tmp_path / 'missing.mp4'])
+    (tmp_path / 'real.mp4').write_bytes(b'x')
+    os.symlink(tmp_path / 'real.mp4', tmp_path / 'link.mp4')
+    assert list_videos([tmp_path / 'link.mp4']) == [tmp_path / 'link.mp4']  # a working link
+
+
 # ------------------------------------------------ H49, H50, H52: the recipe's kinds
 @pytest.mark.parametrize('fields,match', [
     (dict(fps='16'), r"FrameRecipe fps='16'; expected a finite number"),
