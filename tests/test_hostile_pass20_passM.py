@@ -1,0 +1,43 @@
+"""Issue 37, the seventeenth hostile pass (passM: PDPP/KEPP/CEFITO checkpoints and options,
+text-feature caches, the oracle checkers; log /tmp/passM_log.md). Each test named after a case
+fails on bc5f1b3 (checked in a worktree of it); the ``*_still_*`` tests guard the limits of each
+fix."""
+import pytest
+import torch
+
+from vpn_plugin.models.kepp import check_saved_graph
+
+# ------------------------------------------------ K01 / K02: a KEPP checkpoint in float16
+# a counted graph (rows sum to 1); node 2's row is the K01 run's (its float16 sum: 0.99951)
+ROWS = {0: {1: 0.5, 2: 0.5}, 1: {2: 0.1, 3: 0.9},
+        2: {0: 0.2, 1: 0.05, 3: 0.05, 4: 0.1, 5: 0.55, 6: 0.05},
+        3: {0: 0.7, 4: 0.3}, 4: {0: 1 / 7, 1: 6 / 7}}
+
+
+def counted_graph(dtype, rows=ROWS) -> dict:
+    """A checkpoint's graph buffers (``graph_weights`` in ``dtype``) of a graph counted on
+    training videos."""
+    weights = torch.zeros(8, 8, dtype=torch.float64)
+    successors = torch.full((8, 8), -1)
+    for u, row in rows.items():
+        for rank, (v, w) in enumerate(row.items()):
+            weights[u, v], successors[u, v] = w, rank
+    return {'graph_weights': weights.to(dtype), 'graph_successor_rank': successors,
+            'graph_node_rank': torch.arange(8)}
+
+
+@pytest.mark.parametrize('dtype', [torch.float16, torch.bfloat16, torch.float32, torch.float64])
+def test_k01_a_counted_graph_stored_at_lower_precision_is_the_checkpoints_graph(dtype):
+    """K01 / K02: a KEPP checkpoint converted to float16 (``model.half()``, or its graph buffer
+    alone) was refused as 'the checkpoint's graph is inconsistent: the out-weights of node 2 sum
+    to 0.99951171875, not 1; an edited or damaged checkpoint' (torch.allclose at float64 scale),
+    while the same graph in bfloat16, coarser, loaded: the rows are judged at the precision the
+    weights are stored in (``core.pkg.pkg_row_tolerance``, the graph files' rule)."""
+    check_saved_graph(counted_graph(dtype), '', counted=True)
+
+
+@pytest.mark.parametrize('dtype', [torch.float16, torch.bfloat16, torch.float32, torch.float64])
+def test_k01_still_refuses_rows_that_do_not_sum_to_1(dtype):
+    rows = {**ROWS, 2: {0: 0.33, 1: 0.33, 3: 0.31}}  # sums to 0.97
+    with pytest.raises(ValueError, match='the out-weights of node 2 sum to'):
+        check_saved_graph(counted_graph(dtype, rows), '', counted=True)
