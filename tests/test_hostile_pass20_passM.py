@@ -41,3 +41,42 @@ def test_k01_still_refuses_rows_that_do_not_sum_to_1(dtype):
     rows = {**ROWS, 2: {0: 0.33, 1: 0.33, 3: 0.31}}  # sums to 0.97
     with pytest.raises(ValueError, match='the out-weights of node 2 sum to'):
         check_saved_graph(counted_graph(dtype, rows), '', counted=True)
+
+
+# ------------------------------------------------ N12 / N13 / CL1: loss_weights written out
+def trained_and_model(config: str):
+    """(the config text a checkpoint records, its ``model`` as a dict) of ``configs/<config>``."""
+    from pathlib import Path
+    from mmengine.config import Config
+    import vpn_plugin.mm  # noqa: F401  (registration: the option defaults of the model class)
+    cfg = Config.fromfile(Path(__file__).resolve().parents[1] / 'configs' / config)
+    return cfg.pretty_text, cfg.model.to_dict()
+
+
+@pytest.mark.parametrize('config, weights', [
+    ('baselines/cefito_crosstask_t3.py', {}),
+    ('baselines/cefito_crosstask_t3.py', {'loss_contrastive': 1.0, 'loss_auxiliary': 1.0}),
+    ('baselines/cefito_crosstask_t3.py', {'loss_auxiliary': 1}),
+    ('baselines/schema_crosstask_t3.py', {'state_decode': 0.1, 'action': 1.0}),
+    ('vpn_crosstask_t3.py', {'plan': 1.0, 'state': 1.0, 'task': 1.0})])
+def test_n12_loss_weights_at_their_defaults_are_the_trained_option(config, weights):
+    """N12 / N13 / CL1: CEFITO trained with loss_weights None and tested with them written out
+    (each term at the weight None gives it) or {} warned 'trained with other options ...:
+    model.loss_weights: None in training, {...} here' and its test_metrics.json recorded it
+    under changed_from_training: the class's defaults fill the terms an option leaves out
+    (``BasePlanner.resolved_options``) on both sides."""
+    from vpn_plugin.engine.checkpoint import model_option_differences
+    trained, model = trained_and_model(config)
+    model.pop('loss_weights', None)
+    assert model_option_differences(trained, dict(model, loss_weights=weights)) == []
+
+
+@pytest.mark.parametrize('config, weights', [
+    ('baselines/cefito_crosstask_t3.py', {'loss_auxiliary': 0.5}),
+    ('baselines/schema_crosstask_t3.py', {'state_decode': 1.0}),  # its default is 0.1
+    ('vpn_crosstask_t3.py', {'state': 0.0})])
+def test_n12_still_names_loss_weights_that_differ(config, weights):
+    from vpn_plugin.engine.checkpoint import model_option_differences
+    trained, model = trained_and_model(config)
+    lines = model_option_differences(trained, dict(model, loss_weights=weights))
+    assert len(lines) == 1 and lines[0].startswith('model.loss_weights: ')
