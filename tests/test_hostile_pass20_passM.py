@@ -80,3 +80,18 @@ def test_n12_still_names_loss_weights_that_differ(config, weights):
     trained, model = trained_and_model(config)
     lines = model_option_differences(trained, dict(model, loss_weights=weights))
     assert len(lines) == 1 and lines[0].startswith('model.loss_weights: ')
+
+
+# ------------------------------------------------ HX1 / HX2: check_reference's exit statuses
+def test_hx1_check_reference_documents_the_exit_status_of_an_unreadable_fixture(tmp_path, capsys):
+    """HX1 / HX2: check_reference.py's documentation said it exits '2 on an unreadable
+    fixture'; an empty folder (or one holding meta.json only) exits 1, as every tool's refusal:
+    the documentation says so (a script reading 2 would take a missing fixture for a check)."""
+    from tool_modules import load_tool
+    tool = load_tool('check_reference')
+    with pytest.raises(SystemExit) as refused:
+        tool.main([str(tmp_path)])
+    assert refused.value.code != 0 and 'no meta.json' in str(refused.value.code)
+    doc = ' '.join(tool.__doc__.split())
+    assert '2 on an unreadable fixture' not in doc
+    assert '1 on an unreadable fixture as well' in doc
