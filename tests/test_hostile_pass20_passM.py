@@ -95,3 +95,28 @@ def test_hx1_check_reference_documents_the_exit_status_of_an_unreadable_fixture(
     doc = ' '.join(tool.__doc__.split())
     assert '2 on an unreadable fixture' not in doc
     assert '1 on an unreadable fixture as well' in doc
+
+
+# ------------------------------------------------ T09: the default encoder written out
+def test_t09_the_installed_minilm_given_by_its_directory_reads_its_cache(tmp_path):
+    """T09: a text-feature cache encoded with encoder=None (the installed MiniLM) was 'missing'
+    for encoder=<that MiniLM's own directory> (the default written out): refused with
+    allow_encode=False, encoded again under another key otherwise; one encoder is one key."""
+    from pathlib import Path
+    from vpn_plugin.models.text_embeddings import load_action_features, resolve_encoder_path
+    taxonomy = Path(__file__).resolve().parents[2] / 'shared/reference/authors_loader_small' \
+        / 'taxonomy.json'
+    if not taxonomy.is_file():
+        pytest.skip('needs ../shared/reference')
+    encoded = load_action_features(taxonomy=str(taxonomy), pooling='mean', cache_dir=tmp_path)
+    for written_out in (resolve_encoder_path(None), resolve_encoder_path(None) + '/'):
+        again = load_action_features(taxonomy=str(taxonomy), pooling='mean', cache_dir=tmp_path,
+                                     encoder=written_out, allow_encode=False)
+        assert torch.equal(again, encoded)
+    assert len(list(tmp_path.glob('actions_*.pt'))) == 1
+
+
+def test_t09_still_keys_another_encoder_apart(tmp_path):
+    from vpn_plugin.models.text_embeddings import is_default_encoder, resolve_encoder_path
+    assert is_default_encoder(None) and is_default_encoder(resolve_encoder_path(None))
+    assert not is_default_encoder(str(tmp_path)) and not is_default_encoder('openai/clip')
