@@ -120,3 +120,71 @@ def test_t09_still_keys_another_encoder_apart(tmp_path):
     from vpn_plugin.models.text_embeddings import is_default_encoder, resolve_encoder_path
     assert is_default_encoder(None) and is_default_encoder(resolve_encoder_path(None))
     assert not is_default_encoder(str(tmp_path)) and not is_default_encoder('openai/clip')
+
+
+# ------------------------------------------------ N15 / N20 / N21 / CL7: pickle protocols 3-5
+def saved_at(path, protocol):
+    """A checkpoint of what a Runner's holds (tensors, numpy arrays and scalars, a message hub
+    HistoryBuffer with its statistics method, bytes, repeated strings) saved by torch.save at
+    ``protocol``; returns (path, the object)."""
+    from collections import OrderedDict
+    import numpy as np
+    from mmengine.logging.history_buffer import HistoryBuffer
+    history = HistoryBuffer()
+    history.update(0.5)
+    history.update(np.float64(0.25))
+    value = {'meta': {'cfg': 'model = dict(type="PDPP")\n', 'seed': 0, 'epoch': 2},
+             'state_dict': OrderedDict([('a.weight', torch.randn(3, 2)),
+                                        ('a.bias', torch.zeros(3, dtype=torch.float64))]),
+             'message_hub': {'log_scalars': {'train/loss': history},
+                             'statistics': HistoryBuffer.mean},
+             'rng': (np.random.RandomState(0).get_state()[1][:4], b'\x00\xffbytes', 'a.weight'),
+             'numbers': [np.int64(3), np.float32(0.5), 2 ** 70, True, None]}
+    torch.save(value, path, pickle_protocol=protocol)
+    return path, value
+
+
+def same(first, second) -> bool:
+    import numpy as np
+    if torch.is_tensor(first):
+        return first.dtype == second.dtype and torch.equal(first, second)
+    if isinstance(first, np.ndarray):
+        return first.dtype == second.dtype and np.array_equal(first, second)
+    if isinstance(first, dict):
+        return first.keys() == second.keys() and all(same(first[k], second[k]) for k in first)
+    if isinstance(first, (list, tuple)):
+        return type(first) is type(second) and len(first) == len(second) and all(
+            map(same, first, second))
+    if type(first).__name__ == 'HistoryBuffer':
+        return same(first._log_history, second._log_history) and same(first._count_history,
+                                                                       second._count_history)
+    return type(first) is type(second) and first == second
+
+
+@pytest.mark.parametrize('protocol', [2, 3, 4, 5])
+def test_n15_a_checkpoint_saved_with_another_pickle_protocol_is_read(tmp_path, protocol):
+    """N15 / N20 / N21 / CL7: a checkpoint re-saved by torch.save(..., pickle_protocol=3, 4 or
+    5) was refused as 'it does not unpickle (Unsupported operand 149); expected a torch
+    checkpoint (.pth written by torch.save ...)': torch's weights_only unpickler reads protocol
+    2's opcodes only; the pickle is read in those opcodes (``compat._protocol2_pickle``), by the
+    same restricted unpickler, to the same values."""
+    import vpn_plugin.mm  # noqa: F401  (compat: the checkpoint allow-list)
+    from vpn_plugin.engine.checkpoint import read_checkpoint
+    path, value = saved_at(tmp_path / f'p{protocol}.pth', protocol)
+    assert same(value, read_checkpoint(path, logger='silent'))
+
+
+@pytest.mark.parametrize('protocol', [2, 4, 5])
+def test_n15_still_refuses_a_global_outside_the_allow_list(tmp_path, protocol):
+    """Read in protocol-2 opcodes, a pickle still names its globals to the same allow-list:
+    a callable of another module is refused, never called."""
+    import vpn_plugin.mm  # noqa: F401
+    from vpn_plugin.engine.checkpoint import read_checkpoint
+
+    class Runs:
+        def __reduce__(self):
+            return (print, ('ran',))
+    path = tmp_path / 'runs.pth'
+    torch.save({'state_dict': {}, 'x': Runs()}, path, pickle_protocol=protocol)
+    with pytest.raises(Exception, match='builtins.print'):
+        read_checkpoint(path, logger='silent')
