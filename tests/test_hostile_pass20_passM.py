@@ -2,6 +2,8 @@
 text-feature caches, the oracle checkers; log /tmp/passM_log.md). Each test named after a case
 fails on bc5f1b3 (checked in a worktree of it); the ``*_still_*`` tests guard the limits of each
 fix."""
+import re
+
 import pytest
 import torch
 
@@ -188,3 +190,18 @@ def test_n15_still_refuses_a_global_outside_the_allow_list(tmp_path, protocol):
     torch.save({'state_dict': {}, 'x': Runs()}, path, pickle_protocol=protocol)
     with pytest.raises(Exception, match='builtins.print'):
         read_checkpoint(path, logger='silent')
+
+
+# ------------------------------------------------ A21-A23: NaN/inf observations
+@pytest.mark.parametrize('shape, where', [((3, 8), (2, 5)), ((8,), (6,))])
+def test_a21_nonfinite_observations_name_their_sample_and_dimension(shape, where):
+    """A21-A23: plan_from_features refused NaN/inf observations saying only 'start observations
+    hold 1 NaN/inf value(s)': which sample (row) of a batch was not named; it is now, with the
+    value."""
+    from types import SimpleNamespace
+    from vpn_plugin.apis.inference import _observation_batch
+    values = torch.zeros(shape)
+    values[where] = float('nan')
+    with pytest.raises(ValueError, match=rf'start observations hold 1 NaN/inf value\(s\) \(first '
+                       rf'at index {re.escape(str(where))}: nan\)'):
+        _observation_batch(SimpleNamespace(feature_dim=8), values, 'start')
