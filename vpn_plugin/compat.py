@@ -313,10 +313,13 @@ def _as_protocol2(filename) -> 'io.BytesIO | None':
             data = archive.read(pickles[0])
             if not (len(data) > 2 and data[0] == 0x80 and 3 <= data[1] <= 5):
                 return None
+            rewritten = _protocol2_pickle(data)
+            if rewritten is None:
+                return None
             buffer = io.BytesIO()
             with zipfile.ZipFile(buffer, 'w', zipfile.ZIP_STORED) as copy:
                 for name in names:
-                    copy.writestr(name, _protocol2_pickle(data) if name == pickles[0]
+                    copy.writestr(name, rewritten if name == pickles[0]
                                   else archive.read(name))
     except (OSError, zipfile.BadZipFile, ValueError, TypeError):
         return None
@@ -338,14 +341,15 @@ def _protocol2_global(module: str, qualname: str) -> bytes:
     return out
 
 
-def _protocol2_pickle(data: bytes) -> bytes:
+def _protocol2_pickle(data: bytes) -> 'bytes | None':
     """The pickle ``data`` (protocol 3-5) in protocol-2 opcodes: FRAME dropped, MEMOIZE (and
     protocol 3's BINPUT) as LONG_BINPUT, short/8-byte strings as BINUNICODE, bytes (and
     protocol 5's bytearray of an array's data) as ``_codecs.encode(text, 'latin1')`` (protocol
     2's bytes), STACK_GLOBAL as the global of the two strings it pops (``_protocol2_global``;
     their pushes dropped, a memo slot of a dropped string pushed again by value where it is
     read). Every other opcode is copied; one torch does not read is refused by torch, as is
-    every global outside the allow-list (the same restricted unpickler reads the result)."""
+    every global outside the allow-list (the same restricted unpickler reads the result).
+    None for a stream with no such form (torch's refusal of the file then stands)."""
     import pickletools
     import struct
     out = bytearray()
@@ -389,7 +393,7 @@ def _protocol2_pickle(data: bytes) -> bytes:
                 out.extend(b'j' + struct.pack('<I', memo[arg]))
         elif name == 'STACK_GLOBAL':
             if len(pushes) < 2 or pushes[-1][1] is None or pushes[-2][1] is None:
-                raise ValueError('STACK_GLOBAL without its two strings')
+                return None  # not the two strings of a global: left to torch's refusal
             (start, module, first), (_, qualname, second) = pushes[-2], pushes[-1]
             del out[start:], pushes[-2:]
             for index, text in ((first, module), (second, qualname)):
@@ -397,8 +401,8 @@ def _protocol2_pickle(data: bytes) -> bytes:
                     strings[index] = text
             pushes.append([len(out), None, None])
             out.extend(_protocol2_global(module, qualname))
-        elif name in ('PUT', 'GET'):
-            raise ValueError(f'{name} in a protocol 3-5 pickle')
+        elif name in ('PUT', 'GET'):  # text-mode memo opcodes: never in protocols 3-5
+            return None
         else:
             pushes.append([len(out), None, None])
             out.extend(data[pos:end])
