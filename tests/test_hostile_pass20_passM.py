@@ -205,3 +205,23 @@ def test_a21_nonfinite_observations_name_their_sample_and_dimension(shape, where
     with pytest.raises(ValueError, match=rf'start observations hold 1 NaN/inf value\(s\) \(first '
                        rf'at index {re.escape(str(where))}: nan\)'):
         _observation_batch(SimpleNamespace(feature_dim=8), values, 'start')
+
+
+# ------------------------------------------------ K05 / K08 / G01: which checkpoint
+def test_k05_a_models_own_refusal_of_a_checkpoint_names_the_file(tmp_path):
+    """K05 / K08 / G01: KEPP's own checks of a checkpoint's tensors (an edited graph, another
+    horizon, a released-graph option beside a counted graph) said 'the checkpoint's graph is
+    inconsistent ...' without naming the checkpoint file; load_weights names it."""
+    import vpn_plugin.mm  # noqa: F401  (registration)
+    from mmaction.registry import MODELS
+    from vpn_plugin.engine.checkpoint import load_weights
+    model = MODELS.build(dict(type='KEPP', feature_dim=8, num_actions=8, horizon=3, dim=32,
+                              n_timesteps=20))
+    state = model.state_dict()
+    state.update(counted_graph(torch.float64, {**ROWS, 2: {0: 0.33, 1: 0.33, 3: 0.31}}))
+    with pytest.raises(ValueError, match=r'^checkpoint /where/it\.pth: KEPP: the checkpoint\'s '
+                       r'graph is inconsistent'):
+        load_weights(model, {'state_dict': state}, '/where/it.pth')
+    state['trained_horizon'] = torch.tensor(4)
+    with pytest.raises(ValueError, match=r'^checkpoint /where/it\.pth: KEPP: .* T=4'):
+        load_weights(model, {'state_dict': state}, '/where/it.pth')
