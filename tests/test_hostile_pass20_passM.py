@@ -225,3 +225,19 @@ def test_k05_a_models_own_refusal_of_a_checkpoint_names_the_file(tmp_path):
     state['trained_horizon'] = torch.tensor(4)
     with pytest.raises(ValueError, match=r'^checkpoint /where/it\.pth: KEPP: .* T=4'):
         load_weights(model, {'state_dict': state}, '/where/it.pth')
+
+
+def test_n15_a_legacy_format_checkpoint_of_protocol_4_is_refused_saying_so(tmp_path):
+    """Found while fixing N15: torch's legacy (non-zip) format saved with pickle_protocol=4 is
+    not rewritten (several pickles in one stream); its refusal said 'expected a torch checkpoint
+    (.pth written by torch.save ...)', which it is: it names the format and the protocol."""
+    import vpn_plugin.mm  # noqa: F401
+    from vpn_plugin.engine.checkpoint import read_checkpoint
+    path = tmp_path / 'legacy4.pth'
+    torch.save({'state_dict': {'w': torch.ones(2)}}, path, pickle_protocol=4,
+               _use_new_zipfile_serialization=False)
+    with pytest.raises(Exception, match=r"saved in torch's legacy \(non-zip\) format with pickle "
+                       r'protocol 4'):
+        read_checkpoint(path, logger='silent')
+    torch.save({'state_dict': {'w': torch.ones(2)}}, path, _use_new_zipfile_serialization=False)
+    assert torch.equal(read_checkpoint(path, logger='silent')['state_dict']['w'], torch.ones(2))

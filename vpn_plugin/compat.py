@@ -259,8 +259,28 @@ def unpickler_reason(error) -> str:
     return text.split('\n')[0] if 'weights_only' not in text else 'its content does not unpickle'
 
 
+def _legacy_protocol(filename) -> int:
+    """The pickle protocol a checkpoint in torch's legacy (non-zip) format was saved with (its
+    first bytes: PROTO n); 0 for a zip checkpoint or anything else."""
+    try:
+        with open(filename, 'rb') as file:
+            head = file.read(2)
+    except (OSError, TypeError):
+        return 0
+    return head[1] if len(head) == 2 and head[0] == 0x80 else 0
+
+
 def _raise_forbidden(filename, error, read=None):
     names = _forbidden_globals(filename, error, read)
+    protocol = _legacy_protocol(filename) if not names else 0
+    if protocol > 2:
+        raise pickle.UnpicklingError(
+            f'cannot load checkpoint {filename}: it was saved in torch\'s legacy (non-zip) '
+            f'format with pickle protocol {protocol}, whose opcodes torch\'s weights_only '
+            f'unpickler does not read ({unpickler_reason(error)}); expected torch.save\'s '
+            'default format (a zip checkpoint, any pickle protocol) or the legacy format with '
+            'protocol 2: if you trust the file, torch.load it with weights_only=False and '
+            'torch.save it again') from None
     if not names:
         raise pickle.UnpicklingError(
             f'cannot load checkpoint {filename}: it does not unpickle '
