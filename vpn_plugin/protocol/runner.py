@@ -57,7 +57,7 @@ with the error) to ``<work dir>/unit_state.json`` (``unit_state.py``). A unit th
 not stop the others: the run goes on and ends with :class:`UnitsFailedError` naming them.
 
 Run identity: everything that changes a result (config, seed, ``cfg_options``, schedule and
-batch-size overrides) is in the rows' ``settings`` (``results.py``) and in the work dir's
+batch-size overrides, ``--data-root``) is in the rows' ``settings`` (``results.py``) and in the work dir's
 ``run.json``; a row counts as done only for the same settings, and a work dir whose
 ``run.json`` names other settings is refused, never reused. Rows of runs trained for fewer
 epochs than their config say so in ``shortened``.
@@ -646,7 +646,15 @@ class ProtocolRunner:
             spec.config, options, 'test_dataloader', 'limit'))
         return dict(self.overrides(unit), cfg_options={**options, **built_horizons(
             unit, spec, options)}, **self._pretrained_identity(unit), **subset_draw(unit),
-            **({'sample_draw': SAMPLE_DRAW} if limited else {}))
+            **({'sample_draw': SAMPLE_DRAW} if limited else {}), **self.data_root_given())
+
+    def data_root_given(self) -> dict:
+        """``{'data_root': folder}`` when ``--data-root`` moved the configs' annotations (other
+        annotations are other windows: another row and another run, as ``llm_eval.py``
+        records it), else ``{}`` (the configs' own data: as before)."""
+        from vpn_plugin.data_paths import row_config_path
+        given = self.data_paths.get('data_root')
+        return {} if given is None else {'data_root': row_config_path(given)}
 
     def work_dir(self, unit: TrainUnit) -> Path:
         """Work dir of a training unit (also listed by ``--dry-run``)."""
@@ -660,7 +668,7 @@ class ProtocolRunner:
         return dict(config=unit.config, config_digest=config_digest(unit.config),
                     seed=unit.seed, cfg_options=unit.cfg_options,
                     train=unit.train, **self.overrides(unit), **self._pretrained_identity(unit),
-                    **subset_draw(unit))
+                    **subset_draw(unit), **self.data_root_given())
 
     def _pretrained_identity(self, unit: TrainUnit) -> dict:
         if not unit.pretrained:

@@ -1,0 +1,63 @@
+"""Issue 37, the known items closing14 left (fixKnown, session 15), each failing on bc5f1b3
+(checked in a worktree of it) unless it says it guards a valid input."""
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+from tool_modules import load_tool
+
+REPO = Path(__file__).resolve().parents[1]
+UNIFORM = REPO / 'configs/baselines/uniform_emissions_crosstask_t3.py'
+
+
+def protocol_runner(tmp_path, **options):
+    from mmengine.config import Config
+    from vpn_plugin.protocol.runner import ProtocolRunner
+    return ProtocolRunner(Config(dict(protocol='p', dataset='crosstask')), tmp_path, **options)
+
+
+# ------------------------------------------------ 1: the effective data root in every record
+def test_a_test_records_the_data_root_it_scored(tiny_crosstask, shared_data, tmp_path):
+    """Before: ``tools/test.py --data-root X`` wrote test_metrics.json without a word of X, so
+    no reader could tell which annotations were scored. Now ``data_root`` names the test set's
+    root after --data-root / the config."""
+    os.symlink(shared_data, tmp_path / 'other_root')
+    loaders = {f'{split}_dataloader': dict(batch_size=64, dataset=dict(
+        tiny_crosstask[f'{split}_dataset'], data_root='{data_root}/crosstask',
+        observation='mean3', _delete_=True)) for split in ('train', 'val', 'test')}
+    config = tmp_path / 'uniform.py'
+    config.write_text(f'_base_ = [{str(UNIFORM)!r}]\n'
+                      + ''.join(f'{k} = {v!r}\n' for k, v in loaders.items()))
+    load_tool('test').main([str(config), '--work-dir', str(tmp_path / 'run'), '--limit', '4',
+                            '--data-root', str(tmp_path / 'other_root'),
+                            '--out-metrics', str(tmp_path / 'm.json')])
+    record = json.loads((tmp_path / 'm.json').read_text())
+    assert record['data_root'] == str(tmp_path / 'other_root' / 'crosstask')
+
+
+def test_protocol_rows_of_another_data_root_are_other_rows_and_never_pooled(tmp_path):
+    """Before: ``run_protocol.py --data-root X`` wrote rows (and a run.json) identical to those
+    of the configs' own annotations: a second protocol on other annotations found the first
+    one's rows "done", and the report pooled seeds of two roots into one cell. Now the rows'
+    settings and the work dir's identity name the root given; the report refuses the pool
+    naming ``data_root``. Guard: without --data-root the rows are as before."""
+    from vpn_plugin.protocol.report import check_one_run_per_cell
+    from vpn_plugin.protocol.runner import TestSpec, TrainUnit
+    spec = TestSpec('PKG_uniform_emissions', str(UNIFORM), 3)
+    plain_runner = protocol_runner(tmp_path)
+    other_runner = protocol_runner(tmp_path, data_paths=dict(data_root='/tmp/other/data',
+                                                             feature_dir=None))
+    rows = []
+    for seed, runner in ((0, plain_runner), (1, other_runner)):
+        unit = TrainUnit('u', str(UNIFORM), 3, seed, {}, {}, False, [spec])
+        rows.append(runner.row_for(unit, spec, metrics={'success_rate': 10.0}))
+    assert 'data_root' not in rows[0].settings  # the configs' own data: rows as before
+    assert 'data_root' not in plain_runner.identity(TrainUnit('u', str(UNIFORM), 3, 0, {}, {},
+                                                              False, [spec]))
+    assert rows[1].settings['data_root'] == '/tmp/other/data'
+    assert other_runner.identity(TrainUnit('u', str(UNIFORM), 3, 1, {}, {}, False, [spec]))[
+        'data_root'] == '/tmp/other/data'
+    with pytest.raises(ValueError, match=r'differ in settings: .*"data_root": "/tmp/other/data"'):
+        check_one_run_per_cell(rows)
