@@ -61,3 +61,30 @@ def test_protocol_rows_of_another_data_root_are_other_rows_and_never_pooled(tmp_
         'data_root'] == '/tmp/other/data'
     with pytest.raises(ValueError, match=r'differ in settings: .*"data_root": "/tmp/other/data"'):
         check_one_run_per_cell(rows)
+
+
+# ------------------------------ 2: a training limit set in the config file records its draw
+def test_a_training_limit_in_the_config_file_records_its_draw(tmp_path):
+    """Before: a training split limited in the CONFIG FILE (``train_dataloader.dataset.limit``
+    in the file, not by option) recorded no draw version, neither in the rows' settings nor in
+    run.json, and a session-12 work dir (its limited training drawn by list position, run.json
+    without a draw) was reused as current. Now both record ``sample_draw`` and that work dir is
+    refused naming it and what to do. Guard: a full training records nothing new."""
+    from vpn_plugin.protocol.runner import TestSpec, TrainUnit, claim_work_dir
+    config = tmp_path / 'limited.py'
+    config.write_text(f'_base_ = [{str(UNIFORM)!r}]\n'
+                      'train_dataloader = dict(dataset=dict(limit=8))\n')
+    spec = TestSpec('PKG_uniform_emissions', str(UNIFORM), 3)
+    limited = TrainUnit('u', str(config), 3, 0, {}, {}, False, [spec])
+    full = TrainUnit('u', str(UNIFORM), 3, 0, {}, {}, False, [spec])
+    runner = protocol_runner(tmp_path)
+    assert runner.identity(limited)['sample_draw'] == 'window_identity_v2'
+    assert runner.settings(limited, spec)['sample_draw'] == 'window_identity_v2'
+    assert 'sample_draw' not in runner.identity(full)
+    assert 'sample_draw' not in runner.settings(full, spec)
+    old = {k: v for k, v in runner.identity(limited).items() if k != 'sample_draw'}
+    claim_work_dir(tmp_path / 'w', old)  # session 12's run.json
+    with pytest.raises(ValueError, match=r"w/run.json records a training on a limited split but "
+                       r"no draw version: its windows were drawn by list position .* delete "
+                       r".*/w \(the training then starts over\) or give another --out"):
+        claim_work_dir(tmp_path / 'w', runner.identity(limited))

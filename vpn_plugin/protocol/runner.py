@@ -635,15 +635,15 @@ class ProtocolRunner:
     def settings(self, unit: TrainUnit, spec: TestSpec) -> dict:
         """A row's ``settings``: the overrides, the test's merged ``cfg_options`` (with
         :func:`built_horizons`), the pre-training stage (if any), how a training subset was
-        drawn (``subset_draw``, :func:`subset_draw`) and, when test windows are limited
-        (``--smoke``, a ``...limit`` option, a ``limit`` the test's config file sets), how they
-        are drawn (``sample_draw``). Known before the test: a row's identity says whether it
+        drawn (``subset_draw``, :func:`subset_draw`) and, when test or training windows are
+        limited (``--smoke``, a ``...limit`` option, a ``limit`` the test's or the training's
+        config file sets: :func:`training_draw`), how they are drawn (``sample_draw``). Known before the test: a row's identity says whether it
         is done."""
         from vpn_plugin.core.stats import SAMPLE_DRAW
         options = {**unit.cfg_options, **spec.cfg_options}
         limited = self.smoke or any(key.split('.')[-1] == 'limit' and value is not None
                                     for key, value in options.items()) or bool(config_values(
-            spec.config, options, 'test_dataloader', 'limit'))
+            spec.config, options, 'test_dataloader', 'limit')) or bool(training_draw(unit))
         return dict(self.overrides(unit), cfg_options={**options, **built_horizons(
             unit, spec, options)}, **self._pretrained_identity(unit), **subset_draw(unit),
             **({'sample_draw': SAMPLE_DRAW} if limited else {}), **self.data_root_given())
@@ -668,7 +668,8 @@ class ProtocolRunner:
         return dict(config=unit.config, config_digest=config_digest(unit.config),
                     seed=unit.seed, cfg_options=unit.cfg_options,
                     train=unit.train, **self.overrides(unit), **self._pretrained_identity(unit),
-                    **subset_draw(unit), **self.data_root_given())
+                    **subset_draw(unit), **training_draw(unit, self.smoke),
+                    **self.data_root_given())
 
     def _pretrained_identity(self, unit: TrainUnit) -> dict:
         if not unit.pretrained:
@@ -1029,7 +1030,8 @@ class ProtocolRunner:
         params = num_parameters(runner.model)
         write_text_atomically(marker, json.dumps(dict(
             checkpoint=checkpoint, params=params, shortened=shortened, selection=selection,
-            features=read_features(runner.train_dataloader), **subset_draw(unit))),
+            features=read_features(runner.train_dataloader), **subset_draw(unit),
+            **training_draw(unit, self.smoke))),
             'training record')
         return Trained(checkpoint, params, shortened, selection)
 
@@ -1093,6 +1095,19 @@ def subset_draw(unit: TrainUnit) -> dict:
     fractions = config_values(unit.config, unit.cfg_options, 'train_dataloader',
                               'subset_fraction')
     return {'subset_draw': SAMPLE_DRAW} if any(f != 1 for f in fractions) else {}
+
+
+def training_draw(unit: TrainUnit, smoke: bool = False) -> dict:
+    """``{'sample_draw': SAMPLE_DRAW}`` when ``unit``'s training split keeps ``limit`` of its
+    windows (a ``...limit`` option, a ``limit`` its config file sets, ``--smoke``), else ``{}``:
+    in its work dir's identity (``run.json``) and its rows' settings, so that a work dir whose
+    limited training was drawn by list position (session 12 and before: ``run.json`` records
+    no draw) is never reused as if current (:func:`claim_work_dir` refuses it)."""
+    from vpn_plugin.core.stats import SAMPLE_DRAW
+    limited = smoke or any(key.startswith('train_dataloader.') and key.split('.')[-1] == 'limit'
+                           and value is not None for key, value in unit.cfg_options.items()) \
+        or bool(config_values(unit.config, unit.cfg_options, 'train_dataloader', 'limit'))
+    return {'sample_draw': SAMPLE_DRAW} if limited else {}
 
 
 def config_values(config: str, cfg_options: dict, loader: str, name: str) -> tuple:
@@ -1204,6 +1219,13 @@ def claim_work_dir(work_dir: Path, identity: dict) -> None:
         found = read_json(record, 'work dir record')
         if 'config_digest' not in found:  # recorded before the digest: not compared
             wanted.pop('config_digest', None)
+        if 'sample_draw' in wanted and 'sample_draw' not in found:
+            raise ValueError(f'{record} records a training on a limited split but no draw '
+                             f'version: its windows were drawn by list position (session 12 '
+                             f'and before), this run draws them by window identity '
+                             f'({wanted["sample_draw"]}), so its training is not this run\'s; '
+                             f'it is never reused: delete {work_dir} (the training then starts '
+                             'over) or give another --out')
         if found != wanted:
             changed = differences(found, wanted)
             raise ValueError(f'{work_dir} holds a run made with other settings ({changed}); it '
