@@ -88,3 +88,23 @@ def test_a_training_limit_in_the_config_file_records_its_draw(tmp_path):
                        r"no draw version: its windows were drawn by list position .* delete "
                        r".*/w \(the training then starts over\) or give another --out"):
         claim_work_dir(tmp_path / 'w', runner.identity(limited))
+
+
+# ----------------------------------- 3: EMA hook options at resume under the class defaults
+@pytest.mark.parametrize('trained, here, named', [
+    ([dict(type='PDPPEMAHook', decay=0.995, interval=10)], [dict(type='PDPPEMAHook')], None),
+    ([dict(type='CEFITOEMAHook')], [dict(type='CEFITOEMAHook', start_step=400)], None),
+    ([dict(type='EMAHook', momentum=0.0002)], [dict(type='EMAHook')], None),
+    ([dict(type='PDPPEMAHook')], [dict(type='PDPPEMAHook', decay=0.99)],
+     "custom_hooks.PDPPEMAHook.decay: 0.995 in the run, 0.99 here"),
+    ([dict(type='EMAHook')], [dict(type='EMAHook', momentum=0.001)],
+     "custom_hooks.EMAHook.momentum: 0.0002 in the run, 0.001 here")])
+def test_ema_hook_options_at_resume_are_compared_with_class_defaults(trained, here, named):
+    """Before: a resume spelling an EMA hook option at its class default (``decay=0.995``,
+    ``momentum=0.0002``) was refused as "None in the run, 0.995 here", though every other
+    section fills its class defaults on both sides. Now equal; a changed decay / momentum is
+    still named (refused at resume)."""
+    import vpn_plugin.mm  # noqa: F401  (the hooks registered)
+    from vpn_plugin.engine.checkpoint import ema_hook_differences
+    lines = ema_hook_differences(trained, here)
+    assert lines == ([named] if named else [])

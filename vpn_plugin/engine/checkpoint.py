@@ -1040,10 +1040,12 @@ EMA_HOOKS = ('PDPPEMAHook', 'CEFITOEMAHook', 'EMAHook')
 def ema_hook_differences(trained_hooks, hooks) -> list:
     """'custom_hooks.<Type>.key: X in the run, Y here' for the options of an EMA hook that
     differ: a resumed EMA would go on averaging with the new decay / schedule, a run of
-    neither setting."""
+    neither setting. Compared under the class-defaults rule of the other sections
+    (:func:`_ema_hook_options`): an option spelled out at its class default equals an omitted
+    one."""
     def ema(entries):
-        return {h.get('type'): dict(h) for h in entries or () if isinstance(h, dict)
-                and h.get('type') in EMA_HOOKS}
+        return {h.get('type'): _ema_hook_options(h) for h in entries or ()
+                if isinstance(h, dict) and h.get('type') in EMA_HOOKS}
     before, now = ema(trained_hooks), ema(hooks)
     added = [f'custom_hooks.{kind}: {"none" if kind not in before else "present"} in the run, '
              f'{"none" if kind not in now else "present"} here (an EMA started or dropped '
@@ -1054,6 +1056,18 @@ def ema_hook_differences(trained_hooks, hooks) -> list:
             for kind in sorted(set(before) & set(now))
             for key in sorted(set(before[kind]) | set(now[kind]))
             if before[kind].get(key) != now[kind].get(key)]
+
+
+def _ema_hook_options(hook: dict) -> dict:
+    """An EMA hook's entry with its class's defaults filled (:func:`_with_class_defaults`,
+    mmengine's ``HOOKS``) and those of the averaged model it builds (``ema_type``, mmengine's
+    ``MODELS``: ``EMAHook(momentum=...)`` passes them on), as the run builds it."""
+    options = _with_class_defaults(_plain(dict(hook)), 'HOOKS')
+    if isinstance(options.get('ema_type'), str):
+        model = {**_with_class_defaults({'type': options['ema_type']}, 'MODELS'), **options}
+        options = {key: value for key, value in model.items() if key != 'model'}
+        options['type'] = hook.get('type')
+    return options
 
 
 def _path_only(line: str) -> bool:
