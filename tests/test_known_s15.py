@@ -108,3 +108,24 @@ def test_ema_hook_options_at_resume_are_compared_with_class_defaults(trained, he
     from vpn_plugin.engine.checkpoint import ema_hook_differences
     lines = ema_hook_differences(trained, here)
     assert lines == ([named] if named else [])
+
+
+# ------------------------------------------ 9: a control character of a vid in a message
+def test_a_vid_holding_a_nul_is_escaped_in_every_message():
+    """Before: a NUL (or escape, newline) in a vid went raw into "(vid ...)" (a terminal
+    dropped the rest of the line, a newline forged another). Now by the one rule of names in
+    printed lines (``errors.plain_text``)."""
+    from vpn_plugin.datasets.annotations import BadVideoError, check_listed_length, \
+        check_step_order
+    from vpn_plugin.datasets.validation import AnnotationWarnings
+    vid = 'a\x00b\nc\x1b[31m'
+    with pytest.raises(BadVideoError) as caught:
+        check_step_order('ann.json', vid, 'entry 0', [9.0, 5.0, 1.0])
+    message = str(caught.value)
+    assert '(vid a\\x00b\\nc\\x1b[31m)' in message
+    assert not any(c in message for c in '\x00\n\x1b')
+    with pytest.raises(BadVideoError, match=r'\(vid a\\x00b\\nc\\x1b\[31m\): field "length"'):
+        check_listed_length('list.json', dict(entry=0, vid=vid, length=3), 'x.csv', 2)
+    warnings = AnnotationWarnings()
+    check_step_order('ann.json', vid, 'entry 0', [1.0, 9.0, 5.0], warnings)
+    assert '\x00' not in str(vars(warnings)) and 'a\\\\x00b' in str(vars(warnings))
