@@ -129,3 +129,26 @@ def test_a_vid_holding_a_nul_is_escaped_in_every_message():
     warnings = AnnotationWarnings()
     check_step_order('ann.json', vid, 'entry 0', [1.0, 9.0, 5.0], warnings)
     assert '\x00' not in str(vars(warnings)) and 'a\\\\x00b' in str(vars(warnings))
+
+
+# ---------------------------------- 5: a config's remembered values keyed on its content
+def test_a_config_edited_during_a_protocol_run_is_read_anew(tmp_path):
+    """Before: ``config_values`` (which windows a unit's splits keep) was remembered per
+    (path, mtime, size) of the config file alone: a base file edited, or the file rewritten at
+    the same size and time stamp, kept the old values for the rest of the run. Now keyed on
+    the content of the config and its bases."""
+    from vpn_plugin.protocol.runner import config_digest, config_values
+    base = tmp_path / 'base.py'
+    base.write_text(f'_base_ = [{str(UNIFORM)!r}]\n'
+                    'train_dataloader = dict(dataset=dict(limit=8))\n')
+    child = tmp_path / 'child.py'
+    child.write_text("_base_ = ['base.py']\ntest_dataloader = dict(dataset=dict(limit=5))\n")
+    first = config_digest(str(child))
+    assert config_values(str(child), {}, 'train_dataloader', 'limit') == (8,)
+    base.write_text(base.read_text().replace('limit=8', 'limit=9'))
+    assert config_values(str(child), {}, 'train_dataloader', 'limit') == (9,)
+    assert config_digest(str(child)) != first
+    stat = child.stat()
+    child.write_text(child.read_text().replace('limit=5', 'limit=6'))  # same size, same time
+    os.utime(child, ns=(stat.st_atime_ns, stat.st_mtime_ns))
+    assert config_values(str(child), {}, 'test_dataloader', 'limit') == (6,)

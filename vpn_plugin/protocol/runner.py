@@ -80,7 +80,7 @@ from vpn_plugin.datasets.provenance import run_features
 from vpn_plugin.errors import differences, read_json, write_text_atomically
 from vpn_plugin.locks import LockBusyError, exclusive_lock, lock_path_of
 from vpn_plugin.smoke import SMOKE, limit_test_windows, smoke_config
-from .configs import config_with_options, parsed_config
+from .configs import config_content, config_with_options, parsed_config
 from .dry_run import CPU_EPOCH_SECONDS, plan_runs
 from .progress import Progress, log, unit_name
 from .results import ResultRow, append_result, drop_replaced_rows, read_results
@@ -1111,17 +1111,17 @@ def training_draw(unit: TrainUnit, smoke: bool = False) -> dict:
 
 
 def config_values(config: str, cfg_options: dict, loader: str, name: str) -> tuple:
-    """:func:`dataset_values` of ``config`` with ``cfg_options`` merged, remembered per file
-    version and options (a protocol asks it of the same configs for every unit and row)."""
-    stat = os.stat(config)
-    return _config_values(os.path.abspath(config), stat.st_mtime_ns, stat.st_size,
+    """:func:`dataset_values` of ``config`` with ``cfg_options`` merged, remembered per content
+    of the config and its ``_base_`` files (``configs.config_content``) and options (a protocol
+    asks it of the same configs for every unit and row; a config edited during a long run is
+    read anew, whatever its time stamp and size)."""
+    return _config_values(os.path.abspath(config), config_content(config),
                           json.dumps(cfg_options or {}, sort_keys=True, default=str), loader,
                           name)
 
 
 @functools.lru_cache(maxsize=1024)
-def _config_values(path: str, mtime_ns: int, size: int, options: str, loader: str,
-                   name: str) -> tuple:
+def _config_values(path: str, content: str, options: str, loader: str, name: str) -> tuple:
     return tuple(dataset_values(config_with_options(path, json.loads(options)), loader, name))
 
 
@@ -1198,12 +1198,11 @@ def selected_checkpoint(cfg, work_dir: Path) -> tuple:
 def config_digest(config: str) -> str:
     """A digest of a config as its file and ``_base_`` files now read (16 hex digits)."""
     path = Path(config)
-    stat = path.stat() if path.is_file() else None
-    return _config_digest(str(path), stat and (stat.st_mtime_ns, stat.st_size))
+    return _config_digest(str(path), config_content(config) if path.is_file() else None)
 
 
 @functools.lru_cache(maxsize=256)
-def _config_digest(config: str, stamp) -> str:
+def _config_digest(config: str, content) -> str:
     import hashlib
     from vpn_plugin.data_paths import read_config_file
     text = json.dumps(read_config_file(config).to_dict(), sort_keys=True, default=str)
