@@ -152,3 +152,24 @@ def test_a_config_edited_during_a_protocol_run_is_read_anew(tmp_path):
     child.write_text(child.read_text().replace('limit=5', 'limit=6'))  # same size, same time
     os.utime(child, ns=(stat.st_atime_ns, stat.st_mtime_ns))
     assert config_values(str(child), {}, 'test_dataloader', 'limit') == (6,)
+
+
+# ----------------------- 8: the reduced-precision note says what is known, not a guess
+def test_a_float32_graph_buffer_note_states_facts_without_a_guess():
+    """Before: a float64 graph buffer stored as float32 was noted "(a checkpoint saved in half
+    precision?)": a guess, and wrong (float32 is no half precision). Now the note says what
+    is known: the dtypes and, when true, that the values equal their float16 rounding."""
+    import torch
+    from vpn_plugin.engine.checkpoint import reduced_precision_note
+    expected = {'pkg': torch.zeros(3, 3, dtype=torch.float64), 'w': torch.zeros(2)}
+    exact = {'pkg': torch.tensor([[0.5, 0.25, 0.25]] * 3), 'w': torch.ones(2)}
+    note = reduced_precision_note(exact, expected)
+    assert note == ("1 of its 2 floating tensors are stored in torch.float32 (first pkg), "
+                    "coarser than the model's torch.float64: the model runs with their rounded "
+                    'values, not with the weights as trained (the torch.float32 values equal '
+                    'their float16 rounding)')
+    thirds = {'pkg': torch.full((3, 3), 1 / 3), 'w': torch.ones(2)}
+    note = reduced_precision_note(thirds, expected)
+    assert note.endswith('not with the weights as trained') and '?' not in note
+    half = reduced_precision_note({'w': torch.ones(2, dtype=torch.float16)}, expected)
+    assert half.endswith('not with the weights as trained') and '?' not in half

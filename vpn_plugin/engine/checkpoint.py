@@ -1339,7 +1339,9 @@ def reduced_precision_note(state: dict, expected: dict) -> str:
     """What a checkpoint's tensors stored in a coarser float than the model's parameters
     (float16 or bfloat16 weights for a float32 model: a file converted to half precision) make
     of the model: it computes with their rounded values, not with weights as trained; '' when
-    every floating tensor is stored at least as finely as its parameter."""
+    every floating tensor is stored at least as finely as its parameter. It says what is known,
+    never how the file came to be: tensors finer than float16 (a float64 graph buffer stored as
+    float32) whose values all equal their float16 rounding are said to."""
     def coarser(key) -> bool:
         value, own = state[key], expected.get(key)
         return (torch.is_tensor(value) and torch.is_tensor(own) and value.is_floating_point()
@@ -1350,10 +1352,14 @@ def reduced_precision_note(state: dict, expected: dict) -> str:
         return ''
     floating = sum(torch.is_tensor(v) and v.is_floating_point() for v in state.values())
     dtypes = ', '.join(sorted({str(state[key].dtype) for key in lower}))
+    finer = [state[key] for key in lower
+             if torch.finfo(state[key].dtype).eps < torch.finfo(torch.float16).eps]
+    rounded = bool(finer) and all(torch.equal(t, t.to(torch.float16).to(t.dtype)) for t in finer)
     return (f'{len(lower)} of its {floating} floating tensors are stored in {dtypes} (first '
             f'{lower[0]}), coarser than the model\'s {expected[lower[0]].dtype}: the model runs '
-            'with their rounded values, not with the weights as trained (a checkpoint saved in '
-            'half precision?)')
+            'with their rounded values, not with the weights as trained' + (
+                f' (the {", ".join(sorted({str(t.dtype) for t in finer}))} values equal their '
+                'float16 rounding)' if rounded else ''))
 
 
 def other_model_note(checkpoint: dict, model) -> str:
