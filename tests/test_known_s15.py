@@ -173,3 +173,18 @@ def test_a_float32_graph_buffer_note_states_facts_without_a_guess():
     assert note.endswith('not with the weights as trained') and '?' not in note
     half = reduced_precision_note({'w': torch.ones(2, dtype=torch.float16)}, expected)
     assert half.endswith('not with the weights as trained') and '?' not in half
+
+
+# ------------------------------------- 10: the custom dataset README says what the reader does
+def test_the_custom_dataset_readme_says_task_indices_are_the_keys(tmp_path):
+    """Before: examples/custom_dataset/README.md said task indices are "in file order", while
+    ``load_taxonomy`` reads each task at the index its key carries (a file listing them in
+    another order is the same taxonomy). The README now says so; checked against the reader."""
+    from vpn_plugin.datasets.taxonomy import load_taxonomy
+    readme = (REPO / 'examples/custom_dataset/README.md').read_text()
+    assert 'in file order' not in readme
+    assert 'the `<idx>` of a key is its task index, whatever the order the file lists' in readme
+    (tmp_path / 't.json').write_text(json.dumps({'1_make_coffee': {'1': 'grind'},
+                                                 '0_make_tea': {'0': 'boil'}}))
+    taxonomy = load_taxonomy(tmp_path / 't.json')
+    assert taxonomy.task_names == ['make_tea', 'make_coffee']
