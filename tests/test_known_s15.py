@@ -188,3 +188,31 @@ def test_the_custom_dataset_readme_says_task_indices_are_the_keys(tmp_path):
                                                  '0_make_tea': {'0': 'boil'}}))
     taxonomy = load_taxonomy(tmp_path / 't.json')
     assert taxonomy.task_names == ['make_tea', 'make_coffee']
+
+
+# ----------------------------- 7: a moved protocol folder's .expected names its own work dirs
+def test_a_moved_protocol_folders_expected_rows_name_its_own_work_dirs(tmp_path):
+    """Before: ``<results>.expected`` kept the absolute work dirs of the folder's first place,
+    so a moved or copied protocol folder named the old place's work dirs (the results rows'
+    paths are relative to their folder). Now written relative and read from the folder; an
+    absolute one of an older file is read as the moved folder's own when it is there."""
+    import shutil
+    from vpn_plugin.protocol.expected import add_expected, expected_file, read_expected
+    from vpn_plugin.protocol.results import ResultRow
+    old = tmp_path / 'old' / 'proto'
+    work = old / 'PKG' / 'T3' / 'seed0'
+    work.mkdir(parents=True)
+    row = ResultRow(method='PKG', seed=0, horizon=3, metrics={}, protocol='p',
+                    work_dir=str(work))
+    add_expected(old / 'results.jsonl', [row])
+    assert json.loads(expected_file(old / 'results.jsonl').read_text())['work_dir'] == \
+        'PKG/T3/seed0'
+    new = tmp_path / 'new' / 'proto'
+    new.parent.mkdir()
+    shutil.move(old, new)
+    assert read_expected(new / 'results.jsonl')[0].work_dir == str(new / 'PKG/T3/seed0')
+    # a file written before (absolute paths of the old place) reads the moved folder's own
+    expected_file(new / 'results.jsonl').write_text(json.dumps(dict(
+        protocol='p', dataset='', method='PKG', config='', seed=0, horizon=3,
+        train_horizon=None, variant={}, settings={}, work_dir=str(work))) + '\n')
+    assert read_expected(new / 'results.jsonl')[0].work_dir == str(new / 'PKG/T3/seed0')
