@@ -216,3 +216,25 @@ def test_a_moved_protocol_folders_expected_rows_name_its_own_work_dirs(tmp_path)
         protocol='p', dataset='', method='PKG', config='', seed=0, horizon=3,
         train_horizon=None, variant={}, settings={}, work_dir=str(work))) + '\n')
     assert read_expected(new / 'results.jsonl')[0].work_dir == str(new / 'PKG/T3/seed0')
+
+
+# ------------------------------------- 6: the plan_jsd axis and the single-panel curve title
+def test_a_single_panel_curve_is_titled_and_plan_jsd_says_lower_is_better(tmp_path,
+                                                                         monkeypatch):
+    """Before: ``plots curve`` of one dataset and T drew no title (the multi-panel figure
+    titles each panel 'NIV, T=3'), and a figure of ``plan_jsd`` (lower is better, unlike every
+    other ranked metric) said only 'JSD to ground truth (bits)'. Now titled, and the axis says
+    lower is better (looked at: fits at one column width)."""
+    import dataclasses
+    from vpn_plugin.protocol import plots
+    from vpn_plugin.protocol.results import read_results
+    kept = []
+    monkeypatch.setattr(plots, 'save_figure', lambda fig, stem: kept.append(fig))
+    rows = [r for r in read_results([REPO / 'docs/results_data/sample_efficiency_niv.jsonl'])
+            if r.horizon == 3]
+    jsd = [dataclasses.replace(r, metrics=dict(r.metrics, plan_jsd=0.2 + r.seed / 100))
+           for r in rows]
+    plots.plot_curves(jsd, 'train_fraction', 'plan_jsd', tmp_path / 'c', log_x=True)
+    ax = kept[0].axes[0]
+    assert ax.get_title() == 'NIV, T=3'
+    assert ax.get_ylabel() == 'JSD to ground truth\n(bits; lower is better)'
