@@ -37,6 +37,27 @@ def test_a_test_records_the_data_root_it_scored(tiny_crosstask, shared_data, tmp
     assert record['data_root'] == str(tmp_path / 'other_root' / 'crosstask')
 
 
+def test_llm_eval_records_the_data_root_it_scored(tiny_crosstask, shared_data, tmp_path):
+    """Before: llm_eval's summary named no data root (its row names one only when given).
+    Now ``data_root`` there is the test set's root after --data-root / the config."""
+    from fake_openai_server import FakeOpenAIServer
+    os.symlink(shared_data, tmp_path / 'other_root')
+    config = tmp_path / 'tiny_llm.py'
+    datasets = {split: dict(tiny_crosstask[f'{split}_dataset'], data_root='{data_root}/crosstask')
+                for split in ('train', 'test')}
+    config.write_text(f'data_root = {str(shared_data)!r}\n' + ''.join(
+        f'{split}_dataloader = dict(dataset={dataset!r})\n' for split, dataset in datasets.items()))
+    reply = {'text': json.dumps({'plan': [0, 0, 0]})}
+    with FakeOpenAIServer(lambda prompt, attempt: reply) as server:
+        load_tool('llm_eval').main([
+            '--config', str(config), '--base-url', server.base_url, '--model', 'fake',
+            '--limit', '2', '--no-progress', '--cache-dir', str(tmp_path / 'cache'),
+            '--data-root', str(tmp_path / 'other_root'),
+            '--out', str(tmp_path / 'results.jsonl')])
+    summary = json.loads(next(tmp_path.glob('*.summary.json')).read_text())
+    assert summary['data_root'] == str(tmp_path / 'other_root' / 'crosstask')
+
+
 def test_protocol_rows_of_another_data_root_are_other_rows_and_never_pooled(tmp_path):
     """Before: ``run_protocol.py --data-root X`` wrote rows (and a run.json) identical to those
     of the configs' own annotations: a second protocol on other annotations found the first
