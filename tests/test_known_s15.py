@@ -58,6 +58,16 @@ def test_llm_eval_records_the_data_root_it_scored(tiny_crosstask, shared_data, t
     assert summary['data_root'] == str(tmp_path / 'other_root' / 'crosstask')
 
 
+def test_plan_py_names_the_annotations_it_planned(tiny_pdpp_checkpoint, tiny_crosstask,
+                                                  capsys):
+    """Before: plan.py printed dataset samples without a word of whose annotations they were;
+    now a line on stderr names the split and the data root."""
+    config, checkpoint = tiny_pdpp_checkpoint
+    load_tool('plan').main([str(config), str(checkpoint), '--indices', '4'])
+    err = capsys.readouterr().err
+    assert f"test windows of the annotations in {tiny_crosstask['data_root']}" in err
+
+
 def test_protocol_rows_of_another_data_root_are_other_rows_and_never_pooled(tmp_path):
     """Before: ``run_protocol.py --data-root X`` wrote rows (and a run.json) identical to those
     of the configs' own annotations: a second protocol on other annotations found the first
