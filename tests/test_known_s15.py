@@ -35,6 +35,13 @@ def test_a_test_records_the_data_root_it_scored(tiny_crosstask, shared_data, tmp
                             '--out-metrics', str(tmp_path / 'm.json')])
     record = json.loads((tmp_path / 'm.json').read_text())
     assert record['data_root'] == str(tmp_path / 'other_root' / 'crosstask')
+    from vpn_plugin.outputs import check_output  # still a metrics file: --overwrite replaces it
+    assert check_output(tmp_path / 'm.json', 'metrics', '--out-metrics', overwrite=True) == \
+        tmp_path / 'm.json'
+    a_list = dict(record, data_root=['/a/crosstask', '/a/niv'],  # a union's roots, and
+                  test_set_pkg='graph read from a released file')  # a KEPP test's note
+    (tmp_path / 'u.json').write_text(json.dumps(a_list))
+    assert check_output(tmp_path / 'u.json', 'metrics', '--out-metrics', overwrite=True)
 
 
 def test_llm_eval_records_the_data_root_it_scored(tiny_crosstask, shared_data, tmp_path):

@@ -137,7 +137,8 @@ def never(path: Path) -> bool:
 
 # the notes tools/test.py writes beside the numbers (a string or a list of strings each)
 METRICS_NOTES = ('shortened', 'changed_from_training', 'not_compared', 'feature_statistics',
-                 'test_windows', 'damaged_features', 'reduced_precision', 'sample_draw')
+                 'test_windows', 'damaged_features', 'reduced_precision', 'sample_draw',
+                 'test_set_pkg', 'data_root')
 # the horizons it names (tools/test.py tested_horizons): test windows' and training's T
 METRICS_HORIZONS = ('horizon', 'train_horizon')
 
