@@ -38,6 +38,7 @@ def _base_files(file: str, content: str) -> list:
     """The ``_base_`` files of ``file`` (of that ``content``) as mmengine reads them, beside
     it (as ``data_paths.config_chain``; package bases left out); [] when they cannot be read
     (its reader names what is wrong)."""
+    from vpn_plugin import compat_applied  # noqa: F401  (compat fixes before OpenMMLab)
     from mmengine.config import Config
     try:
         return [os.path.abspath(os.path.join(os.path.dirname(file), str(base)))
