@@ -305,11 +305,14 @@ class RunRecord:
 
 def write_results(run: RunRecord, outcomes, summary, usage, files) -> int:
     """Outcomes, summary and the results row; ``usage``: :func:`usage_record` (the answers
-    used and what this run paid, apart)."""
+    used and what this run paid, apart). The summary names the annotations scored
+    (``data_root``: the test set's root after ``--data-root`` / the config / the environment,
+    ``provenance.data_root_record``)."""
+    from vpn_plugin.datasets.provenance import data_root_record
     write_outcomes(files['outcomes'], run.queries, outcomes, run.variant)
     write_text_atomically(files['summary'], json.dumps(dict(
-        summary, usage=usage, setting=run.variant, settings=run.settings), indent=2),
-        'LLM summary')
+        summary, usage=usage, setting=run.variant, settings=run.settings,
+        data_root=data_root_record(run.test_set)), indent=2), 'LLM summary')
     return replace_result(run.args.out, run.row(
         summary['metrics'], per_sample_file=str(files['per_sample']),
         failures=summary['failures'], usage=usage))

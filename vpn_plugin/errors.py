@@ -200,6 +200,16 @@ def explain_uncaught_user_errors(script=None) -> bool:
 REPO_ROOT = Path(__file__).resolve().parents[1]
 
 
+def plain_text(text) -> str:
+    """``text`` (a name of the user's: a folder, a file, a vid) for one line of printed plain
+    text (a table's title, a summary line, a progress line, an error message): control and
+    separator characters (a newline, tab, NUL, escape, U+2028) written as Python escapes
+    (``\\n``), so that a name cannot break the line or forge one the tool never printed; every
+    other character as it is. The one rule for names in printed lines (also
+    ``outputs.plain_text``)."""
+    return ''.join(c if c.isprintable() else repr(c)[1:-1] for c in str(text))
+
+
 def tool_command(tool: str) -> str:
     """``python tools/<tool>`` as a hint prints it so that it runs from the user's working
     directory: the repository-relative path there, the absolute path anywhere else."""
