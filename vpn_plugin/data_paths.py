@@ -31,13 +31,14 @@ from __future__ import annotations
 import argparse
 import contextlib
 import functools
+import json
 import os
 import re
 from pathlib import Path
 
 from . import compat_applied  # noqa: F401  (compat fixes before any OpenMMLab import)
 from .errors import (NON_NEGATIVE_INT, POSITIVE_INT, check_file, check_misspelled,
-                     close_match_hint, number_text_problem)
+                     close_match_hint, number_text_problem, unique_keys)
 
 PATH_VARIABLES = ('data_root', 'feature_dir', 'cache_dir')
 # Top-level config keys besides the Runner's arguments: mmengine's (read by Runner / from_cfg /
@@ -1186,6 +1187,49 @@ def check_mapping_file(file: Path) -> None:
         raise ValueError(f'{file}: holds {type(loaded).__name__} {str(loaded)[:60]!r}; expected '
                          'a mapping of config keys (e.g. _base_: [configs/vpn_niv_t3.py] and '
                          'the keys it changes); an empty file is no config')
+    text = file.read_text(encoding='utf-8')
+    if file.suffix == '.json':  # a key twice: json keeps the last (errors.unique_keys)
+        json.loads(text, object_pairs_hook=unique_keys(file, 'config'))
+    else:
+        check_yaml_numbers(file, text)
+
+
+# YAML 1.1 (PyYAML, which mmengine reads .yaml configs with) reads 010 as 8, 1:20 as 80, 0x7,
+# 1_0 as numbers, and 1e-3 (no dot) as text: the forms --cfg-options refuses (other digits)
+YAML_DECIMAL = {'int': r'[-+]?(0|[1-9][0-9]*)',
+                'float': r'[-+]?([0-9]+\.[0-9]*|\.[0-9]+)([eE][-+]?[0-9]+)?|[-+]?\.(inf|Inf|INF)'
+                         r'|\.(nan|NaN|NAN)'}
+YAML_EXPONENT_TEXT = r'[-+]?([0-9]+\.?[0-9]*|\.[0-9]+)[eE][-+]?[0-9]+'
+
+
+def check_yaml_numbers(file: Path, text: str) -> None:
+    """Every unquoted YAML number of a config in plain decimal digits, and no key twice in one
+    mapping (YAML keeps the last); else refused naming the file, line, text and its reading."""
+    import yaml
+    pending = [yaml.compose(text, Loader=yaml.SafeLoader)]
+    while pending:
+        node = pending.pop()
+        line = f'{file}: line {node.start_mark.line + 1 if node else "?"}'
+        if isinstance(node, yaml.MappingNode):
+            keys = [key.value for key, _ in node.value if isinstance(key, yaml.ScalarNode)]
+            twice = next((key for key in keys if keys.count(key) > 1), None)
+            if twice is not None:
+                raise ValueError(f'{line}: the key {twice!r} is given twice in one mapping; YAML '
+                                 'would keep only the last: expected each key once')
+            pending.extend(item for pair in node.value for item in pair)
+        elif isinstance(node, yaml.SequenceNode):
+            pending.extend(node.value)
+        elif isinstance(node, yaml.ScalarNode) and node.style is None:
+            kind = node.tag.rsplit(':', 1)[-1]
+            if kind in YAML_DECIMAL and not re.fullmatch(YAML_DECIMAL[kind], node.value):
+                value = yaml.safe_load(node.value)
+                raise ValueError(f'{line}: {node.value} is read by YAML 1.1 as the {kind} '
+                                 f'{value!r}; expected a number in plain decimal digits (write '
+                                 f'{value!r} if that is meant, or quote text)')
+            if kind == 'str' and re.fullmatch(YAML_EXPONENT_TEXT, node.value):
+                raise ValueError(f'{line}: {node.value} is read by YAML 1.1 as the text '
+                                 f'{node.value!r}, not a number (an exponent needs a dot before '
+                                 f'it there: write {float(node.value)!r}, or quote text)')
 
 
 def check_utf8(file: Path) -> None:
