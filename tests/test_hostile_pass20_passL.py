@@ -146,3 +146,42 @@ def test_equal_temperatures_and_endpoints_are_one_run():
         assert settings == plain, extra
     assert _llm_settings('--temperature', '-0.0')[1].temperature == 0.0
     assert str(_llm_settings('--temperature', '-0.0')[1].temperature) == '0.0'
+
+
+def test_a_quoted_base_reference_is_refused_naming_it(tmp_path):
+    """K23: ``test_horizon = '{{_base_.horizon}}'`` was refused naming mmengine's random name
+    (``test_horizon='"_horizon_53ad00"'``), not the quoted reference the file holds."""
+    from vpn_plugin.data_paths import read_config_file
+    (tmp_path / 'b.py').write_text('horizon = 3\n')
+    config = tmp_path / 'c.py'
+    config.write_text("_base_ = ['b.py']\ntest_horizon = '{{_base_.horizon}}'\n")
+    with pytest.raises(ValueError, match=r"c.py: line 2: '\{\{_base_.horizon\}\}' quotes the "
+                                         r'base reference \{\{_base_.horizon\}\}; mmengine '
+                                         'substitutes it only as a whole value without quotes'):
+        read_config_file(config)
+    config.write_text("_base_ = ['b.py']\n# x = '{{_base_.horizon}}'\n"  # guard: unquoted
+                      'test_horizon = {{_base_.horizon}}\n')
+    assert read_config_file(config).test_horizon == 3
+
+
+def test_macos_metadata_in_a_frames_folder_is_named_as_such(tmp_path):
+    """FF7b: AppleDouble "._0001.jpg" files (a macOS copy to exFAT/SMB) were refused as "two
+    images of one frame ... remove one of the two extractions"."""
+    from vpn_plugin.baselines.llm.frames import read_clip_frames
+    for i in range(1, 4):
+        (tmp_path / f'{i:04d}.jpg').write_bytes(b'')
+        (tmp_path / f'._{i:04d}.jpg').write_bytes(b'\x00\x05\x16\x07\x00\x02\x00\x00Mac OS X')
+    with pytest.raises(ValueError, match=r'._0001.jpg is macOS metadata \(an AppleDouble "._" '
+                                         r'file, 3 such\), no image'):
+        read_clip_frames(tmp_path, 0, 2, 1)
+
+
+def test_a_yaml_config_with_a_base_reference_is_read_as_mmengine_reads_it(tmp_path):
+    """K63 (wrong, a false refusal): ``h: {{_base_.horizon}}`` in a YAML config, which
+    mmengine reads (h = 3), stopped read_config_file with PyYAML's ConstructorError (the
+    base walk parsed the file before mmengine's substitution)."""
+    from vpn_plugin.data_paths import read_config_file
+    (tmp_path / 'b.py').write_text('horizon = 3\n')
+    config = tmp_path / 'c.yaml'
+    config.write_text('_base_: [b.py]\nh: {{_base_.horizon}}\n')
+    assert read_config_file(config).h == 3

@@ -340,8 +340,12 @@ def config_chain(path, literal: bool = False) -> list:
     def bases(file: Path) -> list:
         if literal:  # beside the file as named, as mmengine finds them (links not resolved)
             return _literal_bases(file)
-        return [(file.parent / str(base)).resolve()
-                for base in Config._get_base_files(str(file)) if '::' not in str(base)]
+        if file.suffix == '.py':
+            found = Config._get_base_files(str(file))
+        else:  # a .json / .yaml config as mmengine parses it ({{...}} references replaced)
+            found = mapping_config(file).get('_base_', [])
+            found = found if isinstance(found, list) else [found]
+        return [(file.parent / str(base)).resolve() for base in found if '::' not in str(base)]
     files, todo = [], [Path(path) if literal else Path(path).resolve()]
     while todo:
         file = todo.pop(0)
@@ -1073,6 +1077,7 @@ def read_config_file(path):
     check_config_file(path)
     for file in config_chain(path):  # mmengine reads each file as UTF-8
         check_utf8(file)
+        check_quoted_base_references(file)
         check_mapping_file(file)
         check_base_names(file)
     check_no_base_cycle(path)
@@ -1172,22 +1177,58 @@ def check_base_names(file: Path) -> None:
             literal_base_files(file)
 
 
+QUOTED_BASE_REFERENCE = r'([\'"])[^\'"\n]*\{\{\s*_base_\.[\w.]+\s*\}\}[^\'"\n]*\1'
+
+
+def check_quoted_base_references(file: Path) -> None:
+    """``x = '{{_base_.horizon}}'``: mmengine substitutes a ``{{_base_.x}}`` reference only as a
+    whole unquoted value (it writes a quoted random name in its place, then the base's value
+    for that name), so inside quotes the value became the text ``'"_horizon_53ad00"'``, named
+    later as that text; refused naming the line and the reference."""
+    text = file.read_text(encoding='utf-8')
+    for number, line in enumerate(text.splitlines(), 1):
+        if line.lstrip().startswith('#'):
+            continue
+        found = re.search(QUOTED_BASE_REFERENCE, line)
+        if found:
+            reference = re.search(r'\{\{\s*_base_\.[\w.]+\s*\}\}', found.group(0)).group(0)
+            raise ValueError(f'{file}: line {number}: {found.group(0)} quotes the base reference '
+                             f'{reference}; mmengine substitutes it only as a whole value '
+                             f'without quotes (quoted, the value is a text of a random name); '
+                             f'expected {reference} unquoted')
+
+
+def _references_replaced(file: Path) -> str:
+    return re.sub(r'\{\{[^{}\n]*\}\}', '"_reference_"', file.read_text(encoding='utf-8'))
+
+
+def mapping_config(file: Path):
+    """A .json / .yaml config's content as mmengine parses it: each ``{{...}}`` reference (a
+    base's value, a predefined variable) replaced by a quoted name first, as mmengine does
+    (``h: {{_base_.horizon}}`` is a valid YAML config); a file that does not parse is refused
+    naming it, with the parser's words."""
+    import io
+
+    import mmengine
+    text = _references_replaced(file)
+    try:
+        return mmengine.load(io.StringIO(text), file_format=file.suffix[1:].lower())
+    except Exception as error:  # noqa: BLE001 - the parser's own words, with the file named
+        raise ValueError(f'{file}: does not parse as {file.suffix[1:].upper()} ({error})') \
+            from None
+
+
 def check_mapping_file(file: Path) -> None:
     """A .json / .yaml config must hold a mapping of keys (an empty YAML file reads as None:
     mmengine failed with "'NoneType' object has no attribute 'get'")."""
     if file.suffix == '.py':
         return
-    import mmengine
-    try:
-        loaded = mmengine.load(str(file))
-    except Exception as error:  # noqa: BLE001 - the parser's own words, with the file named
-        raise ValueError(f'{file}: does not parse as {file.suffix[1:].upper()} ({error})') \
-            from None
+    loaded = mapping_config(file)
     if not isinstance(loaded, dict):
         raise ValueError(f'{file}: holds {type(loaded).__name__} {str(loaded)[:60]!r}; expected '
                          'a mapping of config keys (e.g. _base_: [configs/vpn_niv_t3.py] and '
                          'the keys it changes); an empty file is no config')
-    text = file.read_text(encoding='utf-8')
+    text = _references_replaced(file)
     if file.suffix == '.json':  # a key twice: json keeps the last (errors.unique_keys)
         json.loads(text, object_pairs_hook=unique_keys(file, 'config'))
     else:

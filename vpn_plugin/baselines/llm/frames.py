@@ -98,6 +98,12 @@ def _numbered_frames(folder: Path) -> list[Path]:
     images = sorted(p for p in folder.iterdir() if p.suffix.lower() in IMAGE_SUFFIXES)
     if not images:
         raise FileNotFoundError(f'frames folder {folder}: no images ({", ".join(IMAGE_SUFFIXES)})')
+    metadata = [p.name for p in images if p.name.startswith('._') and p.is_file()
+                and _head(p) == APPLE_DOUBLE]
+    if metadata:  # named as an image, it is none: "two images of one frame" would be false
+        raise ValueError(f'frames folder {folder}: {metadata[0]} is macOS metadata (an '
+                         f'AppleDouble "._" file, {len(metadata)} such), no image; expected only '
+                         'the frames in the folder (delete the "._" files, e.g. dot_clean)')
     parsed = _frame_numbers(images)
     unnumbered = [path.name for path, match in parsed.items() if match is None]
     if unnumbered:
@@ -127,6 +133,14 @@ def _numbered_frames(folder: Path) -> list[Path]:
                          'expected consecutive frames from 0 or 1 (a missing frame would '
                          'shift every later time by a frame)')
     return [numbered[n] for n in numbers]
+
+
+APPLE_DOUBLE = b'\x00\x05\x16\x07'  # the first bytes of a macOS "._" metadata file
+
+
+def _head(path: Path) -> bytes:
+    with open(path, 'rb') as handle:
+        return handle.read(len(APPLE_DOUBLE))
 
 
 def _frame_numbers(images: list) -> dict:
