@@ -36,7 +36,6 @@ import os
 import re
 from pathlib import Path
 
-from . import compat_applied  # noqa: F401  (compat fixes before any OpenMMLab import)
 from .errors import (NON_NEGATIVE_INT, POSITIVE_INT, check_file, check_misspelled,
                      close_match_hint, number_text_problem, unique_keys)
 
@@ -335,6 +334,7 @@ def config_chain(path, literal: bool = False) -> list:
 
     A file whose ``_base_`` cannot be read (a syntax error, not UTF-8, no list of names) ends
     its branch: the reader of the file (mmengine, :func:`literal_config`) names what is wrong."""
+    from . import compat_applied  # noqa: F401  (compat fixes before OpenMMLab)
     from mmengine.config import Config
 
     def bases(file: Path) -> list:
@@ -657,6 +657,7 @@ def config_text(file: Path) -> tuple:
     ``'x'``, :func:`_with_placeholders`). A ``{{$NAME:default}}`` (an environment variable of
     the run, unknown here) is refused naming the line. Not UTF-8: refused naming the line."""
     import tempfile
+    from . import compat_applied  # noqa: F401  (compat fixes before OpenMMLab)
     from mmengine.config import Config
     check_utf8(Path(file))
     with tempfile.TemporaryDirectory() as folder:
@@ -685,6 +686,7 @@ def _with_placeholders(file: Path, values: dict, placeholders: dict, base: dict,
     (mmengine's ``Config._substitute_base_vars``); a placeholder left inside a text (``'{{
     _base_.x}}/y'``, ``{{_base_.x}} * 2``: mmengine's run gets that text) is refused
     (``strict=False``: unread)."""
+    from . import compat_applied  # noqa: F401  (compat fixes before OpenMMLab)
     from mmengine.config import Config
     if not placeholders:
         return values
@@ -782,6 +784,7 @@ def literal_config(path, chain: tuple = ()) -> dict:
     literal is :data:`UNREAD`). Each ``_base_`` file is found beside the file as named, as
     mmengine finds it (a linked base's own bases beside the link). A base of a package
     (``mmaction::...``) is not read."""
+    from . import compat_applied  # noqa: F401  (compat fixes before OpenMMLab)
     from mmengine.config import Config
     path = Path(path)
     if Path(os.path.realpath(path)) in chain:
@@ -857,6 +860,7 @@ def read_config_safely(path):
     code, in :data:`LITERAL_SUBSET` (:func:`literal_config`: a config outside it is refused
     naming file and line; an expression of it that is no literal is :data:`UNREAD`), so a
     results file from elsewhere runs no code of a config it names. A ``mmengine.Config``."""
+    from . import compat_applied  # noqa: F401  (compat fixes before OpenMMLab)
     from mmengine.config import Config
     check_config_file(path)
     check_no_base_cycle(path)
@@ -880,6 +884,7 @@ def _check_test_horizon(cfg, horizon: int, test_horizon: int) -> None:
     anything is built (``BasePlanner`` planners; the same rule as at predict time)."""
     if test_horizon == horizon or cfg.get('model') is None:
         return
+    from . import compat_applied  # noqa: F401  (compat fixes before OpenMMLab)
     from mmaction.registry import MODELS
     cls = MODELS.get(cfg.model.get('type')) if cfg.model.get('type') else None
     # a planner states its rule (BasePlanner.horizon_mismatch); this floor knows no planner
@@ -909,6 +914,7 @@ def _accepts_horizon(model) -> bool:
     """Whether the model's registered class takes a ``horizon`` argument (unknown types: yes,
     so that building them reports the real problem)."""
     import inspect
+    from . import compat_applied  # noqa: F401  (compat fixes before OpenMMLab)
     from mmaction.registry import MODELS
     cls = MODELS.get(model.get('type')) if model.get('type') else None
     if cls is None:
@@ -1019,6 +1025,7 @@ def import_custom_modules(path, custom_imports) -> None:
     """Import the modules of an overridden ``custom_imports`` (mmengine imports a config
     file's own when it reads the file; one given by ``--cfg-options`` was never imported,
     whatever it held: ``imports=['my_module']``, ``0`` or ``'abc'``)."""
+    from . import compat_applied  # noqa: F401  (compat fixes before OpenMMLab)
     from mmengine.utils import import_modules_from_strings
     imports = (custom_imports or {}).get('imports') if hasattr(custom_imports, 'get') else None
     allow_failed = (custom_imports or {}).get('allow_failed_imports', False) \
@@ -1073,6 +1080,7 @@ def read_config_file(path):
     regular file, a syntax error (in it or in one of its ``_base_`` files: which one, line),
     a ``_base_`` file that does not exist. A symbolic link is read as the file it points to
     (its ``_base_`` paths are relative to that file, as :func:`config_chain` reads them)."""
+    from . import compat_applied  # noqa: F401  (compat fixes before OpenMMLab)
     from mmengine.config import Config
     check_config_file(path)
     for file in config_chain(path):  # mmengine reads each file as UTF-8
@@ -1209,6 +1217,7 @@ def mapping_config(file: Path):
     naming it, with the parser's words."""
     import io
 
+    from . import compat_applied  # noqa: F401  (compat fixes before OpenMMLab)
     import mmengine
     text = _references_replaced(file)
     try:
@@ -1366,6 +1375,7 @@ def known_config_keys() -> set:
     """Top-level keys a config may set: the Runner's arguments, :data:`MMENGINE_KEYS` and
     :data:`PLUGIN_KEYS` (names starting with ``_`` are free helper variables)."""
     import inspect
+    from . import compat_applied  # noqa: F401  (compat fixes before OpenMMLab)
     from mmengine.runner import Runner
     return (set(inspect.signature(Runner.__init__).parameters) - {'self', 'cfg'}
             | set(MMENGINE_KEYS) | set(PLUGIN_KEYS))
@@ -1514,6 +1524,7 @@ def check_resolved(**paths) -> None:
 
 def _declared_in_file(cfg) -> dict:
     """The location variables as the config file ``cfg.filename`` sets them ({} without one)."""
+    from . import compat_applied  # noqa: F401  (compat fixes before OpenMMLab)
     from mmengine.config import Config
     filename = getattr(cfg, 'filename', None)
     if not filename or not Path(filename).is_file():
