@@ -185,3 +185,15 @@ def test_a_yaml_config_with_a_base_reference_is_read_as_mmengine_reads_it(tmp_pa
     config = tmp_path / 'c.yaml'
     config.write_text('_base_: [b.py]\nh: {{_base_.horizon}}\n')
     assert read_config_file(config).h == 3
+
+
+def test_a_file_managers_copy_of_a_frame_is_named_with_its_frame(tmp_path):
+    """FF6 (vague): beside img0001..img0003.jpg, a copy "img0002 (1).jpg" was refused as "img0001.jpg
+    and img0002 (1).jpg are two images of one frame (number 1)": the number of the copy was read
+    from its last run of digits, not where the frames' numbers are."""
+    from vpn_plugin.baselines.llm.frames import read_clip_frames
+    for name in ('img0001.jpg', 'img0002.jpg', 'img0003.jpg', 'img0002 (1).jpg'):
+        (tmp_path / name).write_bytes(b'')
+    with pytest.raises(ValueError, match=r'img0002 \(1\).jpg and img0002.jpg are two images of '
+                                         r'one frame \(number 2\)'):
+        read_clip_frames(tmp_path, 0, 2, 1)

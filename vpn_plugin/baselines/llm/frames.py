@@ -157,11 +157,19 @@ def _frame_numbers(images: list) -> dict:
             found[path] = None
             continue
         groups.setdefault((tuple(parts[0::2]), path.suffix.lower()), []).append((path, parts))
-    for members in groups.values():
+    varying = {key: [run for run in range(len(members[0][1]) // 2)
+                     if len({int(parts[2 * run + 1]) for _, parts in members}) > 1]
+               for key, members in groups.items()}
+    # where the images named alike vary in one run, after which text: an image named apart
+    # with that text before a run (`img0014 (1).jpg` beside `img0001.jpg`) has its number there
+    numbered_after = {key[0][run] for key, runs in varying.items() if len(runs) == 1
+                      for run in runs}
+    for key, members in groups.items():
         runs = len(members[0][1]) // 2
-        varying = [run for run in range(runs)
-                   if len({int(parts[2 * run + 1]) for _, parts in members}) > 1]
-        at = 2 * (varying[0] if len(varying) == 1 else runs - 1) + 1
+        run = varying[key][0] if len(varying[key]) == 1 else next(
+            (r for r in range(runs) if not varying[key] and key[0][r] in numbered_after),
+            runs - 1)
+        at = 2 * run + 1
         for path, parts in members:
             found[path] = (''.join(parts[:at]), parts[at], ''.join(parts[at + 1:]))
     return {path: found[path] for path in images}
