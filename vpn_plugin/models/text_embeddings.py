@@ -58,6 +58,17 @@ def resolve_encoder_path(encoder: Optional[str]) -> str:
     return str(encoder)
 
 
+def is_default_encoder(encoder) -> bool:
+    """Whether ``encoder`` is the installed MiniLM: None, its name, or its own directory
+    written out as a path (one encoder: one cache key, one label)."""
+    if encoder in (None, DEFAULT_ENCODER):
+        return True
+    try:
+        return Path(str(encoder)).resolve() == Path(resolve_encoder_path(None)).resolve()
+    except (ImportError, OSError):  # no MiniLM installed: a path is not it
+        return False
+
+
 def state_texts(action_names: Sequence[str], action_task_names: Sequence[str],
                 descriptions_file: str) -> Tuple[List[List[str]], List[List[str]]]:
     """Before/after state sentences of each action id.
@@ -368,7 +379,8 @@ def _trusted_cache(cache: Path, count: int, allow_encode: bool) -> Optional[torc
 
 def _cache_file(texts: Sequence[str], kind: str, encoder, cache_dir, pooling) -> Path:
     """The cache of ``texts`` encoded by ``encoder`` with ``pooling``, in ``cache_dir``."""
-    encoder_name = (encoder or DEFAULT_ENCODER) + ('' if pooling == 'mean' else f':{pooling}')
+    name = DEFAULT_ENCODER if is_default_encoder(encoder) else encoder
+    encoder_name = name + ('' if pooling == 'mean' else f':{pooling}')
     return Path(cache_dir) / f'{kind}_{cache_key(encoder_name, texts)}.pt'
 
 
@@ -564,8 +576,7 @@ def stand_in_label(text_cfg, width: Optional[int] = None) -> Optional[str]:
                                                                                    'clip_eot'):
         return None
     encoder = text_cfg.get('encoder')
-    name = Path(str(encoder)).name if encoder not in (None, DEFAULT_ENCODER) else \
-        'all-MiniLM-L6-v2'
+    name = 'all-MiniLM-L6-v2' if is_default_encoder(encoder) else Path(str(encoder)).name
     width = width or _encoder_width(encoder)  # an encoder already pad_to wide pads nothing
     pad = f', zero-padded to {text_cfg["pad_to"]}-d' if text_cfg.get('pad_to') and (
         width is None or width < text_cfg['pad_to']) else ''
@@ -604,7 +615,7 @@ def encoder_name(text_cfg) -> Optional[str]:
     encoder = text_cfg.get('encoder')
     if text_cfg.get('file') and encoder is None:
         return None
-    return 'all-MiniLM-L6-v2' if encoder in (None, DEFAULT_ENCODER) else Path(str(encoder)).name
+    return 'all-MiniLM-L6-v2' if is_default_encoder(encoder) else Path(str(encoder)).name
 
 
 def declares_clip(text_cfg) -> bool:
