@@ -114,6 +114,8 @@ def parse_args(argv=None):
 def check_args(parser, args):
     if args.backend == 'openai' and not args.base_url:
         parser.error('--base-url is required with the openai backend')
+    if args.base_url:  # http://h/v1/ is http://h/v1: one endpoint, one cache, one results row
+        args.base_url = args.base_url.rstrip('/') or args.base_url
     if args.backend == 'transformers' and (args.base_url or args.api_key_env):
         given = '--base-url' if args.base_url else '--api-key-env'  # unread, yet in the row
         parser.error(f'{given} is for the openai backend; --backend transformers runs the local '

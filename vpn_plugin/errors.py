@@ -331,7 +331,7 @@ def at_least(kind, low, strict: bool = False, high=None, why: str = ''):
                                              f'{bounds}{because}')
         if not Range(low, high, low_open=strict).holds(value):
             raise argparse.ArgumentTypeError(f'{text}: expected {what} {bounds}{because}')
-        return value
+        return value + 0 if kind is float else value  # -0.0 is 0.0 (recorded, compared)
     parse.__name__ = f'{kind.__name__} {bounds}'
     return parse
 

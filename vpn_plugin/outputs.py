@@ -73,10 +73,17 @@ def markdown_row(cells) -> str:
                              for cell in cells) + ' |'
 
 
+MONEY_EXACT_BELOW = 1e13  # 15 digits before the point + 2 decimals: a float's precision
+
+
 def money_text(value: float) -> str:
     """A cost for a table or a summary line: two decimals ('11.56'), or two significant digits
-    for a non-zero amount below half a cent ('0.00033', never a false '0.00')."""
+    for a non-zero amount below half a cent ('0.00033', never a false '0.00'); from 1e13 on
+    (where two decimals would print digits a float does not hold) 15 significant digits
+    ('1.2e+28', never '11999999999999999059939033088.00')."""
     value = float(value)
+    if math.isfinite(value) and abs(value) >= MONEY_EXACT_BELOW:
+        return f'{value:.15g}'
     if value == 0 or not math.isfinite(value) or abs(value) >= 0.005:
         return f'{value:.2f}'
     return f'{value:.{1 - math.floor(math.log10(abs(value)))}f}'
