@@ -356,8 +356,17 @@ def _pkg_options(pkg: Optional[dict]) -> dict:
     """``model.pkg`` with PKGBuilder's defaults filled, without ``recount``: whether a test
     counts the graph again is no training option (PKGHook names a recount that gave another
     graph than the checkpoint's: ``pkg_hook.mark_recount``)."""
+    from ..models.pkg_builder import changes_nothing
     options = {**pkg_defaults(), 'type': 'PKGBuilder', **(pkg or {})}
     options.pop('recount', None)
+    # a perturbation at its identity (LabelNoise(0.0), a sweep's 0 point) counts the graph
+    # counted without it: refused / named as "another graph" though the graph and every number
+    # were the training's; the seed acts only through the perturbations left
+    perturbations = options.get('perturbations')
+    if isinstance(perturbations, (list, tuple)):
+        options['perturbations'] = [p for p in perturbations if not changes_nothing(_plain(p))]
+        if not options['perturbations']:
+            options['seed'] = pkg_defaults()['seed']
     return options
 
 
@@ -715,7 +724,7 @@ def check_loaded_pkg(checkpoint: dict, filename: str, model_cfg) -> None:
     if not isinstance(trained, dict):
         return
     defaults = pkg_defaults()
-    given, counted = dict(defaults, **pkg), dict(defaults, **(trained.get('pkg') or {}))
+    given, counted = _pkg_options(pkg), _pkg_options(trained.get('pkg'))
     for options in (given, counted):  # where the extra datasets lie may change, not which
         options['extra_datasets'] = [
             {k: v for k, v in _plain(d).items() if k not in PKG_LOCATION_KEYS}
@@ -796,6 +805,22 @@ OPTION_DEFAULTS = {'selection': 'unified'}
 SECTION_REGISTRIES = {'optim_wrapper': 'OPTIM_WRAPPERS', 'optim_wrapper.optimizer': 'OPTIMIZERS',
                       'param_scheduler': 'PARAM_SCHEDULERS',
                       'train_dataloader.sampler': 'DATA_SAMPLERS'}
+
+
+# the dataset options that only select a split's windows (which videos, which windows, in which
+# order): the split's data digest (``rank_agreement.dataset_digest``) says what they selected
+SPLIT_SELECTION = ('val_fraction', 'split_seed', 'subset_fraction', 'subset_seed', 'limit',
+                   'limit_seed')
+
+
+def selecting_the_same(lines: list, same_loaders) -> list:
+    """``lines`` ('key: X in the run, Y here') without those of a :data:`SPLIT_SELECTION`
+    option of a loader in ``same_loaders`` (whose split's data digest is the run's: the same
+    windows in the same order; a resume given ``limit=10000`` over a 262-window split,
+    which keeps every window, was refused as another run)."""
+    return [line for line in lines if not any(
+        line.startswith(f'{loader}.dataset.{key}: ') for loader in same_loaders
+        for key in SPLIT_SELECTION)]
 
 
 class OptionDifferences(NamedTuple):
@@ -914,6 +939,8 @@ def _option_lines(trained_cfg_text, trained, cfg, purpose: str) -> list:
                 trained.get('val_cfg') is None or cfg.get('val_cfg') is None):
             continue
         before, now = (_configured(config, key) for config in (trained, cfg))
+        if key == 'param_scheduler':
+            before, now = _ends_left_unset(trained, cfg, before, now)
         if before != now:  # shown as each config gives it (its class's defaults compared)
             before, now = (_plain(_dotted(config, key)) if _dotted(config, key) is not None
                            else value for config, value in ((trained, before), (cfg, now)))
@@ -927,12 +954,63 @@ def _configured(config, key: str):
     filled in; an option a section leaves unset, that class's default; else
     :data:`OPTION_DEFAULTS` for an unset value."""
     value = _with_class_defaults(_plain(_dotted(config, key)), SECTION_REGISTRIES.get(key))
+    value = _with_runner_defaults(config, key, value)
     section, _, option = key.rpartition('.')
     if value is None and section in SECTION_REGISTRIES:
         built = _with_class_defaults(_plain(_dotted(config, section)),
                                      SECTION_REGISTRIES[section])
         value = built.get(option) if isinstance(built, dict) else None
     return OPTION_DEFAULTS.get(key) if value is None else value
+
+
+def _with_runner_defaults(config, key: str, value):
+    """``value`` (:func:`_configured`'s section at ``key``) with the arguments mmengine's
+    runner gives the class it builds where the config leaves them out, which are not the
+    class's defaults: the training sampler's ``seed`` (the run's ``randomness.seed``; an
+    explicit ``seed=None`` draws a random one: a resume given it was accepted as "the class
+    default" and shuffled its epochs otherwise, and one given the run's seed was refused), a
+    parameter scheduler's ``convert_to_iter_based`` (False, popped by the registry's builder)
+    and its default ``end`` (the config's max_epochs, or max_iters for ``by_epoch=False``:
+    ``end=10`` given to a resume of a 10-epoch run was refused; two runs that both leave it
+    unset are compared without it, :func:`_ends_left_unset`)."""
+    given = _plain(_dotted(config, key))
+    if key == 'train_dataloader.sampler' and isinstance(value, dict) and \
+            isinstance(given, dict) and 'seed' not in given:
+        randomness = _plain(config.get('randomness')) or {}
+        value = dict(value, seed=None if randomness.get('diff_rank_seed')
+                     else randomness.get('seed'))
+    if key == 'param_scheduler':
+        items, givens = ((value, given) if isinstance(value, list) else ([value], [given]))
+        train_cfg = _plain(config.get('train_cfg')) or {}
+        filled = []
+        for item, raw in zip(items, givens if isinstance(givens, list) else [givens]):
+            if isinstance(item, dict) and isinstance(raw, dict):
+                item = dict(item, convert_to_iter_based=raw.get('convert_to_iter_based', False))
+                if 'end' not in raw:
+                    item['end'] = train_cfg.get('max_epochs' if raw.get('by_epoch', True)
+                                                else 'max_iters', item.get('end'))
+            filled.append(item)
+        value = filled if isinstance(value, list) else filled[0]
+    return value
+
+
+def _ends_left_unset(trained, cfg, before, now) -> tuple:
+    """The configured ``param_scheduler`` of two runs (``before``, ``now``) without the
+    ``end`` of each scheduler that both configs leave unset: a run extended at resume (a
+    larger max_epochs) keeps the schedule restored from its checkpoint (warned by
+    ``rank_agreement.extended_schedule_note``)."""
+    raws = [_plain(_dotted(config, 'param_scheduler')) for config in (trained, cfg)]
+    raws = [raw if isinstance(raw, list) else [raw] for raw in raws]
+    values = [value if isinstance(value, list) else [value] for value in (before, now)]
+    if len(values[0]) != len(values[1]) or len(raws[0]) != len(raws[1]):
+        return before, now
+    for index, (old, new) in enumerate(zip(*raws)):
+        if isinstance(old, dict) and isinstance(new, dict) and 'end' not in old and \
+                'end' not in new:
+            for side in values:
+                if isinstance(side[index], dict):
+                    side[index] = {k: v for k, v in side[index].items() if k != 'end'}
+    return values[0], values[1]
 
 
 def _with_class_defaults(value, registry: Optional[str]):
