@@ -120,3 +120,66 @@ def test_identities_change_nothing_oracle():
         assert np.allclose(changed, pkg, rtol=0, atol=1e-12)
     assert all(changes_nothing(p) for p in IDENTITIES)
     assert not any(changes_nothing(p) for p in CHANGES)
+
+
+def _horizon_refusal(model_class, trained: int, wanted: int) -> str:
+    from types import SimpleNamespace
+    from vpn_plugin.engine.checkpoint import meta_mismatches
+    model = SimpleNamespace(horizon=wanted, cross_horizon_modes=model_class.cross_horizon_modes,
+                            follows_data_horizon=model_class.follows_data_horizon)
+    found = meta_mismatches({'meta': {'dataset_meta': {'horizon': trained}}}, model)
+    assert len(found) == 1
+    return found[0]
+
+
+def test_the_horizon_refusal_advises_what_the_model_can_do():
+    """H16: a T=6 ViterbiPlanNet checkpoint tested with a T=3 config was told "the config it was
+    trained with and test_horizon=3, e.g. --cfg-options test_horizon=3", which was refused
+    in turn (model.cross_horizon missing); H13: a T=3 one tested at T=4 was given the same
+    advice, for windows no model of it plans. A planner following the data's horizon keeps
+    the test_horizon advice (test_hostile_pass16_fixrows2)."""
+    from vpn_plugin.baselines.planners import UniformEmissionPlanner
+    from vpn_plugin.models.viterbi_plan_net import ViterbiPlanNet
+    shorter = _horizon_refusal(ViterbiPlanNet, 6, 3)
+    assert ("test_horizon=3 and model.cross_horizon='repeat_last', e.g. --cfg-options "
+            'test_horizon=3 model.cross_horizon=repeat_last') in shorter
+    longer = _horizon_refusal(ViterbiPlanNet, 3, 4)
+    assert 'test_horizon' not in longer and 'T=4 windows need a model trained for T=4' in longer
+    follows = _horizon_refusal(UniformEmissionPlanner, 3, 4)
+    assert 'the config it was trained with and test_horizon=4, e.g. --cfg-options ' \
+           'test_horizon=4, as' in follows
+
+
+@pytest.mark.parametrize('length', ['5', 5.0, True])
+def test_a_length_in_another_type_is_named_so(length, tmp_path):
+    """B_strlen: a video list whose "length" is the text '5' (its CSV has 5 rows) was refused
+    "field "length" = '5', but ... has 5 step rows; expected the number of rows": a mismatch
+    that is none. The type is named; a number that differs keeps its message."""
+    from vpn_plugin.datasets import BadVideoError
+    from vpn_plugin.datasets.annotations import check_listed_length
+    entry = dict(vid='v', entry=0, length=length)
+    with pytest.raises(BadVideoError, match=r'expected an integer, the number of step rows of '
+                                            r'v\.csv \(5\)'):
+        check_listed_length('list.json', entry, 'v.csv', 5)
+    with pytest.raises(BadVideoError, match='has 5 step rows'):
+        check_listed_length('list.json', dict(entry, length=4), 'v.csv', 5)
+    check_listed_length('list.json', dict(entry, length=5), 'v.csv', 5)
+
+
+def test_an_extended_resume_says_its_schedule_stops():
+    """H22: a 4-epoch StepLR(2, 0.5) run resumed with max_epochs=8 trained epochs 5-8 at the
+    lr of epoch 4 (the restored scheduler keeps end=4; a straight 8-epoch run halves it
+    twice more) and exited 0 without a word. Now a warning; none with the end given, the
+    same max_epochs, or no scheduler left to its default end."""
+    from mmengine.config import Config
+    from vpn_plugin.engine.checkpoint import extended_schedule_note
+    text = ("param_scheduler = [dict(type='StepLR', step_size=2, gamma=0.5, by_epoch=True)]\n"
+            'train_cfg = dict(max_epochs=4)\n')
+    cfg = Config.fromstring(text.replace('max_epochs=4', 'max_epochs=8'), '.py')
+    note = extended_schedule_note(text, cfg, 'epoch_4.pth')
+    assert 'param_scheduler[0] (StepLR) ends at 4' in note and 'not at 8' in note
+    assert extended_schedule_note(text, Config.fromstring(text, '.py'), 'e.pth') == ''
+    cfg.param_scheduler[0]['end'] = 4
+    assert extended_schedule_note(text, cfg, 'e.pth') == ''
+    assert option_differences(text, 'resume', change={
+        'param_scheduler.0.end': 4, 'train_cfg.max_epochs': 8}).refused == []

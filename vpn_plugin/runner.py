@@ -561,7 +561,8 @@ class PlanningRunner(Runner):
         from vpn_plugin.compat import is_resuming
         from vpn_plugin.engine.checkpoint import (PARTIAL_LOAD_KEY, RUN_KEY, UNCHECKED_KEY,
                                                   check_finite, check_loaded_pkg,
-                                                  check_same_planner, feature_statistics_note,
+                                                  check_same_planner, extended_schedule_note,
+                                                  feature_statistics_note,
                                                   load_weights, read_checkpoint,
                                                   reduced_precision_note, selecting_the_same,
                                                   state_dict_of, training_option_differences)
@@ -613,6 +614,9 @@ class PlanningRunner(Runner):
             complete = check_resume_epoch(checkpoint, filename, self.cfg)
             if complete:
                 self.logger.warning(complete)
+            extended = extended_schedule_note(meta.get('cfg'), self.cfg, filename)
+            if extended:
+                self.logger.warning(extended)
             if isinstance(checkpoint.get('ema_state_dict'), dict):
                 # its state_dict, the EMA weights, goes into the EMA copy (mmengine's swap),
                 # which load_weights below never sees

@@ -272,11 +272,8 @@ def meta_mismatches(checkpoint: dict, model, data_meta: Optional[dict] = None) -
         ours = getattr(model, key, None)
         if key in recorded and ours is not None and recorded[key] != ours:
             wrong[key] = (f'{key}={recorded[key]!r} in the checkpoint, {ours!r} in the '
-                          "config's model" + (
-                              f' (a test of it on T={ours} windows: the config it was trained '
-                              f'with and test_horizon={ours}, e.g. --cfg-options test_horizon='
-                              f'{ours}, as configs/vpn_niv_t6_eval_t3.py does)'
-                              if key == 'horizon' else ''))
+                          "config's model" + (horizon_hint(model, recorded[key], ours)
+                                              if key == 'horizon' else ''))
     for key in DATA_META:
         if key in wrong or key not in recorded or key not in (data_meta or {}):
             continue
@@ -284,6 +281,30 @@ def meta_mismatches(checkpoint: dict, model, data_meta: Optional[dict] = None) -
         if difference:
             wrong[key] = f"{key}: {difference} in the checkpoint and the config's data"
     return list(wrong.values())
+
+
+def horizon_hint(model, trained, wanted) -> str:
+    """How a checkpoint of ``model``'s class trained for horizon ``trained`` is tested on
+    ``wanted``-step windows: with the config it was trained with and ``test_horizon`` (a
+    planner that follows the data's horizon), plus ``model.cross_horizon`` (a model with a
+    rule for shorter windows, ViterbiPlanNet), or not at all (the hint named test_horizon
+    alone for every model: a VPN test following it was refused for the missing
+    cross_horizon, and one on LONGER windows, which the model cannot plan, refused again)."""
+    if not all(isinstance(h, int) and not isinstance(h, bool) for h in (trained, wanted)):
+        return ''
+    modes = [m for m in getattr(model, 'cross_horizon_modes', (None,)) if m is not None]
+    if getattr(model, 'follows_data_horizon', False):
+        option, given = '', ''
+    elif wanted < trained and modes:
+        option, given = f" and model.cross_horizon={modes[0]!r}", f' model.cross_horizon={modes[0]}'
+    else:
+        return (f' (this model plans the horizon it was trained for'
+                + (' or a shorter one (model.cross_horizon)' if modes else '')
+                + f': T={wanted} windows need a model trained for T={wanted})')
+    return (f' (a test of it on T={wanted} windows: the config it was trained with'
+            + (f', test_horizon={wanted}{option}' if option else f' and test_horizon={wanted}')
+            + f', e.g. --cfg-options test_horizon={wanted}{given}, as '
+            'configs/vpn_niv_t6_eval_t3.py does)')
 
 
 def _run_config(trained_cfg_text):
@@ -997,8 +1018,8 @@ def _with_runner_defaults(config, key: str, value):
 def _ends_left_unset(trained, cfg, before, now) -> tuple:
     """The configured ``param_scheduler`` of two runs (``before``, ``now``) without the
     ``end`` of each scheduler that both configs leave unset: a run extended at resume (a
-    larger max_epochs) keeps the schedule restored from its checkpoint (warned by
-    ``rank_agreement.extended_schedule_note``)."""
+    larger max_epochs) keeps the schedule restored from its checkpoint (warned:
+    :func:`extended_schedule_note`)."""
     raws = [_plain(_dotted(config, 'param_scheduler')) for config in (trained, cfg)]
     raws = [raw if isinstance(raw, list) else [raw] for raw in raws]
     values = [value if isinstance(value, list) else [value] for value in (before, now)]
@@ -1011,6 +1032,35 @@ def _ends_left_unset(trained, cfg, before, now) -> tuple:
                 if isinstance(side[index], dict):
                     side[index] = {k: v for k, v in side[index].items() if k != 'end'}
     return values[0], values[1]
+
+
+def extended_schedule_note(trained_cfg_text, cfg, filename) -> str:
+    """'' unless a resume extends its run (a larger ``train_cfg.max_epochs`` / ``max_iters``
+    than the run of ``trained_cfg_text``, a checkpoint's ``meta['cfg']``) while a parameter
+    scheduler leaves its ``end`` unset: mmengine restores the scheduler with the run's end
+    (its max_epochs then), so the lr changes no more after it; a StepLR(2, 0.5) run of 4
+    epochs resumed to 8 trained epochs 5-8 at the lr of epoch 4 (a straight 8-epoch run
+    halves it twice more) without a word. The line says so."""
+    trained = _run_config(trained_cfg_text)
+    if trained is None:
+        return ''
+    lines = []
+    schedulers = _plain(cfg.get('param_scheduler'))
+    for index, item in enumerate(schedulers if isinstance(schedulers, list) else [schedulers]):
+        if not isinstance(item, dict) or 'end' in item:
+            continue
+        length = 'max_epochs' if item.get('by_epoch', True) else 'max_iters'
+        before = (_plain(trained.get('train_cfg')) or {}).get(length)
+        now = (_plain(cfg.get('train_cfg')) or {}).get(length)
+        if isinstance(before, int) and isinstance(now, int) and now > before:
+            lines.append(f'param_scheduler[{index}] ({item.get("type")}) ends at {before} '
+                         f'(its end was the run\'s train_cfg.{length}={before}, restored from '
+                         f'{filename}), not at {now}')
+    if not lines:
+        return ''
+    return ('this resume extends the run: ' + '; '.join(lines) + ': the resumed steps keep the '
+            'learning rate its schedule had reached (a straight run of this config would go on '
+            "changing it); set the scheduler's end explicitly to say so, or start a new run")
 
 
 def _with_class_defaults(value, registry: Optional[str]):
