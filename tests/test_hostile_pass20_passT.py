@@ -183,3 +183,25 @@ def test_an_extended_resume_says_its_schedule_stops():
     assert extended_schedule_note(text, cfg, 'e.pth') == ''
     assert option_differences(text, 'resume', change={
         'param_scheduler.0.end': 4, 'train_cfg.max_epochs': 8}).refused == []
+
+
+@pytest.mark.parametrize('scheduler, warned', [
+    ("dict(type='StepLR', step_size=2, gamma=0.5)", True),
+    # the last milestone behind the run's end: the extended lr is the straight run's (no wolf)
+    ("dict(type='MultiStepLR', milestones=[2], gamma=0.5)", False),
+    ("dict(type='MultiStepLR', milestones=[2, 6], gamma=0.5)", True),
+    # ConstantLR holds its factor until its end (4 restored, 8 straight): changed
+    ("dict(type='ConstantLR', factor=0.5)", True),
+    ("dict(type='ExponentialLR', gamma=0.9)", True),
+    # iteration-based: not replayed here, said
+    ("dict(type='StepLR', step_size=2, gamma=0.5, by_epoch=False)", False),
+])
+def test_an_extended_schedule_is_replayed_before_it_is_called_changed(scheduler, warned):
+    """H22's warning only where the restored schedule (ends at the run's 4 epochs) gives
+    another lr than a straight 8-epoch run: mmengine's schedulers replayed on a dummy
+    optimiser (the pass11 extension of a MultiStepLR past its last milestone is no change)."""
+    from mmengine.config import Config
+    from vpn_plugin.engine.checkpoint import extended_schedule_note
+    text = f'param_scheduler = [{scheduler}]\ntrain_cfg = dict(max_epochs=4)\n'
+    cfg = Config.fromstring(text.replace('max_epochs=4', 'max_epochs=8'), '.py')
+    assert bool(extended_schedule_note(text, cfg, 'e.pth')) == warned

@@ -1056,11 +1056,50 @@ def extended_schedule_note(trained_cfg_text, cfg, filename) -> str:
             lines.append(f'param_scheduler[{index}] ({item.get("type")}) ends at {before} '
                          f'(its end was the run\'s train_cfg.{length}={before}, restored from '
                          f'{filename}), not at {now}')
-    if not lines:
+    if not lines or _same_lr_path(schedulers, trained, cfg):
         return ''
     return ('this resume extends the run: ' + '; '.join(lines) + ': the resumed steps keep the '
             'learning rate its schedule had reached (a straight run of this config would go on '
             "changing it); set the scheduler's end explicitly to say so, or start a new run")
+
+
+def _same_lr_path(schedulers, trained, cfg) -> bool:
+    """Whether the epoch-based learning-rate ``schedulers`` (a config's ``param_scheduler``)
+    give the same lr at every epoch of ``cfg``'s max_epochs with each unset ``end`` at
+    ``trained``'s max_epochs (the restored run) as at ``cfg``'s (a straight run): a
+    MultiStepLR whose last milestone is behind the run's end changes nothing when extended.
+    False when they cannot be replayed here (iteration-based, not an LR schedule, unknown)."""
+    import warnings
+    import numpy as np
+    import torch
+    import mmengine.optim  # noqa: F401  (registers mmengine's schedulers)
+    from mmengine.registry import PARAM_SCHEDULERS
+    items = schedulers if isinstance(schedulers, list) else [schedulers]
+    before = (_plain(trained.get('train_cfg')) or {}).get('max_epochs')
+    now = (_plain(cfg.get('train_cfg')) or {}).get('max_epochs')
+    if not all(isinstance(item, dict) and item.get('by_epoch', True) is True and
+               str(item.get('type', '')).endswith('LR') for item in items):
+        return False
+
+    def path(end: int) -> list:
+        weight = torch.nn.Parameter(torch.zeros(1))
+        optimizer = torch.optim.SGD([weight], lr=1.0)
+        built = [PARAM_SCHEDULERS.build(
+            {**{k: v for k, v in item.items() if k != 'convert_to_iter_based'},
+             'end': item.get('end', end)}, default_args=dict(optimizer=optimizer))
+            for item in items]
+        rates = []
+        for _ in range(now):
+            rates.append(optimizer.param_groups[0]['lr'])
+            for scheduler in built:
+                scheduler.step()
+        return rates
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter('ignore')  # "scheduler.step() before optimizer.step()"
+            return bool(np.allclose(path(before), path(now), rtol=1e-12, atol=0))
+    except Exception:  # noqa: BLE001  (a scheduler this replay cannot build: say it)
+        return False
 
 
 def _with_class_defaults(value, registry: Optional[str]):
