@@ -126,8 +126,7 @@ class _RefuseTransformers:
 
     def find_spec(self, name, path=None, target=None):
         if name == 'transformers' and threading.get_ident() == self.thread:
-            raise ImportError('transformers: imported when an Adafactor optimizer is built '
-                              '(vpn_plugin.compat.fix_transformers_import)', name=name)
+            raise ImportError(name=name)  # caught by mmengine's builder: never shown
         return None
 
 
