@@ -31,12 +31,13 @@ from __future__ import annotations
 import argparse
 import contextlib
 import functools
+import json
 import os
 import re
 from pathlib import Path
 
 from .errors import (NON_NEGATIVE_INT, POSITIVE_INT, check_file, check_misspelled,
-                     close_match_hint, number_text_problem)
+                     close_match_hint, number_text_problem, unique_keys)
 
 PATH_VARIABLES = ('data_root', 'feature_dir', 'cache_dir')
 # Top-level config keys besides the Runner's arguments: mmengine's (read by Runner / from_cfg /
@@ -342,8 +343,12 @@ def config_chain(path, literal: bool = False) -> list:
     def bases(file: Path) -> list:
         if literal:  # beside the file as named, as mmengine finds them (links not resolved)
             return _literal_bases(file)
-        return [(file.parent / str(base)).resolve()
-                for base in Config._get_base_files(str(file)) if '::' not in str(base)]
+        if file.suffix == '.py':
+            found = Config._get_base_files(str(file))
+        else:  # a .json / .yaml config as mmengine parses it ({{...}} references replaced)
+            found = mapping_config(file).get('_base_', [])
+            found = found if isinstance(found, list) else [found]
+        return [(file.parent / str(base)).resolve() for base in found if '::' not in str(base)]
     files, todo = [], [Path(path) if literal else Path(path).resolve()]
     while todo:
         file = todo.pop(0)
@@ -1083,6 +1088,7 @@ def read_config_file(path):
     check_config_file(path)
     for file in config_chain(path):  # mmengine reads each file as UTF-8
         check_utf8(file)
+        check_quoted_base_references(file)
         check_mapping_file(file)
         check_base_names(file)
     check_no_base_cycle(path)
@@ -1182,22 +1188,101 @@ def check_base_names(file: Path) -> None:
             literal_base_files(file)
 
 
+QUOTED_BASE_REFERENCE = r'([\'"])[^\'"\n]*\{\{\s*_base_\.[\w.]+\s*\}\}[^\'"\n]*\1'
+
+
+def check_quoted_base_references(file: Path) -> None:
+    """``x = '{{_base_.horizon}}'``: mmengine substitutes a ``{{_base_.x}}`` reference only as a
+    whole unquoted value (it writes a quoted random name in its place, then the base's value
+    for that name), so inside quotes the value became the text ``'"_horizon_53ad00"'``, named
+    later as that text; refused naming the line and the reference."""
+    text = file.read_text(encoding='utf-8')
+    for number, line in enumerate(text.splitlines(), 1):
+        if line.lstrip().startswith('#'):
+            continue
+        found = re.search(QUOTED_BASE_REFERENCE, line)
+        if found:
+            reference = re.search(r'\{\{\s*_base_\.[\w.]+\s*\}\}', found.group(0)).group(0)
+            raise ValueError(f'{file}: line {number}: {found.group(0)} quotes the base reference '
+                             f'{reference}; mmengine substitutes it only as a whole value '
+                             f'without quotes (quoted, the value is a text of a random name); '
+                             f'expected {reference} unquoted')
+
+
+def _references_replaced(file: Path) -> str:
+    return re.sub(r'\{\{[^{}\n]*\}\}', '"_reference_"', file.read_text(encoding='utf-8'))
+
+
+def mapping_config(file: Path):
+    """A .json / .yaml config's content as mmengine parses it: each ``{{...}}`` reference (a
+    base's value, a predefined variable) replaced by a quoted name first, as mmengine does
+    (``h: {{_base_.horizon}}`` is a valid YAML config); a file that does not parse is refused
+    naming it, with the parser's words."""
+    import io
+
+    from . import compat_applied  # noqa: F401  (compat fixes before OpenMMLab)
+    import mmengine
+    text = _references_replaced(file)
+    try:
+        return mmengine.load(io.StringIO(text), file_format=file.suffix[1:].lower())
+    except Exception as error:  # noqa: BLE001 - the parser's own words, with the file named
+        raise ValueError(f'{file}: does not parse as {file.suffix[1:].upper()} ({error})') \
+            from None
+
+
 def check_mapping_file(file: Path) -> None:
     """A .json / .yaml config must hold a mapping of keys (an empty YAML file reads as None:
     mmengine failed with "'NoneType' object has no attribute 'get'")."""
     if file.suffix == '.py':
         return
-    from . import compat_applied  # noqa: F401  (compat fixes before OpenMMLab)
-    import mmengine
-    try:
-        loaded = mmengine.load(str(file))
-    except Exception as error:  # noqa: BLE001 - the parser's own words, with the file named
-        raise ValueError(f'{file}: does not parse as {file.suffix[1:].upper()} ({error})') \
-            from None
+    loaded = mapping_config(file)
     if not isinstance(loaded, dict):
         raise ValueError(f'{file}: holds {type(loaded).__name__} {str(loaded)[:60]!r}; expected '
                          'a mapping of config keys (e.g. _base_: [configs/vpn_niv_t3.py] and '
                          'the keys it changes); an empty file is no config')
+    text = _references_replaced(file)
+    if file.suffix == '.json':  # a key twice: json keeps the last (errors.unique_keys)
+        json.loads(text, object_pairs_hook=unique_keys(file, 'config'))
+    else:
+        check_yaml_numbers(file, text)
+
+
+# YAML 1.1 (PyYAML, which mmengine reads .yaml configs with) reads 010 as 8, 1:20 as 80, 0x7,
+# 1_0 as numbers, and 1e-3 (no dot) as text: the forms --cfg-options refuses (other digits)
+YAML_DECIMAL = {'int': r'[-+]?(0|[1-9][0-9]*)',
+                'float': r'[-+]?([0-9]+\.[0-9]*|\.[0-9]+)([eE][-+]?[0-9]+)?|[-+]?\.(inf|Inf|INF)'
+                         r'|\.(nan|NaN|NAN)'}
+YAML_EXPONENT_TEXT = r'[-+]?([0-9]+\.?[0-9]*|\.[0-9]+)[eE][-+]?[0-9]+'
+
+
+def check_yaml_numbers(file: Path, text: str) -> None:
+    """Every unquoted YAML number of a config in plain decimal digits, and no key twice in one
+    mapping (YAML keeps the last); else refused naming the file, line, text and its reading."""
+    import yaml
+    pending = [yaml.compose(text, Loader=yaml.SafeLoader)]
+    while pending:
+        node = pending.pop()
+        line = f'{file}: line {node.start_mark.line + 1 if node else "?"}'
+        if isinstance(node, yaml.MappingNode):
+            keys = [key.value for key, _ in node.value if isinstance(key, yaml.ScalarNode)]
+            twice = next((key for key in keys if keys.count(key) > 1), None)
+            if twice is not None:
+                raise ValueError(f'{line}: the key {twice!r} is given twice in one mapping; YAML '
+                                 'would keep only the last: expected each key once')
+            pending.extend(item for pair in node.value for item in pair)
+        elif isinstance(node, yaml.SequenceNode):
+            pending.extend(node.value)
+        elif isinstance(node, yaml.ScalarNode) and node.style is None:
+            kind = node.tag.rsplit(':', 1)[-1]
+            if kind in YAML_DECIMAL and not re.fullmatch(YAML_DECIMAL[kind], node.value):
+                value = yaml.safe_load(node.value)
+                raise ValueError(f'{line}: {node.value} is read by YAML 1.1 as the {kind} '
+                                 f'{value!r}; expected a number in plain decimal digits (write '
+                                 f'{value!r} if that is meant, or quote text)')
+            if kind == 'str' and re.fullmatch(YAML_EXPONENT_TEXT, node.value):
+                raise ValueError(f'{line}: {node.value} is read by YAML 1.1 as the text '
+                                 f'{node.value!r}, not a number (an exponent needs a dot before '
+                                 f'it there: write {float(node.value)!r}, or quote text)')
 
 
 def check_utf8(file: Path) -> None:
