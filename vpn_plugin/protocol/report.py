@@ -623,7 +623,7 @@ def to_latex(table: Table, *, title: str = '', label: str = '',
              rf'\begin{{tabular}}{{{spec}}}', r'\toprule', ' & '.join(header) + r' \\',
              r'\midrule']
     for method in table.methods:
-        cells = [_latex_escape(_method_label(table, method))] + \
+        cells = [_latex_row_start(_latex_escape(_method_label(table, method)))] + \
             [text(method) for _, text in extra]
         cells += [_cell_text(table, method, c, digits, latex=True) for c in table.columns]
         lines.append(' & '.join(cells) + r' \\')
@@ -641,6 +641,14 @@ def to_latex(table: Table, *, title: str = '', label: str = '',
         lines.insert(1, f'% holds non-ASCII characters ({" ".join(unicode)}): compile with '
                      'LuaLaTeX or XeLaTeX (a Unicode font), or define them for pdfLaTeX')
     return '\n'.join(lines) + '\n'
+
+
+def _latex_row_start(cell: str) -> str:
+    """A row's first cell as it may follow ``\\midrule`` or the previous row's ``\\\\``: both
+    read a following ``[`` (blanks skipped) as their optional argument (a name '[12] SCHEMA'
+    lost its '[12]', or '\\midrule [x]' hung pdfLaTeX) and ``\\\\`` a ``*`` as its star: ``{}``
+    ends their look-ahead."""
+    return '{}' + cell if cell.lstrip().startswith(('[', '*')) else cell
 
 
 def _title_text(title: str) -> str:
