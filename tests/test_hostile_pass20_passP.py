@@ -43,3 +43,55 @@ def test_other_latex_rows_are_unchanged(tmp_path):
     assert any(line.startswith('VPN [12]*') for line in rows)
     assert any(line.startswith('x*') for line in rows)
     assert not any(line.startswith('{}') for line in rows)
+
+
+# --------------------------------------------------- VI1-VI3: variant numbers written 0 and 0.0
+PKG_QUALITY = T3.parent / 'pkg_quality_niv.jsonl'
+
+
+def whole_numbers_as_int(tmp_path, csv=False) -> Path:
+    """The kept pkg-quality rows with seed 1's whole-number levels written as integers (0 for
+    0.0, 1 for 1.0), as a spreadsheet saves them (``csv``: a CSV of those rows)."""
+    from vpn_plugin.protocol.results import read_results, write_results_csv
+    rows = []
+    for line in PKG_QUALITY.read_text().splitlines():
+        row = json.loads(line)
+        if row['seed'] == 1 and float(row['variant'].get('level', 0.5)).is_integer():
+            row['variant']['level'] = int(row['variant']['level'])
+        rows.append(json.dumps(row))
+    path = tmp_path / 'levels.jsonl'
+    path.write_text('\n'.join(rows) + '\n')
+    if csv:
+        write_results_csv(tmp_path / 'levels.csv', read_results([path]))
+        return tmp_path / 'levels.csv'
+    return path
+
+
+@pytest.mark.parametrize('csv', [False, True])
+@pytest.mark.parametrize('variant', [['perturbation=none'], ['perturbation=none', 'level=0'],
+                                     ['perturbation=weight_noise', 'level=1.0']])
+def test_a_variant_number_written_0_or_0_0_is_one_setting(tmp_path, csv, variant):
+    """VI1-VI3 (wrong, false refusals): seed 1's level 0 beside the other seeds' 0.0 was refused
+    as "rows ... differ in variant" (their JSON texts were compared); the table is the one of
+    the rows as written (no-false-refusal: the same figures)."""
+    from tool_modules import load_tool
+    import contextlib
+    import io
+    tables_made = []
+    for path in (PKG_QUALITY, whole_numbers_as_int(tmp_path, csv)):
+        out = io.StringIO()
+        with contextlib.redirect_stdout(out):
+            load_tool('report').main([str(path), '--variant', *variant, '--metrics',
+                                      'success_rate', '--num-resamples', '20',
+                                      '--num-diff-resamples', '20'])
+        tables_made.append(out.getvalue())
+    assert tables_made[0] == tables_made[1]
+
+
+def test_a_row_identity_reads_whole_floats_as_their_integer():
+    """The one identity text (``results.identity_text``, rows' key and the report's cells):
+    20.0 and 20 are one value; a boolean is not a number; 0.5 stays 0.5."""
+    from vpn_plugin.protocol.results import identity_text
+    assert identity_text({'a': 0.0, 'b': [1.0, 2.5]}) == identity_text({'b': [1, 2.5], 'a': 0})
+    assert identity_text({'a': True}) != identity_text({'a': 1})
+    assert identity_text({'a': -0.0}) == identity_text({'a': 0})

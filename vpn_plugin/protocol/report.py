@@ -43,7 +43,6 @@ results reader refuses values outside a metric's range.
 """
 from __future__ import annotations
 
-import json
 import re
 import sys
 import typing
@@ -62,7 +61,7 @@ from vpn_plugin.outputs import (REPORT_LATEX_MARKER, REPORT_MARKDOWN_MARKER, mar
                                 markdown_text, money_text)
 from .results import (AVERAGED_DATASETS, METRIC_LABELS, METRIC_RANGES, SHORTENED_MARK,
                       ResultRow, caveat_lines, check_rows_match_configs, renamed,
-                      row_from_dict, row_source, shortened_reason)
+                      identity_text, row_from_dict, row_source, shortened_reason)
 
 DEFAULT_METRICS = ('success_rate', 'mean_accuracy', 'miou_set')
 # what the rows pooled in one cell must share (besides method, dataset and test horizon)
@@ -422,7 +421,7 @@ def _identity_value(row: ResultRow, name: str, free_variant=()) -> str:
         value = 'shortened' if shortened_reason(row) else 'full run'
     if name == 'train_horizon' and value is None:  # null: trained at the row's own horizon
         value = row.horizon
-    return json.dumps(value, sort_keys=True, default=str)
+    return identity_text(value)
 
 
 def _collect(rows, metrics) -> dict:
