@@ -95,3 +95,23 @@ def test_a_row_identity_reads_whole_floats_as_their_integer():
     assert identity_text({'a': 0.0, 'b': [1.0, 2.5]}) == identity_text({'b': [1, 2.5], 'a': 0})
     assert identity_text({'a': True}) != identity_text({'a': 1})
     assert identity_text({'a': -0.0}) == identity_text({'a': 0})
+
+
+# ------------------------------------------------------ F04, F05: report's K in other digit forms
+@pytest.mark.parametrize('flag', ['--num-resamples', '--num-diff-resamples'])
+@pytest.mark.parametrize('text', ['1_000', '１０００', '١٠٠٠'])
+def test_report_resamples_are_read_as_every_integer_flag(flag, text):
+    """F04, F05 (silent): report's K was read by int(), which takes '1_000' and other digits
+    than ASCII, while every other integer flag (--digits, --horizons) refuses them."""
+    from tool_modules import load_tool
+    with pytest.raises(SystemExit):
+        load_tool('report').parse_args([str(T3), flag, text])
+
+
+@pytest.mark.parametrize('text, value', [('1000', 1000), (' 1000', 1000), ('+20', 20)])
+def test_report_resamples_in_plain_forms_are_read(text, value):
+    """No-false-refusal half: ASCII digits, a blank, a '+' (as --digits / --horizons)."""
+    from tool_modules import load_tool
+    args = load_tool('report').parse_args([str(T3), '--num-resamples', text,
+                                           '--num-diff-resamples', text])
+    assert args.num_resamples == value == args.num_diff_resamples
