@@ -115,3 +115,78 @@ def test_report_resamples_in_plain_forms_are_read(text, value):
     args = load_tool('report').parse_args([str(T3), '--num-resamples', text,
                                            '--num-diff-resamples', text])
     assert args.num_resamples == value == args.num_diff_resamples
+
+
+# ------------------------------------------ P13, P18: --status of a foreign or a finished unit
+def status_of(tmp_path, state: dict, run_json=None, task=None):
+    """The status of standard_niv's ViterbiPlanNet T=3 seed 0 (smoke) whose work dir holds
+    ``unit_state.json`` = ``state`` (and ``run.json`` = ``run_json``: the runner's identity
+    of the unit when None); ``task``: the Slurm task it was submitted in."""
+    from mmengine.config import Config
+    from vpn_plugin.protocol import status as status_module
+    from vpn_plugin.protocol.runner import ProtocolRunner, expand_units
+    root = Path(__file__).resolve().parents[1]
+    protocol = Config.fromfile(root / 'configs/protocol/standard_niv.py')
+    units = expand_units(protocol, seeds=[0], horizons=[3], methods=['ViterbiPlanNet'])
+    runner = ProtocolRunner(protocol, tmp_path / 'out', smoke=True)
+    work_dir = Path(runner.work_dir(units[0]))
+    work_dir.mkdir(parents=True)
+    (work_dir / 'unit_state.json').write_text(json.dumps(state))
+    identity = json.loads(json.dumps(runner.identity(units[0]), sort_keys=True, default=str))
+    if run_json is not False:
+        (work_dir / 'run.json').write_text(json.dumps(identity if run_json is None
+                                                      else run_json(identity)))
+    original = status_module.read_submissions
+    if task:
+        status_module.read_submissions = lambda folder: {str(work_dir.absolute()): task}
+    try:
+        (status,) = status_module.unit_statuses(runner, units, queue=lambda jobs: {})
+    finally:
+        status_module.read_submissions = original
+    return status
+
+
+FINISHED = dict(state='done', started=1.0, ended=2.0, pid=1, host='vm', attempts=1)
+
+
+def test_status_names_a_work_dir_of_other_settings(tmp_path):
+    """P13 (wrong): a work dir trained with other cfg_options than the protocol's now (an
+    edited protocol file) was "interrupted: its run finished, but its rows are not in ...: a
+    rerun tests it again", while a rerun refuses it (claim_work_dir): it says so."""
+    status = status_of(tmp_path, FINISHED, run_json=lambda identity: dict(
+        identity, cfg_options={'train_dataloader.batch_size': 16}))
+    assert status.state == 'failed'
+    assert 'a rerun refuses it' in status.why and 'holds a run made with other settings' \
+        in status.why and 'train_dataloader.batch_size' in status.why, status.why
+    assert 'tests it again' not in status.why
+
+
+def test_status_of_a_work_dir_of_the_same_settings_is_unchanged(tmp_path):
+    """No-false-refusal half: the same run.json, the same status as before."""
+    status = status_of(tmp_path, FINISHED)
+    assert status.state == 'interrupted' and 'its run finished, but its rows are not in' \
+        in status.why
+
+
+def test_status_of_a_finished_slurm_unit_whose_rows_are_missing(tmp_path):
+    """P18 (wrong): a unit its Slurm task finished (unit_state: done, this task's), whose rows
+    were deleted, was "interrupted: its task 169_0 ended before the unit finished"."""
+    status = status_of(tmp_path, dict(FINISHED, job='169_0'), task=('169_0', 'log.err'))
+    assert status.state == 'interrupted'
+    assert 'its run finished, but its rows are not in' in status.why, status.why
+    assert 'before the unit finished' not in status.why
+
+
+def test_status_of_a_slurm_unit_cut_by_its_task_is_unchanged(tmp_path):
+    """No-false-change half: a unit its task started and did not finish is still named so."""
+    status = status_of(tmp_path, dict(state='running', started=1.0, pid=1, host='vm',
+                                      attempts=1, job='169_0'), task=('169_0', 'log.err'))
+    assert status.state == 'interrupted'
+    assert 'its task 169_0 ended before the unit finished' in status.why, status.why
+
+
+def test_status_names_a_work_dir_without_its_run_record(tmp_path):
+    """A folder with files but no run.json (a rerun refuses it: a run of unknown settings) is
+    named so, not "a rerun tests it again"."""
+    status = status_of(tmp_path, FINISHED, run_json=False)
+    assert status.state == 'failed' and 'holds files but no run.json' in status.why, status.why
