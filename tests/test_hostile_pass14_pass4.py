@@ -258,9 +258,6 @@ def test_status_of_a_finished_unit_whose_rows_are_missing(tmp_path):
     work_dir.mkdir(parents=True)
     (work_dir / 'unit_state.json').write_text(json.dumps(
         dict(state='done', started=1.0, ended=2.0, pid=1, host='vm', attempts=1)))
-    # a finished unit's folder holds its run.json (claimed before it started; without one a
-    # rerun refuses the folder, and --status says so: pass20_passP)
-    (work_dir / 'run.json').write_text(json.dumps(runner.identity(units[0]), default=str))
     (status,) = unit_statuses(runner, units, queue=lambda jobs: {})
     assert status.state == 'interrupted'
     assert 'its run finished, but its rows are not in' in status.why

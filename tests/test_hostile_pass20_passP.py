@@ -4,6 +4,8 @@ holds another run or whose Slurm task finished, report's K read with other digit
 figure's percentages, variant numbers written 0 / 0.0. Each test fails on bc5f1b3 (its
 no-false-refusal / no-false-caveat halves pass there too)."""
 import json
+
+import numpy as np
 import re
 from pathlib import Path
 
@@ -185,8 +187,30 @@ def test_status_of_a_slurm_unit_cut_by_its_task_is_unchanged(tmp_path):
     assert 'its task 169_0 ended before the unit finished' in status.why, status.why
 
 
-def test_status_names_a_work_dir_without_its_run_record(tmp_path):
-    """A folder with files but no run.json (a rerun refuses it: a run of unknown settings) is
-    named so, not "a rerun tests it again"."""
-    status = status_of(tmp_path, FINISHED, run_json=False)
-    assert status.state == 'failed' and 'holds files but no run.json' in status.why, status.why
+# ------------------------------------------------- PL2: the dodge of a chain of close counts
+def test_a_chain_of_close_counts_is_drawn_at_its_counts():
+    """PL2 (wrong): 18 methods of 700K..2.4M parameters (each close to the next, their error
+    bars overlapping the neighbours') were one dodged group respread around its mean: 700K
+    was drawn at ~450K, 2.4M at ~4.5M, on an axis of counts. A marker of its own count is
+    never moved more than one dodge step from it."""
+    from vpn_plugin.protocol import plots
+    counts = [100_000 * (i + 1) for i in range(24)]
+    points = {f'm{i:02d}': (count, 13 + 1.3 * i, 12.5 + 1.3 * i, 13.5 + 1.3 * i)
+              for i, count in enumerate(counts)}
+    step = plots.dodge_step(counts)
+    drawn, spread = plots.dodged_positions(points, log=True, y_room=0.7, step=step)
+    moves = {m: abs(np.log10(drawn[m]) - np.log10(p[0])) for m, p in points.items()}
+    assert max(moves.values()) <= step + 1e-12, moves
+    assert not any(len(group) > 2 for group in spread), spread
+
+
+def test_markers_of_one_count_are_still_spread_around_it():
+    """No-false-change half: five methods of one count (a VPN and its four ablations) are
+    spread around it, step apart, as before; two close counts too."""
+    from vpn_plugin.protocol import plots
+    points = {name: (5_549_602, 1.0, 0.5, 1.5) for name in 'ABCDE'}
+    drawn, spread = plots.dodged_positions(points, log=True, y_room=0.5)
+    xs = sorted(np.log10(list(drawn.values())))
+    assert spread == [list('ABCDE')]
+    assert np.diff(xs) == pytest.approx([plots.DODGE_DECADES] * 4)
+    assert np.mean(xs) == pytest.approx(np.log10(5_549_602))

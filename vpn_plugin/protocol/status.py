@@ -217,12 +217,8 @@ def _status(runner, unit, work_dir: Path, task, queued: dict, done: set) -> Unit
     in_queue = queued.get(job)
     if in_queue and not (this_job and state.get('state') in ('done', 'failed')):
         status.restarts = max(status.restarts, in_queue.restarts)  # its task's, while it waits
-    conflict = '' if runner.is_done(unit, done) else work_dir_conflict(
-        work_dir, runner.identity(unit))
     if runner.is_done(unit, done):
         status.state = 'done'
-    elif conflict:  # a rerun refuses the folder (runner.claim_work_dir), whatever ran there
-        status.state, status.why = 'failed', f'a rerun refuses it: {conflict}'
     elif state.get('state') == 'failed' and (this_job or not (in_queue and in_queue.alive)):
         status.state, status.why = 'failed', state.get('error', '')
     elif in_queue and in_queue.alive:
@@ -245,6 +241,10 @@ def _status(runner, unit, work_dir: Path, task, queued: dict, done: set) -> Unit
     elif state:
         status.state = 'interrupted'
         status.why = 'its process ended before the unit finished (killed or interrupted)'
+    if status.state in ('interrupted', 'not started') and (work_dir / 'run.json').is_file():
+        conflict = work_dir_conflict(work_dir, runner.identity(unit))
+        if conflict:  # a rerun refuses the folder (runner.claim_work_dir): it is no resume
+            status.state, status.why = 'failed', f'a rerun refuses it: {conflict}'
     if status.state == 'interrupted' and not state.get('ended'):
         status.elapsed = None  # when it died is not recorded: now - start would grow forever
     return status
