@@ -214,3 +214,17 @@ def test_markers_of_one_count_are_still_spread_around_it():
     assert spread == [list('ABCDE')]
     assert np.diff(xs) == pytest.approx([plots.DODGE_DECADES] * 4)
     assert np.mean(xs) == pytest.approx(np.log10(5_549_602))
+
+
+# ---------------------------------------------------- OV2: the overlap figure's percentages
+def test_the_overlap_figure_says_over_which_seeds_its_percentages_are(tmp_path, monkeypatch):
+    """OV2 (silent): the Venn's note said "% = mean over seeds" beside "summed over 3 seeds"
+    while a share is the mean over the seeds whose reference has such windows (100.0 % of one
+    seed's successes when the others had none); the .md said so, the figure did not."""
+    from test_report_plots import figure_texts, overlap_rows
+    from vpn_plugin.protocol.plots import error_overlap, plot_error_overlap
+    texts = figure_texts(monkeypatch)
+    rows, _ = overlap_rows(tmp_path)
+    plot_error_overlap([error_overlap(rows, 'VPN', 'Base')], tmp_path / 'venn')
+    note = ' '.join(' '.join(texts).split())
+    assert 'mean over the seeds whose reference has such windows' in note, note

@@ -1370,7 +1370,8 @@ def plot_error_overlap(overlaps: list[Overlap], out_stem) -> list[Path]:
             _venn_panel(ax, o, colour, ylim)
         seeds = sorted({len(o.seeds) for o in overlaps})
         fig.supxlabel(footnote(f'Window counts summed over {"/".join(map(str, seeds))} seeds; '
-                               '% = mean over seeds', marks.notes(width)), fontsize=6.5)
+                               '% = mean over the seeds whose reference has such windows',
+                               marks.notes(width)), fontsize=6.5)
         paths = save_figure(fig, out_stem)
     table = stem_files(out_stem, ('.md',))[0]
     place = ('one column wide' if width == ONE_COLUMN
