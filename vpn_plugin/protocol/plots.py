@@ -1361,17 +1361,20 @@ def plot_error_overlap(overlaps: list[Overlap], out_stem) -> list[Path]:
     aspect = (ylim[1] - ylim[0]) / (VENN_XLIM[1] - VENN_XLIM[0])
     marks = Marks.merge([o.marks for o in overlaps])
     with paper_style() as plt:
-        fig, axes = plt.subplots(1, len(overlaps), figsize=(width, 0.9 * panel * aspect + 0.35),
+        fig, axes = plt.subplots(1, len(overlaps), figsize=(width, 0.9 * panel * aspect + 0.46),
                                  squeeze=False, layout='constrained')
-        # h_pad: the note line (supxlabel) 3 points and more below the panels' lowest text
+        # h_pad: the note line (supxlabel) 3 points and more below the panels' lowest text;
+        # 0.46 in: the note's first two lines (counts, over which seeds a % is) and a margin
         fig.get_layout_engine().set(w_pad=0.01, h_pad=0.05, wspace=0.0)
         colour = distinct_colours([m for o in overlaps for m in (o.reference, o.method)])
         for ax, o in zip(axes[0], overlaps):
             _venn_panel(ax, o, colour, ylim)
         seeds = sorted({len(o.seeds) for o in overlaps})
-        fig.supxlabel(footnote(f'Window counts summed over {"/".join(map(str, seeds))} seeds; '
-                               '% = mean over the seeds whose reference has such windows',
-                               marks.notes(width)), fontsize=6.5)
+        import textwrap
+        fig.supxlabel(footnote(textwrap.fill(
+            f'Window counts summed over {"/".join(map(str, seeds))} seeds; % = mean over the '
+            'seeds whose reference has such windows', NOTE_WIDTH[width] - 10),
+            marks.notes(width)), fontsize=6.5)
         paths = save_figure(fig, out_stem)
     table = stem_files(out_stem, ('.md',))[0]
     place = ('one column wide' if width == ONE_COLUMN
