@@ -177,8 +177,7 @@ def test_a_half_precision_checkpoint_is_named_when_loaded(caplog, dtype):
     messages = loaded_warnings(stored, caplog)
     assert messages == [f'checkpoint ckpt.pth: 1 of its 2 floating tensors are stored in '
                         f'{dtype} (first weight), coarser than the model\'s torch.float32: the '
-                        'model runs with their rounded values, not with the weights as trained '
-                        '(a checkpoint saved in half precision?)']
+                        'model runs with their rounded values, not with the weights as trained']
 
 
 @pytest.mark.parametrize('form', ['float32', 'float64', 'non-contiguous', 'reordered'])

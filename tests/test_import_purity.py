@@ -35,6 +35,28 @@ def test_import_core_loads_no_openmmlab_compat_or_registration():
     assert loaded_from(modules, OPENMMLAB_SIDE) == []
 
 
+DATA_PATHS_LAZY = """
+import json, sys
+import vpn_plugin.data_paths as data_paths
+before = sorted(sys.modules)
+data_paths.read_config_file('configs/_base_/datasets/niv.py')
+import mmengine.config.config, vpn_plugin.compat as compat
+print(json.dumps(dict(before=before, patched=mmengine.config.config.get_installed_path
+                      is compat.get_installed_path, transformers='transformers' in sys.modules)))
+"""
+
+
+def test_import_data_paths_loads_no_openmmlab_until_a_config_is_read():
+    """Tools import ``data_paths`` for their flags: importing it loads neither torch nor
+    OpenMMLab (~5 s); its first use of mmengine applies the compat fixes first."""
+    done = subprocess.run([sys.executable, '-c', DATA_PATHS_LAZY], cwd=REPO_ROOT,
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
+    seen = json.loads(done.stdout.strip().splitlines()[-1])
+    assert loaded_from(set(seen['before']), ('torch',) + OPENMMLAB_SIDE) == []
+    assert seen['patched'] is True and seen['transformers'] is False
+
+
 REGISTERED = """
 import json, sys, vpn_plugin.mm
 from mmaction.registry import DATASETS, HOOKS, METRICS, MODELS

@@ -221,18 +221,22 @@ def test_every_reader_tells_a_loop_of_links_from_a_dangling_one(tmp_path):
     assert why_absent(tmp_path / 'z.json') == 'is a symlink that leads nowhere (a dangling link)'
 
 
-def test_the_extraction_progress_line_escapes_a_file_name_as_failures_tsv_does():
+def test_the_extraction_progress_line_escapes_a_file_name_as_printed_lines_do():
     """Before: the progress line printed a tab (or an escape sequence) of a video's name raw;
-    now escaped by the one rule of extraction's lines (``tsv_field``)."""
+    now escaped by the one rule of names in printed lines (``plain_text``; session 15: no
+    longer the TSV escape, which stays the failures.tsv field's)."""
     import io
+    from vpn_plugin.outputs import plain_text
     from vpn_plugin.video.extract import Progress, tsv_field
     stream = io.StringIO()
     progress = Progress(1, 0, stream, interval=0.0)
     progress.steps.quiet = 0.0
     progress.expect(0, 2)
-    progress.chunks(2, 'a\tb\x1b[31mc')
+    progress.chunks(2, 'a\tb\x1b[31mc\u2028d\\e')
     line = stream.getvalue()
-    assert 'in flight: a\\tb\\x1b[31mc' in line and '\t' not in line and '\x1b' not in line
+    assert 'in flight: ' + plain_text('a\tb\x1b[31mc\u2028d\\e') in line
+    assert 'in flight: a\\tb\\x1b[31mc\\u2028d\\e' in line  # a backslash as it is
+    assert '\t' not in line and '\x1b' not in line and '\u2028' not in line
     assert tsv_field('a\\b\nc') == 'a\\\\b\\nc'  # failures.tsv as before
 
 

@@ -19,7 +19,9 @@ judged step by step; their free-running final state only where well-conditioned,
 then per module of the official weights one weight moved by 0.05 and the check rerun at the
 measured tolerances (``vpn_plugin/oracles/sensitivity.py``; ``--no-sensitivity`` skips them).
 Exits 1 when any judged row exceeds its tolerance or a header check (parameter count, text
-features, settings) fails; 2 on an unreadable fixture.
+features, settings) fails (the last line then reads ``FAIL: ...``), and 1 on an unreadable
+fixture as well (no table: one ``error: <message>`` line on stderr, as every tool's refusal;
+``vpn_plugin/errors.py``); 0 only after ``PASS``.
 """
 import argparse
 import sys

@@ -20,6 +20,7 @@ from vpn_plugin.data_paths import add_data_arguments
 from vpn_plugin.datasets.export import WINDOW_LAYOUTS, write_window_file
 from vpn_plugin.datasets.sources import (DATASET_CONFIGS, config_dataset, dataset_config,
                                          source_files, source_windows)
+from vpn_plugin.datasets.stats import check_splits_apart
 from vpn_plugin.datasets.validation import AnnotationWarnings
 from vpn_plugin.errors import POSITIVE_INT, path_argument, tool_main
 from vpn_plugin.outputs import add_overwrite_argument, check_output, plain_text
@@ -63,6 +64,23 @@ def protected_inputs(args, dataset: dict) -> list:
     return [args.config, *source_files(dataset), *others]
 
 
+def check_apart_from_other_split(args, dataset: dict, windows) -> None:
+    """A video of both splits is refused as dataset_stats and the runs refuse it
+    (``stats.check_splits_apart``): a test window file must hold no training video."""
+    other = 'test' if args.split == 'train' else 'train'
+    try:
+        other_set = split_dataset(args, other)
+    except ValueError:  # a config without that split: nothing to compare with
+        return
+    try:
+        _, other_windows, _ = source_windows(other_set, AnnotationWarnings())
+    except FileNotFoundError:  # that split's annotations are not there (yet)
+        return
+    sets = {args.split: (dataset, windows), other: (other_set, other_windows)}
+    (train_set, train), (test_set, test) = sets['train'], sets['test']
+    check_splits_apart(train_set, test_set, train, test, args.horizon)
+
+
 @tool_main
 def main(argv=None) -> int:
     args = parse_args(argv)
@@ -72,6 +90,7 @@ def main(argv=None) -> int:
                             protected_inputs(args, dataset), args.overwrite)
     warnings = AnnotationWarnings()
     taxonomy, windows, _ = source_windows(dataset, warnings)
+    check_apart_from_other_split(args, dataset, windows)
     if warnings:
         print(f'warning: {warnings.summary()}', file=sys.stderr)
     if not windows:

@@ -114,6 +114,8 @@ def parse_args(argv=None):
 def check_args(parser, args):
     if args.backend == 'openai' and not args.base_url:
         parser.error('--base-url is required with the openai backend')
+    if args.base_url:  # http://h/v1/ is http://h/v1: one endpoint, one cache, one results row
+        args.base_url = args.base_url.rstrip('/') or args.base_url
     if args.backend == 'transformers' and (args.base_url or args.api_key_env):
         given = '--base-url' if args.base_url else '--api-key-env'  # unread, yet in the row
         parser.error(f'{given} is for the openai backend; --backend transformers runs the local '
@@ -305,11 +307,14 @@ class RunRecord:
 
 def write_results(run: RunRecord, outcomes, summary, usage, files) -> int:
     """Outcomes, summary and the results row; ``usage``: :func:`usage_record` (the answers
-    used and what this run paid, apart)."""
+    used and what this run paid, apart). The summary names the annotations scored
+    (``data_root``: the test set's root after ``--data-root`` / the config / the environment,
+    ``provenance.data_root_record``)."""
+    from vpn_plugin.datasets.provenance import data_root_record
     write_outcomes(files['outcomes'], run.queries, outcomes, run.variant)
     write_text_atomically(files['summary'], json.dumps(dict(
-        summary, usage=usage, setting=run.variant, settings=run.settings), indent=2),
-        'LLM summary')
+        summary, usage=usage, setting=run.variant, settings=run.settings,
+        data_root=data_root_record(run.test_set)), indent=2), 'LLM summary')
     return replace_result(run.args.out, run.row(
         summary['metrics'], per_sample_file=str(files['per_sample']),
         failures=summary['failures'], usage=usage))

@@ -184,8 +184,11 @@ def test_notes(runner) -> dict:
     record a damaged video (``damaged_features``: '<file>: <note>' each), the checkpoint's
     tensors stored in a coarser float than the model's (``reduced_precision``: a float16 or
     bfloat16 file), how limited test windows were drawn (``sample_draw``:
-    :data:`~vpn_plugin.core.stats.SAMPLE_DRAW`), and a graph read from a released file
-    (``test_set_pkg``: :func:`test_set_pkg_note`)."""
+    :data:`~vpn_plugin.core.stats.SAMPLE_DRAW`), a graph read from a released file
+    (``test_set_pkg``: :func:`test_set_pkg_note`), and the annotations scored (``data_root``:
+    the test set's root after ``--data-root`` / the config / the environment,
+    ``provenance.data_root_record``)."""
+    from vpn_plugin.datasets.provenance import data_root_record
     dataset = getattr(getattr(runner, 'test_dataloader', None), 'dataset', None)
     dropped = 'dropped' in (getattr(dataset, 'window_counts', None) or {})
     return dict(changed_from_training=_strings(getattr(runner, 'changed_from_training', ())),
@@ -196,6 +199,7 @@ def test_notes(runner) -> dict:
                 reduced_precision=getattr(runner, 'reduced_precision_note', ''),
                 sample_draw=SAMPLE_DRAW if getattr(dataset, 'limited', None) else '',
                 test_set_pkg=test_set_pkg_note(getattr(runner, 'model', None)),
+                data_root=data_root_record(dataset),
                 **tested_horizons(getattr(runner, 'model', None), dataset))
 
 

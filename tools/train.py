@@ -314,7 +314,8 @@ def check_switches_agree(args) -> None:
         '--auto-scale-lr': ('auto_scale_lr.enable', True if args.auto_scale_lr else None),
         '--diff-rank-seed': ('randomness.diff_rank_seed', True if args.diff_rank_seed else None)})
     dropped = [key for key in options if args.no_validate and any(
-        key == name or key.startswith(name + '.') for name in NO_VALIDATE_KEYS)]
+        (key == name and options[key] is not None)  # name=None says what --no-validate does
+        or key.startswith(name + '.') for name in NO_VALIDATE_KEYS)]
     if dropped:
         raise ValueError(f'--no-validate drops the validation loop and --cfg-options '
                          f'{dropped[0]}={options[dropped[0]]} sets it; give one of the two')

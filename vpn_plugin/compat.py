@@ -226,13 +226,21 @@ def mmengine_checkpoint_globals():
             (reconstruct, 'numpy.core.multiarray._reconstruct'),
             (scalar, 'numpy._core.multiarray.scalar'),
             (scalar, 'numpy.core.multiarray.scalar'),
+            # an array pickled with protocol 5 (torch.save(..., pickle_protocol=5))
+            (np._core.numeric._frombuffer, 'numpy._core.numeric._frombuffer'),
+            (np._core.numeric._frombuffer, 'numpy.core.numeric._frombuffer'),
             (_history_buffer_statistic, 'builtins.getattr')]
 
 
-def _forbidden_globals(filename, error):
-    if isinstance(filename, str) and os.path.isfile(filename):
+def _forbidden_globals(filename, error, read=None):
+    """The globals the checkpoint ``filename`` (as ``read``: its protocol-2 copy) names
+    outside the allow-list."""
+    if read is not None or (isinstance(filename, str) and os.path.isfile(filename)):
         try:
-            return torch.serialization.get_unsafe_globals_in_checkpoint(filename)
+            if read is not None:
+                read.seek(0)
+            return torch.serialization.get_unsafe_globals_in_checkpoint(
+                filename if read is None else read)
         except Exception:  # not a zip checkpoint: fall back to torch's message
             pass
     return re.findall(r'GLOBAL ([\w.]+)', str(error))
@@ -251,8 +259,28 @@ def unpickler_reason(error) -> str:
     return text.split('\n')[0] if 'weights_only' not in text else 'its content does not unpickle'
 
 
-def _raise_forbidden(filename, error):
-    names = _forbidden_globals(filename, error)
+def _legacy_protocol(filename) -> int:
+    """The pickle protocol a checkpoint in torch's legacy (non-zip) format was saved with (its
+    first bytes: PROTO n); 0 for a zip checkpoint or anything else."""
+    try:
+        with open(filename, 'rb') as file:
+            head = file.read(2)
+    except (OSError, TypeError):
+        return 0
+    return head[1] if len(head) == 2 and head[0] == 0x80 else 0
+
+
+def _raise_forbidden(filename, error, read=None):
+    names = _forbidden_globals(filename, error, read)
+    protocol = _legacy_protocol(filename) if not names else 0
+    if protocol > 2:
+        raise pickle.UnpicklingError(
+            f'cannot load checkpoint {filename}: it was saved in torch\'s legacy (non-zip) '
+            f'format with pickle protocol {protocol}, whose opcodes torch\'s weights_only '
+            f'unpickler does not read ({unpickler_reason(error)}); expected torch.save\'s '
+            'default format (a zip checkpoint, any pickle protocol) or the legacy format with '
+            'protocol 2: if you trust the file, torch.load it with weights_only=False and '
+            'torch.save it again') from None
     if not names:
         raise pickle.UnpicklingError(
             f'cannot load checkpoint {filename}: it does not unpickle '
@@ -270,13 +298,135 @@ def _with_checkpoint_allow_list(loader):
     @functools.wraps(loader)
     def load(filename, *args, **kwargs):
         with torch.serialization.safe_globals(mmengine_checkpoint_globals()):
+            # a pickle of protocol 3-5: the same checkpoint in the opcodes torch's weights_only
+            # unpickler reads (None: torch.save's own protocol 2, read as it is)
+            protocol2 = _as_protocol2(filename)
             try:
-                return loader(filename, *args, **kwargs)
+                if protocol2 is None:
+                    return loader(filename, *args, **kwargs)
+                return torch.load(protocol2, *args, weights_only=True, **kwargs)
             except pickle.UnpicklingError as error:
-                _raise_forbidden(filename, error)
+                _raise_forbidden(filename, error, protocol2)
 
     load.vpn_allow_list = True
     return load
+
+
+# torch.save(..., pickle_protocol=3..5) writes opcodes torch's weights_only unpickler does not
+# read (it reads torch.save's default, protocol 2): each has a protocol-2 form of the same value
+_STRINGS = ('SHORT_BINUNICODE', 'BINUNICODE', 'BINUNICODE8')
+_BYTES = ('SHORT_BINBYTES', 'BINBYTES', 'BINBYTES8', 'BYTEARRAY8')  # protocol 5: an array's data
+
+
+def _as_protocol2(filename) -> 'io.BytesIO | None':
+    """A zip checkpoint (torch.save's format) whose pickle was written with protocol 3-5, as
+    the same checkpoint with its pickle in protocol-2 opcodes (``_protocol2_pickle``: the same
+    values, read by the same restricted unpickler); None for any other file."""
+    import io
+    import zipfile
+    try:
+        with zipfile.ZipFile(filename) as archive:
+            names = archive.namelist()
+            pickles = [name for name in names if name.endswith('/data.pkl')]
+            if len(pickles) != 1:
+                return None
+            data = archive.read(pickles[0])
+            if not (len(data) > 2 and data[0] == 0x80 and 3 <= data[1] <= 5):
+                return None
+            rewritten = _protocol2_pickle(data)
+            if rewritten is None:
+                return None
+            buffer = io.BytesIO()
+            with zipfile.ZipFile(buffer, 'w', zipfile.ZIP_STORED) as copy:
+                for name in names:
+                    copy.writestr(name, rewritten if name == pickles[0]
+                                  else archive.read(name))
+    except (OSError, zipfile.BadZipFile, ValueError, TypeError):
+        return None
+    buffer.seek(0)
+    return buffer
+
+
+def _protocol2_global(module: str, qualname: str) -> bytes:
+    """Protocol 2's pickle of the global ``module.qualname``: GLOBAL, and for a dotted
+    qualname (a method: ``HistoryBuffer.min``) ``getattr(parent, name)`` as protocol 2's
+    Pickler writes it."""
+    import struct
+    first, *attributes = qualname.split('.')
+    out = b'c' + module.encode() + b'\n' + first.encode() + b'\n'
+    for attribute in attributes:
+        name = attribute.encode('utf-8', 'surrogatepass')
+        out = (b'cbuiltins\ngetattr\n' + out + b'X' + struct.pack('<I', len(name)) + name
+               + b'\x86R')
+    return out
+
+
+def _protocol2_pickle(data: bytes) -> 'bytes | None':
+    """The pickle ``data`` (protocol 3-5) in protocol-2 opcodes: FRAME dropped, MEMOIZE (and
+    protocol 3's BINPUT) as LONG_BINPUT, short/8-byte strings as BINUNICODE, bytes (and
+    protocol 5's bytearray of an array's data) as ``_codecs.encode(text, 'latin1')`` (protocol
+    2's bytes), STACK_GLOBAL as the global of the two strings it pops (``_protocol2_global``;
+    their pushes dropped, a memo slot of a dropped string pushed again by value where it is
+    read). Every other opcode is copied; one torch does not read is refused by torch, as is
+    every global outside the allow-list (the same restricted unpickler reads the result).
+    None for a stream with no such form (torch's refusal of the file then stands)."""
+    import pickletools
+    import struct
+    out = bytearray()
+    memo, strings = {}, {}  # old memo index -> new index | the string dropped from the stream
+    pushes = []  # (offset in out, string or None, old memo index or None) of the last pushes
+    old_index = new_index = 0
+
+    def push_string(text: str) -> None:
+        encoded = text.encode('utf-8', 'surrogatepass')
+        pushes.append([len(out), text, None])
+        out.extend(b'X' + struct.pack('<I', len(encoded)) + encoded)
+
+    ops = list(pickletools.genops(data))
+    for number, (op, arg, pos) in enumerate(ops):
+        end = ops[number + 1][2] if number + 1 < len(ops) else len(data)
+        name = op.name
+        if name == 'PROTO':
+            out.extend(b'\x80\x02')
+        elif name == 'FRAME':
+            continue
+        elif name in _STRINGS:
+            push_string(arg)
+        elif name in _BYTES:
+            pushes.append([len(out), None, None])
+            out.extend(b'c_codecs\nencode\n')
+            text = arg.decode('latin1').encode('utf-8', 'surrogatepass')
+            out.extend(b'X' + struct.pack('<I', len(text)) + text + b'X\x06\x00\x00\x00latin1'
+                       b'\x86R')
+        elif name in ('MEMOIZE', 'BINPUT', 'LONG_BINPUT'):  # protocol 3: explicit indices
+            index = old_index if name == 'MEMOIZE' else arg
+            if pushes and pushes[-1][1] is not None:
+                pushes[-1][2] = index
+            memo[index] = new_index
+            out.extend(b'r' + struct.pack('<I', new_index))
+            old_index, new_index = max(old_index, index) + 1, new_index + 1
+        elif name in ('BINGET', 'LONG_BINGET'):
+            if arg in strings:
+                push_string(strings[arg])
+            else:
+                pushes.append([len(out), None, None])
+                out.extend(b'j' + struct.pack('<I', memo[arg]))
+        elif name == 'STACK_GLOBAL':
+            if len(pushes) < 2 or pushes[-1][1] is None or pushes[-2][1] is None:
+                return None  # not the two strings of a global: left to torch's refusal
+            (start, module, first), (_, qualname, second) = pushes[-2], pushes[-1]
+            del out[start:], pushes[-2:]
+            for index, text in ((first, module), (second, qualname)):
+                if index is not None:
+                    strings[index] = text
+            pushes.append([len(out), None, None])
+            out.extend(_protocol2_global(module, qualname))
+        elif name in ('PUT', 'GET'):  # text-mode memo opcodes: never in protocols 3-5
+            return None
+        else:
+            pushes.append([len(out), None, None])
+            out.extend(data[pos:end])
+    return bytes(out)
 
 
 def fix_checkpoint_weights_only():

@@ -31,13 +31,13 @@ from __future__ import annotations
 import argparse
 import contextlib
 import functools
+import json
 import os
 import re
 from pathlib import Path
 
-from . import compat_applied  # noqa: F401  (compat fixes before any OpenMMLab import)
 from .errors import (NON_NEGATIVE_INT, POSITIVE_INT, check_file, check_misspelled,
-                     close_match_hint, number_text_problem)
+                     close_match_hint, number_text_problem, unique_keys)
 
 PATH_VARIABLES = ('data_root', 'feature_dir', 'cache_dir')
 # Top-level config keys besides the Runner's arguments: mmengine's (read by Runner / from_cfg /
@@ -334,13 +334,18 @@ def config_chain(path, literal: bool = False) -> list:
 
     A file whose ``_base_`` cannot be read (a syntax error, not UTF-8, no list of names) ends
     its branch: the reader of the file (mmengine, :func:`literal_config`) names what is wrong."""
+    from . import compat_applied  # noqa: F401  (compat fixes before OpenMMLab)
     from mmengine.config import Config
 
     def bases(file: Path) -> list:
         if literal:  # beside the file as named, as mmengine finds them (links not resolved)
             return _literal_bases(file)
-        return [(file.parent / str(base)).resolve()
-                for base in Config._get_base_files(str(file)) if '::' not in str(base)]
+        if file.suffix == '.py':
+            found = Config._get_base_files(str(file))
+        else:  # a .json / .yaml config as mmengine parses it ({{...}} references replaced)
+            found = mapping_config(file).get('_base_', [])
+            found = found if isinstance(found, list) else [found]
+        return [(file.parent / str(base)).resolve() for base in found if '::' not in str(base)]
     files, todo = [], [Path(path) if literal else Path(path).resolve()]
     while todo:
         file = todo.pop(0)
@@ -652,6 +657,7 @@ def config_text(file: Path) -> tuple:
     ``'x'``, :func:`_with_placeholders`). A ``{{$NAME:default}}`` (an environment variable of
     the run, unknown here) is refused naming the line. Not UTF-8: refused naming the line."""
     import tempfile
+    from . import compat_applied  # noqa: F401  (compat fixes before OpenMMLab)
     from mmengine.config import Config
     check_utf8(Path(file))
     with tempfile.TemporaryDirectory() as folder:
@@ -680,6 +686,7 @@ def _with_placeholders(file: Path, values: dict, placeholders: dict, base: dict,
     (mmengine's ``Config._substitute_base_vars``); a placeholder left inside a text (``'{{
     _base_.x}}/y'``, ``{{_base_.x}} * 2``: mmengine's run gets that text) is refused
     (``strict=False``: unread)."""
+    from . import compat_applied  # noqa: F401  (compat fixes before OpenMMLab)
     from mmengine.config import Config
     if not placeholders:
         return values
@@ -777,6 +784,7 @@ def literal_config(path, chain: tuple = ()) -> dict:
     literal is :data:`UNREAD`). Each ``_base_`` file is found beside the file as named, as
     mmengine finds it (a linked base's own bases beside the link). A base of a package
     (``mmaction::...``) is not read."""
+    from . import compat_applied  # noqa: F401  (compat fixes before OpenMMLab)
     from mmengine.config import Config
     path = Path(path)
     if Path(os.path.realpath(path)) in chain:
@@ -852,6 +860,7 @@ def read_config_safely(path):
     code, in :data:`LITERAL_SUBSET` (:func:`literal_config`: a config outside it is refused
     naming file and line; an expression of it that is no literal is :data:`UNREAD`), so a
     results file from elsewhere runs no code of a config it names. A ``mmengine.Config``."""
+    from . import compat_applied  # noqa: F401  (compat fixes before OpenMMLab)
     from mmengine.config import Config
     check_config_file(path)
     check_no_base_cycle(path)
@@ -875,6 +884,7 @@ def _check_test_horizon(cfg, horizon: int, test_horizon: int) -> None:
     anything is built (``BasePlanner`` planners; the same rule as at predict time)."""
     if test_horizon == horizon or cfg.get('model') is None:
         return
+    from . import compat_applied  # noqa: F401  (compat fixes before OpenMMLab)
     from mmaction.registry import MODELS
     cls = MODELS.get(cfg.model.get('type')) if cfg.model.get('type') else None
     # a planner states its rule (BasePlanner.horizon_mismatch); this floor knows no planner
@@ -904,6 +914,7 @@ def _accepts_horizon(model) -> bool:
     """Whether the model's registered class takes a ``horizon`` argument (unknown types: yes,
     so that building them reports the real problem)."""
     import inspect
+    from . import compat_applied  # noqa: F401  (compat fixes before OpenMMLab)
     from mmaction.registry import MODELS
     cls = MODELS.get(model.get('type')) if model.get('type') else None
     if cls is None:
@@ -1014,6 +1025,7 @@ def import_custom_modules(path, custom_imports) -> None:
     """Import the modules of an overridden ``custom_imports`` (mmengine imports a config
     file's own when it reads the file; one given by ``--cfg-options`` was never imported,
     whatever it held: ``imports=['my_module']``, ``0`` or ``'abc'``)."""
+    from . import compat_applied  # noqa: F401  (compat fixes before OpenMMLab)
     from mmengine.utils import import_modules_from_strings
     imports = (custom_imports or {}).get('imports') if hasattr(custom_imports, 'get') else None
     allow_failed = (custom_imports or {}).get('allow_failed_imports', False) \
@@ -1068,10 +1080,12 @@ def read_config_file(path):
     regular file, a syntax error (in it or in one of its ``_base_`` files: which one, line),
     a ``_base_`` file that does not exist. A symbolic link is read as the file it points to
     (its ``_base_`` paths are relative to that file, as :func:`config_chain` reads them)."""
+    from . import compat_applied  # noqa: F401  (compat fixes before OpenMMLab)
     from mmengine.config import Config
     check_config_file(path)
     for file in config_chain(path):  # mmengine reads each file as UTF-8
         check_utf8(file)
+        check_quoted_base_references(file)
         check_mapping_file(file)
         check_base_names(file)
     check_no_base_cycle(path)
@@ -1171,21 +1185,101 @@ def check_base_names(file: Path) -> None:
             literal_base_files(file)
 
 
+QUOTED_BASE_REFERENCE = r'([\'"])[^\'"\n]*\{\{\s*_base_\.[\w.]+\s*\}\}[^\'"\n]*\1'
+
+
+def check_quoted_base_references(file: Path) -> None:
+    """``x = '{{_base_.horizon}}'``: mmengine substitutes a ``{{_base_.x}}`` reference only as a
+    whole unquoted value (it writes a quoted random name in its place, then the base's value
+    for that name), so inside quotes the value became the text ``'"_horizon_53ad00"'``, named
+    later as that text; refused naming the line and the reference."""
+    text = file.read_text(encoding='utf-8')
+    for number, line in enumerate(text.splitlines(), 1):
+        if line.lstrip().startswith('#'):
+            continue
+        found = re.search(QUOTED_BASE_REFERENCE, line)
+        if found:
+            reference = re.search(r'\{\{\s*_base_\.[\w.]+\s*\}\}', found.group(0)).group(0)
+            raise ValueError(f'{file}: line {number}: {found.group(0)} quotes the base reference '
+                             f'{reference}; mmengine substitutes it only as a whole value '
+                             f'without quotes (quoted, the value is a text of a random name); '
+                             f'expected {reference} unquoted')
+
+
+def _references_replaced(file: Path) -> str:
+    return re.sub(r'\{\{[^{}\n]*\}\}', '"_reference_"', file.read_text(encoding='utf-8'))
+
+
+def mapping_config(file: Path):
+    """A .json / .yaml config's content as mmengine parses it: each ``{{...}}`` reference (a
+    base's value, a predefined variable) replaced by a quoted name first, as mmengine does
+    (``h: {{_base_.horizon}}`` is a valid YAML config); a file that does not parse is refused
+    naming it, with the parser's words."""
+    import io
+
+    from . import compat_applied  # noqa: F401  (compat fixes before OpenMMLab)
+    import mmengine
+    text = _references_replaced(file)
+    try:
+        return mmengine.load(io.StringIO(text), file_format=file.suffix[1:].lower())
+    except Exception as error:  # noqa: BLE001 - the parser's own words, with the file named
+        raise ValueError(f'{file}: does not parse as {file.suffix[1:].upper()} ({error})') \
+            from None
+
+
 def check_mapping_file(file: Path) -> None:
     """A .json / .yaml config must hold a mapping of keys (an empty YAML file reads as None:
     mmengine failed with "'NoneType' object has no attribute 'get'")."""
     if file.suffix == '.py':
         return
-    import mmengine
-    try:
-        loaded = mmengine.load(str(file))
-    except Exception as error:  # noqa: BLE001 - the parser's own words, with the file named
-        raise ValueError(f'{file}: does not parse as {file.suffix[1:].upper()} ({error})') \
-            from None
+    loaded = mapping_config(file)
     if not isinstance(loaded, dict):
         raise ValueError(f'{file}: holds {type(loaded).__name__} {str(loaded)[:60]!r}; expected '
                          'a mapping of config keys (e.g. _base_: [configs/vpn_niv_t3.py] and '
                          'the keys it changes); an empty file is no config')
+    text = _references_replaced(file)
+    if file.suffix == '.json':  # a key twice: json keeps the last (errors.unique_keys)
+        json.loads(text, object_pairs_hook=unique_keys(file, 'config'))
+    else:
+        check_yaml_numbers(file, text)
+
+
+# YAML 1.1 (PyYAML, which mmengine reads .yaml configs with) reads 010 as 8, 1:20 as 80, 0x7,
+# 1_0 as numbers, and 1e-3 (no dot) as text: the forms --cfg-options refuses (other digits)
+YAML_DECIMAL = {'int': r'[-+]?(0|[1-9][0-9]*)',
+                'float': r'[-+]?([0-9]+\.[0-9]*|\.[0-9]+)([eE][-+]?[0-9]+)?|[-+]?\.(inf|Inf|INF)'
+                         r'|\.(nan|NaN|NAN)'}
+YAML_EXPONENT_TEXT = r'[-+]?([0-9]+\.?[0-9]*|\.[0-9]+)[eE][-+]?[0-9]+'
+
+
+def check_yaml_numbers(file: Path, text: str) -> None:
+    """Every unquoted YAML number of a config in plain decimal digits, and no key twice in one
+    mapping (YAML keeps the last); else refused naming the file, line, text and its reading."""
+    import yaml
+    pending = [yaml.compose(text, Loader=yaml.SafeLoader)]
+    while pending:
+        node = pending.pop()
+        line = f'{file}: line {node.start_mark.line + 1 if node else "?"}'
+        if isinstance(node, yaml.MappingNode):
+            keys = [key.value for key, _ in node.value if isinstance(key, yaml.ScalarNode)]
+            twice = next((key for key in keys if keys.count(key) > 1), None)
+            if twice is not None:
+                raise ValueError(f'{line}: the key {twice!r} is given twice in one mapping; YAML '
+                                 'would keep only the last: expected each key once')
+            pending.extend(item for pair in node.value for item in pair)
+        elif isinstance(node, yaml.SequenceNode):
+            pending.extend(node.value)
+        elif isinstance(node, yaml.ScalarNode) and node.style is None:
+            kind = node.tag.rsplit(':', 1)[-1]
+            if kind in YAML_DECIMAL and not re.fullmatch(YAML_DECIMAL[kind], node.value):
+                value = yaml.safe_load(node.value)
+                raise ValueError(f'{line}: {node.value} is read by YAML 1.1 as the {kind} '
+                                 f'{value!r}; expected a number in plain decimal digits (write '
+                                 f'{value!r} if that is meant, or quote text)')
+            if kind == 'str' and re.fullmatch(YAML_EXPONENT_TEXT, node.value):
+                raise ValueError(f'{line}: {node.value} is read by YAML 1.1 as the text '
+                                 f'{node.value!r}, not a number (an exponent needs a dot before '
+                                 f'it there: write {float(node.value)!r}, or quote text)')
 
 
 def check_utf8(file: Path) -> None:
@@ -1281,6 +1375,7 @@ def known_config_keys() -> set:
     """Top-level keys a config may set: the Runner's arguments, :data:`MMENGINE_KEYS` and
     :data:`PLUGIN_KEYS` (names starting with ``_`` are free helper variables)."""
     import inspect
+    from . import compat_applied  # noqa: F401  (compat fixes before OpenMMLab)
     from mmengine.runner import Runner
     return (set(inspect.signature(Runner.__init__).parameters) - {'self', 'cfg'}
             | set(MMENGINE_KEYS) | set(PLUGIN_KEYS))
@@ -1429,6 +1524,7 @@ def check_resolved(**paths) -> None:
 
 def _declared_in_file(cfg) -> dict:
     """The location variables as the config file ``cfg.filename`` sets them ({} without one)."""
+    from . import compat_applied  # noqa: F401  (compat fixes before OpenMMLab)
     from mmengine.config import Config
     filename = getattr(cfg, 'filename', None)
     if not filename or not Path(filename).is_file():

@@ -200,6 +200,16 @@ def explain_uncaught_user_errors(script=None) -> bool:
 REPO_ROOT = Path(__file__).resolve().parents[1]
 
 
+def plain_text(text) -> str:
+    """``text`` (a name of the user's: a folder, a file, a vid) for one line of printed plain
+    text (a table's title, a summary line, a progress line, an error message): control and
+    separator characters (a newline, tab, NUL, escape, U+2028) written as Python escapes
+    (``\\n``), so that a name cannot break the line or forge one the tool never printed; every
+    other character as it is. The one rule for names in printed lines (also
+    ``outputs.plain_text``)."""
+    return ''.join(c if c.isprintable() else repr(c)[1:-1] for c in str(text))
+
+
 def tool_command(tool: str) -> str:
     """``python tools/<tool>`` as a hint prints it so that it runs from the user's working
     directory: the repository-relative path there, the absolute path anywhere else."""
@@ -321,7 +331,7 @@ def at_least(kind, low, strict: bool = False, high=None, why: str = ''):
                                              f'{bounds}{because}')
         if not Range(low, high, low_open=strict).holds(value):
             raise argparse.ArgumentTypeError(f'{text}: expected {what} {bounds}{because}')
-        return value
+        return value + 0 if kind is float else value  # -0.0 is 0.0 (recorded, compared)
     parse.__name__ = f'{kind.__name__} {bounds}'
     return parse
 
@@ -542,6 +552,17 @@ def unwritable_folder(path) -> str | None:
     return f'{folder}{made} is read-only for user {user}'
 
 
+def broken_link(path) -> str | None:
+    """Why a symbolic link ``path`` leads to nothing ('leads to no file (a dangling link)' or
+    'leads back to itself (a loop of links)'), else None (no link, or one to a file): its
+    name is listed by ``ls``, so "does not exist" would mislead; say "a symbolic link to
+    {os.readlink(path)}, which {why}"."""
+    if not os.path.islink(path) or os.path.exists(path):
+        return None
+    return ('leads back to itself (a loop of links)' if link_loop(path) else
+            'leads to no file (a dangling link)')
+
+
 def check_file(path, what: str, missing: str | None = None) -> Path:
     """``path`` must be a regular file (what a tool reads as an input): ``FileNotFoundError``
     (``missing``, default ``'<what> <path> does not exist'``) when nothing is there, an
@@ -553,9 +574,8 @@ def check_file(path, what: str, missing: str | None = None) -> Path:
     kind = path_kind(path)
     if kind == 'a regular file':
         return Path(path)
-    if kind is None and os.path.islink(path):  # was "does not exist": the name is there
-        why = ('leads back to itself (a loop of links)' if link_loop(path) else
-               'leads to no file (a dangling link)')
+    why = broken_link(path)
+    if why:  # was "does not exist": the name is there
         raise FileNotFoundError(f'{what} {path} is a symbolic link to {os.readlink(path)}, '
                                 f'which {why}; expected a file')
     if kind is None:

@@ -39,7 +39,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Iterable, Optional
 
-from .errors import file_on_the_way, json_lines
+from .errors import file_on_the_way, json_lines, plain_text  # noqa: F401  (names in lines)
 
 OVERWRITE_FLAG = '--overwrite'
 MARKER_BYTES = 1 << 20  # how far into a file a marker is looked for (they sit near the top)
@@ -73,21 +73,20 @@ def markdown_row(cells) -> str:
                              for cell in cells) + ' |'
 
 
+MONEY_EXACT_BELOW = 1e13  # 15 digits before the point + 2 decimals: a float's precision
+
+
 def money_text(value: float) -> str:
     """A cost for a table or a summary line: two decimals ('11.56'), or two significant digits
-    for a non-zero amount below half a cent ('0.00033', never a false '0.00')."""
+    for a non-zero amount below half a cent ('0.00033', never a false '0.00'); from 1e13 on
+    (where two decimals would print digits a float does not hold) 15 significant digits
+    ('1.2e+28', never '11999999999999999059939033088.00')."""
     value = float(value)
+    if math.isfinite(value) and abs(value) >= MONEY_EXACT_BELOW:
+        return f'{value:.15g}'
     if value == 0 or not math.isfinite(value) or abs(value) >= 0.005:
         return f'{value:.2f}'
     return f'{value:.{1 - math.floor(math.log10(abs(value)))}f}'
-
-
-def plain_text(text) -> str:
-    """``text`` (a name of the user's: a folder, a file) for one line of printed plain text (a
-    table's title, a summary line): control and separator characters (a newline, tab, escape,
-    U+2028) written as Python escapes (``\\n``), so that a name cannot break the line or forge
-    one the tool never printed; every other character as it is."""
-    return ''.join(c if c.isprintable() else repr(c)[1:-1] for c in str(text))
 
 
 def _head(path: Path, size: int = MARKER_BYTES) -> bytes:
@@ -145,7 +144,8 @@ def never(path: Path) -> bool:
 
 # the notes tools/test.py writes beside the numbers (a string or a list of strings each)
 METRICS_NOTES = ('shortened', 'changed_from_training', 'not_compared', 'feature_statistics',
-                 'test_windows', 'damaged_features', 'reduced_precision', 'sample_draw')
+                 'test_windows', 'damaged_features', 'reduced_precision', 'sample_draw',
+                 'test_set_pkg', 'data_root')
 # the horizons it names (tools/test.py tested_horizons): test windows' and training's T
 METRICS_HORIZONS = ('horizon', 'train_horizon')
 

@@ -587,8 +587,10 @@ def _observation_batch(model, values, name: str) -> torch.Tensor:
         raise TypeError(f'{name} observations have dtype {values.dtype}; expected floating-point '
                         'features')
     if not bool(torch.isfinite(values).all()):
+        where = tuple((~torch.isfinite(values)).nonzero()[0].tolist())  # (sample, dim) or (dim,)
         raise ValueError(f'{name} observations hold {int((~torch.isfinite(values)).sum())} '
-                         'NaN/inf value(s); expected finite features (a damaged feature file?)')
+                         f'NaN/inf value(s) (first at index {where}: {float(values[where])}); '
+                         'expected finite features (a damaged feature file?)')
     if not bool(torch.isfinite(values.float()).all()):  # float64 beyond float32's range
         raise ValueError(f'{name} observations hold values up to '
                          f'{float(values.abs().max()):.3g}, beyond float32 (the model\'s '

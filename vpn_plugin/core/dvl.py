@@ -118,7 +118,8 @@ class _DenseStep:
 class _Levels:
     """Column-shifted transitions E = exp(L' - c) (N, N) and the level split of states."""
 
-    def __init__(self, transitions):
+    def __init__(self, transitions, gamma: float = 1.0):
+        """``transitions``: the scaled chain's (``L / gamma``, gamma the temperature)."""
         width, edge_range = LEVEL_LIMITS.get(transitions.dtype, (None, None))
         self.width, self.limit = width, (width or 0) + (edge_range or 0) + 1.0
         column_max = transitions.max(0).values
@@ -129,10 +130,15 @@ class _Levels:
         if width is None:
             _log_fallback_once(f'no level limits for dtype {transitions.dtype}')
         elif not self.usable:
+            reach = float(spread.max())  # of L / gamma: the given transitions reach gamma x it
+            scaled = ('' if gamma == 1 else f' ({reach:.1f} after dividing by the temperature '
+                      f'{gamma:g})')
+            cause = ('a log(p + eps) floor' if gamma == 1 else
+                     'a log(p + eps) floor, or the small temperature')
             _log_fallback_once(
-                f'finite transitions reach {float(spread.max()):.1f} nats below their '
-                f"column's best (level limit {edge_range:g} for {transitions.dtype}), e.g. "
-                'a log(p + eps) floor; forbidden edges as -inf keep the level evaluation')
+                f'finite transitions reach {reach * gamma:.1f} nats below their column\'s '
+                f'best{scaled} (level limit {edge_range:g} for {transitions.dtype}), e.g. '
+                f'{cause}; forbidden edges as -inf keep the level evaluation')
 
     def split(self, a_prev):
         """Level weights [(w_k (B, N), s_k (B, 1))], or None when too many levels."""
@@ -186,9 +192,9 @@ class _LevelStep:
 class _Chain:
     """Forward variables of the scaled chain and the Q_t operators built from them."""
 
-    def __init__(self, transitions, impl: str):
+    def __init__(self, transitions, impl: str, gamma: float = 1.0):
         self.to_from = transitions.t().contiguous()  # dense steps reduce over its last dim
-        self.levels = _Levels(transitions) if impl == 'levels' else None
+        self.levels = _Levels(transitions, gamma) if impl == 'levels' else None
         if self.levels is not None and not self.levels.usable:
             self.levels = None
 
@@ -213,7 +219,7 @@ class _ViterbiChain(torch.autograd.Function):
 
     @staticmethod
     def forward(ctx, emissions, transitions, prior, gamma, impl):
-        chain = _Chain(transitions, impl)
+        chain = _Chain(transitions, impl, gamma)
         alpha, log_norms = [prior + emissions[:, 0]], [torch.zeros_like(emissions[:, 0])]
         for t in range(1, emissions.shape[1]):
             log_norms.append(chain.log_normaliser(alpha[-1]))
@@ -232,7 +238,7 @@ class _ViterbiChain(torch.autograd.Function):
     @torch.autograd.function.once_differentiable
     def backward(ctx, grad_soft, grad_log_partition):
         alpha, log_norms, soft, transitions = ctx.saved_tensors
-        chain, horizon = _Chain(transitions, ctx.impl), alpha.shape[1]
+        chain, horizon = _Chain(transitions, ctx.impl, ctx.gamma), alpha.shape[1]
         grad_soft = torch.zeros_like(soft) if grad_soft is None else grad_soft
         if grad_log_partition is None:
             grad_log_partition = torch.zeros_like(alpha[:, 0, 0])

@@ -34,7 +34,7 @@ from pathlib import Path
 from typing import Iterable, List, Optional, Sequence, Tuple
 
 from ..config_types import Count, NonNegativeInt, PathLike, checked_arguments
-from ..errors import decimal_int, decimal_number, read_json, read_text
+from ..errors import decimal_int, decimal_number, plain_text, read_json, read_text
 from .taxonomy import Taxonomy
 from .validation import (AnnotationWarnings, as_int, as_seconds, check_fields,
                          file_stem_problem, first_duplicates, normalized_name, temporal_order)
@@ -159,12 +159,12 @@ def check_step_order(path, vid: str, where: str, starts, warnings=None, kind='vi
     order = temporal_order(list(starts))
     if order == 'reversed':
         raise BadVideoError(vid, 'steps in reverse temporal order',
-                            f'{path}: {where} (vid {vid}): steps in reverse temporal order '
-                            f'(start times {list(starts)}); expected the steps in the order '
+                            f'{path}: {where} (vid {plain_text(vid)}): steps in reverse temporal '
+                            f'order (start times {list(starts)}); expected the steps in the order '
                             'they happen')
     if order == 'unordered' and warnings is not None:
         warnings.add(f'{kind} with steps out of temporal order',
-                     f'{path}: {where} (vid {vid}): start times {list(starts)}')
+                     f'{path}: {where} (vid {plain_text(vid)}): start times {list(starts)}')
 
 
 def count_suspicious(videos: Sequence[VideoAnnotation], taxonomy: Taxonomy,
@@ -175,7 +175,7 @@ def count_suspicious(videos: Sequence[VideoAnnotation], taxonomy: Taxonomy,
     if warnings is None:
         return
     for video in videos:
-        where = f'{video.source}: vid {video.vid}'
+        where = f'{video.source}: vid {plain_text(video.vid)}'
         if not video.steps:
             warnings.add('videos without steps (no window)', where)
         repeated = first_duplicates(list(video.steps))
@@ -189,8 +189,9 @@ def count_suspicious(videos: Sequence[VideoAnnotation], taxonomy: Taxonomy,
             again, first = next(iter(same.items()))
             warnings.add('tasks with two actions of one name',
                          f'{taxonomy.path}: task {taxonomy.task_keys[task]}: actions '
-                         f'{actions[first]} and {actions[again]} are both '
-                         f'{taxonomy.action_names[actions[again]]!r}')
+                         f'{actions[first]} ({taxonomy.action_names[actions[first]]!r}) and '
+                         f'{actions[again]} ({taxonomy.action_names[actions[again]]!r}) are one '
+                         'name (case, spaces and punctuation ignored)')
 
 
 def check_crosstask_step_order(taxonomy: Taxonomy) -> None:
@@ -295,7 +296,8 @@ def check_listed_length(video_list, entry: dict, csv_path, rows: int) -> None:
     length = entry['length']
     if isinstance(length, bool) or not isinstance(length, int) or length != rows:
         raise BadVideoError(entry['vid'], 'steps not as listed',
-                            f'{video_list}: entry {entry["entry"]} (vid {entry["vid"]}): '
+                            f'{video_list}: entry {entry["entry"]} (vid '
+                            f'{plain_text(entry["vid"])}): '
                             f'field "length" = {length!r}, but {csv_path} has {rows} step rows; '
                             'expected the number of rows of its CSV (a truncated CSV, or the '
                             'list of another release?)')
@@ -337,7 +339,8 @@ def read_json_annotations(path: PathLike, taxonomy: Taxonomy,
     for i, entry in enumerate(entries):
         if not isinstance(entry, dict) or not {'vid', 'task', 'steps'} <= set(entry):
             raise ValueError(f'{path}: entry {i}: expected an object with "vid", "task", "steps"')
-        check_fields(entry, JSON_VIDEO_FIELDS, f'{path}: entry {i} (vid {entry["vid"]})')
+        check_fields(entry, JSON_VIDEO_FIELDS, f'{path}: entry {i} (vid '
+                                               f'{plain_text(entry["vid"])})')
         try:
             videos.append(_json_video(path, i, entry, taxonomy, warnings))
         except BadVideoError as err:
@@ -376,7 +379,7 @@ def read_coin_annotations(path: PathLike, taxonomy: Taxonomy,
         try:
             if vid in seen:
                 raise BadVideoError(vid, 'video listed twice',
-                                    f'{path}: entry {i}: video {vid} is already entry '
+                                    f'{path}: entry {i}: video {plain_text(vid)} is already entry '
                                     f'{seen[vid]}; expected each video once')
             seen[vid] = i
             videos.append(_coin_video(path, i, vid, record, taxonomy, warnings))
@@ -424,16 +427,17 @@ def _iter_coin_records(path: Path):
         missing = [k for k in ('recipe_type', 'class', 'annotation')
                    if not isinstance(record, dict) or k not in record]
         if missing or not isinstance(record['annotation'], list):
-            raise ValueError(f'{path}: entry {i} (vid {vid}): expected a record with '
+            raise ValueError(f'{path}: entry {i} (vid {plain_text(vid)}): expected a record with '
                              f'"recipe_type", "class" and a list "annotation"; missing or '
                              f'wrong: {missing or ["annotation"]}')
-        check_fields(record, COIN_RECORD_FIELDS, f'{path}: entry {i} (vid {vid})')
+        check_fields(record, COIN_RECORD_FIELDS, f'{path}: entry {i} (vid {plain_text(vid)})')
         if 'subset' in record:  # a 'testing' video inside a training file: a leak
             first_subset = first_subset or (i, vid, record['subset'])
             if record['subset'] != first_subset[2]:
-                raise ValueError(f'{path}: entry {i} (vid {vid}): field "subset" = '
+                raise ValueError(f'{path}: entry {i} (vid {plain_text(vid)}): field "subset" = '
                                  f'{record["subset"]!r} but entry {first_subset[0]} (vid '
-                                 f'{first_subset[1]}) says {first_subset[2]!r}; expected the '
+                                 f'{plain_text(first_subset[1])}) says {first_subset[2]!r}; '
+                                 f'expected the '
                                  'videos of one split in a file (a video of the other split '
                                  'copied in?)')
         yield i, str(vid), record
@@ -444,12 +448,14 @@ def _coin_video(path, i, vid, record, taxonomy, warnings=None) -> VideoAnnotatio
     task = record['recipe_type']
     if isinstance(task, bool) or not isinstance(task, int) or not 0 <= task < taxonomy.num_tasks:
         raise BadVideoError(vid, 'task id outside the taxonomy',
-                            f'{path}: {where} (vid {vid}): field "recipe_type" = {task!r} is not '
+                            f'{path}: {where} (vid {plain_text(vid)}): field "recipe_type" = '
+                            f'{task!r} is not '
                             f'a task index of the taxonomy {taxonomy.path} '
                             f'(0..{taxonomy.num_tasks - 1})')
     if str(record['class']) != taxonomy.task_names[task]:
         raise BadVideoError(vid, 'task name does not match',
-                            f'{path}: {where} (vid {vid}): field "class" = {record["class"]!r} '
+                            f'{path}: {where} (vid {plain_text(vid)}): field "class" = '
+                            f'{record["class"]!r} '
                             f'but task {task} of {taxonomy.path} is '
                             f'{taxonomy.task_names[task]!r}')
     steps = [_coin_step(path, f'{where}: annotation[{j}]', vid, step, task, taxonomy)
@@ -458,7 +464,8 @@ def _coin_video(path, i, vid, record, taxonomy, warnings=None) -> VideoAnnotatio
                      warnings)
     stem = f"{record['class']}_{task}_{vid}"
     if file_stem_problem(stem):
-        raise BadVideoError(vid, 'feature name is a path', f'{path}: {where} (vid {vid}): '
+        raise BadVideoError(vid, 'feature name is a path', f'{path}: {where} (vid '
+                                                           f'{plain_text(vid)}): '
                             f'{file_stem_problem(stem)}')
     return VideoAnnotation(vid, task, stem, steps, str(path))
 
@@ -471,17 +478,19 @@ def _coin_step(path, where, vid, step, task, taxonomy) -> Tuple[float, float, in
         start, end = step['segment']  # numbers of seconds, checked below (never coerced)
     except (ValueError, TypeError, KeyError) as err:
         raise BadVideoError(vid, 'annotation row does not parse',
-                            f'{path}: {where} (vid {vid}) = {str(step)[:200]}: {err!r}; '
+                            f'{path}: {where} (vid {plain_text(vid)}) = {str(step)[:200]}: '
+                            f'{err!r}; '
                             'expected {"id": "<COIN step id>", "segment": [start_s, end_s]}'
                             ) from None
-    check_fields(step, COIN_STEP_FIELDS, f'{path}: {where} (vid {vid})')
+    check_fields(step, COIN_STEP_FIELDS, f'{path}: {where} (vid {plain_text(vid)})')
     where = f'{where} (field "id" = {raw!r}: action id {action} = COIN id - 1)'
     _check_step(path, vid, where, start, end, action, taxonomy)
     _check_action_task(path, vid, where, action, task, taxonomy)
     label = step.get('label')  # COIN's own name of the step: all 39,409 agree with the taxonomy
     if label is not None and label != taxonomy.action_names[action]:
         raise BadVideoError(vid, 'step label contradicts its id',
-                            f'{path}: {where} (vid {vid}): field "label" = {label!r}, but action '
+                            f'{path}: {where} (vid {plain_text(vid)}): field "label" = {label!r}, '
+                            f'but action '
                             f'{action} of {taxonomy.path} is {taxonomy.action_names[action]!r}; '
                             'expected the name of its id (an edited id or label?)')
     return float(start), float(end), action
@@ -505,7 +514,8 @@ def split_overlap(videos: Sequence[VideoAnnotation], others: set, path, other_pa
     for video in videos:
         if video.vid in others:
             bad.append(BadVideoError(video.vid, 'video in both splits',
-                                     f'{path}: video {video.vid} is also listed in the other '
+                                     f'{path}: video {plain_text(video.vid)} is also listed in '
+                                     f'the other '
                                      f'split {other_path}; expected each video in one split'))
         else:
             kept.append(video)
@@ -535,14 +545,17 @@ def _json_video(path, i, entry, taxonomy, warnings=None) -> VideoAnnotation:
         ('vid', entry['vid'], 'a video id'),
         ('feature', entry.get('feature', ''), 'a file stem, or no field')))
     vid = str(entry['vid'])
-    task = _task_of(path, f'entry {i} (vid {vid}): field "task"', entry['task'], taxonomy)
+    task = _task_of(path, f'entry {i} (vid {plain_text(vid)}): field "task"', entry['task'],
+                    taxonomy)
     if file_stem_problem(_json_stem(entry)):
         field = 'field "feature"' if 'feature' in entry else '"<task>_<vid>"'
-        raise BadVideoError(vid, 'feature name is a path', f'{path}: entry {i} (vid {vid}): '
+        raise BadVideoError(vid, 'feature name is a path', f'{path}: entry {i} (vid '
+                                                           f'{plain_text(vid)}): '
                             f'{field}: {file_stem_problem(_json_stem(entry))}')
     if not isinstance(entry['steps'], list):
         raise BadVideoError(vid, 'annotation row does not parse',
-                            f'{path}: entry {i} (vid {vid}): field "steps" must be a list of '
+                            f'{path}: entry {i} (vid {plain_text(vid)}): field "steps" must be a '
+                            f'list of '
                             f'[start_s, end_s, action_id], got {entry["steps"]!r}')
     steps = []
     for j, step in enumerate(entry['steps']):
@@ -559,9 +572,9 @@ def step_values(path, vid: str, where: str, step) -> Tuple[float, float, int]:
     times are numbers of seconds, the action an integer (BadVideoError naming the value)."""
     if not isinstance(step, (list, tuple)) or len(step) != 3:
         raise BadVideoError(vid, 'annotation row does not parse',
-                            f'{path}: {where} (vid {vid}) = {step!r}; expected '
+                            f'{path}: {where} (vid {plain_text(vid)}) = {step!r}; expected '
                             '[start_s, end_s, action_id]')
-    place = f'{path}: {where} (vid {vid})'
+    place = f'{path}: {where} (vid {plain_text(vid)})'
     start = _seconds(vid, f'{place}: step start time', step[0])
     end = _seconds(vid, f'{place}: step end time', step[1])
     if end < start:
@@ -589,13 +602,14 @@ def _seconds(vid: str, where: str, value) -> float:
 
 def _check_step(path, vid, where, start, end, action, taxonomy) -> None:
     _check_action(path, vid, where, action, taxonomy)
-    _check_times(path, vid, f'{where} (vid {vid})', start, end)
+    _check_times(path, vid, f'{where} (vid {plain_text(vid)})', start, end)
 
 
 def _check_action(path, vid, where, action, taxonomy) -> None:
     if not 0 <= action < taxonomy.num_actions:
         raise BadVideoError(vid, 'action id outside the taxonomy',
-                            f'{path}: {where} (vid {vid}): action id {action} is outside the '
+                            f'{path}: {where} (vid {plain_text(vid)}): action id {action} is '
+                            f'outside the '
                             f'taxonomy {taxonomy.path} (0..{taxonomy.num_actions - 1})')
 
 
@@ -613,7 +627,7 @@ def _check_times(path, vid, where, start, end) -> None:
 def _check_action_task(path, vid, where, action, task, taxonomy) -> None:
     if action not in taxonomy.task_actions[task]:
         raise BadVideoError(vid, 'action of another task',
-                            f'{path}: {where} (vid {vid}): action id {action} '
+                            f'{path}: {where} (vid {plain_text(vid)}): action id {action} '
                             f'({taxonomy.action_names[action]!r}) belongs to task '
                             f'{taxonomy.task_keys[taxonomy.action_task[action]]!r}, not to the '
                             f"sample's task {taxonomy.task_keys[task]!r} (task_id {task})")
@@ -719,7 +733,8 @@ def _window_from_sample(path, i, sample, meta, taxonomy, seen, warnings=None) ->
     stem = Path(str(meta['feature'])).stem
     vid = str(meta.get('vid', stem))
     if file_stem_problem(stem):
-        raise BadVideoError(vid, 'feature name is a path', f'{path}: sample {i} (vid {vid}): '
+        raise BadVideoError(vid, 'feature name is a path', f'{path}: sample {i} (vid '
+                                                           f'{plain_text(vid)}): '
                             f'field "feature" = {meta["feature"]!r}: {file_stem_problem(stem)}')
     rows = [step_values(path, vid, f'sample {i}: legal_range[{j}]', row)
             for j, row in enumerate(meta['legal_range'])]
@@ -740,7 +755,7 @@ def _window_from_sample(path, i, sample, meta, taxonomy, seen, warnings=None) ->
 
 def _sample_task(path, i, vid, meta, taxonomy) -> int:
     """The task index of a window sample: its integer ``task_id`` (else its ``task`` key)."""
-    where = f'{path}: sample {i} (vid {vid}): field'
+    where = f'{path}: sample {i} (vid {plain_text(vid)}): field'
     if 'task_id' not in meta and 'task' not in meta:
         raise BadVideoError(vid, 'annotation row does not parse',
                             f'{where}s "task_id" and "task" are both missing')
@@ -762,7 +777,7 @@ def _instruction_len(path, i, vid, sample, horizon: int) -> int:
     """``instruction_len`` (steps in the video; 0 when absent): an integer >= the window's."""
     if 'instruction_len' not in sample:
         return 0
-    where = f'{path}: sample {i} (vid {vid}): field "instruction_len"'
+    where = f'{path}: sample {i} (vid {plain_text(vid)}): field "instruction_len"'
     try:
         steps = as_int(sample['instruction_len'], where)
     except ValueError as err:
@@ -778,7 +793,7 @@ def _check_window_names(path, i, vid, meta, stem, task, actions, taxonomy) -> No
     """The names a window sample carries besides its ids must agree with them: ``vid`` with
     the feature file, ``task`` (key) and ``task_name`` with ``task_id``, ``actions`` with the
     action ids (names compared as lower-case alphanumerics)."""
-    where = f'{path}: sample {i} (vid {vid}): field'
+    where = f'{path}: sample {i} (vid {plain_text(vid)}): field'
     problems = []
     if 'vid' in meta and stem != vid and not stem.endswith(f'_{vid}'):
         problems.append(f'"vid" = {vid!r} contradicts "feature" = {meta["feature"]!r}')

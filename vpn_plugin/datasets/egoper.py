@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Dict, List, Optional, Tuple
 
 from ..data_paths import REPO_ROOT
-from ..errors import read_text
+from ..errors import plain_text, read_text
 from .annotations import read_json_file
 from .validation import MAX_SECONDS, file_stem_problem, normalized_name
 
@@ -77,7 +77,8 @@ def convert_egoper(annotation_file, split_dir, out_dir, errors: str,
             where = f'task {task!r}: segments[{i}]'
             vid = _video_id(annotation_file, where, segment)
             if vid in seen:
-                raise ValueError(f'{annotation_file}: {where}: video {vid} is listed again (first '
+                raise ValueError(f'{annotation_file}: {where}: video {plain_text(vid)} is listed '
+                                 f'again (first '
                                  f'at {seen[vid]}); expected each video once')
             seen[vid] = where
             split = splits.get(vid)
@@ -126,7 +127,7 @@ def read_splits(split_dir: Path, tasks: List[str]) -> Dict[str, str]:
                     continue
                 if vid in split_of:
                     other = split_of[vid]
-                    raise ValueError(f'{path}: line {number}: video {vid} is '
+                    raise ValueError(f'{path}: line {number}: video {plain_text(vid)} is '
                                      + (f'also in the {other} list; expected each video in one '
                                         'split' if other != split else
                                         'listed again; expected each video once'))
@@ -191,7 +192,7 @@ def _check_index_map(path, task, field: str, mapping) -> None:
 def _steps(path, task, i, vid, segment, ids: Dict[int, int], errors: str,
            counts: Counter, kinds=None) -> List[list]:
     """The kept steps [[start_s, end_s, global id], ...] of one video, counted by kind."""
-    where = f'{path}: task {task!r}: segments[{i}] (video {vid})'
+    where = f'{path}: task {task!r}: segments[{i}] (video {plain_text(vid)})'
     labels = segment.get('labels')
     fields = ('time_stamp', 'action', 'action_type')
     if not isinstance(labels, dict) or not all(isinstance(labels.get(f), list) for f in fields):
@@ -268,7 +269,8 @@ def feature_name(feature_stem: str, vid: str, task: str) -> str:
                          'expected a file name with the fields {vid} and {task}') from None
     problem = file_stem_problem(name)  # the dataset readers' rule: refused there, so here
     if problem:
-        raise ValueError(f'--feature-stem {feature_stem!r} (video {vid}, task {task}): {problem}')
+        raise ValueError(f'--feature-stem {feature_stem!r} (video {plain_text(vid)}, task '
+                         f'{task}): {problem}')
     return name
 
 

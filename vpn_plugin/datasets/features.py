@@ -32,7 +32,7 @@ from .validation import check_real_floats
 from ..video.recipe import (ROW_SECONDS_TOLERANCE, recipe_dict,  # noqa: F401
                             recipe_number_problem, row_seconds_problem)
 from vpn_plugin.errors import (NPY_MAGIC, ZIP_MAGIC, decimal_number, link_loop, path_kind,
-                               tool_command, what_the_file_is)
+                               plain_text, tool_command, what_the_file_is)
 
 FEATURE_KEY = 'frames_features'
 TIME_STEP_KEYS = ('recipe', 'native_fps')  # an extraction's record of a row's seconds
@@ -174,7 +174,7 @@ def require_feature_file(path: PathLike, vid: str = '', fix_hint: str = '') -> P
     """``path`` as a Path; BadVideoError when no such file exists, or when it is no regular
     file (a FIFO would block the read for ever, ``/dev/zero`` never end)."""
     path, kind = Path(path), path_kind(path)
-    of_video = f' (video {vid})' if vid else ''
+    of_video = f' (video {plain_text(vid)})' if vid else ''
     if kind is None:  # find_feature_file looked for the .npz first
         nor = f' (nor {path.stem}.npz)' if path.suffix == '.npy' else ''
         if path.is_symlink():  # it is listed by ls: say where it points

@@ -211,6 +211,25 @@ def dataset_feature_dirs(dataset) -> list:
     return [] if folder is None else [Path(folder)]
 
 
+def dataset_data_roots(dataset) -> list:
+    """The annotation roots a built dataset reads (absolute, each once): ``data_root`` of a
+    ``PlanningDataset`` after ``--data-root`` / the config / the environment, those of every
+    part of a ``ConcatPlanningDataset``; what a tool's records name, so that a reader can
+    tell which annotations were scored."""
+    parts = getattr(dataset, 'parts', None)
+    if isinstance(parts, dict):
+        return list(dict.fromkeys(r for part in parts.values() for r in dataset_data_roots(part)))
+    root = getattr(dataset, 'data_root', None)
+    return [] if root is None else [os.path.abspath(root)]
+
+
+def data_root_record(dataset):
+    """:func:`dataset_data_roots` as a record: one root as a text, several as a list, none
+    as ''."""
+    roots = dataset_data_roots(dataset)
+    return roots[0] if len(roots) == 1 else roots or ''
+
+
 def folders_provenance(folders) -> dict:
     """One ``features`` record of the folders a run read: the folder's record, or for
     several (a union dataset) ``kind`` the shared kind (``random-weights`` when any is,

@@ -1040,10 +1040,12 @@ EMA_HOOKS = ('PDPPEMAHook', 'CEFITOEMAHook', 'EMAHook')
 def ema_hook_differences(trained_hooks, hooks) -> list:
     """'custom_hooks.<Type>.key: X in the run, Y here' for the options of an EMA hook that
     differ: a resumed EMA would go on averaging with the new decay / schedule, a run of
-    neither setting."""
+    neither setting. Compared under the class-defaults rule of the other sections
+    (:func:`_ema_hook_options`): an option spelled out at its class default equals an omitted
+    one."""
     def ema(entries):
-        return {h.get('type'): dict(h) for h in entries or () if isinstance(h, dict)
-                and h.get('type') in EMA_HOOKS}
+        return {h.get('type'): _ema_hook_options(h) for h in entries or ()
+                if isinstance(h, dict) and h.get('type') in EMA_HOOKS}
     before, now = ema(trained_hooks), ema(hooks)
     added = [f'custom_hooks.{kind}: {"none" if kind not in before else "present"} in the run, '
              f'{"none" if kind not in now else "present"} here (an EMA started or dropped '
@@ -1054,6 +1056,18 @@ def ema_hook_differences(trained_hooks, hooks) -> list:
             for kind in sorted(set(before) & set(now))
             for key in sorted(set(before[kind]) | set(now[kind]))
             if before[kind].get(key) != now[kind].get(key)]
+
+
+def _ema_hook_options(hook: dict) -> dict:
+    """An EMA hook's entry with its class's defaults filled (:func:`_with_class_defaults`,
+    mmengine's ``HOOKS``) and those of the averaged model it builds (``ema_type``, mmengine's
+    ``MODELS``: ``EMAHook(momentum=...)`` passes them on), as the run builds it."""
+    options = _with_class_defaults(_plain(dict(hook)), 'HOOKS')
+    if isinstance(options.get('ema_type'), str):
+        model = {**_with_class_defaults({'type': options['ema_type']}, 'MODELS'), **options}
+        options = {key: value for key, value in model.items() if key != 'model'}
+        options['type'] = hook.get('type')
+    return options
 
 
 def _path_only(line: str) -> bool:
@@ -1279,7 +1293,12 @@ def load_weights(model, checkpoint: dict, source: str, *, partial: bool = False,
             wrong[key] = (f'{tuple(value.shape)} {value.dtype}',
                           f'{tuple(expected[key].shape)} {expected[key].dtype}')
             del state[key]
-    keys, other = _load_fitting(model, state, wrong)
+    try:
+        keys, other = _load_fitting(model, state, wrong)
+    except ValueError as error:  # a model's own check of what it loads (KEPP's graph, its T)
+        if type(error) is not ValueError or str(source) in str(error):
+            raise
+        raise ValueError(f'checkpoint {source}: {error}') from None
     missing = [key for key in keys.missing_keys if key not in wrong]  # listed with shapes
     problems = '; '.join(filter(None, [options, mismatch_text(missing, keys.unexpected_keys,
                                                               wrong), other]))
@@ -1325,7 +1344,9 @@ def reduced_precision_note(state: dict, expected: dict) -> str:
     """What a checkpoint's tensors stored in a coarser float than the model's parameters
     (float16 or bfloat16 weights for a float32 model: a file converted to half precision) make
     of the model: it computes with their rounded values, not with weights as trained; '' when
-    every floating tensor is stored at least as finely as its parameter."""
+    every floating tensor is stored at least as finely as its parameter. It says what is known,
+    never how the file came to be: tensors finer than float16 (a float64 graph buffer stored as
+    float32) whose values all equal their float16 rounding are said to."""
     def coarser(key) -> bool:
         value, own = state[key], expected.get(key)
         return (torch.is_tensor(value) and torch.is_tensor(own) and value.is_floating_point()
@@ -1336,10 +1357,14 @@ def reduced_precision_note(state: dict, expected: dict) -> str:
         return ''
     floating = sum(torch.is_tensor(v) and v.is_floating_point() for v in state.values())
     dtypes = ', '.join(sorted({str(state[key].dtype) for key in lower}))
+    finer = [state[key] for key in lower
+             if torch.finfo(state[key].dtype).eps < torch.finfo(torch.float16).eps]
+    rounded = bool(finer) and all(torch.equal(t, t.to(torch.float16).to(t.dtype)) for t in finer)
     return (f'{len(lower)} of its {floating} floating tensors are stored in {dtypes} (first '
             f'{lower[0]}), coarser than the model\'s {expected[lower[0]].dtype}: the model runs '
-            'with their rounded values, not with the weights as trained (a checkpoint saved in '
-            'half precision?)')
+            'with their rounded values, not with the weights as trained' + (
+                f' (the {", ".join(sorted({str(t.dtype) for t in finer}))} values equal their '
+                'float16 rounding)' if rounded else ''))
 
 
 def other_model_note(checkpoint: dict, model) -> str:

@@ -79,6 +79,25 @@ class BasePlanner(BaseModel):
     text_feature_buffers: tuple = ()
     text_loader = 'load_state_features'  # the models.text_embeddings loader of text_source
     text_source: Optional[dict] = None
+    # {term: weight} of a planner's ``loss_weights`` option: the weight of a term the option
+    # leaves out (None: every term at its default)
+    default_loss_weights: Optional[dict] = None
+
+    @classmethod
+    def resolved_options(cls, options: dict) -> dict:
+        """``options`` (a config's ``model``, defaults filled) as the class reads them: what a
+        test compares with its training's (``engine.checkpoint.model_option_differences``).
+        ``loss_weights`` with the terms it leaves out at :attr:`default_loss_weights` (None,
+        {} and the defaults written out are one option)."""
+        weights = options.get('loss_weights')
+        if cls.default_loss_weights is None or not (weights is None or isinstance(weights, dict)):
+            return options
+        return dict(options, loss_weights=cls.loss_weights_of(weights))
+
+    @classmethod
+    def loss_weights_of(cls, loss_weights: Optional[dict]) -> dict:
+        """{term: weight} of every loss term for the option ``loss_weights``."""
+        return {**(cls.default_loss_weights or {}), **(loss_weights or {})}
 
     @checked_arguments(prefix='model.')  # every planner's __init__ is checked the same way
     def __init__(self, num_actions: ActionCount, horizon: Horizon, pkg: Optional[dict] = None,

@@ -118,6 +118,7 @@ class CEFITO(BasePlanner):
 
     text_feature_buffers = ('field.predictor.action_embeddings',)
     text_loader = 'load_action_features'
+    default_loss_weights = dict.fromkeys(LOSS_TERMS, 1.0)
 
     @checked_arguments(prefix='model.')
     def __init__(self, feature_dim: Annotated[int, Range(1, MAX_FEATURE_DIM)],
@@ -181,7 +182,7 @@ class CEFITO(BasePlanner):
         self.search, self.chunk_size, self.top_k = search, chunk_size, top_k
         self.tie_break, self.task_source = tie_break, task_source
         self.max_sequences, self.tokens_per_second = max_sequences, tokens_per_second
-        self.loss_weights = dict(loss_weights or {})
+        self.loss_weights = self.loss_weights_of(loss_weights)
         if text_embeddings:
             self.text_label = stand_in_label(text_embeddings)  # None: CLIP text features
         else:

@@ -85,6 +85,7 @@ class CompactPlanNet(BasePlanner):
         pkg: ``PKGBuilder`` config of the graph (``BasePlanner``).
         data_preprocessor: mmengine data preprocessor config.
     """
+    default_loss_weights = dict.fromkeys(LOSS_TERMS, 1.0)
 
     cross_horizon_modes = CROSS_HORIZON_MODES
     # the task head's softmax regresses one-hot targets; the plan does not use it
@@ -114,7 +115,7 @@ class CompactPlanNet(BasePlanner):
         self.use_dvl, self.decode, self.cross_horizon = use_dvl, decode, cross_horizon
         self.dvl_temperature, self.align_temperature = dvl_temperature, align_temperature
         self.dvl_layers = dvl_layers
-        self.loss_weights = {**dict(plan=1.0, align=1.0, task=1.0), **(loss_weights or {})}
+        self.loss_weights = self.loss_weights_of(loss_weights)
         if not self.loss_weights['task'] > 0:  # an untrained head predicts no task
             self.task_source = None
         self.visual_encoder = nn.Sequential(nn.Linear(feature_dim, embed_dim), nn.GELU(),

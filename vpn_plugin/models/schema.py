@@ -237,6 +237,7 @@ class SCHEMA(BasePlanner):
             sample-efficiency study's pre-trained encoder, ``pretrained_encoder.py``).
         pkg: ``PKGBuilder`` config of the graph (``BasePlanner``).
     """
+    default_loss_weights = DEFAULT_LOSS_WEIGHTS
 
     official_prefixes = SCHEMA_PREFIXES  # its official checkpoints' names (oracles.authors)
     # the task classifier (cross-entropy) conditions the action decoder
@@ -263,7 +264,7 @@ class SCHEMA(BasePlanner):
         if horizon < 2 or embed_dim % num_heads:
             raise ValueError(f'SCHEMA: horizon={horizon} must be >= 2 and embed_dim='
                              f'{embed_dim} a multiple of num_heads={num_heads}')
-        self.loss_weights = {**DEFAULT_LOSS_WEIGHTS, **(loss_weights or {})}
+        self.loss_weights = self.loss_weights_of(loss_weights)
         self.num_tasks, self.embed_dim, self.decode = num_tasks, embed_dim, decode
         self.state_encoder = StateEncoder(num_actions, feature_dim, text_dim, embed_dim,
                                           input_dropout, text_embeddings, 'SCHEMA')

@@ -58,6 +58,17 @@ def resolve_encoder_path(encoder: Optional[str]) -> str:
     return str(encoder)
 
 
+def is_default_encoder(encoder) -> bool:
+    """Whether ``encoder`` is the installed MiniLM: None, its name, or its own directory
+    written out as a path (one encoder: one cache key, one label)."""
+    if encoder in (None, DEFAULT_ENCODER):
+        return True
+    try:
+        return Path(str(encoder)).resolve() == Path(resolve_encoder_path(None)).resolve()
+    except (ImportError, OSError):  # no MiniLM installed: a path is not it
+        return False
+
+
 def state_texts(action_names: Sequence[str], action_task_names: Sequence[str],
                 descriptions_file: str) -> Tuple[List[List[str]], List[List[str]]]:
     """Before/after state sentences of each action id.
@@ -69,17 +80,26 @@ def state_texts(action_names: Sequence[str], action_task_names: Sequence[str],
     Returns:
         ``(before, after)``: N lists of S sentences each (S is the same for all actions).
     """
-    _, by_task = _read_descriptions(descriptions_file)
+    descriptions, by_task = _read_descriptions(descriptions_file)
     from ..datasets.validation import as_sentences
-    before, after = [], []
+    before, after, borrowed = [], [], []
     for action_id, (action, task) in enumerate(zip(action_names, action_task_names)):
         entry = _find_description(by_task, task, action)
         if not isinstance(entry, dict) or 'before' not in entry or 'after' not in entry:
             raise KeyError(f'{descriptions_file}: no before/after state description for action '
                            f'{action_id} {action!r} of task {task!r}')
+        if by_task.get(_normalize(task), {}).get(_normalize(action)) is not entry:
+            other = next(name for name in descriptions
+                         if by_task[_normalize(name)].get(_normalize(action)) is entry)
+            borrowed.append(f'action {action_id} {action!r} of task {task!r} <- task {other!r}')
         where = f'{descriptions_file}: task {task!r}, action {action!r}: '
         before.append(as_sentences(entry['before'], where + '"before"'))
         after.append(as_sentences(entry['after'], where + '"after"'))
+    if borrowed:
+        print_log(f'{descriptions_file}: {len(borrowed)} action(s) have no state description '
+                  'under their own task and are encoded with the one of their name under '
+                  f'another task (first: {borrowed[0]}); check that those sentences fit them, '
+                  'or describe them under their own task', 'current', logging.WARNING)
     counts = [(len(s), action_names[i % len(before)], action_task_names[i % len(before)],
                'before' if i < len(before) else 'after') for i, s in enumerate(before + after)]
     usual = Counter(count for count, *_ in counts).most_common(1)[0][0] if counts else 0
@@ -368,7 +388,8 @@ def _trusted_cache(cache: Path, count: int, allow_encode: bool) -> Optional[torc
 
 def _cache_file(texts: Sequence[str], kind: str, encoder, cache_dir, pooling) -> Path:
     """The cache of ``texts`` encoded by ``encoder`` with ``pooling``, in ``cache_dir``."""
-    encoder_name = (encoder or DEFAULT_ENCODER) + ('' if pooling == 'mean' else f':{pooling}')
+    name = DEFAULT_ENCODER if is_default_encoder(encoder) else encoder
+    encoder_name = name + ('' if pooling == 'mean' else f':{pooling}')
     return Path(cache_dir) / f'{kind}_{cache_key(encoder_name, texts)}.pt'
 
 
@@ -564,8 +585,7 @@ def stand_in_label(text_cfg, width: Optional[int] = None) -> Optional[str]:
                                                                                    'clip_eot'):
         return None
     encoder = text_cfg.get('encoder')
-    name = Path(str(encoder)).name if encoder not in (None, DEFAULT_ENCODER) else \
-        'all-MiniLM-L6-v2'
+    name = 'all-MiniLM-L6-v2' if is_default_encoder(encoder) else Path(str(encoder)).name
     width = width or _encoder_width(encoder)  # an encoder already pad_to wide pads nothing
     pad = f', zero-padded to {text_cfg["pad_to"]}-d' if text_cfg.get('pad_to') and (
         width is None or width < text_cfg['pad_to']) else ''
@@ -604,7 +624,7 @@ def encoder_name(text_cfg) -> Optional[str]:
     encoder = text_cfg.get('encoder')
     if text_cfg.get('file') and encoder is None:
         return None
-    return 'all-MiniLM-L6-v2' if encoder in (None, DEFAULT_ENCODER) else Path(str(encoder)).name
+    return 'all-MiniLM-L6-v2' if is_default_encoder(encoder) else Path(str(encoder)).name
 
 
 def declares_clip(text_cfg) -> bool:

@@ -97,6 +97,7 @@ class ViterbiPlanNet(BasePlanner):
             sample-efficiency study's pre-trained encoder, ``pretrained_encoder.py``).
         pkg: ``PKGBuilder`` config of the graph (``BasePlanner``).
     """
+    default_loss_weights = dict.fromkeys(LOSS_TERMS, 1.0)
 
     cross_horizon_modes = CROSS_HORIZON_MODES
     # the task head regresses one-hot targets (MSE on its raw outputs); the plan does not use it
@@ -119,7 +120,7 @@ class ViterbiPlanNet(BasePlanner):
         super().__init__(num_actions, horizon, pkg, data_preprocessor)
         self.text_source = text_embeddings  # what text_features_identity records
         check_loss_terms(loss_weights, LOSS_TERMS)  # before merging: '{}' is no dict
-        self.loss_weights = {**dict(state=1.0, plan=1.0, task=1.0), **(loss_weights or {})}
+        self.loss_weights = self.loss_weights_of(loss_weights)
         if not self.loss_weights['task'] > 0:  # an untrained head predicts no task
             self.task_source = None
         self._check_text_source(text_embeddings)

@@ -6,7 +6,11 @@ submits them, so ``tools/report.py`` can tell a finished protocol from an incomp
 name what is missing (:func:`missing_rows`). The file ``results.jsonl`` has
 ``results.expected`` (``results_max_epochs-3.jsonl``: ``results_max_epochs-3.expected``): JSON
 Lines, one row identity each (the fields of ``ResultRow.key`` and the unit's ``work_dir``),
-the union over every call; written atomically under the results file's lock. Results files
+the union over every call; written atomically under the results file's lock. A ``work_dir``
+inside the file's folder is written relative to it and read from it, as the results rows'
+paths are (a moved or copied protocol folder names its own work dirs); an absolute one of a
+file written before (the folder's old place) is read as the folder's own work dir at the same
+place under it when that exists (:func:`_moved_work_dir`). Results files
 without one (written by hand, by ``llm_eval.py``, by an older version) are taken as complete.
 """
 from __future__ import annotations
@@ -16,7 +20,7 @@ from pathlib import Path
 
 from vpn_plugin.errors import json_lines, read_text, unique_keys, write_text_atomically
 from vpn_plugin.config_types import check_value
-from .results import ROW_SCHEMA, ResultRow, locked_results
+from .results import ROW_SCHEMA, ResultRow, _resolve_paths, _row_line, locked_results
 
 SUFFIX = '.expected'
 IDENTITY = ('protocol', 'dataset', 'method', 'config', 'seed', 'horizon', 'train_horizon',
@@ -35,8 +39,8 @@ def add_expected(results_file, rows: list[ResultRow]) -> None:
         known = {row.key(): row for row in read_expected(results_file) or []}
         for row in rows:
             known.setdefault(row.key(), row)
-        lines = [json.dumps({name: getattr(row, name) for name in IDENTITY}, sort_keys=True)
-                 for row in known.values()]
+        lines = [json.dumps({name: json.loads(_row_line(row, path))[name] for name in IDENTITY},
+                            sort_keys=True) for row in known.values()]
         write_text_atomically(path, ''.join(line + '\n' for line in lines), 'expected rows')
 
 
@@ -54,12 +58,24 @@ def read_expected(results_file) -> list[ResultRow] | None:
                                                                     'expected row'))
             for name in IDENTITY:  # the same kinds as the results rows' (ROW_SCHEMA)
                 check_value(f'{path}:{number}: field {name}', fields[name], ROW_SCHEMA[name])
+            fields['work_dir'] = _moved_work_dir(fields['work_dir'], path.parent)
             rows.append(ResultRow(metrics={}, **{k: fields[k] for k in IDENTITY}))
         except (json.JSONDecodeError, KeyError, TypeError) as error:
             raise ValueError(f'{path}:{number}: not an expected row ({error}); the file is '
                              'written by tools/run_protocol.py: delete it to report without '
                              'it') from None
-    return rows
+    return _resolve_paths(rows, path)
+
+
+def _moved_work_dir(work_dir, folder: Path):
+    """An absolute ``work_dir`` that is gone (written before the relative form, at the protocol
+    folder's old place) is the work dir at the same place under ``folder`` when one exists
+    there (its last parts: ``<method>/T3/seed0``); else as written."""
+    if not work_dir or not Path(work_dir).is_absolute() or Path(work_dir).exists():
+        return work_dir
+    parts = Path(work_dir).parts
+    found = [i for i in range(1, len(parts)) if (folder / Path(*parts[i:])).is_dir()]
+    return str(folder.resolve() / Path(*parts[min(found):])) if found else work_dir
 
 
 def missing_rows(results_files, rows: list[ResultRow]) -> list[ResultRow]:

@@ -47,7 +47,8 @@ AXIS_LABELS = {'success_rate': 'Success rate (%)', 'mean_accuracy': 'Mean accura
                'miou_set': 'mIoU (%)', 'miou_legacy': 'mIoU, legacy (%)',
                'first_accuracy': 'First-step accuracy (%)',
                'last_accuracy': 'Last-step accuracy (%)',
-               'plan_entropy': 'Plan entropy (bits)', 'plan_jsd': 'JSD to ground truth (bits)'}
+               'plan_entropy': 'Plan entropy (bits)',
+               'plan_jsd': 'JSD to ground truth\n(bits; lower is better)'}
 
 
 def method_style(number: int) -> dict:
@@ -503,7 +504,8 @@ def check_log_axis(values: dict, x_key: str) -> None:
 def plot_curves(rows, x_key: str, metric: str, out_stem, *, group_key: str | None = None,
                 log_x: bool = False, xlabel: str | None = None) -> list[Path]:
     """Metric vs a study setting with CI bands (the note below says what they are), one
-    panel per dataset and test horizon (one column wide for one panel, two for more), every
+    panel per dataset and test horizon (one column wide for one panel, two for more), each
+    titled with its dataset and T (a single panel too: :func:`dataset_horizons_title`), every
     plotted x value a tick; saves PNG and PDF."""
     from matplotlib.ticker import FixedLocator, NullLocator
     values = curve_values(rows, x_key, metric, group_key)
@@ -531,8 +533,8 @@ def plot_curves(rows, x_key: str, metric: str, out_stem, *, group_key: str | Non
             ax.set_xticklabels([f'{x:g}' for x in xs])
             ax.set_xlabel(xlabel or variant_label(x_key))
             ax.grid(alpha=0.3)
-            if len(panels) > 1:
-                ax.set_title(panel_title(dataset, horizon, panels), fontsize=7, pad=3)
+            ax.set_title(panel_title(dataset, horizon, panels) if len(panels) > 1 else
+                         dataset_horizons_title(rows), fontsize=7, pad=3)
         keep_y_span(axes[0][0], *y_extent([p for curves in panels.values()
                                            for points in curves.values() for p in points]),
                     metric in METRIC_NAMES, marker_room=True)  # a marker at 0 drawn whole

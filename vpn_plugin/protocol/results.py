@@ -63,7 +63,8 @@ features        dict     what the model was trained and tested on
 settings        dict     everything else that changes the result, part of the run's
                          identity (default ``{}``): protocol runs ``max_epochs``,
                          ``val_interval``, ``batch_size`` (``None`` = the config's),
-                         ``cfg_options``; LLM runs ``base_url``, ``temperature``,
+                         ``cfg_options``, ``data_root`` (only when ``--data-root`` moved
+                         the annotations: other windows, another row); LLM runs ``base_url``, ``temperature``,
                          ``max_tokens``, ``limit``, ``sample_seed``, ...
 selection       str      which checkpoint was tested (default ``''``: not recorded), e.g.
                          ``unified: best plan/success_rate`` (held-out training videos),

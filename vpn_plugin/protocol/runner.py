@@ -57,7 +57,7 @@ with the error) to ``<work dir>/unit_state.json`` (``unit_state.py``). A unit th
 not stop the others: the run goes on and ends with :class:`UnitsFailedError` naming them.
 
 Run identity: everything that changes a result (config, seed, ``cfg_options``, schedule and
-batch-size overrides) is in the rows' ``settings`` (``results.py``) and in the work dir's
+batch-size overrides, ``--data-root``) is in the rows' ``settings`` (``results.py``) and in the work dir's
 ``run.json``; a row counts as done only for the same settings, and a work dir whose
 ``run.json`` names other settings is refused, never reused. Rows of runs trained for fewer
 epochs than their config say so in ``shortened``.
@@ -80,7 +80,7 @@ from vpn_plugin.datasets.provenance import run_features
 from vpn_plugin.errors import differences, read_json, write_text_atomically
 from vpn_plugin.locks import LockBusyError, exclusive_lock, lock_path_of
 from vpn_plugin.smoke import SMOKE, limit_test_windows, smoke_config
-from .configs import config_with_options, parsed_config
+from .configs import config_content, config_with_options, parsed_config
 from .dry_run import CPU_EPOCH_SECONDS, plan_runs
 from .progress import Progress, log, unit_name
 from .results import ResultRow, append_result, drop_replaced_rows, read_results
@@ -635,18 +635,26 @@ class ProtocolRunner:
     def settings(self, unit: TrainUnit, spec: TestSpec) -> dict:
         """A row's ``settings``: the overrides, the test's merged ``cfg_options`` (with
         :func:`built_horizons`), the pre-training stage (if any), how a training subset was
-        drawn (``subset_draw``, :func:`subset_draw`) and, when test windows are limited
-        (``--smoke``, a ``...limit`` option, a ``limit`` the test's config file sets), how they
-        are drawn (``sample_draw``). Known before the test: a row's identity says whether it
+        drawn (``subset_draw``, :func:`subset_draw`) and, when test or training windows are
+        limited (``--smoke``, a ``...limit`` option, a ``limit`` the test's or the training's
+        config file sets: :func:`training_draw`), how they are drawn (``sample_draw``). Known before the test: a row's identity says whether it
         is done."""
         from vpn_plugin.core.stats import SAMPLE_DRAW
         options = {**unit.cfg_options, **spec.cfg_options}
         limited = self.smoke or any(key.split('.')[-1] == 'limit' and value is not None
                                     for key, value in options.items()) or bool(config_values(
-            spec.config, options, 'test_dataloader', 'limit'))
+            spec.config, options, 'test_dataloader', 'limit')) or bool(training_draw(unit))
         return dict(self.overrides(unit), cfg_options={**options, **built_horizons(
             unit, spec, options)}, **self._pretrained_identity(unit), **subset_draw(unit),
-            **({'sample_draw': SAMPLE_DRAW} if limited else {}))
+            **({'sample_draw': SAMPLE_DRAW} if limited else {}), **self.data_root_given())
+
+    def data_root_given(self) -> dict:
+        """``{'data_root': folder}`` when ``--data-root`` moved the configs' annotations (other
+        annotations are other windows: another row and another run, as ``llm_eval.py``
+        records it), else ``{}`` (the configs' own data: as before)."""
+        from vpn_plugin.data_paths import row_config_path
+        given = self.data_paths.get('data_root')
+        return {} if given is None else {'data_root': row_config_path(given)}
 
     def work_dir(self, unit: TrainUnit) -> Path:
         """Work dir of a training unit (also listed by ``--dry-run``)."""
@@ -660,7 +668,8 @@ class ProtocolRunner:
         return dict(config=unit.config, config_digest=config_digest(unit.config),
                     seed=unit.seed, cfg_options=unit.cfg_options,
                     train=unit.train, **self.overrides(unit), **self._pretrained_identity(unit),
-                    **subset_draw(unit))
+                    **subset_draw(unit), **training_draw(unit, self.smoke),
+                    **self.data_root_given())
 
     def _pretrained_identity(self, unit: TrainUnit) -> dict:
         if not unit.pretrained:
@@ -1021,7 +1030,8 @@ class ProtocolRunner:
         params = num_parameters(runner.model)
         write_text_atomically(marker, json.dumps(dict(
             checkpoint=checkpoint, params=params, shortened=shortened, selection=selection,
-            features=read_features(runner.train_dataloader), **subset_draw(unit))),
+            features=read_features(runner.train_dataloader), **subset_draw(unit),
+            **training_draw(unit, self.smoke))),
             'training record')
         return Trained(checkpoint, params, shortened, selection)
 
@@ -1087,18 +1097,31 @@ def subset_draw(unit: TrainUnit) -> dict:
     return {'subset_draw': SAMPLE_DRAW} if any(f != 1 for f in fractions) else {}
 
 
+def training_draw(unit: TrainUnit, smoke: bool = False) -> dict:
+    """``{'sample_draw': SAMPLE_DRAW}`` when ``unit``'s training split keeps ``limit`` of its
+    windows (a ``...limit`` option, a ``limit`` its config file sets, ``--smoke``), else ``{}``:
+    in its work dir's identity (``run.json``) and its rows' settings, so that a work dir whose
+    limited training was drawn by list position (session 12 and before: ``run.json`` records
+    no draw) is never reused as if current (:func:`claim_work_dir` refuses it)."""
+    from vpn_plugin.core.stats import SAMPLE_DRAW
+    limited = smoke or any(key.startswith('train_dataloader.') and key.split('.')[-1] == 'limit'
+                           and value is not None for key, value in unit.cfg_options.items()) \
+        or bool(config_values(unit.config, unit.cfg_options, 'train_dataloader', 'limit'))
+    return {'sample_draw': SAMPLE_DRAW} if limited else {}
+
+
 def config_values(config: str, cfg_options: dict, loader: str, name: str) -> tuple:
-    """:func:`dataset_values` of ``config`` with ``cfg_options`` merged, remembered per file
-    version and options (a protocol asks it of the same configs for every unit and row)."""
-    stat = os.stat(config)
-    return _config_values(os.path.abspath(config), stat.st_mtime_ns, stat.st_size,
+    """:func:`dataset_values` of ``config`` with ``cfg_options`` merged, remembered per content
+    of the config and its ``_base_`` files (``configs.config_content``) and options (a protocol
+    asks it of the same configs for every unit and row; a config edited during a long run is
+    read anew, whatever its time stamp and size)."""
+    return _config_values(os.path.abspath(config), config_content(config),
                           json.dumps(cfg_options or {}, sort_keys=True, default=str), loader,
                           name)
 
 
 @functools.lru_cache(maxsize=1024)
-def _config_values(path: str, mtime_ns: int, size: int, options: str, loader: str,
-                   name: str) -> tuple:
+def _config_values(path: str, content: str, options: str, loader: str, name: str) -> tuple:
     return tuple(dataset_values(config_with_options(path, json.loads(options)), loader, name))
 
 
@@ -1175,12 +1198,11 @@ def selected_checkpoint(cfg, work_dir: Path) -> tuple:
 def config_digest(config: str) -> str:
     """A digest of a config as its file and ``_base_`` files now read (16 hex digits)."""
     path = Path(config)
-    stat = path.stat() if path.is_file() else None
-    return _config_digest(str(path), stat and (stat.st_mtime_ns, stat.st_size))
+    return _config_digest(str(path), config_content(config) if path.is_file() else None)
 
 
 @functools.lru_cache(maxsize=256)
-def _config_digest(config: str, stamp) -> str:
+def _config_digest(config: str, content) -> str:
     import hashlib
     from vpn_plugin.data_paths import read_config_file
     text = json.dumps(read_config_file(config).to_dict(), sort_keys=True, default=str)
@@ -1210,6 +1232,13 @@ def work_dir_conflict(work_dir: Path, identity: dict) -> str:
         found = read_json(record, 'work dir record')
         if 'config_digest' not in found:  # recorded before the digest: not compared
             wanted.pop('config_digest', None)
+        if 'sample_draw' in wanted and 'sample_draw' not in found:
+            raise ValueError(f'{record} records a training on a limited split but no draw '
+                             f'version: its windows were drawn by list position (session 12 '
+                             f'and before), this run draws them by window identity '
+                             f'({wanted["sample_draw"]}), so its training is not this run\'s; '
+                             f'it is never reused: delete {work_dir} (the training then starts '
+                             'over) or give another --out')
         if found != wanted:
             changed = differences(found, wanted)
             return (f'{work_dir} holds a run made with other settings ({changed}); it is never '

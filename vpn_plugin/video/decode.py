@@ -16,8 +16,8 @@ from typing import Iterator, Optional, Tuple
 
 import numpy as np
 
-from ..errors import path_kind
-from .recipe import FrameRecipe, row_seconds_problem
+from ..errors import broken_link, path_kind
+from .recipe import FrameRecipe, check_recipe, row_seconds_problem
 
 
 class UnreadableVideoError(ValueError):
@@ -59,6 +59,7 @@ def iter_frame_blocks(path, recipe: FrameRecipe, block_frames: int,
     fails. ``damage``: a list that gets one line (:func:`damage_note`) when ffmpeg decoded the
     file but reported errors (damaged data: the frames there are concealed or repeated);
     without it that is a ``UserWarning``."""
+    check_recipe(recipe)
     path = Path(path)
     if header is None:
         header = probe_video(path)
@@ -130,7 +131,9 @@ def probe_video(path) -> VideoHeader:
     if not path.is_file():
         frames = (' (a folder of frames is no video: ffmpeg -framerate FPS -i '
                   f'{path}/%04d.jpg makes one)') if path.is_dir() else ''
-        raise UnreadableVideoError(path, 'no such file' if not path.exists() else
+        why = broken_link(path)
+        raise UnreadableVideoError(path, f'a symbolic link to {os.readlink(path)}, which {why}'
+                                   if why else 'no such file' if not path.exists() else
                                    f'not a regular file ({path_kind(path)}); expected a video '
                                    f'file{frames}')
     if path.stat().st_size == 0:

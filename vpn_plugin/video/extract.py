@@ -41,8 +41,8 @@ from typing import Callable, Dict, Iterator, List, Optional, Sequence
 import numpy as np
 from torch.utils.data import DataLoader, IterableDataset, get_worker_info
 
-from ..errors import (OutputWriteError, check_folder_target, differences, path_kind, read_json,
-                      write_text_atomically)
+from ..errors import (OutputWriteError, broken_link, check_folder_target, differences,
+                      path_kind, plain_text, read_json, write_text_atomically)
 from ..progress import StepProgress
 from .chunking import chunk_count, embed_frames
 from .decode import (UnreadableVideoError, expected_frames, iter_frame_blocks, probe_video,
@@ -70,6 +70,10 @@ def list_videos(inputs: Sequence, extensions: Sequence[str] = VIDEO_EXTENSIONS) 
                           if not p.is_dir() and p.suffix.lower() in extensions)
         elif item.is_file():
             videos.add(item)
+        elif broken_link(item):  # listed by ls: "no such file" would mislead
+            raise FileNotFoundError(f'{item}: a symbolic link to {os.readlink(item)}, which '
+                                    f'{broken_link(item)}; expected a video file or a folder '
+                                    'of videos')
         elif path_kind(item) is None:
             raise FileNotFoundError(f'{item}: no such video file or folder')
         else:
@@ -415,7 +419,7 @@ class Progress:
         self.steps.total = max(self.steps.total, self.steps.done + count)
         self.steps.update(count, extra=lambda: (
             f'{self.steps.rate():.2f} chunks/s, {self.videos}/{self.total_videos} videos done, '
-            f'in flight: {tsv_field(name)}'))
+            f'in flight: {plain_text(name)}'))
 
     def video_done(self, index: int, chunks: int) -> None:
         """Video ``index`` ended (written or failed) after ``chunks`` chunks: its estimate
@@ -471,7 +475,7 @@ def extract_videos(network: Callable, videos: Sequence[Path], out_dir, recipe: F
     failures = out_dir / f'failures.rank{rank}.tsv'  # this run's failures (the last run's go)
     failures.unlink(missing_ok=True)
     if rank == 0:
-        print(f'[rank 0] {len(todo)} videos to extract into {out_dir} ({len(result.skipped)} '
+        print(f'[rank 0] {len(todo)} videos to extract into {plain_text(out_dir)} ({len(result.skipped)} '
               f'already there); {temporary_files_note(out_dir)}', file=progress_stream,
               flush=True)
     start = time.monotonic()
@@ -512,8 +516,8 @@ def extract_videos(network: Callable, videos: Sequence[Path], out_dir, recipe: F
                 result.damaged[str(video)] = item['damage']
                 short = (f'; {len(features)} of the {item["expected"]} chunks its header states'
                          if item['expected'] and len(features) < item['expected'] else '')
-                print(f'[rank {rank}] WARNING: {tsv_field(str(video))}: {item["damage"]}{short} '
-                      f'({tsv_field(name)}{FEATURE_SUFFIX} records it as "damage")',
+                print(f'[rank {rank}] WARNING: {plain_text(video)}: {item["damage"]}{short} '
+                      f'({plain_text(name)}{FEATURE_SUFFIX} records it as "damage")',
                       file=progress_stream,
                       flush=True)
             decoded = counts.pop(index)
@@ -565,11 +569,11 @@ def _append_line(path: Path, line: str) -> None:
 
 
 def tsv_field(text: str) -> str:
-    """``text`` as one field of a line of ``failures.tsv``, and the one way extraction shows a
-    file name in its lines (progress, warnings): a backslash, tab, newline or carriage return
-    written ``\\\\``, ``\\t``, ``\\n``, ``\\r``, any other control character ``\\xNN`` (a video
-    named with a newline was two failure lines, and the run counted two failed videos; a tab
-    or an escape sequence printed raw broke or recoloured the progress line)."""
+    """``text`` as one field of a line of ``failures.tsv`` (the TSV file only; printed lines
+    show names by the one rule of names in printed lines, ``errors.plain_text``): a
+    backslash, tab, newline or carriage return written ``\\\\``, ``\\t``, ``\\n``, ``\\r``, any
+    other control character ``\\xNN`` (a video named with a newline was two failure lines, and
+    the run counted two failed videos)."""
     text = (text.replace('\\', '\\\\').replace('\t', '\\t').replace('\n', '\\n')
             .replace('\r', '\\r'))
     return re.sub(r'[\x00-\x1f\x7f]', lambda match: f'\\x{ord(match.group()):02x}', text)

@@ -13,7 +13,7 @@ from typing import Optional
 
 import numpy as np
 
-from ..errors import POSITIVE_FLOAT, POSITIVE_INT, at_least
+from ..errors import POSITIVE_FLOAT, POSITIVE_INT, at_least, check_number
 
 CROPS = ('center', 'none')
 MAX_FPS = 1000  # a frame per millisecond: more only repeats decoded frames
@@ -40,6 +40,11 @@ class FrameRecipe:
     chunk: int = 16
 
     def __post_init__(self):
+        # the kinds first ('16' or 64.0 failed later in a comparison or in PIL, naming no field)
+        check_number('FrameRecipe fps', self.fps, optional=True)
+        for name in ('size', 'chunk', 'jpeg_quality'):
+            check_number(f'FrameRecipe {name}', getattr(self, name), integer=True,
+                         optional=name == 'jpeg_quality')
         if self.fps is not None and not 0 < self.fps <= MAX_FPS:
             raise ValueError(f'fps={self.fps:g}: expected a positive number of frames per second '
                              f'up to {MAX_FPS} (or --native-fps: the file\'s own frames); '
@@ -69,6 +74,15 @@ class FrameRecipe:
 
     def as_dict(self) -> dict:
         return dataclasses.asdict(self)
+
+
+def check_recipe(recipe, where: str = 'recipe') -> FrameRecipe:
+    """``recipe`` must be a :class:`FrameRecipe` (a dict of its fields failed later as
+    "'dict' object has no attribute 'chunk'"): ``TypeError`` naming ``where`` otherwise."""
+    if not isinstance(recipe, FrameRecipe):
+        raise TypeError(f'{where}={recipe!r}: expected a vpn_plugin.video.FrameRecipe (e.g. '
+                        'FrameRecipe(size=224); a dict of its fields: FrameRecipe(**fields))')
+    return recipe
 
 
 def add_recipe_arguments(parser) -> None:

@@ -98,6 +98,12 @@ def _numbered_frames(folder: Path) -> list[Path]:
     images = sorted(p for p in folder.iterdir() if p.suffix.lower() in IMAGE_SUFFIXES)
     if not images:
         raise FileNotFoundError(f'frames folder {folder}: no images ({", ".join(IMAGE_SUFFIXES)})')
+    metadata = [p.name for p in images if p.name.startswith('._') and p.is_file()
+                and _head(p) == APPLE_DOUBLE]
+    if metadata:  # named as an image, it is none: "two images of one frame" would be false
+        raise ValueError(f'frames folder {folder}: {metadata[0]} is macOS metadata (an '
+                         f'AppleDouble "._" file, {len(metadata)} such), no image; expected only '
+                         'the frames in the folder (delete the "._" files, e.g. dot_clean)')
     parsed = _frame_numbers(images)
     unnumbered = [path.name for path, match in parsed.items() if match is None]
     if unnumbered:
@@ -129,6 +135,14 @@ def _numbered_frames(folder: Path) -> list[Path]:
     return [numbered[n] for n in numbers]
 
 
+APPLE_DOUBLE = b'\x00\x05\x16\x07'  # the first bytes of a macOS "._" metadata file
+
+
+def _head(path: Path) -> bytes:
+    with open(path, 'rb') as handle:
+        return handle.read(len(APPLE_DOUBLE))
+
+
 def _frame_numbers(images: list) -> dict:
     """``{path: (text before, frame number digits, text after)}`` (None: no digit in the name).
     The frame number is the run of digits that varies among the images named alike (same text
@@ -143,11 +157,19 @@ def _frame_numbers(images: list) -> dict:
             found[path] = None
             continue
         groups.setdefault((tuple(parts[0::2]), path.suffix.lower()), []).append((path, parts))
-    for members in groups.values():
+    varying = {key: [run for run in range(len(members[0][1]) // 2)
+                     if len({int(parts[2 * run + 1]) for _, parts in members}) > 1]
+               for key, members in groups.items()}
+    # where the images named alike vary in one run, after which text: an image named apart
+    # with that text before a run (`img0014 (1).jpg` beside `img0001.jpg`) has its number there
+    numbered_after = {key[0][run] for key, runs in varying.items() if len(runs) == 1
+                      for run in runs}
+    for key, members in groups.items():
         runs = len(members[0][1]) // 2
-        varying = [run for run in range(runs)
-                   if len({int(parts[2 * run + 1]) for _, parts in members}) > 1]
-        at = 2 * (varying[0] if len(varying) == 1 else runs - 1) + 1
+        run = varying[key][0] if len(varying[key]) == 1 else next(
+            (r for r in range(runs) if not varying[key] and key[0][r] in numbered_after),
+            runs - 1)
+        at = 2 * run + 1
         for path, parts in members:
             found[path] = (''.join(parts[:at]), parts[at], ''.join(parts[at + 1:]))
     return {path: found[path] for path in images}

@@ -7,6 +7,8 @@ from typing import Sequence
 
 from vpn_plugin.errors import unique_keys
 
+from .prompting import UNKNOWN
+
 PLAN_KEYS = ('plan', 'sequence', 'actions', 'steps')
 ID_KEYS = ('action_id', 'id')
 NAME_KEYS = ('action_name', 'name', 'action')
@@ -154,14 +156,17 @@ def parse_plan(text: str, matcher: ActionMatcher, horizon: int,
     is unknown.
     """
     values = json_values(text)
-    keyed = [v[k] for v in values if isinstance(v, dict) for k in PLAN_KEYS
-             if isinstance(v.get(k), list)]
-    only_lists = [_only_list(v) for v in values
-                  if any_key and isinstance(v, dict) and _only_list(v)]
+    keyed = _answers([v[k] for v in values if isinstance(v, dict) for k in PLAN_KEYS
+                      if isinstance(v.get(k), list)])
+    only_lists = _answers([_only_list(v) for v in values
+                           if any_key and isinstance(v, dict) and _only_list(v)])
     if len({json.dumps(plan) for plan in keyed}) > 1:
         raise ReplyParseError(f'reply holds {len(keyed)} different plans under {PLAN_KEYS}; '
                               f'which one is the answer is not known: {text[:200]!r}')
-    plans = keyed or only_lists or [v for v in values if isinstance(v, list)]
+    plans = keyed or only_lists or _answers([v for v in values if isinstance(v, list)])
+    if any_key:  # "Return only the completed sequences": [[...]] is one sequence in a list
+        plans = [plan[0] if len(plan) == 1 and isinstance(plan[0], list) else plan
+                 for plan in plans]
     if len({json.dumps(plan) for plan in plans}) > 1:  # bare lists, or lists of objects
         raise ReplyParseError(f'reply holds {len(plans)} different lists and no object with a '
                               f'list under {PLAN_KEYS}; which one is the answer is not known: '
@@ -176,9 +181,25 @@ def parse_plan(text: str, matcher: ActionMatcher, horizon: int,
 
 
 def _only_list(value: dict):
-    """The list of an object that holds exactly one list, else None."""
-    lists = [item for item in value.values() if isinstance(item, list)]
+    """The list of an object that holds exactly one list besides the prompt's incomplete
+    sequence echoed (:func:`_answers`), else None."""
+    lists = _answers([item for item in value.values() if isinstance(item, list)])
     return lists[0] if len(lists) == 1 else None
+
+
+def _echoes_placeholder(plan: list) -> bool:
+    """Whether ``plan`` holds the prompt's placeholder of an unknown step (``-1``, as a number
+    or a text): the incomplete sequence of the prompt, echoed."""
+    return any((type(item) is int and item == UNKNOWN)
+               or (isinstance(item, str) and item.strip() == str(UNKNOWN)) for item in plan)
+
+
+def _answers(plans: list) -> list:
+    """``plans`` without the prompt's incomplete sequence echoed beside an answer (a list
+    holding the placeholder -1, which the prompt asks to replace, is never the answer when
+    another list is there); all of them when every one holds it (then counted as it reads)."""
+    kept = [plan for plan in plans if not _echoes_placeholder(plan)]
+    return kept or plans
 
 
 def parse_action(text: str, matcher: ActionMatcher) -> int:
