@@ -29,7 +29,7 @@ from pathlib import Path
 from vpn_plugin.errors import json_lines, read_text, unique_keys
 from .dry_run import format_duration
 from .progress import unit_name
-from .runner import work_dir_conflict
+from .runner import check_work_dir
 from .unit_state import read_unit_state, unit_status
 
 # squeue states of a job that still runs or will run (squeue(1), "JOB STATE CODES")
@@ -242,8 +242,9 @@ def _status(runner, unit, work_dir: Path, task, queued: dict, done: set) -> Unit
         status.state = 'interrupted'
         status.why = 'its process ended before the unit finished (killed or interrupted)'
     if status.state in ('interrupted', 'not started') and (work_dir / 'run.json').is_file():
-        conflict = work_dir_conflict(work_dir, runner.identity(unit))
-        if conflict:  # a rerun refuses the folder (runner.claim_work_dir): it is no resume
+        try:  # a rerun refuses the folder (runner.claim_work_dir): it is no resume
+            check_work_dir(work_dir, runner.identity(unit))
+        except ValueError as conflict:
             status.state, status.why = 'failed', f'a rerun refuses it: {conflict}'
     if status.state == 'interrupted' and not state.get('ended'):
         status.elapsed = None  # when it died is not recorded: now - start would grow forever
