@@ -561,12 +561,14 @@ class PlanningRunner(Runner):
         from vpn_plugin.compat import is_resuming
         from vpn_plugin.engine.checkpoint import (PARTIAL_LOAD_KEY, RUN_KEY, UNCHECKED_KEY,
                                                   check_finite, check_loaded_pkg,
-                                                  check_same_planner, feature_statistics_note,
+                                                  check_same_planner, extended_schedule_note,
+                                                  feature_statistics_note,
                                                   load_weights, read_checkpoint,
-                                                  reduced_precision_note, state_dict_of,
-                                                  training_option_differences)
+                                                  reduced_precision_note, selecting_the_same,
+                                                  state_dict_of, training_option_differences)
         from vpn_plugin.engine.checkpoint_hook import check_resume_point
-        from vpn_plugin.engine.rank_agreement import (check_resume_data, check_resume_epoch,
+        from vpn_plugin.engine.rank_agreement import (TRAIN_DATA_KEY, VAL_DATA_KEY,
+                                                       check_resume_data, check_resume_epoch,
                                                        check_resume_world_size)
         from vpn_plugin.models.base_planner import BasePlanner
         checkpoint = read_checkpoint(filename, map_location)
@@ -589,8 +591,13 @@ class PlanningRunner(Runner):
                              f'shortened={here}; a smoke run never continues a full run or the '
                              'reverse: give another --work-dir')
         if is_resuming(self):
-            changed = training_option_differences((checkpoint.get('meta') or {}).get('cfg'),
-                                                  self.cfg, 'resume').refused
+            meta = checkpoint.get('meta') or {}
+            changed = selecting_the_same(
+                training_option_differences(meta.get('cfg'), self.cfg, 'resume').refused,
+                [loader for loader, split, key in (
+                    ('train_dataloader', 'train', TRAIN_DATA_KEY),
+                    ('val_dataloader', 'val', VAL_DATA_KEY))
+                 if meta.get(key) and meta.get(key) == self.data_digest(split)])
             if changed:
                 raise ValueError(f'--resume {filename}: this config changes options the run '
                                  f'was trained with: {"; ".join(changed)}; a resumed run '
@@ -607,6 +614,9 @@ class PlanningRunner(Runner):
             complete = check_resume_epoch(checkpoint, filename, self.cfg)
             if complete:
                 self.logger.warning(complete)
+            extended = extended_schedule_note(meta.get('cfg'), self.cfg, filename)
+            if extended:
+                self.logger.warning(extended)
             if isinstance(checkpoint.get('ema_state_dict'), dict):
                 # its state_dict, the EMA weights, goes into the EMA copy (mmengine's swap),
                 # which load_weights below never sees

@@ -294,7 +294,12 @@ def check_listed_length(video_list, entry: dict, csv_path, rows: int) -> None:
     if 'length' not in entry:
         return
     length = entry['length']
-    if isinstance(length, bool) or not isinstance(length, int) or length != rows:
+    if isinstance(length, bool) or not isinstance(length, int):  # '5' was "'5', but ... 5 rows"
+        raise BadVideoError(entry['vid'], 'steps not as listed',
+                            f'{video_list}: entry {entry["entry"]} (vid {entry["vid"]}): '
+                            f'field "length" = {length!r} ({type(length).__name__}); expected '
+                            f'an integer, the number of step rows of {csv_path} ({rows})')
+    if length != rows:
         raise BadVideoError(entry['vid'], 'steps not as listed',
                             f'{video_list}: entry {entry["entry"]} (vid '
                             f'{plain_text(entry["vid"])}): '

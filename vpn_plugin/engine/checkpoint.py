@@ -272,11 +272,8 @@ def meta_mismatches(checkpoint: dict, model, data_meta: Optional[dict] = None) -
         ours = getattr(model, key, None)
         if key in recorded and ours is not None and recorded[key] != ours:
             wrong[key] = (f'{key}={recorded[key]!r} in the checkpoint, {ours!r} in the '
-                          "config's model" + (
-                              f' (a test of it on T={ours} windows: the config it was trained '
-                              f'with and test_horizon={ours}, e.g. --cfg-options test_horizon='
-                              f'{ours}, as configs/vpn_niv_t6_eval_t3.py does)'
-                              if key == 'horizon' else ''))
+                          "config's model" + (horizon_hint(model, recorded[key], ours)
+                                              if key == 'horizon' else ''))
     for key in DATA_META:
         if key in wrong or key not in recorded or key not in (data_meta or {}):
             continue
@@ -284,6 +281,30 @@ def meta_mismatches(checkpoint: dict, model, data_meta: Optional[dict] = None) -
         if difference:
             wrong[key] = f"{key}: {difference} in the checkpoint and the config's data"
     return list(wrong.values())
+
+
+def horizon_hint(model, trained, wanted) -> str:
+    """How a checkpoint of ``model``'s class trained for horizon ``trained`` is tested on
+    ``wanted``-step windows: with the config it was trained with and ``test_horizon`` (a
+    planner that follows the data's horizon), plus ``model.cross_horizon`` (a model with a
+    rule for shorter windows, ViterbiPlanNet), or not at all (the hint named test_horizon
+    alone for every model: a VPN test following it was refused for the missing
+    cross_horizon, and one on LONGER windows, which the model cannot plan, refused again)."""
+    if not all(isinstance(h, int) and not isinstance(h, bool) for h in (trained, wanted)):
+        return ''
+    modes = [m for m in getattr(model, 'cross_horizon_modes', (None,)) if m is not None]
+    if getattr(model, 'follows_data_horizon', False):
+        option, given = '', ''
+    elif wanted < trained and modes:
+        option, given = f" and model.cross_horizon={modes[0]!r}", f' model.cross_horizon={modes[0]}'
+    else:
+        return (f' (this model plans the horizon it was trained for'
+                + (' or a shorter one (model.cross_horizon)' if modes else '')
+                + f': T={wanted} windows need a model trained for T={wanted})')
+    return (f' (a test of it on T={wanted} windows: the config it was trained with'
+            + (f', test_horizon={wanted}{option}' if option else f' and test_horizon={wanted}')
+            + f', e.g. --cfg-options test_horizon={wanted}{given}, as '
+            'configs/vpn_niv_t6_eval_t3.py does)')
 
 
 def _run_config(trained_cfg_text):
@@ -356,8 +377,17 @@ def _pkg_options(pkg: Optional[dict]) -> dict:
     """``model.pkg`` with PKGBuilder's defaults filled, without ``recount``: whether a test
     counts the graph again is no training option (PKGHook names a recount that gave another
     graph than the checkpoint's: ``pkg_hook.mark_recount``)."""
+    from ..models.pkg_builder import changes_nothing
     options = {**pkg_defaults(), 'type': 'PKGBuilder', **(pkg or {})}
     options.pop('recount', None)
+    # a perturbation at its identity (LabelNoise(0.0), a sweep's 0 point) counts the graph
+    # counted without it: refused / named as "another graph" though the graph and every number
+    # were the training's; the seed acts only through the perturbations left
+    perturbations = options.get('perturbations')
+    if isinstance(perturbations, (list, tuple)):
+        options['perturbations'] = [p for p in perturbations if not changes_nothing(_plain(p))]
+        if not options['perturbations']:
+            options['seed'] = pkg_defaults()['seed']
     return options
 
 
@@ -715,7 +745,7 @@ def check_loaded_pkg(checkpoint: dict, filename: str, model_cfg) -> None:
     if not isinstance(trained, dict):
         return
     defaults = pkg_defaults()
-    given, counted = dict(defaults, **pkg), dict(defaults, **(trained.get('pkg') or {}))
+    given, counted = _pkg_options(pkg), _pkg_options(trained.get('pkg'))
     for options in (given, counted):  # where the extra datasets lie may change, not which
         options['extra_datasets'] = [
             {k: v for k, v in _plain(d).items() if k not in PKG_LOCATION_KEYS}
@@ -796,6 +826,22 @@ OPTION_DEFAULTS = {'selection': 'unified'}
 SECTION_REGISTRIES = {'optim_wrapper': 'OPTIM_WRAPPERS', 'optim_wrapper.optimizer': 'OPTIMIZERS',
                       'param_scheduler': 'PARAM_SCHEDULERS',
                       'train_dataloader.sampler': 'DATA_SAMPLERS'}
+
+
+# the dataset options that only select a split's windows (which videos, which windows, in which
+# order): the split's data digest (``rank_agreement.dataset_digest``) says what they selected
+SPLIT_SELECTION = ('val_fraction', 'split_seed', 'subset_fraction', 'subset_seed', 'limit',
+                   'limit_seed')
+
+
+def selecting_the_same(lines: list, same_loaders) -> list:
+    """``lines`` ('key: X in the run, Y here') without those of a :data:`SPLIT_SELECTION`
+    option of a loader in ``same_loaders`` (whose split's data digest is the run's: the same
+    windows in the same order; a resume given ``limit=10000`` over a 262-window split,
+    which keeps every window, was refused as another run)."""
+    return [line for line in lines if not any(
+        line.startswith(f'{loader}.dataset.{key}: ') for loader in same_loaders
+        for key in SPLIT_SELECTION)]
 
 
 class OptionDifferences(NamedTuple):
@@ -914,6 +960,8 @@ def _option_lines(trained_cfg_text, trained, cfg, purpose: str) -> list:
                 trained.get('val_cfg') is None or cfg.get('val_cfg') is None):
             continue
         before, now = (_configured(config, key) for config in (trained, cfg))
+        if key == 'param_scheduler':
+            before, now = _ends_left_unset(trained, cfg, before, now)
         if before != now:  # shown as each config gives it (its class's defaults compared)
             before, now = (_plain(_dotted(config, key)) if _dotted(config, key) is not None
                            else value for config, value in ((trained, before), (cfg, now)))
@@ -927,12 +975,131 @@ def _configured(config, key: str):
     filled in; an option a section leaves unset, that class's default; else
     :data:`OPTION_DEFAULTS` for an unset value."""
     value = _with_class_defaults(_plain(_dotted(config, key)), SECTION_REGISTRIES.get(key))
+    value = _with_runner_defaults(config, key, value)
     section, _, option = key.rpartition('.')
     if value is None and section in SECTION_REGISTRIES:
         built = _with_class_defaults(_plain(_dotted(config, section)),
                                      SECTION_REGISTRIES[section])
         value = built.get(option) if isinstance(built, dict) else None
     return OPTION_DEFAULTS.get(key) if value is None else value
+
+
+def _with_runner_defaults(config, key: str, value):
+    """``value`` (:func:`_configured`'s section at ``key``) with the arguments mmengine's
+    runner gives the class it builds where the config leaves them out, which are not the
+    class's defaults: the training sampler's ``seed`` (the run's ``randomness.seed``; an
+    explicit ``seed=None`` draws a random one: a resume given it was accepted as "the class
+    default" and shuffled its epochs otherwise, and one given the run's seed was refused), a
+    parameter scheduler's ``convert_to_iter_based`` (False, popped by the registry's builder)
+    and its default ``end`` (the config's max_epochs, or max_iters for ``by_epoch=False``:
+    ``end=10`` given to a resume of a 10-epoch run was refused; two runs that both leave it
+    unset are compared without it, :func:`_ends_left_unset`)."""
+    given = _plain(_dotted(config, key))
+    if key == 'train_dataloader.sampler' and isinstance(value, dict) and \
+            isinstance(given, dict) and 'seed' not in given:
+        randomness = _plain(config.get('randomness')) or {}
+        value = dict(value, seed=None if randomness.get('diff_rank_seed')
+                     else randomness.get('seed'))
+    if key == 'param_scheduler':
+        items, givens = ((value, given) if isinstance(value, list) else ([value], [given]))
+        train_cfg = _plain(config.get('train_cfg')) or {}
+        filled = []
+        for item, raw in zip(items, givens if isinstance(givens, list) else [givens]):
+            if isinstance(item, dict) and isinstance(raw, dict):
+                item = dict(item, convert_to_iter_based=raw.get('convert_to_iter_based', False))
+                if 'end' not in raw:
+                    item['end'] = train_cfg.get('max_epochs' if raw.get('by_epoch', True)
+                                                else 'max_iters', item.get('end'))
+            filled.append(item)
+        value = filled if isinstance(value, list) else filled[0]
+    return value
+
+
+def _ends_left_unset(trained, cfg, before, now) -> tuple:
+    """The configured ``param_scheduler`` of two runs (``before``, ``now``) without the
+    ``end`` of each scheduler that both configs leave unset: a run extended at resume (a
+    larger max_epochs) keeps the schedule restored from its checkpoint (warned:
+    :func:`extended_schedule_note`)."""
+    raws = [_plain(_dotted(config, 'param_scheduler')) for config in (trained, cfg)]
+    raws = [raw if isinstance(raw, list) else [raw] for raw in raws]
+    values = [value if isinstance(value, list) else [value] for value in (before, now)]
+    if len(values[0]) != len(values[1]) or len(raws[0]) != len(raws[1]):
+        return before, now
+    for index, (old, new) in enumerate(zip(*raws)):
+        if isinstance(old, dict) and isinstance(new, dict) and 'end' not in old and \
+                'end' not in new:
+            for side in values:
+                if isinstance(side[index], dict):
+                    side[index] = {k: v for k, v in side[index].items() if k != 'end'}
+    return values[0], values[1]
+
+
+def extended_schedule_note(trained_cfg_text, cfg, filename) -> str:
+    """'' unless a resume extends its run (a larger ``train_cfg.max_epochs`` / ``max_iters``
+    than the run of ``trained_cfg_text``, a checkpoint's ``meta['cfg']``) while a parameter
+    scheduler leaves its ``end`` unset: mmengine restores the scheduler with the run's end
+    (its max_epochs then), so the lr changes no more after it; a StepLR(2, 0.5) run of 4
+    epochs resumed to 8 trained epochs 5-8 at the lr of epoch 4 (a straight 8-epoch run
+    halves it twice more) without a word. The line says so."""
+    trained = _run_config(trained_cfg_text)
+    if trained is None:
+        return ''
+    lines = []
+    schedulers = _plain(cfg.get('param_scheduler'))
+    for index, item in enumerate(schedulers if isinstance(schedulers, list) else [schedulers]):
+        if not isinstance(item, dict) or 'end' in item:
+            continue
+        length = 'max_epochs' if item.get('by_epoch', True) else 'max_iters'
+        before = (_plain(trained.get('train_cfg')) or {}).get(length)
+        now = (_plain(cfg.get('train_cfg')) or {}).get(length)
+        if isinstance(before, int) and isinstance(now, int) and now > before:
+            lines.append(f'param_scheduler[{index}] ({item.get("type")}) ends at {before} '
+                         f'(its end was the run\'s train_cfg.{length}={before}, restored from '
+                         f'{filename}), not at {now}')
+    if not lines or _same_lr_path(schedulers, trained, cfg):
+        return ''
+    return ('this resume extends the run: ' + '; '.join(lines) + ': the resumed steps keep the '
+            'learning rate its schedule had reached (a straight run of this config would go on '
+            "changing it); set the scheduler's end explicitly to say so, or start a new run")
+
+
+def _same_lr_path(schedulers, trained, cfg) -> bool:
+    """Whether the epoch-based learning-rate ``schedulers`` (a config's ``param_scheduler``)
+    give the same lr at every epoch of ``cfg``'s max_epochs with each unset ``end`` at
+    ``trained``'s max_epochs (the restored run) as at ``cfg``'s (a straight run): a
+    MultiStepLR whose last milestone is behind the run's end changes nothing when extended.
+    False when they cannot be replayed here (iteration-based, not an LR schedule, unknown)."""
+    import warnings
+    import numpy as np
+    import torch
+    import mmengine.optim  # noqa: F401  (registers mmengine's schedulers)
+    from mmengine.registry import PARAM_SCHEDULERS
+    items = schedulers if isinstance(schedulers, list) else [schedulers]
+    before = (_plain(trained.get('train_cfg')) or {}).get('max_epochs')
+    now = (_plain(cfg.get('train_cfg')) or {}).get('max_epochs')
+    if not all(isinstance(item, dict) and item.get('by_epoch', True) is True and
+               str(item.get('type', '')).endswith('LR') for item in items):
+        return False
+
+    def path(end: int) -> list:
+        weight = torch.nn.Parameter(torch.zeros(1))
+        optimizer = torch.optim.SGD([weight], lr=1.0)
+        built = [PARAM_SCHEDULERS.build(
+            {**{k: v for k, v in item.items() if k != 'convert_to_iter_based'},
+             'end': item.get('end', end)}, default_args=dict(optimizer=optimizer))
+            for item in items]
+        rates = []
+        for _ in range(now):
+            rates.append(optimizer.param_groups[0]['lr'])
+            for scheduler in built:
+                scheduler.step()
+        return rates
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter('ignore')  # "scheduler.step() before optimizer.step()"
+            return bool(np.allclose(path(before), path(now), rtol=1e-12, atol=0))
+    except Exception:  # noqa: BLE001  (a scheduler this replay cannot build: say it)
+        return False
 
 
 def _with_class_defaults(value, registry: Optional[str]):

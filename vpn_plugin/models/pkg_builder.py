@@ -31,6 +31,9 @@ UNION_MODES = ('pool', 'mean')
 class SequencePerturbation:
     """Changes the training action sequences before the graph is counted."""
     stage = 'sequences'
+    # the options at which it changes nothing (the 0 point of a sweep: LabelNoise(0.0) counts
+    # the same graph as no perturbation); None: it always changes the graph
+    IDENTITY: Optional[dict] = None
 
     def __call__(self, sequences: List[List[int]], taxonomy, seed: int) -> List[List[int]]:
         raise NotImplementedError
@@ -39,6 +42,7 @@ class SequencePerturbation:
 class GraphPerturbation:
     """Changes the counted graph (N, N)."""
     stage = 'graph'
+    IDENTITY: Optional[dict] = None  # as SequencePerturbation's (rows renormalised: round-off)
 
     def __call__(self, pkg: np.ndarray, seed: int) -> np.ndarray:
         raise NotImplementedError
@@ -50,6 +54,7 @@ PERTURBATION_STAGES = (SequencePerturbation.stage, GraphPerturbation.stage)
 @TASK_UTILS.register_module()
 class DataFraction(SequencePerturbation):
     """Keep a seeded ``fraction`` of the training sequences (sample-efficiency study)."""
+    IDENTITY = {'fraction': 1.0}
 
     @checked_arguments(prefix='DataFraction.')
     def __init__(self, fraction: Fraction):
@@ -62,6 +67,7 @@ class DataFraction(SequencePerturbation):
 @TASK_UTILS.register_module()
 class LabelNoise(SequencePerturbation):
     """Replace a seeded ``fraction`` of the steps by another action of the same task."""
+    IDENTITY = {'fraction': 0.0}
 
     @checked_arguments(prefix='LabelNoise.')
     def __init__(self, fraction: Probability):
@@ -74,6 +80,7 @@ class LabelNoise(SequencePerturbation):
 @TASK_UTILS.register_module()
 class EdgeDropout(GraphPerturbation):
     """Remove a seeded ``fraction`` of the graph's edges (rows renormalised)."""
+    IDENTITY = {'fraction': 0.0}
 
     @checked_arguments(prefix='EdgeDropout.')
     def __init__(self, fraction: Probability):
@@ -86,6 +93,7 @@ class EdgeDropout(GraphPerturbation):
 @TASK_UTILS.register_module()
 class WeightNoise(GraphPerturbation):
     """Seeded noise of scale ``sigma`` on the edge weights (rows renormalised)."""
+    IDENTITY = {'sigma': 0.0}
 
     @checked_arguments(prefix='WeightNoise.')
     def __init__(self, sigma: NonNegative):
@@ -101,6 +109,22 @@ class UniformGraph(GraphPerturbation):
 
     def __call__(self, pkg, seed):
         return np.full(pkg.shape, 1.0 / pkg.shape[0])
+
+
+def changes_nothing(perturbation) -> bool:
+    """Whether a perturbation config (a dict with a registered ``type``) is its class's
+    identity (``IDENTITY``: every option at the value that changes nothing), so that a graph
+    counted with it is the graph counted without it."""
+    if not isinstance(perturbation, dict):
+        return False
+    kind = perturbation.get('type')
+    cls = kind if isinstance(kind, type) else TASK_UTILS.module_dict.get(kind) \
+        if isinstance(kind, str) else None
+    identity = getattr(cls, 'IDENTITY', None)
+    options = {key: value for key, value in perturbation.items() if key != 'type'}
+    return isinstance(identity, dict) and set(options) <= set(identity) and all(
+        type(options.get(key, value)) in (int, float) and options.get(key, value) == value
+        for key, value in identity.items())
 
 
 def known_perturbations() -> List[str]:
