@@ -232,8 +232,12 @@ def test_a_crosstask_csv_with_other_rows_than_its_listed_length_is_named(shared_
     (tmp_path / 'videos.json').write_text(json.dumps([dict(entry, length=length)]))
     videos, bad = crosstask_videos(tmp_path / 'videos.json', tmp_path, taxonomy)
     assert not videos and isinstance(bad[0], BadVideoError)
-    assert (f'entry 0 (vid {entry["vid"]}): field "length" = {length!r}, but '
-            f'{tmp_path / (entry["task"] + "_" + entry["vid"] + ".csv")} has 4 step rows') in str(bad[0])
+    csv_path = tmp_path / (entry["task"] + "_" + entry["vid"] + ".csv")
+    expected = (f'field "length" = {length!r}, but {csv_path} has 4 step rows'
+                if isinstance(length, int) else  # another type: named so (pass20 B_strlen)
+                f'field "length" = {length!r} (str); expected an integer, the number of step '
+                f'rows of {csv_path} (4)')
+    assert f'entry 0 (vid {entry["vid"]}): {expected}' in str(bad[0])
     (tmp_path / 'videos.json').write_text(json.dumps([dict(entry, length=4)]))
     assert len(crosstask_videos(tmp_path / 'videos.json', tmp_path, taxonomy)[0][0].steps) == 4
 

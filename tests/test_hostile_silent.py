@@ -119,6 +119,7 @@ def test_train_holds_the_work_dir_lock_from_its_fresh_check_to_the_end(tmp_path,
     so a second training started 3 s later (no checkpoint yet) trained into the same dir and
     overwrote epoch_3 and best. Now the lock is held while the runner is built and trains."""
     from test_hostile_checkpoints import toy_config_text
+    import vpn_plugin.runner as vpn_runner
     from vpn_plugin.locks import LockBusyError, exclusive_lock, lock_path_of
     monkeypatch.setenv('LOCAL_RANK', '0')
     work_dir = tmp_path / 'work'
@@ -138,7 +139,7 @@ def test_train_holds_the_work_dir_lock_from_its_fresh_check_to_the_end(tmp_path,
         thread.start()
         thread.join()
         raise SystemExit('stop here')
-    monkeypatch.setattr(tool, 'build_runner', other_process_tries)
+    monkeypatch.setattr(vpn_runner, 'build_runner', other_process_tries)  # train.py imports it
     with pytest.raises(SystemExit, match='stop here'):
         tool.main([str(config)])
     assert len(seen) == 1 and 'is in use by another process' in seen[0], seen

@@ -303,6 +303,9 @@ def test_test_tool_out_pickles_predictions_and_metrics_go_to_json(trained, tiny_
     assert [note.split(' (')[0] for note in written.pop('not_compared')] == [
         'feature scale', 'training feature files']
     assert (written.pop('horizon'), written.pop('train_horizon')) == (3, 3)
+    # the annotations scored: the config's data root, as the test dataset read it
+    assert Path(written.pop('data_root')).resolve() == Path(
+        runner.test_dataloader.dataset.data_root).resolve()
     assert set(written) == {f'plan/{name}' for name in vpn_plugin.core.METRIC_NAMES}
     assert written == pytest.approx({k: float(v) for k, v in returned.items()})
     with open(predictions, 'rb') as file:

@@ -17,7 +17,6 @@ import tempfile
 import time
 from pathlib import Path
 
-from vpn_plugin.benchmark import environment_line
 from vpn_plugin.data_paths import add_data_arguments, data_path_args, load_config
 from vpn_plugin.errors import POSITIVE_INT, tool_main
 
@@ -60,6 +59,7 @@ def hashing(dataset_cfgs: list) -> tuple:
 @tool_main
 def main(argv=None):
     args = parse_args(argv)
+    from vpn_plugin.benchmark import environment_line  # torch: after the arguments are parsed
     cfg = load_config(args.config, **data_path_args(args))
     datasets = [dict(cfg[f'{split}_dataloader']['dataset'], split=split)
                 for split in args.splits]

@@ -13,25 +13,26 @@ import argparse
 import sys
 from pathlib import Path
 
+# torch and OpenMMLab are imported after the arguments are parsed (--help and refusals answer
+# in ~0.1 s; tests/test_import_purity.py)
 import numpy as np
 
-from vpn_plugin.datasets import PlanningDataset
 from vpn_plugin.errors import check_file, path_argument, path_kind, tool_main
-from vpn_plugin.oracles.compare import check_finite_arrays, read_npz
 
 FIELDS = ('window_index', 'start', 'goal', 'observed', 'actions', 'tasks')
 RECORDED = ('window_index', 'states', 'start', 'goal', 'actions', 'tasks')  # expected.npz's
 
 
-def build_dataset(fixture: Path, horizon: int, frame_dim: int) -> PlanningDataset:
+def build_dataset(fixture: Path, horizon: int, frame_dim: int) -> 'PlanningDataset':
     """The plugin's dataset over a fixture with the authors' recipe and window policy."""
+    from vpn_plugin.datasets import PlanningDataset
     return PlanningDataset(data_root=fixture, horizon=horizon, taxonomy='taxonomy.json',
                            feature_dir=fixture / 'features', window_file='windows.json',
                            split='test', observation='authors', window_policy='authors',
                            observed_steps=horizon - 1, frame_dim=frame_dim)
 
 
-def ours(dataset: PlanningDataset) -> dict:
+def ours(dataset: 'PlanningDataset') -> dict:
     """The dataset's kept windows as the fixture's fields (observed = end observations of
     steps 0..T-2, i.e. ``states[:, :-1, 1]``)."""
     return dict(window_index=np.array([w.sample for w in dataset.windows]),
@@ -40,6 +41,7 @@ def ours(dataset: PlanningDataset) -> dict:
 
 
 def expected(data) -> dict:
+    from vpn_plugin.oracles.compare import check_finite_arrays
     states = data['states']
     count = len(states)
     if states.ndim != 5 or states.shape[2] != 2 or not count:
@@ -67,6 +69,7 @@ FILES = ('windows.json', 'taxonomy.json', 'expected.npz')
 
 def compare(fixture) -> dict:
     """Field -> number of mismatching windows."""
+    from vpn_plugin.oracles.compare import read_npz
     fixture = Path(fixture)
     if path_kind(fixture) not in (None, 'a folder'):  # e.g. its windows.json given
         raise NotADirectoryError(f'fixture {fixture} is {path_kind(fixture)}; expected the '

@@ -24,23 +24,21 @@ import zipfile
 from collections import Counter
 from pathlib import Path
 
+# torch and OpenMMLab are imported after the arguments are parsed (--help and refusals answer
+# in ~0.1 s; tests/test_import_purity.py)
 import numpy as np
-from mmengine.utils import ProgressBar
 
-from vpn_plugin.datasets.annotations import BadVideoError
-from vpn_plugin.datasets.features import FEATURE_KEY, checked_frames, read_feature_record
-from vpn_plugin.datasets.provenance import (PROVENANCE_FILE, describe, feature_files, read_record,
-                                             write_provenance)
 from vpn_plugin.errors import (POSITIVE_INT, check_folder_target, link_loop, path_argument,
                                path_kind, tool_main)
 from vpn_plugin.locks import exclusive_lock, lock_path_of
 from vpn_plugin.outputs import check_output, same_file
-from vpn_plugin.video.extract import write_features_atomically
 
 
 def convert_file(src: Path, dst: Path, frame_dim: int) -> list:
     """One file -> ``dst`` (.npz); the frames are validated (shape, NaN/inf) first.
     Returns the names of the object fields left out."""
+    from vpn_plugin.datasets.features import FEATURE_KEY, checked_frames, read_feature_record
+    from vpn_plugin.video.extract import write_features_atomically
     record = read_feature_record(src, src.stem)
     frames = checked_frames(record, src, frame_dim, src.stem)
     extra, left_out = {}, []
@@ -86,6 +84,7 @@ def check_destination(src: Path, dst: Path) -> None:
     an earlier conversion of this ``--src`` (a resume): any other folder's files would be
     kept and labelled 'converted from --src' by the provenance record written over theirs
     (random-weights features would lose their UNUSABLE mark)."""
+    from vpn_plugin.datasets.provenance import PROVENANCE_FILE, describe, feature_files, read_record
     check_folder_target(dst, '--dst', 'the converted .npz files', '--dst')
     if dst.is_dir() and same_file(dst, src):
         raise ValueError(f'--dst {dst}: that is an input of this command (the --src folder); '
@@ -135,6 +134,7 @@ def remove_stale_partials(files, dst: Path) -> list:
 def stored_frames_shape(path: Path) -> tuple:
     """The shape of ``frames_features`` in a converted ``.npz``, from its header (the array is
     not read)."""
+    from vpn_plugin.datasets.features import FEATURE_KEY
     with zipfile.ZipFile(path) as archive, archive.open(f'{FEATURE_KEY}.npy') as member:
         version = np.lib.format.read_magic(member)
         read_header = (np.lib.format.read_array_header_1_0 if version == (1, 0)
@@ -146,6 +146,7 @@ def check_kept(out: Path, frame_dim: int) -> None:
     """A ``<stem>.npz`` kept from an earlier run must hold frames of ``--frame-dim``: a rerun
     with another ``--frame-dim`` would otherwise keep every file of the other dimension and
     exit 0 (``BadVideoError``, reason 'kept file of another dimension')."""
+    from vpn_plugin.datasets.annotations import BadVideoError
     try:
         shape = stored_frames_shape(out)
     except (OSError, KeyError, ValueError, zipfile.BadZipFile) as error:
@@ -162,6 +163,8 @@ def check_kept(out: Path, frame_dim: int) -> None:
 def convert_all(files, dst: Path, frame_dim: int, overwrite: bool) -> dict:
     """Convert every file into ``dst`` (checked and made by ``main``); returns counts and the
     refusal messages by reason."""
+    from vpn_plugin.datasets.annotations import BadVideoError  # (compat fixes first)
+    from mmengine.utils import ProgressBar
     counts, refused, bar = Counter(), {}, ProgressBar(len(files), file=sys.stderr)
     left_out = []  # (file name, field) of each object field left out
     for src in files:
@@ -242,6 +245,7 @@ def entry_kind(path: Path) -> str:
 def convert_locked(src: Path, dst: Path, args) -> tuple:
     """(result, removed temporary files, skipped entries): the checks and the conversion,
     under ``--dst``'s lock (module docstring)."""
+    from vpn_plugin.datasets.provenance import feature_files, read_record, write_provenance
     check_destination(src, dst)
     files, others = source_files(src)
     if not files:

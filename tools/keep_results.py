@@ -25,10 +25,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from vpn_plugin.errors import check_names, tool_main, write_text_atomically  # noqa: E402
 from vpn_plugin.outputs import check_output  # noqa: E402
-from vpn_plugin.protocol.results import (check_rows_match_configs, read_results,  # noqa: E402
-                                         results_text, row_source)
-from vpn_plugin.protocol.plots import check_row_dump  # noqa: E402
-from vpn_plugin.protocol.expected import describe_row, expected_file, missing_rows  # noqa: E402
+# torch and OpenMMLab are imported after the arguments are parsed (--help and refusals answer
+# in ~0.1 s; tests/test_import_purity.py)
 
 
 def parse_args(argv=None):
@@ -45,6 +43,7 @@ def check_own_folder(folder: Path, out: Path) -> None:
     """``folder`` (replaced by ``--overwrite``) must hold only the dumps that the kept file
     ``out`` names: a folder of anything else (a work dir, a protocol folder with the very
     results being kept) is never deleted."""
+    from vpn_plugin.protocol.results import read_results
     if not folder.exists():
         return
     if not folder.is_dir():
@@ -61,6 +60,7 @@ def check_own_folder(folder: Path, out: Path) -> None:
 
 def check_distinct_rows(rows) -> None:
     """The same row twice (a results file copied into another) is refused, not kept twice."""
+    from vpn_plugin.protocol.results import row_source
     seen, runs = {}, {}
     for row in rows:
         key = repr(replace(row, work_dir='', per_sample_file=''))
@@ -88,6 +88,7 @@ def check_complete(results: list, rows) -> None:
     command naming them: the kept file has no list of the expected rows, so report.py would
     make the table of an incomplete protocol as a complete one, its cells of fewer seeds
     unmarked."""
+    from vpn_plugin.protocol.expected import describe_row, expected_file, missing_rows
     missing = missing_rows(results, rows)
     if missing:
         lists = ', '.join(str(expected_file(path)) for path in results
@@ -104,6 +105,7 @@ def kept_rows(rows, dumps: set, staging: Path, folder: Path) -> list:
     """The rows with ``per_sample_file`` pointing to a copy in ``folder`` (methods in
     ``dumps``) or emptied; the copies are written into ``staging`` (renamed to ``folder``
     once every copy is made: a failure leaves a kept folder as it was)."""
+    from vpn_plugin.protocol.plots import check_row_dump
     kept, names = [], set()
     for row in rows:
         row = replace(row, work_dir='')  # the run's work dir is not kept
@@ -130,6 +132,7 @@ def kept_rows(rows, dumps: set, staging: Path, folder: Path) -> list:
 @tool_main
 def main(argv=None):
     args = parse_args(argv)
+    from vpn_plugin.protocol.results import check_rows_match_configs, read_results, results_text
     check_output(args.out, 'results', '--out', args.results, args.overwrite)
     out = Path(args.out)  # as given: the rows name their dumps relative to it
     folder = out.with_suffix('')

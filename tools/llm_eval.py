@@ -25,19 +25,8 @@ import re
 import sys
 from pathlib import Path
 
-import vpn_plugin.mm  # noqa: F401  (compat + registries)
-
-from mmaction.registry import DATASETS, MODELS
-from vpn_plugin.apis import step_model_anchors
-from vpn_plugin.baselines.llm import (ORACLE, attach_frames, build_queries, failure_causes,
-                                      load_anchor_predictions, save_anchor_predictions,
-                                      stratified_sample, summarize, token_summary)
-from vpn_plugin.baselines.llm.evaluate import cost_summary, usage_record, write_outcomes
-from vpn_plugin.baselines.llm.prompting import EXAMPLE_DRAW
-from vpn_plugin.core.stats import SAMPLE_DRAW
-from vpn_plugin.baselines.llm.windows import annotation_windows
-from vpn_plugin.datasets.planning_dataset import check_split_disjoint
-from vpn_plugin.protocol.results import ResultRow, read_results, replace_result
+# vpn_plugin.mm (torch, OpenMMLab: compat + registries) is imported after the arguments are
+# parsed (--help and refusals answer in ~0.1 s; tests/test_import_purity.py)
 from vpn_plugin.data_paths import (PATH_VARIABLES, add_cfg_options, add_data_arguments,
                                    data_path_args, load_config, row_config_path)
 from vpn_plugin.outputs import add_overwrite_argument, check_output
@@ -156,6 +145,9 @@ def check_used_options(cfg_options) -> None:
 def load_datasets(args):
     """(config, test windows), from the annotations alone; the test set has its observations
     (feature files) only when a ``--step-config`` model reads them."""
+    from mmaction.registry import DATASETS
+    from vpn_plugin.baselines.llm.windows import annotation_windows
+    from vpn_plugin.datasets.planning_dataset import check_split_disjoint
     check_used_options(args.cfg_options)
     cfg = load_config(args.config, args.cfg_options, **data_path_args(args))
     for key in ('train_dataloader', 'test_dataloader'):
@@ -173,6 +165,8 @@ def load_datasets(args):
 
 def anchor_setting(args, test_set):
     """('oracle' | 'step_model' | 'vlm', anchors for build_queries)."""
+    from vpn_plugin.apis import step_model_anchors
+    from vpn_plugin.baselines.llm import ORACLE, load_anchor_predictions, save_anchor_predictions
     if args.vlm:
         return 'vlm', None  # the VLM identifies them from the clips (stage 1)
     if args.anchors_file:
@@ -204,6 +198,7 @@ def backend_config(args) -> dict:
 def build_planner(args, cfg):
     """The ``LLMPlanner`` that ``configs/llm/*`` run through tools/test.py, with this command
     line's settings; failures are reported here (:func:`check_failures`), not raised."""
+    from mmaction.registry import MODELS
     return MODELS.build(dict(
         type='LLMPlanner', backend=backend_config(args),
         train_dataset=cfg.train_dataloader.dataset, with_pkg=args.with_pkg,
@@ -223,6 +218,7 @@ def recorded_model(args) -> str:
 
 
 def method_name(args, anchors: str) -> str:
+    from vpn_plugin.baselines.llm import ORACLE
     if args.method:
         return args.method
     name = f'{recorded_model(args)} (VLM)' if args.vlm else recorded_model(args)
@@ -258,6 +254,8 @@ def run_settings(args, num_windows: int, num_test_windows: int, examples=()) -> 
     ``examples``: the number of examples of each prompt (``examples_per_prompt`` [fewest,
     most] when some prompt holds fewer than --num-examples); ``data_root`` / ``feature_dir``
     when given (other annotations are other windows: a run on them is another row)."""
+    from vpn_plugin.baselines.llm.prompting import EXAMPLE_DRAW
+    from vpn_plugin.core.stats import SAMPLE_DRAW
     settings = {'backend': args.backend, 'base_url': args.base_url,
                 'temperature': args.temperature, 'max_tokens': args.max_tokens,
                 'limit': args.limit if num_windows < num_test_windows else None,
@@ -286,7 +284,9 @@ class RunRecord:
         self.variant = setting(args, anchors)
         self.settings = run_settings(args, len(queries), len(test_set), examples)
 
-    def row(self, metrics=None, **fields) -> ResultRow:
+    def row(self, metrics=None, **fields):
+        """The results row (a ``ResultRow``) of this run."""
+        from vpn_plugin.protocol.results import ResultRow
         args, test_set = self.args, self.test_set
         data_root = Path(self.cfg.test_dataloader.dataset.get('data_root', '')).name
         shortened = (f"limit={args.limit} of {len(test_set)} windows"
@@ -310,7 +310,9 @@ def write_results(run: RunRecord, outcomes, summary, usage, files) -> int:
     used and what this run paid, apart). The summary names the annotations scored
     (``data_root``: the test set's root after ``--data-root`` / the config / the environment,
     ``provenance.data_root_record``)."""
+    from vpn_plugin.baselines.llm.evaluate import write_outcomes
     from vpn_plugin.datasets.provenance import data_root_record
+    from vpn_plugin.protocol.results import replace_result
     write_outcomes(files['outcomes'], run.queries, outcomes, run.variant)
     write_text_atomically(files['summary'], json.dumps(dict(
         summary, usage=usage, setting=run.variant, settings=run.settings,
@@ -346,6 +348,10 @@ def method_slug(args, anchors: str) -> str:
 @tool_main
 def main(argv=None):
     args = parse_args(argv)
+    import vpn_plugin.mm  # noqa: F401  (compat + registries)
+    from vpn_plugin.baselines.llm import attach_frames, build_queries, stratified_sample, summarize
+    from vpn_plugin.baselines.llm.evaluate import usage_record
+    from vpn_plugin.protocol.results import read_results
     inputs = (args.config, args.anchors_file, args.step_config, args.step_checkpoint)
     args.out = str(check_output(args.out, 'results', '--out', inputs, args.overwrite))
     if Path(args.out).is_file():
@@ -395,6 +401,7 @@ def note_fewer_examples(asked: int, examples: list) -> None:
 def check_failures(outcomes, allow: bool, usage: dict) -> None:
     """Print every kind of request failure with its first cause; without ``allow`` stop with
     exit status 1 before any file is written."""
+    from vpn_plugin.baselines.llm import failure_causes, token_summary
     causes = failure_causes(outcomes)
     if not causes:
         return
@@ -410,6 +417,8 @@ def check_failures(outcomes, allow: bool, usage: dict) -> None:
 
 
 def report(summary, usage, anchors, out, files, replaced: int):
+    from vpn_plugin.baselines.llm import token_summary
+    from vpn_plugin.baselines.llm.evaluate import cost_summary
     counts = summary['counts']
     print(f"windows {summary['num_windows']} ({anchors} first/last actions): "
           + ', '.join(f'{k} {v}' for k, v in counts.items()))

@@ -31,12 +31,12 @@ import json
 import tempfile
 from pathlib import Path
 
+# torch and OpenMMLab are imported after the arguments are parsed (--help and refusals answer
+# in ~0.1 s; tests/test_import_purity.py)
 import numpy as np
 
 from vpn_plugin.errors import OutputWriteError, path_argument, replace_atomically, tool_main
 from vpn_plugin.outputs import add_overwrite_argument, check_output
-from vpn_plugin.models.text_embeddings import (load_action_features, load_state_features,
-                                               resolve_encoder_path)
 
 
 def parse_args(argv=None):
@@ -70,6 +70,7 @@ def parse_args(argv=None):
 def default_pooling(encoder, action_names: bool = False) -> str:
     """'clip' ('clip_eot' for action names) for a CLIP model directory (its config.json's
     model_type), else 'mean'."""
+    from vpn_plugin.models.text_embeddings import resolve_encoder_path
     config = Path(resolve_encoder_path(encoder)) / 'config.json'
     model_type = json.loads(config.read_text()).get('model_type', '') if config.is_file() else ''
     if not model_type.startswith('clip'):
@@ -78,6 +79,7 @@ def default_pooling(encoder, action_names: bool = False) -> str:
 
 
 def write_action_features(args, pooling: str) -> None:
+    from vpn_plugin.models.text_embeddings import load_action_features
     with tempfile.TemporaryDirectory() as cache:
         features = load_action_features(taxonomy=args.taxonomy, encoder=args.encoder,
                                         pooling=pooling, cache_dir=cache)
@@ -103,6 +105,7 @@ def save_array(out, features) -> Path:
 @tool_main
 def main(argv=None):
     args = parse_args(argv)
+    from vpn_plugin.models.text_embeddings import load_state_features
     args.out = check_output(args.out, 'text_features', '--out',
                             (args.taxonomy, args.state_descriptions), args.overwrite)
     pooling = args.pooling or default_pooling(args.encoder, args.action_names)

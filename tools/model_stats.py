@@ -11,12 +11,10 @@ projection (said in the output).
 import argparse
 import sys
 
-import vpn_plugin.mm  # noqa: F401  (compat + registration)
-from mmaction.registry import MODELS
+# torch and OpenMMLab are imported after the arguments are parsed (--help and refusals answer
+# in ~0.1 s; tests/test_import_purity.py)
 from vpn_plugin.data_paths import add_cfg_options, load_config
-from vpn_plugin.models.base_planner import num_parameters
 from vpn_plugin.errors import tool_main
-from vpn_plugin.runner import check_config_entries
 
 # the loss term that needs the text features, per model type (SCHEMA: built without them
 # it can be counted, not run)
@@ -25,6 +23,7 @@ TEXT_LOSS = {'ViterbiPlanNet': 'state', 'CompactPlanNet': 'align', 'SCHEMA': Non
 
 def build_model(model_cfg):
     """(model, note): the config's model, or without text features when they are absent."""
+    from mmaction.registry import MODELS
     try:
         return MODELS.build(model_cfg), ''
     except (FileNotFoundError, ImportError) as err:
@@ -42,6 +41,9 @@ def main(argv=None) -> int:
     parser.add_argument('configs', nargs='+', help='config files')
     add_cfg_options(parser, 'override config keys, e.g. horizon=4')
     args = parser.parse_args(argv)
+    import vpn_plugin.mm  # noqa: F401  (compat + registration)
+    from vpn_plugin.models.base_planner import num_parameters
+    from vpn_plugin.runner import check_config_entries
     for path in args.configs:
         cfg = load_config(path, args.cfg_options)
         if not isinstance(cfg.get('model'), dict):

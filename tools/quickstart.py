@@ -15,7 +15,8 @@ import sys
 import time
 from pathlib import Path
 
-from vpn_plugin.datasets.provenance import read_record
+# torch and OpenMMLab are imported after the arguments are parsed (--help and refusals answer
+# in ~0.1 s; tests/test_import_purity.py)
 from vpn_plugin.errors import (POSITIVE_INT, check_folder_target, path_argument, seed_argument,
                                tool_main)
 
@@ -77,6 +78,7 @@ def config_dataset(cfg) -> str:
 def ensure_features(data_root: str, out: str, dataset: str, config: str):
     """Generate the synthetic features unless the folder already holds them (a dataset of
     the shared layout by its name, any other by the config's videos)."""
+    from vpn_plugin.datasets.provenance import read_record
     feature_dir = Path(out) / 'features'
     if feature_dir.is_dir() and any(feature_dir.iterdir()):
         made_for = read_record(feature_dir).get('dataset')

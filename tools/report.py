@@ -93,13 +93,13 @@ def output_files(args) -> tuple:
 
 
 def resamples_argument(text: str) -> int:
-    """An argparse ``type``: a bootstrap K within the one bound (``stats.check_resamples``)."""
+    """An argparse ``type``: a bootstrap K within the one bound (``stats.check_resamples``),
+    written as every integer flag (``NON_NEGATIVE_INT``: ASCII digits, no ``_``)."""
+    value = NON_NEGATIVE_INT(text)
     try:
-        return check_resamples(int(text), 'K')
+        return check_resamples(value, 'K')
     except ValueError as error:
-        raise argparse.ArgumentTypeError(
-            str(error) if text.strip().lstrip('+-').isdigit() else f'{text!r} is not an integer'
-        ) from None
+        raise argparse.ArgumentTypeError(str(error)) from None
 
 
 def latex_label(text: str) -> str:

@@ -36,12 +36,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-import vpn_plugin.mm  # noqa: E402,F401  (compat fixes + registration before configs are read)
+# vpn_plugin.mm (torch, OpenMMLab) is imported after the arguments are parsed (--help and
+# refusals answer in ~0.1 s; tests/test_import_purity.py)
 from vpn_plugin.data_paths import add_data_arguments, data_path_args  # noqa: E402
-from vpn_plugin.protocol.dry_run import CPU_EPOCH_SECONDS, format_plan, plan_runs  # noqa: E402
-from vpn_plugin.protocol.runner import (ProtocolRunner, UnitsFailedError,  # noqa: E402
-                                         check_units, expand_units, load_protocol,
-                                         with_stages)
 from vpn_plugin.errors import (NON_NEGATIVE_INT, POSITIVE_FLOAT, POSITIVE_INT,  # noqa: E402
                                at_least,
                                check_folder_target, join_dash_values, path_argument,
@@ -75,7 +72,7 @@ def parse_args(argv=None):
     parser.add_argument('--dry-run', action='store_true',
                         help='list the runs (config, seed, horizons, epochs, folder, estimated '
                         'time), check their configs and options, and exit')
-    parser.add_argument('--epoch-seconds', type=POSITIVE_FLOAT, default=CPU_EPOCH_SECONDS,
+    parser.add_argument('--epoch-seconds', type=POSITIVE_FLOAT,
                         help='--dry-run estimate (and the ETA until the first run finishes): '
                         'seconds per training epoch of ViterbiPlanNet on '
                         'CrossTask T=3 (default: measured on one CPU thread; '
@@ -89,6 +86,9 @@ def parse_args(argv=None):
     argv = join_dash_values(parser, sys.argv[1:] if argv is None else argv)
     args = parser.parse_args(argv)
     check_launcher_arguments(parser, args, argv)
+    if args.epoch_seconds is None:
+        from vpn_plugin.protocol.dry_run import CPU_EPOCH_SECONDS
+        args.epoch_seconds = CPU_EPOCH_SECONDS
     return args
 
 
@@ -155,6 +155,9 @@ def check_launcher_arguments(parser, args, argv) -> None:
 @tool_main
 def main(argv=None):
     args = parse_args(argv)
+    import vpn_plugin.mm  # noqa: F401  (compat fixes + registration before configs are read)
+    from vpn_plugin.protocol.dry_run import plan_runs
+    from vpn_plugin.protocol.runner import UnitsFailedError, expand_units, load_protocol, with_stages
     check_folder_target(args.out, 'protocol output folder', 'the work dirs and results', '--out')
     if args.status:
         return show_status(args)
@@ -182,6 +185,8 @@ def main(argv=None):
 
 def print_dry_run(args, protocol, units, runner) -> None:
     """Every run with its rows, config, time and folder; the configs checked."""
+    from vpn_plugin.protocol.dry_run import format_plan, plan_runs
+    from vpn_plugin.protocol.runner import check_units, with_stages
     if protocol.get('requires'):
         print(f'protocol {protocol.protocol} needs: {protocol.requires}', file=sys.stderr)
     planned = plan_runs(with_stages(units), runner.work_dir, runner.max_epochs,
@@ -215,6 +220,7 @@ def launch_on_slurm(args, protocol, units, runner):
     from vpn_plugin.protocol.slurm import (format_array_plan, format_slurm_time, plan_array,
                                            submit, wait_for)
     from vpn_plugin.protocol.status import format_status, slurm_folder
+    from vpn_plugin.protocol.runner import check_units
     request = slurm_request(args)
     if args.dry_run:
         print_dry_run(args, protocol, units, runner)
@@ -267,8 +273,9 @@ def dry_run_queued(runner) -> set:
         return set()
 
 
-def protocol_runner(protocol, args) -> ProtocolRunner:
-    """The runner of ``protocol`` with the command line's settings."""
+def protocol_runner(protocol, args):
+    """The ``ProtocolRunner`` of ``protocol`` with the command line's settings."""
+    from vpn_plugin.protocol.runner import ProtocolRunner
     return ProtocolRunner(protocol, args.out, max_epochs=args.max_epochs,
                           val_interval=args.val_interval, batch_size=args.batch_size,
                           log_level=args.log_level, data_paths=data_path_args(args),
@@ -281,6 +288,7 @@ def show_status(args):
     protocol's relative config paths (``configs/...``) that are no file from the current folder
     are read from the repository, as a results row's config is (``results.config_file``)."""
     from vpn_plugin.data_paths import REPO_ROOT
+    from vpn_plugin.protocol.runner import expand_units, load_protocol
     from vpn_plugin.protocol.status import format_status, unit_statuses
     for name in ('protocol', 'out', 'data_root', 'feature_dir'):
         if getattr(args, name, None) is not None:

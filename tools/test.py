@@ -24,9 +24,8 @@ import json
 import os
 import os.path as osp
 
-import vpn_plugin.compat_applied  # noqa: F401  (compat fixes before configs are parsed)
-from vpn_plugin.compat import exit_distributed_rank, shutdown_distributed
-from vpn_plugin.core.stats import SAMPLE_DRAW
+# torch and OpenMMLab are imported after the arguments are parsed (--help and refusals answer
+# in ~0.1 s; tests/test_import_purity.py): load_config applies vpn_plugin.compat first
 from vpn_plugin.data_paths import (add_runner_arguments, check_flags_agree, data_path_args,
                                   check_work_dir_option,
                                   load_config as read_config, set_launcher)
@@ -34,7 +33,6 @@ from vpn_plugin.errors import (POSITIVE_INT, check_file, path_argument, tool_mai
                                write_text_atomically)
 from vpn_plugin.outputs import (add_overwrite_argument, check_output,
                                 check_spares_config_inputs)
-from vpn_plugin.runner import build_runner, evaluator_output_locks
 from vpn_plugin.smoke import SMOKE, limit_test_windows
 
 UNCHECKED_METRIC = 'checkpoint/unchecked'  # in the metrics of an unchecked_checkpoint=True test
@@ -190,6 +188,7 @@ def test_notes(runner) -> dict:
     ``provenance.data_root_record``)."""
     from vpn_plugin.datasets.provenance import data_root_record
     dataset = getattr(getattr(runner, 'test_dataloader', None), 'dataset', None)
+    from vpn_plugin.core.stats import SAMPLE_DRAW
     dropped = 'dropped' in (getattr(dataset, 'window_counts', None) or {})
     return dict(changed_from_training=_strings(getattr(runner, 'changed_from_training', ())),
                 not_compared=_strings(getattr(runner, 'not_compared', ())),
@@ -269,6 +268,7 @@ def main(argv=None):
 
 
 def run_test(args):
+    from vpn_plugin.runner import evaluator_output_locks
     cfg = load_config(args)
     for flag, path, kind in (('--out', args.out, 'predictions'),
                              ('--out-metrics', args.out_metrics, 'metrics')):
@@ -278,6 +278,8 @@ def run_test(args):
 
 
 def test_locked(args, cfg):
+    from vpn_plugin.compat import shutdown_distributed
+    from vpn_plugin.runner import build_runner
     runner = build_runner(cfg)
     if args.checkpoint is None:
         with runner.nothing_left_if_refused('before_test'):  # no log folder of a refusal
@@ -304,4 +306,5 @@ def test_locked(args, cfg):
 
 if __name__ == '__main__':
     main()
+    from vpn_plugin.compat import exit_distributed_rank
     exit_distributed_rank()

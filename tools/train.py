@@ -17,22 +17,14 @@ import re
 import sys
 from pathlib import Path
 
-import torch
-
-import vpn_plugin.compat_applied  # noqa: F401  (compat fixes before configs are parsed)
-from vpn_plugin.compat import exit_distributed_rank, shutdown_distributed
+# torch and OpenMMLab are imported after the arguments are parsed (--help and refusals answer
+# in ~0.1 s; tests/test_import_purity.py): load_config applies vpn_plugin.compat first
 from vpn_plugin.data_paths import (add_runner_arguments, check_flags_agree, data_path_args,
                                   check_work_dir_option,
                                   load_config as read_config, read_config_file,
                                   set_launcher)
-from vpn_plugin.engine.checkpoint import (CHECKPOINT_NAME, LAST_CHECKPOINT,
-                                          latest_checkpoint_in)
-from vpn_plugin.engine.checkpoint_hook import (BEST_PATTERN, best_checkpoints,
-                                               no_resume_point_note)
-from vpn_plugin.engine.pre_stage import PRE_STAGE_FILES
 from vpn_plugin.errors import (check_file, check_folder_target, path_argument, seed_argument,
                                tool_main)
-from vpn_plugin.runner import build_runner, evaluator_output_locks
 from vpn_plugin.smoke import batches_reason, smoke_config, training_limit_reason
 
 
@@ -105,6 +97,7 @@ def work_dir_of(cfg, args) -> str:
 
 
 def enable_amp(cfg):
+    import torch
     if not torch.cuda.is_available():
         raise SystemExit('--amp needs a CUDA GPU (mmengine AmpOptimWrapper); '
                          'this machine has none, run without --amp')
@@ -123,6 +116,9 @@ def existing_checkpoints(work_dir, template=None) -> list:
     finished task classifier or KEPP step model, reused by any start in the work dir) are
     none. Another ``.pth`` beside them (a user's ``s3d_howto100m.pth``) is no run's: never
     counted, and never deleted by ``--overwrite`` (which deleted every ``*.pth``)."""
+    from vpn_plugin.engine.checkpoint import CHECKPOINT_NAME, LAST_CHECKPOINT
+    from vpn_plugin.engine.checkpoint_hook import BEST_PATTERN
+    from vpn_plugin.engine.pre_stage import PRE_STAGE_FILES
     folder = Path(work_dir)
     names = [CHECKPOINT_NAME.pattern, fnmatch.translate(BEST_PATTERN), re.escape(LAST_CHECKPOINT) + '$']
     if isinstance(template, str) and '{}' in template:
@@ -135,6 +131,7 @@ def existing_checkpoints(work_dir, template=None) -> list:
 
 def pre_stage_note(work_dir) -> str:
     """'; its finished pre-stages (kepp_step_model.pth) are reused by any start' or ''."""
+    from vpn_plugin.engine.pre_stage import PRE_STAGE_FILES
     found = sorted(name for name in PRE_STAGE_FILES if (Path(work_dir) / name).is_file())
     return (f'; its finished pre-stages ({", ".join(found)}) are reused by any start (checked '
             'against the config; delete one to retrain it)' if found else '')
@@ -145,6 +142,8 @@ def set_resume(cfg, resume, launcher: str = 'none'):
     any, else a fresh start). Resolved by every process of a distributed run before it starts
     (no rank is known to the loggers yet): rank 0 alone (:func:`launch_rank`) says what it
     found, once."""
+    from vpn_plugin.engine.checkpoint import latest_checkpoint_in
+    from vpn_plugin.engine.checkpoint_hook import best_checkpoints, no_resume_point_note
     if resume not in (LATEST, 'auto'):
         check_file(resume, '--resume', missing=f'--resume {resume}: no such checkpoint file')
         cfg.resume, cfg.load_from = True, resume
@@ -208,6 +207,8 @@ def require_trainable(model, config) -> None:
 def check_fresh_work_dir(cfg, overwrite: bool) -> None:
     """A fresh run never mixes its checkpoints with another run's: refuse a work dir that
     holds some unless ``--overwrite`` (which deletes them)."""
+    from vpn_plugin.engine.checkpoint import latest_checkpoint_in
+    from vpn_plugin.engine.checkpoint_hook import no_resume_point_note
     template = ((cfg.get('default_hooks') or {}).get('checkpoint') or {}).get('filename_tmpl')
     found = existing_checkpoints(cfg.work_dir, template)
     if found and not overwrite:
@@ -354,6 +355,8 @@ def main(argv=None):
     cfg = read_config(args.config, args.cfg_options, horizon=args.horizon,
                       **data_path_args(args))
     check_folder_target(work_dir_of(cfg, args))  # before its lock file is made beside it
+    from vpn_plugin.compat import shutdown_distributed
+    from vpn_plugin.runner import build_runner, evaluator_output_locks
     with work_dir_lock(work_dir_of(cfg, args), args.launcher), evaluator_output_locks(cfg):
         runner = build_runner(apply_args(cfg, args))
         with runner.nothing_left_if_refused('before_train'):  # no log folder of a refusal
@@ -364,4 +367,5 @@ def main(argv=None):
 
 if __name__ == '__main__':
     main()
+    from vpn_plugin.compat import exit_distributed_rank
     exit_distributed_rank()

@@ -13,6 +13,7 @@ import os
 import pickle
 import re
 import sys
+import threading
 import types
 import warnings
 
@@ -115,20 +116,41 @@ def transformers_adafactor(params, *args, **kwargs):
     return Adafactor(params, *args, **kwargs)
 
 
+class _RefuseTransformers:
+    """A ``sys.meta_path`` finder refusing ``transformers`` to one thread only (the one that
+    imports mmengine's optimizer builder in :func:`fix_transformers_import`): other threads
+    import transformers as usual meanwhile."""
+
+    def __init__(self):
+        self.thread = threading.get_ident()
+
+    def find_spec(self, name, path=None, target=None):
+        if name == 'transformers' and threading.get_ident() == self.thread:
+            raise ImportError(name=name)  # caught by mmengine's builder: never shown
+        return None
+
+
+_TRANSFORMERS_FIX = threading.Lock()  # one check-import-register at a time
+
+
 def fix_transformers_import():
     """mmengine 0.10.7 imports transformers (~1.2 s CPU) in every process that imports
-    mmengine.optim, only to register its Adafactor optimizer: that import is made to fail
-    once, and ``Adafactor`` is registered as a builder importing transformers when built."""
-    if 'mmengine.optim.optimizer.builder' in sys.modules or 'transformers' in sys.modules:
-        return  # registered by mmengine itself (transformers imported, or nothing to spare)
-    sys.modules['transformers'] = None  # mmengine's `from transformers import Adafactor` fails
-    try:
-        import mmengine.optim.optimizer.builder as builder
-    finally:
-        del sys.modules['transformers']
-    if importlib.util.find_spec('transformers') is not None:
-        builder.OPTIMIZERS.register_module(name='Adafactor', module=transformers_adafactor)
-        builder.TRANSFORMERS_OPTIMIZERS.append('Adafactor')
+    mmengine.optim, only to register its Adafactor optimizer: that import fails in the thread
+    importing mmengine.optim here (nothing is hidden from other threads), and ``Adafactor`` is
+    registered as a builder importing transformers when built."""
+    with _TRANSFORMERS_FIX:
+        if 'mmengine.optim.optimizer.builder' in sys.modules or 'transformers' in sys.modules:
+            return  # registered by mmengine itself (transformers imported, or nothing to spare)
+        refuse = _RefuseTransformers()
+        sys.meta_path.insert(0, refuse)  # mmengine's `from transformers import Adafactor` fails
+        try:
+            import mmengine.optim.optimizer.builder as builder
+        finally:
+            sys.meta_path.remove(refuse)
+        if ('Adafactor' not in builder.TRANSFORMERS_OPTIMIZERS  # another thread's import ran it
+                and importlib.util.find_spec('transformers') is not None):
+            builder.OPTIMIZERS.register_module(name='Adafactor', module=transformers_adafactor)
+            builder.TRANSFORMERS_OPTIMIZERS.append('Adafactor')
 
 
 # --- mmengine: pkg_resources removed from setuptools >= 81 ------------------

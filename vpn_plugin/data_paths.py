@@ -76,10 +76,11 @@ def data_path_args(args: argparse.Namespace) -> dict:
 
 def add_cfg_options(parser: argparse.ArgumentParser, help: str, **kwargs) -> None:
     """``--cfg-options KEY=VALUE ...`` (mmengine's ``DictAction``), with an item that is not
-    ``KEY=VALUE`` (``--cfg-options foo``) refused by the parser naming it."""
-    from mmengine.config import DictAction
+    ``KEY=VALUE`` (``--cfg-options foo``) refused by the parser naming it. mmengine is imported
+    when the flag is read (``--help`` and other flags' refusals import none of it; its
+    ``config`` module needs no compat fix)."""
 
-    class CfgOptions(DictAction):
+    class CfgOptions(argparse.Action):
         def __call__(self, parser, namespace, values, option_string=None):
             bad = [item for item in values or () if '=' not in item or item.startswith('=')]
             if bad:
@@ -112,8 +113,10 @@ def add_cfg_options(parser: argparse.ArgumentParser, help: str, **kwargs) -> Non
                                  f'and {key}={text}; expected one value per key')
                 given[key] = text
             namespace._cfg_options_given = given
+            from mmengine.config import DictAction
             try:
-                super().__call__(parser, namespace, values, option_string)
+                DictAction(self.option_strings, self.dest)(parser, namespace, values,
+                                                           option_string)
             except RecursionError:  # mmengine's parser on some nested values
                 parser.error(f'{option_string} {" ".join(values)}: cannot be parsed; '
                              + DICT_VALUE_HINT)

@@ -986,10 +986,13 @@ def dodged_positions(points: dict, log: bool, y_room: float = 0.0,
     that coincide, i.e. lie closer in x than :data:`DODGE_DECADES` (one parameter count, or
     nearly; all x on the "0" axis) and overlap in y (their error bars, or the means when there
     are none, each widened by ``y_room`` either side: half a marker), directly or through a
-    chain of such markers: those are spread symmetrically around their mean x in the order of
-    their counts (one count: the legend's), :data:`DODGE_DECADES` apart on a log axis (a
-    factor; ``step`` decades instead: :func:`dodge_step` of the drawn axis) or
-    :data:`DODGE_ZERO` on the "0" axis, so that none hides another's error bar;
+    chain of such markers: those are drawn in the order of their counts (one count: the
+    legend's), at least :data:`DODGE_DECADES` apart on a log axis (a factor; ``step`` decades
+    instead: :func:`dodge_step` of the drawn axis) or :data:`DODGE_ZERO` on the "0" axis, so
+    that none hides another's error bar, each moved as little as that allows
+    (:func:`_least_moves`: markers that coincide are spread around their mean); markers of
+    different counts are never moved more than ``step`` (a long chain of close counts would
+    be: they are drawn at their counts, overlapping);
     :func:`dodged_note` names them and their counts."""
     step = (DODGE_DECADES if step is None else step) if log else DODGE_ZERO
     order = list(points)
@@ -1007,12 +1010,35 @@ def dodged_positions(points: dict, log: bool, y_room: float = 0.0,
     drawn, spread = {method: float(p[0]) for method, p in points.items()}, []
     for group in {id(g): g for g in groups.values() if len(g) > 1}.values():
         methods = sorted(group, key=lambda m: (at[m], order.index(m)))
-        centre = float(np.mean([at[m] for m in methods]))
-        for i, method in enumerate(methods):
-            x = centre + step * (i - (len(methods) - 1) / 2)
-            drawn[method] = 10 ** x if log else x
-        spread.append(methods)
+        for block in _least_moves([at[m] for m in methods], step):
+            if len(block) < 2:
+                continue  # already ``step`` from its neighbours: at its true x
+            counts = {format_count(float(f'{points[methods[i]][0]:.3g}')) for i, _ in block}
+            if len(counts) > 1 and max(abs(x - at[methods[i]]) for i, x in block) > step:
+                continue  # a long chain of other counts: spread, markers would sit far from
+                # their counts (an axis of counts must not lie): drawn at them, overlapping
+            for i, x in block:
+                drawn[methods[i]] = 10 ** x if log else x
+            spread.append([methods[i] for i, _ in block])
     return drawn, sorted(spread, key=lambda methods: order.index(methods[0]))
+
+
+def _least_moves(xs: list, step: float) -> list:
+    """Positions ``p`` of the sorted ``xs`` (n,) at least ``step`` apart that move them least
+    (sum of squared moves): with ``q_i = p_i - i step`` non-decreasing, ``q`` is the isotonic
+    regression of ``xs_i - i step`` (pool adjacent violators). A chain of neighbours closer
+    than ``step`` is spread around its mean, as one marker pair is; markers already ``step``
+    apart stay where they are (a chain of many close counts is not moved as one block far from
+    its counts). Returns the blocks ``[[(i, p_i), ...], ...]`` (a block: markers moved together)."""
+    blocks = []  # [first index, last index, mean of q]
+    for i, x in enumerate(xs):
+        blocks.append([i, i, x - i * step])
+        while len(blocks) > 1 and blocks[-2][2] > blocks[-1][2]:
+            (first, _, left), (_, last, right) = blocks[-2], blocks.pop()
+            size_left, size_right = blocks[-1][1] - first + 1, last - blocks[-1][1]
+            blocks[-1] = [first, last, (left * size_left + right * size_right)
+                          / (size_left + size_right)]
+    return [[(i, q + i * step) for i in range(first, last + 1)] for first, last, q in blocks]
 
 
 def dodge_step(counts) -> float:
@@ -1337,16 +1363,20 @@ def plot_error_overlap(overlaps: list[Overlap], out_stem) -> list[Path]:
     aspect = (ylim[1] - ylim[0]) / (VENN_XLIM[1] - VENN_XLIM[0])
     marks = Marks.merge([o.marks for o in overlaps])
     with paper_style() as plt:
-        fig, axes = plt.subplots(1, len(overlaps), figsize=(width, 0.9 * panel * aspect + 0.35),
+        fig, axes = plt.subplots(1, len(overlaps), figsize=(width, 0.9 * panel * aspect + 0.46),
                                  squeeze=False, layout='constrained')
-        # h_pad: the note line (supxlabel) 3 points and more below the panels' lowest text
+        # h_pad: the note line (supxlabel) 3 points and more below the panels' lowest text;
+        # 0.46 in: the note's first two lines (counts, over which seeds a % is) and a margin
         fig.get_layout_engine().set(w_pad=0.01, h_pad=0.05, wspace=0.0)
         colour = distinct_colours([m for o in overlaps for m in (o.reference, o.method)])
         for ax, o in zip(axes[0], overlaps):
             _venn_panel(ax, o, colour, ylim)
         seeds = sorted({len(o.seeds) for o in overlaps})
-        fig.supxlabel(footnote(f'Window counts summed over {"/".join(map(str, seeds))} seeds; '
-                               '% = mean over seeds', marks.notes(width)), fontsize=6.5)
+        import textwrap
+        fig.supxlabel(footnote(textwrap.fill(
+            f'Window counts summed over {"/".join(map(str, seeds))} seeds; % = mean over the '
+            'seeds whose reference has such windows', NOTE_WIDTH[width] - 10),
+            marks.notes(width)), fontsize=6.5)
         paths = save_figure(fig, out_stem)
     table = stem_files(out_stem, ('.md',))[0]
     place = ('one column wide' if width == ONE_COLUMN

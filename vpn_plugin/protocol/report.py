@@ -43,7 +43,6 @@ results reader refuses values outside a metric's range.
 """
 from __future__ import annotations
 
-import json
 import re
 import sys
 import typing
@@ -62,7 +61,7 @@ from vpn_plugin.outputs import (REPORT_LATEX_MARKER, REPORT_MARKDOWN_MARKER, mar
                                 markdown_text, money_text)
 from .results import (AVERAGED_DATASETS, METRIC_LABELS, METRIC_RANGES, SHORTENED_MARK,
                       ResultRow, caveat_lines, check_rows_match_configs, renamed,
-                      row_from_dict, row_source, shortened_reason)
+                      identity_text, row_from_dict, row_source, shortened_reason)
 
 DEFAULT_METRICS = ('success_rate', 'mean_accuracy', 'miou_set')
 # what the rows pooled in one cell must share (besides method, dataset and test horizon)
@@ -422,7 +421,7 @@ def _identity_value(row: ResultRow, name: str, free_variant=()) -> str:
         value = 'shortened' if shortened_reason(row) else 'full run'
     if name == 'train_horizon' and value is None:  # null: trained at the row's own horizon
         value = row.horizon
-    return json.dumps(value, sort_keys=True, default=str)
+    return identity_text(value)
 
 
 def _collect(rows, metrics) -> dict:
@@ -623,7 +622,7 @@ def to_latex(table: Table, *, title: str = '', label: str = '',
              rf'\begin{{tabular}}{{{spec}}}', r'\toprule', ' & '.join(header) + r' \\',
              r'\midrule']
     for method in table.methods:
-        cells = [_latex_escape(_method_label(table, method))] + \
+        cells = [_latex_row_start(_latex_escape(_method_label(table, method)))] + \
             [text(method) for _, text in extra]
         cells += [_cell_text(table, method, c, digits, latex=True) for c in table.columns]
         lines.append(' & '.join(cells) + r' \\')
@@ -641,6 +640,14 @@ def to_latex(table: Table, *, title: str = '', label: str = '',
         lines.insert(1, f'% holds non-ASCII characters ({" ".join(unicode)}): compile with '
                      'LuaLaTeX or XeLaTeX (a Unicode font), or define them for pdfLaTeX')
     return '\n'.join(lines) + '\n'
+
+
+def _latex_row_start(cell: str) -> str:
+    """A row's first cell as it may follow ``\\midrule`` or the previous row's ``\\\\``: both
+    read a following ``[`` (blanks skipped) as their optional argument (a name '[12] SCHEMA'
+    lost its '[12]', or '\\midrule [x]' hung pdfLaTeX) and ``\\\\`` a ``*`` as its star: ``{}``
+    ends their look-ahead."""
+    return '{}' + cell if cell.lstrip().startswith(('[', '*')) else cell
 
 
 def _title_text(title: str) -> str:

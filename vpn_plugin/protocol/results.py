@@ -187,8 +187,24 @@ class ResultRow:
     def key(self) -> tuple:
         """Identity of a run (module docstring): resuming and replacing rows compare it."""
         return (self.protocol, self.dataset, self.method, self.config, self.seed,
-                self.horizon, self.train_horizon, json.dumps(self.variant, sort_keys=True),
-                json.dumps(self.settings, sort_keys=True, default=str))
+                self.horizon, self.train_horizon, identity_text(self.variant),
+                identity_text(self.settings))
+
+
+def identity_text(value) -> str:
+    """``value`` (a row's variant, settings, ...) as the text identities compare: JSON with
+    sorted keys, a whole float written as the integer it equals (``0.0`` and ``0``, ``20.0``
+    and ``20`` are one number: JSON has one number kind, a spreadsheet saves ``0.0`` as
+    ``0``); booleans stay ``true`` / ``false``."""
+    def same(item):
+        if isinstance(item, float) and item.is_integer():
+            return int(item)
+        if isinstance(item, dict):
+            return {key: same(entry) for key, entry in item.items()}
+        if isinstance(item, (list, tuple)):
+            return [same(entry) for entry in item]
+        return item
+    return json.dumps(same(value), sort_keys=True, default=str)
 
 
 # The declared kind of every field of a results row (vpn_plugin.config_types), held on reading

@@ -1212,6 +1212,18 @@ def _config_digest(config: str, content) -> str:
 def claim_work_dir(work_dir: Path, identity: dict) -> None:
     """Record ``identity`` in ``<work_dir>/run.json``, or check it against the one there: a
     work dir made with other settings (or by a version that recorded none) is refused."""
+    check_work_dir(work_dir, identity)
+    record = work_dir / 'run.json'
+    if not record.is_file():
+        wanted = json.loads(json.dumps(identity, sort_keys=True, default=str))
+        write_text_atomically(record, json.dumps(wanted, sort_keys=True, indent=1), 'run record')
+
+
+def check_work_dir(work_dir: Path, identity: dict) -> None:
+    """Raise ``ValueError`` when ``work_dir`` cannot hold the run of ``identity`` (it holds
+    files, and no ``run.json`` or one of other settings): :func:`claim_work_dir` refuses it,
+    ``run_protocol.py --status`` says so (``status.py``)."""
+    work_dir = Path(work_dir)
     record = work_dir / 'run.json'
     wanted = json.loads(json.dumps(identity, sort_keys=True, default=str))
     if record.is_file():
@@ -1234,7 +1246,6 @@ def claim_work_dir(work_dir: Path, identity: dict) -> None:
     if work_dir.is_dir() and any(not PARTIAL_FILE.match(p.name) for p in work_dir.iterdir()):
         raise ValueError(f'{work_dir} holds files but no run.json (a run of unknown settings); '
                          'delete it or give another --out')
-    write_text_atomically(record, json.dumps(wanted, sort_keys=True, indent=1), 'run record')
 
 
 def diversity_metrics(per_sample_file: Path, bounds: dict) -> dict:

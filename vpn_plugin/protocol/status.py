@@ -11,8 +11,9 @@ which clusters without accounting lack):
 
 States: ``done``; ``running`` (its task runs it, or locally a process holds its work dir's
 lock); ``pending`` (its task is queued, requeued, or runs the units before it);
-``failed`` (the unit raised, or its task was requeued more than ``--max-requeues`` times:
-the error line says which); ``interrupted`` (it started, or was submitted, but its task or
+``failed`` (the unit raised, or its task was requeued more than ``--max-requeues`` times,
+or its work dir holds a run made with other settings, which a rerun refuses: the error line
+says which); ``interrupted`` (it started, or was submitted, but its task or
 process ended before it finished: cancelled, killed, node failure; run the same command
 again: it resumes from its last checkpoint);
 ``not started``; ``unknown`` (submitted, but ``squeue`` cannot answer here).
@@ -28,6 +29,7 @@ from pathlib import Path
 from vpn_plugin.errors import json_lines, read_text, unique_keys
 from .dry_run import format_duration
 from .progress import unit_name
+from .runner import check_work_dir
 from .unit_state import read_unit_state, unit_status
 
 # squeue states of a job that still runs or will run (squeue(1), "JOB STATE CODES")
@@ -228,7 +230,7 @@ def _status(runner, unit, work_dir: Path, task, queued: dict, done: set) -> Unit
                           else in_queue.reason if in_queue.reason not in ('None', '') else '')
     elif state.get('state') == 'running' and not this_job:
         status.state = 'running'  # locally, by the process holding the work dir's lock
-    elif task and (this_job or not state):
+    elif task and (this_job or not state) and state.get('state') != 'done':
         status.state = 'interrupted'
         status.why = (f'its task {job} ended ({in_queue.state}) before the unit finished'
                       if in_queue else f'its task {job} ended before the unit finished')
@@ -239,6 +241,11 @@ def _status(runner, unit, work_dir: Path, task, queued: dict, done: set) -> Unit
     elif state:
         status.state = 'interrupted'
         status.why = 'its process ended before the unit finished (killed or interrupted)'
+    if status.state in ('interrupted', 'not started') and (work_dir / 'run.json').is_file():
+        try:  # a rerun refuses the folder (runner.claim_work_dir): it is no resume
+            check_work_dir(work_dir, runner.identity(unit))
+        except ValueError as conflict:
+            status.state, status.why = 'failed', f'a rerun refuses it: {conflict}'
     if status.state == 'interrupted' and not state.get('ended'):
         status.elapsed = None  # when it died is not recorded: now - start would grow forever
     return status
