@@ -64,18 +64,24 @@ def protected_inputs(args, dataset: dict) -> list:
     return [args.config, *source_files(dataset), *others]
 
 
+def unchecked(split: str, other: str, error: Exception) -> None:
+    """Say that the split check could not be made, and why (the first line of ``error``)."""
+    print(f'note: not checked that no {split} video is in the {other} split: '
+          f'{plain_text(str(error).splitlines()[0])}', file=sys.stderr)
+
+
 def check_apart_from_other_split(args, dataset: dict, windows) -> None:
     """A video of both splits is refused as dataset_stats and the runs refuse it
     (``stats.check_splits_apart``): a test window file must hold no training video."""
     other = 'test' if args.split == 'train' else 'train'
     try:
         other_set = split_dataset(args, other)
-    except ValueError:  # a config without that split: nothing to compare with
-        return
+    except ValueError as error:  # a config without that split: nothing to compare with
+        return unchecked(args.split, other, error)
     try:
         _, other_windows, _ = source_windows(other_set, AnnotationWarnings())
-    except FileNotFoundError:  # that split's annotations are not there (yet)
-        return
+    except FileNotFoundError as error:  # that split's annotations are not there (yet)
+        return unchecked(args.split, other, error)
     sets = {args.split: (dataset, windows), other: (other_set, other_windows)}
     (train_set, train), (test_set, test) = sets['train'], sets['test']
     check_splits_apart(train_set, test_set, train, test, args.horizon)
