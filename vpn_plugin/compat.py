@@ -352,10 +352,11 @@ def _as_protocol2(filename) -> 'io.BytesIO | None':
             pickles = [name for name in names if name.endswith('/data.pkl')]
             if len(pickles) != 1:
                 return None
-            data = archive.read(pickles[0])
-            if not (len(data) > 2 and data[0] == 0x80 and 3 <= data[1] <= 5):
+            with archive.open(pickles[0]) as member:  # PROTO n: protocol 2 is not read whole
+                head = member.read(3)
+            if not (len(head) > 2 and head[0] == 0x80 and 3 <= head[1] <= 5):
                 return None
-            rewritten = _protocol2_pickle(data)
+            rewritten = _protocol2_pickle(archive.read(pickles[0]))
             if rewritten is None:
                 return None
             buffer = io.BytesIO()
