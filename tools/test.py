@@ -186,9 +186,9 @@ def test_notes(runner) -> dict:
     (``test_set_pkg``: :func:`test_set_pkg_note`), and the annotations scored (``data_root``:
     the test set's root after ``--data-root`` / the config / the environment,
     ``provenance.data_root_record``)."""
+    from vpn_plugin.core.stats import SAMPLE_DRAW
     from vpn_plugin.datasets.provenance import data_root_record
     dataset = getattr(getattr(runner, 'test_dataloader', None), 'dataset', None)
-    from vpn_plugin.core.stats import SAMPLE_DRAW
     dropped = 'dropped' in (getattr(dataset, 'window_counts', None) or {})
     return dict(changed_from_training=_strings(getattr(runner, 'changed_from_training', ())),
                 not_compared=_strings(getattr(runner, 'not_compared', ())),
