@@ -328,6 +328,22 @@ def _chain_horizons(path: Path) -> set:
     return values
 
 
+def config_bases(file: Path) -> list:
+    """The ``_base_`` files of the config ``file`` as mmengine reads them (``Config.
+    _get_base_files``, which evaluates the ``_base_`` expression; a .json / .yaml config as
+    mmengine parses it, ``{{...}}`` references replaced), each beside ``file`` as named (links
+    not resolved); package bases (``mmaction::...``) left out. Raises what reading it raises."""
+    from . import compat_applied  # noqa: F401  (compat fixes before OpenMMLab)
+    from mmengine.config import Config
+    if file.suffix == '.py':
+        found = Config._get_base_files(str(file))
+    else:
+        found = mapping_config(file).get('_base_', [])
+        found = found if isinstance(found, list) else [found]
+    return [Path(os.path.abspath(os.path.join(os.path.dirname(file), str(base))))
+            for base in found if '::' not in str(base)]
+
+
 def config_chain(path, literal: bool = False) -> list:
     """``path`` and the files of its ``_base_`` chain, each once, ``path`` first then breadth
     first; files that do not exist and package bases (``mmaction::...``, which set no variable
@@ -348,19 +364,7 @@ def config_chain(path, literal: bool = False) -> list:
     linked top file: its target, :func:`read_config_file`); each is listed as the file it is.
     A file whose ``_base_`` cannot be read (a syntax error, not UTF-8, no list of names) ends
     its branch: the reader of the file (mmengine, :func:`literal_config`) names what is wrong."""
-    from . import compat_applied  # noqa: F401  (compat fixes before OpenMMLab)
-    from mmengine.config import Config
-
-    def bases(file: Path) -> list:
-        if literal:
-            return _literal_bases(file)
-        if file.suffix == '.py':
-            found = Config._get_base_files(str(file))
-        else:  # a .json / .yaml config as mmengine parses it ({{...}} references replaced)
-            found = mapping_config(file).get('_base_', [])
-            found = found if isinstance(found, list) else [found]
-        return [Path(os.path.abspath(os.path.join(os.path.dirname(file), str(base))))
-                for base in found if '::' not in str(base)]
+    bases = _literal_bases if literal else config_bases
     files, todo = [], [_config_source(path)]
     while todo:
         file = todo.pop(0)

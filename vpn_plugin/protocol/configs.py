@@ -8,6 +8,7 @@ import copy
 import functools
 import hashlib
 import os
+from pathlib import Path
 
 
 def parsed_config(config: str):
@@ -35,14 +36,12 @@ def config_content(config: str) -> str:
 
 @functools.lru_cache(maxsize=1024)
 def _base_files(file: str, content: str) -> list:
-    """The ``_base_`` files of ``file`` (of that ``content``) as mmengine reads them, beside
-    it (as ``data_paths.config_chain``; package bases left out); [] when they cannot be read
-    (its reader names what is wrong)."""
-    from vpn_plugin import compat_applied  # noqa: F401  (compat fixes before OpenMMLab)
-    from mmengine.config import Config
+    """The ``_base_`` files of ``file`` (of that ``content``) as a run reads them
+    (``data_paths.config_bases``); [] when they cannot be read (its reader names what is
+    wrong)."""
+    from vpn_plugin.data_paths import config_bases
     try:
-        return [os.path.abspath(os.path.join(os.path.dirname(file), str(base)))
-                for base in Config._get_base_files(file) if '::' not in str(base)]
+        return [str(base) for base in config_bases(Path(file))]
     except (UnicodeDecodeError, SyntaxError, ValueError, OSError, AttributeError):
         return []
 
