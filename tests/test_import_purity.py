@@ -82,13 +82,10 @@ HEAVY_PARSING_TOOLS = {
     'benchmark_epoch': 'a benchmark of torch code (device default)',
     'benchmark_extract': 'a benchmark of torch code (device default)',
     'dist_run': "torchrun's own parser",
-    'compare_official_training': 'METHODS of vpn_plugin.protocol.official (choices)',
     'convert_authors_checkpoint': 'tests replace its install_authors_weights',
-    'convert_egoper': 'ERROR_CHOICES of vpn_plugin.datasets.egoper (choices)',
     'export_windows': 'WINDOW_LAYOUTS / DATASET_CONFIGS of vpn_plugin.datasets (choices)',
     'extract_features': 'vpn_plugin.video.recipe (flags; vpn_plugin.video imports torch)',
     'plan': 'vpn_plugin.video.recipe (flags; vpn_plugin.video imports torch)',
-    'make_synthetic_features': 'DTYPES / FORMATS of vpn_plugin.datasets.synthetic (choices)',
     'plots': 'vpn_plugin.protocol.plots (choices)',
     'report': 'CI_STYLES / DEFAULT_METRICS of vpn_plugin.protocol.report (choices, defaults)',
 }

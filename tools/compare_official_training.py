@@ -27,11 +27,11 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-import vpn_plugin.mm  # noqa: E402,F401  (compat fixes + registration before configs are read)
 from vpn_plugin.errors import NON_NEGATIVE_INT, POSITIVE_INT, at_least, tool_main  # noqa: E402
-from vpn_plugin.protocol.official import METHODS, load_method  # noqa: E402
-from vpn_plugin.protocol.official.framework import Settings, compare, python_of  # noqa: E402
-from vpn_plugin.protocol.official import summary  # noqa: E402
+from vpn_plugin.tool_choices import OFFICIAL_METHODS  # noqa: E402
+# vpn_plugin.mm (compat fixes + registration before configs are read) and the comparison are
+# imported after the arguments are parsed (--help and refusals answer in ~0.1 s;
+# tests/test_import_purity.py)
 
 
 def size_option(text: str) -> tuple:
@@ -46,7 +46,7 @@ def size_option(text: str) -> tuple:
 
 def parse_args(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument('--method', required=True, choices=METHODS)
+    parser.add_argument('--method', required=True, choices=OFFICIAL_METHODS)
     parser.add_argument('--official-dir', required=True,
                         help='checkout of the official repository (never modified: a copy runs)')
     parser.add_argument('--official-python',
@@ -83,8 +83,10 @@ def parse_args(argv=None):
     return parser.parse_args(argv)
 
 
-def report(method, result: dict, settings: Settings) -> str:
-    """The comparison as Markdown: settings, changes, losses, metrics, speed."""
+def report(method, result: dict, settings) -> str:
+    """The comparison as Markdown: settings (``framework.Settings``), changes, losses, metrics,
+    speed."""
+    from vpn_plugin.protocol.official import summary
     changes = '\n'.join(f'- {c.line()}' for c in result['changes'])
     return '\n'.join([
         f'## {method.label}: official training vs ours, {settings.dataset} T={settings.horizon}',
@@ -105,6 +107,9 @@ def report(method, result: dict, settings: Settings) -> str:
 @tool_main
 def main(argv=None):
     args = parse_args(argv)
+    import vpn_plugin.mm  # noqa: F401  (compat fixes + registration before configs are read)
+    from vpn_plugin.protocol.official import load_method, summary
+    from vpn_plugin.protocol.official.framework import Settings, compare, python_of
     method = load_method(args.method)
     settings = Settings(args.method, args.dataset, args.horizon, args.epochs, args.seeds,
                         args.threads, args.difficulty, args.feature_seed, dict(args.size),

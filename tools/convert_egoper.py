@@ -19,10 +19,12 @@ import sys
 
 from pathlib import Path
 
-from vpn_plugin.datasets.egoper import ERROR_CHOICES, SPLIT_FILES, check_out_dir, convert_egoper
 from vpn_plugin.errors import path_argument, tool_main
 from vpn_plugin.locks import exclusive_lock, lock_path_of
 from vpn_plugin.outputs import add_overwrite_argument
+from vpn_plugin.tool_choices import ERROR_CHOICES
+# the converter (vpn_plugin.datasets: torch) is imported after the arguments are parsed
+# (--help and refusals answer in ~0.1 s; tests/test_import_purity.py)
 
 
 @tool_main
@@ -41,6 +43,7 @@ def main(argv=None) -> int:
                         'dataset.py (default: <out>/features)')
     add_overwrite_argument(parser, 'files in --out that an earlier conversion did not write')
     args = parser.parse_args(argv)
+    from vpn_plugin.datasets.egoper import SPLIT_FILES, check_out_dir, convert_egoper
     split_files = [p for name in SPLIT_FILES.values()
                    for p in Path(args.split_dir).glob(f'**/{name}')]
     check_out_dir(args.out, [args.annotation, *split_files], args.overwrite)

@@ -24,16 +24,14 @@ import argparse
 import json
 from pathlib import Path
 
-from vpn_plugin.datasets.synthetic import (DEFAULT_DTYPES, DTYPES, FORMATS,
-                                           SyntheticFeatureGenerator, config_videos,
-                                           dataset_videos, synthetic_record,
-                                           write_manifest, write_synthetic_features)
-from vpn_plugin.datasets.provenance import feature_files, write_provenance
 from vpn_plugin.data_paths import row_config_path
 from vpn_plugin.errors import (NON_NEGATIVE_INT, POSITIVE_INT, at_least, check_folder_target,
                                path_argument, read_json, tool_main)
 from vpn_plugin.locks import exclusive_lock, lock_path_of
 from vpn_plugin.outputs import KINDS, add_overwrite_argument, check_output
+from vpn_plugin.tool_choices import DEFAULT_DTYPES, DTYPES, FORMATS
+# the generator (vpn_plugin.datasets: torch) is imported after the arguments are parsed
+# (--help and refusals answer in ~0.1 s; tests/test_import_purity.py)
 
 MANIFEST = 'synthetic_manifest.json'  # beside the features folder: the folder is ours
 
@@ -75,6 +73,7 @@ def main(argv=None):
     else:
         if not args.out:
             raise ValueError('--out is required with --dataset')
+        from vpn_plugin.datasets.synthetic import dataset_videos
         taxonomy, videos = dataset_videos(args.dataset, args.data_root or '../shared/data')
         features = Path(args.out) / 'features'
     check_folder_target(features, 'feature folder', 'the synthetic feature files',
@@ -87,6 +86,9 @@ def main(argv=None):
 
 def write_folder(args, taxonomy, videos, features: Path) -> None:
     """The synthetic features of ``videos`` into ``features``, with the manifest beside it."""
+    from vpn_plugin.datasets.provenance import feature_files, write_provenance
+    from vpn_plugin.datasets.synthetic import (SyntheticFeatureGenerator, synthetic_record,
+                                               write_manifest, write_synthetic_features)
     earlier = earlier_run(features)
     check_feature_folder(features, videos, args, earlier is not None)
     had_files = bool(earlier) and features.is_dir() and bool(feature_files(features))
@@ -129,6 +131,7 @@ def say_replaced(features: Path, earlier, record: dict, videos) -> None:
     if changed:
         print(f'{features}: replaced the features of the earlier run ({", ".join(changed)}); '
               'checkpoints trained on the earlier ones no longer match these')
+    from vpn_plugin.datasets.provenance import feature_files
     ours = {v.feature for v in videos}
     others = sorted(p.name for p in feature_files(features) if p.stem not in ours)
     if others:
@@ -180,6 +183,7 @@ def remove_other_format(features: Path, videos, fmt: str, record) -> None:
 def config_source(args) -> tuple:
     """(taxonomy, videos, feature folder) of ``--config``; its frame_dim must match."""
     from vpn_plugin.data_paths import load_config
+    from vpn_plugin.datasets.synthetic import config_videos
     cfg = load_config(args.config, data_root=args.data_root)
     taxonomy, videos, frame_dim = config_videos(cfg)
     if frame_dim != args.frame_dim:

@@ -28,10 +28,10 @@ from typing import Dict, List, Optional, Tuple
 
 from ..data_paths import REPO_ROOT
 from ..errors import plain_text, read_text
+from ..tool_choices import ERROR_CHOICES
 from .annotations import read_json_file
 from .validation import MAX_SECONDS, file_stem_problem, normalized_name
 
-ERROR_CHOICES = ('keep', 'drop')
 BACKGROUND = 0
 BACKGROUND_NAMES = ('bg', 'background')  # action2idx's name of idx 0 (normalized)
 SPLIT_FILES = {'train': 'training.txt', 'test': 'test.txt'}

@@ -40,6 +40,7 @@ from ..errors import OutputWriteError, replace_atomically
 from .features import FEATURE_KEY
 from .provenance import write_provenance
 from .taxonomy import Taxonomy, load_taxonomy
+from ..tool_choices import DEFAULT_DTYPES, DTYPES, FORMATS
 
 CROSSTASK_TAXONOMY = 'taxonomy_133.json'
 
@@ -111,13 +112,10 @@ class SyntheticFeatureGenerator:
         cover[frames] += 1
 
 
-FORMATS = {'npz': '.npz', 'public': '.npy'}  # --format -> file extension
-DTYPES = ('float32', 'float16')
 # float16 storage: |x16 - x32| <= FLOAT16_TOLERANCE * |x32| (round to nearest, 11-bit
 # significand) for the generator's values (|x| < 65504; below 6.1e-5 the absolute error is
 # at most 3e-8)
 FLOAT16_TOLERANCE = 2.0 ** -11
-DEFAULT_DTYPES = {'coin': 'float16'}  # others: float32
 
 
 def public_record(frames: np.ndarray, video: VideoAnnotation, dataset: str) -> dict:

@@ -9,7 +9,7 @@
 """
 import importlib
 
-METHODS = ('schema', 'pdpp', 'kepp', 'cefito')
+from ...tool_choices import OFFICIAL_METHODS as METHODS
 
 
 def load_method(name: str):

@@ -1,0 +1,17 @@
+"""Choices and defaults of tools' flags that belong to library modules importing torch (the
+``vpn_plugin.datasets`` and ``vpn_plugin.protocol`` packages apply the OpenMMLab compat fixes
+when imported): defined here, importable without torch or OpenMMLab, so that a tool's
+``--help`` and its refusal of a flag answer in ~0.1 s (tests/test_import_purity.py). Those
+library modules import them from here."""
+
+# vpn_plugin.datasets.egoper: error segments (action_type > 0) kept as their action, or dropped
+ERROR_CHOICES = ('keep', 'drop')
+
+# vpn_plugin.datasets.synthetic: --format -> file extension, storage precisions, and the
+# precision of a dataset's features when none is asked (others: float32)
+FORMATS = {'npz': '.npz', 'public': '.npy'}
+DTYPES = ('float32', 'float16')
+DEFAULT_DTYPES = {'coin': 'float16'}
+
+# vpn_plugin.protocol.official: the methods with a comparison plug-in
+OFFICIAL_METHODS = ('schema', 'pdpp', 'kepp', 'cefito')
