@@ -127,62 +127,57 @@ def tiny_pdpp_checkpoint(tiny_crosstask, tmp_path_factory):
 # `make test` runs files on two workers (--dist loadfile). xdist queues the files by their number
 # of tests, so the suite's longest files (one or two end-to-end tests each: the official
 # comparisons, the real-Slurm array) came last, and one worker ran them while the other, out of
-# files, waited. The files below (the sum of their tests' --durations in a full run of e251d41
-# at load 13-33, about 5x the idle seconds; the official comparisons and the Slurm file, which
-# failed there (no ../shared beside the clone), estimated: KEPP from its own run, the others
-# from closing12's idle --durations x 5) start first, longest first; every other file (< 50 s
-# there) keeps xdist's order after them. A simulation of xdist's queue from that run's
-# per-test seconds: the two workers end 4439 / 4633 s apart with xdist's order, 4537 / 4535 s
-# with this one (2% off the suite's wall time).
-# A file missing from the table runs all the same (only later); the order changes no check.
+# files, waited. The files below start first, longest first; every other file (< 7 s) keeps
+# xdist's order after them. Figures: idle seconds per file, the sum of its tests' --durations in
+# the full run of a5165b8 (closing15's verification: 5351 tests, 585 s on two workers, nothing
+# beside it); test_compare_official_kepp.py: the KEPP rescore file's 56 s, which it took in
+# (the two share one run since). A file missing from the table runs all the same (only later);
+# the order changes no check.
 LONGEST_FILES = {
-    'tests/test_compat.py': 689,
-    'tests/test_protocol.py': 514,
-    'tests/test_compare_official_kepp.py': 424,
-    'tests/test_train.py': 389,
-    'tests/test_compare_official_kepp_rescore.py': 380,
-    'tests/test_kepp.py': 374,
-    'tests/test_slurm_cluster.py': 290,
-    'tests/test_report_plots.py': 282,
-    'tests/test_compare_official_training.py': 250,
-    'tests/test_pdpp.py': 230,
-    'tests/test_protocol_units.py': 216,
-    'tests/test_compare_official_cefito.py': 200,
-    'tests/test_compare_official_pdpp.py': 200,
-    'tests/test_config_schema.py': 199,
-    'tests/test_hostile_pass4.py': 186,
-    'tests/test_kill_safe_checkpoints.py': 184,
-    'tests/test_resume.py': 180,
-    'tests/test_protocol_slurm.py': 172,
-    'tests/test_configs.py': 166,
-    'tests/test_config_types.py': 148,
-    'tests/test_hostile_silent.py': 146,
-    'tests/test_hostile_pass9_protocol.py': 143,
-    'tests/test_studies.py': 139,
-    'tests/test_hostile_tools.py': 136,
-    'tests/test_hostile_pass9_train_eval.py': 117,
-    'tests/test_cefito.py': 116,
-    'tests/test_hostile_pass8_train_eval.py': 107,
-    'tests/test_dry_run.py': 105,
-    'tests/test_hostile_wrong_results.py': 104,
-    'tests/test_extract_features.py': 97,
-    'tests/test_tools_cli.py': 94,
-    'tests/test_your_method.py': 85,
-    'tests/test_llm_tools.py': 80,
-    'tests/test_hostile_pass15_passL.py': 80,
-    'tests/test_hostile_pass6.py': 76,
-    'tests/test_s3d.py': 75,
-    'tests/test_synthetic.py': 72,
-    'tests/test_hostile_pass5_heavy.py': 67,
-    'tests/test_report.py': 64,
-    'tests/test_hostile_pass13_fix1.py': 61,
-    'tests/test_core_dvl.py': 60,
-    'tests/test_hostile_pass5_leftovers.py': 57,
-    'tests/test_schema.py': 56,
-    'tests/test_model_vpn.py': 56,
-    'tests/test_import_purity.py': 54,
-    'tests/test_hostile_pass15_fixrows.py': 52,
-    'tests/test_ema_checkpoints.py': 50,
+    'tests/test_protocol.py': 58,
+    'tests/test_compare_official_kepp.py': 56,
+    'tests/test_slurm_cluster.py': 55,
+    'tests/test_compat.py': 51,
+    'tests/test_train.py': 44,
+    'tests/test_kepp.py': 36,
+    'tests/test_compare_official_pdpp.py': 31,
+    'tests/test_compare_official_cefito.py': 31,
+    'tests/test_protocol_units.py': 27,
+    'tests/test_your_method.py': 23,
+    'tests/test_cefito.py': 22,
+    'tests/test_tools_cli.py': 21,
+    'tests/test_pdpp.py': 21,
+    'tests/test_kill_safe_checkpoints.py': 21,
+    'tests/test_hostile_pass4.py': 21,
+    'tests/test_config_schema.py': 20,
+    'tests/test_resume.py': 19,
+    'tests/test_report_plots.py': 19,
+    'tests/test_llm_tools.py': 19,
+    'tests/test_extract_features.py': 19,
+    'tests/test_synthetic.py': 17,
+    'tests/test_protocol_slurm.py': 17,
+    'tests/test_config_types.py': 17,
+    'tests/test_compare_official_training.py': 17,
+    'tests/test_configs.py': 15,
+    'tests/test_llm_endpoint.py': 14,
+    'tests/test_hostile_silent.py': 14,
+    'tests/test_studies.py': 13,
+    'tests/test_dry_run.py': 13,
+    'tests/test_hostile_wrong_results.py': 10,
+    'tests/test_hostile_pass5_heavy.py': 10,
+    'tests/test_hostile_pass13_fix1.py': 10,
+    'tests/test_coin.py': 10,
+    'tests/test_schema.py': 9,
+    'tests/test_report.py': 9,
+    'tests/test_import_purity.py': 9,
+    'tests/test_hostile_tools.py': 9,
+    'tests/test_hostile_pass9_protocol.py': 9,
+    'tests/test_s3d.py': 8,
+    'tests/test_hostile_pass6.py': 8,
+    'tests/test_protocol_jobs.py': 7,
+    'tests/test_known_s13.py': 7,
+    'tests/test_hostile_pass15_fixrows.py': 7,
+    'tests/test_ema_checkpoints.py': 7,
 }
 
 
