@@ -26,13 +26,31 @@ def _normalise(name: str) -> str:
     return ' '.join(name.lower().split())
 
 
+REASONING_TAG = r'(?:think|thinking|reasoning)'
+
+
+def without_reasoning(text: str) -> str:
+    """``text`` without a reasoning model's thinking, which is no part of its answer: every
+    ``<think>...</think>`` block (also ``<thinking>``, ``<reasoning>``; Qwen3, DeepSeek-R1 and
+    others write it inline when the server does not split it off, and ``--backend
+    transformers`` returns it whole), and everything before the last closing tag (a chat
+    template that opens the block in the prompt: the reply starts inside it). An unclosed
+    block (cut by the token limit) is thinking to the end: no answer is read from it."""
+    text = re.sub(rf'<({REASONING_TAG})>.*?(?:</\1>|\Z)', ' ', text,
+                  flags=re.DOTALL | re.IGNORECASE)
+    closing = list(re.finditer(rf'</{REASONING_TAG}>', text, flags=re.IGNORECASE))
+    return text[closing[-1].end():] if closing else text
+
+
 def json_values(text: str) -> list:
-    """Top-level JSON objects and arrays in ``text``: those of fenced blocks first, then those
-    of the whole text (bare, or with prose around it).
+    """Top-level JSON objects and arrays in ``text`` (its thinking left out:
+    :func:`without_reasoning`): those of fenced blocks first, then those of the whole text
+    (bare, or with prose around it).
 
     A value nested in a malformed one is not top-level: ``{"plan": [0, 1, 2]`` (truncated)
     or ``{"plan": [0, 1, 2] extra}`` yield nothing, so they are unparseable, not plans.
     """
+    text = without_reasoning(text)
     fenced = re.findall(r'```(?:json)?\s*(.*?)```', text, flags=re.DOTALL | re.IGNORECASE)
     values = []
     for candidate in fenced + [text]:
