@@ -41,6 +41,20 @@ def test_a_reasoning_models_thinking_is_no_part_of_its_answer(reply, any_key):
     assert parse_plan(reply, MATCHER, 3, any_key=any_key) == ANSWER
 
 
+@pytest.mark.parametrize('reply', [  # guards: a tag inside the answer is text, not thinking
+    json.dumps({'plan': ANSWER, 'note': 'I wrote <think> tags first'}),
+    json.dumps({'plan': ANSWER, 'note': 'then </think>'}) + ' <thinking>',
+])
+def test_a_tag_inside_the_answer_is_left_as_written(reply):
+    assert parse_plan(reply, MATCHER, 3) == ANSWER
+
+
+def test_thinking_after_the_answer_is_not_taken_for_thinking_before_it():
+    reply = f'{json.dumps({"plan": ANSWER})} <think>{json.dumps({"plan": DRAFT})}</think>'
+    with pytest.raises(ReplyParseError, match='2 different plans'):
+        parse_plan(reply, MATCHER, 3)  # which one is the answer is not known: as before
+
+
 def test_an_unclosed_thinking_block_holds_no_answer():
     with pytest.raises(ReplyParseError, match='no object'):
         parse_plan(f'<think>the plan could be {json.dumps({"plan": DRAFT})}', MATCHER, 3)

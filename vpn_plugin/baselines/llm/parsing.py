@@ -30,14 +30,21 @@ REASONING_TAG = r'(?:think|thinking|reasoning)'
 
 
 def without_reasoning(text: str) -> str:
-    """``text`` without a reasoning model's thinking, which is no part of its answer: every
-    ``<think>...</think>`` block (also ``<thinking>``, ``<reasoning>``; Qwen3, DeepSeek-R1 and
-    others write it inline when the server does not split it off, and ``--backend
-    transformers`` returns it whole), and everything before the last closing tag (a chat
-    template that opens the block in the prompt: the reply starts inside it). An unclosed
-    block (cut by the token limit) is thinking to the end: no answer is read from it."""
-    text = re.sub(rf'<({REASONING_TAG})>.*?(?:</\1>|\Z)', ' ', text,
-                  flags=re.DOTALL | re.IGNORECASE)
+    """``text`` without a reasoning model's thinking, which is no part of its answer: the
+    ``<think>...</think>`` blocks it opens with (also ``<thinking>``, ``<reasoning>``; Qwen3,
+    DeepSeek-R1 and others write them inline when the server does not split them off, and
+    ``--backend transformers`` returns them whole), or, with no opening tag (a chat template
+    that opens the block in the prompt: the reply starts inside it), everything before the last
+    closing tag. An unclosed block (cut by the token limit) is thinking to the end: no answer
+    is read from it. A tag elsewhere (inside the answer's text) is left as written."""
+    while True:
+        block = re.match(rf'\s*<({REASONING_TAG})>.*?(?:</\1>|\Z)', text,
+                         flags=re.DOTALL | re.IGNORECASE)
+        if block is None:
+            break
+        text = text[block.end():]
+    if re.search(rf'<{REASONING_TAG}>', text, flags=re.IGNORECASE):
+        return text
     closing = list(re.finditer(rf'</{REASONING_TAG}>', text, flags=re.IGNORECASE))
     return text[closing[-1].end():] if closing else text
 
