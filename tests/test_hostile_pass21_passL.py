@@ -154,3 +154,20 @@ def test_the_horizon_advice_names_what_every_tool_accepts(tmp_path):
         load_config(_config(tmp_path), {'horizon': 4})                             # H2
     with pytest.raises(ValueError, match=r'give horizon=T \(train.py / test.py: --horizon T\)'):
         load_config(_config(tmp_path), {'test_dataloader.dataset.horizon': 3})     # NC18
+
+
+def test_a_results_file_with_a_broken_line_is_named_with_the_line(tmp_path):
+    """RJ1 (vague): a file of our rows with a truncated last line (an interrupted copy) was 'not
+    recognisably an earlier output', with neither the line nor the cause."""
+    from vpn_plugin.outputs import check_output
+    row = {'method': 'm', 'metrics': {'success_rate': 1.0}}
+    out = tmp_path / 'results.jsonl'
+    out.write_text(json.dumps(row) + '\n' + json.dumps(row)[:20])
+    with pytest.raises(ValueError, match=r'\(results file \(JSON lines\): line 2 is not JSON '
+                                         r'\(Unterminated string'):
+        check_output(out, 'results', flag='--out')
+    out.write_text(json.dumps(row) + '\n{"method": "x"}\n')
+    with pytest.raises(ValueError, match='line 2 is not a results row'):
+        check_output(out, 'results', flag='--out')
+    out.write_text(json.dumps(row) + '\n\n' + json.dumps(row) + '\r\n')  # ours: accepted
+    check_output(out, 'results', flag='--out')
