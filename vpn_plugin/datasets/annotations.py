@@ -550,6 +550,10 @@ def _json_video(path, i, entry, taxonomy, warnings=None) -> VideoAnnotation:
         ('vid', entry['vid'], 'a video id'),
         ('feature', entry.get('feature', ''), 'a file stem, or no field')))
     vid = str(entry['vid'])
+    if not vid.strip():  # its windows, records and default feature stem would name no video
+        raise BadVideoError(vid, 'annotation row does not parse',
+                            f'{path}: entry {i}: field "vid" = {entry["vid"]!r}; expected a '
+                            'non-empty video id')
     task = _task_of(path, f'entry {i} (vid {plain_text(vid)}): field "task"', entry['task'],
                     taxonomy)
     if file_stem_problem(_json_stem(entry)):

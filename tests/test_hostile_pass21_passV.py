@@ -1,0 +1,89 @@
+"""Hostile pass 21 (passV, session 16: video and feature tools, user-built folders, dataset
+readers): what it found, each with a test that fails on 3ce84f9 (log: /tmp/passV_log.md), and
+the no-false-refusal copies of each changed rule."""
+import json
+import pickle
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from vpn_plugin.apis.inference import features_usable
+from vpn_plugin.datasets.annotations import BadVideoError, read_json_annotations
+from vpn_plugin.datasets.features import load_features, read_feature_record
+from vpn_plugin.datasets.taxonomy import load_taxonomy
+
+REPO = Path(__file__).resolve().parents[1]
+KITCHEN = REPO / 'examples/custom_dataset/kitchen'
+FRAMES = np.arange(5 * 8, dtype=np.float32).reshape(5, 8) / 7
+
+
+# ------------------------------------------------ D20, D22-D24: a "usable" flag of another form
+MALFORMED = {'int 0': np.int64(0), 'one-element [False]': np.array([False]),
+             "text 'false'": np.str_('false'), '[True, False]': np.array([True, False])}
+
+
+@pytest.mark.parametrize('value', MALFORMED.values(), ids=list(MALFORMED))
+def test_a_usable_field_not_one_boolean_is_refused_by_the_dataset_reader(tmp_path, value):
+    """Before: the dataset reader took ``usable`` = 0, [False], 'false' or [True, False] for
+    usable features without a word, while plan.py refused the same file ("expected a
+    boolean"): one reader of the flag now (``features.usable_flag``)."""
+    path = tmp_path / 'v.npz'
+    np.savez(path, frames_features=FRAMES, usable=value)
+    with pytest.raises(BadVideoError, match=r'v\.npz: field "usable" = .*; expected a boolean'):
+        load_features(path, 8)
+    with pytest.raises(ValueError, match=r'field "usable" = .*; expected a boolean'):
+        features_usable(read_feature_record(path), path)
+
+
+def _write(path: Path, frames, usable, layout: str) -> Path:
+    fields = dict(frames_features=frames) if usable is None else \
+        dict(frames_features=frames, usable=usable)
+    if layout == 'npz':
+        np.savez(path.with_suffix('.npz'), **fields)
+        return path.with_suffix('.npz')
+    with open(path.with_suffix('.npy'), 'wb') as handle:  # a pickled dict (public layout)
+        pickle.dump(fields, handle, protocol=5 if layout == 'pickle5' else 2)
+    return path.with_suffix('.npy')
+
+
+@pytest.mark.parametrize('usable', [None, True, np.bool_(True), np.array(True)],
+                         ids=['absent', 'python True', 'np.bool_', '0-d array'])
+@pytest.mark.parametrize('dtype', ['<f4', '>f4', '<f8', '>f8', 'float16'])
+@pytest.mark.parametrize('layout', ['npz', 'pickle2', 'pickle5'])
+def test_a_usable_flag_of_one_boolean_loads_in_every_layout_and_dtype(tmp_path, usable, dtype,
+                                                                        layout):
+    """No false refusal: every usable file reads as the plain one (Fortran order too)."""
+    frames = np.asfortranarray(FRAMES.astype(dtype))
+    path = _write(tmp_path / 'v', frames, usable, layout)
+    loaded = load_features(path, 8)
+    assert np.array_equal(loaded, frames.astype(np.float32))
+    assert features_usable(read_feature_record(path), path) is True
+
+
+# ------------------------------------------------ D35, D36, H36: an entry with an empty "vid"
+def _annotations(tmp_path, vid):
+    entries = json.loads((KITCHEN / 'test.json').read_text())
+    entries[0]['vid'] = vid
+    path = tmp_path / 'test.json'
+    path.write_text(json.dumps(entries))
+    return read_json_annotations(path, load_taxonomy(KITCHEN / 'taxonomy.json'))
+
+
+@pytest.mark.parametrize('vid', ['', ' ', '\t'])
+def test_an_entry_without_a_video_id_is_refused_naming_entry_and_field(tmp_path, vid):
+    """Before: vid "" was read (default stem '0_make_tea_'): with that file present its windows
+    were built and exported with vid '' without a word; without it the refusal named only a
+    missing feature file."""
+    videos, bad = _annotations(tmp_path, vid)
+    assert len(videos) == 6 and len(bad) == 1
+    assert f'test.json: entry 0: field "vid" = {vid!r}; expected a non-empty video id' in \
+        str(bad[0])
+
+
+@pytest.mark.parametrize('vid', ['tea_12', 12, 'tea 12', 'thé_12', '0'])
+def test_a_video_id_of_any_other_text_or_an_integer_is_read(tmp_path, vid):
+    videos, bad = _annotations(tmp_path, vid)
+    assert not bad and len(videos) == 7
+    assert videos[0].vid == str(vid)
