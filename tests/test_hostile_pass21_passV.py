@@ -87,3 +87,33 @@ def test_a_video_id_of_any_other_text_or_an_integer_is_read(tmp_path, vid):
     videos, bad = _annotations(tmp_path, vid)
     assert not bad and len(videos) == 7
     assert videos[0].vid == str(vid)
+
+
+# ------------------------------------------------ a state-description field that is not read
+def _descriptions_with(tmp_path, **fields) -> Path:
+    descriptions = json.loads((KITCHEN / 'state_descriptions.json').read_text())
+    descriptions['make tea']['boil water'].update(fields)
+    path = tmp_path / 'sd.json'
+    path.write_text(json.dumps(descriptions))
+    return path
+
+
+def test_a_state_description_field_that_is_not_encoded_is_said(tmp_path, monkeypatch):
+    """Before: "during": [3 sentences] beside "before"/"after" was left out without a word
+    (the array equal to the one without it)."""
+    from test_hostile_pass20_passV import described
+    path = _descriptions_with(tmp_path, during=['The water is heating.'] * 3)
+    (before, after), logged = described(KITCHEN / 'taxonomy.json', path, monkeypatch)
+    assert len(before) == len(after) == 9
+    assert len(logged) == 1 and "1 field(s) of the actions' state descriptions are not read " \
+        "(first: task 'make_tea', action 'boil water': 'during')" in logged[0]
+
+
+def test_description_and_own_fields_of_a_state_description_are_not_flagged(tmp_path,
+                                                                            monkeypatch):
+    """No false caveat: "description" (the shared datasets' files hold one per action) and a
+    field of one's own starting with '_'."""
+    from test_hostile_pass20_passV import described
+    path = _descriptions_with(tmp_path, description='Boil the water.', _note='mine')
+    _, logged = described(KITCHEN / 'taxonomy.json', path, monkeypatch)
+    assert logged == []
