@@ -117,3 +117,49 @@ def test_description_and_own_fields_of_a_state_description_are_not_flagged(tmp_p
     path = _descriptions_with(tmp_path, description='Boil the water.', _note='mine')
     _, logged = described(KITCHEN / 'taxonomy.json', path, monkeypatch)
     assert logged == []
+
+
+# ------------------------------------------------ K1, K2 (false refusals), K4, K5: COIN records
+COIN = REPO.parent / 'shared' / 'data' / 'coin'
+
+
+def _coin_read(tmp_path, edit):
+    from vpn_plugin.datasets.annotations import read_coin_annotations
+    if not (COIN / 'taxonomy.json').is_file():
+        pytest.skip('no ../shared/data/coin')
+    entries = json.loads((COIN / 'annotations' / 'coin_test_30.json').read_text())[:3]
+    edit(next(iter(entries[0].values())))
+    path = tmp_path / 'coin.json'
+    path.write_text(json.dumps(entries))
+    return read_coin_annotations(path, load_taxonomy(COIN / 'taxonomy.json'))
+
+
+def _label(value):
+    return lambda record: record['annotation'][0].update(label=value(record['annotation'][0]
+                                                                       ['label']))
+
+
+@pytest.mark.parametrize('respell', [str.upper, lambda label: f'  {label.title()}. ',
+                                     lambda label: label.replace(' ', '-')])
+def test_a_coin_label_spelled_otherwise_is_its_action_s_name(tmp_path, respell):
+    """Before: a label differing from the taxonomy's name in case, spaces or punctuation was
+    "a step label contradicting its id" (the video refused) while a window file's "actions"
+    are compared by ``normalized_name``: one comparison of names."""
+    videos, bad = _coin_read(tmp_path, _label(respell))
+    plain, _ = _coin_read(tmp_path, lambda record: None)
+    assert not bad and [v.steps for v in videos] == [v.steps for v in plain]
+
+
+def test_a_coin_label_of_another_action_is_still_refused(tmp_path):
+    videos, bad = _coin_read(tmp_path, _label(lambda label: 'put down the hair and comb'))
+    assert len(videos) == 2 and 'field "label" = \'put down the hair and comb\', but action' \
+        in str(bad[0])
+
+
+@pytest.mark.parametrize('value', [122.0, '122'])
+def test_a_coin_task_index_of_another_type_says_an_integer_is_expected(tmp_path, value):
+    """Before: 'field "recipe_type" = 122.0 is not a task index of the taxonomy (0..179)'
+    (122 is in 0..179): the expected type was not said."""
+    _, bad = _coin_read(tmp_path, lambda record: record.update(recipe_type=value))
+    assert f'field "recipe_type" = {value!r} is not a task index' in str(bad[0])
+    assert '(0..179); expected an integer in that range' in str(bad[0])

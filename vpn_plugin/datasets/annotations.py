@@ -456,7 +456,7 @@ def _coin_video(path, i, vid, record, taxonomy, warnings=None) -> VideoAnnotatio
                             f'{path}: {where} (vid {plain_text(vid)}): field "recipe_type" = '
                             f'{task!r} is not '
                             f'a task index of the taxonomy {taxonomy.path} '
-                            f'(0..{taxonomy.num_tasks - 1})')
+                            f'(0..{taxonomy.num_tasks - 1}); expected an integer in that range')
     if str(record['class']) != taxonomy.task_names[task]:
         raise BadVideoError(vid, 'task name does not match',
                             f'{path}: {where} (vid {plain_text(vid)}): field "class" = '
@@ -492,7 +492,10 @@ def _coin_step(path, where, vid, step, task, taxonomy) -> Tuple[float, float, in
     _check_step(path, vid, where, start, end, action, taxonomy)
     _check_action_task(path, vid, where, action, task, taxonomy)
     label = step.get('label')  # COIN's own name of the step: all 39,409 agree with the taxonomy
-    if label is not None and label != taxonomy.action_names[action]:
+    # compared as names are everywhere (a window file's "actions" too): case, spaces and
+    # punctuation ignored
+    if label is not None and (normalized_name(label)
+                              != normalized_name(taxonomy.action_names[action])):
         raise BadVideoError(vid, 'step label contradicts its id',
                             f'{path}: {where} (vid {plain_text(vid)}): field "label" = {label!r}, '
                             f'but action '
