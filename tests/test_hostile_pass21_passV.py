@@ -163,3 +163,33 @@ def test_a_coin_task_index_of_another_type_says_an_integer_is_expected(tmp_path,
     _, bad = _coin_read(tmp_path, lambda record: record.update(recipe_type=value))
     assert f'field "recipe_type" = {value!r} is not a task index' in str(bad[0])
     assert '(0..179); expected an integer in that range' in str(bad[0])
+
+
+# ------------------------------------------------ W15, W16 (false refusals): a window's "task"
+def _window(task) -> dict:
+    return {'id': {'vid': 'tea_12', 'task': task, 'feature': '0_make_tea_tea_12.npy',
+                   'legal_range': [[4, 20, 0], [23, 38, 1], [44, 54, 2]], 'task_id': 0,
+                   'task_name': 'make_tea',
+                   'actions': ['boil water', 'put tea bag in cup', 'pour water into cup']},
+            'instruction_len': 4}
+
+
+def _read_windows(tmp_path, task):
+    from vpn_plugin.datasets.annotations import read_window_file
+    path = tmp_path / 'windows.json'
+    path.write_text(json.dumps([_window(task)]))
+    return read_window_file(path, load_taxonomy(KITCHEN / 'taxonomy.json'), 3)
+
+
+@pytest.mark.parametrize('task', ['make_tea', '0_make_tea', 0, '0'])
+def test_a_window_s_task_in_any_spelling_of_its_task_is_read(tmp_path, task):
+    """Before: "task": "0_make_tea" (the taxonomy file's own key, as test.json writes it) or
+    0 was refused as 'contradicts "task_id" = 0 (task 'make_tea')': the same task."""
+    windows, bad = _read_windows(tmp_path, task)
+    assert not bad and [w.task for w in windows] == [0]
+
+
+@pytest.mark.parametrize('task', ['1_make_toast', 'make_toast', 1, 'Make Tea'])
+def test_a_window_s_task_of_another_task_is_still_refused(tmp_path, task):
+    windows, bad = _read_windows(tmp_path, task)
+    assert not windows and f'field "task" = {task!r} contradicts "task_id" = 0' in str(bad[0])

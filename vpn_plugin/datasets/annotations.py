@@ -801,6 +801,15 @@ def _instruction_len(path, i, vid, sample, horizon: int) -> int:
     return steps
 
 
+def _names_task(taxonomy: Taxonomy, key, task: int) -> bool:
+    """Whether ``key`` names task ``task`` in any spelling ``Taxonomy.task_index`` reads (its
+    key, name, file key '0_make_tea' or index: the per-video JSON's "task" rule)."""
+    try:
+        return taxonomy.task_index(key) == task
+    except ValueError:
+        return False
+
+
 def _check_window_names(path, i, vid, meta, stem, task, actions, taxonomy) -> None:
     """The names a window sample carries besides its ids must agree with them: ``vid`` with
     the feature file, ``task`` (key) and ``task_name`` with ``task_id``, ``actions`` with the
@@ -809,7 +818,7 @@ def _check_window_names(path, i, vid, meta, stem, task, actions, taxonomy) -> No
     problems = []
     if 'vid' in meta and stem != vid and not stem.endswith(f'_{vid}'):
         problems.append(f'"vid" = {vid!r} contradicts "feature" = {meta["feature"]!r}')
-    if 'task' in meta and 'task_id' in meta and str(meta['task']) != taxonomy.task_keys[task]:
+    if 'task' in meta and 'task_id' in meta and not _names_task(taxonomy, meta['task'], task):
         problems.append(f'"task" = {meta["task"]!r} contradicts "task_id" = {task} (task '
                         f'{taxonomy.task_keys[task]!r})')
     if ('task_name' in meta and normalized_name(str(meta['task_name']))
