@@ -43,6 +43,7 @@ results reader refuses values outside a metric's range.
 """
 from __future__ import annotations
 
+import os
 import re
 import sys
 import typing
@@ -60,7 +61,7 @@ from .provenance import (SYNTHETIC_MARK, UNUSABLE_MARK, check_feature_mix, featu
 from vpn_plugin.outputs import (REPORT_LATEX_MARKER, REPORT_MARKDOWN_MARKER, markdown_row,
                                 markdown_text, money_text)
 from .results import (AVERAGED_DATASETS, METRIC_LABELS, METRIC_RANGES, SHORTENED_MARK,
-                      ResultRow, caveat_lines, check_rows_match_configs, renamed,
+                      ResultRow, caveat_lines, check_rows_match_configs, config_file, renamed,
                       identity_text, row_from_dict, row_source, shortened_reason)
 
 DEFAULT_METRICS = ('success_rate', 'mean_accuracy', 'miou_set')
@@ -395,12 +396,15 @@ def check_one_run_per_cell(rows, free_variant=()) -> None:
         groups.setdefault((row.method, row.dataset, row.horizon, free), []).append(row)
     for (method, dataset, horizon, _), members in groups.items():
         for name in CELL_IDENTITY:
-            values = {}
+            values, shown = {}, {}
             for row in members:
-                values.setdefault(_identity_value(row, name, free_variant), []).append(row.seed)
+                value = _identity_value(row, name, free_variant)
+                values.setdefault(value, []).append(row.seed)
+                shown.setdefault(value, set()).add(
+                    _config_shown(row.config) if name == 'config' else value)
             if len(values) > 1:
-                found = '; '.join(f'{value} (seed{"s" * (len(seeds) > 1)} '
-                                  f'{", ".join(map(str, sorted(seeds)))})'
+                found = '; '.join(f'{" or ".join(sorted(shown[value]))} (seed'
+                                  f'{"s" * (len(seeds) > 1)} {", ".join(map(str, sorted(seeds)))})'
                                   for value, seeds in values.items())
                 raise ValueError(
                     f'rows of method {method!r} (dataset {dataset!r}, T={horizon}) differ in '
@@ -421,7 +425,30 @@ def _identity_value(row: ResultRow, name: str, free_variant=()) -> str:
         value = 'shortened' if shortened_reason(row) else 'full run'
     if name == 'train_horizon' and value is None:  # null: trained at the row's own horizon
         value = row.horizon
+    if name == 'config':
+        return _config_identity(value)
     return identity_text(value)
+
+
+def _config_identity(config: str) -> str:
+    """The config a row names as one file, however it is spelt (``/abs/configs/x.py``,
+    ``configs/x.py``, ``./x.py`` from another folder, a link to it): the resolved file
+    (``results.config_file``, links followed) and the bytes of it and its ``_base_`` files
+    (``configs.config_content``); two files of one name are two configs. A name that is no
+    file here (a model name, another machine's path) is its text."""
+    from .configs import config_content
+    found = config_file(config)
+    if found is None:
+        return identity_text(config)
+    resolved = os.path.realpath(found)
+    return identity_text(['file', resolved, config_content(resolved)])
+
+
+def _config_shown(config: str) -> str:
+    """A row's config as the refusal names it: as written, and the file it is here."""
+    found = config_file(config)
+    resolved = found and os.path.realpath(found)
+    return identity_text(config) + (f' (the file {resolved})' if resolved and resolved != config else '')
 
 
 def _collect(rows, metrics) -> dict:

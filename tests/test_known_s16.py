@@ -1,0 +1,50 @@
+"""Issue 37, the known items closing15 left (fixKnown, session 16), each failing on 3ce84f9
+(checked in a worktree of it) unless it says it guards a valid input."""
+import os
+import shutil
+from pathlib import Path
+
+import pytest
+
+from tool_modules import load_tool
+
+REPO = Path(__file__).resolve().parents[1]
+KEPT = REPO / 'docs' / 'results_data' / 'main_t3_crosstask.jsonl'
+VPN_T3 = 'configs/vpn_crosstask_t3.py'
+
+
+# ------------------------------------ 1 (N_mixspell2): one config however its rows spell it
+def _spelt(rows, spellings):
+    """The ViterbiPlanNet rows of ``rows``, seed s naming its config as ``spellings[s]``."""
+    for row in rows:
+        if row.method == 'ViterbiPlanNet' and row.seed in spellings:
+            row.config = spellings[row.seed]
+    return rows
+
+
+def test_rows_spelling_one_config_three_ways_share_a_cell(tmp_path, monkeypatch):
+    """Before (passC N_mixspell2): rows naming one config as ``/abs/configs/x.py``,
+    ``configs/x.py`` and through a link (``./x.py`` from another folder) were refused as
+    "differ in config". Now the cell groups the resolved file and its content."""
+    from vpn_plugin.protocol.report import build_table
+    from vpn_plugin.protocol.results import read_results
+    os.symlink(REPO / VPN_T3, tmp_path / 'x.py')
+    monkeypatch.chdir(tmp_path)  # another working directory: configs/x.py is the repository's
+    rows = _spelt(read_results(KEPT), {0: str(REPO / VPN_T3), 1: './x.py', 2: VPN_T3})
+    table = build_table(rows, metrics=('success_rate',))
+    assert table.cells == build_table(read_results(KEPT), metrics=('success_rate',)).cells
+
+
+def test_two_configs_of_one_name_stay_apart(tmp_path):
+    """Guard: two files named alike but of other content (``a/x.py``, ``b/x.py``) are two
+    run settings, named with the files they are."""
+    from vpn_plugin.protocol.report import build_table
+    from vpn_plugin.protocol.results import read_results
+    for folder, note in (('a', '# one\n'), ('b', '# another\n')):
+        (tmp_path / folder).mkdir()
+        (tmp_path / folder / 'x.py').write_text(f'_base_ = [{str(REPO / VPN_T3)!r}]\n{note}')
+    rows = _spelt(read_results(KEPT), {0: str(tmp_path / 'a/x.py'), 1: str(tmp_path / 'b/x.py'),
+                                       2: str(tmp_path / 'b/x.py')})
+    with pytest.raises(ValueError, match=r'differ in config: ".*/a/x.py" \(seed 0\); '
+                       r'".*/b/x.py" \(seeds 1, 2\)'):
+        build_table(rows, metrics=('success_rate',))
