@@ -88,3 +88,36 @@ def test_a_training_refused_before_it_began_keeps_an_existing_work_dir_as_it_was
     before = {p.name: p.read_bytes() for p in work_dir.iterdir()}
     _train_refused_before_it_began(tiny_crosstask, tmp_path, work_dir)
     assert {p.name: p.read_bytes() for p in work_dir.iterdir()} == before
+
+
+# ------------------------------------ 3: an output's suffix compared without case
+@pytest.mark.parametrize('name, kind', [('X.JSON', 'metrics'), ('X.NPY', 'text_features'),
+                                        ('X.JSONL', 'results'), ('X.Npz', 'features'),
+                                        ('T.TEX', 'report_latex')])
+def test_an_output_suffix_in_capitals_is_that_format(tmp_path, name, kind):
+    """Before (passV): ``--out X.JSON`` / ``X.NPY`` / ``X.JSONL`` were refused "expected a
+    file name ending in .json" by every tool (outputs.check_output's suffix rule was
+    case-sensitive). Now one rule (``outputs.has_suffix``) compares without case."""
+    from vpn_plugin.outputs import check_output
+    assert check_output(tmp_path / name, kind, '--out') == tmp_path / name
+
+
+def test_another_suffix_is_still_refused(tmp_path):
+    """Guard: a name of another format is refused as before (case aside)."""
+    from vpn_plugin.outputs import check_output
+    for name in ('X.txt', 'X.JSON.bak', 'X.NPZ'):
+        with pytest.raises(ValueError, match='expected a file name ending in .npy'):
+            check_output(tmp_path / name, 'text_features', '--out')
+
+
+def test_a_results_file_named_in_capitals_is_written_and_read(tmp_path):
+    """Before: rows appended to ``R.JSONL`` were refused ("use a .jsonl name") and reading it
+    said 'unknown results format ".JSONL"'; llm_eval refused ``--out R.JSONL``."""
+    from vpn_plugin.protocol.results import append_result, read_results
+    row = read_results(KEPT)[0]
+    assert append_result(tmp_path / 'R.JSONL', row)
+    assert read_results(tmp_path / 'R.JSONL') == [row]
+    args = load_tool('llm_eval').parse_args(['--config', VPN_T3, '--model', 'm', '--base-url',
+                                             'http://localhost:1/v1',
+                                             '--out', str(tmp_path / 'L.JSONL')])
+    assert args.out == str(tmp_path / 'L.JSONL')

@@ -140,6 +140,7 @@ from vpn_plugin.errors import (check_file, check_names, decimal_number, json_lin
                                unique_keys)
 
 from vpn_plugin.locks import exclusive_lock, lock_path_of
+from vpn_plugin.outputs import name_suffix
 from .provenance import averaged_features
 
 METRIC_LABELS = {'success_rate': 'SR', 'mean_accuracy': 'mAcc', 'miou_set': 'mIoU',
@@ -376,9 +377,9 @@ def read_results(paths: str | Path | Iterable[str | Path], *,
     check_distinct_files(paths)
     for path in paths:
         check_file(path, 'results file', missing=f'results file not found: {path}')
-        if path.suffix == '.csv':
+        if name_suffix(path) == '.csv':
             found = _resolve_paths(_read_csv(path), path)
-        elif path.suffix in ('.jsonl', '.json'):
+        elif name_suffix(path) in ('.jsonl', '.json'):
             found = _resolve_paths(_read_json(path), path)
         else:
             raise ValueError(f'{path}: unknown results format "{path.suffix}"; '
@@ -428,7 +429,7 @@ def check_method_spelling(rows: list[ResultRow]) -> None:
 
 def _read_json(path: Path) -> list[ResultRow]:
     text = _read_text(path)
-    if path.suffix == '.json' and text.lstrip().startswith('['):
+    if name_suffix(path) == '.json' and text.lstrip().startswith('['):
         records = _loads(text, str(path))
         return [row_from_dict(r, f'{path}[{i}]') for i, r in enumerate(records)]
     return [_read_json_line(line, f'{path}:{number}')
@@ -573,7 +574,7 @@ def drop_replaced_rows(path: PathLike) -> list[str]:
     ``file:line`` (none: the file is left as it is). A protocol run again calls it first: a
     file that a resume by an older runner left with both rows is read by report.py again."""
     path = Path(path)
-    if not path.is_file() or path.suffix != '.jsonl':
+    if not path.is_file() or name_suffix(path) != '.jsonl':
         return []
     with locked_results(path):
         lines = _keyed_lines(path, rows=True)
@@ -659,7 +660,7 @@ def locked_results(path: str | Path, wait: bool = True):
 
 def _jsonl_path(path) -> Path:
     path = Path(path)
-    if path.suffix != '.jsonl':
+    if name_suffix(path) != '.jsonl':
         raise ValueError(f'{path}: results rows go to JSON Lines files; use a .jsonl name')
     path.parent.mkdir(parents=True, exist_ok=True)
     return path
