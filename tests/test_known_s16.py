@@ -121,3 +121,64 @@ def test_a_results_file_named_in_capitals_is_written_and_read(tmp_path):
                                              'http://localhost:1/v1',
                                              '--out', str(tmp_path / 'L.JSONL')])
     assert args.out == str(tmp_path / 'L.JSONL')
+
+
+# ------------------------------------ 4: marks and a Δ as printed; the .tex comment
+def _rows(method, scores):
+    from vpn_plugin.protocol.results import ResultRow
+    return [ResultRow(method=method, seed=seed, horizon=3, dataset='crosstask',
+                      protocol='p', metrics={'success_rate': score})
+            for seed, score in enumerate(scores)]
+
+
+def _table(*methods):
+    from vpn_plugin.protocol.report import build_table
+    return build_table([r for name, scores in methods for r in _rows(name, scores)],
+                       metrics=('success_rate',), num_resamples=200, num_diff_resamples=200)
+
+
+def test_means_that_print_alike_share_the_mark():
+    """Before (passP): 30.004 and 29.996 both printed 30.00, one bold and one underlined (the
+    mark followed the unrounded mean). Now both are bold, the next underlined, and the
+    caption says the rule."""
+    from vpn_plugin.protocol.report import to_latex, to_markdown
+    table = _table(('A', [30.004] * 5), ('B', [29.996] * 5), ('C', [20.0] * 5))
+    markdown = to_markdown(table)
+    assert '| A | **30.00 ± 0.00** |' in markdown and '| B | **30.00 ± 0.00** |' in markdown
+    assert '| C | <u>20.00 ± 0.00</u> |' in markdown
+    assert 'means that print alike share the mark' in markdown
+    assert r'B & \textbf{30.00' in to_latex(table)
+    assert '| B | <u>29.996 ± 0.000</u> |' in to_markdown(table, digits=3)  # apart at 3
+
+
+def test_marks_of_means_that_print_apart_say_nothing_new():
+    """Guard: without a printed tie the caption is as before (no rule sentence)."""
+    from vpn_plugin.protocol.report import to_markdown
+    markdown = to_markdown(_table(('A', [31.0, 30.0, 32.0]), ('B', [20.0, 21.0, 22.0])))
+    assert 'print alike' not in markdown and '| A | **31.00' in markdown
+    assert 'rounds to zero' not in markdown
+
+
+def test_a_significant_delta_never_prints_as_zero():
+    """Before (passP): a Δ of 0.002 whose interval excludes 0 printed "+0.00*". Now it
+    prints with the decimals that show it ("+0.002*"), and the caption says so."""
+    from vpn_plugin.protocol.report import to_markdown
+    markdown = to_markdown(_table(('A', [50.001, 50.002, 50.003, 50.001, 50.002]),
+                                  ('B', [50.0] * 5)))
+    delta = markdown.split('| Δ |')[1].split('|')[0].strip()
+    assert delta.startswith('+0.002*'), delta
+    assert 'rounds to zero is printed with the decimals that show it' in markdown
+
+
+@pytest.mark.parametrize('name, comment', [('Réseau é ñ ß – Łódź', False),
+                                           ('Ранний', True), ('ąę', True), ('a ≤ b', True)])
+def test_the_tex_comment_names_only_characters_pdflatex_does_not_set(name, comment):
+    """Before (passP): any non-ASCII character (é, which pdfLaTeX sets) drew "compile with
+    LuaLaTeX". Now only the characters pdfLaTeX does not set are named (checked by
+    compiling each with pdflatex, TeX Live 2022)."""
+    from vpn_plugin.protocol.report import to_latex
+    latex = to_latex(_table((name, [30.0, 31.0, 32.0]), ('B', [20.0, 21.0, 22.0])))
+    assert ('LuaLaTeX' in latex) == comment, latex.splitlines()[1]
+    if comment:
+        assert latex.splitlines()[1].startswith("% holds characters pdfLaTeX does not set")
+        assert 'é' not in latex.splitlines()[1]
