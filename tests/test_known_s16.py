@@ -182,3 +182,55 @@ def test_the_tex_comment_names_only_characters_pdflatex_does_not_set(name, comme
     if comment:
         assert latex.splitlines()[1].startswith("% holds characters pdfLaTeX does not set")
         assert 'é' not in latex.splitlines()[1]
+
+
+# ------------------------------------ 5: run_protocol --status and --partition ''
+def _status_of_finished_schema(tmp_path, kept_methods):
+    """--status of standard_niv's SCHEMA unit (two rows: 'SCHEMA', 'SCHEMA w/o PKG'; T=3,
+    seed 0, smoke), finished, with only the rows of ``kept_methods`` in its results file."""
+    import json
+    from mmengine.config import Config
+    from vpn_plugin.protocol.results import append_result
+    from vpn_plugin.protocol.runner import ProtocolRunner, expand_units
+    from vpn_plugin.protocol.status import unit_statuses
+    protocol = Config.fromfile(REPO / 'configs/protocol/standard_niv.py')
+    (unit,) = [unit for unit in expand_units(protocol, seeds=[0], horizons=[3])
+               if unit.slug == 'SCHEMA']
+    assert [spec.method for spec in unit.tests] == ['SCHEMA', 'SCHEMA w/o PKG']
+    runner = ProtocolRunner(protocol, tmp_path / 'out', smoke=True)
+    work_dir = Path(runner.work_dir(unit))
+    work_dir.mkdir(parents=True)
+    (work_dir / 'unit_state.json').write_text(json.dumps(
+        dict(state='done', started=1.0, ended=2.0, pid=1, host='vm', attempts=1)))
+    for spec in unit.tests:
+        if spec.method in kept_methods:
+            append_result(runner.results_file, runner.row_for(unit, spec, metrics={
+                'success_rate': 1.0}))
+    (status,) = unit_statuses(runner, [unit], queue=lambda jobs: {})
+    return status
+
+
+def test_status_names_the_one_missing_row_of_a_finished_unit(tmp_path):
+    """Before (passP): with one of its two rows deleted, --status said "its rows are not in
+    ..." (as if both were gone). Now it names the missing one."""
+    status = _status_of_finished_schema(tmp_path, ['SCHEMA'])
+    assert status.state == 'interrupted'
+    assert "its run finished, but 1 of its 2 rows is (method 'SCHEMA w/o PKG', T=3) not in" \
+        in status.why, status.why
+
+
+def test_status_of_a_finished_unit_without_its_rows_is_unchanged(tmp_path):
+    """Guard: both rows missing: "its rows are not in" as before."""
+    status = _status_of_finished_schema(tmp_path, [])
+    assert 'its run finished, but its rows are not in' in status.why, status.why
+
+
+def test_an_empty_partition_is_named_empty(capsys):
+    """Before (passP): ``--launcher slurm --partition ''`` said "needs --partition" (it was
+    given). Now: an empty value."""
+    with pytest.raises(SystemExit):
+        load_tool('run_protocol').parse_args(['configs/protocol/standard_niv.py', '--launcher',
+                                              'slurm', '--partition', ''])
+    error = capsys.readouterr().err
+    assert "--partition '': an empty value; expected the name of a Slurm partition" in error
+    assert 'needs --partition' not in error
