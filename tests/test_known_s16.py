@@ -234,3 +234,32 @@ def test_an_empty_partition_is_named_empty(capsys):
     error = capsys.readouterr().err
     assert "--partition '': an empty value; expected the name of a Slurm partition" in error
     assert 'needs --partition' not in error
+
+
+# ------------------------------------ 6: a variable rate is not "the file's own"
+def test_a_variable_rate_refusal_names_ffmpegs_tbr_not_the_files_own_rate():
+    """Before (passV): a variable-frame-rate mkv ('29.5 fps, 120 tbr') refused under
+    --native-fps said "at the file's own 120 fps". Now the 120 is named as ffmpeg's tbr beside
+    the rate the stream states."""
+    from vpn_plugin.video.decode import UnreadableVideoError, VideoHeader, check_time_step
+    from vpn_plugin.video.recipe import FrameRecipe
+    header = VideoHeader('matroska,webm', ('Video: h264 (High), yuv420p, 64x48, 29.5 fps, '
+                                           '120 tbr, 1k tbn (default)',), 4.0)
+    with pytest.raises(UnreadableVideoError) as refused:
+        check_time_step('v.mkv', header, FrameRecipe(fps=None))
+    message = str(refused.value)
+    assert "chunk 16 at 120 fps (ffmpeg's 'tbr' of its video stream, the rate it gives its " \
+        "frames at; the stream states 29.5 fps on average: a variable frame rate) " \
+        "(--native-fps): one feature row per 0.1333 s" in message, message
+    assert "file's own" not in message
+
+
+def test_a_constant_rate_refusal_still_names_the_files_own_rate():
+    """Guard: '30 fps, 30 tbr' (and a stream stating only '30 fps') is the file's own rate."""
+    from vpn_plugin.video.decode import UnreadableVideoError, VideoHeader, check_time_step
+    from vpn_plugin.video.recipe import FrameRecipe
+    for stream in ('Video: h264, yuv420p, 64x48, 30 fps, 30 tbr, 15360 tbn',
+                   'Video: mjpeg, yuvj420p, 64x48, 30 fps'):
+        with pytest.raises(UnreadableVideoError, match=r"chunk 16 at the file's own 30 fps "
+                           r'\(--native-fps\): one feature row per 0.5333 s'):
+            check_time_step('v.mp4', VideoHeader('mov', (stream,), 2.0), FrameRecipe(fps=None))

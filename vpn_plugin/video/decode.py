@@ -208,6 +208,23 @@ def stream_fps(header: VideoHeader) -> Optional[float]:
     return float(found.group(1)) if found else None
 
 
+def stream_rate_words(header: VideoHeader) -> str:
+    """What is known of :func:`stream_fps`, for messages: "the file's own 30 fps" when the
+    stream states the rate ffmpeg gives its frames at; a 'tbr' of another rate than the one
+    stated (a variable frame rate) or none stated is named as ffmpeg's 'tbr', never as the
+    file's own rate."""
+    video = [s for s in header.streams if s.startswith('Video:')]
+    tbr = next((m for m in map(STREAM_TBR.search, video) if m), None)
+    stated = next((m for m in map(STREAM_FPS.search, video) if m), None)
+    fps = stream_fps(header)
+    if tbr is None or (stated is not None and float(stated.group(1)) == fps):
+        return f"the file's own {fps:g} fps"
+    average = (f'the stream states {float(stated.group(1)):g} fps on average: a variable frame '
+               'rate' if stated else 'the stream states no rate')
+    return (f"{fps:g} fps (ffmpeg's 'tbr' of its video stream, the rate it gives its frames "
+            f'at; {average})')
+
+
 def check_time_step(path, header: VideoHeader, recipe: FrameRecipe) -> None:
     """``UnreadableVideoError`` unless ``recipe`` gives one feature row per second of this
     video (``row_seconds_problem`` over its seconds: rows of about a second read only while
@@ -226,7 +243,8 @@ def check_time_step(path, header: VideoHeader, recipe: FrameRecipe) -> None:
                                              '(--native-fps) cannot be told; give --fps')
     rows = (None if header.seconds is None
             else math.ceil(header.seconds * (recipe.fps or native) / recipe.chunk))
-    problem = row_seconds_problem(recipe.as_dict(), native, rows)
+    problem = row_seconds_problem(recipe.as_dict(), native, rows,
+                                  stream_rate_words(header) if native is not None else '')
     if problem:
         raise UnreadableVideoError(path, f'{problem}: give --fps {recipe.chunk} (its frames '
                                          f'resampled to {recipe.chunk} per second)')
