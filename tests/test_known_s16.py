@@ -263,3 +263,42 @@ def test_a_constant_rate_refusal_still_names_the_files_own_rate():
         with pytest.raises(UnreadableVideoError, match=r"chunk 16 at the file's own 30 fps "
                            r'\(--native-fps\): one feature row per 0.5333 s'):
             check_time_step('v.mp4', VideoHeader('mov', (stream,), 2.0), FrameRecipe(fps=None))
+
+
+# ------------------------------------ 7: the reply cache keyed on what decides the reply
+def test_a_server_restarted_on_another_port_is_served_from_the_cache(tmp_path):
+    """Before (passL): the reply-cache key held the endpoint's port: the same server (model,
+    prompt, sampling) restarted on another port missed every entry and was paid again. Now
+    the key holds the endpoint without its port; another model still misses, and an edited
+    entry is still discarded (the keyed checksum)."""
+    import json
+    from fake_openai_server import FakeOpenAIServer
+    from vpn_plugin.baselines.llm.backends import OpenAIChatBackend
+    messages = [{'role': 'user', 'content': 'plan it'}]
+    reply = lambda prompt, attempt: {'text': '[1, 2, 3]'}  # noqa: E731
+
+    def ask(server, model='m'):
+        return OpenAIChatBackend(server.base_url, model, cache_dir=tmp_path / 'cache',
+                                 max_retries=0).complete(messages)
+    with FakeOpenAIServer(reply) as first:
+        assert not ask(first).cached and len(first.requests) == 1
+    with FakeOpenAIServer(reply) as second:
+        assert second.base_url != first.base_url
+        assert ask(second).cached and second.requests == []
+        assert not ask(second, model='other').cached and len(second.requests) == 1
+        (entry,) = [p for p in (tmp_path / 'cache').glob('*/*.json')
+                    if json.loads(p.read_text())['request']['model'] == 'm']
+        entry.write_text(entry.read_text().replace('[1, 2, 3]', '[3, 2, 1]'))
+        assert not ask(second).cached and len(second.requests) == 2
+
+
+def test_the_cache_endpoint_drops_only_the_port():
+    """Guard: host, scheme and path still tell servers apart; a local model's endpoint (its
+    files' hash) is kept whole."""
+    from vpn_plugin.baselines.llm.backends import cache_endpoint
+    assert cache_endpoint('http://127.0.0.1:8001/v1') == 'http://127.0.0.1/v1'
+    assert cache_endpoint('http://LocalHost:8000/v1/') == 'http://localhost/v1'
+    assert cache_endpoint('https://api.example.org/v1') == 'https://api.example.org/v1'
+    assert cache_endpoint('http://[::1]:9000/v1') == 'http://[::1]/v1'
+    assert cache_endpoint('http://a.example:1/v1') != cache_endpoint('http://b.example:1/v1')
+    assert cache_endpoint('transformers:cpu files sha256:ab') == 'transformers:cpu files sha256:ab'

@@ -91,7 +91,8 @@ class ResponseCache:
     :func:`checked_reply`, so an interrupted run leaves only complete entries and a rerun pays
     only for the requests that are missing. An entry that does not read back as a valid reply
     (a damaged disk, another version's format) is named on stderr, deleted and asked again.
-    Each entry records its request (:meth:`request_record`: endpoint, model, settings, hash of
+    Each entry records its request (:meth:`request_record`: endpoint without its port
+    (:func:`cache_endpoint`), model, settings, hash of
     the prompt), its key and a keyed checksum (HMAC-SHA256) of the reply bound to its key and
     request: an entry copied under another key, whose reply was edited after it was written,
     or written without the cache's secret key (by hand, another cache, an older version), is
@@ -327,8 +328,9 @@ class CachedChatBackend:
     def _cached_request(self, messages: list) -> ChatReply:
         """One lock per key (threads, then processes sharing the cache): identical requests
         in flight at once are paid for only once."""
-        key = ResponseCache.key(self.endpoint, self.model, messages, self.params)
-        request = ResponseCache.request_record(self.endpoint, self.model, messages, self.params)
+        answerer = cache_endpoint(self.endpoint)
+        key = ResponseCache.key(answerer, self.model, messages, self.params)
+        request = ResponseCache.request_record(answerer, self.model, messages, self.params)
         with self._locks_guard:
             lock = self._key_locks.setdefault(key, threading.Lock())
         with lock, self.cache.locked(key):
@@ -344,6 +346,19 @@ class CachedChatBackend:
 
     def _request(self, messages: list) -> ChatReply:
         raise NotImplementedError
+
+
+def cache_endpoint(endpoint: str) -> str:
+    """Who answers, as a cache key holds it: an HTTP(S) endpoint without its port (a server
+    restarted on another port answers the same model, prompt and sampling alike: its replies
+    are served from the cache), host in lower case; another backend's endpoint as it is (a
+    local model: its device and files' hash)."""
+    from urllib.parse import urlsplit
+    parts = urlsplit(endpoint)
+    if parts.scheme not in ('http', 'https') or not parts.hostname:
+        return endpoint
+    host = f'[{parts.hostname}]' if ':' in parts.hostname else parts.hostname
+    return f'{parts.scheme}://{host}{parts.path.rstrip("/")}'
 
 
 class OpenAIChatBackend(CachedChatBackend):
