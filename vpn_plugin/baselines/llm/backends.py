@@ -85,14 +85,14 @@ def _warn(message: str) -> None:
 
 class ResponseCache:
     """One JSON file per request under ``root``, keyed by a hash of everything that changes a
-    reply: the endpoint (base URL or local model path), model, messages and sampling params.
+    reply: the endpoint (base URL without its port, :func:`cache_endpoint`, or the local model),
+    model, messages and sampling params.
 
     Entries are written atomically (temp file + rename) and only for replies that passed
     :func:`checked_reply`, so an interrupted run leaves only complete entries and a rerun pays
     only for the requests that are missing. An entry that does not read back as a valid reply
     (a damaged disk, another version's format) is named on stderr, deleted and asked again.
-    Each entry records its request (:meth:`request_record`: endpoint without its port
-    (:func:`cache_endpoint`), model, settings, hash of
+    Each entry records its request (:meth:`request_record`: endpoint, model, settings, hash of
     the prompt), its key and a keyed checksum (HMAC-SHA256) of the reply bound to its key and
     request: an entry copied under another key, whose reply was edited after it was written,
     or written without the cache's secret key (by hand, another cache, an older version), is
