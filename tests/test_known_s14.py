@@ -226,7 +226,7 @@ def test_the_extraction_progress_line_escapes_a_file_name_as_printed_lines_do():
     now escaped by the one rule of names in printed lines (``plain_text``; session 15: no
     longer the TSV escape, which stays the failures.tsv field's)."""
     import io
-    from vpn_plugin.outputs import plain_text
+    from vpn_plugin.errors import plain_text
     from vpn_plugin.video.extract import Progress, tsv_field
     stream = io.StringIO()
     progress = Progress(1, 0, stream, interval=0.0)

@@ -302,3 +302,34 @@ def test_the_cache_endpoint_drops_only_the_port():
     assert cache_endpoint('http://[::1]:9000/v1') == 'http://[::1]/v1'
     assert cache_endpoint('http://a.example:1/v1') != cache_endpoint('http://b.example:1/v1')
     assert cache_endpoint('transformers:cpu files sha256:ab') == 'transformers:cpu files sha256:ab'
+
+
+# ------------------------------------ 8: plain_text for a vid; one import path; no private import
+def test_a_missing_video_of_the_vlm_names_its_vid_as_plain_text(tmp_path):
+    """Before: ``find_video_source`` printed the vid with ``!r`` ('a\\nb' in quotes, a
+    second spelling beside every other "(video ...)" message). Now ``plain_text``."""
+    from vpn_plugin.baselines.llm.frames import find_video_source
+    with pytest.raises(FileNotFoundError) as missing:
+        find_video_source(tmp_path, 'a\nb')
+    message = str(missing.value)
+    assert message.startswith('video a\\nb: neither a folder ') and '\n' not in message
+    assert "'a" not in message
+
+
+def test_plain_text_and_the_results_helpers_have_one_import_path():
+    """Before: ``outputs.plain_text`` re-exported ``errors.plain_text`` (two import paths of
+    one function) and protocol/expected.py imported results.py's private ``_resolve_paths``
+    and ``_row_line``. Now one path each, public."""
+    import ast
+    import vpn_plugin.outputs as outputs
+    from vpn_plugin.protocol import results
+    assert not hasattr(outputs, 'plain_text')
+    assert callable(results.row_line) and callable(results.resolve_row_paths)
+    for file in [*(REPO / 'vpn_plugin').rglob('*.py'), *(REPO / 'tools').glob('*.py')]:
+        for node in ast.walk(ast.parse(file.read_text())):
+            if isinstance(node, ast.ImportFrom) and node.module and 'outputs' in node.module:
+                assert 'plain_text' not in [a.name for a in node.names], file
+    tree = ast.parse((REPO / 'vpn_plugin/protocol/expected.py').read_text())
+    private = [a.name for node in ast.walk(tree) if isinstance(node, ast.ImportFrom)
+               for a in node.names if a.name.startswith('_')]
+    assert private == []

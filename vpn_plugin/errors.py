@@ -205,8 +205,7 @@ def plain_text(text) -> str:
     text (a table's title, a summary line, a progress line, an error message): control and
     separator characters (a newline, tab, NUL, escape, U+2028) written as Python escapes
     (``\\n``), so that a name cannot break the line or forge one the tool never printed; every
-    other character as it is. The one rule for names in printed lines (also
-    ``outputs.plain_text``)."""
+    other character as it is. The one rule for names in printed lines."""
     return ''.join(c if c.isprintable() else repr(c)[1:-1] for c in str(text))
 
 

@@ -40,7 +40,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Iterable, Optional
 
-from .errors import file_on_the_way, json_lines, plain_text  # noqa: F401  (names in lines)
+from .errors import file_on_the_way, json_lines
 
 OVERWRITE_FLAG = '--overwrite'
 MARKER_BYTES = 1 << 20  # how far into a file a marker is looked for (they sit near the top)

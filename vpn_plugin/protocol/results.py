@@ -378,9 +378,9 @@ def read_results(paths: str | Path | Iterable[str | Path], *,
     for path in paths:
         check_file(path, 'results file', missing=f'results file not found: {path}')
         if name_suffix(path) == '.csv':
-            found = _resolve_paths(_read_csv(path), path)
+            found = resolve_row_paths(_read_csv(path), path)
         elif name_suffix(path) in ('.jsonl', '.json'):
-            found = _resolve_paths(_read_json(path), path)
+            found = resolve_row_paths(_read_json(path), path)
         else:
             raise ValueError(f'{path}: unknown results format "{path.suffix}"; '
                              'expected .jsonl, .json or .csv')
@@ -531,10 +531,10 @@ def append_result(path: PathLike, row: ResultRow) -> bool:
         if any(_is_replaced(old, replaced) for _, _, old, _ in lines):
             _rewrite(path, [line for _, line, old, _ in lines
                             if not _is_replaced(old, replaced)]
-                     + [_row_line(row, path)])
+                     + [row_line(row, path)])
             return True
         with path.open('a') as handle:
-            handle.write(_row_line(row, path) + '\n')
+            handle.write(row_line(row, path) + '\n')
     return True
 
 
@@ -604,17 +604,17 @@ def replace_result(path: PathLike, row: ResultRow) -> int:
     with locked_results(path):
         lines = _keyed_lines(path)
         kept = [line for key, line in lines if key != row.key()]
-        _rewrite(path, kept + [_row_line(row, path)])
+        _rewrite(path, kept + [row_line(row, path)])
     return len(lines) - len(kept)
 
 
 PATH_FIELDS = ('per_sample_file', 'work_dir')  # written relative to the results file's folder
 
 
-def _row_line(row: ResultRow, path: Path) -> str:
+def row_line(row: ResultRow, path: Path) -> str:
     """The JSON line of ``row`` in the results file ``path``: its paths that lie in the file's
     folder are written relative to that folder, so that a moved or copied protocol folder
-    reads its own files (:func:`_resolve_paths`); the others absolute (a relative one would
+    reads its own files (:func:`resolve_row_paths`); the others absolute (a relative one would
     be read from the file's folder)."""
     record = asdict(row)
     folder = path.parent.resolve()
@@ -630,14 +630,14 @@ def _row_line(row: ResultRow, path: Path) -> str:
 
 def results_text(rows: list[ResultRow], path: str | Path) -> str:
     """The JSON Lines text of ``rows`` as the results file ``path`` holds them (their paths in
-    its folder relative to it: :func:`_row_line`)."""
+    its folder relative to it: :func:`row_line`)."""
     path = Path(path)
-    return ''.join(_row_line(row, path) + '\n' for row in rows)
+    return ''.join(row_line(row, path) + '\n' for row in rows)
 
 
-def _resolve_paths(rows: list[ResultRow], path: Path) -> list[ResultRow]:
+def resolve_row_paths(rows: list[ResultRow], path: Path) -> list[ResultRow]:
     """A relative path of a row is read from the results file's folder (as
-    :func:`_row_line` writes it), never from the working directory: there, another copy of
+    :func:`row_line` writes it), never from the working directory: there, another copy of
     the protocol folder would be read without a word. Absolute paths are kept."""
     folder = path.parent.resolve()
     for row in rows:
@@ -678,7 +678,7 @@ def _keyed_lines(path: Path, rows: bool = False) -> list:
     read = [_read_json_line(line, f'{path}:{number}') for number, line in numbered]
     if rows:
         return [(row.key(), line, row, number) for row, (number, line)
-                in zip(_resolve_paths(read, path), numbered)]
+                in zip(resolve_row_paths(read, path), numbered)]
     return [(row.key(), line) for row, (_, line) in zip(read, numbered)]
 
 

@@ -8,6 +8,7 @@ from pathlib import Path
 import numpy as np
 
 from ...config_types import Count, NonNegative, PathLike, Positive, checked_arguments
+from ...errors import plain_text
 
 IMAGE_SUFFIXES = ('.jpg', '.jpeg', '.png', '.bmp')
 VIDEO_SUFFIXES = ('.mp4', '.avi', '.mkv', '.webm', '.mov')
@@ -35,8 +36,9 @@ def find_video_source(video_root: PathLike, vid: str) -> Path:
                    if p.suffix.lower() in VIDEO_SUFFIXES and p.suffix not in VIDEO_SUFFIXES)
     hint = (f'; the folder holds {" and ".join(other)}, whose extension differs only by case '
             '(not read: rename it)') if other else ''
-    raise FileNotFoundError(f'video {vid!r}: neither a folder {root / vid} nor a file '
-                            f'{root / vid}{{{",".join(VIDEO_SUFFIXES)}}}{hint}')
+    raise FileNotFoundError(f'video {plain_text(vid)}: neither a folder '
+                            f'{plain_text(root / vid)} nor a file {plain_text(root / vid)}'
+                            f'{{{",".join(VIDEO_SUFFIXES)}}}{plain_text(hint)}')
 
 
 @checked_arguments
