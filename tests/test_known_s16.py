@@ -333,3 +333,31 @@ def test_plain_text_and_the_results_helpers_have_one_import_path():
     private = [a.name for node in ast.walk(tree) if isinstance(node, ast.ImportFrom)
                for a in node.names if a.name.startswith('_')]
     assert private == []
+
+
+# ------------------------------------ 9: one wording of a broken link
+def test_every_reader_words_a_broken_link_one_way(tmp_path):
+    """Before: a dangling link was "a broken symbolic link to T, which does not exist"
+    (feature files), "a symlink that leads nowhere" (annotations), "(dangling link)"
+    (convert_features) beside errors.broken_link's "a symbolic link to T, which leads to no
+    file (a dangling link)". Now every reader says the last (``errors.link_problem``)."""
+    import os
+    from vpn_plugin.datasets.annotations import BadVideoError
+    from vpn_plugin.datasets.features import require_feature_file
+    from vpn_plugin.datasets.sources import why_absent
+    from vpn_plugin.errors import check_file
+    os.symlink('gone.npy', tmp_path / 'v.npy')
+    os.symlink('w.npy', tmp_path / 'w.npy')
+    wording = {'v.npy': 'a symbolic link to gone.npy, which leads to no file (a dangling link)',
+               'w.npy': 'a symbolic link to w.npy, which leads back to itself (a loop of links)'}
+    for name, said in wording.items():
+        path = tmp_path / name
+        with pytest.raises(BadVideoError) as refused:
+            require_feature_file(path, 'v')
+        assert f'{name} (video v) is {said}; expected a link to a feature file' \
+            in str(refused.value)
+        assert why_absent(path) == f'is {said}'
+        assert load_tool('convert_features').entry_kind(path) == f'{name} ({said})'
+        with pytest.raises(FileNotFoundError, match=f'{name} is {said}'.replace('(', r'\(')
+                           .replace(')', r'\)')):
+            check_file(path, 'feature file')

@@ -16,7 +16,7 @@ from typing import Iterator, Optional, Tuple
 
 import numpy as np
 
-from ..errors import broken_link, path_kind
+from ..errors import link_problem, path_kind
 from .recipe import FrameRecipe, check_recipe, row_seconds_problem
 
 
@@ -131,9 +131,7 @@ def probe_video(path) -> VideoHeader:
     if not path.is_file():
         frames = (' (a folder of frames is no video: ffmpeg -framerate FPS -i '
                   f'{path}/%04d.jpg makes one)') if path.is_dir() else ''
-        why = broken_link(path)
-        raise UnreadableVideoError(path, f'a symbolic link to {os.readlink(path)}, which {why}'
-                                   if why else 'no such file' if not path.exists() else
+        raise UnreadableVideoError(path, link_problem(path) or 'no such file' if not path.exists() else
                                    f'not a regular file ({path_kind(path)}); expected a video '
                                    f'file{frames}')
     if path.stat().st_size == 0:

@@ -2,13 +2,12 @@
 from __future__ import annotations
 
 import base64
-import os
 from pathlib import Path
 
 import numpy as np
 
 from ...config_types import Count, NonNegative, PathLike, Positive, checked_arguments
-from ...errors import plain_text
+from ...errors import link_problem, plain_text
 
 IMAGE_SUFFIXES = ('.jpg', '.jpeg', '.png', '.bmp')
 VIDEO_SUFFIXES = ('.mp4', '.avi', '.mkv', '.webm', '.mov')
@@ -79,8 +78,8 @@ def _read_folder(folder: Path, times: np.ndarray, fps: float) -> list[np.ndarray
 def _unreadable(path: Path) -> str:
     """Why OpenCV read no image from ``path``: a broken link, a folder, an empty file, or a
     file it does not decode."""
-    if path.is_symlink() and not path.exists():
-        return f'a symbolic link to {os.readlink(path)}, which does not exist'
+    if link_problem(path):
+        return link_problem(path)
     if path.is_dir():
         return 'a folder, not an image file'
     if path.is_file() and path.stat().st_size == 0:
