@@ -100,3 +100,28 @@ def test_m_t1_pdpp_tensor_mode_gives_the_scores_behind_the_scored_plans(tiny_pdp
     assert torch.equal(drawn[0], drawn[1]) and torch.equal(drawn[0], drawn[2])
     assert torch.equal(first, second)
     assert torch.equal(first.argmax(-1), torch.stack([s.pred_plan for s in plans]))
+
+
+# ------------------------- X_pkg_int_weights_as_float: an answer's query in another kind
+OUTPUTS = {'graph': {'nodes': [0, 1], 'edges': [[0, 1, 1.0]], 'successors': {'0': [1]}},
+           'queries': [{'start': 0, 'end': 1, 'horizon': 2, 'num_paths': 1,
+                        'top2': [[[0, 1], 1.0]]}],
+           'validate': [{'start': 0, 'end': 1, 'paths': [[0, 1]], 'num_paths': 1}]}
+
+
+@pytest.mark.parametrize('kind, field, value', [('queries', 'horizon', 2.0),
+                                                ('queries', 'start', False),
+                                                ('validate', 'end', 1.0)])
+def test_x_pkg_int_weights_as_float_an_answers_query_is_integers(kind, field, value):
+    """X_pkg_int_weights_as_float: a PKG fixture's outputs.json answering "horizon": 3.0 was
+    compared equal to the query's 3 and passed, while "num_paths": 6.0 was refused (the
+    recorded integers' rule: ``true`` or ``1.0`` equal to 1 let a damaged recording pass): the
+    start, end and horizon each answer repeats are held to it."""
+    import copy
+    from vpn_plugin.oracles.kepp import check_recorded_ids
+    outputs = copy.deepcopy(OUTPUTS)
+    check_recorded_ids(outputs, 'outputs.json')
+    outputs[kind][0][field] = value
+    with pytest.raises(ValueError, match=rf'outputs\.json: {kind}\[0\]\.{field} holds '
+                                         rf'{value!r} .*expected integers'):
+        check_recorded_ids(outputs, 'outputs.json')

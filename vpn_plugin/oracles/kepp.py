@@ -248,7 +248,8 @@ def read_pkg(folder: Path) -> Tuple[dict, dict]:
 
 
 def _recorded_ids(outputs: dict):
-    """(field, value) of every action id, path and count ``outputs.json`` records."""
+    """(field, value) of every action id, path and count ``outputs.json`` records (the
+    start, end and horizon each answer repeats included)."""
     graph = outputs.get('graph') if isinstance(outputs.get('graph'), dict) else {}
     yield 'graph.nodes', graph.get('nodes')
     for index, edge in enumerate(graph.get('edges') or []):
@@ -260,6 +261,9 @@ def _recorded_ids(outputs: dict):
             if not isinstance(answer, dict):
                 continue
             yield f'{kind}[{index}].num_paths', [answer.get('num_paths', 0)]
+            for field in ('start', 'end', 'horizon'):  # the query it answers
+                if field in answer:
+                    yield f'{kind}[{index}].{field}', [answer[field]]
             for field in ('top2', 'all_sorted'):
                 for rank, entry in enumerate(answer.get(field) or []):
                     yield f'{kind}[{index}].{field}[{rank}][0]', (
