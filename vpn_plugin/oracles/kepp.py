@@ -293,8 +293,8 @@ def check_recorded_ids(outputs, path) -> None:
         for value in values if isinstance(values, list) else [values]:
             if isinstance(value, bool) or not isinstance(value, int):
                 raise ValueError(f'{path}: {field} holds {value!r} ({type(value).__name__}); '
-                                 'expected integers (action ids, paths of action ids and path '
-                                 'counts, as the official code records them)')
+                                 'expected integers (action ids, paths of action ids, path '
+                                 'counts and horizons, as the official code records them)')
     for field, value in _recorded_weights(outputs):  # "0.25" was read as the number 0.25
         if isinstance(value, bool) or not isinstance(value, (int, float)):
             raise ValueError(f'{path}: {field} = {value!r} ({type(value).__name__}); expected '
