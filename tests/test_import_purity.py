@@ -83,7 +83,6 @@ HEAVY_PARSING_TOOLS = {
     'benchmark_extract': 'a benchmark of torch code (device default)',
     'dist_run': "torchrun's own parser",
     'convert_authors_checkpoint': 'tests replace its install_authors_weights',
-    'export_windows': 'WINDOW_LAYOUTS / DATASET_CONFIGS of vpn_plugin.datasets (choices)',
     'extract_features': 'vpn_plugin.video.recipe (flags; vpn_plugin.video imports torch)',
     'plan': 'vpn_plugin.video.recipe (flags; vpn_plugin.video imports torch)',
     'plots': 'vpn_plugin.protocol.plots (choices)',

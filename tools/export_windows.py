@@ -17,13 +17,11 @@ import argparse
 import sys
 
 from vpn_plugin.data_paths import add_data_arguments
-from vpn_plugin.datasets.export import WINDOW_LAYOUTS, write_window_file
-from vpn_plugin.datasets.sources import (DATASET_CONFIGS, config_dataset, dataset_config,
-                                         source_files, source_windows)
-from vpn_plugin.datasets.stats import check_splits_apart
-from vpn_plugin.datasets.validation import AnnotationWarnings
 from vpn_plugin.errors import POSITIVE_INT, path_argument, plain_text, tool_main
 from vpn_plugin.outputs import add_overwrite_argument, check_output
+from vpn_plugin.tool_choices import DATASET_CONFIGS, WINDOW_LAYOUTS
+# the readers (vpn_plugin.datasets: torch) are imported after the arguments are parsed
+# (--help and refusals answer in ~0.1 s; tests/test_import_purity.py)
 
 
 def parse_args(argv=None):
@@ -47,6 +45,7 @@ def parse_args(argv=None):
 
 
 def split_dataset(args, split=None) -> dict:
+    from vpn_plugin.datasets.sources import config_dataset, dataset_config
     split = split or args.split
     if args.dataset:
         return dataset_config(args.dataset, split, args.horizon, args.data_root)
@@ -56,6 +55,7 @@ def split_dataset(args, split=None) -> dict:
 def protected_inputs(args, dataset: dict) -> list:
     """The files --out must never replace: the config and the annotation sources of BOTH
     splits (a train export written over the test split's file would train on the test set)."""
+    from vpn_plugin.datasets.sources import source_files
     other = 'test' if args.split == 'train' else 'train'
     try:
         others = source_files(split_dataset(args, other))
@@ -73,6 +73,9 @@ def unchecked(split: str, other: str, error: Exception) -> None:
 def check_apart_from_other_split(args, dataset: dict, windows) -> None:
     """A video of both splits is refused as dataset_stats and the runs refuse it
     (``stats.check_splits_apart``): a test window file must hold no training video."""
+    from vpn_plugin.datasets.sources import source_windows
+    from vpn_plugin.datasets.stats import check_splits_apart
+    from vpn_plugin.datasets.validation import AnnotationWarnings
     other = 'test' if args.split == 'train' else 'train'
     try:
         other_set = split_dataset(args, other)
@@ -90,6 +93,9 @@ def check_apart_from_other_split(args, dataset: dict, windows) -> None:
 @tool_main
 def main(argv=None) -> int:
     args = parse_args(argv)
+    from vpn_plugin.datasets.export import write_window_file
+    from vpn_plugin.datasets.sources import source_windows
+    from vpn_plugin.datasets.validation import AnnotationWarnings
     layout = args.layout or args.dataset or 'custom'
     dataset = split_dataset(args)
     args.out = check_output(args.out, 'window_file', '--out',

@@ -13,5 +13,18 @@ FORMATS = {'npz': '.npz', 'public': '.npy'}
 DTYPES = ('float32', 'float16')
 DEFAULT_DTYPES = {'coin': 'float16'}
 
+# vpn_plugin.datasets.sources: a dataset name -> its config in configs/_base_/datasets/
+DATASET_CONFIGS = {'crosstask': 'crosstask.py', 'niv': 'niv.py', 'coin': 'coin.py',
+                   'custom': 'custom_json.py'}
+
+# vpn_plugin.datasets.export: a window file layout -> its record fields and feature prefix
+WINDOW_LAYOUTS = {
+    'crosstask': dict(fields=('vid', 'task'),
+                      prefix='./dataset/CrossTask/crosstask_features/processed_data/'),
+    'coin': dict(fields=('vid',), prefix='./dataset/COIN/full_npy/'),
+    'niv': dict(fields=(), prefix='./dataset/NIV/processed_data/'),
+    'custom': dict(fields=('vid', 'task'), prefix=''),
+}
+
 # vpn_plugin.protocol.official: the methods with a comparison plug-in
 OFFICIAL_METHODS = ('schema', 'pdpp', 'kepp', 'cefito')

@@ -19,14 +19,7 @@ from typing import List, Sequence
 from .annotations import Window
 from .taxonomy import Taxonomy
 from ..errors import write_text_atomically
-
-WINDOW_LAYOUTS = {
-    'crosstask': dict(fields=('vid', 'task'),
-                      prefix='./dataset/CrossTask/crosstask_features/processed_data/'),
-    'coin': dict(fields=('vid',), prefix='./dataset/COIN/full_npy/'),
-    'niv': dict(fields=(), prefix='./dataset/NIV/processed_data/'),
-    'custom': dict(fields=('vid', 'task'), prefix=''),
-}
+from ..tool_choices import WINDOW_LAYOUTS
 
 
 def window_record(window: Window, taxonomy: Taxonomy, fields: Sequence[str] = ('vid', 'task'),

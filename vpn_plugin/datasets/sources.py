@@ -26,13 +26,12 @@ from .annotations import (BadVideoError, VideoAnnotation, Window, build_windows,
                           read_coin_annotations, read_json_annotations, read_window_file,
                           split_overlap)
 from .taxonomy import Taxonomy, action_map, load_taxonomy
+from ..tool_choices import DATASET_CONFIGS
 
 ANNOTATION_FORMATS = {'json': read_json_annotations, 'coin': read_coin_annotations}
 VIDEO_IDS = {'json': json_video_ids, 'coin': coin_video_ids}  # ids of the other split
 SOURCE_KEYS = ('window_file', 'video_list', 'annotation_dir', 'tasks_primary',
                'annotation_file', 'annotation_format', 'other_split', 'annotation_taxonomy')
-DATASET_CONFIGS = {'crosstask': 'crosstask.py', 'niv': 'niv.py', 'coin': 'coin.py',
-                   'custom': 'custom_json.py'}  # in configs/_base_/datasets/
 
 
 def source_path(data_root, path, horizon) -> Path:

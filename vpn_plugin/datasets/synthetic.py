@@ -40,7 +40,7 @@ from ..errors import OutputWriteError, replace_atomically
 from .features import FEATURE_KEY
 from .provenance import write_provenance
 from .taxonomy import Taxonomy, load_taxonomy
-from ..tool_choices import DEFAULT_DTYPES, DTYPES, FORMATS
+from ..tool_choices import DATASET_CONFIGS, DEFAULT_DTYPES, DTYPES, FORMATS
 
 CROSSTASK_TAXONOMY = 'taxonomy_133.json'
 
@@ -192,7 +192,6 @@ def _videos_of_config(dataset: str, data_root) -> tuple:
     """(taxonomy, videos) of both splits of a dataset whose config reads per-video
     annotations (COIN), through the dataset's own source loader."""
     from ..data_paths import REPO_ROOT, load_config
-    from .sources import DATASET_CONFIGS
     config = REPO_ROOT / 'configs/_base_/datasets' / DATASET_CONFIGS[dataset]
     taxonomy, videos, _ = config_videos(load_config(config, data_root=data_root, horizon=1))
     return taxonomy, videos
