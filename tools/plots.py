@@ -33,13 +33,11 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from vpn_plugin.protocol import plots  # noqa: E402
 from vpn_plugin.errors import (NON_NEGATIVE_INT, POSITIVE_INT, check_names,  # noqa: E402
                                path_argument, tool_main)
 from vpn_plugin.outputs import add_overwrite_argument, check_output, stem_files  # noqa: E402
-from vpn_plugin.protocol.provenance import check_feature_mix  # noqa: E402
-from vpn_plugin.protocol.results import (METRIC_RANGES, check_rows_match_configs,  # noqa: E402
-                                         filter_rows, read_results, rename_methods)
+# the figures and results readers (vpn_plugin.protocol: torch) are imported after the
+# arguments are parsed (--help and refusals answer in ~0.1 s; tests/test_import_purity.py)
 
 
 def parse_args(argv=None):
@@ -101,6 +99,7 @@ def check_output_files(args) -> None:
 
 
 def figure_from_results(args, rows):
+    from vpn_plugin.protocol import plots
     # seeds in order, as report.py's cells: a point's bootstrap draws positions, so the
     # rows' order in the file (a job array's tasks end in any order) must not move a band
     rows = sorted(rows, key=lambda row: row.seed)
@@ -129,6 +128,7 @@ def figure_from_results(args, rows):
 
 def qualitative_figure(args):
     import vpn_plugin.mm  # noqa: F401  (registration)
+    from vpn_plugin.protocol import plots
     options = {key: _literal(value) for key, value in
                (item.split('=', 1) for item in args.cfg_options)}
     data = plots.qualitative_from_checkpoint(args.config, args.checkpoint, args.index, options)
@@ -139,6 +139,10 @@ def qualitative_figure(args):
 @tool_main
 def main(argv=None):
     args = parse_args(argv)
+    from vpn_plugin.protocol import plots
+    from vpn_plugin.protocol.provenance import check_feature_mix
+    from vpn_plugin.protocol.results import (METRIC_RANGES, check_rows_match_configs,
+                                             filter_rows, read_results, rename_methods)
     check_output_files(args)
     if args.kind == 'qualitative':
         paths = qualitative_figure(args)
