@@ -67,3 +67,24 @@ def test_the_whole_split_as_a_subset_is_the_split(tiny_crosstask, split, fractio
 def test_a_subset_of_the_test_split_is_still_refused(tiny_crosstask, fraction):
     with pytest.raises(ValueError, match='a subset is drawn of the training split only'):
         DATASETS.build(dict(tiny_crosstask['test_dataset'], subset_fraction=fraction))
+
+
+def test_a_pickle_named_pkl_is_named_with_the_name_it_is_read_under(tmp_path):
+    # N02-N04, N07, N16 (clear, improved): a folder of pickled dicts named <stem>.pkl was
+    # refused "feature file <stem>.npy does not exist (nor <stem>.npz)" without a word of the
+    # .pkl beside it; the same pickle named .npy (the public layout) is read
+    import pickle
+    import numpy as np
+    from vpn_plugin.datasets.annotations import BadVideoError
+    from vpn_plugin.datasets.features import (find_feature_file, read_feature_record,
+                                              require_feature_file)
+    frames = np.arange(6, dtype=np.float32).reshape(2, 3)
+    (tmp_path / 'v1.pkl').write_bytes(pickle.dumps({'frames_features': frames}, protocol=0))
+    with pytest.raises(BadVideoError, match=r'the folder holds v1\.pkl: .*rename it to v1\.npy'):
+        require_feature_file(find_feature_file(tmp_path, 'v1'), 'v1')
+    (tmp_path / 'v1.pkl').rename(tmp_path / 'v1.npy')
+    record = read_feature_record(require_feature_file(find_feature_file(tmp_path, 'v1'), 'v1'))
+    assert np.array_equal(record['frames_features'], frames)
+    with pytest.raises(BadVideoError) as missing:  # guard: no such hint when there is none
+        require_feature_file(find_feature_file(tmp_path, 'v2'), 'v2')
+    assert 'the folder holds' not in str(missing.value)
