@@ -9,7 +9,8 @@
 * it is one of the command's inputs: the same file, also through a symlink, a hard link or
   another relative path. No flag allows this (the input would be gone before it was read);
 * its name does not end in a suffix its format needs (``--save-features x.txt`` would be an
-  npz named ``.txt``);
+  npz named ``.txt``); a suffix is compared without case (:func:`has_suffix`: ``X.JSONL`` is a
+  ``.jsonl``), by every tool and reader;
 * it exists and is not recognisably an earlier output of this kind (another checkpoint, a
   video, someone's ``mine.md``), unless ``--overwrite`` is given;
 * it is a symbolic link, unless ``--overwrite`` is given (then the link's target is written, as
@@ -39,7 +40,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Iterable, Optional
 
-from .errors import file_on_the_way, json_lines, plain_text  # noqa: F401  (names in lines)
+from .errors import file_on_the_way, json_lines
 
 OVERWRITE_FLAG = '--overwrite'
 MARKER_BYTES = 1 << 20  # how far into a file a marker is looked for (they sit near the top)
@@ -176,15 +177,40 @@ def json_objects(path: Path) -> bool:
         return False
 
 
-def results_rows(path: Path) -> bool:
-    """A ``.jsonl`` results file (vpn_plugin/protocol/results.py): every line a JSON object
-    with a method and its metrics (empty: a file just created)."""
+def results_rows_problem(path: Path) -> str:
+    """'' for a ``.jsonl`` results file (vpn_plugin/protocol/results.py): every line a JSON
+    object with a method and its metrics (empty: a file just created); else what is not
+    (``line 2 is not JSON (...)``: an interrupted copy of a file of our rows is named so)."""
     try:
-        lines = [line for line in json_lines(path.read_text()) if line.strip()]
-        return all(isinstance(row, dict) and {'method', 'metrics'} <= set(row)
-                   for row in map(json.loads, lines))
-    except (ValueError, UnicodeDecodeError):
-        return False
+        lines = json_lines(path.read_text())
+    except UnicodeDecodeError as error:
+        return f'it is not UTF-8 text ({error.reason} at byte {error.start})'
+    for number, line in enumerate(lines, 1):
+        if not line.strip():
+            continue
+        try:
+            row = json.loads(line)
+        except ValueError as error:
+            return f'line {number} is not JSON ({error})'
+        if not (isinstance(row, dict) and {'method', 'metrics'} <= set(row)):
+            return f'line {number} is not a results row (a JSON object with method and metrics)'
+    return ''
+
+
+def results_rows(path: Path) -> bool:
+    """A ``.jsonl`` results file (:func:`results_rows_problem`)."""
+    return not results_rows_problem(path)
+
+
+def name_suffix(path) -> str:
+    """The extension of ``path``'s name in lower case (``X.JSONL`` -> ``.jsonl``): the one
+    rule by which a tool tells a file's format from its name (:func:`has_suffix`)."""
+    return Path(str(path)).suffix.lower()
+
+
+def has_suffix(path, suffixes: Iterable[str]) -> bool:
+    """``path``'s name ends in one of ``suffixes``, case aside (``X.NPY`` is an ``.npy``)."""
+    return str(path).lower().endswith(tuple(suffix.lower() for suffix in suffixes))
 
 
 @dataclass(frozen=True)
@@ -194,6 +220,7 @@ class OutputKind:
     what: str
     suffixes: tuple = ()
     recognise: Callable[[Path], bool] = field(default=never)
+    problem: Optional[Callable[[Path], str]] = None  # why a file is not one (for the message)
 
 
 KINDS = {
@@ -222,7 +249,8 @@ KINDS = {
                                     'the conversion.json beside it)'),
     'anchors': OutputKind('anchors JSON of tools/llm_eval.py', ('.json',), json_matching(
         lambda value: isinstance(value, dict) and set(value) == {'first', 'last'})),
-    'results': OutputKind('results file (JSON lines)', ('.jsonl',), results_rows),
+    'results': OutputKind('results file (JSON lines)', ('.jsonl',), results_rows,
+                          results_rows_problem),
     'llm_side_file': OutputKind('per-run file of tools/llm_eval.py', (), json_objects),
     'per_sample': OutputKind('per-sample scores JSON of PlanningMetric', ('.json',),
                              json_matching(lambda value: isinstance(value, dict) and {
@@ -272,15 +300,16 @@ def check_output(path, kind: str, flag: str, inputs: Iterable = (), overwrite: b
     folder = file_on_the_way(target)
     if folder is not None:
         raise ValueError(f'{flag} {text}: {folder} is a file, not a folder to write into')
-    if output.suffixes and not text.endswith(output.suffixes):
+    if output.suffixes and not has_suffix(text, output.suffixes):
         raise ValueError(f'{flag} {text}: expected a file name ending in '
                          f'{" or ".join(output.suffixes)} (the {output.what}); nothing is '
                          'written under another extension')
     if target.exists() and not overwrite and not _recognised(output, target):
         why = (f'files of its kind ({output.what}) are never taken for an earlier output '
                '(others\' files share the format)' if output.recognise is never else
-               f'it is not recognisably an earlier output of this kind ({output.what}); '
-               'another checkpoint, video or document would be lost')
+               f'it is not recognisably an earlier output of this kind ({output.what}'
+               f'{_problem_text(output, target)}); another checkpoint, video or document '
+               'would be lost')
         advice = exists_advice or f'choose another name, or pass {overwrite_flag} to replace it'
         link = (f' (a symbolic link to {target}: that file would be replaced, the link kept)'
                 if os.path.islink(text) else '')
@@ -365,6 +394,15 @@ def _kind_of_existing(target: Path) -> str:
     return 'not a plain file'
 
 
+def _problem_text(output: OutputKind, path: Path) -> str:
+    """``': <why>'`` when the kind says why ``path`` is not one of its files, else ''."""
+    try:
+        problem = output.problem(path) if output.problem else ''
+    except OSError:
+        problem = ''
+    return f': {problem}' if problem else ''
+
+
 def _recognised(output: OutputKind, path: Path) -> bool:
     try:
         return output.recognise(path)
@@ -391,7 +429,7 @@ def stem_files(stem, suffixes: Iterable[str], flag: str = '--out') -> list:
                          'empty name')
     suffixes = tuple(suffixes)
     path = Path(text)
-    if path.suffix.lower() in (*suffixes, *STEM_SUFFIXES):
+    if name_suffix(path) in (*suffixes, *STEM_SUFFIXES):
         path = path.with_suffix('')
     return [path.with_name(path.name + suffix) for suffix in suffixes]
 

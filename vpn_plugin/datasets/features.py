@@ -31,7 +31,7 @@ from .safe_pickle import RefusedGlobalError, safe_load
 from .validation import check_real_floats
 from ..video.recipe import (ROW_SECONDS_TOLERANCE, recipe_dict,  # noqa: F401
                             recipe_number_problem, row_seconds_problem)
-from vpn_plugin.errors import (NPY_MAGIC, ZIP_MAGIC, decimal_number, link_loop, path_kind,
+from vpn_plugin.errors import (NPY_MAGIC, ZIP_MAGIC, decimal_number, link_problem, path_kind,
                                plain_text, tool_command, what_the_file_is)
 
 FEATURE_KEY = 'frames_features'
@@ -129,14 +129,29 @@ def load_features(path: PathLike, frame_dim: Count, vid: str = '', fix_hint: str
     return frames
 
 
+def usable_flag(record: dict, source) -> bool:
+    """The ``usable`` field of a feature record (absent: True; False: S3D with random weights,
+    extract_features --random-weights); ``ValueError`` naming ``source``, the field and its
+    value unless it is one boolean (``0``, ``[False]`` or ``'false'`` were read as usable)."""
+    if USABLE_KEY not in record:
+        return True
+    value = np.asarray(record[USABLE_KEY])
+    if value.shape != () or value.dtype != np.bool_:
+        raise ValueError(f'{source}: field "{USABLE_KEY}" = {record[USABLE_KEY]!r}; expected a '
+                         'boolean (false: features of S3D with random weights)')
+    return bool(value)
+
+
 def unusable_problem(record: dict, path) -> str:
     """'' unless the record says its features mean nothing (``usable`` false: S3D with random
     weights, extract_features --random-weights) while its folder is no such extraction (its
     provenance is not ``random-weights``, whose runs are all marked UNUSABLE): a pipeline
     check's file copied among real features was read as one of them without a word."""
-    value = np.asarray(record.get(USABLE_KEY, True))
-    if value.dtype != np.bool_ or value.shape != () or bool(value):
-        return ''
+    try:
+        if usable_flag(record, path):
+            return ''
+    except ValueError as err:  # 0, [False], 'false': neither read as usable nor as unusable
+        return str(err)
     from .provenance import read_record
     try:
         record_of_folder = read_record(Path(path).parent)
@@ -177,13 +192,9 @@ def require_feature_file(path: PathLike, vid: str = '', fix_hint: str = '') -> P
     of_video = f' (video {plain_text(vid)})' if vid else ''
     if kind is None:  # find_feature_file looked for the .npz first
         nor = f' (nor {path.stem}.npz)' if path.suffix == '.npy' else ''
-        if path.is_symlink():  # it is listed by ls: say where it points
-            target = os.readlink(path)
-            why = ('is itself a link: the links form a loop' if link_loop(path)
-                   else 'does not exist')
+        if link_problem(path):  # it is listed by ls: say where it points
             raise BadVideoError(vid, 'missing feature file', f'feature file {path}{of_video} '
-                                f'is a broken symbolic link to {target}, which {why}; expected '
-                                'a link to a feature file')
+                                f'is {link_problem(path)}; expected a link to a feature file')
         raise BadVideoError(vid, 'missing feature file', f'feature file {path} does not exist'
                             f'{nor}{of_video}{other_case_hint(path)}. {fix_hint}'.rstrip())
     if kind != 'a regular file':
