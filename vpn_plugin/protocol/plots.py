@@ -30,8 +30,8 @@ from vpn_plugin.core.stats import MIN_SEEDS_FOR_CI, seed_interval
 from vpn_plugin.config_types import Count, NonNegativeInt, PathLike, checked_arguments
 from vpn_plugin.errors import (OutputWriteError, check_file, check_names, read_json,
                                replace_atomically)
-from vpn_plugin.outputs import (FIGURE_MARKER, OVERLAP_TABLE_MARKER, markdown_row, markdown_text,
-                                stem_files)
+from vpn_plugin.outputs import (FIGURE_MARKER, LINE_BREAK, OVERLAP_TABLE_MARKER, markdown_row,
+                                markdown_text, stem_files)
 from .results import METRIC_LABELS, SHORTENED_MARK, ResultRow, shortened_reason
 
 ONE_COLUMN, TWO_COLUMNS = 3.3, 6.9  # inches
@@ -324,7 +324,9 @@ def save_figure(fig, out_stem) -> list[Path]:
 def plain_texts(fig) -> None:
     """Every text of ``fig`` but its tick labels drawn as written: matplotlib reads ``$...$``
     as math (a method named ``pipe $x$`` would show an italic x), and no text of the figures
-    is math; tick labels keep it (a log axis writes its powers of ten with it)."""
+    is math; tick labels keep it (a log axis writes its powers of ten with it). A line break
+    written ``\\r`` or ``\\r\\n`` is drawn as one (matplotlib breaks only at ``\\n``: the rest of
+    a name after a ``\\r`` was drawn over its start, its marks lost)."""
     from matplotlib.text import Text
     ticks = {id(label) for ax in fig.axes for axis in (ax.xaxis, ax.yaxis)
              for tick in axis.get_major_ticks() + axis.get_minor_ticks()
@@ -332,6 +334,7 @@ def plain_texts(fig) -> None:
     for text in fig.findobj(Text):
         if id(text) not in ticks:
             text.set_parse_math(False)
+            text.set_text(LINE_BREAK.sub('\n', text.get_text()))
 
 
 @checked_arguments
@@ -407,18 +410,17 @@ def check_group_key(rows, x_key: str, group_key: str) -> None:
 
 def variant_number(row: ResultRow, key: str) -> float:
     """``row.variant[key]`` as the finite number an axis draws; a bool (``true`` would join
-    the points at 1), text, null, list or NaN is refused, naming the row."""
+    the points at 1), text (``"0.1"`` was drawn as 0.1 beside the other seeds' number, one
+    point of two settings the tables keep apart), null, list or NaN is refused, naming the
+    row."""
     value = row.variant[key]
     number = None
-    if isinstance(value, (int, float, str)) and not isinstance(value, bool):
-        try:
-            number = float(value)
-        except ValueError:
-            pass
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        number = float(value) if abs(value) < 1e308 else math.inf  # 10**400: no float
     if number is None or not math.isfinite(number):
         raise ValueError(f'results row of {row.method!r} (seed {row.seed}, T={row.horizon}): '
-                         f'variant {key}={value!r}; expected a finite number (this figure '
-                         'draws it on an axis)')
+                         f'variant {key}={value!r}; expected a finite number, written as a '
+                         'number (this figure draws it on an axis)')
     return number
 
 
