@@ -94,8 +94,9 @@ def test_status_of_a_slurm_unit_without_a_trace_says_so(tmp_path):
     status = slurm_status(tmp_path, make_work_dir=False)
     assert status.state == 'interrupted'
     assert 'before the unit finished' not in status.why, status.why
-    assert status.why.startswith('its task 210_0 ended; the unit left no trace (no work dir, '
-                                 'no rows: never reached, or deleted)'), status.why
+    assert status.why == ('its task 210_0 ended; the unit left no work dir and its rows are '
+                          'not in the results (never reached, or deleted): a rerun runs it'), \
+        status.why
 
 
 def test_status_of_a_slurm_unit_its_task_started_is_unchanged(tmp_path):
