@@ -416,7 +416,10 @@ def variant_number(row: ResultRow, key: str) -> float:
     value = row.variant[key]
     number = None
     if isinstance(value, (int, float)) and not isinstance(value, bool):
-        number = float(value) if abs(value) < 1e308 else math.inf  # 10**400: no float
+        try:
+            number = float(value)
+        except OverflowError:  # an integer beyond any float (10**400)
+            number = math.inf
     if number is None or not math.isfinite(number):
         raise ValueError(f'results row of {row.method!r} (seed {row.seed}, T={row.horizon}): '
                          f'variant {key}={value!r}; expected a finite number, written as a '
