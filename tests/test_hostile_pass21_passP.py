@@ -140,3 +140,25 @@ def test_a_variant_number_in_any_json_spelling_is_one_point(tmp_path, level):
     assert values == curve_values(curve_rows(tmp_path, 0.1), 'level', 'success_rate',
                                   'perturbation')
     assert len(values[('niv', 3)]['ViterbiPlanNet: edge_dropout'][0.1]) == 3
+
+
+# ------------------------------------------------ EF1: a figure's band and the table's interval
+EFFICIENCY = Path(__file__).resolve().parents[1] / 'docs/results_data/sample_efficiency_niv.jsonl'
+
+
+def test_a_figure_band_is_the_tables_interval_of_its_cell():
+    """EF1 (silent): the curve / efficiency / pkg-quality bands drew K=100 resamples, the
+    tables (and the params and overlap figures) the authors' K=1000: ViterbiPlanNet at 25 % of
+    the training windows had a band up to 20.74 beside the table's 19.14, and the note named
+    no K. Every band is the authors' interval (oracle: their bootstrap, transcribed)."""
+    from test_report import authors_interval
+    from vpn_plugin.protocol.plots import efficiency_points
+    from vpn_plugin.protocol.results import read_results
+    rows = read_results([EFFICIENCY])
+    points = efficiency_points(rows)[('ViterbiPlanNet', 3)]
+    for x, mean, low, high in points:
+        scores = [r.metrics['success_rate'] for r in sorted(rows, key=lambda r: r.seed)
+                  if r.method == 'ViterbiPlanNet' and 100 * r.variant['train_fraction'] == x]
+        assert len(scores) == 3
+        assert (low, high) == pytest.approx(authors_interval(scores), abs=1e-9), x
+    assert points[2][3] == pytest.approx(19.1358024691358)

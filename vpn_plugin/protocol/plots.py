@@ -26,7 +26,7 @@ from pathlib import Path
 import numpy as np
 
 from vpn_plugin.core.metrics import METRIC_NAMES
-from vpn_plugin.core.stats import MIN_SEEDS_FOR_CI, seed_interval
+from vpn_plugin.core.stats import AUTHORS_RESAMPLES, MIN_SEEDS_FOR_CI, seed_interval
 from vpn_plugin.config_types import Count, NonNegativeInt, PathLike, checked_arguments
 from vpn_plugin.errors import (OutputWriteError, check_file, check_names, read_json,
                                replace_atomically)
@@ -338,10 +338,11 @@ def plain_texts(fig) -> None:
 
 
 @checked_arguments
-def ci_lines(values: dict, num_resamples: Count = 100) -> dict:
+def ci_lines(values: dict, num_resamples: Count = AUTHORS_RESAMPLES) -> dict:
     """``{line: {x: [value per seed]}}`` -> ``{line: [(x, mean, low, high), ...]}`` sorted by x
     (mean and 90% bootstrap CI over the seeds; ``None`` bounds with fewer than
-    :data:`MIN_SEEDS_FOR_CI` seeds, ``core.stats.seed_interval``)."""
+    :data:`MIN_SEEDS_FOR_CI` seeds, ``core.stats.seed_interval``). K is the tables' (the
+    authors' 1000): with 100 a band ended elsewhere than the table's interval of its cell."""
     return {line: [(x, *seed_interval(np.array(v), num_resamples=num_resamples))
                    for x, v in sorted(by_x.items())] for line, by_x in values.items()}
 
@@ -434,7 +435,7 @@ def seeds_per_point(lines: dict) -> list[int]:
 
 @checked_arguments
 def curve_points(rows: list[ResultRow], x_key: str, metric: str, group_key: str | None = None,
-                 num_resamples: Count = 100) -> dict:
+                 num_resamples: Count = AUTHORS_RESAMPLES) -> dict:
     """``{line name: [(x, mean, low, high), ...]}`` sorted by x, over seeds, of rows of ONE
     dataset and test horizon (else refused: :func:`curve_values` gives a panel each)."""
     refuse_mix(rows, 'horizon', '--horizon')
@@ -629,7 +630,8 @@ def check_one_subset_draw(rows: list[ResultRow], x_key: str = 'train_fraction') 
 
 @checked_arguments
 def efficiency_points(rows: list[ResultRow], metric: str = 'success_rate',
-                      x_key: str = 'train_fraction', num_resamples: Count = 100) -> dict:
+                      x_key: str = 'train_fraction',
+                      num_resamples: Count = AUTHORS_RESAMPLES) -> dict:
     """``{(method, horizon): [(percent of training windows, mean, low, high), ...]}``.
 
     x is ``variant[x_key]`` in percent, the CI is over seeds.
@@ -777,7 +779,7 @@ REFERENCE = 'none'
 
 @checked_arguments
 def pkg_quality_panels(rows: list[ResultRow], metric: str = 'success_rate',
-                       num_resamples: Count = 100) -> tuple:
+                       num_resamples: Count = AUTHORS_RESAMPLES) -> tuple:
     """``(panels, references)`` of the PKG-quality figure.
 
     ``panels``: three dicts ``{(method, line label): [(x, mean, low, high), ...]}`` (see
