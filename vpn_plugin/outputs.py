@@ -54,7 +54,8 @@ CONVERTED_MARKER = 'tools/convert_authors_checkpoint.py'  # meta.converted_by of
 
 # ---------------------------------------------------------------- Markdown of the user's names
 _MARKDOWN_SPECIAL = re.compile(r'[\\`*<>~$&]|\](?=[(\[])|(?<![0-9A-Za-z])_|_(?![0-9A-Za-z])')
-_MARKDOWN_LINE_BREAK = re.compile(r'\r\n|\r|\n')
+# a line end as CommonMark, TeX and matplotlib's text all end a line: \n, \r\n and a lone \r
+LINE_BREAK = re.compile(r'\r\n|\r|\n')
 
 
 def markdown_text(text: str) -> str:
@@ -62,15 +63,18 @@ def markdown_text(text: str) -> str:
     ``*VPN*`` stays ``*VPN*`` (not italic), ``<b>`` is no HTML, ``[a](b)`` no link, ``&amp;``
     no entity (it would show as ``&``); an ``_`` inside a word (``max_epochs``) and brackets not
     followed by ``(`` / ``[`` (``gpt [oracle]``), which mark up nothing, are kept as they are;
-    ``$k$`` is no math (GitHub renders it). The one escape of every Markdown table written."""
-    return _MARKDOWN_SPECIAL.sub(lambda match: '\\' + match.group(0), text)
+    ``$k$`` is no math (GitHub renders it); a line break is ``<br>`` (a raw one in a caption
+    cut it into paragraphs, or made its tail a heading: a method named ``x\\n# y``), as in a
+    cell. The one escape of every Markdown table written."""
+    escaped = _MARKDOWN_SPECIAL.sub(lambda match: '\\' + match.group(0), text)
+    return LINE_BREAK.sub('<br>', escaped)
 
 
 def markdown_row(cells) -> str:
     """One table row; a ``|`` or a line break (``\\n``, ``\\r``: CommonMark ends a line at
     either) inside a cell (a method named ``A|B``) is escaped so that the row keeps its
     columns."""
-    return '| ' + ' | '.join(_MARKDOWN_LINE_BREAK.sub('<br>', str(cell).replace('|', r'\|'))
+    return '| ' + ' | '.join(LINE_BREAK.sub('<br>', str(cell).replace('|', r'\|'))
                              for cell in cells) + ' |'
 
 
