@@ -69,7 +69,9 @@ def toy_config(tmp_path):
 
 
 def load_checkpoint(path):
+    """mmengine's loader with the fixes applied (idempotent: a test run alone needs it)."""
     from mmengine.runner.checkpoint import _load_checkpoint
+    compat.apply()
     return _load_checkpoint(str(path), map_location='cpu')
 
 
@@ -90,10 +92,21 @@ def test_apply_is_idempotent():
     assert not getattr(dist_utils._init_dist_pytorch.__wrapped__, 'vpn_cpu_aware', False)
 
 
+# One interpreter for both checks below (an interpreter start with OpenMMLab: ~5 s CPU):
+# mmengine's Config reads an ``mmaction::`` base config first without the fix, then with it;
+# then mmaction.models is imported and two models built, a UserWarning anywhere failing it.
 WITH_FIX = """
+import sys
 import warnings
 warnings.simplefilter('error', UserWarning)  # e.g. mmcv-lite's missing-ops warning
+from mmengine.config import Config
+try:
+    Config.fromfile(sys.argv[1])
+except ModuleNotFoundError as error:
+    print('WITHOUT_FIX', error)
 import vpn_plugin.mm
+cfg = Config.fromfile(sys.argv[1])
+print('WITH_FIX', cfg.default_scope, cfg.log_level)
 import mmaction.models
 from mmaction.registry import MODELS
 for name in ('DRN', 'VindLURetrieval'):
@@ -104,13 +117,24 @@ for name in ('DRN', 'VindLURetrieval'):
 """
 
 
-def test_mmaction_models_imports_only_with_fix_and_no_warning_from_our_files(tmp_path):
+@pytest.fixture(scope='module')
+def with_fix_run(tmp_path_factory):
+    """:data:`WITH_FIX` run with ``-W default`` on a config whose base is
+    ``mmaction::_base_/default_runtime.py``: the finished process."""
+    folder = tmp_path_factory.mktemp('with_fix')
+    config = folder / 'uses_mmaction_base.py'
+    config.write_text("_base_ = ['mmaction::_base_/default_runtime.py']\n")
+    # -W default also shows DeprecationWarnings (e.g. torch's own torch.jit ones): none may
+    # come from our files (a UserWarning of ours fails the run: WITH_FIX makes it an error)
+    return run_python(['-W', 'default', '-c', WITH_FIX, str(config)], cwd=folder)
+
+
+def test_mmaction_models_imports_only_with_fix_and_no_warning_from_our_files(tmp_path,
+                                                                            with_fix_run):
     without_fix = run_python(['-c', 'import mmaction.models'], cwd=tmp_path)
     assert without_fix.returncode != 0  # the 1.2.0 wheel is broken on its own
     assert "No module named 'mmaction.models.localizers.drn'" in without_fix.stderr
-    # -W default also shows DeprecationWarnings (e.g. torch's own torch.jit ones): none may
-    # come from our files (a UserWarning of ours fails the run: WITH_FIX makes it an error)
-    result = run_python(['-W', 'default', '-c', WITH_FIX], cwd=tmp_path)
+    result = with_fix_run
     assert_ok(result)
     assert 'BUILD DRN mmaction.models.localizers.drn is missing' in result.stdout
     assert 'BUILD VindLURetrieval' in result.stdout and 'multi-modal' in result.stdout
@@ -152,28 +176,12 @@ def test_package_lookups_without_pkg_resources():
         compat.get_installed_path('no-such-package-vpn')
 
 
-MMACTION_BASE_CONFIG = """
-import sys
-from mmengine.config import Config
-try:
-    Config.fromfile(sys.argv[1])
-except ModuleNotFoundError as error:
-    print('WITHOUT_FIX', error)
-import vpn_plugin.mm
-cfg = Config.fromfile(sys.argv[1])
-print('WITH_FIX', cfg.default_scope, cfg.log_level)
-"""
-
-
-def test_mmaction_scheme_base_config(tmp_path):
-    config = tmp_path / 'uses_mmaction_base.py'
-    config.write_text("_base_ = ['mmaction::_base_/default_runtime.py']\n")
-    result = run_python(['-c', MMACTION_BASE_CONFIG, str(config)], cwd=tmp_path)
-    assert_ok(result)
-    assert 'WITH_FIX mmaction INFO' in result.stdout
+def test_mmaction_scheme_base_config(with_fix_run):
+    assert_ok(with_fix_run)
+    assert 'WITH_FIX mmaction INFO' in with_fix_run.stdout
     import importlib.util
     if importlib.util.find_spec('pkg_resources') is None:  # setuptools >= 81
-        assert "WITHOUT_FIX No module named 'pkg_resources'" in result.stdout
+        assert "WITHOUT_FIX No module named 'pkg_resources'" in with_fix_run.stdout
 
 
 # --- checkpoints under weights_only=True ------------------------------------------
@@ -252,30 +260,37 @@ def assert_training_log_is_true_short_and_free_of_our_warnings(log: str, work_di
     assert ours == [] and 'prefix is not set' not in log
 
 
-def test_train_resume_and_test_with_weights_only(toy_config, tmp_path):
+def test_train_resume_and_test_with_weights_only(toy_config, tmp_path, monkeypatch, capfd):
+    """The training runs in a fresh interpreter (its console log is checked); the resume and
+    the test, which load its checkpoints under weights_only=True, run the tools in this
+    process (an interpreter start with OpenMMLab: ~5 s CPU each; tools/train.py and
+    tools/test.py run as commands in tests/test_train.py, test_hostile_tools.py, ...)."""
     major, minor = (int(part) for part in torch.__version__.split('.')[:2])
     assert (major, minor) >= (2, 6), 'weights_only=True is the torch.load default from 2.6'
     assert os.environ.get('TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD') is None
     work_dir = tmp_path / 'work'
-    train = ['tools/train.py', str(toy_config), '--work-dir', str(work_dir)]
-    trained = run_python(['-W', 'default', *train, '--tensorboard'], cwd=REPO_ROOT)
+    train = [str(toy_config), '--work-dir', str(work_dir)]
+    trained = run_python(['-W', 'default', 'tools/train.py', *train, '--tensorboard'],
+                         cwd=REPO_ROOT)
     assert_ok(trained)
     assert_training_log_is_true_short_and_free_of_our_warnings(
         trained.stdout + trained.stderr, work_dir)
     assert load_checkpoint(work_dir / 'epoch_2.pth')['meta']['epoch'] == 2
     assert list(work_dir.glob('*/vis_data/events.out.tfevents.*')), 'no TensorBoard log written'
 
-    resumed = run_python([*train, '--resume', '--cfg-options', 'train_cfg.max_epochs=3'],
-                         cwd=REPO_ROOT)
-    assert_ok(resumed)
-    assert 'resumed epoch: 2' in resumed.stdout + resumed.stderr
+    monkeypatch.setenv('LOCAL_RANK', '0')  # as parse_args sets it in a process of its own
+    monkeypatch.delenv('VPN_TRACEBACK', raising=False)
+    monkeypatch.syspath_prepend(str(TESTS_DIR))  # custom_imports: toy_plugin
+    capfd.readouterr()
+    load_tool('train').main([*train, '--resume', '--cfg-options', 'train_cfg.max_epochs=3'])
+    resumed = capfd.readouterr()
+    assert 'resumed epoch: 2' in resumed.out + resumed.err
     assert load_checkpoint(work_dir / 'epoch_3.pth')['meta']['epoch'] == 3
 
     metrics_file, dump_file = tmp_path / 'metrics.json', tmp_path / 'predictions.pkl'
-    tested = run_python(['tools/test.py', str(toy_config), str(work_dir / 'epoch_3.pth'),
-                         '--work-dir', str(work_dir), '--out-metrics', str(metrics_file),
-                         '--out', str(dump_file)], cwd=REPO_ROOT)
-    assert_ok(tested)
+    load_tool('test').main([str(toy_config), str(work_dir / 'epoch_3.pth'), '--work-dir',
+                            str(work_dir), '--out-metrics', str(metrics_file),
+                            '--out', str(dump_file)])
     accuracy = json.loads(metrics_file.read_text())['toy/accuracy']
     with open(dump_file, 'rb') as file:
         predictions = pickle.load(file)  # written by this test's own run
