@@ -463,6 +463,35 @@ def test_config_text_is_formatted_once_per_content(monkeypatch):
     assert 'depth=2' in cfg.pretty_text and len(calls) == 2
 
 
+def test_the_same_config_text_is_formatted_by_yapf_once(monkeypatch):
+    """mmengine formats a config's text with yapf for every runner (a protocol unit's train
+    and test runners, a resumed run): the memo answers a repeated text, the same result."""
+    from mmengine.config import Config, config as config_module
+    from yapf.yapflib.yapf_api import FormatCode
+    compat.apply()
+    assert config_module.FormatCode.vpn_memoized  # installed by the fixes
+    calls = []
+    monkeypatch.setattr(config_module, 'FormatCode', compat._memoized_format_code(
+        lambda *args, **kwargs: calls.append(args[0]) or FormatCode(*args, **kwargs)))
+    monkeypatch.setattr(compat, 'FORMATTED_CONFIG_TEXTS', 2)
+
+    def text_of(**options):  # a new Config object each time: no per-object cache
+        return Config(dict(model=dict(type='X', depth=1, **options))).pretty_text
+    first = text_of()
+    assert text_of() == first and len(calls) == 1
+    monkeypatch.setattr(config_module, 'FormatCode', FormatCode)
+    assert text_of() == first  # yapf's own answer
+    monkeypatch.undo()
+    monkeypatch.setattr(config_module, 'FormatCode', compat._memoized_format_code(
+        lambda *args, **kwargs: calls.append(args[0]) or FormatCode(*args, **kwargs)))
+    monkeypatch.setattr(compat, 'FORMATTED_CONFIG_TEXTS', 2)
+    calls.clear()
+    texts = [text_of(width=width) for width in (1, 2, 1, 3, 2, 1)]
+    assert 'width=3' in texts[3] and texts[0] == texts[2] == texts[5]
+    # kept: {1}, {1, 2}, {2, 1} (1 used again), {1, 3}, {3, 2}, {2, 1}: five formatted
+    assert len(calls) == 5, calls
+
+
 def test_launcher_pytorch_outside_torchrun_says_how_to_start_it(toy_config, tmp_path,
                                                                monkeypatch):
     """Today torch's "environment variable RANK expected, but not set" (names no way out).

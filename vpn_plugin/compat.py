@@ -575,10 +575,49 @@ def is_resuming(runner) -> bool:
     return bool(getattr(runner, '_resume', False))
 
 
+# --- mmengine: the same config text formatted again by yapf for every runner ---------
+
+FORMATTED_CONFIG_TEXTS = 32  # formatted texts kept per process
+
+
+def _memoized_format_code(original):
+    """yapf's ``FormatCode`` answering a call it has answered before (the same arguments: the
+    same unformatted text and style) from a memo of :data:`FORMATTED_CONFIG_TEXTS` entries,
+    the least recently used dropped first: the result is the same (yapf is a function of its
+    input) and ``(text, changed)`` is immutable."""
+    memo, lock = {}, threading.Lock()
+
+    @functools.wraps(original)
+    def format_code(*args, **kwargs):
+        key = repr((args, sorted(kwargs.items())))
+        with lock:
+            if key in memo:
+                memo[key] = memo.pop(key)  # the most recently used last
+                return memo[key]
+        result = original(*args, **kwargs)
+        with lock:
+            memo[key] = result
+            while len(memo) > FORMATTED_CONFIG_TEXTS:
+                del memo[next(iter(memo))]
+        return result
+    format_code.vpn_memoized = True
+    return format_code
+
+
+def fix_config_formatting_repeats():
+    """mmengine 0.10.7 formats a config's text with yapf (0.1-2 s CPU) for every runner
+    (work dir copy, visualizer, message hub): a protocol unit's train and test runners, a
+    resumed run, a test suite's trainings format the same text again."""
+    from mmengine.config import config
+    if not getattr(config.FormatCode, 'vpn_memoized', False):
+        config.FormatCode = _memoized_format_code(config.FormatCode)
+
+
 FIXES = (fix_transformers_import, fix_undeclared_importlib_metadata, fix_missing_drn_module,
          fix_multimodal_autoimport, fix_mmcv_lite_ops_warning, fix_fileio_deprecation_warnings,
          fix_pkg_resources_lookups,
-         fix_checkpoint_weights_only, fix_cpu_init_dist, fix_cpu_ddp_wrapper)
+         fix_checkpoint_weights_only, fix_cpu_init_dist, fix_cpu_ddp_wrapper,
+         fix_config_formatting_repeats)
 
 
 def apply():
