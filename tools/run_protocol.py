@@ -182,6 +182,13 @@ def main(argv=None):
             unit_estimates=lambda todo: [run.seconds for run in planned(todo)])
     except UnitsFailedError as error:  # the others ran: their rows are written
         raise SystemExit(f'error: {error}') from None
+    except KeyboardInterrupt:  # Ctrl-C: one line, not Python's traceback (exit 128 + SIGINT)
+        print(f'interrupted (Ctrl-C): the rows of the finished units are kept in '
+              f'{runner.results_file}, and each interrupted training keeps its last checkpoint '
+              f'in its work dir under {runner.root}; run the same command again to resume '
+              '(finished units are skipped, an interrupted training goes on from its last '
+              'checkpoint)', file=sys.stderr)
+        raise SystemExit(130) from None
     print(results)
     return results
 

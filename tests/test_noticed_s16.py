@@ -1,0 +1,62 @@
+"""Session 16, issue 37: NOTICED items of the hostile pass (passV/L/T/M/P), fixed by fixNoticed.
+Each test fails on 3ce84f9; the guards beside them keep valid inputs accepted."""
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from tool_modules import load_tool
+
+ROOT = Path(__file__).resolve().parents[1]
+T3 = ROOT / 'docs' / 'results_data' / 'main_t3_crosstask.jsonl'
+
+
+def refusal(tool: str, argv: list) -> str:
+    """The one-line message a tool ends with (``SystemExit``), as the user reads it."""
+    with pytest.raises(SystemExit) as ended:
+        load_tool(tool).main(argv)
+    return str(ended.value.code)
+
+
+# ---------------------------------------------- 1: plots --methods X X, as report refuses it
+def test_plots_refuses_a_method_given_twice_as_report_does(tmp_path):
+    """Before: plots drew the figure (report.py refused the same --methods)."""
+    message = refusal('plots', ['params', str(T3), '--methods', 'Base Model', 'Base Model',
+                                '--horizon', '3', '--out', str(tmp_path / 'f')])
+    assert ("error: --methods: 'Base Model' given twice; a figure draws each method once "
+            '(give each once)') in message
+    assert not list(tmp_path.iterdir())
+    table = refusal('report', [str(T3), '--methods', 'Base Model', 'Base Model'])
+    assert ("error: --methods: 'Base Model' given twice; the table would show it twice "
+            '(give each once)') in table
+
+
+def test_plots_methods_given_once_still_draws(tmp_path):
+    """Guard: distinct --methods are accepted (the check is no false caveat)."""
+    from vpn_plugin.errors import check_given_once
+    check_given_once(['Base Model', 'ViterbiPlanNet'], '--methods', 'x')
+    check_given_once(None, '--methods', 'x')
+
+
+# ---------------------------------------------------- 2: run_protocol interrupted by Ctrl-C
+def test_run_protocol_ctrl_c_ends_in_one_line_saying_how_to_resume(tmp_path, monkeypatch,
+                                                                     capsys):
+    """Before: Python's KeyboardInterrupt traceback (exit 1 by Python's own handler)."""
+    from vpn_plugin.protocol.runner import ProtocolRunner
+    protocol = tmp_path / 'p.py'
+    protocol.write_text("protocol = 'p'\ndataset = 'niv'\nseeds = [0]\nruns = [dict(method='U', "
+                        f"config='{ROOT}/configs/baselines/uniform_emissions_{{dataset}}_t3.py',"
+                        " train=False)]\n")
+
+    def interrupted(self, *args, **kwargs):
+        raise KeyboardInterrupt
+    monkeypatch.setattr(ProtocolRunner, 'run', interrupted)
+    with pytest.raises(SystemExit) as ended:
+        load_tool('run_protocol').main([str(protocol), '--out', str(tmp_path / 'runs'),
+                                        '--smoke'])
+    assert ended.value.code == 130
+    err = capsys.readouterr().err
+    assert err.startswith('interrupted (Ctrl-C): the rows of the finished units are kept in '
+                          f'{tmp_path}/runs/p/results_smoke.jsonl'), err
+    assert 'run the same command again to resume' in err and 'Traceback' not in err
