@@ -60,3 +60,28 @@ def test_run_protocol_ctrl_c_ends_in_one_line_saying_how_to_resume(tmp_path, mon
     assert err.startswith('interrupted (Ctrl-C): the rows of the finished units are kept in '
                           f'{tmp_path}/runs/p/results_smoke.jsonl'), err
     assert 'run the same command again to resume' in err and 'Traceback' not in err
+
+
+# ------------------------------------------ 3: model_stats names the --cfg-options it applied
+def test_model_stats_names_the_options_its_counts_are_of(capsys):
+    """Before: 'configs/...py: UniformEmissionPlanner, ...' as if the config were counted as
+    it is."""
+    config = 'configs/baselines/uniform_emissions_niv_t3.py'
+    load_tool('model_stats').main([str(ROOT / config), '--cfg-options', 'horizon=4'])
+    assert f'{ROOT / config} with --cfg-options horizon=4: UniformEmissionPlanner' in (
+        capsys.readouterr().out)
+    load_tool('model_stats').main([str(ROOT / config)])  # guard: no options, none named
+    assert f'{ROOT / config}: UniformEmissionPlanner' in capsys.readouterr().out
+
+
+# ------------------------------------------------------ 4: llm_eval --cache-dir '~/x' quoted
+def test_reply_cache_expands_a_quoted_home(tmp_path, monkeypatch):
+    """Before: --cache-dir '~/x' made a folder named '~' in the current folder (config paths
+    and --model expand it)."""
+    from vpn_plugin.baselines.llm.backends import ResponseCache
+    monkeypatch.setenv('HOME', str(tmp_path / 'home'))
+    monkeypatch.chdir(tmp_path)
+    cache = ResponseCache('~/x')
+    assert cache.root == tmp_path / 'home' / 'x' and (tmp_path / 'home' / 'x').is_dir()
+    assert not (tmp_path / '~').exists()
+    assert ResponseCache('plain').root == Path('plain')  # guard: a relative path stays so
