@@ -85,3 +85,39 @@ def test_reply_cache_expands_a_quoted_home(tmp_path, monkeypatch):
     assert cache.root == tmp_path / 'home' / 'x' and (tmp_path / 'home' / 'x').is_dir()
     assert not (tmp_path / '~').exists()
     assert ResponseCache('plain').root == Path('plain')  # guard: a relative path stays so
+
+
+# --------------------------------------------- 5: slurm_train.sh (slurm_extract.sh) GPUS count
+def _slurm_extract(tmp_path, **variables):
+    """slurm_extract.sh against a fake sinfo (one partition 'debug', 8 GPUs a node) and a fake
+    srun that prints what it was given."""
+    bin_dir = tmp_path / 'bin'
+    bin_dir.mkdir(exist_ok=True)
+    (bin_dir / 'sinfo').write_text('#!/bin/sh\ncase "$*" in *%G*) echo gpu:8 ;; *) echo debug ;; '
+                                   'esac\n')
+    (bin_dir / 'srun').write_text('#!/bin/sh\necho "srun $*"\n')
+    for tool in ('sinfo', 'srun'):
+        (bin_dir / tool).chmod(0o755)
+    env = {**os.environ, 'PATH': f'{bin_dir}:{os.environ["PATH"]}', **variables}
+    return subprocess.run(['bash', str(ROOT / 'tools/slurm_extract.sh'), 'debug', 'job',
+                           'clip.mp4', '--out', 'o'], capture_output=True, text=True, env=env,
+                          cwd=tmp_path, timeout=60)
+
+
+@pytest.mark.parametrize('name,value', [('GPUS', '0'), ('GPUS', '1_6'), ('GPUS', 'abc'),
+                                        ('CPUS_PER_TASK', '0')])
+def test_slurm_scripts_refuse_a_bad_count_before_srun(tmp_path, name, value):
+    """Before: srun --ntasks=0 / 1_6 was submitted (dist_train.sh refuses such an NPROC)."""
+    refused = _slurm_extract(tmp_path, **{name: value})
+    assert refused.returncode == 2 and 'srun' not in refused.stdout, refused
+    assert f'error: {name}={value}: expected an integer >= 1' in refused.stderr
+
+
+def test_slurm_and_dist_scripts_still_take_good_counts(tmp_path):
+    """Guards: GPUS=08 reaches srun as 8 tasks; dist_train.sh's own check (now shared) still
+    refuses NPROC=0."""
+    ran = _slurm_extract(tmp_path, GPUS='08', GPUS_PER_NODE='8')
+    assert ran.returncode == 0 and '--ntasks=8 ' in ran.stdout, ran
+    zero = subprocess.run(['bash', str(ROOT / 'tools/dist_train.sh'), 'c.py', '0'],
+                          capture_output=True, text=True, timeout=60)
+    assert zero.returncode == 2 and 'error: NPROC=0: expected an integer >= 1' in zero.stderr
