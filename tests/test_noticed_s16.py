@@ -121,3 +121,34 @@ def test_slurm_and_dist_scripts_still_take_good_counts(tmp_path):
     zero = subprocess.run(['bash', str(ROOT / 'tools/dist_train.sh'), 'c.py', '0'],
                           capture_output=True, text=True, timeout=60)
     assert zero.returncode == 2 and 'error: NPROC=0: expected an integer >= 1' in zero.stderr
+
+
+# ------------------------------------ 6: extract_features refuses a name clash before loading
+def _two_videos(tmp_path, second: str) -> list:
+    for name in ('a/a.mp4', second):
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / name).write_bytes(b'not decoded: refused or stopped before')
+    return [str(tmp_path / 'a'), str(tmp_path / Path(second).parent)]
+
+
+def test_extract_refuses_two_videos_of_one_name_before_loading_the_weights(tmp_path,
+                                                                            monkeypatch):
+    """Before: the S3D weights were loaded (minutes on a cluster's shared disk) and only then
+    'a/a.mp4 and b/a.mp4 would both write a.npz'."""
+    import vpn_plugin.apis.video as video_api
+    loaded = []
+
+    def load(*args, **kwargs):  # stands for the S3D weights' loading
+        loaded.append(args)
+        raise ValueError('weights loaded')
+    monkeypatch.setattr(video_api, 'load_s3d_for_tool', load)
+    message = refusal('extract_features', _two_videos(tmp_path, 'b/a.mp4')
+                      + ['--out', str(tmp_path / 'out'), '--random-weights'])
+    assert 'would both write a.npz' in message and not loaded, message
+    assert not (tmp_path / 'out').exists()
+    # guard: distinct names (or --naming parent_stem) go on to the weights
+    for names, naming in (('c/c.mp4', 'stem'), ('b/a.mp4', 'parent_stem')):
+        message = refusal('extract_features', _two_videos(tmp_path / naming, names)
+                          + ['--out', str(tmp_path / 'out2'), '--random-weights',
+                             '--naming', naming])
+        assert 'weights loaded' in message, message
