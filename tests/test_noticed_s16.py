@@ -32,11 +32,11 @@ def test_plots_refuses_a_method_given_twice_as_report_does(tmp_path):
             '(give each once)') in table
 
 
-def test_plots_methods_given_once_still_draws(tmp_path):
-    """Guard: distinct --methods are accepted (the check is no false caveat)."""
-    from vpn_plugin.errors import check_given_once
-    check_given_once(['Base Model', 'ViterbiPlanNet'], '--methods', 'x')
-    check_given_once(None, '--methods', 'x')
+def test_plots_methods_given_once_go_on_to_the_results(tmp_path):
+    """Guard: distinct --methods pass the check (the next refusal is the missing file's)."""
+    message = refusal('plots', ['params', str(tmp_path / 'none.jsonl'), '--methods',
+                                'Base Model', 'ViterbiPlanNet', '--out', str(tmp_path / 'f')])
+    assert 'none.jsonl' in message and 'given twice' not in message, message
 
 
 # ---------------------------------------------------- 2: run_protocol interrupted by Ctrl-C
@@ -152,3 +152,27 @@ def test_extract_refuses_two_videos_of_one_name_before_loading_the_weights(tmp_p
                           + ['--out', str(tmp_path / 'out2'), '--random-weights',
                              '--naming', naming])
         assert 'weights loaded' in message, message
+
+
+# ------------------------------------- 7: the official comparison's user text in its Markdown
+def test_official_comparison_writes_its_changes_and_settings_as_text(monkeypatch):
+    """Before: comparison.md wrote the changes raw: ``PYTHONPATH=<copy>/src`` showed as
+    ``PYTHONPATH=/src`` (GitHub hides the tag), a --out folder ``runs/_x_`` in italics. (The
+    protocol status table, the other place named, is terminal text, no Markdown.)"""
+    from types import SimpleNamespace
+    from vpn_plugin.protocol.official import summary
+    from vpn_plugin.protocol.official.framework import Change, Settings
+    for name in ('loss_curves', 'loss_table', 'metric_table', 'speed_lines', 'stage_text',
+                 'check_lines', 'variant_text', 'rescore_text'):
+        monkeypatch.setattr(summary, name, lambda *args, **kwargs: '')
+    monkeypatch.setattr(summary, 'stage_names', lambda runs: [])
+    method = SimpleNamespace(label='SCHEMA', loss_names=('total',), metrics=('success_rate',))
+    result = {'changes': [Change('environment', 'PYTHONPATH=<copy>/src'),
+                          Change('data', 'features: runs/_x_/features (synthetic)')]}
+    settings = Settings('schema', 'niv', 3, 2, [0], sizes={'batch_size': 4})
+    text = load_tool('compare_official_training').report(method, result, settings)
+    assert r'- [environment] PYTHONPATH=\<copy\>/src' in text.splitlines(), text
+    assert r'- [data] features: runs/\_x\_/features (synthetic)' in text.splitlines()
+    # guard: names as they are where nothing is markup (no needless backslash)
+    assert '## SCHEMA: official training vs ours, niv T=3' in text.splitlines()
+    assert '"batch_size": 4' in text
