@@ -40,14 +40,20 @@ def test_plots_methods_given_once_go_on_to_the_results(tmp_path):
 
 
 # ---------------------------------------------------- 2: run_protocol interrupted by Ctrl-C
-def test_run_protocol_ctrl_c_ends_in_one_line_saying_how_to_resume(tmp_path, monkeypatch,
-                                                                     capsys):
-    """Before: Python's KeyboardInterrupt traceback (exit 1 by Python's own handler)."""
-    from vpn_plugin.protocol.runner import ProtocolRunner
+def one_unit_protocol(tmp_path) -> Path:
+    """A protocol of one untrained unit (the uniform baseline on NIV, seed 0)."""
     protocol = tmp_path / 'p.py'
     protocol.write_text("protocol = 'p'\ndataset = 'niv'\nseeds = [0]\nruns = [dict(method='U', "
                         f"config='{ROOT}/configs/baselines/uniform_emissions_{{dataset}}_t3.py',"
                         " train=False)]\n")
+    return protocol
+
+
+def test_run_protocol_ctrl_c_ends_in_one_line_saying_how_to_resume(tmp_path, monkeypatch,
+                                                                     capsys):
+    """Before: Python's KeyboardInterrupt traceback (exit 1 by Python's own handler)."""
+    from vpn_plugin.protocol.runner import ProtocolRunner
+    protocol = one_unit_protocol(tmp_path)
 
     def interrupted(self, *args, **kwargs):
         raise KeyboardInterrupt
@@ -179,3 +185,33 @@ def test_official_comparison_writes_its_changes_and_settings_as_text(monkeypatch
     # guard: names as they are where nothing is markup (no needless backslash)
     assert '## SCHEMA: official training vs ours, niv T=3' in text.splitlines()
     assert '"batch_size": 4' in text
+
+
+def test_run_protocol_ctrl_c_while_waiting_on_slurm_says_the_jobs_go_on(tmp_path, monkeypatch,
+                                                                        capsys):
+    """--launcher slurm --wait: Ctrl-C ends the wait, not the job array; said so, with the
+    --status command (before: the KeyboardInterrupt traceback)."""
+    from types import SimpleNamespace
+    from vpn_plugin.protocol import slurm
+    from vpn_plugin.protocol.runner import ProtocolRunner
+    monkeypatch.setattr(ProtocolRunner, 'check_feature_files', lambda self, units: (0, []))
+    protocol = one_unit_protocol(tmp_path)
+    plan = SimpleNamespace(warnings=[], tasks=[SimpleNamespace(units=[0], seconds=60.0)],
+                           skipped_done=0, skipped_queued=0, time_limit=600)
+    monkeypatch.setattr(slurm, 'submit', lambda *args, **kwargs: (
+        plan, [SimpleNamespace(job_id='4242_0')]))
+
+    def interrupted(*args, **kwargs):
+        raise KeyboardInterrupt
+    monkeypatch.setattr(slurm, 'wait_for', interrupted)
+    try:
+        with pytest.raises(SystemExit) as ended:
+            load_tool('run_protocol').main([str(protocol), '--out', str(tmp_path / 'runs'),
+                                            '--launcher', 'slurm', '--partition', 'gpu',
+                                            '--wait'])
+    except KeyboardInterrupt:
+        pytest.fail('the raw KeyboardInterrupt reached Python (its traceback)')
+    assert ended.value.code == 130
+    err = capsys.readouterr().err
+    assert ('interrupted (Ctrl-C) while waiting: job array 4242 keeps running (scancel 4242 '
+            'stops it); status: ') in err and err.rstrip().endswith('--status'), err

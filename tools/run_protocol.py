@@ -262,7 +262,13 @@ def launch_on_slurm(args, protocol, units, runner):
         return jobs
     estimate = sum(t.seconds for t in plan.tasks) / max(1, min(
         len(plan.tasks), args.max_parallel or len(plan.tasks)))
-    statuses = wait_for(runner, units, args.poll_seconds, estimate or None)
+    try:
+        statuses = wait_for(runner, units, args.poll_seconds, estimate or None)
+    except KeyboardInterrupt:  # the wait ends; the submitted jobs do not
+        array = str(jobs[0].job_id).split('_')[0]
+        print(f'interrupted (Ctrl-C) while waiting: job array {array} keeps running (scancel '
+              f'{array} stops it); status: {status_command(args)}', file=sys.stderr)
+        raise SystemExit(130) from None
     print('\n'.join(format_status(statuses)))
     unfinished = [s for s in statuses if s.state != 'done']
     if unfinished:
