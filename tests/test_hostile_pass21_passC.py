@@ -131,11 +131,11 @@ def test_a_row_needing_a_value_of_a_base_names_the_base_line(tmp_path):
 @pytest.mark.parametrize('name, text, key, value', [
     ('D04_bool_augmented', 'x = True\nx += 1\n', 'x', 2),
     ('N_boolsum', 'horizon = True + 5\n', 'horizon', 6),
-    ('minus_true', 'x = -True\n', 'x', -1),
+    ('minus_true', 'x = -True\n', 'x', -1),  # guard
     ('big_negative', 'x = 123456789012345678901234567890\ny = -x\n', 'y',
      -123456789012345678901234567890),
-    ('none_key', 'x = {None: 1, 1.0: 2, True: 3}\n', 'x', {None: 1, 1.0: 3}),  # guard
-    ('dict_forms', "x = dict([('a', 1)], b=2, **{'c': 3})\n", 'x', {'a': 1, 'b': 2, 'c': 3}),
+    ('none_key', 'x = {None: 1, 1.0: 2, True: 3}\n', 'x', {None: 1, 1.0: 3}),  # was unread
+    ('dict_forms', "x = dict([('a', 1)], b=2, **{'c': 3})\n", 'x', {'a': 1, 'b': 2, 'c': 3}),  # guard
     ('list_of_dict', "x = list({'a': 1})\n", 'x', ['a']),  # guard
     ('text_of_numbers', "x = f'{1e16}-{0.1 + 0.2}-{True}-{None}-{-0.0}-{1_000}'\n", 'x',
      '1e+16-0.30000000000000004-True-None--0.0-1000'),  # guard
