@@ -22,25 +22,7 @@ import os
 
 import pytest
 from mmengine.config import Config
-
-BASE = ("horizon = 3\ntest_horizon = 3\nlst = [1, 2]\ndata_root = 'data/niv'\n"
-        "test_dataloader = dict(dataset=dict(type='X', horizon=3, data_root=data_root))\n")
-H = "_base_ = ['b3.py']\n"
-
-
-def write(folder, files: dict, main='c.py'):
-    folder.mkdir(parents=True, exist_ok=True)
-    (folder / 'b3.py').write_text(BASE)
-    for name, text in files.items():
-        path = folder / name
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(text)
-    return folder / main
-
-
-def literal(path):
-    from vpn_plugin.data_paths import read_config_safely
-    return read_config_safely(str(path)).to_dict()
+from test_hostile_pass20_passC import H, literal, write
 
 
 def check_row(config, horizon=6, dataset=None):
