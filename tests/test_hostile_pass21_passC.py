@@ -66,7 +66,8 @@ REFUSED = {
     'S15_power_overflow': ('x = 2.0 ** 10000\n', r'c\.py:2: float \*\* int'),
     'S16_text_below_int': ("x = 'a' < 1\n", r'c\.py:2: a comparison'),
     'S18_comprehension_over_int': ('x = [i for i in 5]\n', r'c\.py:2: a comprehension'),
-    'S19_unhashable_comprehension': ('x = {i: 1 for i in [[1]]}\n', r'c\.py:2: a comprehension'),
+    'S19_unhashable_comprehension': ('x = {i: 1 for i in [[1]]}\n',
+                                     r'c\.py:2: a comprehension'),
     'S20_starred_int': ('x = [*5]\n', r'c\.py:2: a starred item'),
     'S21_spread_of_list': ('x = {**[1]}\n', r"c\.py:2: \{\*\*\[1\]\} \(Python refuses it"),
     'S22_bad_format': ("x = f'{\"a\":d}'\n", r'c\.py:2: an f-string'),
@@ -101,8 +102,8 @@ def test_a_row_needing_a_value_of_a_base_names_the_base_line(tmp_path):
                           'c.py': "_base_ = ['hb.py']\ntest_horizon = 6\n",
                           'tdl.py': H + 'test_dataloader = [dict(dataset=dict(x=1))][0]\n',
                           'd.py': "_base_ = ['tdl.py']\ntest_dataloader = dict(dataset=dict())\n",
-                          'r.py': H + "root = ['data'][0]\n"
-                                      "test_dataloader = dict(dataset=dict(data_root=f'{root}/niv'))\n"})
+                          'r.py': H + "root = ['data'][0]\ntest_dataloader = "
+                                      "dict(dataset=dict(data_root=f'{root}/niv'))\n"})
     for main, match in (('c.py', r'hb\.py:2: a subscript'), ('d.py', r'tdl\.py:2: a subscript'),
                         ('r.py', r'r\.py:2: a subscript')):
         with pytest.raises(ValueError, match=match) as error:
@@ -117,7 +118,8 @@ def test_a_row_needing_a_value_of_a_base_names_the_base_line(tmp_path):
     ('big_negative', 'x = 123456789012345678901234567890\ny = -x\n', 'y',
      -123456789012345678901234567890),
     ('none_key', 'x = {None: 1, 1.0: 2, True: 3}\n', 'x', {None: 1, 1.0: 3}),  # was unread
-    ('dict_forms', "x = dict([('a', 1)], b=2, **{'c': 3})\n", 'x', {'a': 1, 'b': 2, 'c': 3}),  # guard
+    ('dict_forms', "x = dict([('a', 1)], b=2, **{'c': 3})\n", 'x',
+     {'a': 1, 'b': 2, 'c': 3}),  # guard
     ('list_of_dict', "x = list({'a': 1})\n", 'x', ['a']),  # guard
     ('text_of_numbers', "x = f'{1e16}-{0.1 + 0.2}-{True}-{None}-{-0.0}-{1_000}'\n", 'x',
      '1e+16-0.30000000000000004-True-None--0.0-1000'),  # guard

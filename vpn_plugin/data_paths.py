@@ -962,9 +962,10 @@ def literal_config(path, chain: tuple = ()) -> dict:
     """A config file's values as mmengine merges them (its ``_base_`` files first, each base
     setting its own keys, then the file's own over them, ``_delete_`` honoured), read WITHOUT
     running any of its code (:func:`literal_assignments`: a config outside
-    :data:`LITERAL_SUBSET` is refused naming file, line and construct). Each ``_base_`` file is found beside the file as named, as
-    mmengine finds it (a linked base's own bases beside the link). A base of a package
-    (``mmaction::...``) is refused: it is not read without running code."""
+    :data:`LITERAL_SUBSET` is refused naming file, line and construct). Each ``_base_`` file
+    is found beside the file as named, as mmengine finds it (a linked base's own bases beside
+    the link). A base of a package (``mmaction::...``) is refused: it is not read without
+    running code."""
     from . import compat_applied  # noqa: F401  (compat fixes before OpenMMLab)
     from mmengine.config import Config
     path = Path(path)
@@ -1060,7 +1061,8 @@ def read_config_safely(path):
     a config that, with every ``_base_`` file, lies in this repository's ``configs/`` is read
     by mmengine (:func:`read_config_file`, its code run); any other is read WITHOUT running its
     code, in :data:`LITERAL_SUBSET` (:func:`literal_config`: a config outside it is refused
-    naming file, line and construct: every value is read), so a results file from elsewhere runs no code of a config it names. A ``mmengine.Config``."""
+    naming file, line and construct: every value is read), so a results file from elsewhere
+    runs no code of a config it names. A ``mmengine.Config``."""
     from . import compat_applied  # noqa: F401  (compat fixes before OpenMMLab)
     from mmengine.config import Config
     check_config_file(path)
