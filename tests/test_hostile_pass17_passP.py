@@ -78,9 +78,10 @@ def test_a_latex_table_with_unicode_says_which_engine_and_plain_tables_stay_as_t
     """Known item (closing11): 'β' in a LaTeX name needs a Unicode engine: the file says so.
     No false note: an ASCII table has no such line and no '{}' where nothing ligates."""
     _, latex = tables(renamed(tmp_path, {'ViterbiPlanNet': 'β-VAE ≥ 2'}))
-    assert latex.splitlines()[1].startswith('% holds non-ASCII characters (β ≥)')
+    assert latex.splitlines()[1].startswith(
+        "% holds characters pdfLaTeX does not set with LaTeX's default fonts (β ≥)")
     _, plain = tables(T3)
-    assert 'non-ASCII' not in plain and '-{}' not in plain and '{}`' not in plain
+    assert 'pdfLaTeX does not set' not in plain and '-{}' not in plain and '{}`' not in plain
 
 
 def test_report_out_replaces_its_own_earlier_latex_with_the_note(tmp_path):
@@ -89,7 +90,7 @@ def test_report_out_replaces_its_own_earlier_latex_with_the_note(tmp_path):
     out = str(tmp_path / 'table')
     for _ in range(2):
         load_tool('report').main([str(path), '--out', out])
-    assert (tmp_path / 'table.tex').read_text().splitlines()[1].startswith('% holds non-ASCII')
+    assert (tmp_path / 'table.tex').read_text().splitlines()[1].startswith('% holds characters')
 
 
 # ------------------------------------------------------------------- H01, F04: a stem with a dot

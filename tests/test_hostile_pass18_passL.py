@@ -173,7 +173,7 @@ def test_a_nonzero_number_below_floats_range_is_refused_not_read_as_zero():
 
 # ------------------------------------- vague refusals made clear (VF4 family, VF21, CF11, K3, K27)
 @pytest.mark.parametrize('damage,shown', [
-    ('link', 'a symbolic link to nowhere.jpg, which does not exist'),
+    ('link', r'a symbolic link to nowhere.jpg, which leads to no file \(a dangling link\)'),
     ('empty', r'empty \(0 bytes\)'),
     ('text', 'OpenCV cannot decode it as an image'),
     ('folder', 'a folder, not an image file'),

@@ -137,7 +137,7 @@ def test_a_dangling_npz_link_is_named_as_such(tmp_path):
     (tmp_path / 'V.npz').symlink_to('gone.npz')
     path = find_feature_file(tmp_path, 'V')
     assert path.name == 'V.npz'
-    with pytest.raises(BadVideoError, match='V.npz .*broken symbolic link to gone.npz'):
+    with pytest.raises(BadVideoError, match='V.npz .*is a symbolic link to gone.npz, which leads to no file'):
         load_features(path, 512, vid='v')
 
 
@@ -147,7 +147,7 @@ def test_a_feature_link_loop_is_named_not_a_raw_os_error(tmp_path):
     (tmp_path / 'V.npz').symlink_to('V.npy')
     (tmp_path / 'V.npy').symlink_to('V.npz')
     assert file_digests([tmp_path / 'V.npy']) == [MISSING]
-    with pytest.raises(BadVideoError, match='the links form a loop'):
+    with pytest.raises(BadVideoError, match=r'leads back to itself \(a loop of links\)'):
         load_features(find_feature_file(tmp_path, 'V'), 512, vid='v')
 
 

@@ -162,7 +162,8 @@ def test_a_cache_folder_that_is_a_symbolic_link_loop_is_named(tmp_path):
     from vpn_plugin.baselines.llm.backends import ResponseCache
     os.symlink(tmp_path / 'loop', tmp_path / 'loop')
     with pytest.raises(NotADirectoryError, match='loop is a symbolic link to .*loop, which leads '
-                                                 r'back to itself \(a loop\); expected a folder'):
+                                                 r'back to itself \(a loop of links\); expected a '
+                                                 'folder'):
         ResponseCache(tmp_path / 'loop')
     ResponseCache(tmp_path / 'new')  # guard: a new folder is still made
 

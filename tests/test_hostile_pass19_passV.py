@@ -134,7 +134,7 @@ def test_a_name_with_a_line_break_keeps_the_printed_table_and_summary_whole(tmp_
     """Before: a data root named 'nl<LF>T | 3 | FORGED' printed a row-like line the tool never
     computed above dataset_stats' table, and broke export_windows' summary line."""
     from vpn_plugin.datasets.stats import format_table
-    from vpn_plugin.outputs import plain_text
+    from vpn_plugin.errors import plain_text
     row = dict(horizon=3, train_windows=45, test_windows=14, train_videos=22, test_videos=7,
                actions=9, tasks=2, actions_seen=9, tasks_seen=2, pkg_coverage=100.0,
                warnings={'test': 'a\nWARNING forged'})

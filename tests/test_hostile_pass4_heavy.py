@@ -79,7 +79,8 @@ def test_subfolders_and_dangling_links_of_the_source_are_counted(tmp_path, capsy
     feature_folder(src / 'task1', ('c',))
     assert load_tool('convert_features').main(convert(src, tmp_path / 'dst')) == 0
     assert ('skipped 2 entries that are not files (a subfolder is not read; a dangling link '
-            'or a loop of links has no file): b.npy (dangling link), task1/'
+            f'or a loop of links has no file): b.npy (a symbolic link to {tmp_path}/gone.npy, '
+            'which leads to no file (a dangling link)), task1/'
             ) in capsys.readouterr().out
 
 

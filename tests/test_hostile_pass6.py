@@ -356,7 +356,8 @@ def test_an_annotation_path_that_cannot_be_there_says_why(tmp_path):
     from vpn_plugin.datasets.sources import why_absent
     loop = tmp_path / 'taxonomy.json'
     loop.symlink_to('taxonomy.json')
-    assert 'symlink that leads back to itself (a loop of links)' in why_absent(loop)
+    assert 'symbolic link to taxonomy.json, which leads back to itself (a loop of links)' \
+        in why_absent(loop)
     (tmp_path / 'splits').write_text('x')
     assert why_absent(tmp_path / 'splits' / 'train_T3.json') == \
         f'does not exist: {tmp_path / "splits"} is a file, not a folder'

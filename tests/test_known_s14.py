@@ -195,12 +195,13 @@ def test_convert_features_names_a_loop_of_links_a_loop(tmp_path, capsys):
     os.symlink('y.npy', tmp_path / 'x.npy')
     os.symlink('x.npy', tmp_path / 'y.npy')
     os.symlink('gone.npy', tmp_path / 'z.npy')
-    assert tool.entry_kind(tmp_path / 'x.npy') == 'x.npy (loop of links)'
-    assert tool.entry_kind(tmp_path / 'z.npy') == 'z.npy (dangling link)'
+    loop = 'x.npy (a symbolic link to y.npy, which leads back to itself (a loop of links))'
+    dangling = 'z.npy (a symbolic link to gone.npy, which leads to no file (a dangling link))'
+    assert tool.entry_kind(tmp_path / 'x.npy') == loop
+    assert tool.entry_kind(tmp_path / 'z.npy') == dangling
     tool.skipped_listing([tmp_path / 'x.npy', tmp_path / 'z.npy'])
     assert ('skipped 2 entries that are not files (a subfolder is not read; a dangling link or '
-            'a loop of links has no file): x.npy (loop of links), z.npy (dangling link)'
-            ) in capsys.readouterr().out
+            f'a loop of links has no file): {loop}, {dangling}') in capsys.readouterr().out
 
 
 def test_every_reader_tells_a_loop_of_links_from_a_dangling_one(tmp_path):
@@ -218,7 +219,8 @@ def test_every_reader_tells_a_loop_of_links_from_a_dangling_one(tmp_path):
     with pytest.raises(FileNotFoundError, match=r'z.json is a symbolic link to gone.json, which '
                        r'leads to no file \(a dangling link\)'):
         check_file(tmp_path / 'z.json', 'taxonomy')
-    assert why_absent(tmp_path / 'z.json') == 'is a symlink that leads nowhere (a dangling link)'
+    assert why_absent(tmp_path / 'z.json') == ('is a symbolic link to gone.json, which leads to '
+                                               'no file (a dangling link)')
 
 
 def test_the_extraction_progress_line_escapes_a_file_name_as_printed_lines_do():
@@ -226,7 +228,7 @@ def test_the_extraction_progress_line_escapes_a_file_name_as_printed_lines_do():
     now escaped by the one rule of names in printed lines (``plain_text``; session 15: no
     longer the TSV escape, which stays the failures.tsv field's)."""
     import io
-    from vpn_plugin.outputs import plain_text
+    from vpn_plugin.errors import plain_text
     from vpn_plugin.video.extract import Progress, tsv_field
     stream = io.StringIO()
     progress = Progress(1, 0, stream, interval=0.0)

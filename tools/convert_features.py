@@ -28,7 +28,7 @@ from pathlib import Path
 # in ~0.1 s; tests/test_import_purity.py)
 import numpy as np
 
-from vpn_plugin.errors import (POSITIVE_INT, check_folder_target, link_loop, path_argument,
+from vpn_plugin.errors import (POSITIVE_INT, check_folder_target, link_problem, path_argument,
                                path_kind, tool_main)
 from vpn_plugin.locks import exclusive_lock, lock_path_of
 from vpn_plugin.outputs import check_output, same_file
@@ -237,8 +237,8 @@ def entry_kind(path: Path) -> str:
     (loop of links)``, ``x.npy (not a regular file)`` (a FIFO, a socket, a device)."""
     if path.is_dir():
         return path.name + '/'
-    if path.is_symlink() and not path.exists():
-        return path.name + (' (loop of links)' if link_loop(path) else ' (dangling link)')
+    if link_problem(path):
+        return f'{path.name} ({link_problem(path)})'
     return path.name + ' (not a regular file)'
 
 

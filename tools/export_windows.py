@@ -22,8 +22,8 @@ from vpn_plugin.datasets.sources import (DATASET_CONFIGS, config_dataset, datase
                                          source_files, source_windows)
 from vpn_plugin.datasets.stats import check_splits_apart
 from vpn_plugin.datasets.validation import AnnotationWarnings
-from vpn_plugin.errors import POSITIVE_INT, path_argument, tool_main
-from vpn_plugin.outputs import add_overwrite_argument, check_output, plain_text
+from vpn_plugin.errors import POSITIVE_INT, path_argument, plain_text, tool_main
+from vpn_plugin.outputs import add_overwrite_argument, check_output
 
 
 def parse_args(argv=None):

@@ -29,7 +29,7 @@ from pathlib import Path
 # parsed (--help and refusals answer in ~0.1 s; tests/test_import_purity.py)
 from vpn_plugin.data_paths import (PATH_VARIABLES, add_cfg_options, add_data_arguments,
                                    data_path_args, load_config, row_config_path)
-from vpn_plugin.outputs import add_overwrite_argument, check_output
+from vpn_plugin.outputs import add_overwrite_argument, check_output, has_suffix
 from vpn_plugin.errors import (NON_NEGATIVE_FLOAT, NON_NEGATIVE_INT, POSITIVE_FLOAT,
                                POSITIVE_INT, path_argument, seed_argument, text_argument,
                                tool_main, write_text_atomically)
@@ -123,7 +123,7 @@ def check_args(parser, args):
     if args.price_per_1k and (len(args.price_per_1k) > 2 or min(args.price_per_1k) < 0):
         parser.error(f'--price-per-1k {args.price_per_1k}: expected one price, or a prompt and '
                      'a completion price, each >= 0')
-    if not args.out.endswith('.jsonl'):
+    if not has_suffix(args.out, ('.jsonl',)):
         parser.error(f'--out {args.out}: results rows go to a JSON Lines file (.jsonl)')
 
 

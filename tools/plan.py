@@ -322,7 +322,7 @@ def main(argv=None):
     dataset = build_split_dataset(cfg, args.split)
     samples = inference_planner(model, dataset, args.indices)
     from vpn_plugin.datasets.provenance import dataset_data_roots
-    from vpn_plugin.outputs import plain_text
+    from vpn_plugin.errors import plain_text
     print(f'{args.split} windows of the annotations in '  # which annotations: stderr, as a log
           f'{", ".join(map(plain_text, dataset_data_roots(dataset)))}', file=sys.stderr)
     print_features_note(samples)

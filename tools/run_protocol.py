@@ -142,6 +142,9 @@ def check_launcher_arguments(parser, args, argv) -> None:
         if stray:
             parser.error(f'{", ".join(stray)} only with --launcher slurm')
         return
+    if args.partition is not None and not args.partition.strip():
+        parser.error(f'--partition {args.partition!r}: an empty value; expected the name of a '
+                     'Slurm partition (sinfo lists the partitions)')
     if not args.partition and not args.status:
         parser.error('--launcher slurm needs --partition (sinfo lists the partitions)')
     if '--jobs' in given:

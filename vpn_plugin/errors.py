@@ -205,8 +205,7 @@ def plain_text(text) -> str:
     text (a table's title, a summary line, a progress line, an error message): control and
     separator characters (a newline, tab, NUL, escape, U+2028) written as Python escapes
     (``\\n``), so that a name cannot break the line or forge one the tool never printed; every
-    other character as it is. The one rule for names in printed lines (also
-    ``outputs.plain_text``)."""
+    other character as it is. The one rule for names in printed lines."""
     return ''.join(c if c.isprintable() else repr(c)[1:-1] for c in str(text))
 
 
@@ -513,9 +512,8 @@ def check_folder_target(path, what: str = 'work dir', holds: str = 'the logs and
         raise NotADirectoryError(f'{what} {path} is {kind}; expected a folder (made when missing) '
                                  f'for {holds}: give another {flag}')
     if os.path.islink(path) and not os.path.exists(path) and link_loop(path):
-        raise NotADirectoryError(f'{what} {path} is a symbolic link to {os.readlink(path)}, '
-                                 'which leads back to itself (a loop); expected a folder (made '
-                                 f'when missing) for {holds}: give another {flag}')
+        raise NotADirectoryError(f'{what} {path} is {link_problem(path)}; expected a folder '
+                                 f'(made when missing) for {holds}: give another {flag}')
     above = file_on_the_way(path)
     if above is not None:
         raise NotADirectoryError(f'{what} {path}: {above} is {path_kind(above)}, not a folder; '
@@ -563,6 +561,14 @@ def broken_link(path) -> str | None:
             'leads to no file (a dangling link)')
 
 
+def link_problem(path) -> str | None:
+    """'a symbolic link to <target>, which <why>' (:func:`broken_link`) when ``path`` is a
+    link that leads to nothing, else None: the one wording of a broken link in every message
+    ("<what> <path> is <this>")."""
+    why = broken_link(path)
+    return f'a symbolic link to {os.readlink(path)}, which {why}' if why else None
+
+
 def check_file(path, what: str, missing: str | None = None) -> Path:
     """``path`` must be a regular file (what a tool reads as an input): ``FileNotFoundError``
     (``missing``, default ``'<what> <path> does not exist'``) when nothing is there, an
@@ -574,10 +580,9 @@ def check_file(path, what: str, missing: str | None = None) -> Path:
     kind = path_kind(path)
     if kind == 'a regular file':
         return Path(path)
-    why = broken_link(path)
-    if why:  # was "does not exist": the name is there
-        raise FileNotFoundError(f'{what} {path} is a symbolic link to {os.readlink(path)}, '
-                                f'which {why}; expected a file')
+    link = link_problem(path)
+    if link:  # was "does not exist": the name is there
+        raise FileNotFoundError(f'{what} {path} is {link}; expected a file')
     if kind is None:
         raise FileNotFoundError(missing or f'{what} {path} does not exist')
     raise OSError(f'{what} {path} is {kind}, not a regular file; expected a file')

@@ -9,7 +9,8 @@
 * it is one of the command's inputs: the same file, also through a symlink, a hard link or
   another relative path. No flag allows this (the input would be gone before it was read);
 * its name does not end in a suffix its format needs (``--save-features x.txt`` would be an
-  npz named ``.txt``);
+  npz named ``.txt``); a suffix is compared without case (:func:`has_suffix`: ``X.JSONL`` is a
+  ``.jsonl``), by every tool and reader;
 * it exists and is not recognisably an earlier output of this kind (another checkpoint, a
   video, someone's ``mine.md``), unless ``--overwrite`` is given;
 * it is a symbolic link, unless ``--overwrite`` is given (then the link's target is written, as
@@ -39,7 +40,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Iterable, Optional
 
-from .errors import file_on_the_way, json_lines, plain_text  # noqa: F401  (names in lines)
+from .errors import file_on_the_way, json_lines
 
 OVERWRITE_FLAG = '--overwrite'
 MARKER_BYTES = 1 << 20  # how far into a file a marker is looked for (they sit near the top)
@@ -187,6 +188,17 @@ def results_rows(path: Path) -> bool:
         return False
 
 
+def name_suffix(path) -> str:
+    """The extension of ``path``'s name in lower case (``X.JSONL`` -> ``.jsonl``): the one
+    rule by which a tool tells a file's format from its name (:func:`has_suffix`)."""
+    return Path(str(path)).suffix.lower()
+
+
+def has_suffix(path, suffixes: Iterable[str]) -> bool:
+    """``path``'s name ends in one of ``suffixes``, case aside (``X.NPY`` is an ``.npy``)."""
+    return str(path).lower().endswith(tuple(suffix.lower() for suffix in suffixes))
+
+
 @dataclass(frozen=True)
 class OutputKind:
     """What a tool writes to one output flag: words for messages, the name endings the format
@@ -272,7 +284,7 @@ def check_output(path, kind: str, flag: str, inputs: Iterable = (), overwrite: b
     folder = file_on_the_way(target)
     if folder is not None:
         raise ValueError(f'{flag} {text}: {folder} is a file, not a folder to write into')
-    if output.suffixes and not text.endswith(output.suffixes):
+    if output.suffixes and not has_suffix(text, output.suffixes):
         raise ValueError(f'{flag} {text}: expected a file name ending in '
                          f'{" or ".join(output.suffixes)} (the {output.what}); nothing is '
                          'written under another extension')
@@ -391,7 +403,7 @@ def stem_files(stem, suffixes: Iterable[str], flag: str = '--out') -> list:
                          'empty name')
     suffixes = tuple(suffixes)
     path = Path(text)
-    if path.suffix.lower() in (*suffixes, *STEM_SUFFIXES):
+    if name_suffix(path) in (*suffixes, *STEM_SUFFIXES):
         path = path.with_suffix('')
     return [path.with_name(path.name + suffix) for suffix in suffixes]
 

@@ -315,8 +315,9 @@ class PlanningRunner(Runner):
     def train(self):
         """mmengine's ``train`` holding the work dir's lock (``vpn_plugin.locks``): a work dir
         another process trains in is refused (rank 0 holds it for all ranks). The config is
-        written once the checkpoint to resume is loaded (:meth:`load_or_resume`): a run refused
-        before leaves the work dir's record of its earlier run as it was."""
+        written once the run began (every ``before_train`` hook ran, the checkpoint to resume
+        loaded: :meth:`call_hook`): a run refused before leaves a new work dir unmade and an
+        existing one's record of its earlier run as it was."""
         with self.nothing_left_if_refused('before_train'):
             return self._train()
 
@@ -374,8 +375,6 @@ class PlanningRunner(Runner):
         if self._distributed:
             self.check_ranks_agree()
         super().load_or_resume()
-        if not self.testing:
-            self.write_config(training=True)
 
     def _built_datasets(self) -> dict:
         """``{split: dataset}`` of the loops mmengine has built (train, test, val in this
@@ -709,6 +708,8 @@ class PlanningRunner(Runner):
         super().call_hook(fn_name, **kwargs)
         if fn_name in ('before_train', 'before_test'):
             self.began = fn_name  # nothing_left_if_refused: the loop began
+        if fn_name == 'before_train':  # a run refused before it began wrote no config
+            self.write_config(training=True)
         if fn_name == 'before_save_checkpoint':
             from vpn_plugin.engine.checkpoint import bind_ema_to_run, new_run_id
             self.run_id = self.run_id or new_run_id()

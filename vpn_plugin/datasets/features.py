@@ -31,7 +31,7 @@ from .safe_pickle import RefusedGlobalError, safe_load
 from .validation import check_real_floats
 from ..video.recipe import (ROW_SECONDS_TOLERANCE, recipe_dict,  # noqa: F401
                             recipe_number_problem, row_seconds_problem)
-from vpn_plugin.errors import (NPY_MAGIC, ZIP_MAGIC, decimal_number, link_loop, path_kind,
+from vpn_plugin.errors import (NPY_MAGIC, ZIP_MAGIC, decimal_number, link_problem, path_kind,
                                plain_text, tool_command, what_the_file_is)
 
 FEATURE_KEY = 'frames_features'
@@ -177,13 +177,9 @@ def require_feature_file(path: PathLike, vid: str = '', fix_hint: str = '') -> P
     of_video = f' (video {plain_text(vid)})' if vid else ''
     if kind is None:  # find_feature_file looked for the .npz first
         nor = f' (nor {path.stem}.npz)' if path.suffix == '.npy' else ''
-        if path.is_symlink():  # it is listed by ls: say where it points
-            target = os.readlink(path)
-            why = ('is itself a link: the links form a loop' if link_loop(path)
-                   else 'does not exist')
+        if link_problem(path):  # it is listed by ls: say where it points
             raise BadVideoError(vid, 'missing feature file', f'feature file {path}{of_video} '
-                                f'is a broken symbolic link to {target}, which {why}; expected '
-                                'a link to a feature file')
+                                f'is {link_problem(path)}; expected a link to a feature file')
         raise BadVideoError(vid, 'missing feature file', f'feature file {path} does not exist'
                             f'{nor}{of_video}{other_case_hint(path)}. {fix_hint}'.rstrip())
     if kind != 'a regular file':

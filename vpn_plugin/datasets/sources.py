@@ -20,7 +20,7 @@ import dataclasses
 from pathlib import Path
 from typing import List, Optional, Sequence, Tuple
 
-from ..errors import check_choice, file_on_the_way, link_loop
+from ..errors import check_choice, file_on_the_way, link_problem
 from .annotations import (BadVideoError, VideoAnnotation, Window, build_windows,
                           coin_video_ids, count_suspicious, crosstask_videos, json_video_ids,
                           read_coin_annotations, read_json_annotations, read_window_file,
@@ -100,10 +100,8 @@ def why_absent(path: Path) -> str:
     """Why ``path`` cannot be read although a name is there: 'does not exist', or that it is
     a symlink leading nowhere (dangling) or back to itself (a loop), or that a folder on the
     way is a file."""
-    import os
-    if os.path.islink(path):
-        return ('is a symlink that leads back to itself (a loop of links)' if link_loop(path)
-                else 'is a symlink that leads nowhere (a dangling link)')
+    if link_problem(path):
+        return f'is {link_problem(path)}'
     parent = file_on_the_way(path)
     if parent is not None:
         return f'does not exist: {parent} is a file, not a folder'

@@ -81,7 +81,7 @@ def format_table(dataset: str, rows: List[dict]) -> str:
               'seen', 'tasks', 'seen', 'PKG coverage %')
     keys = ('horizon', 'train_windows', 'test_windows', 'train_videos', 'test_videos',
             'actions', 'actions_seen', 'tasks', 'tasks_seen', 'pkg_coverage')
-    from ..outputs import plain_text
+    from ..errors import plain_text
     lines = [plain_text(dataset), ' | '.join(header)]
     lines += [' | '.join(f'{"-" if row[k] is None else row[k]:>{len(h)}}'
                          for k, h in zip(keys, header)) for row in rows]

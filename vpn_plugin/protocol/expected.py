@@ -20,7 +20,7 @@ from pathlib import Path
 
 from vpn_plugin.errors import json_lines, read_text, unique_keys, write_text_atomically
 from vpn_plugin.config_types import check_value
-from .results import ROW_SCHEMA, ResultRow, _resolve_paths, _row_line, locked_results
+from .results import ROW_SCHEMA, ResultRow, locked_results, resolve_row_paths, row_line
 
 SUFFIX = '.expected'
 IDENTITY = ('protocol', 'dataset', 'method', 'config', 'seed', 'horizon', 'train_horizon',
@@ -39,7 +39,7 @@ def add_expected(results_file, rows: list[ResultRow]) -> None:
         known = {row.key(): row for row in read_expected(results_file) or []}
         for row in rows:
             known.setdefault(row.key(), row)
-        lines = [json.dumps({name: json.loads(_row_line(row, path))[name] for name in IDENTITY},
+        lines = [json.dumps({name: json.loads(row_line(row, path))[name] for name in IDENTITY},
                             sort_keys=True) for row in known.values()]
         write_text_atomically(path, ''.join(line + '\n' for line in lines), 'expected rows')
 
@@ -64,7 +64,7 @@ def read_expected(results_file) -> list[ResultRow] | None:
             raise ValueError(f'{path}:{number}: not an expected row ({error}); the file is '
                              'written by tools/run_protocol.py: delete it to report without '
                              'it') from None
-    return _resolve_paths(rows, path)
+    return resolve_row_paths(rows, path)
 
 
 def _moved_work_dir(work_dir, folder: Path):

@@ -34,7 +34,9 @@ A table has one row per method and one column per (dataset, horizon, metric). Co
   each per run, mean over seeds.
 
 Per column the best method is bold and the second best underlined (higher is better, except
-``plan_jsd``: lower; ``plan_entropy`` is descriptive and not ranked; ties share the mark).
+``plan_jsd``: lower; ``plan_entropy`` is descriptive and not ranked), ranked on the means as
+printed: means that print alike share the mark (:func:`ranked`; the caption says so when it
+decides one). A significant Δ that would print as zero prints with the decimals that show it.
 
 Nothing is pooled or dropped silently: the seeds of a cell must come from one run setting
 (:func:`check_one_run_per_cell`: same protocol, config, training horizon, variant and
@@ -43,6 +45,7 @@ results reader refuses values outside a metric's range.
 """
 from __future__ import annotations
 
+import os
 import re
 import sys
 import typing
@@ -60,7 +63,7 @@ from .provenance import (SYNTHETIC_MARK, UNUSABLE_MARK, check_feature_mix, featu
 from vpn_plugin.outputs import (REPORT_LATEX_MARKER, REPORT_MARKDOWN_MARKER, markdown_row,
                                 markdown_text, money_text)
 from .results import (AVERAGED_DATASETS, METRIC_LABELS, METRIC_RANGES, SHORTENED_MARK,
-                      ResultRow, caveat_lines, check_rows_match_configs, renamed,
+                      ResultRow, caveat_lines, check_rows_match_configs, config_file, renamed,
                       identity_text, row_from_dict, row_source, shortened_reason)
 
 DEFAULT_METRICS = ('success_rate', 'mean_accuracy', 'miou_set')
@@ -95,6 +98,7 @@ MISSING_LISTED = 8  # missing rows the caption names (the rest counted)
 # +1: higher is better (default), -1: lower is better, 0: descriptive (no marks, no delta)
 METRIC_DIRECTION = {'plan_jsd': -1, 'plan_entropy': 0}
 EXTRA_DIGITS = {'plan_jsd': 1}  # values in [0, 1] bits need one more decimal than percents
+DIGITS = 2  # decimals of a table's numbers (tools/report.py --digits)
 DATASET_LABELS = {'crosstask': 'CrossTask', 'niv': 'NIV', 'coin': 'COIN'}
 # (best, second best) markup: Markdown, LaTeX
 RANK_MARKS = {False: ('**{}**', '<u>{}</u>'), True: (r'\textbf{{{}}}', r'\underline{{{}}}')}
@@ -395,12 +399,15 @@ def check_one_run_per_cell(rows, free_variant=()) -> None:
         groups.setdefault((row.method, row.dataset, row.horizon, free), []).append(row)
     for (method, dataset, horizon, _), members in groups.items():
         for name in CELL_IDENTITY:
-            values = {}
+            values, shown = {}, {}
             for row in members:
-                values.setdefault(_identity_value(row, name, free_variant), []).append(row.seed)
+                value = _identity_value(row, name, free_variant)
+                values.setdefault(value, []).append(row.seed)
+                shown.setdefault(value, set()).add(
+                    _config_shown(row.config) if name == 'config' else value)
             if len(values) > 1:
-                found = '; '.join(f'{value} (seed{"s" * (len(seeds) > 1)} '
-                                  f'{", ".join(map(str, sorted(seeds)))})'
+                found = '; '.join(f'{" or ".join(sorted(shown[value]))} (seed'
+                                  f'{"s" * (len(seeds) > 1)} {", ".join(map(str, sorted(seeds)))})'
                                   for value, seeds in values.items())
                 raise ValueError(
                     f'rows of method {method!r} (dataset {dataset!r}, T={horizon}) differ in '
@@ -421,7 +428,30 @@ def _identity_value(row: ResultRow, name: str, free_variant=()) -> str:
         value = 'shortened' if shortened_reason(row) else 'full run'
     if name == 'train_horizon' and value is None:  # null: trained at the row's own horizon
         value = row.horizon
+    if name == 'config':
+        return _config_identity(value)
     return identity_text(value)
+
+
+def _config_identity(config: str) -> str:
+    """The config a row names as one file, however it is spelt (``/abs/configs/x.py``,
+    ``configs/x.py``, ``./x.py`` from another folder, a link to it): the resolved file
+    (``results.config_file``, links followed) and the bytes of it and its ``_base_`` files
+    (``configs.config_content``); two files of one name are two configs. A name that is no
+    file here (a model name, another machine's path) is its text."""
+    from .configs import config_content
+    found = config_file(config)
+    if found is None:
+        return identity_text(config)
+    resolved = os.path.realpath(found)
+    return identity_text(['file', resolved, config_content(resolved)])
+
+
+def _config_shown(config: str) -> str:
+    """A row's config as the refusal names it: as written, and the file it is here."""
+    found = config_file(config)
+    resolved = found and os.path.realpath(found)
+    return identity_text(config) + (f' (the file {resolved})' if resolved and resolved != config else '')
 
 
 def _collect(rows, metrics) -> dict:
@@ -477,14 +507,30 @@ def _params(rows, methods) -> dict:
 
 
 def _rank(table: Table, column) -> None:
+    table.best[column], table.second[column] = ranked(table, column, DIGITS)
+
+
+def ranked(table: Table, column, digits: int) -> tuple:
+    """(best, second): the sets of methods whose mean in ``column`` is the best and second
+    best AS PRINTED with ``digits`` decimals (:data:`EXTRA_DIGITS` added): two means that
+    print alike share the mark (30.004 and 29.996 both print 30.00: both bold, never one
+    of two equal numbers); empty sets for a column that is not ranked."""
     direction = METRIC_DIRECTION.get(column[2], 1)
-    means = {m: direction * table.cells[(m, column)].mean for m in table.methods
-             if (m, column) in table.cells and direction != 0}
-    distinct = sorted({round(v, 10) for v in means.values()}, reverse=True)
-    table.best[column] = {m for m, v in means.items() if round(v, 10) == distinct[0]} \
-        if distinct else set()
-    table.second[column] = {m for m, v in means.items() if round(v, 10) == distinct[1]} \
-        if len(distinct) > 1 else set()
+    places = digits + EXTRA_DIGITS.get(column[2], 0)
+    printed = {m: direction * float(f'{table.cells[(m, column)].mean:.{places}f}')
+               for m in table.methods if (m, column) in table.cells and direction != 0}
+    distinct = sorted(set(printed.values()), reverse=True)[:2]
+    return tuple({m for m, v in printed.items() if v == value} for value in distinct) + \
+        (set(),) * (2 - len(distinct))
+
+
+def _printed_ties(table: Table, digits: int) -> bool:
+    """Some mark is shared by means that differ unrounded (:func:`ranked`)."""
+    for column in table.columns:
+        for marked in ranked(table, column, digits):
+            if len({table.cells[(m, column)].mean for m in marked}) > 1:
+                return True
+    return False
 
 
 def _improvement(table, column, ours, reference, seed):
@@ -590,7 +636,7 @@ def _usage_cell(table: Table, name: str):
 
 
 @checked_arguments
-def to_markdown(table: Table, *, title: str = '', digits: NonNegativeInt = 2) -> str:
+def to_markdown(table: Table, *, title: str = '', digits: NonNegativeInt = DIGITS) -> str:
     """Markdown: bold best, ``<u>`` second, ``±`` the CI spread, ``*`` significant."""
     extra = _extra_columns(table)
     # a dataset is any name of the rows' ('*x*', 'R&amp;D'): the labels are text, never markup
@@ -606,13 +652,13 @@ def to_markdown(table: Table, *, title: str = '', digits: NonNegativeInt = 2) ->
             cells.append(_cell_text(table, method, column, digits, latex=False))
         lines.append(markdown_row(cells))
     lines.append(markdown_row(_improvement_cells(table, digits, latex=False)))
-    lines += ['', markdown_text(_legend(table, latex=False)), '', REPORT_MARKDOWN_MARKER]
+    lines += ['', markdown_text(_legend(table, False, digits)), '', REPORT_MARKDOWN_MARKER]
     return '\n'.join(lines) + '\n'
 
 
 @checked_arguments
 def to_latex(table: Table, *, title: str = '', label: str = '',
-             digits: NonNegativeInt = 2) -> str:
+             digits: NonNegativeInt = DIGITS) -> str:
     """A ``table`` environment (booktabs): ``\\textbf`` best, ``\\underline`` second."""
     extra = _extra_columns(table)
     spec = 'l' + 'r' * len(extra) + 'c' * len(table.columns)
@@ -630,16 +676,28 @@ def to_latex(table: Table, *, title: str = '', label: str = '',
               r'\bottomrule', r'\end{tabular}']
     title = _title_text(title)
     caption = (_latex_escape(title) + ('' if title.endswith(('.', '!', '?')) else '.') + ' '
-               if title else '') + _legend(table, latex=True)
+               if title else '') + _legend(table, True, digits)
     lines.append(rf'\caption{{{caption}}}')
     if label:
         lines.append(rf'\label{{{label}}}')
     lines.append(r'\end{table}')
-    unicode = sorted({ch for line in lines for ch in line if ord(ch) > 127})
-    if unicode:  # pdfLaTeX stops at the first one it has no definition of
-        lines.insert(1, f'% holds non-ASCII characters ({" ".join(unicode)}): compile with '
-                     'LuaLaTeX or XeLaTeX (a Unicode font), or define them for pdfLaTeX')
+    unset = sorted({ch for line in lines for ch in line
+                    if ord(ch) > 127 and ch not in PDFLATEX_CHARACTERS})
+    if unset:  # pdfLaTeX stops at the first one it has no definition of
+        lines.insert(1, f'% holds characters pdfLaTeX does not set with LaTeX\'s default fonts '
+                     f'({" ".join(unset)}): compile with LuaLaTeX or XeLaTeX (a Unicode font), '
+                     'or define them for pdfLaTeX')
     return '\n'.join(lines) + '\n'
+
+
+# the non-ASCII characters pdfLaTeX's UTF-8 input (LaTeX's default since 2018) sets with the
+# default fonts (article + booktabs, OT1, no fontenc): each compiled with pdflatex of TeX Live
+# 2022, one a line; the others of Latin-1 / Latin Extended-A / General Punctuation (e.g. « Ð
+# ą ≤ α 一) stop it ("not set up for use with LaTeX", "unavailable in encoding OT1")
+PDFLATEX_CHARACTERS = frozenset(
+    '\xa0¡¢£¤¥¦§¨©ª¬®¯°±²³´µ¶·¸¹º¼½¾¿ÀÁÂÃÄÅÆÇÈÉÊËÌÍÎÏÑÒÓÔÕÖ×ØÙÚÛÜÝßàáâãäåæçèéêëìíîïñòóôõö÷øùúû'
+    'üýÿĀāĂăĆćĈĉĊċČčĎďĒēĔĕĖėĚěĜĝĞğĠġĢģĤĥĨĩĪīĬĭİıĲĳĴĵĶķĹĺĻļĽľŁłŃńŅņŇňŌōŎŏŐőŒœŔŕŖŗŘřŚśŜŝŞşŠšŢţ'
+    'ŤťŨũŪūŬŭŮůŰűŴŵŶŷŸŹźŻżŽžƒǄǅǆǇǈǉǊǋǌǍǎǏǐǑǒǓǔǢǣǦǧǨǩǰǴǵȘșȚțȲȳȷ‐‑‒–—―‖‘’“”†‡•…‰‱※‽⁄⁎€™←→')
 
 
 def _latex_row_start(cell: str) -> str:
@@ -691,12 +749,13 @@ def _cell_text(table, method, column, digits, latex) -> str:
     stats = table.cells.get((method, column))
     if stats is None:
         return '-' + incomplete
+    best, second = ranked(table, column, digits)
     digits += EXTRA_DIGITS.get(column[2], 0)
     text = _plus_minus(stats.mean, ci_spread(stats, table.ci_style), digits, latex, mark=None)
     best_mark, second_mark = RANK_MARKS[latex]
-    if method in table.best[column]:
+    if method in best:
         return best_mark.format(text) + incomplete
-    if method in table.second[column]:
+    if method in second:
         return second_mark.format(text) + incomplete
     return text + incomplete
 
@@ -708,22 +767,33 @@ def _improvement_cells(table, base_digits, latex) -> list:
         if imp is None:
             cells.append('-')
             continue
-        digits = base_digits + EXTRA_DIGITS.get(column[2], 0)
+        digits = _delta_places(imp, base_digits + EXTRA_DIGITS.get(column[2], 0))
         cells.append(_plus_minus(imp.delta, ci_spread(imp, table.ci_style), digits, latex,
                                  mark='*' if imp.significant else ''))
     return cells
 
 
+def _delta_places(imp, digits: int) -> int:
+    """The decimals a Δ prints with: ``digits``, more for a significant Δ that would print
+    as zero ("+0.00*" would call 0 significantly better): the fewest that show a nonzero
+    digit (at most 12)."""
+    if imp is None or not imp.significant:
+        return digits
+    return next((places for places in range(digits, digits + 13)
+                 if float(f'{imp.delta:.{places}f}') != 0), digits + 12)
+
+
 LATEX_PM, LATEX_DELTA = '\ue000', '\ue001'  # stand-ins for $\pm$ / $\Delta$ until escaped
 
 
-def _legend(table: Table, latex: bool) -> str:
+def _legend(table: Table, latex: bool, digits: int = DIGITS) -> str:
     r"""The caption; in LaTeX every name of the user's (methods, features) is escaped as
     text, as in the table's rows: only the legend's own ``$\pm$`` / ``$\Delta$`` are math."""
     pm = LATEX_PM if latex else '±'
     delta = LATEX_DELTA if latex else 'Δ'
     text = ' '.join(filter(None, [_missing_legend(table),
-                                  _cell_legend(table, pm), _improvement_legend(table, delta, pm),
+                                  _cell_legend(table, pm), _ties_legend(table, digits),
+                                  _improvement_legend(table, delta, pm, digits),
                                   _few_seeds_legend(table), _shortened_legend(table),
                                   table.features,
                                   _pkg_source_legend(table),
@@ -763,7 +833,13 @@ def _cell_legend(table: Table, pm: str) -> str:
             f'underlined.')
 
 
-def _improvement_legend(table: Table, delta: str, pm: str) -> str:
+def _ties_legend(table: Table, digits: int) -> str:
+    """Said when it decides a mark: means equal as printed share it (:func:`ranked`)."""
+    return ('Marks follow the means as printed: means that print alike share the mark.'
+            if _printed_ties(table, digits) else '')
+
+
+def _improvement_legend(table: Table, delta: str, pm: str, digits: int = DIGITS) -> str:
     pairs = {}  # (ours, reference, seeds) -> column labels, in column order
     for column in table.columns:
         imp = table.improvements.get(column)
@@ -783,9 +859,14 @@ def _improvement_legend(table: Table, delta: str, pm: str) -> str:
     else:
         how = (f'each replicate resamples each method\'s seeds independently, '
                f'{delta}* = mean(A*) - mean(B*)')
+    more = ('' if all(_delta_places(table.improvements[c], digits) == digits
+                      for c in table.columns if table.improvements[c]) else
+            f' A significant {delta} that rounds to zero is printed with the decimals that '
+            'show it.')
     return (f'{delta}: {who}, {pm} {_spread_words(table)} of the '
             f'{int(round(table.level * 100))}% percentile interval of {delta}* over '
-            f'K={table.num_diff_resamples} replicates ({how}); * = interval excludes 0.')
+            f'K={table.num_diff_resamples} replicates ({how}); * = interval excludes 0.'
+            + more)
 
 
 def _few_seeds_legend(table: Table) -> str:

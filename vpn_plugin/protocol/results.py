@@ -140,6 +140,7 @@ from vpn_plugin.errors import (check_file, check_names, decimal_number, json_lin
                                unique_keys)
 
 from vpn_plugin.locks import exclusive_lock, lock_path_of
+from vpn_plugin.outputs import name_suffix
 from .provenance import averaged_features
 
 METRIC_LABELS = {'success_rate': 'SR', 'mean_accuracy': 'mAcc', 'miou_set': 'mIoU',
@@ -376,10 +377,10 @@ def read_results(paths: str | Path | Iterable[str | Path], *,
     check_distinct_files(paths)
     for path in paths:
         check_file(path, 'results file', missing=f'results file not found: {path}')
-        if path.suffix == '.csv':
-            found = _resolve_paths(_read_csv(path), path)
-        elif path.suffix in ('.jsonl', '.json'):
-            found = _resolve_paths(_read_json(path), path)
+        if name_suffix(path) == '.csv':
+            found = resolve_row_paths(_read_csv(path), path)
+        elif name_suffix(path) in ('.jsonl', '.json'):
+            found = resolve_row_paths(_read_json(path), path)
         else:
             raise ValueError(f'{path}: unknown results format "{path.suffix}"; '
                              'expected .jsonl, .json or .csv')
@@ -428,7 +429,7 @@ def check_method_spelling(rows: list[ResultRow]) -> None:
 
 def _read_json(path: Path) -> list[ResultRow]:
     text = _read_text(path)
-    if path.suffix == '.json' and text.lstrip().startswith('['):
+    if name_suffix(path) == '.json' and text.lstrip().startswith('['):
         records = _loads(text, str(path))
         return [row_from_dict(r, f'{path}[{i}]') for i, r in enumerate(records)]
     return [_read_json_line(line, f'{path}:{number}')
@@ -530,10 +531,10 @@ def append_result(path: PathLike, row: ResultRow) -> bool:
         if any(_is_replaced(old, replaced) for _, _, old, _ in lines):
             _rewrite(path, [line for _, line, old, _ in lines
                             if not _is_replaced(old, replaced)]
-                     + [_row_line(row, path)])
+                     + [row_line(row, path)])
             return True
         with path.open('a') as handle:
-            handle.write(_row_line(row, path) + '\n')
+            handle.write(row_line(row, path) + '\n')
     return True
 
 
@@ -573,7 +574,7 @@ def drop_replaced_rows(path: PathLike) -> list[str]:
     ``file:line`` (none: the file is left as it is). A protocol run again calls it first: a
     file that a resume by an older runner left with both rows is read by report.py again."""
     path = Path(path)
-    if not path.is_file() or path.suffix != '.jsonl':
+    if not path.is_file() or name_suffix(path) != '.jsonl':
         return []
     with locked_results(path):
         lines = _keyed_lines(path, rows=True)
@@ -603,17 +604,17 @@ def replace_result(path: PathLike, row: ResultRow) -> int:
     with locked_results(path):
         lines = _keyed_lines(path)
         kept = [line for key, line in lines if key != row.key()]
-        _rewrite(path, kept + [_row_line(row, path)])
+        _rewrite(path, kept + [row_line(row, path)])
     return len(lines) - len(kept)
 
 
 PATH_FIELDS = ('per_sample_file', 'work_dir')  # written relative to the results file's folder
 
 
-def _row_line(row: ResultRow, path: Path) -> str:
+def row_line(row: ResultRow, path: Path) -> str:
     """The JSON line of ``row`` in the results file ``path``: its paths that lie in the file's
     folder are written relative to that folder, so that a moved or copied protocol folder
-    reads its own files (:func:`_resolve_paths`); the others absolute (a relative one would
+    reads its own files (:func:`resolve_row_paths`); the others absolute (a relative one would
     be read from the file's folder)."""
     record = asdict(row)
     folder = path.parent.resolve()
@@ -629,14 +630,14 @@ def _row_line(row: ResultRow, path: Path) -> str:
 
 def results_text(rows: list[ResultRow], path: str | Path) -> str:
     """The JSON Lines text of ``rows`` as the results file ``path`` holds them (their paths in
-    its folder relative to it: :func:`_row_line`)."""
+    its folder relative to it: :func:`row_line`)."""
     path = Path(path)
-    return ''.join(_row_line(row, path) + '\n' for row in rows)
+    return ''.join(row_line(row, path) + '\n' for row in rows)
 
 
-def _resolve_paths(rows: list[ResultRow], path: Path) -> list[ResultRow]:
+def resolve_row_paths(rows: list[ResultRow], path: Path) -> list[ResultRow]:
     """A relative path of a row is read from the results file's folder (as
-    :func:`_row_line` writes it), never from the working directory: there, another copy of
+    :func:`row_line` writes it), never from the working directory: there, another copy of
     the protocol folder would be read without a word. Absolute paths are kept."""
     folder = path.parent.resolve()
     for row in rows:
@@ -659,7 +660,7 @@ def locked_results(path: str | Path, wait: bool = True):
 
 def _jsonl_path(path) -> Path:
     path = Path(path)
-    if path.suffix != '.jsonl':
+    if name_suffix(path) != '.jsonl':
         raise ValueError(f'{path}: results rows go to JSON Lines files; use a .jsonl name')
     path.parent.mkdir(parents=True, exist_ok=True)
     return path
@@ -677,7 +678,7 @@ def _keyed_lines(path: Path, rows: bool = False) -> list:
     read = [_read_json_line(line, f'{path}:{number}') for number, line in numbered]
     if rows:
         return [(row.key(), line, row, number) for row, (number, line)
-                in zip(_resolve_paths(read, path), numbered)]
+                in zip(resolve_row_paths(read, path), numbered)]
     return [(row.key(), line) for row, (_, line) in zip(read, numbered)]
 
 

@@ -234,10 +234,11 @@ def _status(runner, unit, work_dir: Path, task, queued: dict, done: set) -> Unit
         status.state = 'interrupted'
         status.why = (f'its task {job} ended ({in_queue.state}) before the unit finished'
                       if in_queue else f'its task {job} ended before the unit finished')
-    elif state.get('state') == 'done':  # finished, but its rows are not in the results file
+    elif state.get('state') == 'done':  # finished, but rows of it are not in the results file
         status.state = 'interrupted'
-        status.why = (f'its run finished, but its rows are not in {runner.results_file} '
-                      '(deleted, or another results file?): a rerun tests it again')
+        status.why = (f'its run finished, but {_missing_rows(runner, unit, done)} not in '
+                      f'{runner.results_file} (deleted, or another results file?): a rerun '
+                      'tests it again')
     elif state:
         status.state = 'interrupted'
         status.why = 'its process ended before the unit finished (killed or interrupted)'
@@ -249,6 +250,18 @@ def _status(runner, unit, work_dir: Path, task, queued: dict, done: set) -> Unit
     if status.state == 'interrupted' and not state.get('ended'):
         status.elapsed = None  # when it died is not recorded: now - start would grow forever
     return status
+
+
+def _missing_rows(runner, unit, done: set) -> str:
+    """Which rows of ``unit`` the results file lacks: 'its rows are' when all, else e.g.
+    "1 of its 2 rows is (method 'B', T=4)"."""
+    missing = [spec for spec in unit.tests if runner.row_for(unit, spec).key() not in done]
+    if len(missing) == len(unit.tests):
+        return 'its rows are'
+    named = '; '.join(f'method {spec.method!r}, T={spec.horizon}'
+                      + (f', variant {spec.variant}' if spec.variant else '') for spec in missing)
+    return (f'{len(missing)} of its {len(unit.tests)} rows {"is" if len(missing) == 1 else "are"}'
+            f' ({named})')
 
 
 def _elapsed(state: dict) -> float | None:

@@ -16,7 +16,7 @@ from typing import Iterator, Optional, Tuple
 
 import numpy as np
 
-from ..errors import broken_link, path_kind
+from ..errors import link_problem, path_kind
 from .recipe import FrameRecipe, check_recipe, row_seconds_problem
 
 
@@ -131,9 +131,7 @@ def probe_video(path) -> VideoHeader:
     if not path.is_file():
         frames = (' (a folder of frames is no video: ffmpeg -framerate FPS -i '
                   f'{path}/%04d.jpg makes one)') if path.is_dir() else ''
-        why = broken_link(path)
-        raise UnreadableVideoError(path, f'a symbolic link to {os.readlink(path)}, which {why}'
-                                   if why else 'no such file' if not path.exists() else
+        raise UnreadableVideoError(path, link_problem(path) or 'no such file' if not path.exists() else
                                    f'not a regular file ({path_kind(path)}); expected a video '
                                    f'file{frames}')
     if path.stat().st_size == 0:
@@ -208,6 +206,23 @@ def stream_fps(header: VideoHeader) -> Optional[float]:
     return float(found.group(1)) if found else None
 
 
+def stream_rate_words(header: VideoHeader) -> str:
+    """What is known of :func:`stream_fps`, for messages: "the file's own 30 fps" when the
+    stream states the rate ffmpeg gives its frames at; a 'tbr' of another rate than the one
+    stated (a variable frame rate) or none stated is named as ffmpeg's 'tbr', never as the
+    file's own rate."""
+    video = [s for s in header.streams if s.startswith('Video:')]
+    tbr = next((m for m in map(STREAM_TBR.search, video) if m), None)
+    stated = next((m for m in map(STREAM_FPS.search, video) if m), None)
+    fps = stream_fps(header)
+    if tbr is None or (stated is not None and float(stated.group(1)) == fps):
+        return f"the file's own {fps:g} fps"
+    average = (f'the stream states {float(stated.group(1)):g} fps on average: a variable frame '
+               'rate' if stated else 'the stream states no rate')
+    return (f"{fps:g} fps (ffmpeg's 'tbr' of its video stream, the rate it gives its frames "
+            f'at; {average})')
+
+
 def check_time_step(path, header: VideoHeader, recipe: FrameRecipe) -> None:
     """``UnreadableVideoError`` unless ``recipe`` gives one feature row per second of this
     video (``row_seconds_problem`` over its seconds: rows of about a second read only while
@@ -226,7 +241,8 @@ def check_time_step(path, header: VideoHeader, recipe: FrameRecipe) -> None:
                                              '(--native-fps) cannot be told; give --fps')
     rows = (None if header.seconds is None
             else math.ceil(header.seconds * (recipe.fps or native) / recipe.chunk))
-    problem = row_seconds_problem(recipe.as_dict(), native, rows)
+    problem = row_seconds_problem(recipe.as_dict(), native, rows,
+                                  stream_rate_words(header) if native is not None else '')
     if problem:
         raise UnreadableVideoError(path, f'{problem}: give --fps {recipe.chunk} (its frames '
                                          f'resampled to {recipe.chunk} per second)')

@@ -41,7 +41,7 @@ from typing import Callable, Dict, Iterator, List, Optional, Sequence
 import numpy as np
 from torch.utils.data import DataLoader, IterableDataset, get_worker_info
 
-from ..errors import (OutputWriteError, broken_link, check_folder_target, differences,
+from ..errors import (OutputWriteError, check_folder_target, differences, link_problem,
                       path_kind, plain_text, read_json, write_text_atomically)
 from ..progress import StepProgress
 from .chunking import chunk_count, embed_frames
@@ -70,10 +70,9 @@ def list_videos(inputs: Sequence, extensions: Sequence[str] = VIDEO_EXTENSIONS) 
                           if not p.is_dir() and p.suffix.lower() in extensions)
         elif item.is_file():
             videos.add(item)
-        elif broken_link(item):  # listed by ls: "no such file" would mislead
-            raise FileNotFoundError(f'{item}: a symbolic link to {os.readlink(item)}, which '
-                                    f'{broken_link(item)}; expected a video file or a folder '
-                                    'of videos')
+        elif link_problem(item):  # listed by ls: "no such file" would mislead
+            raise FileNotFoundError(f'{item}: {link_problem(item)}; expected a video file or a '
+                                    'folder of videos')
         elif path_kind(item) is None:
             raise FileNotFoundError(f'{item}: no such video file or folder')
         else:

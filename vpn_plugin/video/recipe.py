@@ -114,7 +114,7 @@ def recipe_from_args(args) -> FrameRecipe:
 
 
 def row_seconds_problem(recipe, native_fps: Optional[float] = None,
-                        rows: Optional[float] = None) -> str:
+                        rows: Optional[float] = None, native_words: str = '') -> str:
     """'' when a frame recipe (``{'fps', 'chunk', ...}``, or its JSON text as extraction records
     it in a feature file's ``recipe`` field) gives one feature row per second, the time base
     of every annotation and plan time (row t = second t; the public features: 16 frames at
@@ -123,7 +123,8 @@ def row_seconds_problem(recipe, native_fps: Optional[float] = None,
     (``decode.check_time_step``); without it, it cannot be told here. Rows of about a second
     (within ``ROW_SECONDS_TOLERANCE``) read only while ``rows`` of them (a file's rows, a
     video's seconds; unknown: None) drift less than ``MAX_DRIFT_SECONDS`` from their seconds:
-    16 frames at 15 fps (1.067 s) are 6 s off after 92 rows."""
+    16 frames at 15 fps (1.067 s) are 6 s off after 92 rows. ``native_words``: what is known of
+    ``native_fps`` (``decode.stream_rate_words``; default "the file's own N fps")."""
     recipe = recipe_dict(recipe)
     if recipe is None:
         return ''
@@ -137,7 +138,8 @@ def row_seconds_problem(recipe, native_fps: Optional[float] = None,
     drift = abs(seconds - 1) * rows if rows is not None else 0.0
     if abs(seconds - 1) <= ROW_SECONDS_TOLERANCE and drift <= MAX_DRIFT_SECONDS:
         return ''
-    rate = f"the file's own {fps:g} fps (--native-fps)" if native else f'{fps:g} fps'
+    own = native_words or f"the file's own {fps:g} fps"
+    rate = f'{own} (--native-fps)' if native else f'{fps:g} fps'
     over = (f' (over {rows:g} rows the last one is {drift:.3g} s off its second; at most '
             f'{MAX_DRIFT_SECONDS:g} s read)' if abs(seconds - 1) <= ROW_SECONDS_TOLERANCE
             else '')

@@ -85,7 +85,8 @@ def _warn(message: str) -> None:
 
 class ResponseCache:
     """One JSON file per request under ``root``, keyed by a hash of everything that changes a
-    reply: the endpoint (base URL or local model path), model, messages and sampling params.
+    reply: the endpoint (base URL without its port, :func:`cache_endpoint`, or the local model),
+    model, messages and sampling params.
 
     Entries are written atomically (temp file + rename) and only for replies that passed
     :func:`checked_reply`, so an interrupted run leaves only complete entries and a rerun pays
@@ -327,8 +328,9 @@ class CachedChatBackend:
     def _cached_request(self, messages: list) -> ChatReply:
         """One lock per key (threads, then processes sharing the cache): identical requests
         in flight at once are paid for only once."""
-        key = ResponseCache.key(self.endpoint, self.model, messages, self.params)
-        request = ResponseCache.request_record(self.endpoint, self.model, messages, self.params)
+        answerer = cache_endpoint(self.endpoint)
+        key = ResponseCache.key(answerer, self.model, messages, self.params)
+        request = ResponseCache.request_record(answerer, self.model, messages, self.params)
         with self._locks_guard:
             lock = self._key_locks.setdefault(key, threading.Lock())
         with lock, self.cache.locked(key):
@@ -344,6 +346,19 @@ class CachedChatBackend:
 
     def _request(self, messages: list) -> ChatReply:
         raise NotImplementedError
+
+
+def cache_endpoint(endpoint: str) -> str:
+    """Who answers, as a cache key holds it: an HTTP(S) endpoint without its port (a server
+    restarted on another port answers the same model, prompt and sampling alike: its replies
+    are served from the cache), host in lower case; another backend's endpoint as it is (a
+    local model: its device and files' hash)."""
+    from urllib.parse import urlsplit
+    parts = urlsplit(endpoint)
+    if parts.scheme not in ('http', 'https') or not parts.hostname:
+        return endpoint
+    host = f'[{parts.hostname}]' if ':' in parts.hostname else parts.hostname
+    return f'{parts.scheme}://{host}{parts.path.rstrip("/")}'
 
 
 class OpenAIChatBackend(CachedChatBackend):

@@ -2,12 +2,12 @@
 from __future__ import annotations
 
 import base64
-import os
 from pathlib import Path
 
 import numpy as np
 
 from ...config_types import Count, NonNegative, PathLike, Positive, checked_arguments
+from ...errors import link_problem, plain_text
 
 IMAGE_SUFFIXES = ('.jpg', '.jpeg', '.png', '.bmp')
 VIDEO_SUFFIXES = ('.mp4', '.avi', '.mkv', '.webm', '.mov')
@@ -35,8 +35,9 @@ def find_video_source(video_root: PathLike, vid: str) -> Path:
                    if p.suffix.lower() in VIDEO_SUFFIXES and p.suffix not in VIDEO_SUFFIXES)
     hint = (f'; the folder holds {" and ".join(other)}, whose extension differs only by case '
             '(not read: rename it)') if other else ''
-    raise FileNotFoundError(f'video {vid!r}: neither a folder {root / vid} nor a file '
-                            f'{root / vid}{{{",".join(VIDEO_SUFFIXES)}}}{hint}')
+    raise FileNotFoundError(f'video {plain_text(vid)}: neither a folder '
+                            f'{plain_text(root / vid)} nor a file {plain_text(root / vid)}'
+                            f'{{{",".join(VIDEO_SUFFIXES)}}}{plain_text(hint)}')
 
 
 @checked_arguments
@@ -77,8 +78,8 @@ def _read_folder(folder: Path, times: np.ndarray, fps: float) -> list[np.ndarray
 def _unreadable(path: Path) -> str:
     """Why OpenCV read no image from ``path``: a broken link, a folder, an empty file, or a
     file it does not decode."""
-    if path.is_symlink() and not path.exists():
-        return f'a symbolic link to {os.readlink(path)}, which does not exist'
+    if link_problem(path):
+        return link_problem(path)
     if path.is_dir():
         return 'a folder, not an image file'
     if path.is_file() and path.stat().st_size == 0:
