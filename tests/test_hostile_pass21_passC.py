@@ -161,3 +161,11 @@ def test_a_config_copied_with_links_and_spellings_is_read_as_the_repository_one(
     path = tmp_path / 'a link ü' / 'vpn_niv_t6.py'
     assert literal(path) == Config.fromfile(str(path)).to_dict()
     check_row(path, dataset='niv')
+
+
+def test_the_refusal_names_the_line_of_the_expression_not_of_its_statement(tmp_path):
+    """mmaction2's tsn ...kinetics400-flow.py (`mean=[128, 128] * clip_len` inside a
+    `model = dict(` of 20 lines) was left unread; refused, the line is the expression's."""
+    path = write(tmp_path, {'c.py': H + 'model = dict(\n    a=1,\n    mean=[128, 128] * 2,\n)\n'})
+    with pytest.raises(ValueError, match=r'c\.py:4: list \* int is not read as a literal'):
+        literal(path)

@@ -428,7 +428,8 @@ UNREAD = Unread()
 class NotLiteral(ValueError):
     """An expression :data:`LITERAL_SUBSET` does not compute (a subscript, a comprehension, a
     condition...): refused naming file:line (``strict``), else the names its statement stores
-    are :data:`UNREAD`."""
+    are :data:`UNREAD`. ``line``: the expression's own line (:func:`_literal`)."""
+    line = None
 
 
 def _fully_read(value) -> bool:
@@ -478,7 +479,8 @@ def literal_assignments(file: Path, base: dict | None = None, strict: bool = Tru
             if strict:
                 for key, name in placeholders.items():  # mmengine's text of {{_base_.x}}
                     error = str(error).replace(repr(key), f'{{{{_base_.{name}}}}}')
-                raise ValueError(f'{file}:{node.lineno}: {error}; a config outside the '
+                line = getattr(error, 'line', None) or node.lineno
+                raise ValueError(f'{file}:{line}: {error}; a config outside the '
                                  "repository's configs/ folder is read without running its "
                                  f'code, in this subset: {LITERAL_SUBSET}. Write the value as '
                                  "a literal, or keep the config in the repository's configs/ "
@@ -644,8 +646,17 @@ TEXTS = (str, int, float, complex, bool, type(None), bytes)  # what an f-string 
 
 def _literal(node, names: dict, base: dict):
     """The value of expression ``node`` in :data:`LITERAL_SUBSET`; :class:`NotLiteral` for
-    an expression without calls that it does not compute; ``ValueError`` for the rest (a call,
-    a name not assigned earlier, what Python refuses)."""
+    an expression without calls that it does not compute (its line: the innermost such
+    expression's); ``ValueError`` for the rest (a call, a name not assigned earlier, what
+    Python refuses)."""
+    try:
+        return _literal_value(node, names, base)
+    except NotLiteral as error:
+        error.line = error.line or getattr(node, 'lineno', None)
+        raise
+
+
+def _literal_value(node, names: dict, base: dict):
     import ast
     if isinstance(node, ast.Constant):
         return node.value
