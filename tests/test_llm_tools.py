@@ -3,6 +3,7 @@ scripted server on 127.0.0.1 (skipped without ../shared/data)."""
 import json
 import re
 from pathlib import Path
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -343,10 +344,12 @@ def test_cache_key_covers_the_base_url(tiny_config, tmp_path):
     always_first = lambda prompt, attempt: {'text': json.dumps(  # noqa: E731
         {'plan': [int(re.search(r'\(ids\): \[(\d+)', prompt).group(1))] * 3})}
     with FakeOpenAIServer(always_first) as second:
-        summary = run_tool(tool, second, tiny_config, tmp_path)
+        # another host (the port alone is no other endpoint: backends.cache_endpoint)
+        other_host = SimpleNamespace(base_url=second.base_url.replace('127.0.0.1', 'localhost'))
+        summary = run_tool(tool, other_host, tiny_config, tmp_path)
         assert len(second.requests) == LIMIT  # another server: no reply from the cache
     rows = read_results(tmp_path / 'results.jsonl')
-    assert [r.settings['base_url'] for r in rows] == [first.base_url, second.base_url]
+    assert [r.settings['base_url'] for r in rows] == [first.base_url, other_host.base_url]
     assert rows[1].metrics == pytest.approx(summary['metrics']) != rows[0].metrics
 
 
