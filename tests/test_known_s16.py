@@ -361,3 +361,24 @@ def test_every_reader_words_a_broken_link_one_way(tmp_path):
         with pytest.raises(FileNotFoundError, match=f'{name} is {said}'.replace('(', r'\(')
                            .replace(')', r'\)')):
             check_file(path, 'feature file')
+
+
+# ------------------------------------ 10: a PKG option named by its config path
+def test_a_pkg_option_refused_at_build_names_its_config_path():
+    """Before (passM H28): ``init_planner(..., cfg_options={'model.pkg.count_mode': 'Window'})``
+    said "PKGBuilder.count_mode='Window'", the builder's option, not the ``model.pkg.count_mode``
+    the user wrote. Now the config path, also in a config check (named once)."""
+    from mmengine.config import Config
+    from vpn_plugin.models.pkg_builder import PKGBuilder
+    from vpn_plugin.runner import check_config_entries
+    with pytest.raises(ValueError, match=r"^model.pkg.count_mode='Window'; expected one of "
+                                         r"'window', 'video'"):
+        PKGBuilder(count_mode='Window')
+    cfg = Config.fromfile(str(REPO / 'configs/baselines/pdpp_crosstask_t3.py'))
+    cfg.merge_from_dict({'model.pkg.count_mode': 'Window'})
+    with pytest.raises(ValueError) as refused:
+        check_config_entries(cfg, 'pdpp.py')
+    assert str(refused.value).startswith("pdpp.py: model.pkg.count_mode='Window'; expected "), \
+        str(refused.value)
+    assert 'PKGBuilder.' not in str(refused.value) and 'model.pkg: model.pkg' not in str(
+        refused.value)
