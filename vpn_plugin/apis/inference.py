@@ -350,20 +350,16 @@ def features_usable(record: dict, source, allow_unusable: bool = False) -> bool:
     """Whether a feature record (``datasets.features.read_feature_record``) holds usable
     features: its ``usable`` field (absent: True). Unusable ones raise
     :class:`UnusableFeaturesError` unless ``allow_unusable``."""
-    if 'usable' not in record:
-        return True
-    value = np.asarray(record['usable'])
-    if value.shape != () or value.dtype != np.bool_:
-        raise ValueError(f'{source}: field "usable" = {record["usable"]!r}; expected a boolean '
-                         '(false: features of S3D with random weights)')
-    if not bool(value) and not allow_unusable:
+    from vpn_plugin.datasets.features import usable_flag
+    value = usable_flag(record, source)
+    if not value and not allow_unusable:
         warning = str(np.asarray(record.get('warning', RANDOM_WEIGHTS_WARNING)))
         raise UnusableFeaturesError(
             f'{source}: field "usable" is false ({warning}); plan from features extracted '
             'with the S3D weights (tools/extract_features.py --weights s3d_howto100m.pth), or '
             'pass allow_unusable=True (tools/plan.py: --random-weights) to run the pipeline '
             'on them anyway, every plan then marked UNUSABLE')
-    return bool(value)
+    return value
 
 
 @checked_arguments

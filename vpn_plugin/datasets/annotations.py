@@ -456,7 +456,7 @@ def _coin_video(path, i, vid, record, taxonomy, warnings=None) -> VideoAnnotatio
                             f'{path}: {where} (vid {plain_text(vid)}): field "recipe_type" = '
                             f'{task!r} is not '
                             f'a task index of the taxonomy {taxonomy.path} '
-                            f'(0..{taxonomy.num_tasks - 1})')
+                            f'(0..{taxonomy.num_tasks - 1}); expected an integer in that range')
     if str(record['class']) != taxonomy.task_names[task]:
         raise BadVideoError(vid, 'task name does not match',
                             f'{path}: {where} (vid {plain_text(vid)}): field "class" = '
@@ -492,7 +492,10 @@ def _coin_step(path, where, vid, step, task, taxonomy) -> Tuple[float, float, in
     _check_step(path, vid, where, start, end, action, taxonomy)
     _check_action_task(path, vid, where, action, task, taxonomy)
     label = step.get('label')  # COIN's own name of the step: all 39,409 agree with the taxonomy
-    if label is not None and label != taxonomy.action_names[action]:
+    # compared as names are everywhere (a window file's "actions" too): case, spaces and
+    # punctuation ignored
+    if label is not None and (normalized_name(label)
+                              != normalized_name(taxonomy.action_names[action])):
         raise BadVideoError(vid, 'step label contradicts its id',
                             f'{path}: {where} (vid {plain_text(vid)}): field "label" = {label!r}, '
                             f'but action '
@@ -550,6 +553,10 @@ def _json_video(path, i, entry, taxonomy, warnings=None) -> VideoAnnotation:
         ('vid', entry['vid'], 'a video id'),
         ('feature', entry.get('feature', ''), 'a file stem, or no field')))
     vid = str(entry['vid'])
+    if not vid.strip():  # its windows, records and default feature stem would name no video
+        raise BadVideoError(vid, 'annotation row does not parse',
+                            f'{path}: entry {i}: field "vid" = {entry["vid"]!r}; expected a '
+                            'non-empty video id')
     task = _task_of(path, f'entry {i} (vid {plain_text(vid)}): field "task"', entry['task'],
                     taxonomy)
     if file_stem_problem(_json_stem(entry)):
@@ -794,6 +801,15 @@ def _instruction_len(path, i, vid, sample, horizon: int) -> int:
     return steps
 
 
+def _names_task(taxonomy: Taxonomy, key, task: int) -> bool:
+    """Whether ``key`` names task ``task`` in any spelling ``Taxonomy.task_index`` reads (its
+    key, name, file key '0_make_tea' or index: the per-video JSON's "task" rule)."""
+    try:
+        return taxonomy.task_index(key) == task
+    except ValueError:
+        return False
+
+
 def _check_window_names(path, i, vid, meta, stem, task, actions, taxonomy) -> None:
     """The names a window sample carries besides its ids must agree with them: ``vid`` with
     the feature file, ``task`` (key) and ``task_name`` with ``task_id``, ``actions`` with the
@@ -802,7 +818,7 @@ def _check_window_names(path, i, vid, meta, stem, task, actions, taxonomy) -> No
     problems = []
     if 'vid' in meta and stem != vid and not stem.endswith(f'_{vid}'):
         problems.append(f'"vid" = {vid!r} contradicts "feature" = {meta["feature"]!r}')
-    if 'task' in meta and 'task_id' in meta and str(meta['task']) != taxonomy.task_keys[task]:
+    if 'task' in meta and 'task_id' in meta and not _names_task(taxonomy, meta['task'], task):
         problems.append(f'"task" = {meta["task"]!r} contradicts "task_id" = {task} (task '
                         f'{taxonomy.task_keys[task]!r})')
     if ('task_name' in meta and normalized_name(str(meta['task_name']))

@@ -129,14 +129,29 @@ def load_features(path: PathLike, frame_dim: Count, vid: str = '', fix_hint: str
     return frames
 
 
+def usable_flag(record: dict, source) -> bool:
+    """The ``usable`` field of a feature record (absent: True; False: S3D with random weights,
+    extract_features --random-weights); ``ValueError`` naming ``source``, the field and its
+    value unless it is one boolean (``0``, ``[False]`` or ``'false'`` were read as usable)."""
+    if USABLE_KEY not in record:
+        return True
+    value = np.asarray(record[USABLE_KEY])
+    if value.shape != () or value.dtype != np.bool_:
+        raise ValueError(f'{source}: field "{USABLE_KEY}" = {record[USABLE_KEY]!r}; expected a '
+                         'boolean (false: features of S3D with random weights)')
+    return bool(value)
+
+
 def unusable_problem(record: dict, path) -> str:
     """'' unless the record says its features mean nothing (``usable`` false: S3D with random
     weights, extract_features --random-weights) while its folder is no such extraction (its
     provenance is not ``random-weights``, whose runs are all marked UNUSABLE): a pipeline
     check's file copied among real features was read as one of them without a word."""
-    value = np.asarray(record.get(USABLE_KEY, True))
-    if value.dtype != np.bool_ or value.shape != () or bool(value):
-        return ''
+    try:
+        if usable_flag(record, path):
+            return ''
+    except ValueError as err:  # 0, [False], 'false': neither read as usable nor as unusable
+        return str(err)
     from .provenance import read_record
     try:
         record_of_folder = read_record(Path(path).parent)

@@ -69,6 +69,9 @@ def is_default_encoder(encoder) -> bool:
         return False
 
 
+DESCRIPTION_FIELDS = ('before', 'after', 'description')  # of an action's entry; encoded: 2
+
+
 def state_texts(action_names: Sequence[str], action_task_names: Sequence[str],
                 descriptions_file: str) -> Tuple[List[List[str]], List[List[str]]]:
     """Before/after state sentences of each action id.
@@ -82,12 +85,14 @@ def state_texts(action_names: Sequence[str], action_task_names: Sequence[str],
     """
     descriptions, by_task = _read_descriptions(descriptions_file)
     from ..datasets.validation import as_sentences
-    before, after, borrowed = [], [], []
+    before, after, borrowed, unread = [], [], [], []
     for action_id, (action, task) in enumerate(zip(action_names, action_task_names)):
         entry = _find_description(by_task, task, action)
         if not isinstance(entry, dict) or 'before' not in entry or 'after' not in entry:
             raise KeyError(f'{descriptions_file}: no before/after state description for action '
                            f'{action_id} {action!r} of task {task!r}')
+        unread += [f'task {task!r}, action {action!r}: {key!r}' for key in entry
+                   if key not in DESCRIPTION_FIELDS and not str(key).startswith('_')]
         if by_task.get(_normalize(task), {}).get(_normalize(action)) is not entry:
             other = next(name for name in descriptions
                          if by_task[_normalize(name)].get(_normalize(action)) is entry)
@@ -95,6 +100,11 @@ def state_texts(action_names: Sequence[str], action_task_names: Sequence[str],
         where = f'{descriptions_file}: task {task!r}, action {action!r}: '
         before.append(as_sentences(entry['before'], where + '"before"'))
         after.append(as_sentences(entry['after'], where + '"after"'))
+    if unread:  # "during": [...] would be left out without a word
+        print_log(f'{descriptions_file}: {len(unread)} field(s) of the actions\' state '
+                  'descriptions are not read (first: ' + unread[0] + '): only "before" and '
+                  '"after" are encoded ("description" and fields starting with "_" are notes)',
+                  'current', logging.WARNING)
     if borrowed:
         print_log(f'{descriptions_file}: {len(borrowed)} action(s) have no state description '
                   'under their own task and are encoded with the one of their name under '

@@ -2,7 +2,8 @@
 # example: examples/custom_dataset/ (README there). Inherit this file and set data_root.
 # <data_root>/ is the dataset's folder:
 #   taxonomy.json: {"<idx>_<task>": {"<global action id>": "<action name>", ...}, ...}
-#     (task indices 0..K-1 in file order, action ids exactly 0..N-1, each action in one task)
+#     (task indices 0..K-1, each once, in any order the file lists them; action ids exactly
+#     0..N-1, each action in one task)
 #   train.json, test.json: [{"vid": "...", "task": <task>, "steps": [[start_s, end_s, action_id],
 #     ...], "feature": "<feature file stem>" (optional, default "<task as written>_<vid>")}, ...]
 #     <task>: the task's name ("make_tea"), its taxonomy key ("0_make_tea") or index (0);
