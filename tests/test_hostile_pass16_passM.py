@@ -89,6 +89,7 @@ def test_b6_an_index_beyond_int64_is_named():
     from vpn_plugin.apis.inference import _sample_indices
     for index in (2 ** 70, [1, 2 ** 70], [None]):
         with pytest.raises(ValueError, match=r'index=.*; expected the dataset index of the '
-                                             r'observations \(an integer >= 0\) or 2 of them'):
+                                             r'observations \(an integer >= 0 and < 2\*\*63, '
+                                             r'int64\) or 2 of them'):
             _sample_indices(index, 2)
     assert _sample_indices(2 ** 63 - 1, 2).tolist() == [2 ** 63 - 1] * 2

@@ -3,6 +3,7 @@ scripted server on 127.0.0.1 (skipped without ../shared/data)."""
 import json
 import re
 from pathlib import Path
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -339,15 +340,14 @@ def test_failed_requests_are_counted_in_the_row_only_with_allow_failures(
 def test_cache_key_covers_the_base_url(tiny_config, tmp_path):
     """Another host is another server: no reply from the cache (the port alone is not:
     test_known_s16, a server restarted on another port)."""
-    import types
     tool = load_tool('llm_eval')
     with FakeOpenAIServer(echo_anchors) as first:
         run_tool(tool, first, tiny_config, tmp_path)
     always_first = lambda prompt, attempt: {'text': json.dumps(  # noqa: E731
         {'plan': [int(re.search(r'\(ids\): \[(\d+)', prompt).group(1))] * 3})}
     with FakeOpenAIServer(always_first) as second:
-        other_host = types.SimpleNamespace(base_url=second.base_url.replace('127.0.0.1',
-                                                                            'localhost'))
+        # another host (the port alone is no other endpoint: backends.cache_endpoint)
+        other_host = SimpleNamespace(base_url=second.base_url.replace('127.0.0.1', 'localhost'))
         summary = run_tool(tool, other_host, tiny_config, tmp_path)
         assert len(second.requests) == LIMIT  # another server: no reply from the cache
     rows = read_results(tmp_path / 'results.jsonl')

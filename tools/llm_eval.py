@@ -35,6 +35,9 @@ from vpn_plugin.errors import (NON_NEGATIVE_FLOAT, NON_NEGATIVE_INT, POSITIVE_FL
                                tool_main, write_text_atomically)
 
 
+VLM_DEFAULTS = {'num_frames': 4, 'frames_fps': 1.0}  # options of --vlm alone
+
+
 def parse_args(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split('\n')[0])
     parser.add_argument('--config', type=path_argument,
@@ -55,9 +58,11 @@ def parse_args(argv=None):
     parser.add_argument('--vlm', action='store_true', help='two-stage VLM mode from video clips')
     parser.add_argument('--video-root', type=path_argument,
                         help='VLM: folder of <vid>.mp4 files or <vid>/ frames')
-    parser.add_argument('--num-frames', type=POSITIVE_INT, default=4, help='VLM: frames per clip')
-    parser.add_argument('--frames-fps', type=POSITIVE_FLOAT, default=1.0,
-                        help='VLM: frame rate of frames folders')
+    parser.add_argument('--num-frames', type=POSITIVE_INT,
+                        help=f'VLM: frames per clip (default {VLM_DEFAULTS["num_frames"]})')
+    parser.add_argument('--frames-fps', type=POSITIVE_FLOAT,
+                        help='VLM: frame rate of frames folders (default '
+                        f'{VLM_DEFAULTS["frames_fps"]})')
     parser.add_argument('--limit', type=POSITIVE_INT, help='plan N test windows drawn with --seed, '
                         'stratified over tasks (the results row is marked shortened)')
     parser.add_argument('--concurrency', type=POSITIVE_INT, default=4, help='requests in flight')
@@ -111,6 +116,14 @@ def check_args(parser, args):
                      f'model {args.model} in this process: drop {given}')
     if args.vlm and not args.video_root:
         parser.error('--vlm needs --video-root (videos or frames folders of the test windows)')
+    given = [f'--{name.replace("_", "-")}' for name in ('video_root', *VLM_DEFAULTS)
+             if getattr(args, name) is not None]
+    if given and not args.vlm:  # read by nothing: the run would plan from text alone
+        parser.error(f'{" and ".join(given)} {"is" if len(given) == 1 else "are"} for the VLM '
+                     'mode: add --vlm, or drop ' + ' and '.join(given))
+    for name, default in VLM_DEFAULTS.items():
+        if getattr(args, name) is None:
+            setattr(args, name, default)
     if bool(args.step_config) != bool(args.step_checkpoint):
         parser.error('--step-config and --step-checkpoint go together')
     if args.anchors_file and args.step_config:
@@ -142,6 +155,26 @@ def check_used_options(cfg_options) -> None:
                          'set by flags (see --help), so these options would be ignored')
 
 
+def changing_options(args, cfg) -> dict:
+    """The ``--cfg-options`` that change the datasets llm_eval reads (``cfg``: the config with
+    all of them): an option restating the config's own value (``horizon=3`` on a T=3 config,
+    ``test_dataloader.dataset.split=test``) is the same run, never another results row beside
+    it. An option whose removal the config cannot load without is kept."""
+    def datasets(config):
+        return [config.get(key) for key in ('train_dataloader', 'test_dataloader')]
+    options, changing = dict(args.cfg_options or {}), {}
+    for key, value in options.items():
+        rest = {k: v for k, v in options.items() if k != key}
+        try:
+            same = datasets(load_config(args.config, rest or None,
+                                        **data_path_args(args))) == datasets(cfg)
+        except (ValueError, TypeError, KeyError, OSError, SystemExit):
+            same = False
+        if not same:
+            changing[key] = value
+    return changing
+
+
 def load_datasets(args):
     """(config, test windows), from the annotations alone; the test set has its observations
     (feature files) only when a ``--step-config`` model reads them."""
@@ -150,6 +183,7 @@ def load_datasets(args):
     from vpn_plugin.datasets.planning_dataset import check_split_disjoint
     check_used_options(args.cfg_options)
     cfg = load_config(args.config, args.cfg_options, **data_path_args(args))
+    args.cfg_options = changing_options(args, cfg)
     for key in ('train_dataloader', 'test_dataloader'):
         if not isinstance(cfg.get(key), dict) or 'dataset' not in cfg[key]:
             raise SystemExit(f'{args.config}: {key} = {cfg.get(key)!r}; needs {key}.dataset '

@@ -29,6 +29,7 @@ import inspect
 import math
 import numbers
 import os
+import sys
 import types
 import typing
 from typing import Annotated, Any, Literal, Union
@@ -170,7 +171,7 @@ def _conforms_base(value, annotation, infinite: bool = False) -> bool:
     if origin is Literal:
         return any(_literal_matches(value, choice) for choice in args)
     if annotation is bool:
-        return isinstance(value, bool)
+        return _is_bool(value)
     if annotation is int:
         return isinstance(value, numbers.Integral) and not isinstance(value, bool)
     if annotation is float:
@@ -197,6 +198,13 @@ def _conforms_base(value, annotation, infinite: bool = False) -> bool:
             return all(conforms(k, args[0]) and conforms(v, args[1]) for k, v in value.items())
         return True
     return True  # a class of its own (a module, a tensor, a callable): not a config kind
+
+
+def _is_bool(value) -> bool:
+    """True or False, numpy's too (``np.True_ == True``, as numpy integers are integers); a
+    numpy value exists only once numpy is imported (no import here: the tools' --help)."""
+    numpy = sys.modules.get('numpy')
+    return isinstance(value, bool) or (numpy is not None and isinstance(value, numpy.bool_))
 
 
 def _literal_matches(value, choice) -> bool:

@@ -313,8 +313,9 @@ def refuse_contradicting_horizons(cfg, horizon: int, test_horizon: int) -> None:
         top = 'test_horizon' if key.startswith('test_') else 'horizon'
         raise ValueError(f'{path}: {key}={value!r} contradicts {top}={written} (the horizon is '
                          f'set in one place: {top} is written into the model and the datasets, '
-                         f'so this run would use {written}); set {top} = {value} (or --horizon '
-                         f'{value}) instead of {key}, or remove {key}')
+                         f'so this run would use {written}); set {top} = {value} (or --cfg-options '
+                         f'{top}={value}; train.py / test.py: --horizon {value}) instead of '
+                         f'{key}, or remove {key}')
 
 
 def _chain_horizons(path: Path) -> set:
@@ -1995,5 +1996,5 @@ def _refuse_derived_horizons(path, cfg_options: dict) -> None:
     derived = sorted(key for key in cfg_options if key.endswith('.horizon'))
     if derived:
         raise ValueError(f'{path}: --cfg-options {", ".join(derived)}: the horizon is set in '
-                         'one place; give horizon=T (--horizon T), and test_horizon=T for a '
-                         'different test horizon')
+                         'one place; give horizon=T (train.py / test.py: --horizon T), and '
+                         'test_horizon=T for a different test horizon')

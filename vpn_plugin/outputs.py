@@ -54,7 +54,8 @@ CONVERTED_MARKER = 'tools/convert_authors_checkpoint.py'  # meta.converted_by of
 
 # ---------------------------------------------------------------- Markdown of the user's names
 _MARKDOWN_SPECIAL = re.compile(r'[\\`*<>~$&]|\](?=[(\[])|(?<![0-9A-Za-z])_|_(?![0-9A-Za-z])')
-_MARKDOWN_LINE_BREAK = re.compile(r'\r\n|\r|\n')
+# a line end as CommonMark, TeX and matplotlib's text all end a line: \n, \r\n and a lone \r
+LINE_BREAK = re.compile(r'\r\n|\r|\n')
 
 
 def markdown_text(text: str) -> str:
@@ -62,15 +63,18 @@ def markdown_text(text: str) -> str:
     ``*VPN*`` stays ``*VPN*`` (not italic), ``<b>`` is no HTML, ``[a](b)`` no link, ``&amp;``
     no entity (it would show as ``&``); an ``_`` inside a word (``max_epochs``) and brackets not
     followed by ``(`` / ``[`` (``gpt [oracle]``), which mark up nothing, are kept as they are;
-    ``$k$`` is no math (GitHub renders it). The one escape of every Markdown table written."""
-    return _MARKDOWN_SPECIAL.sub(lambda match: '\\' + match.group(0), text)
+    ``$k$`` is no math (GitHub renders it); a line break is ``<br>`` (a raw one in a caption
+    cut it into paragraphs, or made its tail a heading: a method named ``x\\n# y``), as in a
+    cell. The one escape of every Markdown table written."""
+    escaped = _MARKDOWN_SPECIAL.sub(lambda match: '\\' + match.group(0), text)
+    return LINE_BREAK.sub('<br>', escaped)
 
 
 def markdown_row(cells) -> str:
     """One table row; a ``|`` or a line break (``\\n``, ``\\r``: CommonMark ends a line at
     either) inside a cell (a method named ``A|B``) is escaped so that the row keeps its
     columns."""
-    return '| ' + ' | '.join(_MARKDOWN_LINE_BREAK.sub('<br>', str(cell).replace('|', r'\|'))
+    return '| ' + ' | '.join(LINE_BREAK.sub('<br>', str(cell).replace('|', r'\|'))
                              for cell in cells) + ' |'
 
 
@@ -177,15 +181,29 @@ def json_objects(path: Path) -> bool:
         return False
 
 
-def results_rows(path: Path) -> bool:
-    """A ``.jsonl`` results file (vpn_plugin/protocol/results.py): every line a JSON object
-    with a method and its metrics (empty: a file just created)."""
+def results_rows_problem(path: Path) -> str:
+    """'' for a ``.jsonl`` results file (vpn_plugin/protocol/results.py): every line a JSON
+    object with a method and its metrics (empty: a file just created); else what is not
+    (``line 2 is not JSON (...)``: an interrupted copy of a file of our rows is named so)."""
     try:
-        lines = [line for line in json_lines(path.read_text()) if line.strip()]
-        return all(isinstance(row, dict) and {'method', 'metrics'} <= set(row)
-                   for row in map(json.loads, lines))
-    except (ValueError, UnicodeDecodeError):
-        return False
+        lines = json_lines(path.read_text())
+    except UnicodeDecodeError as error:
+        return f'it is not UTF-8 text ({error.reason} at byte {error.start})'
+    for number, line in enumerate(lines, 1):
+        if not line.strip():
+            continue
+        try:
+            row = json.loads(line)
+        except ValueError as error:
+            return f'line {number} is not JSON ({error})'
+        if not (isinstance(row, dict) and {'method', 'metrics'} <= set(row)):
+            return f'line {number} is not a results row (a JSON object with method and metrics)'
+    return ''
+
+
+def results_rows(path: Path) -> bool:
+    """A ``.jsonl`` results file (:func:`results_rows_problem`)."""
+    return not results_rows_problem(path)
 
 
 def name_suffix(path) -> str:
@@ -206,6 +224,7 @@ class OutputKind:
     what: str
     suffixes: tuple = ()
     recognise: Callable[[Path], bool] = field(default=never)
+    problem: Optional[Callable[[Path], str]] = None  # why a file is not one (for the message)
 
 
 KINDS = {
@@ -234,7 +253,8 @@ KINDS = {
                                     'the conversion.json beside it)'),
     'anchors': OutputKind('anchors JSON of tools/llm_eval.py', ('.json',), json_matching(
         lambda value: isinstance(value, dict) and set(value) == {'first', 'last'})),
-    'results': OutputKind('results file (JSON lines)', ('.jsonl',), results_rows),
+    'results': OutputKind('results file (JSON lines)', ('.jsonl',), results_rows,
+                          results_rows_problem),
     'llm_side_file': OutputKind('per-run file of tools/llm_eval.py', (), json_objects),
     'per_sample': OutputKind('per-sample scores JSON of PlanningMetric', ('.json',),
                              json_matching(lambda value: isinstance(value, dict) and {
@@ -291,8 +311,9 @@ def check_output(path, kind: str, flag: str, inputs: Iterable = (), overwrite: b
     if target.exists() and not overwrite and not _recognised(output, target):
         why = (f'files of its kind ({output.what}) are never taken for an earlier output '
                '(others\' files share the format)' if output.recognise is never else
-               f'it is not recognisably an earlier output of this kind ({output.what}); '
-               'another checkpoint, video or document would be lost')
+               f'it is not recognisably an earlier output of this kind ({output.what}'
+               f'{_problem_text(output, target)}); another checkpoint, video or document '
+               'would be lost')
         advice = exists_advice or f'choose another name, or pass {overwrite_flag} to replace it'
         link = (f' (a symbolic link to {target}: that file would be replaced, the link kept)'
                 if os.path.islink(text) else '')
@@ -375,6 +396,15 @@ def _kind_of_existing(target: Path) -> str:
     if stat.S_ISFIFO(mode):
         return 'a FIFO'
     return 'not a plain file'
+
+
+def _problem_text(output: OutputKind, path: Path) -> str:
+    """``': <why>'`` when the kind says why ``path`` is not one of its files, else ''."""
+    try:
+        problem = output.problem(path) if output.problem else ''
+    except OSError:
+        problem = ''
+    return f': {problem}' if problem else ''
 
 
 def _recognised(output: OutputKind, path: Path) -> bool:

@@ -506,7 +506,7 @@ def _sample_indices(index, batch_size: int) -> torch.Tensor:
             values.dim() > 1 or values.numel() not in (1, batch_size) or \
             (values.numel() and int(values.min()) < 0):
         raise ValueError(f'index={index!r}; expected the dataset index of the observations '
-                         f'(an integer >= 0) or {batch_size} of them')
+                         f'(an integer >= 0 and < 2**63, int64) or {batch_size} of them')
     return values.long().reshape(-1).expand(batch_size).clone()
 
 

@@ -98,8 +98,8 @@ class PKGBeamSearchPlanner(BasePlanner):
         dims of the PDPP step model's sampled first and last steps)."""
         return self.step_model.endpoint_scores(inputs, data_samples)
 
-    def tensor(self, inputs, horizon: int) -> torch.Tensor:
-        return self.step_logits(inputs)
+    def tensor(self, inputs, horizon: int, data_samples=None) -> torch.Tensor:
+        return self.step_logits(inputs, data_samples)
 
     def loss(self, inputs, data_samples) -> Dict[str, torch.Tensor]:
         return self.step_model.loss(inputs, data_samples)
@@ -125,7 +125,7 @@ class UniformEmissionPlanner(BasePlanner):
 
     follows_data_horizon = True
 
-    def tensor(self, inputs, horizon: int) -> torch.Tensor:
+    def tensor(self, inputs, horizon: int, data_samples=None) -> torch.Tensor:
         """Uniform log emissions (B, T', N)."""
         return torch.full((inputs['start'].shape[0], horizon, self.num_actions),
                           -math.log(self.num_actions), device=inputs['start'].device)

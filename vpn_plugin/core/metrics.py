@@ -29,6 +29,7 @@ Named extras (``EXTRA_METRICS``), never part of the default set:
 """
 from __future__ import annotations
 
+import numbers
 from typing import Dict
 
 import numpy as np
@@ -39,6 +40,7 @@ from ..config_types import Count, checked_arguments
 METRIC_NAMES = ('success_rate', 'mean_accuracy', 'miou_set', 'miou_legacy',
                 'first_accuracy', 'last_accuracy')
 EXTRA_METRICS = ('miou_batch',)
+INT64 = np.iinfo(np.int64)
 NO_PLAN = -1  # the id of every step of a window without a plan (module docstring)
 
 
@@ -76,9 +78,13 @@ def as_plans(plans, name: str, allow_no_plan: bool = False) -> np.ndarray:
     if array.ndim != 2 or array.shape[1] == 0:
         raise ValueError(f'{name} has shape {array.shape}; expected plans (M, T) with T >= 1')
     if array.size and array.dtype == object and all(
-            isinstance(v, int) and not isinstance(v, bool) for v in array.ravel()):
-        raise ValueError(f'{name} holds action id {max(array.ravel(), key=abs)}, beyond int64; '
-                         'expected ids that fit int64 (an index into the taxonomy)')
+            isinstance(v, numbers.Integral) and not isinstance(v, (bool, np.bool_))
+            for v in array.ravel()):  # Python ints (dtype=object, a pandas column's values)
+        widest = max((int(v) for v in array.ravel()), key=abs)
+        if not INT64.min <= widest <= INT64.max:
+            raise ValueError(f'{name} holds action id {widest}, beyond int64; expected ids '
+                             'that fit int64 (an index into the taxonomy)')
+        array = array.astype(np.int64)
     if array.size and not np.issubdtype(array.dtype, np.integer):
         raise TypeError(f'{name} has dtype {array.dtype}; expected integer action ids')
     if array.size and array.dtype == np.uint64 and int(array.max()) > np.iinfo(np.int64).max:

@@ -229,7 +229,16 @@ def other_case_hint(path: Path) -> str:
     if given.suffix.lower() in ('.npz', '.npy') and (path.parent / stem).is_file():
         return (f'; the folder holds {stem}: the name was given with its extension; expected '
                 f'the file name without it ({given.stem!r})')
+    pickles = [f'{stem}{suffix}' for suffix in PICKLE_SUFFIXES
+               if (path.parent / f'{stem}{suffix}').is_file()]
+    if pickles:  # the public files are pickles named .npy: read as they are when so named
+        return (f'; the folder holds {pickles[0]}: feature files are read under the names '
+                f'{stem}.npz or {stem}.npy only, whatever their layout (a pickled dict named '
+                f'.npy is read, as the public files are): rename it to {stem}.npy')
     return ''
+
+
+PICKLE_SUFFIXES = ('.pkl', '.pickle', '.pk', '.p')  # names of pickles other_case_hint names
 
 
 def checked_frames(record: dict, path, frame_dim: int, vid: str = '') -> np.ndarray:

@@ -230,6 +230,8 @@ class PlanningDataset(Dataset):
     def _subset(self, windows, fraction, seed):
         if fraction is None:
             return windows
+        if self.split != 'train' and fraction == 1 and not isinstance(fraction, bool):
+            return windows  # the whole split, which is read anyway (a config's common dataset)
         if self.split != 'train':  # would be ignored: the whole split is read
             raise ValueError(f'PlanningDataset ({self.split}): subset_fraction={fraction!r}; '
                              'a subset is drawn of the training split only (the '

@@ -1668,6 +1668,12 @@ def record_inside(recorded: str, work_dir, what: str, required: bool = True,
     or moved from another run: logged); else ``ValueError`` naming both paths, or None (logged)
     when not ``required`` (a best-checkpoint record: nothing of this run to replace)."""
     from mmengine.logging import print_log
+    # a relative record names a file of the work dir ('epoch_2.pth' written by hand), not one
+    # of the working directory: it was read against the cwd and logged "outside the work dir
+    # (copied or moved from another run)" (passT H1)
+    if recorded and not os.path.isabs(recorded) and is_inside(Path(work_dir) / recorded, work_dir) \
+            and os.path.lexists(Path(work_dir) / recorded):
+        recorded = str(Path(work_dir) / recorded)
     if os.path.isdir(recorded):  # was "outside the work dir" for the work dir itself
         itself = ' (the work dir itself)' if Path(recorded).resolve() == Path(
             work_dir).resolve() else ''

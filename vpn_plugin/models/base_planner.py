@@ -207,8 +207,8 @@ class BasePlanner(BaseModel):
         if mode == 'loss':
             with named_divergence(self, inputs):
                 return self.loss(inputs, data_samples)
-        if mode == 'tensor':
-            return self.tensor(inputs, horizon)
+        if mode == 'tensor':  # the samples' indices seed a stochastic planner's noise
+            return self.tensor(inputs, horizon, data_samples)
         self.require_pkg()
         with torch.no_grad(), named_overflow(inputs):
             samples = pack_samples(self.predict_fields(inputs, data_samples, horizon),
@@ -281,7 +281,9 @@ class BasePlanner(BaseModel):
                          "evaluate it with mode='predict' (tools/test.py without a "
                          'checkpoint; run_protocol: train=False)')
 
-    def tensor(self, inputs, horizon: int) -> torch.Tensor:
+    def tensor(self, inputs, horizon: int, data_samples=None) -> torch.Tensor:
+        """The model's tensor output for the batch; ``data_samples`` (their ``index``) seed a
+        stochastic planner's draws as in ``predict`` (the scores behind its plans)."""
         raise NotImplementedError
 
     def predict_fields(self, inputs, data_samples, horizon: int) -> dict:

@@ -397,7 +397,7 @@ class CEFITO(BasePlanner):
         plans, energies = self.plan(inputs['start'], inputs['goal'], tasks['pred_task'])
         return dict(pred_plan=plans[:, 0], **tasks, topk_plans=plans, topk_energies=energies)
 
-    def tensor(self, inputs, horizon: int) -> torch.Tensor:
+    def tensor(self, inputs, horizon: int, data_samples=None) -> torch.Tensor:
         """Top-1 plans (B, T) of the classifier's tasks."""
         return self.plan(inputs['start'], inputs['goal'],
                          self.search_tasks(inputs, None))[0][:, 0]

@@ -195,7 +195,7 @@ class CompactPlanNet(BasePlanner):
         return soft
 
     # ------------------------------------------------------------------ forward
-    def tensor(self, inputs, horizon: int) -> torch.Tensor:
+    def tensor(self, inputs, horizon: int, data_samples=None) -> torch.Tensor:
         """Emission probabilities (B, T', N)."""
         return self.emissions(*self.encode(inputs), horizon)
 

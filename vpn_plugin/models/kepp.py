@@ -607,8 +607,8 @@ class KEPP(BasePlanner):
         return dict(action_scores=self.plan.actions(x0), step_endpoints=endpoints,
                     pkg_paths=paths, pkg_fallback=fallback)
 
-    def tensor(self, inputs, horizon: int) -> torch.Tensor:
-        return self.plan_fields(inputs, None)['action_scores']
+    def tensor(self, inputs, horizon: int, data_samples=None) -> torch.Tensor:
+        return self.plan_fields(inputs, data_samples)['action_scores']
 
     def predict_fields(self, inputs, data_samples, horizon: int) -> dict:
         fields = self.plan_fields(inputs, data_samples)

@@ -300,9 +300,9 @@ class PDPP(BasePlanner):
     def loss(self, inputs, data_samples) -> Dict[str, torch.Tensor]:
         return self.diffusion.loss(inputs, data_samples)
 
-    def tensor(self, inputs, horizon: int) -> torch.Tensor:
+    def tensor(self, inputs, horizon: int, data_samples=None) -> torch.Tensor:
         """Action scores (B, T, N) of the sampled plans."""
-        return self.diffusion.action_scores(inputs, None)['action_scores']
+        return self.diffusion.action_scores(inputs, data_samples)['action_scores']
 
     def predict_fields(self, inputs, data_samples, horizon: int) -> dict:
         fields = self.diffusion.action_scores(inputs, data_samples)

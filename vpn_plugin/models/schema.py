@@ -360,7 +360,7 @@ class SCHEMA(BasePlanner):
         transitions = torch.from_numpy(self.pkg_probabilities())
         return core.viterbi_decode_probs(probabilities, transitions)
 
-    def tensor(self, inputs, horizon: int) -> torch.Tensor:
+    def tensor(self, inputs, horizon: int, data_samples=None) -> torch.Tensor:
         """Action probabilities (B, T, N) (the predicted task conditions the decoder)."""
         return self.with_observed(self.network(inputs), inputs)['action_logits'].softmax(-1)
 

@@ -208,7 +208,7 @@ class ViterbiPlanNet(BasePlanner):
         return self.task_head(states.flatten(1))
 
     # ------------------------------------------------------------------ forward
-    def tensor(self, inputs, horizon: int) -> torch.Tensor:
+    def tensor(self, inputs, horizon: int, data_samples=None) -> torch.Tensor:
         """Emission probabilities (B, T', N) of the first T' steps."""
         return self.log_emissions(self.encode(inputs), horizon,
                                   inputs.get('observed')).exp()[:, :horizon]

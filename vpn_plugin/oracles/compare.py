@@ -163,7 +163,7 @@ def read_fixture_meta(fixture: Path) -> dict:
 
 def fixture_method(meta: dict, fixture: Path) -> str:
     method = meta.get('method', 'ViterbiPlanNet')
-    if method not in CHECKERS:
+    if not isinstance(method, str) or method not in CHECKERS:  # ["KEPP"]: unhashable
         raise ValueError(f'{Path(fixture) / "meta.json"}: method={method!r} has no checker; '
                          f'expected one of {sorted(CHECKERS)}')
     return method
@@ -964,5 +964,8 @@ def print_report(rows: List[Row], header_ok: bool = True) -> bool:
               f'{", ".join(reported)}')
     for line in largest_lines(rows):
         print(line)
-    print('PASS' if ok else 'FAIL: differences beyond tolerance')
+    reasons = [reason for reason, failed in (
+        ('differences beyond tolerance', any(not row[4] for row in rows)),
+        ('a header check does not hold (its MISMATCH line above)', not header_ok)) if failed]
+    print('PASS' if ok else 'FAIL: ' + '; '.join(reasons))
     return ok

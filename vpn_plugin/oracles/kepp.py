@@ -248,7 +248,8 @@ def read_pkg(folder: Path) -> Tuple[dict, dict]:
 
 
 def _recorded_ids(outputs: dict):
-    """(field, value) of every action id, path and count ``outputs.json`` records."""
+    """(field, value) of every action id, path and count ``outputs.json`` records (the
+    start, end and horizon each answer repeats included)."""
     graph = outputs.get('graph') if isinstance(outputs.get('graph'), dict) else {}
     yield 'graph.nodes', graph.get('nodes')
     for index, edge in enumerate(graph.get('edges') or []):
@@ -260,6 +261,9 @@ def _recorded_ids(outputs: dict):
             if not isinstance(answer, dict):
                 continue
             yield f'{kind}[{index}].num_paths', [answer.get('num_paths', 0)]
+            for field in ('start', 'end', 'horizon'):  # the query it answers
+                if field in answer:
+                    yield f'{kind}[{index}].{field}', [answer[field]]
             for field in ('top2', 'all_sorted'):
                 for rank, entry in enumerate(answer.get(field) or []):
                     yield f'{kind}[{index}].{field}[{rank}][0]', (
@@ -289,8 +293,8 @@ def check_recorded_ids(outputs, path) -> None:
         for value in values if isinstance(values, list) else [values]:
             if isinstance(value, bool) or not isinstance(value, int):
                 raise ValueError(f'{path}: {field} holds {value!r} ({type(value).__name__}); '
-                                 'expected integers (action ids, paths of action ids and path '
-                                 'counts, as the official code records them)')
+                                 'expected integers (action ids, paths of action ids, path '
+                                 'counts and horizons, as the official code records them)')
     for field, value in _recorded_weights(outputs):  # "0.25" was read as the number 0.25
         if isinstance(value, bool) or not isinstance(value, (int, float)):
             raise ValueError(f'{path}: {field} = {value!r} ({type(value).__name__}); expected '

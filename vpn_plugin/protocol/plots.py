@@ -26,12 +26,12 @@ from pathlib import Path
 import numpy as np
 
 from vpn_plugin.core.metrics import METRIC_NAMES
-from vpn_plugin.core.stats import MIN_SEEDS_FOR_CI, seed_interval
+from vpn_plugin.core.stats import AUTHORS_RESAMPLES, MIN_SEEDS_FOR_CI, seed_interval
 from vpn_plugin.config_types import Count, NonNegativeInt, PathLike, checked_arguments
 from vpn_plugin.errors import (OutputWriteError, check_file, check_names, read_json,
                                replace_atomically)
-from vpn_plugin.outputs import (FIGURE_MARKER, OVERLAP_TABLE_MARKER, markdown_row, markdown_text,
-                                stem_files)
+from vpn_plugin.outputs import (FIGURE_MARKER, LINE_BREAK, OVERLAP_TABLE_MARKER, markdown_row,
+                                markdown_text, stem_files)
 from .results import METRIC_LABELS, SHORTENED_MARK, ResultRow, shortened_reason
 
 ONE_COLUMN, TWO_COLUMNS = 3.3, 6.9  # inches
@@ -324,7 +324,9 @@ def save_figure(fig, out_stem) -> list[Path]:
 def plain_texts(fig) -> None:
     """Every text of ``fig`` but its tick labels drawn as written: matplotlib reads ``$...$``
     as math (a method named ``pipe $x$`` would show an italic x), and no text of the figures
-    is math; tick labels keep it (a log axis writes its powers of ten with it)."""
+    is math; tick labels keep it (a log axis writes its powers of ten with it). A line break
+    written ``\\r`` or ``\\r\\n`` is drawn as one (matplotlib breaks only at ``\\n``: the rest of
+    a name after a ``\\r`` was drawn over its start, its marks lost)."""
     from matplotlib.text import Text
     ticks = {id(label) for ax in fig.axes for axis in (ax.xaxis, ax.yaxis)
              for tick in axis.get_major_ticks() + axis.get_minor_ticks()
@@ -332,13 +334,15 @@ def plain_texts(fig) -> None:
     for text in fig.findobj(Text):
         if id(text) not in ticks:
             text.set_parse_math(False)
+            text.set_text(LINE_BREAK.sub('\n', text.get_text()))
 
 
 @checked_arguments
-def ci_lines(values: dict, num_resamples: Count = 100) -> dict:
+def ci_lines(values: dict, num_resamples: Count = AUTHORS_RESAMPLES) -> dict:
     """``{line: {x: [value per seed]}}`` -> ``{line: [(x, mean, low, high), ...]}`` sorted by x
     (mean and 90% bootstrap CI over the seeds; ``None`` bounds with fewer than
-    :data:`MIN_SEEDS_FOR_CI` seeds, ``core.stats.seed_interval``)."""
+    :data:`MIN_SEEDS_FOR_CI` seeds, ``core.stats.seed_interval``). K is the tables' (the
+    authors' 1000): with 100 a band ended elsewhere than the table's interval of its cell."""
     return {line: [(x, *seed_interval(np.array(v), num_resamples=num_resamples))
                    for x, v in sorted(by_x.items())] for line, by_x in values.items()}
 
@@ -407,18 +411,20 @@ def check_group_key(rows, x_key: str, group_key: str) -> None:
 
 def variant_number(row: ResultRow, key: str) -> float:
     """``row.variant[key]`` as the finite number an axis draws; a bool (``true`` would join
-    the points at 1), text, null, list or NaN is refused, naming the row."""
+    the points at 1), text (``"0.1"`` was drawn as 0.1 beside the other seeds' number, one
+    point of two settings the tables keep apart), null, list or NaN is refused, naming the
+    row."""
     value = row.variant[key]
     number = None
-    if isinstance(value, (int, float, str)) and not isinstance(value, bool):
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
         try:
             number = float(value)
-        except ValueError:
-            pass
+        except OverflowError:  # an integer beyond any float (10**400)
+            number = math.inf
     if number is None or not math.isfinite(number):
         raise ValueError(f'results row of {row.method!r} (seed {row.seed}, T={row.horizon}): '
-                         f'variant {key}={value!r}; expected a finite number (this figure '
-                         'draws it on an axis)')
+                         f'variant {key}={value!r}; expected a finite number, written as a '
+                         'number (this figure draws it on an axis)')
     return number
 
 
@@ -429,7 +435,7 @@ def seeds_per_point(lines: dict) -> list[int]:
 
 @checked_arguments
 def curve_points(rows: list[ResultRow], x_key: str, metric: str, group_key: str | None = None,
-                 num_resamples: Count = 100) -> dict:
+                 num_resamples: Count = AUTHORS_RESAMPLES) -> dict:
     """``{line name: [(x, mean, low, high), ...]}`` sorted by x, over seeds, of rows of ONE
     dataset and test horizon (else refused: :func:`curve_values` gives a panel each)."""
     refuse_mix(rows, 'horizon', '--horizon')
@@ -624,7 +630,8 @@ def check_one_subset_draw(rows: list[ResultRow], x_key: str = 'train_fraction') 
 
 @checked_arguments
 def efficiency_points(rows: list[ResultRow], metric: str = 'success_rate',
-                      x_key: str = 'train_fraction', num_resamples: Count = 100) -> dict:
+                      x_key: str = 'train_fraction',
+                      num_resamples: Count = AUTHORS_RESAMPLES) -> dict:
     """``{(method, horizon): [(percent of training windows, mean, low, high), ...]}``.
 
     x is ``variant[x_key]`` in percent, the CI is over seeds.
@@ -772,7 +779,7 @@ REFERENCE = 'none'
 
 @checked_arguments
 def pkg_quality_panels(rows: list[ResultRow], metric: str = 'success_rate',
-                       num_resamples: Count = 100) -> tuple:
+                       num_resamples: Count = AUTHORS_RESAMPLES) -> tuple:
     """``(panels, references)`` of the PKG-quality figure.
 
     ``panels``: three dicts ``{(method, line label): [(x, mean, low, high), ...]}`` (see

@@ -60,8 +60,8 @@ from vpn_plugin.config_types import Count, NonNegativeInt, Seed, checked_argumen
 from vpn_plugin.errors import check_names
 from .provenance import (SYNTHETIC_MARK, UNUSABLE_MARK, check_feature_mix, feature_marks,
                          features_note)
-from vpn_plugin.outputs import (REPORT_LATEX_MARKER, REPORT_MARKDOWN_MARKER, markdown_row,
-                                markdown_text, money_text)
+from vpn_plugin.outputs import (LINE_BREAK, REPORT_LATEX_MARKER, REPORT_MARKDOWN_MARKER,
+                                markdown_row, markdown_text, money_text)
 from .results import (AVERAGED_DATASETS, METRIC_LABELS, METRIC_RANGES, SHORTENED_MARK,
                       ResultRow, caveat_lines, check_rows_match_configs, config_file, renamed,
                       identity_text, row_from_dict, row_source, shortened_reason)
@@ -1025,4 +1025,4 @@ def _latex_escape(text: str) -> str:
 # with T1 (\usepackage[T1]{fontenc}, most papers) ',,' a low double quote „: '{}' breaks each
 # ('<<' / '>>', T1's « », are written as \textless{} / \textgreater{})
 _LATEX_LIGATURES = re.compile(r"-(?=-)|[?!`](?=`)|'(?=')|,(?=,)")
-_LATEX_LINE_BREAKS = re.compile(r'\s*\n\s*')
+_LATEX_LINE_BREAKS = re.compile(rf'\s*(?:{LINE_BREAK.pattern})\s*')  # TeX ends lines at \r too

@@ -232,8 +232,12 @@ def _status(runner, unit, work_dir: Path, task, queued: dict, done: set) -> Unit
         status.state = 'running'  # locally, by the process holding the work dir's lock
     elif task and (this_job or not state) and state.get('state') != 'done':
         status.state = 'interrupted'
-        status.why = (f'its task {job} ended ({in_queue.state}) before the unit finished'
-                      if in_queue else f'its task {job} ended before the unit finished')
+        ended = f'its task {job} ended' + (f' ({in_queue.state})' if in_queue else '')
+        status.why = (f'{ended} before the unit finished' if state or work_dir.exists() else
+                      # nothing says how far it got: a finished unit's deleted folder and rows
+                      # look the same as a unit its task never reached
+                      f'{ended}; the unit left no work dir and {_missing_rows(runner, unit, done)}'
+                      ' not in the results (never reached, or deleted): a rerun runs it')
     elif state.get('state') == 'done':  # finished, but rows of it are not in the results file
         status.state = 'interrupted'
         status.why = (f'its run finished, but {_missing_rows(runner, unit, done)} not in '

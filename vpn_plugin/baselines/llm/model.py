@@ -88,7 +88,7 @@ class LLMPlanner(BasePlanner):
                                '(answered ones are cached), or set model.allow_failures=True')
         return outcomes
 
-    def tensor(self, inputs, horizon: int):
+    def tensor(self, inputs, horizon: int, data_samples=None):
         raise ValueError("LLMPlanner answers in text: evaluate it with mode='predict' "
                          '(tools/test.py or tools/llm_eval.py)')
 

@@ -26,13 +26,38 @@ def _normalise(name: str) -> str:
     return ' '.join(name.lower().split())
 
 
+REASONING_TAG = r'(?:think|thinking|reasoning)'
+
+
+def without_reasoning(text: str) -> str:
+    """``text`` without a reasoning model's thinking, which is no part of its answer: the
+    ``<think>...</think>`` blocks it opens with (also ``<thinking>``, ``<reasoning>``; Qwen3,
+    DeepSeek-R1 and others write them inline when the server does not split them off, and
+    ``--backend transformers`` returns them whole), or, with no opening tag (a chat template
+    that opens the block in the prompt: the reply starts inside it), everything before the last
+    closing tag. An unclosed block (cut by the token limit) is thinking to the end: no answer
+    is read from it. A tag elsewhere (inside the answer's text) is left as written."""
+    while True:
+        block = re.match(rf'\s*<({REASONING_TAG})>.*?(?:</\1>|\Z)', text,
+                         flags=re.DOTALL | re.IGNORECASE)
+        if block is None:
+            break
+        text = text[block.end():]
+    if re.search(rf'<{REASONING_TAG}>', text, flags=re.IGNORECASE):
+        return text
+    closing = list(re.finditer(rf'</{REASONING_TAG}>', text, flags=re.IGNORECASE))
+    return text[closing[-1].end():] if closing else text
+
+
 def json_values(text: str) -> list:
-    """Top-level JSON objects and arrays in ``text``: those of fenced blocks first, then those
-    of the whole text (bare, or with prose around it).
+    """Top-level JSON objects and arrays in ``text`` (its thinking left out:
+    :func:`without_reasoning`): those of fenced blocks first, then those of the whole text
+    (bare, or with prose around it).
 
     A value nested in a malformed one is not top-level: ``{"plan": [0, 1, 2]`` (truncated)
     or ``{"plan": [0, 1, 2] extra}`` yield nothing, so they are unparseable, not plans.
     """
+    text = without_reasoning(text)
     fenced = re.findall(r'```(?:json)?\s*(.*?)```', text, flags=re.DOTALL | re.IGNORECASE)
     values = []
     for candidate in fenced + [text]:
