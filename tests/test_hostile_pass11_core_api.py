@@ -97,7 +97,7 @@ def test_a_perturbation_built_in_python_is_held_to_its_annotation():
         DataFraction(0)
     with pytest.raises(ValueError, match=r'^EdgeDropout.fraction=True; expected a finite'):
         EdgeDropout(True)
-    with pytest.raises(ValueError, match=r"^PKGBuilder.count_mode='windows'; expected one of"):
+    with pytest.raises(ValueError, match=r"^model.pkg.count_mode='windows'; expected one of"):
         PKGBuilder(count_mode='windows')
     assert PKGBuilder(perturbations=[EdgeDropout(0.5)]).seed == 0  # an object passes
 

@@ -135,7 +135,7 @@ def test_misspelled_perturbation_names_known_ones_and_closest():
     """meaning5 block 2 #43: ``perturbations=[dict(type='EdgeDropot')]`` was mmengine's
     registry KeyError, naming neither the field nor the close match."""
     from vpn_plugin.models.pkg_builder import PKGBuilder
-    with pytest.raises(ValueError, match=r"PKGBuilder.perturbations\[0\].type='EdgeDropot' is "
+    with pytest.raises(ValueError, match=r"model.pkg.perturbations\[0\].type='EdgeDropot' is "
                                          r"not a known perturbation; expected one of "
                                          r"\['DataFraction', 'EdgeDropout', .*\]; did you mean "
                                          r"'EdgeDropout'\?"):

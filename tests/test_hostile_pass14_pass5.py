@@ -26,7 +26,7 @@ def test_pkg_builder_refuses_a_perturbation_it_would_never_apply():
             return pkg
 
     for perturbation, stage in ((Typo(), "'Graph'"), (lambda pkg, seed: pkg, 'None')):
-        with pytest.raises(ValueError, match=rf'PKGBuilder.perturbations\[0\] .* has '
+        with pytest.raises(ValueError, match=rf'model.pkg.perturbations\[0\] .* has '
                                              rf"stage={stage}; expected one of \('sequences', "
                                              r"'graph'\)"):
             PKGBuilder(perturbations=[perturbation])

@@ -137,7 +137,8 @@ def test_a_dangling_npz_link_is_named_as_such(tmp_path):
     (tmp_path / 'V.npz').symlink_to('gone.npz')
     path = find_feature_file(tmp_path, 'V')
     assert path.name == 'V.npz'
-    with pytest.raises(BadVideoError, match='V.npz .*is a symbolic link to gone.npz, which leads to no file'):
+    with pytest.raises(BadVideoError,
+                       match='V.npz .*is a symbolic link to gone.npz, which leads to no file'):
         load_features(path, 512, vid='v')
 
 

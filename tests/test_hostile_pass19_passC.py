@@ -103,8 +103,6 @@ PLAIN = {
                                  "n = -(-6) + 12 // 2 - 1.5\ns = 'x' + f'{n}-{a}'\n"
                                  'd = dict(dict(k=1), z=list((1, 2)), **{"q": 1})\n'
                                  '"""a docstring"""\n'}, 'c.py'),
-    'unread_but_pure': ({'c.py': H + 'lst = [1, 2]\nx = [v for v in [1, 2]]\n'
-                                     'y = lst[0] if True else 0\nz = lst[1:]\n'}, 'c.py'),
     'nested_delete': ({'m.py': H + 'x = 1\n', 'c.py': "_base_ = ['m.py']\n"
                        'test_dataloader = dict(_delete_=True, dataset=dict(h=1))\n'}, 'c.py'),
 }
@@ -113,15 +111,14 @@ PLAIN = {
 @pytest.mark.filterwarnings('ignore:The config file')  # mmengine's note on _deprecation_
 @pytest.mark.parametrize('name', sorted(PLAIN))
 def test_valid_foreign_configs_are_still_read_exactly(tmp_path, name):
-    from vpn_plugin.data_paths import UNREAD, read_config_safely
+    from vpn_plugin.data_paths import read_config_safely
     files, main = PLAIN[name]
     write(tmp_path, {'b3.py': BASE, **files})
     executed = Config.fromfile(str(tmp_path / main)).to_dict()
     literal = read_config_safely(tmp_path / main).to_dict()
     assert set(literal) == set(executed)
     for key, value in executed.items():
-        assert literal[key] is UNREAD if name == 'unread_but_pure' and key in 'xyz' \
-            else literal[key] == value, key
+        assert literal[key] == value, key
 
 
 def test_a_linked_base_files_own_bases_are_found_beside_the_link(tmp_path):
@@ -149,7 +146,7 @@ def test_a_test_data_root_the_reading_cannot_know_is_not_skipped_in_silence(tmp_
     under a config that tests on CrossTask."""
     from vpn_plugin.protocol.results import check_rows_match_configs, row_from_dict
     write(tmp_path, {'c.py': f'horizon = 6\ntest_dataloader = dict(dataset=dict(data_root={root}))\n'})
-    with pytest.raises(ValueError, match=r'c\.py.*(data_root is not a literal|environment '
+    with pytest.raises(ValueError, match=r'c\.py.*(:2: a condition|environment '
                                          r'variable PASSC_DS)'):
         check_rows_match_configs([row_from_dict({'method': 'VPN', 'seed': 0, 'horizon': 6,
                                                  'dataset': 'niv',

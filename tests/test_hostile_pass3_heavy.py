@@ -162,9 +162,9 @@ def build(model: dict):
     ('step_checkpoint', '', r"KEPP model.step_checkpoint=''; expected a non-empty string \(or None\)"),
     ('num_actions', 10**9, r'model.num_actions=1000000000; expected an integer >= 1 and <= 46340'),
     ('pkg', dict(count_mode='video', smoothing=float('nan')),
-     r'PKGBuilder.smoothing=nan; expected a finite number >= 0'),
+     r'model.pkg.smoothing=nan; expected a finite number >= 0'),
     ('pkg', dict(count_mode='video', smoothing='x'),
-     r"PKGBuilder.smoothing='x'; expected a finite number >= 0"),
+     r"model.pkg.smoothing='x'; expected a finite number >= 0"),
 ])
 def test_kepp_options_are_named_when_built(option, value, message):
     """Before: dim=0, feature_dim=0 / -1 / True, sampling_seed 'x' / nan / True / 1.5,

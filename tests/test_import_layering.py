@@ -25,6 +25,7 @@ FLOORS = {
     'vpn_plugin.progress': 0,
     'vpn_plugin.secret_keys': 0,
     'vpn_plugin.config_types': 0,  # the declared kinds of config options (pure Python)
+    'vpn_plugin.tool_choices': 0,  # tools' flag choices, importable without torch
     'vpn_plugin.errors': 1,  # check_number / check_bool: config_types' kind rule
     'vpn_plugin.runner_keys': 1,  # the declared kinds of the runner's own keys (config_types)
     'vpn_plugin.compat_applied': 1,

@@ -338,6 +338,8 @@ def test_failed_requests_are_counted_in_the_row_only_with_allow_failures(
 
 
 def test_cache_key_covers_the_base_url(tiny_config, tmp_path):
+    """Another host is another server: no reply from the cache (the port alone is not:
+    test_known_s16, a server restarted on another port)."""
     tool = load_tool('llm_eval')
     with FakeOpenAIServer(echo_anchors) as first:
         run_tool(tool, first, tiny_config, tmp_path)

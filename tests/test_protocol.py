@@ -352,8 +352,8 @@ def test_config_check_names_bad_options(monkeypatch):
     with pytest.raises(ValueError, match=r"test_dataloader.dataset: PlanningDataset has no "
                                          r"option\(s\) \['subset_frac'\]"):
         check_config(config, {'test_dataloader.dataset.subset_frac': 0.5})
-    with pytest.raises(ValueError, match=r'model.pkg: .*EdgeDropout.fraction=1.5; expected a '
-                                         r'finite number >= 0 and <= 1'):
+    with pytest.raises(ValueError, match=r'model.pkg.perturbations\[0\]: EdgeDropout.fraction='
+                                         r'1.5; expected a finite number >= 0 and <= 1'):
         check_config(config, {'model.pkg.perturbations': [dict(type='EdgeDropout',
                                                                fraction=1.5)]})
     with pytest.raises(ValueError, match=r"model.pkg: PKGBuilder has no option\(s\) "

@@ -360,3 +360,42 @@ def test_epoch_benchmark_reports_each_epoch_and_data_share(tiny_cfg, tmp_path, c
     assert f'torch {torch.__version__}' in printed
     windows = len(DATASETS.build(tiny_cfg.test_dataloader.dataset))
     assert re.search(rf'test pass: {windows} windows in [\d.]+ s', printed)
+
+
+# ------------------------ issue 37 KS3 (fixKnown, session 16): a refused training writes nothing
+def _train_refused_before_it_began(tiny_crosstask, tmp_path, work_dir):
+    """tools/train.py of a tiny KEPP whose ``model.step_checkpoint`` is no step model (passM's
+    case: refused when its step model is loaded, in ``before_train``): exits non-zero."""
+    from tiny_configs import write_tiny_config
+    torch.save({'state_dicts': {}}, tmp_path / 'not_a_step_model.pth')
+    body = ("model = dict(feature_dim=512, dim=32, n_timesteps=20)\n"
+            "train_cfg = dict(max_epochs=1, val_interval=1)\n")
+    config = write_tiny_config(tmp_path / 'tiny_kepp.py',
+                               ROOT / 'configs/baselines/kepp_crosstask_t3.py', body,
+                               tiny_crosstask, batch_size=32, steps_per_epoch=1)
+    with pytest.raises(SystemExit) as refused:
+        load_tool('train').main([str(config), '--work-dir', str(work_dir), '--cfg-options',
+                                 f'model.step_checkpoint={tmp_path / "not_a_step_model.pth"}'])
+    assert 'not a KEPP step model' in str(refused.value.code)
+
+
+def test_a_training_refused_before_it_began_leaves_no_new_work_dir(tiny_crosstask, tmp_path):
+    """Before (passM KS3): a training refused once its model was built left the Runner's
+    config copy in the new work dir. Now the config is written when the run begins
+    (``before_train`` ran): the refused run leaves no work dir."""
+    _train_refused_before_it_began(tiny_crosstask, tmp_path, tmp_path / 'new' / 'run')
+    assert not (tmp_path / 'new').exists(), sorted(
+        str(p.relative_to(tmp_path)) for p in (tmp_path / 'new').rglob('*'))
+
+
+def test_a_training_refused_before_it_began_keeps_an_existing_work_dir_as_it_was(
+        tiny_crosstask, tmp_path):
+    """Before: the refused run replaced the earlier run's config copy in an existing work
+    dir. Now every file there stays as it was."""
+    work_dir = tmp_path / 'run'
+    work_dir.mkdir()
+    (work_dir / 'tiny_kepp.py').write_text('# the earlier run\n')
+    (work_dir / 'notes.txt').write_text('mine\n')
+    before = {p.name: p.read_bytes() for p in work_dir.iterdir()}
+    _train_refused_before_it_began(tiny_crosstask, tmp_path, work_dir)
+    assert {p.name: p.read_bytes() for p in work_dir.iterdir()} == before

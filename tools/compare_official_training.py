@@ -86,11 +86,15 @@ def parse_args(argv=None):
 def report(method, result: dict, settings) -> str:
     """The comparison as Markdown: settings (``framework.Settings``), changes, losses, metrics,
     speed."""
+    from vpn_plugin.outputs import markdown_text
     from vpn_plugin.protocol.official import summary
-    changes = '\n'.join(f'- {c.line()}' for c in result['changes'])
+    # the changes name the user's folders (--out) and placeholders (<copy>, <seed>): text, not
+    # markup (a raw <copy> is an HTML tag GitHub hides, a '_' or '*' of a path emphasis)
+    changes = '\n'.join(f'- {markdown_text(c.line())}' for c in result['changes'])
     return '\n'.join([
-        f'## {method.label}: official training vs ours, {settings.dataset} T={settings.horizon}',
-        '', f'settings: {json.dumps(dataclasses.asdict(settings))}', '',
+        '## ' + markdown_text(f'{method.label}: official training vs ours, {settings.dataset} '
+                              f'T={settings.horizon}'),
+        '', markdown_text(f'settings: {json.dumps(dataclasses.asdict(settings))}'), '',
         'changes against the official run:', changes, '',
         'training loss per epoch (mean ± 90% bootstrap CI width over seeds):', '',
         summary.loss_table(summary.loss_curves(result, method.loss_names), method.loss_names,

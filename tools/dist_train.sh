@@ -13,12 +13,8 @@ CONFIG=$1
 NPROC=$2
 shift 2
 # the counts, checked before torchrun starts (its own answer to "abc" or 0 is a traceback)
-check_count() {  # NAME VALUE LOWEST
-    if ! [[ "$2" =~ ^[0-9]+$ ]] || [ "$((10#$2))" -lt "$3" ]; then
-        echo "error: $1=$2: expected an integer >= $3" >&2
-        exit 2
-    fi
-}
+# shellcheck source=tools/check_count.sh
+source "$(dirname "$0")/check_count.sh"
 check_count NPROC "$NPROC" 1
 check_count NNODES "${NNODES:-1}" 1
 check_count NODE_RANK "${NODE_RANK:-0}" 0

@@ -103,7 +103,8 @@ def main(argv=None):
     from vpn_plugin.compat import shutdown_distributed
     from vpn_plugin.datasets.provenance import write_provenance
     from vpn_plugin.video import extract_videos, list_videos, merge_failures
-    from vpn_plugin.video.extract import VIDEO_EXTENSIONS, linked_folders, non_videos
+    from vpn_plugin.video.extract import (VIDEO_EXTENSIONS, linked_folders, non_videos,
+                                          output_names)
 
     recipe = recipe_from_args(args)
     problem = row_seconds_problem(recipe.as_dict())
@@ -116,6 +117,7 @@ def main(argv=None):
     if not videos:
         raise FileNotFoundError(f'no video file in {args.inputs}'
                                 + (f'; {not_searched}' if not_searched else ''))
+    output_names(videos, args.naming)  # two videos writing one file: refused before the weights
     rank, world, device = distributed(args.launcher)
     if not_searched and rank == 0:
         print(f'skipped {not_searched}', file=sys.stderr)

@@ -44,6 +44,8 @@ def main(argv=None) -> int:
     import vpn_plugin.mm  # noqa: F401  (compat + registration)
     from vpn_plugin.models.base_planner import num_parameters
     from vpn_plugin.runner import check_config_entries
+    with_options = (' with --cfg-options ' + ' '.join(  # the counts are of the overridden model
+        f'{key}={value}' for key, value in args.cfg_options.items()) if args.cfg_options else '')
     for path in args.configs:
         cfg = load_config(path, args.cfg_options)
         if not isinstance(cfg.get('model'), dict):
@@ -52,7 +54,7 @@ def main(argv=None) -> int:
         check_config_entries(cfg, path)  # an unknown option or type, named
         model, note = build_model(cfg.model)
         trainable = sum(p.numel() for p in model.parameters() if p.requires_grad)
-        print(f'{path}: {cfg.model.type}, {num_parameters(model):,} parameters '
+        print(f'{path}{with_options}: {cfg.model.type}, {num_parameters(model):,} parameters '
               f'({num_parameters(model) / 1e6:.2f}M), {trainable:,} trainable{note}')
         for name in getattr(model, 'counted_apart', ()):  # e.g. PDPP's task classifier
             print(f'  not counted above: {name} '

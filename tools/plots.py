@@ -33,8 +33,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from vpn_plugin.errors import (NON_NEGATIVE_INT, POSITIVE_INT, check_names,  # noqa: E402
-                               path_argument, tool_main)
+from vpn_plugin.errors import (NON_NEGATIVE_INT, POSITIVE_INT,  # noqa: E402
+                               check_given_once, check_names, path_argument, tool_main)
 from vpn_plugin.outputs import add_overwrite_argument, check_output, stem_files  # noqa: E402
 # the figures and results readers (vpn_plugin.protocol: torch) are imported after the
 # arguments are parsed (--help and refusals answer in ~0.1 s; tests/test_import_purity.py)
@@ -139,6 +139,8 @@ def qualitative_figure(args):
 @tool_main
 def main(argv=None):
     args = parse_args(argv)
+    check_given_once(getattr(args, 'methods', None), '--methods',
+                     'a figure draws each method once')  # as report.py's tables
     from vpn_plugin.protocol import plots
     from vpn_plugin.protocol.provenance import check_feature_mix
     from vpn_plugin.protocol.results import (METRIC_RANGES, check_rows_match_configs,

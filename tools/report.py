@@ -31,6 +31,7 @@ from vpn_plugin.protocol.expected import (describe_row, expected_file,  # noqa: 
 from vpn_plugin.protocol.results import (filter_rows, mean_over_datasets,  # noqa: E402
                                           read_results, rename_methods)
 from vpn_plugin.errors import (NON_NEGATIVE_INT, POSITIVE_INT, at_least,  # noqa: E402
+                               check_given_once,
                                path_argument, text_argument, tool_main, write_texts_atomically)
 from vpn_plugin.outputs import add_overwrite_argument, check_output, stem_files  # noqa: E402
 
@@ -116,10 +117,7 @@ def latex_label(text: str) -> str:
 def main(argv=None):
     args = parse_args(argv)
     for flag, given in (('--methods', args.methods), ('--metrics', args.metrics)):
-        repeated = sorted({v for v in given or () if list(given).count(v) > 1})
-        if repeated:
-            raise ValueError(f'{flag}: {", ".join(map(repr, repeated))} given twice; the table '
-                             'would show it twice (give each once)')
+        check_given_once(given, flag, 'the table would show it twice')
     files = output_files(args)
     rows = read_results(args.results)
     missing = missing_rows(args.results, rows)

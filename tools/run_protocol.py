@@ -182,6 +182,13 @@ def main(argv=None):
             unit_estimates=lambda todo: [run.seconds for run in planned(todo)])
     except UnitsFailedError as error:  # the others ran: their rows are written
         raise SystemExit(f'error: {error}') from None
+    except KeyboardInterrupt:  # Ctrl-C: one line, not Python's traceback (exit 128 + SIGINT)
+        print(f'interrupted (Ctrl-C): the rows of the finished units are kept in '
+              f'{runner.results_file}, and each interrupted training keeps its last checkpoint '
+              f'in its work dir under {runner.root}; run the same command again to resume '
+              '(finished units are skipped, an interrupted training goes on from its last '
+              'checkpoint)', file=sys.stderr)
+        raise SystemExit(130) from None
     print(results)
     return results
 
@@ -255,7 +262,13 @@ def launch_on_slurm(args, protocol, units, runner):
         return jobs
     estimate = sum(t.seconds for t in plan.tasks) / max(1, min(
         len(plan.tasks), args.max_parallel or len(plan.tasks)))
-    statuses = wait_for(runner, units, args.poll_seconds, estimate or None)
+    try:
+        statuses = wait_for(runner, units, args.poll_seconds, estimate or None)
+    except KeyboardInterrupt:  # the wait ends; the submitted jobs do not
+        array = str(jobs[0].job_id).split('_')[0]
+        print(f'interrupted (Ctrl-C) while waiting: job array {array} keeps running (scancel '
+              f'{array} stops it); status: {status_command(args)}', file=sys.stderr)
+        raise SystemExit(130) from None
     print('\n'.join(format_status(statuses)))
     unfinished = [s for s in statuses if s.state != 'done']
     if unfinished:

@@ -16,6 +16,13 @@ shift 3
 GPUS=${GPUS:-8}
 GPUS_PER_NODE=${GPUS_PER_NODE:-8}
 CPUS_PER_TASK=${CPUS_PER_TASK:-4}
+# the counts srun is given, checked as tools/dist_train.sh checks torchrun's (GPUS=0 or 1_6
+# reached srun); decimal, as srun reads them (GPUS=08 is 8)
+# shellcheck source=tools/check_count.sh
+source "$(dirname "$0")/check_count.sh"
+check_count GPUS "$GPUS" 1
+check_count CPUS_PER_TASK "$CPUS_PER_TASK" 1
+GPUS=$((10#$GPUS)) CPUS_PER_TASK=$((10#$CPUS_PER_TASK))
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 PYTHON=${PYTHON:-"$ROOT/.venv/bin/python"}
 # a partition the cluster does not have: srun says only "Invalid generic resource (gres)

@@ -267,9 +267,7 @@ def _python_int(value):
 def _horizon_places(cfg, horizon: int, test_horizon: int):
     """(key, value the config holds, value apply_horizon writes) of every place it writes."""
     model = cfg.get('model')
-    if model is UNREAD:
-        yield 'model', UNREAD, horizon
-    elif model is not None:
+    if model is not None:
         if _accepts_horizon(model):
             yield 'model.horizon', model.get('horizon'), horizon
         yield 'model.train_dataset.horizon', _dataset_horizon(model.get('train_dataset')), horizon
@@ -277,9 +275,7 @@ def _horizon_places(cfg, horizon: int, test_horizon: int):
             yield f'model.pkg.extra_datasets.{i}.horizon', _dataset_horizon(dataset), horizon
     for split, value in (('train', horizon), ('val', horizon), ('test', test_horizon)):
         loader = cfg.get(f'{split}_dataloader')
-        if loader is UNREAD or hasattr(loader, 'get') and loader.get('dataset') is UNREAD:
-            yield f'{split}_dataloader.dataset', UNREAD, value
-        elif hasattr(loader, 'get'):
+        if hasattr(loader, 'get'):
             yield (f'{split}_dataloader.dataset.horizon', _dataset_horizon(loader.get('dataset')),
                    value)
 
@@ -300,11 +296,6 @@ def refuse_contradicting_horizons(cfg, horizon: int, test_horizon: int) -> None:
         return
     chain = None
     for key, value, written in _horizon_places(cfg, horizon, test_horizon):
-        if value is UNREAD:  # a config read without running it (read_config_safely)
-            raise ValueError(f'{path}: {key} is not a literal (a config outside the '
-                             "repository's configs/ folder is read without running its code), "
-                             f'so it cannot be compared with the horizon {written} the run '
-                             f'writes there; expected {key} written as a literal, or left out')
         if value is None or value == written:
             continue
         chain = _chain_horizons(Path(path)) if chain is None else chain
@@ -329,18 +320,34 @@ def _chain_horizons(path: Path) -> set:
     return values
 
 
+PREDEFINED_VARIABLE = re.compile(r'\{\{\s*file(Dirname|Basename|BasenameNoExtension|Extname)'
+                                 r'\s*\}\}')  # mmengine's Config._substitute_predefined_vars
+
+
 def config_bases(file: Path) -> list:
     """The ``_base_`` files of the config ``file`` as mmengine reads them (``Config.
     _get_base_files``, which evaluates the ``_base_`` expression; a .json / .yaml config as
     mmengine parses it, ``{{...}}`` references replaced), each beside ``file`` as named (links
-    not resolved); package bases (``mmaction::...``) left out. Raises what reading it raises."""
+    not resolved); package bases (``mmaction::...``) left out. Its predefined variables
+    (``{{ fileDirname }}``...) are filled in first, as mmengine does. Raises what reading it
+    raises."""
+    import tempfile
     from . import compat_applied  # noqa: F401  (compat fixes before OpenMMLab)
     from mmengine.config import Config
-    if file.suffix == '.py':
-        found = Config._get_base_files(str(file))
-    else:
-        found = mapping_config(file).get('_base_', [])
-        found = found if isinstance(found, list) else [found]
+
+    def bases_of(source: Path) -> list:
+        if source.suffix == '.py':
+            return Config._get_base_files(str(source))
+        found = mapping_config(source).get('_base_', [])
+        return found if isinstance(found, list) else [found]
+
+    found = None
+    if PREDEFINED_VARIABLE.search(Path(file).read_text(encoding='utf-8')):
+        with tempfile.TemporaryDirectory() as folder, contextlib.suppress(Exception):
+            filled = Path(folder) / Path(file).name
+            Config._substitute_predefined_vars(str(file), str(filled))
+            found = bases_of(filled)  # a file that does not read so: its own error below
+    found = bases_of(file) if found is None else found
     return [Path(os.path.abspath(os.path.join(os.path.dirname(file), str(base))))
             for base in found if '::' not in str(base)]
 
@@ -402,8 +409,9 @@ def _own_values(file: str, content: bytes) -> dict:
 
 
 class Unread:
-    """A config value that is not read WITHOUT running code (a comprehension, a subscript, a
-    condition: :data:`LITERAL_SUBSET`)."""
+    """A config value that is not read WITHOUT running code: only in the checks of a config
+    mmengine runs anyway (:func:`literal_assignments` with ``strict=False``); a config read
+    in :data:`LITERAL_SUBSET` (``strict``) never holds one: such a value is refused."""
 
     def __repr__(self) -> str:
         return '<not a literal>'
@@ -416,6 +424,13 @@ class Unread:
 
 
 UNREAD = Unread()
+
+
+class NotLiteral(ValueError):
+    """An expression :data:`LITERAL_SUBSET` does not compute (a subscript, a comprehension, a
+    condition...): refused naming file:line (``strict``), else the names its statement stores
+    are :data:`UNREAD`. ``line``: the expression's own line (:func:`_literal`)."""
+    line = None
 
 
 def _fully_read(value) -> bool:
@@ -431,24 +446,23 @@ def _fully_read(value) -> bool:
 # ("Which configs a results file can name") lists it for users.
 LITERAL_SUBSET = (
     'top-level statements: name = value (x = y = value, x, y = a, b), name: type = value (a '
-    'type without calls), name += value on a number or text, the one _base_ = [...] and '
-    'string docstrings; values: literals, lists, tuples, dicts, dict(...)/list(...)/tuple(...) '
-    'of them, names assigned earlier in the file, _base_.x.y, {{_base_.x}} as a whole value, '
-    'f-strings of those, + - * / // of numbers and + of texts, lists or tuples (a lambda is left '
-    'out, as mmengine leaves it); a comprehension, subscript, condition or other expression '
-    'without calls is left unread unless Python refuses it for the values read')
+    'type: a name, a text, list[...]-style or X | None), name += value (-= *= /= //=) on a '
+    'number or text, the one _base_ = [...] and docstrings; values: literals, lists, tuples, '
+    'dicts, dict(...)/list(...)/tuple(...) of them, names assigned earlier in the file, '
+    '_base_.x.y, {{_base_.x}} as a whole value, f-strings of texts and numbers, + - * / // of '
+    'numbers and + of texts, lists or tuples (a top-level lambda is left out, as mmengine '
+    'leaves it); any other expression is refused, never guessed')
 
 
 def literal_assignments(file: Path, base: dict | None = None, strict: bool = True) -> dict:
     """The top-level assignments of one config file (its bases not merged) read WITHOUT running
     its code, in :data:`LITERAL_SUBSET`: ``base`` is its bases' merged values (``_base_.x``,
-    ``{{_base_.x}}``); an expression of the subset that is no literal is :data:`UNREAD`.
-    Anything else (another statement, a call, a store into an object, an import, a name not
-    assigned earlier, ``{{$ENV:default}}``) is refused: ``ValueError`` naming file and line.
-    ``strict=False`` (the checks of a config mmengine runs anyway): such a statement makes the
-    names it stores :data:`UNREAD` instead, and every name set so far too when it may change
-    them (:func:`_stores_only_names`). A .json / .yaml
-    file is read with the safe parsers (no tag builds an object)."""
+    ``{{_base_.x}}``). Anything else (another statement or expression, a call, a store into an
+    object, an import, a name not assigned earlier, ``{{$ENV:default}}``) is refused:
+    ``ValueError`` naming file, line and the construct. ``strict=False`` (the checks of a
+    config mmengine runs anyway): such a statement makes the names it stores :data:`UNREAD`
+    instead, and every name set so far too when it may change them (:func:`_stores_only_names`).
+    A .json / .yaml file is read with the safe parsers (no tag builds an object)."""
     import ast
     file = Path(file)
     try:
@@ -466,13 +480,16 @@ def literal_assignments(file: Path, base: dict | None = None, strict: bool = Tru
             if strict:
                 for key, name in placeholders.items():  # mmengine's text of {{_base_.x}}
                     error = str(error).replace(repr(key), f'{{{{_base_.{name}}}}}')
-                raise ValueError(f'{file}:{node.lineno}: {error}; a config outside the '
+                line = getattr(error, 'line', None) or node.lineno
+                raise ValueError(f'{file}:{line}: {error}; a config outside the '
                                  "repository's configs/ folder is read without running its "
-                                 f'code, in this subset: {LITERAL_SUBSET}') from None
+                                 f'code, in this subset: {LITERAL_SUBSET}. Write the value as '
+                                 "a literal, or keep the config in the repository's configs/ "
+                                 'folder') from None
             stored = {n.id for n in ast.walk(node) if isinstance(n, ast.Name)
                       and not isinstance(n.ctx, ast.Load)}
-            if _stores_only_names(node):  # e.g. an `if` block of plain assignments
-                names.update(dict.fromkeys(stored, UNREAD))
+            if isinstance(error, NotLiteral) or _stores_only_names(node):
+                names.update(dict.fromkeys(stored, UNREAD))  # e.g. an `if` of assignments
             else:  # a call, a store into an object, an import...: any name may have changed
                 names = {name: UNREAD for name in {*names, *stored}}
     names = {name: value for name, value in names.items()  # what mmengine keeps of them
@@ -538,11 +555,12 @@ def _read_statement(node, names: dict, base: dict) -> None:
             names[node.target.id] = _statement_value(node.value, names, base)
         return
     if isinstance(node, ast.AugAssign) and isinstance(node.target, ast.Name):
-        current = names.get(node.target.id, UNREAD)
-        if isinstance(current, bool) or not isinstance(current, (int, float, str)):
-            raise ValueError(f'{node.target.id} {type(node.op).__name__} assignment on a value '
-                             'that is not a number or text read from the file (a list or '
-                             'dict is changed in place)')
+        if node.target.id not in names:  # the run: NameError
+            raise ValueError(f'{node.target.id} is not assigned earlier in the file')
+        current = names[node.target.id]
+        if isinstance(current, (list, dict)):
+            raise ValueError(f'{node.target.id} {_SYMBOLS.get(type(node.op), "?")}= on a '
+                             f'{type(current).__name__}, which changes it in place')
         names[node.target.id] = _literal_arithmetic(node.op, current,
                                                     _literal(node.value, names, base))
         return
@@ -550,24 +568,39 @@ def _read_statement(node, names: dict, base: dict) -> None:
 
 
 def _check_annotation(node, names: dict) -> None:
-    """A top-level annotation is evaluated when the config runs (``x: f() = 1`` calls ``f``):
-    one with a call, a walrus or a lambda, or naming what is neither assigned earlier nor a
-    builtin (a NameError in the run), is refused."""
+    """A top-level annotation is evaluated when the config runs (``x: f() = 1`` calls ``f``,
+    ``x: [][0] = 1`` stops it): only a type is read, i.e. a text, a name assigned earlier or a
+    builtin type, ``None``, ``X[...]`` of those on a builtin type and ``X | Y`` of builtin
+    types or ``None``; anything else is refused."""
     import ast
     import builtins
-    for part in ast.walk(node):
-        if isinstance(part, (ast.Call, ast.NamedExpr, ast.Lambda, ast.Yield, ast.YieldFrom,
-                             ast.Await)):
-            raise ValueError(f'an annotation holding {type(part).__name__} '
-                             f'({ast.unparse(node)[:60]}): Python evaluates a top-level '
-                             'annotation when the config runs, so it may change any value; '
-                             'expected a type (x: int = 6) or none')
-        if isinstance(part, ast.Name) and part.id not in names \
-                and not hasattr(builtins, part.id):
-            raise ValueError(f'{part.id} (in an annotation) is not assigned earlier in the file '
-                             'nor a builtin (the run stops there: NameError)')
+
+    def builtin_type(part) -> bool:
+        return isinstance(part, ast.Name) and part.id not in names \
+            and isinstance(getattr(builtins, part.id, None), type)
+
+    def plain(part) -> bool:
+        if isinstance(part, ast.Constant):
+            return part.value is None or isinstance(part.value, str)
+        if isinstance(part, ast.Name):
+            return part.id in names or builtin_type(part)
+        if isinstance(part, ast.Subscript):
+            items = part.slice.elts if isinstance(part.slice, ast.Tuple) else [part.slice]
+            return isinstance(part.value, ast.Name) and part.value.id in GENERIC_TYPES \
+                and builtin_type(part.value) and all(plain(item) for item in items)
+        if isinstance(part, ast.BinOp) and isinstance(part.op, ast.BitOr):
+            return all(builtin_type(side) or isinstance(side, ast.Constant) and side.value is None
+                       or isinstance(side, ast.BinOp) and plain(side)
+                       for side in (part.left, part.right))
+        return False
+
+    if not plain(node):
+        raise ValueError(f'an annotation ({ast.unparse(node)[:60]}) that is not a plain type: '
+                         'Python evaluates a top-level annotation when the config runs, so it '
+                         'may stop or change the run; expected a type (x: int = 6) or none')
 
 
+GENERIC_TYPES = ('list', 'dict', 'tuple', 'set', 'frozenset', 'type')  # list[int] and alike
 FUNCTION = object()  # a top-level lambda: mmengine drops function values from a config
 
 
@@ -578,7 +611,7 @@ def _statement_value(node, names: dict, base: dict):
     import ast
     if isinstance(node, ast.Lambda) or isinstance(node, ast.Name) \
             and names.get(node.id) is FUNCTION:
-        _unread(node, names)
+        _check_pure(node, names)
         return FUNCTION
     return _literal(node, names, base)
 
@@ -607,81 +640,90 @@ def _bind_literal(target, value, names: dict) -> None:
         raise ValueError(f'a store into an object or a starred name ({ast.unparse(target)[:60]})')
 
 
-CONSTRUCTORS = ('dict', 'list', 'tuple')  # the calls of the subset (not rebound in the file)
+CONSTRUCTORS = {'dict': dict, 'list': list, 'tuple': tuple}  # the calls of the subset
+SPREAD = object()  # the key of a ``**value`` item of a dict display
+TEXTS = (str, int, float, complex, bool, type(None), bytes)  # what an f-string prints as read
 
 
 def _literal(node, names: dict, base: dict):
-    """The value of expression ``node`` in :data:`LITERAL_SUBSET`; :data:`UNREAD` for an
-    expression without calls that it does not compute; ``ValueError`` outside it."""
+    """The value of expression ``node`` in :data:`LITERAL_SUBSET`; :class:`NotLiteral` for
+    an expression without calls that it does not compute (its line: the innermost such
+    expression's); ``ValueError`` for the rest (a call, a name not assigned earlier, what
+    Python refuses)."""
+    try:
+        return _literal_value(node, names, base)
+    except NotLiteral as error:
+        error.line = error.line or getattr(node, 'lineno', None)
+        raise
+
+
+def _literal_value(node, names: dict, base: dict):
     import ast
     if isinstance(node, ast.Constant):
         return node.value
     if isinstance(node, (ast.List, ast.Tuple)):
-        if any(isinstance(item, ast.Starred) for item in node.elts):
-            return _unread(node, names)  # [*a, 3]: its length is not known
         items = [_literal(item, names, base) for item in node.elts]
         return items if isinstance(node, ast.List) else tuple(items)
     if isinstance(node, ast.Dict):
-        if any(isinstance(key, ast.Set) for key in node.keys):
-            raise ValueError('a dict key that is a set (Python refuses it: unhashable)')
-        keys = [None if key is None else _literal(key, names, base) for key in node.keys]
-        for key in keys:
-            if key is not None:
-                _check_hashable(key, 'a dict key')
-        return _literal_dict([(key, _literal(value, names, base))
-                              for key, value in zip(keys, node.values)])
+        return _literal_dict([(SPREAD if key is None else _literal(key, names, base),
+                               _literal(value, names, base))
+                              for key, value in zip(node.keys, node.values)])
     if isinstance(node, ast.Call):
         return _literal_call(node, names, base)
     if isinstance(node, ast.BinOp):
         return _literal_arithmetic(node.op, _literal(node.left, names, base),
                                    _literal(node.right, names, base))
     if isinstance(node, ast.Name):
-        if node.id not in names and node.id != '_base_':
+        if node.id not in names:
             raise ValueError(f'{node.id} is not assigned earlier in the file')
-        value = names.get(node.id, UNREAD)
-        return UNREAD if value is FUNCTION else value  # a function inside a value: not read
-    if isinstance(node, ast.UnaryOp) and not isinstance(node.op, ast.Not):
-        value = _literal(node.operand, names, base)  # -6, +6 (ast.literal_eval reads both)
-        refused = python_refuses(node.op, value)
-        if refused:
-            raise ValueError(refused)
-        if isinstance(value, bool) or _literal_number(value):  # -True is -1 in Python
-            if isinstance(node.op, (ast.USub, ast.UAdd)):
-                return -value if isinstance(node.op, ast.USub) else +value
-        return UNREAD
+        if names[node.id] is FUNCTION:
+            raise NotLiteral(f'{node.id}, a function, inside a value')
+        return names[node.id]
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, (ast.USub, ast.UAdd)):
+        value = _literal(node.operand, names, base)  # -6, +6, -True (ast.literal_eval reads them)
+        if isinstance(value, (int, float, complex)):
+            return -value if isinstance(node.op, ast.USub) else +value
+        _check_pure(node, names)
+        raise NotLiteral(f'{_SYMBOLS[type(node.op)]} of a {type(value).__name__}')
     if isinstance(node, ast.Attribute) and _root_name(node) == '_base_':
         return _base_value(node, base)
-    if isinstance(node, ast.JoinedStr) and all(
-            isinstance(part, ast.Constant) or part.conversion == -1 and part.format_spec is None
-            for part in node.values):
-        parts = [part.value if isinstance(part, ast.Constant)
-                 else _literal(part.value, names, base) for part in node.values]
-        if any(part is UNREAD or isinstance(part, (dict, list, tuple)) for part in parts):
-            return UNREAD
-        return ''.join(map(str, parts))
-    if isinstance(node, ast.Set):  # read to refuse what Python refuses; a set is not read
-        for item in node.elts:
-            if isinstance(item, ast.Set):
-                raise ValueError('a set holding a set (Python refuses it: unhashable)')
-            _check_hashable(_literal(item, names, base), 'a set holding')
-        return UNREAD
+    if isinstance(node, ast.JoinedStr):
+        return _literal_fstring(node, names, base)
     if isinstance(node, ast.GeneratorExp):  # mmengine cannot copy one into a config
-        _unread(node, names)
+        _check_pure(node, names)
         raise ValueError('a generator expression as a value (mmengine refuses it: it cannot '
                          'copy a generator); expected a list [...]')
-    return _unread(node, names)
+    _check_pure(node, names)
+    raise NotLiteral(f'{_construct(node)} ({ast.unparse(node)[:60]}) is not read as a literal')
 
 
-def _check_hashable(value, what: str) -> None:
-    """A set item or dict key read from a config: a list, dict or set is refused (Python's
-    "unhashable type"); an unread one is not judged."""
-    if isinstance(value, Unread) or not _fully_read(value):
-        return
-    try:
-        hash(value)
-    except TypeError:
-        raise ValueError(f'{what} {value!r} (Python refuses it: unhashable '
-                         f'{type(value).__name__})') from None
+def _literal_fstring(node, names: dict, base: dict) -> str:
+    """An f-string of texts and numbers (no conversion, no format spec)."""
+    import ast
+    parts = []
+    for part in node.values:
+        if isinstance(part, ast.Constant):
+            parts.append(part.value)
+            continue
+        value = _literal(part.value, names, base) \
+            if part.conversion == -1 and part.format_spec is None else UNREAD
+        if not isinstance(value, TEXTS):
+            _check_pure(node, names)
+            raise NotLiteral(f'an f-string printing {ast.unparse(part.value)[:40]}'
+                             + ('' if value is UNREAD else f', a {type(value).__name__}')
+                             + ' (with a conversion, a format or a container: not read)')
+        parts.append(value)
+    return ''.join(map(str, parts))
+
+
+def _construct(node) -> str:
+    import ast
+    words = {ast.Subscript: 'a subscript', ast.ListComp: 'a comprehension',
+             ast.SetComp: 'a comprehension', ast.DictComp: 'a comprehension',
+             ast.IfExp: 'a condition', ast.Compare: 'a comparison', ast.BoolOp: 'and/or',
+             ast.UnaryOp: 'a unary operation', ast.Set: 'a set', ast.Starred: 'a starred item',
+             ast.Attribute: 'an attribute', ast.Lambda: 'a lambda inside a value'}
+    return words.get(type(node), f'an expression ({type(node).__name__})')
 
 
 def _root_name(node):
@@ -711,10 +753,9 @@ def _base_value(node, base: dict):
     return value
 
 
-def _unread(node, names: dict):
-    """:data:`UNREAD` for an expression that cannot change anything (no call but the
-    constructors, no walrus, every name assigned earlier or bound inside it), else
-    ``ValueError``."""
+def _check_pure(node, names: dict) -> None:
+    """``ValueError`` unless expression ``node`` cannot change anything: no call but the
+    constructors, no walrus, every name assigned earlier or bound inside it."""
     import ast
     inner = {n.id for n in ast.walk(node) if isinstance(n, ast.Name)
              and not isinstance(n.ctx, ast.Load)}
@@ -735,69 +776,35 @@ def _unread(node, names: dict):
                 and id(part) not in called and part.id not in names and part.id not in inner \
                 and part.id != '_base_':
             raise ValueError(f'{part.id} is not assigned earlier in the file')
-    return UNREAD
 
 
 def _literal_call(node, names: dict, base: dict):
-    """``dict(...)``, ``list(x)``, ``tuple(x)`` (builtins the file did not rebind); any other
-    call is refused: it may run any code. A call of them that Python refuses (``list(5)``,
-    ``dict(None)``, ``list(a=1)``, two positional values) is refused too."""
+    """``dict(...)``, ``list(x)``, ``tuple(x)`` (builtins the file did not rebind) of values
+    read, called as Python calls them (a call Python refuses is refused with its words); any
+    other call is refused: it may run any code."""
     import ast
     name = node.func.id if isinstance(node.func, ast.Name) else None
     if name not in CONSTRUCTORS or name in names:
         raise ValueError(f'a call ({ast.unparse(node.func)[:60]}), which may run any code')
-    if len(node.args) > 1 or name != 'dict' and node.keywords:
-        _unread(node, names)
-        raise ValueError(f'{name}() with {len(node.args)} positional values'
-                         + (' and keywords' if node.keywords else '')
-                         + f' (Python refuses it: {name}() takes at most one value'
-                         + (')' if name == 'dict' else ' and no keyword)'))
-    if any(isinstance(arg, (ast.Starred, ast.GeneratorExp)) for arg in node.args):
-        return _unread(node, names)
-    values = [_literal(arg, names, base) for arg in node.args]
-    if values and _fully_read(values[0]) and not isinstance(values[0], (str, bytes, list, tuple,
-                                                                      dict)):
-        raise ValueError(f'{name}({values[0]!r}) (Python refuses it: '
-                         f'{type(values[0]).__name__} is not iterable)')
-    if name != 'dict':
-        if not values:
-            return [] if name == 'list' else ()
-        return (list if name == 'list' else tuple)(values[0]) \
-            if isinstance(values[0], (list, tuple, str, dict)) else UNREAD
-    if values and not isinstance(values[0], dict):
-        pairs = _dict_pairs(values[0])
-        if pairs is UNREAD:
-            return UNREAD
-        values = [dict(pairs)]
-    items = [(None, value) for value in values] \
-        + [(item.arg, _literal(item.value, names, base)) for item in node.keywords]
-    keys = [key for name, value in items[len(node.args):]
-            for key in ([name] if name is not None else value if isinstance(value, dict) else [])]
-    odd = [key for key in keys if not isinstance(key, str)]
-    if odd:  # Python: "keywords must be strings"
-        raise ValueError(f'dict(**...) with the key {odd[0]!r} (Python refuses keys that are '
-                         'not strings there)')
-    twice = sorted({key for key in keys if keys.count(key) > 1})
-    if twice:  # Python: "dict() got multiple values for keyword argument"
-        raise ValueError(f'dict() gets the key {twice[0]!r} twice (as a keyword and through '
-                         '**); Python refuses this call: expected each key once')
-    return _literal_dict(items)
-
-
-def _dict_pairs(value):
-    """The (key, value) pairs of ``dict(value)`` for a text, list or tuple read from a config
-    (:data:`UNREAD` when an item is not read); ``ValueError`` where Python refuses it (an item
-    that is no pair, an unhashable key)."""
-    if not _fully_read(value):
-        return UNREAD
-    pairs = []
-    for index, item in enumerate(value):
-        if not isinstance(item, (str, bytes, list, tuple)) or len(item) != 2:
-            raise ValueError(f'dict({value!r}): item #{index} {item!r} is no (key, value) pair '
-                             '(Python refuses it)')
-        _check_hashable(item[0], 'a dict key')
-        pairs.append(tuple(item))
-    return pairs
+    args = [_literal(arg, names, base) for arg in node.args]
+    keywords = {}
+    for item in node.keywords:
+        value = _literal(item.value, names, base)
+        if item.arg is None and not isinstance(value, dict):
+            raise ValueError(f'{name}(**{value!r}) (Python refuses it: not a mapping)')
+        for key, part in (value.items() if item.arg is None else [(item.arg, value)]):
+            if not isinstance(key, str) or key in keywords:
+                raise ValueError(f'{name}() gets the key {key!r} '
+                                 + ('twice' if key in keywords else 'through ** (not a text)')
+                                 + ' (Python refuses this call): expected each key once, '
+                                 'as a text')
+            keywords[key] = part
+    if not _fully_read([args, keywords]):  # strict=False only: a value not read
+        raise NotLiteral(f'{name}() of a value not read')
+    try:
+        return CONSTRUCTORS[name](*args, **keywords)
+    except (TypeError, ValueError) as error:
+        raise ValueError(f'{ast.unparse(node)[:60]} (Python refuses it: {error})') from None
 
 
 def config_text(file: Path) -> tuple:
@@ -903,7 +910,7 @@ def _safe_mapping(file: Path, text: str | None = None) -> dict:
     text = config_text(file)[0] if text is None else text
     try:
         loaded = json.loads(text) if file.suffix == '.json' else yaml.safe_load(text)
-    except (ValueError, yaml.YAMLError) as error:
+    except (ValueError, yaml.YAMLError, RecursionError) as error:
         raise ValueError(f'{file}: does not parse as {file.suffix[1:].upper()} without '
                          f'running code ({" ".join(str(error).split())}); a YAML tag that '
                          "builds an object (!!python/...) is not read outside the repository's "
@@ -918,84 +925,48 @@ def _safe_mapping(file: Path, text: str | None = None) -> dict:
     return loaded
 
 
-def _literal_number(value) -> bool:
-    return isinstance(value, (int, float, complex)) and not isinstance(value, bool) \
-        and abs(value) <= LITERAL_NUMBER_BOUND
-
-
-LITERAL_NUMBER_BOUND = 10 ** 18  # larger numbers are not computed (a chain of products)
+LITERAL_NUMBER_BOUND = 10 ** 18  # larger operands are not computed (a chain of products)
+_SYMBOLS = {'Add': '+', 'Sub': '-', 'Mult': '*', 'Div': '/', 'FloorDiv': '//', 'Mod': '%',
+            'Pow': '**', 'LShift': '<<', 'RShift': '>>', 'BitOr': '|', 'BitXor': '^',
+            'BitAnd': '&', 'MatMult': '@', 'USub': '-', 'UAdd': '+'}
 
 
 def _literal_arithmetic(op, left, right):
-    """``left op right`` for numbers (+ - * /, //) and ``+`` of two texts, lists or tuples;
-    :data:`UNREAD` for another operation; ``ValueError`` for one that Python refuses
-    (:func:`python_refuses`: the run stops there)."""
-    import ast
+    """``left op right`` as Python computes it, for numbers (+ - * / //, bools too) and ``+``
+    of two texts, lists or tuples; an operation Python refuses (``1 / 0``) is refused with its
+    words; any other operation is :class:`NotLiteral`."""
     import operator
-    refused = python_refuses(op, left, right)
-    if refused:
-        raise ValueError(refused)
-    ops = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul,
-           ast.Div: operator.truediv, ast.FloorDiv: operator.floordiv}
-    if _literal_number(left) and _literal_number(right) and type(op) in ops:
-        return ops[type(op)](left, right)
-    if isinstance(op, ast.Add) and type(left) is type(right) \
-            and isinstance(left, (str, list, tuple)):
-        return left + right
-    return UNREAD
-
-
-def python_refuses(op, *operands) -> str:
-    """Why Python refuses the operation ``op`` (an ``ast`` operator) on operands read from a
-    config ('' when it does not, or when an operand is :data:`UNREAD`): the operation is tried
-    on small stand-ins of the operands' types (``'a' * 2.5`` -> ``'a' * 2.0``: a TypeError),
-    and a division by zero is named, so a config whose run stops there is refused rather than
-    read. ``%`` on a text (formatting, which depends on the text) is not judged."""
-    import ast
-    import operator
-    if any(not _fully_read(value) for value in operands):
-        return ''
-    ops = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul,
-           ast.Div: operator.truediv, ast.FloorDiv: operator.floordiv, ast.Mod: operator.mod,
-           ast.Pow: operator.pow, ast.LShift: operator.lshift, ast.RShift: operator.rshift,
-           ast.BitOr: operator.or_, ast.BitXor: operator.xor, ast.BitAnd: operator.and_,
-           ast.MatMult: operator.matmul, ast.Invert: operator.invert, ast.USub: operator.neg,
-           ast.UAdd: operator.pos}
-    if type(op) not in ops or isinstance(op, ast.Mod) and isinstance(operands[0], (str, bytes)):
-        return ''
-    if any(type(value) not in STAND_INS for value in operands):
-        return ''
-    stand_ins = [STAND_INS[type(value)] for value in operands]
-    types = ' and '.join(type(value).__name__ for value in operands)
-    if isinstance(op, (ast.Div, ast.FloorDiv, ast.Mod)) and len(operands) == 2 \
-            and isinstance(operands[1], (int, float, complex)) and operands[1] == 0 \
-            and isinstance(operands[0], (int, float, complex)):
-        return f'{operands[0]!r} {type(op).__name__} 0: a division by zero (Python refuses it)'
+    symbol = _SYMBOLS.get(type(op).__name__, type(op).__name__)
+    ops = {'Add': operator.add, 'Sub': operator.sub, 'Mult': operator.mul,
+           'Div': operator.truediv, 'FloorDiv': operator.floordiv}
+    numbers = all(isinstance(value, (int, float, complex)) and abs(value) <= LITERAL_NUMBER_BOUND
+                  for value in (left, right))
+    joined = symbol == '+' and type(left) is type(right) and isinstance(left, (str, list, tuple))
+    if not (numbers and type(op).__name__ in ops or joined):
+        big = any(isinstance(value, (int, float, complex)) and abs(value) > LITERAL_NUMBER_BOUND
+                  for value in (left, right))
+        raise NotLiteral(f'{type(left).__name__} {symbol} {type(right).__name__} is not read as '
+                         'a literal' + (' (a number beyond 10**18 is not computed)' * big))
     try:
-        ops[type(op)](*stand_ins)
-    except TypeError as error:
-        return f'{type(op).__name__} of {types} (Python refuses it: {error})'
-    return ''
+        return ops[type(op).__name__](left, right)
+    except (ArithmeticError, TypeError) as error:  # 1 / 0, 1j // 2
+        raise ValueError(f'{left!r} {symbol} {right!r} (Python refuses it: {error})') from None
 
 
-# a small value of each type a config literal has (python_refuses): the operation's types decide
-STAND_INS = {bool: True, int: 2, float: 2.0, complex: 2j, str: 'a', bytes: b'a', list: [1],
-             tuple: (1,), dict: {1: 1}, type(None): None, type(...): ...}
-
-
-def _literal_dict(items: list):
-    """A dict of (key, value) pairs; key None = ``**value`` (a dict, else the whole is
-    :data:`UNREAD`)."""
+def _literal_dict(items: list) -> dict:
+    """A dict of (key, value) pairs built as Python builds a dict display; key :data:`SPREAD`
+    = ``**value``. What Python refuses (an unhashable key, ``**`` of no mapping) is refused."""
     out = {}
     for key, value in items:
-        if key is None:
-            if not isinstance(value, dict):
-                return UNREAD
-            out.update(value)
-        elif key is UNREAD or isinstance(key, (dict, list)):
-            return UNREAD
-        else:
-            out[key] = value
+        if key is SPREAD and value is UNREAD or key is UNREAD:
+            raise NotLiteral('a dict of a value not read')  # strict=False only
+        if key is SPREAD and not isinstance(value, dict):
+            raise ValueError(f'{{**{value!r}}} (Python refuses it: a {type(value).__name__} is '
+                             'not a mapping)')
+        try:
+            out.update(value) if key is SPREAD else out.__setitem__(key, value)
+        except TypeError as error:  # {[1]: 2}
+            raise ValueError(f'the dict key {key!r} (Python refuses it: {error})') from None
     return out
 
 
@@ -1003,10 +974,10 @@ def literal_config(path, chain: tuple = ()) -> dict:
     """A config file's values as mmengine merges them (its ``_base_`` files first, each base
     setting its own keys, then the file's own over them, ``_delete_`` honoured), read WITHOUT
     running any of its code (:func:`literal_assignments`: a config outside
-    :data:`LITERAL_SUBSET` is refused naming file and line; an expression of it that is no
-    literal is :data:`UNREAD`). Each ``_base_`` file is found beside the file as named, as
-    mmengine finds it (a linked base's own bases beside the link). A base of a package
-    (``mmaction::...``) is not read."""
+    :data:`LITERAL_SUBSET` is refused naming file, line and construct). Each ``_base_`` file
+    is found beside the file as named, as mmengine finds it (a linked base's own bases beside
+    the link). A base of a package (``mmaction::...``) is refused: it is not read without
+    running code."""
     from . import compat_applied  # noqa: F401  (compat fixes before OpenMMLab)
     from mmengine.config import Config
     path = Path(path)
@@ -1051,8 +1022,6 @@ def _literal_bases(path: Path) -> list:
                      and getattr(n.targets[0], 'id', None) == '_base_'), None)
         try:
             names = [] if node is None else _literal(node.value, {}, {})
-            if names is UNREAD:
-                raise ValueError('not a text or list of texts')
         except ValueError as error:
             raise ValueError(f'{path}:{node.lineno}: _base_: {error}; expected the file name of '
                              "a config, or a list of them (e.g. _base_ = ['../b.py'])") from None
@@ -1065,8 +1034,11 @@ def _literal_bases(path: Path) -> list:
                          "or a list of them (e.g. _base_ = ['../_base_/datasets/crosstask.py'])")
     found = []
     for name in names:
-        if '::' in name:
-            continue
+        if '::' in name:  # mmengine: a config of an installed package (mmaction::...)
+            raise ValueError(f'{path}{line}: its _base_ file {name!r} is a config of an '
+                             'installed package, which is not read without running code; '
+                             "expected a config file, or keep the config in the repository's "
+                             'configs/ folder')
         written = os.path.join(os.path.dirname(path), name)
         if name != name.strip() and not os.path.lexists(written):
             raise FileNotFoundError(f'{path}{line}: its _base_ file {name!r} does not exist (its '
@@ -1101,8 +1073,8 @@ def read_config_safely(path):
     a config that, with every ``_base_`` file, lies in this repository's ``configs/`` is read
     by mmengine (:func:`read_config_file`, its code run); any other is read WITHOUT running its
     code, in :data:`LITERAL_SUBSET` (:func:`literal_config`: a config outside it is refused
-    naming file and line; an expression of it that is no literal is :data:`UNREAD`), so a
-    results file from elsewhere runs no code of a config it names. A ``mmengine.Config``."""
+    naming file, line and construct: every value is read), so a results file from elsewhere
+    runs no code of a config it names. A ``mmengine.Config``."""
     from . import compat_applied  # noqa: F401  (compat fixes before OpenMMLab)
     from mmengine.config import Config
     check_config_file(path)

@@ -241,6 +241,16 @@ def check_names(given, valid, what: str) -> None:
                          f'{valid}{hints}')
 
 
+def check_given_once(given, what: str, why: str) -> None:
+    """No name in ``given`` twice (``what``: e.g. ``'--methods'``; ``why``: what a repeat would
+    do, e.g. ``'the table would show it twice'``); a ``ValueError`` names each repeated one."""
+    given = list(given or ())
+    repeated = sorted({name for name in given if given.count(name) > 1})
+    if repeated:
+        raise ValueError(f'{what}: {", ".join(map(repr, repeated))} given twice; {why} '
+                         '(give each once)')
+
+
 def check_misspelled(names, known, what: str, cutoff: float = 0.8) -> None:
     """A name of ``names`` that is not in ``known`` but close to one of them is a typo
     (``horizn`` for ``horizon``); a ``ValueError`` names it (``what``: e.g. 'top-level config

@@ -907,8 +907,9 @@ def check_config_entries(cfg, where: str) -> None:
     if pkg is not None:
         try:
             build_pkg_builder(copy.deepcopy(pkg))
-        except (ValueError, KeyError, TypeError) as error:
-            raise ValueError(f'{where}: model.pkg: {error}') from None
+        except (ValueError, KeyError, TypeError) as error:  # PKGBuilder's name model.pkg.<x>
+            named = '' if str(error).startswith('model.pkg') else 'model.pkg: '
+            raise ValueError(f'{where}: {named}{error}') from None
 
 
 ENV_CFG_KEYS = ('cudnn_benchmark', 'mp_cfg', 'dist_cfg', 'resource_limit')  # Runner.setup_env

@@ -162,7 +162,7 @@ class PKGBuilder:
             trained model (SCHEMA w/ PKG under perturbed graphs).
     """
 
-    @checked_arguments(prefix='PKGBuilder.')
+    @checked_arguments(prefix='model.pkg.')
     def __init__(self, count_mode: Literal[core.pkg.COUNT_MODES] = 'window',
                  smoothing: NonNegative = 0.0, union: Literal[UNION_MODES] = 'pool',
                  extra_datasets: Sequence[Union[dict, Callable]] = (),
@@ -172,16 +172,16 @@ class PKGBuilder:
                               ('perturbations', perturbations)):
             if not isinstance(configs, (list, tuple)) or not all(
                     isinstance(c, dict) or callable(c) for c in configs):
-                raise ValueError(f'PKGBuilder.{name}={configs!r}; expected a list of config '
+                raise ValueError(f'model.pkg.{name}={configs!r}; expected a list of config '
                                  'dicts (e.g. [dict(type=...)]), or [] for none')
         self.count_mode, self.smoothing, self.union = count_mode, smoothing, union
         self.extra_datasets, self.seed, self.recount = list(extra_datasets), seed, recount
         for index, config in enumerate(perturbations):  # their options' declared kinds
             if isinstance(config, dict):
-                check_perturbation_type(f'PKGBuilder.perturbations[{index}].type',
+                check_perturbation_type(f'model.pkg.perturbations[{index}].type',
                                         config.get('type'))
             if isinstance(config, dict) and TASK_UTILS.get(config.get('type')) is not None:
-                check_options(f'PKGBuilder.perturbations[{index}]: {config["type"]}',
+                check_options(f'model.pkg.perturbations[{index}]: {config["type"]}',
                               TASK_UTILS.get(config['type']),
                               {k: v for k, v in config.items() if k != 'type'})
         self.perturbations = [p if callable(p) else TASK_UTILS.build(dict(p))
@@ -194,14 +194,14 @@ class PKGBuilder:
             stage = getattr(perturbation, 'stage', None)
             if stage not in PERTURBATION_STAGES:
                 raise ValueError(
-                    f'PKGBuilder.perturbations[{index}] ({perturbation!r:.60}) has stage='
+                    f'model.pkg.perturbations[{index}] ({perturbation!r:.60}) has stage='
                     f'{stage!r}; expected one of {PERTURBATION_STAGES} (a callable built in '
                     'Python subclasses SequencePerturbation or GraphPerturbation), or it '
                     'would never be applied')
         stages = [p.stage for p in self.perturbations]
         if 'graph' in stages and 'sequences' in stages[stages.index('graph'):]:
             names = [type(p).__name__ for p in self.perturbations]
-            raise ValueError(f'PKGBuilder.perturbations {names}: a sequence perturbation '
+            raise ValueError(f'model.pkg.perturbations {names}: a sequence perturbation '
                              '(DataFraction, LabelNoise) must come before every graph '
                              'perturbation (EdgeDropout, WeightNoise, UniformGraph)')
 
@@ -243,7 +243,7 @@ class PKGBuilder:
     def _extra_sequences(self, cfg: dict, num_actions: int) -> List[List[int]]:
         extra = DATASETS.build(dict(cfg))
         if extra.taxonomy.num_actions != num_actions:
-            raise ValueError(f'PKGBuilder.extra_datasets: {cfg.get("type")} has '
+            raise ValueError(f'model.pkg.extra_datasets: {cfg.get("type")} has '
                              f'{extra.taxonomy.num_actions} actions, the model {num_actions}; '
                              'a union graph needs one action space')
         return [list(map(int, s)) for s in extra.pkg_sequences(self.count_mode)]

@@ -451,7 +451,8 @@ def _config_shown(config: str) -> str:
     """A row's config as the refusal names it: as written, and the file it is here."""
     found = config_file(config)
     resolved = found and os.path.realpath(found)
-    return identity_text(config) + (f' (the file {resolved})' if resolved and resolved != config else '')
+    named = resolved and resolved != config
+    return identity_text(config) + (f' (the file {resolved})' if named else '')
 
 
 def _collect(rows, metrics) -> dict:

@@ -920,28 +920,12 @@ def config_file(config: str):
 def _config_facts(config: str, options_json: str):
     """(horizon, test_horizon, dataset or '') of a config file (:func:`config_file`) with
     ``cfg_options`` merged."""
-    from vpn_plugin.data_paths import UNREAD, read_config_safely, refuse_contradicting_horizons
+    from vpn_plugin.data_paths import read_config_safely, refuse_contradicting_horizons
     from vpn_plugin.runner_keys import RUNNER_KEYS, check_runner_kinds
-    cfg = read_config_safely(config)
+    cfg = read_config_safely(config)  # every value read (a literal config: or refused)
     options = json.loads(options_json)
-    for key in options:  # an option set inside a value not read: the run's value is not known
-        parts = key.split('.')
-        for depth in range(1, len(parts)):
-            value = cfg.get(parts[0]) if depth == 1 else value.get(parts[depth - 1]) \
-                if hasattr(value, 'get') else None
-            if value is UNREAD:
-                raise ValueError(f'{config}: {".".join(parts[:depth])} is not a literal (a '
-                                 "config outside the repository's configs/ folder is read "
-                                 "without running its code), so the row's cfg_options "
-                                 f'{key} cannot be applied to it; expected '
-                                 f'{".".join(parts[:depth])} written as a literal dict')
     if options:
         cfg.merge_from_dict(options)
-    for name in ('horizon', 'test_horizon'):
-        if cfg.get(name) is UNREAD:
-            raise ValueError(f'{config}: {name} is not a literal (a config outside the '
-                             "repository's configs/ folder is read without running its code); "
-                             f'expected {name} = <integer> in the file or its _base_ files')
     # the run's rule (data_paths.load_config): horizon = 6.0 or test_horizon = 0 is refused there
     check_runner_kinds(cfg, config, {name: RUNNER_KEYS[name]
                                      for name in ('horizon', 'test_horizon')})
@@ -954,15 +938,10 @@ def _config_facts(config: str, options_json: str):
     loader = cfg.get('test_dataloader')
     dataset = loader.get('dataset') if hasattr(loader, 'get') else None
     for name, value in (('test_dataloader', loader), ('test_dataloader.dataset', dataset)):
-        if value is not None and value is not UNREAD and not hasattr(value, 'get'):
+        if value is not None and not hasattr(value, 'get'):
             raise ValueError(f'{config}: {name} = {str(value)[:60]}; expected a dict (the run '
                              'builds its test data from it)')
     root = dataset.get('data_root') if hasattr(dataset, 'get') else None
-    if UNREAD in (loader, dataset, root):  # its dataset is not known: not compared in silence
-        raise ValueError(f'{config}: test_dataloader.dataset.data_root is not a literal (a config '
-                         "outside the repository's configs/ folder is read without running its "
-                         "code); expected data_root = '<folder>/<dataset>' in the file or its "
-                         '_base_ files')
     name = Path(root).name.lower() if isinstance(root, str) else ''
     return horizon, test_horizon, name if name in KNOWN_DATASETS else ''
 

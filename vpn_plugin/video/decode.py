@@ -131,7 +131,8 @@ def probe_video(path) -> VideoHeader:
     if not path.is_file():
         frames = (' (a folder of frames is no video: ffmpeg -framerate FPS -i '
                   f'{path}/%04d.jpg makes one)') if path.is_dir() else ''
-        raise UnreadableVideoError(path, link_problem(path) or 'no such file' if not path.exists() else
+        absent = link_problem(path) or 'no such file'  # a broken link never exists
+        raise UnreadableVideoError(path, absent if not path.exists() else
                                    f'not a regular file ({path_kind(path)}); expected a video '
                                    f'file{frames}')
     if path.stat().st_size == 0:

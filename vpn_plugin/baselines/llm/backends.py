@@ -113,7 +113,7 @@ class ResponseCache:
 
     def __init__(self, root: str | Path):
         from vpn_plugin.errors import check_folder_target
-        self.root = Path(root)
+        self.root = Path(root).expanduser()  # '~/x' quoted (as config paths and --model read it)
         check_folder_target(self.root, 'reply cache', 'the cached replies', '--cache-dir',
                             writable=False)  # a read-only cache of earlier replies serves
         self._check_is_a_cache()
