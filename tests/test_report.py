@@ -8,7 +8,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from vpn_plugin.protocol.report import build_table, format_params, to_latex, to_markdown
+from vpn_plugin.protocol.report import (DIGITS, build_table, format_params, ranked, to_latex,
+                                        to_markdown)
 from vpn_plugin.protocol.results import (ResultRow, append_result, filter_rows, read_results,
                                          write_results_csv)
 from tool_modules import load_tool
@@ -140,7 +141,7 @@ def test_ties_share_the_mark():
     rows = make_rows('A', [50.0] * 5) + make_rows('B', [50.0] * 5) + make_rows('C', [10.0] * 5)
     table = build_table(rows, ['success_rate'])
     column = ('crosstask', 3, 'success_rate')
-    assert table.best[column] == {'A', 'B'} and table.second[column] == {'C'}
+    assert ranked(table, column, DIGITS) == ({'A', 'B'}, {'C'})
 
 
 def test_constant_improvement_is_significant(three_methods):
@@ -323,9 +324,9 @@ def test_lower_is_better_and_descriptive_metrics():
                  for s in SEEDS]
     table = build_table(rows, ['plan_jsd', 'plan_entropy'])
     jsd, entropy = ('', 3, 'plan_jsd'), ('', 3, 'plan_entropy')
-    assert table.best[jsd] == {'A'} and table.second[jsd] == {'B'}
+    assert ranked(table, jsd, DIGITS) == ({'A'}, {'B'})
     assert table.improvements[jsd].delta == pytest.approx(0.2 - 0.5)
-    assert table.best[entropy] == set() and table.improvements[entropy] is None
+    assert ranked(table, entropy, DIGITS) == (set(), set()) and table.improvements[entropy] is None
 
 
 def docs_lines():

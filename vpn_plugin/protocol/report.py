@@ -133,8 +133,6 @@ class Table:
     columns: list          # (dataset, horizon, metric)
     cells: dict            # (method, column) -> CellStats
     params: dict           # method -> sorted distinct counts of its rows (() when none)
-    best: dict = field(default_factory=dict)      # column -> set of methods
-    second: dict = field(default_factory=dict)    # column -> set of methods
     improvements: dict = field(default_factory=dict)  # column -> Improvement | None
     level: float = 0.90
     ci_style: str = 'width'
@@ -223,7 +221,6 @@ def build_table(rows: list[ResultRow], metrics=DEFAULT_METRICS, *, methods=None,
                   missing_rows=_missing_descriptions(missing, methods),
                   caveats=caveats_of(shown))
     for column in columns:
-        _rank(table, column)
         table.improvements[column] = _improvement(table, column, ours, reference, seed)
         progress.step(True, f'Δ {_column_name(column)}', diff=True)
     return table
@@ -505,10 +502,6 @@ def _params(rows, methods) -> dict:
     return {method: tuple(sorted({r.params for r in rows
                                   if r.method == method and r.params is not None}))
             for method in methods}
-
-
-def _rank(table: Table, column) -> None:
-    table.best[column], table.second[column] = ranked(table, column, DIGITS)
 
 
 def ranked(table: Table, column, digits: int) -> tuple:
