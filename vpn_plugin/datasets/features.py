@@ -192,9 +192,10 @@ def require_feature_file(path: PathLike, vid: str = '', fix_hint: str = '') -> P
     of_video = f' (video {plain_text(vid)})' if vid else ''
     if kind is None:  # find_feature_file looked for the .npz first
         nor = f' (nor {path.stem}.npz)' if path.suffix == '.npy' else ''
-        if link_problem(path):  # it is listed by ls: say where it points
+        link = link_problem(path)
+        if link:  # it is listed by ls: say where it points
             raise BadVideoError(vid, 'missing feature file', f'feature file {path}{of_video} '
-                                f'is {link_problem(path)}; expected a link to a feature file')
+                                f'is {link}; expected a link to a feature file')
         raise BadVideoError(vid, 'missing feature file', f'feature file {path} does not exist'
                             f'{nor}{of_video}{other_case_hint(path)}. {fix_hint}'.rstrip())
     if kind != 'a regular file':
