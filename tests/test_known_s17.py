@@ -67,6 +67,16 @@ def test_the_slurm_tests_custom_hooks_comprehension_is_read_as_mmengine_builds_i
     assert capsys.readouterr().err == ''
 
 
+def test_a_comprehension_beyond_the_bound_is_unread_not_computed(tmp_path, monkeypatch, capsys):
+    """Nested comprehensions share one bound per statement (10**6 items; 100 here): a config
+    cannot make the reader loop 10**12 times."""
+    from vpn_plugin import data_paths
+    monkeypatch.setattr(data_paths, 'SIZE_BOUND', 100)
+    path = _config(tmp_path, H + "x = [[j for j in 'a' * 60] for i in 'ab']\ny = [1] * 50\n")
+    _check(path)
+    assert f'x ({path}:3, a comprehension of more than 100 items' in capsys.readouterr().err
+
+
 # expressions the reader now computes as Python does (were refused as outside the subset)
 COMPUTED = {
     'subscripts': "a = [10, 20][1]\nb = 'abc'[-1]\nc = dict(k=1)['k']\nd = [1, 2, 3][::2]\n",

@@ -624,6 +624,7 @@ def _read_statement(node, names: dict, base: dict) -> None:
     """One top-level statement of :data:`LITERAL_SUBSET` into ``names`` (``ValueError``
     saying why when it is outside)."""
     import ast
+    _ITEMS_LEFT[0] = SIZE_BOUND
     if isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant):
         return  # a docstring
     if isinstance(node, ast.Assign):
@@ -741,6 +742,7 @@ READ_METHODS = frozenset((
 SPREAD = object()  # the key of a ``**value`` item of a dict display
 TEXTS = (str, int, float, complex, bool, type(None), bytes)  # what an f-string prints as read
 SIZE_BOUND = 10 ** 6  # longer texts / lists and comprehensions of more items are not computed
+_ITEMS_LEFT = [SIZE_BOUND]  # the items the comprehensions of the statement read may still make
 DIGITS_BOUND = 4300  # Python's limit for writing an int as text (sys.get_int_max_str_digits)
 
 
@@ -913,7 +915,8 @@ def _literal_comprehension(node, names: dict, base: dict):
     :class:`Unread` when an iterable or a condition is not read or it runs over more than
     :data:`SIZE_BOUND` items."""
     import ast
-    out, budget = [], [SIZE_BOUND]
+    import collections
+    out = []
 
     class Unknown(Exception):
         pass
@@ -924,11 +927,11 @@ def _literal_comprehension(node, names: dict, base: dict):
         if isinstance(iterable, Unread):
             raise Unknown(iterable)
         for item in _python(node, list, iterable):
-            budget[0] -= 1
-            if budget[0] < 0:
+            _ITEMS_LEFT[0] -= 1
+            if _ITEMS_LEFT[0] < 0:  # one bound for a statement's comprehensions together
                 raise Unknown(_not_computed(node, f'a comprehension of more than {SIZE_BOUND} '
                                                   'items (not computed here)'))
-            inner = dict(scope)
+            inner = collections.ChainMap({}, scope)  # the comprehension's own names
             _bind_literal(generator.target, item, inner)
             for condition in generator.ifs:
                 test = _literal(condition, inner, base)
@@ -1258,6 +1261,11 @@ def _literal_arithmetic(node, left, right):
                                       > SIZE_BOUND for size, count in zip(sizes, counts[::-1]))
             or name == 'Mod' and isinstance(left, (str, bytes))
             and re.search(rb'\d{7}|\*' if isinstance(left, bytes) else r'\d{7}|\*', left)):
+        return _not_computed(node, f'{symbol} ({written}), too large to compute here')
+    grown = max(sizes[0] or 0, sizes[1] or 0) * (max(counts[0] or 1, counts[1] or 1)
+                                                 if name == 'Mult' else 2)
+    _ITEMS_LEFT[0] -= grown if name in ('Add', 'Mult') and sizes != [None, None] else 0
+    if _ITEMS_LEFT[0] < 0:  # texts / lists a statement builds together
         return _not_computed(node, f'{symbol} ({written}), too large to compute here')
     if None not in counts and _int_bits(name, *counts) > BITS_BOUND:
         raise _Refused(f'{symbol} ({written}): Python refuses it (a number of more than '
