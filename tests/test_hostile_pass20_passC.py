@@ -153,8 +153,8 @@ def test_the_run_walker_finds_a_linked_bases_own_bases_beside_the_link(tmp_path)
 
 def facts(path, options=None):
     import json
-    from vpn_plugin.protocol.results import _config_facts
-    return _config_facts(str(path), json.dumps(options or {}))
+    from vpn_plugin.protocol.results import _config_facts, _config_key
+    return _config_facts(*_config_key(str(path)), json.dumps(options or {}))
 
 
 @pytest.mark.parametrize('text, options, match', [

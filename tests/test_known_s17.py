@@ -159,3 +159,28 @@ def test_what_python_refuses_stays_refused_when_computed(tmp_path, name):
     path = _config(tmp_path, H + text)
     with pytest.raises(ValueError, match=match):
         _check(path)
+
+
+# ------------------------------------ 2: a row's config is read once, however its rows spell it
+def test_a_config_spelt_four_ways_is_read_once_and_again_when_it_changes(tmp_path, monkeypatch):
+    """Before: ``results._config_facts`` was cached by the path as spelt (``./c.py``,
+    ``sub/../c.py``, the absolute path, a link to it: four reads, ~1.2 s each for a repository
+    config); now by the file read and its bytes. A changed file is read again (guard)."""
+    import os
+    from vpn_plugin import data_paths
+    from vpn_plugin.protocol.results import _config_facts
+    reads = []
+    real = data_paths.read_config_safely
+    monkeypatch.setattr(data_paths, 'read_config_safely',
+                        lambda path: reads.append(path) or real(path))
+    _config_facts.cache_clear()
+    path = _config(tmp_path, H)
+    (tmp_path / 'sub').mkdir()
+    os.symlink(path, tmp_path / 'link.py')
+    monkeypatch.chdir(tmp_path)
+    _check('./c.py', 'sub/../c.py', path, tmp_path / 'link.py')
+    assert len(reads) == 1, reads
+    path.write_text(H.replace('horizon = 3', 'horizon = 4'))
+    with pytest.raises(ValueError, match='which trains at horizon = 4'):
+        _check('c.py')
+    assert len(reads) == 2

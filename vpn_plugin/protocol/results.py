@@ -124,6 +124,7 @@ import contextlib
 import csv
 import dataclasses
 import functools
+import hashlib
 import io
 import json
 import os
@@ -853,7 +854,8 @@ def check_rows_match_configs(rows: list[ResultRow]) -> None:
                 unfound.setdefault(row.config, []).append(row)
             continue
         try:
-            facts = _config_facts(path, json.dumps(options, sort_keys=True, default=str))
+            facts = _config_facts(*_config_key(path), json.dumps(options, sort_keys=True,
+                                                                 default=str))
         except NeedsUnread as error:
             raise ValueError(f'{where}: {error}') from None
         except Exception as error:  # the config (or the row's cfg_options on it) does not load
@@ -928,10 +930,20 @@ def config_file(config: str):
     return next((str(path.absolute()) for path in candidates if path.is_file()), None)
 
 
+def _config_key(path: str) -> tuple:
+    """(the file read, a digest of its bytes) of a row's config file (:func:`config_file`): the
+    key of its facts, one read however the rows spell it (``./x.py``, ``a/../x.py``, a link to
+    it: ``data_paths.read_config_safely`` reads the same file the same way) and again when it
+    changed."""
+    from vpn_plugin.data_paths import _config_source
+    source = _config_source(path)
+    return str(source), hashlib.sha256(source.read_bytes()).hexdigest()
+
+
 @functools.lru_cache(maxsize=256)
-def _config_facts(config: str, options_json: str):
-    """(horizon, test_horizon, dataset or '', unread) of a config file (:func:`config_file`)
-    with ``cfg_options`` merged; ``unread``: (key, file:line and construct) of each value not
+def _config_facts(config: str, content: str, options_json: str):
+    """(horizon, test_horizon, dataset or '', unread) of a config file (:func:`_config_key`:
+    ``config`` read as of ``content``) with ``cfg_options`` merged; ``unread``: (key, file:line and construct) of each value not
     read without running the config (``data_paths.Unread``), which the checks do not need: one
     they need is refused naming it (``data_paths.NeedsUnread``)."""
     from vpn_plugin.data_paths import (options_over_unread, read_config_safely,
