@@ -658,8 +658,9 @@ def _read_statement(node, names: dict, base: dict) -> None:
 def _check_annotation(node, names: dict) -> None:
     """A top-level annotation is evaluated when the config runs (``x: f() = 1`` calls ``f``,
     ``x: [][0] = 1`` stops it): only a type is read, i.e. a text, a name assigned earlier or a
-    builtin type, ``None``, ``X[...]`` of those on a builtin type and ``X | Y`` of builtin
-    types or ``None``; anything else is refused."""
+    builtin type, ``None``, ``X[...]`` of those (and ``...``) on a builtin type and ``X | Y``
+    of builtin types, such ``X[...]`` or ``None`` (not both ``None``); anything else is
+    refused."""
     import ast
     import builtins
 
@@ -667,19 +668,30 @@ def _check_annotation(node, names: dict) -> None:
         return isinstance(part, ast.Name) and part.id not in names \
             and isinstance(getattr(builtins, part.id, None), type)
 
+    def generic(part) -> bool:  # list[int], tuple[int, ...], dict[str, list[int]]
+        items = part.slice.elts if isinstance(part.slice, ast.Tuple) else [part.slice]
+        return isinstance(part.value, ast.Name) and part.value.id in GENERIC_TYPES \
+            and builtin_type(part.value) and all(
+                plain(item) or isinstance(item, ast.Constant) and item.value is Ellipsis
+                for item in items)
+
+    def union_side(side) -> bool:  # what Python's `|` of types takes: a type, a union, None
+        return builtin_type(side) or isinstance(side, ast.Subscript) and generic(side) \
+            or isinstance(side, ast.BinOp) and plain(side) or none(side)
+
+    def none(side) -> bool:
+        return isinstance(side, ast.Constant) and side.value is None
+
     def plain(part) -> bool:
         if isinstance(part, ast.Constant):
             return part.value is None or isinstance(part.value, str)
         if isinstance(part, ast.Name):
             return part.id in names or builtin_type(part)
         if isinstance(part, ast.Subscript):
-            items = part.slice.elts if isinstance(part.slice, ast.Tuple) else [part.slice]
-            return isinstance(part.value, ast.Name) and part.value.id in GENERIC_TYPES \
-                and builtin_type(part.value) and all(plain(item) for item in items)
+            return generic(part)
         if isinstance(part, ast.BinOp) and isinstance(part.op, ast.BitOr):
-            return all(builtin_type(side) or isinstance(side, ast.Constant) and side.value is None
-                       or isinstance(side, ast.BinOp) and plain(side)
-                       for side in (part.left, part.right))
+            sides = (part.left, part.right)  # None | None: Python refuses it
+            return all(map(union_side, sides)) and not all(map(none, sides))
         return False
 
     if not plain(node):
@@ -1013,10 +1025,15 @@ def _base_value(node, base: dict):
     while isinstance(node, ast.Attribute):
         chain.insert(0, node.attr)
         node = node.value
+    from mmengine.config import ConfigDict
     value = base
     for depth, attr in enumerate(chain):
         if isinstance(value, Unread):
             return value
+        if isinstance(value, dict) and hasattr(ConfigDict, attr):  # _base_.values, .copy...
+            return Unread(f'_base_.{".".join(chain[:depth + 1])}, which mmengine reads as the '
+                          f'dict method {attr}(), not the key (the key: '
+                          f'{{{{_base_.{".".join(chain)}}}}})', getattr(node, 'lineno', None))
         if not isinstance(value, dict) or attr not in value:
             raise ValueError(f'_base_.{".".join(chain[:depth + 1])} is no value of its _base_ '
                              'files')
@@ -1179,18 +1196,17 @@ ENVIRONMENT_PLACEHOLDER = re.compile(r'\{\{[\'"]?\s*\$(\w+)\s*:\s*(\S*?)\s*[\'"]
 
 def _with_placeholders(file: Path, values: dict, placeholders: dict, base: dict,
                        strict: bool) -> dict:
-    """``values`` with each whole placeholder value replaced by its ``_base_`` value
-    (mmengine's ``Config._substitute_base_vars``); a placeholder left inside a text (``'{{
+    """``values`` with each whole placeholder value replaced by its ``_base_`` value, each
+    value copied apart (mmengine's ``Config._substitute_base_vars``); a placeholder left inside a text (``'{{
     _base_.x}}/y'``, ``{{_base_.x}} * 2``: mmengine's run gets that text) is refused
     (``strict=False``: unread)."""
     from . import compat_applied  # noqa: F401  (compat fixes before OpenMMLab)
     from mmengine.config import Config
-    if not placeholders:
-        return values
     if not strict:
         return {name: UNREAD if _holds_placeholder(value, placeholders) else value
                 for name, value in values.items()}
-    try:
+    try:  # also with no placeholder: mmengine copies each value apart there (two names bound
+        # to one dict are two dicts when merged, `_delete_` read for each)
         values = Config._substitute_base_vars(values, placeholders, base)
     except (KeyError, TypeError) as error:
         raise ValueError(f'{file}: {{{{_base_.{", ".join(sorted(set(placeholders.values())))}}}}}'
@@ -1213,13 +1229,18 @@ def _holds_placeholder(value, placeholders: dict) -> bool:
 
 def _safe_mapping(file: Path, text: str | None = None) -> dict:
     """A .json / .yaml config's mapping read with ``json`` / ``yaml.safe_load`` (no tag builds
-    an object); one that does not parse or holds no mapping is refused naming the file."""
+    an object); one that does not parse or holds no mapping is refused naming the file, and
+    so are a key given twice and a YAML 1.1 number not in plain digits (``06``, ``0x6``), as
+    for a config of configs/ (:func:`check_mapping_file`)."""
     import json
     import yaml
     text = config_text(file)[0] if text is None else text
-    try:
-        loaded = json.loads(text) if file.suffix == '.json' else yaml.safe_load(text)
-    except (ValueError, yaml.YAMLError, RecursionError) as error:
+    try:  # a key twice, a YAML number not in plain digits: refused as check_mapping_file does
+        loaded = json.loads(text, object_pairs_hook=unique_keys(file, 'config')) \
+            if file.suffix == '.json' else yaml.safe_load(text)
+        if file.suffix != '.json':
+            check_yaml_numbers(file, text)
+    except (json.JSONDecodeError, yaml.YAMLError, RecursionError) as error:
         raise ValueError(f'{file}: does not parse as {file.suffix[1:].upper()} without '
                          f'running code ({" ".join(str(error).split())}); a YAML tag that '
                          "builds an object (!!python/...) is not read outside the repository's "
@@ -1880,11 +1901,13 @@ def check_yaml_numbers(file: Path, text: str) -> None:
         node = pending.pop()
         line = f'{file}: line {node.start_mark.line + 1 if node else "?"}'
         if isinstance(node, yaml.MappingNode):
-            keys = [key.value for key, _ in node.value if isinstance(key, yaml.ScalarNode)]
-            twice = next((key for key in keys if keys.count(key) > 1), None)
+            keys = [key for key, _ in node.value if isinstance(key, yaml.ScalarNode)]
+            twice = next((key for i, key in enumerate(keys)  # its second place
+                          if key.value in [k.value for k in keys[:i]]), None)
             if twice is not None:
-                raise ValueError(f'{line}: the key {twice!r} is given twice in one mapping; YAML '
-                                 'would keep only the last: expected each key once')
+                raise ValueError(f'{file}: line {twice.start_mark.line + 1}: the key '
+                                 f'{twice.value!r} is given twice in one mapping; YAML would '
+                                 'keep only the last: expected each key once')
             pending.extend(item for pair in node.value for item in pair)
         elif isinstance(node, yaml.SequenceNode):
             pending.extend(node.value)

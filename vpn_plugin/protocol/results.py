@@ -868,6 +868,8 @@ def check_rows_match_configs(rows: list[ResultRow]) -> None:
             unread_configs.setdefault(path, (row.config, unread, []))[2].append(row)
         read = ('' if Path(row.config).is_absolute()  # which file a relative path found
                 else f' (the config file read: {Path(path).resolve()})')
+        if options:  # the facts are the config's with the row's options merged
+            where += f' (with its settings.cfg_options {options})'
         trained = row.train_horizon if row.train_horizon is not None else row.horizon
         if horizon is not None and row.train_horizon is None and row.horizon != horizon \
                 and row.horizon == test_horizon:
@@ -978,6 +980,10 @@ def _config_facts(config: str, content: str, options_json: str):
             raise ValueError(f'{config}: {name} = {str(value)[:60]}; expected a dict (the run '
                              'builds its test data from it)')
     root = dataset.get('data_root') if hasattr(dataset, 'get') else None
+    if root is not None and not isinstance(root, str):  # a list / number: no folder to test on
+        raise ValueError(f'{config}: test_dataloader.dataset.data_root = {str(root)[:60]}; '
+                         'expected the folder of the test data as a text (the run reads its '
+                         'windows there)')
     name = Path(root).name.lower() if isinstance(root, str) else ''
     unread = tuple((key, value.where) for key, value in unread_values(cfg.to_dict()))
     return horizon, test_horizon, name if name in KNOWN_DATASETS else '', unread
