@@ -200,3 +200,38 @@ def test_a_dataset_set_by_the_rows_options_is_named_as_theirs(tmp_path):
                                          r"'data/crosstask'\}\), whose test data is 'crosstask'"):
         check_rows(rows_file(tmp_path, path, options))
     check_rows(rows_file(tmp_path, path))  # guard: the config alone tests niv
+
+
+def test_the_bare_base_name_is_unread_not_unassigned(tmp_path):
+    """F04 (vague): ``x = _base_`` was refused as "_base_ is not assigned earlier in the file"
+    (it is; mmengine gives all the bases' values): unread, naming the line."""
+    from vpn_plugin.data_paths import Unread, read_config_safely
+    path = write(tmp_path, {'c.py': H + 'x = _base_\nhorizon = 6\n'})
+    value = read_config_safely(str(path))._cfg_dict['x']
+    assert isinstance(value, Unread) and value.where.startswith(f'{path}:2, _base_ alone')
+
+
+@pytest.mark.parametrize('text', ["_base_: list = ['b3.py']\n", "_base_ = []\n_base_ += ['b3.py']\n"])
+def test_a_base_list_annotated_or_augmented_is_named_as_such(tmp_path, text):
+    """F25 (vague): ``_base_: list = [...]`` was "a statement outside the subset (AnnAssign)"
+    while the docs list ``name: type = value``: mmengine reads no base from it."""
+    path = write(tmp_path, {'c.py': text + 'x = 1\n'})
+    with pytest.raises(ValueError, match=r'c\.py:\d: _base_ assigned with another name or in '
+                                         r'another form .*expected _base_ = \['):
+        literal(path)
+
+
+def test_a_missing_base_placeholder_is_named_with_its_line(tmp_path):
+    """D16 (vague): ``{{_base_.nope}}`` was refused naming the file, not the line."""
+    path = write(tmp_path, {'c.py': H + 'a = {{_base_.horizon}}\nx = {{_base_.nope}}\n'})
+    with pytest.raises(ValueError, match=r"c\.py:3: \{\{_base_\.nope\}\}: no such value"):
+        literal(path)
+
+
+def test_a_folder_name_breaking_a_filled_variable_is_named(tmp_path):
+    """G04 (vague): a valid file in a folder named ``it's`` stops parsing once
+    ``{{ fileDirname }}`` is filled in; the message said only "does not parse as Python"."""
+    path = write(tmp_path, {"it's/c.py": "_base_ = ['{{ fileDirname }}/../b3.py']\n"}, "it's/c.py")
+    with pytest.raises(ValueError, match=r"once mmengine has filled in \{\{ fileDirname \}\} .*"
+                                         r"it's/c\.py.*a quote or a backslash"):
+        literal(path)

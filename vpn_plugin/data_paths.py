@@ -616,10 +616,25 @@ def _parse_config(file: Path, text: str, placeholders=None):
         line = f'line {error.lineno}: ' if error.lineno else ''
         how = (' once mmengine has replaced its {{_base_.x}} placeholders (it writes each as a '
                'quoted text, also inside a string or a comment)' if placeholders else '')
+        raw = Path(file).read_text(encoding='utf-8')
+        if PREDEFINED_VARIABLE.search(raw) and _parses(raw):  # the filled text breaks
+            how = (' once mmengine has filled in {{ fileDirname }} and its other predefined '
+                   f'variables (the file {os.path.abspath(file)!r}: a quote or a backslash in '
+                   'its folder or name changes the text they are written into); expected a '
+                   'folder and file name without them, or the path written out')
         raise ValueError(f'{file}: {line}{error.msg}; the config file does not parse as '
                          f'Python{how}') from None
     except (ValueError, RecursionError, MemoryError) as error:
         raise ValueError(f'{file}: does not parse as Python ({error})') from None
+
+
+def _parses(text: str) -> bool:
+    import ast
+    try:
+        ast.parse(text)
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return False
+    return True
 
 
 def _read_statement(node, names: dict, base: dict) -> None:
@@ -636,8 +651,10 @@ def _read_statement(node, names: dict, base: dict) -> None:
         for target in node.targets:
             _bind_literal(target, value, names)
         return
-    if isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name) \
-            and node.target.id != '_base_':
+    if isinstance(node, (ast.AnnAssign, ast.AugAssign)) \
+            and getattr(node.target, 'id', None) == '_base_':
+        _bind_literal(node.target, None, names)  # refused: no base is read from it
+    if isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name):
         _check_annotation(node.annotation, names)
         if node.value is not None:
             names[node.target.id] = _statement_value(node.value, names, base)
@@ -723,7 +740,8 @@ def _bind_literal(target, value, names: dict) -> None:
     import ast
     if isinstance(target, ast.Name) and target.id == '_base_':
         raise ValueError('_base_ assigned with another name or in another form (mmengine reads '
-                         'bases only from _base_ = [...] on its own)')
+                         'bases only from _base_ = [...] on its own, and none from this '
+                         "statement); expected _base_ = ['<config>', ...] on its own")
     if isinstance(target, ast.Name):
         names[target.id] = value
     elif isinstance(target, (ast.Tuple, ast.List)) and all(
@@ -835,6 +853,9 @@ def _literal_value(node, names: dict, base: dict):
         return _literal_arithmetic(node, _literal(node.left, names, base),
                                    _literal(node.right, names, base))
     if isinstance(node, ast.Name):
+        if node.id == '_base_' and node.id not in names:  # mmengine: all the bases' values
+            return _not_computed(node, '_base_ alone (the values of all its bases; one of them '
+                                       'is read as _base_.x)')
         if node.id not in names:
             raise ValueError(f'{node.id} is not assigned earlier in the file')
         if names[node.id] is FUNCTION:
@@ -1209,14 +1230,35 @@ def _with_placeholders(file: Path, values: dict, placeholders: dict, base: dict,
         # to one dict are two dicts when merged, `_delete_` read for each)
         values = Config._substitute_base_vars(values, placeholders, base)
     except (KeyError, TypeError) as error:
-        raise ValueError(f'{file}: {{{{_base_.{", ".join(sorted(set(placeholders.values())))}}}}}'
-                         f': no such value in its _base_ files ({error})') from None
+        missing = next((name for name in placeholders.values()
+                        if not _has_base_value(base, name)), None)
+        names = missing or ', '.join(sorted(set(placeholders.values())))
+        line = _placeholder_line(file, missing) if missing else None
+        raise ValueError(f'{file}{f":{line}" if line else ""}: {{{{_base_.{names}}}}}: no such '
+                         f'value in its _base_ files ({error})') from None
     for name, value in values.items():
         if _holds_placeholder(value, placeholders):
             raise ValueError(f'{file}: {name}: uses {{{{_base_.x}}}} inside a text or an '
                              'expression, where mmengine leaves its placeholder text (it '
                              'replaces only a whole value): expected _base_.x')
     return values
+
+
+def _has_base_value(base: dict, name: str) -> bool:
+    """``{{_base_.name}}`` (dotted) names a value of ``base``."""
+    value = base
+    for part in name.split('.'):
+        if not isinstance(value, dict) or part not in value:
+            return False
+        value = value[part]
+    return True
+
+
+def _placeholder_line(file: Path, name: str):
+    """The first line of ``file`` that writes ``{{_base_.name}}`` (None: not found)."""
+    pattern = re.compile(r'\{\{\s*_base_\.' + re.escape(name) + r'\s*\}\}')
+    lines = Path(file).read_text(encoding='utf-8').splitlines()
+    return next((number for number, text in enumerate(lines, 1) if pattern.search(text)), None)
 
 
 def _holds_placeholder(value, placeholders: dict) -> bool:
