@@ -1053,8 +1053,9 @@ def _base_value(node, base: dict):
             return value
         if isinstance(value, dict) and hasattr(ConfigDict, attr):  # _base_.values, .copy...
             return Unread(f'_base_.{".".join(chain[:depth + 1])}, which mmengine reads as the '
-                          f'dict method {attr}(), not the key (the key: '
-                          f'{{{{_base_.{".".join(chain)}}}}})', getattr(node, 'lineno', None))
+                          f'dict method {attr}() (a key of that name is read as '
+                          f'{{{{_base_.{".".join(chain[:depth + 1])}}}}})',
+                          getattr(node, 'lineno', None))
         if not isinstance(value, dict) or attr not in value:
             raise ValueError(f'_base_.{".".join(chain[:depth + 1])} is no value of its _base_ '
                              'files')
