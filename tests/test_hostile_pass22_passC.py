@@ -235,3 +235,15 @@ def test_a_folder_name_breaking_a_filled_variable_is_named(tmp_path):
     with pytest.raises(ValueError, match=r"once mmengine has filled in \{\{ fileDirname \}\} .*"
                                          r"it's/c\.py.*a quote or a backslash"):
         literal(path)
+
+
+def test_a_constructor_of_a_read_method_is_computed(tmp_path):
+    """Found checking fixKnown's reader (false refusal): ``list(d.items())`` was "a call of list
+    given an attribute (d.items)" while ``d.items()`` alone is computed (docs: ``.items()`` of
+    dicts, ``list(...)``); a method passed uncalled (``map(d.get, ...)``) stays refused."""
+    path = write(tmp_path, {'c.py': H + "d = dict(b=1, a=2)\na = list(d.items())\nb = tuple("
+                                        "'a b'.split())\nc = dict(d.items())\n"})
+    assert literal(path) == Config.fromfile(str(path)).to_dict()
+    path = write(tmp_path, {'c.py': H + "d = dict(a=1)\na = list(map(d.get, ['a']))\n"})
+    with pytest.raises(ValueError, match=r'c\.py:3: a call of list given an attribute \(d\.get\)'):
+        literal(path)
