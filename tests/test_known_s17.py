@@ -184,3 +184,25 @@ def test_a_config_spelt_four_ways_is_read_once_and_again_when_it_changes(tmp_pat
     with pytest.raises(ValueError, match='which trains at horizon = 4'):
         _check('c.py')
     assert len(reads) == 2
+
+
+# ------------------------------------------------ 3: a caveat on some seeds names them
+def test_a_caveat_of_one_seed_names_the_seed_in_the_note():
+    """Before (passP): the mark beside the method and its note read as if every seed had the
+    caveat. Now a line on some rows names their seeds (and horizon when the method has
+    several); one on every row names none (no false caveat)."""
+    from test_report import make_rows
+    from vpn_plugin.protocol.report import build_table, caveats_of, to_markdown
+    rows = make_rows('VPN', [2.0, 3.0, 1.0, 4.0, 2.5]) + make_rows('PDPP', [1.0] * 5)
+    rows[1].caveats = {'reduced_precision': 'c.pth in float16'}
+    rows[3].caveats = {'reduced_precision': 'c.pth in float16'}
+    for row in rows[5:]:
+        row.caveats = {'changed_from_training': 'window_policy=keep'}
+    text = to_markdown(build_table(rows, ('success_rate',)))
+    seeds = sorted({rows[1].seed, rows[3].seed})
+    assert f'(VPN: c.pth in float16 (seeds {seeds[0]}, {seeds[1]}))' in text
+    assert '(PDPP: window_policy=keep).' in text  # every seed: none named
+    other = make_rows('VPN', [2.0] * 5, horizon=4)
+    other[0].caveats = {'reduced_precision': 'c.pth in float16'}
+    assert caveats_of(rows[:5] + other)['VPN']['reduced_precision'] == [
+        f'c.pth in float16 (seeds {seeds[0]}, {seeds[1]} at T=3; seed {other[0].seed} at T=4)']
