@@ -206,3 +206,49 @@ def test_a_caveat_of_one_seed_names_the_seed_in_the_note():
     other[0].caveats = {'reduced_precision': 'c.pth in float16'}
     assert caveats_of(rows[:5] + other)['VPN']['reduced_precision'] == [
         f'c.pth in float16 (seeds {seeds[0]}, {seeds[1]} at T=3; seed {other[0].seed} at T=4)']
+
+
+# ------------------------------------ 4: a row tested at its training horizon, config tests at 3
+def _row(config, horizon, train_horizon=None, options=None):
+    from vpn_plugin.protocol.results import row_from_dict
+    return row_from_dict({'method': 'VPN', 'seed': 0, 'horizon': horizon, 'dataset': 'niv',
+                          'train_horizon': train_horizon, 'config': str(config),
+                          'metrics': {'success_rate': 1.0},
+                          'settings': {'cfg_options': options or {}}})
+
+
+@pytest.mark.parametrize('train_horizon', [None, 6])
+def test_a_row_at_t6_under_a_config_testing_at_t3_is_refused(tmp_path, train_horizon):
+    """Before (passC): a T=6 row (trained at 6) naming a config with ``horizon = 6`` and
+    ``test_horizon = 3`` passed: its test windows are of T=3. Refused naming both."""
+    from vpn_plugin.protocol.results import check_rows_match_configs
+    path = _config(tmp_path, "_base_ = ['b3.py']\nhorizon = 6\ntest_horizon = 3\n")
+    with pytest.raises(ValueError, match=r'whose test windows are of test_horizon = 3 \(horizon '
+                                         r'= 6\), but the row says it was tested at T=6'):
+        check_rows_match_configs([_row(path, 6, train_horizon)])
+
+
+def test_rows_of_other_test_horizons_the_protocol_wrote_pass(tmp_path):
+    """Guards (no false refusal): a cross-horizon row (T=3 of a T=6 training) under the T=6
+    config or under one testing at 3; the protocol's row of a test at the unit's horizon 6
+    under a config testing at 3 records test_horizon (runner.built_horizons) and passes."""
+    from types import SimpleNamespace
+    from vpn_plugin.protocol.results import check_rows_match_configs
+    from vpn_plugin.protocol.runner import built_horizons
+    t6 = _config(tmp_path, "_base_ = ['b3.py']\nhorizon = 6\ntest_horizon = 6\n", 't6.py')
+    eval3 = _config(tmp_path, "_base_ = ['b3.py']\nhorizon = 6\ntest_horizon = 3\n", 'e3.py')
+    unit = SimpleNamespace(horizon=6, train=True)
+    built = built_horizons(unit, SimpleNamespace(config=str(eval3), horizon=6), {})
+    assert built == {'horizon': 6, 'test_horizon': 6}
+    assert built_horizons(unit, SimpleNamespace(config=str(t6), horizon=3), {}) == {}
+    check_rows_match_configs([_row(t6, 3, 6), _row(eval3, 3, 6), _row(eval3, 6, 6, built),
+                              _row(t6, 6)])
+
+
+def test_a_base_placeholder_inside_a_text_is_refused_naming_its_line(tmp_path):
+    """Before (passC): refused naming the key only ("c.py: root: uses {{_base_.x}}...")."""
+    from vpn_plugin.data_paths import read_config_safely
+    path = _config(tmp_path, "_base_ = ['b3.py']\nh = {{_base_.horizon}}\nroot = dict(\n"
+                             "    a='{{_base_.horizon}}/x')\n")
+    with pytest.raises(ValueError, match=r'c\.py:4: root: uses \{\{_base_\.horizon\}\} inside'):
+        read_config_safely(path)

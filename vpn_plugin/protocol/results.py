@@ -891,6 +891,14 @@ def check_rows_match_configs(rows: list[ResultRow]) -> None:
                                 'train_horizon: null until 2026-11-28, needs train_horizon: '
                                 f'{horizon})' if row.train_horizon is None and not row.params
                                 else '') + read)
+        if test_horizon is not None and row.horizon != test_horizon \
+                and row.train_horizon in (None, row.horizon):
+            raise ValueError(f'{where}, whose test windows are of test_horizon = {test_horizon}'
+                             f' (horizon = {horizon}), but the row says it was tested at '
+                             f'T={row.horizon}, its training horizon: a row of another run or '
+                             'an edited one (a test at another horizon than its config\'s '
+                             'records test_horizon in settings.cfg_options, as '
+                             'tools/run_protocol.py does); fix its config or its horizon' + read)
         if dataset and visible_name(row.dataset).lower() in ROW_DATASETS \
                 and visible_name(row.dataset).lower() != dataset:
             raise ValueError(f'{where}, whose test data is {dataset!r}, but the row says '
