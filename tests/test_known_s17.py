@@ -252,3 +252,23 @@ def test_a_base_placeholder_inside_a_text_is_refused_naming_its_line(tmp_path):
                              "    a='{{_base_.horizon}}/x')\n")
     with pytest.raises(ValueError, match=r'c\.py:4: root: uses \{\{_base_\.horizon\}\} inside'):
         read_config_safely(path)
+
+
+# ------------------------------------ 5: a server restarted on another port is the same row
+def test_a_server_on_another_port_is_the_same_row_as_the_cache_says():
+    """Before (fixKnown s16): the reply cache keys an endpoint without its port, but a row's
+    ``settings.base_url`` kept it: a rerun after a restart on another port was another row
+    (not replaced) and report refused its seeds as "differ in settings". Another host or path
+    is another row (guard)."""
+    from dataclasses import replace
+    from test_report import make_rows
+    from vpn_plugin.protocol.report import build_table
+    rows = make_rows('LLM', [2.0, 3.0, 1.0, 4.0, 2.5])
+    for port, row in zip(range(8000, 8005), rows):
+        row.settings = {'backend': 'openai', 'base_url': f'http://LocalHost:{port}/v1'}
+    build_table(rows, ('success_rate',))  # the seeds are one run setting
+    again = replace(rows[0], settings={'backend': 'openai', 'base_url': 'http://localhost:9/v1'})
+    assert again.key() == rows[0].key()  # a rerun replaces the row
+    for url in ('http://otherhost:8000/v1', 'http://localhost:8000/v2'):
+        assert replace(rows[0], settings={'backend': 'openai', 'base_url': url}).key() \
+            != rows[0].key()

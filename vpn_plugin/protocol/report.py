@@ -64,7 +64,8 @@ from vpn_plugin.outputs import (LINE_BREAK, REPORT_LATEX_MARKER, REPORT_MARKDOWN
                                 markdown_row, markdown_text, money_text)
 from .results import (AVERAGED_DATASETS, METRIC_LABELS, METRIC_RANGES, SHORTENED_MARK,
                       ResultRow, caveat_lines, check_rows_match_configs, config_file, renamed,
-                      identity_text, row_from_dict, row_source, shortened_reason)
+                      identity_text, row_from_dict, row_source, settings_identity,
+                      shortened_reason)
 
 DEFAULT_METRICS = ('success_rate', 'mean_accuracy', 'miou_set')
 # what the rows pooled in one cell must share (besides method, dataset and test horizon)
@@ -437,7 +438,7 @@ def check_one_run_per_cell(rows, free_variant=()) -> None:
 def _identity_value(row: ResultRow, name: str, free_variant=()) -> str:
     value = getattr(row, name)
     if name == 'settings':
-        value = {k: v for k, v in value.items() if k not in PER_SEED_SETTINGS}
+        value = {k: v for k, v in settings_identity(value).items() if k not in PER_SEED_SETTINGS}
         if isinstance(value.get('pretrained'), dict):  # a pre-training stage runs per seed
             value['pretrained'] = {k: v for k, v in value['pretrained'].items() if k != 'seed'}
     if name == 'variant':

@@ -190,7 +190,19 @@ class ResultRow:
         """Identity of a run (module docstring): resuming and replacing rows compare it."""
         return (self.protocol, self.dataset, self.method, self.config, self.seed,
                 self.horizon, self.train_horizon, identity_text(self.variant),
-                identity_text(self.settings))
+                identity_text(settings_identity(self.settings)))
+
+
+def settings_identity(settings: dict) -> dict:
+    """A row's ``settings`` as identities compare them: an LLM run's ``base_url`` as the
+    reply cache keys its endpoint (``baselines.llm.backends.cache_endpoint``: without the
+    port, host in lower case), so that a server restarted on another port, whose replies the
+    cache serves, is the same row."""
+    url = (settings or {}).get('base_url')
+    if not isinstance(url, str) or not url:
+        return settings
+    from vpn_plugin.baselines.llm.backends import cache_endpoint
+    return {**settings, 'base_url': cache_endpoint(url)}
 
 
 def identity_text(value) -> str:
