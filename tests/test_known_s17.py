@@ -272,3 +272,26 @@ def test_a_server_on_another_port_is_the_same_row_as_the_cache_says():
     for url in ('http://otherhost:8000/v1', 'http://localhost:8000/v2'):
         assert replace(rows[0], settings={'backend': 'openai', 'base_url': url}).key() \
             != rows[0].key()
+
+
+# ------------------------------------ 6: a path option spelt another way is the same row
+def test_a_path_option_spelt_three_ways_is_one_row_setting(tmp_path, monkeypatch):
+    """Before (passL): ``--cfg-options ...ann_file=tiny/../tiny/x.json`` (or ``./x.json``, or
+    the absolute path) was recorded as typed: another row identity beside the first run's.
+    Now an option naming an existing file is recorded as row_config_path writes a path; a
+    text that names no file is kept as typed (guard)."""
+    from tool_modules import load_tool
+    llm_eval = load_tool('llm_eval')
+    (tmp_path / 'tiny').mkdir()
+    (tmp_path / 'tiny' / 'x.json').write_text('{}')
+    monkeypatch.chdir(tmp_path)
+    recorded = []
+    for spelling in ('tiny/../tiny/x.json', './tiny/x.json', str(tmp_path / 'tiny' / 'x.json')):
+        args = llm_eval.parse_args(['--config', 'configs/vpn_crosstask_t3.py', '--model', 'm',
+                                    '--base-url', 'http://localhost:1/v1', '--cfg-options',
+                                    f'test_dataloader.dataset.ann_file={spelling}',
+                                    'test_dataloader.dataset.split=tiny/../test'])
+        recorded.append(llm_eval.run_settings(args, 5, 5)['cfg_options'])
+    assert recorded[0] == recorded[1] == recorded[2] == {
+        'test_dataloader.dataset.ann_file': str(tmp_path / 'tiny' / 'x.json'),
+        'test_dataloader.dataset.split': 'tiny/../test'}

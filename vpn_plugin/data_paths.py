@@ -1424,6 +1424,20 @@ def row_config_path(path) -> str:
         return str(absolute)
 
 
+def row_options(cfg_options):
+    """``--cfg-options`` as a results row records them (part of its identity): each text
+    naming an existing file or folder written as :func:`row_config_path` writes it
+    (``tiny/../tiny/x.json``, ``./x.json`` and its absolute path are one option), in lists
+    and dicts too; any other value as given."""
+    if isinstance(cfg_options, dict):
+        return {key: row_options(value) for key, value in cfg_options.items()}
+    if isinstance(cfg_options, (list, tuple)):
+        return type(cfg_options)(row_options(value) for value in cfg_options)
+    if isinstance(cfg_options, str) and cfg_options.strip() and os.path.exists(cfg_options):
+        return row_config_path(cfg_options)
+    return cfg_options
+
+
 def read_config_safely(path):
     """A config's values for a reader of someone else's files (a results row names its config):
     a config that, with every ``_base_`` file, lies in this repository's ``configs/`` is read
