@@ -295,3 +295,13 @@ def test_a_path_option_spelt_three_ways_is_one_row_setting(tmp_path, monkeypatch
     assert recorded[0] == recorded[1] == recorded[2] == {
         'test_dataloader.dataset.ann_file': str(tmp_path / 'tiny' / 'x.json'),
         'test_dataloader.dataset.split': 'tiny/../test'}
+
+
+# ------------------------------------ 7: the authors' weights in an .NPZ named in capitals
+def test_the_authors_weights_in_a_capital_npz_are_read_as_an_npz(tmp_path):
+    """Before: ``W.NPZ`` went to torch.load and was refused as "does not unpickle safely"
+    (outputs.has_suffix, the suffix rule of every output, reads X.NPZ as an .npz)."""
+    import numpy as np
+    from vpn_plugin.oracles.authors import read_authors_state_dict
+    np.savez(tmp_path / 'W.NPZ', **{'head.weight': np.ones((2, 3), np.float32)})
+    assert read_authors_state_dict(tmp_path / 'W.NPZ')['head.weight'].shape == (2, 3)
