@@ -303,5 +303,6 @@ def test_the_authors_weights_in_a_capital_npz_are_read_as_an_npz(tmp_path):
     (outputs.has_suffix, the suffix rule of every output, reads X.NPZ as an .npz)."""
     import numpy as np
     from vpn_plugin.oracles.authors import read_authors_state_dict
-    np.savez(tmp_path / 'W.NPZ', **{'head.weight': np.ones((2, 3), np.float32)})
+    with open(tmp_path / 'W.NPZ', 'wb') as handle:  # np.savez(name) would add '.npz'
+        np.savez(handle, **{'head.weight': np.ones((2, 3), np.float32)})
     assert read_authors_state_dict(tmp_path / 'W.NPZ')['head.weight'].shape == (2, 3)
