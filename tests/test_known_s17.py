@@ -306,3 +306,41 @@ def test_the_authors_weights_in_a_capital_npz_are_read_as_an_npz(tmp_path):
     with open(tmp_path / 'W.NPZ', 'wb') as handle:  # np.savez(name) would add '.npz'
         np.savez(handle, **{'head.weight': np.ones((2, 3), np.float32)})
     assert read_authors_state_dict(tmp_path / 'W.NPZ')['head.weight'].shape == (2, 3)
+
+
+# ------------------------------------ 8: '~' in any path flag of the tools, one rule
+NOT_PATHS = {'--feature-stem', '--feature-prefix', '--layout', '--log-level', '--protocol',
+             '--timeout', '--model', '--checkpoint-interval'}  # texts a tool writes or matches
+
+
+def test_every_path_flag_of_the_tools_takes_path_argument():
+    """Before (fixNoticed s16): --out, --anchors-file, --video-root... took '~/x' as a folder
+    named '~' (25 path flags and arguments without errors.path_argument). Now every one has
+    it, and it expands '~' (next test)."""
+    import ast
+    import re
+    from pathlib import Path
+    pathy = re.compile(r'dir|root|file|out|config|checkpoint|src|dst|results|annotation|inputs|'
+                       r'cache|protocol$|figure|python|resume|save|anchors|video', re.I)
+    missing = []
+    for tool in sorted((Path(__file__).resolve().parents[1] / 'tools').glob('*.py')):
+        for node in ast.walk(ast.parse(tool.read_text())):
+            if isinstance(node, ast.Call) and getattr(node.func, 'attr', '') == 'add_argument':
+                names = [a.value for a in node.args if isinstance(a, ast.Constant)]
+                kinds = {k.arg: ast.unparse(k.value) for k in node.keywords}
+                if names and pathy.search(names[0]) and names[0] not in NOT_PATHS \
+                        and kinds.get('action') not in ("'store_true'", "'store_false'") \
+                        and kinds.get('type') != 'path_argument':
+                    missing.append(f'{tool.name}:{node.lineno} {names[0]}')
+    assert not missing, missing
+
+
+def test_a_quoted_home_folder_in_path_flags_is_the_home_folder(tmp_path, monkeypatch):
+    from tool_modules import load_tool
+    monkeypatch.setenv('HOME', str(tmp_path))
+    args = load_tool('llm_eval').parse_args([
+        '--config', 'configs/vpn_crosstask_t3.py', '--model', 'm', '--base-url',
+        'http://localhost:1/v1', '--out', '~/r.jsonl', '--anchors-file', '~/a.json'])
+    assert (args.out, args.anchors_file) == (f'{tmp_path}/r.jsonl', f'{tmp_path}/a.json')
+    args = load_tool('keep_results').parse_args(['~/a.jsonl', '--out', '~/k.jsonl'])
+    assert (args.results, args.out) == ([f'{tmp_path}/a.jsonl'], f'{tmp_path}/k.jsonl')

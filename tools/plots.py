@@ -51,7 +51,8 @@ def parse_args(argv=None):
         ('qualitative', 'heatmaps of one test window'))}
     for name, p in kinds.items():
         if name != 'qualitative':
-            p.add_argument('results', nargs='+', help='results files (.jsonl / .csv)')
+            p.add_argument('results', type=path_argument, nargs='+',
+                           help='results files (.jsonl / .csv)')
             p.add_argument('--protocol')
             p.add_argument('--methods', nargs='+')
             p.add_argument('--horizon', type=POSITIVE_INT,
@@ -79,8 +80,8 @@ def parse_args(argv=None):
                       help='one three-set Venn of these methods (the paper\'s figure) and the '
                            'fixed / introduced table of each later method against each earlier')
     quali = kinds['qualitative']
-    quali.add_argument('config')
-    quali.add_argument('checkpoint')
+    quali.add_argument('config', type=path_argument)
+    quali.add_argument('checkpoint', type=path_argument)
     quali.add_argument('--index', type=NON_NEGATIVE_INT, default=0, help='test sample index')
     quali.add_argument('--top-k', type=POSITIVE_INT, default=8, help='actions shown')
     quali.add_argument('--cfg-options', nargs='+', default=[], metavar='KEY=VALUE')

@@ -47,7 +47,7 @@ from vpn_plugin.errors import (NON_NEGATIVE_INT, POSITIVE_FLOAT, POSITIVE_INT,  
 
 def parse_args(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument('protocol', help='protocol config, e.g. '
+    parser.add_argument('protocol', type=path_argument, help='protocol config, e.g. '
                         'configs/protocol/ablation_crosstask.py')
     parser.add_argument('--out', type=path_argument,
                         default='work_dirs/protocol', help='root of work dirs and results')
