@@ -344,3 +344,37 @@ def test_a_quoted_home_folder_in_path_flags_is_the_home_folder(tmp_path, monkeyp
     assert (args.out, args.anchors_file) == (f'{tmp_path}/r.jsonl', f'{tmp_path}/a.json')
     args = load_tool('keep_results').parse_args(['~/a.jsonl', '--out', '~/k.jsonl'])
     assert (args.results, args.out) == ([f'{tmp_path}/a.jsonl'], f'{tmp_path}/k.jsonl')
+
+
+# ------------------------------------ 9: repeats in plots' method lists; Ctrl-C before a protocol
+@pytest.mark.parametrize('argv, match', [
+    (['overlap', 'r.jsonl', '--sets', 'A', 'A', 'B'], r"--sets: 'A' given twice"),
+    (['overlap', 'r.jsonl', '--pair', 'A', 'A'], r"--pair: 'A' given twice; a method compared"),
+    (['overlap', 'r.jsonl', '--pair', 'A', 'B', '--pair', 'A', 'B'],
+     r"--pair: \('A', 'B'\) given twice; the figure would draw the pair twice"),
+    (['efficiency', 'r.jsonl', '--dashed', 'X', 'X'], r"--dashed: 'X' given twice"),
+])
+def test_plots_refuse_a_method_given_twice(tmp_path, argv, match):
+    """Before (fixNoticed s16): --sets A A B drew two circles of one method, --pair A A a
+    method against itself, --dashed X X: no word. errors.check_given_once, as --methods."""
+    from tool_modules import load_tool
+    with pytest.raises(SystemExit, match=match):
+        load_tool('plots').main([*argv, '--out', str(tmp_path / 'f')])
+
+
+def test_a_ctrl_c_before_the_protocol_starts_is_one_line(tmp_path, monkeypatch, capsys):
+    """Before (fixNoticed s16): Ctrl-C while run_protocol read its protocol and configs (the
+    first seconds) printed Python's traceback. Now one line, exit 130, nothing written."""
+    from tool_modules import load_tool
+    from vpn_plugin.protocol import runner
+
+    def interrupted(path):
+        raise KeyboardInterrupt
+    monkeypatch.setattr(runner, 'load_protocol', interrupted)
+    with pytest.raises(SystemExit) as stopped:
+        load_tool('run_protocol').main(['configs/protocol/ablation_niv.py',
+                                        '--out', str(tmp_path / 'out')])
+    assert stopped.value.code == 130
+    assert capsys.readouterr().err.strip().splitlines() == [
+        'interrupted (Ctrl-C) before any unit started: nothing was run or written']
+    assert not (tmp_path / 'out').exists()

@@ -142,6 +142,13 @@ def main(argv=None):
     args = parse_args(argv)
     check_given_once(getattr(args, 'methods', None), '--methods',
                      'a figure draws each method once')  # as report.py's tables
+    check_given_once(getattr(args, 'dashed', None), '--dashed', 'each line is dashed once')
+    check_given_once(getattr(args, 'sets', None), '--sets',
+                     'the diagram of three methods needs three different ones')
+    for pair in getattr(args, 'pair', None) or ():
+        check_given_once(pair, '--pair', 'a method compared with itself shares every error')
+    check_given_once(map(tuple, getattr(args, 'pair', None) or ()), '--pair',
+                     'the figure would draw the pair twice')
     from vpn_plugin.protocol import plots
     from vpn_plugin.protocol.provenance import check_feature_mix
     from vpn_plugin.protocol.results import (METRIC_RANGES, check_rows_match_configs,
