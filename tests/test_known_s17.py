@@ -378,3 +378,45 @@ def test_a_ctrl_c_before_the_protocol_starts_is_one_line(tmp_path, monkeypatch, 
     assert capsys.readouterr().err.strip().splitlines() == [
         'interrupted (Ctrl-C) before any unit started: nothing was run or written']
     assert not (tmp_path / 'out').exists()
+
+
+# ------------------------------------ 10: CEFITO tensor() of the true tasks; "relabelled"
+def test_cefito_tensor_mode_searches_within_the_given_true_tasks():
+    """Before (passM): ``tensor()`` searched the classifier's tasks whatever task_source said
+    (with 'ground_truth' it refused "needs the batch's tasks" though they were given). Now as
+    ``predict``: the batch's true tasks; none given: the clear refusal (guard)."""
+    import torch
+    from test_cefito import tiny_cefito
+    torch.manual_seed(0)
+    model = tiny_cefito(task_source='ground_truth')
+    batch = dict(start=torch.randn(2, 12), goal=torch.randn(2, 12))
+    tasks = torch.tensor([2, 1])
+    plans = model(batch, dict(task=tasks), mode='tensor')
+    assert torch.equal(plans, model.plan(batch['start'], batch['goal'], tasks)[0][:, 0])
+    assert set(plans[0].tolist()) <= {6, 2} and set(plans[1].tolist()) <= {5, 3, 4}
+    with pytest.raises(ValueError, match="needs the batch's tasks"):
+        model(batch, None, mode='tensor')
+
+
+def test_the_authors_loader_log_says_which_relabelled_windows_change_labels():
+    """Before (passM): the log said "8 relabelled of 20 windows" where the fixture's README
+    says 7 windows get other labels: both exact (8 windows have a step copied from the
+    previous one; in one of them that step had the same action). The log says both."""
+    import json
+    from pathlib import Path
+    import numpy as np
+    fixture = Path(__file__).resolve().parents[2] / 'shared/reference/authors_loader_small'
+    if not (fixture / 'expected.npz').is_file():
+        pytest.skip(f'no authors_loader_small fixture at {fixture}')
+    from vpn_plugin.datasets import PlanningDataset
+    dataset = PlanningDataset(data_root=fixture, horizon=3, taxonomy='taxonomy.json',
+                              feature_dir=fixture / 'features', window_file='windows.json',
+                              split='test', observation='authors', window_policy='authors',
+                              observed_steps=2, frame_dim=512)
+    expected = np.load(fixture / 'expected.npz')
+    windows = json.loads((fixture / 'windows.json').read_text())
+    other = sum(list(actions) != [step[2] for step in windows[index]['id']['legal_range']]
+                for index, actions in zip(expected['window_index'], expected['actions']))
+    assert other == 7  # the README's figure, from the authors' loader's own output
+    assert ("8 relabelled (7 of them with other action labels than annotated) of 20 windows"
+            in dataset.window_count_summary())
