@@ -85,7 +85,6 @@ HEAVY_PARSING_TOOLS = {
     'convert_authors_checkpoint': 'tests replace its install_authors_weights',
     'extract_features': 'vpn_plugin.video.recipe (flags; vpn_plugin.video imports torch)',
     'plan': 'vpn_plugin.video.recipe (flags; vpn_plugin.video imports torch)',
-    'report': 'CI_STYLES / DEFAULT_METRICS of vpn_plugin.protocol.report (choices, defaults)',
 }
 HEAVY = ('torch', 'mmengine', 'mmaction', 'mmcv', 'transformers')
 PARSE_ONLY = """
