@@ -1712,7 +1712,8 @@ def read_config_file(path):
     except OSError:  # unreadable: the reader below names it
         files = []
     if files and all(Path(os.path.realpath(file)).is_relative_to(REPOSITORY_CONFIGS)
-                     and b'{{$' not in data for file, data in files):
+                     and not ENVIRONMENT_PLACEHOLDER.search(data.decode('utf-8', 'replace'))
+                     for file, data in files):
         return copy.deepcopy(_repository_config(str(path), config_content(source, files)))
     return _read_config_file(path)
 
