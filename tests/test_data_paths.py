@@ -264,8 +264,10 @@ def test_a_repository_config_is_parsed_once_per_content_and_each_caller_gets_a_c
     assert parsed == [child, outside, outside]
     parsed.clear()
     (repository / 'env.py').write_text("_base_ = ['base.py']\nrate = '{{$VPN_RATE:0.1}}'\n")
+    (repository / 'spaced.py').write_text("_base_ = ['base.py']\nrate = '{{ $VPN_RATE:0.1 }}'\n")
     rates = []
-    for value in ('0.2', '0.3'):
-        monkeypatch.setenv('VPN_RATE', value)
-        rates.append(data_paths.read_config_file(str(repository / 'env.py')).rate)
-    assert rates == ['0.2', '0.3'] and len(parsed) == 2
+    for name in ('env.py', 'spaced.py'):  # mmengine reads both spellings
+        for value in ('0.2', '0.3'):
+            monkeypatch.setenv('VPN_RATE', value)
+            rates.append(data_paths.read_config_file(str(repository / name)).rate)
+    assert rates == ['0.2', '0.3'] * 2 and len(parsed) == 4

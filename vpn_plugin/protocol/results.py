@@ -190,7 +190,19 @@ class ResultRow:
         """Identity of a run (module docstring): resuming and replacing rows compare it."""
         return (self.protocol, self.dataset, self.method, self.config, self.seed,
                 self.horizon, self.train_horizon, identity_text(self.variant),
-                identity_text(self.settings))
+                identity_text(settings_identity(self.settings)))
+
+
+def settings_identity(settings: dict) -> dict:
+    """A row's ``settings`` as identities compare them: an LLM run's ``base_url`` as the
+    reply cache keys its endpoint (``baselines.llm.backends.cache_endpoint``: without the
+    port, host in lower case), so that a server restarted on another port, whose replies the
+    cache serves, is the same row."""
+    url = (settings or {}).get('base_url')
+    if not isinstance(url, str) or not url:
+        return settings
+    from vpn_plugin.baselines.llm.backends import cache_endpoint
+    return {**settings, 'base_url': cache_endpoint(url)}
 
 
 def identity_text(value) -> str:
@@ -893,6 +905,14 @@ def check_rows_match_configs(rows: list[ResultRow]) -> None:
                                 'train_horizon: null until 2026-11-28, needs train_horizon: '
                                 f'{horizon})' if row.train_horizon is None and not row.params
                                 else '') + read)
+        if test_horizon is not None and row.horizon != test_horizon \
+                and row.train_horizon in (None, row.horizon):
+            raise ValueError(f'{where}, whose test windows are of test_horizon = {test_horizon}'
+                             f' (horizon = {horizon}), but the row says it was tested at '
+                             f'T={row.horizon}, its training horizon: a row of another run or '
+                             'an edited one (a test at another horizon than its config\'s '
+                             'records test_horizon in settings.cfg_options, as '
+                             'tools/run_protocol.py does); fix its config or its horizon' + read)
         if dataset and visible_name(row.dataset).lower() in ROW_DATASETS \
                 and visible_name(row.dataset).lower() != dataset:
             raise ValueError(f'{where}, whose test data is {dataset!r}, but the row says '
