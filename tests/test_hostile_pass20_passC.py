@@ -91,7 +91,7 @@ REFUSED = {
                                                  'exist \\(its name ends or starts with a space'),
     'T05_reserved': (H + "filename = 'x'\n", r'c\.py: filename is a name mmengine keeps'),
     'E10_nul': (H + "x = 'a\x00b'\n", r'c\.py: line 2: a NUL character'),
-    'V12_placeholder_index': (H + 'h = {{_base_.lst.0}}\n', r'c\.py: \{\{_base_\.lst\.0\}\}: no '
+    'V12_placeholder_index': (H + 'h = {{_base_.lst.0}}\n', r'c\.py:2: \{\{_base_\.lst\.0\}\}: no '
                                                            'such value'),
 }
 
