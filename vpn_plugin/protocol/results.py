@@ -880,7 +880,7 @@ def check_rows_match_configs(rows: list[ResultRow]) -> None:
             unread_configs.setdefault(path, (row.config, unread, []))[2].append(row)
         read = ('' if Path(row.config).is_absolute()  # which file a relative path found
                 else f' (the config file read: {Path(path).resolve()})')
-        if options:  # the facts are the config's with the row's options merged
+        if options and _options_change_facts(path, facts):  # the refusals below say so
             where += f' (with its settings.cfg_options {options})'
         trained = row.train_horizon if row.train_horizon is not None else row.horizon
         if horizon is not None and row.train_horizon is None and row.horizon != horizon \
@@ -934,6 +934,15 @@ def check_rows_match_configs(rows: list[ResultRow]) -> None:
               f'config file here (looked up from {Path.cwd()} and from {_repository()}): '
               f'{listed}{more}; their horizon and dataset are not compared with a config',
               file=sys.stderr)
+
+
+def _options_change_facts(path: str, facts: tuple) -> bool:
+    """A row's ``cfg_options`` make the horizons or the test dataset of its config other than
+    the config's own (``facts``: :func:`_config_facts` with them)."""
+    try:
+        return _config_facts(*_config_key(path), '{}')[:3] != facts[:3]
+    except Exception:  # noqa: BLE001 - the config alone does not load: the options matter
+        return True
 
 
 def _repository() -> Path:
