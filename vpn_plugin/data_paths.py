@@ -30,7 +30,9 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import copy
 import functools
+import hashlib
 import json
 import os
 import re
@@ -1657,11 +1659,76 @@ def inherit_error_text(error: TypeError) -> str:
             f'{"None" if kind == "NoneType" else "a " + kind}')
 
 
+def config_files(config: str) -> list:
+    """``[(file, bytes)]`` of ``config`` and of every file of its ``_base_`` chain (absolute
+    paths as named, ``config`` first, each once; a base that does not exist left out: its
+    reader names it). Only the bytes are read each time; a file's bases are parsed once per
+    content of that file (:func:`_base_files`)."""
+    found, todo, seen = [], [os.path.abspath(config)], set()
+    while todo:
+        file = todo.pop(0)
+        if file in seen or (seen and not os.path.isfile(file)):  # (config itself: its error)
+            continue
+        seen.add(file)
+        with open(file, 'rb') as handle:
+            data = handle.read()
+        found.append((file, data))
+        todo += _base_files(file, hashlib.sha256(data).hexdigest())
+    return found
+
+
+def config_content(config: str, files=None) -> str:
+    """A digest of the bytes of ``config`` and of every file of its ``_base_`` chain
+    (:func:`config_files`, or ``files`` when given): the key of what is remembered of a
+    config, not a file's time stamp and size (a config or base edited during a long run, or
+    rewritten keeping its size and time, is read anew)."""
+    digest = hashlib.sha256()
+    for file, data in config_files(config) if files is None else files:
+        digest.update(file.encode() + b'\0' + data + b'\0')
+    return digest.hexdigest()
+
+
+@functools.lru_cache(maxsize=1024)
+def _base_files(file: str, content: str) -> list:
+    """The ``_base_`` files of ``file`` (of that ``content``) as a run reads them
+    (:func:`config_bases`); [] when they cannot be read (its reader names what is wrong)."""
+    try:
+        return [str(base) for base in config_bases(Path(file))]
+    except (UnicodeDecodeError, SyntaxError, ValueError, OSError, AttributeError):
+        return []
+
+
 def read_config_file(path):
     """``mmengine.Config.fromfile(path)`` with its failures naming the file: ``path`` not a
     regular file, a syntax error (in it or in one of its ``_base_`` files: which one, line),
     a ``_base_`` file that does not exist. A symbolic link is read as the file it points to
-    (its ``_base_`` paths are relative to that file, as :func:`config_chain` reads them)."""
+    (its ``_base_`` paths are relative to that file, as :func:`config_chain` reads them).
+
+    A config of this repository (it and every ``_base_`` file in :data:`REPOSITORY_CONFIGS`,
+    no ``{{$ENV}}`` reference: its result is a function of those bytes and paths) is parsed
+    once per content of its chain (:func:`config_content`, ``path`` as given): a protocol,
+    its dry run, a test suite read the same configs again (~50 ms CPU each, ~1 ms so); each
+    caller gets its own copy."""
+    source = os.path.realpath(path) if Path(path).is_symlink() else str(path)
+    try:
+        files = config_files(source)
+    except OSError:  # unreadable: the reader below names it
+        files = []
+    if files and all(Path(os.path.realpath(file)).is_relative_to(REPOSITORY_CONFIGS)
+                     and not ENVIRONMENT_PLACEHOLDER.search(data.decode('utf-8', 'replace'))
+                     for file, data in files):
+        return copy.deepcopy(_repository_config(str(path), config_content(source, files)))
+    return _read_config_file(path)
+
+
+@functools.lru_cache(maxsize=256)
+def _repository_config(path: str, content: str):
+    """:func:`_read_config_file` of ``path`` once per ``content`` (callers copy it)."""
+    return _read_config_file(path)
+
+
+def _read_config_file(path):
+    """:func:`read_config_file`, read now."""
     from . import compat_applied  # noqa: F401  (compat fixes before OpenMMLab)
     from mmengine.config import Config
     check_config_file(path)

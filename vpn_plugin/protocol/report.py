@@ -48,7 +48,6 @@ from __future__ import annotations
 import os
 import re
 import sys
-import typing
 from dataclasses import asdict, dataclass, field
 from typing import Literal, Optional
 
@@ -58,6 +57,7 @@ from vpn_plugin.core.stats import AUTHORS_RESAMPLES, AUTHORS_SEED, MIN_SEEDS_FOR
     ConfidenceLevel, bootstrap_difference, check_resamples, seed_interval, shows_ci
 from vpn_plugin.config_types import Count, NonNegativeInt, Seed, checked_arguments
 from vpn_plugin.errors import check_names
+from vpn_plugin.tool_choices import CI_STYLES, DEFAULT_METRICS
 from .provenance import (SYNTHETIC_MARK, UNUSABLE_MARK, check_feature_mix, feature_marks,
                          features_note)
 from vpn_plugin.outputs import (LINE_BREAK, REPORT_LATEX_MARKER, REPORT_MARKDOWN_MARKER,
@@ -67,7 +67,6 @@ from .results import (AVERAGED_DATASETS, METRIC_LABELS, METRIC_RANGES, SHORTENED
                       identity_text, row_from_dict, row_source, settings_identity,
                       shortened_reason)
 
-DEFAULT_METRICS = ('success_rate', 'mean_accuracy', 'miou_set')
 # what the rows pooled in one cell must share (besides method, dataset and test horizon)
 CELL_IDENTITY = ('protocol', 'config', 'train_horizon', 'variant', 'settings', 'pkg_source',
                  'params', 'selection', 'shortened')
@@ -75,8 +74,7 @@ CELL_IDENTITY = ('protocol', 'config', 'train_horizon', 'variant', 'settings', '
 # the sample seed is the row's seed; a step model may be trained per seed; and the seed of
 # settings.pretrained, the pre-training stage each seed runs)
 PER_SEED_SETTINGS = ('sample_seed', 'step_checkpoint', 'anchors_file')
-CIStyle = Literal['width', 'half-width']
-CI_STYLES = typing.get_args(CIStyle)  # width: the paper's p95 - p5; half-width: (p95 - p5) / 2
+CIStyle = Literal[CI_STYLES]  # width: the paper's p95 - p5; half-width: (p95 - p5) / 2
 TEST_SET_PKG_MARK = '§'
 STAND_IN_MARK = '‡'
 MISSING_MARK = '¶'
