@@ -68,17 +68,27 @@ def test_the_slurm_tests_custom_hooks_comprehension_is_read_as_mmengine_builds_i
 
 
 def test_a_comprehension_beyond_the_bound_is_unread_not_computed(tmp_path, monkeypatch, capsys):
-    """Nested comprehensions share one bound per statement (10**6 items; 100 here): a config
-    cannot make the reader loop 10**12 times."""
+    """Nested comprehensions share one bound per file (10**5 items; 200 here): a config
+    cannot make the reader loop 10**12 times, nor add up many statements under the bound."""
     from vpn_plugin import data_paths
-    monkeypatch.setattr(data_paths, 'SIZE_BOUND', 100)
-    path = _config(tmp_path, H + "x = [[j for j in 'a' * 60] for i in 'ab']\ny = [1] * 50\n"
-                                 "z = ('a' * 20).join(['b'] * 20)\n")
+    monkeypatch.setattr(data_paths, 'SIZE_BOUND', 200)
+    path = _config(tmp_path, H + "y = [1] * 50\nz = ('a' * 20).join(['b'] * 20)\n"
+                                 "x = [[j for j in 'a' * 60] for i in 'ab']\n")
     _check(path)
     err = capsys.readouterr().err
-    assert f'x ({path}:3, a comprehension of more than 100 items' in err
-    assert f'z ({path}:5, a call of .join, too large to compute here)' in err
+    assert f'x ({path}:5, a comprehension of more than 200 items' in err
+    assert f'z ({path}:4, a call of .join, too large to compute here)' in err
     assert f'y ({path}' not in err  # [1] * 50: within the bound
+
+
+def test_statements_under_the_bound_share_one_bound_per_file(tmp_path, monkeypatch, capsys):
+    from vpn_plugin import data_paths
+    monkeypatch.setattr(data_paths, 'SIZE_BOUND', 100)
+    path = _config(tmp_path, H + "a = [i for i in 'a' * 40]\nb = [i for i in 'b' * 40]\n")
+    _check(path)
+    err = capsys.readouterr().err
+    assert f'a ({path}' not in err  # 80 items
+    assert f'b ({path}:4, ' in err  # 80 more: over the file's 100
 
 
 # expressions the reader now computes as Python does (were refused as outside the subset)
