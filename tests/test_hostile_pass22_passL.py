@@ -1,0 +1,68 @@
+"""Nineteenth hostile pass, passL (start commit 84e3204; log /tmp/passL_log.md).
+
+- R1-R3, R5, R6, R14, R15, V1 (wrong, false refusals): reasoning models that write their
+  thinking inline in other forms than ``<think>`` (Magistral's ``[THINK]``, gpt-oss's harmony
+  channels, Seed-OSS's ``<seed:think>``, Kimi-VL's ``◁think▷``), or after a byte-order mark or
+  a word of prose: a draft in the thinking made the reply "2 different plans" (scored 0).
+"""
+import json
+
+import pytest
+
+from vpn_plugin.baselines.llm.parsing import (ActionMatcher, ReplyParseError, parse_action,
+                                              parse_plan)
+
+NAMES = ['pour water', 'pour juice', 'pour jello powder', 'pour alcohol', 'stir mixture',
+         'pour mixture into cup']
+MATCHER = ActionMatcher(NAMES, range(len(NAMES)))
+ANSWER, DRAFT = [3, 3, 0], [0, 0, 0]
+A, D = json.dumps({'plan': ANSWER}), json.dumps({'plan': DRAFT})
+
+
+@pytest.mark.parametrize('reply', [
+    f'[THINK]Draft: {D} no.[/THINK]\n{A}',                                         # R1
+    f'analysisWe need a plan. Maybe {D}. Better the other.assistantfinal{A}',       # R2
+    f'<|channel|>analysis<|message|>Maybe {D}.<|end|><|start|>assistant<|channel|>final'
+    f'<|message|>{A}<|return|>',                                                     # R3
+    f'\ufeff<think>draft {D}</think>{A}',                                            # R5
+    f'Sure. <think>draft {D}</think>{A}',                                            # R6
+    f'<seed:think>draft {D}</seed:think>{A}',                                        # R14
+    f'\u25c1think\u25b7draft {D}\u25c1/think\u25b7{A}',                             # R15
+    f'draft {DRAFT} ok [/THINK]\n{json.dumps(ANSWER)}',  # a template-opened [THINK] block
+])
+def test_thinking_in_other_forms_is_no_part_of_the_answer(reply):
+    assert parse_plan(reply, MATCHER, 3) == ANSWER
+    assert parse_plan(reply, MATCHER, 3, any_key=True) == ANSWER
+
+
+def test_the_vlm_step_reads_the_action_after_a_think_block_of_magistral():
+    reply = '[THINK]Maybe {"action_id": 4}. No.[/THINK]{"action_id": 3}'          # V1
+    assert parse_action(reply, MATCHER) == 3
+
+
+@pytest.mark.parametrize('reply', [  # guards: what follows a JSON value is not thinking
+    f'{A} [THINK]{D}[/THINK]',
+    f'{A} <seed:think>{D}</seed:think>',
+    f'Answer {json.dumps(ANSWER)} <think>{json.dumps(DRAFT)}</think>',
+])
+def test_thinking_after_an_answer_is_still_a_second_answer(reply):
+    with pytest.raises(ReplyParseError, match='2 different'):
+        parse_plan(reply, MATCHER, 3)
+
+
+@pytest.mark.parametrize('reply', [  # guards: no answer in unclosed thinking
+    f'[THINK]the plan could be {D}',
+    f'<|channel|>analysis<|message|>the plan could be {D}',
+    f'\u25c1think\u25b7{D}',
+])
+def test_unclosed_thinking_in_any_form_holds_no_answer(reply):
+    with pytest.raises(ReplyParseError, match='no object'):
+        parse_plan(reply, MATCHER, 3)
+
+
+@pytest.mark.parametrize('reply', [  # guards: replies of the eighteenth pass read as before
+    A, f'```json\n{A}\n```', json.dumps({'plan': ANSWER, 'note': 'analysis first'}),
+    f'analysis: none needed. {A}', json.dumps({'plan': ANSWER, 'note': '[THINK] tags'}),
+])
+def test_replies_without_thinking_are_read_as_before(reply):
+    assert parse_plan(reply, MATCHER, 3) == ANSWER
