@@ -4,6 +4,10 @@
   thinking inline in other forms than ``<think>`` (Magistral's ``[THINK]``, gpt-oss's harmony
   channels, Seed-OSS's ``<seed:think>``, Kimi-VL's ``◁think▷``), or after a byte-order mark or
   a word of prose: a draft in the thinking made the reply "2 different plans" (scored 0).
+- K1 (wrong): the reply cache keyed the endpoint without its port (closing16 item 7): a second
+  server on the same host, serving another checkpoint under the same model name, was scored
+  with the first one's replies, while docs/llm.md says the cache never scores another
+  server's replies.
 """
 import json
 
@@ -66,3 +70,17 @@ def test_unclosed_thinking_in_any_form_holds_no_answer(reply):
 ])
 def test_replies_without_thinking_are_read_as_before(reply):
     assert parse_plan(reply, MATCHER, 3) == ANSWER
+
+
+def test_a_server_on_another_port_is_not_served_the_first_ones_replies(tmp_path):
+    from fake_openai_server import FakeOpenAIServer
+    from vpn_plugin.baselines.llm.backends import OpenAIChatBackend
+    messages = [{'role': 'user', 'content': 'plan it'}]
+    with FakeOpenAIServer(lambda prompt, attempt: {'text': '[1, 2, 3]'}) as first, \
+            FakeOpenAIServer(lambda prompt, attempt: {'text': '[3, 2, 1]'}) as second:
+        # two checkpoints served under one model name on one host
+        replies = [OpenAIChatBackend(server.base_url, 'planner', max_retries=0,
+                                     cache_dir=tmp_path / 'cache').complete(messages)
+                   for server in (first, second)]
+        assert len(first.requests) == len(second.requests) == 1                  # K1
+    assert [reply.text for reply in replies] == ['[1, 2, 3]', '[3, 2, 1]']

@@ -85,7 +85,7 @@ def _warn(message: str) -> None:
 
 class ResponseCache:
     """One JSON file per request under ``root``, keyed by a hash of everything that changes a
-    reply: the endpoint (base URL without its port, :func:`cache_endpoint`, or the local model),
+    reply: the endpoint (base URL, :func:`cache_endpoint`, or the local model),
     model, messages and sampling params.
 
     Entries are written atomically (temp file + rename) and only for replies that passed
@@ -349,16 +349,19 @@ class CachedChatBackend:
 
 
 def cache_endpoint(endpoint: str) -> str:
-    """Who answers, as a cache key holds it: an HTTP(S) endpoint without its port (a server
-    restarted on another port answers the same model, prompt and sampling alike: its replies
-    are served from the cache), host in lower case; another backend's endpoint as it is (a
-    local model: its device and files' hash)."""
+    """Who answers, as a cache key holds it: an HTTP(S) endpoint with its scheme and host in
+    lower case and the scheme's default port left out (``http://H:80/v1`` is ``http://h/v1``),
+    another port kept: two servers on one host (two checkpoints served under one model name)
+    answer alike only by chance, so one is never scored with the other's replies. Another
+    backend's endpoint as it is (a local model: its device and files' hash)."""
     from urllib.parse import urlsplit
     parts = urlsplit(endpoint)
     if parts.scheme not in ('http', 'https') or not parts.hostname:
         return endpoint
     host = f'[{parts.hostname}]' if ':' in parts.hostname else parts.hostname
-    return f'{parts.scheme}://{host}{parts.path.rstrip("/")}'
+    default = {'http': 80, 'https': 443}[parts.scheme]
+    port = '' if parts.port in (None, default) else f':{parts.port}'
+    return f'{parts.scheme}://{host}{port}{parts.path.rstrip("/")}'
 
 
 class OpenAIChatBackend(CachedChatBackend):
