@@ -8,6 +8,8 @@
   server on the same host, serving another checkpoint under the same model name, was scored
   with the first one's replies, while docs/llm.md says the cache never scores another
   server's replies.
+- CA6 (silent): a cache entry that is a broken symbolic link was replaced and counted as
+  "damaged ... (each named above)" without being named.
 """
 import json
 
@@ -84,3 +86,19 @@ def test_a_server_on_another_port_is_not_served_the_first_ones_replies(tmp_path)
                    for server in (first, second)]
         assert len(first.requests) == len(second.requests) == 1                  # K1
     assert [reply.text for reply in replies] == ['[1, 2, 3]', '[3, 2, 1]']
+
+
+def test_a_broken_link_in_the_cache_is_named_when_discarded(tmp_path, capsys):
+    from vpn_plugin.baselines.llm.backends import ChatReply, ResponseCache
+    cache = ResponseCache(tmp_path / 'cache')
+    key = 'ab' + '0' * 62
+    cache.put(key, ChatReply('[1, 2, 3]', 5, 3))
+    assert cache.get(key).text == '[1, 2, 3]'  # guard: an entry is served
+    entry = tmp_path / 'cache' / 'ab' / f'{key}.json'
+    entry.unlink()
+    entry.symlink_to(tmp_path / 'gone.json')
+    assert cache.holds(key) and cache.get(key) is None
+    assert not entry.is_symlink()  # removed: the reply asked again is written there
+    err = capsys.readouterr().err
+    assert f'discarded the corrupt cache entry {entry}' in err and 'a symbolic link to ' \
+        f'{tmp_path / "gone.json"}, which' in err                                  # CA6

@@ -195,9 +195,13 @@ class ResponseCache:
             raise IsADirectoryError(f'reply cache entry {path} is a folder; expected a JSON '
                                     'file written by this cache (remove the folder: the request '
                                     'is sent again)')
-        if not path.is_file():
+        from vpn_plugin.errors import link_problem
+        broken = link_problem(path)
+        if not path.is_file() and not broken:
             return None
         try:
+            if broken:  # counted as discarded by the caller: named here, as every other one
+                raise ValueError(f'the entry is {broken}')
             entry = json.loads(path.read_text(encoding='utf-8'))
             reply = checked_reply(entry['text'], entry['prompt_tokens'],
                                   entry['completion_tokens'], cached=True)
