@@ -200,8 +200,6 @@ class ResponseCache:
         if not path.is_file() and not broken:
             return None
         try:
-            if broken:  # counted as discarded by the caller: named here, as every other one
-                raise ValueError(f'the entry is {broken}')
             entry = json.loads(path.read_text(encoding='utf-8'))
             reply = checked_reply(entry['text'], entry['prompt_tokens'],
                                   entry['completion_tokens'], cached=True)
@@ -210,9 +208,11 @@ class ResponseCache:
             problem = self._mismatch(entry, key, request)
         except (ValueError, KeyError, TypeError) as err:  # JSON, fields, checked_reply
             problem = repr(err)
+        except FileNotFoundError:  # counted as discarded by the caller: named, as any other
+            problem = f'it is {broken or "gone (removed while it was read)"}'
         if problem is None:
             return reply
-        path.unlink()
+        path.unlink(missing_ok=True)
         _warn(f'warning: discarded the corrupt cache entry {path} ({problem}); the request is '
               'sent again')
         return None
