@@ -8,11 +8,15 @@
   server on the same host, serving another checkpoint under the same model name, was scored
   with the first one's replies, while docs/llm.md says the cache never scores another
   server's replies.
+- B5, B7 (silent): a bool among the ids of a Python list (``[[True, 1]]``) was read as the id
+  1 by build_pkg / transition_counts and planning_metrics (numpy reads it as an integer),
+  while an all-bool list or array was refused.
 - CA6 (silent): a cache entry that is a broken symbolic link was replaced and counted as
   "damaged ... (each named above)" without being named.
 """
 import json
 
+import numpy as np
 import pytest
 
 from vpn_plugin.baselines.llm.parsing import (ActionMatcher, ReplyParseError, parse_action,
@@ -102,3 +106,27 @@ def test_a_broken_link_in_the_cache_is_named_when_discarded(tmp_path, capsys):
     err = capsys.readouterr().err
     assert f'discarded the corrupt cache entry {entry}' in err and 'a symbolic link to ' \
         f'{tmp_path / "gone.json"}, which' in err                                  # CA6
+
+
+@pytest.mark.parametrize('read', [
+    lambda ids: __import__('vpn_plugin.core.pkg', fromlist=['x']).build_pkg(ids, 5),
+    lambda ids: __import__('vpn_plugin.core.pkg', fromlist=['x']).transition_counts(ids, 5),
+    lambda ids: __import__('vpn_plugin.core.metrics', fromlist=['x']).planning_metrics(
+        ids, [[1, 1]]),
+])
+@pytest.mark.parametrize('ids', [[[True, 1]], [(0, np.True_)], [[1, 1], [False, 1]]])
+def test_a_bool_among_ids_is_refused(read, ids):
+    if len(ids) == 2:  # planning_metrics: as many plans as the ground truth
+        ids = ids[1:]
+    with pytest.raises(TypeError, match=r'holds \S*(True|False)\S* among its action ids'):
+        read(ids)
+
+
+@pytest.mark.parametrize('ids', [[[1, 1]], [(np.int64(1), 1)], np.array([[1, 1]], np.uint8),
+                                 [np.array([1, 1])], ((i for i in (1, 1)),)])
+def test_ids_in_any_integer_form_still_count(ids):  # guards, one-pass sequences too
+    from vpn_plugin.core.metrics import planning_metrics
+    from vpn_plugin.core.pkg import build_pkg
+    assert build_pkg(ids, 3)[1, 1] == 1.0
+    if not isinstance(ids, tuple):
+        assert planning_metrics(ids, [[1, 1]])['success_rate'] == 100.0
