@@ -11,6 +11,8 @@
 - B5, B7 (silent): a bool among the ids of a Python list (``[[True, 1]]``) was read as the id
   1 by build_pkg / transition_counts and planning_metrics (numpy reads it as an integer),
   while an all-bool list or array was refused.
+- B6 (silent): pkg_beam_search at T = 1 scored a first action other than the last one 0.0
+  (log-probability 1, a feasible path), where every other infeasible request scores -inf.
 - CA6 (silent): a cache entry that is a broken symbolic link was replaced and counted as
   "damaged ... (each named above)" without being named.
 """
@@ -130,3 +132,12 @@ def test_ids_in_any_integer_form_still_count(ids):  # guards, one-pass sequences
     assert build_pkg(ids, 3)[1, 1] == 1.0
     if not isinstance(ids, tuple):
         assert planning_metrics(ids, [[1, 1]])['success_rate'] == 100.0
+
+
+def test_a_one_step_path_cannot_end_at_another_action():
+    import torch
+    from vpn_plugin.core.beam_search import pkg_beam_search
+    log_a = torch.tensor([[0.0, float('-inf')], [float('-inf'), 0.0]], dtype=torch.float64)
+    paths, scores = pkg_beam_search(log_a, torch.tensor([0, 1]), torch.tensor([1, 1]), 1)
+    assert paths.tolist() == [[0], [1]] and scores.dtype == torch.float64
+    assert scores.tolist() == [float('-inf'), 0.0]                               # B6
