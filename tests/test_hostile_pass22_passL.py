@@ -13,6 +13,9 @@
   while an all-bool list or array was refused.
 - B6 (silent): pkg_beam_search at T = 1 scored a first action other than the last one 0.0
   (log-probability 1, a feasible path), where every other infeasible request scores -inf.
+- D4 (silent): ``llm_eval --data-root ../shared/data`` on a config whose own data root it is
+  recorded ``settings.data_root``: another results row of the same run (the eighteenth pass
+  fixed this for ``--cfg-options`` only).
 - CA6 (silent): a cache entry that is a broken symbolic link was replaced and counted as
   "damaged ... (each named above)" without being named.
 """
@@ -141,3 +144,24 @@ def test_a_one_step_path_cannot_end_at_another_action():
     paths, scores = pkg_beam_search(log_a, torch.tensor([0, 1]), torch.tensor([1, 1]), 1)
     assert paths.tolist() == [[0], [1]] and scores.dtype == torch.float64
     assert scores.tolist() == [float('-inf'), 0.0]                               # B6
+
+
+def test_a_data_flag_restating_the_configs_own_is_not_another_run(shared_data, tmp_path,
+                                                                     monkeypatch):
+    from pathlib import Path
+    from tool_modules import load_tool
+    repo = Path(__file__).resolve().parents[1]
+    monkeypatch.chdir(repo)  # the config's data_root '../shared/data' is read from here
+    tool = load_tool('llm_eval')
+    other = tmp_path / 'data'  # the same annotations through another folder: other data
+    other.symlink_to(shared_data.resolve(), target_is_directory=True)
+
+    def settings(data_root):  # load_datasets' steps before the windows are read
+        from vpn_plugin.data_paths import load_config
+        args = tool.parse_args(['--config', 'configs/vpn_crosstask_t3.py', '--model', 'm',
+                                '--base-url', 'http://127.0.0.1:1/v1', '--data-root', data_root])
+        cfg = load_config(args.config, args.cfg_options, data_root=data_root)
+        args.cfg_options, args.changing_data_paths = tool.changing_options(args, cfg)
+        return tool.run_settings(args, 12, 105)
+    assert 'data_root' not in settings('../shared/data')                           # D4
+    assert settings(str(other))['data_root'] == str(other)  # guard: other data is recorded
