@@ -16,6 +16,9 @@
 - D4 (silent): ``llm_eval --data-root ../shared/data`` on a config whose own data root it is
   recorded ``settings.data_root``: another results row of the same run (the eighteenth pass
   fixed this for ``--cfg-options`` only).
+- E2 (wrong, false refusal): entropy_bits / js_divergence refused float32 probabilities that
+  sum to 1 within float32 rounding (three of 1/3: 1 + 3e-8 against a float64 tolerance of
+  1e-9), saying "(sum 1); expected ... summing to 1".
 - CA6 (silent): a cache entry that is a broken symbolic link was replaced and counted as
   "damaged ... (each named above)" without being named.
 """
@@ -165,3 +168,19 @@ def test_a_data_flag_restating_the_configs_own_is_not_another_run(shared_data, t
         return tool.run_settings(args, 12, 105)
     assert 'data_root' not in settings('../shared/data')                           # D4
     assert settings(str(other))['data_root'] == str(other)  # guard: other data is recorded
+
+
+@pytest.mark.parametrize('dtype', [np.float32, np.float16, np.float64])
+def test_probabilities_of_any_float_dtype_summing_to_one_are_a_distribution(dtype):
+    from vpn_plugin.core.diversity import entropy_bits, js_divergence
+    third = {(i,): dtype(1 / 3) for i in range(3)}                                  # E2
+    assert entropy_bits(third) == pytest.approx(np.log2(3), abs=1e-3)
+    assert js_divergence(third, third) == pytest.approx(0.0, abs=1e-3)
+
+
+def test_probabilities_summing_to_other_than_one_are_still_refused():  # guard
+    from vpn_plugin.core.diversity import entropy_bits
+    for distribution in ({(1,): 0.5, (2,): 0.4}, {(1,): 0.5, (2,): 0.5 + 1e-6},
+                         {(1,): np.float32(0.5), (2,): np.float32(0.499)}):
+        with pytest.raises(ValueError, match='summing to 1'):
+            entropy_bits(distribution)

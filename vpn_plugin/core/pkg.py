@@ -120,15 +120,15 @@ def check_pkg(pkg, name: str = 'pkg') -> np.ndarray:
     return array
 
 
-def pkg_row_tolerance(dtype, entries) -> np.ndarray:
-    """How far from 1 a PKG row of ``entries`` non-zero probabilities stored in ``dtype`` may
-    sum: ``ROW_SUM_TOLERANCE``, or the dtype's rounding of each entry where that is coarser
+def pkg_row_tolerance(dtype, entries, floor: float = ROW_SUM_TOLERANCE) -> np.ndarray:
+    """How far from 1 a PKG row (any distribution) of ``entries`` non-zero probabilities stored
+    in ``dtype`` may sum: ``floor``, or the dtype's rounding of each entry where that is coarser
     (float16 rounds each by up to 2^-11 relative); ``dtype`` a numpy or a torch dtype."""
     if isinstance(dtype, torch.dtype):  # bfloat16 has no numpy dtype
         eps = float(torch.finfo(dtype).eps) if dtype.is_floating_point else 0.0
     else:
         eps = float(np.finfo(dtype).eps) if np.dtype(dtype).kind == 'f' else 0.0
-    return np.maximum(ROW_SUM_TOLERANCE, eps * np.asarray(entries, np.float64))
+    return np.maximum(floor, eps * np.asarray(entries, np.float64))
 
 
 def _normalise_rows(counts: np.ndarray) -> np.ndarray:
