@@ -19,6 +19,9 @@
 - E2 (wrong, false refusal): entropy_bits / js_divergence refused float32 probabilities that
   sum to 1 within float32 rounding (three of 1/3: 1 + 3e-8 against a float64 tolerance of
   1e-9), saying "(sum 1); expected ... summing to 1".
+- T1, T2, T7, T8 (vague): a config's backend options (configs/llm/*, tools/test.py) were not
+  checked as llm_eval's flags are: temperature -1 / true and max_tokens 0 went to the endpoint
+  (refused there per request, in its words), max_retries -1 raised AssertionError('unreachable').
 - CA6 (silent): a cache entry that is a broken symbolic link was replaced and counted as
   "damaged ... (each named above)" without being named.
 """
@@ -184,3 +187,25 @@ def test_probabilities_summing_to_other_than_one_are_still_refused():  # guard
                          {(1,): np.float32(0.5), (2,): np.float32(0.499)}):
         with pytest.raises(ValueError, match='summing to 1'):
             entropy_bits(distribution)
+
+
+@pytest.mark.parametrize('options,message', [
+    (dict(params={'temperature': -1}), 'backend.params.temperature=-1; expected a finite'),  # T1
+    (dict(params={'temperature': True}), 'backend.params.temperature=True; expected'),       # T2
+    (dict(max_retries=-1), 'backend.max_retries=-1; expected an integer >= 0'),             # T7
+    (dict(params={'max_tokens': 0}), 'backend.params.max_tokens=0; expected an integer >= 1'),
+])
+def test_a_configs_backend_options_are_checked_as_the_flags_are(options, message):
+    from vpn_plugin.baselines.llm.backends import build_backend
+    with pytest.raises(ValueError, match=message.replace('.', r'\.')):
+        build_backend(dict(type='openai', base_url='http://127.0.0.1:9/v1', model='m', **options))
+
+
+@pytest.mark.parametrize('options', [  # guards: what llm_eval and the shipped configs pass
+    dict(params={'temperature': 0.0}), dict(params={'temperature': np.float32(0.7),
+                                                    'max_tokens': np.int64(64), 'top_p': 0.5}),
+    dict(params=None, max_retries=0, timeout=30, backoff=0), dict()])
+def test_valid_backend_options_still_build(options):
+    from vpn_plugin.baselines.llm.backends import build_backend
+    assert build_backend(dict(type='openai', base_url='http://127.0.0.1:9/v1', model='m',
+                              **options)).model == 'm'

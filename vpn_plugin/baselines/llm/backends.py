@@ -580,8 +580,32 @@ def model_fingerprint(model: str, cache: ResponseCache) -> str:
     return hashlib.sha256(json.dumps(listing).encode()).hexdigest()[:16]
 
 
+# the backend options a config sets (configs/llm/*, tools/test.py), checked as llm_eval's
+# flags are: a value the endpoint would refuse per request, or read otherwise (a bool as a
+# temperature), is refused when the model is built
+BACKEND_OPTION_TYPES = {'timeout': 'Positive', 'max_retries': 'NonNegativeInt',
+                        'backoff': 'NonNegative', 'max_backoff': 'NonNegative'}
+PARAM_TYPES = {'temperature': 'NonNegative', 'max_tokens': 'Count'}
+
+
+def check_backend_options(cfg: dict) -> None:
+    """``backend.<option>=<value>; expected ...`` for a sampling parameter or an OpenAI client
+    option of the wrong kind (:data:`BACKEND_OPTION_TYPES`, :data:`PARAM_TYPES`)."""
+    from vpn_plugin import config_types
+    params = cfg.get('params') or {}
+    for where, options, types in (('backend', cfg, BACKEND_OPTION_TYPES),
+                                  ('backend.params', params, PARAM_TYPES)):
+        if not isinstance(options, dict):
+            raise ValueError(f'{where}={options!r}; expected a dict of options')
+        for name, kind in types.items():
+            if name in options and options[name] is not None:
+                config_types.check_value(f'{where}.{name}', options[name],
+                                         getattr(config_types, kind))
+
+
 def build_backend(cfg: dict):
     """``dict(type='openai'|'transformers', ...)`` -> backend."""
+    check_backend_options(cfg)
     cfg = dict(cfg)
     kind = cfg.pop('type', 'openai')
     if kind == 'openai':
