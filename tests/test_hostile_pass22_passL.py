@@ -61,23 +61,16 @@ def test_the_vlm_step_reads_the_action_after_a_think_block_of_magistral():
     assert parse_action(reply, MATCHER) == 3
 
 
-@pytest.mark.parametrize('reply', [  # guards: what follows a JSON value is not thinking
-    f'{A} [THINK]{D}[/THINK]',
-    f'{A} <seed:think>{D}</seed:think>',
-    f'Answer {json.dumps(ANSWER)} <think>{json.dumps(DRAFT)}</think>',
+@pytest.mark.parametrize('reply,message', [
+    (f'{A} [THINK]{D}[/THINK]', '2 different'),  # guards: after a JSON value: a second answer
+    (f'{A} <seed:think>{D}</seed:think>', '2 different'),
+    (f'Answer {json.dumps(ANSWER)} <think>{json.dumps(DRAFT)}</think>', '2 different'),
+    (f'[THINK]the plan could be {D}', 'no object'),  # unclosed thinking holds no answer
+    (f'<|channel|>analysis<|message|>the plan could be {D}', 'no object'),
+    (f'\u25c1think\u25b7{D}', 'no object'),
 ])
-def test_thinking_after_an_answer_is_still_a_second_answer(reply):
-    with pytest.raises(ReplyParseError, match='2 different'):
-        parse_plan(reply, MATCHER, 3)
-
-
-@pytest.mark.parametrize('reply', [  # guards: no answer in unclosed thinking
-    f'[THINK]the plan could be {D}',
-    f'<|channel|>analysis<|message|>the plan could be {D}',
-    f'\u25c1think\u25b7{D}',
-])
-def test_unclosed_thinking_in_any_form_holds_no_answer(reply):
-    with pytest.raises(ReplyParseError, match='no object'):
+def test_thinking_after_an_answer_or_unclosed_is_no_answer(reply, message):
+    with pytest.raises(ReplyParseError, match=message):
         parse_plan(reply, MATCHER, 3)
 
 
