@@ -196,9 +196,10 @@ class ResultRow:
 
 def settings_identity(settings: dict) -> dict:
     """A row's ``settings`` as identities compare them: an LLM run's ``base_url`` as the
-    reply cache keys its endpoint (``baselines.llm.backends.cache_endpoint``: without the
-    port, host in lower case), so that a server restarted on another port, whose replies the
-    cache serves, is the same row."""
+    reply cache keys its endpoint (``baselines.llm.backends.cache_endpoint``: scheme and host
+    in lower case, without a default port or a trailing slash), so that the same server spelt
+    another way, whose replies the cache serves, is the same row (another port is another
+    server, in the cache as in the row)."""
     url = (settings or {}).get('base_url')
     if not isinstance(url, str) or not url:
         return settings
