@@ -1,0 +1,68 @@
+"""Issue 37, the nineteenth hostile pass (passM: PDPP/KEPP/CEFITO, the API, the CEFITO text
+cache, the oracle checkers; log /tmp/passM_log.md). Each test named after a case fails on
+84e3204 (checked in a worktree of it); the ``*_still_*`` tests guard the limits of each fix."""
+from typing import Dict, Optional, Sequence
+
+import numpy as np
+import pytest
+import torch
+
+import vpn_plugin.mm  # noqa: F401  (registration)
+from mmaction.registry import MODELS
+from vpn_plugin.config_types import checked_arguments
+
+
+# ------------------------- H02a, H02c, H02d, V15, V17: numpy scalars reach the model as Python's
+@checked_arguments
+def _options(seed: int, flag: bool, weight: float, dims: Sequence[int],
+             weights: Optional[Dict[str, float]] = None):
+    return seed, flag, weight, dims, weights
+
+
+def test_h02a_numpy_scalars_are_passed_on_as_python_numbers():
+    """H02a, V15: ``model.sampling_seed=np.int32(0)`` and ``model.causal=np.True_`` were
+    accepted by the kind checks and handed to the model as numpy scalars, which torch refused
+    at every plan ("an integer is required", "is_causal must be bool, not numpy.bool")."""
+    seed, flag, weight, dims, weights = _options(
+        np.int32(3), np.True_, np.float16(0.5), (np.int64(1), 2), {'a': np.float32(1.0)})
+    assert (seed, flag, weight, dims, weights) == (3, True, 0.5, (1, 2), {'a': 1.0})
+    assert type(seed) is int and type(flag) is bool and type(weight) is float
+    assert type(dims) is tuple and [type(d) for d in dims] == [int, int]
+    assert type(weights['a']) is float
+
+
+def test_h02a_still_the_same_objects_without_numpy_scalars():
+    from vpn_plugin.config_types import plain_numbers
+    values = [[1, 2], (3.0,), {'x': [True]}, 'text', torch.zeros(2), np.zeros(2)]
+    for value in values:
+        assert plain_numbers(value) is value
+
+
+@pytest.mark.parametrize('seed', [np.int32(0), np.int64(0), np.uint8(0), np.uint32(0)])
+def test_h02a_a_numpy_seed_plans_as_the_python_seed(seed):
+    """H02a/H02c/H02d/V17: a KEPP built with a numpy ``sampling_seed`` draws each window's
+    noise as one built with the Python int (np.uint8 overflowed in the seed arithmetic)."""
+    models = [MODELS.build(dict(type='KEPP', feature_dim=8, num_actions=6, horizon=3, dim=32,
+                                n_timesteps=20, sampling_seed=value)) for value in (seed, 0)]
+    samples = {'index': torch.tensor([0, 5])}
+    draws = [m.plan.draw(m.plan.generators(2, samples), 2, 'cpu') for m in models]
+    assert torch.equal(*draws)
+
+
+def test_v15_cefito_with_numpy_causal_plans():
+    """V15: CEFITO ``causal=np.True_`` (accepted since the pass21 fix V27) failed at every plan
+    in torch's attention; it plans as with ``True``."""
+    torch.manual_seed(0)
+    taxonomy = {0: (0, 1, 2), 1: (5, 3, 4), 2: (6, 2)}
+    settings = dict(type='CEFITO', feature_dim=12, num_actions=7, num_tasks=3, horizon=3,
+                    taxonomy=taxonomy, text_dim=16, hidden_dim=12, depth=2, num_heads=2,
+                    num_negatives=4, action_embeddings=torch.randn(7, 16))
+    plans = []
+    for causal in (np.True_, True):
+        torch.manual_seed(1)
+        model = MODELS.build(dict(settings, causal=causal))
+        model.classifier.classifier_ready.fill_(True)
+        torch.manual_seed(2)
+        batch = dict(start=torch.randn(2, 12), goal=torch.randn(2, 12))
+        plans.append([s.pred_plan for s in model.eval()(batch, None, mode='predict')])
+    assert all(torch.equal(a, b) for a, b in zip(*plans))
