@@ -66,3 +66,44 @@ def test_v15_cefito_with_numpy_causal_plans():
         batch = dict(start=torch.randn(2, 12), goal=torch.randn(2, 12))
         plans.append([s.pred_plan for s in model.eval()(batch, None, mode='predict')])
     assert all(torch.equal(a, b) for a, b in zip(*plans))
+
+
+# ------------------------------------------ TX01: a text cache of the model the folder holds now
+def test_tx01_a_model_replaced_in_its_folder_is_encoded_again(tmp_path, monkeypatch):
+    """TX01: the text-feature cache was keyed on the encoder's path: a new model saved in the
+    same folder (here: its weights file rewritten) was served the old model's encodings."""
+    import os
+    import json
+    from vpn_plugin.models import text_embeddings as te
+    encoder = tmp_path / 'my encoder'
+    encoder.mkdir()
+    weights = encoder / 'model.safetensors'
+    monkeypatch.setattr(te, 'encode_texts', lambda texts, encoder, pooling: float(
+        weights.read_text()) * torch.eye(len(texts), 4))
+    taxonomy = tmp_path / 'taxonomy.json'
+    taxonomy.write_text(json.dumps({'0_a': {'0': 'pour water', '1': 'stir'}}))
+    options = dict(taxonomy=str(taxonomy), encoder=str(encoder), pooling='mean',
+                   cache_dir=str(tmp_path / 'cache'))
+    weights.write_text('1')
+    assert te.load_action_features(**options)[0, 0] == 1
+    assert te.load_action_features(**options)[0, 0] == 1  # read from the cache
+    weights.write_text('2')  # the same size: a fine-tuned model of the same shapes
+    stat = weights.stat()
+    os.utime(weights, ns=(stat.st_atime_ns, stat.st_mtime_ns + 1_000_000))
+    assert te.load_action_features(**options)[0, 0] == 2
+
+
+def test_tx01_still_one_cache_for_an_unchanged_folder_and_the_default_encoder(tmp_path):
+    from vpn_plugin.models import text_embeddings as te
+    encoder = tmp_path / 'enc'
+    encoder.mkdir()
+    (encoder / 'config.json').write_text('{}')
+    texts = ['pour water', 'stir']
+    first = te._cache_file(texts, 'actions', str(encoder), tmp_path, 'mean')
+    assert te._cache_file(texts, 'actions', str(encoder), tmp_path, 'mean') == first
+    # the installed MiniLM keeps its key (caches written before stay valid)
+    assert te._cache_file(texts, 'actions', None, tmp_path, 'mean').name == \
+        f'actions_{te.cache_key(te.DEFAULT_ENCODER, texts)}.pt'
+    # a name that is no folder (nothing to read): the key of the name, as before
+    assert te._cache_file(texts, 'actions', 'no/such/dir', tmp_path, 'mean').name == \
+        f'actions_{te.cache_key("no/such/dir", texts)}.pt'
