@@ -1,6 +1,7 @@
 """Issue 37, the nineteenth hostile pass (passM: PDPP/KEPP/CEFITO, the API, the CEFITO text
 cache, the oracle checkers; log /tmp/passM_log.md). Each test named after a case fails on
 84e3204 (checked in a worktree of it); the ``*_still_*`` tests guard the limits of each fix."""
+from pathlib import Path
 from typing import Dict, Optional, Sequence
 
 import numpy as np
@@ -107,3 +108,44 @@ def test_tx01_still_one_cache_for_an_unchanged_folder_and_the_default_encoder(tm
     # a name that is no folder (nothing to read): the key of the name, as before
     assert te._cache_file(texts, 'actions', 'no/such/dir', tmp_path, 'mean').name == \
         f'actions_{te.cache_key("no/such/dir", texts)}.pt'
+
+
+# ------------------------------- PL2, PL3: plan.py says when a stochastic plan is one draw
+def _plan_lines(capsys, config, checkpoint, features, start, goal):
+    from tool_modules import load_tool
+    load_tool('plan').main([str(config), str(checkpoint), '--features', str(features),
+                            '--start-time', str(start), '--goal-time', str(goal)])
+    return capsys.readouterr().out
+
+
+def test_pl2_a_stochastic_plan_of_no_window_is_said_to_be_one_draw(
+        tiny_pdpp_checkpoint, tiny_crosstask, tmp_path, capsys):
+    """PL2/PL3: plan.py --features of a file outside the split's feature folder (a byte copy of
+    a test video's) printed PDPP's plan from unseeded noise, another one each run, without a
+    word; a file of the folder at a window's times is planned as the test did (no note)."""
+    import shutil
+    from mmengine.config import Config
+    from vpn_plugin.apis import build_split_dataset
+    config, checkpoint = tiny_pdpp_checkpoint
+    window = build_split_dataset(Config.fromfile(str(config)), 'test').windows[0]
+    start, goal = window.times[0][0], window.times[-1][1]
+    own = next(Path(tiny_crosstask['feature_dir']).glob(f'{window.feature}.*'))
+    copy = tmp_path / 'my video' / own.name
+    copy.parent.mkdir()
+    shutil.copy(own, copy)
+    out = _plan_lines(capsys, config, checkpoint, copy, start, goal)
+    assert 'NOTE: PDPP plans from random noise' in out and 'one draw' in out
+    out = _plan_lines(capsys, config, checkpoint, own, start, goal)
+    assert 'is window 0 of the test split' in out and 'one draw' not in out
+
+
+def test_pl2_still_no_note_for_a_planner_without_noise():
+    from vpn_plugin.apis.inference import draws_noise
+    kepp = MODELS.build(dict(type='KEPP', feature_dim=8, num_actions=6, horizon=3, dim=32,
+                             n_timesteps=20))
+    assert draws_noise(kepp)
+    cefito = MODELS.build(dict(type='CEFITO', feature_dim=12, num_actions=7, num_tasks=3,
+                               horizon=3, taxonomy={0: (0, 1, 2), 1: (5, 3, 4), 2: (6, 2)},
+                               text_dim=16, hidden_dim=12, depth=2, num_heads=2,
+                               num_negatives=4, action_embeddings=torch.randn(7, 16)))
+    assert not draws_noise(cefito)
