@@ -149,3 +149,34 @@ def test_pl2_still_no_note_for_a_planner_without_noise():
                                text_dim=16, hidden_dim=12, depth=2, num_heads=2,
                                num_negatives=4, action_embeddings=torch.randn(7, 16)))
     assert not draws_noise(cefito)
+
+
+# ------------------------- X08, X09, X10: a fixture's input ids in another dtype
+@pytest.mark.parametrize('dtype', [np.uint8, np.uint64, np.int8, np.int32])
+def test_x09_input_ids_of_any_integer_dtype_are_read_as_int64(tmp_path, dtype):
+    """X09/X10: pdpp_small_t3's inputs.npz with its int64 ids re-saved as uint8 or uint64
+    ended in "RuntimeError: one_hot is only applicable to index tensor of type LongTensor"
+    (a traceback): the same ids are read as int64, as int16/int32 ones were."""
+    from vpn_plugin.oracles.compare import read_npz
+    np.savez(tmp_path / 'inputs.npz', actions=np.array([[0, 3, 8]], dtype=dtype))
+    actions = read_npz(tmp_path / 'inputs.npz')['actions']
+    assert actions.dtype == np.int64 and actions.tolist() == [[0, 3, 8]]
+
+
+def test_x09_still_video_frames_and_huge_uint64_stay(tmp_path):
+    from vpn_plugin.oracles.compare import read_npz
+    frames = np.arange(2 * 3 * 4, dtype=np.uint8).reshape(2, 3, 4)
+    huge = np.array([2 ** 63, 1], dtype=np.uint64)
+    np.savez(tmp_path / 'inputs.npz', video_uint8=frames, ids=huge)
+    arrays = read_npz(tmp_path / 'inputs.npz')
+    assert arrays['video_uint8'].dtype == np.uint8 and arrays['ids'].dtype == np.uint64
+
+
+def test_x08_float_ids_are_refused_naming_the_dtype_the_file_holds(tmp_path):
+    """X08: ids re-saved as float64 were refused "actions has dtype float32" (the dtype after
+    the float32 read of exact float64 inputs): the refusal names the file's float64."""
+    from vpn_plugin.oracles.compare import check_ids, read_npz
+    np.savez(tmp_path / 'inputs.npz', actions=np.array([[0.0, 3.0, 8.0]]))
+    arrays = read_npz(tmp_path / 'inputs.npz')
+    with pytest.raises(ValueError, match=r'actions has dtype float64; expected integer ids'):
+        check_ids(tmp_path / 'inputs.npz', arrays, {'actions': 9})
