@@ -180,3 +180,22 @@ def test_x08_float_ids_are_refused_naming_the_dtype_the_file_holds(tmp_path):
     arrays = read_npz(tmp_path / 'inputs.npz')
     with pytest.raises(ValueError, match=r'actions has dtype float64; expected integer ids'):
         check_ids(tmp_path / 'inputs.npz', arrays, {'actions': 9})
+
+
+# ------------------------------------------------ K8: test.py --out preds.PKL
+@pytest.mark.parametrize('name', ['preds.PKL', 'preds.Pickle', 'preds.pkl'])
+def test_k8_an_upper_case_pickle_suffix_is_a_pickle(tmp_path, name):
+    """K8: ``test.py --out preds.PKL`` passed the tool's own suffix check (outputs.has_suffix,
+    without case) and was then refused by mmengine's DumpResults "The output file must be a
+    pkl file." (its check has case)."""
+    from vpn_plugin.evaluation.dump_results import AtomicDumpResults
+    metric = AtomicDumpResults(out_file_path=str(tmp_path / name))
+    metric.compute_metrics([{'pred_plan': [1, 2, 3]}])
+    assert (tmp_path / name).is_file()
+
+
+def test_k8_still_refuses_another_suffix_naming_the_flag(tmp_path):
+    from vpn_plugin.evaluation.dump_results import AtomicDumpResults
+    with pytest.raises(ValueError, match=r'--out .*preds\.txt: expected a file name ending in '
+                                         r'\.pkl or \.pickle'):
+        AtomicDumpResults(out_file_path=str(tmp_path / 'preds.txt'))
