@@ -199,3 +199,23 @@ def test_k8_still_refuses_another_suffix_naming_the_flag(tmp_path):
     with pytest.raises(ValueError, match=r'--out .*preds\.txt: expected a file name ending in '
                                          r'\.pkl or \.pickle'):
         AtomicDumpResults(out_file_path=str(tmp_path / 'preds.txt'))
+
+
+# ------------------------------------------- P4: a split's folder through a link to the same one
+def test_p4_a_link_to_the_splits_feature_folder_is_the_same_folder(tmp_path, monkeypatch):
+    """P4: ``--cfg-options test_dataloader.dataset.feature_dir=<a symlink to the training
+    feature folder>`` was refused "the splits read different feature_dirs" (the path strings
+    differ, the folder does not)."""
+    from vpn_plugin.data_paths import load_config
+    config = Path(__file__).resolve().parents[1] / 'configs/vpn_niv_t3.py'
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / 'features').mkdir()
+    (tmp_path / 'link').symlink_to(tmp_path / 'features')
+    options = {f'{split}_dataloader.dataset.feature_dir': str(tmp_path / 'features')
+               for split in ('train', 'val')}
+    options['test_dataloader.dataset.feature_dir'] = str(tmp_path / 'link')
+    assert load_config(config, options).test_dataloader.dataset.feature_dir == \
+        str(tmp_path / 'link')
+    options['test_dataloader.dataset.feature_dir'] = str(tmp_path / 'other')
+    with pytest.raises(ValueError, match='the splits read different feature_dirs'):
+        load_config(config, options)
