@@ -1,5 +1,7 @@
 """``AtomicDumpResults`` (METRICS): mmengine's ``DumpResults`` (``tools/test.py --out``) written
 atomically, so a full disk or an unwritable folder leaves no 0-byte or truncated pickle."""
+from typing import Optional
+
 from mmengine.evaluator import BaseMetric, DumpResults
 from mmengine.fileio import dump
 from mmengine.logging import print_log
@@ -18,7 +20,8 @@ class AtomicDumpResults(DumpResults):
 
     default_prefix = 'dump'
 
-    def __init__(self, out_file_path: str, collect_device: str = 'cpu', collect_dir=None):
+    def __init__(self, out_file_path: str, collect_device: str = 'cpu',
+                 collect_dir: Optional[str] = None):
         # mmengine's check compares the suffix with its case: `--out preds.PKL`, which
         # tools/test.py accepts (outputs.has_suffix, the one rule), was refused by it
         if not has_suffix(out_file_path, ('.pkl', '.pickle')):
