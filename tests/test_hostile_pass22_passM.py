@@ -219,3 +219,21 @@ def test_p4_a_link_to_the_splits_feature_folder_is_the_same_folder(tmp_path, mon
     options['test_dataloader.dataset.feature_dir'] = str(tmp_path / 'other')
     with pytest.raises(ValueError, match='the splits read different feature_dirs'):
         load_config(config, options)
+
+
+# --------------------------- MT1: make_text_features' advice for CEFITO's action names
+def test_mt1_the_action_names_advice_names_the_text_width(tmp_path, monkeypatch, capsys):
+    """MT1: ``make_text_features.py --action-names`` (the default MiniLM: Dt = 384) printed
+    "in the config: model.text_embeddings=dict(file=...)"; followed as printed, CEFITO (text_dim
+    512) refused it "gave 384-d text features but model.text_dim=512": the line names text_dim,
+    as the state-description branch does."""
+    import json
+    from tool_modules import load_tool
+    from vpn_plugin.models import text_embeddings as te
+    monkeypatch.setattr(te, 'load_action_features', lambda **options: torch.eye(2, 384))
+    taxonomy = tmp_path / 'taxonomy.json'
+    taxonomy.write_text(json.dumps({'0_a': {'0': 'pour water', '1': 'stir'}}))
+    load_tool('make_text_features').main(['--taxonomy', str(taxonomy), '--action-names',
+                                          '--out', str(tmp_path / 'acts.npy')])
+    line = capsys.readouterr().out.strip().splitlines()[-1]
+    assert 'in the config: model.text_dim=384, model.text_embeddings=dict(file=' in line
