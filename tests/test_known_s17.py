@@ -72,9 +72,13 @@ def test_a_comprehension_beyond_the_bound_is_unread_not_computed(tmp_path, monke
     cannot make the reader loop 10**12 times."""
     from vpn_plugin import data_paths
     monkeypatch.setattr(data_paths, 'SIZE_BOUND', 100)
-    path = _config(tmp_path, H + "x = [[j for j in 'a' * 60] for i in 'ab']\ny = [1] * 50\n")
+    path = _config(tmp_path, H + "x = [[j for j in 'a' * 60] for i in 'ab']\ny = [1] * 50\n"
+                                 "z = ('a' * 20).join(['b'] * 20)\n")
     _check(path)
-    assert f'x ({path}:3, a comprehension of more than 100 items' in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert f'x ({path}:3, a comprehension of more than 100 items' in err
+    assert f'z ({path}:5, a call of .join, too large to compute here)' in err
+    assert f'y ({path}' not in err  # [1] * 50: within the bound
 
 
 # expressions the reader now computes as Python does (were refused as outside the subset)

@@ -1106,6 +1106,9 @@ def _literal_call(node, names: dict, base: dict):
         function = _python(node, getattr, owner, name)  # (5).split: Python refuses it
         if type(owner) not in (str, bytes, list, tuple, dict, set):
             return _not_computed(node, f'a call of .{name} of a {type(owner).__name__}')
+        if name == 'join' and args and isinstance(args[0], (list, tuple)) \
+                and len(owner) * len(args[0]) > SIZE_BOUND:  # 'a' * 10**6 between 10**6 items
+            return _not_computed(node, f'a call of .{name}, too large to compute here')
         return _python(node, function, *args, **keywords)
     if name not in CONSTRUCTORS or name in names:
         return _not_computed(node, f'a call of {name}')
