@@ -2268,7 +2268,8 @@ def check_split_locations(cfg) -> None:
             dataset = (cfg.get(f'{split}_dataloader') or {}).get('dataset') or {}
             if hasattr(dataset, 'get') and dataset.get(key) is not None:
                 values[f'{split}_dataloader.dataset.{key}'] = str(dataset[key])
-        if len(set(values.values())) > 1:
+        if len({os.path.realpath(value) for value in values.values()}) > 1:  # a link to the
+            # same folder is the same folder (P4: a symlinked test feature_dir was refused)
             listed = ', '.join(f'{where}={value!r}' for where, value in values.items())
             raise ValueError(f'{_name(cfg)}: the splits read different {key}s: {listed}. '
                              'Move them together with the top-level variable: --cfg-options '

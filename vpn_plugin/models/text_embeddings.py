@@ -398,9 +398,27 @@ def _trusted_cache(cache: Path, count: int, allow_encode: bool) -> Optional[torc
 
 def _cache_file(texts: Sequence[str], kind: str, encoder, cache_dir, pooling) -> Path:
     """The cache of ``texts`` encoded by ``encoder`` with ``pooling``, in ``cache_dir``."""
-    name = DEFAULT_ENCODER if is_default_encoder(encoder) else encoder
+    name = DEFAULT_ENCODER if is_default_encoder(encoder) else encoder + _encoder_files(encoder)
     encoder_name = name + ('' if pooling == 'mean' else f':{pooling}')
     return Path(cache_dir) / f'{kind}_{cache_key(encoder_name, texts)}.pt'
+
+
+def _encoder_files(encoder) -> str:
+    """'@<digest>' of the files in the encoder directory ``encoder`` (each one's path, size
+    and modification time), '' when it is no directory: a cache is of the model the folder
+    holds now, not of its name (another model saved there, a fine-tuned one of the same size,
+    was served the old model's encodings without a word)."""
+    folder = Path(str(encoder))
+    if not folder.is_dir():
+        return ''
+    digest = hashlib.sha1()
+    for root, dirs, files in os.walk(folder):
+        dirs.sort()
+        for name in sorted(files):
+            stat = (Path(root) / name).stat()
+            relative = (Path(root) / name).relative_to(folder).as_posix()
+            digest.update(f'{relative}\0{stat.st_size}\0{stat.st_mtime_ns}\0'.encode())
+    return '@' + digest.hexdigest()[:16]
 
 
 def cache_files(text_cfg, loader: str = 'load_state_features') -> List[str]:
