@@ -92,6 +92,9 @@ def test_tx01_a_model_replaced_in_its_folder_is_encoded_again(tmp_path, monkeypa
     stat = weights.stat()
     os.utime(weights, ns=(stat.st_atime_ns, stat.st_mtime_ns + 1_000_000))
     assert te.load_action_features(**options)[0, 0] == 2
+    weights.write_text('3')  # same size, its time restored (cp -p, rsync -a, touch -r)
+    os.utime(weights, ns=(stat.st_atime_ns, stat.st_mtime_ns + 1_000_000))
+    assert te.load_action_features(**options)[0, 0] == 3
 
 
 def test_tx01_still_one_cache_for_an_unchanged_folder_and_the_default_encoder(tmp_path):

@@ -404,20 +404,19 @@ def _cache_file(texts: Sequence[str], kind: str, encoder, cache_dir, pooling) ->
 
 
 def _encoder_files(encoder) -> str:
-    """'@<digest>' of the files in the encoder directory ``encoder`` (each one's path, size
-    and modification time), '' when it is no directory: a cache is of the model the folder
-    holds now, not of its name (another model saved there, a fine-tuned one of the same size,
-    was served the old model's encodings without a word)."""
+    """'@<digest>' of the files in the encoder directory ``encoder`` (each one's path and the
+    SHA-256 of its bytes), '' when it is no directory: a cache is of the model the folder holds
+    now, not of its name or its files' time stamps (another model saved there, a fine-tuned one
+    of the same size copied with its times kept, was served the old model's encodings). The
+    default encoder keeps its name as key; another folder is read once per model build."""
+    from ..datasets.file_digests import file_digests
     folder = Path(str(encoder))
     if not folder.is_dir():
         return ''
-    digest = hashlib.sha1()
-    for root, dirs, files in os.walk(folder):
-        dirs.sort()
-        for name in sorted(files):
-            stat = (Path(root) / name).stat()
-            relative = (Path(root) / name).relative_to(folder).as_posix()
-            digest.update(f'{relative}\0{stat.st_size}\0{stat.st_mtime_ns}\0'.encode())
+    files = sorted(path for path in folder.rglob('*') if path.is_file())
+    listing = [[path.relative_to(folder).as_posix(), digest]
+               for path, digest in zip(files, file_digests(files))]
+    digest = hashlib.sha1(json.dumps(listing).encode())
     return '@' + digest.hexdigest()[:16]
 
 
