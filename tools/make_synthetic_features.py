@@ -45,7 +45,8 @@ def parse_args(argv=None):
                         "JSON); the features go to its feature_dir")
     parser.add_argument('--data-root', type=path_argument,
                         help='folder holding the crosstask/, niv/ and coin/ annotations (default '
-                        "../shared/data); with --config: overrides the config's data_root")
+                        "../shared/data of the repository); with --config: overrides the "
+                        "config's data_root")
     parser.add_argument('--out', type=path_argument,
                         help='output folder (features/ is created in it); required '
                         'with --dataset')
@@ -73,8 +74,10 @@ def main(argv=None):
     else:
         if not args.out:
             raise ValueError('--out is required with --dataset')
+        from vpn_plugin.datasets.sources import default_data_root
         from vpn_plugin.datasets.synthetic import dataset_videos
-        taxonomy, videos = dataset_videos(args.dataset, args.data_root or '../shared/data')
+        taxonomy, videos = dataset_videos(args.dataset,
+                                          args.data_root or default_data_root(args.dataset))
         features = Path(args.out) / 'features'
     check_folder_target(features, 'feature folder', 'the synthetic feature files',
                         '--out' if args.out else '--cfg-options feature_dir=DIR')

@@ -1,0 +1,100 @@
+"""Nineteenth hostile pass, passV (video and feature tools, readers of user-built folders):
+each test fails on 84e3204 unless it is marked as a guard (a no-false-refusal / no-false-caveat
+case that passed there too). Case ids: /tmp/passV_log.md."""
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from vpn_plugin.data_paths import REPO_ROOT
+
+SHARED_DATA = REPO_ROOT.parent / 'shared' / 'data'
+needs_shared = pytest.mark.skipif(not (SHARED_DATA / 'niv' / 'taxonomy.json').is_file(),
+                                  reason='../shared/data not beside the repository')
+
+
+# ------------------------------------------------ H23, H24: the default data root
+@needs_shared
+def test_dataset_stats_default_data_root_is_the_repository_s_from_any_directory(
+        tmp_path, monkeypatch, capsys):
+    """Before: "../shared/data" was read from the working directory: from any other directory
+    the documented default was refused ("taxonomy .../shared/data/niv/taxonomy.json does not
+    exist")."""
+    from tools.dataset_stats import main
+    monkeypatch.chdir(tmp_path)
+    assert main(['--dataset', 'niv', '--horizons', '3', '--json']) == 0
+    printed = json.loads(capsys.readouterr().out)
+    assert Path(printed['data_root']).resolve() == SHARED_DATA.resolve()
+    assert printed['rows'][0]['test_windows'] == 270  # the shared NIV test split at T=3
+
+
+@needs_shared
+def test_make_synthetic_features_default_data_root_is_the_repository_s(tmp_path,
+                                                                         monkeypatch):
+    """Before: "taxonomy ../shared/data/niv/taxonomy.json does not exist" from any directory
+    but the repository root."""
+    from tools.make_synthetic_features import main
+    monkeypatch.chdir(tmp_path)
+    main(['--dataset', 'niv', '--out', str(tmp_path / 'syn')])
+    assert len(list((tmp_path / 'syn' / 'features').glob('*.npz'))) == 141  # NIV's videos
+
+
+def test_default_data_root_is_the_folder_the_shipped_configs_read():
+    """Guard: one default, the configs' own data_root (whatever the working directory)."""
+    from vpn_plugin.datasets.sources import dataset_config, default_data_root
+    for dataset in ('crosstask', 'niv', 'coin'):
+        root = default_data_root(dataset)
+        assert root.is_absolute()
+        assert Path(dataset_config(dataset, 'test', 3)['data_root']) == root / dataset
+
+
+# ------------------------------------------------ H16: the record of a run that wrote nothing
+def _failed_run_folder(folder: Path, settings: dict) -> Path:
+    """What a finished extraction whose every video failed leaves (as extract_features.py)."""
+    folder.mkdir()
+    (folder / 'extraction.json').write_text(json.dumps(settings))
+    (folder / 'failures.tsv').write_text('v/vfr.mp4\tframe recipe chunk 16 at 30 fps ...\n')
+    (folder / 'provenance.json').write_text(json.dumps(dict(
+        kind='extracted', tool='extract_features.py', recorded_files=0, recorded_bytes=0)))
+    return folder
+
+
+NATIVE = dict(recipe=dict(fps=None, chunk=16, crop='center', size=64, jpeg_quality=95),
+              naming='stem', network='S3D video_embedding', weights='random')
+RESAMPLED = dict(NATIVE, recipe=dict(NATIVE['recipe'], fps=16.0))
+
+
+def test_a_run_into_the_folder_of_a_run_that_wrote_nothing_replaces_its_record(tmp_path,
+                                                                              capsys):
+    """Before: after `--native-fps` refused a VFR video (advising --fps 16), the advised run
+    into the same --out was refused: "the features in o/nv were extracted with other settings"
+    although no feature was ever written there."""
+    from vpn_plugin.video.extract import MANIFEST, check_manifest, write_manifest
+    folder = _failed_run_folder(tmp_path / 'nv', NATIVE)
+    check_manifest(folder, RESAMPLED)
+    assert 'wrote no feature file' in capsys.readouterr().out
+    write_manifest(folder, RESAMPLED)
+    assert json.loads((folder / MANIFEST).read_text()) == RESAMPLED
+    assert not (folder / 'provenance.json').exists()  # the run writes its own when it ends
+    check_manifest(folder, RESAMPLED)  # a second rank / a resume: the same settings
+
+
+@pytest.mark.parametrize('leftover', ['features', 'partial', 'files_recorded'])
+def test_other_settings_are_still_refused_beside_features_or_a_run_in_flight(tmp_path,
+                                                                              leftover):
+    """Guard: a folder holding a feature file, a temporary file of a run in flight, or a
+    provenance recording files keeps its settings (mixed features would be wrong numbers)."""
+    from vpn_plugin.video.extract import MANIFEST, check_manifest, write_manifest
+    folder = _failed_run_folder(tmp_path / 'nv', NATIVE)
+    if leftover == 'features':
+        np.savez(folder / 'a.npz', frames_features=np.zeros((2, 512), np.float32))
+    elif leftover == 'partial':
+        (folder / '.a.npz.partial-host-123').write_bytes(b'')
+    else:
+        (folder / 'provenance.json').write_text(json.dumps(dict(
+            tool='extract_features.py', recorded_files=2)))
+    with pytest.raises(ValueError, match='were extracted with other settings'):
+        check_manifest(folder, RESAMPLED)
+    write_manifest(folder, RESAMPLED)  # never replaces a live record
+    assert json.loads((folder / MANIFEST).read_text()) == NATIVE
