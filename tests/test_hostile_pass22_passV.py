@@ -98,3 +98,59 @@ def test_other_settings_are_still_refused_beside_features_or_a_run_in_flight(tmp
         check_manifest(folder, RESAMPLED)
     write_manifest(folder, RESAMPLED)  # never replaces a live record
     assert json.loads((folder / MANIFEST).read_text()) == NATIVE
+
+
+
+# ------------------------------------------------ D40, D41, H45: a test video in training
+KITCHEN = REPO_ROOT / 'examples' / 'custom_dataset' / 'kitchen'
+KCFG = REPO_ROOT / 'examples' / 'custom_dataset' / 'vpn_kitchen_t3.py'
+
+
+def _kitchen(tmp_path, edit=None) -> Path:
+    """kitchen's annotations (no features: the split checks read annotations); ``edit``
+    changes train.json's entries given test.json's."""
+    root = tmp_path / 'kitchen'
+    root.mkdir()
+    for name in ('taxonomy.json', 'train.json', 'test.json', 'state_descriptions.json'):
+        (root / name).write_bytes((KITCHEN / name).read_bytes())
+    if edit:
+        train = json.loads((root / 'train.json').read_text())
+        edit(train, json.loads((root / 'test.json').read_text()))
+        (root / 'train.json').write_text(json.dumps(train))
+    return root
+
+
+def _test_video_as(task):
+    def edit(train, test):
+        train.append(dict(test[0], task=task))  # test.json writes "0_make_tea"
+    return edit
+
+
+@pytest.mark.parametrize('task', ['make_tea', 0])
+def test_a_test_video_listed_in_training_under_another_task_spelling_is_refused(tmp_path,
+                                                                               task):
+    """Before: tea_12 of test.json ("task": "0_make_tea", stem 0_make_tea_tea_12) also in
+    train.json as "make_tea" (stem make_tea_tea_12, a copy of its file) was trained on and
+    scored without a word: the split checks compared feature stems only."""
+    from vpn_plugin.data_paths import load_config
+    from vpn_plugin.datasets.planning_dataset import check_split_disjoint
+    from vpn_plugin.datasets.stats import window_statistics
+    root = _kitchen(tmp_path, _test_video_as(task))
+    match = "video 'tea_12' of task 0: feature '.*tea_12' in training, '0_make_tea_tea_12'"
+    with pytest.raises(ValueError, match=match):
+        window_statistics(config=str(KCFG), data_root=str(root), horizons=[3])
+    with pytest.raises(ValueError, match=match):  # train.py / test.py (the runner's check)
+        check_split_disjoint(load_config(KCFG, data_root=root))
+
+
+def test_one_video_id_in_two_tasks_is_two_videos(tmp_path):
+    """Guard: ids repeat across tasks (the default stem is "<task>_<vid>"): a training video
+    of make_toast named like a make_tea test video is another video."""
+    from vpn_plugin.datasets.stats import window_statistics
+
+    def edit(train, test):
+        toast = next(entry for entry in train if entry['task'] == 'make_toast')
+        train.append(dict(toast, vid=test[0]['vid']))
+    root = _kitchen(tmp_path, edit)
+    assert window_statistics(config=str(KCFG), data_root=str(root), horizons=[3])[0][
+        'train_windows'] > 0
