@@ -154,3 +154,65 @@ def test_one_video_id_in_two_tasks_is_two_videos(tmp_path):
     root = _kitchen(tmp_path, edit)
     assert window_statistics(config=str(KCFG), data_root=str(root), horizons=[3])[0][
         'train_windows'] > 0
+
+
+# ------------------------------------------------ D97, D98, D113, D116: an option given twice
+@pytest.mark.parametrize('tool, argv', [
+    ('extract_features', ['v.mp4', '--out', 'a', '--out', 'b']),
+    ('extract_features', ['v.mp4', '--out', 'a', '--size', '64', '--size', '32']),
+    ('dataset_stats', ['--dataset', 'niv', '--horizons', '3', '--horizons', '4']),
+    ('export_windows', ['--dataset', 'niv', '--split', 'test', '--horizon', '3', '--horizon',
+                        '4', '--out', 'w.json']),
+    ('plan', ['c.py', 'k.pth', '--features', 'a.npz', '--features', 'b.npz'])])
+def test_an_option_given_twice_with_two_values_is_refused(tool, argv, capsys):
+    """Before: argparse kept the last value and dropped the first without a word (the run
+    wrote into b, counted T=4 alone, planned from b.npz)."""
+    import importlib
+    module = importlib.import_module(f'tools.{tool}')
+    with pytest.raises(SystemExit) as exit_:
+        module.main(argv)
+    assert exit_.value.code == 2
+    assert 'is given 2 times' in capsys.readouterr().err
+
+
+def test_an_option_repeated_with_its_value_or_made_to_repeat_is_read():
+    """Guard: the same value again drops nothing; append / count options and two flags of one
+    destination (--fps / --native-fps: their own check) keep argparse's meaning."""
+    import argparse
+    from vpn_plugin.errors import parse_once
+    parser = argparse.ArgumentParser()
+    parser.add_argument('--out')
+    parser.add_argument('--horizons', nargs='+', type=int, default=[3])
+    parser.add_argument('--overwrite', action='store_true')
+    parser.add_argument('--pair', action='append')
+    parser.add_argument('-v', action='count')
+    parser.add_argument('--fps', type=float)
+    parser.add_argument('--native-fps', dest='fps', action='store_const', const=None)
+    args = parse_once(parser, ['--out', 'a', '--out', 'a', '--horizons', '3', '4', '--overwrite',
+                               '--overwrite', '--pair', 'x', '--pair', 'y', '-v', '-v',
+                               '--fps', '16', '--native-fps'])
+    assert vars(args) == dict(out='a', horizons=[3, 4], overwrite=True, pair=['x', 'y'], v=2,
+                              fps=None)
+    assert vars(parse_once(parser, [])) == dict(out=None, horizons=[3], overwrite=False,
+                                                pair=None, v=None, fps=None)
+
+
+# ------------------------------------------------ H20: make_text_features' advice
+@pytest.mark.parametrize('encoder, label', [(None, 'all-MiniLM-L6-v2'),
+                                            ('/models/my-encoder', 'my-encoder'),
+                                            ('/models/clip-vit-large-patch14', None)])
+def test_the_printed_text_config_declares_the_encoder_that_made_the_file(encoder, label):
+    """Before: "in the config: model.text_embeddings=dict(file='o/t0.npy')" for features of
+    the installed MiniLM: a config made as advised took them as the paper's CLIP features (its
+    log "encoder not declared (taken as the paper's CLIP)", no stand-in label on its rows).
+    Now the line names the encoder, which labels a non-CLIP file a stand-in (a CLIP one not)."""
+    import ast
+    from tools.make_text_features import text_config
+    from vpn_plugin.models.text_embeddings import stand_in_label
+    line = text_config('o/t0.npy', encoder)
+    assert line.startswith('model.text_embeddings=dict(')
+    declared = ast.literal_eval('{' + line[len('model.text_embeddings=dict('):-1].replace(
+        "file=", "'file': ").replace(", encoder=", ", 'encoder': ") + '}')
+    assert declared['file'] == 'o/t0.npy'
+    found = stand_in_label(dict(declared, pooling='mean'), width=384)
+    assert (found is None) if label is None else (label in found and 'not the paper' in found)

@@ -28,8 +28,8 @@ from pathlib import Path
 # in ~0.1 s; tests/test_import_purity.py)
 import numpy as np
 
-from vpn_plugin.errors import (POSITIVE_INT, check_folder_target, link_problem, path_argument,
-                               path_kind, tool_main)
+from vpn_plugin.errors import (POSITIVE_INT, check_folder_target, link_problem, parse_once,
+                               path_argument, path_kind, tool_main)
 from vpn_plugin.locks import exclusive_lock, lock_path_of
 from vpn_plugin.outputs import check_output, same_file
 
@@ -277,7 +277,7 @@ def main(argv=None) -> int:
                         required=True, help='output folder for .npz files')
     parser.add_argument('--frame-dim', type=POSITIVE_INT, default=512)
     parser.add_argument('--overwrite', action='store_true')
-    args = parser.parse_args(argv)
+    args = parse_once(parser, argv)
     src, dst = Path(args.src), Path(args.dst)
     if not src.is_dir():
         kind = path_kind(src)

@@ -22,7 +22,8 @@ from pathlib import Path
 import torch
 
 from vpn_plugin.datasets.features import row_seconds_problem
-from vpn_plugin.errors import NON_NEGATIVE_INT, POSITIVE_INT, path_argument, tool_main
+from vpn_plugin.errors import (NON_NEGATIVE_INT, POSITIVE_INT, parse_once, path_argument,
+                               tool_main)
 from vpn_plugin.video.recipe import add_recipe_arguments, recipe_from_args
 from vpn_plugin.errors import checked_device
 
@@ -49,7 +50,7 @@ def parse_args(argv=None):
                         help='DataLoader decoding workers per process (default 2)')
     parser.add_argument('--device', default=None, help='default: the local GPU, else cpu')
     parser.add_argument('--launcher', choices=LAUNCHERS, default='none')
-    return parser.parse_args(argv)
+    return parse_once(parser, argv)
 
 
 def distributed(launcher: str):

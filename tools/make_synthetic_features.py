@@ -26,7 +26,7 @@ from pathlib import Path
 
 from vpn_plugin.data_paths import row_config_path
 from vpn_plugin.errors import (NON_NEGATIVE_INT, POSITIVE_INT, at_least, check_folder_target,
-                               path_argument, read_json, tool_main)
+                               parse_once, path_argument, read_json, tool_main)
 from vpn_plugin.locks import exclusive_lock, lock_path_of
 from vpn_plugin.outputs import KINDS, add_overwrite_argument, check_output
 from vpn_plugin.tool_choices import DEFAULT_DTYPES, DTYPES, FORMATS
@@ -61,7 +61,7 @@ def parse_args(argv=None):
                         help='storage precision of the frames (default: float16 for coin, '
                         'float32 otherwise); the loader reads float32')
     add_overwrite_argument(parser, 'feature files in a folder this tool did not write')
-    args = parser.parse_args(argv)
+    args = parse_once(parser, argv)
     args.dtype = args.dtype or DEFAULT_DTYPES.get(args.dataset, 'float32')
     return args
 

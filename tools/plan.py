@@ -28,7 +28,7 @@ import sys
 
 from vpn_plugin.data_paths import (add_cfg_options, add_data_arguments, check_flags_agree,
                                   data_path_args, load_config)
-from vpn_plugin.errors import (NON_NEGATIVE_FLOAT, NON_NEGATIVE_INT, path_argument,
+from vpn_plugin.errors import (NON_NEGATIVE_FLOAT, NON_NEGATIVE_INT, parse_once, path_argument,
                                text_argument, tool_main)
 from vpn_plugin.outputs import add_overwrite_argument, check_output
 from vpn_plugin.video.recipe import add_recipe_arguments, recipe_from_args
@@ -70,7 +70,7 @@ def parse_args(argv=None):
     add_overwrite_argument(video, '--save-features')
     add_recipe_arguments(parser)
     add_data_arguments(parser)
-    args = parser.parse_args(argv)
+    args = parse_once(parser, argv)
     check_flags_apply(parser, args)
     if args.checkpoint_option:
         if args.checkpoint and args.checkpoint != args.checkpoint_option:
