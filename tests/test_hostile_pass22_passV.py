@@ -216,3 +216,24 @@ def test_the_printed_text_config_declares_the_encoder_that_made_the_file(encoder
     assert declared['file'] == 'o/t0.npy'
     found = stand_in_label(dict(declared, pooling='mean'), width=384)
     assert (found is None) if label is None else (label in found and 'not the paper' in found)
+
+
+# ------------------------------------------------ H46: a feature file named with a line break
+def test_the_printed_plan_names_a_file_with_a_line_break_on_its_line(monkeypatch):
+    """Before: "features o/new<LF>line.npz: 2 s of S3D features ..." printed the name raw: the
+    line broke and its second half read as a line about a file "line.npz"."""
+    from types import SimpleNamespace
+
+    import torch
+
+    import vpn_plugin.models.plan_display as display
+    from vpn_plugin.apis.video import format_video_plan
+    monkeypatch.setattr(display, 'task_lines', lambda sample, taxonomy: [])
+    monkeypatch.setattr(display, 'outside_task_lines', lambda plan, taxonomy, task: [])
+    monkeypatch.setattr(display, 'plan_task', lambda sample: 0)
+    sample = SimpleNamespace(metainfo=dict(num_seconds=2), pred_plan=torch.tensor([0]))
+    taxonomy = SimpleNamespace(action_names=['boil water'])
+    lines = format_video_plan(sample, taxonomy, 'o/new\nline.npz', 0, 1, source='features')
+    assert lines[0] == (r'features o/new\nline.npz: 2 s of S3D features; plan from the state '
+                        'at 0 s to the state at 1 s')
+    assert lines[1:] == ['  1    boil water']
