@@ -218,7 +218,7 @@ def test_the_printed_text_config_declares_the_encoder_that_made_the_file(encoder
     assert (found is None) if label is None else (label in found and 'not the paper' in found)
 
 
-# ------------------------------------------------ H46: a feature file named with a line break
+# ------------------------------------------------ H47: a feature file named with a line break
 def test_the_printed_plan_names_a_file_with_a_line_break_on_its_line(monkeypatch):
     """Before: "features o/new<LF>line.npz: 2 s of S3D features ..." printed the name raw: the
     line broke and its second half read as a line about a file "line.npz"."""
@@ -237,3 +237,31 @@ def test_the_printed_plan_names_a_file_with_a_line_break_on_its_line(monkeypatch
     assert lines[0] == (r'features o/new\nline.npz: 2 s of S3D features; plan from the state '
                         'at 0 s to the state at 1 s')
     assert lines[1:] == ['  1    boil water']
+
+
+# ------------------------------------------------ H48, H49: output names with a line break
+def test_convert_features_prints_a_folder_with_a_line_break_on_its_line(tmp_path, capsys):
+    """Before: "... refused 0 -> o/nl" then a line "X/cv": the --dst folder printed raw."""
+    from tools.convert_features import main
+    src = tmp_path / 'src'
+    src.mkdir()
+    np.save(src / 'a.npy', np.zeros((3, 512), np.float32))
+    main(['--src', str(src), '--dst', str(tmp_path / 'nl\nX')])
+    printed = [line for line in capsys.readouterr().out.splitlines() if 'converted' in line]
+    assert printed and printed[-1].endswith('nl\\nX'), printed
+
+
+def test_make_text_features_prints_a_file_with_a_line_break_on_its_line(tmp_path, capsys,
+                                                                       monkeypatch):
+    """Before: "o/nl" then a line "X/t.npy: (9, 6, 384) ...": the --out file printed raw."""
+    import torch
+
+    import vpn_plugin.models.text_embeddings as text
+    from tools.make_text_features import main
+    monkeypatch.setattr(text, 'load_state_features', lambda **kwargs: torch.zeros(9, 6, 384))
+    out = tmp_path / 'nl\nX.npy'
+    main(['--taxonomy', str(KITCHEN / 'taxonomy.json'), '--state-descriptions',
+          str(KITCHEN / 'state_descriptions.json'), '--out', str(out)])
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0].startswith(f'{tmp_path}/nl\\nX.npy: (9, 6, 384)'), lines
+    assert np.load(out).shape == (9, 6, 384)

@@ -37,8 +37,8 @@ from pathlib import Path
 # in ~0.1 s; tests/test_import_purity.py)
 import numpy as np
 
-from vpn_plugin.errors import (OutputWriteError, parse_once, path_argument, replace_atomically,
-                               tool_main)
+from vpn_plugin.errors import (OutputWriteError, parse_once, path_argument, plain_text,
+                               replace_atomically, tool_main)
 from vpn_plugin.outputs import add_overwrite_argument, check_output
 
 
@@ -87,8 +87,9 @@ def write_action_features(args, pooling: str) -> None:
         features = load_action_features(taxonomy=args.taxonomy, encoder=args.encoder,
                                         pooling=pooling, cache_dir=cache)
     out = save_array(args.out, features)
-    print(f'{out}: {tuple(features.shape)} (N actions, Dt = {features.shape[1]}; {pooling} '
-          f'features of the action names); in the config: {text_config(out, args.encoder)}')
+    print(f'{plain_text(out)}: {tuple(features.shape)} (N actions, Dt = {features.shape[1]}; '
+          f'{pooling} features of the action names); in the config: '
+          f'{text_config(out, args.encoder)}')
 
 
 def text_config(out, encoder) -> str:
@@ -132,9 +133,9 @@ def main(argv=None):
         raise ValueError(f'{args.state_descriptions}: {features.shape[1] // 2} before/after '
                          'sentences per action; ViterbiPlanNet expects 3 + 3')
     out = save_array(args.out, features)
-    print(f'{out}: {tuple(features.shape)} (N actions, 6 sentences, Dt = {features.shape[2]}; '
-          f'{pooling} pooling); in the config: model.text_dim={features.shape[2]}, '
-          f'{text_config(out, args.encoder)}')
+    print(f'{plain_text(out)}: {tuple(features.shape)} (N actions, 6 sentences, Dt = '
+          f'{features.shape[2]}; {pooling} pooling); in the config: '
+          f'model.text_dim={features.shape[2]}, {text_config(out, args.encoder)}')
     say_unused(args.taxonomy, args.state_descriptions)
 
 
