@@ -197,6 +197,15 @@ def test_an_option_repeated_with_its_value_or_made_to_repeat_is_read():
                                                 pair=None, v=None, fps=None)
 
 
+def test_cfg_options_given_in_two_flags_are_merged_not_refused():
+    """Guard: --cfg-options given twice merges its keys (one value per key, its own check):
+    nothing is dropped, so parse_once reads it."""
+    from tools.plan import parse_args
+    args = parse_args(['c.py', 'k.pth', '--cfg-options', 'model.a=1', '--cfg-options',
+                       'model.b=2'])
+    assert args.cfg_options == {'model.a': 1, 'model.b': 2}
+
+
 # ------------------------------------------------ H20: make_text_features' advice
 @pytest.mark.parametrize('encoder, label', [(None, 'all-MiniLM-L6-v2'),
                                             ('/models/my-encoder', 'my-encoder'),
