@@ -1701,22 +1701,25 @@ def _require_datasets_moved(cfg, root: str) -> None:
     """``--data-root`` moved ``data_root``: a train/val/test dataset whose ``data_root`` is
     not built from it (an absolute path elsewhere) would stay where it is while the paths built
     from the variable (the model's text features) move: refused, naming it. A path that is
-    inside the new root (through links too) is left alone."""
-    real = os.path.realpath(root)
+    inside the new root, as written or through links, is left alone."""
     for loader in ('train_dataloader', 'val_dataloader', 'test_dataloader'):
         dataset = (cfg.get(loader) or {}).get('dataset') if hasattr(cfg.get(loader), 'get') \
             else None
         value = dataset.get('data_root') if hasattr(dataset, 'get') else None
         if not isinstance(value, str) or '{' in value:
             continue
-        where = os.path.realpath(value)
-        if where != real and not where.startswith(real.rstrip(os.sep) + os.sep):
+        if not any(_at_or_below(spell(value), spell(root))  # a dataset folder that is a
+                   for spell in (os.path.abspath, os.path.realpath)):  # link: passT H07
             raise ValueError(f'{_name(cfg)}: --data-root {root}: {loader}.dataset.data_root='
                              f'{value!r} is not built from the variable data_root, so it would '
                              'stay where it is while the paths built from data_root move; '
                              "expected it written as '{data_root}/<dataset>' (as "
                              'configs/_base_/datasets/ do), or set it with --cfg-options '
                              f'{loader}.dataset.data_root=DIR')
+
+
+def _at_or_below(path: str, folder: str) -> bool:
+    return path == folder or path.startswith(folder.rstrip(os.sep) + os.sep)
 
 
 def _name(cfg) -> str:
@@ -1765,7 +1768,10 @@ def _relocate(cfg, targets: dict, literals: dict, unset=()) -> None:
     def move(key: str, text: str) -> str:
         text = _fill(text, targets)
         for name in order:
-            old = literals[name].rstrip('/')
+            old, new = literals[name].rstrip('/'), targets[name].rstrip('/')
+            if new.startswith(old + '/') and (text == new or text.startswith(new + '/')):
+                break  # already at a target below the file's root: moved again, it nested
+                # (--data-root ROOT/sub named ROOT/sub/sub/sub/..., a valid root refused)
             if text == literals[name] or text.startswith(old + '/'):
                 text = targets[name] + text[len(old):]
                 break
