@@ -68,3 +68,49 @@ def test_a_data_root_whose_dataset_folder_is_a_link_is_accepted(tmp_path):
     with pytest.raises(ValueError, match=r"train_dataloader.dataset.data_root='.*/disk' is not "
                                          "built from the variable data_root"):
         load_config(fixed, data_root=str(tmp_path / 'root'))
+
+
+def _resume_records(work_dir, caplog) -> tuple:
+    """(the checkpoint ``latest_checkpoint_in`` resumes ``work_dir`` from, its warnings)."""
+    import logging
+    from vpn_plugin.engine.checkpoint import latest_checkpoint_in
+    logger = logging.getLogger('passT22_resume')
+    with caplog.at_level(logging.WARNING, logger='passT22_resume'):
+        found = latest_checkpoint_in(work_dir, logger=logger)
+    return found, [r.getMessage() for r in caplog.records if r.name == 'passT22_resume']
+
+
+@pytest.mark.parametrize('absolute', [False, True])
+def test_a_work_dir_of_links_to_another_runs_checkpoints_resumes_without_a_caveat(
+        tmp_path, caplog, absolute):
+    """passT H08/H09: a work dir made of symbolic links to another run's checkpoints (cp -s,
+    ln -s), whose last_checkpoint names its own epoch_2.pth, logged "names .../epoch_2.pth,
+    outside the work dir (copied or moved from another run): using .../epoch_2.pth" (the
+    link's target was compared); the resume was bit-identical."""
+    import os
+    other, work_dir = tmp_path / 'R', tmp_path / 'linked'
+    other.mkdir()
+    work_dir.mkdir()
+    (other / 'epoch_2.pth').write_bytes(b'x')
+    (work_dir / 'epoch_2.pth').symlink_to(other / 'epoch_2.pth')
+    (work_dir / 'last_checkpoint').write_text(
+        str(work_dir / 'epoch_2.pth') if absolute else 'epoch_2.pth')
+    found, warnings = _resume_records(work_dir, caplog)
+    assert found == str(work_dir / 'epoch_2.pth') and warnings == []
+    assert os.path.samefile(found, other / 'epoch_2.pth')
+
+
+def test_a_checkpoint_under_a_linked_folder_stays_outside(tmp_path, caplog):
+    """Guard: a record naming a file under a folder of the work dir that is a link to another
+    run's folder lies outside (the run would write and delete there): still named, and the
+    work dir's own file of that name is used."""
+    other, work_dir = tmp_path / 'R', tmp_path / 'copy'
+    other.mkdir()
+    work_dir.mkdir()
+    (other / 'epoch_2.pth').write_bytes(b'x')
+    (work_dir / 'epoch_2.pth').write_bytes(b'x')
+    (work_dir / 'old').symlink_to(other)
+    (work_dir / 'last_checkpoint').write_text(str(work_dir / 'old' / 'epoch_2.pth'))
+    found, warnings = _resume_records(work_dir, caplog)
+    assert found == str(work_dir / 'epoch_2.pth')
+    assert len(warnings) == 1 and 'outside the work dir' in warnings[0]

@@ -1656,9 +1656,12 @@ LAST_CHECKPOINT = 'last_checkpoint'  # mmengine's record of the latest checkpoin
 
 
 def is_inside(path, folder) -> bool:
-    """``path`` lies in ``folder`` (or below it), symlinks and ``..`` resolved."""
-    folder = Path(os.path.abspath(folder)).resolve()
-    return folder in Path(os.path.abspath(path)).resolve().parents
+    """``path`` lies in ``folder`` (or below it), ``..`` and the links among its folders
+    resolved. A last component that is a link is an entry of its folder (a work dir made of
+    links to another run's checkpoints, passT H08/H09): a run replaces or deletes the link,
+    never its target."""
+    folder, path = Path(os.path.abspath(folder)).resolve(), Path(os.path.abspath(path))
+    return folder in (path.parent.resolve() / path.name).parents
 
 
 def record_inside(recorded: str, work_dir, what: str, required: bool = True,
