@@ -114,3 +114,73 @@ def test_a_checkpoint_under_a_linked_folder_stays_outside(tmp_path, caplog):
     found, warnings = _resume_records(work_dir, caplog)
     assert found == str(work_dir / 'epoch_2.pth')
     assert len(warnings) == 1 and 'outside the work dir' in warnings[0]
+
+
+def test_the_endpoint_mlp_names_a_feature_dim_unlike_its_observations():
+    """passT H02: PKG beam search with the EndpointMLP step model, trained with the config's
+    model.feature_dim=1536 on 512-d 'mean3' observations, stopped at the first step with
+    "RuntimeError: mat1 and mat2 shapes cannot be multiplied (8x1024 and 3072x256)"."""
+    import torch
+    import vpn_plugin.mm  # noqa: F401  (registration)
+    from mmaction.registry import MODELS
+    model = MODELS.build(dict(type='EndpointMLP', feature_dim=1536, num_actions=5))
+    inputs = dict(start=torch.zeros(2, 512), goal=torch.zeros(2, 512))
+    with pytest.raises(ValueError, match=r"EndpointMLP: observation dim 512 does not match "
+                                         r"model.feature_dim=1536 .*'mean3': 512"):
+        model.endpoint_scores(inputs)
+    fitting = MODELS.build(dict(type='EndpointMLP', feature_dim=512, num_actions=5))
+    assert fitting.endpoint_scores(inputs).shape == (2, 2, 5)  # guard: the right dim runs
+
+
+class _Graph:
+    """A module holding a PKG buffer (N, N) as planners do (built lazily: torch imported)."""
+
+    @staticmethod
+    def build(num_actions: int = 133):
+        import torch
+        module = torch.nn.Module()
+        module.register_buffer('log_transitions', torch.zeros(num_actions, num_actions))
+        return module
+
+    @staticmethod
+    def log_probabilities(num_actions: int = 133, seed: int = 0):
+        import torch
+        generator = torch.Generator().manual_seed(seed)
+        probabilities = torch.rand(num_actions, num_actions, generator=generator) ** 4
+        probabilities[3] = 0.0  # a row without outgoing edge stays all -inf
+        sums = probabilities.sum(1, keepdim=True)
+        return torch.where(sums > 0, probabilities / sums.clamp(min=1e-30), probabilities).log()
+
+
+def test_a_bfloat16_checkpoints_graph_is_renormalised_and_said(caplog):
+    """passT K4: a checkpoint with every tensor stored as bfloat16 (a converted file) was
+    warned "the model runs with their rounded values", then refused at the first batch:
+    "log_transitions row 0 has probabilities summing to 1.00176" (float32's tolerance applied
+    to bfloat16-rounded rows). Its rows are renormalised in float32, and the note says so."""
+    import torch
+    from vpn_plugin.core.viterbi import check_rows_normalised
+    from vpn_plugin.engine.checkpoint import load_weights, reduced_precision_note
+    stored = _Graph.log_probabilities().to(torch.bfloat16)
+    model = _Graph.build()
+    load_weights(model, {'state_dict': {'log_transitions': stored}}, 'bf16.pth')
+    check_rows_normalised(model.log_transitions)  # raised: decoding refused the graph
+    assert torch.isneginf(model.log_transitions[3]).all()
+    assert torch.allclose(model.log_transitions.exp(), stored.float().exp(), atol=2e-2)
+    note = reduced_precision_note({'log_transitions': stored}, model.state_dict())
+    assert 'stored in torch.bfloat16' in note and 'PKG row(s) the rounding left summing to ' \
+        'other than 1 are renormalised' in note
+
+
+@pytest.mark.parametrize('dtype', ['float32', 'float64', 'float16'])
+def test_a_graph_whose_rows_fit_is_loaded_as_stored(dtype):
+    """Guard: a graph stored as float32 or float64 loads value for value, and a float16 one
+    whose rounded rows stay within float32's tolerance is not renormalised (its note names no
+    renormalisation)."""
+    import torch
+    from vpn_plugin.engine.checkpoint import load_weights, reduced_precision_note
+    stored = _Graph.log_probabilities(num_actions=8).to(getattr(torch, dtype))
+    model = _Graph.build(8)
+    load_weights(model, {'state_dict': {'log_transitions': stored}}, f'{dtype}.pth')
+    assert torch.equal(model.log_transitions, stored.to(torch.float32))
+    assert 'renormalised' not in reduced_precision_note({'log_transitions': stored},
+                                                        model.state_dict())

@@ -65,7 +65,7 @@ from typing import NamedTuple, Optional
 import torch
 
 from ..errors import check_file, replace_atomically, what_the_file_is
-from ..core.viterbi import check_rows_normalised
+from ..core.viterbi import check_rows_normalised, row_sum_tolerance
 from .rank_agreement import TRAIN_DATA_KEY
 
 PARTIAL_LOAD_KEY = 'load_partial'  # top-level config variable: the opt-in for partial loading
@@ -1461,7 +1461,7 @@ def load_weights(model, checkpoint: dict, source: str, *, partial: bool = False,
                           f'{tuple(expected[key].shape)} {expected[key].dtype}')
             del state[key]
     try:
-        keys, other = _load_fitting(model, state, wrong)
+        keys, other = _load_fitting(model, renormalised_pkg_rows(state, expected), wrong)
     except ValueError as error:  # a model's own check of what it loads (KEPP's graph, its T)
         if type(error) is not ValueError or str(source) in str(error):
             raise
@@ -1527,11 +1527,52 @@ def reduced_precision_note(state: dict, expected: dict) -> str:
     finer = [state[key] for key in lower
              if torch.finfo(state[key].dtype).eps < torch.finfo(torch.float16).eps]
     rounded = bool(finer) and all(torch.equal(t, t.to(torch.float16).to(t.dtype)) for t in finer)
+    off = _pkg_rows_off(state, expected)
     return (f'{len(lower)} of its {floating} floating tensors are stored in {dtypes} (first '
             f'{lower[0]}), coarser than the model\'s {expected[lower[0]].dtype}: the model runs '
             'with their rounded values, not with the weights as trained' + (
                 f' (the {", ".join(sorted({str(t.dtype) for t in finer}))} values equal their '
-                'float16 rounding)' if rounded else ''))
+                'float16 rounding)' if rounded else '') + ''.join(
+                f'; {key}: {int(rows.sum())} PKG row(s) the rounding left summing to other '
+                'than 1 are renormalised' for key, rows in off.items()))
+
+
+def _pkg_rows_off(state: dict, expected: dict) -> dict:
+    """{key: rows (N,) bool} of the PKG tensors (``log_transitions`` (N, N)) of ``state``
+    stored in a coarser float than the model's whose rows, in the model's dtype, miss 1 beyond
+    its tolerance (``core.viterbi.row_sum_tolerance``) though the stored dtype's allow them:
+    a bfloat16 checkpoint's graph (each log value rounded by up to 2^-8), which decoding in
+    float32 refused (passT K4)."""
+    off = {}
+    for key, value in state.items():
+        own = expected.get(key)
+        if not (key.endswith('log_transitions') and torch.is_tensor(value) and value.ndim == 2
+                and torch.is_tensor(own) and value.is_floating_point()
+                and own.is_floating_point() and value.shape == own.shape
+                and torch.finfo(value.dtype).eps > torch.finfo(own.dtype).eps):
+            continue
+        sums = value.detach().double().exp().sum(1)
+        rows = ((sums - 1).abs() > row_sum_tolerance(own.dtype, len(sums))) & (sums != 0)
+        if bool(rows.any()):
+            off[key] = rows
+    return off
+
+
+def renormalised_pkg_rows(state: dict, expected: dict) -> dict:
+    """``state``, or a copy whose coarse PKG rows that miss 1 in the model's dtype
+    (:func:`_pkg_rows_off`; the file's own rows passed :func:`check_pkg_rows` at its dtype)
+    are renormalised in that dtype: ``row - logsumexp(row)``, the distribution nearest to the
+    rounded values; other rows are kept as stored."""
+    off = _pkg_rows_off(state, expected)
+    if not off:
+        return state
+    copy = OrderedDict(state)
+    copy._metadata = getattr(state, '_metadata', OrderedDict())
+    for key, rows in off.items():
+        value = state[key].detach().to(expected[key].dtype).clone()
+        value[rows] = value[rows] - torch.logsumexp(value[rows], 1, keepdim=True)
+        copy[key] = value
+    return copy
 
 
 def other_model_note(checkpoint: dict, model) -> str:
