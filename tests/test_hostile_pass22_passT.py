@@ -184,3 +184,20 @@ def test_a_graph_whose_rows_fit_is_loaded_as_stored(dtype):
     assert torch.equal(model.log_transitions, stored.to(torch.float32))
     assert 'renormalised' not in reduced_precision_note({'log_transitions': stored},
                                                         model.state_dict())
+
+
+def test_a_record_behind_a_later_checkpoint_says_it_is_replaced(tmp_path, caplog):
+    """passT H49: last_checkpoint edited back to epoch_2.pth while the work dir held
+    epoch_3.pth: the resume trained epoch 3 again and replaced epoch_3.pth without a word."""
+    work_dir = tmp_path / 'run'
+    work_dir.mkdir()
+    for name in ('epoch_1.pth', 'epoch_2.pth', 'epoch_3.pth'):
+        (work_dir / name).write_bytes(b'x')
+    (work_dir / 'last_checkpoint').write_text('epoch_2.pth')
+    found, warnings = _resume_records(work_dir, caplog)
+    assert found == str(work_dir / 'epoch_2.pth')
+    assert len(warnings) == 1 and 'the work dir holds the later epoch_3.pth: the run ' \
+        'continues from epoch_2.pth, so the later epochs are trained again' in warnings[0]
+    (work_dir / 'last_checkpoint').write_text('epoch_3.pth')  # guard: the newest says nothing
+    caplog.clear()
+    assert _resume_records(work_dir, caplog) == (str(work_dir / 'epoch_3.pth'), [])

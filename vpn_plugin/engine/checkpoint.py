@@ -1756,6 +1756,7 @@ def latest_checkpoint_in(work_dir, logger='current') -> Optional[str]:
     if recorded:
         path = record_inside(recorded, work_dir, str(record), logger=logger)
         if Path(path).is_file():
+            _note_newer_checkpoint(path, work_dir, str(record), logger)
             return path
     newest = newest_checkpoint_in(work_dir)
     if recorded or newest:
@@ -1766,6 +1767,21 @@ def latest_checkpoint_in(work_dir, logger='current') -> Optional[str]:
                f'{work_dir} has no {LAST_CHECKPOINT} record')
         print_log(f'{why}: {found}', logger=logger, level=logging.WARNING)
     return newest
+
+
+def _note_newer_checkpoint(path: str, work_dir, record: str, logger) -> None:
+    """Log that ``record`` names ``path`` (``epoch_N.pth``) while the work dir holds a later
+    ``epoch_M.pth``: the resume trains epochs N+1.. again and replaces that file (a record
+    edited back to an earlier checkpoint did so without a word: passT H49)."""
+    newest, match = newest_checkpoint_in(work_dir), CHECKPOINT_NAME.match(Path(path).name)
+    later = CHECKPOINT_NAME.match(Path(newest).name) if newest else None
+    if match and later and later.group(1) == match.group(1) and \
+            int(later.group(2)) > int(match.group(2)):
+        from mmengine.logging import print_log
+        print_log(f'{record} names {Path(path).name}, and the work dir holds the later '
+                  f'{Path(newest).name}: the run continues from {Path(path).name}, so the '
+                  f'later {match.group(1)}s are trained again and their checkpoints replaced',
+                  logger=logger, level=logging.WARNING)
 
 
 CHECKPOINT_NAME = re.compile(r'^(epoch|iter)_(\d+)\.pth$')  # mmengine's filename_tmpl defaults
