@@ -201,3 +201,19 @@ def test_a_record_behind_a_later_checkpoint_says_it_is_replaced(tmp_path, caplog
     (work_dir / 'last_checkpoint').write_text('epoch_3.pth')  # guard: the newest says nothing
     caplog.clear()
     assert _resume_records(work_dir, caplog) == (str(work_dir / 'epoch_3.pth'), [])
+
+
+@pytest.mark.parametrize('name', ['p.PKL', 'p.Pickle', 'p.pkl'])
+def test_the_predictions_dump_takes_its_suffix_in_any_case(tmp_path, name):
+    """passT H70: test.py --out p.PKL passed the tool's own check (suffixes compared without
+    case, outputs.has_suffix) and was then refused by mmengine's DumpResults: "The output file
+    must be a pkl file." (no flag, no file)."""
+    import pickle
+    import vpn_plugin.mm  # noqa: F401  (registration)
+    from mmaction.registry import METRICS
+    dump = METRICS.build(dict(type='AtomicDumpResults', out_file_path=str(tmp_path / name)))
+    dump.compute_metrics([{'pred_plan': [1, 2, 3]}])
+    assert pickle.loads((tmp_path / name).read_bytes()) == [{'pred_plan': [1, 2, 3]}]
+    with pytest.raises(ValueError, match=r"--out '.*p.txt': expected a file name ending in "
+                                         r"\.pkl or \.pickle"):
+        METRICS.build(dict(type='AtomicDumpResults', out_file_path=str(tmp_path / 'p.txt')))

@@ -1,12 +1,15 @@
 """``AtomicDumpResults`` (METRICS): mmengine's ``DumpResults`` (``tools/test.py --out``) written
 atomically, so a full disk or an unwritable folder leaves no 0-byte or truncated pickle."""
-from mmengine.evaluator import DumpResults
+from mmengine.evaluator import BaseMetric, DumpResults
 from mmengine.fileio import dump
 from mmengine.logging import print_log
 
 from mmaction.registry import METRICS
 
 from ..errors import OutputWriteError, replace_atomically
+from ..outputs import has_suffix
+
+SUFFIXES = ('.pkl', '.pickle')
 
 
 @METRICS.register_module()
@@ -16,6 +19,17 @@ class AtomicDumpResults(DumpResults):
     from warning "The prefix is not set" on every ``--out``."""
 
     default_prefix = 'dump'
+
+    def __init__(self, out_file_path: str, collect_device: str = 'cpu',
+                 collect_dir=None) -> None:
+        # DumpResults compares the suffix with case: test.py accepted --out X.PKL (the one
+        # rule, outputs.has_suffix), then mmengine refused "The output file must be a pkl
+        # file." (passT H70)
+        if not isinstance(out_file_path, str) or not has_suffix(out_file_path, SUFFIXES):
+            raise ValueError(f'--out {out_file_path!r}: expected a file name ending in .pkl or '
+                             '.pickle (the predictions are pickled)')
+        BaseMetric.__init__(self, collect_device=collect_device, collect_dir=collect_dir)
+        self.out_file_path = out_file_path
 
     def compute_metrics(self, results: list) -> dict:
         replace_atomically(
