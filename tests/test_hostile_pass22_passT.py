@@ -217,3 +217,26 @@ def test_the_predictions_dump_takes_its_suffix_in_any_case(tmp_path, name):
     with pytest.raises(ValueError, match=r"--out '.*p.txt': expected a file name ending in "
                                          r"\.pkl or \.pickle"):
         METRICS.build(dict(type='AtomicDumpResults', out_file_path=str(tmp_path / 'p.txt')))
+
+
+def test_checkpoints_named_by_the_configs_template_are_resumed_from(tmp_path, caplog):
+    """passT P3b: a run with default_hooks.checkpoint.filename_tmpl='ckpt_{}.pth' whose
+    last_checkpoint record was lost: --resume said "holds no checkpoint to resume from ... (no
+    epoch checkpoint was saved ...)" beside ckpt_1.pth and ckpt_2.pth."""
+    from vpn_plugin.engine.checkpoint import (checkpoint_template, latest_checkpoint_in,
+                                              newest_checkpoint_in)
+    from mmengine.config import Config
+    cfg = Config(dict(default_hooks=dict(checkpoint=dict(filename_tmpl='ckpt_{}.pth'))))
+    template = checkpoint_template(cfg)
+    work_dir = tmp_path / 'run'
+    work_dir.mkdir()
+    for name in ('ckpt_1.pth', 'ckpt_2.pth', 'ckpt_10.pth', 'best_acc_ckpt_11.pth', 'x.pth'):
+        (work_dir / name).write_bytes(b'x')
+    assert template == 'ckpt_{}.pth'
+    assert newest_checkpoint_in(work_dir, template) == str(work_dir / 'ckpt_10.pth')
+    assert newest_checkpoint_in(work_dir) is None  # mmengine's default names only
+    assert latest_checkpoint_in(work_dir, logger='silent', template=template) == \
+        str(work_dir / 'ckpt_10.pth')
+    (work_dir / 'epoch_3.pth').write_bytes(b'x')  # guard: default names still found
+    assert newest_checkpoint_in(work_dir) == str(work_dir / 'epoch_3.pth')
+    assert checkpoint_template(Config(dict())) is None

@@ -1745,20 +1745,21 @@ def record_inside(recorded: str, work_dir, what: str, required: bool = True,
     return None
 
 
-def latest_checkpoint_in(work_dir, logger='current') -> Optional[str]:
+def latest_checkpoint_in(work_dir, logger='current', template=None) -> Optional[str]:
     """The checkpoint to resume ``work_dir`` from: the one ``<work_dir>/last_checkpoint`` names,
     inside ``work_dir`` (:func:`record_inside`); when the record is missing or empty, or names
     a file that is gone (a run killed while rotating its checkpoints, by a version before
     ``engine.checkpoint_hook``; or killed before its first record), the newest complete
-    checkpoint of the work dir (:func:`newest_checkpoint_in`), logged; None when there is none."""
+    checkpoint of the work dir (:func:`newest_checkpoint_in`, ``template``: the config's
+    checkpoint name, :func:`checkpoint_template`), logged; None when there is none."""
     record = Path(work_dir) / LAST_CHECKPOINT
     recorded = record.read_text().strip() if record.is_file() else ''
     if recorded:
         path = record_inside(recorded, work_dir, str(record), logger=logger)
         if Path(path).is_file():
-            _note_newer_checkpoint(path, work_dir, str(record), logger)
+            _note_newer_checkpoint(path, work_dir, str(record), logger, template)
             return path
-    newest = newest_checkpoint_in(work_dir)
+    newest = newest_checkpoint_in(work_dir, template)
     if recorded or newest:
         from mmengine.logging import print_log
         found = (f'resuming from the newest complete checkpoint of the work dir, {newest}'
@@ -1769,35 +1770,65 @@ def latest_checkpoint_in(work_dir, logger='current') -> Optional[str]:
     return newest
 
 
-def _note_newer_checkpoint(path: str, work_dir, record: str, logger) -> None:
+def _note_newer_checkpoint(path: str, work_dir, record: str, logger, template=None) -> None:
     """Log that ``record`` names ``path`` (``epoch_N.pth``) while the work dir holds a later
     ``epoch_M.pth``: the resume trains epochs N+1.. again and replaces that file (a record
     edited back to an earlier checkpoint did so without a word: passT H49)."""
-    newest, match = newest_checkpoint_in(work_dir), CHECKPOINT_NAME.match(Path(path).name)
-    later = CHECKPOINT_NAME.match(Path(newest).name) if newest else None
-    if match and later and later.group(1) == match.group(1) and \
-            int(later.group(2)) > int(match.group(2)):
+    names = checkpoint_names(template)
+    newest, match = newest_checkpoint_in(work_dir, template), names.match(Path(path).name)
+    later = names.match(Path(newest).name) if newest else None
+    if match and later and _kind(later) == _kind(match) and \
+            _number(later) > _number(match):
         from mmengine.logging import print_log
         print_log(f'{record} names {Path(path).name}, and the work dir holds the later '
                   f'{Path(newest).name}: the run continues from {Path(path).name}, so the '
-                  f'later {match.group(1)}s are trained again and their checkpoints replaced',
+                  f'later {_kind(match)}s are trained again and their checkpoints replaced',
                   logger=logger, level=logging.WARNING)
 
 
 CHECKPOINT_NAME = re.compile(r'^(epoch|iter)_(\d+)\.pth$')  # mmengine's filename_tmpl defaults
 
 
-def newest_checkpoint_in(work_dir) -> Optional[str]:
-    """The ``epoch_N.pth`` of the largest N in ``work_dir`` (else the largest ``iter_N.pth``),
-    None when there is none. Such a name is always a complete file: checkpoints are written
-    under a temporary name and renamed (:func:`save_atomically`)."""
+def checkpoint_template(cfg) -> Optional[str]:
+    """The config's checkpoint file name (mmengine's ``filename_tmpl``, e.g. ``'ckpt_{}.pth'``),
+    None when it keeps mmengine's default (``epoch_{}.pth`` / ``iter_{}.pth``)."""
+    hooks = cfg.get('default_hooks') if hasattr(cfg, 'get') else None
+    hook = hooks.get('checkpoint') if hasattr(hooks, 'get') else None
+    template = hook.get('filename_tmpl') if hasattr(hook, 'get') else None
+    return template if isinstance(template, str) and template.count('{}') == 1 else None
+
+
+def checkpoint_names(template=None) -> re.Pattern:
+    """The names of a run's epoch / iteration checkpoints: mmengine's defaults and the config's
+    ``template`` (a work dir whose ``ckpt_{}.pth`` files were "no epoch checkpoint": passT
+    P3b); group ``kind`` ('epoch', 'iter' or 'template') and ``number``."""
+    names = [r'(?P<kind>epoch|iter)_(?P<number>\d+)\.pth']
+    if template:
+        before, after = template.split('{}')
+        names.insert(0, f'(?P<template>{re.escape(before)})(?P<tnumber>\\d+){re.escape(after)}')
+    return re.compile('^(?:' + '|'.join(names) + ')$')
+
+
+def _kind(match) -> str:
+    return 'template' if match.groupdict().get('template') is not None else match['kind']
+
+
+def _number(match) -> int:
+    return int(match['tnumber'] if _kind(match) == 'template' else match['number'])
+
+
+def newest_checkpoint_in(work_dir, template=None) -> Optional[str]:
+    """The checkpoint of the largest N named by the config's ``template`` in ``work_dir``
+    (:func:`checkpoint_template`), else the ``epoch_N.pth`` of the largest N (else the largest
+    ``iter_N.pth``), None when there is none. Such a name is always a complete file:
+    checkpoints are written under a temporary name and renamed (:func:`save_atomically`)."""
     found = {}
-    folder = Path(work_dir)
+    folder, names = Path(work_dir), checkpoint_names(template)
     for path in folder.iterdir() if folder.is_dir() else ():
-        match = CHECKPOINT_NAME.match(path.name)
+        match = names.match(path.name)
         if match and path.is_file():
-            found.setdefault(match.group(1), []).append((int(match.group(2)), path))
-    for kind in ('epoch', 'iter'):
+            found.setdefault(_kind(match), []).append((_number(match), path))
+    for kind in ('template', 'epoch', 'iter'):
         if found.get(kind):
             return str(max(found[kind])[1])
     return None
